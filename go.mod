@@ -1,0 +1,3 @@
+module github.com/delegatelab/delegate
+
+go 1.26.0

@@ -1,0 +1,85 @@
+package delegate
+
+import (
+	"context"
+	"time"
+)
+
+// Request is one chat completion request. Pointer fields are optional: nil
+// leaves the server's default in place.
+type Request struct {
+	Messages    []Message `json:"messages"`
+	Tools       []Tool    `json:"tools,omitempty"`
+	ToolChoice  string    `json:"tool_choice,omitempty"` // "", "auto", "none" or "required"
+	Temperature *float64  `json:"temperature,omitempty"`
+	TopP        *float64  `json:"top_p,omitempty"`
+	MaxTokens   int       `json:"max_tokens,omitempty"` // 0: the backend's default
+	Stop        []string  `json:"stop,omitempty"`
+	Seed        *int64    `json:"seed,omitempty"`
+	N           int       `json:"n,omitempty"` // 0 or 1: one choice
+	// Logprobs asks for the logprob (and, where the backend can, the token
+	// id) of every generated token; TopLogprobs for that many alternatives.
+	Logprobs    bool `json:"logprobs,omitempty"`
+	TopLogprobs int  `json:"top_logprobs,omitempty"`
+}
+
+// Response is a model's answer to a Request.
+type Response struct {
+	ID      string   `json:"id,omitempty"`
+	Model   string   `json:"model"`
+	Choices []Choice `json:"choices"`
+	Usage   Usage    `json:"usage"`
+	// PromptTokenIDs are the ids of the prompt as the backend tokenized it,
+	// when the backend returns them (local models, vLLM).
+	PromptTokenIDs []int `json:"prompt_token_ids,omitempty"`
+	// Latency is the wall time of the whole call, retries included.
+	Latency time.Duration `json:"latency_ns"`
+	// Retries counts the attempts after the first.
+	Retries int `json:"retries,omitempty"`
+}
+
+// Choice is one generated alternative.
+type Choice struct {
+	Message      Message `json:"message"`
+	FinishReason string  `json:"finish_reason"` // "stop", "length", "tool_calls", ...
+	// Logprobs has one entry per generated token, when requested and offered.
+	Logprobs []TokenLogprob `json:"logprobs,omitempty"`
+}
+
+// TokenLogprob is the logprob of one generated token.
+type TokenLogprob struct {
+	Token   string       `json:"token"`
+	TokenID int          `json:"token_id"` // -1 when the backend did not say
+	Logprob float64      `json:"logprob"`
+	Top     []TopLogprob `json:"top,omitempty"`
+}
+
+// TopLogprob is one alternative considered at a position.
+type TopLogprob struct {
+	Token   string  `json:"token"`
+	TokenID int     `json:"token_id"`
+	Logprob float64 `json:"logprob"`
+}
+
+// FinishLength is the finish reason of a generation cut by max_tokens.
+const FinishLength = "length"
+
+// Text returns the content of the first choice, or "" when there is none.
+func (r *Response) Text() string {
+	if r == nil || len(r.Choices) == 0 {
+		return ""
+	}
+	return r.Choices[0].Message.Content
+}
+
+// Model is a chat model. Every backend implements it: the OpenAI-compatible
+// HTTP client and the in-process transformer alike.
+//
+// Chat may be called from many goroutines at once. It returns when the
+// response is complete or ctx is done; cancelling ctx stops the work in
+// flight. A failure reported by a remote server is an *APIError.
+type Model interface {
+	// Name is the model's name as the backend knows it.
+	Name() string
+	Chat(ctx context.Context, req *Request) (*Response, error)
+}
