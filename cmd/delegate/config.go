@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/delegatelab/delegate"
+)
+
+// Config is the YAML file that names models and assigns them to roles.
+//
+//	models:
+//	  nano:
+//	    base_url: https://api.openai.com/v1
+//	    model: gpt-4.1-nano
+//	    api_key_env: OPENAI_API_KEY
+//	    price: {input: 0.10, cached_input: 0.025, output: 0.40}
+//	roles:
+//	  delegator: nano
+//	  subagent: nano
+//
+// Unknown keys and values of the wrong type are errors naming the key and
+// its line; Validate checks that every role names a defined model.
+type Config struct {
+	Models map[string]ModelConfig `yaml:"models"`
+	Roles  RolesConfig            `yaml:"roles"`
+
+	path  string
+	lines map[string]int // "roles.delegator" -> line, for cross-field errors
+}
+
+// ModelConfig describes one model endpoint.
+type ModelConfig struct {
+	// Kind is "openai" (any OpenAI-compatible endpoint; the default).
+	Kind    string `yaml:"kind"`
+	BaseURL string `yaml:"base_url"`
+	Model   string `yaml:"model"`
+	// APIKeyEnv names the environment variable holding the API key; the
+	// key itself never appears in the file. Empty for local servers.
+	APIKeyEnv         string         `yaml:"api_key_env"`
+	Price             delegate.Price `yaml:"price"`
+	Timeout           time.Duration  `yaml:"timeout"`     // per attempt; default 120s
+	MaxRetries        *int           `yaml:"max_retries"` // default 4
+	MaxConcurrency    int            `yaml:"max_concurrency"`
+	RequestsPerMinute float64        `yaml:"requests_per_minute"`
+	// TokenIDs asks a vLLM server for token ids with logprobs.
+	TokenIDs bool `yaml:"token_ids"`
+}
+
+// RolesConfig assigns models to roles by name.
+type RolesConfig struct {
+	Delegator string   `yaml:"delegator"`
+	Subagent  string   `yaml:"subagent"`
+	Judge     string   `yaml:"judge"`
+	Baseline  string   `yaml:"baseline"`
+	Leader    string   `yaml:"leader"`
+	Peers     []string `yaml:"peers"`
+	Strong    string   `yaml:"strong"`
+	Weak      string   `yaml:"weak"`
+}
+
+// named returns the single-model roles with their names, in a fixed order.
+func (r RolesConfig) named() []struct{ role, model string } {
+	return []struct{ role, model string }{
+		{"delegator", r.Delegator}, {"subagent", r.Subagent}, {"judge", r.Judge},
+		{"baseline", r.Baseline}, {"leader", r.Leader}, {"strong", r.Strong}, {"weak", r.Weak},
+	}
+}
+
+// LoadConfig reads and validates a config file.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := ParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	cfg.path = path
+	return cfg, nil
+}
+
+// ParseConfig decodes and validates a config document.
+func ParseConfig(b []byte) (*Config, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errors.New("empty config")
+	}
+	var cfg Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, yamlError(err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		return nil, errors.New("config holds more than one YAML document")
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return nil, yamlError(err)
+	}
+	cfg.lines = map[string]int{}
+	collectLines(&root, "", cfg.lines)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// yamlError makes the decoder's messages read as ours: "line 4: field
+// tempreature not found in type main.ModelConfig" becomes "line 4: unknown
+// key "tempreature"".
+func yamlError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("parse: %w", err)
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		if j := strings.Index(m, "field "); j >= 0 && strings.Contains(m, " not found in type ") {
+			key := m[j+len("field "):]
+			key = key[:strings.Index(key, " not found in type ")]
+			m = m[:j] + fmt.Sprintf("unknown key %q", key)
+		}
+		msgs[i] = m
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+func collectLines(n *yaml.Node, prefix string, lines map[string]int) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			collectLines(c, prefix, lines)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i].Value
+			if prefix != "" {
+				key = prefix + "." + key
+			}
+			lines[key] = n.Content[i].Line
+			collectLines(n.Content[i+1], key, lines)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			key := fmt.Sprintf("%s[%d]", prefix, i)
+			lines[key] = c.Line
+			collectLines(c, key, lines)
+		}
+	}
+}
+
+// at prefixes a message with the line of key, when known.
+func (c *Config) at(key, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if line, ok := c.lines[key]; ok {
+		return fmt.Errorf("line %d: %s: %s", line, key, msg)
+	}
+	return fmt.Errorf("%s: %s", key, msg)
+}
+
+// Validate checks every model and that every role names a defined model.
+func (c *Config) Validate() error {
+	if len(c.Models) == 0 {
+		return c.at("models", "no models defined")
+	}
+	var errs []error
+	for _, name := range c.ModelNames() {
+		m := c.Models[name]
+		key := "models." + name
+		switch m.Kind {
+		case "", "openai":
+			if m.BaseURL == "" {
+				errs = append(errs, c.at(key, "base_url is required"))
+			} else if !strings.HasPrefix(m.BaseURL, "http://") && !strings.HasPrefix(m.BaseURL, "https://") {
+				errs = append(errs, c.at(key+".base_url", "must start with http:// or https://, got %q", m.BaseURL))
+			}
+			if m.Model == "" {
+				errs = append(errs, c.at(key, "model is required"))
+			}
+		default:
+			errs = append(errs, c.at(key+".kind", "unknown kind %q (want openai)", m.Kind))
+		}
+		if m.Price.Input < 0 || m.Price.CachedInput < 0 || m.Price.Output < 0 {
+			errs = append(errs, c.at(key+".price", "prices must not be negative"))
+		}
+		if m.Timeout < 0 {
+			errs = append(errs, c.at(key+".timeout", "must not be negative"))
+		}
+		if m.MaxRetries != nil && *m.MaxRetries < 0 {
+			errs = append(errs, c.at(key+".max_retries", "must not be negative"))
+		}
+		if m.MaxConcurrency < 0 || m.RequestsPerMinute < 0 {
+			errs = append(errs, c.at(key, "max_concurrency and requests_per_minute must not be negative"))
+		}
+		if m.APIKeyEnv != "" && !validEnvName(m.APIKeyEnv) {
+			errs = append(errs, c.at(key+".api_key_env", "is not an environment variable name (put the variable's name here, never the key itself)"))
+		}
+	}
+	for _, r := range c.Roles.named() {
+		if _, ok := c.Models[r.model]; r.model != "" && !ok {
+			errs = append(errs, c.at("roles."+r.role, "names model %q, which is not defined under models", r.model))
+		}
+	}
+	for i, p := range c.Roles.Peers {
+		if _, ok := c.Models[p]; !ok {
+			errs = append(errs, c.at(fmt.Sprintf("roles.peers[%d]", i), "names model %q, which is not defined under models", p))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ModelNames returns the defined model names, sorted.
+func (c *Config) ModelNames() []string {
+	names := make([]string, 0, len(c.Models))
+	for n := range c.Models {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func validEnvName(s string) bool {
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return s != ""
+}

@@ -1,0 +1,119 @@
+package delegate_test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/delegatelab/delegate"
+
+// allowedImports is the layout of the module: for each package, the other
+// packages of this module it may import. The root imports only the standard
+// library; implementations import the root and not each other, except where
+// one composes others. A package missing from this table fails the test, so
+// a new package is placed in the layout on purpose.
+var allowedImports = map[string][]string{
+	"":              {},
+	"nn/kernel":     {},
+	"nn":            {"nn/kernel"},
+	"tokenizer":     {""},
+	"openai":        {""},
+	"modeltest":     {""},
+	"strategy":      {""},
+	"score":         {""},
+	"dataset":       {""},
+	"judge":         {""},
+	"reward":        {"", "judge"},
+	"cmd/delegate":  {"*"},
+	"bench/matmul":  {"*"},
+	"bench/llama2c": {"*"},
+}
+
+// thirdPartyAllowed lists the packages that may import modules outside the
+// standard library and this one. Everything else is standard library only
+// (plus golang.org/x, which the Go team maintains).
+var thirdPartyAllowed = map[string]bool{"cmd/delegate": true, "bench/matmul": true, "bench/llama2c": true}
+
+type listedPackage struct {
+	ImportPath string
+	Imports    []string
+	Standard   bool
+}
+
+func TestLayout(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command on PATH")
+	}
+	out, err := exec.Command("go", "list", "-json=ImportPath,Imports,Standard", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		allowed, ok := allowedImports[rel]
+		if !ok {
+			t.Errorf("package %q is not in the layout table of layout_test.go", p.ImportPath)
+			continue
+		}
+		for _, imp := range p.Imports {
+			switch {
+			case imp == module || strings.HasPrefix(imp, module+"/"):
+				dep := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+				if !slices.Contains(allowed, "*") && !slices.Contains(allowed, dep) {
+					t.Errorf("%s imports %s, which the layout forbids (allowed: %q)", displayName(rel), displayName(dep), allowed)
+				}
+			case isStandard(imp), strings.HasPrefix(imp, "golang.org/x/"):
+			case rel == "" || !thirdPartyAllowed[rel] && !allowsThirdParty(imp):
+				t.Errorf("%s imports third-party %s; only %v may", displayName(rel), imp, keys(thirdPartyAllowed))
+			}
+		}
+	}
+}
+
+// allowsThirdParty names the few third-party imports allowed below cmd,
+// each for a reason.
+func allowsThirdParty(imp string) bool {
+	switch {
+	case strings.HasPrefix(imp, "modernc.org/sqlite"): // the embedded database, pure Go
+		return true
+	case strings.HasPrefix(imp, "go.yaml.in/yaml/"): // config sections decoded where they are defined
+		return true
+	}
+	return false
+}
+
+func isStandard(imp string) bool {
+	first := imp
+	if i := strings.IndexByte(imp, '/'); i >= 0 {
+		first = imp[:i]
+	}
+	return !strings.Contains(first, ".")
+}
+
+func displayName(rel string) string {
+	if rel == "" {
+		return "the root package"
+	}
+	return path.Join(module, rel)
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,195 @@
+package delegate_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/delegatelab/delegate"
+)
+
+// echo is a minimal Model for the recorder's tests: it answers with the
+// last message's content and a usage derived from its length.
+type echo struct {
+	name string
+	fail error
+}
+
+func (e echo) Name() string { return e.name }
+
+func (e echo) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	if e.fail != nil {
+		return nil, e.fail
+	}
+	last := req.Messages[len(req.Messages)-1].Content
+	return &delegate.Response{
+		Model:   e.name,
+		Choices: []delegate.Choice{{Message: delegate.Assistant("re: " + last), FinishReason: "stop"}},
+		Usage:   delegate.Usage{PromptTokens: len(last), CompletionTokens: 2, CachedTokens: 1},
+	}, nil
+}
+
+func TestPriceCost(t *testing.T) {
+	p := delegate.Price{Input: 2, CachedInput: 0.5, Output: 8}
+	tests := []struct {
+		name string
+		u    delegate.Usage
+		want float64
+	}{
+		{"empty", delegate.Usage{}, 0},
+		{"prompt only", delegate.Usage{PromptTokens: 1_000_000}, 2},
+		{"cached part", delegate.Usage{PromptTokens: 1_000_000, CachedTokens: 400_000}, 0.6*2 + 0.4*0.5},
+		{"output", delegate.Usage{CompletionTokens: 500_000}, 4},
+		{"cached above prompt is capped", delegate.Usage{PromptTokens: 10, CachedTokens: 20}, 10 * 0.5 / 1e6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := p.Cost(tt.u); math.Abs(got-tt.want) > 1e-12 {
+				t.Errorf("Cost(%+v) = %v, want %v", tt.u, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRecorderConcurrentCallsAndTotals(t *testing.T) {
+	events := make(chan delegate.Event, 1000)
+	rec := delegate.NewRecorder("test", "hello", events)
+	lead := delegate.Agent{Role: "delegator", Model: echo{name: "big"}, Price: delegate.Price{Input: 1, Output: 2}}
+	sub := delegate.Agent{Role: "subagent", Model: echo{name: "small"}, Price: delegate.Price{Input: 0.1, CachedInput: 0.05, Output: 0.2}}
+
+	if _, err := rec.Call(context.Background(), nil, "plan", lead, &delegate.Request{Messages: []delegate.Message{delegate.User("abcd")}}); err != nil {
+		t.Fatal(err)
+	}
+	group := rec.Group(nil, "subagents")
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := &delegate.Request{Messages: []delegate.Message{delegate.User(fmt.Sprintf("task %02d", i))}}
+			if _, err := rec.Call(context.Background(), group, fmt.Sprintf("subagent %d", i+1), sub, req); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	rec.EndGroup(group)
+	failing := delegate.Agent{Role: "subagent", Model: echo{name: "small", fail: &delegate.APIError{Status: 500, Attempts: 3}}}
+	if _, err := rec.Call(context.Background(), group, "subagent 21", failing, &delegate.Request{Messages: []delegate.Message{delegate.User("x")}}); err == nil {
+		t.Fatal("failing model returned no error")
+	}
+	tr := rec.Finish("done", "")
+
+	if got, want := len(group.Children), 21; got != want {
+		t.Fatalf("group children = %d, want %d", got, want)
+	}
+	sr := tr.Roles["subagent"]
+	if sr.Calls != 21 || sr.Errors != 1 || sr.Retries != 2 {
+		t.Errorf("subagent totals = %+v, want 21 calls, 1 error, 2 retries", sr)
+	}
+	if got, want := sr.Usage.PromptTokens, 20*len("task 00"); got != want {
+		t.Errorf("subagent prompt tokens = %d, want %d", got, want)
+	}
+	wantCost := 20 * sub.Price.Cost(delegate.Usage{PromptTokens: 7, CompletionTokens: 2, CachedTokens: 1})
+	if math.Abs(sr.Cost-wantCost) > 1e-15 {
+		t.Errorf("subagent cost = %v, want %v", sr.Cost, wantCost)
+	}
+	if got, want := tr.Total.Calls, 22; got != want {
+		t.Errorf("total calls = %d, want %d", got, want)
+	}
+	ids := map[int]bool{}
+	for _, n := range tr.Calls() {
+		if ids[n.ID] {
+			t.Errorf("duplicate node id %d", n.ID)
+		}
+		ids[n.ID] = true
+	}
+	close(events)
+	starts, finishes := 0, 0
+	for ev := range events {
+		switch ev.Kind {
+		case delegate.EventStart:
+			starts++
+		case delegate.EventFinish:
+			finishes++
+			if ev.Name == "subagent 3" && ev.Depth != 2 {
+				t.Errorf("subagent depth = %d, want 2", ev.Depth)
+			}
+		}
+	}
+	if starts != 23 || finishes != 23 {
+		t.Errorf("events: %d starts, %d finishes, want 23 each", starts, finishes)
+	}
+}
+
+func TestRecorderNeverBlocksOnFullChannel(t *testing.T) {
+	events := make(chan delegate.Event) // nobody reads
+	rec := delegate.NewRecorder("test", "q", events)
+	a := delegate.Agent{Role: "r", Model: echo{name: "m"}}
+	for range 5 {
+		if _, err := rec.Call(context.Background(), nil, "c", a, &delegate.Request{Messages: []delegate.Message{delegate.User("x")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := rec.Finish("", "")
+	if got, want := tr.DroppedEvents, int64(10); got != want {
+		t.Errorf("dropped = %d, want %d", got, want)
+	}
+}
+
+func TestTraceJSONRoundTrip(t *testing.T) {
+	rec := delegate.NewRecorder("single", "q", nil)
+	a := delegate.Agent{Role: "baseline", Model: echo{name: "m"}, Price: delegate.Price{Input: 1}}
+	if _, err := rec.Call(context.Background(), nil, "answer", a, &delegate.Request{Messages: []delegate.Message{delegate.User("q")}}); err != nil {
+		t.Fatal(err)
+	}
+	tr := rec.Finish("re: q", "")
+	b, err := json.Marshal(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back delegate.Trace
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Version != delegate.TraceVersion || back.Answer != "re: q" || back.Roles["baseline"].Calls != 1 {
+		t.Errorf("round trip lost data: %+v", back)
+	}
+	if got := back.Root.Children[0].Output.Content; got != "re: q" {
+		t.Errorf("output = %q", got)
+	}
+}
+
+func TestAPIErrorRetryable(t *testing.T) {
+	tests := []struct {
+		err  delegate.APIError
+		want bool
+	}{
+		{delegate.APIError{Status: 429}, true},
+		{delegate.APIError{Status: 500}, true},
+		{delegate.APIError{Status: 503}, true},
+		{delegate.APIError{Status: 400}, false},
+		{delegate.APIError{Status: 401}, false},
+		{delegate.APIError{Status: 404}, false},
+		{delegate.APIError{Type: delegate.ErrKindConnection}, true},
+		{delegate.APIError{Type: delegate.ErrKindTimeout}, true},
+		{delegate.APIError{Type: delegate.ErrKindDecode}, true},
+		{delegate.APIError{Type: delegate.ErrKindCanceled}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Retryable(); got != tt.want {
+			t.Errorf("%v Retryable() = %v, want %v", tt.err.Error(), got, tt.want)
+		}
+	}
+	wrapped := fmt.Errorf("call: %w", &delegate.APIError{Status: 500, Attempts: 4})
+	if got := delegate.AttemptsOf(wrapped); got != 4 {
+		t.Errorf("AttemptsOf = %d, want 4", got)
+	}
+	if got := delegate.AttemptsOf(errors.New("plain")); got != 1 {
+		t.Errorf("AttemptsOf(plain) = %d, want 1", got)
+	}
+}
