@@ -283,16 +283,37 @@ func Load(dir string) (*Params, map[string]string, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %s: %w", cfgPath, err)
 	}
+	wPath := filepath.Join(dir, ckptWeightsName)
+	// Check the config against the file's size before allocating, so that a
+	// config.json asking for absurd sizes fails instead of exhausting memory.
+	st, err := os.Stat(wPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint %s: %w", wPath, err)
+	}
+	if need := 4 * ckptValues(c); need > float64(st.Size()) {
+		return nil, nil, fmt.Errorf("checkpoint %s: config needs %.0f bytes of weights, the file holds %d", wPath, need, st.Size())
+	}
 	p, err := Alloc(c)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %s: %w", cfgPath, err)
 	}
-	wPath := filepath.Join(dir, ckptWeightsName)
 	meta, err := ckptReadWeights(wPath, p)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %s: %w", wPath, err)
 	}
 	return p, meta, nil
+}
+
+// ckptValues is Config.Size computed in float64, which cannot overflow
+// whatever a config file says.
+func ckptValues(c Config) float64 {
+	d, kv, h := float64(c.Dim), float64(c.KVDim()), float64(c.Hidden)
+	layer := 2*d + 2*d*d + 2*kv*d + 3*h*d
+	n := float64(c.Vocab)*d + float64(c.Layers)*layer + d
+	if !c.TiedOutput {
+		n += float64(c.Vocab) * d
+	}
+	return n
 }
 
 func ckptReadConfig(path string) (Config, error) {

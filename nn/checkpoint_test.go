@@ -75,6 +75,15 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	}
 }
 
+func TestCkptValuesMatchesSize(t *testing.T) {
+	for _, tied := range []bool{false, true} {
+		c := ckptTestConfig(tied)
+		if got, want := ckptValues(c), float64(c.Size()); got != want {
+			t.Errorf("tied=%v: ckptValues = %v, Size = %v", tied, got, want)
+		}
+	}
+}
+
 func TestSaveRejects(t *testing.T) {
 	p := ckptTestParams(t, ckptTestConfig(false), 1)
 	if err := Save(t.TempDir(), p, map[string]string{"config": "x"}); err == nil || !strings.Contains(err.Error(), `"config" is reserved`) {
@@ -256,6 +265,9 @@ func TestLoadErrors(t *testing.T) {
 		{"config invalid", editFile(ckptConfigName, func(b []byte) []byte {
 			return bytes.Replace(b, []byte(`"heads": 2`), []byte(`"heads": 3`), 1)
 		}), "dim 8 must be a positive multiple of heads 3"},
+		{"config too large", editFile(ckptConfigName, func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"vocab": 8`), []byte(`"vocab": 800000000000`), 1)
+		}), "config needs 51200000004000 bytes of weights, the file holds"},
 		{"config missing", func(t *testing.T, dir string) {
 			if err := os.Remove(filepath.Join(dir, ckptConfigName)); err != nil {
 				t.Fatal(err)
