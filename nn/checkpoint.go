@@ -291,7 +291,7 @@ func Load(dir string) (*Params, map[string]string, error) {
 		return nil, nil, fmt.Errorf("checkpoint %s: %w", wPath, err)
 	}
 	if need := 4 * ckptValues(c); need > float64(st.Size()) {
-		return nil, nil, fmt.Errorf("checkpoint %s: config needs %.0f bytes of weights, the file holds %d", wPath, need, st.Size())
+		return nil, nil, fmt.Errorf("checkpoint %s: truncated: config needs %.0f bytes of weights, the file holds %d", wPath, need, st.Size())
 	}
 	p, err := Alloc(c)
 	if err != nil {

@@ -244,10 +244,12 @@ func TestLoadErrors(t *testing.T) {
 			"data region holds"},
 		{"truncated data", editFile(ckptWeightsName, func(b []byte) []byte { return b[:len(b)-10] }),
 			"truncated: tensor output.weight ends at byte"},
-		{"truncated header", editFile(ckptWeightsName, func(b []byte) []byte { return b[:20] }),
-			"truncated: header length"},
-		{"empty file", editFile(ckptWeightsName, func(b []byte) []byte { return nil }),
-			"truncated: file is 0 bytes"},
+		{"truncated file", editFile(ckptWeightsName, func(b []byte) []byte { return b[:20] }),
+			"truncated: config needs 4512 bytes of weights, the file holds 20"},
+		{"header length lies", editFile(ckptWeightsName, func(b []byte) []byte {
+			binary.LittleEndian.PutUint64(b, uint64(len(b)-7))
+			return b
+		}), "truncated: header length 6553 exceeds the 6552 bytes after it"},
 		{"header not json", editFile(ckptWeightsName, func(b []byte) []byte {
 			copy(b[8:], "[")
 			return b
