@@ -75,7 +75,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	}
 }
 
-func TestCkptValuesMatchesSize(t *testing.T) {
+func TestCheckpointValuesMatchSize(t *testing.T) {
 	for _, tied := range []bool{false, true} {
 		c := ckptTestConfig(tied)
 		if got, want := ckptValues(c), float64(c.Size()); got != want {
@@ -84,7 +84,7 @@ func TestCkptValuesMatchesSize(t *testing.T) {
 	}
 }
 
-func TestSaveRejects(t *testing.T) {
+func TestCheckpointSaveRejects(t *testing.T) {
 	p := ckptTestParams(t, ckptTestConfig(false), 1)
 	if err := Save(t.TempDir(), p, map[string]string{"config": "x"}); err == nil || !strings.Contains(err.Error(), `"config" is reserved`) {
 		t.Errorf("reserved meta key: err = %v", err)
@@ -99,7 +99,7 @@ func TestSaveRejects(t *testing.T) {
 // in float32, distinct, of both signs.
 func ckptFixtureValue(i int) float32 { return float32(i%97-48) / 64 }
 
-func TestLoadFixtureV1(t *testing.T) {
+func TestCheckpointFixtureV1(t *testing.T) {
 	dir := filepath.Join("testdata", "checkpoint-v1")
 	c := Config{Vocab: 6, Dim: 4, Layers: 1, Heads: 2, KVHeads: 1, Hidden: 6, Context: 8, RopeTheta: 10000, NormEps: 1e-5}
 	wantMeta := map[string]string{"step": "3"}
@@ -179,7 +179,7 @@ func ckptJoin(t *testing.T, path string, h map[string]any, data []byte) {
 	}
 }
 
-func TestLoadErrors(t *testing.T) {
+func TestCheckpointLoadErrors(t *testing.T) {
 	entry := func(h map[string]any, name string) map[string]any { return h[name].(map[string]any) }
 	editHeader := func(edit func(h map[string]any, data []byte) []byte) func(t *testing.T, dir string) {
 		return func(t *testing.T, dir string) {
@@ -294,10 +294,10 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-// FuzzLoadWeights feeds arbitrary bytes as model.safetensors to the loader
+// FuzzCheckpointWeights feeds arbitrary bytes as model.safetensors to the loader
 // of the fixture's config: it must return an error or a model, never panic
 // or allocate beyond the header limit.
-func FuzzLoadWeights(f *testing.F) {
+func FuzzCheckpointWeights(f *testing.F) {
 	fixture, err := os.ReadFile(filepath.Join("testdata", "checkpoint-v1", ckptWeightsName))
 	if err != nil {
 		f.Fatal(err)
