@@ -1,0 +1,131 @@
+// Package tokenizer is the byte-level tokenizer of the in-process model and
+// its chat template.
+//
+// The vocabulary is laid out like llama2.c's byte-fallback vocabularies, so
+// that a model trained on it can be exported and run by llama2.c's run
+// program (see WriteLlama2C):
+//
+//	id 0         <unk>
+//	id 1         <s>    beginning of sequence (BOS)
+//	id 2         </s>   end of sequence (EOS)
+//	ids 3..258   the 256 byte values: byte b is id b+3
+//	id 259       <|system|>
+//	id 260       <|user|>
+//	id 261       <|assistant|>
+//	id 262       <|tool|>            a tool result
+//	id 263       <|tool_call|>       opens a tool call's JSON
+//	id 264       <|end_tool_call|>   closes it
+//	id 265       <|end|>             end of a turn
+//	id 266       <|tools|>           opens the block declaring the tools offered
+//	ids 267..271 <|reserved_0|> .. <|reserved_4|>, kept free for later use
+//
+// VocabSize (272) is the size of this vocabulary; a model's vocabulary must
+// be at least that large. Ids at or above VocabSize are never produced by
+// this package; Piece and Decode render them as <|unused_N|>.
+//
+// Text is encoded byte by byte, so every byte string, valid UTF-8 or not,
+// encodes and decodes losslessly. Encode never produces special ids, even
+// when the text contains their spelling: only the chat template emits them.
+//
+// Everything in this package is stateless and safe for concurrent use.
+package tokenizer
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Token ids of the control and special tokens.
+const (
+	Unk          = 0   // unknown token; never produced by Encode
+	BOS          = 1   // <s>, begins every rendered conversation
+	EOS          = 2   // </s>
+	ByteOffset   = 3   // byte b is token ByteOffset+b
+	System       = 259 // <|system|>
+	User         = 260 // <|user|>
+	Assistant    = 261 // <|assistant|>
+	Tool         = 262 // <|tool|>: a tool result follows
+	ToolCall     = 263 // <|tool_call|>: a tool call's JSON follows
+	EndToolCall  = 264 // <|end_tool_call|>
+	End          = 265 // <|end|>: end of a turn
+	Tools        = 266 // <|tools|>: the declarations of the tools offered follow
+	FirstReserve = 267 // first of the reserved ids <|reserved_0|> ..
+	VocabSize    = 272 // ids 0..VocabSize-1 are this tokenizer's vocabulary
+)
+
+// specialPieces are the spellings of ids 0..2 and System..VocabSize-1.
+var specialPieces = map[int]string{
+	Unk:         "<unk>",
+	BOS:         "<s>",
+	EOS:         "</s>",
+	System:      "<|system|>",
+	User:        "<|user|>",
+	Assistant:   "<|assistant|>",
+	Tool:        "<|tool|>",
+	ToolCall:    "<|tool_call|>",
+	EndToolCall: "<|end_tool_call|>",
+	End:         "<|end|>",
+	Tools:       "<|tools|>",
+}
+
+func init() {
+	for id := FirstReserve; id < VocabSize; id++ {
+		specialPieces[id] = fmt.Sprintf("<|reserved_%d|>", id-FirstReserve)
+	}
+}
+
+// IsByte reports whether id stands for a single byte.
+func IsByte(id int) bool { return id >= ByteOffset && id < ByteOffset+256 }
+
+// IsSpecial reports whether id is a control or special token of this
+// vocabulary (not a byte).
+func IsSpecial(id int) bool { return id >= 0 && id < VocabSize && !IsByte(id) }
+
+// Piece returns the text of one token: the single byte for a byte token
+// (possibly not valid UTF-8 on its own), the spelling for a special token,
+// <|unused_N|> for an id at or above VocabSize and <|invalid_N|> for a
+// negative id.
+func Piece(id int) string {
+	switch {
+	case IsByte(id):
+		return string([]byte{byte(id - ByteOffset)})
+	case id < 0:
+		return fmt.Sprintf("<|invalid_%d|>", id)
+	case id >= VocabSize:
+		return fmt.Sprintf("<|unused_%d|>", id)
+	}
+	return specialPieces[id]
+}
+
+// Encode returns the byte tokens of text, one per byte. Special-token
+// spellings in text stay plain bytes.
+func Encode(text string) []int {
+	ids := make([]int, len(text))
+	for i := 0; i < len(text); i++ {
+		ids[i] = int(text[i]) + ByteOffset
+	}
+	return ids
+}
+
+// appendEncode appends the byte tokens of text to ids.
+func appendEncode(ids []int, text string) []int {
+	for i := 0; i < len(text); i++ {
+		ids = append(ids, int(text[i])+ByteOffset)
+	}
+	return ids
+}
+
+// Decode concatenates the pieces of ids. Byte tokens give back their bytes
+// exactly, invalid UTF-8 included, so Decode(Encode(s)) == s for every s.
+func Decode(ids []int) string {
+	var b strings.Builder
+	b.Grow(len(ids))
+	for _, id := range ids {
+		if IsByte(id) {
+			b.WriteByte(byte(id - ByteOffset))
+			continue
+		}
+		b.WriteString(Piece(id))
+	}
+	return b.String()
+}
