@@ -16,8 +16,8 @@ type Generation struct {
 	// MaxTokens caps each completion; 0 leaves the backend's default.
 	MaxTokens int `yaml:"max_tokens" json:"max_tokens"`
 	// Seed, when set, is sent for reproducible sampling. Where one stage makes
-	// several calls that would otherwise be identical (lead's peers), call i
-	// (from 0) gets Seed+i.
+	// calls that would otherwise be identical, call i (from 0) gets Seed+i:
+	// lead's peer i+1, decompose's sub-agent retry i.
 	Seed *int64 `yaml:"seed,omitempty" json:"seed,omitempty"`
 }
 

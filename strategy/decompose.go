@@ -33,8 +33,7 @@ func (d *decompose) Run(ctx context.Context, request string, events chan<- deleg
 	}
 	results, err := d.subagents(ctx, rec, request, plan)
 	if err != nil {
-		tr, _ := finishRun(ctx, rec, NameDecompose, "", failure(FailureCall, "%v", err)) // the panic is the error to return
-		return tr, fmt.Errorf("run %s: %w", NameDecompose, err)
+		return panicked(rec, NameDecompose, "", err)
 	}
 	if ctx.Err() != nil {
 		return finishRun(ctx, rec, NameDecompose, "", "")

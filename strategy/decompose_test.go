@@ -353,3 +353,21 @@ func TestDecomposeCancelDuringFanOut(t *testing.T) {
 		t.Errorf("delegator calls = %d, want 1 (no aggregation after cancellation)", n)
 	}
 }
+
+func TestDecomposeSubagentPanics(t *testing.T) {
+	delegator, _ := decomposeFixture("<|end_subtask|>")
+	subagent := fake("s", func(context.Context, *delegate.Request) (*delegate.Response, error) {
+		panic("fake model bug")
+	})
+	tr, err := New(NameDecompose, decomposeRoles(delegator, subagent), DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tr.Run(context.Background(), testRequest, nil)
+	if err == nil || !strings.Contains(err.Error(), "fake model bug") || !strings.Contains(err.Error(), "goroutine") {
+		t.Errorf("err = %v, want the panic with its stack", err)
+	}
+	if got == nil || got.Failure != "panic: fake model bug" {
+		t.Errorf("trace = %+v, want Failure %q", got, "panic: fake model bug")
+	}
+}

@@ -38,8 +38,7 @@ func (l *lead) Run(ctx context.Context, request string, events chan<- delegate.E
 		g := rec.Group(nil, RoundNode(t))
 		if err := l.peerRound(ctx, rec, g, request, t, leaderOut, convs, answers); err != nil {
 			rec.EndGroup(g)
-			tr, _ := finishRun(ctx, rec, NameLead, answer, failure(FailureCall, "%v", err)) // the panic is the error to return
-			return tr, fmt.Errorf("run %s: %w", NameLead, err)
+			return panicked(rec, NameLead, answer, err)
 		}
 		if ctx.Err() != nil {
 			rec.EndGroup(g)

@@ -70,8 +70,7 @@ func (r *route) Run(ctx context.Context, request string, events chan<- delegate.
 		results, err := r.tools(ctx, rec, g, turn, out.ToolCalls)
 		rec.EndGroup(g)
 		if err != nil {
-			tr, _ := finishRun(ctx, rec, NameRoute, "", failure(FailureCall, "%v", err)) // the panic is the error to return
-			return tr, fmt.Errorf("run %s: %w", NameRoute, err)
+			return panicked(rec, NameRoute, "", err)
 		}
 		if ctx.Err() != nil {
 			return finishRun(ctx, rec, NameRoute, "", "")

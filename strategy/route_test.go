@@ -3,9 +3,13 @@ package strategy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/modeltest"
@@ -171,4 +175,38 @@ func TestRouteFailures(t *testing.T) {
 			t.Errorf("answer, failure = %q, %q; want the whole reply and kind %q", tr.Answer, tr.Failure, FailureAnswerFormat)
 		}
 	})
+}
+
+func TestRouteCancelDuringToolCalls(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	strong := fake("strong", modeltest.Script(modeltest.ToolCalls(
+		modeltest.Call("a", "delegate", `{"question":"1?"}`),
+		modeltest.Call("b", "delegate", `{"question":"2?"}`),
+	)))
+	started := make(chan struct{}, 2)
+	weak := fake("weak", modeltest.Block(started))
+	s := mustNew(t, NameRoute, routeRoles(strong, weak), DefaultConfig())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	var tr *delegate.Trace
+	go func() {
+		var err error
+		tr, err = s.Run(ctx, mathRequest, nil)
+		done <- err
+	}()
+	<-started
+	<-started
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after cancellation")
+	}
+	if FailureKind(tr.Failure) != FailureCanceled || strong.Calls() != 1 {
+		t.Errorf("failure %q after %d strong calls, want canceled after 1", tr.Failure, strong.Calls())
+	}
 }

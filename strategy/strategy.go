@@ -2,6 +2,7 @@ package strategy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"strconv"
@@ -159,6 +160,7 @@ const (
 	FailureMaxTurns     = "max turns"     // route: the strong model still called tools after max_turns
 	FailureCanceled     = "canceled"      // the context ended the run
 	FailurePrompt       = "prompt"        // a prompt template failed to render
+	FailurePanic        = "panic"         // a goroutine of the run panicked (a bug); Run returns the stack
 )
 
 // FailureKind returns the kind of a Trace.Failure: the text before the
@@ -198,12 +200,32 @@ func finishRun(ctx context.Context, rec *delegate.Recorder, strategy, answer, fa
 	return rec.Finish(answer, fail), nil
 }
 
+// panicked closes the trace of a run stopped by a panic in one of its
+// goroutines: the failure holds the panic's first line, the returned error
+// the whole of it, stack included.
+func panicked(rec *delegate.Recorder, strategy, answer string, err error) (*delegate.Trace, error) {
+	fail := failure(FailurePanic, "%v", err)
+	var pe *panicError
+	if errors.As(err, &pe) {
+		fail = failure(FailurePanic, "%v", pe.value)
+	}
+	return rec.Finish(answer, fail), fmt.Errorf("run %s: %w", strategy, err)
+}
+
+// panicError is a recovered panic with the stack where it happened.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.value, e.stack) }
+
 // protect runs f, turning a panic into an error that carries the stack. It
 // guards every goroutine a strategy starts.
 func protect(f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			err = &panicError{value: r, stack: debug.Stack()}
 		}
 	}()
 	return f()
