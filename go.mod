@@ -3,6 +3,6 @@ module github.com/delegatelab/delegate
 go 1.26.0
 
 require (
-	go.uber.org/goleak v1.3.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
+	go.uber.org/goleak v1.3.0
+	golang.org/x/sync v0.24.0
 )

@@ -21,8 +21,10 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// Func answers one request. It receives the caller's context and should
-// return when it is done; it may be called from many goroutines at once.
+// Func answers one request. It receives the caller's context; one that
+// blocks must return when the context is done, since Chat waits for it (a
+// fake never leaves a goroutine behind). It may be called from many
+// goroutines at once.
 type Func func(ctx context.Context, req *delegate.Request) (*delegate.Response, error)
 
 // Model is a scripted fake delegate.Model. Create it with New; its methods may
