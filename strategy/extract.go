@@ -1,0 +1,199 @@
+package strategy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Answer markers.
+const (
+	FinalOutputMarker = "Final Output:" // decompose: the aggregator's answer follows the last one
+	FinalAnswerMarker = "Final answer:" // single, route: the answer follows the last one (any letter case)
+	boxedOpen         = `\boxed{`
+	answerOpen        = "<answer>"
+	answerClose       = "</answer>"
+)
+
+// Boxed returns the content of the last complete \boxed{...} in text, with
+// nested braces balanced; a backslash escapes the next character, so \{ and
+// \} do not count. ok is false when text has no complete \boxed{}.
+func Boxed(text string) (content string, ok bool) {
+	for end := len(text); end > 0; {
+		i := strings.LastIndex(text[:end], boxedOpen)
+		if i < 0 {
+			return "", false
+		}
+		body := i + len(boxedOpen)
+		if j := closingBrace(text[body:]); j >= 0 {
+			return text[body : body+j], true
+		}
+		end = i // unbalanced: try the one before
+	}
+	return "", false
+}
+
+// closingBrace returns the offset in s of the brace closing an already
+// opened one, or -1.
+func closingBrace(s string) int {
+	depth := 1
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++ // skip the escaped byte
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// ExtractAnswer returns the final answer of a reply: the content of the
+// last \boxed{} if there is one, else the text after the last "Final
+// answer:" (any letter case), trimmed. ok is false when neither is found
+// (or what follows the marker is empty); the answer is then the whole text,
+// trimmed, so that nothing the model wrote is lost.
+func ExtractAnswer(text string) (answer string, ok bool) {
+	if b, ok := Boxed(text); ok {
+		return strings.TrimSpace(b), true
+	}
+	if s, ok := after(asciiLower(text), text, asciiLower(FinalAnswerMarker)); ok {
+		return s, true
+	}
+	return strings.TrimSpace(text), false
+}
+
+// FinalOutput returns the text after the last "Final Output:" marker,
+// trimmed, or the whole text trimmed and ok false when there is no marker
+// or nothing follows it.
+func FinalOutput(text string) (answer string, ok bool) {
+	if s, ok := after(text, text, FinalOutputMarker); ok {
+		return s, true
+	}
+	return strings.TrimSpace(text), false
+}
+
+// after finds the last marker in search (text itself, or a view of it with
+// the same byte offsets) and returns the trimmed text after it; ok is false
+// when there is none or it is empty.
+func after(search, text, marker string) (string, bool) {
+	i := strings.LastIndex(search, marker)
+	if i < 0 {
+		return "", false
+	}
+	s := strings.TrimSpace(text[i+len(marker):])
+	return s, s != ""
+}
+
+// asciiLower lower-cases ASCII letters only, so byte offsets are kept.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// AnswerTag returns the content of the last complete <answer>...</answer>
+// in text, trimmed; ok is false when there is none or it is empty.
+func AnswerTag(text string) (answer string, ok bool) {
+	end := strings.LastIndex(text, answerClose)
+	if end < 0 {
+		return "", false
+	}
+	open := strings.LastIndex(text[:end], answerOpen)
+	if open < 0 {
+		return "", false
+	}
+	s := strings.TrimSpace(text[open+len(answerOpen) : end])
+	return s, s != ""
+}
+
+// ErrDelegateArgs is wrapped by every error of ParseDelegateArgs.
+var ErrDelegateArgs = errors.New("invalid delegate arguments")
+
+// ParseDelegateArgs reads the arguments of a delegate tool call and returns
+// the question. It tolerates surrounding white space, a Markdown code fence
+// around the JSON, and an object encoded twice (a JSON string holding the
+// object). It is strict about the rest: the arguments must be one JSON
+// object whose "question" is a string with more than white space in it;
+// other keys are ignored. The question is returned as given, untrimmed
+// inside.
+func ParseDelegateArgs(raw string) (string, error) {
+	s := stripFence(strings.TrimSpace(raw))
+	if s == "" {
+		return "", fmt.Errorf("%w: empty arguments, want {\"question\": \"...\"}", ErrDelegateArgs)
+	}
+	var v any
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return "", fmt.Errorf("%w: not JSON: %v", ErrDelegateArgs, err)
+	}
+	if dec.More() {
+		return "", fmt.Errorf("%w: text after the JSON object", ErrDelegateArgs)
+	}
+	if inner, ok := v.(string); ok { // encoded twice
+		var w any
+		if err := json.Unmarshal([]byte(strings.TrimSpace(inner)), &w); err != nil {
+			return "", fmt.Errorf("%w: a JSON string, not an object", ErrDelegateArgs)
+		}
+		v = w
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return "", fmt.Errorf("%w: %s, want a JSON object", ErrDelegateArgs, jsonKind(v))
+	}
+	q, ok := obj["question"]
+	if !ok {
+		return "", fmt.Errorf("%w: missing \"question\"", ErrDelegateArgs)
+	}
+	qs, ok := q.(string)
+	if !ok {
+		return "", fmt.Errorf("%w: \"question\" is %s, want a string", ErrDelegateArgs, jsonKind(q))
+	}
+	if strings.TrimSpace(qs) == "" {
+		return "", fmt.Errorf("%w: \"question\" is empty", ErrDelegateArgs)
+	}
+	return qs, nil
+}
+
+// stripFence removes a Markdown code fence (``` or ```json) around s.
+func stripFence(s string) string {
+	if !strings.HasPrefix(s, "```") || !strings.HasSuffix(s, "```") || len(s) < 6 {
+		return s
+	}
+	inner := s[3 : len(s)-3]
+	if nl := strings.IndexByte(inner, '\n'); nl >= 0 && !strings.ContainsAny(inner[:nl], "{[\"") {
+		inner = inner[nl+1:] // the info string, such as "json"
+	} else {
+		inner = strings.TrimPrefix(inner, "json")
+	}
+	return strings.TrimSpace(inner)
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number, float64:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
