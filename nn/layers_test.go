@@ -1,0 +1,258 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// Layer gradient checks run in float32 with a float64 test loss
+// L = Σ r·y; the stated tolerance is |fd − analytic| ≤ 2e-4 + 2e-3·|g|
+// with step h = 1e-2 unless a test says otherwise.
+const (
+	trainH    = 1e-2
+	trainAtol = 2e-4
+	trainRtol = 2e-3
+)
+
+func TestRMSNormGradient(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n, d = 3, 8
+	x := trainRandn(rng, n*d, 1)
+	g := trainRandn(rng, d, 0.5)
+	for i := range g {
+		g[i] += 1
+	}
+	r := trainRandn(rng, n*d, 1)
+	y, rinv := make([]float32, n*d), make([]float32, n)
+	loss := func() float64 {
+		rmsnormForward(y, rinv, x, g, n, d, 1e-5)
+		return trainDot(r, y)
+	}
+	loss()
+	dx, dg := make([]float32, n*d), make([]float32, d)
+	rmsnormBackward(dx, dg, r, x, g, rinv, n, d)
+	trainCheckGrad(t, "dx", x, dx, nil, loss, trainH, trainAtol, trainRtol)
+	trainCheckGrad(t, "dg", g, dg, nil, loss, trainH, trainAtol, trainRtol)
+
+	// backward accumulates
+	dx2, dg2 := append([]float32(nil), dx...), append([]float32(nil), dg...)
+	rmsnormBackward(dx2, dg2, r, x, g, rinv, n, d)
+	for i := range dx {
+		if got, want := dx2[i], 2*dx[i]; math.Abs(float64(got-want)) > 1e-6 {
+			t.Fatalf("second backward dx[%d] = %v, want %v (accumulated)", i, got, want)
+		}
+	}
+}
+
+func TestRMSNormForward(t *testing.T) {
+	x := []float32{3, 4, 0, 0}
+	g := []float32{1, 2, 1, 1}
+	y, r := make([]float32, 4), make([]float32, 1)
+	rmsnormForward(y, r, x, g, 1, 4, 0)
+	// mean(x²) = 25/4, rms = 2.5
+	want := []float32{1.2, 3.2, 0, 0}
+	for i := range y {
+		if math.Abs(float64(y[i]-want[i])) > 1e-6 {
+			t.Errorf("y[%d] = %v, want %v", i, y[i], want[i])
+		}
+	}
+}
+
+func TestRopeConvention(t *testing.T) {
+	c := Config{Vocab: 4, Dim: 8, Layers: 1, Heads: 2, KVHeads: 2, Hidden: 4, Context: 16, RopeTheta: 10000, NormEps: 1e-5}
+	r := newTrainRope(c)
+	x := []float32{1, 2, 3, 4, 5, 6, 7, 8} // two heads of width 4
+	const pos = 7
+	got := append([]float32(nil), x...)
+	r.forward(got, pos)
+	for h := 0; h < 2; h++ {
+		for i := 0; i < 2; i++ {
+			a := float64(pos) * math.Pow(10000, -float64(2*i)/4)
+			x0, x1 := float64(x[h*4+2*i]), float64(x[h*4+2*i+1])
+			w0, w1 := x0*math.Cos(a)-x1*math.Sin(a), x0*math.Sin(a)+x1*math.Cos(a)
+			if math.Abs(float64(got[h*4+2*i])-w0) > 1e-5 || math.Abs(float64(got[h*4+2*i+1])-w1) > 1e-5 {
+				t.Errorf("head %d pair %d: got (%v, %v), want (%v, %v)", h, i, got[h*4+2*i], got[h*4+2*i+1], w0, w1)
+			}
+		}
+	}
+	zero := append([]float32(nil), x...)
+	r.forward(zero, 0)
+	for i := range x {
+		if zero[i] != x[i] {
+			t.Errorf("position 0 changed x[%d]: got %v, want %v", i, zero[i], x[i])
+		}
+	}
+}
+
+func TestRopeGradient(t *testing.T) {
+	c := Config{Vocab: 4, Dim: 12, Layers: 1, Heads: 2, KVHeads: 1, Hidden: 4, Context: 32, RopeTheta: 10000, NormEps: 1e-5}
+	rp := newTrainRope(c)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, pos := range []int{0, 1, 13, 31} {
+		t.Run(fmt.Sprint("pos", pos), func(t *testing.T) {
+			x := trainRandn(rng, 12, 1)
+			r := trainRandn(rng, 12, 1)
+			y := make([]float32, 12)
+			loss := func() float64 {
+				copy(y, x)
+				rp.forward(y, pos)
+				return trainDot(r, y)
+			}
+			dx := append([]float32(nil), r...)
+			rp.backward(dx, pos)
+			trainCheckGrad(t, "dx", x, dx, nil, loss, trainH, trainAtol, trainRtol)
+		})
+	}
+}
+
+func TestSwiGLUGradient(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const n = 40
+	a, b, r := trainRandn(rng, n, 2), trainRandn(rng, n, 1), trainRandn(rng, n, 1)
+	h := make([]float32, n)
+	loss := func() float64 {
+		swigluForward(h, a, b)
+		return trainDot(r, h)
+	}
+	da, db := make([]float32, n), make([]float32, n)
+	swigluBackward(da, db, r, a, b)
+	trainCheckGrad(t, "da", a, da, nil, loss, trainH, trainAtol, trainRtol)
+	trainCheckGrad(t, "db", b, db, nil, loss, trainH, trainAtol, trainRtol)
+}
+
+func TestAttentionGradient(t *testing.T) {
+	tests := []struct {
+		name        string
+		b, t, h, kv int
+		headDim     int
+	}{
+		{"multi-head", 2, 5, 2, 2, 4},
+		{"grouped", 2, 5, 4, 2, 4},
+		{"multi-query", 1, 6, 3, 1, 2},
+		{"single position", 3, 1, 2, 1, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, uint64(tt.h*10+tt.kv)))
+			a := trainAttn{B: tt.b, T: tt.t, Heads: tt.h, KVHeads: tt.kv, HeadDim: tt.headDim}
+			n, d := tt.b*tt.t, tt.h*tt.headDim
+			qkv := trainRandn(rng, n*a.stride(), 1)
+			r := trainRandn(rng, n*d, 1)
+			out, att := make([]float32, n*d), make([]float32, tt.b*tt.h*tt.t*tt.t)
+			loss := func() float64 {
+				a.forward(out, att, qkv)
+				return trainDot(r, out)
+			}
+			loss()
+			dqkv := make([]float32, len(qkv))
+			for i := range dqkv {
+				dqkv[i] = float32(math.NaN()) // backward must overwrite every entry
+			}
+			a.backward(dqkv, r, att, qkv)
+			trainCheckGrad(t, "dqkv", qkv, dqkv, nil, loss, trainH, trainAtol, trainRtol)
+		})
+	}
+}
+
+func TestAttentionCausalMask(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	a := trainAttn{B: 2, T: 6, Heads: 4, KVHeads: 2, HeadDim: 4}
+	n, d, s := a.B*a.T, a.Heads*a.HeadDim, a.stride()
+	qkv := trainRandn(rng, n*s, 1)
+	out, att := make([]float32, n*d), make([]float32, a.B*a.Heads*a.T*a.T)
+	a.forward(out, att, qkv)
+	for bh := 0; bh < a.B*a.Heads; bh++ {
+		for i := 0; i < a.T; i++ {
+			var sum float64
+			for j := 0; j < a.T; j++ {
+				p := att[(bh*a.T+i)*a.T+j]
+				if j > i && p != 0 {
+					t.Errorf("att[bh=%d][%d][%d] = %v, want exactly 0 above the diagonal", bh, i, j, p)
+				}
+				sum += float64(p)
+			}
+			if math.Abs(sum-1) > 1e-5 {
+				t.Errorf("att row bh=%d t=%d sums to %v, want 1", bh, i, sum)
+			}
+		}
+	}
+	// a gradient arriving only at position t0 reaches no later position
+	const t0 = 2
+	dout := make([]float32, n*d)
+	for b := 0; b < a.B; b++ {
+		copy(dout[(b*a.T+t0)*d:(b*a.T+t0+1)*d], trainRandn(rng, d, 1))
+	}
+	dqkv := make([]float32, n*s)
+	a.backward(dqkv, dout, att, qkv)
+	for b := 0; b < a.B; b++ {
+		for i := t0 + 1; i < a.T; i++ {
+			for c, g := range dqkv[(b*a.T+i)*s : (b*a.T+i+1)*s] {
+				if g != 0 {
+					t.Fatalf("dqkv[seq %d][pos %d][%d] = %v, want exactly 0 (after the only gradient at %d)", b, i, c, g, t0)
+				}
+			}
+		}
+	}
+	// changing later keys and values leaves earlier outputs bitwise equal
+	out2 := make([]float32, n*d)
+	for i := range qkv {
+		if (i/s)%a.T > t0 && i%s >= d {
+			qkv[i] += 1
+		}
+	}
+	a.forward(out2, att, qkv)
+	for i := range out {
+		if (i/d)%a.T <= t0 && out[i] != out2[i] {
+			t.Fatalf("out[%d] at position %d changed from %v to %v when only later keys changed", i, (i/d)%a.T, out[i], out2[i])
+		}
+	}
+}
+
+func TestCrossEntropyGradient(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const n, v = 5, 7
+	logits := trainRandn(rng, n*v, 2)
+	targets := []int{0, 3, 6, 2, 2}
+	weights := []float32{1, -0.7, 0, 2.5, -1.5}
+	const norm = 3.0
+	logp := make([]float32, n)
+	loss := func() float64 {
+		trainLogSoftmax(logp, logits, targets, weights, n, v, false, 0)
+		var s float64
+		for i, lp := range logp {
+			s -= float64(weights[i]) * float64(lp)
+		}
+		return s / norm
+	}
+	grad := append([]float32(nil), logits...)
+	trainLogSoftmax(logp, grad, targets, weights, n, v, true, 1/norm)
+	trainCheckGrad(t, "dlogits", logits, grad, nil, loss, trainH, trainAtol, trainRtol)
+	for j := 0; j < v; j++ {
+		if g := grad[2*v+j]; g != 0 {
+			t.Errorf("dlogits of zero-weight row [%d] = %v, want exactly 0", j, g)
+		}
+	}
+	// logp against a direct computation
+	loss()
+	for i := 0; i < n; i++ {
+		var sum float64
+		for _, z := range logits[i*v : (i+1)*v] {
+			sum += math.Exp(float64(z))
+		}
+		want := float64(logits[i*v+targets[i]]) - math.Log(sum)
+		if math.Abs(float64(logp[i])-want) > 1e-5 {
+			t.Errorf("logp[%d] = %v, want %v", i, logp[i], want)
+		}
+	}
+	// a zero-weight row with overflowing logits stays exactly zero, no NaN
+	big := []float32{float32(math.Inf(1)), 0, 1}
+	lp := make([]float32, 1)
+	trainLogSoftmax(lp, big, []int{1}, []float32{0}, 1, 3, true, 1)
+	for j, g := range big {
+		if g != 0 {
+			t.Errorf("masked row with infinite logit: dlogits[%d] = %v, want 0", j, g)
+		}
+	}
+}
