@@ -15,9 +15,9 @@ func trainRandn(rng *rand.Rand, n int, std float64) []float32 {
 	return s
 }
 
-// trainDot is Σ r_i·y_i in float64: the scalar test loss whose gradient
+// trainDot64 is Σ r_i·y_i in float64: the scalar test loss whose gradient
 // with respect to y is r.
-func trainDot(r, y []float32) float64 {
+func trainDot64(r, y []float32) float64 {
 	var s float64
 	for i, v := range y {
 		s += float64(r[i]) * float64(v)

@@ -28,7 +28,7 @@ func TestRMSNormGradient(t *testing.T) {
 	y, rinv := make([]float32, n*d), make([]float32, n)
 	loss := func() float64 {
 		rmsnormForward(y, rinv, x, g, n, d, 1e-5)
-		return trainDot(r, y)
+		return trainDot64(r, y)
 	}
 	loss()
 	dx, dg := make([]float32, n*d), make([]float32, d)
@@ -98,7 +98,7 @@ func TestRopeGradient(t *testing.T) {
 			loss := func() float64 {
 				copy(y, x)
 				rp.forward(y, pos)
-				return trainDot(r, y)
+				return trainDot64(r, y)
 			}
 			dx := append([]float32(nil), r...)
 			rp.backward(dx, pos)
@@ -114,7 +114,7 @@ func TestSwiGLUGradient(t *testing.T) {
 	h := make([]float32, n)
 	loss := func() float64 {
 		swigluForward(h, a, b)
-		return trainDot(r, h)
+		return trainDot64(r, h)
 	}
 	da, db := make([]float32, n), make([]float32, n)
 	swigluBackward(da, db, r, a, b)
@@ -132,6 +132,7 @@ func TestAttentionGradient(t *testing.T) {
 		{"grouped", 2, 5, 4, 2, 4},
 		{"multi-query", 1, 6, 3, 1, 2},
 		{"single position", 3, 1, 2, 1, 4},
+		{"several row blocks", 1, 2*trainAttnBlock + 6, 2, 1, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,7 +144,7 @@ func TestAttentionGradient(t *testing.T) {
 			out, att := make([]float32, n*d), make([]float32, tt.b*tt.h*tt.t*tt.t)
 			loss := func() float64 {
 				a.forward(out, att, qkv)
-				return trainDot(r, out)
+				return trainDot64(r, out)
 			}
 			loss()
 			dqkv := make([]float32, len(qkv))
@@ -158,7 +159,7 @@ func TestAttentionGradient(t *testing.T) {
 
 func TestAttentionCausalMask(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	a := trainAttn{B: 2, T: 6, Heads: 4, KVHeads: 2, HeadDim: 4}
+	a := trainAttn{B: 2, T: trainAttnBlock + 9, Heads: 4, KVHeads: 2, HeadDim: 4}
 	n, d, s := a.B*a.T, a.Heads*a.HeadDim, a.stride()
 	qkv := trainRandn(rng, n*s, 1)
 	out, att := make([]float32, n*d), make([]float32, a.B*a.Heads*a.T*a.T)
@@ -167,7 +168,7 @@ func TestAttentionCausalMask(t *testing.T) {
 		for i := 0; i < a.T; i++ {
 			var sum float64
 			for j := 0; j < a.T; j++ {
-				p := att[(bh*a.T+i)*a.T+j]
+				p := a.prob(att, bh, i, j)
 				if j > i && p != 0 {
 					t.Errorf("att[bh=%d][%d][%d] = %v, want exactly 0 above the diagonal", bh, i, j, p)
 				}
@@ -179,33 +180,35 @@ func TestAttentionCausalMask(t *testing.T) {
 		}
 	}
 	// a gradient arriving only at position t0 reaches no later position
-	const t0 = 2
-	dout := make([]float32, n*d)
-	for b := 0; b < a.B; b++ {
-		copy(dout[(b*a.T+t0)*d:(b*a.T+t0+1)*d], trainRandn(rng, d, 1))
-	}
-	dqkv := make([]float32, n*s)
-	a.backward(dqkv, dout, att, qkv)
-	for b := 0; b < a.B; b++ {
-		for i := t0 + 1; i < a.T; i++ {
-			for c, g := range dqkv[(b*a.T+i)*s : (b*a.T+i+1)*s] {
-				if g != 0 {
-					t.Fatalf("dqkv[seq %d][pos %d][%d] = %v, want exactly 0 (after the only gradient at %d)", b, i, c, g, t0)
+	for _, t0 := range []int{2, trainAttnBlock + 1} {
+		dout := make([]float32, n*d)
+		for b := 0; b < a.B; b++ {
+			copy(dout[(b*a.T+t0)*d:(b*a.T+t0+1)*d], trainRandn(rng, d, 1))
+		}
+		dqkv := make([]float32, n*s)
+		a.backward(dqkv, dout, att, qkv)
+		for b := 0; b < a.B; b++ {
+			for i := t0 + 1; i < a.T; i++ {
+				for c, g := range dqkv[(b*a.T+i)*s : (b*a.T+i+1)*s] {
+					if g != 0 {
+						t.Fatalf("dqkv[seq %d][pos %d][%d] = %v, want exactly 0 (after the only gradient at %d)", b, i, c, g, t0)
+					}
 				}
 			}
 		}
-	}
-	// changing later keys and values leaves earlier outputs bitwise equal
-	out2 := make([]float32, n*d)
-	for i := range qkv {
-		if (i/s)%a.T > t0 && i%s >= d {
-			qkv[i] += 1
+		// changing later keys and values leaves earlier outputs bitwise equal
+		out2 := make([]float32, n*d)
+		qkv2 := append([]float32(nil), qkv...)
+		for i := range qkv2 {
+			if (i/s)%a.T > t0 && i%s >= d {
+				qkv2[i] += 1
+			}
 		}
-	}
-	a.forward(out2, att, qkv)
-	for i := range out {
-		if (i/d)%a.T <= t0 && out[i] != out2[i] {
-			t.Fatalf("out[%d] at position %d changed from %v to %v when only later keys changed", i, (i/d)%a.T, out[i], out2[i])
+		a.forward(out2, make([]float32, len(att)), qkv2)
+		for i := range out {
+			if (i/d)%a.T <= t0 && out[i] != out2[i] {
+				t.Fatalf("out[%d] at position %d changed from %v to %v when only keys after %d changed", i, (i/d)%a.T, out[i], out2[i], t0)
+			}
 		}
 	}
 }
