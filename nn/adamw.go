@@ -113,13 +113,15 @@ func (a AdamW) Update(p, g *Params, s *AdamState, lr float64) error {
 	theta, grad, m, v := p.Data, g.Data, s.M.Data, s.V.Data
 	update := func(lo, hi int, shrink float32) {
 		trainParallel(hi-lo, 1<<14, func(i0, i1 int) {
-			for i := lo + i0; i < lo+i1; i++ {
-				gi := grad[i]
-				mi := b1*m[i] + (1-b1)*gi
-				vi := b2*v[i] + (1-b2)*gi*gi
-				m[i], v[i] = mi, vi
-				mh, vh := mi*c1, vi*c2
-				theta[i] = theta[i]*shrink - step*mh/(float32(math.Sqrt(float64(vh)))+eps)
+			th, gr := theta[lo+i0:lo+i1], grad[lo+i0:lo+i1]
+			mm, vv := m[lo+i0:lo+i1], v[lo+i0:lo+i1]
+			gr, mm, vv = gr[:len(th)], mm[:len(th)], vv[:len(th)]
+			for i, x := range th {
+				gi := gr[i]
+				mi := b1*mm[i] + (1-b1)*gi
+				vi := b2*vv[i] + (1-b2)*gi*gi
+				mm[i], vv[i] = mi, vi
+				th[i] = x*shrink - step*(mi*c1)/(float32(math.Sqrt(float64(vi*c2)))+eps)
 			}
 		})
 	}

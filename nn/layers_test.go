@@ -132,7 +132,7 @@ func TestAttentionGradient(t *testing.T) {
 		{"grouped", 2, 5, 4, 2, 4},
 		{"multi-query", 1, 6, 3, 1, 2},
 		{"single position", 3, 1, 2, 1, 4},
-		{"several row blocks", 1, 2*trainAttnBlock + 6, 2, 1, 2},
+		{"several row blocks", 1, trainAttnBlock + 6, 2, 1, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -100,3 +100,21 @@ func BenchmarkAttention(b *testing.B) {
 	pairs := float64(a.B*a.Heads) * float64(a.T*(a.T+1)/2)
 	b.ReportMetric(3*pairs*4*float64(a.HeadDim)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
 }
+
+// BenchmarkAdamW times one optimizer update of the 4M model.
+func BenchmarkAdamW(b *testing.B) {
+	c := Config{Vocab: 512, Dim: 256, Layers: 5, Heads: 8, KVHeads: 4, Hidden: 688, Context: 128, RopeTheta: 10000, NormEps: 1e-5, TiedOutput: true}
+	p := trainNewModel(b, c, 1)
+	g := trainNewModel(b, c, 2)
+	s, err := NewAdamState(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := DefaultAdamW()
+	for b.Loop() {
+		if err := a.Update(p, g, s, 1e-4); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(c.Size())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mparams/s")
+}
