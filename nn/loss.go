@@ -11,7 +11,12 @@ import "math"
 //
 // The weights may be any finite numbers: 1 for supervised tokens, 0 for
 // masked ones (prompt, padding), a per-token advantage (possibly negative)
-// times a clipped importance ratio for policy-gradient updates. A row with
+// for policy-gradient updates. Since ∇(−w·log p) = −w·∇log p, a caller
+// folds PPO's clipped objective into the weights as w = A·r (r = p/p_old,
+// treated as a constant) where the ratio is inside its clip range and
+// w = 0 where the clip is active, and a KL penalty to a reference policy
+// by subtracting its coefficient times the per-token KL estimate from A.
+// A row with
 // weight exactly 0 contributes exactly 0 to the loss and its logit gradient
 // is exactly 0, whatever its logits hold (no 0·∞ = NaN).
 
