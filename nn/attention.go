@@ -135,7 +135,7 @@ func trainSoftmaxCausal(row []float32, i int, scale float32) {
 	}
 	var sum float32
 	for j := 0; j <= i; j++ {
-		e := float32(math.Exp(float64(row[j] - maxv)))
+		e := trainExp(row[j] - maxv)
 		row[j] = e
 		sum += e
 	}

@@ -38,7 +38,7 @@ func trainLogSoftmax(logp, logits []float32, targets []int, weights []float32, n
 			}
 			var sum float64
 			for _, x := range z {
-				sum += math.Exp(float64(x - maxv))
+				sum += float64(trainExp(x - maxv))
 			}
 			lse := float32(math.Log(sum)) + maxv
 			logp[i] = z[targets[i]] - lse
@@ -51,7 +51,7 @@ func trainLogSoftmax(logp, logits []float32, targets []int, weights []float32, n
 			}
 			g := w * scale
 			for j, x := range z {
-				z[j] = g * float32(math.Exp(float64(x-lse)))
+				z[j] = g * trainExp(x-lse)
 			}
 			z[targets[i]] -= g
 		}

@@ -1,7 +1,5 @@
 package nn
 
-import "math"
-
 // SwiGLU joins the two hidden projections of the MLP:
 //
 //	h = silu(a) · b,   silu(a) = a·σ(a),   a = W1·x (gate), b = W3·x (up)
@@ -13,7 +11,7 @@ func swigluForward(h, a, b []float32) {
 	trainParallel(len(h), 4096, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			x := a[i]
-			h[i] = x / (1 + float32(math.Exp(float64(-x)))) * b[i]
+			h[i] = x / (1 + trainExp(-x)) * b[i]
 		}
 	})
 }
@@ -25,7 +23,7 @@ func swigluBackward(da, db, dh, a, b []float32) {
 	trainParallel(len(dh), 4096, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			x := a[i]
-			sig := 1 / (1 + float32(math.Exp(float64(-x))))
+			sig := 1 / (1 + trainExp(-x))
 			db[i] = dh[i] * x * sig
 			da[i] = dh[i] * b[i] * sig * (1 + x*(1-sig))
 		}
