@@ -55,11 +55,12 @@ func (b Batch) validate(c Config) error {
 // backward pass, and the scratch buffers of the backward pass. Buffers grow
 // to the largest batch seen and are reused, so steady-state training does
 // not allocate them again. A Workspace is not safe for concurrent use; use
-// one per goroutine.
+// one per goroutine. Its methods only read the parameters they are given
+// (ForwardBackward writes only grads), so several workspaces may run
+// TokenLogprobs on the same Params at once while nothing updates them.
 type Workspace struct {
 	cfg  Config
 	rope trainRope
-	b, t int // shape of the batch whose activations are held
 
 	capN, capAtt int // sizes the buffers hold: tokens, and B·Heads·T·T
 
@@ -110,7 +111,6 @@ func NewWorkspace(c Config) (*Workspace, error) {
 func (w *Workspace) ensure(b, t int) {
 	c := w.cfg
 	n, natt := b*t, b*c.Heads*t*t
-	w.b, w.t = b, t
 	if n <= w.capN && natt <= w.capAtt {
 		return
 	}

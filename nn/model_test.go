@@ -263,3 +263,47 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("cancelled TokenLogprobs error = %v, want context.Canceled", err)
 	}
 }
+
+// TestConcurrentWorkspaces: workspaces sharing one Params may run at once
+// (run under -race) and give the same log-probs as one alone.
+func TestConcurrentWorkspaces(t *testing.T) {
+	c := trainTinyConfig(true)
+	p := trainLargeInit(t, c, 101)
+	rng := rand.New(rand.NewPCG(102, 103))
+	batches := []Batch{trainRandomBatch(rng, c, 2, 8, false), trainRandomBatch(rng, c, 3, 5, false), trainRandomBatch(rng, c, 1, 7, false)}
+	ws, _ := NewWorkspace(c)
+	want := make([][]float32, len(batches))
+	for i, b := range batches {
+		lp, err := ws.TokenLogprobs(context.Background(), p, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = lp
+	}
+	got := make([][]float32, len(batches))
+	errs := make([]error, len(batches))
+	done := make(chan int)
+	for i, b := range batches {
+		go func() {
+			w, err := NewWorkspace(c)
+			if err == nil {
+				got[i], err = w.TokenLogprobs(context.Background(), p, b)
+			}
+			errs[i] = err
+			done <- i
+		}()
+	}
+	for range batches {
+		<-done
+	}
+	for i := range batches {
+		if errs[i] != nil {
+			t.Fatalf("batch %d: %v", i, errs[i])
+		}
+		for j := range want[i] {
+			if got[i][j] != want[i][j] {
+				t.Fatalf("batch %d position %d: concurrent log p %v, alone %v", i, j, got[i][j], want[i][j])
+			}
+		}
+	}
+}
