@@ -29,6 +29,9 @@ func trainStepFLOPs(c Config, b, t int) float64 {
 // and, measured in the same run, the kernel's MatMulNT rate on the model's
 // MLP shape (N, D)·(Hidden, D)ᵀ with the ratio between the two. Run with
 // a small -benchtime, e.g. go test -run '^$' -bench TrainStep -benchtime 3x ./nn/
+// With the single-threaded reference kernels the ratio can pass 100%, as
+// attention and the elementwise layers use every core; it is meant for the
+// parallel fast kernels.
 func BenchmarkTrainStep(b *testing.B) {
 	benches := []struct {
 		name string
@@ -71,13 +74,18 @@ func BenchmarkTrainStep(b *testing.B) {
 			for i := range w {
 				w[i] = float32(i%5) * 0.1
 			}
-			reps := 0
-			start := time.Now()
-			for time.Since(start) < 200*time.Millisecond || reps < 3 {
-				kernel.MatMulNT(y, x, w, n, d, h)
-				reps++
+			// best of five windows of 100ms: the machine is shared, and the
+			// best window is the closest to the kernel's own rate
+			var mm float64
+			for range 5 {
+				reps := 0
+				start := time.Now()
+				for time.Since(start) < 100*time.Millisecond || reps < 2 {
+					kernel.MatMulNT(y, x, w, n, d, h)
+					reps++
+				}
+				mm = max(mm, 2*float64(n*d*h)*float64(reps)/time.Since(start).Seconds()/1e9)
 			}
-			mm := 2 * float64(n*d*h) * float64(reps) / time.Since(start).Seconds() / 1e9
 			b.ReportMetric(mm, "matmul-GFLOPS")
 			b.ReportMetric(100*flops/sec/1e9/mm, "%matmul")
 		})
