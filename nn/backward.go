@@ -101,7 +101,7 @@ func (w *Workspace) backward(ctx context.Context, p, g *Params, b Batch) error {
 		dao, dqkv := w.dao[:n*d], w.dqkv[:n*s]
 		kernel.MatMulTNAcc(gl.Wo, dres, ao, d, n, d) // (D, D)
 		kernel.MatMulNN(dao, dres, lp.Wo, n, d, d)   // (N, D)
-		attn.backward(dqkv, dao, a.att, qkv)         // (N, D+2KV)
+		attn.backward(dqkv, dao, a.lse, qkv)         // (N, D+2KV)
 		trainParallel(n, 16, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				w.rope.backward(dqkv[i*s:i*s+d+kv], i%t) // queries and keys

@@ -62,7 +62,7 @@ type Workspace struct {
 	cfg  Config
 	rope trainRope
 
-	capN, capAtt int // sizes the buffers hold: tokens, and B·Heads·T·T
+	capN, capRows int // sizes the buffers hold: tokens, and B·Heads·T attention rows
 
 	// saved activations, N = B·T
 	res    [][]float32 // Layers+1 × (N, D): residual stream entering each layer, and the final one
@@ -88,7 +88,7 @@ type trainLayerActs struct {
 	xn1  []float32 // (N, D) attention norm output
 	r1   []float32 // (N)
 	qkv  []float32 // (N, D+2·KV) queries and keys after RoPE, values
-	att  []float32 // (B, Heads, T, T) attention probabilities
+	lse  []float32 // (B, Heads, T) attention row log-sum-exps
 	ao   []float32 // (N, D) attention output before Wo
 	xmid []float32 // (N, D) residual after attention
 	xn2  []float32 // (N, D) MLP norm output
@@ -110,12 +110,12 @@ func NewWorkspace(c Config) (*Workspace, error) {
 // ensure sizes the buffers for a B×T batch.
 func (w *Workspace) ensure(b, t int) {
 	c := w.cfg
-	n, natt := b*t, b*c.Heads*t*t
-	if n <= w.capN && natt <= w.capAtt {
+	n, nrows := b*t, b*c.Heads*t
+	if n <= w.capN && nrows <= w.capRows {
 		return
 	}
-	w.capN, w.capAtt = max(n, w.capN), max(natt, w.capAtt)
-	n, natt = w.capN, w.capAtt
+	w.capN, w.capRows = max(n, w.capN), max(nrows, w.capRows)
+	n, nrows = w.capN, w.capRows
 	d, s, hid := c.Dim, c.Dim+2*c.KVDim(), c.Hidden
 	f := func(k int) []float32 { return make([]float32, k) }
 	w.res = make([][]float32, c.Layers+1)
@@ -125,7 +125,7 @@ func (w *Workspace) ensure(b, t int) {
 	w.layers = make([]trainLayerActs, c.Layers)
 	for i := range w.layers {
 		w.layers[i] = trainLayerActs{
-			xn1: f(n * d), r1: f(n), qkv: f(n * s), att: f(natt), ao: f(n * d),
+			xn1: f(n * d), r1: f(n), qkv: f(n * s), lse: f(nrows), ao: f(n * d),
 			xmid: f(n * d), xn2: f(n * d), r2: f(n), h1: f(n * hid), h3: f(n * hid), hg: f(n * hid),
 		}
 	}
@@ -210,7 +210,7 @@ func (w *Workspace) forward(ctx context.Context, p *Params, b Batch) error {
 				w.rope.forward(qkv[i*s:i*s+d+kv], i%t) // queries and keys
 			}
 		})
-		attn.forward(ao, a.att, qkv)              // (N, D)
+		attn.forward(ao, a.lse, qkv)              // (N, D)
 		kernel.MatMulNT(xmid, ao, lp.Wo, n, d, d) // (N, D)
 		trainAdd(xmid, x)                         // residual
 

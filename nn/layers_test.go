@@ -141,9 +141,9 @@ func TestAttentionGradient(t *testing.T) {
 			n, d := tt.b*tt.t, tt.h*tt.headDim
 			qkv := trainRandn(rng, n*a.stride(), 1)
 			r := trainRandn(rng, n*d, 1)
-			out, att := make([]float32, n*d), make([]float32, tt.b*tt.h*tt.t*tt.t)
+			out, lse := make([]float32, n*d), make([]float32, tt.b*tt.h*tt.t)
 			loss := func() float64 {
-				a.forward(out, att, qkv)
+				a.forward(out, lse, qkv)
 				return trainDot64(r, out)
 			}
 			loss()
@@ -151,7 +151,7 @@ func TestAttentionGradient(t *testing.T) {
 			for i := range dqkv {
 				dqkv[i] = float32(math.NaN()) // backward must overwrite every entry
 			}
-			a.backward(dqkv, r, att, qkv)
+			a.backward(dqkv, r, lse, qkv)
 			trainCheckGrad(t, "dqkv", qkv, dqkv, nil, loss, trainH, trainAtol, trainRtol)
 		})
 	}
@@ -162,20 +162,24 @@ func TestAttentionCausalMask(t *testing.T) {
 	a := trainAttn{B: 2, T: trainAttnBlock + 9, Heads: 4, KVHeads: 2, HeadDim: 4}
 	n, d, s := a.B*a.T, a.Heads*a.HeadDim, a.stride()
 	qkv := trainRandn(rng, n*s, 1)
-	out, att := make([]float32, n*d), make([]float32, a.B*a.Heads*a.T*a.T)
-	a.forward(out, att, qkv)
-	for bh := 0; bh < a.B*a.Heads; bh++ {
-		for i := 0; i < a.T; i++ {
-			var sum float64
-			for j := 0; j < a.T; j++ {
-				p := a.prob(att, bh, i, j)
-				if j > i && p != 0 {
-					t.Errorf("att[bh=%d][%d][%d] = %v, want exactly 0 above the diagonal", bh, i, j, p)
+	out, lse := make([]float32, n*d), make([]float32, a.B*a.Heads*a.T)
+	a.forward(out, lse, qkv)
+	// the saved log-sum-exp covers exactly the positions up to the row's own
+	group, hd := a.Heads/a.KVHeads, a.HeadDim
+	for b := 0; b < a.B; b++ {
+		for h := 0; h < a.Heads; h++ {
+			for i := 0; i < a.T; i++ {
+				var sum float64
+				for j := 0; j <= i; j++ {
+					var dot float64
+					for c := 0; c < hd; c++ {
+						dot += float64(qkv[(b*a.T+i)*s+h*hd+c]) * float64(qkv[(b*a.T+j)*s+d+(h/group)*hd+c])
+					}
+					sum += math.Exp(dot / math.Sqrt(float64(hd)))
 				}
-				sum += float64(p)
-			}
-			if math.Abs(sum-1) > 1e-5 {
-				t.Errorf("att row bh=%d t=%d sums to %v, want 1", bh, i, sum)
+				if got, want := float64(lse[(b*a.Heads+h)*a.T+i]), math.Log(sum); math.Abs(got-want) > 1e-5 {
+					t.Errorf("lse[seq %d head %d pos %d] = %v, want %v", b, h, i, got, want)
+				}
 			}
 		}
 	}
@@ -186,7 +190,7 @@ func TestAttentionCausalMask(t *testing.T) {
 			copy(dout[(b*a.T+t0)*d:(b*a.T+t0+1)*d], trainRandn(rng, d, 1))
 		}
 		dqkv := make([]float32, n*s)
-		a.backward(dqkv, dout, att, qkv)
+		a.backward(dqkv, dout, lse, qkv)
 		for b := 0; b < a.B; b++ {
 			for i := t0 + 1; i < a.T; i++ {
 				for c, g := range dqkv[(b*a.T+i)*s : (b*a.T+i+1)*s] {
@@ -204,7 +208,7 @@ func TestAttentionCausalMask(t *testing.T) {
 				qkv2[i] += 1
 			}
 		}
-		a.forward(out2, make([]float32, len(att)), qkv2)
+		a.forward(out2, make([]float32, len(lse)), qkv2)
 		for i := range out {
 			if (i/d)%a.T <= t0 && out[i] != out2[i] {
 				t.Fatalf("out[%d] at position %d changed from %v to %v when only keys after %d changed", i, (i/d)%a.T, out[i], out2[i], t0)

@@ -100,10 +100,10 @@ func BenchmarkAttention(b *testing.B) {
 	n, d := a.B*a.T, a.Heads*a.HeadDim
 	qkv := trainRandn(rng, n*a.stride(), 1)
 	dout := trainRandn(rng, n*d, 1)
-	out, att, dqkv := make([]float32, n*d), make([]float32, a.B*a.Heads*a.T*a.T), make([]float32, n*a.stride())
+	out, lse, dqkv := make([]float32, n*d), make([]float32, a.B*a.Heads*a.T), make([]float32, n*a.stride())
 	for b.Loop() {
-		a.forward(out, att, qkv)
-		a.backward(dqkv, dout, att, qkv)
+		a.forward(out, lse, qkv)
+		a.backward(dqkv, dout, lse, qkv)
 	}
 	pairs := float64(a.B*a.Heads) * float64(a.T*(a.T+1)/2)
 	b.ReportMetric(3*pairs*4*float64(a.HeadDim)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
