@@ -104,7 +104,7 @@ func TestAdamWValidate(t *testing.T) {
 	}
 }
 
-func TestSchedule(t *testing.T) {
+func TestTrainSchedule(t *testing.T) {
 	s := Schedule{Warmup: 10, Total: 110, MaxLR: 1e-3, MinLR: 1e-4}
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)

@@ -67,7 +67,7 @@ func (w *Workspace) backward(ctx context.Context, p, g *Params, b Batch) error {
 	kernel.MatMulTNAcc(g.Output, dlogits, w.xnF[:n*d], v, n, d) // (V, D)
 	kernel.MatMulNN(dxn, dlogits, p.Output, n, v, d)            // (N, D)
 	clear(dres)
-	rmsnormBackward(dres, g.FinalNorm, dxn, w.res[c.Layers][:n*d], p.FinalNorm, w.rF, n, d)
+	trainRMSNormBackward(dres, g.FinalNorm, dxn, w.res[c.Layers][:n*d], p.FinalNorm, w.rF, n, d)
 
 	for l := c.Layers - 1; l >= 0; l-- {
 		if err := ctx.Err(); err != nil {
@@ -88,13 +88,13 @@ func (w *Workspace) backward(ctx context.Context, p, g *Params, b Batch) error {
 		// MLP: dres is ∂L/∂xout and flows unchanged to xmid through the residual
 		kernel.MatMulTNAcc(gl.W2, dres, hg, d, n, hid) // (D, Hidden)
 		kernel.MatMulNN(dhg, dres, lp.W2, n, d, hid)   // (N, Hidden)
-		swigluBackward(dh1, dh3, dhg, h1, h3)          // (N, Hidden) ×2
+		trainSwiGLUBackward(dh1, dh3, dhg, h1, h3)     // (N, Hidden) ×2
 		kernel.MatMulTNAcc(gl.W1, dh1, xn2, hid, n, d) // (Hidden, D)
 		kernel.MatMulTNAcc(gl.W3, dh3, xn2, hid, n, d) // (Hidden, D)
 		kernel.MatMulNN(dxn, dh1, lp.W1, n, hid, d)    // (N, D)
 		kernel.MatMulNN(dtmp, dh3, lp.W3, n, hid, d)   // (N, D)
 		trainAdd(dxn, dtmp)
-		rmsnormBackward(dres, gl.FFNNorm, dxn, a.xmid[:n*d], lp.FFNNorm, a.r2, n, d) // dres is now ∂L/∂xmid
+		trainRMSNormBackward(dres, gl.FFNNorm, dxn, a.xmid[:n*d], lp.FFNNorm, a.r2, n, d) // dres is now ∂L/∂xmid
 
 		// attention
 		xn1, qkv, ao := a.xn1[:n*d], a.qkv[:n*s], a.ao[:n*d]
@@ -107,9 +107,9 @@ func (w *Workspace) backward(ctx context.Context, p, g *Params, b Batch) error {
 				w.rope.backward(dqkv[i*s:i*s+d+kv], i%t) // queries and keys
 			}
 		})
-		kernel.MatMulTNAcc(gqkv, dqkv, xn1, s, n, d)                                     // (D+2KV, D)
-		kernel.MatMulNN(dxn, dqkv, wqkv, n, s, d)                                        // (N, D)
-		rmsnormBackward(dres, gl.AttnNorm, dxn, w.res[l][:n*d], lp.AttnNorm, a.r1, n, d) // dres is now ∂L/∂x
+		kernel.MatMulTNAcc(gqkv, dqkv, xn1, s, n, d)                                          // (D+2KV, D)
+		kernel.MatMulNN(dxn, dqkv, wqkv, n, s, d)                                             // (N, D)
+		trainRMSNormBackward(dres, gl.AttnNorm, dxn, w.res[l][:n*d], lp.AttnNorm, a.r1, n, d) // dres is now ∂L/∂x
 	}
 
 	// token embedding: rows add up in position order, so repeated tokens

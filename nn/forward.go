@@ -203,8 +203,8 @@ func (w *Workspace) forward(ctx context.Context, p *Params, b Batch) error {
 		xn1, qkv, ao, xmid := a.xn1[:n*d], a.qkv[:n*s], a.ao[:n*d], a.xmid[:n*d]
 
 		// attention: xmid = x + Wo·Attn(RoPE(Wq·xn1), RoPE(Wk·xn1), Wv·xn1)
-		rmsnormForward(xn1, a.r1, x, lp.AttnNorm, n, d, eps) // (N, D)
-		kernel.MatMulNT(qkv, xn1, wqkv, n, d, s)             // (N, D+2KV)
+		trainRMSNormForward(xn1, a.r1, x, lp.AttnNorm, n, d, eps) // (N, D)
+		kernel.MatMulNT(qkv, xn1, wqkv, n, d, s)                  // (N, D+2KV)
 		trainParallel(n, 16, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				w.rope.forward(qkv[i*s:i*s+d+kv], i%t) // queries and keys
@@ -217,19 +217,19 @@ func (w *Workspace) forward(ctx context.Context, p *Params, b Batch) error {
 		// MLP: xout = xmid + W2·(silu(W1·xn2) · W3·xn2)
 		xn2, h1, h3, hg := a.xn2[:n*d], a.h1[:n*hid], a.h3[:n*hid], a.hg[:n*hid]
 		xout := w.res[l+1][:n*d]
-		rmsnormForward(xn2, a.r2, xmid, lp.FFNNorm, n, d, eps) // (N, D)
-		kernel.MatMulNT(h1, xn2, lp.W1, n, d, hid)             // (N, Hidden)
-		kernel.MatMulNT(h3, xn2, lp.W3, n, d, hid)             // (N, Hidden)
-		swigluForward(hg, h1, h3)                              // (N, Hidden)
-		kernel.MatMulNT(xout, hg, lp.W2, n, hid, d)            // (N, D)
-		trainAdd(xout, xmid)                                   // residual
+		trainRMSNormForward(xn2, a.r2, xmid, lp.FFNNorm, n, d, eps) // (N, D)
+		kernel.MatMulNT(h1, xn2, lp.W1, n, d, hid)                  // (N, Hidden)
+		kernel.MatMulNT(h3, xn2, lp.W3, n, d, hid)                  // (N, Hidden)
+		trainSwiGLUForward(hg, h1, h3)                              // (N, Hidden)
+		kernel.MatMulNT(xout, hg, lp.W2, n, hid, d)                 // (N, D)
+		trainAdd(xout, xmid)                                        // residual
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("forward head: %w", err)
 	}
 	xn, logits := w.xnF[:n*d], w.logits[:n*v]
-	rmsnormForward(xn, w.rF, w.res[c.Layers][:n*d], p.FinalNorm, n, d, eps) // (N, D)
-	kernel.MatMulNT(logits, xn, p.Output, n, d, v)                          // (N, V)
+	trainRMSNormForward(xn, w.rF, w.res[c.Layers][:n*d], p.FinalNorm, n, d, eps) // (N, D)
+	kernel.MatMulNT(logits, xn, p.Output, n, d, v)                               // (N, V)
 	return nil
 }
 

@@ -27,18 +27,18 @@ func TestRMSNormGradient(t *testing.T) {
 	r := trainRandn(rng, n*d, 1)
 	y, rinv := make([]float32, n*d), make([]float32, n)
 	loss := func() float64 {
-		rmsnormForward(y, rinv, x, g, n, d, 1e-5)
+		trainRMSNormForward(y, rinv, x, g, n, d, 1e-5)
 		return trainDot64(r, y)
 	}
 	loss()
 	dx, dg := make([]float32, n*d), make([]float32, d)
-	rmsnormBackward(dx, dg, r, x, g, rinv, n, d)
+	trainRMSNormBackward(dx, dg, r, x, g, rinv, n, d)
 	trainCheckGrad(t, "dx", x, dx, nil, loss, trainH, trainAtol, trainRtol)
 	trainCheckGrad(t, "dg", g, dg, nil, loss, trainH, trainAtol, trainRtol)
 
 	// backward accumulates
 	dx2, dg2 := append([]float32(nil), dx...), append([]float32(nil), dg...)
-	rmsnormBackward(dx2, dg2, r, x, g, rinv, n, d)
+	trainRMSNormBackward(dx2, dg2, r, x, g, rinv, n, d)
 	for i := range dx {
 		if got, want := dx2[i], 2*dx[i]; math.Abs(float64(got-want)) > 1e-6 {
 			t.Fatalf("second backward dx[%d] = %v, want %v (accumulated)", i, got, want)
@@ -50,7 +50,7 @@ func TestRMSNormForward(t *testing.T) {
 	x := []float32{3, 4, 0, 0}
 	g := []float32{1, 2, 1, 1}
 	y, r := make([]float32, 4), make([]float32, 1)
-	rmsnormForward(y, r, x, g, 1, 4, 0)
+	trainRMSNormForward(y, r, x, g, 1, 4, 0)
 	// mean(x²) = 25/4, rms = 2.5
 	want := []float32{1.2, 3.2, 0, 0}
 	for i := range y {
@@ -113,11 +113,11 @@ func TestSwiGLUGradient(t *testing.T) {
 	a, b, r := trainRandn(rng, n, 2), trainRandn(rng, n, 1), trainRandn(rng, n, 1)
 	h := make([]float32, n)
 	loss := func() float64 {
-		swigluForward(h, a, b)
+		trainSwiGLUForward(h, a, b)
 		return trainDot64(r, h)
 	}
 	da, db := make([]float32, n), make([]float32, n)
-	swigluBackward(da, db, r, a, b)
+	trainSwiGLUBackward(da, db, r, a, b)
 	trainCheckGrad(t, "da", a, da, nil, loss, trainH, trainAtol, trainRtol)
 	trainCheckGrad(t, "db", b, db, nil, loss, trainH, trainAtol, trainRtol)
 }

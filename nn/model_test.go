@@ -219,7 +219,7 @@ func TestLossMatchesLogprobs(t *testing.T) {
 	}
 }
 
-func TestBadInput(t *testing.T) {
+func TestTrainBadInput(t *testing.T) {
 	c := trainTinyConfig(false)
 	p := trainLargeInit(t, c, 51)
 	g, _ := Alloc(c)

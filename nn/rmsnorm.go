@@ -9,8 +9,8 @@ import "math"
 //
 // The forward pass saves r per row; the backward pass needs only x, g and r.
 
-// rmsnormForward writes y (N, D) from x (N, D) and g (D), and saves r (N).
-func rmsnormForward(y, r, x, g []float32, n, d int, eps float32) {
+// trainRMSNormForward writes y (N, D) from x (N, D) and g (D), and saves r (N).
+func trainRMSNormForward(y, r, x, g []float32, n, d int, eps float32) {
 	trainParallel(n, 64, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			xi, yi := x[i*d:(i+1)*d], y[i*d:(i+1)*d]
@@ -27,14 +27,14 @@ func rmsnormForward(y, r, x, g []float32, n, d int, eps float32) {
 	})
 }
 
-// rmsnormBackward accumulates dx (N, D) += ∂L/∂x and dg (D) += ∂L/∂g from
+// trainRMSNormBackward accumulates dx (N, D) += ∂L/∂x and dg (D) += ∂L/∂g from
 // dy (N, D). With s = Σ_j dy_j·g_j·x_j over a row:
 //
 //	∂L/∂x_j = r·g_j·dy_j − r³·x_j·s / D,   ∂L/∂g_j = Σ_rows dy_j·x_j·r
 //
 // Rows are independent for dx and run in parallel; dg is summed over rows
 // in order, so the result does not depend on the number of goroutines.
-func rmsnormBackward(dx, dg, dy, x, g, r []float32, n, d int) {
+func trainRMSNormBackward(dx, dg, dy, x, g, r []float32, n, d int) {
 	trainParallel(n, 64, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			xi, dyi, dxi := x[i*d:(i+1)*d], dy[i*d:(i+1)*d], dx[i*d:(i+1)*d]

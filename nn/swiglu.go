@@ -6,8 +6,8 @@ package nn
 //
 // and the block's output is W2·h.
 
-// swigluForward writes h (N, Hidden) = silu(a) · b elementwise.
-func swigluForward(h, a, b []float32) {
+// trainSwiGLUForward writes h (N, Hidden) = silu(a) · b elementwise.
+func trainSwiGLUForward(h, a, b []float32) {
 	trainParallel(len(h), 4096, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			x := a[i]
@@ -16,10 +16,10 @@ func swigluForward(h, a, b []float32) {
 	})
 }
 
-// swigluBackward writes da and db (N, Hidden), overwriting them, from dh:
+// trainSwiGLUBackward writes da and db (N, Hidden), overwriting them, from dh:
 //
 //	∂h/∂a = b·σ(a)·(1 + a·(1−σ(a))),   ∂h/∂b = silu(a)
-func swigluBackward(da, db, dh, a, b []float32) {
+func trainSwiGLUBackward(da, db, dh, a, b []float32) {
 	trainParallel(len(dh), 4096, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			x := a[i]

@@ -92,9 +92,9 @@ func BenchmarkTrainStep(b *testing.B) {
 	}
 }
 
-// BenchmarkAttention times causal attention forward and backward alone on
+// BenchmarkTrainAttention times causal attention forward and backward alone on
 // the 4M model's shape, in GFLOPS by the count of trainStepFLOPs.
-func BenchmarkAttention(b *testing.B) {
+func BenchmarkTrainAttention(b *testing.B) {
 	a := trainAttn{B: 4, T: 128, Heads: 8, KVHeads: 4, HeadDim: 32}
 	rng := rand.New(rand.NewPCG(1, 2))
 	n, d := a.B*a.T, a.Heads*a.HeadDim
@@ -109,8 +109,8 @@ func BenchmarkAttention(b *testing.B) {
 	b.ReportMetric(3*pairs*4*float64(a.HeadDim)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
 }
 
-// BenchmarkAdamW times one optimizer update of the 4M model.
-func BenchmarkAdamW(b *testing.B) {
+// BenchmarkTrainAdamW times one optimizer update of the 4M model.
+func BenchmarkTrainAdamW(b *testing.B) {
 	c := Config{Vocab: 512, Dim: 256, Layers: 5, Heads: 8, KVHeads: 4, Hidden: 688, Context: 128, RopeTheta: 10000, NormEps: 1e-5, TiedOutput: true}
 	p := trainNewModel(b, c, 1)
 	g := trainNewModel(b, c, 2)
@@ -127,16 +127,16 @@ func BenchmarkAdamW(b *testing.B) {
 	b.ReportMetric(float64(c.Size())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mparams/s")
 }
 
-// BenchmarkSwiGLU times the MLP activation forward and backward on one
+// BenchmarkTrainSwiGLU times the MLP activation forward and backward on one
 // layer of the 4M model at 512 tokens.
-func BenchmarkSwiGLU(b *testing.B) {
+func BenchmarkTrainSwiGLU(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const n = 512 * 688
 	a, u, dh := trainRandn(rng, n, 2), trainRandn(rng, n, 1), trainRandn(rng, n, 1)
 	h, da, du := make([]float32, n), make([]float32, n), make([]float32, n)
 	for b.Loop() {
-		swigluForward(h, a, u)
-		swigluBackward(da, du, dh, a, u)
+		trainSwiGLUForward(h, a, u)
+		trainSwiGLUBackward(da, du, dh, a, u)
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Melem/s")
 }

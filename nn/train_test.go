@@ -104,9 +104,9 @@ func TestLossFallsOnGeneratedCorpus(t *testing.T) {
 	}
 }
 
-// TestDeterministic: the same seed and batches give bitwise the same
+// TestTrainDeterministic: the same seed and batches give bitwise the same
 // parameters, moments and statistics.
-func TestDeterministic(t *testing.T) {
+func TestTrainDeterministic(t *testing.T) {
 	c := trainTinyConfig(true)
 	run := func() (*Trainer, []StepStats) {
 		p := trainNewModel(t, c, 99)
@@ -173,7 +173,7 @@ func TestAccumulationMatchesOneBatch(t *testing.T) {
 	}
 }
 
-func TestClipping(t *testing.T) {
+func TestTrainClipping(t *testing.T) {
 	c := trainTinyConfig(false)
 	b := trainRandomBatch(rand.New(rand.NewPCG(71, 72)), c, 2, 8, false)
 	norm := func(s []float32) float64 {
