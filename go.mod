@@ -1,3 +1,5 @@
 module github.com/delegatelab/delegate
 
 go 1.26.0
+
+require golang.org/x/sync v0.24.0
