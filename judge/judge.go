@@ -286,11 +286,13 @@ func (j *Judge) combinePairwise(v *Verdict, nOrders int) bool {
 	v.Paired = len(outcomes) == 2
 	v.Consistent = v.Paired && outcomes[0] == outcomes[1]
 	switch {
+	case len(outcomes) < nOrders:
+		// A planned order gave nothing: position bias cannot be taken
+		// out, so neither combination claims a winner. The scores stay
+		// as measured, from one order; Paired is false.
+		v.Outcome = Tie
 	case j.cfg.Combine == CombineAverage:
 		v.Outcome = j.classify(v.Diff)
-	case len(outcomes) < nOrders:
-		// One planned order gave nothing: agreement cannot be shown.
-		v.Outcome = Tie
 	case len(outcomes) == 1 || v.Consistent:
 		v.Outcome = outcomes[0]
 	default:

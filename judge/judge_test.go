@@ -334,6 +334,16 @@ func TestCompareUnparseable(t *testing.T) {
 			outcome: Tie, parseFailures: 1, calls: 2,
 		},
 		{
+			name: "one order garbage, average", answer: func(a string) string {
+				if a == "cand" {
+					return "Score A: 90\nScore B: 10"
+				}
+				return refusal
+			},
+			mod:     func(c *Config) { c.Combine = CombineAverage },
+			outcome: Tie, parseFailures: 1, calls: 2,
+		},
+		{
 			// Both orders parse, each preferring whichever answer came first.
 			name: "no garbage, always A", answer: func(string) string { return "Score A: 90\nScore B: 10" },
 			outcome: Tie, calls: 2,

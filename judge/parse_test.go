@@ -160,3 +160,35 @@ func FuzzParseScores(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseScore(f *testing.F) {
+	for _, s := range []string{"", "Score: 85", "**Rating:** 85/100", "Score: 101", "Score A: 1\nScore: 2", "score = -0", "Final score is 99.99"} {
+		f.Add(s, uint8(7))
+	}
+	f.Fuzz(func(t *testing.T, text string, n uint8) {
+		got, err := ParseScore(text)
+		if err != nil {
+			var pe *ParseError
+			if !errors.As(err, &pe) || len(pe.Missing)+len(pe.Invalid) == 0 {
+				t.Fatalf("ParseScore(%q) error %v, want a non-empty *ParseError", text, err)
+			}
+		} else if math.IsNaN(got) || got < 0 || got > 100 {
+			t.Fatalf("ParseScore(%q) = %v, outside 0..100", text, got)
+		}
+		want := float64(n % 101)
+		text2 := text + fmt.Sprintf("\nScore: %v\nReasoning: ok\n", want)
+		if got, err := ParseScore(text2); err != nil || got != want {
+			t.Fatalf("ParseScore(%q) = %v, %v; want %v", text2, got, err, want)
+		}
+	})
+}
+
+func BenchmarkParseScores(b *testing.B) {
+	text := "Here is my evaluation of the two answers.\n\n**Score A:** 85/100\n**Reasoning A:** Covers every part of the request with accurate detail, though the second section is long.\n\n**Score B:** 62/100\n**Reasoning B:** Relevant but misses the budget constraint and has one factual slip.\n"
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		if _, _, err := ParseScores(text); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
