@@ -677,3 +677,56 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("Summarize(nil) = %+v, want zero", Summarize(nil))
 	}
 }
+
+// cutModel answers every call with text cut at max_tokens.
+type cutModel struct{ text string }
+
+func (m cutModel) Name() string { return "cut" }
+
+func (m cutModel) Chat(context.Context, *delegate.Request) (*delegate.Response, error) {
+	return &delegate.Response{Choices: []delegate.Choice{{Message: delegate.Assistant(m.text), FinishReason: delegate.FinishLength}}}, nil
+}
+
+func TestCompareTruncatedJudge(t *testing.T) {
+	t.Run("scores before the cut", func(t *testing.T) {
+		j := newJudge(t, cutModel{"Score A: 70\nReasoning A: ok\nScore B: 60\nReasoning B: the answer omits"}, nil)
+		v, err := j.Compare(context.Background(), nil, nil, "req", "cand", "base")
+		if err != nil {
+			t.Fatalf("Compare: %v", err)
+		}
+		if v.Orders[0].FinishReason != delegate.FinishLength || !v.Orders[0].Parsed {
+			t.Errorf("order %+v, want parsed with finish reason length", v.Orders[0])
+		}
+	})
+	t.Run("cut before Score B", func(t *testing.T) {
+		j := newJudge(t, cutModel{"Score A: 70\nReasoning A: the first answer"}, nil)
+		v, err := j.Compare(context.Background(), nil, nil, "req", "cand", "base")
+		if !errors.Is(err, ErrUnparseable) {
+			t.Fatalf("Compare error = %v, want ErrUnparseable", err)
+		}
+		if pe := v.Orders[0].ParseError; !strings.Contains(pe, "missing Score B") || !strings.Contains(pe, "cut at max_tokens") {
+			t.Errorf("ParseError %q, want it to name the missing score and the cut", pe)
+		}
+	})
+}
+
+// TestSummarizeBiasedJudge runs a judge that always prefers the answer
+// shown first over many comparisons: every verdict is a tie, no verdict
+// survives the swap, and the first position wins every decisive call.
+func TestSummarizeBiasedJudge(t *testing.T) {
+	m := &fakeModel{answer: func(*delegate.Request) (string, error) { return "Score A: 75\nScore B: 55", nil }}
+	j := newJudge(t, m, func(c *Config) { c.Repeats = 2 })
+	var vs []Verdict
+	for i := range 10 {
+		v, err := j.Compare(context.Background(), nil, nil, fmt.Sprint("request ", i), "cand", "base")
+		if err != nil {
+			t.Fatalf("Compare: %v", err)
+		}
+		vs = append(vs, v)
+	}
+	s := Summarize(vs)
+	if s.Verdicts != 10 || s.Ties != 10 || s.TieRate != 1 || s.Paired != 10 || s.ConsistencyRate != 0 ||
+		s.Calls != 40 || s.FirstPreferenceRate != 1 || s.ParseFailureRate != 0 || s.MeanDiff != 0 {
+		t.Errorf("Summarize = %+v", s)
+	}
+}
