@@ -149,9 +149,10 @@ type call struct {
 // still account for every call.
 //
 // A judge answer that cannot be parsed is counted in ParseFailures and
-// left out of the scores. When every call answered but none parsed,
-// Compare returns the verdict with Unparseable set and an error wrapping
-// ErrUnparseable. When no call produced a usable answer because calls
+// left out of the scores. When every call answered but none parsed (in
+// pointwise mode: none for one of the two answers), Compare returns the
+// verdict with Unparseable set and an error wrapping ErrUnparseable; the
+// verdict then has no outcome and no scores. When no call produced a usable answer because calls
 // failed, the error wraps the first call's error. A cancelled ctx returns
 // ctx's error.
 func (j *Judge) Compare(ctx context.Context, rec *delegate.Recorder, parent *delegate.Node, request, candidate, baseline string) (Verdict, error) {
@@ -252,9 +253,7 @@ func (j *Judge) combinePairwise(v *Verdict, nOrders int) bool {
 		cand, base float64
 	}
 	var byOrder [2]acc // CandidateFirst, BaselineFirst
-	planned := map[Order]bool{}
 	for _, r := range v.Orders {
-		planned[r.Order] = true
 		if !r.Parsed {
 			continue
 		}

@@ -323,6 +323,16 @@ func TestCompareUnparseable(t *testing.T) {
 			err: ErrUnparseable, parseFailures: 2, calls: 2, unparseable: true,
 		},
 		{
+			name: "pointwise, baseline refused", answer: func(a string) string {
+				if a == "cand" {
+					return "Score: 80"
+				}
+				return refusal
+			},
+			mod: func(c *Config) { c.Mode = ModePointwise },
+			err: ErrUnparseable, parseFailures: 1, calls: 2, unparseable: true,
+		},
+		{
 			// Only the candidate-first order parses: agreement is not
 			// shown, so the win it claims becomes a tie.
 			name: "one order garbage", answer: func(a string) string {
