@@ -56,7 +56,7 @@ type OrderResult struct {
 	// ScoreA and ScoreB are the scores by position, as the judge gave
 	// them; a pointwise call sets ScoreA only.
 	ScoreA float64 `json:"score_a"`
-	ScoreB float64 `json:"score_b,omitempty"`
+	ScoreB float64 `json:"score_b"`
 	// Candidate and Baseline are the same scores by answer; a pointwise
 	// call sets the one of the answer it rated.
 	Candidate    float64        `json:"candidate"`

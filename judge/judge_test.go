@@ -2,12 +2,14 @@ package judge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -738,5 +740,33 @@ func TestSummarizeBiasedJudge(t *testing.T) {
 	if s.Verdicts != 10 || s.Ties != 10 || s.TieRate != 1 || s.Paired != 10 || s.ConsistencyRate != 0 ||
 		s.Calls != 40 || s.FirstPreferenceRate != 1 || s.ParseFailureRate != 0 || s.MeanDiff != 0 {
 		t.Errorf("Summarize = %+v", s)
+	}
+}
+
+// TestVerdictJSONGolden pins the verdict's JSON, which rollout records
+// embed; run with -update after a deliberate change.
+func TestVerdictJSONGolden(t *testing.T) {
+	m := &fakeModel{answer: func(req *delegate.Request) (string, error) {
+		if a, _ := shown(t, req); a == "cand" {
+			return "Score A: 80\nReasoning A: complete.\nScore B: 60\nReasoning B: thin.", nil
+		}
+		return "I cannot judge this.", nil
+	}}
+	j := newJudge(t, m, func(c *Config) { c.Concurrency = 1 })
+	v, err := j.Compare(context.Background(), nil, nil, "req", "cand", "base")
+	if err != nil {
+		t.Fatalf("Compare: %v", err)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatalf("marshal verdict: %v", err)
+	}
+	golden(t, filepath.Join("testdata", "verdict.golden"), string(b)+"\n")
+	var back Verdict
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("unmarshal verdict: %v", err)
+	}
+	if !reflect.DeepEqual(back, v) {
+		t.Errorf("round trip changed the verdict:\n%+v\n%+v", back, v)
 	}
 }
