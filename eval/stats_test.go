@@ -157,3 +157,29 @@ func TestPGR(t *testing.T) {
 		t.Error("PGR with equal weak and strong: ok, want false")
 	}
 }
+
+func TestCells(t *testing.T) {
+	tests := []struct{ got, want string }{
+		{dollarsCell(0.0013), "$0.001300"},
+		{dollarsCell(3.16875e-05), "$0.00003169"},
+		{dollarsCell(0.000689), "$0.0006890"},
+		{dollarsCell(0), "$0.000000"},
+		{dollarsCell(math.NaN()), "n/a"},
+		{secondsCell(2.1), "2.10 s"},
+		{secondsCell(0.4), "400.0 ms"},
+		{secondsCell(7.4e-6), "7.4 µs"},
+		{secondsCell(math.Inf(1)), "n/a"},
+		{pValue(2.2967e-05), "2.3e-05"},
+		{pValue(0.125), "0.1250"},
+		{pValue(math.NaN()), "n/a"},
+		{percentCI(0.725, Interval{0.5716, 0.8389}), "72.5 [57.2, 83.9]"},
+		{percentCI(math.NaN(), Interval{}), "n/a"},
+		{fixed(math.NaN(), 3), "n/a"},
+		{full(math.Inf(-1)), "n/a"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}

@@ -82,11 +82,17 @@ func (r *Row) armCell() string {
 	return name
 }
 
+// dollarsCell prints dollars with at least 6 decimals and at least 4
+// significant digits: "$0.001300", "$0.00003169".
 func dollarsCell(v float64) string {
 	if !defined(v) {
 		return NA
 	}
-	return "$" + strconv.FormatFloat(v, 'f', 6, 64)
+	prec := 6
+	if a := math.Abs(v); a > 0 && a < 1e-3 {
+		prec = min(12, 3-int(math.Floor(math.Log10(a))))
+	}
+	return "$" + strconv.FormatFloat(v, 'f', prec, 64)
 }
 
 // secondsCell prints a latency in s, ms or µs, whichever keeps it from 1
