@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/modeltest"
 	"github.com/delegatelab/delegate/strategy"
@@ -365,6 +367,7 @@ func TestRunEndToEnd(t *testing.T) {
 }
 
 func TestRunResumesAfterCancel(t *testing.T) {
+	defer goleak.VerifyNone(t)
 	dir := t.TempDir()
 	cfg := Config{Results: filepath.Join(dir, "results.jsonl"), Concurrency: 2}
 	started := make(chan struct{}, 1)

@@ -29,6 +29,10 @@ type Report struct {
 	Rows              []Row
 	// Roles lists every role seen in any row, sorted.
 	Roles []string
+	// Notes are printed under the Markdown table as they are: the caller's
+	// account of what the table cannot say (models, endpoint, hardware,
+	// dataset and sample seed).
+	Notes []string
 
 	// Set by Run: items taken from the results file, the repair of its
 	// last line if one was cut, and progress values a slow observer missed.

@@ -82,6 +82,7 @@ func TestMarkdownGolden(t *testing.T) {
 		t.Fatalf("Summarize: %v", err)
 	}
 	checkReport(t, rep)
+	rep.Notes = []string{"Models: fakes from modeltest; hardware: none, nothing ran."}
 	for _, g := range []struct {
 		file  string
 		write func(*bytes.Buffer) error
@@ -200,6 +201,18 @@ func TestPlotRejectsUnknownFormat(t *testing.T) {
 	for _, f := range []func(string) error{rep.PlotCost, rep.PlotLatency} {
 		if err := f(filepath.Join(t.TempDir(), "x.gif")); err == nil || !strings.Contains(err.Error(), `unknown format ".gif"`) {
 			t.Errorf("error %v, want unknown format", err)
+		}
+	}
+}
+
+func BenchmarkSummarize(b *testing.B) {
+	recs, _, err := ReadResults(fixturePath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := Summarize("", nil, fixtureArms, recs); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

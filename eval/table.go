@@ -148,6 +148,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	if rep.Repair != nil {
 		fmt.Fprintf(&b, "- Results file repaired: %s.\n", rep.Repair)
 	}
+	for _, n := range rep.Notes {
+		b.WriteString("- " + n + "\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	if err != nil {
 		return fmt.Errorf("write markdown table: %w", err)
