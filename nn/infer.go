@@ -1,0 +1,317 @@
+package nn
+
+import (
+	"math"
+
+	"github.com/delegatelab/delegate/nn/kernel"
+)
+
+// This file is the inference forward pass: the same Llama 2 block as the
+// training forward (llama2.c's arithmetic), evaluated over a list of rows
+// that each carry one token at one position of one cached sequence. A row
+// list can mix a prompt's tokens (prefill: consecutive positions of one
+// slot) with single next tokens of many slots (decode); every row reads and
+// writes only its own slot of the KV cache, and every linear layer over the
+// rows is one kernel.MatMulNT. Because the kernel computes each output row
+// the same way whatever the number of rows, a row's result never depends on
+// which other rows share the pass: a sequence comes out bitwise identical
+// alone or batched.
+
+// inferRow is one token to push through the model.
+type inferRow struct {
+	slot, pos, token int
+	logits           bool // compute the output head for this row
+}
+
+// inferModel evaluates rows against one KV cache. It owns scratch buffers
+// sized for the largest row list seen, so a steady-state step allocates
+// nothing. Not safe for concurrent use.
+type inferModel struct {
+	p     *Params
+	cfg   Config
+	cache *KVCache
+
+	ropeCos, ropeSin []float32 // (Context, HeadDim/2)
+	wqkv             [][]float32
+
+	rows   int       // capacity of the row buffers
+	x      []float32 // (rows, Dim) residual stream
+	xb     []float32 // (rows, Dim) normed input of a sublayer
+	qkv    []float32 // (rows, Dim+2·KVDim) queries, keys, values
+	att    []float32 // (rows, Dim) attention output
+	xo     []float32 // (rows, Dim) sublayer output
+	hb     []float32 // (rows, Hidden) gate
+	hb2    []float32 // (rows, Hidden) up
+	scores []float32 // (Context) attention weights of one head
+	head   []float32 // (nlogits, Dim) final-normed rows that need logits
+	logits []float32 // (nlogits, Vocab)
+}
+
+func newInferModel(p *Params, cache *KVCache) *inferModel {
+	c := p.Config
+	m := &inferModel{p: p, cfg: c, cache: cache, scores: make([]float32, c.Context)}
+	half := c.HeadDim() / 2
+	m.ropeCos = make([]float32, c.Context*half)
+	m.ropeSin = make([]float32, c.Context*half)
+	for pos := 0; pos < c.Context; pos++ {
+		for i := 0; i < half; i++ {
+			freq := math.Pow(c.RopeTheta, -float64(2*i)/float64(c.HeadDim()))
+			s, co := math.Sincos(float64(pos) * freq)
+			m.ropeCos[pos*half+i] = float32(co)
+			m.ropeSin[pos*half+i] = float32(s)
+		}
+	}
+	m.wqkv = fusedQKV(p)
+	return m
+}
+
+// fusedQKV returns, per layer, Wq, Wk and Wv as one (Dim+2·KVDim, Dim)
+// matrix when they lie back to back in p.Data (the layout NewParams
+// makes), so that one product yields all three; nil when they do not.
+func fusedQKV(p *Params) [][]float32 {
+	c := p.Config
+	d, kv := c.Dim, c.KVDim()
+	out := make([][]float32, len(p.Layers))
+	off := c.Vocab * d
+	for i, l := range p.Layers {
+		off += d // AttnNorm
+		n := (d + 2*kv) * d
+		if off+n > len(p.Data) || &p.Data[off] != &l.Wq[0] || &p.Data[off+d*d] != &l.Wk[0] || &p.Data[off+d*d+kv*d] != &l.Wv[0] {
+			return nil
+		}
+		out[i] = p.Data[off : off+n : off+n]
+		off += n + d*d + d + 3*c.Hidden*d // Wq..Wv, Wo, FFNNorm, W1..W3
+	}
+	return out
+}
+
+// grow makes the row buffers hold n rows and nl logit rows.
+func (m *inferModel) grow(n, nl int) {
+	c := m.cfg
+	if n > m.rows {
+		m.rows = n
+		m.x = make([]float32, n*c.Dim)
+		m.xb = make([]float32, n*c.Dim)
+		m.qkv = make([]float32, n*(c.Dim+2*c.KVDim()))
+		m.att = make([]float32, n*c.Dim)
+		m.xo = make([]float32, n*c.Dim)
+		m.hb = make([]float32, n*c.Hidden)
+		m.hb2 = make([]float32, n*c.Hidden)
+	}
+	if nl*c.Dim > len(m.head) {
+		m.head = make([]float32, nl*c.Dim)
+		m.logits = make([]float32, nl*c.Vocab)
+	}
+}
+
+// forward pushes rows through the model, storing each row's key and value
+// in its slot of the cache at its position, and returns the logits of the
+// rows marked logits, in row order: an (nlogits, Vocab) view valid until
+// the next call. Rows of one slot must come in increasing position order,
+// and every earlier position of that slot must already be in the cache or
+// in this list. Tokens and positions are trusted: the Engine validates
+// requests before they get here.
+func (m *inferModel) forward(rows []inferRow) []float32 {
+	c, p := m.cfg, m.p
+	n := len(rows)
+	nl := 0
+	for _, r := range rows {
+		if r.logits {
+			nl++
+		}
+	}
+	m.grow(n, nl)
+	d, kv, hid := c.Dim, c.KVDim(), c.Hidden
+	s := d + 2*kv // qkv row stride
+	x, xb, qkv, att, xo := m.x[:n*d], m.xb[:n*d], m.qkv[:n*s], m.att[:n*d], m.xo[:n*d]
+	hb, hb2 := m.hb[:n*hid], m.hb2[:n*hid]
+	eps := float32(c.NormEps)
+
+	for i, r := range rows {
+		copy(x[i*d:(i+1)*d], p.TokenEmb[r.token*d:(r.token+1)*d]) // (n, D)
+	}
+	for l := range p.Layers {
+		lp := &p.Layers[l]
+		// Attention sublayer.
+		inferRMSNorm(xb, x, lp.AttnNorm, n, d, eps) // (n, D)
+		if m.wqkv != nil {
+			kernel.MatMulNT(qkv, xb, m.wqkv[l], n, d, s) // (n, D+2KV)
+		} else {
+			m.projectQKV(lp, n)
+		}
+		for i, r := range rows {
+			row := qkv[i*s : (i+1)*s]
+			m.rope(row[:d+kv], r.pos) // queries and keys
+			m.cache.store(l, r.slot, r.pos, row[d:d+kv], row[d+kv:])
+		}
+		for i, r := range rows {
+			m.attend(att[i*d:(i+1)*d], qkv[i*s:i*s+d], l, r.slot, r.pos)
+		}
+		kernel.MatMulNT(xo, att, lp.Wo, n, d, d) // (n, D)
+		inferAdd(x, xo)
+
+		// Feed-forward sublayer: W2 · (silu(W1·xb) ⊙ W3·xb).
+		inferRMSNorm(xb, x, lp.FFNNorm, n, d, eps)
+		kernel.MatMulNT(hb, xb, lp.W1, n, d, hid)  // (n, H)
+		kernel.MatMulNT(hb2, xb, lp.W3, n, d, hid) // (n, H)
+		for i, g := range hb {
+			hb[i] = g / (1 + inferExp(-g)) * hb2[i]
+		}
+		kernel.MatMulNT(xo, hb, lp.W2, n, hid, d) // (n, D)
+		inferAdd(x, xo)
+	}
+	if nl == 0 {
+		return nil
+	}
+	head := m.head[:nl*d]
+	j := 0
+	for i, r := range rows {
+		if r.logits {
+			inferRMSNorm(head[j*d:(j+1)*d], x[i*d:(i+1)*d], p.FinalNorm, 1, d, eps)
+			j++
+		}
+	}
+	logits := m.logits[:nl*c.Vocab]
+	kernel.MatMulNT(logits, head, p.Output, nl, d, c.Vocab) // (nl, V)
+	return logits
+}
+
+// projectQKV computes queries, keys and values with three products when
+// the weights are not laid out for one, and interleaves them into m.qkv.
+func (m *inferModel) projectQKV(lp *LayerParams, n int) {
+	d, kv := m.cfg.Dim, m.cfg.KVDim()
+	s := d + 2*kv
+	// Use att and xo (free at this point) and hb as temporaries.
+	q, k, v := m.att[:n*d], m.xo[:n*kv], m.hb[:n*kv]
+	if len(m.hb) < n*kv {
+		v = make([]float32, n*kv) // only when Hidden < KVDim; never in practice
+	}
+	kernel.MatMulNT(q, m.xb[:n*d], lp.Wq, n, d, d)
+	kernel.MatMulNT(k, m.xb[:n*d], lp.Wk, n, d, kv)
+	kernel.MatMulNT(v, m.xb[:n*d], lp.Wv, n, d, kv)
+	for i := 0; i < n; i++ {
+		row := m.qkv[i*s : (i+1)*s]
+		copy(row[:d], q[i*d:(i+1)*d])
+		copy(row[d:d+kv], k[i*kv:(i+1)*kv])
+		copy(row[d+kv:], v[i*kv:(i+1)*kv])
+	}
+}
+
+// rope rotates each head of qk (queries then keys, each a whole number of
+// heads) by position pos: the pair (2i, 2i+1) of every head turns by
+// pos·θ^(-2i/HeadDim).
+func (m *inferModel) rope(qk []float32, pos int) {
+	hd := m.cfg.HeadDim()
+	half := hd / 2
+	cos := m.ropeCos[pos*half : (pos+1)*half]
+	sin := m.ropeSin[pos*half : (pos+1)*half]
+	for h := 0; h+hd <= len(qk); h += hd {
+		v := qk[h : h+hd]
+		for i := range half {
+			a, b := v[2*i], v[2*i+1]
+			v[2*i] = a*cos[i] - b*sin[i]
+			v[2*i+1] = a*sin[i] + b*cos[i]
+		}
+	}
+}
+
+// attend computes causal attention of one row's queries q (Dim) over
+// positions [0, pos] of slot in layer l's cache, writing out (Dim).
+func (m *inferModel) attend(out, q []float32, l, slot, pos int) {
+	c := m.cfg
+	hd, kvd := c.HeadDim(), c.KVDim()
+	group := c.Heads / c.KVHeads
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	keys := m.cache.Keys(l, slot, pos+1)   // (pos+1, KV)
+	vals := m.cache.Values(l, slot, pos+1) // (pos+1, KV)
+	sc := m.scores[:pos+1]
+	for h := 0; h < c.Heads; h++ {
+		qh := q[h*hd : (h+1)*hd]
+		ko := (h / group) * hd
+		for t := range sc {
+			kt := keys[t*kvd+ko : t*kvd+ko+hd]
+			var dot float32
+			for i, qv := range qh {
+				dot += qv * kt[i]
+			}
+			sc[t] = dot * scale
+		}
+		inferSoftmax(sc)
+		oh := out[h*hd : (h+1)*hd]
+		clear(oh)
+		for t, a := range sc {
+			vt := vals[t*kvd+ko : t*kvd+ko+hd]
+			for i, vv := range vt {
+				oh[i] += a * vv
+			}
+		}
+	}
+}
+
+// inferRMSNorm writes dst(n, d) = x / sqrt(mean(x²) + eps) · w, row by row.
+func inferRMSNorm(dst, x, w []float32, n, d int, eps float32) {
+	for i := 0; i < n; i++ {
+		xi, di := x[i*d:(i+1)*d], dst[i*d:(i+1)*d]
+		var ss float32
+		for _, v := range xi {
+			ss += v * v
+		}
+		inv := 1 / float32(math.Sqrt(float64(ss/float32(d)+eps)))
+		for j, v := range xi {
+			di[j] = w[j] * (inv * v)
+		}
+	}
+}
+
+// inferAdd does x += y.
+func inferAdd(x, y []float32) {
+	y = y[:len(x)]
+	for i := range x {
+		x[i] += y[i]
+	}
+}
+
+// inferSoftmax turns x into softmax(x) in place.
+func inferSoftmax(x []float32) {
+	mx := x[0]
+	for _, v := range x[1:] {
+		if v > mx {
+			mx = v
+		}
+	}
+	var sum float32
+	for i, v := range x {
+		e := inferExp(v - mx)
+		x[i] = e
+		sum += e
+	}
+	inv := 1 / sum
+	for i := range x {
+		x[i] *= inv
+	}
+}
+
+// inferExp is a float32 e^x with relative error below 2e-7 (Cody-Waite
+// range reduction and a degree-6 polynomial, as in Cephes' expf), several
+// times faster than math.Exp. It returns 0 below -87 and +Inf above 88.7.
+func inferExp(x float32) float32 {
+	switch {
+	case x > 88.72283:
+		return float32(math.Inf(1))
+	case x < -87:
+		return 0
+	case x != x: // NaN
+		return x
+	}
+	const log2e = 1.44269504088896341
+	fn := float32(math.Floor(float64(x*log2e + 0.5)))
+	r := x - fn*0.693359375
+	r -= fn * -2.12194440e-4
+	z := r * r
+	y := ((((1.9875691500e-4*r+1.3981999507e-3)*r+8.3334519073e-3)*r+4.1665795894e-2)*r+1.6666665459e-1)*r + 5.0000001201e-1
+	y = y*z + r + 1
+	if fn > 127 { // 2^128 is not a float32; scale in two steps
+		return y * 2 * math.Float32frombits(uint32(int32(fn)-1+127)<<23)
+	}
+	return y * math.Float32frombits(uint32(int32(fn)+127)<<23)
+}

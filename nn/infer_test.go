@@ -1,0 +1,165 @@
+package nn
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/delegatelab/delegate/nn/kernel"
+)
+
+// inferTestConfig is a tiny model with grouped KV heads.
+func inferTestConfig(tied bool) Config {
+	return Config{Vocab: 37, Dim: 16, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 24, Context: 32, TiedOutput: tied}.WithDefaults()
+}
+
+// inferTestParams returns initialized weights with the attention and output
+// projections scaled up, so that attention is peaked and logits are spread
+// over several units: differences between tokens and positions then show.
+func inferTestParams(t testing.TB, c Config, seed uint64) *Params {
+	t.Helper()
+	p, err := Alloc(c)
+	if err != nil {
+		t.Fatalf("alloc: %v", err)
+	}
+	p.Init(seed)
+	scale := func(s []float32, f float32) {
+		for i := range s {
+			s[i] *= f
+		}
+	}
+	for _, l := range p.Layers {
+		scale(l.Wq, 10)
+		scale(l.Wk, 10)
+		scale(l.Wv, 5)
+		scale(l.W1, 5)
+		scale(l.W3, 5)
+	}
+	scale(p.Output, 40) // when tied this also scales the embedding, which RMSNorm absorbs
+	return p
+}
+
+// unfused returns a copy of p whose Wq, Wk and Wv do not lie back to back,
+// which forces the three-product path.
+func unfused(p *Params) *Params {
+	q := *p
+	q.Layers = slices.Clone(p.Layers)
+	for i := range q.Layers {
+		q.Layers[i].Wq = slices.Clone(p.Layers[i].Wq)
+		q.Layers[i].Wk = slices.Clone(p.Layers[i].Wk)
+	}
+	return &q
+}
+
+func maxAbsDiff(got []float32, want []float64) float64 {
+	var m float64
+	for i := range got {
+		m = math.Max(m, math.Abs(float64(got[i])-want[i]))
+	}
+	return m
+}
+
+// The cached, batched forward must agree with the reference within 2e-5 on
+// logits of magnitude up to ~8 (float32 against float64 arithmetic; the
+// observed gap is about 1e-6).
+const inferTol = 2e-5
+
+func TestInferForwardMatchesReference(t *testing.T) {
+	toks := []int{1, 5, 9, 2, 36, 0, 7, 7, 7, 13, 21, 3, 30, 4, 8, 11, 19, 22, 25, 1}
+	for _, tc := range []struct {
+		name  string
+		tied  bool
+		fused bool
+	}{
+		{"untied fused", false, true},
+		{"tied fused", true, true},
+		{"untied three products", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := inferTestParams(t, inferTestConfig(tc.tied), 7)
+			if !tc.fused {
+				p = unfused(p)
+			}
+			m := newInferModel(p, mustCache(t, p.Config, 3))
+			if (m.wqkv != nil) != tc.fused {
+				t.Fatalf("fused QKV = %v, want %v", m.wqkv != nil, tc.fused)
+			}
+			want := inferReference(p, toks)
+			v := p.Config.Vocab
+
+			// Slot 0: the whole sequence as one prefill.
+			rows := make([]inferRow, len(toks))
+			for i, tok := range toks {
+				rows[i] = inferRow{slot: 0, pos: i, token: tok, logits: true}
+			}
+			lg := m.forward(rows)
+			for i := range toks {
+				if d := maxAbsDiff(lg[i*v:(i+1)*v], want[i]); d > inferTol {
+					t.Errorf("prefill position %d: max |logit - reference| = %g, want <= %g", i, d, inferTol)
+				}
+			}
+
+			// Slot 2: one token per step, each step batched with a chunk of
+			// a different sequence in slot 1.
+			other := []int{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}
+			for i, tok := range toks {
+				lg := m.forward([]inferRow{
+					{slot: 1, pos: i, token: other[i]},
+					{slot: 2, pos: i, token: tok, logits: true},
+				})
+				if d := maxAbsDiff(lg[:v], want[i]); d > inferTol {
+					t.Errorf("decode position %d: max |logit - reference| = %g, want <= %g", i, d, inferTol)
+				}
+			}
+		})
+	}
+}
+
+func mustCache(t testing.TB, c Config, slots int) *KVCache {
+	t.Helper()
+	kc, err := NewKVCache(c, slots)
+	if err != nil {
+		t.Fatalf("kv cache: %v", err)
+	}
+	return kc
+}
+
+// The batch-vs-alone guarantee rests on the kernel computing each output row
+// the same way whatever the number of rows.
+func TestKernelRowDeterminism(t *testing.T) {
+	const k, n = 64, 172
+	for _, m := range []int{2, 5, 32, 65} {
+		a := make([]float32, m*k)
+		b := make([]float32, n*k)
+		for i := range a {
+			a[i] = float32(math.Sin(float64(i) * 0.37))
+		}
+		for i := range b {
+			b[i] = float32(math.Cos(float64(i) * 0.11))
+		}
+		all := make([]float32, m*n)
+		kernel.MatMulNT(all, a, b, m, k, n)
+		one := make([]float32, n)
+		for i := 0; i < m; i++ {
+			kernel.MatMulNT(one, a[i*k:(i+1)*k], b, 1, k, n)
+			if !slices.Equal(one, all[i*n:(i+1)*n]) {
+				t.Fatalf("m=%d: row %d computed alone differs bitwise from the batched row", m, i)
+			}
+		}
+	}
+}
+
+func TestInferExp(t *testing.T) {
+	for x := float32(-87); x < 88.7; x += 0.0137 {
+		got, want := float64(inferExp(x)), math.Exp(float64(x))
+		if rel := math.Abs(got-want) / want; rel > 3e-7 {
+			t.Fatalf("inferExp(%v) = %v, want %v (relative error %g)", x, got, want, rel)
+		}
+	}
+	if got := inferExp(-100); got != 0 {
+		t.Errorf("inferExp(-100) = %v, want 0", got)
+	}
+	if got := inferExp(100); !math.IsInf(float64(got), 1) {
+		t.Errorf("inferExp(100) = %v, want +Inf", got)
+	}
+}
