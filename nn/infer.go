@@ -2,6 +2,7 @@ package nn
 
 import (
 	"math"
+	"runtime"
 
 	"github.com/delegatelab/delegate/nn/kernel"
 )
@@ -25,7 +26,8 @@ type inferRow struct {
 
 // inferModel evaluates rows against one KV cache. It owns scratch buffers
 // sized for the largest row list seen, so a steady-state step allocates
-// nothing. Not safe for concurrent use.
+// nothing, and a pool of helper goroutines (one per extra core) that the
+// owner stops with close. Not safe for concurrent use.
 type inferModel struct {
 	p     *Params
 	cfg   Config
@@ -34,22 +36,34 @@ type inferModel struct {
 	ropeCos, ropeSin []float32 // (Context, HeadDim/2)
 	wqkv             [][]float32
 
-	rows   int       // capacity of the row buffers
-	x      []float32 // (rows, Dim) residual stream
-	xb     []float32 // (rows, Dim) normed input of a sublayer
-	qkv    []float32 // (rows, Dim+2·KVDim) queries, keys, values
-	att    []float32 // (rows, Dim) attention output
-	xo     []float32 // (rows, Dim) sublayer output
-	hb     []float32 // (rows, Hidden) gate
-	hb2    []float32 // (rows, Hidden) up
-	scores []float32 // (Context) attention weights of one head
-	head   []float32 // (nlogits, Dim) final-normed rows that need logits
-	logits []float32 // (nlogits, Vocab)
+	rows   int         // capacity of the row buffers
+	x      []float32   // (rows, Dim) residual stream
+	xb     []float32   // (rows, Dim) normed input of a sublayer
+	qkv    []float32   // (rows, Dim+2·KVDim) queries, keys, values
+	att    []float32   // (rows, Dim) attention output
+	xo     []float32   // (rows, Dim) sublayer output
+	hb     []float32   // (rows, Hidden) gate
+	hb2    []float32   // (rows, Hidden) up
+	scores [][]float32 // per core: (Context) attention weights of one head
+
+	pool     *inferPool       // cores for attention
+	parWork  int              // attention work above which a step is split
+	job      attendJob        // the step being attended
+	bounds   []int            // per core: first (row, head) pair, then the end
+	attendFn func(worker int) // m.attendTask, bound once
+	head     []float32        // (nlogits, Dim) final-normed rows that need logits
+	logits   []float32        // (nlogits, Vocab)
 }
 
 func newInferModel(p *Params, cache *KVCache) *inferModel {
 	c := p.Config
-	m := &inferModel{p: p, cfg: c, cache: cache, scores: make([]float32, c.Context)}
+	cores := max(1, runtime.GOMAXPROCS(0))
+	m := &inferModel{p: p, cfg: c, cache: cache, scores: make([][]float32, cores), parWork: inferParallelWork}
+	m.pool = newInferPool(cores)
+	m.attendFn = m.attendTask
+	for i := range m.scores {
+		m.scores[i] = make([]float32, c.Context)
+	}
 	half := c.HeadDim() / 2
 	m.ropeCos = make([]float32, c.Context*half)
 	m.ropeSin = make([]float32, c.Context*half)
@@ -64,6 +78,9 @@ func newInferModel(p *Params, cache *KVCache) *inferModel {
 	m.wqkv = fusedQKV(p)
 	return m
 }
+
+// close stops the helper goroutines.
+func (m *inferModel) close() { m.pool.close() }
 
 // fusedQKV returns, per layer, Wq, Wk and Wv as one (Dim+2·KVDim, Dim)
 // matrix when they lie back to back in p.Data (the layout NewParams
@@ -144,9 +161,7 @@ func (m *inferModel) forward(rows []inferRow) []float32 {
 			m.rope(row[:d+kv], r.pos) // queries and keys
 			m.cache.store(l, r.slot, r.pos, row[d:d+kv], row[d+kv:])
 		}
-		for i, r := range rows {
-			m.attend(att[i*d:(i+1)*d], qkv[i*s:i*s+d], l, r.slot, r.pos)
-		}
+		m.attendRows(rows, l, att, qkv, s)
 		kernel.MatMulNT(xo, att, lp.Wo, n, d, d) // (n, D)
 		inferAdd(x, xo)
 
@@ -215,35 +230,126 @@ func (m *inferModel) rope(qk []float32, pos int) {
 	}
 }
 
-// attend computes causal attention of one row's queries q (Dim) over
-// positions [0, pos] of slot in layer l's cache, writing out (Dim).
-func (m *inferModel) attend(out, q []float32, l, slot, pos int) {
+// inferParallelWork is the attention work (multiply-adds over a step) above
+// which the (row, head) pairs of a step are split across cores. Below it
+// the hand-off costs more than it saves.
+const inferParallelWork = 1 << 15
+
+// attendRows computes causal attention for every row of layer l, writing
+// att (n, Dim) from the queries in qkv (row stride s). The (row, head)
+// pairs are split into contiguous ranges of about equal work, one per
+// core of m.pool; each pair's arithmetic is the same however they are
+// split.
+func (m *inferModel) attendRows(rows []inferRow, l int, att, qkv []float32, s int) {
+	c := m.cfg
+	work := 0
+	for _, r := range rows {
+		work += (r.pos + 1) * c.Dim
+	}
+	w := 1
+	if work >= m.parWork {
+		w = m.pool.n
+	}
+	units := len(rows) * c.Heads
+	w = min(w, units)
+	m.job = attendJob{rows: rows, layer: l, out: att, qkv: qkv, stride: s}
+	b := m.bounds[:0]
+	b = append(b, 0)
+	acc, u := 0, 0
+	for k := 1; k < w; k++ {
+		for u < units && acc*w < work*k {
+			acc += (rows[u/c.Heads].pos + 1) * c.HeadDim()
+			u++
+		}
+		b = append(b, u)
+	}
+	m.bounds = append(b, units)
+	if w == 1 {
+		m.attendTask(0)
+		return
+	}
+	m.pool.run(w, m.attendFn)
+}
+
+// attendJob is the step attendTask works on, set by attendRows.
+type attendJob struct {
+	rows   []inferRow
+	layer  int
+	out    []float32
+	qkv    []float32
+	stride int
+}
+
+// attendTask computes worker k's range of (row, head) pairs.
+func (m *inferModel) attendTask(k int) {
+	j := &m.job
+	c := m.cfg
+	d, hs := c.Dim, c.Heads
+	for u := m.bounds[k]; u < m.bounds[k+1]; {
+		i, h0 := u/hs, u%hs
+		h1 := min(hs, h0+m.bounds[k+1]-u)
+		r := j.rows[i]
+		m.attend(j.out[i*d:(i+1)*d], j.qkv[i*j.stride:i*j.stride+d], m.scores[k], j.layer, r.slot, r.pos, h0, h1)
+		u += h1 - h0
+	}
+}
+
+// attend computes causal attention of heads [h0, h1) of one row's queries
+// q (Dim) over positions [0, pos] of slot in layer l's cache, writing those
+// heads of out (Dim). sc is scratch of at least pos+1 values.
+func (m *inferModel) attend(out, q, sc []float32, l, slot, pos, h0, h1 int) {
 	c := m.cfg
 	hd, kvd := c.HeadDim(), c.KVDim()
 	group := c.Heads / c.KVHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	keys := m.cache.Keys(l, slot, pos+1)   // (pos+1, KV)
 	vals := m.cache.Values(l, slot, pos+1) // (pos+1, KV)
-	sc := m.scores[:pos+1]
-	for h := 0; h < c.Heads; h++ {
-		qh := q[h*hd : (h+1)*hd]
+	sc = sc[:pos+1]
+	for h := h0; h < h1; h++ {
 		ko := (h / group) * hd
-		for t := range sc {
-			kt := keys[t*kvd+ko : t*kvd+ko+hd]
-			var dot float32
-			for i, qv := range qh {
-				dot += qv * kt[i]
-			}
-			sc[t] = dot * scale
-		}
+		inferScores(sc, q[h*hd:(h+1)*hd], keys[ko:], kvd, scale)
 		inferSoftmax(sc)
-		oh := out[h*hd : (h+1)*hd]
-		clear(oh)
-		for t, a := range sc {
-			vt := vals[t*kvd+ko : t*kvd+ko+hd]
-			for i, vv := range vt {
-				oh[i] += a * vv
-			}
+		inferMix(out[h*hd:(h+1)*hd], sc, vals[ko:], kvd)
+	}
+}
+
+// inferScores sets sc[t] = scale · q·k_t, where k_t = keys[t·stride:][:len(q)].
+func inferScores(sc, q, keys []float32, stride int, scale float32) {
+	hd := len(q)
+	for t := range sc {
+		k := keys[t*stride : t*stride+hd]
+		k = k[:len(q)]
+		var s0, s1, s2, s3 float32
+		i := 0
+		for ; i+4 <= len(q); i += 4 {
+			s0 += q[i] * k[i]
+			s1 += q[i+1] * k[i+1]
+			s2 += q[i+2] * k[i+2]
+			s3 += q[i+3] * k[i+3]
+		}
+		for ; i < len(q); i++ {
+			s0 += q[i] * k[i]
+		}
+		sc[t] = ((s0 + s1) + (s2 + s3)) * scale
+	}
+}
+
+// inferMix sets out = Σ_t w[t] · v_t, where v_t = vals[t·stride:][:len(out)].
+func inferMix(out, w, vals []float32, stride int) {
+	clear(out)
+	hd := len(out)
+	for t, a := range w {
+		v := vals[t*stride : t*stride+hd]
+		v = v[:len(out)]
+		i := 0
+		for ; i+4 <= len(out); i += 4 {
+			out[i] += a * v[i]
+			out[i+1] += a * v[i+1]
+			out[i+2] += a * v[i+2]
+			out[i+3] += a * v[i+3]
+		}
+		for ; i < len(out); i++ {
+			out[i] += a * v[i]
 		}
 	}
 }

@@ -61,6 +61,10 @@ type GenResult struct {
 
 // EngineConfig sizes an Engine. Zero fields take the defaults noted.
 type EngineConfig struct {
+	// parallelWork overrides inferParallelWork when positive; tests set it
+	// to 1 to split every step across cores.
+	parallelWork int
+
 	// MaxBatch is the number of sequences decoded together (the KV cache
 	// slots). Default 32.
 	MaxBatch int
@@ -157,9 +161,13 @@ func NewEngine(p *Params, ec EngineConfig) (*Engine, error) {
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
+	model := newInferModel(p, cache)
+	if ec.parallelWork > 0 {
+		model.parWork = ec.parallelWork
+	}
 	s := &inferSched{
 		e:     e,
-		model: newInferModel(p, cache),
+		model: model,
 		smp:   newSampler(p.Config.Vocab),
 		slots: make([]*inferJob, ec.MaxBatch),
 		used:  make([]bool, ec.MaxBatch),
@@ -351,6 +359,7 @@ type inferSched struct {
 
 func (e *Engine) run(s *inferSched) {
 	defer close(e.done)
+	defer s.model.close()
 	defer func() {
 		if r := recover(); r != nil {
 			err := fmt.Errorf("nn engine scheduler panic: %v\n%s", r, debug.Stack())

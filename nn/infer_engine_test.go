@@ -263,8 +263,8 @@ func TestEngineBatchMatchesAlone(t *testing.T) {
 		}
 		e.Close()
 	}
-	for _, ec := range []EngineConfig{{MaxBatch: 6}, {MaxBatch: 32}, {MaxBatch: 5, PrefillChunk: 3}} {
-		t.Run(fmt.Sprintf("batch %d chunk %d", ec.MaxBatch, ec.PrefillChunk), func(t *testing.T) {
+	for _, ec := range []EngineConfig{{MaxBatch: 6}, {MaxBatch: 32, parallelWork: 1}, {MaxBatch: 5, PrefillChunk: 3}} {
+		t.Run(fmt.Sprintf("batch %d chunk %d split %d", ec.MaxBatch, ec.PrefillChunk, ec.parallelWork), func(t *testing.T) {
 			e := newTestEngine(t, p, ec)
 			got, err := e.GenerateAll(context.Background(), reqs)
 			if err != nil {

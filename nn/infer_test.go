@@ -71,13 +71,15 @@ const inferTol = 2e-5
 func TestInferForwardMatchesReference(t *testing.T) {
 	toks := []int{1, 5, 9, 2, 36, 0, 7, 7, 7, 13, 21, 3, 30, 4, 8, 11, 19, 22, 25, 1}
 	for _, tc := range []struct {
-		name  string
-		tied  bool
-		fused bool
+		name     string
+		tied     bool
+		fused    bool
+		parallel bool
 	}{
-		{"untied fused", false, true},
-		{"tied fused", true, true},
-		{"untied three products", false, false},
+		{"untied fused", false, true, false},
+		{"tied fused", true, true, false},
+		{"untied three products", false, false, false},
+		{"attention split across cores", false, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := inferTestParams(t, inferTestConfig(tc.tied), 7)
@@ -85,6 +87,10 @@ func TestInferForwardMatchesReference(t *testing.T) {
 				p = unfused(p)
 			}
 			m := newInferModel(p, mustCache(t, p.Config, 3))
+			defer m.close()
+			if tc.parallel {
+				m.parWork = 1
+			}
 			if (m.wqkv != nil) != tc.fused {
 				t.Fatalf("fused QKV = %v, want %v", m.wqkv != nil, tc.fused)
 			}

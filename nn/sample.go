@@ -1,7 +1,6 @@
 package nn
 
 import (
-	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -38,10 +37,11 @@ type TokenLogprob struct {
 type sampler struct {
 	probs []float32 // (V) weights at the request's temperature
 	idx   []int32   // (V) candidate ids
+	keys  []uint64  // (V) sort keys
 }
 
 func newSampler(vocab int) *sampler {
-	return &sampler{probs: make([]float32, vocab), idx: make([]int32, vocab)}
+	return &sampler{probs: make([]float32, vocab), idx: make([]int32, vocab), keys: make([]uint64, vocab)}
 }
 
 // sampleParams are the knobs of one request, checked by GenRequest's
@@ -117,18 +117,20 @@ func (s *sampler) draw(logits []float32, mx float32, sp sampleParams, rng *rand.
 	if topK < v {
 		cand = sampleTopK(cand, logits, topK)
 	} else {
+		// Sort by a key that orders probability descending, then id
+		// ascending: the bits of a non-negative float32 order like its
+		// value, so no comparison function is needed.
 		cut := float32((1 - topP) / float64(v-1) * total)
+		keys := s.keys[:0]
 		for i, p := range probs {
 			if p >= cut {
-				cand = append(cand, int32(i))
+				keys = append(keys, uint64(^math.Float32bits(p))<<32|uint64(i))
 			}
 		}
-		slices.SortFunc(cand, func(a, b int32) int {
-			if c := cmp.Compare(probs[b], probs[a]); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
+		slices.Sort(keys)
+		for _, k := range keys {
+			cand = append(cand, int32(uint32(k)))
+		}
 	}
 	var mass float64
 	for _, i := range cand {
