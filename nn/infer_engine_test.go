@@ -433,3 +433,48 @@ func TestNewEngineErrors(t *testing.T) {
 		})
 	}
 }
+
+// The decode loop allocates nothing per token: a request for 60 tokens
+// costs the same allocations as one for 2 (its result slices are sized
+// once). Top alternatives, which are results, are left out.
+func TestEngineNoAllocationPerToken(t *testing.T) {
+	c := inferTestConfig(false)
+	c.Context = 128
+	p := inferTestParams(t, c, 4)
+	e := newTestEngine(t, p, EngineConfig{MaxBatch: 1})
+	ctx := context.Background()
+	allocs := func(maxNew int) float64 {
+		req := GenRequest{Prompt: []int{1, 2}, MaxNew: maxNew, Temperature: 0.9, TopP: 0.95, Seed: 1}
+		if _, err := e.Generate(ctx, req); err != nil { // warm the buffers
+			t.Fatalf("generate: %v", err)
+		}
+		return testing.AllocsPerRun(20, func() {
+			if _, err := e.Generate(ctx, req); err != nil {
+				t.Fatalf("generate: %v", err)
+			}
+		})
+	}
+	short, long := allocs(2), allocs(60)
+	if long > short {
+		t.Errorf("allocations for 60 tokens = %v, for 2 tokens = %v: want no growth with length", long, short)
+	}
+}
+
+// A panic inside the scheduler (here from weights truncated under the
+// engine's feet) becomes an error for the requests, not a crash, and the
+// engine reports it afterwards.
+func TestEngineSchedulerPanic(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p := inferTestParams(t, inferTestConfig(false), 4)
+	e := newTestEngine(t, p, EngineConfig{MaxBatch: 2})
+	p.TokenEmb = nil
+	_, err := e.Generate(context.Background(), GenRequest{Prompt: []int{5}, MaxNew: 3})
+	if err == nil || !strings.Contains(err.Error(), "scheduler panic") {
+		t.Fatalf("error = %v, want a scheduler panic", err)
+	}
+	_, err = e.Generate(context.Background(), GenRequest{Prompt: []int{5}, MaxNew: 3})
+	if err == nil || !strings.Contains(err.Error(), "scheduler panic") {
+		t.Errorf("after the panic: error = %v, want the scheduler panic again", err)
+	}
+	e.Close()
+}
