@@ -377,7 +377,8 @@ func inferAdd(x, y []float32) {
 	}
 }
 
-// inferSoftmax turns x into softmax(x) in place.
+// inferSoftmax turns x into softmax(x) in place. The exponential is
+// inferExp's, inlined for arguments that are never positive.
 func inferSoftmax(x []float32) {
 	mx := x[0]
 	for _, v := range x[1:] {
@@ -387,7 +388,17 @@ func inferSoftmax(x []float32) {
 	}
 	var sum float32
 	for i, v := range x {
-		e := inferExp(v - mx)
+		t := v - mx // <= 0
+		if !(t >= -87) {
+			x[i] = 0 // also for NaN, which cannot come from finite weights
+			continue
+		}
+		n := int32(t*1.44269504088896341 - 0.5)
+		fn := float32(n)
+		r := t - fn*0.693359375
+		r -= fn * -2.12194440e-4
+		y := ((((1.9875691500e-4*r+1.3981999507e-3)*r+8.3334519073e-3)*r+4.1665795894e-2)*r+1.6666665459e-1)*r + 5.0000001201e-1
+		e := (y*(r*r) + r + 1) * math.Float32frombits(uint32(n+127)<<23)
 		x[i] = e
 		sum += e
 	}
@@ -410,14 +421,23 @@ func inferExp(x float32) float32 {
 		return x
 	}
 	const log2e = 1.44269504088896341
-	fn := float32(math.Floor(float64(x*log2e + 0.5)))
+	// Round x·log2(e) to nearest by truncating away from zero: cheaper than
+	// math.Floor, and any nearest integer serves the reduction.
+	y := x * log2e
+	var n int32
+	if y >= 0 {
+		n = int32(y + 0.5)
+	} else {
+		n = int32(y - 0.5)
+	}
+	fn := float32(n)
 	r := x - fn*0.693359375
 	r -= fn * -2.12194440e-4
 	z := r * r
-	y := ((((1.9875691500e-4*r+1.3981999507e-3)*r+8.3334519073e-3)*r+4.1665795894e-2)*r+1.6666665459e-1)*r + 5.0000001201e-1
+	y = ((((1.9875691500e-4*r+1.3981999507e-3)*r+8.3334519073e-3)*r+4.1665795894e-2)*r+1.6666665459e-1)*r + 5.0000001201e-1
 	y = y*z + r + 1
-	if fn > 127 { // 2^128 is not a float32; scale in two steps
-		return y * 2 * math.Float32frombits(uint32(int32(fn)-1+127)<<23)
+	if n > 127 { // 2^128 is not a float32; scale in two steps
+		return y * 2 * math.Float32frombits(uint32(n-1+127)<<23)
 	}
-	return y * math.Float32frombits(uint32(int32(fn)+127)<<23)
+	return y * math.Float32frombits(uint32(n+127)<<23)
 }

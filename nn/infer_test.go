@@ -173,3 +173,19 @@ func TestInferExp(t *testing.T) {
 		t.Errorf("inferExp(100) = %v, want +Inf", got)
 	}
 }
+
+func TestInferSoftmax(t *testing.T) {
+	x := []float32{0.5, -3, 2.25, 40, -100, 39.5, 0}
+	want := make([]float64, len(x))
+	var sum float64
+	for i, v := range x {
+		want[i] = math.Exp(float64(v) - 40)
+		sum += want[i]
+	}
+	inferSoftmax(x)
+	for i := range x {
+		if w := want[i] / sum; math.Abs(float64(x[i])-w) > 1e-7 {
+			t.Errorf("softmax[%d] = %v, want %v", i, x[i], w)
+		}
+	}
+}

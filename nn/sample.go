@@ -11,8 +11,7 @@ import (
 //
 //  1. temperature: p_i ∝ exp(logit_i / T); T = 0 means greedy (argmax,
 //     lowest id on ties) and ignores the steps below;
-//  2. top-k: keep the K tokens with the highest logits (lowest id first on
-//     ties);
+//  2. top-k: keep the K likeliest tokens (lowest id first on ties);
 //  3. top-p (nucleus): of what is left, sorted by probability, keep the
 //     shortest prefix whose renormalized mass reaches P;
 //  4. draw one token from the kept ones, renormalized, with exactly one
@@ -62,11 +61,26 @@ func (s *sampler) pick(logits []float32, sp sampleParams, rng *rand.Rand) (tok i
 			mx, arg = v, i
 		}
 	}
-	lse = sampleLogSumExp(logits, mx)
 	if sp.temperature == 0 || sp.topK == 1 {
+		lse = sampleLogSumExp(logits, mx)
 		return arg, logits[arg] - lse, lse
 	}
-	tok = s.draw(logits, mx, sp, rng)
+	// Tempered weights; at temperature 1 their sum is exactly the one
+	// sampleLogSumExp would compute, so it is reused.
+	invT := float32(1 / sp.temperature)
+	probs := s.probs[:len(logits)]
+	var total float64
+	for i, l := range logits {
+		e := inferExp((l - mx) * invT)
+		probs[i] = e
+		total += float64(e)
+	}
+	if invT == 1 {
+		lse = mx + float32(math.Log(total))
+	} else {
+		lse = sampleLogSumExp(logits, mx)
+	}
+	tok = s.draw(probs, total, sp, rng)
 	return tok, logits[tok] - lse, lse
 }
 
@@ -79,17 +93,10 @@ func sampleLogSumExp(logits []float32, mx float32) float32 {
 	return mx + float32(math.Log(sum))
 }
 
-// draw samples from the filtered, tempered distribution.
-func (s *sampler) draw(logits []float32, mx float32, sp sampleParams, rng *rand.Rand) int {
-	v := len(logits)
-	invT := float32(1 / sp.temperature)
-	probs := s.probs[:v]
-	var total float64
-	for i, l := range logits {
-		e := inferExp((l - mx) * invT)
-		probs[i] = e
-		total += float64(e)
-	}
+// draw samples from the tempered weights probs (summing to total) after
+// the top-k and top-p filters.
+func (s *sampler) draw(probs []float32, total float64, sp sampleParams, rng *rand.Rand) int {
+	v := len(probs)
 	topK := sp.topK
 	if topK <= 0 || topK > v {
 		topK = v
@@ -115,7 +122,7 @@ func (s *sampler) draw(logits []float32, mx float32, sp sampleParams, rng *rand.
 	// nucleus, so only the rest need sorting.
 	cand := s.idx[:0]
 	if topK < v {
-		cand = sampleTopK(cand, logits, topK)
+		cand = sampleTopK(cand, probs, topK)
 	} else {
 		// Sort by a key that orders probability descending, then id
 		// ascending: the bits of a non-negative float32 order like its
@@ -158,16 +165,15 @@ func (s *sampler) draw(logits []float32, mx float32, sp sampleParams, rng *rand.
 	return int(cand[0]) // r reached the rounded total: any kept token is valid; take the likeliest
 }
 
-// sampleTopK appends to dst the ids of the k highest logits, highest first
-// (lowest id first on ties). A tempered weight is monotone in the logit, so
-// this is also the ranking by probability.
-func sampleTopK(dst []int32, logits []float32, k int) []int32 {
+// sampleTopK appends to dst the ids of the k highest weights, highest
+// first (lowest id first on ties).
+func sampleTopK(dst []int32, probs []float32, k int) []int32 {
 	better := func(a, b int32) bool { // a ranks above b
-		return logits[a] > logits[b] || (logits[a] == logits[b] && a < b)
+		return probs[a] > probs[b] || (probs[a] == probs[b] && a < b)
 	}
 	// Keep the best k so far in dst, sorted best first; insert when a
 	// token beats the worst kept. k is small in practice.
-	for i := range logits {
+	for i := range probs {
 		id := int32(i)
 		if len(dst) == k && !better(id, dst[k-1]) {
 			continue
