@@ -335,22 +335,27 @@ func inferScores(sc, q, keys []float32, stride int, scale float32) {
 }
 
 // inferMix sets out = Σ_t w[t] · v_t, where v_t = vals[t·stride:][:len(out)].
+// Four outputs at a time stay in registers across all t.
 func inferMix(out, w, vals []float32, stride int) {
-	clear(out)
 	hd := len(out)
-	for t, a := range w {
-		v := vals[t*stride : t*stride+hd]
-		v = v[:len(out)]
-		i := 0
-		for ; i+4 <= len(out); i += 4 {
-			out[i] += a * v[i]
-			out[i+1] += a * v[i+1]
-			out[i+2] += a * v[i+2]
-			out[i+3] += a * v[i+3]
+	i := 0
+	for ; i+4 <= hd; i += 4 {
+		var s0, s1, s2, s3 float32
+		for t, a := range w {
+			v := vals[t*stride+i : t*stride+i+4]
+			s0 += a * v[0]
+			s1 += a * v[1]
+			s2 += a * v[2]
+			s3 += a * v[3]
 		}
-		for ; i < len(out); i++ {
-			out[i] += a * v[i]
+		out[i], out[i+1], out[i+2], out[i+3] = s0, s1, s2, s3
+	}
+	for ; i < hd; i++ {
+		var s0 float32
+		for t, a := range w {
+			s0 += a * vals[t*stride+i]
 		}
+		out[i] = s0
 	}
 }
 

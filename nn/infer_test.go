@@ -72,17 +72,18 @@ func TestInferForwardMatchesReference(t *testing.T) {
 	toks := []int{1, 5, 9, 2, 36, 0, 7, 7, 7, 13, 21, 3, 30, 4, 8, 11, 19, 22, 25, 1}
 	for _, tc := range []struct {
 		name     string
-		tied     bool
+		cfg      Config
 		fused    bool
 		parallel bool
 	}{
-		{"untied fused", false, true, false},
-		{"tied fused", true, true, false},
-		{"untied three products", false, false, false},
-		{"attention split across cores", false, true, true},
+		{"untied fused", inferTestConfig(false), true, false},
+		{"tied fused", inferTestConfig(true), true, false},
+		{"untied three products", inferTestConfig(false), false, false},
+		{"attention split across cores", inferTestConfig(false), true, true},
+		{"head dim 6, one kv head", Config{Vocab: 37, Dim: 18, Layers: 1, Heads: 3, KVHeads: 1, Hidden: 20, Context: 32}.WithDefaults(), true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := inferTestParams(t, inferTestConfig(tc.tied), 7)
+			p := inferTestParams(t, tc.cfg, 7)
 			if !tc.fused {
 				p = unfused(p)
 			}
