@@ -60,3 +60,39 @@ func BenchmarkSample(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSamplePrefill pushes one 255-token prompt through the model and
+// samples one token, reporting prompt tokens per second: the matrix-product
+// path a server's long prompts take.
+//
+//	go test ./nn -run '^$' -bench BenchmarkSamplePrefill -benchtime 3x
+func BenchmarkSamplePrefill(b *testing.B) {
+	for _, bc := range sampleBenchConfigs {
+		b.Run(bc.name, func(b *testing.B) {
+			c := bc.cfg.WithDefaults()
+			p, err := Alloc(c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Init(1)
+			e, err := NewEngine(p, EngineConfig{MaxBatch: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			prompt := make([]int, min(255, c.Context-1))
+			for i := range prompt {
+				prompt[i] = (i * 7) % c.Vocab
+			}
+			req := GenRequest{Prompt: prompt, MaxNew: 1}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := e.Generate(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(prompt)*b.N)/b.Elapsed().Seconds(), "prompt-tok/s")
+		})
+	}
+}
