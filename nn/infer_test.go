@@ -190,3 +190,33 @@ func TestInferSoftmax(t *testing.T) {
 		}
 	}
 }
+
+// Heads that share a key/value head are computed in pairs; a pair must give
+// the same bits as its heads computed one at a time, since how heads are
+// split across cores depends on the batch.
+func TestInferAttendPairsMatchSingles(t *testing.T) {
+	c := Config{Vocab: 11, Dim: 48, Layers: 1, Heads: 4, KVHeads: 2, Hidden: 8, Context: 40}.WithDefaults() // head dim 12
+	for _, hd := range []int{12, 6} {
+		c.Dim = 4 * hd
+		p := inferTestParams(t, c, 1)
+		m := newInferModel(p, mustCache(t, c, 1))
+		for i := range m.cache.K[0] {
+			m.cache.K[0][i] = float32(math.Sin(float64(i) * 0.7))
+			m.cache.V[0][i] = float32(math.Cos(float64(i) * 0.3))
+		}
+		q := make([]float32, c.Dim)
+		for i := range q {
+			q[i] = float32(math.Sin(float64(i)*1.3)) * 3
+		}
+		paired, single := make([]float32, c.Dim), make([]float32, c.Dim)
+		const pos = 33
+		m.attend(paired, q, m.scores[0], 0, 0, pos, 0, c.Heads)
+		for h := range c.Heads {
+			m.attend(single, q, m.scores[0], 0, 0, pos, h, h+1)
+		}
+		if !slices.Equal(paired, single) {
+			t.Errorf("head dim %d: paired heads %v differ from single heads %v", hd, paired, single)
+		}
+		m.close()
+	}
+}
