@@ -84,6 +84,8 @@ type EngineStats struct {
 	PromptTokens    int64 // prompt tokens prefilled
 	GeneratedTokens int64 // tokens sampled
 	MaxActive       int   // most slots busy in one step
+	Active          int   // slots busy after the last step
+	Queued          int   // requests waiting for a slot after the last step's admissions
 }
 
 // Engine generates continuations of many requests at once with continuous
@@ -355,6 +357,7 @@ type inferSched struct {
 	queue []*inferJob // waiting for a slot, oldest first
 	rows  []inferRow
 	owner []*inferJob // the job of each row that asked for logits
+	ready []*inferJob // finished, to be answered once the stats count them
 }
 
 func (e *Engine) run(s *inferSched) {
@@ -401,8 +404,10 @@ func (s *inferSched) idle() bool {
 	return len(s.queue) == 0 && !slices.ContainsFunc(s.slots, func(j *inferJob) bool { return j != nil })
 }
 
-// failAll answers every job the scheduler holds with err.
+// failAll answers every job the scheduler holds with err, except those
+// already finished, which get their results.
 func (s *inferSched) failAll(err error) {
+	s.answer()
 	for i, j := range s.slots {
 		if j != nil {
 			j.reply <- inferReply{err: err}
@@ -418,29 +423,31 @@ func (s *inferSched) failAll(err error) {
 // dropCanceled frees the slots and queue places of requests whose context
 // has ended.
 func (s *inferSched) dropCanceled() {
-	n := 0
+	var gone []*inferJob // rare: allocating here costs nothing per token
 	for i, j := range s.slots {
 		if j != nil && j.ctx.Err() != nil {
-			j.reply <- inferReply{err: j.ctx.Err()}
+			gone = append(gone, j)
 			s.slots[i] = nil
-			n++
 		}
 	}
 	q := s.queue[:0]
 	for _, j := range s.queue {
 		if j.ctx.Err() != nil {
-			j.reply <- inferReply{err: j.ctx.Err()}
-			n++
+			gone = append(gone, j)
 			continue
 		}
 		q = append(q, j)
 	}
 	clear(s.queue[len(q):])
 	s.queue = q
-	if n > 0 {
-		s.e.mu.Lock()
-		s.e.stats.Canceled += int64(n)
-		s.e.mu.Unlock()
+	if len(gone) == 0 {
+		return
+	}
+	s.e.mu.Lock()
+	s.e.stats.Canceled += int64(len(gone))
+	s.e.mu.Unlock()
+	for _, j := range gone {
+		j.reply <- inferReply{err: j.ctx.Err()}
 	}
 }
 
@@ -458,7 +465,7 @@ func (s *inferSched) admit() {
 			taken++
 			if j.limit == 0 {
 				j.res.Finish = FinishLength
-				j.reply <- inferReply{res: j.res}
+				s.ready = append(s.ready, j)
 				completed++
 				continue
 			}
@@ -477,7 +484,7 @@ func (s *inferSched) admit() {
 	for _, j := range rest {
 		if j.limit == 0 {
 			j.res.Finish = FinishLength
-			j.reply <- inferReply{res: j.res}
+			s.ready = append(s.ready, j)
 			completed++
 			continue
 		}
@@ -492,6 +499,17 @@ func (s *inferSched) admit() {
 		s.e.stats.Completed += completed
 		s.e.mu.Unlock()
 	}
+	s.answer()
+}
+
+// answer sends the results in s.ready. It runs after the stats are
+// updated, so a caller that has its result sees them counted.
+func (s *inferSched) answer() {
+	for i, j := range s.ready {
+		j.reply <- inferReply{res: j.res}
+		s.ready[i] = nil
+	}
+	s.ready = s.ready[:0]
 }
 
 // step runs one forward pass over every busy slot (one decode row each, or
@@ -549,7 +567,7 @@ func (s *inferSched) step() {
 					s.slots[i] = nil
 				}
 			}
-			j.reply <- inferReply{res: j.res}
+			s.ready = append(s.ready, j)
 			completed++
 			continue
 		}
@@ -565,7 +583,10 @@ func (s *inferSched) step() {
 	st.PromptTokens += prompt
 	st.GeneratedTokens += int64(len(owner))
 	st.MaxActive = max(st.MaxActive, active)
+	st.Active = active - int(completed)
+	st.Queued = len(s.queue)
 	s.e.mu.Unlock()
+	s.answer()
 }
 
 // finished reports whether the last sampled token ends the request, and

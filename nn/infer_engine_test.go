@@ -282,6 +282,9 @@ func TestEngineBatchMatchesAlone(t *testing.T) {
 			if want := int64(max(0, len(reqs)-ec.MaxBatch)); st.Refills != want {
 				t.Errorf("refills = %d, want %d", st.Refills, want)
 			}
+			if st.Queued != 0 {
+				t.Errorf("queued = %d after all finished, want 0", st.Queued)
+			}
 			if st.MaxActive != min(ec.MaxBatch, len(reqs)) {
 				t.Errorf("max active = %d, want %d", st.MaxActive, min(ec.MaxBatch, len(reqs)))
 			}
