@@ -137,7 +137,7 @@ func NewEngine(p *Params, ec EngineConfig) (*Engine, error) {
 	if p == nil {
 		return nil, errors.New("new engine: nil params")
 	}
-	if err := p.Config.Validate(); err != nil {
+	if err := inferCheckParams(p); err != nil {
 		return nil, fmt.Errorf("new engine: %w", err)
 	}
 	if ec.MaxBatch == 0 {
@@ -176,6 +176,43 @@ func NewEngine(p *Params, ec EngineConfig) (*Engine, error) {
 	}
 	go e.run(s)
 	return e, nil
+}
+
+// inferCheckParams checks that every view of p has the size its config
+// implies, so that a hand-built Params fails here and not mid-generation.
+func inferCheckParams(p *Params) error {
+	c := p.Config
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	d, kv, h := c.Dim, c.KVDim(), c.Hidden
+	check := func(name string, s []float32, want int) error {
+		if len(s) != want {
+			return fmt.Errorf("params %s has %d values, config needs %d", name, len(s), want)
+		}
+		return nil
+	}
+	if len(p.Layers) != c.Layers {
+		return fmt.Errorf("params have %d layers, config needs %d", len(p.Layers), c.Layers)
+	}
+	errs := []error{
+		check("token_emb", p.TokenEmb, c.Vocab*d),
+		check("final_norm", p.FinalNorm, d),
+		check("output", p.Output, c.Vocab*d),
+	}
+	for i, l := range p.Layers {
+		for _, v := range []struct {
+			name string
+			s    []float32
+			n    int
+		}{
+			{"attn_norm", l.AttnNorm, d}, {"wq", l.Wq, d * d}, {"wk", l.Wk, kv * d}, {"wv", l.Wv, kv * d},
+			{"wo", l.Wo, d * d}, {"ffn_norm", l.FFNNorm, d}, {"w1", l.W1, h * d}, {"w2", l.W2, d * h}, {"w3", l.W3, h * d},
+		} {
+			errs = append(errs, check(fmt.Sprintf("layer %d %s", i, v.name), v.s, v.n))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Close stops the scheduler and waits for it to return. Requests in flight

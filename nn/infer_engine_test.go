@@ -424,6 +424,8 @@ func TestNewEngineErrors(t *testing.T) {
 		{"nil params", nil, EngineConfig{}, "nil params"},
 		{"negative batch", p, EngineConfig{MaxBatch: -1}, "max batch"},
 		{"negative chunk", p, EngineConfig{PrefillChunk: -4}, "prefill chunk"},
+		{"short view", func() *Params { q := unfused(p); q.Layers[1].Wk = q.Layers[1].Wk[:5]; return q }(), EngineConfig{}, "params layer 1 wk has 5 values, config needs 128"},
+		{"missing layer", func() *Params { q := unfused(p); q.Layers = q.Layers[:1]; return q }(), EngineConfig{}, "params have 1 layers, config needs 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, err := NewEngine(tc.p, tc.ec)
