@@ -82,7 +82,8 @@ type EngineStats struct {
 	Refills         int64 // admissions into a slot an earlier request had used
 	Completed       int64 // requests finished with a result
 	Canceled        int64 // requests dropped because their context ended
-	PromptTokens    int64 // prompt tokens prefilled
+	PromptTokens    int64 // prompt tokens computed by prefill
+	PrefixReused    int64 // prompt tokens whose keys and values were copied from a concurrent sequence
 	GeneratedTokens int64 // tokens sampled
 	MaxActive       int   // most slots busy in one step
 	Active          int   // slots busy after the last step
@@ -122,9 +123,12 @@ type inferJob struct {
 	reply chan inferReply // buffered: the scheduler never blocks on it
 	limit int             // tokens that may be generated
 
-	prefilled int // prompt tokens already in the cache
-	pos       int // position of next in the sequence
-	next      int // last sampled token, to be fed at pos
+	seq       int64 // admission order
+	shared    bool  // prefix sharing was settled
+	waiting   bool  // not settled: waits this step for a shared prefix
+	prefilled int   // prompt tokens already in the cache
+	pos       int   // position of next in the sequence
+	next      int   // last sampled token, to be fed at pos
 	res       GenResult
 }
 
@@ -169,11 +173,15 @@ func NewEngine(p *Params, ec EngineConfig) (*Engine, error) {
 		model.parWork = ec.parallelWork
 	}
 	s := &inferSched{
-		e:     e,
-		model: model,
-		smp:   newSampler(p.Config.Vocab),
-		slots: make([]*inferJob, ec.MaxBatch),
-		used:  make([]bool, ec.MaxBatch),
+		e:      e,
+		model:  model,
+		smp:    newSampler(p.Config.Vocab),
+		slots:  make([]*inferJob, ec.MaxBatch),
+		used:   make([]bool, ec.MaxBatch),
+		cached: make([][]int, ec.MaxBatch),
+	}
+	for i := range s.cached {
+		s.cached[i] = make([]int, 0, p.Config.Context)
 	}
 	go e.run(s)
 	return e, nil
@@ -396,6 +404,10 @@ type inferSched struct {
 	rows  []inferRow
 	owner []*inferJob // the job of each row that asked for logits
 	ready []*inferJob // finished, to be answered once the stats count them
+	// cached[i] are the tokens whose keys and values slot i holds at
+	// positions [0, len): the prompt and fed tokens of its current job.
+	cached [][]int
+	seq    int64 // admissions so far
 }
 
 func (e *Engine) run(s *inferSched) {
@@ -508,6 +520,9 @@ func (s *inferSched) admit() {
 				continue
 			}
 			s.slots[i] = j
+			s.cached[i] = s.cached[i][:0]
+			s.seq++
+			j.seq = s.seq
 			admitted++
 			if s.used[i] {
 				refills++
@@ -554,6 +569,13 @@ func (s *inferSched) answer() {
 // the next chunk of its prompt) and samples a token for each row that
 // ends a prompt or decodes.
 func (s *inferSched) step() {
+	// Settle prefix sharing first, while every slot's cache holds exactly
+	// its cached tokens (no rows of this step are pending).
+	for slot, j := range s.slots {
+		if j != nil && !j.shared {
+			j.waiting = s.share(slot, j)
+		}
+	}
 	rows, owner := s.rows[:0], s.owner[:0]
 	budget := s.e.ecfg.PrefillChunk
 	var prompt int64
@@ -565,6 +587,9 @@ func (s *inferSched) step() {
 		active++
 		p := len(j.req.Prompt)
 		if j.prefilled < p {
+			if !j.shared && j.waiting {
+				continue // an earlier request is computing a prefix this one shares
+			}
 			if budget <= 0 {
 				continue
 			}
@@ -573,6 +598,7 @@ func (s *inferSched) step() {
 			for t := j.prefilled; t < j.prefilled+n; t++ {
 				rows = append(rows, inferRow{slot: slot, pos: t, token: j.req.Prompt[t], logits: t == p-1})
 			}
+			s.cached[slot] = append(s.cached[slot], j.req.Prompt[j.prefilled:j.prefilled+n]...)
 			j.prefilled += n
 			prompt += int64(n)
 			if j.prefilled == p {
@@ -582,6 +608,7 @@ func (s *inferSched) step() {
 			continue
 		}
 		rows = append(rows, inferRow{slot: slot, pos: j.pos, token: j.next, logits: true})
+		s.cached[slot] = append(s.cached[slot], j.next)
 		owner = append(owner, j)
 	}
 	s.rows, s.owner = rows, owner
@@ -625,6 +652,62 @@ func (s *inferSched) step() {
 	st.Queued = len(s.queue)
 	s.e.mu.Unlock()
 	s.answer()
+}
+
+// share settles prefix sharing for job j, just admitted to slot i: the
+// keys and values of the longest prefix of its prompt (all but the last
+// token, whose logits are needed) that a concurrent sequence already holds
+// are copied instead of computed. Position t's keys and values depend only
+// on tokens [0, t] and are computed row by row identically in any batch, so
+// the copy is bitwise what prefill would produce. It reports true, leaving
+// j unsettled, when an earlier-admitted request still prefilling will hold a
+// longer shared prefix than any available now: j then waits a step rather
+// than compute it twice (a group of samples of one prompt prefills once).
+// Only live sequences are sources, never a finished one's leftovers, which
+// may predate a weight update.
+func (s *inferSched) share(i int, j *inferJob) (wait bool) {
+	want := j.req.Prompt[:len(j.req.Prompt)-1]
+	best, from, later := 0, -1, 0
+	for k, o := range s.slots {
+		if o == nil || k == i {
+			continue
+		}
+		if n := inferCommonPrefix(s.cached[k], want); n > best {
+			best, from = n, k
+		}
+		if o.seq < j.seq && o.prefilled < len(o.req.Prompt) {
+			later = max(later, inferCommonPrefix(o.req.Prompt, want))
+		}
+	}
+	if later > best {
+		return true
+	}
+	j.shared = true
+	if best == 0 {
+		return false
+	}
+	kc := s.model.cache
+	for l := range kc.K {
+		copy(kc.Keys(l, i, best), kc.Keys(l, from, best))
+		copy(kc.Values(l, i, best), kc.Values(l, from, best))
+	}
+	s.cached[i] = append(s.cached[i][:0], want[:best]...)
+	j.prefilled = best
+	s.e.mu.Lock()
+	s.e.stats.PrefixReused += int64(best)
+	s.e.mu.Unlock()
+	return false
+}
+
+// inferCommonPrefix is the length of the longest common prefix of a and b.
+func inferCommonPrefix(a, b []int) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
 }
 
 // finished reports whether the last sampled token ends the request, and
