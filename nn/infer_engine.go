@@ -587,7 +587,7 @@ func (s *inferSched) step() {
 		active++
 		p := len(j.req.Prompt)
 		if j.prefilled < p {
-			if !j.shared && j.waiting {
+			if j.waiting {
 				continue // an earlier request is computing a prefix this one shares
 			}
 			if budget <= 0 {

@@ -127,7 +127,10 @@ func (s *sampler) draw(probs []float32, total float64, sp sampleParams, rng *ran
 		// Sort by a key that orders probability descending, then id
 		// ascending: the bits of a non-negative float32 order like its
 		// value, so no comparison function is needed.
-		cut := float32((1 - topP) / float64(v-1) * total)
+		cut := float32(0)
+		if v > 1 && topP*float64(v) >= 1 { // else the bound can exceed the largest weight
+			cut = float32((1 - topP) / float64(v-1) * total)
+		}
 		keys := s.keys[:0]
 		for i, p := range probs {
 			if p >= cut {

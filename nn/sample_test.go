@@ -188,3 +188,19 @@ func TestSamplePickAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A nucleus smaller than any one token keeps the likeliest token, even when
+// all are equally likely (where the candidate cutoff bound does not hold).
+func TestSampleTinyTopP(t *testing.T) {
+	for _, v := range []int{1, 2, 512} {
+		logits := make([]float32, v)
+		s := newSampler(v)
+		rng := rand.New(rand.NewPCG(1, 1))
+		for _, topP := range []float64{1e-9, 0.001, 0.5} {
+			tok, _, _ := s.pick(logits, sampleParams{temperature: 1, topP: topP}, rng)
+			if want := 0; topP*float64(v) <= 1 && tok != want {
+				t.Errorf("vocab %d top-p %v: token %d, want %d (the first of equal likeliest)", v, topP, tok, want)
+			}
+		}
+	}
+}
