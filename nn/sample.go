@@ -71,7 +71,10 @@ func (s *sampler) pick(logits []float32, sp sampleParams, rng *rand.Rand) (tok i
 	probs := s.probs[:len(logits)]
 	var total float64
 	for i, l := range logits {
-		e := inferExp((l - mx) * invT)
+		e := float32(1) // the maximum, also when 1/T overflows to +Inf
+		if l != mx {
+			e = inferExp((l - mx) * invT)
+		}
 		probs[i] = e
 		total += float64(e)
 	}

@@ -35,11 +35,13 @@ func TestSamplePickGreedy(t *testing.T) {
 		{"tie takes lowest id", []float32{3, 1, 3, 0}, sampleParams{}, 0},
 		{"negative logits", []float32{-5, -4, -6}, sampleParams{}, 1},
 		{"top-k 1 is greedy at any temperature", []float32{0, 1, 9, 2}, sampleParams{temperature: 5, topK: 1}, 2},
+		{"tiny temperature", []float32{0.1, 2.5, -1, 2.4}, sampleParams{temperature: 1e-300}, 1},
+		{"tiny temperature with top-p", []float32{0.1, 2.5, -1, 2.4}, sampleParams{temperature: 1e-300, topP: 0.5}, 1},
 	}
 	s := newSampler(8)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, lp, _ := s.pick(tc.logits, tc.sp, nil) // greedy never touches the generator
+			got, lp, _ := s.pick(tc.logits, tc.sp, rand.New(rand.NewPCG(1, 2)))
 			if got != tc.want {
 				t.Errorf("token = %d, want %d", got, tc.want)
 			}
