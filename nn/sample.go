@@ -83,6 +83,10 @@ func (s *sampler) pick(logits []float32, sp sampleParams, rng *rand.Rand) (tok i
 	} else {
 		lse = sampleLogSumExp(logits, mx)
 	}
+	if !(total >= 1) { // NaN logits (diverged weights): nothing to draw from
+		rng.Float64() // keep to one draw per token
+		return arg, logits[arg] - lse, lse
+	}
 	tok = s.draw(probs, total, sp, rng)
 	return tok, logits[tok] - lse, lse
 }

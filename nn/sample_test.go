@@ -206,3 +206,16 @@ func TestSampleTinyTopP(t *testing.T) {
 		}
 	}
 }
+
+// NaN logits, which diverged weights produce, must not crash the sampler.
+func TestSampleNaNLogits(t *testing.T) {
+	nan := float32(math.NaN())
+	logits := []float32{nan, nan, nan, nan}
+	s := newSampler(len(logits))
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, sp := range []sampleParams{{}, {temperature: 1}, {temperature: 1, topP: 0.5}, {temperature: 0.7, topK: 2}} {
+		if tok, _, _ := s.pick(logits, sp, rng); tok < 0 || tok >= len(logits) {
+			t.Errorf("%+v: token %d out of range", sp, tok)
+		}
+	}
+}
