@@ -66,7 +66,8 @@ type EngineConfig struct {
 	parallelWork int
 
 	// MaxBatch is the number of sequences decoded together (the KV cache
-	// slots). Default 32.
+	// slots). Default 32. The cache takes 8·MaxBatch·Context·KVDim·Layers
+	// bytes, allocated by NewEngine: 21 MB for the stories260K shape at 32.
 	MaxBatch int
 	// PrefillChunk caps the prompt tokens pushed through one forward step,
 	// so a long prompt does not stall the sequences already decoding; a
@@ -81,7 +82,8 @@ type EngineStats struct {
 	Refills         int64 // admissions into a slot an earlier request had used
 	Completed       int64 // requests finished with a result
 	Canceled        int64 // requests dropped because their context ended
-	PromptTokens    int64 // prompt tokens prefilled
+	PromptTokens    int64 // prompt tokens computed by prefill
+	PrefixReused    int64 // prompt tokens whose keys and values were copied from a concurrent sequence
 	GeneratedTokens int64 // tokens sampled
 	MaxActive       int   // most slots busy in one step
 	Active          int   // slots busy after the last step
@@ -121,9 +123,12 @@ type inferJob struct {
 	reply chan inferReply // buffered: the scheduler never blocks on it
 	limit int             // tokens that may be generated
 
-	prefilled int // prompt tokens already in the cache
-	pos       int // position of next in the sequence
-	next      int // last sampled token, to be fed at pos
+	seq       int64 // admission order
+	shared    bool  // prefix sharing was settled
+	waiting   bool  // not settled: waits this step for a shared prefix
+	prefilled int   // prompt tokens already in the cache
+	pos       int   // position of next in the sequence
+	next      int   // last sampled token, to be fed at pos
 	res       GenResult
 }
 
@@ -137,7 +142,7 @@ func NewEngine(p *Params, ec EngineConfig) (*Engine, error) {
 	if p == nil {
 		return nil, errors.New("new engine: nil params")
 	}
-	if err := p.Config.Validate(); err != nil {
+	if err := inferCheckParams(p); err != nil {
 		return nil, fmt.Errorf("new engine: %w", err)
 	}
 	if ec.MaxBatch == 0 {
@@ -168,14 +173,55 @@ func NewEngine(p *Params, ec EngineConfig) (*Engine, error) {
 		model.parWork = ec.parallelWork
 	}
 	s := &inferSched{
-		e:     e,
-		model: model,
-		smp:   newSampler(p.Config.Vocab),
-		slots: make([]*inferJob, ec.MaxBatch),
-		used:  make([]bool, ec.MaxBatch),
+		e:      e,
+		model:  model,
+		smp:    newSampler(p.Config.Vocab),
+		slots:  make([]*inferJob, ec.MaxBatch),
+		used:   make([]bool, ec.MaxBatch),
+		cached: make([][]int, ec.MaxBatch),
+	}
+	for i := range s.cached {
+		s.cached[i] = make([]int, 0, p.Config.Context)
 	}
 	go e.run(s)
 	return e, nil
+}
+
+// inferCheckParams checks that every view of p has the size its config
+// implies, so that a hand-built Params fails here and not mid-generation.
+func inferCheckParams(p *Params) error {
+	c := p.Config
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	d, kv, h := c.Dim, c.KVDim(), c.Hidden
+	check := func(name string, s []float32, want int) error {
+		if len(s) != want {
+			return fmt.Errorf("params %s has %d values, config needs %d", name, len(s), want)
+		}
+		return nil
+	}
+	if len(p.Layers) != c.Layers {
+		return fmt.Errorf("params have %d layers, config needs %d", len(p.Layers), c.Layers)
+	}
+	errs := []error{
+		check("token_emb", p.TokenEmb, c.Vocab*d),
+		check("final_norm", p.FinalNorm, d),
+		check("output", p.Output, c.Vocab*d),
+	}
+	for i, l := range p.Layers {
+		for _, v := range []struct {
+			name string
+			s    []float32
+			n    int
+		}{
+			{"attn_norm", l.AttnNorm, d}, {"wq", l.Wq, d * d}, {"wk", l.Wk, kv * d}, {"wv", l.Wv, kv * d},
+			{"wo", l.Wo, d * d}, {"ffn_norm", l.FFNNorm, d}, {"w1", l.W1, h * d}, {"w2", l.W2, d * h}, {"w3", l.W3, h * d},
+		} {
+			errs = append(errs, check(fmt.Sprintf("layer %d %s", i, v.name), v.s, v.n))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Close stops the scheduler and waits for it to return. Requests in flight
@@ -358,6 +404,10 @@ type inferSched struct {
 	rows  []inferRow
 	owner []*inferJob // the job of each row that asked for logits
 	ready []*inferJob // finished, to be answered once the stats count them
+	// cached[i] are the tokens whose keys and values slot i holds at
+	// positions [0, len): the prompt and fed tokens of its current job.
+	cached [][]int
+	seq    int64 // admissions so far
 }
 
 func (e *Engine) run(s *inferSched) {
@@ -470,6 +520,9 @@ func (s *inferSched) admit() {
 				continue
 			}
 			s.slots[i] = j
+			s.cached[i] = s.cached[i][:0]
+			s.seq++
+			j.seq = s.seq
 			admitted++
 			if s.used[i] {
 				refills++
@@ -516,6 +569,13 @@ func (s *inferSched) answer() {
 // the next chunk of its prompt) and samples a token for each row that
 // ends a prompt or decodes.
 func (s *inferSched) step() {
+	// Settle prefix sharing first, while every slot's cache holds exactly
+	// its cached tokens (no rows of this step are pending).
+	for slot, j := range s.slots {
+		if j != nil && !j.shared {
+			j.waiting = s.share(slot, j)
+		}
+	}
 	rows, owner := s.rows[:0], s.owner[:0]
 	budget := s.e.ecfg.PrefillChunk
 	var prompt int64
@@ -527,6 +587,9 @@ func (s *inferSched) step() {
 		active++
 		p := len(j.req.Prompt)
 		if j.prefilled < p {
+			if j.waiting {
+				continue // an earlier request is computing a prefix this one shares
+			}
 			if budget <= 0 {
 				continue
 			}
@@ -535,6 +598,7 @@ func (s *inferSched) step() {
 			for t := j.prefilled; t < j.prefilled+n; t++ {
 				rows = append(rows, inferRow{slot: slot, pos: t, token: j.req.Prompt[t], logits: t == p-1})
 			}
+			s.cached[slot] = append(s.cached[slot], j.req.Prompt[j.prefilled:j.prefilled+n]...)
 			j.prefilled += n
 			prompt += int64(n)
 			if j.prefilled == p {
@@ -544,6 +608,7 @@ func (s *inferSched) step() {
 			continue
 		}
 		rows = append(rows, inferRow{slot: slot, pos: j.pos, token: j.next, logits: true})
+		s.cached[slot] = append(s.cached[slot], j.next)
 		owner = append(owner, j)
 	}
 	s.rows, s.owner = rows, owner
@@ -587,6 +652,62 @@ func (s *inferSched) step() {
 	st.Queued = len(s.queue)
 	s.e.mu.Unlock()
 	s.answer()
+}
+
+// share settles prefix sharing for job j, just admitted to slot i: the
+// keys and values of the longest prefix of its prompt (all but the last
+// token, whose logits are needed) that a concurrent sequence already holds
+// are copied instead of computed. Position t's keys and values depend only
+// on tokens [0, t] and are computed row by row identically in any batch, so
+// the copy is bitwise what prefill would produce. It reports true, leaving
+// j unsettled, when an earlier-admitted request still prefilling will hold a
+// longer shared prefix than any available now: j then waits a step rather
+// than compute it twice (a group of samples of one prompt prefills once).
+// Only live sequences are sources, never a finished one's leftovers, which
+// may predate a weight update.
+func (s *inferSched) share(i int, j *inferJob) (wait bool) {
+	want := j.req.Prompt[:len(j.req.Prompt)-1]
+	best, from, later := 0, -1, 0
+	for k, o := range s.slots {
+		if o == nil || k == i {
+			continue
+		}
+		if n := inferCommonPrefix(s.cached[k], want); n > best {
+			best, from = n, k
+		}
+		if o.seq < j.seq && o.prefilled < len(o.req.Prompt) {
+			later = max(later, inferCommonPrefix(o.req.Prompt, want))
+		}
+	}
+	if later > best {
+		return true
+	}
+	j.shared = true
+	if best == 0 {
+		return false
+	}
+	kc := s.model.cache
+	for l := range kc.K {
+		copy(kc.Keys(l, i, best), kc.Keys(l, from, best))
+		copy(kc.Values(l, i, best), kc.Values(l, from, best))
+	}
+	s.cached[i] = append(s.cached[i][:0], want[:best]...)
+	j.prefilled = best
+	s.e.mu.Lock()
+	s.e.stats.PrefixReused += int64(best)
+	s.e.mu.Unlock()
+	return false
+}
+
+// inferCommonPrefix is the length of the longest common prefix of a and b.
+func inferCommonPrefix(a, b []int) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
 }
 
 // finished reports whether the last sampled token ends the request, and

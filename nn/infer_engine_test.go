@@ -424,6 +424,8 @@ func TestNewEngineErrors(t *testing.T) {
 		{"nil params", nil, EngineConfig{}, "nil params"},
 		{"negative batch", p, EngineConfig{MaxBatch: -1}, "max batch"},
 		{"negative chunk", p, EngineConfig{PrefillChunk: -4}, "prefill chunk"},
+		{"short view", func() *Params { q := unfused(p); q.Layers[1].Wk = q.Layers[1].Wk[:5]; return q }(), EngineConfig{}, "params layer 1 wk has 5 values, config needs 128"},
+		{"missing layer", func() *Params { q := unfused(p); q.Layers = q.Layers[:1]; return q }(), EngineConfig{}, "params have 1 layers, config needs 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, err := NewEngine(tc.p, tc.ec)
@@ -480,4 +482,58 @@ func TestEngineSchedulerPanic(t *testing.T) {
 		t.Errorf("after the panic: error = %v, want the scheduler panic again", err)
 	}
 	e.Close()
+}
+
+// Samples of one prompt (and prompts with a common head) share the keys and
+// values of their common prefix instead of recomputing them, and still
+// come out bitwise identical to running alone.
+func TestEnginePrefixSharing(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p := inferTestParams(t, inferTestConfig(false), 6)
+	system := []int{2, 4, 6, 8, 10, 12}
+	var reqs []GenRequest
+	for g := range 3 {
+		prompt := append(slices.Clone(system), 20+g, 21, 22+g, 5, 5, 9)
+		for s := range 5 {
+			reqs = append(reqs, GenRequest{Prompt: prompt, MaxNew: 6 + s, Temperature: 1.1, TopP: 0.95, Seed: uint64(100*g + s)})
+		}
+	}
+	reqs = append(reqs, GenRequest{Prompt: []int{2, 4}, MaxNew: 4, Seed: 1}) // a prompt inside the shared head
+	alone := make([]GenResult, len(reqs))
+	one := newTestEngine(t, p, EngineConfig{MaxBatch: 1})
+	for i, r := range reqs {
+		res, err := one.Generate(context.Background(), r)
+		if err != nil {
+			t.Fatalf("alone %d: %v", i, err)
+		}
+		alone[i] = res
+	}
+	if st := one.Stats(); st.PrefixReused != 0 {
+		t.Errorf("one slot: prefix reused = %d, want 0 (no concurrent sequence to share with)", st.PrefixReused)
+	}
+	one.Close()
+	total := 0
+	for _, r := range reqs {
+		total += len(r.Prompt)
+	}
+	for _, ec := range []EngineConfig{{MaxBatch: 16}, {MaxBatch: 7, PrefillChunk: 4, parallelWork: 1}} {
+		t.Run(fmt.Sprintf("batch %d chunk %d", ec.MaxBatch, ec.PrefillChunk), func(t *testing.T) {
+			e := newTestEngine(t, p, ec)
+			got, err := e.GenerateAll(context.Background(), reqs)
+			if err != nil {
+				t.Fatalf("generate all: %v", err)
+			}
+			for i := range reqs {
+				if !reflect.DeepEqual(got[i], alone[i]) {
+					t.Errorf("request %d with sharing:\n%+v\nalone:\n%+v", i, got[i], alone[i])
+				}
+			}
+			st := e.Stats()
+			if st.PrefixReused == 0 || st.PromptTokens+st.PrefixReused != int64(total) {
+				t.Errorf("prompt tokens computed %d + reused %d, want reuse > 0 and a sum of %d", st.PromptTokens, st.PrefixReused, total)
+			}
+			t.Logf("computed %d of %d prompt tokens", st.PromptTokens, total)
+			e.Close()
+		})
+	}
 }

@@ -71,7 +71,10 @@ func (s *sampler) pick(logits []float32, sp sampleParams, rng *rand.Rand) (tok i
 	probs := s.probs[:len(logits)]
 	var total float64
 	for i, l := range logits {
-		e := inferExp((l - mx) * invT)
+		e := float32(1) // the maximum, also when 1/T overflows to +Inf
+		if l != mx {
+			e = inferExp((l - mx) * invT)
+		}
 		probs[i] = e
 		total += float64(e)
 	}
@@ -79,6 +82,10 @@ func (s *sampler) pick(logits []float32, sp sampleParams, rng *rand.Rand) (tok i
 		lse = mx + float32(math.Log(total))
 	} else {
 		lse = sampleLogSumExp(logits, mx)
+	}
+	if !(total >= 1) { // NaN logits (diverged weights): nothing to draw from
+		rng.Float64() // keep to one draw per token
+		return arg, logits[arg] - lse, lse
 	}
 	tok = s.draw(probs, total, sp, rng)
 	return tok, logits[tok] - lse, lse
@@ -127,7 +134,10 @@ func (s *sampler) draw(probs []float32, total float64, sp sampleParams, rng *ran
 		// Sort by a key that orders probability descending, then id
 		// ascending: the bits of a non-negative float32 order like its
 		// value, so no comparison function is needed.
-		cut := float32((1 - topP) / float64(v-1) * total)
+		cut := float32(0)
+		if v > 1 && topP*float64(v) >= 1 { // else the bound can exceed the largest weight
+			cut = float32((1 - topP) / float64(v-1) * total)
+		}
 		keys := s.keys[:0]
 		for i, p := range probs {
 			if p >= cut {

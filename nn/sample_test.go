@@ -35,11 +35,13 @@ func TestSamplePickGreedy(t *testing.T) {
 		{"tie takes lowest id", []float32{3, 1, 3, 0}, sampleParams{}, 0},
 		{"negative logits", []float32{-5, -4, -6}, sampleParams{}, 1},
 		{"top-k 1 is greedy at any temperature", []float32{0, 1, 9, 2}, sampleParams{temperature: 5, topK: 1}, 2},
+		{"tiny temperature", []float32{0.1, 2.5, -1, 2.4}, sampleParams{temperature: 1e-300}, 1},
+		{"tiny temperature with top-p", []float32{0.1, 2.5, -1, 2.4}, sampleParams{temperature: 1e-300, topP: 0.5}, 1},
 	}
 	s := newSampler(8)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, lp, _ := s.pick(tc.logits, tc.sp, nil) // greedy never touches the generator
+			got, lp, _ := s.pick(tc.logits, tc.sp, rand.New(rand.NewPCG(1, 2)))
 			if got != tc.want {
 				t.Errorf("token = %d, want %d", got, tc.want)
 			}
@@ -185,6 +187,35 @@ func TestSamplePickAllocatesNothing(t *testing.T) {
 	for _, sp := range []sampleParams{{}, {temperature: 1}, {temperature: 0.8, topK: 40}, {temperature: 0.9, topP: 0.9}} {
 		if n := testing.AllocsPerRun(100, func() { s.pick(logits, sp, rng) }); n != 0 {
 			t.Errorf("%+v: %v allocations per pick, want 0", sp, n)
+		}
+	}
+}
+
+// A nucleus smaller than any one token keeps the likeliest token, even when
+// all are equally likely (where the candidate cutoff bound does not hold).
+func TestSampleTinyTopP(t *testing.T) {
+	for _, v := range []int{1, 2, 512} {
+		logits := make([]float32, v)
+		s := newSampler(v)
+		rng := rand.New(rand.NewPCG(1, 1))
+		for _, topP := range []float64{1e-9, 0.001, 0.5} {
+			tok, _, _ := s.pick(logits, sampleParams{temperature: 1, topP: topP}, rng)
+			if want := 0; topP*float64(v) <= 1 && tok != want {
+				t.Errorf("vocab %d top-p %v: token %d, want %d (the first of equal likeliest)", v, topP, tok, want)
+			}
+		}
+	}
+}
+
+// NaN logits, which diverged weights produce, must not crash the sampler.
+func TestSampleNaNLogits(t *testing.T) {
+	nan := float32(math.NaN())
+	logits := []float32{nan, nan, nan, nan}
+	s := newSampler(len(logits))
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, sp := range []sampleParams{{}, {temperature: 1}, {temperature: 1, topP: 0.5}, {temperature: 0.7, topK: 2}} {
+		if tok, _, _ := s.pick(logits, sp, rng); tok < 0 || tok >= len(logits) {
+			t.Errorf("%+v: token %d out of range", sp, tok)
 		}
 	}
 }
