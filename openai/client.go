@@ -202,7 +202,10 @@ func (c *Client) call(ctx context.Context, body []byte, attempts int) (*delegate
 		}
 		c.logRetry(ctx, ae, wait)
 		if err := c.sleep(ctx, wait); err != nil {
-			return nil, canceled(ctx, &delegate.APIError{Type: delegate.ErrKindCanceled, Message: "during backoff after: " + ae.Error(), Model: c.cfg.Model, Attempts: n})
+			last := *ae
+			last.Model, last.Attempts = "", 0
+			msg := "in backoff after " + strings.TrimPrefix(last.Error(), "model api error: ")
+			return nil, canceled(ctx, &delegate.APIError{Type: delegate.ErrKindCanceled, Message: msg, Model: c.cfg.Model, Attempts: n})
 		}
 	}
 }

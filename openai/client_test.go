@@ -211,6 +211,13 @@ func TestChatFaults(t *testing.T) {
 			wantErr: true, wantStatus: 200, wantType: delegate.ErrKindDecode, wantAttempts: 3, wantRequests: 3,
 		},
 		{
+			name: "error object in a 200 body, retried by its code",
+			steps: func(t *testing.T) []http.HandlerFunc {
+				return []http.HandlerFunc{respond(200, nil, `{"error":{"message":"upstream overloaded","type":"server_error","code":502}}`), ok}
+			},
+			wantRetries: 1, wantRequests: 2,
+		},
+		{
 			name: "connection reset mid-body then success",
 			steps: func(t *testing.T) []http.HandlerFunc {
 				return []http.HandlerFunc{resetMidBody(t), ok}
@@ -430,8 +437,8 @@ func TestCancelDuringBackoff(t *testing.T) {
 	start := time.Now()
 	_, err := c.Chat(ctx, userReq("q"))
 	checkCanceled(t, err, time.Since(start))
-	if ae := apiError(t, err); ae.Attempts != 1 {
-		t.Errorf("attempts = %d, want 1", ae.Attempts)
+	if ae := apiError(t, err); ae.Attempts != 1 || !strings.Contains(ae.Message, "in backoff after status 503") {
+		t.Errorf("error = %+v, want 1 attempt and a message naming the 503", ae)
 	}
 	if got := s.n.Load(); got != 1 {
 		t.Errorf("server saw %d requests, want 1", got)
