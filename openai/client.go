@@ -137,8 +137,9 @@ func (c *Client) String() string {
 // delegate.Model.
 //
 // Failed attempts are retried with exponential backoff and full jitter when
-// the failure is retryable (429, 5xx, connection errors, per-attempt
-// timeouts, undecodable 2xx bodies); a Retry-After or retry-after-ms header
+// the failure is retryable (429 other than insufficient_quota, 5xx,
+// connection errors, per-attempt timeouts, undecodable 2xx bodies); other
+// 4xx answers are final. A Retry-After or retry-after-ms header
 // replaces the computed backoff, capped at max(MaxBackoff, 1 minute). When
 // ctx has a deadline that the next wait would pass, Chat gives up at once
 // with the last failure instead of sleeping into the deadline.
@@ -193,7 +194,7 @@ func (c *Client) call(ctx context.Context, body []byte, attempts int) (*delegate
 		if ae.Type == delegate.ErrKindCanceled {
 			return nil, canceled(ctx, ae)
 		}
-		if !ae.Retryable() || n >= attempts {
+		if !retryable(ae) || n >= attempts {
 			return nil, ae
 		}
 		wait := c.backoff(n, ae.RetryAfter)
@@ -209,6 +210,18 @@ func (c *Client) call(ctx context.Context, body []byte, attempts int) (*delegate
 		}
 	}
 }
+
+// retryable is ae.Retryable, except that a 429 whose type or code says
+// the account's quota is spent (OpenAI's insufficient_quota) is final:
+// waiting does not refill it.
+func retryable(ae *delegate.APIError) bool {
+	if ae.Status == http.StatusTooManyRequests && (ae.Type == quotaExhausted || ae.Code == quotaExhausted) {
+		return false
+	}
+	return ae.Retryable()
+}
+
+const quotaExhausted = "insufficient_quota"
 
 // canceled wraps ae (of type canceled) together with ctx's error.
 func canceled(ctx context.Context, ae *delegate.APIError) error {

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/delegatelab/delegate"
 )
 
@@ -187,6 +189,13 @@ func TestChatFaults(t *testing.T) {
 				}
 			},
 			wantRetries: 2, wantWaits: []time.Duration{1500 * time.Millisecond, time.Minute}, wantRequests: 3,
+		},
+		{
+			name: "429 for a spent quota not retried",
+			steps: func(t *testing.T) []http.HandlerFunc {
+				return []http.HandlerFunc{respond(429, nil, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`), ok}
+			},
+			wantErr: true, wantStatus: 429, wantType: "insufficient_quota", wantCode: "insufficient_quota", wantAttempts: 1, wantRequests: 1,
 		},
 		{
 			name: "500 then success",
@@ -689,5 +698,42 @@ func TestName(t *testing.T) {
 	var _ delegate.Model = (*Client)(nil)
 	if got := newClient(t, srv, nil).Name(); got != "m" {
 		t.Errorf("Name = %q, want m", got)
+	}
+}
+
+func TestRetryLogIsRateLimited(t *testing.T) {
+	var logs bytes.Buffer
+	c := &Client{cfg: Config{Model: "m"}, log: slog.New(slog.NewJSONHandler(&logs, nil)), logLim: rate.NewLimiter(rate.Every(time.Hour), 5)}
+	for i := range 8 {
+		c.logRetry(context.Background(), &delegate.APIError{Status: 503, Attempts: i + 1}, time.Millisecond)
+	}
+	if got := strings.Count(logs.String(), "\n"); got != 5 {
+		t.Errorf("logged %d lines, want 5:\n%s", got, logs.String())
+	}
+	if got := c.quiet.Load(); got != 3 {
+		t.Errorf("suppressed count = %d, want 3", got)
+	}
+	c.logLim = rate.NewLimiter(rate.Inf, 1)
+	logs.Reset()
+	c.logRetry(context.Background(), &delegate.APIError{Status: 503, Attempts: 9}, time.Millisecond)
+	if !strings.Contains(logs.String(), `"suppressed":3`) || c.quiet.Load() != 0 {
+		t.Errorf("next line = %s, want it to report 3 suppressed and reset the count", logs.String())
+	}
+}
+
+func TestClientsShareTransport(t *testing.T) {
+	a, err := New(Config{BaseURL: "http://127.0.0.1:1/v1", Model: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{BaseURL: "http://127.0.0.1:2/v1", Model: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.http.Transport != b.http.Transport {
+		t.Errorf("clients have different transports, want the shared one")
+	}
+	if tr := sharedTransport(); tr.MaxIdleConnsPerHost < 64 {
+		t.Errorf("MaxIdleConnsPerHost = %d, want a generous pool", tr.MaxIdleConnsPerHost)
 	}
 }
