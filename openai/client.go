@@ -278,6 +278,14 @@ func (c *Client) attempt(ctx context.Context, body []byte) (*delegate.Response, 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, c.statusError(ctx, actx, resp)
 	}
+	return c.readResponse(ctx, actx, resp)
+}
+
+// readResponse decodes a 2xx answer's body. A body that is not a response
+// is a decode error, unless it is an error object (which some proxies send
+// with status 200): then its type and code are kept, and a numeric code in
+// 400-599 stands in for the status.
+func (c *Client) readResponse(ctx, actx context.Context, resp *http.Response) (*delegate.Response, *delegate.APIError) {
 	out, err := decodeResponse(resp.Body, c.cfg.Model, c.cfg.TokenIDs)
 	if err == nil {
 		return out, nil
@@ -288,7 +296,7 @@ func (c *Client) attempt(ctx context.Context, body []byte) (*delegate.Response, 
 		if code, cerr := strconv.Atoi(string(se.detail.Code)); cerr == nil && code >= 400 && code <= 599 {
 			status = code
 		}
-		return nil, &delegate.APIError{Status: status, Type: se.detail.Type, Code: string(se.detail.Code), Message: c.redact(se.detail.Message)}
+		return nil, &delegate.APIError{Status: status, Type: se.detail.Type, Code: string(se.detail.Code), Message: c.redact(truncate(se.detail.Message, maxErrorMessage))}
 	}
 	var de *decodeError
 	if errors.As(err, &de) && de.readErr || ctx.Err() != nil || actx.Err() != nil {

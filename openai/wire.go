@@ -414,7 +414,8 @@ type wireErrorDetail struct {
 }
 
 // codeText is an error code that servers send as a string, a number or
-// null.
+// null; anything else is kept as its JSON text. It is cut to maxErrorCode
+// bytes.
 type codeText string
 
 func (c *codeText) UnmarshalJSON(b []byte) error {
@@ -426,12 +427,14 @@ func (c *codeText) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		*c = codeText(s)
+		*c = codeText(truncate(s, maxErrorCode))
 	default:
-		*c = codeText(b)
+		*c = codeText(truncate(string(b), maxErrorCode))
 	}
 	return nil
 }
+
+const maxErrorCode = 128
 
 const maxErrorMessage = 512
 

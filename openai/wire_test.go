@@ -1,8 +1,11 @@
 package openai
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"reflect"
 	"strings"
@@ -346,26 +349,34 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
-// FuzzDecodeResponse checks that no body makes the decoder panic and that
-// every failure is a decode error (or an error object found in the body).
+// FuzzDecodeResponse checks that no 200 body makes the client panic and
+// that every failure is an *APIError of type decode, or one carrying the
+// type of an error object found in the body.
 func FuzzDecodeResponse(f *testing.F) {
 	f.Add([]byte(toolCallResponse), true)
 	f.Add([]byte(`{"choices":[{"message":{"content":"a"},"logprobs":{"content":[{"token":"token_id:12","logprob":-1,"bytes":[1,2],"top_logprobs":[{"token":"token_id:3","logprob":-2}]}]}}],"prompt_token_ids":[1,2]}`), true)
 	f.Add([]byte(`{"choices":[{"message":{"tool_calls":[{"function":{"arguments":{"a":[1]}}}]}}]}`), false)
 	f.Add([]byte(`{"error":{"message":"x","code":500}}`), false)
+	f.Add([]byte(`{"error":"plain"}`), false)
 	f.Add([]byte(`{"choices":[{"index":-3}],"usage":{"prompt_tokens_details":{"cached_tokens":-1}}}`), false)
 	f.Add([]byte(`{"choices":`), false)
 	f.Add([]byte{}, true)
 	f.Fuzz(func(t *testing.T, body []byte, tokenIDs bool) {
-		resp, err := decodeResponse(strings.NewReader(string(body)), "m", tokenIDs)
-		if err != nil {
-			var de *decodeError
-			var se *serverError
-			if !errors.As(err, &de) && !errors.As(err, &se) {
-				t.Fatalf("error %T %v is neither a decode error nor a server error", err, err)
+		c := &Client{cfg: Config{Model: "m", TokenIDs: tokenIDs}}
+		ctx := context.Background()
+		hr := &http.Response{StatusCode: 200, Body: io.NopCloser(bytes.NewReader(body))}
+		resp, ae := c.readResponse(ctx, ctx, hr)
+		if ae != nil {
+			if resp != nil {
+				t.Fatalf("both a response and an error")
 			}
-			if de != nil && de.readErr {
-				t.Fatalf("error %v blamed on the reader, which cannot fail", err)
+			var se *serverError
+			_, err := decodeResponse(bytes.NewReader(body), "m", tokenIDs)
+			if !errors.As(err, &se) && (ae.Type != delegate.ErrKindDecode || ae.Status != 200) {
+				t.Fatalf("error %+v: want type decode with status 200", ae)
+			}
+			if len(ae.Message) > maxErrorMessage+len("…") {
+				t.Fatalf("message of %d bytes, want at most %d", len(ae.Message), maxErrorMessage)
 			}
 			return
 		}
@@ -375,6 +386,29 @@ func FuzzDecodeResponse(f *testing.F) {
 		u := resp.Usage
 		if u.PromptTokens < 0 || u.CompletionTokens < 0 || u.CachedTokens < 0 {
 			t.Fatalf("negative usage accepted: %+v", u)
+		}
+		for _, ch := range resp.Choices {
+			for _, lp := range ch.Logprobs {
+				if lp.TokenID < -1 || !tokenIDs && lp.TokenID != -1 {
+					t.Fatalf("token id %d with tokenIDs %v", lp.TokenID, tokenIDs)
+				}
+			}
+		}
+	})
+}
+
+// FuzzParseErrorBody checks that no error body makes the parser panic and
+// that messages stay bounded.
+func FuzzParseErrorBody(f *testing.F) {
+	f.Add([]byte(`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`))
+	f.Add([]byte(`{"object":"error","message":"bad","type":"BadRequestError","code":400}`))
+	f.Add([]byte(`{"error":"x"}`))
+	f.Add([]byte(`{"error":{"code":{"nested":true}}}`))
+	f.Add([]byte("<html>502</html>"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		d := parseErrorBody(body)
+		if len(d.Message) > maxErrorMessage+len("…") || len(d.Code) > maxErrorCode+len("…") {
+			t.Fatalf("message of %d bytes, code of %d, want at most %d and %d", len(d.Message), len(d.Code), maxErrorMessage, maxErrorCode)
 		}
 	})
 }
