@@ -120,3 +120,24 @@ func BenchmarkDecodeResponse(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkChatParallel runs Chat from many goroutines through the shared
+// transport's connection pool.
+func BenchmarkChatParallel(b *testing.B) {
+	srv := benchServer(b)
+	c, err := New(Config{BaseURL: srv.URL + "/v1", Model: "m", APIKey: "k"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := benchRequest()
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Chat(context.Background(), req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -737,3 +737,86 @@ func TestClientsShareTransport(t *testing.T) {
 		t.Errorf("MaxIdleConnsPerHost = %d, want a generous pool", tr.MaxIdleConnsPerHost)
 	}
 }
+
+// TestToolLoopRoundTrip sends a decoded tool-call turn back with its tool
+// results, as the route strategy does, and checks what the server gets.
+func TestToolLoopRoundTrip(t *testing.T) {
+	var second map[string]any
+	s := &script{steps: []http.HandlerFunc{
+		respond(200, nil, toolCallResponse),
+		func(w http.ResponseWriter, r *http.Request) {
+			if err := json.NewDecoder(r.Body).Decode(&second); err != nil {
+				t.Errorf("server: decode: %v", err)
+			}
+			io.WriteString(w, okBody)
+		},
+	}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c := newClient(t, srv, nil)
+	req := &delegate.Request{Messages: []delegate.Message{delegate.User("2+3?")}, Tools: []delegate.Tool{{Name: "delegate"}}}
+	resp, err := c.Chat(context.Background(), req)
+	if err != nil {
+		t.Fatalf("first Chat: %v", err)
+	}
+	turn := resp.Choices[0].Message
+	req.Messages = append(req.Messages, turn)
+	for _, tc := range turn.ToolCalls {
+		req.Messages = append(req.Messages, delegate.ToolResult(tc.ID, "answer to "+tc.ID))
+	}
+	if _, err := c.Chat(context.Background(), req); err != nil {
+		t.Fatalf("second Chat: %v", err)
+	}
+	got, _ := json.Marshal(second["messages"])
+	want := `[{"content":"2+3?","role":"user"},` +
+		`{"content":null,"role":"assistant","tool_calls":[` +
+		`{"function":{"arguments":"{\"question\":\"2+3?\"}","name":"delegate"},"id":"call_a","type":"function"},` +
+		`{"function":{"arguments":"{\"question\":","name":"delegate"},"id":"call_b","type":"function"}]},` +
+		`{"content":"answer to call_a","role":"tool","tool_call_id":"call_a"},` +
+		`{"content":"answer to call_b","role":"tool","tool_call_id":"call_b"}]`
+	if string(got) != want {
+		t.Errorf("second request messages:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestVLLMTokenIDsOverHTTP(t *testing.T) {
+	var sent map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewDecoder(r.Body).Decode(&sent)
+		io.WriteString(w, `{"id":"v","model":"qwen","prompt_token_ids":[1,2,3],"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop",`+
+			`"logprobs":{"content":[{"token":"token_id:1521","logprob":-0.125,"bytes":[111,107],"top_logprobs":[{"token":"token_id:1521","logprob":-0.125,"bytes":[111,107]},{"token":"token_id:7","logprob":-2.5,"bytes":[33]}]}]}}],`+
+			`"usage":{"prompt_tokens":3,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":2}}}`)
+	}))
+	defer srv.Close()
+	c := newClient(t, srv, func(c *Config) { c.TokenIDs = true })
+	resp, err := c.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("hi")}, Logprobs: true, TopLogprobs: 2})
+	if err != nil {
+		t.Fatalf("Chat: %v", err)
+	}
+	if sent["logprobs"] != true || sent["top_logprobs"] != 2.0 || sent["return_tokens_as_token_ids"] != true {
+		t.Errorf("request = %v, want logprobs, top_logprobs 2 and return_tokens_as_token_ids", sent)
+	}
+	want := []delegate.TokenLogprob{{Token: "ok", TokenID: 1521, Logprob: -0.125, Top: []delegate.TopLogprob{{Token: "ok", TokenID: 1521, Logprob: -0.125}, {Token: "!", TokenID: 7, Logprob: -2.5}}}}
+	if got := resp.Choices[0].Logprobs; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("logprobs = %+v, want %+v", got, want)
+	}
+	if fmt.Sprint(resp.PromptTokenIDs) != "[1 2 3]" || resp.Usage.CachedTokens != 2 {
+		t.Errorf("prompt token ids %v, cached %d, want [1 2 3] and 2", resp.PromptTokenIDs, resp.Usage.CachedTokens)
+	}
+}
+
+func TestLatencyCoversRetries(t *testing.T) {
+	s := &script{steps: []http.HandlerFunc{slow(10 * time.Second), respond(200, nil, okBody)}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	const timeout = 80 * time.Millisecond
+	c := newClient(t, srv, func(c *Config) { c.Timeout = timeout })
+	resp, err := c.Chat(context.Background(), userReq("q"))
+	if err != nil {
+		t.Fatalf("Chat: %v", err)
+	}
+	// The first attempt ran into its timeout, so the call lasted longer.
+	if resp.Latency < timeout || resp.Retries != 1 {
+		t.Errorf("latency %v retries %d, want at least %v and 1", resp.Latency, resp.Retries, timeout)
+	}
+}
