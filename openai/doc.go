@@ -19,8 +19,22 @@
 //     a bare {"error":"text"}, and non-JSON bodies;
 //   - tool-call arguments sent as a JSON object instead of a string (some
 //     local servers do this), kept as the object's JSON text;
+//   - tool calls without an id (some local servers omit it), given the id
+//     "call_<choice>_<index>" so that tool results can name them;
+//   - an error object in a 200 body (some proxies answer so), reported as
+//     an error with the object's type and, when its code is an HTTP status,
+//     that status;
 //   - the Retry-After header (seconds or HTTP date) and OpenAI's
 //     retry-after-ms header.
+//
+// delegate.Request.ToolChoice may be "auto", "none", "required" or, beyond
+// those, the name of one offered tool, which is sent as
+// {"type":"function","function":{"name":...}} to force that call.
+//
+// The client does not stream, sends max_tokens (not OpenAI's newer
+// max_completion_tokens, which some of the other servers lack) and drops
+// fields that delegate.Message has no place for (refusal,
+// reasoning_content).
 //
 // The client is hand-written on net/http and encoding/json: requests are
 // encoded once per call and resent unchanged on retries, responses are
