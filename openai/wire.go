@@ -254,15 +254,33 @@ type decodeError struct {
 
 func (e *decodeError) Error() string { return e.err.Error() }
 
+func (e *decodeError) Unwrap() error { return e.err }
+
+// maxResponseBytes bounds a response body; a larger one is a decode error.
+// It is far above any real completion (a 128k-token answer with top-20
+// logprobs is some 40 MiB).
+const maxResponseBytes = 256 << 20
+
+var errTooLarge = errors.New("response body too large")
+
 // recordingReader remembers the first error its reader returned other than
-// io.EOF, so that a broken body is told apart from broken JSON.
+// io.EOF, so that a broken body is told apart from broken JSON, and stops
+// with errTooLarge after left bytes.
 type recordingReader struct {
-	r   io.Reader
-	err error
+	r    io.Reader
+	left int64
+	err  error
 }
 
 func (r *recordingReader) Read(p []byte) (int, error) {
+	if r.left <= 0 {
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > r.left {
+		p = p[:r.left]
+	}
 	n, err := r.r.Read(p)
+	r.left -= int64(n)
 	if err != nil && err != io.EOF && r.err == nil {
 		r.err = err
 	}
@@ -273,10 +291,17 @@ func (r *recordingReader) Read(p []byte) (int, error) {
 // error it returns is a *decodeError, or a *serverError when the body is an
 // error object instead of a response.
 func decodeResponse(r io.Reader, fallbackModel string, tokenIDs bool) (*delegate.Response, error) {
-	rr := &recordingReader{r: r}
+	return decodeResponseLimit(r, maxResponseBytes, fallbackModel, tokenIDs)
+}
+
+func decodeResponseLimit(r io.Reader, limit int64, fallbackModel string, tokenIDs bool) (*delegate.Response, error) {
+	rr := &recordingReader{r: r, left: limit}
 	var w wireResponse
 	dec := json.NewDecoder(rr)
 	if err := dec.Decode(&w); err != nil {
+		if errors.Is(err, errTooLarge) {
+			return nil, &decodeError{err: fmt.Errorf("decode body: more than %d bytes: %w", limit, err)}
+		}
 		if rr.err != nil {
 			return nil, &decodeError{err: fmt.Errorf("read body: %w", rr.err), readErr: true}
 		}

@@ -278,6 +278,18 @@ func TestDecodeResponseRejects(t *testing.T) {
 	}
 }
 
+func TestDecodeResponseTooLarge(t *testing.T) {
+	body := `{"choices":[{"message":{"content":"` + strings.Repeat("a", 1000) + `"}}]}`
+	_, err := decodeResponseLimit(strings.NewReader(body), 500, "m", false)
+	var de *decodeError
+	if !errors.As(err, &de) || de.readErr || !errors.Is(err, errTooLarge) {
+		t.Fatalf("error = %v, want a decode error for a body over the limit", err)
+	}
+	if _, err := decodeResponseLimit(strings.NewReader(body), int64(len(body)), "m", false); err != nil {
+		t.Errorf("body of exactly the limit: %v", err)
+	}
+}
+
 func TestDecodeResponseErrorObject(t *testing.T) {
 	_, err := decodeResponse(strings.NewReader(`{"error":{"message":"upstream overloaded","type":"server_error","code":502}}`), "m", false)
 	var se *serverError
