@@ -525,12 +525,12 @@ func TestConcurrencyLimit(t *testing.T) {
 func TestRequestsPerMinute(t *testing.T) {
 	srv := httptest.NewServer(respond(200, nil, okBody))
 	defer srv.Close()
-	// 600 per minute is 10 a second with a burst of 10: after 10 calls the
-	// next has to wait about 100ms for the bucket to refill.
-	c := newClient(t, srv, func(c *Config) { c.RequestsPerMinute = 600 })
+	// 120 per minute is 2 a second with a burst of 2: after 2 calls the
+	// next has to wait about 500ms for the bucket to refill.
+	c := newClient(t, srv, func(c *Config) { c.RequestsPerMinute = 120 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for i := range 10 {
+	for i := range 2 {
 		if _, err := c.Chat(ctx, userReq("q")); err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
