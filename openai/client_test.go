@@ -246,7 +246,7 @@ func TestChatFaults(t *testing.T) {
 			steps: func(t *testing.T) []http.HandlerFunc {
 				return []http.HandlerFunc{slow(10 * time.Second), ok}
 			},
-			cfg:         func(c *Config) { c.Timeout = 100 * time.Millisecond },
+			cfg:         func(c *Config) { c.Timeout = 300 * time.Millisecond },
 			wantRetries: 1, wantRequests: 2,
 		},
 		{
@@ -809,7 +809,7 @@ func TestLatencyCoversRetries(t *testing.T) {
 	s := &script{steps: []http.HandlerFunc{slow(10 * time.Second), respond(200, nil, okBody)}}
 	srv := httptest.NewServer(s)
 	defer srv.Close()
-	const timeout = 80 * time.Millisecond
+	const timeout = 250 * time.Millisecond
 	c := newClient(t, srv, func(c *Config) { c.Timeout = timeout })
 	resp, err := c.Chat(context.Background(), userReq("q"))
 	if err != nil {
