@@ -13,7 +13,9 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/modeltest"
+	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/server"
+	"github.com/delegatelab/delegate/tokenizer"
 )
 
 const testKey = "sk-test-0123456789abcdef"
@@ -187,5 +189,35 @@ func TestConfigCheckPing(t *testing.T) {
 	out, err = execute(t, testEnv, "config", "check", "--ping", cfg)
 	if err == nil || !strings.Contains(out, "FAIL") {
 		t.Errorf("dead server: err = %v\n%s", err, out)
+	}
+}
+
+func TestRunWithLocalCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	c := nn.Config{Vocab: tokenizer.VocabSize, Dim: 32, Layers: 1, Heads: 2, KVHeads: 2, Hidden: 48, Context: 512}.WithDefaults()
+	p, err := nn.Alloc(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Init(1)
+	if err := nn.Save(filepath.Join(dir, "tiny"), p, nil); err != nil {
+		t.Fatal(err)
+	}
+	doc := "models:\n  tiny:\n    kind: local\n    checkpoint: tiny\n    price: {input: 1, output: 1}\nroles:\n  default: tiny\nstrategy:\n  single: {temperature: 0, max_tokens: 8}\n"
+	path := filepath.Join(dir, "delegate.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := execute(t, testEnv, "run", "--config", path, "--strategy", "single", "--json", "hello")
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	var tr delegate.Trace
+	if err := json.Unmarshal([]byte(out), &tr); err != nil {
+		t.Fatal(err)
+	}
+	call := tr.Calls()[0]
+	if call.Model != "tiny" || call.Usage.CompletionTokens == 0 || call.Usage.CompletionTokens > 8 || len(call.PromptTokenIDs) != call.Usage.PromptTokens {
+		t.Errorf("local call = %+v", call)
 	}
 }
