@@ -27,7 +27,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -205,23 +204,22 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, ver
 		records = append([]Record(nil), prev...)
 		count   int
 		total   = len(tasks) * len(arms)
-		dropped atomic.Int64
+		dropped int64
 	)
 	report := func(r *Record, resumed bool) {
 		mu.Lock()
+		defer mu.Unlock() // held over the send, so that Done arrives in order
 		count++
-		p := Progress{Arm: r.Arm, TaskID: r.TaskID, Done: count, Total: total, Resumed: resumed, Correct: r.Correct, Failed: r.Failed()}
 		if !resumed {
 			records = append(records, *r)
 		}
-		mu.Unlock()
 		if progress == nil {
 			return
 		}
 		select {
-		case progress <- p:
+		case progress <- Progress{Arm: r.Arm, TaskID: r.TaskID, Done: count, Total: total, Resumed: resumed, Correct: r.Correct, Failed: r.Failed()}:
 		default:
-			dropped.Add(1)
+			dropped++
 		}
 	}
 
@@ -271,7 +269,7 @@ schedule:
 	}
 	rep.Resumed = skipped
 	rep.Repair = repair
-	rep.DroppedProgress = dropped.Load()
+	rep.DroppedProgress = dropped
 	return rep, nil
 }
 
