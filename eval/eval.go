@@ -82,8 +82,9 @@ const DefaultConcurrency = 4
 
 const maxConcurrency = 1024
 
-// Validate checks the config against the arms it will run.
-func (c Config) Validate(arms []Arm) error {
+// Validate checks the config's own fields; Run checks Baseline against
+// the arms.
+func (c Config) Validate() error {
 	var errs []error
 	if c.Results == "" {
 		errs = append(errs, errors.New("results: a results file path is required"))
@@ -93,9 +94,6 @@ func (c Config) Validate(arms []Arm) error {
 	}
 	if c.ItemTimeout < 0 {
 		errs = append(errs, fmt.Errorf("item_timeout: %v is negative", c.ItemTimeout))
-	}
-	if err := checkArms(arms, c.Baseline); err != nil {
-		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("eval config: %w", errors.Join(errs...))
@@ -167,8 +165,11 @@ type Progress struct {
 // Report.DroppedProgress. The caller owns the channel and closes it after
 // Run returns.
 func Run(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, verify Verifier, progress chan<- Progress) (*Report, error) {
-	if err := cfg.Validate(arms); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if err := checkArms(arms, cfg.Baseline); err != nil {
+		return nil, fmt.Errorf("eval: %w", err)
 	}
 	for i, a := range arms {
 		if a.Strategy == nil {
