@@ -28,14 +28,20 @@ import (
 //	strong alone wrong where N%10 == 3                               36/40
 //	route        strong asks weak, keeps its answer, but fixes it
 //	             where N%8 == 0: wrong where N%4 == 0, N%8 != 0      35/40
+//	decompose    the delegator's final output is wrong where N%5 == 0 32/40
 //	lead         the leader is right only where N%3 == 0             13/40
 //	oracle       weak where it is right, strong elsewhere            40/40
 //
 // Every call reports a fixed usage: weak 50 in / 5 out, strong 200/20,
-// lead's peers 30/3 and leader 100/10. Prices per million tokens: weak
-// $0.5 in, $1.5 out; strong $5 in, $15 out (lead's peers at the weak
-// price, its leader at the strong).
-const numTasks = 40
+// decompose's delegator 150/30 (plan and aggregate) and sub-agents 40/8
+// (three per plan), lead's peers 30/3 and leader 100/10. Prices per
+// million tokens: weak $0.5 in, $1.5 out; strong $5 in, $15 out (the
+// sub-agents and peers at the weak price, delegator and leader at the
+// strong).
+const (
+	numTasks = 40
+	numArms  = 5
+)
 
 var (
 	weakPrice   = delegate.Price{Input: 0.5, Output: 1.5}
@@ -114,6 +120,28 @@ func strongFunc(block int, started chan<- struct{}) modeltest.Func {
 	}
 }
 
+// delegatorFunc plans three subtasks, then writes the final output.
+func delegatorFunc(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+	n := taskNum(req)
+	if strings.Contains(modeltest.SystemPrompt(req), "<|end_subtask|>") {
+		var b strings.Builder
+		b.WriteString("<|reasoning|>\nSplit the sum.\n</|reasoning|>\n")
+		for _, s := range []string{"Take the first number.", "Take the second number.", "Add them."} {
+			b.WriteString("<|subtask|>\n" + s + "\n<|end_subtask|>\n")
+		}
+		return modeltest.WithUsage(modeltest.Text(b.String()), 150, 30), nil
+	}
+	v := 2 * n
+	if n%5 == 0 {
+		v++
+	}
+	return modeltest.WithUsage(modeltest.Text(fmt.Sprintf("Final Output: %d", v)), 150, 30), nil
+}
+
+func subagentFunc(context.Context, *delegate.Request) (*delegate.Response, error) {
+	return modeltest.WithUsage(modeltest.Text("Done: the part is computed."), 40, 8), nil
+}
+
 func peerFunc(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 	n := taskNum(req)
 	return modeltest.WithUsage(modeltest.Text(fmt.Sprintf("<answer>%d</answer>", 2*n)), 30, 3), nil
@@ -131,7 +159,7 @@ func leaderFunc(_ context.Context, req *delegate.Request) (*delegate.Response, e
 // fakes are the models behind one benchmark run, fresh for each run so
 // that their call counts belong to it.
 type fakes struct {
-	weak, strong, routeStrong, routeWeak, peer, leader *modeltest.Model
+	weak, strong, routeStrong, routeWeak, delegator, subagent, peer, leader *modeltest.Model
 }
 
 // benchArms builds the four arms over fresh fake models. The strong models
@@ -143,6 +171,8 @@ func benchArms(t *testing.T, block int, started chan<- struct{}) ([]Arm, *fakes)
 		strong:      modeltest.New("strong-70b", strongFunc(block, started)),
 		routeStrong: modeltest.New("strong-70b", strongFunc(block, started)),
 		routeWeak:   modeltest.New("weak-1b", weakFunc(-1)),
+		delegator:   modeltest.New("strong-70b", delegatorFunc),
+		subagent:    modeltest.New("weak-1b", subagentFunc),
 		peer:        modeltest.New("weak-1b", peerFunc),
 		leader:      modeltest.New("strong-70b", leaderFunc),
 	}
@@ -163,6 +193,9 @@ func benchArms(t *testing.T, block int, started chan<- struct{}) ([]Arm, *fakes)
 		{Name: "route", Strategy: build(strategy.NameRoute, strategy.Roles{
 			Strong: delegate.Agent{Model: f.routeStrong, Price: strongPrice},
 			Weak:   delegate.Agent{Model: f.routeWeak, Price: weakPrice}})},
+		{Name: "decompose", Strategy: build(strategy.NameDecompose, strategy.Roles{
+			Delegator: delegate.Agent{Model: f.delegator, Price: strongPrice},
+			Subagent:  delegate.Agent{Model: f.subagent, Price: weakPrice}})},
 		{Name: "lead", Strategy: build(strategy.NameLead, strategy.Roles{
 			Leader: delegate.Agent{Model: f.leader, Price: strongPrice},
 			Peers:  []delegate.Agent{{Model: f.peer, Price: weakPrice}}})},
@@ -206,6 +239,9 @@ var wantRows = []wantRow{
 	{arm: "route", correct: 35, accuracy: "87.5 [73.9, 94.5]", mcnemar: "1.0000 (exact; b=5, c=4)", pgr: "0.857",
 		tokensIn: 450, tokOut: 45, dollars: 2*0.0013 + 3.25e-5, calls: 3, roles: "strong 400.0/40.0; weak 50.0/5.0",
 		mcB: 5, mcC: 4, mcP: 1, mcMethod: McNemarExact},
+	{arm: "decompose", correct: 32, accuracy: "80.0 [65.2, 89.5]", mcnemar: "0.3877 (exact; b=8, c=4)", pgr: "0.429",
+		tokensIn: 420, tokOut: 84, dollars: 2*1200e-6 + 3*32e-6, calls: 5, roles: "delegator 300.0/60.0; subagent 120.0/24.0",
+		mcB: 8, mcC: 4, mcP: 2 * 794.0 / 4096, mcMethod: McNemarExact},
 	{arm: "lead", correct: 13, accuracy: "32.5 [20.1, 48.0]", mcnemar: "2.3e-05 (chi2cc; b=25, c=2)", pgr: "-2.286",
 		tokensIn: 160, tokOut: 16, dollars: 2*19.5e-6 + 650e-6, calls: 3, roles: "leader 100.0/10.0; peer 60.0/6.0",
 		mcB: 25, mcC: 2, mcP: 2.2967108733407425e-05, mcMethod: McNemarChiSquare},
@@ -282,7 +318,7 @@ func TestRunEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{Results: filepath.Join(dir, "results.jsonl"), Concurrency: 4, Trace: true}
 	arms, f := benchArms(t, 0, nil)
-	progress := make(chan Progress, 4*numTasks)
+	progress := make(chan Progress, numArms*numTasks)
 	rep, err := Run(context.Background(), cfg, benchTasks(), arms, exactVerify, progress)
 	close(progress)
 	if err != nil {
@@ -292,10 +328,11 @@ func TestRunEndToEnd(t *testing.T) {
 
 	// Every arm saw every task in the same order of IDs, and each fake got
 	// the calls its strategy makes: 1 per single item, 2 strong + 1 weak per
-	// route item, 2 peers + 1 leader per lead item.
+	// route item, 2 delegator + 3 sub-agent calls per decompose item, 2
+	// peers + 1 leader per lead item.
 	for name, c := range map[string][2]int{
 		"weak": {f.weak.Calls(), 40}, "strong": {f.strong.Calls(), 40}, "route strong": {f.routeStrong.Calls(), 80},
-		"route weak": {f.routeWeak.Calls(), 40}, "peer": {f.peer.Calls(), 80}, "leader": {f.leader.Calls(), 40},
+		"route weak": {f.routeWeak.Calls(), 40}, "delegator": {f.delegator.Calls(), 80}, "subagent": {f.subagent.Calls(), 120}, "peer": {f.peer.Calls(), 80}, "leader": {f.leader.Calls(), 40},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("%s model calls = %d, want %d", name, c[0], c[1])
@@ -305,18 +342,18 @@ func TestRunEndToEnd(t *testing.T) {
 	n, last := 0, 0
 	for p := range progress {
 		n++
-		if p.Resumed || p.Total != 4*numTasks || p.Done <= last {
-			t.Errorf("progress %+v after done %d: want a new item of %d, counting up", p, last, 4*numTasks)
+		if p.Resumed || p.Total != numArms*numTasks || p.Done <= last {
+			t.Errorf("progress %+v after done %d: want a new item of %d, counting up", p, last, numArms*numTasks)
 		}
 		last = p.Done
 	}
-	if n != 4*numTasks || rep.DroppedProgress != 0 {
-		t.Errorf("progress values = %d, dropped %d, want %d, 0", n, rep.DroppedProgress, 4*numTasks)
+	if n != numArms*numTasks || rep.DroppedProgress != 0 {
+		t.Errorf("progress values = %d, dropped %d, want %d, 0", n, rep.DroppedProgress, numArms*numTasks)
 	}
 
 	recs := readAll(t, cfg.Results)
-	if len(recs) != 4*numTasks {
-		t.Fatalf("results file has %d records, want %d", len(recs), 4*numTasks)
+	if len(recs) != numArms*numTasks {
+		t.Fatalf("results file has %d records, want %d", len(recs), numArms*numTasks)
 	}
 	for _, r := range recs {
 		if r.Version != RecordVersion || r.Trace == nil || r.PromptHash == "" || r.Reference == "" {
@@ -360,8 +397,8 @@ func TestRunEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second Run: %v", err)
 	}
-	if rep2.Resumed != 4*numTasks || f2.strong.Calls()+f2.weak.Calls()+f2.routeStrong.Calls()+f2.leader.Calls() != 0 {
-		t.Errorf("second run resumed %d items and called models, want %d and none", rep2.Resumed, 4*numTasks)
+	if rep2.Resumed != numArms*numTasks || f2.strong.Calls()+f2.weak.Calls()+f2.routeStrong.Calls()+f2.leader.Calls() != 0 {
+		t.Errorf("second run resumed %d items and called models, want %d and none", rep2.Resumed, numArms*numTasks)
 	}
 	checkReport(t, rep2)
 }
@@ -394,8 +431,8 @@ func TestRunResumesAfterCancel(t *testing.T) {
 		t.Fatalf("Run after cancel: error %v, want context.Canceled", runErr)
 	}
 	first := readAll(t, cfg.Results)
-	if len(first) == 0 || len(first) >= 4*numTasks {
-		t.Fatalf("interrupted run saved %d records, want some but not all of %d", len(first), 4*numTasks)
+	if len(first) == 0 || len(first) >= numArms*numTasks {
+		t.Fatalf("interrupted run saved %d records, want some but not all of %d", len(first), numArms*numTasks)
 	}
 	perArm := map[string]int{}
 	for _, r := range first {
@@ -406,7 +443,7 @@ func TestRunResumesAfterCancel(t *testing.T) {
 	}
 
 	arms2, f2 := benchArms(t, 0, nil)
-	progress := make(chan Progress, 4*numTasks)
+	progress := make(chan Progress, numArms*numTasks)
 	rep, err := Run(context.Background(), cfg, benchTasks(), arms2, exactVerify, progress)
 	close(progress)
 	if err != nil {
@@ -430,8 +467,8 @@ func TestRunResumesAfterCancel(t *testing.T) {
 	if resumed != len(first) {
 		t.Errorf("progress marked %d items resumed, want %d", resumed, len(first))
 	}
-	if all := readAll(t, cfg.Results); len(all) != 4*numTasks {
-		t.Errorf("results file has %d records after resuming, want %d", len(all), 4*numTasks)
+	if all := readAll(t, cfg.Results); len(all) != numArms*numTasks {
+		t.Errorf("results file has %d records after resuming, want %d", len(all), numArms*numTasks)
 	}
 	checkReport(t, rep)
 }
@@ -462,15 +499,15 @@ func TestRunRepairsTruncatedResults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run over a cut file: %v", err)
 	}
-	if rep.Repair == nil || rep.Repair.Line != 4*numTasks || rep.Repair.Dropped != int64(len(lastLine)-len(lastLine)/2) {
-		t.Errorf("repair = %v, want line %d with %d bytes dropped", rep.Repair, 4*numTasks, len(lastLine)-len(lastLine)/2)
+	if rep.Repair == nil || rep.Repair.Line != numArms*numTasks || rep.Repair.Dropped != int64(len(lastLine)-len(lastLine)/2) {
+		t.Errorf("repair = %v, want line %d with %d bytes dropped", rep.Repair, numArms*numTasks, len(lastLine)-len(lastLine)/2)
 	}
-	if rep.Resumed != 4*numTasks-1 {
-		t.Errorf("resumed %d items, want %d", rep.Resumed, 4*numTasks-1)
+	if rep.Resumed != numArms*numTasks-1 {
+		t.Errorf("resumed %d items, want %d", rep.Resumed, numArms*numTasks-1)
 	}
 	all := readAll(t, cfg.Results)
-	if len(all) != 4*numTasks {
-		t.Fatalf("results file has %d records, want %d", len(all), 4*numTasks)
+	if len(all) != numArms*numTasks {
+		t.Fatalf("results file has %d records, want %d", len(all), numArms*numTasks)
 	}
 	if r := all[len(all)-1]; r.Arm != lost.Arm || r.TaskID != lost.TaskID {
 		t.Errorf("last record is %s/%s, want the cut item %s/%s run again", r.Arm, r.TaskID, lost.Arm, lost.TaskID)
@@ -480,7 +517,7 @@ func TestRunRepairsTruncatedResults(t *testing.T) {
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(md.String(), "Results file repaired: line 160 was cut short") {
+	if !strings.Contains(md.String(), fmt.Sprintf("Results file repaired: line %d was cut short", numArms*numTasks)) {
 		t.Errorf("the table does not report the repair:\n%s", md.String())
 	}
 }

@@ -25,7 +25,7 @@ const fixturePath = "testdata/results_v1.jsonl"
 
 // fixtureArms are the arms of the fixture, without strategies: Summarize
 // works offline.
-var fixtureArms = []Arm{{Name: "strong", Role: RoleStrong}, {Name: "weak", Role: RoleWeak}, {Name: "route"}, {Name: "lead"}}
+var fixtureArms = []Arm{{Name: "strong", Role: RoleStrong}, {Name: "weak", Role: RoleWeak}, {Name: "route"}, {Name: "decompose"}, {Name: "lead"}}
 
 // writeFixture runs the benchmark of eval_test.go and saves its records
 // with fixed times and latencies, so that the table made from them is
@@ -38,7 +38,7 @@ func writeFixture(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	recs := readAll(t, cfg.Results)
-	factor := map[string]float64{"strong": 1, "weak": 0.5, "route": 3, "lead": 4}
+	factor := map[string]float64{"strong": 1, "weak": 0.5, "route": 3, "decompose": 5, "lead": 4}
 	var b bytes.Buffer
 	for _, tk := range benchTasks() {
 		n, _ := strconv.Atoi(strings.TrimPrefix(tk.ID, "t")) // IDs are t01..t40
