@@ -3,6 +3,7 @@ package eval
 import (
 	"errors"
 	"fmt"
+	"image/color"
 	"math"
 	"os"
 	"path/filepath"
@@ -69,7 +70,9 @@ func (rep *Report) PlotCost(path string) error {
 		eb.CapWidth = vg.Points(8)
 		if r.Oracle {
 			// Not a real arm: an upper bound computed from two others.
+			gray := color.Gray{Y: 0x40}
 			sc.GlyphStyle.Shape = draw.RingGlyph{}
+			sc.GlyphStyle.Color, eb.LineStyle.Color = gray, gray
 			eb.LineStyle.Dashes = []vg.Length{vg.Points(3), vg.Points(2)}
 		}
 		p.Add(eb, sc)
