@@ -78,20 +78,25 @@ type counters struct {
 
 // Stats is a snapshot of a server's counters.
 type Stats struct {
-	Requests    int64 // chat completion requests received
-	BadRequests int64 // answered 4xx: malformed JSON, no messages, streaming...
-	Canceled    int64 // clients gone (or the server closing) before their answer
-	InFlight    int64 // chat completion requests being handled now
-	MaxInFlight int64 // the most handled at once
-	Faults      FaultCounts
+	Requests    int64       `json:"requests"`      // chat completion requests received
+	BadRequests int64       `json:"bad_requests"`  // answered 4xx: malformed JSON, no messages, streaming...
+	Canceled    int64       `json:"canceled"`      // clients gone (or the server closing) before their answer
+	InFlight    int64       `json:"in_flight"`     // chat completion requests being handled now
+	MaxInFlight int64       `json:"max_in_flight"` // the most handled at once
+	Faults      FaultCounts `json:"faults"`
 	// Answers counts proper answers written, by kind (index by Kind); a Slow
 	// fault's answer counts here too once written.
-	Answers [NumKinds]int64
+	Answers [NumKinds]int64 `json:"answers"`
 }
 
 // FaultCounts counts the faults injected, by kind.
 type FaultCounts struct {
-	RateLimit, ServerError, Reset, Truncated, Slow, Garbage int64
+	RateLimit   int64 `json:"rate_limit"`
+	ServerError int64 `json:"server_error"`
+	Reset       int64 `json:"reset"`
+	Truncated   int64 `json:"truncated"`
+	Slow        int64 `json:"slow"`
+	Garbage     int64 `json:"garbage"`
 }
 
 // Total is the number of faults of every kind.
@@ -160,7 +165,11 @@ func (s *Server) Stats() Stats {
 // Start listens on addr, which must be a loopback address ("" means
 // 127.0.0.1:0, a free port), and serves in the background until Close.
 // Addr and URL say where.
-func (s *Server) Start(addr string) error {
+func (s *Server) Start(addr string) error { return s.StartHandler(addr, s) }
+
+// StartHandler is Start serving h instead of s itself: a handler that adds
+// routes in front of s. Close stops it all the same.
+func (s *Server) StartHandler(addr string, h http.Handler) error {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -187,7 +196,7 @@ func (s *Server) Start(addr string) error {
 	}
 	s.ln = ln
 	s.http = &http.Server{
-		Handler:           s,
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       90 * time.Second,
 		MaxHeaderBytes:    1 << 20,
