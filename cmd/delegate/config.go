@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/strategy"
 )
 
 // Config is the YAML file that names models and assigns them to roles.
@@ -32,14 +34,18 @@ import (
 type Config struct {
 	Models map[string]ModelConfig `yaml:"models"`
 	Roles  RolesConfig            `yaml:"roles"`
+	// Strategy tunes the four strategies; absent keys keep
+	// strategy.DefaultConfig's values.
+	Strategy strategy.Config `yaml:"strategy"`
 
 	path  string
 	lines map[string]int // "roles.delegator" -> line, for cross-field errors
 }
 
-// ModelConfig describes one model endpoint.
+// ModelConfig describes one model: an endpoint, or a local checkpoint.
 type ModelConfig struct {
-	// Kind is "openai" (any OpenAI-compatible endpoint; the default).
+	// Kind is "openai" (any OpenAI-compatible endpoint; the default) or
+	// "local" (a checkpoint of our own transformer, run in-process).
 	Kind    string `yaml:"kind"`
 	BaseURL string `yaml:"base_url"`
 	Model   string `yaml:"model"`
@@ -53,10 +59,18 @@ type ModelConfig struct {
 	RequestsPerMinute float64        `yaml:"requests_per_minute"`
 	// TokenIDs asks a vLLM server for token ids with logprobs.
 	TokenIDs bool `yaml:"token_ids"`
+
+	// Checkpoint is a local model's directory (nn.Save); relative paths
+	// are taken from the config file's directory.
+	Checkpoint string `yaml:"checkpoint"`
+	// MaxBatch is how many sequences a local model decodes together.
+	MaxBatch int `yaml:"max_batch"`
 }
 
-// RolesConfig assigns models to roles by name.
+// RolesConfig assigns models to roles by name. Default, when set, plays
+// every role left empty.
 type RolesConfig struct {
+	Default   string   `yaml:"default"`
 	Delegator string   `yaml:"delegator"`
 	Subagent  string   `yaml:"subagent"`
 	Judge     string   `yaml:"judge"`
@@ -70,7 +84,7 @@ type RolesConfig struct {
 // named returns the single-model roles with their names, in a fixed order.
 func (r RolesConfig) named() []struct{ role, model string } {
 	return []struct{ role, model string }{
-		{"delegator", r.Delegator}, {"subagent", r.Subagent}, {"judge", r.Judge},
+		{"default", r.Default}, {"delegator", r.Delegator}, {"subagent", r.Subagent}, {"judge", r.Judge},
 		{"baseline", r.Baseline}, {"leader", r.Leader}, {"strong", r.Strong}, {"weak", r.Weak},
 	}
 }
@@ -85,6 +99,12 @@ func LoadConfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
+	for name, m := range cfg.Models {
+		if m.Kind == "local" && !filepath.IsAbs(m.Checkpoint) {
+			m.Checkpoint = filepath.Join(filepath.Dir(path), m.Checkpoint)
+			cfg.Models[name] = m
+		}
+	}
 	cfg.path = path
 	return cfg, nil
 }
@@ -94,7 +114,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, errors.New("empty config")
 	}
-	var cfg Config
+	cfg := Config{Strategy: strategy.DefaultConfig()}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil {
@@ -188,8 +208,21 @@ func (c *Config) Validate() error {
 			if m.Model == "" {
 				errs = append(errs, c.at(key, "model is required"))
 			}
+			if m.Checkpoint != "" || m.MaxBatch != 0 {
+				errs = append(errs, c.at(key, "checkpoint and max_batch belong to kind: local"))
+			}
+		case "local":
+			if m.Checkpoint == "" {
+				errs = append(errs, c.at(key, "checkpoint is required for kind: local"))
+			}
+			if m.BaseURL != "" || m.APIKeyEnv != "" {
+				errs = append(errs, c.at(key, "base_url and api_key_env belong to kind: openai"))
+			}
+			if m.MaxBatch < 0 {
+				errs = append(errs, c.at(key+".max_batch", "must not be negative"))
+			}
 		default:
-			errs = append(errs, c.at(key+".kind", "unknown kind %q (want openai)", m.Kind))
+			errs = append(errs, c.at(key+".kind", "unknown kind %q (want openai or local)", m.Kind))
 		}
 		if m.Price.Input < 0 || m.Price.CachedInput < 0 || m.Price.Output < 0 {
 			errs = append(errs, c.at(key+".price", "prices must not be negative"))
@@ -211,6 +244,9 @@ func (c *Config) Validate() error {
 		if _, ok := c.Models[r.model]; r.model != "" && !ok {
 			errs = append(errs, c.at("roles."+r.role, "names model %q, which is not defined under models", r.model))
 		}
+	}
+	if err := c.Strategy.Validate(); err != nil {
+		errs = append(errs, c.at("strategy", "%v", err))
 	}
 	for i, p := range c.Roles.Peers {
 		if _, ok := c.Models[p]; !ok {
