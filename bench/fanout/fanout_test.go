@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/delegatelab/delegate/standin"
+)
+
+// TestNoGoroutineLeft runs route rollouts of both arms against an
+// in-process stand-in and checks that, once the transports' idle
+// connections and the server are closed, no goroutine is left behind.
+func TestNoGoroutineLeft(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, err := standin.New(standin.Config{Latency: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(""); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	for _, mk := range []func(string, *http.Client) (arm, error){
+		func(u string, hc *http.Client) (arm, error) { return newBareArm(u, hc) },
+		func(u string, hc *http.Client) (arm, error) { return newStrategyArm(u, hc) },
+	} {
+		tr := newTransport(64)
+		a, err := mk(s.URL(), &http.Client{Transport: tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := runArm(context.Background(), a, 12, 4, nil)
+		tr.CloseIdleConnections()
+		if err != nil {
+			t.Fatalf("%s: %v", a.name(), err)
+		}
+		if r.errors != 0 {
+			t.Errorf("%s: %d failed rollouts, first: %v", a.name(), r.errors, r.firstErr)
+		}
+		if r.cpu <= 0 || r.wall <= 0 || r.peakRSS <= 0 {
+			t.Errorf("%s: measured cpu %v wall %v peak RSS %d, want all > 0", a.name(), r.cpu, r.wall, r.peakRSS)
+		}
+	}
+	st := s.Stats()
+	if got, want := st.Requests, int64(2*12*callsPerRollout); got != want {
+		t.Errorf("stand-in got %d requests, want %d", got, want)
+	}
+	if st.Answers[standin.KindRouteCalls] != 24 || st.Answers[standin.KindWeak] != 96 || st.Answers[standin.KindRouteFinal] != 24 {
+		t.Errorf("answers by kind %v, want 24 route calls, 96 weak, 24 route final", st.Answers)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // "" ok, else part of the error
+	}{
+		{nil, ""},
+		{[]string{"-c", "1,2", "-n", "10"}, ""},
+		{[]string{"-c", "0"}, "-c"},
+		{[]string{"-c", "x"}, "-c"},
+		{[]string{"-latency", "0s"}, "-latency"},
+		{[]string{"-rounds", "0"}, "-rounds"},
+		{[]string{"extra"}, "unexpected"},
+	}
+	for _, tt := range tests {
+		var sb strings.Builder
+		_, err := parseFlags(tt.args, &sb)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("parseFlags(%q) = %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+func TestStatusBytes(t *testing.T) {
+	for _, f := range []string{"VmRSS", "VmHWM"} {
+		if b, err := statusBytes(f); err != nil || b <= 0 {
+			t.Errorf("statusBytes(%s) = %d, %v", f, b, err)
+		}
+	}
+	if _, err := statusBytes("NoSuchField"); err == nil {
+		t.Errorf("statusBytes of a missing field: nil error")
+	}
+}
