@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/delegatelab/delegate"
@@ -27,10 +28,15 @@ type arm interface {
 }
 
 // newTransport is the one transport configuration both arms use, so that
-// the comparison is of what runs above it.
-func newTransport(idlePerHost int) *http.Transport {
+// the comparison is of what runs above it. dials counts the connections it
+// opens.
+func newTransport(idlePerHost int, dials *atomic.Int64) *http.Transport {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return d.DialContext(ctx, network, addr)
+		},
 		MaxIdleConns:        idlePerHost,
 		MaxIdleConnsPerHost: idlePerHost,
 		IdleConnTimeout:     90 * time.Second,

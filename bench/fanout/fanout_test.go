@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,7 +34,8 @@ func TestNoGoroutineLeft(t *testing.T) {
 		func(u string, hc *http.Client) (arm, error) { return newBareArm(u, hc) },
 		func(u string, hc *http.Client) (arm, error) { return newStrategyArm(u, hc) },
 	} {
-		tr := newTransport(64)
+		var dials atomic.Int64
+		tr := newTransport(64, &dials)
 		a, err := mk(s.URL(), &http.Client{Transport: tr})
 		if err != nil {
 			t.Fatal(err)

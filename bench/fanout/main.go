@@ -31,8 +31,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -63,6 +65,7 @@ type options struct {
 	rounds, n   int
 	serverCPU   int
 	idlePerHost int
+	cpuProfile  string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -77,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.n, "n", 0, "rollouts per C (0: rounds × C)")
 	fs.IntVar(&o.serverCPU, "server-cpu", 1, "core to pin the stand-in to with taskset (-1: do not pin)")
 	fs.IntVar(&o.idlePerHost, "idle-per-host", 4096, "idle connections kept per host by both arms' transport")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured runs of both arms to `file`")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -121,6 +125,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	printMachine(stdout, placement)
 	fmt.Fprintf(stdout, "stand-in: %s, latency %v fixed; rollout = 1 + 4 parallel + 1 requests\n\n", baseURL, o.latency)
 
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	cpuOf := func() (time.Duration, error) { return serverCPUOf(baseURL) }
 	var all [][2]result
 	for _, c := range o.cs {
@@ -146,7 +161,8 @@ func measureC(ctx context.Context, baseURL string, n, c, idle int, cpuOf func() 
 		func(hc *http.Client) (arm, error) { return newBareArm(baseURL, hc) },
 		func(hc *http.Client) (arm, error) { return newStrategyArm(baseURL, hc) },
 	} {
-		tr := newTransport(idle)
+		var dials atomic.Int64
+		tr := newTransport(idle, &dials)
 		a, err := mk(&http.Client{Transport: tr})
 		if err != nil {
 			return out, err
@@ -155,7 +171,9 @@ func measureC(ctx context.Context, baseURL string, n, c, idle int, cpuOf func() 
 			tr.CloseIdleConnections()
 			return out, fmt.Errorf("warm up %s at C=%d: %w", a.name(), c, err)
 		}
+		before := dials.Load()
 		r, err := runArm(ctx, a, n, c, cpuOf)
+		r.dials = dials.Load() - before
 		tr.CloseIdleConnections()
 		if err != nil {
 			return out, fmt.Errorf("%s at C=%d: %w", a.name(), c, err)
@@ -170,7 +188,7 @@ func kb(b float64) string { return strconv.FormatFloat(b/(1<<10), 'f', 1, 64) }
 
 func report(w io.Writer, all [][2]result, latency time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "C\tN\tarm\twall s\tfloor s\twall/floor\tCPU ms/rollout\tpeak RSS MB\tRSS KB/in-flight\theap KB/in-flight\tstand-in CPU %\terrors\t")
+	fmt.Fprintln(tw, "C\tN\tarm\twall s\tfloor s\twall/floor\tCPU ms/rollout\tpeak RSS MB\tRSS KB/in-flight\theap KB/in-flight\tstand-in CPU %\tdials\terrors\t")
 	for _, pair := range all {
 		for _, r := range pair {
 			floor := floorOf(r, latency)
@@ -178,13 +196,13 @@ func report(w io.Writer, all [][2]result, latency time.Duration) {
 			if r.serverCPU >= 0 {
 				srv = strconv.FormatFloat(100*r.serverCPU.Seconds()/r.wall.Seconds(), 'f', 0, 64)
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%.2f\t%.2f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%d\t\n", r.c, r.n, r.arm,
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%.2f\t%.2f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%d\t%d\t\n", r.c, r.n, r.arm,
 				r.wall.Seconds(), floor.Seconds(), r.wall.Seconds()/floor.Seconds(),
 				float64(r.cpuPerRollout().Microseconds())/1000, mb(float64(r.peakRSS)), kb(r.rssPerInFlight()),
-				kb(r.heapPerInFlight()), srv, r.errors)
+				kb(r.heapPerInFlight()), srv, r.dials, r.errors)
 		}
 		b, s := pair[0], pair[1]
-		fmt.Fprintf(tw, "%d\t\troute/bare\t%.2f\t\t\t%.2f\t%.2f\t%s\t%s\t\t\t\n", b.c, s.wall.Seconds()/b.wall.Seconds(),
+		fmt.Fprintf(tw, "%d\t\troute/bare\t%.2f\t\t\t%.2f\t%.2f\t%s\t%s\t\t\t\t\n", b.c, s.wall.Seconds()/b.wall.Seconds(),
 			ratio(s.cpu.Seconds()/float64(s.n), b.cpu.Seconds()/float64(b.n)),
 			ratio(float64(s.peakRSS), float64(b.peakRSS)), ratioS(s.rssPerInFlight(), b.rssPerInFlight()), ratioS(s.heapPerInFlight(), b.heapPerInFlight()))
 	}

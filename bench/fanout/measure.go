@@ -27,6 +27,7 @@ type result struct {
 	rssGrowth  int64         // VmHWM minus VmRSS before the run, bytes
 	heapGrowth int64         // peak of sampled heap objects + stacks minus before, bytes
 	serverCPU  time.Duration // the stand-in process's CPU over the run; -1 if unknown
+	dials      int64         // connections opened during the measured run
 	errors     int
 	firstErr   error
 	hwmReset   bool // VmHWM was reset before the run (else it is the process's lifetime peak)
