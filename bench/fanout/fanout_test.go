@@ -72,6 +72,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-c", "x"}, "-c"},
 		{[]string{"-latency", "0s"}, "-latency"},
 		{[]string{"-rounds", "0"}, "-rounds"},
+		{[]string{"-repeat", "0"}, "-repeat"},
 		{[]string{"extra"}, "unexpected"},
 	}
 	for _, tt := range tests {
@@ -91,5 +92,17 @@ func TestStatusBytes(t *testing.T) {
 	}
 	if _, err := statusBytes("NoSuchField"); err == nil {
 		t.Errorf("statusBytes of a missing field: nil error")
+	}
+}
+
+func TestMedian(t *testing.T) {
+	runs := []result{
+		{wall: 3, cpu: 10, peakRSS: 5, errors: 1, dials: 2, hwmReset: true},
+		{wall: 1, cpu: 30, peakRSS: 7, hwmReset: true},
+		{wall: 2, cpu: 20, peakRSS: 6, errors: 2, hwmReset: false},
+	}
+	m := median(runs)
+	if m.wall != 2 || m.cpu != 20 || m.peakRSS != 6 || m.errors != 3 || m.dials != 2 || m.hwmReset || m.runs != 3 {
+		t.Errorf("median = %+v, want wall 2, cpu 20, peak 6, errors 3, dials 2, hwmReset false, runs 3", m)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -65,6 +66,7 @@ type options struct {
 	rounds, n   int
 	serverCPU   int
 	idlePerHost int
+	repeat      int
 	cpuProfile  string
 }
 
@@ -80,6 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.n, "n", 0, "rollouts per C (0: rounds × C)")
 	fs.IntVar(&o.serverCPU, "server-cpu", 1, "core to pin the stand-in to with taskset (-1: do not pin)")
 	fs.IntVar(&o.idlePerHost, "idle-per-host", 4096, "idle connections kept per host by both arms' transport")
+	fs.IntVar(&o.repeat, "repeat", 3, "measured runs of each arm per C, interleaved; the figures are medians")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured runs of both arms to `file`")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -101,6 +104,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-rounds: %d, want >= 1", o.rounds)
 	case o.n < 0:
 		return o, fmt.Errorf("-n: %d, want >= 0", o.n)
+	case o.repeat < 1:
+		return o, fmt.Errorf("-repeat: %d, want >= 1", o.repeat)
 	case o.idlePerHost < 1:
 		return o, fmt.Errorf("-idle-per-host: %d, want >= 1", o.idlePerHost)
 	}
@@ -123,7 +128,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		baseURL, placement = srv.url, srv.placement
 	}
 	printMachine(stdout, placement)
-	fmt.Fprintf(stdout, "stand-in: %s, latency %v fixed; rollout = 1 + 4 parallel + 1 requests\n\n", baseURL, o.latency)
+	fmt.Fprintf(stdout, "stand-in: %s, latency %v fixed; rollout = 1 + 4 parallel + 1 requests; figures are medians of %d interleaved runs per arm (errors and dials summed)\n\n", baseURL, o.latency, o.repeat)
 
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
@@ -143,7 +148,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if n == 0 {
 			n = o.rounds * c
 		}
-		pair, err := measureC(ctx, baseURL, n, c, o.idlePerHost, cpuOf)
+		pair, err := measureC(ctx, baseURL, n, c, o.idlePerHost, o.repeat, cpuOf)
 		if err != nil {
 			return err
 		}
@@ -153,34 +158,74 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// measureC runs both arms at concurrency c, each after an unmeasured warm-up
-// round that fills its connection pool.
-func measureC(ctx context.Context, baseURL string, n, c, idle int, cpuOf func() (time.Duration, error)) ([2]result, error) {
+// measureC runs both arms at concurrency c, each after an unmeasured
+// warm-up round that fills its connection pool, repeat times interleaved
+// (bare, route, bare, route...), and returns each arm's median figures.
+func measureC(ctx context.Context, baseURL string, n, c, idle, repeat int, cpuOf func() (time.Duration, error)) ([2]result, error) {
 	var out [2]result
+	var arms [2]arm
+	var dials [2]atomic.Int64
 	for i, mk := range []func(*http.Client) (arm, error){
 		func(hc *http.Client) (arm, error) { return newBareArm(baseURL, hc) },
 		func(hc *http.Client) (arm, error) { return newStrategyArm(baseURL, hc) },
 	} {
-		var dials atomic.Int64
-		tr := newTransport(idle, &dials)
+		tr := newTransport(idle, &dials[i])
+		defer tr.CloseIdleConnections()
 		a, err := mk(&http.Client{Transport: tr})
 		if err != nil {
 			return out, err
 		}
 		if _, err := runArm(ctx, a, c, c, nil); err != nil {
-			tr.CloseIdleConnections()
 			return out, fmt.Errorf("warm up %s at C=%d: %w", a.name(), c, err)
 		}
-		before := dials.Load()
-		r, err := runArm(ctx, a, n, c, cpuOf)
-		r.dials = dials.Load() - before
-		tr.CloseIdleConnections()
-		if err != nil {
-			return out, fmt.Errorf("%s at C=%d: %w", a.name(), c, err)
+		arms[i] = a
+	}
+	var runs [2][]result
+	for range repeat {
+		for i, a := range arms {
+			before := dials[i].Load()
+			r, err := runArm(ctx, a, n, c, cpuOf)
+			r.dials = dials[i].Load() - before
+			if err != nil {
+				return out, fmt.Errorf("%s at C=%d: %w", a.name(), c, err)
+			}
+			runs[i] = append(runs[i], r)
 		}
-		out[i] = r
+	}
+	for i := range out {
+		out[i] = median(runs[i])
 	}
 	return out, nil
+}
+
+// median returns the median of each figure over runs of one arm, and the
+// sums of errors and dials.
+func median(runs []result) result {
+	m := runs[0]
+	med := func(f func(result) int64) int64 {
+		v := make([]int64, len(runs))
+		for i, r := range runs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	m.wall = time.Duration(med(func(r result) int64 { return int64(r.wall) }))
+	m.cpu = time.Duration(med(func(r result) int64 { return int64(r.cpu) }))
+	m.peakRSS = med(func(r result) int64 { return r.peakRSS })
+	m.rssGrowth = med(func(r result) int64 { return r.rssGrowth })
+	m.heapGrowth = med(func(r result) int64 { return r.heapGrowth })
+	m.serverCPU = time.Duration(med(func(r result) int64 { return int64(r.serverCPU) }))
+	m.errors, m.dials, m.runs = 0, 0, len(runs)
+	for _, r := range runs {
+		m.errors += r.errors
+		m.dials += r.dials
+		m.hwmReset = m.hwmReset && r.hwmReset
+		if m.firstErr == nil {
+			m.firstErr = r.firstErr
+		}
+	}
+	return m
 }
 
 func mb(b float64) string { return strconv.FormatFloat(b/(1<<20), 'f', 1, 64) }

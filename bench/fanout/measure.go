@@ -31,6 +31,7 @@ type result struct {
 	errors     int
 	firstErr   error
 	hwmReset   bool // VmHWM was reset before the run (else it is the process's lifetime peak)
+	runs       int  // how many runs the figures are the median of
 }
 
 func (r result) cpuPerRollout() time.Duration { return r.cpu / time.Duration(r.n) }
