@@ -54,9 +54,15 @@ type strategyArm struct {
 	s delegate.Strategy
 }
 
+// newStrategyArm builds the route strategy over an openai client sending
+// through hc, or through the openai package's shared default transport when
+// hc is nil.
 func newStrategyArm(baseURL string, hc *http.Client) (*strategyArm, error) {
-	c, err := openai.New(openai.Config{BaseURL: baseURL, APIKey: "standin", Model: "standin", Timeout: 60 * time.Second},
-		openai.WithHTTPClient(hc))
+	var opts []openai.Option
+	if hc != nil {
+		opts = append(opts, openai.WithHTTPClient(hc))
+	}
+	c, err := openai.New(openai.Config{BaseURL: baseURL, APIKey: "standin", Model: "standin", Timeout: 60 * time.Second}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("strategy arm: %w", err)
 	}

@@ -68,6 +68,9 @@ type options struct {
 	idlePerHost int
 	repeat      int
 	cpuProfile  string
+	// sharedTransport runs the strategy arm on the openai package's default
+	// transport instead of the one both arms otherwise share the settings of.
+	sharedTransport bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -83,6 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.serverCPU, "server-cpu", 1, "core to pin the stand-in to with taskset (-1: do not pin)")
 	fs.IntVar(&o.idlePerHost, "idle-per-host", 4096, "idle connections kept per host by both arms' transport")
 	fs.IntVar(&o.repeat, "repeat", 3, "measured runs of each arm per C, interleaved; the figures are medians")
+	fs.BoolVar(&o.sharedTransport, "openai-default-transport", false, "run the route arm on the openai package's default shared transport (its dials are then not counted)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured runs of both arms to `file`")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -128,6 +132,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		baseURL, placement = srv.url, srv.placement
 	}
 	printMachine(stdout, placement)
+	if o.sharedTransport {
+		fmt.Fprintln(stdout, "route arm: the openai package's default transport (dials not counted); bare arm: -idle-per-host", o.idlePerHost)
+	}
 	fmt.Fprintf(stdout, "stand-in: %s, latency %v fixed; rollout = 1 + 4 parallel + 1 requests; figures are medians of %d interleaved runs per arm (errors and dials summed)\n\n", baseURL, o.latency, o.repeat)
 
 	if o.cpuProfile != "" {
@@ -148,7 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if n == 0 {
 			n = o.rounds * c
 		}
-		pair, err := measureC(ctx, baseURL, n, c, o.idlePerHost, o.repeat, cpuOf)
+		pair, err := measureC(ctx, baseURL, n, c, o.idlePerHost, o.repeat, o.sharedTransport, cpuOf)
 		if err != nil {
 			return err
 		}
@@ -161,13 +168,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // measureC runs both arms at concurrency c, each after an unmeasured
 // warm-up round that fills its connection pool, repeat times interleaved
 // (bare, route, bare, route...), and returns each arm's median figures.
-func measureC(ctx context.Context, baseURL string, n, c, idle, repeat int, cpuOf func() (time.Duration, error)) ([2]result, error) {
+func measureC(ctx context.Context, baseURL string, n, c, idle, repeat int, sharedTransport bool, cpuOf func() (time.Duration, error)) ([2]result, error) {
 	var out [2]result
 	var arms [2]arm
 	var dials [2]atomic.Int64
 	for i, mk := range []func(*http.Client) (arm, error){
 		func(hc *http.Client) (arm, error) { return newBareArm(baseURL, hc) },
-		func(hc *http.Client) (arm, error) { return newStrategyArm(baseURL, hc) },
+		func(hc *http.Client) (arm, error) {
+			if sharedTransport {
+				return newStrategyArm(baseURL, nil)
+			}
+			return newStrategyArm(baseURL, hc)
+		},
 	} {
 		tr := newTransport(idle, &dials[i])
 		defer tr.CloseIdleConnections()
