@@ -265,8 +265,7 @@ func leadingInt(s string) (int, string, bool) {
 	return v, s[n:], err == nil
 }
 
-// compose writes the answer of kind f.kind for choice c into a reply whose
-// buffers come from scratch.
+// compose writes the answer of kind f.kind for choice c (from 0).
 func (s *Server) compose(f *facts, c int) reply {
 	h := splitmix64(f.hash + uint64(c))
 	full, brief := s.cfg.ReplyBytes, s.cfg.ReplyBytes/4

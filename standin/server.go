@@ -311,13 +311,21 @@ func errorBody(typ, code, msg string) []byte {
 	return append(b, "}}"...)
 }
 
+// raise sets m to n if n is larger.
+func raise(m *atomic.Int64, n int64) {
+	for {
+		old := m.Load()
+		if n <= old || m.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
 // chat answers one chat completion request.
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.st.requests.Add(1)
-	n := s.st.inFlight.Add(1)
+	raise(&s.st.maxInFlight, s.st.inFlight.Add(1))
 	defer s.st.inFlight.Add(-1)
-	for m := s.st.maxInFlight.Load(); n > m && !s.st.maxInFlight.CompareAndSwap(m, n); m = s.st.maxInFlight.Load() {
-	}
 	d := draws{key: splitmix64(s.cfg.Seed ^ splitmix64(s.seq.Add(1)))}
 
 	bp := s.bufPool.Get().(*[]byte)
