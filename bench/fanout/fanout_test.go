@@ -106,3 +106,72 @@ func TestMedian(t *testing.T) {
 		t.Errorf("median = %+v, want wall 2, cpu 20, peak 6, errors 3, dials 2, hwmReset false, runs 3", m)
 	}
 }
+
+// TestRunReports runs the whole comparison, small, against an in-process
+// stand-in that also answers /stats, and checks the report's shape.
+func TestRunReports(t *testing.T) {
+	s, err := standin.New(standin.Config{Latency: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"cpu_user_s":1.5,"cpu_sys_s":0.5}`)) // a failed write fails the run below
+	})
+	mux.Handle("/", s)
+	if err := s.StartHandler("", mux); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		http.DefaultClient.CloseIdleConnections() // serverCPUOf's
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	var out, errOut strings.Builder
+	args := []string{"-url", s.URL(), "-latency", "2ms", "-c", "2,4", "-n", "8", "-repeat", "2", "-idle-per-host", "64"}
+	if err := run(context.Background(), args, &out, &errOut); err != nil {
+		t.Fatalf("run: %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"machine:", "route/bare", "C=2 ", "C=4 ", "CPU per rollout", "memory per in-flight rollout"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "failed rollouts") {
+		t.Errorf("failed rollouts:\n%s", out.String())
+	}
+	if got, want := s.Stats().Requests, int64(2*(2+8+8+4+8+8)*callsPerRollout); got != want {
+		t.Errorf("%d requests, want %d (warm-up and measured runs of both arms)", got, want)
+	}
+}
+
+// TestReportTargets checks the verdicts against the targets.
+func TestReportTargets(t *testing.T) {
+	const latency = 50 * time.Millisecond
+	bare := result{arm: "bare", n: 640, c: 64, wall: 1600 * time.Millisecond, cpu: 640 * time.Millisecond,
+		peakRSS: 30 << 20, rssGrowth: 64 * 100 << 10, heapGrowth: 64 * 100 << 10, serverCPU: -1, hwmReset: true}
+	tests := []struct {
+		name  string
+		route result
+		want  []string
+	}{
+		{"all pass", result{arm: "route", n: 640, c: 64, wall: 1700 * time.Millisecond, cpu: 900 * time.Millisecond,
+			peakRSS: 32 << 20, rssGrowth: 64 * 200 << 10, heapGrowth: 64 * 250 << 10, serverCPU: -1, hwmReset: true},
+			[]string{"CPU per rollout 1.41x bare (<= 1.50x)  PASS", "0.195 MB RSS growth  PASS; 0.244 MB heap+stacks growth  PASS", "wall 1.133x the floor (<= 1.15x)  PASS"}},
+		{"all miss", result{arm: "route", n: 640, c: 64, wall: 1800 * time.Millisecond, cpu: 1000 * time.Millisecond,
+			peakRSS: 60 << 20, rssGrowth: 64 * 400 << 10, heapGrowth: 64 * 400 << 10, serverCPU: -1, errors: 2, hwmReset: true},
+			[]string{"CPU per rollout 1.56x bare (<= 1.50x)  MISS", "0.391 MB RSS growth  MISS; 0.391 MB heap+stacks growth  MISS", "wall 1.200x the floor (<= 1.15x)  MISS", "failed rollouts: bare 0, route 2  MISS"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out strings.Builder
+			report(&out, [][2]result{{bare, tt.route}}, latency)
+			for _, want := range tt.want {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("report lacks %q:\n%s", want, out.String())
+				}
+			}
+		})
+	}
+}
