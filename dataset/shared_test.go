@@ -63,6 +63,24 @@ func TestSharedDatasets(t *testing.T) {
 			if bad > 0 {
 				t.Errorf("%d of %d self-answers rejected", bad, 2*len(tasks))
 			}
+			// The other direction: a neighbour's different reference answer must
+			// be rejected, or the verifier accepts anything.
+			falseAccept, compared := 0, 0
+			for i, task := range tasks {
+				other := tasks[(i+1)%len(tasks)]
+				if other.Answer == task.Answer || (task.Dataset == "bbh" && other.Subject != task.Subject) || sameValue[task.ID] {
+					continue
+				}
+				compared++
+				r, _ := score.Verify(task, selfAnswers(other)[0])
+				if r.Correct {
+					falseAccept++
+					t.Logf("%s: reference %q accepted %q", task.ID, task.Answer, other.Answer)
+				}
+			}
+			if falseAccept > 0 {
+				t.Errorf("%d of %d different answers accepted", falseAccept, compared)
+			}
 		})
 	}
 }
@@ -77,4 +95,14 @@ func selfAnswers(task delegate.Task) []string {
 		return []string{"Let's think step by step. So the answer is " + a + ".", a}
 	}
 	return []string{"Let's compute step by step. The answer is " + a + ".", `Thus the final answer is \boxed{` + a + `}`}
+}
+
+// sameValue lists tasks whose neighbour's reference is written differently
+// but has the same value, so accepting it is right: "5" and "x=5",
+// "120^\circ" and "120", "7\%" and "7".
+var sameValue = map[string]bool{
+	"math/math500_test/23": true,
+	"math/test/3597":       true,
+	"math/test/4160":       true,
+	"math/test/1661":       true, // "\frac{3}{4}" and "\frac34"
 }

@@ -7,7 +7,7 @@ import (
 
 var (
 	// choiceStatementRE is an explicit answer statement; the last one wins.
-	choiceStatementRE = regexp.MustCompile(`(?i:answer\s*(?:is|:)|answer\s+is\s*:|correct\s+(?:answer|option|choice)\s+is|(?:i\s+(?:choose|pick|select))|option\s+is|choice\s+is)\s*:?\s*[*_]*\s*\(?\s*\\?(?:text\{)?([A-Da-d])\b`)
+	choiceStatementRE = regexp.MustCompile(`(?i:answer\s*(?:is|:)|answer\s+is\s*:|correct\s+(?:answer|option|choice)\s+is|(?:i\s+(?:choose|pick|select))|option\s+is|choice\s+is)\s*:?\s*[*_]*\s*(?:\(\s*([A-Da-d])\s*\)|(?:\\text\{)?([A-D])\b)`)
 	choiceParenRE     = regexp.MustCompile(`\(([A-D])\)`)
 	choiceLineRE      = regexp.MustCompile(`(?m)^[\s*_]*\(?([A-D])[).:]`)
 	choiceLoneRE      = regexp.MustCompile(`^[\s*_(]*([A-Da-d])[\s*_).:]*$`)
@@ -44,7 +44,8 @@ func extractChoice(response string) Result {
 		}
 	}
 	if ms := choiceStatementRE.FindAllStringSubmatch(response, -1); len(ms) > 0 {
-		return Result{Found: true, Extracted: strings.ToUpper(ms[len(ms)-1][1]), Method: "answer is"}
+		m := ms[len(ms)-1]
+		return Result{Found: true, Extracted: strings.ToUpper(m[1] + m[2]), Method: "answer is"}
 	}
 	if l, ok := choiceLetter(response); ok {
 		return Result{Found: true, Extracted: l, Method: "lone letter"}

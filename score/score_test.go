@@ -230,6 +230,9 @@ func TestChoice(t *testing.T) {
 		{"wrong", "The answer is A", "B", "A", "answer is"},
 		{"reference in parens", "Answer: B", "(B)", "B", "answer is"},
 		{"none", "I am not sure.", "A", "", ""},
+		{"article is not a letter", "The answer is a matter of definitions; I pick (C)", "C", "C", "answer is"},
+		{"article then paren", "The answer is a matter of taste, but (C) fits.", "C", "C", "letter"},
+		{"lower case in parens", "the answer is (d)", "D", "D", "answer is"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
