@@ -41,12 +41,17 @@ func TestSharedDatasets(t *testing.T) {
 				t.Fatalf("got %d tasks (Read %d, %d skipped), want %d", got, rep.Read, len(rep.Skipped), c.want)
 			}
 			ids := map[string]bool{}
-			bad := 0
 			for _, task := range tasks {
 				if ids[task.ID] {
 					t.Errorf("duplicate ID %q", task.ID)
 				}
 				ids[task.ID] = true
+			}
+			if raceEnabled {
+				tasks = dataset.Sample(tasks, len(tasks)/5, 1)
+			}
+			bad := 0
+			for _, task := range tasks {
 				for _, resp := range selfAnswers(task) {
 					r, err := score.Verify(task, resp)
 					if err != nil {
