@@ -14,6 +14,7 @@ var (
 	bbhOptionInRE = regexp.MustCompile(`^[\s*_]*(?:\(([A-R])\)|([A-R])(?:[).:,]|\s|$))`)
 	bbhAnyOptRE   = regexp.MustCompile(`\(([A-R])\)`)
 	bbhWordRE     = regexp.MustCompile(`[A-Za-z]+`)
+	bbhIntRE      = regexp.MustCompile(`^-?\d+$`)
 )
 
 // bbhKind is how a task's answers compare.
@@ -48,7 +49,7 @@ func bbhKindOf(task, target string) bbhKind {
 	case isBBHWord(t):
 		return bbhWord
 	}
-	if _, ok := parseNumber(t, false); ok {
+	if bbhIntRE.MatchString(t) {
 		return bbhNumber
 	}
 	return bbhExact
@@ -144,6 +145,9 @@ func extractBBH(kind bbhKind, response string) Result {
 			seg = seg[i+1:]
 		}
 		method = "whole"
+	}
+	if i := strings.Index(seg, ". "); i >= 0 && kind != bbhDyck {
+		seg = seg[:i] // "So the answer is Yes. Because ..."
 	}
 	seg = bbhClean(seg)
 	var got string

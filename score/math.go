@@ -34,11 +34,7 @@ func extractMath(response string) Result {
 	}
 	for _, m := range mathMarkers {
 		if s, ok := afterLastBalanced(m.re, response); ok {
-			s = strings.TrimSpace(s)
-			s = strings.TrimSuffix(s, ".")
-			s = strings.Trim(s, "$ ")
-			s = strings.TrimSuffix(s, ".")
-			if n := normalizeMath(s); n != "" {
+			if n := normalizeMath(cutStatement(s)); n != "" {
 				return Result{Found: true, Extracted: n, Method: m.method}
 			}
 		}
@@ -287,4 +283,38 @@ func afterLastBalanced(re *regexp.Regexp, s string) (string, bool) {
 		}
 	}
 	return rest, true
+}
+
+// cutStatement isolates the answer in the text after "the answer is": the
+// first math span ($...$, \(...\), \[...\]) when the text opens with
+// one, else the text up to the end of its sentence.
+func cutStatement(s string) string {
+	s = strings.TrimSpace(s)
+	for _, d := range [][2]string{{"$$", "$$"}, {"$", "$"}, {`\(`, `\)`}, {`\[`, `\]`}} {
+		if rest, ok := strings.CutPrefix(s, d[0]); ok {
+			if i := indexUnescaped(rest, d[1]); i >= 0 {
+				return rest[:i]
+			}
+			return rest
+		}
+	}
+	if i := strings.Index(s, ". "); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimSuffix(strings.Trim(s, "$ "), ".")
+}
+
+// indexUnescaped is strings.Index skipping matches escaped by a backslash
+// ("\$6" holds no closing dollar).
+func indexUnescaped(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i] == '\\' && sub[0] != '\\' {
+			i++
+			continue
+		}
+		if strings.HasPrefix(s[i:], sub) {
+			return i
+		}
+	}
+	return -1
 }

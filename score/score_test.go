@@ -195,6 +195,9 @@ func TestMathExtraction(t *testing.T) {
 		{"last number", "we find it equals 17", "17", true, "last number"},
 		{"matrix across lines", "The answer is \\begin{pmatrix} 1 \\\\\n 2 \\end{pmatrix}", `\begin{pmatrix} 1 \\ 2 \end{pmatrix}`, true, "answer is"},
 		{"fbox", `\fbox{7}`, "7", true, "boxed"},
+		{"minerva format", "Final Answer: The final answer is $\\frac{1}{2}$. I hope it is correct.", "0.5", true, "answer is"},
+		{"sentence after answer", "So the answer is 2.5. Let me double check: yes.", `\frac52`, true, "answer is"},
+		{"display math", `The answer is \[x^2+1\] as shown.`, "x^2+1", true, "answer is"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -271,6 +274,8 @@ func TestBBH(t *testing.T) {
 		{"word_sorting", "So the answer is syndrome therefrom.", "syndrome therefrom", true},
 		{"word_sorting", "So the answer is: artillery, bainite, doris, fda, harm, incongruous, monkey, prosody, vegetate, vivian", "artillery bainite doris fda harm incongruous monkey prosody vegetate vivian", true},
 		{"word_sorting", "So the answer is therefrom syndrome.", "syndrome therefrom", false},
+		{"word_sorting", "So the answer is syndrome therefrom. Both words are sorted.", "syndrome therefrom", true},
+		{"navigate", "So the answer is No. Moving back to the start is impossible.", "No", true},
 		{"dyck_languages", "So the answer is ] ] >.", "] ] >", true},
 		{"dyck_languages", "So the answer is ]]>", "] ] >", true},
 		{"dyck_languages", "So the answer is ] >.", "] ] >", false},
