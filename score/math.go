@@ -99,9 +99,11 @@ func normalizeMathOnce(s string) string {
 		s = strings.TrimSpace(s[loc[1]:])
 	}
 	// Units only when a number remains, so "2m" stays an expression.
-	if loc := mathUnitRE.FindStringIndex(s); loc != nil && loc[0] > 0 {
-		if _, ok := parseNumber(s[:loc[0]], false); ok {
-			s = s[:loc[0]]
+	if mayHaveUnit(s) {
+		if loc := mathUnitRE.FindStringIndex(s); loc != nil && loc[0] > 0 {
+			if _, ok := parseNumber(s[:loc[0]], false); ok {
+				s = s[:loc[0]]
+			}
 		}
 	}
 	s = braceArgs(s, `\frac`, 2)
@@ -317,4 +319,15 @@ func indexUnescaped(s, sub string) int {
 		}
 	}
 	return -1
+}
+
+// mayHaveUnit is a cheap test that s could be a number followed by a unit
+// word, before the (slow) unit expression runs: it starts like a number
+// and ends with a letter, a period or an exponent.
+func mayHaveUnit(s string) bool {
+	if s == "" || !strings.ContainsRune("0123456789-+.\\", rune(s[0])) {
+		return false
+	}
+	c := s[len(s)-1]
+	return isLetter(c) || c == '.' || c == '}' || c == '2' || c == '3'
 }
