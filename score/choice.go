@@ -10,14 +10,18 @@ var (
 	choiceStatementRE = regexp.MustCompile(`(?i:answer\s*(?:is|:)|answer\s+is\s*:|correct\s+(?:answer|option|choice)\s+is|(?:i\s+(?:choose|pick|select))|option\s+is|choice\s+is)\s*:?\s*[*_]*\s*(?:\(\s*([A-Da-d])\s*\)|(?:\\text\{)?([A-D])\b)`)
 	choiceParenRE     = regexp.MustCompile(`\(([A-D])\)`)
 	choiceLineRE      = regexp.MustCompile(`(?m)^[\s*_]*\(?([A-D])[).:]`)
-	choiceLoneRE      = regexp.MustCompile(`^[\s*_(]*([A-Da-d])[\s*_).:]*$`)
+	// choiceTailRE is a letter closing the response after a comma, colon or
+	// sentence end ("Therefore, D."), not one ending a word ("vitamin D.").
+	choiceTailRE = regexp.MustCompile(`(?:^|[,:]\s*|[.!?]\s+|\n\s*)[*_(]*([A-D])[\s*_).:!]*$`)
+	choiceLoneRE = regexp.MustCompile(`^[\s*_(]*([A-Da-d])[\s*_).:]*$`)
 )
 
 // Choice verifies a multiple-choice (MMLU) answer; reference is a letter
 // A-D, optionally written "(B)". The chosen letter is read from, in order:
 // a \boxed{C}, the last explicit statement ("the answer is C", "Answer:
 // D"), a response that is a lone letter, the last line opening with "B)"
-// or "B.", the last "(B)".
+// or "B.", the last "(B)", a capital letter ending the response
+// ("Therefore, B.").
 func Choice(response, reference string) Result {
 	want, ok := choiceLetter(reference)
 	res := extractChoice(response)
@@ -55,6 +59,9 @@ func extractChoice(response string) Result {
 	}
 	if ms := choiceParenRE.FindAllStringSubmatch(response, -1); len(ms) > 0 {
 		return Result{Found: true, Extracted: ms[len(ms)-1][1], Method: "letter"}
+	}
+	if m := choiceTailRE.FindStringSubmatch(response); m != nil {
+		return Result{Found: true, Extracted: m[1], Method: "final letter"}
 	}
 	return Result{}
 }

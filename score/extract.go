@@ -98,8 +98,10 @@ func braced(s string) (inner, rest string, ok bool) {
 var numberRE = regexp.MustCompile(`-?\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+(?:\.\d+)?)?|-?\$?\.\d+`)
 
 // numbers returns the numbers in text, each with a minus kept only where it
-// reads as a sign (not "16-3", which is a subtraction).
+// reads as a sign (not "16-3", which is a subtraction). A Unicode minus
+// sign counts as "-".
 func numbers(text string) []string {
+	text = strings.ReplaceAll(text, "\u2212", "-")
 	locs := numberRE.FindAllStringIndex(text, -1)
 	out := make([]string, 0, len(locs))
 	for _, l := range locs {
@@ -147,7 +149,7 @@ var (
 	numLeadRE  = regexp.MustCompile(`^([+-]?)\s*\$?\s*((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:\s*/\s*((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?))?`)
 	texFracRE  = regexp.MustCompile(`^([+-]?)\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}`)
 	unitTailRE = regexp.MustCompile(`^[\s%.]*(?:[A-Za-z][A-Za-z.'\s]*)?(?:\^?\{?[23]\}?)?[\s.]*$`)
-	texNoise   = strings.NewReplacer(`\$`, "", `\%`, "%", `\!`, "", `\,`, "", `\;`, "", `\ `, " ", `{,}`, ",", `\left`, "", `\right`, "")
+	texNoise   = strings.NewReplacer("\u2212", "-", `\$`, "", `\%`, "%", `\!`, "", `\,`, "", `\;`, "", `\ `, " ", `{,}`, ",", `\left`, "", `\right`, "")
 	textCmdRE  = regexp.MustCompile(`\\(?:text|textbf|mbox|mathrm)\s*\{([^{}]*)\}`)
 )
 

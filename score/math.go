@@ -48,7 +48,7 @@ func extractMath(response string) Result {
 var (
 	mathSpacing = strings.NewReplacer(
 		`\\`, `\\`, // a row break stays, so "\\ " is not read as "\ "
-		`\left`, "", `\right`, "", `\!`, "", `\,`, "", `\;`, "", `\:`, "", `\qquad`, "", `\quad`, "",
+		"\u2212", "-", `\left`, "", `\right`, "", `\!`, "", `\,`, "", `\;`, "", `\:`, "", `\qquad`, "", `\quad`, "",
 		`\displaystyle`, "", `\dfrac`, `\frac`, `\tfrac`, `\frac`, `\$`, "", `\%`, "", `%`, "",
 		`^{\circ}`, "", `^\circ`, "", `°`, "", `\circ`, "", `\ `, "", "~", "", `{,}`, ",", `\dots`, `\ldots`,
 	)

@@ -92,6 +92,35 @@ func TestExtractNumber(t *testing.T) {
 	}
 }
 
+// gsm8kRefs are reference answers from /work/shared/datasets/gsm8k as the
+// loader returns them (commas stripped), with answers as models write them.
+var gsm8kRefs = []struct{ ref, resp string }{
+	{"18", "She makes 9 * 2 = $<<9*2=18>>18 every day.\n#### 18"},
+	{"-10", "The change is 10 - 20 = -10.\nThe answer is -10."},
+	{"-3", "So the final temperature difference is \u22123 degrees. The answer is \u22123."},
+	{"2125", "Total = 1,000 + 1,125 = 2,125. The answer is 2,125."},
+	{"114200", "Final answer: $114,200"},
+	{"276000", `\boxed{276,000}`},
+	{"5600", "That is 5600 dollars in total."},
+	{"1600", "The answer is 1,600.00"},
+	{"70000", "The profit is $70,000."},
+	{"3", "It takes 2 + 2/2 = 3 bolts. The answer is 3 bolts."},
+}
+
+func TestNumericRealAnswers(t *testing.T) {
+	for _, tt := range gsm8kRefs {
+		if got := Numeric(tt.resp, tt.ref); !got.Correct {
+			t.Errorf("Numeric(%q, %q) = %+v; want correct", tt.resp, tt.ref, got)
+		}
+		// Off by a sign or a factor of ten must fail.
+		for _, wrong := range []string{"-" + tt.ref, tt.ref + "0"} {
+			if got := Numeric(tt.resp, wrong); got.Correct {
+				t.Errorf("Numeric(%q, %q) = %+v; want incorrect", tt.resp, wrong, got)
+			}
+		}
+	}
+}
+
 func TestNumeric(t *testing.T) {
 	tests := []struct {
 		name, resp, ref string
@@ -233,6 +262,9 @@ func TestChoice(t *testing.T) {
 		{"wrong", "The answer is A", "B", "A", "answer is"},
 		{"reference in parens", "Answer: B", "(B)", "B", "answer is"},
 		{"none", "I am not sure.", "A", "", ""},
+		{"final letter", "Options A and B fail on the boundary case. Therefore, D.", "D", "D", "final letter"},
+		{"word ending is no letter", "It is hard to say. I would go with a guess.", "A", "", ""},
+		{"vitamin is no letter", "The deficiency is of vitamin D.", "D", "", ""},
 		{"article is not a letter", "The answer is a matter of definitions; I pick (C)", "C", "C", "answer is"},
 		{"article then paren", "The answer is a matter of taste, but (C) fits.", "C", "C", "letter"},
 		{"lower case in parens", "the answer is (d)", "D", "D", "answer is"},
