@@ -173,7 +173,7 @@ func (l *loader) open(data []byte) ([]delegate.Task, error) {
 // s, nested braces matched. (score.Boxed does the same for model output;
 // it is repeated here so that loading data does not depend on scoring.)
 func lastBoxed(s string) (string, bool) {
-	for end := len(s); end > 0; {
+	for end, tries := len(s), 0; end > 0 && tries < 8; tries++ {
 		i := strings.LastIndex(s[:end], `\boxed`)
 		n := len(`\boxed`)
 		if j := strings.LastIndex(s[:end], `\fbox`); j > i {

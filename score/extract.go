@@ -34,8 +34,9 @@ func Boxed(text string) (string, bool) {
 		}
 	}
 	// Try the last occurrence first; fall back to earlier ones when the last
-	// is unterminated (a truncated response).
-	for best >= 0 {
+	// is unterminated (a truncated response), a few times at most so that a
+	// pathological response stays linear.
+	for tries := 0; best >= 0 && tries < 8; tries++ {
 		if s, ok := boxedAt(text, best+bestLen); ok {
 			return s, true
 		}
@@ -153,6 +154,10 @@ var (
 	textCmdRE  = regexp.MustCompile(`\\(?:text|textbf|mbox|mathrm)\s*\{([^{}]*)\}`)
 )
 
+// maxNumberLen bounds the digits of one number, so that a pathological
+// response cannot make exact arithmetic slow.
+const maxNumberLen = 200
+
 // NormalizeNumber parses a number as a model or a dataset writes it and
 // returns it in canonical form: "1,000" -> "1000", "$6.00" -> "6",
 // "-3.50%" -> "-3.5", "7 apples" -> "7", "3/4" and "\frac{3}{4}" -> "0.75",
@@ -187,7 +192,7 @@ func parseNumber(s string, units bool) (*big.Rat, bool) {
 		tail = s[len(m[0]):]
 	} else {
 		m := numLeadRE.FindStringSubmatch(s)
-		if m == nil {
+		if m == nil || len(m[0]) > maxNumberLen {
 			return nil, false
 		}
 		var ok bool

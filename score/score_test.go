@@ -62,6 +62,7 @@ func TestNormalizeNumber(t *testing.T) {
 		{"x", "", false},
 		{"", "", false},
 		{"12/25/2020", "", false},
+		{"0." + strings.Repeat("0", 300) + "1", "", false}, // too long to be an answer
 	}
 	for _, tt := range tests {
 		got, ok := NormalizeNumber(tt.in)
