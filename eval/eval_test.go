@@ -55,7 +55,7 @@ func benchTasks() []delegate.Task {
 		n := i + 1
 		tasks[i] = delegate.Task{
 			ID:      fmt.Sprintf("t%02d", n),
-			Dataset: "test",
+			Dataset: "gsm8k",
 			Prompt:  fmt.Sprintf("Task %d: what is %d plus %d?", n, n, n),
 			Answer:  strconv.Itoa(2 * n),
 		}
@@ -203,16 +203,6 @@ func benchArms(t *testing.T, block int, started chan<- struct{}) ([]Arm, *fakes)
 	return arms, f
 }
 
-// exactVerify is the tests' verifier: the answer must be the reference,
-// white space aside. A task without a reference cannot be checked.
-func exactVerify(task delegate.Task, response string) (bool, string, error) {
-	if task.Answer == "" {
-		return false, "", fmt.Errorf("task %s has no reference answer", task.ID)
-	}
-	got := strings.TrimSpace(response)
-	return got == task.Answer, got, nil
-}
-
 // wantRow holds a row's figures that do not depend on timing.
 type wantRow struct {
 	arm              string
@@ -319,7 +309,7 @@ func TestRunEndToEnd(t *testing.T) {
 	cfg := Config{Results: filepath.Join(dir, "results.jsonl"), Concurrency: 4, Trace: true}
 	arms, f := benchArms(t, 0, nil)
 	progress := make(chan Progress, numArms*numTasks)
-	rep, err := Run(context.Background(), cfg, benchTasks(), arms, exactVerify, progress)
+	rep, err := Run(context.Background(), cfg, benchTasks(), arms, Score, progress)
 	close(progress)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -393,7 +383,7 @@ func TestRunEndToEnd(t *testing.T) {
 
 	// A rerun over the complete file runs nothing and gives the same table.
 	arms2, f2 := benchArms(t, 0, nil)
-	rep2, err := Run(context.Background(), cfg, benchTasks(), arms2, exactVerify, nil)
+	rep2, err := Run(context.Background(), cfg, benchTasks(), arms2, Score, nil)
 	if err != nil {
 		t.Fatalf("second Run: %v", err)
 	}
@@ -418,7 +408,7 @@ func TestRunResumesAfterCancel(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, runErr = Run(ctx, cfg, benchTasks(), arms, exactVerify, nil)
+		_, runErr = Run(ctx, cfg, benchTasks(), arms, Score, nil)
 	}()
 	select {
 	case <-started:
@@ -444,7 +434,7 @@ func TestRunResumesAfterCancel(t *testing.T) {
 
 	arms2, f2 := benchArms(t, 0, nil)
 	progress := make(chan Progress, numArms*numTasks)
-	rep, err := Run(context.Background(), cfg, benchTasks(), arms2, exactVerify, progress)
+	rep, err := Run(context.Background(), cfg, benchTasks(), arms2, Score, progress)
 	close(progress)
 	if err != nil {
 		t.Fatalf("resumed Run: %v", err)
@@ -477,7 +467,7 @@ func TestRunRepairsTruncatedResults(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{Results: filepath.Join(dir, "results.jsonl"), Concurrency: 3}
 	arms, _ := benchArms(t, 0, nil)
-	if _, err := Run(context.Background(), cfg, benchTasks(), arms, exactVerify, nil); err != nil {
+	if _, err := Run(context.Background(), cfg, benchTasks(), arms, Score, nil); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	data, err := os.ReadFile(cfg.Results)
@@ -495,7 +485,7 @@ func TestRunRepairsTruncatedResults(t *testing.T) {
 	}
 
 	arms2, _ := benchArms(t, 0, nil)
-	rep, err := Run(context.Background(), cfg, benchTasks(), arms2, exactVerify, nil)
+	rep, err := Run(context.Background(), cfg, benchTasks(), arms2, Score, nil)
 	if err != nil {
 		t.Fatalf("Run over a cut file: %v", err)
 	}
@@ -537,12 +527,12 @@ func (p panicky) Run(_ context.Context, request string, _ chan<- delegate.Event)
 
 func TestRunRecordsItemFailures(t *testing.T) {
 	tasks := []delegate.Task{
-		{ID: "a", Prompt: "1+1", Answer: "2"},
-		{ID: "b", Prompt: "boom", Answer: "2"},
-		{ID: "c", Prompt: "no reference"},
+		{ID: "a", Dataset: "gsm8k", Prompt: "1+1", Answer: "2"},
+		{ID: "b", Dataset: "gsm8k", Prompt: "boom", Answer: "2"},
+		{ID: "c", Dataset: "open", Prompt: "no reference"},
 	}
 	cfg := Config{Results: filepath.Join(t.TempDir(), "r.jsonl")}
-	rep, err := Run(context.Background(), cfg, tasks, []Arm{{Name: "p", Strategy: panicky{on: "boom"}}}, exactVerify, nil)
+	rep, err := Run(context.Background(), cfg, tasks, []Arm{{Name: "p", Strategy: panicky{on: "boom"}}}, Score, nil)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -555,7 +545,7 @@ func TestRunRecordsItemFailures(t *testing.T) {
 		case "b":
 			want = "run: panic: boom"
 		case "c":
-			want = "verify: task c has no reference answer"
+			want = `verify: verify task "c": no verifier for dataset "open"`
 		}
 		if !strings.HasPrefix(r.Error, want) || (want == "") != (r.Error == "") {
 			t.Errorf("task %s: error %q, want prefix %q", r.TaskID, r.Error, want)
@@ -588,7 +578,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Run(context.Background(), tt.cfg, tt.tasks, tt.arms, exactVerify, nil)
+			_, err := Run(context.Background(), tt.cfg, tt.tasks, tt.arms, Score, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Run: error %v, want one containing %q", err, tt.want)
 			}
@@ -599,12 +589,12 @@ func TestRunRejectsBadInput(t *testing.T) {
 func TestRunRefusesChangedPrompt(t *testing.T) {
 	cfg := Config{Results: filepath.Join(t.TempDir(), "r.jsonl")}
 	arms := []Arm{{Name: "p", Strategy: panicky{}}}
-	tasks := []delegate.Task{{ID: "a", Prompt: "1+1", Answer: "2"}}
-	if _, err := Run(context.Background(), cfg, tasks, arms, exactVerify, nil); err != nil {
+	tasks := []delegate.Task{{ID: "a", Dataset: "gsm8k", Prompt: "1+1", Answer: "2"}}
+	if _, err := Run(context.Background(), cfg, tasks, arms, Score, nil); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	tasks[0].Prompt = "2+2"
-	_, err := Run(context.Background(), cfg, tasks, arms, exactVerify, nil)
+	_, err := Run(context.Background(), cfg, tasks, arms, Score, nil)
 	if err == nil || !strings.Contains(err.Error(), `task "a" has another prompt`) {
 		t.Errorf("Run with a changed prompt: error %v, want one naming the task", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/eval"
@@ -32,15 +31,11 @@ func ExampleRun() {
 		return eval.Arm{Name: name, Strategy: s}
 	}
 	tasks := []delegate.Task{
-		{ID: "1", Prompt: "What is 2+2?", Answer: "4"},
-		{ID: "2", Prompt: "What is 2+3?", Answer: "5"},
-	}
-	verify := func(t delegate.Task, response string) (bool, string, error) {
-		got := strings.TrimSpace(response)
-		return got == t.Answer, got, nil
+		{ID: "1", Dataset: "gsm8k", Prompt: "What is 2+2?", Answer: "4"},
+		{ID: "2", Dataset: "gsm8k", Prompt: "What is 2+3?", Answer: "5"},
 	}
 	cfg := eval.Config{Results: filepath.Join(dir, "results.jsonl")}
-	rep, err := eval.Run(context.Background(), cfg, tasks, []eval.Arm{arm("fours", "4"), arm("fives", "5")}, verify, nil)
+	rep, err := eval.Run(context.Background(), cfg, tasks, []eval.Arm{arm("fours", "4"), arm("fives", "5")}, eval.Score, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
