@@ -146,7 +146,8 @@ type Progress struct {
 	// Resumed says the item was already in the results file.
 	Resumed bool
 	Correct bool
-	// Failed says the item ended without a proper answer (Record.Failed).
+	// Failed says the item ended without a proper answer (Record.Failed):
+	// a strategy failure or an error.
 	Failed bool
 }
 

@@ -48,8 +48,8 @@ type Record struct {
 	Trace *delegate.Trace `json:"trace,omitempty"`
 }
 
-// Failed reports whether the item ended without a proper answer, for
-// whatever reason.
+// Failed reports whether the item ended without a proper answer: a
+// strategy failure (still graded) or an error (counted wrong).
 func (r *Record) Failed() bool { return r.Failure != "" || r.Error != "" }
 
 // promptHash is the first 16 hex digits of the SHA-256 of a prompt.

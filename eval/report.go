@@ -65,9 +65,11 @@ type Row struct {
 	// LatencyP50 and LatencyP95 are quantiles of the items' wall time, in
 	// seconds (linear interpolation, see Quantile).
 	LatencyP50, LatencyP95 float64
-	// Failed counts items that ended without a proper answer (a strategy
-	// failure, a run or verifier error); all of them are counted wrong.
-	Failed int
+	// Failures counts items whose strategy reported a failure (answer
+	// format, truncation, a failed call: Record.Failure); their answers were
+	// still graded. Errors counts items that could not be run or graded (a
+	// panic, a timeout, a verifier error: Record.Error); they are wrong.
+	Failures, Errors int
 }
 
 // RoleMeans holds one role's means per item.
@@ -233,8 +235,11 @@ func summarizeArm(name, strat string, role Role, recs, base []*Record, isBaselin
 		if r.Correct {
 			row.Correct++
 		}
-		if r.Failed() {
-			row.Failed++
+		if r.Failure != "" {
+			row.Failures++
+		}
+		if r.Error != "" {
+			row.Errors++
 		}
 		in += r.Total.Usage.PromptTokens
 		out += r.Total.Usage.CompletionTokens

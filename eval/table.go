@@ -113,14 +113,14 @@ func secondsCell(v float64) string {
 // each figure was computed.
 func (rep *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString("| arm | strategy | n | accuracy % [95% CI] | McNemar p vs baseline | PGR | tokens in/item | tokens out/item | tokens in/out per role | $/item | latency p50 | latency p95 | calls/item | failed |\n")
-	b.WriteString("|---|---|--:|---|---|--:|--:|--:|---|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| arm | strategy | n | accuracy % [95% CI] | McNemar p vs baseline | PGR | tokens in/item | tokens out/item | tokens in/out per role | $/item | latency p50 | latency p95 | calls/item | failures | errors |\n")
+	b.WriteString("|---|---|--:|---|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|\n")
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
 		cells := []string{
 			r.armCell(), r.Strategy, strconv.Itoa(r.N), percentCI(r.Accuracy, r.CI), r.mcNemarCell(),
 			fixed(r.PGR, 3), fixed(r.TokensIn, 1), fixed(r.TokensOut, 1), r.rolesCell(), dollarsCell(r.Dollars),
-			secondsCell(r.LatencyP50), secondsCell(r.LatencyP95), fixed(r.Calls, 2), strconv.Itoa(r.Failed),
+			secondsCell(r.LatencyP50), secondsCell(r.LatencyP95), fixed(r.Calls, 2), strconv.Itoa(r.Failures), strconv.Itoa(r.Errors),
 		}
 		for j, c := range cells {
 			cells[j] = strings.ReplaceAll(c, "|", `\|`)
@@ -133,7 +133,8 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, " %d tasks some arm has not finished are left out.", rep.Incomplete)
 	}
 	b.WriteString("\n")
-	b.WriteString("- Accuracy: correct / n; a failed item counts as wrong. Interval: Wilson score, 95%.\n")
+	b.WriteString("- Accuracy: correct / n, Wilson score 95% interval. Failures: items whose strategy reported one (answer format, " +
+		"truncation, a failed call), still graded; errors: items that could not be run or graded, counted wrong.\n")
 	fmt.Fprintf(&b, "- McNemar: paired test against the baseline %q on the same tasks; b = baseline right and arm wrong, "+
 		"c = baseline wrong and arm right; %s = two-sided exact binomial (b + c < %d), %s = chi-square with continuity correction.\n",
 		rep.Baseline, McNemarExact, mcNemarExactBelow, McNemarChiSquare)
@@ -169,7 +170,7 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 	for _, role := range rep.Roles {
 		head = append(head, "calls_"+role, "tokens_in_"+role, "tokens_out_"+role, "dollars_"+role)
 	}
-	head = append(head, "dollars", "latency_p50_s", "latency_p95_s", "calls", "failed")
+	head = append(head, "dollars", "latency_p50_s", "latency_p95_s", "calls", "failures", "errors")
 	if err := cw.Write(head); err != nil {
 		return fmt.Errorf("write csv table: %w", err)
 	}
@@ -193,7 +194,7 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 			}
 			rec = append(rec, cells...)
 		}
-		rec = append(rec, full(r.Dollars), full(r.LatencyP50), full(r.LatencyP95), full(r.Calls), strconv.Itoa(r.Failed))
+		rec = append(rec, full(r.Dollars), full(r.LatencyP50), full(r.LatencyP95), full(r.Calls), strconv.Itoa(r.Failures), strconv.Itoa(r.Errors))
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("write csv table: %w", err)
 		}
