@@ -1,0 +1,66 @@
+package kernel
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// benchShapes are (m, k, n) of the model's products: a 512-token batch
+// through 256-wide layers, the 768-wide MLP up and down, a 384-token
+// vocabulary head, a 32-sequence and a 1-sequence sampling step, and two
+// square sizes for comparison with other libraries.
+var benchShapes = [][3]int{
+	{512, 256, 256}, {512, 256, 768}, {512, 768, 256}, {512, 256, 384},
+	{32, 256, 256}, {1, 256, 768}, {512, 512, 512}, {1024, 1024, 1024},
+}
+
+// BenchmarkMatMul reports GFLOPS (2·m·k·n per product) for each op and shape:
+// the reference loop, the pure-Go kernel and the assembly kernel, each on
+// one goroutine ("serial") and across GOMAXPROCS goroutines ("parallel").
+// Select with -bench, e.g.
+//
+//	go test -run=^$ -bench='MatMul/NT/.*/avx2/serial' -benchtime=200ms ./nn/kernel
+func BenchmarkMatMul(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, o := range []op{opNT, opNN, opTN} {
+		for _, s := range benchShapes {
+			m, k, n := s[0], s[1], s[2]
+			na, nb := shapesOf(o, m, k, n)
+			a, bm, dst := randMat(rng, na), randMat(rng, nb), make([]float32, m*n)
+			flops := 2 * float64(m) * float64(k) * float64(n)
+			name := fmt.Sprintf("%s/m%dk%dn%d", opName(o), m, k, n)
+			report := func(b *testing.B) {
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+			}
+			b.Run(name+"/ref/serial", func(b *testing.B) {
+				for b.Loop() {
+					switch o {
+					case opNT:
+						refNT(dst, a, bm, m, k, n)
+					case opNN:
+						refNN(dst, a, bm, m, k, n)
+					case opTN:
+						refTNAcc(dst, a, bm, m, k, n)
+					}
+				}
+				report(b)
+			})
+			for _, im := range impls() {
+				for _, mode := range []string{"serial", "parallel"} {
+					b.Run(name+"/"+im.name+"/"+mode, func(b *testing.B) {
+						pr := problem{op: o, dst: dst, a: a, b: bm, m: m, k: k, n: n, acc: o == opTN, kern: im.kern}
+						for b.Loop() {
+							if mode == "serial" {
+								pr.split(1)
+							} else {
+								pr.do(defaultWorkers())
+							}
+						}
+						report(b)
+					})
+				}
+			}
+		}
+	}
+}
