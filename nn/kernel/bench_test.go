@@ -49,7 +49,7 @@ func BenchmarkMatMul(b *testing.B) {
 			for _, im := range impls() {
 				for _, mode := range []string{"serial", "parallel"} {
 					b.Run(name+"/"+im.name+"/"+mode, func(b *testing.B) {
-						pr := problem{op: o, dst: dst, a: a, b: bm, m: m, k: k, n: n, acc: o == opTN, kern: im.kern}
+						pr := problem{op: o, dst: dst, a: a, b: bm, m: m, k: k, n: n, acc: o == opTN, kern: im.kern, packT16: im.pack}
 						for b.Loop() {
 							if mode == "serial" {
 								pr.split(1)

@@ -37,8 +37,9 @@ type microKernel func(k int, a, b, c []float32, ldc int, acc bool)
 // archKernel is the fastest micro-kernel this machine supports; init in
 // kern_amd64.go replaces it when AVX2 and FMA are usable.
 var (
-	archKernel microKernel = goKernel
-	archName               = "go"
+	archKernel  microKernel = goKernel
+	archPackT16             = goPackT16
+	archName                = "go"
 )
 
 // ForceGenericEnv names the environment variable that, set to "1" at start,
@@ -47,14 +48,15 @@ var (
 const ForceGenericEnv = "DELEGATE_KERNEL_GENERIC"
 
 var (
-	active     microKernel
-	activeName string
+	active        microKernel
+	activePackT16 func(dst, src []float32, ld, kl int)
+	activeName    string
 )
 
 func init() {
-	active, activeName = archKernel, archName
+	active, activePackT16, activeName = archKernel, archPackT16, archName
 	if os.Getenv(ForceGenericEnv) == "1" {
-		active, activeName = goKernel, "go"
+		active, activePackT16, activeName = goKernel, goPackT16, "go"
 	}
 }
 
@@ -77,6 +79,8 @@ type problem struct {
 	m, k, n int
 	acc     bool // accumulate into dst instead of overwriting
 	kern    microKernel
+	// packT16 packs a full panel of B for opNT; nil means goPackT16.
+	packT16 func(dst, src []float32, ld, kl int)
 }
 
 // packA copies rows [i0,i0+rows) and k range [p0,p0+kl) of A into panels of
@@ -121,6 +125,14 @@ func (pr *problem) packB(buf []float32, j0, cols, p0, kl int) {
 		jb := j0 + q*nr
 		switch pr.op {
 		case opNT: // b stored (n,k): column j of B is row j of b
+			if cq == nr {
+				pack := pr.packT16
+				if pack == nil {
+					pack = goPackT16
+				}
+				pack(panel, pr.b[jb*pr.k+p0:], pr.k, kl)
+				continue
+			}
 			for c := 0; c < nr; c++ {
 				if c >= cq {
 					for p := 0; p < kl; p++ {
@@ -140,6 +152,20 @@ func (pr *problem) packB(buf []float32, j0, cols, p0, kl int) {
 				copy(dst, src)
 				clear(dst[cq:])
 			}
+		}
+	}
+}
+
+// goPackT16 packs a full panel of 16 rows of b (stride ld) over kl steps:
+// dst[p·16+r] = src[r·ld+p]. It walks the output in order, reading the 16
+// rows side by side.
+func goPackT16(dst, src []float32, ld, kl int) {
+	_ = dst[kl*nr-1]
+	_ = src[(nr-1)*ld+kl-1]
+	for p := 0; p < kl; p++ {
+		out := dst[p*nr : p*nr+nr : p*nr+nr]
+		for r := range out {
+			out[r] = src[r*ld+p]
 		}
 	}
 }

@@ -8,6 +8,9 @@ func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
 func xgetbv0() (eax, edx uint32)
 
 //go:noescape
+func packT16AVX(dst, src *float32, ld, blocks int)
+
+//go:noescape
 func kern6x16AVX2(k int, a, b, c *float32, ldc int, acc bool)
 
 // haveAVX2FMA reports whether the CPU has AVX2 and FMA and the operating
@@ -45,9 +48,28 @@ func asmKernel(k int, a, b, c []float32, ldc int, acc bool) {
 	kern6x16AVX2(k, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc, acc)
 }
 
+// asmPackT16 packs a full panel of 16 rows of b (stride ld) over kl
+// steps: dst[p·16+r] = src[r·ld+p]. The assembly moves whole 8×8 blocks and
+// Go finishes the last kl mod 8 steps.
+func asmPackT16(dst, src []float32, ld, kl int) {
+	_ = dst[kl*nr-1]
+	_ = src[(nr-1)*ld+kl-1]
+	blocks := kl / 8
+	if blocks > 0 {
+		packT16AVX(unsafe.SliceData(dst), unsafe.SliceData(src), ld, blocks)
+	}
+	for r := 0; r < nr; r++ {
+		row := src[r*ld : r*ld+kl]
+		for p := blocks * 8; p < kl; p++ {
+			dst[p*nr+r] = row[p]
+		}
+	}
+}
+
 func init() {
 	if haveAVX2FMA() {
 		archKernel = asmKernel
+		archPackT16 = asmPackT16
 		archName = "avx2"
 	}
 }

@@ -10,14 +10,15 @@ import (
 type impl struct {
 	name string
 	kern microKernel
+	pack func(dst, src []float32, ld, kl int)
 }
 
 // impls are the micro-kernels this machine can run: always the pure-Go one,
 // and the assembly one where the CPU supports it.
 func impls() []impl {
-	out := []impl{{"go", goKernel}}
+	out := []impl{{"go", goKernel, goPackT16}}
 	if archName != "go" {
-		out = append(out, impl{archName, archKernel})
+		out = append(out, impl{archName, archKernel, archPackT16})
 	}
 	return out
 }
@@ -115,7 +116,7 @@ func TestKernelsMatchExact(t *testing.T) {
 							dst0 = append([]float32(nil), dst...)
 						}
 						want, mag := exact(o, dst0, a, b, m, k, n)
-						pr := problem{op: o, dst: dst, a: a, b: b, m: m, k: k, n: n, acc: acc, kern: im.kern}
+						pr := problem{op: o, dst: dst, a: a, b: b, m: m, k: k, n: n, acc: acc, kern: im.kern, packT16: im.pack}
 						pr.split(workers)
 						checkClose(t, dst, want, mag, k, n)
 					})
@@ -169,6 +170,25 @@ func TestReferenceLoopsMatchExact(t *testing.T) {
 	checkClose(t, dst, want, mag, k, n)
 }
 
+func TestPackT16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, im := range impls() {
+		for _, kl := range []int{1, 7, 8, 9, 64, 77} {
+			ld := kl + 3
+			src := randMat(rng, nr*ld)
+			got := make([]float32, kl*nr)
+			im.pack(got, src, ld, kl)
+			for p := 0; p < kl; p++ {
+				for r := 0; r < nr; r++ {
+					if got[p*nr+r] != src[r*ld+p] {
+						t.Fatalf("%s kl=%d: dst[%d] = %g, want src[%d][%d] = %g", im.name, kl, p*nr+r, got[p*nr+r], r, p, src[r*ld+p])
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestTNAccAccumulates(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	m, k, n := 11, 9, 19
@@ -210,7 +230,7 @@ func TestDeterministic(t *testing.T) {
 				acc := o == opTN
 				run := func(workers int) []float32 {
 					dst := append([]float32(nil), init...)
-					pr := problem{op: o, dst: dst, a: a, b: b, m: m, k: k, n: n, acc: acc, kern: im.kern}
+					pr := problem{op: o, dst: dst, a: a, b: b, m: m, k: k, n: n, acc: acc, kern: im.kern, packT16: im.pack}
 					pr.split(workers)
 					return dst
 				}
@@ -233,7 +253,7 @@ func TestDeterministic(t *testing.T) {
 						copy(row, a[i*k:(i+1)*k])
 					}
 					dst := append([]float32(nil), init[i*n:(i+1)*n]...)
-					pr := problem{op: o, dst: dst, a: row, b: b, m: 1, k: k, n: n, acc: acc, kern: im.kern}
+					pr := problem{op: o, dst: dst, a: row, b: b, m: 1, k: k, n: n, acc: acc, kern: im.kern, packT16: im.pack}
 					pr.split(2)
 					for j := range dst {
 						if math.Float32bits(dst[j]) != math.Float32bits(base[i*n+j]) {
