@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // benchShapes are (m, k, n) of the model's products: a 512-token batch
@@ -18,6 +19,7 @@ var benchShapes = [][3]int{
 // BenchmarkMatMul reports GFLOPS (2·m·k·n per product) for each op and shape:
 // the reference loop, the pure-Go kernel and the assembly kernel, each on
 // one goroutine ("serial") and across GOMAXPROCS goroutines ("parallel").
+// Run serial benchmarks with GOMAXPROCS=1 for cpu-GFLOPS to mean one core.
 // Select with -bench, e.g.
 //
 //	go test -run=^$ -bench='MatMul/NT/.*/avx2/serial' -benchtime=200ms ./nn/kernel
@@ -30,10 +32,17 @@ func BenchmarkMatMul(b *testing.B) {
 			a, bm, dst := randMat(rng, na), randMat(rng, nb), make([]float32, m*n)
 			flops := 2 * float64(m) * float64(k) * float64(n)
 			name := fmt.Sprintf("%s/m%dk%dn%d", opName(o), m, k, n)
-			report := func(b *testing.B) {
+			// report gives GFLOPS over wall time and, for the serial runs,
+			// "cpu-GFLOPS" over the process's CPU time (less disturbed by
+			// other processes on a shared machine).
+			report := func(b *testing.B, cpu0 time.Duration, serial bool) {
 				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+				if cpu1, ok := cpuTime(); ok && serial && cpu1 > cpu0 {
+					b.ReportMetric(flops*float64(b.N)/(cpu1-cpu0).Seconds()/1e9, "cpu-GFLOPS")
+				}
 			}
 			b.Run(name+"/ref/serial", func(b *testing.B) {
+				cpu0, _ := cpuTime()
 				for b.Loop() {
 					switch o {
 					case opNT:
@@ -44,12 +53,13 @@ func BenchmarkMatMul(b *testing.B) {
 						refTNAcc(dst, a, bm, m, k, n)
 					}
 				}
-				report(b)
+				report(b, cpu0, true)
 			})
 			for _, im := range impls() {
 				for _, mode := range []string{"serial", "parallel"} {
 					b.Run(name+"/"+im.name+"/"+mode, func(b *testing.B) {
 						pr := problem{op: o, dst: dst, a: a, b: bm, m: m, k: k, n: n, acc: o == opTN, kern: im.kern, packT16: im.pack}
+						cpu0, _ := cpuTime()
 						for b.Loop() {
 							if mode == "serial" {
 								pr.split(1)
@@ -57,7 +67,7 @@ func BenchmarkMatMul(b *testing.B) {
 								pr.do(defaultWorkers())
 							}
 						}
-						report(b)
+						report(b, cpu0, mode == "serial")
 					})
 				}
 			}

@@ -31,8 +31,10 @@ const (
 )
 
 // microKernel computes c(mr,nr) (row stride ldc) = [c +] a·b over k steps,
-// a holding k groups of mr floats and b k groups of nr floats.
-type microKernel func(k int, a, b, c []float32, ldc int, acc bool)
+// step p reading mr floats of a at p·lda and nr floats of b at p·ldb: a
+// packed panel has lda = mr (ldb = nr); a panel read in place has the
+// matrix's row stride.
+type microKernel func(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool)
 
 // archKernel is the fastest micro-kernel this machine supports; init in
 // kern_amd64.go replaces it when AVX2 and FMA are usable.
@@ -106,6 +108,9 @@ func (pr *problem) packA(buf []float32, i0, rows, p0, kl int) {
 				}
 			}
 		case opTN: // A stored (k,m)
+			if rq == mr {
+				continue // read in place by the kernel (see run)
+			}
 			for p := 0; p < kl; p++ {
 				src := pr.a[(p0+p)*pr.m+ib : (p0+p)*pr.m+ib+rq]
 				dst := panel[p*mr : p*mr+mr]
@@ -146,6 +151,9 @@ func (pr *problem) packB(buf []float32, j0, cols, p0, kl int) {
 				}
 			}
 		case opNN, opTN: // b stored (k,n)
+			if cq == nr {
+				continue // read in place by the kernel (see run)
+			}
 			for p := 0; p < kl; p++ {
 				src := pr.b[(p0+p)*pr.n+jb : (p0+p)*pr.n+jb+cq]
 				dst := panel[p*nr : p*nr+nr]
@@ -207,14 +215,22 @@ func (pr *problem) run(i0, i1, j0, j1 int) {
 				mcl := min(mc, i1-ic)
 				pr.packA(bufs.a[:], ic, mcl, pc, kcl)
 				for jr := 0; jr < ncl; jr += nr {
-					bp := bufs.b[jr*kcl : (jr+nr)*kcl]
 					cols := min(nr, ncl-jr)
+					bp, ldb := bufs.b[jr*kcl:(jr+nr)*kcl], nr
+					if cols == nr && pr.op != opNT {
+						// A full panel of a row-major (k,n) B is already
+						// 16 contiguous floats per step.
+						bp, ldb = pr.b[pc*pr.n+jc+jr:], pr.n
+					}
 					for ir := 0; ir < mcl; ir += mr {
-						ap := bufs.a[ir*kcl : (ir+mr)*kcl]
 						rows := min(mr, mcl-ir)
+						ap, lda := bufs.a[ir*kcl:(ir+mr)*kcl], mr
+						if rows == mr && pr.op == opTN {
+							ap, lda = pr.a[pc*pr.m+ic+ir:], pr.m
+						}
 						off := (ic+ir)*ldc + jc + jr
 						if rows == mr && cols == nr {
-							pr.kern(kcl, ap, bp, pr.dst[off:], ldc, acc)
+							pr.kern(kcl, ap, lda, bp, ldb, pr.dst[off:], ldc, acc)
 							continue
 						}
 						// Edge tile: same kernel on a full scratch tile.
@@ -223,7 +239,7 @@ func (pr *problem) run(i0, i1, j0, j1 int) {
 								copy(tile[r*nr:r*nr+cols], pr.dst[off+r*ldc:off+r*ldc+cols])
 							}
 						}
-						pr.kern(kcl, ap, bp, tile, nr, acc)
+						pr.kern(kcl, ap, lda, bp, ldb, tile, nr, acc)
 						for r := 0; r < rows; r++ {
 							copy(pr.dst[off+r*ldc:off+r*ldc+cols], tile[r*nr:r*nr+cols])
 						}
@@ -294,11 +310,11 @@ func defaultWorkers() int { return runtime.GOMAXPROCS(0) }
 // conversion of each product forbids the compiler from fusing the
 // multiply-add, so that every element rounds the same way in every
 // sub-block.
-func goKernel(k int, a, b, c []float32, ldc int, acc bool) {
+func goKernel(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
 	_ = c[(mr-1)*ldc+nr-1]
 	if k > 0 {
-		_ = a[k*mr-1]
-		_ = b[k*nr-1]
+		_ = a[(k-1)*lda+mr-1]
+		_ = b[(k-1)*ldb+nr-1]
 	}
 	for r := 0; r < mr; r += 2 {
 		c0 := c[r*ldc : r*ldc+nr]
@@ -323,8 +339,8 @@ func goKernel(k int, a, b, c []float32, ldc int, acc bool) {
 				s11 += float32(a1 * b1)
 				s12 += float32(a1 * b2)
 				s13 += float32(a1 * b3)
-				ai += mr
-				bi += nr
+				ai += lda
+				bi += ldb
 			}
 			c0[j], c0[j+1], c0[j+2], c0[j+3] = s00, s01, s02, s03
 			c1[j], c1[j+1], c1[j+2], c1[j+3] = s10, s11, s12, s13

@@ -11,7 +11,7 @@ func xgetbv0() (eax, edx uint32)
 func packT16AVX(dst, src *float32, ld, blocks int)
 
 //go:noescape
-func kern6x16AVX2(k int, a, b, c *float32, ldc int, acc bool)
+func kern6x16AVX2(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
 
 // haveAVX2FMA reports whether the CPU has AVX2 and FMA and the operating
 // system saves the YMM registers across context switches (OSXSAVE set and
@@ -37,15 +37,15 @@ func haveAVX2FMA() bool {
 	return ebx7&(1<<5) != 0 // AVX2
 }
 
-// asmKernel is the AVX2+FMA micro-kernel over packed panels.
-// The bounds checks keep a bad caller from writing outside the slices.
-func asmKernel(k int, a, b, c []float32, ldc int, acc bool) {
-	_ = c[5*ldc+nr-1]
+// asmKernel is the AVX2+FMA micro-kernel. The bounds checks keep a bad
+// caller from reading or writing outside the slices.
+func asmKernel(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	_ = c[(mr-1)*ldc+nr-1]
 	if k > 0 {
-		_ = a[k*mr-1]
-		_ = b[k*nr-1]
+		_ = a[(k-1)*lda+mr-1]
+		_ = b[(k-1)*ldb+nr-1]
 	}
-	kern6x16AVX2(k, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc, acc)
+	kern6x16AVX2(k, unsafe.SliceData(a), lda, unsafe.SliceData(b), ldb, unsafe.SliceData(c), ldc, acc)
 }
 
 // asmPackT16 packs a full panel of 16 rows of b (stride ld) over kl

@@ -5,46 +5,51 @@
 // One k step of the 6x16 tile: two 8-wide loads of the packed B row, six
 // broadcasts of the packed A column, twelve fused multiply-adds. Every
 // accumulator gets exactly one FMA per k step, in k order.
-#define STEP(aoff, boff) \
-	VMOVUPS boff(DI), Y12 \
-	VMOVUPS (boff+32)(DI), Y13 \
-	VBROADCASTSS (aoff)(SI), Y14 \
-	VBROADCASTSS (aoff+4)(SI), Y15 \
+#define STEP \
+	VMOVUPS (DI), Y12 \
+	VMOVUPS 32(DI), Y13 \
+	VBROADCASTSS (SI), Y14 \
+	VBROADCASTSS 4(SI), Y15 \
 	VFMADD231PS Y12, Y14, Y0 \
 	VFMADD231PS Y13, Y14, Y1 \
 	VFMADD231PS Y12, Y15, Y2 \
 	VFMADD231PS Y13, Y15, Y3 \
-	VBROADCASTSS (aoff+8)(SI), Y14 \
-	VBROADCASTSS (aoff+12)(SI), Y15 \
+	VBROADCASTSS 8(SI), Y14 \
+	VBROADCASTSS 12(SI), Y15 \
 	VFMADD231PS Y12, Y14, Y4 \
 	VFMADD231PS Y13, Y14, Y5 \
 	VFMADD231PS Y12, Y15, Y6 \
 	VFMADD231PS Y13, Y15, Y7 \
-	VBROADCASTSS (aoff+16)(SI), Y14 \
-	VBROADCASTSS (aoff+20)(SI), Y15 \
+	VBROADCASTSS 16(SI), Y14 \
+	VBROADCASTSS 20(SI), Y15 \
 	VFMADD231PS Y12, Y14, Y8 \
 	VFMADD231PS Y13, Y14, Y9 \
 	VFMADD231PS Y12, Y15, Y10 \
-	VFMADD231PS Y13, Y15, Y11
+	VFMADD231PS Y13, Y15, Y11 \
+	ADDQ AX, SI \
+	ADDQ BX, DI
 
-// func kern6x16AVX2(k int, a, b, c *float32, ldc int, acc bool)
+// func kern6x16AVX2(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
 //
-// c(6,16) (row stride ldc floats) = [c +] a·b where a is a packed panel
-// (k steps of 6 floats) and b a packed panel (k steps of 16 floats).
-TEXT ·kern6x16AVX2(SB), NOSPLIT, $0-41
-	MOVQ k+0(FP), CX
+// c(6,16) (row stride ldc floats) = [c +] a·b where step p reads the 6
+// floats of a at a + p·lda and the 16 floats of b at b + p·ldb.
+TEXT ·kern6x16AVX2(SB), NOSPLIT, $0-57
 	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DI
-	MOVQ c+24(FP), DX
-	MOVQ ldc+32(FP), R8
+	MOVQ lda+16(FP), AX
+	SHLQ $2, AX
+	MOVQ b+24(FP), DI
+	MOVQ ldb+32(FP), BX
+	SHLQ $2, BX
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R8
 	SHLQ $2, R8
 	LEAQ (DX)(R8*1), R9
 	LEAQ (DX)(R8*2), R10
 	LEAQ (R9)(R8*2), R11
 	LEAQ (R10)(R8*2), R12
 	LEAQ (R11)(R8*2), R13
-	MOVBLZX acc+40(FP), AX
-	TESTQ AX, AX
+	MOVBLZX acc+56(FP), CX
+	TESTQ CX, CX
 	JZ zero
 	VMOVUPS (DX), Y0
 	VMOVUPS 32(DX), Y1
@@ -75,16 +80,15 @@ zero:
 	VXORPS Y11, Y11, Y11
 
 body:
+	MOVQ k+0(FP), CX
 	CMPQ CX, $4
 	JLT tail
 
 loop4:
-	STEP(0, 0)
-	STEP(24, 64)
-	STEP(48, 128)
-	STEP(72, 192)
-	ADDQ $96, SI
-	ADDQ $256, DI
+	STEP
+	STEP
+	STEP
+	STEP
 	SUBQ $4, CX
 	CMPQ CX, $4
 	JGE loop4
@@ -94,9 +98,7 @@ tail:
 	JZ store
 
 loop1:
-	STEP(0, 0)
-	ADDQ $24, SI
-	ADDQ $64, DI
+	STEP
 	DECQ CX
 	JNZ loop1
 
