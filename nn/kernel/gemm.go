@@ -85,6 +85,15 @@ type problem struct {
 	packT16 func(dst, src []float32, ld, kl int)
 }
 
+// inPlaceB reports whether the kernel reads full panels of B straight from
+// b, a row-major (k,n) matrix, instead of a packed copy. That saves the copy
+// but walks b with a stride of n floats; at 4 KiB and above (n >= 1024)
+// every step of a panel falls in the same few cache sets and packing wins.
+func (pr *problem) inPlaceB() bool { return pr.op != opNT && pr.n < 1024 }
+
+// inPlaceA is inPlaceB for A stored (k,m) in the transposed product.
+func (pr *problem) inPlaceA() bool { return pr.op == opTN && pr.m < 1024 }
+
 // packA copies rows [i0,i0+rows) and k range [p0,p0+kl) of A into panels of
 // mr rows: panel q holds, for each p, the mr values A[i0+q·mr+r][p0+p],
 // rows past the end zero.
@@ -109,7 +118,14 @@ func (pr *problem) packA(buf []float32, i0, rows, p0, kl int) {
 			}
 		case opTN: // A stored (k,m)
 			if rq == mr {
-				continue // read in place by the kernel (see run)
+				if pr.inPlaceA() {
+					continue
+				}
+				for p := 0; p < kl; p++ {
+					off := (p0+p)*pr.m + ib
+					*(*[mr]float32)(panel[p*mr:]) = *(*[mr]float32)(pr.a[off:])
+				}
+				continue
 			}
 			for p := 0; p < kl; p++ {
 				src := pr.a[(p0+p)*pr.m+ib : (p0+p)*pr.m+ib+rq]
@@ -152,7 +168,14 @@ func (pr *problem) packB(buf []float32, j0, cols, p0, kl int) {
 			}
 		case opNN, opTN: // b stored (k,n)
 			if cq == nr {
-				continue // read in place by the kernel (see run)
+				if pr.inPlaceB() {
+					continue
+				}
+				for p := 0; p < kl; p++ {
+					off := (p0+p)*pr.n + jb
+					*(*[nr]float32)(panel[p*nr:]) = *(*[nr]float32)(pr.b[off:])
+				}
+				continue
 			}
 			for p := 0; p < kl; p++ {
 				src := pr.b[(p0+p)*pr.n+jb : (p0+p)*pr.n+jb+cq]
@@ -217,7 +240,7 @@ func (pr *problem) run(i0, i1, j0, j1 int) {
 				for jr := 0; jr < ncl; jr += nr {
 					cols := min(nr, ncl-jr)
 					bp, ldb := bufs.b[jr*kcl:(jr+nr)*kcl], nr
-					if cols == nr && pr.op != opNT {
+					if cols == nr && pr.inPlaceB() {
 						// A full panel of a row-major (k,n) B is already
 						// 16 contiguous floats per step.
 						bp, ldb = pr.b[pc*pr.n+jc+jr:], pr.n
@@ -225,7 +248,7 @@ func (pr *problem) run(i0, i1, j0, j1 int) {
 					for ir := 0; ir < mcl; ir += mr {
 						rows := min(mr, mcl-ir)
 						ap, lda := bufs.a[ir*kcl:(ir+mr)*kcl], mr
-						if rows == mr && pr.op == opTN {
+						if rows == mr && pr.inPlaceA() {
 							ap, lda = pr.a[pc*pr.m+ic+ir:], pr.m
 						}
 						off := (ic+ir)*ldc + jc + jr

@@ -88,6 +88,7 @@ func checkClose(t *testing.T, got []float32, want, mag []float64, k, n int) {
 var shapes = [][3]int{
 	{1, 1, 1}, {1, 0, 3}, {2, 1, 17}, {6, 1, 16}, {5, 3, 15}, {7, 17, 33},
 	{13, 37, 29}, {1, 256, 96}, {33, 300, 47}, {7, 600, 9}, {100, 20, 530}, {97, 5, 3},
+	{1030, 3, 40}, {2, 3, 1040}, // strides of 4 KiB and more: packed instead of read in place
 }
 
 func opName(o op) string { return [...]string{"NT", "NN", "TN"}[o] }
