@@ -74,3 +74,28 @@ func BenchmarkMatMul(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEntryPoints times the exported functions as the model calls them
+// (the kernel Impl chose, GOMAXPROCS goroutines) on a 512-token batch.
+func BenchmarkEntryPoints(b *testing.B) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	m, k, n := 512, 256, 256
+	x, w, dst := randMat(rng, m*k), randMat(rng, n*k), make([]float32, m*n)
+	flops := 2 * float64(m) * float64(k) * float64(n)
+	entries := []struct {
+		name string
+		call func()
+	}{
+		{"MatMulNT", func() { MatMulNT(dst, x, w, m, k, n) }},
+		{"MatMulNN", func() { MatMulNN(dst, x, w, m, k, n) }},
+		{"MatMulTNAcc", func() { MatMulTNAcc(dst, x, w, m, k, n) }},
+	}
+	for _, e := range entries {
+		b.Run(fmt.Sprintf("%s/%s/m%dk%dn%d", e.name, Impl(), m, k, n), func(b *testing.B) {
+			for b.Loop() {
+				e.call()
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+		})
+	}
+}

@@ -36,13 +36,14 @@ const (
 // matrix's row stride.
 type microKernel func(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool)
 
-// archKernel is the fastest micro-kernel this machine supports; init in
-// kern_amd64.go replaces it when AVX2 and FMA are usable.
-var (
-	archKernel  microKernel = goKernel
-	archPackT16             = goPackT16
-	archName                = "go"
-)
+// packFunc packs a full panel of 16 rows of b (stride ld) over kl steps:
+// dst[p·16+r] = src[r·ld+p].
+type packFunc func(dst, src []float32, ld, kl int)
+
+// archKernel and archPackT16 are the fastest micro-kernel and packer this
+// machine supports (archImpl is in kern_amd64.go or kern_generic.go),
+// chosen by package variable initialization, before any init function.
+var archKernel, archPackT16, archName = archImpl()
 
 // ForceGenericEnv names the environment variable that, set to "1" at start,
 // makes every entry point use the portable pure-Go micro-kernel. The build
@@ -51,7 +52,7 @@ const ForceGenericEnv = "DELEGATE_KERNEL_GENERIC"
 
 var (
 	active        microKernel
-	activePackT16 func(dst, src []float32, ld, kl int)
+	activePackT16 packFunc
 	activeName    string
 )
 
@@ -82,7 +83,7 @@ type problem struct {
 	acc     bool // accumulate into dst instead of overwriting
 	kern    microKernel
 	// packT16 packs a full panel of B for opNT; nil means goPackT16.
-	packT16 func(dst, src []float32, ld, kl int)
+	packT16 packFunc
 }
 
 // inPlaceB reports whether the kernel reads full panels of B straight from

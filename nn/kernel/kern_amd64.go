@@ -66,10 +66,9 @@ func asmPackT16(dst, src []float32, ld, kl int) {
 	}
 }
 
-func init() {
+func archImpl() (microKernel, packFunc, string) {
 	if haveAVX2FMA() {
-		archKernel = asmKernel
-		archPackT16 = asmPackT16
-		archName = "avx2"
+		return asmKernel, asmPackT16, "avx2"
 	}
+	return goKernel, goPackT16, "go"
 }

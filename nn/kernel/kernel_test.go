@@ -10,7 +10,7 @@ import (
 type impl struct {
 	name string
 	kern microKernel
-	pack func(dst, src []float32, ld, kl int)
+	pack packFunc
 }
 
 // impls are the micro-kernels this machine can run: always the pure-Go one,

@@ -1,0 +1,7 @@
+//go:build !amd64 || purego
+
+package kernel
+
+// archImpl: without the assembly (another architecture, or the purego
+// build tag) the pure-Go kernel is the only one.
+func archImpl() (microKernel, packFunc, string) { return goKernel, goPackT16, "go" }
