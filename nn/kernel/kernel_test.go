@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -298,5 +299,43 @@ func TestSerialCallsDoNotAllocate(t *testing.T) {
 	MatMulNT(dst, a, b, m, k, n)
 	if got := testing.AllocsPerRun(20, func() { MatMulNT(dst, a, b, m, k, n) }); got != 0 {
 		t.Errorf("allocations per call = %v, want 0", got)
+	}
+}
+
+// TestDeterministicAcrossGOMAXPROCS checks the exported entry points: a
+// product large enough to be split gives the same bits under GOMAXPROCS 1,
+// 2 and 3, and its rows equal the rows computed one at a time.
+func TestDeterministicAcrossGOMAXPROCS(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	m, k, n := 64, 256, 136 // 2·m·k·n above parallelFlops
+	if 2*m*k*n < parallelFlops {
+		t.Fatalf("shape too small to be split: %d flops", 2*m*k*n)
+	}
+	a, w := randMat(rng, m*k), randMat(rng, n*k)
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	var base []float32
+	for _, procs := range []int{1, 2, 3} {
+		runtime.GOMAXPROCS(procs)
+		got := make([]float32, m*n)
+		MatMulNT(got, a, w, m, k, n)
+		if base == nil {
+			base = got
+			continue
+		}
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(base[i]) {
+				t.Fatalf("GOMAXPROCS=%d: dst[%d] = %g, want %g as with GOMAXPROCS=1", procs, i, got[i], base[i])
+			}
+		}
+	}
+	row := make([]float32, n)
+	for _, i := range []int{0, 31, 63} {
+		MatMulNT(row, a[i*k:(i+1)*k], w, 1, k, n)
+		for j := range row {
+			if math.Float32bits(row[j]) != math.Float32bits(base[i*n+j]) {
+				t.Fatalf("row %d alone: dst[%d] = %g, want %g as in the batch", i, j, row[j], base[i*n+j])
+			}
+		}
 	}
 }
