@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // The blocked product. Every entry point reduces to
@@ -280,8 +281,7 @@ func (pr *problem) run(i0, i1, j0, j1 int) {
 const parallelFlops = 1 << 22
 
 // do computes the whole product with up to workers goroutines (the caller
-// included). The split is into contiguous blocks of rows (whole mr panels)
-// when m is large enough, else of columns (whole nr panels).
+// included), serially when it is small.
 func (pr *problem) do(workers int) {
 	if 2*pr.m*pr.k*pr.n < parallelFlops {
 		workers = 1
@@ -289,7 +289,17 @@ func (pr *problem) do(workers int) {
 	pr.split(workers)
 }
 
-// split runs the product on up to workers goroutines whatever its size.
+// chunksPerWorker is how many pieces each goroutine takes on average. More
+// pieces than goroutines, handed out on demand, keep all of them busy to
+// the end when one runs slower (another process took its core); each piece
+// repacks its share of the other operand, a cost of about 1/(2·rows) of its
+// work.
+const chunksPerWorker = 4
+
+// split runs the product on up to workers goroutines whatever its size. The
+// product is cut into contiguous blocks of rows (whole mr panels) when m is
+// large enough, else of columns (whole nr panels), and the goroutines take
+// blocks from a shared counter until none is left.
 func (pr *problem) split(workers int) {
 	rowPanels := (pr.m + mr - 1) / mr
 	colPanels := (pr.n + nr - 1) / nr
@@ -303,26 +313,30 @@ func (pr *problem) split(workers int) {
 		pr.run(0, pr.m, 0, pr.n)
 		return
 	}
+	chunks := min(panels, workers*chunksPerWorker)
 	// A copy, so that only this parallel branch moves the problem to the
 	// heap and the serial path allocates nothing.
 	shared := *pr
-	var wg sync.WaitGroup
-	part := func(w int) {
-		lo, hi := w*panels/workers, (w+1)*panels/workers
-		if byRows {
-			shared.run(lo*mr, min(hi*mr, shared.m), 0, shared.n)
-		} else {
-			shared.run(0, shared.m, lo*nr, min(hi*nr, shared.n))
+	var next atomic.Int64
+	work := func() {
+		for c := int(next.Add(1) - 1); c < chunks; c = int(next.Add(1) - 1) {
+			lo, hi := c*panels/chunks, (c+1)*panels/chunks
+			if byRows {
+				shared.run(lo*mr, min(hi*mr, shared.m), 0, shared.n)
+			} else {
+				shared.run(0, shared.m, lo*nr, min(hi*nr, shared.n))
+			}
 		}
 	}
+	var wg sync.WaitGroup
 	wg.Add(workers - 1)
 	for w := 1; w < workers; w++ {
 		go func() {
 			defer wg.Done()
-			part(w)
+			work()
 		}()
 	}
-	part(0)
+	work()
 	wg.Wait()
 }
 
