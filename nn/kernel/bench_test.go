@@ -58,7 +58,7 @@ func BenchmarkMatMul(b *testing.B) {
 			for _, im := range impls() {
 				for _, mode := range []string{"serial", "parallel"} {
 					b.Run(name+"/"+im.name+"/"+mode, func(b *testing.B) {
-						pr := problem{op: o, dst: dst, a: a, b: bm, m: m, k: k, n: n, acc: o == opTN, kern: im.kern, packT16: im.pack}
+						pr := problem{op: o, dst: dst, a: a, b: bm, m: m, k: k, n: n, acc: o == opTN, kern: im.kern, kern2: im.kern2, packT16: im.pack}
 						cpu0, _ := cpuTime()
 						for b.Loop() {
 							if mode == "serial" {

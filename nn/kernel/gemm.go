@@ -37,6 +37,12 @@ const (
 // matrix's row stride.
 type microKernel func(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool)
 
+// pairKernel is a micro-kernel for a 6×32 tile: two adjacent panels of B,
+// b0 and b1, with the same step ldb. Its elements must round exactly as
+// microKernel's do (one fused multiply-add per step), so that which kernel
+// computes a tile does not change its bits.
+type pairKernel func(k int, a []float32, lda int, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool)
+
 // packFunc packs a full panel of 16 rows of b (stride ld) over kl steps:
 // dst[p·16+r] = src[r·ld+p].
 type packFunc func(dst, src []float32, ld, kl int)
@@ -44,7 +50,7 @@ type packFunc func(dst, src []float32, ld, kl int)
 // archKernel and archPackT16 are the fastest micro-kernel and packer this
 // machine supports (archImpl is in kern_amd64.go or kern_generic.go),
 // chosen by package variable initialization, before any init function.
-var archKernel, archPackT16, archName = archImpl()
+var archKernel, archKernel2, archPackT16, archName = archImpl()
 
 // ForceGenericEnv names the environment variable that, set to "1" at start,
 // makes every entry point use the portable pure-Go micro-kernel. The build
@@ -53,18 +59,20 @@ const ForceGenericEnv = "DELEGATE_KERNEL_GENERIC"
 
 var (
 	active        microKernel
+	activeKernel2 pairKernel
 	activePackT16 packFunc
 	activeName    string
 )
 
 func init() {
-	active, activePackT16, activeName = archKernel, archPackT16, archName
+	active, activeKernel2, activePackT16, activeName = archKernel, archKernel2, archPackT16, archName
 	if os.Getenv(ForceGenericEnv) == "1" {
-		active, activePackT16, activeName = goKernel, goPackT16, "go"
+		active, activeKernel2, activePackT16, activeName = goKernel, nil, goPackT16, "go"
 	}
 }
 
-// Impl names the micro-kernel the entry points use: "avx2" or "go".
+// Impl names the micro-kernel the entry points use: "avx512" (AVX-512 for
+// pairs of panels, AVX2 for the rest), "avx2" or "go".
 func Impl() string { return activeName }
 
 type op uint8
@@ -83,6 +91,7 @@ type problem struct {
 	m, k, n int
 	acc     bool // accumulate into dst instead of overwriting
 	kern    microKernel
+	kern2   pairKernel // nil: pairs of panels go through kern one by one
 	// packT16 packs a full panel of B for opNT; nil means goPackT16.
 	packT16 packFunc
 }
@@ -247,6 +256,16 @@ func (pr *problem) run(i0, i1, j0, j1 int) {
 						// 16 contiguous floats per step.
 						bp, ldb = pr.b[pc*pr.n+jc+jr:], pr.n
 					}
+					// Two full panels side by side: the wide kernel, if any,
+					// for the full rows.
+					pair := pr.kern2 != nil && jr+2*nr <= ncl
+					var bp1 []float32
+					if pair {
+						bp1 = bufs.b[(jr+nr)*kcl : (jr+2*nr)*kcl]
+						if pr.inPlaceB() {
+							bp1 = pr.b[pc*pr.n+jc+jr+nr:]
+						}
+					}
 					for ir := 0; ir < mcl; ir += mr {
 						rows := min(mr, mcl-ir)
 						ap, lda := bufs.a[ir*kcl:(ir+mr)*kcl], mr
@@ -254,24 +273,42 @@ func (pr *problem) run(i0, i1, j0, j1 int) {
 							ap, lda = pr.a[pc*pr.m+ic+ir:], pr.m
 						}
 						off := (ic+ir)*ldc + jc + jr
+						if pair && rows == mr {
+							pr.kern2(kcl, ap, lda, bp, bp1, ldb, pr.dst[off:], ldc, acc)
+							continue
+						}
+						if pair {
+							pr.tile(kcl, ap, lda, bp, ldb, off, rows, nr, acc, tile)
+							pr.tile(kcl, ap, lda, bp1, ldb, off+nr, rows, nr, acc, tile)
+							continue
+						}
 						if rows == mr && cols == nr {
 							pr.kern(kcl, ap, lda, bp, ldb, pr.dst[off:], ldc, acc)
 							continue
 						}
-						// Edge tile: same kernel on a full scratch tile.
-						if acc {
-							for r := 0; r < rows; r++ {
-								copy(tile[r*nr:r*nr+cols], pr.dst[off+r*ldc:off+r*ldc+cols])
-							}
-						}
-						pr.kern(kcl, ap, lda, bp, ldb, tile, nr, acc)
-						for r := 0; r < rows; r++ {
-							copy(pr.dst[off+r*ldc:off+r*ldc+cols], tile[r*nr:r*nr+cols])
-						}
+						pr.tile(kcl, ap, lda, bp, ldb, off, rows, cols, acc, tile)
+					}
+					if pair {
+						jr += nr // the second panel is done
 					}
 				}
 			}
 		}
+	}
+}
+
+// tile computes an edge tile (rows×cols of dst at off, fewer than mr×nr)
+// by running the full-tile kernel on the scratch tile.
+func (pr *problem) tile(kcl int, ap []float32, lda int, bp []float32, ldb, off, rows, cols int, acc bool, tile []float32) {
+	ldc := pr.n
+	if acc {
+		for r := 0; r < rows; r++ {
+			copy(tile[r*nr:r*nr+cols], pr.dst[off+r*ldc:off+r*ldc+cols])
+		}
+	}
+	pr.kern(kcl, ap, lda, bp, ldb, tile, nr, acc)
+	for r := 0; r < rows; r++ {
+		copy(pr.dst[off+r*ldc:off+r*ldc+cols], tile[r*nr:r*nr+cols])
 	}
 }
 

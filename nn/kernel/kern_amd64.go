@@ -11,6 +11,9 @@ func xgetbv0() (eax, edx uint32)
 func packT16AVX(dst, src *float32, ld, blocks int)
 
 //go:noescape
+func kern6x32AVX512(k int, a *float32, lda int, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
 func kern6x16AVX2(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
 
 // haveAVX2FMA reports whether the CPU has AVX2 and FMA and the operating
@@ -66,9 +69,36 @@ func asmPackT16(dst, src []float32, ld, kl int) {
 	}
 }
 
-func archImpl() (microKernel, packFunc, string) {
-	if haveAVX2FMA() {
-		return asmKernel, asmPackT16, "avx2"
+// haveAVX512 reports whether the CPU has AVX-512F and the operating system
+// saves the opmask and ZMM state (XCR0 bits 5 to 7) besides SSE and AVX.
+func haveAVX512() bool {
+	if !haveAVX2FMA() {
+		return false
 	}
-	return goKernel, goPackT16, "go"
+	if xcr0, _ := xgetbv0(); xcr0&0xe6 != 0xe6 {
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	return ebx7&(1<<16) != 0 // AVX512F
+}
+
+// asmKernel2 is the AVX-512 kernel for two adjacent 16-column panels.
+func asmKernel2(k int, a []float32, lda int, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool) {
+	_ = c[(mr-1)*ldc+2*nr-1]
+	if k > 0 {
+		_ = a[(k-1)*lda+mr-1]
+		_ = b0[(k-1)*ldb+nr-1]
+		_ = b1[(k-1)*ldb+nr-1]
+	}
+	kern6x32AVX512(k, unsafe.SliceData(a), lda, unsafe.SliceData(b0), unsafe.SliceData(b1), ldb, unsafe.SliceData(c), ldc, acc)
+}
+
+func archImpl() (microKernel, pairKernel, packFunc, string) {
+	switch {
+	case haveAVX512():
+		return asmKernel, asmKernel2, asmPackT16, "avx512"
+	case haveAVX2FMA():
+		return asmKernel, nil, asmPackT16, "avx2"
+	}
+	return goKernel, nil, goPackT16, "go"
 }

@@ -4,4 +4,6 @@ package kernel
 
 // archImpl: without the assembly (another architecture, or the purego
 // build tag) the pure-Go kernel is the only one.
-func archImpl() (microKernel, packFunc, string) { return goKernel, goPackT16, "go" }
+func archImpl() (microKernel, pairKernel, packFunc, string) {
+	return goKernel, nil, goPackT16, "go"
+}

@@ -28,7 +28,7 @@ package kernel
 // (out, in).
 func MatMulNT(dst, a, b []float32, m, k, n int) {
 	checkLen("MatMulNT", m, k, n, dst, m*n, a, m*k, b, n*k)
-	pr := problem{op: opNT, dst: dst, a: a, b: b, m: m, k: k, n: n, kern: active, packT16: activePackT16}
+	pr := problem{op: opNT, dst: dst, a: a, b: b, m: m, k: k, n: n, kern: active, kern2: activeKernel2, packT16: activePackT16}
 	pr.do(defaultWorkers())
 }
 
@@ -36,7 +36,7 @@ func MatMulNT(dst, a, b []float32, m, k, n int) {
 // This is a linear layer's input gradient: dx = dy · W.
 func MatMulNN(dst, a, b []float32, m, k, n int) {
 	checkLen("MatMulNN", m, k, n, dst, m*n, a, m*k, b, k*n)
-	pr := problem{op: opNN, dst: dst, a: a, b: b, m: m, k: k, n: n, kern: active, packT16: activePackT16}
+	pr := problem{op: opNN, dst: dst, a: a, b: b, m: m, k: k, n: n, kern: active, kern2: activeKernel2, packT16: activePackT16}
 	pr.do(defaultWorkers())
 }
 
@@ -44,7 +44,7 @@ func MatMulNN(dst, a, b []float32, m, k, n int) {
 // This is a linear layer's weight gradient: dW(out,in) += dyᵀ · x.
 func MatMulTNAcc(dst, a, b []float32, m, k, n int) {
 	checkLen("MatMulTNAcc", m, k, n, dst, m*n, a, k*m, b, k*n)
-	pr := problem{op: opTN, dst: dst, a: a, b: b, m: m, k: k, n: n, acc: true, kern: active, packT16: activePackT16}
+	pr := problem{op: opTN, dst: dst, a: a, b: b, m: m, k: k, n: n, acc: true, kern: active, kern2: activeKernel2, packT16: activePackT16}
 	pr.do(defaultWorkers())
 }
 

@@ -9,17 +9,21 @@ import (
 )
 
 type impl struct {
-	name string
-	kern microKernel
-	pack packFunc
+	name  string
+	kern  microKernel
+	kern2 pairKernel
+	pack  packFunc
 }
 
 // impls are the micro-kernels this machine can run: always the pure-Go one,
 // and the assembly one where the CPU supports it.
 func impls() []impl {
-	out := []impl{{"go", goKernel, goPackT16}}
+	out := []impl{{"go", goKernel, nil, goPackT16}}
 	if archName != "go" {
-		out = append(out, impl{archName, archKernel, archPackT16})
+		out = append(out, impl{"avx2", archKernel, nil, archPackT16})
+	}
+	if archKernel2 != nil {
+		out = append(out, impl{archName, archKernel, archKernel2, archPackT16})
 	}
 	return out
 }
@@ -118,7 +122,7 @@ func TestKernelsMatchExact(t *testing.T) {
 							dst0 = append([]float32(nil), dst...)
 						}
 						want, mag := exact(o, dst0, a, b, m, k, n)
-						pr := problem{op: o, dst: dst, a: a, b: b, m: m, k: k, n: n, acc: acc, kern: im.kern, packT16: im.pack}
+						pr := problem{op: o, dst: dst, a: a, b: b, m: m, k: k, n: n, acc: acc, kern: im.kern, kern2: im.kern2, packT16: im.pack}
 						pr.split(workers)
 						checkClose(t, dst, want, mag, k, n)
 					})
@@ -232,7 +236,7 @@ func TestDeterministic(t *testing.T) {
 				acc := o == opTN
 				run := func(workers int) []float32 {
 					dst := append([]float32(nil), init...)
-					pr := problem{op: o, dst: dst, a: a, b: b, m: m, k: k, n: n, acc: acc, kern: im.kern, packT16: im.pack}
+					pr := problem{op: o, dst: dst, a: a, b: b, m: m, k: k, n: n, acc: acc, kern: im.kern, kern2: im.kern2, packT16: im.pack}
 					pr.split(workers)
 					return dst
 				}
@@ -255,7 +259,7 @@ func TestDeterministic(t *testing.T) {
 						copy(row, a[i*k:(i+1)*k])
 					}
 					dst := append([]float32(nil), init[i*n:(i+1)*n]...)
-					pr := problem{op: o, dst: dst, a: row, b: b, m: 1, k: k, n: n, acc: acc, kern: im.kern, packT16: im.pack}
+					pr := problem{op: o, dst: dst, a: row, b: b, m: 1, k: k, n: n, acc: acc, kern: im.kern, kern2: im.kern2, packT16: im.pack}
 					pr.split(2)
 					for j := range dst {
 						if math.Float32bits(dst[j]) != math.Float32bits(base[i*n+j]) {
@@ -264,6 +268,32 @@ func TestDeterministic(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestWideKernelSameBits checks that the AVX-512 pair kernel rounds exactly
+// as the AVX2 kernel does, so that mixing them keeps results deterministic.
+func TestWideKernelSameBits(t *testing.T) {
+	if archKernel2 == nil {
+		t.Skip("no AVX-512 on this machine")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, o := range []op{opNT, opNN, opTN} {
+		m, k, n := 19, 290, 75
+		na, nb := shapesOf(o, m, k, n)
+		a, b := randMat(rng, na), randMat(rng, nb)
+		init := randMat(rng, m*n)
+		var got [2][]float32
+		for v, k2 := range []pairKernel{nil, archKernel2} {
+			got[v] = append([]float32(nil), init...)
+			pr := problem{op: o, dst: got[v], a: a, b: b, m: m, k: k, n: n, acc: o == opTN, kern: archKernel, kern2: k2, packT16: archPackT16}
+			pr.split(1)
+		}
+		for i := range got[0] {
+			if math.Float32bits(got[1][i]) != math.Float32bits(got[0][i]) {
+				t.Fatalf("%s: dst[%d] = %g with AVX-512, want %g as with AVX2", opName(o), i, got[1][i], got[0][i])
+			}
 		}
 	}
 }
