@@ -11,6 +11,8 @@
 #        COUNT (go test runs per shape, best kept, default 10)
 #        SECONDS_PER_SHAPE (OpenBLAS timing budget per shape, default 0.6)
 #        DELEGATE_KERNEL_GENERIC=1 benchmarks the pure-Go kernel instead.
+#        IMPL=avx2 (or go) benchmarks that kernel instead of the one the package
+#        picks at run time (avx512, avx2 or go); it must be one this CPU runs.
 # Installs Debian's libopenblas-dev when missing (needs root and apt).
 # OpenBLAS is used only here, never by the Go build.
 set -euo pipefail
@@ -38,11 +40,16 @@ cc -O2 -o "$tmp/sgemm" "$here/sgemm.c" -lopenblas
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores, $(go version | cut -d' ' -f3)"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (timings are noisy when this exceeds the cores)"
 
-impl=avx2
-if [ "${DELEGATE_KERNEL_GENERIC:-}" = 1 ] || ! grep -qw avx2 /proc/cpuinfo || ! grep -qw fma /proc/cpuinfo; then
-	impl=go
-fi
 (cd "$root" && go test -c -o "$tmp/kernel.test" ./nn/kernel)
+# The kernel the package picks on this machine (avx512, avx2 or go), as the
+# entry-point benchmark names it.
+impl=$("$tmp/kernel.test" -test.run='^$' -test.bench='^BenchmarkEntryPoints/MatMulNT/' -test.benchtime=1x |
+	sed -n 's|^BenchmarkEntryPoints/MatMulNT/\([a-z0-9]*\)/.*|\1|p' | head -n1)
+if [ -z "$impl" ]; then
+	echo "cannot tell which kernel nn/kernel uses" >&2
+	exit 1
+fi
+impl=${IMPL:-$impl}
 
 # The machine is shared, so the two sides are measured alternately, shape by
 # shape, and each keeps its best of several runs: load that comes and goes
