@@ -1,12 +1,15 @@
 // Package kernel holds the dense float32 matrix products the transformer
 // spends its time in. All matrices are row-major.
 //
-// Each entry point packs its operands into cache-sized panels and runs a
-// register-blocked micro-kernel over them: on amd64 with AVX2 and FMA
-// (detected at run time with CPUID, including the operating system's support
-// for the YMM state) an assembly kernel, elsewhere a portable pure-Go one.
-// The build tag purego, or the environment variable DELEGATE_KERNEL_GENERIC=1
-// at start, forces the pure-Go kernel. Products above about four million
+// Each entry point packs its operands into cache-sized panels (or reads
+// them in place where their layout already fits) and runs a
+// register-blocked micro-kernel over them: on amd64 an assembly kernel,
+// 6×32 tiles with AVX-512 where the CPU and the operating system support it
+// and 6×16 tiles with AVX2 and FMA otherwise (detected at run time with
+// CPUID and XGETBV, which checks that the OS saves the vector state);
+// elsewhere a portable pure-Go kernel. The build tag purego, or the
+// environment variable DELEGATE_KERNEL_GENERIC=1 at start, forces the
+// pure-Go kernel; Impl reports which one runs. Products above about four million
 // floating-point operations are split across runtime.GOMAXPROCS(0)
 // goroutines; smaller ones run on the caller's goroutine.
 //
