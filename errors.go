@@ -1,6 +1,7 @@
 package delegate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -70,4 +71,16 @@ func AttemptsOf(err error) int {
 		return ae.Attempts
 	}
 	return 1
+}
+
+// Unwrap makes a cancelled call match context.Canceled, and a call whose
+// deadline passed match context.DeadlineExceeded, through errors.Is.
+func (e *APIError) Unwrap() error {
+	switch e.Type {
+	case ErrKindCanceled:
+		return context.Canceled
+	case ErrKindTimeout:
+		return context.DeadlineExceeded
+	}
+	return nil
 }

@@ -29,6 +29,8 @@ var allowedImports = map[string][]string{
 	"dataset":       {""},
 	"judge":         {""},
 	"reward":        {"", "judge"},
+	"local":         {"", "nn", "tokenizer"},
+	"server":        {""},
 	"cmd/delegate":  {"*"},
 	"bench/matmul":  {"*"},
 	"bench/llama2c": {"*"},

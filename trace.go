@@ -3,6 +3,7 @@ package delegate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -171,9 +172,17 @@ func (r *Recorder) Group(parent *Node, name string) *Node {
 }
 
 // EndGroup marks a group finished, for live views.
-func (r *Recorder) EndGroup(n *Node) {
+func (r *Recorder) EndGroup(n *Node) { r.FailGroup(n, "") }
+
+// FailGroup marks a group finished with a failure that belongs to the step
+// as a whole (a plan that did not parse, a tool call that was rejected);
+// msg "" is a success.
+func (r *Recorder) FailGroup(n *Node, msg string) {
 	r.mu.Lock()
 	n.Latency = time.Since(n.Start)
+	if msg != "" {
+		n.Error = msg
+	}
 	r.mu.Unlock()
 	r.emit(EventFinish, n)
 }
@@ -194,6 +203,9 @@ func (r *Recorder) Call(ctx context.Context, parent *Node, name string, a Agent,
 	r.emit(EventStart, n)
 
 	resp, err := a.Model.Chat(ctx, req)
+	if err == nil && (resp == nil || len(resp.Choices) == 0) {
+		err = fmt.Errorf("model %s: response has no choices", n.Model)
+	}
 
 	r.mu.Lock()
 	n.Latency = time.Since(n.Start)

@@ -193,3 +193,31 @@ func TestAPIErrorRetryable(t *testing.T) {
 		t.Errorf("AttemptsOf(plain) = %d, want 1", got)
 	}
 }
+
+func TestRecorderNoChoicesIsAnError(t *testing.T) {
+	rec := delegate.NewRecorder("t", "q", nil)
+	a := delegate.Agent{Role: "r", Model: empty{}}
+	_, err := rec.Call(context.Background(), nil, "c", a, &delegate.Request{Messages: []delegate.Message{delegate.User("x")}})
+	if err == nil {
+		t.Fatal("no error for a response without choices")
+	}
+	g := rec.Group(nil, "g")
+	rec.FailGroup(g, "plan no_reasoning")
+	tr := rec.Finish("", "x")
+	if got := tr.Root.Children[0].Error; got == "" {
+		t.Error("call node records no error")
+	}
+	if got := tr.Root.Children[1].Error; got != "plan no_reasoning" {
+		t.Errorf("group error = %q", got)
+	}
+	if !errors.Is(&delegate.APIError{Type: delegate.ErrKindCanceled}, context.Canceled) {
+		t.Error("a cancelled APIError does not match context.Canceled")
+	}
+}
+
+type empty struct{}
+
+func (empty) Name() string { return "empty" }
+func (empty) Chat(context.Context, *delegate.Request) (*delegate.Response, error) {
+	return &delegate.Response{}, nil
+}

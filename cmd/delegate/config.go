@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/strategy"
 )
 
 // Config is the YAML file that names models and assigns them to roles.
@@ -32,6 +33,9 @@ import (
 type Config struct {
 	Models map[string]ModelConfig `yaml:"models"`
 	Roles  RolesConfig            `yaml:"roles"`
+	// Strategy tunes the four strategies; absent keys keep
+	// strategy.DefaultConfig's values.
+	Strategy strategy.Config `yaml:"strategy"`
 
 	path  string
 	lines map[string]int // "roles.delegator" -> line, for cross-field errors
@@ -55,8 +59,10 @@ type ModelConfig struct {
 	TokenIDs bool `yaml:"token_ids"`
 }
 
-// RolesConfig assigns models to roles by name.
+// RolesConfig assigns models to roles by name. Default, when set, plays
+// every role left empty.
 type RolesConfig struct {
+	Default   string   `yaml:"default"`
 	Delegator string   `yaml:"delegator"`
 	Subagent  string   `yaml:"subagent"`
 	Judge     string   `yaml:"judge"`
@@ -70,7 +76,7 @@ type RolesConfig struct {
 // named returns the single-model roles with their names, in a fixed order.
 func (r RolesConfig) named() []struct{ role, model string } {
 	return []struct{ role, model string }{
-		{"delegator", r.Delegator}, {"subagent", r.Subagent}, {"judge", r.Judge},
+		{"default", r.Default}, {"delegator", r.Delegator}, {"subagent", r.Subagent}, {"judge", r.Judge},
 		{"baseline", r.Baseline}, {"leader", r.Leader}, {"strong", r.Strong}, {"weak", r.Weak},
 	}
 }
@@ -94,7 +100,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, errors.New("empty config")
 	}
-	var cfg Config
+	cfg := Config{Strategy: strategy.DefaultConfig()}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil {
@@ -211,6 +217,9 @@ func (c *Config) Validate() error {
 		if _, ok := c.Models[r.model]; r.model != "" && !ok {
 			errs = append(errs, c.at("roles."+r.role, "names model %q, which is not defined under models", r.model))
 		}
+	}
+	if err := c.Strategy.Validate(); err != nil {
+		errs = append(errs, c.at("strategy", "%v", err))
 	}
 	for i, p := range c.Roles.Peers {
 		if _, ok := c.Models[p]; !ok {

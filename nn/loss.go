@@ -1,0 +1,59 @@
+package nn
+
+import "math"
+
+// Token-weighted cross-entropy over the vocabulary.
+//
+// For row i with logits z_i (Vocab), target y_i and weight w_i:
+//
+//	loss = Σ_i w_i·(−log softmax(z_i)[y_i]) / norm
+//	∂loss/∂z_i = (w_i / norm)·(softmax(z_i) − onehot(y_i))
+//
+// The weights may be any finite numbers: 1 for supervised tokens, 0 for
+// masked ones (prompt, padding), a per-token advantage (possibly negative)
+// for policy-gradient updates. Since ∇(−w·log p) = −w·∇log p, a caller
+// folds PPO's clipped objective into the weights as w = A·r (r = p/p_old,
+// treated as a constant) where the ratio is inside its clip range and
+// w = 0 where the clip is active, and a KL penalty to a reference policy
+// by subtracting its coefficient times the per-token KL estimate from A.
+// A row with
+// weight exactly 0 contributes exactly 0 to the loss and its logit gradient
+// is exactly 0, whatever its logits hold (no 0·∞ = NaN).
+
+// trainLogSoftmax writes logp[i] = log softmax(z_i)[y_i] for every row of
+// logits (N, V), and, when grad is true, overwrites each logits row with its
+// gradient (w_i·scale)·(softmax − onehot), or zeros for w_i = 0. weights
+// nil means weight 1 everywhere.
+func trainLogSoftmax(logp, logits []float32, targets []int, weights []float32, n, v int, grad bool, scale float32) {
+	trainParallel(n, 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			z := logits[i*v : (i+1)*v]
+			w := float32(1)
+			if weights != nil {
+				w = weights[i]
+			}
+			maxv := z[0]
+			for _, x := range z[1:] {
+				maxv = max(maxv, x)
+			}
+			var sum float64
+			for _, x := range z {
+				sum += float64(trainExp(x - maxv))
+			}
+			lse := float32(math.Log(sum)) + maxv
+			logp[i] = z[targets[i]] - lse
+			if !grad {
+				continue
+			}
+			if w == 0 {
+				clear(z)
+				continue
+			}
+			g := w * scale
+			for j, x := range z {
+				z[j] = g * trainExp(x-lse)
+			}
+			z[targets[i]] -= g
+		}
+	})
+}

@@ -1,0 +1,72 @@
+package nn
+
+import "math"
+
+// Rotary position embedding, the llama2.c convention.
+//
+// Within every head of width HeadDim, the pair of adjacent values
+// (2i, 2i+1), i in [0, HeadDim/2), is turned as a point in the plane by the
+// angle pos·θ^(−2i/HeadDim), where pos is the token's position in its
+// sequence (0 for the first token) and θ is Config.RopeTheta:
+//
+//	x'_{2i}   = x_{2i}·cos a − x_{2i+1}·sin a
+//	x'_{2i+1} = x_{2i}·sin a + x_{2i+1}·cos a
+//
+// Queries and keys are rotated, values are not. The pairs are interleaved
+// (2i, 2i+1), not split in halves (i, i+HeadDim/2) as in the Hugging Face
+// layout; llama2.c export and our sampler both rely on this. The cosine and
+// sine table is computed in float64 (math.Pow, math.Sincos) and rounded to
+// float32, exactly as the sampler computes it.
+type trainRope struct {
+	half     int       // HeadDim/2
+	cos, sin []float32 // (Context, HeadDim/2)
+}
+
+func newTrainRope(c Config) trainRope {
+	hd := c.HeadDim()
+	half := hd / 2
+	r := trainRope{half: half, cos: make([]float32, c.Context*half), sin: make([]float32, c.Context*half)}
+	for pos := 0; pos < c.Context; pos++ {
+		for i := 0; i < half; i++ {
+			freq := math.Pow(c.RopeTheta, -float64(2*i)/float64(hd))
+			s, co := math.Sincos(float64(pos) * freq)
+			r.cos[pos*half+i] = float32(co)
+			r.sin[pos*half+i] = float32(s)
+		}
+	}
+	return r
+}
+
+// forward rotates in place every head of x, a whole number of heads
+// (nHeads·HeadDim) of the token at position pos.
+func (r *trainRope) forward(x []float32, pos int) {
+	cos := r.cos[pos*r.half : (pos+1)*r.half]
+	sin := r.sin[pos*r.half : (pos+1)*r.half]
+	hd := 2 * r.half
+	for h := 0; h+hd <= len(x); h += hd {
+		v := x[h : h+hd]
+		for i := range r.half {
+			a, b := v[2*i], v[2*i+1]
+			v[2*i] = a*cos[i] - b*sin[i]
+			v[2*i+1] = a*sin[i] + b*cos[i]
+		}
+	}
+}
+
+// backward maps, in place, the gradient with respect to the rotated values
+// to the gradient with respect to the values before rotation. A rotation's
+// Jacobian is the rotation itself, so this applies its transpose: the turn
+// by −a.
+func (r *trainRope) backward(dx []float32, pos int) {
+	cos := r.cos[pos*r.half : (pos+1)*r.half]
+	sin := r.sin[pos*r.half : (pos+1)*r.half]
+	hd := 2 * r.half
+	for h := 0; h+hd <= len(dx); h += hd {
+		v := dx[h : h+hd]
+		for i := range r.half {
+			a, b := v[2*i], v[2*i+1]
+			v[2*i] = a*cos[i] + b*sin[i]
+			v[2*i+1] = -a*sin[i] + b*cos[i]
+		}
+	}
+}

@@ -1,0 +1,31 @@
+package nn
+
+// SwiGLU joins the two hidden projections of the MLP:
+//
+//	h = silu(a) · b,   silu(a) = a·σ(a),   a = W1·x (gate), b = W3·x (up)
+//
+// and the block's output is W2·h.
+
+// trainSwiGLUForward writes h (N, Hidden) = silu(a) · b elementwise.
+func trainSwiGLUForward(h, a, b []float32) {
+	trainParallel(len(h), 4096, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x := a[i]
+			h[i] = x / (1 + trainExp(-x)) * b[i]
+		}
+	})
+}
+
+// trainSwiGLUBackward writes da and db (N, Hidden), overwriting them, from dh:
+//
+//	∂h/∂a = b·σ(a)·(1 + a·(1−σ(a))),   ∂h/∂b = silu(a)
+func trainSwiGLUBackward(da, db, dh, a, b []float32) {
+	trainParallel(len(dh), 4096, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x := a[i]
+			sig := 1 / (1 + trainExp(-x))
+			db[i] = dh[i] * x * sig
+			da[i] = dh[i] * b[i] * sig * (1 + x*(1-sig))
+		}
+	})
+}
