@@ -143,16 +143,17 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		MinSteps: 2, MaxSteps: 3,
-		Parallel: 0.8,
+		Parallel: 0.9,
 		MulStart: 1,
 		MulSizes: []MulSize{
 			{X: 3, Y: 2, Weight: 2},
 			{X: 2, Y: 3, Weight: 2},
 			{X: 3, Y: 3, Weight: 3},
 			{X: 4, Y: 2, Weight: 2},
+			{X: 4, Y: 3, Weight: 1},
 		},
 		AddDigits:    [2]int{1, 3},
-		Times:        0.15,
+		Times:        0.1,
 		Distractors:  1,
 		TestPermille: 100,
 	}

@@ -16,10 +16,10 @@ import (
 // (weak_*) or decompose (subagent_*) calls it: a system line and the bare
 // question, "347*28".
 var Prompts = map[string]string{
-	"single_system": `Solve digit by digit. End with \boxed{N}.`,
+	"single_system": `Work digit by digit. Answer \boxed{N}.`,
 	"single_user":   `{{.Request}}`,
 
-	"route_system": `Solve digit by digit, or ask the solver with delegate. End with \boxed{N}.`,
+	"route_system": `Work digit by digit or delegate. Answer \boxed{N}.`,
 	"route_user":   `{{.Request}}`,
 
 	"weak_system": `Compute.`,
@@ -28,10 +28,10 @@ var Prompts = map[string]string{
 	"subagent_system": `Compute.`,
 	"subagent_user":   `{{.Subtask}}`,
 
-	"plan_system": `Plan in <|reasoning|></|reasoning|>, then give {{.Min}} to {{.Max}} independent steps for the solver, each in <|subtask|><|end_subtask|>.`,
+	"plan_system": `Plan in <|reasoning|></|reasoning|>, then {{.Min}}-{{.Max}} steps for the solver, each in <|subtask|><|end_subtask|>.`,
 	"plan_user":   `{{.Request}}`,
 
-	"aggregate_system": `Finish with the solver's results. End with Final Output: N`,
+	"aggregate_system": `Finish with the results. Answer after Final Output:`,
 	"aggregate_user":   `{{.Request}}` + "\n" + `{{.Reasoning}}{{range .Results}}` + "\n" + `{{.Subtask}} gave {{.Result}}{{end}}`,
 
 	"peer_system": `Solve. End with <answer>N</answer>.`,

@@ -17,7 +17,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 0; i++ {
+	for i := 0; i < 2; i++ {
 		e := Route(ps[i], Selective)
 		for _, m := range e.Delegator[0].Messages {
 			fmt.Printf("[%s] %s %v\n", m.Role, m.Content, m.ToolCalls)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -296,5 +297,66 @@ func TestSolverTranscriptsCoverage(t *testing.T) {
 	}
 	if len(ts) < len(ps) {
 		t.Errorf("%d solver transcripts from %d problems", len(ts), len(ps))
+	}
+}
+
+func TestBuildCorpus(t *testing.T) {
+	ps := testProblems(t, 400)
+	a, err := BuildCorpus(ps, DefaultMix(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := BuildCorpus(ps, DefaultMix(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("BuildCorpus is not deterministic")
+	}
+	for _, pol := range []string{"never", "always", "random"} {
+		if n := a.Policies[pol]; n < 50 {
+			t.Errorf("policy %s used for %d of 400 problems", pol, n)
+		}
+	}
+	kinds := map[Kind]int{}
+	for _, tr := range a.Delegator {
+		kinds[tr.Kind]++
+	}
+	for _, k := range []Kind{KindRoute, KindSingle, KindPlan, KindAggregate, KindLeader} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s transcript in the corpus: %v", k, kinds)
+		}
+	}
+	if len(a.Solver) == 0 || len(a.Peers) == 0 {
+		t.Errorf("%d solver and %d peer transcripts", len(a.Solver), len(a.Peers))
+	}
+	bad := DefaultMix()
+	bad.DelegateProb = 2
+	if _, err := BuildCorpus(ps, bad, 3); err == nil || !strings.Contains(err.Error(), "delegate_prob") {
+		t.Errorf("BuildCorpus with delegate_prob 2: %v, want an error naming it", err)
+	}
+}
+
+func TestSolverCorpusCovered(t *testing.T) {
+	ts := SolverCorpus(testProblems(t, 50), 1, 2000)
+	seen := map[Op]int{}
+	for _, tr := range ts {
+		op, x, y, err := ParseExpr(tr.Messages[1].Content)
+		if err != nil || !SolverCovers(op, x, y) {
+			t.Fatalf("solver question %q: covered %v, %v", tr.Messages[1].Content, err == nil && SolverCovers(op, x, y), err)
+		}
+		seen[op]++
+	}
+	if seen[Add] == 0 || seen[Sub] == 0 || seen[Mul] == 0 {
+		t.Errorf("operations in the solver corpus: %v", seen)
+	}
+	for _, s := range SolverSizes(false) {
+		if s.Covered() {
+			t.Errorf("SolverSizes(false) lists covered %v", s)
+		}
+		x, y := s.Question(rand.New(rand.NewPCG(1, 1)))
+		if SolverCovers(s.Op, x, y) {
+			t.Errorf("class %v drew covered question %s", s, Expr(s.Op, x, y))
+		}
 	}
 }
