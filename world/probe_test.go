@@ -147,6 +147,9 @@ func TestSolverProbe(t *testing.T) {
 				if Correct(msg.Content, want[i]) {
 					r.right++
 				}
+				if i == 0 {
+					t.Logf("%s: %s -> %q (want %d)", sz, tokenizer.Decode(reqs[i].Prompt[len(reqs[i].Prompt)-12:]), msg.Content, want[i])
+				}
 			}
 			rows = append(rows, r)
 		}
