@@ -85,27 +85,30 @@
 // scratchpads and the solver inside its coverage, 0.2 outside. Reproduce
 // with WORLD_REPORT=1 go test ./world -run TestReport -v.
 //
-//	protocol / policy    del.prompt cached del.gen solver.prompt solver.gen calls  cost cost/pfx P(correct) reward
-//	single (alone)              143      0     397             0          0  0.00  2127     2090      0.975  0.578
-//	route never                 527      0     397             0          0  0.00  2511     2129      0.975  0.578
-//	route always               1979   1368     159            55         79  2.50  1634     1246      0.589  0.380
-//	route random 0.5           1403    834     280            27         39  1.23  2098     1713      0.777  0.472
-//	route selective            1196    609     170            30         56  1.46  1558     1173      0.975  0.776
-//	decompose selective         464      0     195            30         56  1.46  1499     1352      0.975  0.752
-//	lead k=3 (leader)           393      0     209           421        189  3.00  1712     1624      0.975  0.706
+//	protocol / policy    del.prompt cached del.gen sol.prompt sol.gen calls cost/none  cost cost/pfx P(correct) reward
+//	single (alone)              143      0     397          0       0  0.00      2127  2127     2090      0.975  0.578
+//	route never                 527      0     397          0       0  0.00      2511  2511     2129      0.975  0.578
+//	route always               1979   1368     159         55      79  2.50      2866  1634     1246      0.589  0.380
+//	route random 0.5           1403    834     280         27      39  1.23      2849  2098     1713      0.777  0.472
+//	route selective            1196    609     170         30      56  1.46      2107  1558     1173      0.975  0.776
+//	decompose selective         464      0     195         30      56  1.46      1499  1499     1352      0.975  0.752
+//	lead k=3 (leader)           393      0     209        421     189  3.00      1712  1712     1624      0.975  0.706
 //
-// "cached" counts the earlier turns of a conversation, which every later
-// turn starts with; "cost" prices them as cached, "cost/pfx" also prices
-// the fixed prefix of every request (tool declarations and system prompt)
-// as cached. Selective reaches the best expected reward (0.776 against
-// 0.578 never, 0.380 always, 0.472 for the random mix a pretrained
-// delegator starts from) at the accuracy of solving alone, and costs 45%
-// less than single with every fixed prefix cached, 38% less than route
-// never with conversation prefixes cached, but only 27% less than single
-// when nothing is cached: route's prompt carries the delegate tool's
-// 372-token JSON declaration and every extra turn re-reads it, so the
-// cost claim holds only for a backend that keeps KV caches of shared
-// prefixes (as hosted APIs do) and reports them as CachedTokens.
+// Costs are dollars per million problems. "cached" counts the earlier
+// turns of a conversation, which every later turn starts with; "cost"
+// prices them as cached, "cost/none" as fresh input, "cost/pfx" also
+// prices the fixed prefix of every request (tool declarations and system
+// prompt) as cached. Selective reaches the best expected reward (0.776
+// against 0.578 never, 0.380 always, 0.472 for the random mix a pretrained
+// delegator starts from) at the accuracy of solving alone. Its cost
+// depends on caching: 44% below single with every shared prefix cached,
+// 38% below route never and 27% below single with conversation prefixes
+// cached, but with nothing cached only 16% below route never and 1% below
+// single (decompose, whose prompts carry no tool declaration: 30%). Route's
+// prompt carries the delegate tool's 372-token JSON declaration and every
+// extra turn re-reads it, so the 40% cost claim needs a backend that keeps
+// KV caches of shared prefixes (as hosted APIs do) and reports them as
+// CachedTokens, or a compact tool declaration.
 //
 // # Transcripts
 //

@@ -47,6 +47,7 @@ type Stats struct {
 	Delegated                                             float64 // share of steps delegated
 	Cost                                                  float64 // dollars per million episodes
 	CostPrefixCached                                      float64 // the same with every fixed prefix cached
+	CostUncached                                          float64 // the same with nothing cached
 	PCorrect                                              float64 // under the accuracy profile
 	Reward                                                float64 // expected, under the profile
 }
@@ -62,6 +63,9 @@ func Measure(name string, problems []*Problem, fn func(*Problem) Episode, prices
 		e := fn(p)
 		a := e.Bill(false)
 		st.CostPrefixCached += e.Bill(true).Cost(prices) * 1e6
+		none := a
+		none.Delegator.CachedTokens, none.Solver.CachedTokens = 0, 0
+		st.CostUncached += none.Cost(prices) * 1e6
 		pc := acc.PCorrect(e)
 		st.DelegatorPrompt += float64(a.Delegator.PromptTokens)
 		st.DelegatorCached += float64(a.Delegator.CachedTokens)
@@ -82,7 +86,7 @@ func Measure(name string, problems []*Problem, fn func(*Problem) Episode, prices
 	}
 	n := float64(len(problems))
 	for _, f := range []*float64{&st.DelegatorPrompt, &st.DelegatorCached, &st.DelegatorCompletion, &st.SolverPrompt,
-		&st.SolverCompletion, &st.DelegatorCalls, &st.SubagentCalls, &st.Cost, &st.CostPrefixCached, &st.PCorrect, &st.Reward} {
+		&st.SolverCompletion, &st.DelegatorCalls, &st.SubagentCalls, &st.Cost, &st.CostPrefixCached, &st.CostUncached, &st.PCorrect, &st.Reward} {
 		*f /= n
 	}
 	st.Delegated = float64(delegated) / float64(max(steps, 1))
@@ -104,10 +108,10 @@ func Report(w io.Writer, problems []*Problem, seed uint64, prices Prices, rew Re
 		Measure("lead k=3", problems, func(p *Problem) Episode { return Lead(p, 3, rng) }, prices, rew, acc),
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "protocol\tdel.prompt\tcached\tdel.gen\tsub.prompt\tsub.gen\tcalls\tdelegated\tcost\tcost/pfx\tP(correct)\treward\t")
+	fmt.Fprintln(tw, "protocol\tdel.prompt\tcached\tdel.gen\tsub.prompt\tsub.gen\tcalls\tdelegated\tcost/none\tcost\tcost/pfx\tP(correct)\treward\t")
 	for _, s := range rows {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t%.3f\t%.3f\t\n", s.Name, s.DelegatorPrompt, s.DelegatorCached,
-			s.DelegatorCompletion, s.SolverPrompt, s.SolverCompletion, s.SubagentCalls, s.Delegated, s.Cost, s.CostPrefixCached, s.PCorrect, s.Reward)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.3f\t%.3f\t\n", s.Name, s.DelegatorPrompt, s.DelegatorCached,
+			s.DelegatorCompletion, s.SolverPrompt, s.SolverCompletion, s.SubagentCalls, s.Delegated, s.CostUncached, s.Cost, s.CostPrefixCached, s.PCorrect, s.Reward)
 	}
 	return tw.Flush()
 }
