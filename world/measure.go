@@ -107,6 +107,51 @@ func Report(w io.Writer, problems []*Problem, seed uint64, prices Prices, rew Re
 		Measure("decompose selective", problems, func(p *Problem) Episode { return Decompose(p, Selective) }, prices, rew, acc),
 		Measure("lead k=3", problems, func(p *Problem) Episode { return Lead(p, 3, rng) }, prices, rew, acc),
 	}
+	if err := writeTable(w, rows); err != nil {
+		return err
+	}
+	c, err := BuildCorpus(problems, DefaultMix(), seed)
+	if err != nil {
+		return err
+	}
+	return writeLengths(w, c)
+}
+
+// writeLengths writes the mean and longest rendered length of the corpus's
+// transcripts per kind: the sequence lengths pretraining works with.
+func writeLengths(w io.Writer, c Corpus) error {
+	type agg struct{ n, sum, max, gen int }
+	by := map[Kind]*agg{}
+	var order []Kind
+	for _, set := range [][]Transcript{c.Delegator, c.Solver, c.Peers} {
+		for _, t := range set {
+			a := by[t.Kind]
+			if a == nil {
+				a = &agg{}
+				by[t.Kind] = a
+				order = append(order, t.Kind)
+			}
+			ids, spans := t.Tokens()
+			a.n++
+			a.sum += len(ids)
+			a.max = max(a.max, len(ids))
+			for _, sp := range spans {
+				if sp.Role == "assistant" {
+					a.gen += sp.End - sp.Body
+				}
+			}
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "transcript	count	mean tokens	mean generated	max tokens	")
+	for _, k := range order {
+		a := by[k]
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%d\t\n", k, a.n, float64(a.sum)/float64(a.n), float64(a.gen)/float64(a.n), a.max)
+	}
+	return tw.Flush()
+}
+
+func writeTable(w io.Writer, rows []Stats) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "protocol\tdel.prompt\tcached\tdel.gen\tsub.prompt\tsub.gen\tcalls\tdelegated\tcost/none\tcost\tcost/pfx\tP(correct)\treward\t")
 	for _, s := range rows {
