@@ -141,3 +141,15 @@ func TestCheckLinesFindsSlip(t *testing.T) {
 		t.Errorf("CheckLines(prose) = %d, want 0", got)
 	}
 }
+
+func FuzzCheckLines(f *testing.F) {
+	for _, s := range []string{"347*8\n7*8+0=56\n4*8+5=37\n=2776", "4-8-0=16", "9*9+8=89", "1+1+1=03\n", "=", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n := CheckLines(s)
+		if lines := strings.Count(s, "\n") + 1; n < 0 || n > lines {
+			t.Errorf("CheckLines(%q) = %d, outside 0..%d", s, n, lines)
+		}
+	})
+}

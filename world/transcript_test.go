@@ -360,3 +360,33 @@ func TestSolverCorpusCovered(t *testing.T) {
 		}
 	}
 }
+
+// TestRepliesFitBudgets checks that no reply in the transcripts of the
+// hardest level exceeds the max_tokens StrategyConfig gives its stage, so
+// a model imitating them is never cut.
+func TestRepliesFitBudgets(t *testing.T) {
+	cfg := StrategyConfig()
+	budget := map[Kind]int{
+		KindRoute: cfg.Strong.MaxTokens, KindSingle: cfg.Single.MaxTokens, KindPlan: cfg.Plan.MaxTokens,
+		KindAggregate: cfg.Aggregate.MaxTokens, KindSolver: cfg.Weak.MaxTokens, KindSubagent: cfg.Subagent.MaxTokens,
+		KindLeader: cfg.Leader.MaxTokens, KindPeer: cfg.Peer.MaxTokens,
+	}
+	ps, err := Generate(Levels()[4], 3, Train, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := BuildCorpus(ps, Mix{Never: 1, Single: 1, Decompose: 1, Lead: 1, Peers: 3}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range [][]Transcript{c.Delegator, c.Solver, c.Peers} {
+		for _, tr := range set {
+			_, spans := tr.Tokens()
+			for _, sp := range spans {
+				if n := sp.End - sp.Body; sp.Role == delegate.RoleAssistant && n > budget[tr.Kind] {
+					t.Errorf("%s reply of %d tokens exceeds max_tokens %d", tr.Kind, n, budget[tr.Kind])
+				}
+			}
+		}
+	}
+}
