@@ -128,7 +128,8 @@
 //
 // WORLD_PROBE=1 go test ./world -run TestSolverProbe -v trains a solver
 // from scratch on SolverCorpus (WORLD_PROBE_SECONDS, default 120) and
-// grades it greedily, 40 questions per operation and size. On this 2-core
+// grades it greedily, 40 questions per operation and size (GradeSolver
+// grades any delegate.Model the same way, a local one included). On this 2-core
 // machine shared with other jobs, 20 minutes (1069 steps of 32 sequences,
 // a 142k-parameter model of width 64, 2 layers) learned the format
 // (the right number of partial products, the least-significant-first
