@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 // trains a tiny model from scratch on SolverCorpus for WORLD_PROBE_SECONDS
 // (default 120) and prints its greedy exact-match accuracy per operation
 // and size, inside and outside the solver's coverage. Not in the default
-// run:
+// run (WORLD_PROBE_OPS="+" trains on sums only, a diagnostic):
 //
 //	WORLD_PROBE=1 go test ./world -run TestSolverProbe -v -timeout 30m
 func TestSolverProbe(t *testing.T) {
@@ -40,6 +41,16 @@ func TestSolverProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	corpus := SolverCorpus(problems, 2, 40_000)
+	if ops := os.Getenv("WORLD_PROBE_OPS"); ops != "" { // a diagnostic: train on these operations only
+		kept := corpus[:0]
+		for _, tr := range corpus {
+			op, _, _, err := ParseExpr(tr.Messages[1].Content)
+			if err == nil && strings.ContainsRune(ops, rune(op)) {
+				kept = append(kept, tr)
+			}
+		}
+		corpus = kept
+	}
 	seqs := make([][]int, len(corpus))
 	weights := make([][]float32, len(corpus))
 	maxLen := 0
