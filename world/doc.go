@@ -15,7 +15,7 @@
 //	s2 = 166*85 = 14110   part 1, independent of s1
 //	s3 = s2-s1  = 2197    the answer
 //
-// Sentences come from seven templates over 8 names, 8 items and 6
+// Sentences come from ten short templates over 8 names, 8 items and 6
 // containers; a part starts with a product ("x C of y I") or a number,
 // then adds ("gets y more"), takes away ("gives away y") or multiplies by
 // one digit ("then has y times as many"); distractors are ages or counts
