@@ -1,0 +1,528 @@
+package nn
+
+import (
+	"math"
+	"runtime"
+
+	"github.com/delegatelab/delegate/nn/kernel"
+)
+
+// This file is the inference forward pass: the same Llama 2 block as the
+// training forward (llama2.c's arithmetic), evaluated over a list of rows
+// that each carry one token at one position of one cached sequence. A row
+// list can mix a prompt's tokens (prefill: consecutive positions of one
+// slot) with single next tokens of many slots (decode); every row reads and
+// writes only its own slot of the KV cache, and every linear layer over the
+// rows is one kernel.MatMulNT. Because the kernel computes each output row
+// the same way whatever the number of rows, a row's result never depends on
+// which other rows share the pass: a sequence comes out bitwise identical
+// alone or batched.
+
+// inferRow is one token to push through the model.
+type inferRow struct {
+	slot, pos, token int
+	logits           bool // compute the output head for this row
+}
+
+// inferModel evaluates rows against one KV cache. It owns scratch buffers
+// sized for the largest row list seen, so a steady-state step allocates
+// nothing, and a pool of helper goroutines (one per extra core) that the
+// owner stops with close. Not safe for concurrent use.
+type inferModel struct {
+	p     *Params
+	cfg   Config
+	cache *KVCache
+
+	ropeCos, ropeSin []float32 // (Context, HeadDim/2)
+	wqkv             [][]float32
+
+	rows   int         // capacity of the row buffers
+	x      []float32   // (rows, Dim) residual stream
+	xb     []float32   // (rows, Dim) normed input of a sublayer
+	qkv    []float32   // (rows, Dim+2·KVDim) queries, keys, values
+	att    []float32   // (rows, Dim) attention output
+	xo     []float32   // (rows, Dim) sublayer output
+	hb     []float32   // (rows, Hidden) gate
+	hb2    []float32   // (rows, Hidden) up
+	scores [][]float32 // per core: (2, Context) attention weights of two heads
+
+	pool     *inferPool       // cores for attention
+	parWork  int              // attention work above which a step is split
+	job      attendJob        // the step being attended
+	bounds   []int            // per core: first (row, head) pair, then the end
+	attendFn func(worker int) // m.attendTask, bound once
+	head     []float32        // (nlogits, Dim) final-normed rows that need logits
+	logits   []float32        // (nlogits, Vocab)
+}
+
+func newInferModel(p *Params, cache *KVCache) *inferModel {
+	c := p.Config
+	cores := max(1, runtime.GOMAXPROCS(0))
+	m := &inferModel{p: p, cfg: c, cache: cache, scores: make([][]float32, cores), parWork: inferParallelWork}
+	m.pool = newInferPool(cores)
+	m.attendFn = m.attendTask
+	for i := range m.scores {
+		m.scores[i] = make([]float32, 2*c.Context)
+	}
+	half := c.HeadDim() / 2
+	m.ropeCos = make([]float32, c.Context*half)
+	m.ropeSin = make([]float32, c.Context*half)
+	for pos := 0; pos < c.Context; pos++ {
+		for i := 0; i < half; i++ {
+			freq := math.Pow(c.RopeTheta, -float64(2*i)/float64(c.HeadDim()))
+			s, co := math.Sincos(float64(pos) * freq)
+			m.ropeCos[pos*half+i] = float32(co)
+			m.ropeSin[pos*half+i] = float32(s)
+		}
+	}
+	m.wqkv = fusedQKV(p)
+	return m
+}
+
+// close stops the helper goroutines.
+func (m *inferModel) close() { m.pool.close() }
+
+// fusedQKV returns, per layer, Wq, Wk and Wv as one (Dim+2·KVDim, Dim)
+// matrix when they lie back to back in p.Data (the layout NewParams
+// makes), so that one product yields all three; nil when they do not.
+func fusedQKV(p *Params) [][]float32 {
+	c := p.Config
+	d, kv := c.Dim, c.KVDim()
+	out := make([][]float32, len(p.Layers))
+	off := c.Vocab * d
+	for i, l := range p.Layers {
+		off += d // AttnNorm
+		n := (d + 2*kv) * d
+		if off+n > len(p.Data) || &p.Data[off] != &l.Wq[0] || &p.Data[off+d*d] != &l.Wk[0] || &p.Data[off+d*d+kv*d] != &l.Wv[0] {
+			return nil
+		}
+		out[i] = p.Data[off : off+n : off+n]
+		off += n + d*d + d + 3*c.Hidden*d // Wq..Wv, Wo, FFNNorm, W1..W3
+	}
+	return out
+}
+
+// grow makes the row buffers hold n rows and nl logit rows.
+func (m *inferModel) grow(n, nl int) {
+	c := m.cfg
+	if n > m.rows {
+		m.rows = n
+		m.x = make([]float32, n*c.Dim)
+		m.xb = make([]float32, n*c.Dim)
+		m.qkv = make([]float32, n*(c.Dim+2*c.KVDim()))
+		m.att = make([]float32, n*c.Dim)
+		m.xo = make([]float32, n*c.Dim)
+		m.hb = make([]float32, n*c.Hidden)
+		m.hb2 = make([]float32, n*c.Hidden)
+	}
+	if nl*c.Dim > len(m.head) {
+		m.head = make([]float32, nl*c.Dim)
+		m.logits = make([]float32, nl*c.Vocab)
+	}
+}
+
+// forward pushes rows through the model, storing each row's key and value
+// in its slot of the cache at its position, and returns the logits of the
+// rows marked logits, in row order: an (nlogits, Vocab) view valid until
+// the next call. Rows of one slot must come in increasing position order,
+// and every earlier position of that slot must already be in the cache or
+// in this list. Tokens and positions are trusted: the Engine validates
+// requests before they get here.
+func (m *inferModel) forward(rows []inferRow) []float32 {
+	c, p := m.cfg, m.p
+	n := len(rows)
+	nl := 0
+	for _, r := range rows {
+		if r.logits {
+			nl++
+		}
+	}
+	m.grow(n, nl)
+	d, kv, hid := c.Dim, c.KVDim(), c.Hidden
+	s := d + 2*kv // qkv row stride
+	x, xb, qkv, att, xo := m.x[:n*d], m.xb[:n*d], m.qkv[:n*s], m.att[:n*d], m.xo[:n*d]
+	hb, hb2 := m.hb[:n*hid], m.hb2[:n*hid]
+	eps := float32(c.NormEps)
+
+	for i, r := range rows {
+		copy(x[i*d:(i+1)*d], p.TokenEmb[r.token*d:(r.token+1)*d]) // (n, D)
+	}
+	for l := range p.Layers {
+		lp := &p.Layers[l]
+		// Attention sublayer.
+		inferRMSNorm(xb, x, lp.AttnNorm, n, d, eps) // (n, D)
+		if m.wqkv != nil {
+			kernel.MatMulNT(qkv, xb, m.wqkv[l], n, d, s) // (n, D+2KV)
+		} else {
+			m.projectQKV(lp, n)
+		}
+		for i, r := range rows {
+			row := qkv[i*s : (i+1)*s]
+			m.rope(row[:d+kv], r.pos) // queries and keys
+			m.cache.store(l, r.slot, r.pos, row[d:d+kv], row[d+kv:])
+		}
+		m.attendRows(rows, l, att, qkv, s)
+		kernel.MatMulNT(xo, att, lp.Wo, n, d, d) // (n, D)
+		inferAdd(x, xo)
+
+		// Feed-forward sublayer: W2 · (silu(W1·xb) ⊙ W3·xb).
+		inferRMSNorm(xb, x, lp.FFNNorm, n, d, eps)
+		kernel.MatMulNT(hb, xb, lp.W1, n, d, hid)  // (n, H)
+		kernel.MatMulNT(hb2, xb, lp.W3, n, d, hid) // (n, H)
+		for i, g := range hb {
+			hb[i] = g / (1 + inferExp(-g)) * hb2[i]
+		}
+		kernel.MatMulNT(xo, hb, lp.W2, n, hid, d) // (n, D)
+		inferAdd(x, xo)
+	}
+	if nl == 0 {
+		return nil
+	}
+	head := m.head[:nl*d]
+	j := 0
+	for i, r := range rows {
+		if r.logits {
+			inferRMSNorm(head[j*d:(j+1)*d], x[i*d:(i+1)*d], p.FinalNorm, 1, d, eps)
+			j++
+		}
+	}
+	logits := m.logits[:nl*c.Vocab]
+	kernel.MatMulNT(logits, head, p.Output, nl, d, c.Vocab) // (nl, V)
+	return logits
+}
+
+// projectQKV computes queries, keys and values with three products when
+// the weights are not laid out for one, and interleaves them into m.qkv.
+func (m *inferModel) projectQKV(lp *LayerParams, n int) {
+	d, kv := m.cfg.Dim, m.cfg.KVDim()
+	s := d + 2*kv
+	// Use att and xo (free at this point) and hb as temporaries.
+	q, k, v := m.att[:n*d], m.xo[:n*kv], m.hb[:n*kv]
+	if len(m.hb) < n*kv {
+		v = make([]float32, n*kv) // only when Hidden < KVDim; never in practice
+	}
+	kernel.MatMulNT(q, m.xb[:n*d], lp.Wq, n, d, d)
+	kernel.MatMulNT(k, m.xb[:n*d], lp.Wk, n, d, kv)
+	kernel.MatMulNT(v, m.xb[:n*d], lp.Wv, n, d, kv)
+	for i := 0; i < n; i++ {
+		row := m.qkv[i*s : (i+1)*s]
+		copy(row[:d], q[i*d:(i+1)*d])
+		copy(row[d:d+kv], k[i*kv:(i+1)*kv])
+		copy(row[d+kv:], v[i*kv:(i+1)*kv])
+	}
+}
+
+// rope rotates each head of qk (queries then keys, each a whole number of
+// heads) by position pos: the pair (2i, 2i+1) of every head turns by
+// pos·θ^(-2i/HeadDim).
+func (m *inferModel) rope(qk []float32, pos int) {
+	hd := m.cfg.HeadDim()
+	half := hd / 2
+	cos := m.ropeCos[pos*half : (pos+1)*half]
+	sin := m.ropeSin[pos*half : (pos+1)*half]
+	for h := 0; h+hd <= len(qk); h += hd {
+		v := qk[h : h+hd]
+		for i := range half {
+			a, b := v[2*i], v[2*i+1]
+			v[2*i] = a*cos[i] - b*sin[i]
+			v[2*i+1] = a*sin[i] + b*cos[i]
+		}
+	}
+}
+
+// inferParallelWork is the attention work (multiply-adds over a step) above
+// which the (row, head) pairs of a step are split across cores. Below it
+// the hand-off costs more than it saves.
+const inferParallelWork = 1 << 15
+
+// attendRows computes causal attention for every row of layer l, writing
+// att (n, Dim) from the queries in qkv (row stride s). The (row, head)
+// pairs are split into contiguous ranges of about equal work, one per
+// core of m.pool; each pair's arithmetic is the same however they are
+// split.
+func (m *inferModel) attendRows(rows []inferRow, l int, att, qkv []float32, s int) {
+	c := m.cfg
+	work := 0
+	for _, r := range rows {
+		work += (r.pos + 1) * c.Dim
+	}
+	w := 1
+	if work >= m.parWork {
+		w = m.pool.n
+	}
+	units := len(rows) * c.Heads
+	w = min(w, units)
+	m.job = attendJob{rows: rows, layer: l, out: att, qkv: qkv, stride: s}
+	b := m.bounds[:0]
+	b = append(b, 0)
+	acc, u := 0, 0
+	for k := 1; k < w; k++ {
+		for u < units && acc*w < work*k {
+			acc += (rows[u/c.Heads].pos + 1) * c.HeadDim()
+			u++
+		}
+		b = append(b, u)
+	}
+	m.bounds = append(b, units)
+	if w == 1 {
+		m.attendTask(0)
+		return
+	}
+	m.pool.run(w, m.attendFn)
+}
+
+// attendJob is the step attendTask works on, set by attendRows.
+type attendJob struct {
+	rows   []inferRow
+	layer  int
+	out    []float32
+	qkv    []float32
+	stride int
+}
+
+// attendTask computes worker k's range of (row, head) pairs.
+func (m *inferModel) attendTask(k int) {
+	j := &m.job
+	c := m.cfg
+	d, hs := c.Dim, c.Heads
+	for u := m.bounds[k]; u < m.bounds[k+1]; {
+		i, h0 := u/hs, u%hs
+		h1 := min(hs, h0+m.bounds[k+1]-u)
+		r := j.rows[i]
+		m.attend(j.out[i*d:(i+1)*d], j.qkv[i*j.stride:i*j.stride+d], m.scores[k], j.layer, r.slot, r.pos, h0, h1)
+		u += h1 - h0
+	}
+}
+
+// attend computes causal attention of heads [h0, h1) of one row's queries
+// q (Dim) over positions [0, pos] of slot in layer l's cache, writing those
+// heads of out (Dim). sc is scratch of at least pos+1 values.
+func (m *inferModel) attend(out, q, sc []float32, l, slot, pos, h0, h1 int) {
+	c := m.cfg
+	hd, kvd := c.HeadDim(), c.KVDim()
+	group := c.Heads / c.KVHeads
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	keys := m.cache.Keys(l, slot, pos+1)   // (pos+1, KV)
+	vals := m.cache.Values(l, slot, pos+1) // (pos+1, KV)
+	sc, sc2 := sc[:pos+1], sc[c.Context:c.Context+pos+1]
+	for h := h0; h < h1; {
+		ko := (h / group) * hd
+		if h+1 < h1 && (h+1)/group == h/group {
+			// Two query heads that share a key/value head: one pass over
+			// the cache serves both. Each head's arithmetic is exactly
+			// that of the one-head path, so results do not depend on how
+			// heads were split across cores.
+			inferScores2(sc, sc2, q[h*hd:(h+1)*hd], q[(h+1)*hd:(h+2)*hd], keys[ko:], kvd, scale)
+			inferSoftmax(sc)
+			inferSoftmax(sc2)
+			inferMix2(out[h*hd:(h+1)*hd], out[(h+1)*hd:(h+2)*hd], sc, sc2, vals[ko:], kvd)
+			h += 2
+			continue
+		}
+		inferScores(sc, q[h*hd:(h+1)*hd], keys[ko:], kvd, scale)
+		inferSoftmax(sc)
+		inferMix(out[h*hd:(h+1)*hd], sc, vals[ko:], kvd)
+		h++
+	}
+}
+
+// inferScores2 is inferScores for two query vectors over the same keys,
+// summing in the same order.
+func inferScores2(sc, sc2, q, q2, keys []float32, stride int, scale float32) {
+	hd := len(q)
+	q2 = q2[:hd]
+	sc2 = sc2[:len(sc)]
+	for t := range sc {
+		k := keys[t*stride : t*stride+hd]
+		k = k[:len(q)]
+		var s0, s1, s2, s3, u0, u1, u2, u3 float32
+		i := 0
+		for ; i+4 <= len(q); i += 4 {
+			k0, k1, k2, k3 := k[i], k[i+1], k[i+2], k[i+3]
+			s0 += q[i] * k0
+			s1 += q[i+1] * k1
+			s2 += q[i+2] * k2
+			s3 += q[i+3] * k3
+			u0 += q2[i] * k0
+			u1 += q2[i+1] * k1
+			u2 += q2[i+2] * k2
+			u3 += q2[i+3] * k3
+		}
+		for ; i < len(q); i++ {
+			s0 += q[i] * k[i]
+			u0 += q2[i] * k[i]
+		}
+		sc[t] = ((s0 + s1) + (s2 + s3)) * scale
+		sc2[t] = ((u0 + u1) + (u2 + u3)) * scale
+	}
+}
+
+// inferMix2 is inferMix for two weight vectors over the same values,
+// summing in the same order.
+func inferMix2(out, out2, w, w2, vals []float32, stride int) {
+	hd := len(out)
+	out2 = out2[:hd]
+	w2 = w2[:len(w)]
+	i := 0
+	for ; i+4 <= hd; i += 4 {
+		var s0, s1, s2, s3, u0, u1, u2, u3 float32
+		for t, a := range w {
+			b := w2[t]
+			v := vals[t*stride+i : t*stride+i+4]
+			v0, v1, v2, v3 := v[0], v[1], v[2], v[3]
+			s0 += a * v0
+			s1 += a * v1
+			s2 += a * v2
+			s3 += a * v3
+			u0 += b * v0
+			u1 += b * v1
+			u2 += b * v2
+			u3 += b * v3
+		}
+		out[i], out[i+1], out[i+2], out[i+3] = s0, s1, s2, s3
+		out2[i], out2[i+1], out2[i+2], out2[i+3] = u0, u1, u2, u3
+	}
+	for ; i < hd; i++ {
+		var s0, u0 float32
+		for t, a := range w {
+			v := vals[t*stride+i]
+			s0 += a * v
+			u0 += w2[t] * v
+		}
+		out[i], out2[i] = s0, u0
+	}
+}
+
+// inferScores sets sc[t] = scale · q·k_t, where k_t = keys[t·stride:][:len(q)].
+func inferScores(sc, q, keys []float32, stride int, scale float32) {
+	hd := len(q)
+	for t := range sc {
+		k := keys[t*stride : t*stride+hd]
+		k = k[:len(q)]
+		var s0, s1, s2, s3 float32
+		i := 0
+		for ; i+4 <= len(q); i += 4 {
+			s0 += q[i] * k[i]
+			s1 += q[i+1] * k[i+1]
+			s2 += q[i+2] * k[i+2]
+			s3 += q[i+3] * k[i+3]
+		}
+		for ; i < len(q); i++ {
+			s0 += q[i] * k[i]
+		}
+		sc[t] = ((s0 + s1) + (s2 + s3)) * scale
+	}
+}
+
+// inferMix sets out = Σ_t w[t] · v_t, where v_t = vals[t·stride:][:len(out)].
+// Four outputs at a time stay in registers across all t.
+func inferMix(out, w, vals []float32, stride int) {
+	hd := len(out)
+	i := 0
+	for ; i+4 <= hd; i += 4 {
+		var s0, s1, s2, s3 float32
+		for t, a := range w {
+			v := vals[t*stride+i : t*stride+i+4]
+			s0 += a * v[0]
+			s1 += a * v[1]
+			s2 += a * v[2]
+			s3 += a * v[3]
+		}
+		out[i], out[i+1], out[i+2], out[i+3] = s0, s1, s2, s3
+	}
+	for ; i < hd; i++ {
+		var s0 float32
+		for t, a := range w {
+			s0 += a * vals[t*stride+i]
+		}
+		out[i] = s0
+	}
+}
+
+// inferRMSNorm writes dst(n, d) = x / sqrt(mean(x²) + eps) · w, row by row.
+func inferRMSNorm(dst, x, w []float32, n, d int, eps float32) {
+	for i := 0; i < n; i++ {
+		xi, di := x[i*d:(i+1)*d], dst[i*d:(i+1)*d]
+		var ss float32
+		for _, v := range xi {
+			ss += v * v
+		}
+		inv := 1 / float32(math.Sqrt(float64(ss/float32(d)+eps)))
+		for j, v := range xi {
+			di[j] = w[j] * (inv * v)
+		}
+	}
+}
+
+// inferAdd does x += y.
+func inferAdd(x, y []float32) {
+	y = y[:len(x)]
+	for i := range x {
+		x[i] += y[i]
+	}
+}
+
+// inferSoftmax turns x into softmax(x) in place. The exponential is
+// inferExp's, inlined for arguments that are never positive.
+func inferSoftmax(x []float32) {
+	mx := x[0]
+	for _, v := range x[1:] {
+		if v > mx {
+			mx = v
+		}
+	}
+	var sum float32
+	for i, v := range x {
+		t := v - mx // <= 0
+		if !(t >= -87) {
+			x[i] = 0 // also for NaN, which cannot come from finite weights
+			continue
+		}
+		n := int32(t*1.44269504088896341 - 0.5)
+		fn := float32(n)
+		r := t - fn*0.693359375
+		r -= fn * -2.12194440e-4
+		y := ((((1.9875691500e-4*r+1.3981999507e-3)*r+8.3334519073e-3)*r+4.1665795894e-2)*r+1.6666665459e-1)*r + 5.0000001201e-1
+		e := (y*(r*r) + r + 1) * math.Float32frombits(uint32(n+127)<<23)
+		x[i] = e
+		sum += e
+	}
+	inv := 1 / sum
+	for i := range x {
+		x[i] *= inv
+	}
+}
+
+// inferExp is a float32 e^x with relative error below 2e-7 (Cody-Waite
+// range reduction and a degree-6 polynomial, as in Cephes' expf), several
+// times faster than math.Exp. It returns 0 below -87 and +Inf above 88.7.
+func inferExp(x float32) float32 {
+	switch {
+	case x > 88.72283:
+		return float32(math.Inf(1))
+	case x < -87:
+		return 0
+	case x != x: // NaN
+		return x
+	}
+	const log2e = 1.44269504088896341
+	// Round x·log2(e) to nearest by truncating away from zero: cheaper than
+	// math.Floor, and any nearest integer serves the reduction.
+	y := x * log2e
+	var n int32
+	if y >= 0 {
+		n = int32(y + 0.5)
+	} else {
+		n = int32(y - 0.5)
+	}
+	fn := float32(n)
+	r := x - fn*0.693359375
+	r -= fn * -2.12194440e-4
+	z := r * r
+	y = ((((1.9875691500e-4*r+1.3981999507e-3)*r+8.3334519073e-3)*r+4.1665795894e-2)*r+1.6666665459e-1)*r + 5.0000001201e-1
+	y = y*z + r + 1
+	if n > 127 { // 2^128 is not a float32; scale in two steps
+		return y * 2 * math.Float32frombits(uint32(n-1+127)<<23)
+	}
+	return y * math.Float32frombits(uint32(n+127)<<23)
+}

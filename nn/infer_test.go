@@ -1,0 +1,222 @@
+package nn
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/delegatelab/delegate/nn/kernel"
+)
+
+// inferTestConfig is a tiny model with grouped KV heads.
+func inferTestConfig(tied bool) Config {
+	return Config{Vocab: 37, Dim: 16, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 24, Context: 32, TiedOutput: tied}.WithDefaults()
+}
+
+// inferTestParams returns initialized weights with the attention and output
+// projections scaled up, so that attention is peaked and logits are spread
+// over several units: differences between tokens and positions then show.
+func inferTestParams(t testing.TB, c Config, seed uint64) *Params {
+	t.Helper()
+	p, err := Alloc(c)
+	if err != nil {
+		t.Fatalf("alloc: %v", err)
+	}
+	p.Init(seed)
+	scale := func(s []float32, f float32) {
+		for i := range s {
+			s[i] *= f
+		}
+	}
+	for _, l := range p.Layers {
+		scale(l.Wq, 10)
+		scale(l.Wk, 10)
+		scale(l.Wv, 5)
+		scale(l.W1, 5)
+		scale(l.W3, 5)
+	}
+	if c.TiedOutput {
+		scale(p.Output, 10) // also the embedding: more would drown the blocks' output in the residual stream
+	} else {
+		scale(p.Output, 40)
+	}
+	return p
+}
+
+// unfused returns a copy of p whose Wq, Wk and Wv do not lie back to back,
+// which forces the three-product path.
+func unfused(p *Params) *Params {
+	q := *p
+	q.Layers = slices.Clone(p.Layers)
+	for i := range q.Layers {
+		q.Layers[i].Wq = slices.Clone(p.Layers[i].Wq)
+		q.Layers[i].Wk = slices.Clone(p.Layers[i].Wk)
+	}
+	return &q
+}
+
+func maxAbsDiff(got []float32, want []float64) float64 {
+	var m float64
+	for i := range got {
+		m = math.Max(m, math.Abs(float64(got[i])-want[i]))
+	}
+	return m
+}
+
+// The cached, batched forward must agree with the reference within 2e-5 on
+// logits of magnitude up to ~8 (float32 against float64 arithmetic; the
+// observed gap is about 1e-6).
+const inferTol = 2e-5
+
+func TestInferForwardMatchesReference(t *testing.T) {
+	toks := []int{1, 5, 9, 2, 36, 0, 7, 7, 7, 13, 21, 3, 30, 4, 8, 11, 19, 22, 25, 1}
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		fused    bool
+		parallel bool
+	}{
+		{"untied fused", inferTestConfig(false), true, false},
+		{"tied fused", inferTestConfig(true), true, false},
+		{"untied three products", inferTestConfig(false), false, false},
+		{"attention split across cores", inferTestConfig(false), true, true},
+		{"head dim 6, one kv head", Config{Vocab: 37, Dim: 18, Layers: 1, Heads: 3, KVHeads: 1, Hidden: 20, Context: 32}.WithDefaults(), true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := inferTestParams(t, tc.cfg, 7)
+			if !tc.fused {
+				p = unfused(p)
+			}
+			m := newInferModel(p, mustCache(t, p.Config, 3))
+			defer m.close()
+			if tc.parallel {
+				m.parWork = 1
+			}
+			if (m.wqkv != nil) != tc.fused {
+				t.Fatalf("fused QKV = %v, want %v", m.wqkv != nil, tc.fused)
+			}
+			want := inferReference(p, toks)
+			v := p.Config.Vocab
+
+			// Slot 0: the whole sequence as one prefill.
+			rows := make([]inferRow, len(toks))
+			for i, tok := range toks {
+				rows[i] = inferRow{slot: 0, pos: i, token: tok, logits: true}
+			}
+			lg := m.forward(rows)
+			for i := range toks {
+				if d := maxAbsDiff(lg[i*v:(i+1)*v], want[i]); d > inferTol {
+					t.Errorf("prefill position %d: max |logit - reference| = %g, want <= %g", i, d, inferTol)
+				}
+			}
+
+			// Slot 2: one token per step, each step batched with a chunk of
+			// a different sequence in slot 1.
+			other := []int{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}
+			for i, tok := range toks {
+				lg := m.forward([]inferRow{
+					{slot: 1, pos: i, token: other[i]},
+					{slot: 2, pos: i, token: tok, logits: true},
+				})
+				if d := maxAbsDiff(lg[:v], want[i]); d > inferTol {
+					t.Errorf("decode position %d: max |logit - reference| = %g, want <= %g", i, d, inferTol)
+				}
+			}
+		})
+	}
+}
+
+func mustCache(t testing.TB, c Config, slots int) *KVCache {
+	t.Helper()
+	kc, err := NewKVCache(c, slots)
+	if err != nil {
+		t.Fatalf("kv cache: %v", err)
+	}
+	return kc
+}
+
+// The batch-vs-alone guarantee rests on the kernel computing each output row
+// the same way whatever the number of rows.
+func TestKernelRowDeterminism(t *testing.T) {
+	const k, n = 64, 172
+	for _, m := range []int{2, 5, 32, 65} {
+		a := make([]float32, m*k)
+		b := make([]float32, n*k)
+		for i := range a {
+			a[i] = float32(math.Sin(float64(i) * 0.37))
+		}
+		for i := range b {
+			b[i] = float32(math.Cos(float64(i) * 0.11))
+		}
+		all := make([]float32, m*n)
+		kernel.MatMulNT(all, a, b, m, k, n)
+		one := make([]float32, n)
+		for i := 0; i < m; i++ {
+			kernel.MatMulNT(one, a[i*k:(i+1)*k], b, 1, k, n)
+			if !slices.Equal(one, all[i*n:(i+1)*n]) {
+				t.Fatalf("m=%d: row %d computed alone differs bitwise from the batched row", m, i)
+			}
+		}
+	}
+}
+
+func TestInferExp(t *testing.T) {
+	for x := float32(-87); x < 88.7; x += 0.0137 {
+		got, want := float64(inferExp(x)), math.Exp(float64(x))
+		if rel := math.Abs(got-want) / want; rel > 3e-7 {
+			t.Fatalf("inferExp(%v) = %v, want %v (relative error %g)", x, got, want, rel)
+		}
+	}
+	if got := inferExp(-100); got != 0 {
+		t.Errorf("inferExp(-100) = %v, want 0", got)
+	}
+	if got := inferExp(100); !math.IsInf(float64(got), 1) {
+		t.Errorf("inferExp(100) = %v, want +Inf", got)
+	}
+}
+
+func TestInferSoftmax(t *testing.T) {
+	x := []float32{0.5, -3, 2.25, 40, -100, 39.5, 0}
+	want := make([]float64, len(x))
+	var sum float64
+	for i, v := range x {
+		want[i] = math.Exp(float64(v) - 40)
+		sum += want[i]
+	}
+	inferSoftmax(x)
+	for i := range x {
+		if w := want[i] / sum; math.Abs(float64(x[i])-w) > 1e-7 {
+			t.Errorf("softmax[%d] = %v, want %v", i, x[i], w)
+		}
+	}
+}
+
+// Heads that share a key/value head are computed in pairs; a pair must give
+// the same bits as its heads computed one at a time, since how heads are
+// split across cores depends on the batch.
+func TestInferAttendPairsMatchSingles(t *testing.T) {
+	c := Config{Vocab: 11, Dim: 48, Layers: 1, Heads: 4, KVHeads: 2, Hidden: 8, Context: 40}.WithDefaults() // head dim 12
+	for _, hd := range []int{12, 6} {
+		c.Dim = 4 * hd
+		p := inferTestParams(t, c, 1)
+		m := newInferModel(p, mustCache(t, c, 1))
+		for i := range m.cache.K[0] {
+			m.cache.K[0][i] = float32(math.Sin(float64(i) * 0.7))
+			m.cache.V[0][i] = float32(math.Cos(float64(i) * 0.3))
+		}
+		q := make([]float32, c.Dim)
+		for i := range q {
+			q[i] = float32(math.Sin(float64(i)*1.3)) * 3
+		}
+		paired, single := make([]float32, c.Dim), make([]float32, c.Dim)
+		const pos = 33
+		m.attend(paired, q, m.scores[0], 0, 0, pos, 0, c.Heads)
+		for h := range c.Heads {
+			m.attend(single, q, m.scores[0], 0, 0, pos, h, h+1)
+		}
+		if !slices.Equal(paired, single) {
+			t.Errorf("head dim %d: paired heads %v differ from single heads %v", hd, paired, single)
+		}
+		m.close()
+	}
+}

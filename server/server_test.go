@@ -1,0 +1,192 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/local"
+	"github.com/delegatelab/delegate/modeltest"
+	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/server"
+	"github.com/delegatelab/delegate/tokenizer"
+)
+
+// client is a third-party OpenAI client library (go-openai), so the server
+// is checked against someone else's reading of the wire format.
+func client(t *testing.T, h http.Handler) *goopenai.Client {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	cfg := goopenai.DefaultConfig("test-key-not-secret")
+	cfg.BaseURL = srv.URL + "/v1"
+	return goopenai.NewClientWithConfig(cfg)
+}
+
+func TestThirdPartyClientToolCalls(t *testing.T) {
+	fake := modeltest.New("scripted", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == delegate.RoleTool {
+			return modeltest.Text("The answer is \\boxed{12}."), nil
+		}
+		if len(req.Tools) != 1 || req.Tools[0].Name != "delegate" {
+			return nil, errors.New("tool not offered")
+		}
+		return modeltest.ToolCalls(
+			delegate.ToolCall{ID: "call_a", Name: "delegate", Arguments: `{"question":"3*4?"}`},
+			delegate.ToolCall{ID: "call_b", Name: "delegate", Arguments: `{"question":"2+2?"}`},
+		), nil
+	})
+	s, err := server.New(nil, fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client(t, s)
+	tools := []goopenai.Tool{{Type: goopenai.ToolTypeFunction, Function: &goopenai.FunctionDefinition{
+		Name: "delegate", Description: "ask a small model", Parameters: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string"}},"required":["question"]}`),
+	}}}
+	msgs := []goopenai.ChatCompletionMessage{{Role: "user", Content: "What is 3*4?"}}
+	resp, err := c.CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{Model: "scripted", Messages: msgs, Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := resp.Choices[0]
+	if ch.FinishReason != goopenai.FinishReasonToolCalls || len(ch.Message.ToolCalls) != 2 {
+		t.Fatalf("choice = %+v, want two tool calls", ch)
+	}
+	if got := ch.Message.ToolCalls[0].Function.Arguments; got != `{"question":"3*4?"}` {
+		t.Errorf("arguments = %q", got)
+	}
+	if resp.Usage.PromptTokens <= 0 || resp.Usage.TotalTokens != resp.Usage.PromptTokens+resp.Usage.CompletionTokens {
+		t.Errorf("usage = %+v", resp.Usage)
+	}
+	msgs = append(msgs, ch.Message,
+		goopenai.ChatCompletionMessage{Role: "tool", ToolCallID: "call_a", Content: "12"},
+		goopenai.ChatCompletionMessage{Role: "tool", ToolCallID: "call_b", Content: "4"})
+	resp, err = c.CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{Model: "scripted", Messages: msgs, Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Choices[0].Message.Content; !strings.Contains(got, `\boxed{12}`) {
+		t.Errorf("final content = %q", got)
+	}
+	got := fake.Requests()[1].Messages
+	if len(got) != 4 || got[1].ToolCalls[1].ID != "call_b" || got[3].ToolCallID != "call_b" || got[3].Content != "4" {
+		t.Errorf("tool turn reached the model as %+v", got)
+	}
+	models, err := c.ListModels(context.Background())
+	if err != nil || len(models.Models) != 1 || models.Models[0].ID != "scripted" {
+		t.Errorf("models = %+v, %v", models, err)
+	}
+	_, err = c.CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{Model: "nope", Messages: msgs})
+	var apiErr *goopenai.APIError
+	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 404 {
+		t.Errorf("unknown model: err = %v, want a 404 API error", err)
+	}
+}
+
+func TestLocalModelLogprobsAndBatching(t *testing.T) {
+	cfg := nn.Config{Vocab: tokenizer.VocabSize, Dim: 32, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 64, Context: 256}.WithDefaults()
+	p, err := nn.Alloc(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Init(3)
+	m, err := local.New(p, local.Config{Name: "tiny", MaxNew: 12, MaxBatch: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	s, err := server.New(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client(t, s)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			seed := i
+			resp, err := c.CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{
+				Model: "tiny", Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "hello"}},
+				LogProbs: true, TopLogProbs: 2, MaxCompletionTokens: 12, Seed: &seed,
+			})
+			if err != nil {
+				errs <- err
+				return
+			}
+			lp := resp.Choices[0].LogProbs
+			if lp == nil || len(lp.Content) != resp.Usage.CompletionTokens {
+				errs <- errors.New("logprobs do not cover every completion token")
+				return
+			}
+			for _, tok := range lp.Content {
+				if tok.LogProb > 0 || len(tok.TopLogProbs) != 2 || tok.TopLogProbs[0].LogProb < tok.TopLogProbs[1].LogProb {
+					errs <- errors.New("bad logprob entry")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if st := m.Stats(); st.MaxActive < 2 {
+		t.Errorf("engine never batched concurrent requests: %+v", st)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	s, err := server.New(nil, modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) {
+		return modeltest.Text("ok"), nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	tests := []struct {
+		name, body string
+		status     int
+		want       string
+	}{
+		{"not json", `{"model":`, 400, "not a chat completion request"},
+		{"no messages", `{"model":"m","messages":[]}`, 400, "messages"},
+		{"bad role", `{"model":"m","messages":[{"role":"wizard","content":"x"}]}`, 400, "unknown role"},
+		{"stream", `{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`, 400, "stream"},
+		{"image part", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "text parts"},
+		{"ok with parts", `{"model":"m","stop":"x","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`, 200, `"content":"ok"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var b strings.Builder
+			buf := make([]byte, 4096)
+			n, _ := resp.Body.Read(buf)
+			b.Write(buf[:n])
+			if resp.StatusCode != tt.status || !strings.Contains(b.String(), tt.want) {
+				t.Errorf("status %d body %s; want %d containing %q", resp.StatusCode, b.String(), tt.status, tt.want)
+			}
+		})
+	}
+	resp, err := http.Get(srv.URL + "/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("health: %v %v", resp, err)
+	}
+}
