@@ -2,12 +2,12 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/judge"
+	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/strategy"
 )
 
@@ -44,9 +44,11 @@ type Score struct {
 	// Fixed says what fixed the reward without a comparison: FixedFormat,
 	// FixedTruncated, or "" when the reward came from scoring the answer.
 	Fixed string `json:"fixed,omitempty"`
-	// Judge is the judge's verdict as the scorer's judge serialises it: its
-	// raw responses, parsed scores and the order of the answers.
-	Judge json.RawMessage `json:"judge,omitempty"`
+	// Judge is the judge's verdict, when one was asked: its raw responses,
+	// parsed scores and the order of the answers in each call.
+	Judge *judge.Verdict `json:"judge,omitempty"`
+	// Inputs is what the reward was computed from, when the scorer says.
+	Inputs *reward.Outcome `json:"inputs,omitempty"`
 }
 
 // What may fix a reward, as Score.Fixed says.
@@ -56,8 +58,7 @@ const (
 )
 
 // Advantages turns the rewards of one group's scored rollouts, in rollout
-// order, into advantages of the same length (GRPO, Dr. GRPO, RLOO...). It
-// must be deterministic.
+// order, into advantages of the same length. It must be deterministic.
 type Advantages func(rewards []float64) ([]float64, error)
 
 // Config configures Run.
@@ -70,9 +71,11 @@ type Config struct {
 	// Concurrency bounds the rollouts in flight at once (default G). The
 	// baseline of the next item runs beside them.
 	Concurrency int `json:"concurrency"`
-	// Estimator names the advantage estimator ("grpo", "drgrpo", "rloo");
-	// it is part of the run's identity. Advantages computes it.
-	Estimator  string     `json:"estimator"`
+	// Estimator names the advantage estimator ("grpo", "drgrpo", "rloo",
+	// see reward.Estimator); it is part of the run's identity.
+	Estimator string `json:"estimator"`
+	// Advantages computes the advantages; nil uses
+	// reward.Advantages(Estimator, ...).
 	Advantages Advantages `json:"-"`
 	// KeepTies writes groups whose rewards are all equal with zero
 	// advantages (and set_advantage_to_zero overrides) instead of dropping
@@ -105,9 +108,6 @@ var defaultTrainRoles = map[string]string{
 	strategy.NameSingle:    strategy.RoleSingle,
 }
 
-// Known estimator names.
-var estimators = []string{"grpo", "drgrpo", "rloo"}
-
 // Validate reports every invalid field, naming it.
 func (c Config) Validate() error {
 	var errs []error
@@ -120,11 +120,8 @@ func (c Config) Validate() error {
 	if c.Concurrency < 0 {
 		errs = append(errs, fmt.Errorf("concurrency: %d is negative", c.Concurrency))
 	}
-	if !slices.Contains(estimators, c.Estimator) {
-		errs = append(errs, fmt.Errorf("estimator: %q, want one of %v", c.Estimator, estimators))
-	}
-	if c.Advantages == nil {
-		errs = append(errs, errors.New("advantages: no advantage function"))
+	if _, err := reward.ParseEstimator(c.Estimator); err != nil {
+		errs = append(errs, err)
 	}
 	if c.OutDir == "" {
 		errs = append(errs, errors.New("out_dir: empty"))
@@ -132,8 +129,12 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// withDefaults fills Concurrency and TrainRoles.
+// withDefaults fills Concurrency, Advantages and TrainRoles.
 func (c Config) withDefaults(policy string) (Config, error) {
+	if c.Advantages == nil {
+		est := reward.Estimator(c.Estimator)
+		c.Advantages = func(r []float64) ([]float64, error) { return reward.Advantages(est, r) }
+	}
 	if c.Concurrency == 0 {
 		c.Concurrency = c.GroupSize
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/modeltest"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
@@ -116,7 +117,8 @@ func newFixture(t *testing.T) *fixture {
 			return Score{}, fmt.Errorf("answer %q has no score", tr.Answer)
 		}
 		return Score{Reward: float64(v), Candidate: float64(v) * 10, Baseline: 50, Outcome: "win",
-			Judge: json.RawMessage(`{"raw":"Score A: 70\nScore B: 40","order":"candidate_first"}`)}, nil
+			Judge: &judge.Verdict{Mode: judge.ModePairwise, Outcome: judge.Win, Candidate: 70, Baseline: 40, Diff: 30,
+				Orders: []judge.OrderResult{{Order: judge.CandidateFirst, Parsed: true, ScoreA: 70, ScoreB: 40, Raw: "Score A: 70\nScore B: 40"}}}}, nil
 	})
 	return f
 }
@@ -331,7 +333,7 @@ func TestRunWritesGroupsAndArtifacts(t *testing.T) {
 			t.Errorf("artifact %s: version %d status %q", a.ID, a.Version, a.Status)
 		}
 		if len(a.Subtasks) != 3 || len(a.SubagentOutputs) != 3 || !strings.HasPrefix(a.FinalOutput, "score ") ||
-			!strings.Contains(a.Stage1Raw, "<|subtask|>") || a.BaselineOutput != "base" || a.Score == nil || len(a.Score.Judge) == 0 {
+			!strings.Contains(a.Stage1Raw, "<|subtask|>") || a.BaselineOutput != "base" || a.Score == nil || a.Score.Judge == nil || a.Score.Judge.Orders[0].Raw == "" {
 			t.Errorf("artifact %s lacks reference fields: %+v", a.ID, a)
 		}
 		if a.Roles["delegator"].Calls != 2 || a.Roles["subagent"].Calls != 3 || a.ScoreTotals.Calls != 1 || a.Total.Cost <= 0 {
@@ -573,7 +575,6 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"group size", func(c *Config) { c.GroupSize = 1 }, "group_size"},
 		{"estimator", func(c *Config) { c.Estimator = "ppo" }, "estimator"},
-		{"advantages", func(c *Config) { c.Advantages = nil }, "advantages"},
 		{"out dir", func(c *Config) { c.OutDir = "" }, "out_dir"},
 		{"concurrency", func(c *Config) { c.Concurrency = -1 }, "concurrency"},
 	}
