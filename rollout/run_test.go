@@ -253,7 +253,7 @@ func checkComplete(t *testing.T, dir string, items, g int) ([]*Artifact, []*Grou
 // checkSequences checks the token layout of a group against the chat
 // template: equal lengths, -100 exactly outside the trained assistant
 // spans, logprob placeholders 1.0 where masked.
-func checkSequences(t *testing.T, gr *GroupRecord) {
+func checkSequences(t *testing.T, gr *GroupRecord, tools ...delegate.Tool) {
 	t.Helper()
 	n := len(gr.Scores)
 	for name, l := range map[string]int{"tokens": len(gr.Tokens), "masks": len(gr.Masks), "inference_logprobs": len(gr.InferenceLogprobs),
@@ -272,7 +272,7 @@ func checkSequences(t *testing.T, gr *GroupRecord) {
 		for _, m := range gr.Messages[i] {
 			msgs = append(msgs, m.Message)
 		}
-		want, spans := tokenizer.RenderSpans(msgs, nil, false)
+		want, spans := tokenizer.RenderSpans(msgs, tools, false)
 		if !slices.Equal(toks, want) {
 			t.Errorf("group %s sequence %d: tokens differ from the chat template's rendering", gr.ID, i)
 			continue
@@ -589,5 +589,107 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("got %v, want an error naming %s", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestRunBaselineFails(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t)
+	single := modeltest.New("single-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		if modeltest.Contains(req, "Request number 1.") {
+			return nil, &delegate.APIError{Status: 503, Type: "server_error", Message: "overloaded", Attempts: 3}
+		}
+		return modeltest.Text("Final answer: base"), nil
+	})
+	var err error
+	f.baseline, err = strategy.New(strategy.NameSingle, strategy.Roles{Single: delegate.Agent{Model: single}}, strategy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := Run(context.Background(), config(dir, 3, 2), tasks(3), f.baseline, f.policy, f.scorer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Rollouts != 4 || sum.RolloutsSkipped != 2 || sum.Dropped[DropErrors] != 1 || sum.GroupsWritten != 2 || !sum.Complete {
+		t.Errorf("summary: rollouts %d, skipped %d, dropped for errors %d, written %d, complete %v; want 4, 2, 1, 2, true",
+			sum.Rollouts, sum.RolloutsSkipped, sum.Dropped[DropErrors], sum.GroupsWritten, sum.Complete)
+	}
+	for _, a := range readArtifacts(t, dir) {
+		if a.TaskID == "t1" {
+			t.Errorf("artifact %s of the item whose baseline failed", a.ID)
+		}
+	}
+}
+
+func TestRunScorerPanics(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t)
+	inner := f.scorer
+	f.scorer = ScorerFunc(func(ctx context.Context, rec *delegate.Recorder, task delegate.Task, base, tr *delegate.Trace) (Score, error) {
+		if tr.Answer == "score 2" {
+			panic("scorer bug")
+		}
+		return inner.Score(ctx, rec, task, base, tr)
+	})
+	cfg := config(dir, 1, 4)
+	cfg.Concurrency = 1
+	sum, err := Run(context.Background(), cfg, tasks(1), f.baseline, f.policy, f.scorer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, groups, _ := checkComplete(t, dir, 1, 4)
+	if sum.RolloutsFailed != 1 || len(groups) != 1 || len(groups[0].Rollouts) != 3 {
+		t.Fatalf("failed %d, groups %+v; want 1 failed and a group of 3", sum.RolloutsFailed, groups)
+	}
+	if m := groups[0].Missing; len(m) != 1 || !strings.Contains(m[0].Error, "panic: scorer bug") || !strings.Contains(m[0].Error, "goroutine") {
+		t.Errorf("missing = %+v; want the panic with its stack", m)
+	}
+}
+
+// TestRunRouteSequences checks that route's turns extend one sequence: the
+// strong model's second call continues its first conversation, so a rollout
+// is one sequence with both of its turns trained.
+func TestRunRouteSequences(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t)
+	var n atomic.Int64
+	strong := modeltest.New("strong-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		for _, m := range req.Messages {
+			if m.Role == delegate.RoleTool {
+				return withTokens(req, modeltest.Text(fmt.Sprintf("Got it.\nFinal answer: score %d", n.Add(1)))), nil
+			}
+		}
+		return withTokens(req, modeltest.ToolCalls(modeltest.Call("call_1", strategy.DelegateToolName, `{"question":"What is 6 * 7?"}`))), nil
+	})
+	weak := modeltest.New("weak-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		return modeltest.Text("42"), nil
+	})
+	policy, err := strategy.New(strategy.NameRoute, strategy.Roles{Strong: delegate.Agent{Model: strong}, Weak: delegate.Agent{Model: weak}}, strategy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), config(dir, 2, 3), tasks(2), f.baseline, policy, f.scorer, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, groups, _ := checkComplete(t, dir, 2, 3)
+	if len(groups) != 2 {
+		t.Fatalf("%d groups, want 2", len(groups))
+	}
+	for _, gr := range groups {
+		if got, want := len(gr.Tokens), 3; got != want {
+			t.Errorf("group %s: %d sequences, want one per rollout (%d)", gr.ID, got, want)
+		}
+		for i, msgs := range gr.Messages {
+			trained := 0
+			for _, m := range msgs {
+				if m.Trained {
+					trained++
+				}
+			}
+			if trained != 2 {
+				t.Errorf("group %s sequence %d: %d trained turns, want 2", gr.ID, i, trained)
+			}
+		}
+		checkSequences(t, gr, strategy.DelegateTool)
 	}
 }

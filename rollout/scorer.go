@@ -49,7 +49,11 @@ func (s *RewardScorer) Score(ctx context.Context, rec *delegate.Recorder, task d
 		if *o.Correct {
 			sc.Outcome, sc.Candidate = "correct", 1
 		}
-		if ok, err := s.Verify(task, base.Answer); err == nil && ok {
+		ok, err := s.Verify(task, base.Answer)
+		if err != nil {
+			return Score{}, fmt.Errorf("score task %q: baseline: %w", task.ID, err)
+		}
+		if ok {
 			sc.Baseline = 1
 		}
 	}
