@@ -201,7 +201,8 @@ type runner struct {
 // not redone, bytes written after the last recorded record are truncated
 // away (Summary.Repairs says so) and their work redone, and a different
 // configuration (dataset, G, strategies...) is an error naming the
-// difference. One Run at a time may use an output directory.
+// difference. One Run at a time may use an output directory: a second,
+// in this process or another, fails while the first holds the state.
 //
 // Progress snapshots go to progress (which may be nil) by non-blocking
 // sends; Run never closes it.
@@ -236,7 +237,7 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline, polic
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return Summary{}, fmt.Errorf("process: %w", err)
 	}
-	db, err := store.Open(ctx, filepath.Join(cfg.OutDir, StateFile))
+	db, err := store.OpenExclusive(ctx, filepath.Join(cfg.OutDir, StateFile))
 	if err != nil {
 		return Summary{}, fmt.Errorf("process: %w", err)
 	}

@@ -693,3 +693,31 @@ func TestRunRouteSequences(t *testing.T) {
 		checkSequences(t, gr, strategy.DelegateTool)
 	}
 }
+
+func TestRunRefusesSecondRunOnOneDirectory(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	f.onCall = func(int64) {
+		if once.CompareAndSwap(false, true) {
+			close(started)
+			<-release
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, f.policy, f.scorer, nil)
+		done <- err
+	}()
+	<-started
+	_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, f.policy, f.scorer, nil)
+	close(release)
+	if err == nil || !strings.Contains(err.Error(), "another process holds it") {
+		t.Errorf("second run: got %v, want an error saying the directory is held", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	checkComplete(t, dir, 1, 2)
+}

@@ -16,7 +16,8 @@ import (
 	"net/url"
 	"strconv"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // SchemaVersion is the version of the tables this build reads and writes.
@@ -47,11 +48,30 @@ CREATE TABLE IF NOT EXISTS responses (
 `
 
 // Open opens the database at path, creating it with the current schema
-// when it does not exist. A database of another schema version is an error
+// when it does not exist, for use by any number of processes at once (a
+// shared response cache). A database of another schema version is an error
 // naming both versions.
 func Open(ctx context.Context, path string) (*DB, error) {
+	return open(ctx, path, false)
+}
+
+// OpenExclusive is Open for one process only: it holds the database's lock
+// until Close, so that a second process opening the same file (a second
+// `process` run on one output directory) fails instead of interleaving its
+// writes.
+func OpenExclusive(ctx context.Context, path string) (*DB, error) {
+	return open(ctx, path, true)
+}
+
+func open(ctx context.Context, path string, exclusive bool) (*DB, error) {
 	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
+	if exclusive {
+		// Before journal_mode: WAL then keeps its index in process memory.
+		q.Add("_pragma", "locking_mode(EXCLUSIVE)")
+		q.Add("_pragma", "busy_timeout(1000)")
+	} else {
+		q.Add("_pragma", "busy_timeout(10000)")
+	}
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(ON)")
@@ -67,6 +87,10 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err := s.init(ctx); err != nil {
 		// The init error is what matters; a close failure adds nothing.
 		_ = db.Close()
+		var se *sqlite.Error
+		if exclusive && errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY {
+			return nil, fmt.Errorf("open store %s: another process holds it: %w", path, err)
+		}
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil

@@ -272,3 +272,27 @@ func TestCachedConcurrent(t *testing.T) {
 		t.Errorf("misses = %d, want at least the 5 distinct requests", st.Misses)
 	}
 }
+
+func TestOpenExclusive(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := OpenExclusive(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetIdentity(ctx, []byte("run")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenExclusive(ctx, path); err == nil || !strings.Contains(err.Error(), "another process holds it") {
+		t.Errorf("second OpenExclusive: got %v, want an error saying another process holds it", err)
+	}
+	db.Close()
+	db, err = OpenExclusive(ctx, path)
+	if err != nil {
+		t.Fatalf("OpenExclusive after Close: %v", err)
+	}
+	defer db.Close()
+	if id, ok, err := db.Identity(ctx); err != nil || !ok || string(id) != "run" {
+		t.Errorf("Identity after reopening = %q, %v, %v", id, ok, err)
+	}
+}
