@@ -145,15 +145,17 @@ type GroupRecord struct {
 	Rollouts []Member       `json:"rollouts"`
 	Missing  []MissedMember `json:"missing,omitempty"`
 
-	Tokens            [][]int       `json:"tokens"`
-	Masks             [][]int       `json:"masks"`
-	InferenceLogprobs [][]float64   `json:"inference_logprobs"`
-	Messages          [][]Turn      `json:"messages"`
-	Scores            []float64     `json:"scores"`
-	Advantages        []float64     `json:"advantages"`
-	SequenceRollout   []int         `json:"sequence_rollout"`
-	Overrides         []Override    `json:"overrides"`
-	GroupOverrides    GroupOverride `json:"group_overrides"`
+	Tokens            [][]int     `json:"tokens"`
+	Masks             [][]int     `json:"masks"`
+	InferenceLogprobs [][]float64 `json:"inference_logprobs"`
+	Messages          [][]Turn    `json:"messages"`
+	Scores            []float64   `json:"scores"`
+	Advantages        []float64   `json:"advantages"`
+	SequenceRollout   []int       `json:"sequence_rollout"`
+	// NoTokens says, per sequence, why it has no tokens ("" when it has).
+	NoTokens       []string      `json:"no_tokens"`
+	Overrides      []Override    `json:"overrides"`
+	GroupOverrides GroupOverride `json:"group_overrides"`
 }
 
 // Member is one scored rollout of a group.

@@ -691,6 +691,7 @@ func (r *runner) finish(ctx context.Context, it *item) error {
 			rec.Scores = append(rec.Scores, m.Reward)
 			rec.Advantages = append(rec.Advantages, adv[i])
 			rec.SequenceRollout = append(rec.SequenceRollout, m.Index)
+			rec.NoTokens = append(rec.NoTokens, s.NoTokens)
 			rec.Overrides = append(rec.Overrides, Override{SetAdvantageToZero: zero})
 		}
 	}

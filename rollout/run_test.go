@@ -29,6 +29,9 @@ import (
 // the reply and its closing <|end|>.
 func withTokens(req *delegate.Request, resp *delegate.Response) *delegate.Response {
 	resp.PromptTokenIDs = tokenizer.Render(req.Messages, req.Tools, true)
+	if !req.Logprobs {
+		return resp // as a local backend does: prompt ids always, logprobs when asked
+	}
 	out := resp.Choices[0].Message
 	gen := tokenizer.Render([]delegate.Message{out}, nil, false)
 	gen = gen[2:] // drop <s> and <|assistant|>: the model wrote what follows
@@ -94,7 +97,7 @@ func newFixture(t testing.TB) *fixture {
 	cfg := strategy.DefaultConfig()
 	var err error
 	f.policy, err = strategy.New(strategy.NameDecompose, strategy.Roles{
-		Delegator: delegate.Agent{Model: f.delegator, Price: delegate.Price{Input: 1, Output: 2}},
+		Delegator: delegate.Agent{Model: RequestLogprobs(f.delegator), Price: delegate.Price{Input: 1, Output: 2}},
 		Subagent:  delegate.Agent{Model: subagent},
 	}, cfg)
 	if err != nil {
@@ -422,6 +425,7 @@ func TestRunFailingRollout(t *testing.T) {
 		groups[0].GroupOverrides.GroupSize != 3 || groups[0].Missing[0].Index != 1 {
 		t.Fatalf("groups = %+v; want t0 with 3 members and rollout 1 missing", groups)
 	}
+	checkSequences(t, groups[0])
 	if got, want := sum.Dropped[DropErrors], 1; got != want {
 		t.Errorf("dropped for errors: %d, want %d", got, want)
 	}
@@ -664,7 +668,7 @@ func TestRunRouteSequences(t *testing.T) {
 	weak := modeltest.New("weak-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
 		return modeltest.Text("42"), nil
 	})
-	policy, err := strategy.New(strategy.NameRoute, strategy.Roles{Strong: delegate.Agent{Model: strong}, Weak: delegate.Agent{Model: weak}}, strategy.DefaultConfig())
+	policy, err := strategy.New(strategy.NameRoute, strategy.Roles{Strong: delegate.Agent{Model: RequestLogprobs(strong)}, Weak: delegate.Agent{Model: weak}}, strategy.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -720,4 +724,35 @@ func TestRunRefusesSecondRunOnOneDirectory(t *testing.T) {
 		t.Fatalf("first run: %v", err)
 	}
 	checkComplete(t, dir, 1, 2)
+}
+
+// TestRunWithoutLogprobs: a policy model not asked for logprobs gives
+// sequences with messages and no tokens, and says why.
+func TestRunWithoutLogprobs(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t)
+	sub := modeltest.New("subagent-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		return modeltest.Text("done"), nil
+	})
+	policy, err := strategy.New(strategy.NameDecompose, strategy.Roles{Delegator: delegate.Agent{Model: f.delegator}, Subagent: delegate.Agent{Model: sub}}, strategy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, policy, f.scorer, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, groups, _ := checkComplete(t, dir, 1, 2)
+	if len(groups) != 1 {
+		t.Fatalf("%d groups, want 1", len(groups))
+	}
+	gr := groups[0]
+	for i := range gr.Messages {
+		if len(gr.Tokens[i]) != 0 || len(gr.Masks[i]) != 0 || len(gr.InferenceLogprobs[i]) != 0 || len(gr.Messages[i]) == 0 {
+			t.Errorf("sequence %d: %d tokens, %d masks, %d logprobs, %d messages; want messages only", i,
+				len(gr.Tokens[i]), len(gr.Masks[i]), len(gr.InferenceLogprobs[i]), len(gr.Messages[i]))
+		}
+	}
+	if got := gr.NoTokens; len(got) != len(gr.Messages) || !strings.Contains(got[0], "no logprobs") {
+		t.Errorf("no_tokens = %q, want one reason per sequence naming the missing logprobs", got)
+	}
 }
