@@ -58,14 +58,15 @@ type fixture struct {
 	score     func(n int64) int64 // the score of the n-th aggregation
 	failPlan  func(n int64) bool  // fail the n-th plan call
 	onCall    func(n int64)       // called at every delegator call, numbered from 1
-	planN     atomic.Int64        //
-	aggN      atomic.Int64        //
-	callN     atomic.Int64        //
-	judge     *modeltest.Model    //
-	policy    delegate.Strategy   //
-	baseline  delegate.Strategy   //
-	scorer    Scorer              //
-	delegator *modeltest.Model    //
+	badPlan   bool                // plan without tags: a format failure
+	planN     atomic.Int64        // plan calls so far
+	aggN      atomic.Int64        // aggregation calls so far
+	callN     atomic.Int64        // delegator calls so far
+	judge     *modeltest.Model
+	policy    delegate.Strategy
+	baseline  delegate.Strategy
+	scorer    Scorer
+	delegator *modeltest.Model
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -82,6 +83,9 @@ func newFixture(t testing.TB) *fixture {
 		n := f.planN.Add(1)
 		if f.failPlan != nil && f.failPlan(n) {
 			return nil, &delegate.APIError{Status: 500, Type: "server_error", Message: "scripted failure", Attempts: 1}
+		}
+		if f.badPlan {
+			return withTokens(req, modeltest.Text("I will just answer.")), nil
 		}
 		return withTokens(req, modeltest.Text(planText("Find A.", "Find B.", "Find C."))), nil
 	})
@@ -754,5 +758,25 @@ func TestRunWithoutLogprobs(t *testing.T) {
 	}
 	if got := gr.NoTokens; len(got) != len(gr.Messages) || !strings.Contains(got[0], "no logprobs") {
 		t.Errorf("no_tokens = %q, want one reason per sequence naming the missing logprobs", got)
+	}
+}
+
+func TestRunAllFormatFailures(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t)
+	f.badPlan = true
+	sum, err := Run(context.Background(), config(dir, 2, 3), tasks(2), f.baseline, f.policy, f.scorer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arts, groups, _ := checkComplete(t, dir, 2, 3)
+	if len(groups) != 0 || sum.Dropped[DropFormat] != 2 || sum.RolloutsFormat != 6 || sum.RolloutsFailed != 0 {
+		t.Errorf("groups %d, dropped for format %d, format rollouts %d, failed %d; want 0, 2, 6, 0",
+			len(groups), sum.Dropped[DropFormat], sum.RolloutsFormat, sum.RolloutsFailed)
+	}
+	for _, a := range arts {
+		if !strings.HasPrefix(a.Failure, "plan ") || a.Score == nil || a.Score.Fixed != FixedFormat {
+			t.Errorf("artifact %s: failure %q, score %+v; want a plan failure fixed as format", a.ID, a.Failure, a.Score)
+		}
 	}
 }
