@@ -296,3 +296,44 @@ func TestOpenExclusive(t *testing.T) {
 		t.Errorf("Identity after reopening = %q, %v, %v", id, ok, err)
 	}
 }
+
+// TestCacheSharedFile: two handles on one cache file, as two benchmark
+// processes would have, write and read concurrently.
+func TestCacheSharedFile(t *testing.T) {
+	ctx := context.Background()
+	db1, path := openTemp(t)
+	db2, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	fake := modeltest.New("m", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		return modeltest.Text("echo " + req.Messages[0].Content), nil
+	})
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for g, db := range []*DB{db1, db2, db1, db2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := Cached(fake, db, "s")
+			for i := range 15 {
+				q := fmt.Sprint(i)
+				resp, err := m.Chat(ctx, &delegate.Request{Messages: []delegate.Message{delegate.User(q)}, Temperature: temp(0)})
+				if err == nil && resp.Text() != "echo "+q {
+					err = fmt.Errorf("got %q for %q", resp.Text(), q)
+				}
+				if err != nil {
+					errs[g] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for g, err := range errs {
+		if err != nil {
+			t.Errorf("goroutine %d: %v", g, err)
+		}
+	}
+}
