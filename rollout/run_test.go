@@ -485,11 +485,13 @@ func TestRunResumesAfterCancel(t *testing.T) {
 func TestRunRepairsTruncatedLine(t *testing.T) {
 	tests := []struct {
 		name   string
+		file   string
 		tail   func(lastLine []byte) []byte
 		repair string
 	}{
-		{"partial line", func(l []byte) []byte { return l[:len(l)/2] }, "a partial line of"},
-		{"unrecorded whole line", func(l []byte) []byte { return l }, "1 whole unrecorded lines"},
+		{"artifacts partial line", ArtifactsFile, func(l []byte) []byte { return l[:len(l)/2] }, "a partial line of"},
+		{"artifacts unrecorded whole line", ArtifactsFile, func(l []byte) []byte { return l }, "1 whole unrecorded lines"},
+		{"groups partial line", GroupsFile, func(l []byte) []byte { return l[:len(l)-7] }, "a partial line of"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -498,18 +500,20 @@ func TestRunRepairsTruncatedLine(t *testing.T) {
 			defer cancel()
 			f := newFixture(t)
 			f.onCall = func(n int64) {
-				if n == 9 {
+				if n == 9 { // with one rollout at a time: item 0's group is done
 					cancel()
 				}
 			}
-			if _, err := Run(ctx, config(dir, 3, 3), tasks(3), f.baseline, f.policy, f.scorer, nil); !errors.Is(err, context.Canceled) {
+			cfg := config(dir, 3, 3)
+			cfg.Concurrency = 1
+			if _, err := Run(ctx, cfg, tasks(3), f.baseline, f.policy, f.scorer, nil); !errors.Is(err, context.Canceled) {
 				t.Fatalf("interrupted run: %v", err)
 			}
 			// A writer killed mid-record leaves bytes the state never recorded.
-			path := filepath.Join(dir, ArtifactsFile)
+			path := filepath.Join(dir, tt.file)
 			lines := readLines(t, path)
 			if len(lines) == 0 {
-				t.Fatal("the interrupted run wrote no artifact")
+				t.Fatalf("the interrupted run wrote nothing to %s", tt.file)
 			}
 			fh, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 			if err != nil {
@@ -526,10 +530,13 @@ func TestRunRepairsTruncatedLine(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(sum.Repairs) != 1 || !strings.Contains(sum.Repairs[0], ArtifactsFile) || !strings.Contains(sum.Repairs[0], tt.repair) {
-				t.Errorf("repairs = %q, want one naming %s and %q", sum.Repairs, ArtifactsFile, tt.repair)
+			if len(sum.Repairs) != 1 || !strings.Contains(sum.Repairs[0], tt.file) || !strings.Contains(sum.Repairs[0], tt.repair) {
+				t.Errorf("repairs = %q, want one naming %s and %q", sum.Repairs, tt.file, tt.repair)
 			}
-			checkComplete(t, dir, 3, 3)
+			_, groups, _ := checkComplete(t, dir, 3, 3)
+			if len(groups) != 3 {
+				t.Errorf("%d groups after the repair, want 3", len(groups))
+			}
 		})
 	}
 }
@@ -778,5 +785,22 @@ func TestRunAllFormatFailures(t *testing.T) {
 		if !strings.HasPrefix(a.Failure, "plan ") || a.Score == nil || a.Score.Fixed != FixedFormat {
 			t.Errorf("artifact %s: failure %q, score %+v; want a plan failure fixed as format", a.ID, a.Failure, a.Score)
 		}
+	}
+}
+
+func TestRunRefusesShortenedFile(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t)
+	if _, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, f.policy, f.scorer, nil); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, ArtifactsFile)
+	lines := readLines(t, path)
+	if err := os.WriteFile(path, append(lines[0], '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, f.policy, f.scorer, nil)
+	if err == nil || !strings.Contains(err.Error(), "committed records were lost") || !strings.Contains(err.Error(), ArtifactsFile) {
+		t.Errorf("got %v, want an error naming %s and the lost records", err, ArtifactsFile)
 	}
 }
