@@ -16,4 +16,14 @@
 // Its state lives in state.db (package store), so a run interrupted at any
 // point and started again with the same settings resumes without losing or
 // duplicating a rollout; see Run.
+//
+// RewardScorer is the Scorer that composes the verifiers, the judge and a
+// reward function; RequestLogprobs wraps the policy's models so that their
+// backends return the token ids and logprobs the groups need. A caller
+// (the command) wires them:
+//
+//	policy, _ := strategy.New("decompose", strategy.Roles{
+//		Delegator: delegate.Agent{Model: rollout.RequestLogprobs(m)}, ...}, scfg)
+//	sc := &rollout.RewardScorer{Judge: j, Verify: verify, Reward: reward.DefaultGraded().Reward}
+//	sum, err := rollout.Run(ctx, cfg, tasks, baseline, policy, sc, progress)
 package rollout
