@@ -91,10 +91,12 @@ type Config struct {
 	// trained in groups.jsonl. Default: the policy strategy's deciding role
 	// (decompose: delegator, route: strong, lead: leader, single: single).
 	TrainRoles []string `json:"train_roles,omitempty"`
-	// Strategies describes the configuration of the strategies and models
-	// (a hash of their config, say). Run cannot see inside a Strategy, so
-	// this is how a resume with other prompts or models is refused.
-	Strategies string `json:"strategies,omitempty"`
+	// Fingerprint describes what else makes two runs the same run: the
+	// configuration of the strategies, models, judge and reward (a hash of
+	// the config file, say). Run cannot see inside a Strategy or a Scorer,
+	// so this is how a resume with other prompts, models or rewards is
+	// refused.
+	Fingerprint string `json:"fingerprint,omitempty"`
 	// OmitTraces leaves the full traces out of artifacts.jsonl (the
 	// extracted fields stay).
 	OmitTraces bool `json:"omit_traces,omitempty"`

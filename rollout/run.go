@@ -117,17 +117,17 @@ type groupState struct {
 
 // identity is what makes two runs the same run: a resume must match it.
 type identity struct {
-	Format     int      `json:"format"`
-	Dataset    string   `json:"dataset"`
-	Items      int      `json:"items"`
-	GroupSize  int      `json:"group_size"`
-	Baseline   string   `json:"baseline"`
-	Policy     string   `json:"policy"`
-	Estimator  string   `json:"estimator"`
-	KeepTies   bool     `json:"keep_ties"`
-	Seed       int64    `json:"seed"`
-	TrainRoles []string `json:"train_roles"`
-	Strategies string   `json:"strategies"`
+	Format      int      `json:"format"`
+	Dataset     string   `json:"dataset"`
+	Items       int      `json:"items"`
+	GroupSize   int      `json:"group_size"`
+	Baseline    string   `json:"baseline"`
+	Policy      string   `json:"policy"`
+	Estimator   string   `json:"estimator"`
+	KeepTies    bool     `json:"keep_ties"`
+	Seed        int64    `json:"seed"`
+	TrainRoles  []string `json:"train_roles"`
+	Fingerprint string   `json:"fingerprint"`
 }
 
 // diff names every field that differs, stored value first.
@@ -148,7 +148,7 @@ func (a identity) diff(b identity) []string {
 	add("keep_ties", a.KeepTies, b.KeepTies)
 	add("seed", a.Seed, b.Seed)
 	add("train_roles", a.TrainRoles, b.TrainRoles)
-	add("strategies config", a.Strategies, b.Strategies)
+	add("fingerprint (strategies, models, judge, reward)", a.Fingerprint, b.Fingerprint)
 	return out
 }
 
@@ -289,7 +289,7 @@ func (r *runner) checkIdentity(ctx context.Context) (fresh bool, err error) {
 		Format: ArtifactVersion*1000 + GroupVersion, Dataset: hex.EncodeToString(h.Sum(nil))[:16],
 		Items: r.cfg.Items, GroupSize: r.cfg.GroupSize, Baseline: r.baseline.Name(), Policy: r.policy.Name(),
 		Estimator: r.cfg.Estimator, KeepTies: r.cfg.KeepTies, Seed: r.cfg.Seed, TrainRoles: roles,
-		Strategies: r.cfg.Strategies,
+		Fingerprint: r.cfg.Fingerprint,
 	}
 	data, err := json.Marshal(now)
 	if err != nil {

@@ -558,6 +558,7 @@ func TestRunRefusesOtherConfig(t *testing.T) {
 		{"group size", config(dir, 2, 3), tasks(2), "group_size 2 there, 3 now"},
 		{"dataset", config(dir, 2, 2), other, "dataset"},
 		{"estimator", func() Config { c := config(dir, 2, 2); c.Estimator = "rloo"; return c }(), tasks(2), "estimator grpo there, rloo now"},
+		{"fingerprint", func() Config { c := config(dir, 2, 2); c.Fingerprint = "judge gpt-x"; return c }(), tasks(2), "fingerprint"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
