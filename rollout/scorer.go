@@ -9,6 +9,7 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/score"
 	"github.com/delegatelab/delegate/strategy"
 )
 
@@ -23,7 +24,7 @@ type RewardScorer struct {
 	// a reference answer.
 	Judge *judge.Judge
 	// Verify says whether a response answers a task with a reference
-	// answer correctly (score.Verify); nil when no task has one.
+	// answer correctly; nil uses score.Verify.
 	Verify func(t delegate.Task, response string) (correct bool, err error)
 	// Reward is the reward function: reward.Parity or a reward.Graded's
 	// Reward.
@@ -49,7 +50,7 @@ func (s *RewardScorer) Score(ctx context.Context, rec *delegate.Recorder, task d
 		if *o.Correct {
 			sc.Outcome, sc.Candidate = "correct", 1
 		}
-		ok, err := s.Verify(task, base.Answer)
+		ok, err := s.verify(task, base.Answer)
 		if err != nil {
 			return Score{}, fmt.Errorf("score task %q: baseline: %w", task.ID, err)
 		}
@@ -116,14 +117,19 @@ func (s *RewardScorer) outcome(task delegate.Task, base, tr *delegate.Trace) (re
 		o.BaselineFailure = base.Failure
 	}
 	if task.Answer != "" && o.FormatOK && o.Error == "" {
-		if s.Verify == nil {
-			return o, fmt.Errorf("score task %q: it has a reference answer and no verifier is set", task.ID)
-		}
-		ok, err := s.Verify(task, tr.Answer)
+		ok, err := s.verify(task, tr.Answer)
 		if err != nil {
 			return o, fmt.Errorf("score task %q: %w", task.ID, err)
 		}
 		o.Correct = &ok
 	}
 	return o, nil
+}
+
+func (s *RewardScorer) verify(t delegate.Task, response string) (bool, error) {
+	if s.Verify != nil {
+		return s.Verify(t, response)
+	}
+	r, err := score.Verify(t, response)
+	return r.Correct, err
 }

@@ -108,14 +108,15 @@ func TestRewardScorer(t *testing.T) {
 			func(reward.Outcome) float64 { return -10 }},
 		{"truncated answer", delegate.Task{ID: "o", Prompt: "Request."}, goodPlan, "Final Output:\nscore 8 and", "length", graded.Reward, FixedTruncated, false,
 			func(o reward.Outcome) float64 { return -1 - graded.CostTerm(o) }},
-		{"reference answer", delegate.Task{ID: "g", Dataset: "gsm8k", Prompt: "Request.", Answer: "score 8"}, goodPlan, "Final Output:\nscore 8", "stop", graded.Reward, "", false,
+		{"reference answer", delegate.Task{ID: "g", Dataset: "gsm8k", Prompt: "Request.", Answer: "45"}, goodPlan, "Final Output:\n6 * 7 + 3 = \\boxed{45}", "stop", graded.Reward, "", false,
 			func(o reward.Outcome) float64 { return 1 - graded.CostTerm(o) }},
+		{"wrong answer", delegate.Task{ID: "g", Dataset: "gsm8k", Prompt: "Request.", Answer: "45"}, goodPlan, "Final Output:\nThe answer is 44.", "stop", graded.Reward, "", false,
+			func(o reward.Outcome) float64 { return 0 - graded.CostTerm(o) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			j, jm := newJudge(t)
-			s := &RewardScorer{Judge: j, Reward: tt.reward,
-				Verify: func(task delegate.Task, response string) (bool, error) { return response == task.Answer, nil }}
+			s := &RewardScorer{Judge: j, Reward: tt.reward} // score.Verify checks reference answers
 			tr := decomposeTrace(t, tt.plan, tt.agg, tt.finish)
 			rec := delegate.NewRecorder("score", "Request.", nil)
 			sc, err := s.Score(context.Background(), rec, tt.task, baseTrace(t, "base"), tr)
