@@ -66,6 +66,12 @@ func TestToyRunRaisesReward(t *testing.T) {
 			t.Errorf("step %d: scalars %v lack the rollout's \"tokens\"", m.Step, m.Scalars)
 		}
 	}
+	var rs, us float64
+	for _, m := range ms {
+		rs += m.RolloutSeconds
+		us += m.UpdateSeconds
+	}
+	t.Logf("rollouts %.2fs, updates %.2fs", rs, us)
 	first, last := meanReward(ms[:4]), meanReward(ms[len(ms)-4:])
 	t.Logf("mean reward: first 4 steps %.3f, last 4 steps %.3f", first, last)
 	if !(last >= first+0.5 && last >= 0.7) {

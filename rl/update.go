@@ -108,6 +108,7 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64) (upda
 	}
 
 	oldLP := make([][]float32, len(mbs))
+	obj := objective{eps: l.cfg.ClipEps, beta: l.cfg.KLBeta}
 	var clipped int
 	for epoch := 1; epoch <= l.cfg.Epochs; epoch++ {
 		clear(l.grads.Data)
@@ -135,20 +136,17 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64) (upda
 				seq := seqs[s.idx]
 				for j := range seq.Completion {
 					k := m.at(s, j)
-					cur, old := float64(lp[k]), float64(oldLP[i][k])
-					loss, w, c := ppoTerm(seq.Adv, cur, old, l.cfg.ClipEps)
+					cur, old, ref := float64(lp[k]), float64(oldLP[i][k]), float64(lp[k])
+					if refLP != nil {
+						ref = float64(refLP[i][k])
+					}
+					pg, kj, w, c := obj.at(seq.Adv, cur, old, ref)
 					if c {
 						clipped++
 					}
-					st.PGLoss += seq.Coef * loss
-					st.Loss += seq.Coef * loss
-					if l.ref != nil {
-						ref := float64(refLP[i][k])
-						kj := k3(cur, ref)
-						kl += kj
-						st.Loss += seq.Coef * l.cfg.KLBeta * kj
-						w += klWeight(cur, ref, l.cfg.KLBeta)
-					}
+					kl += kj
+					st.PGLoss += seq.Coef * pg
+					st.Loss += seq.Coef * (pg + l.cfg.KLBeta*kj)
 					m.batch.Weights[k] = float32(seq.Coef * w)
 				}
 			}
