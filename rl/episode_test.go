@@ -323,3 +323,64 @@ func TestEpisodesFromRouteRun(t *testing.T) {
 		t.Errorf("%d weak calls and %d later strong turns: the runs did not delegate, so masking of tool results went unchecked", weakCalls, turns)
 	}
 }
+
+// TestEpisodesFromLeadRun is MLPO's case: the leader's prompt holds the
+// frozen peers' answers, and only the leader's own tokens are trained.
+func TestEpisodesFromLeadRun(t *testing.T) {
+	scfg := strategy.DefaultConfig()
+	scfg.Peers, scfg.Rounds = 3, 1
+	scfg.Peer.MaxTokens, scfg.Leader.MaxTokens = 12, 16
+	cfg := DefaultConfig()
+	cfg.MaxNewTokens = 16
+	leaderP := tinyParams(t, 1024, 31)
+	leader := WrapPolicy(newLocal(t, leaderP, "tiny-leader"), cfg)
+	peer := newLocal(t, tinyParams(t, 1024, 32), "tiny-peer")
+	s, err := strategy.New(strategy.NameLead, strategy.Roles{
+		Leader: delegate.Agent{Model: leader},
+		Peers:  []delegate.Agent{{Model: peer}},
+	}, scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := s.Run(context.Background(), "What is 3*4?", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps, err := Episodes(tr, strategy.RoleLeader, leaderP.Config.Context)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaderTokens, peerCalls, trained int
+	var peerAnswers []string
+	for _, n := range tr.Calls() {
+		switch n.Role {
+		case strategy.RoleLeader:
+			leaderTokens += n.Usage.CompletionTokens
+		case strategy.RolePeer:
+			peerCalls++
+			if a := strings.TrimSpace(n.Output.Content); a != "" && peerCalls <= scfg.Peers {
+				peerAnswers = append(peerAnswers, a)
+			}
+		}
+	}
+	for _, e := range eps {
+		trained += len(e.Completion)
+	}
+	if len(eps) != scfg.Rounds+1 || trained != leaderTokens {
+		t.Errorf("%d episodes with %d trained tokens; want %d (one per round) with the leader's %d", len(eps), trained, scfg.Rounds+1, leaderTokens)
+	}
+	if peerCalls != scfg.Peers*(scfg.Rounds+1) {
+		t.Errorf("%d peer calls, want %d", peerCalls, scfg.Peers*(scfg.Rounds+1))
+	}
+	// Every peer answer of round 0 sits in the masked prompt of the first
+	// leader episode.
+	prompt := tokenizer.Decode(eps[0].Prompt)
+	if len(peerAnswers) == 0 {
+		t.Fatal("every peer answer of round 0 is empty; the check would be blind")
+	}
+	for i, a := range peerAnswers {
+		if !strings.Contains(prompt, a) {
+			t.Errorf("peer answer %d %q is not in the leader's prompt", i, a)
+		}
+	}
+}
