@@ -67,8 +67,10 @@ type Config struct {
 	// it) and is NormTokenSum's constant. Default 64.
 	MaxNewTokens int `json:"max_new_tokens"`
 	// Temperature is the policy's sampling temperature (WrapPolicy sets
-	// it). Default 1: the behaviour logprobs are then those of the
-	// distribution sampled from.
+	// it). Default 1. The logprobs of both the sampler and the trainer are
+	// those of the untempered policy (nn has no tempered loss), so only at
+	// 1 is the sampled distribution the one the gradient is taken of; at
+	// another temperature the update is off-policy by that difference.
 	Temperature float64 `json:"temperature"`
 	// PolicyRole is the trace role whose calls are trained, e.g. "strong",
 	// "delegator" or "leader". Required.

@@ -65,7 +65,7 @@ func Episodes(tr *delegate.Trace, role string, context int) ([]Episode, error) {
 			if lp.TokenID < 0 {
 				return nil, fmt.Errorf("episodes: node %s: generated token %d (%q) has no token id; only backends that return ids can be trained", name, i, lp.Token)
 			}
-			if math.IsNaN(lp.Logprob) || math.IsInf(lp.Logprob, 0) || lp.Logprob > 0 {
+			if math.IsNaN(lp.Logprob) || math.IsInf(lp.Logprob, 0) || lp.Logprob > 1e-3 { // a log-probability; allow rounding above 0
 				return nil, fmt.Errorf("episodes: node %s: generated token %d has logprob %v", name, i, lp.Logprob)
 			}
 			e.Completion[i] = lp.TokenID
