@@ -182,7 +182,10 @@ func (t *Trainer) Step(ctx context.Context) (*Metrics, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("step %d: %w", step, err)
 	}
-	items := t.sampleItems()
+	// The sampler advances only when the step completes, so that a step
+	// redone after a failure or a resume draws the same items.
+	rng := *t.rng
+	items := sampleItems(&rng, t.env.Items, cfg.ItemsPerStep)
 	slots := make([]rolloutSlot, len(items)*cfg.GroupSize)
 	for i, it := range items {
 		for g := range cfg.GroupSize {
@@ -238,6 +241,7 @@ func (t *Trainer) Step(ctx context.Context) (*Metrics, error) {
 		m.GradNorm, m.GradClipped, m.LogprobGap = st.GradNorm, st.GradClip, st.LogprobGap
 		m.TrainedTokens = st.Tokens
 	}
+	*t.rng = rng
 	m.RolloutSeconds = rolloutTime.Seconds()
 	m.UpdateSeconds = time.Since(upStart).Seconds()
 	m.Time = time.Now().UTC()
@@ -387,10 +391,9 @@ func (t *Trainer) runRollout(ctx context.Context, item int, seed uint64) (tr *de
 	return tr, out, err
 }
 
-// sampleItems draws ItemsPerStep distinct items, in increasing order.
-func (t *Trainer) sampleItems() []int {
-	r := rand.New(t.rng)
-	n, k := t.env.Items, t.cfg.ItemsPerStep
+// sampleItems draws k distinct items of n, in increasing order.
+func sampleItems(src *rand.PCG, n, k int) []int {
+	r := rand.New(src)
 	picked := make(map[int]bool, k)
 	out := make([]int, 0, k)
 	for len(out) < k { // Floyd's algorithm: exactly k draws
