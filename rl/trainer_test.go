@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/delegatelab/delegate/reward"
 )
 
 func readMetricsFile(t *testing.T, dir string) []Metrics {
@@ -33,8 +35,15 @@ func meanReward(ms []Metrics) float64 {
 }
 
 func TestToyRunRaisesReward(t *testing.T) {
+	for _, est := range []reward.Estimator{reward.GRPO, reward.DrGRPO, reward.RLOO} {
+		t.Run(string(est), func(t *testing.T) { checkToyRun(t, est) })
+	}
+}
+
+func checkToyRun(t *testing.T, est reward.Estimator) {
 	dir := t.TempDir()
 	cfg := toyConfig(dir)
+	cfg.Estimator = est
 	progress := make(chan Progress, 1024)
 	tr, _, _ := newToy(t, cfg, progress)
 	if err := tr.Run(context.Background()); err != nil {
@@ -56,6 +65,9 @@ func TestToyRunRaisesReward(t *testing.T) {
 		if m.Rollouts != cfg.GroupSize*cfg.ItemsPerStep || m.Groups != cfg.ItemsPerStep {
 			t.Errorf("step %d: %d rollouts in %d groups, want %d in %d", m.Step, m.Rollouts, m.Groups, cfg.GroupSize*cfg.ItemsPerStep, cfg.ItemsPerStep)
 		}
+		if m.Estimator != string(est) || m.Norm != string(cfg.norm()) {
+			t.Errorf("step %d: estimator %q norm %q, want %q and %q", m.Step, m.Estimator, m.Norm, est, cfg.norm())
+		}
 		if m.ClipFrac != 0 {
 			t.Errorf("step %d: clip fraction %v with one epoch, want 0 (the ratio is 1)", m.Step, m.ClipFrac)
 		}
@@ -71,7 +83,11 @@ func TestToyRunRaisesReward(t *testing.T) {
 		rs += m.RolloutSeconds
 		us += m.UpdateSeconds
 	}
-	t.Logf("rollouts %.2fs, updates %.2fs", rs, us)
+	var gn float64
+	for _, m := range ms {
+		gn += m.GradNorm
+	}
+	t.Logf("rollouts %.2fs, updates %.2fs, mean grad norm %.4f", rs, us, gn/float64(len(ms)))
 	first, last := meanReward(ms[:4]), meanReward(ms[len(ms)-4:])
 	t.Logf("mean reward: first 4 steps %.3f, last 4 steps %.3f", first, last)
 	if !(last >= first+0.5 && last >= 0.7) {
@@ -80,8 +96,23 @@ func TestToyRunRaisesReward(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(CheckpointDir(dir), ckptState)); err != nil {
 		t.Errorf("no final checkpoint: %v", err)
 	}
-	if len(progress) == 0 {
-		t.Error("no progress events")
+	close(progress)
+	var ends, rollouts int
+	for ev := range progress {
+		if ev.Metrics != nil {
+			ends++
+			if ev.Metrics.Step != ev.Step {
+				t.Errorf("progress event of step %d carries the metrics of step %d", ev.Step, ev.Metrics.Step)
+			}
+		} else {
+			rollouts++
+		}
+	}
+	if drop := tr.DroppedProgress(); ends+int(drop) < cfg.Steps || ends > cfg.Steps {
+		t.Errorf("%d end-of-step progress events and %d dropped, want %d steps", ends, drop, cfg.Steps)
+	}
+	if rollouts == 0 {
+		t.Error("no rollout progress events")
 	}
 }
 
