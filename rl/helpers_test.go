@@ -96,8 +96,8 @@ func toyConfig(dir string) Config {
 	cfg := DefaultConfig()
 	cfg.GroupSize = 8
 	cfg.ItemsPerStep = 2
-	cfg.Steps = 30
-	cfg.Schedule = nn.Schedule{Warmup: 0, Total: 30, MaxLR: 3e-2, MinLR: 3e-2}
+	cfg.Steps = 24
+	cfg.Schedule = nn.Schedule{Warmup: 0, Total: 24, MaxLR: 3e-2, MinLR: 3e-2}
 	cfg.MaxNewTokens = 2
 	cfg.PolicyRole = toyRole
 	cfg.OutDir = dir
