@@ -166,6 +166,16 @@ type Progress struct {
 // Report.DroppedProgress. The caller owns the channel and closes it after
 // Run returns.
 func Run(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, verify Verifier, progress chan<- Progress) (*Report, error) {
+	if verify == nil {
+		return nil, errors.New("eval: no verifier")
+	}
+	return RunGraded(ctx, cfg, tasks, arms, verify.Grader(), progress)
+}
+
+// RunGraded is Run with a Grader, for answers whose grading makes calls of
+// its own (an LLM judge on open-ended requests). When ctx ends during
+// grading the item is abandoned like one still running.
+func RunGraded(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, grade Grader, progress chan<- Progress) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -177,8 +187,8 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, ver
 			return nil, fmt.Errorf("eval arm %q: arms[%d] has no strategy", a.Name, i)
 		}
 	}
-	if verify == nil {
-		return nil, errors.New("eval: no verifier")
+	if grade == nil {
+		return nil, errors.New("eval: no grader")
 	}
 	if err := checkTasks(tasks); err != nil {
 		return nil, err
@@ -242,7 +252,7 @@ schedule:
 				break schedule
 			}
 			eg.Go(func() error {
-				rec, ok := runItem(gctx, cfg, a, t, verify)
+				rec, ok := runItem(gctx, cfg, a, t, grade)
 				if !ok {
 					return nil // abandoned: ctx ended; a rerun does it
 				}
@@ -318,9 +328,9 @@ func priorResults(path string, recs []Record, tasks []delegate.Task) (map[itemKe
 	return done, nil
 }
 
-// runItem runs arm a on task t and verifies the answer. ok is false when
+// runItem runs arm a on task t and grades the answer. ok is false when
 // the run's context ended, so the item must not be recorded.
-func runItem(ctx context.Context, cfg Config, a Arm, t delegate.Task, verify Verifier) (rec *Record, ok bool) {
+func runItem(ctx context.Context, cfg Config, a Arm, t delegate.Task, grade Grader) (rec *Record, ok bool) {
 	rec = &Record{
 		Version:    RecordVersion,
 		Arm:        a.Name,
@@ -358,11 +368,17 @@ func runItem(ctx context.Context, cfg Config, a Arm, t delegate.Task, verify Ver
 		}
 	}
 	if err == nil {
-		correct, extracted, verr := protectVerify(verify, t, rec.Answer)
-		if verr != nil {
-			rec.Error = fmt.Sprintf("verify: %v", verr)
+		g, gerr := protectGrade(ictx, grade, t, rec.Answer)
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		if len(g.Grading) > 0 {
+			rec.Grading = g.Grading
+		}
+		if gerr != nil {
+			rec.Error = fmt.Sprintf("verify: %v", gerr)
 		} else {
-			rec.Correct, rec.Extracted = correct, extracted
+			rec.Correct, rec.Extracted = g.Correct, g.Extracted
 		}
 	}
 	return rec, true
@@ -377,15 +393,4 @@ func protectRun(ctx context.Context, s delegate.Strategy, prompt string) (tr *de
 		}
 	}()
 	return s.Run(ctx, prompt, nil)
-}
-
-// protectVerify calls the verifier, turning a panic into an error carrying
-// the stack.
-func protectVerify(verify Verifier, t delegate.Task, answer string) (correct bool, extracted string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			correct, extracted, err = false, "", fmt.Errorf("panic: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return verify(t, answer)
 }

@@ -41,6 +41,9 @@ type Record struct {
 	// Failure is the strategy's own account of a run without a proper
 	// answer (delegate.Trace.Failure); the answer was still verified.
 	Failure string `json:"failure,omitempty"`
+	// Grading holds the calls a Grader made to grade the answer (a
+	// judge's), by role; they are not part of Roles and Total.
+	Grading map[string]delegate.Totals `json:"grading,omitempty"`
 	// Error says why the item could not be run or scored (a panic, a
 	// timeout, a verifier error); Correct is then false.
 	Error string          `json:"error,omitempty"`

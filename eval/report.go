@@ -33,6 +33,9 @@ type Report struct {
 	// account of what the table cannot say (models, endpoint, hardware,
 	// dataset and sample seed).
 	Notes []string
+	// Grading sums, by role, the calls made to grade the answers of the
+	// rows' items (a judge's), over every arm; none of it is in the rows.
+	Grading map[string]delegate.Totals
 
 	// Set by Run: items taken from the results file, the repair of its
 	// last line if one was cut, and progress values a slow observer missed.
@@ -141,7 +144,14 @@ func Summarize(baseline string, tasks []delegate.Task, arms []Arm, records []Rec
 		}
 		rep.Tasks++
 		for j, a := range arms {
-			perArm[j] = append(perArm[j], byItem[itemKey{a.Name, id}])
+			r := byItem[itemKey{a.Name, id}]
+			perArm[j] = append(perArm[j], r)
+			if len(r.Grading) > 0 {
+				if rep.Grading == nil {
+					rep.Grading = map[string]delegate.Totals{}
+				}
+				addTotals(rep.Grading, r.Grading)
+			}
 		}
 	}
 

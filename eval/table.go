@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -146,6 +147,11 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("- PGR: n/a, it needs one arm marked weak and one marked strong.\n")
 	}
 	b.WriteString("- Tokens and dollars: means per item of every call of every role, from the backends' usage; latency: wall time per item, quantiles by linear interpolation.\n")
+	for _, role := range sortedKeys(rep.Grading) {
+		t := rep.Grading[role]
+		fmt.Fprintf(&b, "- Grading (role %s, not in the rows): %d calls, %d failed, %d tokens in, %d out, %s in all.\n",
+			role, t.Calls, t.Errors, t.Usage.PromptTokens, t.Usage.CompletionTokens, dollarsCell(t.Cost))
+	}
 	if rep.Repair != nil {
 		fmt.Fprintf(&b, "- Results file repaired: %s.\n", rep.Repair)
 	}
@@ -204,4 +210,13 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 		return fmt.Errorf("write csv table: %w", err)
 	}
 	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
