@@ -378,7 +378,7 @@ func runItem(ctx context.Context, cfg Config, a Arm, t delegate.Task, grade Grad
 		if gerr != nil {
 			rec.Error = fmt.Sprintf("verify: %v", gerr)
 		} else {
-			rec.Correct, rec.Extracted = g.Correct, g.Extracted
+			rec.Correct, rec.Extracted, rec.Score = g.Correct, g.Extracted, g.Score
 		}
 	}
 	return rec, true

@@ -14,6 +14,9 @@ type Grade struct {
 	// Extracted is what the grader read from the answer, or its account of
 	// the verdict (a judge's score).
 	Extracted string
+	// Score is a graded score (a judge's 0-100 rating), when the grader
+	// gives one; nil otherwise.
+	Score *float64
 	// Grading holds the calls grading made (a judge's), by role. They are
 	// saved in Record.Grading, apart from the arm's own figures: measuring
 	// an answer is no part of producing it.

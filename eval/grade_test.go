@@ -3,6 +3,7 @@ package eval
 import (
 	"context"
 	"errors"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,7 +27,8 @@ func TestRunGradedKeepsGradingApart(t *testing.T) {
 		if task.ID == "b" {
 			return g, errors.New("no judge answer could be parsed")
 		}
-		g.Correct, g.Extracted = task.ID == "a", "score 80"
+		score := map[string]float64{"a": 80, "c": 60}[task.ID]
+		g.Correct, g.Extracted, g.Score = task.ID == "a", "score", &score
 		return g, nil
 	}
 	cfg := Config{Results: filepath.Join(t.TempDir(), "r.jsonl")}
@@ -38,6 +40,10 @@ func TestRunGradedKeepsGradingApart(t *testing.T) {
 	if r.N != 3 || r.Correct != 1 || r.Errors != 1 || r.Dollars != 0 || r.TokensIn != 0 {
 		t.Errorf("n, correct, errors, dollars, tokens in = %d, %d, %d, %v, %v, want 3, 1, 1, 0, 0",
 			r.N, r.Correct, r.Errors, r.Dollars, r.TokensIn)
+	}
+	// Scores 80 and 60 (b has none): mean 70, standard error 10.
+	if r.Scored != 2 || r.Score != 70 || math.Abs(r.ScoreCI.Lo-50.4) > 1e-9 || math.Abs(r.ScoreCI.Hi-89.6) > 1e-9 {
+		t.Errorf("scored, score, interval = %d, %v, %+v, want 2, 70, [50.4, 89.6]", r.Scored, r.Score, r.ScoreCI)
 	}
 	got := rep.Grading["judge"]
 	if got.Calls != 6 || got.Usage.PromptTokens != 300 || got.Cost != 1.5 {
@@ -54,6 +60,9 @@ func TestRunGradedKeepsGradingApart(t *testing.T) {
 	var md strings.Builder
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
+	}
+	if want := "| p | panicky | 3 | 33.3 [6.1, 79.2] | 70.0 [50.4, 89.6] | baseline |"; !strings.Contains(md.String(), want) {
+		t.Errorf("markdown lacks the row %q:\n%s", want, md.String())
 	}
 	if want := "- Grading (role judge, not in the rows): 6 calls, 0 failed, 300 tokens in, 30 out, $1.500000 in all."; !strings.Contains(md.String(), want) {
 		t.Errorf("markdown lacks %q:\n%s", want, md.String())

@@ -32,6 +32,9 @@ type Record struct {
 	Answer     string `json:"answer"`              // the strategy's final answer
 	Extracted  string `json:"extracted"`           // what the verifier read from it
 	Correct    bool   `json:"correct"`
+	// Score is the grader's score of the answer (a judge's 0-100 rating),
+	// when it gives one.
+	Score *float64 `json:"score,omitempty"`
 	// Roles holds the calls, tokens, cost and latency of each role; Total
 	// sums them over all roles.
 	Roles map[string]delegate.Totals `json:"roles"`

@@ -73,6 +73,12 @@ type Row struct {
 	// still graded. Errors counts items that could not be run or graded (a
 	// panic, a timeout, a verifier error: Record.Error); they are wrong.
 	Failures, Errors int
+	// Scored counts the items the grader gave a score (a judge's rating);
+	// Score is their mean and ScoreCI its normal-approximation 95% interval
+	// (mean ± 1.96 standard errors; NaN below two scores). NaN without scores.
+	Scored  int
+	Score   float64
+	ScoreCI Interval
 }
 
 // RoleMeans holds one role's means per item.
@@ -227,6 +233,12 @@ func accuracy(recs []*Record) float64 {
 func summarizeArm(name, strat string, role Role, recs, base []*Record, isBaseline bool) Row {
 	row := Row{Arm: name, Strategy: strat, Role: role, N: len(recs)}
 	nan := math.NaN()
+	row.Score, row.ScoreCI = meanCI(recs)
+	for _, r := range recs {
+		if r.Score != nil {
+			row.Scored++
+		}
+	}
 	if len(recs) == 0 {
 		row.Accuracy, row.CI = nan, Interval{nan, nan}
 		row.TokensIn, row.TokensOut, row.Dollars, row.Calls = nan, nan, nan, nan
@@ -300,4 +312,34 @@ func summarizeArm(name, strat string, role Role, recs, base []*Record, isBaselin
 		row.McNemar = &m
 	}
 	return row
+}
+
+// meanCI is the mean of the records' scores and its normal-approximation
+// 95% interval; NaN where there are too few scores.
+func meanCI(recs []*Record) (float64, Interval) {
+	nan := math.NaN()
+	var xs []float64
+	for _, r := range recs {
+		if r.Score != nil {
+			xs = append(xs, *r.Score)
+		}
+	}
+	if len(xs) == 0 {
+		return nan, Interval{nan, nan}
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	n := float64(len(xs))
+	mean := sum / n
+	if len(xs) < 2 {
+		return mean, Interval{nan, nan}
+	}
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	se := math.Sqrt(ss/(n-1)) / math.Sqrt(n)
+	return mean, Interval{mean - 1.96*se, mean + 1.96*se}
 }

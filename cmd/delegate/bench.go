@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -219,7 +220,18 @@ func (c *Config) cacheScope(name string) string {
 	if m.Kind == "local" {
 		return "local:" + m.Checkpoint
 	}
-	return m.BaseURL
+	return redactURL(m.BaseURL)
+}
+
+// redactURL drops a password and query from a base URL, so that a
+// credential written into it reaches neither the table nor the cache.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.Redacted()
 }
 
 // benchModels are the models as bench gives them to roles: raw, or
@@ -296,8 +308,9 @@ func judgeGrader(j *judge.Judge, pass float64) eval.Grader {
 		if err != nil {
 			return g, fmt.Errorf("judge: %w", err)
 		}
-		g.Correct = rating.Score >= pass
-		g.Extracted = fmt.Sprintf("judge score %.1f", rating.Score)
+		score := rating.Score
+		g.Correct, g.Score = score >= pass, &score
+		g.Extracted = fmt.Sprintf("judge score %.1f", score)
 		return g, nil
 	}
 }
@@ -408,7 +421,7 @@ func benchNotes(cfg *Config, f benchFlags, desc string, arms []eval.Arm) []strin
 	var ms []string
 	for _, name := range cfg.ModelNames() {
 		m := cfg.Models[name]
-		where := m.BaseURL
+		where := redactURL(m.BaseURL)
 		if m.Kind == "local" {
 			where = "local checkpoint " + m.Checkpoint
 		}

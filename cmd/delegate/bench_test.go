@@ -438,8 +438,15 @@ func TestBenchCacheServesRerun(t *testing.T) {
 			}
 		}
 	}
-	if got := csvColumn(t, filepath.Join(tmp, "second"), "correct"); got["single"] != strconv.Itoa(items) {
-		t.Errorf("correct = %v, want %d for every arm (score 85 passes 70)", got, items)
+	for _, col := range []struct{ name, want string }{{"correct", strconv.Itoa(items)}, {"score", "85"}, {"scored", strconv.Itoa(items)}} {
+		for arm, got := range csvColumn(t, filepath.Join(tmp, "second"), col.name) {
+			if got != col.want {
+				t.Errorf("%s of %s = %s, want %s (every answer scored 85, which passes 70)", col.name, arm, got, col.want)
+			}
+		}
+	}
+	if !strings.Contains(out, "| 100.0 [43.9, 100.0] | 85.0 [85.0, 85.0] |") {
+		t.Errorf("the table lacks the accuracy and judge score of an arm:\n%s", out)
 	}
 
 	// By default only the judge is cached: the strategies' models are asked again.
@@ -478,7 +485,7 @@ func TestBenchJudgeGarbageOrRefusal(t *testing.T) {
 				t.Fatalf("bench: %v\n%s", err, out)
 			}
 			row := readCSV(t, filepath.Join(dir, "table.csv"))["single"]
-			if row["correct"] != "0" || row["errors"] != "2" {
+			if row["correct"] != "0" || row["errors"] != "2" || row["scored"] != "0" {
 				t.Errorf("correct, errors = %s, %s, want 0, 2: an unparseable judge counts wrong, never scored", row["correct"], row["errors"])
 			}
 			recs, _, err := eval.ReadResults(filepath.Join(dir, benchResults))
@@ -586,5 +593,18 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 				t.Errorf("err = %v, want one containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"https://api.example.com/v1", "https://api.example.com/v1"},
+		{"https://user:s3cret@api.example.com/v1", "https://user:xxxxx@api.example.com/v1"},
+		{"https://api.example.com/v1?key=s3cret", "https://api.example.com/v1"},
+	}
+	for _, tt := range tests {
+		if got := redactURL(tt.in); got != tt.want {
+			t.Errorf("redactURL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }
