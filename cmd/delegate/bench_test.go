@@ -1,16 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/delegatelab/delegate"
@@ -606,5 +610,67 @@ func TestRedactURL(t *testing.T) {
 		if got := redactURL(tt.in); got != tt.want {
 			t.Errorf("redactURL(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestBenchInterruptedResumes cancels a run while one item hangs on the
+// server: the finished items are kept, the error says how to resume, and
+// the same command then runs only what is missing.
+func TestBenchInterruptedResumes(t *testing.T) {
+	const n = 6
+	var hang atomic.Bool
+	hang.Store(true)
+	arrived := make(chan struct{}, 16)
+	inner := solver(func(i int) bool { return true }, n)
+	big := modeltest.New("big", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		if i, ok := problemOf(req, n); ok && i == 4 && hang.Load() {
+			arrived <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return inner(ctx, req)
+	})
+	srv, err := server.New(nil, big, modeltest.New("small", inner), modeltest.New("judge", raterFunc("Score: 1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	cfg := writeBenchConfig(t, hs.URL)
+	data := writeGSM8K(t, n)
+	dir := t.TempDir()
+	args := []string{"bench", "--config", cfg, "--dataset", "gsm8k", "--data", data, "--strategies", "single",
+		"--out", dir, "--progress=false", "--concurrency", "1"}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	var out bytes.Buffer
+	cmd := newRootCmd(testEnv, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err = cmd.ExecuteContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "bench interrupted") || !strings.Contains(err.Error(), "run the same command again") {
+		t.Fatalf("interrupted bench: err = %v, want the resume hint\n%s", err, out.String())
+	}
+	recs, _, err := eval.ReadResults(filepath.Join(dir, benchResults))
+	if err != nil || len(recs) != 4 {
+		t.Fatalf("after the interrupt the results hold %d records (%v), want the 4 problems before the hanging one", len(recs), err)
+	}
+
+	hang.Store(false)
+	stdout, err := execute(t, testEnv, args...)
+	if err != nil {
+		t.Fatalf("resumed bench: %v\n%s", err, stdout)
+	}
+	if want := "2 items run now, 4 taken from"; !strings.Contains(stdout, want) {
+		t.Errorf("resumed output lacks %q:\n%s", want, stdout)
+	}
+	if want := "| single | single | 6 | 100.0 "; !strings.Contains(stdout, want) {
+		t.Errorf("resumed table lacks %q:\n%s", want, stdout)
 	}
 }
