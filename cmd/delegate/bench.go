@@ -235,28 +235,34 @@ func redactURL(s string) string {
 }
 
 // benchModels are the models as bench gives them to roles: raw, or
-// wrapped by the response cache.
+// wrapped by the response cache. The strategies' and the judge's wrappers
+// are apart, so that their cache counts are too.
 type benchModels struct {
 	strategies map[string]delegate.Model // the strategies' roles
 	judge      map[string]delegate.Model // the judge role
-	cached     map[string]*store.CachedModel
+	// cachedStrategies and cachedJudge are the cache wrappers, nil for
+	// roles served directly.
+	cachedStrategies, cachedJudge map[string]*store.CachedModel
 }
 
-func (c *Config) benchModels(raw map[string]delegate.Model, db *store.DB, cacheAll bool) benchModels {
+func (c *Config) benchModels(raw map[string]delegate.Model, db *store.DB, cacheStrategies, cacheJudge bool) benchModels {
 	bm := benchModels{strategies: raw, judge: raw}
+	wrap := func() (map[string]delegate.Model, map[string]*store.CachedModel) {
+		ms, cms := map[string]delegate.Model{}, map[string]*store.CachedModel{}
+		for name, m := range raw {
+			cm := store.Cached(m, db, c.cacheScope(name))
+			ms[name], cms[name] = cm, cm
+		}
+		return ms, cms
+	}
 	if db == nil {
 		return bm
 	}
-	cached := map[string]delegate.Model{}
-	bm.cached = map[string]*store.CachedModel{}
-	for name, m := range raw {
-		cm := store.Cached(m, db, c.cacheScope(name))
-		bm.cached[name] = cm
-		cached[name] = cm
+	if cacheStrategies {
+		bm.strategies, bm.cachedStrategies = wrap()
 	}
-	bm.judge = cached
-	if cacheAll {
-		bm.strategies = cached
+	if cacheJudge {
+		bm.judge, bm.cachedJudge = wrap()
 	}
 	return bm
 }
@@ -361,7 +367,7 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 			}
 		}()
 	}
-	models := cfg.benchModels(raw, db, f.cache)
+	models := cfg.benchModels(raw, db, f.cache, open)
 	arms, err := cfg.benchArms(names, models.strategies)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
@@ -397,6 +403,10 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	}
 
 	rep.Notes = append(rep.Notes, benchNotes(cfg, f, desc, arms)...)
+	if st := cacheStats(models.cachedStrategies); st.Hits > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("Response cache: %d of the %d strategy calls made now were served from it (--cache); "+
+			"the latency of items served from it is the cache's, not the models'.", st.Hits, st.Hits+st.Misses+st.Bypassed))
+	}
 	if _, err := rep.WriteFiles(f.out); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -405,8 +415,15 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	}
 	fmt.Fprintf(out, "\n%d items run now, %d taken from %s; tables and plots in %s\n",
 		len(tasks)*len(arms)-rep.Resumed, rep.Resumed, ecfg.Results, f.out)
-	if line := cacheLine(models.cached); line != "" {
-		fmt.Fprintln(out, line)
+	for _, c := range []struct {
+		who    string
+		models map[string]*store.CachedModel
+	}{{"strategies", models.cachedStrategies}, {"judge", models.cachedJudge}} {
+		if c.models != nil {
+			st := cacheStats(c.models)
+			fmt.Fprintf(out, "response cache, %s: %d hits, %d misses, %d requests not cacheable (temperature above 0 without a seed)\n",
+				c.who, st.Hits, st.Misses, st.Bypassed)
+		}
 	}
 	return nil
 }
@@ -452,11 +469,8 @@ func orDefault(v, def string) string {
 	return "none"
 }
 
-// cacheLine sums the cache's counts over models, or "" with no cache.
-func cacheLine(cached map[string]*store.CachedModel) string {
-	if cached == nil {
-		return ""
-	}
+// cacheStats sums the cache's counts over models.
+func cacheStats(cached map[string]*store.CachedModel) store.CacheStats {
 	var s store.CacheStats
 	for _, m := range cached {
 		st := m.Stats()
@@ -464,7 +478,7 @@ func cacheLine(cached map[string]*store.CachedModel) string {
 		s.Misses += st.Misses
 		s.Bypassed += st.Bypassed
 	}
-	return fmt.Sprintf("response cache: %d hits, %d misses, %d requests not cacheable (temperature above 0 without a seed)", s.Hits, s.Misses, s.Bypassed)
+	return s
 }
 
 // showProgress reports the items' progress on w until progress is closed,
