@@ -446,10 +446,14 @@ func benchNotes(cfg *Config, f benchFlags, desc string, arms []eval.Arm) []strin
 	}
 	notes = append(notes, "Models: "+strings.Join(ms, "; ")+".")
 	r := cfg.Roles
-	notes = append(notes, fmt.Sprintf("Roles: baseline %s, delegator %s, subagent %s, strong %s, weak %s, leader %s, peers %s, judge %s.",
+	roles := fmt.Sprintf("Roles: baseline %s, delegator %s, subagent %s, strong %s, weak %s, leader %s, peers %s",
 		orDefault(r.Baseline, r.Default), orDefault(r.Delegator, r.Default), orDefault(r.Subagent, r.Default),
 		orDefault(r.Strong, r.Default), orDefault(r.Weak, r.Default), orDefault(r.Leader, r.Default),
-		orDefault(strings.Join(r.Peers, ","), r.Default), orDefault(r.Judge, r.Default)))
+		orDefault(strings.Join(r.Peers, ","), r.Default))
+	if f.dataset == "open" {
+		roles += ", judge " + orDefault(r.Judge, r.Default)
+	}
+	notes = append(notes, roles+".")
 	for _, a := range arms {
 		if a.Name == armStrong || a.Name == armWeak {
 			notes = append(notes, `Arms "strong" and "weak": single's prompt and settings with route's strong and weak models, for PGR and the oracle router.`)
