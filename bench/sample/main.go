@@ -14,8 +14,9 @@
 package main
 
 import (
+	"github.com/delegatelab/delegate/bench/internal/runc"
+
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -165,12 +166,12 @@ func measure(ctx context.Context, s shape, o options, log io.Writer) (result, er
 	c := s.cfg.WithDefaults()
 	steps := min(o.steps, c.Context)
 	res := result{shape: s.name, steps: steps}
-	p, err := createModel(c, o.seed, o.scale)
+	p, err := runc.ScaledModel(c, o.seed, o.scale)
 	if err != nil {
 		return res, err
 	}
 	dir := filepath.Join(o.work, s.name)
-	if err := export(dir, p); err != nil {
+	if err := runc.Export(dir, p); err != nil {
 		return res, err
 	}
 	e, err := nn.NewEngine(p, nn.EngineConfig{MaxBatch: o.batch})
@@ -216,7 +217,7 @@ func measure(ctx context.Context, s shape, o options, log io.Writer) (result, er
 		// steps-1 forward passes and compare run.c's text with ours plus
 		// its one extra token, which proves it ran every step.
 		seq := append([]int{tokenizer.BOS}, toks...)
-		want := runCText(seq)
+		want := runc.Text(seq)
 		wantOne := func(text string) bool { return oneMoreToken(text, want, seq[len(seq)-1], c.Vocab) }
 		res.refMatch = true
 		var got string
@@ -315,7 +316,7 @@ func oneMoreToken(text, want string, last, vocab int) bool {
 		return false
 	}
 	for id := range vocab {
-		if id != tokenizer.BOS && runCText([]int{last, id}) == rest {
+		if id != tokenizer.BOS && runc.Text([]int{last, id}) == rest {
 			return true
 		}
 	}
@@ -358,87 +359,4 @@ func verdict(ok bool) string {
 		return "PASS"
 	}
 	return "MISS"
-}
-
-// createModel draws a model from seed and scales every weight matrix (not
-// the norms) by scale, as bench/llama2c does, so that greedy decoding is
-// far from ties and never picks BOS by accident of rounding.
-func createModel(c nn.Config, seed uint64, scale float32) (*nn.Params, error) {
-	if scale <= 0 {
-		return nil, errors.New("scale must be positive")
-	}
-	p, err := nn.Alloc(c)
-	if err != nil {
-		return nil, err
-	}
-	p.Init(seed)
-	mats := [][]float32{p.TokenEmb}
-	for _, l := range p.Layers {
-		mats = append(mats, l.Wq, l.Wk, l.Wv, l.Wo, l.W1, l.W2, l.W3)
-	}
-	if !c.TiedOutput {
-		mats = append(mats, p.Output)
-	}
-	for _, m := range mats {
-		for i := range m {
-			m[i] *= scale
-		}
-	}
-	return p, nil
-}
-
-// export writes dir/model.bin and dir/tokenizer.bin for run.c.
-func export(dir string, p *nn.Params) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if err := writeFile(filepath.Join(dir, "model.bin"), func(w io.Writer) error { return nn.ExportLlama2C(w, p) }); err != nil {
-		return err
-	}
-	return writeFile(filepath.Join(dir, "tokenizer.bin"), func(w io.Writer) error { return tokenizer.WriteLlama2C(w, p.Config.Vocab) })
-}
-
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close() // the write error is the one worth reporting
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-// runCText is the text run.c prints for the sequence ids (the first id is
-// fed, never printed), newline excluded: a leading space right after BOS is
-// dropped, "<0xXX>" pieces print their byte, and single bytes that are
-// neither printable ASCII nor whitespace are skipped. bench/llama2c holds
-// the same rules, tested against run.c's output there.
-func runCText(ids []int) string {
-	var b strings.Builder
-	for i := 1; i < len(ids); i++ {
-		piece := tokenizer.Llama2CPiece(ids[i])
-		if ids[i-1] == tokenizer.BOS && strings.HasPrefix(piece, " ") {
-			piece = piece[1:]
-		}
-		if len(piece) == 6 && strings.HasPrefix(piece, "<0x") && piece[5] == '>' {
-			if v, err := strconv.ParseUint(piece[3:5], 16, 8); err == nil {
-				piece = string([]byte{byte(v)})
-			}
-		}
-		if len(piece) == 1 && !printableOrSpace(piece[0]) {
-			continue
-		}
-		b.WriteString(piece)
-	}
-	return b.String()
-}
-
-// printableOrSpace is C's isprint || isspace in the "C" locale.
-func printableOrSpace(c byte) bool {
-	return (c >= 0x20 && c <= 0x7e) || (c >= '\t' && c <= '\r')
 }

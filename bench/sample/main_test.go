@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/delegatelab/delegate/bench/internal/runc"
+
 	"bytes"
 	"strings"
 	"testing"
@@ -55,7 +57,7 @@ func TestPrintTableVerdicts(t *testing.T) {
 
 func TestOneMoreToken(t *testing.T) {
 	seq := []int{1, 3 + 'h', 3 + 'i'}
-	want := runCText(seq)
+	want := runc.Text(seq)
 	if want != "hi" {
 		t.Fatalf("runCText = %q, want %q", want, "hi")
 	}
