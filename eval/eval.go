@@ -8,7 +8,10 @@
 // fatal. Each finished item is appended at once to a JSONL results file
 // (Record, versioned); a rerun with the same file skips the items it holds,
 // so an interrupted benchmark resumes where it stopped, and a last line cut
-// short by a kill is removed and reported.
+// short by a kill is removed and reported. Answers are checked by a
+// Verifier (package score's, through Score) or, where grading makes calls of
+// its own (an LLM judge on open-ended requests), by a Grader through
+// RunGraded; a grader's calls and scores are saved apart from the arm's.
 //
 // Summarize turns records into a Report, offline: accuracy with a Wilson
 // 95% interval, a paired McNemar test against the baseline arm, tokens in
