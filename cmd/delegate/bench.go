@@ -375,7 +375,7 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	grade := eval.Verifier(eval.Score).Grader()
 	if open {
 		judgeAgent, _ := cfg.agent(models.judge, judge.Role, cfg.Roles.Judge) // assigned: checked above
-		j, err := judge.New(judgeAgent, judge.DefaultConfig())
+		j, err := judge.New(judgeAgent, cfg.Judge)
 		if err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}
