@@ -53,19 +53,20 @@ func kindOfAPIError(status int, typ string) string {
 		return kindRateLimit
 	case status >= 500:
 		return kindServerError
+	case typ == delegate.ErrKindTimeout, typ == delegate.ErrKindConnection, typ == delegate.ErrKindDecode, typ == delegate.ErrKindCanceled:
+		// A 200 whose body did not decode carries its status too.
+		return typ
 	case status != 0:
 		return "status_" + strconv.Itoa(status)
-	case typ == delegate.ErrKindTimeout, typ == delegate.ErrKindConnection, typ == delegate.ErrKindDecode, typ == delegate.ErrKindCanceled:
-		return typ
 	}
 	return kindOther
 }
 
 // apiErrorText matches the rendering of delegate.APIError.Error:
-// "model api error (model m): status 429 Too Many Requests: type: ..." or
+// "model api error (model m): status 429 Too Many Requests: type: ...",
+// "model api error (model m): status 200 OK: decode: ..." or
 // "model api error (model m): timeout: ...".
-var apiErrorText = regexp.MustCompile(`model api error(?: \(model .*?\))?: (?:status (\d{3})|(` +
-	delegate.ErrKindTimeout + `|` + delegate.ErrKindConnection + `|` + delegate.ErrKindDecode + `|` + delegate.ErrKindCanceled + `)\b)`)
+var apiErrorText = regexp.MustCompile(`model api error(?: \(model .*?\))?: (?:status (\d{3})[^:]*(?:: |$))?([a-z_]+)?`)
 
 // apiKindText is apiKind for an error that survives only as text: a
 // strategy records a failed call in its trace as the error's message. It
@@ -77,13 +78,12 @@ func apiKindText(s string) string {
 		return kindOther
 	}
 	last := m[len(m)-1]
+	status := 0
 	if last[1] != "" {
-		st, err := strconv.Atoi(last[1])
-		if err == nil {
-			return kindOfAPIError(st, "")
-		}
+		// Three digits always parse.
+		status, _ = strconv.Atoi(last[1])
 	}
-	return kindOfAPIError(0, last[2])
+	return kindOfAPIError(status, last[2])
 }
 
 // callFailure is the reason of a rollout whose trace failed a call.
@@ -110,14 +110,14 @@ func isCallFailure(t *delegate.Trace) bool {
 
 // reasonOf returns a stored rollout's failure reason; states written
 // before reasons were recorded get one from their error text.
-func reasonOf(st *rolloutState) string {
+func reasonOf(reason, errText string) string {
 	switch {
-	case st.Reason != "":
-		return st.Reason
-	case strings.HasPrefix(st.Error, "panic"):
+	case reason != "":
+		return reason
+	case strings.HasPrefix(errText, "panic"):
 		return FailPanic
-	case strings.HasPrefix(st.Error, "score"):
-		return "score " + apiKindText(st.Error)
+	case strings.HasPrefix(errText, "score"):
+		return "score " + apiKindText(errText)
 	}
-	return "call " + apiKindText(st.Error)
+	return "call " + apiKindText(errText)
 }

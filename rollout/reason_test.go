@@ -25,6 +25,8 @@ func TestFailureReasons(t *testing.T) {
 		{"timeout", api(0, delegate.ErrKindTimeout), delegate.ErrKindTimeout},
 		{"reset", api(0, delegate.ErrKindConnection), delegate.ErrKindConnection},
 		{"garbage body", api(0, delegate.ErrKindDecode), delegate.ErrKindDecode},
+		{"truncated 200", api(200, delegate.ErrKindDecode), delegate.ErrKindDecode},
+		{"status only", &delegate.APIError{Status: 404}, "status_404"},
 		{"wrapped", fmt.Errorf("plan: %w", api(0, delegate.ErrKindDecode)), delegate.ErrKindDecode},
 		{"deadline", context.DeadlineExceeded, delegate.ErrKindTimeout},
 		{"plain", errors.New("status 500 but not an API error"), kindOther},
@@ -75,7 +77,7 @@ func TestReasonOfOldStates(t *testing.T) {
 		{rolloutState{Error: "call failed: aggregate: model api error (model x): connection: reset"}, "call connection"},
 	}
 	for _, tt := range tests {
-		if got := reasonOf(&tt.st); got != tt.want {
+		if got := reasonOf(tt.st.Reason, tt.st.Error); got != tt.want {
 			t.Errorf("reasonOf(%+v) = %q, want %q", tt.st, got, tt.want)
 		}
 	}

@@ -357,22 +357,6 @@ func (r *runner) load(ctx context.Context) error {
 		r.items[i] = &item{index: i, task: t, results: make([]*rolloutState, G)}
 	}
 	r.prog = Progress{Items: len(r.tasks), Rollouts: len(r.tasks) * G}
-	rolls, err := r.db.Rollouts(ctx)
-	if err != nil {
-		return err
-	}
-	for _, ro := range rolls {
-		if ro.Item >= len(r.tasks) || ro.Index >= G || ro.Group != 0 {
-			return fmt.Errorf("state holds rollout %s (item %d, index %d) outside this run", ro.ID, ro.Item, ro.Index)
-		}
-		var st rolloutState
-		if err := json.Unmarshal(ro.Data, &st); err != nil {
-			return fmt.Errorf("decode state of rollout %s: %w", ro.ID, err)
-		}
-		r.items[ro.Item].results[ro.Index] = &st
-		r.count(&st)
-	}
-	r.prog.Resumed = len(rolls)
 	groups, err := r.db.Groups(ctx)
 	if err != nil {
 		return err
@@ -384,17 +368,53 @@ func (r *runner) load(ctx context.Context) error {
 		r.done[g.Item] = true
 		r.prog.ItemsDone++
 	}
-	return nil
+	// Only the rollouts of unfinished groups are kept in memory, so that a
+	// resumed run holds no more than a fresh one.
+	return r.db.EachRollout(ctx, func(ro store.Rollout) error {
+		if ro.Item >= len(r.tasks) || ro.Index >= G || ro.Group != 0 {
+			return fmt.Errorf("state holds rollout %s (item %d, index %d) outside this run", ro.ID, ro.Item, ro.Index)
+		}
+		r.prog.Resumed++
+		if r.done[ro.Item] {
+			var st rolloutTally
+			if err := json.Unmarshal(ro.Data, &st); err != nil {
+				return fmt.Errorf("decode state of rollout %s: %w", ro.ID, err)
+			}
+			r.count(st.Status, st.Reward)
+			return nil
+		}
+		st := new(rolloutState)
+		if err := json.Unmarshal(ro.Data, st); err != nil {
+			return fmt.Errorf("decode state of rollout %s: %w", ro.ID, err)
+		}
+		r.items[ro.Item].results[ro.Index] = st
+		r.count(st.Status, st.Reward)
+		return nil
+	})
+}
+
+// rolloutTally is the part of a rolloutState the counters and the summary
+// read; decoding into it skips the sequences.
+type rolloutTally struct {
+	ID        string                     `json:"id"`
+	Status    string                     `json:"status"`
+	Error     string                     `json:"error,omitempty"`
+	Reason    string                     `json:"reason,omitempty"`
+	Reward    float64                    `json:"reward"`
+	Candidate float64                    `json:"candidate"`
+	Baseline  float64                    `json:"baseline"`
+	Fixed     string                     `json:"fixed,omitempty"`
+	Roles     map[string]delegate.Totals `json:"roles,omitempty"`
 }
 
 // count adds a finished rollout to the progress counters.
-func (r *runner) count(st *rolloutState) {
+func (r *runner) count(status string, reward float64) {
 	r.prog.RolloutsDone++
-	if st.Status != StatusScored {
+	if status != StatusScored {
 		r.prog.RolloutsFailed++
 		return
 	}
-	r.rewardSum += st.Reward
+	r.rewardSum += reward
 	r.rewardN++
 	r.prog.MeanReward = r.rewardSum / float64(r.rewardN)
 }
@@ -693,7 +713,7 @@ func (r *runner) commitRollout(ctx context.Context, it *item, st *rolloutState, 
 		return err
 	}
 	r.pmu.Lock()
-	r.count(st)
+	r.count(st.Status, st.Reward)
 	r.pmu.Unlock()
 	r.send()
 	return nil
@@ -814,6 +834,12 @@ func (r *runner) commitGroup(ctx context.Context, it *item, st groupState, rec *
 	if err != nil {
 		return err
 	}
+	// The group is recorded: its rollouts' sequences and its baseline are
+	// no longer needed, and keeping them would grow the run's memory with
+	// every item. Every rollout of the item has finished by now.
+	it.mu.Lock()
+	it.results, it.baseline = nil, nil
+	it.mu.Unlock()
 	r.pmu.Lock()
 	r.prog.ItemsDone++
 	r.pmu.Unlock()
@@ -834,15 +860,11 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 	s.Resumed = r.prog.Resumed
 	r.pmu.Unlock()
 	s.DroppedProgress = r.droppedEvs.Load()
-	rolls, err := r.db.Rollouts(ctx)
-	if err != nil {
-		return s, err
-	}
 	var sumR, sumC, sumB float64
-	for _, ro := range rolls {
-		var st rolloutState
+	err := r.db.EachRollout(ctx, func(ro store.Rollout) error {
+		var st rolloutTally
 		if err := json.Unmarshal(ro.Data, &st); err != nil {
-			return s, fmt.Errorf("decode state of rollout %s: %w", ro.ID, err)
+			return fmt.Errorf("decode state of rollout %s: %w", ro.ID, err)
 		}
 		s.Rollouts++
 		for role, x := range st.Roles {
@@ -851,8 +873,8 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 		}
 		if st.Status != StatusScored {
 			s.RolloutsFailed++
-			s.Failed[reasonOf(&st)]++
-			continue
+			s.Failed[reasonOf(st.Reason, st.Error)]++
+			return nil
 		}
 		s.RolloutsScored++
 		switch st.Fixed {
@@ -862,6 +884,10 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 			s.RolloutsTruncated++
 		}
 		sumR, sumC, sumB = sumR+st.Reward, sumC+st.Candidate, sumB+st.Baseline
+		return nil
+	})
+	if err != nil {
+		return s, err
 	}
 	if s.RolloutsScored > 0 {
 		n := float64(s.RolloutsScored)
