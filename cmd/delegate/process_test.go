@@ -28,6 +28,7 @@ import (
 // called with the count of aggregations so far.
 type graderServer struct {
 	*httptest.Server
+	big, small   *modeltest.Model
 	aggregations atomic.Int64
 	onAggregate  atomic.Pointer[func(n int64)]
 }
@@ -68,7 +69,8 @@ func newGraderServer(t *testing.T) *graderServer {
 		}
 		return scripted(ctx, req)
 	}
-	s, err := server.New(nil, modeltest.New("big", fn), modeltest.New("small", fn))
+	g.big, g.small = modeltest.New("big", fn), modeltest.New("small", fn)
+	s, err := server.New(nil, g.big, g.small)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,6 +531,61 @@ func TestProcessFlagErrors(t *testing.T) {
 			out, err := execute(t, testEnv, append(base, tt.args...)...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want it to say %q\n%s", err, tt.want, out)
+			}
+		})
+	}
+}
+
+func TestProcessLogprobs(t *testing.T) {
+	data := writeGSM8K(t, 2)
+	for _, want := range []bool{false, true} {
+		t.Run(fmt.Sprintf("logprobs %v", want), func(t *testing.T) {
+			srv := newGraderServer(t)
+			cfg := writeTestConfig(t, srv.URL)
+			dir := filepath.Join(t.TempDir(), "out")
+			args := []string{"process", "--config", cfg, "--dataset", "gsm8k", "--data", data, "-g", "2", "--out", dir, "--progress", "none"}
+			if want {
+				args = append(args, "--logprobs")
+			}
+			if out, err := execute(t, testEnv, args...); err != nil {
+				t.Fatalf("process: %v\n%s", err, out)
+			}
+			// Only the trained role (decompose's delegator, on "big") asks;
+			// the baseline (also "big") and the sub-agents ("small") do not.
+			delegator, other := 0, 0
+			for _, req := range srv.big.Requests() {
+				sys := modeltest.SystemPrompt(req)
+				isDelegator := strings.Contains(sys, "break a user's request into subtasks") || strings.Contains(sys, "Combine their results")
+				switch {
+				case isDelegator && req.Logprobs != want:
+					t.Errorf("a delegator request has logprobs %v, want %v", req.Logprobs, want)
+				case isDelegator:
+					delegator++
+				case req.Logprobs:
+					t.Errorf("a baseline request asks for logprobs")
+				default:
+					other++
+				}
+			}
+			for _, req := range srv.small.Requests() {
+				if req.Logprobs {
+					t.Errorf("a sub-agent request asks for logprobs")
+				}
+			}
+			if delegator != 2*2*2 || other != 2 {
+				t.Errorf("delegator requests %d, baseline requests %d; want 8 and 2", delegator, other)
+			}
+			// The scripted backend returns no token ids: every sequence says so.
+			groups := readOutputs(t, dir).groups
+			if len(groups) == 0 {
+				t.Fatal("no group written")
+			}
+			for _, gr := range groups {
+				for i, why := range gr.NoTokens {
+					if why == "" || len(gr.Tokens[i]) != 0 {
+						t.Errorf("group %s sequence %d: tokens %v, no_tokens %q", gr.ID, i, gr.Tokens[i], why)
+					}
+				}
 			}
 		})
 	}
