@@ -590,3 +590,39 @@ func TestProcessLogprobs(t *testing.T) {
 		})
 	}
 }
+
+func TestProcessResumeIdentity(t *testing.T) {
+	data := writeGSM8K(t, 3)
+	first, second := newGraderServer(t), newGraderServer(t)
+	dir := filepath.Join(t.TempDir(), "out")
+	args := func(cfg string) []string {
+		return []string{"process", "--config", cfg, "--dataset", "gsm8k", "--data", data, "-g", "2", "--out", dir, "--progress", "none"}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first.stopAt(2, cancel)
+	if _, err := executeCtx(t, ctx, args(writeTestConfig(t, first.URL))...); err == nil {
+		t.Fatal("the first run was not interrupted")
+	}
+
+	// Another price changes the rewards: the resume is refused.
+	priced := writeTestConfig(t, second.URL)
+	doc, err := os.ReadFile(priced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(priced, bytes.Replace(doc, []byte("output: 8}"), []byte("output: 9}"), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := execute(t, testEnv, args(priced)...)
+	if err == nil || !strings.Contains(err.Error(), "fingerprint") {
+		t.Fatalf("resume with another price: err = %v, want the fingerprint named\n%s", err, out)
+	}
+
+	// Another address (the server moved) is the same run.
+	out, err = execute(t, testEnv, args(writeTestConfig(t, second.URL))...)
+	if err != nil {
+		t.Fatalf("resume against another address: %v\n%s", err, out)
+	}
+	checkExact(t, readOutputs(t, dir), 3, 2)
+}
