@@ -191,7 +191,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	sum, runErr := rollout.Run(ctx, rc, tasks, baseline, policy, sc, progress)
 	close(progress)
 	<-viewDone
-	view.finish(sum.Complete)
+	view.finish(sum)
 
 	if sum.Version != 0 {
 		if err := printSummary(out, sum); err != nil {
@@ -438,19 +438,27 @@ func (v *progressView) run(progress <-chan rollout.Progress) {
 	}
 }
 
-// finish draws the last state: the bar completed or aborted where it
-// stands, or a last plain line.
-func (v *progressView) finish(complete bool) {
+// finish draws the run's last state, taken from its summary (progress
+// events may have been dropped): the bar completed or aborted where it
+// stands, or a last plain line. A summary of a run that never started
+// (Version 0) leaves the last progress as it was.
+func (v *progressView) finish(sum rollout.Summary) {
+	v.mu.Lock()
+	if sum.Version != 0 {
+		v.last.Items, v.last.ItemsDone = sum.Items, sum.ItemsDone
+		v.last.Rollouts, v.last.RolloutsDone, v.last.RolloutsFailed = sum.RolloutsPlanned, sum.Rollouts, sum.RolloutsFailed
+		v.last.MeanReward = sum.MeanReward
+	}
+	p := v.last
+	v.mu.Unlock()
 	switch v.mode {
 	case progressBar:
-		if !complete {
+		v.bar.SetCurrent(int64(p.ItemsDone))
+		if !sum.Complete {
 			v.bar.Abort(false)
 		}
 		v.p.Wait()
 	case progressPlain:
-		v.mu.Lock()
-		p := v.last
-		v.mu.Unlock()
 		fmt.Fprintf(v.out, "items %d/%d  %s\n", p.ItemsDone, v.items, v.status())
 	}
 }

@@ -12,8 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/modeltest"
@@ -543,7 +545,9 @@ func TestProcessLogprobs(t *testing.T) {
 			srv := newGraderServer(t)
 			cfg := writeTestConfig(t, srv.URL)
 			dir := filepath.Join(t.TempDir(), "out")
-			args := []string{"process", "--config", cfg, "--dataset", "gsm8k", "--data", data, "-g", "2", "--out", dir, "--progress", "none"}
+			// --keep-ties: every group is written, tied or not.
+			args := []string{"process", "--config", cfg, "--dataset", "gsm8k", "--data", data, "-g", "2", "--keep-ties",
+				"--out", dir, "--progress", "none"}
 			if want {
 				args = append(args, "--logprobs")
 			}
@@ -577,8 +581,8 @@ func TestProcessLogprobs(t *testing.T) {
 			}
 			// The scripted backend returns no token ids: every sequence says so.
 			groups := readOutputs(t, dir).groups
-			if len(groups) == 0 {
-				t.Fatal("no group written")
+			if len(groups) != 2 {
+				t.Fatalf("%d groups written, want 2", len(groups))
 			}
 			for _, gr := range groups {
 				for i, why := range gr.NoTokens {
@@ -625,4 +629,65 @@ func TestProcessResumeIdentity(t *testing.T) {
 		t.Fatalf("resume against another address: %v\n%s", err, out)
 	}
 	checkExact(t, readOutputs(t, dir), 3, 2)
+}
+
+// syncWriter is a bytes.Buffer safe for the bar's goroutine and the test.
+type syncWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// Progress events are dropped when the view lags; the last state comes
+// from the summary, and the bar ends either way.
+func TestProgressViewEndsFromSummary(t *testing.T) {
+	tests := []struct {
+		name string
+		mode string
+		sum  rollout.Summary
+		want string
+	}{
+		{"bar, complete, every event dropped", progressBar,
+			rollout.Summary{Version: 1, Complete: true, Items: 3, ItemsDone: 3, RolloutsPlanned: 12, Rollouts: 12, MeanReward: 0.25},
+			"items 3/3"},
+		{"bar, interrupted", progressBar,
+			rollout.Summary{Version: 1, Items: 3, ItemsDone: 1, RolloutsPlanned: 12, Rollouts: 5, RolloutsFailed: 1},
+			"rollouts 5/12 (1 failed)"},
+		{"plain, complete", progressPlain,
+			rollout.Summary{Version: 1, Complete: true, Items: 3, ItemsDone: 3, RolloutsPlanned: 12, Rollouts: 12, MeanReward: 0.25},
+			"items 3/3  rollouts 12/12  mean reward +0.250  ETA 0s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var w syncWriter
+			v := newProgressView(&w, tt.mode, 3)
+			events := make(chan rollout.Progress)
+			close(events)
+			v.run(events)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				v.finish(tt.sum)
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("finish did not return")
+			}
+			if !strings.Contains(w.String(), tt.want) {
+				t.Errorf("output lacks %q:\n%s", tt.want, w.String())
+			}
+		})
+	}
 }
