@@ -561,12 +561,3 @@ func showProgress(w io.Writer, show bool, total int, progress <-chan eval.Progre
 	p.Wait()
 }
 
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}

@@ -18,7 +18,13 @@ func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newConfigCmd(getenv, log), newRunCmd(getenv, log), newServeCmd(getenv, log), newBenchCmd(getenv, log))
+	root.AddCommand(
+		newConfigCmd(getenv, log),
+		newRunCmd(getenv, log),
+		newServeCmd(getenv, log),
+		newBenchCmd(getenv, log),
+		newProcessCmd(getenv, log),
+	)
 	return root
 }
 
