@@ -43,6 +43,7 @@ var allowedImports = map[string][]string{
 	"bench/matmul":        {"*"},
 	"bench/llama2c":       {"*"},
 	"bench/sample":        {"*"},
+	"bench/soak":          {"*"},
 	"bench/train/impl":    {"nn/kernel"},
 	"bench/internal/runc": {"nn", "tokenizer"},
 }
