@@ -560,4 +560,3 @@ func showProgress(w io.Writer, show bool, total int, progress <-chan eval.Progre
 	}
 	p.Wait()
 }
-
