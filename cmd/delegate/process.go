@@ -155,7 +155,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if err != nil {
 		return fmt.Errorf("process: %w", err)
 	}
-	jcfg := judge.DefaultConfig()
+	jcfg := cfg.Judge
 	sc := &rollout.RewardScorer{Reward: rw}
 	if needsJudge(tasks) {
 		a, ok := cfg.agent(models, judge.Role, cfg.Roles.Judge)
