@@ -89,6 +89,24 @@ func apiKindText(s string) string {
 // callFailure is the reason of a rollout whose trace failed a call.
 func callFailure(failure string) string { return "call " + apiKindText(failure) }
 
+// traceCallFailure is the reason of a rollout whose trace t failed a call:
+// the kind of the last failed call, from the status and type its node
+// keeps (traces from before those fields existed fall back to the text).
+func traceCallFailure(t *delegate.Trace) string {
+	calls := t.Calls()
+	for i := len(calls) - 1; i >= 0; i-- {
+		n := calls[i]
+		if n.Error == "" {
+			continue
+		}
+		if n.ErrorStatus != 0 || n.ErrorType != "" {
+			return "call " + kindOfAPIError(n.ErrorStatus, n.ErrorType)
+		}
+		return callFailure(n.Error)
+	}
+	return callFailure(t.Failure)
+}
+
 // scoreFailure is the reason of a rollout whose scorer returned err.
 func scoreFailure(err error) string {
 	if errors.Is(err, judge.ErrUnparseable) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/judge"
+	"github.com/delegatelab/delegate/modeltest"
 )
 
 func TestFailureReasons(t *testing.T) {
@@ -44,6 +45,19 @@ func TestFailureReasons(t *testing.T) {
 			}
 			if got := callFailure(text); got != "call "+want {
 				t.Errorf("callFailure(%q) = %q, want %q", text, got, "call "+want)
+			}
+			// From a trace, the kind comes from the node's status and type,
+			// whatever the text says.
+			rec := delegate.NewRecorder("single", "q", nil)
+			a := delegate.Agent{Role: "baseline", Model: modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) { return nil, tt.err })}
+			_, _ = rec.Call(context.Background(), nil, "answer", a, &delegate.Request{Messages: []delegate.Message{delegate.User("x")}})
+			tr := rec.Finish("", "call failed: answer: garbled text")
+			wantTrace := tt.want
+			if tt.name == "plain" {
+				wantTrace = kindOther
+			}
+			if got := traceCallFailure(tr); got != "call "+wantTrace {
+				t.Errorf("traceCallFailure = %q, want %q", got, "call "+wantTrace)
 			}
 		})
 	}

@@ -585,7 +585,7 @@ func (r *runner) runOne(ctx context.Context, it *item, k int) (st *rolloutState,
 			fail(FailNoTrace, fmt.Sprintf("run %s: no trace", r.policy.Name()))
 			return
 		case isCallFailure(tr):
-			fail(callFailure(tr.Failure), tr.Failure)
+			fail(traceCallFailure(tr), tr.Failure)
 			return
 		}
 		rec := delegate.NewRecorder("score", it.task.Prompt, nil)
