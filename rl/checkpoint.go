@@ -1,0 +1,164 @@
+package rl
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/delegatelab/delegate/nn"
+)
+
+// StateVersion is the format version of a checkpoint's state.json.
+//
+// Version history:
+//
+//	1  step, optimizer steps, item sampler state, model config, run config.
+const StateVersion = 1
+
+// A checkpoint is the directory OutDir/checkpoint holding
+//
+//	policy/      the policy's parameters (nn.Save)
+//	adam_m/      AdamW's first moments, laid out like the parameters
+//	adam_v/      AdamW's second moments
+//	state.json   runState
+//
+// It is written whole under checkpoint.tmp and then renamed into place (the
+// previous one moved to checkpoint.old first and removed after), so a
+// crash leaves either the old or the new checkpoint, never a mix; a loader
+// that finds only checkpoint.old uses it.
+const (
+	ckptDir    = "checkpoint"
+	ckptTmp    = "checkpoint.tmp"
+	ckptOld    = "checkpoint.old"
+	ckptState  = "state.json"
+	ckptPolicy = "policy"
+	ckptM      = "adam_m"
+	ckptV      = "adam_v"
+)
+
+// runState is state.json.
+type runState struct {
+	Version   int       `json:"version"`
+	Step      int       `json:"step"`       // steps completed
+	AdamSteps int       `json:"adam_steps"` // optimizer updates taken
+	RNG       []byte    `json:"rng"`        // the item sampler's PCG state
+	Model     nn.Config `json:"model"`
+	Config    Config    `json:"config"` // the run's config, for the record
+}
+
+// CheckpointDir returns the directory of the checkpoint of a run in outDir.
+func CheckpointDir(outDir string) string { return filepath.Join(outDir, ckptDir) }
+
+// save writes a checkpoint of the current step.
+func (t *Trainer) save() error {
+	dir := t.cfg.OutDir
+	tmp := filepath.Join(dir, ckptTmp)
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	meta := map[string]string{"rl_step": strconv.Itoa(t.step)}
+	for _, x := range []struct {
+		name string
+		p    *nn.Params
+	}{{ckptPolicy, t.l.policy}, {ckptM, t.l.opt.M}, {ckptV, t.l.opt.V}} {
+		if err := nn.Save(filepath.Join(tmp, x.name), x.p, meta); err != nil {
+			return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
+		}
+	}
+	rng, err := t.rng.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
+	}
+	st := runState{Version: StateVersion, Step: t.step, AdamSteps: t.l.opt.Steps, RNG: rng, Model: t.l.policy.Config, Config: t.cfg}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
+	}
+	if err := writeSynced(filepath.Join(tmp, ckptState), b); err != nil {
+		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
+	}
+	final, old := filepath.Join(dir, ckptDir), filepath.Join(dir, ckptOld)
+	if err := os.RemoveAll(old); err != nil {
+		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
+	}
+	if err := os.Rename(final, old); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
+	}
+	if err := os.RemoveAll(old); err != nil {
+		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
+	}
+	return nil
+}
+
+func writeSynced(path string, b []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	return errors.Join(err, f.Sync(), f.Close())
+}
+
+// resume loads OutDir's checkpoint, if any, into the trainer: the
+// parameters (in place, so the policy model sees them), the moments, the
+// step and the item sampler. No checkpoint is a fresh start.
+func (t *Trainer) resume() error {
+	dir := filepath.Join(t.cfg.OutDir, ckptDir)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		old := filepath.Join(t.cfg.OutDir, ckptOld)
+		if _, err := os.Stat(old); err != nil {
+			return nil // nothing to resume
+		}
+		dir = old // a crash between the two renames of save
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ckptState))
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	var st runState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("resume %s: %w", filepath.Join(dir, ckptState), err)
+	}
+	if st.Version != StateVersion {
+		return fmt.Errorf("resume %s: state version %d, this build reads %d; start a new run in another out_dir", dir, st.Version, StateVersion)
+	}
+	if st.Model != t.l.policy.Config {
+		return fmt.Errorf("resume %s: checkpoint model config %+v differs from the policy's %+v", dir, st.Model, t.l.policy.Config)
+	}
+	if st.Step < 0 || st.AdamSteps < 0 {
+		return fmt.Errorf("resume %s: negative step %d or optimizer steps %d", dir, st.Step, st.AdamSteps)
+	}
+	dst := []*nn.Params{t.l.policy, t.l.opt.M, t.l.opt.V}
+	loaded := make([]*nn.Params, len(dst))
+	for i, name := range []string{ckptPolicy, ckptM, ckptV} {
+		p, meta, err := nn.Load(filepath.Join(dir, name))
+		if err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+		if p.Config != t.l.policy.Config {
+			return fmt.Errorf("resume %s: model config %+v differs from the policy's %+v", filepath.Join(dir, name), p.Config, t.l.policy.Config)
+		}
+		if s := meta["rl_step"]; s != strconv.Itoa(st.Step) {
+			return fmt.Errorf("resume %s: written at step %q, state.json says %d", filepath.Join(dir, name), s, st.Step)
+		}
+		loaded[i] = p
+	}
+	rng := new(rand.PCG)
+	if err := rng.UnmarshalBinary(st.RNG); err != nil {
+		return fmt.Errorf("resume %s: rng: %w", dir, err)
+	}
+	for i, p := range loaded {
+		copy(dst[i].Data, p.Data)
+	}
+	t.l.opt.Steps = st.AdamSteps
+	*t.rng = *rng
+	t.step = st.Step
+	return nil
+}

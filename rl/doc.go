@@ -1,0 +1,67 @@
+// Package rl trains a policy model with the GRPO family of policy-gradient
+// methods on traces of delegation runs.
+//
+// # Episodes
+//
+// A rollout is one run of a strategy on an item; its trace holds every
+// model call. Each call made by the policy role (Config.PolicyRole, e.g.
+// "strong", "delegator", "leader") becomes an Episode: the prompt ids the
+// backend reported (Node.PromptTokenIDs) followed by the generated ids and
+// the sampler's logprobs (Node.Logprobs). Only generated tokens carry a
+// loss; the prompt, and with it every tool result, sub-agent output and
+// earlier turn, has weight 0, as does the padding of a micro-batch. The
+// policy must be called with logprobs: wrap it with WrapPolicy.
+//
+// # Objective
+//
+// Rewards of the G rollouts of an item give group-relative advantages
+// (package reward: grpo, drgrpo, rloo); every token of a rollout, across
+// all its policy calls, gets the rollout's advantage A. For token t with
+// current logprob l, old logprob l_old and r = exp(l − l_old):
+//
+//	loss_t = −min(r·A, clip(r, 1−ε, 1+ε)·A) + β·k3_t,   k3_t = exp(l_ref − l) − (l_ref − l) − 1
+//
+// where l_ref is the logprob under the frozen starting parameters. The old
+// logprob is the trainer's own at the parameters the rollouts were sampled
+// with, computed before the first update: r is exactly 1 in the first
+// epoch, and the sampler's logprobs must agree with it within
+// Config.MaxLogprobGap (the sampler and the trainer use different kernels,
+// so they agree to about 1e-5, not bit for bit). The loss is folded into
+// the weights of nn's token-weighted cross-entropy, whose gradient is
+// −w·∇l with w constant: w = A·r where the clip is inactive, 0 where it is
+// active, plus β·(exp(l_ref − l) − 1) for the KL term (see objective.go).
+//
+// # Normalisation
+//
+// Each token's loss is multiplied by a coefficient c and the step's loss
+// is the sum Σ c·loss_t, computed with our own normalisation (the weights
+// are passed with norm 1), our own global-norm gradient clipping and
+// nn.AdamW.Update:
+//
+//	seq-mean   (GRPO, the default for grpo and rloo): c = 1/(L_i·N), the
+//	           mean over rollout i's L_i policy tokens (all its calls
+//	           together), then the mean over the N rollouts that generated
+//	           tokens. Every rollout weighs the same, whatever its length.
+//	token-sum  (Dr. GRPO, the default for drgrpo): c = 1/(MaxNewTokens·G·
+//	           ItemsPerStep), a constant: a token's gradient does not depend
+//	           on the length of its sequence, which removes GRPO's bias
+//	           towards long wrong answers and short right ones.
+//	token-mean (DAPO): c = 1/(all policy tokens of the step).
+//
+// A rollout whose call failed before generating contributes no episode; a
+// rollout that returned an error is left out of its group and counted; a
+// group whose rewards are all equal has zero advantages and is counted as
+// degenerate (with β = 0 its tokens are left out of the passes, which
+// changes nothing in the gradient). A step where nothing carries a
+// gradient takes no optimizer step and says so (Metrics.Skipped).
+//
+// # The loop
+//
+// Trainer.Run: sample ItemsPerStep items, run G rollouts of each through
+// the caller's Rollout (at most Concurrency at once), score them with the
+// caller's Reward, compute advantages, take Epochs optimizer steps, append
+// a Metrics line to OutDir/metrics.jsonl, checkpoint every CheckpointEvery
+// steps. Parameters change only between rollout phases, never while a
+// policy call is in flight. A run resumed in the same OutDir continues
+// from its checkpoint and truncates the metrics log to it.
+package rl

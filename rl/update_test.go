@@ -1,0 +1,238 @@
+package rl
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/reward"
+)
+
+// scoreSlots builds a step of two items by hand: rewards and the number of
+// policy calls and tokens of each rollout are given; a negative reward
+// marks a failed rollout.
+func scoreSlots(rewards [][]float64) []rolloutSlot {
+	var slots []rolloutSlot
+	id := 1
+	for i, grp := range rewards {
+		for g, r := range grp {
+			s := rolloutSlot{item: i, g: g}
+			if r < 0 {
+				s.err = context.DeadlineExceeded
+				slots = append(slots, s)
+				continue
+			}
+			// g+1 tokens in a first call, and a second call for odd g.
+			nodes := []*delegate.Node{callNode(id, toyRole, []int{1, 2}, slices.Repeat([]int{4}, g+1))}
+			id++
+			if g%2 == 1 {
+				nodes = append(nodes, callNode(id, toyRole, []int{1, 2, 3}, []int{5, 6}))
+				id++
+			}
+			nodes = append(nodes, callNode(id, "sub", []int{1}, []int{7, 7, 7}))
+			id++
+			s.trace = traceOf(nodes...)
+			s.out = Outcome{Correct: r > 0.5, Metrics: map[string]float64{"r": r}}
+			slots = append(slots, s)
+		}
+	}
+	return slots
+}
+
+func TestScoreAdvantagesAndNormalisation(t *testing.T) {
+	rewards := [][]float64{{1, 0, 0.5, 0}, {1, 1, 1, -1}, {0, 1, -1, 0.25}}
+	for _, est := range []reward.Estimator{reward.GRPO, reward.DrGRPO, reward.RLOO} {
+		for _, norm := range []Norm{NormSeqMean, NormTokenSum, NormTokenMean} {
+			t.Run(string(est)+"/"+string(norm), func(t *testing.T) {
+				cfg := toyConfig(t.TempDir())
+				cfg.GroupSize, cfg.ItemsPerStep = 4, 3
+				cfg.Estimator, cfg.Norm = est, norm
+				p := tinyParams(t, 32, 1)
+				tr, err := New(cfg, p, Env{Items: 3, Rollout: (&toyEnv{}).rollout,
+					Reward: func(_ *delegate.Trace, o Outcome) float64 { return o.Metrics["r"] }}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, seqs, err := tr.score(1, []int{0, 1, 2}, scoreSlots(rewards))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.FailedRollouts != 2 || m.DegenerateGroups != 1 || m.Groups != 3 {
+					t.Errorf("failed %d, degenerate %d, groups %d; want 2, 1, 3", m.FailedRollouts, m.DegenerateGroups, m.Groups)
+				}
+				// 10 successful rollouts: 10 first calls, 5 second calls.
+				if m.Sequences != 15 {
+					t.Errorf("sequences = %d, want 15", m.Sequences)
+				}
+				if got, want := m.Reward, (1+0+0.5+0+1+1+1+0+1+0.25)/10; math.Abs(got-want) > 1e-12 {
+					t.Errorf("mean reward = %v, want %v", got, want)
+				}
+				// Per group, the advantages of its rollouts sum to zero;
+				// every call of a rollout carries the rollout's advantage.
+				k := 0
+				var coefSum float64
+				var tokens int
+				for gi, grp := range rewards {
+					var sum float64
+					for g, r := range grp {
+						if r < 0 {
+							continue
+						}
+						a := seqs[k].Adv
+						sum += a
+						calls := 1 + g%2
+						for c := range calls {
+							if seqs[k+c].Adv != a {
+								t.Errorf("group %d rollout %d: calls have advantages %v and %v", gi, g, a, seqs[k+c].Adv)
+							}
+							coefSum += seqs[k+c].Coef * float64(len(seqs[k+c].Completion))
+							tokens += len(seqs[k+c].Completion)
+						}
+						k += calls
+					}
+					if math.Abs(sum) > 1e-12 {
+						t.Errorf("group %d: advantages sum to %v, want 0", gi, sum)
+					}
+				}
+				if k != len(seqs) {
+					t.Fatalf("%d sequences, walked %d", len(seqs), k)
+				}
+				if m.PolicyTokens != tokens {
+					t.Errorf("policy tokens = %d, want %d", m.PolicyTokens, tokens)
+				}
+				want := 1.0 // seq-mean and token-mean: coefficients are a mean
+				if norm == NormTokenSum {
+					want = float64(tokens) / float64(cfg.MaxNewTokens*cfg.GroupSize*cfg.ItemsPerStep)
+				}
+				if math.Abs(coefSum-want) > 1e-12 {
+					t.Errorf("Σ coefficients over tokens = %v, want %v", coefSum, want)
+				}
+			})
+		}
+	}
+}
+
+// sampledSeqs runs the toy environment's rollouts of item 0 and returns
+// their episodes with alternating advantages and seq-mean coefficients.
+func sampledSeqs(t *testing.T, env *toyEnv, n int) []trainSeq {
+	t.Helper()
+	var seqs []trainSeq
+	for i := range n {
+		tr, _, err := env.rollout(context.Background(), 0, uint64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps, err := Episodes(tr, toyRole, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range eps {
+			seqs = append(seqs, trainSeq{Episode: e, Adv: float64(2*(i%2) - 1), Coef: 1 / float64(len(e.Completion)*n)})
+		}
+	}
+	return seqs
+}
+
+func TestRatioIsOneInTheFirstEpoch(t *testing.T) {
+	cfg := toyConfig(t.TempDir())
+	tr, env, _ := newToy(t, cfg, nil)
+	seqs := sampledSeqs(t, env, 8)
+	var want float64
+	var tokens int
+	for _, s := range seqs {
+		want -= s.Coef * s.Adv * float64(len(s.Completion)) // r = 1: pg = −A
+		tokens += len(s.Completion)
+	}
+	st, err := tr.l.update(context.Background(), seqs, 1e-2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ClipFrac != 0 {
+		t.Errorf("clip fraction = %v, want 0", st.ClipFrac)
+	}
+	if math.Abs(st.PGLoss-want) > 1e-12 {
+		t.Errorf("pg loss = %v, want %v (every ratio 1)", st.PGLoss, want)
+	}
+	if st.Tokens != tokens || st.Updates != 1 {
+		t.Errorf("tokens %d, updates %d; want %d, 1", st.Tokens, st.Updates, tokens)
+	}
+	if st.LogprobGap > 1e-3 || st.LogprobGap < 0 {
+		t.Errorf("sampler and trainer logprobs differ by %v", st.LogprobGap)
+	}
+	t.Logf("largest sampler/trainer logprob gap %.2g", st.LogprobGap)
+}
+
+func TestLaterEpochsClipAndKL(t *testing.T) {
+	cfg := toyConfig(t.TempDir())
+	cfg.Epochs = 4
+	cfg.KLBeta = 0.1
+	cfg.ClipEps = 0.05
+	tr, env, _ := newToy(t, cfg, nil)
+	seqs := sampledSeqs(t, env, 8)
+	st, err := tr.l.update(context.Background(), seqs, 5e-2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ClipFrac <= 0 || st.KL <= 0 || st.Updates != 4 {
+		t.Errorf("clip fraction %v, kl %v, updates %d; want both positive after 4 epochs at a high rate", st.ClipFrac, st.KL, st.Updates)
+	}
+}
+
+func TestUpdateRejectsForeignLogprobs(t *testing.T) {
+	cfg := toyConfig(t.TempDir())
+	cfg.Epochs = 2
+	tr, env, p := newToy(t, cfg, nil)
+	seqs := sampledSeqs(t, env, 4)
+	seqs[2].Behaviour = slices.Clone(seqs[2].Behaviour)
+	seqs[2].Behaviour[0] -= 0.5
+	before := slices.Clone(p.Data)
+	_, err := tr.l.update(context.Background(), seqs, 1e-2)
+	if err == nil || !strings.Contains(err.Error(), seqs[2].Node) {
+		t.Fatalf("err = %v, want one naming node %s", err, seqs[2].Node)
+	}
+	if !slices.Equal(p.Data, before) {
+		t.Error("a failed update changed the parameters")
+	}
+
+	// A cancelled update leaves the parameters as they were.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := tr.l.update(ctx, sampledSeqs(t, env, 4), 1e-2); err == nil {
+		t.Fatal("cancelled update: no error")
+	}
+	if !slices.Equal(p.Data, before) {
+		t.Error("a cancelled update changed the parameters")
+	}
+}
+
+// cancelWhen is a context that reports cancellation once cond holds.
+type cancelWhen struct {
+	context.Context
+	cond func() bool
+}
+
+func (c cancelWhen) Err() error {
+	if c.cond() {
+		return context.Canceled
+	}
+	return nil
+}
+
+func TestCancelledMidUpdateRestoresParameters(t *testing.T) {
+	cfg := toyConfig(t.TempDir())
+	cfg.Epochs = 3
+	tr, env, p := newToy(t, cfg, nil)
+	seqs := sampledSeqs(t, env, 4)
+	before := slices.Clone(p.Data)
+	m, v := slices.Clone(tr.l.opt.M.Data), slices.Clone(tr.l.opt.V.Data)
+	ctx := cancelWhen{Context: context.Background(), cond: func() bool { return tr.l.opt.Steps >= 1 }}
+	if _, err := tr.l.update(ctx, seqs, 1e-2); err == nil {
+		t.Fatal("cancelled after the first epoch: no error")
+	}
+	if !slices.Equal(p.Data, before) || !slices.Equal(tr.l.opt.M.Data, m) || !slices.Equal(tr.l.opt.V.Data, v) || tr.l.opt.Steps != 0 {
+		t.Error("an update cancelled after its first epoch left the parameters or moments changed")
+	}
+}
