@@ -18,10 +18,10 @@ import (
 // (weak_*) or decompose (subagent_*) calls it: a system line and the bare
 // question, "347*28".
 var Prompts = map[string]string{
-	"single_system": `Work digit by digit. Answer \boxed{N}.`,
+	"single_system": `Solve.`,
 	"single_user":   `{{.Request}}`,
 
-	"route_system": `Work digit by digit or delegate. Answer \boxed{N}.`,
+	"route_system": `Solve or delegate.`,
 	"route_user":   `{{.Request}}`,
 
 	"weak_system": `Compute.`,

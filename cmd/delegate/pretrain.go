@@ -35,6 +35,7 @@ type pretrainFlags struct {
 	evalN    int
 	evalIn   int
 	solverAt string
+	init     string
 }
 
 // The shipped models' shapes. The solver is small and fast; the
@@ -51,8 +52,8 @@ var pretrainDefaults = map[string]struct {
 	steps, batch int
 	lr           float64
 }{
-	"solver":    {steps: 3000, batch: 32, lr: 3e-3},
-	"delegator": {steps: 1500, batch: 12, lr: 2e-3},
+	"solver":    {steps: 5000, batch: 32, lr: 3e-3},
+	"delegator": {steps: 2400, batch: 8, lr: 3e-3},
 }
 
 func newPretrainCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -71,14 +72,15 @@ size, and the delegator alone, under route with the solver (its natural
 delegation rate) and against always-delegate. An interrupted run resumes
 from the state under --out/<model>.state, removed when the model is done.
 The delegator's route grading uses the solver found under --solver (default:
---out/solver).`,
+--out/solver). --init starts from a checkpoint's weights (with a fresh
+optimizer and schedule), for a second phase of training.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return pretrain(cmd.Context(), cmd.OutOrStdout(), f)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.model, "model", "all", "which model: solver, delegator or all")
-	fl.IntVar(&f.steps, "steps", 0, "optimizer steps (0: the model's default, 3000 solver, 1500 delegator)")
+	fl.IntVar(&f.steps, "steps", 0, "optimizer steps (0: the model's default, 5000 solver, 2400 delegator)")
 	fl.DurationVar(&f.budget, "time", 0, "train each model for about this long instead of a number of steps")
 	fl.StringVar(&f.out, "out", "models", "directory the checkpoints are written under")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the data, the initial weights and the batch order")
@@ -87,6 +89,7 @@ The delegator's route grading uses the solver found under --solver (default:
 	fl.IntVar(&f.evalN, "eval", 40, "held-out items per evaluation: questions per size (solver), problems (delegator)")
 	fl.IntVar(&f.evalIn, "eval-every", 500, "evaluate every so many steps (0: only at the end)")
 	fl.StringVar(&f.solverAt, "solver", "", "solver checkpoint for the delegator's route grading (default OUT/solver)")
+	fl.StringVar(&f.init, "init", "", "start from this checkpoint's weights instead of random ones (a second phase; one --model only)")
 	_ = getenv // pretrain reads no environment
 	_ = log
 	return cmd
@@ -104,6 +107,9 @@ func pretrain(ctx context.Context, out io.Writer, f pretrainFlags) error {
 	}
 	if f.steps < 0 || f.budget < 0 || f.batch < 0 || f.lr < 0 || f.evalN < 1 || f.evalIn < 0 {
 		return errors.New("pretrain: --steps, --time, --batch, --lr and --eval-every must not be negative, --eval must be positive")
+	}
+	if f.init != "" && len(names) != 1 {
+		return errors.New("pretrain: --init needs one --model, solver or delegator")
 	}
 	if f.solverAt == "" {
 		f.solverAt = filepath.Join(f.out, "solver")
@@ -184,6 +190,17 @@ func pretrainOne(ctx context.Context, out io.Writer, name string, f pretrainFlag
 		return fmt.Errorf("pretrain %s: %w", name, err)
 	}
 	p.Init(f.seed)
+	if f.init != "" {
+		start, _, err := nn.Load(f.init)
+		if err != nil {
+			return fmt.Errorf("pretrain %s: --init: %w", name, err)
+		}
+		if start.Config != shape {
+			return fmt.Errorf("pretrain %s: --init %s holds a model of another shape (%+v, want %+v)", name, f.init, start.Config, shape)
+		}
+		p = start
+		fmt.Fprintf(out, "%s: starting from the weights of %s\n", name, f.init)
+	}
 	var tokens, weighted int
 	for _, e := range examples {
 		tokens += len(e.Tokens)
@@ -212,7 +229,7 @@ func pretrainOne(ctx context.Context, out io.Writer, name string, f pretrainFlag
 		fmt.Fprintf(out, "%s: resumed at step %d\n", name, res.Resumed)
 	}
 	meta := map[string]string{
-		"model": name, "seed": strconv.FormatUint(f.seed, 10), "steps": strconv.Itoa(res.Steps),
+		"model": name, "seed": strconv.FormatUint(f.seed, 10), "steps": strconv.Itoa(res.Steps), "init": f.init,
 		"batch": strconv.Itoa(cfg.Batch), "loss": strconv.FormatFloat(res.Loss, 'f', 4, 64),
 	}
 	dir := filepath.Join(f.out, name)
@@ -235,14 +252,16 @@ func pretrainOne(ctx context.Context, out io.Writer, name string, f pretrainFlag
 func delegatorCorpus(seed uint64) ([]sft.Example, error) {
 	lv := world.Levels()
 	var problems []*world.Problem
-	for _, c := range []struct{ level, n int }{{1, 1500}, {2, 1500}, {3, 5000}} {
+	for _, c := range []struct{ level, n int }{{1, 2000}, {2, 2000}, {3, 6000}} {
 		ps, err := world.Generate(lv[c.level], seed+uint64(c.level), world.Train, c.n)
 		if err != nil {
 			return nil, err
 		}
 		problems = append(problems, ps...)
 	}
-	mix := world.DefaultMix()
+	// Route first: it is the protocol delegate train runs; the others get
+	// a smaller share than DefaultMix gives them.
+	mix := world.Mix{Never: 0.3, Always: 0.3, Random: 0.4, DelegateProb: 0.5, Single: 0.2, Decompose: 0.1, Lead: 0.1, Peers: 3}
 	corpus, err := world.BuildCorpus(problems, mix, seed)
 	if err != nil {
 		return nil, err

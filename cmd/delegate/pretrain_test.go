@@ -19,6 +19,8 @@ func TestPretrainRejectsBadFlags(t *testing.T) {
 		{"steps and time", []string{"--model", "solver", "--steps", "3", "--time", "1m"}, "not both"},
 		{"negative steps", []string{"--steps", "-1"}, "negative"},
 		{"no eval items", []string{"--eval", "0"}, "positive"},
+		{"init with two models", []string{"--init", "somewhere"}, "--init"},
+		{"init missing", []string{"--model", "solver", "--init", "/nonexistent/ckpt", "--steps", "1"}, "--init"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
