@@ -123,50 +123,50 @@ func (s SolverSize) String() string { return fmt.Sprintf("%dd%s%dd", s.X, s.Op, 
 func (s SolverSize) Covered() bool {
 	switch s.Op {
 	case Sub:
-		return s.X <= SolverMaxSubtraction
+		return false
 	case Mul:
-		return s.Y <= SolverMaxMultiplier
+		return s.X <= SolverMaxFactor && s.Y <= SolverMaxFactor
 	}
 	return true
 }
 
-// SolverSizes are the classes of the solver's training data: every size
-// the default world asks it inside its coverage (products of 2 to 5 digits
-// by 1 to 3 digits, sums of up to 6 digits, subtractions of up to 2), plus
-// the sizes just past the coverage, which Question can draw for grading
-// but SolverCorpus never trains on.
-func SolverSizes(covered bool) []SolverSize {
-	var out []SolverSize
-	for x := 1; x <= 6; x++ {
-		for y := 1; y <= x; y++ {
-			out = append(out, SolverSize{Add, x, y})
-		}
-	}
-	for x := 1; x <= 4; x++ {
-		for y := 1; y <= x; y++ {
-			out = append(out, SolverSize{Sub, x, y})
-		}
-	}
-	for x := 1; x <= 5; x++ {
-		for y := 1; y <= 4; y++ {
-			out = append(out, SolverSize{Mul, x, y})
-		}
-	}
-	kept := out[:0]
-	for _, s := range out {
-		if s.Covered() == covered {
-			kept = append(kept, s)
-		}
-	}
-	return kept
+// solverSizes are the classes of solver questions this world asks: the
+// shapes of its steps inside the coverage (products of 2-digit numbers and
+// by one digit, sums of the sizes its quantities reach) and, outside it,
+// its differences and products of larger numbers.
+var solverSizes = []SolverSize{
+	{Mul, 2, 2}, {Mul, 2, 1}, {Add, 4, 4}, {Add, 4, 2}, {Add, 3, 3},
+	{Sub, 4, 4}, {Sub, 4, 2}, {Sub, 3, 2}, {Mul, 3, 2}, {Mul, 3, 1},
 }
 
-// Question draws x op y of a size class; a subtraction's minuend is the
-// larger.
+// SolverSizes returns the size classes inside the solver's coverage
+// (covered true), on which SolverCorpus trains it, or those outside it,
+// which Question can draw for grading but SolverCorpus never trains on.
+func SolverSizes(covered bool) []SolverSize {
+	var out []SolverSize
+	for _, s := range solverSizes {
+		if s.Covered() == covered {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Question draws x op y of a size class whose result fits Width digits;
+// a subtraction's minuend is the larger, a sum comes in both orders.
 func (s SolverSize) Question(rng *rand.Rand) (int64, int64) {
+	for {
+		x, y := s.draw(rng)
+		if s.Op.apply(x, y) < pow10(Width) {
+			return x, y
+		}
+	}
+}
+
+func (s SolverSize) draw(rng *rand.Rand) (int64, int64) {
 	num := func(d int) int64 {
 		if d <= 1 {
-			return rng.Int64N(10)
+			return 2 + rng.Int64N(8)
 		}
 		lo := pow10(d - 1)
 		return lo + rng.Int64N(9*lo)
@@ -175,8 +175,8 @@ func (s SolverSize) Question(rng *rand.Rand) (int64, int64) {
 	if s.Op == Sub && x < y {
 		x, y = y, x
 	}
-	if rng.IntN(2) == 0 && s.Op != Sub && s.Op != Mul {
-		x, y = y, x // sums come in both orders
+	if s.Op == Add && rng.IntN(2) == 0 {
+		x, y = y, x
 	}
 	return x, y
 }

@@ -1,66 +1,106 @@
 // Package world is a synthetic world where delegation matters and answers
-// are exact: seeded multi-step arithmetic word problems, the digit-level
-// formats two small models write, transcripts of every delegation strategy
-// for supervised pretraining, a verifier, a price table and the reward.
+// are exact: seeded multi-step arithmetic word problems, the digit formats
+// two small models write, transcripts of every delegation strategy for
+// supervised pretraining, a verifier, graders, a price table and the
+// reward.
 //
 // # Problems
 //
-// A problem is one or two independent parts, each a quantity built by a
-// chain of steps, combined by a last step when there are two:
+// A problem is two independent parts, each a quantity built by a short
+// chain of steps, combined by a last step:
 //
-//	Dot has 57 bags of 209 beads. Eve has 166 crates of 85 beads.
-//	Eve is 12 years old. How many more beads does Eve have than Dot?
+//	Max has 47 bags of 57 nails. Dot has 24 crates of 16 nails.
+//	Dot gives away 46. How many more nails does Max have than Dot?
 //
-//	s1 = 57*209 = 11913   part 0
-//	s2 = 166*85 = 14110   part 1, independent of s1
-//	s3 = s2-s1  = 2197    the answer
+//	s1 = 47*57     = 2679   part 0
+//	s2 = 24*16     = 384    part 1, independent of s1
+//	s3 = s2-46     = 338    part 1
+//	s4 = s1-s3     = 2341   the answer
 //
-// Sentences come from ten short templates over 8 names, 8 items and 6
-// containers; a part starts with a product ("x C of y I") or a number,
-// then adds ("gets y more"), takes away ("gives away y") or multiplies by
-// one digit ("then has y times as many"); distractors are ages or counts
-// of other items. Config holds the knobs (steps, probability of two
-// parts, product sizes by weight, digits of added numbers, distractors);
-// Levels gives four difficulties. Every Problem carries its Steps (op,
-// operands with the step each comes from, exact result, part) and Answer.
-// Generation is deterministic from a seed; the split is decided by the
-// FNV-1a hash of the text (SplitOf), so training and test sets are
-// disjoint by construction, whatever the seeds. Distinct problems
-// (capture-recapture over two samples of 20000, Distinct): level 1 (one
-// product) about 8e7; levels 2 to 4 showed no repeat, so more than 4e8.
+// Sentences come from short templates over 8 names, 8 items and 6
+// containers: a part starts with a product of two 2-digit numbers ("x C of
+// y I") or a 2-digit number, then gets or gives away a 2-digit amount;
+// distractors are ages or counts of other items. Config holds the knobs
+// (steps, probability of two parts, product sizes, digits of amounts,
+// "times as many" steps, distractors); Levels gives four difficulties (1:
+// one product; 2: a product and an amount; 3: DefaultConfig, 3 or 4 steps
+// in two parts, one distractor at most; 4: up to 6 steps, two
+// distractors). Every quantity of a part stays below 5000, so every number
+// the formats write fits Width = 4 digits. Generation is deterministic
+// from a seed; the split is decided by the FNV-1a hash of the text
+// (SplitOf), so training and test sets are disjoint by construction.
+// Distinct problems (capture-recapture over two samples of 20000,
+// Distinct): level 1 about 2.4e6; levels 2 to 4 showed no repeat, so more
+// than 4e8.
+//
+// # Why this design: learnable by tiny models in minutes
+//
+// The first design of this world (variable-width numbers, products up to
+// 4 by 3 digits, the solver writing unpadded partial products) needed a
+// delegator context of about 1300 tokens, and its learnability probe
+// trained a 142k-parameter solver for 20 minutes: it learned the format but
+// not the arithmetic (5 to 8 of 40 right on one-digit questions, 0 to 2 of
+// 40 on anything longer). A token of those formats depended on digits
+// whose position varied with the lengths of the numbers, which a causal
+// transformer cannot see before it reads past them.
+//
+// This design puts every digit a model reads at a fixed offset:
+//
+//   - Operands of + and - and every result are zero-padded to Width digits
+//     ("1316-0085", "\boxed{1231}"); products keep their factors as the
+//     text gives them, always two digits in the default world ("47*28").
+//   - Work is written least significant digit first, with carries written
+//     out, so each output digit depends on at most three digits: two
+//     operand digits at fixed offsets and the carry just written.
+//   - Numbers are small (2-digit literals, quantities below 5000), so
+//     scratchpads and transcripts are short: a route transcript is 528
+//     tokens on average under the chat template (1 token per byte), 688 at
+//     most; the delegator's context is 768 and the solver's 80.
+//   - The route prompt declares the delegate tool as its name only (Tool,
+//     19 tokens, against 372 for strategy.DelegateTool's description and
+//     schema); CompactTools rewrites a request's tool declaration so that
+//     strategy.New on the local delegator sends exactly the transcripts'
+//     prompts. System prompts are two or three words ("Solve or
+//     delegate.").
+//
+// Measured with delegate pretrain (package sft, see models/README.md):
+// the solver in this format, 195k parameters trained 5000 steps (6 minutes
+// on one core), answers 98% of held-out questions inside its coverage
+// exactly (greedy). The delegator, 248k parameters trained 55 minutes in
+// three phases, writes every format and protocol, and solves held-out
+// one-product problems alone 15 times in 16 and under route 13 in 16; but
+// not yet a whole default problem (0 of 40 alone or under route): one slip
+// in about 400 tokens loses it. Its greedy route policy delegates every
+// step, differences included, where the solver is wrong by design.
 //
 // # Two models and why delegation matters
 //
-// The delegator (the policy) computes a step with a digit-level
-// scratchpad (Scratchpad): one elementary digit operation per line, least
-// significant digit first, carries written out, a product by a long
-// number as one block per digit interleaved with the additions of the
-// shifted partial products. Each token depends on at most three digits
-// found by position, which is what a tiny transformer learns reliably; it
-// is also long: 136 tokens for 347*28, 189 for 57*209, 251 for 347*283,
-// 321 for 4321*567, but only about 40 to 65 for a sum, a difference or a
-// product by one digit.
+// The delegator (the policy) computes a step itself with a scratchpad
+// (Scratchpad) made of blocks of one shape: a header with both operands
+// padded, one elementary digit operation per line ("a+b+c=rd", "a-b-c=rd",
+// "a*d+c=rd"), and the padded result. A product is a block per digit of
+// its second factor and a sum of the shifted partials: 161 tokens for
+// 47*28; a sum or a difference is 51. It is accurate because every line is
+// a local lookup, and long.
 //
-// The solver (the sub-agent) answers one bare question, "347*28", under
-// the one-line prompt "Compute." and writes tersely (SolverAnswer): the
-// shifted partial products and running sums least significant digit
-// first, then \boxed{}: 28 tokens for 347*28, 43 for 347*283. Several
-// digit operations per token make it cheap and less robust, and it is
-// trained only inside its coverage (SolverCovers, SolverCorpus): every
-// sum, products by up to 3 digits, but differences of at most 2 digits
-// only. A difference of larger numbers, which the default world asks in
-// every "gives away" and "how many more" step, is outside what it has
-// seen: it is unreliable there by design (assumed 20% right below; the
-// WORLD_PROBE test measures it once models train).
+// The solver (the sub-agent) answers one bare question, "47*28", under the
+// one-line prompt "Compute." and writes tersely (SolverAnswer): the digit
+// and carry pairs of each partial product and of their sum, then \boxed{}:
+// 31 tokens for 47*28, 21 for a sum. It is trained only inside its
+// coverage (SolverCovers, SolverCorpus): every sum and the products of
+// 2-digit numbers, never a difference. Every "gives away" and every "how
+// many more" step is a difference, outside what it has seen: there it is
+// wrong by design (measured: 0 of 120 held-out differences right, and 0 of
+// 80 products of a 3-digit number, the "larger numbers" it never saw).
 //
-// A delegate call costs the delegator about 57 tokens (the tool call's
-// JSON, byte by byte) plus μ. So delegating a product by two or three
-// digits saves 80 to 260 delegator tokens (WorthDelegating); delegating a
-// sum or a product by one digit saves nothing; delegating a large
-// difference loses the answer. Never delegating is accurate and costly,
-// always delegating is cheap and wrong on differences, and the best policy
-// (Selective: delegate the long products) depends on the step's operation
-// and size, features a small policy can read from the text.
+// A delegate call costs the delegator 54 generated tokens (the tool call's
+// JSON, byte by byte) plus μ. So delegating a product saves 107 delegator
+// tokens (WorthDelegating); delegating a sum saves nothing (51 against
+// 54); delegating a difference loses the answer. Never delegating is
+// accurate and costly, always delegating is cheap and wrong whenever the
+// problem has a difference, and the best policy (Selective: delegate the
+// products) depends on the step's operation, which a small policy can read
+// from the text ("bags of", "gives away", "how many more").
 //
 // # Prices and reward
 //
@@ -72,88 +112,74 @@
 //	solver        0.20   0.02    1.00
 //
 // DefaultReward: reward = correct − λ·(delegator generated tokens) −
-// μ·(sub-agent calls), λ = 0.001, μ = 0.02. Per step: delegating 347*28
-// gains 0.001·(136−56) − 0.02 = +0.06, 347*283 +0.17; delegating a sum
-// loses 0.03; delegating a 5-digit difference loses about 0.8 of expected
-// correctness. A reply of garbage scores about 0, far below solving.
+// μ·(sub-agent calls), λ = 0.001, μ = 0.02. Per step: delegating a
+// product gains 0.001·107 − 0.02 = +0.087; delegating a sum loses 0.023;
+// delegating a difference loses the answer.
 //
 // # Figures
 //
 // Means per problem over 2000 test problems of DefaultConfig (seed 1),
-// from the transcripts of this package (tokens under package tokenizer,
-// one per byte), assuming per-step accuracy 0.99 for the delegator's
-// scratchpads and the solver inside its coverage, 0.2 outside. Reproduce
-// with WORLD_REPORT=1 go test ./world -run TestReport -v.
+// from the transcripts of this package (exact token counts under package
+// tokenizer); P(correct) and reward assume the per-step accuracies of
+// DesignAccuracy (0.99 for the delegator's scratchpads and the solver
+// inside its coverage, 0.2 outside; the trained solver measures 0.98 and
+// 0). Reproduce with WORLD_REPORT=1 go test ./world -run TestReport -v.
 //
 //	protocol / policy    del.prompt cached del.gen sol.prompt sol.gen calls cost/none  cost cost/pfx P(correct) reward
-//	single (alone)              143      0     397          0       0  0.00      2127  2127     2090      0.975  0.578
-//	route never                 527      0     397          0       0  0.00      2511  2511     2129      0.975  0.578
-//	route always               1979   1368     159         55      79  2.50      2866  1634     1246      0.589  0.380
-//	route random 0.5           1403    834     280         27      39  1.23      2849  2098     1713      0.777  0.472
-//	route selective            1196    609     170         30      56  1.46      2107  1558     1173      0.975  0.776
-//	decompose selective         464      0     195         30      56  1.46      1499  1499     1352      0.975  0.752
-//	lead k=3 (leader)           393      0     209        421     189  3.00      1712  1712     1624      0.975  0.706
+//	single (alone)              128      0     415          0       0  0.00      2205  2205     2197      0.965  0.550
+//	route never                 162      0     415          0       0  0.00      2239  2239     2200      0.965  0.550
+//	route always               1182    916     211         73      97  3.51      2348  1523     1478      0.451  0.170
+//	route random 0.5            818    605     313         36      48  1.74      2438  1894     1852      0.689  0.341
+//	route selective             500    271     200         38      64  2.00      1574  1330     1287      0.965  0.725
+//	decompose selective         516      0     220         38      64  2.00      1686  1686     1538      0.965  0.706
+//	lead k=3 (leader)           418      0     188        471     197  3.00      1648  1648     1560      0.965  0.718
 //
 // Costs are dollars per million problems. "cached" counts the earlier
 // turns of a conversation, which every later turn starts with; "cost"
 // prices them as cached, "cost/none" as fresh input, "cost/pfx" also
-// prices the fixed prefix of every request (tool declarations and system
-// prompt) as cached. Selective reaches the best expected reward (0.776
-// against 0.578 never, 0.380 always, 0.472 for the random mix a pretrained
-// delegator starts from) at the accuracy of solving alone. Its cost
-// depends on caching: 44% below single with every shared prefix cached,
-// 38% below route never and 27% below single with conversation prefixes
-// cached, but with nothing cached only 16% below route never and 1% below
-// single (decompose, whose prompts carry no tool declaration: 30%). Route's
-// prompt carries the delegate tool's 372-token JSON declaration and every
-// extra turn re-reads it, so the 40% cost claim needs a backend that keeps
-// KV caches of shared prefixes (as hosted APIs do) and reports them as
-// CachedTokens, or a compact tool declaration.
+// prices the fixed prefix of every request (tool declaration and system
+// prompt) as cached. Selective has the best expected reward (0.725 against
+// 0.550 never, 0.170 always, 0.341 for the random mix a pretrained
+// delegator starts from) at the accuracy of solving alone, and costs 41%
+// less than route never with conversation prefixes cached (42% with every
+// shared prefix cached; 30% with nothing cached).
 //
 // Rendered lengths of the pretraining corpus (BuildCorpus with DefaultMix
-// over the same problems), the sequence lengths training works with: a
-// delegator needs a context of about 1300 tokens for route, the solver 80.
+// over the same problems):
 //
 //	transcript  count  mean tokens  mean generated  max tokens
-//	route        2000          849             281        1283
-//	single        487          545             402         895
-//	plan          502          297              89         362
-//	aggregate     502          406             169         703
-//	leader        527          590             197        1146
-//	peer         1581          203              63         249
-//	solver       2417           54              32          74
-//	subagent      551           59              39          74
-//
-// # Learnability probe
-//
-// WORLD_PROBE=1 go test ./world -run TestSolverProbe -v trains a solver
-// from scratch on SolverCorpus (WORLD_PROBE_SECONDS, default 120) and
-// grades it greedily, 40 questions per operation and size (GradeSolver
-// grades any delegate.Model the same way, a local one included). On this 2-core
-// machine shared with other jobs, 20 minutes (1069 steps of 32 sequences,
-// a 142k-parameter model of width 64, 2 layers) learned the format
-// (the right number of partial products, the least-significant-first
-// digits copied reversed into \boxed{}) but not the digit arithmetic:
-// 5 to 8 of 40 right on one-digit questions, 0 to 2 of 40 on anything
-// longer, covered or not (2 minutes: the same, slightly worse). The
-// solver needs a far longer offline pretraining than this probe, or a
-// format whose digit lookups are easier (operands padded to a fixed
-// width); the figures above assume a trained solver.
+//	route        2000          528             314         688
+//	single        530          543             415         598
+//	plan          482          324              99         379
+//	aggregate     482          475             216         565
+//	leader        517          603             186         921
+//	peer         1551          222              65         259
+//	solver       3499           48              28          51
+//	subagent      610           51              32          51
 //
 // # Transcripts
 //
 // Prompts overrides every strategy prompt template with a compact one, and
 // StrategyConfig returns the strategy configuration that uses them, so
-// strategy.New on the local models sends exactly the prompts of the
-// transcripts (a test replays every strategy against the transcripts and
-// compares each request token for token). Single, Route, Decompose and
-// Lead build an Episode per problem: the delegator's conversations and the
-// sub-agents' (Episode.Bill gives the token account, Reward.Of the
-// reward). Route takes a Policy per step; BuildCorpus mixes never, always
-// and random delegation per problem (Mix) so the pretrained delegator is a
-// stochastic policy RL can sharpen. Lead shows the leader K terse peer
-// solutions, some wrong (sometimes the majority), and teaches it to copy
-// the steps they agree on and to compute those they dispute.
-// ParseAnswer reads an answer (\boxed{}, <answer>, "Final Output:",
-// "Final answer:", else the last integer).
+// strategy.New on the local models (the delegator wrapped with
+// CompactTools under route) sends exactly the prompts of the transcripts
+// (a test replays every strategy against the transcripts and compares each
+// request token for token). Single, Route, Decompose and Lead build an
+// Episode per problem: the delegator's conversations and the sub-agents'
+// (Episode.Bill gives the token account, Reward.Of the reward). Route
+// takes a Policy per step; BuildCorpus mixes never, always and random
+// delegation per problem (Mix) so the pretrained delegator is a stochastic
+// policy RL can sharpen. Lead shows the leader K terse peer solutions,
+// some wrong (sometimes the majority), and teaches it to copy the steps
+// they agree on and to compute those they dispute. ParseAnswer reads an
+// answer (\boxed{}, <answer>, "Final Output:", "Final answer:", else the
+// last integer; leading zeros are fine).
+//
+// # Grading
+//
+// GradeSolver grades any delegate.Model as the solver, per operation and
+// size, greedily. GradeDelegator runs the delegator alone (single) or
+// under route with a solver, greedily, and reports accuracy, delegation
+// rate and delegator tokens; GradeAlways is the always-delegate policy with
+// no delegator at all (every step asked of the solver in order).
 package world

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/strategy"
 )
 
 // SizeScore is a solver's exact-match score on one size class.
@@ -81,4 +82,164 @@ func GradeSolver(ctx context.Context, model delegate.Model, perSize, concurrency
 		}
 	}
 	return scores, nil
+}
+
+// DelegatorScore sums a delegator's greedy runs over problems.
+type DelegatorScore struct {
+	N      int // problems
+	Right  int // runs whose answer is the problem's
+	Failed int // runs that ended with an error or a failure (counted wrong)
+	Steps  int // steps of the problems
+	// SubagentCalls counts the solver's calls; SubagentCalls/Steps is the
+	// delegation rate.
+	SubagentCalls int
+	// DelegatorTokens sums the delegator's generated tokens.
+	DelegatorTokens int
+}
+
+// Accuracy is Right/N.
+func (s DelegatorScore) Accuracy() float64 { return float64(s.Right) / float64(max(s.N, 1)) }
+
+// DelegationRate is SubagentCalls/Steps.
+func (s DelegatorScore) DelegationRate() float64 {
+	return float64(s.SubagentCalls) / float64(max(s.Steps, 1))
+}
+
+// GradeDelegator runs the delegator on problems under a protocol,
+// strategy.NameSingle (alone; solver unused and may be nil) or
+// strategy.NameRoute (with the solver behind the delegate tool, the
+// delegator wrapped with CompactTools), with StrategyConfig at temperature
+// 0, at most concurrency runs at once. Only ctx ending stops it early.
+func GradeDelegator(ctx context.Context, protocol string, delegator, solver delegate.Model, problems []*Problem, concurrency int) (DelegatorScore, error) {
+	if concurrency < 1 {
+		return DelegatorScore{}, fmt.Errorf("grade delegator %s: concurrency %d must be positive", delegator.Name(), concurrency)
+	}
+	cfg := StrategyConfig()
+	cfg.Single.Temperature, cfg.Strong.Temperature, cfg.Weak.Temperature = 0, 0, 0
+	var roles strategy.Roles
+	switch protocol {
+	case strategy.NameSingle:
+		roles.Single = delegate.Agent{Role: "single", Model: delegator}
+	case strategy.NameRoute:
+		if solver == nil {
+			return DelegatorScore{}, fmt.Errorf("grade delegator %s: route needs a solver", delegator.Name())
+		}
+		roles.Strong = delegate.Agent{Role: "strong", Model: CompactTools(delegator)}
+		roles.Weak = delegate.Agent{Role: "weak", Model: solver}
+	default:
+		return DelegatorScore{}, fmt.Errorf("grade delegator %s: protocol %q, want %s or %s", delegator.Name(), protocol, strategy.NameSingle, strategy.NameRoute)
+	}
+	s, err := strategy.New(protocol, roles, cfg)
+	if err != nil {
+		return DelegatorScore{}, fmt.Errorf("grade delegator %s: %w", delegator.Name(), err)
+	}
+	traces := make([]*delegate.Trace, len(problems))
+	eg, gctx := errgroup.WithContext(ctx)
+	eg.SetLimit(concurrency)
+	for i, p := range problems {
+		if gctx.Err() != nil {
+			break
+		}
+		eg.Go(func() error {
+			tr, err := s.Run(gctx, p.Text, nil)
+			if err == nil {
+				traces[i] = tr
+			}
+			return nil // a run's error is a wrong answer, recorded below
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return DelegatorScore{}, fmt.Errorf("grade delegator %s: %w", delegator.Name(), err)
+	}
+	if err := ctx.Err(); err != nil {
+		return DelegatorScore{}, fmt.Errorf("grade delegator %s: %w", delegator.Name(), err)
+	}
+	var sc DelegatorScore
+	for i, p := range problems {
+		sc.N++
+		sc.Steps += len(p.Steps)
+		tr := traces[i]
+		if tr == nil || tr.Failure != "" {
+			sc.Failed++
+		}
+		if tr == nil {
+			continue
+		}
+		if v, err := ParseAnswer(tr.Answer); err == nil && v == p.Answer && tr.Failure == "" {
+			sc.Right++
+		}
+		for role, t := range tr.Roles {
+			if role == "weak" {
+				sc.SubagentCalls += t.Calls
+			} else {
+				sc.DelegatorTokens += t.Usage.CompletionTokens
+			}
+		}
+	}
+	return sc, nil
+}
+
+// GradeAlways is the always-delegate policy with no delegator at all: each
+// step of each problem, in order, is asked of the solver (Expr of its
+// operands, earlier steps' operands taken from the solver's own answers)
+// at temperature 0, and the last answer is the problem's. A step whose
+// answer does not parse fails the problem.
+func GradeAlways(ctx context.Context, solver delegate.Model, problems []*Problem, concurrency int) (DelegatorScore, error) {
+	if concurrency < 1 {
+		return DelegatorScore{}, fmt.Errorf("grade always-delegate %s: concurrency %d must be positive", solver.Name(), concurrency)
+	}
+	right := make([]bool, len(problems))
+	calls := make([]int, len(problems))
+	eg, gctx := errgroup.WithContext(ctx)
+	eg.SetLimit(concurrency)
+	zero := 0.0
+	for i, p := range problems {
+		if gctx.Err() != nil {
+			break
+		}
+		eg.Go(func() error {
+			vals := make([]int64, len(p.Steps))
+			for k, s := range p.Steps {
+				x, y := s.X.Value, s.Y.Value
+				if s.X.Ref != Literal {
+					x = vals[s.X.Ref]
+				}
+				if s.Y.Ref != Literal {
+					y = vals[s.Y.Ref]
+				}
+				if x < 0 || y < 0 || x >= pow10(Width) || y >= pow10(Width) {
+					return nil // an earlier wrong answer made an unaskable question
+				}
+				msgs := worldPrompts.messages("weak_system", "weak_user", strategy.PromptData{Question: Expr(s.Op, x, y)})
+				resp, err := solver.Chat(gctx, &delegate.Request{Messages: msgs, Temperature: &zero, MaxTokens: StrategyConfig().Weak.MaxTokens})
+				calls[i]++
+				if err != nil {
+					return nil // a failed call is a wrong answer
+				}
+				v, err := ParseAnswer(resp.Text())
+				if err != nil {
+					return nil
+				}
+				vals[k] = v
+			}
+			right[i] = vals[len(vals)-1] == p.Answer
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return DelegatorScore{}, fmt.Errorf("grade always-delegate %s: %w", solver.Name(), err)
+	}
+	if err := ctx.Err(); err != nil {
+		return DelegatorScore{}, fmt.Errorf("grade always-delegate %s: %w", solver.Name(), err)
+	}
+	var sc DelegatorScore
+	for i, p := range problems {
+		sc.N++
+		sc.Steps += len(p.Steps)
+		sc.SubagentCalls += calls[i]
+		if right[i] {
+			sc.Right++
+		}
+	}
+	return sc, nil
 }

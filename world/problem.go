@@ -135,43 +135,41 @@ type Config struct {
 }
 
 // DefaultConfig is the world the delegator is trained in; the package doc
-// explains its numbers.
+// explains its numbers: two parts, each a product of two 2-digit numbers,
+// one of them sometimes followed by a 2-digit amount added or taken away,
+// combined by a sum or a difference; one distractor at most.
 //
-//	steps 2..4, parallel 0.6, mul_start 0.9, times 0.25, distractors 1,
-//	add_digits 1..3, test_permille 100,
-//	mul_sizes: 2x2 w3, 3x2 w3, 2x1 w2, 2x3 w2
+//	steps 3..4, parallel 1, mul_start 1, mul_sizes 2x2, add_digits 2..2,
+//	times 0, distractors 1, test_permille 100
 func DefaultConfig() Config {
 	return Config{
-		MinSteps: 2, MaxSteps: 3,
-		Parallel: 0.9,
-		MulStart: 1,
-		MulSizes: []MulSize{
-			{X: 3, Y: 2, Weight: 2},
-			{X: 2, Y: 3, Weight: 2},
-			{X: 3, Y: 3, Weight: 3},
-			{X: 4, Y: 2, Weight: 2},
-			{X: 4, Y: 3, Weight: 1},
-		},
-		AddDigits:    [2]int{1, 3},
-		Times:        0.1,
+		MinSteps: 3, MaxSteps: 4,
+		Parallel:     1,
+		MulStart:     1,
+		MulSizes:     []MulSize{{X: 2, Y: 2, Weight: 1}},
+		AddDigits:    [2]int{2, 2},
+		Times:        0,
 		Distractors:  1,
 		TestPermille: 100,
 	}
 }
 
 // Levels returns configs of growing difficulty, for curricula and for the
-// counts in the package doc: 1 one step, 2 two steps in one part, 3 the
-// default world, 4 longer problems with larger numbers.
+// counts in the package doc: 1 one product, 2 a product then an amount
+// added or taken away, 3 the default world, 4 longer problems (up to 6
+// steps, two distractors).
 func Levels() map[int]Config {
 	d := DefaultConfig()
 	l1, l2, l4 := d, d, d
 	l1.MinSteps, l1.MaxSteps, l1.Parallel, l1.Distractors = 1, 1, 0, 0
 	l2.MinSteps, l2.MaxSteps, l2.Parallel = 2, 2, 0
-	l4.MinSteps, l4.MaxSteps, l4.Distractors = 4, 5, 2
-	l4.AddDigits = [2]int{2, 4}
-	l4.MulSizes = []MulSize{{X: 3, Y: 2, Weight: 3}, {X: 3, Y: 3, Weight: 2}, {X: 2, Y: 2, Weight: 1}}
+	l4.MinSteps, l4.MaxSteps, l4.Distractors = 4, 6, 2
 	return map[int]Config{1: l1, 2: l2, 3: d, 4: l4}
 }
+
+// maxQuantity bounds every quantity of a part, so that a sum of two parts
+// fits Width digits.
+var maxQuantity = pow10(Width) / 2
 
 // Validate reports every knob out of range, naming it.
 func (c Config) Validate() error {
@@ -195,8 +193,8 @@ func (c Config) Validate() error {
 	}
 	var total float64
 	for i, m := range c.MulSizes {
-		if m.X < 1 || m.X > 4 || m.Y < 1 || m.Y > 4 {
-			bad(fmt.Sprintf("mul_sizes[%d]", i), "%dx%d digits, want 1..4 each", m.X, m.Y)
+		if m.X < 1 || m.Y < 1 || m.X+m.Y > Width {
+			bad(fmt.Sprintf("mul_sizes[%d]", i), "%dx%d digits, want at least 1 each and at most %d together", m.X, m.Y, Width)
 		}
 		if !(m.Weight >= 0) {
 			bad(fmt.Sprintf("mul_sizes[%d].weight", i), "%v is negative", m.Weight)
@@ -206,8 +204,8 @@ func (c Config) Validate() error {
 	if len(c.MulSizes) > 0 && !(total > 0) {
 		bad("mul_sizes", "weights sum to %v", total)
 	}
-	if c.AddDigits[0] < 1 || c.AddDigits[1] < c.AddDigits[0] || c.AddDigits[1] > 5 {
-		bad("add_digits", "%v, want 1 <= lo <= hi <= 5", c.AddDigits)
+	if c.AddDigits[0] < 1 || c.AddDigits[1] < c.AddDigits[0] || c.AddDigits[1] > Width-1 {
+		bad("add_digits", "%v, want 1 <= lo <= hi <= %d", c.AddDigits, Width-1)
 	}
 	if c.Distractors < 0 || c.Distractors > 4 {
 		bad("distractors", "%d is outside [0, 4]", c.Distractors)
@@ -356,6 +354,9 @@ func (g *Generator) buildPart(p *Problem, pt *part, pi, k int) {
 	if r.Float64() < c.MulStart {
 		m := g.mulSize()
 		x, y := g.number(m.X), g.number(m.Y)
+		for x*y >= maxQuantity {
+			x, y = g.number(m.X), g.number(m.Y)
+		}
 		pt.sentences = append(pt.sentences, fmt.Sprintf("%s has %d %s of %d %s.", pt.name, x, containers[r.IntN(len(containers))], y, pt.item))
 		pt.value, pt.ref = x, Literal
 		p.addStep(Mul, pt, y, Literal, pi)
@@ -365,17 +366,17 @@ func (g *Generator) buildPart(p *Problem, pt *part, pi, k int) {
 		pt.sentences = append(pt.sentences, fmt.Sprintf("%s has %d %s.", pt.name, pt.value, pt.item))
 	}
 	for ; k > 0; k-- {
+		y := g.number(c.AddDigits[0] + r.IntN(c.AddDigits[1]-c.AddDigits[0]+1))
+		times := int64(2 + r.IntN(8))
 		switch {
-		case r.Float64() < c.Times:
-			y := int64(2 + r.IntN(8))
-			pt.sentences = append(pt.sentences, fmt.Sprintf("%s then has %d times as many.", pt.name, y))
-			p.addStep(Mul, pt, y, Literal, pi)
-		case pt.value > 1 && r.IntN(2) == 0:
-			y := min(g.number(c.AddDigits[0]+r.IntN(c.AddDigits[1]-c.AddDigits[0]+1)), pt.value-1)
+		case r.Float64() < c.Times && pt.value*times < maxQuantity:
+			pt.sentences = append(pt.sentences, fmt.Sprintf("%s then has %d times as many.", pt.name, times))
+			p.addStep(Mul, pt, times, Literal, pi)
+		case pt.value > 1 && (r.IntN(2) == 0 || pt.value+y >= maxQuantity):
+			y = min(y, pt.value-1)
 			pt.sentences = append(pt.sentences, fmt.Sprintf("%s gives away %d.", pt.name, y))
 			p.addStep(Sub, pt, y, Literal, pi)
 		default:
-			y := g.number(c.AddDigits[0] + r.IntN(c.AddDigits[1]-c.AddDigits[0]+1))
 			pt.sentences = append(pt.sentences, fmt.Sprintf("%s gets %d more.", pt.name, y))
 			p.addStep(Add, pt, y, Literal, pi)
 		}

@@ -143,7 +143,9 @@ func TestProblemsConsistent(t *testing.T) {
 }
 
 func TestParallelPartsAppear(t *testing.T) {
-	ps, err := Generate(DefaultConfig(), 5, Train, 300)
+	cfg := DefaultConfig()
+	cfg.Parallel = 0.8
+	ps, err := Generate(cfg, 5, Train, 300)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 package world
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -16,10 +18,10 @@ import (
 // (weak_*) or decompose (subagent_*) calls it: a system line and the bare
 // question, "347*28".
 var Prompts = map[string]string{
-	"single_system": `Work digit by digit. Answer \boxed{N}.`,
+	"single_system": `Solve.`,
 	"single_user":   `{{.Request}}`,
 
-	"route_system": `Work digit by digit or delegate. Answer \boxed{N}.`,
+	"route_system": `Solve or delegate.`,
 	"route_user":   `{{.Request}}`,
 
 	"weak_system": `Compute.`,
@@ -43,6 +45,38 @@ var Prompts = map[string]string{
 		`{{.Answer}}{{end}}{{if .Previous}}` + "\n" + `Your last answer:` + "\n" + `{{.Previous}}{{end}}`,
 }
 
+// Tool is this world's compact declaration of the route strategy's
+// delegate tool: its name only, 19 tokens under the chat template instead
+// of the 372 of strategy.DelegateTool's description and JSON schema, which
+// every route request carries and every later turn reads again. The local
+// delegator was trained on it; CompactTools makes a model see it.
+var Tool = delegate.Tool{Name: strategy.DelegateToolName}
+
+// CompactTools wraps m so that every request offering the strategy
+// package's delegate tool offers Tool instead; other tools and the rest of
+// the request are passed on unchanged (the caller's request is not
+// modified). Wrap the delegator with it when it runs under route, so that
+// its prompts are exactly the route transcripts'. The wrapper is safe for
+// concurrent use when m is.
+func CompactTools(m delegate.Model) delegate.Model { return compactTools{m} }
+
+type compactTools struct{ delegate.Model }
+
+func (c compactTools) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	if !slices.ContainsFunc(req.Tools, func(t delegate.Tool) bool { return t.Name == strategy.DelegateToolName }) {
+		return c.Model.Chat(ctx, req)
+	}
+	r := *req
+	r.Tools = make([]delegate.Tool, len(req.Tools))
+	for i, t := range req.Tools {
+		if t.Name == strategy.DelegateToolName {
+			t = Tool
+		}
+		r.Tools[i] = t
+	}
+	return c.Model.Chat(ctx, &r)
+}
+
 // Subtask bounds of decompose in this world: a plan hands the solver one
 // to four independent steps.
 const (
@@ -54,7 +88,7 @@ const (
 // strategy defaults with Prompts, one to four subtasks, sub-agents that see
 // only their subtask, no lead refinement rounds (the leader transcripts are
 // of round 0), and generation budgets that fit every transcript of the
-// default world (the longest scratchpads are a few hundred tokens).
+// default world (the longest are a few hundred tokens).
 func StrategyConfig() strategy.Config {
 	c := strategy.DefaultConfig()
 	c.Prompts = make(map[string]string, len(Prompts))
@@ -65,9 +99,9 @@ func StrategyConfig() strategy.Config {
 	c.SubagentContext = false
 	c.SubagentRetries = 0
 	c.Rounds = 0
-	c.Weak.MaxTokens, c.Subagent.MaxTokens = 128, 128
-	c.Strong.MaxTokens, c.Single.MaxTokens = 1024, 1536
-	c.Plan.MaxTokens, c.Aggregate.MaxTokens = 256, 1024
+	c.Weak.MaxTokens, c.Subagent.MaxTokens = 64, 64
+	c.Strong.MaxTokens, c.Single.MaxTokens = 768, 1024
+	c.Plan.MaxTokens, c.Aggregate.MaxTokens = 192, 768
 	c.Peer.MaxTokens, c.Leader.MaxTokens = 256, 1024
 	return c
 }

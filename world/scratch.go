@@ -34,10 +34,27 @@ func (o Op) apply(x, y int64) int64 {
 	panic(fmt.Sprintf("world: unknown op %q", byte(o))) // ops only come from this package's constants
 }
 
+// Width is the fixed number of digits of every number in this world's
+// formats but the factors of a product as the text gives them: operands of
+// + and - are written zero-padded to Width digits ("1316-0085"), and so are
+// the results of every step and the final answer. No value of a generated
+// problem reaches 10^Width (the generator keeps every quantity of a part
+// below 10^Width/2, so a sum of two of them fits). Fixed widths put every
+// digit a model reads at a fixed offset from the start of its block.
+const Width = 4
+
+// Pad writes v zero-padded to Width digits.
+func Pad(v int64) string { return padLeft(strconv.FormatInt(v, 10), Width) }
+
 // Expr is the compact, self-contained question for one operation, as the
-// solver is asked it and as a scratchpad's header writes it: "347*28".
+// solver is asked it and as a scratchpad's header writes it: a product
+// with its operands as they are ("47*28"), a sum or difference with both
+// operands padded to Width digits ("1316-0085").
 func Expr(op Op, x, y int64) string {
-	return strconv.FormatInt(x, 10) + op.String() + strconv.FormatInt(y, 10)
+	if op == Mul {
+		return strconv.FormatInt(x, 10) + op.String() + strconv.FormatInt(y, 10)
+	}
+	return Pad(x) + op.String() + Pad(y)
 }
 
 // ParseExpr reads a question in Expr's form, "347*28": two non-negative
@@ -64,20 +81,24 @@ func ParseExpr(q string) (op Op, x, y int64, err error) {
 	return op, x, y, nil
 }
 
-// maxOperand bounds the operands the scratchpads accept, so that no result
-// overflows int64 and no scratchpad grows without bound.
-const maxOperand = 1_000_000_000
-
+// checkOperands accepts the operations this world's formats write: non-
+// negative operands, a difference that is not negative, and a result below
+// 10^Width, so that every number fits its padded width.
 func checkOperands(op Op, x, y int64) error {
+	lim := pow10(Width)
 	switch {
 	case op != Add && op != Sub && op != Mul:
 		return fmt.Errorf("unknown op %q", byte(op))
 	case x < 0 || y < 0:
-		return fmt.Errorf("%s: negative operand", Expr(op, x, y))
-	case x > maxOperand || y > maxOperand:
-		return fmt.Errorf("%s: operand above %d", Expr(op, x, y), maxOperand)
+		return fmt.Errorf("%s%s%d: negative operand", strconv.FormatInt(x, 10), op, y)
+	case x >= lim || y >= lim:
+		return fmt.Errorf("%d%s%d: operand of more than %d digits", x, op, y, Width)
 	case op == Sub && x < y:
 		return fmt.Errorf("%s: negative difference", Expr(op, x, y))
+	case op == Mul && x != 0 && y >= (lim+x-1)/x:
+		return fmt.Errorf("%s: product of more than %d digits", Expr(op, x, y), Width)
+	case op == Add && x+y >= lim:
+		return fmt.Errorf("%s: sum of more than %d digits", Expr(op, x, y), Width)
 	}
 	return nil
 }
@@ -104,47 +125,63 @@ func reverse(s string) string {
 }
 
 // Scratchpad returns the delegator's digit-level working for x op y and
-// the result. The format writes one elementary digit operation per line,
-// least significant digit first, so that every token a model writes depends
-// on at most three digits it can find by position:
+// the result. It is made of blocks of one shape: a header with both
+// operands padded to Width digits, one elementary digit operation per
+// line, least significant digit first, and the result padded to Width
+// digits, so that every token depends on at most three digits found at
+// fixed offsets from the start of its block:
 //
-//	347+85         header: the operation
-//	7+5+0=12       digit + digit + carry in = carry out and digit
-//	4+8+1=13
-//	3+0+1=04
-//	=432           the result: the last line's two digits (a leading 0
-//	               dropped) followed by the earlier lines' last digits,
-//	               bottom to top
+//	1316-0085      header
+//	6-5-0=01       digit - digit - borrow in = borrow out and digit
+//	1-8-0=13
+//	3-0-1=02
+//	1-0-0=01
+//	=1231          the result: the lines' last digits, bottom to top
 //
-// Subtraction writes "a-b-c=rd" where c is the borrow in, r the borrow out
-// and d the digit (a - b - c + 10r). Multiplication by a one-digit y writes
-// "a*y+c=rd" per digit of x. Multiplication by a longer y interleaves a
-// one-digit block per digit of y (least significant first) with the
-// addition of each shifted partial product to the running sum:
+// Addition writes "a+b+c=rd" (c the carry in, r the carry out); a product
+// by one digit d writes "a*d+c=rd" under the header "00xy*000d". A product
+// as the text gives it ("47*28") is a short header followed by one such
+// block per digit of the second factor, least significant first, each
+// followed by the sum of the running total and the shifted partial
+// product:
 //
-//	347*28
-//	347*8
+//	47*28
+//	0047*0008
 //	7*8+0=56
 //	4*8+5=37
-//	3*8+3=27
-//	=2776
-//	347*2
+//	0*8+3=03
+//	0*8+0=00
+//	=0376
+//	0047*0002
 //	...
-//	=694
-//	2776+6940
+//	=0094
+//	0376+0940
 //	...
-//	=9716
+//	=1316
 //
 // The result of a block is its last "=N" line. Scratchpad checks itself:
 // the digits it wrote must read back as x op y computed exactly, or it
-// returns an error (which would be a bug in this file, never an input's
-// fault once checkOperands passed).
+// returns an error (a bug in this file, never an input's fault once
+// checkOperands passed).
 func Scratchpad(op Op, x, y int64) (string, int64, error) {
 	if err := checkOperands(op, x, y); err != nil {
 		return "", 0, fmt.Errorf("scratchpad: %w", err)
 	}
 	var b strings.Builder
-	got := writeBlock(&b, op, x, y)
+	var got int64
+	if op == Mul {
+		b.WriteString(Expr(op, x, y) + "\n")
+		for i, d := range digitsLSD(y) {
+			p := writeBlock(&b, Mul, x, int64(d))
+			if i == 0 {
+				got = p
+				continue
+			}
+			got = writeBlock(&b, Add, got, p*pow10(i))
+		}
+	} else {
+		got = writeBlock(&b, op, x, y)
+	}
 	if want := op.apply(x, y); got != want {
 		return "", 0, fmt.Errorf("scratchpad %s: wrote %d, want %d", Expr(op, x, y), got, want)
 	}
@@ -155,33 +192,15 @@ func Scratchpad(op Op, x, y int64) (string, int64, error) {
 	return text, got, nil
 }
 
-// writeBlock writes the block for x op y and returns the value its final
-// line states, computed from the digits written (not from x op y).
+// writeBlock writes one block, x op y over Width digits (y a single digit
+// for a product), and returns the value its final line states, computed
+// from the digits written (not from x op y).
 func writeBlock(b *strings.Builder, op Op, x, y int64) int64 {
-	b.WriteString(Expr(op, x, y))
-	b.WriteByte('\n')
-	if op == Mul && y >= 10 {
-		yd := digitsLSD(y)
-		var acc int64
-		for i, d := range yd {
-			p := writeBlock(b, Mul, x, int64(d))
-			if i == 0 {
-				acc = p
-				continue
-			}
-			acc = writeBlock(b, Add, acc, p*pow10(i))
-		}
-		return acc
-	}
+	b.WriteString(Pad(x) + op.String() + Pad(y) + "\n")
 	xd, yd := digitsLSD(x), digitsLSD(y)
-	n := len(xd)
-	if op != Mul && len(yd) > n {
-		n = len(yd)
-	}
-	units := make([]byte, 0, n+1)
+	units := make([]byte, 0, Width)
 	carry := 0
-	var last string
-	for i := 0; i < n; i++ {
+	for i := 0; i < Width; i++ {
 		a, c := digitAt(xd, i), digitAt(yd, i)
 		var out, digit int
 		switch op {
@@ -203,17 +222,12 @@ func writeBlock(b *strings.Builder, op Op, x, y int64) int64 {
 			fmt.Fprintf(b, "%d*%d+%d=%d%d\n", a, y, carry, out, digit)
 		}
 		units = append(units, byte('0'+digit))
-		last = strconv.Itoa(out) + strconv.Itoa(digit)
 		carry = out
 	}
-	// The last line's two digits lead (its tens are the final carry, or
-	// the borrow, which is 0 for a minuend at least the subtrahend), then
-	// the other lines' digits from the bottom up; leading zeros dropped.
-	s := last + reverse(string(units[:len(units)-1]))
-	s = strings.TrimLeft(s, "0")
-	if s == "" {
-		s = "0"
+	if carry != 0 {
+		return -1 // unreachable after checkOperands (the result fits Width digits); -1 fails the caller's check
 	}
+	s := reverse(string(units))
 	b.WriteString("=" + s + "\n")
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
@@ -222,8 +236,9 @@ func writeBlock(b *strings.Builder, op Op, x, y int64) int64 {
 	return v
 }
 
+// digitAt is digit i of d (least significant first), 0 outside it.
 func digitAt(d []int, i int) int {
-	if i < len(d) {
+	if i >= 0 && i < len(d) {
 		return d[i]
 	}
 	return 0
@@ -248,18 +263,25 @@ func blockResult(text string) (int64, error) {
 }
 
 // SolverAnswer returns the solver's terse answer to x op y and the result:
-// the digits of the result least significant first, then the result in
-// \boxed{}. A multiplication by a number of more than one digit first
-// writes a line of the shifted partial products and, past two of them, a
-// line per running sum, all least significant first:
+// lines of digit and carry pairs, least significant first, then the result
+// in \boxed{}, padded to Width digits. A sum or a difference is one line
+// of Width pairs, each the result's digit and the carry (or borrow) out of
+// it. A product writes, per digit of the second factor (least significant
+// first), a line of pairs for the first factor times that digit (the last
+// pair's carry is the partial product's top digit), then, when there are
+// several, a line of Width pairs summing the shifted partial products:
 //
-//	347*28  ->  6772 0496
-//	            6179
-//	            \boxed{9716}
+//	47*28      ->  6573          47*8: 6 carry 5, 7 carry 3: 376
+//	               4190          47*2: 4 carry 1, 9 carry 0: 94
+//	               60113110      376+940: 6, 1 carry 1, 3 carry 1, 1: 1316
+//	               \boxed{1316}
+//	1316+0684  ->  01010120
+//	               \boxed{2000}
 //
-// Writing least significant digits first lets a small model carry as it
-// goes; it still does several digit operations per token, which is what
-// makes it cheap and, past the sizes it was trained on, unreliable. The
+// Each digit it writes depends on at most three earlier digits at fixed
+// offsets (two operand digits and the carry just written), but it writes
+// two tokens per digit where the delegator's scratchpad writes a whole line
+// of nine: cheap, and past the shapes it was trained on, unreliable. The
 // answer checks itself like Scratchpad.
 func SolverAnswer(op Op, x, y int64) (string, int64, error) {
 	if err := checkOperands(op, x, y); err != nil {
@@ -267,28 +289,54 @@ func SolverAnswer(op Op, x, y int64) (string, int64, error) {
 	}
 	want := op.apply(x, y)
 	var b strings.Builder
-	if op == Mul && y >= 10 {
-		var sums []int64
-		var sum int64
-		for i, d := range digitsLSD(y) {
-			p := x * int64(d) * pow10(i)
-			sum += p
-			if i > 0 {
-				b.WriteByte(' ')
-				sums = append(sums, sum)
+	if op == Mul {
+		xd := digitsLSD(x)
+		var partials [][]int
+		for _, d := range digitsLSD(y) {
+			carry := 0
+			var p []int
+			for _, a := range xd {
+				v := a*d + carry
+				carry = v / 10
+				fmt.Fprintf(&b, "%d%d", v%10, carry)
+				p = append(p, v%10)
 			}
-			b.WriteString(reverse(padLeft(strconv.FormatInt(p, 10), i+1)))
+			partials = append(partials, append(p, carry))
+			b.WriteByte('\n')
+		}
+		if len(partials) > 1 {
+			carry := 0
+			for i := range Width {
+				v := carry
+				for k, p := range partials {
+					v += digitAt(p, i-k)
+				}
+				carry = v / 10
+				fmt.Fprintf(&b, "%d%d", v%10, carry)
+			}
+			b.WriteByte('\n')
+		}
+	} else {
+		xd, yd := digitsLSD(x), digitsLSD(y)
+		carry := 0
+		for i := range Width {
+			v := digitAt(xd, i) + digitAt(yd, i) + carry
+			if op == Sub {
+				v = digitAt(xd, i) - digitAt(yd, i) - carry
+			}
+			switch {
+			case v < 0:
+				v, carry = v+10, 1
+			case op == Sub:
+				carry = 0
+			default:
+				v, carry = v%10, v/10
+			}
+			fmt.Fprintf(&b, "%d%d", v, carry)
 		}
 		b.WriteByte('\n')
-		for _, s := range sums[:len(sums)-1] {
-			b.WriteString(reverse(strconv.FormatInt(s, 10)) + "\n")
-		}
-		if sum != want {
-			return "", 0, fmt.Errorf("solver answer %s: partials sum to %d, want %d", Expr(op, x, y), sum, want)
-		}
 	}
-	r := strconv.FormatInt(want, 10)
-	b.WriteString(reverse(r) + "\n" + Boxed(want))
+	b.WriteString(Boxed(want))
 	text := b.String()
 	if got, err := ParseAnswer(text); err != nil || got != want {
 		return "", 0, fmt.Errorf("solver answer %s: reads back %d (%v), want %d", Expr(op, x, y), got, err, want)
@@ -305,8 +353,13 @@ func padLeft(s string, n int) string {
 	return s
 }
 
-// Boxed formats v as \boxed{v}.
-func Boxed(v int64) string { return `\boxed{` + strconv.FormatInt(v, 10) + `}` }
+// Boxed formats v as \boxed{v}, v padded to Width digits when it fits.
+func Boxed(v int64) string {
+	if v >= 0 && v < pow10(Width) {
+		return `\boxed{` + Pad(v) + `}`
+	}
+	return `\boxed{` + strconv.FormatInt(v, 10) + `}`
+}
 
 // CheckLines checks every digit line of a scratchpad ("a+b+c=rd",
 // "a-b-c=rd", "a*b+c=rd") for its arithmetic and returns the 1-based

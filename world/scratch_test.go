@@ -7,17 +7,22 @@ import (
 )
 
 // randomOperands draws x op y with each operand of 1..maxDigits digits,
-// zeros included, and a minuend at least the subtrahend.
+// zeros included, a minuend at least the subtrahend and a result of at
+// most Width digits.
 func randomOperands(r *rand.Rand, op Op, maxDigits int) (int64, int64) {
 	num := func() int64 {
 		d := 1 + r.IntN(maxDigits)
 		return r.Int64N(pow10(d))
 	}
-	x, y := num(), num()
-	if op == Sub && x < y {
-		x, y = y, x
+	for {
+		x, y := num(), num()
+		if op == Sub && x < y {
+			x, y = y, x
+		}
+		if op.apply(x, y) < pow10(Width) {
+			return x, y
+		}
 	}
-	return x, y
 }
 
 func TestScratchpadSelfChecks(t *testing.T) {
@@ -25,7 +30,7 @@ func TestScratchpadSelfChecks(t *testing.T) {
 	for _, op := range []Op{Add, Sub, Mul} {
 		t.Run(op.String(), func(t *testing.T) {
 			for range 3000 {
-				x, y := randomOperands(r, op, 5)
+				x, y := randomOperands(r, op, Width)
 				text, got, err := Scratchpad(op, x, y)
 				if err != nil {
 					t.Fatalf("Scratchpad(%s): %v", Expr(op, x, y), err)
@@ -54,12 +59,11 @@ func TestScratchpadGolden(t *testing.T) {
 		x, y int64
 		want string
 	}{
-		{Add, 347, 85, "347+85\n7+5+0=12\n4+8+1=13\n3+0+1=04\n=432"},
-		{Add, 95, 5, "95+5\n5+5+0=10\n9+0+1=10\n=100"},
-		{Sub, 1000, 999, "1000-999\n0-9-0=11\n0-9-1=10\n0-9-1=10\n1-0-1=00\n=1"},
-		{Sub, 7, 7, "7-7\n7-7-0=00\n=0"},
-		{Mul, 347, 8, "347*8\n7*8+0=56\n4*8+5=37\n3*8+3=27\n=2776"},
-		{Mul, 12, 10, "12*10\n12*0\n2*0+0=00\n1*0+0=00\n=0\n12*1\n2*1+0=02\n1*1+0=01\n=12\n0+120\n0+0+0=00\n0+2+0=02\n0+1+0=01\n=120"},
+		{Add, 347, 85, "0347+0085\n7+5+0=12\n4+8+1=13\n3+0+1=04\n0+0+0=00\n=0432"},
+		{Sub, 1000, 999, "1000-0999\n0-9-0=11\n0-9-1=10\n0-9-1=10\n1-0-1=00\n=0001"},
+		{Sub, 7, 7, "0007-0007\n7-7-0=00\n0-0-0=00\n0-0-0=00\n0-0-0=00\n=0000"},
+		{Mul, 347, 8, "347*8\n0347*0008\n7*8+0=56\n4*8+5=37\n3*8+3=27\n0*8+2=02\n=2776"},
+		{Mul, 12, 10, "12*10\n0012*0000\n2*0+0=00\n1*0+0=00\n0*0+0=00\n0*0+0=00\n=0000\n0012*0001\n2*1+0=02\n1*1+0=01\n0*1+0=00\n0*1+0=00\n=0012\n0000+0120\n0+0+0=00\n0+2+0=02\n0+1+0=01\n0+0+0=00\n=0120"},
 	}
 	for _, tt := range tests {
 		got, _, err := Scratchpad(tt.op, tt.x, tt.y)
@@ -77,7 +81,9 @@ func TestScratchpadRejects(t *testing.T) {
 	}{
 		{"negative difference", Sub, 3, 5},
 		{"negative operand", Add, -1, 5},
-		{"too large", Mul, maxOperand + 1, 2},
+		{"too large", Mul, pow10(Width) + 1, 2},
+		{"product too large", Mul, 999, 99},
+		{"sum too large", Add, 9999, 1},
 		{"unknown op", Op('/'), 6, 3},
 	}
 	for _, tt := range tests {
@@ -96,7 +102,7 @@ func TestSolverAnswerSelfChecks(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, op := range []Op{Add, Sub, Mul} {
 		for range 3000 {
-			x, y := randomOperands(r, op, 5)
+			x, y := randomOperands(r, op, Width)
 			text, got, err := SolverAnswer(op, x, y)
 			if err != nil {
 				t.Fatalf("SolverAnswer(%s): %v", Expr(op, x, y), err)
@@ -115,9 +121,12 @@ func TestSolverAnswerGolden(t *testing.T) {
 		x, y int64
 		want string
 	}{
-		{Add, 347, 85, "234\n\\boxed{432}"},
-		{Mul, 347, 28, "6772 0496\n6179\n\\boxed{9716}"},
-		{Mul, 57, 209, "315 00 00411\n315\n31911\n\\boxed{11913}"},
+		{Add, 347, 85, "21314000\n\\boxed{0432}"},
+		{Add, 1316, 684, "01010120\n\\boxed{2000}"},
+		{Sub, 1316, 85, "10312010\n\\boxed{1231}"},
+		{Mul, 47, 28, "6573\n4190\n60113110\n\\boxed{1316}"},
+		{Mul, 347, 8, "657372\n\\boxed{2776}"},
+		{Mul, 12, 10, "0000\n2010\n00201000\n\\boxed{0120}"},
 	}
 	for _, tt := range tests {
 		got, _, err := SolverAnswer(tt.op, tt.x, tt.y)

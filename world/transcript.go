@@ -67,37 +67,33 @@ func Selective(p *Problem, i int) bool {
 	return WorthDelegating(s) && SolverCovers(s.Op, s.X.Value, s.Y.Value)
 }
 
-// SolverMaxMultiplier is the most digits of a multiplier (the y of x*y)
-// in the solver's training data. Past it the solver has never seen the
-// shape of the answer and is unreliable.
-const SolverMaxMultiplier = 3
-
-// SolverMaxSubtraction is the most digits of a minuend in the solver's
-// training data; longer subtractions are outside its coverage. This is
-// the designed weakness the default world leans on: the solver is
-// unreliable on subtractions of larger numbers, which the delegator
-// computes in a short scratchpad.
-const SolverMaxSubtraction = 2
+// SolverMaxFactor is the most digits of either factor of a product in the
+// solver's training data: the products of the default world, two 2-digit
+// numbers. Past it the solver has never seen the shape of the answer and
+// is unreliable ("larger numbers").
+const SolverMaxFactor = 2
 
 // SolverCovers reports whether x op y is in the solver's training
-// coverage: every addition, subtractions whose minuend has at most
-// SolverMaxSubtraction digits, and products whose multiplier has at most
-// SolverMaxMultiplier digits.
+// coverage: every sum, and products whose factors have at most
+// SolverMaxFactor digits. No difference is: the designed weakness the
+// default world leans on. The solver has never seen a subtraction, and
+// every "gives away" and "how many more" step is one, which the delegator
+// computes in a 60-token scratchpad.
 func SolverCovers(op Op, x, y int64) bool {
 	switch op {
 	case Sub:
-		return x < pow10(SolverMaxSubtraction)
+		return false
 	case Mul:
-		return y < pow10(SolverMaxMultiplier)
+		return x < pow10(SolverMaxFactor) && y < pow10(SolverMaxFactor)
 	}
 	return true
 }
 
 // WorthDelegating reports whether handing a step to the solver saves the
 // delegator tokens: a product by a number of two or more digits, whose
-// scratchpad (about 100 to 250 tokens) is far longer than a delegate call
-// (about 55). Additions, subtractions and products by one digit have
-// scratchpads of 25 to 60 tokens, no longer than the call.
+// scratchpad (161 tokens for two 2-digit numbers) is far longer than a
+// delegate call (54). Sums, differences and products by one digit have
+// scratchpads of 51 to 57 tokens, about as long as the call.
 func WorthDelegating(s Step) bool { return s.Op == Mul && s.Y.Value >= 10 }
 
 // decide applies a policy to every step of p.
@@ -152,7 +148,7 @@ func subagentTranscript(s Step) Transcript {
 
 // SolverTranscripts are the solver's training conversations from a set
 // of problems: one per step inside SolverCovers. Steps outside it are left
-// out on purpose (see SolverMaxMultiplier).
+// out on purpose (see SolverCovers).
 func SolverTranscripts(problems []*Problem) []Transcript {
 	var out []Transcript
 	for _, p := range problems {
@@ -242,7 +238,7 @@ func Route(p *Problem, pol Policy) Episode {
 			known[i] = true
 		}
 	}
-	ep.Delegator = []Transcript{{Kind: KindRoute, Messages: msgs, Tools: []delegate.Tool{strategy.DelegateTool}}}
+	ep.Delegator = []Transcript{{Kind: KindRoute, Messages: msgs, Tools: []delegate.Tool{Tool}}}
 	return ep
 }
 

@@ -65,7 +65,7 @@ func FuzzParseExpr(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if got := Expr(op, x, y); got != s && !leadingZeros(s) {
+		if got := Expr(op, x, y); got != s && !leadingZeros(s) && (op == Mul || len(s) == 2*Width+1) {
 			t.Errorf("Expr(ParseExpr(%q)) = %q", s, got)
 		}
 	})

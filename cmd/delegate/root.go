@@ -24,6 +24,7 @@ func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
 		newServeCmd(getenv, log),
 		newBenchCmd(getenv, log),
 		newProcessCmd(getenv, log),
+		newPretrainCmd(getenv, log),
 	)
 	return root
 }

@@ -1,0 +1,98 @@
+package models
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/delegatelab/delegate/local"
+	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/world"
+)
+
+// The floors the shipped checkpoints must clear on held-out items, well
+// below their measured accuracies (README.md) so that the test checks the
+// checkpoints, not the noise of a few dozen items.
+const (
+	solverFloor         = 0.8 // greedy exact match on questions inside the solver's coverage
+	delegatorAloneFloor = 0.5 // greedy accuracy of the delegator alone on level-1 problems
+	delegatorRouteFloor = 0.5 // the same under route with the shipped solver
+)
+
+func load(t *testing.T, dir, name string) *local.Model {
+	t.Helper()
+	p, meta, err := nn.Load(dir)
+	if err != nil {
+		t.Fatalf("load the shipped %s: %v", name, err)
+	}
+	if meta["model"] != name {
+		t.Errorf("%s checkpoint says it is model %q", name, meta["model"])
+	}
+	if p.Config.Vocab < tokenizer.VocabSize {
+		t.Fatalf("%s vocabulary %d is below the tokenizer's %d", name, p.Config.Vocab, tokenizer.VocabSize)
+	}
+	m, err := local.New(p, local.Config{Name: name, MaxBatch: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestShippedSolver grades the shipped solver greedily on 6 held-out
+// questions per size class: inside its coverage above solverFloor, and
+// the subtractions, which it never saw, mostly wrong.
+func TestShippedSolver(t *testing.T) {
+	m := load(t, "solver", "solver")
+	scores, err := world.GradeSolver(context.Background(), m, 6, 32, 2026)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in, inN, sub, subN int
+	for _, s := range scores {
+		switch {
+		case s.Covered:
+			in, inN = in+s.Right, inN+s.N
+		case s.Size.Op == world.Sub:
+			sub, subN = sub+s.Right, subN+s.N
+		}
+	}
+	if got := float64(in) / float64(inN); got < solverFloor {
+		t.Errorf("solver inside its coverage: %d/%d = %.2f, want at least %.2f", in, inN, got, solverFloor)
+	}
+	if got := float64(sub) / float64(subN); got > 0.5 {
+		t.Errorf("solver on subtractions, outside its coverage: %d/%d = %.2f, want it unreliable (at most 0.5)", sub, subN, got)
+	}
+}
+
+// TestShippedDelegator grades the shipped delegator greedily on 16
+// held-out problems of level 1 (one product of two 2-digit numbers): alone,
+// writing the 160-token scratchpad, and under route with the shipped
+// solver. The race detector's run skips it unless MODELS_FULL is set (a
+// few thousand tokens generated; seconds normally).
+func TestShippedDelegator(t *testing.T) {
+	if raceEnabled && os.Getenv("MODELS_FULL") == "" {
+		t.Skip("slow under -race; set MODELS_FULL=1 to run it")
+	}
+	d := load(t, "delegator", "delegator")
+	s := load(t, "solver", "solver")
+	ps, err := world.Generate(world.Levels()[1], 2026, world.Test, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		protocol string
+		floor    float64
+	}{{strategy.NameSingle, delegatorAloneFloor}, {strategy.NameRoute, delegatorRouteFloor}} {
+		sc, err := world.GradeDelegator(context.Background(), tt.protocol, d, s, ps, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d/%d right, delegation rate %.2f", tt.protocol, sc.Right, sc.N, sc.DelegationRate())
+		if got := sc.Accuracy(); got < tt.floor {
+			t.Errorf("delegator under %s: %d/%d = %.2f, want at least %.2f", tt.protocol, sc.Right, sc.N, got, tt.floor)
+		}
+	}
+}
