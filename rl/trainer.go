@@ -233,7 +233,7 @@ func (t *Trainer) Step(ctx context.Context) (*Metrics, error) {
 	if len(trained) == 0 {
 		m.Skipped = true
 	} else {
-		st, err := t.l.update(ctx, trained, m.LR)
+		st, err := t.l.update(ctx, trained, m.LR, (step-1)%cfg.LogprobCheckEvery == 0)
 		if err != nil {
 			return nil, fmt.Errorf("step %d: update: %w", step, err)
 		}

@@ -66,11 +66,13 @@ func newLearner(cfg Config, policy *nn.Params) (*learner, error) {
 // update takes cfg.Epochs optimizer steps at learning rate lr on seqs.
 // The old policy of the importance ratio is the trainer's own logprob at
 // the parameters the rollouts were sampled with, computed in the first
-// epoch before any update, so the ratio is exactly 1 there; the sampler's
-// logprobs are checked against it (MaxLogprobGap). On any error, a
+// epoch before any update, so the ratio is exactly 1 there; when check is
+// set, the sampler's logprobs are checked against it (MaxLogprobGap).
+// Without check, with one epoch and no KL term, the weights are the
+// advantages times the coefficients and no logprobs are computed at all. On any error, a
 // cancelled ctx included, the parameters and moments are left as they
 // were before the call.
-func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64) (updateStats, error) {
+func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64, check bool) (updateStats, error) {
 	var st updateStats
 	eps := make([]Episode, len(seqs))
 	for i := range seqs {
@@ -107,6 +109,9 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64) (upda
 		return st, err
 	}
 
+	// With one epoch and no reference the ratio is 1 at every token: the
+	// logprobs change nothing but the check.
+	fast := !check && l.cfg.Epochs == 1 && l.ref == nil
 	oldLP := make([][]float32, len(mbs))
 	obj := objective{eps: l.cfg.ClipEps, beta: l.cfg.KLBeta}
 	var clipped int
@@ -114,12 +119,30 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64) (upda
 		clear(l.grads.Data)
 		var kl float64
 		for i, m := range mbs {
+			if fast {
+				clear(m.batch.Weights)
+				for _, s := range m.seqs {
+					seq := seqs[s.idx]
+					for j := range seq.Completion {
+						pg, _, w, _ := obj.at(seq.Adv, 0, 0, 0)
+						st.PGLoss += seq.Coef * pg
+						st.Loss += seq.Coef * pg
+						m.batch.Weights[m.at(s, j)] = float32(seq.Coef * w)
+					}
+				}
+				if _, err := l.ws.ForwardBackward(ctx, l.policy, l.grads, m.batch, 1); err != nil {
+					return fail(fmt.Errorf("epoch %d: %w", epoch, err))
+				}
+				continue
+			}
 			lp, err := l.ws.TokenLogprobs(ctx, l.policy, m.batch)
 			if err != nil {
 				return fail(fmt.Errorf("epoch %d: %w", epoch, err))
 			}
 			if epoch == 1 {
 				oldLP[i] = lp
+			}
+			if epoch == 1 && check {
 				for _, s := range m.seqs {
 					for j, b := range s.ep.Behaviour {
 						gap := math.Abs(float64(lp[m.at(s, j)]) - float64(b))

@@ -146,7 +146,7 @@ func TestRatioIsOneInTheFirstEpoch(t *testing.T) {
 		want -= s.Coef * s.Adv * float64(len(s.Completion)) // r = 1: pg = −A
 		tokens += len(s.Completion)
 	}
-	st, err := tr.l.update(context.Background(), seqs, 1e-2)
+	st, err := tr.l.update(context.Background(), seqs, 1e-2, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestLaterEpochsClipAndKL(t *testing.T) {
 	cfg.ClipEps = 0.05
 	tr, env, _ := newToy(t, cfg, nil)
 	seqs := sampledSeqs(t, env, 8)
-	st, err := tr.l.update(context.Background(), seqs, 5e-2)
+	st, err := tr.l.update(context.Background(), seqs, 5e-2, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestUpdateRejectsForeignLogprobs(t *testing.T) {
 	seqs[2].Behaviour = slices.Clone(seqs[2].Behaviour)
 	seqs[2].Behaviour[0] -= 0.5
 	before := slices.Clone(p.Data)
-	_, err := tr.l.update(context.Background(), seqs, 1e-2)
+	_, err := tr.l.update(context.Background(), seqs, 1e-2, true)
 	if err == nil || !strings.Contains(err.Error(), seqs[2].Node) {
 		t.Fatalf("err = %v, want one naming node %s", err, seqs[2].Node)
 	}
@@ -200,7 +200,7 @@ func TestUpdateRejectsForeignLogprobs(t *testing.T) {
 	// A cancelled update leaves the parameters as they were.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := tr.l.update(ctx, sampledSeqs(t, env, 4), 1e-2); err == nil {
+	if _, err := tr.l.update(ctx, sampledSeqs(t, env, 4), 1e-2, true); err == nil {
 		t.Fatal("cancelled update: no error")
 	}
 	if !slices.Equal(p.Data, before) {
@@ -229,10 +229,60 @@ func TestCancelledMidUpdateRestoresParameters(t *testing.T) {
 	before := slices.Clone(p.Data)
 	m, v := slices.Clone(tr.l.opt.M.Data), slices.Clone(tr.l.opt.V.Data)
 	ctx := cancelWhen{Context: context.Background(), cond: func() bool { return tr.l.opt.Steps >= 1 }}
-	if _, err := tr.l.update(ctx, seqs, 1e-2); err == nil {
+	if _, err := tr.l.update(ctx, seqs, 1e-2, true); err == nil {
 		t.Fatal("cancelled after the first epoch: no error")
 	}
 	if !slices.Equal(p.Data, before) || !slices.Equal(tr.l.opt.M.Data, m) || !slices.Equal(tr.l.opt.V.Data, v) || tr.l.opt.Steps != 0 {
 		t.Error("an update cancelled after its first epoch left the parameters or moments changed")
+	}
+}
+
+// An update without the logprob check takes the same step as one with it:
+// with one epoch and no KL the check changes nothing but the error; with
+// several epochs or a reference it still computes the old logprobs.
+func TestUncheckedUpdateMatchesChecked(t *testing.T) {
+	tests := []struct {
+		name   string
+		epochs int
+		beta   float64
+	}{
+		{"one epoch", 1, 0},
+		{"two epochs", 2, 0},
+		{"kl", 1, 0.1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := toyConfig(t.TempDir())
+			cfg.Epochs = tt.epochs
+			cfg.KLBeta = tt.beta
+			tr, env, p := newToy(t, cfg, nil)
+			seqs := sampledSeqs(t, env, 4)
+			start := slices.Clone(p.Data)
+			want, err := tr.l.update(context.Background(), seqs, 1e-2, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := slices.Clone(p.Data)
+
+			tr2, _, p2 := newToy(t, cfg, nil)
+			if !slices.Equal(p2.Data, start) {
+				t.Fatal("two toys start from different parameters")
+			}
+			got, err := tr2.l.update(context.Background(), seqs, 1e-2, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gap float64
+			for i := range after {
+				gap = max(gap, math.Abs(float64(after[i]-p2.Data[i])))
+			}
+			if gap > 1e-6 {
+				t.Errorf("parameters differ by up to %v after checked and unchecked updates", gap)
+			}
+			if math.Abs(got.PGLoss-want.PGLoss) > 1e-6 || got.Updates != want.Updates || got.Tokens != want.Tokens {
+				t.Errorf("unchecked: pg loss %v, %d updates, %d tokens; checked: %v, %d, %d",
+					got.PGLoss, got.Updates, got.Tokens, want.PGLoss, want.Updates, want.Tokens)
+			}
+		})
 	}
 }
