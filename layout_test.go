@@ -32,6 +32,14 @@ var allowedImports = map[string][]string{
 	"local":         {"", "nn", "tokenizer"},
 	"server":        {""},
 	"cmd/delegate":  {"*"},
+	"rollout":       {"", "strategy", "score", "judge", "reward", "store", "tokenizer"},
+	"store":         {""},
+	"eval":          {"", "score", "dataset"},
+	"world":         {"", "strategy", "tokenizer", "score", "nn", "reward"},
+	"rl":            {"", "nn", "local", "tokenizer", "reward", "strategy"},
+	"standin":       {""},
+	"bench/standin": {"*"},
+	"bench/fanout":  {"*"},
 	"bench/matmul":  {"*"},
 	"bench/llama2c": {"*"},
 }
@@ -39,7 +47,9 @@ var allowedImports = map[string][]string{
 // thirdPartyAllowed lists the packages that may import modules outside the
 // standard library and this one. Everything else is standard library only
 // (plus golang.org/x, which the Go team maintains).
-var thirdPartyAllowed = map[string]bool{"cmd/delegate": true, "bench/matmul": true, "bench/llama2c": true}
+var thirdPartyAllowed = map[string]bool{
+	"cmd/delegate": true, "eval": true, "bench/matmul": true, "bench/llama2c": true, "bench/standin": true, "bench/fanout": true,
+}
 
 type listedPackage struct {
 	ImportPath string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -41,9 +42,10 @@ type Config struct {
 	lines map[string]int // "roles.delegator" -> line, for cross-field errors
 }
 
-// ModelConfig describes one model endpoint.
+// ModelConfig describes one model: an endpoint, or a local checkpoint.
 type ModelConfig struct {
-	// Kind is "openai" (any OpenAI-compatible endpoint; the default).
+	// Kind is "openai" (any OpenAI-compatible endpoint; the default) or
+	// "local" (a checkpoint of our own transformer, run in-process).
 	Kind    string `yaml:"kind"`
 	BaseURL string `yaml:"base_url"`
 	Model   string `yaml:"model"`
@@ -57,6 +59,12 @@ type ModelConfig struct {
 	RequestsPerMinute float64        `yaml:"requests_per_minute"`
 	// TokenIDs asks a vLLM server for token ids with logprobs.
 	TokenIDs bool `yaml:"token_ids"`
+
+	// Checkpoint is a local model's directory (nn.Save); relative paths
+	// are taken from the config file's directory.
+	Checkpoint string `yaml:"checkpoint"`
+	// MaxBatch is how many sequences a local model decodes together.
+	MaxBatch int `yaml:"max_batch"`
 }
 
 // RolesConfig assigns models to roles by name. Default, when set, plays
@@ -90,6 +98,12 @@ func LoadConfig(path string) (*Config, error) {
 	cfg, err := ParseConfig(b)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	for name, m := range cfg.Models {
+		if m.Kind == "local" && !filepath.IsAbs(m.Checkpoint) {
+			m.Checkpoint = filepath.Join(filepath.Dir(path), m.Checkpoint)
+			cfg.Models[name] = m
+		}
 	}
 	cfg.path = path
 	return cfg, nil
@@ -194,8 +208,21 @@ func (c *Config) Validate() error {
 			if m.Model == "" {
 				errs = append(errs, c.at(key, "model is required"))
 			}
+			if m.Checkpoint != "" || m.MaxBatch != 0 {
+				errs = append(errs, c.at(key, "checkpoint and max_batch belong to kind: local"))
+			}
+		case "local":
+			if m.Checkpoint == "" {
+				errs = append(errs, c.at(key, "checkpoint is required for kind: local"))
+			}
+			if m.BaseURL != "" || m.APIKeyEnv != "" {
+				errs = append(errs, c.at(key, "base_url and api_key_env belong to kind: openai"))
+			}
+			if m.MaxBatch < 0 {
+				errs = append(errs, c.at(key+".max_batch", "must not be negative"))
+			}
 		default:
-			errs = append(errs, c.at(key+".kind", "unknown kind %q (want openai)", m.Kind))
+			errs = append(errs, c.at(key+".kind", "unknown kind %q (want openai or local)", m.Kind))
 		}
 		if m.Price.Input < 0 || m.Price.CachedInput < 0 || m.Price.Output < 0 {
 			errs = append(errs, c.at(key+".price", "prices must not be negative"))

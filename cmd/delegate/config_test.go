@@ -75,3 +75,11 @@ func TestParseConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestExampleConfigsAreValid(t *testing.T) {
+	for _, path := range []string{"../../examples/openai.yaml", "../../examples/local.yaml"} {
+		if _, err := LoadConfig(path); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+}

@@ -3,13 +3,21 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCmd(os.Getenv, log).ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "delegate:", err)
+		stop()
 		os.Exit(1)
 	}
 }

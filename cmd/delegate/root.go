@@ -1,37 +1,75 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/delegatelab/delegate"
 )
 
-func newRootCmd() *cobra.Command {
+func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "delegate",
 		Short:         "Run, measure and train LLMs that delegate work to other models",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newConfigCmd())
+	root.AddCommand(newConfigCmd(getenv, log), newRunCmd(getenv, log), newServeCmd(getenv, log))
 	return root
 }
 
-func newConfigCmd() *cobra.Command {
+func newConfigCmd(getenv env, log *slog.Logger) *cobra.Command {
 	cfg := &cobra.Command{Use: "config", Short: "Work with config files"}
+	var ping bool
 	check := &cobra.Command{
-		Use:   "check FILE",
-		Short: "Validate a config file",
+		Use:   "check [--ping] FILE",
+		Short: "Validate a config file; with --ping, send one tiny request per model",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := LoadConfig(args[0])
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d models)\n", args[0], len(c.Models))
-			return nil
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s: ok (%d models)\n", args[0], len(c.Models))
+			if !ping {
+				return nil
+			}
+			return pingModels(cmd.Context(), out, c, getenv, log)
 		},
 	}
+	check.Flags().BoolVar(&ping, "ping", false, "send one tiny request to every model")
 	cfg.AddCommand(check)
 	return cfg
+}
+
+// pingModels sends every model a one-token request and reports each
+// result; it fails if any model failed.
+func pingModels(ctx context.Context, out interface{ Write([]byte) (int, error) }, c *Config, getenv env, log *slog.Logger) error {
+	models, closeModels, err := c.openModels(getenv, log)
+	if err != nil {
+		return err
+	}
+	defer closeModels()
+	failed := 0
+	for _, name := range c.ModelNames() {
+		start := time.Now()
+		pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		resp, err := models[name].Chat(pctx, &delegate.Request{Messages: []delegate.Message{delegate.User("Say OK.")}, MaxTokens: 1})
+		cancel()
+		if err != nil {
+			failed++
+			fmt.Fprintf(out, "  %-16s FAIL  %v\n", name, err)
+			continue
+		}
+		fmt.Fprintf(out, "  %-16s ok    %s, %s\n", name, fmtTokens(resp.Usage), fmtDuration(time.Since(start)))
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d models failed the ping", failed, len(c.Models))
+	}
+	return nil
 }

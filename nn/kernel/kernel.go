@@ -1,77 +1,61 @@
 // Package kernel holds the dense float32 matrix products the transformer
-// spends its time in. All matrices are row-major. Each entry point picks the
-// fastest implementation the machine supports and splits large products
-// across cores; the portable pure-Go path is always available and is the
-// reference the fast paths are tested against.
+// spends its time in. All matrices are row-major.
+//
+// Each entry point packs its operands into cache-sized panels (or reads
+// them in place where their layout already fits) and runs a
+// register-blocked micro-kernel over them: on amd64 an assembly kernel,
+// 6×32 tiles with AVX-512 where the CPU and the operating system support it
+// and 6×16 tiles with AVX2 and FMA otherwise (detected at run time with
+// CPUID and XGETBV, which checks that the OS saves the vector state);
+// elsewhere a portable pure-Go kernel. The build tag purego, or the
+// environment variable DELEGATE_KERNEL_GENERIC=1 at start, forces the
+// pure-Go kernel; Impl reports which one runs. Products above about four million
+// floating-point operations are split across runtime.GOMAXPROCS(0)
+// goroutines; smaller ones run on the caller's goroutine.
+//
+// Determinism: an element of the result is a multiply-add chain over k in
+// increasing order, its value a function of its row of a, its column of b
+// and k only. It does not depend on m, on how the product is split across
+// goroutines, or on GOMAXPROCS: one sequence's logits come out bitwise the
+// same alone and in a batch. (The assembly and the pure-Go kernels differ
+// from each other in rounding, since one fuses the multiply-add and the
+// other does not; a process uses one of them throughout.)
+//
+// Aliasing: dst must not overlap a or b. a and b may overlap each other
+// (both are only read). Concurrent calls are safe as long as no call writes
+// a dst that another call reads or writes.
 package kernel
 
 // MatMulNT computes dst(m,n) = a(m,k) · b(n,k)ᵀ, overwriting dst.
 // This is a linear layer's forward pass: activations times weights stored
 // (out, in).
 func MatMulNT(dst, a, b []float32, m, k, n int) {
-	checkLen("MatMulNT", dst, m*n, a, m*k, b, n*k)
-	refNT(dst, a, b, m, k, n)
+	checkLen("MatMulNT", m, k, n, dst, m*n, a, m*k, b, n*k)
+	pr := problem{op: opNT, dst: dst, a: a, b: b, m: m, k: k, n: n, kern: active, kern2: activeKernel2, packT16: activePackT16}
+	pr.do(defaultWorkers())
 }
 
 // MatMulNN computes dst(m,n) = a(m,k) · b(k,n), overwriting dst.
 // This is a linear layer's input gradient: dx = dy · W.
 func MatMulNN(dst, a, b []float32, m, k, n int) {
-	checkLen("MatMulNN", dst, m*n, a, m*k, b, k*n)
-	refNN(dst, a, b, m, k, n)
+	checkLen("MatMulNN", m, k, n, dst, m*n, a, m*k, b, k*n)
+	pr := problem{op: opNN, dst: dst, a: a, b: b, m: m, k: k, n: n, kern: active, kern2: activeKernel2, packT16: activePackT16}
+	pr.do(defaultWorkers())
 }
 
 // MatMulTNAcc computes dst(m,n) += a(k,m)ᵀ · b(k,n), accumulating into dst.
 // This is a linear layer's weight gradient: dW(out,in) += dyᵀ · x.
 func MatMulTNAcc(dst, a, b []float32, m, k, n int) {
-	checkLen("MatMulTNAcc", dst, m*n, a, k*m, b, k*n)
-	refTNAcc(dst, a, b, m, k, n)
+	checkLen("MatMulTNAcc", m, k, n, dst, m*n, a, k*m, b, k*n)
+	pr := problem{op: opTN, dst: dst, a: a, b: b, m: m, k: k, n: n, acc: true, kern: active, kern2: activeKernel2, packT16: activePackT16}
+	pr.do(defaultWorkers())
 }
 
-func checkLen(op string, dst []float32, nd int, a []float32, na int, b []float32, nb int) {
+func checkLen(op string, m, k, n int, dst []float32, nd int, a []float32, na int, b []float32, nb int) {
+	if m < 0 || k < 0 || n < 0 {
+		panic("kernel." + op + ": negative dimension") // a programming error
+	}
 	if len(dst) < nd || len(a) < na || len(b) < nb {
 		panic("kernel." + op + ": slice shorter than its shape") // a programming error, like an index out of range
-	}
-}
-
-func refNT(dst, a, b []float32, m, k, n int) {
-	for i := 0; i < m; i++ {
-		ai := a[i*k : i*k+k]
-		for j := 0; j < n; j++ {
-			bj := b[j*k : j*k+k]
-			var s float32
-			for p, v := range ai {
-				s += v * bj[p]
-			}
-			dst[i*n+j] = s
-		}
-	}
-}
-
-func refNN(dst, a, b []float32, m, k, n int) {
-	for i := 0; i < m; i++ {
-		di := dst[i*n : i*n+n]
-		for j := range di {
-			di[j] = 0
-		}
-		for p := 0; p < k; p++ {
-			v := a[i*k+p]
-			bp := b[p*n : p*n+n]
-			for j, w := range bp {
-				di[j] += v * w
-			}
-		}
-	}
-}
-
-func refTNAcc(dst, a, b []float32, m, k, n int) {
-	for p := 0; p < k; p++ {
-		ap := a[p*m : p*m+m]
-		bp := b[p*n : p*n+n]
-		for i, v := range ap {
-			di := dst[i*n : i*n+n]
-			for j, w := range bp {
-				di[j] += v * w
-			}
-		}
 	}
 }

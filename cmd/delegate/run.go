@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/local"
+	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/openai"
+	"github.com/delegatelab/delegate/strategy"
+)
+
+// env is how commands read the environment: os.Getenv in main, a map in
+// tests. Nothing below cmd reads the environment.
+type env func(string) string
+
+// openModels builds one client per configured model, so that roles sharing
+// a model share its concurrency and rate limits. API keys are read from the
+// variables the config names; a missing key is an error naming the
+// variable, never showing a value.
+// The returned close function stops local models' engines.
+func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.Model, func(), error) {
+	models := map[string]delegate.Model{}
+	var locals []*local.Model
+	closeAll := func() {
+		for _, l := range locals {
+			// Close only fails for calls still in flight, and none are.
+			_ = l.Close()
+		}
+	}
+	for _, name := range c.ModelNames() {
+		m := c.Models[name]
+		if m.Kind == "local" {
+			lm, err := openLocal(name, m)
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			locals = append(locals, lm)
+			models[name] = lm
+			continue
+		}
+		oc := openai.Config{
+			BaseURL:           m.BaseURL,
+			Model:             m.Model,
+			Timeout:           m.Timeout,
+			MaxConcurrency:    m.MaxConcurrency,
+			RequestsPerMinute: m.RequestsPerMinute,
+			TokenIDs:          m.TokenIDs,
+		}
+		switch {
+		case m.MaxRetries == nil: // the client's default
+		case *m.MaxRetries == 0:
+			oc.MaxRetries = -1 // the client reads 0 as "default" and -1 as "none"
+		default:
+			oc.MaxRetries = *m.MaxRetries
+		}
+		if m.APIKeyEnv != "" {
+			oc.APIKey = getenv(m.APIKeyEnv)
+			if oc.APIKey == "" {
+				closeAll()
+				return nil, nil, fmt.Errorf("model %s: environment variable %s is empty or unset", name, m.APIKeyEnv)
+			}
+		}
+		client, err := openai.New(oc, openai.WithLogger(log.With("model", name)))
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("model %s: %w", name, err)
+		}
+		models[name] = client
+	}
+	return models, closeAll, nil
+}
+
+// openLocal loads a checkpoint and starts a local model over it.
+func openLocal(name string, m ModelConfig) (*local.Model, error) {
+	p, _, err := nn.Load(m.Checkpoint)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	lm, err := local.New(p, local.Config{Name: name, MaxBatch: m.MaxBatch})
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	return lm, nil
+}
+
+// agent returns the model assigned to role (or to the default role), with
+// its price; ok is false when neither is assigned.
+func (c *Config) agent(models map[string]delegate.Model, role, name string) (delegate.Agent, bool) {
+	if name == "" {
+		name = c.Roles.Default
+	}
+	if name == "" {
+		return delegate.Agent{}, false
+	}
+	return delegate.Agent{Role: role, Model: models[name], Price: c.Models[name].Price}, true
+}
+
+// strategyRoles assigns the configured models to the strategies' roles:
+// single runs the baseline, decompose the delegator and sub-agents, route
+// the strong and weak models, lead the leader and peers.
+func (c *Config) strategyRoles(models map[string]delegate.Model) strategy.Roles {
+	var r strategy.Roles
+	r.Single, _ = c.agent(models, "baseline", c.Roles.Baseline)
+	r.Delegator, _ = c.agent(models, "delegator", c.Roles.Delegator)
+	r.Subagent, _ = c.agent(models, "subagent", c.Roles.Subagent)
+	r.Strong, _ = c.agent(models, "strong", c.Roles.Strong)
+	r.Weak, _ = c.agent(models, "weak", c.Roles.Weak)
+	r.Leader, _ = c.agent(models, "leader", c.Roles.Leader)
+	peers := c.Roles.Peers
+	if len(peers) == 0 && c.Roles.Default != "" {
+		peers = []string{c.Roles.Default}
+	}
+	for _, p := range peers {
+		a, _ := c.agent(models, "peer", p)
+		r.Peers = append(r.Peers, a)
+	}
+	return r
+}
+
+type runFlags struct {
+	config   string
+	strategy string
+	json     bool
+}
+
+func newRunCmd(getenv env, log *slog.Logger) *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run [flags] REQUEST",
+		Short: "Run one request through a strategy, showing the delegation tree live",
+		Long: `Run sends REQUEST through a delegation strategy (single, decompose, route
+or lead) with the models the config assigns to each role. The tree of calls is
+printed as calls start and finish, then the final answer and the tokens,
+dollars and latency per role. With --json the trace is printed instead.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRequest(cmd.Context(), cmd.OutOrStdout(), getenv, log, f, args[0])
+		},
+	}
+	cmd.Flags().StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
+	cmd.Flags().StringVarP(&f.strategy, "strategy", "s", "single", "strategy: "+strings.Join(strategy.Names(), ", "))
+	cmd.Flags().BoolVar(&f.json, "json", false, "print the trace as JSON instead of the live tree")
+	return cmd
+}
+
+func configPath(flag string, getenv env) string {
+	switch {
+	case flag != "":
+		return flag
+	case getenv("DELEGATE_CONFIG") != "":
+		return getenv("DELEGATE_CONFIG")
+	}
+	return "delegate.yaml"
+}
+
+func runRequest(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f runFlags, request string) error {
+	cfg, err := LoadConfig(configPath(f.config, getenv))
+	if err != nil {
+		return err
+	}
+	models, closeModels, err := cfg.openModels(getenv, log)
+	if err != nil {
+		return err
+	}
+	defer closeModels()
+	s, err := strategy.New(f.strategy, cfg.strategyRoles(models), cfg.Strategy)
+	if err != nil {
+		return err
+	}
+	var events chan delegate.Event
+	done := make(chan struct{})
+	if f.json {
+		close(done)
+	} else {
+		events = make(chan delegate.Event, 256)
+		go liveTree(out, events, done)
+	}
+	trace, runErr := s.Run(ctx, request, events)
+	if events != nil {
+		close(events)
+	}
+	<-done
+	if trace == nil {
+		return fmt.Errorf("run %s: %w", f.strategy, runErr)
+	}
+	if f.json {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(trace); err != nil {
+			return err
+		}
+		return runErr
+	}
+	fmt.Fprintln(out)
+	if trace.Failure != "" {
+		fmt.Fprintf(out, "failure: %s\n", trace.Failure)
+	}
+	fmt.Fprintf(out, "answer:\n%s\n\n", trace.Answer)
+	if err := printTotals(out, trace); err != nil {
+		return err
+	}
+	if errors.Is(runErr, context.Canceled) {
+		return fmt.Errorf("run interrupted; the partial trace is above")
+	}
+	return runErr
+}

@@ -1,0 +1,181 @@
+// Package dataset loads benchmark and open-ended task files into
+// delegate.Task values and samples them deterministically.
+//
+// Formats: "gsm8k" (JSONL, answer after "####"), "math" (JSONL; "answer"
+// field or the last \boxed{} of "solution"), "mmlu" (headerless CSV
+// question,A,B,C,D,answer), "bbh" (JSON {"examples":[{"input","target"}]})
+// and "jsonl" (open-ended requests {"id","prompt"}).
+//
+// Input rules, the same for every format: a UTF-8 byte order mark is
+// ignored; CRLF line endings are accepted; blank lines in JSONL are
+// ignored; a file with no records at all is an error; a last line without
+// a newline is accepted when it parses, and reported as truncated when it
+// does not. A malformed record is an error naming the file, the line and
+// (where it applies) the field, unless Options.SkipBad is set, in which
+// case it is left out and listed in Report.Skipped. Nothing is dropped
+// silently.
+package dataset
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/delegatelab/delegate"
+)
+
+// Options controls loading.
+type Options struct {
+	// SkipBad leaves malformed records out, listing each in
+	// Report.Skipped, instead of failing on the first one.
+	SkipBad bool
+}
+
+// Skip is one record left out under Options.SkipBad.
+type Skip struct {
+	File   string
+	Line   int // 1-based line where the record starts
+	Reason string
+}
+
+// Report says what a Load read and what it left out.
+type Report struct {
+	Read    int    // records loaded as tasks
+	Skipped []Skip // malformed records left out (only with SkipBad)
+}
+
+// RecordError is a malformed record: the file, the 1-based line where the
+// record starts, and what is wrong.
+type RecordError struct {
+	File   string
+	Line   int
+	Reason string
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Reason)
+}
+
+// ErrEmpty is returned (wrapped) for a file holding no records.
+var ErrEmpty = errors.New("file holds no records")
+
+// Formats lists the formats Load accepts.
+var Formats = []string{"gsm8k", "math", "mmlu", "bbh", "jsonl"}
+
+// Load reads the tasks of one dataset file, or for "mmlu" and "bbh" of
+// every *.csv / *.json file in a directory (in name order). Task IDs are
+// stable: the dataset, the file name without extension and the record's
+// line (JSONL) or 1-based position (CSV, BBH), e.g. "gsm8k/test/17",
+// "mmlu/anatomy_test/3", "bbh/navigate/250". Open-ended records keep
+// their own "id".
+func Load(format, path string, opt Options) ([]delegate.Task, Report, error) {
+	var rep Report
+	files, err := inputFiles(format, path)
+	if err != nil {
+		return nil, rep, err
+	}
+	var tasks []delegate.Task
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, rep, fmt.Errorf("load %s: %w", format, err)
+		}
+		data = trimBOM(data)
+		if len(strings.TrimSpace(string(data))) == 0 {
+			return nil, rep, fmt.Errorf("load %s %s: %w", format, f, ErrEmpty)
+		}
+		l := &loader{file: f, opt: opt, rep: &rep}
+		var got []delegate.Task
+		switch format {
+		case "gsm8k":
+			got, err = l.gsm8k(data)
+		case "math":
+			got, err = l.math(data)
+		case "mmlu":
+			got, err = l.mmlu(data)
+		case "bbh":
+			got, err = l.bbh(data)
+		case "jsonl":
+			got, err = l.open(data)
+		}
+		if err != nil {
+			return nil, rep, fmt.Errorf("load %s: %w", format, err)
+		}
+		tasks = append(tasks, got...)
+	}
+	rep.Read = len(tasks)
+	return tasks, rep, nil
+}
+
+// inputFiles resolves path to the files to read.
+func inputFiles(format, path string) ([]string, error) {
+	ext := ""
+	switch format {
+	case "gsm8k", "math", "jsonl":
+	case "mmlu":
+		ext = ".csv"
+	case "bbh":
+		ext = ".json"
+	default:
+		return nil, fmt.Errorf("load %q: unknown format (want one of %s)", format, strings.Join(Formats, ", "))
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", format, err)
+	}
+	if !st.IsDir() {
+		return []string{path}, nil
+	}
+	if ext == "" {
+		return nil, fmt.Errorf("load %s %s: is a directory; give the file", format, path)
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", format, err)
+	}
+	var files []string
+	for _, e := range ents {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ext) {
+			files = append(files, filepath.Join(path, e.Name()))
+		}
+	}
+	sort.Strings(files)
+	if len(files) == 0 {
+		return nil, fmt.Errorf("load %s %s: no *%s files in directory", format, path, ext)
+	}
+	return files, nil
+}
+
+func trimBOM(b []byte) []byte {
+	if len(b) >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
+		return b[3:]
+	}
+	return b
+}
+
+// base is the file name without directory and extension.
+func base(file string) string {
+	b := filepath.Base(file)
+	return strings.TrimSuffix(b, filepath.Ext(b))
+}
+
+// loader reads one file, routing bad records to an error or a Skip.
+type loader struct {
+	file string
+	opt  Options
+	rep  *Report
+}
+
+// bad records a malformed record: an error to return, or nil after
+// counting it as skipped.
+func (l *loader) bad(line int, format string, args ...any) error {
+	reason := fmt.Sprintf(format, args...)
+	if l.opt.SkipBad {
+		l.rep.Skipped = append(l.rep.Skipped, Skip{File: l.file, Line: line, Reason: reason})
+		return nil
+	}
+	return &RecordError{File: l.file, Line: line, Reason: reason}
+}

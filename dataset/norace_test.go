@@ -1,0 +1,5 @@
+//go:build !race
+
+package dataset_test
+
+const raceEnabled = false

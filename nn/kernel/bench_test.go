@@ -1,0 +1,101 @@
+package kernel
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// benchShapes are (m, k, n) of the model's products: a 512-token batch
+// through 256-wide layers, the 768-wide MLP up and down, a 384-token
+// vocabulary head, a 32-sequence and a 1-sequence sampling step, and two
+// square sizes for comparison with other libraries.
+var benchShapes = [][3]int{
+	{512, 256, 256}, {512, 256, 768}, {512, 768, 256}, {512, 256, 384},
+	{32, 256, 256}, {1, 256, 768}, {512, 512, 512}, {1024, 1024, 1024},
+}
+
+// BenchmarkMatMul reports GFLOPS (2·m·k·n per product) for each op and shape:
+// the reference loop, the pure-Go kernel and the assembly kernel, each on
+// one goroutine ("serial") and across GOMAXPROCS goroutines ("parallel").
+// Run serial benchmarks with GOMAXPROCS=1 for cpu-GFLOPS to mean one core.
+// Select with -bench, e.g.
+//
+//	go test -run=^$ -bench='MatMul/NT/.*/avx2/serial' -benchtime=200ms ./nn/kernel
+func BenchmarkMatMul(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, o := range []op{opNT, opNN, opTN} {
+		for _, s := range benchShapes {
+			m, k, n := s[0], s[1], s[2]
+			na, nb := shapesOf(o, m, k, n)
+			a, bm, dst := randMat(rng, na), randMat(rng, nb), make([]float32, m*n)
+			flops := 2 * float64(m) * float64(k) * float64(n)
+			name := fmt.Sprintf("%s/m%dk%dn%d", opName(o), m, k, n)
+			// report gives GFLOPS over wall time and, for the serial runs,
+			// "cpu-GFLOPS" over the process's CPU time (less disturbed by
+			// other processes on a shared machine).
+			report := func(b *testing.B, cpu0 time.Duration, serial bool) {
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+				if cpu1, ok := cpuTime(); ok && serial && cpu1 > cpu0 {
+					b.ReportMetric(flops*float64(b.N)/(cpu1-cpu0).Seconds()/1e9, "cpu-GFLOPS")
+				}
+			}
+			b.Run(name+"/ref/serial", func(b *testing.B) {
+				cpu0, _ := cpuTime()
+				for b.Loop() {
+					switch o {
+					case opNT:
+						refNT(dst, a, bm, m, k, n)
+					case opNN:
+						refNN(dst, a, bm, m, k, n)
+					case opTN:
+						refTNAcc(dst, a, bm, m, k, n)
+					}
+				}
+				report(b, cpu0, true)
+			})
+			for _, im := range impls() {
+				for _, mode := range []string{"serial", "parallel"} {
+					b.Run(name+"/"+im.name+"/"+mode, func(b *testing.B) {
+						pr := problem{op: o, dst: dst, a: a, b: bm, m: m, k: k, n: n, acc: o == opTN, kern: im.kern, kern2: im.kern2, packT16: im.pack}
+						cpu0, _ := cpuTime()
+						for b.Loop() {
+							if mode == "serial" {
+								pr.split(1)
+							} else {
+								pr.do(defaultWorkers())
+							}
+						}
+						report(b, cpu0, mode == "serial")
+					})
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkEntryPoints times the exported functions as the model calls them
+// (the kernel Impl chose, GOMAXPROCS goroutines) on a 512-token batch.
+func BenchmarkEntryPoints(b *testing.B) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	m, k, n := 512, 256, 256
+	x, w, dst := randMat(rng, m*k), randMat(rng, n*k), make([]float32, m*n)
+	flops := 2 * float64(m) * float64(k) * float64(n)
+	entries := []struct {
+		name string
+		call func()
+	}{
+		{"MatMulNT", func() { MatMulNT(dst, x, w, m, k, n) }},
+		{"MatMulNN", func() { MatMulNN(dst, x, w, m, k, n) }},
+		{"MatMulTNAcc", func() { MatMulTNAcc(dst, x, w, m, k, n) }},
+	}
+	for _, e := range entries {
+		b.Run(fmt.Sprintf("%s/%s/m%dk%dn%d", e.name, Impl(), m, k, n), func(b *testing.B) {
+			for b.Loop() {
+				e.call()
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+		})
+	}
+}

@@ -1,0 +1,104 @@
+//go:build !purego
+
+package kernel
+
+import "unsafe"
+
+func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
+func xgetbv0() (eax, edx uint32)
+
+//go:noescape
+func packT16AVX(dst, src *float32, ld, blocks int)
+
+//go:noescape
+func kern6x32AVX512(k int, a *float32, lda int, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
+func kern6x16AVX2(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+// haveAVX2FMA reports whether the CPU has AVX2 and FMA and the operating
+// system saves the YMM registers across context switches (OSXSAVE set and
+// XCR0 enabling both the SSE and the AVX state).
+func haveAVX2FMA() bool {
+	maxLeaf, _, _, _ := cpuid(0, 0)
+	if maxLeaf < 7 {
+		return false
+	}
+	_, _, ecx1, _ := cpuid(1, 0)
+	const (
+		fma     = 1 << 12
+		osxsave = 1 << 27
+		avx     = 1 << 28
+	)
+	if ecx1&(fma|osxsave|avx) != fma|osxsave|avx {
+		return false
+	}
+	if xcr0, _ := xgetbv0(); xcr0&0x6 != 0x6 {
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	return ebx7&(1<<5) != 0 // AVX2
+}
+
+// asmKernel is the AVX2+FMA micro-kernel. The bounds checks keep a bad
+// caller from reading or writing outside the slices.
+func asmKernel(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	_ = c[(mr-1)*ldc+nr-1]
+	if k > 0 {
+		_ = a[(k-1)*lda+mr-1]
+		_ = b[(k-1)*ldb+nr-1]
+	}
+	kern6x16AVX2(k, unsafe.SliceData(a), lda, unsafe.SliceData(b), ldb, unsafe.SliceData(c), ldc, acc)
+}
+
+// asmPackT16 packs a full panel of 16 rows of b (stride ld) over kl
+// steps: dst[p·16+r] = src[r·ld+p]. The assembly moves whole 8×8 blocks and
+// Go finishes the last kl mod 8 steps.
+func asmPackT16(dst, src []float32, ld, kl int) {
+	_ = dst[kl*nr-1]
+	_ = src[(nr-1)*ld+kl-1]
+	blocks := kl / 8
+	if blocks > 0 {
+		packT16AVX(unsafe.SliceData(dst), unsafe.SliceData(src), ld, blocks)
+	}
+	for r := 0; r < nr; r++ {
+		row := src[r*ld : r*ld+kl]
+		for p := blocks * 8; p < kl; p++ {
+			dst[p*nr+r] = row[p]
+		}
+	}
+}
+
+// haveAVX512 reports whether the CPU has AVX-512F and the operating system
+// saves the opmask and ZMM state (XCR0 bits 5 to 7) besides SSE and AVX.
+func haveAVX512() bool {
+	if !haveAVX2FMA() {
+		return false
+	}
+	if xcr0, _ := xgetbv0(); xcr0&0xe6 != 0xe6 {
+		return false
+	}
+	_, ebx7, _, _ := cpuid(7, 0)
+	return ebx7&(1<<16) != 0 // AVX512F
+}
+
+// asmKernel2 is the AVX-512 kernel for two adjacent 16-column panels.
+func asmKernel2(k int, a []float32, lda int, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool) {
+	_ = c[(mr-1)*ldc+2*nr-1]
+	if k > 0 {
+		_ = a[(k-1)*lda+mr-1]
+		_ = b0[(k-1)*ldb+nr-1]
+		_ = b1[(k-1)*ldb+nr-1]
+	}
+	kern6x32AVX512(k, unsafe.SliceData(a), lda, unsafe.SliceData(b0), unsafe.SliceData(b1), ldb, unsafe.SliceData(c), ldc, acc)
+}
+
+func archImpl() (microKernel, pairKernel, packFunc, string) {
+	switch {
+	case haveAVX512():
+		return asmKernel, asmKernel2, asmPackT16, "avx512"
+	case haveAVX2FMA():
+		return asmKernel, nil, asmPackT16, "avx2"
+	}
+	return goKernel, nil, goPackT16, "go"
+}

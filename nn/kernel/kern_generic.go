@@ -1,0 +1,9 @@
+//go:build !amd64 || purego
+
+package kernel
+
+// archImpl: without the assembly (another architecture, or the purego
+// build tag) the pure-Go kernel is the only one.
+func archImpl() (microKernel, pairKernel, packFunc, string) {
+	return goKernel, nil, goPackT16, "go"
+}

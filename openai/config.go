@@ -1,0 +1,159 @@
+package openai
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults applied by New to the zero values of Config.
+const (
+	DefaultTimeout    = 120 * time.Second
+	DefaultMaxRetries = 4
+	DefaultMinBackoff = 500 * time.Millisecond
+	DefaultMaxBackoff = 30 * time.Second
+)
+
+// Config describes one model behind an OpenAI-compatible endpoint. The zero
+// value of every optional field selects the documented default.
+type Config struct {
+	// BaseURL is the API root, usually ending in "/v1"; the client posts to
+	// BaseURL + "/chat/completions". Required; http or https.
+	BaseURL string
+	// APIKey is sent as "Authorization: Bearer <key>". It may be empty for
+	// local servers. It never appears in errors, logs or String output:
+	// error messages that echo it are redacted.
+	APIKey string
+	// Model is the model name sent in every request. Required.
+	Model string
+	// Timeout bounds one attempt, from sending the request to the end of
+	// the decoded body. 0 means DefaultTimeout.
+	Timeout time.Duration
+	// MaxRetries is the number of attempts after the first. 0 means
+	// DefaultMaxRetries; -1 disables retries.
+	MaxRetries int
+	// MinBackoff and MaxBackoff bound the exponential backoff between
+	// attempts: before retry k (1-based) the client waits a uniformly random
+	// duration in [0, min(MaxBackoff, MinBackoff*2^(k-1))] ("full jitter").
+	// 0 means DefaultMinBackoff and DefaultMaxBackoff.
+	MinBackoff, MaxBackoff time.Duration
+	// MaxConcurrency bounds the attempts in flight to this model at once
+	// across all goroutines using the Client. 0 means unlimited.
+	MaxConcurrency int
+	// RequestsPerMinute bounds the rate of attempts sent to this model. The
+	// limiter allows a burst of one second's worth of requests (at least
+	// one). 0 means unlimited.
+	RequestsPerMinute float64
+	// TokenIDs asks vLLM, whenever a request wants logprobs, to return
+	// tokens as "token_id:N" (return_tokens_as_token_ids) and parses the
+	// ids into TokenLogprob.TokenID. Leave it off for servers other than
+	// vLLM, which reject or ignore the field.
+	TokenIDs bool
+}
+
+// Validate reports the first problem with c, naming the field. It accepts
+// zero values that select defaults.
+func (c Config) Validate() error {
+	if c.BaseURL == "" {
+		return errors.New("openai config: base_url is empty")
+	}
+	u, err := url.Parse(c.BaseURL)
+	if err != nil {
+		// url.Parse errors quote the input; the base URL is not secret.
+		return fmt.Errorf("openai config: base_url: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("openai config: base_url %q: scheme must be http or https", c.BaseURL)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("openai config: base_url %q: no host", c.BaseURL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("openai config: base_url %q: must not have a query or fragment", c.BaseURL)
+	}
+	if strings.TrimSpace(c.Model) == "" {
+		return errors.New("openai config: model is empty")
+	}
+	for i := 0; i < len(c.APIKey); i++ {
+		if b := c.APIKey[i]; b < 0x20 || b == 0x7f {
+			// Do not quote the key: it is secret.
+			return fmt.Errorf("openai config: api key for model %q has a control character at byte %d", c.Model, i)
+		}
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("openai config: timeout %v is negative", c.Timeout)
+	}
+	if c.MaxRetries < -1 {
+		return fmt.Errorf("openai config: max_retries %d: want -1 (none), 0 (default %d) or more", c.MaxRetries, DefaultMaxRetries)
+	}
+	if c.MinBackoff < 0 {
+		return fmt.Errorf("openai config: min_backoff %v is negative", c.MinBackoff)
+	}
+	if c.MaxBackoff < 0 {
+		return fmt.Errorf("openai config: max_backoff %v is negative", c.MaxBackoff)
+	}
+	if lo, hi := c.withDefaults().MinBackoff, c.withDefaults().MaxBackoff; lo > hi {
+		return fmt.Errorf("openai config: min_backoff %v exceeds max_backoff %v", lo, hi)
+	}
+	if c.MaxConcurrency < 0 {
+		return fmt.Errorf("openai config: max_concurrency %d is negative", c.MaxConcurrency)
+	}
+	if c.RequestsPerMinute < 0 || math.IsNaN(c.RequestsPerMinute) || math.IsInf(c.RequestsPerMinute, 0) {
+		return fmt.Errorf("openai config: requests_per_minute %v: want a finite number >= 0", c.RequestsPerMinute)
+	}
+	return nil
+}
+
+// withDefaults returns c with zero values replaced by the defaults.
+func (c Config) withDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	switch c.MaxRetries {
+	case 0:
+		c.MaxRetries = DefaultMaxRetries
+	case -1:
+		c.MaxRetries = 0
+	}
+	if c.MinBackoff == 0 {
+		c.MinBackoff = DefaultMinBackoff
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = DefaultMaxBackoff
+	}
+	return c
+}
+
+// String describes c for people, with the API key redacted.
+func (c Config) String() string {
+	return fmt.Sprintf("openai.Config{BaseURL:%q Model:%q APIKey:%s Timeout:%v MaxRetries:%d MinBackoff:%v MaxBackoff:%v MaxConcurrency:%d RequestsPerMinute:%v TokenIDs:%v}",
+		c.BaseURL, c.Model, redactedKey(c.APIKey), c.Timeout, c.MaxRetries, c.MinBackoff, c.MaxBackoff, c.MaxConcurrency, c.RequestsPerMinute, c.TokenIDs)
+}
+
+// GoString is String, so that %#v does not print the API key either.
+func (c Config) GoString() string { return c.String() }
+
+// LogValue makes slog print c with the API key redacted.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("base_url", c.BaseURL),
+		slog.String("model", c.Model),
+		slog.String("api_key", redactedKey(c.APIKey)),
+		slog.Duration("timeout", c.Timeout),
+		slog.Int("max_retries", c.MaxRetries),
+		slog.Int("max_concurrency", c.MaxConcurrency),
+		slog.Float64("requests_per_minute", c.RequestsPerMinute),
+		slog.Bool("token_ids", c.TokenIDs),
+	)
+}
+
+func redactedKey(key string) string {
+	if key == "" {
+		return `""`
+	}
+	return "[redacted]"
+}

@@ -1,0 +1,29 @@
+// Package rollout is `delegate process` as a library: for each item of a
+// dataset it runs a baseline strategy once and G rollouts of a policy
+// strategy concurrently, scores them (Scorer), turns the group's rewards
+// into group-relative advantages (Config.Advantages) and writes, append-only,
+// into an output directory:
+//
+//   - artifacts.jsonl: one Artifact per rollout (version ArtifactVersion);
+//   - groups.jsonl: one GroupRecord per group in the trajectory-group layout
+//     (version GroupVersion): per sequence the policy's messages with its
+//     turns marked trained, and, where the backend returned token ids and
+//     logprobs, tokens, masks (-100 where untrained) and inference_logprobs
+//     (1.0 where masked); scores, advantages and overrides;
+//   - summary.json: a Summary accounting for every rollout and group, every
+//     dropped group counted by reason.
+//
+// Its state lives in state.db (package store), so a run interrupted at any
+// point and started again with the same settings resumes without losing or
+// duplicating a rollout; see Run.
+//
+// RewardScorer is the Scorer that composes the verifiers, the judge and a
+// reward function; RequestLogprobs wraps the policy's models so that their
+// backends return the token ids and logprobs the groups need. A caller
+// (the command) wires them:
+//
+//	policy, _ := strategy.New("decompose", strategy.Roles{
+//		Delegator: delegate.Agent{Model: rollout.RequestLogprobs(m)}, ...}, scfg)
+//	sc := &rollout.RewardScorer{Judge: j, Verify: verify, Reward: reward.DefaultGraded().Reward}
+//	sum, err := rollout.Run(ctx, cfg, tasks, baseline, policy, sc, progress)
+package rollout

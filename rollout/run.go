@@ -1,0 +1,843 @@
+package rollout
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/store"
+	"github.com/delegatelab/delegate/strategy"
+)
+
+// Progress is a snapshot of a run, sent after every rollout and group.
+type Progress struct {
+	Items          int           `json:"items"`
+	ItemsDone      int           `json:"items_done"`
+	Rollouts       int           `json:"rollouts"` // planned: Items × G
+	RolloutsDone   int           `json:"rollouts_done"`
+	RolloutsFailed int           `json:"rollouts_failed"`
+	MeanReward     float64       `json:"mean_reward"` // over scored rollouts, resumed ones included
+	Resumed        int           `json:"resumed"`     // rollouts found done at start
+	Elapsed        time.Duration `json:"elapsed_ns"`  // since this Run started
+}
+
+// Summary accounts for every rollout and group of the run, resumed work
+// included. It is written to summary.json whenever Run returns.
+type Summary struct {
+	Version   int  `json:"version"`
+	Complete  bool `json:"complete"` // every item's group is done
+	Items     int  `json:"items"`
+	ItemsDone int  `json:"items_done"`
+	GroupSize int  `json:"group_size"`
+
+	RolloutsPlanned   int `json:"rollouts_planned"`
+	Rollouts          int `json:"rollouts"` // recorded in artifacts.jsonl
+	RolloutsScored    int `json:"rollouts_scored"`
+	RolloutsFailed    int `json:"rollouts_failed"`
+	RolloutsFormat    int `json:"rollouts_format"`    // scored, reward fixed by a format failure
+	RolloutsTruncated int `json:"rollouts_truncated"` // scored, reward fixed by truncation
+	// RolloutsSkipped were never run because their baseline failed.
+	RolloutsSkipped int `json:"rollouts_skipped"`
+
+	Groups        int `json:"groups"`         // done: written or dropped
+	GroupsWritten int `json:"groups_written"` // in groups.jsonl
+	TiesKept      int `json:"ties_kept"`      // written with zero advantages (KeepTies)
+	// Dropped counts the groups not written, by reason (Drop*).
+	Dropped map[string]int `json:"dropped"`
+	// Ties counts every tied group by reason, kept or dropped.
+	Ties map[string]int `json:"ties"`
+
+	MeanReward    float64 `json:"mean_reward"`    // over scored rollouts
+	MeanCandidate float64 `json:"mean_candidate"` // the scorer's score of the rollouts
+	MeanBaseline  float64 `json:"mean_baseline"`  // the scorer's score of the baselines, per scored rollout
+
+	Repairs         []string `json:"repairs,omitempty"` // files repaired at start
+	Resumed         int      `json:"resumed"`           // rollouts found done at start
+	DroppedProgress int64    `json:"dropped_progress"`  // progress events a slow reader did not take
+}
+
+// String renders the summary for a terminal.
+func (s Summary) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "items %d/%d, rollouts %d/%d (scored %d, failed %d, format %d, truncated %d, skipped %d)\n",
+		s.ItemsDone, s.Items, s.Rollouts, s.RolloutsPlanned, s.RolloutsScored, s.RolloutsFailed,
+		s.RolloutsFormat, s.RolloutsTruncated, s.RolloutsSkipped)
+	fmt.Fprintf(&b, "groups %d: written %d (ties kept %d), dropped %s\n", s.Groups, s.GroupsWritten, s.TiesKept, counts(s.Dropped))
+	fmt.Fprintf(&b, "mean reward %.4f, mean score %.2f vs baseline %.2f\n", s.MeanReward, s.MeanCandidate, s.MeanBaseline)
+	for _, r := range s.Repairs {
+		fmt.Fprintf(&b, "repaired %s\n", r)
+	}
+	return b.String()
+}
+
+func counts(m map[string]int) string {
+	var parts []string
+	for _, k := range []string{DropEqual, DropFormat, DropTruncation, DropErrors} {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// rolloutState is what the state database keeps of a finished rollout:
+// enough to build its group's record after a resume.
+type rolloutState struct {
+	ID        string     `json:"id"`
+	Index     int        `json:"index"`
+	Status    string     `json:"status"`
+	Error     string     `json:"error,omitempty"`
+	Reward    float64    `json:"reward"`
+	Candidate float64    `json:"candidate"`
+	Baseline  float64    `json:"baseline"`
+	Fixed     string     `json:"fixed,omitempty"`
+	Sequences []Sequence `json:"sequences,omitempty"`
+}
+
+// groupState is what the state database keeps of a finished group.
+type groupState struct {
+	Status   string `json:"status"` // "written" or "dropped"
+	Reason   string `json:"reason,omitempty"`
+	Skipped  int    `json:"skipped,omitempty"` // rollouts never run (baseline failed)
+	TiesKept bool   `json:"ties_kept,omitempty"`
+}
+
+// identity is what makes two runs the same run: a resume must match it.
+type identity struct {
+	Format      int      `json:"format"`
+	Dataset     string   `json:"dataset"`
+	Items       int      `json:"items"`
+	GroupSize   int      `json:"group_size"`
+	Baseline    string   `json:"baseline"`
+	Policy      string   `json:"policy"`
+	Estimator   string   `json:"estimator"`
+	KeepTies    bool     `json:"keep_ties"`
+	Seed        int64    `json:"seed"`
+	TrainRoles  []string `json:"train_roles"`
+	Fingerprint string   `json:"fingerprint"`
+}
+
+// diff names every field that differs, stored value first.
+func (a identity) diff(b identity) []string {
+	var out []string
+	add := func(name string, x, y any) {
+		if fmt.Sprint(x) != fmt.Sprint(y) {
+			out = append(out, fmt.Sprintf("%s %v there, %v now", name, x, y))
+		}
+	}
+	add("record format", a.Format, b.Format)
+	add("dataset (hash of the tasks)", a.Dataset, b.Dataset)
+	add("items", a.Items, b.Items)
+	add("group_size", a.GroupSize, b.GroupSize)
+	add("baseline strategy", a.Baseline, b.Baseline)
+	add("strategy", a.Policy, b.Policy)
+	add("estimator", a.Estimator, b.Estimator)
+	add("keep_ties", a.KeepTies, b.KeepTies)
+	add("seed", a.Seed, b.Seed)
+	add("train_roles", a.TrainRoles, b.TrainRoles)
+	add("fingerprint (strategies, models, judge, reward)", a.Fingerprint, b.Fingerprint)
+	return out
+}
+
+// item is the in-memory state of one item's group.
+type item struct {
+	index     int
+	task      delegate.Task
+	baseline  *delegate.Trace
+	mu        sync.Mutex
+	results   []*rolloutState // by rollout index; nil until done
+	remaining int
+}
+
+type runner struct {
+	cfg      Config
+	tasks    []delegate.Task
+	baseline delegate.Strategy
+	policy   delegate.Strategy
+	scorer   Scorer
+	db       *store.DB
+	start    time.Time
+
+	wmu   sync.Mutex // serialises appends and their state commits
+	files map[string]*appendFile
+
+	pmu        sync.Mutex // guards the progress counters
+	prog       Progress
+	rewardSum  float64
+	rewardN    int
+	progress   chan<- Progress
+	droppedEvs atomic.Int64
+
+	items []*item
+	done  []bool // group committed, by item
+}
+
+// Run runs `delegate process`: for each of the first cfg.Items tasks, the
+// baseline strategy once and cfg.GroupSize rollouts of the policy strategy,
+// at most cfg.Concurrency rollouts in flight; each rollout is scored by
+// scorer, recorded in artifacts.jsonl, and the group's rewards are turned
+// into advantages and recorded in groups.jsonl (or counted as dropped).
+// summary.json is written whenever Run returns, interrupted or not.
+//
+// A rollout that fails (a call it needs failed, the scorer failed, it
+// panicked) is recorded as failed and its siblings go on. Run returns an
+// error for what stops the run itself: a cancelled ctx, a file or state
+// database that cannot be written, an advantage function that fails.
+//
+// Run resumes the run found in cfg.OutDir: work recorded in its state is
+// not redone, bytes written after the last recorded record are truncated
+// away (Summary.Repairs says so) and their work redone, and a different
+// configuration (dataset, G, strategies...) is an error naming the
+// difference. One Run at a time may use an output directory: a second,
+// in this process or another, fails while the first holds the state.
+//
+// Progress snapshots go to progress (which may be nil) by non-blocking
+// sends; Run never closes it.
+func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline, policy delegate.Strategy, scorer Scorer, progress chan<- Progress) (Summary, error) {
+	if err := cfg.Validate(); err != nil {
+		return Summary{}, fmt.Errorf("process: config: %w", err)
+	}
+	if baseline == nil || policy == nil || scorer == nil {
+		return Summary{}, errors.New("process: a baseline strategy, a policy strategy and a scorer are required")
+	}
+	cfg, err := cfg.withDefaults(policy.Name())
+	if err != nil {
+		return Summary{}, fmt.Errorf("process: config: %w", err)
+	}
+	if cfg.Items == 0 {
+		cfg.Items = len(tasks)
+	}
+	if cfg.Items > len(tasks) {
+		return Summary{}, fmt.Errorf("process: config: items: %d, but the dataset has %d tasks", cfg.Items, len(tasks))
+	}
+	if cfg.Items == 0 {
+		return Summary{}, errors.New("process: the dataset has no tasks")
+	}
+	tasks = tasks[:cfg.Items]
+	seen := map[string]int{}
+	for i, t := range tasks {
+		if j, ok := seen[t.ID]; ok {
+			return Summary{}, fmt.Errorf("process: tasks %d and %d have the same id %q: rollout ids would collide", j, i, t.ID)
+		}
+		seen[t.ID] = i
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return Summary{}, fmt.Errorf("process: %w", err)
+	}
+	db, err := store.OpenExclusive(ctx, filepath.Join(cfg.OutDir, StateFile))
+	if err != nil {
+		return Summary{}, fmt.Errorf("process: %w", err)
+	}
+	defer db.Close()
+
+	r := &runner{cfg: cfg, tasks: tasks, baseline: baseline, policy: policy, scorer: scorer, db: db,
+		start: time.Now(), progress: progress}
+	fresh, err := r.checkIdentity(ctx)
+	if err != nil {
+		return Summary{}, fmt.Errorf("process %s: %w", cfg.OutDir, err)
+	}
+	files, repairs, err := openFiles(ctx, cfg.OutDir, db, fresh, ArtifactsFile, GroupsFile)
+	if err != nil {
+		return Summary{}, fmt.Errorf("process: %w", err)
+	}
+	r.files = files
+	defer func() {
+		for _, af := range files {
+			// Every record was synced when written; a close error loses nothing.
+			_ = af.f.Close()
+		}
+	}()
+	if err := r.load(ctx); err != nil {
+		return Summary{}, fmt.Errorf("process %s: %w", cfg.OutDir, err)
+	}
+	r.send()
+
+	runErr := r.process(ctx)
+	if runErr != nil && ctx.Err() != nil {
+		runErr = fmt.Errorf("process interrupted: %w", ctx.Err())
+	}
+	sum, err := r.summary(context.WithoutCancel(ctx), repairs)
+	if err != nil {
+		return sum, errors.Join(runErr, err)
+	}
+	return sum, runErr
+}
+
+// checkIdentity stores the run's identity, or compares it with the stored
+// one. fresh reports that none was stored.
+func (r *runner) checkIdentity(ctx context.Context) (fresh bool, err error) {
+	h := sha256.New()
+	if err := json.NewEncoder(h).Encode(r.tasks); err != nil {
+		return false, fmt.Errorf("hash tasks: %w", err)
+	}
+	roles := slices.Clone(r.cfg.TrainRoles)
+	slices.Sort(roles)
+	now := identity{
+		Format: ArtifactVersion*1000 + GroupVersion, Dataset: hex.EncodeToString(h.Sum(nil))[:16],
+		Items: r.cfg.Items, GroupSize: r.cfg.GroupSize, Baseline: r.baseline.Name(), Policy: r.policy.Name(),
+		Estimator: r.cfg.Estimator, KeepTies: r.cfg.KeepTies, Seed: r.cfg.Seed, TrainRoles: roles,
+		Fingerprint: r.cfg.Fingerprint,
+	}
+	data, err := json.Marshal(now)
+	if err != nil {
+		return false, fmt.Errorf("encode run identity: %w", err)
+	}
+	stored, ok, err := r.db.Identity(ctx)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		return true, r.db.SetIdentity(ctx, data)
+	}
+	var old identity
+	if err := json.Unmarshal(stored, &old); err != nil {
+		return false, fmt.Errorf("decode stored run identity: %w", err)
+	}
+	if d := old.diff(now); len(d) > 0 {
+		return false, fmt.Errorf("the output directory holds another run (%s): use another output directory or the same settings", strings.Join(d, "; "))
+	}
+	return false, nil
+}
+
+// load reads the finished work from the state.
+func (r *runner) load(ctx context.Context) error {
+	G := r.cfg.GroupSize
+	r.items = make([]*item, len(r.tasks))
+	r.done = make([]bool, len(r.tasks))
+	for i, t := range r.tasks {
+		r.items[i] = &item{index: i, task: t, results: make([]*rolloutState, G)}
+	}
+	r.prog = Progress{Items: len(r.tasks), Rollouts: len(r.tasks) * G}
+	rolls, err := r.db.Rollouts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ro := range rolls {
+		if ro.Item >= len(r.tasks) || ro.Index >= G || ro.Group != 0 {
+			return fmt.Errorf("state holds rollout %s (item %d, index %d) outside this run", ro.ID, ro.Item, ro.Index)
+		}
+		var st rolloutState
+		if err := json.Unmarshal(ro.Data, &st); err != nil {
+			return fmt.Errorf("decode state of rollout %s: %w", ro.ID, err)
+		}
+		r.items[ro.Item].results[ro.Index] = &st
+		r.count(&st)
+	}
+	r.prog.Resumed = len(rolls)
+	groups, err := r.db.Groups(ctx)
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		if g.Item >= len(r.tasks) {
+			return fmt.Errorf("state holds group %d outside this run", g.Item)
+		}
+		r.done[g.Item] = true
+		r.prog.ItemsDone++
+	}
+	return nil
+}
+
+// count adds a finished rollout to the progress counters.
+func (r *runner) count(st *rolloutState) {
+	r.prog.RolloutsDone++
+	if st.Status != StatusScored {
+		r.prog.RolloutsFailed++
+		return
+	}
+	r.rewardSum += st.Reward
+	r.rewardN++
+	r.prog.MeanReward = r.rewardSum / float64(r.rewardN)
+}
+
+// send reports progress without blocking.
+func (r *runner) send() {
+	if r.progress == nil {
+		return
+	}
+	r.pmu.Lock()
+	p := r.prog
+	r.pmu.Unlock()
+	p.Elapsed = time.Since(r.start)
+	select {
+	case r.progress <- p:
+	default:
+		r.droppedEvs.Add(1)
+	}
+}
+
+// process runs what is left. Baselines run in this goroutine, one item
+// ahead of the rollouts it feeds to the bounded group.
+func (r *runner) process(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.cfg.Concurrency)
+	var feedErr error
+	for i, it := range r.items {
+		if r.done[i] {
+			continue
+		}
+		if err := gctx.Err(); err != nil {
+			feedErr = err
+			break
+		}
+		var need []int
+		for k, res := range it.results {
+			if res == nil {
+				need = append(need, k)
+			}
+		}
+		base, err := r.runBaseline(gctx, it)
+		if err != nil {
+			feedErr = err
+			break
+		}
+		if base == nil {
+			continue // the baseline failed; its group was dropped
+		}
+		it.baseline = base
+		if len(need) == 0 {
+			// Every rollout was recorded but the group was not: finish it.
+			if err := r.finish(gctx, it); err != nil {
+				feedErr = err
+				break
+			}
+			continue
+		}
+		it.remaining = len(need)
+		for _, k := range need {
+			g.Go(func() error { return r.rollout(gctx, it, k) })
+		}
+	}
+	return errors.Join(feedErr, g.Wait())
+}
+
+// runBaseline returns the item's baseline trace, from the state or by
+// running it. A baseline whose run failed drops the group (counted under
+// DropErrors) and returns nil.
+func (r *runner) runBaseline(ctx context.Context, it *item) (*delegate.Trace, error) {
+	data, ok, err := r.db.Baseline(ctx, it.index, 0)
+	if err != nil {
+		return nil, err
+	}
+	var tr *delegate.Trace
+	if ok {
+		tr = new(delegate.Trace)
+		if err := json.Unmarshal(data, tr); err != nil {
+			return nil, fmt.Errorf("decode baseline of item %d: %w", it.index, err)
+		}
+		if tr.Version != delegate.TraceVersion {
+			return nil, fmt.Errorf("baseline of item %d: trace version %d, this build reads %d", it.index, tr.Version, delegate.TraceVersion)
+		}
+	} else {
+		var runErr error
+		tr, runErr = r.baseline.Run(ctx, it.task.Prompt, nil)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if tr == nil {
+			tr = delegate.NewRecorder(r.baseline.Name(), it.task.Prompt, nil).Finish("", fmt.Sprintf("%s: %v", strategy.FailureCall, runErr))
+		} else if runErr != nil && tr.Failure == "" {
+			tr.Failure = fmt.Sprintf("%s: %v", strategy.FailurePanic, runErr)
+		}
+		data, err := json.Marshal(tr)
+		if err != nil {
+			return nil, fmt.Errorf("encode baseline of item %d: %w", it.index, err)
+		}
+		if err := r.db.PutBaseline(context.WithoutCancel(ctx), it.index, 0, data); err != nil {
+			return nil, err
+		}
+	}
+	if k := strategy.FailureKind(tr.Failure); k == strategy.FailureCall || k == strategy.FailurePanic {
+		skipped := 0
+		for _, res := range it.results {
+			if res == nil {
+				skipped++
+			}
+		}
+		st := groupState{Status: "dropped", Reason: DropErrors, Skipped: skipped}
+		if err := r.commitGroup(ctx, it, st, nil); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	return tr, nil
+}
+
+// rollout runs, scores and records rollout k of an item; the last of the
+// group to finish finishes the group. Its error is fatal to the run.
+func (r *runner) rollout(ctx context.Context, it *item, k int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st, art, err := r.runOne(ctx, it, k)
+	if err != nil {
+		return err
+	}
+	if err := r.commitRollout(ctx, it, st, art); err != nil {
+		return err
+	}
+	it.mu.Lock()
+	it.results[k] = st
+	it.remaining--
+	last := it.remaining == 0
+	it.mu.Unlock()
+	if last {
+		return r.finish(ctx, it)
+	}
+	return nil
+}
+
+// runOne runs the policy and the scorer. A rollout cut short by ctx
+// returns ctx's error and is not recorded, so that a resume redoes it; a
+// panic becomes a failed rollout carrying the stack.
+func (r *runner) runOne(ctx context.Context, it *item, k int) (st *rolloutState, art *Artifact, err error) {
+	id := rolloutID(it.task.ID, 0, k)
+	var tr, strace *delegate.Trace
+	var sc *Score
+	fail := func(msg string) {
+		st = &rolloutState{ID: id, Index: k, Status: StatusFailed, Error: msg}
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				fail(fmt.Sprintf("panic: %v\n%s", p, debug.Stack()))
+			}
+		}()
+		var runErr error
+		tr, runErr = r.policy.Run(ctx, it.task.Prompt, nil)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case runErr != nil:
+			fail(fmt.Sprintf("run %s: %v", r.policy.Name(), runErr))
+			return
+		case tr == nil:
+			fail(fmt.Sprintf("run %s: no trace", r.policy.Name()))
+			return
+		case strategy.FailureKind(tr.Failure) == strategy.FailureCall:
+			fail(tr.Failure)
+			return
+		}
+		rec := delegate.NewRecorder("score", it.task.Prompt, nil)
+		s, scErr := r.scorer.Score(ctx, rec, it.task, it.baseline, tr)
+		strace = rec.Finish("", "")
+		if ctx.Err() != nil {
+			return
+		}
+		if scErr != nil {
+			fail(fmt.Sprintf("score: %v", scErr))
+			return
+		}
+		if math.IsNaN(s.Reward) || math.IsInf(s.Reward, 0) {
+			fail(fmt.Sprintf("score: reward %v is not a finite number", s.Reward))
+			return
+		}
+		sc = &s
+		st = &rolloutState{ID: id, Index: k, Status: StatusScored, Reward: s.Reward, Candidate: s.Candidate,
+			Baseline: s.Baseline, Fixed: s.Fixed, Sequences: sequences(tr, r.cfg.TrainRoles)}
+	}()
+	if st == nil {
+		// Only a cancelled context leaves no state.
+		return nil, nil, fmt.Errorf("rollout %s: %w", id, ctx.Err())
+	}
+	return st, r.artifact(it, st, tr, strace, sc), nil
+}
+
+// artifact builds the record of a rollout.
+func (r *runner) artifact(it *item, st *rolloutState, tr, strace *delegate.Trace, sc *Score) *Artifact {
+	a := &Artifact{
+		Version: ArtifactVersion, ID: st.ID, Item: it.index, TaskID: it.task.ID, Dataset: it.task.Dataset,
+		Index: st.Index, Seed: r.cfg.Seed, Strategy: r.policy.Name(), Status: st.Status, Error: st.Error,
+		Prompt: it.task.Prompt, Reference: it.task.Answer, Score: sc, Reward: st.Reward,
+		BaselineStrategy: r.baseline.Name(),
+	}
+	if b := it.baseline; b != nil {
+		a.BaselineRaw = lastOutput(b)
+		a.BaselineOutput = b.Answer
+		a.BaselineFailure = b.Failure
+		if !r.cfg.OmitTraces {
+			a.BaselineTrace = b
+		}
+	}
+	if tr != nil {
+		a.Stage1Raw = firstOutput(tr, r.cfg.TrainRoles)
+		a.Subtasks = subtasks(tr, a.Stage1Raw)
+		a.SubagentOutputs = subagentOutputs(tr)
+		a.FinalOutput = tr.Answer
+		a.Failure = tr.Failure
+		a.Roles, a.Total = tr.Roles, tr.Total
+		a.Latency = tr.Latency
+		a.Calls = callInfos(tr)
+		if !r.cfg.OmitTraces {
+			a.Trace = tr
+		}
+	}
+	if strace != nil {
+		a.ScoreTotals = strace.Total
+		if !r.cfg.OmitTraces && len(strace.Calls()) > 0 {
+			a.ScoreTrace = strace
+		}
+	}
+	return a
+}
+
+// lastOutput is the output of a trace's last call that produced one.
+func lastOutput(t *delegate.Trace) string {
+	calls := t.Calls()
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].Output != nil {
+			return calls[i].Output.Content
+		}
+	}
+	return ""
+}
+
+// commitRollout appends the artifact and records the rollout with the
+// file's new length in one transaction. Once the line is written the work
+// is kept even if ctx ends now.
+func (r *runner) commitRollout(ctx context.Context, it *item, st *rolloutState, a *Artifact) error {
+	line, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("encode artifact %s: %w", a.ID, err)
+	}
+	line = append(line, '\n')
+	data, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode state of %s: %w", a.ID, err)
+	}
+	r.wmu.Lock()
+	af := r.files[ArtifactsFile]
+	off, err := af.write(line)
+	if err == nil {
+		err = r.db.CommitRollout(context.WithoutCancel(ctx), ArtifactsFile, store.Rollout{
+			Item: it.index, Index: st.Index, ID: st.ID, Offset: off, Length: int64(len(line)), Data: data})
+	}
+	if err == nil {
+		af.size = off + int64(len(line))
+	}
+	r.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	r.pmu.Lock()
+	r.count(st)
+	r.pmu.Unlock()
+	r.send()
+	return nil
+}
+
+// finish decides what becomes of a group whose rollouts are all done and
+// records it.
+func (r *runner) finish(ctx context.Context, it *item) error {
+	var members []*rolloutState
+	var missing []MissedMember
+	for _, st := range it.results {
+		if st.Status == StatusScored {
+			members = append(members, st)
+		} else {
+			missing = append(missing, MissedMember{ID: st.ID, Index: st.Index, Error: st.Error})
+		}
+	}
+	if len(members) < 2 {
+		return r.commitGroup(ctx, it, groupState{Status: "dropped", Reason: DropErrors}, nil)
+	}
+	rewards := make([]float64, len(members))
+	for i, m := range members {
+		rewards[i] = m.Reward
+	}
+	rec := &GroupRecord{
+		Version: GroupVersion, ID: groupID(it.task.ID, 0), Item: it.index, TaskID: it.task.ID,
+		Strategy: r.policy.Name(), Missing: missing, GroupOverrides: GroupOverride{GroupSize: len(members)},
+	}
+	adv := make([]float64, len(members))
+	zero := false
+	if allEqual(rewards) {
+		reason := tieReason(members)
+		if !r.cfg.KeepTies {
+			return r.commitGroup(ctx, it, groupState{Status: "dropped", Reason: reason}, nil)
+		}
+		rec.Reason, zero = reason, true
+	} else {
+		a, err := r.cfg.Advantages(rewards)
+		if err != nil {
+			return fmt.Errorf("advantages of group %s: %w", rec.ID, err)
+		}
+		if len(a) != len(rewards) {
+			return fmt.Errorf("advantages of group %s: %d values for %d rewards", rec.ID, len(a), len(rewards))
+		}
+		adv = a
+	}
+	for i, m := range members {
+		rec.Rollouts = append(rec.Rollouts, Member{ID: m.ID, Index: m.Index, Reward: m.Reward, Advantage: adv[i], Fixed: m.Fixed})
+		for _, s := range m.Sequences {
+			rec.Tokens = append(rec.Tokens, s.Tokens)
+			rec.Masks = append(rec.Masks, s.Masks)
+			rec.InferenceLogprobs = append(rec.InferenceLogprobs, s.Logprobs)
+			rec.Messages = append(rec.Messages, s.Messages)
+			rec.Scores = append(rec.Scores, m.Reward)
+			rec.Advantages = append(rec.Advantages, adv[i])
+			rec.SequenceRollout = append(rec.SequenceRollout, m.Index)
+			rec.NoTokens = append(rec.NoTokens, s.NoTokens)
+			rec.Overrides = append(rec.Overrides, Override{SetAdvantageToZero: zero})
+		}
+	}
+	return r.commitGroup(ctx, it, groupState{Status: "written", Reason: rec.Reason, TiesKept: zero}, rec)
+}
+
+func allEqual(xs []float64) bool {
+	for _, x := range xs[1:] {
+		if x != xs[0] {
+			return false
+		}
+	}
+	return true
+}
+
+// tieReason says why a group tied: every member failed the format, every
+// member was truncated, or their rewards were simply equal.
+func tieReason(members []*rolloutState) string {
+	format, trunc := true, true
+	for _, m := range members {
+		format = format && m.Fixed == FixedFormat
+		trunc = trunc && m.Fixed == FixedTruncated
+	}
+	switch {
+	case format:
+		return DropFormat
+	case trunc:
+		return DropTruncation
+	}
+	return DropEqual
+}
+
+// commitGroup appends the group's record (when rec is not nil) and records
+// the group in one transaction.
+func (r *runner) commitGroup(ctx context.Context, it *item, st groupState, rec *GroupRecord) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode state of group %d: %w", it.index, err)
+	}
+	var line []byte
+	if rec != nil {
+		if line, err = json.Marshal(rec); err != nil {
+			return fmt.Errorf("encode group %s: %w", rec.ID, err)
+		}
+		line = append(line, '\n')
+	}
+	r.wmu.Lock()
+	af := r.files[GroupsFile]
+	g := store.Group{Item: it.index, Status: st.Status, Offset: af.size, Data: data}
+	if line != nil {
+		g.Length = int64(len(line))
+		_, err = af.write(line)
+	}
+	if err == nil {
+		err = r.db.CommitGroup(context.WithoutCancel(ctx), GroupsFile, g)
+	}
+	if err == nil {
+		af.size += g.Length
+	}
+	r.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	r.pmu.Lock()
+	r.prog.ItemsDone++
+	r.pmu.Unlock()
+	r.send()
+	return nil
+}
+
+// summary accounts for the run from the state and writes summary.json.
+func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error) {
+	s := Summary{
+		Version: SummaryVersion, Items: len(r.tasks), GroupSize: r.cfg.GroupSize,
+		RolloutsPlanned: len(r.tasks) * r.cfg.GroupSize, Repairs: repairs,
+		Dropped: map[string]int{DropEqual: 0, DropFormat: 0, DropTruncation: 0, DropErrors: 0},
+		Ties:    map[string]int{DropEqual: 0, DropFormat: 0, DropTruncation: 0},
+	}
+	r.pmu.Lock()
+	s.Resumed = r.prog.Resumed
+	r.pmu.Unlock()
+	s.DroppedProgress = r.droppedEvs.Load()
+	rolls, err := r.db.Rollouts(ctx)
+	if err != nil {
+		return s, err
+	}
+	var sumR, sumC, sumB float64
+	for _, ro := range rolls {
+		var st rolloutState
+		if err := json.Unmarshal(ro.Data, &st); err != nil {
+			return s, fmt.Errorf("decode state of rollout %s: %w", ro.ID, err)
+		}
+		s.Rollouts++
+		if st.Status != StatusScored {
+			s.RolloutsFailed++
+			continue
+		}
+		s.RolloutsScored++
+		switch st.Fixed {
+		case FixedFormat:
+			s.RolloutsFormat++
+		case FixedTruncated:
+			s.RolloutsTruncated++
+		}
+		sumR, sumC, sumB = sumR+st.Reward, sumC+st.Candidate, sumB+st.Baseline
+	}
+	if s.RolloutsScored > 0 {
+		n := float64(s.RolloutsScored)
+		s.MeanReward, s.MeanCandidate, s.MeanBaseline = sumR/n, sumC/n, sumB/n
+	}
+	groups, err := r.db.Groups(ctx)
+	if err != nil {
+		return s, err
+	}
+	for _, g := range groups {
+		var st groupState
+		if err := json.Unmarshal(g.Data, &st); err != nil {
+			return s, fmt.Errorf("decode state of group %d: %w", g.Item, err)
+		}
+		s.Groups++
+		s.RolloutsSkipped += st.Skipped
+		if st.Reason != "" && st.Reason != DropErrors {
+			s.Ties[st.Reason]++
+		}
+		if st.Status == "written" {
+			s.GroupsWritten++
+			if st.TiesKept {
+				s.TiesKept++
+			}
+			continue
+		}
+		s.Dropped[st.Reason]++
+	}
+	s.ItemsDone = s.Groups
+	s.Complete = s.Groups == len(r.tasks)
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return s, fmt.Errorf("encode summary: %w", err)
+	}
+	path := filepath.Join(r.cfg.OutDir, SummaryFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return s, fmt.Errorf("write summary: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return s, fmt.Errorf("write summary: %w", err)
+	}
+	return s, nil
+}

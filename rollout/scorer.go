@@ -1,0 +1,135 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/judge"
+	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/score"
+	"github.com/delegatelab/delegate/strategy"
+)
+
+// RewardScorer is the Scorer of `delegate process`: it reads the format of
+// a rollout from its trace, checks the answer against the task's reference
+// where there is one (Verify), asks the judge to compare the rollout's
+// answer with the baseline's only when that can change the reward
+// (reward.NeedsJudge), and applies the reward function. It is safe for
+// concurrent use when Judge, Verify and Reward are.
+type RewardScorer struct {
+	// Judge compares answers to open-ended requests; nil when every task has
+	// a reference answer.
+	Judge *judge.Judge
+	// Verify says whether a response answers a task with a reference
+	// answer correctly; nil uses score.Verify.
+	Verify func(t delegate.Task, response string) (correct bool, err error)
+	// Reward is the reward function: reward.Parity or a reward.Graded's
+	// Reward.
+	Reward func(reward.Outcome) float64
+	// PolicyRoles are the roles whose tokens the cost term counts (the
+	// policy's); the calls of every other role count as delegated calls.
+	// Default: the trace strategy's deciding role (see Config.TrainRoles).
+	PolicyRoles []string
+}
+
+// Score implements Scorer.
+func (s *RewardScorer) Score(ctx context.Context, rec *delegate.Recorder, task delegate.Task, base, tr *delegate.Trace) (Score, error) {
+	if s.Reward == nil {
+		return Score{}, errors.New("reward scorer: no reward function")
+	}
+	o, err := s.outcome(task, base, tr)
+	if err != nil {
+		return Score{}, err
+	}
+	sc := Score{}
+	if o.Correct != nil {
+		sc.Outcome, sc.Candidate = "incorrect", 0
+		if *o.Correct {
+			sc.Outcome, sc.Candidate = "correct", 1
+		}
+		ok, err := s.verify(task, base.Answer)
+		if err != nil {
+			return Score{}, fmt.Errorf("score task %q: baseline: %w", task.ID, err)
+		}
+		if ok {
+			sc.Baseline = 1
+		}
+	}
+	if reward.NeedsJudge(o) {
+		if s.Judge == nil {
+			return Score{}, fmt.Errorf("score task %q: no reference answer and no judge", task.ID)
+		}
+		v, err := s.Judge.Compare(ctx, rec, nil, task.Prompt, tr.Answer, base.Answer)
+		if err != nil {
+			return Score{}, fmt.Errorf("score task %q: %w", task.ID, err)
+		}
+		o.Verdict = &v
+		sc.Judge = &v
+		sc.Outcome, sc.Candidate, sc.Baseline = v.Outcome, v.Candidate, v.Baseline
+	}
+	switch {
+	case o.Truncated:
+		sc.Fixed = FixedTruncated
+	case !o.FormatOK:
+		sc.Fixed = FixedFormat
+	}
+	sc.Reward = s.Reward(o)
+	sc.Inputs = &o
+	return sc, nil
+}
+
+// outcome reads what the reward needs from the traces.
+func (s *RewardScorer) outcome(task delegate.Task, base, tr *delegate.Trace) (reward.Outcome, error) {
+	roles := s.PolicyRoles
+	if len(roles) == 0 {
+		if r, ok := defaultTrainRoles[tr.Strategy]; ok {
+			roles = []string{r}
+		}
+	}
+	o := reward.Outcome{FormatOK: true, Cost: tr.Total.Cost}
+	for role, t := range tr.Roles {
+		if containsString(roles, role) {
+			o.Tokens += t.Usage.Total()
+		} else {
+			o.Calls += t.Calls
+		}
+	}
+	kind := strategy.FailureKind(tr.Failure)
+	switch {
+	case tr.Failure == "":
+	case kind == strategy.FailureTruncated:
+		o.FormatOK, o.Truncated, o.FailedStage, o.FormatFailure = false, true, reward.StageAnswer, tr.Failure
+	case kind == strategy.FailureAnswerFormat:
+		o.FormatOK, o.FailedStage, o.FormatFailure = false, reward.StageAnswer, tr.Failure
+	case strings.HasPrefix(kind, "plan "), kind == strategy.FailureMaxTurns:
+		o.FormatOK, o.FailedStage, o.FormatFailure = false, reward.StagePlan, tr.Failure
+		o.Truncated = kind == "plan "+string(strategy.PlanTruncated)
+	default:
+		// Call failures and panics never reach a scorer (Run records them
+		// as failed rollouts); anything else is a failure of the rollout.
+		o.Error = tr.Failure
+	}
+	switch strategy.FailureKind(base.Failure) {
+	case strategy.FailureAnswerFormat, strategy.FailureTruncated:
+		o.BaselineFailure = base.Failure
+	}
+	if task.Answer != "" && o.FormatOK && o.Error == "" {
+		ok, err := s.verify(task, tr.Answer)
+		if err != nil {
+			return o, fmt.Errorf("score task %q: %w", task.ID, err)
+		}
+		o.Correct = &ok
+	}
+	return o, nil
+}
+
+func (s *RewardScorer) verify(t delegate.Task, response string) (bool, error) {
+	if s.Verify != nil {
+		return s.Verify(t, response)
+	}
+	r, err := score.Verify(t, response)
+	return r.Correct, err
+}

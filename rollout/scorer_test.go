@@ -1,0 +1,179 @@
+package rollout
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/judge"
+	"github.com/delegatelab/delegate/modeltest"
+	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/strategy"
+)
+
+// between returns the text of s between open and close.
+func between(s, open, close string) string {
+	_, rest, _ := strings.Cut(s, open)
+	body, _, _ := strings.Cut(rest, close)
+	return strings.TrimSpace(body)
+}
+
+// rate is the fake judge's opinion: "score N" is worth 10N, anything else 50.
+func rate(answer string) int {
+	if n, err := strconv.Atoi(strings.TrimPrefix(answer, "score ")); err == nil {
+		return min(100, 10*n)
+	}
+	return 50
+}
+
+// newJudge returns a real judge over a fake model that rates answers by
+// rate, in whichever order they come.
+func newJudge(t *testing.T) (*judge.Judge, *modeltest.Model) {
+	t.Helper()
+	m := modeltest.New("judge-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		u := modeltest.LastUser(req)
+		a, b := between(u, "[Answer A]", "[End of Answer A]"), between(u, "[Answer B]", "[End of Answer B]")
+		return modeltest.Text("Score A: " + strconv.Itoa(rate(a)) + "\nReasoning A: fine.\nScore B: " + strconv.Itoa(rate(b)) + "\nReasoning B: fine."), nil
+	})
+	j, err := judge.New(delegate.Agent{Role: "judge", Model: m}, judge.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j, m
+}
+
+// decomposeTrace runs decompose with a delegator that plans plan and
+// aggregates into agg (finished with finish).
+func decomposeTrace(t *testing.T, plan, agg, finish string) *delegate.Trace {
+	t.Helper()
+	del := modeltest.New("delegator-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		if modeltest.Contains(req, "Subtask 1") {
+			r := modeltest.Text(agg)
+			r.Choices[0].FinishReason = finish
+			return r, nil
+		}
+		return modeltest.Text(plan), nil
+	})
+	sub := modeltest.New("subagent-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		return modeltest.Text("done"), nil
+	})
+	s, err := strategy.New(strategy.NameDecompose, strategy.Roles{Delegator: delegate.Agent{Model: del}, Subagent: delegate.Agent{Model: sub}}, strategy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := s.Run(context.Background(), "Request.", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func baseTrace(t *testing.T, answer string) *delegate.Trace {
+	t.Helper()
+	m := modeltest.New("single-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		return modeltest.Text("Final answer: " + answer), nil
+	})
+	s, err := strategy.New(strategy.NameSingle, strategy.Roles{Single: delegate.Agent{Model: m}}, strategy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := s.Run(context.Background(), "Request.", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func TestRewardScorer(t *testing.T) {
+	goodPlan := planText("A.", "B.", "C.")
+	graded := reward.DefaultGraded()
+	tests := []struct {
+		name       string
+		task       delegate.Task
+		plan, agg  string
+		finish     string
+		reward     func(reward.Outcome) float64
+		wantFixed  string
+		wantJudged bool
+		want       func(o reward.Outcome) float64
+	}{
+		{"judged win", delegate.Task{ID: "o", Prompt: "Request."}, goodPlan, "Final Output:\nscore 8", "stop", graded.Reward, "", true,
+			func(o reward.Outcome) float64 { return 0.3 - graded.CostTerm(o) }},
+		{"judged win, parity", delegate.Task{ID: "o", Prompt: "Request."}, goodPlan, "Final Output:\nscore 8", "stop", reward.Parity, "", true,
+			func(reward.Outcome) float64 { return 3 }},
+		{"plan format failure", delegate.Task{ID: "o", Prompt: "Request."}, "no plan here", "", "stop", reward.Parity, FixedFormat, false,
+			func(reward.Outcome) float64 { return -10 }},
+		{"truncated answer", delegate.Task{ID: "o", Prompt: "Request."}, goodPlan, "Final Output:\nscore 8 and", "length", graded.Reward, FixedTruncated, false,
+			func(o reward.Outcome) float64 { return -1 - graded.CostTerm(o) }},
+		{"reference answer", delegate.Task{ID: "g", Dataset: "gsm8k", Prompt: "Request.", Answer: "45"}, goodPlan, "Final Output:\n6 * 7 + 3 = \\boxed{45}", "stop", graded.Reward, "", false,
+			func(o reward.Outcome) float64 { return 1 - graded.CostTerm(o) }},
+		{"wrong answer", delegate.Task{ID: "g", Dataset: "gsm8k", Prompt: "Request.", Answer: "45"}, goodPlan, "Final Output:\nThe answer is 44.", "stop", graded.Reward, "", false,
+			func(o reward.Outcome) float64 { return 0 - graded.CostTerm(o) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j, jm := newJudge(t)
+			s := &RewardScorer{Judge: j, Reward: tt.reward} // score.Verify checks reference answers
+			tr := decomposeTrace(t, tt.plan, tt.agg, tt.finish)
+			rec := delegate.NewRecorder("score", "Request.", nil)
+			sc, err := s.Score(context.Background(), rec, tt.task, baseTrace(t, "base"), tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc.Fixed != tt.wantFixed {
+				t.Errorf("fixed = %q, want %q", sc.Fixed, tt.wantFixed)
+			}
+			if judged := jm.Calls() > 0; judged != tt.wantJudged || (sc.Judge != nil) != tt.wantJudged {
+				t.Errorf("judge calls %d, verdict %v; want judged %v", jm.Calls(), sc.Judge != nil, tt.wantJudged)
+			}
+			if tt.wantJudged && (sc.Judge.Outcome != judge.Win || jm.Calls() != 2 || len(rec.Finish("", "").Calls()) != 2) {
+				t.Errorf("verdict %q after %d calls; want a win judged in both orders and recorded", sc.Judge.Outcome, jm.Calls())
+			}
+			if sc.Inputs == nil {
+				t.Fatal("no reward inputs recorded")
+			}
+			if want := tt.want(*sc.Inputs); math.Abs(sc.Reward-want) > 1e-12 {
+				t.Errorf("reward = %v, want %v", sc.Reward, want)
+			}
+			if got := sc.Inputs.Calls; got != 3 && tt.plan == goodPlan {
+				t.Errorf("delegated calls = %d, want the 3 sub-agents", got)
+			}
+		})
+	}
+}
+
+// TestRunWithRewardScorer runs the whole composition: real strategies, the
+// real judge and reward packages, the default advantage estimator.
+func TestRunWithRewardScorer(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t)
+	j, _ := newJudge(t)
+	cfg := config(dir, 2, 4)
+	cfg.Advantages = nil // reward.Advantages(grpo)
+	sum, err := Run(context.Background(), cfg, tasks(2), f.baseline, f.policy, &RewardScorer{Judge: j, Reward: reward.DefaultGraded().Reward}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arts, groups, _ := checkComplete(t, dir, 2, 4)
+	if sum.RolloutsScored != 8 || len(groups) != 2 {
+		t.Fatalf("scored %d, groups %d; want 8 and 2", sum.RolloutsScored, len(groups))
+	}
+	for _, a := range arts {
+		if a.Score.Judge == nil || len(a.Score.Judge.Orders) != 2 || a.ScoreTotals.Calls != 2 {
+			t.Errorf("artifact %s: verdict %+v, %d judge calls; want both orders recorded", a.ID, a.Score.Judge, a.ScoreTotals.Calls)
+		}
+	}
+	for _, gr := range groups {
+		var s float64
+		for _, m := range gr.Rollouts {
+			s += m.Advantage
+		}
+		if math.Abs(s) > 1e-9 {
+			t.Errorf("group %s: advantages sum to %v", gr.ID, s)
+		}
+		checkSequences(t, gr)
+	}
+}

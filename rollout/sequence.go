@@ -1,0 +1,114 @@
+package rollout
+
+import (
+	"slices"
+
+	"github.com/delegatelab/delegate"
+)
+
+// sequences builds the policy's conversations from a trace: every call of
+// one of roles, in call order. A call whose messages are the previous
+// sequence's conversation plus new messages (the next turn of route's
+// strong model) extends that sequence; any other call starts a new one.
+// Failed calls (no output) are left out: nothing was generated to train.
+//
+// Token ids come from the backend: the call's PromptTokenIDs followed by the
+// token ids of its logprobs. An extending call must have a prompt whose ids
+// start with the sequence's tokens so far (prefix-stable rendering, as the
+// local chat template and vLLM give); otherwise the sequence keeps its
+// messages but loses its tokens, and NoTokens says why.
+func sequences(t *delegate.Trace, roles []string) []Sequence {
+	var out []Sequence
+	for _, n := range t.Calls() {
+		if !containsString(roles, n.Role) || n.Output == nil {
+			continue
+		}
+		ids, lps, why := callTokens(n)
+		if k := len(out) - 1; k >= 0 && extends(out[k].Messages, n.Messages) {
+			s := &out[k]
+			for _, m := range n.Messages[len(s.Messages):] {
+				s.Messages = append(s.Messages, Turn{Message: m})
+			}
+			s.Messages = append(s.Messages, Turn{Message: *n.Output, Trained: true})
+			s.Calls = append(s.Calls, n.ID)
+			s.Truncated = s.Truncated || n.FinishReason == delegate.FinishLength
+			switch {
+			case s.NoTokens != "":
+			case why != "":
+				s.dropTokens(why)
+			case len(n.PromptTokenIDs) < len(s.Tokens) || !slices.Equal(n.PromptTokenIDs[:len(s.Tokens)], s.Tokens):
+				s.dropTokens("a later call's prompt ids do not extend the sequence's ids")
+			default:
+				s.appendTokens(n.PromptTokenIDs[len(s.Tokens):], ids, lps)
+			}
+			continue
+		}
+		s := Sequence{Calls: []int{n.ID}, Truncated: n.FinishReason == delegate.FinishLength}
+		for _, m := range n.Messages {
+			s.Messages = append(s.Messages, Turn{Message: m})
+		}
+		s.Messages = append(s.Messages, Turn{Message: *n.Output, Trained: true})
+		if why != "" {
+			s.NoTokens = why
+		} else {
+			s.appendTokens(n.PromptTokenIDs, ids, lps)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// callTokens returns the generated ids and logprobs of a call, or why they
+// are not available.
+func callTokens(n *delegate.Node) (ids []int, lps []float64, why string) {
+	if len(n.PromptTokenIDs) == 0 {
+		return nil, nil, "the backend returned no prompt token ids"
+	}
+	if len(n.Logprobs) == 0 {
+		return nil, nil, "the backend returned no logprobs"
+	}
+	for _, lp := range n.Logprobs {
+		if lp.TokenID < 0 {
+			return nil, nil, "the backend returned logprobs without token ids"
+		}
+		ids = append(ids, lp.TokenID)
+		lps = append(lps, lp.Logprob)
+	}
+	return ids, lps, ""
+}
+
+// appendTokens adds untrained prompt ids and trained generated ids.
+func (s *Sequence) appendTokens(prompt, gen []int, lps []float64) {
+	for _, id := range prompt {
+		s.Tokens = append(s.Tokens, id)
+		s.Masks = append(s.Masks, MaskIgnore)
+		s.Logprobs = append(s.Logprobs, 1.0)
+	}
+	s.Tokens = append(s.Tokens, gen...)
+	s.Masks = append(s.Masks, gen...)
+	s.Logprobs = append(s.Logprobs, lps...)
+}
+
+func (s *Sequence) dropTokens(why string) {
+	s.Tokens, s.Masks, s.Logprobs = nil, nil, nil
+	s.NoTokens = why
+}
+
+// extends reports whether msgs begins with the conversation conv and adds
+// at least one message.
+func extends(conv []Turn, msgs []delegate.Message) bool {
+	if len(msgs) <= len(conv) {
+		return false
+	}
+	for i, t := range conv {
+		if !sameMessage(t.Message, msgs[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameMessage(a, b delegate.Message) bool {
+	return a.Role == b.Role && a.Content == b.Content && a.Name == b.Name &&
+		a.ToolCallID == b.ToolCallID && slices.Equal(a.ToolCalls, b.ToolCalls)
+}

@@ -1,0 +1,25 @@
+package score
+
+import (
+	"fmt"
+
+	"github.com/delegatelab/delegate"
+)
+
+// Verify checks response against the reference answer of t, choosing the
+// verifier by t.Dataset: "gsm8k" Numeric, "math" Math, "mmlu" Choice,
+// "bbh" BBH with t.Subject as the task. A dataset without reference
+// answers (such as "open") is an error: it needs a judge.
+func Verify(t delegate.Task, response string) (Result, error) {
+	switch t.Dataset {
+	case "gsm8k":
+		return Numeric(response, t.Answer), nil
+	case "math":
+		return Math(response, t.Answer), nil
+	case "mmlu":
+		return Choice(response, t.Answer), nil
+	case "bbh":
+		return BBH(t.Subject, response, t.Answer), nil
+	}
+	return Result{}, fmt.Errorf("verify task %q: no verifier for dataset %q", t.ID, t.Dataset)
+}

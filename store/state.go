@@ -1,0 +1,223 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Run state. A `process` run appends records to files of an output
+// directory and records, in the same transaction as each record's
+// bookkeeping, the length the file had after that record. A file longer than
+// its recorded length ends with work that was written but never recorded (a
+// process killed mid-write): the caller truncates it back to the recorded
+// length and redoes that work.
+
+// Rollout is the state of one finished rollout: its place in the run, where
+// its record was written, and the caller's result data (opaque here).
+type Rollout struct {
+	Item, Group, Index int
+	ID                 string
+	Offset, Length     int64 // the record's bytes in its file
+	Data               []byte
+}
+
+// Group is the state of one finished group: its status ("written" or the
+// reason it was dropped), where its record was written (Length 0 when it
+// was not), and the caller's data.
+type Group struct {
+	Item, Group    int
+	Status         string
+	Offset, Length int64
+	Data           []byte
+}
+
+// Identity returns the identity of the run stored in the database, or ok
+// false when none was stored yet.
+func (s *DB) Identity(ctx context.Context) (identity []byte, ok bool, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT identity FROM run WHERE id = 1`).Scan(&identity)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read run identity: %w", err)
+	}
+	return identity, true, nil
+}
+
+// SetIdentity stores the identity of the run. A database that already
+// holds a different identity is an error: the caller compares first and
+// names the difference.
+func (s *DB) SetIdentity(ctx context.Context, identity []byte) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		var old []byte
+		err := tx.QueryRowContext(ctx, `SELECT identity FROM run WHERE id = 1`).Scan(&old)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := tx.ExecContext(ctx, `INSERT INTO run (id, identity) VALUES (1, ?)`, identity); err != nil {
+				return fmt.Errorf("write run identity: %w", err)
+			}
+			return nil
+		case err != nil:
+			return fmt.Errorf("read run identity: %w", err)
+		case !bytes.Equal(old, identity):
+			return errors.New("write run identity: the store holds another run")
+		}
+		return nil
+	})
+}
+
+// FileLengths returns the recorded length of every file of the run.
+func (s *DB) FileLengths(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT name, length FROM files`)
+	if err != nil {
+		return nil, fmt.Errorf("read file lengths: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var n int64
+		if err := rows.Scan(&name, &n); err != nil {
+			return nil, fmt.Errorf("read file lengths: %w", err)
+		}
+		out[name] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read file lengths: %w", err)
+	}
+	return out, nil
+}
+
+// Baseline returns the stored baseline data of a group, or ok false.
+func (s *DB) Baseline(ctx context.Context, item, group int) (data []byte, ok bool, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT data FROM baselines WHERE item = ? AND grp = ?`, item, group).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read baseline of item %d group %d: %w", item, group, err)
+	}
+	return data, true, nil
+}
+
+// PutBaseline stores the baseline data of a group, so that a resumed run
+// scores the rest of the group against the same baseline.
+func (s *DB) PutBaseline(ctx context.Context, item, group int, data []byte) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO baselines (item, grp, data) VALUES (?, ?, ?)`, item, group, nonNil(data))
+		if err != nil {
+			return fmt.Errorf("write baseline of item %d group %d: %w", item, group, err)
+		}
+		return nil
+	})
+}
+
+// setLength records a file's length after a record ended at end. The
+// record must start where the file's recorded length was: that is what makes
+// the files append-only and the state exact.
+func setLength(ctx context.Context, tx *sql.Tx, file string, offset, end int64) error {
+	var cur int64
+	err := tx.QueryRowContext(ctx, `SELECT length FROM files WHERE name = ?`, file).Scan(&cur)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("read length of %s: %w", file, err)
+	}
+	if offset != cur {
+		return fmt.Errorf("record of %s at offset %d, but the recorded length is %d", file, offset, cur)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO files (name, length) VALUES (?, ?)
+		ON CONFLICT (name) DO UPDATE SET length = excluded.length`, file, end); err != nil {
+		return fmt.Errorf("write length of %s: %w", file, err)
+	}
+	return nil
+}
+
+// CommitRollout records a finished rollout whose record was appended to
+// file at r.Offset, r.Length bytes, in one transaction with the file's new
+// length. A rollout already recorded (same place or same ID) is an error.
+func (s *DB) CommitRollout(ctx context.Context, file string, r Rollout) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if err := setLength(ctx, tx, file, r.Offset, r.Offset+r.Length); err != nil {
+			return fmt.Errorf("commit rollout %s: %w", r.ID, err)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO rollouts (item, grp, idx, id, file_offset, file_length, data)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, r.Item, r.Group, r.Index, r.ID, r.Offset, r.Length, nonNil(r.Data))
+		if err != nil {
+			return fmt.Errorf("commit rollout %s: %w", r.ID, err)
+		}
+		return nil
+	})
+}
+
+// CommitGroup records a finished group. When g.Length > 0 its record was
+// appended to file at g.Offset, and the file's new length is recorded in the
+// same transaction; a dropped group has no record (Length 0, file ignored).
+func (s *DB) CommitGroup(ctx context.Context, file string, g Group) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if g.Length > 0 {
+			if err := setLength(ctx, tx, file, g.Offset, g.Offset+g.Length); err != nil {
+				return fmt.Errorf("commit group %d/%d: %w", g.Item, g.Group, err)
+			}
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO groups (item, grp, status, file_offset, file_length, data)
+			VALUES (?, ?, ?, ?, ?, ?)`, g.Item, g.Group, g.Status, g.Offset, g.Length, nonNil(g.Data))
+		if err != nil {
+			return fmt.Errorf("commit group %d/%d: %w", g.Item, g.Group, err)
+		}
+		return nil
+	})
+}
+
+// Rollouts returns every recorded rollout, ordered by item, group, index.
+func (s *DB) Rollouts(ctx context.Context) ([]Rollout, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT item, grp, idx, id, file_offset, file_length, data
+		FROM rollouts ORDER BY item, grp, idx`)
+	if err != nil {
+		return nil, fmt.Errorf("read rollouts: %w", err)
+	}
+	defer rows.Close()
+	var out []Rollout
+	for rows.Next() {
+		var r Rollout
+		if err := rows.Scan(&r.Item, &r.Group, &r.Index, &r.ID, &r.Offset, &r.Length, &r.Data); err != nil {
+			return nil, fmt.Errorf("read rollouts: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read rollouts: %w", err)
+	}
+	return out, nil
+}
+
+// Groups returns every recorded group, ordered by item and group.
+func (s *DB) Groups(ctx context.Context) ([]Group, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT item, grp, status, file_offset, file_length, data
+		FROM groups ORDER BY item, grp`)
+	if err != nil {
+		return nil, fmt.Errorf("read groups: %w", err)
+	}
+	defer rows.Close()
+	var out []Group
+	for rows.Next() {
+		var g Group
+		if err := rows.Scan(&g.Item, &g.Group, &g.Status, &g.Offset, &g.Length, &g.Data); err != nil {
+			return nil, fmt.Errorf("read groups: %w", err)
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read groups: %w", err)
+	}
+	return out, nil
+}
+
+// nonNil maps nil to an empty slice: the driver stores nil as NULL.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

@@ -1,0 +1,155 @@
+// Package store is the embedded SQLite database of the project (through
+// modernc.org/sqlite, a pure-Go driver, in WAL mode): the state of a
+// `delegate process` run, for resuming it (see Run state in state.go), and a
+// response cache for temperature-0 and seeded requests (cache.go).
+//
+// A DB may be used from many goroutines at once. Every state change is one
+// transaction. The schema carries a version in the meta table; opening a
+// database written with another version is an error naming both.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// SchemaVersion is the version of the tables this build reads and writes.
+const SchemaVersion = 1
+
+// DB is an open store. Close it when done.
+type DB struct {
+	db   *sql.DB
+	path string
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS run (id INTEGER PRIMARY KEY CHECK (id = 1), identity BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS files (name TEXT PRIMARY KEY, length INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS baselines (item INTEGER NOT NULL, grp INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (item, grp));
+CREATE TABLE IF NOT EXISTS rollouts (
+	item INTEGER NOT NULL, grp INTEGER NOT NULL, idx INTEGER NOT NULL,
+	id TEXT NOT NULL UNIQUE, file_offset INTEGER NOT NULL, file_length INTEGER NOT NULL,
+	data BLOB NOT NULL, PRIMARY KEY (item, grp, idx));
+CREATE TABLE IF NOT EXISTS groups (
+	item INTEGER NOT NULL, grp INTEGER NOT NULL, status TEXT NOT NULL,
+	file_offset INTEGER NOT NULL, file_length INTEGER NOT NULL,
+	data BLOB NOT NULL, PRIMARY KEY (item, grp));
+CREATE TABLE IF NOT EXISTS responses (
+	key TEXT PRIMARY KEY, scope TEXT NOT NULL, model TEXT NOT NULL,
+	data BLOB NOT NULL, created INTEGER NOT NULL);
+`
+
+// Open opens the database at path, creating it with the current schema
+// when it does not exist, for use by any number of processes at once (a
+// shared response cache). A database of another schema version is an error
+// naming both versions.
+func Open(ctx context.Context, path string) (*DB, error) {
+	return open(ctx, path, false)
+}
+
+// OpenExclusive is Open for one process only: it holds the database's lock
+// until Close, so that a second process opening the same file (a second
+// `process` run on one output directory) fails instead of interleaving its
+// writes.
+func OpenExclusive(ctx context.Context, path string) (*DB, error) {
+	return open(ctx, path, true)
+}
+
+func open(ctx context.Context, path string, exclusive bool) (*DB, error) {
+	q := url.Values{}
+	if exclusive {
+		// Before journal_mode: WAL then keeps its index in process memory.
+		q.Add("_pragma", "locking_mode(EXCLUSIVE)")
+		q.Add("_pragma", "busy_timeout(1000)")
+	} else {
+		q.Add("_pragma", "busy_timeout(10000)")
+	}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	// One connection: writers queue in Go instead of meeting SQLITE_BUSY,
+	// and the load (a few statements per rollout or cached call) is light.
+	db.SetMaxOpenConns(1)
+	s := &DB{db: db, path: path}
+	if err := s.init(ctx); err != nil {
+		// The init error is what matters; a close failure adds nothing.
+		_ = db.Close()
+		var se *sqlite.Error
+		if exclusive && errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY {
+			return nil, fmt.Errorf("open store %s: another process holds it: %w", path, err)
+		}
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s *DB) init(ctx context.Context) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`); err != nil {
+			return fmt.Errorf("create meta: %w", err)
+		}
+		var v string
+		err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema_version'`).Scan(&v)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := tx.ExecContext(ctx, schema); err != nil {
+				return fmt.Errorf("create schema: %w", err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('schema_version', ?)`, strconv.Itoa(SchemaVersion)); err != nil {
+				return fmt.Errorf("write schema version: %w", err)
+			}
+			return nil
+		case err != nil:
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		got, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("schema version %q is not a number", v)
+		}
+		if got != SchemaVersion {
+			return fmt.Errorf("schema version %d, this build reads version %d: use a build of the matching version or start a new file", got, SchemaVersion)
+		}
+		return nil
+	})
+}
+
+// Path returns the file the store was opened from.
+func (s *DB) Path() string { return s.path }
+
+// Close closes the database.
+func (s *DB) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close store %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// tx runs fn in one transaction, committed when fn returns nil.
+func (s *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		// The transaction failed already; its rollback error adds nothing.
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

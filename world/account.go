@@ -1,0 +1,139 @@
+package world
+
+import (
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/tokenizer"
+)
+
+// Prices is the price table of the two local models, in dollars per
+// million tokens (delegate.Price). See DefaultPrices.
+type Prices struct {
+	Delegator delegate.Price `json:"delegator" yaml:"delegator"`
+	Solver    delegate.Price `json:"solver" yaml:"solver"`
+}
+
+// DefaultPrices is the local models' price table. A delegator token costs
+// 5 times a solver token of the same kind (the delegator has several times
+// the solver's parameters, and a forward pass costs in proportion). Within
+// a model, a generated token costs 5 times a prompt token (prefill runs
+// the prompt through the model in one batched pass, decoding runs one
+// token at a time) and a cached prompt token, whose keys and values a
+// backend kept from the conversation's previous call, a tenth of a prompt
+// token. The ratios are the common API ones; the scale is arbitrary.
+//
+//	              input  cached  output
+//	delegator     1.00   0.10    5.00
+//	solver        0.20   0.02    1.00
+func DefaultPrices() Prices {
+	return Prices{
+		Delegator: delegate.Price{Input: 1, CachedInput: 0.1, Output: 5},
+		Solver:    delegate.Price{Input: 0.2, CachedInput: 0.02, Output: 1},
+	}
+}
+
+// Account is the token bill of one episode under the chat template of
+// package tokenizer (one token per byte plus the specials).
+type Account struct {
+	// Delegator sums the delegator's calls. CachedTokens counts, for each
+	// call after the first of a conversation, the tokens of the previous
+	// call's prompt and completion, which the next prompt starts with (the
+	// template is prefix-stable): what a backend keeping the
+	// conversation's KV cache does not recompute.
+	Delegator delegate.Usage `json:"delegator"`
+	// Solver sums the sub-agents' calls (the solver's; the peers' under
+	// lead).
+	Solver delegate.Usage `json:"solver"`
+	// DelegatorCalls and SubagentCalls count the calls.
+	DelegatorCalls int `json:"delegator_calls"`
+	SubagentCalls  int `json:"subagent_calls"`
+}
+
+// Add returns the sum of two accounts.
+func (a Account) Add(b Account) Account {
+	return Account{
+		Delegator:      a.Delegator.Add(b.Delegator),
+		Solver:         a.Solver.Add(b.Solver),
+		DelegatorCalls: a.DelegatorCalls + b.DelegatorCalls,
+		SubagentCalls:  a.SubagentCalls + b.SubagentCalls,
+	}
+}
+
+// Cost is the account priced by p, in dollars.
+func (a Account) Cost(p Prices) float64 {
+	return p.Delegator.Cost(a.Delegator) + p.Solver.Cost(a.Solver)
+}
+
+// TranscriptUsage bills one conversation: each assistant message is one
+// call whose prompt is everything rendered before it, the <|assistant|>
+// token included, and whose completion is its body up to its <|end|>. A
+// call after the first is charged its predecessor's prompt and completion
+// as cached. With cachePrefix, the first call's fixed prefix (everything
+// before the first user message: the tool declarations and the system
+// prompt, the same for every request of the role) is cached too, as a
+// backend that keeps that prefix's KV cache across requests serves it.
+func TranscriptUsage(t Transcript, cachePrefix bool) (u delegate.Usage, calls int) {
+	_, spans := t.Tokens()
+	prevEnd := 0
+	if cachePrefix {
+		for _, sp := range spans {
+			if sp.Role == delegate.RoleUser {
+				prevEnd = sp.Start
+				break
+			}
+		}
+	}
+	for _, sp := range spans {
+		if sp.Role != delegate.RoleAssistant {
+			continue
+		}
+		u.PromptTokens += sp.Body
+		u.CompletionTokens += sp.End - sp.Body
+		u.CachedTokens += prevEnd
+		prevEnd = sp.End
+		calls++
+	}
+	return u, calls
+}
+
+// Bill returns the account of an episode; cachePrefix as in
+// TranscriptUsage.
+func (e Episode) Bill(cachePrefix bool) Account {
+	var a Account
+	for _, t := range e.Delegator {
+		u, n := TranscriptUsage(t, cachePrefix)
+		a.Delegator = a.Delegator.Add(u)
+		a.DelegatorCalls += n
+	}
+	for _, t := range e.Subagents {
+		u, n := TranscriptUsage(t, cachePrefix)
+		a.Solver = a.Solver.Add(u)
+		a.SubagentCalls += n
+	}
+	return a
+}
+
+// Reward holds the coefficients of the training reward
+//
+//	reward = correct - Lambda * delegator completion tokens - Mu * sub-agent calls
+//
+// where correct is 1 for a right final answer and 0 otherwise.
+type Reward struct {
+	Lambda float64 `json:"lambda" yaml:"lambda"`
+	Mu     float64 `json:"mu" yaml:"mu"`
+}
+
+// DefaultReward is the reward this world is designed for: the package doc
+// shows the arithmetic.
+func DefaultReward() Reward { return Reward{Lambda: 0.001, Mu: 0.02} }
+
+// Of returns the reward of an episode's bill given its correctness.
+func (r Reward) Of(correct bool, a Account) float64 {
+	v := -r.Lambda*float64(a.Delegator.CompletionTokens) - r.Mu*float64(a.SubagentCalls)
+	if correct {
+		v++
+	}
+	return v
+}
+
+// Tokens counts the tokens of text under the tokenizer (one per byte).
+func Tokens(text string) int { return len(tokenizer.Encode(text)) }

@@ -1,0 +1,211 @@
+package world
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"text/tabwriter"
+)
+
+// Accuracy is an assumed per-step accuracy profile, for expected rewards
+// before models exist: a step the delegator computes is right with
+// probability Inline; a delegated step inside the solver's coverage with
+// Covered, outside it with Uncovered. Steps fail independently.
+type Accuracy struct {
+	Inline, Covered, Uncovered float64
+}
+
+// DesignAccuracy is the profile the package doc's calculation assumes.
+func DesignAccuracy() Accuracy { return Accuracy{Inline: 0.99, Covered: 0.99, Uncovered: 0.2} }
+
+// PCorrect is the probability that an episode's answer is right under acc.
+func (acc Accuracy) PCorrect(e Episode) float64 {
+	pr := 1.0
+	for i, s := range e.Problem.Steps {
+		switch {
+		case !e.Delegated[i]:
+			pr *= acc.Inline
+		case SolverCovers(s.Op, s.X.Value, s.Y.Value):
+			pr *= acc.Covered
+		default:
+			pr *= acc.Uncovered
+		}
+	}
+	return pr
+}
+
+// Stats are the mean figures of one protocol and policy over a problem set.
+type Stats struct {
+	Name string
+	N    int
+	// Means per episode.
+	DelegatorPrompt, DelegatorCached, DelegatorCompletion float64
+	SolverPrompt, SolverCompletion                        float64
+	DelegatorCalls, SubagentCalls                         float64
+	Delegated                                             float64 // share of steps delegated
+	Cost                                                  float64 // dollars per million episodes
+	CostPrefixCached                                      float64 // the same with every fixed prefix cached
+	CostUncached                                          float64 // the same with nothing cached
+	PCorrect                                              float64 // under the accuracy profile
+	Reward                                                float64 // expected, under the profile
+}
+
+// Measure builds one episode per problem with fn and returns the means.
+func Measure(name string, problems []*Problem, fn func(*Problem) Episode, prices Prices, rew Reward, acc Accuracy) Stats {
+	st := Stats{Name: name, N: len(problems)}
+	if len(problems) == 0 {
+		return st
+	}
+	var steps, delegated int
+	for _, p := range problems {
+		e := fn(p)
+		a := e.Bill(false)
+		st.CostPrefixCached += e.Bill(true).Cost(prices) * 1e6
+		none := a
+		none.Delegator.CachedTokens, none.Solver.CachedTokens = 0, 0
+		st.CostUncached += none.Cost(prices) * 1e6
+		pc := acc.PCorrect(e)
+		st.DelegatorPrompt += float64(a.Delegator.PromptTokens)
+		st.DelegatorCached += float64(a.Delegator.CachedTokens)
+		st.DelegatorCompletion += float64(a.Delegator.CompletionTokens)
+		st.SolverPrompt += float64(a.Solver.PromptTokens)
+		st.SolverCompletion += float64(a.Solver.CompletionTokens)
+		st.DelegatorCalls += float64(a.DelegatorCalls)
+		st.SubagentCalls += float64(a.SubagentCalls)
+		st.Cost += a.Cost(prices) * 1e6
+		st.PCorrect += pc
+		st.Reward += pc*rew.Of(true, a) + (1-pc)*rew.Of(false, a)
+		for _, d := range e.Delegated {
+			steps++
+			if d {
+				delegated++
+			}
+		}
+	}
+	n := float64(len(problems))
+	for _, f := range []*float64{&st.DelegatorPrompt, &st.DelegatorCached, &st.DelegatorCompletion, &st.SolverPrompt,
+		&st.SolverCompletion, &st.DelegatorCalls, &st.SubagentCalls, &st.Cost, &st.CostPrefixCached, &st.CostUncached, &st.PCorrect, &st.Reward} {
+		*f /= n
+	}
+	st.Delegated = float64(delegated) / float64(max(steps, 1))
+	return st
+}
+
+// Report measures every protocol and policy of this world over problems
+// and writes a table: the figures of the package doc. seed seeds the
+// random policy and the lead peers.
+func Report(w io.Writer, problems []*Problem, seed uint64, prices Prices, rew Reward, acc Accuracy) error {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	rows := []Stats{
+		Measure("single (alone)", problems, Single, prices, rew, acc),
+		Measure("route never", problems, func(p *Problem) Episode { return Route(p, Never) }, prices, rew, acc),
+		Measure("route always", problems, func(p *Problem) Episode { return Route(p, Always) }, prices, rew, acc),
+		Measure("route random 0.5", problems, func(p *Problem) Episode { return Route(p, Random(0.5, rng)) }, prices, rew, acc),
+		Measure("route selective", problems, func(p *Problem) Episode { return Route(p, Selective) }, prices, rew, acc),
+		Measure("decompose selective", problems, func(p *Problem) Episode { return Decompose(p, Selective) }, prices, rew, acc),
+		Measure("lead k=3", problems, func(p *Problem) Episode { return Lead(p, 3, rng) }, prices, rew, acc),
+	}
+	if err := writeTable(w, rows); err != nil {
+		return err
+	}
+	c, err := BuildCorpus(problems, DefaultMix(), seed)
+	if err != nil {
+		return err
+	}
+	return writeLengths(w, c)
+}
+
+// writeLengths writes the mean and longest rendered length of the corpus's
+// transcripts per kind: the sequence lengths pretraining works with.
+func writeLengths(w io.Writer, c Corpus) error {
+	type agg struct{ n, sum, max, gen int }
+	by := map[Kind]*agg{}
+	var order []Kind
+	for _, set := range [][]Transcript{c.Delegator, c.Solver, c.Peers} {
+		for _, t := range set {
+			a := by[t.Kind]
+			if a == nil {
+				a = &agg{}
+				by[t.Kind] = a
+				order = append(order, t.Kind)
+			}
+			ids, spans := t.Tokens()
+			a.n++
+			a.sum += len(ids)
+			a.max = max(a.max, len(ids))
+			for _, sp := range spans {
+				if sp.Role == "assistant" {
+					a.gen += sp.End - sp.Body
+				}
+			}
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "transcript	count	mean tokens	mean generated	max tokens	")
+	for _, k := range order {
+		a := by[k]
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%d\t\n", k, a.n, float64(a.sum)/float64(a.n), float64(a.gen)/float64(a.n), a.max)
+	}
+	return tw.Flush()
+}
+
+func writeTable(w io.Writer, rows []Stats) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "protocol\tdel.prompt\tcached\tdel.gen\tsub.prompt\tsub.gen\tcalls\tdelegated\tcost/none\tcost\tcost/pfx\tP(correct)\treward\t")
+	for _, s := range rows {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.3f\t%.3f\t\n", s.Name, s.DelegatorPrompt, s.DelegatorCached,
+			s.DelegatorCompletion, s.SolverPrompt, s.SolverCompletion, s.SubagentCalls, s.Delegated, s.CostUncached, s.Cost, s.CostPrefixCached, s.PCorrect, s.Reward)
+	}
+	return tw.Flush()
+}
+
+// Distinct estimates how many distinct problems a config can generate, by
+// capture-recapture over two independent samples of n: with m problems in
+// both, about n*n/m exist. With no overlap it returns a lower bound,
+// n*n, and ok false.
+func Distinct(cfg Config, seed uint64, n int) (estimate float64, ok bool, err error) {
+	sample := func(s uint64) (map[string]bool, error) {
+		g, err := NewGenerator(cfg, s, Train)
+		if err != nil {
+			return nil, err
+		}
+		seen := map[string]bool{}
+		for range n {
+			p, err := g.Next()
+			if err != nil {
+				return nil, err
+			}
+			seen[p.ID] = true
+		}
+		return seen, nil
+	}
+	a, err := sample(seed)
+	if err != nil {
+		return 0, false, err
+	}
+	b, err := sample(seed + 1)
+	if err != nil {
+		return 0, false, err
+	}
+	m := 0
+	for id := range b {
+		if a[id] {
+			m++
+		}
+	}
+	if m == 0 {
+		return float64(len(a)) * float64(len(b)), false, nil
+	}
+	return float64(len(a)) * float64(len(b)) / float64(m), true, nil
+}
+
+// sigFigs formats v with two significant figures, for the doc's counts.
+func sigFigs(v float64) string {
+	if v <= 0 {
+		return "0"
+	}
+	e := math.Floor(math.Log10(v))
+	return strings.TrimSuffix(fmt.Sprintf("%.1fe%d", v/math.Pow(10, e), int(e)), "e0")
+}

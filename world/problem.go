@@ -1,0 +1,430 @@
+package world
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+)
+
+// Literal is the Ref of an operand written in the problem's text.
+const Literal = -1
+
+// Operand is one input of a step: a number from the text (Ref Literal) or
+// the result of an earlier step (Ref its index).
+type Operand struct {
+	Ref   int
+	Value int64
+}
+
+// Step is one operation of a problem's solution.
+type Step struct {
+	Op     Op
+	X, Y   Operand
+	Result int64
+	// Part is the independent sub-part the step belongs to (0 or 1), or -1
+	// for the step that combines the parts.
+	Part int
+}
+
+// Expr is the step's self-contained question, with the values of its
+// operands: "347*28".
+func (s Step) Expr() string { return Expr(s.Op, s.X.Value, s.Y.Value) }
+
+// Ready reports whether the step's operands are all in the text, so it
+// can be computed before any other step.
+func (s Step) Ready() bool { return s.X.Ref == Literal && s.Y.Ref == Literal }
+
+// Problem is one word problem with its structured solution. Steps are in
+// an order that computes each operand before it is used; steps of
+// different Parts never depend on each other and can be solved in
+// parallel. Answer is the last step's result.
+type Problem struct {
+	ID     string // 16 hex digits of the FNV-1a hash of Text
+	Text   string
+	Steps  []Step
+	Answer int64
+	Split  Split
+}
+
+// Depends reports whether step j uses the result of step i, directly or
+// through other steps.
+func (p *Problem) Depends(j, i int) bool {
+	for _, o := range []Operand{p.Steps[j].X, p.Steps[j].Y} {
+		if o.Ref == i || (o.Ref != Literal && p.Depends(o.Ref, i)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Independent reports whether neither of steps i and j needs the other.
+func (p *Problem) Independent(i, j int) bool {
+	return i != j && !p.Depends(i, j) && !p.Depends(j, i)
+}
+
+// Split is the held-out status of a problem.
+type Split int
+
+// The two splits; which one a problem is in depends on its text only.
+const (
+	Train Split = iota
+	Test
+)
+
+func (s Split) String() string {
+	if s == Test {
+		return "test"
+	}
+	return "train"
+}
+
+// SplitOf returns the split of a problem text: Test when the FNV-1a hash
+// of the text falls in the first testPermille thousandths of the hash
+// space. The training and test sets are disjoint by construction: a text
+// is in exactly one.
+func SplitOf(text string, testPermille int) Split {
+	if hashText(text)%1000 < uint64(testPermille) {
+		return Test
+	}
+	return Train
+}
+
+func hashText(text string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(text)) // a hash.Hash never returns an error
+	return h.Sum64()
+}
+
+// MulSize is a class of products "x C of y" in the text: the number of
+// digits of x and of y, and the class's weight among the classes.
+type MulSize struct {
+	X, Y   int
+	Weight float64
+}
+
+// Config holds the difficulty knobs of the generator.
+type Config struct {
+	// MinSteps and MaxSteps bound the number of operations of a problem.
+	MinSteps int `json:"min_steps"`
+	MaxSteps int `json:"max_steps"`
+	// Parallel is the probability that a problem of at least 3 steps has
+	// two independent parts (two quantities computed separately, then
+	// combined by a last step).
+	Parallel float64 `json:"parallel"`
+	// MulStart is the probability that a part starts with a product
+	// ("Ann has 23 bags of 47 pens.") rather than a plain number.
+	MulStart float64 `json:"mul_start"`
+	// MulSizes are the digit sizes of those products, by weight.
+	MulSizes []MulSize `json:"mul_sizes"`
+	// AddDigits bounds the digits of a number added or taken away, and of
+	// a part's plain starting number.
+	AddDigits [2]int `json:"add_digits"`
+	// Times is the probability that a later step of a part multiplies by
+	// one digit ("Ann then has 3 times as many.") rather than adds or
+	// takes away.
+	Times float64 `json:"times"`
+	// Distractors is the most irrelevant sentences with numbers a problem
+	// gets (uniformly 0..Distractors).
+	Distractors int `json:"distractors"`
+	// TestPermille is the share of the hash space, in thousandths, that
+	// is the held-out test split.
+	TestPermille int `json:"test_permille"`
+}
+
+// DefaultConfig is the world the delegator is trained in; the package doc
+// explains its numbers.
+//
+//	steps 2..4, parallel 0.6, mul_start 0.9, times 0.25, distractors 1,
+//	add_digits 1..3, test_permille 100,
+//	mul_sizes: 2x2 w3, 3x2 w3, 2x1 w2, 2x3 w2
+func DefaultConfig() Config {
+	return Config{
+		MinSteps: 2, MaxSteps: 3,
+		Parallel: 0.9,
+		MulStart: 1,
+		MulSizes: []MulSize{
+			{X: 3, Y: 2, Weight: 2},
+			{X: 2, Y: 3, Weight: 2},
+			{X: 3, Y: 3, Weight: 3},
+			{X: 4, Y: 2, Weight: 2},
+			{X: 4, Y: 3, Weight: 1},
+		},
+		AddDigits:    [2]int{1, 3},
+		Times:        0.1,
+		Distractors:  1,
+		TestPermille: 100,
+	}
+}
+
+// Levels returns configs of growing difficulty, for curricula and for the
+// counts in the package doc: 1 one step, 2 two steps in one part, 3 the
+// default world, 4 longer problems with larger numbers.
+func Levels() map[int]Config {
+	d := DefaultConfig()
+	l1, l2, l4 := d, d, d
+	l1.MinSteps, l1.MaxSteps, l1.Parallel, l1.Distractors = 1, 1, 0, 0
+	l2.MinSteps, l2.MaxSteps, l2.Parallel = 2, 2, 0
+	l4.MinSteps, l4.MaxSteps, l4.Distractors = 4, 5, 2
+	l4.AddDigits = [2]int{2, 4}
+	l4.MulSizes = []MulSize{{X: 3, Y: 2, Weight: 3}, {X: 3, Y: 3, Weight: 2}, {X: 2, Y: 2, Weight: 1}}
+	return map[int]Config{1: l1, 2: l2, 3: d, 4: l4}
+}
+
+// Validate reports every knob out of range, naming it.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.MinSteps < 1 || c.MinSteps > 8 {
+		bad("min_steps", "%d is outside [1, 8]", c.MinSteps)
+	}
+	if c.MaxSteps < c.MinSteps || c.MaxSteps > 8 {
+		bad("max_steps", "%d is outside [min_steps %d, 8]", c.MaxSteps, c.MinSteps)
+	}
+	for key, p := range map[string]float64{"parallel": c.Parallel, "mul_start": c.MulStart, "times": c.Times} {
+		if !(p >= 0 && p <= 1) {
+			bad(key, "%v is outside [0, 1]", p)
+		}
+	}
+	if c.MulStart > 0 && len(c.MulSizes) == 0 {
+		bad("mul_sizes", "empty while mul_start is %v", c.MulStart)
+	}
+	var total float64
+	for i, m := range c.MulSizes {
+		if m.X < 1 || m.X > 4 || m.Y < 1 || m.Y > 4 {
+			bad(fmt.Sprintf("mul_sizes[%d]", i), "%dx%d digits, want 1..4 each", m.X, m.Y)
+		}
+		if !(m.Weight >= 0) {
+			bad(fmt.Sprintf("mul_sizes[%d].weight", i), "%v is negative", m.Weight)
+		}
+		total += m.Weight
+	}
+	if len(c.MulSizes) > 0 && !(total > 0) {
+		bad("mul_sizes", "weights sum to %v", total)
+	}
+	if c.AddDigits[0] < 1 || c.AddDigits[1] < c.AddDigits[0] || c.AddDigits[1] > 5 {
+		bad("add_digits", "%v, want 1 <= lo <= hi <= 5", c.AddDigits)
+	}
+	if c.Distractors < 0 || c.Distractors > 4 {
+		bad("distractors", "%d is outside [0, 4]", c.Distractors)
+	}
+	if c.TestPermille < 1 || c.TestPermille > 999 {
+		bad("test_permille", "%d is outside [1, 999]", c.TestPermille)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("world config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// The compact vocabulary of the templates.
+var (
+	names      = []string{"Ann", "Bob", "Cy", "Dot", "Eve", "Gus", "Ivy", "Max"}
+	items      = []string{"pens", "cups", "eggs", "nails", "beads", "seeds", "cards", "coins"}
+	containers = []string{"bags", "boxes", "jars", "packs", "trays", "crates"}
+)
+
+// Generator draws problems of one split. It is deterministic: the same
+// config, seed and split give the same problems in the same order. A
+// Generator is not safe for concurrent use; make one per goroutine.
+type Generator struct {
+	cfg   Config
+	split Split
+	rng   *rand.Rand
+}
+
+// NewGenerator returns a generator of problems of the given split.
+func NewGenerator(cfg Config, seed uint64, split Split) (*Generator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Generator{cfg: cfg, split: split, rng: rand.New(rand.NewPCG(seed, uint64(split)+0x9e3779b97f4a7c15))}, nil
+}
+
+// maxDraws bounds the draws Next makes to find a problem of its split; a
+// split of one thousandth of the space needs about a thousand.
+const maxDraws = 100_000
+
+// Next returns the next problem of the generator's split.
+func (g *Generator) Next() (*Problem, error) {
+	for range maxDraws {
+		p := g.draw()
+		if SplitOf(p.Text, g.cfg.TestPermille) == g.split {
+			p.Split = g.split
+			p.ID = fmt.Sprintf("%016x", hashText(p.Text))
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("generate %s problem: none in %d draws", g.split, maxDraws)
+}
+
+// Generate returns n distinct problems of a split, deterministic from the
+// seed.
+func Generate(cfg Config, seed uint64, split Split, n int) ([]*Problem, error) {
+	g, err := NewGenerator(cfg, seed, split)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, n)
+	out := make([]*Problem, 0, n)
+	for misses := 0; len(out) < n; {
+		p, err := g.Next()
+		if err != nil {
+			return nil, err
+		}
+		if seen[p.ID] {
+			if misses++; misses > 20*n+1000 {
+				return nil, fmt.Errorf("generate %d %s problems: only %d distinct ones found", n, split, len(out))
+			}
+			continue
+		}
+		seen[p.ID] = true
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// part is one independent quantity under construction.
+type part struct {
+	name, item string
+	sentences  []string
+	value      int64
+	ref        int // the step holding value, or Literal
+}
+
+// draw builds one problem, of either split.
+func (g *Generator) draw() *Problem {
+	c := g.cfg
+	r := g.rng
+	n := c.MinSteps + r.IntN(c.MaxSteps-c.MinSteps+1)
+	pick := func(s []string) string { return s[r.IntN(len(s))] }
+	item := pick(items)
+	p := &Problem{}
+	nameIdx := r.Perm(len(names))
+
+	var parts []*part
+	var counts []int
+	if n >= 3 && r.Float64() < c.Parallel {
+		k := 1 + r.IntN(n-2) // steps of part 0; n-1-k of part 1
+		counts = []int{k, n - 1 - k}
+	} else {
+		counts = []int{n}
+	}
+	for pi, k := range counts {
+		pt := &part{name: names[nameIdx[pi]], item: item, ref: Literal}
+		g.buildPart(p, pt, pi, k)
+		parts = append(parts, pt)
+	}
+	var sentences []string
+	for _, pt := range parts {
+		sentences = append(sentences, pt.sentences...)
+	}
+	var question string
+	if len(parts) == 1 {
+		question = fmt.Sprintf("How many %s does %s have?", item, parts[0].name)
+	} else {
+		a, b := parts[0], parts[1]
+		if a.value != b.value && r.IntN(2) == 0 {
+			if a.value < b.value {
+				a, b = b, a
+			}
+			p.addStep(Sub, a, b.value, b.ref, -1)
+			question = fmt.Sprintf("How many more %s does %s have than %s?", item, a.name, b.name)
+		} else {
+			p.addStep(Add, a, b.value, b.ref, -1)
+			question = fmt.Sprintf("How many %s do they have in all?", item)
+		}
+	}
+	for range r.IntN(c.Distractors + 1) {
+		d := g.distractor(item, names[nameIdx[r.IntN(len(counts)+1)]])
+		at := r.IntN(len(sentences) + 1)
+		sentences = append(sentences[:at], append([]string{d}, sentences[at:]...)...)
+	}
+	p.Text = strings.Join(append(sentences, question), " ")
+	p.Answer = p.Steps[len(p.Steps)-1].Result
+	return p
+}
+
+// buildPart writes the sentences and steps of part pi with k steps.
+func (g *Generator) buildPart(p *Problem, pt *part, pi, k int) {
+	c := g.cfg
+	r := g.rng
+	if r.Float64() < c.MulStart {
+		m := g.mulSize()
+		x, y := g.number(m.X), g.number(m.Y)
+		pt.sentences = append(pt.sentences, fmt.Sprintf("%s has %d %s of %d %s.", pt.name, x, containers[r.IntN(len(containers))], y, pt.item))
+		pt.value, pt.ref = x, Literal
+		p.addStep(Mul, pt, y, Literal, pi)
+		k--
+	} else {
+		pt.value = g.number(c.AddDigits[0] + r.IntN(c.AddDigits[1]-c.AddDigits[0]+1))
+		pt.sentences = append(pt.sentences, fmt.Sprintf("%s has %d %s.", pt.name, pt.value, pt.item))
+	}
+	for ; k > 0; k-- {
+		switch {
+		case r.Float64() < c.Times:
+			y := int64(2 + r.IntN(8))
+			pt.sentences = append(pt.sentences, fmt.Sprintf("%s then has %d times as many.", pt.name, y))
+			p.addStep(Mul, pt, y, Literal, pi)
+		case pt.value > 1 && r.IntN(2) == 0:
+			y := min(g.number(c.AddDigits[0]+r.IntN(c.AddDigits[1]-c.AddDigits[0]+1)), pt.value-1)
+			pt.sentences = append(pt.sentences, fmt.Sprintf("%s gives away %d.", pt.name, y))
+			p.addStep(Sub, pt, y, Literal, pi)
+		default:
+			y := g.number(c.AddDigits[0] + r.IntN(c.AddDigits[1]-c.AddDigits[0]+1))
+			pt.sentences = append(pt.sentences, fmt.Sprintf("%s gets %d more.", pt.name, y))
+			p.addStep(Add, pt, y, Literal, pi)
+		}
+	}
+}
+
+// addStep appends the step pt.value op y (y from step yRef or the text)
+// and makes its result the part's value.
+func (p *Problem) addStep(op Op, pt *part, y int64, yRef, partIdx int) {
+	s := Step{Op: op, X: Operand{Ref: pt.ref, Value: pt.value}, Y: Operand{Ref: yRef, Value: y}, Part: partIdx}
+	s.Result = op.apply(s.X.Value, s.Y.Value)
+	p.Steps = append(p.Steps, s)
+	pt.value, pt.ref = s.Result, len(p.Steps)-1
+}
+
+// mulSize draws a product size class by weight.
+func (g *Generator) mulSize() MulSize {
+	var total float64
+	for _, m := range g.cfg.MulSizes {
+		total += m.Weight
+	}
+	u := g.rng.Float64() * total
+	for _, m := range g.cfg.MulSizes {
+		if u -= m.Weight; u < 0 {
+			return m
+		}
+	}
+	return g.cfg.MulSizes[len(g.cfg.MulSizes)-1]
+}
+
+// number draws a number of exactly d digits; a one-digit number is 2..9
+// (no 0 or 1, which make trivial steps).
+func (g *Generator) number(d int) int64 {
+	if d <= 1 {
+		return int64(2 + g.rng.IntN(8))
+	}
+	lo := pow10(d - 1)
+	return lo + g.rng.Int64N(9*lo)
+}
+
+// distractor is a sentence with a number the question does not need.
+func (g *Generator) distractor(item, name string) string {
+	r := g.rng
+	if r.IntN(2) == 0 {
+		return fmt.Sprintf("%s is %d years old.", name, 5+r.IntN(80))
+	}
+	other := items[r.IntN(len(items))]
+	for other == item {
+		other = items[r.IntN(len(items))]
+	}
+	return name + " has " + strconv.Itoa(2+r.IntN(98)) + " " + other + "."
+}

@@ -1,0 +1,101 @@
+package world
+
+import (
+	"fmt"
+	"strings"
+	"text/template"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/strategy"
+)
+
+// Prompts are this world's compact overrides of the strategy package's
+// prompt templates, by template name. Every template is overridden, so a
+// strategy built with StrategyConfig sends exactly the prompts the local
+// models were trained on. The solver sees the same prompt whether route
+// (weak_*) or decompose (subagent_*) calls it: a system line and the bare
+// question, "347*28".
+var Prompts = map[string]string{
+	"single_system": `Work digit by digit. Answer \boxed{N}.`,
+	"single_user":   `{{.Request}}`,
+
+	"route_system": `Work digit by digit or delegate. Answer \boxed{N}.`,
+	"route_user":   `{{.Request}}`,
+
+	"weak_system": `Compute.`,
+	"weak_user":   `{{.Question}}`,
+
+	"subagent_system": `Compute.`,
+	"subagent_user":   `{{.Subtask}}`,
+
+	"plan_system": `Plan in <|reasoning|></|reasoning|>, then {{.Min}}-{{.Max}} steps for the solver, each in <|subtask|><|end_subtask|>.`,
+	"plan_user":   `{{.Request}}`,
+
+	"aggregate_system": `Finish with the results. Answer after Final Output:`,
+	"aggregate_user":   `{{.Request}}` + "\n" + `{{.Reasoning}}{{range .Results}}` + "\n" + `{{.Subtask}} gave {{.Result}}{{end}}`,
+
+	"peer_system": `Solve. End with <answer>N</answer>.`,
+	"peer_user":   `{{.Request}}`,
+	"peer_refine": `Leader: {{.Leader}}` + "\n" + `Solve again. End with <answer>N</answer>.`,
+
+	"leader_system": `{{.K}} agents answered. Check where they differ. End with <answer>N</answer>.`,
+	"leader_user": `{{.Request}}{{range .Peers}}` + "\n" + `Agent {{.Index}}:` + "\n" +
+		`{{.Answer}}{{end}}{{if .Previous}}` + "\n" + `Your last answer:` + "\n" + `{{.Previous}}{{end}}`,
+}
+
+// Subtask bounds of decompose in this world: a plan hands the solver one
+// to four independent steps.
+const (
+	MinSubtasks = 1
+	MaxSubtasks = 4
+)
+
+// StrategyConfig returns the strategy configuration for this world: the
+// strategy defaults with Prompts, one to four subtasks, sub-agents that see
+// only their subtask, no lead refinement rounds (the leader transcripts are
+// of round 0), and generation budgets that fit every transcript of the
+// default world (the longest scratchpads are a few hundred tokens).
+func StrategyConfig() strategy.Config {
+	c := strategy.DefaultConfig()
+	c.Prompts = make(map[string]string, len(Prompts))
+	for k, v := range Prompts {
+		c.Prompts[k] = v
+	}
+	c.MinSubtasks, c.MaxSubtasks = MinSubtasks, MaxSubtasks
+	c.SubagentContext = false
+	c.SubagentRetries = 0
+	c.Rounds = 0
+	c.Weak.MaxTokens, c.Subagent.MaxTokens = 128, 128
+	c.Strong.MaxTokens, c.Single.MaxTokens = 1024, 1536
+	c.Plan.MaxTokens, c.Aggregate.MaxTokens = 256, 1024
+	c.Peer.MaxTokens, c.Leader.MaxTokens = 256, 1024
+	return c
+}
+
+// prompter renders this world's templates the way the strategy package
+// does: text/template with missingkey=error, output trimmed.
+type prompter map[string]*template.Template
+
+var worldPrompts = func() prompter {
+	p := prompter{}
+	for name, text := range Prompts {
+		if _, ok := strategy.DefaultPrompt(name); !ok {
+			panic(fmt.Sprintf("world: prompt %s overrides no strategy template", name)) // a constant table; tested
+		}
+		p[name] = template.Must(template.New(name).Option("missingkey=error").Parse(text))
+	}
+	return p
+}()
+
+func (p prompter) render(name string, d strategy.PromptData) string {
+	var b strings.Builder
+	if err := p[name].Execute(&b, d); err != nil {
+		panic(fmt.Sprintf("world: render prompt %s: %v", name, err)) // constant templates over typed data; tested
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// messages is a system and a user message from two templates.
+func (p prompter) messages(system, user string, d strategy.PromptData) []delegate.Message {
+	return []delegate.Message{delegate.System(p.render(system, d)), delegate.User(p.render(user, d))}
+}

@@ -1,0 +1,75 @@
+package world
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/delegatelab/delegate/strategy"
+)
+
+// ErrNoAnswer is wrapped by ParseAnswer's errors.
+var ErrNoAnswer = errors.New("no integer answer")
+
+// lastInt finds integers, with an optional minus sign and well-formed
+// thousands separators, not glued to letters or other digits.
+var lastInt = regexp.MustCompile(`-?\d{1,3}(?:,\d{3})+\b|-?\d+\b`)
+
+// ParseAnswer reads the integer a reply answers, looking in order for: the
+// last complete \boxed{} (strategy.Boxed), the last <answer></answer>
+// (strategy.AnswerTag), the text after the last "Final Output:" or "Final
+// answer:" (strategy.FinalOutput, strategy.ExtractAnswer). The first found
+// must hold exactly one integer (white space, a trailing period and
+// thousands separators allowed) or the reply is wrong: a marker with
+// something else in it is an answer, just not an integer one. With no
+// marker at all, the last integer of the text is the answer. Minus signs
+// are kept.
+func ParseAnswer(text string) (int64, error) {
+	if s, ok := strategy.Boxed(text); ok {
+		return parseInt(s, `\boxed{}`)
+	}
+	if s, ok := strategy.AnswerTag(text); ok {
+		return parseInt(s, "<answer>")
+	}
+	if s, ok := strategy.FinalOutput(text); ok {
+		return parseInt(s, strategy.FinalOutputMarker)
+	}
+	if s, ok := strategy.ExtractAnswer(text); ok {
+		return parseInt(s, strategy.FinalAnswerMarker)
+	}
+	all := lastInt.FindAllString(text, -1)
+	if len(all) == 0 {
+		return 0, fmt.Errorf("%w: no marker and no integer in %d bytes", ErrNoAnswer, len(text))
+	}
+	return parseInt(all[len(all)-1], "last integer")
+}
+
+func parseInt(s, where string) (int64, error) {
+	t := strings.TrimSuffix(strings.TrimSpace(s), ".")
+	t = strings.TrimSpace(t)
+	if lastInt.FindString(t) != t || t == "" {
+		return 0, fmt.Errorf("%w: %s holds %q", ErrNoAnswer, where, clip(s))
+	}
+	v, err := strconv.ParseInt(strings.ReplaceAll(t, ",", ""), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s holds %q: %v", ErrNoAnswer, where, clip(s), err)
+	}
+	return v, nil
+}
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	const n = 40
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// Correct reports whether a reply's answer (ParseAnswer) is want.
+func Correct(text string, want int64) bool {
+	got, err := ParseAnswer(text)
+	return err == nil && got == want
+}

@@ -1,0 +1,147 @@
+package world
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/delegatelab/delegate"
+)
+
+func TestParseAnswer(t *testing.T) {
+	tests := []struct {
+		text string
+		want int64
+		ok   bool
+	}{
+		{`6179` + "\n" + `\boxed{9716}`, 9716, true},
+		{`\boxed{1} then \boxed{ 2 }`, 2, true},
+		{`\boxed{-42}`, -42, true},
+		{`\boxed{1,000}`, 1000, true},
+		{`\boxed{12.}`, 12, true},
+		{`\boxed{2.5}`, 0, false},
+		{`\boxed{x}`, 0, false},
+		{`<answer>17</answer>`, 17, true},
+		{"steps\nFinal Output: 996", 996, true},
+		{"Final answer: -3", -3, true},
+		{"Final Output: about 5", 0, false},
+		{"the sum is 12 and then 34", 34, true},
+		{"a1b", 0, false},
+		{"", 0, false},
+		{`\boxed{99999999999999999999}`, 0, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseAnswer(tt.text)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseAnswer(%q) = %d, %v; want %d, ok %v", tt.text, got, err, tt.want, tt.ok)
+		}
+		if err != nil && !errors.Is(err, ErrNoAnswer) {
+			t.Errorf("ParseAnswer(%q) error %v does not wrap ErrNoAnswer", tt.text, err)
+		}
+	}
+}
+
+func FuzzParseAnswer(f *testing.F) {
+	for _, s := range []string{`\boxed{9716}`, `<answer>1</answer>`, "Final Output: 3", "12 34", `\boxed{\boxed{1}`, "-0", "1,00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseAnswer(s)
+		if err != nil && v != 0 {
+			t.Errorf("ParseAnswer(%q) = %d with error %v", s, v, err)
+		}
+		if err == nil && Correct(s, v) != true {
+			t.Errorf("Correct(%q, %d) = false after ParseAnswer gave it", s, v)
+		}
+	})
+}
+
+func FuzzParseExpr(f *testing.F) {
+	for _, s := range []string{"347*28", "1+2", "10-3", "*", "1*", "-5+3", "12345678901*2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		op, x, y, err := ParseExpr(s)
+		if err != nil {
+			return
+		}
+		if got := Expr(op, x, y); got != s && !leadingZeros(s) {
+			t.Errorf("Expr(ParseExpr(%q)) = %q", s, got)
+		}
+	})
+}
+
+// leadingZeros reports whether s has a number written with a leading 0,
+// which Expr does not reproduce.
+func leadingZeros(s string) bool {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == '0' && (i == 0 || s[i-1] < '0' || s[i-1] > '9') && s[i+1] >= '0' && s[i+1] <= '9' {
+			return true
+		}
+	}
+	return false
+}
+
+func TestTranscriptUsage(t *testing.T) {
+	tr := Transcript{Messages: []delegate.Message{
+		delegate.System("ab"), delegate.User("c"), delegate.Assistant("de"),
+		delegate.ToolResult("x", "f"), delegate.Assistant("g"),
+	}}
+	// <s> <|system|>ab<|end|> <|user|>c<|end|> | <|assistant|>de<|end|> <|tool|>f<|end|> | <|assistant|>g<|end|>
+	// call 1: prompt 1+4+3+1 = 9, completion 3; call 2: prompt 9+3+3+1 = 16, completion 2, cached 12.
+	u, calls := TranscriptUsage(tr, false)
+	want := delegate.Usage{PromptTokens: 25, CompletionTokens: 5, CachedTokens: 12}
+	if u != want || calls != 2 {
+		t.Errorf("TranscriptUsage = %+v, %d calls; want %+v, 2", u, calls, want)
+	}
+	u, _ = TranscriptUsage(tr, true)
+	want.CachedTokens += 5 // <s> and the system message
+	if u != want {
+		t.Errorf("TranscriptUsage with cached prefix = %+v, want %+v", u, want)
+	}
+}
+
+func TestBillAndReward(t *testing.T) {
+	p := testProblems(t, 1)[0]
+	never, always := Route(p, Never).Bill(false), Route(p, Always).Bill(false)
+	if never.SubagentCalls != 0 || always.SubagentCalls != len(p.Steps) {
+		t.Errorf("calls: never %d, always %d for %d steps", never.SubagentCalls, always.SubagentCalls, len(p.Steps))
+	}
+	if never.DelegatorCalls != 1 || always.DelegatorCalls < 2 {
+		t.Errorf("delegator calls: never %d, always %d", never.DelegatorCalls, always.DelegatorCalls)
+	}
+	r := Reward{Lambda: 0.001, Mu: 0.02}
+	a := Account{Delegator: delegate.Usage{CompletionTokens: 200}, SubagentCalls: 2}
+	if got, want := r.Of(true, a), 1-0.2-0.04; math.Abs(got-want) > 1e-12 {
+		t.Errorf("Reward.Of(true) = %v, want %v", got, want)
+	}
+	if got, want := r.Of(false, a), -0.24; math.Abs(got-want) > 1e-12 {
+		t.Errorf("Reward.Of(false) = %v, want %v", got, want)
+	}
+	prices := Prices{Delegator: delegate.Price{Input: 1, Output: 5}, Solver: delegate.Price{Input: 0.2, Output: 1}}
+	b := Account{Delegator: delegate.Usage{PromptTokens: 1e6, CompletionTokens: 1e6}, Solver: delegate.Usage{CompletionTokens: 1e6}}
+	if got, want := b.Cost(prices), 7.0; math.Abs(got-want) > 1e-9 {
+		t.Errorf("Cost = %v, want %v", got, want)
+	}
+}
+
+// TestDesignClaims checks the package doc's claims on a sample of the
+// default world under the design accuracies: the selective policy has the
+// best expected reward, costs at least 40% less than solving alone (with
+// prefix caching), at the same accuracy.
+func TestDesignClaims(t *testing.T) {
+	ps, err := Generate(DefaultConfig(), 1, Test, 400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prices, rew, acc := DefaultPrices(), DefaultReward(), DesignAccuracy()
+	never := Measure("never", ps, func(p *Problem) Episode { return Route(p, Never) }, prices, rew, acc)
+	always := Measure("always", ps, func(p *Problem) Episode { return Route(p, Always) }, prices, rew, acc)
+	sel := Measure("selective", ps, func(p *Problem) Episode { return Route(p, Selective) }, prices, rew, acc)
+	if !(sel.Reward > never.Reward+0.1 && sel.Reward > always.Reward+0.1) {
+		t.Errorf("expected rewards: selective %.3f, never %.3f, always %.3f; want selective ahead by 0.1", sel.Reward, never.Reward, always.Reward)
+	}
+	if saving := 1 - sel.CostPrefixCached/never.CostPrefixCached; saving < 0.4 || sel.PCorrect < never.PCorrect {
+		t.Errorf("selective saves %.0f%% at P(correct) %.3f vs %.3f; want >= 40%% at no loss", 100*saving, sel.PCorrect, never.PCorrect)
+	}
+}
