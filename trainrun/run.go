@@ -123,7 +123,7 @@ type runner struct {
 	scfg strategy.Config
 
 	trainSet, testSet []*world.Problem
-	byText      map[string]*world.Problem
+	byText            map[string]*world.Problem
 
 	policyP    *nn.Params
 	solver     *local.Model

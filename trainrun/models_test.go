@@ -1,0 +1,171 @@
+package trainrun
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/world"
+)
+
+// calculator answers a bare question "x op y" exactly, off by one when
+// wrong says so; it counts its calls. Safe for concurrent use.
+type calculator struct {
+	wrong bool
+	calls atomic.Int64
+}
+
+func (c *calculator) Name() string { return "calculator" }
+
+func (c *calculator) Chat(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+	c.calls.Add(1)
+	q := req.Messages[len(req.Messages)-1].Content
+	op, x, y, err := world.ParseExpr(q)
+	if err != nil {
+		return nil, fmt.Errorf("calculator: %w", err)
+	}
+	var v int64
+	switch op {
+	case world.Add:
+		v = x + y
+	case world.Sub:
+		v = x - y
+	case world.Mul:
+		v = x * y
+	}
+	if c.wrong {
+		v++
+	}
+	return &delegate.Response{Model: c.Name(), Choices: []delegate.Choice{{Message: delegate.Assistant(world.Boxed(v)), FinishReason: "stop"}}}, nil
+}
+
+func TestAlwaysDelegate(t *testing.T) {
+	problems, err := world.Generate(world.DefaultConfig(), 7, world.Test, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAlwaysDelegate(problems)
+	scfg := world.StrategyConfig()
+	scfg.MaxTurns = 8
+	for _, wrong := range []bool{false, true} {
+		t.Run(fmt.Sprintf("wrong=%v", wrong), func(t *testing.T) {
+			for _, p := range problems {
+				calc := &calculator{wrong: wrong}
+				st, err := strategy.New(strategy.NameRoute, strategy.Roles{
+					Strong: delegate.Agent{Role: RoleDelegator, Model: a},
+					Weak:   delegate.Agent{Role: RoleSubagent, Model: calc},
+				}, scfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr, err := st.Run(context.Background(), p.Text, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := int(calc.calls.Load()), len(p.Steps); got != want {
+					t.Errorf("%s: %d solver calls, want one per step (%d)", p.ID, got, want)
+				}
+				if got := world.Correct(tr.Answer, p.Answer); got == wrong {
+					t.Errorf("%s: answer %q correct=%v with a wrong=%v solver (want %d)", p.ID, tr.Answer, got, wrong, p.Answer)
+				}
+				del := tr.Roles[RoleDelegator]
+				if del.Usage.CompletionTokens <= 0 || del.Usage.PromptTokens <= 0 {
+					t.Errorf("%s: delegator usage %+v", p.ID, del.Usage)
+				}
+			}
+		})
+	}
+	if _, err := a.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("not a problem")}}); err == nil {
+		t.Error("an unknown problem: no error")
+	}
+}
+
+// echo answers with a fixed reply and reports the prompt ids.
+type echo struct{ reply string }
+
+func (e echo) Name() string { return "echo" }
+
+func (e echo) Chat(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+	prompt := tokenizer.Render(req.Messages, req.Tools, true)
+	var lps []delegate.TokenLogprob
+	for _, id := range append(tokenizer.Encode(e.reply), tokenizer.End) {
+		lps = append(lps, delegate.TokenLogprob{TokenID: id})
+	}
+	return &delegate.Response{Choices: []delegate.Choice{{Message: delegate.Assistant(e.reply), Logprobs: lps}},
+		PromptTokenIDs: prompt, Usage: delegate.Usage{PromptTokens: len(prompt), CompletionTokens: len(lps)}}, nil
+}
+
+func TestConversationCachesEarlierTurns(t *testing.T) {
+	c := &conversation{m: echo{reply: "hello"}}
+	msgs := []delegate.Message{delegate.System("s"), delegate.User("first question")}
+	r1, err := c.Chat(context.Background(), &delegate.Request{Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Usage.CachedTokens != 0 {
+		t.Errorf("first call: cached %d, want 0", r1.Usage.CachedTokens)
+	}
+	msgs = append(msgs, delegate.Assistant("hello"), delegate.User("second"))
+	r2, err := c.Chat(context.Background(), &delegate.Request{Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second prompt starts with the first prompt and its reply.
+	if got, want := r2.Usage.CachedTokens, r1.Usage.PromptTokens+r1.Usage.CompletionTokens; got != want {
+		t.Errorf("second call: cached %d, want %d (previous prompt and reply)", got, want)
+	}
+	if r2.Usage.CachedTokens >= r2.Usage.PromptTokens {
+		t.Errorf("cached %d of %d prompt tokens", r2.Usage.CachedTokens, r2.Usage.PromptTokens)
+	}
+}
+
+func TestVote(t *testing.T) {
+	tests := []struct {
+		texts []string
+		want  string
+		n     int
+	}{
+		{[]string{"<answer>3</answer>", "<answer>4</answer>", "<answer>4</answer>"}, "4", 2},
+		{[]string{"<answer>5</answer>", "<answer>4</answer>"}, "5", 1}, // tie: the first seen
+		{[]string{"", "no number"}, "", 0},
+		{[]string{"x", "<answer>7</answer>", "<answer>oops</answer>"}, "7", 1},
+	}
+	for _, tt := range tests {
+		got, n := vote(tt.texts)
+		if got != tt.want || n != tt.n {
+			t.Errorf("vote(%q) = %q, %d; want %q, %d", tt.texts, got, n, tt.want, tt.n)
+		}
+	}
+}
+
+func TestMemoAnswersEachRequestOnce(t *testing.T) {
+	calc := &calculator{}
+	m := newMemo(calc)
+	seed := int64(3)
+	req := &delegate.Request{Messages: []delegate.Message{delegate.User("12*3")}, Seed: &seed}
+	ctx := context.Background()
+	for range 5 {
+		resp, err := m.Chat(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(resp.Text(), "36") {
+			t.Fatalf("answer %q", resp.Text())
+		}
+	}
+	other := int64(4)
+	if _, err := m.Chat(ctx, &delegate.Request{Messages: req.Messages, Seed: &other}); err != nil {
+		t.Fatal(err)
+	}
+	if got := calc.calls.Load(); got != 2 {
+		t.Errorf("%d calls of the model, want 2 (one per distinct request)", got)
+	}
+	if _, err := m.Chat(ctx, &delegate.Request{Messages: []delegate.Message{delegate.User("nonsense")}}); err == nil {
+		t.Error("a failing call: no error")
+	}
+}
