@@ -39,8 +39,15 @@ type Config struct {
 	// TrainTime bounds the training phase's time: rollouts and updates,
 	// summed over every process of a resumed run (the metrics log's
 	// seconds). Training stops at RL.Steps or when it is spent, whichever
-	// comes first. 0: no bound. Default 5m.
+	// comes first. 0: no bound (the default; Deadline bounds it).
 	TrainTime time.Duration `json:"train_time"`
+	// Deadline, when set, is when this invocation should be done, table
+	// included: training stops early enough to leave the final evaluation
+	// the time the pretrained policy's evaluation took (measured in the
+	// baseline phase and kept in TimingFile). The baselines and the final
+	// evaluation themselves are not cut short. Not part of a run's
+	// identity: each resumed invocation has its own.
+	Deadline time.Time `json:"-"`
 	// RL is the trainer's config; PolicyRole and OutDir are set by Run.
 	// Its MaxNewTokens caps every model call of the run, the table's too.
 	// Defaults: rl.DefaultConfig with 4 items of 8 rollouts a step, 200
@@ -98,7 +105,6 @@ func DefaultConfig() Config {
 		Solver:          "models/solver",
 		Delegator:       "models/delegator",
 		OutDir:          "runs/train",
-		TrainTime:       5 * time.Minute,
 		RL:              r,
 		Reward:          world.DefaultReward(),
 		Prices:          world.DefaultPrices(),

@@ -2,6 +2,7 @@ package trainrun
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,8 +22,9 @@ import (
 
 // Files of a run's OutDir besides rl's metrics.jsonl and checkpoint/.
 const (
-	EvalFile  = "eval.jsonl" // per-item results of every arm (eval.Record)
-	TableFile = "table.md"   // the before/after table
+	EvalFile   = "eval.jsonl"  // per-item results of every arm (eval.Record)
+	TableFile  = "table.md"    // the before/after table
+	TimingFile = "timing.json" // how long evaluating the starting policy took
 )
 
 // Arm names of the table, in its order.
@@ -56,7 +58,7 @@ type Options struct {
 type Result struct {
 	Table     *Table
 	Steps     int    // RL steps completed, over every process of the run
-	StoppedBy string // "steps", "time" (the TrainTime bound) or "" when not trained here
+	StoppedBy string // "steps", "time" (TrainTime or Deadline) or "" when not trained here
 	// TrainSeconds is the rollout and update time of every step done.
 	TrainSeconds float64
 	// Checkpoint is the trained policy's checkpoint directory.
@@ -94,11 +96,12 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	defer r.close()
 
 	phase("evaluate baselines")
-	if _, err := r.evaluate(ctx, r.baselines()); err != nil {
+	reserve, err := r.evaluateBaselines(ctx)
+	if err != nil {
 		return nil, err
 	}
 	phase("train")
-	res, err := r.train(ctx)
+	res, err := r.train(ctx, reserve)
 	if err != nil {
 		return nil, err
 	}
@@ -320,13 +323,24 @@ func verify(task delegate.Task, response string) (bool, string, error) {
 	return got == want, strconv.FormatInt(got, 10), nil
 }
 
+// evaluateCounting runs arms on the held-out items, skipping those
+// already in the results file, and returns how many it ran.
+func (r *runner) evaluateCounting(ctx context.Context, arms []eval.Arm) (int, error) {
+	path := filepath.Join(r.cfg.OutDir, EvalFile)
+	ecfg := eval.Config{Results: path, Concurrency: r.cfg.EvalConcurrency}
+	rep, err := eval.Run(ctx, ecfg, r.tasks(), arms, verify, r.opt.EvalProgress)
+	if err != nil {
+		return 0, fmt.Errorf("train: evaluate: %w", err)
+	}
+	return len(r.testSet)*len(arms) - rep.Resumed, nil
+}
+
 // evaluate runs arms on the held-out items (skipping those already in the
 // results file) and returns the table of arms over every record.
 func (r *runner) evaluate(ctx context.Context, arms []eval.Arm) (*Table, error) {
 	path := filepath.Join(r.cfg.OutDir, EvalFile)
-	ecfg := eval.Config{Results: path, Concurrency: r.cfg.EvalConcurrency}
-	if _, err := eval.Run(ctx, ecfg, r.tasks(), arms, verify, r.opt.EvalProgress); err != nil {
-		return nil, fmt.Errorf("train: evaluate: %w", err)
+	if _, err := r.evaluateCounting(ctx, arms); err != nil {
+		return nil, err
 	}
 	records, _, err := eval.ReadResults(path)
 	if err != nil {
@@ -339,8 +353,53 @@ func (r *runner) evaluate(ctx context.Context, arms []eval.Arm) (*Table, error) 
 	return NewTable(names, r.tasks(), records, r.cfg.Reward)
 }
 
-// train runs the RL phase with what is left of TrainTime.
-func (r *runner) train(ctx context.Context) (*Result, error) {
+// timing is TimingFile.
+type timing struct {
+	// StartEvalSeconds is the wall time of evaluating the starting
+	// policy's arms alone, which the trained policy's evaluation will
+	// take again.
+	StartEvalSeconds float64 `json:"start_eval_seconds"`
+}
+
+// evaluateBaselines runs the baselines: first those that do not involve
+// the starting policy in its training seat, then the arms that do, alone
+// and timed. It returns how long the final evaluation should be expected
+// to take: that time, from this invocation or an earlier one's TimingFile.
+func (r *runner) evaluateBaselines(ctx context.Context) (time.Duration, error) {
+	arms := r.baselines()
+	split := len(arms) - len(r.trainedArms(0))
+	if _, err := r.evaluate(ctx, arms[:split]); err != nil {
+		return 0, err
+	}
+	path := filepath.Join(r.cfg.OutDir, TimingFile)
+	var tm timing
+	start := time.Now()
+	ran, err := r.evaluateCounting(ctx, arms[split:])
+	if err != nil {
+		return 0, err
+	}
+	if ran == len(r.testSet)*(len(arms)-split) {
+		tm.StartEvalSeconds = time.Since(start).Seconds()
+		b, err := json.Marshal(tm)
+		if err == nil {
+			err = os.WriteFile(path, b, 0o644)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("train: timing: %w", err)
+		}
+	} else if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &tm); err != nil {
+			return 0, fmt.Errorf("train: timing file %s: %w", path, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("train: %w", err)
+	}
+	return time.Duration(tm.StartEvalSeconds * float64(time.Second)), nil
+}
+
+// train runs the RL phase with what is left of TrainTime, and stops early
+// enough before the Deadline to leave reserve for the final evaluation.
+func (r *runner) train(ctx context.Context, reserve time.Duration) (*Result, error) {
 	cfg := r.cfg.RL
 	cfg.PolicyRole, cfg.OutDir = RoleDelegator, r.cfg.OutDir
 	if cfg.Seed == 0 {
@@ -364,6 +423,13 @@ func (r *runner) train(ctx context.Context) (*Result, error) {
 		tctx, c2 = context.WithTimeout(tctx, max(left, 0))
 		defer c2()
 	}
+	if !r.cfg.Deadline.IsZero() {
+		// A margin of a tenth and 5 s for loading, plots and the table.
+		stop := r.cfg.Deadline.Add(-reserve - reserve/10 - 5*time.Second)
+		var c3 context.CancelFunc
+		tctx, c3 = context.WithDeadline(tctx, stop)
+		defer c3()
+	}
 	tr, err := rl.New(cfg, r.policyP, env, r.opt.TrainProgress)
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
@@ -376,7 +442,7 @@ func (r *runner) train(ctx context.Context) (*Result, error) {
 		res.StoppedBy = "steps"
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("train: %w", err)
-	case tctx.Err() != nil && errors.Is(err, context.DeadlineExceeded):
+	case tctx.Err() != nil && errors.Is(err, context.DeadlineExceeded), tctx.Err() != nil && errors.Is(err, context.Canceled):
 		res.StoppedBy = "time"
 	default:
 		return nil, fmt.Errorf("train: %w", err)

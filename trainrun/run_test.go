@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/delegatelab/delegate/eval"
 	"github.com/delegatelab/delegate/rl"
@@ -176,5 +177,34 @@ func TestRunMLPO(t *testing.T) {
 	}
 	if ms := readMetrics(t, cfg.OutDir); len(ms) != 2 {
 		t.Errorf("%d metrics lines, want 2", len(ms))
+	}
+}
+
+func TestRunLeavesTheFinalEvaluationItsTime(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.Deadline = time.Now() // already due: baselines and table, no training
+	res, err := Run(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StoppedBy != "time" || res.Steps != 0 {
+		t.Errorf("stopped by %q after %d steps, want time after 0", res.StoppedBy, res.Steps)
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.OutDir, TimingFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "start_eval_seconds") {
+		t.Errorf("timing file %s", b)
+	}
+	// A resumed invocation with time to spare trains, reading the timing
+	// of the evaluation it does not redo.
+	cfg.Deadline = time.Now().Add(time.Hour)
+	res, err = Run(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Steps != cfg.RL.Steps {
+		t.Errorf("resumed: %d steps, want %d", res.Steps, cfg.RL.Steps)
 	}
 }

@@ -31,6 +31,7 @@ type trainFlags struct {
 	estimator string
 	lr        float64
 	quiet     bool
+	total     time.Duration
 }
 
 func newTrainCmd(_ env, log *slog.Logger) *cobra.Command {
@@ -42,15 +43,16 @@ func newTrainCmd(_ env, log *slog.Logger) *cobra.Command {
 		Long: `Train starts from the pretrained checkpoints (models/solver and
 models/delegator by default), evaluates the baselines on held-out problems,
 trains the delegator with GRPO under route (the delegator has the delegate
-tool, the solver answers) for --steps steps or --time, whichever ends first,
-then evaluates the trained delegator and prints the before/after table.
+tool, the solver answers) for --steps steps or until only the time the final
+evaluation needs is left of --time (9m30s), whichever comes first, then
+evaluates the trained delegator and prints the before/after table.
 
 Everything goes to --out: metrics.jsonl (one line per step), the plots
 reward.png, accuracy.png, delegator_tokens.png and delegation_rate.png,
 checkpoint/ (the trained policy under checkpoint/policy), eval.jsonl (every
 item of every arm) and table.md. Run it again with the same --out to resume
 an interrupted run: finished items are kept, training goes on from its last
-checkpoint with what is left of --time.
+checkpoint, with a new --time (and what is left of --train-time).
 
 --mode mlpo trains a leader under lead with frozen peers (--peers, default
 the delegator's checkpoint) on the items most peers do not already solve,
@@ -71,6 +73,9 @@ at an equal number of generations.`,
 			if cfg.Mode == trainrun.ModeMLPO && !cmd.Flags().Changed("train-problems") {
 				cfg.TrainProblems = 256 // the filter samples the peers on every one
 			}
+			if f.total > 0 {
+				cfg.Deadline = time.Now().Add(f.total)
+			}
 			var progress io.Writer = cmd.ErrOrStderr()
 			if f.quiet {
 				progress = nil
@@ -84,7 +89,8 @@ at an equal number of generations.`,
 	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start)")
 	fl.StringVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: peers' checkpoint directory (default: the delegator's)")
 	fl.StringVarP(&cfg.OutDir, "out", "o", cfg.OutDir, "output directory; an existing run there is resumed")
-	fl.DurationVar(&cfg.TrainTime, "time", cfg.TrainTime, "training time budget (rollouts and updates, over resumed runs too); 0: none")
+	fl.DurationVar(&f.total, "time", 570*time.Second, "wall-time budget of this invocation, table included: training stops early enough to leave time for the final evaluation; 0: none")
+	fl.DurationVar(&cfg.TrainTime, "train-time", cfg.TrainTime, "training time budget (rollouts and updates, summed over resumed invocations); 0: none")
 	fl.IntVar(&cfg.RL.Steps, "steps", cfg.RL.Steps, "most RL steps")
 	fl.StringVar(&f.estimator, "estimator", string(cfg.RL.Estimator), "advantages: grpo, drgrpo or rloo")
 	fl.Float64Var(&f.lr, "lr", cfg.RL.Schedule.MaxLR, "learning rate (constant after warmup)")
