@@ -285,7 +285,7 @@ func (t *Trainer) score(step int, items []int, slots []rolloutSlot) (*Metrics, [
 			if err != nil {
 				return nil, nil, fmt.Errorf("step %d: item %d rollout %d: %w", step, s.item, s.g, err)
 			}
-			s.eps = eps
+			s.eps = Merge(eps)
 			rewards = append(rewards, s.reward)
 			ok = append(ok, s)
 			m.Reward += s.reward
@@ -323,7 +323,7 @@ func (t *Trainer) score(step int, items []int, slots []rolloutSlot) (*Metrics, [
 			sp := rolloutSeqs{lo: len(seqs)}
 			for _, e := range s.eps {
 				seqs = append(seqs, trainSeq{Episode: e, Adv: grp.Advantages[j]})
-				sp.tokens += len(e.Completion)
+				sp.tokens += e.Generated()
 			}
 			sp.hi = len(seqs)
 			if sp.tokens > 0 {

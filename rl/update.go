@@ -80,7 +80,7 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64, check
 	}
 	mbs := pack(eps, l.cfg.MicroBatchTokens)
 	for _, s := range seqs {
-		st.Tokens += len(s.Completion)
+		st.Tokens += s.Generated()
 	}
 	if st.Tokens == 0 {
 		return st, nil
@@ -124,6 +124,9 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64, check
 				for _, s := range m.seqs {
 					seq := seqs[s.idx]
 					for j := range seq.Completion {
+						if !seq.trained(j) {
+							continue
+						}
 						pg, _, w, _ := obj.at(seq.Adv, 0, 0, 0)
 						st.PGLoss += seq.Coef * pg
 						st.Loss += seq.Coef * pg
@@ -145,6 +148,9 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64, check
 			if epoch == 1 && check {
 				for _, s := range m.seqs {
 					for j, b := range s.ep.Behaviour {
+						if !s.ep.trained(j) {
+							continue
+						}
 						gap := math.Abs(float64(lp[m.at(s, j)]) - float64(b))
 						if !(gap <= l.cfg.MaxLogprobGap) {
 							return fail(fmt.Errorf("node %s token %d: sampler logprob %v, trainer %v: the call was not made by the parameters being trained",
@@ -158,6 +164,9 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64, check
 			for _, s := range m.seqs {
 				seq := seqs[s.idx]
 				for j := range seq.Completion {
+					if !seq.trained(j) {
+						continue
+					}
 					k := m.at(s, j)
 					cur, old, ref := float64(lp[k]), float64(oldLP[i][k]), float64(lp[k])
 					if refLP != nil {

@@ -3,6 +3,7 @@ package rl
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -282,6 +283,73 @@ func TestUncheckedUpdateMatchesChecked(t *testing.T) {
 			if math.Abs(got.PGLoss-want.PGLoss) > 1e-6 || got.Updates != want.Updates || got.Tokens != want.Tokens {
 				t.Errorf("unchecked: pg loss %v, %d updates, %d tokens; checked: %v, %d, %d",
 					got.PGLoss, got.Updates, got.Tokens, want.PGLoss, want.Updates, want.Tokens)
+			}
+		})
+	}
+}
+
+// A merged conversation takes the same step as its calls trained apart.
+func TestMergedEpisodesTakeTheSameStep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	tok := func(n int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = 3 + rng.IntN(200)
+		}
+		return out
+	}
+	lps := func(n int) []float32 {
+		out := make([]float32, n)
+		for i := range out {
+			out[i] = -1
+		}
+		return out
+	}
+	p1, c1, x, c2 := tok(5), tok(4), tok(3), tok(6)
+	e1 := Episode{Node: "strong#1", Prompt: p1, Completion: c1, Behaviour: lps(4)}
+	p2 := append(append(append([]int(nil), p1...), c1...), x...)
+	e2 := Episode{Node: "strong#3", Prompt: p2, Completion: c2, Behaviour: lps(6)}
+	other := Episode{Node: "strong#5", Prompt: tok(7), Completion: tok(2), Behaviour: lps(2)}
+	merged := Merge([]Episode{e1, e2, other})
+	if len(merged) != 2 {
+		t.Fatalf("%d sequences, want 2 (the third call does not continue)", len(merged))
+	}
+	if got := merged[0].Generated(); got != 10 {
+		t.Errorf("merged: %d generated tokens, want 10", got)
+	}
+	if len(e1.Completion) != 4 {
+		t.Error("Merge modified its input")
+	}
+	tests := []struct {
+		name   string
+		epochs int
+		beta   float64
+	}{{"one epoch", 1, 0}, {"epochs and kl", 2, 0.1}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := toyConfig(t.TempDir())
+			cfg.Epochs, cfg.KLBeta = tt.epochs, tt.beta
+			step := func(eps []Episode) []float32 {
+				tr, _, p := newToy(t, cfg, nil)
+				var seqs []trainSeq
+				for i, e := range eps {
+					seqs = append(seqs, trainSeq{Episode: e, Adv: 0.5 - float64(i%2), Coef: 0.1})
+				}
+				if _, err := tr.l.update(context.Background(), seqs, 1e-2, false); err != nil {
+					t.Fatal(err)
+				}
+				return slices.Clone(p.Data)
+			}
+			// Advantages alternate by position: e1 and e2 get the same one
+			// as the merged conversation, other the same as itself.
+			together := step([]Episode{merged[0], merged[1]})
+			sep := step([]Episode{e1, merged[1], e2})
+			var gap float64
+			for i := range together {
+				gap = max(gap, math.Abs(float64(together[i]-sep[i])))
+			}
+			if gap > 1e-6 {
+				t.Errorf("merged and separate calls: parameters differ by up to %v", gap)
 			}
 		})
 	}
