@@ -59,7 +59,7 @@ func TestNewTableFromRecords(t *testing.T) {
 		{"reward lo", x.RewardCI.Lo, mean - half},
 		{"reward hi", x.RewardCI.Hi, mean + half},
 		{"delegator tokens", x.DelegatorTokens, 200},
-		{"solver tokens", x.SolverTokens, 40.0 / 3},
+		{"sub-agent tokens", x.SubagentTokens, 40.0 / 3},
 		{"sub-agent calls", x.SubagentCalls, 1},
 		{"cost", x.Cost, 2e-3},
 		{"latency", x.Latency, 2},

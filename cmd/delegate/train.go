@@ -118,6 +118,7 @@ func train(ctx context.Context, out, progress io.Writer, log *slog.Logger, cfg t
 	trainCh := make(chan rl.Progress, 64)
 	evalCh := make(chan eval.Progress, 256)
 	phases := make(chan string, 8)
+	start := time.Now()
 	bars := newTrainBars(ctx, progress, cfg.RL.Steps, isTerminal(progress), 0)
 	var wg sync.WaitGroup
 	wg.Go(func() { bars.observe(trainCh, evalCh, phases) })
@@ -139,7 +140,8 @@ func train(ctx context.Context, out, progress io.Writer, log *slog.Logger, cfg t
 	if perr != nil {
 		return perr
 	}
-	fmt.Fprintf(out, "\n%d RL steps (%s, %.0f s of training); trained policy in %s\n\n", res.Steps, stopReason(res.StoppedBy), res.TrainSeconds, res.Checkpoint)
+	fmt.Fprintf(out, "\n%d RL steps (%s, %.0f s of training); trained policy in %s; %s in all\n\n",
+		res.Steps, stopReason(res.StoppedBy), res.TrainSeconds, res.Checkpoint, time.Since(start).Round(time.Second))
 	if err := res.Table.WriteMarkdown(out); err != nil {
 		return err
 	}
