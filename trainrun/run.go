@@ -89,6 +89,9 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
+	if err := checkIdentity(cfg); err != nil {
+		return nil, err
+	}
 	r, err := newRunner(cfg, opt)
 	if err != nil {
 		return nil, err

@@ -208,3 +208,24 @@ func TestRunLeavesTheFinalEvaluationItsTime(t *testing.T) {
 		t.Errorf("resumed: %d steps, want %d", res.Steps, cfg.RL.Steps)
 	}
 }
+
+func TestRunRefusesAnotherRunsDirectory(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.RL.Steps, cfg.RL.Schedule.Total = 1, 1
+	if _, err := Run(context.Background(), cfg, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	other := cfg
+	other.Seed = 9
+	_, err := Run(context.Background(), other, Options{})
+	if err == nil || !strings.Contains(err.Error(), "seed") || !strings.Contains(err.Error(), cfg.OutDir) {
+		t.Errorf("another seed in the same directory: err = %v, want one naming seed and the directory", err)
+	}
+	// Budgets and evaluation settings may change between invocations.
+	same := cfg
+	same.EvalItems++
+	same.TrainTime = time.Hour
+	if _, err := Run(context.Background(), same, Options{}); err != nil {
+		t.Errorf("the same run with another budget: %v", err)
+	}
+}

@@ -133,6 +133,9 @@ func train(ctx context.Context, out, progress io.Writer, log *slog.Logger, cfg t
 	close(phases)
 	wg.Wait()
 	bars.finish()
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("interrupted; run the same command again to resume from %s: %w", cfg.OutDir, err)
+	}
 	if err != nil {
 		return err
 	}
