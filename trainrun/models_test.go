@@ -169,3 +169,46 @@ func TestMemoAnswersEachRequestOnce(t *testing.T) {
 		t.Error("a failing call: no error")
 	}
 }
+
+// FuzzAlwaysDelegate feeds the always-delegate policy arbitrary solver
+// answers and tool call ids: it never panics, and it either asks for the
+// next steps or boxes an integer.
+func FuzzAlwaysDelegate(f *testing.F) {
+	problems, err := world.Generate(world.DefaultConfig(), 3, world.Test, 4)
+	if err != nil {
+		f.Fatal(err)
+	}
+	a := newAlwaysDelegate(problems)
+	f.Add(0, "\\boxed{12}", "call_1", "call_1", 1)
+	f.Add(1, "6772 0496\n\\boxed{9716}", "call_1", "x", 2)
+	f.Add(2, "", "", "", 0)
+	f.Add(3, "\\boxed{-5}", "call_1", "call_1", 5)
+	f.Fuzz(func(t *testing.T, pi int, answer, callID, resultID string, turns int) {
+		p := problems[(pi%len(problems)+len(problems))%len(problems)]
+		msgs := []delegate.Message{delegate.System("s"), delegate.User(p.Text)}
+		for range turns % 6 {
+			msgs = append(msgs,
+				delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{{ID: callID, Name: strategy.DelegateToolName, Arguments: `{"question":"1+1"}`}}},
+				delegate.ToolResult(resultID, answer))
+		}
+		resp, err := a.Chat(context.Background(), &delegate.Request{Messages: msgs, Tools: []delegate.Tool{strategy.DelegateTool}})
+		if err != nil {
+			t.Fatalf("a known problem: %v", err)
+		}
+		msg := resp.Choices[0].Message
+		if len(msg.ToolCalls) == 0 {
+			if _, err := world.ParseAnswer(msg.Content); err != nil {
+				t.Errorf("final reply %q holds no integer: %v", msg.Content, err)
+			}
+		}
+		for _, tc := range msg.ToolCalls {
+			q, err := strategy.ParseDelegateArgs(tc.Arguments)
+			if err != nil || q == "" {
+				t.Errorf("tool call arguments %q: %v", tc.Arguments, err)
+			}
+		}
+		if resp.Usage.CompletionTokens < 1 || resp.Usage.PromptTokens != len(resp.PromptTokenIDs) {
+			t.Errorf("usage %+v with %d prompt ids", resp.Usage, len(resp.PromptTokenIDs))
+		}
+	})
+}
