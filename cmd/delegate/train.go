@@ -186,9 +186,10 @@ type trainBars struct {
 	lines io.Writer // set when not drawing bars
 	steps int
 
-	mu   sync.Mutex
-	last *rl.Metrics // the last finished step
-	cur  *mpb.Bar
+	mu    sync.Mutex
+	last  *rl.Metrics // the last finished step
+	rolls rl.Progress // the step in progress
+	cur   *mpb.Bar
 }
 
 // newTrainBars draws bars on w when bars is set, else lines; width is the
@@ -273,10 +274,14 @@ func (b *trainBars) phase(name string) {
 		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		if b.last == nil {
-			return "first step..."
+		roll := ""
+		if b.rolls.Rollouts > 0 {
+			roll = fmt.Sprintf("  rollouts %d/%d", b.rolls.RolloutsDone, b.rolls.Rollouts)
 		}
-		return stepLine(b.last)
+		if b.last == nil {
+			return "first step" + roll
+		}
+		return stepLine(b.last) + roll
 	}, decor.WCSyncSpaceR)
 	// The figures come before the bar, so that a narrow terminal cuts
 	// the bar rather than them.
@@ -287,6 +292,9 @@ func (b *trainBars) phase(name string) {
 
 func (b *trainBars) trainEvent(pr rl.Progress) {
 	if pr.Metrics == nil {
+		b.mu.Lock()
+		b.rolls = pr
+		b.mu.Unlock()
 		return
 	}
 	if b.lines != nil {
@@ -294,6 +302,7 @@ func (b *trainBars) trainEvent(pr rl.Progress) {
 	}
 	b.mu.Lock()
 	b.last = pr.Metrics
+	b.rolls = rl.Progress{}
 	cur := b.cur
 	b.mu.Unlock()
 	if cur != nil {
