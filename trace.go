@@ -37,20 +37,26 @@ type Trace struct {
 // Node is one step of a run: a model call, or a group of calls (a stage,
 // a fan-out) when Model is empty.
 type Node struct {
-	ID           int            `json:"id"`
-	Name         string         `json:"name"`
-	Role         string         `json:"role,omitempty"`
-	Model        string         `json:"model,omitempty"`
-	Messages     []Message      `json:"messages,omitempty"`
-	Output       *Message       `json:"output,omitempty"`
-	Usage        Usage          `json:"usage"`
-	Cost         float64        `json:"cost"`
-	Start        time.Time      `json:"start"`
-	Latency      time.Duration  `json:"latency_ns"`
-	Retries      int            `json:"retries,omitempty"`
-	FinishReason string         `json:"finish_reason,omitempty"`
-	Error        string         `json:"error,omitempty"`
-	Logprobs     []TokenLogprob `json:"logprobs,omitempty"`
+	ID           int           `json:"id"`
+	Name         string        `json:"name"`
+	Role         string        `json:"role,omitempty"`
+	Model        string        `json:"model,omitempty"`
+	Messages     []Message     `json:"messages,omitempty"`
+	Output       *Message      `json:"output,omitempty"`
+	Usage        Usage         `json:"usage"`
+	Cost         float64       `json:"cost"`
+	Start        time.Time     `json:"start"`
+	Latency      time.Duration `json:"latency_ns"`
+	Retries      int           `json:"retries,omitempty"`
+	FinishReason string        `json:"finish_reason,omitempty"`
+	Error        string        `json:"error,omitempty"`
+	// ErrorStatus and ErrorType classify Error so that readers never parse
+	// its text: the HTTP status and type of an *APIError (Type is the
+	// server's error type or one of the ErrKind* kinds), or ErrorType
+	// ErrKindTimeout / ErrKindCanceled for a context that ended.
+	ErrorStatus int            `json:"error_status,omitempty"`
+	ErrorType   string         `json:"error_type,omitempty"`
+	Logprobs    []TokenLogprob `json:"logprobs,omitempty"`
 	// PromptTokenIDs as the backend tokenized the prompt, when it said.
 	PromptTokenIDs []int   `json:"prompt_token_ids,omitempty"`
 	Children       []*Node `json:"children,omitempty"`
@@ -225,8 +231,16 @@ func (r *Recorder) Call(ctx context.Context, parent *Node, name string, a Agent,
 	if err != nil {
 		n.Error = err.Error()
 		var ae *APIError
-		if errors.As(err, &ae) && ae.Attempts > 1 {
-			n.Retries = ae.Attempts - 1
+		switch {
+		case errors.As(err, &ae):
+			n.ErrorStatus, n.ErrorType = ae.Status, ae.Type
+			if ae.Attempts > 1 {
+				n.Retries = ae.Attempts - 1
+			}
+		case errors.Is(err, context.DeadlineExceeded):
+			n.ErrorType = ErrKindTimeout
+		case errors.Is(err, context.Canceled):
+			n.ErrorType = ErrKindCanceled
 		}
 	}
 	r.mu.Unlock()

@@ -221,3 +221,33 @@ func (empty) Name() string { return "empty" }
 func (empty) Chat(context.Context, *delegate.Request) (*delegate.Response, error) {
 	return &delegate.Response{}, nil
 }
+
+// A failed call's node classifies the error by status and type, so that
+// readers of a trace never parse the message.
+func TestRecorderClassifiesErrors(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		wantStatus int
+		wantType   string
+	}{
+		{"rate limit", &delegate.APIError{Status: 429, Type: "rate_limit_error", Attempts: 5}, 429, "rate_limit_error"},
+		{"decode", &delegate.APIError{Status: 200, Type: delegate.ErrKindDecode}, 200, delegate.ErrKindDecode},
+		{"wrapped timeout", fmt.Errorf("subagent: %w", context.DeadlineExceeded), 0, delegate.ErrKindTimeout},
+		{"canceled", context.Canceled, 0, delegate.ErrKindCanceled},
+		{"other", errors.New("boom"), 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := delegate.NewRecorder("single", "q", nil)
+			a := delegate.Agent{Role: "baseline", Model: echo{name: "m", fail: tt.err}}
+			if _, err := rec.Call(context.Background(), nil, "answer", a, &delegate.Request{Messages: []delegate.Message{delegate.User("x")}}); err == nil {
+				t.Fatal("no error")
+			}
+			n := rec.Finish("", "failed").Calls()[0]
+			if n.ErrorStatus != tt.wantStatus || n.ErrorType != tt.wantType {
+				t.Errorf("node error status, type = %d, %q, want %d, %q", n.ErrorStatus, n.ErrorType, tt.wantStatus, tt.wantType)
+			}
+		})
+	}
+}

@@ -8,7 +8,10 @@
 // fatal. Each finished item is appended at once to a JSONL results file
 // (Record, versioned); a rerun with the same file skips the items it holds,
 // so an interrupted benchmark resumes where it stopped, and a last line cut
-// short by a kill is removed and reported.
+// short by a kill is removed and reported. Answers are checked by a
+// Verifier (package score's, through Score) or, where grading makes calls of
+// its own (an LLM judge on open-ended requests), by a Grader through
+// RunGraded; a grader's calls and scores are saved apart from the arm's.
 //
 // Summarize turns records into a Report, offline: accuracy with a Wilson
 // 95% interval, a paired McNemar test against the baseline arm, tokens in
@@ -146,7 +149,8 @@ type Progress struct {
 	// Resumed says the item was already in the results file.
 	Resumed bool
 	Correct bool
-	// Failed says the item ended without a proper answer (Record.Failed).
+	// Failed says the item ended without a proper answer (Record.Failed):
+	// a strategy failure or an error.
 	Failed bool
 }
 
@@ -165,6 +169,16 @@ type Progress struct {
 // Report.DroppedProgress. The caller owns the channel and closes it after
 // Run returns.
 func Run(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, verify Verifier, progress chan<- Progress) (*Report, error) {
+	if verify == nil {
+		return nil, errors.New("eval: no verifier")
+	}
+	return RunGraded(ctx, cfg, tasks, arms, verify.Grader(), progress)
+}
+
+// RunGraded is Run with a Grader, for answers whose grading makes calls of
+// its own (an LLM judge on open-ended requests). When ctx ends during
+// grading the item is abandoned like one still running.
+func RunGraded(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, grade Grader, progress chan<- Progress) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -176,8 +190,8 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, ver
 			return nil, fmt.Errorf("eval arm %q: arms[%d] has no strategy", a.Name, i)
 		}
 	}
-	if verify == nil {
-		return nil, errors.New("eval: no verifier")
+	if grade == nil {
+		return nil, errors.New("eval: no grader")
 	}
 	if err := checkTasks(tasks); err != nil {
 		return nil, err
@@ -241,7 +255,7 @@ schedule:
 				break schedule
 			}
 			eg.Go(func() error {
-				rec, ok := runItem(gctx, cfg, a, t, verify)
+				rec, ok := runItem(gctx, cfg, a, t, grade)
 				if !ok {
 					return nil // abandoned: ctx ended; a rerun does it
 				}
@@ -317,9 +331,9 @@ func priorResults(path string, recs []Record, tasks []delegate.Task) (map[itemKe
 	return done, nil
 }
 
-// runItem runs arm a on task t and verifies the answer. ok is false when
+// runItem runs arm a on task t and grades the answer. ok is false when
 // the run's context ended, so the item must not be recorded.
-func runItem(ctx context.Context, cfg Config, a Arm, t delegate.Task, verify Verifier) (rec *Record, ok bool) {
+func runItem(ctx context.Context, cfg Config, a Arm, t delegate.Task, grade Grader) (rec *Record, ok bool) {
 	rec = &Record{
 		Version:    RecordVersion,
 		Arm:        a.Name,
@@ -357,11 +371,17 @@ func runItem(ctx context.Context, cfg Config, a Arm, t delegate.Task, verify Ver
 		}
 	}
 	if err == nil {
-		correct, extracted, verr := protectVerify(verify, t, rec.Answer)
-		if verr != nil {
-			rec.Error = fmt.Sprintf("verify: %v", verr)
+		g, gerr := protectGrade(ictx, grade, t, rec.Answer)
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		if len(g.Grading) > 0 {
+			rec.Grading = g.Grading
+		}
+		if gerr != nil {
+			rec.Error = fmt.Sprintf("verify: %v", gerr)
 		} else {
-			rec.Correct, rec.Extracted = correct, extracted
+			rec.Correct, rec.Extracted, rec.Score = g.Correct, g.Extracted, g.Score
 		}
 	}
 	return rec, true
@@ -376,15 +396,4 @@ func protectRun(ctx context.Context, s delegate.Strategy, prompt string) (tr *de
 		}
 	}()
 	return s.Run(ctx, prompt, nil)
-}
-
-// protectVerify calls the verifier, turning a panic into an error carrying
-// the stack.
-func protectVerify(verify Verifier, t delegate.Task, answer string) (correct bool, extracted string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			correct, extracted, err = false, "", fmt.Errorf("panic: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return verify(t, answer)
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/dataset"
 	"github.com/delegatelab/delegate/modeltest"
 	"github.com/delegatelab/delegate/strategy"
 )
@@ -252,9 +253,9 @@ func checkReport(t *testing.T, rep *Report) {
 	for i, want := range wantRows {
 		r := &rep.Rows[i]
 		t.Run(want.arm, func(t *testing.T) {
-			if r.Arm != want.arm || r.N != numTasks || r.Correct != want.correct || r.Failed != want.failed {
-				t.Errorf("arm, n, correct, failed = %q, %d, %d, %d, want %q, %d, %d, %d",
-					r.Arm, r.N, r.Correct, r.Failed, want.arm, numTasks, want.correct, want.failed)
+			if r.Arm != want.arm || r.N != numTasks || r.Correct != want.correct || r.Failures != want.failed || r.Errors != 0 {
+				t.Errorf("arm, n, correct, failures, errors = %q, %d, %d, %d, %d, want %q, %d, %d, %d, 0",
+					r.Arm, r.N, r.Correct, r.Failures, r.Errors, want.arm, numTasks, want.correct, want.failed)
 			}
 			if got := percentCI(r.Accuracy, r.CI); got != want.accuracy {
 				t.Errorf("accuracy = %s, want %s", got, want.accuracy)
@@ -536,8 +537,8 @@ func TestRunRecordsItemFailures(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if r := rep.Rows[0]; r.N != 3 || r.Correct != 1 || r.Failed != 2 {
-		t.Errorf("n, correct, failed = %d, %d, %d, want 3, 1, 2", r.N, r.Correct, r.Failed)
+	if r := rep.Rows[0]; r.N != 3 || r.Correct != 1 || r.Failures != 0 || r.Errors != 2 {
+		t.Errorf("n, correct, failures, errors = %d, %d, %d, %d, want 3, 1, 0, 2", r.N, r.Correct, r.Failures, r.Errors)
 	}
 	for _, r := range readAll(t, cfg.Results) {
 		var want string
@@ -597,5 +598,68 @@ func TestRunRefusesChangedPrompt(t *testing.T) {
 	_, err := Run(context.Background(), cfg, tasks, arms, Score, nil)
 	if err == nil || !strings.Contains(err.Error(), `task "a" has another prompt`) {
 		t.Errorf("Run with a changed prompt: error %v, want one naming the task", err)
+	}
+}
+
+// TestRunOnGSM8KSample composes the pieces as `delegate bench` does: the
+// GSM8K sample of package dataset, a seeded sample of it, real strategies,
+// and Score. One model knows every reference answer and writes it as
+// "The answer is N."; the other is off by one in a \boxed{}.
+func TestRunOnGSM8KSample(t *testing.T) {
+	all, _, err := dataset.Load("gsm8k", "../dataset/testdata/gsm8k/test.jsonl", dataset.Options{})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	tasks := dataset.Sample(all, 3, 1)
+	if len(tasks) == 0 {
+		t.Fatal("no tasks sampled")
+	}
+	lookup := func(req *delegate.Request) (delegate.Task, bool) {
+		for _, tk := range tasks {
+			if modeltest.Contains(req, tk.Prompt) {
+				return tk, true
+			}
+		}
+		return delegate.Task{}, false
+	}
+	knower := modeltest.New("knower", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+		tk, ok := lookup(req)
+		if !ok {
+			return nil, errors.New("unknown task")
+		}
+		return modeltest.Text("Working it out... The answer is " + tk.Answer + "."), nil
+	})
+	offByOne := modeltest.New("off-by-one", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+		tk, ok := lookup(req)
+		if !ok {
+			return nil, errors.New("unknown task")
+		}
+		v, err := strconv.Atoi(strings.ReplaceAll(tk.Answer, ",", ""))
+		if err != nil {
+			return nil, err
+		}
+		return modeltest.Text(fmt.Sprintf("Final answer: \\boxed{%d}", v+1)), nil
+	})
+	arm := func(name string, m delegate.Model) Arm {
+		s, err := strategy.New(strategy.NameSingle, strategy.Roles{Single: delegate.Agent{Model: m}}, strategy.DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Arm{Name: name, Strategy: s}
+	}
+	cfg := Config{Results: filepath.Join(t.TempDir(), "r.jsonl")}
+	rep, err := Run(context.Background(), cfg, tasks, []Arm{arm("knower", knower), arm("off", offByOne)}, Score, nil)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	n := len(tasks)
+	if k, o := rep.Rows[0], rep.Rows[1]; k.Correct != n || o.Correct != 0 || o.McNemar.B != n || o.McNemar.C != 0 {
+		t.Errorf("knower %d/%d, off %d/%d (b=%d, c=%d), want %d/%d, 0/%d (b=%d, c=0)",
+			k.Correct, k.N, o.Correct, o.N, o.McNemar.B, o.McNemar.C, n, n, n, n)
+	}
+	// The knower's answer has no \boxed{} and no "Final answer:": its trace
+	// says so, and the verifier still finds "the answer is".
+	if k := rep.Rows[0]; k.Failures != n || k.Errors != 0 {
+		t.Errorf("knower failures, errors = %d, %d, want %d (answer format), 0", k.Failures, k.Errors, n)
 	}
 }

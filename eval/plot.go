@@ -91,10 +91,26 @@ func (rep *Report) PlotCost(path string) error {
 	}
 	p.Y.Min, p.Y.Max = 0, 105
 	p.Y.Tick.Marker = percentTicks
-	p.Legend.Top = false
+	// The legend goes into the right-hand corner with fewer markers near it.
+	high, low := 0, 0
+	for i := range rep.Rows {
+		r := &rep.Rows[i]
+		if !defined(r.Accuracy) || !defined(r.Dollars) || r.Dollars < p.X.Max/2 {
+			continue
+		}
+		if r.Accuracy >= 0.5 {
+			high++
+		} else {
+			low++
+		}
+	}
+	p.Legend.Top = low > high
 	p.Legend.Left = false
 	p.Legend.XOffs = -vg.Points(4)
 	p.Legend.YOffs = vg.Points(4)
+	if p.Legend.Top {
+		p.Legend.YOffs = -vg.Points(4)
+	}
 	p.Legend.ThumbnailWidth = vg.Points(14)
 	return savePlot(p, path, 7*vg.Inch, 4.5*vg.Inch)
 }

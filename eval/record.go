@@ -32,6 +32,9 @@ type Record struct {
 	Answer     string `json:"answer"`              // the strategy's final answer
 	Extracted  string `json:"extracted"`           // what the verifier read from it
 	Correct    bool   `json:"correct"`
+	// Score is the grader's score of the answer (a judge's 0-100 rating),
+	// when it gives one.
+	Score *float64 `json:"score,omitempty"`
 	// Roles holds the calls, tokens, cost and latency of each role; Total
 	// sums them over all roles.
 	Roles map[string]delegate.Totals `json:"roles"`
@@ -41,6 +44,9 @@ type Record struct {
 	// Failure is the strategy's own account of a run without a proper
 	// answer (delegate.Trace.Failure); the answer was still verified.
 	Failure string `json:"failure,omitempty"`
+	// Grading holds the calls a Grader made to grade the answer (a
+	// judge's), by role; they are not part of Roles and Total.
+	Grading map[string]delegate.Totals `json:"grading,omitempty"`
 	// Error says why the item could not be run or scored (a panic, a
 	// timeout, a verifier error); Correct is then false.
 	Error string          `json:"error,omitempty"`
@@ -48,8 +54,8 @@ type Record struct {
 	Trace *delegate.Trace `json:"trace,omitempty"`
 }
 
-// Failed reports whether the item ended without a proper answer, for
-// whatever reason.
+// Failed reports whether the item ended without a proper answer: a
+// strategy failure (still graded) or an error (counted wrong).
 func (r *Record) Failed() bool { return r.Failure != "" || r.Error != "" }
 
 // promptHash is the first 16 hex digits of the SHA-256 of a prompt.

@@ -33,6 +33,9 @@ type Report struct {
 	// account of what the table cannot say (models, endpoint, hardware,
 	// dataset and sample seed).
 	Notes []string
+	// Grading sums, by role, the calls made to grade the answers of the
+	// rows' items (a judge's), over every arm; none of it is in the rows.
+	Grading map[string]delegate.Totals
 
 	// Set by Run: items taken from the results file, the repair of its
 	// last line if one was cut, and progress values a slow observer missed.
@@ -65,9 +68,17 @@ type Row struct {
 	// LatencyP50 and LatencyP95 are quantiles of the items' wall time, in
 	// seconds (linear interpolation, see Quantile).
 	LatencyP50, LatencyP95 float64
-	// Failed counts items that ended without a proper answer (a strategy
-	// failure, a run or verifier error); all of them are counted wrong.
-	Failed int
+	// Failures counts items whose strategy reported a failure (answer
+	// format, truncation, a failed call: Record.Failure); their answers were
+	// still graded. Errors counts items that could not be run or graded (a
+	// panic, a timeout, a verifier error: Record.Error); they are wrong.
+	Failures, Errors int
+	// Scored counts the items the grader gave a score (a judge's rating);
+	// Score is their mean and ScoreCI its normal-approximation 95% interval
+	// (mean ± 1.96 standard errors; NaN below two scores). NaN without scores.
+	Scored  int
+	Score   float64
+	ScoreCI Interval
 }
 
 // RoleMeans holds one role's means per item.
@@ -139,7 +150,14 @@ func Summarize(baseline string, tasks []delegate.Task, arms []Arm, records []Rec
 		}
 		rep.Tasks++
 		for j, a := range arms {
-			perArm[j] = append(perArm[j], byItem[itemKey{a.Name, id}])
+			r := byItem[itemKey{a.Name, id}]
+			perArm[j] = append(perArm[j], r)
+			if len(r.Grading) > 0 {
+				if rep.Grading == nil {
+					rep.Grading = map[string]delegate.Totals{}
+				}
+				addTotals(rep.Grading, r.Grading)
+			}
 		}
 	}
 
@@ -215,6 +233,12 @@ func accuracy(recs []*Record) float64 {
 func summarizeArm(name, strat string, role Role, recs, base []*Record, isBaseline bool) Row {
 	row := Row{Arm: name, Strategy: strat, Role: role, N: len(recs)}
 	nan := math.NaN()
+	row.Score, row.ScoreCI = meanCI(recs)
+	for _, r := range recs {
+		if r.Score != nil {
+			row.Scored++
+		}
+	}
 	if len(recs) == 0 {
 		row.Accuracy, row.CI = nan, Interval{nan, nan}
 		row.TokensIn, row.TokensOut, row.Dollars, row.Calls = nan, nan, nan, nan
@@ -233,8 +257,11 @@ func summarizeArm(name, strat string, role Role, recs, base []*Record, isBaselin
 		if r.Correct {
 			row.Correct++
 		}
-		if r.Failed() {
-			row.Failed++
+		if r.Failure != "" {
+			row.Failures++
+		}
+		if r.Error != "" {
+			row.Errors++
 		}
 		in += r.Total.Usage.PromptTokens
 		out += r.Total.Usage.CompletionTokens
@@ -285,4 +312,34 @@ func summarizeArm(name, strat string, role Role, recs, base []*Record, isBaselin
 		row.McNemar = &m
 	}
 	return row
+}
+
+// meanCI is the mean of the records' scores and its normal-approximation
+// 95% interval; NaN where there are too few scores.
+func meanCI(recs []*Record) (float64, Interval) {
+	nan := math.NaN()
+	var xs []float64
+	for _, r := range recs {
+		if r.Score != nil {
+			xs = append(xs, *r.Score)
+		}
+	}
+	if len(xs) == 0 {
+		return nan, Interval{nan, nan}
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	n := float64(len(xs))
+	mean := sum / n
+	if len(xs) < 2 {
+		return mean, Interval{nan, nan}
+	}
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	se := math.Sqrt(ss/(n-1)) / math.Sqrt(n)
+	return mean, Interval{mean - 1.96*se, mean + 1.96*se}
 }

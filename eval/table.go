@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -113,15 +114,23 @@ func secondsCell(v float64) string {
 // each figure was computed.
 func (rep *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString("| arm | strategy | n | accuracy % [95% CI] | McNemar p vs baseline | PGR | tokens in/item | tokens out/item | tokens in/out per role | $/item | latency p50 | latency p95 | calls/item | failed |\n")
-	b.WriteString("|---|---|--:|---|---|--:|--:|--:|---|--:|--:|--:|--:|--:|\n")
+	scored := rep.scored()
+	score, scoreAlign := "", ""
+	if scored {
+		score, scoreAlign = " score [95% CI] |", "--:|"
+	}
+	b.WriteString("| arm | strategy | n | accuracy % [95% CI] |" + score + " McNemar p vs baseline | PGR | tokens in/item | tokens out/item | tokens in/out per role | $/item | latency p50 | latency p95 | calls/item | failures | errors |\n")
+	b.WriteString("|---|---|--:|---|" + scoreAlign + "---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|\n")
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
-		cells := []string{
-			r.armCell(), r.Strategy, strconv.Itoa(r.N), percentCI(r.Accuracy, r.CI), r.mcNemarCell(),
-			fixed(r.PGR, 3), fixed(r.TokensIn, 1), fixed(r.TokensOut, 1), r.rolesCell(), dollarsCell(r.Dollars),
-			secondsCell(r.LatencyP50), secondsCell(r.LatencyP95), fixed(r.Calls, 2), strconv.Itoa(r.Failed),
+		cells := []string{r.armCell(), r.Strategy, strconv.Itoa(r.N), percentCI(r.Accuracy, r.CI)}
+		if scored {
+			cells = append(cells, scoreCell(r.Score, r.ScoreCI))
 		}
+		cells = append(cells, r.mcNemarCell(),
+			fixed(r.PGR, 3), fixed(r.TokensIn, 1), fixed(r.TokensOut, 1), r.rolesCell(), dollarsCell(r.Dollars),
+			secondsCell(r.LatencyP50), secondsCell(r.LatencyP95), fixed(r.Calls, 2), strconv.Itoa(r.Failures), strconv.Itoa(r.Errors),
+		)
 		for j, c := range cells {
 			cells[j] = strings.ReplaceAll(c, "|", `\|`)
 		}
@@ -133,7 +142,8 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, " %d tasks some arm has not finished are left out.", rep.Incomplete)
 	}
 	b.WriteString("\n")
-	b.WriteString("- Accuracy: correct / n; a failed item counts as wrong. Interval: Wilson score, 95%.\n")
+	b.WriteString("- Accuracy: correct / n, Wilson score 95% interval. Failures: items whose strategy reported one (answer format, " +
+		"truncation, a failed call), still graded; errors: items that could not be run or graded, counted wrong.\n")
 	fmt.Fprintf(&b, "- McNemar: paired test against the baseline %q on the same tasks; b = baseline right and arm wrong, "+
 		"c = baseline wrong and arm right; %s = two-sided exact binomial (b + c < %d), %s = chi-square with continuity correction.\n",
 		rep.Baseline, McNemarExact, mcNemarExactBelow, McNemarChiSquare)
@@ -144,7 +154,16 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	} else {
 		b.WriteString("- PGR: n/a, it needs one arm marked weak and one marked strong.\n")
 	}
+	if scored {
+		b.WriteString("- Score: the grader's mean score over the items it scored (a judge's 0-100 rating; items it could not score are left out and counted in errors), " +
+			"interval mean ± 1.96 standard errors.\n")
+	}
 	b.WriteString("- Tokens and dollars: means per item of every call of every role, from the backends' usage; latency: wall time per item, quantiles by linear interpolation.\n")
+	for _, role := range sortedKeys(rep.Grading) {
+		t := rep.Grading[role]
+		fmt.Fprintf(&b, "- Grading (role %s, not in the rows): %d calls, %d failed, %d tokens in, %d out, %s in all.\n",
+			role, t.Calls, t.Errors, t.Usage.PromptTokens, t.Usage.CompletionTokens, dollarsCell(t.Cost))
+	}
 	if rep.Repair != nil {
 		fmt.Fprintf(&b, "- Results file repaired: %s.\n", rep.Repair)
 	}
@@ -169,7 +188,7 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 	for _, role := range rep.Roles {
 		head = append(head, "calls_"+role, "tokens_in_"+role, "tokens_out_"+role, "dollars_"+role)
 	}
-	head = append(head, "dollars", "latency_p50_s", "latency_p95_s", "calls", "failed")
+	head = append(head, "dollars", "latency_p50_s", "latency_p95_s", "calls", "failures", "errors", "scored", "score", "score_lo", "score_hi")
 	if err := cw.Write(head); err != nil {
 		return fmt.Errorf("write csv table: %w", err)
 	}
@@ -193,7 +212,8 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 			}
 			rec = append(rec, cells...)
 		}
-		rec = append(rec, full(r.Dollars), full(r.LatencyP50), full(r.LatencyP95), full(r.Calls), strconv.Itoa(r.Failed))
+		rec = append(rec, full(r.Dollars), full(r.LatencyP50), full(r.LatencyP95), full(r.Calls), strconv.Itoa(r.Failures), strconv.Itoa(r.Errors),
+			strconv.Itoa(r.Scored), full(r.Score), full(r.ScoreCI.Lo), full(r.ScoreCI.Hi))
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("write csv table: %w", err)
 		}
@@ -203,4 +223,34 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 		return fmt.Errorf("write csv table: %w", err)
 	}
 	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// scored reports whether any row has graded scores.
+func (rep *Report) scored() bool {
+	for i := range rep.Rows {
+		if rep.Rows[i].Scored > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// scoreCell prints a mean score with its interval: "72.5 [68.1, 76.9]".
+func scoreCell(v float64, iv Interval) string {
+	if !defined(v) {
+		return NA
+	}
+	if !defined(iv.Lo) || !defined(iv.Hi) {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return fmt.Sprintf("%.1f [%.1f, %.1f]", v, iv.Lo, iv.Hi)
 }

@@ -77,27 +77,28 @@ func (a trainAttn) scatter(dst, src []float32, s, off int) {
 
 // probs turns the raw products pb (r1−r0, r1) of query rows [r0, r1) with
 // keys [0, r1) into probabilities, in place: p_ij = exp(scale·pb_ij − lse_i)
-// for j ≤ i and 0 after. When save is true it first computes lse for each
-// row and stores it; otherwise it reads the saved lse.
+// for j ≤ i and 0 after. When save is true it computes lse for each row and
+// stores it (the row then holds e_ij/Σe, e_ij = exp(scale·pb_ij − max));
+// otherwise it reads the saved lse.
 func trainAttnProbs(pb, lse []float32, r0, r1 int, scale float32, save bool) {
 	for i := r0; i < r1; i++ {
 		row := pb[(i-r0)*r1 : (i-r0+1)*r1]
-		if save {
-			maxv := float32(math.Inf(-1))
-			for j := 0; j <= i; j++ {
-				maxv = max(maxv, scale*row[j])
-			}
-			var sum float32
-			for j := 0; j <= i; j++ {
-				sum += trainExp(scale*row[j] - maxv)
-			}
-			lse[i] = maxv + float32(math.Log(float64(sum)))
-		}
-		l := lse[i]
-		for j := 0; j <= i; j++ {
-			row[j] = trainExp(scale*row[j] - l)
-		}
+		live := row[:i+1]
 		clear(row[i+1:])
+		if !save {
+			kernel.ExpSum(live, live, scale, lse[i])
+			continue
+		}
+		maxv := float32(math.Inf(-1))
+		for _, x := range live {
+			maxv = max(maxv, scale*x)
+		}
+		sum := kernel.ExpSum(live, live, scale, maxv)
+		lse[i] = maxv + float32(math.Log(float64(sum)))
+		inv := 1 / sum
+		for j := range live {
+			live[j] *= inv
+		}
 	}
 }
 

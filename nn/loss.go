@@ -1,6 +1,10 @@
 package nn
 
-import "math"
+import (
+	"math"
+
+	"github.com/delegatelab/delegate/nn/kernel"
+)
 
 // Token-weighted cross-entropy over the vocabulary.
 //
@@ -26,6 +30,10 @@ import "math"
 // nil means weight 1 everywhere.
 func trainLogSoftmax(logp, logits []float32, targets []int, weights []float32, n, v int, grad bool, scale float32) {
 	trainParallel(n, 16, func(lo, hi int) {
+		var tmp []float32 // e^(z−max) when the logits must be kept
+		if !grad {
+			tmp = make([]float32, v)
+		}
 		for i := lo; i < hi; i++ {
 			z := logits[i*v : (i+1)*v]
 			w := float32(1)
@@ -36,22 +44,23 @@ func trainLogSoftmax(logp, logits []float32, targets []int, weights []float32, n
 			for _, x := range z[1:] {
 				maxv = max(maxv, x)
 			}
-			var sum float64
-			for _, x := range z {
-				sum += float64(trainExp(x - maxv))
-			}
-			lse := float32(math.Log(sum)) + maxv
-			logp[i] = z[targets[i]] - lse
+			zt := z[targets[i]]
 			if !grad {
+				sum := kernel.ExpSum(tmp, z, 1, maxv)
+				logp[i] = zt - (float32(math.Log(float64(sum))) + maxv)
 				continue
 			}
+			// z becomes e^(z−max); softmax is z/sum
+			sum := kernel.ExpSum(z, z, 1, maxv)
+			logp[i] = zt - (float32(math.Log(float64(sum))) + maxv)
 			if w == 0 {
 				clear(z)
 				continue
 			}
 			g := w * scale
-			for j, x := range z {
-				z[j] = g * trainExp(x-lse)
+			k := g / sum
+			for j := range z {
+				z[j] *= k
 			}
 			z[targets[i]] -= g
 		}

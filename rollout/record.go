@@ -57,6 +57,9 @@ type Artifact struct {
 	Strategy string `json:"strategy"`
 	Status   string `json:"status"`
 	Error    string `json:"error,omitempty"`
+	// Reason classifies a failed rollout's error (see Fail*), as
+	// Summary.Failed counts it.
+	Reason string `json:"reason,omitempty"`
 
 	Prompt          string   `json:"prompt"`
 	Reference       string   `json:"reference_answer,omitempty"`

@@ -45,12 +45,14 @@ type Summary struct {
 	ItemsDone int  `json:"items_done"`
 	GroupSize int  `json:"group_size"`
 
-	RolloutsPlanned   int `json:"rollouts_planned"`
-	Rollouts          int `json:"rollouts"` // recorded in artifacts.jsonl
-	RolloutsScored    int `json:"rollouts_scored"`
-	RolloutsFailed    int `json:"rollouts_failed"`
-	RolloutsFormat    int `json:"rollouts_format"`    // scored, reward fixed by a format failure
-	RolloutsTruncated int `json:"rollouts_truncated"` // scored, reward fixed by truncation
+	RolloutsPlanned int `json:"rollouts_planned"`
+	Rollouts        int `json:"rollouts"` // recorded in artifacts.jsonl
+	RolloutsScored  int `json:"rollouts_scored"`
+	RolloutsFailed  int `json:"rollouts_failed"`
+	// Failed counts the failed rollouts by reason (see Fail* and callFailure).
+	Failed            map[string]int `json:"failed"`
+	RolloutsFormat    int            `json:"rollouts_format"`    // scored, reward fixed by a format failure
+	RolloutsTruncated int            `json:"rollouts_truncated"` // scored, reward fixed by truncation
 	// RolloutsSkipped were never run because their baseline failed.
 	RolloutsSkipped int `json:"rollouts_skipped"`
 
@@ -66,6 +68,14 @@ type Summary struct {
 	MeanCandidate float64 `json:"mean_candidate"` // the scorer's score of the rollouts
 	MeanBaseline  float64 `json:"mean_baseline"`  // the scorer's score of the baselines, per scored rollout
 
+	// Roles is what the rollouts spent, by role (the policy's roles and the
+	// scorer's), and Baselines what the baselines spent.
+	Roles     map[string]delegate.Totals `json:"roles"`
+	Baselines delegate.Totals            `json:"baselines"`
+	// Retries is the number of retried model calls over rollouts, scoring
+	// and baselines.
+	Retries int `json:"retries"`
+
 	Repairs         []string `json:"repairs,omitempty"` // files repaired at start
 	Resumed         int      `json:"resumed"`           // rollouts found done at start
 	DroppedProgress int64    `json:"dropped_progress"`  // progress events a slow reader did not take
@@ -78,11 +88,33 @@ func (s Summary) String() string {
 		s.ItemsDone, s.Items, s.Rollouts, s.RolloutsPlanned, s.RolloutsScored, s.RolloutsFailed,
 		s.RolloutsFormat, s.RolloutsTruncated, s.RolloutsSkipped)
 	fmt.Fprintf(&b, "groups %d: written %d (ties kept %d), dropped %s\n", s.Groups, s.GroupsWritten, s.TiesKept, counts(s.Dropped))
+	if len(s.Failed) > 0 {
+		fmt.Fprintf(&b, "failed rollouts by reason: %s\n", FailedCounts(s.Failed))
+	}
 	fmt.Fprintf(&b, "mean reward %.4f, mean score %.2f vs baseline %.2f\n", s.MeanReward, s.MeanCandidate, s.MeanBaseline)
 	for _, r := range s.Repairs {
 		fmt.Fprintf(&b, "repaired %s\n", r)
 	}
 	return b.String()
+}
+
+// FailedCounts renders failure counts by reason, most frequent first.
+func FailedCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if m[a] != m[b] {
+			return m[b] - m[a]
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func counts(m map[string]int) string {
@@ -100,11 +132,15 @@ type rolloutState struct {
 	Index     int        `json:"index"`
 	Status    string     `json:"status"`
 	Error     string     `json:"error,omitempty"`
+	Reason    string     `json:"reason,omitempty"` // why it failed, see Fail*
 	Reward    float64    `json:"reward"`
 	Candidate float64    `json:"candidate"`
 	Baseline  float64    `json:"baseline"`
 	Fixed     string     `json:"fixed,omitempty"`
 	Sequences []Sequence `json:"sequences,omitempty"`
+	// Roles is what the rollout spent, by role: the policy's calls and the
+	// scorer's (under the judge's role), failed rollouts included.
+	Roles map[string]delegate.Totals `json:"roles,omitempty"`
 }
 
 // groupState is what the state database keeps of a finished group.
@@ -321,22 +357,6 @@ func (r *runner) load(ctx context.Context) error {
 		r.items[i] = &item{index: i, task: t, results: make([]*rolloutState, G)}
 	}
 	r.prog = Progress{Items: len(r.tasks), Rollouts: len(r.tasks) * G}
-	rolls, err := r.db.Rollouts(ctx)
-	if err != nil {
-		return err
-	}
-	for _, ro := range rolls {
-		if ro.Item >= len(r.tasks) || ro.Index >= G || ro.Group != 0 {
-			return fmt.Errorf("state holds rollout %s (item %d, index %d) outside this run", ro.ID, ro.Item, ro.Index)
-		}
-		var st rolloutState
-		if err := json.Unmarshal(ro.Data, &st); err != nil {
-			return fmt.Errorf("decode state of rollout %s: %w", ro.ID, err)
-		}
-		r.items[ro.Item].results[ro.Index] = &st
-		r.count(&st)
-	}
-	r.prog.Resumed = len(rolls)
 	groups, err := r.db.Groups(ctx)
 	if err != nil {
 		return err
@@ -348,17 +368,53 @@ func (r *runner) load(ctx context.Context) error {
 		r.done[g.Item] = true
 		r.prog.ItemsDone++
 	}
-	return nil
+	// Only the rollouts of unfinished groups are kept in memory, so that a
+	// resumed run holds no more than a fresh one.
+	return r.db.EachRollout(ctx, func(ro store.Rollout) error {
+		if ro.Item >= len(r.tasks) || ro.Index >= G || ro.Group != 0 {
+			return fmt.Errorf("state holds rollout %s (item %d, index %d) outside this run", ro.ID, ro.Item, ro.Index)
+		}
+		r.prog.Resumed++
+		if r.done[ro.Item] {
+			var st rolloutTally
+			if err := json.Unmarshal(ro.Data, &st); err != nil {
+				return fmt.Errorf("decode state of rollout %s: %w", ro.ID, err)
+			}
+			r.count(st.Status, st.Reward)
+			return nil
+		}
+		st := new(rolloutState)
+		if err := json.Unmarshal(ro.Data, st); err != nil {
+			return fmt.Errorf("decode state of rollout %s: %w", ro.ID, err)
+		}
+		r.items[ro.Item].results[ro.Index] = st
+		r.count(st.Status, st.Reward)
+		return nil
+	})
+}
+
+// rolloutTally is the part of a rolloutState the counters and the summary
+// read; decoding into it skips the sequences.
+type rolloutTally struct {
+	ID        string                     `json:"id"`
+	Status    string                     `json:"status"`
+	Error     string                     `json:"error,omitempty"`
+	Reason    string                     `json:"reason,omitempty"`
+	Reward    float64                    `json:"reward"`
+	Candidate float64                    `json:"candidate"`
+	Baseline  float64                    `json:"baseline"`
+	Fixed     string                     `json:"fixed,omitempty"`
+	Roles     map[string]delegate.Totals `json:"roles,omitempty"`
 }
 
 // count adds a finished rollout to the progress counters.
-func (r *runner) count(st *rolloutState) {
+func (r *runner) count(status string, reward float64) {
 	r.prog.RolloutsDone++
-	if st.Status != StatusScored {
+	if status != StatusScored {
 		r.prog.RolloutsFailed++
 		return
 	}
-	r.rewardSum += st.Reward
+	r.rewardSum += reward
 	r.rewardN++
 	r.prog.MeanReward = r.rewardSum / float64(r.rewardN)
 }
@@ -507,13 +563,13 @@ func (r *runner) runOne(ctx context.Context, it *item, k int) (st *rolloutState,
 	id := rolloutID(it.task.ID, 0, k)
 	var tr, strace *delegate.Trace
 	var sc *Score
-	fail := func(msg string) {
-		st = &rolloutState{ID: id, Index: k, Status: StatusFailed, Error: msg}
+	fail := func(reason, msg string) {
+		st = &rolloutState{ID: id, Index: k, Status: StatusFailed, Error: msg, Reason: reason}
 	}
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
-				fail(fmt.Sprintf("panic: %v\n%s", p, debug.Stack()))
+				fail(FailPanic, fmt.Sprintf("panic: %v\n%s", p, debug.Stack()))
 			}
 		}()
 		var runErr error
@@ -523,13 +579,13 @@ func (r *runner) runOne(ctx context.Context, it *item, k int) (st *rolloutState,
 		}
 		switch {
 		case runErr != nil:
-			fail(fmt.Sprintf("run %s: %v", r.policy.Name(), runErr))
+			fail(FailRun, fmt.Sprintf("run %s: %v", r.policy.Name(), runErr))
 			return
 		case tr == nil:
-			fail(fmt.Sprintf("run %s: no trace", r.policy.Name()))
+			fail(FailNoTrace, fmt.Sprintf("run %s: no trace", r.policy.Name()))
 			return
-		case strategy.FailureKind(tr.Failure) == strategy.FailureCall:
-			fail(tr.Failure)
+		case isCallFailure(tr):
+			fail(traceCallFailure(tr), tr.Failure)
 			return
 		}
 		rec := delegate.NewRecorder("score", it.task.Prompt, nil)
@@ -539,11 +595,11 @@ func (r *runner) runOne(ctx context.Context, it *item, k int) (st *rolloutState,
 			return
 		}
 		if scErr != nil {
-			fail(fmt.Sprintf("score: %v", scErr))
+			fail(scoreFailure(scErr), fmt.Sprintf("score: %v", scErr))
 			return
 		}
 		if math.IsNaN(s.Reward) || math.IsInf(s.Reward, 0) {
-			fail(fmt.Sprintf("score: reward %v is not a finite number", s.Reward))
+			fail(FailNonFinite, fmt.Sprintf("score: reward %v is not a finite number", s.Reward))
 			return
 		}
 		sc = &s
@@ -554,14 +610,37 @@ func (r *runner) runOne(ctx context.Context, it *item, k int) (st *rolloutState,
 		// Only a cancelled context leaves no state.
 		return nil, nil, fmt.Errorf("rollout %s: %w", id, ctx.Err())
 	}
+	st.Roles = spent(tr, strace)
 	return st, r.artifact(it, st, tr, strace, sc), nil
+}
+
+// spent merges what a rollout's trace and its scoring trace spent, by role.
+func spent(traces ...*delegate.Trace) map[string]delegate.Totals {
+	out := map[string]delegate.Totals{}
+	for _, t := range traces {
+		if t == nil {
+			continue
+		}
+		for role, x := range t.Roles {
+			out[role] = addTotals(out[role], x)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func addTotals(a, b delegate.Totals) delegate.Totals {
+	return delegate.Totals{Calls: a.Calls + b.Calls, Errors: a.Errors + b.Errors, Retries: a.Retries + b.Retries,
+		Usage: a.Usage.Add(b.Usage), Cost: a.Cost + b.Cost, Latency: a.Latency + b.Latency}
 }
 
 // artifact builds the record of a rollout.
 func (r *runner) artifact(it *item, st *rolloutState, tr, strace *delegate.Trace, sc *Score) *Artifact {
 	a := &Artifact{
 		Version: ArtifactVersion, ID: st.ID, Item: it.index, TaskID: it.task.ID, Dataset: it.task.Dataset,
-		Index: st.Index, Seed: r.cfg.Seed, Strategy: r.policy.Name(), Status: st.Status, Error: st.Error,
+		Index: st.Index, Seed: r.cfg.Seed, Strategy: r.policy.Name(), Status: st.Status, Error: st.Error, Reason: st.Reason,
 		Prompt: it.task.Prompt, Reference: it.task.Answer, Score: sc, Reward: st.Reward,
 		BaselineStrategy: r.baseline.Name(),
 	}
@@ -634,7 +713,7 @@ func (r *runner) commitRollout(ctx context.Context, it *item, st *rolloutState, 
 		return err
 	}
 	r.pmu.Lock()
-	r.count(st)
+	r.count(st.Status, st.Reward)
 	r.pmu.Unlock()
 	r.send()
 	return nil
@@ -755,6 +834,12 @@ func (r *runner) commitGroup(ctx context.Context, it *item, st groupState, rec *
 	if err != nil {
 		return err
 	}
+	// The group is recorded: its rollouts' sequences and its baseline are
+	// no longer needed, and keeping them would grow the run's memory with
+	// every item. Every rollout of the item has finished by now.
+	it.mu.Lock()
+	it.results, it.baseline = nil, nil
+	it.mu.Unlock()
 	r.pmu.Lock()
 	r.prog.ItemsDone++
 	r.pmu.Unlock()
@@ -769,25 +854,27 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 		RolloutsPlanned: len(r.tasks) * r.cfg.GroupSize, Repairs: repairs,
 		Dropped: map[string]int{DropEqual: 0, DropFormat: 0, DropTruncation: 0, DropErrors: 0},
 		Ties:    map[string]int{DropEqual: 0, DropFormat: 0, DropTruncation: 0},
+		Failed:  map[string]int{}, Roles: map[string]delegate.Totals{},
 	}
 	r.pmu.Lock()
 	s.Resumed = r.prog.Resumed
 	r.pmu.Unlock()
 	s.DroppedProgress = r.droppedEvs.Load()
-	rolls, err := r.db.Rollouts(ctx)
-	if err != nil {
-		return s, err
-	}
 	var sumR, sumC, sumB float64
-	for _, ro := range rolls {
-		var st rolloutState
+	err := r.db.EachRollout(ctx, func(ro store.Rollout) error {
+		var st rolloutTally
 		if err := json.Unmarshal(ro.Data, &st); err != nil {
-			return s, fmt.Errorf("decode state of rollout %s: %w", ro.ID, err)
+			return fmt.Errorf("decode state of rollout %s: %w", ro.ID, err)
 		}
 		s.Rollouts++
+		for role, x := range st.Roles {
+			s.Roles[role] = addTotals(s.Roles[role], x)
+			s.Retries += x.Retries
+		}
 		if st.Status != StatusScored {
 			s.RolloutsFailed++
-			continue
+			s.Failed[reasonOf(st.Reason, st.Error)]++
+			return nil
 		}
 		s.RolloutsScored++
 		switch st.Fixed {
@@ -797,6 +884,10 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 			s.RolloutsTruncated++
 		}
 		sumR, sumC, sumB = sumR+st.Reward, sumC+st.Candidate, sumB+st.Baseline
+		return nil
+	})
+	if err != nil {
+		return s, err
 	}
 	if s.RolloutsScored > 0 {
 		n := float64(s.RolloutsScored)
@@ -826,6 +917,23 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 		s.Dropped[st.Reason]++
 	}
 	s.ItemsDone = s.Groups
+	for i := range r.tasks {
+		data, ok, err := r.db.Baseline(ctx, i, 0)
+		if err != nil {
+			return s, err
+		}
+		if !ok {
+			continue
+		}
+		var tr struct {
+			Total delegate.Totals `json:"total"`
+		}
+		if err := json.Unmarshal(data, &tr); err != nil {
+			return s, fmt.Errorf("decode baseline of item %d: %w", i, err)
+		}
+		s.Baselines = addTotals(s.Baselines, tr.Total)
+		s.Retries += tr.Total.Retries
+	}
 	s.Complete = s.Groups == len(r.tasks)
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {

@@ -433,6 +433,16 @@ func TestRunFailingRollout(t *testing.T) {
 	if got, want := sum.Dropped[DropErrors], 1; got != want {
 		t.Errorf("dropped for errors: %d, want %d", got, want)
 	}
+	// The scripted error is an API error with status 500.
+	if got, want := sum.Failed["call server_error"], 4; got != want || len(sum.Failed) != 1 {
+		t.Errorf("failed by reason %v, want call server_error %d", sum.Failed, want)
+	}
+	if d := sum.Roles["delegator"]; d.Calls == 0 || d.Errors != 4 {
+		t.Errorf("delegator totals %+v, want calls and 4 errors", d)
+	}
+	if sum.Baselines.Calls != 2 {
+		t.Errorf("baseline calls %d, want 2", sum.Baselines.Calls)
+	}
 }
 
 func TestRunResumesAfterCancel(t *testing.T) {

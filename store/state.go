@@ -172,24 +172,37 @@ func (s *DB) CommitGroup(ctx context.Context, file string, g Group) error {
 
 // Rollouts returns every recorded rollout, ordered by item, group, index.
 func (s *DB) Rollouts(ctx context.Context) ([]Rollout, error) {
+	var out []Rollout
+	err := s.EachRollout(ctx, func(r Rollout) error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+// EachRollout calls fn with every recorded rollout, ordered by item, group,
+// index, holding one in memory at a time; an error from fn stops the walk
+// and is returned. fn must not use s: the walk holds a connection.
+func (s *DB) EachRollout(ctx context.Context, fn func(Rollout) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT item, grp, idx, id, file_offset, file_length, data
 		FROM rollouts ORDER BY item, grp, idx`)
 	if err != nil {
-		return nil, fmt.Errorf("read rollouts: %w", err)
+		return fmt.Errorf("read rollouts: %w", err)
 	}
 	defer rows.Close()
-	var out []Rollout
 	for rows.Next() {
 		var r Rollout
 		if err := rows.Scan(&r.Item, &r.Group, &r.Index, &r.ID, &r.Offset, &r.Length, &r.Data); err != nil {
-			return nil, fmt.Errorf("read rollouts: %w", err)
+			return fmt.Errorf("read rollouts: %w", err)
 		}
-		out = append(out, r)
+		if err := fn(r); err != nil {
+			return err
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read rollouts: %w", err)
+		return fmt.Errorf("read rollouts: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // Groups returns every recorded group, ordered by item and group.

@@ -18,6 +18,8 @@
 package main
 
 import (
+	"github.com/delegatelab/delegate/bench/internal/runc"
+
 	"errors"
 	"flag"
 	"fmt"
@@ -76,7 +78,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	} else {
 		var err error
-		if p, err = createModel(c.WithDefaults(), *seed, float32(*scale)); err != nil {
+		if p, err = runc.ScaledModel(c.WithDefaults(), *seed, float32(*scale)); err != nil {
 			return err
 		}
 		dir := filepath.Join(*out, "ckpt")
@@ -88,40 +90,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if p.Config.Vocab < tokenizer.VocabSize {
 		return fmt.Errorf("model vocab %d is below the tokenizer's %d", p.Config.Vocab, tokenizer.VocabSize)
 	}
-	if err := writeFile(filepath.Join(*out, "model.bin"), func(w io.Writer) error { return nn.ExportLlama2C(w, p) }); err != nil {
-		return err
-	}
-	if err := writeFile(filepath.Join(*out, "tokenizer.bin"), func(w io.Writer) error { return tokenizer.WriteLlama2C(w, p.Config.Vocab) }); err != nil {
+	if err := runc.Export(*out, p); err != nil {
 		return err
 	}
 
 	ids, margin := greedy(p, promptTokens(*prompt), *steps)
 	fmt.Fprintf(stderr, "tokens: %v\nsmallest gap between the top two logits of a generated token: %g\n", ids, margin)
-	_, err := io.WriteString(stdout, runCText(ids)+"\n")
+	_, err := io.WriteString(stdout, runc.Text(ids)+"\n")
 	return err
-}
-
-// createModel draws a model from seed and scales every weight matrix (not
-// the norms) by scale.
-func createModel(c nn.Config, seed uint64, scale float32) (*nn.Params, error) {
-	p, err := nn.Alloc(c)
-	if err != nil {
-		return nil, err
-	}
-	p.Init(seed)
-	mats := [][]float32{p.TokenEmb}
-	for _, l := range p.Layers {
-		mats = append(mats, l.Wq, l.Wk, l.Wv, l.Wo, l.W1, l.W2, l.W3)
-	}
-	if !c.TiedOutput {
-		mats = append(mats, p.Output)
-	}
-	for _, m := range mats {
-		for i := range m {
-			m[i] *= scale
-		}
-	}
-	return p, nil
 }
 
 // promptTokens is what run.c's encoder makes of prompt with our
@@ -181,56 +157,4 @@ func argmax(v []float32) (int, float32) {
 		}
 	}
 	return best, v[best] - second
-}
-
-// runCText is the text run.c prints for the sequence ids (its first token
-// is fed, never printed), without the final newline.
-func runCText(ids []int) string {
-	var b strings.Builder
-	for i := 1; i < len(ids); i++ {
-		piece := tokenizer.Llama2CPiece(ids[i])
-		if ids[i-1] == tokenizer.BOS && strings.HasPrefix(piece, " ") {
-			piece = piece[1:]
-		}
-		if by, ok := hexBytePiece(piece); ok {
-			piece = string([]byte{by})
-		}
-		if len(piece) == 1 && !printableOrSpace(piece[0]) {
-			continue
-		}
-		b.WriteString(piece)
-	}
-	return b.String()
-}
-
-// hexBytePiece parses a "<0xXX>" piece.
-func hexBytePiece(s string) (byte, bool) {
-	var b byte
-	if len(s) != 6 || !strings.HasPrefix(s, "<0x") || s[5] != '>' {
-		return 0, false
-	}
-	if _, err := fmt.Sscanf(s[3:5], "%02X", &b); err != nil {
-		return 0, false
-	}
-	return b, true
-}
-
-// printableOrSpace is C's isprint || isspace in the "C" locale.
-func printableOrSpace(c byte) bool {
-	return (c >= 0x20 && c <= 0x7e) || (c >= '\t' && c <= '\r')
-}
-
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close() // the write error is the one worth reporting
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

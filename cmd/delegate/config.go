@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/strategy"
 )
 
@@ -37,6 +38,9 @@ type Config struct {
 	// Strategy tunes the four strategies; absent keys keep
 	// strategy.DefaultConfig's values.
 	Strategy strategy.Config `yaml:"strategy"`
+	// Judge tunes the LLM judge (mode, both orders, repeats, tie margin,
+	// prompts); absent keys keep judge.DefaultConfig's values.
+	Judge judge.Config `yaml:"judge"`
 
 	path  string
 	lines map[string]int // "roles.delegator" -> line, for cross-field errors
@@ -114,7 +118,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, errors.New("empty config")
 	}
-	cfg := Config{Strategy: strategy.DefaultConfig()}
+	cfg := Config{Strategy: strategy.DefaultConfig(), Judge: judge.DefaultConfig()}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil {
@@ -247,6 +251,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Strategy.Validate(); err != nil {
 		errs = append(errs, c.at("strategy", "%v", err))
+	}
+	if err := c.Judge.Validate(); err != nil {
+		errs = append(errs, c.at("judge", "%v", err))
 	}
 	for i, p := range c.Roles.Peers {
 		if _, ok := c.Models[p]; !ok {

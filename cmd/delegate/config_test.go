@@ -36,6 +36,20 @@ func TestParseConfig(t *testing.T) {
 	if got := cfg.Roles.Peers; len(got) != 3 || got[2] != "local" {
 		t.Errorf("peers = %v", got)
 	}
+	if !cfg.Judge.BothOrders || cfg.Judge.Repeats != 1 {
+		t.Errorf("judge = %+v, want the judge's defaults where the file says nothing", cfg.Judge)
+	}
+}
+
+// A judge section changes only the keys it names.
+func TestParseConfigJudge(t *testing.T) {
+	cfg, err := ParseConfig([]byte(goodConfig + "judge:\n  repeats: 3\n  combine: average\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Judge.Repeats != 3 || cfg.Judge.Combine != "average" || !cfg.Judge.BothOrders || cfg.Judge.Mode != "pairwise" {
+		t.Errorf("judge = %+v", cfg.Judge)
+	}
 }
 
 func TestParseConfigErrors(t *testing.T) {
@@ -56,6 +70,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"key instead of env name", "models:\n  a:\n    base_url: http://x/v1\n    model: m\n    api_key_env: sk-abc123\n", []string{"line 5", "not an environment variable name"}},
 		{"negative price", "models:\n  a:\n    base_url: http://x/v1\n    model: m\n    price: {input: -1}\n", []string{"line 5", "negative"}},
 		{"two documents", "models:\n  a: {base_url: http://x/v1, model: m}\n---\nmodels: {}\n", []string{"more than one YAML document"}},
+		{"judge bad mode", "models:\n  a: {base_url: http://x/v1, model: m}\njudge:\n  mode: vibes\n", []string{"judge", "vibes"}},
+		{"judge unknown key", "models:\n  a: {base_url: http://x/v1, model: m}\njudge:\n  repeat: 3\n", []string{"line 4", `unknown key "repeat"`}},
 		{"unknown kind", "models:\n  a:\n    kind: grpc\n    base_url: http://x/v1\n    model: m\n", []string{"line 3", `unknown kind "grpc"`}},
 	}
 	for _, tt := range tests {

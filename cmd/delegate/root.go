@@ -18,7 +18,14 @@ func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newConfigCmd(getenv, log), newRunCmd(getenv, log), newServeCmd(getenv, log), newTrainCmd(getenv, log))
+	root.AddCommand(
+		newConfigCmd(getenv, log),
+		newRunCmd(getenv, log),
+		newServeCmd(getenv, log),
+		newBenchCmd(getenv, log),
+		newProcessCmd(getenv, log),
+		newTrainCmd(getenv, log),
+	)
 	return root
 }
 

@@ -167,18 +167,6 @@ func stopReason(s string) string {
 	return "not trained in this run"
 }
 
-// isTerminal reports whether w is a terminal, where bars are redrawn in
-// place; elsewhere (a file, a pipe, a CI log) progress is one line per
-// phase and per step.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
 // trainBars draws the progress of a run: on a terminal one bar per phase,
 // elsewhere plain lines. With no output it only drains the events.
 type trainBars struct {

@@ -1,0 +1,562 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/dataset"
+	"github.com/delegatelab/delegate/eval"
+	"github.com/delegatelab/delegate/judge"
+	"github.com/delegatelab/delegate/store"
+	"github.com/delegatelab/delegate/strategy"
+)
+
+// benchFlags are the flags of `delegate bench`.
+type benchFlags struct {
+	config      string
+	dataset     string
+	data        string
+	strategies  string
+	n           int
+	seed        uint64
+	out         string
+	skipBad     bool
+	concurrency int
+	itemTimeout time.Duration
+	baseline    string
+	trace       bool
+	cache       bool
+	noCache     bool
+	cacheDB     string
+	passScore   float64
+	progress    bool
+}
+
+// Files of a bench output directory besides eval.Files.
+const (
+	benchResults = "results.jsonl"
+	benchCache   = "cache.sqlite"
+)
+
+// Arms added beside route, for PGR and the oracle router: the strong and
+// the weak model each alone, with single's prompt and settings.
+const (
+	armStrong = "strong"
+	armWeak   = "weak"
+)
+
+func newBenchCmd(getenv env, log *slog.Logger) *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench --dataset NAME [--data PATH] --out DIR [flags]",
+		Short: "Run strategies side by side on a dataset and tabulate accuracy, cost and latency",
+		Long: `Bench runs every strategy of --strategies on the same sample of a dataset,
+under the same config, and saves one record per strategy and item in
+DIR/results.jsonl as each finishes. It then writes DIR/table.md, DIR/table.csv
+and plots of accuracy against cost and of latency (PNG and SVG), and prints the
+Markdown table: accuracy with a Wilson 95% interval, a paired McNemar p-value
+against the baseline, tokens per role, dollars, latency p50/p95, calls per item
+and, when route runs, its PGR and the oracle router (route adds the strong and
+weak models alone as arms "strong" and "weak").
+
+Datasets: gsm8k, math, mmlu, bbh (graded by their verifiers; --data names the
+file, or for mmlu and bbh a directory), open (the built-in open-ended test
+requests, or --data FILE of {"id","prompt"} lines), graded by the judge role's
+0-100 rubric: an answer is correct at --pass-score or above.
+
+Run the same command again to resume: items already in DIR/results.jsonl are
+not run again. Responses to temperature-0 or seeded requests are cached in
+SQLite (DIR/cache.sqlite, or --cache-db): by default the judge's only; --cache
+adds every role, --no-cache turns caching off.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), getenv, log, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
+	fl.StringVar(&f.dataset, "dataset", "", "dataset: gsm8k, math, mmlu, bbh or open")
+	fl.StringVar(&f.data, "data", "", "dataset file (or directory for mmlu, bbh); open defaults to the built-in test requests")
+	fl.StringVar(&f.strategies, "strategies", "single,route,decompose,lead", "comma-separated strategies: "+strings.Join(strategy.Names(), ", "))
+	fl.IntVarP(&f.n, "n", "n", 0, "items to sample from the dataset (0: all)")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of the sample")
+	fl.StringVarP(&f.out, "out", "o", "", "output directory (results, tables, plots, cache)")
+	fl.BoolVar(&f.skipBad, "skip-bad", false, "skip malformed dataset records, listing each, instead of failing")
+	fl.IntVar(&f.concurrency, "concurrency", eval.DefaultConcurrency, "items run at once")
+	fl.DurationVar(&f.itemTimeout, "item-timeout", 0, "time limit of one item (0: none); an item out of time is recorded as an error")
+	fl.StringVar(&f.baseline, "baseline", "", "arm the McNemar tests compare with (default: the first strategy)")
+	fl.BoolVar(&f.trace, "trace", false, "save each item's whole trace in the results")
+	fl.BoolVar(&f.cache, "cache", false, "serve every role's temperature-0 or seeded requests from the response cache (the judge's always are)")
+	fl.BoolVar(&f.noCache, "no-cache", false, "use no response cache, not even for the judge")
+	fl.StringVar(&f.cacheDB, "cache-db", "", "response cache database (default DIR/"+benchCache+"); share one between runs to reuse answers")
+	fl.Float64Var(&f.passScore, "pass-score", 70, "open datasets: judge score (0-100) at or above which an answer counts as correct")
+	fl.BoolVar(&f.progress, "progress", true, "show a progress bar on stderr")
+	return cmd
+}
+
+// validate checks the flags among themselves, before anything is opened.
+func (f benchFlags) validate() error {
+	var errs []error
+	switch f.dataset {
+	case "":
+		errs = append(errs, errors.New("--dataset is required (gsm8k, math, mmlu, bbh or open)"))
+	case "gsm8k", "math", "mmlu", "bbh":
+		if f.data == "" {
+			errs = append(errs, fmt.Errorf("--data is required for --dataset %s: the dataset file (or directory)", f.dataset))
+		}
+	case "open":
+	default:
+		errs = append(errs, fmt.Errorf("--dataset: unknown dataset %q (want gsm8k, math, mmlu, bbh or open)", f.dataset))
+	}
+	if f.out == "" {
+		errs = append(errs, errors.New("--out is required: the directory for results, tables and plots"))
+	}
+	if f.n < 0 {
+		errs = append(errs, fmt.Errorf("--n: %d is negative", f.n))
+	}
+	if f.cache && f.noCache {
+		errs = append(errs, errors.New("--cache and --no-cache contradict each other"))
+	}
+	if f.noCache && f.cacheDB != "" {
+		errs = append(errs, errors.New("--cache-db and --no-cache contradict each other"))
+	}
+	if f.passScore < 0 || f.passScore > 100 {
+		errs = append(errs, fmt.Errorf("--pass-score: %v is outside 0..100", f.passScore))
+	}
+	if _, err := parseStrategies(f.strategies); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// parseStrategies splits the --strategies list, checking every name once.
+func parseStrategies(s string) ([]string, error) {
+	known := map[string]bool{}
+	for _, n := range strategy.Names() {
+		known[n] = true
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+			continue
+		case !known[n]:
+			return nil, fmt.Errorf("--strategies: unknown strategy %q (known: %s)", n, strings.Join(strategy.Names(), ", "))
+		case seen[n]:
+			return nil, fmt.Errorf("--strategies: %q named twice", n)
+		}
+		seen[n] = true
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return nil, errors.New("--strategies: none given")
+	}
+	return names, nil
+}
+
+// loadBenchTasks loads and samples the dataset, reporting every skipped
+// record on errOut.
+func loadBenchTasks(f benchFlags, errOut io.Writer) ([]delegate.Task, string, error) {
+	var (
+		all  []delegate.Task
+		desc string
+	)
+	switch {
+	case f.dataset == "open" && f.data == "":
+		_, all = dataset.Builtin()
+		desc = "open (built-in test requests)"
+	default:
+		format := f.dataset
+		if format == "open" {
+			format = "jsonl"
+		}
+		tasks, rep, err := dataset.Load(format, f.data, dataset.Options{SkipBad: f.skipBad})
+		if err != nil {
+			return nil, "", fmt.Errorf("load dataset: %w", err)
+		}
+		for _, s := range rep.Skipped {
+			fmt.Fprintf(errOut, "skipped %s:%d: %s\n", s.File, s.Line, s.Reason)
+		}
+		if len(rep.Skipped) > 0 {
+			fmt.Fprintf(errOut, "skipped %d malformed records of %s; %d loaded\n", len(rep.Skipped), f.data, rep.Read)
+		}
+		all = tasks
+		desc = fmt.Sprintf("%s (%s", f.dataset, f.data)
+		if len(rep.Skipped) > 0 {
+			desc += fmt.Sprintf(", %d malformed records skipped", len(rep.Skipped))
+		}
+		desc += ")"
+	}
+	tasks := all
+	if f.n > 0 {
+		tasks = dataset.Sample(all, f.n, f.seed)
+		desc += fmt.Sprintf(", %d of %d items sampled with seed %d", len(tasks), len(all), f.seed)
+	} else {
+		desc += fmt.Sprintf(", all %d items", len(all))
+	}
+	return tasks, desc, nil
+}
+
+// cacheScope says where a model is served, so that cache entries of two
+// servers with the same model name stay apart.
+func (c *Config) cacheScope(name string) string {
+	m := c.Models[name]
+	if m.Kind == "local" {
+		return "local:" + m.Checkpoint
+	}
+	return redactURL(m.BaseURL)
+}
+
+// redactURL drops a password and query from a base URL, so that a
+// credential written into it reaches neither the table nor the cache.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.Redacted()
+}
+
+// benchModels are the models as bench gives them to roles: raw, or
+// wrapped by the response cache. The strategies' and the judge's wrappers
+// are apart, so that their cache counts are too.
+type benchModels struct {
+	strategies map[string]delegate.Model // the strategies' roles
+	judge      map[string]delegate.Model // the judge role
+	// cachedStrategies and cachedJudge are the cache wrappers, nil for
+	// roles served directly.
+	cachedStrategies, cachedJudge map[string]*store.CachedModel
+}
+
+func (c *Config) benchModels(raw map[string]delegate.Model, db *store.DB, cacheStrategies, cacheJudge bool) benchModels {
+	bm := benchModels{strategies: raw, judge: raw}
+	wrap := func() (map[string]delegate.Model, map[string]*store.CachedModel) {
+		ms, cms := map[string]delegate.Model{}, map[string]*store.CachedModel{}
+		for name, m := range raw {
+			cm := store.Cached(m, db, c.cacheScope(name))
+			ms[name], cms[name] = cm, cm
+		}
+		return ms, cms
+	}
+	if db == nil {
+		return bm
+	}
+	if cacheStrategies {
+		bm.strategies, bm.cachedStrategies = wrap()
+	}
+	if cacheJudge {
+		bm.judge, bm.cachedJudge = wrap()
+	}
+	return bm
+}
+
+// benchArms builds one arm per strategy, in the order given, and, when
+// route is among them and a strong and a weak model are assigned, the strong
+// and weak arms (single's prompt and settings with that model) for PGR and
+// the oracle router.
+func (c *Config) benchArms(names []string, models map[string]delegate.Model) ([]eval.Arm, error) {
+	roles := c.strategyRoles(models)
+	var arms []eval.Arm
+	for _, name := range names {
+		s, err := strategy.New(name, roles, c.Strategy)
+		if err != nil {
+			return nil, fmt.Errorf("strategy %s: %w", name, err)
+		}
+		arms = append(arms, eval.Arm{Name: name, Strategy: s})
+	}
+	hasRoute := false
+	for _, n := range names {
+		hasRoute = hasRoute || n == strategy.NameRoute
+	}
+	if !hasRoute {
+		return arms, nil
+	}
+	for _, alone := range []struct {
+		arm   string
+		agent delegate.Agent
+		role  eval.Role
+	}{{armStrong, roles.Strong, eval.RoleStrong}, {armWeak, roles.Weak, eval.RoleWeak}} {
+		s, err := strategy.New(strategy.NameSingle, strategy.Roles{Single: alone.agent}, c.Strategy)
+		if err != nil {
+			return nil, fmt.Errorf("arm %s (single with the %s model): %w", alone.arm, alone.arm, err)
+		}
+		arms = append(arms, eval.Arm{Name: alone.arm, Strategy: s, Role: alone.role})
+	}
+	return arms, nil
+}
+
+// judgeGrader grades open-ended answers with the judge's pointwise rubric:
+// correct at pass or above. Each rating's calls are recorded and returned as
+// the grade's Grading, under the judge's role.
+func judgeGrader(j *judge.Judge, pass float64) eval.Grader {
+	return func(ctx context.Context, task delegate.Task, answer string) (eval.Grade, error) {
+		rec := delegate.NewRecorder("judge", task.Prompt, nil)
+		rating, err := j.Rate(ctx, rec, nil, task.Prompt, answer)
+		tr := rec.Finish("", "")
+		g := eval.Grade{Grading: tr.Roles}
+		if err != nil {
+			return g, fmt.Errorf("judge: %w", err)
+		}
+		score := rating.Score
+		g.Correct, g.Score = score >= pass, &score
+		g.Extracted = fmt.Sprintf("judge score %.1f", score)
+		return g, nil
+	}
+}
+
+func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.Logger, f benchFlags) error {
+	if err := f.validate(); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	names, _ := parseStrategies(f.strategies) // checked by validate
+	cfg, err := LoadConfig(configPath(f.config, getenv))
+	if err != nil {
+		return err
+	}
+	open := f.dataset == "open"
+	if open && cfg.Roles.Judge == "" && cfg.Roles.Default == "" {
+		return errors.New("bench: --dataset open is graded by the judge, and the config assigns no model to roles.judge (or roles.default)")
+	}
+	tasks, desc, err := loadBenchTasks(f, errOut)
+	if err != nil {
+		return err
+	}
+	if len(tasks) == 0 {
+		return errors.New("bench: the sample holds no items")
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+
+	raw, closeModels, err := cfg.openModels(getenv, log)
+	if err != nil {
+		return err
+	}
+	defer closeModels()
+	// The cache serves the judge (open datasets) unless turned off, and
+	// every role with --cache.
+	var db *store.DB
+	if !f.noCache && (open || f.cache) {
+		path := f.cacheDB
+		if path == "" {
+			path = filepath.Join(f.out, benchCache)
+		}
+		if db, err = store.Open(ctx, path); err != nil {
+			return fmt.Errorf("bench: open response cache: %w", err)
+		}
+		defer func() {
+			if err := db.Close(); err != nil {
+				log.Warn("close response cache", "err", err)
+			}
+		}()
+	}
+	models := cfg.benchModels(raw, db, f.cache, open)
+	arms, err := cfg.benchArms(names, models.strategies)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	grade := eval.Verifier(eval.Score).Grader()
+	if open {
+		judgeAgent, _ := cfg.agent(models.judge, judge.Role, cfg.Roles.Judge) // assigned: checked above
+		j, err := judge.New(judgeAgent, cfg.Judge)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		grade = judgeGrader(j, f.passScore)
+	}
+
+	ecfg := eval.Config{
+		Results:     filepath.Join(f.out, benchResults),
+		Concurrency: f.concurrency,
+		Baseline:    f.baseline,
+		ItemTimeout: f.itemTimeout,
+		Trace:       f.trace,
+	}
+	progress := make(chan eval.Progress, len(tasks)*len(arms))
+	barDone := make(chan struct{})
+	go showProgress(errOut, f.progress, len(tasks)*len(arms), progress, barDone)
+	rep, runErr := eval.RunGraded(ctx, ecfg, tasks, arms, grade, progress)
+	close(progress)
+	<-barDone
+	if runErr != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("bench interrupted; finished items are saved in %s: run the same command again to resume", ecfg.Results)
+		}
+		return fmt.Errorf("bench: %w", runErr)
+	}
+
+	rep.Notes = append(rep.Notes, benchNotes(cfg, f, desc, arms)...)
+	if st := cacheStats(models.cachedStrategies); st.Hits > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("Response cache: %d of the %d strategy calls made now were served from it (--cache); "+
+			"the latency of items served from it is the cache's, not the models'.", st.Hits, st.Hits+st.Misses+st.Bypassed))
+	}
+	if _, err := rep.WriteFiles(f.out); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := rep.WriteMarkdown(out); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n%d items run now, %d taken from %s; tables and plots in %s\n",
+		len(tasks)*len(arms)-rep.Resumed, rep.Resumed, ecfg.Results, f.out)
+	for _, c := range []struct {
+		who    string
+		models map[string]*store.CachedModel
+	}{{"strategies", models.cachedStrategies}, {"judge", models.cachedJudge}} {
+		if c.models != nil {
+			st := cacheStats(c.models)
+			fmt.Fprintf(out, "response cache, %s: %d hits, %d misses, %d requests not cacheable (temperature above 0 without a seed)\n",
+				c.who, st.Hits, st.Misses, st.Bypassed)
+		}
+	}
+	return nil
+}
+
+// benchNotes are the notes printed under the table: what it cannot say by
+// itself.
+func benchNotes(cfg *Config, f benchFlags, desc string, arms []eval.Arm) []string {
+	notes := []string{"Dataset: " + desc + "."}
+	if f.dataset == "open" {
+		notes = append(notes, fmt.Sprintf("Open-ended answers graded by the judge's 0-100 pointwise rubric; correct at %g or above.", f.passScore))
+	}
+	var ms []string
+	for _, name := range cfg.ModelNames() {
+		m := cfg.Models[name]
+		where := redactURL(m.BaseURL)
+		if m.Kind == "local" {
+			where = "local checkpoint " + m.Checkpoint
+		}
+		ms = append(ms, fmt.Sprintf("%s = %s at %s ($%g/$%g per M tokens in/out)", name, m.Model, where, m.Price.Input, m.Price.Output))
+	}
+	notes = append(notes, "Models: "+strings.Join(ms, "; ")+".")
+	r := cfg.Roles
+	roles := fmt.Sprintf("Roles: baseline %s, delegator %s, subagent %s, strong %s, weak %s, leader %s, peers %s",
+		orDefault(r.Baseline, r.Default), orDefault(r.Delegator, r.Default), orDefault(r.Subagent, r.Default),
+		orDefault(r.Strong, r.Default), orDefault(r.Weak, r.Default), orDefault(r.Leader, r.Default),
+		orDefault(strings.Join(r.Peers, ","), r.Default))
+	if f.dataset == "open" {
+		roles += ", judge " + orDefault(r.Judge, r.Default)
+	}
+	notes = append(notes, roles+".")
+	for _, a := range arms {
+		if a.Name == armStrong || a.Name == armWeak {
+			notes = append(notes, `Arms "strong" and "weak": single's prompt and settings with route's strong and weak models, for PGR and the oracle router.`)
+			break
+		}
+	}
+	return notes
+}
+
+func orDefault(v, def string) string {
+	switch {
+	case v != "":
+		return v
+	case def != "":
+		return def
+	}
+	return "none"
+}
+
+// cacheStats sums the cache's counts over models.
+func cacheStats(cached map[string]*store.CachedModel) store.CacheStats {
+	var s store.CacheStats
+	for _, m := range cached {
+		st := m.Stats()
+		s.Hits += st.Hits
+		s.Misses += st.Misses
+		s.Bypassed += st.Bypassed
+	}
+	return s
+}
+
+// showProgress reports the items' progress on w until progress is closed,
+// then closes done: a progress bar on a terminal, a line at every tenth of
+// the items elsewhere (a log file, CI), nothing with show false. Resumed
+// items advance it without feeding its rate, so the ETA is that of the items
+// run now.
+func showProgress(w io.Writer, show bool, total int, progress <-chan eval.Progress, done chan<- struct{}) {
+	defer close(done)
+	if !show {
+		for range progress {
+		}
+		return
+	}
+	var correct, finished, failed, resumed atomic.Int64
+	tally := func() string {
+		return fmt.Sprintf("%d/%d correct, %d failed", correct.Load(), finished.Load(), failed.Load())
+	}
+	count := func(pr eval.Progress) {
+		finished.Add(1)
+		if pr.Correct {
+			correct.Add(1)
+		}
+		if pr.Failed {
+			failed.Add(1)
+		}
+		if pr.Resumed {
+			resumed.Add(1)
+		}
+	}
+	if !isTerminal(w) {
+		start := time.Now()
+		step := max(total/10, 1)
+		for pr := range progress {
+			count(pr)
+			if pr.Done%step != 0 && pr.Done != total {
+				continue
+			}
+			eta := "n/a"
+			if run := int64(pr.Done) - resumed.Load(); run > 0 {
+				left := time.Duration(float64(time.Since(start)) / float64(run) * float64(total-pr.Done))
+				eta = left.Round(time.Second).String()
+			}
+			fmt.Fprintf(w, "bench: %d/%d items (%d resumed), %s, ETA %s\n", pr.Done, total, resumed.Load(), tally(), eta)
+		}
+		return
+	}
+	p := mpb.New(mpb.WithOutput(w), mpb.WithWidth(32), mpb.WithRefreshRate(200*time.Millisecond))
+	bar := p.AddBar(int64(total),
+		mpb.PrependDecorators(decor.Name("bench "), decor.CountersNoUnit("%d/%d items")),
+		mpb.AppendDecorators(
+			decor.Percentage(decor.WCSyncSpace),
+			decor.Name("  ETA "), decor.EwmaETA(decor.ET_STYLE_GO, 30),
+			decor.Any(func(decor.Statistics) string {
+				if finished.Load() == 0 {
+					return ""
+				}
+				return "  " + tally()
+			}),
+		),
+	)
+	last := time.Now()
+	for pr := range progress {
+		count(pr)
+		if pr.Resumed {
+			bar.Increment()
+			continue
+		}
+		now := time.Now()
+		bar.EwmaIncrement(now.Sub(last))
+		last = now
+	}
+	if !bar.Completed() {
+		bar.Abort(false) // interrupted, or values dropped: keep the bar as it stands
+	}
+	p.Wait()
+}

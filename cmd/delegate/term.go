@@ -1,0 +1,17 @@
+package main
+
+import (
+	"io"
+	"os"
+)
+
+// isTerminal reports whether w is a character device (a terminal), where
+// the commands draw live progress bars instead of plain lines.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,172 @@
+package kernel
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// expImpls are the exponentials this machine can run.
+func expImpls() map[string]expFunc {
+	out := map[string]expFunc{"go": goExpBlock}
+	if archExp != nil {
+		out["asm"] = archExp
+	}
+	return out
+}
+
+func TestExpSumMatchesMathExp(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for name, f := range expImpls() {
+		t.Run(name, func(t *testing.T) {
+			saved := activeExp
+			activeExp = f
+			defer func() { activeExp = saved }()
+			for _, n := range []int{0, 1, 7, 8, 9, 16, 61, 272} {
+				src := make([]float32, n)
+				for i := range src {
+					src[i] = float32(rng.NormFloat64() * 20)
+				}
+				dst := make([]float32, n)
+				scale, shift := float32(0.7), float32(3)
+				sum := ExpSum(dst, src, scale, shift)
+				var want float64
+				for i, x := range src {
+					w := math.Exp(float64(scale*x - shift))
+					want += w
+					if w < 1.2e-38 {
+						if dst[i] != 0 && math.Abs(float64(dst[i])-w) > 1e-38 {
+							t.Fatalf("n=%d: exp(%v) = %v, want about %v", n, scale*x-shift, dst[i], w)
+						}
+						continue
+					}
+					if rel := math.Abs(float64(dst[i])-w) / w; rel > 1e-6 {
+						t.Fatalf("n=%d: exp(%v) = %v, want %v (relative error %.2g)", n, scale*x-shift, dst[i], w, rel)
+					}
+				}
+				if want > 0 && math.Abs(float64(sum)-want)/want > 1e-5 {
+					t.Errorf("n=%d: sum = %v, want %v", n, sum, want)
+				}
+			}
+		})
+	}
+}
+
+func TestExpSumEdges(t *testing.T) {
+	nan := float32(math.NaN())
+	inf := float32(math.Inf(1))
+	src := []float32{0, -100, -87.4, 1, nan, 88.8, -inf, 2, 0.5}
+	for name, f := range expImpls() {
+		t.Run(name, func(t *testing.T) {
+			saved := activeExp
+			activeExp = f
+			defer func() { activeExp = saved }()
+			dst := append([]float32(nil), src...)
+			ExpSum(dst, dst, 1, 0) // in place
+			if dst[0] != 1 {
+				t.Errorf("exp(0) = %v, want 1", dst[0])
+			}
+			for _, i := range []int{1, 2, 6} {
+				if dst[i] != 0 {
+					t.Errorf("exp(%v) = %v, want 0", src[i], dst[i])
+				}
+			}
+			if dst[4] == dst[4] {
+				t.Errorf("exp(NaN) = %v, want NaN", dst[4])
+			}
+			if !math.IsInf(float64(dst[5]), 1) {
+				t.Errorf("exp(88.8) = %v, want +Inf", dst[5])
+			}
+			if got, want := float64(dst[8]), math.Exp(0.5); math.Abs(got-want) > 1e-6 {
+				t.Errorf("exp(0.5) in the tail = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func BenchmarkExpSum(b *testing.B) {
+	src := make([]float32, 4096)
+	for i := range src {
+		src[i] = float32(i%200) * -0.05
+	}
+	dst := make([]float32, len(src))
+	for name, f := range expImpls() {
+		b.Run(name, func(b *testing.B) {
+			saved := activeExp
+			activeExp = f
+			defer func() { activeExp = saved }()
+			b.SetBytes(int64(4 * len(src)))
+			for b.Loop() {
+				ExpSum(dst, src, 1, 0)
+			}
+		})
+	}
+}
+
+// The exponential follows the kernel's choice: the portable one when the
+// generic kernel is forced.
+func TestExpFollowsImpl(t *testing.T) {
+	if Impl() != "go" {
+		t.Skip("the machine's kernel is in use")
+	}
+	probe := []float32{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}
+	a, b := make([]float32, 8), make([]float32, 8)
+	activeExp(a, probe, 8, 1, 0)
+	goExpBlock(b, probe, 8, 1, 0)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("Impl() = %q but the exponential is not the portable one: %v vs %v", Impl(), a, b)
+		}
+	}
+}
+
+// Exp and every ExpSum implementation stay within 3e-7 relative error of
+// math.Exp over the whole normal range.
+func TestExpSweep(t *testing.T) {
+	var xs []float32
+	for x := float32(-87); x < 88.7; x += 0.00731 {
+		xs = append(xs, x)
+	}
+	check := func(name string, got []float32) {
+		t.Helper()
+		worst := 0.0
+		for i, x := range xs {
+			want := math.Exp(float64(x))
+			rel := math.Abs(float64(got[i])-want) / want
+			worst = max(worst, rel)
+			if rel > 3e-7 {
+				t.Fatalf("%s: exp(%v) = %v, want %v (relative error %.2g)", name, x, got[i], want, rel)
+			}
+		}
+		t.Logf("%s: worst relative error %.3g", name, worst)
+	}
+	scalar := make([]float32, len(xs))
+	for i, x := range xs {
+		scalar[i] = Exp(x)
+	}
+	check("Exp", scalar)
+	for name, f := range expImpls() {
+		saved := activeExp
+		activeExp = f
+		got := make([]float32, len(xs))
+		ExpSum(got, xs, 1, 0)
+		activeExp = saved
+		check("ExpSum "+name, got)
+	}
+	tests := []struct{ x, want float32 }{
+		{0, 1},
+		{1, float32(math.E)},
+		{89, float32(math.Inf(1))},
+		{float32(math.Inf(1)), float32(math.Inf(1))},
+		{-88, 0},
+		{float32(math.Inf(-1)), 0},
+	}
+	for _, tt := range tests {
+		if got := Exp(tt.x); got != tt.want && math.Abs(float64(got-tt.want)) > 1e-6 {
+			t.Errorf("Exp(%v) = %v, want %v", tt.x, got, tt.want)
+		}
+	}
+	if got := Exp(float32(math.NaN())); got == got {
+		t.Errorf("Exp(NaN) = %v, want NaN", got)
+	}
+}
