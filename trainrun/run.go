@@ -362,6 +362,8 @@ type timing struct {
 	// policy's arms alone, which the trained policy's evaluation will
 	// take again.
 	StartEvalSeconds float64 `json:"start_eval_seconds"`
+	// Items is the number of items (arms × problems) it covered.
+	Items int `json:"items"`
 }
 
 // evaluateBaselines runs the baselines: first those that do not involve
@@ -381,8 +383,20 @@ func (r *runner) evaluateBaselines(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	if ran == len(r.testSet)*(len(arms)-split) {
-		tm.StartEvalSeconds = time.Since(start).Seconds()
+	total := len(r.testSet) * (len(arms) - split)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &tm); err != nil {
+			return 0, fmt.Errorf("train: timing file %s: %w", path, err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return 0, fmt.Errorf("train: %w", err)
+	case ran > 0:
+		// Measured now; scaled up when an interrupted invocation had run
+		// some of the items already.
+		tm.StartEvalSeconds = time.Since(start).Seconds() * float64(total) / float64(ran)
+		tm.Items = total
 		b, err := json.Marshal(tm)
 		if err == nil {
 			err = os.WriteFile(path, b, 0o644)
@@ -390,14 +404,14 @@ func (r *runner) evaluateBaselines(ctx context.Context) (time.Duration, error) {
 		if err != nil {
 			return 0, fmt.Errorf("train: timing: %w", err)
 		}
-	} else if b, err := os.ReadFile(path); err == nil {
-		if err := json.Unmarshal(b, &tm); err != nil {
-			return 0, fmt.Errorf("train: timing file %s: %w", path, err)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return 0, fmt.Errorf("train: %w", err)
 	}
-	return time.Duration(tm.StartEvalSeconds * float64(time.Second)), nil
+	if tm.Items <= 0 {
+		return 0, nil
+	}
+	// The final evaluation runs the same number of items as this one
+	// (len(trainedArms) = len(arms) − split), whatever EvalItems was when
+	// the time was measured.
+	return time.Duration(tm.StartEvalSeconds / float64(tm.Items) * float64(total) * float64(time.Second)), nil
 }
 
 // train runs the RL phase with what is left of TrainTime, and stops early
