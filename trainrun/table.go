@@ -164,6 +164,7 @@ func (r *runner) notes(res *Result) []string {
 		fmt.Sprintf("Training: %s, %d steps of %d items × %d rollouts (%s; %.0f s of rollouts and updates).",
 			c.RL.Estimator, res.Steps, c.RL.ItemsPerStep, c.RL.GroupSize, stop, res.TrainSeconds),
 		fmt.Sprintf("Reward = correct − %g·delegator tokens − %g·sub-agent calls; its interval is mean ± 1.96·s/√n. Accuracy: Wilson 95%%.", c.Reward.Lambda, c.Reward.Mu),
+		"failed: items that ended without a proper answer (a format failure, max turns, or a call error such as a prompt longer than the model's context), counted wrong.",
 		fmt.Sprintf("Delegator temperature %g, solver greedy. Cost at world.DefaultPrices with each conversation's earlier turns cached; latency is wall time per item with %d items in flight.", c.EvalTemperature, c.EvalConcurrency),
 	}
 	if c.Mode == ModeMLPO {
