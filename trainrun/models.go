@@ -3,6 +3,7 @@ package trainrun
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -97,6 +98,46 @@ func (c *conversation) Chat(ctx context.Context, req *delegate.Request) (*delega
 		c.prev = next
 	}
 	return resp, nil
+}
+
+// trainedTools wraps the delegator so that a request offering the
+// strategy package's delegate tool declares it the way the world's route
+// transcripts do (the declaration the delegator was pretrained on, which
+// may be more compact than strategy.DelegateTool), so that strategy.New
+// sends exactly the transcripts' prompts. Other requests pass unchanged;
+// the caller's request is not modified. Safe for concurrent use when m is.
+type trainedTools struct {
+	m    delegate.Model
+	tool delegate.Tool
+}
+
+// routeTool is the delegate tool as the world's route transcripts declare
+// it, read from the transcript of one of problems.
+func routeTool(problems []*world.Problem) (delegate.Tool, error) {
+	if len(problems) == 0 {
+		return delegate.Tool{}, fmt.Errorf("route tool: no problem")
+	}
+	for _, t := range world.Route(problems[0], world.Never).Delegator {
+		for _, tool := range t.Tools {
+			if tool.Name == strategy.DelegateToolName {
+				return tool, nil
+			}
+		}
+	}
+	return delegate.Tool{}, fmt.Errorf("route tool: the world's route transcript declares no %q tool", strategy.DelegateToolName)
+}
+
+func (c trainedTools) Name() string { return c.m.Name() }
+
+func (c trainedTools) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	i := slices.IndexFunc(req.Tools, func(t delegate.Tool) bool { return t.Name == strategy.DelegateToolName })
+	if i < 0 {
+		return c.m.Chat(ctx, req)
+	}
+	r := *req
+	r.Tools = slices.Clone(req.Tools)
+	r.Tools[i] = c.tool
+	return c.m.Chat(ctx, &r)
 }
 
 // alwaysDelegate is the fixed always-delegate policy in the delegator's

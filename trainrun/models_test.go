@@ -3,6 +3,7 @@ package trainrun
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -255,4 +256,50 @@ func FuzzAlwaysDelegate(f *testing.F) {
 			t.Errorf("usage %+v with %d prompt ids", resp.Usage, len(resp.PromptTokenIDs))
 		}
 	})
+}
+
+// The delegator's route prompt is exactly the world's route transcript up
+// to its first reply: the tool declared as in pretraining.
+func TestRoutePromptIsTheTranscripts(t *testing.T) {
+	problems, err := world.Generate(world.DefaultConfig(), 5, world.Test, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, err := routeTool(problems)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		var got []int
+		rec := recorder{f: func(req *delegate.Request) {
+			if got == nil {
+				got = tokenizer.Render(req.Messages, req.Tools, true)
+			}
+		}}
+		st, err := strategy.New(strategy.NameRoute, strategy.Roles{
+			Strong: delegate.Agent{Model: trainedTools{m: rec, tool: tool}},
+			Weak:   delegate.Agent{Model: &calculator{}},
+		}, world.StrategyConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Run(context.Background(), p.Text, nil); err != nil {
+			t.Fatal(err)
+		}
+		tr := world.Route(p, world.Never).Delegator[0]
+		want := tokenizer.Render(tr.Messages[:2], tr.Tools, true)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the first route prompt is not the transcript's:\n got %q\nwant %q", p.ID, tokenizer.Decode(got), tokenizer.Decode(want))
+		}
+	}
+}
+
+// recorder answers every request with a boxed 0 and shows it to f.
+type recorder struct{ f func(*delegate.Request) }
+
+func (r recorder) Name() string { return "recorder" }
+
+func (r recorder) Chat(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+	r.f(req)
+	return &delegate.Response{Choices: []delegate.Choice{{Message: delegate.Assistant(world.Boxed(0)), FinishReason: "stop"}}}, nil
 }

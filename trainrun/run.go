@@ -137,6 +137,7 @@ type runner struct {
 	policy     *local.Model // over policyP, which training updates
 	peers      *memo        // MLPO's frozen peers, each answer computed once
 	always     *alwaysDelegate
+	tool       delegate.Tool // the delegate tool as the route transcripts declare it
 	closers    []*local.Model
 }
 
@@ -167,6 +168,9 @@ func newRunner(cfg Config, opt Options) (*runner, error) {
 		r.byText[p.Text] = p
 	}
 	r.always = newAlwaysDelegate(r.testSet)
+	if r.tool, err = routeTool(r.testSet); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
 
 	solverP, err := loadCheckpoint("solver", cfg.Solver)
 	if err != nil {
@@ -251,10 +255,11 @@ func (s perRun) Run(ctx context.Context, request string, events chan<- delegate.
 }
 
 // route builds route with the delegator in the strong seat and the solver
-// answering what it delegates.
+// answering what it delegates; the delegator sees the tool declared as in
+// its pretraining transcripts.
 func (r *runner) route(scfg strategy.Config, delegator delegate.Model) (delegate.Strategy, error) {
 	return strategy.New(strategy.NameRoute, strategy.Roles{
-		Strong: r.delegatorAgent(&conversation{m: delegator}),
+		Strong: r.delegatorAgent(&conversation{m: trainedTools{m: delegator, tool: r.tool}}),
 		Weak:   r.subagent(r.solver, r.cfg.Prices.Solver),
 	}, scfg)
 }
@@ -278,7 +283,7 @@ func (r *runner) baselines() []eval.Arm {
 		}}},
 		{Name: ArmAlways, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
 			return strategy.New(strategy.NameRoute, strategy.Roles{
-				Strong: r.delegatorAgent(r.always),
+				Strong: r.delegatorAgent(trainedTools{m: r.always, tool: r.tool}),
 				Weak:   r.subagent(r.solver, r.cfg.Prices.Solver),
 			}, r.scfg)
 		}}},
