@@ -23,6 +23,7 @@ import (
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/trainrun"
+	"github.com/delegatelab/delegate/world"
 )
 
 // trainFlags are the flags of delegate train that are not fields set in
@@ -32,6 +33,7 @@ type trainFlags struct {
 	lr        float64
 	quiet     bool
 	total     time.Duration
+	level     int
 }
 
 func newTrainCmd(_ env, log *slog.Logger) *cobra.Command {
@@ -73,6 +75,13 @@ at an equal number of generations.`,
 			if cfg.Mode == trainrun.ModeMLPO && !cmd.Flags().Changed("train-problems") {
 				cfg.TrainProblems = 256 // the filter samples the peers on every one
 			}
+			if f.level != 0 {
+				w, ok := world.Levels()[f.level]
+				if !ok {
+					return fmt.Errorf("train: --level %d: the world has levels 1 to %d", f.level, len(world.Levels()))
+				}
+				cfg.World = w
+			}
 			if f.total > 0 {
 				cfg.Deadline = time.Now().Add(f.total)
 			}
@@ -107,6 +116,7 @@ at an equal number of generations.`,
 	fl.IntVar(&cfg.EvalItems, "eval-items", cfg.EvalItems, "held-out problems of the table")
 	fl.Float64Var(&cfg.EvalTemperature, "eval-temperature", cfg.EvalTemperature, "delegator temperature in the table (0: greedy)")
 	fl.IntVar(&cfg.EvalConcurrency, "eval-concurrency", cfg.EvalConcurrency, "items in flight in the table")
+	fl.IntVar(&f.level, "level", 0, "world difficulty (world.Levels, 1 easiest); 0: the default world")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the rollouts and the item order")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
 	return cmd

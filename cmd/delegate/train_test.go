@@ -142,6 +142,7 @@ func TestTrainRejectsBadFlags(t *testing.T) {
 		{[]string{"train", "--mode", "nope", "--solver", "x"}, "mode"},
 		{[]string{"train", "--solver", "/nonexistent/solver", "--delegator", "/nonexistent/delegator", "--out", "OUT"}, "/nonexistent/solver"},
 		{[]string{"train", "extra"}, "unknown command"},
+		{[]string{"train", "--level", "9"}, "--level 9"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
