@@ -41,7 +41,7 @@ func BenchmarkUpdate(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		if _, err := l.update(context.Background(), seqs, 1e-5); err != nil {
+		if _, err := l.update(context.Background(), seqs, 1e-5, true); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,7 +10,11 @@
 // the sampler's logprobs (Node.Logprobs). Only generated tokens carry a
 // loss; the prompt, and with it every tool result, sub-agent output and
 // earlier turn, has weight 0, as does the padding of a micro-batch. The
-// policy must be called with logprobs: wrap it with WrapPolicy.
+// policy must be called with logprobs: wrap it with WrapPolicy. The calls
+// of one multi-turn conversation (route's turns), each of whose prompts
+// starts with the previous call's prompt and output, are trained as one
+// sequence (Merge): the same gradient, but the shared prefix runs through
+// the model once.
 //
 // # Objective
 //

@@ -3,6 +3,7 @@ package rl
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/delegatelab/delegate"
@@ -14,11 +15,82 @@ import (
 // with the logprobs the sampler reported for them. Only Completion is
 // trained; the prompt (system text, the request, earlier turns, tool
 // results, sub-agent outputs) is context.
+//
+// A merged episode (Merge) holds several calls of one conversation: its
+// Completion runs from the first call's generated tokens to the last's,
+// and the tokens in between that the policy did not generate (tool
+// results, the next user turn, role markers) are Masked.
 type Episode struct {
 	Node       string    // "name#id" of the trace node, for errors
 	Prompt     []int     // prompt token ids
 	Completion []int     // generated token ids
 	Behaviour  []float32 // (len(Completion)) sampler logprobs at temperature 1
+	// Masked, when not nil, marks the tokens of Completion that are
+	// context, not generated (their Behaviour is NaN): they carry no loss.
+	Masked []bool
+}
+
+// trained reports whether completion token j carries a loss.
+func (e *Episode) trained(j int) bool { return e.Masked == nil || !e.Masked[j] }
+
+// Generated is the number of tokens the policy generated.
+func (e *Episode) Generated() int {
+	n := 0
+	for j := range e.Completion {
+		if e.trained(j) {
+			n++
+		}
+	}
+	return n
+}
+
+// Merge joins consecutive episodes of one conversation into one training
+// sequence: when an episode's prompt starts with the previous one's whole
+// sequence (prompt and completion, as a multi-turn conversation's next
+// call does), the rest of its prompt is appended, masked, then its
+// completion. Every generated token keeps exactly the context it had, so
+// the gradient is the same, but the shared prefix is run through the model
+// once instead of once per call: a conversation of k turns costs about its
+// final length rather than k prompts. eps is in call order; those that do
+// not continue the previous one start a new sequence. eps is not modified.
+func Merge(eps []Episode) []Episode {
+	var out []Episode
+	for _, e := range eps {
+		if n := len(out); n > 0 {
+			last := &out[n-1]
+			seq := len(last.Prompt) + len(last.Completion)
+			if len(e.Prompt) >= seq && continues(e.Prompt, last) {
+				if last.Masked == nil {
+					last.Masked = make([]bool, len(last.Completion))
+				}
+				gap := e.Prompt[seq:]
+				last.Completion = append(last.Completion, gap...)
+				for range gap {
+					last.Behaviour = append(last.Behaviour, float32(math.NaN()))
+					last.Masked = append(last.Masked, true)
+				}
+				last.Completion = append(last.Completion, e.Completion...)
+				last.Behaviour = append(last.Behaviour, e.Behaviour...)
+				last.Masked = append(last.Masked, make([]bool, len(e.Completion))...)
+				last.Node += "+" + e.Node
+				continue
+			}
+		}
+		out = append(out, Episode{
+			Node:       e.Node,
+			Prompt:     e.Prompt,
+			Completion: slices.Clone(e.Completion),
+			Behaviour:  slices.Clone(e.Behaviour),
+			Masked:     slices.Clone(e.Masked),
+		})
+	}
+	return out
+}
+
+// continues reports whether prompt starts with e's prompt and completion.
+func continues(prompt []int, e *Episode) bool {
+	p := len(e.Prompt)
+	return slices.Equal(prompt[:p], e.Prompt) && slices.Equal(prompt[p:p+len(e.Completion)], e.Completion)
 }
 
 // Len is the length of the training sequence: inputs and targets are the

@@ -294,6 +294,18 @@ func TestEpisodesFromRouteRun(t *testing.T) {
 			t.Fatalf("run %d: %d episodes for %d strong calls", run, len(eps), len(want))
 		}
 		strongCalls += len(want)
+		// The turns of the conversation continue one another exactly, so
+		// they merge into one training sequence with the same trained
+		// tokens.
+		merged := Merge(eps)
+		var gen int
+		for _, e := range eps {
+			gen += len(e.Completion)
+		}
+		if len(merged) != 1 || merged[0].Generated() != gen {
+			t.Errorf("run %d: %d calls merge into %d sequences with %d generated tokens, want 1 with %d", run, len(eps), len(merged), merged[0].Generated(), gen)
+		}
+
 		for i, n := range want {
 			e := eps[i]
 			if !slices.Equal(e.Prompt, n.PromptTokenIDs) {

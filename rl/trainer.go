@@ -233,7 +233,7 @@ func (t *Trainer) Step(ctx context.Context) (*Metrics, error) {
 	if len(trained) == 0 {
 		m.Skipped = true
 	} else {
-		st, err := t.l.update(ctx, trained, m.LR)
+		st, err := t.l.update(ctx, trained, m.LR, (step-1)%cfg.LogprobCheckEvery == 0)
 		if err != nil {
 			return nil, fmt.Errorf("step %d: update: %w", step, err)
 		}
@@ -285,7 +285,7 @@ func (t *Trainer) score(step int, items []int, slots []rolloutSlot) (*Metrics, [
 			if err != nil {
 				return nil, nil, fmt.Errorf("step %d: item %d rollout %d: %w", step, s.item, s.g, err)
 			}
-			s.eps = eps
+			s.eps = Merge(eps)
 			rewards = append(rewards, s.reward)
 			ok = append(ok, s)
 			m.Reward += s.reward
@@ -323,7 +323,7 @@ func (t *Trainer) score(step int, items []int, slots []rolloutSlot) (*Metrics, [
 			sp := rolloutSeqs{lo: len(seqs)}
 			for _, e := range s.eps {
 				seqs = append(seqs, trainSeq{Episode: e, Adv: grp.Advantages[j]})
-				sp.tokens += len(e.Completion)
+				sp.tokens += e.Generated()
 			}
 			sp.hi = len(seqs)
 			if sp.tokens > 0 {

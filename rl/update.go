@@ -66,11 +66,13 @@ func newLearner(cfg Config, policy *nn.Params) (*learner, error) {
 // update takes cfg.Epochs optimizer steps at learning rate lr on seqs.
 // The old policy of the importance ratio is the trainer's own logprob at
 // the parameters the rollouts were sampled with, computed in the first
-// epoch before any update, so the ratio is exactly 1 there; the sampler's
-// logprobs are checked against it (MaxLogprobGap). On any error, a
+// epoch before any update, so the ratio is exactly 1 there; when check is
+// set, the sampler's logprobs are checked against it (MaxLogprobGap).
+// Without check, with one epoch and no KL term, the weights are the
+// advantages times the coefficients and no logprobs are computed at all. On any error, a
 // cancelled ctx included, the parameters and moments are left as they
 // were before the call.
-func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64) (updateStats, error) {
+func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64, check bool) (updateStats, error) {
 	var st updateStats
 	eps := make([]Episode, len(seqs))
 	for i := range seqs {
@@ -78,7 +80,7 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64) (upda
 	}
 	mbs := pack(eps, l.cfg.MicroBatchTokens)
 	for _, s := range seqs {
-		st.Tokens += len(s.Completion)
+		st.Tokens += s.Generated()
 	}
 	if st.Tokens == 0 {
 		return st, nil
@@ -107,6 +109,9 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64) (upda
 		return st, err
 	}
 
+	// With one epoch and no reference the ratio is 1 at every token: the
+	// logprobs change nothing but the check.
+	fast := !check && l.cfg.Epochs == 1 && l.ref == nil
 	oldLP := make([][]float32, len(mbs))
 	obj := objective{eps: l.cfg.ClipEps, beta: l.cfg.KLBeta}
 	var clipped int
@@ -114,14 +119,38 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64) (upda
 		clear(l.grads.Data)
 		var kl float64
 		for i, m := range mbs {
+			if fast {
+				clear(m.batch.Weights)
+				for _, s := range m.seqs {
+					seq := seqs[s.idx]
+					for j := range seq.Completion {
+						if !seq.trained(j) {
+							continue
+						}
+						pg, _, w, _ := obj.at(seq.Adv, 0, 0, 0)
+						st.PGLoss += seq.Coef * pg
+						st.Loss += seq.Coef * pg
+						m.batch.Weights[m.at(s, j)] = float32(seq.Coef * w)
+					}
+				}
+				if _, err := l.ws.ForwardBackward(ctx, l.policy, l.grads, m.batch, 1); err != nil {
+					return fail(fmt.Errorf("epoch %d: %w", epoch, err))
+				}
+				continue
+			}
 			lp, err := l.ws.TokenLogprobs(ctx, l.policy, m.batch)
 			if err != nil {
 				return fail(fmt.Errorf("epoch %d: %w", epoch, err))
 			}
 			if epoch == 1 {
 				oldLP[i] = lp
+			}
+			if epoch == 1 && check {
 				for _, s := range m.seqs {
 					for j, b := range s.ep.Behaviour {
+						if !s.ep.trained(j) {
+							continue
+						}
 						gap := math.Abs(float64(lp[m.at(s, j)]) - float64(b))
 						if !(gap <= l.cfg.MaxLogprobGap) {
 							return fail(fmt.Errorf("node %s token %d: sampler logprob %v, trainer %v: the call was not made by the parameters being trained",
@@ -135,6 +164,9 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64) (upda
 			for _, s := range m.seqs {
 				seq := seqs[s.idx]
 				for j := range seq.Completion {
+					if !seq.trained(j) {
+						continue
+					}
 					k := m.at(s, j)
 					cur, old, ref := float64(lp[k]), float64(oldLP[i][k]), float64(lp[k])
 					if refLP != nil {

@@ -3,6 +3,7 @@ package rl
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -146,7 +147,7 @@ func TestRatioIsOneInTheFirstEpoch(t *testing.T) {
 		want -= s.Coef * s.Adv * float64(len(s.Completion)) // r = 1: pg = −A
 		tokens += len(s.Completion)
 	}
-	st, err := tr.l.update(context.Background(), seqs, 1e-2)
+	st, err := tr.l.update(context.Background(), seqs, 1e-2, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestLaterEpochsClipAndKL(t *testing.T) {
 	cfg.ClipEps = 0.05
 	tr, env, _ := newToy(t, cfg, nil)
 	seqs := sampledSeqs(t, env, 8)
-	st, err := tr.l.update(context.Background(), seqs, 5e-2)
+	st, err := tr.l.update(context.Background(), seqs, 5e-2, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestUpdateRejectsForeignLogprobs(t *testing.T) {
 	seqs[2].Behaviour = slices.Clone(seqs[2].Behaviour)
 	seqs[2].Behaviour[0] -= 0.5
 	before := slices.Clone(p.Data)
-	_, err := tr.l.update(context.Background(), seqs, 1e-2)
+	_, err := tr.l.update(context.Background(), seqs, 1e-2, true)
 	if err == nil || !strings.Contains(err.Error(), seqs[2].Node) {
 		t.Fatalf("err = %v, want one naming node %s", err, seqs[2].Node)
 	}
@@ -200,7 +201,7 @@ func TestUpdateRejectsForeignLogprobs(t *testing.T) {
 	// A cancelled update leaves the parameters as they were.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := tr.l.update(ctx, sampledSeqs(t, env, 4), 1e-2); err == nil {
+	if _, err := tr.l.update(ctx, sampledSeqs(t, env, 4), 1e-2, true); err == nil {
 		t.Fatal("cancelled update: no error")
 	}
 	if !slices.Equal(p.Data, before) {
@@ -229,10 +230,127 @@ func TestCancelledMidUpdateRestoresParameters(t *testing.T) {
 	before := slices.Clone(p.Data)
 	m, v := slices.Clone(tr.l.opt.M.Data), slices.Clone(tr.l.opt.V.Data)
 	ctx := cancelWhen{Context: context.Background(), cond: func() bool { return tr.l.opt.Steps >= 1 }}
-	if _, err := tr.l.update(ctx, seqs, 1e-2); err == nil {
+	if _, err := tr.l.update(ctx, seqs, 1e-2, true); err == nil {
 		t.Fatal("cancelled after the first epoch: no error")
 	}
 	if !slices.Equal(p.Data, before) || !slices.Equal(tr.l.opt.M.Data, m) || !slices.Equal(tr.l.opt.V.Data, v) || tr.l.opt.Steps != 0 {
 		t.Error("an update cancelled after its first epoch left the parameters or moments changed")
+	}
+}
+
+// An update without the logprob check takes the same step as one with it:
+// with one epoch and no KL the check changes nothing but the error; with
+// several epochs or a reference it still computes the old logprobs.
+func TestUncheckedUpdateMatchesChecked(t *testing.T) {
+	tests := []struct {
+		name   string
+		epochs int
+		beta   float64
+	}{
+		{"one epoch", 1, 0},
+		{"two epochs", 2, 0},
+		{"kl", 1, 0.1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := toyConfig(t.TempDir())
+			cfg.Epochs = tt.epochs
+			cfg.KLBeta = tt.beta
+			tr, env, p := newToy(t, cfg, nil)
+			seqs := sampledSeqs(t, env, 4)
+			start := slices.Clone(p.Data)
+			want, err := tr.l.update(context.Background(), seqs, 1e-2, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := slices.Clone(p.Data)
+
+			tr2, _, p2 := newToy(t, cfg, nil)
+			if !slices.Equal(p2.Data, start) {
+				t.Fatal("two toys start from different parameters")
+			}
+			got, err := tr2.l.update(context.Background(), seqs, 1e-2, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gap float64
+			for i := range after {
+				gap = max(gap, math.Abs(float64(after[i]-p2.Data[i])))
+			}
+			if gap > 1e-6 {
+				t.Errorf("parameters differ by up to %v after checked and unchecked updates", gap)
+			}
+			if math.Abs(got.PGLoss-want.PGLoss) > 1e-6 || got.Updates != want.Updates || got.Tokens != want.Tokens {
+				t.Errorf("unchecked: pg loss %v, %d updates, %d tokens; checked: %v, %d, %d",
+					got.PGLoss, got.Updates, got.Tokens, want.PGLoss, want.Updates, want.Tokens)
+			}
+		})
+	}
+}
+
+// A merged conversation takes the same step as its calls trained apart.
+func TestMergedEpisodesTakeTheSameStep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	tok := func(n int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = 3 + rng.IntN(200)
+		}
+		return out
+	}
+	lps := func(n int) []float32 {
+		out := make([]float32, n)
+		for i := range out {
+			out[i] = -1
+		}
+		return out
+	}
+	p1, c1, x, c2 := tok(5), tok(4), tok(3), tok(6)
+	e1 := Episode{Node: "strong#1", Prompt: p1, Completion: c1, Behaviour: lps(4)}
+	p2 := append(append(append([]int(nil), p1...), c1...), x...)
+	e2 := Episode{Node: "strong#3", Prompt: p2, Completion: c2, Behaviour: lps(6)}
+	other := Episode{Node: "strong#5", Prompt: tok(7), Completion: tok(2), Behaviour: lps(2)}
+	merged := Merge([]Episode{e1, e2, other})
+	if len(merged) != 2 {
+		t.Fatalf("%d sequences, want 2 (the third call does not continue)", len(merged))
+	}
+	if got := merged[0].Generated(); got != 10 {
+		t.Errorf("merged: %d generated tokens, want 10", got)
+	}
+	if len(e1.Completion) != 4 {
+		t.Error("Merge modified its input")
+	}
+	tests := []struct {
+		name   string
+		epochs int
+		beta   float64
+	}{{"one epoch", 1, 0}, {"epochs and kl", 2, 0.1}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := toyConfig(t.TempDir())
+			cfg.Epochs, cfg.KLBeta = tt.epochs, tt.beta
+			step := func(eps []Episode) []float32 {
+				tr, _, p := newToy(t, cfg, nil)
+				var seqs []trainSeq
+				for i, e := range eps {
+					seqs = append(seqs, trainSeq{Episode: e, Adv: 0.5 - float64(i%2), Coef: 0.1})
+				}
+				if _, err := tr.l.update(context.Background(), seqs, 1e-2, false); err != nil {
+					t.Fatal(err)
+				}
+				return slices.Clone(p.Data)
+			}
+			// Advantages alternate by position: e1 and e2 get the same one
+			// as the merged conversation, other the same as itself.
+			together := step([]Episode{merged[0], merged[1]})
+			sep := step([]Episode{e1, merged[1], e2})
+			var gap float64
+			for i := range together {
+				gap = max(gap, math.Abs(float64(together[i]-sep[i])))
+			}
+			if gap > 1e-6 {
+				t.Errorf("merged and separate calls: parameters differ by up to %v", gap)
+			}
+		})
 	}
 }

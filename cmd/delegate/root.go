@@ -25,6 +25,7 @@ func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
 		newBenchCmd(getenv, log),
 		newProcessCmd(getenv, log),
 		newPretrainCmd(getenv, log),
+		newTrainCmd(getenv, log),
 	)
 	return root
 }

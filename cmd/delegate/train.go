@@ -1,0 +1,400 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/delegatelab/delegate/eval"
+	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/trainrun"
+	"github.com/delegatelab/delegate/world"
+)
+
+// trainFlags are the flags of delegate train that are not fields set in
+// place on the run's config.
+type trainFlags struct {
+	estimator string
+	lr        float64
+	quiet     bool
+	total     time.Duration
+	level     int
+}
+
+func newTrainCmd(_ env, log *slog.Logger) *cobra.Command {
+	cfg := trainrun.DefaultConfig()
+	var f trainFlags
+	cmd := &cobra.Command{
+		Use:   "train [flags]",
+		Short: "Train the delegator with GRPO (or a leader with MLPO) and compare it before and after",
+		Long: `Train starts from the pretrained checkpoints (models/solver and
+models/delegator by default), evaluates the baselines on held-out problems,
+trains the delegator with GRPO under route (the delegator has the delegate
+tool, the solver answers) for --steps steps or until only the time the final
+evaluation needs is left of --time (9m30s), whichever comes first, then
+evaluates the trained delegator and prints the before/after table.
+
+Everything goes to --out: metrics.jsonl (one line per step), the plots
+reward.png, accuracy.png, delegator_tokens.png and delegation_rate.png,
+checkpoint/ (the trained policy under checkpoint/policy), eval.jsonl (every
+item of every arm) and table.md. Run it again with the same --out to resume
+an interrupted run: finished items are kept, training goes on from its last
+checkpoint, with a new --time (and what is left of --train-time).
+
+--mode mlpo trains a leader under lead with frozen peers (--peers, default
+the delegator's checkpoint) on the items most peers do not already solve,
+and compares it with its team, alone, and against the peers' majority vote
+at an equal number of generations.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			est := reward.Estimator(f.estimator)
+			switch est {
+			case reward.GRPO, reward.DrGRPO, reward.RLOO:
+			default:
+				return fmt.Errorf("train: --estimator must be grpo, drgrpo or rloo, got %q", f.estimator)
+			}
+			cfg.RL.Estimator = est
+			cfg.RL.Schedule.MaxLR, cfg.RL.Schedule.MinLR = f.lr, f.lr
+			cfg.RL.Schedule.Total = cfg.RL.Steps
+			cfg.RL.Schedule.Warmup = min(cfg.RL.Schedule.Warmup, cfg.RL.Steps)
+			if cfg.Mode == trainrun.ModeMLPO && !cmd.Flags().Changed("train-problems") {
+				cfg.TrainProblems = 256 // the filter samples the peers on every one
+			}
+			if f.level != 0 {
+				w, ok := world.Levels()[f.level]
+				if !ok {
+					return fmt.Errorf("train: --level %d: the world has levels 1 to %d", f.level, len(world.Levels()))
+				}
+				cfg.World = w
+			}
+			if f.total > 0 {
+				cfg.Deadline = time.Now().Add(f.total)
+			}
+			var progress io.Writer = cmd.ErrOrStderr()
+			if f.quiet {
+				progress = nil
+			}
+			return train(cmd.Context(), cmd.OutOrStdout(), progress, log, cfg)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "route (GRPO on the delegator under route) or mlpo (a leader under lead)")
+	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory (frozen)")
+	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start)")
+	fl.StringVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: peers' checkpoint directory (default: the delegator's)")
+	fl.StringVarP(&cfg.OutDir, "out", "o", cfg.OutDir, "output directory; an existing run there is resumed")
+	fl.DurationVar(&f.total, "time", 570*time.Second, "wall-time budget of this invocation, table included: training stops early enough to leave time for the final evaluation; 0: none")
+	fl.DurationVar(&cfg.TrainTime, "train-time", cfg.TrainTime, "training time budget (rollouts and updates, summed over resumed invocations); 0: none")
+	fl.IntVar(&cfg.RL.Steps, "steps", cfg.RL.Steps, "most RL steps")
+	fl.StringVar(&f.estimator, "estimator", string(cfg.RL.Estimator), "advantages: grpo, drgrpo or rloo")
+	fl.Float64Var(&f.lr, "lr", cfg.RL.Schedule.MaxLR, "learning rate (constant after warmup)")
+	fl.Float64Var(&cfg.RL.ClipEps, "clip", cfg.RL.ClipEps, "PPO clip range ε of the importance ratio")
+	fl.Float64Var(&cfg.RL.KLBeta, "kl", cfg.RL.KLBeta, "weight of the KL penalty to the pretrained delegator (0: none)")
+	fl.IntVar(&cfg.RL.Epochs, "epochs", cfg.RL.Epochs, "optimizer steps per batch of rollouts")
+	fl.IntVar(&cfg.RL.GroupSize, "group", cfg.RL.GroupSize, "rollouts per item (G)")
+	fl.IntVar(&cfg.RL.ItemsPerStep, "items", cfg.RL.ItemsPerStep, "items per step")
+	fl.Float64Var(&cfg.RL.Temperature, "temperature", cfg.RL.Temperature, "sampling temperature of training rollouts")
+	fl.IntVar(&cfg.RL.MaxNewTokens, "max-new-tokens", cfg.RL.MaxNewTokens, "cap on every model call's completion")
+	fl.Float64Var(&cfg.Reward.Lambda, "lambda", cfg.Reward.Lambda, "reward cost per delegator token (λ)")
+	fl.Float64Var(&cfg.Reward.Mu, "mu", cfg.Reward.Mu, "reward cost per sub-agent call (μ)")
+	fl.IntVar(&cfg.TrainProblems, "train-problems", cfg.TrainProblems, "training problems (mlpo default 256)")
+	fl.IntVar(&cfg.EvalItems, "eval-items", cfg.EvalItems, "held-out problems of the table")
+	fl.Float64Var(&cfg.EvalTemperature, "eval-temperature", cfg.EvalTemperature, "delegator temperature in the table (0: greedy)")
+	fl.IntVar(&cfg.EvalConcurrency, "eval-concurrency", cfg.EvalConcurrency, "items in flight in the table")
+	fl.IntVar(&f.level, "level", 0, "world difficulty (world.Levels, 1 easiest); 0: the default world")
+	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the rollouts and the item order")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
+	return cmd
+}
+
+// train runs the job, drawing progress bars on progress (nil: none), then
+// writes the plots and prints the table on out.
+func train(ctx context.Context, out, progress io.Writer, log *slog.Logger, cfg trainrun.Config) error {
+	trainCh := make(chan rl.Progress, 64)
+	evalCh := make(chan eval.Progress, 256)
+	phases := make(chan string, 8)
+	start := time.Now()
+	bars := newTrainBars(ctx, progress, cfg.RL.Steps, isTerminal(progress), 0)
+	var wg sync.WaitGroup
+	wg.Go(func() { bars.observe(trainCh, evalCh, phases) })
+	res, err := trainrun.Run(ctx, cfg, trainrun.Options{
+		TrainProgress: trainCh,
+		EvalProgress:  evalCh,
+		Phase:         func(name string) { phases <- name },
+		Log:           log,
+	})
+	close(trainCh)
+	close(evalCh)
+	close(phases)
+	wg.Wait()
+	bars.finish()
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("interrupted; run the same command again to resume from %s: %w", cfg.OutDir, err)
+	}
+	if err != nil {
+		return err
+	}
+	plots, perr := writeTrainPlots(cfg.OutDir)
+	if perr != nil {
+		return perr
+	}
+	fmt.Fprintf(out, "\n%d RL steps (%s, %.0f s of training); trained policy in %s; %s in all\n\n",
+		res.Steps, stopReason(res.StoppedBy), res.TrainSeconds, res.Checkpoint, time.Since(start).Round(time.Second))
+	if err := res.Table.WriteMarkdown(out); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nwritten: %s, %s, %s, %s",
+		filepath.Join(cfg.OutDir, rl.MetricsFile), filepath.Join(cfg.OutDir, trainrun.EvalFile), filepath.Join(cfg.OutDir, trainrun.TableFile), res.Checkpoint)
+	for _, p := range plots {
+		fmt.Fprintf(out, ", %s", p)
+	}
+	fmt.Fprintln(out)
+	return nil
+}
+
+func stopReason(s string) string {
+	switch s {
+	case "steps":
+		return "all steps done"
+	case "time":
+		return "stopped by --time"
+	}
+	return "not trained in this run"
+}
+
+// trainBars draws the progress of a run: on a terminal one bar per phase,
+// elsewhere plain lines. With no output it only drains the events.
+type trainBars struct {
+	p     *mpb.Progress
+	lines io.Writer // set when not drawing bars
+	steps int
+
+	mu    sync.Mutex
+	last  *rl.Metrics // the last finished step
+	rolls rl.Progress // the step in progress
+	cur   *mpb.Bar
+}
+
+// newTrainBars draws bars on w when bars is set, else lines; width is the
+// bars' line width (0: the terminal's).
+func newTrainBars(ctx context.Context, w io.Writer, steps int, bars bool, width int) *trainBars {
+	b := &trainBars{steps: steps}
+	switch {
+	case w == nil:
+	case bars:
+		opts := []mpb.ContainerOption{mpb.WithOutput(w), mpb.WithRefreshRate(250 * time.Millisecond), mpb.WithAutoRefresh()}
+		if width > 0 {
+			opts = append(opts, mpb.WithWidth(width))
+		}
+		b.p = mpb.NewWithContext(ctx, opts...)
+	default:
+		b.lines = w
+	}
+	return b
+}
+
+// stepLine is the figures of a finished step.
+func stepLine(m *rl.Metrics) string {
+	return fmt.Sprintf("reward %.3f acc %.2f delegation %.2f tokens %.0f", m.Reward, m.Accuracy, m.DelegationRate, delegatorTokens(m))
+}
+
+// observe consumes events until every channel is closed.
+func (b *trainBars) observe(train <-chan rl.Progress, ev <-chan eval.Progress, phases <-chan string) {
+	for train != nil || ev != nil || phases != nil {
+		// A phase that began is drawn before the events that follow it.
+		select {
+		case name, ok := <-phases:
+			if !ok {
+				phases = nil
+				continue
+			}
+			b.phase(name)
+			continue
+		default:
+		}
+		select {
+		case name, ok := <-phases:
+			if !ok {
+				phases = nil
+				continue
+			}
+			b.phase(name)
+		case pr, ok := <-train:
+			if !ok {
+				train = nil
+				continue
+			}
+			b.trainEvent(pr)
+		case pr, ok := <-ev:
+			if !ok {
+				ev = nil
+				continue
+			}
+			b.evalEvent(pr)
+		}
+	}
+}
+
+func (b *trainBars) phase(name string) {
+	if b.lines != nil {
+		fmt.Fprintf(b.lines, "== %s\n", name)
+	}
+	if b.p == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cur != nil {
+		b.cur.Abort(false)
+	}
+	total := int64(1)
+	if name == "train" {
+		total = int64(b.steps)
+	}
+	figures := decor.Any(func(decor.Statistics) string {
+		if name != "train" {
+			return ""
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		roll := ""
+		if b.rolls.Rollouts > 0 {
+			roll = fmt.Sprintf("  rollouts %d/%d", b.rolls.RolloutsDone, b.rolls.Rollouts)
+		}
+		if b.last == nil {
+			return "first step" + roll
+		}
+		return stepLine(b.last) + roll
+	}, decor.WCSyncSpaceR)
+	// The figures come before the bar, so that a narrow terminal cuts
+	// the bar rather than them.
+	b.cur = b.p.AddBar(total,
+		mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR), decor.CountersNoUnit("%d/%d", decor.WCSyncSpaceR), figures),
+		mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_MMSS)))
+}
+
+func (b *trainBars) trainEvent(pr rl.Progress) {
+	if pr.Metrics == nil {
+		b.mu.Lock()
+		b.rolls = pr
+		b.mu.Unlock()
+		return
+	}
+	if b.lines != nil {
+		fmt.Fprintf(b.lines, "step %d/%d  %s  (%.1f s)\n", pr.Step, pr.Steps, stepLine(pr.Metrics), pr.Metrics.RolloutSeconds+pr.Metrics.UpdateSeconds)
+	}
+	b.mu.Lock()
+	b.last = pr.Metrics
+	b.rolls = rl.Progress{}
+	cur := b.cur
+	b.mu.Unlock()
+	if cur != nil {
+		cur.SetCurrent(int64(pr.Step))
+	}
+}
+
+func (b *trainBars) evalEvent(pr eval.Progress) {
+	b.mu.Lock()
+	cur := b.cur
+	b.mu.Unlock()
+	if cur != nil {
+		cur.SetTotal(int64(pr.Total), false)
+		cur.SetCurrent(int64(pr.Done))
+	}
+}
+
+// finish completes the last bar and waits for the drawing to end.
+func (b *trainBars) finish() {
+	if b.p == nil {
+		return
+	}
+	b.mu.Lock()
+	if b.cur != nil {
+		b.cur.Abort(false)
+	}
+	b.mu.Unlock()
+	b.p.Wait()
+}
+
+// delegatorTokens is the delegator's generated tokens per rollout.
+func delegatorTokens(m *rl.Metrics) float64 {
+	if v, ok := m.Scalars["delegator_tokens"]; ok {
+		return v
+	}
+	return m.PolicyTokensMean
+}
+
+// trainPlots are the plots of a run's metrics: file name, y label, value.
+var trainPlots = []struct {
+	file, label string
+	value       func(*rl.Metrics) float64
+}{
+	{"reward.png", "mean reward", func(m *rl.Metrics) float64 { return m.Reward }},
+	{"accuracy.png", "accuracy", func(m *rl.Metrics) float64 { return m.Accuracy }},
+	{"delegator_tokens.png", "delegator tokens per rollout", delegatorTokens},
+	{"delegation_rate.png", "delegation rate", func(m *rl.Metrics) float64 { return m.DelegationRate }},
+}
+
+// writeTrainPlots draws every trainPlots figure over the steps of dir's
+// metrics log and returns the files written.
+func writeTrainPlots(dir string) ([]string, error) {
+	f, err := os.Open(filepath.Join(dir, rl.MetricsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("train: plots: %w", err)
+	}
+	ms, err := rl.ReadMetrics(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("train: plots: %w", err)
+	}
+	if len(ms) == 0 {
+		return nil, nil
+	}
+	var files []string
+	for _, tp := range trainPlots {
+		p := plot.New()
+		p.Title.Text = tp.label + " over RL steps"
+		p.X.Label.Text = "step"
+		p.Y.Label.Text = tp.label
+		p.Add(plotter.NewGrid())
+		var xys plotter.XYs
+		for i := range ms {
+			if v := tp.value(&ms[i]); !math.IsNaN(v) && !math.IsInf(v, 0) {
+				xys = append(xys, plotter.XY{X: float64(ms[i].Step), Y: v})
+			}
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		line, points, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return files, fmt.Errorf("train: plot %s: %w", tp.file, err)
+		}
+		points.Radius = vg.Points(2)
+		p.Add(line, points)
+		path := filepath.Join(dir, tp.file)
+		if err := p.Save(6*vg.Inch, 3.5*vg.Inch, path); err != nil {
+			return files, fmt.Errorf("train: plot %s: %w", tp.file, err)
+		}
+		files = append(files, path)
+	}
+	return files, nil
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delegatelab/delegate/eval"
+	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/trainrun"
+)
+
+// tinyModels writes two tiny random checkpoints and returns their paths.
+func tinyModels(t *testing.T, dir string) (solver, delegator string) {
+	t.Helper()
+	c := nn.Config{Vocab: tokenizer.VocabSize, Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, Hidden: 32, Context: 1024}.WithDefaults()
+	var paths []string
+	for i, name := range []string{"solver", "delegator"} {
+		p, err := nn.Alloc(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Init(uint64(i + 1))
+		path := filepath.Join(dir, name)
+		if err := nn.Save(path, p, nil); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, path)
+	}
+	return paths[0], paths[1]
+}
+
+// tinyTrainArgs are the flags of a few quick steps on tiny models.
+func tinyTrainArgs(solver, delegator, out string, extra ...string) []string {
+	return append([]string{"train", "--solver", solver, "--delegator", delegator, "--out", out,
+		"--steps", "3", "--group", "4", "--items", "2", "--max-new-tokens", "6", "--lr", "1e-2",
+		"--train-problems", "12", "--eval-items", "4", "--eval-concurrency", "4", "--time", "1m"}, extra...)
+}
+
+func TestTrainEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	solver, delegator := tinyModels(t, dir)
+	out := filepath.Join(dir, "run")
+	tests := []struct {
+		est   string
+		steps int
+	}{{"grpo", 3}, {"drgrpo", 1}, {"rloo", 1}}
+	for _, tt := range tests {
+		est := tt.est
+		t.Run(est, func(t *testing.T) {
+			out := out + "-" + est
+			steps := strconv.Itoa(tt.steps)
+			got, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, "--estimator", est, "--kl", "0.05", "--steps", steps, "--eval-items", "2")...)
+			if err != nil {
+				t.Fatalf("train: %v\n%s", err, got)
+			}
+			for _, want := range []string{"| arm |", trainrun.ArmSolver, trainrun.ArmAlways, trainrun.ArmPretrained, "RL-trained delegator (step " + steps + ")", steps + " RL steps"} {
+				if !strings.Contains(got, want) {
+					t.Errorf("output lacks %q:\n%s", want, got)
+				}
+			}
+			f, err := os.Open(filepath.Join(out, rl.MetricsFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms, err := rl.ReadMetrics(f)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ms) != tt.steps {
+				t.Fatalf("%d metrics lines, want %d", len(ms), tt.steps)
+			}
+			for _, m := range ms {
+				if m.Estimator != est || math.IsNaN(m.Loss) || math.IsInf(m.Loss, 0) {
+					t.Errorf("step %d: estimator %q loss %v", m.Step, m.Estimator, m.Loss)
+				}
+			}
+			for _, name := range []string{"reward.png", "accuracy.png", "delegator_tokens.png", "delegation_rate.png", trainrun.TableFile, trainrun.EvalFile, "checkpoint/policy"} {
+				if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+					t.Errorf("missing %s: %v", name, err)
+				}
+			}
+		})
+	}
+}
+
+func TestTrainProgressBar(t *testing.T) {
+	dir := t.TempDir()
+	solver, delegator := tinyModels(t, dir)
+	var stdout, stderr bytes.Buffer
+	cmd := newRootCmd(testEnv, slog.New(slog.DiscardHandler))
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	cmd.SetArgs(tinyTrainArgs(solver, delegator, filepath.Join(dir, "run")))
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("train: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{"== evaluate baselines", "== train", "step 3/3  reward", "acc", "delegation", "== evaluate trained"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("progress lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if !strings.Contains(stdout.String(), "| arm |") {
+		t.Errorf("stdout lacks the table:\n%s", stdout.String())
+	}
+}
+
+func TestTrainResumes(t *testing.T) {
+	dir := t.TempDir()
+	solver, delegator := tinyModels(t, dir)
+	out := filepath.Join(dir, "run")
+	// A run whose time budget ends it before any step, then the same run
+	// with time: it goes on from there and finishes.
+	if got, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, "--time", "1ns")...); err != nil || !strings.Contains(got, "0 RL steps (stopped by --time") {
+		t.Fatalf("first run: %v\n%s", err, got)
+	}
+	got, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out)...)
+	if err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, got)
+	}
+	if !strings.Contains(got, "3 RL steps (all steps done") {
+		t.Errorf("resumed run did not finish:\n%s", got)
+	}
+}
+
+func TestTrainRejectsBadFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"train", "--estimator", "ppo"}, "--estimator"},
+		{[]string{"train", "--mode", "nope", "--solver", "x"}, "mode"},
+		{[]string{"train", "--solver", "/nonexistent/solver", "--delegator", "/nonexistent/delegator", "--out", "OUT"}, "/nonexistent/solver"},
+		{[]string{"train", "extra"}, "unknown command"},
+		{[]string{"train", "--level", "9"}, "--level 9"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			args := tt.args
+			for i, a := range args {
+				if a == "OUT" {
+					args[i] = t.TempDir()
+				}
+			}
+			_, err := execute(t, testEnv, args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// On a terminal the progress is drawn as bars with the step's figures.
+func TestTrainBarsDrawFigures(t *testing.T) {
+	var buf bytes.Buffer
+	b := newTrainBars(context.Background(), &buf, 2, true, 160)
+	trainCh := make(chan rl.Progress, 4)
+	evalCh := make(chan eval.Progress, 4)
+	phases := make(chan string, 4)
+	done := make(chan struct{})
+	go func() { b.observe(trainCh, evalCh, phases); close(done) }()
+	phases <- "evaluate baselines"
+	time.Sleep(50 * time.Millisecond)
+	evalCh <- eval.Progress{Done: 1, Total: 2}
+	time.Sleep(50 * time.Millisecond)
+	phases <- "train"
+	time.Sleep(50 * time.Millisecond)
+	trainCh <- rl.Progress{Step: 1, Steps: 2, Metrics: &rl.Metrics{Step: 1, Reward: 0.625, Accuracy: 0.75, DelegationRate: 0.5}}
+	time.Sleep(600 * time.Millisecond) // two refreshes
+	close(trainCh)
+	close(evalCh)
+	close(phases)
+	<-done
+	b.finish()
+	for _, want := range []string{"evaluate baselines", "reward 0.625", "acc 0.75", "delegation 0.50"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("bars lack %q:\n%s", want, buf.String())
+		}
+	}
+}

@@ -1,0 +1,252 @@
+package trainrun
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/world"
+)
+
+// The trace roles of every arm and rollout, so that tokens, calls and
+// prices line up across arms whatever the strategy: the delegator in the
+// main seat (route's strong, single's single, lead's leader) is
+// RoleDelegator; the sub-agents (route's weak, lead's peers) are
+// RoleSubagent; the solver answering a whole problem alone is RoleSolver.
+const (
+	RoleDelegator = "delegator"
+	RoleSubagent  = "subagent"
+	RoleSolver    = "solver"
+)
+
+// loadCheckpoint loads an nn checkpoint directory and names it in errors.
+func loadCheckpoint(what, dir string) (*nn.Params, error) {
+	p, _, err := nn.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load %s checkpoint %s: %w", what, dir, err)
+	}
+	return p, nil
+}
+
+// seeded sets the seed of every request it forwards: base plus the number
+// of requests it has forwarded, so a rollout's sampling depends on its seed
+// only, not on what else the engine serves meanwhile. Safe for concurrent
+// use; concurrent calls then get seeds in the order they arrive.
+type seeded struct {
+	m    delegate.Model
+	mu   sync.Mutex
+	next int64
+}
+
+func newSeeded(m delegate.Model, base uint64) *seeded {
+	return &seeded{m: m, next: int64(base & (1<<62 - 1))}
+}
+
+func (s *seeded) Name() string { return s.m.Name() }
+
+func (s *seeded) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	s.mu.Lock()
+	seed := s.next
+	s.next++
+	s.mu.Unlock()
+	r := *req
+	r.Seed = &seed
+	return s.m.Chat(ctx, &r)
+}
+
+// conversation reports, on each response of one conversation's model, the
+// prompt tokens a backend keeping the conversation's KV cache would not
+// recompute: the longest common prefix of the prompt with the previous
+// call's prompt followed by its generated tokens. It asks for logprobs to
+// know the generated token ids (and leaves them in the response: a trainer
+// below may need them). The calls of one conversation are
+// sequential; one conversation per value (make one per run).
+type conversation struct {
+	m    delegate.Model
+	mu   sync.Mutex
+	prev []int // the previous call's prompt and generated ids
+}
+
+func (c *conversation) Name() string { return c.m.Name() }
+
+func (c *conversation) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	r := *req
+	r.Logprobs = true
+	resp, err := c.m.Chat(ctx, &r)
+	if err != nil || resp == nil {
+		return resp, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := resp.PromptTokenIDs
+	n := 0
+	for n < len(ids) && n < len(c.prev) && ids[n] == c.prev[n] {
+		n++
+	}
+	resp.Usage.CachedTokens = n
+	if len(resp.Choices) > 0 {
+		next := append([]int(nil), ids...)
+		for _, lp := range resp.Choices[0].Logprobs {
+			next = append(next, lp.TokenID)
+		}
+		c.prev = next
+	}
+	return resp, nil
+}
+
+// trainedTools wraps the delegator so that a request offering the
+// strategy package's delegate tool declares it the way the world's route
+// transcripts do (the declaration the delegator was pretrained on, which
+// may be more compact than strategy.DelegateTool), so that strategy.New
+// sends exactly the transcripts' prompts. Other requests pass unchanged;
+// the caller's request is not modified. Safe for concurrent use when m is.
+type trainedTools struct {
+	m    delegate.Model
+	tool delegate.Tool
+}
+
+// routeTool is the delegate tool as the world's route transcripts declare
+// it, read from the transcript of one of problems.
+func routeTool(problems []*world.Problem) (delegate.Tool, error) {
+	if len(problems) == 0 {
+		return delegate.Tool{}, fmt.Errorf("route tool: no problem")
+	}
+	for _, t := range world.Route(problems[0], world.Never).Delegator {
+		for _, tool := range t.Tools {
+			if tool.Name == strategy.DelegateToolName {
+				return tool, nil
+			}
+		}
+	}
+	return delegate.Tool{}, fmt.Errorf("route tool: the world's route transcript declares no %q tool", strategy.DelegateToolName)
+}
+
+func (c trainedTools) Name() string { return c.m.Name() }
+
+func (c trainedTools) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	i := slices.IndexFunc(req.Tools, func(t delegate.Tool) bool { return t.Name == strategy.DelegateToolName })
+	if i < 0 {
+		return c.m.Chat(ctx, req)
+	}
+	r := *req
+	r.Tools = slices.Clone(req.Tools)
+	r.Tools[i] = c.tool
+	return c.m.Chat(ctx, &r)
+}
+
+// alwaysDelegate is the fixed always-delegate policy in the delegator's
+// seat of route: a program, not a model, that hands every step of the
+// problem to the solver as soon as its operands are known (the solver's
+// answers, right or wrong, become the operands of later steps), in the
+// exact format of the world's route transcripts, and boxes the last
+// step's result. It knows each problem's structure (its steps), which is
+// what a fixed policy over steps is; it never slips in the protocol, so it
+// measures the policy, not a model's slips. Usage is counted with the
+// tokenizer's chat template as a local model counts it. Safe for
+// concurrent use.
+type alwaysDelegate struct {
+	problems map[string]*world.Problem // by text
+}
+
+func newAlwaysDelegate(problems []*world.Problem) *alwaysDelegate {
+	a := &alwaysDelegate{problems: make(map[string]*world.Problem, len(problems))}
+	for _, p := range problems {
+		a.problems[p.Text] = p
+	}
+	return a
+}
+
+func (a *alwaysDelegate) Name() string { return "always-delegate" }
+
+func (a *alwaysDelegate) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var p *world.Problem
+	results := map[string]string{} // tool call id -> result text
+	for _, m := range req.Messages {
+		switch m.Role {
+		case delegate.RoleUser:
+			if q, ok := a.problems[strings.TrimSpace(m.Content)]; ok {
+				p = q
+			}
+		case delegate.RoleTool:
+			results[m.ToolCallID] = m.Content
+		}
+	}
+	if p == nil {
+		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: a.Name(), Attempts: 1,
+			Message: "always-delegate: the request holds no known problem"}
+	}
+	known := make([]bool, len(p.Steps))
+	value := make([]int64, len(p.Steps))
+	operand := func(o world.Operand) (int64, bool) {
+		if o.Ref == world.Literal {
+			return o.Value, true
+		}
+		return value[o.Ref], known[o.Ref]
+	}
+	ready := func() []int {
+		var out []int
+		for i, s := range p.Steps {
+			_, xok := operand(s.X)
+			_, yok := operand(s.Y)
+			if !known[i] && xok && yok {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	// Replay the turns so far: each assistant turn asked the steps ready
+	// before it, in order; their results are the tool messages.
+	for _, m := range req.Messages {
+		if m.Role != delegate.RoleAssistant || len(m.ToolCalls) == 0 {
+			continue
+		}
+		asked := ready()
+		for j, tc := range m.ToolCalls {
+			if j >= len(asked) {
+				break
+			}
+			v, err := world.ParseAnswer(results[tc.ID])
+			if err != nil {
+				v = 0 // an unreadable answer: the policy goes on with 0
+			}
+			value[asked[j]], known[asked[j]] = v, true
+		}
+	}
+	out := delegate.Message{Role: delegate.RoleAssistant}
+	calls := 0
+	for _, m := range req.Messages {
+		calls += len(m.ToolCalls)
+	}
+	finish := "stop"
+	if asked := ready(); len(asked) > 0 {
+		for _, i := range asked {
+			s := p.Steps[i]
+			x, _ := operand(s.X)
+			y, _ := operand(s.Y)
+			calls++
+			args := fmt.Sprintf(`{"question":%q}`, world.Expr(s.Op, x, y))
+			out.ToolCalls = append(out.ToolCalls, delegate.ToolCall{ID: fmt.Sprintf("call_%d", calls), Name: strategy.DelegateToolName, Arguments: args})
+		}
+		finish = "tool_calls"
+	} else {
+		last := len(p.Steps) - 1
+		out.Content = world.Boxed(value[last])
+	}
+	prompt := tokenizer.Render(req.Messages, req.Tools, true)
+	full := tokenizer.Render(append(append([]delegate.Message(nil), req.Messages...), out), req.Tools, false)
+	return &delegate.Response{
+		Model:          a.Name(),
+		Choices:        []delegate.Choice{{Message: out, FinishReason: finish}},
+		Usage:          delegate.Usage{PromptTokens: len(prompt), CompletionTokens: max(len(full)-len(prompt), 1)},
+		PromptTokenIDs: prompt,
+	}, nil
+}

@@ -1,0 +1,88 @@
+package trainrun
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/eval"
+	"github.com/delegatelab/delegate/world"
+)
+
+func TestNewTableFromRecords(t *testing.T) {
+	tasks := []delegate.Task{{ID: "a"}, {ID: "b"}, {ID: "c"}}
+	rec := func(arm, task string, correct bool, delTok, subCalls, solTok int, cost float64, lat time.Duration) eval.Record {
+		return eval.Record{Arm: arm, TaskID: task, Correct: correct, Latency: lat,
+			Roles: map[string]delegate.Totals{
+				RoleDelegator: {Calls: 1, Usage: delegate.Usage{CompletionTokens: delTok}},
+				RoleSubagent:  {Calls: subCalls, Usage: delegate.Usage{CompletionTokens: solTok}},
+			},
+			Total: delegate.Totals{Cost: cost}}
+	}
+	records := []eval.Record{
+		rec("x", "a", true, 100, 0, 0, 1e-3, time.Second),
+		rec("x", "b", false, 200, 2, 30, 2e-3, 2*time.Second),
+		rec("x", "c", true, 300, 1, 10, 3e-3, 3*time.Second),
+		rec("y", "a", false, 10, 0, 0, 0, 0),
+		rec("y", "b", false, 10, 0, 0, 0, 0),
+		rec("y", "c", true, 10, 0, 0, 0, 0),
+		rec("y", "c", false, 10, 0, 0, 0, 0), // a later record of the same item wins
+		rec("z", "a", true, 1, 0, 0, 0, 0),   // an arm not asked for
+	}
+	rew := world.Reward{Lambda: 0.001, Mu: 0.02}
+	tab, err := NewTable([]string{"x", "y"}, tasks, records, rew)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tab.Rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(tab.Rows))
+	}
+	x := tab.Row("x")
+	rewards := []float64{1 - 0.1, 0 - 0.2 - 0.04, 1 - 0.3 - 0.02}
+	mean := (rewards[0] + rewards[1] + rewards[2]) / 3
+	var ss float64
+	for _, r := range rewards {
+		ss += (r - mean) * (r - mean)
+	}
+	half := 1.96 * math.Sqrt(ss/2/3)
+	wilson, _ := eval.Wilson(2, 3)
+	tests := []struct {
+		name      string
+		got, want float64
+	}{
+		{"accuracy", x.Accuracy, 2.0 / 3},
+		{"accuracy lo", x.AccuracyCI.Lo, wilson.Lo},
+		{"accuracy hi", x.AccuracyCI.Hi, wilson.Hi},
+		{"reward", x.Reward, mean},
+		{"reward lo", x.RewardCI.Lo, mean - half},
+		{"reward hi", x.RewardCI.Hi, mean + half},
+		{"delegator tokens", x.DelegatorTokens, 200},
+		{"sub-agent tokens", x.SubagentTokens, 40.0 / 3},
+		{"sub-agent calls", x.SubagentCalls, 1},
+		{"cost", x.Cost, 2e-3},
+		{"latency", x.Latency, 2},
+		{"y accuracy", tab.Row("y").Accuracy, 0},
+		{"y reward", tab.Row("y").Reward, -0.01},
+	}
+	for _, tt := range tests {
+		if math.Abs(tt.got-tt.want) > 1e-12 {
+			t.Errorf("%s = %v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+	if x.N != 3 || x.Correct != 2 {
+		t.Errorf("x: n %d correct %d, want 3 and 2", x.N, x.Correct)
+	}
+	var b strings.Builder
+	if err := tab.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| x | 3 | 0.667 [") {
+		t.Errorf("markdown lacks x's row:\n%s", b.String())
+	}
+
+	if _, err := NewTable([]string{"x", "w"}, tasks, records, rew); err == nil || !strings.Contains(err.Error(), `"w"`) {
+		t.Errorf("an arm without records: err = %v, want one naming it", err)
+	}
+}
