@@ -25,34 +25,29 @@ import (
 // is exactly 0, whatever its logits hold (no 0·∞ = NaN).
 
 // trainLogSoftmax writes logp[i] = log softmax(z_i)[y_i] for every row of
-// logits (N, V), and, when grad is true, overwrites each logits row with its
-// gradient (w_i·scale)·(softmax − onehot), or zeros for w_i = 0. weights
-// nil means weight 1 everywhere.
+// logits (N, V) and overwrites the rows: when grad is true with their
+// gradient (w_i·scale)·(softmax − onehot), or zeros for w_i = 0; otherwise
+// with scratch (the logits are the workspace's own and are not read again).
+// weights nil means weight 1 everywhere.
 func trainLogSoftmax(logp, logits []float32, targets []int, weights []float32, n, v int, grad bool, scale float32) {
 	trainParallel(n, 16, func(lo, hi int) {
-		var tmp []float32 // e^(z−max) when the logits must be kept
-		if !grad {
-			tmp = make([]float32, v)
-		}
 		for i := lo; i < hi; i++ {
 			z := logits[i*v : (i+1)*v]
-			w := float32(1)
-			if weights != nil {
-				w = weights[i]
-			}
 			maxv := z[0]
 			for _, x := range z[1:] {
 				maxv = max(maxv, x)
 			}
 			zt := z[targets[i]]
-			if !grad {
-				sum := kernel.ExpSum(tmp, z, 1, maxv)
-				logp[i] = zt - (float32(math.Log(float64(sum))) + maxv)
-				continue
-			}
 			// z becomes e^(z−max); softmax is z/sum
 			sum := kernel.ExpSum(z, z, 1, maxv)
 			logp[i] = zt - (float32(math.Log(float64(sum))) + maxv)
+			if !grad {
+				continue
+			}
+			w := float32(1)
+			if weights != nil {
+				w = weights[i]
+			}
 			if w == 0 {
 				clear(z)
 				continue
