@@ -170,7 +170,7 @@ func (m *inferModel) forward(rows []inferRow) []float32 {
 		kernel.MatMulNT(hb, xb, lp.W1, n, d, hid)  // (n, H)
 		kernel.MatMulNT(hb2, xb, lp.W3, n, d, hid) // (n, H)
 		for i, g := range hb {
-			hb[i] = g / (1 + inferExp(-g)) * hb2[i]
+			hb[i] = g / (1 + kernel.Exp(-g)) * hb2[i]
 		}
 		kernel.MatMulNT(xo, hb, lp.W2, n, hid, d) // (n, D)
 		inferAdd(x, xo)
@@ -462,67 +462,14 @@ func inferAdd(x, y []float32) {
 	}
 }
 
-// inferSoftmax turns x into softmax(x) in place. The exponential is
-// inferExp's, inlined for arguments that are never positive.
+// inferSoftmax turns x into softmax(x) in place.
 func inferSoftmax(x []float32) {
 	mx := x[0]
 	for _, v := range x[1:] {
-		if v > mx {
-			mx = v
-		}
+		mx = max(mx, v)
 	}
-	var sum float32
-	for i, v := range x {
-		t := v - mx // <= 0
-		if !(t >= -87) {
-			x[i] = 0 // also for NaN, which cannot come from finite weights
-			continue
-		}
-		n := int32(t*1.44269504088896341 - 0.5)
-		fn := float32(n)
-		r := t - fn*0.693359375
-		r -= fn * -2.12194440e-4
-		y := ((((1.9875691500e-4*r+1.3981999507e-3)*r+8.3334519073e-3)*r+4.1665795894e-2)*r+1.6666665459e-1)*r + 5.0000001201e-1
-		e := (y*(r*r) + r + 1) * math.Float32frombits(uint32(n+127)<<23)
-		x[i] = e
-		sum += e
-	}
-	inv := 1 / sum
+	inv := 1 / kernel.ExpSum(x, x, 1, mx)
 	for i := range x {
 		x[i] *= inv
 	}
-}
-
-// inferExp is a float32 e^x with relative error below 2e-7 (Cody-Waite
-// range reduction and a degree-6 polynomial, as in Cephes' expf), several
-// times faster than math.Exp. It returns 0 below -87 and +Inf above 88.7.
-func inferExp(x float32) float32 {
-	switch {
-	case x > 88.72283:
-		return float32(math.Inf(1))
-	case x < -87:
-		return 0
-	case x != x: // NaN
-		return x
-	}
-	const log2e = 1.44269504088896341
-	// Round x·log2(e) to nearest by truncating away from zero: cheaper than
-	// math.Floor, and any nearest integer serves the reduction.
-	y := x * log2e
-	var n int32
-	if y >= 0 {
-		n = int32(y + 0.5)
-	} else {
-		n = int32(y - 0.5)
-	}
-	fn := float32(n)
-	r := x - fn*0.693359375
-	r -= fn * -2.12194440e-4
-	z := r * r
-	y = ((((1.9875691500e-4*r+1.3981999507e-3)*r+8.3334519073e-3)*r+4.1665795894e-2)*r+1.6666665459e-1)*r + 5.0000001201e-1
-	y = y*z + r + 1
-	if n > 127 { // 2^128 is not a float32; scale in two steps
-		return y * 2 * math.Float32frombits(uint32(n-1+127)<<23)
-	}
-	return y * math.Float32frombits(uint32(n+127)<<23)
 }

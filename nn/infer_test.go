@@ -160,21 +160,6 @@ func TestKernelRowDeterminism(t *testing.T) {
 	}
 }
 
-func TestInferExp(t *testing.T) {
-	for x := float32(-87); x < 88.7; x += 0.0137 {
-		got, want := float64(inferExp(x)), math.Exp(float64(x))
-		if rel := math.Abs(got-want) / want; rel > 3e-7 {
-			t.Fatalf("inferExp(%v) = %v, want %v (relative error %g)", x, got, want, rel)
-		}
-	}
-	if got := inferExp(-100); got != 0 {
-		t.Errorf("inferExp(-100) = %v, want 0", got)
-	}
-	if got := inferExp(100); !math.IsInf(float64(got), 1) {
-		t.Errorf("inferExp(100) = %v, want +Inf", got)
-	}
-}
-
 func TestInferSoftmax(t *testing.T) {
 	x := []float32{0.5, -3, 2.25, 40, -100, 39.5, 0}
 	want := make([]float64, len(x))

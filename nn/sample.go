@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/delegatelab/delegate/nn/kernel"
 )
 
 // This file turns one row of logits into a token. The distribution a token
@@ -73,7 +75,7 @@ func (s *sampler) pick(logits []float32, sp sampleParams, rng *rand.Rand) (tok i
 	for i, l := range logits {
 		e := float32(1) // the maximum, also when 1/T overflows to +Inf
 		if l != mx {
-			e = inferExp((l - mx) * invT)
+			e = kernel.Exp((l - mx) * invT)
 		}
 		probs[i] = e
 		total += float64(e)
@@ -95,7 +97,7 @@ func (s *sampler) pick(logits []float32, sp sampleParams, rng *rand.Rand) (tok i
 func sampleLogSumExp(logits []float32, mx float32) float32 {
 	var sum float64
 	for _, v := range logits {
-		sum += float64(inferExp(v - mx))
+		sum += float64(kernel.Exp(v - mx))
 	}
 	return mx + float32(math.Log(sum))
 }
