@@ -306,20 +306,11 @@ func (r *runner) mlpoEnv(ctx context.Context, cfg rl.Config) (rl.Env, error) {
 	}
 	scfg := r.scfg
 	scfg.Leader.Temperature = cfg.Temperature
-	return rl.Env{
-		Items: len(kept),
-		Rollout: func(ctx context.Context, item int, seed uint64) (*delegate.Trace, rl.Outcome, error) {
-			p := r.trainSet[kept[item]]
-			st, err := r.lead(p, scfg, newSeeded(rl.WrapPolicy(r.policy, cfg), seed))
-			if err != nil {
-				return nil, rl.Outcome{}, err
-			}
-			tr, err := st.Run(ctx, p.Text, nil)
-			if err != nil {
-				return nil, rl.Outcome{}, err
-			}
-			return tr, r.outcome(tr, p), nil
-		},
-		Reward: r.reward,
-	}, nil
+	problems := make([]*world.Problem, len(kept))
+	for i, k := range kept {
+		problems[i] = r.trainSet[k]
+	}
+	return r.problemEnv(cfg, problems, func(p *world.Problem, leader delegate.Model) (delegate.Strategy, error) {
+		return r.lead(p, scfg, leader)
+	}), nil
 }

@@ -505,11 +505,20 @@ func (r *runner) env(ctx context.Context, cfg rl.Config) (rl.Env, error) {
 	}
 	scfg := r.scfg
 	scfg.Strong.Temperature = cfg.Temperature
+	return r.problemEnv(cfg, r.trainSet, func(_ *world.Problem, delegator delegate.Model) (delegate.Strategy, error) {
+		return r.route(scfg, delegator)
+	}), nil
+}
+
+// problemEnv is the environment whose item i is problems[i], each rollout
+// run by the strategy build makes around the policy, sampled with the
+// trainer's settings and seeded from the rollout's seed.
+func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func(*world.Problem, delegate.Model) (delegate.Strategy, error)) rl.Env {
 	return rl.Env{
-		Items: len(r.trainSet),
+		Items: len(problems),
 		Rollout: func(ctx context.Context, item int, seed uint64) (*delegate.Trace, rl.Outcome, error) {
-			p := r.trainSet[item]
-			st, err := r.route(scfg, newSeeded(rl.WrapPolicy(r.policy, cfg), seed))
+			p := problems[item]
+			st, err := build(p, newSeeded(rl.WrapPolicy(r.policy, cfg), seed))
 			if err != nil {
 				return nil, rl.Outcome{}, err
 			}
@@ -520,7 +529,7 @@ func (r *runner) env(ctx context.Context, cfg rl.Config) (rl.Env, error) {
 			return tr, r.outcome(tr, p), nil
 		},
 		Reward: r.reward,
-	}, nil
+	}
 }
 
 func (r *runner) outcome(tr *delegate.Trace, p *world.Problem) rl.Outcome {
