@@ -148,7 +148,8 @@ func (c trainedTools) Chat(ctx context.Context, req *delegate.Request) (*delegat
 // step's result. It knows each problem's structure (its steps), which is
 // what a fixed policy over steps is; it never slips in the protocol, so it
 // measures the policy, not a model's slips. Usage is counted with the
-// tokenizer's chat template as a local model counts it. Safe for
+// tokenizer's chat template as a local model counts it, cached prefix
+// included (as conversation counts it for the models' arms). Safe for
 // concurrent use.
 type alwaysDelegate struct {
 	problems map[string]*world.Problem // by text
@@ -243,10 +244,20 @@ func (a *alwaysDelegate) Chat(ctx context.Context, req *delegate.Request) (*dele
 	}
 	prompt := tokenizer.Render(req.Messages, req.Tools, true)
 	full := tokenizer.Render(append(append([]delegate.Message(nil), req.Messages...), out), req.Tools, false)
+	// The cached prefix, as conversation counts it for a model: the
+	// previous turn's prompt and completion, which the template renders as
+	// the conversation up to its last assistant message.
+	cached := 0
+	for k := len(req.Messages) - 1; k >= 0; k-- {
+		if req.Messages[k].Role == delegate.RoleAssistant {
+			cached = len(tokenizer.Render(req.Messages[:k+1], req.Tools, false))
+			break
+		}
+	}
 	return &delegate.Response{
 		Model:          a.Name(),
 		Choices:        []delegate.Choice{{Message: out, FinishReason: finish}},
-		Usage:          delegate.Usage{PromptTokens: len(prompt), CompletionTokens: max(len(full)-len(prompt), 1)},
+		Usage:          delegate.Usage{PromptTokens: len(prompt), CompletionTokens: max(len(full)-len(prompt), 1), CachedTokens: cached},
 		PromptTokenIDs: prompt,
 	}, nil
 }

@@ -41,10 +41,13 @@ func (c *calculator) Chat(_ context.Context, req *delegate.Request) (*delegate.R
 	case world.Mul:
 		v = x * y
 	}
+	reply := world.Boxed(v)
 	if q == c.slip && c.slipped.CompareAndSwap(false, true) {
-		v++
+		reply = world.Boxed(v + 1)
+	} else if text, _, err := world.SolverAnswer(op, x, y); err == nil {
+		reply = text // the trained solver's whole answer, as the transcripts hold it
 	}
-	return &delegate.Response{Model: c.Name(), Choices: []delegate.Choice{{Message: delegate.Assistant(world.Boxed(v)), FinishReason: "stop"}}}, nil
+	return &delegate.Response{Model: c.Name(), Choices: []delegate.Choice{{Message: delegate.Assistant(reply), FinishReason: "stop"}}}, nil
 }
 
 // firstLiteral is the first step of p whose operands are in the text.
@@ -102,7 +105,7 @@ func TestAlwaysDelegate(t *testing.T) {
 					calc.slip = p.Steps[firstLiteral(p)].Expr()
 				}
 				st, err := strategy.New(strategy.NameRoute, strategy.Roles{
-					Strong: delegate.Agent{Role: RoleDelegator, Model: a},
+					Strong: delegate.Agent{Role: RoleDelegator, Model: world.CompactTools(a)},
 					Weak:   delegate.Agent{Role: RoleSubagent, Model: calc},
 				}, scfg)
 				if err != nil {
@@ -119,7 +122,12 @@ func TestAlwaysDelegate(t *testing.T) {
 					t.Errorf("%s: answer %q, want %d (the solver's answers carried through; wrong=%v)", p.ID, tr.Answer, want, wrong)
 				}
 				del := tr.Roles[RoleDelegator]
-				if del.Usage.CompletionTokens <= 0 || del.Usage.PromptTokens <= 0 {
+				// Billed as the world bills its always-delegate transcript,
+				// earlier turns cached.
+				if want := world.Route(p, world.Always).Bill(false).Delegator; !wrong && del.Usage != want {
+					t.Errorf("%s: delegator usage %+v, the transcript's %+v", p.ID, del.Usage, want)
+				}
+				if del.Usage.CompletionTokens <= 0 || del.Usage.PromptTokens <= 0 || del.Usage.CachedTokens <= 0 {
 					t.Errorf("%s: delegator usage %+v", p.ID, del.Usage)
 				}
 			}

@@ -116,6 +116,7 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	}
 	res.Table = tab
 	tab.Notes = r.notes(res)
+	tab.Checks = Acceptance(tab, cfg.Mode)
 	if err := writeTable(filepath.Join(cfg.OutDir, TableFile), tab); err != nil {
 		return nil, err
 	}

@@ -15,8 +15,16 @@ import (
 // Table is the before/after comparison of a run: one row per arm, all
 // over the same held-out items.
 type Table struct {
-	Rows  []Row
-	Notes []string
+	Rows   []Row
+	Notes  []string
+	Checks []Check // the acceptance criteria (Acceptance), written after the notes
+}
+
+// Check is one acceptance criterion and whether the table meets it.
+type Check struct {
+	Name   string
+	Pass   bool
+	Detail string // the figures it was decided on
 }
 
 // Row is one arm's figures, means per item over its N items.
@@ -110,14 +118,81 @@ func meanCI(xs []float64) (float64, eval.Interval) {
 	return mean, eval.Interval{Lo: mean - h, Hi: mean + h}
 }
 
-// Row returns the row of an arm, or nil.
+// Row returns the row of an arm, or nil. An arm name matches a row whose
+// name is it followed by a parenthesised remark ("RL-trained delegator
+// (step 200)").
 func (t *Table) Row(arm string) *Row {
 	for i := range t.Rows {
-		if t.Rows[i].Arm == arm {
+		if name := t.Rows[i].Arm; name == arm || strings.HasPrefix(name, arm+" (") {
 			return &t.Rows[i]
 		}
 	}
 	return nil
+}
+
+// CostCut is the least cut in cost per item, against the delegator solving
+// alone, that the trained delegator must make (at an accuracy no lower).
+const CostCut = 0.40
+
+// Acceptance decides the criteria of a run from its table: under route,
+// the RL-trained delegator's mean reward beats the pretrained delegator's
+// and both fixed policies' (always-delegate; the delegator alone, which
+// never delegates) with disjoint 95% intervals, and its cost per item is
+// at least CostCut below the delegator alone's at an accuracy no lower;
+// under MLPO, the trained leader with its team beats the peers' majority
+// vote in accuracy and the trained leader alone beats the untrained one
+// (Detail says whether their Wilson intervals are disjoint too). A
+// criterion whose arms are missing from the table is not met.
+func Acceptance(t *Table, mode string) []Check {
+	missing := func(name string, arms ...string) (Check, bool) {
+		for _, a := range arms {
+			if t.Row(a) == nil {
+				return Check{Name: name, Detail: "no row " + a}, true
+			}
+		}
+		return Check{}, false
+	}
+	if mode == ModeMLPO {
+		beats := func(name, a, b string) Check {
+			if c, ok := missing(name, a, b); ok {
+				return c
+			}
+			x, y := t.Row(a), t.Row(b)
+			disjoint := "overlapping"
+			if x.AccuracyCI.Lo > y.AccuracyCI.Hi {
+				disjoint = "disjoint"
+			}
+			return Check{Name: name, Pass: x.Accuracy > y.Accuracy,
+				Detail: fmt.Sprintf("accuracy %.3f [%.3f, %.3f] against %.3f [%.3f, %.3f] (%s intervals)",
+					x.Accuracy, x.AccuracyCI.Lo, x.AccuracyCI.Hi, y.Accuracy, y.AccuracyCI.Lo, y.AccuracyCI.Hi, disjoint)}
+		}
+		return []Check{
+			beats("trained leader + peers beats the peers' majority vote at an equal generation budget", ArmTeam, ArmMajority),
+			beats("trained leader alone beats the untrained leader alone", ArmLeaderAlone, ArmUntrained),
+		}
+	}
+	var out []Check
+	for _, base := range []string{ArmPretrained, ArmAlways, ArmAlone} {
+		name := "RL-trained reward beats " + base + " (disjoint 95% intervals)"
+		if c, ok := missing(name, ArmTrained, base); ok {
+			out = append(out, c)
+			continue
+		}
+		x, y := t.Row(ArmTrained), t.Row(base)
+		out = append(out, Check{Name: name, Pass: x.RewardCI.Lo > y.RewardCI.Hi,
+			Detail: fmt.Sprintf("%.3f [%.3f, %.3f] against %.3f [%.3f, %.3f]", x.Reward, x.RewardCI.Lo, x.RewardCI.Hi, y.Reward, y.RewardCI.Lo, y.RewardCI.Hi)})
+	}
+	name := fmt.Sprintf("RL-trained cost per item at least %.0f%% below the delegator alone, at equal or better accuracy", 100*CostCut)
+	if c, ok := missing(name, ArmTrained, ArmAlone); ok {
+		return append(out, c)
+	}
+	x, y := t.Row(ArmTrained), t.Row(ArmAlone)
+	cut := math.NaN()
+	if y.Cost > 0 {
+		cut = 1 - x.Cost/y.Cost
+	}
+	return append(out, Check{Name: name, Pass: cut >= CostCut && x.Accuracy >= y.Accuracy,
+		Detail: fmt.Sprintf("cost %.0f against %.0f µ$ per item (%.0f%% less); accuracy %.3f against %.3f", x.Cost*1e6, y.Cost*1e6, 100*cut, x.Accuracy, y.Accuracy)})
 }
 
 // WriteMarkdown writes the table and its notes.
@@ -134,6 +209,16 @@ func (t *Table) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n")
 		for _, n := range t.Notes {
 			b.WriteString("- " + n + "\n")
+		}
+	}
+	if len(t.Checks) > 0 {
+		b.WriteString("\nAcceptance:\n\n")
+		for _, c := range t.Checks {
+			verdict := "MISS"
+			if c.Pass {
+				verdict = "PASS"
+			}
+			fmt.Fprintf(&b, "- %s %s: %s\n", verdict, c.Name, c.Detail)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

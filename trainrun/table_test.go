@@ -86,3 +86,57 @@ func TestNewTableFromRecords(t *testing.T) {
 		t.Errorf("an arm without records: err = %v, want one naming it", err)
 	}
 }
+
+func TestAcceptance(t *testing.T) {
+	row := func(arm string, reward, lo, hi, acc, cost float64) Row {
+		return Row{Arm: arm, Reward: reward, RewardCI: eval.Interval{Lo: lo, Hi: hi}, Accuracy: acc, Cost: cost}
+	}
+	tab := &Table{Rows: []Row{
+		row(ArmAlone, 0.50, 0.45, 0.55, 0.90, 1000e-6),
+		row(ArmAlways, 0.40, 0.35, 0.45, 0.50, 500e-6),
+		row(ArmPretrained, 0.60, 0.55, 0.65, 0.80, 800e-6),
+		row(ArmTrained+" (step 200)", 0.70, 0.66, 0.74, 0.90, 600e-6),
+	}}
+	checks := Acceptance(tab, ModeRoute)
+	if len(checks) != 4 {
+		t.Fatalf("%d checks, want 4: %+v", len(checks), checks)
+	}
+	for _, c := range checks {
+		if !c.Pass {
+			t.Errorf("%s: not met (%s), want met", c.Name, c.Detail)
+		}
+	}
+	// Overlapping intervals, a cut of 39%, a lower accuracy: each fails.
+	tab.Rows[2].RewardCI.Hi = 0.67
+	tab.Rows[3].Cost = 610e-6
+	if got := Acceptance(tab, ModeRoute); got[0].Pass || !got[1].Pass || got[3].Pass {
+		t.Errorf("overlap and a 39%% cut: %+v", got)
+	}
+	tab.Rows[3].Cost, tab.Rows[3].Accuracy = 500e-6, 0.89
+	if got := Acceptance(tab, ModeRoute); got[3].Pass || !strings.Contains(got[3].Detail, "50% less") {
+		t.Errorf("lower accuracy: %+v", got[3])
+	}
+	if got := Acceptance(&Table{}, ModeRoute); len(got) != 4 || got[0].Pass || !strings.Contains(got[0].Detail, "no row") {
+		t.Errorf("empty table: %+v", got)
+	}
+
+	acc := func(arm string, a, lo, hi float64) Row {
+		return Row{Arm: arm, Accuracy: a, AccuracyCI: eval.Interval{Lo: lo, Hi: hi}}
+	}
+	mlpo := &Table{Rows: []Row{
+		acc(ArmTeam, 0.6, 0.5, 0.7), acc(ArmMajority, 0.3, 0.2, 0.4),
+		acc(ArmLeaderAlone, 0.4, 0.3, 0.5), acc(ArmUntrained, 0.45, 0.35, 0.55),
+	}}
+	got := Acceptance(mlpo, ModeMLPO)
+	if len(got) != 2 || !got[0].Pass || !strings.Contains(got[0].Detail, "disjoint") || got[1].Pass {
+		t.Errorf("mlpo: %+v", got)
+	}
+	var b strings.Builder
+	mlpo.Checks = got
+	if err := mlpo.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "- PASS trained leader + peers") || !strings.Contains(b.String(), "- MISS trained leader alone") {
+		t.Errorf("markdown lacks the verdicts:\n%s", b.String())
+	}
+}
