@@ -228,7 +228,7 @@ func sftToolCall(t *testing.T, p *nn.Params, msgs []delegate.Message, steps int)
 	t.Helper()
 	prompt := tokenizer.Render(msgs, []delegate.Tool{strategy.DelegateTool}, true)
 	gen := []int{tokenizer.ToolCall}
-	gen = append(gen, tokenizer.Encode(`{"name":"delegate","arguments":{"question":"2+2?"}}`)...)
+	gen = append(gen, tokenizer.Encode(`delegate{"question":"2+2?"}`)...)
 	gen = append(gen, tokenizer.EndToolCall, tokenizer.End)
 	seq := append(slices.Clone(prompt), gen...)
 	b := nn.Batch{B: 1, T: len(seq) - 1, Inputs: seq[:len(seq)-1], Targets: seq[1:], Weights: make([]float32, len(seq)-1)}

@@ -17,7 +17,7 @@ import (
 //	<|tools|>{"name":...,"description":...,"parameters":...}\n ... <|end|>   only when tools are offered, one JSON object per line
 //	<|system|>content<|end|>
 //	<|user|>content<|end|>
-//	<|assistant|>content<|tool_call|>{"name":"f","arguments":{...}}<|end_tool_call|>...<|end|>
+//	<|assistant|>content<|tool_call|>f{...}<|end_tool_call|>...<|end|>
 //	<|tool|>content<|end|>
 //	<|assistant|>                                                          only with addGenerationPrompt
 //
@@ -27,10 +27,15 @@ import (
 // answer the preceding calls in order. Roles other than user, assistant and
 // tool render as <|system|>.
 //
-// A tool call renders as {"name":NAME,"arguments":ARGUMENTS}, with
-// ARGUMENTS written verbatim when they are valid JSON ("{}" when empty). A
-// call with no name or with arguments that are not valid JSON renders as its
-// Arguments text verbatim: this is how ParseAssistant returns a malformed
+// A tool call renders compactly as NAME immediately followed by ARGUMENTS,
+// delegate{"question":"47*28"}, when NAME is 1 to 64 of the characters
+// OpenAI allows in a function name (letters, digits, _ and -) and
+// ARGUMENTS, written verbatim, are a valid JSON object ("{}" when empty):
+// 24 tokens fewer per call than the JSON envelope
+// {"name":NAME,"arguments":ARGUMENTS}, which is what a call with another
+// name or with arguments that are valid JSON but not an object renders as
+// (ParseAssistant reads both). A call with no name or with arguments that
+// are not valid JSON renders as its Arguments text verbatim: this is how ParseAssistant returns a malformed
 // call, so a conversation holding one renders the tokens the model wrote.
 //
 // The rendering is prefix-stable: Render(msgs[:k], tools, false) is a prefix
@@ -141,7 +146,25 @@ func callBody(c delegate.ToolCall) string {
 	if c.Name == "" || !json.Valid([]byte(args)) {
 		return c.Arguments
 	}
+	if compactName(c.Name) && strings.HasPrefix(args, "{") {
+		return c.Name + args
+	}
 	return `{"name":` + jsonText(c.Name) + `,"arguments":` + args + `}`
+}
+
+// compactName reports whether a tool's name can open a compact call: 1 to
+// 64 letters, digits, underscores and dashes, so that the call's first {
+// ends it.
+func compactName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseAssistant turns the tokens a model generated after <|assistant|>
@@ -152,9 +175,11 @@ func callBody(c delegate.ToolCall) string {
 // Bytes outside tool calls form Content; other special tokens found there are
 // kept as their spelling. Each <|tool_call|> ... <|end_tool_call|> becomes a
 // ToolCall with ID "call_<i>" (i counts the calls of this message; callers
-// that need ids unique across a conversation rename them). A call whose text
-// is not exactly one JSON object with a non-empty string "name" and an
-// "arguments" value is malformed: it comes back with an empty Name and its
+// that need ids unique across a conversation rename them). A call's text is
+// either the compact NAME{...} (a name as compactName allows, then exactly
+// one JSON object) or the envelope: exactly one JSON object with a
+// non-empty string "name" and an "arguments" value. Any other text is
+// malformed: it comes back with an empty Name and its
 // whole text as Arguments, for the caller to report to the model. A call
 // left open at the end of ids is malformed too.
 func ParseAssistant(ids []int) (msg delegate.Message, complete bool) {
@@ -205,6 +230,10 @@ var errNotCall = errors.New("not a tool call")
 
 func parseCall(i int, text string) delegate.ToolCall {
 	c := delegate.ToolCall{ID: fmt.Sprintf("call_%d", i)}
+	if at := strings.IndexByte(text, '{'); at > 0 && compactName(text[:at]) && jsonObject(text[at:]) {
+		c.Name, c.Arguments = text[:at], text[at:]
+		return c
+	}
 	name, args, err := decodeCall(text)
 	if err != nil {
 		c.Arguments = text
@@ -212,6 +241,13 @@ func parseCall(i int, text string) delegate.ToolCall {
 	}
 	c.Name, c.Arguments = name, args
 	return c
+}
+
+// jsonObject reports whether text is one JSON object and nothing else but
+// white space.
+func jsonObject(text string) bool {
+	var v map[string]json.RawMessage
+	return json.Valid([]byte(text)) && json.Unmarshal([]byte(text), &v) == nil
 }
 
 // decodeCall parses {"name":...,"arguments":...} strictly: no other fields,

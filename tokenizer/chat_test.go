@@ -150,6 +150,14 @@ func TestParseAssistant(t *testing.T) {
 			delegate.Message{Role: delegate.RoleAssistant, Content: "ok", ToolCalls: []delegate.ToolCall{{ID: "call_0", Name: "f", Arguments: `{"a": 1}`}}}, true},
 		{"two calls", seq(ToolCall, `{"name":"f","arguments":{}}`, EndToolCall, ToolCall, ` {"arguments":"x","name":"g"} `, EndToolCall, End),
 			delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{{ID: "call_0", Name: "f", Arguments: `{}`}, {ID: "call_1", Name: "g", Arguments: `"x"`}}}, true},
+		{"compact call", seq("ok", ToolCall, `delegate{"question":"47*28"}`, EndToolCall, ToolCall, `g-2_x{} `, EndToolCall, End),
+			delegate.Message{Role: delegate.RoleAssistant, Content: "ok", ToolCalls: []delegate.ToolCall{{ID: "call_0", Name: "delegate", Arguments: `{"question":"47*28"}`}, {ID: "call_1", Name: "g-2_x", Arguments: `{} `}}}, true},
+		{"compact name with a space", seq(ToolCall, `my tool{}`, EndToolCall, End),
+			delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{{ID: "call_0", Arguments: `my tool{}`}}}, true},
+		{"compact arguments cut", seq(ToolCall, `f{"a":`, EndToolCall, End),
+			delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{{ID: "call_0", Arguments: `f{"a":`}}}, true},
+		{"compact trailing text", seq(ToolCall, `f{} and more`, EndToolCall, End),
+			delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{{ID: "call_0", Arguments: `f{} and more`}}}, true},
 		{"malformed json", seq(ToolCall, `{"name":"f","arguments":{`, EndToolCall, End),
 			delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{{ID: "call_0", Arguments: `{"name":"f","arguments":{`}}}, true},
 		{"missing name", seq(ToolCall, `{"arguments":{}}`, EndToolCall, End),
@@ -182,6 +190,7 @@ func FuzzParseAssistant(f *testing.F) {
 	for _, ids := range [][]int{
 		seq("hello", End),
 		seq(ToolCall, `{"name":"f","arguments":{"a":1}}`, EndToolCall, End),
+		seq(ToolCall, `delegate{"question":"2+2"}`, EndToolCall, End),
 		seq(ToolCall, `{"name":"","arguments":null}`, EndToolCall),
 		seq(ToolCall, `{"name":"f\u00e9","arguments":[1,`, EndToolCall, "x", End),
 		seq(EndToolCall, ToolCall, ToolCall, 300, Unk),
@@ -207,4 +216,35 @@ func FuzzParseAssistant(f *testing.F) {
 			t.Fatalf("parse(render(parse(ids))) = %+v, want %+v", again, msg)
 		}
 	})
+}
+
+// TestRenderCallForms checks which calls render compactly and that every
+// form parses back to the call.
+func TestRenderCallForms(t *testing.T) {
+	for _, tt := range []struct {
+		call delegate.ToolCall
+		body string
+	}{
+		{delegate.ToolCall{Name: "delegate", Arguments: `{"question":"47*28"}`}, `delegate{"question":"47*28"}`},
+		{delegate.ToolCall{Name: "delegate", Arguments: ""}, `delegate{}`},
+		{delegate.ToolCall{Name: "f.g", Arguments: `{"a":1}`}, `{"name":"f.g","arguments":{"a":1}}`},
+		{delegate.ToolCall{Name: "f", Arguments: `[1]`}, `{"name":"f","arguments":[1]}`},
+		{delegate.ToolCall{Name: "f", Arguments: ` {"a":1}`}, `{"name":"f","arguments": {"a":1}}`},
+	} {
+		msgs := []delegate.Message{{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{tt.call}}}
+		ids := Render(msgs, nil, false)
+		want := append([]int{BOS, Assistant, ToolCall}, Encode(tt.body)...)
+		want = append(want, EndToolCall, End)
+		if !reflect.DeepEqual(ids, want) {
+			t.Errorf("%+v renders as %q, want %q", tt.call, Decode(ids), tt.body)
+		}
+		got, _ := ParseAssistant(ids[2:])
+		args := strings.TrimSpace(tt.call.Arguments)
+		if args == "" {
+			args = "{}"
+		}
+		if len(got.ToolCalls) != 1 || got.ToolCalls[0].Name != tt.call.Name || strings.TrimSpace(got.ToolCalls[0].Arguments) != args {
+			t.Errorf("%q parses as %+v", tt.body, got.ToolCalls)
+		}
+	}
 }

@@ -63,7 +63,7 @@ type Config struct {
 	Prices world.Prices `json:"prices"`
 	// World generates the problems; Seed seeds them. Training problems
 	// come from the train split, evaluation items from the test split.
-	// Defaults world.DefaultConfig and 1.
+	// Defaults world.Levels()[world.TrainLevel] and 1.
 	World world.Config `json:"world"`
 	Seed  uint64       `json:"seed"`
 	// TrainProblems is the size of the training pool. Default 2000.
@@ -108,7 +108,7 @@ func DefaultConfig() Config {
 		RL:              r,
 		Reward:          world.DefaultReward(),
 		Prices:          world.DefaultPrices(),
-		World:           world.DefaultConfig(),
+		World:           world.Levels()[world.TrainLevel],
 		Seed:            1,
 		TrainProblems:   2000,
 		EvalItems:       100,

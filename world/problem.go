@@ -154,6 +154,10 @@ func DefaultConfig() Config {
 	}
 }
 
+// TrainLevel is the level delegate train runs by default (a product, then
+// an amount added or taken away): the package doc says why.
+const TrainLevel = 2
+
 // Levels returns configs of growing difficulty, for curricula and for the
 // counts in the package doc: 1 one product, 2 a product then an amount
 // added or taken away, 3 the default world, 4 longer problems (up to 6

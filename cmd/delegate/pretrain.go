@@ -36,6 +36,8 @@ type pretrainFlags struct {
 	evalIn   int
 	solverAt string
 	init     string
+	levels   []int
+	peers    bool
 }
 
 // The shipped models' shapes. The solver is small and fast; the
@@ -90,6 +92,8 @@ optimizer and schedule), for a second phase of training.`,
 	fl.IntVar(&f.evalIn, "eval-every", 500, "evaluate every so many steps (0: only at the end)")
 	fl.StringVar(&f.solverAt, "solver", "", "solver checkpoint for the delegator's route grading (default OUT/solver)")
 	fl.StringVar(&f.init, "init", "", "start from this checkpoint's weights instead of random ones (a second phase; one --model only)")
+	fl.IntSliceVar(&f.levels, "levels", nil, "delegator: train on 40000 problems of these world levels, split evenly, and grade on each (world.Levels, 1 easiest; default: levels 1 to 3 weighted to 3, graded on the default world)")
+	fl.BoolVar(&f.peers, "with-peers", false, "delegator: also train on lead's terse peer answers, so that it can be its own frozen peers under MLPO")
 	_ = getenv // pretrain reads no environment
 	_ = log
 	return cmd
@@ -107,6 +111,11 @@ func pretrain(ctx context.Context, out io.Writer, f pretrainFlags) error {
 	}
 	if f.steps < 0 || f.budget < 0 || f.batch < 0 || f.lr < 0 || f.evalN < 1 || f.evalIn < 0 {
 		return errors.New("pretrain: --steps, --time, --batch, --lr and --eval-every must not be negative, --eval must be positive")
+	}
+	for _, l := range f.levels {
+		if _, ok := world.Levels()[l]; !ok {
+			return fmt.Errorf("pretrain: --levels: %d is not a world level (1 to %d)", l, len(world.Levels()))
+		}
 	}
 	if f.init != "" && len(names) != 1 {
 		return errors.New("pretrain: --init needs one --model, solver or delegator")
@@ -164,14 +173,23 @@ func pretrainOne(ctx context.Context, out io.Writer, name string, f pretrainFlag
 	case "delegator":
 		shape = delegatorShape
 		var err error
-		if examples, err = delegatorCorpus(f.seed); err != nil {
+		if examples, err = delegatorCorpus(f.seed, f.levels, f.peers); err != nil {
 			return fmt.Errorf("pretrain delegator: %w", err)
 		}
-		test, err := world.Generate(world.DefaultConfig(), f.seed+1000, world.Test, f.evalN)
-		if err != nil {
-			return fmt.Errorf("pretrain delegator: %w", err)
+		tests := map[int][]*world.Problem{}
+		var small []*world.Problem
+		levels := f.levels
+		if len(levels) == 0 {
+			levels = []int{3} // the default world
 		}
-		small := test[:max(len(test)/4, 4)]
+		for _, l := range levels {
+			ps, err := world.Generate(world.Levels()[l], f.seed+1000, world.Test, f.evalN)
+			if err != nil {
+				return fmt.Errorf("pretrain delegator: %w", err)
+			}
+			tests[l] = ps
+			small = append(small, ps[:max(len(ps)/4, 4)]...)
+		}
 		eval = func(ctx context.Context, p *nn.Params) (float64, string, error) {
 			return evalDelegator(ctx, nil, p, nil, small)
 		}
@@ -181,8 +199,13 @@ func pretrainOne(ctx context.Context, out io.Writer, name string, f pretrainFlag
 				fmt.Fprintf(out, "delegator: no solver at %s (%v); route not graded\n", f.solverAt, err)
 				sp = nil
 			}
-			_, _, err = evalDelegator(ctx, out, p, sp, test)
-			return err
+			for _, l := range levels {
+				fmt.Fprintf(out, "delegator graded on level %d:\n", l)
+				if _, _, err := evalDelegator(ctx, out, p, sp, tests[l]); err != nil {
+					return err
+				}
+			}
+			return nil
 		}
 	}
 	p, err := nn.Alloc(shape)
@@ -246,13 +269,24 @@ func pretrainOne(ctx context.Context, out io.Writer, name string, f pretrainFlag
 // delegatorCorpus is the delegator's pretraining data: the transcripts of
 // BuildCorpus over training problems of levels 1 to 3 (one product, two
 // steps, the default world), so that the short ones teach the digit
-// formats and the long ones the protocols. Transcripts longer than the
-// delegator's context (a few leader transcripts with three long peer
-// answers) are left out.
-func delegatorCorpus(seed uint64) ([]sft.Example, error) {
+// formats and the long ones the protocols; with levels set, over 40000
+// problems of those levels, split evenly (a later phase that specialises
+// the delegator in the world delegate train runs). With peers, a quarter
+// of the problems also get a peer's terse right answer under lead's peer
+// prompt. Transcripts longer
+// than the delegator's context (a few leader transcripts with three long
+// peer answers) are left out.
+func delegatorCorpus(seed uint64, levels []int, peers bool) ([]sft.Example, error) {
 	lv := world.Levels()
 	var problems []*world.Problem
-	for _, c := range []struct{ level, n int }{{1, 2000}, {2, 2000}, {3, 6000}} {
+	sets := []struct{ level, n int }{{1, 2000}, {2, 2000}, {3, 6000}}
+	if len(levels) > 0 {
+		sets = nil
+		for _, l := range levels {
+			sets = append(sets, struct{ level, n int }{l, 40000 / len(levels)})
+		}
+	}
+	for _, c := range sets {
 		ps, err := world.Generate(lv[c.level], seed+uint64(c.level), world.Train, c.n)
 		if err != nil {
 			return nil, err
@@ -266,8 +300,19 @@ func delegatorCorpus(seed uint64) ([]sft.Example, error) {
 	if err != nil {
 		return nil, err
 	}
+	transcripts := corpus.Delegator
+	if peers {
+		// Right answers only (corpus.Peers holds the lead transcripts'
+		// deliberately wrong ones too): the model's own slips in the terse
+		// format, products written without a scratchpad, are the errors.
+		for i, p := range problems {
+			if i%4 == 0 {
+				transcripts = append(transcripts, world.PeerTranscript(p))
+			}
+		}
+	}
 	var ex []sft.Example
-	for _, t := range corpus.Delegator {
+	for _, t := range transcripts {
 		if e := sft.FromMessages(t.Messages, t.Tools); len(e.Tokens) <= delegatorShape.Context+1 {
 			ex = append(ex, e)
 		}

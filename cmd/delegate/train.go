@@ -75,13 +75,11 @@ at an equal number of generations.`,
 			if cfg.Mode == trainrun.ModeMLPO && !cmd.Flags().Changed("train-problems") {
 				cfg.TrainProblems = 256 // the filter samples the peers on every one
 			}
-			if f.level != 0 {
-				w, ok := world.Levels()[f.level]
-				if !ok {
-					return fmt.Errorf("train: --level %d: the world has levels 1 to %d", f.level, len(world.Levels()))
-				}
-				cfg.World = w
+			w, ok := world.Levels()[f.level]
+			if !ok {
+				return fmt.Errorf("train: --level %d: the world has levels 1 to %d", f.level, len(world.Levels()))
 			}
+			cfg.World = w
 			if f.total > 0 {
 				cfg.Deadline = time.Now().Add(f.total)
 			}
@@ -116,7 +114,7 @@ at an equal number of generations.`,
 	fl.IntVar(&cfg.EvalItems, "eval-items", cfg.EvalItems, "held-out problems of the table")
 	fl.Float64Var(&cfg.EvalTemperature, "eval-temperature", cfg.EvalTemperature, "delegator temperature in the table (0: greedy)")
 	fl.IntVar(&cfg.EvalConcurrency, "eval-concurrency", cfg.EvalConcurrency, "items in flight in the table")
-	fl.IntVar(&f.level, "level", 0, "world difficulty (world.Levels, 1 easiest); 0: the default world")
+	fl.IntVar(&f.level, "level", world.TrainLevel, "world difficulty (world.Levels: 1 one product, 2 a product and an amount, 3 the default world, 4 the longest)")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the rollouts and the item order")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
 	return cmd
