@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image/color"
 	"io"
 	"log/slog"
 	"math"
@@ -348,6 +349,24 @@ var trainPlots = []struct {
 	{"delegation_rate.png", "delegation rate", func(m *rl.Metrics) float64 { return m.DelegationRate }},
 }
 
+// smoothWindow is the number of steps the plots' moving mean spans.
+const smoothWindow = 20
+
+// movingMean returns, at each point, the mean of the values of the last
+// window points up to it (fewer at the start).
+func movingMean(xys plotter.XYs, window int) plotter.XYs {
+	out := make(plotter.XYs, len(xys))
+	var sum float64
+	for i, p := range xys {
+		sum += p.Y
+		if i >= window {
+			sum -= xys[i-window].Y
+		}
+		out[i] = plotter.XY{X: p.X, Y: sum / float64(min(i+1, window))}
+	}
+	return out
+}
+
 // writeTrainPlots draws every trainPlots figure over the steps of dir's
 // metrics log and returns the files written.
 func writeTrainPlots(dir string) ([]string, error) {
@@ -387,7 +406,21 @@ func writeTrainPlots(dir string) ([]string, error) {
 			return files, fmt.Errorf("train: plot %s: %w", tp.file, err)
 		}
 		points.Radius = vg.Points(2)
+		line.Color = color.Gray{Y: 150}
+		points.Color = color.Gray{Y: 150}
 		p.Add(line, points)
+		p.Legend.Add("per step", line, points)
+		if len(xys) >= 2*smoothWindow {
+			avg, err := plotter.NewLine(movingMean(xys, smoothWindow))
+			if err != nil {
+				return files, fmt.Errorf("train: plot %s: %w", tp.file, err)
+			}
+			avg.Width = vg.Points(2)
+			avg.Color = color.RGBA{R: 200, A: 255}
+			p.Add(avg)
+			p.Legend.Add(fmt.Sprintf("mean of the last %d steps", smoothWindow), avg)
+		}
+		p.Legend.Top = true
 		path := filepath.Join(dir, tp.file)
 		if err := p.Save(6*vg.Inch, 3.5*vg.Inch, path); err != nil {
 			return files, fmt.Errorf("train: plot %s: %w", tp.file, err)

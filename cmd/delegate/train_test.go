@@ -1,6 +1,8 @@
 package main
 
 import (
+	"gonum.org/v1/plot/plotter"
+
 	"bytes"
 	"context"
 	"log/slog"
@@ -185,6 +187,17 @@ func TestTrainBarsDrawFigures(t *testing.T) {
 	for _, want := range []string{"evaluate baselines", "reward 0.625", "acc 0.75", "delegation 0.50"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("bars lack %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+func TestMovingMean(t *testing.T) {
+	xys := plotter.XYs{{X: 1, Y: 1}, {X: 2, Y: 3}, {X: 3, Y: 5}, {X: 4, Y: 7}}
+	got := movingMean(xys, 2)
+	want := []float64{1, 2, 4, 6}
+	for i, w := range want {
+		if got[i].Y != w || got[i].X != xys[i].X {
+			t.Errorf("point %d = %+v, want (%v, %v)", i, got[i], xys[i].X, w)
 		}
 	}
 }
