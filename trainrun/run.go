@@ -533,11 +533,15 @@ func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func
 	}
 }
 
+// outcome scores one rollout. An answer the strategy reports a failure for
+// (a reply not in the protocol's format, such as a leader's answer without
+// <answer></answer>, max turns, a failed call) is wrong even when its last
+// number is right, as in the table: otherwise RL learns to drop the format.
 func (r *runner) outcome(tr *delegate.Trace, p *world.Problem) rl.Outcome {
 	sub := tr.Roles[RoleSubagent]
 	del := tr.Roles[RoleDelegator]
 	return rl.Outcome{
-		Correct:   world.Correct(tr.Answer, p.Answer),
+		Correct:   tr.Failure == "" && world.Correct(tr.Answer, p.Answer),
 		Delegated: sub.Calls > 0,
 		Metrics: map[string]float64{
 			"subagent_calls":   float64(sub.Calls),

@@ -47,7 +47,8 @@ type Row struct {
 
 // NewTable computes the rows of arms (in that order) from the per-item
 // records over tasks: for each arm, its record of each task (the last one
-// when there are several); rew gives each item's reward. An arm with no
+// when there are several); rew gives each item's reward. A failed record
+// (eval.Record.Failed) counts wrong, whatever its answer. An arm with no
 // record of some task is an error naming it.
 func NewTable(arms []string, tasks []delegate.Task, records []eval.Record, rew world.Reward) (*Table, error) {
 	type key struct{ arm, task string }
@@ -65,14 +66,18 @@ func NewTable(arms []string, tasks []delegate.Task, records []eval.Record, rew w
 				return nil, fmt.Errorf("table: arm %q has no result for item %s", arm, task.ID)
 			}
 			row.N++
-			if rec.Correct {
+			// A failed item is wrong even when its answer verified (eval
+			// verifies what a failed run left): the protocol's format is
+			// part of the task.
+			correct := rec.Correct && !rec.Failed()
+			if correct {
 				row.Correct++
 			}
 			if rec.Failed() {
 				row.Failed++
 			}
 			del, sub, sol := rec.Roles[RoleDelegator], rec.Roles[RoleSubagent], rec.Roles[RoleSolver]
-			rewards = append(rewards, rew.Of(rec.Correct, world.Account{Delegator: del.Usage, SubagentCalls: sub.Calls}))
+			rewards = append(rewards, rew.Of(correct, world.Account{Delegator: del.Usage, SubagentCalls: sub.Calls}))
 			row.DelegatorTokens += float64(del.Usage.CompletionTokens)
 			row.SubagentTokens += float64(sub.Usage.CompletionTokens + sol.Usage.CompletionTokens)
 			row.SubagentCalls += float64(sub.Calls)

@@ -30,7 +30,11 @@ func TestNewTableFromRecords(t *testing.T) {
 		rec("y", "c", true, 10, 0, 0, 0, 0),
 		rec("y", "c", false, 10, 0, 0, 0, 0), // a later record of the same item wins
 		rec("z", "a", true, 1, 0, 0, 0, 0),   // an arm not asked for
+		rec("f", "a", true, 10, 0, 0, 0, 0),
+		rec("f", "b", true, 10, 0, 0, 0, 0),
+		rec("f", "c", true, 10, 0, 0, 0, 0),
 	}
+	records[len(records)-1].Failure = "answer format: no <answer>" // right number, wrong format
 	rew := world.Reward{Lambda: 0.001, Mu: 0.02}
 	tab, err := NewTable([]string{"x", "y"}, tasks, records, rew)
 	if err != nil {
@@ -70,6 +74,13 @@ func TestNewTableFromRecords(t *testing.T) {
 		if math.Abs(tt.got-tt.want) > 1e-12 {
 			t.Errorf("%s = %v, want %v", tt.name, tt.got, tt.want)
 		}
+	}
+	f, err := NewTable([]string{"f"}, tasks, records, rew)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := f.Rows[0]; r.Correct != 2 || r.Failed != 1 || math.Abs(r.Reward-(1+1+0)/3.0+0.01) > 1e-12 {
+		t.Errorf("a failed item whose answer verified: %+v, want it counted wrong", r)
 	}
 	if x.N != 3 || x.Correct != 2 {
 		t.Errorf("x: n %d correct %d, want 3 and 2", x.N, x.Correct)
