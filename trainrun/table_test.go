@@ -151,3 +151,22 @@ func TestAcceptance(t *testing.T) {
 		t.Errorf("markdown lacks the verdicts:\n%s", b.String())
 	}
 }
+
+// TestOutcomeFailedIsWrong checks that a rollout the strategy flags as
+// failed is wrong even when its answer holds the right number, so that RL
+// cannot learn to drop the protocol's answer format.
+func TestOutcomeFailedIsWrong(t *testing.T) {
+	r := &runner{cfg: DefaultConfig()}
+	p := &world.Problem{Answer: 1953}
+	ok := &delegate.Trace{Answer: "<answer>1953</answer>"}
+	bad := &delegate.Trace{Answer: "=1953\n<answer>1953}", Failure: "answer format: leader in round 0 gave no <answer>"}
+	if !r.outcome(ok, p).Correct {
+		t.Error("a right answer in format: not correct")
+	}
+	if !world.Correct(bad.Answer, p.Answer) {
+		t.Fatal("the malformed answer does not verify: the case tests nothing")
+	}
+	if r.outcome(bad, p).Correct {
+		t.Error("a failed run whose answer holds the right number: correct, want wrong")
+	}
+}
