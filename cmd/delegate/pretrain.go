@@ -112,10 +112,15 @@ func pretrain(ctx context.Context, out io.Writer, f pretrainFlags) error {
 	if f.steps < 0 || f.budget < 0 || f.batch < 0 || f.lr < 0 || f.evalN < 1 || f.evalIn < 0 {
 		return errors.New("pretrain: --steps, --time, --batch, --lr and --eval-every must not be negative, --eval must be positive")
 	}
+	seen := map[int]bool{}
 	for _, l := range f.levels {
 		if _, ok := world.Levels()[l]; !ok {
 			return fmt.Errorf("pretrain: --levels: %d is not a world level (1 to %d)", l, len(world.Levels()))
 		}
+		if seen[l] {
+			return fmt.Errorf("pretrain: --levels: level %d given twice", l)
+		}
+		seen[l] = true
 	}
 	if f.init != "" && len(names) != 1 {
 		return errors.New("pretrain: --init needs one --model, solver or delegator")
@@ -273,9 +278,8 @@ func pretrainOne(ctx context.Context, out io.Writer, name string, f pretrainFlag
 // problems of those levels, split evenly (a later phase that specialises
 // the delegator in the world delegate train runs). With peers, a quarter
 // of the problems also get a peer's terse right answer under lead's peer
-// prompt. Transcripts longer
-// than the delegator's context (a few leader transcripts with three long
-// peer answers) are left out.
+// prompt. Transcripts longer than the delegator's context (a few leader
+// transcripts with three long peer answers) are left out.
 func delegatorCorpus(seed uint64, levels []int, peers bool) ([]sft.Example, error) {
 	lv := world.Levels()
 	var problems []*world.Problem

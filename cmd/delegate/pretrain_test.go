@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/tokenizer"
 )
 
 func TestPretrainRejectsBadFlags(t *testing.T) {
@@ -20,6 +21,8 @@ func TestPretrainRejectsBadFlags(t *testing.T) {
 		{"negative steps", []string{"--steps", "-1"}, "negative"},
 		{"no eval items", []string{"--eval", "0"}, "positive"},
 		{"init with two models", []string{"--init", "somewhere"}, "--init"},
+		{"unknown level", []string{"--model", "delegator", "--levels", "2,9"}, "--levels: 9"},
+		{"level twice", []string{"--model", "delegator", "--levels", "2,2"}, "twice"},
 		{"init missing", []string{"--model", "solver", "--init", "/nonexistent/ckpt", "--steps", "1"}, "--init"},
 	}
 	for _, tt := range tests {
@@ -56,5 +59,33 @@ func TestPretrainSolverWritesCheckpoint(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "solver.state")); !os.IsNotExist(err) {
 		t.Errorf("state directory left behind: %v", err)
+	}
+}
+
+// TestDelegatorCorpusLevelsAndPeers checks what --levels and --with-peers
+// put in the delegator's corpus: problems of the given levels only, and
+// the peers' terse right answers under lead's peer prompt.
+func TestDelegatorCorpusLevelsAndPeers(t *testing.T) {
+	plain, err := delegatorCorpus(3, []int{1}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withPeers, err := delegatorCorpus(3, []int{1}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(withPeers)-len(plain), 40000/4; got != want {
+		t.Errorf("--with-peers adds %d transcripts, want %d (a quarter of the problems)", got, want)
+	}
+	peer := withPeers[len(withPeers)-1]
+	text := tokenizer.Decode(peer.Tokens)
+	if !strings.Contains(text, "<answer>") || !strings.Contains(text, "End with <answer>N</answer>.") {
+		t.Errorf("the last transcript is not a peer answer: %q", text)
+	}
+	for _, e := range plain[:200] {
+		// Level 1 is one product: no amount is got or given away.
+		if text := tokenizer.Decode(e.Tokens); strings.Contains(text, "gives away") || strings.Contains(text, "more.") {
+			t.Fatalf("a level-1 corpus holds a longer problem: %q", text)
+		}
 	}
 }
