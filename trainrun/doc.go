@@ -31,7 +31,10 @@
 //     95% interval, delegator and solver tokens, sub-agent calls, cost at
 //     world.DefaultPrices (each conversation's earlier turns priced as
 //     cached input, as a backend keeping its KV cache serves them) and
-//     latency, all computed from the per-item records (NewTable).
+//     latency, all computed from the per-item records (NewTable); an item
+//     the strategy reports a failure for counts wrong there and in the
+//     training reward. Acceptance decides issue 5's criteria from the
+//     table (Table.Checks, printed under it as PASS or MISS).
 //
 // Every phase writes as it goes, so an interrupted run resumes in the same
 // OutDir: finished items are not run again, training continues from rl's
