@@ -193,7 +193,7 @@
 // the shortest reply. Two more phases, one on level 2 only
 // (models/README.md), make level 2 a world whose policies a small model
 // can execute, so that what RL changes is the decision: delegate train
-// (200 GRPO steps, under 3 minutes) turns the delegator's greedy
+// (200 GRPO steps, about 3 minutes) turns the delegator's greedy
 // always-delegate (0.53 right on 100 held-out problems) into the selective
 // policy (1.00 right, one call a problem, 43% cheaper than solving alone).
 // On level 3 the shipped delegator solves 3 problems in 40 alone.
