@@ -3,7 +3,6 @@ package trainrun
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -100,46 +99,6 @@ func (c *conversation) Chat(ctx context.Context, req *delegate.Request) (*delega
 	return resp, nil
 }
 
-// trainedTools wraps the delegator so that a request offering the
-// strategy package's delegate tool declares it the way the world's route
-// transcripts do (the declaration the delegator was pretrained on, which
-// may be more compact than strategy.DelegateTool), so that strategy.New
-// sends exactly the transcripts' prompts. Other requests pass unchanged;
-// the caller's request is not modified. Safe for concurrent use when m is.
-type trainedTools struct {
-	m    delegate.Model
-	tool delegate.Tool
-}
-
-// routeTool is the delegate tool as the world's route transcripts declare
-// it, read from the transcript of one of problems.
-func routeTool(problems []*world.Problem) (delegate.Tool, error) {
-	if len(problems) == 0 {
-		return delegate.Tool{}, fmt.Errorf("route tool: no problem")
-	}
-	for _, t := range world.Route(problems[0], world.Never).Delegator {
-		for _, tool := range t.Tools {
-			if tool.Name == strategy.DelegateToolName {
-				return tool, nil
-			}
-		}
-	}
-	return delegate.Tool{}, fmt.Errorf("route tool: the world's route transcript declares no %q tool", strategy.DelegateToolName)
-}
-
-func (c trainedTools) Name() string { return c.m.Name() }
-
-func (c trainedTools) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-	i := slices.IndexFunc(req.Tools, func(t delegate.Tool) bool { return t.Name == strategy.DelegateToolName })
-	if i < 0 {
-		return c.m.Chat(ctx, req)
-	}
-	r := *req
-	r.Tools = slices.Clone(req.Tools)
-	r.Tools[i] = c.tool
-	return c.m.Chat(ctx, &r)
-}
-
 // alwaysDelegate is the fixed always-delegate policy in the delegator's
 // seat of route: a program, not a model, that hands every step of the
 // problem to the solver as soon as its operands are known (the solver's
@@ -148,8 +107,9 @@ func (c trainedTools) Chat(ctx context.Context, req *delegate.Request) (*delegat
 // step's result. It knows each problem's structure (its steps), which is
 // what a fixed policy over steps is; it never slips in the protocol, so it
 // measures the policy, not a model's slips. Usage is counted with the
-// tokenizer's chat template as a local model counts it, cached prefix
-// included (as conversation counts it for the models' arms). Safe for
+// tokenizer's chat template as a local model counts it, and the completion
+// comes with its token ids (as logprobs), so that conversation counts the
+// cached prefix as for a model. Safe for
 // concurrent use.
 type alwaysDelegate struct {
 	problems map[string]*world.Problem // by text
@@ -244,20 +204,18 @@ func (a *alwaysDelegate) Chat(ctx context.Context, req *delegate.Request) (*dele
 	}
 	prompt := tokenizer.Render(req.Messages, req.Tools, true)
 	full := tokenizer.Render(append(append([]delegate.Message(nil), req.Messages...), out), req.Tools, false)
-	// The cached prefix, as conversation counts it for a model: the
-	// previous turn's prompt and completion, which the template renders as
-	// the conversation up to its last assistant message.
-	cached := 0
-	for k := len(req.Messages) - 1; k >= 0; k-- {
-		if req.Messages[k].Role == delegate.RoleAssistant {
-			cached = len(tokenizer.Render(req.Messages[:k+1], req.Tools, false))
-			break
-		}
+	// The completion's tokens with their logprobs: a program's choice has
+	// probability 1. conversation reads the ids to count the next turn's
+	// cached prefix, as for a model.
+	gen := full[len(prompt):]
+	lps := make([]delegate.TokenLogprob, len(gen))
+	for i, id := range gen {
+		lps[i] = delegate.TokenLogprob{Token: tokenizer.Piece(id), TokenID: id}
 	}
 	return &delegate.Response{
 		Model:          a.Name(),
-		Choices:        []delegate.Choice{{Message: out, FinishReason: finish}},
-		Usage:          delegate.Usage{PromptTokens: len(prompt), CompletionTokens: max(len(full)-len(prompt), 1), CachedTokens: cached},
+		Choices:        []delegate.Choice{{Message: out, FinishReason: finish, Logprobs: lps}},
+		Usage:          delegate.Usage{PromptTokens: len(prompt), CompletionTokens: max(len(gen), 1)},
 		PromptTokenIDs: prompt,
 	}, nil
 }

@@ -105,7 +105,7 @@ func TestAlwaysDelegate(t *testing.T) {
 					calc.slip = p.Steps[firstLiteral(p)].Expr()
 				}
 				st, err := strategy.New(strategy.NameRoute, strategy.Roles{
-					Strong: delegate.Agent{Role: RoleDelegator, Model: world.CompactTools(a)},
+					Strong: delegate.Agent{Role: RoleDelegator, Model: &conversation{m: world.CompactTools(a)}},
 					Weak:   delegate.Agent{Role: RoleSubagent, Model: calc},
 				}, scfg)
 				if err != nil {
@@ -273,10 +273,6 @@ func TestRoutePromptIsTheTranscripts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tool, err := routeTool(problems)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, p := range problems {
 		var got []int
 		rec := recorder{f: func(req *delegate.Request) {
@@ -285,7 +281,7 @@ func TestRoutePromptIsTheTranscripts(t *testing.T) {
 			}
 		}}
 		st, err := strategy.New(strategy.NameRoute, strategy.Roles{
-			Strong: delegate.Agent{Model: trainedTools{m: rec, tool: tool}},
+			Strong: delegate.Agent{Model: world.CompactTools(rec)},
 			Weak:   delegate.Agent{Model: &calculator{}},
 		}, world.StrategyConfig())
 		if err != nil {

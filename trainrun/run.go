@@ -138,7 +138,6 @@ type runner struct {
 	policy     *local.Model // over policyP, which training updates
 	peers      *memo        // MLPO's frozen peers, each answer computed once
 	always     *alwaysDelegate
-	tool       delegate.Tool // the delegate tool as the route transcripts declare it
 	closers    []*local.Model
 }
 
@@ -169,9 +168,6 @@ func newRunner(cfg Config, opt Options) (*runner, error) {
 		r.byText[p.Text] = p
 	}
 	r.always = newAlwaysDelegate(r.testSet)
-	if r.tool, err = routeTool(r.testSet); err != nil {
-		return nil, fmt.Errorf("train: %w", err)
-	}
 
 	solverP, err := loadCheckpoint("solver", cfg.Solver)
 	if err != nil {
@@ -260,7 +256,7 @@ func (s perRun) Run(ctx context.Context, request string, events chan<- delegate.
 // its pretraining transcripts.
 func (r *runner) route(scfg strategy.Config, delegator delegate.Model) (delegate.Strategy, error) {
 	return strategy.New(strategy.NameRoute, strategy.Roles{
-		Strong: r.delegatorAgent(&conversation{m: trainedTools{m: delegator, tool: r.tool}}),
+		Strong: r.delegatorAgent(&conversation{m: world.CompactTools(delegator)}),
 		Weak:   r.subagent(r.solver, r.cfg.Prices.Solver),
 	}, scfg)
 }
@@ -283,10 +279,7 @@ func (r *runner) baselines() []eval.Arm {
 			return r.single(r.delegatorAgent(&conversation{m: r.pretrained}))
 		}}},
 		{Name: ArmAlways, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
-			return strategy.New(strategy.NameRoute, strategy.Roles{
-				Strong: r.delegatorAgent(trainedTools{m: r.always, tool: r.tool}),
-				Weak:   r.subagent(r.solver, r.cfg.Prices.Solver),
-			}, r.scfg)
+			return r.route(r.scfg, r.always)
 		}}},
 		{Name: ArmPretrained, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
 			return r.route(r.scfg, r.pretrained)
