@@ -526,15 +526,23 @@ func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func
 	}
 }
 
-// outcome scores one rollout. An answer the strategy reports a failure for
+// scored is whether an item counts right and its reward, the same rule in
+// training and in the table: an answer the strategy reports a failure for
 // (a reply not in the protocol's format, such as a leader's answer without
-// <answer></answer>, max turns, a failed call) is wrong even when its last
-// number is right, as in the table: otherwise RL learns to drop the format.
+// <answer></answer>, max turns, a failed call) is wrong even when its
+// number verifies, or RL learns to drop the format.
+func scored(rew world.Reward, verified, failed bool, roles map[string]delegate.Totals) (bool, float64) {
+	correct := verified && !failed
+	return correct, rew.Of(correct, world.Account{Delegator: roles[RoleDelegator].Usage, SubagentCalls: roles[RoleSubagent].Calls})
+}
+
+// outcome scores one rollout (scored's rule; its reward is reward's).
 func (r *runner) outcome(tr *delegate.Trace, p *world.Problem) rl.Outcome {
 	sub := tr.Roles[RoleSubagent]
 	del := tr.Roles[RoleDelegator]
+	correct, _ := scored(r.cfg.Reward, world.Correct(tr.Answer, p.Answer), tr.Failure != "", tr.Roles)
 	return rl.Outcome{
-		Correct:   tr.Failure == "" && world.Correct(tr.Answer, p.Answer),
+		Correct:   correct,
 		Delegated: sub.Calls > 0,
 		Metrics: map[string]float64{
 			"subagent_calls":   float64(sub.Calls),
@@ -545,8 +553,6 @@ func (r *runner) outcome(tr *delegate.Trace, p *world.Problem) rl.Outcome {
 }
 
 func (r *runner) reward(tr *delegate.Trace, o rl.Outcome) float64 {
-	return r.cfg.Reward.Of(o.Correct, world.Account{
-		Delegator:     tr.Roles[RoleDelegator].Usage,
-		SubagentCalls: tr.Roles[RoleSubagent].Calls,
-	})
+	_, rew := scored(r.cfg.Reward, o.Correct, false, tr.Roles)
+	return rew
 }
