@@ -233,12 +233,14 @@ func accuracy(recs []*Record) float64 {
 func summarizeArm(name, strat string, role Role, recs, base []*Record, isBaseline bool) Row {
 	row := Row{Arm: name, Strategy: strat, Role: role, N: len(recs)}
 	nan := math.NaN()
-	row.Score, row.ScoreCI = meanCI(recs)
+	var scores []float64
 	for _, r := range recs {
 		if r.Score != nil {
-			row.Scored++
+			scores = append(scores, *r.Score)
 		}
 	}
+	row.Scored = len(scores)
+	row.Score, row.ScoreCI = MeanCI(scores)
 	if len(recs) == 0 {
 		row.Accuracy, row.CI = nan, Interval{nan, nan}
 		row.TokensIn, row.TokensOut, row.Dollars, row.Calls = nan, nan, nan, nan
@@ -314,16 +316,11 @@ func summarizeArm(name, strat string, role Role, recs, base []*Record, isBaselin
 	return row
 }
 
-// meanCI is the mean of the records' scores and its normal-approximation
-// 95% interval; NaN where there are too few scores.
-func meanCI(recs []*Record) (float64, Interval) {
+// MeanCI returns the mean of xs and its normal 95% interval, mean ±
+// 1.96·s/√n with s the sample standard deviation; NaN when xs is empty,
+// and a NaN interval with fewer than two values.
+func MeanCI(xs []float64) (float64, Interval) {
 	nan := math.NaN()
-	var xs []float64
-	for _, r := range recs {
-		if r.Score != nil {
-			xs = append(xs, *r.Score)
-		}
-	}
 	if len(xs) == 0 {
 		return nan, Interval{nan, nan}
 	}

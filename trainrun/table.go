@@ -66,10 +66,8 @@ func NewTable(arms []string, tasks []delegate.Task, records []eval.Record, rew w
 				return nil, fmt.Errorf("table: arm %q has no result for item %s", arm, task.ID)
 			}
 			row.N++
-			// A failed item is wrong even when its answer verified (eval
-			// verifies what a failed run left): the protocol's format is
-			// part of the task.
-			correct := rec.Correct && !rec.Failed()
+			// eval verifies what a failed run left; scored counts it wrong.
+			correct, reward := scored(rew, rec.Correct, rec.Failed(), rec.Roles)
 			if correct {
 				row.Correct++
 			}
@@ -77,7 +75,7 @@ func NewTable(arms []string, tasks []delegate.Task, records []eval.Record, rew w
 				row.Failed++
 			}
 			del, sub, sol := rec.Roles[RoleDelegator], rec.Roles[RoleSubagent], rec.Roles[RoleSolver]
-			rewards = append(rewards, rew.Of(correct, world.Account{Delegator: del.Usage, SubagentCalls: sub.Calls}))
+			rewards = append(rewards, reward)
 			row.DelegatorTokens += float64(del.Usage.CompletionTokens)
 			row.SubagentTokens += float64(sub.Usage.CompletionTokens + sol.Usage.CompletionTokens)
 			row.SubagentCalls += float64(sub.Calls)
@@ -94,33 +92,13 @@ func NewTable(arms []string, tasks []delegate.Task, records []eval.Record, rew w
 			row.Cost /= n
 			row.Latency /= n
 		}
-		row.Reward, row.RewardCI = meanCI(rewards)
+		row.Reward, row.RewardCI = eval.MeanCI(rewards)
+		if len(rewards) == 1 {
+			row.RewardCI = eval.Interval{Lo: row.Reward, Hi: row.Reward}
+		}
 		t.Rows = append(t.Rows, row)
 	}
 	return t, nil
-}
-
-// meanCI returns the mean of xs and its normal 95% interval; with fewer
-// than two values the interval is the mean itself.
-func meanCI(xs []float64) (float64, eval.Interval) {
-	if len(xs) == 0 {
-		return math.NaN(), eval.Interval{Lo: math.NaN(), Hi: math.NaN()}
-	}
-	var sum float64
-	for _, x := range xs {
-		sum += x
-	}
-	n := float64(len(xs))
-	mean := sum / n
-	if len(xs) < 2 {
-		return mean, eval.Interval{Lo: mean, Hi: mean}
-	}
-	var ss float64
-	for _, x := range xs {
-		ss += (x - mean) * (x - mean)
-	}
-	h := 1.96 * math.Sqrt(ss/(n-1)/n)
-	return mean, eval.Interval{Lo: mean - h, Hi: mean + h}
 }
 
 // Row returns the row of an arm, or nil. An arm name matches a row whose
