@@ -188,9 +188,13 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 			}
 		}
 	}
-	res := Result{Resumed: start}
+	res := Result{Resumed: start, Steps: start}
 	t0 := time.Now()
 	steps := cfg.Steps
+	// fixed is the schedule's length once known: 0 while a timed run
+	// calibrates, so that a state saved then resumes calibrating rather
+	// than as a run of calibrationSteps.
+	fixed := cfg.Steps
 	if steps == 0 {
 		steps = calibrationSteps
 	}
@@ -207,7 +211,7 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 		if cfg.StateDir == "" {
 			return nil
 		}
-		return saveState(cfg.StateDir, tr, steps)
+		return saveState(cfg.StateDir, tr, fixed)
 	}
 	for step := start; step < steps; step++ {
 		st, err := tr.Step(ctx, []nn.Batch{b.batch(step)})
@@ -222,9 +226,11 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 		res.Steps, res.Loss = st.Step, st.Loss
 		res.Sequences += cfg.Batch
 		if cfg.Steps == 0 && step+1 == calibrationSteps {
-			// Timed run: fix the schedule's length from the speed so far.
-			per := time.Since(t0) / calibrationSteps
+			// Timed run: fix the schedule's length from the speed of the
+			// steps this call ran.
+			per := time.Since(t0) / time.Duration(calibrationSteps-start)
 			steps = max(int(cfg.Duration/per), calibrationSteps+1)
+			fixed = steps
 			if tr, err = newTrainer(p, cfg, steps, tr.Opt); err != nil {
 				return res, err
 			}

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/nn"
@@ -143,6 +145,40 @@ func TestTrainResumesExactly(t *testing.T) {
 	}
 	if !slices.Equal(resumed.Data, whole.Data) {
 		t.Error("the resumed run's weights differ from the uninterrupted run's")
+	}
+}
+
+// TestTimedRunInterruptedWhileCalibratingResumesTimed interrupts a timed
+// run before its length is fixed: the resumed run calibrates again and
+// trains past calibrationSteps, instead of ending as a run of that many.
+func TestTimedRunInterruptedWhileCalibratingResumesTimed(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{Duration: time.Hour, Batch: 2, MaxLR: 1e-2, Seed: 5, SaveEvery: 1000, StateDir: filepath.Join(t.TempDir(), "state")}
+	cctx, cancel := context.WithCancel(ctx)
+	_, err := Train(cctx, tinyParams(t), tinyExamples(), cfg, nil, func(pr Progress) {
+		if pr.Step == 5 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: %v, want context.Canceled", err)
+	}
+	// Resume with a short budget; stop it once it is past calibration.
+	cfg.Duration = 50 * time.Millisecond
+	var past atomic.Bool
+	cctx, cancel = context.WithCancel(ctx)
+	defer cancel()
+	res, err := Train(cctx, tinyParams(t), tinyExamples(), cfg, nil, func(pr Progress) {
+		if pr.Step > calibrationSteps {
+			past.Store(true)
+			cancel()
+		}
+	})
+	if res.Resumed == 0 {
+		t.Fatalf("the second run did not resume (%v)", err)
+	}
+	if !past.Load() && res.Steps <= calibrationSteps {
+		t.Errorf("resumed timed run ended at step %d (err %v): it took the calibration's length for the run's", res.Steps, err)
 	}
 }
 
