@@ -89,6 +89,12 @@ func (t *Totals) add(n *Node) {
 	t.Latency += n.Latency
 }
 
+// Add returns the sum of two totals.
+func (t Totals) Add(u Totals) Totals {
+	return Totals{Calls: t.Calls + u.Calls, Errors: t.Errors + u.Errors, Retries: t.Retries + u.Retries,
+		Usage: t.Usage.Add(u.Usage), Cost: t.Cost + u.Cost, Latency: t.Latency + u.Latency}
+}
+
 // Agent is a model playing a role, with the price its calls are charged at.
 type Agent struct {
 	Role  string

@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/delegatelab/delegate"
 )
@@ -249,5 +250,14 @@ func TestRecorderClassifiesErrors(t *testing.T) {
 				t.Errorf("node error status, type = %d, %q, want %d, %q", n.ErrorStatus, n.ErrorType, tt.wantStatus, tt.wantType)
 			}
 		})
+	}
+}
+
+func TestTotalsAdd(t *testing.T) {
+	a := delegate.Totals{Calls: 1, Errors: 1, Retries: 2, Usage: delegate.Usage{PromptTokens: 3, CompletionTokens: 4, CachedTokens: 1}, Cost: 0.5, Latency: time.Second}
+	b := delegate.Totals{Calls: 2, Retries: 1, Usage: delegate.Usage{PromptTokens: 10, CompletionTokens: 1}, Cost: 0.25, Latency: time.Millisecond}
+	want := delegate.Totals{Calls: 3, Errors: 1, Retries: 3, Usage: delegate.Usage{PromptTokens: 13, CompletionTokens: 5, CachedTokens: 1}, Cost: 0.75, Latency: time.Second + time.Millisecond}
+	if got := a.Add(b); got != want {
+		t.Errorf("Add = %+v, want %+v", got, want)
 	}
 }

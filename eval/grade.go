@@ -52,13 +52,6 @@ func protectGrade(ctx context.Context, grade Grader, t delegate.Task, answer str
 // addTotals adds b into a, role by role.
 func addTotals(a map[string]delegate.Totals, b map[string]delegate.Totals) {
 	for role, t := range b {
-		s := a[role]
-		s.Calls += t.Calls
-		s.Errors += t.Errors
-		s.Retries += t.Retries
-		s.Usage = s.Usage.Add(t.Usage)
-		s.Cost += t.Cost
-		s.Latency += t.Latency
-		a[role] = s
+		a[role] = a[role].Add(t)
 	}
 }

@@ -622,18 +622,13 @@ func spent(traces ...*delegate.Trace) map[string]delegate.Totals {
 			continue
 		}
 		for role, x := range t.Roles {
-			out[role] = addTotals(out[role], x)
+			out[role] = out[role].Add(x)
 		}
 	}
 	if len(out) == 0 {
 		return nil
 	}
 	return out
-}
-
-func addTotals(a, b delegate.Totals) delegate.Totals {
-	return delegate.Totals{Calls: a.Calls + b.Calls, Errors: a.Errors + b.Errors, Retries: a.Retries + b.Retries,
-		Usage: a.Usage.Add(b.Usage), Cost: a.Cost + b.Cost, Latency: a.Latency + b.Latency}
 }
 
 // artifact builds the record of a rollout.
@@ -868,7 +863,7 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 		}
 		s.Rollouts++
 		for role, x := range st.Roles {
-			s.Roles[role] = addTotals(s.Roles[role], x)
+			s.Roles[role] = s.Roles[role].Add(x)
 			s.Retries += x.Retries
 		}
 		if st.Status != StatusScored {
@@ -931,7 +926,7 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 		if err := json.Unmarshal(data, &tr); err != nil {
 			return s, fmt.Errorf("decode baseline of item %d: %w", i, err)
 		}
-		s.Baselines = addTotals(s.Baselines, tr.Total)
+		s.Baselines = s.Baselines.Add(tr.Total)
 		s.Retries += tr.Total.Retries
 	}
 	s.Complete = s.Groups == len(r.tasks)

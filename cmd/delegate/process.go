@@ -476,14 +476,9 @@ func printSummary(w io.Writer, s rollout.Summary) error {
 	var total delegate.Totals
 	for _, r := range roles {
 		row(r, s.Roles[r])
-		total = addTotals(total, s.Roles[r])
+		total = total.Add(s.Roles[r])
 	}
 	row("baselines", s.Baselines)
-	row("total", addTotals(total, s.Baselines))
+	row("total", total.Add(s.Baselines))
 	return tw.Flush()
-}
-
-func addTotals(a, b delegate.Totals) delegate.Totals {
-	return delegate.Totals{Calls: a.Calls + b.Calls, Errors: a.Errors + b.Errors, Retries: a.Retries + b.Retries,
-		Usage: a.Usage.Add(b.Usage), Cost: a.Cost + b.Cost, Latency: a.Latency + b.Latency}
 }
