@@ -102,6 +102,14 @@ type Config struct {
 	OmitTraces bool `json:"omit_traces,omitempty"`
 }
 
+// DefaultTrainRole is the role whose calls are a strategy's trained turns
+// when Config.TrainRoles names none: the one that decides (decompose's
+// delegator, route's strong model, lead's leader, single's agent).
+func DefaultTrainRole(strategyName string) (string, bool) {
+	r, ok := defaultTrainRoles[strategyName]
+	return r, ok
+}
+
 // defaultTrainRoles maps a strategy name to the role it trains by default.
 var defaultTrainRoles = map[string]string{
 	strategy.NameDecompose: strategy.RoleDelegator,

@@ -104,15 +104,6 @@ open-ended requests (--split train or test) and needs no file.`,
 	return cmd
 }
 
-// trainedRole maps a strategy to the role whose calls are its trained
-// turns (rollout's default).
-var trainedRole = map[string]string{
-	strategy.NameDecompose: strategy.RoleDelegator,
-	strategy.NameRoute:     strategy.RoleStrong,
-	strategy.NameLead:      strategy.RoleLeader,
-	strategy.NameSingle:    strategy.RoleSingle,
-}
-
 func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f processFlags, lambdaSet bool) error {
 	if f.out == "" {
 		return errors.New("process: --out is required")
@@ -122,7 +113,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	default:
 		return fmt.Errorf("process: --progress %q: want auto, bar, plain or none", f.progress)
 	}
-	if _, ok := trainedRole[f.strategy]; !ok {
+	if _, ok := rollout.DefaultTrainRole(f.strategy); !ok {
 		return fmt.Errorf("process: --strategy %q: want one of %s", f.strategy, strings.Join(strategy.Names(), ", "))
 	}
 	tasks, err := loadTasks(out, f)
@@ -300,7 +291,8 @@ func policyRoles(r strategy.Roles, name string, logprobs bool) strategy.Roles {
 		return r
 	}
 	var a *delegate.Agent
-	switch trainedRole[name] {
+	role, _ := rollout.DefaultTrainRole(name)
+	switch role {
 	case strategy.RoleDelegator:
 		a = &r.Delegator
 	case strategy.RoleStrong:
