@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/sft"
@@ -213,11 +212,7 @@ func pretrainOne(ctx context.Context, out io.Writer, name string, f pretrainFlag
 			return nil
 		}
 	}
-	p, err := nn.Alloc(shape)
-	if err != nil {
-		return fmt.Errorf("pretrain %s: %w", name, err)
-	}
-	p.Init(f.seed)
+	var p *nn.Params
 	if f.init != "" {
 		start, _, err := nn.Load(f.init)
 		if err != nil {
@@ -228,6 +223,12 @@ func pretrainOne(ctx context.Context, out io.Writer, name string, f pretrainFlag
 		}
 		p = start
 		fmt.Fprintf(out, "%s: starting from the weights of %s\n", name, f.init)
+	} else {
+		var err error
+		if p, err = nn.Alloc(shape); err != nil {
+			return fmt.Errorf("pretrain %s: %w", name, err)
+		}
+		p.Init(f.seed)
 	}
 	var tokens, weighted int
 	for _, e := range examples {
@@ -401,6 +402,3 @@ func evalDelegator(ctx context.Context, out io.Writer, p, solver *nn.Params, pro
 	}
 	return alone.Accuracy(), detail, nil
 }
-
-// interface check: the solver and delegator are ordinary models.
-var _ delegate.Model = (*local.Model)(nil)
