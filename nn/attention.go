@@ -29,8 +29,9 @@ import (
 //
 // The (T, T) probabilities are not kept: the forward pass saves one
 // log-sum-exp per row, lse_t = log Σ_j≤t exp(s_tj), and the backward pass
-// recomputes p_tj = exp(s_tj − lse_t) block by block with the same
-// operations, so memory grows with T, not T². The price is one more
+// recomputes p_tj = exp(s_tj − lse_t) block by block (the forward pass
+// normalises by 1/Σ exp instead; the two agree to float32 rounding), so
+// memory grows with T, not T². The price is one more
 // query-key product per head in the backward pass.
 type trainAttn struct {
 	B, T, Heads, KVHeads, HeadDim int

@@ -8,7 +8,8 @@ import "github.com/delegatelab/delegate/nn/kernel"
 //
 // and the block's output is W2·h.
 
-// trainSwiGLUForward writes h (N, Hidden) = silu(a) · b elementwise.
+// trainSwiGLUForward writes h (N, Hidden) = silu(a) · b elementwise. h
+// must not alias a (it holds e^−a before a is read).
 func trainSwiGLUForward(h, a, b []float32) {
 	trainParallel(len(h), 4096, func(lo, hi int) {
 		kernel.ExpSum(h[lo:hi], a[lo:hi], -1, 0) // h = e^−a, then silu(a)·b
@@ -18,7 +19,8 @@ func trainSwiGLUForward(h, a, b []float32) {
 	})
 }
 
-// trainSwiGLUBackward writes da and db (N, Hidden), overwriting them, from dh:
+// trainSwiGLUBackward writes da and db (N, Hidden), overwriting them, from
+// dh; da must not alias a or dh (it holds e^−a before they are read):
 //
 //	∂h/∂a = b·σ(a)·(1 + a·(1−σ(a))),   ∂h/∂b = silu(a)
 func trainSwiGLUBackward(da, db, dh, a, b []float32) {

@@ -21,8 +21,9 @@ func init() {
 // returns the sum of the results, accumulated in float32. dst may be src
 // itself; it must be at least as long as src. The relative error of each
 // result is within a few float32 ulps; arguments below −87.3 (the smallest
-// normal float32) give 0, NaN gives NaN. It is the softmax exponential of
-// training: on amd64 eight lanes at a time with AVX2 and FMA.
+// normal float32) give 0, NaN gives NaN. It is the softmax and SiLU
+// exponential of training and inference: on amd64 eight lanes at a time
+// with AVX2 and FMA.
 func ExpSum(dst, src []float32, scale, shift float32) float32 {
 	n := len(src)
 	dst = dst[:n]
