@@ -1,21 +1,14 @@
 package kernel
 
-import (
-	"math"
-	"os"
-)
+import "math"
 
 // expFunc computes dst[i] = e^(scale·src[i] − shift) for the first n
 // elements, n a multiple of 8, and returns their sum.
 type expFunc func(dst, src []float32, n int, scale, shift float32) float32
 
+// activeExp is the exponential ExpSum uses, chosen with the matrix kernel
+// (gemm.go's init).
 var activeExp expFunc = goExpBlock
-
-func init() {
-	if archExp != nil && os.Getenv(ForceGenericEnv) != "1" {
-		activeExp = archExp
-	}
-}
 
 // ExpSum sets dst[i] = e^(scale·src[i] − shift) for every i of src and
 // returns the sum of the results, accumulated in float32. dst may be src

@@ -103,23 +103,6 @@ func BenchmarkExpSum(b *testing.B) {
 	}
 }
 
-// The exponential follows the kernel's choice: the portable one when the
-// generic kernel is forced.
-func TestExpFollowsImpl(t *testing.T) {
-	if Impl() != "go" {
-		t.Skip("the machine's kernel is in use")
-	}
-	probe := []float32{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}
-	a, b := make([]float32, 8), make([]float32, 8)
-	activeExp(a, probe, 8, 1, 0)
-	goExpBlock(b, probe, 8, 1, 0)
-	for i := range a {
-		if a[i] != b[i] {
-			t.Fatalf("Impl() = %q but the exponential is not the portable one: %v vs %v", Impl(), a, b)
-		}
-	}
-}
-
 // Exp and every ExpSum implementation stay within 3e-7 relative error of
 // math.Exp over the whole normal range.
 func TestExpSweep(t *testing.T) {

@@ -66,8 +66,12 @@ var (
 
 func init() {
 	active, activeKernel2, activePackT16, activeName = archKernel, archKernel2, archPackT16, archName
+	if archExp != nil {
+		activeExp = archExp
+	}
 	if os.Getenv(ForceGenericEnv) == "1" {
 		active, activeKernel2, activePackT16, activeName = goKernel, nil, goPackT16, "go"
+		activeExp = goExpBlock
 	}
 }
 

@@ -3,6 +3,7 @@ package kernel
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"testing"
 )
 
@@ -21,6 +22,14 @@ func TestForceGenericEnv(t *testing.T) {
 			if dst[i] != want[i] {
 				t.Fatalf("dst = %v, want %v", dst, want)
 			}
+		}
+		// The exponential follows the kernel's choice: the portable one.
+		probe := []float32{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}
+		a, b := make([]float32, 8), make([]float32, 8)
+		activeExp(a, probe, 8, 1, 0)
+		goExpBlock(b, probe, 8, 1, 0)
+		if !slices.Equal(a, b) {
+			t.Fatalf("with %s=1 the exponential is not the portable one: %v vs %v", ForceGenericEnv, a, b)
 		}
 		return
 	}
