@@ -912,22 +912,22 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 		s.Dropped[st.Reason]++
 	}
 	s.ItemsDone = s.Groups
-	for i := range r.tasks {
-		data, ok, err := r.db.Baseline(ctx, i, 0)
-		if err != nil {
-			return s, err
-		}
-		if !ok {
-			continue
+	err = r.db.EachBaseline(ctx, func(i, group int, data []byte) error {
+		if group != 0 || i >= len(r.tasks) {
+			return nil
 		}
 		var tr struct {
 			Total delegate.Totals `json:"total"`
 		}
 		if err := json.Unmarshal(data, &tr); err != nil {
-			return s, fmt.Errorf("decode baseline of item %d: %w", i, err)
+			return fmt.Errorf("decode baseline of item %d: %w", i, err)
 		}
 		s.Baselines = s.Baselines.Add(tr.Total)
 		s.Retries += tr.Total.Retries
+		return nil
+	})
+	if err != nil {
+		return s, err
 	}
 	s.Complete = s.Groups == len(r.tasks)
 	data, err := json.MarshalIndent(s, "", "  ")

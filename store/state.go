@@ -103,6 +103,31 @@ func (s *DB) Baseline(ctx context.Context, item, group int) (data []byte, ok boo
 	return data, true, nil
 }
 
+// EachBaseline calls fn with every stored baseline, ordered by item and
+// group, in one query; an error from fn stops the walk and is returned. fn
+// must not use s: the walk holds a connection.
+func (s *DB) EachBaseline(ctx context.Context, fn func(item, group int, data []byte) error) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT item, grp, data FROM baselines ORDER BY item, grp`)
+	if err != nil {
+		return fmt.Errorf("read baselines: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var item, group int
+		var data []byte
+		if err := rows.Scan(&item, &group, &data); err != nil {
+			return fmt.Errorf("read baselines: %w", err)
+		}
+		if err := fn(item, group, data); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read baselines: %w", err)
+	}
+	return nil
+}
+
 // PutBaseline stores the baseline data of a group, so that a resumed run
 // scores the rest of the group against the same baseline.
 func (s *DB) PutBaseline(ctx context.Context, item, group int, data []byte) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -335,5 +336,31 @@ func TestCacheSharedFile(t *testing.T) {
 		if err != nil {
 			t.Errorf("goroutine %d: %v", g, err)
 		}
+	}
+}
+
+func TestEachBaseline(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	for _, b := range []struct{ item, group int }{{2, 0}, {0, 1}, {0, 0}} {
+		if err := db.PutBaseline(ctx, b.item, b.group, []byte(fmt.Sprintf("b%d.%d", b.item, b.group))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	err := db.EachBaseline(ctx, func(item, group int, data []byte) error {
+		got = append(got, fmt.Sprintf("%d.%d=%s", item, group, data))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"0.0=b0.0", "0.1=b0.1", "2.0=b2.0"}; !slices.Equal(got, want) {
+		t.Errorf("walk = %v, want %v", got, want)
+	}
+	stop := errors.New("stop")
+	n := 0
+	if err := db.EachBaseline(ctx, func(int, int, []byte) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
+		t.Errorf("fn's error: walk returned %v after %d calls, want stop after 1", err, n)
 	}
 }
