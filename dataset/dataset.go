@@ -62,7 +62,8 @@ func (e *RecordError) Error() string {
 // ErrEmpty is returned (wrapped) for a file holding no records.
 var ErrEmpty = errors.New("file holds no records")
 
-// Formats lists the formats Load accepts.
+// Formats lists the formats Load accepts; "open" (the commands' name for
+// open-ended requests, which the judge scores) is also accepted as "jsonl".
 var Formats = []string{"gsm8k", "math", "mmlu", "bbh", "jsonl"}
 
 // Load reads the tasks of one dataset file, or for "mmlu" and "bbh" of
@@ -72,6 +73,9 @@ var Formats = []string{"gsm8k", "math", "mmlu", "bbh", "jsonl"}
 // "mmlu/anatomy_test/3", "bbh/navigate/250". Open-ended records keep
 // their own "id".
 func Load(format, path string, opt Options) ([]delegate.Task, Report, error) {
+	if format == "open" {
+		format = "jsonl"
+	}
 	var rep Report
 	files, err := inputFiles(format, path)
 	if err != nil {

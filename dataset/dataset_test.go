@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -173,6 +174,18 @@ func TestLoadEdgeCases(t *testing.T) {
 		tasks, _, err := Load("jsonl", p, Options{})
 		if err != nil || len(tasks) != 2 {
 			t.Errorf("got %d tasks, %v; want 2", len(tasks), err)
+		}
+	})
+	t.Run("open is jsonl", func(t *testing.T) {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "x.jsonl")
+		if err := os.WriteFile(p, []byte(`{"id":"a","prompt":"p"}`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		open, _, err := Load("open", p, Options{})
+		jsonl, _, jerr := Load("jsonl", p, Options{})
+		if err != nil || jerr != nil || len(open) != 1 || !reflect.DeepEqual(open, jsonl) {
+			t.Errorf("open: %+v, %v; jsonl: %+v, %v; want the same one task", open, err, jsonl, jerr)
 		}
 	})
 	t.Run("bbh truncated file", func(t *testing.T) {

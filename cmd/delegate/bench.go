@@ -182,11 +182,7 @@ func loadBenchTasks(f benchFlags, errOut io.Writer) ([]delegate.Task, string, er
 		_, all = dataset.Builtin()
 		desc = "open (built-in test requests)"
 	default:
-		format := f.dataset
-		if format == "open" {
-			format = "jsonl"
-		}
-		tasks, rep, err := dataset.Load(format, f.data, dataset.Options{SkipBad: f.skipBad})
+		tasks, rep, err := dataset.Load(f.dataset, f.data, dataset.Options{SkipBad: f.skipBad})
 		if err != nil {
 			return nil, "", fmt.Errorf("load dataset: %w", err)
 		}

@@ -217,13 +217,9 @@ func loadTasks(out io.Writer, f processFlags) ([]delegate.Task, error) {
 		if f.data == "" {
 			return nil, fmt.Errorf("process: --data is required with --dataset %s", f.dataset)
 		}
-		format := f.dataset
-		if format == "open" {
-			format = "jsonl"
-		}
 		var rep dataset.Report
 		var err error
-		tasks, rep, err = dataset.Load(format, f.data, dataset.Options{SkipBad: f.skipBad})
+		tasks, rep, err = dataset.Load(f.dataset, f.data, dataset.Options{SkipBad: f.skipBad})
 		if err != nil {
 			if !f.skipBad {
 				return nil, fmt.Errorf("process: %w (--skip-bad leaves malformed records out)", err)
