@@ -32,8 +32,7 @@ const StateVersion = 1
 // that finds only checkpoint.old uses it.
 const (
 	ckptDir    = "checkpoint"
-	ckptTmp    = "checkpoint.tmp"
-	ckptOld    = "checkpoint.old"
+	ckptOld    = ckptDir + ".old" // nn.ReplaceDir's previous copy
 	ckptState  = "state.json"
 	ckptPolicy = "policy"
 	ckptM      = "adam_m"
@@ -53,45 +52,31 @@ type runState struct {
 // CheckpointDir returns the directory of the checkpoint of a run in outDir.
 func CheckpointDir(outDir string) string { return filepath.Join(outDir, ckptDir) }
 
-// save writes a checkpoint of the current step.
+// save writes a checkpoint of the current step (nn.ReplaceDir: the old
+// one or the new one survives a crash, never a mix).
 func (t *Trainer) save() error {
-	dir := t.cfg.OutDir
-	tmp := filepath.Join(dir, ckptTmp)
-	if err := os.RemoveAll(tmp); err != nil {
-		return fmt.Errorf("save checkpoint: %w", err)
-	}
-	meta := map[string]string{"rl_step": strconv.Itoa(t.step)}
-	for _, x := range []struct {
-		name string
-		p    *nn.Params
-	}{{ckptPolicy, t.l.policy}, {ckptM, t.l.opt.M}, {ckptV, t.l.opt.V}} {
-		if err := nn.Save(filepath.Join(tmp, x.name), x.p, meta); err != nil {
-			return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
+	err := nn.ReplaceDir(filepath.Join(t.cfg.OutDir, ckptDir), func(tmp string) error {
+		meta := map[string]string{"rl_step": strconv.Itoa(t.step)}
+		for _, x := range []struct {
+			name string
+			p    *nn.Params
+		}{{ckptPolicy, t.l.policy}, {ckptM, t.l.opt.M}, {ckptV, t.l.opt.V}} {
+			if err := nn.Save(filepath.Join(tmp, x.name), x.p, meta); err != nil {
+				return err
+			}
 		}
-	}
-	rng, err := t.rng.MarshalBinary()
+		rng, err := t.rng.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		st := runState{Version: StateVersion, Step: t.step, AdamSteps: t.l.opt.Steps, RNG: rng, Model: t.l.policy.Config, Config: t.cfg}
+		b, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			return err
+		}
+		return writeSynced(filepath.Join(tmp, ckptState), b)
+	})
 	if err != nil {
-		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
-	}
-	st := runState{Version: StateVersion, Step: t.step, AdamSteps: t.l.opt.Steps, RNG: rng, Model: t.l.policy.Config, Config: t.cfg}
-	b, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
-	}
-	if err := writeSynced(filepath.Join(tmp, ckptState), b); err != nil {
-		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
-	}
-	final, old := filepath.Join(dir, ckptDir), filepath.Join(dir, ckptOld)
-	if err := os.RemoveAll(old); err != nil {
-		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
-	}
-	if err := os.Rename(final, old); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
-	}
-	if err := os.RemoveAll(old); err != nil {
 		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)
 	}
 	return nil
@@ -110,13 +95,9 @@ func writeSynced(path string, b []byte) error {
 // parameters (in place, so the policy model sees them), the moments, the
 // step and the item sampler. No checkpoint is a fresh start.
 func (t *Trainer) resume() error {
-	dir := filepath.Join(t.cfg.OutDir, ckptDir)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		old := filepath.Join(t.cfg.OutDir, ckptOld)
-		if _, err := os.Stat(old); err != nil {
-			return nil // nothing to resume
-		}
-		dir = old // a crash between the two renames of save
+	dir, ok := nn.CurrentDir(filepath.Join(t.cfg.OutDir, ckptDir))
+	if !ok {
+		return nil // nothing to resume
 	}
 	b, err := os.ReadFile(filepath.Join(dir, ckptState))
 	if err != nil {

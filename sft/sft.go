@@ -342,21 +342,30 @@ type state struct {
 
 func saveState(dir string, tr *nn.Trainer, steps int) error {
 	meta := map[string]string{metaStep: strconv.Itoa(tr.Opt.Steps), metaSteps: strconv.Itoa(steps)}
-	// Moments first, weights last: a state is complete once its weights
-	// name the same step as its moments.
-	for _, c := range []struct {
-		name string
-		p    *nn.Params
-	}{{stateM, tr.Opt.M}, {stateV, tr.Opt.V}, {stateWeights, tr.Params}} {
-		if err := nn.Save(filepath.Join(dir, c.name), c.p, meta); err != nil {
-			return fmt.Errorf("sft: save state: %w", err)
+	// Written whole, then swapped in: a crash leaves the previous state.
+	err := nn.ReplaceDir(dir, func(tmp string) error {
+		for _, c := range []struct {
+			name string
+			p    *nn.Params
+		}{{stateM, tr.Opt.M}, {stateV, tr.Opt.V}, {stateWeights, tr.Params}} {
+			if err := nn.Save(filepath.Join(tmp, c.name), c.p, meta); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sft: save state: %w", err)
 	}
 	return nil
 }
 
 // loadState reads the state in dir; nil with no error when dir holds none.
 func loadState(dir string, want nn.Config) (*state, error) {
+	dir, ok := nn.CurrentDir(dir)
+	if !ok {
+		return nil, nil
+	}
 	if _, err := os.Stat(filepath.Join(dir, stateWeights)); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
