@@ -28,6 +28,23 @@ const (
 	ErrKindCanceled   = "canceled"   // the caller's context was cancelled
 )
 
+// ErrorClass returns what a call's error says of its kind, as a trace node
+// records it (Node.ErrorStatus, Node.ErrorType): an *APIError's status and
+// type, ErrKindTimeout for a passed deadline, ErrKindCanceled for a
+// cancelled context, and zero values for anything else.
+func ErrorClass(err error) (status int, typ string) {
+	var ae *APIError
+	switch {
+	case errors.As(err, &ae):
+		return ae.Status, ae.Type
+	case errors.Is(err, context.DeadlineExceeded):
+		return 0, ErrKindTimeout
+	case errors.Is(err, context.Canceled):
+		return 0, ErrKindCanceled
+	}
+	return 0, ""
+}
+
 func (e *APIError) Error() string {
 	s := "model api error"
 	if e.Model != "" {

@@ -236,17 +236,9 @@ func (r *Recorder) Call(ctx context.Context, parent *Node, name string, a Agent,
 	}
 	if err != nil {
 		n.Error = err.Error()
-		var ae *APIError
-		switch {
-		case errors.As(err, &ae):
-			n.ErrorStatus, n.ErrorType = ae.Status, ae.Type
-			if ae.Attempts > 1 {
-				n.Retries = ae.Attempts - 1
-			}
-		case errors.Is(err, context.DeadlineExceeded):
-			n.ErrorType = ErrKindTimeout
-		case errors.Is(err, context.Canceled):
-			n.ErrorType = ErrKindCanceled
+		n.ErrorStatus, n.ErrorType = ErrorClass(err)
+		if ae := (*APIError)(nil); errors.As(err, &ae) && ae.Attempts > 1 {
+			n.Retries = ae.Attempts - 1
 		}
 	}
 	r.mu.Unlock()

@@ -261,3 +261,21 @@ func TestTotalsAdd(t *testing.T) {
 		t.Errorf("Add = %+v, want %+v", got, want)
 	}
 }
+
+func TestErrorClass(t *testing.T) {
+	tests := []struct {
+		err    error
+		status int
+		typ    string
+	}{
+		{fmt.Errorf("wrapped: %w", &delegate.APIError{Status: 429, Type: "rate_limit_error"}), 429, "rate_limit_error"},
+		{fmt.Errorf("call: %w", context.DeadlineExceeded), 0, delegate.ErrKindTimeout},
+		{context.Canceled, 0, delegate.ErrKindCanceled},
+		{errors.New("plain"), 0, ""},
+	}
+	for _, tt := range tests {
+		if status, typ := delegate.ErrorClass(tt.err); status != tt.status || typ != tt.typ {
+			t.Errorf("ErrorClass(%v) = %d, %q; want %d, %q", tt.err, status, typ, tt.status, tt.typ)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"context"
 	"errors"
 	"regexp"
 	"strconv"
@@ -35,16 +34,7 @@ const (
 // apiKind names the kind of a model call error: from its *delegate.APIError
 // when it has one.
 func apiKind(err error) string {
-	var ae *delegate.APIError
-	switch {
-	case errors.As(err, &ae):
-		return kindOfAPIError(ae.Status, ae.Type)
-	case errors.Is(err, context.DeadlineExceeded):
-		return delegate.ErrKindTimeout
-	case errors.Is(err, context.Canceled):
-		return delegate.ErrKindCanceled
-	}
-	return kindOther
+	return kindOfAPIError(delegate.ErrorClass(err))
 }
 
 func kindOfAPIError(status int, typ string) string {
