@@ -165,22 +165,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	start := time.Now()
 	deadline := start.Add(o.duration)
-	var dirs []string
-	epoch, lifeN := 0, 0
+	epochDir := func(e int) string { return filepath.Join(o.work, "out", fmt.Sprintf("epoch-%03d", e)) }
+	epoch := 0
 	var soakErr error
 loop:
 	for {
-		dir := filepath.Join(o.work, "out", fmt.Sprintf("epoch-%03d", epoch))
-		if len(dirs) == 0 || dirs[len(dirs)-1] != dir {
-			dirs = append(dirs, dir)
-		}
+		dir := epochDir(epoch)
 		var killAt time.Time
 		if len(kills) > 0 {
 			killAt = start.Add(kills[0])
 		}
-		lf, err := live(ctx, o, cfg, data, dir, epoch, lifeN, killAt, deadline, stdout)
+		lf, err := live(ctx, o, cfg, data, dir, epoch, len(rep.Lives), killAt, deadline, stdout)
 		rep.Lives = append(rep.Lives, lf)
-		lifeN++
 		switch {
 		case err != nil:
 			soakErr = err
@@ -198,8 +194,8 @@ loop:
 		}
 	}
 	rep.Wall = time.Since(start)
-	for _, d := range dirs {
-		a, err := AccountDir(d)
+	for e := range epoch + 1 { // every epoch's output directory
+		a, err := AccountDir(epochDir(e))
 		if err != nil {
 			soakErr = errors.Join(soakErr, err)
 			continue

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -277,11 +278,7 @@ func (c *Config) benchArms(names []string, models map[string]delegate.Model) ([]
 		}
 		arms = append(arms, eval.Arm{Name: name, Strategy: s})
 	}
-	hasRoute := false
-	for _, n := range names {
-		hasRoute = hasRoute || n == strategy.NameRoute
-	}
-	if !hasRoute {
+	if !slices.Contains(names, strategy.NameRoute) {
 		return arms, nil
 	}
 	for _, alone := range []struct {
