@@ -16,6 +16,7 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/world"
 )
 
 // Config is the YAML file that names models and assigns them to roles.
@@ -33,6 +34,11 @@ import (
 // Unknown keys and values of the wrong type are errors naming the key and
 // its line; Validate checks that every role names a defined model.
 type Config struct {
+	// Preset picks the defaults the strategy section starts from: "" (the
+	// strategy package's) or "world" (package world's compact prompts,
+	// budgets and delegate tool declaration, which the shipped local models
+	// were trained on; see examples/world.yaml).
+	Preset string                 `yaml:"preset"`
 	Models map[string]ModelConfig `yaml:"models"`
 	Roles  RolesConfig            `yaml:"roles"`
 	// Strategy tunes the four strategies; absent keys keep
@@ -118,7 +124,20 @@ func ParseConfig(b []byte) (*Config, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, errors.New("empty config")
 	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return nil, yamlError(err)
+	}
 	cfg := Config{Strategy: strategy.DefaultConfig(), Judge: judge.DefaultConfig()}
+	cfg.lines = map[string]int{}
+	collectLines(&root, "", cfg.lines)
+	switch preset := topLevel(&root, "preset"); preset {
+	case "":
+	case PresetWorld:
+		cfg.Strategy = world.StrategyConfig()
+	default:
+		return nil, cfg.at("preset", "unknown preset %q (want %s, or no preset)", preset, PresetWorld)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil {
@@ -128,16 +147,28 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err := dec.Decode(&extra); err != io.EOF {
 		return nil, errors.New("config holds more than one YAML document")
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, yamlError(err)
-	}
-	cfg.lines = map[string]int{}
-	collectLines(&root, "", cfg.lines)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return &cfg, nil
+}
+
+// PresetWorld is the preset of package world's local models.
+const PresetWorld = "world"
+
+// topLevel returns the scalar value of a top-level key of a document, ""
+// when it is absent or not a scalar (the decoder then reports the type).
+func topLevel(doc *yaml.Node, key string) string {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return ""
+	}
+	m := doc.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key && m.Content[i+1].Kind == yaml.ScalarNode {
+			return m.Content[i+1].Value
+		}
+	}
+	return ""
 }
 
 // yamlError makes the decoder's messages read as ours: "line 4: field

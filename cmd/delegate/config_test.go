@@ -1,8 +1,12 @@
 package main
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/world"
 )
 
 const goodConfig = `
@@ -72,6 +76,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"two documents", "models:\n  a: {base_url: http://x/v1, model: m}\n---\nmodels: {}\n", []string{"more than one YAML document"}},
 		{"judge bad mode", "models:\n  a: {base_url: http://x/v1, model: m}\njudge:\n  mode: vibes\n", []string{"judge", "vibes"}},
 		{"judge unknown key", "models:\n  a: {base_url: http://x/v1, model: m}\njudge:\n  repeat: 3\n", []string{"line 4", `unknown key "repeat"`}},
+		{"unknown preset", "preset: wrld\nmodels:\n  a: {base_url: http://x/v1, model: m}\n", []string{"line 1", "preset", `"wrld"`}},
 		{"unknown kind", "models:\n  a:\n    kind: grpc\n    base_url: http://x/v1\n    model: m\n", []string{"line 3", `unknown kind "grpc"`}},
 	}
 	for _, tt := range tests {
@@ -93,9 +98,29 @@ func TestParseConfigErrors(t *testing.T) {
 }
 
 func TestExampleConfigsAreValid(t *testing.T) {
-	for _, path := range []string{"../../examples/openai.yaml", "../../examples/local.yaml"} {
+	for _, path := range []string{"../../examples/openai.yaml", "../../examples/local.yaml", "../../examples/world.yaml"} {
 		if _, err := LoadConfig(path); err != nil {
 			t.Errorf("%s: %v", path, err)
 		}
+	}
+}
+
+func TestParseConfigWorldPreset(t *testing.T) {
+	doc := "preset: world\nmodels:\n  a: {base_url: http://x/v1, model: m}\nstrategy:\n  single: {temperature: 0.3}\n"
+	cfg, err := ParseConfig([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := world.StrategyConfig()
+	want.Single.Temperature = 0.3
+	if !reflect.DeepEqual(cfg.Strategy, want) {
+		t.Errorf("strategy = %+v\nwant the world's with single's temperature set: %+v", cfg.Strategy, want)
+	}
+	plain, err := ParseConfig([]byte("models:\n  a: {base_url: http://x/v1, model: m}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(plain.Strategy, strategy.DefaultConfig()) {
+		t.Errorf("without a preset the strategy section starts from strategy.DefaultConfig, got %+v", plain.Strategy)
 	}
 }

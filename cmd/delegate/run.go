@@ -16,6 +16,7 @@ import (
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/openai"
 	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/world"
 )
 
 // env is how commands read the environment: os.Getenv in main, a map in
@@ -45,7 +46,7 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 				return nil, nil, err
 			}
 			locals = append(locals, lm)
-			models[name] = lm
+			models[name] = c.wrap(lm)
 			continue
 		}
 		oc := openai.Config{
@@ -75,9 +76,19 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 			closeAll()
 			return nil, nil, fmt.Errorf("model %s: %w", name, err)
 		}
-		models[name] = client
+		models[name] = c.wrap(client)
 	}
 	return models, closeAll, nil
+}
+
+// wrap applies the preset to a model: under PresetWorld, requests offering
+// the delegate tool offer world.Tool, the declaration the local models
+// were trained on.
+func (c *Config) wrap(m delegate.Model) delegate.Model {
+	if c.Preset == PresetWorld {
+		return world.CompactTools(m)
+	}
+	return m
 }
 
 // openLocal loads a checkpoint and starts a local model over it.

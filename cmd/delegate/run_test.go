@@ -221,3 +221,24 @@ func TestRunWithLocalCheckpoint(t *testing.T) {
 		t.Errorf("local call = %+v", call)
 	}
 }
+
+// TestRunShippedModelsWithWorldPreset runs route on the shipped local
+// models through examples/world.yaml: the delegator hands the product to
+// the solver under the compact tool declaration and answers right.
+func TestRunShippedModelsWithWorldPreset(t *testing.T) {
+	const problem = "Ann has 56 boxes of 23 pens. Ann gets 41 more. How many pens does Ann have?"
+	out, err := execute(t, testEnv, "run", "--config", "../../examples/world.yaml", "--strategy", "route", "--json", problem)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	var tr delegate.Trace
+	if err := json.Unmarshal([]byte(out), &tr); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Answer != "1329" || tr.Failure != "" {
+		t.Errorf("answer %q (failure %q), want 1329", tr.Answer, tr.Failure)
+	}
+	if tr.Roles["weak"].Calls == 0 {
+		t.Errorf("the delegator asked the solver nothing: roles %+v", tr.Roles)
+	}
+}
