@@ -49,6 +49,7 @@ var allowedImports = map[string][]string{
 	"bench/soak":          {"*"},
 	"bench/train/impl":    {"nn/kernel"},
 	"bench/internal/runc": {"nn", "tokenizer"},
+	"bench/internal/host": {},
 }
 
 // thirdPartyAllowed lists the packages that may import modules outside the

@@ -39,6 +39,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/delegatelab/delegate/bench/internal/host"
 )
 
 func main() {
@@ -323,33 +325,18 @@ func verdict(ok bool) string {
 
 // printMachine prints the CPU, cores, this process's placement and load.
 func printMachine(w io.Writer, placement string) {
-	model := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
+	orUnknown := func(s, unknown string) string {
+		if s == "" {
+			return unknown
 		}
-	}
-	online := "?"
-	if b, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
-		online = strings.TrimSpace(string(b))
-	}
-	allowed := "?"
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-				allowed = strings.TrimSpace(v)
-			}
-		}
+		return s
 	}
 	load := "?"
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		load = strings.Join(strings.Fields(string(b))[:3], " ")
+	if avg, ok := host.LoadAverage(); ok {
+		load = fmt.Sprintf("%.2f %.2f %.2f", avg[0], avg[1], avg[2])
 	}
-	fmt.Fprintf(w, "machine: %s, CPUs online %s, %s, load average %s\n", model, online, runtime.Version(), load)
-	fmt.Fprintf(w, "client: this process on CPUs %s, GOMAXPROCS %d; stand-in: %s\n", allowed, runtime.GOMAXPROCS(0), placement)
+	fmt.Fprintf(w, "machine: %s, CPUs online %s, %s, load average %s\n", orUnknown(host.CPUModel(), "unknown CPU"), orUnknown(host.OnlineCPUs(), "?"), runtime.Version(), load)
+	fmt.Fprintf(w, "client: this process on CPUs %s, GOMAXPROCS %d; stand-in: %s\n", orUnknown(host.AllowedCPUs(), "?"), runtime.GOMAXPROCS(0), placement)
 }
 
 // serverProc is the stand-in running as a child process.

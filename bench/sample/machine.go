@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/delegatelab/delegate/bench/internal/host"
 )
 
 // machine describes the computer a figure came from.
@@ -21,24 +19,12 @@ type machine struct {
 // readMachine reads the CPU model and load average from /proc; on systems
 // without it the fields say unknown rather than fail.
 func readMachine() machine {
-	m := machine{CPU: runtime.GOARCH + " (model unknown)", Cores: runtime.NumCPU(), Load1: -1}
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			k, v, ok := strings.Cut(sc.Text(), ":")
-			if ok && strings.TrimSpace(k) == "model name" {
-				m.CPU = strings.TrimSpace(v)
-				break
-			}
-		}
-		f.Close() // read-only: nothing to flush
+	m := machine{CPU: host.CPUModel(), Cores: runtime.NumCPU(), Load1: -1}
+	if m.CPU == "" {
+		m.CPU = runtime.GOARCH + " (model unknown)"
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if fields := strings.Fields(string(b)); len(fields) > 0 {
-			if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
-				m.Load1 = v
-			}
-		}
+	if avg, ok := host.LoadAverage(); ok {
+		m.Load1 = avg[0]
 	}
 	return m
 }

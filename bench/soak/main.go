@@ -39,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/delegatelab/delegate/bench/internal/host"
 	"github.com/delegatelab/delegate/standin"
 )
 
@@ -281,14 +282,9 @@ roles:
 
 // machine names the machine for the report.
 func machine() string {
-	cpu := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				cpu = strings.TrimSpace(v)
-				break
-			}
-		}
+	cpu := host.CPUModel()
+	if cpu == "" {
+		cpu = "unknown CPU"
 	}
 	return fmt.Sprintf("%s, %d logical CPUs, %s/%s, %s", cpu, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 }
