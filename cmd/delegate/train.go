@@ -30,11 +30,12 @@ import (
 // trainFlags are the flags of delegate train that are not fields set in
 // place on the run's config.
 type trainFlags struct {
-	estimator string
-	lr        float64
-	quiet     bool
-	total     time.Duration
-	level     int
+	estimator   string
+	lr          float64
+	quiet       bool
+	total       time.Duration
+	level       int
+	distractors int
 }
 
 func newTrainCmd(_ env, log *slog.Logger) *cobra.Command {
@@ -80,6 +81,12 @@ at an equal number of generations.`,
 			if !ok {
 				return fmt.Errorf("train: --level %d: the world has levels 1 to %d", f.level, len(world.Levels()))
 			}
+			if cmd.Flags().Changed("distractors") {
+				w.Distractors = f.distractors
+			}
+			if err := w.Validate(); err != nil {
+				return fmt.Errorf("train: %w", err)
+			}
 			cfg.World = w
 			if f.total > 0 {
 				cfg.Deadline = time.Now().Add(f.total)
@@ -116,6 +123,7 @@ at an equal number of generations.`,
 	fl.Float64Var(&cfg.EvalTemperature, "eval-temperature", cfg.EvalTemperature, "delegator temperature in the table (0: greedy)")
 	fl.IntVar(&cfg.EvalConcurrency, "eval-concurrency", cfg.EvalConcurrency, "items in flight in the table")
 	fl.IntVar(&f.level, "level", world.TrainLevel, "world difficulty (world.Levels: 1 one product, 2 a product and an amount, 3 the default world, 4 the longest)")
+	fl.IntVar(&f.distractors, "distractors", 0, "most distractor sentences a problem gets, uniformly 0..N (default: the level's, 1)")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the rollouts and the item order")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
 	return cmd

@@ -5,6 +5,7 @@ import (
 
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"math"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/trainrun"
+	"github.com/delegatelab/delegate/world"
 )
 
 // tinyModels writes two tiny random checkpoints and returns their paths.
@@ -53,17 +55,37 @@ func TestTrainEndToEnd(t *testing.T) {
 	solver, delegator := tinyModels(t, dir)
 	out := filepath.Join(dir, "run")
 	tests := []struct {
-		est   string
-		steps int
-	}{{"grpo", 3}, {"drgrpo", 1}, {"rloo", 1}}
+		est         string
+		steps       int
+		distractors string
+	}{{"grpo", 3, ""}, {"drgrpo", 1, "3"}, {"rloo", 1, ""}}
 	for _, tt := range tests {
 		est := tt.est
 		t.Run(est, func(t *testing.T) {
 			out := out + "-" + est
 			steps := strconv.Itoa(tt.steps)
-			got, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, "--estimator", est, "--kl", "0.05", "--steps", steps, "--eval-items", "2")...)
+			args := []string{"--estimator", est, "--kl", "0.05", "--steps", steps, "--eval-items", "2"}
+			if tt.distractors != "" {
+				args = append(args, "--distractors", tt.distractors)
+			}
+			got, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, args...)...)
 			if err != nil {
 				t.Fatalf("train: %v\n%s", err, got)
+			}
+			b, err := os.ReadFile(filepath.Join(out, trainrun.RunFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var id struct{ World world.Config }
+			if err := json.Unmarshal(b, &id); err != nil {
+				t.Fatal(err)
+			}
+			if want := world.Levels()[world.TrainLevel].Distractors; tt.distractors != "" {
+				if got := strconv.Itoa(id.World.Distractors); got != tt.distractors {
+					t.Errorf("run's world has %s distractors, want --distractors %s", got, tt.distractors)
+				}
+			} else if id.World.Distractors != want {
+				t.Errorf("run's world has %d distractors, want the level's %d", id.World.Distractors, want)
 			}
 			for _, want := range []string{"| arm |", trainrun.ArmSolver, trainrun.ArmAlways, trainrun.ArmPretrained, "RL-trained delegator (step " + steps + ")", steps + " RL steps"} {
 				if !strings.Contains(got, want) {
@@ -145,6 +167,7 @@ func TestTrainRejectsBadFlags(t *testing.T) {
 		{[]string{"train", "--solver", "/nonexistent/solver", "--delegator", "/nonexistent/delegator", "--out", "OUT"}, "/nonexistent/solver"},
 		{[]string{"train", "extra"}, "unknown command"},
 		{[]string{"train", "--level", "9"}, "--level 9"},
+		{[]string{"train", "--distractors", "9"}, "distractors: 9 is outside"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
