@@ -524,6 +524,7 @@ func showProgress(w io.Writer, show bool, total int, progress <-chan eval.Progre
 		return
 	}
 	p := mpb.New(mpb.WithOutput(w), mpb.WithWidth(32), mpb.WithRefreshRate(200*time.Millisecond))
+	release := logs.above(p)
 	bar := p.AddBar(int64(total),
 		mpb.PrependDecorators(decor.Name("bench "), decor.CountersNoUnit("%d/%d items")),
 		mpb.AppendDecorators(
@@ -552,4 +553,5 @@ func showProgress(w io.Writer, show bool, total int, progress <-chan eval.Progre
 		bar.Abort(false) // interrupted, or values dropped: keep the bar as it stands
 	}
 	p.Wait()
+	release()
 }

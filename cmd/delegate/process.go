@@ -337,9 +337,10 @@ func fingerprint(cfg *Config, jcfg judge.Config, rewardDesc string, logprobs boo
 // progressView shows a run's progress: an mpb bar on a terminal, or a
 // plain line at most every plainEvery otherwise.
 type progressView struct {
-	out   io.Writer
-	mode  string
-	items int
+	release func() // gives the log back to stderr once the bars are done
+	out     io.Writer
+	mode    string
+	items   int
 
 	mu   sync.Mutex // guards last, for the bar's decorators
 	last rollout.Progress
@@ -362,6 +363,7 @@ func newProgressView(out io.Writer, mode string, items int) *progressView {
 	}
 	if v.mode == progressBar {
 		v.p = mpb.New(mpb.WithOutput(out), mpb.WithWidth(100), mpb.WithAutoRefresh(), mpb.WithRefreshRate(200*time.Millisecond))
+		v.release = logs.above(v.p)
 		v.bar = v.p.AddBar(int64(items),
 			mpb.PrependDecorators(decor.Name("items "), decor.CountersNoUnit("%d/%d")),
 			mpb.AppendDecorators(decor.Any(func(decor.Statistics) string { return v.status() })),
@@ -436,6 +438,7 @@ func (v *progressView) finish(sum rollout.Summary) {
 			v.bar.Abort(false)
 		}
 		v.p.Wait()
+		v.release()
 	case progressPlain:
 		fmt.Fprintf(v.out, "items %d/%d  %s\n", p.ItemsDone, v.items, v.status())
 	}

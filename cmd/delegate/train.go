@@ -187,9 +187,10 @@ func stopReason(s string) string {
 // trainBars draws the progress of a run: on a terminal one bar per phase,
 // elsewhere plain lines. With no output it only drains the events.
 type trainBars struct {
-	p     *mpb.Progress
-	lines io.Writer // set when not drawing bars
-	steps int
+	p       *mpb.Progress
+	release func()    // gives the log back to stderr once the bars are done
+	lines   io.Writer // set when not drawing bars
+	steps   int
 
 	mu    sync.Mutex
 	last  *rl.Metrics // the last finished step
@@ -209,6 +210,7 @@ func newTrainBars(ctx context.Context, w io.Writer, steps int, bars bool, width 
 			opts = append(opts, mpb.WithWidth(width))
 		}
 		b.p = mpb.NewWithContext(ctx, opts...)
+		b.release = logs.above(b.p)
 	default:
 		b.lines = w
 	}
@@ -336,6 +338,7 @@ func (b *trainBars) finish() {
 	}
 	b.mu.Unlock()
 	b.p.Wait()
+	b.release()
 }
 
 // delegatorTokens is the delegator's generated tokens per rollout.
