@@ -79,22 +79,7 @@ func fmtDuration(d time.Duration) string {
 
 // printTotals writes the per-role account of a trace as a table.
 func printTotals(w io.Writer, t *delegate.Trace) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "role\tcalls\terrors\tretries\tprompt tok\tcached tok\tcompletion tok\tdollars\tcall time\t")
-	roles := make([]string, 0, len(t.Roles))
-	for r := range t.Roles {
-		roles = append(roles, r)
-	}
-	sort.Strings(roles)
-	row := func(name string, x delegate.Totals) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", name, x.Calls, x.Errors, x.Retries,
-			x.Usage.PromptTokens, x.Usage.CachedTokens, x.Usage.CompletionTokens, fmtDollars(x.Cost), fmtDuration(x.Latency))
-	}
-	for _, r := range roles {
-		row(r, t.Roles[r])
-	}
-	row("total", t.Total)
-	if err := tw.Flush(); err != nil {
+	if err := writeRoleTable(w, append(byRole(t.Roles), roleRow{"total", t.Total}), true); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "wall time %s", fmtDuration(t.Latency))
@@ -105,4 +90,42 @@ func printTotals(w io.Writer, t *delegate.Trace) error {
 		_, err = fmt.Fprintln(w)
 	}
 	return err
+}
+
+// roleRow is one line of a role table.
+type roleRow struct {
+	name string
+	t    delegate.Totals
+}
+
+// byRole returns one row per role, sorted by name.
+func byRole(m map[string]delegate.Totals) []roleRow {
+	rows := make([]roleRow, 0, len(m))
+	for r, t := range m {
+		rows = append(rows, roleRow{r, t})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
+	return rows
+}
+
+// writeRoleTable writes the per-role account of run and process: calls,
+// errors, retries, tokens and dollars, and with callTime the summed call
+// time.
+func writeRoleTable(w io.Writer, rows []roleRow, callTime bool) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "role\tcalls\terrors\tretries\tprompt tok\tcached tok\tcompletion tok\tdollars\t"
+	if callTime {
+		head += "call time\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, r := range rows {
+		x := r.t
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t", r.name, x.Calls, x.Errors, x.Retries,
+			x.Usage.PromptTokens, x.Usage.CachedTokens, x.Usage.CompletionTokens, fmtDollars(x.Cost))
+		if callTime {
+			fmt.Fprintf(tw, "%s\t", fmtDuration(x.Latency))
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
 }

@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -453,23 +451,11 @@ func printSummary(w io.Writer, s rollout.Summary) error {
 	if s.Resumed > 0 {
 		fmt.Fprintf(w, "resumed %d rollouts recorded by an earlier run\n", s.Resumed)
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "role\tcalls\terrors\tretries\tprompt tok\tcached tok\tcompletion tok\tdollars\t")
-	row := func(name string, x delegate.Totals) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", name, x.Calls, x.Errors, x.Retries,
-			x.Usage.PromptTokens, x.Usage.CachedTokens, x.Usage.CompletionTokens, fmtDollars(x.Cost))
-	}
-	roles := make([]string, 0, len(s.Roles))
-	for r := range s.Roles {
-		roles = append(roles, r)
-	}
-	sort.Strings(roles)
+	rows := byRole(s.Roles)
 	var total delegate.Totals
-	for _, r := range roles {
-		row(r, s.Roles[r])
-		total = total.Add(s.Roles[r])
+	for _, r := range rows {
+		total = total.Add(r.t)
 	}
-	row("baselines", s.Baselines)
-	row("total", total.Add(s.Baselines))
-	return tw.Flush()
+	rows = append(rows, roleRow{"baselines", s.Baselines}, roleRow{"total", total.Add(s.Baselines)})
+	return writeRoleTable(w, rows, false)
 }
