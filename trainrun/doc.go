@@ -58,5 +58,8 @@
 // PeerSamples answers, kept in OutDir/filter.json). The table compares the
 // trained leader with its team and alone, the untrained leader likewise,
 // and the peers' majority vote over K+1 answers: the team's number of
-// generations (K peers and one leader).
+// generations (K peers and one leader). delegate train --mode mlpo runs it
+// with the MLPO paper's recipe (Dr. GRPO, reward = the leader's
+// correctness) on level 2 with up to world.MLPODistractors distractor
+// sentences, where the leader alone has room to improve.
 package trainrun

@@ -198,6 +198,18 @@
 // policy (1.00 right, one call a problem, 43% cheaper than solving alone).
 // On level 3 the shipped delegator solves 3 problems in 40 alone.
 //
+// delegate train --mode mlpo runs level 2 with up to MLPODistractors (4)
+// distractor sentences a problem instead of one. On plain level 2 the
+// leader alone is right on 0.98 of problems before training, which leaves
+// nothing for MLPO's "better alone" to show; with up to 4 distractors it
+// is right on 0.73 (300 held-out problems, greedy): it takes an operand
+// from a distractor, computes a distractor as one more step, or ends with
+// aggregate's "Final Output:" instead of \boxed{}. Training under
+// lead, whose prompt carries the same problem text, lifts it alone to
+// 0.85. Distractors are the knob because every other one leaves the
+// shipped delegator nowhere: any change of digit sizes (2x1 or 3x1
+// products, 1- or 3-digit amounts) takes it to 0 of 40.
+//
 // # Transcripts
 //
 // Prompts overrides every strategy prompt template with a compact one, and

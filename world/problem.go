@@ -158,6 +158,12 @@ func DefaultConfig() Config {
 // an amount added or taken away): the package doc says why.
 const TrainLevel = 2
 
+// MLPODistractors is the most distractor sentences of a problem under
+// delegate train --mode mlpo (level 2 otherwise): enough that the leader
+// alone is not at its ceiling, so that training can show it better alone.
+// The package doc says why.
+const MLPODistractors = 4
+
 // Levels returns configs of growing difficulty, for curricula and for the
 // counts in the package doc: 1 one product, 2 a product then an amount
 // added or taken away, 3 the default world, 4 longer problems (up to 6

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -61,9 +62,22 @@ checkpoint, with a new --time (and what is left of --train-time).
 --mode mlpo trains a leader under lead with frozen peers (--peers, default
 the delegator's checkpoint) on the items most peers do not already solve,
 and compares it with its team, alone, and against the peers' majority vote
-at an equal number of generations.`,
+at an equal number of generations. Its defaults differ: the MLPO recipe
+(--estimator drgrpo, --lambda 0, --mu 0: Dr. GRPO on the correctness of the
+leader's answer), --distractors 4 (the leader alone is at its ceiling on
+plain level-2 problems), --train-problems 256 (the filter samples the peers
+on every one) and --eval-items 300.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Mode == trainrun.ModeMLPO {
+				for _, d := range mlpoDefaults {
+					if !cmd.Flags().Changed(d.flag) {
+						if err := cmd.Flags().Set(d.flag, d.value); err != nil {
+							return fmt.Errorf("train: mlpo default --%s %s: %w", d.flag, d.value, err) // constant table; tested
+						}
+					}
+				}
+			}
 			est := reward.Estimator(f.estimator)
 			switch est {
 			case reward.GRPO, reward.DrGRPO, reward.RLOO:
@@ -74,9 +88,6 @@ at an equal number of generations.`,
 			cfg.RL.Schedule.MaxLR, cfg.RL.Schedule.MinLR = f.lr, f.lr
 			cfg.RL.Schedule.Total = cfg.RL.Steps
 			cfg.RL.Schedule.Warmup = min(cfg.RL.Schedule.Warmup, cfg.RL.Steps)
-			if cfg.Mode == trainrun.ModeMLPO && !cmd.Flags().Changed("train-problems") {
-				cfg.TrainProblems = 256 // the filter samples the peers on every one
-			}
 			w, ok := world.Levels()[f.level]
 			if !ok {
 				return fmt.Errorf("train: --level %d: the world has levels 1 to %d", f.level, len(world.Levels()))
@@ -107,7 +118,7 @@ at an equal number of generations.`,
 	fl.DurationVar(&f.total, "time", 570*time.Second, "wall-time budget of this invocation, table included: training stops early enough to leave time for the final evaluation; 0: none")
 	fl.DurationVar(&cfg.TrainTime, "train-time", cfg.TrainTime, "training time budget (rollouts and updates, summed over resumed invocations); 0: none")
 	fl.IntVar(&cfg.RL.Steps, "steps", cfg.RL.Steps, "most RL steps")
-	fl.StringVar(&f.estimator, "estimator", string(cfg.RL.Estimator), "advantages: grpo, drgrpo or rloo")
+	fl.StringVar(&f.estimator, "estimator", string(cfg.RL.Estimator), "advantages: grpo, drgrpo or rloo (mlpo default drgrpo)")
 	fl.Float64Var(&f.lr, "lr", cfg.RL.Schedule.MaxLR, "learning rate (constant after warmup)")
 	fl.Float64Var(&cfg.RL.ClipEps, "clip", cfg.RL.ClipEps, "PPO clip range ε of the importance ratio")
 	fl.Float64Var(&cfg.RL.KLBeta, "kl", cfg.RL.KLBeta, "weight of the KL penalty to the pretrained delegator (0: none)")
@@ -116,17 +127,28 @@ at an equal number of generations.`,
 	fl.IntVar(&cfg.RL.ItemsPerStep, "items", cfg.RL.ItemsPerStep, "items per step")
 	fl.Float64Var(&cfg.RL.Temperature, "temperature", cfg.RL.Temperature, "sampling temperature of training rollouts")
 	fl.IntVar(&cfg.RL.MaxNewTokens, "max-new-tokens", cfg.RL.MaxNewTokens, "cap on every model call's completion")
-	fl.Float64Var(&cfg.Reward.Lambda, "lambda", cfg.Reward.Lambda, "reward cost per delegator token (λ)")
-	fl.Float64Var(&cfg.Reward.Mu, "mu", cfg.Reward.Mu, "reward cost per sub-agent call (μ)")
+	fl.Float64Var(&cfg.Reward.Lambda, "lambda", cfg.Reward.Lambda, "reward cost per delegator token (λ) (mlpo default 0)")
+	fl.Float64Var(&cfg.Reward.Mu, "mu", cfg.Reward.Mu, "reward cost per sub-agent call (μ) (mlpo default 0)")
 	fl.IntVar(&cfg.TrainProblems, "train-problems", cfg.TrainProblems, "training problems (mlpo default 256)")
-	fl.IntVar(&cfg.EvalItems, "eval-items", cfg.EvalItems, "held-out problems of the table")
+	fl.IntVar(&cfg.EvalItems, "eval-items", cfg.EvalItems, "held-out problems of the table (mlpo default 300)")
 	fl.Float64Var(&cfg.EvalTemperature, "eval-temperature", cfg.EvalTemperature, "delegator temperature in the table (0: greedy)")
 	fl.IntVar(&cfg.EvalConcurrency, "eval-concurrency", cfg.EvalConcurrency, "items in flight in the table")
 	fl.IntVar(&f.level, "level", world.TrainLevel, "world difficulty (world.Levels: 1 one product, 2 a product and an amount, 3 the default world, 4 the longest)")
-	fl.IntVar(&f.distractors, "distractors", 0, "most distractor sentences a problem gets, uniformly 0..N (default: the level's, 1)")
+	fl.IntVar(&f.distractors, "distractors", 0, "most distractor sentences a problem gets, uniformly 0..N (default: the level's; mlpo default 4)")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the rollouts and the item order")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
 	return cmd
+}
+
+// mlpoDefaults are the flags whose default differs under --mode mlpo, in
+// the order they are applied.
+var mlpoDefaults = []struct{ flag, value string }{
+	{"estimator", "drgrpo"},
+	{"lambda", "0"},
+	{"mu", "0"},
+	{"distractors", strconv.Itoa(world.MLPODistractors)},
+	{"train-problems", "256"},
+	{"eval-items", "300"},
 }
 
 // train runs the job, drawing progress bars on progress (nil: none), then

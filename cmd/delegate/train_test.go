@@ -224,3 +224,49 @@ func TestMovingMean(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainMLPODefaults: --mode mlpo starts from the MLPO recipe and its
+// world (Dr. GRPO, correctness only, up to 4 distractors) unless a flag
+// says otherwise, and the run records what it ran.
+func TestTrainMLPODefaults(t *testing.T) {
+	dir := t.TempDir()
+	solver, delegator := tinyModels(t, dir)
+	for _, tt := range []struct {
+		name        string
+		extra       []string
+		est         string
+		lambda      float64
+		distractors int
+	}{
+		{"defaults", nil, "drgrpo", 0, 4},
+		{"flags win", []string{"--estimator", "grpo", "--lambda", "0.002", "--distractors", "2"}, "grpo", 0.002, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out := filepath.Join(dir, tt.name)
+			args := append([]string{"--mode", "mlpo", "--steps", "1"}, tt.extra...)
+			got, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, args...)...)
+			if err != nil {
+				t.Fatalf("train: %v\n%s", err, got)
+			}
+			b, err := os.ReadFile(filepath.Join(out, trainrun.RunFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var id struct {
+				Mode      string
+				Estimator string
+				World     world.Config
+				Reward    struct{ Lambda, Mu float64 }
+			}
+			if err := json.Unmarshal(b, &id); err != nil {
+				t.Fatal(err)
+			}
+			if id.Mode != trainrun.ModeMLPO || id.Estimator != tt.est || id.Reward.Lambda != tt.lambda || id.Reward.Mu != 0 || id.World.Distractors != tt.distractors {
+				t.Errorf("run.json = %s\nwant mode mlpo, estimator %s, lambda %v, mu 0, %d distractors", b, tt.est, tt.lambda, tt.distractors)
+			}
+			if !strings.Contains(got, trainrun.ArmMajority) {
+				t.Errorf("the table lacks the peers' majority vote:\n%s", got)
+			}
+		})
+	}
+}
