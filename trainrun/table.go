@@ -228,7 +228,7 @@ func (r *runner) notes(res *Result) []string {
 	c := r.cfg
 	stop := map[string]string{"steps": "all steps done", "time": "the time budget ended it", "": "not trained in this process"}[res.StoppedBy]
 	notes := []string{
-		fmt.Sprintf("%d held-out items of the world's test split (seed %d); delegator %s, solver %s.", c.EvalItems, c.Seed, c.Delegator, c.Solver),
+		fmt.Sprintf("%d held-out items of the world's test split (seed %d; %s); delegator %s, solver %s.", c.EvalItems, c.Seed, c.World.Summary(), c.Delegator, c.Solver),
 		fmt.Sprintf("Training: %s, %d steps of %d items × %d rollouts (%s; %.0f s of rollouts and updates).",
 			c.RL.Estimator, res.Steps, c.RL.ItemsPerStep, c.RL.GroupSize, stop, res.TrainSeconds),
 		fmt.Sprintf("Reward = correct − %g·delegator tokens − %g·sub-agent calls; its interval is mean ± 1.96·s/√n. Accuracy: Wilson 95%%.", c.Reward.Lambda, c.Reward.Mu),

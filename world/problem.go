@@ -181,6 +181,44 @@ func Levels() map[int]Config {
 // fits Width digits.
 var maxQuantity = pow10(Width) / 2
 
+// Summary describes the problems c draws in one line, for reports:
+// "2 steps, products of 2x2 digits, amounts of 2 digits, up to 4
+// distractors".
+func (c Config) Summary() string {
+	steps := fmt.Sprintf("%d steps", c.MinSteps)
+	if c.MaxSteps != c.MinSteps {
+		steps = fmt.Sprintf("%d-%d steps", c.MinSteps, c.MaxSteps)
+	}
+	parts := []string{steps}
+	if c.Parallel > 0 {
+		parts = append(parts, fmt.Sprintf("two parts in %g%% of those of 3 or more", 100*c.Parallel))
+	}
+	if c.MulStart > 0 {
+		sizes := make([]string, len(c.MulSizes))
+		for i, m := range c.MulSizes {
+			sizes[i] = fmt.Sprintf("%dx%d", m.X, m.Y)
+		}
+		parts = append(parts, fmt.Sprintf("products of %s digits", strings.Join(sizes, ", ")))
+	}
+	amounts := fmt.Sprintf("amounts of %d digits", c.AddDigits[0])
+	if c.AddDigits[1] != c.AddDigits[0] {
+		amounts = fmt.Sprintf("amounts of %d-%d digits", c.AddDigits[0], c.AddDigits[1])
+	}
+	parts = append(parts, amounts)
+	if c.Times > 0 {
+		parts = append(parts, fmt.Sprintf("\"times as many\" in %g%% of later steps", 100*c.Times))
+	}
+	switch c.Distractors {
+	case 0:
+		parts = append(parts, "no distractors")
+	case 1:
+		parts = append(parts, "up to 1 distractor")
+	default:
+		parts = append(parts, fmt.Sprintf("up to %d distractors", c.Distractors))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // Validate reports every knob out of range, naming it.
 func (c Config) Validate() error {
 	var errs []error

@@ -210,3 +210,20 @@ func TestDistinctCountsGrowWithLevel(t *testing.T) {
 		t.Errorf("distinct estimates: level 1 %v, level 3 %v; want more than the sample and growing", small, big)
 	}
 }
+
+func TestConfigSummary(t *testing.T) {
+	l2 := Levels()[2]
+	l2.Distractors = MLPODistractors
+	for _, tt := range []struct {
+		c    Config
+		want string
+	}{
+		{l2, "2 steps, products of 2x2 digits, amounts of 2 digits, up to 4 distractors"},
+		{DefaultConfig(), "3-4 steps, two parts in 100% of those of 3 or more, products of 2x2 digits, amounts of 2 digits, up to 1 distractor"},
+		{Config{MinSteps: 1, MaxSteps: 2, Times: 0.25, AddDigits: [2]int{1, 3}}, `1-2 steps, amounts of 1-3 digits, "times as many" in 25% of later steps, no distractors`},
+	} {
+		if got := tt.c.Summary(); got != tt.want {
+			t.Errorf("Summary() = %q\nwant        %q", got, tt.want)
+		}
+	}
+}

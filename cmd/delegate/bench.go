@@ -44,7 +44,7 @@ type benchFlags struct {
 	noCache     bool
 	cacheDB     string
 	passScore   float64
-	progress    bool
+	progress    string
 }
 
 // Files of a bench output directory besides eval.Files.
@@ -85,6 +85,13 @@ SQLite (DIR/cache.sqlite, or --cache-db): by default the judge's only; --cache
 adds every role, --no-cache turns caching off.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// --progress was a bool before it took process's modes.
+			switch f.progress {
+			case "true":
+				f.progress = progressAuto
+			case "false":
+				f.progress = progressNone
+			}
 			return runBench(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), getenv, log, f)
 		},
 	}
@@ -105,13 +112,16 @@ adds every role, --no-cache turns caching off.`,
 	fl.BoolVar(&f.noCache, "no-cache", false, "use no response cache, not even for the judge")
 	fl.StringVar(&f.cacheDB, "cache-db", "", "response cache database (default DIR/"+benchCache+"); share one between runs to reuse answers")
 	fl.Float64Var(&f.passScore, "pass-score", 70, "open datasets: judge score (0-100) at or above which an answer counts as correct")
-	fl.BoolVar(&f.progress, "progress", true, "show a progress bar on stderr")
+	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
 	return cmd
 }
 
 // validate checks the flags among themselves, before anything is opened.
 func (f benchFlags) validate() error {
 	var errs []error
+	if err := checkProgress(f.progress); err != nil {
+		errs = append(errs, err)
+	}
 	switch f.dataset {
 	case "":
 		errs = append(errs, errors.New("--dataset is required (gsm8k, math, mmlu, bbh or open)"))
@@ -479,13 +489,15 @@ func cacheStats(cached map[string]*store.CachedModel) store.CacheStats {
 }
 
 // showProgress reports the items' progress on w until progress is closed,
-// then closes done: a progress bar on a terminal, a line at every tenth of
-// the items elsewhere (a log file, CI), nothing with show false. Resumed
+// then closes done: under progressAuto a bar on a terminal and a line at
+// every tenth of the items elsewhere (a log file, CI); bar, plain or
+// nothing (progressNone) when mode says so. Resumed
 // items advance it without feeding its rate, so the ETA is that of the items
 // run now.
-func showProgress(w io.Writer, show bool, total int, progress <-chan eval.Progress, done chan<- struct{}) {
+func showProgress(w io.Writer, mode string, total int, progress <-chan eval.Progress, done chan<- struct{}) {
 	defer close(done)
-	if !show {
+	mode = resolveProgress(mode, w)
+	if mode == progressNone {
 		for range progress {
 		}
 		return
@@ -506,7 +518,7 @@ func showProgress(w io.Writer, show bool, total int, progress <-chan eval.Progre
 			resumed.Add(1)
 		}
 	}
-	if !isTerminal(w) {
+	if mode == progressPlain {
 		start := time.Now()
 		step := max(total/10, 1)
 		for pr := range progress {

@@ -404,7 +404,7 @@ func TestBenchCacheServesRerun(t *testing.T) {
 	bench := func(name string, extra ...string) string {
 		t.Helper()
 		args := append([]string{"bench", "--config", cfg, "--dataset", "open", "--strategies", "single,lead",
-			"--n", strconv.Itoa(items), "--out", filepath.Join(tmp, name), "--progress=false"}, extra...)
+			"--n", strconv.Itoa(items), "--out", filepath.Join(tmp, name), "--progress=none"}, extra...)
 		out, err := execute(t, testEnv, args...)
 		if err != nil {
 			t.Fatalf("bench %s: %v\n%s", name, err, out)
@@ -493,7 +493,7 @@ func TestBenchJudgeGarbageOrRefusal(t *testing.T) {
 			cfg := writeBenchConfig(t, srv.url)
 			dir := t.TempDir()
 			out, err := execute(t, testEnv, "bench", "--config", cfg, "--dataset", "open", "--strategies", "single",
-				"--n", "2", "--out", dir, "--progress=false")
+				"--n", "2", "--out", dir, "--progress=none")
 			if err != nil {
 				t.Fatalf("bench: %v\n%s", err, out)
 			}
@@ -597,6 +597,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"negative n", []string{"--dataset", "open", "--out", out, "--n", "-1"}, "--n: -1"},
 		{"unknown baseline", []string{"--dataset", "open", "--out", out, "--strategies", "single", "--baseline", "lead"}, `no arm named "lead"`},
 		{"no judge", []string{"--config", noJudge, "--dataset", "open", "--out", out}, "roles.judge"},
+		{"progress mode", []string{"--dataset", "open", "--out", out, "--progress", "loud"}, `--progress "loud": want auto, bar, plain or none`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -106,10 +106,8 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if f.out == "" {
 		return errors.New("process: --out is required")
 	}
-	switch f.progress {
-	case progressAuto, progressBar, progressPlain, progressNone:
-	default:
-		return fmt.Errorf("process: --progress %q: want auto, bar, plain or none", f.progress)
+	if err := checkProgress(f.progress); err != nil {
+		return fmt.Errorf("process: %w", err)
 	}
 	if _, ok := rollout.DefaultTrainRole(f.strategy); !ok {
 		return fmt.Errorf("process: --strategy %q: want one of %s", f.strategy, strings.Join(strategy.Names(), ", "))
@@ -351,14 +349,29 @@ type progressView struct {
 
 const plainEvery = 10 * time.Second
 
-func newProgressView(out io.Writer, mode string, items int) *progressView {
-	v := &progressView{out: out, mode: mode, items: items}
-	if v.mode == progressAuto {
-		v.mode = progressPlain
-		if isTerminal(out) {
-			v.mode = progressBar
-		}
+// checkProgress rejects a --progress value that is not a mode.
+func checkProgress(mode string) error {
+	switch mode {
+	case progressAuto, progressBar, progressPlain, progressNone:
+		return nil
 	}
+	return fmt.Errorf("--progress %q: want auto, bar, plain or none", mode)
+}
+
+// resolveProgress turns progressAuto into what w gets: a bar on a
+// terminal, plain lines elsewhere.
+func resolveProgress(mode string, w io.Writer) string {
+	if mode != progressAuto {
+		return mode
+	}
+	if isTerminal(w) {
+		return progressBar
+	}
+	return progressPlain
+}
+
+func newProgressView(out io.Writer, mode string, items int) *progressView {
+	v := &progressView{out: out, mode: resolveProgress(mode, out), items: items}
 	if v.mode == progressBar {
 		v.p = mpb.New(mpb.WithOutput(out), mpb.WithWidth(100), mpb.WithAutoRefresh(), mpb.WithRefreshRate(200*time.Millisecond))
 		v.release = logs.above(v.p)

@@ -1,39 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vbauerster/mpb/v8"
 )
 
-// syncBuffer is a bytes.Buffer safe for the bars' goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestLogSinkWritesAboveBars: while bars are drawn, a log record goes
 // through the bars' container (whole, on its own line), and once they are
 // done it goes to the base writer again.
 func TestLogSinkWritesAboveBars(t *testing.T) {
-	var base, screen syncBuffer
+	var base, screen syncWriter
 	sink := &logSink{base: &base}
 	log := slog.New(slog.NewTextHandler(sink, nil))
 

@@ -72,14 +72,8 @@ func TestTrainEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatalf("train: %v\n%s", err, got)
 			}
-			b, err := os.ReadFile(filepath.Join(out, trainrun.RunFile))
-			if err != nil {
-				t.Fatal(err)
-			}
 			var id struct{ World world.Config }
-			if err := json.Unmarshal(b, &id); err != nil {
-				t.Fatal(err)
-			}
+			readRunFile(t, out, &id)
 			if want := world.Levels()[world.TrainLevel].Distractors; tt.distractors != "" {
 				if got := strconv.Itoa(id.World.Distractors); got != tt.distractors {
 					t.Errorf("run's world has %s distractors, want --distractors %s", got, tt.distractors)
@@ -248,19 +242,13 @@ func TestTrainMLPODefaults(t *testing.T) {
 			if err != nil {
 				t.Fatalf("train: %v\n%s", err, got)
 			}
-			b, err := os.ReadFile(filepath.Join(out, trainrun.RunFile))
-			if err != nil {
-				t.Fatal(err)
-			}
 			var id struct {
 				Mode      string
 				Estimator string
 				World     world.Config
 				Reward    struct{ Lambda, Mu float64 }
 			}
-			if err := json.Unmarshal(b, &id); err != nil {
-				t.Fatal(err)
-			}
+			b := readRunFile(t, out, &id)
 			if id.Mode != trainrun.ModeMLPO || id.Estimator != tt.est || id.Reward.Lambda != tt.lambda || id.Reward.Mu != 0 || id.World.Distractors != tt.distractors {
 				t.Errorf("run.json = %s\nwant mode mlpo, estimator %s, lambda %v, mu 0, %d distractors", b, tt.est, tt.lambda, tt.distractors)
 			}
@@ -269,4 +257,18 @@ func TestTrainMLPODefaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readRunFile decodes the run's trainrun.RunFile in out into v and returns
+// its text.
+func readRunFile(t *testing.T, out string, v any) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, trainrun.RunFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", trainrun.RunFile, err)
+	}
+	return b
 }
