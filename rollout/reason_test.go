@@ -82,13 +82,13 @@ func TestScoreFailureReasons(t *testing.T) {
 
 func TestReasonOfOldStates(t *testing.T) {
 	tests := []struct {
-		st   rolloutState
+		st   rolloutTally
 		want string
 	}{
-		{rolloutState{Reason: "call timeout", Error: "anything"}, "call timeout"},
-		{rolloutState{Error: "panic: nil map\ngoroutine 1"}, FailPanic},
-		{rolloutState{Error: "score: model api error: status 429 Too Many Requests"}, "score rate_limit"},
-		{rolloutState{Error: "call failed: aggregate: model api error (model x): connection: reset"}, "call connection"},
+		{rolloutTally{Reason: "call timeout", Error: "anything"}, "call timeout"},
+		{rolloutTally{Error: "panic: nil map\ngoroutine 1"}, FailPanic},
+		{rolloutTally{Error: "score: model api error: status 429 Too Many Requests"}, "score rate_limit"},
+		{rolloutTally{Error: "call failed: aggregate: model api error (model x): connection: reset"}, "call connection"},
 	}
 	for _, tt := range tests {
 		if got := reasonOf(tt.st.Reason, tt.st.Error); got != tt.want {

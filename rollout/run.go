@@ -128,19 +128,9 @@ func counts(m map[string]int) string {
 // rolloutState is what the state database keeps of a finished rollout:
 // enough to build its group's record after a resume.
 type rolloutState struct {
-	ID        string     `json:"id"`
+	rolloutTally
 	Index     int        `json:"index"`
-	Status    string     `json:"status"`
-	Error     string     `json:"error,omitempty"`
-	Reason    string     `json:"reason,omitempty"` // why it failed, see Fail*
-	Reward    float64    `json:"reward"`
-	Candidate float64    `json:"candidate"`
-	Baseline  float64    `json:"baseline"`
-	Fixed     string     `json:"fixed,omitempty"`
 	Sequences []Sequence `json:"sequences,omitempty"`
-	// Roles is what the rollout spent, by role: the policy's calls and the
-	// scorer's (under the judge's role), failed rollouts included.
-	Roles map[string]delegate.Totals `json:"roles,omitempty"`
 }
 
 // groupState is what the state database keeps of a finished group.
@@ -396,15 +386,17 @@ func (r *runner) load(ctx context.Context) error {
 // rolloutTally is the part of a rolloutState the counters and the summary
 // read; decoding into it skips the sequences.
 type rolloutTally struct {
-	ID        string                     `json:"id"`
-	Status    string                     `json:"status"`
-	Error     string                     `json:"error,omitempty"`
-	Reason    string                     `json:"reason,omitempty"`
-	Reward    float64                    `json:"reward"`
-	Candidate float64                    `json:"candidate"`
-	Baseline  float64                    `json:"baseline"`
-	Fixed     string                     `json:"fixed,omitempty"`
-	Roles     map[string]delegate.Totals `json:"roles,omitempty"`
+	ID        string  `json:"id"`
+	Status    string  `json:"status"`
+	Error     string  `json:"error,omitempty"`
+	Reason    string  `json:"reason,omitempty"` // why it failed, see Fail*
+	Reward    float64 `json:"reward"`
+	Candidate float64 `json:"candidate"`
+	Baseline  float64 `json:"baseline"`
+	Fixed     string  `json:"fixed,omitempty"`
+	// Roles is what the rollout spent, by role: the policy's calls and the
+	// scorer's (under the judge's role), failed rollouts included.
+	Roles map[string]delegate.Totals `json:"roles,omitempty"`
 }
 
 // count adds a finished rollout to the progress counters.
@@ -564,7 +556,7 @@ func (r *runner) runOne(ctx context.Context, it *item, k int) (st *rolloutState,
 	var tr, strace *delegate.Trace
 	var sc *Score
 	fail := func(reason, msg string) {
-		st = &rolloutState{ID: id, Index: k, Status: StatusFailed, Error: msg, Reason: reason}
+		st = &rolloutState{rolloutTally: rolloutTally{ID: id, Status: StatusFailed, Error: msg, Reason: reason}, Index: k}
 	}
 	func() {
 		defer func() {
@@ -603,8 +595,8 @@ func (r *runner) runOne(ctx context.Context, it *item, k int) (st *rolloutState,
 			return
 		}
 		sc = &s
-		st = &rolloutState{ID: id, Index: k, Status: StatusScored, Reward: s.Reward, Candidate: s.Candidate,
-			Baseline: s.Baseline, Fixed: s.Fixed, Sequences: sequences(tr, r.cfg.TrainRoles)}
+		st = &rolloutState{rolloutTally: rolloutTally{ID: id, Status: StatusScored, Reward: s.Reward, Candidate: s.Candidate,
+			Baseline: s.Baseline, Fixed: s.Fixed}, Index: k, Sequences: sequences(tr, r.cfg.TrainRoles)}
 	}()
 	if st == nil {
 		// Only a cancelled context leaves no state.
