@@ -123,9 +123,9 @@ const CostCut = 0.40
 // never delegates) with disjoint 95% intervals, and its cost per item is
 // at least CostCut below the delegator alone's at an accuracy no lower;
 // under MLPO, the trained leader with its team beats the peers' majority
-// vote in accuracy and the trained leader alone beats the untrained one
-// (Detail says whether their Wilson intervals are disjoint too). A
-// criterion whose arms are missing from the table is not met.
+// vote in accuracy and the trained leader alone beats the untrained one,
+// each with disjoint Wilson 95% intervals. A criterion whose arms are
+// missing from the table is not met.
 func Acceptance(t *Table, mode string) []Check {
 	missing := func(name string, arms ...string) (Check, bool) {
 		for _, a := range arms {
@@ -141,11 +141,12 @@ func Acceptance(t *Table, mode string) []Check {
 				return c
 			}
 			x, y := t.Row(a), t.Row(b)
+			above := x.AccuracyCI.Lo > y.AccuracyCI.Hi
 			disjoint := "overlapping"
-			if x.AccuracyCI.Lo > y.AccuracyCI.Hi {
+			if above {
 				disjoint = "disjoint"
 			}
-			return Check{Name: name, Pass: x.Accuracy > y.Accuracy,
+			return Check{Name: name, Pass: above,
 				Detail: fmt.Sprintf("accuracy %.3f [%.3f, %.3f] against %.3f [%.3f, %.3f] (%s intervals)",
 					x.Accuracy, x.AccuracyCI.Lo, x.AccuracyCI.Hi, y.Accuracy, y.AccuracyCI.Lo, y.AccuracyCI.Hi, disjoint)}
 		}

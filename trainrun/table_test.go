@@ -142,6 +142,14 @@ func TestAcceptance(t *testing.T) {
 	if len(got) != 2 || !got[0].Pass || !strings.Contains(got[0].Detail, "disjoint") || got[1].Pass {
 		t.Errorf("mlpo: %+v", got)
 	}
+	// A higher accuracy whose interval overlaps the other's is not a win.
+	near := &Table{Rows: []Row{
+		acc(ArmTeam, 0.6, 0.5, 0.7), acc(ArmMajority, 0.5, 0.4, 0.6),
+		acc(ArmLeaderAlone, 0.9, 0.85, 0.95), acc(ArmUntrained, 0.7, 0.6, 0.8),
+	}}
+	if got := Acceptance(near, ModeMLPO); got[0].Pass || !strings.Contains(got[0].Detail, "overlapping") || !got[1].Pass {
+		t.Errorf("mlpo, overlapping team intervals: %+v", got)
+	}
 	var b strings.Builder
 	mlpo.Checks = got
 	if err := mlpo.WriteMarkdown(&b); err != nil {
