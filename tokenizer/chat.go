@@ -35,8 +35,9 @@ import (
 // {"name":NAME,"arguments":ARGUMENTS}, which is what a call with another
 // name or with arguments that are valid JSON but not an object renders as
 // (ParseAssistant reads both). A call with no name or with arguments that
-// are not valid JSON renders as its Arguments text verbatim: this is how ParseAssistant returns a malformed
-// call, so a conversation holding one renders the tokens the model wrote.
+// are not valid JSON renders as its Arguments text verbatim: this is how
+// ParseAssistant returns a malformed call, so a conversation holding one
+// renders the tokens the model wrote.
 //
 // The rendering is prefix-stable: Render(msgs[:k], tools, false) is a prefix
 // of Render(msgs, tools, false), and Render(msgs[:k], tools, true) is a
@@ -244,10 +245,10 @@ func parseCall(i int, text string) delegate.ToolCall {
 }
 
 // jsonObject reports whether text is one JSON object and nothing else but
-// white space.
+// white space (Unmarshal rejects anything after the value).
 func jsonObject(text string) bool {
 	var v map[string]json.RawMessage
-	return json.Valid([]byte(text)) && json.Unmarshal([]byte(text), &v) == nil
+	return json.Unmarshal([]byte(text), &v) == nil && v != nil
 }
 
 // decodeCall parses {"name":...,"arguments":...} strictly: no other fields,
