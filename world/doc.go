@@ -202,8 +202,8 @@
 // distractor sentences a problem instead of one. On plain level 2 the
 // leader alone is right on 0.98 of problems before training, which leaves
 // nothing for MLPO's "better alone" to show; with up to 4 distractors it
-// is right on 0.73 (300 held-out problems, greedy): it takes an operand
-// from a distractor, computes a distractor as one more step, or ends with
+// is right on 0.73 (300 held-out problems, greedy): it multiplies the
+// wrong number, computes a distractor as one more step, or ends with
 // aggregate's "Final Output:" instead of \boxed{}. Training under
 // lead, whose prompt carries the same problem text, lifts it alone to
 // 0.85. Distractors are the knob because every other one leaves the
