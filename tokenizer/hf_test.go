@@ -1,0 +1,347 @@
+package tokenizer
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// The fixtures under testdata/hf are written by testdata/hf/gen.mjs with
+// Hugging Face's tokenizers library; see that file.
+
+var llama3Path = flag.String("llama3", "", "path to Llama 3's tokenizer.json (not committed: Meta's licence); checks testdata/hf/llama3.ids.jsonl.gz against it")
+
+const hfDir = "testdata/hf"
+
+// readLines reads a gzip-compressed file of JSON lines into values of T.
+func readLines[T any](t *testing.T, name string) []T {
+	t.Helper()
+	f, err := os.Open(filepath.Join(hfDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(nil, 1<<24)
+	var out []T
+	for sc.Scan() {
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("%s line %d: %v", name, len(out)+1, err)
+		}
+		out = append(out, v)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return out
+}
+
+var (
+	loadOnce sync.Once
+	loaded   = map[string]*HF{}
+	loadErr  = map[string]error{}
+	strs     []string
+)
+
+// hfTokenizer loads a committed tokenizer.json once per test binary.
+func hfTokenizer(t testing.TB, name string) *HF {
+	t.Helper()
+	loadOnce.Do(func() {
+		for _, n := range []string{"qwen2.5", "gpt2"} {
+			loaded[n], loadErr[n] = LoadHF(filepath.Join(hfDir, n+".json.gz"))
+		}
+	})
+	if err := loadErr[name]; err != nil {
+		t.Fatalf("load %s: %v", name, err)
+	}
+	return loaded[name]
+}
+
+func fixtureStrings(t *testing.T) []string {
+	t.Helper()
+	if strs == nil {
+		strs = readLines[string](t, "strings.jsonl.gz")
+	}
+	if len(strs) < 10000 {
+		t.Fatalf("fixture has %d strings, want at least 10000", len(strs))
+	}
+	return strs
+}
+
+type idsRecord struct {
+	IDs   []int   `json:"ids"`
+	Plain []int   `json:"plain"`
+	Dec   *string `json:"dec"`
+	NFC   *string `json:"nfc"`
+}
+
+// checkIDs compares Encode, EncodePlain and Decode with the reference
+// for every fixture string, reporting the first few differences.
+func checkIDs(t *testing.T, tok *HF, name string) {
+	in := fixtureStrings(t)
+	want := readLines[idsRecord](t, name+".ids.jsonl.gz")
+	if len(want) != len(in) {
+		t.Fatalf("%s: %d records for %d strings", name, len(want), len(in))
+	}
+	bad := 0
+	report := func(format string, args ...any) {
+		t.Helper()
+		if bad++; bad <= 5 {
+			t.Errorf(format, args...)
+		}
+	}
+	normDiff := 0
+	for i, s := range in {
+		w := want[i]
+		if tok.nfc && w.NFC != nil && norm.NFC.String(s) != *w.NFC {
+			// The library normalizes with Unicode data older than Go's: a
+			// few combining marks added since (U+0D3B, U+0D3C, ...) have no
+			// combining class there and are not reordered. Everything
+			// after normalization must still match.
+			if got := tok.encodeWords(*w.NFC, nil); !slices.Equal(got, w.Plain) {
+				report("%s: encode of the library's normalization %q\n got %v\nwant %v", name, *w.NFC, got, w.Plain)
+			}
+			normDiff++
+			t.Logf("%s: NFC differs from the library's (older Unicode data): %+q", name, s)
+			continue
+		}
+		if got := tok.Encode(s); !slices.Equal(got, w.IDs) {
+			report("%s: Encode(%q)\n got %v\nwant %v", name, s, got, w.IDs)
+		}
+		if got := tok.EncodePlain(s); !slices.Equal(got, w.Plain) {
+			report("%s: EncodePlain(%q)\n got %v\nwant %v", name, s, got, w.Plain)
+		}
+		wantDec := s
+		if w.Dec != nil {
+			wantDec = *w.Dec
+		}
+		got, err := tok.Decode(w.IDs)
+		if err != nil {
+			report("%s: Decode of %q: %v", name, s, err)
+		} else if got != wantDec {
+			report("%s: Decode(%v) = %q, want %q", name, w.IDs, got, wantDec)
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%s: %d differences over %d strings", name, bad, len(in))
+	}
+	if normDiff > len(in)/1000 {
+		t.Errorf("%s: NFC differs from the library's on %d of %d strings, more than the 0.1%% expected", name, normDiff, len(in))
+	}
+}
+
+func TestHFQwen25MatchesReference(t *testing.T) { checkIDs(t, hfTokenizer(t, "qwen2.5"), "qwen2.5") }
+
+func TestHFGPT2MatchesReference(t *testing.T) { checkIDs(t, hfTokenizer(t, "gpt2"), "gpt2") }
+
+// TestHFLlama3MatchesReference needs -llama3=PATH to Llama 3's
+// tokenizer.json, which is not committed.
+func TestHFLlama3MatchesReference(t *testing.T) {
+	if *llama3Path == "" {
+		t.Skip("no -llama3=PATH given")
+	}
+	tok, err := LoadHF(*llama3Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIDs(t, tok, "llama3")
+}
+
+// TestHFPreTokenizerPatterns compares the scanners with the tokenizers
+// library's pre-tokenizers (Oniguruma regexes) piece by piece.
+func TestHFPreTokenizerPatterns(t *testing.T) {
+	in := fixtureStrings(t)
+	want := readLines[map[string][]int](t, "splits.jsonl.gz")
+	pats := map[string]pattern{"gpt2": patternGPT2, "llama3": patternLlama3, "qwen2": patternQwen2}
+	for name, p := range pats {
+		t.Run(name, func(t *testing.T) {
+			bad := 0
+			for i, s := range in {
+				var got []int
+				for k := 0; k < len(s); {
+					e := p.next(s, k)
+					got = append(got, e-k)
+					k = e
+				}
+				if !slices.Equal(got, want[i][name]) {
+					if bad++; bad <= 5 {
+						t.Errorf("%q: piece lengths\n got %v\nwant %v", s, got, want[i][name])
+					}
+				}
+			}
+			if bad > 0 {
+				t.Errorf("%d of %d strings differ", bad, len(in))
+			}
+		})
+	}
+}
+
+func TestHFRoundTrip(t *testing.T) {
+	tok := hfTokenizer(t, "qwen2.5")
+	in := append(fixtureStrings(t)[:2000:2000], "\xff\xfe invalid \xc3", "a\x00b", strings.Repeat("\U0001F600", 50))
+	for _, s := range in {
+		for _, enc := range []func(string) []int{tok.Encode, tok.EncodePlain} {
+			got, err := tok.Decode(enc(s))
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if want := s; utf8.ValidString(s) {
+				want = norm.NFC.String(s)
+				if got != want {
+					t.Errorf("Decode(Encode(%q)) = %q, want %q", s, got, want)
+				}
+			} else if got != s {
+				t.Errorf("invalid UTF-8: Decode(Encode(%q)) = %q", s, got)
+			}
+		}
+	}
+}
+
+func TestHFDecodeRejectsUnknownID(t *testing.T) {
+	tok := hfTokenizer(t, "gpt2")
+	for _, ids := range [][]int{{-1}, {tok.VocabSize()}, {1, 2, 1 << 30}} {
+		if _, err := tok.Decode(ids); err == nil || !strings.Contains(err.Error(), "is not a token") {
+			t.Errorf("Decode(%v) error = %v, want one naming the id", ids, err)
+		}
+	}
+}
+
+func TestHFTokenLookup(t *testing.T) {
+	tok := hfTokenizer(t, "qwen2.5")
+	tests := []struct {
+		token string
+		id    int
+	}{{"<|im_start|>", 151644}, {"<|im_end|>", 151645}, {"<|endoftext|>", 151643}, {"Hello", 9707}, {"Ġworld", 1879}}
+	for _, tt := range tests {
+		id, ok := tok.TokenID(tt.token)
+		if !ok || id != tt.id {
+			t.Errorf("TokenID(%q) = %d, %v; want %d", tt.token, id, ok, tt.id)
+		}
+		if got, ok := tok.Token(tt.id); !ok || got != tt.token {
+			t.Errorf("Token(%d) = %q, %v; want %q", tt.id, got, ok, tt.token)
+		}
+	}
+	if got, want := tok.VocabSize(), 151665; got != want {
+		t.Errorf("VocabSize = %d, want %d", got, want)
+	}
+}
+
+// TestParseHFErrors checks that what is not supported is named.
+func TestParseHFErrors(t *testing.T) {
+	const model = `"model":{"type":"BPE","vocab":VOCAB,"merges":[]}`
+	var vocab strings.Builder
+	vocab.WriteString("{")
+	for b := range 256 {
+		if b > 0 {
+			vocab.WriteString(",")
+		}
+		j, _ := json.Marshal(string(byteChar[b]))
+		vocab.Write(j)
+		vocab.WriteString(":")
+		vocab.WriteString(itoa(b))
+	}
+	vocab.WriteString("}")
+	base := func(s string) string { return strings.ReplaceAll(s, "VOCAB", vocab.String()) }
+	okPre := `"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},"decoder":{"type":"ByteLevel"}`
+	tests := []struct {
+		name, json, want string
+	}{
+		{"version", `{"version":"2.0",` + model + `,` + okPre + `}`, `version "2.0"`},
+		{"unknown field", `{"version":"1.0","extra":1,` + model + `,` + okPre + `}`, `unsupported field "extra"`},
+		{"model type", `{"version":"1.0","model":{"type":"Unigram"},` + okPre + `}`, `type "Unigram" is not supported`},
+		{"byte fallback", `{"version":"1.0","model":{"type":"BPE","byte_fallback":true,"vocab":{},"merges":[]},` + okPre + `}`, `byte_fallback`},
+		{"not byte level", `{"version":"1.0","model":{"type":"BPE","vocab":{"a":0},"merges":[]},` + okPre + `}`, `no token for byte 0x00`},
+		{"merge not in vocab", `{"version":"1.0","model":{"type":"BPE","vocab":VOCAB,"merges":["a b"]},` + okPre + `}`, `merge 0 "a b"`},
+		{"normalizer", `{"version":"1.0",` + model + `,"normalizer":{"type":"NFKC"},` + okPre + `}`, `normalizer: type "NFKC"`},
+		{"pre-tokenizer", `{"version":"1.0",` + model + `,"pre_tokenizer":{"type":"Metaspace"},"decoder":{"type":"ByteLevel"}}`, `type "Metaspace"`},
+		{"prefix space", `{"version":"1.0",` + model + `,"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":true},"decoder":{"type":"ByteLevel"}}`, `add_prefix_space`},
+		{"regex", `{"version":"1.0",` + model + `,"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"\\w+|\\s+"},"behavior":"Isolated","invert":false},{"type":"ByteLevel","use_regex":false}]},"decoder":{"type":"ByteLevel"}}`, `regex "\\w+|\\s+" is not supported`},
+		{"decoder", `{"version":"1.0",` + model + `,"pre_tokenizer":{"type":"ByteLevel"},"decoder":{"type":"WordPiece"}}`, `decoder: type "WordPiece"`},
+		{"post-processor", `{"version":"1.0",` + model + `,` + okPre + `,"post_processor":{"type":"BertProcessing"}}`, `post_processor: type "BertProcessing"`},
+		{"single word", `{"version":"1.0",` + model + `,` + okPre + `,"added_tokens":[{"id":300,"content":"<x>","single_word":true}]}`, `added token "<x>": single_word`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseHF([]byte(base(tt.json)))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// FuzzHFRoundTrip checks that decoding what Encode and EncodePlain return
+// gives back the text (NFC-normalized for valid UTF-8, byte for byte
+// otherwise).
+func FuzzHFRoundTrip(f *testing.F) {
+	for _, s := range []string{"", "Hello world", "it's 12345", "<|im_start|>user\nhi<|im_end|>", "  \n\t x", "e\u0301", "\xff", "👨‍👩‍👧"} {
+		f.Add(s)
+	}
+	tok := hfTokenizer(f, "qwen2.5")
+	f.Fuzz(func(t *testing.T, s string) {
+		want := s
+		if utf8.ValidString(s) {
+			want = norm.NFC.String(s)
+		}
+		for _, enc := range []func(string) []int{tok.Encode, tok.EncodePlain} {
+			got, err := tok.Decode(enc(s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("Decode(Encode(%q)) = %q, want %q", s, got, want)
+			}
+		}
+	})
+}
+
+func BenchmarkHFEncode(b *testing.B) {
+	tok := hfTokenizer(b, "qwen2.5")
+	f, err := os.Open(filepath.Join(hfDir, "strings.jsonl.gz"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var text strings.Builder
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var s string
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			b.Fatal(err)
+		}
+		text.WriteString(s)
+	}
+	corpus := text.String()
+	ntok := len(tok.Encode(corpus))
+	b.SetBytes(int64(len(corpus)))
+	b.ResetTimer()
+	for range b.N {
+		tok.Encode(corpus)
+	}
+	b.ReportMetric(float64(ntok)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
