@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -65,6 +66,11 @@ type AddedToken struct {
 	RStrip     bool // the token absorbs the white space after it
 	Normalized bool // the token is matched in the normalized text rather than the raw text
 }
+
+// maxTokenID bounds the ids a file may use, so that a corrupt file cannot make
+// the loader allocate without limit (the largest real vocabularies have
+// about 260,000 tokens).
+const maxTokenID = 1<<24 - 1
 
 type merge struct {
 	rank int32
@@ -177,31 +183,40 @@ func boolField(m map[string]json.RawMessage, key, where string) (bool, error) {
 	return b, nil
 }
 
-// mergeEntry is one merge, written "a b" or ["a", "b"].
-type mergeEntry [2]string
-
-func (e *mergeEntry) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
+// parseMerges reads the merges, written as "a b" strings (older files) or
+// as ["a", "b"] pairs (newer ones).
+func parseMerges(raw json.RawMessage) ([][2]string, error) {
+	s := bytes.TrimSpace(raw)
+	if len(s) < 2 || s[0] != '[' {
+		return nil, errors.New("not a list")
+	}
+	if rest := bytes.TrimSpace(s[1:]); len(rest) > 0 && rest[0] == '"' {
+		var lines []string
+		if err := json.Unmarshal(s, &lines); err != nil {
+			return nil, err
 		}
-		a, c, ok := strings.Cut(s, " ")
-		if !ok || strings.Contains(c, " ") {
-			return fmt.Errorf("merge %q is not two tokens separated by one space", s)
+		out := make([][2]string, len(lines))
+		for i, l := range lines {
+			a, b, ok := strings.Cut(l, " ")
+			if !ok || strings.Contains(b, " ") {
+				return nil, fmt.Errorf("merge %d %q is not two tokens separated by one space", i, l)
+			}
+			out[i] = [2]string{a, b}
 		}
-		*e = mergeEntry{a, c}
-		return nil
+		return out, nil
 	}
-	var pair []string
-	if err := json.Unmarshal(b, &pair); err != nil {
-		return err
+	var pairs [][]string
+	if err := json.Unmarshal(s, &pairs); err != nil {
+		return nil, err
 	}
-	if len(pair) != 2 {
-		return fmt.Errorf("merge %s is not a pair", b)
+	out := make([][2]string, len(pairs))
+	for i, p := range pairs {
+		if len(p) != 2 {
+			return nil, fmt.Errorf("merge %d has %d tokens, want 2", i, len(p))
+		}
+		out[i] = [2]string{p[0], p[1]}
 	}
-	*e = mergeEntry{pair[0], pair[1]}
-	return nil
+	return out, nil
 }
 
 func (t *HF) parseModel(raw json.RawMessage) error {
@@ -245,8 +260,8 @@ func (t *HF) parseModel(raw json.RawMessage) error {
 	}
 	maxID := -1
 	for tok, id := range t.vocab {
-		if id < 0 {
-			return fmt.Errorf("%s: vocab: token %q has negative id %d", where, tok, id)
+		if id < 0 || id > maxTokenID {
+			return fmt.Errorf("%s: vocab: token %q has id %d, outside 0..%d", where, tok, id, maxTokenID)
 		}
 		maxID = max(maxID, id)
 	}
@@ -264,8 +279,8 @@ func (t *HF) parseModel(raw json.RawMessage) error {
 		}
 		t.byteID[b] = int32(id)
 	}
-	var merges []mergeEntry
-	if err := json.Unmarshal(m["merges"], &merges); err != nil {
+	merges, err := parseMerges(m["merges"])
+	if err != nil {
 		return fmt.Errorf("%s: merges: %w", where, err)
 	}
 	t.merges = make(map[uint64]merge, len(merges))
@@ -484,8 +499,8 @@ func (t *HF) parseAdded(raw json.RawMessage) error {
 			return err
 		}
 		var a AddedToken
-		if err := json.Unmarshal(m["id"], &a.ID); err != nil || a.ID < 0 {
-			return fmt.Errorf("%s: id %s is not a non-negative integer", where, m["id"])
+		if err := json.Unmarshal(m["id"], &a.ID); err != nil || a.ID < 0 || a.ID > maxTokenID {
+			return fmt.Errorf("%s: id %s is not an integer in 0..%d", where, m["id"], maxTokenID)
 		}
 		if err := json.Unmarshal(m["content"], &a.Content); err != nil || a.Content == "" {
 			return fmt.Errorf("%s: content %s is not a non-empty string", where, m["content"])
