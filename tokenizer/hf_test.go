@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -413,4 +414,34 @@ func BenchmarkHFEncode(b *testing.B) {
 		}
 		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
 	})
+}
+
+// TestHFConcurrentEncode encodes from several goroutines at once (the word
+// cache is shared) and checks every result against the reference.
+func TestHFConcurrentEncode(t *testing.T) {
+	tok, err := LoadHF(filepath.Join(hfDir, "gpt2.json.gz")) // a fresh cache
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := fixtureStrings(t)[:2000]
+	want := readLines[idsRecord](t, "gpt2.ids.jsonl.gz")
+	const workers = 4
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(in); i += workers / 2 { // overlapping halves: the same words race for the cache
+				if got := tok.Encode(in[i]); !slices.Equal(got, want[i].IDs) {
+					errs[w] = fmt.Errorf("Encode(%q) = %v, want %v", in[i], got, want[i].IDs)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
 }
