@@ -30,7 +30,11 @@ func TestRenderChatMatchesJinja(t *testing.T) {
 	if len(cases) < 100 {
 		t.Fatalf("%d chat cases, want at least 100", len(cases))
 	}
-	tok, tok3 := hfTokenizer(t, "qwen2.5"), hfTokenizer(t, "qwen3")
+	tok := hfTokenizer(t, "qwen2.5")
+	var tok3 *HF
+	if !raceEnabled {
+		tok3 = hfTokenizer(t, "qwen3")
+	}
 	counts := map[ChatFormat]int{}
 	for i, c := range cases {
 		opt := ChatOptions{AddGenerationPrompt: c.AddGeneration, DisableThinking: c.EnableThinking != nil && !*c.EnableThinking}
@@ -60,6 +64,9 @@ func TestRenderChatMatchesJinja(t *testing.T) {
 		}
 		if !slices.Equal(ids, c.Qwen25IDs) {
 			t.Errorf("case %d: qwen2.5 ids\n got %v\nwant %v", i, ids, c.Qwen25IDs)
+		}
+		if tok3 == nil {
+			continue
 		}
 		ids, err = tok3.EncodeChat(ChatQwen3, c.Messages, c.Tools, opt)
 		if err != nil {

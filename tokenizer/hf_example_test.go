@@ -9,11 +9,11 @@ import (
 )
 
 func ExampleLoadHF() {
-	tok, err := tokenizer.LoadHF("testdata/hf/qwen2.5.json.gz") // a tokenizer.json, gzip-compressed or not
+	tok, err := tokenizer.LoadHF("testdata/hf/gpt2.json.gz") // a tokenizer.json, gzip-compressed or not
 	if err != nil {
 		log.Fatal(err)
 	}
-	ids := tok.Encode("<|im_start|>user\nHello, world!<|im_end|>")
+	ids := tok.Encode("Hello, world!<|endoftext|>")
 	fmt.Println(ids)
 	text, err := tok.Decode(ids)
 	if err != nil {
@@ -21,8 +21,8 @@ func ExampleLoadHF() {
 	}
 	fmt.Printf("%q\n", text)
 	// Output:
-	// [151644 872 198 9707 11 1879 0 151645]
-	// "<|im_start|>user\nHello, world!<|im_end|>"
+	// [15496 11 995 0 50256]
+	// "Hello, world!<|endoftext|>"
 }
 
 func ExampleRenderChat() {

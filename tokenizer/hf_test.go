@@ -52,33 +52,28 @@ func readLines[T any](t testing.TB, name string) []T {
 }
 
 var (
-	loadOnce sync.Once
-	loaded   = map[string]*HF{}
-	loadErr  = map[string]error{}
-	strs     []string
+	loadMu  sync.Mutex
+	loaded  = map[string]*HF{}
+	loadErr = map[string]error{}
+	strs    []string
 )
 
 // hfTokenizer loads a committed tokenizer.json once per test binary.
 func hfTokenizer(t testing.TB, name string) *HF {
 	t.Helper()
-	loadOnce.Do(func() {
-		names := []string{"qwen2.5", "qwen3", "gpt2"}
-		toks := make([]*HF, len(names))
-		errs := make([]error, len(names))
-		var wg sync.WaitGroup
-		for i, n := range names {
-			wg.Go(func() { toks[i], errs[i] = LoadHF(filepath.Join(hfDir, n+".json.gz")) })
-		}
-		wg.Wait()
-		for i, n := range names {
-			loaded[n], loadErr[n] = toks[i], errs[i]
-		}
-	})
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	if _, ok := loaded[name]; !ok {
+		loaded[name], loadErr[name] = LoadHF(filepath.Join(hfDir, name+".json.gz"))
+	}
 	if err := loadErr[name]; err != nil {
 		t.Fatalf("load %s: %v", name, err)
 	}
 	return loaded[name]
 }
+
+// raceStride is the sampling of the fixture strings under -race.
+const raceStride = 5
 
 func fixtureStrings(t testing.TB) []string {
 	t.Helper()
@@ -115,6 +110,9 @@ func checkIDs(t *testing.T, tok *HF, name string) {
 	}
 	normDiff := 0
 	for i, s := range in {
+		if raceEnabled && i%raceStride != 0 {
+			continue
+		}
 		w := want[i]
 		if tok.nfc && w.NFC != nil && norm.NFC.String(s) != *w.NFC {
 			// The library normalizes with Unicode data older than Go's: a
@@ -155,7 +153,12 @@ func checkIDs(t *testing.T, tok *HF, name string) {
 
 func TestHFQwen25MatchesReference(t *testing.T) { checkIDs(t, hfTokenizer(t, "qwen2.5"), "qwen2.5") }
 
-func TestHFQwen3MatchesReference(t *testing.T) { checkIDs(t, hfTokenizer(t, "qwen3"), "qwen3") }
+func TestHFQwen3MatchesReference(t *testing.T) {
+	if raceEnabled {
+		t.Skip("covered by the Qwen2.5 and GPT-2 files under -race; runs without it")
+	}
+	checkIDs(t, hfTokenizer(t, "qwen3"), "qwen3")
+}
 
 func TestHFGPT2MatchesReference(t *testing.T) { checkIDs(t, hfTokenizer(t, "gpt2"), "gpt2") }
 
@@ -419,10 +422,10 @@ func BenchmarkHFEncode(b *testing.B) {
 // TestHFConcurrentEncode encodes from several goroutines at once (the word
 // cache is shared) and checks every result against the reference.
 func TestHFConcurrentEncode(t *testing.T) {
-	tok, err := LoadHF(filepath.Join(hfDir, "gpt2.json.gz")) // a fresh cache
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := hfTokenizer(t, "gpt2")
+	tok.cache.mu.Lock()
+	clear(tok.cache.m) // start cold, so that the goroutines fill the cache together
+	tok.cache.mu.Unlock()
 	in := fixtureStrings(t)[:2000]
 	want := readLines[idsRecord](t, "gpt2.ids.jsonl.gz")
 	const workers = 4
