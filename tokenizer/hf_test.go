@@ -379,9 +379,37 @@ func benchCorpus(b *testing.B) string {
 	return text.String()
 }
 
-// BenchmarkHFEncode measures Encode of the corpus with the word cache
-// warm (steady state of a training run) and cold (cleared before each
-// pass). testdata/hf/bench.mjs measures the tokenizers library on the same
+// sourceCorpus is the module's own Go and Markdown files (testdata left
+// out) concatenated in path order: natural text and code. bench.mjs reads
+// the same files.
+func sourceCorpus(b *testing.B) string {
+	var text strings.Builder
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".") && path != "..") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && (strings.HasSuffix(path, ".go") || strings.HasSuffix(path, ".md")) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			text.Write(data)
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return text.String()
+}
+
+// BenchmarkHFEncode measures Encode of the fixture corpus with the word
+// cache warm (steady state of a training run) and cold (cleared before each
+// pass), of the module's source and docs (warm), and of the fixture strings
+// one by one (warm). testdata/hf/bench.mjs measures the tokenizers library on the same
 // corpus.
 func BenchmarkHFEncode(b *testing.B) {
 	tok := hfTokenizer(b, "qwen2.5")
@@ -402,6 +430,17 @@ func BenchmarkHFEncode(b *testing.B) {
 			b.ReportMetric(float64(ntok)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
 		})
 	}
+	// Natural text and code.
+	b.Run("source", func(b *testing.B) {
+		src := sourceCorpus(b)
+		n := len(tok.Encode(src))
+		b.SetBytes(int64(len(src)))
+		b.ResetTimer()
+		for range b.N {
+			tok.Encode(src)
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+	})
 	// The strings one by one, on one goroutine.
 	b.Run("strings", func(b *testing.B) {
 		in := fixtureStrings(b)
