@@ -43,6 +43,7 @@ import (
 // An HF is safe for concurrent use.
 type HF struct {
 	pieces  []string // id → token text as stored in the file ("" for an id no token has)
+	special []bool   // id → an added token marked special
 	decoded []string // id → the bytes the ByteLevel decoder gives for the token
 	vocab   map[string]int
 	byteID  [256]int32 // the id of the one-byte token of byte b
@@ -130,6 +131,10 @@ func ParseHF(data []byte) (*HF, error) {
 	}
 	if err := t.parseAdded(top["added_tokens"]); err != nil {
 		return nil, err
+	}
+	t.special = make([]bool, len(t.pieces))
+	for _, a := range t.added {
+		t.special[a.ID] = a.Special
 	}
 	t.decoded = make([]string, len(t.pieces))
 	for id, p := range t.pieces {
@@ -689,15 +694,31 @@ func (t *HF) bpe(w string) []int32 {
 // with U+FFFD, it returns the bytes as they are, so that decoding a
 // sequence piece by piece and concatenating gives the same text. An id that
 // is no token is an error naming it and its index.
-func (t *HF) Decode(ids []int) (string, error) {
+func (t *HF) Decode(ids []int) (string, error) { return t.decode(ids, false) }
+
+func (t *HF) decode(ids []int, skipSpecial bool) (string, error) {
 	var b strings.Builder
 	for i, id := range ids {
 		if id < 0 || id >= len(t.pieces) || t.pieces[id] == "" {
 			return "", fmt.Errorf("decode: id %d at index %d is not a token of this vocabulary", id, i)
 		}
+		if skipSpecial && t.special[id] {
+			continue
+		}
 		b.WriteString(t.decoded[id])
 	}
 	return b.String(), nil
+}
+
+// DecodeSkipSpecial is Decode leaving out special added tokens
+// (<|im_start|>, <|eot_id|>, ...), as the library's decode with
+// skip_special_tokens=True; non-special added tokens (<tool_call>, <think>)
+// stay.
+func (t *HF) DecodeSkipSpecial(ids []int) (string, error) { return t.decode(ids, true) }
+
+// Special reports whether id is an added token marked special.
+func (t *HF) Special(id int) bool {
+	return id >= 0 && id < len(t.special) && t.special[id]
 }
 
 // byteChar is GPT-2's bytes_to_unicode: the printable bytes stand for

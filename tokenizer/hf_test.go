@@ -91,6 +91,7 @@ type idsRecord struct {
 	Plain []int   `json:"plain"`
 	Dec   *string `json:"dec"`
 	NFC   *string `json:"nfc"`
+	Skip  *string `json:"dec_skip"`
 }
 
 // checkIDs compares Encode, EncodePlain and Decode with the reference
@@ -141,6 +142,12 @@ func checkIDs(t *testing.T, tok *HF, name string) {
 			report("%s: Decode of %q: %v", name, s, err)
 		} else if got != wantDec {
 			report("%s: Decode(%v) = %q, want %q", name, w.IDs, got, wantDec)
+		}
+		if w.Skip != nil {
+			wantDec = *w.Skip
+		}
+		if got, err := tok.DecodeSkipSpecial(w.IDs); err != nil || got != wantDec {
+			report("%s: DecodeSkipSpecial(%v) = %q, %v; want %q", name, w.IDs, got, err, wantDec)
 		}
 	}
 	if bad > 0 {

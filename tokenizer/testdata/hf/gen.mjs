@@ -27,8 +27,9 @@
 //	                    per string {"ids":[...], "plain":[...], "dec":"..."}:
 //	                    encode with added tokens recognised, encode with none
 //	                    (a copy of the file without added tokens), and the
-//	                    decode of ids and the normalized string (each only
-//	                    when it differs from the string)
+//	                    decode of ids, the decode skipping special tokens and
+//	                    the normalized string (each only when it differs from
+//	                    the string, or from the decode)
 //	classes.txt.gz      the class every code point has in the patterns as the
 //	                    library's regex engine sees it (its Unicode version
 //	                    may be newer than Go's): lines "FIRST LAST CLASS",
@@ -199,6 +200,8 @@ async function ids(name, text) {
     const dec = await t.decode(a, false);
     const rec = { ids: a, plain: b };
     if (dec !== s) rec.dec = dec;
+    const skip = await t.decode(a, true);
+    if (skip !== dec) rec.dec_skip = skip;
     const normalizer = t.getNormalizer();
     const nfc = normalizer ? normalizer.normalizeString(s) : s;
     if (nfc !== s) rec.nfc = nfc;
