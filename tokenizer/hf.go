@@ -654,39 +654,10 @@ func (t *HF) bpe(w string) []int32 {
 	for i := 0; i < len(w); i++ {
 		sym[i] = t.byteID[w[i]]
 	}
-	// rank[k] is the rank of the pair (sym[k], sym[k+1]), noMerge if none.
-	const noMerge = int32(1<<31 - 1)
-	rank := make([]int32, len(sym)-1)
-	rankOf := func(k int) int32 {
-		if m, ok := t.merges[mergeKey(sym[k], sym[k+1])]; ok {
-			return m.rank
-		}
-		return noMerge
+	if len(sym) > longWord {
+		return t.mergeLong(sym)
 	}
-	for k := range rank {
-		rank[k] = rankOf(k)
-	}
-	for len(sym) > 1 {
-		best := 0
-		for k := 1; k < len(rank); k++ {
-			if rank[k] < rank[best] {
-				best = k
-			}
-		}
-		if rank[best] == noMerge {
-			break
-		}
-		sym[best] = t.merges[mergeKey(sym[best], sym[best+1])].id
-		sym = slices.Delete(sym, best+1, best+2)
-		rank = slices.Delete(rank, best, best+1)
-		if best > 0 {
-			rank[best-1] = rankOf(best - 1)
-		}
-		if best < len(rank) {
-			rank[best] = rankOf(best)
-		}
-	}
-	return sym
+	return t.mergeShort(sym)
 }
 
 // Decode returns the text of ids as the ByteLevel decoder gives it. Unlike

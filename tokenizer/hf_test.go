@@ -494,3 +494,44 @@ func TestHFConcurrentEncode(t *testing.T) {
 		}
 	}
 }
+
+// TestHFMergeLongMatchesShort checks the heap merge against the scanning
+// merge on every pre-tokenized word of the fixture strings, however short.
+func TestHFMergeLongMatchesShort(t *testing.T) {
+	tok := hfTokenizer(t, "qwen2.5")
+	words := 0
+	for i, s := range fixtureStrings(t) {
+		if raceEnabled && i%raceStride != 0 {
+			continue
+		}
+		for k := 0; k < len(s); {
+			e := tok.pattern.next(s, k)
+			if e-k > 1 {
+				sym := make([]int32, e-k)
+				for j := range sym {
+					sym[j] = tok.byteID[s[k+j]]
+				}
+				short := tok.mergeShort(slices.Clone(sym))
+				long := tok.mergeLong(sym)
+				if !slices.Equal(short, long) {
+					t.Fatalf("word %q: mergeLong %v, mergeShort %v", s[k:e], long, short)
+				}
+				words++
+			}
+			k = e
+		}
+	}
+	t.Logf("%d words", words)
+}
+
+// TestHFLongWord encodes words of a megabyte, which a quadratic merge
+// would not finish.
+func TestHFLongWord(t *testing.T) {
+	tok := hfTokenizer(t, "qwen2.5")
+	for _, s := range []string{strings.Repeat("a", 1<<20), strings.Repeat("ab", 1<<19), strings.Repeat("😀", 1<<18), strings.Repeat(" ", 1<<20)} {
+		got, err := tok.Decode(tok.Encode(s))
+		if err != nil || got != s {
+			t.Errorf("round trip of a %d-byte word failed (err %v)", len(s), err)
+		}
+	}
+}
