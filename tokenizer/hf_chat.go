@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -88,22 +89,32 @@ const (
 
 // RenderChat renders a conversation under a family's chat template.
 func RenderChat(f ChatFormat, msgs []delegate.Message, tools []delegate.Tool, opt ChatOptions) (string, error) {
+	text, _, err := renderChat(f, msgs, tools, opt)
+	return text, err
+}
+
+// renderChat also returns marks: marks[i] is the byte offset where the
+// rendering of msgs[i] begins in the turns (after any header that holds the
+// first system message and the tools), marks[len(msgs)] where the
+// generation prompt begins.
+func renderChat(f ChatFormat, msgs []delegate.Message, tools []delegate.Tool, opt ChatOptions) (string, []int, error) {
 	var b strings.Builder
+	marks := make([]int, len(msgs)+1)
 	var err error
 	switch f {
 	case ChatQwen25:
-		err = renderQwen25(&b, msgs, tools, opt)
+		err = renderQwen25(&b, marks, msgs, tools, opt)
 	case ChatQwen3:
-		err = renderQwen3(&b, msgs, tools, opt)
+		err = renderQwen3(&b, marks, msgs, tools, opt)
 	case ChatLlama3:
-		err = renderLlama3(&b, msgs, tools, opt)
+		err = renderLlama3(&b, marks, msgs, tools, opt)
 	default:
 		err = fmt.Errorf("unknown chat format %d", int(f))
 	}
 	if err != nil {
-		return "", fmt.Errorf("render %s chat: %w", f, err)
+		return "", nil, fmt.Errorf("render %s chat: %w", f, err)
 	}
-	return b.String(), nil
+	return b.String(), marks, nil
 }
 
 // EncodeChat renders a conversation and encodes it, control tokens
@@ -114,6 +125,83 @@ func (t *HF) EncodeChat(f ChatFormat, msgs []delegate.Message, tools []delegate.
 		return nil, err
 	}
 	return t.Encode(text), nil
+}
+
+// ChatSpan locates one assistant turn in the ids of EncodeChatSpans, for
+// training masks.
+type ChatSpan struct {
+	Message int // index of the assistant message in msgs
+	Start   int // index of the turn's first token (<|im_start|> or <|start_header_id|>)
+	// Body is the index of the first token after the assistant header
+	// ("<|im_start|>assistant\n", "<|start_header_id|>assistant<|end_header_id|>\n\n"),
+	// where a model generating the turn began. When the content starts with
+	// white space that the encoder joins to the header's last newline, that
+	// joint token is the first of the body.
+	Body int
+	End  int // one past the turn's end token (<|im_end|> or <|eot_id|>)
+}
+
+// assistantTurn is the header that opens an assistant turn and the token
+// that ends it, per format.
+var assistantTurn = map[ChatFormat][2]string{
+	ChatQwen25: {"<|im_start|>assistant\n", "<|im_end|>"},
+	ChatQwen3:  {"<|im_start|>assistant\n", "<|im_end|>"},
+	ChatLlama3: {"<|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"},
+}
+
+// EncodeChatSpans is EncodeChat that also locates each assistant turn in
+// the ids. It encodes the text between turn boundaries separately and fails
+// if that does not give the ids of the whole text (a turn boundary inside a
+// token), so the spans are exact.
+func (t *HF) EncodeChatSpans(f ChatFormat, msgs []delegate.Message, tools []delegate.Tool, opt ChatOptions) ([]int, []ChatSpan, error) {
+	text, marks, err := renderChat(f, msgs, tools, opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	turn := assistantTurn[f]
+	endID, ok := t.TokenID(turn[1])
+	if !ok {
+		return nil, nil, fmt.Errorf("encode %s chat: the vocabulary has no %q", f, turn[1])
+	}
+	var ids []int
+	var spans []ChatSpan
+	done := 0 // bytes of text encoded
+	for i, m := range msgs {
+		a, b := marks[i], marks[i+1]
+		if m.Role != delegate.RoleAssistant || a == b {
+			continue
+		}
+		ids = append(ids, t.Encode(text[done:a])...)
+		seg := t.Encode(text[a:b])
+		done = b
+		sp := ChatSpan{Message: i, Start: len(ids), Body: -1, End: -1}
+		if !strings.HasPrefix(text[a:b], turn[0]) {
+			return nil, nil, fmt.Errorf("encode %s chat: message %d does not open with %q", f, i, turn[0])
+		}
+		// The body starts at the first token holding a byte after the header.
+		for k, n := 0, 0; k < len(seg); k++ {
+			if n += len(t.decoded[seg[k]]); n > len(turn[0]) {
+				sp.Body = sp.Start + k
+				break
+			}
+		}
+		for k := len(seg) - 1; k >= 0; k-- {
+			if seg[k] == endID {
+				sp.End = sp.Start + k + 1
+				break
+			}
+		}
+		if sp.Body < 0 || sp.End < 0 || sp.Body > sp.End {
+			return nil, nil, fmt.Errorf("encode %s chat: message %d: no body or no %q in its turn", f, i, turn[1])
+		}
+		ids = append(ids, seg...)
+		spans = append(spans, sp)
+	}
+	ids = append(ids, t.Encode(text[done:])...)
+	if whole := t.Encode(text); !slices.Equal(whole, ids) {
+		return nil, nil, fmt.Errorf("encode %s chat: a turn boundary falls inside a token; the spans would not be exact", f)
+	}
+	return ids, spans, nil
 }
 
 func writeQwenTools(b *strings.Builder, tools []delegate.Tool) error {
@@ -128,7 +216,7 @@ func writeQwenTools(b *strings.Builder, tools []delegate.Tool) error {
 	return nil
 }
 
-func renderQwen25(b *strings.Builder, msgs []delegate.Message, tools []delegate.Tool, opt ChatOptions) error {
+func renderQwen25(b *strings.Builder, marks []int, msgs []delegate.Message, tools []delegate.Tool, opt ChatOptions) error {
 	firstSystem := len(msgs) > 0 && msgs[0].Role == delegate.RoleSystem
 	if len(tools) > 0 {
 		b.WriteString("<|im_start|>system\n")
@@ -147,6 +235,7 @@ func renderQwen25(b *strings.Builder, msgs []delegate.Message, tools []delegate.
 		b.WriteString("<|im_start|>system\n" + qwenDefaultSystem + "<|im_end|>\n")
 	}
 	for i, m := range msgs {
+		marks[i] = b.Len()
 		switch {
 		case m.Role == delegate.RoleUser || m.Role == delegate.RoleSystem && i > 0 ||
 			m.Role == delegate.RoleAssistant && len(m.ToolCalls) == 0:
@@ -168,6 +257,7 @@ func renderQwen25(b *strings.Builder, msgs []delegate.Message, tools []delegate.
 			writeToolResponse(b, msgs, i)
 		}
 	}
+	marks[len(msgs)] = b.Len()
 	if opt.AddGenerationPrompt {
 		b.WriteString("<|im_start|>assistant\n")
 	}
@@ -186,7 +276,7 @@ func writeToolResponse(b *strings.Builder, msgs []delegate.Message, i int) {
 	}
 }
 
-func renderQwen3(b *strings.Builder, msgs []delegate.Message, tools []delegate.Tool, opt ChatOptions) error {
+func renderQwen3(b *strings.Builder, marks []int, msgs []delegate.Message, tools []delegate.Tool, opt ChatOptions) error {
 	firstSystem := len(msgs) > 0 && msgs[0].Role == delegate.RoleSystem
 	if len(tools) > 0 {
 		b.WriteString("<|im_start|>system\n")
@@ -210,6 +300,7 @@ func renderQwen3(b *strings.Builder, msgs []delegate.Message, tools []delegate.T
 		}
 	}
 	for i, m := range msgs {
+		marks[i] = b.Len()
 		switch {
 		case m.Role == delegate.RoleUser || m.Role == delegate.RoleSystem && i > 0:
 			b.WriteString("<|im_start|>" + string(m.Role) + "\n" + m.Content + "<|im_end|>\n")
@@ -245,6 +336,7 @@ func renderQwen3(b *strings.Builder, msgs []delegate.Message, tools []delegate.T
 			writeToolResponse(b, msgs, i)
 		}
 	}
+	marks[len(msgs)] = b.Len()
 	if opt.AddGenerationPrompt {
 		b.WriteString("<|im_start|>assistant\n")
 		if opt.DisableThinking {
@@ -254,7 +346,7 @@ func renderQwen3(b *strings.Builder, msgs []delegate.Message, tools []delegate.T
 	return nil
 }
 
-func renderLlama3(b *strings.Builder, msgs []delegate.Message, tools []delegate.Tool, opt ChatOptions) error {
+func renderLlama3(b *strings.Builder, marks []int, msgs []delegate.Message, tools []delegate.Tool, opt ChatOptions) error {
 	if len(tools) > 0 {
 		return errors.New("the Llama 3 template has no tools section")
 	}
@@ -265,8 +357,10 @@ func renderLlama3(b *strings.Builder, msgs []delegate.Message, tools []delegate.
 		if i == 0 {
 			b.WriteString("<|begin_of_text|>")
 		}
+		marks[i] = b.Len()
 		b.WriteString("<|start_header_id|>" + string(m.Role) + "<|end_header_id|>\n\n" + pyStrip(m.Content) + "<|eot_id|>")
 	}
+	marks[len(msgs)] = b.Len()
 	if opt.AddGenerationPrompt {
 		b.WriteString("<|start_header_id|>assistant<|end_header_id|>\n\n")
 	}

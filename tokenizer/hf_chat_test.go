@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/delegatelab/delegate"
 )
 
@@ -19,6 +21,7 @@ type chatCase struct {
 	Llama3         string             `json:"llama3"`
 	Qwen25IDs      []int              `json:"qwen2.5_ids"`
 	Qwen3IDs       []int              `json:"qwen3_ids"`
+	Llama3IDs      []int              `json:"llama3_ids"`
 }
 
 // TestRenderChatMatchesJinja compares RenderChat with the models' own
@@ -77,6 +80,100 @@ func TestRenderChatMatchesJinja(t *testing.T) {
 		}
 	}
 	t.Logf("identical renderings: %v of %d cases", counts, len(cases))
+}
+
+// TestEncodeChatSpans checks the assistant spans of every fixture
+// conversation: the ids are the reference's, each span runs from the
+// turn's first token to its end token, decodes to the turn's rendering,
+// and its body starts right after the assistant header. Llama 3 is checked
+// with -llama3=PATH.
+func TestEncodeChatSpans(t *testing.T) {
+	cases := readLines[chatCase](t, "chat.jsonl.gz")
+	type format struct {
+		f     ChatFormat
+		tok   func() *HF
+		ids   func(chatCase) []int
+		start string
+	}
+	formats := []format{{ChatQwen25, func() *HF { return hfTokenizer(t, "qwen2.5") }, func(c chatCase) []int { return c.Qwen25IDs }, "<|im_start|>"}}
+	if !raceEnabled {
+		formats = append(formats, format{ChatQwen3, func() *HF { return hfTokenizer(t, "qwen3") }, func(c chatCase) []int { return c.Qwen3IDs }, "<|im_start|>"})
+	}
+	if *llama3Path != "" {
+		formats = append(formats, format{ChatLlama3, func() *HF {
+			tok, err := LoadHF(*llama3Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tok
+		}, func(c chatCase) []int { return c.Llama3IDs }, "<|start_header_id|>"})
+	}
+	for _, ft := range formats {
+		t.Run(ft.f.String(), func(t *testing.T) {
+			tok := ft.tok()
+			header, endTok := assistantTurn[ft.f][0], assistantTurn[ft.f][1]
+			start, _ := tok.TokenID(ft.start)
+			end, _ := tok.TokenID(endTok)
+			joint, spans := 0, 0
+			for i, c := range cases {
+				opt := ChatOptions{AddGenerationPrompt: c.AddGeneration, DisableThinking: c.EnableThinking != nil && !*c.EnableThinking}
+				ids, got, err := tok.EncodeChatSpans(ft.f, c.Messages, c.Tools, opt)
+				if ft.f == ChatLlama3 && err != nil && (len(c.Tools) > 0 || slices.ContainsFunc(c.Messages, func(m delegate.Message) bool { return len(m.ToolCalls) > 0 })) {
+					continue // rejected, as TestRenderChatMatchesJinja checks
+				}
+				if err != nil {
+					t.Fatalf("case %d: %v", i, err)
+				}
+				if !slices.Equal(ids, ft.ids(c)) {
+					t.Fatalf("case %d: ids differ from the reference", i)
+				}
+				text, marks, _ := renderChat(ft.f, c.Messages, c.Tools, opt)
+				var assistants []int
+				for k, m := range c.Messages {
+					if m.Role == delegate.RoleAssistant {
+						assistants = append(assistants, k)
+					}
+				}
+				if len(got) != len(assistants) {
+					t.Fatalf("case %d: %d spans for %d assistant messages", i, len(got), len(assistants))
+				}
+				for k, sp := range got {
+					spans++
+					seg := text[marks[sp.Message]:marks[sp.Message+1]]
+					seg = seg[:strings.LastIndex(seg, endTok)+len(endTok)]
+					if sp.Message != assistants[k] || ids[sp.Start] != start || ids[sp.End-1] != end {
+						t.Fatalf("case %d: span %+v does not run from %s to %s of message %d", i, sp, ft.start, endTok, assistants[k])
+					}
+					if tok.nfc {
+						seg = norm.NFC.String(seg)
+					}
+					if dec, _ := tok.Decode(ids[sp.Start:sp.End]); dec != seg {
+						t.Fatalf("case %d: span %+v decodes to %q, want %q", i, sp, dec, seg)
+					}
+					before, _ := tok.Decode(ids[sp.Start:sp.Body])
+					through, _ := tok.Decode(ids[sp.Start : sp.Body+1])
+					if !strings.HasPrefix(header, before) || len(through) <= len(header) || !strings.HasPrefix(through, header) {
+						t.Fatalf("case %d: body of %+v starts badly: %q then %q", i, sp, before, through)
+					}
+					if before != header {
+						joint++
+					}
+				}
+			}
+			if spans == 0 {
+				t.Fatal("no span checked")
+			}
+			t.Logf("%d spans checked; in %d the content's leading white space joins the header's last newline", spans, joint)
+		})
+	}
+}
+
+func TestEncodeChatSpansNeedsEndToken(t *testing.T) {
+	tok := hfTokenizer(t, "gpt2")
+	_, _, err := tok.EncodeChatSpans(ChatQwen25, []delegate.Message{delegate.User("hi"), delegate.Assistant("hello")}, nil, ChatOptions{})
+	if err == nil || !strings.Contains(err.Error(), `no "<|im_end|>"`) {
+		t.Errorf("error = %v, want one naming <|im_end|>", err)
+	}
 }
 
 func firstDiff(a, b string) int {

