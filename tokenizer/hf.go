@@ -349,10 +349,10 @@ func (t *HF) parsePreTokenizer(raw json.RawMessage) error {
 		if err != nil {
 			return err
 		}
-		t.pattern = patternWhole
-		if useRegex {
-			t.pattern = patternGPT2
+		if !useRegex {
+			return fmt.Errorf("%s: a ByteLevel without use_regex and without a Split is not supported", where)
 		}
+		t.pattern = patternGPT2
 		return nil
 	case "Sequence":
 		var seq []json.RawMessage

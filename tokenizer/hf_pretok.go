@@ -14,10 +14,9 @@ import (
 type pattern int
 
 const (
-	patternWhole  pattern = iota // no regex: the whole text is one word
-	patternGPT2                  // GPT-2's, applied by ByteLevel with use_regex
-	patternLlama3                // Llama 3's: Qwen2's with digits in runs of up to three
-	patternQwen2                 // Qwen2's, Qwen2.5's and Qwen3's
+	patternGPT2   pattern = iota + 1 // GPT-2's, applied by ByteLevel with use_regex
+	patternLlama3                    // Llama 3's: Qwen2's with digits in runs of up to three
+	patternQwen2                     // Qwen2's, Qwen2.5's and Qwen3's
 )
 
 // The patterns as tokenizer.json spells them.

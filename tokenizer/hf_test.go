@@ -285,6 +285,7 @@ func TestParseHFErrors(t *testing.T) {
 		{"merge not in vocab", `{"version":"1.0","model":{"type":"BPE","vocab":VOCAB,"merges":["a b"]},` + okPre + `}`, `merge 0 "a b"`},
 		{"normalizer", `{"version":"1.0",` + model + `,"normalizer":{"type":"NFKC"},` + okPre + `}`, `normalizer: type "NFKC"`},
 		{"pre-tokenizer", `{"version":"1.0",` + model + `,"pre_tokenizer":{"type":"Metaspace"},"decoder":{"type":"ByteLevel"}}`, `type "Metaspace"`},
+		{"no regex", `{"version":"1.0",` + model + `,"pre_tokenizer":{"type":"ByteLevel","use_regex":false},"decoder":{"type":"ByteLevel"}}`, `without use_regex`},
 		{"prefix space", `{"version":"1.0",` + model + `,"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":true},"decoder":{"type":"ByteLevel"}}`, `add_prefix_space`},
 		{"regex", `{"version":"1.0",` + model + `,"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"\\w+|\\s+"},"behavior":"Isolated","invert":false},{"type":"ByteLevel","use_regex":false}]},"decoder":{"type":"ByteLevel"}}`, `regex "\\w+|\\s+" is not supported`},
 		{"decoder", `{"version":"1.0",` + model + `,"pre_tokenizer":{"type":"ByteLevel"},"decoder":{"type":"WordPiece"}}`, `decoder: type "WordPiece"`},
