@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/delegatelab/delegate/bench/internal/runc"
+	"github.com/delegatelab/delegate/perf/internal/runc"
 
 	"bytes"
 	"strings"

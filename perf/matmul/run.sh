@@ -6,7 +6,7 @@
 # loaded machine wall-time rates swing with the load and the CPU-time ones
 # are the steadier comparison. The verdict uses the CPU-time ratio.
 #
-# Usage: bench/matmul/run.sh [ops]     (default ops: "NT NN TN")
+# Usage: perf/matmul/run.sh [ops]     (default ops: "NT NN TN")
 # Env:   BENCHTIME (go test -benchtime per run, default 20ms)
 #        COUNT (go test runs per shape, best kept, default 10)
 #        SECONDS_PER_SHAPE (OpenBLAS timing budget per shape, default 0.6)

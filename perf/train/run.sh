@@ -2,7 +2,7 @@
 # run.sh: training throughput of package nn against the kernel's own matmul
 # rate, measured side by side in the same run (issue 4, item 8).
 #
-#   bench/train/run.sh [PROCS...]     (default: 1 2)
+#   perf/train/run.sh [PROCS...]     (default: 1 2)
 #
 # For each GOMAXPROCS value it runs BenchmarkTrainStep (nn/train_bench_test.go):
 # full optimizer steps (forward, backward, clipping, AdamW) on two model
@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 procs=("$@")
 [[ ${#procs[@]} -gt 0 ]] || procs=(1 2)
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores, $(go version | cut -d' ' -f3), kernel $(go run ./bench/train/impl 2>/dev/null || echo unknown)"
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores, $(go version | cut -d' ' -f3), kernel $(go run ./perf/train/impl 2>/dev/null || echo unknown)"
 echo "load average at start: $(cut -d' ' -f1 /proc/loadavg)"
 printf '%-6s %-32s %10s %10s %14s %9s %s\n' procs model tok/s GFLOPS matmul-GFLOPS ratio target
 for p in "${procs[@]}"; do

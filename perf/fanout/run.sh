@@ -5,8 +5,8 @@
 # stand-in at 50 ms in a separate process. Where the machine has two cores,
 # the client runs on core 0 and the stand-in on core 1.
 #
-#   bench/fanout/run.sh                  # the full run
-#   bench/fanout/run.sh -rounds 3        # fewer rollouts per C
+#   perf/fanout/run.sh                  # the full run
+#   perf/fanout/run.sh -rounds 3        # fewer rollouts per C
 #
 # Extra arguments go to the fanout program (see fanout -h).
 set -eu
@@ -14,8 +14,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cd "$root"
-go build -o "$out/standin" ./bench/standin
-go build -o "$out/fanout" ./bench/fanout
+go build -o "$out/standin" ./perf/standin
+go build -o "$out/fanout" ./perf/fanout
 if command -v taskset >/dev/null 2>&1 && [ -e /sys/devices/system/cpu/cpu1 ]; then
 	exec_prefix="taskset -c 0"
 	server_cpu=1

@@ -40,7 +40,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/delegatelab/delegate/bench/internal/host"
+	"github.com/delegatelab/delegate/perf/internal/host"
 )
 
 func main() {
@@ -79,7 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("fanout", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	fs.StringVar(&o.standin, "standin", "./standin", "`path` of the bench/standin binary to start")
+	fs.StringVar(&o.standin, "standin", "./standin", "`path` of the perf/standin binary to start")
 	fs.StringVar(&o.url, "url", "", "base `URL` of a stand-in already running (then -standin is not started and -latency must match it)")
 	fs.DurationVar(&o.latency, "latency", 50*time.Millisecond, "the stand-in's latency")
 	cs := fs.String("c", "16,64,512", "rollouts in flight, comma-separated")
@@ -411,7 +411,7 @@ func (p *serverProc) stop() {
 }
 
 // serverCPUOf asks the stand-in at baseURL for its CPU time (GET /stats of
-// bench/standin).
+// perf/standin).
 func serverCPUOf(baseURL string) (time.Duration, error) {
 	resp, err := http.Get(strings.TrimSuffix(strings.TrimRight(baseURL, "/"), "/v1") + "/stats")
 	if err != nil {

@@ -18,7 +18,7 @@
 package main
 
 import (
-	"github.com/delegatelab/delegate/bench/internal/runc"
+	"github.com/delegatelab/delegate/perf/internal/runc"
 
 	"errors"
 	"flag"
@@ -82,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		dir := filepath.Join(*out, "ckpt")
-		meta := map[string]string{"source": "bench/llama2c", "seed": fmt.Sprint(*seed), "scale": fmt.Sprint(*scale)}
+		meta := map[string]string{"source": "perf/llama2c", "seed": fmt.Sprint(*seed), "scale": fmt.Sprint(*scale)}
 		if err := nn.Save(dir, p, meta); err != nil {
 			return err
 		}

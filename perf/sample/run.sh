@@ -2,7 +2,7 @@
 # run.sh: sampling speed of nn.Engine against llama2.c's run program on the
 # same exported weights. See README.md.
 #
-#   bench/sample/run.sh LLAMA2C_DIR [flags of the Go program, e.g. -reps 3 -procs 1]
+#   perf/sample/run.sh LLAMA2C_DIR [flags of the Go program, e.g. -reps 3 -procs 1]
 #
 # LLAMA2C_DIR is a checkout of github.com/karpathy/llama2.c that you cloned
 # yourself; this script only reads its run.c and builds it into a temporary
@@ -25,5 +25,5 @@ gcc -O3 -march=native -o "$work/run" "$l2c/run.c" -lm
 if [[ -d "$l2c/.git" ]]; then
 	echo "llama2.c commit $(git -C "$l2c" rev-parse --short HEAD)"
 fi
-(cd "$repo" && go build -o "$work/sample" ./bench/sample)
+(cd "$repo" && go build -o "$work/sample" ./perf/sample)
 "$work/sample" -run "$work/run" -work "$work/models" "$@"

@@ -2,7 +2,7 @@
 # compare.sh: check that llama2.c's run program and this module produce the
 # same greedy continuation from the same weights. See README.md.
 #
-#   bench/llama2c/compare.sh LLAMA2C_DIR [-n STEPS] [-ckpt CHECKPOINT_DIR]
+#   perf/llama2c/compare.sh LLAMA2C_DIR [-n STEPS] [-ckpt CHECKPOINT_DIR]
 #
 # LLAMA2C_DIR is a checkout of github.com/karpathy/llama2.c that you cloned
 # yourself; this script only reads its run.c and builds it into a temporary
@@ -34,7 +34,7 @@ trap 'rm -rf "$work"' EXIT
 
 echo "building run.c from $l2c (gcc -O3 -march=native)"
 gcc -O3 -march=native -o "$work/run" "$l2c/run.c" -lm
-(cd "$repo" && go build -o "$work/ours" ./bench/llama2c)
+(cd "$repo" && go build -o "$work/ours" ./perf/llama2c)
 
 if [[ -n "$ckpt" ]]; then
 	models=("ckpt:-ckpt $ckpt")
