@@ -34,13 +34,13 @@ var allowedImports = map[string][]string{
 	"cmd/delegate":       {"*"},
 	"rollout":            {"", "strategy", "score", "judge", "reward", "store", "tokenizer"},
 	"store":              {""},
-	"eval":               {"", "score", "dataset"},
+	"bench":              {"", "score", "dataset"},
 	"world":              {"", "strategy", "tokenizer", "score", "nn", "reward"},
 	"rl":                 {"", "nn", "local", "tokenizer", "reward", "strategy"},
 	"standin":            {""},
-	"sft":                {"", "nn", "tokenizer"},
+	"pretrain":           {"", "nn", "tokenizer", "local", "strategy", "world"},
 	"models":             {},
-	"trainrun":           {"", "nn", "local", "tokenizer", "reward", "strategy", "world", "rl", "eval"},
+	"train":              {"", "nn", "local", "tokenizer", "reward", "strategy", "world", "rl", "bench"},
 	"perf/standin":       {"*"},
 	"perf/fanout":        {"*"},
 	"perf/matmul":        {"*"},
@@ -56,7 +56,7 @@ var allowedImports = map[string][]string{
 // standard library and this one. Everything else is standard library only
 // (plus golang.org/x, which the Go team maintains).
 var thirdPartyAllowed = map[string]bool{
-	"cmd/delegate": true, "eval": true, "perf/matmul": true, "perf/llama2c": true, "perf/standin": true, "perf/fanout": true,
+	"cmd/delegate": true, "bench": true, "perf/matmul": true, "perf/llama2c": true, "perf/standin": true, "perf/fanout": true,
 }
 
 type listedPackage struct {

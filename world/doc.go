@@ -66,7 +66,7 @@
 //     prompts. System prompts are two or three words ("Solve or
 //     delegate.").
 //
-// Measured with delegate pretrain (package sft, see models/README.md):
+// Measured with delegate pretrain (package pretrain, see models/README.md):
 // the solver in this format, 195k parameters trained 5000 steps (6 minutes
 // on one core), answers 98% of held-out questions inside its coverage
 // exactly (greedy). The delegator, 248k parameters trained 55 minutes in

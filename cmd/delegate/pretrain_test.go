@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/pretrain"
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
@@ -54,7 +55,7 @@ func TestPretrainSolverWritesCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Config != solverShape || meta["model"] != "solver" || meta["seed"] != "7" || meta["steps"] != "2" {
+	if p.Config != pretrain.SolverShape || meta["model"] != "solver" || meta["seed"] != "7" || meta["steps"] != "2" {
 		t.Errorf("checkpoint config %+v, meta %v", p.Config, meta)
 	}
 	if _, err := os.Stat(filepath.Join(out, "solver.state")); !os.IsNotExist(err) {
@@ -66,11 +67,11 @@ func TestPretrainSolverWritesCheckpoint(t *testing.T) {
 // put in the delegator's corpus: problems of the given levels only, and
 // the peers' terse right answers under lead's peer prompt.
 func TestDelegatorCorpusLevelsAndPeers(t *testing.T) {
-	plain, err := delegatorCorpus(3, []int{1}, false)
+	plain, err := pretrain.DelegatorCorpus(3, []int{1}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	withPeers, err := delegatorCorpus(3, []int{1}, true)
+	withPeers, err := pretrain.DelegatorCorpus(3, []int{1}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

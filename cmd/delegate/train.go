@@ -21,10 +21,10 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/delegatelab/delegate/eval"
+	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
-	"github.com/delegatelab/delegate/trainrun"
+	"github.com/delegatelab/delegate/train"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -40,7 +40,7 @@ type trainFlags struct {
 }
 
 func newTrainCmd(_ env, log *slog.Logger) *cobra.Command {
-	cfg := trainrun.DefaultConfig()
+	cfg := train.DefaultConfig()
 	var f trainFlags
 	cmd := &cobra.Command{
 		Use:   "train [flags]",
@@ -54,7 +54,7 @@ evaluates the trained delegator and prints the before/after table.
 
 Everything goes to --out: metrics.jsonl (one line per step), the plots
 reward.png, accuracy.png, delegator_tokens.png and delegation_rate.png,
-checkpoint/ (the trained policy under checkpoint/policy), eval.jsonl (every
+checkpoint/ (the trained policy under checkpoint/policy), bench.jsonl (every
 item of every arm) and table.md. Run it again with the same --out to resume
 an interrupted run: finished items are kept, training goes on from its last
 checkpoint, with a new --time (and what is left of --train-time).
@@ -69,7 +69,7 @@ plain level-2 problems), --train-problems 256 (the filter samples the peers
 on every one) and --eval-items 300.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.Mode == trainrun.ModeMLPO {
+			if cfg.Mode == train.ModeMLPO {
 				for _, d := range mlpoDefaults {
 					if !cmd.Flags().Changed(d.flag) {
 						if err := cmd.Flags().Set(d.flag, d.value); err != nil {
@@ -106,7 +106,7 @@ on every one) and --eval-items 300.`,
 			if f.quiet {
 				progress = nil
 			}
-			return train(cmd.Context(), cmd.OutOrStdout(), progress, log, cfg)
+			return runTrain(cmd.Context(), cmd.OutOrStdout(), progress, log, cfg)
 		},
 	}
 	fl := cmd.Flags()
@@ -153,15 +153,15 @@ var mlpoDefaults = []struct{ flag, value string }{
 
 // train runs the job, drawing progress bars on progress (nil: none), then
 // writes the plots and prints the table on out.
-func train(ctx context.Context, out, progress io.Writer, log *slog.Logger, cfg trainrun.Config) error {
+func runTrain(ctx context.Context, out, progress io.Writer, log *slog.Logger, cfg train.Config) error {
 	trainCh := make(chan rl.Progress, 64)
-	evalCh := make(chan eval.Progress, 256)
+	evalCh := make(chan bench.Progress, 256)
 	phases := make(chan string, 8)
 	start := time.Now()
 	bars := newTrainBars(ctx, progress, cfg.RL.Steps, isTerminal(progress), 0)
 	var wg sync.WaitGroup
 	wg.Go(func() { bars.observe(trainCh, evalCh, phases) })
-	res, err := trainrun.Run(ctx, cfg, trainrun.Options{
+	res, err := train.Run(ctx, cfg, train.Options{
 		TrainProgress: trainCh,
 		EvalProgress:  evalCh,
 		Phase:         func(name string) { phases <- name },
@@ -188,7 +188,7 @@ func train(ctx context.Context, out, progress io.Writer, log *slog.Logger, cfg t
 		return err
 	}
 	fmt.Fprintf(out, "\nwritten: %s, %s, %s, %s",
-		filepath.Join(cfg.OutDir, rl.MetricsFile), filepath.Join(cfg.OutDir, trainrun.EvalFile), filepath.Join(cfg.OutDir, trainrun.TableFile), res.Checkpoint)
+		filepath.Join(cfg.OutDir, rl.MetricsFile), filepath.Join(cfg.OutDir, train.EvalFile), filepath.Join(cfg.OutDir, train.TableFile), res.Checkpoint)
 	for _, p := range plots {
 		fmt.Fprintf(out, ", %s", p)
 	}
@@ -245,8 +245,8 @@ func stepLine(m *rl.Metrics) string {
 }
 
 // observe consumes events until every channel is closed.
-func (b *trainBars) observe(train <-chan rl.Progress, ev <-chan eval.Progress, phases <-chan string) {
-	for train != nil || ev != nil || phases != nil {
+func (b *trainBars) observe(steps <-chan rl.Progress, ev <-chan bench.Progress, phases <-chan string) {
+	for steps != nil || ev != nil || phases != nil {
 		// A phase that began is drawn before the events that follow it.
 		select {
 		case name, ok := <-phases:
@@ -265,9 +265,9 @@ func (b *trainBars) observe(train <-chan rl.Progress, ev <-chan eval.Progress, p
 				continue
 			}
 			b.phase(name)
-		case pr, ok := <-train:
+		case pr, ok := <-steps:
 			if !ok {
-				train = nil
+				steps = nil
 				continue
 			}
 			b.trainEvent(pr)
@@ -339,7 +339,7 @@ func (b *trainBars) trainEvent(pr rl.Progress) {
 	}
 }
 
-func (b *trainBars) evalEvent(pr eval.Progress) {
+func (b *trainBars) evalEvent(pr bench.Progress) {
 	b.mu.Lock()
 	cur := b.cur
 	b.mu.Unlock()

@@ -1,4 +1,4 @@
-// Package eval runs delegation strategies side by side on a dataset and
+// Package bench runs delegation strategies side by side on a dataset and
 // measures them: the library behind `delegate bench`.
 //
 // Run gives every arm (a named delegate.Strategy) every task under the same
@@ -21,7 +21,7 @@
 // where weak is wrong) as an extra row. The report prints as Markdown and
 // CSV and plots accuracy against cost and latency per arm (PNG or SVG).
 // A value that does not exist (a ratio over zero) prints as "n/a".
-package eval
+package bench
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package trainrun
+package train
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/eval"
+	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/rl"
@@ -22,7 +22,7 @@ import (
 
 // Files of a run's OutDir besides rl's metrics.jsonl and checkpoint/.
 const (
-	EvalFile   = "eval.jsonl"  // per-item results of every arm (eval.Record)
+	EvalFile   = "bench.jsonl"  // per-item results of every arm (bench.Record)
 	TableFile  = "table.md"    // the before/after table
 	TimingFile = "timing.json" // how long evaluating the starting policy took
 )
@@ -47,7 +47,7 @@ type Options struct {
 	// TrainProgress and EvalProgress receive progress by non-blocking
 	// sends; the caller owns and closes them after Run returns.
 	TrainProgress chan<- rl.Progress
-	EvalProgress  chan<- eval.Progress
+	EvalProgress  chan<- bench.Progress
 	// Phase, when set, is called as each phase begins ("evaluate
 	// baselines", "train", ...), from Run's goroutine.
 	Phase func(name string)
@@ -267,15 +267,15 @@ func (r *runner) single(a delegate.Agent) (delegate.Strategy, error) {
 }
 
 // baselines are the arms that do not depend on training.
-func (r *runner) baselines() []eval.Arm {
+func (r *runner) baselines() []bench.Arm {
 	if r.cfg.Mode == ModeMLPO {
 		return r.mlpoBaselines()
 	}
-	return []eval.Arm{
-		{Name: ArmSolver, Role: eval.RoleWeak, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
+	return []bench.Arm{
+		{Name: ArmSolver, Role: bench.RoleWeak, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
 			return r.single(delegate.Agent{Role: RoleSolver, Model: r.solver, Price: r.cfg.Prices.Solver})
 		}}},
-		{Name: ArmAlone, Role: eval.RoleStrong, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
+		{Name: ArmAlone, Role: bench.RoleStrong, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
 			return r.single(r.delegatorAgent(&conversation{m: r.pretrained}))
 		}}},
 		{Name: ArmAlways, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
@@ -290,11 +290,11 @@ func (r *runner) baselines() []eval.Arm {
 // trainedArms are the arms of the trained policy after steps steps; the
 // step is in the arm's name, so that results of an earlier state of a
 // resumed run are never mixed in.
-func (r *runner) trainedArms(steps int) []eval.Arm {
+func (r *runner) trainedArms(steps int) []bench.Arm {
 	if r.cfg.Mode == ModeMLPO {
 		return r.mlpoTrainedArms(steps)
 	}
-	return []eval.Arm{{Name: trainedName(ArmTrained, steps), Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
+	return []bench.Arm{{Name: trainedName(ArmTrained, steps), Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
 		return r.route(r.scfg, r.policy)
 	}}}}
 }
@@ -327,10 +327,10 @@ func verify(task delegate.Task, response string) (bool, string, error) {
 
 // evaluateCounting runs arms on the held-out items, skipping those
 // already in the results file, and returns how many it ran.
-func (r *runner) evaluateCounting(ctx context.Context, arms []eval.Arm) (int, error) {
+func (r *runner) evaluateCounting(ctx context.Context, arms []bench.Arm) (int, error) {
 	path := filepath.Join(r.cfg.OutDir, EvalFile)
-	ecfg := eval.Config{Results: path, Concurrency: r.cfg.EvalConcurrency}
-	rep, err := eval.Run(ctx, ecfg, r.tasks(), arms, verify, r.opt.EvalProgress)
+	ecfg := bench.Config{Results: path, Concurrency: r.cfg.EvalConcurrency}
+	rep, err := bench.Run(ctx, ecfg, r.tasks(), arms, verify, r.opt.EvalProgress)
 	if err != nil {
 		return 0, fmt.Errorf("train: evaluate: %w", err)
 	}
@@ -339,12 +339,12 @@ func (r *runner) evaluateCounting(ctx context.Context, arms []eval.Arm) (int, er
 
 // evaluate runs arms on the held-out items (skipping those already in the
 // results file) and returns the table of arms over every record.
-func (r *runner) evaluate(ctx context.Context, arms []eval.Arm) (*Table, error) {
+func (r *runner) evaluate(ctx context.Context, arms []bench.Arm) (*Table, error) {
 	path := filepath.Join(r.cfg.OutDir, EvalFile)
 	if _, err := r.evaluateCounting(ctx, arms); err != nil {
 		return nil, err
 	}
-	records, _, err := eval.ReadResults(path)
+	records, _, err := bench.ReadResults(path)
 	if err != nil {
 		return nil, fmt.Errorf("train: evaluate: %w", err)
 	}

@@ -1,4 +1,4 @@
-package trainrun
+package train
 
 import (
 	"math"
@@ -7,21 +7,21 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/eval"
+	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/world"
 )
 
 func TestNewTableFromRecords(t *testing.T) {
 	tasks := []delegate.Task{{ID: "a"}, {ID: "b"}, {ID: "c"}}
-	rec := func(arm, task string, correct bool, delTok, subCalls, solTok int, cost float64, lat time.Duration) eval.Record {
-		return eval.Record{Arm: arm, TaskID: task, Correct: correct, Latency: lat,
+	rec := func(arm, task string, correct bool, delTok, subCalls, solTok int, cost float64, lat time.Duration) bench.Record {
+		return bench.Record{Arm: arm, TaskID: task, Correct: correct, Latency: lat,
 			Roles: map[string]delegate.Totals{
 				RoleDelegator: {Calls: 1, Usage: delegate.Usage{CompletionTokens: delTok}},
 				RoleSubagent:  {Calls: subCalls, Usage: delegate.Usage{CompletionTokens: solTok}},
 			},
 			Total: delegate.Totals{Cost: cost}}
 	}
-	records := []eval.Record{
+	records := []bench.Record{
 		rec("x", "a", true, 100, 0, 0, 1e-3, time.Second),
 		rec("x", "b", false, 200, 2, 30, 2e-3, 2*time.Second),
 		rec("x", "c", true, 300, 1, 10, 3e-3, 3*time.Second),
@@ -51,7 +51,7 @@ func TestNewTableFromRecords(t *testing.T) {
 		ss += (r - mean) * (r - mean)
 	}
 	half := 1.96 * math.Sqrt(ss/2/3)
-	wilson, _ := eval.Wilson(2, 3)
+	wilson, _ := bench.Wilson(2, 3)
 	tests := []struct {
 		name      string
 		got, want float64
@@ -100,7 +100,7 @@ func TestNewTableFromRecords(t *testing.T) {
 
 func TestAcceptance(t *testing.T) {
 	row := func(arm string, reward, lo, hi, acc, cost float64) Row {
-		return Row{Arm: arm, Reward: reward, RewardCI: eval.Interval{Lo: lo, Hi: hi}, Accuracy: acc, Cost: cost}
+		return Row{Arm: arm, Reward: reward, RewardCI: bench.Interval{Lo: lo, Hi: hi}, Accuracy: acc, Cost: cost}
 	}
 	tab := &Table{Rows: []Row{
 		row(ArmAlone, 0.50, 0.45, 0.55, 0.90, 1000e-6),
@@ -132,7 +132,7 @@ func TestAcceptance(t *testing.T) {
 	}
 
 	acc := func(arm string, a, lo, hi float64) Row {
-		return Row{Arm: arm, Accuracy: a, AccuracyCI: eval.Interval{Lo: lo, Hi: hi}}
+		return Row{Arm: arm, Accuracy: a, AccuracyCI: bench.Interval{Lo: lo, Hi: hi}}
 	}
 	mlpo := &Table{Rows: []Row{
 		acc(ArmTeam, 0.6, 0.5, 0.7), acc(ArmMajority, 0.3, 0.2, 0.4),

@@ -1,4 +1,4 @@
-package trainrun
+package train
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delegatelab/delegate/eval"
+	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/rl"
 )
 
@@ -65,7 +65,7 @@ func TestRunRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", b)
-	records, _, err := eval.ReadResults(filepath.Join(cfg.OutDir, EvalFile))
+	records, _, err := bench.ReadResults(filepath.Join(cfg.OutDir, EvalFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestRunResumesAnInterruptedRun(t *testing.T) {
 		t.Errorf("%d metrics lines, want %d", len(ms), cfg.RL.Steps)
 	}
 	// The baselines ran once; only the trained arm ran again.
-	records, _, err := eval.ReadResults(filepath.Join(cfg.OutDir, EvalFile))
+	records, _, err := bench.ReadResults(filepath.Join(cfg.OutDir, EvalFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,11 @@
-// Package sft is supervised training of an nn model on rendered chat
+// Package pretrain is supervised training of an nn model on rendered chat
 // transcripts: the loss counts only the tokens an assistant generated
 // (tokenizer.RenderSpans locates them), so a model learns to write its
 // replies and never to predict prompts, tool results or other models'
 // words. Training is deterministic from a seed, evaluates on held-out data
 // at intervals through a caller's function, and keeps a resumable state
 // (weights, AdamW moments, step) on disk.
-package sft
+package pretrain
 
 import (
 	"context"

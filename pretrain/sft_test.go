@@ -1,4 +1,4 @@
-package sft
+package pretrain
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package eval_test
+package bench_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/eval"
+	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/modeltest"
 	"github.com/delegatelab/delegate/strategy"
 )
@@ -22,20 +22,20 @@ func ExampleRun() {
 	}
 	defer os.RemoveAll(dir)
 
-	arm := func(name, reply string) eval.Arm {
+	arm := func(name, reply string) bench.Arm {
 		m := modeltest.New(name, modeltest.Reply(`Final answer: \boxed{`+reply+`}`))
 		s, err := strategy.New(strategy.NameSingle, strategy.Roles{Single: delegate.Agent{Model: m}}, strategy.DefaultConfig())
 		if err != nil {
 			log.Fatal(err)
 		}
-		return eval.Arm{Name: name, Strategy: s}
+		return bench.Arm{Name: name, Strategy: s}
 	}
 	tasks := []delegate.Task{
 		{ID: "1", Dataset: "gsm8k", Prompt: "What is 2+2?", Answer: "4"},
 		{ID: "2", Dataset: "gsm8k", Prompt: "What is 2+3?", Answer: "5"},
 	}
-	cfg := eval.Config{Results: filepath.Join(dir, "results.jsonl")}
-	rep, err := eval.Run(context.Background(), cfg, tasks, []eval.Arm{arm("fours", "4"), arm("fives", "5")}, eval.Score, nil)
+	cfg := bench.Config{Results: filepath.Join(dir, "results.jsonl")}
+	rep, err := bench.Run(context.Background(), cfg, tasks, []bench.Arm{arm("fours", "4"), arm("fives", "5")}, bench.Score, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package trainrun
+package train
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"sync"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/eval"
+	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
@@ -137,8 +137,8 @@ func (r *runner) problem(request string) (*world.Problem, error) {
 	return p, nil
 }
 
-func (r *runner) mlpoBaselines() []eval.Arm {
-	return []eval.Arm{
+func (r *runner) mlpoBaselines() []bench.Arm {
+	return []bench.Arm{
 		{Name: ArmMajority, Strategy: perRun{NameMajority, func(req string) (delegate.Strategy, error) {
 			p, err := r.problem(req)
 			if err != nil {
@@ -159,8 +159,8 @@ func (r *runner) mlpoBaselines() []eval.Arm {
 	}
 }
 
-func (r *runner) mlpoTrainedArms(steps int) []eval.Arm {
-	return []eval.Arm{
+func (r *runner) mlpoTrainedArms(steps int) []bench.Arm {
+	return []bench.Arm{
 		{Name: trainedName(ArmTeam, steps), Strategy: perRun{strategy.NameLead, func(req string) (delegate.Strategy, error) {
 			p, err := r.problem(req)
 			if err != nil {

@@ -1,4 +1,4 @@
-// Package trainrun is `delegate train`: it trains the delegator of the
+// Package train is `delegate train`: it trains the delegator of the
 // synthetic world (package world) with the GRPO family (package rl) from
 // pretrained nn checkpoints, and measures it before and after on held-out
 // problems. The command in cmd/delegate only parses flags, draws progress
@@ -12,7 +12,7 @@
 // world's compact prompts (world.StrategyConfig), the same code path as
 // remote LLMs. Then:
 //
-//  1. The baselines on EvalItems held-out problems (eval.Run, per-item
+//  1. The baselines on EvalItems held-out problems (bench.Run, per-item
 //     records in OutDir/eval.jsonl): the solver alone (single), the
 //     delegator alone without the delegate tool (single), always-delegate
 //     (route, a program in the delegator's seat that hands every step to
@@ -62,4 +62,4 @@
 // with the MLPO paper's recipe (Dr. GRPO, reward = the leader's
 // correctness) on level 2 with up to world.MLPODistractors distractor
 // sentences, where the leader alone has room to improve.
-package trainrun
+package train

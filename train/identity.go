@@ -1,4 +1,4 @@
-package trainrun
+package train
 
 import (
 	"encoding/json"
