@@ -108,7 +108,7 @@ func strongFunc(block int, started chan<- struct{}) modeltest.Func {
 		}
 		for _, m := range req.Messages {
 			if m.Role == delegate.RoleTool {
-				got, _ := strategy.Boxed(m.Content)
+				got, _ := delegate.Boxed(m.Content)
 				text := "The assistant says " + got + ". Final answer: \\boxed{" + got + "}"
 				if n%8 == 0 {
 					text = answer(n, true)
