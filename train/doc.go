@@ -33,7 +33,7 @@
 //     cached input, as a backend keeping its KV cache serves them) and
 //     latency, all computed from the per-item records (NewTable); an item
 //     the strategy reports a failure for counts wrong there and in the
-//     training reward. Acceptance decides issue 5's criteria from the
+//     training reward. Acceptance decides the training criteria from the
 //     table (Table.Checks, printed under it as PASS or MISS).
 //
 // Every phase writes as it goes, so an interrupted run resumes in the same

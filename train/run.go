@@ -22,7 +22,7 @@ import (
 
 // Files of a run's OutDir besides rl's metrics.jsonl and checkpoint/.
 const (
-	EvalFile   = "bench.jsonl"  // per-item results of every arm (bench.Record)
+	EvalFile   = "eval.jsonl"  // per-item results of every arm (bench.Record)
 	TableFile  = "table.md"    // the before/after table
 	TimingFile = "timing.json" // how long evaluating the starting policy took
 )

@@ -54,7 +54,7 @@ evaluates the trained delegator and prints the before/after table.
 
 Everything goes to --out: metrics.jsonl (one line per step), the plots
 reward.png, accuracy.png, delegator_tokens.png and delegation_rate.png,
-checkpoint/ (the trained policy under checkpoint/policy), bench.jsonl (every
+checkpoint/ (the trained policy under checkpoint/policy), eval.jsonl (every
 item of every arm) and table.md. Run it again with the same --out to resume
 an interrupted run: finished items are kept, training goes on from its last
 checkpoint, with a new --time (and what is left of --train-time).

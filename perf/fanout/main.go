@@ -52,7 +52,7 @@ func main() {
 	}
 }
 
-// Targets of issue 6, printed as PASS or MISS.
+// The orchestration targets, printed as PASS or MISS.
 const (
 	targetCPURatio     = 1.5
 	targetBytesPerRoll = 0.3 * (1 << 20)

@@ -1,5 +1,5 @@
 // Command sample compares this module's sampling speed with llama2.c's run
-// program on identical weights (issue 4, item 8). For each model shape it
+// program on identical weights. For each model shape it
 // creates a seeded model, exports model.bin and tokenizer.bin in llama2.c's
 // format, runs
 //

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh: training throughput of package nn against the kernel's own matmul
-# rate, measured side by side in the same run (issue 4, item 8).
+# rate, measured side by side in the same run.
 #
 #   perf/train/run.sh [PROCS...]     (default: 1 2)
 #
