@@ -34,6 +34,7 @@ type Options struct {
 	Init      string        // start from this checkpoint's weights (one model only)
 	Levels    []int         // delegator: train on these world levels
 	WithPeers bool          // delegator: also train on lead's terse peer answers
+	Force     bool          // replace a finished checkpoint already under Out
 }
 
 // The shipped models' shapes. The solver is small and fast; the
@@ -97,6 +98,15 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 	d := defaults[name]
 	cfg := Config{Steps: d.steps, Batch: d.batch, MaxLR: d.lr, Seed: f.Seed, EvalEvery: f.EvalEvery, SaveEvery: 100,
 		StateDir: filepath.Join(f.Out, name+".state")}
+	// A finished checkpoint is never replaced by accident (the shipped
+	// models are one --out away); an interrupted run (its state directory
+	// present) resumes as always.
+	dir := filepath.Join(f.Out, name)
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil && !f.Force {
+		if _, err := os.Stat(cfg.StateDir); err != nil {
+			return fmt.Errorf("pretrain %s: %s already holds a trained checkpoint; give another --out, or --force to replace it", name, dir)
+		}
+	}
 	if f.Steps > 0 {
 		cfg.Steps = f.Steps
 	}
@@ -219,7 +229,6 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 		"model": name, "seed": strconv.FormatUint(f.Seed, 10), "steps": strconv.Itoa(res.Steps), "init": f.Init,
 		"batch": strconv.Itoa(cfg.Batch), "loss": strconv.FormatFloat(res.Loss, 'f', 4, 64),
 	}
-	dir := filepath.Join(f.Out, name)
 	if err := nn.Save(dir, p, meta); err != nil {
 		return fmt.Errorf("pretrain %s: %w", name, err)
 	}

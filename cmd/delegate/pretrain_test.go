@@ -61,6 +61,21 @@ func TestPretrainSolverWritesCheckpoint(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "solver.state")); !os.IsNotExist(err) {
 		t.Errorf("state directory left behind: %v", err)
 	}
+
+	// The finished checkpoint is not replaced unless asked.
+	again := []string{"pretrain", "--model", "solver", "--steps", "2", "--batch", "2", "--eval", "1", "--eval-every", "0", "--out", out, "--seed", "8"}
+	if got, err := execute(t, func(string) string { return "" }, again...); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("pretrain over a trained checkpoint: %v, want a refusal naming --force\n%s", err, got)
+	}
+	if _, meta, err := nn.Load(filepath.Join(out, "solver")); err != nil || meta["seed"] != "7" {
+		t.Fatalf("the refused run changed the checkpoint: seed %q, %v", meta["seed"], err)
+	}
+	if got, err := execute(t, func(string) string { return "" }, append(again, "--force")...); err != nil {
+		t.Fatalf("pretrain --force: %v\n%s", err, got)
+	}
+	if _, meta, err := nn.Load(filepath.Join(out, "solver")); err != nil || meta["seed"] != "8" {
+		t.Fatalf("--force did not replace the checkpoint: seed %q, %v", meta["seed"], err)
+	}
 }
 
 // TestDelegatorCorpusLevelsAndPeers checks what --levels and --with-peers
