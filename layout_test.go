@@ -24,7 +24,7 @@ var allowedImports = map[string][]string{
 	"dataset":            {""},
 	"judge":              {""},
 	"local":              {"", "nn", "tokenizer"},
-	"models":             {},
+	"models":             {"nn"},
 	"modeltest":          {""},
 	"nn":                 {"nn/kernel"},
 	"nn/kernel":          {},
@@ -47,7 +47,7 @@ var allowedImports = map[string][]string{
 	"store":              {""},
 	"strategy":           {""},
 	"tokenizer":          {""},
-	"train":              {"", "bench", "local", "nn", "reward", "rl", "strategy", "tokenizer", "world"},
+	"train":              {"", "bench", "local", "models", "nn", "reward", "rl", "strategy", "tokenizer", "world"},
 	"world":              {"", "strategy", "tokenizer"},
 }
 

@@ -27,7 +27,8 @@ type Config struct {
 	// Mode is ModeRoute (default) or ModeMLPO.
 	Mode string `json:"mode"`
 	// Solver and Delegator are nn checkpoint directories: the frozen
-	// sub-agent and the policy's starting weights. Peers is the frozen
+	// sub-agent and the policy's starting weights; "" means the shipped
+	// model embedded in the binary (package models). Peers is the frozen
 	// peers' checkpoint of MLPO; "" means the delegator's.
 	Solver    string `json:"solver"`
 	Delegator string `json:"delegator"`
@@ -90,7 +91,7 @@ type Config struct {
 }
 
 // DefaultConfig returns the defaults noted on each field, with the
-// checkpoints models/solver and models/delegator and OutDir runs/train.
+// shipped checkpoints and OutDir runs/train.
 func DefaultConfig() Config {
 	r := rl.DefaultConfig()
 	r.GroupSize, r.ItemsPerStep, r.Steps = 8, 4, 200
@@ -102,8 +103,6 @@ func DefaultConfig() Config {
 	r.PolicyRole = RoleDelegator
 	return Config{
 		Mode:            ModeRoute,
-		Solver:          "models/solver",
-		Delegator:       "models/delegator",
 		OutDir:          "runs/train",
 		RL:              r,
 		Reward:          world.DefaultReward(),
@@ -128,12 +127,6 @@ func (c Config) Validate() error {
 	}
 	if c.Mode != ModeRoute && c.Mode != ModeMLPO {
 		bad("mode", "must be %q or %q, got %q", ModeRoute, ModeMLPO, c.Mode)
-	}
-	if c.Solver == "" {
-		bad("solver", "a checkpoint directory is required")
-	}
-	if c.Delegator == "" {
-		bad("delegator", "a checkpoint directory is required")
 	}
 	if c.OutDir == "" {
 		bad("out_dir", "required")

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/models"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
@@ -24,13 +25,26 @@ const (
 	RoleSolver    = "solver"
 )
 
-// loadCheckpoint loads an nn checkpoint directory and names it in errors.
+// loadCheckpoint loads an nn checkpoint directory, or with dir "" the
+// shipped model named what from the binary, and names it in errors.
 func loadCheckpoint(what, dir string) (*nn.Params, error) {
-	p, _, err := nn.Load(dir)
+	load := func() (*nn.Params, map[string]string, error) { return nn.Load(dir) }
+	if dir == "" {
+		load = func() (*nn.Params, map[string]string, error) { return models.Load(what) }
+	}
+	p, _, err := load()
 	if err != nil {
 		return nil, fmt.Errorf("load %s checkpoint %s: %w", what, dir, err)
 	}
 	return p, nil
+}
+
+// checkpointName is how tables and notes name a checkpoint setting.
+func checkpointName(dir string) string {
+	if dir == "" {
+		return "shipped (embedded)"
+	}
+	return dir
 }
 
 // seeded sets the seed of every request it forwards: base plus the number

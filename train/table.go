@@ -229,7 +229,7 @@ func (r *runner) notes(res *Result) []string {
 	c := r.cfg
 	stop := map[string]string{"steps": "all steps done", "time": "the time budget ended it", "": "not trained in this process"}[res.StoppedBy]
 	notes := []string{
-		fmt.Sprintf("%d held-out items of the world's test split (seed %d; %s); delegator %s, solver %s.", c.EvalItems, c.Seed, c.World.Summary(), c.Delegator, c.Solver),
+		fmt.Sprintf("%d held-out items of the world's test split (seed %d; %s); delegator %s, solver %s.", c.EvalItems, c.Seed, c.World.Summary(), checkpointName(c.Delegator), checkpointName(c.Solver)),
 		fmt.Sprintf("Training: %s, %d steps of %d items × %d rollouts (%s; %.0f s of rollouts and updates).",
 			c.RL.Estimator, res.Steps, c.RL.ItemsPerStep, c.RL.GroupSize, stop, res.TrainSeconds),
 		fmt.Sprintf("Reward = correct − %g·delegator tokens − %g·sub-agent calls; its interval is mean ± 1.96·s/√n. Accuracy: Wilson 95%%.", c.Reward.Lambda, c.Reward.Mu),
@@ -237,9 +237,9 @@ func (r *runner) notes(res *Result) []string {
 		fmt.Sprintf("Delegator temperature %g, solver greedy. Cost at world.DefaultPrices with each conversation's earlier turns cached; latency is wall time per item with %d items in flight.", c.EvalTemperature, c.EvalConcurrency),
 	}
 	if c.Mode == ModeMLPO {
-		peers := c.Peers
-		if peers == "" {
-			peers = c.Delegator
+		peers := checkpointName(c.Peers)
+		if c.Peers == "" {
+			peers = checkpointName(c.Delegator)
 		}
 		return append(notes,
 			fmt.Sprintf("Lead with %d frozen peers (%s, temperature %g, answers fixed per item); the majority vote takes %d peer answers, the team's number of generations. Training items: those the peers solve less than %g of the time (%d samples).",

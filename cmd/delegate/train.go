@@ -45,8 +45,8 @@ func newTrainCmd(_ env, log *slog.Logger) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "train [flags]",
 		Short: "Train the delegator with GRPO (or a leader with MLPO) and compare it before and after",
-		Long: `Train starts from the pretrained checkpoints (models/solver and
-models/delegator by default), evaluates the baselines on held-out problems,
+		Long: `Train starts from the pretrained checkpoints (by default the shipped
+solver and delegator, embedded in the binary), evaluates the baselines on held-out problems,
 trains the delegator with GRPO under route (the delegator has the delegate
 tool, the solver answers) for --steps steps or until only the time the final
 evaluation needs is left of --time (9m30s), whichever comes first, then
@@ -111,8 +111,8 @@ on every one) and --eval-items 300.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "route (GRPO on the delegator under route) or mlpo (a leader under lead)")
-	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory (frozen)")
-	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start)")
+	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory (frozen; default: the shipped solver, embedded)")
+	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start; default: the shipped delegator, embedded)")
 	fl.StringVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: peers' checkpoint directory (default: the delegator's)")
 	fl.StringVarP(&cfg.OutDir, "out", "o", cfg.OutDir, "output directory; an existing run there is resumed")
 	fl.DurationVar(&f.total, "time", 570*time.Second, "wall-time budget of this invocation, table included: training stops early enough to leave time for the final evaluation; 0: none")
