@@ -124,6 +124,10 @@ type Sequence struct {
 	NoTokens string `json:"no_tokens,omitempty"`
 	// Truncated is set when a call of it stopped at max_tokens.
 	Truncated bool `json:"truncated,omitempty"`
+	// Split is set when the sequence continues the previous one's
+	// conversation but starts a new sample, because its prompt ids did not
+	// extend the previous ids (a discontinuous trajectory).
+	Split bool `json:"split,omitempty"`
 }
 
 // MaskIgnore is the label of a position that is not trained.

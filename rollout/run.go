@@ -59,6 +59,10 @@ type Summary struct {
 	Groups        int `json:"groups"`         // done: written or dropped
 	GroupsWritten int `json:"groups_written"` // in groups.jsonl
 	TiesKept      int `json:"ties_kept"`      // written with zero advantages (KeepTies)
+	// Splits counts the written sequences that continue a conversation but
+	// start a new sample, because their prompt ids did not extend the
+	// earlier ids (Sequence.Split).
+	Splits int `json:"splits"`
 	// Dropped counts the groups not written, by reason (Drop*).
 	Dropped map[string]int `json:"dropped"`
 	// Ties counts every tied group by reason, kept or dropped.
@@ -88,6 +92,9 @@ func (s Summary) String() string {
 		s.ItemsDone, s.Items, s.Rollouts, s.RolloutsPlanned, s.RolloutsScored, s.RolloutsFailed,
 		s.RolloutsFormat, s.RolloutsTruncated, s.RolloutsSkipped)
 	fmt.Fprintf(&b, "groups %d: written %d (ties kept %d), dropped %s\n", s.Groups, s.GroupsWritten, s.TiesKept, counts(s.Dropped))
+	if s.Splits > 0 {
+		fmt.Fprintf(&b, "sequences split where a turn's prompt ids did not extend the conversation's: %d\n", s.Splits)
+	}
 	if len(s.Failed) > 0 {
 		fmt.Fprintf(&b, "failed rollouts by reason: %s\n", FailedCounts(s.Failed))
 	}
@@ -139,6 +146,7 @@ type groupState struct {
 	Reason   string `json:"reason,omitempty"`
 	Skipped  int    `json:"skipped,omitempty"` // rollouts never run (baseline failed)
 	TiesKept bool   `json:"ties_kept,omitempty"`
+	Splits   int    `json:"splits,omitempty"` // sequences started at a token discontinuity
 }
 
 // identity is what makes two runs the same run: a resume must match it.
@@ -747,9 +755,13 @@ func (r *runner) finish(ctx context.Context, it *item) error {
 		}
 		adv = a
 	}
+	splits := 0
 	for i, m := range members {
 		rec.Rollouts = append(rec.Rollouts, Member{ID: m.ID, Index: m.Index, Reward: m.Reward, Advantage: adv[i], Fixed: m.Fixed})
 		for _, s := range m.Sequences {
+			if s.Split {
+				splits++
+			}
 			rec.Tokens = append(rec.Tokens, s.Tokens)
 			rec.Masks = append(rec.Masks, s.Masks)
 			rec.InferenceLogprobs = append(rec.InferenceLogprobs, s.Logprobs)
@@ -761,7 +773,7 @@ func (r *runner) finish(ctx context.Context, it *item) error {
 			rec.Overrides = append(rec.Overrides, Override{SetAdvantageToZero: zero})
 		}
 	}
-	return r.commitGroup(ctx, it, groupState{Status: "written", Reason: rec.Reason, TiesKept: zero}, rec)
+	return r.commitGroup(ctx, it, groupState{Status: "written", Reason: rec.Reason, TiesKept: zero, Splits: splits}, rec)
 }
 
 func allEqual(xs []float64) bool {
@@ -896,6 +908,7 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 		}
 		if st.Status == "written" {
 			s.GroupsWritten++
+			s.Splits += st.Splits
 			if st.TiesKept {
 				s.TiesKept++
 			}

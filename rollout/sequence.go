@@ -15,8 +15,11 @@ import (
 // Token ids come from the backend: the call's PromptTokenIDs followed by the
 // token ids of its logprobs. An extending call must have a prompt whose ids
 // start with the sequence's tokens so far (prefix-stable rendering, as the
-// local chat template and vLLM give); otherwise the sequence keeps its
-// messages but loses its tokens, and NoTokens says why.
+// local chat template and vLLM give). Where they do not (a chat template
+// that re-rendered earlier turns differently), the call starts a new
+// sequence with its own prompt ids instead of gluing mismatched ids
+// (Split is set on it: a discontinuous trajectory); a call without ids
+// leaves its sequence without tokens, and NoTokens says why.
 func sequences(t *delegate.Trace, roles []string) []Sequence {
 	var out []Sequence
 	for _, n := range t.Calls() {
@@ -24,26 +27,32 @@ func sequences(t *delegate.Trace, roles []string) []Sequence {
 			continue
 		}
 		ids, lps, why := callTokens(n)
+		split := false
 		if k := len(out) - 1; k >= 0 && extends(out[k].Messages, n.Messages) {
 			s := &out[k]
-			for _, m := range n.Messages[len(s.Messages):] {
-				s.Messages = append(s.Messages, Turn{Message: m})
-			}
-			s.Messages = append(s.Messages, Turn{Message: *n.Output, Trained: true})
-			s.Calls = append(s.Calls, n.ID)
-			s.Truncated = s.Truncated || n.FinishReason == delegate.FinishLength
 			switch {
-			case s.NoTokens != "":
-			case why != "":
-				s.dropTokens(why)
+			case s.NoTokens != "" || why != "":
 			case len(n.PromptTokenIDs) < len(s.Tokens) || !slices.Equal(n.PromptTokenIDs[:len(s.Tokens)], s.Tokens):
-				s.dropTokens("a later call's prompt ids do not extend the sequence's ids")
-			default:
-				s.appendTokens(n.PromptTokenIDs[len(s.Tokens):], ids, lps)
+				split = true
 			}
-			continue
+			if !split {
+				for _, m := range n.Messages[len(s.Messages):] {
+					s.Messages = append(s.Messages, Turn{Message: m})
+				}
+				s.Messages = append(s.Messages, Turn{Message: *n.Output, Trained: true})
+				s.Calls = append(s.Calls, n.ID)
+				s.Truncated = s.Truncated || n.FinishReason == delegate.FinishLength
+				switch {
+				case s.NoTokens != "":
+				case why != "":
+					s.dropTokens(why)
+				default:
+					s.appendTokens(n.PromptTokenIDs[len(s.Tokens):], ids, lps)
+				}
+				continue
+			}
 		}
-		s := Sequence{Calls: []int{n.ID}, Truncated: n.FinishReason == delegate.FinishLength}
+		s := Sequence{Calls: []int{n.ID}, Truncated: n.FinishReason == delegate.FinishLength, Split: split}
 		for _, m := range n.Messages {
 			s.Messages = append(s.Messages, Turn{Message: m})
 		}

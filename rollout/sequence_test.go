@@ -1,0 +1,79 @@
+package rollout
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/delegatelab/delegate"
+)
+
+// seqTrace builds a trace of two turns of one conversation by the role
+// "strong", with the prompt ids each turn's backend reported.
+func seqTrace(firstPrompt, secondPrompt []int) *delegate.Trace {
+	user := delegate.Message{Role: delegate.RoleUser, Content: "q"}
+	out1 := delegate.Message{Role: delegate.RoleAssistant, Content: "a1"}
+	tool := delegate.Message{Role: delegate.RoleTool, Content: "r", ToolCallID: "c1"}
+	out2 := delegate.Message{Role: delegate.RoleAssistant, Content: "a2"}
+	lp := func(ids ...int) []delegate.TokenLogprob {
+		var out []delegate.TokenLogprob
+		for _, id := range ids {
+			out = append(out, delegate.TokenLogprob{TokenID: id, Logprob: -0.5})
+		}
+		return out
+	}
+	root := &delegate.Node{ID: 0, Name: "route", Children: []*delegate.Node{
+		{ID: 1, Name: "turn", Role: "strong", Model: "m", Messages: []delegate.Message{user}, Output: &out1,
+			PromptTokenIDs: firstPrompt, Logprobs: lp(7, 8)},
+		{ID: 2, Name: "turn", Role: "strong", Model: "m", Messages: []delegate.Message{user, out1, tool}, Output: &out2,
+			PromptTokenIDs: secondPrompt, Logprobs: lp(9)},
+	}}
+	return &delegate.Trace{Root: root}
+}
+
+func TestSequencesMergeOrSplitOnTokenIDs(t *testing.T) {
+	t.Run("ids extend: one sequence", func(t *testing.T) {
+		seqs := sequences(seqTrace([]int{1, 2}, []int{1, 2, 7, 8, 3, 4}), []string{"strong"})
+		if len(seqs) != 1 {
+			t.Fatalf("%d sequences, want 1", len(seqs))
+		}
+		s := seqs[0]
+		if want := []int{1, 2, 7, 8, 3, 4, 9}; !slices.Equal(s.Tokens, want) {
+			t.Errorf("tokens %v, want %v", s.Tokens, want)
+		}
+		if want := []int{MaskIgnore, MaskIgnore, 7, 8, MaskIgnore, MaskIgnore, 9}; !slices.Equal(s.Masks, want) {
+			t.Errorf("masks %v, want %v", s.Masks, want)
+		}
+		if s.Split || len(s.Calls) != 2 {
+			t.Errorf("split %v, calls %v", s.Split, s.Calls)
+		}
+	})
+	t.Run("ids re-rendered: a new sample", func(t *testing.T) {
+		// The second prompt renders the first turn's output as 70 80,
+		// not the generated 7 8: gluing would train on ids never seen.
+		seqs := sequences(seqTrace([]int{1, 2}, []int{1, 2, 70, 80, 3, 4}), []string{"strong"})
+		if len(seqs) != 2 {
+			t.Fatalf("%d sequences, want 2", len(seqs))
+		}
+		if seqs[0].Split || !seqs[1].Split {
+			t.Errorf("split flags %v, %v; want false, true", seqs[0].Split, seqs[1].Split)
+		}
+		if want := []int{1, 2, 7, 8}; !slices.Equal(seqs[0].Tokens, want) {
+			t.Errorf("first tokens %v, want %v", seqs[0].Tokens, want)
+		}
+		if want := []int{1, 2, 70, 80, 3, 4, 9}; !slices.Equal(seqs[1].Tokens, want) {
+			t.Errorf("second tokens %v, want %v", seqs[1].Tokens, want)
+		}
+		if want := []int{MaskIgnore, MaskIgnore, MaskIgnore, MaskIgnore, MaskIgnore, MaskIgnore, 9}; !slices.Equal(seqs[1].Masks, want) {
+			t.Errorf("second masks %v, want %v", seqs[1].Masks, want)
+		}
+		if n := len(seqs[1].Messages); n != 4 || !seqs[1].Messages[3].Trained || seqs[1].Messages[1].Trained {
+			t.Errorf("second sequence's messages %+v: want the whole conversation, only the last turn trained", seqs[1].Messages)
+		}
+	})
+	t.Run("no ids: messages kept, tokens dropped", func(t *testing.T) {
+		seqs := sequences(seqTrace(nil, nil), []string{"strong"})
+		if len(seqs) != 1 || seqs[0].NoTokens == "" || len(seqs[0].Tokens) != 0 {
+			t.Fatalf("sequences %+v", seqs)
+		}
+	})
+}
