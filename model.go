@@ -36,6 +36,9 @@ type Response struct {
 	Latency time.Duration `json:"latency_ns"`
 	// Retries counts the attempts after the first.
 	Retries int `json:"retries,omitempty"`
+	// Endpoint names the replica that answered, for a model served by
+	// several (empty otherwise).
+	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // Choice is one generated alternative.

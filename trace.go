@@ -37,10 +37,13 @@ type Trace struct {
 // Node is one step of a run: a model call, or a group of calls (a stage,
 // a fan-out) when Model is empty.
 type Node struct {
-	ID           int           `json:"id"`
-	Name         string        `json:"name"`
-	Role         string        `json:"role,omitempty"`
-	Model        string        `json:"model,omitempty"`
+	ID    int    `json:"id"`
+	Name  string `json:"name"`
+	Role  string `json:"role,omitempty"`
+	Model string `json:"model,omitempty"`
+	// Endpoint names the replica that answered, for a model served by
+	// several (Response.Endpoint).
+	Endpoint     string        `json:"endpoint,omitempty"`
 	Messages     []Message     `json:"messages,omitempty"`
 	Output       *Message      `json:"output,omitempty"`
 	Usage        Usage         `json:"usage"`
@@ -226,6 +229,7 @@ func (r *Recorder) Call(ctx context.Context, parent *Node, name string, a Agent,
 		n.Cost = a.Price.Cost(resp.Usage)
 		n.Retries = resp.Retries
 		n.PromptTokenIDs = resp.PromptTokenIDs
+		n.Endpoint = resp.Endpoint
 		if len(resp.Choices) > 0 {
 			c := resp.Choices[0]
 			msg := c.Message

@@ -51,6 +51,7 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 		}
 		oc := openai.Config{
 			BaseURL:           m.BaseURL,
+			Replicas:          m.Replicas,
 			Model:             m.Model,
 			Timeout:           m.Timeout,
 			MaxConcurrency:    m.MaxConcurrency,

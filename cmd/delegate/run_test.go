@@ -291,3 +291,35 @@ func TestRunExitsNonZeroOnFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestRunReplicas: a model with a replica that refuses connections is
+// served by its other replica, and the trace names the one that answered.
+func TestRunReplicas(t *testing.T) {
+	live := newTestServer(t)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	doc := `models:
+  big:
+    base_url: ` + dead.URL + `/v1
+    replicas: [` + live.URL + `/v1]
+    model: big
+    max_retries: 2
+roles:
+  default: big
+`
+	path := filepath.Join(t.TempDir(), "delegate.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := execute(t, testEnv, "run", "--config", path, "--strategy", "single", "--json", "What is 6*7?")
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	var tr delegate.Trace
+	if err := json.Unmarshal([]byte(out), &tr); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tr.Calls()[0].Endpoint, live.URL+"/v1"; got != want {
+		t.Errorf("the call names endpoint %q, want the live replica %q", got, want)
+	}
+}
