@@ -739,8 +739,7 @@ func (r *runner) finish(ctx context.Context, it *item) error {
 	}
 	adv := make([]float64, len(members))
 	zero := false
-	if allEqual(rewards) {
-		reason := tieReason(members)
+	if reason, tied := tie(members, rewards); tied {
 		if !r.cfg.KeepTies {
 			return r.commitGroup(ctx, it, groupState{Status: "dropped", Reason: reason}, nil)
 		}
@@ -787,7 +786,12 @@ func allEqual(xs []float64) bool {
 
 // tieReason says why a group tied: every member failed the format, every
 // member was truncated, or their rewards were simply equal.
-func tieReason(members []*rolloutState) string {
+// tie reports whether a group carries no learning signal, and why: every
+// rollout failed the format (DropFormat) or was cut at max_tokens
+// (DropTruncation), whatever their rewards (those then differ by their
+// token costs alone, which advantages would blow up to full size), or
+// every reward is equal (DropEqual).
+func tie(members []*rolloutState, rewards []float64) (reason string, tied bool) {
 	format, trunc := true, true
 	for _, m := range members {
 		format = format && m.Fixed == FixedFormat
@@ -795,11 +799,13 @@ func tieReason(members []*rolloutState) string {
 	}
 	switch {
 	case format:
-		return DropFormat
+		return DropFormat, true
 	case trunc:
-		return DropTruncation
+		return DropTruncation, true
+	case allEqual(rewards):
+		return DropEqual, true
 	}
-	return DropEqual
+	return "", false
 }
 
 // commitGroup appends the group's record (when rec is not nil) and records
