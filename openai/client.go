@@ -32,7 +32,7 @@ type Client struct {
 	cfg    Config // defaults applied
 	eps    []*endpoint
 	next   atomic.Uint64 // round-robin start among equally busy endpoints
-	auth   []string // Authorization header value, nil without a key
+	auth   []string      // Authorization header value, nil without a key
 	http   *http.Client
 	log    *slog.Logger
 	sleep  func(context.Context, time.Duration) error

@@ -61,7 +61,7 @@ type Summary struct {
 	TiesKept      int `json:"ties_kept"`      // written with zero advantages (KeepTies)
 	// Splits counts the written sequences that continue a conversation but
 	// start a new sample, because their prompt ids did not extend the
-	// earlier ids (Sequence.Split).
+	// earlier ids (delegate.Sequence.Split).
 	Splits int `json:"splits"`
 	// Dropped counts the groups not written, by reason (Drop*).
 	Dropped map[string]int `json:"dropped"`
@@ -136,8 +136,8 @@ func counts(m map[string]int) string {
 // enough to build its group's record after a resume.
 type rolloutState struct {
 	rolloutTally
-	Index     int        `json:"index"`
-	Sequences []Sequence `json:"sequences,omitempty"`
+	Index     int                 `json:"index"`
+	Sequences []delegate.Sequence `json:"sequences,omitempty"`
 }
 
 // groupState is what the state database keeps of a finished group.
@@ -604,7 +604,7 @@ func (r *runner) runOne(ctx context.Context, it *item, k int) (st *rolloutState,
 		}
 		sc = &s
 		st = &rolloutState{rolloutTally: rolloutTally{ID: id, Status: StatusScored, Reward: s.Reward, Candidate: s.Candidate,
-			Baseline: s.Baseline, Fixed: s.Fixed}, Index: k, Sequences: sequences(tr, r.cfg.TrainRoles)}
+			Baseline: s.Baseline, Fixed: s.Fixed}, Index: k, Sequences: delegate.Sequences(tr, r.cfg.TrainRoles...)}
 	}()
 	if st == nil {
 		// Only a cancelled context leaves no state.

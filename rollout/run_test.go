@@ -55,21 +55,21 @@ func planText(subtasks ...string) string {
 // scripted models. The n-th aggregation (from 1) answers "score <score(n)>";
 // the scorer's reward is that number.
 type fixture struct {
-	score     func(n int64) int64 // the score of the n-th aggregation
-	failPlan  func(n int64) bool  // fail the n-th plan call
-	onCall    func(n int64)       // called at every delegator call, numbered from 1
-	badPlan   bool                // plan without tags: a format failure
+	score    func(n int64) int64 // the score of the n-th aggregation
+	failPlan func(n int64) bool  // fail the n-th plan call
+	onCall   func(n int64)       // called at every delegator call, numbered from 1
+	badPlan  bool                // plan without tags: a format failure
 	// formatCost, when set, is subtracted from a format failure's -1: the
 	// token cost that graded rewards add to a fixed reward.
 	formatCost func() float64
-	planN     atomic.Int64        // plan calls so far
-	aggN      atomic.Int64        // aggregation calls so far
-	callN     atomic.Int64        // delegator calls so far
-	judge     *modeltest.Model
-	policy    delegate.Strategy
-	baseline  delegate.Strategy
-	scorer    Scorer
-	delegator *modeltest.Model
+	planN      atomic.Int64 // plan calls so far
+	aggN       atomic.Int64 // aggregation calls so far
+	callN      atomic.Int64 // delegator calls so far
+	judge      *modeltest.Model
+	policy     delegate.Strategy
+	baseline   delegate.Strategy
+	scorer     Scorer
+	delegator  *modeltest.Model
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -303,7 +303,7 @@ func checkSequences(t *testing.T, gr *GroupRecord, tools ...delegate.Tool) {
 			switch {
 			case trained[p] && masks[p] != toks[p]:
 				t.Errorf("group %s sequence %d position %d: mask %d in a trained turn, want the token %d", gr.ID, i, p, masks[p], toks[p])
-			case !trained[p] && (masks[p] != MaskIgnore || lps[p] != 1.0):
+			case !trained[p] && (masks[p] != delegate.MaskIgnore || lps[p] != 1.0):
 				t.Errorf("group %s sequence %d position %d: mask %d logprob %v outside the trained turns, want -100 and 1.0", gr.ID, i, p, masks[p], lps[p])
 			case trained[p] && lps[p] >= 0:
 				t.Errorf("group %s sequence %d position %d: logprob %v, want the model's", gr.ID, i, p, lps[p])

@@ -1,12 +1,40 @@
-package rollout
+package delegate
 
-import (
-	"slices"
+import "slices"
 
-	"github.com/delegatelab/delegate"
-)
+// Turn is one message of a Sequence, marked trained when the policy
+// generated it.
+type Turn struct {
+	Message
+	Trained bool `json:"trained"`
+}
 
-// sequences builds the policy's conversations from a trace: every call of
+// Sequence is one conversation of the policy: its calls' messages, each
+// call extending the previous one's conversation, with the policy's turns
+// marked trained. Tokens, Masks and Logprobs are set when the backend
+// returned token ids and logprobs for every call of it; then they have the
+// same length, Masks is -100 at untrained positions and the token id at
+// trained ones, and Logprobs is 1.0 at untrained positions.
+type Sequence struct {
+	Calls    []int     `json:"calls"` // trace node IDs
+	Messages []Turn    `json:"messages"`
+	Tokens   []int     `json:"tokens,omitempty"`
+	Masks    []int     `json:"masks,omitempty"`
+	Logprobs []float64 `json:"inference_logprobs,omitempty"`
+	// NoTokens says why Tokens is empty.
+	NoTokens string `json:"no_tokens,omitempty"`
+	// Truncated is set when a call of it stopped at max_tokens.
+	Truncated bool `json:"truncated,omitempty"`
+	// Split is set when the sequence continues the previous one's
+	// conversation but starts a new sample, because its prompt ids did not
+	// extend the previous ids (a discontinuous trajectory).
+	Split bool `json:"split,omitempty"`
+}
+
+// MaskIgnore is the label of a position that is not trained.
+const MaskIgnore = -100
+
+// Sequences builds the policy's conversations from a trace: every call of
 // one of roles, in call order. A call whose messages are the previous
 // sequence's conversation plus new messages (the next turn of route's
 // strong model) extends that sequence; any other call starts a new one.
@@ -20,10 +48,10 @@ import (
 // sequence with its own prompt ids instead of gluing mismatched ids
 // (Split is set on it: a discontinuous trajectory); a call without ids
 // leaves its sequence without tokens, and NoTokens says why.
-func sequences(t *delegate.Trace, roles []string) []Sequence {
+func Sequences(t *Trace, roles ...string) []Sequence {
 	var out []Sequence
 	for _, n := range t.Calls() {
-		if !containsString(roles, n.Role) || n.Output == nil {
+		if !slices.Contains(roles, n.Role) || n.Output == nil {
 			continue
 		}
 		ids, lps, why := callTokens(n)
@@ -41,7 +69,7 @@ func sequences(t *delegate.Trace, roles []string) []Sequence {
 				}
 				s.Messages = append(s.Messages, Turn{Message: *n.Output, Trained: true})
 				s.Calls = append(s.Calls, n.ID)
-				s.Truncated = s.Truncated || n.FinishReason == delegate.FinishLength
+				s.Truncated = s.Truncated || n.FinishReason == FinishLength
 				switch {
 				case s.NoTokens != "":
 				case why != "":
@@ -52,7 +80,7 @@ func sequences(t *delegate.Trace, roles []string) []Sequence {
 				continue
 			}
 		}
-		s := Sequence{Calls: []int{n.ID}, Truncated: n.FinishReason == delegate.FinishLength, Split: split}
+		s := Sequence{Calls: []int{n.ID}, Truncated: n.FinishReason == FinishLength, Split: split}
 		for _, m := range n.Messages {
 			s.Messages = append(s.Messages, Turn{Message: m})
 		}
@@ -69,7 +97,7 @@ func sequences(t *delegate.Trace, roles []string) []Sequence {
 
 // callTokens returns the generated ids and logprobs of a call, or why they
 // are not available.
-func callTokens(n *delegate.Node) (ids []int, lps []float64, why string) {
+func callTokens(n *Node) (ids []int, lps []float64, why string) {
 	if len(n.PromptTokenIDs) == 0 {
 		return nil, nil, "the backend returned no prompt token ids"
 	}
@@ -105,7 +133,7 @@ func (s *Sequence) dropTokens(why string) {
 
 // extends reports whether msgs begins with the conversation conv and adds
 // at least one message.
-func extends(conv []Turn, msgs []delegate.Message) bool {
+func extends(conv []Turn, msgs []Message) bool {
 	if len(msgs) <= len(conv) {
 		return false
 	}
@@ -117,7 +145,7 @@ func extends(conv []Turn, msgs []delegate.Message) bool {
 	return true
 }
 
-func sameMessage(a, b delegate.Message) bool {
+func sameMessage(a, b Message) bool {
 	return a.Role == b.Role && a.Content == b.Content && a.Name == b.Name &&
 		a.ToolCallID == b.ToolCallID && slices.Equal(a.ToolCalls, b.ToolCalls)
 }

@@ -1,38 +1,36 @@
-package rollout
+package delegate
 
 import (
 	"slices"
 	"testing"
-
-	"github.com/delegatelab/delegate"
 )
 
 // seqTrace builds a trace of two turns of one conversation by the role
 // "strong", with the prompt ids each turn's backend reported.
-func seqTrace(firstPrompt, secondPrompt []int) *delegate.Trace {
-	user := delegate.Message{Role: delegate.RoleUser, Content: "q"}
-	out1 := delegate.Message{Role: delegate.RoleAssistant, Content: "a1"}
-	tool := delegate.Message{Role: delegate.RoleTool, Content: "r", ToolCallID: "c1"}
-	out2 := delegate.Message{Role: delegate.RoleAssistant, Content: "a2"}
-	lp := func(ids ...int) []delegate.TokenLogprob {
-		var out []delegate.TokenLogprob
+func seqTrace(firstPrompt, secondPrompt []int) *Trace {
+	user := Message{Role: RoleUser, Content: "q"}
+	out1 := Message{Role: RoleAssistant, Content: "a1"}
+	tool := Message{Role: RoleTool, Content: "r", ToolCallID: "c1"}
+	out2 := Message{Role: RoleAssistant, Content: "a2"}
+	lp := func(ids ...int) []TokenLogprob {
+		var out []TokenLogprob
 		for _, id := range ids {
-			out = append(out, delegate.TokenLogprob{TokenID: id, Logprob: -0.5})
+			out = append(out, TokenLogprob{TokenID: id, Logprob: -0.5})
 		}
 		return out
 	}
-	root := &delegate.Node{ID: 0, Name: "route", Children: []*delegate.Node{
-		{ID: 1, Name: "turn", Role: "strong", Model: "m", Messages: []delegate.Message{user}, Output: &out1,
+	root := &Node{ID: 0, Name: "route", Children: []*Node{
+		{ID: 1, Name: "turn", Role: "strong", Model: "m", Messages: []Message{user}, Output: &out1,
 			PromptTokenIDs: firstPrompt, Logprobs: lp(7, 8)},
-		{ID: 2, Name: "turn", Role: "strong", Model: "m", Messages: []delegate.Message{user, out1, tool}, Output: &out2,
+		{ID: 2, Name: "turn", Role: "strong", Model: "m", Messages: []Message{user, out1, tool}, Output: &out2,
 			PromptTokenIDs: secondPrompt, Logprobs: lp(9)},
 	}}
-	return &delegate.Trace{Root: root}
+	return &Trace{Root: root}
 }
 
 func TestSequencesMergeOrSplitOnTokenIDs(t *testing.T) {
 	t.Run("ids extend: one sequence", func(t *testing.T) {
-		seqs := sequences(seqTrace([]int{1, 2}, []int{1, 2, 7, 8, 3, 4}), []string{"strong"})
+		seqs := Sequences(seqTrace([]int{1, 2}, []int{1, 2, 7, 8, 3, 4}), "strong")
 		if len(seqs) != 1 {
 			t.Fatalf("%d sequences, want 1", len(seqs))
 		}
@@ -50,7 +48,7 @@ func TestSequencesMergeOrSplitOnTokenIDs(t *testing.T) {
 	t.Run("ids re-rendered: a new sample", func(t *testing.T) {
 		// The second prompt renders the first turn's output as 70 80,
 		// not the generated 7 8: gluing would train on ids never seen.
-		seqs := sequences(seqTrace([]int{1, 2}, []int{1, 2, 70, 80, 3, 4}), []string{"strong"})
+		seqs := Sequences(seqTrace([]int{1, 2}, []int{1, 2, 70, 80, 3, 4}), "strong")
 		if len(seqs) != 2 {
 			t.Fatalf("%d sequences, want 2", len(seqs))
 		}
@@ -71,7 +69,7 @@ func TestSequencesMergeOrSplitOnTokenIDs(t *testing.T) {
 		}
 	})
 	t.Run("no ids: messages kept, tokens dropped", func(t *testing.T) {
-		seqs := sequences(seqTrace(nil, nil), []string{"strong"})
+		seqs := Sequences(seqTrace(nil, nil), "strong")
 		if len(seqs) != 1 || seqs[0].NoTokens == "" || len(seqs[0].Tokens) != 0 {
 			t.Fatalf("sequences %+v", seqs)
 		}
