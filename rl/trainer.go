@@ -285,7 +285,7 @@ func (t *Trainer) score(step int, items []int, slots []rolloutSlot) (*Metrics, [
 			if err != nil {
 				return nil, nil, fmt.Errorf("step %d: item %d rollout %d: %w", step, s.item, s.g, err)
 			}
-			s.eps = Merge(eps)
+			s.eps = eps
 			rewards = append(rewards, s.reward)
 			ok = append(ok, s)
 			m.Reward += s.reward
@@ -303,9 +303,9 @@ func (t *Trainer) score(step int, items []int, slots []rolloutSlot) (*Metrics, [
 				scalars[k] = [2]float64{a[0] + v, a[1] + 1}
 			}
 			for _, e := range eps {
-				m.PolicyTokens += len(e.Completion)
+				m.PolicyTokens += e.Generated()
+				m.Sequences += e.Calls
 			}
-			m.Sequences += len(eps)
 		}
 		m.Groups++
 		if len(ok) == 0 || (cfg.Estimator == reward.RLOO && len(ok) < 2) {
