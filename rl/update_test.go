@@ -57,7 +57,11 @@ func TestScoreAdvantagesAndNormalisation(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				m, seqs, err := tr.score(1, []int{0, 1, 2}, scoreSlots(rewards))
+				m, groups, err := tr.score(1, []int{0, 1, 2}, scoreSlots(rewards))
+				if err != nil {
+					t.Fatal(err)
+				}
+				seqs, err := tr.sequences(1, m, groups)
 				if err != nil {
 					t.Fatal(err)
 				}
