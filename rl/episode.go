@@ -90,32 +90,14 @@ func Episodes(tr *delegate.Trace, role string, context int) ([]Episode, error) {
 			n := nodes[s.Calls[0]]
 			return nil, fmt.Errorf("episodes: node %s (model %s): %s; only backends that return prompt token ids and logprobs with token ids can be trained (see WrapPolicy)", name, n.Model, s.NoTokens)
 		}
-		first := slices.IndexFunc(s.Masks, func(m int) bool { return m != delegate.MaskIgnore })
-		if first < 0 {
+		e, err := FromTokens(s.Tokens, s.Masks, s.Logprobs)
+		if err != nil {
+			return nil, fmt.Errorf("episodes: node %s: %w", name, err)
+		}
+		if len(e.Completion) == 0 {
 			continue // nothing generated
 		}
-		e := Episode{
-			Node:       name,
-			Calls:      len(s.Calls),
-			Prompt:     s.Tokens[:first],
-			Completion: s.Tokens[first:],
-			Behaviour:  make([]float32, len(s.Tokens)-first),
-		}
-		for j := range e.Completion {
-			if s.Masks[first+j] == delegate.MaskIgnore {
-				if e.Masked == nil {
-					e.Masked = make([]bool, len(e.Completion))
-				}
-				e.Masked[j] = true
-				e.Behaviour[j] = float32(math.NaN())
-				continue
-			}
-			lp := s.Logprobs[first+j]
-			if math.IsNaN(lp) || math.IsInf(lp, 0) || lp > 1e-3 { // a log-probability; allow rounding above 0
-				return nil, fmt.Errorf("episodes: node %s: generated token %d has logprob %v", name, j, lp)
-			}
-			e.Behaviour[j] = float32(lp)
-		}
+		e.Node, e.Calls = name, len(s.Calls)
 		if l := len(e.Prompt) + len(e.Completion); l > context {
 			return nil, fmt.Errorf("episodes: node %s: %d prompt + %d later tokens exceed the context of %d",
 				name, len(e.Prompt), len(e.Completion), context)
@@ -123,6 +105,49 @@ func Episodes(tr *delegate.Trace, role string, context int) ([]Episode, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// FromTokens makes an episode of a sequence in the layout of trajectory
+// groups (delegate.Sequence, Atropos's ScoredData): tokens, masks with
+// delegate.MaskIgnore at untrained positions and the token id at trained
+// ones, and the sampler's logprobs (any value at untrained positions). The
+// prompt runs up to the first trained token; later untrained tokens (tool
+// results, the next turn's prompt) are Masked. It fails, naming the
+// position, when the lengths differ, a mask is neither MaskIgnore nor its
+// token, or a trained token's logprob is not a log-probability. A sequence
+// with no trained token gives an episode with no Completion.
+func FromTokens(tokens, masks []int, logprobs []float64) (Episode, error) {
+	if len(masks) != len(tokens) || len(logprobs) != len(tokens) {
+		return Episode{}, fmt.Errorf("%d tokens, %d masks and %d logprobs: want the same number", len(tokens), len(masks), len(logprobs))
+	}
+	first := slices.IndexFunc(masks, func(m int) bool { return m != delegate.MaskIgnore })
+	if first < 0 {
+		return Episode{Prompt: tokens}, nil
+	}
+	e := Episode{
+		Prompt:     tokens[:first],
+		Completion: tokens[first:],
+		Behaviour:  make([]float32, len(tokens)-first),
+	}
+	for j := range e.Completion {
+		switch m := masks[first+j]; {
+		case m == delegate.MaskIgnore:
+			if e.Masked == nil {
+				e.Masked = make([]bool, len(e.Completion))
+			}
+			e.Masked[j] = true
+			e.Behaviour[j] = float32(math.NaN())
+			continue
+		case m != e.Completion[j]:
+			return Episode{}, fmt.Errorf("mask %d at position %d: want %d (untrained) or the token %d", m, first+j, delegate.MaskIgnore, e.Completion[j])
+		}
+		lp := logprobs[first+j]
+		if math.IsNaN(lp) || math.IsInf(lp, 0) || lp > 1e-3 { // a log-probability; allow rounding above 0
+			return Episode{}, fmt.Errorf("generated token %d (position %d) has logprob %v", j, first+j, lp)
+		}
+		e.Behaviour[j] = float32(lp)
+	}
+	return e, nil
 }
 
 // seqRef places one episode in a micro-batch.

@@ -77,7 +77,7 @@ func TestEpisodesErrors(t *testing.T) {
 		{"no logprobs", noLogprobs, 16, "call#7"},
 		{"fewer logprobs than tokens", short, 16, "call#8"},
 		{"longer than the context", callNode(9, "p", []int{1, 2, 3}, []int{4, 5}), 4, "exceed the context of 4"},
-		{"bad logprob", badLogprob, 16, "call#10: generated token 0 has logprob"},
+		{"bad logprob", badLogprob, 16, "call#10: generated token 0 (position 1) has logprob"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -392,5 +392,37 @@ func TestEpisodesFromLeadRun(t *testing.T) {
 		if !strings.Contains(prompt, a) {
 			t.Errorf("peer answer %d %q is not in the leader's prompt", i, a)
 		}
+	}
+}
+
+func TestFromTokens(t *testing.T) {
+	const I = delegate.MaskIgnore
+	e, err := FromTokens([]int{1, 2, 5, 6, 3, 7}, []int{I, I, 5, 6, I, 7}, []float64{1, 1, -0.5, -0.25, 1, -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(e.Prompt, []int{1, 2}) || !slices.Equal(e.Completion, []int{5, 6, 3, 7}) ||
+		!slices.Equal(e.Masked, []bool{false, false, true, false}) || e.Generated() != 3 ||
+		e.Behaviour[0] != -0.5 || e.Behaviour[3] != -1 {
+		t.Errorf("episode %+v", e)
+	}
+	for _, tt := range []struct {
+		name          string
+		tokens, masks []int
+		lps           []float64
+		want          string
+	}{
+		{"lengths", []int{1, 2}, []int{I}, []float64{1, 1}, "2 tokens, 1 masks"},
+		{"mask not the token", []int{1, 2}, []int{I, 3}, []float64{1, -1}, "mask 3 at position 1"},
+		{"logprob above 0", []int{1, 2}, []int{I, 2}, []float64{1, 0.7}, "position 1) has logprob 0.7"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := FromTokens(tt.tokens, tt.masks, tt.lps); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("FromTokens: %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	if e, err := FromTokens([]int{1, 2}, []int{I, I}, []float64{1, 1}); err != nil || len(e.Completion) != 0 {
+		t.Errorf("no trained token: %+v, %v; want no completion", e, err)
 	}
 }
