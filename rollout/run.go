@@ -217,6 +217,8 @@ type runner struct {
 
 	items []*item
 	done  []bool // group committed, by item
+
+	sendq *sendQueue // written groups on their way to cfg.Sink; nil without one
 }
 
 // Run runs `delegate process`: for each of the first cfg.Items tasks, the
@@ -299,7 +301,23 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline, polic
 	}
 	r.send()
 
-	runErr := r.process(ctx)
+	var sinkDone chan error
+	sctx, stopSink := context.WithCancel(ctx)
+	defer stopSink()
+	if cfg.Sink != nil {
+		if r.sendq, err = r.unsent(ctx); err != nil {
+			return Summary{}, fmt.Errorf("process %s: %w", cfg.OutDir, err)
+		}
+		sinkDone = make(chan error, 1)
+		go func() { sinkDone <- r.sendGroups(sctx, stopSink) }()
+	}
+	runErr := r.process(sctx)
+	if sinkDone != nil {
+		r.sendq.close()
+		if err := <-sinkDone; err != nil && ctx.Err() == nil {
+			runErr = err // the sink failed and stopped the run: its error says why
+		}
+	}
 	if runErr != nil && ctx.Err() != nil {
 		runErr = fmt.Errorf("process interrupted: %w", ctx.Err())
 	}
@@ -453,6 +471,12 @@ func (r *runner) process(ctx context.Context) error {
 		for k, res := range it.results {
 			if res == nil {
 				need = append(need, k)
+			}
+		}
+		if r.cfg.Sink != nil {
+			if err := r.cfg.Sink.Wait(gctx); err != nil {
+				feedErr = fmt.Errorf("wait for the sink: %w", err)
+				break
 			}
 		}
 		base, err := r.runBaseline(gctx, it)
@@ -834,6 +858,9 @@ func (r *runner) commitGroup(ctx context.Context, it *item, st groupState, rec *
 	}
 	if err == nil {
 		af.size += g.Length
+		if r.sendq != nil && g.Length > 0 {
+			r.sendq.push(g)
+		}
 	}
 	r.wmu.Unlock()
 	if err != nil {

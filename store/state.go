@@ -252,6 +252,37 @@ func (s *DB) Groups(ctx context.Context) ([]Group, error) {
 	return out, nil
 }
 
+// MarkSent records that a written group was handed on (to a trajectory
+// API, by process --push). Marking a group twice is not an error.
+func (s *DB) MarkSent(ctx context.Context, item, group int) error {
+	_, err := s.db.ExecContext(ctx, `INSERT OR IGNORE INTO sent (item, grp) VALUES (?, ?)`, item, group)
+	if err != nil {
+		return fmt.Errorf("mark group %d/%d sent: %w", item, group, err)
+	}
+	return nil
+}
+
+// Sent returns the groups MarkSent recorded, keyed by {item, group}.
+func (s *DB) Sent(ctx context.Context) (map[[2]int]bool, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT item, grp FROM sent`)
+	if err != nil {
+		return nil, fmt.Errorf("read sent groups: %w", err)
+	}
+	defer rows.Close()
+	out := map[[2]int]bool{}
+	for rows.Next() {
+		var k [2]int
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			return nil, fmt.Errorf("read sent groups: %w", err)
+		}
+		out[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read sent groups: %w", err)
+	}
+	return out, nil
+}
+
 // nonNil maps nil to an empty slice: the driver stores nil as NULL.
 func nonNil(b []byte) []byte {
 	if b == nil {
