@@ -1,0 +1,3 @@
+package api_test
+
+func runChild(dir string) int { return 0 }
