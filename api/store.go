@@ -150,32 +150,44 @@ func (s *jsStore) scan(ctx context.Context, fn func(queued, bool)) error {
 	if err != nil {
 		return fmt.Errorf("scan groups: %w", err)
 	}
+	empty := 0
 	for {
-		batch, err := cons.Fetch(512, jetstream.FetchMaxWait(2*time.Second))
+		batch, err := cons.FetchNoWait(512)
 		if err != nil {
 			return fmt.Errorf("scan groups: %w", err)
 		}
-		got := 0
-		for m := range batch.Messages() {
+		got, done := 0, false
+		var ferr error
+		for m := range batch.Messages() { // drained whole so the fetch ends
 			got++
+			if done || ferr != nil {
+				continue
+			}
 			meta, err := m.Metadata()
 			if err != nil {
-				return fmt.Errorf("scan groups: %w", err)
+				ferr = fmt.Errorf("scan groups: %w", err)
+				continue
 			}
 			q, buffered, err := fromHeaders(meta.Sequence.Stream, m.Headers())
 			if err != nil {
-				return err
+				ferr = err
+				continue
 			}
 			fn(q, buffered)
-			if meta.Sequence.Stream >= last {
-				return nil
+			done = meta.Sequence.Stream >= last
+		}
+		switch {
+		case ferr != nil:
+			return ferr
+		case done:
+			return nil
+		case batch.Error() != nil:
+			return fmt.Errorf("scan groups: %w", batch.Error())
+		case got == 0:
+			if empty++; empty > 50 {
+				return fmt.Errorf("scan groups: stream ended before sequence %d", last)
 			}
-		}
-		if err := batch.Error(); err != nil {
-			return fmt.Errorf("scan groups: %w", err)
-		}
-		if got == 0 {
-			return fmt.Errorf("scan groups: stream ended before sequence %d", last)
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }
