@@ -31,6 +31,8 @@ var allowedImports = map[string][]string{
 	"reward":              {"", "judge"},
 	"local":               {"", "nn", "tokenizer"},
 	"server":              {""},
+	"api":                 {""},
+	"perf/api":            {"api"},
 	"cmd/delegate":        {"*"},
 	"rollout":             {"", "strategy", "score", "judge", "reward", "store", "tokenizer"},
 	"store":               {""},
@@ -56,7 +58,7 @@ var allowedImports = map[string][]string{
 // standard library and this one. Everything else is standard library only
 // (plus golang.org/x, which the Go team maintains).
 var thirdPartyAllowed = map[string]bool{
-	"cmd/delegate": true, "eval": true, "bench/matmul": true, "bench/llama2c": true, "bench/standin": true, "bench/fanout": true,
+	"cmd/delegate": true, "eval": true, "api": true, "perf/api": true, "bench/matmul": true, "bench/llama2c": true, "bench/standin": true, "bench/fanout": true,
 }
 
 type listedPackage struct {
