@@ -19,6 +19,7 @@ const module = "github.com/delegatelab/delegate"
 // a new package is placed in the layout on purpose.
 var allowedImports = map[string][]string{
 	"":                   {},
+	"api":                {""},
 	"bench":              {"", "score"},
 	"cmd/delegate":       {"*"},
 	"dataset":            {""},
@@ -56,6 +57,7 @@ var allowedImports = map[string][]string{
 // (plus golang.org/x, which the Go team maintains).
 var thirdPartyAllowed = map[string]bool{
 	"cmd/delegate": true, "bench": true, "perf/llama2c": true, "perf/standin": true, "perf/fanout": true,
+	"api": true,
 }
 
 type listedPackage struct {
