@@ -108,8 +108,11 @@ type CallInfo struct {
 // rollout of decompose has two: its plan and its aggregation). Every
 // sequence of a rollout carries the rollout's score and advantage.
 type GroupRecord struct {
-	Version  int    `json:"version"`
-	ID       string `json:"id"` // "<task id>#<group>"
+	Version int    `json:"version"`
+	ID      string `json:"id"` // "<task id>#<group>"
+	// Run is the run's random identifier: with ID, a group's identity
+	// across runs (a trajectory API's deduplication key).
+	Run      string `json:"run,omitempty"`
 	Item     int    `json:"item"`
 	TaskID   string `json:"task_id"`
 	Group    int    `json:"group"`
@@ -131,6 +134,9 @@ type GroupRecord struct {
 	NoTokens       []string      `json:"no_tokens"`
 	Overrides      []Override    `json:"overrides"`
 	GroupOverrides GroupOverride `json:"group_overrides"`
+	// PolicyVersion is the trainer step the rollouts were sampled with, as
+	// the sink said when the item started (0 without a sink).
+	PolicyVersion int `json:"policy_version,omitempty"`
 }
 
 // Member is one scored rollout of a group.

@@ -194,6 +194,7 @@ type item struct {
 	mu        sync.Mutex
 	results   []*rolloutState // by rollout index; nil until done
 	remaining int
+	version   int // the policy version the sink gave at the item's start
 }
 
 type runner struct {
@@ -219,6 +220,7 @@ type runner struct {
 	done  []bool // group committed, by item
 
 	sendq *sendQueue // written groups on their way to cfg.Sink; nil without one
+	runID string     // the run's random identifier (store.DB.RunID)
 }
 
 // Run runs `delegate process`: for each of the first cfg.Items tasks, the
@@ -283,6 +285,9 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline, polic
 		start: time.Now(), progress: progress}
 	fresh, err := r.checkIdentity(ctx)
 	if err != nil {
+		return Summary{}, fmt.Errorf("process %s: %w", cfg.OutDir, err)
+	}
+	if r.runID, err = db.RunID(ctx); err != nil {
 		return Summary{}, fmt.Errorf("process %s: %w", cfg.OutDir, err)
 	}
 	files, repairs, err := openFiles(ctx, cfg.OutDir, db, fresh, ArtifactsFile, GroupsFile)
@@ -473,8 +478,9 @@ func (r *runner) process(ctx context.Context) error {
 				need = append(need, k)
 			}
 		}
+		var err error
 		if r.cfg.Sink != nil {
-			if err := r.cfg.Sink.Wait(gctx); err != nil {
+			if it.version, err = r.cfg.Sink.Wait(gctx); err != nil {
 				feedErr = fmt.Errorf("wait for the sink: %w", err)
 				break
 			}
@@ -758,8 +764,9 @@ func (r *runner) finish(ctx context.Context, it *item) error {
 		rewards[i] = m.Reward
 	}
 	rec := &GroupRecord{
-		Version: GroupVersion, ID: groupID(it.task.ID, 0), Item: it.index, TaskID: it.task.ID,
+		Version: GroupVersion, ID: groupID(it.task.ID, 0), Run: r.runID, Item: it.index, TaskID: it.task.ID,
 		Strategy: r.policy.Name(), Missing: missing, GroupOverrides: GroupOverride{GroupSize: len(members)},
+		PolicyVersion: it.version,
 	}
 	adv := make([]float64, len(members))
 	zero := false

@@ -18,11 +18,11 @@ type recordingSink struct {
 	accepted []string
 }
 
-func (s *recordingSink) Wait(context.Context) error {
+func (s *recordingSink) Wait(context.Context) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.waits++
-	return nil
+	return 10 + s.waits, nil
 }
 
 func (s *recordingSink) Send(_ context.Context, g *GroupRecord) error {
@@ -32,8 +32,8 @@ func (s *recordingSink) Send(_ context.Context, g *GroupRecord) error {
 	if s.sends == s.failAt {
 		return errors.New("the trajectory API is down")
 	}
-	if len(g.Tokens) != len(g.Scores) || g.ID == "" {
-		return errors.New("a group without its sequences")
+	if len(g.Tokens) != len(g.Scores) || g.ID == "" || g.Run == "" || g.PolicyVersion <= 10 {
+		return errors.New("a group without its sequences, run id or policy version")
 	}
 	s.accepted = append(s.accepted, g.ID)
 	return nil

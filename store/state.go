@@ -3,7 +3,9 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 )
@@ -250,6 +252,30 @@ func (s *DB) Groups(ctx context.Context) ([]Group, error) {
 		return nil, fmt.Errorf("read groups: %w", err)
 	}
 	return out, nil
+}
+
+// RunID returns the run's random identifier, made and stored the first
+// time it is asked for: unlike the identity, it tells two runs with the
+// same settings apart (their groups' ids in a shared trajectory API).
+func (s *DB) RunID(ctx context.Context) (string, error) {
+	var id string
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'run_id'`).Scan(&id)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return err
+		}
+		id = hex.EncodeToString(b[:])
+		_, err = tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('run_id', ?)`, id)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("run id: %w", err)
+	}
+	return id, nil
 }
 
 // MarkSent records that a written group was handed on (to a trajectory
