@@ -48,7 +48,7 @@ var allowedImports = map[string][]string{
 	"store":              {""},
 	"strategy":           {""},
 	"tokenizer":          {""},
-	"train":              {"", "bench", "local", "models", "nn", "reward", "rl", "strategy", "tokenizer", "world"},
+	"train":              {"", "api", "bench", "local", "models", "nn", "reward", "rl", "strategy", "tokenizer", "world"},
 	"world":              {"", "strategy", "tokenizer"},
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,8 +15,10 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/world"
 )
 
 // startAPI runs `delegate api` (embedded NATS, a temporary store) until the
@@ -175,4 +178,92 @@ func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
 	if st.QueueSize != 0 {
 		t.Errorf("after the second run the API queues %d groups, want 0", st.QueueSize)
 	}
+}
+
+// TestTrainFromTheTrajectoryAPI runs the loop's three parts in one
+// process: the trajectory API, a trainer pulling its batches (train
+// --api), and an environment pushing route rollouts of the shipped models
+// on world problems (process --push). The trainer trains two steps on the
+// pushed groups, checkpoints each, and its first step checks that the
+// environment's logprobs are the trainer's own at the same weights.
+func TestTrainFromTheTrajectoryAPI(t *testing.T) {
+	url := startAPI(t)
+	dir := t.TempDir()
+	models, err := filepath.Abs("../../models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := `preset: world
+models:
+  delegator: {kind: local, checkpoint: ` + filepath.Join(models, "delegator") + `, price: {input: 1, cached_input: 0.1, output: 5}}
+  solver: {kind: local, checkpoint: ` + filepath.Join(models, "solver") + `, price: {input: 0.2, cached_input: 0.02, output: 1}}
+roles: {default: delegator, subagent: solver, weak: solver}
+strategy:
+  single: {temperature: 0}
+  strong: {temperature: 1}
+`
+	cfg := filepath.Join(dir, "world.yaml")
+	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := world.Generate(world.Levels()[world.TrainLevel], 5, world.Train, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data strings.Builder
+	for _, p := range problems {
+		line, _ := json.Marshal(map[string]string{"question": p.Text, "answer": fmt.Sprintf("#### %d", p.Answer)})
+		data.Write(append(line, '\n'))
+	}
+	dataPath := filepath.Join(dir, "world.jsonl")
+	if err := os.WriteFile(dataPath, []byte(data.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	trainOut := filepath.Join(dir, "train")
+	trained := make(chan error, 1)
+	var trainLog string
+	go func() {
+		var err error
+		trainLog, err = execute(t, testEnv, "train", "--api", url, "--steps", "2", "--items", "2", "--group", "2", "--out", trainOut)
+		trained <- err
+	}()
+	got, err := execute(t, testEnv, "process", "--config", cfg, "--dataset", "gsm8k", "--data", dataPath, "-n", "6", "-g", "2",
+		"--strategy", "route", "--keep-ties", "--out", filepath.Join(dir, "rollouts"), "--progress", "none", "--push", url)
+	if err != nil {
+		t.Fatalf("process --push: %v\n%s", err, got)
+	}
+	select {
+	case err := <-trained:
+		if err != nil {
+			t.Fatalf("train --api: %v\n%s", err, trainLog)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("train --api did not finish two steps; process said:\n%s", got)
+	}
+	ms := readMetrics(t, filepath.Join(trainOut, "metrics.jsonl"))
+	if len(ms) != 2 || ms[0].Rollouts != 4 || ms[1].Rollouts != 4 || ms[0].TrainedTokens+ms[1].TrainedTokens == 0 {
+		t.Fatalf("metrics %+v, want 2 steps of 4 sequences that trained tokens\n%s", ms, trainLog)
+	}
+	if _, _, err := nn.Load(filepath.Join(rl.CheckpointDir(trainOut), "policy")); err != nil {
+		t.Errorf("no policy checkpoint after the run: %v", err)
+	}
+	t.Logf("train --api:\n%s", trainLog)
+}
+
+func readMetrics(t *testing.T, path string) []rl.Metrics {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []rl.Metrics
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var m rl.Metrics
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
 }

@@ -21,6 +21,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
@@ -37,9 +38,10 @@ type trainFlags struct {
 	total       time.Duration
 	level       int
 	distractors int
+	api         string
 }
 
-func newTrainCmd(_ env, log *slog.Logger) *cobra.Command {
+func newTrainCmd(getenv env, log *slog.Logger) *cobra.Command {
 	cfg := train.DefaultConfig()
 	var f trainFlags
 	cmd := &cobra.Command{
@@ -102,6 +104,9 @@ on every one) and --eval-items 300.`,
 			if f.total > 0 {
 				cfg.Deadline = time.Now().Add(f.total)
 			}
+			if f.api != "" {
+				return runTrainAPI(cmd.Context(), cmd.OutOrStdout(), cfg, f.api, getenv("DELEGATE_API_TOKEN"))
+			}
 			var progress io.Writer = cmd.ErrOrStderr()
 			if f.quiet {
 				progress = nil
@@ -137,6 +142,7 @@ on every one) and --eval-items 300.`,
 	fl.IntVar(&f.distractors, "distractors", 0, "most distractor sentences a problem gets, uniformly 0..N (default: the level's; mlpo default 4)")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the rollouts and the item order")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
+	fl.StringVar(&f.api, "api", "", "train on the batches of the trajectory API at this URL (delegate api, or Atropos's) instead of running rollouts: an Atropos trainer; token from $DELEGATE_API_TOKEN")
 	return cmd
 }
 
@@ -461,4 +467,30 @@ func writeTrainPlots(dir string) ([]string, error) {
 		files = append(files, path)
 	}
 	return files, nil
+}
+
+// runTrainAPI trains on a trajectory API's batches, printing a line per
+// step; the environments (process --push) make the rollouts.
+func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, token string) error {
+	client := &api.TrainerClient{Client: api.Client{URL: url, Token: token}, Poll: 200 * time.Millisecond}
+	progress := make(chan rl.Progress, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for p := range progress {
+			if m := p.Metrics; m != nil {
+				fmt.Fprintf(out, "step %d/%d: %d groups, %d sequences, mean score %.4f, %d tokens trained, loss %.4f, waited %.1fs for the batch\n",
+					m.Step, m.Steps, m.Groups, m.Rollouts, m.Reward, m.TrainedTokens, m.Loss, m.RolloutSeconds)
+			}
+		}
+	}()
+	fmt.Fprintf(out, "train: pulling batches of %d sequences from %s; checkpoints in %s\n",
+		cfg.RL.ItemsPerStep*cfg.RL.GroupSize, url, rl.CheckpointDir(cfg.OutDir))
+	err := train.FromAPI(ctx, cfg, client, progress)
+	close(progress)
+	<-done
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w; run the same command again to resume", err)
+	}
+	return err
 }
