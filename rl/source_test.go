@@ -3,6 +3,7 @@ package rl
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -88,5 +89,72 @@ func TestSourceRejectsBadGroups(t *testing.T) {
 				t.Errorf("step: %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestOffPolicyImportanceWeights: a stale group whose behaviour logprobs
+// are the trainer's own trains as on-policy (weights 1); one whose
+// behaviour logprobs are one nat lower has weights e, truncated at 2, and
+// takes exactly the step of its on-policy copy with doubled advantages.
+func TestOffPolicyImportanceWeights(t *testing.T) {
+	cfg := toyConfig(t.TempDir())
+	cfg.Steps = 1
+	envTr, _, _ := newToy(t, cfg, nil)
+	rng := *envTr.rng
+	_, groups, err := envTr.rollouts(context.Background(), 1, &rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(stale int, shift float32, scale float64) []Group {
+		var out []Group
+		for _, g := range groups {
+			ng := Group{Staleness: stale}
+			for _, r := range g.Rollouts {
+				var eps []Episode
+				for _, e := range r.Episodes {
+					e.Behaviour = slices.Clone(e.Behaviour)
+					for j := range e.Behaviour {
+						e.Behaviour[j] += shift
+					}
+					eps = append(eps, e)
+				}
+				r.Episodes, r.Advantage = eps, r.Advantage*scale
+				ng.Rollouts = append(ng.Rollouts, r)
+			}
+			out = append(out, ng)
+		}
+		return out
+	}
+	step := func(gs []Group) ([]float32, *Metrics) {
+		p := tinyParams(t, 64, 7)
+		tr, err := NewFromSource(cfg, p, &fixedSource{steps: [][]Group{gs}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := tr.Step(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(p.Data), m
+	}
+	onPolicy, _ := step(edit(0, 0, 1))
+	stale, m := step(edit(3, 0, 1))
+	if m.OffPolicySequences == 0 || m.StalenessMax != 3 || math.Abs(m.ISWeightMean-1) > 1e-3 || m.ISTruncFrac != 0 {
+		t.Errorf("stale group with the trainer's logprobs: metrics %+v; want weights about 1, none truncated, staleness 3", m)
+	}
+	var gap float64
+	for i := range onPolicy {
+		gap = max(gap, math.Abs(float64(onPolicy[i]-stale[i])))
+	}
+	if gap > 1e-4 {
+		t.Errorf("weights of about 1 moved the parameters %v away from the on-policy step", gap)
+	}
+	doubled, _ := step(edit(0, 0, 2))
+	truncated, m := step(edit(-1, -1, 1))
+	if m.UnknownVersion != len(groups) || m.ISTruncFrac != 1 || m.ISWeightMin < 2.7 || m.ISWeightMax > 2.72 {
+		t.Errorf("behaviour one nat lower: metrics %+v; want every weight e ≈ 2.718, all truncated, versions unknown", m)
+	}
+	if !slices.Equal(doubled, truncated) {
+		t.Error("weights truncated at 2 do not take the step of doubled advantages")
 	}
 }

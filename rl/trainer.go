@@ -105,6 +105,12 @@ func New(cfg Config, policy *nn.Params, env Env, progress chan<- Progress) (*Tra
 // trainer.
 type Group struct {
 	Rollouts []ScoredRollout
+	// Staleness is how many steps behind the trainer's parameters the
+	// policy that sampled the group is (0: the current one); -1 when the
+	// source does not know. A group with any other value than 0 is
+	// trained off-policy: each token's loss is weighted by its truncated
+	// importance weight (Config.MaxImportanceWeight).
+	Staleness int
 }
 
 // ScoredRollout is one rollout of a group: its training sequences, its
@@ -267,6 +273,7 @@ func (t *Trainer) Step(ctx context.Context) (*Metrics, error) {
 		m.Loss, m.PGLoss, m.KL, m.ClipFrac = st.Loss, st.PGLoss, st.KL, st.ClipFrac
 		m.GradNorm, m.GradClipped, m.LogprobGap = st.GradNorm, st.GradClip, st.LogprobGap
 		m.TrainedTokens = st.Tokens
+		m.ISWeightMean, m.ISWeightMin, m.ISWeightMax, m.ISTruncFrac = st.ISMean, st.ISMin, st.ISMax, st.ISTrunc
 	}
 	*t.rng = rng
 	m.RolloutSeconds = rolloutTime.Seconds()
@@ -413,9 +420,18 @@ func (t *Trainer) sourceGroups(ctx context.Context, step int) (*Metrics, []Group
 	m := &Metrics{Version: MetricsVersion, Step: step, Steps: cfg.Steps, Items: len(groups),
 		Estimator: string(cfg.Estimator), Norm: string(cfg.norm())}
 	var rs []float64
+	var known, behind int
 	for gi := range groups {
 		g := &groups[gi]
 		m.Groups++
+		switch {
+		case g.Staleness < 0:
+			m.UnknownVersion++
+		default:
+			known++
+			behind += g.Staleness
+			m.StalenessMax = max(m.StalenessMax, g.Staleness)
+		}
 		var rewards []float64
 		has := 0
 		for _, r := range g.Rollouts {
@@ -461,6 +477,9 @@ func (t *Trainer) sourceGroups(ctx context.Context, step int) (*Metrics, []Group
 	if m.Rollouts == 0 {
 		return nil, nil, fmt.Errorf("step %d: the source gave no rollouts", step)
 	}
+	if known > 0 {
+		m.StalenessMean = float64(behind) / float64(known)
+	}
 	for _, r := range rs {
 		m.Reward += r
 	}
@@ -488,7 +507,10 @@ func (t *Trainer) sequences(step int, m *Metrics, groups []Group) ([]trainSeq, e
 			}
 			sp := rolloutSeqs{lo: len(seqs)}
 			for _, e := range r.Episodes {
-				seqs = append(seqs, trainSeq{Episode: e, Adv: r.Advantage})
+				seqs = append(seqs, trainSeq{Episode: e, Adv: r.Advantage, OffPolicy: g.Staleness != 0})
+				if g.Staleness != 0 {
+					m.OffPolicySequences++
+				}
 				sp.tokens += e.Generated()
 			}
 			sp.hi = len(seqs)

@@ -25,7 +25,10 @@ import (
 // example trainer normalises the scores within the group, as GRPO does);
 // set_advantage_to_zero overrides are honoured. The behaviour
 // logprobs are the batch's inference_logprobs, which every group must
-// have.
+// have: a group sampled by an older policy than the trainer's (its
+// group_overrides.policy_version, the trainer step it was sampled at, is
+// behind; or it carries none) is trained with truncated importance
+// weights (rl.Config.MaxImportanceWeight).
 func FromAPI(ctx context.Context, cfg Config, client *api.TrainerClient, progress chan<- rl.Progress) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("train --api: %w", err)
@@ -78,6 +81,11 @@ func (s *apiSource) Next(ctx context.Context, step int) ([]rl.Group, error) {
 		g, err := groupOf(sd, s.estimator)
 		if err != nil {
 			return nil, fmt.Errorf("batch of step %d, group %d: %w", step, gi, err)
+		}
+		// The parameters before this step are version step-1.
+		g.Staleness = -1
+		if v, ok := sd.GroupOverrides["policy_version"].(float64); ok && v == math.Trunc(v) && v >= 0 {
+			g.Staleness = max(step-1-int(v), 0)
 		}
 		groups = append(groups, g)
 	}
