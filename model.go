@@ -39,6 +39,10 @@ type Response struct {
 	// Endpoint names the replica that answered, for a model served by
 	// several (empty otherwise).
 	Endpoint string `json:"endpoint,omitempty"`
+	// PolicyVersion is the version of the weights that produced the
+	// response (the trainer step of a policy being trained), when the
+	// backend says.
+	PolicyVersion *int `json:"policy_version,omitempty"`
 }
 
 // Choice is one generated alternative.

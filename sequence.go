@@ -29,6 +29,17 @@ type Sequence struct {
 	// conversation but starts a new sample, because its prompt ids did not
 	// extend the previous ids (a discontinuous trajectory).
 	Split bool `json:"split,omitempty"`
+	// PolicyVersion is the oldest version of the weights that generated
+	// its turns, when the backend said (Response.PolicyVersion).
+	PolicyVersion *int `json:"policy_version,omitempty"`
+}
+
+// oldest keeps the older of the sequence's version and v.
+func (s *Sequence) oldest(v *int) {
+	if v != nil && (s.PolicyVersion == nil || *v < *s.PolicyVersion) {
+		x := *v
+		s.PolicyVersion = &x
+	}
 }
 
 // MaskIgnore is the label of a position that is not trained.
@@ -70,6 +81,7 @@ func Sequences(t *Trace, roles ...string) []Sequence {
 				s.Messages = append(s.Messages, Turn{Message: *n.Output, Trained: true})
 				s.Calls = append(s.Calls, n.ID)
 				s.Truncated = s.Truncated || n.FinishReason == FinishLength
+				s.oldest(n.PolicyVersion)
 				switch {
 				case s.NoTokens != "":
 				case why != "":
@@ -81,6 +93,7 @@ func Sequences(t *Trace, roles ...string) []Sequence {
 			}
 		}
 		s := Sequence{Calls: []int{n.ID}, Truncated: n.FinishReason == FinishLength, Split: split}
+		s.oldest(n.PolicyVersion)
 		for _, m := range n.Messages {
 			s.Messages = append(s.Messages, Turn{Message: m})
 		}

@@ -75,3 +75,17 @@ func TestSequencesMergeOrSplitOnTokenIDs(t *testing.T) {
 		}
 	})
 }
+
+func TestSequencePolicyVersionIsTheOldest(t *testing.T) {
+	tr := seqTrace([]int{1, 2}, []int{1, 2, 7, 8, 3, 4})
+	v3, v2 := 3, 2
+	calls := tr.Calls()
+	calls[0].PolicyVersion, calls[1].PolicyVersion = &v3, &v2
+	seqs := Sequences(tr, "strong")
+	if len(seqs) != 1 || seqs[0].PolicyVersion == nil || *seqs[0].PolicyVersion != 2 {
+		t.Fatalf("sequences %+v: want one of version 2, the older call's", seqs)
+	}
+	if v3 != 3 {
+		t.Error("the call's version was changed")
+	}
+}

@@ -552,3 +552,45 @@ func ckptCheckEntries(entries map[string]ckptEntry, c Config, ts []ckptTensor, d
 	}
 	return nil
 }
+
+// ReadMeta returns the caller's metadata of the checkpoint in dir (what
+// Save was given) without reading its weights: config.json and the
+// weights file's header only, checked as Load checks them.
+func ReadMeta(dir string) (map[string]string, error) {
+	cfgPath := filepath.Join(dir, ckptConfigName)
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", cfgPath, err)
+	}
+	c, err := ckptParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", cfgPath, err)
+	}
+	wPath := filepath.Join(dir, ckptWeightsName)
+	f, err := os.Open(wPath)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", wPath, err)
+	}
+	defer f.Close()
+	var n [8]byte
+	if _, err := io.ReadFull(f, n[:]); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: truncated: no header length", wPath)
+	}
+	hlen := binary.LittleEndian.Uint64(n[:])
+	if hlen > ckptMaxHeader {
+		return nil, fmt.Errorf("checkpoint %s: header length %d exceeds the limit of %d bytes", wPath, hlen, ckptMaxHeader)
+	}
+	header := make([]byte, hlen)
+	if _, err := io.ReadFull(f, header); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: read header: %w", wPath, err)
+	}
+	_, md, err := ckptParseHeader(header)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", wPath, err)
+	}
+	meta, err := ckptCheckMeta(md, c)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", wPath, err)
+	}
+	return meta, nil
+}

@@ -134,8 +134,9 @@ type GroupRecord struct {
 	NoTokens       []string      `json:"no_tokens"`
 	Overrides      []Override    `json:"overrides"`
 	GroupOverrides GroupOverride `json:"group_overrides"`
-	// PolicyVersion is the trainer step the rollouts were sampled with, as
-	// the sink said when the item started (0 without a sink).
+	// PolicyVersion is the trainer step the rollouts were sampled with: the
+	// oldest version the policy's backend reported in its responses, or
+	// else the sink's step when the item started (0 with neither).
 	PolicyVersion int `json:"policy_version,omitempty"`
 }
 

@@ -768,6 +768,19 @@ func (r *runner) finish(ctx context.Context, it *item) error {
 		Strategy: r.policy.Name(), Missing: missing, GroupOverrides: GroupOverride{GroupSize: len(members)},
 		PolicyVersion: it.version,
 	}
+	// The backend's own word on the weights that sampled the group (the
+	// oldest of its calls), when it says, beats the sink's step at start.
+	oldest := -1
+	for _, m := range members {
+		for _, sq := range m.Sequences {
+			if v := sq.PolicyVersion; v != nil && (oldest < 0 || *v < oldest) {
+				oldest = *v
+			}
+		}
+	}
+	if oldest >= 0 {
+		rec.PolicyVersion = oldest
+	}
 	adv := make([]float64, len(members))
 	zero := false
 	if reason, tied := tie(members, rewards); tied {
