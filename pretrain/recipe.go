@@ -356,7 +356,9 @@ func evalDelegator(ctx context.Context, out io.Writer, p, solver *nn.Params, pro
 		{"route (natural)", func() (world.DelegatorScore, error) {
 			return world.GradeDelegator(ctx, strategy.NameRoute, d, s, problems, 32)
 		}},
-		{"always-delegate", func() (world.DelegatorScore, error) { return world.GradeAlways(ctx, s, problems, 32) }},
+		{"always-delegate", func() (world.DelegatorScore, error) {
+			return world.GradeDelegator(ctx, strategy.NameRoute, world.NewAlwaysDelegate(problems), s, problems, 32)
+		}},
 	} {
 		sc, err := g.run()
 		if err != nil {

@@ -94,7 +94,7 @@ func TestAlwaysDelegate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAlwaysDelegate(problems)
+	a := world.NewAlwaysDelegate(problems)
 	scfg := world.StrategyConfig()
 	scfg.MaxTurns = 8
 	for _, wrong := range []bool{false, true} {
@@ -231,7 +231,7 @@ func FuzzAlwaysDelegate(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	a := newAlwaysDelegate(problems)
+	a := world.NewAlwaysDelegate(problems)
 	f.Add(0, "\\boxed{12}", "call_1", "call_1", 1)
 	f.Add(1, "6772 0496\n\\boxed{9716}", "call_1", "x", 2)
 	f.Add(2, "", "", "", 0)

@@ -137,7 +137,7 @@ type runner struct {
 	pretrained *local.Model // the delegator's starting weights, frozen
 	policy     *local.Model // over policyP, which training updates
 	peers      *memo        // MLPO's frozen peers, each answer computed once
-	always     *alwaysDelegate
+	always     *world.AlwaysDelegate
 	closers    []*local.Model
 }
 
@@ -167,7 +167,7 @@ func newRunner(cfg Config, opt Options) (*runner, error) {
 	for _, p := range append(append([]*world.Problem(nil), r.trainSet...), r.testSet...) {
 		r.byText[p.Text] = p
 	}
-	r.always = newAlwaysDelegate(r.testSet)
+	r.always = world.NewAlwaysDelegate(r.testSet)
 
 	solverP, err := loadCheckpoint("solver", cfg.Solver)
 	if err != nil {

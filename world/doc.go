@@ -233,6 +233,8 @@
 // GradeSolver grades any delegate.Model as the solver, per operation and
 // size, greedily. GradeDelegator runs the delegator alone (single) or
 // under route with a solver, greedily, and reports accuracy, delegation
-// rate and delegator tokens; GradeAlways is the always-delegate policy with
-// no delegator at all (every step asked of the solver in order).
+// rate and delegator tokens. AlwaysDelegate is the always-delegate policy
+// as a program in the delegator's seat of route (every step handed to the
+// solver as soon as its operands are known), graded like a model and used
+// as the always-delegate arm of delegate train's table.
 package world
