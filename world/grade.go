@@ -178,4 +178,3 @@ func GradeDelegator(ctx context.Context, protocol string, delegator, solver dele
 	}
 	return sc, nil
 }
-
