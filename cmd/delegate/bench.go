@@ -19,8 +19,8 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/dataset"
-	"github.com/delegatelab/delegate/eval"
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/store"
 	"github.com/delegatelab/delegate/strategy"
@@ -47,7 +47,7 @@ type benchFlags struct {
 	progress    string
 }
 
-// Files of a bench output directory besides eval.Files.
+// Files of a bench output directory besides bench.Files.
 const (
 	benchResults = "results.jsonl"
 	benchCache   = "cache.sqlite"
@@ -104,7 +104,7 @@ adds every role, --no-cache turns caching off.`,
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the sample")
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (results, tables, plots, cache)")
 	fl.BoolVar(&f.skipBad, "skip-bad", false, "skip malformed dataset records, listing each, instead of failing")
-	fl.IntVar(&f.concurrency, "concurrency", eval.DefaultConcurrency, "items run at once")
+	fl.IntVar(&f.concurrency, "concurrency", bench.DefaultConcurrency, "items run at once")
 	fl.DurationVar(&f.itemTimeout, "item-timeout", 0, "time limit of one item (0: none); an item out of time is recorded as an error")
 	fl.StringVar(&f.baseline, "baseline", "", "arm the McNemar tests compare with (default: the first strategy)")
 	fl.BoolVar(&f.trace, "trace", false, "save each item's whole trace in the results")
@@ -278,15 +278,15 @@ func (c *Config) benchModels(raw map[string]delegate.Model, db *store.DB, cacheS
 // route is among them and a strong and a weak model are assigned, the strong
 // and weak arms (single's prompt and settings with that model) for PGR and
 // the oracle router.
-func (c *Config) benchArms(names []string, models map[string]delegate.Model) ([]eval.Arm, error) {
+func (c *Config) benchArms(names []string, models map[string]delegate.Model) ([]bench.Arm, error) {
 	roles := c.strategyRoles(models)
-	var arms []eval.Arm
+	var arms []bench.Arm
 	for _, name := range names {
 		s, err := strategy.New(name, roles, c.Strategy)
 		if err != nil {
 			return nil, fmt.Errorf("strategy %s: %w", name, err)
 		}
-		arms = append(arms, eval.Arm{Name: name, Strategy: s})
+		arms = append(arms, bench.Arm{Name: name, Strategy: s})
 	}
 	if !slices.Contains(names, strategy.NameRoute) {
 		return arms, nil
@@ -294,13 +294,13 @@ func (c *Config) benchArms(names []string, models map[string]delegate.Model) ([]
 	for _, alone := range []struct {
 		arm   string
 		agent delegate.Agent
-		role  eval.Role
-	}{{armStrong, roles.Strong, eval.RoleStrong}, {armWeak, roles.Weak, eval.RoleWeak}} {
+		role  bench.Role
+	}{{armStrong, roles.Strong, bench.RoleStrong}, {armWeak, roles.Weak, bench.RoleWeak}} {
 		s, err := strategy.New(strategy.NameSingle, strategy.Roles{Single: alone.agent}, c.Strategy)
 		if err != nil {
 			return nil, fmt.Errorf("arm %s (single with the %s model): %w", alone.arm, alone.arm, err)
 		}
-		arms = append(arms, eval.Arm{Name: alone.arm, Strategy: s, Role: alone.role})
+		arms = append(arms, bench.Arm{Name: alone.arm, Strategy: s, Role: alone.role})
 	}
 	return arms, nil
 }
@@ -308,12 +308,12 @@ func (c *Config) benchArms(names []string, models map[string]delegate.Model) ([]
 // judgeGrader grades open-ended answers with the judge's pointwise rubric:
 // correct at pass or above. Each rating's calls are recorded and returned as
 // the grade's Grading, under the judge's role.
-func judgeGrader(j *judge.Judge, pass float64) eval.Grader {
-	return func(ctx context.Context, task delegate.Task, answer string) (eval.Grade, error) {
+func judgeGrader(j *judge.Judge, pass float64) bench.Grader {
+	return func(ctx context.Context, task delegate.Task, answer string) (bench.Grade, error) {
 		rec := delegate.NewRecorder("judge", task.Prompt, nil)
 		rating, err := j.Rate(ctx, rec, nil, task.Prompt, answer)
 		tr := rec.Finish("", "")
-		g := eval.Grade{Grading: tr.Roles}
+		g := bench.Grade{Grading: tr.Roles}
 		if err != nil {
 			return g, fmt.Errorf("judge: %w", err)
 		}
@@ -375,7 +375,7 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	grade := eval.Verifier(eval.Score).Grader()
+	grade := bench.Verifier(bench.Score).Grader()
 	if open {
 		judgeAgent, _ := cfg.agent(models.judge, judge.Role, cfg.Roles.Judge) // assigned: checked above
 		j, err := judge.New(judgeAgent, cfg.Judge)
@@ -385,17 +385,17 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 		grade = judgeGrader(j, f.passScore)
 	}
 
-	ecfg := eval.Config{
+	ecfg := bench.Config{
 		Results:     filepath.Join(f.out, benchResults),
 		Concurrency: f.concurrency,
 		Baseline:    f.baseline,
 		ItemTimeout: f.itemTimeout,
 		Trace:       f.trace,
 	}
-	progress := make(chan eval.Progress, len(tasks)*len(arms))
+	progress := make(chan bench.Progress, len(tasks)*len(arms))
 	barDone := make(chan struct{})
 	go showProgress(errOut, f.progress, len(tasks)*len(arms), progress, barDone)
-	rep, runErr := eval.RunGraded(ctx, ecfg, tasks, arms, grade, progress)
+	rep, runErr := bench.RunGraded(ctx, ecfg, tasks, arms, grade, progress)
 	close(progress)
 	<-barDone
 	if runErr != nil {
@@ -433,7 +433,7 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 
 // benchNotes are the notes printed under the table: what it cannot say by
 // itself.
-func benchNotes(cfg *Config, f benchFlags, desc string, arms []eval.Arm) []string {
+func benchNotes(cfg *Config, f benchFlags, desc string, arms []bench.Arm) []string {
 	notes := []string{"Dataset: " + desc + "."}
 	if f.dataset == "open" {
 		notes = append(notes, fmt.Sprintf("Open-ended answers graded by the judge's 0-100 pointwise rubric; correct at %g or above.", f.passScore))
@@ -494,7 +494,7 @@ func cacheStats(cached map[string]*store.CachedModel) store.CacheStats {
 // nothing (progressNone) when mode says so. Resumed
 // items advance it without feeding its rate, so the ETA is that of the items
 // run now.
-func showProgress(w io.Writer, mode string, total int, progress <-chan eval.Progress, done chan<- struct{}) {
+func showProgress(w io.Writer, mode string, total int, progress <-chan bench.Progress, done chan<- struct{}) {
 	defer close(done)
 	mode = resolveProgress(mode, w)
 	if mode == progressNone {
@@ -506,7 +506,7 @@ func showProgress(w io.Writer, mode string, total int, progress <-chan eval.Prog
 	tally := func() string {
 		return fmt.Sprintf("%d/%d correct, %d failed", correct.Load(), finished.Load(), failed.Load())
 	}
-	count := func(pr eval.Progress) {
+	count := func(pr bench.Progress) {
 		finished.Add(1)
 		if pr.Correct {
 			correct.Add(1)

@@ -58,7 +58,11 @@ type ModelConfig struct {
 	// "local" (a checkpoint of our own transformer, run in-process).
 	Kind    string `yaml:"kind"`
 	BaseURL string `yaml:"base_url"`
-	Model   string `yaml:"model"`
+	// Replicas are further base URLs serving the same model (replicas of
+	// one inference server); each request goes to the least-busy healthy
+	// one, and the trace names it.
+	Replicas []string `yaml:"replicas"`
+	Model    string   `yaml:"model"`
 	// APIKeyEnv names the environment variable holding the API key; the
 	// key itself never appears in the file. Empty for local servers.
 	APIKeyEnv         string         `yaml:"api_key_env"`
@@ -240,6 +244,11 @@ func (c *Config) Validate() error {
 			} else if !strings.HasPrefix(m.BaseURL, "http://") && !strings.HasPrefix(m.BaseURL, "https://") {
 				errs = append(errs, c.at(key+".base_url", "must start with http:// or https://, got %q", m.BaseURL))
 			}
+			for i, r := range m.Replicas {
+				if !strings.HasPrefix(r, "http://") && !strings.HasPrefix(r, "https://") {
+					errs = append(errs, c.at(fmt.Sprintf("%s.replicas[%d]", key, i), "must start with http:// or https://, got %q", r))
+				}
+			}
 			if m.Model == "" {
 				errs = append(errs, c.at(key, "model is required"))
 			}
@@ -250,8 +259,8 @@ func (c *Config) Validate() error {
 			if m.Checkpoint == "" {
 				errs = append(errs, c.at(key, "checkpoint is required for kind: local"))
 			}
-			if m.BaseURL != "" || m.APIKeyEnv != "" {
-				errs = append(errs, c.at(key, "base_url and api_key_env belong to kind: openai"))
+			if m.BaseURL != "" || len(m.Replicas) > 0 || m.APIKeyEnv != "" {
+				errs = append(errs, c.at(key, "base_url, replicas and api_key_env belong to kind: openai"))
 			}
 			if m.MaxBatch < 0 {
 				errs = append(errs, c.at(key+".max_batch", "must not be negative"))

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/pretrain"
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
@@ -54,11 +55,26 @@ func TestPretrainSolverWritesCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Config != solverShape || meta["model"] != "solver" || meta["seed"] != "7" || meta["steps"] != "2" {
+	if p.Config != pretrain.SolverShape || meta["model"] != "solver" || meta["seed"] != "7" || meta["steps"] != "2" {
 		t.Errorf("checkpoint config %+v, meta %v", p.Config, meta)
 	}
 	if _, err := os.Stat(filepath.Join(out, "solver.state")); !os.IsNotExist(err) {
 		t.Errorf("state directory left behind: %v", err)
+	}
+
+	// The finished checkpoint is not replaced unless asked.
+	again := []string{"pretrain", "--model", "solver", "--steps", "2", "--batch", "2", "--eval", "1", "--eval-every", "0", "--out", out, "--seed", "8"}
+	if got, err := execute(t, func(string) string { return "" }, again...); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("pretrain over a trained checkpoint: %v, want a refusal naming --force\n%s", err, got)
+	}
+	if _, meta, err := nn.Load(filepath.Join(out, "solver")); err != nil || meta["seed"] != "7" {
+		t.Fatalf("the refused run changed the checkpoint: seed %q, %v", meta["seed"], err)
+	}
+	if got, err := execute(t, func(string) string { return "" }, append(again, "--force")...); err != nil {
+		t.Fatalf("pretrain --force: %v\n%s", err, got)
+	}
+	if _, meta, err := nn.Load(filepath.Join(out, "solver")); err != nil || meta["seed"] != "8" {
+		t.Fatalf("--force did not replace the checkpoint: seed %q, %v", meta["seed"], err)
 	}
 }
 
@@ -66,11 +82,11 @@ func TestPretrainSolverWritesCheckpoint(t *testing.T) {
 // put in the delegator's corpus: problems of the given levels only, and
 // the peers' terse right answers under lead's peer prompt.
 func TestDelegatorCorpusLevelsAndPeers(t *testing.T) {
-	plain, err := delegatorCorpus(3, []int{1}, false)
+	plain, err := pretrain.DelegatorCorpus(3, []int{1}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	withPeers, err := delegatorCorpus(3, []int{1}, true)
+	withPeers, err := pretrain.DelegatorCorpus(3, []int{1}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,7 @@ type processFlags struct {
 	keepTies    bool
 	omitTraces  bool
 	progress    string // auto, bar, plain, none
+	push        pushFlags
 }
 
 // Progress display modes.
@@ -99,12 +100,20 @@ open-ended requests (--split train or test) and needs no file.`,
 	fl.BoolVar(&f.keepTies, "keep-ties", false, "write groups whose rewards all tie, with zero advantages, instead of dropping them")
 	fl.BoolVar(&f.omitTraces, "omit-traces", false, "leave full traces out of artifacts.jsonl")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display: auto (a bar on a terminal, lines otherwise), bar, plain or none")
+	fl.StringVar(&f.push.url, "push", "", "also push every written group to the trajectory API at this URL (delegate api, or Atropos's), as an Atropos environment (implies --logprobs); token from $DELEGATE_API_TOKEN")
+	fl.StringVar(&f.push.name, "push-name", "delegate", "--push: the environment's name")
+	fl.Float64Var(&f.push.weight, "push-weight", 1, "--push: the environment's weight in batches")
+	fl.IntVar(&f.push.maxTokenLen, "push-max-tokens", 4096, "--push: the environment's max_token_length")
+	fl.IntVar(&f.push.offPolicy, "push-offpolicy", 3, "--push: pause while the API's queue holds this many batches (Atropos's max_batches_offpolicy)")
 	return cmd
 }
 
 func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f processFlags, lambdaSet bool) error {
 	if f.out == "" {
 		return errors.New("process: --out is required")
+	}
+	if f.push.url != "" {
+		f.logprobs = true // a trainer needs the policy's token ids and logprobs
 	}
 	if err := checkProgress(f.progress); err != nil {
 		return fmt.Errorf("process: %w", err)
@@ -163,6 +172,18 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	}
 	if err := rc.Validate(); err != nil {
 		return fmt.Errorf("process: %w", err)
+	}
+	if f.push.url != "" {
+		fmt.Fprintf(out, "process: registering with the trajectory API at %s (waits for a trainer to start)\n", f.push.url)
+		sink, err := newPushSink(ctx, f.push, getenv("DELEGATE_API_TOKEN"), f.group)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			// Telling the API we are gone is a courtesy: it loses nothing.
+			_ = sink.Close(context.WithoutCancel(ctx))
+		}()
+		rc.Sink = sink
 	}
 	fmt.Fprintf(out, "process: %d items × %d rollouts of %s against single, %s, %s advantages → %s\n",
 		len(tasks), f.group, f.strategy, rewardDesc, f.advantage, f.out)

@@ -26,6 +26,7 @@ func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
 		newProcessCmd(getenv, log),
 		newPretrainCmd(getenv, log),
 		newTrainCmd(getenv, log),
+		newAPICmd(getenv, log),
 	)
 	return root
 }

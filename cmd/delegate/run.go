@@ -51,6 +51,7 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 		}
 		oc := openai.Config{
 			BaseURL:           m.BaseURL,
+			Replicas:          m.Replicas,
 			Model:             m.Model,
 			Timeout:           m.Timeout,
 			MaxConcurrency:    m.MaxConcurrency,
@@ -210,7 +211,7 @@ func runRequest(ctx context.Context, out io.Writer, getenv env, log *slog.Logger
 		if err := enc.Encode(trace); err != nil {
 			return err
 		}
-		return runErr
+		return runFailed(f.strategy, trace, runErr)
 	}
 	fmt.Fprintln(out)
 	if trace.Failure != "" {
@@ -223,5 +224,19 @@ func runRequest(ctx context.Context, out io.Writer, getenv env, log *slog.Logger
 	if errors.Is(runErr, context.Canceled) {
 		return fmt.Errorf("run interrupted; the partial trace is above")
 	}
-	return runErr
+	return runFailed(f.strategy, trace, runErr)
+}
+
+// runFailed is the error run exits with: the strategy's error, or, when
+// the run finished without a proper answer (a call that failed, a plan
+// that could not be parsed, a format failure), the trace's failure, so
+// that a script sees a non-zero exit whenever the answer is not one.
+func runFailed(strategy string, trace *delegate.Trace, runErr error) error {
+	if runErr != nil {
+		return runErr
+	}
+	if trace.Failure != "" {
+		return fmt.Errorf("run %s: no proper answer: %s", strategy, trace.Failure)
+	}
+	return nil
 }
