@@ -48,6 +48,20 @@ func startAPI(t *testing.T) string {
 	return re.FindString(out.String())
 }
 
+// saveTinyCheckpoint writes a random tiny model of the tokenizer's
+// vocabulary at dir.
+func saveTinyCheckpoint(t *testing.T, dir string) {
+	t.Helper()
+	p, err := nn.Alloc(nn.Config{Vocab: tokenizer.VocabSize, Dim: 32, Layers: 1, Heads: 2, KVHeads: 2, Hidden: 48, Context: 512}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Init(1)
+	if err := nn.Save(dir, p, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // readGroupIDs returns the ids of the groups in a groups.jsonl.
 func readGroupIDs(t *testing.T, path string) map[string]bool {
 	t.Helper()
@@ -76,15 +90,7 @@ func readGroupIDs(t *testing.T, path string) map[string]bool {
 func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
 	url := startAPI(t)
 	dir := t.TempDir()
-	c := nn.Config{Vocab: tokenizer.VocabSize, Dim: 32, Layers: 1, Heads: 2, KVHeads: 2, Hidden: 48, Context: 512}.WithDefaults()
-	p, err := nn.Alloc(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Init(1)
-	if err := nn.Save(filepath.Join(dir, "tiny"), p, nil); err != nil {
-		t.Fatal(err)
-	}
+	saveTinyCheckpoint(t, filepath.Join(dir, "tiny"))
 	doc := "models:\n  tiny:\n    kind: local\n    checkpoint: " + filepath.Join(dir, "tiny") +
 		"\n    price: {input: 1, output: 1}\nroles:\n  default: tiny\nstrategy:\n  single: {temperature: 1, max_tokens: 6}\n"
 	cfg := filepath.Join(dir, "delegate.yaml")
