@@ -333,6 +333,11 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	if err != nil {
 		return err
 	}
+	for _, name := range names {
+		if err := cfg.checkRoles(name); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
 	open := f.dataset == "open"
 	if open && cfg.Roles.Judge == "" && cfg.Roles.Default == "" {
 		return errors.New("bench: --dataset open is graded by the judge, and the config assigns no model to roles.judge (or roles.default)")

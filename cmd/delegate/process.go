@@ -127,6 +127,11 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if err != nil {
 		return err
 	}
+	for _, name := range []string{strategy.NameSingle, f.strategy} {
+		if err := cfg.checkRoles(name); err != nil {
+			return fmt.Errorf("process: %w", err)
+		}
+	}
 	models, closeModels, err := cfg.openModels(getenv, log)
 	if err != nil {
 		return err

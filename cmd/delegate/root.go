@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -42,6 +43,9 @@ func newConfigCmd(getenv env, log *slog.Logger) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkLocalModels(c); err != nil {
+				return fmt.Errorf("config %s: %w", args[0], err)
+			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "%s: ok (%d models)\n", args[0], len(c.Models))
 			if !ping {
@@ -53,6 +57,25 @@ func newConfigCmd(getenv env, log *slog.Logger) *cobra.Command {
 	check.Flags().BoolVar(&ping, "ping", false, "send one tiny request to every model")
 	cfg.AddCommand(check)
 	return cfg
+}
+
+// checkLocalModels loads every local model's checkpoint, weights
+// included, so that config check finds what a run would.
+func checkLocalModels(c *Config) error {
+	var errs []error
+	for _, name := range c.ModelNames() {
+		m := c.Models[name]
+		if m.Kind != "local" {
+			continue
+		}
+		lm, err := openLocal(name, m)
+		if err != nil {
+			errs = append(errs, c.at("models."+name+".checkpoint", "%v", err))
+			continue
+		}
+		_ = lm.Close() // nothing in flight: Close cannot fail
+	}
+	return errors.Join(errs...)
 }
 
 // pingModels sends every model a one-token request and reports each
