@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -49,8 +52,9 @@ type benchFlags struct {
 
 // Files of a bench output directory besides bench.Files.
 const (
-	benchResults = "results.jsonl"
-	benchCache   = "cache.sqlite"
+	benchResults      = "results.jsonl"
+	benchCache        = "cache.sqlite"
+	benchSettingsFile = "settings.json"
 )
 
 // Arms added beside route, for PGR and the oracle router: the strong and
@@ -80,7 +84,10 @@ requests, or --data FILE of {"id","prompt"} lines), graded by the judge role's
 0-100 rubric: an answer is correct at --pass-score or above.
 
 Run the same command again to resume: items already in DIR/results.jsonl are
-not run again. Responses to temperature-0 or seeded requests are cached in
+not run again. The settings that define the results (dataset and sample,
+models, endpoints, prices, roles, strategy and judge settings) are recorded in
+DIR/settings.json, and a resume under other settings is refused, naming each
+difference (more --strategies are allowed). Responses to temperature-0 or seeded requests are cached in
 SQLite (DIR/cache.sqlite, or --cache-db): by default the judge's only; --cache
 adds every role, --no-cache turns caching off.`,
 		Args: cobra.NoArgs,
@@ -390,6 +397,18 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 		grade = judgeGrader(j, f.passScore)
 	}
 
+	var armNames []string
+	for _, a := range arms {
+		armNames = append(armNames, a.Name)
+	}
+	settings, err := cfg.benchSettings(f, tasks)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := bench.CheckSettings(filepath.Join(f.out, benchSettingsFile), filepath.Join(f.out, benchResults), armNames, settings); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+
 	ecfg := bench.Config{
 		Results:     filepath.Join(f.out, benchResults),
 		Concurrency: f.concurrency,
@@ -434,6 +453,80 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 		}
 	}
 	return nil
+}
+
+// benchRunSettings are the settings that define a benchmark's results,
+// recorded in DIR/settings.json: a resume must match them key for key.
+// Transport (timeouts, retries, concurrency, rate limits), the cache and
+// the display may change between a run and its resume; the list of arms
+// may grow.
+type benchRunSettings struct {
+	Dataset struct {
+		Name string `json:"name"`
+		// Sample is --n (0: all), Seed the sample's seed; Tasks and
+		// TasksSHA256 identify the items sampled (IDs, prompts and
+		// references), whatever file they were read from.
+		Sample      int    `json:"sample"`
+		Seed        uint64 `json:"seed"`
+		Tasks       int    `json:"tasks"`
+		TasksSHA256 string `json:"tasks_sha256"`
+	} `json:"dataset"`
+	Preset   string                        `json:"preset"`
+	Models   map[string]benchModelSettings `json:"models"` // the models the roles name
+	Roles    RolesConfig                   `json:"roles"`
+	Strategy strategy.Config               `json:"strategy"`
+	// Judge and PassScore grade open-ended datasets; nil and 0 otherwise.
+	Judge     *judge.Config `json:"judge,omitempty"`
+	PassScore float64       `json:"pass_score,omitempty"`
+}
+
+// benchModelSettings is what of a model decides its answers and costs.
+type benchModelSettings struct {
+	Kind       string         `json:"kind,omitempty"`
+	Model      string         `json:"model,omitempty"`
+	Endpoint   string         `json:"endpoint,omitempty"` // base URL without credentials
+	Checkpoint string         `json:"checkpoint,omitempty"`
+	Price      delegate.Price `json:"price"`
+	TokenIDs   bool           `json:"token_ids,omitempty"`
+}
+
+func (c *Config) benchSettings(f benchFlags, tasks []delegate.Task) (*benchRunSettings, error) {
+	var s benchRunSettings
+	s.Dataset.Name = f.dataset
+	s.Dataset.Sample, s.Dataset.Seed, s.Dataset.Tasks = f.n, f.seed, len(tasks)
+	h := sha256.New()
+	if err := json.NewEncoder(h).Encode(tasks); err != nil {
+		return nil, fmt.Errorf("hash tasks: %w", err)
+	}
+	s.Dataset.TasksSHA256 = hex.EncodeToString(h.Sum(nil))[:16]
+	s.Preset, s.Roles, s.Strategy = c.Preset, c.Roles, c.Strategy
+	open := f.dataset == "open"
+	if open {
+		j := c.Judge
+		s.Judge, s.PassScore = &j, f.passScore
+	} else {
+		s.Roles.Judge = "" // not used: the dataset's verifier grades
+	}
+	used := append([]string{s.Roles.Default, s.Roles.Delegator, s.Roles.Subagent, s.Roles.Judge, s.Roles.Baseline,
+		s.Roles.Leader, s.Roles.Strong, s.Roles.Weak}, s.Roles.Peers...)
+	s.Models = map[string]benchModelSettings{}
+	for _, name := range used {
+		m, ok := c.Models[name]
+		if !ok {
+			continue
+		}
+		ms := benchModelSettings{Kind: m.Kind, Model: m.Model, Price: m.Price, TokenIDs: m.TokenIDs}
+		if m.Kind == "local" {
+			ms.Checkpoint = m.Checkpoint
+			if abs, err := filepath.Abs(m.Checkpoint); err == nil && !strings.HasPrefix(m.Checkpoint, shippedPrefix) {
+				ms.Checkpoint = abs
+			}
+		} else {
+			ms.Endpoint = redactURL(m.BaseURL)
+		}
+		s.Models[name] = ms
+	}
+	return &s, nil
 }
 
 // benchNotes are the notes printed under the table: what it cannot say by
