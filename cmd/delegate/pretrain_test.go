@@ -105,3 +105,40 @@ func TestDelegatorCorpusLevelsAndPeers(t *testing.T) {
 		}
 	}
 }
+
+// TestPretrainProgressModes: a bar with the steps, the loss, the held-out
+// score and an ETA, the run's own lines above it; plain lines with an ETA;
+// or no step lines at all.
+func TestPretrainProgressModes(t *testing.T) {
+	tests := []struct {
+		mode     string
+		want     []string
+		wantNone []string
+	}{
+		{"bar", []string{"solver", "3/3 steps", "100 %", "loss ", "held-out ", "ETA 0s", "solver: saved", "inside its coverage"}, nil},
+		{"plain", []string{"solver step 3/3 (100%)", "loss ", "ETA 0s", "held-out ", "solver: saved"}, nil},
+		{"none", []string{"solver: saved", "inside its coverage"}, []string{"step 3/3", "ETA"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			got, err := execute(t, func(string) string { return "" }, "pretrain", "--model", "solver", "--steps", "3", "--batch", "2",
+				"--eval", "1", "--eval-every", "0", "--out", t.TempDir(), "--progress", tt.mode)
+			if err != nil {
+				t.Fatalf("pretrain: %v\n%s", err, got)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(got, want) {
+					t.Errorf("output lacks %q:\n%s", want, got)
+				}
+			}
+			for _, not := range tt.wantNone {
+				if strings.Contains(got, not) {
+					t.Errorf("output holds %q:\n%s", not, got)
+				}
+			}
+		})
+	}
+	if _, err := execute(t, func(string) string { return "" }, "pretrain", "--progress", "fancy"); err == nil || !strings.Contains(err.Error(), "want auto, bar, plain or none") {
+		t.Errorf("--progress fancy: %v", err)
+	}
+}
