@@ -48,6 +48,8 @@ type benchFlags struct {
 	cacheDB     string
 	passScore   float64
 	progress    string
+	world       worldFlags
+	split       string // world: train or test
 }
 
 // Files of a bench output directory besides bench.Files.
@@ -81,7 +83,10 @@ weak models alone as arms "strong" and "weak").
 Datasets: gsm8k, math, mmlu, bbh (graded by their verifiers; --data names the
 file, or for mmlu and bbh a directory), open (the built-in open-ended test
 requests, or --data FILE of {"id","prompt"} lines), graded by the judge role's
-0-100 rubric: an answer is correct at --pass-score or above.
+0-100 rubric: an answer is correct at --pass-score or above, and world (the
+arithmetic word problems the shipped local models were trained on: --n
+problems of --level, held-out ones unless --split train, drawn with --seed;
+graded on their integer answer).
 
 Run the same command again to resume: items already in DIR/results.jsonl are
 not run again. The settings that define the results (dataset and sample,
@@ -104,7 +109,7 @@ adds every role, --no-cache turns caching off.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
-	fl.StringVar(&f.dataset, "dataset", "", "dataset: gsm8k, math, mmlu, bbh or open")
+	fl.StringVar(&f.dataset, "dataset", "", "dataset: gsm8k, math, mmlu, bbh, open or world")
 	fl.StringVar(&f.data, "data", "", "dataset file (or directory for mmlu, bbh); open defaults to the built-in test requests")
 	fl.StringVar(&f.strategies, "strategies", "single,route,decompose,lead", "comma-separated strategies: "+strings.Join(strategy.Names(), ", "))
 	fl.IntVarP(&f.n, "n", "n", 0, "items to sample from the dataset (0: all)")
@@ -120,6 +125,8 @@ adds every role, --no-cache turns caching off.`,
 	fl.StringVar(&f.cacheDB, "cache-db", "", "response cache database (default DIR/"+benchCache+"); share one between runs to reuse answers")
 	fl.Float64Var(&f.passScore, "pass-score", 70, "open datasets: judge score (0-100) at or above which an answer counts as correct")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
+	f.world.register(cmd)
+	fl.StringVar(&f.split, "split", "test", "--dataset world: draw train or test (held-out) problems")
 	return cmd
 }
 
@@ -131,14 +138,27 @@ func (f benchFlags) validate() error {
 	}
 	switch f.dataset {
 	case "":
-		errs = append(errs, errors.New("--dataset is required (gsm8k, math, mmlu, bbh or open)"))
+		errs = append(errs, errors.New("--dataset is required (gsm8k, math, mmlu, bbh, open or world)"))
 	case "gsm8k", "math", "mmlu", "bbh":
 		if f.data == "" {
 			errs = append(errs, fmt.Errorf("--data is required for --dataset %s: the dataset file (or directory)", f.dataset))
 		}
 	case "open":
+	case datasetWorld:
+		if f.data != "" {
+			errs = append(errs, errors.New("--data is not used with --dataset world: its problems are drawn by --level, --split, --n and --seed"))
+		}
+		if f.n <= 0 {
+			errs = append(errs, errors.New("--n is required with --dataset world: the world draws problems without end"))
+		}
+		if _, err := f.world.config(); err != nil {
+			errs = append(errs, err)
+		}
+		if f.split != "train" && f.split != "test" {
+			errs = append(errs, fmt.Errorf("--split %q: want train or test", f.split))
+		}
 	default:
-		errs = append(errs, fmt.Errorf("--dataset: unknown dataset %q (want gsm8k, math, mmlu, bbh or open)", f.dataset))
+		errs = append(errs, fmt.Errorf("--dataset: unknown dataset %q (want gsm8k, math, mmlu, bbh, open or world)", f.dataset))
 	}
 	if f.out == "" {
 		errs = append(errs, errors.New("--out is required: the directory for results, tables and plots"))
@@ -196,6 +216,12 @@ func loadBenchTasks(f benchFlags, errOut io.Writer) ([]delegate.Task, string, er
 		desc string
 	)
 	switch {
+	case f.dataset == datasetWorld:
+		tasks, desc, err := worldTasks(f.world, f.split, f.seed, f.n)
+		if err != nil {
+			return nil, "", fmt.Errorf("load dataset: %w", err)
+		}
+		return tasks, desc, nil
 	case f.dataset == "open" && f.data == "":
 		_, all = dataset.Builtin()
 		desc = "open (built-in test requests)"
@@ -388,6 +414,9 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 		return fmt.Errorf("bench: %w", err)
 	}
 	grade := bench.Verifier(bench.Score).Grader()
+	if f.dataset == datasetWorld {
+		grade = bench.Verifier(worldVerify).Grader()
+	}
 	if open {
 		judgeAgent, _ := cfg.agent(models.judge, judge.Role, cfg.Roles.Judge) // assigned: checked above
 		j, err := judge.New(judgeAgent, cfg.Judge)
@@ -466,8 +495,12 @@ type benchRunSettings struct {
 		// Sample is --n (0: all), Seed the sample's seed; Tasks and
 		// TasksSHA256 identify the items sampled (IDs, prompts and
 		// references), whatever file they were read from.
-		Sample      int    `json:"sample"`
-		Seed        uint64 `json:"seed"`
+		Sample int    `json:"sample"`
+		Seed   uint64 `json:"seed"`
+		// World's knobs (--dataset world), beside the hash of the problems.
+		Level       int    `json:"level,omitempty"`
+		Distractors int    `json:"distractors,omitempty"`
+		Split       string `json:"split,omitempty"`
 		Tasks       int    `json:"tasks"`
 		TasksSHA256 string `json:"tasks_sha256"`
 	} `json:"dataset"`
@@ -494,6 +527,9 @@ func (c *Config) benchSettings(f benchFlags, tasks []delegate.Task) (*benchRunSe
 	var s benchRunSettings
 	s.Dataset.Name = f.dataset
 	s.Dataset.Sample, s.Dataset.Seed, s.Dataset.Tasks = f.n, f.seed, len(tasks)
+	if f.dataset == datasetWorld {
+		s.Dataset.Level, s.Dataset.Distractors, s.Dataset.Split = f.world.level, f.world.distractors, f.split
+	}
 	h := sha256.New()
 	if err := json.NewEncoder(h).Encode(tasks); err != nil {
 		return nil, fmt.Errorf("hash tasks: %w", err)
@@ -539,11 +575,11 @@ func benchNotes(cfg *Config, f benchFlags, desc string, arms []bench.Arm) []stri
 	var ms []string
 	for _, name := range cfg.ModelNames() {
 		m := cfg.Models[name]
-		where := redactURL(m.BaseURL)
+		what := fmt.Sprintf("%s at %s", m.Model, redactURL(m.BaseURL))
 		if m.Kind == "local" {
-			where = "local checkpoint " + m.Checkpoint
+			what = "local checkpoint " + m.Checkpoint
 		}
-		ms = append(ms, fmt.Sprintf("%s = %s at %s ($%g/$%g per M tokens in/out)", name, m.Model, where, m.Price.Input, m.Price.Output))
+		ms = append(ms, fmt.Sprintf("%s = %s ($%g/$%g per M tokens in/out)", name, what, m.Price.Input, m.Price.Output))
 	}
 	notes = append(notes, "Models: "+strings.Join(ms, "; ")+".")
 	r := cfg.Roles
