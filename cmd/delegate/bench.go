@@ -69,11 +69,11 @@ const (
 func newBenchCmd(getenv env, log *slog.Logger) *cobra.Command {
 	var f benchFlags
 	cmd := &cobra.Command{
-		Use:   "bench --dataset NAME [--data PATH] --out DIR [flags]",
+		Use:   "bench --dataset NAME [--data PATH] [--out DIR] [flags]",
 		Short: "Run strategies side by side on a dataset and tabulate accuracy, cost and latency",
 		Long: `Bench runs every strategy of --strategies on the same sample of a dataset,
 under the same config, and saves one record per strategy and item in
-DIR/results.jsonl as each finishes. It then writes DIR/table.md, DIR/table.csv
+DIR/results.jsonl (DIR: --out, default runs/bench) as each finishes. It then writes DIR/table.md, DIR/table.csv
 and plots of accuracy against cost and of latency (PNG and SVG), and prints the
 Markdown table: accuracy with a Wilson 95% interval, a paired McNemar p-value
 against the baseline, tokens per role, dollars, latency p50/p95, calls per item
@@ -114,7 +114,7 @@ adds every role, --no-cache turns caching off.`,
 	fl.StringVar(&f.strategies, "strategies", "single,route,decompose,lead", "comma-separated strategies: "+strings.Join(strategy.Names(), ", "))
 	fl.IntVarP(&f.n, "n", "n", 0, "items to sample from the dataset (0: all)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the sample")
-	fl.StringVarP(&f.out, "out", "o", "", "output directory (results, tables, plots, cache)")
+	fl.StringVarP(&f.out, "out", "o", "runs/bench", "output directory (results, tables, plots, cache); a rerun into it resumes, under the same settings only")
 	fl.BoolVar(&f.skipBad, "skip-bad", false, "skip malformed dataset records, listing each, instead of failing")
 	fl.IntVar(&f.concurrency, "concurrency", bench.DefaultConcurrency, "items run at once")
 	fl.DurationVar(&f.itemTimeout, "item-timeout", 0, "time limit of one item (0: none); an item out of time is recorded as an error")
@@ -161,7 +161,7 @@ func (f benchFlags) validate() error {
 		errs = append(errs, fmt.Errorf("--dataset: unknown dataset %q (want gsm8k, math, mmlu, bbh, open or world)", f.dataset))
 	}
 	if f.out == "" {
-		errs = append(errs, errors.New("--out is required: the directory for results, tables and plots"))
+		errs = append(errs, errors.New("--out is empty: give the directory for results, tables and plots"))
 	}
 	if f.n < 0 {
 		errs = append(errs, fmt.Errorf("--n: %d is negative", f.n))

@@ -589,14 +589,14 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"no dataset", []string{"--out", out}, "--dataset is required"},
 		{"unknown dataset", []string{"--dataset", "gsm9k", "--out", out}, `unknown dataset "gsm9k"`},
 		{"no data", []string{"--dataset", "math", "--out", out}, "--data is required for --dataset math"},
-		{"no out", []string{"--dataset", "open"}, "--out is required"},
+		{"no out", []string{"--dataset", "open", "--out", ""}, "--out is empty"},
 		{"unknown strategy", []string{"--dataset", "open", "--out", out, "--strategies", "single,vote"}, `unknown strategy "vote"`},
 		{"strategy twice", []string{"--dataset", "open", "--out", out, "--strategies", "lead,lead"}, `"lead" named twice`},
 		{"cache both ways", []string{"--dataset", "open", "--out", out, "--cache", "--no-cache"}, "contradict"},
 		{"pass score", []string{"--dataset", "open", "--out", out, "--pass-score", "101"}, "--pass-score"},
 		{"negative n", []string{"--dataset", "open", "--out", out, "--n", "-1"}, "--n: -1"},
 		{"unknown baseline", []string{"--dataset", "open", "--out", out, "--strategies", "single", "--baseline", "lead"}, `no arm named "lead"`},
-		{"no judge", []string{"--config", noJudge, "--dataset", "open", "--out", out}, "roles.judge"},
+		{"no judge", []string{"--config", noJudge, "--dataset", "open", "--strategies", "single", "--out", out}, "roles.judge"},
 		{"progress mode", []string{"--dataset", "open", "--out", out, "--progress", "loud"}, `--progress "loud": want auto, bar, plain or none`},
 	}
 	for _, tt := range tests {
