@@ -459,6 +459,11 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	}
 
 	rep.Notes = append(rep.Notes, benchNotes(cfg, f, desc, arms)...)
+	failed, err := allFailedNotes(ecfg.Results, rep)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	rep.Notes = append(rep.Notes, failed...)
 	if st := cacheStats(models.cachedStrategies); st.Hits > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("Response cache: %d of the %d strategy calls made now were served from it (--cache); "+
 			"the latency of items served from it is the cache's, not the models'.", st.Hits, st.Hits+st.Misses+st.Bypassed))
@@ -598,6 +603,40 @@ func benchNotes(cfg *Config, f benchFlags, desc string, arms []bench.Arm) []stri
 		}
 	}
 	return notes
+}
+
+// allFailedNotes says, for every arm none of whose items ran properly,
+// why its first item failed: a row of zeros says nothing by itself (a
+// model whose context cannot hold the prompt, a key refused).
+func allFailedNotes(results string, rep *bench.Report) ([]string, error) {
+	var arms []string
+	for _, r := range rep.Rows {
+		if !r.Oracle && r.N > 0 && r.Failures+r.Errors >= r.N {
+			arms = append(arms, r.Arm)
+		}
+	}
+	if len(arms) == 0 {
+		return nil, nil
+	}
+	recs, _, err := bench.ReadResults(results)
+	if err != nil {
+		return nil, err
+	}
+	var notes []string
+	for _, arm := range arms {
+		for _, r := range recs {
+			if r.Arm != arm || !r.Failed() {
+				continue
+			}
+			why := r.Error
+			if why == "" {
+				why = r.Failure
+			}
+			notes = append(notes, fmt.Sprintf("Arm %q failed on every item; the first (task %s): %s.", arm, r.TaskID, strings.TrimSuffix(why, ".")))
+			break
+		}
+	}
+	return notes, nil
 }
 
 func orDefault(v, def string) string {

@@ -13,13 +13,18 @@ import (
 func TestBenchWorldDataset(t *testing.T) {
 	dir := t.TempDir()
 	out, err := execute(t, testEnv, "bench", "--config", "../../examples/world.yaml", "--dataset", "world", "--level", "2",
-		"--strategies", "single", "--n", "4", "--out", dir, "--progress", "none")
+		"--strategies", "single,route", "--n", "4", "--out", dir, "--progress", "none")
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, out)
 	}
 	rows := readCSV(t, filepath.Join(dir, "table.csv"))
 	if acc := num(t, rows["single"]["accuracy"]); !(acc > 0) {
 		t.Errorf("single's accuracy on level-2 world problems = %v, want above 0 (the shipped delegator solves most alone)\n%s", acc, out)
+	}
+	// The solver alone cannot hold a whole problem: the table says why
+	// its row is all zeros.
+	if !strings.Contains(out, `Arm "weak" failed on every item`) || !strings.Contains(out, "the context holds 80") {
+		t.Errorf("no note on the weak arm's failures:\n%s", out)
 	}
 	if !strings.Contains(out, "Dataset: world level 2") || !strings.Contains(out, "4 test problems drawn with seed 1") {
 		t.Errorf("the notes do not say which problems:\n%s", out)
@@ -31,7 +36,7 @@ func TestBenchWorldDataset(t *testing.T) {
 	}
 	// Another level is another benchmark: the resume is refused.
 	_, err = execute(t, testEnv, "bench", "--config", "../../examples/world.yaml", "--dataset", "world", "--level", "1",
-		"--strategies", "single", "--n", "4", "--out", dir, "--progress", "none")
+		"--strategies", "single,route", "--n", "4", "--out", dir, "--progress", "none")
 	if err == nil || !strings.Contains(err.Error(), "dataset.level: 2 there, 1 now") {
 		t.Errorf("resume at another level: %v", err)
 	}
