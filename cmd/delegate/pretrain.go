@@ -87,8 +87,9 @@ type pretrainView struct {
 
 	bar *mpb.Bar // the current model's bar
 
-	mu       sync.Mutex // guards what the bar's decorators read
-	model    string     // the model being trained
+	mu       sync.Mutex        // guards what the bar's decorators read
+	model    string            // the model being trained
+	frozen   map[string]string // the last figures of the models done (a done bar shows no ETA)
 	last     pretrain.Progress
 	first    int       // the step before this run's first (a resumed run starts past 0)
 	held     string    // the last evaluation, "" before one
@@ -96,7 +97,7 @@ type pretrainView struct {
 }
 
 func newPretrainView(out io.Writer, mode string) *pretrainView {
-	v := &pretrainView{out: out, mode: resolveProgress(mode, out)}
+	v := &pretrainView{out: out, mode: resolveProgress(mode, out), frozen: map[string]string{}}
 	if v.mode == progressBar {
 		opts := []mpb.ContainerOption{mpb.WithOutput(out), mpb.WithRefreshRate(200 * time.Millisecond), mpb.WithAutoRefresh()}
 		if !isTerminal(out) {
@@ -147,6 +148,9 @@ func (v *pretrainView) step(model string, pr pretrain.Progress) {
 	v.mu.Lock()
 	fresh := model != v.model
 	if fresh {
+		if v.model != "" {
+			v.frozen[v.model] = v.figures() // the finished bar keeps its last figures
+		}
 		v.model, v.held = model, ""
 		v.first = pr.Step - 1
 		v.lastLine = time.Now() // the first plain line comes after plainEvery
@@ -190,20 +194,20 @@ func (v *pretrainView) addBar(model string, steps int) {
 	}
 	// The figures come before the bar, so that a narrow terminal cuts the
 	// bar rather than them.
-	live := func(f func() string) decor.Decorator {
+	live := func(suffix string, f func() string) decor.Decorator {
 		return decor.Any(func(decor.Statistics) string {
 			v.mu.Lock()
 			defer v.mu.Unlock()
 			if v.model != model {
-				return "" // a finished model's bar keeps its count
+				return v.frozen[model+suffix]
 			}
 			return f()
 		}, decor.WCSyncSpaceR)
 	}
 	v.bar = v.p.AddBar(int64(steps),
 		mpb.PrependDecorators(decor.Name(model, decor.WCSyncSpaceR), decor.CountersNoUnit("%d/%d steps", decor.WCSyncSpaceR),
-			live(v.figures)),
-		mpb.AppendDecorators(decor.Percentage(decor.WCSyncSpace), live(func() string { return " ETA " + v.eta() })),
+			live("", v.figures)),
+		mpb.AppendDecorators(decor.Percentage(decor.WCSyncSpace), live(" ETA", func() string { return " ETA " + v.eta() })),
 	)
 }
 

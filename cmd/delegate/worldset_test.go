@@ -13,7 +13,7 @@ import (
 func TestBenchWorldDataset(t *testing.T) {
 	dir := t.TempDir()
 	out, err := execute(t, testEnv, "bench", "--config", "../../examples/world.yaml", "--dataset", "world", "--level", "2",
-		"--strategies", "single,route", "--n", "4", "--out", dir, "--progress", "none")
+		"--strategies", "single,route", "--n", "2", "--out", dir, "--progress", "none")
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, out)
 	}
@@ -26,7 +26,7 @@ func TestBenchWorldDataset(t *testing.T) {
 	if !strings.Contains(out, `Arm "weak" failed on every item`) || !strings.Contains(out, "the context holds 80") {
 		t.Errorf("no note on the weak arm's failures:\n%s", out)
 	}
-	if !strings.Contains(out, "Dataset: world level 2") || !strings.Contains(out, "4 test problems drawn with seed 1") {
+	if !strings.Contains(out, "Dataset: world level 2") || !strings.Contains(out, "2 test problems drawn with seed 1") {
 		t.Errorf("the notes do not say which problems:\n%s", out)
 	}
 	for _, r := range byArm(t, filepath.Join(dir, benchResults))["single"] {
@@ -36,7 +36,7 @@ func TestBenchWorldDataset(t *testing.T) {
 	}
 	// Another level is another benchmark: the resume is refused.
 	_, err = execute(t, testEnv, "bench", "--config", "../../examples/world.yaml", "--dataset", "world", "--level", "1",
-		"--strategies", "single,route", "--n", "4", "--out", dir, "--progress", "none")
+		"--strategies", "single,route", "--n", "2", "--out", dir, "--progress", "none")
 	if err == nil || !strings.Contains(err.Error(), "dataset.level: 2 there, 1 now") {
 		t.Errorf("resume at another level: %v", err)
 	}
