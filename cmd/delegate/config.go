@@ -428,22 +428,34 @@ var strategyRoleKeys = map[string][]struct{ role, key string }{
 	strategy.NameLead:      {{"leader", "leader"}, {"peers", "peers"}},
 }
 
-// checkRoles tells, naming the config keys, which roles of strategy name
+// missingRoleKeys are the config keys of the roles of strategy name that
 // the config leaves without a model.
-func (c *Config) checkRoles(name string) error {
+func (c *Config) missingRoleKeys(name string) []string {
 	set := map[string]bool{
 		"baseline": c.Roles.Baseline != "", "delegator": c.Roles.Delegator != "", "subagent": c.Roles.Subagent != "",
 		"strong": c.Roles.Strong != "", "weak": c.Roles.Weak != "", "leader": c.Roles.Leader != "", "peers": len(c.Roles.Peers) > 0,
 	}
-	var missing, keys []string
+	var keys []string
 	for _, r := range strategyRoleKeys[name] {
 		if !set[r.key] && c.Roles.Default == "" {
-			missing = append(missing, "role "+r.role)
 			keys = append(keys, "roles."+r.key)
 		}
 	}
-	if len(missing) == 0 {
+	return keys
+}
+
+// checkRoles tells, naming the config keys, which roles of strategy name
+// the config leaves without a model.
+func (c *Config) checkRoles(name string) error {
+	keys := c.missingRoleKeys(name)
+	if len(keys) == 0 {
 		return nil
+	}
+	var missing []string
+	for _, r := range strategyRoleKeys[name] {
+		if slices.Contains(keys, "roles."+r.key) {
+			missing = append(missing, "role "+r.role)
+		}
 	}
 	file := c.path
 	if file == "" {
@@ -451,7 +463,7 @@ func (c *Config) checkRoles(name string) error {
 	}
 	where := "it has no roles section"
 	if line, ok := c.lines["roles"]; ok {
-		where = fmt.Sprintf("its roles section, line %d, sets neither", line)
+		where = fmt.Sprintf("its roles section (line %d) does not set them", line)
 	}
 	return fmt.Errorf("strategy %s needs a model for %s: set %s (or roles.default, which plays every role left empty) in %s; %s",
 		name, strings.Join(missing, " and "), strings.Join(keys, " and "), file, where)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
@@ -166,7 +167,7 @@ func TestMissingRoleNamesKey(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"run", "-c", path, "-s", "single", "hi"}, []string{"strategy single needs a model for role single", "roles.baseline", "roles.default", path, "line 3"}},
+		{[]string{"run", "-c", path, "-s", "single", "hi"}, []string{"strategy single needs a model for role single", "roles.baseline", "roles.default", path, "roles section (line 3)"}},
 		{[]string{"run", "-c", path, "-s", "route", "hi"}, []string{"role strong and role weak", "roles.strong and roles.weak"}},
 		{[]string{"run", "-c", path, "-s", "lead", "hi"}, []string{"role leader and role peers", "roles.leader and roles.peers"}},
 		{[]string{"bench", "-c", path, "--dataset", "open", "--strategies", "decompose", "--out", filepath.Join(dir, "b")}, []string{"role delegator", "roles.delegator"}},
@@ -188,5 +189,27 @@ func TestMissingRoleNamesKey(t *testing.T) {
 	writeFile(t, path, "models:\n  big: {base_url: "+srv.URL+"/v1, model: big}\n")
 	if _, err := execute(t, testEnv, "run", "-c", path, "-s", "single", "hi"); err == nil || !strings.Contains(err.Error(), "it has no roles section") {
 		t.Errorf("no roles section: error %v", err)
+	}
+}
+
+// config check says which strategies the roles can run, and what each
+// other one misses; every strategy has its roles listed.
+func TestConfigCheckListsStrategies(t *testing.T) {
+	for _, name := range strategy.Names() {
+		if len(strategyRoleKeys[name]) == 0 {
+			t.Errorf("strategy %s: no roles listed in strategyRoleKeys", name)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "delegate.yaml")
+	writeFile(t, path, "models:\n  big: {base_url: http://127.0.0.1:1/v1, model: big}\nroles:\n  baseline: big\n  strong: big\n")
+	out, err := execute(t, testEnv, "config", "check", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"strategies its roles can run: single\n",
+		"strategies missing a role: decompose (set roles.delegator and roles.subagent), route (set roles.weak), lead (set roles.leader and roles.peers)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }

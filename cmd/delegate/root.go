@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/strategy"
 )
 
 func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -48,6 +50,20 @@ func newConfigCmd(getenv env, log *slog.Logger) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "%s: ok (%d models)\n", args[0], len(c.Models))
+			var can, cannot []string
+			for _, name := range strategy.Names() {
+				if c.checkRoles(name) == nil {
+					can = append(can, name)
+				} else {
+					cannot = append(cannot, fmt.Sprintf("%s (set %s)", name, strings.Join(c.missingRoleKeys(name), " and ")))
+				}
+			}
+			if len(can) > 0 {
+				fmt.Fprintf(out, "  strategies its roles can run: %s\n", strings.Join(can, ", "))
+			}
+			if len(cannot) > 0 {
+				fmt.Fprintf(out, "  strategies missing a role: %s\n", strings.Join(cannot, ", "))
+			}
 			if !ping {
 				return nil
 			}
