@@ -227,6 +227,10 @@ func ParseConfig(b []byte) (*Config, error) {
 	return &cfg, nil
 }
 
+// maxSyntaxSearch bounds the lines syntaxError searches (each line one
+// parse of the prefix: quadratic), far above any config's length.
+const maxSyntaxSearch = 2000
+
 // syntaxError reports a YAML syntax error at the line where the document
 // stops being YAML. The decoder often names the line where the enclosing
 // block began instead (an indentation error deep in a file is reported at
@@ -241,12 +245,16 @@ func syntaxError(b []byte, err error) error {
 	}
 	msg := err.Error()
 	msg = strings.TrimPrefix(msg, "yaml: ")
+	decoderLine := ""
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if i := strings.Index(rest, ": "); i >= 0 {
-			msg = rest[i+2:]
+			decoderLine, msg = rest[:i], rest[i+2:]
 		}
 	}
 	lines := bytes.SplitAfter(b, []byte("\n"))
+	if len(lines) > maxSyntaxSearch {
+		return fmt.Errorf("line %s: YAML syntax error: %s (the line the decoder names: the document is too long to search for the exact one)", decoderLine, msg)
+	}
 	parsed := 0 // the longest prefix, in lines, that parses
 	for k := 1; k <= len(lines); k++ {
 		var n yaml.Node

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -212,4 +213,26 @@ func TestConfigCheckListsStrategies(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// FuzzParseConfig: any document gets a config or an error, never a panic;
+// a syntax error names a line of the document.
+func FuzzParseConfig(f *testing.F) {
+	for _, seed := range []string{goodConfig, "models:\n  a:\n    base_url: http://x/v1\n   model: m\n", "models:\n\ta: 1\n",
+		"models: {a: {base_url: \"http://x/v1\n", "preset: world\nmodels:\n  d: {kind: local, checkpoint: shipped:solver}\n"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		_, err := ParseConfig([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "YAML syntax error") {
+			return
+		}
+		var line int
+		if _, serr := fmt.Sscanf(err.Error(), "line %d:", &line); serr != nil {
+			t.Fatalf("syntax error without a line: %v", err)
+		}
+		if n := strings.Count(doc, "\n") + 1; line < 1 || line > n {
+			t.Fatalf("syntax error at line %d of a %d-line document: %v", line, n, err)
+		}
+	})
 }
