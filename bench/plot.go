@@ -91,28 +91,8 @@ func (rep *Report) PlotCost(path string) error {
 	}
 	p.Y.Min, p.Y.Max = 0, 105
 	p.Y.Tick.Marker = percentTicks
-	// The legend goes into the right-hand corner with fewer markers near it.
-	high, low := 0, 0
-	for i := range rep.Rows {
-		r := &rep.Rows[i]
-		if !defined(r.Accuracy) || !defined(r.Dollars) || r.Dollars < p.X.Max/2 {
-			continue
-		}
-		if r.Accuracy >= 0.5 {
-			high++
-		} else {
-			low++
-		}
-	}
-	p.Legend.Top = low > high
-	p.Legend.Left = false
-	p.Legend.XOffs = -vg.Points(4)
-	p.Legend.YOffs = vg.Points(4)
-	if p.Legend.Top {
-		p.Legend.YOffs = -vg.Points(4)
-	}
 	p.Legend.ThumbnailWidth = vg.Points(14)
-	return savePlot(p, path, 7*vg.Inch, 4.5*vg.Inch)
+	return SavePlot(p, 7*vg.Inch, 4.5*vg.Inch, LegendRight, path)
 }
 
 // costGlyphs tell the arms apart by shape as well as colour: the filled
@@ -207,10 +187,80 @@ func (rep *Report) PlotLatency(path string) error {
 }
 
 func savePlot(p *plot.Plot, path string, w, h vg.Length) error {
-	if err := p.Save(w, h, path); err != nil {
-		return fmt.Errorf("plot %s: %w", path, err)
+	return SavePlot(p, w, h, LegendRight, path)
+}
+
+// LegendPlace is where SavePlot puts a plot's legend: in a strip of its
+// own beside the axes, where it hides no data whatever the data are.
+type LegendPlace int
+
+const (
+	// LegendRight is a column right of the axes, level with the data's
+	// top: for several entries.
+	LegendRight LegendPlace = iota
+	// LegendBelow is a strip under the axes: for a few long entries on a
+	// wide plot.
+	LegendBelow
+)
+
+// SavePlot draws p at w × h with its legend at place, outside the data
+// area, and writes it to every path, as PNG or SVG by its extension. p's
+// own legend position is ignored; p is left as it was.
+func SavePlot(p *plot.Plot, w, h vg.Length, place LegendPlace, paths ...string) error {
+	for _, path := range paths {
+		if err := checkPlotPath(path); err != nil {
+			return err
+		}
+		format := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
+		c, err := draw.NewFormattedCanvas(w, h, format)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", path, err)
+		}
+		drawOutsideLegend(p, draw.New(c), place)
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", path, err)
+		}
+		if _, err := c.WriteTo(f); err != nil {
+			f.Close() // the write error is the one to report
+			return fmt.Errorf("plot %s: %w", path, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("plot %s: %w", path, err)
+		}
 	}
 	return nil
+}
+
+// legendPad separates the legend from the axes and the canvas's edge.
+var legendPad = vg.Points(8)
+
+// drawOutsideLegend draws p on dc with the axes shrunk to leave the legend
+// a strip of its own at place.
+func drawOutsideLegend(p *plot.Plot, dc draw.Canvas, place LegendPlace) {
+	leg := p.Legend
+	p.Legend = plot.NewLegend() // no entries: Draw draws none
+	defer func() { p.Legend = leg }()
+	size := leg.Rectangle(dc).Size()
+	if size.X == 0 {
+		p.Draw(dc)
+		return
+	}
+	leg.Top, leg.Left, leg.XOffs, leg.YOffs = true, true, 0, 0
+	switch place {
+	case LegendBelow:
+		strip := size.Y + 2*legendPad
+		p.Draw(draw.Crop(dc, 0, 0, strip, 0))
+		leg.Draw(draw.Crop(dc, legendPad, -legendPad, legendPad, -(dc.Size().Y - strip + legendPad)))
+	default:
+		strip := size.X + 2*legendPad
+		p.Draw(draw.Crop(dc, 0, -strip, 0, 0))
+		top := legendPad
+		if p.Title.Text != "" {
+			top += p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding
+		}
+		leg.Draw(draw.Crop(dc, dc.Size().X-strip+legendPad, -legendPad, legendPad, -top))
+	}
 }
 
 // Files names the outputs WriteFiles writes into a directory.

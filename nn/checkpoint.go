@@ -277,7 +277,7 @@ func ckptWriteAtomic(path string, write func(io.Writer) error) (err error) {
 // format version is not CheckpointVersion, when config.json and the weights
 // disagree on the config, or when a tensor is missing, unexpected, of
 // another dtype or shape, or its byte range is out of bounds, overlapping or
-// leaves a gap, or the file is truncated.
+// leaves a gap, or the file is truncated, or a weight is NaN or infinite.
 func Load(dir string) (*Params, map[string]string, error) {
 	return LoadFS(os.DirFS(dir), dir)
 }
@@ -410,8 +410,29 @@ func ckptReadWeights(f *io.SectionReader, p *Params) (map[string]string, error) 
 			}
 			dst = dst[k:]
 		}
+		if err := ckptCheckFinite(t); err != nil {
+			return nil, err
+		}
 	}
 	return meta, nil
+}
+
+// ckptCheckFinite fails on the first NaN or infinite value of t, naming
+// the tensor, the flat index and the index per dimension: a model whose
+// weights diverged in training loads otherwise and answers garbage.
+func ckptCheckFinite(t ckptTensor) error {
+	for i, x := range t.data {
+		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+			idx := make([]int, len(t.shape))
+			r := i
+			for d := len(t.shape) - 1; d >= 0; d-- {
+				idx[d] = r % t.shape[d]
+				r /= t.shape[d]
+			}
+			return fmt.Errorf("tensor %s holds %v at index %d (element %v of shape %v): not a usable model (a training run that diverged writes such weights)", t.name, x, i, idx, t.shape)
+		}
+	}
+	return nil
 }
 
 // ckptParseHeader reads the header's top-level object key by key, so that a

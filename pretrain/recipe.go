@@ -35,6 +35,10 @@ type Options struct {
 	Levels    []int         // delegator: train on these world levels
 	WithPeers bool          // delegator: also train on lead's terse peer answers
 	Force     bool          // replace a finished checkpoint already under Out
+	// Progress, when set, receives every step's report of the model being
+	// trained, on the training goroutine (it must return quickly), and Run
+	// prints no step lines of its own; nil: a line every 50 steps on out.
+	Progress func(model string, pr Progress)
 }
 
 // The shipped models' shapes. The solver is small and fast; the
@@ -210,6 +214,10 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 	fmt.Fprintf(out, "%s: %d parameters (dim %d, %d layers, context %d), %d transcripts, %d tokens, %d trained\n",
 		name, len(p.Data), shape.Dim, shape.Layers, shape.Context, len(examples), tokens, weighted)
 	progress := func(pr Progress) {
+		if f.Progress != nil {
+			f.Progress(name, pr)
+			return
+		}
 		if pr.Evaluated || pr.Step%50 == 0 || pr.Step == pr.Steps {
 			fmt.Fprintf(out, "%s step %d/%d loss %.4f lr %.2e %s", name, pr.Step, pr.Steps, pr.Loss, pr.LR, pr.Elapsed.Round(time.Second))
 			if pr.Evaluated {

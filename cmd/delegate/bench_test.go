@@ -589,14 +589,14 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"no dataset", []string{"--out", out}, "--dataset is required"},
 		{"unknown dataset", []string{"--dataset", "gsm9k", "--out", out}, `unknown dataset "gsm9k"`},
 		{"no data", []string{"--dataset", "math", "--out", out}, "--data is required for --dataset math"},
-		{"no out", []string{"--dataset", "open"}, "--out is required"},
+		{"no out", []string{"--dataset", "open", "--out", ""}, "--out is empty"},
 		{"unknown strategy", []string{"--dataset", "open", "--out", out, "--strategies", "single,vote"}, `unknown strategy "vote"`},
 		{"strategy twice", []string{"--dataset", "open", "--out", out, "--strategies", "lead,lead"}, `"lead" named twice`},
 		{"cache both ways", []string{"--dataset", "open", "--out", out, "--cache", "--no-cache"}, "contradict"},
 		{"pass score", []string{"--dataset", "open", "--out", out, "--pass-score", "101"}, "--pass-score"},
 		{"negative n", []string{"--dataset", "open", "--out", out, "--n", "-1"}, "--n: -1"},
 		{"unknown baseline", []string{"--dataset", "open", "--out", out, "--strategies", "single", "--baseline", "lead"}, `no arm named "lead"`},
-		{"no judge", []string{"--config", noJudge, "--dataset", "open", "--out", out}, "roles.judge"},
+		{"no judge", []string{"--config", noJudge, "--dataset", "open", "--strategies", "single", "--out", out}, "roles.judge"},
 		{"progress mode", []string{"--dataset", "open", "--out", out, "--progress", "loud"}, `--progress "loud": want auto, bar, plain or none`},
 	}
 	for _, tt := range tests {
@@ -682,5 +682,68 @@ func TestBenchInterruptedResumes(t *testing.T) {
 	}
 	if want := "| single | single | 6 | 100.0 "; !strings.Contains(stdout, want) {
 		t.Errorf("resumed table lacks %q:\n%s", want, stdout)
+	}
+}
+
+// A resume into an --out written under other settings is refused, naming
+// what differs, instead of showing the old results under the new labels.
+func TestBenchRefusesOtherSettings(t *testing.T) {
+	const n = 3
+	srv := newBenchServer(t, n, raterFunc("Score: 50"))
+	cfg := writeBenchConfig(t, srv.url)
+	data := writeGSM8K(t, n)
+	dir := t.TempDir()
+	bench := func(cfg string, extra ...string) (string, error) {
+		args := append([]string{"bench", "--config", cfg, "--dataset", "gsm8k", "--data", data, "--strategies", "single",
+			"--out", dir, "--progress=none"}, extra...)
+		return execute(t, testEnv, args...)
+	}
+	if out, err := bench(cfg); err != nil {
+		t.Fatalf("first run: %v\n%s", err, out)
+	}
+	doc, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "other.yaml")
+	changed := strings.Replace(string(doc), "model: big\n", "model: big-v2\n", 1)
+	changed = strings.Replace(changed, "price: {input: 2, output: 8}", "price: {input: 3, output: 8}", 1)
+	if err := os.WriteFile(other, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := srv.calls()
+	tests := []struct {
+		name  string
+		cfg   string
+		extra []string
+		want  []string
+	}{
+		{"another model and price", other, nil, []string{`models.big.model: "big" there, "big-v2" now`, "models.big.price.input: 2 there, 3 now", "another --out", dir}},
+		{"another sample", cfg, []string{"--n", "2"}, []string{"dataset.sample: 0 there, 2 now", "dataset.tasks: 3 there, 2 now"}},
+		{"another seed", cfg, []string{"--n", "3", "--seed", "9"}, []string{"dataset.seed: 1 there, 9 now"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := bench(tt.cfg, tt.extra...)
+			if err == nil {
+				t.Fatalf("resume under other settings ran:\n%s", out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+	if got := srv.calls(); got != before {
+		t.Errorf("a refused resume made requests: %v, want %v", got, before)
+	}
+	// Transport settings may change: the same run resumes.
+	transport := strings.ReplaceAll(string(doc), "max_retries: 0", "max_retries: 2\n    timeout: 5s")
+	if err := os.WriteFile(other, []byte(transport), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := bench(other); err != nil || !strings.Contains(out, fmt.Sprintf("0 items run now, %d taken from", n)) {
+		t.Errorf("resume with other retries and timeout: %v\n%s", err, out)
 	}
 }

@@ -47,6 +47,7 @@ type processFlags struct {
 	omitTraces  bool
 	progress    string // auto, bar, plain, none
 	push        pushFlags
+	world       worldFlags
 }
 
 // Progress display modes.
@@ -74,7 +75,10 @@ losing or duplicating a rollout.
 
 Datasets: gsm8k, math, mmlu, bbh and open (JSONL {"id","prompt"}) read
 --data (mmlu and bbh: a file or a directory); builtin is the built-in
-open-ended requests (--split train or test) and needs no file.`,
+open-ended requests (--split train or test) and needs no file; world is -n
+arithmetic word problems of package world at --level (the problems the
+shipped local models were trained on, --split train by default, drawn with
+--seed), graded on their integer answer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return process(cmd.Context(), cmd.OutOrStdout(), getenv, log, f, cmd.Flags().Changed("lambda"))
@@ -82,9 +86,9 @@ open-ended requests (--split train or test) and needs no file.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
-	fl.StringVarP(&f.dataset, "dataset", "d", "builtin", "dataset: gsm8k, math, mmlu, bbh, open or builtin")
+	fl.StringVarP(&f.dataset, "dataset", "d", "builtin", "dataset: gsm8k, math, mmlu, bbh, open, builtin or world")
 	fl.StringVar(&f.data, "data", "", "dataset file or directory (every dataset but builtin)")
-	fl.StringVar(&f.split, "split", "train", "builtin dataset split: train or test")
+	fl.StringVar(&f.split, "split", "train", "builtin and world datasets: the train or test split")
 	fl.IntVarP(&f.n, "n", "n", 0, "items to sample from the dataset (0: all)")
 	fl.Int64Var(&f.seed, "seed", 1, "seed of the item sample, recorded in every artifact")
 	fl.IntVarP(&f.group, "group", "g", 4, "rollouts per item (G), at least 2")
@@ -105,6 +109,7 @@ open-ended requests (--split train or test) and needs no file.`,
 	fl.Float64Var(&f.push.weight, "push-weight", 1, "--push: the environment's weight in batches")
 	fl.IntVar(&f.push.maxTokenLen, "push-max-tokens", 4096, "--push: the environment's max_token_length")
 	fl.IntVar(&f.push.offPolicy, "push-offpolicy", 3, "--push: pause while the API's queue holds this many batches (Atropos's max_batches_offpolicy)")
+	f.world.register(cmd)
 	return cmd
 }
 
@@ -136,6 +141,11 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if err != nil {
 		return err
 	}
+	for _, name := range []string{strategy.NameSingle, f.strategy} {
+		if err := cfg.checkRoles(name); err != nil {
+			return fmt.Errorf("process: %w", err)
+		}
+	}
 	models, closeModels, err := cfg.openModels(getenv, log)
 	if err != nil {
 		return err
@@ -153,6 +163,12 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	}
 	jcfg := cfg.Judge
 	sc := &rollout.RewardScorer{Reward: rw}
+	if f.dataset == datasetWorld {
+		sc.Verify = func(t delegate.Task, response string) (bool, error) {
+			correct, _, err := worldVerify(t, response)
+			return correct, err
+		}
+	}
 	if needsJudge(tasks) {
 		a, ok := cfg.agent(models, judge.Role, cfg.Roles.Judge)
 		if !ok {
@@ -247,8 +263,21 @@ func loadTasks(out io.Writer, f processFlags) ([]delegate.Task, error) {
 		for _, s := range rep.Skipped {
 			fmt.Fprintf(out, "  skipped %s:%d: %s\n", s.File, s.Line, s.Reason)
 		}
+	case datasetWorld:
+		if f.data != "" {
+			return nil, errors.New("process: --data is not used with --dataset world: its problems are drawn by --level, --split, -n and --seed")
+		}
+		if f.n < 0 {
+			return nil, fmt.Errorf("process: --n %d is negative", f.n)
+		}
+		ts, desc, err := worldTasks(f.world, f.split, uint64(f.seed), f.n)
+		if err != nil {
+			return nil, fmt.Errorf("process: %w", err)
+		}
+		fmt.Fprintf(out, "dataset %s\n", desc)
+		return ts, nil
 	default:
-		return nil, fmt.Errorf("process: --dataset %q: want gsm8k, math, mmlu, bbh, open or builtin", f.dataset)
+		return nil, fmt.Errorf("process: --dataset %q: want gsm8k, math, mmlu, bbh, open, builtin or world", f.dataset)
 	}
 	if f.n < 0 {
 		return nil, fmt.Errorf("process: --n %d is negative", f.n)

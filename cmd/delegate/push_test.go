@@ -48,9 +48,9 @@ func startAPI(t *testing.T) string {
 	return re.FindString(out.String())
 }
 
-// saveTinyCheckpoint writes a random tiny model of the tokenizer's
+// saveSmallModel writes a random small model (context 512) of the tokenizer's
 // vocabulary at dir.
-func saveTinyCheckpoint(t *testing.T, dir string) {
+func saveSmallModel(t *testing.T, dir string) {
 	t.Helper()
 	p, err := nn.Alloc(nn.Config{Vocab: tokenizer.VocabSize, Dim: 32, Layers: 1, Heads: 2, KVHeads: 2, Hidden: 48, Context: 512}.WithDefaults())
 	if err != nil {
@@ -90,7 +90,7 @@ func readGroupIDs(t *testing.T, path string) map[string]bool {
 func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
 	url := startAPI(t)
 	dir := t.TempDir()
-	saveTinyCheckpoint(t, filepath.Join(dir, "tiny"))
+	saveSmallModel(t, filepath.Join(dir, "tiny"))
 	doc := "models:\n  tiny:\n    kind: local\n    checkpoint: " + filepath.Join(dir, "tiny") +
 		"\n    price: {input: 1, output: 1}\nroles:\n  default: tiny\nstrategy:\n  single: {temperature: 1, max_tokens: 6}\n"
 	cfg := filepath.Join(dir, "delegate.yaml")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/local"
+	"github.com/delegatelab/delegate/models"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/openai"
 	"github.com/delegatelab/delegate/strategy"
@@ -94,7 +95,15 @@ func (c *Config) wrap(m delegate.Model) delegate.Model {
 
 // openLocal loads a checkpoint and starts a local model over it.
 func openLocal(name string, m ModelConfig) (*local.Model, error) {
-	p, _, err := nn.Load(m.Checkpoint)
+	var (
+		p   *nn.Params
+		err error
+	)
+	if shipped, ok := strings.CutPrefix(m.Checkpoint, shippedPrefix); ok {
+		p, _, err = models.Load(shipped)
+	} else {
+		p, _, err = nn.Load(m.Checkpoint)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
@@ -179,6 +188,9 @@ func runRequest(ctx context.Context, out io.Writer, getenv env, log *slog.Logger
 	cfg, err := LoadConfig(configPath(f.config, getenv))
 	if err != nil {
 		return err
+	}
+	if err := cfg.checkRoles(f.strategy); err != nil {
+		return fmt.Errorf("run: %w", err)
 	}
 	models, closeModels, err := cfg.openModels(getenv, log)
 	if err != nil {

@@ -15,9 +15,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/modeltest"
-	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/server"
-	"github.com/delegatelab/delegate/tokenizer"
 )
 
 const testKey = "sk-test-0123456789abcdef"
@@ -196,15 +194,7 @@ func TestConfigCheckPing(t *testing.T) {
 
 func TestRunWithLocalCheckpoint(t *testing.T) {
 	dir := t.TempDir()
-	c := nn.Config{Vocab: tokenizer.VocabSize, Dim: 32, Layers: 1, Heads: 2, KVHeads: 2, Hidden: 48, Context: 512}.WithDefaults()
-	p, err := nn.Alloc(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Init(1)
-	if err := nn.Save(filepath.Join(dir, "tiny"), p, nil); err != nil {
-		t.Fatal(err)
-	}
+	saveSmallModel(t, filepath.Join(dir, "tiny"))
 	doc := "models:\n  tiny:\n    kind: local\n    checkpoint: tiny\n    price: {input: 1, output: 1}\nroles:\n  default: tiny\nstrategy:\n  single: {temperature: 0, max_tokens: 8}\n"
 	path := filepath.Join(dir, "delegate.yaml")
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {

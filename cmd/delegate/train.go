@@ -55,7 +55,7 @@ evaluation needs is left of --time (9m30s), whichever comes first, then
 evaluates the trained delegator and prints the before/after table.
 
 Everything goes to --out: metrics.jsonl (one line per step), the plots
-reward.png, accuracy.png, delegator_tokens.png and delegation_rate.png,
+reward, accuracy, delegator_tokens and delegation_rate (each .png and .svg),
 checkpoint/ (the trained policy under checkpoint/policy), eval.jsonl (every
 item of every arm) and table.md. Run it again with the same --out to resume
 an interrupted run: finished items are kept, training goes on from its last
@@ -377,15 +377,16 @@ func delegatorTokens(m *rl.Metrics) float64 {
 	return m.PolicyTokensMean
 }
 
-// trainPlots are the plots of a run's metrics: file name, y label, value.
+// trainPlots are the plots of a run's metrics: file name without its
+// extension (each is written as PNG and SVG), y label, value.
 var trainPlots = []struct {
 	file, label string
 	value       func(*rl.Metrics) float64
 }{
-	{"reward.png", "mean reward", func(m *rl.Metrics) float64 { return m.Reward }},
-	{"accuracy.png", "accuracy", func(m *rl.Metrics) float64 { return m.Accuracy }},
-	{"delegator_tokens.png", "delegator tokens per rollout", delegatorTokens},
-	{"delegation_rate.png", "delegation rate", func(m *rl.Metrics) float64 { return m.DelegationRate }},
+	{"reward", "mean reward", func(m *rl.Metrics) float64 { return m.Reward }},
+	{"accuracy", "accuracy", func(m *rl.Metrics) float64 { return m.Accuracy }},
+	{"delegator_tokens", "delegator tokens per rollout", delegatorTokens},
+	{"delegation_rate", "delegation rate", func(m *rl.Metrics) float64 { return m.DelegationRate }},
 }
 
 // smoothWindow is the number of steps the plots' moving mean spans.
@@ -459,12 +460,12 @@ func writeTrainPlots(dir string) ([]string, error) {
 			p.Add(avg)
 			p.Legend.Add(fmt.Sprintf("mean of the last %d steps", smoothWindow), avg)
 		}
-		p.Legend.Top = true
-		path := filepath.Join(dir, tp.file)
-		if err := p.Save(6*vg.Inch, 3.5*vg.Inch, path); err != nil {
-			return files, fmt.Errorf("train: plot %s: %w", tp.file, err)
+		base := filepath.Join(dir, tp.file)
+		paths := []string{base + ".png", base + ".svg"}
+		if err := bench.SavePlot(p, 6*vg.Inch, 3.8*vg.Inch, bench.LegendBelow, paths...); err != nil {
+			return files, fmt.Errorf("train: %w", err)
 		}
-		files = append(files, path)
+		files = append(files, paths...)
 	}
 	return files, nil
 }

@@ -103,7 +103,7 @@ func TestTrainEndToEnd(t *testing.T) {
 					t.Errorf("step %d: estimator %q loss %v", m.Step, m.Estimator, m.Loss)
 				}
 			}
-			for _, name := range []string{"reward.png", "accuracy.png", "delegator_tokens.png", "delegation_rate.png", train.TableFile, train.EvalFile, "checkpoint/policy"} {
+			for _, name := range []string{"reward.png", "reward.svg", "accuracy.png", "accuracy.svg", "delegator_tokens.png", "delegator_tokens.svg", "delegation_rate.png", "delegation_rate.svg", train.TableFile, train.EvalFile, "checkpoint/policy"} {
 				if _, err := os.Stat(filepath.Join(out, name)); err != nil {
 					t.Errorf("missing %s: %v", name, err)
 				}
