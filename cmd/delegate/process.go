@@ -47,6 +47,7 @@ type processFlags struct {
 	omitTraces  bool
 	progress    string // auto, bar, plain, none
 	push        pushFlags
+	temperature float64 // the trained stages' temperature; < 0 keeps the config's
 	world       worldFlags
 }
 
@@ -104,6 +105,7 @@ shipped local models were trained on, --split train by default, drawn with
 	fl.BoolVar(&f.keepTies, "keep-ties", false, "write groups whose rewards all tie, with zero advantages, instead of dropping them")
 	fl.BoolVar(&f.omitTraces, "omit-traces", false, "leave full traces out of artifacts.jsonl")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display: auto (a bar on a terminal, lines otherwise), bar, plain or none")
+	fl.Float64Var(&f.temperature, "temperature", -1, "sampling temperature of the trained stages (route's strong turns, decompose's plan and aggregation, lead's leader, single's call), overriding the config's; group-relative advantages need rollouts that differ (default: the config's)")
 	fl.StringVar(&f.push.url, "push", "", "also push every written group to the trajectory API at this URL (delegate api, or Atropos's), as an Atropos environment (implies --logprobs); token from $DELEGATE_API_TOKEN")
 	fl.StringVar(&f.push.name, "push-name", "delegate", "--push: the environment's name")
 	fl.Float64Var(&f.push.weight, "push-weight", 1, "--push: the environment's weight in batches")
@@ -157,7 +159,18 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if err != nil {
 		return fmt.Errorf("process: baseline: %w", err)
 	}
-	policy, err := strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs), cfg.Strategy)
+	pcfg := cfg.Strategy
+	identity := rewardDesc
+	if f.temperature >= 0 {
+		if f.temperature > 2 {
+			return fmt.Errorf("process: --temperature %g: want 0 to 2", f.temperature)
+		}
+		for _, g := range trainedStages(&pcfg, f.strategy) {
+			g.Temperature = f.temperature
+		}
+		identity += fmt.Sprintf("; policy temperature %g", f.temperature)
+	}
+	policy, err := strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs), pcfg)
 	if err != nil {
 		return fmt.Errorf("process: %w", err)
 	}
@@ -178,7 +191,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 			return fmt.Errorf("process: judge: %w", err)
 		}
 	}
-	fp, err := fingerprint(cfg, jcfg, rewardDesc, f.logprobs)
+	fp, err := fingerprint(cfg, jcfg, identity, f.logprobs)
 	if err != nil {
 		return err
 	}
@@ -355,6 +368,20 @@ func policyRoles(r strategy.Roles, name string, logprobs bool) strategy.Roles {
 // transport: address, timeouts, retries and limits may change between a
 // run and its resume), the roles, the strategy config, the judge and the
 // reward.
+// trainedStages are the generation settings of the stages whose calls a
+// strategy's trained role makes.
+func trainedStages(c *strategy.Config, name string) []*strategy.Generation {
+	switch name {
+	case strategy.NameDecompose:
+		return []*strategy.Generation{&c.Plan, &c.Aggregate}
+	case strategy.NameRoute:
+		return []*strategy.Generation{&c.Strong}
+	case strategy.NameLead:
+		return []*strategy.Generation{&c.Leader}
+	}
+	return []*strategy.Generation{&c.Single}
+}
+
 func fingerprint(cfg *Config, jcfg judge.Config, rewardDesc string, logprobs bool) (string, error) {
 	type model struct {
 		Kind, Model, Checkpoint string

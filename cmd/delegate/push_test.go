@@ -273,3 +273,29 @@ func readMetrics(t *testing.T, path string) []rl.Metrics {
 	}
 	return out
 }
+
+// TestProcessTemperature: the shipped config samples route's strong turns
+// greedily, so its G rollouts tie and every group is dropped; --temperature
+// samples the trained turns, and the groups carry a signal.
+func TestProcessTemperature(t *testing.T) {
+	run := func(extra ...string) string {
+		t.Helper()
+		args := append([]string{"process", "--config", "../../examples/world.yaml", "--dataset", "world", "--strategy", "route",
+			"-n", "3", "-g", "4", "--out", filepath.Join(t.TempDir(), "run"), "--progress", "none"}, extra...)
+		got, err := execute(t, testEnv, args...)
+		if err != nil {
+			t.Fatalf("process %v: %v\n%s", extra, err, got)
+		}
+		return got
+	}
+	if got := run(); !strings.Contains(got, "groups 3: written 0") {
+		t.Errorf("greedy rollouts: want every group tied and dropped:\n%s", got)
+	}
+	if got := run("--temperature", "1"); strings.Contains(got, "written 0") || !strings.Contains(got, "groups 3: written") {
+		t.Errorf("sampled rollouts: want groups written:\n%s", got)
+	}
+	if _, err := execute(t, testEnv, "process", "--config", "../../examples/world.yaml", "--dataset", "world", "-n", "2", "--temperature", "3",
+		"--out", t.TempDir()); err == nil || !strings.Contains(err.Error(), "--temperature 3") {
+		t.Errorf("--temperature 3: %v, want a refusal naming it", err)
+	}
+}
