@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -16,6 +15,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // minEnvWeight keeps an environment's weight from reaching zero
@@ -119,7 +120,12 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 
 // readBody reads a bounded, possibly gzip-compressed body.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= s.cfg.MaxBody {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead) // one allocation for a 2 MB group
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	body := buf.Bytes()
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", s.cfg.MaxBody)}

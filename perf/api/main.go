@@ -27,6 +27,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,10 +46,12 @@ type options struct {
 	tokens    int
 	batch     int
 	offpolicy int
+	gzip      bool
 }
 
 func main() {
 	serve := flag.String("serve", "", "internal: run a server (memory or jetstream) and print its address")
+	profile := flag.String("cpuprofile", "", "write the JetStream server's CPU profile to this file")
 	data := flag.String("data", "", "internal: JetStream store directory for -serve jetstream")
 	var o options
 	flag.DurationVar(&o.duration, "duration", 60*time.Second, "load time per server (10m for the long run)")
@@ -57,9 +60,10 @@ func main() {
 	flag.IntVar(&o.tokens, "tokens", 4096, "tokens per sequence")
 	flag.IntVar(&o.batch, "batch", 512, "trainer batch size in sequences")
 	flag.IntVar(&o.offpolicy, "offpolicy", 3, "BaseEnv's max_batches_offpolicy: environments pause while the queue holds this many batches")
+	flag.BoolVar(&o.gzip, "gzip", true, "environments gzip their bodies, as BaseEnv does (false: plain JSON)")
 	flag.Parse()
 	if *serve != "" {
-		if err := runServer(*serve, *data); err != nil {
+		if err := runServer(*serve, *data, *profile); err != nil {
 			fmt.Fprintln(os.Stderr, "perf/api server:", err)
 			os.Exit(1)
 		}
@@ -67,7 +71,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, o); err != nil {
+	if err := run(ctx, o, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "perf/api:", err)
 		os.Exit(1)
 	}
@@ -75,7 +79,18 @@ func main() {
 
 // runServer is the child: one API server on a loopback port, until
 // SIGTERM.
-func runServer(kind, data string) error {
+func runServer(kind, data, profile string) error {
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -140,9 +155,9 @@ func (r result) cpuPerSeq() time.Duration {
 	return r.cpu / time.Duration(r.accepted)
 }
 
-func run(ctx context.Context, o options) error {
-	fmt.Printf("perf/api: %d environments x groups of %d sequences x %d tokens (with inference_logprobs), trainer batches of %d, %v per server\n",
-		o.envs, o.groupSize, o.tokens, o.batch, o.duration)
+func run(ctx context.Context, o options, profile string) error {
+	fmt.Printf("perf/api: %d environments x groups of %d sequences x %d tokens (with inference_logprobs, gzip %v), trainer batches of %d, %v per server\n",
+		o.envs, o.groupSize, o.tokens, o.gzip, o.batch, o.duration)
 	fmt.Printf("load average at start: %s\n", loadAvg())
 	bodies := make([]*template, o.envs)
 	for e := range bodies {
@@ -151,7 +166,11 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("group body: %.1f MB of JSON\n", float64(len(bodies[0].body))/1e6)
 	var results []result
 	for _, kind := range []string{"memory", "jetstream"} {
-		r, err := measure(ctx, o, kind, bodies)
+		p := ""
+		if kind == "jetstream" {
+			p = profile
+		}
+		r, err := measure(ctx, o, kind, bodies, p)
 		if err != nil {
 			return fmt.Errorf("%s: %w", kind, err)
 		}
@@ -270,7 +289,7 @@ func (t *template) with(id string) []byte {
 	return out
 }
 
-func measure(ctx context.Context, o options, kind string, bodies []*template) (result, error) {
+func measure(ctx context.Context, o options, kind string, bodies []*template, profile string) (result, error) {
 	r := result{kind: kind}
 	dir, err := os.MkdirTemp("", "perf-api-")
 	if err != nil {
@@ -281,7 +300,7 @@ func measure(ctx context.Context, o options, kind string, bodies []*template) (r
 	if err != nil {
 		return r, err
 	}
-	cmd := exec.Command(self, "-serve", kind, "-data", filepath.Join(dir, "js"))
+	cmd := exec.Command(self, "-serve", kind, "-data", filepath.Join(dir, "js"), "-cpuprofile", profile)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -318,7 +337,7 @@ func measure(ctx context.Context, o options, kind string, bodies []*template) (r
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ec := &api.EnvClient{Client: api.Client{URL: url}, Poll: 20 * time.Millisecond, MaxBatchesOffpolicy: o.offpolicy,
+			ec := &api.EnvClient{Client: api.Client{URL: url, Plain: !o.gzip}, Poll: 20 * time.Millisecond, MaxBatchesOffpolicy: o.offpolicy,
 				Env: api.RegisterEnv{MaxTokenLength: o.tokens, DesiredName: "perf", Weight: 1, GroupSize: o.groupSize}}
 			if err := ec.Register(lctx); err != nil {
 				errc <- err
