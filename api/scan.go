@@ -135,50 +135,57 @@ func (s *scanner) numbers(depth int, ints bool, out *bytes.Buffer) (shape, *scan
 // number scans one JSON number at the cursor by the JSON grammar and
 // copies it to out; it returns a message when there is none.
 func (s *scanner) number(ints bool, out *bytes.Buffer) string {
-	bad := "Input should be a valid number"
-	if ints {
-		bad = "Input should be a valid integer"
+	raw, start := s.raw, s.pos
+	p := start
+	if p < len(raw) && raw[p] == '-' {
+		p++
 	}
-	start := s.pos
-	s.eat('-')
-	digits := func() int {
-		n := 0
-		for s.pos < len(s.raw) && s.raw[s.pos] >= '0' && s.raw[s.pos] <= '9' {
-			s.pos++
-			n++
-		}
-		return n
+	d := p
+	for p < len(raw) && raw[p] >= '0' && raw[p] <= '9' {
+		p++
 	}
-	lead := s.peek()
-	if n := digits(); n == 0 || lead == '0' && n > 1 {
-		s.pos = start
-		return bad
+	if p == d || raw[d] == '0' && p-d > 1 {
+		return badNumber(ints)
 	}
 	frac := false
-	if s.eat('.') {
+	if p < len(raw) && raw[p] == '.' {
 		frac = true
-		if digits() == 0 {
-			s.pos = start
-			return bad
+		p++
+		d = p
+		for p < len(raw) && raw[p] >= '0' && raw[p] <= '9' {
+			p++
+		}
+		if p == d {
+			return badNumber(ints)
 		}
 	}
-	if c := s.peek(); c == 'e' || c == 'E' {
+	if p < len(raw) && (raw[p] == 'e' || raw[p] == 'E') {
 		frac = true
-		s.pos++
-		if c := s.peek(); c == '+' || c == '-' {
-			s.pos++
+		p++
+		if p < len(raw) && (raw[p] == '+' || raw[p] == '-') {
+			p++
 		}
-		if digits() == 0 {
-			s.pos = start
-			return bad
+		d = p
+		for p < len(raw) && raw[p] >= '0' && raw[p] <= '9' {
+			p++
+		}
+		if p == d {
+			return badNumber(ints)
 		}
 	}
 	if frac && ints {
-		s.pos = start
 		return "Input should be a valid integer, got a number with a fractional part"
 	}
-	out.Write(s.raw[start:s.pos])
+	out.Write(raw[start:p])
+	s.pos = p
 	return ""
+}
+
+func badNumber(ints bool) string {
+	if ints {
+		return "Input should be a valid integer"
+	}
+	return "Input should be a valid number"
 }
 
 // str scans a JSON string at the cursor and returns its decoded value.

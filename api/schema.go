@@ -62,15 +62,16 @@ type EnvIdentifier struct {
 }
 
 // RegisterEnvResponse answers POST /register-env. Before the trainer's
-// first GET /batch only Status is set, to "wait for trainer to start".
+// first GET /batch the server sends only Status, "wait for trainer to
+// start".
 type RegisterEnvResponse struct {
 	Status             string `json:"status"`
-	EnvID              int    `json:"env_id,omitempty"`
-	WandbName          string `json:"wandb_name,omitempty"`
-	CheckpointDir      string `json:"checkpoint_dir,omitempty"`
+	EnvID              int    `json:"env_id"`
+	WandbName          string `json:"wandb_name"`
+	CheckpointDir      string `json:"checkpoint_dir"`
 	StartingStep       int    `json:"starting_step"`
-	CheckpointInterval int    `json:"checkpoint_interval,omitempty"`
-	NumSteps           int    `json:"num_steps,omitempty"`
+	CheckpointInterval int    `json:"checkpoint_interval"`
+	NumSteps           int    `json:"num_steps"`
 }
 
 // StatusEnv answers GET /status-env. QueueSize and SelfQueueSize count
