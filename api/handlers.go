@@ -641,12 +641,23 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.pending = s.pending[1:]
-	if old := rec.Step - s.cfg.KeepSteps; old > s.state.Registration.StartingStep {
-		if err := s.prune(ctx, old); err != nil {
-			s.log.Warn("prune step", "step", old, "err", err) // retried at the next restart
-		}
-	}
+	old := rec.Step - s.cfg.KeepSteps
+	start := s.state.Registration.StartingStep
 	s.mu.Unlock()
+	if old > start {
+		// After the batch is sent (or its sending aborted); pushes go on
+		// meanwhile: only s.handout is held while pruning.
+		defer func() {
+			forget := func(id string, seq uint64) {
+				s.mu.Lock()
+				s.forget(id, seq)
+				s.mu.Unlock()
+			}
+			if err := s.prune(context.WithoutCancel(ctx), old, forget); err != nil {
+				s.log.Warn("prune step", "step", old, "err", err) // retried at the next restart
+			}
+		}()
+	}
 	s.sendBatch(w, r, rec)
 }
 

@@ -294,7 +294,7 @@ func (s *Server) recover(ctx context.Context) error {
 	// Prune what a crash left unpruned.
 	for _, step := range steps {
 		if step <= s.state.Sent-s.cfg.KeepSteps {
-			if err := s.prune(ctx, step); err != nil {
+			if err := s.prune(ctx, step, s.forget); err != nil {
 				return err
 			}
 		}
@@ -377,8 +377,9 @@ func (s *Server) release(ctx context.Context, env int) bool {
 	return true
 }
 
-// prune removes a handed-out batch kept for re-fetching.
-func (s *Server) prune(ctx context.Context, step int) error {
+// prune removes a handed-out batch kept for re-fetching; forget drops a
+// removed group from s.ids (under s.mu, which prune does not take).
+func (s *Server) prune(ctx context.Context, step int, forget func(id string, seq uint64)) error {
 	rec, err := s.loadBatch(ctx, batchKey(step))
 	if errors.Is(err, errGone) {
 		return nil
@@ -390,9 +391,7 @@ func (s *Server) prune(ctx context.Context, step int) error {
 		if err := s.st.remove(ctx, g.Seq); err != nil {
 			return err
 		}
-		if s.ids[g.ID] == g.Seq {
-			delete(s.ids, g.ID)
-		}
+		forget(g.ID, g.Seq)
 		if g.Released {
 			if err := s.st.del(ctx, "released."+strconv.FormatUint(g.Seq, 10)); err != nil {
 				return err
@@ -400,6 +399,13 @@ func (s *Server) prune(ctx context.Context, step int) error {
 		}
 	}
 	return s.st.del(ctx, batchKey(step))
+}
+
+// forget drops a removed group from s.ids; the caller holds s.mu.
+func (s *Server) forget(id string, seq uint64) {
+	if s.ids[id] == seq {
+		delete(s.ids, id)
+	}
 }
 
 // Stats are the server's counters.
