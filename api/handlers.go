@@ -525,12 +525,16 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 		return resp, nil
 	}
 	s.ids[g.id] = 0
+	gen := s.gen
 	s.mu.Unlock()
 
 	seq, dup, err := s.st.add(ctx, g, odd)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if gen != s.gen {
+		return ScoredResponse{}, &httpError{http.StatusConflict, "the data was reset (GET /reset_data) while this group was being stored"}
+	}
 	if err != nil || dup {
 		if s.ids[g.id] == 0 {
 			delete(s.ids, g.id)

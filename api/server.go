@@ -155,7 +155,8 @@ type batchGroup struct {
 }
 
 // Server is the trajectory API. Its handler may serve requests
-// concurrently; Close releases what New opened.
+// concurrently. It owns no connection: the caller closes the NATS
+// connection (and embedded server) after the HTTP server has stopped.
 type Server struct {
 	cfg   Config
 	log   *slog.Logger
@@ -173,6 +174,7 @@ type Server struct {
 	ids     map[string]uint64 // ids of stored groups; 0 while being stored
 	pending []batchRecord     // assembled, not yet sent: steps Sent+1..Step
 	latest  uint64
+	gen     int // bumped by every recover (reset): pushes begun before are void
 }
 
 // New opens the durable server on the JetStream of nc, rebuilding its
@@ -217,6 +219,7 @@ func newServer(ctx context.Context, st store, cfg Config, log *slog.Logger) (*Se
 func (s *Server) recover(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.gen++
 	s.state = persisted{Version: stateVersion}
 	s.envs, s.queue, s.pending, s.latest = nil, nil, nil, 0
 	s.buffer, s.ids = map[int][]queued{}, map[string]uint64{}
