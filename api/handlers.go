@@ -113,6 +113,10 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &he):
 		writeDetail(w, he.status, he.msg)
 	default:
+		if r.Context().Err() != nil { // the client went away: nothing to tell it
+			s.log.Debug("request abandoned", "path", r.URL.Path, "err", err)
+			return
+		}
 		s.log.Warn("request failed", "path", r.URL.Path, "err", err)
 		writeDetail(w, http.StatusServiceUnavailable, err.Error())
 	}

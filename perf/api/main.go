@@ -225,6 +225,7 @@ func verdict(what string, ok bool, got string) {
 // that each push rewrites, so that every push is a new group.
 type template struct {
 	body  []byte
+	envAt int // a 6-byte field of the env_id, right-aligned
 	idAt  int
 	idLen int
 }
@@ -279,17 +280,21 @@ func newTemplate(env, n, tokens int) *template {
 		}
 		return strconv.FormatFloat(-rng.ExpFloat64(), 'g', -1, 64)
 	})
-	fmt.Fprintf(&b, `"env_id": %d, "group_overrides": {"group_id": "`, env)
-	t := &template{idAt: b.Len(), idLen: 24}
+	b.WriteString(`"env_id": `)
+	t := &template{envAt: b.Len(), idLen: 24}
+	b.WriteString(`     0, "group_overrides": {"group_id": "`)
+	t.idAt = b.Len()
 	b.WriteString(strings.Repeat("0", t.idLen))
 	b.WriteString(`"}}`)
 	t.body = []byte(b.String())
 	return t
 }
 
-// with returns the body with group id run-env-k.
-func (t *template) with(id string) []byte {
+// with returns the body with the env_id the environment registered with
+// and group id id.
+func (t *template) with(env int, id string) []byte {
 	out := slices.Clone(t.body)
+	copy(out[t.envAt:t.envAt+6], fmt.Sprintf("%6d", env))
 	copy(out[t.idAt:t.idAt+t.idLen], fmt.Sprintf("%*s", t.idLen, id))
 	return out
 }
@@ -352,7 +357,7 @@ func measure(ctx context.Context, o options, kind string, bodies []*template, pr
 				if err := ec.Wait(lctx); err != nil {
 					break
 				}
-				body := bodies[e].with(fmt.Sprintf("%s-%d-%d", kind, e, k))
+				body := bodies[e].with(ec.ID, fmt.Sprintf("%s-%d-%d", kind, e, k))
 				t0 := time.Now()
 				if _, err := ec.PushRaw(lctx, body); err != nil {
 					if lctx.Err() == nil {
