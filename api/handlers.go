@@ -649,6 +649,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.pending = s.pending[1:]
+	s.kept = append(s.kept, rec)
 	old := rec.Step - s.cfg.KeepSteps
 	start := s.state.Registration.StartingStep
 	s.mu.Unlock()
@@ -656,12 +657,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		// After the batch is sent (or its sending aborted); pushes go on
 		// meanwhile: only s.handout is held while pruning.
 		defer func() {
-			forget := func(id string, seq uint64) {
-				s.mu.Lock()
-				s.forget(id, seq)
-				s.mu.Unlock()
-			}
-			if err := s.prune(context.WithoutCancel(ctx), old, forget); err != nil {
+			if err := s.prune(context.WithoutCancel(ctx), old, false); err != nil {
 				s.log.Warn("prune step", "step", old, "err", err) // retried at the next restart
 			}
 		}()
@@ -691,6 +687,11 @@ func (s *Server) assemble(ctx context.Context) bool {
 					continue
 				}
 				delete(s.ids, q.id)
+				if q.released {
+					if err := s.st.del(ctx, "released."+strconv.FormatUint(q.seq, 10)); err != nil {
+						s.log.Warn("drop stale group", "seq", q.seq, "err", err) // a stray key, harmless
+					}
+				}
 				s.state.StaleDropped++
 				changed = true
 			}

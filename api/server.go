@@ -173,6 +173,7 @@ type Server struct {
 	buffer  map[int][]queued
 	ids     map[string]uint64 // ids of stored groups; 0 while being stored
 	pending []batchRecord     // assembled, not yet sent: steps Sent+1..Step
+	kept    []batchRecord     // sent, kept for re-fetching
 	latest  uint64
 	gen     int // bumped by every recover (reset): pushes begun before are void
 }
@@ -221,7 +222,7 @@ func (s *Server) recover(ctx context.Context) error {
 	defer s.mu.Unlock()
 	s.gen++
 	s.state = persisted{Version: stateVersion}
-	s.envs, s.queue, s.pending, s.latest = nil, nil, nil, 0
+	s.envs, s.queue, s.pending, s.kept, s.latest = nil, nil, nil, nil, 0
 	s.buffer, s.ids = map[int][]queued{}, map[string]uint64{}
 	if b, err := s.st.get(ctx, "state"); err != nil {
 		return err
@@ -261,6 +262,8 @@ func (s *Server) recover(ctx context.Context) error {
 			s.state.Step = max(s.state.Step, rec.Step)
 			if rec.Step > s.state.Sent {
 				s.pending = append(s.pending, rec)
+			} else {
+				s.kept = append(s.kept, rec)
 			}
 		case strings.HasPrefix(k, "released."):
 			seq, err := strconv.ParseUint(strings.TrimPrefix(k, "released."), 10, 64)
@@ -271,6 +274,7 @@ func (s *Server) recover(ctx context.Context) error {
 		}
 	}
 	slices.SortFunc(s.pending, func(a, b batchRecord) int { return a.Step - b.Step })
+	slices.SortFunc(s.kept, func(a, b batchRecord) int { return a.Step - b.Step })
 	err = s.st.scan(ctx, func(q queued, buffered bool) {
 		s.ids[q.id] = q.seq
 		switch {
@@ -297,7 +301,7 @@ func (s *Server) recover(ctx context.Context) error {
 	// Prune what a crash left unpruned.
 	for _, step := range steps {
 		if step <= s.state.Sent-s.cfg.KeepSteps {
-			if err := s.prune(ctx, step, s.forget); err != nil {
+			if err := s.prune(ctx, step, true); err != nil {
 				return err
 			}
 		}
@@ -380,9 +384,12 @@ func (s *Server) release(ctx context.Context, env int) bool {
 	return true
 }
 
-// prune removes a handed-out batch kept for re-fetching; forget drops a
-// removed group from s.ids (under s.mu, which prune does not take).
-func (s *Server) prune(ctx context.Context, step int, forget func(id string, seq uint64)) error {
+// prune removes a handed-out batch kept for re-fetching. Everything
+// stored below the low-water mark (the oldest group still queued,
+// buffered or in a batch kept) goes in one purge, which drops whole
+// blocks of the stream without reading them; the batch's groups above the
+// mark are deleted one by one. With locked, the caller holds s.mu.
+func (s *Server) prune(ctx context.Context, step int, locked bool) error {
 	rec, err := s.loadBatch(ctx, batchKey(step))
 	if errors.Is(err, errGone) {
 		return nil
@@ -390,11 +397,28 @@ func (s *Server) prune(ctx context.Context, step int, forget func(id string, seq
 	if err != nil {
 		return err
 	}
+	if !locked {
+		s.mu.Lock()
+	}
+	s.kept = slices.DeleteFunc(s.kept, func(b batchRecord) bool { return b.Step <= step })
 	for _, g := range rec.Groups {
-		if err := s.st.remove(ctx, g.Seq); err != nil {
+		s.forget(g.ID, g.Seq)
+	}
+	low := s.lowWater()
+	if !locked {
+		s.mu.Unlock()
+	}
+	if low > 0 {
+		if err := s.st.removeBelow(ctx, low); err != nil {
 			return err
 		}
-		forget(g.ID, g.Seq)
+	}
+	for _, g := range rec.Groups {
+		if low == 0 || g.Seq >= low {
+			if err := s.st.remove(ctx, g.Seq); err != nil {
+				return err
+			}
+		}
 		if g.Released {
 			if err := s.st.del(ctx, "released."+strconv.FormatUint(g.Seq, 10)); err != nil {
 				return err
@@ -402,6 +426,34 @@ func (s *Server) prune(ctx context.Context, step int, forget func(id string, seq
 		}
 	}
 	return s.st.del(ctx, batchKey(step))
+}
+
+// lowWater is the smallest sequence of a group still needed, 0 if none;
+// the caller holds s.mu. A group being stored gets a larger sequence than
+// every group already stored.
+func (s *Server) lowWater() uint64 {
+	var low uint64
+	see := func(seq uint64) {
+		if low == 0 || seq < low {
+			low = seq
+		}
+	}
+	for _, q := range s.queue {
+		see(q.seq)
+	}
+	for _, b := range s.buffer {
+		for _, q := range b {
+			see(q.seq)
+		}
+	}
+	for _, recs := range [][]batchRecord{s.pending, s.kept} {
+		for _, r := range recs {
+			for _, g := range r.Groups {
+				see(g.Seq)
+			}
+		}
+	}
+	return low
 }
 
 // forget drops a removed group from s.ids; the caller holds s.mu.

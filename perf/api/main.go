@@ -52,6 +52,7 @@ type options struct {
 func main() {
 	serve := flag.String("serve", "", "internal: run a server (memory or jetstream) and print its address")
 	profile := flag.String("cpuprofile", "", "write the JetStream server's CPU profile to this file")
+	memProfile := flag.String("memprofile", "", "write the JetStream server's heap profile at the end to this file")
 	data := flag.String("data", "", "internal: JetStream store directory for -serve jetstream")
 	var o options
 	flag.DurationVar(&o.duration, "duration", 60*time.Second, "load time per server (10m for the long run)")
@@ -63,7 +64,7 @@ func main() {
 	flag.BoolVar(&o.gzip, "gzip", true, "environments gzip their bodies, as BaseEnv does (false: plain JSON)")
 	flag.Parse()
 	if *serve != "" {
-		if err := runServer(*serve, *data, *profile); err != nil {
+		if err := runServer(*serve, *data, *profile, *memProfile); err != nil {
 			fmt.Fprintln(os.Stderr, "perf/api server:", err)
 			os.Exit(1)
 		}
@@ -71,7 +72,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, o, *profile); err != nil {
+	if err := run(ctx, o, *profile, *memProfile); err != nil {
 		fmt.Fprintln(os.Stderr, "perf/api:", err)
 		os.Exit(1)
 	}
@@ -79,7 +80,7 @@ func main() {
 
 // runServer is the child: one API server on a loopback port, until
 // SIGTERM.
-func runServer(kind, data, profile string) error {
+func runServer(kind, data, profile, memProfile string) error {
 	if profile != "" {
 		f, err := os.Create(profile)
 		if err != nil {
@@ -124,6 +125,11 @@ func runServer(kind, data, profile string) error {
 	hs := srv.HTTPServer(srv.Handler())
 	go func() {
 		<-ctx.Done()
+		if memProfile != "" { // the heap under load, before shutting down
+			if err := writeHeap(memProfile); err != nil {
+				fmt.Fprintln(os.Stderr, "memprofile:", err)
+			}
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(sctx) // exiting anyway
@@ -133,6 +139,18 @@ func runServer(kind, data, profile string) error {
 		return err
 	}
 	return nil
+}
+
+func writeHeap(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // result is one server's measurement.
@@ -156,7 +174,7 @@ func (r result) cpuPerSeq() time.Duration {
 	return r.cpu / time.Duration(r.accepted)
 }
 
-func run(ctx context.Context, o options, profile string) error {
+func run(ctx context.Context, o options, profile, memProfile string) error {
 	fmt.Printf("perf/api: %d environments x groups of %d sequences x %d tokens (with inference_logprobs, gzip %v), trainer batches of %d, %v per server\n",
 		o.envs, o.groupSize, o.tokens, o.gzip, o.batch, o.duration)
 	fmt.Printf("load average at start: %s\n", loadAvg())
@@ -167,11 +185,11 @@ func run(ctx context.Context, o options, profile string) error {
 	fmt.Printf("group body: %.1f MB of JSON\n", float64(len(bodies[0].body))/1e6)
 	var results []result
 	for _, kind := range []string{"memory", "jetstream"} {
-		p := ""
+		p, mp := "", ""
 		if kind == "jetstream" {
-			p = profile
+			p, mp = profile, memProfile
 		}
-		r, err := measure(ctx, o, kind, bodies, p)
+		r, err := measure(ctx, o, kind, bodies, p, mp)
 		if err != nil {
 			return fmt.Errorf("%s: %w", kind, err)
 		}
@@ -299,7 +317,7 @@ func (t *template) with(env int, id string) []byte {
 	return out
 }
 
-func measure(ctx context.Context, o options, kind string, bodies []*template, profile string) (result, error) {
+func measure(ctx context.Context, o options, kind string, bodies []*template, profile, memProfile string) (result, error) {
 	r := result{kind: kind}
 	dir, err := os.MkdirTemp("", "perf-api-")
 	if err != nil {
@@ -310,7 +328,7 @@ func measure(ctx context.Context, o options, kind string, bodies []*template, pr
 	if err != nil {
 		return r, err
 	}
-	cmd := exec.Command(self, "-serve", kind, "-data", filepath.Join(dir, "js"), "-cpuprofile", profile)
+	cmd := exec.Command(self, "-serve", kind, "-data", filepath.Join(dir, "js"), "-cpuprofile", profile, "-memprofile", memProfile)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
