@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -16,6 +15,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // minEnvWeight keeps an environment's weight from reaching zero
@@ -112,6 +113,10 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &he):
 		writeDetail(w, he.status, he.msg)
 	default:
+		if r.Context().Err() != nil { // the client went away: nothing to tell it
+			s.log.Debug("request abandoned", "path", r.URL.Path, "err", err)
+			return
+		}
 		s.log.Warn("request failed", "path", r.URL.Path, "err", err)
 		writeDetail(w, http.StatusServiceUnavailable, err.Error())
 	}
@@ -119,7 +124,12 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 
 // readBody reads a bounded, possibly gzip-compressed body.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= s.cfg.MaxBody {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead) // one allocation for a 2 MB group
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	body := buf.Bytes()
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", s.cfg.MaxBody)}
@@ -519,12 +529,16 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 		return resp, nil
 	}
 	s.ids[g.id] = 0
+	gen := s.gen
 	s.mu.Unlock()
 
 	seq, dup, err := s.st.add(ctx, g, odd)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if gen != s.gen {
+		return ScoredResponse{}, &httpError{http.StatusConflict, "the data was reset (GET /reset_data) while this group was being stored"}
+	}
 	if err != nil || dup {
 		if s.ids[g.id] == 0 {
 			delete(s.ids, g.id)
@@ -635,12 +649,19 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.pending = s.pending[1:]
-	if old := rec.Step - s.cfg.KeepSteps; old > s.state.Registration.StartingStep {
-		if err := s.prune(ctx, old); err != nil {
-			s.log.Warn("prune step", "step", old, "err", err) // retried at the next restart
-		}
-	}
+	s.kept = append(s.kept, rec)
+	old := rec.Step - s.cfg.KeepSteps
+	start := s.state.Registration.StartingStep
 	s.mu.Unlock()
+	if old > start {
+		// After the batch is sent (or its sending aborted); pushes go on
+		// meanwhile: only s.handout is held while pruning.
+		defer func() {
+			if err := s.prune(context.WithoutCancel(ctx), old, false); err != nil {
+				s.log.Warn("prune step", "step", old, "err", err) // retried at the next restart
+			}
+		}()
+	}
 	s.sendBatch(w, r, rec)
 }
 
@@ -666,6 +687,11 @@ func (s *Server) assemble(ctx context.Context) bool {
 					continue
 				}
 				delete(s.ids, q.id)
+				if q.released {
+					if err := s.st.del(ctx, "released."+strconv.FormatUint(q.seq, 10)); err != nil {
+						s.log.Warn("drop stale group", "seq", q.seq, "err", err) // a stray key, harmless
+					}
+				}
 				s.state.StaleDropped++
 				changed = true
 			}

@@ -31,6 +31,24 @@ type harness struct {
 	stop func()
 }
 
+// startMemory runs the in-memory server (the perf floor) until the test
+// ends.
+func startMemory(t *testing.T, cfg api.Config) *harness {
+	t.Helper()
+	srv, err := api.NewInMemory(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveHTTP(t, srv, func() {})
+}
+
+// backends runs fn against the durable server and the in-memory one: both
+// must answer alike.
+func backends(t *testing.T, cfg api.Config, fn func(t *testing.T, h *harness)) {
+	t.Run("jetstream", func(t *testing.T) { fn(t, start(t, t.TempDir(), cfg)) })
+	t.Run("memory", func(t *testing.T) { fn(t, startMemory(t, cfg)) })
+}
+
 // start runs a server on dir until the test ends (or stop is called).
 func start(t *testing.T, dir string, cfg api.Config) *harness {
 	t.Helper()
@@ -51,6 +69,16 @@ func start(t *testing.T, dir string, cfg api.Config) *harness {
 		emb.Shutdown()
 		t.Fatal(err)
 	}
+	return serveHTTP(t, srv, func() {
+		nc.Close()
+		emb.Shutdown()
+	})
+}
+
+// serveHTTP serves srv on loopback until the test ends; closeStore runs
+// after the HTTP server has stopped.
+func serveHTTP(t *testing.T, srv *api.Server, closeStore func()) *harness {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -74,8 +102,7 @@ func start(t *testing.T, dir string, cfg api.Config) *harness {
 			t.Errorf("http shutdown: %v", err)
 		}
 		<-done
-		nc.Close()
-		emb.Shutdown()
+		closeStore()
 		http.DefaultClient.CloseIdleConnections()
 	}
 	t.Cleanup(h.stop)

@@ -258,73 +258,76 @@ func TestSchemaViolations(t *testing.T) {
 }
 
 func TestBufferedOddSizes(t *testing.T) {
-	h := start(t, t.TempDir(), api.Config{})
-	u := h.url
-	startRun(t, u, 8, 4)
-	env := `, "env_id": 0`
-	for i, want := range []map[string]any{
-		{"status": "buffered", "buffer_size": 2},
-		{"status": "buffered", "buffer_size": 5},
-		{"status": "buffered", "buffer_size": 3}, // 2 + 2 released, 3 waits
-	} {
-		size := []int{2, 3, 2}[i]
-		wantFields(t, fmt.Sprintf("push %d", i), callJSON(t, "POST", u+"/scored_data", group(size, i, env)), want)
-	}
-	wantFields(t, "status", callJSON(t, "GET", u+"/status", nil), map[string]any{"queue_size": 2})
-	wantFields(t, "list", callJSON(t, "POST", u+"/scored_data_list", []byte("["+string(group(1, 9, env))+"]")),
-		map[string]any{"status": "received", "groups_processed": 1, "buffered": 1, "last_buffer_size": 0})
-	// Queue: 2, 2, 3, 1. No pack of 4 from the 3 and the 1 alone.
-	wantFields(t, "no batch yet", callJSON(t, "GET", u+"/batch", nil), map[string]any{"batch": nil})
-	callJSON(t, "POST", u+"/scored_data", group(4, 20, env))
-	callJSON(t, "POST", u+"/scored_data", group(4, 21, env))
-	var b api.Batch
-	_, raw := call(t, "GET", u+"/batch", nil)
-	if err := json.Unmarshal(raw, &b); err != nil {
-		t.Fatal(err)
-	}
-	var sizes []int
-	for _, g := range b.Batch {
-		sizes = append(sizes, len(g.Tokens))
-	}
-	if fmt.Sprint(sizes) != "[2 2 4]" || b.Step != 1 {
-		t.Errorf("batch sizes %v step %d, want [2 2 4] at step 1 (whole groups, packs of the largest size)", sizes, b.Step)
-	}
+	backends(t, api.Config{}, func(t *testing.T, h *harness) {
+		u := h.url
+		startRun(t, u, 8, 4)
+		env := `, "env_id": 0`
+		for i, want := range []map[string]any{
+			{"status": "buffered", "buffer_size": 2},
+			{"status": "buffered", "buffer_size": 5},
+			{"status": "buffered", "buffer_size": 3}, // 2 + 2 released, 3 waits
+		} {
+			size := []int{2, 3, 2}[i]
+			wantFields(t, fmt.Sprintf("push %d", i), callJSON(t, "POST", u+"/scored_data", group(size, i, env)), want)
+		}
+		wantFields(t, "status", callJSON(t, "GET", u+"/status", nil), map[string]any{"queue_size": 2})
+		wantFields(t, "list", callJSON(t, "POST", u+"/scored_data_list", []byte("["+string(group(1, 9, env))+"]")),
+			map[string]any{"status": "received", "groups_processed": 1, "buffered": 1, "last_buffer_size": 0})
+		// Queue: 2, 2, 3, 1. No pack of 4 from the 3 and the 1 alone.
+		wantFields(t, "no batch yet", callJSON(t, "GET", u+"/batch", nil), map[string]any{"batch": nil})
+		callJSON(t, "POST", u+"/scored_data", group(4, 20, env))
+		callJSON(t, "POST", u+"/scored_data", group(4, 21, env))
+		var b api.Batch
+		_, raw := call(t, "GET", u+"/batch", nil)
+		if err := json.Unmarshal(raw, &b); err != nil {
+			t.Fatal(err)
+		}
+		var sizes []int
+		for _, g := range b.Batch {
+			sizes = append(sizes, len(g.Tokens))
+		}
+		if fmt.Sprint(sizes) != "[2 2 4]" || b.Step != 1 {
+			t.Errorf("batch sizes %v step %d, want [2 2 4] at step 1 (whole groups, packs of the largest size)", sizes, b.Step)
+		}
+	})
 }
 
 func TestDuplicatesDropped(t *testing.T) {
-	h := start(t, t.TempDir(), api.Config{})
-	startRun(t, h.url, 8, 2)
-	for _, g := range [][]byte{
-		group(2, 1, `, "env_id": 0, "group_overrides": {"group_id": "a"}`),
-		group(2, 2, `, "env_id": 0, "group_overrides": {"group_id": "a"}`), // same id, other content
-		group(2, 3, `, "env_id": 0`),
-		group(2, 3, `, "env_id": 0`), // same content
-	} {
-		wantFields(t, "push", callJSON(t, "POST", h.url+"/scored_data", g), map[string]any{"status": "received"})
-	}
-	wantFields(t, "status", callJSON(t, "GET", h.url+"/status", nil), map[string]any{"queue_size": 2})
-	wantFields(t, "info", callJSON(t, "GET", h.url+"/info", nil), map[string]any{"duplicates_dropped": 2})
+	backends(t, api.Config{}, func(t *testing.T, h *harness) {
+		startRun(t, h.url, 8, 2)
+		for _, g := range [][]byte{
+			group(2, 1, `, "env_id": 0, "group_overrides": {"group_id": "a"}`),
+			group(2, 2, `, "env_id": 0, "group_overrides": {"group_id": "a"}`), // same id, other content
+			group(2, 3, `, "env_id": 0`),
+			group(2, 3, `, "env_id": 0`), // same content
+		} {
+			wantFields(t, "push", callJSON(t, "POST", h.url+"/scored_data", g), map[string]any{"status": "received"})
+		}
+		wantFields(t, "status", callJSON(t, "GET", h.url+"/status", nil), map[string]any{"queue_size": 2})
+		wantFields(t, "info", callJSON(t, "GET", h.url+"/info", nil), map[string]any{"duplicates_dropped": 2})
+	})
 }
 
 func TestStaleGroupsDropped(t *testing.T) {
-	h := start(t, t.TempDir(), api.Config{MaxStaleness: 1})
-	u := h.url
-	startRun(t, u, 2, 2)
-	pv := func(tag, v int) []byte {
-		return group(2, tag, fmt.Sprintf(`, "env_id": 0, "group_overrides": {"policy_version": %d}`, v))
-	}
-	callJSON(t, "POST", u+"/scored_data", pv(1, 0))
-	wantFields(t, "step 1", callJSON(t, "GET", u+"/batch", nil), map[string]any{"step": 1})
-	callJSON(t, "POST", u+"/scored_data", pv(2, 0))
-	wantFields(t, "step 2: one step behind is kept", callJSON(t, "GET", u+"/batch", nil), map[string]any{"step": 2})
-	callJSON(t, "POST", u+"/scored_data", pv(3, 0))
-	callJSON(t, "POST", u+"/scored_data", pv(4, 2))
-	b := callJSON(t, "GET", u+"/batch", nil)
-	batch, _ := b["batch"].([]any)
-	if len(batch) != 1 || fmt.Sprint(batch[0].(map[string]any)["group_overrides"]) != "map[policy_version:2]" {
-		t.Errorf("step 3 batch = %v, want only the policy_version 2 group", b)
-	}
-	wantFields(t, "info", callJSON(t, "GET", u+"/info", nil), map[string]any{"stale_dropped": 1, "max_staleness": 1})
+	backends(t, api.Config{MaxStaleness: 1}, func(t *testing.T, h *harness) {
+		u := h.url
+		startRun(t, u, 2, 2)
+		pv := func(tag, v int) []byte {
+			return group(2, tag, fmt.Sprintf(`, "env_id": 0, "group_overrides": {"policy_version": %d}`, v))
+		}
+		callJSON(t, "POST", u+"/scored_data", pv(1, 0))
+		wantFields(t, "step 1", callJSON(t, "GET", u+"/batch", nil), map[string]any{"step": 1})
+		callJSON(t, "POST", u+"/scored_data", pv(2, 0))
+		wantFields(t, "step 2: one step behind is kept", callJSON(t, "GET", u+"/batch", nil), map[string]any{"step": 2})
+		callJSON(t, "POST", u+"/scored_data", pv(3, 0))
+		callJSON(t, "POST", u+"/scored_data", pv(4, 2))
+		b := callJSON(t, "GET", u+"/batch", nil)
+		batch, _ := b["batch"].([]any)
+		if len(batch) != 1 || fmt.Sprint(batch[0].(map[string]any)["group_overrides"]) != "map[policy_version:2]" {
+			t.Errorf("step 3 batch = %v, want only the policy_version 2 group", b)
+		}
+		wantFields(t, "info", callJSON(t, "GET", u+"/info", nil), map[string]any{"stale_dropped": 1, "max_staleness": 1})
+	})
 }
 
 func TestBearerToken(t *testing.T) {

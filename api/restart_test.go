@@ -138,3 +138,20 @@ func TestClients(t *testing.T) {
 		t.Errorf("delivered %v\n   pushed %v", got, pushed)
 	}
 }
+
+func TestOldStepsPruned(t *testing.T) {
+	backends(t, api.Config{KeepSteps: 2}, func(t *testing.T, h *harness) {
+		startRun(t, h.url, 2, 2)
+		for tag := range 4 {
+			callJSON(t, "POST", h.url+"/scored_data", group(2, tag, `, "env_id": 0`))
+			callJSON(t, "GET", h.url+"/batch", nil)
+		}
+		if status, out := call(t, "GET", h.url+"/batch?step=2", nil); status != 410 {
+			t.Errorf("step 2 of 4 with 2 kept: %d %s, want 410", status, out)
+		}
+		_, raw := call(t, "GET", h.url+"/batch?step=3", nil)
+		if step, tags := tagsOf(t, raw); step != 3 || fmt.Sprint(tags) != "[2]" {
+			t.Errorf("step 3: step %d tags %v", step, tags)
+		}
+	})
+}

@@ -62,15 +62,16 @@ type EnvIdentifier struct {
 }
 
 // RegisterEnvResponse answers POST /register-env. Before the trainer's
-// first GET /batch only Status is set, to "wait for trainer to start".
+// first GET /batch the server sends only Status, "wait for trainer to
+// start".
 type RegisterEnvResponse struct {
 	Status             string `json:"status"`
-	EnvID              int    `json:"env_id,omitempty"`
-	WandbName          string `json:"wandb_name,omitempty"`
-	CheckpointDir      string `json:"checkpoint_dir,omitempty"`
+	EnvID              int    `json:"env_id"`
+	WandbName          string `json:"wandb_name"`
+	CheckpointDir      string `json:"checkpoint_dir"`
 	StartingStep       int    `json:"starting_step"`
-	CheckpointInterval int    `json:"checkpoint_interval,omitempty"`
-	NumSteps           int    `json:"num_steps,omitempty"`
+	CheckpointInterval int    `json:"checkpoint_interval"`
+	NumSteps           int    `json:"num_steps"`
 }
 
 // StatusEnv answers GET /status-env. QueueSize and SelfQueueSize count
@@ -113,23 +114,44 @@ var fieldOrder = [...]string{
 	"images", "env_id", "distill_token_ids", "distill_logprobs",
 }
 
-// rawGroup is a group as received, each field kept as sent.
-type rawGroup struct {
-	Tokens            json.RawMessage `json:"tokens"`
-	Masks             json.RawMessage `json:"masks"`
-	Scores            json.RawMessage `json:"scores"`
-	Advantages        json.RawMessage `json:"advantages"`
-	RefLogprobs       json.RawMessage `json:"ref_logprobs"`
-	Messages          json.RawMessage `json:"messages"`
-	GenerationParams  json.RawMessage `json:"generation_params"`
-	InferenceLogprobs json.RawMessage `json:"inference_logprobs"`
-	Overrides         json.RawMessage `json:"overrides"`
-	GroupOverrides    json.RawMessage `json:"group_overrides"`
-	Images            json.RawMessage `json:"images"`
-	EnvID             json.RawMessage `json:"env_id"`
-	DistillTokenIDs   json.RawMessage `json:"distill_token_ids"`
-	DistillLogprobs   json.RawMessage `json:"distill_logprobs"`
+// numericField describes a field validated by the scanner: a list
+// nested depth deep of numbers (integers when ints).
+type numericField struct {
+	depth int
+	ints  bool
 }
+
+var numericFields = map[string]numericField{
+	"tokens": {2, true}, "masks": {2, true}, "scores": {1, false},
+	"advantages": {2, false}, "ref_logprobs": {2, false}, "inference_logprobs": {2, false},
+	"distill_token_ids": {3, true}, "distill_logprobs": {3, false},
+}
+
+// Indices into fieldOrder.
+const (
+	fTokens = iota
+	fMasks
+	fScores
+	fAdvantages
+	fRefLogprobs
+	fMessages
+	fGenerationParams
+	fInferenceLogprobs
+	fOverrides
+	fGroupOverrides
+	fImages
+	fEnvID
+	fDistillTokenIDs
+	fDistillLogprobs
+)
+
+var fieldIndex = func() map[string]int {
+	m := map[string]int{}
+	for i, f := range fieldOrder {
+		m[f] = i
+	}
+	return m
+}()
 
 // group is a validated group ready to store: its body in Atropos's shape
 // and what the queue needs to know about it.
@@ -164,34 +186,100 @@ func fieldErr(msg string, loc ...any) *fieldError { return &fieldError{loc: loc,
 // parseGroup validates one group like Atropos's pydantic model, plus the
 // shape checks Atropos leaves to the trainer (masks like tokens, one
 // score per sequence). loc prefixes error locations ("body" or "body", i).
+// Unknown fields are dropped, as pydantic drops them.
 func parseGroup(data []byte, loc ...any) (*group, error) {
 	at := func(field string, rest ...any) []any {
 		return append(append(append([]any{}, loc...), field), rest...)
 	}
-	var r rawGroup
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, &fieldError{loc: loc, msg: "not a JSON object of a group: " + err.Error()}
+	malformed := func(msg string) error {
+		return &fieldError{loc: append([]any{}, loc...), msg: msg}
 	}
-	g := &group{env: -1}
-	for _, req := range []struct {
-		name string
-		raw  json.RawMessage
-	}{{"tokens", r.Tokens}, {"masks", r.Masks}, {"scores", r.Scores}} {
-		if isNull(req.raw) {
-			return nil, &fieldError{loc: at(req.name), msg: "Field required"}
+	s := scanner{raw: data}
+	s.skipSpace()
+	if !s.eat('{') {
+		return nil, malformed("Input should be a valid JSON object of a group")
+	}
+	// Compacted output never outgrows the input, so slices of out stay
+	// valid: it is never reallocated.
+	var out bytes.Buffer
+	out.Grow(len(data))
+	type span struct{ from, to int }
+	var spans [len(fieldOrder)]span
+	var present [len(fieldOrder)]bool
+	var tokens, masks, scores shape
+	s.skipSpace()
+	if !s.eat('}') {
+		for {
+			s.skipSpace()
+			key, ok := s.str()
+			if !ok {
+				return nil, malformed("malformed JSON: a field name was expected")
+			}
+			s.skipSpace()
+			if !s.eat(':') {
+				return nil, malformed(fmt.Sprintf("malformed JSON after field %q", key))
+			}
+			s.skipSpace()
+			i, known := fieldIndex[key]
+			from := out.Len()
+			switch nf, numeric := numericFields[key]; {
+			case bytes.HasPrefix(data[s.pos:], []byte("null")):
+				s.pos += 4
+				if known {
+					present[i] = false
+				}
+				from = -1
+			case numeric:
+				sh, err := s.numbers(nf.depth, nf.ints, &out)
+				if err != nil {
+					return nil, &fieldError{loc: at(key, err.path...), msg: err.msg}
+				}
+				switch i {
+				case fTokens:
+					tokens = sh
+				case fMasks:
+					masks = sh
+				case fScores:
+					scores = sh
+				}
+			default:
+				start := s.pos
+				if !s.skipValue() || !json.Valid(data[start:s.pos]) {
+					return nil, &fieldError{loc: at(key), msg: "malformed JSON value"}
+				}
+				if known {
+					if err := json.Compact(&out, data[start:s.pos]); err != nil {
+						return nil, &fieldError{loc: at(key), msg: err.Error()}
+					}
+				}
+			}
+			if known && from >= 0 {
+				present[i], spans[i] = true, span{from, out.Len()}
+			}
+			s.skipSpace()
+			if s.eat(',') {
+				continue
+			}
+			if s.eat('}') {
+				break
+			}
+			return nil, malformed(fmt.Sprintf("malformed JSON after field %q", key))
 		}
 	}
-	tokens, err := scanNumbers(r.Tokens, 2, true)
-	if err != nil {
-		return nil, &fieldError{loc: at("tokens", err.path...), msg: err.msg}
+	s.skipSpace()
+	if s.pos != len(data) {
+		return nil, malformed("trailing data after the group")
 	}
-	masks, err := scanNumbers(r.Masks, 2, true)
-	if err != nil {
-		return nil, &fieldError{loc: at("masks", err.path...), msg: err.msg}
+	val := func(i int) []byte {
+		if !present[i] {
+			return nil
+		}
+		return out.Bytes()[spans[i].from:spans[i].to]
 	}
-	scores, err := scanNumbers(r.Scores, 1, false)
-	if err != nil {
-		return nil, &fieldError{loc: at("scores", err.path...), msg: err.msg}
+	for _, req := range []int{fTokens, fMasks, fScores} {
+		if !present[req] {
+			return nil, &fieldError{loc: at(fieldOrder[req]), msg: "Field required"}
+		}
 	}
 	n := len(tokens.inner)
 	if n == 0 {
@@ -208,91 +296,63 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 	if scores.outer != n {
 		return nil, &fieldError{loc: at("scores"), msg: fmt.Sprintf("has %d scores for %d sequences", scores.outer, n)}
 	}
-	g.size = n
-	for _, opt := range []struct {
-		name  string
-		raw   json.RawMessage
-		depth int
-		ints  bool
-	}{
-		{"advantages", r.Advantages, 2, false},
-		{"ref_logprobs", r.RefLogprobs, 2, false},
-		{"inference_logprobs", r.InferenceLogprobs, 2, false},
-		{"distill_token_ids", r.DistillTokenIDs, 3, true},
-		{"distill_logprobs", r.DistillLogprobs, 3, false},
-	} {
-		if isNull(opt.raw) {
-			continue
-		}
-		if _, err := scanNumbers(opt.raw, opt.depth, opt.ints); err != nil {
-			return nil, &fieldError{loc: at(opt.name, err.path...), msg: err.msg}
-		}
-	}
-	if !isNull(r.Messages) {
+	g := &group{env: -1, size: n}
+	if v := val(fMessages); v != nil {
 		var msgs [][]map[string]json.RawMessage
-		if err := json.Unmarshal(r.Messages, &msgs); err != nil {
+		if err := json.Unmarshal(v, &msgs); err != nil {
 			return nil, &fieldError{loc: at("messages"), msg: "must be a list of lists of message objects"}
 		}
 		for i, conv := range msgs {
 			for j, m := range conv {
-				if _, ok := m["role"]; !ok {
-					return nil, &fieldError{loc: at("messages", i, j), msg: "Message must have 'role' and 'content' fields"}
-				}
-				if _, ok := m["content"]; !ok {
+				_, role := m["role"]
+				_, content := m["content"]
+				if !role || !content {
 					return nil, &fieldError{loc: at("messages", i, j), msg: "Message must have 'role' and 'content' fields"}
 				}
 			}
 		}
 	}
-	for _, obj := range []struct {
-		name string
-		raw  json.RawMessage
-	}{{"generation_params", r.GenerationParams}, {"group_overrides", r.GroupOverrides}} {
-		if !isNull(obj.raw) && firstByte(obj.raw) != '{' {
-			return nil, &fieldError{loc: at(obj.name), msg: "Input should be a valid dictionary"}
+	for _, i := range []int{fGenerationParams, fGroupOverrides} {
+		if v := val(i); v != nil && v[0] != '{' {
+			return nil, &fieldError{loc: at(fieldOrder[i]), msg: "Input should be a valid dictionary"}
 		}
 	}
-	if !isNull(r.Overrides) {
+	if v := val(fOverrides); v != nil {
 		var ov []map[string]json.RawMessage
-		if err := json.Unmarshal(r.Overrides, &ov); err != nil {
+		if err := json.Unmarshal(v, &ov); err != nil {
 			return nil, &fieldError{loc: at("overrides"), msg: "must be a list of objects"}
 		}
 	}
-	if !isNull(r.EnvID) {
-		id, err := strconv.Atoi(string(bytes.TrimSpace(r.EnvID)))
+	if v := val(fEnvID); v != nil {
+		id, err := strconv.Atoi(string(v))
 		if err != nil {
 			return nil, &fieldError{loc: at("env_id"), msg: "Input should be a valid integer"}
 		}
 		g.env = id
 	}
 	var explicitID string
-	if !isNull(r.GroupOverrides) {
+	if v := val(fGroupOverrides); v != nil {
 		var over map[string]json.RawMessage
-		if err := json.Unmarshal(r.GroupOverrides, &over); err != nil {
+		if err := json.Unmarshal(v, &over); err != nil {
 			return nil, &fieldError{loc: at("group_overrides"), msg: "Input should be a valid dictionary"}
 		}
-		if v, ok := over["policy_version"]; ok && !isNull(v) {
-			pv, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+		if p, ok := over["policy_version"]; ok && !isNull(p) {
+			pv, err := strconv.ParseInt(string(p), 10, 64)
 			if err != nil {
 				return nil, &fieldError{loc: at("group_overrides", "policy_version"), msg: "Input should be a valid integer (the trainer step the rollouts were sampled with)"}
 			}
 			g.policy, g.hasPolicy = pv, true
 		}
-		if v, ok := over["group_id"]; ok && !isNull(v) {
-			var s string
-			if json.Unmarshal(v, &s) != nil {
-				s = string(bytes.TrimSpace(v)) // a number or other JSON value: its text
+		if id, ok := over["group_id"]; ok && !isNull(id) {
+			var str string
+			if json.Unmarshal(id, &str) != nil {
+				str = string(id) // a number or other JSON value: its text
 			}
-			explicitID = s
+			explicitID = str
 		}
 	}
-	fields := [...]json.RawMessage{
-		r.Tokens, r.Masks, r.Scores, r.Advantages, r.RefLogprobs, r.Messages,
-		r.GenerationParams, r.InferenceLogprobs, r.Overrides, r.GroupOverrides,
-		r.Images, r.EnvID, r.DistillTokenIDs, r.DistillLogprobs,
-	}
 	var b bytes.Buffer
-	b.Grow(len(data))
+	b.Grow(out.Len() + 256)
 	b.WriteByte('{')
 	for i, name := range fieldOrder {
 		if i > 0 {
@@ -301,12 +361,10 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 		b.WriteByte('"')
 		b.WriteString(name)
 		b.WriteString(`":`)
-		if isNull(fields[i]) {
+		if v := val(i); v != nil {
+			b.Write(v)
+		} else {
 			b.WriteString("null")
-			continue
-		}
-		if err := json.Compact(&b, fields[i]); err != nil {
-			return nil, &fieldError{loc: at(name), msg: err.Error()}
 		}
 	}
 	b.WriteByte('}')
@@ -323,12 +381,4 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 func isNull(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) == 0 || string(t) == "null"
-}
-
-func firstByte(raw json.RawMessage) byte {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 {
-		return 0
-	}
-	return t[0]
 }

@@ -155,7 +155,8 @@ type batchGroup struct {
 }
 
 // Server is the trajectory API. Its handler may serve requests
-// concurrently; Close releases what New opened.
+// concurrently. It owns no connection: the caller closes the NATS
+// connection (and embedded server) after the HTTP server has stopped.
 type Server struct {
 	cfg   Config
 	log   *slog.Logger
@@ -172,7 +173,9 @@ type Server struct {
 	buffer  map[int][]queued
 	ids     map[string]uint64 // ids of stored groups; 0 while being stored
 	pending []batchRecord     // assembled, not yet sent: steps Sent+1..Step
+	kept    []batchRecord     // sent, kept for re-fetching
 	latest  uint64
+	gen     int // bumped by every recover (reset): pushes begun before are void
 }
 
 // New opens the durable server on the JetStream of nc, rebuilding its
@@ -217,8 +220,9 @@ func newServer(ctx context.Context, st store, cfg Config, log *slog.Logger) (*Se
 func (s *Server) recover(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.gen++
 	s.state = persisted{Version: stateVersion}
-	s.envs, s.queue, s.pending, s.latest = nil, nil, nil, 0
+	s.envs, s.queue, s.pending, s.kept, s.latest = nil, nil, nil, nil, 0
 	s.buffer, s.ids = map[int][]queued{}, map[string]uint64{}
 	if b, err := s.st.get(ctx, "state"); err != nil {
 		return err
@@ -258,6 +262,8 @@ func (s *Server) recover(ctx context.Context) error {
 			s.state.Step = max(s.state.Step, rec.Step)
 			if rec.Step > s.state.Sent {
 				s.pending = append(s.pending, rec)
+			} else {
+				s.kept = append(s.kept, rec)
 			}
 		case strings.HasPrefix(k, "released."):
 			seq, err := strconv.ParseUint(strings.TrimPrefix(k, "released."), 10, 64)
@@ -268,6 +274,7 @@ func (s *Server) recover(ctx context.Context) error {
 		}
 	}
 	slices.SortFunc(s.pending, func(a, b batchRecord) int { return a.Step - b.Step })
+	slices.SortFunc(s.kept, func(a, b batchRecord) int { return a.Step - b.Step })
 	err = s.st.scan(ctx, func(q queued, buffered bool) {
 		s.ids[q.id] = q.seq
 		switch {
@@ -294,7 +301,7 @@ func (s *Server) recover(ctx context.Context) error {
 	// Prune what a crash left unpruned.
 	for _, step := range steps {
 		if step <= s.state.Sent-s.cfg.KeepSteps {
-			if err := s.prune(ctx, step); err != nil {
+			if err := s.prune(ctx, step, true); err != nil {
 				return err
 			}
 		}
@@ -377,8 +384,12 @@ func (s *Server) release(ctx context.Context, env int) bool {
 	return true
 }
 
-// prune removes a handed-out batch kept for re-fetching.
-func (s *Server) prune(ctx context.Context, step int) error {
+// prune removes a handed-out batch kept for re-fetching. Everything
+// stored below the low-water mark (the oldest group still queued,
+// buffered or in a batch kept) goes in one purge, which drops whole
+// blocks of the stream without reading them; the batch's groups above the
+// mark are deleted one by one. With locked, the caller holds s.mu.
+func (s *Server) prune(ctx context.Context, step int, locked bool) error {
 	rec, err := s.loadBatch(ctx, batchKey(step))
 	if errors.Is(err, errGone) {
 		return nil
@@ -386,12 +397,27 @@ func (s *Server) prune(ctx context.Context, step int) error {
 	if err != nil {
 		return err
 	}
+	if !locked {
+		s.mu.Lock()
+	}
+	s.kept = slices.DeleteFunc(s.kept, func(b batchRecord) bool { return b.Step <= step })
 	for _, g := range rec.Groups {
-		if err := s.st.remove(ctx, g.Seq); err != nil {
+		s.forget(g.ID, g.Seq)
+	}
+	low := s.lowWater()
+	if !locked {
+		s.mu.Unlock()
+	}
+	if low > 0 {
+		if err := s.st.removeBelow(ctx, low); err != nil {
 			return err
 		}
-		if s.ids[g.ID] == g.Seq {
-			delete(s.ids, g.ID)
+	}
+	for _, g := range rec.Groups {
+		if low == 0 || g.Seq >= low {
+			if err := s.st.remove(ctx, g.Seq); err != nil {
+				return err
+			}
 		}
 		if g.Released {
 			if err := s.st.del(ctx, "released."+strconv.FormatUint(g.Seq, 10)); err != nil {
@@ -400,6 +426,41 @@ func (s *Server) prune(ctx context.Context, step int) error {
 		}
 	}
 	return s.st.del(ctx, batchKey(step))
+}
+
+// lowWater is the smallest sequence of a group still needed, 0 if none;
+// the caller holds s.mu. A group being stored gets a larger sequence than
+// every group already stored.
+func (s *Server) lowWater() uint64 {
+	var low uint64
+	see := func(seq uint64) {
+		if low == 0 || seq < low {
+			low = seq
+		}
+	}
+	for _, q := range s.queue {
+		see(q.seq)
+	}
+	for _, b := range s.buffer {
+		for _, q := range b {
+			see(q.seq)
+		}
+	}
+	for _, recs := range [][]batchRecord{s.pending, s.kept} {
+		for _, r := range recs {
+			for _, g := range r.Groups {
+				see(g.Seq)
+			}
+		}
+	}
+	return low
+}
+
+// forget drops a removed group from s.ids; the caller holds s.mu.
+func (s *Server) forget(id string, seq uint64) {
+	if s.ids[id] == seq {
+		delete(s.ids, id)
+	}
 }
 
 // Stats are the server's counters.

@@ -24,6 +24,8 @@ type store interface {
 	// body returns a stored group's body; errGone if it was removed.
 	body(ctx context.Context, seq uint64) ([]byte, error)
 	remove(ctx context.Context, seq uint64) error
+	// removeBelow removes every group stored under a sequence below seq.
+	removeBelow(ctx context.Context, seq uint64) error
 	// scan calls fn for every stored group in sequence order.
 	scan(ctx context.Context, fn func(q queued, buffered bool)) error
 	put(ctx context.Context, key string, val []byte) error
@@ -131,8 +133,19 @@ func (s *jsStore) body(ctx context.Context, seq uint64) ([]byte, error) {
 
 func (s *jsStore) remove(ctx context.Context, seq uint64) error {
 	err := s.stream.DeleteMsg(ctx, seq)
-	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !strings.Contains(err.Error(), "no message found") {
+	// Already gone (purged, or deleted before a crash) is success. The
+	// client folds the server's API error into text here
+	// (ErrMsgDeleteUnsuccessful + description), so the text is all there
+	// is to look at.
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !strings.Contains(err.Error(), "not found") {
 		return fmt.Errorf("delete group %d: %w", seq, err)
+	}
+	return nil
+}
+
+func (s *jsStore) removeBelow(ctx context.Context, seq uint64) error {
+	if err := s.stream.Purge(ctx, jetstream.WithPurgeSequence(seq)); err != nil {
+		return fmt.Errorf("purge groups below %d: %w", seq, err)
 	}
 	return nil
 }
@@ -315,6 +328,18 @@ func (m *memStore) remove(_ context.Context, seq uint64) error {
 	if g, ok := m.groups[seq]; ok {
 		delete(m.ids, g.q.id)
 		delete(m.groups, seq)
+	}
+	return nil
+}
+
+func (m *memStore) removeBelow(_ context.Context, seq uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for s, g := range m.groups {
+		if s < seq {
+			delete(m.ids, g.q.id)
+			delete(m.groups, s)
+		}
 	}
 	return nil
 }
