@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -82,8 +83,15 @@ func (m *Model) Close() error { return m.engine.Close() }
 // show that token.
 func (m *Model) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
 	start := time.Now()
-	prompt := tokenizer.Render(req.Messages, req.Tools, true)
 	limit := m.params.Config.Context
+	// The tokenizer spends one token per byte of text, so the text's bytes
+	// are a lower bound of the prompt's tokens: a request far over the
+	// context is refused before any work proportional to its size.
+	if n := textBytes(req); n >= limit {
+		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Model: m.cfg.Name, Attempts: 1,
+			Message: fmt.Sprintf("prompt is at least %d tokens; the context holds %d", n, limit)}
+	}
+	prompt := tokenizer.Render(req.Messages, req.Tools, true)
 	if len(prompt) >= limit {
 		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Model: m.cfg.Name, Attempts: 1,
 			Message: fmt.Sprintf("prompt is %d tokens; the context holds %d", len(prompt), limit)}
@@ -109,9 +117,17 @@ func (m *Model) Chat(ctx context.Context, req *delegate.Request) (*delegate.Resp
 	if req.TopP != nil {
 		gen.TopP = *req.TopP
 	}
-	if gen.Temperature < 0 || math.IsNaN(gen.Temperature) || gen.TopP < 0 || gen.TopP > 1 {
+	if gen.Temperature < 0 || math.IsNaN(gen.Temperature) || math.IsInf(gen.Temperature, 0) {
 		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1,
-			Message: fmt.Sprintf("temperature %v or top_p %v out of range", gen.Temperature, gen.TopP)}
+			Message: fmt.Sprintf("temperature %v is out of range (want a finite value at least 0)", gen.Temperature)}
+	}
+	if !(gen.TopP >= 0 && gen.TopP <= 1) {
+		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1,
+			Message: fmt.Sprintf("top_p %v is out of range (want 0..1)", gen.TopP)}
+	}
+	if req.MaxTokens < 0 {
+		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1,
+			Message: fmt.Sprintf("max_tokens %d must not be negative", req.MaxTokens)}
 	}
 	for _, s := range req.Stop {
 		if s != "" {
@@ -168,4 +184,29 @@ func (m *Model) choice(r nn.GenResult, logprobs bool, seed uint64, idx int) dele
 		}
 	}
 	return c
+}
+
+// textBytes counts the bytes of the text a request's prompt encodes one
+// token per byte: message contents, tool calls, and tool names,
+// descriptions and parameters. The chat template adds only control
+// tokens and JSON punctuation to these, so the prompt has at least this
+// many tokens. Parameters count without white space, which the template's
+// compaction may drop.
+func textBytes(req *delegate.Request) int {
+	n := 0
+	for _, m := range req.Messages {
+		n += len(m.Content)
+		for _, c := range m.ToolCalls {
+			n += len(c.Name) + len(strings.TrimSpace(c.Arguments)) // blank arguments render as {}
+		}
+	}
+	for _, t := range req.Tools {
+		n += len(t.Name) + len(t.Description)
+		for _, b := range t.Parameters {
+			if b != ' ' && b != '\t' && b != '\n' && b != '\r' {
+				n++
+			}
+		}
+	}
+	return n
 }
