@@ -1,0 +1,200 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/delegatelab/delegate/local"
+	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/server"
+)
+
+// shippedServer serves the shipped checkpoints of models/ with the system
+// prompts they were trained with (examples/world.yaml), behind an API key,
+// over real loopback HTTP, and returns an official OpenAI Go client for it.
+func shippedServer(t *testing.T) openai.Client {
+	t.Helper()
+	const key = "sk-stream-test-key"
+	open := func(name string) *local.Model {
+		p, _, err := nn.Load("../models/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := local.New(p, local.Config{Name: name, MaxBatch: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	s, err := server.NewWithConfig(server.Config{
+		APIKey: key,
+		System: map[string]string{"delegator": "Solve or delegate.", "solver": "Compute."},
+	}, nil, open("delegator"), open("solver"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
+}
+
+func TestStreamOfficialClient(t *testing.T) {
+	c := shippedServer(t)
+	ctx := context.Background()
+
+	// The solver, no system message (the server adds "Compute."), usage
+	// asked for at the end of the stream.
+	stream := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model:         "solver",
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("56*23")},
+		Temperature:   openai.Float(0),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	var acc openai.ChatCompletionAccumulator
+	chunks, ids := 0, map[string]bool{}
+	for stream.Next() {
+		ch := stream.Current()
+		if ch.Object != "chat.completion.chunk" {
+			t.Errorf("chunk object %q", ch.Object)
+		}
+		ids[ch.ID] = true
+		acc.AddChunk(ch)
+		chunks++
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if len(acc.Choices) != 1 || !strings.Contains(acc.Choices[0].Message.Content, `\boxed{1288}`) || acc.Choices[0].FinishReason != "stop" {
+		t.Errorf("solver streamed %+v, want \\boxed{1288} and stop", acc.Choices)
+	}
+	if acc.Usage.CompletionTokens <= 0 || acc.Usage.TotalTokens != acc.Usage.PromptTokens+acc.Usage.CompletionTokens {
+		t.Errorf("usage chunk: %+v", acc.Usage)
+	}
+	if chunks < 4 || len(ids) != 1 {
+		t.Errorf("%d chunks with ids %v, want role, content, finish and usage chunks under one id", chunks, ids)
+	}
+
+	// The delegator with the delegate tool: a tool call streamed as
+	// deltas, naming the tool, with a JSON object as arguments.
+	delegateTool := openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "delegate"})
+	problem := "Ann has 56 boxes of 23 pens. Ann gets 41 more. How many pens does Ann have?"
+	stream = c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model:       "delegator",
+		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage(problem)},
+		Tools:       []openai.ChatCompletionToolUnionParam{delegateTool},
+		Temperature: openai.Float(0),
+	})
+	acc = openai.ChatCompletionAccumulator{}
+	var finished []openai.FinishedChatCompletionToolCall
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+		if tc, ok := acc.JustFinishedToolCall(); ok {
+			finished = append(finished, tc)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("tool stream: %v", err)
+	}
+	if len(finished) != 1 || finished[0].Name != "delegate" || finished[0].ID == "" {
+		t.Fatalf("finished tool calls %+v, want one delegate call", finished)
+	}
+	var args map[string]string
+	if err := json.Unmarshal([]byte(finished[0].Arguments), &args); err != nil || args["question"] != "56*23" {
+		t.Errorf("arguments %q, want {\"question\":\"56*23\"}", finished[0].Arguments)
+	}
+	if acc.Choices[0].FinishReason != "tool_calls" {
+		t.Errorf("finish reason %q, want tool_calls", acc.Choices[0].FinishReason)
+	}
+
+	// Route over HTTP, as the strategy does: each delegate call goes to
+	// the solver (whose whole reply is the tool's result), until the
+	// delegator answers. The first turn was the stream above.
+	msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage(problem), acc.Choices[0].Message.ToParam()}
+	call := finished[0]
+	for turn := 2; ; turn++ {
+		sol, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model: "solver", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(args["question"])}, Temperature: openai.Float(0),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, openai.ToolMessage(sol.Choices[0].Message.Content, call.ID))
+		resp, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model: "delegator", Messages: msgs, Tools: []openai.ChatCompletionToolUnionParam{delegateTool}, Temperature: openai.Float(0),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := resp.Choices[0]
+		if len(ch.Message.ToolCalls) == 0 {
+			if !strings.Contains(ch.Message.Content, `\boxed{1329}`) || ch.FinishReason != "stop" {
+				t.Errorf("turn %d: the delegator answered %q (%s), want \\boxed{1329}", turn, ch.Message.Content, ch.FinishReason)
+			}
+			break
+		}
+		if turn == 4 {
+			t.Fatalf("no answer after %d turns: %+v", turn, msgs)
+		}
+		tc := ch.Message.ToolCalls[0]
+		if tc.Function.Name != "delegate" || json.Unmarshal([]byte(tc.Function.Arguments), &args) != nil {
+			t.Fatalf("turn %d: tool call %+v", turn, tc.Function)
+		}
+		call = openai.FinishedChatCompletionToolCall{ID: tc.ID}
+		msgs = append(msgs, ch.Message.ToParam())
+	}
+}
+
+// TestUndeclaredToolOfficialClient declares a tool the shipped model never
+// learned: whatever it writes, no tool call comes back that does not name
+// a declared tool with a JSON object as arguments, streaming or not.
+func TestUndeclaredToolOfficialClient(t *testing.T) {
+	c := shippedServer(t)
+	ctx := context.Background()
+	weather := openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+		Name:       "get_weather",
+		Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}},
+	})
+	params := openai.ChatCompletionNewParams{
+		Model:    "delegator",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Paris?")},
+		Tools:    []openai.ChatCompletionToolUnionParam{weather},
+		Seed:     openai.Int(1),
+	}
+	check := func(how string, ch openai.ChatCompletionChoice) {
+		t.Helper()
+		for _, tc := range ch.Message.ToolCalls {
+			var obj map[string]any
+			if tc.Function.Name != "get_weather" || json.Unmarshal([]byte(tc.Function.Arguments), &obj) != nil {
+				t.Errorf("%s: tool call %+v names no declared tool or lacks JSON object arguments", how, tc.Function)
+			}
+		}
+		if len(ch.Message.ToolCalls) == 0 && ch.FinishReason != "stop" && ch.FinishReason != "length" {
+			t.Errorf("%s: finish reason %q without tool calls", how, ch.FinishReason)
+		}
+	}
+	for _, temp := range []float64{0, 1} {
+		params.Temperature = openai.Float(temp)
+		resp, err := c.Chat.Completions.New(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("non-streaming", resp.Choices[0])
+		stream := c.Chat.Completions.NewStreaming(ctx, params)
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		check("streaming", acc.Choices[0])
+	}
+}
