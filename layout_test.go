@@ -47,6 +47,7 @@ var allowedImports = map[string][]string{
 	"bench/llama2c":       {"*"},
 	"bench/sample":        {"*"},
 	"bench/soak":          {"*"},
+	"perf/serve":          {},
 	"bench/train/impl":    {"nn/kernel"},
 	"bench/internal/runc": {"nn", "tokenizer"},
 	"bench/internal/host": {},

@@ -320,27 +320,29 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		dreq.Messages = append([]delegate.Message{delegate.System(sys)}, dreq.Messages...)
 	}
 
-	// Wait for a turn, at most QueueTimeout.
-	s.waiting.Add(1)
-	s.metrics.queue.Add(1)
-	timer := time.NewTimer(s.cfg.QueueTimeout)
+	// Take a turn, or wait for one: at most MaxQueue requests wait, each
+	// at most QueueTimeout.
 	select {
 	case s.turns <- struct{}{}:
-	case <-timer.C:
+	default:
+		if s.waiting.Add(1) > int64(s.cfg.MaxQueue) {
+			s.waiting.Add(-1)
+			fail(overloaded(fmt.Sprintf("the server is at its bound of %d requests generating and %d waiting; retry later", s.cfg.MaxConcurrent, s.cfg.MaxQueue)))
+			return
+		}
+		s.metrics.queue.Add(1)
+		ok, gone := s.wait(r.Context())
 		s.waiting.Add(-1)
 		s.metrics.queue.Add(-1)
-		fail(overloaded(fmt.Sprintf("no turn came within %v (%d requests generating at most); retry later", s.cfg.QueueTimeout, s.cfg.MaxConcurrent)))
-		return
-	case <-r.Context().Done():
-		timer.Stop()
-		s.waiting.Add(-1)
-		s.metrics.queue.Add(-1)
-		status = 499 // the client went away; nothing is written
-		return
+		if gone {
+			status = 499 // the client went away; nothing is written
+			return
+		}
+		if !ok {
+			fail(overloaded(fmt.Sprintf("no turn came within %v (%d requests generating at most); retry later", s.cfg.QueueTimeout, s.cfg.MaxConcurrent)))
+			return
+		}
 	}
-	timer.Stop()
-	s.waiting.Add(-1)
-	s.metrics.queue.Add(-1)
 	s.metrics.inFlight.Add(1)
 	defer func() {
 		<-s.turns
@@ -361,7 +363,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		e := modelError(ctx, err)
-		s.log.Warn("chat completion failed", "model", req.Model, "status", e.Status, "err", err)
+		s.logFailure(req.Model, e, err)
 		fail(e)
 		return
 	}
@@ -369,6 +371,32 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.served.Add(1)
 	s.metrics.tokens(model, resp.Usage)
 	writeJSON(w, http.StatusOK, fromDelegate(resp, id, s.created, req))
+}
+
+// wait waits at most QueueTimeout for a turn; gone reports that the
+// client went away first.
+func (s *Server) wait(ctx context.Context) (ok, gone bool) {
+	timer := time.NewTimer(s.cfg.QueueTimeout)
+	defer timer.Stop()
+	select {
+	case s.turns <- struct{}{}:
+		return true, false
+	case <-timer.C:
+		return false, false
+	case <-ctx.Done():
+		return false, true
+	}
+}
+
+// logFailure logs a failed generation: at debug level when the request
+// was at fault (a 4xx, such as a prompt over the context), as a warning
+// otherwise.
+func (s *Server) logFailure(model string, e apiErr, err error) {
+	level := slog.LevelWarn
+	if e.Status >= 400 && e.Status < 500 {
+		level = slog.LevelDebug
+	}
+	s.log.Log(context.Background(), level, "chat completion failed", "model", model, "status", e.Status, "err", err)
 }
 
 // hasSystem reports whether msgs hold a system message (developer

@@ -100,7 +100,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.M
 			return 499
 		}
 		e := modelError(ctx, err)
-		s.log.Warn("chat completion failed", "model", req.Model, "status", e.Status, "err", err)
+		s.logFailure(req.Model, e, err)
 		writeError(w, e.Status, e)
 		return e.Status
 	}
