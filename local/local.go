@@ -82,6 +82,22 @@ func (m *Model) Close() error { return m.engine.Close() }
 // part of what the policy generated), while its message content does not
 // show that token.
 func (m *Model) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	return m.chat(ctx, req, nil)
+}
+
+// ChatStream is Chat that also hands out each choice's content as it is
+// generated: emit gets the index of a choice and the next piece of its
+// content, in order, from the goroutine that called ChatStream, never
+// after ChatStream returns. The pieces of a choice put together are a
+// prefix of its final Message.Content: text that could still turn out to
+// be the start of a stop sequence, or an incomplete UTF-8 character, is
+// held back, and nothing is handed out after a tool call begins (the
+// calls, and any content after them, come in the response).
+func (m *Model) ChatStream(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error) {
+	return m.chat(ctx, req, emit)
+}
+
+func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error) {
 	start := time.Now()
 	limit := m.params.Config.Context
 	// The tokenizer spends one token per byte of text, so the text's bytes
@@ -139,7 +155,7 @@ func (m *Model) Chat(ctx context.Context, req *delegate.Request) (*delegate.Resp
 		reqs[i] = gen
 		reqs[i].Seed = seed + uint64(i)*0x9e3779b97f4a7c15
 	}
-	results, err := m.engine.GenerateAll(ctx, reqs)
+	results, err := generate(ctx, m.engine, reqs, req.Stop, emit)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, &delegate.APIError{Type: delegate.ErrKindCanceled, Model: m.cfg.Name, Attempts: 1, Message: ctx.Err().Error()}

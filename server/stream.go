@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/delegatelab/delegate"
@@ -13,14 +14,25 @@ import (
 // The streaming form of a chat completion: server-sent events, each
 // "data: " and one chat.completion.chunk object, ending with "data: [DONE]".
 //
-// The model's Chat interface returns a completion whole (the local engine
-// has no per-token hook), so the events are sent once the generation is
-// done: per choice, the role, the content, each tool call (its id and name,
-// then its arguments), and the finish reason with the choice's logprobs;
-// then, when stream_options.include_usage is set, a last chunk with no
-// choices and the usage. An error before the first event is an ordinary
-// JSON error with its status; the events carry the same checks as a
-// non-streaming reply (a tool call always names a declared tool).
+// A model that implements Streamer (a local model does) has its content
+// sent as it is generated; any other model's completion is sent once it is
+// whole. Per choice the events are: the role, content pieces, each tool
+// call (its id and name, then its arguments), and the finish reason with
+// the choice's logprobs; then, when stream_options.include_usage is set, a
+// last chunk with no choices and the usage. An error before the first
+// event is an ordinary JSON error with its status; one after it is an
+// event {"error":{...}} and the stream ends without [DONE]. The events
+// carry the same checks as a non-streaming reply: a tool call always
+// names a declared tool, and content sent early is never taken back
+// (a model's pieces are a prefix of its final content).
+
+// Streamer is a model that hands out its content while it generates it:
+// ChatStream is Chat that calls emit, from the goroutine that called
+// ChatStream and in order, with each new piece of a choice's content; the
+// pieces of a choice put together are a prefix of its final content.
+type Streamer interface {
+	ChatStream(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error)
+}
 
 type wireChunk struct {
 	ID      string            `json:"id"`
@@ -94,39 +106,74 @@ func (e *sse) raw(data []byte) {
 // stream answers a request with stream: true and returns the status
 // answered, for the metrics.
 func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.Model, req *wireRequest, dreq *delegate.Request, id string) int {
-	resp, err := m.Chat(ctx, dreq)
+	out := &sse{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}
+	chunk := func(choices ...wireChunkChoice) wireChunk {
+		return wireChunk{ID: id, Object: "chat.completion.chunk", Created: s.created, Model: req.Model, Choices: choices}
+	}
+	started := false // the status line and headers are out
+	begin := func() {
+		if started {
+			return
+		}
+		started = true
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+	}
+	var sent []string // content sent per choice; nil: not even the role yet
+	var opened []bool
+	open := func(i int) {
+		for len(sent) <= i {
+			sent = append(sent, "")
+			opened = append(opened, false)
+		}
+		if !opened[i] {
+			opened[i] = true
+			empty := ""
+			out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{Role: "assistant", Content: &empty}}))
+		}
+	}
+	content := func(i int, text string) {
+		begin()
+		open(i)
+		sent[i] += text
+		out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{Content: &text}}))
+	}
+
+	var resp *delegate.Response
+	var err error
+	if st, ok := m.(Streamer); ok {
+		resp, err = st.ChatStream(ctx, dreq, content)
+	} else {
+		resp, err = m.Chat(ctx, dreq)
+	}
 	if err != nil {
 		if ctx.Err() != nil && context.Cause(ctx) != errDeadline {
 			return 499
 		}
 		e := modelError(ctx, err)
 		s.logFailure(req.Model, e, err)
-		writeError(w, e.Status, e)
+		if !started {
+			writeError(w, e.Status, e)
+			return e.Status
+		}
+		out.event(e.body())
 		return e.Status
 	}
 	keepDeclaredCalls(resp, dreq.Tools)
 	s.served.Add(1)
 	s.metrics.tokens(req.Model, resp.Usage)
 
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	out := &sse{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}
-	chunk := func(choices ...wireChunkChoice) wireChunk {
-		return wireChunk{ID: id, Object: "chat.completion.chunk", Created: s.created, Model: req.Model, Choices: choices}
-	}
+	begin()
 	for i, c := range resp.Choices {
-		empty := ""
-		first := chunk(wireChunkChoice{Index: i, Delta: wireDelta{Role: "assistant", Content: &empty}})
-		if i == 0 {
-			first.PromptTokenIDs = req.promptIDs(resp)
-		}
-		out.event(first)
-		if c.Message.Content != "" {
-			text := c.Message.Content
-			out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{Content: &text}}))
+		open(i)
+		if rest, ok := strings.CutPrefix(c.Message.Content, sent[i]); !ok {
+			// A Streamer broke its contract; the client has what it has.
+			s.log.Error("streamed content is not a prefix of the final content", "model", req.Model, "choice", i)
+		} else if rest != "" {
+			out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{Content: &rest}}))
 		}
 		for j, tc := range c.Message.ToolCalls {
 			var d wireToolCallDelta
@@ -137,7 +184,11 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.M
 			out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{ToolCalls: []wireToolCallDelta{a}}}))
 		}
 		finish := c.FinishReason
-		out.event(chunk(wireChunkChoice{Index: i, FinishReason: &finish, Logprobs: wireLogprobsOf(c.Logprobs, req.ReturnTokensAsTokenIDs)}))
+		last := chunk(wireChunkChoice{Index: i, FinishReason: &finish, Logprobs: wireLogprobsOf(c.Logprobs, req.ReturnTokensAsTokenIDs)})
+		if i == 0 {
+			last.PromptTokenIDs = req.promptIDs(resp)
+		}
+		out.event(last)
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 		last := chunk()

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/server"
 )
 
@@ -104,7 +105,7 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 			return fmt.Errorf("serve: model %q is not in the config (defined: %s)", n, strings.Join(cfg.ModelNames(), ", "))
 		}
 	}
-	models, closeModels, err := cfg.openModels(getenv, log)
+	models, closeModels, err := openServed(cfg, names, getenv, log)
 	if err != nil {
 		return err
 	}
@@ -170,6 +171,73 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdown)
+}
+
+// openServed opens the models named: remote ones as every command does,
+// local ones here, so that they keep streaming (server.Streamer) under the
+// config's preset.
+func openServed(cfg *Config, names []string, getenv env, log *slog.Logger) (map[string]delegate.Model, func(), error) {
+	remote := *cfg
+	remote.Models = map[string]ModelConfig{}
+	for _, n := range names {
+		if cfg.Models[n].Kind != "local" {
+			remote.Models[n] = cfg.Models[n]
+		}
+	}
+	models, closeRemote, err := remote.openModels(getenv, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	var locals []*local.Model
+	closeAll := func() {
+		closeRemote()
+		for _, l := range locals {
+			// Close only fails for calls still in flight, and none are.
+			_ = l.Close()
+		}
+	}
+	for _, n := range names {
+		if cfg.Models[n].Kind != "local" {
+			continue
+		}
+		lm, err := openLocal(n, cfg.Models[n])
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		locals = append(locals, lm)
+		models[n] = servedLocal{Model: lm, wrap: cfg.wrap}
+	}
+	return models, closeAll, nil
+}
+
+var _ server.Streamer = servedLocal{}
+
+// servedLocal is a local model with the config's preset applied (wrap,
+// as every command applies it) to plain and streaming calls alike.
+type servedLocal struct {
+	*local.Model
+	wrap func(delegate.Model) delegate.Model
+}
+
+func (l servedLocal) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	return l.wrap(l.Model).Chat(ctx, req)
+}
+
+// ChatStream implements server.Streamer.
+func (l servedLocal) ChatStream(ctx context.Context, req *delegate.Request, emit func(int, string)) (*delegate.Response, error) {
+	return l.wrap(streamingChat{l.Model, emit}).Chat(ctx, req)
+}
+
+// streamingChat is a local model whose Chat streams to emit, so that a
+// wrapper that rewrites requests passes them on to ChatStream.
+type streamingChat struct {
+	*local.Model
+	emit func(int, string)
+}
+
+func (s streamingChat) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	return s.ChatStream(ctx, req, s.emit)
 }
 
 // checkExposure refuses to listen off loopback without an API key, unless

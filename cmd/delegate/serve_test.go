@@ -143,6 +143,36 @@ func TestServeShippedModels(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &resp); status != 200 || err != nil || len(resp.Choices) != 1 || !strings.Contains(resp.Choices[0].Message.Content, `\boxed{1288}`) {
 		t.Errorf("solver over HTTP: %d %s, want \\boxed{1288}", status, body)
 	}
+	// Streaming, through the preset's wrapper: the content comes as
+	// events and adds up to the right answer.
+	status, body = post(key, strings.Replace(ask, `"temperature"`, `"stream":true,"temperature"`, 1))
+	var content strings.Builder
+	pieces, doneSeen := 0, false
+	for _, line := range strings.Split(body, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		switch {
+		case !ok:
+		case data == "[DONE]":
+			doneSeen = true
+		default:
+			var ch struct {
+				Choices []struct {
+					Delta struct{ Content string } `json:"delta"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal([]byte(data), &ch); err != nil {
+				t.Fatalf("event %q: %v", data, err)
+			}
+			if len(ch.Choices) == 1 && ch.Choices[0].Delta.Content != "" {
+				pieces++
+				content.WriteString(ch.Choices[0].Delta.Content)
+			}
+		}
+	}
+	t.Logf("streamed content in %d pieces", pieces)
+	if status != 200 || !doneSeen || !strings.Contains(content.String(), `\boxed{1288}`) {
+		t.Errorf("stream: %d, [DONE] %v, content %q, want \\boxed{1288}", status, doneSeen, content.String())
+	}
 	cancel()
 	select {
 	case err := <-done:
