@@ -46,9 +46,10 @@ type Config struct {
 	// MaxConcurrent bounds the chat completions being generated at once.
 	// Default 32 (a local model's default batch).
 	MaxConcurrent int
-	// MaxQueue bounds the requests admitted beyond MaxConcurrent: being
-	// read or waiting for a turn. A request beyond both gets 503 at once.
-	// Default 64.
+	// MaxQueue bounds the requests waiting for a turn; a request beyond it
+	// gets 503 at once. At most MaxConcurrent+MaxQueue requests are inside
+	// the server at all (being read, waiting or generating), which bounds
+	// the bodies held in memory. Default 64; negative: none wait.
 	MaxQueue int
 	// QueueTimeout bounds a request's wait for a turn; past it the request
 	// gets 503. Default 30s.
@@ -77,8 +78,11 @@ func (c Config) withDefaults() Config {
 	if c.MaxConcurrent == 0 {
 		c.MaxConcurrent = d.MaxConcurrent
 	}
-	if c.MaxQueue == 0 {
+	switch {
+	case c.MaxQueue == 0:
 		c.MaxQueue = d.MaxQueue
+	case c.MaxQueue < 0:
+		c.MaxQueue = 0
 	}
 	if c.QueueTimeout == 0 {
 		c.QueueTimeout = d.QueueTimeout
@@ -97,9 +101,6 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConcurrent < 0 {
 		errs = append(errs, fmt.Errorf("max concurrent %d must not be negative", c.MaxConcurrent))
-	}
-	if c.MaxQueue < 0 {
-		errs = append(errs, fmt.Errorf("max queue %d must not be negative", c.MaxQueue))
 	}
 	if c.QueueTimeout < 0 || c.RequestTimeout < 0 {
 		errs = append(errs, errors.New("queue and request timeouts must not be negative"))

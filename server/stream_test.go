@@ -11,7 +11,9 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/local"
+	"github.com/delegatelab/delegate/modeltest"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/server"
 )
@@ -200,5 +202,152 @@ func TestUndeclaredToolOfficialClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("streaming", acc.Choices[0])
+	}
+}
+
+// events reads a server-sent-event body into its data lines.
+func events(t *testing.T, body string) (data []string, done bool) {
+	t.Helper()
+	for _, block := range strings.Split(strings.TrimSuffix(body, "\n\n"), "\n\n") {
+		d, ok := strings.CutPrefix(block, "data: ")
+		if !ok || strings.Contains(d, "\n") {
+			t.Fatalf("event %q is not one data line", block)
+		}
+		if d == "[DONE]" {
+			done = true
+			continue
+		}
+		if done {
+			t.Fatalf("event %q after [DONE]", d)
+		}
+		data = append(data, d)
+	}
+	return data, done
+}
+
+// TestStreamWholeAnswer streams from a model that is not a Streamer: the
+// chunks carry its content, calls and usage once the answer is in.
+func TestStreamWholeAnswer(t *testing.T) {
+	m := modeltest.New("m", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+		r := modeltest.ToolCalls(delegate.ToolCall{ID: "call_1", Name: "delegate", Arguments: `{"question":"2+2"}`})
+		r.Choices[0].Message.Content = "Asking."
+		return r, nil
+	})
+	s, err := server.New(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	status, h, body := do(t, "POST", srv.URL+"/v1/chat/completions", "",
+		`{"model":"m","stream":true,"stream_options":{"include_usage":true},"tools":[{"type":"function","function":{"name":"delegate"}}],"messages":[{"role":"user","content":"x"}]}`)
+	if status != 200 || h.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %q %s", status, h.Get("Content-Type"), body)
+	}
+	data, done := events(t, body)
+	if !done {
+		t.Error("no [DONE]")
+	}
+	type chunk struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Choices []struct {
+			Delta struct {
+				Role      string  `json:"role"`
+				Content   *string `json:"content"`
+				ToolCalls []struct {
+					Index    int    `json:"index"`
+					ID       string `json:"id"`
+					Function struct{ Name, Arguments string }
+				} `json:"tool_calls"`
+			} `json:"delta"`
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage *struct {
+			TotalTokens int `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	var content, name, args, finish string
+	var ids = map[string]bool{}
+	var usage int
+	for _, d := range data {
+		var c chunk
+		if err := json.Unmarshal([]byte(d), &c); err != nil {
+			t.Fatal(err)
+		}
+		ids[c.ID] = true
+		if c.Object != "chat.completion.chunk" {
+			t.Errorf("object %q", c.Object)
+		}
+		if c.Usage != nil {
+			usage = c.Usage.TotalTokens
+			if len(c.Choices) != 0 {
+				t.Error("the usage chunk has choices")
+			}
+		}
+		for _, ch := range c.Choices {
+			if ch.Delta.Content != nil {
+				content += *ch.Delta.Content
+			}
+			for _, tc := range ch.Delta.ToolCalls {
+				name += tc.Function.Name
+				args += tc.Function.Arguments
+			}
+			if ch.FinishReason != nil {
+				finish = *ch.FinishReason
+			}
+		}
+	}
+	if content != "Asking." || name != "delegate" || args != `{"question":"2+2"}` || finish != "tool_calls" || usage <= 0 || len(ids) != 1 {
+		t.Errorf("stream gave content %q call %s%s finish %q usage %d ids %v", content, name, args, finish, usage, ids)
+	}
+}
+
+// failing streams a piece, then fails.
+type failing struct{}
+
+func (failing) Name() string { return "m" }
+
+func (failing) Chat(context.Context, *delegate.Request) (*delegate.Response, error) {
+	return nil, &delegate.APIError{Status: 500, Type: "server_error", Message: "engine died"}
+}
+
+func (f failing) ChatStream(_ context.Context, _ *delegate.Request, emit func(int, string)) (*delegate.Response, error) {
+	emit(0, "Partial")
+	return f.Chat(context.Background(), nil)
+}
+
+func TestStreamErrors(t *testing.T) {
+	s, err := server.New(nil, failing{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	status, _, body := do(t, "POST", srv.URL+"/v1/chat/completions", "", `{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	if status != 200 {
+		t.Fatalf("status %d after the stream began", status)
+	}
+	data, done := events(t, body)
+	if done || len(data) < 3 || !strings.Contains(data[1], "Partial") {
+		t.Fatalf("events %q, [DONE] %v; want role, content, then an error and no [DONE]", data, done)
+	}
+	checkErrorShape(t, data[len(data)-1])
+
+	// Before any event, an error is an ordinary JSON error.
+	s, err = server.New(nil, modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) {
+		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Message: "too long"}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := httptest.NewServer(s)
+	defer srv2.Close()
+	status, h, body := do(t, "POST", srv2.URL+"/v1/chat/completions", "", `{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	if status != 400 || h.Get("Content-Type") != "application/json" {
+		t.Errorf("early error: %d %q", status, h.Get("Content-Type"))
+	}
+	if e := checkErrorShape(t, body); e.Error.Code == nil || *e.Error.Code != "context_length_exceeded" {
+		t.Errorf("early error body %s", body)
 	}
 }

@@ -60,7 +60,7 @@ unless --insecure. Requests beyond --max-concurrent generating and
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without an API key")
 	fl.Int64Var(&f.limits.MaxBody, "max-body", d.MaxBody, "largest request body in bytes (413 beyond)")
 	fl.IntVar(&f.limits.MaxConcurrent, "max-concurrent", d.MaxConcurrent, "chat completions generating at once")
-	fl.IntVar(&f.limits.MaxQueue, "max-queue", d.MaxQueue, "requests admitted beyond --max-concurrent, waiting for a turn (503 beyond)")
+	fl.IntVar(&f.limits.MaxQueue, "max-queue", d.MaxQueue, "requests waiting for a turn beyond --max-concurrent (503 beyond; 0: none wait)")
 	fl.DurationVar(&f.limits.QueueTimeout, "queue-timeout", d.QueueTimeout, "longest wait for a turn (503 past it)")
 	fl.DurationVar(&f.limits.RequestTimeout, "request-timeout", d.RequestTimeout, "longest generation of one request (504 past it)")
 	fl.DurationVar(&f.timeouts.ReadHeader, "read-header-timeout", t.ReadHeader, "time to read a request's headers")
@@ -113,6 +113,9 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	var served []delegate.Model
 	limits := f.limits
 	limits.APIKey = f.apiKey
+	if limits.MaxQueue == 0 {
+		limits.MaxQueue = -1 // the server's spelling of "none wait"
+	}
 	limits.System = map[string]string{}
 	for _, n := range names {
 		m := models[n]
