@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -100,7 +101,10 @@ func (e *sse) raw(data []byte) {
 		e.err = err
 		return
 	}
-	e.err = e.rc.Flush()
+	// A writer that cannot flush still delivers the events, at its end.
+	if err := e.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		e.err = err
+	}
 }
 
 // stream answers a request with stream: true and returns the status
