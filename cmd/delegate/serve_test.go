@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -85,7 +86,7 @@ func TestServeShippedModels(t *testing.T) {
 	cmd := newRootCmd(getenv, slog.New(slog.NewTextHandler(&logs, nil)))
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
-	cmd.SetArgs([]string{"serve", "--config", "../../examples/world.yaml", "--addr", "127.0.0.1:0"})
+	cmd.SetArgs([]string{"serve", "--config", "../../examples/world.yaml", "--addr", "127.0.0.1:0", "--idle-timeout", "300ms", "--read-timeout", "500ms"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -173,6 +174,33 @@ func TestServeShippedModels(t *testing.T) {
 	if status != 200 || !doneSeen || !strings.Contains(content.String(), `\boxed{1288}`) {
 		t.Errorf("stream: %d, [DONE] %v, content %q, want \\boxed{1288}", status, doneSeen, content.String())
 	}
+	// The connection timeouts are set: an idle keep-alive connection and
+	// one whose body stalls are both closed by the server.
+	hostport := strings.TrimSuffix(strings.TrimPrefix(base, "http://"), "/v1")
+	for _, tt := range []struct{ name, send string }{
+		{"idle keep-alive", "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"},
+		{"stalled body", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key + "\r\nContent-Length: 100\r\n\r\n{"},
+	} {
+		conn, err := net.Dial("tcp", hostport)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := io.WriteString(conn, tt.send); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil { // the server's default timeouts are longer
+			t.Fatal(err)
+		}
+		_, err = io.ReadAll(conn) // returns when the server closes
+		conn.Close()
+		if err != nil {
+			t.Errorf("%s: the server did not close the connection: %v", tt.name, err)
+		} else {
+			t.Logf("%s: closed by the server after %v", tt.name, time.Since(start).Round(time.Millisecond))
+		}
+	}
+
 	cancel()
 	select {
 	case err := <-done:
