@@ -4,6 +4,8 @@
 // (so concurrent calls share forward passes), and parsed back into an
 // assistant message with its tool calls. Usage counts come from our own
 // tokenizer; logprobs and token ids come with every generated token.
+// ChatStream also hands out the content while it is generated, for a
+// streaming server.
 package local
 
 import (
