@@ -182,8 +182,10 @@ func TestUndeclaredToolOfficialClient(t *testing.T) {
 				t.Errorf("%s: tool call %+v names no declared tool or lacks JSON object arguments", how, tc.Function)
 			}
 		}
-		if len(ch.Message.ToolCalls) == 0 && ch.FinishReason != "stop" && ch.FinishReason != "length" {
-			t.Errorf("%s: finish reason %q without tool calls", how, ch.FinishReason)
+		// The shipped delegator writes a malformed call here (it never saw
+		// get_weather): it must come back as text, not vanish.
+		if len(ch.Message.ToolCalls) == 0 && (ch.Message.Content == "" || ch.FinishReason != "stop" && ch.FinishReason != "length") {
+			t.Errorf("%s: no tool calls, content %q, finish reason %q; want the model's text and stop", how, ch.Message.Content, ch.FinishReason)
 		}
 	}
 	for _, temp := range []float64{0, 1} {
