@@ -74,6 +74,7 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	if f.apiKey == "" {
 		f.apiKey = getenv(serveKeyEnv)
 	}
+	f.apiKey = strings.TrimSpace(f.apiKey) // a key of blanks would be no key that nobody can send
 	if err := checkExposure(f.addr, f.apiKey != "", f.insecure); err != nil {
 		return err
 	}
