@@ -549,3 +549,31 @@ func TestRequestTimeout(t *testing.T) {
 	}
 	checkErrorShape(t, body)
 }
+
+func TestPanicIsA500(t *testing.T) {
+	var logs bytes.Buffer
+	m := modeltest.New("m", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+		if req.Messages[0].Content == "boom" {
+			panic("model bug")
+		}
+		return modeltest.Text("ok"), nil
+	})
+	s, err := server.NewWithConfig(server.Config{MaxConcurrent: 1}, slog.New(slog.NewTextHandler(&logs, nil)), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	status, _, body := do(t, "POST", srv.URL+"/v1/chat/completions", "", strings.Replace(userX, `"x"`, `"boom"`, 1))
+	if status != 500 {
+		t.Errorf("panicking model: %d %s, want 500", status, body)
+	}
+	checkErrorShape(t, body)
+	if !strings.Contains(logs.String(), "model bug") {
+		t.Errorf("the panic was not logged:\n%s", logs.String())
+	}
+	// Its turn was given back: the one turn there is serves the next request.
+	if status, _, body := do(t, "POST", srv.URL+"/v1/chat/completions", "", userX); status != 200 {
+		t.Errorf("after the panic: %d %s", status, body)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -198,7 +199,22 @@ func (s *Server) Served() int64 { return s.served.Load() }
 
 // ServeHTTP implements http.Handler. Every error, unknown paths and wrong
 // methods included, is OpenAI's error object.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := &trackingWriter{ResponseWriter: rw}
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler { // net/http's own way to abort quietly
+			panic(v)
+		}
+		s.log.Error("request handler panicked", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		if w.wrote {
+			panic(http.ErrAbortHandler) // the answer is under way: cut the connection
+		}
+		writeError(w, http.StatusInternalServerError, apiErr{Type: "server_error", Message: "internal server error"})
+	}()
 	var handle http.HandlerFunc
 	method := http.MethodGet
 	switch strings.TrimSuffix(r.URL.Path, "/") {
@@ -232,6 +248,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	handle(w, r)
 }
+
+// trackingWriter notes whether anything was written, so that a panic can
+// still be answered with an error when nothing was.
+type trackingWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (t *trackingWriter) WriteHeader(code int) {
+	t.wrote = true
+	t.ResponseWriter.WriteHeader(code)
+}
+
+func (t *trackingWriter) Write(b []byte) (int, error) {
+	t.wrote = true
+	return t.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's deadlines
+// and flushing.
+func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 // authorized checks the bearer key in constant time: both sides are hashed
 // first, so neither the key's bytes nor its length show in the timing.
