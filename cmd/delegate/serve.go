@@ -141,7 +141,7 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 		WriteTimeout:      f.timeouts.Write,
 		IdleTimeout:       f.timeouts.Idle,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn), // accept errors and the like
 	}
 	for _, n := range names {
 		desc := "local checkpoint " + cfg.Models[n].Checkpoint
