@@ -87,7 +87,7 @@ func okModel(name string) delegate.Model {
 
 const userX = `{"model":"m","messages":[{"role":"user","content":"x"}]}`
 
-func TestErrorsAreOpenAIObjects(t *testing.T) {
+func TestServerErrorsAreOpenAIObjects(t *testing.T) {
 	s, err := server.NewWithConfig(server.Config{MaxBody: 1000}, nil, okModel("m"))
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +138,7 @@ func TestErrorsAreOpenAIObjects(t *testing.T) {
 	}
 }
 
-func TestAPIKey(t *testing.T) {
+func TestServerAPIKey(t *testing.T) {
 	const key = "sk-test-serve-key-0123456789"
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -224,7 +224,7 @@ func (b *blocking) Chat(ctx context.Context, _ *delegate.Request) (*delegate.Res
 	}
 }
 
-func TestConcurrencyAndQueueBounds(t *testing.T) {
+func TestServerConcurrencyAndQueueBounds(t *testing.T) {
 	m := &blocking{release: make(chan struct{}), cond: make(chan struct{}, 16)}
 	s, err := server.NewWithConfig(server.Config{MaxConcurrent: 1, MaxQueue: 2, QueueTimeout: 300 * time.Millisecond}, nil, m)
 	if err != nil {
@@ -302,7 +302,7 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-func TestMetricsExposition(t *testing.T) {
+func TestServerMetricsExposition(t *testing.T) {
 	s, err := server.New(nil, okModel("m"))
 	if err != nil {
 		t.Fatal(err)
@@ -355,7 +355,7 @@ func TestMetricsExposition(t *testing.T) {
 	}
 }
 
-func TestIDsUniqueAndTokenIDsOptIn(t *testing.T) {
+func TestServerIDsUniqueAndTokenIDsOptIn(t *testing.T) {
 	m := modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) {
 		r := modeltest.Text("ok")
 		r.ID = "local-7" // a backend's id that repeats
@@ -395,7 +395,7 @@ func TestIDsUniqueAndTokenIDsOptIn(t *testing.T) {
 	}
 }
 
-func TestUndeclaredToolCallsComeBackAsText(t *testing.T) {
+func TestServerUndeclaredToolCallsComeBackAsText(t *testing.T) {
 	calls := map[string]delegate.ToolCall{
 		"get_weather": {ID: "c1", Name: "get_weather", Arguments: `{"city":"Paris"}`},
 		"malformed":   {ID: "c1", Name: "", Arguments: `deleg{"q":`},
@@ -450,7 +450,7 @@ func TestUndeclaredToolCallsComeBackAsText(t *testing.T) {
 	}
 }
 
-func TestDefaultSystemPrompt(t *testing.T) {
+func TestServerDefaultSystemPrompt(t *testing.T) {
 	var mu sync.Mutex
 	var got [][]delegate.Message
 	m := modeltest.New("m", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
@@ -481,11 +481,11 @@ func TestDefaultSystemPrompt(t *testing.T) {
 	}
 }
 
-// TestTimeouts runs the handler under an http.Server with the timeouts
+// TestServerTimeouts runs the handler under an http.Server with the timeouts
 // `delegate serve` sets, short: a generation longer than the read timeout
 // still answers (the read deadline is cleared once the body is in), and a
 // client that sends its body too slowly is cut off.
-func TestTimeouts(t *testing.T) {
+func TestServerTimeouts(t *testing.T) {
 	m := modeltest.New("m", func(ctx context.Context, _ *delegate.Request) (*delegate.Response, error) {
 		select {
 		case <-time.After(600 * time.Millisecond):
@@ -532,7 +532,7 @@ func TestTimeouts(t *testing.T) {
 	}
 }
 
-func TestRequestTimeout(t *testing.T) {
+func TestServerRequestTimeout(t *testing.T) {
 	m := modeltest.New("m", func(ctx context.Context, _ *delegate.Request) (*delegate.Response, error) {
 		<-ctx.Done()
 		return nil, &delegate.APIError{Type: delegate.ErrKindCanceled, Message: ctx.Err().Error()}
@@ -550,7 +550,7 @@ func TestRequestTimeout(t *testing.T) {
 	checkErrorShape(t, body)
 }
 
-func TestPanicIsA500(t *testing.T) {
+func TestServerPanicIsA500(t *testing.T) {
 	var logs bytes.Buffer
 	m := modeltest.New("m", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		if req.Messages[0].Content == "boom" {

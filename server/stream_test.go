@@ -48,7 +48,7 @@ func shippedServer(t *testing.T) openai.Client {
 	return openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
 }
 
-func TestStreamOfficialClient(t *testing.T) {
+func TestServerStreamOfficialClient(t *testing.T) {
 	c := shippedServer(t)
 	ctx := context.Background()
 
@@ -158,10 +158,10 @@ func TestStreamOfficialClient(t *testing.T) {
 	}
 }
 
-// TestUndeclaredToolOfficialClient declares a tool the shipped model never
+// TestServerUndeclaredToolOfficialClient declares a tool the shipped model never
 // learned: whatever it writes, no tool call comes back that does not name
 // a declared tool with a JSON object as arguments, streaming or not.
-func TestUndeclaredToolOfficialClient(t *testing.T) {
+func TestServerUndeclaredToolOfficialClient(t *testing.T) {
 	c := shippedServer(t)
 	ctx := context.Background()
 	weather := openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
@@ -227,9 +227,9 @@ func events(t *testing.T, body string) (data []string, done bool) {
 	return data, done
 }
 
-// TestStreamWholeAnswer streams from a model that is not a Streamer: the
+// TestServerStreamWholeAnswer streams from a model that is not a Streamer: the
 // chunks carry its content, calls and usage once the answer is in.
-func TestStreamWholeAnswer(t *testing.T) {
+func TestServerStreamWholeAnswer(t *testing.T) {
 	m := modeltest.New("m", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		r := modeltest.ToolCalls(delegate.ToolCall{ID: "call_1", Name: "delegate", Arguments: `{"question":"2+2"}`})
 		r.Choices[0].Message.Content = "Asking."
@@ -319,7 +319,7 @@ func (f failing) ChatStream(_ context.Context, _ *delegate.Request, emit func(in
 	return f.Chat(context.Background(), nil)
 }
 
-func TestStreamErrors(t *testing.T) {
+func TestServerStreamErrors(t *testing.T) {
 	s, err := server.New(nil, failing{})
 	if err != nil {
 		t.Fatal(err)
