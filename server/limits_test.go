@@ -279,8 +279,7 @@ func TestServerConcurrencyAndQueueBounds(t *testing.T) {
 	_, _, text := do(t, "GET", srv.URL+"/metrics", "", "")
 	for _, want := range []string{
 		`delegate_serve_requests_total{model="m",status="200"} 2`,
-		`delegate_serve_requests_total{model="",status="503"} 1`,
-		`delegate_serve_requests_total{model="m",status="503"} 2`,
+		`delegate_serve_requests_total{model="m",status="503"} 3`,
 		"delegate_serve_in_flight 0\n",
 		"delegate_serve_queue_depth 0\n",
 		`delegate_serve_request_duration_seconds_count 5`,
@@ -575,5 +574,78 @@ func TestServerPanicIsA500(t *testing.T) {
 	// Its turn was given back: the one turn there is serves the next request.
 	if status, _, body := do(t, "POST", srv.URL+"/v1/chat/completions", "", userX); status != 200 {
 		t.Errorf("after the panic: %d %s", status, body)
+	}
+}
+
+// TestServerBodyBudget: bodies are charged as their bytes arrive, so
+// clients trickling bodies hold only what they sent, and a request that
+// would pass the budget gets 503 until they go.
+func TestServerBodyBudget(t *testing.T) {
+	// One turn and one place in the queue: twenty stalled clients must not
+	// take them, as they would if a request counted from its headers.
+	s, err := server.NewWithConfig(server.Config{MaxBody: 1000, BodyBudget: 2000, MaxConcurrent: 1, MaxQueue: 1}, nil, okModel("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	// stall opens a connection that sends n bytes of a 1000-byte body.
+	stall := func(n int) net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n%s", strings.Repeat(" ", n)); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	metric := func() string {
+		_, _, text := do(t, "GET", srv.URL+"/metrics", "", "")
+		return text
+	}
+	// Twenty clients with 10 bytes each in flight: 200 of 2000 bytes.
+	var small []net.Conn
+	for range 20 {
+		small = append(small, stall(10))
+	}
+	defer func() { // before the server's Close, which waits for them
+		for _, c := range small {
+			c.Close()
+		}
+	}()
+	time.Sleep(100 * time.Millisecond) // let the server read what they sent
+	if status, _, body := do(t, "POST", srv.URL+"/v1/chat/completions", "", userX); status != 200 {
+		t.Errorf("with small stalled bodies: %d %s, want 200", status, body)
+	}
+	for _, c := range small {
+		c.Close()
+	}
+	// Two clients with 990 bytes each: 1980 of 2000; a request of 56
+	// bytes no longer fits.
+	big := []net.Conn{stall(990), stall(990)}
+	defer func() {
+		for _, c := range big {
+			c.Close()
+		}
+	}()
+	waitFor(t, func() bool {
+		status, _, _ := do(t, "POST", srv.URL+"/v1/chat/completions", "", userX)
+		return status == 503
+	})
+	status, h, body := do(t, "POST", srv.URL+"/v1/chat/completions", "", userX)
+	if status != 503 || h.Get("Retry-After") == "" || !strings.Contains(body, "server_overloaded") {
+		t.Errorf("over the budget: %d %s", status, body)
+	}
+	big[0].Close()
+	waitFor(t, func() bool {
+		status, _, _ := do(t, "POST", srv.URL+"/v1/chat/completions", "", userX)
+		return status == 200
+	})
+	big[1].Close()
+	if !strings.Contains(metric(), `status="503"`) {
+		t.Error("the 503s are not in the metrics")
 	}
 }

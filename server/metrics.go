@@ -103,7 +103,7 @@ func (m *metrics) text() string {
 	byModel(&b, "delegate_serve_prompt_tokens_total", "Prompt tokens of the chat completions answered, by model.", m.prompt)
 	byModel(&b, "delegate_serve_completion_tokens_total", "Completion tokens generated for the chat completions answered, by model.", m.output)
 
-	header(&b, "delegate_serve_request_duration_seconds", "histogram", "Latency of chat completion requests, from admission to the last byte written.")
+	header(&b, "delegate_serve_request_duration_seconds", "histogram", "Latency of chat completion requests, from their headers read to the last byte written.")
 	var cum int64
 	for i, le := range latencyBounds {
 		cum += m.buckets[i]

@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -32,6 +33,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/delegatelab/delegate"
 )
@@ -48,10 +51,14 @@ type Config struct {
 	// Default 32 (a local model's default batch).
 	MaxConcurrent int
 	// MaxQueue bounds the requests waiting for a turn; a request beyond it
-	// gets 503 at once. At most MaxConcurrent+MaxQueue requests are inside
-	// the server at all (being read, waiting or generating), which bounds
-	// the bodies held in memory. Default 64; negative: none wait.
+	// gets 503 at once. Default 64; negative: none wait.
 	MaxQueue int
+	// BodyBudget bounds the bytes of request bodies the server holds at
+	// once: those being read, and those of requests waiting or generating.
+	// A body is charged as its bytes arrive, so a client trickling its
+	// body holds only what it has sent; a request whose body would pass the
+	// budget gets 503. Default (MaxConcurrent+MaxQueue)·MaxBody.
+	BodyBudget int64
 	// QueueTimeout bounds a request's wait for a turn; past it the request
 	// gets 503. Default 30s.
 	QueueTimeout time.Duration
@@ -91,6 +98,9 @@ func (c Config) withDefaults() Config {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = d.RequestTimeout
 	}
+	if c.BodyBudget == 0 {
+		c.BodyBudget = int64(c.MaxConcurrent+c.MaxQueue) * c.MaxBody
+	}
 	return c
 }
 
@@ -102,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConcurrent < 0 {
 		errs = append(errs, fmt.Errorf("max concurrent %d must not be negative", c.MaxConcurrent))
+	}
+	if c.BodyBudget < 0 {
+		errs = append(errs, fmt.Errorf("body budget %d must not be negative", c.BodyBudget))
 	}
 	if c.QueueTimeout < 0 || c.RequestTimeout < 0 {
 		errs = append(errs, errors.New("queue and request timeouts must not be negative"))
@@ -137,11 +150,12 @@ type Server struct {
 	log     *slog.Logger
 	created int64
 	served  atomic.Int64
-	// admitted counts the chat requests inside the server (reading,
-	// waiting or generating); turns holds one token per request generating.
-	admitted atomic.Int64
-	waiting  atomic.Int64
-	turns    chan struct{}
+	// bodies charges the bytes of the bodies held (BodyBudget); waiting
+	// counts the requests waiting for a turn; turns holds one token per
+	// request generating.
+	bodies  *semaphore.Weighted
+	waiting atomic.Int64
+	turns   chan struct{}
 	// writeTimeout is pushed forward before each streamed event; 0 leaves
 	// the connection's deadline alone.
 	writeTimeout time.Duration
@@ -165,7 +179,7 @@ func NewWithConfig(cfg Config, log *slog.Logger, models ...delegate.Model) (*Ser
 	}
 	s := &Server{
 		cfg: cfg, models: map[string]delegate.Model{}, log: log, created: time.Now().Unix(),
-		turns: make(chan struct{}, cfg.MaxConcurrent), metrics: newMetrics(),
+		turns: make(chan struct{}, cfg.MaxConcurrent), bodies: semaphore.NewWeighted(cfg.BodyBudget), metrics: newMetrics(),
 	}
 	if cfg.APIKey != "" {
 		s.keyHash = sha256.Sum256([]byte(cfg.APIKey))
@@ -249,6 +263,35 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	handle(w, r)
 }
 
+// errBodyBudget is the error of a body that would pass the budget.
+var errBodyBudget = errors.New("the server holds as many request bodies as it may")
+
+// chargedReader charges the bytes read through it to budget; release
+// gives them back.
+type chargedReader struct {
+	r      io.Reader
+	budget *semaphore.Weighted
+	held   int64
+}
+
+func (c *chargedReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		if !c.budget.TryAcquire(int64(n)) {
+			return 0, errBodyBudget
+		}
+		c.held += int64(n)
+	}
+	return n, err
+}
+
+func (c *chargedReader) release() {
+	if c.held > 0 {
+		c.budget.Release(c.held)
+		c.held = 0
+	}
+}
+
 // trackingWriter notes whether anything was written, so that a panic can
 // still be answered with an error when nothing was.
 type trackingWriter struct {
@@ -306,7 +349,7 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// overloaded answers a request turned away by the admission bounds.
+// overloaded answers a request turned away by the server's bounds.
 func overloaded(msg string) apiErr {
 	return apiErr{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "server_overloaded", Message: msg}
 }
@@ -321,16 +364,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e.Status, e)
 	}
 
-	// Admission comes before the body is read, so the bodies held in
-	// memory at once are bounded by MaxConcurrent+MaxQueue times MaxBody.
-	if n := s.admitted.Add(1); n > int64(s.cfg.MaxConcurrent+s.cfg.MaxQueue) {
-		s.admitted.Add(-1)
-		fail(overloaded(fmt.Sprintf("the server is at its bound of %d requests generating and %d waiting; retry later", s.cfg.MaxConcurrent, s.cfg.MaxQueue)))
-		return
-	}
-	defer s.admitted.Add(-1)
-
-	req, e := decodeRequest(w, r, s.cfg.MaxBody)
+	// The body is charged to the budget as it arrives, and stays charged
+	// until the request ends: what it decodes into is held as long.
+	body := &chargedReader{r: http.MaxBytesReader(w, r.Body, s.cfg.MaxBody), budget: s.bodies}
+	defer body.release()
+	req, e := decodeRequest(body, r.ContentLength, s.cfg.MaxBody)
 	if e != nil {
 		fail(*e)
 		return

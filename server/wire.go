@@ -72,14 +72,15 @@ func badRequest(param, format string, args ...any) *apiErr {
 	return &apiErr{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
-// decodeRequest reads one chat completion request of at most maxBody
-// bytes: a larger body is a 413, anything but exactly one JSON object
-// (trailing data included) a 400.
-func decodeRequest(w http.ResponseWriter, r *http.Request, maxBody int64) (*wireRequest, *apiErr) {
-	if r.ContentLength > maxBody {
+// decodeRequest reads one chat completion request from body, which is
+// limited to maxBody bytes (http.MaxBytesReader): a larger body is a 413,
+// a body over the server's budget a 503, anything but exactly one JSON
+// object (trailing data included) a 400.
+func decodeRequest(body io.Reader, contentLength, maxBody int64) (*wireRequest, *apiErr) {
+	if contentLength > maxBody {
 		return nil, tooLarge(maxBody)
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec := json.NewDecoder(body)
 	var req wireRequest
 	err := dec.Decode(&req)
 	if err == nil {
@@ -98,6 +99,8 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, maxBody int64) (*wire
 		return nil, tooLarge(maxBody)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, &apiErr{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Message: "the request body did not arrive within the server's read timeout"}
+	case errors.Is(err, errBodyBudget):
+		return nil, &apiErr{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "server_overloaded", Message: "the server holds as many request bodies as it may; retry later"}
 	case errors.Is(err, errTrailing):
 		return nil, badRequest("", "request body is not a chat completion request: data after the JSON object")
 	}

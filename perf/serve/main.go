@@ -23,9 +23,10 @@
 // prints the fraction of requests answered, latency quantiles, and PASS or
 // MISS for three properties:
 //
-//   - memory bounded: the peak RSS stays under the idle RSS plus
-//     (max-concurrent + max-queue) × max-body × 4 (a body is held as read
-//     bytes and as decoded strings, with slack for the decoder's buffers);
+//   - memory bounded: the peak RSS stays under the idle RSS plus four times
+//     the server's body budget, (max-concurrent + max-queue) × max-body (a
+//     body is held as read bytes and as decoded strings, with slack for the
+//     decoder's buffers and the garbage collector's headroom);
 //   - /health answered throughout: every probe 200, none slower than 1 s;
 //   - no request waits beyond the queue bound: every 503 comes within
 //     queue-timeout + 1 s of its request, and the metrics' queue depth
