@@ -18,46 +18,47 @@ const module = "github.com/delegatelab/delegate"
 // one composes others. A package missing from this table fails the test, so
 // a new package is placed in the layout on purpose.
 var allowedImports = map[string][]string{
-	"":                    {},
-	"nn/kernel":           {},
-	"nn":                  {"nn/kernel"},
-	"tokenizer":           {""},
-	"openai":              {""},
-	"modeltest":           {""},
-	"strategy":            {""},
-	"score":               {""},
-	"dataset":             {""},
-	"judge":               {""},
-	"reward":              {"", "judge"},
-	"local":               {"", "nn", "tokenizer"},
-	"server":              {""},
-	"cmd/delegate":        {"*"},
-	"rollout":             {"", "strategy", "score", "judge", "reward", "store", "tokenizer"},
-	"store":               {""},
-	"eval":                {"", "score", "dataset"},
-	"world":               {"", "strategy", "tokenizer", "score", "nn", "reward"},
-	"rl":                  {"", "nn", "local", "tokenizer", "reward", "strategy"},
-	"standin":             {""},
-	"sft":                 {"", "nn", "tokenizer"},
-	"models":              {},
-	"trainrun":            {"", "nn", "local", "tokenizer", "reward", "strategy", "world", "rl", "eval"},
-	"bench/standin":       {"*"},
-	"bench/fanout":        {"*"},
-	"bench/matmul":        {"*"},
-	"bench/llama2c":       {"*"},
-	"bench/sample":        {"*"},
-	"bench/soak":          {"*"},
-	"perf/serve":          {},
-	"bench/train/impl":    {"nn/kernel"},
-	"bench/internal/runc": {"nn", "tokenizer"},
-	"bench/internal/host": {},
+	"":                   {},
+	"api":                {""},
+	"bench":              {"", "score"},
+	"cmd/delegate":       {"*"},
+	"dataset":            {""},
+	"judge":              {""},
+	"local":              {"", "nn", "tokenizer"},
+	"models":             {"nn"},
+	"modeltest":          {""},
+	"nn":                 {"nn/kernel"},
+	"nn/kernel":          {},
+	"openai":             {""},
+	"perf/fanout":        {"*"},
+	"perf/internal/host": {},
+	"perf/internal/runc": {"nn", "tokenizer"},
+	"perf/llama2c":       {"*"},
+	"perf/sample":        {"*"},
+	"perf/serve":         {},
+	"perf/soak":          {"*"},
+	"perf/standin":       {"*"},
+	"perf/train/impl":    {"nn/kernel"},
+	"pretrain":           {"", "local", "nn", "strategy", "tokenizer", "world"},
+	"reward":             {"judge"},
+	"rl":                 {"", "nn", "reward"},
+	"rollout":            {"", "judge", "reward", "score", "store", "strategy"},
+	"score":              {""},
+	"server":             {""},
+	"standin":            {},
+	"store":              {""},
+	"strategy":           {""},
+	"tokenizer":          {""},
+	"train":              {"", "api", "bench", "local", "models", "nn", "reward", "rl", "strategy", "tokenizer", "world"},
+	"world":              {"", "strategy", "tokenizer"},
 }
 
 // thirdPartyAllowed lists the packages that may import modules outside the
 // standard library and this one. Everything else is standard library only
 // (plus golang.org/x, which the Go team maintains).
 var thirdPartyAllowed = map[string]bool{
-	"cmd/delegate": true, "eval": true, "bench/matmul": true, "bench/llama2c": true, "bench/standin": true, "bench/fanout": true,
+	"cmd/delegate": true, "bench": true, "perf/llama2c": true, "perf/standin": true, "perf/fanout": true,
+	"api": true,
 }
 
 type listedPackage struct {
@@ -75,6 +76,7 @@ func TestLayout(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
+	used := map[string]map[string]bool{} // package -> the module's packages it imports
 	for {
 		var p listedPackage
 		if err := dec.Decode(&p); err == io.EOF {
@@ -88,10 +90,12 @@ func TestLayout(t *testing.T) {
 			t.Errorf("package %q is not in the layout table of layout_test.go", p.ImportPath)
 			continue
 		}
+		used[rel] = map[string]bool{}
 		for _, imp := range p.Imports {
 			switch {
 			case imp == module || strings.HasPrefix(imp, module+"/"):
 				dep := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+				used[rel][dep] = true
 				if !slices.Contains(allowed, "*") && !slices.Contains(allowed, dep) {
 					t.Errorf("%s imports %s, which the layout forbids (allowed: %q)", displayName(rel), displayName(dep), allowed)
 				}
@@ -99,6 +103,25 @@ func TestLayout(t *testing.T) {
 			case rel == "" || !thirdPartyAllowed[rel] && !allowsThirdParty(imp):
 				t.Errorf("%s imports third-party %s; only %v may", displayName(rel), imp, keys(thirdPartyAllowed))
 			}
+		}
+	}
+	// The table states the map exactly: no package that does not exist, no
+	// allowed import that nobody makes.
+	for rel, allowed := range allowedImports {
+		deps, ok := used[rel]
+		if !ok {
+			t.Errorf("the layout table lists %s, which has no Go package", displayName(rel))
+			continue
+		}
+		for _, dep := range allowed {
+			if dep != "*" && !deps[dep] {
+				t.Errorf("the layout table allows %s to import %s, which it does not", displayName(rel), displayName(dep))
+			}
+		}
+	}
+	for rel := range thirdPartyAllowed {
+		if _, ok := used[rel]; !ok {
+			t.Errorf("thirdPartyAllowed lists %s, which has no Go package", displayName(rel))
 		}
 	}
 }

@@ -36,6 +36,13 @@ type Response struct {
 	Latency time.Duration `json:"latency_ns"`
 	// Retries counts the attempts after the first.
 	Retries int `json:"retries,omitempty"`
+	// Endpoint names the replica that answered, for a model served by
+	// several (empty otherwise).
+	Endpoint string `json:"endpoint,omitempty"`
+	// PolicyVersion is the version of the weights that produced the
+	// response (the trainer step of a policy being trained), when the
+	// backend says.
+	PolicyVersion *int `json:"policy_version,omitempty"`
 }
 
 // Choice is one generated alternative.

@@ -37,19 +37,25 @@ type Trace struct {
 // Node is one step of a run: a model call, or a group of calls (a stage,
 // a fan-out) when Model is empty.
 type Node struct {
-	ID           int           `json:"id"`
-	Name         string        `json:"name"`
-	Role         string        `json:"role,omitempty"`
-	Model        string        `json:"model,omitempty"`
-	Messages     []Message     `json:"messages,omitempty"`
-	Output       *Message      `json:"output,omitempty"`
-	Usage        Usage         `json:"usage"`
-	Cost         float64       `json:"cost"`
-	Start        time.Time     `json:"start"`
-	Latency      time.Duration `json:"latency_ns"`
-	Retries      int           `json:"retries,omitempty"`
-	FinishReason string        `json:"finish_reason,omitempty"`
-	Error        string        `json:"error,omitempty"`
+	ID    int    `json:"id"`
+	Name  string `json:"name"`
+	Role  string `json:"role,omitempty"`
+	Model string `json:"model,omitempty"`
+	// Endpoint names the replica that answered, for a model served by
+	// several (Response.Endpoint).
+	Endpoint string `json:"endpoint,omitempty"`
+	// PolicyVersion is the version of the weights that answered, when the
+	// backend said (Response.PolicyVersion).
+	PolicyVersion *int          `json:"policy_version,omitempty"`
+	Messages      []Message     `json:"messages,omitempty"`
+	Output        *Message      `json:"output,omitempty"`
+	Usage         Usage         `json:"usage"`
+	Cost          float64       `json:"cost"`
+	Start         time.Time     `json:"start"`
+	Latency       time.Duration `json:"latency_ns"`
+	Retries       int           `json:"retries,omitempty"`
+	FinishReason  string        `json:"finish_reason,omitempty"`
+	Error         string        `json:"error,omitempty"`
 	// ErrorStatus and ErrorType classify Error so that readers never parse
 	// its text: the HTTP status and type of an *APIError (Type is the
 	// server's error type or one of the ErrKind* kinds), or ErrorType
@@ -226,6 +232,7 @@ func (r *Recorder) Call(ctx context.Context, parent *Node, name string, a Agent,
 		n.Cost = a.Price.Cost(resp.Usage)
 		n.Retries = resp.Retries
 		n.PromptTokenIDs = resp.PromptTokenIDs
+		n.Endpoint, n.PolicyVersion = resp.Endpoint, resp.PolicyVersion
 		if len(resp.Choices) > 0 {
 			c := resp.Choices[0]
 			msg := c.Message

@@ -118,7 +118,7 @@ func (l *loader) math(data []byte) ([]delegate.Task, error) {
 				return l.bad(line, `%s (and no "answer" field)`, why)
 			}
 			var ok bool
-			if ans, ok = lastBoxed(sol); !ok {
+			if ans, ok = delegate.Boxed(sol); !ok {
 				return l.bad(line, `field "solution" has no \boxed{} answer (and no "answer" field)`)
 			}
 		}
@@ -167,41 +167,4 @@ func (l *loader) open(data []byte) ([]delegate.Task, error) {
 		return nil
 	})
 	return out, err
-}
-
-// lastBoxed returns the content of the last \boxed{...} or \fbox{...} in
-// s, nested braces matched. (score.Boxed does the same for model output;
-// it is repeated here so that loading data does not depend on scoring.)
-func lastBoxed(s string) (string, bool) {
-	for end, tries := len(s), 0; end > 0 && tries < 8; tries++ {
-		i := strings.LastIndex(s[:end], `\boxed`)
-		n := len(`\boxed`)
-		if j := strings.LastIndex(s[:end], `\fbox`); j > i {
-			i, n = j, len(`\fbox`)
-		}
-		if i < 0 {
-			return "", false
-		}
-		rest := strings.TrimLeft(s[i+n:], " ")
-		if strings.HasPrefix(rest, "{") {
-			depth := 0
-			for k := 0; k < len(rest); k++ {
-				switch rest[k] {
-				case '\\':
-					k++
-				case '{':
-					depth++
-				case '}':
-					depth--
-					if depth == 0 {
-						return rest[1:k], true
-					}
-				}
-			}
-		} else if f := strings.Fields(rest); len(f) > 0 && s[i+n] == ' ' {
-			return strings.TrimRight(strings.TrimRight(f[0], "$"), ".,"), true
-		}
-		end = i
-	}
-	return "", false
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -276,20 +277,40 @@ func ckptWriteAtomic(path string, write func(io.Writer) error) (err error) {
 // format version is not CheckpointVersion, when config.json and the weights
 // disagree on the config, or when a tensor is missing, unexpected, of
 // another dtype or shape, or its byte range is out of bounds, overlapping or
-// leaves a gap, or the file is truncated.
+// leaves a gap, or the file is truncated, or a weight is NaN or infinite.
 func Load(dir string) (*Params, map[string]string, error) {
-	cfgPath := filepath.Join(dir, ckptConfigName)
-	c, err := ckptReadConfig(cfgPath)
+	return LoadFS(os.DirFS(dir), dir)
+}
+
+// LoadFS is Load from the directory "." of fsys (a checkpoint embedded in
+// the binary, for one); name is how errors call that directory. The
+// weights file must support io.ReaderAt, as os and embed files do.
+func LoadFS(fsys fs.FS, name string) (*Params, map[string]string, error) {
+	cfgPath := filepath.Join(name, ckptConfigName)
+	b, err := fs.ReadFile(fsys, ckptConfigName)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %s: %w", cfgPath, err)
 	}
-	wPath := filepath.Join(dir, ckptWeightsName)
-	// Check the config against the file's size before allocating, so that a
-	// config.json asking for absurd sizes fails instead of exhausting memory.
-	st, err := os.Stat(wPath)
+	c, err := ckptParseConfig(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint %s: %w", cfgPath, err)
+	}
+	wPath := filepath.Join(name, ckptWeightsName)
+	f, err := fsys.Open(ckptWeightsName)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %s: %w", wPath, err)
 	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint %s: %w", wPath, err)
+	}
+	ra, ok := f.(io.ReaderAt)
+	if !ok {
+		return nil, nil, fmt.Errorf("checkpoint %s: the file system's files cannot be read at an offset", wPath)
+	}
+	// Check the config against the file's size before allocating, so that a
+	// config.json asking for absurd sizes fails instead of exhausting memory.
 	if need := 4 * ckptValues(c); need > float64(st.Size()) {
 		return nil, nil, fmt.Errorf("checkpoint %s: truncated: config needs %.0f bytes of weights, the file holds %d", wPath, need, st.Size())
 	}
@@ -297,7 +318,7 @@ func Load(dir string) (*Params, map[string]string, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %s: %w", cfgPath, err)
 	}
-	meta, err := ckptReadWeights(wPath, p)
+	meta, err := ckptReadWeights(io.NewSectionReader(ra, 0, st.Size()), p)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %s: %w", wPath, err)
 	}
@@ -316,11 +337,7 @@ func ckptValues(c Config) float64 {
 	return n
 }
 
-func ckptReadConfig(path string) (Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, err
-	}
+func ckptParseConfig(b []byte) (Config, error) {
 	var probe struct {
 		FormatVersion *int `json:"format_version"`
 	}
@@ -345,19 +362,10 @@ func ckptReadConfig(path string) (Config, error) {
 	return f.Config, nil
 }
 
-// ckptReadWeights fills p from the safetensors file at path and returns the
+// ckptReadWeights fills p from the safetensors file f and returns the
 // caller's metadata.
-func ckptReadWeights(path string, p *Params) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	size := st.Size()
+func ckptReadWeights(f *io.SectionReader, p *Params) (map[string]string, error) {
+	size := f.Size()
 	var n [8]byte
 	if _, err := io.ReadFull(f, n[:]); err != nil {
 		return nil, fmt.Errorf("truncated: file is %d bytes, shorter than the 8-byte header length", size)
@@ -402,8 +410,29 @@ func ckptReadWeights(path string, p *Params) (map[string]string, error) {
 			}
 			dst = dst[k:]
 		}
+		if err := ckptCheckFinite(t); err != nil {
+			return nil, err
+		}
 	}
 	return meta, nil
+}
+
+// ckptCheckFinite fails on the first NaN or infinite value of t, naming
+// the tensor, the flat index and the index per dimension: a model whose
+// weights diverged in training loads otherwise and answers garbage.
+func ckptCheckFinite(t ckptTensor) error {
+	for i, x := range t.data {
+		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
+			idx := make([]int, len(t.shape))
+			r := i
+			for d := len(t.shape) - 1; d >= 0; d-- {
+				idx[d] = r % t.shape[d]
+				r /= t.shape[d]
+			}
+			return fmt.Errorf("tensor %s holds %v at index %d (element %v of shape %v): not a usable model (a training run that diverged writes such weights)", t.name, x, i, idx, t.shape)
+		}
+	}
+	return nil
 }
 
 // ckptParseHeader reads the header's top-level object key by key, so that a
@@ -543,4 +572,46 @@ func ckptCheckEntries(entries map[string]ckptEntry, c Config, ts []ckptTensor, d
 		return fmt.Errorf("data region holds %d bytes, tensors cover %d", dataLen, at)
 	}
 	return nil
+}
+
+// ReadMeta returns the caller's metadata of the checkpoint in dir (what
+// Save was given) without reading its weights: config.json and the
+// weights file's header only, checked as Load checks them.
+func ReadMeta(dir string) (map[string]string, error) {
+	cfgPath := filepath.Join(dir, ckptConfigName)
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", cfgPath, err)
+	}
+	c, err := ckptParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", cfgPath, err)
+	}
+	wPath := filepath.Join(dir, ckptWeightsName)
+	f, err := os.Open(wPath)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", wPath, err)
+	}
+	defer f.Close()
+	var n [8]byte
+	if _, err := io.ReadFull(f, n[:]); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: truncated: no header length", wPath)
+	}
+	hlen := binary.LittleEndian.Uint64(n[:])
+	if hlen > ckptMaxHeader {
+		return nil, fmt.Errorf("checkpoint %s: header length %d exceeds the limit of %d bytes", wPath, hlen, ckptMaxHeader)
+	}
+	header := make([]byte, hlen)
+	if _, err := io.ReadFull(f, header); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: read header: %w", wPath, err)
+	}
+	_, md, err := ckptParseHeader(header)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", wPath, err)
+	}
+	meta, err := ckptCheckMeta(md, c)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", wPath, err)
+	}
+	return meta, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"flag"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -33,10 +34,12 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	for _, tied := range []bool{false, true} {
 		t.Run(map[bool]string{false: "untied", true: "tied"}[tied], func(t *testing.T) {
 			p := ckptTestParams(t, ckptTestConfig(tied), 7)
-			// Values a lossy path would change: NaN payloads, signed zero, infinities, subnormals.
-			p.Data[0] = math.Float32frombits(0x7fc00123)
+			// Values a lossy path would change: signed zero, subnormals, the
+			// largest finite values (NaN and infinities are refused on load:
+			// TestCheckpointLoadRejectsNonFinite).
+			p.Data[0] = math.MaxFloat32
 			p.Data[1] = float32(math.Copysign(0, -1))
-			p.Data[2] = float32(math.Inf(-1))
+			p.Data[2] = -math.MaxFloat32
 			p.Data[3] = math.Float32frombits(1)
 			dir := filepath.Join(t.TempDir(), "ckpt")
 			meta := map[string]string{"step": "42", "note": "ünïcode \"quoted\""}
@@ -70,6 +73,53 @@ func TestCheckpointRoundTrip(t *testing.T) {
 			}
 			if len(entries) != 2 {
 				t.Errorf("checkpoint dir holds %d files, want 2 (no temporaries left)", len(entries))
+			}
+		})
+	}
+}
+
+func TestCheckpointLoadRejectsNonFinite(t *testing.T) {
+	c := ckptTestConfig(false)
+	tests := []struct {
+		name  string
+		value float32
+		set   func(p *Params) []float32 // the tensor the bad value goes into
+		index int
+		want  string
+	}{
+		{"nan in the embedding", float32(math.NaN()), func(p *Params) []float32 { return p.TokenEmb }, 0,
+			"tensor tok_embeddings.weight holds NaN at index 0 (element [0 0] of shape [8 8])"},
+		{"+inf in a layer", float32(math.Inf(1)), func(p *Params) []float32 { return p.Layers[1].W2 }, 13,
+			"tensor layers.1.feed_forward.w2.weight holds +Inf at index 13 (element [1 1] of shape [8 12])"},
+		{"-inf in the output head", float32(math.Inf(-1)), func(p *Params) []float32 { return p.Output }, 62,
+			"tensor output.weight holds -Inf at index 62 (element [7 6] of shape [8 8])"},
+		{"nan payload in the final norm", math.Float32frombits(0x7fc00123), func(p *Params) []float32 { return p.FinalNorm }, 5,
+			"tensor norm.weight holds NaN at index 5 (element [5] of shape [8])"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := ckptTestParams(t, c, 3)
+			tt.set(p)[tt.index] = tt.value
+			// A later value is bad too: the error names the first.
+			p.Output[len(p.Output)-1] = float32(math.NaN())
+			dir := filepath.Join(t.TempDir(), "ckpt")
+			if err := Save(dir, p, nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, load := range []struct {
+				name string
+				fn   func() error
+			}{
+				{"Load", func() error { _, _, err := Load(dir); return err }},
+				{"LoadFS", func() error { _, _, err := LoadFS(os.DirFS(dir), dir); return err }},
+			} {
+				err := load.fn()
+				if err == nil {
+					t.Fatalf("%s: got nil error, want one naming %q", load.name, tt.want)
+				}
+				if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), dir) {
+					t.Errorf("%s: error = %q, want it to contain %q and the directory", load.name, err, tt.want)
+				}
 			}
 		})
 	}
@@ -308,17 +358,12 @@ func FuzzCheckpointWeights(f *testing.F) {
 	f.Add(append(binary.LittleEndian.AppendUint64(nil, 2), "{}"...))
 	f.Add(append(binary.LittleEndian.AppendUint64(nil, 60), `{"__metadata__":{},"a":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}}`...))
 	c := Config{Vocab: 6, Dim: 4, Layers: 1, Heads: 2, KVHeads: 1, Hidden: 6, Context: 8, RopeTheta: 10000, NormEps: 1e-5}
-	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		path := filepath.Join(dir, ckptWeightsName)
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
 		p, err := Alloc(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ckptReadWeights(path, p); err == nil && !bytes.Equal(b, fixture) {
+		if _, err := ckptReadWeights(io.NewSectionReader(bytes.NewReader(b), 0, int64(len(b))), p); err == nil && !bytes.Equal(b, fixture) {
 			// Another file may load only if it holds a valid header for c.
 			if _, _, perr := ckptParseHeader(b[8 : 8+binary.LittleEndian.Uint64(b)]); perr != nil {
 				t.Fatalf("loaded a file whose header does not parse: %v", perr)

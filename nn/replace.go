@@ -11,7 +11,7 @@ import (
 // write fills dir+".tmp" (emptied first), then dir moves to dir+".old",
 // the new one to dir, and dir+".old" is removed. CurrentDir finds what a
 // crash between the two renames left. Training state (package rl's
-// checkpoints, package sft's resumable state) is saved this way.
+// checkpoints, package pretrain's resumable state) is saved this way.
 func ReplaceDir(dir string, write func(tmp string) error) error {
 	tmp, old := dir+".tmp", dir+".old"
 	if err := os.RemoveAll(tmp); err != nil {

@@ -7,7 +7,7 @@ import (
 )
 
 // Sizes of llama2.c's reference models, for comparing with its run program
-// on the same exported weights (see bench/).
+// on the same exported weights (see perf/).
 var sampleBenchConfigs = []struct {
 	name string
 	cfg  Config

@@ -30,8 +30,9 @@ import (
 // with WithHTTPClient).
 type Client struct {
 	cfg    Config // defaults applied
-	url    string
-	auth   []string // Authorization header value, nil without a key
+	eps    []*endpoint
+	next   atomic.Uint64 // round-robin start among equally busy endpoints
+	auth   []string      // Authorization header value, nil without a key
 	http   *http.Client
 	log    *slog.Logger
 	sleep  func(context.Context, time.Duration) error
@@ -107,11 +108,17 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	cfg = cfg.withDefaults()
 	c := &Client{
 		cfg:    cfg,
-		url:    strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
 		http:   &http.Client{Transport: sharedTransport()},
 		log:    slog.New(slog.DiscardHandler),
 		sleep:  sleepCtx,
 		logLim: rate.NewLimiter(rate.Every(time.Second), 5),
+	}
+	for _, b := range append([]string{cfg.BaseURL}, cfg.Replicas...) {
+		e := &endpoint{url: strings.TrimRight(b, "/") + "/chat/completions"}
+		if len(cfg.Replicas) > 0 {
+			e.name = displayURL(b)
+		}
+		c.eps = append(c.eps, e)
 	}
 	if cfg.APIKey != "" {
 		c.auth = []string{"Bearer " + cfg.APIKey}
@@ -263,9 +270,22 @@ func (c *Client) attempt(ctx context.Context, body []byte) (*delegate.Response, 
 			return nil, &delegate.APIError{Type: delegate.ErrKindCanceled, Message: "waiting for the rate limit"}
 		}
 	}
+	ep := c.pick(time.Now())
+	ep.inflight.Add(1)
+	resp, ae := c.send(ctx, ep, body)
+	ep.inflight.Add(-1)
+	ep.observe(ae, c.cfg.MaxBackoff, time.Now())
+	if resp != nil {
+		resp.Endpoint = ep.name
+	}
+	return resp, ae
+}
+
+// send sends the request once to ep.
+func (c *Client) send(ctx context.Context, ep *endpoint, body []byte) (*delegate.Response, *delegate.APIError) {
 	actx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, c.url, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, ep.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, &delegate.APIError{Type: ErrKindRequest, Message: c.redact(err.Error())}
 	}

@@ -24,6 +24,13 @@ type Config struct {
 	// BaseURL is the API root, usually ending in "/v1"; the client posts to
 	// BaseURL + "/chat/completions". Required; http or https.
 	BaseURL string
+	// Replicas are further API roots serving the same model (replicas of
+	// one inference server, as RL runs deploy them). Each attempt goes to
+	// the least-busy healthy one of BaseURL and Replicas; a replica whose
+	// attempt failed with a connection error or a 5xx is set aside for a
+	// while (doubling from one second up to MaxBackoff) and tried again
+	// after it. Each must pass the checks of BaseURL.
+	Replicas []string
 	// APIKey is sent as "Authorization: Bearer <key>". It may be empty for
 	// local servers. It never appears in errors, logs or String output:
 	// error messages that echo it are redacted.
@@ -61,19 +68,14 @@ func (c Config) Validate() error {
 	if c.BaseURL == "" {
 		return errors.New("openai config: base_url is empty")
 	}
-	u, err := url.Parse(c.BaseURL)
-	if err != nil {
-		// url.Parse errors quote the input; the base URL is not secret.
-		return fmt.Errorf("openai config: base_url: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("openai config: base_url %q: scheme must be http or https", c.BaseURL)
-	}
-	if u.Host == "" {
-		return fmt.Errorf("openai config: base_url %q: no host", c.BaseURL)
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("openai config: base_url %q: must not have a query or fragment", c.BaseURL)
+	for i, b := range append([]string{c.BaseURL}, c.Replicas...) {
+		field := "base_url"
+		if i > 0 {
+			field = fmt.Sprintf("replicas[%d]", i-1)
+		}
+		if err := checkBaseURL(field, b); err != nil {
+			return err
+		}
 	}
 	if strings.TrimSpace(c.Model) == "" {
 		return errors.New("openai config: model is empty")
@@ -104,6 +106,25 @@ func (c Config) Validate() error {
 	}
 	if c.RequestsPerMinute < 0 || math.IsNaN(c.RequestsPerMinute) || math.IsInf(c.RequestsPerMinute, 0) {
 		return fmt.Errorf("openai config: requests_per_minute %v: want a finite number >= 0", c.RequestsPerMinute)
+	}
+	return nil
+}
+
+// checkBaseURL checks one API root; field names it in the error.
+func checkBaseURL(field, b string) error {
+	u, err := url.Parse(b)
+	if err != nil {
+		// url.Parse errors quote the input; the base URL is not secret.
+		return fmt.Errorf("openai config: %s: %w", field, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("openai config: %s %q: scheme must be http or https", field, b)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("openai config: %s %q: no host", field, b)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("openai config: %s %q: must not have a query or fragment", field, b)
 	}
 	return nil
 }

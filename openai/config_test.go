@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func TestConfigDefaults(t *testing.T) {
 		{Config{MaxRetries: 2}, Config{Timeout: DefaultTimeout, MaxRetries: 2, MinBackoff: DefaultMinBackoff, MaxBackoff: DefaultMaxBackoff}},
 	}
 	for _, tt := range tests {
-		if got := tt.in.withDefaults(); got != tt.want {
+		if got := tt.in.withDefaults(); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("withDefaults(%v) = %v, want %v", tt.in, got, tt.want)
 		}
 	}

@@ -178,6 +178,8 @@ type wireResponse struct {
 	Choices        []wireChoice `json:"choices"`
 	Usage          *wireUsage   `json:"usage"`
 	PromptTokenIDs []int        `json:"prompt_token_ids"`
+	// PolicyVersion is delegate serve's word on the weights that answered.
+	PolicyVersion *int `json:"policy_version"`
 	// Error is set by proxies that answer 200 with an error body.
 	Error *wireErrorDetail `json:"error"`
 }
@@ -322,7 +324,7 @@ func convertResponse(w *wireResponse, fallbackModel string, tokenIDs bool) (*del
 	if len(w.Choices) == 0 {
 		return nil, &decodeError{err: errors.New("decode body: response has no choices")}
 	}
-	resp := &delegate.Response{ID: w.ID, Model: w.Model, PromptTokenIDs: w.PromptTokenIDs}
+	resp := &delegate.Response{ID: w.ID, Model: w.Model, PromptTokenIDs: w.PromptTokenIDs, PolicyVersion: w.PolicyVersion}
 	if resp.Model == "" {
 		resp.Model = fallbackModel
 	}

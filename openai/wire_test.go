@@ -424,3 +424,18 @@ func FuzzParseErrorBody(f *testing.F) {
 		}
 	})
 }
+
+func TestDecodeResponsePolicyVersion(t *testing.T) {
+	body := `{"id":"x","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"5"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1},"policy_version":4}`
+	resp, err := decodeResponse(strings.NewReader(body), "m", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.PolicyVersion == nil || *resp.PolicyVersion != 4 {
+		t.Errorf("policy version %v, want 4", resp.PolicyVersion)
+	}
+	resp, err = decodeResponse(strings.NewReader(strings.Replace(body, `,"policy_version":4`, "", 1)), "m", false)
+	if err != nil || resp.PolicyVersion != nil {
+		t.Errorf("without the field: %v, %v; want no version", resp.PolicyVersion, err)
+	}
+}

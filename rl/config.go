@@ -96,6 +96,20 @@ type Config struct {
 	// of its own (the ratio is 1), so a step without the check skips a
 	// forward pass, about a third of the update's work. Default 1.
 	LogprobCheckEvery int `json:"logprob_check_every"`
+	// MaxImportanceWeight caps the importance weight of an off-policy
+	// sequence's token, exp(l_prox − l_behaviour), where l_behaviour is the
+	// sampler's logprob (from an older policy, or another engine) and
+	// l_prox the trainer's before the update (truncated importance
+	// sampling). 0 means 2.
+	MaxImportanceWeight float64 `json:"max_importance_weight,omitempty"`
+}
+
+// maxIS is MaxImportanceWeight with its default.
+func (c Config) maxIS() float64 {
+	if c.MaxImportanceWeight == 0 {
+		return 2
+	}
+	return c.MaxImportanceWeight
 }
 
 // DefaultConfig returns the defaults noted on each field; PolicyRole and
@@ -202,6 +216,9 @@ func (c Config) Validate() error {
 	}
 	if c.MicroBatchTokens < 1 {
 		bad("micro_batch_tokens", "must be at least 1, got %d", c.MicroBatchTokens)
+	}
+	if !(c.MaxImportanceWeight >= 0) || !finite(c.MaxImportanceWeight) || c.MaxImportanceWeight > 0 && c.MaxImportanceWeight < 1 {
+		bad("max_importance_weight", "must be 0 (the default, 2) or at least 1, and finite, got %v", c.MaxImportanceWeight)
 	}
 	if !(c.MaxLogprobGap > 0) || !finite(c.MaxLogprobGap) {
 		bad("max_logprob_gap", "must be positive and finite, got %v", c.MaxLogprobGap)

@@ -35,6 +35,22 @@
 // −w·∇l with w constant: w = A·r where the clip is inactive, 0 where it is
 // active, plus β·(exp(l_ref − l) − 1) for the KL term (see objective.go).
 //
+// # Off-policy groups
+//
+// Groups from a Source (rollouts made by environments beside the trainer,
+// over a trajectory API) may have been sampled by an older policy, or by
+// another engine: Group.Staleness says how many steps behind (or -1,
+// unknown). For their tokens the old logprob above is the trainer's own
+// before the update (the proximal policy), and the loss is reweighted to
+// the behaviour policy that sampled them, with the truncated importance
+// weight of each token (as TRL's and AReaL's asynchronous trainers do):
+//
+//	loss_t = −min(ρ_t, C)·min(r·A, clip(r, 1−ε, 1+ε)·A) + β·k3_t,   ρ_t = exp(l_old − l_behaviour)
+//
+// with C = Config.MaxImportanceWeight. The metrics report the staleness of
+// each batch and the weights' mean, range and truncated share. On-policy
+// groups (the in-process loop's) take exactly the loss above with ρ = 1.
+//
 // # Normalisation
 //
 // Each token's loss is multiplied by a coefficient c and the step's loss

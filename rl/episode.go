@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/nn"
@@ -16,12 +17,13 @@ import (
 // trained; the prompt (system text, the request, earlier turns, tool
 // results, sub-agent outputs) is context.
 //
-// A merged episode (Merge) holds several calls of one conversation: its
+// A merged episode holds several calls of one conversation: its
 // Completion runs from the first call's generated tokens to the last's,
 // and the tokens in between that the policy did not generate (tool
 // results, the next user turn, role markers) are Masked.
 type Episode struct {
-	Node       string    // "name#id" of the trace node, for errors
+	Node       string    // "name#id" of the trace node (joined by "+" when merged), for errors
+	Calls      int       // policy calls merged into it
 	Prompt     []int     // prompt token ids
 	Completion []int     // generated token ids
 	Behaviour  []float32 // (len(Completion)) sampler logprobs at temperature 1
@@ -44,112 +46,108 @@ func (e *Episode) Generated() int {
 	return n
 }
 
-// Merge joins consecutive episodes of one conversation into one training
-// sequence: when an episode's prompt starts with the previous one's whole
-// sequence (prompt and completion, as a multi-turn conversation's next
-// call does), the rest of its prompt is appended, masked, then its
-// completion. Every generated token keeps exactly the context it had, so
-// the gradient is the same, but the shared prefix is run through the model
-// once instead of once per call: a conversation of k turns costs about its
-// final length rather than k prompts. eps is in call order; those that do
-// not continue the previous one start a new sequence. eps is not modified.
-func Merge(eps []Episode) []Episode {
-	var out []Episode
-	for _, e := range eps {
-		if n := len(out); n > 0 {
-			last := &out[n-1]
-			seq := len(last.Prompt) + len(last.Completion)
-			if len(e.Prompt) >= seq && continues(e.Prompt, last) {
-				if last.Masked == nil {
-					last.Masked = make([]bool, len(last.Completion))
-				}
-				gap := e.Prompt[seq:]
-				last.Completion = append(last.Completion, gap...)
-				for range gap {
-					last.Behaviour = append(last.Behaviour, float32(math.NaN()))
-					last.Masked = append(last.Masked, true)
-				}
-				last.Completion = append(last.Completion, e.Completion...)
-				last.Behaviour = append(last.Behaviour, e.Behaviour...)
-				last.Masked = append(last.Masked, make([]bool, len(e.Completion))...)
-				last.Node += "+" + e.Node
-				continue
-			}
-		}
-		out = append(out, Episode{
-			Node:       e.Node,
-			Prompt:     e.Prompt,
-			Completion: slices.Clone(e.Completion),
-			Behaviour:  slices.Clone(e.Behaviour),
-			Masked:     slices.Clone(e.Masked),
-		})
-	}
-	return out
-}
-
-// continues reports whether prompt starts with e's prompt and completion.
-func continues(prompt []int, e *Episode) bool {
-	p := len(e.Prompt)
-	return slices.Equal(prompt[:p], e.Prompt) && slices.Equal(prompt[p:p+len(e.Completion)], e.Completion)
-}
-
 // Len is the length of the training sequence: inputs and targets are the
 // full token sequence shifted by one.
 func (e *Episode) Len() int { return len(e.Prompt) + len(e.Completion) - 1 }
 
-// Episodes returns one episode per call node of role in tr, in node id
-// order. A call that generated nothing (a failed call) yields none. It is
-// an error, naming the node, when a call of role lacks prompt token ids,
-// lacks a token id or a finite logprob for a generated token, reports more
-// completion tokens than logprobs, or when prompt and completion together
-// exceed context tokens (they are never silently cut). Remote models that
-// return no token ids therefore cannot be trained here.
+// Episodes returns the training sequences of role's calls in tr, in call
+// order: the trace read by delegate.Sequences, the one reading of traces
+// that the rollout pipeline uses too, so that a multi-turn conversation
+// whose every call's prompt extends the previous call's prompt and output
+// is one sequence: the same gradient as its calls trained apart, but the
+// shared prefix runs through the model once. A call that generated
+// nothing (a failed call) yields nothing. It is an error, naming the
+// node, when a call of role that generated tokens lacks prompt token ids,
+// a token id or a finite logprob for a generated token, reports more
+// completion tokens than logprobs, or when a sequence exceeds context
+// tokens (they are never silently cut). Remote models that return no
+// token ids therefore cannot be trained here.
 func Episodes(tr *delegate.Trace, role string, context int) ([]Episode, error) {
 	if tr == nil {
 		return nil, fmt.Errorf("episodes: nil trace")
 	}
-	var out []Episode
+	nodes := map[int]*delegate.Node{}
 	for _, n := range tr.Calls() {
-		if n.Role != role {
-			continue
-		}
-		name := fmt.Sprintf("%s#%d", n.Name, n.ID)
-		if len(n.Logprobs) == 0 {
-			if n.Usage.CompletionTokens > 0 {
-				return nil, fmt.Errorf("episodes: node %s (model %s): %d completion tokens but no logprobs; the policy must be called with logprobs (see WrapPolicy)",
-					name, n.Model, n.Usage.CompletionTokens)
+		nodes[n.ID] = n
+	}
+	var out []Episode
+	for _, s := range delegate.Sequences(tr, role) {
+		var names []string
+		generated := 0
+		for _, id := range s.Calls {
+			n := nodes[id]
+			names = append(names, fmt.Sprintf("%s#%d", n.Name, n.ID))
+			generated += n.Usage.CompletionTokens
+			if c := n.Usage.CompletionTokens; len(n.Logprobs) > 0 && c > len(n.Logprobs) {
+				return nil, fmt.Errorf("episodes: node %s#%d: %d completion tokens but %d logprobs", n.Name, n.ID, c, len(n.Logprobs))
 			}
-			continue // a failed call: nothing generated, nothing to train
 		}
-		if len(n.PromptTokenIDs) == 0 {
-			return nil, fmt.Errorf("episodes: node %s (model %s): no prompt token ids; only backends that return them can be trained", name, n.Model)
-		}
-		if c := n.Usage.CompletionTokens; c > len(n.Logprobs) {
-			return nil, fmt.Errorf("episodes: node %s: %d completion tokens but %d logprobs", name, c, len(n.Logprobs))
-		}
-		e := Episode{
-			Node:       name,
-			Prompt:     n.PromptTokenIDs,
-			Completion: make([]int, len(n.Logprobs)),
-			Behaviour:  make([]float32, len(n.Logprobs)),
-		}
-		for i, lp := range n.Logprobs {
-			if lp.TokenID < 0 {
-				return nil, fmt.Errorf("episodes: node %s: generated token %d (%q) has no token id; only backends that return ids can be trained", name, i, lp.Token)
+		name := strings.Join(names, "+")
+		if s.NoTokens != "" {
+			if generated == 0 {
+				continue // failed calls: nothing generated, nothing to train
 			}
-			if math.IsNaN(lp.Logprob) || math.IsInf(lp.Logprob, 0) || lp.Logprob > 1e-3 { // a log-probability; allow rounding above 0
-				return nil, fmt.Errorf("episodes: node %s: generated token %d has logprob %v", name, i, lp.Logprob)
-			}
-			e.Completion[i] = lp.TokenID
-			e.Behaviour[i] = float32(lp.Logprob)
+			n := nodes[s.Calls[0]]
+			return nil, fmt.Errorf("episodes: node %s (model %s): %s; only backends that return prompt token ids and logprobs with token ids can be trained (see WrapPolicy)", name, n.Model, s.NoTokens)
 		}
+		e, err := FromTokens(s.Tokens, s.Masks, s.Logprobs)
+		if err != nil {
+			return nil, fmt.Errorf("episodes: node %s: %w", name, err)
+		}
+		if len(e.Completion) == 0 {
+			continue // nothing generated
+		}
+		e.Node, e.Calls = name, len(s.Calls)
 		if l := len(e.Prompt) + len(e.Completion); l > context {
-			return nil, fmt.Errorf("episodes: node %s: %d prompt + %d generated tokens exceed the context of %d",
+			return nil, fmt.Errorf("episodes: node %s: %d prompt + %d later tokens exceed the context of %d",
 				name, len(e.Prompt), len(e.Completion), context)
 		}
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// FromTokens makes an episode of a sequence in the layout of trajectory
+// groups (delegate.Sequence, Atropos's ScoredData): tokens, masks with
+// delegate.MaskIgnore at untrained positions and the token id at trained
+// ones, and the sampler's logprobs (any value at untrained positions). The
+// prompt runs up to the first trained token; later untrained tokens (tool
+// results, the next turn's prompt) are Masked. It fails, naming the
+// position, when the lengths differ, a mask is neither MaskIgnore nor its
+// token, or a trained token's logprob is not a log-probability. A sequence
+// with no trained token gives an episode with no Completion.
+func FromTokens(tokens, masks []int, logprobs []float64) (Episode, error) {
+	if len(masks) != len(tokens) || len(logprobs) != len(tokens) {
+		return Episode{}, fmt.Errorf("%d tokens, %d masks and %d logprobs: want the same number", len(tokens), len(masks), len(logprobs))
+	}
+	first := slices.IndexFunc(masks, func(m int) bool { return m != delegate.MaskIgnore })
+	if first < 0 {
+		return Episode{Prompt: tokens}, nil
+	}
+	e := Episode{
+		Prompt:     tokens[:first],
+		Completion: tokens[first:],
+		Behaviour:  make([]float32, len(tokens)-first),
+	}
+	for j := range e.Completion {
+		switch m := masks[first+j]; {
+		case m == delegate.MaskIgnore:
+			if e.Masked == nil {
+				e.Masked = make([]bool, len(e.Completion))
+			}
+			e.Masked[j] = true
+			e.Behaviour[j] = float32(math.NaN())
+			continue
+		case m != e.Completion[j]:
+			return Episode{}, fmt.Errorf("mask %d at position %d: want %d (untrained) or the token %d", m, first+j, delegate.MaskIgnore, e.Completion[j])
+		}
+		lp := logprobs[first+j]
+		if math.IsNaN(lp) || math.IsInf(lp, 0) || lp > 1e-3 { // a log-probability; allow rounding above 0
+			return Episode{}, fmt.Errorf("generated token %d (position %d) has logprob %v", j, first+j, lp)
+		}
+		e.Behaviour[j] = float32(lp)
+	}
+	return e, nil
 }
 
 // seqRef places one episode in a micro-batch.

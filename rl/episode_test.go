@@ -16,7 +16,8 @@ import (
 
 // callNode is a policy call node with prompt ids and generated ids.
 func callNode(id int, role string, prompt, gen []int) *delegate.Node {
-	n := &delegate.Node{ID: id, Name: "call", Role: role, Model: "m", PromptTokenIDs: prompt}
+	n := &delegate.Node{ID: id, Name: "call", Role: role, Model: "m", PromptTokenIDs: prompt,
+		Output: &delegate.Message{Role: delegate.RoleAssistant, Content: "out"}}
 	for _, g := range gen {
 		n.Logprobs = append(n.Logprobs, delegate.TokenLogprob{TokenID: g, Logprob: -1})
 	}
@@ -63,6 +64,8 @@ func TestEpisodesErrors(t *testing.T) {
 	noLogprobs.Usage.CompletionTokens = 3
 	short := callNode(8, "p", []int{1}, []int{4})
 	short.Usage.CompletionTokens = 2
+	badLogprob := callNode(10, "p", []int{1}, []int{4})
+	badLogprob.Logprobs[0].Logprob = 0.5
 	tests := []struct {
 		name string
 		node *delegate.Node
@@ -70,10 +73,11 @@ func TestEpisodesErrors(t *testing.T) {
 		want string
 	}{
 		{"token without id", noIDs, 16, "call#5"},
-		{"no prompt ids", noPrompt, 16, "call#6 (model m): no prompt"},
+		{"no prompt ids", noPrompt, 16, "call#6 (model m): the backend returned no prompt token ids"},
 		{"no logprobs", noLogprobs, 16, "call#7"},
 		{"fewer logprobs than tokens", short, 16, "call#8"},
 		{"longer than the context", callNode(9, "p", []int{1, 2, 3}, []int{4, 5}), 4, "exceed the context of 4"},
+		{"bad logprob", badLogprob, 16, "call#10: generated token 0 (position 1) has logprob"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -282,50 +286,44 @@ func TestEpisodesFromRouteRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		var want []*delegate.Node
+		var gen int
 		for _, n := range tr.Calls() {
 			switch n.Role {
 			case strategy.RoleStrong:
 				want = append(want, n)
+				gen += n.Usage.CompletionTokens
 			case strategy.RoleWeak:
 				weakCalls++
 			}
 		}
-		if len(eps) != len(want) {
-			t.Fatalf("run %d: %d episodes for %d strong calls", run, len(eps), len(want))
-		}
 		strongCalls += len(want)
 		// The turns of the conversation continue one another exactly, so
-		// they merge into one training sequence with the same trained
-		// tokens.
-		merged := Merge(eps)
-		var gen int
-		for _, e := range eps {
-			gen += len(e.Completion)
+		// they are one training sequence with every generated token trained.
+		if len(eps) != 1 || eps[0].Calls != len(want) || eps[0].Generated() != gen {
+			t.Fatalf("run %d: %d strong calls make %d sequences, want 1 with every call's %d generated tokens", run, len(want), len(eps), gen)
 		}
-		if len(merged) != 1 || merged[0].Generated() != gen {
-			t.Errorf("run %d: %d calls merge into %d sequences with %d generated tokens, want 1 with %d", run, len(eps), len(merged), merged[0].Generated(), gen)
-		}
-
+		seq := append(slices.Clone(eps[0].Prompt), eps[0].Completion...)
 		for i, n := range want {
-			e := eps[i]
-			if !slices.Equal(e.Prompt, n.PromptTokenIDs) {
-				t.Errorf("run %d call %d: prompt is not the node's prompt ids", run, i)
+			// Each call's prompt ids are a prefix of the sequence, and are
+			// exactly the rendering of the call's messages: tool results
+			// and weak answers included, none of them trained.
+			if len(n.PromptTokenIDs) > len(seq) || !slices.Equal(seq[:len(n.PromptTokenIDs)], n.PromptTokenIDs) {
+				t.Errorf("run %d call %d: prompt ids are not a prefix of the sequence", run, i)
 			}
-			if got, want := len(e.Completion), n.Usage.CompletionTokens; got != want || got == 0 {
-				t.Errorf("run %d call %d: %d trained tokens, the call generated %d", run, i, got, want)
-			}
-			// The prompt the strong model saw, rendered again from the
-			// messages, is exactly the masked part: tool results and weak
-			// answers included.
-			if r := tokenizer.Render(n.Messages, []delegate.Tool{strategy.DelegateTool}, true); !slices.Equal(r, e.Prompt) {
+			if r := tokenizer.Render(n.Messages, []delegate.Tool{strategy.DelegateTool}, true); !slices.Equal(r, n.PromptTokenIDs) {
 				t.Errorf("run %d call %d: the prompt ids are not the rendering of the call's messages", run, i)
 			}
 			if i > 0 {
 				turns++
 				// A later turn's prompt holds the earlier turn's output and
-				// the tool results, none of which is trained in this episode.
-				if len(e.Prompt) <= len(eps[i-1].Prompt)+len(eps[i-1].Completion)-1 {
-					t.Errorf("run %d call %d: prompt of %d tokens does not extend the previous turn", run, i, len(e.Prompt))
+				// the tool results: the positions between the two turns'
+				// outputs are masked.
+				prev := want[i-1]
+				for j := len(prev.PromptTokenIDs) + len(prev.Logprobs); j < len(n.PromptTokenIDs); j++ {
+					if k := j - len(eps[0].Prompt); k < 0 || !eps[0].Masked[k] {
+						t.Errorf("run %d call %d: position %d between turns is trained", run, i, j)
+						break
+					}
 				}
 			}
 		}
@@ -394,5 +392,37 @@ func TestEpisodesFromLeadRun(t *testing.T) {
 		if !strings.Contains(prompt, a) {
 			t.Errorf("peer answer %d %q is not in the leader's prompt", i, a)
 		}
+	}
+}
+
+func TestFromTokens(t *testing.T) {
+	const I = delegate.MaskIgnore
+	e, err := FromTokens([]int{1, 2, 5, 6, 3, 7}, []int{I, I, 5, 6, I, 7}, []float64{1, 1, -0.5, -0.25, 1, -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(e.Prompt, []int{1, 2}) || !slices.Equal(e.Completion, []int{5, 6, 3, 7}) ||
+		!slices.Equal(e.Masked, []bool{false, false, true, false}) || e.Generated() != 3 ||
+		e.Behaviour[0] != -0.5 || e.Behaviour[3] != -1 {
+		t.Errorf("episode %+v", e)
+	}
+	for _, tt := range []struct {
+		name          string
+		tokens, masks []int
+		lps           []float64
+		want          string
+	}{
+		{"lengths", []int{1, 2}, []int{I}, []float64{1, 1}, "2 tokens, 1 masks"},
+		{"mask not the token", []int{1, 2}, []int{I, 3}, []float64{1, -1}, "mask 3 at position 1"},
+		{"logprob above 0", []int{1, 2}, []int{I, 2}, []float64{1, 0.7}, "position 1) has logprob 0.7"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := FromTokens(tt.tokens, tt.masks, tt.lps); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("FromTokens: %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	if e, err := FromTokens([]int{1, 2}, []int{I, I}, []float64{1, 1}); err != nil || len(e.Completion) != 0 {
+		t.Errorf("no trained token: %+v, %v; want no completion", e, err)
 	}
 }

@@ -65,6 +65,21 @@ type Metrics struct {
 	GradClipped int     `json:"grad_clipped"` // epochs whose gradient was clipped
 	LogprobGap  float64 `json:"logprob_gap"`  // max |sampler − trainer| logprob
 
+	// Off-policy groups (a Source's groups sampled with an older policy,
+	// or of unknown version): how many sequences, how many steps behind
+	// (mean and max over the groups of known version), and the importance
+	// weights exp(l_prox − l_behaviour) of their trained tokens before
+	// truncation: mean, min, max, and the share truncated at
+	// MaxImportanceWeight.
+	OffPolicySequences int     `json:"off_policy_sequences,omitempty"`
+	UnknownVersion     int     `json:"unknown_version_groups,omitempty"`
+	StalenessMean      float64 `json:"staleness_mean,omitempty"`
+	StalenessMax       int     `json:"staleness_max,omitempty"`
+	ISWeightMean       float64 `json:"is_weight_mean,omitempty"`
+	ISWeightMin        float64 `json:"is_weight_min,omitempty"`
+	ISWeightMax        float64 `json:"is_weight_max,omitempty"`
+	ISTruncFrac        float64 `json:"is_trunc_frac,omitempty"`
+
 	RolloutSeconds float64 `json:"rollout_seconds"`
 	UpdateSeconds  float64 `json:"update_seconds"`
 }

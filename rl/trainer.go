@@ -67,7 +67,8 @@ type Progress struct {
 // not safe for concurrent use; Run is called once.
 type Trainer struct {
 	cfg      Config
-	env      Env
+	env      Env    // the in-process environment, or
+	src      Source // groups made elsewhere
 	l        *learner
 	step     int // steps completed
 	rng      *rand.PCG
@@ -98,6 +99,55 @@ func New(cfg Config, policy *nn.Params, env Env, progress chan<- Progress) (*Tra
 		return nil, fmt.Errorf("rl trainer: %w", err)
 	}
 	return &Trainer{cfg: cfg, env: env, l: l, rng: rand.NewPCG(cfg.Seed, 0x726c), progress: progress}, nil
+}
+
+// Group is the scored rollouts of one item, as a Source gives them to the
+// trainer.
+type Group struct {
+	Rollouts []ScoredRollout
+	// Staleness is how many steps behind the trainer's parameters the
+	// policy that sampled the group is (0: the current one); -1 when the
+	// source does not know. A group with any other value than 0 is
+	// trained off-policy: each token's loss is weighted by its truncated
+	// importance weight (Config.MaxImportanceWeight).
+	Staleness int
+}
+
+// ScoredRollout is one rollout of a group: its training sequences, its
+// reward, and its advantage within the group when the producer computed
+// it (HasAdvantage); otherwise the trainer computes the advantages of the
+// group's rewards with Config.Estimator.
+type ScoredRollout struct {
+	Episodes     []Episode
+	Reward       float64
+	Advantage    float64
+	HasAdvantage bool
+}
+
+// Source supplies each step's groups when the rollouts are made outside the
+// trainer (by environments pushing to a trajectory API, for one). Next is
+// called once per step, with the step's number (from 1), and blocks until
+// the step's groups are there; its error stops the run.
+type Source interface {
+	Next(ctx context.Context, step int) ([]Group, error)
+}
+
+// NewFromSource returns a trainer of policy that trains on src's groups
+// instead of running rollouts. cfg.ItemsPerStep and GroupSize describe
+// what src delivers per step (they size Dr. GRPO's constant
+// normalisation); the rest of cfg applies as with New.
+func NewFromSource(cfg Config, policy *nn.Params, src Source, progress chan<- Progress) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if policy == nil || src == nil {
+		return nil, errors.New("rl trainer: needs a policy and a source")
+	}
+	l, err := newLearner(cfg, policy)
+	if err != nil {
+		return nil, fmt.Errorf("rl trainer: %w", err)
+	}
+	return &Trainer{cfg: cfg, src: src, l: l, rng: rand.NewPCG(cfg.Seed, 0x726c), progress: progress}, nil
 }
 
 // StepsDone returns the number of steps completed (including those of a
@@ -173,9 +223,9 @@ type rolloutSlot struct {
 	eps     []Episode
 }
 
-// Step runs one step (rollouts, advantages, update) and returns its
-// metrics; it neither writes them nor checkpoints. On error the
-// parameters are as they were before the step.
+// Step runs one step (rollouts or the source's groups, advantages,
+// update) and returns its metrics; it neither writes them nor
+// checkpoints. On error the parameters are as they were before the step.
 func (t *Trainer) Step(ctx context.Context) (*Metrics, error) {
 	cfg := t.cfg
 	step := t.step + 1
@@ -185,37 +235,20 @@ func (t *Trainer) Step(ctx context.Context) (*Metrics, error) {
 	// The sampler advances only when the step completes, so that a step
 	// redone after a failure or a resume draws the same items.
 	rng := *t.rng
-	items := sampleItems(&rng, t.env.Items, cfg.ItemsPerStep)
-	slots := make([]rolloutSlot, len(items)*cfg.GroupSize)
-	for i, it := range items {
-		for g := range cfg.GroupSize {
-			k := i*cfg.GroupSize + g
-			slots[k] = rolloutSlot{item: it, g: g, seed: rolloutSeed(cfg.Seed, step, k)}
-		}
-	}
-
 	start := time.Now()
-	var done atomic.Int64
-	var eg errgroup.Group
-	eg.SetLimit(cfg.Concurrency)
-	for k := range slots {
-		if ctx.Err() != nil {
-			break
-		}
-		eg.Go(func() error {
-			s := &slots[k]
-			s.trace, s.out, s.err = t.runRollout(ctx, s.item, s.seed)
-			t.emit(Progress{Step: step, Steps: cfg.Steps, RolloutsDone: int(done.Add(1)), Rollouts: len(slots)})
-			return nil
-		})
+	var m *Metrics
+	var groups []Group
+	var err error
+	if t.src != nil {
+		m, groups, err = t.sourceGroups(ctx, step)
+	} else {
+		m, groups, err = t.rollouts(ctx, step, &rng)
 	}
-	_ = eg.Wait() // every goroutine returns nil; failures are in the slots
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("step %d: %w", step, err)
+	if err != nil {
+		return nil, err
 	}
 	rolloutTime := time.Since(start)
-
-	m, seqs, err := t.score(step, items, slots)
+	seqs, err := t.sequences(step, m, groups)
 	if err != nil {
 		return nil, err
 	}
@@ -240,33 +273,60 @@ func (t *Trainer) Step(ctx context.Context) (*Metrics, error) {
 		m.Loss, m.PGLoss, m.KL, m.ClipFrac = st.Loss, st.PGLoss, st.KL, st.ClipFrac
 		m.GradNorm, m.GradClipped, m.LogprobGap = st.GradNorm, st.GradClip, st.LogprobGap
 		m.TrainedTokens = st.Tokens
+		m.ISWeightMean, m.ISWeightMin, m.ISWeightMax, m.ISTruncFrac = st.ISMean, st.ISMin, st.ISMax, st.ISTrunc
 	}
 	*t.rng = rng
 	m.RolloutSeconds = rolloutTime.Seconds()
 	m.UpdateSeconds = time.Since(upStart).Seconds()
 	m.Time = time.Now().UTC()
 	t.step = step
-	t.emit(Progress{Step: step, Steps: cfg.Steps, RolloutsDone: len(slots), Rollouts: len(slots), Metrics: m})
+	t.emit(Progress{Step: step, Steps: cfg.Steps, RolloutsDone: m.Rollouts, Rollouts: m.Rollouts, Metrics: m})
 	return m, nil
 }
 
-// score rewards the step's rollouts, builds their episodes and gives each
-// the advantage of its rollout within its group and the coefficient of the
-// normalisation. The metrics it returns cover the rollouts only.
-func (t *Trainer) score(step int, items []int, slots []rolloutSlot) (*Metrics, []trainSeq, error) {
+// rollouts runs the step's rollouts in the environment: ItemsPerStep items
+// drawn with rng, GroupSize rollouts of each, at most Concurrency at once;
+// then scores them into groups.
+func (t *Trainer) rollouts(ctx context.Context, step int, rng *rand.PCG) (*Metrics, []Group, error) {
 	cfg := t.cfg
-	// Score, build episodes, and compute the advantages of each group over
-	// its successful rollouts.
+	items := sampleItems(rng, t.env.Items, cfg.ItemsPerStep)
+	slots := make([]rolloutSlot, len(items)*cfg.GroupSize)
+	for i, it := range items {
+		for g := range cfg.GroupSize {
+			k := i*cfg.GroupSize + g
+			slots[k] = rolloutSlot{item: it, g: g, seed: rolloutSeed(cfg.Seed, step, k)}
+		}
+	}
+	var done atomic.Int64
+	var eg errgroup.Group
+	eg.SetLimit(cfg.Concurrency)
+	for k := range slots {
+		if ctx.Err() != nil {
+			break
+		}
+		eg.Go(func() error {
+			s := &slots[k]
+			s.trace, s.out, s.err = t.runRollout(ctx, s.item, s.seed)
+			t.emit(Progress{Step: step, Steps: cfg.Steps, RolloutsDone: int(done.Add(1)), Rollouts: len(slots)})
+			return nil
+		})
+	}
+	_ = eg.Wait() // every goroutine returns nil; failures are in the slots
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("step %d: %w", step, err)
+	}
+	return t.score(step, items, slots)
+}
+
+// score rewards the step's rollouts, builds their episodes and gives each
+// the advantage of its rollout within its group. The metrics it returns
+// cover the rollouts only.
+func (t *Trainer) score(step int, items []int, slots []rolloutSlot) (*Metrics, []Group, error) {
+	cfg := t.cfg
 	m := &Metrics{Version: MetricsVersion, Step: step, Steps: cfg.Steps, Rollouts: len(slots), Items: len(items),
 		Estimator: string(cfg.Estimator), Norm: string(cfg.norm())}
 	scalars := map[string][2]float64{}
-	var seqs []trainSeq
-	var trainedRollouts int
-	type rolloutSeqs struct {
-		lo, hi int // range in seqs
-		tokens int
-	}
-	var spans []rolloutSeqs
+	var groups []Group
 	for i := range items {
 		group := slots[i*cfg.GroupSize : (i+1)*cfg.GroupSize]
 		var rewards []float64
@@ -285,7 +345,7 @@ func (t *Trainer) score(step int, items []int, slots []rolloutSlot) (*Metrics, [
 			if err != nil {
 				return nil, nil, fmt.Errorf("step %d: item %d rollout %d: %w", step, s.item, s.g, err)
 			}
-			s.eps = Merge(eps)
+			s.eps = eps
 			rewards = append(rewards, s.reward)
 			ok = append(ok, s)
 			m.Reward += s.reward
@@ -303,9 +363,9 @@ func (t *Trainer) score(step int, items []int, slots []rolloutSlot) (*Metrics, [
 				scalars[k] = [2]float64{a[0] + v, a[1] + 1}
 			}
 			for _, e := range eps {
-				m.PolicyTokens += len(e.Completion)
+				m.PolicyTokens += e.Generated()
+				m.Sequences += e.Calls
 			}
-			m.Sequences += len(eps)
 		}
 		m.Groups++
 		if len(ok) == 0 || (cfg.Estimator == reward.RLOO && len(ok) < 2) {
@@ -319,18 +379,11 @@ func (t *Trainer) score(step int, items []int, slots []rolloutSlot) (*Metrics, [
 		if grp.Degenerate {
 			m.DegenerateGroups++
 		}
+		var g Group
 		for j, s := range ok {
-			sp := rolloutSeqs{lo: len(seqs)}
-			for _, e := range s.eps {
-				seqs = append(seqs, trainSeq{Episode: e, Adv: grp.Advantages[j]})
-				sp.tokens += e.Generated()
-			}
-			sp.hi = len(seqs)
-			if sp.tokens > 0 {
-				spans = append(spans, sp)
-				trainedRollouts++
-			}
+			g.Rollouts = append(g.Rollouts, ScoredRollout{Episodes: s.eps, Reward: s.reward, Advantage: grp.Advantages[j], HasAdvantage: true})
 		}
+		groups = append(groups, g)
 	}
 	good := m.Rollouts - m.FailedRollouts
 	if good == 0 {
@@ -353,7 +406,120 @@ func (t *Trainer) score(step int, items []int, slots []rolloutSlot) (*Metrics, [
 		}
 	}
 	m.RewardStd = stddev(rs)
+	return m, groups, nil
+}
 
+// sourceGroups takes the step's groups from the source and describes them
+// in the step's metrics; groups without advantages get them here.
+func (t *Trainer) sourceGroups(ctx context.Context, step int) (*Metrics, []Group, error) {
+	cfg := t.cfg
+	groups, err := t.src.Next(ctx, step)
+	if err != nil {
+		return nil, nil, fmt.Errorf("step %d: %w", step, err)
+	}
+	m := &Metrics{Version: MetricsVersion, Step: step, Steps: cfg.Steps, Items: len(groups),
+		Estimator: string(cfg.Estimator), Norm: string(cfg.norm())}
+	var rs []float64
+	var known, behind int
+	for gi := range groups {
+		g := &groups[gi]
+		m.Groups++
+		switch {
+		case g.Staleness < 0:
+			m.UnknownVersion++
+		default:
+			known++
+			behind += g.Staleness
+			m.StalenessMax = max(m.StalenessMax, g.Staleness)
+		}
+		var rewards []float64
+		has := 0
+		for _, r := range g.Rollouts {
+			if math.IsNaN(r.Reward) || math.IsInf(r.Reward, 0) || math.IsNaN(r.Advantage) || math.IsInf(r.Advantage, 0) {
+				return nil, nil, fmt.Errorf("step %d: group %d: a reward or advantage is not finite", step, gi)
+			}
+			rewards = append(rewards, r.Reward)
+			if r.HasAdvantage {
+				has++
+			}
+			for _, e := range r.Episodes {
+				m.PolicyTokens += e.Generated()
+				m.Sequences += e.Calls
+				if e.Len() >= t.l.policy.Config.Context {
+					return nil, nil, fmt.Errorf("step %d: group %d: sequence %s of %d tokens exceeds the context of %d", step, gi, e.Node, e.Len()+1, t.l.policy.Config.Context)
+				}
+			}
+		}
+		m.Rollouts += len(g.Rollouts)
+		rs = append(rs, rewards...)
+		switch {
+		case len(g.Rollouts) == 0:
+			m.FailedGroups++
+		case has == len(g.Rollouts):
+		case has > 0:
+			return nil, nil, fmt.Errorf("step %d: group %d: %d of %d rollouts carry an advantage; all or none must", step, gi, has, len(g.Rollouts))
+		case cfg.Estimator == reward.RLOO && len(g.Rollouts) < 2:
+			m.FailedGroups++
+			g.Rollouts = nil
+		default:
+			grp, err := reward.NewGroup(cfg.Estimator, rewards)
+			if err != nil {
+				return nil, nil, fmt.Errorf("step %d: group %d: %w", step, gi, err)
+			}
+			if grp.Degenerate {
+				m.DegenerateGroups++
+			}
+			for j := range g.Rollouts {
+				g.Rollouts[j].Advantage, g.Rollouts[j].HasAdvantage = grp.Advantages[j], true
+			}
+		}
+	}
+	if m.Rollouts == 0 {
+		return nil, nil, fmt.Errorf("step %d: the source gave no rollouts", step)
+	}
+	if known > 0 {
+		m.StalenessMean = float64(behind) / float64(known)
+	}
+	for _, r := range rs {
+		m.Reward += r
+	}
+	m.Reward /= float64(len(rs))
+	m.PolicyTokensMean = float64(m.PolicyTokens) / float64(len(rs))
+	m.RewardStd = stddev(rs)
+	return m, groups, nil
+}
+
+// sequences gives every episode of the groups its rollout's advantage and
+// the coefficient of the normalisation.
+func (t *Trainer) sequences(step int, m *Metrics, groups []Group) ([]trainSeq, error) {
+	cfg := t.cfg
+	var seqs []trainSeq
+	var trainedRollouts int
+	type rolloutSeqs struct {
+		lo, hi int // range in seqs
+		tokens int
+	}
+	var spans []rolloutSeqs
+	for _, g := range groups {
+		for _, r := range g.Rollouts {
+			if !r.HasAdvantage {
+				return nil, fmt.Errorf("step %d: a rollout has no advantage", step)
+			}
+			sp := rolloutSeqs{lo: len(seqs)}
+			for _, e := range r.Episodes {
+				seqs = append(seqs, trainSeq{Episode: e, Adv: r.Advantage, OffPolicy: g.Staleness != 0})
+				if g.Staleness != 0 {
+					m.OffPolicySequences++
+				}
+				sp.tokens += e.Generated()
+			}
+			sp.hi = len(seqs)
+			if sp.tokens > 0 {
+				spans = append(spans, sp)
+				trainedRollouts++
+			}
+		}
+	}
 	// Normalisation: every token of a rollout gets the same coefficient.
 	var total int
 	for _, sp := range spans {
@@ -373,7 +539,7 @@ func (t *Trainer) score(step int, items []int, slots []rolloutSlot) (*Metrics, [
 			seqs[i].Coef = c
 		}
 	}
-	return m, seqs, nil
+	return seqs, nil
 }
 
 // runRollout calls the environment's rollout, turning a panic into an

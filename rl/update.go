@@ -13,6 +13,10 @@ type trainSeq struct {
 	Episode
 	Adv  float64 // the rollout's advantage, the same for every token
 	Coef float64 // normalisation factor of each of its tokens
+	// OffPolicy marks a sequence sampled by another policy than the
+	// parameters before the update: its tokens are weighted by their
+	// truncated importance weights.
+	OffPolicy bool
 }
 
 // updateStats describe the gradient phase of one step, averaged over its
@@ -28,6 +32,9 @@ type updateStats struct {
 	LogprobGap float64 // largest |sampler − trainer| logprob of a trained token
 	Tokens     int     // trained tokens
 	Updates    int     // optimizer steps taken
+	// Importance weights of off-policy tokens before truncation: mean,
+	// min, max, and the share truncated.
+	ISMean, ISMin, ISMax, ISTrunc float64
 }
 
 // learner holds what the gradient phase needs: the policy (shared with the
@@ -109,9 +116,17 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64, check
 		return st, err
 	}
 
-	// With one epoch and no reference the ratio is 1 at every token: the
-	// logprobs change nothing but the check.
-	fast := !check && l.cfg.Epochs == 1 && l.ref == nil
+	// With one epoch, no reference and no off-policy sequence the ratio is
+	// 1 at every token: the logprobs change nothing but the check.
+	offPolicy := false
+	for _, s := range seqs {
+		offPolicy = offPolicy || s.OffPolicy
+	}
+	fast := !check && l.cfg.Epochs == 1 && l.ref == nil && !offPolicy
+	// The importance weights of the off-policy tokens, fixed in the first
+	// epoch from the logprobs before any update (the proximal policy).
+	isW := make([][]float64, len(mbs))
+	var isN, isTrunc int
 	oldLP := make([][]float32, len(mbs))
 	obj := objective{eps: l.cfg.ClipEps, beta: l.cfg.KLBeta}
 	var clipped int
@@ -144,9 +159,39 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64, check
 			}
 			if epoch == 1 {
 				oldLP[i] = lp
+				if offPolicy {
+					isW[i] = make([]float64, len(lp))
+					for _, s := range m.seqs {
+						seq := seqs[s.idx]
+						if !seq.OffPolicy {
+							continue
+						}
+						for j, b := range seq.Behaviour {
+							if !seq.trained(j) {
+								continue
+							}
+							k := m.at(s, j)
+							w := math.Exp(float64(lp[k]) - float64(b))
+							if isN == 0 {
+								st.ISMin, st.ISMax = w, w
+							}
+							isN++
+							st.ISMean += w
+							st.ISMin, st.ISMax = min(st.ISMin, w), max(st.ISMax, w)
+							if w > l.cfg.maxIS() {
+								isTrunc++
+								w = l.cfg.maxIS()
+							}
+							isW[i][k] = w
+						}
+					}
+				}
 			}
 			if epoch == 1 && check {
 				for _, s := range m.seqs {
+					if seqs[s.idx].OffPolicy {
+						continue // sampled by another policy: the gap is what the weights correct
+					}
 					for j, b := range s.ep.Behaviour {
 						if !s.ep.trained(j) {
 							continue
@@ -173,6 +218,14 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64, check
 						ref = float64(refLP[i][k])
 					}
 					pg, kj, w, c := obj.at(seq.Adv, cur, old, ref)
+					if seq.OffPolicy {
+						// Truncated importance sampling: the clipped
+						// surrogate of the proximal policy, reweighted to
+						// the behaviour policy's samples.
+						is := isW[i][k]
+						pg *= is
+						w = is*(w-klWeight(cur, ref, l.cfg.KLBeta)) + klWeight(cur, ref, l.cfg.KLBeta)
+					}
 					if c {
 						clipped++
 					}
@@ -218,6 +271,10 @@ func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64, check
 	st.KL /= e
 	st.GradNorm /= e
 	st.ClipFrac = float64(clipped) / (e * float64(st.Tokens))
+	if isN > 0 {
+		st.ISMean /= float64(isN)
+		st.ISTrunc = float64(isTrunc) / float64(isN)
+	}
 	return st, nil
 }
 

@@ -100,6 +100,24 @@ type Config struct {
 	// OmitTraces leaves the full traces out of artifacts.jsonl (the
 	// extracted fields stay).
 	OmitTraces bool `json:"omit_traces,omitempty"`
+	// Sink, when set, receives every group written to groups.jsonl (see
+	// Sink); it is not part of the run's identity.
+	Sink Sink `json:"-"`
+}
+
+// Sink receives the groups a run writes: process --push hands them to a
+// trajectory API. Wait is called before each item's rollouts start and may
+// block to pace the run (an API whose queue is full); it returns the
+// policy version (the trainer's step) the item's rollouts are sampled
+// with, which the group records; its error stops the run. Send is called from one goroutine with each written group, in the
+// order the groups were written, after the group is on disk; once Send
+// returns nil the group is recorded as sent, and a resumed run sends the
+// written groups that were not. Send's error stops the run; the group is
+// then sent again on resume, so a receiver should drop a group it already
+// has (GroupRecord.ID names it).
+type Sink interface {
+	Wait(ctx context.Context) (policyVersion int, err error)
+	Send(ctx context.Context, g *GroupRecord) error
 }
 
 // DefaultTrainRole is the role whose calls are a strategy's trained turns

@@ -101,34 +101,6 @@ type CallInfo struct {
 	Error        string         `json:"error,omitempty"`
 }
 
-// Turn is one message of a sequence, marked trained when the policy
-// generated it.
-type Turn struct {
-	delegate.Message
-	Trained bool `json:"trained"`
-}
-
-// Sequence is one conversation of the policy: its calls' messages, each
-// call extending the previous one's conversation, with the policy's turns
-// marked trained. Tokens, Masks and Logprobs are set when the backend
-// returned token ids and logprobs for every call of it; then they have the
-// same length, Masks is -100 at untrained positions and the token id at
-// trained ones, and Logprobs is 1.0 at untrained positions.
-type Sequence struct {
-	Calls    []int     `json:"calls"` // trace node IDs
-	Messages []Turn    `json:"messages"`
-	Tokens   []int     `json:"tokens,omitempty"`
-	Masks    []int     `json:"masks,omitempty"`
-	Logprobs []float64 `json:"inference_logprobs,omitempty"`
-	// NoTokens says why Tokens is empty.
-	NoTokens string `json:"no_tokens,omitempty"`
-	// Truncated is set when a call of it stopped at max_tokens.
-	Truncated bool `json:"truncated,omitempty"`
-}
-
-// MaskIgnore is the label of a position that is not trained.
-const MaskIgnore = -100
-
 // GroupRecord is the record of one group in groups.jsonl, in the
 // trajectory-group layout: the arrays tokens, masks, inference_logprobs,
 // messages, scores, advantages and overrides have one entry per sequence,
@@ -136,8 +108,11 @@ const MaskIgnore = -100
 // rollout of decompose has two: its plan and its aggregation). Every
 // sequence of a rollout carries the rollout's score and advantage.
 type GroupRecord struct {
-	Version  int    `json:"version"`
-	ID       string `json:"id"` // "<task id>#<group>"
+	Version int    `json:"version"`
+	ID      string `json:"id"` // "<task id>#<group>"
+	// Run is the run's random identifier: with ID, a group's identity
+	// across runs (a trajectory API's deduplication key).
+	Run      string `json:"run,omitempty"`
 	Item     int    `json:"item"`
 	TaskID   string `json:"task_id"`
 	Group    int    `json:"group"`
@@ -148,17 +123,21 @@ type GroupRecord struct {
 	Rollouts []Member       `json:"rollouts"`
 	Missing  []MissedMember `json:"missing,omitempty"`
 
-	Tokens            [][]int     `json:"tokens"`
-	Masks             [][]int     `json:"masks"`
-	InferenceLogprobs [][]float64 `json:"inference_logprobs"`
-	Messages          [][]Turn    `json:"messages"`
-	Scores            []float64   `json:"scores"`
-	Advantages        []float64   `json:"advantages"`
-	SequenceRollout   []int       `json:"sequence_rollout"`
+	Tokens            [][]int           `json:"tokens"`
+	Masks             [][]int           `json:"masks"`
+	InferenceLogprobs [][]float64       `json:"inference_logprobs"`
+	Messages          [][]delegate.Turn `json:"messages"`
+	Scores            []float64         `json:"scores"`
+	Advantages        []float64         `json:"advantages"`
+	SequenceRollout   []int             `json:"sequence_rollout"`
 	// NoTokens says, per sequence, why it has no tokens ("" when it has).
 	NoTokens       []string      `json:"no_tokens"`
 	Overrides      []Override    `json:"overrides"`
 	GroupOverrides GroupOverride `json:"group_overrides"`
+	// PolicyVersion is the trainer step the rollouts were sampled with: the
+	// oldest version the policy's backend reported in its responses, or
+	// else the sink's step when the item started (0 with neither).
+	PolicyVersion int `json:"policy_version,omitempty"`
 }
 
 // Member is one scored rollout of a group.

@@ -59,6 +59,10 @@ type Summary struct {
 	Groups        int `json:"groups"`         // done: written or dropped
 	GroupsWritten int `json:"groups_written"` // in groups.jsonl
 	TiesKept      int `json:"ties_kept"`      // written with zero advantages (KeepTies)
+	// Splits counts the written sequences that continue a conversation but
+	// start a new sample, because their prompt ids did not extend the
+	// earlier ids (delegate.Sequence.Split).
+	Splits int `json:"splits"`
 	// Dropped counts the groups not written, by reason (Drop*).
 	Dropped map[string]int `json:"dropped"`
 	// Ties counts every tied group by reason, kept or dropped.
@@ -88,6 +92,9 @@ func (s Summary) String() string {
 		s.ItemsDone, s.Items, s.Rollouts, s.RolloutsPlanned, s.RolloutsScored, s.RolloutsFailed,
 		s.RolloutsFormat, s.RolloutsTruncated, s.RolloutsSkipped)
 	fmt.Fprintf(&b, "groups %d: written %d (ties kept %d), dropped %s\n", s.Groups, s.GroupsWritten, s.TiesKept, counts(s.Dropped))
+	if s.Splits > 0 {
+		fmt.Fprintf(&b, "sequences split where a turn's prompt ids did not extend the conversation's: %d\n", s.Splits)
+	}
 	if len(s.Failed) > 0 {
 		fmt.Fprintf(&b, "failed rollouts by reason: %s\n", FailedCounts(s.Failed))
 	}
@@ -129,8 +136,8 @@ func counts(m map[string]int) string {
 // enough to build its group's record after a resume.
 type rolloutState struct {
 	rolloutTally
-	Index     int        `json:"index"`
-	Sequences []Sequence `json:"sequences,omitempty"`
+	Index     int                 `json:"index"`
+	Sequences []delegate.Sequence `json:"sequences,omitempty"`
 }
 
 // groupState is what the state database keeps of a finished group.
@@ -139,6 +146,7 @@ type groupState struct {
 	Reason   string `json:"reason,omitempty"`
 	Skipped  int    `json:"skipped,omitempty"` // rollouts never run (baseline failed)
 	TiesKept bool   `json:"ties_kept,omitempty"`
+	Splits   int    `json:"splits,omitempty"` // sequences started at a token discontinuity
 }
 
 // identity is what makes two runs the same run: a resume must match it.
@@ -186,6 +194,7 @@ type item struct {
 	mu        sync.Mutex
 	results   []*rolloutState // by rollout index; nil until done
 	remaining int
+	version   int // the policy version the sink gave at the item's start
 }
 
 type runner struct {
@@ -209,6 +218,9 @@ type runner struct {
 
 	items []*item
 	done  []bool // group committed, by item
+
+	sendq *sendQueue // written groups on their way to cfg.Sink; nil without one
+	runID string     // the run's random identifier (store.DB.RunID)
 }
 
 // Run runs `delegate process`: for each of the first cfg.Items tasks, the
@@ -275,6 +287,9 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline, polic
 	if err != nil {
 		return Summary{}, fmt.Errorf("process %s: %w", cfg.OutDir, err)
 	}
+	if r.runID, err = db.RunID(ctx); err != nil {
+		return Summary{}, fmt.Errorf("process %s: %w", cfg.OutDir, err)
+	}
 	files, repairs, err := openFiles(ctx, cfg.OutDir, db, fresh, ArtifactsFile, GroupsFile)
 	if err != nil {
 		return Summary{}, fmt.Errorf("process: %w", err)
@@ -291,7 +306,23 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline, polic
 	}
 	r.send()
 
-	runErr := r.process(ctx)
+	var sinkDone chan error
+	sctx, stopSink := context.WithCancel(ctx)
+	defer stopSink()
+	if cfg.Sink != nil {
+		if r.sendq, err = r.unsent(ctx); err != nil {
+			return Summary{}, fmt.Errorf("process %s: %w", cfg.OutDir, err)
+		}
+		sinkDone = make(chan error, 1)
+		go func() { sinkDone <- r.sendGroups(sctx, stopSink) }()
+	}
+	runErr := r.process(sctx)
+	if sinkDone != nil {
+		r.sendq.close()
+		if err := <-sinkDone; err != nil && ctx.Err() == nil {
+			runErr = err // the sink failed and stopped the run: its error says why
+		}
+	}
 	if runErr != nil && ctx.Err() != nil {
 		runErr = fmt.Errorf("process interrupted: %w", ctx.Err())
 	}
@@ -447,6 +478,13 @@ func (r *runner) process(ctx context.Context) error {
 				need = append(need, k)
 			}
 		}
+		var err error
+		if r.cfg.Sink != nil {
+			if it.version, err = r.cfg.Sink.Wait(gctx); err != nil {
+				feedErr = fmt.Errorf("wait for the sink: %w", err)
+				break
+			}
+		}
 		base, err := r.runBaseline(gctx, it)
 		if err != nil {
 			feedErr = err
@@ -596,7 +634,7 @@ func (r *runner) runOne(ctx context.Context, it *item, k int) (st *rolloutState,
 		}
 		sc = &s
 		st = &rolloutState{rolloutTally: rolloutTally{ID: id, Status: StatusScored, Reward: s.Reward, Candidate: s.Candidate,
-			Baseline: s.Baseline, Fixed: s.Fixed}, Index: k, Sequences: sequences(tr, r.cfg.TrainRoles)}
+			Baseline: s.Baseline, Fixed: s.Fixed}, Index: k, Sequences: delegate.Sequences(tr, r.cfg.TrainRoles...)}
 	}()
 	if st == nil {
 		// Only a cancelled context leaves no state.
@@ -726,13 +764,26 @@ func (r *runner) finish(ctx context.Context, it *item) error {
 		rewards[i] = m.Reward
 	}
 	rec := &GroupRecord{
-		Version: GroupVersion, ID: groupID(it.task.ID, 0), Item: it.index, TaskID: it.task.ID,
+		Version: GroupVersion, ID: groupID(it.task.ID, 0), Run: r.runID, Item: it.index, TaskID: it.task.ID,
 		Strategy: r.policy.Name(), Missing: missing, GroupOverrides: GroupOverride{GroupSize: len(members)},
+		PolicyVersion: it.version,
+	}
+	// The backend's own word on the weights that sampled the group (the
+	// oldest of its calls), when it says, beats the sink's step at start.
+	oldest := -1
+	for _, m := range members {
+		for _, sq := range m.Sequences {
+			if v := sq.PolicyVersion; v != nil && (oldest < 0 || *v < oldest) {
+				oldest = *v
+			}
+		}
+	}
+	if oldest >= 0 {
+		rec.PolicyVersion = oldest
 	}
 	adv := make([]float64, len(members))
 	zero := false
-	if allEqual(rewards) {
-		reason := tieReason(members)
+	if reason, tied := tie(members, rewards); tied {
 		if !r.cfg.KeepTies {
 			return r.commitGroup(ctx, it, groupState{Status: "dropped", Reason: reason}, nil)
 		}
@@ -747,9 +798,13 @@ func (r *runner) finish(ctx context.Context, it *item) error {
 		}
 		adv = a
 	}
+	splits := 0
 	for i, m := range members {
 		rec.Rollouts = append(rec.Rollouts, Member{ID: m.ID, Index: m.Index, Reward: m.Reward, Advantage: adv[i], Fixed: m.Fixed})
 		for _, s := range m.Sequences {
+			if s.Split {
+				splits++
+			}
 			rec.Tokens = append(rec.Tokens, s.Tokens)
 			rec.Masks = append(rec.Masks, s.Masks)
 			rec.InferenceLogprobs = append(rec.InferenceLogprobs, s.Logprobs)
@@ -761,7 +816,7 @@ func (r *runner) finish(ctx context.Context, it *item) error {
 			rec.Overrides = append(rec.Overrides, Override{SetAdvantageToZero: zero})
 		}
 	}
-	return r.commitGroup(ctx, it, groupState{Status: "written", Reason: rec.Reason, TiesKept: zero}, rec)
+	return r.commitGroup(ctx, it, groupState{Status: "written", Reason: rec.Reason, TiesKept: zero, Splits: splits}, rec)
 }
 
 func allEqual(xs []float64) bool {
@@ -775,7 +830,12 @@ func allEqual(xs []float64) bool {
 
 // tieReason says why a group tied: every member failed the format, every
 // member was truncated, or their rewards were simply equal.
-func tieReason(members []*rolloutState) string {
+// tie reports whether a group carries no learning signal, and why: every
+// rollout failed the format (DropFormat) or was cut at max_tokens
+// (DropTruncation), whatever their rewards (those then differ by their
+// token costs alone, which advantages would blow up to full size), or
+// every reward is equal (DropEqual).
+func tie(members []*rolloutState, rewards []float64) (reason string, tied bool) {
 	format, trunc := true, true
 	for _, m := range members {
 		format = format && m.Fixed == FixedFormat
@@ -783,11 +843,13 @@ func tieReason(members []*rolloutState) string {
 	}
 	switch {
 	case format:
-		return DropFormat
+		return DropFormat, true
 	case trunc:
-		return DropTruncation
+		return DropTruncation, true
+	case allEqual(rewards):
+		return DropEqual, true
 	}
-	return DropEqual
+	return "", false
 }
 
 // commitGroup appends the group's record (when rec is not nil) and records
@@ -816,6 +878,9 @@ func (r *runner) commitGroup(ctx context.Context, it *item, st groupState, rec *
 	}
 	if err == nil {
 		af.size += g.Length
+		if r.sendq != nil && g.Length > 0 {
+			r.sendq.push(g)
+		}
 	}
 	r.wmu.Unlock()
 	if err != nil {
@@ -896,6 +961,7 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 		}
 		if st.Status == "written" {
 			s.GroupsWritten++
+			s.Splits += st.Splits
 			if st.TiesKept {
 				s.TiesKept++
 			}

@@ -55,18 +55,21 @@ func planText(subtasks ...string) string {
 // scripted models. The n-th aggregation (from 1) answers "score <score(n)>";
 // the scorer's reward is that number.
 type fixture struct {
-	score     func(n int64) int64 // the score of the n-th aggregation
-	failPlan  func(n int64) bool  // fail the n-th plan call
-	onCall    func(n int64)       // called at every delegator call, numbered from 1
-	badPlan   bool                // plan without tags: a format failure
-	planN     atomic.Int64        // plan calls so far
-	aggN      atomic.Int64        // aggregation calls so far
-	callN     atomic.Int64        // delegator calls so far
-	judge     *modeltest.Model
-	policy    delegate.Strategy
-	baseline  delegate.Strategy
-	scorer    Scorer
-	delegator *modeltest.Model
+	score    func(n int64) int64 // the score of the n-th aggregation
+	failPlan func(n int64) bool  // fail the n-th plan call
+	onCall   func(n int64)       // called at every delegator call, numbered from 1
+	badPlan  bool                // plan without tags: a format failure
+	// formatCost, when set, is subtracted from a format failure's -1: the
+	// token cost that graded rewards add to a fixed reward.
+	formatCost func() float64
+	planN      atomic.Int64 // plan calls so far
+	aggN       atomic.Int64 // aggregation calls so far
+	callN      atomic.Int64 // delegator calls so far
+	judge      *modeltest.Model
+	policy     delegate.Strategy
+	baseline   delegate.Strategy
+	scorer     Scorer
+	delegator  *modeltest.Model
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -117,7 +120,11 @@ func newFixture(t testing.TB) *fixture {
 			return Score{}, err
 		}
 		if strategy.FailureKind(tr.Failure) != "" {
-			return Score{Reward: -1, Fixed: FixedFormat}, nil
+			r := -1.0
+			if f.formatCost != nil {
+				r -= f.formatCost()
+			}
+			return Score{Reward: r, Fixed: FixedFormat}, nil
 		}
 		v, err := strconv.Atoi(strings.TrimPrefix(tr.Answer, "score "))
 		if err != nil {
@@ -296,7 +303,7 @@ func checkSequences(t *testing.T, gr *GroupRecord, tools ...delegate.Tool) {
 			switch {
 			case trained[p] && masks[p] != toks[p]:
 				t.Errorf("group %s sequence %d position %d: mask %d in a trained turn, want the token %d", gr.ID, i, p, masks[p], toks[p])
-			case !trained[p] && (masks[p] != MaskIgnore || lps[p] != 1.0):
+			case !trained[p] && (masks[p] != delegate.MaskIgnore || lps[p] != 1.0):
 				t.Errorf("group %s sequence %d position %d: mask %d logprob %v outside the trained turns, want -100 and 1.0", gr.ID, i, p, masks[p], lps[p])
 			case trained[p] && lps[p] >= 0:
 				t.Errorf("group %s sequence %d position %d: logprob %v, want the model's", gr.ID, i, p, lps[p])
@@ -780,9 +787,20 @@ func TestRunWithoutLogprobs(t *testing.T) {
 }
 
 func TestRunAllFormatFailures(t *testing.T) {
+	t.Run("equal rewards", func(t *testing.T) { testAllFormatFailures(t, nil) })
+	// Rewards that differ by their token costs alone carry no signal: the
+	// group is dropped all the same, not given full-size advantages.
+	var n atomic.Int64
+	t.Run("rewards differing by cost", func(t *testing.T) {
+		testAllFormatFailures(t, func() float64 { return 1e-5 * float64(n.Add(1)) })
+	})
+}
+
+func testAllFormatFailures(t *testing.T, cost func() float64) {
 	dir := t.TempDir()
 	f := newFixture(t)
 	f.badPlan = true
+	f.formatCost = cost
 	sum, err := Run(context.Background(), config(dir, 2, 3), tasks(2), f.baseline, f.policy, f.scorer, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/delegatelab/delegate"
 )
 
 var (
@@ -137,7 +139,7 @@ func extractBBH(kind bbhKind, response string) Result {
 	seg, method := "", ""
 	if s, ok := afterLast(bbhAnswerRE, response); ok {
 		seg, method = s, "answer is"
-	} else if b, ok := Boxed(response); ok {
+	} else if b, ok := delegate.Boxed(response); ok {
 		seg, method = textMathStrip(b), "boxed"
 	} else {
 		seg = strings.TrimSpace(response)

@@ -3,6 +3,8 @@ package score
 import (
 	"regexp"
 	"strings"
+
+	"github.com/delegatelab/delegate"
 )
 
 var (
@@ -42,7 +44,7 @@ func choiceLetter(s string) (string, bool) {
 }
 
 func extractChoice(response string) Result {
-	if b, ok := Boxed(response); ok {
+	if b, ok := delegate.Boxed(response); ok {
 		if l, ok := choiceLetter(textMathStrip(b)); ok {
 			return Result{Found: true, Extracted: l, Method: "boxed"}
 		}

@@ -21,55 +21,6 @@ type Result struct {
 	Method    string // how: "boxed", "answer is", "####", "final answer", "last number", ...
 }
 
-// Boxed returns the content of the last \boxed{...} (or \fbox{...}) in
-// text, with nested braces matched. A brace-less form such as "\boxed 5"
-// yields the following token. It reports false when there is none or the
-// braces never close.
-func Boxed(text string) (string, bool) {
-	best := -1
-	var bestLen int
-	for _, cmd := range []string{`\boxed`, `\fbox`} {
-		if i := strings.LastIndex(text, cmd); i > best {
-			best, bestLen = i, len(cmd)
-		}
-	}
-	// Try the last occurrence first; fall back to earlier ones when the last
-	// is unterminated (a truncated response), a few times at most so that a
-	// pathological response stays linear.
-	for tries := 0; best >= 0 && tries < 8; tries++ {
-		if s, ok := boxedAt(text, best+bestLen); ok {
-			return s, true
-		}
-		prev := -1
-		for _, cmd := range []string{`\boxed`, `\fbox`} {
-			if i := strings.LastIndex(text[:best], cmd); i > prev {
-				prev, bestLen = i, len(cmd)
-			}
-		}
-		best = prev
-	}
-	return "", false
-}
-
-// boxedAt reads the argument of a box command whose name ends at i.
-func boxedAt(text string, i int) (string, bool) {
-	rest := text[i:]
-	if strings.HasPrefix(rest, "{") {
-		s, _, ok := braced(rest)
-		return strings.TrimSpace(s), ok
-	}
-	if rest == "" || (rest[0] != ' ' && rest[0] != '\t') {
-		return "", false // \boxedfoo is another command
-	}
-	rest = strings.TrimLeft(rest, " \t")
-	end := strings.IndexAny(rest, " \t\n$")
-	if end < 0 {
-		end = len(rest)
-	}
-	s := strings.TrimRight(rest[:end], ".,;")
-	return s, s != ""
-}
-
 // braced parses a {...} group at the start of s, returning its content and
 // the remainder after the closing brace.
 func braced(s string) (inner, rest string, ok bool) {

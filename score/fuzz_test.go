@@ -22,18 +22,6 @@ var fuzzSeeds = []string{
 	"{{{{}}",
 }
 
-func FuzzBoxed(f *testing.F) {
-	for _, s := range fuzzSeeds {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		b, ok := Boxed(s)
-		if !ok && b != "" {
-			t.Errorf("Boxed(%q) = %q, false; want empty when not found", s, b)
-		}
-	})
-}
-
 func FuzzNumeric(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add(s)

@@ -4,6 +4,8 @@ import (
 	"math/big"
 	"regexp"
 	"strings"
+
+	"github.com/delegatelab/delegate"
 )
 
 // mathMarkers find an unboxed final answer in a MATH response.
@@ -27,7 +29,7 @@ func Math(response, reference string) Result {
 }
 
 func extractMath(response string) Result {
-	if b, ok := Boxed(response); ok {
+	if b, ok := delegate.Boxed(response); ok {
 		if n := normalizeMath(b); n != "" {
 			return Result{Found: true, Extracted: n, Method: "boxed"}
 		}

@@ -4,6 +4,8 @@ import (
 	"math/big"
 	"regexp"
 	"strings"
+
+	"github.com/delegatelab/delegate"
 )
 
 // marker is an explicit answer statement in a response.
@@ -72,7 +74,7 @@ func extractNumeric(response string) (r *big.Rat, res Result) {
 		r, res = v, Result{Found: true, Extracted: s, Method: method}
 		return true
 	}
-	if b, ok := Boxed(response); ok && try(b, "boxed", false) {
+	if b, ok := delegate.Boxed(response); ok && try(b, "boxed", false) {
 		return r, res
 	}
 	for _, m := range numericMarkers {

@@ -7,32 +7,6 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-func TestBoxed(t *testing.T) {
-	tests := []struct {
-		name, in, want string
-		ok             bool
-	}{
-		{"simple", `so $\boxed{18}$.`, "18", true},
-		{"last wins", `\boxed{1} then \boxed{2}`, "2", true},
-		{"nested", `\boxed{\frac{\sqrt{3}}{2}}`, `\frac{\sqrt{3}}{2}`, true},
-		{"interval", `$\boxed{\left[\frac{1}{2}, \frac{4}{3}\right]}$`, `\left[\frac{1}{2}, \frac{4}{3}\right]`, true},
-		{"fbox", `\fbox{C}`, "C", true},
-		{"braceless", `answer: \boxed 5.`, "5", true},
-		{"escaped brace", `\boxed{\{1,2\}}`, `\{1,2\}`, true},
-		{"unterminated last falls back", `\boxed{7} and then \boxed{8`, "7", true},
-		{"none", "no box here", "", false},
-		{"other command", `\boxedtext{3}`, "", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := Boxed(tt.in)
-			if got != tt.want || ok != tt.ok {
-				t.Errorf("Boxed(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
-			}
-		})
-	}
-}
-
 func TestNormalizeNumber(t *testing.T) {
 	tests := []struct {
 		in, want string

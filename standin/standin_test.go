@@ -105,7 +105,7 @@ func TestAnswers(t *testing.T) {
 			}
 		}},
 		{"route final turn", wireReq{Messages: second, Tools: delegateToolDef()}, KindRouteFinal, func(t *testing.T, r wireResp) {
-			if _, ok := strategy.Boxed(text(r.Choices[0].Message)); !ok {
+			if _, ok := delegate.Boxed(text(r.Choices[0].Message)); !ok {
 				t.Errorf("no \\boxed{} in %q", text(r.Choices[0].Message))
 			}
 			if r.Usage.PromptTokensDetails.CachedTokens == 0 {
@@ -113,7 +113,7 @@ func TestAnswers(t *testing.T) {
 			}
 		}},
 		{"weak", wireReq{Messages: pair("weak_system", "weak_user")}, KindWeak, func(t *testing.T, r wireResp) {
-			if _, ok := strategy.Boxed(text(r.Choices[0].Message)); !ok {
+			if _, ok := delegate.Boxed(text(r.Choices[0].Message)); !ok {
 				t.Errorf("no \\boxed{} in %q", text(r.Choices[0].Message))
 			}
 		}},

@@ -3,7 +3,9 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 )
@@ -248,6 +250,61 @@ func (s *DB) Groups(ctx context.Context) ([]Group, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read groups: %w", err)
+	}
+	return out, nil
+}
+
+// RunID returns the run's random identifier, made and stored the first
+// time it is asked for: unlike the identity, it tells two runs with the
+// same settings apart (their groups' ids in a shared trajectory API).
+func (s *DB) RunID(ctx context.Context) (string, error) {
+	var id string
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'run_id'`).Scan(&id)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return err
+		}
+		id = hex.EncodeToString(b[:])
+		_, err = tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('run_id', ?)`, id)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("run id: %w", err)
+	}
+	return id, nil
+}
+
+// MarkSent records that a written group was handed on (to a trajectory
+// API, by process --push). Marking a group twice is not an error.
+func (s *DB) MarkSent(ctx context.Context, item, group int) error {
+	_, err := s.db.ExecContext(ctx, `INSERT OR IGNORE INTO sent (item, grp) VALUES (?, ?)`, item, group)
+	if err != nil {
+		return fmt.Errorf("mark group %d/%d sent: %w", item, group, err)
+	}
+	return nil
+}
+
+// Sent returns the groups MarkSent recorded, keyed by {item, group}.
+func (s *DB) Sent(ctx context.Context) (map[[2]int]bool, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT item, grp FROM sent`)
+	if err != nil {
+		return nil, fmt.Errorf("read sent groups: %w", err)
+	}
+	defer rows.Close()
+	out := map[[2]int]bool{}
+	for rows.Next() {
+		var k [2]int
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			return nil, fmt.Errorf("read sent groups: %w", err)
+		}
+		out[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read sent groups: %w", err)
 	}
 	return out, nil
 }

@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS groups (
 	item INTEGER NOT NULL, grp INTEGER NOT NULL, status TEXT NOT NULL,
 	file_offset INTEGER NOT NULL, file_length INTEGER NOT NULL,
 	data BLOB NOT NULL, PRIMARY KEY (item, grp));
+CREATE TABLE IF NOT EXISTS sent (item INTEGER NOT NULL, grp INTEGER NOT NULL, PRIMARY KEY (item, grp));
 CREATE TABLE IF NOT EXISTS responses (
 	key TEXT PRIMARY KEY, scope TEXT NOT NULL, model TEXT NOT NULL,
 	data BLOB NOT NULL, created INTEGER NOT NULL);
@@ -121,6 +122,11 @@ func (s *DB) init(ctx context.Context) error {
 		}
 		if got != SchemaVersion {
 			return fmt.Errorf("schema version %d, this build reads version %d: use a build of the matching version or start a new file", got, SchemaVersion)
+		}
+		// The table of groups sent on was added within this version: a
+		// store written before it gains it, empty.
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS sent (item INTEGER NOT NULL, grp INTEGER NOT NULL, PRIMARY KEY (item, grp))`); err != nil {
+			return fmt.Errorf("create sent: %w", err)
 		}
 		return nil
 	})

@@ -5,54 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/delegatelab/delegate"
 )
 
 // Answer markers.
 const (
 	FinalOutputMarker = "Final Output:" // decompose: the aggregator's answer follows the last one
 	FinalAnswerMarker = "Final answer:" // single, route: the answer follows the last one (any letter case)
-	boxedOpen         = `\boxed{`
 	answerOpen        = "<answer>"
 	answerClose       = "</answer>"
 )
-
-// Boxed returns the content of the last complete \boxed{...} in text, with
-// nested braces balanced; a backslash escapes the next character, so \{ and
-// \} do not count. ok is false when text has no complete \boxed{}.
-func Boxed(text string) (content string, ok bool) {
-	for end := len(text); end > 0; {
-		i := strings.LastIndex(text[:end], boxedOpen)
-		if i < 0 {
-			return "", false
-		}
-		body := i + len(boxedOpen)
-		if j := closingBrace(text[body:]); j >= 0 {
-			return text[body : body+j], true
-		}
-		end = i // unbalanced: try the one before
-	}
-	return "", false
-}
-
-// closingBrace returns the offset in s of the brace closing an already
-// opened one, or -1.
-func closingBrace(s string) int {
-	depth := 1
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++ // skip the escaped byte
-		case '{':
-			depth++
-		case '}':
-			depth--
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return -1
-}
 
 // ExtractAnswer returns the final answer of a reply: the content of the
 // last \boxed{} if there is one, else the text after the last "Final
@@ -60,8 +23,8 @@ func closingBrace(s string) int {
 // (or what follows the marker is empty); the answer is then the whole text,
 // trimmed, so that nothing the model wrote is lost.
 func ExtractAnswer(text string) (answer string, ok bool) {
-	if b, ok := Boxed(text); ok {
-		return strings.TrimSpace(b), true
+	if b, ok := delegate.Boxed(text); ok {
+		return b, true
 	}
 	if s, ok := after(asciiLower(text), text, asciiLower(FinalAnswerMarker)); ok {
 		return s, true

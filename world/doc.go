@@ -66,7 +66,7 @@
 //     prompts. System prompts are two or three words ("Solve or
 //     delegate.").
 //
-// Measured with delegate pretrain (package sft, see models/README.md):
+// Measured with delegate pretrain (package pretrain, see models/README.md):
 // the solver in this format, 195k parameters trained 5000 steps (6 minutes
 // on one core), answers 98% of held-out questions inside its coverage
 // exactly (greedy). The delegator, 248k parameters trained 55 minutes in
@@ -233,6 +233,8 @@
 // GradeSolver grades any delegate.Model as the solver, per operation and
 // size, greedily. GradeDelegator runs the delegator alone (single) or
 // under route with a solver, greedily, and reports accuracy, delegation
-// rate and delegator tokens; GradeAlways is the always-delegate policy with
-// no delegator at all (every step asked of the solver in order).
+// rate and delegator tokens. AlwaysDelegate is the always-delegate policy
+// as a program in the delegator's seat of route (every step handed to the
+// solver as soon as its operands are known), graded like a model and used
+// as the always-delegate arm of delegate train's table.
 package world

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/strategy"
 )
 
@@ -18,7 +19,7 @@ var ErrNoAnswer = errors.New("no integer answer")
 var lastInt = regexp.MustCompile(`-?\d{1,3}(?:,\d{3})+\b|-?\d+\b`)
 
 // ParseAnswer reads the integer a reply answers, looking in order for: the
-// last complete \boxed{} (strategy.Boxed), the last <answer></answer>
+// last complete \boxed{} (delegate.Boxed), the last <answer></answer>
 // (strategy.AnswerTag), the text after the last "Final Output:" or "Final
 // answer:" (strategy.FinalOutput, strategy.ExtractAnswer). The first found
 // must hold exactly one integer (white space, a trailing period and
@@ -27,7 +28,7 @@ var lastInt = regexp.MustCompile(`-?\d{1,3}(?:,\d{3})+\b|-?\d+\b`)
 // marker at all, the last integer of the text is the answer. Minus signs
 // are kept.
 func ParseAnswer(text string) (int64, error) {
-	if s, ok := strategy.Boxed(text); ok {
+	if s, ok := delegate.Boxed(text); ok {
 		return parseInt(s, `\boxed{}`)
 	}
 	if s, ok := strategy.AnswerTag(text); ok {

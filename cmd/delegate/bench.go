@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,8 +22,8 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/dataset"
-	"github.com/delegatelab/delegate/eval"
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/store"
 	"github.com/delegatelab/delegate/strategy"
@@ -45,12 +48,15 @@ type benchFlags struct {
 	cacheDB     string
 	passScore   float64
 	progress    string
+	world       worldFlags
+	split       string // world: train or test
 }
 
-// Files of a bench output directory besides eval.Files.
+// Files of a bench output directory besides bench.Files.
 const (
-	benchResults = "results.jsonl"
-	benchCache   = "cache.sqlite"
+	benchResults      = "results.jsonl"
+	benchCache        = "cache.sqlite"
+	benchSettingsFile = "settings.json"
 )
 
 // Arms added beside route, for PGR and the oracle router: the strong and
@@ -63,11 +69,11 @@ const (
 func newBenchCmd(getenv env, log *slog.Logger) *cobra.Command {
 	var f benchFlags
 	cmd := &cobra.Command{
-		Use:   "bench --dataset NAME [--data PATH] --out DIR [flags]",
+		Use:   "bench --dataset NAME [--data PATH] [--out DIR] [flags]",
 		Short: "Run strategies side by side on a dataset and tabulate accuracy, cost and latency",
 		Long: `Bench runs every strategy of --strategies on the same sample of a dataset,
 under the same config, and saves one record per strategy and item in
-DIR/results.jsonl as each finishes. It then writes DIR/table.md, DIR/table.csv
+DIR/results.jsonl (DIR: --out, default runs/bench) as each finishes. It then writes DIR/table.md, DIR/table.csv
 and plots of accuracy against cost and of latency (PNG and SVG), and prints the
 Markdown table: accuracy with a Wilson 95% interval, a paired McNemar p-value
 against the baseline, tokens per role, dollars, latency p50/p95, calls per item
@@ -77,10 +83,16 @@ weak models alone as arms "strong" and "weak").
 Datasets: gsm8k, math, mmlu, bbh (graded by their verifiers; --data names the
 file, or for mmlu and bbh a directory), open (the built-in open-ended test
 requests, or --data FILE of {"id","prompt"} lines), graded by the judge role's
-0-100 rubric: an answer is correct at --pass-score or above.
+0-100 rubric: an answer is correct at --pass-score or above, and world (the
+arithmetic word problems the shipped local models were trained on: --n
+problems of --level, held-out ones unless --split train, drawn with --seed;
+graded on their integer answer).
 
 Run the same command again to resume: items already in DIR/results.jsonl are
-not run again. Responses to temperature-0 or seeded requests are cached in
+not run again. The settings that define the results (dataset and sample,
+models, endpoints, prices, roles, strategy and judge settings) are recorded in
+DIR/settings.json, and a resume under other settings is refused, naming each
+difference (more --strategies are allowed). Responses to temperature-0 or seeded requests are cached in
 SQLite (DIR/cache.sqlite, or --cache-db): by default the judge's only; --cache
 adds every role, --no-cache turns caching off.`,
 		Args: cobra.NoArgs,
@@ -97,14 +109,14 @@ adds every role, --no-cache turns caching off.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
-	fl.StringVar(&f.dataset, "dataset", "", "dataset: gsm8k, math, mmlu, bbh or open")
+	fl.StringVar(&f.dataset, "dataset", "", "dataset: gsm8k, math, mmlu, bbh, open or world")
 	fl.StringVar(&f.data, "data", "", "dataset file (or directory for mmlu, bbh); open defaults to the built-in test requests")
 	fl.StringVar(&f.strategies, "strategies", "single,route,decompose,lead", "comma-separated strategies: "+strings.Join(strategy.Names(), ", "))
 	fl.IntVarP(&f.n, "n", "n", 0, "items to sample from the dataset (0: all)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the sample")
-	fl.StringVarP(&f.out, "out", "o", "", "output directory (results, tables, plots, cache)")
+	fl.StringVarP(&f.out, "out", "o", "runs/bench", "output directory (results, tables, plots, cache); a rerun into it resumes, under the same settings only")
 	fl.BoolVar(&f.skipBad, "skip-bad", false, "skip malformed dataset records, listing each, instead of failing")
-	fl.IntVar(&f.concurrency, "concurrency", eval.DefaultConcurrency, "items run at once")
+	fl.IntVar(&f.concurrency, "concurrency", bench.DefaultConcurrency, "items run at once")
 	fl.DurationVar(&f.itemTimeout, "item-timeout", 0, "time limit of one item (0: none); an item out of time is recorded as an error")
 	fl.StringVar(&f.baseline, "baseline", "", "arm the McNemar tests compare with (default: the first strategy)")
 	fl.BoolVar(&f.trace, "trace", false, "save each item's whole trace in the results")
@@ -113,6 +125,8 @@ adds every role, --no-cache turns caching off.`,
 	fl.StringVar(&f.cacheDB, "cache-db", "", "response cache database (default DIR/"+benchCache+"); share one between runs to reuse answers")
 	fl.Float64Var(&f.passScore, "pass-score", 70, "open datasets: judge score (0-100) at or above which an answer counts as correct")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
+	f.world.register(cmd)
+	fl.StringVar(&f.split, "split", "test", "--dataset world: draw train or test (held-out) problems")
 	return cmd
 }
 
@@ -124,17 +138,30 @@ func (f benchFlags) validate() error {
 	}
 	switch f.dataset {
 	case "":
-		errs = append(errs, errors.New("--dataset is required (gsm8k, math, mmlu, bbh or open)"))
+		errs = append(errs, errors.New("--dataset is required (gsm8k, math, mmlu, bbh, open or world)"))
 	case "gsm8k", "math", "mmlu", "bbh":
 		if f.data == "" {
 			errs = append(errs, fmt.Errorf("--data is required for --dataset %s: the dataset file (or directory)", f.dataset))
 		}
 	case "open":
+	case datasetWorld:
+		if f.data != "" {
+			errs = append(errs, errors.New("--data is not used with --dataset world: its problems are drawn by --level, --split, --n and --seed"))
+		}
+		if f.n <= 0 {
+			errs = append(errs, errors.New("--n is required with --dataset world: the world draws problems without end"))
+		}
+		if _, err := f.world.config(); err != nil {
+			errs = append(errs, err)
+		}
+		if f.split != "train" && f.split != "test" {
+			errs = append(errs, fmt.Errorf("--split %q: want train or test", f.split))
+		}
 	default:
-		errs = append(errs, fmt.Errorf("--dataset: unknown dataset %q (want gsm8k, math, mmlu, bbh or open)", f.dataset))
+		errs = append(errs, fmt.Errorf("--dataset: unknown dataset %q (want gsm8k, math, mmlu, bbh, open or world)", f.dataset))
 	}
 	if f.out == "" {
-		errs = append(errs, errors.New("--out is required: the directory for results, tables and plots"))
+		errs = append(errs, errors.New("--out is empty: give the directory for results, tables and plots"))
 	}
 	if f.n < 0 {
 		errs = append(errs, fmt.Errorf("--n: %d is negative", f.n))
@@ -189,6 +216,12 @@ func loadBenchTasks(f benchFlags, errOut io.Writer) ([]delegate.Task, string, er
 		desc string
 	)
 	switch {
+	case f.dataset == datasetWorld:
+		tasks, desc, err := worldTasks(f.world, f.split, f.seed, f.n)
+		if err != nil {
+			return nil, "", fmt.Errorf("load dataset: %w", err)
+		}
+		return tasks, desc, nil
 	case f.dataset == "open" && f.data == "":
 		_, all = dataset.Builtin()
 		desc = "open (built-in test requests)"
@@ -278,15 +311,15 @@ func (c *Config) benchModels(raw map[string]delegate.Model, db *store.DB, cacheS
 // route is among them and a strong and a weak model are assigned, the strong
 // and weak arms (single's prompt and settings with that model) for PGR and
 // the oracle router.
-func (c *Config) benchArms(names []string, models map[string]delegate.Model) ([]eval.Arm, error) {
+func (c *Config) benchArms(names []string, models map[string]delegate.Model) ([]bench.Arm, error) {
 	roles := c.strategyRoles(models)
-	var arms []eval.Arm
+	var arms []bench.Arm
 	for _, name := range names {
 		s, err := strategy.New(name, roles, c.Strategy)
 		if err != nil {
 			return nil, fmt.Errorf("strategy %s: %w", name, err)
 		}
-		arms = append(arms, eval.Arm{Name: name, Strategy: s})
+		arms = append(arms, bench.Arm{Name: name, Strategy: s})
 	}
 	if !slices.Contains(names, strategy.NameRoute) {
 		return arms, nil
@@ -294,13 +327,13 @@ func (c *Config) benchArms(names []string, models map[string]delegate.Model) ([]
 	for _, alone := range []struct {
 		arm   string
 		agent delegate.Agent
-		role  eval.Role
-	}{{armStrong, roles.Strong, eval.RoleStrong}, {armWeak, roles.Weak, eval.RoleWeak}} {
+		role  bench.Role
+	}{{armStrong, roles.Strong, bench.RoleStrong}, {armWeak, roles.Weak, bench.RoleWeak}} {
 		s, err := strategy.New(strategy.NameSingle, strategy.Roles{Single: alone.agent}, c.Strategy)
 		if err != nil {
 			return nil, fmt.Errorf("arm %s (single with the %s model): %w", alone.arm, alone.arm, err)
 		}
-		arms = append(arms, eval.Arm{Name: alone.arm, Strategy: s, Role: alone.role})
+		arms = append(arms, bench.Arm{Name: alone.arm, Strategy: s, Role: alone.role})
 	}
 	return arms, nil
 }
@@ -308,12 +341,12 @@ func (c *Config) benchArms(names []string, models map[string]delegate.Model) ([]
 // judgeGrader grades open-ended answers with the judge's pointwise rubric:
 // correct at pass or above. Each rating's calls are recorded and returned as
 // the grade's Grading, under the judge's role.
-func judgeGrader(j *judge.Judge, pass float64) eval.Grader {
-	return func(ctx context.Context, task delegate.Task, answer string) (eval.Grade, error) {
+func judgeGrader(j *judge.Judge, pass float64) bench.Grader {
+	return func(ctx context.Context, task delegate.Task, answer string) (bench.Grade, error) {
 		rec := delegate.NewRecorder("judge", task.Prompt, nil)
 		rating, err := j.Rate(ctx, rec, nil, task.Prompt, answer)
 		tr := rec.Finish("", "")
-		g := eval.Grade{Grading: tr.Roles}
+		g := bench.Grade{Grading: tr.Roles}
 		if err != nil {
 			return g, fmt.Errorf("judge: %w", err)
 		}
@@ -332,6 +365,11 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	cfg, err := LoadConfig(configPath(f.config, getenv))
 	if err != nil {
 		return err
+	}
+	for _, name := range names {
+		if err := cfg.checkRoles(name); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
 	}
 	open := f.dataset == "open"
 	if open && cfg.Roles.Judge == "" && cfg.Roles.Default == "" {
@@ -375,7 +413,10 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	grade := eval.Verifier(eval.Score).Grader()
+	grade := bench.Verifier(bench.Score).Grader()
+	if f.dataset == datasetWorld {
+		grade = bench.Verifier(worldVerify).Grader()
+	}
 	if open {
 		judgeAgent, _ := cfg.agent(models.judge, judge.Role, cfg.Roles.Judge) // assigned: checked above
 		j, err := judge.New(judgeAgent, cfg.Judge)
@@ -385,17 +426,29 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 		grade = judgeGrader(j, f.passScore)
 	}
 
-	ecfg := eval.Config{
+	var armNames []string
+	for _, a := range arms {
+		armNames = append(armNames, a.Name)
+	}
+	settings, err := cfg.benchSettings(f, tasks)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := bench.CheckSettings(filepath.Join(f.out, benchSettingsFile), filepath.Join(f.out, benchResults), armNames, settings); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+
+	ecfg := bench.Config{
 		Results:     filepath.Join(f.out, benchResults),
 		Concurrency: f.concurrency,
 		Baseline:    f.baseline,
 		ItemTimeout: f.itemTimeout,
 		Trace:       f.trace,
 	}
-	progress := make(chan eval.Progress, len(tasks)*len(arms))
+	progress := make(chan bench.Progress, len(tasks)*len(arms))
 	barDone := make(chan struct{})
 	go showProgress(errOut, f.progress, len(tasks)*len(arms), progress, barDone)
-	rep, runErr := eval.RunGraded(ctx, ecfg, tasks, arms, grade, progress)
+	rep, runErr := bench.RunGraded(ctx, ecfg, tasks, arms, grade, progress)
 	close(progress)
 	<-barDone
 	if runErr != nil {
@@ -406,6 +459,11 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	}
 
 	rep.Notes = append(rep.Notes, benchNotes(cfg, f, desc, arms)...)
+	failed, err := allFailedNotes(ecfg.Results, rep)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	rep.Notes = append(rep.Notes, failed...)
 	if st := cacheStats(models.cachedStrategies); st.Hits > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("Response cache: %d of the %d strategy calls made now were served from it (--cache); "+
 			"the latency of items served from it is the cache's, not the models'.", st.Hits, st.Hits+st.Misses+st.Bypassed))
@@ -431,9 +489,90 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	return nil
 }
 
+// benchRunSettings are the settings that define a benchmark's results,
+// recorded in DIR/settings.json: a resume must match them key for key.
+// Transport (timeouts, retries, concurrency, rate limits), the cache and
+// the display may change between a run and its resume; the list of arms
+// may grow.
+type benchRunSettings struct {
+	Dataset struct {
+		Name string `json:"name"`
+		// Sample is --n (0: all), Seed the sample's seed; Tasks and
+		// TasksSHA256 identify the items sampled (IDs, prompts and
+		// references), whatever file they were read from.
+		Sample int    `json:"sample"`
+		Seed   uint64 `json:"seed"`
+		// World's knobs (--dataset world), beside the hash of the problems.
+		Level       int    `json:"level,omitempty"`
+		Distractors int    `json:"distractors,omitempty"`
+		Split       string `json:"split,omitempty"`
+		Tasks       int    `json:"tasks"`
+		TasksSHA256 string `json:"tasks_sha256"`
+	} `json:"dataset"`
+	Preset   string                        `json:"preset"`
+	Models   map[string]benchModelSettings `json:"models"` // the models the roles name
+	Roles    RolesConfig                   `json:"roles"`
+	Strategy strategy.Config               `json:"strategy"`
+	// Judge and PassScore grade open-ended datasets; nil and 0 otherwise.
+	Judge     *judge.Config `json:"judge,omitempty"`
+	PassScore float64       `json:"pass_score,omitempty"`
+}
+
+// benchModelSettings is what of a model decides its answers and costs.
+type benchModelSettings struct {
+	Kind       string         `json:"kind,omitempty"`
+	Model      string         `json:"model,omitempty"`
+	Endpoint   string         `json:"endpoint,omitempty"` // base URL without credentials
+	Checkpoint string         `json:"checkpoint,omitempty"`
+	Price      delegate.Price `json:"price"`
+	TokenIDs   bool           `json:"token_ids,omitempty"`
+}
+
+func (c *Config) benchSettings(f benchFlags, tasks []delegate.Task) (*benchRunSettings, error) {
+	var s benchRunSettings
+	s.Dataset.Name = f.dataset
+	s.Dataset.Sample, s.Dataset.Seed, s.Dataset.Tasks = f.n, f.seed, len(tasks)
+	if f.dataset == datasetWorld {
+		s.Dataset.Level, s.Dataset.Distractors, s.Dataset.Split = f.world.level, f.world.distractors, f.split
+	}
+	h := sha256.New()
+	if err := json.NewEncoder(h).Encode(tasks); err != nil {
+		return nil, fmt.Errorf("hash tasks: %w", err)
+	}
+	s.Dataset.TasksSHA256 = hex.EncodeToString(h.Sum(nil))[:16]
+	s.Preset, s.Roles, s.Strategy = c.Preset, c.Roles, c.Strategy
+	open := f.dataset == "open"
+	if open {
+		j := c.Judge
+		s.Judge, s.PassScore = &j, f.passScore
+	} else {
+		s.Roles.Judge = "" // not used: the dataset's verifier grades
+	}
+	used := append([]string{s.Roles.Default, s.Roles.Delegator, s.Roles.Subagent, s.Roles.Judge, s.Roles.Baseline,
+		s.Roles.Leader, s.Roles.Strong, s.Roles.Weak}, s.Roles.Peers...)
+	s.Models = map[string]benchModelSettings{}
+	for _, name := range used {
+		m, ok := c.Models[name]
+		if !ok {
+			continue
+		}
+		ms := benchModelSettings{Kind: m.Kind, Model: m.Model, Price: m.Price, TokenIDs: m.TokenIDs}
+		if m.Kind == "local" {
+			ms.Checkpoint = m.Checkpoint
+			if abs, err := filepath.Abs(m.Checkpoint); err == nil && !strings.HasPrefix(m.Checkpoint, shippedPrefix) {
+				ms.Checkpoint = abs
+			}
+		} else {
+			ms.Endpoint = redactURL(m.BaseURL)
+		}
+		s.Models[name] = ms
+	}
+	return &s, nil
+}
+
 // benchNotes are the notes printed under the table: what it cannot say by
 // itself.
-func benchNotes(cfg *Config, f benchFlags, desc string, arms []eval.Arm) []string {
+func benchNotes(cfg *Config, f benchFlags, desc string, arms []bench.Arm) []string {
 	notes := []string{"Dataset: " + desc + "."}
 	if f.dataset == "open" {
 		notes = append(notes, fmt.Sprintf("Open-ended answers graded by the judge's 0-100 pointwise rubric; correct at %g or above.", f.passScore))
@@ -441,11 +580,11 @@ func benchNotes(cfg *Config, f benchFlags, desc string, arms []eval.Arm) []strin
 	var ms []string
 	for _, name := range cfg.ModelNames() {
 		m := cfg.Models[name]
-		where := redactURL(m.BaseURL)
+		what := fmt.Sprintf("%s at %s", m.Model, redactURL(m.BaseURL))
 		if m.Kind == "local" {
-			where = "local checkpoint " + m.Checkpoint
+			what = "local checkpoint " + m.Checkpoint
 		}
-		ms = append(ms, fmt.Sprintf("%s = %s at %s ($%g/$%g per M tokens in/out)", name, m.Model, where, m.Price.Input, m.Price.Output))
+		ms = append(ms, fmt.Sprintf("%s = %s ($%g/$%g per M tokens in/out)", name, what, m.Price.Input, m.Price.Output))
 	}
 	notes = append(notes, "Models: "+strings.Join(ms, "; ")+".")
 	r := cfg.Roles
@@ -464,6 +603,40 @@ func benchNotes(cfg *Config, f benchFlags, desc string, arms []eval.Arm) []strin
 		}
 	}
 	return notes
+}
+
+// allFailedNotes says, for every arm none of whose items ran properly,
+// why its first item failed: a row of zeros says nothing by itself (a
+// model whose context cannot hold the prompt, a key refused).
+func allFailedNotes(results string, rep *bench.Report) ([]string, error) {
+	var arms []string
+	for _, r := range rep.Rows {
+		if !r.Oracle && r.N > 0 && r.Failures+r.Errors >= r.N {
+			arms = append(arms, r.Arm)
+		}
+	}
+	if len(arms) == 0 {
+		return nil, nil
+	}
+	recs, _, err := bench.ReadResults(results)
+	if err != nil {
+		return nil, err
+	}
+	var notes []string
+	for _, arm := range arms {
+		for _, r := range recs {
+			if r.Arm != arm || !r.Failed() {
+				continue
+			}
+			why := r.Error
+			if why == "" {
+				why = r.Failure
+			}
+			notes = append(notes, fmt.Sprintf("Arm %q failed on every item; the first (task %s): %s.", arm, r.TaskID, strings.TrimSuffix(why, ".")))
+			break
+		}
+	}
+	return notes, nil
 }
 
 func orDefault(v, def string) string {
@@ -494,7 +667,7 @@ func cacheStats(cached map[string]*store.CachedModel) store.CacheStats {
 // nothing (progressNone) when mode says so. Resumed
 // items advance it without feeding its rate, so the ETA is that of the items
 // run now.
-func showProgress(w io.Writer, mode string, total int, progress <-chan eval.Progress, done chan<- struct{}) {
+func showProgress(w io.Writer, mode string, total int, progress <-chan bench.Progress, done chan<- struct{}) {
 	defer close(done)
 	mode = resolveProgress(mode, w)
 	if mode == progressNone {
@@ -506,7 +679,7 @@ func showProgress(w io.Writer, mode string, total int, progress <-chan eval.Prog
 	tally := func() string {
 		return fmt.Sprintf("%d/%d correct, %d failed", correct.Load(), finished.Load(), failed.Load())
 	}
-	count := func(pr eval.Progress) {
+	count := func(pr bench.Progress) {
 		finished.Add(1)
 		if pr.Correct {
 			correct.Add(1)

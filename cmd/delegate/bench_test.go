@@ -18,8 +18,8 @@ import (
 	"testing"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/dataset"
-	"github.com/delegatelab/delegate/eval"
 	"github.com/delegatelab/delegate/modeltest"
 	"github.com/delegatelab/delegate/server"
 )
@@ -201,7 +201,7 @@ func readCSV(t *testing.T, path string) map[string]map[string]string {
 // num parses a CSV cell; n/a is NaN.
 func num(t *testing.T, s string) float64 {
 	t.Helper()
-	if s == eval.NA {
+	if s == bench.NA {
 		return math.NaN()
 	}
 	v, err := strconv.ParseFloat(s, 64)
@@ -216,16 +216,16 @@ func near(a, b float64) bool {
 }
 
 // byArm groups the records of a results file by arm, keyed by task.
-func byArm(t *testing.T, path string) map[string]map[string]eval.Record {
+func byArm(t *testing.T, path string) map[string]map[string]bench.Record {
 	t.Helper()
-	recs, repair, err := eval.ReadResults(path)
+	recs, repair, err := bench.ReadResults(path)
 	if err != nil || repair != nil {
 		t.Fatalf("read results: %v (repair %v)", err, repair)
 	}
-	out := map[string]map[string]eval.Record{}
+	out := map[string]map[string]bench.Record{}
 	for _, r := range recs {
 		if out[r.Arm] == nil {
-			out[r.Arm] = map[string]eval.Record{}
+			out[r.Arm] = map[string]bench.Record{}
 		}
 		if _, dup := out[r.Arm][r.TaskID]; dup {
 			t.Errorf("arm %s task %s recorded twice", r.Arm, r.TaskID)
@@ -246,7 +246,7 @@ func TestBenchFourStrategiesOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, stdout)
 	}
-	for _, name := range append([]string{benchResults}, eval.Files...) {
+	for _, name := range append([]string{benchResults}, bench.Files...) {
 		if st, err := os.Stat(filepath.Join(out, name)); err != nil || st.Size() == 0 {
 			t.Errorf("output %s: %v", name, err)
 		}
@@ -319,9 +319,9 @@ func TestBenchFourStrategiesOverHTTP(t *testing.T) {
 			if correct != wantCorrect[arm] {
 				t.Errorf("correct in the results = %d, want %d", correct, wantCorrect[arm])
 			}
-			iv, _ := eval.Wilson(correct, len(recs))
-			p50, _ := eval.Quantile(lat, 0.5)
-			p95, _ := eval.Quantile(lat, 0.95)
+			iv, _ := bench.Wilson(correct, len(recs))
+			p50, _ := bench.Quantile(lat, 0.5)
+			p95, _ := bench.Quantile(lat, 0.95)
 			checks := []check{
 				{"n", k}, {"correct", float64(correct)}, {"accuracy", float64(correct) / k},
 				{"accuracy_lo", iv.Lo}, {"accuracy_hi", iv.Hi},
@@ -329,7 +329,7 @@ func TestBenchFourStrategiesOverHTTP(t *testing.T) {
 				{"latency_p50_s", p50}, {"latency_p95_s", p95}, {"failures", 0}, {"errors", 0},
 			}
 			if arm != "single" {
-				m := eval.McNemarTest(b, c)
+				m := bench.McNemarTest(b, c)
 				checks = append(checks, check{"mcnemar_b", float64(b)}, check{"mcnemar_c", float64(c)}, check{"mcnemar_p", m.P})
 			}
 			for _, ch := range checks {
@@ -365,7 +365,7 @@ func TestBenchFourStrategiesOverHTTP(t *testing.T) {
 			oracle++
 		}
 	}
-	if got := num(t, rows[eval.OracleArm]["correct"]); got != float64(oracle) {
+	if got := num(t, rows[bench.OracleArm]["correct"]); got != float64(oracle) {
 		t.Errorf("oracle router correct = %v, want %d", got, oracle)
 	}
 }
@@ -401,7 +401,7 @@ func TestBenchCacheServesRerun(t *testing.T) {
 	tmp := t.TempDir()
 	db := filepath.Join(tmp, "responses.sqlite")
 	const items, arms = 3, 2
-	bench := func(name string, extra ...string) string {
+	runBench := func(name string, extra ...string) string {
 		t.Helper()
 		args := append([]string{"bench", "--config", cfg, "--dataset", "open", "--strategies", "single,lead",
 			"--n", strconv.Itoa(items), "--out", filepath.Join(tmp, name), "--progress=none"}, extra...)
@@ -412,11 +412,11 @@ func TestBenchCacheServesRerun(t *testing.T) {
 		return out
 	}
 
-	bench("first", "--cache", "--cache-db", db, "--concurrency", "1") // no two equal judge requests in flight
+	runBench("first", "--cache", "--cache-db", db, "--concurrency", "1") // no two equal judge requests in flight
 	first := srv.calls()
 	// The judge is asked once per distinct answer to a request: equal
 	// answers of two arms make one request, served once.
-	recs, _, err := eval.ReadResults(filepath.Join(tmp, "first", benchResults))
+	recs, _, err := bench.ReadResults(filepath.Join(tmp, "first", benchResults))
 	if err != nil || len(recs) != items*arms {
 		t.Fatalf("results: %d records (%v), want %d", len(recs), err, items*arms)
 	}
@@ -427,7 +427,7 @@ func TestBenchCacheServesRerun(t *testing.T) {
 	if first[2] != len(distinct) {
 		t.Fatalf("judge calls = %d, want one per distinct answer: %d", first[2], len(distinct))
 	}
-	out := bench("second", "--cache", "--cache-db", db)
+	out := runBench("second", "--cache", "--cache-db", db)
 	if got := srv.calls(); got != first {
 		t.Errorf("a cached rerun made requests: calls (big, small, judge) = %v, want %v", got, first)
 	}
@@ -463,13 +463,13 @@ func TestBenchCacheServesRerun(t *testing.T) {
 	}
 
 	// By default only the judge is cached: the strategies' models are asked again.
-	bench("judge-only", "--cache-db", db)
+	runBench("judge-only", "--cache-db", db)
 	third := srv.calls()
 	if third[2] != first[2] || third[0] <= first[0] || third[1] <= first[1] {
 		t.Errorf("calls (big, small, judge) = %v after %v: want new strategy calls and no judge call", third, first)
 	}
 	// --no-cache asks the judge again, once per item.
-	bench("no-cache", "--no-cache")
+	runBench("no-cache", "--no-cache")
 	if got := srv.calls(); got[2] != third[2]+items*arms {
 		t.Errorf("judge calls with --no-cache = %d, want %d", got[2], third[2]+items*arms)
 	}
@@ -501,7 +501,7 @@ func TestBenchJudgeGarbageOrRefusal(t *testing.T) {
 			if row["correct"] != "0" || row["errors"] != "2" || row["scored"] != "0" {
 				t.Errorf("correct, errors = %s, %s, want 0, 2: an unparseable judge counts wrong, never scored", row["correct"], row["errors"])
 			}
-			recs, _, err := eval.ReadResults(filepath.Join(dir, benchResults))
+			recs, _, err := bench.ReadResults(filepath.Join(dir, benchResults))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -526,7 +526,7 @@ func TestBenchResumes(t *testing.T) {
 	cfg := writeBenchConfig(t, srv.url)
 	data := writeGSM8K(t, n)
 	dir := t.TempDir()
-	bench := func(strategies string) string {
+	runBench := func(strategies string) string {
 		t.Helper()
 		out, err := execute(t, testEnv, "bench", "--config", cfg, "--dataset", "gsm8k", "--data", data,
 			"--strategies", strategies, "--out", dir, "--progress=false")
@@ -535,18 +535,18 @@ func TestBenchResumes(t *testing.T) {
 		}
 		return out
 	}
-	bench("single")
+	runBench("single")
 	before := srv.calls()
-	if out := bench("single"); !strings.Contains(out, fmt.Sprintf("0 items run now, %d taken from", n)) {
+	if out := runBench("single"); !strings.Contains(out, fmt.Sprintf("0 items run now, %d taken from", n)) {
 		t.Errorf("rerun output:\n%s", out)
 	}
 	if got := srv.calls(); got != before {
 		t.Errorf("a rerun made requests: %v, want %v", got, before)
 	}
-	if out := bench("single,decompose"); !strings.Contains(out, fmt.Sprintf("%d items run now, %d taken from", n, n)) {
+	if out := runBench("single,decompose"); !strings.Contains(out, fmt.Sprintf("%d items run now, %d taken from", n, n)) {
 		t.Errorf("output after adding an arm:\n%s", out)
 	}
-	recs, _, err := eval.ReadResults(filepath.Join(dir, benchResults))
+	recs, _, err := bench.ReadResults(filepath.Join(dir, benchResults))
 	if err != nil || len(recs) != 2*n {
 		t.Errorf("results hold %d records (%v), want %d", len(recs), err, 2*n)
 	}
@@ -589,14 +589,14 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"no dataset", []string{"--out", out}, "--dataset is required"},
 		{"unknown dataset", []string{"--dataset", "gsm9k", "--out", out}, `unknown dataset "gsm9k"`},
 		{"no data", []string{"--dataset", "math", "--out", out}, "--data is required for --dataset math"},
-		{"no out", []string{"--dataset", "open"}, "--out is required"},
+		{"no out", []string{"--dataset", "open", "--out", ""}, "--out is empty"},
 		{"unknown strategy", []string{"--dataset", "open", "--out", out, "--strategies", "single,vote"}, `unknown strategy "vote"`},
 		{"strategy twice", []string{"--dataset", "open", "--out", out, "--strategies", "lead,lead"}, `"lead" named twice`},
 		{"cache both ways", []string{"--dataset", "open", "--out", out, "--cache", "--no-cache"}, "contradict"},
 		{"pass score", []string{"--dataset", "open", "--out", out, "--pass-score", "101"}, "--pass-score"},
 		{"negative n", []string{"--dataset", "open", "--out", out, "--n", "-1"}, "--n: -1"},
 		{"unknown baseline", []string{"--dataset", "open", "--out", out, "--strategies", "single", "--baseline", "lead"}, `no arm named "lead"`},
-		{"no judge", []string{"--config", noJudge, "--dataset", "open", "--out", out}, "roles.judge"},
+		{"no judge", []string{"--config", noJudge, "--dataset", "open", "--strategies", "single", "--out", out}, "roles.judge"},
 		{"progress mode", []string{"--dataset", "open", "--out", out, "--progress", "loud"}, `--progress "loud": want auto, bar, plain or none`},
 	}
 	for _, tt := range tests {
@@ -667,7 +667,7 @@ func TestBenchInterruptedResumes(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "bench interrupted") || !strings.Contains(err.Error(), "run the same command again") {
 		t.Fatalf("interrupted bench: err = %v, want the resume hint\n%s", err, out.String())
 	}
-	recs, _, err := eval.ReadResults(filepath.Join(dir, benchResults))
+	recs, _, err := bench.ReadResults(filepath.Join(dir, benchResults))
 	if err != nil || len(recs) != 4 {
 		t.Fatalf("after the interrupt the results hold %d records (%v), want the 4 problems before the hanging one", len(recs), err)
 	}
@@ -682,5 +682,68 @@ func TestBenchInterruptedResumes(t *testing.T) {
 	}
 	if want := "| single | single | 6 | 100.0 "; !strings.Contains(stdout, want) {
 		t.Errorf("resumed table lacks %q:\n%s", want, stdout)
+	}
+}
+
+// A resume into an --out written under other settings is refused, naming
+// what differs, instead of showing the old results under the new labels.
+func TestBenchRefusesOtherSettings(t *testing.T) {
+	const n = 3
+	srv := newBenchServer(t, n, raterFunc("Score: 50"))
+	cfg := writeBenchConfig(t, srv.url)
+	data := writeGSM8K(t, n)
+	dir := t.TempDir()
+	bench := func(cfg string, extra ...string) (string, error) {
+		args := append([]string{"bench", "--config", cfg, "--dataset", "gsm8k", "--data", data, "--strategies", "single",
+			"--out", dir, "--progress=none"}, extra...)
+		return execute(t, testEnv, args...)
+	}
+	if out, err := bench(cfg); err != nil {
+		t.Fatalf("first run: %v\n%s", err, out)
+	}
+	doc, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "other.yaml")
+	changed := strings.Replace(string(doc), "model: big\n", "model: big-v2\n", 1)
+	changed = strings.Replace(changed, "price: {input: 2, output: 8}", "price: {input: 3, output: 8}", 1)
+	if err := os.WriteFile(other, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := srv.calls()
+	tests := []struct {
+		name  string
+		cfg   string
+		extra []string
+		want  []string
+	}{
+		{"another model and price", other, nil, []string{`models.big.model: "big" there, "big-v2" now`, "models.big.price.input: 2 there, 3 now", "another --out", dir}},
+		{"another sample", cfg, []string{"--n", "2"}, []string{"dataset.sample: 0 there, 2 now", "dataset.tasks: 3 there, 2 now"}},
+		{"another seed", cfg, []string{"--n", "3", "--seed", "9"}, []string{"dataset.seed: 1 there, 9 now"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := bench(tt.cfg, tt.extra...)
+			if err == nil {
+				t.Fatalf("resume under other settings ran:\n%s", out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+	if got := srv.calls(); got != before {
+		t.Errorf("a refused resume made requests: %v, want %v", got, before)
+	}
+	// Transport settings may change: the same run resumes.
+	transport := strings.ReplaceAll(string(doc), "max_retries: 0", "max_retries: 2\n    timeout: 5s")
+	if err := os.WriteFile(other, []byte(transport), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := bench(other); err != nil || !strings.Contains(out, fmt.Sprintf("0 items run now, %d taken from", n)) {
+		t.Errorf("resume with other retries and timeout: %v\n%s", err, out)
 	}
 }

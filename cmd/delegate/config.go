@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/judge"
+	"github.com/delegatelab/delegate/models"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/world"
 )
@@ -49,7 +53,8 @@ type Config struct {
 	Judge judge.Config `yaml:"judge"`
 
 	path  string
-	lines map[string]int // "roles.delegator" -> line, for cross-field errors
+	lines map[string]int    // "roles.delegator" -> line, for cross-field errors
+	raw   map[string]string // model name -> checkpoint as the file writes it
 }
 
 // ModelConfig describes one model: an endpoint, or a local checkpoint.
@@ -58,7 +63,11 @@ type ModelConfig struct {
 	// "local" (a checkpoint of our own transformer, run in-process).
 	Kind    string `yaml:"kind"`
 	BaseURL string `yaml:"base_url"`
-	Model   string `yaml:"model"`
+	// Replicas are further base URLs serving the same model (replicas of
+	// one inference server); each request goes to the least-busy healthy
+	// one, and the trace names it.
+	Replicas []string `yaml:"replicas"`
+	Model    string   `yaml:"model"`
 	// APIKeyEnv names the environment variable holding the API key; the
 	// key itself never appears in the file. Empty for local servers.
 	APIKeyEnv         string         `yaml:"api_key_env"`
@@ -71,7 +80,8 @@ type ModelConfig struct {
 	TokenIDs bool `yaml:"token_ids"`
 
 	// Checkpoint is a local model's directory (nn.Save); relative paths
-	// are taken from the config file's directory.
+	// are taken from the config file's directory. "shipped:solver" and
+	// "shipped:delegator" are the shipped models built into the binary.
 	Checkpoint string `yaml:"checkpoint"`
 	// MaxBatch is how many sequences a local model decodes together.
 	MaxBatch int `yaml:"max_batch"`
@@ -112,14 +122,78 @@ func LoadConfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
-	for name, m := range cfg.Models {
-		if m.Kind == "local" && !filepath.IsAbs(m.Checkpoint) {
+	cfg.path = path
+	var errs []error
+	for _, name := range cfg.ModelNames() {
+		m := cfg.Models[name]
+		if m.Kind != "local" {
+			continue
+		}
+		key := "models." + name + ".checkpoint"
+		if shipped, ok := strings.CutPrefix(m.Checkpoint, shippedPrefix); ok {
+			if !slices.Contains(models.Names, shipped) {
+				errs = append(errs, cfg.at(key, "%q: there is no shipped model %q (the shipped models are %s)", m.Checkpoint, shipped, shippedList()))
+			}
+			continue
+		}
+		if !filepath.IsAbs(m.Checkpoint) {
 			m.Checkpoint = filepath.Join(filepath.Dir(path), m.Checkpoint)
 			cfg.Models[name] = m
 		}
+		if err := checkCheckpointDir(m.Checkpoint); err != nil {
+			if !filepath.IsAbs(cfg.raw[name]) {
+				abs, aerr := filepath.Abs(m.Checkpoint)
+				if aerr != nil {
+					abs = m.Checkpoint
+				}
+				err = fmt.Errorf("%q resolves to %s (a relative checkpoint is taken from the config file's directory, not the working directory): %w", cfg.raw[name], abs, err)
+			}
+			errs = append(errs, cfg.at(key, "%v; the shipped models are built into delegate as %s", err, shippedList()))
+		}
 	}
-	cfg.path = path
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
 	return cfg, nil
+}
+
+// shippedPrefix names a checkpoint embedded in the binary (package
+// models): "shipped:solver", "shipped:delegator". A config naming them works
+// from any directory.
+const shippedPrefix = "shipped:"
+
+func shippedList() string {
+	var s []string
+	for _, n := range models.Names {
+		s = append(s, shippedPrefix+n)
+	}
+	return strings.Join(s, " and ")
+}
+
+// checkCheckpointDir checks, without loading the weights, that dir looks
+// like a checkpoint of package nn: a directory holding a config.json that
+// is a JSON object. Loading it (config check, or any command that opens
+// the model) checks the rest.
+func checkCheckpointDir(dir string) error {
+	st, err := os.Stat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return errors.New("no such checkpoint directory")
+	}
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return errors.New("not a directory (a checkpoint is a directory holding config.json and model.safetensors)")
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return fmt.Errorf("not a checkpoint: %w", err)
+	}
+	var probe map[string]any
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return fmt.Errorf("not a checkpoint: %s: %w", filepath.Join(dir, "config.json"), err)
+	}
+	return nil
 }
 
 // ParseConfig decodes and validates a config document.
@@ -129,7 +203,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, yamlError(err)
+		return nil, syntaxError(b, err)
 	}
 	cfg := Config{Strategy: strategy.DefaultConfig(), Judge: judge.DefaultConfig()}
 	cfg.lines = map[string]int{}
@@ -153,7 +227,58 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.raw = map[string]string{}
+	for name, m := range cfg.Models {
+		cfg.raw[name] = m.Checkpoint
+	}
 	return &cfg, nil
+}
+
+// maxSyntaxSearch bounds the lines syntaxError searches (each line one
+// parse of the prefix: quadratic), far above any config's length.
+const maxSyntaxSearch = 2000
+
+// syntaxError reports a YAML syntax error at the line where the document
+// stops being YAML. The decoder often names the line where the enclosing
+// block began instead (an indentation error deep in a file is reported at
+// line 1), so the line is found again: it is the line after the longest
+// prefix of the document that parses, among the prefixes after which no
+// longer one parses (a flow mapping or quoted string spanning lines makes
+// some prefixes fail on their own).
+func syntaxError(b []byte, err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		return yamlError(err)
+	}
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	decoderLine := ""
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if i := strings.Index(rest, ": "); i >= 0 {
+			decoderLine, msg = rest[:i], rest[i+2:]
+		}
+	}
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	if len(lines) > maxSyntaxSearch {
+		return fmt.Errorf("line %s: YAML syntax error: %s (the line the decoder names: the document is too long to search for the exact one)", decoderLine, msg)
+	}
+	parsed := 0 // the longest prefix, in lines, that parses
+	for k := 1; k <= len(lines); k++ {
+		var n yaml.Node
+		if yaml.Unmarshal(bytes.Join(lines[:k], nil), &n) == nil {
+			parsed = k
+		}
+	}
+	line := min(parsed+1, len(lines))
+	hint := ""
+	if strings.Contains(msg, "did not find expected key") || strings.Contains(msg, "mapping values are not allowed") ||
+		strings.Contains(msg, "did not find expected '-' indicator") {
+		hint = " (check the indentation of this line and the ones above it)"
+	}
+	if strings.Contains(msg, "found character that cannot start any token") && bytes.Contains(lines[line-1], []byte("\t")) {
+		hint = " (a tab: YAML indents with spaces)"
+	}
+	return fmt.Errorf("line %d: YAML syntax error: %s%s: %s", line, msg, hint, strings.TrimRight(string(lines[line-1]), "\r\n"))
 }
 
 // PresetWorld is the preset of package world's local models.
@@ -243,6 +368,11 @@ func (c *Config) Validate() error {
 			} else if !strings.HasPrefix(m.BaseURL, "http://") && !strings.HasPrefix(m.BaseURL, "https://") {
 				errs = append(errs, c.at(key+".base_url", "must start with http:// or https://, got %q", m.BaseURL))
 			}
+			for i, r := range m.Replicas {
+				if !strings.HasPrefix(r, "http://") && !strings.HasPrefix(r, "https://") {
+					errs = append(errs, c.at(fmt.Sprintf("%s.replicas[%d]", key, i), "must start with http:// or https://, got %q", r))
+				}
+			}
 			if m.Model == "" {
 				errs = append(errs, c.at(key, "model is required"))
 			}
@@ -253,8 +383,8 @@ func (c *Config) Validate() error {
 			if m.Checkpoint == "" {
 				errs = append(errs, c.at(key, "checkpoint is required for kind: local"))
 			}
-			if m.BaseURL != "" || m.APIKeyEnv != "" {
-				errs = append(errs, c.at(key, "base_url and api_key_env belong to kind: openai"))
+			if m.BaseURL != "" || len(m.Replicas) > 0 || m.APIKeyEnv != "" {
+				errs = append(errs, c.at(key, "base_url, replicas and api_key_env belong to kind: openai"))
 			}
 			if m.MaxBatch < 0 {
 				errs = append(errs, c.at(key+".max_batch", "must not be negative"))
@@ -271,8 +401,15 @@ func (c *Config) Validate() error {
 		if m.MaxRetries != nil && *m.MaxRetries < 0 {
 			errs = append(errs, c.at(key+".max_retries", "must not be negative"))
 		}
-		if m.MaxConcurrency < 0 || m.RequestsPerMinute < 0 {
-			errs = append(errs, c.at(key, "max_concurrency and requests_per_minute must not be negative"))
+		if m.MaxConcurrency < 0 {
+			errs = append(errs, c.at(key+".max_concurrency", "must not be negative"))
+		}
+		switch rpm := m.RequestsPerMinute; {
+		case rpm < 0 || math.IsNaN(rpm) || math.IsInf(rpm, 0):
+			errs = append(errs, c.at(key+".requests_per_minute", "%v is not a rate: give requests per minute, at least %d (or 0 for no limit)", rpm, minRequestsPerMinute))
+		case rpm > 0 && rpm < minRequestsPerMinute:
+			errs = append(errs, c.at(key+".requests_per_minute", "%v would make a request wait %s for its turn: give at least %d per minute (or 0 for no limit)",
+				rpm, time.Duration(float64(time.Minute)/rpm).Round(time.Minute), minRequestsPerMinute))
 		}
 		if m.APIKeyEnv != "" && !validEnvName(m.APIKeyEnv) {
 			errs = append(errs, c.at(key+".api_key_env", "is not an environment variable name (put the variable's name here, never the key itself)"))
@@ -295,6 +432,61 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// minRequestsPerMinute is the slowest rate limit a model may have: a
+// slower one makes each request wait over a minute for its turn, which
+// looks like a hung run (requests_per_minute: 0.0001 is a wait of a week).
+const minRequestsPerMinute = 1
+
+// strategyRoleKeys are the roles each strategy needs and the config key
+// that assigns each (roles.default stands in for any of them).
+var strategyRoleKeys = map[string][]struct{ role, key string }{
+	strategy.NameSingle:    {{"single", "baseline"}},
+	strategy.NameDecompose: {{"delegator", "delegator"}, {"subagent", "subagent"}},
+	strategy.NameRoute:     {{"strong", "strong"}, {"weak", "weak"}},
+	strategy.NameLead:      {{"leader", "leader"}, {"peers", "peers"}},
+}
+
+// missingRoleKeys are the config keys of the roles of strategy name that
+// the config leaves without a model.
+func (c *Config) missingRoleKeys(name string) []string {
+	set := map[string]bool{
+		"baseline": c.Roles.Baseline != "", "delegator": c.Roles.Delegator != "", "subagent": c.Roles.Subagent != "",
+		"strong": c.Roles.Strong != "", "weak": c.Roles.Weak != "", "leader": c.Roles.Leader != "", "peers": len(c.Roles.Peers) > 0,
+	}
+	var keys []string
+	for _, r := range strategyRoleKeys[name] {
+		if !set[r.key] && c.Roles.Default == "" {
+			keys = append(keys, "roles."+r.key)
+		}
+	}
+	return keys
+}
+
+// checkRoles tells, naming the config keys, which roles of strategy name
+// the config leaves without a model.
+func (c *Config) checkRoles(name string) error {
+	keys := c.missingRoleKeys(name)
+	if len(keys) == 0 {
+		return nil
+	}
+	var missing []string
+	for _, r := range strategyRoleKeys[name] {
+		if slices.Contains(keys, "roles."+r.key) {
+			missing = append(missing, "role "+r.role)
+		}
+	}
+	file := c.path
+	if file == "" {
+		file = "the config"
+	}
+	where := "it has no roles section"
+	if line, ok := c.lines["roles"]; ok {
+		where = fmt.Sprintf("its roles section (line %d) does not set them", line)
+	}
+	return fmt.Errorf("strategy %s needs a model for %s: set %s (or roles.default, which plays every role left empty) in %s; %s",
+		name, strings.Join(missing, " and "), strings.Join(keys, " and "), file, where)
 }
 
 // ModelNames returns the defined model names, sorted.

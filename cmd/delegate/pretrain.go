@@ -1,404 +1,225 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
 
-	"github.com/delegatelab/delegate/local"
-	"github.com/delegatelab/delegate/nn"
-	"github.com/delegatelab/delegate/sft"
-	"github.com/delegatelab/delegate/strategy"
-	"github.com/delegatelab/delegate/tokenizer"
-	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/pretrain"
 )
-
-// pretrainFlags are the flags of delegate pretrain.
-type pretrainFlags struct {
-	model    string
-	steps    int
-	budget   time.Duration
-	out      string
-	seed     uint64
-	batch    int
-	lr       float64
-	evalN    int
-	evalIn   int
-	solverAt string
-	init     string
-	levels   []int
-	peers    bool
-}
-
-// The shipped models' shapes. The solver is small and fast; the
-// delegator has about three times its parameters (and DefaultPrices makes
-// its tokens five times dearer).
-var (
-	solverShape    = nn.Config{Vocab: tokenizer.VocabSize, Dim: 64, Layers: 3, Heads: 4, Hidden: 192, Context: 80}.WithDefaults()
-	delegatorShape = nn.Config{Vocab: tokenizer.VocabSize, Dim: 64, Layers: 4, Heads: 4, Hidden: 192, Context: 768}.WithDefaults()
-)
-
-// pretrainDefaults are the steps, batch and learning rate of each model
-// when the flags leave them at 0.
-var pretrainDefaults = map[string]struct {
-	steps, batch int
-	lr           float64
-}{
-	"solver":    {steps: 5000, batch: 32, lr: 3e-3},
-	"delegator": {steps: 2400, batch: 8, lr: 3e-3},
-}
 
 func newPretrainCmd(getenv env, log *slog.Logger) *cobra.Command {
-	var f pretrainFlags
+	var (
+		f        pretrain.Options
+		progress string
+	)
 	cmd := &cobra.Command{
 		Use:   "pretrain [flags]",
 		Short: "Train the world's solver and delegator from scratch on generated transcripts",
 		Long: `Pretrain trains the two local models of package world from scratch with
-supervised learning (package sft) on transcripts generated from training
+supervised learning (package pretrain) on transcripts generated from training
 problems (the loss is on the assistant's tokens only), and writes each as a
 checkpoint under --out: solver/ and delegator/. Everything is seeded by
 --seed; with --steps the run is deterministic, with --time the number of
-steps is fitted to the machine's speed. It prints progress and the held-out
-accuracy at intervals; after training it grades the solver per operation and
-size, and the delegator alone, under route with the solver (its natural
-delegation rate) and against always-delegate. An interrupted run resumes
-from the state under --out/<model>.state, removed when the model is done.
-The delegator's route grading uses the solver found under --solver (default:
---out/solver). --init starts from a checkpoint's weights (with a fresh
-optimizer and schedule), for a second phase of training.`,
+steps is fitted to the machine's speed. It shows progress (--progress: a bar
+with the loss, the last held-out accuracy and an ETA on a terminal, a line
+every 10 seconds elsewhere) and the held-out accuracy at intervals; after
+training it grades the solver per operation and size, and the delegator
+alone, under route with the solver (its natural delegation rate) and against
+always-delegate. An interrupted run resumes from the state under
+--out/<model>.state, removed when the model is done. The delegator's route
+grading uses the solver found under --solver (default: --out/solver). --init
+starts from a checkpoint's weights (with a fresh optimizer and schedule), for
+a second phase of training.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return pretrain(cmd.Context(), cmd.OutOrStdout(), f)
+			if err := checkProgress(progress); err != nil {
+				return fmt.Errorf("pretrain: %w", err)
+			}
+			v := newPretrainView(cmd.OutOrStdout(), progress)
+			f.Progress = v.step
+			err := pretrain.Run(cmd.Context(), v.text(), f)
+			v.finish(err == nil)
+			if err != nil && cmd.Context().Err() != nil {
+				return fmt.Errorf("%w; run the same command again to resume from the state under %s", err, f.Out)
+			}
+			return err
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.model, "model", "all", "which model: solver, delegator or all")
-	fl.IntVar(&f.steps, "steps", 0, "optimizer steps (0: the model's default, 5000 solver, 2400 delegator)")
-	fl.DurationVar(&f.budget, "time", 0, "train each model for about this long instead of a number of steps")
-	fl.StringVar(&f.out, "out", "models", "directory the checkpoints are written under")
-	fl.Uint64Var(&f.seed, "seed", 1, "seed of the data, the initial weights and the batch order")
-	fl.IntVar(&f.batch, "batch", 0, "sequences per step (0: the model's default)")
-	fl.Float64Var(&f.lr, "lr", 0, "peak learning rate (0: the model's default)")
-	fl.IntVar(&f.evalN, "eval", 40, "held-out items per evaluation: questions per size (solver), problems (delegator)")
-	fl.IntVar(&f.evalIn, "eval-every", 500, "evaluate every so many steps (0: only at the end)")
-	fl.StringVar(&f.solverAt, "solver", "", "solver checkpoint for the delegator's route grading (default OUT/solver)")
-	fl.StringVar(&f.init, "init", "", "start from this checkpoint's weights instead of random ones (a second phase; one --model only)")
-	fl.IntSliceVar(&f.levels, "levels", nil, "delegator: train on 40000 problems of these world levels, split evenly, and grade on each (world.Levels, 1 easiest; default: levels 1 to 3 weighted to 3, graded on the default world)")
-	fl.BoolVar(&f.peers, "with-peers", false, "delegator: also train on lead's terse peer answers, so that it can be its own frozen peers under MLPO")
+	fl.StringVar(&f.Model, "model", "all", "which model: solver, delegator or all")
+	fl.IntVar(&f.Steps, "steps", 0, "optimizer steps (0: the model's default, 5000 solver, 2400 delegator)")
+	fl.DurationVar(&f.Time, "time", 0, "train each model for about this long instead of a number of steps")
+	fl.StringVar(&f.Out, "out", "runs/pretrain", "directory the checkpoints are written under")
+	fl.BoolVar(&f.Force, "force", false, "replace a trained checkpoint already under --out (models/ holds the shipped ones)")
+	fl.Uint64Var(&f.Seed, "seed", 1, "seed of the data, the initial weights and the batch order")
+	fl.IntVar(&f.Batch, "batch", 0, "sequences per step (0: the model's default)")
+	fl.Float64Var(&f.LR, "lr", 0, "peak learning rate (0: the model's default)")
+	fl.IntVar(&f.Eval, "eval", 40, "held-out items per evaluation: questions per size (solver), problems (delegator)")
+	fl.IntVar(&f.EvalEvery, "eval-every", 500, "evaluate every so many steps (0: only at the end)")
+	fl.StringVar(&f.Solver, "solver", "", "solver checkpoint for the delegator's route grading (default OUT/solver)")
+	fl.StringVar(&f.Init, "init", "", "start from this checkpoint's weights instead of random ones (a second phase; one --model only)")
+	fl.IntSliceVar(&f.Levels, "levels", nil, "delegator: train on 40000 problems of these world levels, split evenly, and grade on each (world.Levels, 1 easiest; default: levels 1 to 3 weighted to 3, graded on the default world)")
+	fl.BoolVar(&f.WithPeers, "with-peers", false, "delegator: also train on lead's terse peer answers, so that it can be its own frozen peers under MLPO")
+	fl.StringVar(&progress, "progress", progressAuto, "progress display: auto (a bar on a terminal, a line every 10 s otherwise), bar, plain or none")
 	_ = getenv // pretrain reads no environment
 	_ = log
 	return cmd
 }
 
-func pretrain(ctx context.Context, out io.Writer, f pretrainFlags) error {
-	var names []string
-	switch f.model {
-	case "all":
-		names = []string{"solver", "delegator"}
-	case "solver", "delegator":
-		names = []string{f.model}
-	default:
-		return fmt.Errorf("pretrain: --model %q, want solver, delegator or all", f.model)
-	}
-	if f.steps < 0 || f.budget < 0 || f.batch < 0 || f.lr < 0 || f.evalN < 1 || f.evalIn < 0 {
-		return errors.New("pretrain: --steps, --time, --batch, --lr and --eval-every must not be negative, --eval must be positive")
-	}
-	seen := map[int]bool{}
-	for _, l := range f.levels {
-		if _, ok := world.Levels()[l]; !ok {
-			return fmt.Errorf("pretrain: --levels: %d is not a world level (1 to %d)", l, len(world.Levels()))
-		}
-		if seen[l] {
-			return fmt.Errorf("pretrain: --levels: level %d given twice", l)
-		}
-		seen[l] = true
-	}
-	if f.init != "" && len(names) != 1 {
-		return errors.New("pretrain: --init needs one --model, solver or delegator")
-	}
-	if f.solverAt == "" {
-		f.solverAt = filepath.Join(f.out, "solver")
-	}
-	for _, name := range names {
-		if err := pretrainOne(ctx, out, name, f); err != nil {
-			return err
-		}
-	}
-	return nil
+// pretrainView shows the steps of a pretraining run under the modes of
+// --progress: an mpb bar per model (steps, loss, last held-out score, ETA)
+// with the run's own lines printed above it; a plain line every plainEvery,
+// at every evaluation and at the last step; or nothing. Its step method is
+// called on the training goroutine and never blocks on the terminal.
+type pretrainView struct {
+	out  io.Writer
+	mode string
+
+	p       *mpb.Progress
+	release func() // gives the log back to stderr once the bars are done
+
+	bar *mpb.Bar // the current model's bar
+
+	mu       sync.Mutex        // guards what the bar's decorators read
+	model    string            // the model being trained
+	frozen   map[string]string // the last figures of the models done (a done bar shows no ETA)
+	last     pretrain.Progress
+	first    int       // the step before this run's first (a resumed run starts past 0)
+	held     string    // the last evaluation, "" before one
+	lastLine time.Time // plain: when the last line was printed
 }
 
-func pretrainOne(ctx context.Context, out io.Writer, name string, f pretrainFlags) error {
-	d := pretrainDefaults[name]
-	cfg := sft.Config{Steps: d.steps, Batch: d.batch, MaxLR: d.lr, Seed: f.seed, EvalEvery: f.evalIn, SaveEvery: 100,
-		StateDir: filepath.Join(f.out, name+".state")}
-	if f.steps > 0 {
-		cfg.Steps = f.steps
+func newPretrainView(out io.Writer, mode string) *pretrainView {
+	v := &pretrainView{out: out, mode: resolveProgress(mode, out), frozen: map[string]string{}}
+	if v.mode == progressBar {
+		opts := []mpb.ContainerOption{mpb.WithOutput(out), mpb.WithRefreshRate(200 * time.Millisecond), mpb.WithAutoRefresh()}
+		if !isTerminal(out) {
+			opts = append(opts, mpb.WithWidth(120)) // --progress bar into a file: no terminal to measure
+		}
+		v.p = mpb.New(opts...)
+		v.release = logs.above(v.p)
 	}
-	if f.budget > 0 {
-		cfg.Steps, cfg.Duration = 0, f.budget
-		if f.steps > 0 {
-			return errors.New("pretrain: give --steps or --time, not both")
-		}
-	}
-	if f.batch > 0 {
-		cfg.Batch = f.batch
-	}
-	if f.lr > 0 {
-		cfg.MaxLR = f.lr
-	}
-	shape := solverShape
-	var examples []sft.Example
-	var eval sft.Eval
-	var final func(context.Context, *nn.Params) error
-	switch name {
-	case "solver":
-		problems, err := world.Generate(world.DefaultConfig(), f.seed, world.Train, 4000)
-		if err != nil {
-			return fmt.Errorf("pretrain solver: %w", err)
-		}
-		for _, t := range world.SolverCorpus(problems, f.seed, 60_000) {
-			examples = append(examples, sft.FromMessages(t.Messages, t.Tools))
-		}
-		eval = func(ctx context.Context, p *nn.Params) (float64, string, error) {
-			return evalSolver(ctx, nil, p, max(f.evalN/4, 4), f.seed)
-		}
-		final = func(ctx context.Context, p *nn.Params) error {
-			_, _, err := evalSolver(ctx, out, p, f.evalN, f.seed+1)
-			return err
-		}
-	case "delegator":
-		shape = delegatorShape
-		var err error
-		if examples, err = delegatorCorpus(f.seed, f.levels, f.peers); err != nil {
-			return fmt.Errorf("pretrain delegator: %w", err)
-		}
-		tests := map[int][]*world.Problem{}
-		var small []*world.Problem
-		levels := f.levels
-		if len(levels) == 0 {
-			levels = []int{3} // the default world
-		}
-		for _, l := range levels {
-			ps, err := world.Generate(world.Levels()[l], f.seed+1000, world.Test, f.evalN)
-			if err != nil {
-				return fmt.Errorf("pretrain delegator: %w", err)
-			}
-			tests[l] = ps
-			small = append(small, ps[:max(len(ps)/4, 4)]...)
-		}
-		eval = func(ctx context.Context, p *nn.Params) (float64, string, error) {
-			return evalDelegator(ctx, nil, p, nil, small)
-		}
-		final = func(ctx context.Context, p *nn.Params) error {
-			sp, _, err := nn.Load(f.solverAt)
-			if err != nil {
-				fmt.Fprintf(out, "delegator: no solver at %s (%v); route not graded\n", f.solverAt, err)
-				sp = nil
-			}
-			for _, l := range levels {
-				fmt.Fprintf(out, "delegator graded on level %d:\n", l)
-				if _, _, err := evalDelegator(ctx, out, p, sp, tests[l]); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}
-	var p *nn.Params
-	if f.init != "" {
-		start, _, err := nn.Load(f.init)
-		if err != nil {
-			return fmt.Errorf("pretrain %s: --init: %w", name, err)
-		}
-		if start.Config != shape {
-			return fmt.Errorf("pretrain %s: --init %s holds a model of another shape (%+v, want %+v)", name, f.init, start.Config, shape)
-		}
-		p = start
-		fmt.Fprintf(out, "%s: starting from the weights of %s\n", name, f.init)
-	} else {
-		var err error
-		if p, err = nn.Alloc(shape); err != nil {
-			return fmt.Errorf("pretrain %s: %w", name, err)
-		}
-		p.Init(f.seed)
-	}
-	var tokens, weighted int
-	for _, e := range examples {
-		tokens += len(e.Tokens)
-		for _, w := range e.Weights {
-			if w != 0 {
-				weighted++
-			}
-		}
-	}
-	fmt.Fprintf(out, "%s: %d parameters (dim %d, %d layers, context %d), %d transcripts, %d tokens, %d trained\n",
-		name, len(p.Data), shape.Dim, shape.Layers, shape.Context, len(examples), tokens, weighted)
-	progress := func(pr sft.Progress) {
-		if pr.Evaluated || pr.Step%50 == 0 || pr.Step == pr.Steps {
-			fmt.Fprintf(out, "%s step %d/%d loss %.4f lr %.2e %s", name, pr.Step, pr.Steps, pr.Loss, pr.LR, pr.Elapsed.Round(time.Second))
-			if pr.Evaluated {
-				fmt.Fprintf(out, " held-out %.3f (%s)", pr.Score, pr.Detail)
-			}
-			fmt.Fprintln(out)
-		}
-	}
-	res, err := sft.Train(ctx, p, examples, cfg, eval, progress)
-	if err != nil {
-		return fmt.Errorf("pretrain %s: %w", name, err)
-	}
-	if res.Resumed > 0 {
-		fmt.Fprintf(out, "%s: resumed at step %d\n", name, res.Resumed)
-	}
-	meta := map[string]string{
-		"model": name, "seed": strconv.FormatUint(f.seed, 10), "steps": strconv.Itoa(res.Steps), "init": f.init,
-		"batch": strconv.Itoa(cfg.Batch), "loss": strconv.FormatFloat(res.Loss, 'f', 4, 64),
-	}
-	dir := filepath.Join(f.out, name)
-	if err := nn.Save(dir, p, meta); err != nil {
-		return fmt.Errorf("pretrain %s: %w", name, err)
-	}
-	fmt.Fprintf(out, "%s: saved %s after %d steps (%s this run), loss %.4f\n", name, dir, res.Steps, res.Trained.Round(time.Second), res.Loss)
-	if err := os.RemoveAll(cfg.StateDir); err != nil {
-		return fmt.Errorf("pretrain %s: remove state: %w", name, err)
-	}
-	return final(ctx, p)
+	return v
 }
 
-// delegatorCorpus is the delegator's pretraining data: the transcripts of
-// BuildCorpus over training problems of levels 1 to 3 (one product, two
-// steps, the default world), so that the short ones teach the digit
-// formats and the long ones the protocols; with levels set, over 40000
-// problems of those levels, split evenly (a later phase that specialises
-// the delegator in the world delegate train runs). With peers, a quarter
-// of the problems also get a peer's terse right answer under lead's peer
-// prompt. Transcripts longer than the delegator's context (a few leader
-// transcripts with three long peer answers) are left out.
-func delegatorCorpus(seed uint64, levels []int, peers bool) ([]sft.Example, error) {
-	lv := world.Levels()
-	var problems []*world.Problem
-	sets := []struct{ level, n int }{{1, 2000}, {2, 2000}, {3, 6000}}
-	if len(levels) > 0 {
-		sets = nil
-		for _, l := range levels {
-			sets = append(sets, struct{ level, n int }{l, 40000 / len(levels)})
+// text is where the run's own lines go: above the bars while they are
+// drawn.
+func (v *pretrainView) text() io.Writer {
+	if v.p != nil {
+		return v.p
+	}
+	return v.out
+}
+
+// eta extrapolates the steps this run made to those left.
+func (v *pretrainView) eta() string {
+	pr := v.last
+	done := pr.Step - v.first
+	left := pr.Steps - pr.Step
+	switch {
+	case left <= 0:
+		return "0s"
+	case done <= 0:
+		return "?"
+	}
+	d := time.Duration(float64(pr.Elapsed) * float64(left) / float64(done))
+	return d.Round(time.Second).String()
+}
+
+// figures are the step's numbers after the bar or in a line.
+func (v *pretrainView) figures() string {
+	s := fmt.Sprintf("loss %.4f  lr %.2e", v.last.Loss, v.last.LR)
+	if v.held != "" {
+		s += "  held-out " + v.held
+	}
+	return s
+}
+
+func (v *pretrainView) step(model string, pr pretrain.Progress) {
+	// The bar's decorators lock mu while mpb draws, and mpb's calls wait
+	// for the drawing: no mpb call is made with mu held.
+	v.mu.Lock()
+	fresh := model != v.model
+	if fresh {
+		if v.model != "" {
+			v.frozen[v.model] = v.figures() // the finished bar keeps its last figures
+		}
+		v.model, v.held = model, ""
+		v.first = pr.Step - 1
+		v.lastLine = time.Now() // the first plain line comes after plainEvery
+	}
+	v.last = pr
+	if pr.Evaluated {
+		v.held = fmt.Sprintf("%.3f", pr.Score)
+	}
+	line := ""
+	if now := time.Now(); v.mode == progressPlain && (pr.Evaluated || pr.Step == pr.Steps || now.Sub(v.lastLine) >= plainEvery) {
+		v.lastLine = now
+		line = fmt.Sprintf("%s step %d/%d (%.0f%%)  %s  elapsed %s  ETA %s", model, pr.Step, pr.Steps,
+			100*float64(pr.Step)/float64(max(pr.Steps, 1)), v.figures(), pr.Elapsed.Round(time.Second), v.eta())
+		if pr.Evaluated {
+			line += fmt.Sprintf("  (%s)", pr.Detail)
 		}
 	}
-	for _, c := range sets {
-		ps, err := world.Generate(lv[c.level], seed+uint64(c.level), world.Train, c.n)
-		if err != nil {
-			return nil, err
+	v.mu.Unlock()
+	switch v.mode {
+	case progressBar:
+		if fresh {
+			v.addBar(model, pr.Steps)
 		}
-		problems = append(problems, ps...)
+		v.bar.SetTotal(int64(pr.Steps), false)
+		v.bar.SetCurrent(int64(pr.Step))
+		if pr.Evaluated {
+			fmt.Fprintf(v.p, "%s step %d/%d held-out %.3f (%s)\n", model, pr.Step, pr.Steps, pr.Score, pr.Detail)
+		}
+	case progressPlain:
+		if line != "" {
+			fmt.Fprintln(v.out, line)
+		}
 	}
-	// Route first: it is the protocol delegate train runs; the others get
-	// a smaller share than DefaultMix gives them.
-	mix := world.Mix{Never: 0.3, Always: 0.3, Random: 0.4, DelegateProb: 0.5, Single: 0.2, Decompose: 0.1, Lead: 0.1, Peers: 3}
-	corpus, err := world.BuildCorpus(problems, mix, seed)
-	if err != nil {
-		return nil, err
+}
+
+// addBar starts the bar of the next model. Only the training goroutine
+// (step) touches v.bar until finish.
+func (v *pretrainView) addBar(model string, steps int) {
+	if v.bar != nil && !v.bar.Completed() {
+		v.bar.Abort(false) // the previous model stopped early: keep its bar
 	}
-	transcripts := corpus.Delegator
-	if peers {
-		// Right answers only (corpus.Peers holds the lead transcripts'
-		// deliberately wrong ones too): the model's own slips in the terse
-		// format, products written without a scratchpad, are the errors.
-		for i, p := range problems {
-			if i%4 == 0 {
-				transcripts = append(transcripts, world.PeerTranscript(p))
+	// The figures come before the bar, so that a narrow terminal cuts the
+	// bar rather than them.
+	live := func(suffix string, f func() string) decor.Decorator {
+		return decor.Any(func(decor.Statistics) string {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			if v.model != model {
+				return v.frozen[model+suffix]
 			}
-		}
+			return f()
+		}, decor.WCSyncSpaceR)
 	}
-	var ex []sft.Example
-	for _, t := range transcripts {
-		if e := sft.FromMessages(t.Messages, t.Tools); len(e.Tokens) <= delegatorShape.Context+1 {
-			ex = append(ex, e)
-		}
-	}
-	return ex, nil
+	v.bar = v.p.AddBar(int64(steps),
+		mpb.PrependDecorators(decor.Name(model, decor.WCSyncSpaceR), decor.CountersNoUnit("%d/%d steps", decor.WCSyncSpaceR),
+			live("", v.figures)),
+		mpb.AppendDecorators(decor.Percentage(decor.WCSyncSpace), live(" ETA", func() string { return " ETA " + v.eta() })),
+	)
 }
 
-// evalSolver grades a solver's parameters greedily, perSize questions per
-// operation and size; with out set it prints the table.
-func evalSolver(ctx context.Context, out io.Writer, p *nn.Params, perSize int, seed uint64) (float64, string, error) {
-	m, err := local.New(p, local.Config{Name: "solver", MaxBatch: 32})
-	if err != nil {
-		return 0, "", err
+// finish ends the display: the bars stop (an unfinished one stays where
+// it stood) and the log goes back to stderr.
+func (v *pretrainView) finish(ok bool) {
+	if v.p == nil {
+		return
 	}
-	defer m.Close()
-	scores, err := world.GradeSolver(ctx, m, perSize, 32, seed)
-	if err != nil {
-		return 0, "", err
+	if v.bar != nil && (!ok || !v.bar.Completed()) {
+		v.bar.Abort(false)
 	}
-	var right, n int
-	var parts []string
-	for _, s := range scores {
-		if s.Covered {
-			right += s.Right
-			n += s.N
-		}
-		parts = append(parts, fmt.Sprintf("%s %d/%d", s.Size, s.Right, s.N))
-		if out != nil {
-			fmt.Fprintf(out, "solver held-out %-6s covered=%-5v %3d/%d\n", s.Size, s.Covered, s.Right, s.N)
-		}
-	}
-	acc := float64(right) / float64(n)
-	if out != nil {
-		fmt.Fprintf(out, "solver held-out accuracy inside its coverage: %.3f (%d/%d)\n", acc, right, n)
-	}
-	return acc, strings.Join(parts, ", "), nil
-}
-
-// evalDelegator grades a delegator's parameters greedily on problems:
-// alone (single); with a solver's parameters also under route and against
-// always-delegate. With out set it prints the figures.
-func evalDelegator(ctx context.Context, out io.Writer, p, solver *nn.Params, problems []*world.Problem) (float64, string, error) {
-	d, err := local.New(p, local.Config{Name: "delegator", MaxBatch: 32})
-	if err != nil {
-		return 0, "", err
-	}
-	defer d.Close()
-	alone, err := world.GradeDelegator(ctx, strategy.NameSingle, d, nil, problems, 32)
-	if err != nil {
-		return 0, "", err
-	}
-	detail := fmt.Sprintf("alone %d/%d, %.0f tokens", alone.Right, alone.N, float64(alone.DelegatorTokens)/float64(alone.N))
-	if out != nil {
-		fmt.Fprintf(out, "delegator held-out alone (single): %d/%d = %.3f, %.0f generated tokens per problem\n",
-			alone.Right, alone.N, alone.Accuracy(), float64(alone.DelegatorTokens)/float64(alone.N))
-	}
-	if solver == nil {
-		return alone.Accuracy(), detail, nil
-	}
-	s, err := local.New(solver, local.Config{Name: "solver", MaxBatch: 32})
-	if err != nil {
-		return 0, "", err
-	}
-	defer s.Close()
-	for _, g := range []struct {
-		name string
-		run  func() (world.DelegatorScore, error)
-	}{
-		{"route (natural)", func() (world.DelegatorScore, error) {
-			return world.GradeDelegator(ctx, strategy.NameRoute, d, s, problems, 32)
-		}},
-		{"always-delegate", func() (world.DelegatorScore, error) { return world.GradeAlways(ctx, s, problems, 32) }},
-	} {
-		sc, err := g.run()
-		if err != nil {
-			return 0, "", err
-		}
-		if out != nil {
-			fmt.Fprintf(out, "delegator held-out %s: %d/%d = %.3f, delegation rate %.2f, %.0f delegator tokens per problem\n",
-				g.name, sc.Right, sc.N, sc.Accuracy(), sc.DelegationRate(), float64(sc.DelegatorTokens)/float64(sc.N))
-		}
-	}
-	return alone.Accuracy(), detail, nil
+	v.p.Wait()
+	v.release()
 }

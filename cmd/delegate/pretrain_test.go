@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/pretrain"
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
@@ -54,11 +58,26 @@ func TestPretrainSolverWritesCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Config != solverShape || meta["model"] != "solver" || meta["seed"] != "7" || meta["steps"] != "2" {
+	if p.Config != pretrain.SolverShape || meta["model"] != "solver" || meta["seed"] != "7" || meta["steps"] != "2" {
 		t.Errorf("checkpoint config %+v, meta %v", p.Config, meta)
 	}
 	if _, err := os.Stat(filepath.Join(out, "solver.state")); !os.IsNotExist(err) {
 		t.Errorf("state directory left behind: %v", err)
+	}
+
+	// The finished checkpoint is not replaced unless asked.
+	again := []string{"pretrain", "--model", "solver", "--steps", "2", "--batch", "2", "--eval", "1", "--eval-every", "0", "--out", out, "--seed", "8"}
+	if got, err := execute(t, func(string) string { return "" }, again...); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("pretrain over a trained checkpoint: %v, want a refusal naming --force\n%s", err, got)
+	}
+	if _, meta, err := nn.Load(filepath.Join(out, "solver")); err != nil || meta["seed"] != "7" {
+		t.Fatalf("the refused run changed the checkpoint: seed %q, %v", meta["seed"], err)
+	}
+	if got, err := execute(t, func(string) string { return "" }, append(again, "--force")...); err != nil {
+		t.Fatalf("pretrain --force: %v\n%s", err, got)
+	}
+	if _, meta, err := nn.Load(filepath.Join(out, "solver")); err != nil || meta["seed"] != "8" {
+		t.Fatalf("--force did not replace the checkpoint: seed %q, %v", meta["seed"], err)
 	}
 }
 
@@ -66,11 +85,11 @@ func TestPretrainSolverWritesCheckpoint(t *testing.T) {
 // put in the delegator's corpus: problems of the given levels only, and
 // the peers' terse right answers under lead's peer prompt.
 func TestDelegatorCorpusLevelsAndPeers(t *testing.T) {
-	plain, err := delegatorCorpus(3, []int{1}, false)
+	plain, err := pretrain.DelegatorCorpus(3, []int{1}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	withPeers, err := delegatorCorpus(3, []int{1}, true)
+	withPeers, err := pretrain.DelegatorCorpus(3, []int{1}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,5 +106,56 @@ func TestDelegatorCorpusLevelsAndPeers(t *testing.T) {
 		if text := tokenizer.Decode(e.Tokens); strings.Contains(text, "gives away") || strings.Contains(text, "more.") {
 			t.Fatalf("a level-1 corpus holds a longer problem: %q", text)
 		}
+	}
+}
+
+// TestPretrainProgressModes: a bar per model with the steps, the loss, the
+// held-out score and an ETA, the run's own lines above it; plain lines with
+// an ETA at evaluations and at the last step; or no step lines at all. The
+// view is fed as pretrain.Run feeds it (TestPretrainSolverWritesCheckpoint
+// runs the command itself).
+func TestPretrainProgressModes(t *testing.T) {
+	tests := []struct {
+		mode     string
+		want     []string
+		wantNone []string
+	}{
+		{progressBar, []string{"solver", "3/3 steps", "100 %", "loss 1.5000", "held-out 0.250", "ETA 0s", "delegator", "2/2 steps",
+			"solver step 3/3 held-out 0.250 (2d*2d 1/4)", "solver: saved"}, nil},
+		{progressPlain, []string{"solver step 3/3 (100%)  loss 1.5000  lr 1.00e-03  held-out 0.250  elapsed 3s  ETA 0s  (2d*2d 1/4)",
+			"delegator step 2/2 (100%)", "solver: saved"}, []string{"solver step 1/3"}},
+		{progressNone, []string{"solver: saved"}, []string{"step", "ETA"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			var buf bytes.Buffer
+			v := newPretrainView(&buf, tt.mode)
+			for step := 1; step <= 3; step++ {
+				pr := pretrain.Progress{Step: step, Steps: 3, Loss: 1.5, LR: 1e-3, Elapsed: time.Duration(step) * time.Second}
+				if step == 3 {
+					pr.Evaluated, pr.Score, pr.Detail = true, 0.25, "2d*2d 1/4"
+				}
+				v.step("solver", pr)
+			}
+			fmt.Fprintln(v.text(), "solver: saved")
+			for step := 1; step <= 2; step++ {
+				v.step("delegator", pretrain.Progress{Step: step, Steps: 2, Loss: 2, LR: 1e-3, Elapsed: time.Duration(step) * time.Second})
+			}
+			v.finish(true)
+			got := buf.String()
+			for _, want := range tt.want {
+				if !strings.Contains(got, want) {
+					t.Errorf("output lacks %q:\n%s", want, got)
+				}
+			}
+			for _, not := range tt.wantNone {
+				if strings.Contains(got, not) {
+					t.Errorf("output holds %q:\n%s", not, got)
+				}
+			}
+		})
+	}
+	if _, err := execute(t, func(string) string { return "" }, "pretrain", "--progress", "fancy"); err == nil || !strings.Contains(err.Error(), "want auto, bar, plain or none") {
+		t.Errorf("--progress fancy: %v", err)
 	}
 }

@@ -46,6 +46,9 @@ type processFlags struct {
 	keepTies    bool
 	omitTraces  bool
 	progress    string // auto, bar, plain, none
+	push        pushFlags
+	temperature float64 // the trained stages' temperature; < 0 keeps the config's
+	world       worldFlags
 }
 
 // Progress display modes.
@@ -73,7 +76,10 @@ losing or duplicating a rollout.
 
 Datasets: gsm8k, math, mmlu, bbh and open (JSONL {"id","prompt"}) read
 --data (mmlu and bbh: a file or a directory); builtin is the built-in
-open-ended requests (--split train or test) and needs no file.`,
+open-ended requests (--split train or test) and needs no file; world is -n
+arithmetic word problems of package world at --level (the problems the
+shipped local models were trained on, --split train by default, drawn with
+--seed), graded on their integer answer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return process(cmd.Context(), cmd.OutOrStdout(), getenv, log, f, cmd.Flags().Changed("lambda"))
@@ -81,9 +87,9 @@ open-ended requests (--split train or test) and needs no file.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
-	fl.StringVarP(&f.dataset, "dataset", "d", "builtin", "dataset: gsm8k, math, mmlu, bbh, open or builtin")
+	fl.StringVarP(&f.dataset, "dataset", "d", "builtin", "dataset: gsm8k, math, mmlu, bbh, open, builtin or world")
 	fl.StringVar(&f.data, "data", "", "dataset file or directory (every dataset but builtin)")
-	fl.StringVar(&f.split, "split", "train", "builtin dataset split: train or test")
+	fl.StringVar(&f.split, "split", "train", "builtin and world datasets: the train or test split")
 	fl.IntVarP(&f.n, "n", "n", 0, "items to sample from the dataset (0: all)")
 	fl.Int64Var(&f.seed, "seed", 1, "seed of the item sample, recorded in every artifact")
 	fl.IntVarP(&f.group, "group", "g", 4, "rollouts per item (G), at least 2")
@@ -99,12 +105,22 @@ open-ended requests (--split train or test) and needs no file.`,
 	fl.BoolVar(&f.keepTies, "keep-ties", false, "write groups whose rewards all tie, with zero advantages, instead of dropping them")
 	fl.BoolVar(&f.omitTraces, "omit-traces", false, "leave full traces out of artifacts.jsonl")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display: auto (a bar on a terminal, lines otherwise), bar, plain or none")
+	fl.Float64Var(&f.temperature, "temperature", -1, "sampling temperature of the trained stages (route's strong turns, decompose's plan and aggregation, lead's leader, single's call), overriding the config's; group-relative advantages need rollouts that differ (default: the config's)")
+	fl.StringVar(&f.push.url, "push", "", "also push every written group to the trajectory API at this URL (delegate api, or Atropos's), as an Atropos environment (implies --logprobs); token from $DELEGATE_API_TOKEN")
+	fl.StringVar(&f.push.name, "push-name", "delegate", "--push: the environment's name")
+	fl.Float64Var(&f.push.weight, "push-weight", 1, "--push: the environment's weight in batches")
+	fl.IntVar(&f.push.maxTokenLen, "push-max-tokens", 4096, "--push: the environment's max_token_length")
+	fl.IntVar(&f.push.offPolicy, "push-offpolicy", 3, "--push: pause while the API's queue holds this many batches (Atropos's max_batches_offpolicy)")
+	f.world.register(cmd)
 	return cmd
 }
 
 func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f processFlags, lambdaSet bool) error {
 	if f.out == "" {
 		return errors.New("process: --out is required")
+	}
+	if f.push.url != "" {
+		f.logprobs = true // a trainer needs the policy's token ids and logprobs
 	}
 	if err := checkProgress(f.progress); err != nil {
 		return fmt.Errorf("process: %w", err)
@@ -127,6 +143,11 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if err != nil {
 		return err
 	}
+	for _, name := range []string{strategy.NameSingle, f.strategy} {
+		if err := cfg.checkRoles(name); err != nil {
+			return fmt.Errorf("process: %w", err)
+		}
+	}
 	models, closeModels, err := cfg.openModels(getenv, log)
 	if err != nil {
 		return err
@@ -138,12 +159,29 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if err != nil {
 		return fmt.Errorf("process: baseline: %w", err)
 	}
-	policy, err := strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs), cfg.Strategy)
+	pcfg := cfg.Strategy
+	identity := rewardDesc
+	if f.temperature >= 0 {
+		if f.temperature > 2 {
+			return fmt.Errorf("process: --temperature %g: want 0 to 2", f.temperature)
+		}
+		for _, g := range trainedStages(&pcfg, f.strategy) {
+			g.Temperature = f.temperature
+		}
+		identity += fmt.Sprintf("; policy temperature %g", f.temperature)
+	}
+	policy, err := strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs), pcfg)
 	if err != nil {
 		return fmt.Errorf("process: %w", err)
 	}
 	jcfg := cfg.Judge
 	sc := &rollout.RewardScorer{Reward: rw}
+	if f.dataset == datasetWorld {
+		sc.Verify = func(t delegate.Task, response string) (bool, error) {
+			correct, _, err := worldVerify(t, response)
+			return correct, err
+		}
+	}
 	if needsJudge(tasks) {
 		a, ok := cfg.agent(models, judge.Role, cfg.Roles.Judge)
 		if !ok {
@@ -153,7 +191,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 			return fmt.Errorf("process: judge: %w", err)
 		}
 	}
-	fp, err := fingerprint(cfg, jcfg, rewardDesc, f.logprobs)
+	fp, err := fingerprint(cfg, jcfg, identity, f.logprobs)
 	if err != nil {
 		return err
 	}
@@ -163,6 +201,18 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	}
 	if err := rc.Validate(); err != nil {
 		return fmt.Errorf("process: %w", err)
+	}
+	if f.push.url != "" {
+		fmt.Fprintf(out, "process: registering with the trajectory API at %s (waits for a trainer to start)\n", f.push.url)
+		sink, err := newPushSink(ctx, f.push, getenv("DELEGATE_API_TOKEN"), f.group)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			// Telling the API we are gone is a courtesy: it loses nothing.
+			_ = sink.Close(context.WithoutCancel(ctx))
+		}()
+		rc.Sink = sink
 	}
 	fmt.Fprintf(out, "process: %d items × %d rollouts of %s against single, %s, %s advantages → %s\n",
 		len(tasks), f.group, f.strategy, rewardDesc, f.advantage, f.out)
@@ -226,8 +276,21 @@ func loadTasks(out io.Writer, f processFlags) ([]delegate.Task, error) {
 		for _, s := range rep.Skipped {
 			fmt.Fprintf(out, "  skipped %s:%d: %s\n", s.File, s.Line, s.Reason)
 		}
+	case datasetWorld:
+		if f.data != "" {
+			return nil, errors.New("process: --data is not used with --dataset world: its problems are drawn by --level, --split, -n and --seed")
+		}
+		if f.n < 0 {
+			return nil, fmt.Errorf("process: --n %d is negative", f.n)
+		}
+		ts, desc, err := worldTasks(f.world, f.split, uint64(f.seed), f.n)
+		if err != nil {
+			return nil, fmt.Errorf("process: %w", err)
+		}
+		fmt.Fprintf(out, "dataset %s\n", desc)
+		return ts, nil
 	default:
-		return nil, fmt.Errorf("process: --dataset %q: want gsm8k, math, mmlu, bbh, open or builtin", f.dataset)
+		return nil, fmt.Errorf("process: --dataset %q: want gsm8k, math, mmlu, bbh, open, builtin or world", f.dataset)
 	}
 	if f.n < 0 {
 		return nil, fmt.Errorf("process: --n %d is negative", f.n)
@@ -305,6 +368,20 @@ func policyRoles(r strategy.Roles, name string, logprobs bool) strategy.Roles {
 // transport: address, timeouts, retries and limits may change between a
 // run and its resume), the roles, the strategy config, the judge and the
 // reward.
+// trainedStages are the generation settings of the stages whose calls a
+// strategy's trained role makes.
+func trainedStages(c *strategy.Config, name string) []*strategy.Generation {
+	switch name {
+	case strategy.NameDecompose:
+		return []*strategy.Generation{&c.Plan, &c.Aggregate}
+	case strategy.NameRoute:
+		return []*strategy.Generation{&c.Strong}
+	case strategy.NameLead:
+		return []*strategy.Generation{&c.Leader}
+	}
+	return []*strategy.Generation{&c.Single}
+}
+
 func fingerprint(cfg *Config, jcfg judge.Config, rewardDesc string, logprobs bool) (string, error) {
 	type model struct {
 		Kind, Model, Checkpoint string

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/strategy"
 )
 
 func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -26,6 +29,7 @@ func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
 		newProcessCmd(getenv, log),
 		newPretrainCmd(getenv, log),
 		newTrainCmd(getenv, log),
+		newAPICmd(getenv, log),
 	)
 	return root
 }
@@ -42,8 +46,25 @@ func newConfigCmd(getenv env, log *slog.Logger) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkLocalModels(c); err != nil {
+				return fmt.Errorf("config %s: %w", args[0], err)
+			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "%s: ok (%d models)\n", args[0], len(c.Models))
+			var can, cannot []string
+			for _, name := range strategy.Names() {
+				if c.checkRoles(name) == nil {
+					can = append(can, name)
+				} else {
+					cannot = append(cannot, fmt.Sprintf("%s (set %s)", name, strings.Join(c.missingRoleKeys(name), " and ")))
+				}
+			}
+			if len(can) > 0 {
+				fmt.Fprintf(out, "  strategies its roles can run: %s\n", strings.Join(can, ", "))
+			}
+			if len(cannot) > 0 {
+				fmt.Fprintf(out, "  strategies missing a role: %s\n", strings.Join(cannot, ", "))
+			}
 			if !ping {
 				return nil
 			}
@@ -53,6 +74,25 @@ func newConfigCmd(getenv env, log *slog.Logger) *cobra.Command {
 	check.Flags().BoolVar(&ping, "ping", false, "send one tiny request to every model")
 	cfg.AddCommand(check)
 	return cfg
+}
+
+// checkLocalModels loads every local model's checkpoint, weights
+// included, so that config check finds what a run would.
+func checkLocalModels(c *Config) error {
+	var errs []error
+	for _, name := range c.ModelNames() {
+		m := c.Models[name]
+		if m.Kind != "local" {
+			continue
+		}
+		lm, err := openLocal(name, m)
+		if err != nil {
+			errs = append(errs, c.at("models."+name+".checkpoint", "%v", err))
+			continue
+		}
+		_ = lm.Close() // nothing in flight: Close cannot fail
+	}
+	return errors.Join(errs...)
 }
 
 // pingModels sends every model a one-token request and reports each

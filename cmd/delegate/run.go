@@ -13,6 +13,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/local"
+	"github.com/delegatelab/delegate/models"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/openai"
 	"github.com/delegatelab/delegate/strategy"
@@ -51,6 +52,7 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 		}
 		oc := openai.Config{
 			BaseURL:           m.BaseURL,
+			Replicas:          m.Replicas,
 			Model:             m.Model,
 			Timeout:           m.Timeout,
 			MaxConcurrency:    m.MaxConcurrency,
@@ -93,7 +95,15 @@ func (c *Config) wrap(m delegate.Model) delegate.Model {
 
 // openLocal loads a checkpoint and starts a local model over it.
 func openLocal(name string, m ModelConfig) (*local.Model, error) {
-	p, _, err := nn.Load(m.Checkpoint)
+	var (
+		p   *nn.Params
+		err error
+	)
+	if shipped, ok := strings.CutPrefix(m.Checkpoint, shippedPrefix); ok {
+		p, _, err = models.Load(shipped)
+	} else {
+		p, _, err = nn.Load(m.Checkpoint)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
@@ -179,6 +189,9 @@ func runRequest(ctx context.Context, out io.Writer, getenv env, log *slog.Logger
 	if err != nil {
 		return err
 	}
+	if err := cfg.checkRoles(f.strategy); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
 	models, closeModels, err := cfg.openModels(getenv, log)
 	if err != nil {
 		return err
@@ -210,7 +223,7 @@ func runRequest(ctx context.Context, out io.Writer, getenv env, log *slog.Logger
 		if err := enc.Encode(trace); err != nil {
 			return err
 		}
-		return runErr
+		return runFailed(f.strategy, trace, runErr)
 	}
 	fmt.Fprintln(out)
 	if trace.Failure != "" {
@@ -223,5 +236,19 @@ func runRequest(ctx context.Context, out io.Writer, getenv env, log *slog.Logger
 	if errors.Is(runErr, context.Canceled) {
 		return fmt.Errorf("run interrupted; the partial trace is above")
 	}
-	return runErr
+	return runFailed(f.strategy, trace, runErr)
+}
+
+// runFailed is the error run exits with: the strategy's error, or, when
+// the run finished without a proper answer (a call that failed, a plan
+// that could not be parsed, a format failure), the trace's failure, so
+// that a script sees a non-zero exit whenever the answer is not one.
+func runFailed(strategy string, trace *delegate.Trace, runErr error) error {
+	if runErr != nil {
+		return runErr
+	}
+	if trace.Failure != "" {
+		return fmt.Errorf("run %s: no proper answer: %s", strategy, trace.Failure)
+	}
+	return nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -13,9 +15,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/modeltest"
-	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/server"
-	"github.com/delegatelab/delegate/tokenizer"
 )
 
 const testKey = "sk-test-0123456789abcdef"
@@ -194,23 +194,17 @@ func TestConfigCheckPing(t *testing.T) {
 
 func TestRunWithLocalCheckpoint(t *testing.T) {
 	dir := t.TempDir()
-	c := nn.Config{Vocab: tokenizer.VocabSize, Dim: 32, Layers: 1, Heads: 2, KVHeads: 2, Hidden: 48, Context: 512}.WithDefaults()
-	p, err := nn.Alloc(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Init(1)
-	if err := nn.Save(filepath.Join(dir, "tiny"), p, nil); err != nil {
-		t.Fatal(err)
-	}
+	saveSmallModel(t, filepath.Join(dir, "tiny"))
 	doc := "models:\n  tiny:\n    kind: local\n    checkpoint: tiny\n    price: {input: 1, output: 1}\nroles:\n  default: tiny\nstrategy:\n  single: {temperature: 0, max_tokens: 8}\n"
 	path := filepath.Join(dir, "delegate.yaml")
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Random weights write no proper answer in 8 tokens: the run fails
+	// (non-zero exit) but the whole trace is still written.
 	out, err := execute(t, testEnv, "run", "--config", path, "--strategy", "single", "--json", "hello")
-	if err != nil {
-		t.Fatalf("run: %v\n%s", err, out)
+	if err == nil || !strings.Contains(err.Error(), "no proper answer") {
+		t.Fatalf("run: %v, want a failure for the truncated answer\n%s", err, out)
 	}
 	var tr delegate.Trace
 	if err := json.Unmarshal([]byte(out), &tr); err != nil {
@@ -240,5 +234,82 @@ func TestRunShippedModelsWithWorldPreset(t *testing.T) {
 	}
 	if tr.Roles["weak"].Calls == 0 {
 		t.Errorf("the delegator asked the solver nothing: roles %+v", tr.Roles)
+	}
+}
+
+// TestRunExitsNonZeroOnFailure: a run that ends without a proper answer
+// returns an error (so the command exits non-zero), whatever failed: an
+// unreachable endpoint, a refused key, or a plan that cannot be parsed.
+func TestRunExitsNonZeroOnFailure(t *testing.T) {
+	unparseable := func(context.Context, *delegate.Request) (*delegate.Response, error) {
+		return modeltest.Text("I will not make a plan."), nil
+	}
+	s, err := server.New(nil, modeltest.New("big", unparseable), modeltest.New("small", unparseable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbled := httptest.NewServer(s)
+	t.Cleanup(garbled.Close)
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`)
+	}))
+	t.Cleanup(refusing.Close)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close() // connection refused from here on
+
+	tests := []struct {
+		name, url, strategy string
+		json                bool
+	}{
+		{"plan not parsed", garbled.URL, "decompose", false},
+		{"plan not parsed, json", garbled.URL, "decompose", true},
+		{"401", refusing.URL, "single", false},
+		{"connection refused", closed.URL, "route", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := []string{"run", "--config", writeTestConfig(t, tt.url), "--strategy", tt.strategy}
+			if tt.json {
+				args = append(args, "--json")
+			}
+			out, err := execute(t, testEnv, append(args, "What is 6*7?")...)
+			if err == nil {
+				t.Fatalf("run returned no error for a failed run; output:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestRunReplicas: a model with a replica that refuses connections is
+// served by its other replica, and the trace names the one that answered.
+func TestRunReplicas(t *testing.T) {
+	live := newTestServer(t)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	doc := `models:
+  big:
+    base_url: ` + dead.URL + `/v1
+    replicas: [` + live.URL + `/v1]
+    model: big
+    max_retries: 2
+roles:
+  default: big
+`
+	path := filepath.Join(t.TempDir(), "delegate.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := execute(t, testEnv, "run", "--config", path, "--strategy", "single", "--json", "What is 6*7?")
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	var tr delegate.Trace
+	if err := json.Unmarshal([]byte(out), &tr); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tr.Calls()[0].Endpoint, live.URL+"/v1"; got != want {
+		t.Errorf("the call names endpoint %q, want the live replica %q", got, want)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -49,25 +47,6 @@ func TestServeExposure(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--write-timeout") {
 		t.Errorf("write timeout under the request timeout: err = %v\n%s", err, out)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the command's writes and the
-// test's reads at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestServeShippedModels runs `delegate serve` on examples/world.yaml as a

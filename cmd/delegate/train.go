@@ -21,10 +21,11 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/delegatelab/delegate/eval"
+	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
-	"github.com/delegatelab/delegate/trainrun"
+	"github.com/delegatelab/delegate/train"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -37,23 +38,24 @@ type trainFlags struct {
 	total       time.Duration
 	level       int
 	distractors int
+	api         string
 }
 
-func newTrainCmd(_ env, log *slog.Logger) *cobra.Command {
-	cfg := trainrun.DefaultConfig()
+func newTrainCmd(getenv env, log *slog.Logger) *cobra.Command {
+	cfg := train.DefaultConfig()
 	var f trainFlags
 	cmd := &cobra.Command{
 		Use:   "train [flags]",
 		Short: "Train the delegator with GRPO (or a leader with MLPO) and compare it before and after",
-		Long: `Train starts from the pretrained checkpoints (models/solver and
-models/delegator by default), evaluates the baselines on held-out problems,
+		Long: `Train starts from the pretrained checkpoints (by default the shipped
+solver and delegator, embedded in the binary), evaluates the baselines on held-out problems,
 trains the delegator with GRPO under route (the delegator has the delegate
 tool, the solver answers) for --steps steps or until only the time the final
 evaluation needs is left of --time (9m30s), whichever comes first, then
 evaluates the trained delegator and prints the before/after table.
 
 Everything goes to --out: metrics.jsonl (one line per step), the plots
-reward.png, accuracy.png, delegator_tokens.png and delegation_rate.png,
+reward, accuracy, delegator_tokens and delegation_rate (each .png and .svg),
 checkpoint/ (the trained policy under checkpoint/policy), eval.jsonl (every
 item of every arm) and table.md. Run it again with the same --out to resume
 an interrupted run: finished items are kept, training goes on from its last
@@ -69,7 +71,7 @@ plain level-2 problems), --train-problems 256 (the filter samples the peers
 on every one) and --eval-items 300.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.Mode == trainrun.ModeMLPO {
+			if cfg.Mode == train.ModeMLPO {
 				for _, d := range mlpoDefaults {
 					if !cmd.Flags().Changed(d.flag) {
 						if err := cmd.Flags().Set(d.flag, d.value); err != nil {
@@ -102,17 +104,20 @@ on every one) and --eval-items 300.`,
 			if f.total > 0 {
 				cfg.Deadline = time.Now().Add(f.total)
 			}
+			if f.api != "" {
+				return runTrainAPI(cmd.Context(), cmd.OutOrStdout(), cfg, f.api, getenv("DELEGATE_API_TOKEN"))
+			}
 			var progress io.Writer = cmd.ErrOrStderr()
 			if f.quiet {
 				progress = nil
 			}
-			return train(cmd.Context(), cmd.OutOrStdout(), progress, log, cfg)
+			return runTrain(cmd.Context(), cmd.OutOrStdout(), progress, log, cfg)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "route (GRPO on the delegator under route) or mlpo (a leader under lead)")
-	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory (frozen)")
-	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start)")
+	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory (frozen; default: the shipped solver, embedded)")
+	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start; default: the shipped delegator, embedded)")
 	fl.StringVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: peers' checkpoint directory (default: the delegator's)")
 	fl.StringVarP(&cfg.OutDir, "out", "o", cfg.OutDir, "output directory; an existing run there is resumed")
 	fl.DurationVar(&f.total, "time", 570*time.Second, "wall-time budget of this invocation, table included: training stops early enough to leave time for the final evaluation; 0: none")
@@ -137,6 +142,7 @@ on every one) and --eval-items 300.`,
 	fl.IntVar(&f.distractors, "distractors", 0, "most distractor sentences a problem gets, uniformly 0..N (default: the level's; mlpo default 4)")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the rollouts and the item order")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
+	fl.StringVar(&f.api, "api", "", "train on the batches of the trajectory API at this URL (delegate api, or Atropos's) instead of running rollouts: an Atropos trainer; token from $DELEGATE_API_TOKEN")
 	return cmd
 }
 
@@ -153,15 +159,15 @@ var mlpoDefaults = []struct{ flag, value string }{
 
 // train runs the job, drawing progress bars on progress (nil: none), then
 // writes the plots and prints the table on out.
-func train(ctx context.Context, out, progress io.Writer, log *slog.Logger, cfg trainrun.Config) error {
+func runTrain(ctx context.Context, out, progress io.Writer, log *slog.Logger, cfg train.Config) error {
 	trainCh := make(chan rl.Progress, 64)
-	evalCh := make(chan eval.Progress, 256)
+	evalCh := make(chan bench.Progress, 256)
 	phases := make(chan string, 8)
 	start := time.Now()
 	bars := newTrainBars(ctx, progress, cfg.RL.Steps, isTerminal(progress), 0)
 	var wg sync.WaitGroup
 	wg.Go(func() { bars.observe(trainCh, evalCh, phases) })
-	res, err := trainrun.Run(ctx, cfg, trainrun.Options{
+	res, err := train.Run(ctx, cfg, train.Options{
 		TrainProgress: trainCh,
 		EvalProgress:  evalCh,
 		Phase:         func(name string) { phases <- name },
@@ -188,7 +194,7 @@ func train(ctx context.Context, out, progress io.Writer, log *slog.Logger, cfg t
 		return err
 	}
 	fmt.Fprintf(out, "\nwritten: %s, %s, %s, %s",
-		filepath.Join(cfg.OutDir, rl.MetricsFile), filepath.Join(cfg.OutDir, trainrun.EvalFile), filepath.Join(cfg.OutDir, trainrun.TableFile), res.Checkpoint)
+		filepath.Join(cfg.OutDir, rl.MetricsFile), filepath.Join(cfg.OutDir, train.EvalFile), filepath.Join(cfg.OutDir, train.TableFile), res.Checkpoint)
 	for _, p := range plots {
 		fmt.Fprintf(out, ", %s", p)
 	}
@@ -245,8 +251,8 @@ func stepLine(m *rl.Metrics) string {
 }
 
 // observe consumes events until every channel is closed.
-func (b *trainBars) observe(train <-chan rl.Progress, ev <-chan eval.Progress, phases <-chan string) {
-	for train != nil || ev != nil || phases != nil {
+func (b *trainBars) observe(steps <-chan rl.Progress, ev <-chan bench.Progress, phases <-chan string) {
+	for steps != nil || ev != nil || phases != nil {
 		// A phase that began is drawn before the events that follow it.
 		select {
 		case name, ok := <-phases:
@@ -265,9 +271,9 @@ func (b *trainBars) observe(train <-chan rl.Progress, ev <-chan eval.Progress, p
 				continue
 			}
 			b.phase(name)
-		case pr, ok := <-train:
+		case pr, ok := <-steps:
 			if !ok {
-				train = nil
+				steps = nil
 				continue
 			}
 			b.trainEvent(pr)
@@ -339,7 +345,7 @@ func (b *trainBars) trainEvent(pr rl.Progress) {
 	}
 }
 
-func (b *trainBars) evalEvent(pr eval.Progress) {
+func (b *trainBars) evalEvent(pr bench.Progress) {
 	b.mu.Lock()
 	cur := b.cur
 	b.mu.Unlock()
@@ -371,15 +377,16 @@ func delegatorTokens(m *rl.Metrics) float64 {
 	return m.PolicyTokensMean
 }
 
-// trainPlots are the plots of a run's metrics: file name, y label, value.
+// trainPlots are the plots of a run's metrics: file name without its
+// extension (each is written as PNG and SVG), y label, value.
 var trainPlots = []struct {
 	file, label string
 	value       func(*rl.Metrics) float64
 }{
-	{"reward.png", "mean reward", func(m *rl.Metrics) float64 { return m.Reward }},
-	{"accuracy.png", "accuracy", func(m *rl.Metrics) float64 { return m.Accuracy }},
-	{"delegator_tokens.png", "delegator tokens per rollout", delegatorTokens},
-	{"delegation_rate.png", "delegation rate", func(m *rl.Metrics) float64 { return m.DelegationRate }},
+	{"reward", "mean reward", func(m *rl.Metrics) float64 { return m.Reward }},
+	{"accuracy", "accuracy", func(m *rl.Metrics) float64 { return m.Accuracy }},
+	{"delegator_tokens", "delegator tokens per rollout", delegatorTokens},
+	{"delegation_rate", "delegation rate", func(m *rl.Metrics) float64 { return m.DelegationRate }},
 }
 
 // smoothWindow is the number of steps the plots' moving mean spans.
@@ -453,12 +460,43 @@ func writeTrainPlots(dir string) ([]string, error) {
 			p.Add(avg)
 			p.Legend.Add(fmt.Sprintf("mean of the last %d steps", smoothWindow), avg)
 		}
-		p.Legend.Top = true
-		path := filepath.Join(dir, tp.file)
-		if err := p.Save(6*vg.Inch, 3.5*vg.Inch, path); err != nil {
-			return files, fmt.Errorf("train: plot %s: %w", tp.file, err)
+		base := filepath.Join(dir, tp.file)
+		paths := []string{base + ".png", base + ".svg"}
+		if err := bench.SavePlot(p, 6*vg.Inch, 3.8*vg.Inch, bench.LegendBelow, paths...); err != nil {
+			return files, fmt.Errorf("train: %w", err)
 		}
-		files = append(files, path)
+		files = append(files, paths...)
 	}
 	return files, nil
+}
+
+// runTrainAPI trains on a trajectory API's batches, printing a line per
+// step; the environments (process --push) make the rollouts.
+func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, token string) error {
+	client := &api.TrainerClient{Client: api.Client{URL: url, Token: token}, Poll: 200 * time.Millisecond}
+	progress := make(chan rl.Progress, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for p := range progress {
+			if m := p.Metrics; m != nil {
+				fmt.Fprintf(out, "step %d/%d: %d groups, %d sequences, mean score %.4f, %d tokens trained, loss %.4f, waited %.1fs for the batch",
+					m.Step, m.Steps, m.Groups, m.Rollouts, m.Reward, m.TrainedTokens, m.Loss, m.RolloutSeconds)
+				if m.OffPolicySequences > 0 {
+					fmt.Fprintf(out, "; %d off-policy sequences, staleness mean %.1f max %d (%d groups unknown), importance weights %.3f [%.3f, %.3f], %.1f%% truncated",
+						m.OffPolicySequences, m.StalenessMean, m.StalenessMax, m.UnknownVersion, m.ISWeightMean, m.ISWeightMin, m.ISWeightMax, 100*m.ISTruncFrac)
+				}
+				fmt.Fprintln(out)
+			}
+		}
+	}()
+	fmt.Fprintf(out, "train: pulling batches of %d sequences from %s; checkpoints in %s\n",
+		cfg.RL.ItemsPerStep*cfg.RL.GroupSize, url, rl.CheckpointDir(cfg.OutDir))
+	err := train.FromAPI(ctx, cfg, client, progress)
+	close(progress)
+	<-done
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w; run the same command again to resume", err)
+	}
+	return err
 }

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delegatelab/delegate/eval"
+	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/tokenizer"
-	"github.com/delegatelab/delegate/trainrun"
+	"github.com/delegatelab/delegate/train"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -81,7 +81,7 @@ func TestTrainEndToEnd(t *testing.T) {
 			} else if id.World.Distractors != want {
 				t.Errorf("run's world has %d distractors, want the level's %d", id.World.Distractors, want)
 			}
-			for _, want := range []string{"| arm |", trainrun.ArmSolver, trainrun.ArmAlways, trainrun.ArmPretrained, "RL-trained delegator (step " + steps + ")", steps + " RL steps"} {
+			for _, want := range []string{"| arm |", train.ArmSolver, train.ArmAlways, train.ArmPretrained, "RL-trained delegator (step " + steps + ")", steps + " RL steps"} {
 				if !strings.Contains(got, want) {
 					t.Errorf("output lacks %q:\n%s", want, got)
 				}
@@ -103,7 +103,7 @@ func TestTrainEndToEnd(t *testing.T) {
 					t.Errorf("step %d: estimator %q loss %v", m.Step, m.Estimator, m.Loss)
 				}
 			}
-			for _, name := range []string{"reward.png", "accuracy.png", "delegator_tokens.png", "delegation_rate.png", trainrun.TableFile, trainrun.EvalFile, "checkpoint/policy"} {
+			for _, name := range []string{"reward.png", "reward.svg", "accuracy.png", "accuracy.svg", "delegator_tokens.png", "delegator_tokens.svg", "delegation_rate.png", "delegation_rate.svg", train.TableFile, train.EvalFile, "checkpoint/policy"} {
 				if _, err := os.Stat(filepath.Join(out, name)); err != nil {
 					t.Errorf("missing %s: %v", name, err)
 				}
@@ -184,13 +184,13 @@ func TestTrainBarsDrawFigures(t *testing.T) {
 	var buf bytes.Buffer
 	b := newTrainBars(context.Background(), &buf, 2, true, 160)
 	trainCh := make(chan rl.Progress, 4)
-	evalCh := make(chan eval.Progress, 4)
+	evalCh := make(chan bench.Progress, 4)
 	phases := make(chan string, 4)
 	done := make(chan struct{})
 	go func() { b.observe(trainCh, evalCh, phases); close(done) }()
 	phases <- "evaluate baselines"
 	time.Sleep(50 * time.Millisecond)
-	evalCh <- eval.Progress{Done: 1, Total: 2}
+	evalCh <- bench.Progress{Done: 1, Total: 2}
 	time.Sleep(50 * time.Millisecond)
 	phases <- "train"
 	time.Sleep(50 * time.Millisecond)
@@ -249,26 +249,26 @@ func TestTrainMLPODefaults(t *testing.T) {
 				Reward    struct{ Lambda, Mu float64 }
 			}
 			b := readRunFile(t, out, &id)
-			if id.Mode != trainrun.ModeMLPO || id.Estimator != tt.est || id.Reward.Lambda != tt.lambda || id.Reward.Mu != 0 || id.World.Distractors != tt.distractors {
+			if id.Mode != train.ModeMLPO || id.Estimator != tt.est || id.Reward.Lambda != tt.lambda || id.Reward.Mu != 0 || id.World.Distractors != tt.distractors {
 				t.Errorf("run.json = %s\nwant mode mlpo, estimator %s, lambda %v, mu 0, %d distractors", b, tt.est, tt.lambda, tt.distractors)
 			}
-			if !strings.Contains(got, trainrun.ArmMajority) {
+			if !strings.Contains(got, train.ArmMajority) {
 				t.Errorf("the table lacks the peers' majority vote:\n%s", got)
 			}
 		})
 	}
 }
 
-// readRunFile decodes the run's trainrun.RunFile in out into v and returns
+// readRunFile decodes the run's train.RunFile in out into v and returns
 // its text.
 func readRunFile(t *testing.T, out string, v any) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(out, trainrun.RunFile))
+	b, err := os.ReadFile(filepath.Join(out, train.RunFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", trainrun.RunFile, err)
+		t.Fatalf("%s: %v", train.RunFile, err)
 	}
 	return b
 }

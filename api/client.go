@@ -1,0 +1,334 @@
+package api
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/delegatelab/delegate"
+)
+
+// Client is the HTTP plumbing shared by TrainerClient and EnvClient. Its
+// methods may run concurrently.
+type Client struct {
+	// URL is the API's base URL, e.g. http://127.0.0.1:8000.
+	URL string
+	// Token, when set, is sent as a bearer token.
+	Token string
+	// HTTP is the client to use; nil means one with a 5-minute timeout.
+	HTTP *http.Client
+	// Retries is how many times a failed call (connection error or 5xx)
+	// is tried again, with backoff from 100ms to 5s. Default 8.
+	Retries int
+}
+
+var defaultHTTP = &http.Client{Timeout: 5 * time.Minute}
+
+// do sends a request and decodes a 200 answer into out (raw bytes when
+// out is *[]byte). Bodies of 1 KiB or more go gzip-compressed, as
+// BaseEnv sends them. Retried calls are safe: pushes are deduplicated,
+// batches are re-fetched by step.
+func (c *Client) do(ctx context.Context, method, path string, in any, out any) error {
+	var payload []byte
+	gz := false
+	switch v := in.(type) {
+	case nil:
+	case []byte:
+		payload = v
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("%s %s: encode: %w", method, path, err)
+		}
+		payload = b
+	}
+	if len(payload) >= 1024 {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // a valid level never fails
+		_, _ = zw.Write(payload)                           // writes to a bytes.Buffer do not fail
+		_ = zw.Close()
+		if buf.Len() < len(payload) {
+			payload, gz = buf.Bytes(), true
+		}
+	}
+	retries := c.Retries
+	if retries == 0 {
+		retries = 8
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = defaultHTTP
+	}
+	wait := 100 * time.Millisecond
+	var last error
+	for attempt := 0; attempt <= retries; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return fmt.Errorf("%s %s: %w (last error: %v)", method, path, ctx.Err(), last)
+			}
+			wait = min(2*wait, 5*time.Second)
+		}
+		var body io.Reader
+		if payload != nil {
+			body = bytes.NewReader(payload)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.URL, "/")+path, body)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		if payload != nil {
+			req.Header.Set("Content-Type", "application/json")
+			if gz {
+				req.Header.Set("Content-Encoding", "gzip")
+			}
+		}
+		if c.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.Token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s %s: %w", method, path, ctx.Err())
+			}
+			last = &delegate.APIError{Type: delegate.ErrKindConnection, Message: err.Error(), Attempts: attempt + 1}
+			continue
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			last = &delegate.APIError{Status: resp.StatusCode, Type: delegate.ErrKindConnection, Message: err.Error(), Attempts: attempt + 1}
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			last = &delegate.APIError{Status: resp.StatusCode, Message: string(bytes.TrimSpace(data)), Attempts: attempt + 1}
+			if resp.StatusCode >= 500 {
+				continue
+			}
+			return fmt.Errorf("%s %s: %w", method, path, last)
+		}
+		if raw, ok := out.(*[]byte); ok {
+			*raw = data
+			return nil
+		}
+		if out != nil {
+			if err := json.Unmarshal(data, out); err != nil {
+				return fmt.Errorf("%s %s: %w", method, path, &delegate.APIError{Status: 200, Type: delegate.ErrKindDecode, Message: err.Error()})
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("%s %s: %w", method, path, last)
+}
+
+// TrainerClient is the trainer side, behaving like Atropos's example
+// trainer: register once, then poll GET /batch. Not safe for concurrent
+// use (it tracks the step).
+type TrainerClient struct {
+	Client
+	// Last is the step of the last batch received; Next asks for Last+1.
+	// Register sets it to the starting step; a trainer resuming from a
+	// checkpoint of step K sets it to K and gets K+1 again if it was
+	// already handed out.
+	Last int
+	// Poll is the wait between polls when no batch is ready. Default 1s.
+	Poll time.Duration
+}
+
+// Register sends POST /register.
+func (c *TrainerClient) Register(ctx context.Context, reg Registration) error {
+	var resp map[string]json.RawMessage
+	if err := c.do(ctx, http.MethodPost, "/register", reg, &resp); err != nil {
+		return err
+	}
+	if _, ok := resp["uuid"]; !ok {
+		return fmt.Errorf("register: no uuid in the answer")
+	}
+	c.Last = reg.StartingStep
+	return nil
+}
+
+// Status sends GET /status.
+func (c *TrainerClient) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := c.do(ctx, http.MethodGet, "/status", nil, &st)
+	return st, err
+}
+
+// NextRaw polls until the batch of step Last+1 is ready and returns the
+// step and the raw response body ({"batch":[...],"step":N}).
+func (c *TrainerClient) NextRaw(ctx context.Context) (int, []byte, error) {
+	poll := c.Poll
+	if poll == 0 {
+		poll = time.Second
+	}
+	for {
+		var raw []byte
+		if err := c.do(ctx, http.MethodGet, "/batch?step="+strconv.Itoa(c.Last+1), nil, &raw); err != nil {
+			return 0, nil, err
+		}
+		var head struct {
+			Batch   json.RawMessage `json:"batch"`
+			Step    int             `json:"step"`
+			Status  string          `json:"status"`
+			Message string          `json:"message"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			return 0, nil, fmt.Errorf("batch: %w", err)
+		}
+		if head.Status == "error" {
+			return 0, nil, fmt.Errorf("batch: %s", head.Message)
+		}
+		if !isNull(head.Batch) {
+			if head.Step != c.Last+1 {
+				return 0, nil, fmt.Errorf("batch: asked for step %d, got %d", c.Last+1, head.Step)
+			}
+			c.Last = head.Step
+			return head.Step, raw, nil
+		}
+		select {
+		case <-time.After(poll):
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
+		}
+	}
+}
+
+// Next is NextRaw decoded.
+func (c *TrainerClient) Next(ctx context.Context) (Batch, error) {
+	_, raw, err := c.NextRaw(ctx)
+	if err != nil {
+		return Batch{}, err
+	}
+	var b Batch
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return Batch{}, fmt.Errorf("decode batch: %w", err)
+	}
+	return b, nil
+}
+
+// EnvClient is the environment side, behaving like Atropos's BaseEnv:
+// register (waiting for the trainer to start), pace by GET /status-env,
+// push groups. Methods may run concurrently after Register.
+type EnvClient struct {
+	Client
+	// Env is the registration sent by Register.
+	Env RegisterEnv
+	// MaxBatchesOffpolicy is BaseEnv's max_batches_offpolicy: Wait holds
+	// while the queue holds this many batches. Default 3.
+	MaxBatchesOffpolicy int
+	// Poll is the wait between tries. Default 1s.
+	Poll time.Duration
+
+	// Set by Register.
+	ID        int
+	BatchSize int
+	Start     RegisterEnvResponse
+}
+
+func (c *EnvClient) poll() time.Duration {
+	if c.Poll == 0 {
+		return time.Second
+	}
+	return c.Poll
+}
+
+// Register sends POST /register-env until the trainer has started, then
+// reads the batch size from GET /info.
+func (c *EnvClient) Register(ctx context.Context) error {
+	for {
+		var resp RegisterEnvResponse
+		if err := c.do(ctx, http.MethodPost, "/register-env", c.Env, &resp); err != nil {
+			return err
+		}
+		if resp.Status == "success" {
+			c.ID, c.Start = resp.EnvID, resp
+			break
+		}
+		select {
+		case <-time.After(c.poll()):
+		case <-ctx.Done():
+			return fmt.Errorf("register env %q: %w (last status %q)", c.Env.DesiredName, ctx.Err(), resp.Status)
+		}
+	}
+	var info struct {
+		BatchSize int `json:"batch_size"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/info", nil, &info); err != nil {
+		return err
+	}
+	c.BatchSize = info.BatchSize
+	return nil
+}
+
+// Status sends GET /status-env with the env id as a JSON body.
+func (c *EnvClient) Status(ctx context.Context) (StatusEnv, error) {
+	var st StatusEnv
+	err := c.do(ctx, http.MethodGet, "/status-env", EnvIdentifier{EnvID: c.ID}, &st)
+	return st, err
+}
+
+// Wait returns once the queue has room by BaseEnv's rule: it pauses while
+// queue_size * group_size >= max_batches_offpolicy * batch_size.
+func (c *EnvClient) Wait(ctx context.Context) error {
+	off := c.MaxBatchesOffpolicy
+	if off == 0 {
+		off = 3
+	}
+	for {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if st.QueueSize*c.Env.GroupSize < off*c.BatchSize {
+			return nil
+		}
+		select {
+		case <-time.After(c.poll()):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Push sends one group (env_id set to this environment's) to POST
+// /scored_data; it returns once the server has stored it.
+func (c *EnvClient) Push(ctx context.Context, g ScoredData) (ScoredResponse, error) {
+	id := c.ID
+	g.EnvID = &id
+	var resp ScoredResponse
+	err := c.do(ctx, http.MethodPost, "/scored_data", g, &resp)
+	return resp, err
+}
+
+// PushRaw sends a group already encoded as JSON (its env_id as the
+// caller set it).
+func (c *EnvClient) PushRaw(ctx context.Context, body []byte) (ScoredResponse, error) {
+	var resp ScoredResponse
+	err := c.do(ctx, http.MethodPost, "/scored_data", body, &resp)
+	return resp, err
+}
+
+// Disconnect sends POST /disconnect-env.
+func (c *EnvClient) Disconnect(ctx context.Context) error {
+	var resp struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/disconnect-env", EnvIdentifier{EnvID: c.ID}, &resp); err != nil {
+		return err
+	}
+	if resp.Status != "success" {
+		return errors.New("disconnect env: " + resp.Error)
+	}
+	return nil
+}

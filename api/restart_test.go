@@ -1,0 +1,140 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/delegatelab/delegate/api"
+)
+
+// tagsOf returns the tag (first token) of each group of a batch answer.
+func tagsOf(t *testing.T, raw []byte) (int, []int) {
+	t.Helper()
+	var b api.Batch
+	if err := json.Unmarshal(raw, &b); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	var tags []int
+	for _, g := range b.Batch {
+		tags = append(tags, g.Tokens[0][0])
+	}
+	return b.Step, tags
+}
+
+func TestRestartKeepsEverything(t *testing.T) {
+	dir := t.TempDir()
+	h := start(t, dir, api.Config{})
+	startRun(t, h.url, 4, 2)
+	for tag := range 5 {
+		callJSON(t, "POST", h.url+"/scored_data", group(2, tag, `, "env_id": 0`))
+	}
+	wantFields(t, "odd group", callJSON(t, "POST", h.url+"/scored_data", group(1, 50, `, "env_id": 0`)), map[string]any{"status": "buffered", "buffer_size": 1})
+	_, raw := call(t, "GET", h.url+"/batch", nil)
+	if step, tags := tagsOf(t, raw); step != 1 || fmt.Sprint(tags) != "[0 1]" {
+		t.Fatalf("step %d tags %v, want step 1 [0 1]", step, tags)
+	}
+	h.stop()
+
+	h = start(t, dir, api.Config{})
+	u := h.url
+	// Two batches were assembled (Atropos counts both in current_step),
+	// one is left to send; group 4 waits in the queue.
+	wantFields(t, "status after restart", callJSON(t, "GET", u+"/status", nil), map[string]any{"current_step": 2, "queue_size": 1})
+	wantFields(t, "env still registered", callJSON(t, "GET", u+"/status-env", []byte(`{"env_id": 0}`)), map[string]any{"self_queue_size": 1})
+	_, raw = call(t, "GET", u+"/batch", nil)
+	if step, tags := tagsOf(t, raw); step != 2 || fmt.Sprint(tags) != "[2 3]" {
+		t.Errorf("step %d tags %v, want step 2 [2 3]", step, tags)
+	}
+	_, raw = call(t, "GET", u+"/batch?step=1", nil)
+	if step, tags := tagsOf(t, raw); step != 1 || fmt.Sprint(tags) != "[0 1]" {
+		t.Errorf("again: step %d tags %v, want step 1 [0 1]", step, tags)
+	}
+	wantFields(t, "second odd group releases both", callJSON(t, "POST", u+"/scored_data", group(1, 51, `, "env_id": 0`)),
+		map[string]any{"status": "buffered", "buffer_size": 0})
+	wantFields(t, "resent group is a duplicate", callJSON(t, "POST", u+"/scored_data", group(2, 0, `, "env_id": 0`)), map[string]any{"status": "received"})
+	wantFields(t, "info", callJSON(t, "GET", u+"/info", nil), map[string]any{"duplicates_dropped": 1})
+	_, raw = call(t, "GET", u+"/batch", nil)
+	if step, tags := tagsOf(t, raw); step != 3 || fmt.Sprint(tags) != "[4 50 51]" {
+		t.Errorf("step %d tags %v, want step 3 [4 50 51]", step, tags)
+	}
+}
+
+func TestClients(t *testing.T) {
+	h := start(t, t.TempDir(), api.Config{Token: "tok"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const envs, groupsPerEnv, groupSize, batchSize = 2, 12, 4, 8
+	tr := &api.TrainerClient{Client: api.Client{URL: h.url, Token: "tok"}, Poll: 10 * time.Millisecond}
+	if err := tr.Register(ctx, api.Registration{BatchSize: batchSize, MaxTokenLen: 64, NumSteps: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var pushed []int
+	g, gctx := errgroup.WithContext(ctx)
+	for e := range envs {
+		g.Go(func() error {
+			ec := &api.EnvClient{
+				Client: api.Client{URL: h.url, Token: "tok"}, Poll: 10 * time.Millisecond, MaxBatchesOffpolicy: 1,
+				Env: api.RegisterEnv{MaxTokenLength: 64, DesiredName: "env", Weight: 1, GroupSize: groupSize},
+			}
+			if err := ec.Register(gctx); err != nil {
+				return err
+			}
+			if ec.BatchSize != batchSize || ec.Start.WandbName != fmt.Sprintf("env_%d", ec.ID) {
+				return fmt.Errorf("env %d: batch size %d, start %+v", e, ec.BatchSize, ec.Start)
+			}
+			for i := range groupsPerEnv {
+				if err := ec.Wait(gctx); err != nil {
+					return err
+				}
+				tag := 100*e + i
+				sd := api.ScoredData{Scores: make([]float64, groupSize)}
+				for s := range groupSize {
+					sd.Tokens = append(sd.Tokens, []int{tag, s})
+					sd.Masks = append(sd.Masks, []int{-100, s})
+				}
+				resp, err := ec.Push(gctx, sd)
+				if err != nil {
+					return err
+				}
+				if resp.Status != "received" {
+					return fmt.Errorf("push: %+v", resp)
+				}
+				mu.Lock()
+				pushed = append(pushed, tag)
+				mu.Unlock()
+			}
+			return ec.Disconnect(gctx)
+		})
+	}
+	var got []int
+	for len(got) < envs*groupsPerEnv {
+		b, err := tr.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, sd := range b.Batch {
+			got = append(got, sd.Tokens[0][0])
+			n += len(sd.Tokens)
+		}
+		if n != batchSize || b.Step != tr.Last {
+			t.Fatalf("step %d: %d sequences, want %d", b.Step, n, batchSize)
+		}
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	sort.Ints(got)
+	sort.Ints(pushed)
+	if fmt.Sprint(got) != fmt.Sprint(pushed) {
+		t.Errorf("delivered %v\n   pushed %v", got, pushed)
+	}
+}

@@ -1,0 +1,463 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Config configures a Server. Zero fields take the defaults documented on
+// each; Validate checks the rest.
+type Config struct {
+	// Prefix names the JetStream stream (<Prefix>_GROUPS) and key-value
+	// bucket (<Prefix>_STATE); one prefix per training run. Default
+	// "DELEGATE_API".
+	Prefix string
+	// Replicas is the stream and bucket replica count (1, 3 or 5 in a
+	// cluster). Default 1.
+	Replicas int
+	// Dedup is JetStream's duplicate window for Nats-Msg-Id; the server
+	// also drops a group whose id it still stores. Default 10 minutes.
+	Dedup time.Duration
+	// KeepSteps is how many handed-out batches stay stored so that GET
+	// /batch?step=N can send them again. Default 16.
+	KeepSteps int
+	// MaxStaleness, when positive, drops at batch time every group whose
+	// group_overrides.policy_version is more than this many steps behind
+	// the trainer's current step. 0: keep all.
+	MaxStaleness int
+	// MaxBody bounds a request body as sent, in bytes (413 beyond).
+	// Default 64 MiB.
+	MaxBody int64
+	// MaxDecompressed bounds a gzip request body once decompressed.
+	// Default 4 x MaxBody.
+	MaxDecompressed int64
+	// MaxConcurrent bounds the requests served at once; more wait.
+	// Default 16.
+	MaxConcurrent int
+	// Token, when set, is required as "Authorization: Bearer <Token>" on
+	// every request.
+	Token string
+	// ReadTimeout, WriteTimeout and IdleTimeout bound each connection of
+	// the http.Server from HTTPServer. Defaults 2, 5 and 2 minutes.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.Prefix == "" {
+		c.Prefix = "DELEGATE_API"
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Dedup == 0 {
+		c.Dedup = 10 * time.Minute
+	}
+	if c.KeepSteps == 0 {
+		c.KeepSteps = 16
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = 64 << 20
+	}
+	if c.MaxDecompressed == 0 {
+		c.MaxDecompressed = 4 * c.MaxBody
+	}
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = 16
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = 2 * time.Minute
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 5 * time.Minute
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 2 * time.Minute
+	}
+}
+
+// Validate reports the first invalid field of a defaulted config.
+func (c Config) Validate() error {
+	c.defaults()
+	switch {
+	case !validPrefix(c.Prefix):
+		return fmt.Errorf("api config: prefix %q: letters, digits and _ only", c.Prefix)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("api config: replicas %d: want 1 to 5", c.Replicas)
+	case c.Dedup < 0:
+		return fmt.Errorf("api config: dedup window %v is negative", c.Dedup)
+	case c.KeepSteps < 1:
+		return fmt.Errorf("api config: keep steps %d: want at least 1", c.KeepSteps)
+	case c.MaxStaleness < 0:
+		return fmt.Errorf("api config: max staleness %d is negative", c.MaxStaleness)
+	case c.MaxBody < 1024:
+		return fmt.Errorf("api config: max body %d bytes: want at least 1024", c.MaxBody)
+	case c.MaxDecompressed < c.MaxBody:
+		return fmt.Errorf("api config: max decompressed %d bytes is below max body %d", c.MaxDecompressed, c.MaxBody)
+	case c.MaxConcurrent < 1:
+		return fmt.Errorf("api config: max concurrent %d: want at least 1", c.MaxConcurrent)
+	case c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0:
+		return errors.New("api config: timeouts must not be negative")
+	}
+	return nil
+}
+
+func validPrefix(p string) bool {
+	if p == "" {
+		return false
+	}
+	for _, r := range p {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+const stateVersion = 1
+
+// persisted is the server state kept under the key "state".
+type persisted struct {
+	Version      int          `json:"version"`
+	Registered   bool         `json:"registered"`
+	Registration Registration `json:"registration"`
+	Started      bool         `json:"started"`
+	// Step is Atropos's current_step: starting_step plus the batches
+	// assembled. Sent is the last step handed out (Sent <= Step).
+	Step         int   `json:"step"`
+	Sent         int   `json:"sent"`
+	Duplicates   int64 `json:"duplicates"`
+	StaleDropped int64 `json:"stale_dropped"`
+}
+
+// batchRecord is a batch as recorded under "batch.<step>".
+type batchRecord struct {
+	Version int          `json:"version"`
+	Step    int          `json:"step"`
+	Groups  []batchGroup `json:"groups"`
+}
+
+type batchGroup struct {
+	Seq      uint64 `json:"seq"`
+	ID       string `json:"id"`
+	Released bool   `json:"released,omitempty"` // came from a buffer
+}
+
+// Server is the trajectory API. Its handler may serve requests
+// concurrently; Close releases what New opened.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	st    store
+	sem   chan struct{}
+	token []byte
+
+	handout sync.Mutex // serialises GET /batch
+
+	mu      sync.Mutex
+	state   persisted
+	envs    []envRecord
+	queue   []queued
+	buffer  map[int][]queued
+	ids     map[string]uint64 // ids of stored groups; 0 while being stored
+	pending []batchRecord     // assembled, not yet sent: steps Sent+1..Step
+	latest  uint64
+}
+
+// New opens the durable server on the JetStream of nc, rebuilding its
+// state from what the stream and bucket hold.
+func New(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.defaults()
+	st, err := openJetStream(ctx, nc, cfg.Prefix, cfg.Replicas, cfg.Dedup)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	return newServer(ctx, st, cfg, log)
+}
+
+// NewInMemory is the server with Atropos's in-memory queue: nothing
+// survives the process. It exists to measure the durable one against.
+func NewInMemory(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.defaults()
+	return newServer(ctx, newMemStore(), cfg, log)
+}
+
+func newServer(ctx context.Context, st store, cfg Config, log *slog.Logger) (*Server, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: log, st: st, sem: make(chan struct{}, cfg.MaxConcurrent)}
+	if cfg.Token != "" {
+		s.token = []byte(cfg.Token)
+	}
+	if err := s.recover(ctx); err != nil {
+		return nil, fmt.Errorf("api: recover state: %w", err)
+	}
+	return s, nil
+}
+
+// recover rebuilds the queue, buffers and pending batches from the store.
+func (s *Server) recover(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state = persisted{Version: stateVersion}
+	s.envs, s.queue, s.pending, s.latest = nil, nil, nil, 0
+	s.buffer, s.ids = map[int][]queued{}, map[string]uint64{}
+	if b, err := s.st.get(ctx, "state"); err != nil {
+		return err
+	} else if b != nil {
+		if err := json.Unmarshal(b, &s.state); err != nil {
+			return fmt.Errorf("decode state: %w", err)
+		}
+		if s.state.Version != stateVersion {
+			return fmt.Errorf("state has format version %d, this server reads %d: reset it (GET /reset_data) or use the matching delegate", s.state.Version, stateVersion)
+		}
+	}
+	if b, err := s.st.get(ctx, "envs"); err != nil {
+		return err
+	} else if b != nil {
+		if err := json.Unmarshal(b, &s.envs); err != nil {
+			return fmt.Errorf("decode envs: %w", err)
+		}
+	}
+	keys, err := s.st.keys(ctx)
+	if err != nil {
+		return err
+	}
+	consumed := map[uint64]bool{}
+	released := map[uint64]bool{}
+	var steps []int
+	for _, k := range keys {
+		switch {
+		case strings.HasPrefix(k, "batch."):
+			rec, err := s.loadBatch(ctx, k)
+			if err != nil {
+				return err
+			}
+			for _, g := range rec.Groups {
+				consumed[g.Seq] = true
+			}
+			steps = append(steps, rec.Step)
+			s.state.Step = max(s.state.Step, rec.Step)
+			if rec.Step > s.state.Sent {
+				s.pending = append(s.pending, rec)
+			}
+		case strings.HasPrefix(k, "released."):
+			seq, err := strconv.ParseUint(strings.TrimPrefix(k, "released."), 10, 64)
+			if err != nil {
+				return fmt.Errorf("key %s: %w", k, err)
+			}
+			released[seq] = true
+		}
+	}
+	slices.SortFunc(s.pending, func(a, b batchRecord) int { return a.Step - b.Step })
+	err = s.st.scan(ctx, func(q queued, buffered bool) {
+		s.ids[q.id] = q.seq
+		switch {
+		case consumed[q.seq]:
+		case buffered && !released[q.seq] && q.env >= 0:
+			s.buffer[q.env] = append(s.buffer[q.env], q)
+		default:
+			q.released = buffered
+			s.queue = append(s.queue, q)
+			s.latest = q.seq
+		}
+	})
+	if err != nil {
+		return err
+	}
+	// A crash may have come between storing a group and recording the
+	// groups its arrival released: release them now.
+	for env := range s.buffer {
+		if env < len(s.envs) {
+			for s.release(ctx, env) {
+			}
+		}
+	}
+	// Prune what a crash left unpruned.
+	for _, step := range steps {
+		if step <= s.state.Sent-s.cfg.KeepSteps {
+			if err := s.prune(ctx, step); err != nil {
+				return err
+			}
+		}
+	}
+	s.log.Info("api state recovered", "step", s.state.Step, "sent", s.state.Sent, "queued", len(s.queue), "pending_batches", len(s.pending))
+	return nil
+}
+
+func (s *Server) loadBatch(ctx context.Context, key string) (batchRecord, error) {
+	var rec batchRecord
+	b, err := s.st.get(ctx, key)
+	if err != nil {
+		return rec, err
+	}
+	if b == nil {
+		return rec, errGone
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return rec, fmt.Errorf("decode %s: %w", key, err)
+	}
+	if rec.Version != stateVersion {
+		return rec, fmt.Errorf("%s has format version %d, this server reads %d", key, rec.Version, stateVersion)
+	}
+	return rec, nil
+}
+
+func batchKey(step int) string { return "batch." + strconv.Itoa(step) }
+
+// saveState persists s.state; the caller holds s.mu.
+func (s *Server) saveState(ctx context.Context) error {
+	b, err := json.Marshal(s.state)
+	if err != nil {
+		return err
+	}
+	return s.st.put(ctx, "state", b)
+}
+
+// saveEnvs persists s.envs; the caller holds s.mu.
+func (s *Server) saveEnvs(ctx context.Context) error {
+	b, err := json.Marshal(s.envs)
+	if err != nil {
+		return err
+	}
+	return s.st.put(ctx, "envs", b)
+}
+
+// release moves from env's buffer to the queue groups whose sizes sum to
+// the env's group size, recording the release; it reports whether it
+// released any. The caller holds s.mu.
+func (s *Server) release(ctx context.Context, env int) bool {
+	buf := s.buffer[env]
+	sizes := make([]int, len(buf))
+	for i, q := range buf {
+		sizes[i] = q.size
+	}
+	idx := sumToTarget(sizes, s.envs[env].GroupSize)
+	if idx == nil {
+		return false
+	}
+	take := map[int]bool{}
+	for _, i := range idx {
+		take[i] = true
+		if err := s.st.put(ctx, "released."+strconv.FormatUint(buf[i].seq, 10), []byte("1")); err != nil {
+			// The group stays buffered in the store's view; a restart
+			// releases it again.
+			s.log.Warn("record release", "seq", buf[i].seq, "err", err)
+		}
+	}
+	var keep []queued
+	for i, q := range buf {
+		if take[i] {
+			q.released = true
+			s.queue = append(s.queue, q)
+			s.latest = q.seq
+		} else {
+			keep = append(keep, q)
+		}
+	}
+	s.buffer[env] = keep
+	return true
+}
+
+// prune removes a handed-out batch kept for re-fetching.
+func (s *Server) prune(ctx context.Context, step int) error {
+	rec, err := s.loadBatch(ctx, batchKey(step))
+	if errors.Is(err, errGone) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, g := range rec.Groups {
+		if err := s.st.remove(ctx, g.Seq); err != nil {
+			return err
+		}
+		if s.ids[g.ID] == g.Seq {
+			delete(s.ids, g.ID)
+		}
+		if g.Released {
+			if err := s.st.del(ctx, "released."+strconv.FormatUint(g.Seq, 10)); err != nil {
+				return err
+			}
+		}
+	}
+	return s.st.del(ctx, batchKey(step))
+}
+
+// Stats are the server's counters.
+type Stats struct {
+	Step, Sent, Queued, Buffered int
+	Duplicates, StaleDropped     int64
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Step: s.state.Step, Sent: s.state.Sent, Queued: len(s.queue), Duplicates: s.state.Duplicates, StaleDropped: s.state.StaleDropped}
+	for _, b := range s.buffer {
+		for _, q := range b {
+			st.Buffered += q.size
+		}
+	}
+	return st
+}
+
+// HTTPServer returns an http.Server for h with the config's timeouts.
+func (s *Server) HTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// IsLoopback reports whether addr (host:port) binds only loopback.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q: %w", p, err)
+	}
+	if port == 0 {
+		port = -1 // nats-server: any free port
+	}
+	return host, port, nil
+}

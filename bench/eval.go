@@ -1,0 +1,399 @@
+// Package bench runs delegation strategies side by side on a dataset and
+// measures them: the library behind `delegate bench`.
+//
+// Run gives every arm (a named delegate.Strategy) every task under the same
+// settings: the same tasks in the same order, each arm built by the caller
+// from one strategy config, so the same seeds. Items (arm × task) run
+// concurrently up to Config.Concurrency; a failing item is recorded, never
+// fatal. Each finished item is appended at once to a JSONL results file
+// (Record, versioned); a rerun with the same file skips the items it holds,
+// so an interrupted benchmark resumes where it stopped, and a last line cut
+// short by a kill is removed and reported. Answers are checked by a
+// Verifier (package score's, through Score) or, where grading makes calls of
+// its own (an LLM judge on open-ended requests), by a Grader through
+// RunGraded; a grader's calls and scores are saved apart from the arm's.
+//
+// Summarize turns records into a Report, offline: accuracy with a Wilson
+// 95% interval, a paired McNemar test against the baseline arm, tokens in
+// and out per role, dollars, latency p50 and p95 and calls per item, and,
+// when a weak-alone and a strong-alone arm are marked, the performance gap
+// recovered (PGR) of every other arm and the oracle router (strong only
+// where weak is wrong) as an extra row. The report prints as Markdown and
+// CSV and plots accuracy against cost and latency per arm (PNG or SVG).
+// A value that does not exist (a ratio over zero) prints as "n/a".
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/delegatelab/delegate"
+)
+
+// Verifier checks a strategy's final answer against a task's reference. It
+// returns whether the answer is correct and what it read from it. An error
+// means the answer could not be checked at all (a task without a usable
+// reference); the item is then recorded as failed and wrong. It is called
+// from many goroutines at once.
+type Verifier func(task delegate.Task, response string) (correct bool, extracted string, err error)
+
+// Role marks an arm for the routing metrics.
+type Role string
+
+// Arm roles. PGR and the oracle router need exactly one RoleWeak and one
+// RoleStrong arm: the weak and the strong model each alone.
+const (
+	RoleNone   Role = ""
+	RoleWeak   Role = "weak"
+	RoleStrong Role = "strong"
+)
+
+// Arm is one contestant: a strategy under a name unique in the run.
+type Arm struct {
+	Name     string
+	Strategy delegate.Strategy // may be nil for Summarize
+	Role     Role
+}
+
+// Config holds the knobs of a run. The zero value of each optional field is
+// its documented default.
+type Config struct {
+	// Results is the path of the JSONL results file; required. Records are
+	// appended to it and a rerun skips the items it holds.
+	Results string
+	// Concurrency bounds the items run at once. Default 4.
+	Concurrency int
+	// Baseline names the arm the others are tested against. Default: the
+	// first arm.
+	Baseline string
+	// ItemTimeout bounds one item's run; an item that runs out is recorded
+	// as failed. Default 0: no limit besides the run's context.
+	ItemTimeout time.Duration
+	// Trace saves each item's whole trace in its record.
+	Trace bool
+}
+
+// DefaultConcurrency is the Concurrency used when Config leaves it 0.
+const DefaultConcurrency = 4
+
+const maxConcurrency = 1024
+
+// Validate checks the config's own fields; Run checks Baseline against
+// the arms.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Results == "" {
+		errs = append(errs, errors.New("results: a results file path is required"))
+	}
+	if c.Concurrency < 0 || c.Concurrency > maxConcurrency {
+		errs = append(errs, fmt.Errorf("concurrency: %d is outside [0, %d]", c.Concurrency, maxConcurrency))
+	}
+	if c.ItemTimeout < 0 {
+		errs = append(errs, fmt.Errorf("item_timeout: %v is negative", c.ItemTimeout))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("eval config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// checkArms checks that the arms have unique, non-empty names, known
+// roles, at most one weak and one strong arm, and that the baseline, when
+// named, is one of them.
+func checkArms(arms []Arm, baseline string) error {
+	if len(arms) == 0 {
+		return errors.New("arms: none given")
+	}
+	seen := map[string]bool{}
+	roles := map[Role]string{}
+	for i, a := range arms {
+		switch {
+		case strings.TrimSpace(a.Name) == "":
+			return fmt.Errorf("arms[%d]: empty name", i)
+		case seen[a.Name]:
+			return fmt.Errorf("arms[%d]: name %q used twice", i, a.Name)
+		case a.Name == OracleArm:
+			return fmt.Errorf("arms[%d]: name %q is reserved for the oracle router", i, a.Name)
+		}
+		seen[a.Name] = true
+		switch a.Role {
+		case RoleNone:
+		case RoleWeak, RoleStrong:
+			if prev, ok := roles[a.Role]; ok {
+				return fmt.Errorf("arms[%d] %q: role %s already given to %q", i, a.Name, a.Role, prev)
+			}
+			roles[a.Role] = a.Name
+		default:
+			return fmt.Errorf("arms[%d] %q: unknown role %q (known: weak, strong)", i, a.Name, a.Role)
+		}
+	}
+	if baseline != "" && !seen[baseline] {
+		return fmt.Errorf("baseline: no arm named %q", baseline)
+	}
+	return nil
+}
+
+// Progress reports one finished item to an observer.
+type Progress struct {
+	Arm, TaskID string
+	// Done counts the items finished so far, those taken from the results
+	// file included, out of Total (arms × tasks).
+	Done, Total int
+	// Resumed says the item was already in the results file.
+	Resumed bool
+	Correct bool
+	// Failed says the item ended without a proper answer (Record.Failed):
+	// a strategy failure or an error.
+	Failed bool
+}
+
+// Run runs every arm on every task and returns the report over all tasks
+// and arms. Items already in cfg.Results are skipped; each new one is
+// appended to it as soon as it finishes. Tasks must have unique IDs.
+//
+// A failing item (a model error, a format failure, a panic, a timeout, a
+// verifier error) is recorded and counted wrong; the run goes on. When ctx
+// ends, items in flight are abandoned unrecorded (a rerun does them),
+// finished ones are kept, and Run returns ctx's error. A results file that
+// cannot be written stops the run with that error.
+//
+// progress, when not nil, receives one value per item by non-blocking
+// sends; values a slow observer does not take are counted in
+// Report.DroppedProgress. The caller owns the channel and closes it after
+// Run returns.
+func Run(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, verify Verifier, progress chan<- Progress) (*Report, error) {
+	if verify == nil {
+		return nil, errors.New("eval: no verifier")
+	}
+	return RunGraded(ctx, cfg, tasks, arms, verify.Grader(), progress)
+}
+
+// RunGraded is Run with a Grader, for answers whose grading makes calls of
+// its own (an LLM judge on open-ended requests). When ctx ends during
+// grading the item is abandoned like one still running.
+func RunGraded(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, grade Grader, progress chan<- Progress) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkArms(arms, cfg.Baseline); err != nil {
+		return nil, fmt.Errorf("eval: %w", err)
+	}
+	for i, a := range arms {
+		if a.Strategy == nil {
+			return nil, fmt.Errorf("eval arm %q: arms[%d] has no strategy", a.Name, i)
+		}
+	}
+	if grade == nil {
+		return nil, errors.New("eval: no grader")
+	}
+	if err := checkTasks(tasks); err != nil {
+		return nil, err
+	}
+	conc := cfg.Concurrency
+	if conc == 0 {
+		conc = DefaultConcurrency
+	}
+
+	prev, repair, err := ReadResults(cfg.Results)
+	if err != nil {
+		return nil, err
+	}
+	done, err := priorResults(cfg.Results, prev, tasks)
+	if err != nil {
+		return nil, err
+	}
+	w, err := openResults(cfg.Results)
+	if err != nil {
+		return nil, err
+	}
+
+	var (
+		mu      sync.Mutex
+		records = append([]Record(nil), prev...)
+		count   int
+		total   = len(tasks) * len(arms)
+		dropped int64
+	)
+	report := func(r *Record, resumed bool) {
+		mu.Lock()
+		defer mu.Unlock() // held over the send, so that Done arrives in order
+		count++
+		if !resumed {
+			records = append(records, *r)
+		}
+		if progress == nil {
+			return
+		}
+		select {
+		case progress <- Progress{Arm: r.Arm, TaskID: r.TaskID, Done: count, Total: total, Resumed: resumed, Correct: r.Correct, Failed: r.Failed()}:
+		default:
+			dropped++
+		}
+	}
+
+	// Task-major order: every arm gets task i before any gets task i+1, so
+	// an interrupted run leaves paired results behind.
+	eg, gctx := errgroup.WithContext(ctx)
+	eg.SetLimit(conc)
+	skipped := 0
+schedule:
+	for _, t := range tasks {
+		for _, a := range arms {
+			if r, ok := done[itemKey{a.Name, t.ID}]; ok {
+				skipped++
+				report(r, true)
+				continue
+			}
+			if gctx.Err() != nil {
+				break schedule
+			}
+			eg.Go(func() error {
+				rec, ok := runItem(gctx, cfg, a, t, grade)
+				if !ok {
+					return nil // abandoned: ctx ended; a rerun does it
+				}
+				if err := w.write(rec); err != nil {
+					return err
+				}
+				report(rec, false)
+				return nil
+			})
+		}
+	}
+	werr := eg.Wait()
+	cerr := w.close()
+	if werr != nil {
+		return nil, fmt.Errorf("eval: %w", werr)
+	}
+	if cerr != nil {
+		return nil, fmt.Errorf("eval: %w", cerr)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("eval: %w", err)
+	}
+	rep, err := Summarize(cfg.Baseline, tasks, arms, records)
+	if err != nil {
+		return nil, err
+	}
+	rep.Resumed = skipped
+	rep.Repair = repair
+	rep.DroppedProgress = dropped
+	return rep, nil
+}
+
+// checkTasks rejects an empty task list and duplicate or empty IDs.
+func checkTasks(tasks []delegate.Task) error {
+	if len(tasks) == 0 {
+		return errors.New("eval: no tasks")
+	}
+	seen := make(map[string]int, len(tasks))
+	for i, t := range tasks {
+		if t.ID == "" {
+			return fmt.Errorf("eval task %d: empty id", i)
+		}
+		if j, ok := seen[t.ID]; ok {
+			return fmt.Errorf("eval task %d: id %q already used by task %d", i, t.ID, j)
+		}
+		seen[t.ID] = i
+	}
+	return nil
+}
+
+type itemKey struct{ arm, task string }
+
+// priorResults indexes the records of a results file by item. A record
+// whose task has another prompt now, or a second record of one item, is an
+// error: the file belongs to another benchmark.
+func priorResults(path string, recs []Record, tasks []delegate.Task) (map[itemKey]*Record, error) {
+	hashes := make(map[string]string, len(tasks))
+	for _, t := range tasks {
+		hashes[t.ID] = promptHash(t.Prompt)
+	}
+	done := make(map[itemKey]*Record, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		k := itemKey{r.Arm, r.TaskID}
+		if _, dup := done[k]; dup {
+			return nil, fmt.Errorf("eval results %s: arm %q task %q recorded twice", path, r.Arm, r.TaskID)
+		}
+		if h, ok := hashes[r.TaskID]; ok && h != r.PromptHash {
+			return nil, fmt.Errorf("eval results %s: task %q has another prompt than when it was recorded: use a new results file", path, r.TaskID)
+		}
+		done[k] = r
+	}
+	return done, nil
+}
+
+// runItem runs arm a on task t and grades the answer. ok is false when
+// the run's context ended, so the item must not be recorded.
+func runItem(ctx context.Context, cfg Config, a Arm, t delegate.Task, grade Grader) (rec *Record, ok bool) {
+	rec = &Record{
+		Version:    RecordVersion,
+		Arm:        a.Name,
+		Strategy:   a.Strategy.Name(),
+		TaskID:     t.ID,
+		PromptHash: promptHash(t.Prompt),
+		Reference:  t.Answer,
+		Roles:      map[string]delegate.Totals{},
+		Time:       time.Now().UTC(),
+	}
+	ictx := ctx
+	if cfg.ItemTimeout > 0 {
+		var cancel context.CancelFunc
+		ictx, cancel = context.WithTimeout(ctx, cfg.ItemTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	tr, err := protectRun(ictx, a.Strategy, t.Prompt)
+	rec.Latency = time.Since(start)
+	if ctx.Err() != nil {
+		return nil, false
+	}
+	if err != nil {
+		rec.Error = fmt.Sprintf("run: %v", err)
+	}
+	if tr != nil {
+		rec.Answer = tr.Answer
+		rec.Failure = tr.Failure
+		if tr.Roles != nil {
+			rec.Roles = tr.Roles
+		}
+		rec.Total = tr.Total
+		if cfg.Trace {
+			rec.Trace = tr
+		}
+	}
+	if err == nil {
+		g, gerr := protectGrade(ictx, grade, t, rec.Answer)
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		if len(g.Grading) > 0 {
+			rec.Grading = g.Grading
+		}
+		if gerr != nil {
+			rec.Error = fmt.Sprintf("verify: %v", gerr)
+		} else {
+			rec.Correct, rec.Extracted, rec.Score = g.Correct, g.Extracted, g.Score
+		}
+	}
+	return rec, true
+}
+
+// protectRun runs the strategy, turning a panic into an error carrying the
+// stack.
+func protectRun(ctx context.Context, s delegate.Strategy, prompt string) (tr *delegate.Trace, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			tr, err = nil, fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return s.Run(ctx, prompt, nil)
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/delegatelab/delegate/api"
+)
+
+type apiFlags struct {
+	addr         string
+	data         string
+	natsURL      string
+	replicas     int
+	token        string
+	maxBody      int64
+	maxStaleness int
+	keepSteps    int
+	prefix       string
+	syncAlways   bool
+	insecure     bool
+}
+
+func newAPICmd(getenv env, log *slog.Logger) *cobra.Command {
+	var f apiFlags
+	cmd := &cobra.Command{
+		Use:   "api [flags]",
+		Short: "Serve Atropos's trajectory API, durable on NATS JetStream",
+		Long: `Api serves Atropos's trajectory API (POST /register, GET /batch, POST
+/register-env, POST /scored_data, GET /status-env, ...) so that Atropos
+trainers and environments run against it unchanged. Accepted groups and
+handed-out batches are kept in NATS JetStream: by default a NATS server
+embedded in this process storing under --data; with --nats, an existing
+NATS cluster (--replicas copies of everything). A restart loses nothing
+and hands nothing out twice; GET /batch?step=N sends batch N again.
+
+It listens on loopback unless --addr says otherwise; off loopback it needs
+a token (--token or $DELEGATE_API_TOKEN), or --insecure. It stops on
+interrupt. See docs/api.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return serveAPI(cmd.Context(), cmd.OutOrStdout(), getenv, log, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.addr, "addr", "127.0.0.1:8000", "listen address (Atropos's port)")
+	fl.StringVar(&f.data, "data", "delegate-api", "JetStream store directory of the embedded NATS server")
+	fl.StringVar(&f.natsURL, "nats", "", "NATS URL(s), comma-separated: use this cluster instead of an embedded server")
+	fl.IntVar(&f.replicas, "replicas", 1, "replicas of the stream and state bucket (with --nats: 1, 3 or 5)")
+	fl.StringVar(&f.token, "token", "", "bearer token both sides must send (default $DELEGATE_API_TOKEN)")
+	fl.Int64Var(&f.maxBody, "max-body", 64<<20, "largest request body in bytes (gzip bodies may decompress to 4x)")
+	fl.IntVar(&f.maxStaleness, "max-staleness", 0, "drop groups whose group_overrides.policy_version is more steps behind the trainer (0: keep all)")
+	fl.IntVar(&f.keepSteps, "keep-steps", 16, "handed-out batches kept for GET /batch?step=N")
+	fl.StringVar(&f.prefix, "prefix", "DELEGATE_API", "name prefix of the JetStream stream and bucket (one per run)")
+	fl.BoolVar(&f.syncAlways, "sync-always", false, "embedded server: fsync every write (survive power loss, not only a crash)")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without a token")
+	return cmd
+}
+
+func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f apiFlags) error {
+	token := f.token
+	if token == "" {
+		token = getenv("DELEGATE_API_TOKEN")
+	}
+	if !api.IsLoopback(f.addr) && token == "" && !f.insecure {
+		return fmt.Errorf("api: --addr %s is not loopback: set --token (or $DELEGATE_API_TOKEN), or pass --insecure", f.addr)
+	}
+	cfg := api.Config{
+		Prefix: f.prefix, Replicas: f.replicas, KeepSteps: f.keepSteps, MaxStaleness: f.maxStaleness,
+		MaxBody: f.maxBody, Token: token,
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	var nc *nats.Conn
+	var err error
+	where := ""
+	if f.natsURL != "" {
+		nc, err = nats.Connect(f.natsURL, nats.Name("delegate api"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+		if err != nil {
+			return fmt.Errorf("api: connect to nats: %w", err)
+		}
+		where = "NATS " + nc.ConnectedUrlRedacted()
+	} else {
+		if f.replicas != 1 {
+			return fmt.Errorf("api: --replicas %d needs a cluster (--nats)", f.replicas)
+		}
+		emb, err := api.StartEmbedded(api.EmbeddedConfig{Dir: f.data, SyncAlways: f.syncAlways})
+		if err != nil {
+			return fmt.Errorf("api: %w", err)
+		}
+		defer emb.Shutdown()
+		if nc, err = emb.Connect(); err != nil {
+			return fmt.Errorf("api: %w", err)
+		}
+		where = "embedded JetStream in " + f.data
+	}
+	defer nc.Close()
+	srv, err := api.New(ctx, nc, cfg, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	hs := srv.HTTPServer(srv.Handler())
+	st := srv.Stats()
+	fmt.Fprintf(out, "serving the trajectory API on http://%s (%s; step %d, %d groups queued)\n", ln.Addr(), where, st.Step, st.Queued)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("api: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return hs.Shutdown(shutdown)
+}

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/rollout"
+	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/world"
+)
+
+// startAPI runs `delegate api` (embedded NATS, a temporary store) until the
+// test ends and returns its URL.
+func startAPI(t *testing.T) string {
+	t.Helper()
+	var out syncBuffer
+	cmd := newRootCmd(func(string) string { return "" }, slog.New(slog.DiscardHandler))
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"api", "--addr", "127.0.0.1:0", "--data", t.TempDir()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("api: %v", err)
+		}
+	})
+	re := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
+	for deadline := time.Now().Add(30 * time.Second); re.FindString(out.String()) == ""; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the api printed no address: %q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return re.FindString(out.String())
+}
+
+// saveSmallModel writes a random small model (context 512) of the tokenizer's
+// vocabulary at dir.
+func saveSmallModel(t *testing.T, dir string) {
+	t.Helper()
+	p, err := nn.Alloc(nn.Config{Vocab: tokenizer.VocabSize, Dim: 32, Layers: 1, Heads: 2, KVHeads: 2, Hidden: 48, Context: 512}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Init(1)
+	if err := nn.Save(dir, p, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readGroupIDs returns the ids of the groups in a groups.jsonl.
+func readGroupIDs(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if line == "" {
+			continue
+		}
+		var g rollout.GroupRecord
+		if err := json.Unmarshal([]byte(line), &g); err != nil {
+			t.Fatal(err)
+		}
+		ids[g.ID] = true
+	}
+	return ids
+}
+
+// TestProcessPushesToTheTrajectoryAPI runs process --push with a local
+// model against delegate's own API while a trainer client pulls: every
+// written group arrives once, in Atropos's schema, with its identity and
+// policy version; a second run of the same command pushes nothing again.
+func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
+	url := startAPI(t)
+	dir := t.TempDir()
+	saveSmallModel(t, filepath.Join(dir, "tiny"))
+	doc := "models:\n  tiny:\n    kind: local\n    checkpoint: " + filepath.Join(dir, "tiny") +
+		"\n    price: {input: 1, output: 1}\nroles:\n  default: tiny\nstrategy:\n  single: {temperature: 1, max_tokens: 6}\n"
+	cfg := filepath.Join(dir, "delegate.yaml")
+	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	trainer := &api.TrainerClient{Client: api.Client{URL: url}, Poll: 50 * time.Millisecond}
+	// One group of G=2 sequences per batch.
+	if err := trainer.Register(ctx, api.Registration{BatchSize: 2, MaxTokenLen: 512, NumSteps: 10}); err != nil {
+		t.Fatal(err)
+	}
+	batches := make(chan api.Batch, 8)
+	go func() {
+		for {
+			b, err := trainer.Next(ctx)
+			if err != nil {
+				return
+			}
+			batches <- b
+		}
+	}()
+
+	out := filepath.Join(dir, "run")
+	args := []string{"process", "--config", cfg, "--dataset", "gsm8k", "--data", "../../dataset/testdata/gsm8k/test.jsonl",
+		"-n", "4", "-g", "2", "--strategy", "single", "--keep-ties", "--out", out, "--progress", "none", "--push", url}
+	got, err := execute(t, testEnv, args...)
+	if err != nil {
+		t.Fatalf("process --push: %v\n%s", err, got)
+	}
+	written := readGroupIDs(t, filepath.Join(out, "groups.jsonl"))
+	if len(written) == 0 {
+		t.Fatalf("process wrote no group:\n%s", got)
+	}
+	seen := map[string]int{}
+	for len(seen) < len(written) {
+		var b api.Batch
+		select {
+		case b = <-batches:
+		case <-ctx.Done():
+			t.Fatalf("the trainer got %d groups, want the %d written:\n%s", len(seen), len(written), got)
+		}
+		for _, g := range b.Batch {
+			id, _ := g.GroupOverrides["group_id"].(string)
+			seen[id]++
+			if len(g.Tokens) != 2 || len(g.Masks) != 2 || len(g.Scores) != 2 || len(g.InferenceLogprobs) != 2 || len(g.Advantages) != 2 {
+				t.Fatalf("group %s: %d tokens, %d masks, %d scores, %d logprobs, %d advantages; want 2 of each",
+					id, len(g.Tokens), len(g.Masks), len(g.Scores), len(g.InferenceLogprobs), len(g.Advantages))
+			}
+			for i := range g.Tokens {
+				trained := 0
+				for j, m := range g.Masks[i] {
+					switch {
+					case m == delegate.MaskIgnore:
+						if g.InferenceLogprobs[i][j] != 1 {
+							t.Errorf("group %s sequence %d: logprob %v at an untrained position, want 1.0", id, i, g.InferenceLogprobs[i][j])
+						}
+					case m != g.Tokens[i][j]:
+						t.Errorf("group %s sequence %d: mask %d at a token %d", id, i, m, g.Tokens[i][j])
+					default:
+						trained++
+					}
+				}
+				if trained == 0 || len(g.Advantages[i]) != len(g.Tokens[i]) {
+					t.Errorf("group %s sequence %d: %d trained tokens, %d advantages for %d tokens", id, i, trained, len(g.Advantages[i]), len(g.Tokens[i]))
+				}
+			}
+			if _, ok := g.GroupOverrides["policy_version"]; !ok {
+				t.Errorf("group %s has no policy_version", id)
+			}
+		}
+	}
+	for id, n := range seen {
+		run, gid, _ := strings.Cut(id, "/")
+		if n != 1 || run == "" || !written[gid] {
+			t.Errorf("group %q delivered %d times; want once, as <run>/<a written group's id>", id, n)
+		}
+	}
+
+	// The same command again: the run is complete and every group was
+	// sent, so nothing more reaches the API.
+	if got, err := execute(t, testEnv, args...); err != nil {
+		t.Fatalf("process --push again: %v\n%s", err, got)
+	}
+	st, err := trainer.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.QueueSize != 0 {
+		t.Errorf("after the second run the API queues %d groups, want 0", st.QueueSize)
+	}
+}
+
+// TestTrainFromTheTrajectoryAPI runs the loop's three parts in one
+// process: the trajectory API, a trainer pulling its batches (train
+// --api), and an environment pushing route rollouts of the shipped models
+// on world problems (process --push). The trainer trains two steps on the
+// pushed groups, checkpoints each, and its first step checks that the
+// environment's logprobs are the trainer's own at the same weights.
+func TestTrainFromTheTrajectoryAPI(t *testing.T) {
+	url := startAPI(t)
+	dir := t.TempDir()
+	models, err := filepath.Abs("../../models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := `preset: world
+models:
+  delegator: {kind: local, checkpoint: ` + filepath.Join(models, "delegator") + `, price: {input: 1, cached_input: 0.1, output: 5}}
+  solver: {kind: local, checkpoint: ` + filepath.Join(models, "solver") + `, price: {input: 0.2, cached_input: 0.02, output: 1}}
+roles: {default: delegator, subagent: solver, weak: solver}
+strategy:
+  single: {temperature: 0}
+  strong: {temperature: 1}
+`
+	cfg := filepath.Join(dir, "world.yaml")
+	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := world.Generate(world.Levels()[world.TrainLevel], 5, world.Train, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data strings.Builder
+	for _, p := range problems {
+		line, _ := json.Marshal(map[string]string{"question": p.Text, "answer": fmt.Sprintf("#### %d", p.Answer)})
+		data.Write(append(line, '\n'))
+	}
+	dataPath := filepath.Join(dir, "world.jsonl")
+	if err := os.WriteFile(dataPath, []byte(data.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	trainOut := filepath.Join(dir, "train")
+	trained := make(chan error, 1)
+	var trainLog string
+	go func() {
+		var err error
+		trainLog, err = execute(t, testEnv, "train", "--api", url, "--steps", "2", "--items", "2", "--group", "2", "--out", trainOut)
+		trained <- err
+	}()
+	got, err := execute(t, testEnv, "process", "--config", cfg, "--dataset", "gsm8k", "--data", dataPath, "-n", "6", "-g", "2",
+		"--strategy", "route", "--keep-ties", "--out", filepath.Join(dir, "rollouts"), "--progress", "none", "--push", url)
+	if err != nil {
+		t.Fatalf("process --push: %v\n%s", err, got)
+	}
+	select {
+	case err := <-trained:
+		if err != nil {
+			t.Fatalf("train --api: %v\n%s", err, trainLog)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("train --api did not finish two steps; process said:\n%s", got)
+	}
+	ms := readMetrics(t, filepath.Join(trainOut, "metrics.jsonl"))
+	if len(ms) != 2 || ms[0].Rollouts != 4 || ms[1].Rollouts != 4 || ms[0].TrainedTokens+ms[1].TrainedTokens == 0 {
+		t.Fatalf("metrics %+v, want 2 steps of 4 sequences that trained tokens\n%s", ms, trainLog)
+	}
+	if _, _, err := nn.Load(filepath.Join(rl.CheckpointDir(trainOut), "policy")); err != nil {
+		t.Errorf("no policy checkpoint after the run: %v", err)
+	}
+	t.Logf("train --api:\n%s", trainLog)
+}
+
+func readMetrics(t *testing.T, path string) []rl.Metrics {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []rl.Metrics
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var m rl.Metrics
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestProcessTemperature: the shipped config samples route's strong turns
+// greedily, so its G rollouts tie and every group is dropped; --temperature
+// samples the trained turns, and the groups carry a signal.
+func TestProcessTemperature(t *testing.T) {
+	run := func(extra ...string) string {
+		t.Helper()
+		args := append([]string{"process", "--config", "../../examples/world.yaml", "--dataset", "world", "--strategy", "route",
+			"-n", "3", "-g", "4", "--out", filepath.Join(t.TempDir(), "run"), "--progress", "none"}, extra...)
+		got, err := execute(t, testEnv, args...)
+		if err != nil {
+			t.Fatalf("process %v: %v\n%s", extra, err, got)
+		}
+		return got
+	}
+	if got := run(); !strings.Contains(got, "groups 3: written 0") {
+		t.Errorf("greedy rollouts: want every group tied and dropped:\n%s", got)
+	}
+	if got := run("--temperature", "1"); strings.Contains(got, "written 0") || !strings.Contains(got, "groups 3: written") {
+		t.Errorf("sampled rollouts: want groups written:\n%s", got)
+	}
+	if _, err := execute(t, testEnv, "process", "--config", "../../examples/world.yaml", "--dataset", "world", "-n", "2", "--temperature", "3",
+		"--out", t.TempDir()); err == nil || !strings.Contains(err.Error(), "--temperature 3") {
+		t.Errorf("--temperature 3: %v, want a refusal naming it", err)
+	}
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/delegatelab/delegate/standin"
+)
+
+// TestMain lets the scripts run the delegate command (and the stand-in
+// server) as child processes of the test binary.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"delegate": main,
+		"standin":  standinMain,
+	})
+}
+
+// standinMain is `go run ./perf/standin -addr ADDR`: the stand-in server
+// of package standin on ADDR until SIGINT or SIGTERM, answering fast.
+func standinMain() {
+	fs := flag.NewFlagSet("standin", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:0", "loopback address to listen on")
+	_ = fs.Parse(os.Args[1:]) // ExitOnError: Parse exits on a bad flag
+	s, err := standin.New(standin.Config{Latency: time.Millisecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "standin:", err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "standin:", err)
+		os.Exit(1)
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Printf("standin listening on http://%s/v1\n", ln.Addr())
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close() // the process ends here; nothing is in flight worth waiting for
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(os.Stderr, "standin:", err)
+		os.Exit(1)
+	}
+}
+
+// repoRoot is the module root, two levels above this package.
+const repoRoot = "../.."
+
+// TestScripts runs testdata/script/*.txtar: every command the README shows,
+// as written, in a work directory laid out like a fresh clone (examples/,
+// models/ and the dataset file the README names, copied).
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: filepath.Join("testdata", "script"),
+		Setup: func(env *testscript.Env) error {
+			standinAddr, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			serveAddr, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			apiAddr, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			env.Setenv("STANDIN_ADDR", standinAddr)
+			env.Setenv("SERVE_ADDR", serveAddr)
+			env.Setenv("API_ADDR", apiAddr)
+			// The README's stand-in runs on 127.0.0.1:18080; here on a free port.
+			if err := copyTree(env.WorkDir, "examples", func(b []byte) []byte {
+				return []byte(strings.ReplaceAll(string(b), "127.0.0.1:18080", standinAddr))
+			}); err != nil {
+				return err
+			}
+			for _, dir := range []string{"models/solver", "models/delegator", "dataset/testdata/gsm8k"} {
+				if err := copyTree(env.WorkDir, dir, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		// [race]: under the race detector train and pretrain run fewer
+		// steps and evaluations (their figures are not checked here).
+		Condition: func(cond string) (bool, error) {
+			if cond == "race" {
+				return raceEnabled, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitfor": cmdWaitFor,
+			"post":    cmdPost,
+		},
+	})
+}
+
+// freeAddr returns a loopback address with a port free now.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	return addr, ln.Close()
+}
+
+// copyTree copies the files of the repository's directory dir (not its
+// subdirectories) to the same path under root, through edit when not nil.
+func copyTree(root, dir string, edit func([]byte) []byte) error {
+	src := filepath.Join(repoRoot, dir)
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if edit != nil {
+			b = edit(b)
+		}
+		if err := os.WriteFile(filepath.Join(root, dir, e.Name()), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cmdWaitFor waits until URL answers an HTTP GET (any status), for a
+// server started in the background: waitfor URL.
+func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitfor URL")
+	}
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := client.Get(args[0])
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("waitfor %s: no answer in 60s: %v", args[0], err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// cmdPost POSTs a JSON body to URL and writes the response body to the
+// script's stdout; a status other than 200 fails (succeeds with !):
+// post URL BODY.
+func cmdPost(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: post URL BODY")
+	}
+	client := &http.Client{Timeout: 60 * time.Second}
+	resp, err := client.Post(args[0], "application/json", strings.NewReader(args[1]))
+	ts.Check(err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	ts.Check(err)
+	fmt.Fprintf(ts.Stdout(), "%s\n", b)
+	if ok := resp.StatusCode == http.StatusOK; ok == neg {
+		ts.Fatalf("post %s: status %d: %s", args[0], resp.StatusCode, b)
+	}
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/world"
+)
+
+// datasetWorld is the synthetic arithmetic world of package world, the
+// one the shipped local models were trained in: problems drawn by
+// world.Generate at a level, checked by world.ParseAnswer.
+const datasetWorld = "world"
+
+// worldFlags are the knobs of --dataset world.
+type worldFlags struct {
+	level       int
+	distractors int // -1: the level's
+}
+
+func (w *worldFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.IntVar(&w.level, "level", world.TrainLevel, "--dataset world: difficulty (1 one product, 2 a product and an amount, 3 the default world, 4 the longest)")
+	fl.IntVar(&w.distractors, "distractors", -1, "--dataset world: most distractor sentences a problem gets, uniformly 0..N (-1: the level's)")
+}
+
+// config returns the world config the flags pick.
+func (w worldFlags) config() (world.Config, error) {
+	cfg, ok := world.Levels()[w.level]
+	if !ok {
+		return world.Config{}, fmt.Errorf("--level %d: the world has levels 1 to %d", w.level, len(world.Levels()))
+	}
+	if w.distractors >= 0 {
+		cfg.Distractors = w.distractors
+	}
+	if err := cfg.Validate(); err != nil {
+		return world.Config{}, fmt.Errorf("--dataset world: %w", err)
+	}
+	return cfg, nil
+}
+
+// worldTasks draws n problems of the split ("train" or "test") with seed,
+// as tasks whose reference is the integer answer, and describes them.
+func worldTasks(w worldFlags, split string, seed uint64, n int) ([]delegate.Task, string, error) {
+	cfg, err := w.config()
+	if err != nil {
+		return nil, "", err
+	}
+	var sp world.Split
+	switch split {
+	case "train":
+		sp = world.Train
+	case "test":
+		sp = world.Test
+	default:
+		return nil, "", fmt.Errorf("--split %q: want train or test", split)
+	}
+	if n <= 0 {
+		return nil, "", errors.New("--n is required with --dataset world: the world draws problems without end")
+	}
+	problems, err := world.Generate(cfg, seed, sp, n)
+	if err != nil {
+		return nil, "", fmt.Errorf("--dataset world: %w", err)
+	}
+	tasks := make([]delegate.Task, len(problems))
+	for i, p := range problems {
+		tasks[i] = delegate.Task{ID: p.ID, Dataset: datasetWorld, Prompt: p.Text, Answer: strconv.FormatInt(p.Answer, 10)}
+	}
+	desc := fmt.Sprintf("world level %d (%s), %d %s problems drawn with seed %d", w.level, cfg.Summary(), n, split, seed)
+	return tasks, desc, nil
+}
+
+// worldVerify checks a response's integer answer (world.ParseAnswer)
+// against a world task's reference; extracted is what it read.
+func worldVerify(task delegate.Task, response string) (correct bool, extracted string, err error) {
+	want, err := strconv.ParseInt(task.Answer, 10, 64)
+	if err != nil {
+		return false, "", fmt.Errorf("world task %s: reference %q is not an integer", task.ID, task.Answer)
+	}
+	got, err := world.ParseAnswer(response)
+	if err != nil {
+		return false, "", nil // no integer answer: wrong, not unverifiable
+	}
+	return got == want, strconv.FormatInt(got, 10), nil
+}

@@ -1,0 +1,194 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/nn"
+)
+
+// Reloading is a local model whose weights follow a checkpoint that a
+// trainer rewrites: an nn checkpoint directory, or a trainer's checkpoint
+// directory holding policy/ (delegate train's OutDir/checkpoint, written
+// whole and then swapped in, so a reader never sees half of one). Reload
+// loads the checkpoint when its version changed and serves new requests
+// from it; requests already in flight finish on the weights they started
+// with, whose engine is stopped once they are done. Every response
+// carries the version that produced it (the checkpoint's "rl_step", 0 for
+// a checkpoint without one). Safe for concurrent use.
+type Reloading struct {
+	dir string
+	cfg Config
+	log *slog.Logger
+
+	mu  sync.RWMutex
+	cur *generation
+}
+
+// generation is one loaded version and the calls using it.
+type generation struct {
+	m       *Model
+	version int
+	calls   sync.WaitGroup
+}
+
+// NewReloading loads the checkpoint at dir. log may be nil.
+func NewReloading(dir string, cfg Config, log *slog.Logger) (*Reloading, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Reloading{dir: dir, cfg: cfg, log: log}
+	g, err := r.load()
+	if err != nil {
+		return nil, err
+	}
+	r.cur = g
+	return r, nil
+}
+
+// Name returns the configured name.
+func (r *Reloading) Name() string { return r.cfg.Name }
+
+// Version returns the version new requests are served by.
+func (r *Reloading) Version() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.cur.version
+}
+
+// Chat serves req with the current weights and says which.
+func (r *Reloading) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	r.mu.RLock()
+	g := r.cur
+	g.calls.Add(1)
+	r.mu.RUnlock()
+	defer g.calls.Done()
+	resp, err := g.m.Chat(ctx, req)
+	if resp != nil {
+		v := g.version
+		resp.PolicyVersion = &v
+	}
+	return resp, err
+}
+
+// Reload loads the checkpoint if its version differs from the one being
+// served and swaps it in; it reports whether it did. A checkpoint that
+// cannot be read (being replaced right now, or bad) is an error and
+// changes nothing.
+func (r *Reloading) Reload() (bool, error) {
+	version, err := r.version()
+	if err != nil {
+		return false, err
+	}
+	if version == r.Version() {
+		return false, nil
+	}
+	g, err := r.load()
+	if err != nil {
+		return false, err
+	}
+	r.mu.Lock()
+	old := r.cur
+	r.cur = g
+	r.mu.Unlock()
+	r.log.Info("policy reloaded", "model", r.cfg.Name, "from", old.version, "to", g.version)
+	go func() {
+		old.calls.Wait() // no call can start on old now: it left r.cur under the lock
+		if err := old.m.Close(); err != nil {
+			r.log.Warn("closing the replaced weights", "model", r.cfg.Name, "version", old.version, "err", err)
+		}
+	}()
+	return true, nil
+}
+
+// Watch reloads every interval until ctx is done, logging failures at a
+// limited rate (a checkpoint being written is skipped until the next look).
+func (r *Reloading) Watch(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := r.Reload(); err != nil && time.Since(last) > time.Minute {
+			last = time.Now()
+			r.log.Warn("policy reload failed; serving the previous weights", "model", r.cfg.Name, "err", err)
+		}
+	}
+}
+
+// Close stops the current weights' engine; calls in flight fail.
+func (r *Reloading) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur.m.Close()
+}
+
+// weightsDir is the nn checkpoint inside dir: dir itself, or its policy/
+// (with nn.CurrentDir's view of a directory being replaced).
+func (r *Reloading) weightsDir() (string, error) {
+	d, ok := nn.CurrentDir(r.dir)
+	if !ok {
+		return "", fmt.Errorf("local model %s: no checkpoint at %s", r.cfg.Name, r.dir)
+	}
+	if _, err := os.Stat(filepath.Join(d, "policy", "config.json")); err == nil {
+		return filepath.Join(d, "policy"), nil
+	}
+	return d, nil
+}
+
+// version reads the checkpoint's version without loading its weights.
+func (r *Reloading) version() (int, error) {
+	d, err := r.weightsDir()
+	if err != nil {
+		return 0, err
+	}
+	meta, err := nn.ReadMeta(d)
+	if err != nil {
+		return 0, fmt.Errorf("local model %s: %w", r.cfg.Name, err)
+	}
+	return metaVersion(meta)
+}
+
+func (r *Reloading) load() (*generation, error) {
+	d, err := r.weightsDir()
+	if err != nil {
+		return nil, err
+	}
+	p, meta, err := nn.Load(d)
+	if err != nil {
+		return nil, fmt.Errorf("local model %s: %w", r.cfg.Name, err)
+	}
+	v, err := metaVersion(meta)
+	if err != nil {
+		return nil, fmt.Errorf("local model %s: checkpoint %s: %w", r.cfg.Name, d, err)
+	}
+	m, err := New(p, r.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &generation{m: m, version: v}, nil
+}
+
+// metaVersion is a checkpoint's "rl_step", 0 when it has none.
+func metaVersion(meta map[string]string) (int, error) {
+	s, ok := meta["rl_step"]
+	if !ok {
+		return 0, nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("rl_step %q is not a step", s)
+	}
+	return v, nil
+}

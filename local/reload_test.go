@@ -1,0 +1,144 @@
+package local
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/tokenizer"
+)
+
+func testParams(t *testing.T, context int, seed uint64) *nn.Params {
+	t.Helper()
+	p, err := nn.Alloc(nn.Config{Vocab: tokenizer.VocabSize, Dim: 32, Layers: 1, Heads: 4, KVHeads: 2, Hidden: 64, Context: context}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Init(seed)
+	return p
+}
+
+// writePolicy writes weights seeded by seed as a trainer's checkpoint of
+// step (dir/policy with "rl_step"), replacing the previous one whole.
+func writePolicy(t *testing.T, dir string, seed uint64, step int) *nn.Params {
+	t.Helper()
+	p := testParams(t, 128, seed)
+	err := nn.ReplaceDir(dir, func(tmp string) error {
+		return nn.Save(filepath.Join(tmp, "policy"), p, map[string]string{"rl_step": strconv.Itoa(step)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func greedy(t *testing.T, m delegate.Model) (string, *int) {
+	t.Helper()
+	zero := 0.0
+	resp, err := m.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("hi")}, MaxTokens: 12, Temperature: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Choices[0].Message.Content, resp.PolicyVersion
+}
+
+func TestReloadingFollowsTheCheckpoint(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checkpoint")
+	writePolicy(t, dir, 1, 0)
+	r, err := NewReloading(dir, Config{Name: "policy"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, v := greedy(t, r); v == nil || *v != 0 {
+		t.Fatalf("version %v, want 0", v)
+	}
+	if changed, err := r.Reload(); err != nil || changed {
+		t.Fatalf("reload of an unchanged checkpoint: %v, %v; want no change", changed, err)
+	}
+
+	// Requests keep flowing while the trainer writes new steps: none
+	// fails, every answer names a version, and a client never sees the
+	// version go back.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			last := 0
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := r.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("go")}, MaxTokens: 20})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if v := resp.PolicyVersion; v == nil || *v < last {
+					errs <- errFromVersion(v, last)
+					return
+				}
+				last = *resp.PolicyVersion
+			}
+		}()
+	}
+	var want *nn.Params
+	for step := 1; step <= 3; step++ {
+		want = writePolicy(t, dir, uint64(10+step), step)
+		if changed, err := r.Reload(); err != nil || !changed {
+			t.Fatalf("reload of step %d: %v, %v", step, changed, err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if r.Version() != 3 {
+		t.Errorf("version %d, want 3", r.Version())
+	}
+	fresh, err := New(want, Config{Name: "fresh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	got, v := greedy(t, r)
+	if wantText, _ := greedy(t, fresh); got != wantText || *v != 3 {
+		t.Errorf("after the reload: %q (version %d), the new weights say %q", got, *v, wantText)
+	}
+
+	// A checkpoint that cannot be read changes nothing.
+	if err := os.WriteFile(filepath.Join(dir, "policy", "config.json"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := r.Reload(); err == nil || changed {
+		t.Errorf("reload of a broken checkpoint: %v, %v; want an error", changed, err)
+	}
+	if after, _ := greedy(t, r); after != got {
+		t.Error("a failed reload changed the answers")
+	}
+}
+
+type versionError struct{ got, last int }
+
+func (e versionError) Error() string {
+	return "version " + strconv.Itoa(e.got) + " after " + strconv.Itoa(e.last)
+}
+
+func errFromVersion(v *int, last int) error {
+	if v == nil {
+		return versionError{-1, last}
+	}
+	return versionError{*v, last}
+}

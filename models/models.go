@@ -1,0 +1,38 @@
+package models
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+
+	"github.com/delegatelab/delegate/nn"
+)
+
+// The shipped checkpoints travel inside the binary, so that `delegate
+// train` runs from any directory and after `go install`.
+//
+//go:embed solver/config.json solver/model.safetensors delegator/config.json delegator/model.safetensors
+var shipped embed.FS
+
+// Names are the shipped models.
+var Names = []string{"solver", "delegator"}
+
+// Load returns the shipped checkpoint name ("solver" or "delegator") from
+// the copy embedded in the binary.
+func Load(name string) (*nn.Params, map[string]string, error) {
+	sub, err := fs.Sub(shipped, name)
+	if err != nil || !validName(name) {
+		return nil, nil, fmt.Errorf("shipped model %q: there is none (the shipped models are %v)", name, Names)
+	}
+	return nn.LoadFS(sub, path.Join("shipped", name))
+}
+
+func validName(name string) bool {
+	for _, n := range Names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Compares nn/kernel's matmul with OpenBLAS cblas_sgemm, single-threaded, on
+# the model's shapes, and prints a table: shape, ours GFLOPS, OpenBLAS GFLOPS,
+# ratio, PASS/MISS against the target ours >= 60% of OpenBLAS. Each side's
+# rate is given over wall time and over process CPU time ("cpu"); on a
+# loaded machine wall-time rates swing with the load and the CPU-time ones
+# are the steadier comparison. The verdict uses the CPU-time ratio.
+#
+# Usage: perf/matmul/run.sh [ops]     (default ops: "NT NN TN")
+# Env:   BENCHTIME (go test -benchtime per run, default 20ms)
+#        COUNT (go test runs per shape, best kept, default 10)
+#        SECONDS_PER_SHAPE (OpenBLAS timing budget per shape, default 0.6)
+#        DELEGATE_KERNEL_GENERIC=1 benchmarks the pure-Go kernel instead.
+#        IMPL=avx2 (or go) benchmarks that kernel instead of the one the package
+#        picks at run time (avx512, avx2 or go); it must be one this CPU runs.
+# Installs Debian's libopenblas-dev when missing (needs root and apt).
+# OpenBLAS is used only here, never by the Go build.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+here="$root/bench/matmul"
+ops=${1:-"NT NN TN"}
+benchtime=${BENCHTIME:-20ms}
+count=${COUNT:-10}
+budget=${SECONDS_PER_SHAPE:-0.6}
+shapes="512x256x256 512x256x768 512x768x256 512x256x384 32x256x256 1x256x768 512x512x512 1024x1024x1024"
+
+if [ ! -e /usr/include/x86_64-linux-gnu/cblas.h ] && [ ! -e /usr/include/cblas.h ] && ! ls /usr/include/*/cblas.h >/dev/null 2>&1; then
+	echo "installing libopenblas-dev" >&2
+	if ! apt-get install -y libopenblas-dev >&2; then
+		apt-get update >&2
+		apt-get install -y libopenblas-dev >&2
+	fi
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cc -O2 -o "$tmp/sgemm" "$here/sgemm.c" -lopenblas
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores, $(go version | cut -d' ' -f3)"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (timings are noisy when this exceeds the cores)"
+
+(cd "$root" && go test -c -o "$tmp/kernel.test" ./nn/kernel)
+# The kernel the package picks on this machine (avx512, avx2 or go), as the
+# entry-point benchmark names it.
+impl=$("$tmp/kernel.test" -test.run='^$' -test.bench='^BenchmarkEntryPoints/MatMulNT/' -test.benchtime=1x |
+	sed -n 's|^BenchmarkEntryPoints/MatMulNT/\([a-z0-9]*\)/.*|\1|p' | head -n1)
+if [ -z "$impl" ]; then
+	echo "cannot tell which kernel nn/kernel uses" >&2
+	exit 1
+fi
+impl=${IMPL:-$impl}
+
+# The machine is shared, so the two sides are measured alternately, shape by
+# shape, and each keeps its best of several runs: load that comes and goes
+# then hurts both alike.
+: >"$tmp/blas.txt"
+: >"$tmp/go.txt"
+for op in $ops; do
+	for s in $shapes; do
+		IFS=x read -r m k n <<<"$s"
+		OPENBLAS_NUM_THREADS=1 "$tmp/sgemm" "$budget" "$op" "$m" "$k" "$n" >>"$tmp/blas.txt"
+		GOMAXPROCS=1 "$tmp/kernel.test" -test.run='^$' -test.bench="^BenchmarkMatMul/$op/m${m}k${k}n${n}/$impl/serial\$" \
+			-test.benchtime="$benchtime" -test.count="$count" >>"$tmp/go.txt"
+	done
+done
+
+# best prints the best value of the metric $1 among the benchmark lines
+# for op $2 and shape $3.
+best() {
+	awk -v unit="$1" -v pat="BenchmarkMatMul/$2/m$3/$impl/serial" \
+		'index($1, pat) == 1 { for (i = 1; i < NF; i++) if ($(i+1) == unit && $i > best) best = $i }
+		END { if (best != "") print best }' "$tmp/go.txt"
+}
+
+printf '%-4s %-16s %7s %7s %9s %9s %6s %6s  %s\n' op "m x k x n" ours "ours" OpenBLAS OpenBLAS ratio ratio "target"
+printf '%-4s %-16s %7s %7s %9s %9s %6s %6s  %s\n' "" "" wall cpu wall cpu wall cpu "cpu >= 0.60"
+pass=0 total=0
+while read -r op m k n blas blascpu; do
+	ours=$(best GFLOPS "$op" "${m}k${k}n${n}")
+	ourscpu=$(best cpu-GFLOPS "$op" "${m}k${k}n${n}")
+	if [ -z "$ours" ] || [ -z "$ourscpu" ]; then
+		echo "no Go result for $op $m x $k x $n" >&2
+		exit 1
+	fi
+	ratio=$(awk -v a="$ours" -v b="$blas" 'BEGIN { printf "%.2f", a / b }')
+	ratiocpu=$(awk -v a="$ourscpu" -v b="$blascpu" 'BEGIN { printf "%.2f", a / b }')
+	verdict=$(awk -v r="$ratiocpu" 'BEGIN { print (r >= 0.60) ? "PASS" : "MISS" }')
+	total=$((total + 1))
+	[ "$verdict" = PASS ] && pass=$((pass + 1))
+	printf '%-4s %-16s %7.1f %7.1f %9.1f %9.1f %6s %6s  %s\n' "$op" "${m}x${k}x${n}" "$ours" "$ourscpu" "$blas" "$blascpu" "$ratio" "$ratiocpu" "$verdict"
+done <"$tmp/blas.txt"
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "GFLOPS single-threaded, best of runs (ours: $impl kernel, GOMAXPROCS=1; OpenBLAS $(dpkg-query -W -f='${Version}' libopenblas0 2>/dev/null || echo "?"), OPENBLAS_NUM_THREADS=1); $pass/$total shapes pass"

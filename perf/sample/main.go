@@ -1,0 +1,362 @@
+// Command sample compares this module's sampling speed with llama2.c's run
+// program on identical weights. For each model shape it
+// creates a seeded model, exports model.bin and tokenizer.bin in llama2.c's
+// format, runs
+//
+//	RUN model.bin -z tokenizer.bin -t 0 -n STEPS
+//
+// several times, reading the "achieved tok/s" line run.c prints to stderr,
+// then times nn.Engine on the same Params: batch 1 is one greedy request of
+// STEPS positions, batch 32 is 32 greedy requests of STEPS positions decoded
+// together (MaxBatch 32). It prints a table of tokens per second, the
+// ratios, and whether each target is met. run.sh builds RUN from a llama2.c
+// checkout and calls this program; README.md explains the method.
+package main
+
+import (
+	"github.com/delegatelab/delegate/perf/internal/runc"
+
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/tokenizer"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "sample:", err)
+		os.Exit(1)
+	}
+}
+
+// shape is a model size to compare on.
+type shape struct {
+	name string
+	cfg  nn.Config
+}
+
+// shapes are llama2.c's stories260K and stories15M sizes, the latter with
+// our 512-token vocabulary instead of its 32000.
+var shapes = []shape{
+	{"stories260K", nn.Config{Vocab: 512, Dim: 64, Layers: 5, Heads: 8, KVHeads: 4, Hidden: 172, Context: 512}},
+	{"stories15M-v512", nn.Config{Vocab: 512, Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, Hidden: 768, Context: 256}},
+}
+
+// options are the command's settings.
+type options struct {
+	runBin string // llama2.c run binary; empty measures our side only
+	work   string // directory for the exported files
+	steps  int    // positions per sequence, as run.c's -n
+	batch  int    // sequences decoded together in the batched measurement
+	reps   int    // repetitions of each measurement; the best is reported
+	procs  int    // GOMAXPROCS for our side
+	seed   uint64
+	scale  float32
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sample", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.runBin, "run", "", "path to llama2.c's run binary (built with gcc -O3 -march=native); empty: our side only")
+	fs.StringVar(&o.work, "work", "", "directory for model.bin and tokenizer.bin (default: a temporary directory, removed at exit)")
+	fs.IntVar(&o.steps, "n", 256, "positions per sequence, prompt included (run.c's -n)")
+	fs.IntVar(&o.batch, "batch", 32, "sequences decoded together in the batched measurement")
+	fs.IntVar(&o.reps, "reps", 5, "repetitions of each measurement; the best is reported")
+	fs.IntVar(&o.procs, "procs", 1, "GOMAXPROCS for our side (llama2.c's run is single-threaded)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the created models")
+	scale := fs.Float64("scale", 8, "multiplier on the models' initial weights, so that greedy choices are clear-cut")
+	only := fs.String("shapes", "", "comma-separated shape names to run (default: all of "+shapeNames()+")")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.scale = float32(*scale)
+	if o.steps < 2 || o.batch < 1 || o.reps < 1 || o.procs < 1 {
+		return fmt.Errorf("-n %d must be at least 2; -batch %d, -reps %d and -procs %d at least 1", o.steps, o.batch, o.reps, o.procs)
+	}
+	todo, err := pickShapes(*only)
+	if err != nil {
+		return err
+	}
+	if o.work == "" {
+		dir, err := os.MkdirTemp("", "bench-sample-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		o.work = dir
+	}
+	runtime.GOMAXPROCS(o.procs)
+
+	readMachine().print(stdout)
+	fmt.Fprintf(stdout, "ours: nn.Engine, GOMAXPROCS=%d, greedy, best of %d; llama2.c: %s -t 0 -n %d, single-threaded, best of %d\n\n",
+		o.procs, o.reps, orNone(o.runBin), o.steps, o.reps)
+	var rows []result
+	for _, s := range todo {
+		r, err := measure(context.Background(), s, o, stderr)
+		if err != nil {
+			return fmt.Errorf("shape %s: %w", s.name, err)
+		}
+		rows = append(rows, r)
+	}
+	printTable(stdout, rows, o.batch)
+	return nil
+}
+
+func shapeNames() string {
+	var names []string
+	for _, s := range shapes {
+		names = append(names, s.name)
+	}
+	return strings.Join(names, ",")
+}
+
+func pickShapes(list string) ([]shape, error) {
+	if list == "" {
+		return shapes, nil
+	}
+	var out []shape
+	for _, name := range strings.Split(list, ",") {
+		found := false
+		for _, s := range shapes {
+			if s.name == name {
+				out = append(out, s)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown shape %q (have %s)", name, shapeNames())
+		}
+	}
+	return out, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(not run)"
+	}
+	return s
+}
+
+// result is one shape's row of the table.
+type result struct {
+	shape    string
+	steps    int     // positions per sequence
+	ref      float64 // llama2.c tok/s; 0 when not run
+	refMatch bool    // run.c printed exactly our greedy text, so it ran every step
+	one      float64 // ours, batch 1, generated tok/s
+	many     float64 // ours, batch N, generated tok/s over all sequences
+}
+
+// measure exports s's model, runs llama2.c on it, and times our engine on
+// the same Params.
+func measure(ctx context.Context, s shape, o options, log io.Writer) (result, error) {
+	c := s.cfg.WithDefaults()
+	steps := min(o.steps, c.Context)
+	res := result{shape: s.name, steps: steps}
+	p, err := runc.ScaledModel(c, o.seed, o.scale)
+	if err != nil {
+		return res, err
+	}
+	dir := filepath.Join(o.work, s.name)
+	if err := runc.Export(dir, p); err != nil {
+		return res, err
+	}
+	e, err := nn.NewEngine(p, nn.EngineConfig{MaxBatch: o.batch})
+	if err != nil {
+		return res, err
+	}
+	defer e.Close()
+
+	// batch 1: BOS then steps-1 greedy tokens, as run.c with no prompt
+	one := []nn.GenRequest{{Prompt: []int{tokenizer.BOS}, MaxNew: steps - 1}}
+	warm, err := e.GenerateAll(ctx, one) // also warms the engine up
+	if err != nil {
+		return res, err
+	}
+	toks := warm[0].Tokens
+	if len(toks) != steps-1 {
+		return res, fmt.Errorf("greedy run stopped after %d of %d tokens", len(toks), steps-1)
+	}
+	for i, id := range toks {
+		if id == tokenizer.BOS {
+			// run.c would stop here and time a shorter run than ours
+			return res, fmt.Errorf("greedy token %d is BOS, where run.c stops; pick another -seed or -scale", i)
+		}
+	}
+	if res.one, err = bestRate(ctx, e, one, o.reps); err != nil {
+		return res, err
+	}
+
+	// batch N: N sequences of steps positions; each prompt is BOS and one
+	// distinct byte, so the sequences differ as a server's would
+	many := make([]nn.GenRequest, o.batch)
+	for i := range many {
+		many[i] = nn.GenRequest{Prompt: []int{tokenizer.BOS, tokenizer.ByteOffset + 'a' + i%26 + i/26*32}, MaxNew: steps - 2}
+	}
+	if res.many, err = bestRate(ctx, e, many, o.reps); err != nil {
+		return res, err
+	}
+
+	if o.runBin != "" {
+		// run.c samples one token more than it times: -n steps feeds
+		// positions 0..steps-1 and prints the steps tokens they predict,
+		// reporting (steps-1)/time from the second on. We time the same
+		// steps-1 forward passes and compare run.c's text with ours plus
+		// its one extra token, which proves it ran every step.
+		seq := append([]int{tokenizer.BOS}, toks...)
+		want := runc.Text(seq)
+		wantOne := func(text string) bool { return oneMoreToken(text, want, seq[len(seq)-1], c.Vocab) }
+		res.refMatch = true
+		var got string
+		for range o.reps {
+			text, rate, err := runLlama2C(ctx, o.runBin, dir, steps)
+			if err != nil {
+				return res, err
+			}
+			res.ref = max(res.ref, rate)
+			if !wantOne(text) {
+				res.refMatch, got = false, text
+			}
+		}
+		if !res.refMatch {
+			at := firstDiff(got, want)
+			fmt.Fprintf(log, "sample: %s: run.c's greedy text (%d bytes) differs from ours (%d bytes) from byte %d (%q vs %q), so its step count is unchecked\n",
+				s.name, len(got), len(want), at, clip(got[at:]), clip(want[at:]))
+		}
+	}
+	return res, nil
+}
+
+// bestRate runs reqs reps times and returns the best generated tokens per
+// wall-clock second. The best run is the one least disturbed by other
+// processes; llama2.c's figure is taken the same way.
+func bestRate(ctx context.Context, e *nn.Engine, reqs []nn.GenRequest, reps int) (float64, error) {
+	best := 0.0
+	for range reps {
+		start := time.Now()
+		out, err := e.GenerateAll(ctx, reqs)
+		if err != nil {
+			return 0, err
+		}
+		sec := time.Since(start).Seconds()
+		n := 0
+		for _, r := range out {
+			n += len(r.Tokens)
+		}
+		best = max(best, float64(n)/sec)
+	}
+	return best, nil
+}
+
+var achieved = regexp.MustCompile(`achieved tok/s: ([0-9.eE+-]+|inf|nan)`)
+
+// runLlama2C runs llama2.c's run binary greedily on dir's model.bin and
+// returns what it printed on stdout and its "achieved tok/s".
+func runLlama2C(ctx context.Context, bin, dir string, steps int) (string, float64, error) {
+	cmd := exec.CommandContext(ctx, bin, filepath.Join(dir, "model.bin"), "-z", filepath.Join(dir, "tokenizer.bin"), "-t", "0", "-n", strconv.Itoa(steps))
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return "", 0, fmt.Errorf("run %s: %w: %s", bin, err, lastLine(errOut.String()))
+	}
+	rate, err := parseAchieved(errOut.String())
+	if err != nil {
+		return "", 0, fmt.Errorf("run %s: %w", bin, err)
+	}
+	return out.String(), rate, nil
+}
+
+// parseAchieved reads run.c's "achieved tok/s: X" line.
+func parseAchieved(stderr string) (float64, error) {
+	m := achieved.FindStringSubmatch(stderr)
+	if m == nil {
+		return 0, fmt.Errorf("no \"achieved tok/s\" line in its stderr %q", lastLine(stderr))
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil || v <= 0 || v > 1e12 {
+		// inf: the run took under run.c's 1 ms clock resolution
+		return 0, fmt.Errorf("achieved tok/s %q is not a usable rate (run too short for run.c's millisecond clock?)", m[1])
+	}
+	return v, nil
+}
+
+// firstDiff is the index of the first byte where a and b differ.
+func firstDiff(a, b string) int {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+func clip(s string) string { return s[:min(len(s), 40)] }
+
+// oneMoreToken reports whether text, run.c's output, is want followed by
+// the printing of exactly one more token after last, and a newline.
+func oneMoreToken(text, want string, last, vocab int) bool {
+	rest, ok := strings.CutPrefix(text, want)
+	if !ok {
+		return false
+	}
+	rest, ok = strings.CutSuffix(rest, "\n")
+	if !ok {
+		return false
+	}
+	for id := range vocab {
+		if id != tokenizer.BOS && runc.Text([]int{last, id}) == rest {
+			return true
+		}
+	}
+	return false
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+// printTable writes one row per shape with the ratios and verdicts.
+func printTable(w io.Writer, rows []result, batch int) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "shape\tsteps\tllama2.c tok/s\tsame text\tours b1 tok/s\tb1/llama2.c\tours b%d tok/s\tb%d/llama2.c\tb1 target\tb%d target\t\n", batch, batch, batch)
+	for _, r := range rows {
+		if r.ref == 0 {
+			fmt.Fprintf(tw, "%s\t%d\t-\t-\t%.0f\t-\t%.0f\t-\t-\t-\t\n", r.shape, r.steps, r.one, r.many)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%.0f\t%.2f\t%.0f\t%.2f\t%s\t%s\t\n", r.shape, r.steps, r.ref, yesNo(r.refMatch),
+			r.one, r.one/r.ref, r.many, r.many/r.ref, verdict(r.one >= r.ref), verdict(r.many > r.ref))
+	}
+	tw.Flush() // writes to w; an error there has nowhere better to go
+	fmt.Fprintf(w, "targets: b1 >= llama2.c (PASS/MISS), b%d total > llama2.c\n", batch)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "NO"
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}

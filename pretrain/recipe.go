@@ -1,0 +1,381 @@
+package pretrain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/delegatelab/delegate/local"
+	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/world"
+)
+
+// Options are the settings of one pretraining run, the recipe of the
+// shipped models. A zero Steps, Batch or LR takes the model's default.
+type Options struct {
+	Model     string        // solver, delegator or all
+	Steps     int           // optimizer steps (0: the model's default)
+	Time      time.Duration // train about this long instead of Steps
+	Out       string        // directory the checkpoints are written under
+	Seed      uint64        // seed of the data, the initial weights and the batch order
+	Batch     int           // sequences per step (0: the model's default)
+	LR        float64       // peak learning rate (0: the model's default)
+	Eval      int           // held-out items per evaluation
+	EvalEvery int           // evaluate every so many steps (0: only at the end)
+	Solver    string        // solver checkpoint for the delegator's route grading (default Out/solver)
+	Init      string        // start from this checkpoint's weights (one model only)
+	Levels    []int         // delegator: train on these world levels
+	WithPeers bool          // delegator: also train on lead's terse peer answers
+	Force     bool          // replace a finished checkpoint already under Out
+	// Progress, when set, receives every step's report of the model being
+	// trained, on the training goroutine (it must return quickly), and Run
+	// prints no step lines of its own; nil: a line every 50 steps on out.
+	Progress func(model string, pr Progress)
+}
+
+// The shipped models' shapes. The solver is small and fast; the
+// delegator has about three times its parameters (and DefaultPrices makes
+// its tokens five times dearer).
+var (
+	SolverShape    = nn.Config{Vocab: tokenizer.VocabSize, Dim: 64, Layers: 3, Heads: 4, Hidden: 192, Context: 80}.WithDefaults()
+	DelegatorShape = nn.Config{Vocab: tokenizer.VocabSize, Dim: 64, Layers: 4, Heads: 4, Hidden: 192, Context: 768}.WithDefaults()
+)
+
+// defaults are the steps, batch and learning rate of each model
+// when the flags leave them at 0.
+var defaults = map[string]struct {
+	steps, batch int
+	lr           float64
+}{
+	"solver":    {steps: 5000, batch: 32, lr: 3e-3},
+	"delegator": {steps: 2400, batch: 8, lr: 3e-3},
+}
+
+// Run pretrains the models opts names, one after the other, writing each
+// under opts.Out and grading it as Options says.
+func Run(ctx context.Context, out io.Writer, f Options) error {
+	var names []string
+	switch f.Model {
+	case "all":
+		names = []string{"solver", "delegator"}
+	case "solver", "delegator":
+		names = []string{f.Model}
+	default:
+		return fmt.Errorf("pretrain: --model %q, want solver, delegator or all", f.Model)
+	}
+	if f.Steps < 0 || f.Time < 0 || f.Batch < 0 || f.LR < 0 || f.Eval < 1 || f.EvalEvery < 0 {
+		return errors.New("pretrain: --steps, --time, --batch, --lr and --eval-every must not be negative, --eval must be positive")
+	}
+	seen := map[int]bool{}
+	for _, l := range f.Levels {
+		if _, ok := world.Levels()[l]; !ok {
+			return fmt.Errorf("pretrain: --levels: %d is not a world level (1 to %d)", l, len(world.Levels()))
+		}
+		if seen[l] {
+			return fmt.Errorf("pretrain: --levels: level %d given twice", l)
+		}
+		seen[l] = true
+	}
+	if f.Init != "" && len(names) != 1 {
+		return errors.New("pretrain: --init needs one --model, solver or delegator")
+	}
+	if f.Solver == "" {
+		f.Solver = filepath.Join(f.Out, "solver")
+	}
+	for _, name := range names {
+		if err := runOne(ctx, out, name, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
+	d := defaults[name]
+	cfg := Config{Steps: d.steps, Batch: d.batch, MaxLR: d.lr, Seed: f.Seed, EvalEvery: f.EvalEvery, SaveEvery: 100,
+		StateDir: filepath.Join(f.Out, name+".state")}
+	// A finished checkpoint is never replaced by accident (the shipped
+	// models are one --out away); an interrupted run (its state directory
+	// present) resumes as always.
+	dir := filepath.Join(f.Out, name)
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil && !f.Force {
+		if _, err := os.Stat(cfg.StateDir); err != nil {
+			return fmt.Errorf("pretrain %s: %s already holds a trained checkpoint; give another --out, or --force to replace it", name, dir)
+		}
+	}
+	if f.Steps > 0 {
+		cfg.Steps = f.Steps
+	}
+	if f.Time > 0 {
+		cfg.Steps, cfg.Duration = 0, f.Time
+		if f.Steps > 0 {
+			return errors.New("pretrain: give --steps or --time, not both")
+		}
+	}
+	if f.Batch > 0 {
+		cfg.Batch = f.Batch
+	}
+	if f.LR > 0 {
+		cfg.MaxLR = f.LR
+	}
+	shape := SolverShape
+	var examples []Example
+	var eval Eval
+	var final func(context.Context, *nn.Params) error
+	switch name {
+	case "solver":
+		problems, err := world.Generate(world.DefaultConfig(), f.Seed, world.Train, 4000)
+		if err != nil {
+			return fmt.Errorf("pretrain solver: %w", err)
+		}
+		for _, t := range world.SolverCorpus(problems, f.Seed, 60_000) {
+			examples = append(examples, FromMessages(t.Messages, t.Tools))
+		}
+		eval = func(ctx context.Context, p *nn.Params) (float64, string, error) {
+			return evalSolver(ctx, nil, p, max(f.Eval/4, 4), f.Seed)
+		}
+		final = func(ctx context.Context, p *nn.Params) error {
+			_, _, err := evalSolver(ctx, out, p, f.Eval, f.Seed+1)
+			return err
+		}
+	case "delegator":
+		shape = DelegatorShape
+		var err error
+		if examples, err = DelegatorCorpus(f.Seed, f.Levels, f.WithPeers); err != nil {
+			return fmt.Errorf("pretrain delegator: %w", err)
+		}
+		tests := map[int][]*world.Problem{}
+		var small []*world.Problem
+		levels := f.Levels
+		if len(levels) == 0 {
+			levels = []int{3} // the default world
+		}
+		for _, l := range levels {
+			ps, err := world.Generate(world.Levels()[l], f.Seed+1000, world.Test, f.Eval)
+			if err != nil {
+				return fmt.Errorf("pretrain delegator: %w", err)
+			}
+			tests[l] = ps
+			small = append(small, ps[:max(len(ps)/4, 4)]...)
+		}
+		eval = func(ctx context.Context, p *nn.Params) (float64, string, error) {
+			return evalDelegator(ctx, nil, p, nil, small)
+		}
+		final = func(ctx context.Context, p *nn.Params) error {
+			sp, _, err := nn.Load(f.Solver)
+			if err != nil {
+				fmt.Fprintf(out, "delegator: no solver at %s (%v); route not graded\n", f.Solver, err)
+				sp = nil
+			}
+			for _, l := range levels {
+				fmt.Fprintf(out, "delegator graded on level %d:\n", l)
+				if _, _, err := evalDelegator(ctx, out, p, sp, tests[l]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	var p *nn.Params
+	if f.Init != "" {
+		start, _, err := nn.Load(f.Init)
+		if err != nil {
+			return fmt.Errorf("pretrain %s: --init: %w", name, err)
+		}
+		if start.Config != shape {
+			return fmt.Errorf("pretrain %s: --init %s holds a model of another shape (%+v, want %+v)", name, f.Init, start.Config, shape)
+		}
+		p = start
+		fmt.Fprintf(out, "%s: starting from the weights of %s\n", name, f.Init)
+	} else {
+		var err error
+		if p, err = nn.Alloc(shape); err != nil {
+			return fmt.Errorf("pretrain %s: %w", name, err)
+		}
+		p.Init(f.Seed)
+	}
+	var tokens, weighted int
+	for _, e := range examples {
+		tokens += len(e.Tokens)
+		for _, w := range e.Weights {
+			if w != 0 {
+				weighted++
+			}
+		}
+	}
+	fmt.Fprintf(out, "%s: %d parameters (dim %d, %d layers, context %d), %d transcripts, %d tokens, %d trained\n",
+		name, len(p.Data), shape.Dim, shape.Layers, shape.Context, len(examples), tokens, weighted)
+	progress := func(pr Progress) {
+		if f.Progress != nil {
+			f.Progress(name, pr)
+			return
+		}
+		if pr.Evaluated || pr.Step%50 == 0 || pr.Step == pr.Steps {
+			fmt.Fprintf(out, "%s step %d/%d loss %.4f lr %.2e %s", name, pr.Step, pr.Steps, pr.Loss, pr.LR, pr.Elapsed.Round(time.Second))
+			if pr.Evaluated {
+				fmt.Fprintf(out, " held-out %.3f (%s)", pr.Score, pr.Detail)
+			}
+			fmt.Fprintln(out)
+		}
+	}
+	res, err := Train(ctx, p, examples, cfg, eval, progress)
+	if err != nil {
+		return fmt.Errorf("pretrain %s: %w", name, err)
+	}
+	if res.Resumed > 0 {
+		fmt.Fprintf(out, "%s: resumed at step %d\n", name, res.Resumed)
+	}
+	meta := map[string]string{
+		"model": name, "seed": strconv.FormatUint(f.Seed, 10), "steps": strconv.Itoa(res.Steps), "init": f.Init,
+		"batch": strconv.Itoa(cfg.Batch), "loss": strconv.FormatFloat(res.Loss, 'f', 4, 64),
+	}
+	if err := nn.Save(dir, p, meta); err != nil {
+		return fmt.Errorf("pretrain %s: %w", name, err)
+	}
+	fmt.Fprintf(out, "%s: saved %s after %d steps (%s this run), loss %.4f\n", name, dir, res.Steps, res.Trained.Round(time.Second), res.Loss)
+	if err := os.RemoveAll(cfg.StateDir); err != nil {
+		return fmt.Errorf("pretrain %s: remove state: %w", name, err)
+	}
+	return final(ctx, p)
+}
+
+// DelegatorCorpus is the delegator's pretraining data: the transcripts of
+// BuildCorpus over training problems of levels 1 to 3 (one product, two
+// steps, the default world), so that the short ones teach the digit
+// formats and the long ones the protocols; with levels set, over 40000
+// problems of those levels, split evenly (a later phase that specialises
+// the delegator in the world delegate train runs). With peers, a quarter
+// of the problems also get a peer's terse right answer under lead's peer
+// prompt. Transcripts longer than the delegator's context (a few leader
+// transcripts with three long peer answers) are left out.
+func DelegatorCorpus(seed uint64, levels []int, peers bool) ([]Example, error) {
+	lv := world.Levels()
+	var problems []*world.Problem
+	sets := []struct{ level, n int }{{1, 2000}, {2, 2000}, {3, 6000}}
+	if len(levels) > 0 {
+		sets = nil
+		for _, l := range levels {
+			sets = append(sets, struct{ level, n int }{l, 40000 / len(levels)})
+		}
+	}
+	for _, c := range sets {
+		ps, err := world.Generate(lv[c.level], seed+uint64(c.level), world.Train, c.n)
+		if err != nil {
+			return nil, err
+		}
+		problems = append(problems, ps...)
+	}
+	// Route first: it is the protocol delegate train runs; the others get
+	// a smaller share than DefaultMix gives them.
+	mix := world.Mix{Never: 0.3, Always: 0.3, Random: 0.4, DelegateProb: 0.5, Single: 0.2, Decompose: 0.1, Lead: 0.1, Peers: 3}
+	corpus, err := world.BuildCorpus(problems, mix, seed)
+	if err != nil {
+		return nil, err
+	}
+	transcripts := corpus.Delegator
+	if peers {
+		// Right answers only (corpus.Peers holds the lead transcripts'
+		// deliberately wrong ones too): the model's own slips in the terse
+		// format, products written without a scratchpad, are the errors.
+		for i, p := range problems {
+			if i%4 == 0 {
+				transcripts = append(transcripts, world.PeerTranscript(p))
+			}
+		}
+	}
+	var ex []Example
+	for _, t := range transcripts {
+		if e := FromMessages(t.Messages, t.Tools); len(e.Tokens) <= DelegatorShape.Context+1 {
+			ex = append(ex, e)
+		}
+	}
+	return ex, nil
+}
+
+// evalSolver grades a solver's parameters greedily, perSize questions per
+// operation and size; with out set it prints the table.
+func evalSolver(ctx context.Context, out io.Writer, p *nn.Params, perSize int, seed uint64) (float64, string, error) {
+	m, err := local.New(p, local.Config{Name: "solver", MaxBatch: 32})
+	if err != nil {
+		return 0, "", err
+	}
+	defer m.Close()
+	scores, err := world.GradeSolver(ctx, m, perSize, 32, seed)
+	if err != nil {
+		return 0, "", err
+	}
+	var right, n int
+	var parts []string
+	for _, s := range scores {
+		if s.Covered {
+			right += s.Right
+			n += s.N
+		}
+		parts = append(parts, fmt.Sprintf("%s %d/%d", s.Size, s.Right, s.N))
+		if out != nil {
+			fmt.Fprintf(out, "solver held-out %-6s covered=%-5v %3d/%d\n", s.Size, s.Covered, s.Right, s.N)
+		}
+	}
+	acc := float64(right) / float64(n)
+	if out != nil {
+		fmt.Fprintf(out, "solver held-out accuracy inside its coverage: %.3f (%d/%d)\n", acc, right, n)
+	}
+	return acc, strings.Join(parts, ", "), nil
+}
+
+// evalDelegator grades a delegator's parameters greedily on problems:
+// alone (single); with a solver's parameters also under route and against
+// always-delegate. With out set it prints the figures.
+func evalDelegator(ctx context.Context, out io.Writer, p, solver *nn.Params, problems []*world.Problem) (float64, string, error) {
+	d, err := local.New(p, local.Config{Name: "delegator", MaxBatch: 32})
+	if err != nil {
+		return 0, "", err
+	}
+	defer d.Close()
+	alone, err := world.GradeDelegator(ctx, strategy.NameSingle, d, nil, problems, 32)
+	if err != nil {
+		return 0, "", err
+	}
+	detail := fmt.Sprintf("alone %d/%d, %.0f tokens", alone.Right, alone.N, float64(alone.DelegatorTokens)/float64(alone.N))
+	if out != nil {
+		fmt.Fprintf(out, "delegator held-out alone (single): %d/%d = %.3f, %.0f generated tokens per problem\n",
+			alone.Right, alone.N, alone.Accuracy(), float64(alone.DelegatorTokens)/float64(alone.N))
+	}
+	if solver == nil {
+		return alone.Accuracy(), detail, nil
+	}
+	s, err := local.New(solver, local.Config{Name: "solver", MaxBatch: 32})
+	if err != nil {
+		return 0, "", err
+	}
+	defer s.Close()
+	for _, g := range []struct {
+		name string
+		run  func() (world.DelegatorScore, error)
+	}{
+		{"route (natural)", func() (world.DelegatorScore, error) {
+			return world.GradeDelegator(ctx, strategy.NameRoute, d, s, problems, 32)
+		}},
+		{"always-delegate", func() (world.DelegatorScore, error) {
+			return world.GradeDelegator(ctx, strategy.NameRoute, world.NewAlwaysDelegate(problems), s, problems, 32)
+		}},
+	} {
+		sc, err := g.run()
+		if err != nil {
+			return 0, "", err
+		}
+		if out != nil {
+			fmt.Fprintf(out, "delegator held-out %s: %d/%d = %.3f, delegation rate %.2f, %.0f delegator tokens per problem\n",
+				g.name, sc.Right, sc.N, sc.Accuracy(), sc.DelegationRate(), float64(sc.DelegatorTokens)/float64(sc.N))
+		}
+	}
+	return alone.Accuracy(), detail, nil
+}

@@ -1,0 +1,402 @@
+// Package pretrain is supervised training of an nn model on rendered chat
+// transcripts: the loss counts only the tokens an assistant generated
+// (tokenizer.RenderSpans locates them), so a model learns to write its
+// replies and never to predict prompts, tool results or other models'
+// words. Training is deterministic from a seed, evaluates on held-out data
+// at intervals through a caller's function, and keeps a resumable state
+// (weights, AdamW moments, step) on disk.
+package pretrain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/tokenizer"
+)
+
+// Example is one training sequence. Weights[i] scales the loss of
+// predicting Tokens[i] from Tokens[:i]; Weights[0] is unused (nothing
+// predicts the first token).
+type Example struct {
+	Tokens  []int
+	Weights []float32
+}
+
+// FromMessages renders a conversation with the chat template and weighs
+// with 1 every token an assistant message generated, from the token after
+// <|assistant|> to its closing <|end|> included, and 0 everything else.
+func FromMessages(msgs []delegate.Message, tools []delegate.Tool) Example {
+	ids, spans := tokenizer.RenderSpans(msgs, tools, false)
+	w := make([]float32, len(ids))
+	for _, sp := range spans {
+		if sp.Role == delegate.RoleAssistant {
+			for i := sp.Body; i < sp.End; i++ {
+				w[i] = 1
+			}
+		}
+	}
+	return Example{Tokens: ids, Weights: w}
+}
+
+// Config sets a training run. Zero fields take the defaults noted.
+type Config struct {
+	// Steps is the number of optimizer steps, the schedule's length.
+	Steps int
+	// Duration, when positive and Steps is 0, sets Steps from the speed of
+	// the first 20 steps so that training ends after about Duration. The
+	// result then depends on the machine's speed; Steps does not.
+	Duration time.Duration
+	// Batch is the sequences per step. Default 16.
+	Batch int
+	// MaxLR, MinLR and Warmup shape the cosine schedule. Defaults 3e-3,
+	// MaxLR/10 and Steps/20.
+	MaxLR, MinLR float64
+	Warmup       int
+	// WeightDecay is AdamW's decay. Default 0.01.
+	WeightDecay float64
+	// ClipNorm caps the gradient's global norm. Default 1.
+	ClipNorm float64
+	// Seed fixes the initial weights (when starting from scratch) and the
+	// order of the batches.
+	Seed uint64
+	// EvalEvery runs Train's eval function every so many steps (and after
+	// the last). 0: only after the last.
+	EvalEvery int
+	// SaveEvery saves the resumable state every so many steps (and after
+	// the last), when StateDir is set. Default 100.
+	SaveEvery int
+	// StateDir holds the resumable state; "" keeps none. A directory that
+	// already holds a state of the same model resumes from it.
+	StateDir string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Batch == 0 {
+		c.Batch = 16
+	}
+	if c.MaxLR == 0 {
+		c.MaxLR = 3e-3
+	}
+	if c.MinLR == 0 {
+		c.MinLR = c.MaxLR / 10
+	}
+	if c.WeightDecay == 0 {
+		c.WeightDecay = 0.01
+	}
+	if c.ClipNorm == 0 {
+		c.ClipNorm = 1
+	}
+	if c.SaveEvery == 0 {
+		c.SaveEvery = 100
+	}
+	return c
+}
+
+// Validate checks the ranges of the fields.
+func (c Config) Validate() error {
+	switch {
+	case c.Steps < 0 || (c.Steps == 0 && c.Duration <= 0):
+		return fmt.Errorf("sft config: steps %d: want a positive number of steps or a positive duration", c.Steps)
+	case c.Batch < 0, c.Warmup < 0, c.EvalEvery < 0, c.SaveEvery < 0:
+		return fmt.Errorf("sft config: batch %d, warmup %d, eval every %d and save every %d must not be negative", c.Batch, c.Warmup, c.EvalEvery, c.SaveEvery)
+	case !(c.MaxLR >= 0) || math.IsInf(c.MaxLR, 0) || !(c.MinLR >= 0) || c.MinLR > c.MaxLR && c.MaxLR > 0:
+		return fmt.Errorf("sft config: learning rates %v..%v out of range", c.MinLR, c.MaxLR)
+	case !(c.WeightDecay >= 0) || !(c.ClipNorm >= 0):
+		return fmt.Errorf("sft config: weight decay %v and clip norm %v must not be negative", c.WeightDecay, c.ClipNorm)
+	}
+	return nil
+}
+
+// Eval scores the current parameters on held-out data: Score is the
+// figure a run reports (an accuracy), Detail a one-line summary. It must
+// not modify p.
+type Eval func(ctx context.Context, p *nn.Params) (score float64, detail string, err error)
+
+// Progress is one report of a run: after every step, with Eval filled
+// after an evaluation.
+type Progress struct {
+	Step, Steps int
+	Loss        float64 // the step's mean loss per weighted token
+	LR          float64
+	Tokens      int // weighted tokens of the step
+	Elapsed     time.Duration
+	Evaluated   bool
+	Score       float64
+	Detail      string
+}
+
+// Result sums up a finished run.
+type Result struct {
+	Steps     int
+	Resumed   int // the step the run resumed from; 0 for a fresh start
+	Loss      float64
+	Score     float64
+	Detail    string
+	Trained   time.Duration // wall time of the steps this call ran
+	Sequences int           // sequences seen by this call
+}
+
+// Train trains p in place on examples and returns a summary. eval (nil:
+// none) scores the model every cfg.EvalEvery steps and after the last;
+// progress (nil: none) receives every step's report, on the calling
+// goroutine. With cfg.StateDir set, the state is saved every
+// cfg.SaveEvery steps and after the last, and a state found there at the
+// start is resumed: p is overwritten with its weights, and the run goes on
+// with the same batches it would have drawn uninterrupted. A cancelled ctx
+// saves the state of the last finished step and returns ctx's error.
+// Examples longer than the model's context are an error naming the first.
+func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, eval Eval, progress func(Progress)) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	cfg = cfg.withDefaults()
+	if len(examples) == 0 {
+		return Result{}, errors.New("sft: no examples")
+	}
+	for i, e := range examples {
+		switch {
+		case len(e.Tokens) < 2 || len(e.Tokens) != len(e.Weights):
+			return Result{}, fmt.Errorf("sft: example %d: %d tokens and %d weights, want the same number, at least 2", i, len(e.Tokens), len(e.Weights))
+		case len(e.Tokens)-1 > p.Config.Context:
+			return Result{}, fmt.Errorf("sft: example %d: %d tokens exceed the model's context %d", i, len(e.Tokens), p.Config.Context+1)
+		}
+	}
+	b := newBatcher(examples, cfg.Batch, cfg.Seed)
+
+	start := 0
+	var opt *nn.AdamState
+	if cfg.StateDir != "" {
+		st, err := loadState(cfg.StateDir, p.Config)
+		if err != nil {
+			return Result{}, err
+		}
+		if st != nil {
+			copy(p.Data, st.params.Data)
+			opt, start = st.opt, st.opt.Steps
+			if st.steps > 0 && cfg.Steps == 0 {
+				cfg.Steps = st.steps // a timed run resumes with the length it calibrated
+			}
+		}
+	}
+	res := Result{Resumed: start, Steps: start}
+	t0 := time.Now()
+	steps := cfg.Steps
+	// fixed is the schedule's length once known: 0 while a timed run
+	// calibrates, so that a state saved then resumes calibrating rather
+	// than as a run of calibrationSteps.
+	fixed := cfg.Steps
+	if steps == 0 {
+		steps = calibrationSteps
+	}
+	tr, err := newTrainer(p, cfg, steps, opt)
+	if err != nil {
+		return res, err
+	}
+	report := func(pr Progress) {
+		if progress != nil {
+			progress(pr)
+		}
+	}
+	save := func() error {
+		if cfg.StateDir == "" {
+			return nil
+		}
+		return saveState(cfg.StateDir, tr, fixed)
+	}
+	for step := start; step < steps; step++ {
+		st, err := tr.Step(ctx, []nn.Batch{b.batch(step)})
+		if err != nil {
+			if ctx.Err() != nil && step > start {
+				if serr := save(); serr != nil {
+					return res, errors.Join(err, serr)
+				}
+			}
+			return res, fmt.Errorf("sft: %w", err)
+		}
+		res.Steps, res.Loss = st.Step, st.Loss
+		res.Sequences += cfg.Batch
+		if cfg.Steps == 0 && step+1 == calibrationSteps {
+			// Timed run: fix the schedule's length from the speed of the
+			// steps this call ran.
+			per := time.Since(t0) / time.Duration(calibrationSteps-start)
+			steps = max(int(cfg.Duration/per), calibrationSteps+1)
+			fixed = steps
+			if tr, err = newTrainer(p, cfg, steps, tr.Opt); err != nil {
+				return res, err
+			}
+		}
+		pr := Progress{Step: st.Step, Steps: steps, Loss: st.Loss, LR: st.LR, Tokens: st.Tokens, Elapsed: time.Since(t0)}
+		last := step+1 == steps
+		if eval != nil && (last || cfg.EvalEvery > 0 && st.Step%cfg.EvalEvery == 0) {
+			score, detail, err := eval(ctx, p)
+			if err != nil {
+				return res, fmt.Errorf("sft: eval at step %d: %w", st.Step, err)
+			}
+			pr.Evaluated, pr.Score, pr.Detail = true, score, detail
+			res.Score, res.Detail = score, detail
+		}
+		if last || st.Step%cfg.SaveEvery == 0 {
+			if err := save(); err != nil {
+				return res, err
+			}
+		}
+		report(pr)
+	}
+	res.Trained = time.Since(t0)
+	return res, nil
+}
+
+// calibrationSteps are the steps a timed run measures its speed on.
+const calibrationSteps = 20
+
+func newTrainer(p *nn.Params, cfg Config, steps int, opt *nn.AdamState) (*nn.Trainer, error) {
+	warm := cfg.Warmup
+	if warm == 0 {
+		warm = max(steps/20, 1)
+	}
+	warm = min(warm, steps)
+	aw := nn.DefaultAdamW()
+	aw.WeightDecay = cfg.WeightDecay
+	tc := nn.TrainConfig{
+		AdamW:    aw,
+		Schedule: nn.Schedule{Warmup: warm, Total: steps, MaxLR: cfg.MaxLR, MinLR: cfg.MinLR},
+		ClipNorm: cfg.ClipNorm,
+	}
+	tr, err := nn.NewTrainer(p, tc)
+	if err != nil {
+		return nil, fmt.Errorf("sft: %w", err)
+	}
+	if opt != nil {
+		tr.Opt = opt
+	}
+	return tr, nil
+}
+
+// batcher draws the batches of a run: step k's batch depends only on the
+// seed and k, so a resumed run draws what the uninterrupted one would. A
+// batch holds sequences of similar lengths (neighbours in length order
+// around a random example), so little of it is padding.
+type batcher struct {
+	ex     []Example
+	byLen  []int // example indices in length order
+	b      int
+	seed   uint64
+	window int
+}
+
+func newBatcher(ex []Example, b int, seed uint64) *batcher {
+	byLen := make([]int, len(ex))
+	for i := range byLen {
+		byLen[i] = i
+	}
+	slices.SortStableFunc(byLen, func(i, j int) int { return len(ex[i].Tokens) - len(ex[j].Tokens) })
+	return &batcher{ex: ex, byLen: byLen, b: b, seed: seed, window: min(len(ex), 4*b)}
+}
+
+func (bt *batcher) batch(step int) nn.Batch {
+	rng := rand.New(rand.NewPCG(bt.seed, uint64(step)+0xba7c4))
+	lo := rng.IntN(len(bt.byLen) - bt.window + 1)
+	pick := make([]int, bt.b)
+	T := 1
+	for s := range pick {
+		pick[s] = bt.byLen[lo+rng.IntN(bt.window)]
+		T = max(T, len(bt.ex[pick[s]].Tokens)-1)
+	}
+	nb := nn.Batch{B: bt.b, T: T, Inputs: make([]int, bt.b*T), Targets: make([]int, bt.b*T), Weights: make([]float32, bt.b*T)}
+	for s, i := range pick {
+		e := bt.ex[i]
+		row := s * T
+		for j := 0; j+1 < len(e.Tokens); j++ {
+			nb.Inputs[row+j], nb.Targets[row+j], nb.Weights[row+j] = e.Tokens[j], e.Tokens[j+1], e.Weights[j+1]
+		}
+	}
+	return nb
+}
+
+// The state directory holds three checkpoints of package nn: the weights
+// and the two AdamW moments, whose metadata carries the step and the
+// schedule's length.
+const (
+	stateWeights = "weights"
+	stateM       = "adam_m"
+	stateV       = "adam_v"
+	metaStep     = "sft_step"
+	metaSteps    = "sft_steps"
+)
+
+type state struct {
+	params *nn.Params
+	opt    *nn.AdamState
+	steps  int
+}
+
+func saveState(dir string, tr *nn.Trainer, steps int) error {
+	meta := map[string]string{metaStep: strconv.Itoa(tr.Opt.Steps), metaSteps: strconv.Itoa(steps)}
+	// Written whole, then swapped in: a crash leaves the previous state.
+	err := nn.ReplaceDir(dir, func(tmp string) error {
+		for _, c := range []struct {
+			name string
+			p    *nn.Params
+		}{{stateM, tr.Opt.M}, {stateV, tr.Opt.V}, {stateWeights, tr.Params}} {
+			if err := nn.Save(filepath.Join(tmp, c.name), c.p, meta); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sft: save state: %w", err)
+	}
+	return nil
+}
+
+// loadState reads the state in dir; nil with no error when dir holds none.
+func loadState(dir string, want nn.Config) (*state, error) {
+	dir, ok := nn.CurrentDir(dir)
+	if !ok {
+		return nil, nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, stateWeights)); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	var ps [3]*nn.Params
+	var step [3]int
+	var steps int
+	for i, name := range []string{stateWeights, stateM, stateV} {
+		p, meta, err := nn.Load(filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("sft: resume from %s: %w", dir, err)
+		}
+		if p.Config != want {
+			return nil, fmt.Errorf("sft: resume from %s: %s holds a model of another shape (%+v, want %+v); remove the directory to start afresh", dir, name, p.Config, want)
+		}
+		if step[i], err = strconv.Atoi(meta[metaStep]); err != nil || step[i] < 0 {
+			return nil, fmt.Errorf("sft: resume from %s: %s: bad %s %q", dir, name, metaStep, meta[metaStep])
+		}
+		if steps, err = strconv.Atoi(meta[metaSteps]); err != nil || steps < 0 {
+			return nil, fmt.Errorf("sft: resume from %s: %s: bad %s %q", dir, name, metaSteps, meta[metaSteps])
+		}
+		ps[i] = p
+	}
+	if step[0] != step[1] || step[0] != step[2] {
+		return nil, fmt.Errorf("sft: resume from %s: weights, moments at steps %v disagree (an interrupted save); remove the directory to start afresh", dir, step)
+	}
+	opt, err := nn.NewAdamState(want)
+	if err != nil {
+		return nil, fmt.Errorf("sft: resume from %s: %w", dir, err)
+	}
+	copy(opt.M.Data, ps[1].Data)
+	copy(opt.V.Data, ps[2].Data)
+	opt.Steps = step[0]
+	return &state{params: ps[0], opt: opt, steps: steps}, nil
+}

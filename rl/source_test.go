@@ -1,0 +1,160 @@
+package rl
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// fixedSource hands out prepared groups, one slice per step.
+type fixedSource struct{ steps [][]Group }
+
+func (s *fixedSource) Next(_ context.Context, step int) ([]Group, error) {
+	if step > len(s.steps) {
+		return nil, errors.New("no more groups")
+	}
+	return s.steps[step-1], nil
+}
+
+// TestSourceTrainsLikeTheEnvironment: the groups the in-process loop makes,
+// handed to a trainer through a Source, give the same update, bit for
+// bit, whether the producer computed the advantages or left them to the
+// trainer.
+func TestSourceTrainsLikeTheEnvironment(t *testing.T) {
+	cfg := toyConfig(t.TempDir())
+	cfg.Steps = 1
+	envTr, _, envP := newToy(t, cfg, nil)
+	rng := *envTr.rng
+	_, groups, err := envTr.rollouts(context.Background(), 1, &rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := envTr.Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	withoutAdv := make([]Group, len(groups))
+	for i, g := range groups {
+		for _, r := range g.Rollouts {
+			r.Advantage, r.HasAdvantage = 0, false
+			withoutAdv[i].Rollouts = append(withoutAdv[i].Rollouts, r)
+		}
+	}
+	for _, tt := range []struct {
+		name   string
+		groups []Group
+	}{{"advantages given", groups}, {"advantages computed", withoutAdv}} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tinyParams(t, 64, 7)
+			tr, err := NewFromSource(cfg, p, &fixedSource{steps: [][]Group{tt.groups}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := tr.Step(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Skipped || m.TrainedTokens == 0 {
+				t.Fatalf("the source's step trained nothing: %+v", m)
+			}
+			if !slices.Equal(p.Data, envP.Data) {
+				t.Errorf("parameters after the source's step differ from the environment's")
+			}
+		})
+	}
+}
+
+func TestSourceRejectsBadGroups(t *testing.T) {
+	cfg := toyConfig(t.TempDir())
+	rng := rand.New(rand.NewPCG(1, 2))
+	eps := randomEpisodes(rng, 2, 64)
+	tests := []struct {
+		name   string
+		groups []Group
+		want   string
+	}{
+		{"mixed advantages", []Group{{Rollouts: []ScoredRollout{{Episodes: eps[:1], HasAdvantage: true}, {Episodes: eps[1:]}}}}, "all or none"},
+		{"empty", []Group{{}}, "no rollouts"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, err := NewFromSource(cfg, tinyParams(t, 64, 7), &fixedSource{steps: [][]Group{tt.groups}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tr.Step(context.Background()); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("step: %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestOffPolicyImportanceWeights: a stale group whose behaviour logprobs
+// are the trainer's own trains as on-policy (weights 1); one whose
+// behaviour logprobs are one nat lower has weights e, truncated at 2, and
+// takes exactly the step of its on-policy copy with doubled advantages.
+func TestOffPolicyImportanceWeights(t *testing.T) {
+	cfg := toyConfig(t.TempDir())
+	cfg.Steps = 1
+	envTr, _, _ := newToy(t, cfg, nil)
+	rng := *envTr.rng
+	_, groups, err := envTr.rollouts(context.Background(), 1, &rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(stale int, shift float32, scale float64) []Group {
+		var out []Group
+		for _, g := range groups {
+			ng := Group{Staleness: stale}
+			for _, r := range g.Rollouts {
+				var eps []Episode
+				for _, e := range r.Episodes {
+					e.Behaviour = slices.Clone(e.Behaviour)
+					for j := range e.Behaviour {
+						e.Behaviour[j] += shift
+					}
+					eps = append(eps, e)
+				}
+				r.Episodes, r.Advantage = eps, r.Advantage*scale
+				ng.Rollouts = append(ng.Rollouts, r)
+			}
+			out = append(out, ng)
+		}
+		return out
+	}
+	step := func(gs []Group) ([]float32, *Metrics) {
+		p := tinyParams(t, 64, 7)
+		tr, err := NewFromSource(cfg, p, &fixedSource{steps: [][]Group{gs}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := tr.Step(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(p.Data), m
+	}
+	onPolicy, _ := step(edit(0, 0, 1))
+	stale, m := step(edit(3, 0, 1))
+	if m.OffPolicySequences == 0 || m.StalenessMax != 3 || math.Abs(m.ISWeightMean-1) > 1e-3 || m.ISTruncFrac != 0 {
+		t.Errorf("stale group with the trainer's logprobs: metrics %+v; want weights about 1, none truncated, staleness 3", m)
+	}
+	var gap float64
+	for i := range onPolicy {
+		gap = max(gap, math.Abs(float64(onPolicy[i]-stale[i])))
+	}
+	if gap > 1e-4 {
+		t.Errorf("weights of about 1 moved the parameters %v away from the on-policy step", gap)
+	}
+	doubled, _ := step(edit(0, 0, 2))
+	truncated, m := step(edit(-1, -1, 1))
+	if m.UnknownVersion != len(groups) || m.ISTruncFrac != 1 || m.ISWeightMin < 2.7 || m.ISWeightMax > 2.72 {
+		t.Errorf("behaviour one nat lower: metrics %+v; want every weight e ≈ 2.718, all truncated, versions unknown", m)
+	}
+	if !slices.Equal(doubled, truncated) {
+		t.Error("weights truncated at 2 do not take the step of doubled advantages")
+	}
+}

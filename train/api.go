@@ -1,0 +1,163 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/rl"
+)
+
+// FromAPI trains the delegator on the batches of a trajectory API, as an
+// Atropos trainer does: it registers (batch_size = items per step × group
+// size sequences), then for each step pulls GET /batch?step=N, trains on
+// it, and writes a checkpoint of the step under OutDir (as Run does, so
+// that an interrupted run resumes from its last step and fetches the next
+// batch again). Environments (process --push) make the rollouts; this
+// process only learns. Each sequence of a group is one rollout of it: its
+// score is the rollout's reward, and its advantage the one the batch
+// carries (the same at every trained token), or, when the group carries
+// none, the advantage Config.RL.Estimator gives its scores (Atropos's
+// example trainer normalises the scores within the group, as GRPO does);
+// set_advantage_to_zero overrides are honoured. The behaviour
+// logprobs are the batch's inference_logprobs, which every group must
+// have: a group sampled by an older policy than the trainer's (its
+// group_overrides.policy_version, the trainer step it was sampled at, is
+// behind; or it carries none) is trained with truncated importance
+// weights (rl.Config.MaxImportanceWeight).
+func FromAPI(ctx context.Context, cfg Config, client *api.TrainerClient, progress chan<- rl.Progress) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("train --api: %w", err)
+	}
+	policy, err := loadCheckpoint("delegator", cfg.Delegator)
+	if err != nil {
+		return fmt.Errorf("train --api: %w", err)
+	}
+	r := cfg.RL
+	r.PolicyRole, r.OutDir, r.CheckpointEvery = RoleDelegator, cfg.OutDir, 1
+	// The environments' logprobs are checked against the trainer's at the
+	// first step only: later batches may come from an older policy (the
+	// API bounds how much older), where the two rightly differ.
+	r.LogprobCheckEvery = r.Steps + 1
+	src := &apiSource{client: client, estimator: r.Estimator}
+	t, err := rl.NewFromSource(r, policy, src, progress)
+	if err != nil {
+		return fmt.Errorf("train --api: %w", err)
+	}
+	reg := api.Registration{
+		BatchSize: r.ItemsPerStep * r.GroupSize, MaxTokenLen: policy.Config.Context,
+		CheckpointDir: rl.CheckpointDir(cfg.OutDir), SaveCheckpointInterval: 1, NumSteps: r.Steps,
+		WandbGroup: "delegate", WandbProject: "delegate",
+	}
+	if err := client.Register(ctx, reg); err != nil {
+		return fmt.Errorf("train --api %s: register: %w", client.URL, err)
+	}
+	if err := t.Run(ctx); err != nil {
+		return fmt.Errorf("train --api: %w", err)
+	}
+	return nil
+}
+
+// apiSource is rl.Source over a trajectory API's batches.
+type apiSource struct {
+	client    *api.TrainerClient
+	estimator reward.Estimator
+}
+
+// Next fetches the batch of step (again, if a crashed trainer had it
+// already) and turns it into groups.
+func (s *apiSource) Next(ctx context.Context, step int) ([]rl.Group, error) {
+	s.client.Last = step - 1
+	b, err := s.client.Next(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("batch of step %d: %w", step, err)
+	}
+	groups := make([]rl.Group, 0, len(b.Batch))
+	for gi, sd := range b.Batch {
+		g, err := groupOf(sd, s.estimator)
+		if err != nil {
+			return nil, fmt.Errorf("batch of step %d, group %d: %w", step, gi, err)
+		}
+		// The parameters before this step are version step-1.
+		g.Staleness = -1
+		if v, ok := sd.GroupOverrides["policy_version"].(float64); ok && v == math.Trunc(v) && v >= 0 {
+			g.Staleness = max(step-1-int(v), 0)
+		}
+		groups = append(groups, g)
+	}
+	return groups, nil
+}
+
+// groupOf converts one ScoredData group. Its advantages are the batch's,
+// or est's of its scores when it carries none; a sequence the environment
+// marked set_advantage_to_zero gets 0.
+func groupOf(sd api.ScoredData, est reward.Estimator) (rl.Group, error) {
+	n := len(sd.Tokens)
+	switch {
+	case n == 0:
+		return rl.Group{}, errors.New("no sequences")
+	case len(sd.Masks) != n || len(sd.Scores) != n:
+		return rl.Group{}, fmt.Errorf("%d sequences, %d masks, %d scores", n, len(sd.Masks), len(sd.Scores))
+	case len(sd.InferenceLogprobs) != n:
+		return rl.Group{}, fmt.Errorf("%d sequences but %d inference_logprobs: the trainer needs the sampler's logprobs of every sequence (environments must send inference_logprobs)", n, len(sd.InferenceLogprobs))
+	case sd.Advantages != nil && len(sd.Advantages) != n:
+		return rl.Group{}, fmt.Errorf("%d sequences but %d advantages", n, len(sd.Advantages))
+	}
+	var computed []float64
+	if sd.Advantages == nil {
+		grp, err := reward.NewGroup(est, sd.Scores)
+		if err != nil {
+			return rl.Group{}, fmt.Errorf("advantages of the scores: %w", err)
+		}
+		computed = grp.Advantages
+	}
+	var g rl.Group
+	for i := range n {
+		e, err := rl.FromTokens(sd.Tokens[i], sd.Masks[i], sd.InferenceLogprobs[i])
+		if err != nil {
+			return rl.Group{}, fmt.Errorf("sequence %d: %w", i, err)
+		}
+		e.Node, e.Calls = fmt.Sprintf("sequence %d", i), 1
+		ro := rl.ScoredRollout{Episodes: []rl.Episode{e}, Reward: sd.Scores[i], HasAdvantage: true}
+		if computed != nil {
+			ro.Advantage = computed[i]
+		} else if ro.Advantage, err = sequenceAdvantage(sd.Advantages[i], sd.Masks[i]); err != nil {
+			return rl.Group{}, fmt.Errorf("sequence %d: %w", i, err)
+		}
+		if i < len(sd.Overrides) {
+			if zero, _ := sd.Overrides[i]["set_advantage_to_zero"].(bool); zero {
+				ro.Advantage = 0
+			}
+		}
+		g.Rollouts = append(g.Rollouts, ro)
+	}
+	return g, nil
+}
+
+// sequenceAdvantage is the advantage of a sequence whose per-token
+// advantages are given: the same value at every trained token, as this
+// trainer weighs a rollout's tokens alike.
+func sequenceAdvantage(adv []float64, masks []int) (float64, error) {
+	if len(adv) != len(masks) {
+		return 0, fmt.Errorf("%d advantages for %d tokens", len(adv), len(masks))
+	}
+	a, set := 0.0, false
+	for j, m := range masks {
+		if m == delegate.MaskIgnore {
+			continue
+		}
+		v := adv[j]
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, fmt.Errorf("advantage %v at token %d", v, j)
+		}
+		if set && v != a {
+			return 0, fmt.Errorf("advantages differ between trained tokens (%v and %v at token %d): this trainer takes one advantage per sequence", a, v, j)
+		}
+		a, set = v, true
+	}
+	return a, nil
+}

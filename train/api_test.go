@@ -1,0 +1,64 @@
+package train
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/reward"
+)
+
+func TestGroupOf(t *testing.T) {
+	const I = delegate.MaskIgnore
+	base := func() api.ScoredData {
+		return api.ScoredData{
+			Tokens:            [][]int{{1, 2, 3}, {1, 2, 4}},
+			Masks:             [][]int{{I, 2, 3}, {I, 2, 4}},
+			Scores:            []float64{1, 0},
+			InferenceLogprobs: [][]float64{{1, -0.5, -0.5}, {1, -0.5, -1}},
+		}
+	}
+	t.Run("advantages from the scores", func(t *testing.T) {
+		g, err := groupOf(base(), reward.GRPO)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(g.Rollouts) != 2 || !(g.Rollouts[0].Advantage > 0) || !(g.Rollouts[1].Advantage < 0) || !g.Rollouts[0].HasAdvantage {
+			t.Errorf("rollouts %+v: want the right one above 0, the wrong one below", g.Rollouts)
+		}
+		if e := g.Rollouts[0].Episodes[0]; len(e.Prompt) != 1 || e.Generated() != 2 {
+			t.Errorf("episode %+v: want a 1-token prompt and 2 trained tokens", e)
+		}
+	})
+	t.Run("advantages given, one zeroed", func(t *testing.T) {
+		sd := base()
+		sd.Advantages = [][]float64{{9, 0.7, 0.7}, {9, -0.7, -0.7}} // untrained positions do not count
+		sd.Overrides = []map[string]any{{"set_advantage_to_zero": true}, {}}
+		g, err := groupOf(sd, reward.GRPO)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Rollouts[0].Advantage != 0 || g.Rollouts[1].Advantage != -0.7 {
+			t.Errorf("advantages %v, %v; want 0 (overridden) and -0.7", g.Rollouts[0].Advantage, g.Rollouts[1].Advantage)
+		}
+	})
+	for _, tt := range []struct {
+		name string
+		edit func(*api.ScoredData)
+		want string
+	}{
+		{"no logprobs", func(sd *api.ScoredData) { sd.InferenceLogprobs = nil }, "inference_logprobs"},
+		{"advantages differ within a sequence", func(sd *api.ScoredData) { sd.Advantages = [][]float64{{0, 1, 2}, {0, 1, 1}} }, "one advantage per sequence"},
+		{"a mask that is not its token", func(sd *api.ScoredData) { sd.Masks[1][2] = 7 }, "sequence 1: mask 7"},
+		{"scores missing", func(sd *api.ScoredData) { sd.Scores = sd.Scores[:1] }, "1 scores"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sd := base()
+			tt.edit(&sd)
+			if _, err := groupOf(sd, reward.GRPO); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("groupOf: %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,183 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/world"
+)
+
+// The modes of a run.
+const (
+	// ModeRoute trains the delegator under route: it has the delegate
+	// tool and the solver answers what it hands over.
+	ModeRoute = "route"
+	// ModeMLPO trains a leader under lead with frozen peers' answers in its
+	// context, on the items most peers do not already solve.
+	ModeMLPO = "mlpo"
+)
+
+// Config sets a training run. DefaultConfig gives the documented defaults.
+type Config struct {
+	// Mode is ModeRoute (default) or ModeMLPO.
+	Mode string `json:"mode"`
+	// Solver and Delegator are nn checkpoint directories: the frozen
+	// sub-agent and the policy's starting weights; "" means the shipped
+	// model embedded in the binary (package models). Peers is the frozen
+	// peers' checkpoint of MLPO; "" means the delegator's.
+	Solver    string `json:"solver"`
+	Delegator string `json:"delegator"`
+	Peers     string `json:"peers,omitempty"`
+	// OutDir receives metrics.jsonl, checkpoint/, eval.jsonl and
+	// table.md. A run in an OutDir that holds an earlier run's files
+	// resumes it. Required.
+	OutDir string `json:"out_dir"`
+	// TrainTime bounds the training phase's time: rollouts and updates,
+	// summed over every process of a resumed run (the metrics log's
+	// seconds). Training stops at RL.Steps or when it is spent, whichever
+	// comes first. 0: no bound (the default; Deadline bounds it).
+	TrainTime time.Duration `json:"train_time"`
+	// Deadline, when set, is when this invocation should be done, table
+	// included: training stops early enough to leave the final evaluation
+	// the time the pretrained policy's evaluation took (measured in the
+	// baseline phase and kept in TimingFile). The baselines and the final
+	// evaluation themselves are not cut short. Not part of a run's
+	// identity: each resumed invocation has its own.
+	Deadline time.Time `json:"-"`
+	// RL is the trainer's config; PolicyRole and OutDir are set by Run.
+	// Its MaxNewTokens caps every model call of the run, the table's too.
+	// Defaults: rl.DefaultConfig with 4 items of 8 rollouts a step, 200
+	// steps (the time bound usually ends training first), a constant
+	// learning rate of 1e-4 after 2 warmup steps, MaxNewTokens 1024 (the
+	// world's budget of a route turn), concurrency 32 and the logprob
+	// check every 10 steps.
+	RL rl.Config `json:"rl"`
+	// Reward weighs correctness, delegator tokens and sub-agent calls.
+	// Default world.DefaultReward.
+	Reward world.Reward `json:"reward"`
+	// Prices prices the calls of the table. Default world.DefaultPrices.
+	Prices world.Prices `json:"prices"`
+	// World generates the problems; Seed seeds them. Training problems
+	// come from the train split, evaluation items from the test split.
+	// Defaults world.Levels()[world.TrainLevel] and 1.
+	World world.Config `json:"world"`
+	Seed  uint64       `json:"seed"`
+	// TrainProblems is the size of the training pool. Default 2000.
+	TrainProblems int `json:"train_problems"`
+	// EvalItems is the number of held-out problems every arm of the table
+	// is run on. Default 100.
+	EvalItems int `json:"eval_items"`
+	// EvalTemperature is the delegator's sampling temperature in the
+	// table (the solver and the peers are greedy). Default 0: greedy.
+	EvalTemperature float64 `json:"eval_temperature"`
+	// EvalConcurrency bounds the table's items in flight. Default 16.
+	EvalConcurrency int `json:"eval_concurrency"`
+	// MaxTurns bounds route's delegator turns. Default 6 (the default
+	// world's problems take at most 5 with every step delegated).
+	MaxTurns int `json:"max_turns"`
+	// PeerCount is K, the peers of MLPO's lead strategy. Default 3.
+	PeerCount int `json:"peer_count"`
+	// PeerSamples is how many sampled peer answers per item estimate how
+	// often peers solve it, for MLPO's filter. Default 4.
+	PeerSamples int `json:"peer_samples"`
+	// FilterMaxRate drops, in MLPO, the training items whose peers solve
+	// at least that share of the time. Default 0.75.
+	FilterMaxRate float64 `json:"filter_max_rate"`
+}
+
+// DefaultConfig returns the defaults noted on each field, with the
+// shipped checkpoints and OutDir runs/train.
+func DefaultConfig() Config {
+	r := rl.DefaultConfig()
+	r.GroupSize, r.ItemsPerStep, r.Steps = 8, 4, 200
+	r.Schedule = nn.Schedule{Warmup: 2, Total: 200, MaxLR: 1e-4, MinLR: 1e-4}
+	r.MaxNewTokens = 1024
+	r.Concurrency = 32
+	r.LogprobCheckEvery = 10
+	r.Estimator = reward.GRPO
+	r.PolicyRole = RoleDelegator
+	return Config{
+		Mode:            ModeRoute,
+		OutDir:          "runs/train",
+		RL:              r,
+		Reward:          world.DefaultReward(),
+		Prices:          world.DefaultPrices(),
+		World:           world.Levels()[world.TrainLevel],
+		Seed:            1,
+		TrainProblems:   2000,
+		EvalItems:       100,
+		EvalConcurrency: 16,
+		MaxTurns:        6,
+		PeerCount:       3,
+		PeerSamples:     4,
+		FilterMaxRate:   0.75,
+	}
+}
+
+// Validate checks every field, naming the key of each problem.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.Mode != ModeRoute && c.Mode != ModeMLPO {
+		bad("mode", "must be %q or %q, got %q", ModeRoute, ModeMLPO, c.Mode)
+	}
+	if c.OutDir == "" {
+		bad("out_dir", "required")
+	}
+	if c.TrainTime < 0 {
+		bad("train_time", "must not be negative, got %v", c.TrainTime)
+	}
+	r := c.RL
+	r.PolicyRole, r.OutDir = RoleDelegator, c.OutDir
+	if err := r.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.World.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("world: %w", err))
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"reward.lambda", c.Reward.Lambda}, {"reward.mu", c.Reward.Mu}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			bad(f.key, "must be non-negative and finite, got %v", f.v)
+		}
+	}
+	if c.TrainProblems < c.RL.ItemsPerStep {
+		bad("train_problems", "must be at least rl.items_per_step (%d), got %d", c.RL.ItemsPerStep, c.TrainProblems)
+	}
+	if c.EvalItems < 1 {
+		bad("eval_items", "must be at least 1, got %d", c.EvalItems)
+	}
+	if !(c.EvalTemperature >= 0 && c.EvalTemperature <= 2) {
+		bad("eval_temperature", "must be in [0, 2], got %v", c.EvalTemperature)
+	}
+	if c.EvalConcurrency < 1 {
+		bad("eval_concurrency", "must be at least 1, got %d", c.EvalConcurrency)
+	}
+	if c.MaxTurns < 1 {
+		bad("max_turns", "must be at least 1, got %d", c.MaxTurns)
+	}
+	if c.Mode == ModeMLPO {
+		if c.PeerCount < 1 {
+			bad("peer_count", "must be at least 1, got %d", c.PeerCount)
+		}
+		if c.PeerSamples < 1 {
+			bad("peer_samples", "must be at least 1, got %d", c.PeerSamples)
+		}
+		if !(c.FilterMaxRate > 0 && c.FilterMaxRate <= 1) {
+			bad("filter_max_rate", "must be in (0, 1], got %v", c.FilterMaxRate)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("train config: %w", errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+// Package train is `delegate train`: it trains the delegator of the
+// synthetic world (package world) with the GRPO family (package rl) from
+// pretrained nn checkpoints, and measures it before and after on held-out
+// problems. The command in cmd/delegate only parses flags, draws progress
+// and plots; everything else is here.
+//
+// # A run
+//
+// Run loads the frozen solver and the delegator (the policy's start, also
+// kept frozen as the "pretrained" arm), serves them in-process (package
+// local) and runs the strategies of package strategy on them with the
+// world's compact prompts (world.StrategyConfig), the same code path as
+// remote LLMs. Then:
+//
+//  1. The baselines on EvalItems held-out problems (bench.Run, per-item
+//     records in OutDir/eval.jsonl): the solver alone (single), the
+//     delegator alone without the delegate tool (single), always-delegate
+//     (route, a program in the delegator's seat that hands every step to
+//     the solver), and the pretrained delegator (route). The last is
+//     timed (OutDir/timing.json): the trained delegator's evaluation will
+//     take as long.
+//  2. GRPO (or Dr. GRPO, RLOO) on route over TrainProblems training
+//     problems: the delegator has the delegate tool, the solver answers.
+//     Only the delegator's generated tokens are trained (rl masks prompts,
+//     tool results and solver outputs); the reward is world.Reward:
+//     correct − λ·delegator tokens − μ·sub-agent calls. Training stops at
+//     RL.Steps, at TrainTime (summed over resumed invocations), or early
+//     enough before Deadline to leave the final evaluation its time.
+//  3. The trained delegator (route) on the same items, and the Table: per
+//     arm, accuracy with a Wilson 95% interval, mean reward with a normal
+//     95% interval, delegator and solver tokens, sub-agent calls, cost at
+//     world.DefaultPrices (each conversation's earlier turns priced as
+//     cached input, as a backend keeping its KV cache serves them) and
+//     latency, all computed from the per-item records (NewTable); an item
+//     the strategy reports a failure for counts wrong there and in the
+//     training reward. Acceptance decides the training criteria from the
+//     table (Table.Checks, printed under it as PASS or MISS).
+//
+// Every phase writes as it goes, so an interrupted run resumes in the same
+// OutDir: finished items are not run again, training continues from rl's
+// last checkpoint, and the trained arm's name carries its step, so records
+// of an earlier state of the policy are never mixed in.
+//
+// # Roles
+//
+// Whatever the strategy, the delegator in the main seat has trace role
+// RoleDelegator, sub-agents RoleSubagent and the solver answering alone
+// RoleSolver, so the columns mean the same in every row.
+//
+// # MLPO
+//
+// ModeMLPO trains a leader under lead: K frozen peers (the delegator's
+// checkpoint unless Peers names another) answer first, the leader sees
+// their answers and writes its own. Each problem's peer answers are fixed
+// (seeded by the problem, computed once and shared by every rollout,
+// the filter and the table), and the training items are those the peers
+// solve less than FilterMaxRate of the time (rl.FilterSolved over
+// PeerSamples answers, kept in OutDir/filter.json). The table compares the
+// trained leader with its team and alone, the untrained leader likewise,
+// and the peers' majority vote over K+1 answers: the team's number of
+// generations (K peers and one leader). delegate train --mode mlpo runs it
+// with the MLPO paper's recipe (Dr. GRPO, reward = the leader's
+// correctness) on level 2 with up to world.MLPODistractors distractor
+// sentences, where the leader alone has room to improve.
+package train

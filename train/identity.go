@@ -1,0 +1,82 @@
+package train
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+
+	"github.com/delegatelab/delegate/world"
+)
+
+// RunFile records what a run in OutDir is, so that a later invocation
+// resumes only the same run.
+const RunFile = "run.json"
+
+// identityVersion is the format version of RunFile.
+const identityVersion = 1
+
+// identity is RunFile: the settings a resumed run must share with the
+// run it continues (the rest, budgets and evaluation settings, may
+// change between invocations).
+type identity struct {
+	Version       int          `json:"version"`
+	Mode          string       `json:"mode"`
+	Solver        string       `json:"solver"`
+	Delegator     string       `json:"delegator"`
+	Peers         string       `json:"peers,omitempty"`
+	World         world.Config `json:"world"`
+	Seed          uint64       `json:"seed"`
+	TrainProblems int          `json:"train_problems"`
+	Reward        world.Reward `json:"reward"`
+	Estimator     string       `json:"estimator"`
+	GroupSize     int          `json:"group_size"`
+	ItemsPerStep  int          `json:"items_per_step"`
+}
+
+func identityOf(c Config) identity {
+	return identity{
+		Version: identityVersion, Mode: c.Mode, Solver: c.Solver, Delegator: c.Delegator, Peers: c.Peers,
+		World: c.World, Seed: c.Seed, TrainProblems: c.TrainProblems, Reward: c.Reward,
+		Estimator: string(c.RL.Estimator), GroupSize: c.RL.GroupSize, ItemsPerStep: c.RL.ItemsPerStep,
+	}
+}
+
+// checkIdentity writes RunFile in a new OutDir, or checks that the run
+// there is the one cfg describes, naming the first setting that differs.
+func checkIdentity(cfg Config) error {
+	path := filepath.Join(cfg.OutDir, RunFile)
+	want := identityOf(cfg)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		b, err := json.MarshalIndent(want, "", "  ")
+		if err == nil {
+			err = os.WriteFile(path, append(b, '\n'), 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	var got identity
+	if err := json.Unmarshal(b, &got); err != nil {
+		return fmt.Errorf("train: run file %s: %w", path, err)
+	}
+	if got.Version != identityVersion {
+		return fmt.Errorf("train: run file %s has version %d, this program writes %d: use another --out", path, got.Version, identityVersion)
+	}
+	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)
+	for i := range gv.NumField() {
+		if !reflect.DeepEqual(gv.Field(i).Interface(), wv.Field(i).Interface()) {
+			key := reflect.TypeFor[identity]().Field(i).Tag.Get("json")
+			return fmt.Errorf("train: %s holds another run (%s %v there, %v now): use another --out to start a new run, or the same settings to resume it",
+				cfg.OutDir, key, gv.Field(i).Interface(), wv.Field(i).Interface())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,316 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/bench"
+	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/world"
+)
+
+// FilterFile holds MLPO's filtered training items, so that a resumed run
+// does not sample the peers again.
+const FilterFile = "filter.json"
+
+// filterVersion is the format version of FilterFile.
+const filterVersion = 1
+
+// NameMajority is the strategy name of the peers' majority vote.
+const NameMajority = "majority"
+
+// itemSeed is the seed of a problem's peer answers: the same in every
+// rollout, in the filter and in the table, so the leader is trained and
+// judged on fixed peers' answers.
+func itemSeed(p *world.Problem) int64 {
+	v, err := strconv.ParseUint(p.ID, 16, 64)
+	if err != nil {
+		v = uint64(len(p.Text)) // IDs are 16 hex digits; a fallback keeps it deterministic
+	}
+	return int64(v & (1<<62 - 1))
+}
+
+// memo serves every distinct request (the rendered prompt, the seed and
+// the sampling settings) once and repeats the answer: the frozen peers'
+// answer to a problem under a seed is computed once for all the rollouts,
+// the filter and the table. Safe for concurrent use; a request in flight
+// is waited for, not sent twice. Failed calls are not kept.
+type memo struct {
+	m  delegate.Model
+	mu sync.Mutex
+	in map[string]*memoEntry
+}
+
+type memoEntry struct {
+	done chan struct{}
+	resp *delegate.Response
+	err  error
+}
+
+func newMemo(m delegate.Model) *memo { return &memo{m: m, in: map[string]*memoEntry{}} }
+
+func (c *memo) Name() string { return c.m.Name() }
+
+func (c *memo) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	key, err := json.Marshal(struct {
+		Prompt []int
+		Seed   *int64
+		Temp   *float64
+		Max, N int
+	}{tokenizer.Render(req.Messages, req.Tools, true), req.Seed, req.Temperature, req.MaxTokens, req.N})
+	if err != nil {
+		return nil, fmt.Errorf("memo key: %w", err)
+	}
+	k := string(key)
+	for {
+		c.mu.Lock()
+		e, ok := c.in[k]
+		if !ok {
+			e = &memoEntry{done: make(chan struct{})}
+			c.in[k] = e
+			c.mu.Unlock()
+			e.resp, e.err = c.m.Chat(ctx, req)
+			if e.err != nil {
+				c.mu.Lock()
+				delete(c.in, k)
+				c.mu.Unlock()
+			}
+			close(e.done)
+			return copyResponse(e.resp), e.err
+		}
+		c.mu.Unlock()
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if e.err == nil {
+			return copyResponse(e.resp), nil
+		}
+		// The call that was in flight failed; try ourselves.
+	}
+}
+
+func copyResponse(r *delegate.Response) *delegate.Response {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Choices = slices.Clone(r.Choices)
+	return &c
+}
+
+// peerRequest is the request of peer answer i to p, as lead sends it.
+func (r *runner) peerRequest(p *world.Problem, i int) *delegate.Request {
+	msgs := world.PeerTranscript(p).Messages[:2]
+	t := r.scfg.Peer.Temperature
+	seed := itemSeed(p) + int64(i)
+	return &delegate.Request{Messages: msgs, Temperature: &t, MaxTokens: r.scfg.Peer.MaxTokens, Seed: &seed}
+}
+
+// lead builds lead with leader in the leader's seat, the memoized peers
+// answering with p's seeds.
+func (r *runner) lead(p *world.Problem, scfg strategy.Config, leader delegate.Model) (delegate.Strategy, error) {
+	s := itemSeed(p)
+	scfg.Peer.Seed = &s
+	return strategy.New(strategy.NameLead, strategy.Roles{
+		Leader: r.delegatorAgent(&conversation{m: leader}),
+		Peers:  []delegate.Agent{r.subagent(r.peers, r.cfg.Prices.Delegator)},
+	}, scfg)
+}
+
+func (r *runner) problem(request string) (*world.Problem, error) {
+	p, ok := r.byText[request]
+	if !ok {
+		return nil, errors.New("the request is not a problem of this run")
+	}
+	return p, nil
+}
+
+func (r *runner) mlpoBaselines() []bench.Arm {
+	return []bench.Arm{
+		{Name: ArmMajority, Strategy: perRun{NameMajority, func(req string) (delegate.Strategy, error) {
+			p, err := r.problem(req)
+			if err != nil {
+				return nil, err
+			}
+			return &majority{r: r, p: p, n: r.cfg.PeerCount + 1}, nil
+		}}},
+		{Name: ArmUntrained, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
+			return r.single(r.delegatorAgent(&conversation{m: r.pretrained}))
+		}}},
+		{Name: ArmPretrTeam, Strategy: perRun{strategy.NameLead, func(req string) (delegate.Strategy, error) {
+			p, err := r.problem(req)
+			if err != nil {
+				return nil, err
+			}
+			return r.lead(p, r.scfg, r.pretrained)
+		}}},
+	}
+}
+
+func (r *runner) mlpoTrainedArms(steps int) []bench.Arm {
+	return []bench.Arm{
+		{Name: trainedName(ArmTeam, steps), Strategy: perRun{strategy.NameLead, func(req string) (delegate.Strategy, error) {
+			p, err := r.problem(req)
+			if err != nil {
+				return nil, err
+			}
+			return r.lead(p, r.scfg, r.policy)
+		}}},
+		{Name: trainedName(ArmLeaderAlone, steps), Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
+			return r.single(r.delegatorAgent(&conversation{m: r.policy}))
+		}}},
+	}
+}
+
+// majority is the peers' majority vote over n sampled answers, the first
+// K of them those lead shows its leader: the same number of generations
+// as lead's K peers and one leader. Ties go to the answer seen first.
+type majority struct {
+	r *runner
+	p *world.Problem
+	n int
+}
+
+func (m *majority) Name() string { return NameMajority }
+
+func (m *majority) Run(ctx context.Context, request string, events chan<- delegate.Event) (*delegate.Trace, error) {
+	rec := delegate.NewRecorder(NameMajority, request, events)
+	g := rec.Group(nil, strategy.RoundNode(0))
+	agent := m.r.subagent(m.r.peers, m.r.cfg.Prices.Delegator)
+	texts := make([]string, m.n)
+	var wg sync.WaitGroup
+	for i := range m.n {
+		wg.Go(func() {
+			resp, err := rec.Call(ctx, g, strategy.PeerNode(i+1), agent, m.r.peerRequest(m.p, i))
+			if err == nil {
+				texts[i] = resp.Text()
+			}
+		})
+	}
+	wg.Wait()
+	rec.EndGroup(g)
+	answer, votes := vote(texts)
+	failure := ""
+	if votes == 0 {
+		failure = "format: no peer gave an integer answer"
+	}
+	tr := rec.Finish(answer, failure)
+	return tr, ctx.Err()
+}
+
+// vote returns the most frequent integer answer of texts (ties: the
+// first seen) and its count; "" and 0 when none has one.
+func vote(texts []string) (string, int) {
+	count := map[int64]int{}
+	var order []int64
+	for _, t := range texts {
+		v, err := world.ParseAnswer(t)
+		if err != nil {
+			continue
+		}
+		if count[v] == 0 {
+			order = append(order, v)
+		}
+		count[v]++
+	}
+	best, n := int64(0), 0
+	for _, v := range order {
+		if count[v] > n {
+			best, n = v, count[v]
+		}
+	}
+	if n == 0 {
+		return "", 0
+	}
+	return strconv.FormatInt(best, 10), n
+}
+
+// filterRecord is FilterFile.
+type filterRecord struct {
+	Version int     `json:"version"`
+	Items   int     `json:"items"`
+	Samples int     `json:"samples"`
+	MaxRate float64 `json:"max_rate"`
+	Kept    []int   `json:"kept"`
+}
+
+// filter returns the training items MLPO keeps, from FilterFile when it
+// matches the run's settings, else sampling the peers and saving it.
+func (r *runner) filter(ctx context.Context) ([]int, error) {
+	path := filepath.Join(r.cfg.OutDir, FilterFile)
+	want := filterRecord{Version: filterVersion, Items: len(r.trainSet), Samples: r.cfg.PeerSamples, MaxRate: r.cfg.FilterMaxRate}
+	if b, err := os.ReadFile(path); err == nil {
+		var got filterRecord
+		if err := json.Unmarshal(b, &got); err != nil {
+			return nil, fmt.Errorf("train: filter file %s: %w (remove it to filter again)", path, err)
+		}
+		if got.Version != filterVersion {
+			return nil, fmt.Errorf("train: filter file %s has version %d, this program writes %d: remove it to filter again", path, got.Version, filterVersion)
+		}
+		if got.Items == want.Items && got.Samples == want.Samples && got.MaxRate == want.MaxRate {
+			return got.Kept, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	rate := func(ctx context.Context, item int) (int, int, error) {
+		p := r.trainSet[item]
+		right := 0
+		for i := range r.cfg.PeerSamples {
+			resp, err := r.peers.Chat(ctx, r.peerRequest(p, i))
+			if err != nil {
+				return 0, 0, err
+			}
+			if world.Correct(resp.Text(), p.Answer) {
+				right++
+			}
+		}
+		return right, r.cfg.PeerSamples, nil
+	}
+	kept, err := rl.FilterSolved(ctx, len(r.trainSet), rate, r.cfg.FilterMaxRate, r.cfg.EvalConcurrency)
+	if err != nil {
+		return nil, fmt.Errorf("train: filter: %w", err)
+	}
+	if len(kept) == 0 {
+		return nil, fmt.Errorf("train: filter: the peers solve every one of the %d training items; nothing to train on", len(r.trainSet))
+	}
+	want.Kept = kept
+	b, err := json.Marshal(want)
+	if err != nil {
+		return nil, fmt.Errorf("train: filter: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return nil, fmt.Errorf("train: filter: %w", err)
+	}
+	return kept, nil
+}
+
+// mlpoEnv trains the leader under lead on the kept items, the peers'
+// answers fixed per item.
+func (r *runner) mlpoEnv(ctx context.Context, cfg rl.Config) (rl.Env, error) {
+	kept, err := r.filter(ctx)
+	if err != nil {
+		return rl.Env{}, err
+	}
+	scfg := r.scfg
+	scfg.Leader.Temperature = cfg.Temperature
+	problems := make([]*world.Problem, len(kept))
+	for i, k := range kept {
+		problems[i] = r.trainSet[k]
+	}
+	return r.problemEnv(cfg, problems, func(p *world.Problem, leader delegate.Model) (delegate.Strategy, error) {
+		return r.lead(p, scfg, leader)
+	}), nil
+}

@@ -1,0 +1,110 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/models"
+	"github.com/delegatelab/delegate/nn"
+)
+
+// The trace roles of every arm and rollout, so that tokens, calls and
+// prices line up across arms whatever the strategy: the delegator in the
+// main seat (route's strong, single's single, lead's leader) is
+// RoleDelegator; the sub-agents (route's weak, lead's peers) are
+// RoleSubagent; the solver answering a whole problem alone is RoleSolver.
+const (
+	RoleDelegator = "delegator"
+	RoleSubagent  = "subagent"
+	RoleSolver    = "solver"
+)
+
+// loadCheckpoint loads an nn checkpoint directory, or with dir "" the
+// shipped model named what from the binary, and names it in errors.
+func loadCheckpoint(what, dir string) (*nn.Params, error) {
+	load := func() (*nn.Params, map[string]string, error) { return nn.Load(dir) }
+	if dir == "" {
+		load = func() (*nn.Params, map[string]string, error) { return models.Load(what) }
+	}
+	p, _, err := load()
+	if err != nil {
+		return nil, fmt.Errorf("load %s checkpoint %s: %w", what, dir, err)
+	}
+	return p, nil
+}
+
+// checkpointName is how tables and notes name a checkpoint setting.
+func checkpointName(dir string) string {
+	if dir == "" {
+		return "shipped (embedded)"
+	}
+	return dir
+}
+
+// seeded sets the seed of every request it forwards: base plus the number
+// of requests it has forwarded, so a rollout's sampling depends on its seed
+// only, not on what else the engine serves meanwhile. Safe for concurrent
+// use; concurrent calls then get seeds in the order they arrive.
+type seeded struct {
+	m    delegate.Model
+	mu   sync.Mutex
+	next int64
+}
+
+func newSeeded(m delegate.Model, base uint64) *seeded {
+	return &seeded{m: m, next: int64(base & (1<<62 - 1))}
+}
+
+func (s *seeded) Name() string { return s.m.Name() }
+
+func (s *seeded) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	s.mu.Lock()
+	seed := s.next
+	s.next++
+	s.mu.Unlock()
+	r := *req
+	r.Seed = &seed
+	return s.m.Chat(ctx, &r)
+}
+
+// conversation reports, on each response of one conversation's model, the
+// prompt tokens a backend keeping the conversation's KV cache would not
+// recompute: the longest common prefix of the prompt with the previous
+// call's prompt followed by its generated tokens. It asks for logprobs to
+// know the generated token ids (and leaves them in the response: a trainer
+// below may need them). The calls of one conversation are
+// sequential; one conversation per value (make one per run).
+type conversation struct {
+	m    delegate.Model
+	mu   sync.Mutex
+	prev []int // the previous call's prompt and generated ids
+}
+
+func (c *conversation) Name() string { return c.m.Name() }
+
+func (c *conversation) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	r := *req
+	r.Logprobs = true
+	resp, err := c.m.Chat(ctx, &r)
+	if err != nil || resp == nil {
+		return resp, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := resp.PromptTokenIDs
+	n := 0
+	for n < len(ids) && n < len(c.prev) && ids[n] == c.prev[n] {
+		n++
+	}
+	resp.Usage.CachedTokens = n
+	if len(resp.Choices) > 0 {
+		next := append([]int(nil), ids...)
+		for _, lp := range resp.Choices[0].Logprobs {
+			next = append(next, lp.TokenID)
+		}
+		c.prev = next
+	}
+	return resp, nil
+}

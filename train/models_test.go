@@ -1,0 +1,309 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/world"
+)
+
+// calculator answers a bare question "x op y" exactly, except the first
+// time it is asked slip, which it answers one too large; it counts its
+// calls. Safe for concurrent use.
+type calculator struct {
+	slip    string
+	slipped atomic.Bool
+	calls   atomic.Int64
+}
+
+func (c *calculator) Name() string { return "calculator" }
+
+func (c *calculator) Chat(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+	c.calls.Add(1)
+	q := req.Messages[len(req.Messages)-1].Content
+	op, x, y, err := world.ParseExpr(q)
+	if err != nil {
+		return nil, fmt.Errorf("calculator: %w", err)
+	}
+	var v int64
+	switch op {
+	case world.Add:
+		v = x + y
+	case world.Sub:
+		v = x - y
+	case world.Mul:
+		v = x * y
+	}
+	reply := world.Boxed(v)
+	if q == c.slip && c.slipped.CompareAndSwap(false, true) {
+		reply = world.Boxed(v + 1)
+	} else if text, _, err := world.SolverAnswer(op, x, y); err == nil {
+		reply = text // the trained solver's whole answer, as the transcripts hold it
+	}
+	return &delegate.Response{Model: c.Name(), Choices: []delegate.Choice{{Message: delegate.Assistant(reply), FinishReason: "stop"}}}, nil
+}
+
+// firstLiteral is the first step of p whose operands are in the text.
+func firstLiteral(p *world.Problem) int {
+	for i, s := range p.Steps {
+		if s.X.Ref == world.Literal && s.Y.Ref == world.Literal {
+			return i
+		}
+	}
+	return 0
+}
+
+// answerWithSlip is p's answer when, with slip, the first step whose
+// operands are in the text comes back one too large and the later steps
+// go on from it.
+func answerWithSlip(p *world.Problem, slip bool) int64 {
+	v := make([]int64, len(p.Steps))
+	first := firstLiteral(p)
+	val := func(o world.Operand) int64 {
+		if o.Ref == world.Literal {
+			return o.Value
+		}
+		return v[o.Ref]
+	}
+	for i, s := range p.Steps {
+		x, y := val(s.X), val(s.Y)
+		switch s.Op {
+		case world.Add:
+			v[i] = x + y
+		case world.Sub:
+			v[i] = x - y
+		case world.Mul:
+			v[i] = x * y
+		}
+		if slip && i == first {
+			v[i]++
+		}
+	}
+	return v[len(v)-1]
+}
+
+func TestAlwaysDelegate(t *testing.T) {
+	problems, err := world.Generate(world.DefaultConfig(), 7, world.Test, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := world.NewAlwaysDelegate(problems)
+	scfg := world.StrategyConfig()
+	scfg.MaxTurns = 8
+	for _, wrong := range []bool{false, true} {
+		t.Run(fmt.Sprintf("wrong=%v", wrong), func(t *testing.T) {
+			for _, p := range problems {
+				calc := &calculator{}
+				if wrong {
+					calc.slip = p.Steps[firstLiteral(p)].Expr()
+				}
+				st, err := strategy.New(strategy.NameRoute, strategy.Roles{
+					Strong: delegate.Agent{Role: RoleDelegator, Model: &conversation{m: world.CompactTools(a)}},
+					Weak:   delegate.Agent{Role: RoleSubagent, Model: calc},
+				}, scfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr, err := st.Run(context.Background(), p.Text, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := int(calc.calls.Load()), len(p.Steps); got != want {
+					t.Errorf("%s: %d solver calls, want one per step (%d)", p.ID, got, want)
+				}
+				if want := answerWithSlip(p, wrong); !world.Correct(tr.Answer, want) {
+					t.Errorf("%s: answer %q, want %d (the solver's answers carried through; wrong=%v)", p.ID, tr.Answer, want, wrong)
+				}
+				del := tr.Roles[RoleDelegator]
+				// Billed as the world bills its always-delegate transcript,
+				// earlier turns cached.
+				if want := world.Route(p, world.Always).Bill(false).Delegator; !wrong && del.Usage != want {
+					t.Errorf("%s: delegator usage %+v, the transcript's %+v", p.ID, del.Usage, want)
+				}
+				if del.Usage.CompletionTokens <= 0 || del.Usage.PromptTokens <= 0 || del.Usage.CachedTokens <= 0 {
+					t.Errorf("%s: delegator usage %+v", p.ID, del.Usage)
+				}
+			}
+		})
+	}
+	if _, err := a.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("not a problem")}}); err == nil {
+		t.Error("an unknown problem: no error")
+	}
+}
+
+// echo answers with a fixed reply and reports the prompt ids.
+type echo struct{ reply string }
+
+func (e echo) Name() string { return "echo" }
+
+func (e echo) Chat(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+	prompt := tokenizer.Render(req.Messages, req.Tools, true)
+	var lps []delegate.TokenLogprob
+	for _, id := range append(tokenizer.Encode(e.reply), tokenizer.End) {
+		lps = append(lps, delegate.TokenLogprob{TokenID: id})
+	}
+	return &delegate.Response{Choices: []delegate.Choice{{Message: delegate.Assistant(e.reply), Logprobs: lps}},
+		PromptTokenIDs: prompt, Usage: delegate.Usage{PromptTokens: len(prompt), CompletionTokens: len(lps)}}, nil
+}
+
+func TestConversationCachesEarlierTurns(t *testing.T) {
+	c := &conversation{m: echo{reply: "hello"}}
+	msgs := []delegate.Message{delegate.System("s"), delegate.User("first question")}
+	r1, err := c.Chat(context.Background(), &delegate.Request{Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Usage.CachedTokens != 0 {
+		t.Errorf("first call: cached %d, want 0", r1.Usage.CachedTokens)
+	}
+	msgs = append(msgs, delegate.Assistant("hello"), delegate.User("second"))
+	r2, err := c.Chat(context.Background(), &delegate.Request{Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second prompt starts with the first prompt and its reply.
+	if got, want := r2.Usage.CachedTokens, r1.Usage.PromptTokens+r1.Usage.CompletionTokens; got != want {
+		t.Errorf("second call: cached %d, want %d (previous prompt and reply)", got, want)
+	}
+	if r2.Usage.CachedTokens >= r2.Usage.PromptTokens {
+		t.Errorf("cached %d of %d prompt tokens", r2.Usage.CachedTokens, r2.Usage.PromptTokens)
+	}
+}
+
+func TestVote(t *testing.T) {
+	tests := []struct {
+		texts []string
+		want  string
+		n     int
+	}{
+		{[]string{"<answer>3</answer>", "<answer>4</answer>", "<answer>4</answer>"}, "4", 2},
+		{[]string{"<answer>5</answer>", "<answer>4</answer>"}, "5", 1}, // tie: the first seen
+		{[]string{"", "no number"}, "", 0},
+		{[]string{"x", "<answer>7</answer>", "<answer>oops</answer>"}, "7", 1},
+	}
+	for _, tt := range tests {
+		got, n := vote(tt.texts)
+		if got != tt.want || n != tt.n {
+			t.Errorf("vote(%q) = %q, %d; want %q, %d", tt.texts, got, n, tt.want, tt.n)
+		}
+	}
+}
+
+func TestMemoAnswersEachRequestOnce(t *testing.T) {
+	calc := &calculator{}
+	m := newMemo(calc)
+	seed := int64(3)
+	req := &delegate.Request{Messages: []delegate.Message{delegate.User("12*3")}, Seed: &seed}
+	ctx := context.Background()
+	for range 5 {
+		resp, err := m.Chat(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(resp.Text(), "36") {
+			t.Fatalf("answer %q", resp.Text())
+		}
+	}
+	other := int64(4)
+	if _, err := m.Chat(ctx, &delegate.Request{Messages: req.Messages, Seed: &other}); err != nil {
+		t.Fatal(err)
+	}
+	if got := calc.calls.Load(); got != 2 {
+		t.Errorf("%d calls of the model, want 2 (one per distinct request)", got)
+	}
+	if _, err := m.Chat(ctx, &delegate.Request{Messages: []delegate.Message{delegate.User("nonsense")}}); err == nil {
+		t.Error("a failing call: no error")
+	}
+}
+
+// FuzzAlwaysDelegate feeds the always-delegate policy arbitrary solver
+// answers and tool call ids: it never panics, and it either asks for the
+// next steps or boxes an integer.
+func FuzzAlwaysDelegate(f *testing.F) {
+	problems, err := world.Generate(world.DefaultConfig(), 3, world.Test, 4)
+	if err != nil {
+		f.Fatal(err)
+	}
+	a := world.NewAlwaysDelegate(problems)
+	f.Add(0, "\\boxed{12}", "call_1", "call_1", 1)
+	f.Add(1, "6772 0496\n\\boxed{9716}", "call_1", "x", 2)
+	f.Add(2, "", "", "", 0)
+	f.Add(3, "\\boxed{-5}", "call_1", "call_1", 5)
+	f.Fuzz(func(t *testing.T, pi int, answer, callID, resultID string, turns int) {
+		p := problems[(pi%len(problems)+len(problems))%len(problems)]
+		msgs := []delegate.Message{delegate.System("s"), delegate.User(p.Text)}
+		for range turns % 6 {
+			msgs = append(msgs,
+				delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{{ID: callID, Name: strategy.DelegateToolName, Arguments: `{"question":"1+1"}`}}},
+				delegate.ToolResult(resultID, answer))
+		}
+		resp, err := a.Chat(context.Background(), &delegate.Request{Messages: msgs, Tools: []delegate.Tool{strategy.DelegateTool}})
+		if err != nil {
+			t.Fatalf("a known problem: %v", err)
+		}
+		msg := resp.Choices[0].Message
+		if len(msg.ToolCalls) == 0 {
+			if _, err := world.ParseAnswer(msg.Content); err != nil {
+				t.Errorf("final reply %q holds no integer: %v", msg.Content, err)
+			}
+		}
+		for _, tc := range msg.ToolCalls {
+			q, err := strategy.ParseDelegateArgs(tc.Arguments)
+			if err != nil || q == "" {
+				t.Errorf("tool call arguments %q: %v", tc.Arguments, err)
+			}
+		}
+		if resp.Usage.CompletionTokens < 1 || resp.Usage.PromptTokens != len(resp.PromptTokenIDs) {
+			t.Errorf("usage %+v with %d prompt ids", resp.Usage, len(resp.PromptTokenIDs))
+		}
+	})
+}
+
+// The delegator's route prompt is exactly the world's route transcript up
+// to its first reply: the tool declared as in pretraining.
+func TestRoutePromptIsTheTranscripts(t *testing.T) {
+	problems, err := world.Generate(world.DefaultConfig(), 5, world.Test, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		var got []int
+		rec := recorder{f: func(req *delegate.Request) {
+			if got == nil {
+				got = tokenizer.Render(req.Messages, req.Tools, true)
+			}
+		}}
+		st, err := strategy.New(strategy.NameRoute, strategy.Roles{
+			Strong: delegate.Agent{Model: world.CompactTools(rec)},
+			Weak:   delegate.Agent{Model: &calculator{}},
+		}, world.StrategyConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Run(context.Background(), p.Text, nil); err != nil {
+			t.Fatal(err)
+		}
+		tr := world.Route(p, world.Never).Delegator[0]
+		want := tokenizer.Render(tr.Messages[:2], tr.Tools, true)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the first route prompt is not the transcript's:\n got %q\nwant %q", p.ID, tokenizer.Decode(got), tokenizer.Decode(want))
+		}
+	}
+}
+
+// recorder answers every request with a boxed 0 and shows it to f.
+type recorder struct{ f func(*delegate.Request) }
+
+func (r recorder) Name() string { return "recorder" }
+
+func (r recorder) Chat(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+	r.f(req)
+	return &delegate.Response{Choices: []delegate.Choice{{Message: delegate.Assistant(world.Boxed(0)), FinishReason: "stop"}}}, nil
+}

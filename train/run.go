@@ -1,0 +1,558 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/bench"
+	"github.com/delegatelab/delegate/local"
+	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/world"
+)
+
+// Files of a run's OutDir besides rl's metrics.jsonl and checkpoint/.
+const (
+	EvalFile   = "eval.jsonl"  // per-item results of every arm (bench.Record)
+	TableFile  = "table.md"    // the before/after table
+	TimingFile = "timing.json" // how long evaluating the starting policy took
+)
+
+// Arm names of the table, in its order.
+const (
+	ArmSolver     = "solver alone"
+	ArmAlone      = "delegator alone (no delegation)"
+	ArmAlways     = "always-delegate"
+	ArmPretrained = "pretrained delegator"
+	ArmTrained    = "RL-trained delegator"
+
+	ArmTeam        = "trained leader + peers"
+	ArmLeaderAlone = "trained leader alone"
+	ArmUntrained   = "untrained leader alone"
+	ArmPretrTeam   = "untrained leader + peers"
+	ArmMajority    = "peers' majority vote"
+)
+
+// Options are a run's observers. Every field may be nil.
+type Options struct {
+	// TrainProgress and EvalProgress receive progress by non-blocking
+	// sends; the caller owns and closes them after Run returns.
+	TrainProgress chan<- rl.Progress
+	EvalProgress  chan<- bench.Progress
+	// Phase, when set, is called as each phase begins ("evaluate
+	// baselines", "train", ...), from Run's goroutine.
+	Phase func(name string)
+	Log   *slog.Logger
+}
+
+// Result is what a run produced.
+type Result struct {
+	Table     *Table
+	Steps     int    // RL steps completed, over every process of the run
+	StoppedBy string // "steps", "time" (TrainTime or Deadline) or "" when not trained here
+	// TrainSeconds is the rollout and update time of every step done.
+	TrainSeconds float64
+	// Checkpoint is the trained policy's checkpoint directory.
+	Checkpoint string
+}
+
+// Run trains the delegator (or, in MLPO mode, the leader) from cfg's
+// checkpoints and evaluates every arm of the table on held-out items:
+// first the baselines, then training until RL.Steps or TrainTime, then
+// the trained policy. Everything lands in cfg.OutDir as it is done, so a
+// run interrupted at any point resumes there: finished evaluation items
+// are not run again, and training goes on from its last checkpoint with
+// what is left of TrainTime. When ctx ends, Run returns its error after
+// saving what it finished.
+func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	phase := func(name string) {
+		if opt.Phase != nil {
+			opt.Phase(name)
+		}
+		opt.Log.Info("train: " + name)
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	if err := checkIdentity(cfg); err != nil {
+		return nil, err
+	}
+	r, err := newRunner(cfg, opt)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+
+	phase("evaluate baselines")
+	reserve, err := r.evaluateBaselines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	phase("train")
+	res, err := r.train(ctx, reserve)
+	if err != nil {
+		return nil, err
+	}
+	phase("evaluate trained")
+	trained := r.trainedArms(res.Steps)
+	tab, err := r.evaluate(ctx, append(r.baselines(), trained...))
+	if err != nil {
+		return nil, err
+	}
+	res.Table = tab
+	tab.Notes = r.notes(res)
+	tab.Checks = Acceptance(tab, cfg.Mode)
+	if err := writeTable(filepath.Join(cfg.OutDir, TableFile), tab); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// runner holds the models and problems of a run.
+type runner struct {
+	cfg  Config
+	opt  Options
+	scfg strategy.Config
+
+	trainSet, testSet []*world.Problem
+	byText            map[string]*world.Problem
+
+	policyP    *nn.Params
+	solver     *local.Model
+	pretrained *local.Model // the delegator's starting weights, frozen
+	policy     *local.Model // over policyP, which training updates
+	peers      *memo        // MLPO's frozen peers, each answer computed once
+	always     *world.AlwaysDelegate
+	closers    []*local.Model
+}
+
+func newRunner(cfg Config, opt Options) (*runner, error) {
+	r := &runner{cfg: cfg, opt: opt, scfg: world.StrategyConfig()}
+	r.scfg.MaxTurns = cfg.MaxTurns
+	r.scfg.Peers = cfg.PeerCount
+	r.scfg.Weak.Temperature = 0 // the solver is a greedy tool; peers sample (0.7) with per-item seeds
+	r.scfg.Strong.Temperature = cfg.EvalTemperature
+	r.scfg.Single.Temperature = cfg.EvalTemperature
+	r.scfg.Leader.Temperature = cfg.EvalTemperature
+	// RL.MaxNewTokens caps every call, in training and in the table alike.
+	for _, g := range []*strategy.Generation{&r.scfg.Single, &r.scfg.Strong, &r.scfg.Weak, &r.scfg.Peer, &r.scfg.Leader} {
+		g.MaxTokens = min(g.MaxTokens, cfg.RL.MaxNewTokens)
+	}
+	if err := r.scfg.Validate(); err != nil {
+		return nil, fmt.Errorf("train: strategy config: %w", err)
+	}
+	var err error
+	if r.trainSet, err = world.Generate(cfg.World, cfg.Seed, world.Train, cfg.TrainProblems); err != nil {
+		return nil, fmt.Errorf("train: generate training problems: %w", err)
+	}
+	if r.testSet, err = world.Generate(cfg.World, cfg.Seed, world.Test, cfg.EvalItems); err != nil {
+		return nil, fmt.Errorf("train: generate held-out problems: %w", err)
+	}
+	r.byText = make(map[string]*world.Problem, len(r.trainSet)+len(r.testSet))
+	for _, p := range append(append([]*world.Problem(nil), r.trainSet...), r.testSet...) {
+		r.byText[p.Text] = p
+	}
+	r.always = world.NewAlwaysDelegate(r.testSet)
+
+	solverP, err := loadCheckpoint("solver", cfg.Solver)
+	if err != nil {
+		return nil, err
+	}
+	pretrainedP, err := loadCheckpoint("delegator", cfg.Delegator)
+	if err != nil {
+		return nil, err
+	}
+	if r.policyP, err = nn.Alloc(pretrainedP.Config); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	copy(r.policyP.Data, pretrainedP.Data)
+	open := func(p *nn.Params, name string) (*local.Model, error) {
+		m, err := local.New(p, local.Config{Name: name, MaxBatch: 64, Seed: cfg.Seed})
+		if err != nil {
+			return nil, fmt.Errorf("train: start %s: %w", name, err)
+		}
+		r.closers = append(r.closers, m)
+		return m, nil
+	}
+	if r.solver, err = open(solverP, "solver"); err != nil {
+		r.close()
+		return nil, err
+	}
+	if r.pretrained, err = open(pretrainedP, "delegator-pretrained"); err != nil {
+		r.close()
+		return nil, err
+	}
+	if r.policy, err = open(r.policyP, "delegator"); err != nil {
+		r.close()
+		return nil, err
+	}
+	if cfg.Mode == ModeMLPO {
+		peersP := pretrainedP
+		if cfg.Peers != "" {
+			if peersP, err = loadCheckpoint("peers", cfg.Peers); err != nil {
+				r.close()
+				return nil, err
+			}
+		}
+		pm, err := open(peersP, "peer")
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		r.peers = newMemo(pm)
+	}
+	return r, nil
+}
+
+func (r *runner) close() {
+	for _, m := range r.closers {
+		_ = m.Close() // Close only stops the engine; nothing to report
+	}
+}
+
+// Agents of the two seats.
+func (r *runner) delegatorAgent(m delegate.Model) delegate.Agent {
+	return delegate.Agent{Role: RoleDelegator, Model: m, Price: r.cfg.Prices.Delegator}
+}
+
+func (r *runner) subagent(m delegate.Model, price delegate.Price) delegate.Agent {
+	return delegate.Agent{Role: RoleSubagent, Model: m, Price: price}
+}
+
+// perRun is a strategy built afresh for every run, so that each run has
+// its own conversation accounting (and, in training, its own seeds).
+type perRun struct {
+	name  string
+	build func(request string) (delegate.Strategy, error)
+}
+
+func (s perRun) Name() string { return s.name }
+
+func (s perRun) Run(ctx context.Context, request string, events chan<- delegate.Event) (*delegate.Trace, error) {
+	st, err := s.build(request)
+	if err != nil {
+		return nil, err
+	}
+	return st.Run(ctx, request, events)
+}
+
+// route builds route with the delegator in the strong seat and the solver
+// answering what it delegates; the delegator sees the tool declared as in
+// its pretraining transcripts.
+func (r *runner) route(scfg strategy.Config, delegator delegate.Model) (delegate.Strategy, error) {
+	return strategy.New(strategy.NameRoute, strategy.Roles{
+		Strong: r.delegatorAgent(&conversation{m: world.CompactTools(delegator)}),
+		Weak:   r.subagent(r.solver, r.cfg.Prices.Solver),
+	}, scfg)
+}
+
+// single builds single with a in the one seat.
+func (r *runner) single(a delegate.Agent) (delegate.Strategy, error) {
+	return strategy.New(strategy.NameSingle, strategy.Roles{Single: a}, r.scfg)
+}
+
+// baselines are the arms that do not depend on training.
+func (r *runner) baselines() []bench.Arm {
+	if r.cfg.Mode == ModeMLPO {
+		return r.mlpoBaselines()
+	}
+	return []bench.Arm{
+		{Name: ArmSolver, Role: bench.RoleWeak, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
+			return r.single(delegate.Agent{Role: RoleSolver, Model: r.solver, Price: r.cfg.Prices.Solver})
+		}}},
+		{Name: ArmAlone, Role: bench.RoleStrong, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
+			return r.single(r.delegatorAgent(&conversation{m: r.pretrained}))
+		}}},
+		{Name: ArmAlways, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
+			return r.route(r.scfg, r.always)
+		}}},
+		{Name: ArmPretrained, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
+			return r.route(r.scfg, r.pretrained)
+		}}},
+	}
+}
+
+// trainedArms are the arms of the trained policy after steps steps; the
+// step is in the arm's name, so that results of an earlier state of a
+// resumed run are never mixed in.
+func (r *runner) trainedArms(steps int) []bench.Arm {
+	if r.cfg.Mode == ModeMLPO {
+		return r.mlpoTrainedArms(steps)
+	}
+	return []bench.Arm{{Name: trainedName(ArmTrained, steps), Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
+		return r.route(r.scfg, r.policy)
+	}}}}
+}
+
+func trainedName(arm string, steps int) string {
+	return arm + " (step " + strconv.Itoa(steps) + ")"
+}
+
+// tasks are the held-out problems as eval tasks.
+func (r *runner) tasks() []delegate.Task {
+	out := make([]delegate.Task, len(r.testSet))
+	for i, p := range r.testSet {
+		out[i] = delegate.Task{ID: p.ID, Dataset: "world", Prompt: p.Text, Answer: strconv.FormatInt(p.Answer, 10)}
+	}
+	return out
+}
+
+// verify checks a final answer against a world task's reference.
+func verify(task delegate.Task, response string) (bool, string, error) {
+	want, err := strconv.ParseInt(task.Answer, 10, 64)
+	if err != nil {
+		return false, "", fmt.Errorf("task %s: reference %q is not an integer", task.ID, task.Answer)
+	}
+	got, err := world.ParseAnswer(response)
+	if err != nil {
+		return false, "", nil
+	}
+	return got == want, strconv.FormatInt(got, 10), nil
+}
+
+// evaluateCounting runs arms on the held-out items, skipping those
+// already in the results file, and returns how many it ran.
+func (r *runner) evaluateCounting(ctx context.Context, arms []bench.Arm) (int, error) {
+	path := filepath.Join(r.cfg.OutDir, EvalFile)
+	ecfg := bench.Config{Results: path, Concurrency: r.cfg.EvalConcurrency}
+	rep, err := bench.Run(ctx, ecfg, r.tasks(), arms, verify, r.opt.EvalProgress)
+	if err != nil {
+		return 0, fmt.Errorf("train: evaluate: %w", err)
+	}
+	return len(r.testSet)*len(arms) - rep.Resumed, nil
+}
+
+// evaluate runs arms on the held-out items (skipping those already in the
+// results file) and returns the table of arms over every record.
+func (r *runner) evaluate(ctx context.Context, arms []bench.Arm) (*Table, error) {
+	path := filepath.Join(r.cfg.OutDir, EvalFile)
+	if _, err := r.evaluateCounting(ctx, arms); err != nil {
+		return nil, err
+	}
+	records, _, err := bench.ReadResults(path)
+	if err != nil {
+		return nil, fmt.Errorf("train: evaluate: %w", err)
+	}
+	names := make([]string, len(arms))
+	for i, a := range arms {
+		names[i] = a.Name
+	}
+	return NewTable(names, r.tasks(), records, r.cfg.Reward)
+}
+
+// timing is TimingFile.
+type timing struct {
+	// StartEvalSeconds is the wall time of evaluating the starting
+	// policy's arms alone, which the trained policy's evaluation will
+	// take again.
+	StartEvalSeconds float64 `json:"start_eval_seconds"`
+	// Items is the number of items (arms × problems) it covered.
+	Items int `json:"items"`
+}
+
+// evaluateBaselines runs the baselines: first those that do not involve
+// the starting policy in its training seat, then the arms that do, alone
+// and timed. It returns how long the final evaluation should be expected
+// to take: that time, from this invocation or an earlier one's TimingFile.
+func (r *runner) evaluateBaselines(ctx context.Context) (time.Duration, error) {
+	arms := r.baselines()
+	split := len(arms) - len(r.trainedArms(0))
+	if _, err := r.evaluate(ctx, arms[:split]); err != nil {
+		return 0, err
+	}
+	path := filepath.Join(r.cfg.OutDir, TimingFile)
+	var tm timing
+	start := time.Now()
+	ran, err := r.evaluateCounting(ctx, arms[split:])
+	if err != nil {
+		return 0, err
+	}
+	total := len(r.testSet) * (len(arms) - split)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &tm); err != nil {
+			return 0, fmt.Errorf("train: timing file %s: %w", path, err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return 0, fmt.Errorf("train: %w", err)
+	case ran > 0:
+		// Measured now; scaled up when an interrupted invocation had run
+		// some of the items already.
+		tm.StartEvalSeconds = time.Since(start).Seconds() * float64(total) / float64(ran)
+		tm.Items = total
+		b, err := json.Marshal(tm)
+		if err == nil {
+			err = os.WriteFile(path, b, 0o644)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("train: timing: %w", err)
+		}
+	}
+	if tm.Items <= 0 {
+		return 0, nil
+	}
+	// The final evaluation runs the same number of items as this one
+	// (len(trainedArms) = len(arms) − split), whatever EvalItems was when
+	// the time was measured.
+	return time.Duration(tm.StartEvalSeconds / float64(tm.Items) * float64(total) * float64(time.Second)), nil
+}
+
+// train runs the RL phase with what is left of TrainTime, and stops early
+// enough before the Deadline to leave reserve for the final evaluation.
+func (r *runner) train(ctx context.Context, reserve time.Duration) (*Result, error) {
+	cfg := r.cfg.RL
+	cfg.PolicyRole, cfg.OutDir = RoleDelegator, r.cfg.OutDir
+	if cfg.Seed == 0 {
+		cfg.Seed = r.cfg.Seed
+	}
+	env, err := r.env(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	used, err := trainSeconds(r.cfg.OutDir)
+	if err != nil {
+		return nil, err
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if r.cfg.TrainTime > 0 {
+		left := r.cfg.TrainTime - time.Duration(used*float64(time.Second))
+		var c2 context.CancelFunc
+		// With nothing left the trainer still resumes its checkpoint
+		// (the trained weights) before it sees the deadline.
+		tctx, c2 = context.WithTimeout(tctx, max(left, 0))
+		defer c2()
+	}
+	if !r.cfg.Deadline.IsZero() {
+		// A margin of a tenth and 5 s for loading, plots and the table.
+		stop := r.cfg.Deadline.Add(-reserve - reserve/10 - 5*time.Second)
+		var c3 context.CancelFunc
+		tctx, c3 = context.WithDeadline(tctx, stop)
+		defer c3()
+	}
+	tr, err := rl.New(cfg, r.policyP, env, r.opt.TrainProgress)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	res := &Result{Checkpoint: rl.CheckpointDir(r.cfg.OutDir)}
+	err = tr.Run(tctx)
+	res.Steps = tr.StepsDone()
+	switch {
+	case err == nil:
+		res.StoppedBy = "steps"
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("train: %w", err)
+	case tctx.Err() != nil && errors.Is(err, context.DeadlineExceeded), tctx.Err() != nil && errors.Is(err, context.Canceled):
+		res.StoppedBy = "time"
+	default:
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	if res.TrainSeconds, err = trainSeconds(r.cfg.OutDir); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// trainSeconds sums the rollout and update time of the metrics log.
+func trainSeconds(dir string) (float64, error) {
+	f, err := os.Open(filepath.Join(dir, rl.MetricsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("train: %w", err)
+	}
+	defer f.Close()
+	ms, err := rl.ReadMetrics(f)
+	if err != nil {
+		return 0, fmt.Errorf("train: metrics of %s: %w", dir, err)
+	}
+	var s float64
+	for _, m := range ms {
+		s += m.RolloutSeconds + m.UpdateSeconds
+	}
+	return s, nil
+}
+
+// env is the RL environment: route on the training problems (MLPO: lead
+// on the filtered ones), the policy sampled at the trainer's temperature
+// with seeds from the rollout's, the reward of the world.
+func (r *runner) env(ctx context.Context, cfg rl.Config) (rl.Env, error) {
+	if r.cfg.Mode == ModeMLPO {
+		return r.mlpoEnv(ctx, cfg)
+	}
+	scfg := r.scfg
+	scfg.Strong.Temperature = cfg.Temperature
+	return r.problemEnv(cfg, r.trainSet, func(_ *world.Problem, delegator delegate.Model) (delegate.Strategy, error) {
+		return r.route(scfg, delegator)
+	}), nil
+}
+
+// problemEnv is the environment whose item i is problems[i], each rollout
+// run by the strategy build makes around the policy, sampled with the
+// trainer's settings and seeded from the rollout's seed.
+func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func(*world.Problem, delegate.Model) (delegate.Strategy, error)) rl.Env {
+	return rl.Env{
+		Items: len(problems),
+		Rollout: func(ctx context.Context, item int, seed uint64) (*delegate.Trace, rl.Outcome, error) {
+			p := problems[item]
+			st, err := build(p, newSeeded(rl.WrapPolicy(r.policy, cfg), seed))
+			if err != nil {
+				return nil, rl.Outcome{}, err
+			}
+			tr, err := st.Run(ctx, p.Text, nil)
+			if err != nil {
+				return nil, rl.Outcome{}, err
+			}
+			return tr, r.outcome(tr, p), nil
+		},
+		Reward: r.reward,
+	}
+}
+
+// scored is whether an item counts right and its reward, the same rule in
+// training and in the table: an answer the strategy reports a failure for
+// (a reply not in the protocol's format, such as a leader's answer without
+// <answer></answer>, max turns, a failed call) is wrong even when its
+// number verifies, or RL learns to drop the format.
+func scored(rew world.Reward, verified, failed bool, roles map[string]delegate.Totals) (bool, float64) {
+	correct := verified && !failed
+	return correct, rew.Of(correct, world.Account{Delegator: roles[RoleDelegator].Usage, SubagentCalls: roles[RoleSubagent].Calls})
+}
+
+// outcome scores one rollout (scored's rule; its reward is reward's).
+func (r *runner) outcome(tr *delegate.Trace, p *world.Problem) rl.Outcome {
+	sub := tr.Roles[RoleSubagent]
+	del := tr.Roles[RoleDelegator]
+	correct, _ := scored(r.cfg.Reward, world.Correct(tr.Answer, p.Answer), tr.Failure != "", tr.Roles)
+	return rl.Outcome{
+		Correct:   correct,
+		Delegated: sub.Calls > 0,
+		Metrics: map[string]float64{
+			"subagent_calls":   float64(sub.Calls),
+			"delegator_tokens": float64(del.Usage.CompletionTokens),
+			"cost":             tr.Total.Cost,
+		},
+	}
+}
+
+func (r *runner) reward(tr *delegate.Trace, o rl.Outcome) float64 {
+	_, rew := scored(r.cfg.Reward, o.Correct, false, tr.Roles)
+	return rew
+}

@@ -1,0 +1,231 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delegatelab/delegate/bench"
+	"github.com/delegatelab/delegate/rl"
+)
+
+func readMetrics(t *testing.T, dir string) []rl.Metrics {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, rl.MetricsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ms, err := rl.ReadMetrics(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+func TestRunRoute(t *testing.T) {
+	cfg := tinyConfig(t)
+	res, err := Run(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Steps != cfg.RL.Steps || res.StoppedBy != "steps" {
+		t.Errorf("steps %d stopped by %q, want %d by steps", res.Steps, res.StoppedBy, cfg.RL.Steps)
+	}
+	ms := readMetrics(t, cfg.OutDir)
+	if len(ms) != cfg.RL.Steps {
+		t.Fatalf("metrics lines = %d, want %d", len(ms), cfg.RL.Steps)
+	}
+	for _, m := range ms {
+		if math.IsNaN(m.Loss) || math.IsInf(m.Loss, 0) || math.IsNaN(m.Reward) {
+			t.Errorf("step %d: loss %v reward %v", m.Step, m.Loss, m.Reward)
+		}
+		if m.Rollouts != cfg.RL.GroupSize*cfg.RL.ItemsPerStep {
+			t.Errorf("step %d: %d rollouts, want %d", m.Step, m.Rollouts, cfg.RL.GroupSize*cfg.RL.ItemsPerStep)
+		}
+	}
+	var names []string
+	for _, r := range res.Table.Rows {
+		names = append(names, r.Arm)
+		if r.N != cfg.EvalItems {
+			t.Errorf("%s: n = %d, want %d", r.Arm, r.N, cfg.EvalItems)
+		}
+	}
+	want := []string{ArmSolver, ArmAlone, ArmAlways, ArmPretrained, trainedName(ArmTrained, cfg.RL.Steps)}
+	if strings.Join(names, "|") != strings.Join(want, "|") {
+		t.Errorf("arms %q, want %q", names, want)
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.OutDir, TableFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", b)
+	records, _, err := bench.ReadResults(filepath.Join(cfg.OutDir, EvalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(records) != len(want)*cfg.EvalItems {
+		t.Errorf("%d records, want %d", len(records), len(want)*cfg.EvalItems)
+	}
+}
+
+func TestRunResumesAnInterruptedRun(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.RL.Steps, cfg.RL.Schedule.Total = 4, 4
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	progress := make(chan rl.Progress, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for pr := range progress {
+			if pr.Metrics != nil && pr.Metrics.Step == 2 {
+				cancel()
+			}
+		}
+	}()
+	_, err := Run(ctx, cfg, Options{TrainProgress: progress})
+	close(progress)
+	<-done
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: err = %v, want context.Canceled", err)
+	}
+	before := readMetrics(t, cfg.OutDir)
+	if len(before) < 2 || len(before) >= cfg.RL.Steps {
+		t.Fatalf("interrupted after %d steps, want 2 or 3 of %d", len(before), cfg.RL.Steps)
+	}
+
+	res, err := Run(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Steps != cfg.RL.Steps {
+		t.Errorf("resumed run: %d steps, want %d", res.Steps, cfg.RL.Steps)
+	}
+	ms := readMetrics(t, cfg.OutDir)
+	for i, m := range ms {
+		if m.Step != i+1 {
+			t.Fatalf("metrics line %d is step %d: the log is not contiguous", i+1, m.Step)
+		}
+	}
+	if len(ms) != cfg.RL.Steps {
+		t.Errorf("%d metrics lines, want %d", len(ms), cfg.RL.Steps)
+	}
+	// The baselines ran once; only the trained arm ran again.
+	records, _, err := bench.ReadResults(filepath.Join(cfg.OutDir, EvalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, r := range records {
+		count[r.Arm]++
+	}
+	for _, arm := range []string{ArmSolver, ArmAlone, ArmAlways, ArmPretrained, trainedName(ArmTrained, cfg.RL.Steps)} {
+		if count[arm] != cfg.EvalItems {
+			t.Errorf("%s: %d records, want %d", arm, count[arm], cfg.EvalItems)
+		}
+	}
+}
+
+func TestRunStopsAtTheTimeBudget(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.TrainTime = 1 // a nanosecond: the first step cannot finish
+	res, err := Run(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StoppedBy != "time" || res.Steps != 0 {
+		t.Errorf("stopped by %q after %d steps, want time after 0", res.StoppedBy, res.Steps)
+	}
+	if res.Table.Row(trainedName(ArmTrained, 0)) == nil {
+		t.Error("no row of the (untrained) policy")
+	}
+}
+
+func TestRunMLPO(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.Mode = ModeMLPO
+	cfg.RL.Steps, cfg.RL.Schedule.Total = 2, 2
+	cfg.PeerCount, cfg.PeerSamples = 2, 2
+	res, err := Run(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range res.Table.Rows {
+		names = append(names, r.Arm)
+	}
+	want := []string{ArmMajority, ArmUntrained, ArmPretrTeam, trainedName(ArmTeam, 2), trainedName(ArmLeaderAlone, 2)}
+	if strings.Join(names, "|") != strings.Join(want, "|") {
+		t.Errorf("arms %q, want %q", names, want)
+	}
+	// Equal generation budget: the vote samples K+1 answers, the team K
+	// peers and one leader call.
+	if got := res.Table.Row(ArmMajority).SubagentCalls; got != float64(cfg.PeerCount+1) {
+		t.Errorf("majority: %v peer calls per item, want %d", got, cfg.PeerCount+1)
+	}
+	if got := res.Table.Row(ArmPretrTeam).SubagentCalls; got != float64(cfg.PeerCount) {
+		t.Errorf("team: %v peer calls per item, want %d", got, cfg.PeerCount)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.OutDir, FilterFile)); err != nil {
+		t.Errorf("filter file: %v", err)
+	}
+	if ms := readMetrics(t, cfg.OutDir); len(ms) != 2 {
+		t.Errorf("%d metrics lines, want 2", len(ms))
+	}
+}
+
+func TestRunLeavesTheFinalEvaluationItsTime(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.Deadline = time.Now() // already due: baselines and table, no training
+	res, err := Run(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StoppedBy != "time" || res.Steps != 0 {
+		t.Errorf("stopped by %q after %d steps, want time after 0", res.StoppedBy, res.Steps)
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.OutDir, TimingFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "start_eval_seconds") {
+		t.Errorf("timing file %s", b)
+	}
+	// A resumed invocation with time to spare trains, reading the timing
+	// of the evaluation it does not redo.
+	cfg.Deadline = time.Now().Add(time.Hour)
+	res, err = Run(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Steps != cfg.RL.Steps {
+		t.Errorf("resumed: %d steps, want %d", res.Steps, cfg.RL.Steps)
+	}
+}
+
+func TestRunRefusesAnotherRunsDirectory(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.RL.Steps, cfg.RL.Schedule.Total = 1, 1
+	if _, err := Run(context.Background(), cfg, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	other := cfg
+	other.Seed = 9
+	_, err := Run(context.Background(), other, Options{})
+	if err == nil || !strings.Contains(err.Error(), "seed") || !strings.Contains(err.Error(), cfg.OutDir) {
+		t.Errorf("another seed in the same directory: err = %v, want one naming seed and the directory", err)
+	}
+	// Budgets and evaluation settings may change between invocations.
+	same := cfg
+	same.EvalItems++
+	same.TrainTime = time.Hour
+	if _, err := Run(context.Background(), same, Options{}); err != nil {
+		t.Errorf("the same run with another budget: %v", err)
+	}
+}

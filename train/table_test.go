@@ -1,0 +1,180 @@
+package train
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/bench"
+	"github.com/delegatelab/delegate/world"
+)
+
+func TestNewTableFromRecords(t *testing.T) {
+	tasks := []delegate.Task{{ID: "a"}, {ID: "b"}, {ID: "c"}}
+	rec := func(arm, task string, correct bool, delTok, subCalls, solTok int, cost float64, lat time.Duration) bench.Record {
+		return bench.Record{Arm: arm, TaskID: task, Correct: correct, Latency: lat,
+			Roles: map[string]delegate.Totals{
+				RoleDelegator: {Calls: 1, Usage: delegate.Usage{CompletionTokens: delTok}},
+				RoleSubagent:  {Calls: subCalls, Usage: delegate.Usage{CompletionTokens: solTok}},
+			},
+			Total: delegate.Totals{Cost: cost}}
+	}
+	records := []bench.Record{
+		rec("x", "a", true, 100, 0, 0, 1e-3, time.Second),
+		rec("x", "b", false, 200, 2, 30, 2e-3, 2*time.Second),
+		rec("x", "c", true, 300, 1, 10, 3e-3, 3*time.Second),
+		rec("y", "a", false, 10, 0, 0, 0, 0),
+		rec("y", "b", false, 10, 0, 0, 0, 0),
+		rec("y", "c", true, 10, 0, 0, 0, 0),
+		rec("y", "c", false, 10, 0, 0, 0, 0), // a later record of the same item wins
+		rec("z", "a", true, 1, 0, 0, 0, 0),   // an arm not asked for
+		rec("f", "a", true, 10, 0, 0, 0, 0),
+		rec("f", "b", true, 10, 0, 0, 0, 0),
+		rec("f", "c", true, 10, 0, 0, 0, 0),
+	}
+	records[len(records)-1].Failure = "answer format: no <answer>" // right number, wrong format
+	rew := world.Reward{Lambda: 0.001, Mu: 0.02}
+	tab, err := NewTable([]string{"x", "y"}, tasks, records, rew)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tab.Rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(tab.Rows))
+	}
+	x := tab.Row("x")
+	rewards := []float64{1 - 0.1, 0 - 0.2 - 0.04, 1 - 0.3 - 0.02}
+	mean := (rewards[0] + rewards[1] + rewards[2]) / 3
+	var ss float64
+	for _, r := range rewards {
+		ss += (r - mean) * (r - mean)
+	}
+	half := 1.96 * math.Sqrt(ss/2/3)
+	wilson, _ := bench.Wilson(2, 3)
+	tests := []struct {
+		name      string
+		got, want float64
+	}{
+		{"accuracy", x.Accuracy, 2.0 / 3},
+		{"accuracy lo", x.AccuracyCI.Lo, wilson.Lo},
+		{"accuracy hi", x.AccuracyCI.Hi, wilson.Hi},
+		{"reward", x.Reward, mean},
+		{"reward lo", x.RewardCI.Lo, mean - half},
+		{"reward hi", x.RewardCI.Hi, mean + half},
+		{"delegator tokens", x.DelegatorTokens, 200},
+		{"sub-agent tokens", x.SubagentTokens, 40.0 / 3},
+		{"sub-agent calls", x.SubagentCalls, 1},
+		{"cost", x.Cost, 2e-3},
+		{"latency", x.Latency, 2},
+		{"y accuracy", tab.Row("y").Accuracy, 0},
+		{"y reward", tab.Row("y").Reward, -0.01},
+	}
+	for _, tt := range tests {
+		if math.Abs(tt.got-tt.want) > 1e-12 {
+			t.Errorf("%s = %v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+	f, err := NewTable([]string{"f"}, tasks, records, rew)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := f.Rows[0]; r.Correct != 2 || r.Failed != 1 || math.Abs(r.Reward-(1+1+0)/3.0+0.01) > 1e-12 {
+		t.Errorf("a failed item whose answer verified: %+v, want it counted wrong", r)
+	}
+	if x.N != 3 || x.Correct != 2 {
+		t.Errorf("x: n %d correct %d, want 3 and 2", x.N, x.Correct)
+	}
+	var b strings.Builder
+	if err := tab.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| x | 3 | 0.667 [") {
+		t.Errorf("markdown lacks x's row:\n%s", b.String())
+	}
+
+	if _, err := NewTable([]string{"x", "w"}, tasks, records, rew); err == nil || !strings.Contains(err.Error(), `"w"`) {
+		t.Errorf("an arm without records: err = %v, want one naming it", err)
+	}
+}
+
+func TestAcceptance(t *testing.T) {
+	row := func(arm string, reward, lo, hi, acc, cost float64) Row {
+		return Row{Arm: arm, Reward: reward, RewardCI: bench.Interval{Lo: lo, Hi: hi}, Accuracy: acc, Cost: cost}
+	}
+	tab := &Table{Rows: []Row{
+		row(ArmAlone, 0.50, 0.45, 0.55, 0.90, 1000e-6),
+		row(ArmAlways, 0.40, 0.35, 0.45, 0.50, 500e-6),
+		row(ArmPretrained, 0.60, 0.55, 0.65, 0.80, 800e-6),
+		row(ArmTrained+" (step 200)", 0.70, 0.66, 0.74, 0.90, 600e-6),
+	}}
+	checks := Acceptance(tab, ModeRoute)
+	if len(checks) != 4 {
+		t.Fatalf("%d checks, want 4: %+v", len(checks), checks)
+	}
+	for _, c := range checks {
+		if !c.Pass {
+			t.Errorf("%s: not met (%s), want met", c.Name, c.Detail)
+		}
+	}
+	// Overlapping intervals, a cut of 39%, a lower accuracy: each fails.
+	tab.Rows[2].RewardCI.Hi = 0.67
+	tab.Rows[3].Cost = 610e-6
+	if got := Acceptance(tab, ModeRoute); got[0].Pass || !got[1].Pass || got[3].Pass {
+		t.Errorf("overlap and a 39%% cut: %+v", got)
+	}
+	tab.Rows[3].Cost, tab.Rows[3].Accuracy = 500e-6, 0.89
+	if got := Acceptance(tab, ModeRoute); got[3].Pass || !strings.Contains(got[3].Detail, "50% less") {
+		t.Errorf("lower accuracy: %+v", got[3])
+	}
+	if got := Acceptance(&Table{}, ModeRoute); len(got) != 4 || got[0].Pass || !strings.Contains(got[0].Detail, "no row") {
+		t.Errorf("empty table: %+v", got)
+	}
+
+	acc := func(arm string, a, lo, hi float64) Row {
+		return Row{Arm: arm, Accuracy: a, AccuracyCI: bench.Interval{Lo: lo, Hi: hi}}
+	}
+	mlpo := &Table{Rows: []Row{
+		acc(ArmTeam, 0.6, 0.5, 0.7), acc(ArmMajority, 0.3, 0.2, 0.4),
+		acc(ArmLeaderAlone, 0.4, 0.3, 0.5), acc(ArmUntrained, 0.45, 0.35, 0.55),
+	}}
+	got := Acceptance(mlpo, ModeMLPO)
+	if len(got) != 2 || !got[0].Pass || !strings.Contains(got[0].Detail, "disjoint") || got[1].Pass {
+		t.Errorf("mlpo: %+v", got)
+	}
+	// A higher accuracy whose interval overlaps the other's is not a win.
+	near := &Table{Rows: []Row{
+		acc(ArmTeam, 0.6, 0.5, 0.7), acc(ArmMajority, 0.5, 0.4, 0.6),
+		acc(ArmLeaderAlone, 0.9, 0.85, 0.95), acc(ArmUntrained, 0.7, 0.6, 0.8),
+	}}
+	if got := Acceptance(near, ModeMLPO); got[0].Pass || !strings.Contains(got[0].Detail, "overlapping") || !got[1].Pass {
+		t.Errorf("mlpo, overlapping team intervals: %+v", got)
+	}
+	var b strings.Builder
+	mlpo.Checks = got
+	if err := mlpo.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "- PASS trained leader + peers") || !strings.Contains(b.String(), "- MISS trained leader alone") {
+		t.Errorf("markdown lacks the verdicts:\n%s", b.String())
+	}
+}
+
+// TestOutcomeFailedIsWrong checks that a rollout the strategy flags as
+// failed is wrong even when its answer holds the right number, so that RL
+// cannot learn to drop the protocol's answer format.
+func TestOutcomeFailedIsWrong(t *testing.T) {
+	r := &runner{cfg: DefaultConfig()}
+	p := &world.Problem{Answer: 1953}
+	ok := &delegate.Trace{Answer: "<answer>1953</answer>"}
+	bad := &delegate.Trace{Answer: "=1953\n<answer>1953}", Failure: "answer format: leader in round 0 gave no <answer>"}
+	if !r.outcome(ok, p).Correct {
+		t.Error("a right answer in format: not correct")
+	}
+	if !world.Correct(bad.Answer, p.Answer) {
+		t.Fatal("the malformed answer does not verify: the case tests nothing")
+	}
+	if r.outcome(bad, p).Correct {
+		t.Error("a failed run whose answer holds the right number: correct, want wrong")
+	}
+}
