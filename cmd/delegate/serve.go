@@ -161,7 +161,11 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	case f.insecure:
 		auth = "NO API KEY (--insecure)"
 	}
-	fmt.Fprintf(out, "serving on http://%s/v1, %s\n", ln.Addr(), auth)
+	servedNames := make([]string, len(served))
+	for i, m := range served {
+		servedNames[i] = m.Name()
+	}
+	fmt.Fprintf(out, "serving %v on http://%s/v1, %s\n", servedNames, ln.Addr(), auth)
 	if f.apiKey == "" && f.insecure {
 		log.Warn("serving without authentication off loopback (--insecure): anyone who can reach the address can use the models", "addr", ln.Addr().String())
 	}

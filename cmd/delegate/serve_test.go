@@ -70,7 +70,7 @@ func TestServeShippedModels(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
-	addr := regexp.MustCompile(`serving on (http://\S+/v1)`)
+	addr := regexp.MustCompile(`serving \[delegator solver\] on (http://\S+/v1)`)
 	var base string
 	for deadline := time.Now().Add(20 * time.Second); base == ""; {
 		if m := addr.FindStringSubmatch(out.String()); m != nil {

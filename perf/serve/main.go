@@ -300,7 +300,7 @@ func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 // serverURL reads the child's startup lines up to the one with its URL;
 // the rest of its output is drained.
 func serverURL(r io.Reader) (string, error) {
-	re := regexp.MustCompile(`serving on (http://\S+)/v1`)
+	re := regexp.MustCompile(`serving \[.*\] on (http://\S+)/v1`)
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		fmt.Println("server:", sc.Text())
