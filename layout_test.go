@@ -35,6 +35,7 @@ var allowedImports = map[string][]string{
 	"perf/internal/runc": {"nn", "tokenizer"},
 	"perf/llama2c":       {"*"},
 	"perf/sample":        {"*"},
+	"perf/serve":         {},
 	"perf/soak":          {"*"},
 	"perf/standin":       {"*"},
 	"perf/train/impl":    {"nn/kernel"},

@@ -4,6 +4,8 @@
 // (so concurrent calls share forward passes), and parsed back into an
 // assistant message with its tool calls. Usage counts come from our own
 // tokenizer; logprobs and token ids come with every generated token.
+// ChatStream also hands out the content while it is generated, for a
+// streaming server.
 package local
 
 import (
@@ -11,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -81,9 +84,32 @@ func (m *Model) Close() error { return m.engine.Close() }
 // part of what the policy generated), while its message content does not
 // show that token.
 func (m *Model) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	return m.chat(ctx, req, nil)
+}
+
+// ChatStream is Chat that also hands out each choice's content as it is
+// generated: emit gets the index of a choice and the next piece of its
+// content, in order, from the goroutine that called ChatStream, never
+// after ChatStream returns. The pieces of a choice put together are a
+// prefix of its final Message.Content: text that could still turn out to
+// be the start of a stop sequence, or an incomplete UTF-8 character, is
+// held back, and nothing is handed out after a tool call begins (the
+// calls, and any content after them, come in the response).
+func (m *Model) ChatStream(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error) {
+	return m.chat(ctx, req, emit)
+}
+
+func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error) {
 	start := time.Now()
-	prompt := tokenizer.Render(req.Messages, req.Tools, true)
 	limit := m.params.Config.Context
+	// The tokenizer spends one token per byte of text, so the text's bytes
+	// are a lower bound of the prompt's tokens: a request far over the
+	// context is refused before any work proportional to its size.
+	if n := textBytes(req); n >= limit {
+		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Model: m.cfg.Name, Attempts: 1,
+			Message: fmt.Sprintf("prompt is at least %d tokens; the context holds %d", n, limit)}
+	}
+	prompt := tokenizer.Render(req.Messages, req.Tools, true)
 	if len(prompt) >= limit {
 		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Model: m.cfg.Name, Attempts: 1,
 			Message: fmt.Sprintf("prompt is %d tokens; the context holds %d", len(prompt), limit)}
@@ -109,9 +135,17 @@ func (m *Model) Chat(ctx context.Context, req *delegate.Request) (*delegate.Resp
 	if req.TopP != nil {
 		gen.TopP = *req.TopP
 	}
-	if gen.Temperature < 0 || math.IsNaN(gen.Temperature) || gen.TopP < 0 || gen.TopP > 1 {
+	if gen.Temperature < 0 || math.IsNaN(gen.Temperature) || math.IsInf(gen.Temperature, 0) {
 		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1,
-			Message: fmt.Sprintf("temperature %v or top_p %v out of range", gen.Temperature, gen.TopP)}
+			Message: fmt.Sprintf("temperature %v is out of range (want a finite value at least 0)", gen.Temperature)}
+	}
+	if !(gen.TopP >= 0 && gen.TopP <= 1) {
+		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1,
+			Message: fmt.Sprintf("top_p %v is out of range (want 0..1)", gen.TopP)}
+	}
+	if req.MaxTokens < 0 {
+		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1,
+			Message: fmt.Sprintf("max_tokens %d must not be negative", req.MaxTokens)}
 	}
 	for _, s := range req.Stop {
 		if s != "" {
@@ -123,7 +157,7 @@ func (m *Model) Chat(ctx context.Context, req *delegate.Request) (*delegate.Resp
 		reqs[i] = gen
 		reqs[i].Seed = seed + uint64(i)*0x9e3779b97f4a7c15
 	}
-	results, err := m.engine.GenerateAll(ctx, reqs)
+	results, err := generate(ctx, m.engine, reqs, req.Stop, emit)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, &delegate.APIError{Type: delegate.ErrKindCanceled, Model: m.cfg.Name, Attempts: 1, Message: ctx.Err().Error()}
@@ -168,4 +202,29 @@ func (m *Model) choice(r nn.GenResult, logprobs bool, seed uint64, idx int) dele
 		}
 	}
 	return c
+}
+
+// textBytes counts the bytes of the text a request's prompt encodes one
+// token per byte: message contents, tool calls, and tool names,
+// descriptions and parameters. The chat template adds only control
+// tokens and JSON punctuation to these, so the prompt has at least this
+// many tokens. Parameters count without white space, which the template's
+// compaction may drop.
+func textBytes(req *delegate.Request) int {
+	n := 0
+	for _, m := range req.Messages {
+		n += len(m.Content)
+		for _, c := range m.ToolCalls {
+			n += len(c.Name) + len(strings.TrimSpace(c.Arguments)) // blank arguments render as {}
+		}
+	}
+	for _, t := range req.Tools {
+		n += len(t.Name) + len(t.Description)
+		for _, b := range t.Parameters {
+			if b != ' ' && b != '\t' && b != '\n' && b != '\r' {
+				n++
+			}
+		}
+	}
+	return n
 }

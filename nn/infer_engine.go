@@ -38,6 +38,11 @@ type GenRequest struct {
 	StopSeqs   [][]int // or after any of these id sequences (each non-empty)
 	// TopLogprobs asks for this many likeliest alternatives at each step.
 	TopLogprobs int
+	// OnToken, when set, is called with each token as it is sampled, in
+	// order, by the engine's scheduler goroutine (so a streaming server can
+	// send it before the generation ends). It must return at once and
+	// must not call the engine.
+	OnToken func(token int)
 }
 
 // GenResult is a finished generation.
@@ -622,6 +627,9 @@ func (s *inferSched) step() {
 		lg := logits[k*v : (k+1)*v]
 		tok, lp, lse := s.smp.pick(lg, j.sp, j.rng)
 		j.res.Tokens = append(j.res.Tokens, tok)
+		if j.req.OnToken != nil {
+			j.req.OnToken(tok)
+		}
 		j.res.Logprobs = append(j.res.Logprobs, lp)
 		if n := j.req.TopLogprobs; n > 0 {
 			j.res.Top = append(j.res.Top, sampleTop(make([]TokenLogprob, 0, n), lg, lse, n))

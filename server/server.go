@@ -1,45 +1,189 @@
 // Package server exposes any delegate.Model as an OpenAI-compatible HTTP
-// server: POST /v1/chat/completions (tool calls, usage, logprobs, and
-// vLLM's return_tokens_as_token_ids), GET /v1/models and GET /health. It is
-// what `delegate serve` runs over the project's local transformers, so that
-// any OpenAI client, ours or another, can call them. Concurrent requests
-// reach the model concurrently; a local model batches them in its engine.
+// server: POST /v1/chat/completions (tool calls, usage, logprobs, streaming
+// as server-sent events, and vLLM's return_token_ids and
+// return_tokens_as_token_ids), GET /v1/models, GET /health and GET /metrics
+// (Prometheus text format). It is what `delegate serve` runs over the
+// project's local transformers, so that any OpenAI client, ours or another,
+// can call them. Concurrent requests reach the model concurrently; a local
+// model batches them in its engine.
+//
+// A Server bounds what one client can cost it: an optional API key checked
+// in constant time, a body size limit (413 beyond it), a bound on the
+// requests generating at once and on those waiting for a turn (503 with
+// Retry-After beyond them), and a bound on how long one waits. Timeouts of
+// the connection itself (read, write, idle) belong to the http.Server that
+// carries the handler; see Timeouts.
 package server
 
 import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/delegatelab/delegate"
 )
 
-// maxBody bounds a request body.
-const maxBody = 8 << 20
+// Config bounds a Server. Zero fields take the defaults in DefaultConfig.
+type Config struct {
+	// APIKey, when set, must come with every /v1 request and /metrics as
+	// "Authorization: Bearer KEY"; /health stays open for load balancers.
+	// It is compared in constant time and never logged.
+	APIKey string
+	// MaxBody bounds a request body in bytes. Default 1 MiB.
+	MaxBody int64
+	// MaxConcurrent bounds the chat completions being generated at once.
+	// Default 32 (a local model's default batch).
+	MaxConcurrent int
+	// MaxQueue bounds the requests waiting for a turn; a request beyond it
+	// gets 503 at once. Default 64; negative: none wait.
+	MaxQueue int
+	// BodyBudget bounds the bytes of request bodies the server holds at
+	// once: those being read, and those of requests waiting or generating.
+	// A body is charged as its bytes arrive, so a client trickling its
+	// body holds only what it has sent; a request whose body would pass the
+	// budget gets 503. Default (MaxConcurrent+MaxQueue)·MaxBody.
+	BodyBudget int64
+	// QueueTimeout bounds a request's wait for a turn; past it the request
+	// gets 503. Default 30s.
+	QueueTimeout time.Duration
+	// RequestTimeout bounds the generation of one chat completion, turn
+	// taken; past it the request fails with 504 (or, streaming, ends with
+	// an error event). Default 5 minutes.
+	RequestTimeout time.Duration
+	// System holds default system prompts by model name: a request to that
+	// model with no system (or developer) message gets this one first, as
+	// the model was trained with.
+	System map[string]string
+}
+
+// DefaultConfig returns the defaults of every Config field.
+func DefaultConfig() Config {
+	return Config{MaxBody: 1 << 20, MaxConcurrent: 32, MaxQueue: 64, QueueTimeout: 30 * time.Second, RequestTimeout: 5 * time.Minute}
+}
+
+// withDefaults fills the zero fields of c.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.MaxBody == 0 {
+		c.MaxBody = d.MaxBody
+	}
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = d.MaxConcurrent
+	}
+	switch {
+	case c.MaxQueue == 0:
+		c.MaxQueue = d.MaxQueue
+	case c.MaxQueue < 0:
+		c.MaxQueue = 0
+	}
+	if c.QueueTimeout == 0 {
+		c.QueueTimeout = d.QueueTimeout
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = d.RequestTimeout
+	}
+	if c.BodyBudget == 0 {
+		c.BodyBudget = int64(c.MaxConcurrent+c.MaxQueue) * c.MaxBody
+	}
+	return c
+}
+
+// Validate reports a negative bound.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxBody < 0 {
+		errs = append(errs, fmt.Errorf("max body %d must not be negative", c.MaxBody))
+	}
+	if c.MaxConcurrent < 0 {
+		errs = append(errs, fmt.Errorf("max concurrent %d must not be negative", c.MaxConcurrent))
+	}
+	if c.BodyBudget < 0 {
+		errs = append(errs, fmt.Errorf("body budget %d must not be negative", c.BodyBudget))
+	}
+	if c.QueueTimeout < 0 || c.RequestTimeout < 0 {
+		errs = append(errs, errors.New("queue and request timeouts must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Timeouts are the connection timeouts `delegate serve` gives its
+// http.Server, exported so that every server of this handler can use the
+// same. WriteTimeout bounds a whole non-streaming response (generation
+// included); a streaming response pushes the write deadline forward by
+// WriteTimeout before every event, so a long generation is never cut while
+// a client that stops reading is dropped within WriteTimeout.
+type Timeouts struct {
+	ReadHeader time.Duration // request line and headers
+	Read       time.Duration // headers and body; cleared once the body is read
+	Write      time.Duration // see above
+	Idle       time.Duration // a keep-alive connection between requests
+}
+
+// DefaultTimeouts returns the timeouts `delegate serve` uses by default.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Write: 6 * time.Minute, Idle: 60 * time.Second}
+}
 
 // Server routes requests to models by name. It is an http.Handler, safe for
 // concurrent use.
 type Server struct {
+	cfg     Config
+	keyHash [sha256.Size]byte
 	models  map[string]delegate.Model
 	names   []string
 	log     *slog.Logger
-	mux     *http.ServeMux
 	created int64
 	served  atomic.Int64
+	// bodies charges the bytes of the bodies held (BodyBudget); waiting
+	// counts the requests waiting for a turn; turns holds one token per
+	// request generating.
+	bodies  *semaphore.Weighted
+	waiting atomic.Int64
+	turns   chan struct{}
+	// writeTimeout is pushed forward before each streamed event; 0 leaves
+	// the connection's deadline alone.
+	writeTimeout time.Duration
+	metrics      *metrics
 }
 
-// New serves models under their names. log may be nil.
+// New serves models under their names with DefaultConfig. log may be nil.
 func New(log *slog.Logger, models ...delegate.Model) (*Server, error) {
+	return NewWithConfig(Config{}, log, models...)
+}
+
+// NewWithConfig serves models under their names, bounded by cfg. log may
+// be nil.
+func NewWithConfig(cfg Config, log *slog.Logger, models ...delegate.Model) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	cfg = cfg.withDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{models: map[string]delegate.Model{}, log: log, mux: http.NewServeMux(), created: time.Now().Unix()}
+	s := &Server{
+		cfg: cfg, models: map[string]delegate.Model{}, log: log, created: time.Now().Unix(),
+		turns: make(chan struct{}, cfg.MaxConcurrent), bodies: semaphore.NewWeighted(cfg.BodyBudget), metrics: newMetrics(),
+	}
+	if cfg.APIKey != "" {
+		s.keyHash = sha256.Sum256([]byte(cfg.APIKey))
+	}
 	for _, m := range models {
 		if _, dup := s.models[m.Name()]; dup {
 			return nil, fmt.Errorf("server: two models named %q", m.Name())
@@ -50,18 +194,139 @@ func New(log *slog.Logger, models ...delegate.Model) (*Server, error) {
 	if len(s.models) == 0 {
 		return nil, errors.New("server: no models to serve")
 	}
+	for name := range cfg.System {
+		if _, ok := s.models[name]; !ok {
+			return nil, fmt.Errorf("server: a default system prompt is set for model %q, which is not served", name)
+		}
+	}
 	sort.Strings(s.names)
-	s.mux.HandleFunc("POST /v1/chat/completions", s.chat)
-	s.mux.HandleFunc("GET /v1/models", s.list)
-	s.mux.HandleFunc("GET /health", s.health)
 	return s, nil
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// SetWriteTimeout tells the server the write timeout of the http.Server
+// carrying it, which a streaming response pushes forward before each
+// event. Call it before serving.
+func (s *Server) SetWriteTimeout(d time.Duration) { s.writeTimeout = d }
 
 // Served counts the chat completions answered successfully.
 func (s *Server) Served() int64 { return s.served.Load() }
+
+// ServeHTTP implements http.Handler. Every error, unknown paths and wrong
+// methods included, is OpenAI's error object.
+func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := &trackingWriter{ResponseWriter: rw}
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler { // net/http's own way to abort quietly
+			panic(v)
+		}
+		s.log.Error("request handler panicked", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		if w.wrote {
+			panic(http.ErrAbortHandler) // the answer is under way: cut the connection
+		}
+		writeError(w, http.StatusInternalServerError, apiErr{Type: "server_error", Message: "internal server error"})
+	}()
+	var handle http.HandlerFunc
+	method := http.MethodGet
+	switch strings.TrimSuffix(r.URL.Path, "/") {
+	case "/v1/chat/completions":
+		handle, method = s.chat, http.MethodPost
+	case "/v1/models":
+		handle = s.list
+	case "/health":
+		handle = s.health
+	case "/metrics":
+		handle = s.serveMetrics
+	default:
+		writeError(w, http.StatusNotFound, apiErr{Type: "invalid_request_error", Code: "unknown_url",
+			Message: fmt.Sprintf("unknown path %s %s (served: POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics)", r.Method, r.URL.Path)})
+		return
+	}
+	if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+		w.Header().Set("Allow", method)
+		writeError(w, http.StatusMethodNotAllowed, apiErr{Type: "invalid_request_error", Code: "method_not_allowed",
+			Message: fmt.Sprintf("%s does not accept %s; use %s", r.URL.Path, r.Method, method)})
+		return
+	}
+	if r.URL.Path != "/health" && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="delegate"`)
+		if r.URL.Path == "/v1/chat/completions" {
+			s.metrics.request("", http.StatusUnauthorized)
+		}
+		writeError(w, http.StatusUnauthorized, apiErr{Type: "invalid_request_error", Code: "invalid_api_key",
+			Message: "missing or incorrect API key: send the key as \"Authorization: Bearer KEY\""})
+		return
+	}
+	handle(w, r)
+}
+
+// errBodyBudget is the error of a body that would pass the budget.
+var errBodyBudget = errors.New("the server holds as many request bodies as it may")
+
+// chargedReader charges the bytes read through it to budget; release
+// gives them back.
+type chargedReader struct {
+	r      io.Reader
+	budget *semaphore.Weighted
+	held   int64
+}
+
+func (c *chargedReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		if !c.budget.TryAcquire(int64(n)) {
+			return 0, errBodyBudget
+		}
+		c.held += int64(n)
+	}
+	return n, err
+}
+
+func (c *chargedReader) release() {
+	if c.held > 0 {
+		c.budget.Release(c.held)
+		c.held = 0
+	}
+}
+
+// trackingWriter notes whether anything was written, so that a panic can
+// still be answered with an error when nothing was.
+type trackingWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (t *trackingWriter) WriteHeader(code int) {
+	t.wrote = true
+	t.ResponseWriter.WriteHeader(code)
+}
+
+func (t *trackingWriter) Write(b []byte) (int, error) {
+	t.wrote = true
+	return t.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's deadlines
+// and flushing.
+func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+// authorized checks the bearer key in constant time: both sides are hashed
+// first, so neither the key's bytes nor its length show in the timing.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.cfg.APIKey == "" {
+		return true
+	}
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(h[len(prefix):])))
+	return subtle.ConstantTimeCompare(got[:], s.keyHash[:]) == 1
+}
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "models": s.names})
@@ -84,45 +349,180 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// overloaded answers a request turned away by the server's bounds.
+func overloaded(msg string) apiErr {
+	return apiErr{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "server_overloaded", Message: msg}
+}
+
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	var req wireRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "request body is not a chat completion request: "+err.Error())
+	start := time.Now()
+	model := ""
+	status := http.StatusOK
+	defer func() { s.metrics.done(model, status, time.Since(start)) }()
+	fail := func(e apiErr) {
+		status = e.Status
+		writeError(w, e.Status, e)
+	}
+
+	// The body is charged to the budget as it arrives, and stays charged
+	// until the request ends: what it decodes into is held as long.
+	body := &chargedReader{r: http.MaxBytesReader(w, r.Body, s.cfg.MaxBody), budget: s.bodies}
+	defer body.release()
+	req, e := decodeRequest(body, r.ContentLength, s.cfg.MaxBody)
+	if e != nil {
+		fail(*e)
 		return
 	}
+	// The body is read: clear the read deadline, so that the server's
+	// background read (which notices a client hanging up) does not end the
+	// request when the connection's read timeout passes mid-generation.
+	// Not every ResponseWriter supports it (httptest's recorder); then
+	// there is no deadline to clear.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+
 	m, ok := s.models[req.Model]
 	if !ok {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", fmt.Sprintf("model %q is not served here (serving %v)", req.Model, s.names))
+		fail(apiErr{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+			Message: fmt.Sprintf("model %q is not served here (serving %v)", req.Model, s.names)})
 		return
 	}
-	dreq, err := req.toDelegate()
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", err.Error())
+	model = req.Model
+	dreq, e := req.toDelegate()
+	if e != nil {
+		fail(*e)
 		return
 	}
-	resp, err := m.Chat(r.Context(), dreq)
-	if err != nil {
-		var ae *delegate.APIError
-		status, typ, code := http.StatusInternalServerError, "server_error", ""
-		if errors.As(err, &ae) {
-			if ae.Status != 0 {
-				status = ae.Status
-			}
-			if ae.Type != "" {
-				typ = ae.Type
-			}
-			code = ae.Code
-			if ae.Type == delegate.ErrKindCanceled {
-				return // the client went away
-			}
+	if sys, ok := s.cfg.System[req.Model]; ok && !hasSystem(dreq.Messages) {
+		dreq.Messages = append([]delegate.Message{delegate.System(sys)}, dreq.Messages...)
+	}
+
+	// Take a turn, or wait for one: at most MaxQueue requests wait, each
+	// at most QueueTimeout.
+	select {
+	case s.turns <- struct{}{}:
+	default:
+		if s.waiting.Add(1) > int64(s.cfg.MaxQueue) {
+			s.waiting.Add(-1)
+			fail(overloaded(fmt.Sprintf("the server is at its bound of %d requests generating and %d waiting; retry later", s.cfg.MaxConcurrent, s.cfg.MaxQueue)))
+			return
 		}
-		s.log.Warn("chat completion failed", "model", req.Model, "err", err)
-		writeError(w, status, typ, code, err.Error())
+		s.metrics.queue.Add(1)
+		ok, gone := s.wait(r.Context())
+		s.waiting.Add(-1)
+		s.metrics.queue.Add(-1)
+		if gone {
+			status = 499 // the client went away; nothing is written
+			return
+		}
+		if !ok {
+			fail(overloaded(fmt.Sprintf("no turn came within %v (%d requests generating at most); retry later", s.cfg.QueueTimeout, s.cfg.MaxConcurrent)))
+			return
+		}
+	}
+	s.metrics.inFlight.Add(1)
+	defer func() {
+		<-s.turns
+		s.metrics.inFlight.Add(-1)
+	}()
+
+	ctx, cancel := contextWithTimeout(r, s.cfg.RequestTimeout)
+	defer cancel()
+	id := newID()
+	if req.Stream {
+		status = s.stream(ctx, w, m, req, dreq, id)
 		return
 	}
+	resp, err := m.Chat(ctx, dreq)
+	if err != nil {
+		if r.Context().Err() != nil {
+			status = 499
+			return
+		}
+		e := modelError(ctx, err)
+		s.logFailure(req.Model, e, err)
+		fail(e)
+		return
+	}
+	keepDeclaredCalls(resp, dreq.Tools)
 	s.served.Add(1)
-	writeJSON(w, http.StatusOK, fromDelegate(resp, s.created, req.ReturnTokensAsTokenIDs))
+	s.metrics.tokens(model, resp.Usage)
+	writeJSON(w, http.StatusOK, fromDelegate(resp, id, s.created, req))
+}
+
+// wait waits at most QueueTimeout for a turn; gone reports that the
+// client went away first.
+func (s *Server) wait(ctx context.Context) (ok, gone bool) {
+	timer := time.NewTimer(s.cfg.QueueTimeout)
+	defer timer.Stop()
+	select {
+	case s.turns <- struct{}{}:
+		return true, false
+	case <-timer.C:
+		return false, false
+	case <-ctx.Done():
+		return false, true
+	}
+}
+
+// logFailure logs a failed generation: at debug level when the request
+// was at fault (a 4xx, such as a prompt over the context), as a warning
+// otherwise.
+func (s *Server) logFailure(model string, e apiErr, err error) {
+	level := slog.LevelWarn
+	if e.Status >= 400 && e.Status < 500 {
+		level = slog.LevelDebug
+	}
+	s.log.Log(context.Background(), level, "chat completion failed", "model", model, "status", e.Status, "err", err)
+}
+
+// hasSystem reports whether msgs hold a system message (developer
+// messages arrive as system ones).
+func hasSystem(msgs []delegate.Message) bool {
+	for _, m := range msgs {
+		if m.Role == delegate.RoleSystem {
+			return true
+		}
+	}
+	return false
+}
+
+// errDeadline is the cause of a request context ended by RequestTimeout.
+var errDeadline = errors.New("the server's request timeout passed")
+
+// contextWithTimeout bounds a request's generation by d.
+func contextWithTimeout(r *http.Request, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(r.Context(), d, errDeadline)
+}
+
+// modelError turns a model's error into the HTTP error to send.
+func modelError(ctx context.Context, err error) apiErr {
+	if errors.Is(context.Cause(ctx), errDeadline) {
+		return apiErr{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "timeout", Message: "the generation did not finish within the server's request timeout"}
+	}
+	e := apiErr{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()}
+	var ae *delegate.APIError
+	if errors.As(err, &ae) {
+		if ae.Status != 0 {
+			e.Status = ae.Status
+		}
+		if ae.Type != "" && ae.Type != delegate.ErrKindCanceled && ae.Type != delegate.ErrKindTimeout {
+			e.Type = ae.Type
+		}
+		e.Code = ae.Code
+		e.Message = ae.Message
+		if e.Message == "" {
+			e.Message = err.Error()
+		}
+	}
+	return e
+}
+
+// newID returns a fresh chat completion id: 96 random bits, so ids never
+// repeat across requests or restarts.
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics on a broken system source)
+	return "chatcmpl-" + hex.EncodeToString(b[:])
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -132,18 +532,37 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
-	type body struct {
+// apiErr is an error as OpenAI's API reports it, with its HTTP status.
+type apiErr struct {
+	Status  int
+	Type    string
+	Param   string
+	Code    string
+	Message string
+}
+
+// body is OpenAI's error object: {"error":{"message","type","param","code"}},
+// param and code null when unset.
+func (e apiErr) body() any {
+	type inner struct {
 		Message string  `json:"message"`
 		Type    string  `json:"type"`
+		Param   *string `json:"param"`
 		Code    *string `json:"code"`
 	}
-	b := body{Message: msg, Type: typ}
-	if code != "" {
-		b.Code = &code
+	in := inner{Message: e.Message, Type: e.Type}
+	if e.Param != "" {
+		in.Param = &e.Param
 	}
+	if e.Code != "" {
+		in.Code = &e.Code
+	}
+	return map[string]inner{"error": in}
+}
+
+func writeError(w http.ResponseWriter, status int, e apiErr) {
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(1))
 	}
-	writeJSON(w, status, map[string]body{"error": b})
+	writeJSON(w, status, e.body())
 }

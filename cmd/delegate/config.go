@@ -85,6 +85,9 @@ type ModelConfig struct {
 	Checkpoint string `yaml:"checkpoint"`
 	// MaxBatch is how many sequences a local model decodes together.
 	MaxBatch int `yaml:"max_batch"`
+	// SystemPrompt is what `delegate serve` sends the model as the system
+	// message when a request has none: the prompt it was trained with.
+	SystemPrompt string `yaml:"system_prompt"`
 }
 
 // RolesConfig assigns models to roles by name. Default, when set, plays

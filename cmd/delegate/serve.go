@@ -8,17 +8,27 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/server"
 )
 
+// serveKeyEnv is the environment variable holding the server's API key,
+// read when --api-key is not given (a flag's value shows in ps).
+const serveKeyEnv = "DELEGATE_SERVE_API_KEY"
+
 type serveFlags struct {
-	config string
-	addr   string
+	config   string
+	addr     string
+	apiKey   string
+	insecure bool
+	limits   server.Config
+	timeouts server.Timeouts
 }
 
 func newServeCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -26,21 +36,57 @@ func newServeCmd(getenv env, log *slog.Logger) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve [flags] [MODEL...]",
 		Short: "Serve models over an OpenAI-compatible HTTP API on loopback",
-		Long: `Serve exposes the config's models (all local ones, or those named) as an
-OpenAI-compatible server: POST /v1/chat/completions with tool calls, usage
-and logprobs, GET /v1/models and GET /health. Concurrent requests to a local
-model are batched together by its engine. It listens on loopback unless
---addr says otherwise, and stops on interrupt.`,
+		Long: `Serve exposes the config's models (all local ones, or those named by their
+config key) as an OpenAI-compatible server: POST /v1/chat/completions with
+tool calls, usage, logprobs and streaming, GET /v1/models, GET /health and
+GET /metrics (Prometheus). Concurrent requests to a local model are batched
+together by its engine. A model's system_prompt in the config is sent to it
+when a request has no system message of its own.
+
+It listens on loopback unless --addr says otherwise. With an API key
+(--api-key, or $` + serveKeyEnv + `) every request but /health must carry
+"Authorization: Bearer KEY"; listening off loopback without a key is refused
+unless --insecure. Requests beyond --max-concurrent generating and
+--max-queue waiting get 503 with Retry-After. It stops on interrupt.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return serve(cmd.Context(), cmd.OutOrStdout(), getenv, log, f, args)
 		},
 	}
-	cmd.Flags().StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
-	cmd.Flags().StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address")
+	d, t := server.DefaultConfig(), server.DefaultTimeouts()
+	fl := cmd.Flags()
+	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
+	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address")
+	fl.StringVar(&f.apiKey, "api-key", "", "API key clients must send as a bearer token (default $"+serveKeyEnv+"; prefer the variable: a flag shows in ps)")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without an API key")
+	fl.Int64Var(&f.limits.MaxBody, "max-body", d.MaxBody, "largest request body in bytes (413 beyond)")
+	fl.IntVar(&f.limits.MaxConcurrent, "max-concurrent", d.MaxConcurrent, "chat completions generating at once")
+	fl.IntVar(&f.limits.MaxQueue, "max-queue", d.MaxQueue, "requests waiting for a turn beyond --max-concurrent (503 beyond; 0: none wait)")
+	fl.DurationVar(&f.limits.QueueTimeout, "queue-timeout", d.QueueTimeout, "longest wait for a turn (503 past it)")
+	fl.DurationVar(&f.limits.RequestTimeout, "request-timeout", d.RequestTimeout, "longest generation of one request (504 past it)")
+	fl.DurationVar(&f.timeouts.ReadHeader, "read-header-timeout", t.ReadHeader, "time to read a request's headers")
+	fl.DurationVar(&f.timeouts.Read, "read-timeout", t.Read, "time to read a request's headers and body")
+	fl.DurationVar(&f.timeouts.Write, "write-timeout", t.Write, "time to write a whole response; a stream gets this much for each event")
+	fl.DurationVar(&f.timeouts.Idle, "idle-timeout", t.Idle, "how long a keep-alive connection may wait for its next request")
 	return cmd
 }
 
 func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f serveFlags, names []string) error {
+	if f.apiKey == "" {
+		f.apiKey = getenv(serveKeyEnv)
+	}
+	f.apiKey = strings.TrimSpace(f.apiKey) // a key of blanks would be no key that nobody can send
+	if err := checkExposure(f.addr, f.apiKey != "", f.insecure); err != nil {
+		return err
+	}
+	if f.timeouts.ReadHeader <= 0 || f.timeouts.Read <= 0 || f.timeouts.Write <= 0 || f.timeouts.Idle <= 0 {
+		return errors.New("serve: --read-header-timeout, --read-timeout, --write-timeout and --idle-timeout must be positive")
+	}
+	if f.limits.MaxBody <= 0 || f.limits.MaxConcurrent <= 0 || f.limits.MaxQueue < 0 || f.limits.QueueTimeout <= 0 || f.limits.RequestTimeout <= 0 {
+		return errors.New("serve: --max-body, --max-concurrent, --queue-timeout and --request-timeout must be positive, --max-queue not negative")
+	}
+	if f.timeouts.Write <= f.limits.RequestTimeout {
+		return fmt.Errorf("serve: --write-timeout (%v) must exceed --request-timeout (%v), so that a generation cut by the latter still gets its error written", f.timeouts.Write, f.limits.RequestTimeout)
+	}
 	cfg, err := LoadConfig(configPath(f.config, getenv))
 	if err != nil {
 		return err
@@ -57,28 +103,72 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	}
 	for _, n := range names {
 		if _, ok := cfg.Models[n]; !ok {
-			return fmt.Errorf("serve: model %q is not in the config", n)
+			return fmt.Errorf("serve: model %q is not in the config (defined: %s)", n, strings.Join(cfg.ModelNames(), ", "))
 		}
 	}
-	models, closeModels, err := cfg.openModels(getenv, log)
+	models, closeModels, err := openServed(cfg, names, getenv, log)
 	if err != nil {
 		return err
 	}
 	defer closeModels()
 	var served []delegate.Model
+	limits := f.limits
+	limits.APIKey = f.apiKey
+	if limits.MaxQueue == 0 {
+		limits.MaxQueue = -1 // the server's spelling of "none wait"
+	}
+	limits.System = map[string]string{}
 	for _, n := range names {
-		served = append(served, models[n])
+		m := models[n]
+		served = append(served, m)
+		if p := cfg.Models[n].SystemPrompt; p != "" {
+			limits.System[m.Name()] = p
+		}
 	}
-	h, err := server.New(log, served...)
+	h, err := server.NewWithConfig(limits, log, served...)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: %w", err)
 	}
+	h.SetWriteTimeout(f.timeouts.Write)
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(out, "serving %v on http://%s/v1\n", names, ln.Addr())
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: f.timeouts.ReadHeader,
+		ReadTimeout:       f.timeouts.Read,
+		WriteTimeout:      f.timeouts.Write,
+		IdleTimeout:       f.timeouts.Idle,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn), // accept errors and the like
+	}
+	for _, n := range names {
+		desc := "local checkpoint " + cfg.Models[n].Checkpoint
+		if cfg.Models[n].Kind != "local" {
+			desc = "remote " + cfg.Models[n].BaseURL
+		}
+		sys := "none"
+		if p := cfg.Models[n].SystemPrompt; p != "" {
+			sys = fmt.Sprintf("%q", p)
+		}
+		fmt.Fprintf(out, "model %q (config key %s, %s; default system prompt %s)\n", models[n].Name(), n, desc, sys)
+	}
+	auth := "no API key (loopback only)"
+	switch {
+	case f.apiKey != "":
+		auth = "API key required"
+	case f.insecure:
+		auth = "NO API KEY (--insecure)"
+	}
+	servedNames := make([]string, len(served))
+	for i, m := range served {
+		servedNames[i] = m.Name()
+	}
+	fmt.Fprintf(out, "serving %v on http://%s/v1, %s\n", servedNames, ln.Addr(), auth)
+	if f.apiKey == "" && f.insecure {
+		log.Warn("serving without authentication off loopback (--insecure): anyone who can reach the address can use the models", "addr", ln.Addr().String())
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -89,4 +179,94 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdown)
+}
+
+// openServed opens the models named: remote ones as every command does,
+// local ones here, so that they keep streaming (server.Streamer) under the
+// config's preset.
+func openServed(cfg *Config, names []string, getenv env, log *slog.Logger) (map[string]delegate.Model, func(), error) {
+	remote := *cfg
+	remote.Models = map[string]ModelConfig{}
+	for _, n := range names {
+		if cfg.Models[n].Kind != "local" {
+			remote.Models[n] = cfg.Models[n]
+		}
+	}
+	models, closeRemote, err := remote.openModels(getenv, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	var locals []*local.Model
+	closeAll := func() {
+		closeRemote()
+		for _, l := range locals {
+			// Close only fails for calls still in flight, and none are.
+			_ = l.Close()
+		}
+	}
+	for _, n := range names {
+		if cfg.Models[n].Kind != "local" {
+			continue
+		}
+		lm, err := openLocal(n, cfg.Models[n])
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		locals = append(locals, lm)
+		models[n] = servedLocal{Model: lm, wrap: cfg.wrap}
+	}
+	return models, closeAll, nil
+}
+
+var _ server.Streamer = servedLocal{}
+
+// servedLocal is a local model with the config's preset applied (wrap,
+// as every command applies it) to plain and streaming calls alike.
+type servedLocal struct {
+	*local.Model
+	wrap func(delegate.Model) delegate.Model
+}
+
+func (l servedLocal) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	return l.wrap(l.Model).Chat(ctx, req)
+}
+
+// ChatStream implements server.Streamer.
+func (l servedLocal) ChatStream(ctx context.Context, req *delegate.Request, emit func(int, string)) (*delegate.Response, error) {
+	return l.wrap(streamingChat{l.Model, emit}).Chat(ctx, req)
+}
+
+// streamingChat is a local model whose Chat streams to emit, so that a
+// wrapper that rewrites requests passes them on to ChatStream.
+type streamingChat struct {
+	*local.Model
+	emit func(int, string)
+}
+
+func (s streamingChat) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	return s.ChatStream(ctx, req, s.emit)
+}
+
+// checkExposure refuses to listen off loopback without an API key, unless
+// insecure says so.
+func checkExposure(addr string, hasKey, insecure bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("serve: --addr %q: %w", addr, err)
+	}
+	if hasKey || insecure || loopback(host) {
+		return nil
+	}
+	return fmt.Errorf("serve: --addr %s listens beyond loopback without an API key: set $%s (or --api-key), or pass --insecure to serve anyone who can reach it", addr, serveKeyEnv)
+}
+
+// loopback reports whether host names only loopback interfaces; "" (every
+// interface) does not.
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestServeExposure(t *testing.T) {
+	tests := []struct {
+		addr            string
+		key, insecure   bool
+		wantErrContains string
+	}{
+		{"127.0.0.1:8080", false, false, ""},
+		{"[::1]:8080", false, false, ""},
+		{"localhost:8080", false, false, ""},
+		{"0.0.0.0:8080", false, false, serveKeyEnv},
+		{":8080", false, false, "--insecure"},
+		{"192.168.1.5:8080", false, false, "beyond loopback"},
+		{"0.0.0.0:8080", true, false, ""},
+		{"0.0.0.0:8080", false, true, ""},
+		{"no-port", false, false, "--addr"},
+	}
+	for _, tt := range tests {
+		err := checkExposure(tt.addr, tt.key, tt.insecure)
+		switch {
+		case tt.wantErrContains == "" && err != nil:
+			t.Errorf("checkExposure(%q, key %v, insecure %v) = %v, want nil", tt.addr, tt.key, tt.insecure, err)
+		case tt.wantErrContains != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErrContains)):
+			t.Errorf("checkExposure(%q, key %v, insecure %v) = %v, want an error containing %q", tt.addr, tt.key, tt.insecure, err, tt.wantErrContains)
+		}
+	}
+	// The command refuses before loading anything.
+	out, err := execute(t, testEnv, "serve", "--config", "../../examples/world.yaml", "--addr", "0.0.0.0:0")
+	if err == nil || !strings.Contains(err.Error(), "without an API key") {
+		t.Errorf("serve off loopback without a key: err = %v\n%s", err, out)
+	}
+	out, err = execute(t, testEnv, "serve", "--config", "../../examples/world.yaml", "--write-timeout", "1m", "--request-timeout", "2m")
+	if err == nil || !strings.Contains(err.Error(), "--write-timeout") {
+		t.Errorf("write timeout under the request timeout: err = %v\n%s", err, out)
+	}
+}
+
+// TestServeShippedModels runs `delegate serve` on examples/world.yaml as a
+// user would, with the key in the environment, and asks the solver a
+// question with no system message over HTTP: the config's system prompt
+// makes it answer right.
+func TestServeShippedModels(t *testing.T) {
+	const key = "sk-serve-command-test"
+	getenv := func(name string) string {
+		if name == serveKeyEnv {
+			return key
+		}
+		return ""
+	}
+	var out, logs syncBuffer
+	cmd := newRootCmd(getenv, slog.New(slog.NewTextHandler(&logs, nil)))
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"serve", "--config", "../../examples/world.yaml", "--addr", "127.0.0.1:0", "--idle-timeout", "300ms", "--read-timeout", "500ms"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	addr := regexp.MustCompile(`serving \[delegator solver\] on (http://\S+/v1)`)
+	var base string
+	for deadline := time.Now().Add(20 * time.Second); base == ""; {
+		if m := addr.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended: %v\n%s", err, out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", out.String())
+		}
+	}
+	for _, want := range []string{`model "solver" (config key solver, local checkpoint`, `default system prompt "Compute."`, "API key required"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("startup output lacks %q:\n%s", want, out.String())
+		}
+	}
+	post := func(key, body string) (int, string) {
+		req, err := http.NewRequest("POST", base+"/chat/completions", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	const ask = `{"model":"solver","temperature":0,"messages":[{"role":"user","content":"56*23"}]}`
+	if status, body := post("", ask); status != 401 {
+		t.Errorf("no key: %d %s", status, body)
+	}
+	status, body := post(key, ask)
+	var resp struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal([]byte(body), &resp); status != 200 || err != nil || len(resp.Choices) != 1 || !strings.Contains(resp.Choices[0].Message.Content, `\boxed{1288}`) {
+		t.Errorf("solver over HTTP: %d %s, want \\boxed{1288}", status, body)
+	}
+	// Streaming, through the preset's wrapper: the content comes as
+	// events and adds up to the right answer.
+	status, body = post(key, strings.Replace(ask, `"temperature"`, `"stream":true,"temperature"`, 1))
+	var content strings.Builder
+	pieces, doneSeen := 0, false
+	for _, line := range strings.Split(body, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		switch {
+		case !ok:
+		case data == "[DONE]":
+			doneSeen = true
+		default:
+			var ch struct {
+				Choices []struct {
+					Delta struct{ Content string } `json:"delta"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal([]byte(data), &ch); err != nil {
+				t.Fatalf("event %q: %v", data, err)
+			}
+			if len(ch.Choices) == 1 && ch.Choices[0].Delta.Content != "" {
+				pieces++
+				content.WriteString(ch.Choices[0].Delta.Content)
+			}
+		}
+	}
+	t.Logf("streamed content in %d pieces", pieces)
+	if status != 200 || !doneSeen || !strings.Contains(content.String(), `\boxed{1288}`) {
+		t.Errorf("stream: %d, [DONE] %v, content %q, want \\boxed{1288}", status, doneSeen, content.String())
+	}
+	// The connection timeouts are set: an idle keep-alive connection and
+	// one whose body stalls are both closed by the server.
+	hostport := strings.TrimSuffix(strings.TrimPrefix(base, "http://"), "/v1")
+	for _, tt := range []struct{ name, send string }{
+		{"idle keep-alive", "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"},
+		{"stalled body", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key + "\r\nContent-Length: 100\r\n\r\n{"},
+	} {
+		conn, err := net.Dial("tcp", hostport)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := io.WriteString(conn, tt.send); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil { // the server's default timeouts are longer
+			t.Fatal(err)
+		}
+		_, err = io.ReadAll(conn) // returns when the server closes
+		conn.Close()
+		if err != nil {
+			t.Errorf("%s: the server did not close the connection: %v", tt.name, err)
+		} else {
+			t.Logf("%s: closed by the server after %v", tt.name, time.Since(start).Round(time.Millisecond))
+		}
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve after interrupt: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop after interrupt")
+	}
+	if strings.Contains(out.String()+logs.String(), key) {
+		t.Error("the API key reached the output or logs")
+	}
+}

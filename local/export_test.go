@@ -1,0 +1,4 @@
+package local
+
+// HeldBack exports heldBack to the tests.
+var HeldBack = heldBack

@@ -1,0 +1,209 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/delegatelab/delegate"
+)
+
+// The streaming form of a chat completion: server-sent events, each
+// "data: " and one chat.completion.chunk object, ending with "data: [DONE]".
+//
+// A model that implements Streamer (a local model does) has its content
+// sent as it is generated; any other model's completion is sent once it is
+// whole. Per choice the events are: the role, content pieces, each tool
+// call (its id and name, then its arguments), and the finish reason with
+// the choice's logprobs; then, when stream_options.include_usage is set, a
+// last chunk with no choices and the usage. An error before the first
+// event is an ordinary JSON error with its status; one after it is an
+// event {"error":{...}} and the stream ends without [DONE]. The events
+// carry the same checks as a non-streaming reply: a tool call always
+// names a declared tool, and content sent early is never taken back
+// (a model's pieces are a prefix of its final content).
+
+// Streamer is a model that hands out its content while it generates it:
+// ChatStream is Chat that calls emit, from the goroutine that called
+// ChatStream and in order, with each new piece of a choice's content; the
+// pieces of a choice put together are a prefix of its final content.
+type Streamer interface {
+	ChatStream(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error)
+}
+
+type wireChunk struct {
+	ID      string            `json:"id"`
+	Object  string            `json:"object"`
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
+	Choices []wireChunkChoice `json:"choices"`
+	Usage   *wireUsage        `json:"usage,omitempty"`
+	// PromptTokenIDs as vLLM returns them, in the first chunk, when asked.
+	PromptTokenIDs []int `json:"prompt_token_ids,omitempty"`
+}
+
+type wireChunkChoice struct {
+	Index        int           `json:"index"`
+	Delta        wireDelta     `json:"delta"`
+	FinishReason *string       `json:"finish_reason"`
+	Logprobs     *wireLogprobs `json:"logprobs,omitempty"`
+}
+
+type wireDelta struct {
+	Role      string              `json:"role,omitempty"`
+	Content   *string             `json:"content,omitempty"`
+	ToolCalls []wireToolCallDelta `json:"tool_calls,omitempty"`
+}
+
+type wireToolCallDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// sse writes events, pushing the write deadline forward before each.
+type sse struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	err     error // the first failed write; later events are dropped
+}
+
+func (e *sse) event(v any) {
+	if e.err != nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		e.err = fmt.Errorf("encode event: %w", err)
+		return
+	}
+	e.raw(b)
+}
+
+func (e *sse) raw(data []byte) {
+	if e.err != nil {
+		return
+	}
+	if e.timeout > 0 {
+		// Not every ResponseWriter has deadlines; then there is none to push.
+		_ = e.rc.SetWriteDeadline(time.Now().Add(e.timeout))
+	}
+	if _, err := fmt.Fprintf(e.w, "data: %s\n\n", data); err != nil {
+		e.err = err
+		return
+	}
+	// A writer that cannot flush still delivers the events, at its end.
+	if err := e.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		e.err = err
+	}
+}
+
+// stream answers a request with stream: true and returns the status
+// answered, for the metrics.
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.Model, req *wireRequest, dreq *delegate.Request, id string) int {
+	out := &sse{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}
+	chunk := func(choices ...wireChunkChoice) wireChunk {
+		return wireChunk{ID: id, Object: "chat.completion.chunk", Created: s.created, Model: req.Model, Choices: choices}
+	}
+	started := false // the status line and headers are out
+	begin := func() {
+		if started {
+			return
+		}
+		started = true
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+	}
+	var sent []string // content sent per choice; nil: not even the role yet
+	var opened []bool
+	open := func(i int) {
+		for len(sent) <= i {
+			sent = append(sent, "")
+			opened = append(opened, false)
+		}
+		if !opened[i] {
+			opened[i] = true
+			empty := ""
+			out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{Role: "assistant", Content: &empty}}))
+		}
+	}
+	content := func(i int, text string) {
+		begin()
+		open(i)
+		sent[i] += text
+		out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{Content: &text}}))
+	}
+
+	var resp *delegate.Response
+	var err error
+	if st, ok := m.(Streamer); ok {
+		resp, err = st.ChatStream(ctx, dreq, content)
+	} else {
+		resp, err = m.Chat(ctx, dreq)
+	}
+	if err != nil {
+		if ctx.Err() != nil && context.Cause(ctx) != errDeadline {
+			return 499
+		}
+		e := modelError(ctx, err)
+		s.logFailure(req.Model, e, err)
+		if !started {
+			writeError(w, e.Status, e)
+			return e.Status
+		}
+		out.event(e.body())
+		return e.Status
+	}
+	keepDeclaredCalls(resp, dreq.Tools)
+	s.served.Add(1)
+	s.metrics.tokens(req.Model, resp.Usage)
+
+	begin()
+	for i, c := range resp.Choices {
+		open(i)
+		if rest, ok := strings.CutPrefix(c.Message.Content, sent[i]); !ok {
+			// A Streamer broke its contract; the client has what it has.
+			s.log.Error("streamed content is not a prefix of the final content", "model", req.Model, "choice", i)
+		} else if rest != "" {
+			out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{Content: &rest}}))
+		}
+		for j, tc := range c.Message.ToolCalls {
+			var d wireToolCallDelta
+			d.Index, d.ID, d.Type, d.Function.Name = j, tc.ID, "function", tc.Name
+			out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{ToolCalls: []wireToolCallDelta{d}}}))
+			var a wireToolCallDelta
+			a.Index, a.Function.Arguments = j, tc.Arguments
+			out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{ToolCalls: []wireToolCallDelta{a}}}))
+		}
+		finish := c.FinishReason
+		last := chunk(wireChunkChoice{Index: i, FinishReason: &finish, Logprobs: wireLogprobsOf(c.Logprobs, req.ReturnTokensAsTokenIDs)})
+		if i == 0 {
+			last.PromptTokenIDs = req.promptIDs(resp)
+		}
+		out.event(last)
+	}
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+		last := chunk()
+		last.Choices = []wireChunkChoice{}
+		last.Usage = toWireUsage(resp.Usage)
+		out.event(last)
+	}
+	out.raw([]byte("[DONE]"))
+	if out.err != nil {
+		s.log.Debug("stream cut", "model", req.Model, "err", out.err)
+		return 499
+	}
+	return http.StatusOK
+}
