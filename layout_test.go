@@ -30,6 +30,7 @@ var allowedImports = map[string][]string{
 	"nn":                 {"nn/kernel"},
 	"nn/kernel":          {},
 	"openai":             {""},
+	"perf/api":           {"api"},
 	"perf/fanout":        {"*"},
 	"perf/internal/host": {},
 	"perf/internal/runc": {"nn", "tokenizer"},
