@@ -17,12 +17,14 @@ import (
 // Reloading is a local model whose weights follow a checkpoint that a
 // trainer rewrites: an nn checkpoint directory, or a trainer's checkpoint
 // directory holding policy/ (delegate train's OutDir/checkpoint, written
-// whole and then swapped in, so a reader never sees half of one). Reload
-// loads the checkpoint when its version changed and serves new requests
-// from it; requests already in flight finish on the weights they started
-// with, whose engine is stopped once they are done. Every response
-// carries the version that produced it (the checkpoint's "rl_step", 0 for
-// a checkpoint without one). Safe for concurrent use.
+// whole and then swapped in, so a reader never sees half of one). It
+// starts on the weights it is given, version 0 (the trainer's starting
+// point); Reload loads the checkpoint when it exists and its version
+// differs, and serves new requests from it; requests already in flight
+// finish on the weights they started with, whose engine is stopped once
+// they are done. Every response carries the version that produced it (the
+// checkpoint's "rl_step", 0 for a checkpoint without one). Safe for
+// concurrent use.
 type Reloading struct {
 	dir string
 	cfg Config
@@ -39,18 +41,17 @@ type generation struct {
 	calls   sync.WaitGroup
 }
 
-// NewReloading loads the checkpoint at dir. log may be nil.
-func NewReloading(dir string, cfg Config, log *slog.Logger) (*Reloading, error) {
+// NewReloading serves p, as version 0, until the checkpoint at dir (which
+// need not exist yet) holds another version. log may be nil.
+func NewReloading(p *nn.Params, dir string, cfg Config, log *slog.Logger) (*Reloading, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Reloading{dir: dir, cfg: cfg, log: log}
-	g, err := r.load()
+	m, err := New(p, cfg)
 	if err != nil {
 		return nil, err
 	}
-	r.cur = g
-	return r, nil
+	return &Reloading{dir: dir, cfg: cfg, log: log, cur: &generation{m: m}}, nil
 }
 
 // Name returns the configured name.
@@ -65,12 +66,29 @@ func (r *Reloading) Version() int {
 
 // Chat serves req with the current weights and says which.
 func (r *Reloading) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-	r.mu.RLock()
-	g := r.cur
-	g.calls.Add(1)
-	r.mu.RUnlock()
+	g := r.acquire()
 	defer g.calls.Done()
-	resp, err := g.m.Chat(ctx, req)
+	return g.versioned(g.m.Chat(ctx, req))
+}
+
+// ChatStream is Model.ChatStream on the current weights, saying which.
+func (r *Reloading) ChatStream(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error) {
+	g := r.acquire()
+	defer g.calls.Done()
+	return g.versioned(g.m.ChatStream(ctx, req, emit))
+}
+
+// acquire returns the current generation with one more call counted; the
+// caller calls g.calls.Done when its call is over.
+func (r *Reloading) acquire() *generation {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	r.cur.calls.Add(1)
+	return r.cur
+}
+
+// versioned marks a response with the generation's version.
+func (g *generation) versioned(resp *delegate.Response, err error) (*delegate.Response, error) {
 	if resp != nil {
 		v := g.version
 		resp.PolicyVersion = &v
@@ -79,10 +97,13 @@ func (r *Reloading) Chat(ctx context.Context, req *delegate.Request) (*delegate.
 }
 
 // Reload loads the checkpoint if its version differs from the one being
-// served and swaps it in; it reports whether it did. A checkpoint that
-// cannot be read (being replaced right now, or bad) is an error and
-// changes nothing.
+// served and swaps it in; it reports whether it did. No checkpoint yet
+// changes nothing; one that cannot be read (bad, or being replaced right
+// now) is an error and changes nothing.
 func (r *Reloading) Reload() (bool, error) {
+	if _, ok := nn.CurrentDir(r.dir); !ok {
+		return false, nil
+	}
 	version, err := r.version()
 	if err != nil {
 		return false, err

@@ -49,8 +49,7 @@ func greedy(t *testing.T, m delegate.Model) (string, *int) {
 
 func TestReloadingFollowsTheCheckpoint(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "checkpoint")
-	writePolicy(t, dir, 1, 0)
-	r, err := NewReloading(dir, Config{Name: "policy"}, nil)
+	r, err := NewReloading(testParams(t, 128, 1), dir, Config{Name: "policy"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +58,11 @@ func TestReloadingFollowsTheCheckpoint(t *testing.T) {
 		t.Fatalf("version %v, want 0", v)
 	}
 	if changed, err := r.Reload(); err != nil || changed {
-		t.Fatalf("reload of an unchanged checkpoint: %v, %v; want no change", changed, err)
+		t.Fatalf("reload before the trainer wrote a checkpoint: %v, %v; want no change", changed, err)
+	}
+	writePolicy(t, dir, 1, 0)
+	if changed, err := r.Reload(); err != nil || changed {
+		t.Fatalf("reload of a checkpoint of step 0: %v, %v; want no change", changed, err)
 	}
 
 	// Requests keep flowing while the trainer writes new steps: none

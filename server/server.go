@@ -240,9 +240,11 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		handle = s.health
 	case "/metrics":
 		handle = s.serveMetrics
+	case "/admin/reload":
+		handle, method = s.reload, http.MethodPost
 	default:
 		writeError(w, http.StatusNotFound, apiErr{Type: "invalid_request_error", Code: "unknown_url",
-			Message: fmt.Sprintf("unknown path %s %s (served: POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics)", r.Method, r.URL.Path)})
+			Message: fmt.Sprintf("unknown path %s %s (served: POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics, POST /admin/reload)", r.Method, r.URL.Path)})
 		return
 	}
 	if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
@@ -326,6 +328,44 @@ func (s *Server) authorized(r *http.Request) bool {
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(h[len(prefix):])))
 	return subtle.ConstantTimeCompare(got[:], s.keyHash[:]) == 1
+}
+
+// Reloader is a model whose weights follow a trainer's checkpoint (a
+// local.Reloading): Reload loads a new version when there is one.
+type Reloader interface {
+	Reload() (changed bool, err error)
+	Version() int
+}
+
+// reload answers POST /admin/reload: every model that follows a
+// checkpoint loads its newest version now, without dropping requests in
+// flight. It needs the server's API key: without one it is refused.
+func (s *Server) reload(w http.ResponseWriter, _ *http.Request) {
+	if s.cfg.APIKey == "" {
+		writeError(w, http.StatusForbidden, apiErr{Type: "invalid_request_error", Code: "admin_disabled",
+			Message: "admin requests need the server's API key: start it with --api-key"})
+		return
+	}
+	type result struct {
+		Model   string `json:"model"`
+		Version int    `json:"version"`
+		Changed bool   `json:"changed"`
+		Error   string `json:"error,omitempty"`
+	}
+	out := []result{}
+	for _, name := range s.names {
+		r, ok := s.models[name].(Reloader)
+		if !ok {
+			continue
+		}
+		changed, err := r.Reload()
+		res := result{Model: name, Version: r.Version(), Changed: changed}
+		if err != nil {
+			res.Error = err.Error()
+		}
+		out = append(out, res)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"reloaded": out})
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) {

@@ -44,6 +44,8 @@ type wireChunk struct {
 	Usage   *wireUsage        `json:"usage,omitempty"`
 	// PromptTokenIDs as vLLM returns them, in the first chunk, when asked.
 	PromptTokenIDs []int `json:"prompt_token_ids,omitempty"`
+	// PolicyVersion, in each choice's last chunk: see wireResponse.
+	PolicyVersion *int `json:"policy_version,omitempty"`
 }
 
 type wireChunkChoice struct {
@@ -192,6 +194,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.M
 		if i == 0 {
 			last.PromptTokenIDs = req.promptIDs(resp)
 		}
+		last.PolicyVersion = resp.PolicyVersion
 		out.event(last)
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {

@@ -236,6 +236,9 @@ type wireResponse struct {
 	Usage   *wireUsage   `json:"usage,omitempty"`
 	// PromptTokenIDs as vLLM returns them, when asked.
 	PromptTokenIDs []int `json:"prompt_token_ids,omitempty"`
+	// PolicyVersion names the weights that produced the response (the
+	// trainer step of a model that follows a trainer's checkpoint).
+	PolicyVersion *int `json:"policy_version,omitempty"`
 }
 
 type wireUsage struct {
@@ -288,7 +291,7 @@ func (r *wireRequest) promptIDs(resp *delegate.Response) []int {
 
 func fromDelegate(r *delegate.Response, id string, created int64, req *wireRequest) wireResponse {
 	out := wireResponse{ID: id, Object: "chat.completion", Created: created, Model: req.Model,
-		PromptTokenIDs: req.promptIDs(r), Usage: toWireUsage(r.Usage)}
+		PromptTokenIDs: req.promptIDs(r), Usage: toWireUsage(r.Usage), PolicyVersion: r.PolicyVersion}
 	for i, c := range r.Choices {
 		wc := wireChoice{Index: i, FinishReason: c.FinishReason, Message: wireOut{Role: "assistant"}}
 		if c.Message.Content != "" || len(c.Message.ToolCalls) == 0 {

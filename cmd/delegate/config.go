@@ -88,6 +88,13 @@ type ModelConfig struct {
 	// SystemPrompt is what `delegate serve` sends the model as the system
 	// message when a request has none: the prompt it was trained with.
 	SystemPrompt string `yaml:"system_prompt"`
+	// Follow is a trainer's checkpoint directory (delegate train's
+	// OUT/checkpoint) that a local model follows: it starts on Checkpoint,
+	// and every FollowEvery (default 2s) loads the trainer's newest step
+	// when there is one, without dropping calls in flight; every response
+	// says which step produced it. Relative to the config file.
+	Follow      string        `yaml:"follow"`
+	FollowEvery time.Duration `yaml:"follow_every"`
 }
 
 // RolesConfig assigns models to roles by name. Default, when set, plays
@@ -128,6 +135,10 @@ func LoadConfig(path string) (*Config, error) {
 		m := cfg.Models[name]
 		if m.Kind != "local" {
 			continue
+		}
+		if m.Follow != "" && !filepath.IsAbs(m.Follow) {
+			m.Follow = filepath.Join(filepath.Dir(path), m.Follow)
+			cfg.Models[name] = m
 		}
 		key := "models." + name + ".checkpoint"
 		if shipped, ok := strings.CutPrefix(m.Checkpoint, shippedPrefix); ok {
@@ -376,8 +387,8 @@ func (c *Config) Validate() error {
 			if m.Model == "" {
 				errs = append(errs, c.at(key, "model is required"))
 			}
-			if m.Checkpoint != "" || m.MaxBatch != 0 {
-				errs = append(errs, c.at(key, "checkpoint and max_batch belong to kind: local"))
+			if m.Checkpoint != "" || m.MaxBatch != 0 || m.Follow != "" {
+				errs = append(errs, c.at(key, "checkpoint, max_batch and follow belong to kind: local"))
 			}
 		case "local":
 			if m.Checkpoint == "" {
@@ -388,6 +399,9 @@ func (c *Config) Validate() error {
 			}
 			if m.MaxBatch < 0 {
 				errs = append(errs, c.at(key+".max_batch", "must not be negative"))
+			}
+			if m.FollowEvery < 0 || m.FollowEvery > 0 && m.Follow == "" {
+				errs = append(errs, c.at(key+".follow_every", "must be positive, and goes with follow"))
 			}
 		default:
 			errs = append(errs, c.at(key+".kind", "unknown kind %q (want openai or local)", m.Kind))

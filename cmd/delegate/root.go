@@ -85,7 +85,8 @@ func checkLocalModels(c *Config) error {
 		if m.Kind != "local" {
 			continue
 		}
-		lm, err := openLocal(name, m)
+		m.Follow = "" // config check loads the starting weights only
+		lm, err := openLocal(name, m, nil)
 		if err != nil {
 			errs = append(errs, c.at("models."+name+".checkpoint", "%v", err))
 			continue

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,7 +32,7 @@ type env func(string) string
 // The returned close function stops local models' engines.
 func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.Model, func(), error) {
 	models := map[string]delegate.Model{}
-	var locals []*local.Model
+	var locals []localModel
 	closeAll := func() {
 		for _, l := range locals {
 			// Close only fails for calls still in flight, and none are.
@@ -41,7 +42,7 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 	for _, name := range c.ModelNames() {
 		m := c.Models[name]
 		if m.Kind == "local" {
-			lm, err := openLocal(name, m)
+			lm, err := openLocal(name, m, log)
 			if err != nil {
 				closeAll()
 				return nil, nil, err
@@ -94,7 +95,17 @@ func (c *Config) wrap(m delegate.Model) delegate.Model {
 }
 
 // openLocal loads a checkpoint and starts a local model over it.
-func openLocal(name string, m ModelConfig) (*local.Model, error) {
+// localModel is a local model as the commands use it: a plain one, or one
+// that follows a trainer's checkpoint (local.Reloading).
+type localModel interface {
+	delegate.Model
+	ChatStream(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error)
+	Close() error
+}
+
+// openLocal loads a local model; with follow set, one that follows the
+// trainer's checkpoint there, polling it until the model is closed.
+func openLocal(name string, m ModelConfig, log *slog.Logger) (localModel, error) {
 	var (
 		p   *nn.Params
 		err error
@@ -107,11 +118,36 @@ func openLocal(name string, m ModelConfig) (*local.Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
-	lm, err := local.New(p, local.Config{Name: name, MaxBatch: m.MaxBatch})
+	lcfg := local.Config{Name: name, MaxBatch: m.MaxBatch}
+	if m.Follow == "" {
+		lm, err := local.New(p, lcfg)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: %w", name, err)
+		}
+		return lm, nil
+	}
+	r, err := local.NewReloading(p, m.Follow, lcfg, log)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
-	return lm, nil
+	every := m.FollowEvery
+	if every == 0 {
+		every = 2 * time.Second
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	go r.Watch(ctx, every)
+	return following{Reloading: r, stop: stop}, nil
+}
+
+// following is a reloading model whose watch stops when it is closed.
+type following struct {
+	*local.Reloading
+	stop context.CancelFunc
+}
+
+func (f following) Close() error {
+	f.stop()
+	return f.Reloading.Close()
 }
 
 // agent returns the model assigned to role (or to the default role), with

@@ -196,7 +196,7 @@ func openServed(cfg *Config, names []string, getenv env, log *slog.Logger) (map[
 	if err != nil {
 		return nil, nil, err
 	}
-	var locals []*local.Model
+	var locals []localModel
 	closeAll := func() {
 		closeRemote()
 		for _, l := range locals {
@@ -208,13 +208,18 @@ func openServed(cfg *Config, names []string, getenv env, log *slog.Logger) (map[
 		if cfg.Models[n].Kind != "local" {
 			continue
 		}
-		lm, err := openLocal(n, cfg.Models[n])
+		lm, err := openLocal(n, cfg.Models[n], log)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
 		locals = append(locals, lm)
-		models[n] = servedLocal{Model: lm, wrap: cfg.wrap}
+		sl := servedLocal{localModel: lm, wrap: cfg.wrap}
+		if f, ok := lm.(following); ok {
+			models[n] = servedFollowing{servedLocal: sl, Reloading: f.Reloading}
+		} else {
+			models[n] = sl
+		}
 	}
 	return models, closeAll, nil
 }
@@ -224,23 +229,44 @@ var _ server.Streamer = servedLocal{}
 // servedLocal is a local model with the config's preset applied (wrap,
 // as every command applies it) to plain and streaming calls alike.
 type servedLocal struct {
-	*local.Model
+	localModel
 	wrap func(delegate.Model) delegate.Model
 }
 
 func (l servedLocal) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-	return l.wrap(l.Model).Chat(ctx, req)
+	return l.wrap(l.localModel).Chat(ctx, req)
 }
 
 // ChatStream implements server.Streamer.
 func (l servedLocal) ChatStream(ctx context.Context, req *delegate.Request, emit func(int, string)) (*delegate.Response, error) {
-	return l.wrap(streamingChat{l.Model, emit}).Chat(ctx, req)
+	return l.wrap(streamingChat{l.localModel, emit}).Chat(ctx, req)
 }
+
+// servedFollowing is a served local model that follows a trainer's
+// checkpoint: POST /admin/reload reaches it (server.Reloader).
+type servedFollowing struct {
+	servedLocal
+	*local.Reloading
+}
+
+var _ server.Reloader = servedFollowing{}
+
+func (f servedFollowing) Name() string { return f.servedLocal.Name() }
+
+func (f servedFollowing) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	return f.servedLocal.Chat(ctx, req)
+}
+
+func (f servedFollowing) ChatStream(ctx context.Context, req *delegate.Request, emit func(int, string)) (*delegate.Response, error) {
+	return f.servedLocal.ChatStream(ctx, req, emit)
+}
+
+func (f servedFollowing) Close() error { return f.servedLocal.Close() }
 
 // streamingChat is a local model whose Chat streams to emit, so that a
 // wrapper that rewrites requests passes them on to ChatStream.
 type streamingChat struct {
-	*local.Model
+	localModel
 	emit func(int, string)
 }
 

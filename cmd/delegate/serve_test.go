@@ -3,14 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/delegatelab/delegate/nn"
 )
 
 func TestServeExposure(t *testing.T) {
@@ -191,5 +196,89 @@ func TestServeShippedModels(t *testing.T) {
 	}
 	if strings.Contains(out.String()+logs.String(), key) {
 		t.Error("the API key reached the output or logs")
+	}
+}
+
+// TestServeFollowsTheTrainer: a served model with follow answers from its
+// starting weights (version 0) until the trainer writes a checkpoint, then
+// from the trainer's step once POST /admin/reload (with the server's key)
+// or its own watch loads it; every answer says its version.
+func TestServeFollowsTheTrainer(t *testing.T) {
+	const key = "sk-follow-test"
+	dir := t.TempDir()
+	models, err := filepath.Abs("../../models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainer := filepath.Join(dir, "train", "checkpoint")
+	doc := "models:\n  delegator:\n    kind: local\n    checkpoint: " + filepath.Join(models, "delegator") +
+		"\n    follow: " + trainer + "\n    follow_every: 1h\n    price: {input: 1, output: 5}\nroles:\n  default: delegator\n"
+	cfg := filepath.Join(dir, "follow.yaml")
+	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	cmd := newRootCmd(func(n string) string {
+		if n == serveKeyEnv {
+			return key
+		}
+		return ""
+	}, slog.New(slog.DiscardHandler))
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"serve", "--config", cfg, "--addr", "127.0.0.1:0"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	addr := regexp.MustCompile(`serving \[delegator\] on (http://\S+)/v1`)
+	var base string
+	for deadline := time.Now().Add(20 * time.Second); base == ""; time.Sleep(10 * time.Millisecond) {
+		if m := addr.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", out.String())
+		}
+	}
+	call := func(path, body string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d, %v", path, resp.StatusCode, err)
+		}
+		return v
+	}
+	const ask = `{"model":"delegator","temperature":0,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	if v := call("/v1/chat/completions", ask)["policy_version"]; v != 0.0 {
+		t.Errorf("before the trainer wrote anything: policy_version %v, want 0", v)
+	}
+	// The trainer writes step 3 as rl does: OUT/checkpoint/policy, whole.
+	p, _, err := nn.Load(filepath.Join(models, "delegator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nn.ReplaceDir(trainer, func(tmp string) error {
+		return nn.Save(filepath.Join(tmp, "policy"), p, map[string]string{"rl_step": "3"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rel := call("/admin/reload", "")
+	if got := fmt.Sprint(rel["reloaded"]); !strings.Contains(got, "version:3") || !strings.Contains(got, "changed:true") {
+		t.Errorf("admin reload answered %v, want the delegator at version 3", got)
+	}
+	if v := call("/v1/chat/completions", ask)["policy_version"]; v != 3.0 {
+		t.Errorf("after the reload: policy_version %v, want 3", v)
 	}
 }
