@@ -102,3 +102,34 @@ func archImpl() (microKernel, pairKernel, packFunc, string) {
 	}
 	return goKernel, nil, goPackT16, "go"
 }
+
+//go:noescape
+func gemv4AVX2(k int, a, b *float32, stride int, c *float32)
+
+//go:noescape
+func gemv1AVX2(k int, a, b, c *float32)
+
+// asmGemv4 and asmGemv1 check bounds, then run the AVX2 panel-vector
+// products.
+func asmGemv4(k int, a, b []float32, stride int, c []float32) {
+	_ = a[k-1]
+	_ = b[3*stride+k*nr-1]
+	_ = c[4*nr-1]
+	gemv4AVX2(k, unsafe.SliceData(a), unsafe.SliceData(b), stride, unsafe.SliceData(c))
+}
+
+func asmGemv1(k int, a, b, c []float32) {
+	_ = a[k-1]
+	_ = b[k*nr-1]
+	if len(c) < nr {
+		var t [nr]float32 // on the stack: the assembly does not keep it
+		gemv1AVX2(k, unsafe.SliceData(a), unsafe.SliceData(b), &t[0])
+		copy(c, t[:])
+		return
+	}
+	gemv1AVX2(k, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c))
+}
+
+// archGemv1 and archGemv4 are the panel-vector products that go with the
+// assembly micro-kernels (gemm.go's init picks them with those).
+var archGemv1, archGemv4 = gemv1Func(asmGemv1), gemv4Func(asmGemv4)

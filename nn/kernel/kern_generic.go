@@ -7,3 +7,5 @@ package kernel
 func archImpl() (microKernel, pairKernel, packFunc, string) {
 	return goKernel, nil, goPackT16, "go"
 }
+
+var archGemv1, archGemv4 = gemv1Func(goGemv1), gemv4Func(nil)
