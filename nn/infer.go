@@ -28,13 +28,19 @@ type inferRow struct {
 // sized for the largest row list seen, so a steady-state step allocates
 // nothing, and a pool of helper goroutines (one per extra core) that the
 // owner stops with close. Not safe for concurrent use.
+//
+// The model reads its weights from its own copy, w, laid out for the
+// kernels (kernel.Packed) when it is made and refreshed from the Params
+// only by refresh: forward never reads the Params. Whoever changes the
+// Params sets stale, and the next forward refreshes first.
 type inferModel struct {
 	p     *Params
 	cfg   Config
 	cache *KVCache
+	w     inferWeights
+	stale bool // w may differ from p: refresh before the next forward
 
 	ropeCos, ropeSin []float32 // (Context, HeadDim/2)
-	wqkv             [][]float32
 
 	rows   int         // capacity of the row buffers
 	x      []float32   // (rows, Dim) residual stream
@@ -42,25 +48,54 @@ type inferModel struct {
 	qkv    []float32   // (rows, Dim+2·KVDim) queries, keys, values
 	att    []float32   // (rows, Dim) attention output
 	xo     []float32   // (rows, Dim) sublayer output
-	hb     []float32   // (rows, Hidden) gate
-	hb2    []float32   // (rows, Hidden) up
+	h13    []float32   // (rows, 2·Hidden) gate then up
+	hb     []float32   // (rows, Hidden) gated
 	scores [][]float32 // per core: (2, Context) attention weights of two heads
 
-	pool     *inferPool       // cores for attention
+	pool     *inferPool       // cores for attention and products
 	parWork  int              // attention work above which a step is split
+	parMul   int              // product work (multiply-adds) above which it is split
 	job      attendJob        // the step being attended
 	bounds   []int            // per core: first (row, head) pair, then the end
 	attendFn func(worker int) // m.attendTask, bound once
+	mul      mulJob           // the product being computed
+	mulFn    func(worker int) // m.mulTask, bound once
 	head     []float32        // (nlogits, Dim) final-normed rows that need logits
 	logits   []float32        // (nlogits, Vocab)
 }
 
+// inferWeights are the model's weights as forward reads them: every matrix
+// packed once (queries, keys and values stacked into one matrix, the gate
+// and up projections into another, so that each is one product), the norms
+// copied.
+type inferWeights struct {
+	qkv, wo, w13, w2  []*kernel.Packed // per layer: (D+2KV, D), (D, D), (2H, D), (D, H)
+	attnNorm, ffnNorm [][]float32      // per layer: (D)
+	finalNorm         []float32        // (D)
+	out               *kernel.Packed   // (V, D) output head
+	emb               *kernel.Packed   // (V, D) token embedding: out itself when tied
+}
+
+// mulJob is one product split across the pool's cores by column panels.
+type mulJob struct {
+	dst, a  []float32
+	rows    int
+	w       *kernel.Packed
+	workers int
+}
+
+// inferParallelMul is the work of a product (rows·k·n multiply-adds) above
+// which it is split across cores by columns: about 256 KiB of weights for
+// one row, so that a decode step streams every matrix with all cores.
+const inferParallelMul = 1 << 16
+
 func newInferModel(p *Params, cache *KVCache) *inferModel {
 	c := p.Config
 	cores := max(1, runtime.GOMAXPROCS(0))
-	m := &inferModel{p: p, cfg: c, cache: cache, scores: make([][]float32, cores), parWork: inferParallelWork}
+	m := &inferModel{p: p, cfg: c, cache: cache, scores: make([][]float32, cores), parWork: inferParallelWork, parMul: inferParallelMul}
 	m.pool = newInferPool(cores)
 	m.attendFn = m.attendTask
+	m.mulFn = m.mulTask
 	for i := range m.scores {
 		m.scores[i] = make([]float32, 2*c.Context)
 	}
@@ -75,31 +110,60 @@ func newInferModel(p *Params, cache *KVCache) *inferModel {
 			m.ropeSin[pos*half+i] = float32(s)
 		}
 	}
-	m.wqkv = fusedQKV(p)
+	d, kv, h := c.Dim, c.KVDim(), c.Hidden
+	w := &m.w
+	for range c.Layers {
+		w.qkv = append(w.qkv, kernel.NewPacked(d, d, kv, kv))
+		w.wo = append(w.wo, kernel.NewPacked(d, d))
+		w.w13 = append(w.w13, kernel.NewPacked(d, h, h))
+		w.w2 = append(w.w2, kernel.NewPacked(h, d))
+		w.attnNorm = append(w.attnNorm, make([]float32, d))
+		w.ffnNorm = append(w.ffnNorm, make([]float32, d))
+	}
+	w.finalNorm = make([]float32, d)
+	w.out = kernel.NewPacked(d, c.Vocab)
+	w.emb = w.out
+	if !c.TiedOutput {
+		w.emb = kernel.NewPacked(d, c.Vocab)
+	}
+	m.refresh()
 	return m
 }
 
 // close stops the helper goroutines.
 func (m *inferModel) close() { m.pool.close() }
 
-// fusedQKV returns, per layer, Wq, Wk and Wv as one (Dim+2·KVDim, Dim)
-// matrix when they lie back to back in p.Data (the layout NewParams
-// makes), so that one product yields all three; nil when they do not.
-func fusedQKV(p *Params) [][]float32 {
-	c := p.Config
-	d, kv := c.Dim, c.KVDim()
-	out := make([][]float32, len(p.Layers))
-	off := c.Vocab * d
-	for i, l := range p.Layers {
-		off += d // AttnNorm
-		n := (d + 2*kv) * d
-		if off+n > len(p.Data) || &p.Data[off] != &l.Wq[0] || &p.Data[off+d*d] != &l.Wk[0] || &p.Data[off+d*d+kv*d] != &l.Wv[0] {
-			return nil
-		}
-		out[i] = p.Data[off : off+n : off+n]
-		off += n + d*d + d + 3*c.Hidden*d // Wq..Wv, Wo, FFNNorm, W1..W3
+// refresh copies the current values of the Params into m.w, the matrices
+// split across the pool's cores by panels.
+func (m *inferModel) refresh() {
+	p, w := m.p, &m.w
+	type repack struct {
+		w     *kernel.Packed
+		parts [][]float32
 	}
-	return out
+	var jobs []repack
+	for l, lp := range p.Layers {
+		jobs = append(jobs,
+			repack{w.qkv[l], [][]float32{lp.Wq, lp.Wk, lp.Wv}},
+			repack{w.wo[l], [][]float32{lp.Wo}},
+			repack{w.w13[l], [][]float32{lp.W1, lp.W3}},
+			repack{w.w2[l], [][]float32{lp.W2}})
+		copy(w.attnNorm[l], lp.AttnNorm)
+		copy(w.ffnNorm[l], lp.FFNNorm)
+	}
+	copy(w.finalNorm, p.FinalNorm)
+	jobs = append(jobs, repack{w.out, [][]float32{p.Output}})
+	if w.emb != w.out {
+		jobs = append(jobs, repack{w.emb, [][]float32{p.TokenEmb}})
+	}
+	workers := m.pool.n
+	m.pool.run(workers, func(g int) {
+		for _, j := range jobs {
+			q := j.w.Panels()
+			j.w.RepackPanels(g*q/workers, (g+1)*q/workers, j.parts...)
+		}
+	})
+	m.stale = false
 }
 
 // grow makes the row buffers hold n rows and nl logit rows.
@@ -112,8 +176,8 @@ func (m *inferModel) grow(n, nl int) {
 		m.qkv = make([]float32, n*(c.Dim+2*c.KVDim()))
 		m.att = make([]float32, n*c.Dim)
 		m.xo = make([]float32, n*c.Dim)
+		m.h13 = make([]float32, n*2*c.Hidden)
 		m.hb = make([]float32, n*c.Hidden)
-		m.hb2 = make([]float32, n*c.Hidden)
 	}
 	if nl*c.Dim > len(m.head) {
 		m.head = make([]float32, nl*c.Dim)
@@ -129,7 +193,10 @@ func (m *inferModel) grow(n, nl int) {
 // in this list. Tokens and positions are trusted: the Engine validates
 // requests before they get here.
 func (m *inferModel) forward(rows []inferRow) []float32 {
-	c, p := m.cfg, m.p
+	if m.stale {
+		m.refresh()
+	}
+	c, w := m.cfg, &m.w
 	n := len(rows)
 	nl := 0
 	for _, r := range rows {
@@ -141,38 +208,36 @@ func (m *inferModel) forward(rows []inferRow) []float32 {
 	d, kv, hid := c.Dim, c.KVDim(), c.Hidden
 	s := d + 2*kv // qkv row stride
 	x, xb, qkv, att, xo := m.x[:n*d], m.xb[:n*d], m.qkv[:n*s], m.att[:n*d], m.xo[:n*d]
-	hb, hb2 := m.hb[:n*hid], m.hb2[:n*hid]
+	h13, hb := m.h13[:n*2*hid], m.hb[:n*hid]
 	eps := float32(c.NormEps)
 
 	for i, r := range rows {
-		copy(x[i*d:(i+1)*d], p.TokenEmb[r.token*d:(r.token+1)*d]) // (n, D)
+		w.emb.Row(x[i*d:(i+1)*d], r.token) // (n, D)
 	}
-	for l := range p.Layers {
-		lp := &p.Layers[l]
+	for l := range c.Layers {
 		// Attention sublayer.
-		inferRMSNorm(xb, x, lp.AttnNorm, n, d, eps) // (n, D)
-		if m.wqkv != nil {
-			kernel.MatMulNT(qkv, xb, m.wqkv[l], n, d, s) // (n, D+2KV)
-		} else {
-			m.projectQKV(lp, n)
-		}
+		inferRMSNorm(xb, x, w.attnNorm[l], n, d, eps) // (n, D)
+		m.matmul(qkv, xb, n, w.qkv[l])                // (n, D+2KV)
 		for i, r := range rows {
 			row := qkv[i*s : (i+1)*s]
 			m.rope(row[:d+kv], r.pos) // queries and keys
 			m.cache.store(l, r.slot, r.pos, row[d:d+kv], row[d+kv:])
 		}
 		m.attendRows(rows, l, att, qkv, s)
-		kernel.MatMulNT(xo, att, lp.Wo, n, d, d) // (n, D)
+		m.matmul(xo, att, n, w.wo[l]) // (n, D)
 		inferAdd(x, xo)
 
 		// Feed-forward sublayer: W2 · (silu(W1·xb) ⊙ W3·xb).
-		inferRMSNorm(xb, x, lp.FFNNorm, n, d, eps)
-		kernel.MatMulNT(hb, xb, lp.W1, n, d, hid)  // (n, H)
-		kernel.MatMulNT(hb2, xb, lp.W3, n, d, hid) // (n, H)
-		for i, g := range hb {
-			hb[i] = g / (1 + kernel.Exp(-g)) * hb2[i]
+		inferRMSNorm(xb, x, w.ffnNorm[l], n, d, eps)
+		m.matmul(h13, xb, n, w.w13[l]) // (n, 2H): gate, then up
+		for i := range n {
+			g13 := h13[i*2*hid : (i+1)*2*hid]
+			gate, up, out := g13[:hid], g13[hid:], hb[i*hid:(i+1)*hid]
+			for j, g := range gate {
+				out[j] = g / (1 + kernel.Exp(-g)) * up[j]
+			}
 		}
-		kernel.MatMulNT(xo, hb, lp.W2, n, hid, d) // (n, D)
+		m.matmul(xo, hb, n, w.w2[l]) // (n, D)
 		inferAdd(x, xo)
 	}
 	if nl == 0 {
@@ -182,34 +247,37 @@ func (m *inferModel) forward(rows []inferRow) []float32 {
 	j := 0
 	for i, r := range rows {
 		if r.logits {
-			inferRMSNorm(head[j*d:(j+1)*d], x[i*d:(i+1)*d], p.FinalNorm, 1, d, eps)
+			inferRMSNorm(head[j*d:(j+1)*d], x[i*d:(i+1)*d], w.finalNorm, 1, d, eps)
 			j++
 		}
 	}
 	logits := m.logits[:nl*c.Vocab]
-	kernel.MatMulNT(logits, head, p.Output, nl, d, c.Vocab) // (nl, V)
+	m.matmul(logits, head, nl, w.out) // (nl, V)
 	return logits
 }
 
-// projectQKV computes queries, keys and values with three products when
-// the weights are not laid out for one, and interleaves them into m.qkv.
-func (m *inferModel) projectQKV(lp *LayerParams, n int) {
-	d, kv := m.cfg.Dim, m.cfg.KVDim()
-	s := d + 2*kv
-	// Use att and xo (free at this point) and hb as temporaries.
-	q, k, v := m.att[:n*d], m.xo[:n*kv], m.hb[:n*kv]
-	if len(m.hb) < n*kv {
-		v = make([]float32, n*kv) // only when Hidden < KVDim; never in practice
+// matmul computes dst(rows, n) = a(rows, k) · Wᵀ, split by column panels
+// across the pool's cores when the product is large enough. Each element's
+// bits are the same however it is split (see package kernel).
+func (m *inferModel) matmul(dst, a []float32, rows int, w *kernel.Packed) {
+	workers := 1
+	if rows*w.K()*w.N() >= m.parMul {
+		workers = min(m.pool.n, (w.Panels()+1)/2)
 	}
-	kernel.MatMulNT(q, m.xb[:n*d], lp.Wq, n, d, d)
-	kernel.MatMulNT(k, m.xb[:n*d], lp.Wk, n, d, kv)
-	kernel.MatMulNT(v, m.xb[:n*d], lp.Wv, n, d, kv)
-	for i := 0; i < n; i++ {
-		row := m.qkv[i*s : (i+1)*s]
-		copy(row[:d], q[i*d:(i+1)*d])
-		copy(row[d:d+kv], k[i*kv:(i+1)*kv])
-		copy(row[d+kv:], v[i*kv:(i+1)*kv])
+	if workers <= 1 {
+		kernel.MatMulPackedCols(dst, a, rows, w, 0, w.N())
+		return
 	}
+	m.mul = mulJob{dst: dst, a: a, rows: rows, w: w, workers: workers}
+	m.pool.run(workers, m.mulFn)
+	m.mul = mulJob{}
+}
+
+// mulTask computes worker g's share of the columns of m.mul.
+func (m *inferModel) mulTask(g int) {
+	j := &m.mul
+	j0, j1 := kernel.PanelRange(j.w.Panels(), j.workers, g, j.w.N())
+	kernel.MatMulPackedCols(j.dst, j.a, j.rows, j.w, j0, j1)
 }
 
 // rope rotates each head of qk (queries then keys, each a whole number of

@@ -88,6 +88,9 @@ type EngineStats struct {
 	MaxActive       int   // most slots busy in one step
 	Active          int   // slots busy after the last step
 	Queued          int   // requests waiting for a slot after the last step's admissions
+	// Refreshes counts the copies of the Params into the engine's packed
+	// weights after the first (see Engine).
+	Refreshes int64
 }
 
 // Engine generates continuations of many requests at once with continuous
@@ -97,10 +100,16 @@ type EngineStats struct {
 //
 // All methods are safe for concurrent use. One scheduler goroutine, started
 // by NewEngine and ended by Close, runs every forward pass; Generate calls
-// from many goroutines are batched together. The engine reads the Params it
-// was given at every step without copying them: the caller must not modify
-// them while any Generate or GenerateAll call is in flight (updates made
-// between calls are seen by the next ones).
+// from many goroutines are batched together.
+//
+// The engine samples from its own copy of the Params it was given, laid
+// out for the matrix kernels when it is made. It copies them again before
+// the first forward pass after a request arrives while no other call is in
+// flight (every earlier call has returned, finished or canceled). So the
+// caller may change the Params between calls, as a trainer does between
+// batches of rollouts, and the next call samples from the new values; it
+// must not change them while any Generate or GenerateAll call is in flight.
+// EngineStats.Refreshes counts the copies.
 type Engine struct {
 	cfg    Config
 	ecfg   EngineConfig
@@ -426,6 +435,7 @@ func (e *Engine) run(s *inferSched) {
 		if s.idle() {
 			select {
 			case jobs := <-e.submit:
+				s.model.stale = true // see Engine: the Params may have changed
 				s.queue = append(s.queue, jobs...)
 			case <-e.quit:
 				s.failAll(ErrEngineClosed)
@@ -436,6 +446,9 @@ func (e *Engine) run(s *inferSched) {
 		for {
 			select {
 			case jobs := <-e.submit:
+				if s.unheld() {
+					s.model.stale = true
+				}
 				s.queue = append(s.queue, jobs...)
 			case <-e.quit:
 				s.failAll(ErrEngineClosed)
@@ -448,6 +461,24 @@ func (e *Engine) run(s *inferSched) {
 		s.admit()
 		s.step()
 	}
+}
+
+// unheld reports whether no caller can be waiting on a job the scheduler
+// holds: every one of them (if any) has had its context end, so its
+// Generate call has returned, and the caller may have changed the Params
+// since.
+func (s *inferSched) unheld() bool {
+	for _, j := range s.slots {
+		if j != nil && j.ctx.Err() == nil {
+			return false
+		}
+	}
+	for _, j := range s.queue {
+		if j.ctx.Err() == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *inferSched) idle() bool {
@@ -615,6 +646,7 @@ func (s *inferSched) step() {
 	if len(rows) == 0 {
 		return
 	}
+	refresh := s.model.stale
 	logits := s.model.forward(rows)
 	v := s.e.cfg.Vocab
 	var completed int64
@@ -644,6 +676,9 @@ func (s *inferSched) step() {
 	s.e.mu.Lock()
 	st := &s.e.stats
 	st.Steps++
+	if refresh {
+		st.Refreshes++
+	}
 	st.Completed += completed
 	st.PromptTokens += prompt
 	st.GeneratedTokens += int64(len(owner))
