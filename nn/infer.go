@@ -50,7 +50,7 @@ type inferModel struct {
 	xo     []float32   // (rows, Dim) sublayer output
 	h13    []float32   // (rows, 2·Hidden) gate then up
 	hb     []float32   // (rows, Hidden) gated
-	scores [][]float32 // per core: (2, Context) attention weights of two heads
+	scores [][]float32 // per core: (Context) attention weights of one head
 
 	pool     *inferPool       // cores for attention and products
 	parWork  int              // attention work above which a step is split
@@ -97,7 +97,7 @@ func newInferModel(p *Params, cache *KVCache) *inferModel {
 	m.attendFn = m.attendTask
 	m.mulFn = m.mulTask
 	for i := range m.scores {
-		m.scores[i] = make([]float32, 2*c.Context)
+		m.scores[i] = make([]float32, c.Context)
 	}
 	half := c.HeadDim() / 2
 	m.ropeCos = make([]float32, c.Context*half)
@@ -372,138 +372,12 @@ func (m *inferModel) attend(out, q, sc []float32, l, slot, pos, h0, h1 int) {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	keys := m.cache.Keys(l, slot, pos+1)   // (pos+1, KV)
 	vals := m.cache.Values(l, slot, pos+1) // (pos+1, KV)
-	sc, sc2 := sc[:pos+1], sc[c.Context:c.Context+pos+1]
-	for h := h0; h < h1; {
+	sc = sc[:pos+1]
+	for h := h0; h < h1; h++ {
 		ko := (h / group) * hd
-		if h+1 < h1 && (h+1)/group == h/group {
-			// Two query heads that share a key/value head: one pass over
-			// the cache serves both. Each head's arithmetic is exactly
-			// that of the one-head path, so results do not depend on how
-			// heads were split across cores.
-			inferScores2(sc, sc2, q[h*hd:(h+1)*hd], q[(h+1)*hd:(h+2)*hd], keys[ko:], kvd, scale)
-			inferSoftmax(sc)
-			inferSoftmax(sc2)
-			inferMix2(out[h*hd:(h+1)*hd], out[(h+1)*hd:(h+2)*hd], sc, sc2, vals[ko:], kvd)
-			h += 2
-			continue
-		}
-		inferScores(sc, q[h*hd:(h+1)*hd], keys[ko:], kvd, scale)
+		kernel.Dots(sc, q[h*hd:(h+1)*hd], keys[ko:], kvd, scale)
 		inferSoftmax(sc)
-		inferMix(out[h*hd:(h+1)*hd], sc, vals[ko:], kvd)
-		h++
-	}
-}
-
-// inferScores2 is inferScores for two query vectors over the same keys,
-// summing in the same order.
-func inferScores2(sc, sc2, q, q2, keys []float32, stride int, scale float32) {
-	hd := len(q)
-	q2 = q2[:hd]
-	sc2 = sc2[:len(sc)]
-	for t := range sc {
-		k := keys[t*stride : t*stride+hd]
-		k = k[:len(q)]
-		var s0, s1, s2, s3, u0, u1, u2, u3 float32
-		i := 0
-		for ; i+4 <= len(q); i += 4 {
-			k0, k1, k2, k3 := k[i], k[i+1], k[i+2], k[i+3]
-			s0 += q[i] * k0
-			s1 += q[i+1] * k1
-			s2 += q[i+2] * k2
-			s3 += q[i+3] * k3
-			u0 += q2[i] * k0
-			u1 += q2[i+1] * k1
-			u2 += q2[i+2] * k2
-			u3 += q2[i+3] * k3
-		}
-		for ; i < len(q); i++ {
-			s0 += q[i] * k[i]
-			u0 += q2[i] * k[i]
-		}
-		sc[t] = ((s0 + s1) + (s2 + s3)) * scale
-		sc2[t] = ((u0 + u1) + (u2 + u3)) * scale
-	}
-}
-
-// inferMix2 is inferMix for two weight vectors over the same values,
-// summing in the same order.
-func inferMix2(out, out2, w, w2, vals []float32, stride int) {
-	hd := len(out)
-	out2 = out2[:hd]
-	w2 = w2[:len(w)]
-	i := 0
-	for ; i+4 <= hd; i += 4 {
-		var s0, s1, s2, s3, u0, u1, u2, u3 float32
-		for t, a := range w {
-			b := w2[t]
-			v := vals[t*stride+i : t*stride+i+4]
-			v0, v1, v2, v3 := v[0], v[1], v[2], v[3]
-			s0 += a * v0
-			s1 += a * v1
-			s2 += a * v2
-			s3 += a * v3
-			u0 += b * v0
-			u1 += b * v1
-			u2 += b * v2
-			u3 += b * v3
-		}
-		out[i], out[i+1], out[i+2], out[i+3] = s0, s1, s2, s3
-		out2[i], out2[i+1], out2[i+2], out2[i+3] = u0, u1, u2, u3
-	}
-	for ; i < hd; i++ {
-		var s0, u0 float32
-		for t, a := range w {
-			v := vals[t*stride+i]
-			s0 += a * v
-			u0 += w2[t] * v
-		}
-		out[i], out2[i] = s0, u0
-	}
-}
-
-// inferScores sets sc[t] = scale · q·k_t, where k_t = keys[t·stride:][:len(q)].
-func inferScores(sc, q, keys []float32, stride int, scale float32) {
-	hd := len(q)
-	for t := range sc {
-		k := keys[t*stride : t*stride+hd]
-		k = k[:len(q)]
-		var s0, s1, s2, s3 float32
-		i := 0
-		for ; i+4 <= len(q); i += 4 {
-			s0 += q[i] * k[i]
-			s1 += q[i+1] * k[i+1]
-			s2 += q[i+2] * k[i+2]
-			s3 += q[i+3] * k[i+3]
-		}
-		for ; i < len(q); i++ {
-			s0 += q[i] * k[i]
-		}
-		sc[t] = ((s0 + s1) + (s2 + s3)) * scale
-	}
-}
-
-// inferMix sets out = Σ_t w[t] · v_t, where v_t = vals[t·stride:][:len(out)].
-// Four outputs at a time stay in registers across all t.
-func inferMix(out, w, vals []float32, stride int) {
-	hd := len(out)
-	i := 0
-	for ; i+4 <= hd; i += 4 {
-		var s0, s1, s2, s3 float32
-		for t, a := range w {
-			v := vals[t*stride+i : t*stride+i+4]
-			s0 += a * v[0]
-			s1 += a * v[1]
-			s2 += a * v[2]
-			s3 += a * v[3]
-		}
-		out[i], out[i+1], out[i+2], out[i+3] = s0, s1, s2, s3
-	}
-	for ; i < hd; i++ {
-		var s0 float32
-		for t, a := range w {
-			s0 += a * vals[t*stride+i]
-		}
-		out[i] = s0
+		kernel.Mix(out[h*hd:(h+1)*hd], sc, vals[ko:], kvd)
 	}
 }
 

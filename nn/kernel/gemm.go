@@ -71,10 +71,12 @@ func init() {
 	}
 	if activeName != "go" {
 		activeGemv1, activeGemv4 = archGemv1, archGemv4
+		activeDots8, activeMix = archDots8, archMix
 	}
 	if os.Getenv(ForceGenericEnv) == "1" {
 		active, activeKernel2, activePackT16, activeName = goKernel, nil, goPackT16, "go"
 		activeGemv1, activeGemv4 = goGemv1, nil
+		activeDots8, activeMix = nil, nil
 		activeExp = goExpBlock
 	}
 }

@@ -9,3 +9,8 @@ func archImpl() (microKernel, pairKernel, packFunc, string) {
 }
 
 var archGemv1, archGemv4 = gemv1Func(goGemv1), gemv4Func(nil)
+
+var (
+	archDots8 func(sc, q, keys []float32, stride int, scale float32)
+	archMix   func(out, w, vals []float32, stride int)
+)
