@@ -19,7 +19,9 @@ func Dots(sc, q, keys []float32, stride int, scale float32) {
 		done = len(sc) / 8 * 8
 		activeDots8(sc[:done], q, keys, stride, scale)
 	}
-	goDots(sc[done:], q, keys[done*stride:], stride, scale)
+	if done < len(sc) {
+		goDots(sc[done:], q, keys[done*stride:], stride, scale)
+	}
 }
 
 // Mix sets out[i] = Σ_t w[t]·vals[t·stride+i] for i < len(out) and
@@ -35,7 +37,9 @@ func Mix(out, w, vals []float32, stride int) {
 		i = len(out)
 		activeMix(out, w, vals, stride)
 	}
-	goMix(out[i:], w, vals[i:], stride)
+	if i < len(out) {
+		goMix(out[i:], w, vals[i:], stride)
+	}
 }
 
 var (
