@@ -76,6 +76,23 @@ type inferWeights struct {
 	emb               *kernel.Packed   // (V, D) token embedding: out itself when tied
 }
 
+// bytes is the memory the weights take.
+func (w *inferWeights) bytes() int64 {
+	n := int64(len(w.finalNorm))
+	all := []*kernel.Packed{w.out}
+	if w.emb != w.out {
+		all = append(all, w.emb)
+	}
+	for l := range w.qkv {
+		all = append(all, w.qkv[l], w.wo[l], w.w13[l], w.w2[l])
+		n += int64(len(w.attnNorm[l]) + len(w.ffnNorm[l]))
+	}
+	for _, p := range all {
+		n += int64(p.Panels() * 16 * p.K())
+	}
+	return 4 * n
+}
+
 // mulJob is one product split across the pool's cores by column panels.
 type mulJob struct {
 	dst, a  []float32

@@ -118,6 +118,8 @@ type Engine struct {
 	done   chan struct{} // closed when the scheduler has returned
 	once   sync.Once
 
+	mem EngineMemory
+
 	mu    sync.Mutex
 	stats EngineStats
 	fatal error // set when the scheduler died of a panic
@@ -178,6 +180,7 @@ func NewEngine(p *Params, ec EngineConfig) (*Engine, error) {
 		done:   make(chan struct{}),
 	}
 	model := newInferModel(p, cache)
+	e.mem = EngineMemory{Weights: model.w.bytes(), KVCache: cache.bytes(), Slots: ec.MaxBatch, Context: p.Config.Context}
 	if ec.parallelWork > 0 {
 		model.parWork = ec.parallelWork
 	}
@@ -241,6 +244,24 @@ func (e *Engine) Close() error {
 	<-e.done
 	return nil
 }
+
+// EngineMemory is what an Engine holds for its whole life, allocated by
+// NewEngine: one copy of the weights that every sequence reads, and a KV
+// cache of Slots sequences of Context positions.
+type EngineMemory struct {
+	Weights int64 // bytes of the engine's packed copy of the weights
+	KVCache int64 // bytes of the KV cache: 8·Slots·Context·KVDim·Layers
+	Slots   int   // sequences decoded together (EngineConfig.MaxBatch)
+	Context int   // positions per sequence
+}
+
+// String reads like "weights 61.0 MB, KV cache 14.2 MB (32 sequences × 256 positions)".
+func (m EngineMemory) String() string {
+	return fmt.Sprintf("weights %.1f MB, KV cache %.1f MB (%d sequences × %d positions)", float64(m.Weights)/1e6, float64(m.KVCache)/1e6, m.Slots, m.Context)
+}
+
+// Memory reports what the engine holds in memory.
+func (e *Engine) Memory() EngineMemory { return e.mem }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() EngineStats {

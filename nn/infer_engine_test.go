@@ -623,3 +623,33 @@ func TestEngineSeesUpdatedParams(t *testing.T) {
 	check("after a canceled call and an update", want2, wantAll2)
 	e.Close()
 }
+
+// TestEngineMemory: the KV cache is sized from the context and the batch,
+// and the weights are held once whatever the batch.
+func TestEngineMemory(t *testing.T) {
+	c := inferTestConfig(false)
+	p := inferTestParams(t, c, 1)
+	var weights int64
+	for _, batch := range []int{1, 7} {
+		e := newTestEngine(t, p, EngineConfig{MaxBatch: batch})
+		got := e.Memory()
+		if want := int64(8 * batch * c.Context * c.KVDim() * c.Layers); got.KVCache != want {
+			t.Errorf("batch %d: KV cache %d bytes, want %d", batch, got.KVCache, want)
+		}
+		if got.Slots != batch || got.Context != c.Context {
+			t.Errorf("batch %d: %d slots of %d positions, want %d of %d", batch, got.Slots, got.Context, batch, c.Context)
+		}
+		// At least the parameters (the packed copy pads rows to 16), at
+		// most that plus the padding.
+		if lo, hi := int64(4*c.Size()), int64(4*c.Size()+4*16*c.Dim*(4*c.Layers+2)+4*16*c.Hidden*c.Layers); got.Weights < lo || got.Weights > hi {
+			t.Errorf("batch %d: weights %d bytes, want %d to %d", batch, got.Weights, lo, hi)
+		}
+		if weights != 0 && got.Weights != weights {
+			t.Errorf("batch %d: weights %d bytes, want %d as with batch 1", batch, got.Weights, weights)
+		}
+		weights = got.Weights
+		if s := got.String(); !strings.Contains(s, "KV cache") {
+			t.Errorf("String() = %q", s)
+		}
+	}
+}
