@@ -393,8 +393,14 @@ func (m *inferModel) attend(out, q, sc []float32, l, slot, pos, h0, h1 int) {
 	for h := h0; h < h1; h++ {
 		ko := (h / group) * hd
 		kernel.Dots(sc, q[h*hd:(h+1)*hd], keys[ko:], kvd, scale)
-		inferSoftmax(sc)
-		kernel.Mix(out[h*hd:(h+1)*hd], sc, vals[ko:], kvd)
+		// softmax(sc)·V, normalized after the sum: hd multiplies
+		// instead of pos+1.
+		inv := inferExpShift(sc)
+		o := out[h*hd : (h+1)*hd]
+		kernel.Mix(o, sc, vals[ko:], kvd)
+		for i := range o {
+			o[i] *= inv
+		}
 	}
 }
 
@@ -421,14 +427,16 @@ func inferAdd(x, y []float32) {
 	}
 }
 
-// inferSoftmax turns x into softmax(x) in place.
-func inferSoftmax(x []float32) {
-	mx := x[0]
-	for _, v := range x[1:] {
-		mx = max(mx, v)
+// inferExpShift replaces x by exp(x - max(x)) and returns 1/Σ of the new
+// values: softmax(x) is x times that.
+func inferExpShift(x []float32) float32 {
+	m0, m1, m2, m3 := x[0], x[0], x[0], x[0]
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		m0, m1, m2, m3 = max(m0, x[i]), max(m1, x[i+1]), max(m2, x[i+2]), max(m3, x[i+3])
 	}
-	inv := 1 / kernel.ExpSum(x, x, 1, mx)
-	for i := range x {
-		x[i] *= inv
+	for ; i < len(x); i++ {
+		m0 = max(m0, x[i])
 	}
+	return 1 / kernel.ExpSum(x, x, 1, max(max(m0, m1), max(m2, m3)))
 }

@@ -139,6 +139,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 			}
 			r.bw, r.load = bw, load
 			rows = append(rows, r)
+			// progress, so that a long run shows where it is
+			fmt.Fprintf(stderr, "sample: %s, %d threads, load %s: runomp %.0f tok/s, ours b1 %.0f, b%d %.0f\n", s.name, procs, load, r.ref, r.one, o.batch, r.many)
 		}
 	}
 	fmt.Fprintln(stdout)
