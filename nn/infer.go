@@ -3,6 +3,7 @@ package nn
 import (
 	"math"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/delegatelab/delegate/nn/kernel"
 )
@@ -93,13 +94,19 @@ func (w *inferWeights) bytes() int64 {
 	return 4 * n
 }
 
-// mulJob is one product split across the pool's cores by column panels.
+// mulJob is one product split across the pool's cores by column panels:
+// chunks ranges of them, taken in turn from next by whichever core is free,
+// so that a core another process delays takes fewer.
 type mulJob struct {
-	dst, a  []float32
-	rows    int
-	w       *kernel.Packed
-	workers int
+	dst, a []float32
+	rows   int
+	w      *kernel.Packed
+	chunks int
+	next   atomic.Int64
 }
+
+// inferMulChunks is how many column ranges each core takes on average.
+const inferMulChunks = 4
 
 // inferParallelMul is the work of a product (rows·k·n multiply-adds) above
 // which it is split across cores by columns: about 256 KiB of weights for
@@ -285,16 +292,21 @@ func (m *inferModel) matmul(dst, a []float32, rows int, w *kernel.Packed) {
 		kernel.MatMulPackedCols(dst, a, rows, w, 0, w.N())
 		return
 	}
-	m.mul = mulJob{dst: dst, a: a, rows: rows, w: w, workers: workers}
+	j := &m.mul
+	j.dst, j.a, j.rows, j.w = dst, a, rows, w
+	j.chunks = min((w.Panels()+1)/2, workers*inferMulChunks)
+	j.next.Store(0)
 	m.pool.run(workers, m.mulFn)
-	m.mul = mulJob{}
+	j.dst, j.a, j.w = nil, nil, nil
 }
 
-// mulTask computes worker g's share of the columns of m.mul.
-func (m *inferModel) mulTask(g int) {
+// mulTask computes column ranges of m.mul until none is left.
+func (m *inferModel) mulTask(int) {
 	j := &m.mul
-	j0, j1 := kernel.PanelRange(j.w.Panels(), j.workers, g, j.w.N())
-	kernel.MatMulPackedCols(j.dst, j.a, j.rows, j.w, j0, j1)
+	for c := int(j.next.Add(1) - 1); c < j.chunks; c = int(j.next.Add(1) - 1) {
+		j0, j1 := kernel.PanelRange(j.w.Panels(), j.chunks, c, j.w.N())
+		kernel.MatMulPackedCols(j.dst, j.a, j.rows, j.w, j0, j1)
+	}
 }
 
 // rope rotates each head of qk (queries then keys, each a whole number of
