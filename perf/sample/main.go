@@ -6,14 +6,16 @@
 //
 //	OMP_NUM_THREADS=T RUN model.bin -z tokenizer.bin -t 0 -n STEPS
 //
-// several times, reading the "achieved tok/s" line run.c prints to stderr,
-// then times nn.Engine with GOMAXPROCS=T on the same Params: batch 1 is one
-// greedy request of STEPS positions, batch 32 is 32 greedy requests of STEPS
-// positions decoded together (MaxBatch 32). It prints a table of tokens per
+// reading the "achieved tok/s" line run.c prints to stderr, and times
+// nn.Engine with GOMAXPROCS=T on the same Params: batch 1 is one greedy
+// request of STEPS positions, batch 32 is 32 greedy requests of STEPS
+// positions decoded together (MaxBatch 32). The repetitions interleave the
+// two programs, and each figure is the best of its repetitions. It prints a table of tokens per
 // second, the ratios, and whether each target is met: batch 1 at least
 // runomp's rate; batch 32's total at least 5 times runomp's batch-1 rate.
 // It also measures the machine's memory bandwidth (a streaming read of a
-// buffer far larger than the caches, with T goroutines) and prints the
+// buffer far larger than the caches, with T goroutines, between the
+// repetitions; the best pass counts) and prints the
 // fraction of it that batch-1 decoding of the largest shape reaches. run.sh
 // builds RUN from a llama2.c checkout and calls this program; README.md
 // explains the method.
@@ -121,26 +123,35 @@ func run(args []string, stdout, stderr io.Writer) error {
 	readMachine().print(stdout)
 	fmt.Fprintf(stdout, "ours: nn.Engine (kernel %s), greedy, best of %d; llama2.c: %s -t 0 -n %d, OMP_NUM_THREADS as GOMAXPROCS, best of %d\n",
 		kernel.Impl(), o.reps, orNone(o.runBin), o.steps, o.reps)
+	var probe *bwProbe
+	if o.bwMiB > 0 {
+		probe = newBWProbe(o.bwMiB << 20)
+	}
 	var rows []result
 	for _, procs := range o.procs {
 		runtime.GOMAXPROCS(procs)
-		bw := 0.0
-		if o.bwMiB > 0 {
-			bw = bandwidth(o.bwMiB<<20, procs, o.reps)
-		}
+		first := len(rows)
 		for _, s := range todo {
 			load := "unknown"
 			if avg, ok := host.LoadAverage(); ok {
 				load = fmt.Sprintf("%.2f", avg[0])
 			}
-			r, err := measure(context.Background(), s, o, procs, stderr)
+			r, err := measure(context.Background(), s, o, procs, probe, stderr)
 			if err != nil {
 				return fmt.Errorf("shape %s, %d threads: %w", s.name, procs, err)
 			}
-			r.bw, r.load = bw, load
+			r.load = load
 			rows = append(rows, r)
 			// progress, so that a long run shows where it is
 			fmt.Fprintf(stderr, "sample: %s, %d threads, load %s: runomp %.0f tok/s, ours b1 %.0f, b%d %.0f\n", s.name, procs, load, r.ref, r.one, o.batch, r.many)
+		}
+		// The bandwidth at procs threads is the best of all its probes.
+		best := 0.0
+		for _, r := range rows[first:] {
+			best = max(best, r.bw)
+		}
+		for i := range rows[first:] {
+			rows[first+i].bw = best
 		}
 	}
 	fmt.Fprintln(stdout)
@@ -214,7 +225,7 @@ type result struct {
 
 // measure exports s's model, runs llama2.c on it, and times our engine on
 // the same Params.
-func measure(ctx context.Context, s shape, o options, procs int, log io.Writer) (result, error) {
+func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe, log io.Writer) (result, error) {
 	c := s.cfg.WithDefaults()
 	steps := min(o.steps, c.Context)
 	res := result{shape: s.name, procs: procs, steps: steps, weights: weightBytes(c)}
@@ -248,32 +259,28 @@ func measure(ctx context.Context, s shape, o options, procs int, log io.Writer) 
 			return res, fmt.Errorf("greedy token %d is BOS, where run.c stops; pick another -seed or -scale", i)
 		}
 	}
-	if res.one, err = bestRate(ctx, e, one, o.reps); err != nil {
-		return res, err
-	}
-
 	// batch N: N sequences of steps positions; each prompt is BOS and one
 	// distinct byte, so the sequences differ as a server's would
 	many := make([]nn.GenRequest, o.batch)
 	for i := range many {
 		many[i] = nn.GenRequest{Prompt: []int{tokenizer.BOS, tokenizer.ByteOffset + 'a' + i%26 + i/26*32}, MaxNew: steps - 2}
 	}
-	if res.many, err = bestRate(ctx, e, many, o.reps); err != nil {
-		return res, err
-	}
 
-	if o.runBin != "" {
-		// run.c samples one token more than it times: -n steps feeds
-		// positions 0..steps-1 and prints the steps tokens they predict,
-		// reporting (steps-1)/time from the second on. We time the same
-		// steps-1 forward passes and compare run.c's text with ours plus
-		// its one extra token, which proves it ran every step.
-		seq := append([]int{tokenizer.BOS}, toks...)
-		want := runc.Text(seq)
-		wantOne := func(text string) bool { return oneMoreToken(text, want, seq[len(seq)-1], c.Vocab) }
-		res.refMatch = true
-		var got string
-		for range o.reps {
+	// run.c samples one token more than it times: -n steps feeds positions
+	// 0..steps-1 and prints the steps tokens they predict, reporting
+	// (steps-1)/time from the second on. We time the same steps-1 forward
+	// passes and compare run.c's text with ours plus its one extra token,
+	// which proves it ran every step.
+	seq := append([]int{tokenizer.BOS}, toks...)
+	want := runc.Text(seq)
+	wantOne := func(text string) bool { return oneMoreToken(text, want, seq[len(seq)-1], c.Vocab) }
+	res.refMatch = o.runBin != ""
+	var got string
+	// The repetitions interleave the two programs (and the bandwidth
+	// probe), so that both see the same spells of load from other
+	// processes on a shared machine; each figure is the best of its own.
+	for range o.reps {
+		if o.runBin != "" {
 			text, rate, err := runLlama2C(ctx, o.runBin, dir, steps, procs)
 			if err != nil {
 				return res, err
@@ -283,11 +290,23 @@ func measure(ctx context.Context, s shape, o options, procs int, log io.Writer) 
 				res.refMatch, got = false, text
 			}
 		}
-		if !res.refMatch {
-			at := firstDiff(got, want)
-			fmt.Fprintf(log, "sample: %s: run.c's greedy text (%d bytes) differs from ours (%d bytes) from byte %d (%q vs %q), so its step count is unchecked\n",
-				s.name, len(got), len(want), at, clip(got[at:]), clip(want[at:]))
+		rate, err := bestRate(ctx, e, one, 1)
+		if err != nil {
+			return res, err
 		}
+		res.one = max(res.one, rate)
+		if rate, err = bestRate(ctx, e, many, 1); err != nil {
+			return res, err
+		}
+		res.many = max(res.many, rate)
+		if probe != nil {
+			res.bw = max(res.bw, probe.rate(procs))
+		}
+	}
+	if o.runBin != "" && !res.refMatch {
+		at := firstDiff(got, want)
+		fmt.Fprintf(log, "sample: %s: run.c's greedy text (%d bytes) differs from ours (%d bytes) from byte %d (%q vs %q), so its step count is unchecked\n",
+			s.name, len(got), len(want), at, clip(got[at:]), clip(want[at:]))
 	}
 	return res, nil
 }
@@ -435,32 +454,36 @@ func weightBytes(c nn.Config) int64 {
 	return 4 * n
 }
 
-// bandwidth streams a buffer of size bytes with procs goroutines, each
-// scanning its share for a byte that is not there (bytes.IndexByte reads
-// with the widest vector loads the runtime has), and returns the best
-// bytes per second of reps passes. The buffer is written first so that
-// its pages are real memory, not the shared zero page.
-func bandwidth(size, procs, reps int) float64 {
-	buf := make([]byte, size)
-	for i := range buf {
-		buf[i] = 0x5a
+// bwProbe measures memory bandwidth: procs goroutines each scan their
+// share of a buffer far larger than the caches for a byte that is not
+// there (bytes.IndexByte reads with the widest vector loads the runtime
+// has). The buffer is written when made, so that its pages are real
+// memory, not the shared zero page.
+type bwProbe struct{ buf []byte }
+
+func newBWProbe(size int) *bwProbe {
+	p := &bwProbe{buf: make([]byte, size)}
+	for i := range p.buf {
+		p.buf[i] = 0x5a
 	}
-	best := 0.0
+	return p
+}
+
+// rate returns bytes per second of one pass with procs goroutines.
+func (p *bwProbe) rate(procs int) float64 {
+	size := len(p.buf)
 	var wg sync.WaitGroup
-	for range reps + 1 { // the first pass warms the TLB
-		start := time.Now()
-		for g := range procs {
-			part := buf[g*size/procs : (g+1)*size/procs]
-			wg.Go(func() {
-				if bytes.IndexByte(part, 0) >= 0 {
-					panic("bandwidth probe: the buffer holds a zero byte")
-				}
-			})
-		}
-		wg.Wait()
-		best = max(best, float64(size)/time.Since(start).Seconds())
+	start := time.Now()
+	for g := range procs {
+		part := p.buf[g*size/procs : (g+1)*size/procs]
+		wg.Go(func() {
+			if bytes.IndexByte(part, 0) >= 0 {
+				panic("bandwidth probe: the buffer holds a zero byte")
+			}
+		})
 	}
-	return best
+	wg.Wait()
+	return float64(size) / time.Since(start).Seconds()
 }
 
 func yesNo(b bool) string {
