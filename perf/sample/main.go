@@ -35,6 +35,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -220,6 +221,8 @@ type result struct {
 	ref      float64 // runomp tok/s; 0 when not run
 	refMatch bool    // run.c printed exactly our greedy text, so it ran every step
 	one      float64 // ours, batch 1, generated tok/s
+	oneCPU   float64 // ours, batch 1, generated tokens per CPU second; 0 when not measured
+	refCPU   float64 // runomp's generated tokens per CPU second (one thread only); 0 when not measured
 	many     float64 // ours, batch N, generated tok/s over all sequences
 }
 
@@ -281,7 +284,7 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 	// processes on a shared machine; each figure is the best of its own.
 	for range o.reps {
 		if o.runBin != "" {
-			text, rate, err := runLlama2C(ctx, o.runBin, dir, steps, procs)
+			text, rate, cpu, err := runLlama2C(ctx, o.runBin, dir, steps, procs)
 			if err != nil {
 				return res, err
 			}
@@ -289,13 +292,24 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 			if !wantOne(text) {
 				res.refMatch, got = false, text
 			}
+			if procs == 1 {
+				// CPU time of the generation alone: a run of one step
+				// costs the loading and one forward pass
+				_, _, start, err := runLlama2C(ctx, o.runBin, dir, 1, procs)
+				if err != nil {
+					return res, err
+				}
+				if cpu > start {
+					res.refCPU = max(res.refCPU, float64(steps-1)/(cpu-start).Seconds())
+				}
+			}
 		}
-		rate, err := bestRate(ctx, e, one, 1)
+		rate, cpu, err := bestRate(ctx, e, one, 1)
 		if err != nil {
 			return res, err
 		}
-		res.one = max(res.one, rate)
-		if rate, err = bestRate(ctx, e, many, 1); err != nil {
+		res.one, res.oneCPU = max(res.one, rate), max(res.oneCPU, cpu)
+		if rate, _, err = bestRate(ctx, e, many, 1); err != nil {
 			return res, err
 		}
 		res.many = max(res.many, rate)
@@ -312,24 +326,38 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 }
 
 // bestRate runs reqs reps times and returns the best generated tokens per
-// wall-clock second. The best run is the one least disturbed by other
-// processes; llama2.c's figure is taken the same way.
-func bestRate(ctx context.Context, e *nn.Engine, reqs []nn.GenRequest, reps int) (float64, error) {
-	best := 0.0
+// wall-clock second, and per second of this process's CPU time (user and
+// system: meaningful at GOMAXPROCS=1, where it is the time the scheduler
+// gave the one core to us). The best run is the one least disturbed by
+// other processes; llama2.c's figure is taken the same way.
+func bestRate(ctx context.Context, e *nn.Engine, reqs []nn.GenRequest, reps int) (wall, cpu float64, err error) {
 	for range reps {
-		start := time.Now()
+		start, cpu0 := time.Now(), procCPU()
 		out, err := e.GenerateAll(ctx, reqs)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		sec := time.Since(start).Seconds()
+		sec, cpuSec := time.Since(start).Seconds(), (procCPU() - cpu0).Seconds()
 		n := 0
 		for _, r := range out {
 			n += len(r.Tokens)
 		}
-		best = max(best, float64(n)/sec)
+		wall = max(wall, float64(n)/sec)
+		if cpuSec > 0 {
+			cpu = max(cpu, float64(n)/cpuSec)
+		}
 	}
-	return best, nil
+	return wall, cpu, nil
+}
+
+// procCPU is the user plus system CPU time of this process so far; 0 when
+// the system cannot tell.
+func procCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 var achieved = regexp.MustCompile(`achieved tok/s: ([0-9.eE+-]+|inf|nan)`)
@@ -337,19 +365,23 @@ var achieved = regexp.MustCompile(`achieved tok/s: ([0-9.eE+-]+|inf|nan)`)
 // runLlama2C runs llama2.c's run binary greedily on dir's model.bin with
 // OMP_NUM_THREADS=procs and returns what it printed on stdout and its
 // "achieved tok/s".
-func runLlama2C(ctx context.Context, bin, dir string, steps, procs int) (string, float64, error) {
+func runLlama2C(ctx context.Context, bin, dir string, steps, procs int) (text string, rate float64, cpu time.Duration, err error) {
 	cmd := exec.CommandContext(ctx, bin, filepath.Join(dir, "model.bin"), "-z", filepath.Join(dir, "tokenizer.bin"), "-t", "0", "-n", strconv.Itoa(steps))
 	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS="+strconv.Itoa(procs), "OMP_PROC_BIND=false")
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
-		return "", 0, fmt.Errorf("run %s: %w: %s", bin, err, lastLine(errOut.String()))
+		return "", 0, 0, fmt.Errorf("run %s: %w: %s", bin, err, lastLine(errOut.String()))
 	}
-	rate, err := parseAchieved(errOut.String())
+	cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	if steps < 2 {
+		return out.String(), 0, cpu, nil // too short for run.c to time
+	}
+	rate, err = parseAchieved(errOut.String())
 	if err != nil {
-		return "", 0, fmt.Errorf("run %s: %w", bin, err)
+		return "", 0, 0, fmt.Errorf("run %s: %w", bin, err)
 	}
-	return out.String(), rate, nil
+	return out.String(), rate, cpu, nil
 }
 
 // parseAchieved reads run.c's "achieved tok/s: X" line.
@@ -405,7 +437,7 @@ func lastLine(s string) string {
 }
 
 // printTable writes one row per shape and thread count with the ratios and
-// verdicts.
+// verdicts, then, for one thread, the same comparison over CPU time.
 func printTable(w io.Writer, rows []result, batch int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "shape\tthreads\tload\tsteps\trunomp tok/s\tsame text\tours b1 tok/s\tb1/runomp\tours b%d tok/s\tb%d/runomp\tb1 target\tb%d target\t\n", batch, batch, batch)
@@ -419,6 +451,27 @@ func printTable(w io.Writer, rows []result, batch int) {
 	}
 	tw.Flush() // writes to w; an error there has nowhere better to go
 	fmt.Fprintf(w, "targets: b1 >= runomp at equal threads; b%d total >= %dx runomp (PASS/MISS)\n", batch, batchTarget)
+
+	// One thread, per CPU second: what each program does with the time the
+	// scheduler gives it, which other processes on a shared machine
+	// disturb less than wall-clock time. runomp's time excludes its
+	// loading (a one-step run's CPU time is subtracted).
+	var cpuRows []result
+	for _, r := range rows {
+		if r.refCPU > 0 && r.oneCPU > 0 {
+			cpuRows = append(cpuRows, r)
+		}
+	}
+	if len(cpuRows) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "shape\tthreads\trunomp tok/cpu-s\tours b1 tok/cpu-s\tb1/runomp (CPU time)\t\n")
+	for _, r := range cpuRows {
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t\n", r.shape, r.procs, r.refCPU, r.oneCPU, r.oneCPU/r.refCPU)
+	}
+	tw.Flush() // as above
 }
 
 // printBandwidth writes, for the shape with the most weights, the measured

@@ -101,3 +101,16 @@ func TestPrintBandwidth(t *testing.T) {
 		t.Errorf("bandwidth line names the smaller shape:\n%s", out)
 	}
 }
+
+// At one thread the CPU-time comparison follows the wall-clock table.
+func TestPrintTableCPU(t *testing.T) {
+	var buf bytes.Buffer
+	printTable(&buf, []result{
+		{shape: "a", procs: 1, load: "3.00", steps: 256, ref: 100, refMatch: true, one: 90, many: 500, refCPU: 200, oneCPU: 250},
+		{shape: "b", procs: 2, load: "3.00", steps: 256, ref: 100, refMatch: true, one: 90, many: 500},
+	}, 32)
+	out := buf.String()
+	if !strings.Contains(out, "(CPU time)") || !strings.Contains(out, "1.25") {
+		t.Errorf("no CPU-time comparison of 250 against 200 tok/cpu-s:\n%s", out)
+	}
+}
