@@ -255,7 +255,8 @@ type EngineMemory struct {
 	Context int   // positions per sequence
 }
 
-// String reads like "weights 61.0 MB, KV cache 14.2 MB (32 sequences × 256 positions)".
+// String reads like "weights 60.8 MB, KV cache 113.2 MB (32 sequences × 256
+// positions)".
 func (m EngineMemory) String() string {
 	return fmt.Sprintf("weights %.1f MB, KV cache %.1f MB (%d sequences × %d positions)", float64(m.Weights)/1e6, float64(m.KVCache)/1e6, m.Slots, m.Context)
 }

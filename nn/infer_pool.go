@@ -64,7 +64,7 @@ func (p *inferPool) run(workers int, task func(worker int)) {
 func (p *inferPool) call(k int) {
 	defer func() {
 		if r := recover(); r != nil {
-			p.fault[k] = fmt.Sprintf("attention worker %d: %v\n%s", k, r, debug.Stack())
+			p.fault[k] = fmt.Sprintf("inference worker %d: %v\n%s", k, r, debug.Stack())
 		}
 	}()
 	p.task(k)
