@@ -180,11 +180,19 @@ func (m *inferModel) refresh() {
 	if w.emb != w.out {
 		jobs = append(jobs, repack{w.emb, [][]float32{p.TokenEmb}})
 	}
-	workers := m.pool.n
-	m.pool.run(workers, func(g int) {
-		for _, j := range jobs {
-			q := j.w.Panels()
-			j.w.RepackPanels(g*q/workers, (g+1)*q/workers, j.parts...)
+	// Pieces of up to 64 panels, taken in turn by whichever core is free.
+	type piece struct{ job, q0, q1 int }
+	var pieces []piece
+	for i, j := range jobs {
+		for q := 0; q < j.w.Panels(); q += 64 {
+			pieces = append(pieces, piece{i, q, min(q+64, j.w.Panels())})
+		}
+	}
+	var next atomic.Int64
+	m.pool.run(m.pool.n, func(int) {
+		for i := int(next.Add(1) - 1); i < len(pieces); i = int(next.Add(1) - 1) {
+			pc := pieces[i]
+			jobs[pc.job].w.RepackPanels(pc.q0, pc.q1, jobs[pc.job].parts...)
 		}
 	})
 	m.stale = false
@@ -349,23 +357,28 @@ func (m *inferModel) attendRows(rows []inferRow, l int, att, qkv []float32, s in
 	}
 	units := len(rows) * c.Heads
 	w = min(w, units)
-	m.job = attendJob{rows: rows, layer: l, out: att, qkv: qkv, stride: s}
+	// Pieces of about equal work, inferMulChunks per core, taken in turn
+	// by whichever core is free.
+	pieces := min(units, w*inferMulChunks)
+	if w == 1 {
+		pieces = 1
+	}
+	j := &m.job
+	j.rows, j.layer, j.out, j.qkv, j.stride = rows, l, att, qkv, s
 	b := m.bounds[:0]
 	b = append(b, 0)
 	acc, u := 0, 0
-	for k := 1; k < w; k++ {
-		for u < units && acc*w < work*k {
+	for k := 1; k < pieces; k++ {
+		for u < units && acc*pieces < work*k {
 			acc += (rows[u/c.Heads].pos + 1) * c.HeadDim()
 			u++
 		}
 		b = append(b, u)
 	}
 	m.bounds = append(b, units)
-	if w == 1 {
-		m.attendTask(0)
-		return
-	}
+	j.next.Store(0)
 	m.pool.run(w, m.attendFn)
+	j.rows, j.out, j.qkv = nil, nil, nil
 }
 
 // attendJob is the step attendTask works on, set by attendRows.
@@ -375,16 +388,26 @@ type attendJob struct {
 	out    []float32
 	qkv    []float32
 	stride int
+	next   atomic.Int64 // the next piece of m.bounds to take
 }
 
-// attendTask computes worker k's range of (row, head) pairs.
+// attendTask computes pieces of the (row, head) pairs until none is left,
+// with worker k's scratch.
 func (m *inferModel) attendTask(k int) {
+	j := &m.job
+	for p := int(j.next.Add(1) - 1); p < len(m.bounds)-1; p = int(j.next.Add(1) - 1) {
+		m.attendPiece(k, m.bounds[p], m.bounds[p+1])
+	}
+}
+
+// attendPiece computes the (row, head) pairs [u0, u1) of m.job.
+func (m *inferModel) attendPiece(k, u0, u1 int) {
 	j := &m.job
 	c := m.cfg
 	d, hs := c.Dim, c.Heads
-	for u := m.bounds[k]; u < m.bounds[k+1]; {
+	for u := u0; u < u1; {
 		i, h0 := u/hs, u%hs
-		h1 := min(hs, h0+m.bounds[k+1]-u)
+		h1 := min(hs, h0+u1-u)
 		r := j.rows[i]
 		m.attend(j.out[i*d:(i+1)*d], j.qkv[i*j.stride:i*j.stride+d], m.scores[k], j.layer, r.slot, r.pos, h0, h1)
 		u += h1 - h0

@@ -10,54 +10,69 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestInferPoolRunsEveryWorkerOnce runs many tasks of varying widths
-// back to back, with pauses long enough for the helpers to park between
-// some of them, and checks that each task ran on exactly its workers,
-// once each, and had finished when run returned.
-func TestInferPoolRunsEveryWorkerOnce(t *testing.T) {
+// TestInferPoolDoesEveryPieceOnce runs many tasks of varying widths back
+// to back, with pauses between some of them (the helpers then wait on
+// their channels), each task a counter of pieces that any worker takes,
+// and checks that every piece was done exactly once, by a worker the task
+// allowed, before run returned.
+func TestInferPoolDoesEveryPieceOnce(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	p := newInferPool(4)
 	defer p.close()
+	const pieces = 64
 	for i := range 300 {
 		workers := 1 + i%5 // 5 is clamped to 4
-		var ran [4]atomic.Int32
-		p.run(workers, func(k int) { ran[k].Add(1) })
-		for k := range ran {
-			want := int32(0)
-			if k < min(workers, 4) {
-				want = 1
+		var next atomic.Int64
+		var done [pieces]atomic.Int32
+		var bad atomic.Int32
+		p.run(workers, func(k int) {
+			if k >= min(workers, 4) {
+				bad.Add(1)
 			}
-			if got := ran[k].Load(); got != want {
-				t.Fatalf("task %d (%d workers): worker %d ran %d times, want %d", i, workers, k, got, want)
+			for c := next.Add(1) - 1; c < pieces; c = next.Add(1) - 1 {
+				done[c].Add(1)
+				if c%16 == 0 {
+					time.Sleep(time.Microsecond) // let the helpers arrive
+				}
+			}
+		})
+		for c := range done {
+			if got := done[c].Load(); got != 1 {
+				t.Fatalf("task %d (%d workers): piece %d done %d times, want 1", i, workers, c, got)
 			}
 		}
+		if bad.Load() != 0 {
+			t.Fatalf("task %d (%d workers): a worker beyond the task's count ran", i, workers)
+		}
 		if i%50 == 0 {
-			time.Sleep(5 * time.Millisecond) // the helpers park
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 }
 
-// A helper's panic comes back on the caller's goroutine, with the worker
-// named, and the pool keeps working.
+// A helper's panic comes back on the caller's goroutine with the worker
+// named.
 func TestInferPoolPanic(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	p := newInferPool(2)
 	defer p.close()
 	got := func() (r any) {
 		defer func() { r = recover() }()
+		joined := make(chan struct{})
 		p.run(2, func(k int) {
-			if k == 1 {
-				panic("boom")
+			if k == 0 {
+				select { // keep the task open until the helper is in it
+				case <-joined:
+				case <-time.After(10 * time.Second):
+				}
+				return
 			}
+			close(joined)
+			panic("boom")
 		})
 		return nil
 	}()
 	if s := fmt.Sprint(got); !strings.Contains(s, "inference worker 1: boom") {
 		t.Errorf("recovered %q, want the helper's panic", s)
-	}
-	var n atomic.Int32
-	p.run(2, func(int) { n.Add(1) })
-	if n.Load() != 2 {
-		t.Errorf("after a panic: %d workers ran, want 2", n.Load())
 	}
 }
