@@ -109,9 +109,11 @@ type mulJob struct {
 const inferMulChunks = 4
 
 // inferParallelMul is the work of a product (rows·k·n multiply-adds) above
-// which it is split across cores by columns: about 256 KiB of weights for
-// one row, so that a decode step streams every matrix with all cores.
-const inferParallelMul = 1 << 16
+// which it is split across cores by columns: about 1 MiB of weights for one
+// row. Handing a task to another core costs some microseconds; below this
+// it saved less than that (measured side by side at 2 threads: 1 << 16 gave
+// 423-518 tok/s at batch 1 on the stories15M shape, 1 << 18 584-654).
+const inferParallelMul = 1 << 18
 
 func newInferModel(p *Params, cache *KVCache) *inferModel {
 	c := p.Config
