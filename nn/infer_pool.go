@@ -45,9 +45,10 @@ func newInferPool(n int) *inferPool {
 	p := &inferPool{n: max(1, n), idle: make(chan struct{}, 1)}
 	p.fault = make([]any, p.n)
 	p.parked = make([]atomic.Bool, p.n)
+	for range p.n - 1 { // all made before any helper reads p.start
+		p.start = append(p.start, make(chan struct{}, 1))
+	}
 	for k := 1; k < p.n; k++ {
-		ch := make(chan struct{}, 1)
-		p.start = append(p.start, ch)
 		p.wg.Go(func() {
 			var seen uint64
 			for {
