@@ -128,6 +128,22 @@ func (pr *problem) packA(buf []float32, i0, rows, p0, kl int) {
 		ib := i0 + q*mr
 		switch pr.op {
 		case opNT, opNN: // A row-major (m,k)
+			if rq == mr {
+				// A full panel: write it in order, six values per step
+				// from the six rows side by side.
+				off := ib*pr.k + p0
+				a0 := pr.a[off : off+kl]
+				a1 := pr.a[off+pr.k : off+pr.k+kl]
+				a2 := pr.a[off+2*pr.k : off+2*pr.k+kl]
+				a3 := pr.a[off+3*pr.k : off+3*pr.k+kl]
+				a4 := pr.a[off+4*pr.k : off+4*pr.k+kl]
+				a5 := pr.a[off+5*pr.k : off+5*pr.k+kl]
+				for p := range a0 {
+					d := (*[mr]float32)(panel[p*mr : p*mr+mr])
+					d[0], d[1], d[2], d[3], d[4], d[5] = a0[p], a1[p], a2[p], a3[p], a4[p], a5[p]
+				}
+				continue
+			}
 			for r := 0; r < mr; r++ {
 				if r >= rq {
 					for p := 0; p < kl; p++ {
