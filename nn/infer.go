@@ -3,6 +3,7 @@ package nn
 import (
 	"math"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/delegatelab/delegate/nn/kernel"
 )
@@ -28,13 +29,19 @@ type inferRow struct {
 // sized for the largest row list seen, so a steady-state step allocates
 // nothing, and a pool of helper goroutines (one per extra core) that the
 // owner stops with close. Not safe for concurrent use.
+//
+// The model reads its weights from its own copy, w, laid out for the
+// kernels (kernel.Packed) when it is made and refreshed from the Params
+// only by refresh: forward never reads the Params. Whoever changes the
+// Params sets stale, and the next forward refreshes first.
 type inferModel struct {
 	p     *Params
 	cfg   Config
 	cache *KVCache
+	w     inferWeights
+	stale bool // w may differ from p: refresh before the next forward
 
 	ropeCos, ropeSin []float32 // (Context, HeadDim/2)
-	wqkv             [][]float32
 
 	rows   int         // capacity of the row buffers
 	x      []float32   // (rows, Dim) residual stream
@@ -42,27 +49,81 @@ type inferModel struct {
 	qkv    []float32   // (rows, Dim+2·KVDim) queries, keys, values
 	att    []float32   // (rows, Dim) attention output
 	xo     []float32   // (rows, Dim) sublayer output
-	hb     []float32   // (rows, Hidden) gate
-	hb2    []float32   // (rows, Hidden) up
-	scores [][]float32 // per core: (2, Context) attention weights of two heads
+	h13    []float32   // (rows, 2·Hidden) gate then up
+	hb     []float32   // (rows, Hidden) gated
+	scores [][]float32 // per core: (Context) attention weights of one head
 
-	pool     *inferPool       // cores for attention
+	pool     *inferPool       // cores for attention and products
 	parWork  int              // attention work above which a step is split
+	parMul   int              // product work (multiply-adds) above which it is split
 	job      attendJob        // the step being attended
 	bounds   []int            // per core: first (row, head) pair, then the end
 	attendFn func(worker int) // m.attendTask, bound once
+	mul      mulJob           // the product being computed
+	mulFn    func(worker int) // m.mulTask, bound once
 	head     []float32        // (nlogits, Dim) final-normed rows that need logits
 	logits   []float32        // (nlogits, Vocab)
 }
 
+// inferWeights are the model's weights as forward reads them: every matrix
+// packed once (queries, keys and values stacked into one matrix, the gate
+// and up projections into another, so that each is one product), the norms
+// copied.
+type inferWeights struct {
+	qkv, wo, w13, w2  []*kernel.Packed // per layer: (D+2KV, D), (D, D), (2H, D), (D, H)
+	attnNorm, ffnNorm [][]float32      // per layer: (D)
+	finalNorm         []float32        // (D)
+	out               *kernel.Packed   // (V, D) output head
+	emb               *kernel.Packed   // (V, D) token embedding: out itself when tied
+}
+
+// bytes is the memory the weights take.
+func (w *inferWeights) bytes() int64 {
+	n := int64(len(w.finalNorm))
+	all := []*kernel.Packed{w.out}
+	if w.emb != w.out {
+		all = append(all, w.emb)
+	}
+	for l := range w.qkv {
+		all = append(all, w.qkv[l], w.wo[l], w.w13[l], w.w2[l])
+		n += int64(len(w.attnNorm[l]) + len(w.ffnNorm[l]))
+	}
+	for _, p := range all {
+		n += int64(p.Panels() * 16 * p.K())
+	}
+	return 4 * n
+}
+
+// mulJob is one product split across the pool's cores by column panels:
+// chunks ranges of them, taken in turn from next by whichever core is free,
+// so that a core another process delays takes fewer.
+type mulJob struct {
+	dst, a []float32
+	rows   int
+	w      *kernel.Packed
+	chunks int
+	next   atomic.Int64
+}
+
+// inferMulChunks is how many column ranges each core takes on average.
+const inferMulChunks = 4
+
+// inferParallelMul is the work of a product (rows·k·n multiply-adds) above
+// which it is split across cores by columns: about 1 MiB of weights for one
+// row. Handing a task to another core costs some microseconds; below this
+// it saved less than that (measured side by side at 2 threads: 1 << 16 gave
+// 423-518 tok/s at batch 1 on the stories15M shape, 1 << 18 584-654).
+const inferParallelMul = 1 << 18
+
 func newInferModel(p *Params, cache *KVCache) *inferModel {
 	c := p.Config
 	cores := max(1, runtime.GOMAXPROCS(0))
-	m := &inferModel{p: p, cfg: c, cache: cache, scores: make([][]float32, cores), parWork: inferParallelWork}
+	m := &inferModel{p: p, cfg: c, cache: cache, scores: make([][]float32, cores), parWork: inferParallelWork, parMul: inferParallelMul}
 	m.pool = newInferPool(cores)
 	m.attendFn = m.attendTask
+	m.mulFn = m.mulTask
 	for i := range m.scores {
-		m.scores[i] = make([]float32, 2*c.Context)
+		m.scores[i] = make([]float32, c.Context)
 	}
 	half := c.HeadDim() / 2
 	m.ropeCos = make([]float32, c.Context*half)
@@ -75,31 +136,68 @@ func newInferModel(p *Params, cache *KVCache) *inferModel {
 			m.ropeSin[pos*half+i] = float32(s)
 		}
 	}
-	m.wqkv = fusedQKV(p)
+	d, kv, h := c.Dim, c.KVDim(), c.Hidden
+	w := &m.w
+	for range c.Layers {
+		w.qkv = append(w.qkv, kernel.NewPacked(d, d, kv, kv))
+		w.wo = append(w.wo, kernel.NewPacked(d, d))
+		w.w13 = append(w.w13, kernel.NewPacked(d, h, h))
+		w.w2 = append(w.w2, kernel.NewPacked(h, d))
+		w.attnNorm = append(w.attnNorm, make([]float32, d))
+		w.ffnNorm = append(w.ffnNorm, make([]float32, d))
+	}
+	w.finalNorm = make([]float32, d)
+	w.out = kernel.NewPacked(d, c.Vocab)
+	w.emb = w.out
+	if !c.TiedOutput {
+		w.emb = kernel.NewPacked(d, c.Vocab)
+	}
+	m.refresh()
 	return m
 }
 
 // close stops the helper goroutines.
 func (m *inferModel) close() { m.pool.close() }
 
-// fusedQKV returns, per layer, Wq, Wk and Wv as one (Dim+2·KVDim, Dim)
-// matrix when they lie back to back in p.Data (the layout NewParams
-// makes), so that one product yields all three; nil when they do not.
-func fusedQKV(p *Params) [][]float32 {
-	c := p.Config
-	d, kv := c.Dim, c.KVDim()
-	out := make([][]float32, len(p.Layers))
-	off := c.Vocab * d
-	for i, l := range p.Layers {
-		off += d // AttnNorm
-		n := (d + 2*kv) * d
-		if off+n > len(p.Data) || &p.Data[off] != &l.Wq[0] || &p.Data[off+d*d] != &l.Wk[0] || &p.Data[off+d*d+kv*d] != &l.Wv[0] {
-			return nil
-		}
-		out[i] = p.Data[off : off+n : off+n]
-		off += n + d*d + d + 3*c.Hidden*d // Wq..Wv, Wo, FFNNorm, W1..W3
+// refresh copies the current values of the Params into m.w, the matrices
+// split across the pool's cores by panels.
+func (m *inferModel) refresh() {
+	p, w := m.p, &m.w
+	type repack struct {
+		w     *kernel.Packed
+		parts [][]float32
 	}
-	return out
+	var jobs []repack
+	for l, lp := range p.Layers {
+		jobs = append(jobs,
+			repack{w.qkv[l], [][]float32{lp.Wq, lp.Wk, lp.Wv}},
+			repack{w.wo[l], [][]float32{lp.Wo}},
+			repack{w.w13[l], [][]float32{lp.W1, lp.W3}},
+			repack{w.w2[l], [][]float32{lp.W2}})
+		copy(w.attnNorm[l], lp.AttnNorm)
+		copy(w.ffnNorm[l], lp.FFNNorm)
+	}
+	copy(w.finalNorm, p.FinalNorm)
+	jobs = append(jobs, repack{w.out, [][]float32{p.Output}})
+	if w.emb != w.out {
+		jobs = append(jobs, repack{w.emb, [][]float32{p.TokenEmb}})
+	}
+	// Pieces of up to 64 panels, taken in turn by whichever core is free.
+	type piece struct{ job, q0, q1 int }
+	var pieces []piece
+	for i, j := range jobs {
+		for q := 0; q < j.w.Panels(); q += 64 {
+			pieces = append(pieces, piece{i, q, min(q+64, j.w.Panels())})
+		}
+	}
+	var next atomic.Int64
+	m.pool.run(m.pool.n, func(int) {
+		for i := int(next.Add(1) - 1); i < len(pieces); i = int(next.Add(1) - 1) {
+			pc := pieces[i]
+			jobs[pc.job].w.RepackPanels(pc.q0, pc.q1, jobs[pc.job].parts...)
+		}
+	})
+	m.stale = false
 }
 
 // grow makes the row buffers hold n rows and nl logit rows.
@@ -112,8 +210,8 @@ func (m *inferModel) grow(n, nl int) {
 		m.qkv = make([]float32, n*(c.Dim+2*c.KVDim()))
 		m.att = make([]float32, n*c.Dim)
 		m.xo = make([]float32, n*c.Dim)
+		m.h13 = make([]float32, n*2*c.Hidden)
 		m.hb = make([]float32, n*c.Hidden)
-		m.hb2 = make([]float32, n*c.Hidden)
 	}
 	if nl*c.Dim > len(m.head) {
 		m.head = make([]float32, nl*c.Dim)
@@ -129,7 +227,10 @@ func (m *inferModel) grow(n, nl int) {
 // in this list. Tokens and positions are trusted: the Engine validates
 // requests before they get here.
 func (m *inferModel) forward(rows []inferRow) []float32 {
-	c, p := m.cfg, m.p
+	if m.stale {
+		m.refresh()
+	}
+	c, w := m.cfg, &m.w
 	n := len(rows)
 	nl := 0
 	for _, r := range rows {
@@ -141,38 +242,36 @@ func (m *inferModel) forward(rows []inferRow) []float32 {
 	d, kv, hid := c.Dim, c.KVDim(), c.Hidden
 	s := d + 2*kv // qkv row stride
 	x, xb, qkv, att, xo := m.x[:n*d], m.xb[:n*d], m.qkv[:n*s], m.att[:n*d], m.xo[:n*d]
-	hb, hb2 := m.hb[:n*hid], m.hb2[:n*hid]
+	h13, hb := m.h13[:n*2*hid], m.hb[:n*hid]
 	eps := float32(c.NormEps)
 
 	for i, r := range rows {
-		copy(x[i*d:(i+1)*d], p.TokenEmb[r.token*d:(r.token+1)*d]) // (n, D)
+		w.emb.Row(x[i*d:(i+1)*d], r.token) // (n, D)
 	}
-	for l := range p.Layers {
-		lp := &p.Layers[l]
+	for l := range c.Layers {
 		// Attention sublayer.
-		inferRMSNorm(xb, x, lp.AttnNorm, n, d, eps) // (n, D)
-		if m.wqkv != nil {
-			kernel.MatMulNT(qkv, xb, m.wqkv[l], n, d, s) // (n, D+2KV)
-		} else {
-			m.projectQKV(lp, n)
-		}
+		inferRMSNorm(xb, x, w.attnNorm[l], n, d, eps) // (n, D)
+		m.matmul(qkv, xb, n, w.qkv[l])                // (n, D+2KV)
 		for i, r := range rows {
 			row := qkv[i*s : (i+1)*s]
 			m.rope(row[:d+kv], r.pos) // queries and keys
 			m.cache.store(l, r.slot, r.pos, row[d:d+kv], row[d+kv:])
 		}
 		m.attendRows(rows, l, att, qkv, s)
-		kernel.MatMulNT(xo, att, lp.Wo, n, d, d) // (n, D)
+		m.matmul(xo, att, n, w.wo[l]) // (n, D)
 		inferAdd(x, xo)
 
 		// Feed-forward sublayer: W2 · (silu(W1·xb) ⊙ W3·xb).
-		inferRMSNorm(xb, x, lp.FFNNorm, n, d, eps)
-		kernel.MatMulNT(hb, xb, lp.W1, n, d, hid)  // (n, H)
-		kernel.MatMulNT(hb2, xb, lp.W3, n, d, hid) // (n, H)
-		for i, g := range hb {
-			hb[i] = g / (1 + kernel.Exp(-g)) * hb2[i]
+		inferRMSNorm(xb, x, w.ffnNorm[l], n, d, eps)
+		m.matmul(h13, xb, n, w.w13[l]) // (n, 2H): gate, then up
+		for i := range n {
+			g13 := h13[i*2*hid : (i+1)*2*hid]
+			gate, up, out := g13[:hid], g13[hid:], hb[i*hid:(i+1)*hid]
+			for j, g := range gate {
+				out[j] = g / (1 + kernel.Exp(-g)) * up[j]
+			}
 		}
-		kernel.MatMulNT(xo, hb, lp.W2, n, hid, d) // (n, D)
+		m.matmul(xo, hb, n, w.w2[l]) // (n, D)
 		inferAdd(x, xo)
 	}
 	if nl == 0 {
@@ -182,33 +281,41 @@ func (m *inferModel) forward(rows []inferRow) []float32 {
 	j := 0
 	for i, r := range rows {
 		if r.logits {
-			inferRMSNorm(head[j*d:(j+1)*d], x[i*d:(i+1)*d], p.FinalNorm, 1, d, eps)
+			inferRMSNorm(head[j*d:(j+1)*d], x[i*d:(i+1)*d], w.finalNorm, 1, d, eps)
 			j++
 		}
 	}
 	logits := m.logits[:nl*c.Vocab]
-	kernel.MatMulNT(logits, head, p.Output, nl, d, c.Vocab) // (nl, V)
+	m.matmul(logits, head, nl, w.out) // (nl, V)
 	return logits
 }
 
-// projectQKV computes queries, keys and values with three products when
-// the weights are not laid out for one, and interleaves them into m.qkv.
-func (m *inferModel) projectQKV(lp *LayerParams, n int) {
-	d, kv := m.cfg.Dim, m.cfg.KVDim()
-	s := d + 2*kv
-	// Use att and xo (free at this point) and hb as temporaries.
-	q, k, v := m.att[:n*d], m.xo[:n*kv], m.hb[:n*kv]
-	if len(m.hb) < n*kv {
-		v = make([]float32, n*kv) // only when Hidden < KVDim; never in practice
+// matmul computes dst(rows, n) = a(rows, k) · Wᵀ, split by column panels
+// across the pool's cores when the product is large enough. Each element's
+// bits are the same however it is split (see package kernel).
+func (m *inferModel) matmul(dst, a []float32, rows int, w *kernel.Packed) {
+	workers := 1
+	if rows*w.K()*w.N() >= m.parMul {
+		workers = min(m.pool.n, (w.Panels()+1)/2)
 	}
-	kernel.MatMulNT(q, m.xb[:n*d], lp.Wq, n, d, d)
-	kernel.MatMulNT(k, m.xb[:n*d], lp.Wk, n, d, kv)
-	kernel.MatMulNT(v, m.xb[:n*d], lp.Wv, n, d, kv)
-	for i := 0; i < n; i++ {
-		row := m.qkv[i*s : (i+1)*s]
-		copy(row[:d], q[i*d:(i+1)*d])
-		copy(row[d:d+kv], k[i*kv:(i+1)*kv])
-		copy(row[d+kv:], v[i*kv:(i+1)*kv])
+	if workers <= 1 {
+		kernel.MatMulPackedCols(dst, a, rows, w, 0, w.N())
+		return
+	}
+	j := &m.mul
+	j.dst, j.a, j.rows, j.w = dst, a, rows, w
+	j.chunks = min((w.Panels()+1)/2, workers*inferMulChunks)
+	j.next.Store(0)
+	m.pool.run(workers, m.mulFn)
+	j.dst, j.a, j.w = nil, nil, nil
+}
+
+// mulTask computes column ranges of m.mul until none is left.
+func (m *inferModel) mulTask(int) {
+	j := &m.mul
+	for c := int(j.next.Add(1) - 1); c < j.chunks; c = int(j.next.Add(1) - 1) {
+		j0, j1 := kernel.PanelRange(j.w.Panels(), j.chunks, c, j.w.N())
+		kernel.MatMulPackedCols(j.dst, j.a, j.rows, j.w, j0, j1)
 	}
 }
 
@@ -252,23 +359,28 @@ func (m *inferModel) attendRows(rows []inferRow, l int, att, qkv []float32, s in
 	}
 	units := len(rows) * c.Heads
 	w = min(w, units)
-	m.job = attendJob{rows: rows, layer: l, out: att, qkv: qkv, stride: s}
+	// Pieces of about equal work, inferMulChunks per core, taken in turn
+	// by whichever core is free.
+	pieces := min(units, w*inferMulChunks)
+	if w == 1 {
+		pieces = 1
+	}
+	j := &m.job
+	j.rows, j.layer, j.out, j.qkv, j.stride = rows, l, att, qkv, s
 	b := m.bounds[:0]
 	b = append(b, 0)
 	acc, u := 0, 0
-	for k := 1; k < w; k++ {
-		for u < units && acc*w < work*k {
+	for k := 1; k < pieces; k++ {
+		for u < units && acc*pieces < work*k {
 			acc += (rows[u/c.Heads].pos + 1) * c.HeadDim()
 			u++
 		}
 		b = append(b, u)
 	}
 	m.bounds = append(b, units)
-	if w == 1 {
-		m.attendTask(0)
-		return
-	}
+	j.next.Store(0)
 	m.pool.run(w, m.attendFn)
+	j.rows, j.out, j.qkv = nil, nil, nil
 }
 
 // attendJob is the step attendTask works on, set by attendRows.
@@ -278,16 +390,26 @@ type attendJob struct {
 	out    []float32
 	qkv    []float32
 	stride int
+	next   atomic.Int64 // the next piece of m.bounds to take
 }
 
-// attendTask computes worker k's range of (row, head) pairs.
+// attendTask computes pieces of the (row, head) pairs until none is left,
+// with worker k's scratch.
 func (m *inferModel) attendTask(k int) {
+	j := &m.job
+	for p := int(j.next.Add(1) - 1); p < len(m.bounds)-1; p = int(j.next.Add(1) - 1) {
+		m.attendPiece(k, m.bounds[p], m.bounds[p+1])
+	}
+}
+
+// attendPiece computes the (row, head) pairs [u0, u1) of m.job.
+func (m *inferModel) attendPiece(k, u0, u1 int) {
 	j := &m.job
 	c := m.cfg
 	d, hs := c.Dim, c.Heads
-	for u := m.bounds[k]; u < m.bounds[k+1]; {
+	for u := u0; u < u1; {
 		i, h0 := u/hs, u%hs
-		h1 := min(hs, h0+m.bounds[k+1]-u)
+		h1 := min(hs, h0+u1-u)
 		r := j.rows[i]
 		m.attend(j.out[i*d:(i+1)*d], j.qkv[i*j.stride:i*j.stride+d], m.scores[k], j.layer, r.slot, r.pos, h0, h1)
 		u += h1 - h0
@@ -304,138 +426,18 @@ func (m *inferModel) attend(out, q, sc []float32, l, slot, pos, h0, h1 int) {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	keys := m.cache.Keys(l, slot, pos+1)   // (pos+1, KV)
 	vals := m.cache.Values(l, slot, pos+1) // (pos+1, KV)
-	sc, sc2 := sc[:pos+1], sc[c.Context:c.Context+pos+1]
-	for h := h0; h < h1; {
+	sc = sc[:pos+1]
+	for h := h0; h < h1; h++ {
 		ko := (h / group) * hd
-		if h+1 < h1 && (h+1)/group == h/group {
-			// Two query heads that share a key/value head: one pass over
-			// the cache serves both. Each head's arithmetic is exactly
-			// that of the one-head path, so results do not depend on how
-			// heads were split across cores.
-			inferScores2(sc, sc2, q[h*hd:(h+1)*hd], q[(h+1)*hd:(h+2)*hd], keys[ko:], kvd, scale)
-			inferSoftmax(sc)
-			inferSoftmax(sc2)
-			inferMix2(out[h*hd:(h+1)*hd], out[(h+1)*hd:(h+2)*hd], sc, sc2, vals[ko:], kvd)
-			h += 2
-			continue
+		kernel.Dots(sc, q[h*hd:(h+1)*hd], keys[ko:], kvd, scale)
+		// softmax(sc)·V, normalized after the sum: hd multiplies
+		// instead of pos+1.
+		inv := inferExpShift(sc)
+		o := out[h*hd : (h+1)*hd]
+		kernel.Mix(o, sc, vals[ko:], kvd)
+		for i := range o {
+			o[i] *= inv
 		}
-		inferScores(sc, q[h*hd:(h+1)*hd], keys[ko:], kvd, scale)
-		inferSoftmax(sc)
-		inferMix(out[h*hd:(h+1)*hd], sc, vals[ko:], kvd)
-		h++
-	}
-}
-
-// inferScores2 is inferScores for two query vectors over the same keys,
-// summing in the same order.
-func inferScores2(sc, sc2, q, q2, keys []float32, stride int, scale float32) {
-	hd := len(q)
-	q2 = q2[:hd]
-	sc2 = sc2[:len(sc)]
-	for t := range sc {
-		k := keys[t*stride : t*stride+hd]
-		k = k[:len(q)]
-		var s0, s1, s2, s3, u0, u1, u2, u3 float32
-		i := 0
-		for ; i+4 <= len(q); i += 4 {
-			k0, k1, k2, k3 := k[i], k[i+1], k[i+2], k[i+3]
-			s0 += q[i] * k0
-			s1 += q[i+1] * k1
-			s2 += q[i+2] * k2
-			s3 += q[i+3] * k3
-			u0 += q2[i] * k0
-			u1 += q2[i+1] * k1
-			u2 += q2[i+2] * k2
-			u3 += q2[i+3] * k3
-		}
-		for ; i < len(q); i++ {
-			s0 += q[i] * k[i]
-			u0 += q2[i] * k[i]
-		}
-		sc[t] = ((s0 + s1) + (s2 + s3)) * scale
-		sc2[t] = ((u0 + u1) + (u2 + u3)) * scale
-	}
-}
-
-// inferMix2 is inferMix for two weight vectors over the same values,
-// summing in the same order.
-func inferMix2(out, out2, w, w2, vals []float32, stride int) {
-	hd := len(out)
-	out2 = out2[:hd]
-	w2 = w2[:len(w)]
-	i := 0
-	for ; i+4 <= hd; i += 4 {
-		var s0, s1, s2, s3, u0, u1, u2, u3 float32
-		for t, a := range w {
-			b := w2[t]
-			v := vals[t*stride+i : t*stride+i+4]
-			v0, v1, v2, v3 := v[0], v[1], v[2], v[3]
-			s0 += a * v0
-			s1 += a * v1
-			s2 += a * v2
-			s3 += a * v3
-			u0 += b * v0
-			u1 += b * v1
-			u2 += b * v2
-			u3 += b * v3
-		}
-		out[i], out[i+1], out[i+2], out[i+3] = s0, s1, s2, s3
-		out2[i], out2[i+1], out2[i+2], out2[i+3] = u0, u1, u2, u3
-	}
-	for ; i < hd; i++ {
-		var s0, u0 float32
-		for t, a := range w {
-			v := vals[t*stride+i]
-			s0 += a * v
-			u0 += w2[t] * v
-		}
-		out[i], out2[i] = s0, u0
-	}
-}
-
-// inferScores sets sc[t] = scale · q·k_t, where k_t = keys[t·stride:][:len(q)].
-func inferScores(sc, q, keys []float32, stride int, scale float32) {
-	hd := len(q)
-	for t := range sc {
-		k := keys[t*stride : t*stride+hd]
-		k = k[:len(q)]
-		var s0, s1, s2, s3 float32
-		i := 0
-		for ; i+4 <= len(q); i += 4 {
-			s0 += q[i] * k[i]
-			s1 += q[i+1] * k[i+1]
-			s2 += q[i+2] * k[i+2]
-			s3 += q[i+3] * k[i+3]
-		}
-		for ; i < len(q); i++ {
-			s0 += q[i] * k[i]
-		}
-		sc[t] = ((s0 + s1) + (s2 + s3)) * scale
-	}
-}
-
-// inferMix sets out = Σ_t w[t] · v_t, where v_t = vals[t·stride:][:len(out)].
-// Four outputs at a time stay in registers across all t.
-func inferMix(out, w, vals []float32, stride int) {
-	hd := len(out)
-	i := 0
-	for ; i+4 <= hd; i += 4 {
-		var s0, s1, s2, s3 float32
-		for t, a := range w {
-			v := vals[t*stride+i : t*stride+i+4]
-			s0 += a * v[0]
-			s1 += a * v[1]
-			s2 += a * v[2]
-			s3 += a * v[3]
-		}
-		out[i], out[i+1], out[i+2], out[i+3] = s0, s1, s2, s3
-	}
-	for ; i < hd; i++ {
-		var s0 float32
-		for t, a := range w {
-			s0 += a * vals[t*stride+i]
-		}
-		out[i] = s0
 	}
 }
 
@@ -462,14 +464,16 @@ func inferAdd(x, y []float32) {
 	}
 }
 
-// inferSoftmax turns x into softmax(x) in place.
-func inferSoftmax(x []float32) {
-	mx := x[0]
-	for _, v := range x[1:] {
-		mx = max(mx, v)
+// inferExpShift replaces x by exp(x - max(x)) and returns 1/Σ of the new
+// values: softmax(x) is x times that.
+func inferExpShift(x []float32) float32 {
+	m0, m1, m2, m3 := x[0], x[0], x[0], x[0]
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		m0, m1, m2, m3 = max(m0, x[i]), max(m1, x[i+1]), max(m2, x[i+2]), max(m3, x[i+3])
 	}
-	inv := 1 / kernel.ExpSum(x, x, 1, mx)
-	for i := range x {
-		x[i] *= inv
+	for ; i < len(x); i++ {
+		m0 = max(m0, x[i])
 	}
+	return 1 / kernel.ExpSum(x, x, 1, max(max(m0, m1), max(m2, m3)))
 }

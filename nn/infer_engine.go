@@ -93,6 +93,9 @@ type EngineStats struct {
 	MaxActive       int   // most slots busy in one step
 	Active          int   // slots busy after the last step
 	Queued          int   // requests waiting for a slot after the last step's admissions
+	// Refreshes counts the copies of the Params into the engine's packed
+	// weights after the first (see Engine).
+	Refreshes int64
 }
 
 // Engine generates continuations of many requests at once with continuous
@@ -102,10 +105,16 @@ type EngineStats struct {
 //
 // All methods are safe for concurrent use. One scheduler goroutine, started
 // by NewEngine and ended by Close, runs every forward pass; Generate calls
-// from many goroutines are batched together. The engine reads the Params it
-// was given at every step without copying them: the caller must not modify
-// them while any Generate or GenerateAll call is in flight (updates made
-// between calls are seen by the next ones).
+// from many goroutines are batched together.
+//
+// The engine samples from its own copy of the Params it was given, laid
+// out for the matrix kernels when it is made. It copies them again before
+// the first forward pass after a request arrives while no other call is in
+// flight (every earlier call has returned, finished or canceled). So the
+// caller may change the Params between calls, as a trainer does between
+// batches of rollouts, and the next call samples from the new values; it
+// must not change them while any Generate or GenerateAll call is in flight.
+// EngineStats.Refreshes counts the copies.
 type Engine struct {
 	cfg    Config
 	ecfg   EngineConfig
@@ -113,6 +122,8 @@ type Engine struct {
 	quit   chan struct{} // closed by Close
 	done   chan struct{} // closed when the scheduler has returned
 	once   sync.Once
+
+	mem EngineMemory
 
 	mu    sync.Mutex
 	stats EngineStats
@@ -174,6 +185,7 @@ func NewEngine(p *Params, ec EngineConfig) (*Engine, error) {
 		done:   make(chan struct{}),
 	}
 	model := newInferModel(p, cache)
+	e.mem = EngineMemory{Weights: model.w.bytes(), KVCache: cache.bytes(), Slots: ec.MaxBatch, Context: p.Config.Context}
 	if ec.parallelWork > 0 {
 		model.parWork = ec.parallelWork
 	}
@@ -237,6 +249,25 @@ func (e *Engine) Close() error {
 	<-e.done
 	return nil
 }
+
+// EngineMemory is what an Engine holds for its whole life, allocated by
+// NewEngine: one copy of the weights that every sequence reads, and a KV
+// cache of Slots sequences of Context positions.
+type EngineMemory struct {
+	Weights int64 // bytes of the engine's packed copy of the weights
+	KVCache int64 // bytes of the KV cache: 8·Slots·Context·KVDim·Layers
+	Slots   int   // sequences decoded together (EngineConfig.MaxBatch)
+	Context int   // positions per sequence
+}
+
+// String reads like "weights 60.8 MB, KV cache 113.2 MB (32 sequences × 256
+// positions)".
+func (m EngineMemory) String() string {
+	return fmt.Sprintf("weights %.1f MB, KV cache %.1f MB (%d sequences × %d positions)", float64(m.Weights)/1e6, float64(m.KVCache)/1e6, m.Slots, m.Context)
+}
+
+// Memory reports what the engine holds in memory.
+func (e *Engine) Memory() EngineMemory { return e.mem }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() EngineStats {
@@ -431,6 +462,7 @@ func (e *Engine) run(s *inferSched) {
 		if s.idle() {
 			select {
 			case jobs := <-e.submit:
+				s.model.stale = true // see Engine: the Params may have changed
 				s.queue = append(s.queue, jobs...)
 			case <-e.quit:
 				s.failAll(ErrEngineClosed)
@@ -441,6 +473,9 @@ func (e *Engine) run(s *inferSched) {
 		for {
 			select {
 			case jobs := <-e.submit:
+				if s.unheld() {
+					s.model.stale = true
+				}
 				s.queue = append(s.queue, jobs...)
 			case <-e.quit:
 				s.failAll(ErrEngineClosed)
@@ -453,6 +488,24 @@ func (e *Engine) run(s *inferSched) {
 		s.admit()
 		s.step()
 	}
+}
+
+// unheld reports whether no caller can be waiting on a job the scheduler
+// holds: every one of them (if any) has had its context end, so its
+// Generate call has returned, and the caller may have changed the Params
+// since.
+func (s *inferSched) unheld() bool {
+	for _, j := range s.slots {
+		if j != nil && j.ctx.Err() == nil {
+			return false
+		}
+	}
+	for _, j := range s.queue {
+		if j.ctx.Err() == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *inferSched) idle() bool {
@@ -620,6 +673,7 @@ func (s *inferSched) step() {
 	if len(rows) == 0 {
 		return
 	}
+	refresh := s.model.stale
 	logits := s.model.forward(rows)
 	v := s.e.cfg.Vocab
 	var completed int64
@@ -652,6 +706,9 @@ func (s *inferSched) step() {
 	s.e.mu.Lock()
 	st := &s.e.stats
 	st.Steps++
+	if refresh {
+		st.Refreshes++
+	}
 	st.Completed += completed
 	st.PromptTokens += prompt
 	st.GeneratedTokens += int64(len(owner))

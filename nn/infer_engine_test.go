@@ -540,3 +540,116 @@ func TestEnginePrefixSharing(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineSeesUpdatedParams changes the Params in place between calls,
+// as the RL trainer does between batches of rollouts, and checks that the
+// next call samples from the new weights (its tokens and logprobs equal a
+// fresh engine's over them), never from the packed copy of the old ones:
+// after finished calls, after a canceled call whose job the scheduler may
+// still hold, and for a batch.
+func TestEngineSeesUpdatedParams(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := inferTestConfig(true)
+	c.Context = 1024
+	p := inferTestParams(t, c, 21)
+	e := newTestEngine(t, p, EngineConfig{MaxBatch: 4})
+	req := GenRequest{Prompt: []int{3, 1, 4, 1, 5}, MaxNew: 20, TopLogprobs: 2}
+	reqs := inferTestRequests(6)
+	fresh := func(p *Params) (GenResult, []GenResult) {
+		t.Helper()
+		f := newTestEngine(t, p, EngineConfig{MaxBatch: 4})
+		defer f.Close()
+		one, err := f.Generate(context.Background(), req)
+		if err != nil {
+			t.Fatalf("fresh engine: %v", err)
+		}
+		all, err := f.GenerateAll(context.Background(), reqs)
+		if err != nil {
+			t.Fatalf("fresh engine: %v", err)
+		}
+		return one, all
+	}
+	check := func(what string, want GenResult, wantAll []GenResult) {
+		t.Helper()
+		got, err := e.Generate(context.Background(), req)
+		if err != nil {
+			t.Fatalf("%s: generate: %v", what, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: tokens %v logprobs %v, want %v %v as a fresh engine over the same weights gives", what, got.Tokens, got.Logprobs, want.Tokens, want.Logprobs)
+		}
+		all, err := e.GenerateAll(context.Background(), reqs)
+		if err != nil {
+			t.Fatalf("%s: generate all: %v", what, err)
+		}
+		if !reflect.DeepEqual(all, wantAll) {
+			t.Errorf("%s: a batch differs from a fresh engine's over the same weights", what)
+		}
+	}
+	want0, wantAll0 := fresh(p)
+	check("original weights", want0, wantAll0)
+
+	q := inferTestParams(t, c, 22)
+	want1, wantAll1 := fresh(q)
+	copy(p.Data, q.Data) // in place, as an optimizer step does
+	if reflect.DeepEqual(want1, want0) {
+		t.Fatalf("the new weights give the same result; the test cannot tell them apart")
+	}
+	before := e.Stats().Refreshes
+	check("after an update between calls", want1, wantAll1)
+	if got := e.Stats().Refreshes; got <= before {
+		t.Errorf("refreshes = %d after an update and a call, want more than %d", got, before)
+	}
+
+	// A canceled call returns at once while its job may still hold a slot
+	// until the scheduler's next step; the weights may change right after,
+	// and the next call come while the scheduler still holds the job.
+	q = inferTestParams(t, c, 23)
+	want2, wantAll2 := fresh(q)
+	ctx, cancel := context.WithCancel(context.Background())
+	longErr := make(chan error, 1)
+	go func() {
+		_, err := e.Generate(ctx, GenRequest{Prompt: []int{1}, Temperature: 1, Seed: 2}) // to the end of the context
+		longErr <- err
+	}()
+	for e.Stats().Active == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-longErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled call: error = %v, want context.Canceled", err)
+	}
+	copy(p.Data, q.Data)
+	check("after a canceled call and an update", want2, wantAll2)
+	e.Close()
+}
+
+// TestEngineMemory: the KV cache is sized from the context and the batch,
+// and the weights are held once whatever the batch.
+func TestEngineMemory(t *testing.T) {
+	c := inferTestConfig(false)
+	p := inferTestParams(t, c, 1)
+	var weights int64
+	for _, batch := range []int{1, 7} {
+		e := newTestEngine(t, p, EngineConfig{MaxBatch: batch})
+		got := e.Memory()
+		if want := int64(8 * batch * c.Context * c.KVDim() * c.Layers); got.KVCache != want {
+			t.Errorf("batch %d: KV cache %d bytes, want %d", batch, got.KVCache, want)
+		}
+		if got.Slots != batch || got.Context != c.Context {
+			t.Errorf("batch %d: %d slots of %d positions, want %d of %d", batch, got.Slots, got.Context, batch, c.Context)
+		}
+		// At least the parameters (the packed copy pads rows to 16), at
+		// most that plus the padding.
+		if lo, hi := int64(4*c.Size()), int64(4*c.Size()+4*16*c.Dim*(4*c.Layers+2)+4*16*c.Hidden*c.Layers); got.Weights < lo || got.Weights > hi {
+			t.Errorf("batch %d: weights %d bytes, want %d to %d", batch, got.Weights, lo, hi)
+		}
+		if weights != 0 && got.Weights != weights {
+			t.Errorf("batch %d: weights %d bytes, want %d as with batch 1", batch, got.Weights, weights)
+		}
+		weights = got.Weights
+		if s := got.String(); !strings.Contains(s, "KV cache") {
+			t.Errorf("String() = %q", s)
+		}
+	}
+}

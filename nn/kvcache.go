@@ -57,3 +57,8 @@ func (kc *KVCache) store(layer, slot, pos int, k, v []float32) {
 	copy(kc.K[layer][off:off+kc.KVDim], k)
 	copy(kc.V[layer][off:off+kc.KVDim], v)
 }
+
+// bytes is the memory the cache holds.
+func (kc *KVCache) bytes() int64 {
+	return 8 * int64(kc.Slots) * int64(kc.Context) * int64(kc.KVDim) * int64(kc.Layers)
+}

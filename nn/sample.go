@@ -63,27 +63,31 @@ func (s *sampler) pick(logits []float32, sp sampleParams, rng *rand.Rand) (tok i
 			mx, arg = v, i
 		}
 	}
+	probs := s.probs[:len(logits)]
 	if sp.temperature == 0 || sp.topK == 1 {
-		lse = sampleLogSumExp(logits, mx)
+		lse = s.logSumExp(logits, mx)
 		return arg, logits[arg] - lse, lse
 	}
 	// Tempered weights; at temperature 1 their sum is exactly the one
-	// sampleLogSumExp would compute, so it is reused.
+	// logSumExp would compute, so it is reused.
 	invT := float32(1 / sp.temperature)
-	probs := s.probs[:len(logits)]
 	var total float64
-	for i, l := range logits {
-		e := float32(1) // the maximum, also when 1/T overflows to +Inf
-		if l != mx {
-			e = kernel.Exp((l - mx) * invT)
-		}
-		probs[i] = e
-		total += float64(e)
-	}
 	if invT == 1 {
+		kernel.ExpSum(probs, logits, 1, mx) // e^0 = 1 exactly at the maximum
+		for _, e := range probs {
+			total += float64(e)
+		}
 		lse = mx + float32(math.Log(total))
 	} else {
-		lse = sampleLogSumExp(logits, mx)
+		lse = s.logSumExp(logits, mx) // uses probs as scratch: first
+		for i, l := range logits {
+			e := float32(1) // the maximum, also when 1/T overflows to +Inf
+			if l != mx {
+				e = kernel.Exp((l - mx) * invT)
+			}
+			probs[i] = e
+			total += float64(e)
+		}
 	}
 	if !(total >= 1) { // NaN logits (diverged weights): nothing to draw from
 		rng.Float64() // keep to one draw per token
@@ -93,11 +97,15 @@ func (s *sampler) pick(logits []float32, sp sampleParams, rng *rand.Rand) (tok i
 	return tok, logits[tok] - lse, lse
 }
 
-// sampleLogSumExp is log Σ exp(logits) given their maximum mx.
-func sampleLogSumExp(logits []float32, mx float32) float32 {
+// logSumExp is log Σ exp(logits) given their maximum mx: the
+// exponentials vectorized (kernel.ExpSum, into s.probs), their sum in
+// float64.
+func (s *sampler) logSumExp(logits []float32, mx float32) float32 {
+	e := s.probs[:len(logits)]
+	kernel.ExpSum(e, logits, 1, mx)
 	var sum float64
-	for _, v := range logits {
-		sum += float64(kernel.Exp(v - mx))
+	for _, v := range e {
+		sum += float64(v)
 	}
 	return mx + float32(math.Log(sum))
 }

@@ -14,6 +14,7 @@ var sampleBenchConfigs = []struct {
 }{
 	{"stories260K", Config{Vocab: 512, Dim: 64, Layers: 5, Heads: 8, KVHeads: 4, Hidden: 172, Context: 512}},
 	{"stories15M-v512", Config{Vocab: 512, Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, Hidden: 768, Context: 256}},
+	{"stories15M", Config{Vocab: 32000, Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, Hidden: 768, Context: 256, TiedOutput: true}},
 }
 
 // BenchmarkSample generates 256 positions per sequence (one prompt token and

@@ -69,8 +69,14 @@ func init() {
 	if archExp != nil {
 		activeExp = archExp
 	}
+	if activeName != "go" {
+		activeGemv1, activeGemv4 = archGemv1, archGemv4
+		activeDots8, activeMix = archDots8, archMix
+	}
 	if os.Getenv(ForceGenericEnv) == "1" {
 		active, activeKernel2, activePackT16, activeName = goKernel, nil, goPackT16, "go"
+		activeGemv1, activeGemv4 = goGemv1, nil
+		activeDots8, activeMix = nil, nil
 		activeExp = goExpBlock
 	}
 }
@@ -98,6 +104,9 @@ type problem struct {
 	kern2   pairKernel // nil: pairs of panels go through kern one by one
 	// packT16 packs a full panel of B for opNT; nil means goPackT16.
 	packT16 packFunc
+	// packed, when set, is B already in panels (a Packed's data, opNT):
+	// panel q at q·16·k, read in place.
+	packed []float32
 }
 
 // inPlaceB reports whether the kernel reads full panels of B straight from
@@ -119,6 +128,22 @@ func (pr *problem) packA(buf []float32, i0, rows, p0, kl int) {
 		ib := i0 + q*mr
 		switch pr.op {
 		case opNT, opNN: // A row-major (m,k)
+			if rq == mr {
+				// A full panel: write it in order, six values per step
+				// from the six rows side by side.
+				off := ib*pr.k + p0
+				a0 := pr.a[off : off+kl]
+				a1 := pr.a[off+pr.k : off+pr.k+kl]
+				a2 := pr.a[off+2*pr.k : off+2*pr.k+kl]
+				a3 := pr.a[off+3*pr.k : off+3*pr.k+kl]
+				a4 := pr.a[off+4*pr.k : off+4*pr.k+kl]
+				a5 := pr.a[off+5*pr.k : off+5*pr.k+kl]
+				for p := range a0 {
+					d := (*[mr]float32)(panel[p*mr : p*mr+mr])
+					d[0], d[1], d[2], d[3], d[4], d[5] = a0[p], a1[p], a2[p], a3[p], a4[p], a5[p]
+				}
+				continue
+			}
 			for r := 0; r < mr; r++ {
 				if r >= rq {
 					for p := 0; p < kl; p++ {
@@ -155,6 +180,9 @@ func (pr *problem) packA(buf []float32, i0, rows, p0, kl int) {
 // packB copies columns [j0,j0+cols) and k range [p0,p0+kl) of B into panels
 // of nr columns, columns past the end zero.
 func (pr *problem) packB(buf []float32, j0, cols, p0, kl int) {
+	if pr.packed != nil {
+		return
+	}
 	for q := 0; q*nr < cols; q++ {
 		panel := buf[q*nr*kl : (q+1)*nr*kl]
 		cq := min(nr, cols-q*nr)
@@ -260,6 +288,9 @@ func (pr *problem) run(i0, i1, j0, j1 int) {
 						// 16 contiguous floats per step.
 						bp, ldb = pr.b[pc*pr.n+jc+jr:], pr.n
 					}
+					if pr.packed != nil {
+						bp = pr.packed[(jc+jr)*pr.k+pc*nr:]
+					}
 					// Two full panels side by side: the wide kernel, if any,
 					// for the full rows.
 					pair := pr.kern2 != nil && jr+2*nr <= ncl
@@ -268,6 +299,9 @@ func (pr *problem) run(i0, i1, j0, j1 int) {
 						bp1 = bufs.b[(jr+nr)*kcl : (jr+2*nr)*kcl]
 						if pr.inPlaceB() {
 							bp1 = pr.b[pc*pr.n+jc+jr+nr:]
+						}
+						if pr.packed != nil {
+							bp1 = pr.packed[(jc+jr+nr)*pr.k+pc*nr:]
 						}
 					}
 					for ir := 0; ir < mcl; ir += mr {

@@ -102,3 +102,67 @@ func archImpl() (microKernel, pairKernel, packFunc, string) {
 	}
 	return goKernel, nil, goPackT16, "go"
 }
+
+//go:noescape
+func gemv4AVX2(k int, a, b *float32, stride int, c *float32)
+
+//go:noescape
+func gemv1AVX2(k int, a, b, c *float32)
+
+// asmGemv4 and asmGemv1 check bounds, then run the AVX2 panel-vector
+// products.
+func asmGemv4(k int, a, b []float32, stride int, c []float32) {
+	_ = a[k-1]
+	_ = b[3*stride+k*nr-1]
+	_ = c[4*nr-1]
+	gemv4AVX2(k, unsafe.SliceData(a), unsafe.SliceData(b), stride, unsafe.SliceData(c))
+}
+
+func asmGemv1(k int, a, b, c []float32) {
+	_ = a[k-1]
+	_ = b[k*nr-1]
+	if len(c) < nr {
+		var t [nr]float32 // on the stack: the assembly does not keep it
+		gemv1AVX2(k, unsafe.SliceData(a), unsafe.SliceData(b), &t[0])
+		copy(c, t[:])
+		return
+	}
+	gemv1AVX2(k, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c))
+}
+
+// archGemv1 and archGemv4 are the panel-vector products that go with the
+// assembly micro-kernels (gemm.go's init picks them with those).
+var archGemv1, archGemv4 = gemv1Func(asmGemv1), gemv4Func(asmGemv4)
+
+// archDots8 and archMix are the attention products that go with them.
+var (
+	archDots8 = asmDots8
+	archMix   = asmMix
+)
+
+//go:noescape
+func dots8AVX2(sc, q, keys *float32, stride, chunks, groups int, scale float32)
+
+//go:noescape
+func mix32AVX2(out, w, vals *float32, stride, n int)
+
+//go:noescape
+func mix8AVX2(out, w, vals *float32, stride, n int)
+
+// asmDots8 is Dots for len(sc) and len(q) multiples of 8 (checked by Dots,
+// with the bounds of keys).
+func asmDots8(sc, q, keys []float32, stride int, scale float32) {
+	dots8AVX2(unsafe.SliceData(sc), unsafe.SliceData(q), unsafe.SliceData(keys), stride, len(q)/8, len(sc)/8, scale)
+}
+
+// asmMix is Mix for len(out) a multiple of 8 and len(w) > 0 (checked by
+// Mix, with the bounds of vals): 32 outputs at a time, then 8.
+func asmMix(out, w, vals []float32, stride int) {
+	i := 0
+	for ; i+32 <= len(out); i += 32 {
+		mix32AVX2(&out[i], unsafe.SliceData(w), &vals[i], stride, len(w))
+	}
+	for ; i < len(out); i += 8 {
+		mix8AVX2(&out[i], unsafe.SliceData(w), &vals[i], stride, len(w))
+	}
+}

@@ -37,11 +37,11 @@ func TestParseAchieved(t *testing.T) {
 func TestPrintTableVerdicts(t *testing.T) {
 	var buf bytes.Buffer
 	printTable(&buf, []result{
-		{shape: "a", steps: 256, ref: 100, refMatch: true, one: 150, many: 400},
-		{shape: "b", steps: 256, ref: 100, refMatch: false, one: 90, many: 100},
+		{shape: "a", procs: 1, load: "0.10", steps: 256, ref: 100, refMatch: true, one: 150, many: 500},
+		{shape: "b", procs: 2, load: "0.10", steps: 256, ref: 100, refMatch: false, one: 90, many: 499},
 	}, 32)
 	out := buf.String()
-	for _, want := range []string{"1.50", "4.00", "PASS", "0.90", "1.00", "MISS", "NO"} {
+	for _, want := range []string{"1.50", "5.00", "PASS", "0.90", "4.99", "MISS", "NO"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -69,5 +69,48 @@ func TestOneMoreToken(t *testing.T) {
 	}
 	if oneMoreToken("ho!\n", want, seq[len(seq)-1], 272) {
 		t.Error("ho! does not start with want")
+	}
+}
+
+func TestParseProcs(t *testing.T) {
+	if got, err := parseProcs("1, 2"); err != nil || len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Errorf("parseProcs(%q) = %v, %v, want [1 2]", "1, 2", got, err)
+	}
+	for _, bad := range []string{"", "0", "1,x", "-2"} {
+		if _, err := parseProcs(bad); err == nil {
+			t.Errorf("parseProcs(%q): no error", bad)
+		}
+	}
+}
+
+// The bandwidth line names the largest shape and the fraction its batch-1
+// rate reaches: 4 MB per token at 1000 tok/s is 4 GB/s, 40% of 10 GB/s.
+func TestPrintBandwidth(t *testing.T) {
+	var buf bytes.Buffer
+	printBandwidth(&buf, []result{
+		{shape: "small", procs: 1, weights: 1e6, bw: 10e9, one: 5000, ref: 4000},
+		{shape: "big", procs: 1, weights: 4e6, bw: 10e9, one: 1000, ref: 500},
+	})
+	out := buf.String()
+	for _, want := range []string{"big", "10.0 GB/s", "4.0 GB/s, 40%", "runomp: 20%"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bandwidth line lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "small") {
+		t.Errorf("bandwidth line names the smaller shape:\n%s", out)
+	}
+}
+
+// At one thread the CPU-time comparison follows the wall-clock table.
+func TestPrintTableCPU(t *testing.T) {
+	var buf bytes.Buffer
+	printTable(&buf, []result{
+		{shape: "a", procs: 1, load: "3.00", steps: 256, ref: 100, refMatch: true, one: 90, many: 500, refCPU: 200, oneCPU: 250},
+		{shape: "b", procs: 2, load: "3.00", steps: 256, ref: 100, refMatch: true, one: 90, many: 500},
+	}, 32)
+	out := buf.String()
+	if !strings.Contains(out, "(CPU time)") || !strings.Contains(out, "1.25") {
+		t.Errorf("no CPU-time comparison of 250 against 200 tok/cpu-s:\n%s", out)
 	}
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# run.sh: sampling speed of nn.Engine against llama2.c's run program on the
-# same exported weights. See README.md.
+# run.sh: sampling speed of nn.Engine against llama2.c's run.c built with
+# OpenMP (runomp) on the same exported weights, at equal thread counts. See
+# README.md.
 #
-#   perf/sample/run.sh LLAMA2C_DIR [flags of the Go program, e.g. -reps 3 -procs 1]
+#   perf/sample/run.sh LLAMA2C_DIR [flags of the Go program, e.g. -reps 3 -procs 1,2]
 #
 # LLAMA2C_DIR is a checkout of github.com/karpathy/llama2.c that you cloned
 # yourself; this script only reads its run.c and builds it into a temporary
@@ -10,7 +11,7 @@
 set -euo pipefail
 
 if [[ $# -lt 1 || ! -f "$1/run.c" ]]; then
-	echo "usage: $0 LLAMA2C_DIR [-reps N] [-procs N] [-n STEPS] [-shapes a,b]  (LLAMA2C_DIR must hold run.c)" >&2
+	echo "usage: $0 LLAMA2C_DIR [-reps N] [-procs 1,2] [-n STEPS] [-shapes a,b]  (LLAMA2C_DIR must hold run.c)" >&2
 	exit 2
 fi
 l2c=$(cd "$1" && pwd)
@@ -20,10 +21,11 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-echo "building $l2c/run.c: gcc -O3 -march=native -o run run.c -lm ($(gcc --version | head -1))"
-gcc -O3 -march=native -o "$work/run" "$l2c/run.c" -lm
+# llama2.c's Makefile target runomp: its fastest single-file build.
+echo "building $l2c/run.c: gcc -Ofast -fopenmp -march=native -o runomp run.c -lm ($(gcc --version | head -1))"
+gcc -Ofast -fopenmp -march=native -o "$work/runomp" "$l2c/run.c" -lm
 if [[ -d "$l2c/.git" ]]; then
 	echo "llama2.c commit $(git -C "$l2c" rev-parse --short HEAD)"
 fi
 (cd "$repo" && go build -o "$work/sample" ./perf/sample)
-"$work/sample" -run "$work/run" -work "$work/models" "$@"
+"$work/sample" -run "$work/runomp" -work "$work/models" "$@"
