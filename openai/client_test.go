@@ -596,9 +596,10 @@ func TestConnectionRefused(t *testing.T) {
 	}
 }
 
-// TestRecordedTrace replays a recorded OpenAI tool-call exchange.
-func TestRecordedTrace(t *testing.T) {
-	raw, err := readFile("testdata/openai_tool_call.http")
+// TestComposedTrace replays an OpenAI tool-call exchange composed after
+// OpenAI's API reference (testdata/composed_tool_call.http says how).
+func TestComposedTrace(t *testing.T) {
+	raw, err := readFile("testdata/composed_tool_call.http")
 	if err != nil {
 		t.Fatal(err)
 	}
