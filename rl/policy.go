@@ -2,6 +2,7 @@ package rl
 
 import (
 	"context"
+	"sync"
 
 	"github.com/delegatelab/delegate"
 )
@@ -15,10 +16,22 @@ func WrapPolicy(m delegate.Model, cfg Config) delegate.Model {
 	return &policyModel{m: m, temp: cfg.Temperature, maxNew: cfg.MaxNewTokens}
 }
 
+// WrapRollout is WrapPolicy for one rollout: it also seeds every request,
+// seed plus the number of requests it has forwarded, so that the rollout's
+// sampling depends on its seed only, not on what else the engine serves
+// meanwhile. Concurrent calls get seeds in the order they arrive.
+func WrapRollout(m delegate.Model, cfg Config, seed uint64) delegate.Model {
+	return &policyModel{m: m, temp: cfg.Temperature, maxNew: cfg.MaxNewTokens, seeded: true, next: int64(seed & (1<<62 - 1))}
+}
+
 type policyModel struct {
 	m      delegate.Model
 	temp   float64
 	maxNew int
+
+	seeded bool
+	mu     sync.Mutex
+	next   int64 // the next request's seed, when seeded
 }
 
 func (p *policyModel) Name() string { return p.m.Name() }
@@ -30,6 +43,13 @@ func (p *policyModel) Chat(ctx context.Context, req *delegate.Request) (*delegat
 	r.Temperature = &t
 	if r.MaxTokens <= 0 || r.MaxTokens > p.maxNew {
 		r.MaxTokens = p.maxNew
+	}
+	if p.seeded {
+		p.mu.Lock()
+		seed := p.next
+		p.next++
+		p.mu.Unlock()
+		r.Seed = &seed
 	}
 	return p.m.Chat(ctx, &r)
 }

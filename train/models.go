@@ -43,32 +43,6 @@ func checkpointName(dir string) string {
 	return dir
 }
 
-// seeded sets the seed of every request it forwards: base plus the number
-// of requests it has forwarded, so a rollout's sampling depends on its seed
-// only, not on what else the engine serves meanwhile. Safe for concurrent
-// use; concurrent calls then get seeds in the order they arrive.
-type seeded struct {
-	m    delegate.Model
-	mu   sync.Mutex
-	next int64
-}
-
-func newSeeded(m delegate.Model, base uint64) *seeded {
-	return &seeded{m: m, next: int64(base & (1<<62 - 1))}
-}
-
-func (s *seeded) Name() string { return s.m.Name() }
-
-func (s *seeded) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-	s.mu.Lock()
-	seed := s.next
-	s.next++
-	s.mu.Unlock()
-	r := *req
-	r.Seed = &seed
-	return s.m.Chat(ctx, &r)
-}
-
 // conversation reports, on each response of one conversation's model, the
 // prompt tokens a backend keeping the conversation's KV cache would not
 // recompute: the longest common prefix of the prompt with the previous

@@ -512,7 +512,7 @@ func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func
 		Items: len(problems),
 		Rollout: func(ctx context.Context, item int, seed uint64) (*delegate.Trace, rl.Outcome, error) {
 			p := problems[item]
-			st, err := build(p, newSeeded(rl.WrapPolicy(r.policy, cfg), seed))
+			st, err := build(p, rl.WrapRollout(r.policy, cfg, seed))
 			if err != nil {
 				return nil, rl.Outcome{}, err
 			}
