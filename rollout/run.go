@@ -182,8 +182,27 @@ func (a identity) diff(b identity) []string {
 	add("keep_ties", a.KeepTies, b.KeepTies)
 	add("seed", a.Seed, b.Seed)
 	add("train_roles", a.TrainRoles, b.TrainRoles)
-	add("fingerprint (strategies, models, judge, reward)", a.Fingerprint, b.Fingerprint)
-	return out
+	return append(out, fingerprintDiff(a.Fingerprint, b.Fingerprint)...)
+}
+
+// fingerprintDiff names what differs between the fingerprint stored and
+// the current one: key by key when both are JSON (process gives its
+// settings so); a run recorded by an earlier version holds the first 8
+// bytes of the settings' SHA-256 in hex, equal when the settings are.
+func fingerprintDiff(old, now string) []string {
+	if old == now {
+		return nil
+	}
+	if h := sha256.Sum256([]byte(now)); len(old) == 16 && old == hex.EncodeToString(h[:8]) {
+		return nil
+	}
+	if d, err := store.DiffJSON([]byte(old), []byte(now)); err == nil {
+		for i := range d {
+			d[i] = "settings " + d[i]
+		}
+		return d
+	}
+	return []string{fmt.Sprintf("fingerprint (strategies, models, judge, reward) %v there, %v now", old, now)}
 }
 
 // item is the in-memory state of one item's group.

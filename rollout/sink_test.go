@@ -2,6 +2,8 @@ package rollout
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"sync"
@@ -92,5 +94,23 @@ func TestRunSinkFailureResumes(t *testing.T) {
 	}
 	if len(seen) != 0 {
 		t.Errorf("sent groups that are not in groups.jsonl: %v", seen)
+	}
+}
+
+func TestFingerprintDiff(t *testing.T) {
+	now := `{"Models":{"big":{"Price":{"output":9}}},"Reward":"graded"}`
+	if d := fingerprintDiff(now, now); d != nil {
+		t.Errorf("same settings: %v", d)
+	}
+	h := sha256.Sum256([]byte(now))
+	if d := fingerprintDiff(hex.EncodeToString(h[:8]), now); d != nil {
+		t.Errorf("a run recorded with the settings' hash, same settings: %v", d)
+	}
+	old := `{"Models":{"big":{"Price":{"output":8}}},"Reward":"graded"}`
+	if d := fingerprintDiff(old, now); len(d) != 1 || d[0] != "settings Models.big.Price.output: 8 there, 9 now" {
+		t.Errorf("another price: %q", d)
+	}
+	if d := fingerprintDiff("0123456789abcdef", now); len(d) != 1 || !strings.Contains(d[0], "fingerprint") {
+		t.Errorf("a hash of other settings: %q", d)
 	}
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -363,11 +361,6 @@ func policyRoles(r strategy.Roles, name string, logprobs bool) strategy.Roles {
 	return r
 }
 
-// fingerprint hashes what decides the rollouts' content besides the
-// dataset and the flags rollout checks itself: the models (not their
-// transport: address, timeouts, retries and limits may change between a
-// run and its resume), the roles, the strategy config, the judge and the
-// reward.
 // trainedStages are the generation settings of the stages whose calls a
 // strategy's trained role makes.
 func trainedStages(c *strategy.Config, name string) []*strategy.Generation {
@@ -382,6 +375,12 @@ func trainedStages(c *strategy.Config, name string) []*strategy.Generation {
 	return []*strategy.Generation{&c.Single}
 }
 
+// fingerprint describes, as canonical JSON, what decides the rollouts'
+// content besides the dataset and the flags rollout checks itself: the
+// models (not their transport: address, timeouts, retries and limits may
+// change between a run and its resume), the roles, the strategy config,
+// the judge and the reward. A resume under other settings is refused
+// naming each key that differs.
 func fingerprint(cfg *Config, jcfg judge.Config, rewardDesc string, logprobs bool) (string, error) {
 	type model struct {
 		Kind, Model, Checkpoint string
@@ -403,8 +402,7 @@ func fingerprint(cfg *Config, jcfg judge.Config, rewardDesc string, logprobs boo
 	if err != nil {
 		return "", fmt.Errorf("process: fingerprint: %w", err)
 	}
-	h := sha256.Sum256(data)
-	return hex.EncodeToString(h[:8]), nil
+	return string(data), nil
 }
 
 // progressView shows a run's progress: an mpb bar on a terminal, or a

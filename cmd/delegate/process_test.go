@@ -619,8 +619,8 @@ func TestProcessResumeIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := execute(t, testEnv, args(priced)...)
-	if err == nil || !strings.Contains(err.Error(), "fingerprint") {
-		t.Fatalf("resume with another price: err = %v, want the fingerprint named\n%s", err, out)
+	if err == nil || !strings.Contains(err.Error(), "settings Models.big.Price.output: 8 there, 9 now") {
+		t.Fatalf("resume with another price: err = %v, want the price named with both values\n%s", err, out)
 	}
 
 	// Another address (the server moved) is the same run.
