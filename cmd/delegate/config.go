@@ -20,6 +20,7 @@ import (
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/models"
 	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -78,6 +79,13 @@ type ModelConfig struct {
 	RequestsPerMinute float64        `yaml:"requests_per_minute"`
 	// TokenIDs asks a vLLM server for token ids with logprobs.
 	TokenIDs bool `yaml:"token_ids"`
+	// Tokenizer is the model's Hugging Face tokenizer.json (relative to the
+	// config file) and ChatTemplate its family's chat template (qwen2.5,
+	// qwen3 or llama3): for a server that returns no token ids, the prompt
+	// and the generated tokens get the ids of this tokenizer, where they
+	// agree with the pieces the server reported (tokenizer.WithIDs).
+	Tokenizer    string `yaml:"tokenizer"`
+	ChatTemplate string `yaml:"chat_template"`
 
 	// Checkpoint is a local model's directory (nn.Save); relative paths
 	// are taken from the config file's directory. "shipped:solver" and
@@ -135,6 +143,10 @@ func LoadConfig(path string) (*Config, error) {
 		m := cfg.Models[name]
 		if m.Kind != "local" {
 			continue
+		}
+		if m.Tokenizer != "" && !filepath.IsAbs(m.Tokenizer) {
+			m.Tokenizer = filepath.Join(filepath.Dir(path), m.Tokenizer)
+			cfg.Models[name] = m
 		}
 		if m.Follow != "" && !filepath.IsAbs(m.Follow) {
 			m.Follow = filepath.Join(filepath.Dir(path), m.Follow)
@@ -389,6 +401,13 @@ func (c *Config) Validate() error {
 			}
 			if m.Checkpoint != "" || m.MaxBatch != 0 || m.Follow != "" {
 				errs = append(errs, c.at(key, "checkpoint, max_batch and follow belong to kind: local"))
+			}
+			if (m.Tokenizer == "") != (m.ChatTemplate == "") {
+				errs = append(errs, c.at(key, "tokenizer and chat_template go together"))
+			} else if m.ChatTemplate != "" {
+				if _, err := tokenizer.ParseChatFormat(m.ChatTemplate); err != nil {
+					errs = append(errs, c.at(key+".chat_template", "%v", err))
+				}
 			}
 		case "local":
 			if m.Checkpoint == "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/openai"
 	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -79,7 +80,21 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 			closeAll()
 			return nil, nil, fmt.Errorf("model %s: %w", name, err)
 		}
-		models[name] = c.wrap(client)
+		var model delegate.Model = client
+		if m.Tokenizer != "" {
+			hf, err := tokenizer.LoadHF(m.Tokenizer)
+			if err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("model %s: tokenizer: %w", name, err)
+			}
+			f, err := tokenizer.ParseChatFormat(m.ChatTemplate)
+			if err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("model %s: chat_template: %w", name, err)
+			}
+			model = tokenizer.WithIDs(client, hf, f)
+		}
+		models[name] = c.wrap(model)
 	}
 	return models, closeAll, nil
 }
