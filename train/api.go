@@ -109,6 +109,11 @@ func groupOf(sd api.ScoredData, est reward.Estimator) (rl.Group, error) {
 	}
 	var computed []float64
 	if sd.Advantages == nil {
+		if est == reward.RLOO && n < 2 {
+			// RLOO has no advantage for a lone sequence: the group trains
+			// nothing, and the step counts it as failed.
+			return rl.Group{}, nil
+		}
 		grp, err := reward.NewGroup(est, sd.Scores)
 		if err != nil {
 			return rl.Group{}, fmt.Errorf("advantages of the scores: %w", err)

@@ -43,6 +43,14 @@ func TestGroupOf(t *testing.T) {
 			t.Errorf("advantages %v, %v; want 0 (overridden) and -0.7", g.Rollouts[0].Advantage, g.Rollouts[1].Advantage)
 		}
 	})
+	t.Run("rloo of one sequence trains nothing", func(t *testing.T) {
+		sd := base()
+		sd.Tokens, sd.Masks, sd.Scores, sd.InferenceLogprobs = sd.Tokens[:1], sd.Masks[:1], sd.Scores[:1], sd.InferenceLogprobs[:1]
+		g, err := groupOf(sd, reward.RLOO)
+		if err != nil || len(g.Rollouts) != 0 {
+			t.Errorf("groupOf: %+v, %v; want an empty group", g, err)
+		}
+	})
 	for _, tt := range []struct {
 		name string
 		edit func(*api.ScoredData)
