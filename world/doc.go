@@ -66,20 +66,8 @@
 //     prompts. System prompts are two or three words ("Solve or
 //     delegate.").
 //
-// Measured with delegate pretrain (package pretrain, see models/README.md):
-// the solver in this format, 195k parameters trained 5000 steps (6 minutes
-// on one core), answers 98% of held-out questions inside its coverage
-// exactly (greedy). The delegator, 248k parameters trained 55 minutes in
-// three phases on levels 1 to 3, wrote every format and protocol and
-// solved held-out one-product problems alone 15 times in 16, but not a
-// whole default problem (0 of 40 alone or under route: one slip in about
-// 400 tokens loses it). A fourth phase of 19 minutes on level 2 only and a
-// fifth of 29 on levels 1 to 3 and the peer format make it solve 40 of 40
-// held-out level-1 and level-2 problems alone (3 of 40 of level 3) and
-// execute the route protocol without a slip; its greedy route policy
-// delegates every step, differences included, where the solver is wrong by
-// design (18 of 40 on level 2, as always-delegate): the choice delegate
-// train corrects (see The training world).
+// What the shipped models measure in these formats, and the figures of
+// every strategy's transcripts: docs/world.md.
 //
 // # Two models and why delegation matters
 //
@@ -126,89 +114,13 @@
 //
 // # Figures
 //
-// Means per problem over 2000 test problems (seed 1) of DefaultConfig
-// (level 3) and of TrainLevel (level 2), from the transcripts of this
-// package (exact token counts under package tokenizer); P(correct) and
-// reward assume the per-step accuracies of DesignAccuracy (0.99 for the
-// delegator's scratchpads and the solver inside its coverage, 0.2 outside;
-// the trained solver measures 0.98 and 0). Reproduce with WORLD_REPORT=1
-// go test ./world -run TestReport -v.
-//
-//	level 3 (default)    del.prompt cached del.gen sol.prompt sol.gen calls cost/none  cost cost/pfx P(correct) reward
-//	single (alone)              128      0     415          0       0  0.00      2205  2205     2197      0.965  0.550
-//	route never                 162      0     415          0       0  0.00      2239  2239     2200      0.965  0.550
-//	route always               1013    748     127         73      97  3.51      1758  1085     1040      0.451  0.254
-//	route random 0.5            757    543     271         36      48  1.74      2168  1679     1637      0.689  0.383
-//	route selective             452    223     152         38      64  2.00      1286  1085     1042      0.965  0.773
-//	decompose selective         516      0     220         38      64  2.00      1686  1686     1538      0.965  0.706
-//	lead k=3 (leader)           418      0     188        471     197  3.00      1648  1648     1560      0.965  0.718
-//
-//	level 2 (training)   del.prompt cached del.gen sol.prompt sol.gen calls cost/none  cost cost/pfx P(correct) reward
-//	single (alone)               98      0     227          0       0  0.00      1233  1233     1225      0.980  0.753
-//	route never                 132      0     227          0       0  0.00      1267  1267     1228      0.980  0.753
-//	route always                584    395      79         42      54  2.00      1042   687      644      0.585  0.466
-//	route random 0.5            379    218     154         21      26  0.98      1181   985      944      0.781  0.607
-//	route selective             329    163      96         19      32  1.00       844   698      657      0.980  0.864
-//	decompose selective         399      0     148         19      32  1.00      1173  1173     1027      0.980  0.812
-//	lead k=3 (leader)           333      0     141        380     142  3.00      1258  1258     1170      0.980  0.779
-//
-// Costs are dollars per million problems. "cached" counts the earlier
-// turns of a conversation, which every later turn starts with; "cost"
-// prices them as cached, "cost/none" as fresh input, "cost/pfx" also
-// prices the fixed prefix of every request (tool declaration and system
-// prompt) as cached. In both worlds selective has the best expected reward
-// (level 3: 0.773 against 0.550 never, 0.254 always, 0.383 for the random
-// mix a pretrained delegator starts from; level 2: 0.864 against 0.753,
-// 0.466 and 0.607) at the accuracy of solving alone, and costs less than
-// solving alone: 51% less on level 3 with conversation prefixes cached (42%
-// with nothing cached), 43% less on level 2 (32% with nothing cached).
-//
-// Rendered lengths of the pretraining corpus (BuildCorpus with DefaultMix
-// over the same problems):
-//
-//	                     level 3                          level 2
-//	transcript  count  mean  generated  max      count  mean  generated  max
-//	route        2000   486        272  640       2000   314        152  379
-//	single        530   543        415  598        489   325        227  339
-//	plan          482   324         99  379        503   272         77  286
-//	aggregate     482   475        216  565        503   274         71  289
-//	leader        517   603        186  921        517   477        144  584
-//	peer         1551   222         65  259       1551   174         47  189
-//	solver       3499    48         28   51       2024    48         27   51
-//	subagent      610    51         32   51        503    51         32   51
-//
-// # The training world
-//
-// delegate train runs level 2 (TrainLevel) by default: a product of two
-// 2-digit numbers, then an amount added ("gets") or taken away ("gives
-// away"), one distractor at most. The decision it teaches is the one of
-// the default world, per step: delegate the product (the solver is right,
-// and it saves 130 delegator tokens), compute the difference (the solver is
-// wrong), either for a sum. The default world (level 3) is the target it
-// does not yet reach with the shipped 248k-parameter delegator: after 55
-// minutes of pretraining on levels 1 to 3 the delegator solved 0 of 40
-// level-3 problems alone and 0.03 of level-2 problems under route (it
-// misread operands copied from the text and confused "gets" with "gives
-// away"), so GRPO had no correct answer to reinforce and collapsed to
-// the shortest reply. Two more phases, one on level 2 only
-// (models/README.md), make level 2 a world whose policies a small model
-// can execute, so that what RL changes is the decision: delegate train
-// (200 GRPO steps, about 3 minutes) turns the delegator's greedy
-// always-delegate (0.53 right on 100 held-out problems) into the selective
-// policy (1.00 right, one call a problem, 43% cheaper than solving alone).
-// On level 3 the shipped delegator solves 3 problems in 40 alone.
-//
-// delegate train --mode mlpo runs level 2 with up to MLPODistractors (4)
-// distractor sentences a problem instead of one. On plain level 2 the
-// leader alone is right on 0.98 of problems before training, which leaves
-// nothing for MLPO's "better alone" to show; with up to 4 distractors it
-// is right on 0.73 (300 held-out problems, greedy): it multiplies the
-// wrong number, computes a distractor as one more step, or ends with
-// aggregate's "Final Output:" instead of \boxed{}. Training under
-// lead, whose prompt carries the same problem text, lifts it alone to
-// 0.85. Distractors are the knob because every other one leaves the
-// shipped delegator nowhere: any change of digit sizes (2x1 or 3x1
-// products, 1- or 3-digit amounts) takes it to 0 of 40.
+// The expected reward and cost of every fixed policy on the default world
+// and on TrainLevel, from the transcripts of this package and the
+// per-step accuracies of DesignAccuracy, and what delegate train reaches:
+// docs/world.md (reproduce with WORLD_REPORT=1 go test ./world -run
+// TestReport -v). delegate train runs level 2 (TrainLevel) by default: a
+// product, then an amount got or given away; --mode mlpo adds up to
+// MLPODistractors distractor sentences a problem.
 //
 // # Transcripts
 //
