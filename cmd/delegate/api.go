@@ -106,6 +106,13 @@ func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	}
 	defer nc.Close()
 	srv, err := api.New(ctx, nc, cfg, log)
+	// A cluster that has just started elects its JetStream leader first:
+	// keep asking for up to half a minute before giving up.
+	for deadline := time.Now().Add(30 * time.Second); err != nil && f.natsURL != "" && time.Now().Before(deadline) && ctx.Err() == nil; {
+		log.Info("waiting for the NATS cluster's JetStream", "err", err)
+		time.Sleep(250 * time.Millisecond)
+		srv, err = api.New(ctx, nc, cfg, log)
+	}
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -397,5 +398,115 @@ func TestRunTokenizerForIdlessServer(t *testing.T) {
 	}
 	if _, err := execute(t, testEnv, "config", "check", cfg); err == nil || !strings.Contains(err.Error(), "tokenizer and chat_template go together") {
 		t.Errorf("tokenizer without chat_template: %v", err)
+	}
+}
+
+// TestTopologyOnAClusterLosingANode runs the API on a three-node JetStream
+// cluster (embedded servers on loopback, everything replicated three
+// times), an environment pushing and a trainer pulling; one node stops
+// after the trainer's first step. The environment and the trainer go on,
+// and every group the environment wrote is trained on.
+func TestTopologyOnAClusterLosingANode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test in -short mode")
+	}
+	dir := t.TempDir()
+	var urls, routes, clientAddrs, clusterAddrs []string
+	for range 3 {
+		ca, err := freeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ra, err := freeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clientAddrs, clusterAddrs = append(clientAddrs, ca), append(clusterAddrs, ra)
+		urls, routes = append(urls, "nats://"+ca), append(routes, "nats-route://"+ra)
+	}
+	var nodes []*api.Embedded
+	for i := range 3 {
+		e, err := api.StartEmbedded(api.EmbeddedConfig{Dir: filepath.Join(dir, fmt.Sprint("n", i)), Name: fmt.Sprint("n", i),
+			Listen: clientAddrs[i], ClusterName: "delegate-test", ClusterListen: clusterAddrs[i], Routes: routes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, e)
+	}
+	var stopped atomic.Bool
+	defer func() {
+		for i, e := range nodes {
+			if i != 0 || !stopped.Load() {
+				e.Shutdown()
+			}
+		}
+	}()
+
+	var apiOut syncBuffer
+	cmd := newRootCmd(func(string) string { return "" }, slog.New(slog.DiscardHandler))
+	cmd.SetOut(&apiOut)
+	cmd.SetArgs([]string{"api", "--addr", "127.0.0.1:0", "--nats", strings.Join(urls, ","), "--replicas", "3"})
+	ctx, cancel := context.WithCancel(context.Background())
+	apiDone := make(chan error, 1)
+	go func() { apiDone <- cmd.ExecuteContext(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-apiDone; err != nil {
+			t.Errorf("api: %v", err)
+		}
+	}()
+	re := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
+	var url string
+	for deadline := time.Now().Add(60 * time.Second); url == ""; time.Sleep(20 * time.Millisecond) {
+		url = re.FindString(apiOut.String())
+		if time.Now().After(deadline) {
+			t.Fatalf("the api on the cluster did not start: %q", apiOut.String())
+		}
+	}
+
+	trainOut := filepath.Join(dir, "trainer")
+	trained := make(chan error, 1)
+	var trainLog string
+	go func() {
+		var err error
+		trainLog, err = execute(t, testEnv, "train", "--api", url, "--steps", "4", "--items", "2", "--group", "2", "--out", trainOut)
+		trained <- err
+	}()
+	// One node stops once the trainer has finished its first step.
+	go func() {
+		for {
+			if b, err := os.ReadFile(filepath.Join(trainOut, "metrics.jsonl")); err == nil && len(b) > 0 {
+				nodes[0].Shutdown()
+				stopped.Store(true)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	got, err := execute(t, testEnv, "process", "--config", "../../examples/world.yaml", "--dataset", "world", "-n", "8", "-g", "2",
+		"--strategy", "route", "--temperature", "1", "--keep-ties", "--out", filepath.Join(dir, "env"), "--progress", "none", "--push", url)
+	if err != nil {
+		t.Fatalf("process --push: %v\n%s", err, got)
+	}
+	if !strings.Contains(got, "groups 8: written 8") {
+		t.Fatalf("the environment did not write its 8 groups:\n%s", got)
+	}
+	select {
+	case err := <-trained:
+		if err != nil {
+			t.Fatalf("train --api: %v\n%s", err, trainLog)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the trainer did not finish its 4 steps (8 groups)")
+	}
+	if !stopped.Load() {
+		t.Error("no node was stopped during the run")
+	}
+	if ms := readMetrics(t, filepath.Join(trainOut, "metrics.jsonl")); len(ms) != 4 || ms[3].Groups != 2 {
+		t.Errorf("trainer metrics %+v, want 4 steps of 2 groups", ms)
 	}
 }
