@@ -294,10 +294,14 @@ func (b *trainBars) phase(name string) {
 	if b.p == nil {
 		return
 	}
+	// mpb is called without b.mu held: the bar's decorators take b.mu
+	// while mpb draws, so holding it here could wait on each other.
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cur != nil {
-		b.cur.Abort(false)
+	old := b.cur
+	b.cur = nil
+	b.mu.Unlock()
+	if old != nil {
+		old.Abort(false)
 	}
 	total := int64(1)
 	if name == "train" {
@@ -320,9 +324,12 @@ func (b *trainBars) phase(name string) {
 	}, decor.WCSyncSpaceR)
 	// The figures come before the bar, so that a narrow terminal cuts
 	// the bar rather than them.
-	b.cur = b.p.AddBar(total,
+	bar := b.p.AddBar(total,
 		mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR), decor.CountersNoUnit("%d/%d", decor.WCSyncSpaceR), figures),
 		mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_MMSS)))
+	b.mu.Lock()
+	b.cur = bar
+	b.mu.Unlock()
 }
 
 func (b *trainBars) trainEvent(pr rl.Progress) {
@@ -361,10 +368,11 @@ func (b *trainBars) finish() {
 		return
 	}
 	b.mu.Lock()
-	if b.cur != nil {
-		b.cur.Abort(false)
-	}
+	cur := b.cur
 	b.mu.Unlock()
+	if cur != nil {
+		cur.Abort(false)
+	}
 	b.p.Wait()
 	b.release()
 }
