@@ -2,7 +2,6 @@ package models
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/delegatelab/delegate/local"
@@ -72,13 +71,10 @@ func TestShippedSolver(t *testing.T) {
 // then an amount got or given away) alone, writing its scratchpads, and on
 // 16 whose amount is got under route with the shipped solver (its greedy
 // policy delegates every step, and the solver is right on sums, so these
-// check the protocol: the calls' operands and the answers read back). The
-// race detector's run skips it unless MODELS_FULL is set (a few thousand
-// tokens generated; seconds normally).
+// check the protocol: the calls' operands and the answers read back). It
+// runs under the race detector too (about 5 s there), so CI checks the
+// shipped delegator's held-out figures.
 func TestShippedDelegator(t *testing.T) {
-	if raceEnabled && os.Getenv("MODELS_FULL") == "" {
-		t.Skip("slow under -race; set MODELS_FULL=1 to run it")
-	}
 	d := load(t, "delegator", "delegator")
 	s := load(t, "solver", "solver")
 	ps, err := world.Generate(world.Levels()[world.TrainLevel], 2026, world.Test, 64)

@@ -1,5 +1,0 @@
-//go:build race
-
-package models
-
-const raceEnabled = true
