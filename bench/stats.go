@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"math/rand/v2"
 	"sort"
 )
 
@@ -148,4 +149,27 @@ func PGR(acc, weak, strong float64) (v float64, ok bool) {
 		return 0, false
 	}
 	return (acc - weak) / gap, true
+}
+
+// PairedBootstrap is the percentile bootstrap 95% interval of stat over
+// items resampled with replacement, the same items for both arms (a paired
+// comparison): stat receives the indices of one resample. It uses B
+// resamples drawn from seed, so the interval is reproducible. ok is false
+// with no items.
+func PairedBootstrap(n, b int, seed uint64, stat func(idx []int) float64) (iv Interval, ok bool) {
+	if n == 0 || b < 1 {
+		return Interval{math.NaN(), math.NaN()}, false
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x626f6f74))
+	idx := make([]int, n)
+	vals := make([]float64, b)
+	for r := range vals {
+		for i := range idx {
+			idx[i] = rng.IntN(n)
+		}
+		vals[r] = stat(idx)
+	}
+	lo, _ := Quantile(vals, 0.025)
+	hi, _ := Quantile(vals, 0.975)
+	return Interval{Lo: lo, Hi: hi}, true
 }

@@ -43,6 +43,15 @@ type Row struct {
 	Cost            float64 // dollars, conversation prefixes cached
 	Latency         float64 // seconds of wall time
 	Failed          int     // items without a proper answer (counted wrong)
+	// Items are the row's items in task order, the same tasks in every row
+	// of a table, so that rows compare item by item (Acceptance).
+	Items []Item
+}
+
+// Item is one item's result in a row.
+type Item struct {
+	Correct      bool
+	Reward, Cost float64
 }
 
 // NewTable computes the rows of arms (in that order) from the per-item
@@ -76,6 +85,7 @@ func NewTable(arms []string, tasks []delegate.Task, records []bench.Record, rew 
 			}
 			del, sub, sol := rec.Roles[RoleDelegator], rec.Roles[RoleSubagent], rec.Roles[RoleSolver]
 			rewards = append(rewards, reward)
+			row.Items = append(row.Items, Item{Correct: correct, Reward: reward, Cost: rec.Total.Cost})
 			row.DelegatorTokens += float64(del.Usage.CompletionTokens)
 			row.SubagentTokens += float64(sub.Usage.CompletionTokens + sol.Usage.CompletionTokens)
 			row.SubagentCalls += float64(sub.Calls)
@@ -117,66 +127,125 @@ func (t *Table) Row(arm string) *Row {
 // alone, that the trained delegator must make (at an accuracy no lower).
 const CostCut = 0.40
 
-// Acceptance decides the criteria of a run from its table: under route,
-// the RL-trained delegator's mean reward beats the pretrained delegator's
-// and both fixed policies' (always-delegate; the delegator alone, which
-// never delegates) with disjoint 95% intervals, and its cost per item is
-// at least CostCut below the delegator alone's at an accuracy no lower;
-// under MLPO, the trained leader with its team beats the peers' majority
-// vote in accuracy and the trained leader alone beats the untrained one,
-// each with disjoint Wilson 95% intervals. A criterion whose arms are
-// missing from the table is not met.
+// Acceptance decides the criteria of a run from its table, each with a
+// paired test on the items the rows share. Under route: the RL-trained
+// delegator's reward beats the pretrained delegator's and both fixed
+// policies' (always-delegate; the delegator alone, which never delegates):
+// the paired bootstrap 95% interval of the mean difference lies above 0;
+// and it costs at least CostCut less than the delegator alone (the lower
+// end of the paired bootstrap 95% interval of the cut) at an accuracy no
+// lower (McNemar's test does not find it less accurate at p < 0.05). Under
+// MLPO: the trained leader with its team beats the peers' majority vote in
+// accuracy, and the trained leader alone beats the untrained one: more
+// items right only by the first than only by the second, McNemar p < 0.05.
+// A criterion whose arms are missing from the table, or whose rows do not
+// hold the same items, is not met.
 func Acceptance(t *Table, mode string) []Check {
-	missing := func(name string, arms ...string) (Check, bool) {
+	rows := func(name string, arms ...string) ([]*Row, Check, bool) {
+		var out []*Row
 		for _, a := range arms {
-			if t.Row(a) == nil {
-				return Check{Name: name, Detail: "no row " + a}, true
+			r := t.Row(a)
+			if r == nil {
+				return nil, Check{Name: name, Detail: "no row " + a}, false
+			}
+			out = append(out, r)
+		}
+		for _, r := range out[1:] {
+			if len(r.Items) != len(out[0].Items) || len(r.Items) == 0 {
+				return nil, Check{Name: name, Detail: fmt.Sprintf("rows %s and %s do not hold the same items (%d and %d)", out[0].Arm, r.Arm, len(out[0].Items), len(r.Items))}, false
 			}
 		}
-		return Check{}, false
+		return out, Check{}, true
 	}
 	if mode == ModeMLPO {
 		beats := func(name, a, b string) Check {
-			if c, ok := missing(name, a, b); ok {
+			rs, c, ok := rows(name, a, b)
+			if !ok {
 				return c
 			}
-			x, y := t.Row(a), t.Row(b)
-			above := x.AccuracyCI.Lo > y.AccuracyCI.Hi
-			disjoint := "overlapping"
-			if above {
-				disjoint = "disjoint"
-			}
-			return Check{Name: name, Pass: above,
-				Detail: fmt.Sprintf("accuracy %.3f [%.3f, %.3f] against %.3f [%.3f, %.3f] (%s intervals)",
-					x.Accuracy, x.AccuracyCI.Lo, x.AccuracyCI.Hi, y.Accuracy, y.AccuracyCI.Lo, y.AccuracyCI.Hi, disjoint)}
+			x, y := rs[0], rs[1]
+			m := mcnemar(x, y)
+			return Check{Name: name, Pass: m.C > m.B && m.P < 0.05,
+				Detail: fmt.Sprintf("accuracy %.3f against %.3f on %d shared items: %d right only by the first, %d only by the second, McNemar p %.3g (%s)",
+					x.Accuracy, y.Accuracy, len(x.Items), m.C, m.B, m.P, m.Method)}
 		}
 		return []Check{
-			beats("trained leader + peers beats the peers' majority vote at an equal generation budget", ArmTeam, ArmMajority),
-			beats("trained leader alone beats the untrained leader alone", ArmLeaderAlone, ArmUntrained),
+			beats("trained leader + peers beats the peers' majority vote at an equal generation budget (McNemar p < 0.05)", ArmTeam, ArmMajority),
+			beats("trained leader alone beats the untrained leader alone (McNemar p < 0.05)", ArmLeaderAlone, ArmUntrained),
 		}
 	}
 	var out []Check
 	for _, base := range []string{ArmPretrained, ArmAlways, ArmAlone} {
-		name := "RL-trained reward beats " + base + " (disjoint 95% intervals)"
-		if c, ok := missing(name, ArmTrained, base); ok {
+		name := "RL-trained reward beats " + base + " (paired bootstrap 95% interval of the difference above 0)"
+		rs, c, ok := rows(name, ArmTrained, base)
+		if !ok {
 			out = append(out, c)
 			continue
 		}
-		x, y := t.Row(ArmTrained), t.Row(base)
-		out = append(out, Check{Name: name, Pass: x.RewardCI.Lo > y.RewardCI.Hi,
-			Detail: fmt.Sprintf("%.3f [%.3f, %.3f] against %.3f [%.3f, %.3f]", x.Reward, x.RewardCI.Lo, x.RewardCI.Hi, y.Reward, y.RewardCI.Lo, y.RewardCI.Hi)})
+		x, y := rs[0], rs[1]
+		diff := func(idx []int) float64 {
+			var s float64
+			for _, i := range idx {
+				s += x.Items[i].Reward - y.Items[i].Reward
+			}
+			return s / float64(len(idx))
+		}
+		all := make([]int, len(x.Items))
+		for i := range all {
+			all[i] = i
+		}
+		ci, _ := bench.PairedBootstrap(len(all), bootstrapResamples, bootstrapSeed, diff)
+		out = append(out, Check{Name: name, Pass: ci.Lo > 0,
+			Detail: fmt.Sprintf("reward %.3f against %.3f: difference %+.3f, 95%% [%+.3f, %+.3f] over %d shared items", x.Reward, y.Reward, diff(all), ci.Lo, ci.Hi, len(all))})
 	}
-	name := fmt.Sprintf("RL-trained cost per item at least %.0f%% below the delegator alone, at equal or better accuracy", 100*CostCut)
-	if c, ok := missing(name, ArmTrained, ArmAlone); ok {
+	name := fmt.Sprintf("RL-trained cost per item at least %.0f%% below the delegator alone (lower end of the paired bootstrap 95%% interval), at an accuracy McNemar does not find lower", 100*CostCut)
+	rs, c, ok := rows(name, ArmTrained, ArmAlone)
+	if !ok {
 		return append(out, c)
 	}
-	x, y := t.Row(ArmTrained), t.Row(ArmAlone)
-	cut := math.NaN()
-	if y.Cost > 0 {
-		cut = 1 - x.Cost/y.Cost
+	x, y := rs[0], rs[1]
+	cut := func(idx []int) float64 {
+		var cx, cy float64
+		for _, i := range idx {
+			cx += x.Items[i].Cost
+			cy += y.Items[i].Cost
+		}
+		if cy == 0 {
+			return math.NaN()
+		}
+		return 1 - cx/cy
 	}
-	return append(out, Check{Name: name, Pass: cut >= CostCut && x.Accuracy >= y.Accuracy,
-		Detail: fmt.Sprintf("cost %.0f against %.0f µ$ per item (%.0f%% less); accuracy %.3f against %.3f", x.Cost*1e6, y.Cost*1e6, 100*cut, x.Accuracy, y.Accuracy)})
+	all := make([]int, len(x.Items))
+	for i := range all {
+		all[i] = i
+	}
+	ci, _ := bench.PairedBootstrap(len(all), bootstrapResamples, bootstrapSeed, cut)
+	m := mcnemar(x, y)
+	worse := m.B > m.C && m.P < 0.05
+	return append(out, Check{Name: name, Pass: ci.Lo >= CostCut && !worse,
+		Detail: fmt.Sprintf("cost %.0f against %.0f µ$ per item (%.1f%% less, 95%% [%.1f%%, %.1f%%]); accuracy %.3f against %.3f, McNemar p %.3g (%d right only by the trained, %d only by the other)",
+			x.Cost*1e6, y.Cost*1e6, 100*cut(all), 100*ci.Lo, 100*ci.Hi, x.Accuracy, y.Accuracy, m.P, m.C, m.B)})
+}
+
+// The paired bootstrap's resamples and seed: the acceptance checks are
+// reproducible from the table.
+const (
+	bootstrapResamples = 10000
+	bootstrapSeed      = 1
+)
+
+// mcnemar compares x (the arm) with y (the baseline) item by item.
+func mcnemar(x, y *Row) bench.McNemar {
+	var b, c int
+	for i := range x.Items {
+		switch xi, yi := x.Items[i].Correct, y.Items[i].Correct; {
+		case yi && !xi:
+			b++
+		case xi && !yi:
+			c++
+		}
+	}
+	return bench.McNemarTest(b, c)
 }
 
 // WriteMarkdown writes the table and its notes.

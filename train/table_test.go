@@ -2,6 +2,7 @@ package train
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,14 +100,22 @@ func TestNewTableFromRecords(t *testing.T) {
 }
 
 func TestAcceptance(t *testing.T) {
-	row := func(arm string, reward, lo, hi, acc, cost float64) Row {
-		return Row{Arm: arm, Reward: reward, RewardCI: bench.Interval{Lo: lo, Hi: hi}, Accuracy: acc, Cost: cost}
+	// items builds a row of n items: the first right ones correct, every
+	// reward drawn around mean, every cost cost.
+	items := func(arm string, n, right int, mean, spread, cost float64) Row {
+		r := Row{Arm: arm, N: n, Correct: right, Accuracy: float64(right) / float64(n), Cost: cost}
+		for i := range n {
+			rew := mean + spread*float64(i%5-2)/2
+			r.Items = append(r.Items, Item{Correct: i < right, Reward: rew, Cost: cost})
+			r.Reward += rew / float64(n)
+		}
+		return r
 	}
 	tab := &Table{Rows: []Row{
-		row(ArmAlone, 0.50, 0.45, 0.55, 0.90, 1000e-6),
-		row(ArmAlways, 0.40, 0.35, 0.45, 0.50, 500e-6),
-		row(ArmPretrained, 0.60, 0.55, 0.65, 0.80, 800e-6),
-		row(ArmTrained+" (step 200)", 0.70, 0.66, 0.74, 0.90, 600e-6),
+		items(ArmAlone, 100, 90, 0.50, 0.1, 1000e-6),
+		items(ArmAlways, 100, 50, 0.40, 0.1, 500e-6),
+		items(ArmPretrained, 100, 80, 0.60, 0.1, 800e-6),
+		items(ArmTrained+" (step 200)", 100, 90, 0.70, 0.1, 590e-6),
 	}}
 	checks := Acceptance(tab, ModeRoute)
 	if len(checks) != 4 {
@@ -117,38 +126,57 @@ func TestAcceptance(t *testing.T) {
 			t.Errorf("%s: not met (%s), want met", c.Name, c.Detail)
 		}
 	}
-	// Overlapping intervals, a cut of 39%, a lower accuracy: each fails.
-	tab.Rows[2].RewardCI.Hi = 0.67
-	tab.Rows[3].Cost = 610e-6
-	if got := Acceptance(tab, ModeRoute); got[0].Pass || !got[1].Pass || got[3].Pass {
-		t.Errorf("overlap and a 39%% cut: %+v", got)
+	if !strings.Contains(checks[0].Detail, "difference +0.100") || !strings.Contains(checks[3].Detail, "41.0% less, 95% [41.0%, 41.0%]") {
+		t.Errorf("details: %q; %q", checks[0].Detail, checks[3].Detail)
 	}
-	tab.Rows[3].Cost, tab.Rows[3].Accuracy = 500e-6, 0.89
-	if got := Acceptance(tab, ModeRoute); got[3].Pass || !strings.Contains(got[3].Detail, "50% less") {
+	// The same mean reward item by item, a cut of 39%: each fails.
+	tab.Rows[3] = items(ArmTrained, 100, 90, 0.60, 0.1, 610e-6)
+	if got := Acceptance(tab, ModeRoute); got[0].Pass || !got[1].Pass || got[3].Pass {
+		t.Errorf("a tie with the pretrained rewards and a 39%% cut: %+v", got)
+	}
+	// A deep cut but clearly less accurate (McNemar): fails.
+	tab.Rows[3] = items(ArmTrained, 100, 70, 0.70, 0.1, 500e-6)
+	if got := Acceptance(tab, ModeRoute); got[3].Pass || !strings.Contains(got[3].Detail, "50.0% less") {
 		t.Errorf("lower accuracy: %+v", got[3])
+	}
+	// Rows over other items cannot be compared.
+	tab.Rows[3] = items(ArmTrained, 50, 45, 0.70, 0.1, 500e-6)
+	if got := Acceptance(tab, ModeRoute); got[0].Pass || !strings.Contains(got[0].Detail, "same items") {
+		t.Errorf("unpaired rows: %+v", got[0])
 	}
 	if got := Acceptance(&Table{}, ModeRoute); len(got) != 4 || got[0].Pass || !strings.Contains(got[0].Detail, "no row") {
 		t.Errorf("empty table: %+v", got)
 	}
 
-	acc := func(arm string, a, lo, hi float64) Row {
-		return Row{Arm: arm, Accuracy: a, AccuracyCI: bench.Interval{Lo: lo, Hi: hi}}
+	acc := func(arm string, right []int) Row {
+		r := Row{Arm: arm, N: 40}
+		for i := range 40 {
+			r.Items = append(r.Items, Item{Correct: slices.Contains(right, i)})
+		}
+		return r
+	}
+	span := func(lo, hi int) []int {
+		var out []int
+		for i := lo; i < hi; i++ {
+			out = append(out, i)
+		}
+		return out
 	}
 	mlpo := &Table{Rows: []Row{
-		acc(ArmTeam, 0.6, 0.5, 0.7), acc(ArmMajority, 0.3, 0.2, 0.4),
-		acc(ArmLeaderAlone, 0.4, 0.3, 0.5), acc(ArmUntrained, 0.45, 0.35, 0.55),
+		acc(ArmTeam, span(0, 30)), acc(ArmMajority, span(0, 10)),
+		acc(ArmLeaderAlone, span(0, 20)), acc(ArmUntrained, span(0, 21)),
 	}}
 	got := Acceptance(mlpo, ModeMLPO)
-	if len(got) != 2 || !got[0].Pass || !strings.Contains(got[0].Detail, "disjoint") || got[1].Pass {
+	if len(got) != 2 || !got[0].Pass || !strings.Contains(got[0].Detail, "20 right only by the first, 0 only by the second") || got[1].Pass {
 		t.Errorf("mlpo: %+v", got)
 	}
-	// A higher accuracy whose interval overlaps the other's is not a win.
+	// A few more items right, too few for McNemar, is not a win.
 	near := &Table{Rows: []Row{
-		acc(ArmTeam, 0.6, 0.5, 0.7), acc(ArmMajority, 0.5, 0.4, 0.6),
-		acc(ArmLeaderAlone, 0.9, 0.85, 0.95), acc(ArmUntrained, 0.7, 0.6, 0.8),
+		acc(ArmTeam, span(0, 13)), acc(ArmMajority, span(0, 10)),
+		acc(ArmLeaderAlone, span(0, 30)), acc(ArmUntrained, span(0, 20)),
 	}}
-	if got := Acceptance(near, ModeMLPO); got[0].Pass || !strings.Contains(got[0].Detail, "overlapping") || !got[1].Pass {
-		t.Errorf("mlpo, overlapping team intervals: %+v", got)
+	if got := Acceptance(near, ModeMLPO); got[0].Pass || !got[1].Pass {
+		t.Errorf("mlpo, 3 items more: %+v", got)
 	}
 	var b strings.Builder
 	mlpo.Checks = got
