@@ -283,8 +283,9 @@ func (c *EnvClient) Status(ctx context.Context) (StatusEnv, error) {
 }
 
 // Wait returns once the queue has room by BaseEnv's rule: it pauses while
-// queue_size * group_size >= max_batches_offpolicy * batch_size.
-func (c *EnvClient) Wait(ctx context.Context) error {
+// queue_size * group_size >= max_batches_offpolicy * batch_size. It
+// returns the status that let it go (its current_step is the trainer's).
+func (c *EnvClient) Wait(ctx context.Context) (StatusEnv, error) {
 	off := c.MaxBatchesOffpolicy
 	if off == 0 {
 		off = 3
@@ -292,15 +293,15 @@ func (c *EnvClient) Wait(ctx context.Context) error {
 	for {
 		st, err := c.Status(ctx)
 		if err != nil {
-			return err
+			return StatusEnv{}, err
 		}
 		if st.QueueSize*c.Env.GroupSize < off*c.BatchSize {
-			return nil
+			return st, nil
 		}
 		select {
 		case <-time.After(c.poll()):
 		case <-ctx.Done():
-			return ctx.Err()
+			return StatusEnv{}, ctx.Err()
 		}
 	}
 }

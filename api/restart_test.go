@@ -91,7 +91,7 @@ func TestClients(t *testing.T) {
 				return fmt.Errorf("env %d: batch size %d, start %+v", e, ec.BatchSize, ec.Start)
 			}
 			for i := range groupsPerEnv {
-				if err := ec.Wait(gctx); err != nil {
+				if _, err := ec.Wait(gctx); err != nil {
 					return err
 				}
 				tag := 100*e + i

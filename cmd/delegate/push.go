@@ -47,14 +47,8 @@ func newPushSink(ctx context.Context, f pushFlags, token string, groupSize int) 
 // Wait pauses while the API's queue is full and returns the trainer's
 // step, the policy version the item's rollouts are sampled with.
 func (s *pushSink) Wait(ctx context.Context) (int, error) {
-	if err := s.env.Wait(ctx); err != nil {
-		return 0, err
-	}
-	st, err := s.env.Status(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return st.CurrentStep, nil
+	st, err := s.env.Wait(ctx)
+	return st.CurrentStep, err
 }
 
 // Send pushes one group and checks that the API took it.

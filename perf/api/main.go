@@ -372,7 +372,7 @@ func measure(ctx context.Context, o options, kind string, bodies []*template, pr
 				return
 			}
 			for k := 0; lctx.Err() == nil; k++ {
-				if err := ec.Wait(lctx); err != nil {
+				if _, err := ec.Wait(lctx); err != nil {
 					break
 				}
 				body := bodies[e].with(ec.ID, fmt.Sprintf("%s-%d-%d", kind, e, k))
