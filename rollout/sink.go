@@ -1,9 +1,11 @@
 package rollout
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/delegatelab/delegate/store"
@@ -77,11 +79,7 @@ func (r *runner) unsent(ctx context.Context) (*sendQueue, error) {
 		}
 	}
 	// Written order is file order.
-	for i := 1; i < len(pending); i++ {
-		for j := i; j > 0 && pending[j].Offset < pending[j-1].Offset; j-- {
-			pending[j], pending[j-1] = pending[j-1], pending[j]
-		}
-	}
+	slices.SortFunc(pending, func(a, b store.Group) int { return cmp.Compare(a.Offset, b.Offset) })
 	q.groups = pending
 	return q, nil
 }

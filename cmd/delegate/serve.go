@@ -216,7 +216,7 @@ func openServed(cfg *Config, names []string, getenv env, log *slog.Logger) (map[
 		locals = append(locals, lm)
 		sl := servedLocal{localModel: lm, wrap: cfg.wrap}
 		if f, ok := lm.(following); ok {
-			models[n] = servedFollowing{servedLocal: sl, Reloading: f.Reloading}
+			models[n] = servedFollowing{servedLocal: sl, r: f.Reloading}
 		} else {
 			models[n] = sl
 		}
@@ -246,22 +246,13 @@ func (l servedLocal) ChatStream(ctx context.Context, req *delegate.Request, emit
 // checkpoint: POST /admin/reload reaches it (server.Reloader).
 type servedFollowing struct {
 	servedLocal
-	*local.Reloading
+	r *local.Reloading
 }
 
 var _ server.Reloader = servedFollowing{}
 
-func (f servedFollowing) Name() string { return f.servedLocal.Name() }
-
-func (f servedFollowing) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-	return f.servedLocal.Chat(ctx, req)
-}
-
-func (f servedFollowing) ChatStream(ctx context.Context, req *delegate.Request, emit func(int, string)) (*delegate.Response, error) {
-	return f.servedLocal.ChatStream(ctx, req, emit)
-}
-
-func (f servedFollowing) Close() error { return f.servedLocal.Close() }
+func (f servedFollowing) Reload() (bool, error) { return f.r.Reload() }
+func (f servedFollowing) Version() int          { return f.r.Version() }
 
 // streamingChat is a local model whose Chat streams to emit, so that a
 // wrapper that rewrites requests passes them on to ChatStream.
