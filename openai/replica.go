@@ -61,10 +61,11 @@ func (c *Client) pick(now time.Time) *endpoint {
 func (e *endpoint) observe(ae *delegate.APIError, limit time.Duration, now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if ae == nil || ae.Type == delegate.ErrKindCanceled || (ae.Status >= 400 && ae.Status < 500) {
-		if ae == nil || ae.Type != delegate.ErrKindCanceled {
-			e.downUntil, e.penalty = time.Time{}, 0
-		}
+	switch {
+	case ae != nil && ae.Type == delegate.ErrKindCanceled:
+		return // the caller gave up: nothing learnt about the replica
+	case ae == nil || ae.Status >= 400 && ae.Status < 500:
+		e.downUntil, e.penalty = time.Time{}, 0
 		return
 	}
 	if e.penalty == 0 {
