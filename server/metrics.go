@@ -138,6 +138,6 @@ func byModel(b *strings.Builder, name, help string, v map[string]int64) {
 
 // label escapes a label value as the text format wants: backslash, double
 // quote and line feed.
-func label(v string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v)
-}
+func label(v string) string { return labelEscaper.Replace(v) }
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
