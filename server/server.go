@@ -483,10 +483,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		fail(e)
 		return
 	}
-	keepDeclaredCalls(resp, dreq.Tools)
+	s.answered(model, resp, dreq.Tools)
+	writeJSON(w, http.StatusOK, fromDelegate(resp, id, s.created, req))
+}
+
+// answered does what every successful generation needs, streamed or not,
+// before it is sent: its tool calls checked against the declared tools,
+// and it counted.
+func (s *Server) answered(model string, resp *delegate.Response, tools []delegate.Tool) {
+	keepDeclaredCalls(resp, tools)
 	s.served.Add(1)
 	s.metrics.tokens(model, resp.Usage)
-	writeJSON(w, http.StatusOK, fromDelegate(resp, id, s.created, req))
 }
 
 // wait waits at most QueueTimeout for a turn; gone reports that the

@@ -168,9 +168,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.M
 		out.event(e.body())
 		return e.Status
 	}
-	keepDeclaredCalls(resp, dreq.Tools)
-	s.served.Add(1)
-	s.metrics.tokens(req.Model, resp.Usage)
+	s.answered(req.Model, resp, dreq.Tools)
 
 	begin()
 	for i, c := range resp.Choices {
