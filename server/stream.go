@@ -128,8 +128,8 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.M
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(http.StatusOK)
 	}
-	var sent []string // content sent per choice; nil: not even the role yet
-	var opened []bool
+	var sent []string // content sent per choice
+	var opened []bool // whether the choice's role is sent
 	open := func(i int) {
 		for len(sent) <= i {
 			sent = append(sent, "")
