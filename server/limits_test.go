@@ -41,6 +41,19 @@ func do(t *testing.T, method, url, key, body string) (int, http.Header, string) 
 	return status, h, b
 }
 
+// serve serves models with the default config on loopback until the
+// test ends.
+func serve(t *testing.T, models ...delegate.Model) *httptest.Server {
+	t.Helper()
+	s, err := server.New(nil, models...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // send is do for goroutines other than the test's.
 func send(method, url, key, body string) (int, http.Header, string, error) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -302,12 +315,7 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func TestServerMetricsExposition(t *testing.T) {
-	s, err := server.New(nil, okModel("m"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
+	srv := serve(t, okModel("m"))
 	do(t, "POST", srv.URL+"/v1/chat/completions", "", userX)
 	do(t, "POST", srv.URL+"/v1/chat/completions", "", `{"model":"m"}`)
 	status, h, text := do(t, "GET", srv.URL+"/metrics", "", "")
@@ -361,12 +369,7 @@ func TestServerIDsUniqueAndTokenIDsOptIn(t *testing.T) {
 		r.PromptTokenIDs = []int{1, 2, 3}
 		return r, nil
 	})
-	s, err := server.New(nil, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
+	srv := serve(t, m)
 	seen := map[string]bool{}
 	for range 20 {
 		_, _, body := do(t, "POST", srv.URL+"/v1/chat/completions", "", userX)
@@ -406,12 +409,7 @@ func TestServerUndeclaredToolCallsComeBackAsText(t *testing.T) {
 		r.Choices[0].Message.Content = "Let me check. "
 		return r, nil
 	})
-	s, err := server.New(nil, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
+	srv := serve(t, m)
 	tools := `"tools":[{"type":"function","function":{"name":"delegate","parameters":{"type":"object"}}}]`
 	tests := []struct {
 		case_, tools, finish, content string
