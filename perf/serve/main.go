@@ -361,19 +361,29 @@ func asker(ctx context.Context, c *http.Client, base, key string, id int, st *st
 		if i%5 == 0 {
 			body = delegatorBody(i)
 		}
-		start := time.Now()
-		status, _, err := post(ctx, c, base, key, strings.NewReader(body))
-		if err != nil {
-			if ctx.Err() == nil {
-				st.fail(errKind(err))
-			}
+		if !ask(ctx, c, base, key, strings.NewReader(body), st) {
 			return
 		}
-		st.answer(status, time.Since(start))
-		if status == http.StatusServiceUnavailable {
-			sleep(ctx, time.Second) // as Retry-After says
-		}
 	}
+}
+
+// ask posts one request and counts its answer, backing off a second on a
+// 503 as Retry-After says; false: the request failed (counted unless ctx
+// ended), and the caller stops.
+func ask(ctx context.Context, c *http.Client, base, key string, body io.Reader, st *stats) bool {
+	start := time.Now()
+	status, _, err := post(ctx, c, base, key, body)
+	if err != nil {
+		if ctx.Err() == nil {
+			st.fail(errKind(err))
+		}
+		return false
+	}
+	st.answer(status, time.Since(start))
+	if status == http.StatusServiceUnavailable {
+		sleep(ctx, time.Second)
+	}
+	return true
 }
 
 // bigSender sends a body just under the limit (a prompt far over any
@@ -388,17 +398,8 @@ func bigSender(ctx context.Context, c *http.Client, base, key string, maxBody in
 		if i%2 == 1 {
 			body = over
 		}
-		start := time.Now()
-		status, _, err := post(ctx, c, base, key, bytes.NewReader(body))
-		if err != nil {
-			if ctx.Err() == nil {
-				st.fail(errKind(err))
-			}
+		if !ask(ctx, c, base, key, bytes.NewReader(body), st) {
 			return
-		}
-		st.answer(status, time.Since(start))
-		if status == http.StatusServiceUnavailable {
-			sleep(ctx, time.Second)
 		}
 	}
 }
