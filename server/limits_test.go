@@ -261,10 +261,11 @@ func TestServerConcurrencyAndQueueBounds(t *testing.T) {
 	queued := make(chan result, 2)
 	go post(queued)
 	go post(queued)
-	// Wait until both are admitted and waiting (the metrics show it).
+	// Wait until both are admitted and waiting behind the one generating
+	// (the metrics show it).
 	waitFor(t, func() bool {
 		_, _, text := do(t, "GET", srv.URL+"/metrics", "", "")
-		return strings.Contains(text, "delegate_serve_queue_depth 2\n")
+		return strings.Contains(text, "delegate_serve_queue_depth 2\n") && strings.Contains(text, "delegate_serve_in_flight 1\n")
 	})
 	// A fourth request is beyond 1 generating + 2 waiting: 503 at once.
 	status, h, body := do(t, "POST", srv.URL+"/v1/chat/completions", "", userX)

@@ -459,11 +459,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.metrics.inFlight.Add(1)
-	defer func() {
-		<-s.turns
-		s.metrics.inFlight.Add(-1)
-	}()
+	defer func() { <-s.turns }()
 
 	ctx, cancel := contextWithTimeout(r, s.cfg.RequestTimeout)
 	defer cancel()
