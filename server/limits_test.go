@@ -644,3 +644,35 @@ func TestServerBodyBudget(t *testing.T) {
 		t.Error("the 503s are not in the metrics")
 	}
 }
+
+// A client that hangs up while its answer is generated is counted as 499,
+// streamed or not, and the generation is cancelled.
+func TestServerClientGoneIs499(t *testing.T) {
+	for _, body := range []string{userX, strings.Replace(userX, `"model"`, `"stream":true,"model"`, 1)} {
+		m := &blocking{release: make(chan struct{}), cond: make(chan struct{}, 1)}
+		srv := serve(t, m)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/chat/completions", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			errc <- err
+		}()
+		<-m.cond // generating
+		cancel()
+		if err := <-errc; err == nil {
+			t.Errorf("%s: the request was answered after its client hung up", body)
+		}
+		waitFor(t, func() bool {
+			_, _, text := do(t, "GET", srv.URL+"/metrics", "", "")
+			return strings.Contains(text, `delegate_serve_requests_total{model="m",status="499"} 1`+"\n") &&
+				strings.Contains(text, "delegate_serve_in_flight 0\n")
+		})
+	}
+}
