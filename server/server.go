@@ -470,12 +470,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := m.Chat(ctx, dreq)
 	if err != nil {
-		if r.Context().Err() != nil {
-			status = 499
+		e, gone := s.failed(ctx, req.Model, err)
+		if gone {
+			status = 499 // nothing is written
 			return
 		}
-		e := modelError(ctx, err)
-		s.logFailure(req.Model, e, err)
 		fail(e)
 		return
 	}
@@ -507,15 +506,21 @@ func (s *Server) wait(ctx context.Context) (ok, gone bool) {
 	}
 }
 
-// logFailure logs a failed generation: at debug level when the request
-// was at fault (a 4xx, such as a prompt over the context), as a warning
-// otherwise.
-func (s *Server) logFailure(model string, e apiErr, err error) {
+// failed turns a failed generation, streamed or not, into the error to
+// answer, and logs it: at debug level when the request was at fault (a
+// 4xx, such as a prompt over the context), as a warning otherwise. gone
+// reports that the client went away first: there is no one to answer.
+func (s *Server) failed(ctx context.Context, model string, err error) (e apiErr, gone bool) {
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errDeadline) {
+		return apiErr{}, true
+	}
+	e = modelError(ctx, err)
 	level := slog.LevelWarn
 	if e.Status >= 400 && e.Status < 500 {
 		level = slog.LevelDebug
 	}
 	s.log.Log(context.Background(), level, "chat completion failed", "model", model, "status", e.Status, "err", err)
+	return e, false
 }
 
 // hasSystem reports whether msgs hold a system message (developer

@@ -156,11 +156,10 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.M
 		resp, err = m.Chat(ctx, dreq)
 	}
 	if err != nil {
-		if ctx.Err() != nil && context.Cause(ctx) != errDeadline {
+		e, gone := s.failed(ctx, req.Model, err)
+		if gone {
 			return 499
 		}
-		e := modelError(ctx, err)
-		s.logFailure(req.Model, e, err)
 		if !started {
 			writeError(w, e.Status, e)
 			return e.Status
