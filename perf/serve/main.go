@@ -244,9 +244,8 @@ sample:
 	counts := st.line()
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	total, answered, ok := 0, 0, 0
+	answered, ok := 0, 0
 	for c, n := range st.byStatus {
-		total += n
 		answered += n
 		if c == 200 {
 			ok += n
@@ -254,9 +253,9 @@ sample:
 	}
 	noAnswer := 0
 	for _, n := range st.errors {
-		total += n
 		noAnswer += n
 	}
+	total := answered + noAnswer
 	slices.Sort(st.latencies)
 	q := func(p float64) time.Duration {
 		if len(st.latencies) == 0 {
