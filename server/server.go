@@ -227,7 +227,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if w.wrote {
 			panic(http.ErrAbortHandler) // the answer is under way: cut the connection
 		}
-		writeError(w, http.StatusInternalServerError, apiErr{Type: "server_error", Message: "internal server error"})
+		writeError(w, apiErr{Status: http.StatusInternalServerError, Type: "server_error", Message: "internal server error"})
 	}()
 	var handle http.HandlerFunc
 	method := http.MethodGet
@@ -243,13 +243,13 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	case "/admin/reload":
 		handle, method = s.reload, http.MethodPost
 	default:
-		writeError(w, http.StatusNotFound, apiErr{Type: "invalid_request_error", Code: "unknown_url",
+		writeError(w, apiErr{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
 			Message: fmt.Sprintf("unknown path %s %s (served: POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics, POST /admin/reload)", r.Method, r.URL.Path)})
 		return
 	}
 	if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
 		w.Header().Set("Allow", method)
-		writeError(w, http.StatusMethodNotAllowed, apiErr{Type: "invalid_request_error", Code: "method_not_allowed",
+		writeError(w, apiErr{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
 			Message: fmt.Sprintf("%s does not accept %s; use %s", r.URL.Path, r.Method, method)})
 		return
 	}
@@ -258,7 +258,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/chat/completions" {
 			s.metrics.request("", http.StatusUnauthorized)
 		}
-		writeError(w, http.StatusUnauthorized, apiErr{Type: "invalid_request_error", Code: "invalid_api_key",
+		writeError(w, apiErr{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 			Message: "missing or incorrect API key: send the key as \"Authorization: Bearer KEY\""})
 		return
 	}
@@ -342,7 +342,7 @@ type Reloader interface {
 // flight. It needs the server's API key: without one it is refused.
 func (s *Server) reload(w http.ResponseWriter, _ *http.Request) {
 	if s.cfg.APIKey == "" {
-		writeError(w, http.StatusForbidden, apiErr{Type: "invalid_request_error", Code: "admin_disabled",
+		writeError(w, apiErr{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "admin_disabled",
 			Message: "admin requests need the server's API key: start it with --api-key"})
 		return
 	}
@@ -401,7 +401,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	defer func() { s.metrics.done(model, status, time.Since(start)) }()
 	fail := func(e apiErr) {
 		status = e.Status
-		writeError(w, e.Status, e)
+		writeError(w, e)
 	}
 
 	// The body is charged to the budget as it arrives, and stays charged
@@ -608,9 +608,10 @@ func (e apiErr) body() any {
 	return map[string]inner{"error": in}
 }
 
-func writeError(w http.ResponseWriter, status int, e apiErr) {
-	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+// writeError answers e with its status.
+func writeError(w http.ResponseWriter, e apiErr) {
+	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(1))
 	}
-	writeJSON(w, status, e.body())
+	writeJSON(w, e.Status, e.body())
 }

@@ -161,7 +161,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.M
 			return 499
 		}
 		if !started {
-			writeError(w, e.Status, e)
+			writeError(w, e)
 			return e.Status
 		}
 		out.event(e.body())
