@@ -48,25 +48,11 @@ func (rep *Report) PlotCost(path string) error {
 		if !defined(r.Accuracy) || !defined(r.Dollars) {
 			continue
 		}
-		pt := struct {
-			plotter.XYs
-			plotter.YErrors
-		}{
-			XYs:     plotter.XYs{{X: r.Dollars, Y: 100 * r.Accuracy}},
-			YErrors: plotter.YErrors{{Low: 100 * (r.Accuracy - r.CI.Lo), High: 100 * (r.CI.Hi - r.Accuracy)}},
-		}
-		sc, err := plotter.NewScatter(pt)
+		sc, eb, err := errorMarker(path, r.Arm, r.Dollars, 100*r.Accuracy, 100*(r.Accuracy-r.CI.Lo), 100*(r.CI.Hi-r.Accuracy), i)
 		if err != nil {
-			return fmt.Errorf("plot %s arm %q: %w", path, r.Arm, err)
+			return err
 		}
-		eb, err := plotter.NewYErrorBars(pt)
-		if err != nil {
-			return fmt.Errorf("plot %s arm %q: %w", path, r.Arm, err)
-		}
-		c := plotutil.Color(i)
-		sc.GlyphStyle = draw.GlyphStyle{Color: c, Radius: vg.Points(4.5), Shape: costGlyphs[i%len(costGlyphs)]}
-		eb.LineStyle.Color = c
-		eb.LineStyle.Width = vg.Points(1.2)
+		sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = vg.Points(4.5), costGlyphs[i%len(costGlyphs)]
 		eb.CapWidth = vg.Points(8)
 		if r.Oracle {
 			// Not a real arm: an upper bound computed from two others.
@@ -148,25 +134,11 @@ func (rep *Report) PlotLatency(path string) error {
 		if !defined(r.LatencyP50) || !defined(r.LatencyP95) {
 			continue
 		}
-		pt := struct {
-			plotter.XYs
-			plotter.YErrors
-		}{
-			XYs:     plotter.XYs{{X: x, Y: scale * r.LatencyP50}},
-			YErrors: plotter.YErrors{{Low: 0, High: scale * (r.LatencyP95 - r.LatencyP50)}},
-		}
-		sc, err := plotter.NewScatter(pt)
+		sc, eb, err := errorMarker(path, r.Arm, x, scale*r.LatencyP50, 0, scale*(r.LatencyP95-r.LatencyP50), i)
 		if err != nil {
-			return fmt.Errorf("plot %s arm %q: %w", path, r.Arm, err)
+			return err
 		}
-		eb, err := plotter.NewYErrorBars(pt)
-		if err != nil {
-			return fmt.Errorf("plot %s arm %q: %w", path, r.Arm, err)
-		}
-		c := plotutil.Color(i)
-		sc.GlyphStyle = draw.GlyphStyle{Color: c, Radius: vg.Points(4), Shape: draw.BoxGlyph{}}
-		eb.LineStyle.Color = c
-		eb.LineStyle.Width = vg.Points(1.2)
+		sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = vg.Points(4), draw.BoxGlyph{}
 		eb.CapWidth = vg.Points(10)
 		p.Add(eb, sc)
 		maxY = math.Max(maxY, scale*r.LatencyP95)
@@ -183,11 +155,33 @@ func (rep *Report) PlotLatency(path string) error {
 		p.Y.Max = 1
 	}
 	w := vg.Length(math.Max(5, 1.3*float64(len(names)))) * vg.Inch
-	return savePlot(p, path, w, 4*vg.Inch)
+	return SavePlot(p, w, 4*vg.Inch, LegendRight, path)
 }
 
-func savePlot(p *plot.Plot, path string, w, h vg.Length) error {
-	return SavePlot(p, w, h, LegendRight, path)
+// errorMarker is arm i's marker at (x, y) and its error bar from y-low to
+// y+high, both in the arm's colour; the caller sets the glyph's shape and
+// size and the bar's cap.
+func errorMarker(path, arm string, x, y, low, high float64, i int) (*plotter.Scatter, *plotter.YErrorBars, error) {
+	pt := struct {
+		plotter.XYs
+		plotter.YErrors
+	}{
+		XYs:     plotter.XYs{{X: x, Y: y}},
+		YErrors: plotter.YErrors{{Low: low, High: high}},
+	}
+	sc, err := plotter.NewScatter(pt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("plot %s arm %q: %w", path, arm, err)
+	}
+	eb, err := plotter.NewYErrorBars(pt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("plot %s arm %q: %w", path, arm, err)
+	}
+	c := plotutil.Color(i)
+	sc.GlyphStyle.Color = c
+	eb.LineStyle.Color = c
+	eb.LineStyle.Width = vg.Points(1.2)
+	return sc, eb, nil
 }
 
 // LegendPlace is where SavePlot puts a plot's legend: in a strip of its

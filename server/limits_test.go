@@ -41,6 +41,19 @@ func do(t *testing.T, method, url, key, body string) (int, http.Header, string) 
 	return status, h, b
 }
 
+// serve serves models with the default config on loopback until the
+// test ends.
+func serve(t *testing.T, models ...delegate.Model) *httptest.Server {
+	t.Helper()
+	s, err := server.New(nil, models...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // send is do for goroutines other than the test's.
 func send(method, url, key, body string) (int, http.Header, string, error) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -248,10 +261,11 @@ func TestServerConcurrencyAndQueueBounds(t *testing.T) {
 	queued := make(chan result, 2)
 	go post(queued)
 	go post(queued)
-	// Wait until both are admitted and waiting (the metrics show it).
+	// Wait until both are admitted and waiting behind the one generating
+	// (the metrics show it).
 	waitFor(t, func() bool {
 		_, _, text := do(t, "GET", srv.URL+"/metrics", "", "")
-		return strings.Contains(text, "delegate_serve_queue_depth 2\n")
+		return strings.Contains(text, "delegate_serve_queue_depth 2\n") && strings.Contains(text, "delegate_serve_in_flight 1\n")
 	})
 	// A fourth request is beyond 1 generating + 2 waiting: 503 at once.
 	status, h, body := do(t, "POST", srv.URL+"/v1/chat/completions", "", userX)
@@ -302,12 +316,7 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func TestServerMetricsExposition(t *testing.T) {
-	s, err := server.New(nil, okModel("m"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
+	srv := serve(t, okModel("m"))
 	do(t, "POST", srv.URL+"/v1/chat/completions", "", userX)
 	do(t, "POST", srv.URL+"/v1/chat/completions", "", `{"model":"m"}`)
 	status, h, text := do(t, "GET", srv.URL+"/metrics", "", "")
@@ -361,12 +370,7 @@ func TestServerIDsUniqueAndTokenIDsOptIn(t *testing.T) {
 		r.PromptTokenIDs = []int{1, 2, 3}
 		return r, nil
 	})
-	s, err := server.New(nil, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
+	srv := serve(t, m)
 	seen := map[string]bool{}
 	for range 20 {
 		_, _, body := do(t, "POST", srv.URL+"/v1/chat/completions", "", userX)
@@ -406,12 +410,7 @@ func TestServerUndeclaredToolCallsComeBackAsText(t *testing.T) {
 		r.Choices[0].Message.Content = "Let me check. "
 		return r, nil
 	})
-	s, err := server.New(nil, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
+	srv := serve(t, m)
 	tools := `"tools":[{"type":"function","function":{"name":"delegate","parameters":{"type":"object"}}}]`
 	tests := []struct {
 		case_, tools, finish, content string
@@ -643,5 +642,37 @@ func TestServerBodyBudget(t *testing.T) {
 	})
 	if _, _, text := do(t, "GET", srv.URL+"/metrics", "", ""); !strings.Contains(text, `status="503"`) {
 		t.Error("the 503s are not in the metrics")
+	}
+}
+
+// A client that hangs up while its answer is generated is counted as 499,
+// streamed or not, and the generation is cancelled.
+func TestServerClientGoneIs499(t *testing.T) {
+	for _, body := range []string{userX, strings.Replace(userX, `"model"`, `"stream":true,"model"`, 1)} {
+		m := &blocking{release: make(chan struct{}), cond: make(chan struct{}, 1)}
+		srv := serve(t, m)
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/chat/completions", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			errc <- err
+		}()
+		<-m.cond // generating
+		cancel()
+		if err := <-errc; err == nil {
+			t.Errorf("%s: the request was answered after its client hung up", body)
+		}
+		waitFor(t, func() bool {
+			_, _, text := do(t, "GET", srv.URL+"/metrics", "", "")
+			return strings.Contains(text, `delegate_serve_requests_total{model="m",status="499"} 1`+"\n") &&
+				strings.Contains(text, "delegate_serve_in_flight 0\n")
+		})
 	}
 }

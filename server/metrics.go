@@ -17,8 +17,7 @@ import (
 // exposition format (version 0.0.4) by serveMetrics. Safe for concurrent
 // use.
 type metrics struct {
-	queue    atomic.Int64 // requests waiting for a turn
-	inFlight atomic.Int64 // requests generating
+	queue atomic.Int64 // requests waiting for a turn
 
 	mu       sync.Mutex
 	requests map[reqKey]int64
@@ -76,12 +75,13 @@ func (m *metrics) tokens(model string, u delegate.Usage) {
 func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	// A failed write means the scraper went away.
-	_, _ = w.Write([]byte(s.metrics.text()))
+	_, _ = w.Write([]byte(s.metrics.text(len(s.turns))))
 }
 
 // text renders every metric in the text exposition format, series sorted
-// so that the output is stable.
-func (m *metrics) text() string {
+// so that the output is stable. inFlight is the number of requests
+// generating (the turns held).
+func (m *metrics) text(inFlight int) string {
 	var b strings.Builder
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -116,7 +116,7 @@ func (m *metrics) text() string {
 	header(&b, "delegate_serve_queue_depth", "gauge", "Chat completion requests waiting for a turn.")
 	fmt.Fprintf(&b, "delegate_serve_queue_depth %d\n", m.queue.Load())
 	header(&b, "delegate_serve_in_flight", "gauge", "Chat completion requests generating.")
-	fmt.Fprintf(&b, "delegate_serve_in_flight %d\n", m.inFlight.Load())
+	fmt.Fprintf(&b, "delegate_serve_in_flight %d\n", inFlight)
 	return b.String()
 }
 
@@ -138,6 +138,6 @@ func byModel(b *strings.Builder, name, help string, v map[string]int64) {
 
 // label escapes a label value as the text format wants: backslash, double
 // quote and line feed.
-func label(v string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v)
-}
+func label(v string) string { return labelEscaper.Replace(v) }
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)

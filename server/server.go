@@ -227,7 +227,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if w.wrote {
 			panic(http.ErrAbortHandler) // the answer is under way: cut the connection
 		}
-		writeError(w, http.StatusInternalServerError, apiErr{Type: "server_error", Message: "internal server error"})
+		writeError(w, apiErr{Status: http.StatusInternalServerError, Type: "server_error", Message: "internal server error"})
 	}()
 	var handle http.HandlerFunc
 	method := http.MethodGet
@@ -243,13 +243,13 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	case "/admin/reload":
 		handle, method = s.reload, http.MethodPost
 	default:
-		writeError(w, http.StatusNotFound, apiErr{Type: "invalid_request_error", Code: "unknown_url",
+		writeError(w, apiErr{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
 			Message: fmt.Sprintf("unknown path %s %s (served: POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics, POST /admin/reload)", r.Method, r.URL.Path)})
 		return
 	}
 	if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
 		w.Header().Set("Allow", method)
-		writeError(w, http.StatusMethodNotAllowed, apiErr{Type: "invalid_request_error", Code: "method_not_allowed",
+		writeError(w, apiErr{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
 			Message: fmt.Sprintf("%s does not accept %s; use %s", r.URL.Path, r.Method, method)})
 		return
 	}
@@ -258,7 +258,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/chat/completions" {
 			s.metrics.request("", http.StatusUnauthorized)
 		}
-		writeError(w, http.StatusUnauthorized, apiErr{Type: "invalid_request_error", Code: "invalid_api_key",
+		writeError(w, apiErr{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 			Message: "missing or incorrect API key: send the key as \"Authorization: Bearer KEY\""})
 		return
 	}
@@ -342,7 +342,7 @@ type Reloader interface {
 // flight. It needs the server's API key: without one it is refused.
 func (s *Server) reload(w http.ResponseWriter, _ *http.Request) {
 	if s.cfg.APIKey == "" {
-		writeError(w, http.StatusForbidden, apiErr{Type: "invalid_request_error", Code: "admin_disabled",
+		writeError(w, apiErr{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "admin_disabled",
 			Message: "admin requests need the server's API key: start it with --api-key"})
 		return
 	}
@@ -401,7 +401,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	defer func() { s.metrics.done(model, status, time.Since(start)) }()
 	fail := func(e apiErr) {
 		status = e.Status
-		writeError(w, e.Status, e)
+		writeError(w, e)
 	}
 
 	// The body is charged to the budget as it arrives, and stays charged
@@ -459,11 +459,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.metrics.inFlight.Add(1)
-	defer func() {
-		<-s.turns
-		s.metrics.inFlight.Add(-1)
-	}()
+	defer func() { <-s.turns }()
 
 	ctx, cancel := contextWithTimeout(r, s.cfg.RequestTimeout)
 	defer cancel()
@@ -474,19 +470,25 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := m.Chat(ctx, dreq)
 	if err != nil {
-		if r.Context().Err() != nil {
-			status = 499
+		e, gone := s.failed(ctx, req.Model, err)
+		if gone {
+			status = 499 // nothing is written
 			return
 		}
-		e := modelError(ctx, err)
-		s.logFailure(req.Model, e, err)
 		fail(e)
 		return
 	}
-	keepDeclaredCalls(resp, dreq.Tools)
+	s.answered(model, resp, dreq.Tools)
+	writeJSON(w, http.StatusOK, fromDelegate(resp, id, s.created, req))
+}
+
+// answered does what every successful generation needs, streamed or not,
+// before it is sent: its tool calls checked against the declared tools,
+// and it counted.
+func (s *Server) answered(model string, resp *delegate.Response, tools []delegate.Tool) {
+	keepDeclaredCalls(resp, tools)
 	s.served.Add(1)
 	s.metrics.tokens(model, resp.Usage)
-	writeJSON(w, http.StatusOK, fromDelegate(resp, id, s.created, req))
 }
 
 // wait waits at most QueueTimeout for a turn; gone reports that the
@@ -504,15 +506,21 @@ func (s *Server) wait(ctx context.Context) (ok, gone bool) {
 	}
 }
 
-// logFailure logs a failed generation: at debug level when the request
-// was at fault (a 4xx, such as a prompt over the context), as a warning
-// otherwise.
-func (s *Server) logFailure(model string, e apiErr, err error) {
+// failed turns a failed generation, streamed or not, into the error to
+// answer, and logs it: at debug level when the request was at fault (a
+// 4xx, such as a prompt over the context), as a warning otherwise. gone
+// reports that the client went away first: there is no one to answer.
+func (s *Server) failed(ctx context.Context, model string, err error) (e apiErr, gone bool) {
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errDeadline) {
+		return apiErr{}, true
+	}
+	e = modelError(ctx, err)
 	level := slog.LevelWarn
 	if e.Status >= 400 && e.Status < 500 {
 		level = slog.LevelDebug
 	}
 	s.log.Log(context.Background(), level, "chat completion failed", "model", model, "status", e.Status, "err", err)
+	return e, false
 }
 
 // hasSystem reports whether msgs hold a system message (developer
@@ -600,9 +608,10 @@ func (e apiErr) body() any {
 	return map[string]inner{"error": in}
 }
 
-func writeError(w http.ResponseWriter, status int, e apiErr) {
-	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+// writeError answers e with its status.
+func writeError(w http.ResponseWriter, e apiErr) {
+	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(1))
 	}
-	writeJSON(w, status, e.body())
+	writeJSON(w, e.Status, e.body())
 }

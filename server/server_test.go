@@ -149,14 +149,9 @@ func TestLocalModelLogprobsAndBatching(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	s, err := server.New(nil, modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) {
+	srv := serve(t, modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) {
 		return modeltest.Text("ok"), nil
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
 	tests := []struct {
 		name, body string
 		status     int

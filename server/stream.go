@@ -128,8 +128,8 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.M
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(http.StatusOK)
 	}
-	var sent []string // content sent per choice; nil: not even the role yet
-	var opened []bool
+	var sent []string // content sent per choice
+	var opened []bool // whether the choice's role is sent
 	open := func(i int) {
 		for len(sent) <= i {
 			sent = append(sent, "")
@@ -156,21 +156,18 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.M
 		resp, err = m.Chat(ctx, dreq)
 	}
 	if err != nil {
-		if ctx.Err() != nil && context.Cause(ctx) != errDeadline {
+		e, gone := s.failed(ctx, req.Model, err)
+		if gone {
 			return 499
 		}
-		e := modelError(ctx, err)
-		s.logFailure(req.Model, e, err)
 		if !started {
-			writeError(w, e.Status, e)
+			writeError(w, e)
 			return e.Status
 		}
 		out.event(e.body())
 		return e.Status
 	}
-	keepDeclaredCalls(resp, dreq.Tools)
-	s.served.Add(1)
-	s.metrics.tokens(req.Model, resp.Usage)
+	s.answered(req.Model, resp, dreq.Tools)
 
 	begin()
 	for i, c := range resp.Choices {

@@ -235,12 +235,7 @@ func TestServerStreamWholeAnswer(t *testing.T) {
 		r.Choices[0].Message.Content = "Asking."
 		return r, nil
 	})
-	s, err := server.New(nil, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
+	srv := serve(t, m)
 	status, h, body := do(t, "POST", srv.URL+"/v1/chat/completions", "",
 		`{"model":"m","stream":true,"stream_options":{"include_usage":true},"tools":[{"type":"function","function":{"name":"delegate"}}],"messages":[{"role":"user","content":"x"}]}`)
 	if status != 200 || h.Get("Content-Type") != "text/event-stream" {
@@ -320,12 +315,7 @@ func (f failing) ChatStream(_ context.Context, _ *delegate.Request, emit func(in
 }
 
 func TestServerStreamErrors(t *testing.T) {
-	s, err := server.New(nil, failing{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
+	srv := serve(t, failing{})
 	status, _, body := do(t, "POST", srv.URL+"/v1/chat/completions", "", `{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`)
 	if status != 200 {
 		t.Fatalf("status %d after the stream began", status)
@@ -337,14 +327,9 @@ func TestServerStreamErrors(t *testing.T) {
 	checkErrorShape(t, data[len(data)-1])
 
 	// Before any event, an error is an ordinary JSON error.
-	s, err = server.New(nil, modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) {
+	srv2 := serve(t, modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) {
 		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Message: "too long"}
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv2 := httptest.NewServer(s)
-	defer srv2.Close()
 	status, h, body := do(t, "POST", srv2.URL+"/v1/chat/completions", "", `{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`)
 	if status != 400 || h.Get("Content-Type") != "application/json" {
 		t.Errorf("early error: %d %q", status, h.Get("Content-Type"))

@@ -244,9 +244,8 @@ sample:
 	counts := st.line()
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	total, answered, ok := 0, 0, 0
+	answered, ok := 0, 0
 	for c, n := range st.byStatus {
-		total += n
 		answered += n
 		if c == 200 {
 			ok += n
@@ -254,9 +253,9 @@ sample:
 	}
 	noAnswer := 0
 	for _, n := range st.errors {
-		total += n
 		noAnswer += n
 	}
+	total := answered + noAnswer
 	slices.Sort(st.latencies)
 	q := func(p float64) time.Duration {
 		if len(st.latencies) == 0 {
@@ -361,19 +360,29 @@ func asker(ctx context.Context, c *http.Client, base, key string, id int, st *st
 		if i%5 == 0 {
 			body = delegatorBody(i)
 		}
-		start := time.Now()
-		status, _, err := post(ctx, c, base, key, strings.NewReader(body))
-		if err != nil {
-			if ctx.Err() == nil {
-				st.fail(errKind(err))
-			}
+		if !ask(ctx, c, base, key, strings.NewReader(body), st) {
 			return
 		}
-		st.answer(status, time.Since(start))
-		if status == http.StatusServiceUnavailable {
-			sleep(ctx, time.Second) // as Retry-After says
-		}
 	}
+}
+
+// ask posts one request and counts its answer, backing off a second on a
+// 503 as Retry-After says; false: the request failed (counted unless ctx
+// ended), and the caller stops.
+func ask(ctx context.Context, c *http.Client, base, key string, body io.Reader, st *stats) bool {
+	start := time.Now()
+	status, _, err := post(ctx, c, base, key, body)
+	if err != nil {
+		if ctx.Err() == nil {
+			st.fail(errKind(err))
+		}
+		return false
+	}
+	st.answer(status, time.Since(start))
+	if status == http.StatusServiceUnavailable {
+		sleep(ctx, time.Second)
+	}
+	return true
 }
 
 // bigSender sends a body just under the limit (a prompt far over any
@@ -388,17 +397,8 @@ func bigSender(ctx context.Context, c *http.Client, base, key string, maxBody in
 		if i%2 == 1 {
 			body = over
 		}
-		start := time.Now()
-		status, _, err := post(ctx, c, base, key, bytes.NewReader(body))
-		if err != nil {
-			if ctx.Err() == nil {
-				st.fail(errKind(err))
-			}
+		if !ask(ctx, c, base, key, bytes.NewReader(body), st) {
 			return
-		}
-		st.answer(status, time.Since(start))
-		if status == http.StatusServiceUnavailable {
-			sleep(ctx, time.Second)
 		}
 	}
 }
