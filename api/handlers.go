@@ -330,7 +330,7 @@ func (s *Server) handleStatusEnv(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id.EnvID < 0 || id.EnvID >= len(s.envs) {
-		s.writeErr(w, r, &httpError{http.StatusBadRequest, fmt.Sprintf("unknown env_id %d: %d environments registered (POST /register-env first)", id.EnvID, len(s.envs))})
+		s.writeErr(w, r, unknownEnv(id.EnvID, len(s.envs)))
 		return
 	}
 	st, changed := s.statusEnv(id.EnvID)
@@ -509,7 +509,7 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 	if g.env >= len(s.envs) || g.env < -1 {
 		n := len(s.envs)
 		s.mu.Unlock()
-		return ScoredResponse{}, &httpError{http.StatusBadRequest, fmt.Sprintf("unknown env_id %d: %d environments registered (POST /register-env first)", g.env, n)}
+		return ScoredResponse{}, unknownEnv(g.env, n)
 	}
 	odd := g.env >= 0 && g.size != s.envs[g.env].GroupSize
 	if _, ok := s.ids[g.id]; ok {
@@ -551,6 +551,11 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 		s.release(ctx, g.env)
 	}
 	return s.answer(g.env, odd), nil
+}
+
+// unknownEnv is the 400 for an env_id no environment registered under.
+func unknownEnv(id, registered int) error {
+	return &httpError{http.StatusBadRequest, fmt.Sprintf("unknown env_id %d: %d environments registered (POST /register-env first)", id, registered)}
 }
 
 // answer is the response to a group: "buffered" with the env's buffered
