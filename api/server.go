@@ -298,7 +298,9 @@ func (s *Server) recover(ctx context.Context) error {
 			}
 		}
 	}
-	// Prune what a crash left unpruned.
+	// Prune what a crash left unpruned, oldest first: pruning a step
+	// drops every older one from s.kept, where prune finds its record.
+	slices.Sort(steps)
 	for _, step := range steps {
 		if step <= s.state.Sent-s.cfg.KeepSteps {
 			if err := s.prune(ctx, step, true); err != nil {
