@@ -6,7 +6,6 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -90,9 +89,7 @@ func TestClusterNodeLoss(t *testing.T) {
 	if err := tr.Register(ctx, api.Registration{BatchSize: batchSize, MaxTokenLen: 64, NumSteps: 100}); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	acked := map[int]bool{}
-	delivered := map[int]int{}
+	l := newLedger()
 	g, gctx := errgroup.WithContext(ctx)
 	for e := range envs {
 		g.Go(func() error {
@@ -106,49 +103,18 @@ func TestClusterNodeLoss(t *testing.T) {
 				if _, err := ec.Push(gctx, api.ScoredData{Tokens: [][]int{{tag}, {tag}}, Masks: [][]int{{tag}, {tag}}, Scores: []float64{1, 0}}); err != nil {
 					return err
 				}
-				mu.Lock()
-				acked[tag] = true
-				mu.Unlock()
+				l.ack(tag)
 				time.Sleep(2 * time.Millisecond)
 			}
 			return nil
 		})
 	}
-	g.Go(func() error {
-		for total := 0; total < envs*groupsPerEnv; {
-			b, err := tr.Next(gctx)
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			for _, sd := range b.Batch {
-				delivered[sd.Tokens[0][0]]++
-				total++
-			}
-			mu.Unlock()
-		}
-		return nil
-	})
-	for {
-		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
-		if n >= envs*groupsPerEnv/3 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	g.Go(func() error { return l.drain(gctx, tr, envs*groupsPerEnv) })
+	l.waitAcked(envs * groupsPerEnv / 3)
 	embs[0].Shutdown() // the node the API connected to first
 	stopped[0] = true
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	for tag := range acked {
-		if delivered[tag] != 1 {
-			t.Errorf("group %d delivered %d times, want once", tag, delivered[tag])
-		}
-	}
-	if len(delivered) != len(acked) || len(acked) != envs*groupsPerEnv {
-		t.Errorf("%d delivered, %d acknowledged, want %d", len(delivered), len(acked), envs*groupsPerEnv)
-	}
+	l.check(t, envs*groupsPerEnv)
 }

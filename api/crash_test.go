@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -148,9 +147,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var mu sync.Mutex
-	acked := map[int]bool{}
-	delivered := map[int]int{}
+	l := newLedger()
 	g, gctx := errgroup.WithContext(ctx)
 	for e := range envs {
 		g.Go(func() error {
@@ -165,47 +162,20 @@ func TestCrashRecovery(t *testing.T) {
 				if _, err := ec.Push(gctx, sd); err != nil {
 					return fmt.Errorf("env %d group %d: %w", e, i, err)
 				}
-				mu.Lock()
-				acked[tag] = true
-				mu.Unlock()
+				l.ack(tag)
 			}
 			return nil
 		})
 	}
 	trainerDone := make(chan error, 1)
-	go func() {
-		total := 0
-		for total < envs*groupsPerEnv {
-			b, err := tr.Next(ctx)
-			if err != nil {
-				trainerDone <- err
-				return
-			}
-			mu.Lock()
-			for _, sd := range b.Batch {
-				delivered[sd.Tokens[0][0]]++
-				total++
-			}
-			mu.Unlock()
-		}
-		trainerDone <- nil
-	}()
+	go func() { trainerDone <- l.drain(ctx, tr, envs*groupsPerEnv) }()
 
 	var atKill []int // groups acknowledged when each kill came
 	for k := range 3 {
 		// Kill at a random point of each third of the pushes.
 		third := envs * groupsPerEnv / 3
 		at := k*third + rand.IntN(third)
-		for {
-			mu.Lock()
-			n := len(acked)
-			mu.Unlock()
-			if n >= at {
-				atKill = append(atKill, n)
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+		atKill = append(atKill, l.waitAcked(at))
 		c.kill(t)
 		c = startChild(t, dir, addr)
 	}
@@ -215,23 +185,9 @@ func TestCrashRecovery(t *testing.T) {
 	if err := <-trainerDone; err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(acked) != envs*groupsPerEnv {
-		t.Fatalf("%d groups acknowledged, want %d", len(acked), envs*groupsPerEnv)
-	}
-	for tag := range acked {
-		if n := delivered[tag]; n != 1 {
-			t.Errorf("group %d delivered %d times, want once", tag, n)
-		}
-	}
-	for tag, n := range delivered {
-		if !acked[tag] {
-			t.Errorf("group %d delivered %d times but never pushed", tag, n)
-		}
-	}
+	l.check(t, envs*groupsPerEnv)
 	if atKill[0] >= envs*groupsPerEnv {
 		t.Errorf("the first kill came after all %d pushes (%v): the test proved nothing", envs*groupsPerEnv, atKill)
 	}
-	t.Logf("kills after %v acknowledged groups; %d groups, trainer at step %d", atKill, len(acked), tr.Last)
+	t.Logf("kills after %v acknowledged groups; %d groups, trainer at step %d", atKill, envs*groupsPerEnv, tr.Last)
 }

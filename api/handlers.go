@@ -176,16 +176,24 @@ func decodeModel(body []byte, v any, required ...string) error {
 	return nil
 }
 
-func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
+// decodeBody reads the request body into v as decodeModel does; on a
+// failure it answers the request and reports false.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, required ...string) bool {
 	body, err := s.readBody(w, r)
+	if err == nil {
+		err = decodeModel(body, v, required...)
+	}
 	if err != nil {
 		s.writeErr(w, r, err)
-		return
+		return false
 	}
+	return true
+}
+
+func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	var reg Registration
-	if err := decodeModel(body, &reg, "wandb_group", "wandb_project", "batch_size", "max_token_len",
-		"checkpoint_dir", "save_checkpoint_interval", "starting_step", "num_steps"); err != nil {
-		s.writeErr(w, r, err)
+	if !s.decodeBody(w, r, &reg, "wandb_group", "wandb_project", "batch_size", "max_token_len",
+		"checkpoint_dir", "save_checkpoint_interval", "starting_step", "num_steps") {
 		return
 	}
 	if reg.BatchSize < 1 {
@@ -215,14 +223,8 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleRegisterEnv(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.writeErr(w, r, err)
-		return
-	}
 	var reg RegisterEnv
-	if err := decodeModel(body, &reg, "max_token_length", "desired_name", "weight", "group_size"); err != nil {
-		s.writeErr(w, r, err)
+	if !s.decodeBody(w, r, &reg, "max_token_length", "desired_name", "weight", "group_size") {
 		return
 	}
 	if reg.GroupSize < 1 {
@@ -265,14 +267,8 @@ func (s *Server) handleRegisterEnv(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleDisconnectEnv(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.writeErr(w, r, err)
-		return
-	}
 	var id EnvIdentifier
-	if err := decodeModel(body, &id, "env_id"); err != nil {
-		s.writeErr(w, r, err)
+	if !s.decodeBody(w, r, &id, "env_id") {
 		return
 	}
 	s.mu.Lock()
@@ -327,20 +323,14 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleStatusEnv(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.writeErr(w, r, err)
-		return
-	}
 	var id EnvIdentifier
-	if err := decodeModel(body, &id, "env_id"); err != nil {
-		s.writeErr(w, r, err)
+	if !s.decodeBody(w, r, &id, "env_id") {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id.EnvID < 0 || id.EnvID >= len(s.envs) {
-		s.writeErr(w, r, &httpError{http.StatusBadRequest, fmt.Sprintf("unknown env_id %d: %d environments registered (POST /register-env first)", id.EnvID, len(s.envs))})
+		s.writeErr(w, r, unknownEnv(id.EnvID, len(s.envs)))
 		return
 	}
 	st, changed := s.statusEnv(id.EnvID)
@@ -519,7 +509,7 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 	if g.env >= len(s.envs) || g.env < -1 {
 		n := len(s.envs)
 		s.mu.Unlock()
-		return ScoredResponse{}, &httpError{http.StatusBadRequest, fmt.Sprintf("unknown env_id %d: %d environments registered (POST /register-env first)", g.env, n)}
+		return ScoredResponse{}, unknownEnv(g.env, n)
 	}
 	odd := g.env >= 0 && g.size != s.envs[g.env].GroupSize
 	if _, ok := s.ids[g.id]; ok {
@@ -561,6 +551,11 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 		s.release(ctx, g.env)
 	}
 	return s.answer(g.env, odd), nil
+}
+
+// unknownEnv is the 400 for an env_id no environment registered under.
+func unknownEnv(id, registered int) error {
+	return &httpError{http.StatusBadRequest, fmt.Sprintf("unknown env_id %d: %d environments registered (POST /register-env first)", id, registered)}
 }
 
 // answer is the response to a group: "buffered" with the env's buffered

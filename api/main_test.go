@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,4 +108,73 @@ func serveHTTP(t *testing.T, srv *api.Server, closeStore func()) *harness {
 	}
 	t.Cleanup(h.stop)
 	return h
+}
+
+// ledger records which groups the environments had acknowledged and how
+// often the trainer was handed each, for the tests of exactly-once
+// delivery across failures. A group is tagged by its first token.
+type ledger struct {
+	mu        sync.Mutex
+	acked     map[int]bool
+	delivered map[int]int
+}
+
+func newLedger() *ledger { return &ledger{acked: map[int]bool{}, delivered: map[int]int{}} }
+
+func (l *ledger) ack(tag int) {
+	l.mu.Lock()
+	l.acked[tag] = true
+	l.mu.Unlock()
+}
+
+// waitAcked waits until at least n groups are acknowledged and returns
+// how many are.
+func (l *ledger) waitAcked(n int) int {
+	for {
+		l.mu.Lock()
+		got := len(l.acked)
+		l.mu.Unlock()
+		if got >= n {
+			return got
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// drain takes batches from tr until it has been handed want groups.
+func (l *ledger) drain(ctx context.Context, tr *api.TrainerClient, want int) error {
+	for total := 0; total < want; {
+		b, err := tr.Next(ctx)
+		if err != nil {
+			return err
+		}
+		l.mu.Lock()
+		for _, sd := range b.Batch {
+			l.delivered[sd.Tokens[0][0]]++
+			total++
+		}
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+// check fails t unless want groups were acknowledged and each of them,
+// and nothing else, was delivered exactly once.
+func (l *ledger) check(t *testing.T, want int) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.acked) != want {
+		t.Fatalf("%d groups acknowledged, want %d", len(l.acked), want)
+	}
+	for tag := range l.acked {
+		if n := l.delivered[tag]; n != 1 {
+			t.Errorf("group %d delivered %d times, want once", tag, n)
+		}
+	}
+	for tag, n := range l.delivered {
+		if !l.acked[tag] {
+			t.Errorf("group %d delivered %d times but never pushed", tag, n)
+		}
+	}
 }

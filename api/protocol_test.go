@@ -208,6 +208,8 @@ func TestSchemaViolations(t *testing.T) {
 		{"env_id_string.json", "body env_id"},
 		{"empty_group.json", "body tokens"},
 		{"not_object.json", "body"},
+		{"messages_malformed.json", "body messages"},
+		{"unknown_malformed.json", "body extra"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			status, out := call(t, "POST", h.url+"/scored_data", fixture(t, filepath.Join("invalid", tc.file)))

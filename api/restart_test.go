@@ -155,3 +155,29 @@ func TestOldStepsPruned(t *testing.T) {
 		}
 	})
 }
+
+// TestRestartPrunesLeftSteps restarts with fewer steps to keep than were
+// handed out (as after a crash before pruning): every step beyond the
+// kept one is pruned, whatever order the store lists them in.
+func TestRestartPrunesLeftSteps(t *testing.T) {
+	dir := t.TempDir()
+	h := start(t, dir, api.Config{KeepSteps: 20})
+	startRun(t, h.url, 2, 2)
+	const steps = 12
+	for tag := range steps {
+		callJSON(t, "POST", h.url+"/scored_data", group(2, tag, `, "env_id": 0`))
+		callJSON(t, "GET", h.url+"/batch", nil)
+	}
+	h.stop()
+
+	h = start(t, dir, api.Config{KeepSteps: 1})
+	for step := 1; step < steps; step++ {
+		if status, out := call(t, "GET", fmt.Sprintf("%s/batch?step=%d", h.url, step), nil); status != 410 {
+			t.Errorf("step %d of %d with 1 kept, after a restart: %d %s, want 410", step, steps, status, out)
+		}
+	}
+	_, raw := call(t, "GET", fmt.Sprintf("%s/batch?step=%d", h.url, steps), nil)
+	if step, tags := tagsOf(t, raw); step != steps || fmt.Sprint(tags) != fmt.Sprint([]int{steps - 1}) {
+		t.Errorf("step %d: step %d tags %v", steps, step, tags)
+	}
+}

@@ -141,9 +141,7 @@ func (s *scanner) number(ints bool, out *bytes.Buffer) string {
 		p++
 	}
 	d := p
-	for p < len(raw) && raw[p] >= '0' && raw[p] <= '9' {
-		p++
-	}
+	p = digits(raw, p)
 	if p == d || raw[d] == '0' && p-d > 1 {
 		return badNumber(ints)
 	}
@@ -151,10 +149,7 @@ func (s *scanner) number(ints bool, out *bytes.Buffer) string {
 	if p < len(raw) && raw[p] == '.' {
 		frac = true
 		p++
-		d = p
-		for p < len(raw) && raw[p] >= '0' && raw[p] <= '9' {
-			p++
-		}
+		d, p = p, digits(raw, p)
 		if p == d {
 			return badNumber(ints)
 		}
@@ -165,10 +160,7 @@ func (s *scanner) number(ints bool, out *bytes.Buffer) string {
 		if p < len(raw) && (raw[p] == '+' || raw[p] == '-') {
 			p++
 		}
-		d = p
-		for p < len(raw) && raw[p] >= '0' && raw[p] <= '9' {
-			p++
-		}
+		d, p = p, digits(raw, p)
 		if p == d {
 			return badNumber(ints)
 		}
@@ -179,6 +171,14 @@ func (s *scanner) number(ints bool, out *bytes.Buffer) string {
 	out.Write(raw[start:p])
 	s.pos = p
 	return ""
+}
+
+// digits returns the end of the run of ASCII digits starting at p.
+func digits(raw []byte, p int) int {
+	for p < len(raw) && raw[p] >= '0' && raw[p] <= '9' {
+		p++
+	}
+	return p
 }
 
 func badNumber(ints bool) string {

@@ -243,14 +243,17 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 					scores = sh
 				}
 			default:
+				// Compact validates as it copies, so a kept value is
+				// scanned once; a dropped one is only validated.
 				start := s.pos
-				if !s.skipValue() || !json.Valid(data[start:s.pos]) {
-					return nil, &fieldError{loc: at(key), msg: "malformed JSON value"}
+				ok := s.skipValue()
+				if ok && known {
+					ok = json.Compact(&out, data[start:s.pos]) == nil
+				} else if ok {
+					ok = json.Valid(data[start:s.pos])
 				}
-				if known {
-					if err := json.Compact(&out, data[start:s.pos]); err != nil {
-						return nil, &fieldError{loc: at(key), msg: err.Error()}
-					}
+				if !ok {
+					return nil, &fieldError{loc: at(key), msg: "malformed JSON value"}
 				}
 			}
 			if known && from >= 0 {

@@ -298,7 +298,9 @@ func (s *Server) recover(ctx context.Context) error {
 			}
 		}
 	}
-	// Prune what a crash left unpruned.
+	// Prune what a crash left unpruned, oldest first: pruning a step
+	// drops every older one from s.kept, where prune finds its record.
+	slices.Sort(steps)
 	for _, step := range steps {
 		if step <= s.state.Sent-s.cfg.KeepSteps {
 			if err := s.prune(ctx, step, true); err != nil {
@@ -388,18 +390,21 @@ func (s *Server) release(ctx context.Context, env int) bool {
 // stored below the low-water mark (the oldest group still queued,
 // buffered or in a batch kept) goes in one purge, which drops whole
 // blocks of the stream without reading them; the batch's groups above the
-// mark are deleted one by one. With locked, the caller holds s.mu.
+// mark are deleted one by one. The batch's record is the one s.kept
+// holds (every recorded step up to Sent is there), so nothing is read
+// back from the store. With locked, the caller holds s.mu.
 func (s *Server) prune(ctx context.Context, step int, locked bool) error {
-	rec, err := s.loadBatch(ctx, batchKey(step))
-	if errors.Is(err, errGone) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
 	if !locked {
 		s.mu.Lock()
 	}
+	i := slices.IndexFunc(s.kept, func(b batchRecord) bool { return b.Step == step })
+	if i < 0 { // pruned already, or reset meanwhile
+		if !locked {
+			s.mu.Unlock()
+		}
+		return nil
+	}
+	rec := s.kept[i]
 	s.kept = slices.DeleteFunc(s.kept, func(b batchRecord) bool { return b.Step <= step })
 	for _, g := range rec.Groups {
 		s.forget(g.ID, g.Seq)
