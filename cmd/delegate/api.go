@@ -110,7 +110,11 @@ func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	// keep asking for up to half a minute before giving up.
 	for deadline := time.Now().Add(30 * time.Second); err != nil && f.natsURL != "" && time.Now().Before(deadline) && ctx.Err() == nil; {
 		log.Info("waiting for the NATS cluster's JetStream", "err", err)
-		time.Sleep(250 * time.Millisecond)
+		select {
+		case <-time.After(250 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("api: %w", ctx.Err())
+		}
 		srv, err = api.New(ctx, nc, cfg, log)
 	}
 	if err != nil {
