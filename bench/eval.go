@@ -78,6 +78,10 @@ type Config struct {
 	ItemTimeout time.Duration
 	// Trace saves each item's whole trace in its record.
 	Trace bool
+	// Label, when set, reads labels off each item's trace into its record
+	// (Record.Labels): what a caller needs of the trace later, without
+	// keeping the whole trace.
+	Label func(*delegate.Trace) map[string]string
 }
 
 // DefaultConcurrency is the Concurrency used when Config leaves it 0.
@@ -368,6 +372,9 @@ func runItem(ctx context.Context, cfg Config, a Arm, t delegate.Task, grade Grad
 		rec.Total = tr.Total
 		if cfg.Trace {
 			rec.Trace = tr
+		}
+		if cfg.Label != nil {
+			rec.Labels = cfg.Label(tr)
 		}
 	}
 	if err == nil {

@@ -307,7 +307,11 @@ func readAll(t *testing.T, path string) []Record {
 
 func TestRunEndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	cfg := Config{Results: filepath.Join(dir, "results.jsonl"), Concurrency: 4, Trace: true}
+	// Label reads each trace's number of calls into its record.
+	label := func(tr *delegate.Trace) map[string]string {
+		return map[string]string{"calls": strconv.Itoa(tr.Total.Calls)}
+	}
+	cfg := Config{Results: filepath.Join(dir, "results.jsonl"), Concurrency: 4, Trace: true, Label: label}
 	arms, f := benchArms(t, 0, nil)
 	progress := make(chan Progress, numArms*numTasks)
 	rep, err := Run(context.Background(), cfg, benchTasks(), arms, Score, progress)
@@ -350,6 +354,9 @@ func TestRunEndToEnd(t *testing.T) {
 		if r.Version != RecordVersion || r.Trace == nil || r.PromptHash == "" || r.Reference == "" {
 			t.Errorf("record %s/%s: version %d, trace %v, hash %q, reference %q: want all set",
 				r.Arm, r.TaskID, r.Version, r.Trace != nil, r.PromptHash, r.Reference)
+		}
+		if r.Trace != nil && r.Labels["calls"] != strconv.Itoa(r.Trace.Total.Calls) {
+			t.Errorf("record %s/%s: labels %v, want calls %d", r.Arm, r.TaskID, r.Labels, r.Trace.Total.Calls)
 		}
 		if r.Arm == "weak" && r.TaskID == "t07" {
 			if r.Correct || strategy.FailureKind(r.Failure) != strategy.FailureCall || r.Answer != "" {

@@ -52,6 +52,8 @@ type Record struct {
 	Error string          `json:"error,omitempty"`
 	Time  time.Time       `json:"time"`
 	Trace *delegate.Trace `json:"trace,omitempty"`
+	// Labels are what Config.Label read off the trace.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Failed reports whether the item ended without a proper answer: a
