@@ -51,7 +51,7 @@ var allowedImports = map[string][]string{
 	"strategy":           {""},
 	"tokenizer":          {""},
 	"train":              {"", "api", "bench", "local", "models", "nn", "reward", "rl", "strategy", "tokenizer", "world"},
-	"world":              {"", "strategy", "tokenizer"},
+	"world":              {"", "reward", "strategy", "tokenizer"},
 }
 
 // thirdPartyAllowed lists the packages that may import modules outside the

@@ -132,7 +132,7 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 	var final func(context.Context, *nn.Params) error
 	switch name {
 	case "solver":
-		problems, err := world.Generate(world.DefaultConfig(), f.Seed, world.Train, 4000)
+		problems, err := world.Generate(world.Levels()[3], f.Seed, world.Train, 4000)
 		if err != nil {
 			return fmt.Errorf("pretrain solver: %w", err)
 		}
@@ -156,7 +156,7 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 		var small []*world.Problem
 		levels := f.Levels
 		if len(levels) == 0 {
-			levels = []int{3} // the default world
+			levels = []int{3} // two parts, the hardest level of the curriculum
 		}
 		for _, l := range levels {
 			ps, err := world.Generate(world.Levels()[l], f.Seed+1000, world.Test, f.Eval)
@@ -365,7 +365,7 @@ func evalDelegator(ctx context.Context, out io.Writer, p, solver *nn.Params, pro
 			return world.GradeDelegator(ctx, strategy.NameRoute, d, s, problems, 32)
 		}},
 		{"always-delegate", func() (world.DelegatorScore, error) {
-			return world.GradeDelegator(ctx, strategy.NameRoute, world.NewAlwaysDelegate(problems), s, problems, 32)
+			return world.GradeDelegator(ctx, strategy.NameRoute, world.NewScripted("always-delegate", problems, world.FromPolicy(world.Always)), s, problems, 32)
 		}},
 	} {
 		sc, err := g.run()

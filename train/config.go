@@ -59,14 +59,27 @@ type Config struct {
 	RL rl.Config `json:"rl"`
 	// Reward weighs correctness, delegator tokens and sub-agent calls.
 	// Default world.DefaultReward.
-	Reward world.Reward `json:"reward"`
+	Reward reward.Graded `json:"reward"`
 	// Prices prices the calls of the table. Default world.DefaultPrices.
 	Prices world.Prices `json:"prices"`
 	// World generates the problems; Seed seeds them. Training problems
-	// come from the train split, evaluation items from the test split.
-	// Defaults world.Levels()[world.TrainLevel] and 1.
+	// come from the train split, evaluation items from EvalSplit.
+	// Defaults world.DefaultConfig() and 1.
 	World world.Config `json:"world"`
 	Seed  uint64       `json:"seed"`
+	// EvalSplit is the split of the table's items: "validation" while
+	// choosing settings, "test" (the default) for the reported table, read
+	// once.
+	EvalSplit string `json:"eval_split"`
+	// RuleItems is the number of training problems each fixed per-position
+	// rule is run on to choose the best of them, the table's strongest
+	// input-independent baseline. Default 200.
+	RuleItems int `json:"rule_items"`
+	// CacheMinTokens is the shortest shared prefix of a conversation's
+	// turns that the table prices as cached input: real APIs cache only
+	// long prefixes (OpenAI: 1,024 tokens or more). Default 1024; 0 prices
+	// every shared prefix as cached.
+	CacheMinTokens int `json:"cache_min_tokens"`
 	// TrainProblems is the size of the training pool. Default 2000.
 	TrainProblems int `json:"train_problems"`
 	// EvalItems is the number of held-out problems every arm of the table
@@ -107,8 +120,11 @@ func DefaultConfig() Config {
 		RL:              r,
 		Reward:          world.DefaultReward(),
 		Prices:          world.DefaultPrices(),
-		World:           world.Levels()[world.TrainLevel],
+		World:           world.DefaultConfig(),
 		Seed:            1,
+		EvalSplit:       world.Test.String(),
+		RuleItems:       200,
+		CacheMinTokens:  1024,
 		TrainProblems:   2000,
 		EvalItems:       100,
 		EvalConcurrency: 16,
@@ -152,6 +168,15 @@ func (c Config) Validate() error {
 	}
 	if c.TrainProblems < c.RL.ItemsPerStep {
 		bad("train_problems", "must be at least rl.items_per_step (%d), got %d", c.RL.ItemsPerStep, c.TrainProblems)
+	}
+	if sp, err := world.ParseSplit(c.EvalSplit); err != nil || sp == world.Train {
+		bad("eval_split", "must be validation or test, got %q", c.EvalSplit)
+	}
+	if c.RuleItems < 1 {
+		bad("rule_items", "must be at least 1, got %d", c.RuleItems)
+	}
+	if c.CacheMinTokens < 0 {
+		bad("cache_min_tokens", "must not be negative, got %d", c.CacheMinTokens)
 	}
 	if c.EvalItems < 1 {
 		bad("eval_items", "must be at least 1, got %d", c.EvalItems)

@@ -43,6 +43,7 @@ func tinyConfig(t *testing.T) Config {
 	cfg.RL.LogprobCheckEvery = 1
 	cfg.TrainProblems = 16
 	cfg.EvalItems = 6
+	cfg.RuleItems = 3
 	cfg.EvalConcurrency = 6
 	cfg.MaxTurns = 2
 	return cfg

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 
+	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -16,24 +17,27 @@ import (
 const RunFile = "run.json"
 
 // identityVersion is the format version of RunFile.
-const identityVersion = 1
+const identityVersion = 2
 
 // identity is RunFile: the settings a resumed run must share with the
 // run it continues (the rest, budgets and evaluation settings, may
 // change between invocations).
 type identity struct {
-	Version       int          `json:"version"`
-	Mode          string       `json:"mode"`
-	Solver        string       `json:"solver"`
-	Delegator     string       `json:"delegator"`
-	Peers         string       `json:"peers,omitempty"`
-	World         world.Config `json:"world"`
-	Seed          uint64       `json:"seed"`
-	TrainProblems int          `json:"train_problems"`
-	Reward        world.Reward `json:"reward"`
-	Estimator     string       `json:"estimator"`
-	GroupSize     int          `json:"group_size"`
-	ItemsPerStep  int          `json:"items_per_step"`
+	Version       int           `json:"version"`
+	Mode          string        `json:"mode"`
+	Solver        string        `json:"solver"`
+	Delegator     string        `json:"delegator"`
+	Peers         string        `json:"peers,omitempty"`
+	World         world.Config  `json:"world"`
+	Seed          uint64        `json:"seed"`
+	TrainProblems int           `json:"train_problems"`
+	Reward        reward.Graded `json:"reward"`
+	Estimator     string        `json:"estimator"`
+	GroupSize     int           `json:"group_size"`
+	ItemsPerStep  int           `json:"items_per_step"`
+	// CacheMinTokens prices every record's calls: records priced two ways
+	// must not share a table.
+	CacheMinTokens int `json:"cache_min_tokens"`
 }
 
 func identityOf(c Config) identity {
@@ -41,6 +45,7 @@ func identityOf(c Config) identity {
 		Version: identityVersion, Mode: c.Mode, Solver: c.Solver, Delegator: c.Delegator, Peers: c.Peers,
 		World: c.World, Seed: c.Seed, TrainProblems: c.TrainProblems, Reward: c.Reward,
 		Estimator: string(c.RL.Estimator), GroupSize: c.RL.GroupSize, ItemsPerStep: c.RL.ItemsPerStep,
+		CacheMinTokens: c.CacheMinTokens,
 	}
 }
 

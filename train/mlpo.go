@@ -124,7 +124,7 @@ func (r *runner) lead(p *world.Problem, scfg strategy.Config, leader delegate.Mo
 	s := itemSeed(p)
 	scfg.Peer.Seed = &s
 	return strategy.New(strategy.NameLead, strategy.Roles{
-		Leader: r.delegatorAgent(&conversation{m: leader}),
+		Leader: r.delegatorAgent(&conversation{m: leader, minCached: r.cfg.CacheMinTokens}),
 		Peers:  []delegate.Agent{r.subagent(r.peers, r.cfg.Prices.Delegator)},
 	}, scfg)
 }
@@ -147,7 +147,7 @@ func (r *runner) mlpoBaselines() []bench.Arm {
 			return &majority{r: r, p: p, n: r.cfg.PeerCount + 1}, nil
 		}}},
 		{Name: ArmUntrained, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
-			return r.single(r.delegatorAgent(&conversation{m: r.pretrained}))
+			return r.single(r.delegatorAgent(&conversation{m: r.pretrained, minCached: r.cfg.CacheMinTokens}))
 		}}},
 		{Name: ArmPretrTeam, Strategy: perRun{strategy.NameLead, func(req string) (delegate.Strategy, error) {
 			p, err := r.problem(req)
@@ -169,7 +169,7 @@ func (r *runner) mlpoTrainedArms(steps int) []bench.Arm {
 			return r.lead(p, r.scfg, r.policy)
 		}}},
 		{Name: trainedName(ArmLeaderAlone, steps), Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
-			return r.single(r.delegatorAgent(&conversation{m: r.policy}))
+			return r.single(r.delegatorAgent(&conversation{m: r.policy, minCached: r.cfg.CacheMinTokens}))
 		}}},
 	}
 }

@@ -44,16 +44,18 @@ func checkpointName(dir string) string {
 }
 
 // conversation reports, on each response of one conversation's model, the
-// prompt tokens a backend keeping the conversation's KV cache would not
-// recompute: the longest common prefix of the prompt with the previous
-// call's prompt followed by its generated tokens. It asks for logprobs to
+// prompt tokens a provider would price as cached: the longest common
+// prefix of the prompt with the previous call's prompt followed by its
+// generated tokens, when it is at least minCached tokens long (real APIs
+// cache only long prefixes), else none. It asks for logprobs to
 // know the generated token ids (and leaves them in the response: a trainer
 // below may need them). The calls of one conversation are
 // sequential; one conversation per value (make one per run).
 type conversation struct {
-	m    delegate.Model
-	mu   sync.Mutex
-	prev []int // the previous call's prompt and generated ids
+	m         delegate.Model
+	minCached int
+	mu        sync.Mutex
+	prev      []int // the previous call's prompt and generated ids
 }
 
 func (c *conversation) Name() string { return c.m.Name() }
@@ -71,6 +73,9 @@ func (c *conversation) Chat(ctx context.Context, req *delegate.Request) (*delega
 	n := 0
 	for n < len(ids) && n < len(c.prev) && ids[n] == c.prev[n] {
 		n++
+	}
+	if n < c.minCached {
+		n = 0
 	}
 	resp.Usage.CachedTokens = n
 	if len(resp.Choices) > 0 {

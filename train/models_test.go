@@ -89,51 +89,80 @@ func answerWithSlip(p *world.Problem, slip bool) int64 {
 	return v[len(v)-1]
 }
 
-func TestAlwaysDelegate(t *testing.T) {
+// TestScriptedPolicies runs the world's scripted policies under route
+// with a solver that computes (and one that slips once): each says
+// exactly its world.Route transcript, billed as the world bills it, and
+// carries the solver's answers through.
+func TestScriptedPolicies(t *testing.T) {
 	problems, err := world.Generate(world.DefaultConfig(), 7, world.Test, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := world.NewAlwaysDelegate(problems)
 	scfg := world.StrategyConfig()
 	scfg.MaxTurns = 8
-	for _, wrong := range []bool{false, true} {
-		t.Run(fmt.Sprintf("wrong=%v", wrong), func(t *testing.T) {
+	run := func(t *testing.T, prog delegate.Model, p *world.Problem, calc *calculator) *delegate.Trace {
+		st, err := strategy.New(strategy.NameRoute, strategy.Roles{
+			Strong: delegate.Agent{Role: RoleDelegator, Model: &conversation{m: world.CompactTools(prog)}},
+			Weak:   delegate.Agent{Role: RoleSubagent, Model: calc},
+		}, scfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := st.Run(context.Background(), p.Text, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	policies := map[string]world.Policy{"oracle": world.Selective} // with a solver that is always right
+	for mask := range uint(8) {
+		policies[world.PositionRuleName(mask, 3)] = world.PositionRule(mask)
+	}
+	for name, pol := range policies {
+		t.Run(name, func(t *testing.T) {
+			decide := world.FromPolicy(pol)
+			if name == "oracle" {
+				decide = world.Oracle(&calculator{})
+			}
+			prog := world.NewScripted(name, problems, decide)
 			for _, p := range problems {
 				calc := &calculator{}
-				if wrong {
-					calc.slip = p.Steps[firstLiteral(p)].Expr()
+				tr := run(t, prog, p, calc)
+				ep := world.Route(p, pol)
+				delegated := 0
+				for _, d := range ep.Delegated {
+					if d {
+						delegated++
+					}
 				}
-				st, err := strategy.New(strategy.NameRoute, strategy.Roles{
-					Strong: delegate.Agent{Role: RoleDelegator, Model: &conversation{m: world.CompactTools(a)}},
-					Weak:   delegate.Agent{Role: RoleSubagent, Model: calc},
-				}, scfg)
-				if err != nil {
-					t.Fatal(err)
+				if got := int(calc.calls.Load()); got != delegated {
+					t.Errorf("%s: %d solver calls, want %d", p.ID, got, delegated)
 				}
-				tr, err := st.Run(context.Background(), p.Text, nil)
-				if err != nil {
-					t.Fatal(err)
+				if !world.Correct(tr.Answer, p.Answer) {
+					t.Errorf("%s: answer %q, want %d", p.ID, tr.Answer, p.Answer)
 				}
-				if got, want := int(calc.calls.Load()), len(p.Steps); got != want {
-					t.Errorf("%s: %d solver calls, want one per step (%d)", p.ID, got, want)
-				}
-				if want := answerWithSlip(p, wrong); !world.Correct(tr.Answer, want) {
-					t.Errorf("%s: answer %q, want %d (the solver's answers carried through; wrong=%v)", p.ID, tr.Answer, want, wrong)
-				}
-				del := tr.Roles[RoleDelegator]
-				// Billed as the world bills its always-delegate transcript,
+				// Billed as the world bills the policy's transcript,
 				// earlier turns cached.
-				if want := world.Route(p, world.Always).Bill(false).Delegator; !wrong && del.Usage != want {
-					t.Errorf("%s: delegator usage %+v, the transcript's %+v", p.ID, del.Usage, want)
+				if got, want := tr.Roles[RoleDelegator].Usage, ep.Bill(false).Delegator; got != want {
+					t.Errorf("%s: delegator usage %+v, the transcript's %+v", p.ID, got, want)
 				}
-				if del.Usage.CompletionTokens <= 0 || del.Usage.PromptTokens <= 0 || del.Usage.CachedTokens <= 0 {
-					t.Errorf("%s: delegator usage %+v", p.ID, del.Usage)
+				if got := labelDelegated(tr)[LabelDelegated]; len(got) != delegated {
+					t.Errorf("%s: labelled %q, want %d delegated steps", p.ID, got, delegated)
 				}
 			}
 		})
 	}
-	if _, err := a.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("not a problem")}}); err == nil {
+	t.Run("always, the solver slips", func(t *testing.T) {
+		prog := world.NewScripted("always", problems, world.FromPolicy(world.Always))
+		for _, p := range problems {
+			calc := &calculator{slip: p.Steps[firstLiteral(p)].Expr()}
+			tr := run(t, prog, p, calc)
+			if want := answerWithSlip(p, true); !world.Correct(tr.Answer, want) {
+				t.Errorf("%s: answer %q, want %d (the solver's answers carried through)", p.ID, tr.Answer, want)
+			}
+		}
+	})
+	if _, err := world.NewScripted("x", problems, world.FromPolicy(world.Always)).Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("not a problem")}}); err == nil {
 		t.Error("an unknown problem: no error")
 	}
 }
@@ -223,7 +252,7 @@ func TestMemoAnswersEachRequestOnce(t *testing.T) {
 	}
 }
 
-// FuzzAlwaysDelegate feeds the always-delegate policy arbitrary solver
+// FuzzAlwaysDelegate feeds the scripted always-delegate policy arbitrary solver
 // answers and tool call ids: it never panics, and it either asks for the
 // next steps or boxes an integer.
 func FuzzAlwaysDelegate(f *testing.F) {
@@ -231,7 +260,7 @@ func FuzzAlwaysDelegate(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	a := world.NewAlwaysDelegate(problems)
+	a := world.NewScripted("always-delegate", problems, world.FromPolicy(world.Always))
 	f.Add(0, "\\boxed{12}", "call_1", "call_1", 1)
 	f.Add(1, "6772 0496\n\\boxed{9716}", "call_1", "x", 2)
 	f.Add(2, "", "", "", 0)

@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/world"
@@ -23,17 +25,19 @@ import (
 // Files of a run's OutDir besides rl's metrics.jsonl and checkpoint/.
 const (
 	EvalFile   = "eval.jsonl"  // per-item results of every arm (bench.Record)
+	RulesFile  = "rules.jsonl" // the fixed rules' results on training items, to choose the best
 	TableFile  = "table.md"    // the before/after table
 	TimingFile = "timing.json" // how long evaluating the starting policy took
 )
 
 // Arm names of the table, in its order.
 const (
-	ArmSolver     = "solver alone"
 	ArmAlone      = "delegator alone (no delegation)"
-	ArmAlways     = "always-delegate"
+	ArmRule       = "fixed rule" // followed by ": " and world.PositionRuleName
+	ArmOracle     = "oracle router (upper bound)"
 	ArmPretrained = "pretrained delegator"
 	ArmTrained    = "RL-trained delegator"
+	ArmRandom     = "random at the trained rate"
 
 	ArmTeam        = "trained leader + peers"
 	ArmLeaderAlone = "trained leader alone"
@@ -98,6 +102,13 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	}
 	defer r.close()
 
+	var best string
+	if cfg.Mode == ModeRoute {
+		phase("choose the best fixed rule on training items")
+		if best, err = r.chooseRule(ctx); err != nil {
+			return nil, err
+		}
+	}
 	phase("evaluate baselines")
 	reserve, err := r.evaluateBaselines(ctx)
 	if err != nil {
@@ -109,10 +120,20 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 		return nil, err
 	}
 	phase("evaluate trained")
-	trained := r.trainedArms(res.Steps)
-	tab, err := r.evaluate(ctx, append(r.baselines(), trained...))
+	arms := append(r.baselines(), r.trainedArms(res.Steps)...)
+	tab, err := r.evaluate(ctx, arms)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Mode == ModeRoute {
+		// Random delegation at the rate the trained policy delegates.
+		rate := tab.Row(ArmTrained).DelegationRate()
+		name := fmt.Sprintf("%s (%.2f, step %d)", ArmRandom, rate, res.Steps)
+		arms = append(arms, r.scriptedArm(name, world.FromPolicy(world.RandomRate(rate, cfg.Seed))))
+		if tab, err = r.evaluate(ctx, arms); err != nil {
+			return nil, err
+		}
+		tab.BestRule = best
 	}
 	res.Table = tab
 	tab.Notes = r.notes(res)
@@ -131,13 +152,14 @@ type runner struct {
 
 	trainSet, testSet []*world.Problem
 	byText            map[string]*world.Problem
+	byID              map[string]*world.Problem
+	split             world.Split // of testSet
 
 	policyP    *nn.Params
 	solver     *local.Model
 	pretrained *local.Model // the delegator's starting weights, frozen
 	policy     *local.Model // over policyP, which training updates
 	peers      *memo        // MLPO's frozen peers, each answer computed once
-	always     *world.AlwaysDelegate
 	closers    []*local.Model
 }
 
@@ -160,14 +182,18 @@ func newRunner(cfg Config, opt Options) (*runner, error) {
 	if r.trainSet, err = world.Generate(cfg.World, cfg.Seed, world.Train, cfg.TrainProblems); err != nil {
 		return nil, fmt.Errorf("train: generate training problems: %w", err)
 	}
-	if r.testSet, err = world.Generate(cfg.World, cfg.Seed, world.Test, cfg.EvalItems); err != nil {
+	if r.split, err = world.ParseSplit(cfg.EvalSplit); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	if r.testSet, err = world.Generate(cfg.World, cfg.Seed, r.split, cfg.EvalItems); err != nil {
 		return nil, fmt.Errorf("train: generate held-out problems: %w", err)
 	}
 	r.byText = make(map[string]*world.Problem, len(r.trainSet)+len(r.testSet))
+	r.byID = make(map[string]*world.Problem, len(r.trainSet)+len(r.testSet))
 	for _, p := range append(append([]*world.Problem(nil), r.trainSet...), r.testSet...) {
 		r.byText[p.Text] = p
+		r.byID[p.ID] = p
 	}
-	r.always = world.NewAlwaysDelegate(r.testSet)
 
 	solverP, err := loadCheckpoint("solver", cfg.Solver)
 	if err != nil {
@@ -256,7 +282,7 @@ func (s perRun) Run(ctx context.Context, request string, events chan<- delegate.
 // its pretraining transcripts.
 func (r *runner) route(scfg strategy.Config, delegator delegate.Model) (delegate.Strategy, error) {
 	return strategy.New(strategy.NameRoute, strategy.Roles{
-		Strong: r.delegatorAgent(&conversation{m: world.CompactTools(delegator)}),
+		Strong: r.delegatorAgent(&conversation{m: world.CompactTools(delegator), minCached: r.cfg.CacheMinTokens}),
 		Weak:   r.subagent(r.solver, r.cfg.Prices.Solver),
 	}, scfg)
 }
@@ -271,20 +297,41 @@ func (r *runner) baselines() []bench.Arm {
 	if r.cfg.Mode == ModeMLPO {
 		return r.mlpoBaselines()
 	}
-	return []bench.Arm{
-		{Name: ArmSolver, Role: bench.RoleWeak, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
-			return r.single(delegate.Agent{Role: RoleSolver, Model: r.solver, Price: r.cfg.Prices.Solver})
-		}}},
+	arms := []bench.Arm{
 		{Name: ArmAlone, Role: bench.RoleStrong, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
-			return r.single(r.delegatorAgent(&conversation{m: r.pretrained}))
-		}}},
-		{Name: ArmAlways, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
-			return r.route(r.scfg, r.always)
-		}}},
-		{Name: ArmPretrained, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
-			return r.route(r.scfg, r.pretrained)
+			return r.single(r.delegatorAgent(&conversation{m: r.pretrained, minCached: r.cfg.CacheMinTokens}))
 		}}},
 	}
+	arms = append(arms, r.ruleArms()...)
+	arms = append(arms, r.scriptedArm(ArmOracle, world.Oracle(r.solver)))
+	return append(arms, bench.Arm{Name: ArmPretrained, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
+		return r.route(r.scfg, r.pretrained)
+	}}})
+}
+
+// scriptedArm is a policy run by a program in the delegator's seat of
+// route (world.Scripted), on the training and the held-out problems.
+func (r *runner) scriptedArm(name string, decide world.Decider) bench.Arm {
+	prog := world.NewScripted(name, append(append([]*world.Problem(nil), r.trainSet...), r.testSet...), decide)
+	return bench.Arm{Name: name, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
+		return r.route(r.scfg, prog)
+	}}}
+}
+
+// ruleArms are the input-independent per-position rules: every subset of
+// the positions of the world's longest problem delegated, the others
+// computed.
+func (r *runner) ruleArms() []bench.Arm {
+	n := r.cfg.World.MaxSteps
+	arms := make([]bench.Arm, 0, 1<<n)
+	for mask := range uint(1) << n {
+		arms = append(arms, r.scriptedArm(ruleName(mask, n), world.FromPolicy(world.PositionRule(mask))))
+	}
+	return arms
+}
+
+func ruleName(mask uint, steps int) string {
+	return ArmRule + ": " + world.PositionRuleName(mask, steps)
 }
 
 // trainedArms are the arms of the trained policy after steps steps; the
@@ -303,10 +350,10 @@ func trainedName(arm string, steps int) string {
 	return arm + " (step " + strconv.Itoa(steps) + ")"
 }
 
-// tasks are the held-out problems as eval tasks.
-func (r *runner) tasks() []delegate.Task {
-	out := make([]delegate.Task, len(r.testSet))
-	for i, p := range r.testSet {
+// tasksOf returns problems as eval tasks.
+func tasksOf(problems []*world.Problem) []delegate.Task {
+	out := make([]delegate.Task, len(problems))
+	for i, p := range problems {
 		out[i] = delegate.Task{ID: p.ID, Dataset: "world", Prompt: p.Text, Answer: strconv.FormatInt(p.Answer, 10)}
 	}
 	return out
@@ -329,13 +376,73 @@ func verify(task delegate.Task, response string) (bool, string, error) {
 // already in the results file, and returns how many it ran.
 func (r *runner) evaluateCounting(ctx context.Context, arms []bench.Arm) (int, error) {
 	path := filepath.Join(r.cfg.OutDir, EvalFile)
-	ecfg := bench.Config{Results: path, Concurrency: r.cfg.EvalConcurrency}
-	rep, err := bench.Run(ctx, ecfg, r.tasks(), arms, verify, r.opt.EvalProgress)
+	ecfg := bench.Config{Results: path, Concurrency: r.cfg.EvalConcurrency, Label: labelDelegated}
+	rep, err := bench.Run(ctx, ecfg, tasksOf(r.testSet), arms, verify, r.opt.EvalProgress)
 	if err != nil {
 		return 0, fmt.Errorf("train: evaluate: %w", err)
 	}
 	return len(r.testSet)*len(arms) - rep.Resumed, nil
 }
+
+// chooseRule runs every fixed per-position rule on the first RuleItems
+// training problems and returns the arm name of the one of highest mean
+// reward (the first of them on a tie): the best input-independent policy,
+// chosen without looking at the held-out items.
+func (r *runner) chooseRule(ctx context.Context) (string, error) {
+	problems := r.trainSet[:min(r.cfg.RuleItems, len(r.trainSet))]
+	path := filepath.Join(r.cfg.OutDir, RulesFile)
+	arms := r.ruleArms()
+	ecfg := bench.Config{Results: path, Concurrency: r.cfg.EvalConcurrency, Label: labelDelegated}
+	if _, err := bench.Run(ctx, ecfg, tasksOf(problems), arms, verify, r.opt.EvalProgress); err != nil {
+		return "", fmt.Errorf("train: fixed rules on training items: %w", err)
+	}
+	records, _, err := bench.ReadResults(path)
+	if err != nil {
+		return "", fmt.Errorf("train: fixed rules on training items: %w", err)
+	}
+	names := make([]string, len(arms))
+	for i, a := range arms {
+		names[i] = a.Name
+	}
+	tab, err := NewTable(names, tasksOf(problems), records, r.cfg.Reward, r.byID)
+	if err != nil {
+		return "", fmt.Errorf("train: fixed rules on training items: %w", err)
+	}
+	best := &tab.Rows[0]
+	for i := range tab.Rows {
+		if tab.Rows[i].Reward > best.Reward {
+			best = &tab.Rows[i]
+		}
+	}
+	r.opt.Log.Info("train: best fixed rule on training items", "rule", best.Arm, "reward", best.Reward, "items", len(problems))
+	return best.Arm, nil
+}
+
+// labelDelegated labels a trace with the operations of the questions the
+// sub-agents were asked, in call order ("*-"): which kinds of step were
+// delegated.
+func labelDelegated(tr *delegate.Trace) map[string]string {
+	var ops []byte
+	var walk func(n *delegate.Node)
+	walk = func(n *delegate.Node) {
+		if n == nil {
+			return
+		}
+		if n.IsCall() && n.Role == RoleSubagent && len(n.Messages) > 0 {
+			if op, _, _, err := world.ParseExpr(strings.TrimSpace(n.Messages[len(n.Messages)-1].Content)); err == nil {
+				ops = append(ops, byte(op))
+			}
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(tr.Root)
+	return map[string]string{LabelDelegated: string(ops)}
+}
+
+// LabelDelegated is the record label of the delegated operations.
+const LabelDelegated = "delegated_ops"
 
 // evaluate runs arms on the held-out items (skipping those already in the
 // results file) and returns the table of arms over every record.
@@ -352,7 +459,7 @@ func (r *runner) evaluate(ctx context.Context, arms []bench.Arm) (*Table, error)
 	for i, a := range arms {
 		names[i] = a.Name
 	}
-	return NewTable(names, r.tasks(), records, r.cfg.Reward)
+	return NewTable(names, tasksOf(r.testSet), records, r.cfg.Reward, r.byID)
 }
 
 // timing is TimingFile.
@@ -531,9 +638,9 @@ func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func
 // (a reply not in the protocol's format, such as a leader's answer without
 // <answer></answer>, max turns, a failed call) is wrong even when its
 // number verifies, or RL learns to drop the format.
-func scored(rew world.Reward, verified, failed bool, roles map[string]delegate.Totals) (bool, float64) {
+func scored(rew reward.Graded, verified, failed bool, roles map[string]delegate.Totals) (bool, float64) {
 	correct := verified && !failed
-	return correct, rew.Of(correct, world.Account{Delegator: roles[RoleDelegator].Usage, SubagentCalls: roles[RoleSubagent].Calls})
+	return correct, world.RewardOf(rew, correct, world.Account{Delegator: roles[RoleDelegator].Usage, SubagentCalls: roles[RoleSubagent].Calls})
 }
 
 // outcome scores one rollout (scored's rule; its reward is reward's).
@@ -541,16 +648,30 @@ func (r *runner) outcome(tr *delegate.Trace, p *world.Problem) rl.Outcome {
 	sub := tr.Roles[RoleSubagent]
 	del := tr.Roles[RoleDelegator]
 	correct, _ := scored(r.cfg.Reward, world.Correct(tr.Answer, p.Answer), tr.Failure != "", tr.Roles)
-	return rl.Outcome{
-		Correct:   correct,
-		Delegated: sub.Calls > 0,
-		Metrics: map[string]float64{
-			"subagent_calls":   float64(sub.Calls),
-			"delegator_tokens": float64(del.Usage.CompletionTokens),
-			"cost":             tr.Total.Cost,
-		},
+	m := map[string]float64{
+		"subagent_calls":   float64(sub.Calls),
+		"delegator_tokens": float64(del.Usage.CompletionTokens),
+		"cost":             tr.Total.Cost,
 	}
+	// Per kind of step: how many the problem has and how many were handed
+	// over; the step's means of the two make the delegation rate per kind.
+	for _, s := range p.Steps {
+		m[StepsMetric(s.Op)]++
+	}
+	for _, op := range []byte(labelDelegated(tr)[LabelDelegated]) {
+		m[DelegatedMetric(world.Op(op))]++
+	}
+	return rl.Outcome{Correct: correct, Delegated: sub.Calls > 0, Metrics: m}
 }
+
+// StepsMetric and DelegatedMetric name the rollout scalars counting the
+// steps of kind op and those delegated.
+func StepsMetric(op world.Op) string { return "steps_" + opName[op] }
+
+func DelegatedMetric(op world.Op) string { return "delegated_" + opName[op] }
+
+// opName names the kinds of step in metric names.
+var opName = map[world.Op]string{world.Mul: "product", world.Add: "sum", world.Sub: "difference"}
 
 func (r *runner) reward(tr *delegate.Trace, o rl.Outcome) float64 {
 	_, rew := scored(r.cfg.Reward, o.Correct, false, tr.Roles)

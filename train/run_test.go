@@ -56,9 +56,19 @@ func TestRunRoute(t *testing.T) {
 			t.Errorf("%s: n = %d, want %d", r.Arm, r.N, cfg.EvalItems)
 		}
 	}
-	want := []string{ArmSolver, ArmAlone, ArmAlways, ArmPretrained, trainedName(ArmTrained, cfg.RL.Steps)}
-	if strings.Join(names, "|") != strings.Join(want, "|") {
-		t.Errorf("arms %q, want %q", names, want)
+	want := routeArms(cfg, cfg.RL.Steps)
+	if len(names) != len(want)+1 || strings.Join(names[:len(want)], "|") != strings.Join(want, "|") || !strings.HasPrefix(names[len(want)], ArmRandom+" (") {
+		t.Errorf("arms %q, want %q then %s", names, want, ArmRandom)
+	}
+	if !strings.HasPrefix(res.Table.BestRule, ArmRule+": ") {
+		t.Errorf("best fixed rule %q, want one of the rules", res.Table.BestRule)
+	}
+	rules, _, err := bench.ReadResults(filepath.Join(cfg.OutDir, RulesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := 1 << cfg.World.MaxSteps; len(rules) != n*cfg.RuleItems {
+		t.Errorf("%d records of the rules on training items, want %d", len(rules), n*cfg.RuleItems)
 	}
 	b, err := os.ReadFile(filepath.Join(cfg.OutDir, TableFile))
 	if err != nil {
@@ -69,9 +79,18 @@ func TestRunRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(records) != len(want)*cfg.EvalItems {
-		t.Errorf("%d records, want %d", len(records), len(want)*cfg.EvalItems)
+	if len(records) != (len(want)+1)*cfg.EvalItems {
+		t.Errorf("%d records, want %d", len(records), (len(want)+1)*cfg.EvalItems)
 	}
+}
+
+// routeArms are the names of a route table's rows before the random arm.
+func routeArms(cfg Config, steps int) []string {
+	want := []string{ArmAlone}
+	for mask := range uint(1) << cfg.World.MaxSteps {
+		want = append(want, ruleName(mask, cfg.World.MaxSteps))
+	}
+	return append(want, ArmOracle, ArmPretrained, trainedName(ArmTrained, steps))
 }
 
 func TestRunResumesAnInterruptedRun(t *testing.T) {
@@ -125,7 +144,7 @@ func TestRunResumesAnInterruptedRun(t *testing.T) {
 	for _, r := range records {
 		count[r.Arm]++
 	}
-	for _, arm := range []string{ArmSolver, ArmAlone, ArmAlways, ArmPretrained, trainedName(ArmTrained, cfg.RL.Steps)} {
+	for _, arm := range routeArms(cfg, cfg.RL.Steps) {
 		if count[arm] != cfg.EvalItems {
 			t.Errorf("%s: %d records, want %d", arm, count[arm], cfg.EvalItems)
 		}

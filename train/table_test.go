@@ -36,8 +36,17 @@ func TestNewTableFromRecords(t *testing.T) {
 		rec("f", "c", true, 10, 0, 0, 0, 0),
 	}
 	records[len(records)-1].Failure = "answer format: no <answer>" // right number, wrong format
-	rew := world.Reward{Lambda: 0.001, Mu: 0.02}
-	tab, err := NewTable([]string{"x", "y"}, tasks, records, rew)
+	rew := world.DefaultReward()
+	// Problems give the steps of each item; x's records say which were
+	// delegated.
+	problems := map[string]*world.Problem{
+		"a": {Steps: []world.Step{{Op: world.Mul}, {Op: world.Sub}}},
+		"b": {Steps: []world.Step{{Op: world.Add}, {Op: world.Sub}}},
+		"c": {Steps: []world.Step{{Op: world.Mul}}},
+	}
+	records[1].Labels = map[string]string{LabelDelegated: "+-"}
+	records[2].Labels = map[string]string{LabelDelegated: "*"}
+	tab, err := NewTable([]string{"x", "y"}, tasks, records, rew, problems)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,13 +79,20 @@ func TestNewTableFromRecords(t *testing.T) {
 		{"latency", x.Latency, 2},
 		{"y accuracy", tab.Row("y").Accuracy, 0},
 		{"y reward", tab.Row("y").Reward, -0.01},
+		// Every y item scored the same: the interval is as wide as
+		// correctness estimated with half an item each side, not 0.
+		{"y reward hi", tab.Row("y").RewardCI.Hi, -0.01 + 1.96*math.Sqrt(0.125*0.875/3)},
+		{"x delegates products", x.rateOf(world.Mul), 0.5},
+		{"x delegates sums", x.rateOf(world.Add), 1},
+		{"x delegates differences", x.rateOf(world.Sub), 0.5},
+		{"x delegation rate", x.DelegationRate(), 3.0 / 5},
 	}
 	for _, tt := range tests {
 		if math.Abs(tt.got-tt.want) > 1e-12 {
 			t.Errorf("%s = %v, want %v", tt.name, tt.got, tt.want)
 		}
 	}
-	f, err := NewTable([]string{"f"}, tasks, records, rew)
+	f, err := NewTable([]string{"f"}, tasks, records, rew, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,11 +106,11 @@ func TestNewTableFromRecords(t *testing.T) {
 	if err := tab.WriteMarkdown(&b); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "| x | 3 | 0.667 [") {
+	if !strings.Contains(b.String(), "| x | 3 | 0.667 [") || !strings.Contains(b.String(), "| 0.50 / 1.00 / 0.50 |") {
 		t.Errorf("markdown lacks x's row:\n%s", b.String())
 	}
 
-	if _, err := NewTable([]string{"x", "w"}, tasks, records, rew); err == nil || !strings.Contains(err.Error(), `"w"`) {
+	if _, err := NewTable([]string{"x", "w"}, tasks, records, rew, problems); err == nil || !strings.Contains(err.Error(), `"w"`) {
 		t.Errorf("an arm without records: err = %v, want one naming it", err)
 	}
 }
@@ -111,40 +127,52 @@ func TestAcceptance(t *testing.T) {
 		}
 		return r
 	}
-	tab := &Table{Rows: []Row{
+	never, always := ruleName(0, 2), ruleName(3, 2)
+	tab := &Table{BestRule: never, Rows: []Row{
 		items(ArmAlone, 100, 90, 0.50, 0.1, 1000e-6),
-		items(ArmAlways, 100, 50, 0.40, 0.1, 500e-6),
+		items(never, 100, 95, 0.55, 0.1, 1000e-6),
+		items(always, 100, 50, 0.40, 0.1, 500e-6),
 		items(ArmPretrained, 100, 80, 0.60, 0.1, 800e-6),
 		items(ArmTrained+" (step 200)", 100, 90, 0.70, 0.1, 590e-6),
+		items(ArmRandom+" (0.40, step 200)", 100, 60, 0.45, 0.1, 700e-6),
 	}}
+	const trained, cost = 4, 4 // the trained row; the cost check
 	checks := Acceptance(tab, ModeRoute)
-	if len(checks) != 4 {
-		t.Fatalf("%d checks, want 4: %+v", len(checks), checks)
+	if len(checks) != 5 {
+		t.Fatalf("%d checks, want 5: %+v", len(checks), checks)
 	}
 	for _, c := range checks {
 		if !c.Pass {
 			t.Errorf("%s: not met (%s), want met", c.Name, c.Detail)
 		}
 	}
-	if !strings.Contains(checks[0].Detail, "difference +0.100") || !strings.Contains(checks[3].Detail, "41.0% less, 95% [41.0%, 41.0%]") {
-		t.Errorf("details: %q; %q", checks[0].Detail, checks[3].Detail)
+	if !strings.Contains(checks[0].Detail, "difference +0.100") || !strings.Contains(checks[1].Detail, "("+never+")") ||
+		!strings.Contains(checks[3].Detail, "each of the 2 rules") || !strings.Contains(checks[cost].Detail, "41.0% less, 95% [41.0%, 41.0%]") {
+		t.Errorf("details: %q; %q; %q; %q", checks[0].Detail, checks[1].Detail, checks[3].Detail, checks[cost].Detail)
 	}
-	// The same mean reward item by item, a cut of 39%: each fails.
-	tab.Rows[3] = items(ArmTrained, 100, 90, 0.60, 0.1, 610e-6)
-	if got := Acceptance(tab, ModeRoute); got[0].Pass || !got[1].Pass || got[3].Pass {
+	// The same mean reward item by item as the pretrained policy, a cut
+	// of 39%: each fails; the best rule is still beaten.
+	tab.Rows[trained] = items(ArmTrained, 100, 90, 0.60, 0.1, 610e-6)
+	if got := Acceptance(tab, ModeRoute); got[0].Pass || !got[1].Pass || got[cost].Pass {
 		t.Errorf("a tie with the pretrained rewards and a 39%% cut: %+v", got)
 	}
+	// A fixed rule as good as the trained policy: "every rule" fails,
+	// naming it, though the best rule on training items was another.
+	tab.Rows[2] = items(always, 100, 90, 0.60, 0.1, 500e-6)
+	if got := Acceptance(tab, ModeRoute); got[3].Pass || !strings.Contains(got[3].Detail, always) || !got[1].Pass {
+		t.Errorf("a rule as good as the trained policy: %+v", got[3])
+	}
 	// A deep cut but clearly less accurate (McNemar): fails.
-	tab.Rows[3] = items(ArmTrained, 100, 70, 0.70, 0.1, 500e-6)
-	if got := Acceptance(tab, ModeRoute); got[3].Pass || !strings.Contains(got[3].Detail, "50.0% less") {
-		t.Errorf("lower accuracy: %+v", got[3])
+	tab.Rows[trained] = items(ArmTrained, 100, 70, 0.70, 0.1, 500e-6)
+	if got := Acceptance(tab, ModeRoute); got[cost].Pass || !strings.Contains(got[cost].Detail, "50.0% less") {
+		t.Errorf("lower accuracy: %+v", got[cost])
 	}
 	// Rows over other items cannot be compared.
-	tab.Rows[3] = items(ArmTrained, 50, 45, 0.70, 0.1, 500e-6)
+	tab.Rows[trained] = items(ArmTrained, 50, 45, 0.70, 0.1, 500e-6)
 	if got := Acceptance(tab, ModeRoute); got[0].Pass || !strings.Contains(got[0].Detail, "same items") {
 		t.Errorf("unpaired rows: %+v", got[0])
 	}
-	if got := Acceptance(&Table{}, ModeRoute); len(got) != 4 || got[0].Pass || !strings.Contains(got[0].Detail, "no row") {
+	if got := Acceptance(&Table{}, ModeRoute); len(got) != 5 || got[0].Pass || !strings.Contains(got[0].Detail, "no row") || got[1].Pass || got[3].Pass {
 		t.Errorf("empty table: %+v", got)
 	}
 

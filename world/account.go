@@ -2,6 +2,7 @@ package world
 
 import (
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
@@ -112,27 +113,22 @@ func (e Episode) Bill(cachePrefix bool) Account {
 	return a
 }
 
-// Reward holds the coefficients of the training reward
+// DefaultReward is the reward this world is designed for, a setting of
+// the reward package's graded reward (the package doc shows the
+// arithmetic):
 //
-//	reward = correct - Lambda * delegator completion tokens - Mu * sub-agent calls
+//	reward = correct − 0.001·(delegator generated tokens) − 0.02·(sub-agent calls)
 //
-// where correct is 1 for a right final answer and 0 otherwise.
-type Reward struct {
-	Lambda float64 `json:"lambda" yaml:"lambda"`
-	Mu     float64 `json:"mu" yaml:"mu"`
+// with correct 1 for a right final answer and 0 otherwise; an answer the
+// strategy reports a failure for counts as wrong (format penalty 0).
+func DefaultReward() reward.Graded {
+	return reward.Graded{Lambda: 0.001, CostUnit: reward.CostTokens, Mu: 0.02, FormatPenalty: 0}
 }
 
-// DefaultReward is the reward this world is designed for: the package doc
-// shows the arithmetic.
-func DefaultReward() Reward { return Reward{Lambda: 0.001, Mu: 0.02} }
-
-// Of returns the reward of an episode's bill given its correctness.
-func (r Reward) Of(correct bool, a Account) float64 {
-	v := -r.Lambda*float64(a.Delegator.CompletionTokens) - r.Mu*float64(a.SubagentCalls)
-	if correct {
-		v++
-	}
-	return v
+// RewardOf is g's reward of an episode's bill given its correctness: the
+// delegator's generated tokens are the policy's tokens.
+func RewardOf(g reward.Graded, correct bool, a Account) float64 {
+	return g.Reward(reward.Outcome{FormatOK: true, Correct: &correct, Tokens: a.Delegator.CompletionTokens, Calls: a.SubagentCalls, Cost: 0})
 }
 
 // Tokens counts the tokens of text under the tokenizer (one per byte).

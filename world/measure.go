@@ -2,6 +2,7 @@ package world
 
 import (
 	"fmt"
+	"github.com/delegatelab/delegate/reward"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -53,7 +54,7 @@ type Stats struct {
 }
 
 // Measure builds one episode per problem with fn and returns the means.
-func Measure(name string, problems []*Problem, fn func(*Problem) Episode, prices Prices, rew Reward, acc Accuracy) Stats {
+func Measure(name string, problems []*Problem, fn func(*Problem) Episode, prices Prices, rew reward.Graded, acc Accuracy) Stats {
 	st := Stats{Name: name, N: len(problems)}
 	if len(problems) == 0 {
 		return st
@@ -76,7 +77,7 @@ func Measure(name string, problems []*Problem, fn func(*Problem) Episode, prices
 		st.SubagentCalls += float64(a.SubagentCalls)
 		st.Cost += a.Cost(prices) * 1e6
 		st.PCorrect += pc
-		st.Reward += pc*rew.Of(true, a) + (1-pc)*rew.Of(false, a)
+		st.Reward += pc*RewardOf(rew, true, a) + (1-pc)*RewardOf(rew, false, a)
 		for _, d := range e.Delegated {
 			steps++
 			if d {
@@ -94,19 +95,36 @@ func Measure(name string, problems []*Problem, fn func(*Problem) Episode, prices
 }
 
 // Report measures every protocol and policy of this world over problems
-// and writes a table: the figures of the package doc. seed seeds the
-// random policy and the lead peers.
-func Report(w io.Writer, problems []*Problem, seed uint64, prices Prices, rew Reward, acc Accuracy) error {
+// and writes a table: the figures of docs/world.md. The route rows are
+// the delegator alone, every input-independent per-position rule over
+// the longest problem's steps, the selective policy (delegate exactly
+// the steps worth it that the solver covers: the design's optimum), the
+// oracle router and random delegation; then decompose and lead. The
+// oracle delegates a step when the solver answers it right, so its
+// figures are the selective transcripts with every delegated step right
+// (Covered taken as 1); it also computes the products the solver would
+// get wrong, which this leaves out (a share 1 − Covered of them). seed
+// seeds the random policy and the lead peers.
+func Report(w io.Writer, problems []*Problem, seed uint64, prices Prices, rew reward.Graded, acc Accuracy) error {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	rows := []Stats{
-		Measure("single (alone)", problems, Single, prices, rew, acc),
-		Measure("route never", problems, func(p *Problem) Episode { return Route(p, Never) }, prices, rew, acc),
-		Measure("route always", problems, func(p *Problem) Episode { return Route(p, Always) }, prices, rew, acc),
-		Measure("route random 0.5", problems, func(p *Problem) Episode { return Route(p, Random(0.5, rng)) }, prices, rew, acc),
-		Measure("route selective", problems, func(p *Problem) Episode { return Route(p, Selective) }, prices, rew, acc),
+	route := func(pol Policy) func(*Problem) Episode { return func(p *Problem) Episode { return Route(p, pol) } }
+	steps := 0
+	for _, p := range problems {
+		steps = max(steps, len(p.Steps))
+	}
+	rows := []Stats{Measure("single (alone)", problems, Single, prices, rew, acc)}
+	for mask := range uint(1) << steps {
+		rows = append(rows, Measure("route "+PositionRuleName(mask, steps), problems, route(PositionRule(mask)), prices, rew, acc))
+	}
+	oracle := acc
+	oracle.Covered = 1
+	rows = append(rows,
+		Measure("route selective", problems, route(Selective), prices, rew, acc),
+		Measure("route oracle", problems, route(Selective), prices, rew, oracle),
+		Measure("route random 0.5", problems, route(Random(0.5, rng)), prices, rew, acc),
 		Measure("decompose selective", problems, func(p *Problem) Episode { return Decompose(p, Selective) }, prices, rew, acc),
 		Measure("lead k=3", problems, func(p *Problem) Episode { return Lead(p, 3, rng) }, prices, rew, acc),
-	}
+	)
 	if err := writeTable(w, rows); err != nil {
 		return err
 	}

@@ -68,28 +68,50 @@ func (p *Problem) Independent(i, j int) bool {
 // Split is the held-out status of a problem.
 type Split int
 
-// The two splits; which one a problem is in depends on its text only.
+// The three splits; which one a problem is in depends on its text only.
+// Training choices (world knobs, learning rate, steps, estimator) are made
+// on Validation; Test is read once, for the reported table.
 const (
 	Train Split = iota
 	Test
+	Validation
 )
 
 func (s Split) String() string {
-	if s == Test {
+	switch s {
+	case Test:
 		return "test"
+	case Validation:
+		return "validation"
 	}
 	return "train"
 }
 
-// SplitOf returns the split of a problem text: Test when the FNV-1a hash
-// of the text falls in the first testPermille thousandths of the hash
-// space. The training and test sets are disjoint by construction: a text
-// is in exactly one.
-func SplitOf(text string, testPermille int) Split {
-	if hashText(text)%1000 < uint64(testPermille) {
-		return Test
+// ParseSplit reads a split's name.
+func ParseSplit(name string) (Split, error) {
+	for _, s := range []Split{Train, Validation, Test} {
+		if s.String() == name {
+			return s, nil
+		}
 	}
-	return Train
+	return 0, fmt.Errorf("split %q: want train, validation or test", name)
+}
+
+// SplitOf returns the split of a problem text. The held-out texts are
+// those whose FNV-1a hash falls in the first heldOutPermille thousandths
+// of the hash space; a second digit of the hash halves them into
+// Validation and Test. The splits are disjoint by construction: a text is
+// in exactly one, and the training split is the same as when there was
+// no validation split.
+func SplitOf(text string, heldOutPermille int) Split {
+	h := hashText(text)
+	switch {
+	case h%1000 >= uint64(heldOutPermille):
+		return Train
+	case (h/1000)%2 == 0:
+		return Validation
+	}
+	return Test
 }
 
 func hashText(text string) uint64 {
@@ -130,22 +152,25 @@ type Config struct {
 	// gets (uniformly 0..Distractors).
 	Distractors int `json:"distractors"`
 	// TestPermille is the share of the hash space, in thousandths, that
-	// is the held-out test split.
+	// is held out: half of it the validation split, half the test split.
 	TestPermille int `json:"test_permille"`
 }
 
-// DefaultConfig is the world the delegator is trained in; the package doc
-// explains its numbers: two parts, each a product of two 2-digit numbers,
-// one of them sometimes followed by a 2-digit amount added or taken away,
-// combined by a sum or a difference; one distractor at most.
+// DefaultConfig is the world delegate train runs and the shipped
+// delegator is trained for; the package doc explains its numbers: one
+// quantity built by 1 to 3 steps, starting with a product of two 2-digit
+// numbers (4 problems in 5) or with a plain 2-digit number, then 2-digit
+// amounts added or taken away; one distractor at most. Whether the first
+// step is worth delegating depends on the text: a product is, an amount
+// taken away is not.
 //
-//	steps 3..4, parallel 1, mul_start 1, mul_sizes 2x2, add_digits 2..2,
+//	steps 1..3, parallel 0, mul_start 0.8, mul_sizes 2x2, add_digits 2..2,
 //	times 0, distractors 1, test_permille 100
 func DefaultConfig() Config {
 	return Config{
-		MinSteps: 3, MaxSteps: 4,
-		Parallel:     1,
-		MulStart:     1,
+		MinSteps: 1, MaxSteps: 3,
+		Parallel:     0,
+		MulStart:     0.8,
 		MulSizes:     []MulSize{{X: 2, Y: 2, Weight: 1}},
 		AddDigits:    [2]int{2, 2},
 		Times:        0,
@@ -154,27 +179,39 @@ func DefaultConfig() Config {
 	}
 }
 
-// TrainLevel is the level delegate train runs by default (a product, then
-// an amount added or taken away): the package doc says why.
-const TrainLevel = 2
+// twoParts is level 3: two parts, each a product of two 2-digit numbers,
+// one of them sometimes followed by an amount, combined by a sum or a
+// difference (the default world before DefaultConfig).
+func twoParts() Config {
+	c := DefaultConfig()
+	c.MinSteps, c.MaxSteps, c.Parallel, c.MulStart = 3, 4, 1, 1
+	return c
+}
+
+// DefaultLevel is the level of DefaultConfig.
+const DefaultLevel = 5
+
+// MLPOLevel is the level delegate train --mode mlpo runs, with up to
+// MLPODistractors distractors.
+const MLPOLevel = 2
 
 // MLPODistractors is the most distractor sentences of a problem under
-// delegate train --mode mlpo (level 2 otherwise): enough that the leader
-// alone is not at its ceiling, so that training can show it better alone.
-// The package doc says why.
+// delegate train --mode mlpo: enough that the leader alone is not at its
+// ceiling, so that training can show it better alone. The package doc
+// says why.
 const MLPODistractors = 4
 
-// Levels returns configs of growing difficulty, for curricula and for the
-// counts in the package doc: 1 one product, 2 a product then an amount
-// added or taken away, 3 the default world, 4 longer problems (up to 6
-// steps, two distractors).
+// Levels returns the worlds by number: 1 one product, 2 a product then an
+// amount added or taken away, 3 two parts combined, 4 longer problems (up
+// to 6 steps in two parts, two distractors), 5 the default world. Levels
+// 1 to 4 are the pretraining curriculum of the shipped delegator; their
+// configs never change, so the commands that made it reproduce.
 func Levels() map[int]Config {
-	d := DefaultConfig()
-	l1, l2, l4 := d, d, d
+	l1, l2, l3, l4 := twoParts(), twoParts(), twoParts(), twoParts()
 	l1.MinSteps, l1.MaxSteps, l1.Parallel, l1.Distractors = 1, 1, 0, 0
 	l2.MinSteps, l2.MaxSteps, l2.Parallel = 2, 2, 0
 	l4.MinSteps, l4.MaxSteps, l4.Distractors = 4, 6, 2
-	return map[int]Config{1: l1, 2: l2, 3: d, 4: l4}
+	return map[int]Config{1: l1, 2: l2, 3: l3, 4: l4, DefaultLevel: DefaultConfig()}
 }
 
 // maxQuantity bounds every quantity of a part, so that a sum of two parts

@@ -143,7 +143,7 @@ func TestProblemsConsistent(t *testing.T) {
 }
 
 func TestParallelPartsAppear(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := Levels()[3]
 	cfg.Parallel = 0.8
 	ps, err := Generate(cfg, 5, Train, 300)
 	if err != nil {
@@ -170,7 +170,7 @@ func TestConfigValidate(t *testing.T) {
 		key  string
 	}{
 		{"steps", func(c *Config) { c.MinSteps = 0 }, "min_steps"},
-		{"max below min", func(c *Config) { c.MaxSteps = 1 }, "max_steps"},
+		{"max below min", func(c *Config) { c.MinSteps, c.MaxSteps = 2, 1 }, "max_steps"},
 		{"parallel", func(c *Config) { c.Parallel = 1.5 }, "parallel"},
 		{"mul sizes", func(c *Config) { c.MulSizes = nil }, "mul_sizes"},
 		{"mul size digits", func(c *Config) { c.MulSizes[0].Y = 9 }, "mul_sizes[0]"},
@@ -219,7 +219,8 @@ func TestConfigSummary(t *testing.T) {
 		want string
 	}{
 		{l2, "2 steps, products of 2x2 digits, amounts of 2 digits, up to 4 distractors"},
-		{DefaultConfig(), "3-4 steps, two parts in 100% of those of 3 or more, products of 2x2 digits, amounts of 2 digits, up to 1 distractor"},
+		{Levels()[3], "3-4 steps, two parts in 100% of those of 3 or more, products of 2x2 digits, amounts of 2 digits, up to 1 distractor"},
+		{DefaultConfig(), "1-3 steps, products of 2x2 digits, amounts of 2 digits, up to 1 distractor"},
 		{Config{MinSteps: 1, MaxSteps: 2, Times: 0.25, AddDigits: [2]int{1, 3}}, `1-2 steps, amounts of 1-3 digits, "times as many" in 25% of later steps, no distractors`},
 	} {
 		if got := tt.c.Summary(); got != tt.want {

@@ -2,39 +2,67 @@ package world
 
 import (
 	"fmt"
-	"os"
+	"strings"
 	"testing"
 )
 
-// TestReport prints the figures of the package doc. WORLD_REPORT=1 runs it:
+// TestDesignFigures computes the figures docs/world.md gives from the
+// design (expected reward and cost of every policy on 2000 validation
+// problems of the default world, and the pretraining corpus's lengths)
+// and checks what the documentation says of them: the selective policy
+// is ahead of every input-independent rule and of random delegation,
+// and the oracle is ahead of it. Print them with
 //
-//	WORLD_REPORT=1 go test ./world -run TestReport -v
-func TestReport(t *testing.T) {
-	if os.Getenv("WORLD_REPORT") == "" {
-		t.Skip("set WORLD_REPORT=1 to print the design figures")
+//	go test ./world -run TestDesignFigures -v
+func TestDesignFigures(t *testing.T) {
+	ps, err := Generate(DefaultConfig(), 1, Validation, 2000)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, lvl := range []int{3, TrainLevel} {
-		ps, err := Generate(Levels()[lvl], 1, Test, 2000)
-		if err != nil {
-			t.Fatal(err)
+	var b strings.Builder
+	if err := Report(&b, ps, 1, DefaultPrices(), DefaultReward(), DesignAccuracy()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("default world, design accuracies %+v:\n%s", DesignAccuracy(), b.String())
+	reward := map[string]float64{}
+	var ruleNames []string
+	for line := range strings.SplitSeq(b.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 13 || f[0] == "protocol" {
+			continue
 		}
-		for i := 0; i < 2; i++ {
-			e := Route(ps[i], Selective)
-			for _, m := range e.Delegator[0].Messages {
-				fmt.Printf("[%s] %s %v\n", m.Role, m.Content, m.ToolCalls)
-			}
-			fmt.Println("----")
+		name := strings.Join(f[:len(f)-12], " ")
+		var v float64
+		if _, err := fmt.Sscan(f[len(f)-1], &v); err != nil {
+			continue
 		}
-		fmt.Printf("level %d:\n", lvl)
-		if err := Report(os.Stdout, ps, 1, DefaultPrices(), DefaultReward(), DesignAccuracy()); err != nil {
-			t.Fatal(err)
+		reward[name] = v
+		if strings.HasPrefix(name, "route ") && (strings.Contains(name, "delegate") || strings.Contains(name, "never")) {
+			ruleNames = append(ruleNames, name)
 		}
 	}
-	for lvl := 1; lvl <= 4; lvl++ {
+	if len(ruleNames) != 8 {
+		t.Fatalf("%d position rules in the report, want 8:\n%s", len(ruleNames), b.String())
+	}
+	sel := reward["route selective"]
+	for _, r := range append(ruleNames, "route random 0.5", "single (alone)") {
+		if !(sel > reward[r]+0.05) {
+			t.Errorf("selective %.3f is not ahead of %s %.3f by 0.05", sel, r, reward[r])
+		}
+	}
+	if !(reward["route oracle"] >= sel) {
+		t.Errorf("oracle %.3f below selective %.3f", reward["route oracle"], sel)
+	}
+	// How many distinct problems each level draws (the package doc's
+	// counts): more than the sample, so training sets barely repeat.
+	for lvl := 1; lvl <= len(Levels()); lvl++ {
 		est, ok, err := Distinct(Levels()[lvl], 7, 20000)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Printf("level %d: distinct ~%s (estimate %v)\n", lvl, sigFigs(est), ok)
+		t.Logf("level %d: distinct problems ~%s (%s)", lvl, sigFigs(est), map[bool]string{true: "capture-recapture estimate", false: "no repeat in two samples: a lower bound"}[ok])
+		if est <= 20000 {
+			t.Errorf("level %d: about %v distinct problems, want more than a sample of 20000", lvl, est)
+		}
 	}
 }

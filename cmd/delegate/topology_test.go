@@ -213,7 +213,7 @@ strategy:
 	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	problems, err := world.Generate(world.Levels()[world.TrainLevel], 5, world.Train, 6)
+	problems, err := world.Generate(world.Levels()[world.DefaultLevel], 5, world.Train, 6)
 	if err != nil {
 		t.Fatal(err)
 	}

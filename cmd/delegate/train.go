@@ -136,9 +136,12 @@ on every one) and --eval-items 300.`,
 	fl.Float64Var(&cfg.Reward.Mu, "mu", cfg.Reward.Mu, "reward cost per sub-agent call (μ) (mlpo default 0)")
 	fl.IntVar(&cfg.TrainProblems, "train-problems", cfg.TrainProblems, "training problems (mlpo default 256)")
 	fl.IntVar(&cfg.EvalItems, "eval-items", cfg.EvalItems, "held-out problems of the table (mlpo default 300)")
+	fl.StringVar(&cfg.EvalSplit, "split", cfg.EvalSplit, "split of the table's items: validation while choosing settings, test for the reported table")
+	fl.IntVar(&cfg.RuleItems, "rule-items", cfg.RuleItems, "training problems each fixed per-position rule runs on to choose the best")
+	fl.IntVar(&cfg.CacheMinTokens, "cache-min-tokens", cfg.CacheMinTokens, "shortest shared prefix of a conversation priced as cached input (real APIs: 1024); 0: every shared prefix")
 	fl.Float64Var(&cfg.EvalTemperature, "eval-temperature", cfg.EvalTemperature, "delegator temperature in the table (0: greedy)")
 	fl.IntVar(&cfg.EvalConcurrency, "eval-concurrency", cfg.EvalConcurrency, "items in flight in the table")
-	fl.IntVar(&f.level, "level", world.TrainLevel, "world difficulty (world.Levels: 1 one product, 2 a product and an amount, 3 the default world, 4 the longest)")
+	fl.IntVar(&f.level, "level", world.DefaultLevel, "world difficulty (world.Levels: 1 one product, 2 a product and an amount, 3 two parts, 4 the longest, 5 the default world; mlpo default 2)")
 	fl.IntVar(&f.distractors, "distractors", 0, "most distractor sentences a problem gets, uniformly 0..N (default: the level's; mlpo default 4)")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the rollouts and the item order")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
@@ -152,6 +155,7 @@ var mlpoDefaults = []struct{ flag, value string }{
 	{"estimator", "drgrpo"},
 	{"lambda", "0"},
 	{"mu", "0"},
+	{"level", strconv.Itoa(world.MLPOLevel)},
 	{"distractors", strconv.Itoa(world.MLPODistractors)},
 	{"train-problems", "256"},
 	{"eval-items", "300"},
@@ -475,7 +479,61 @@ func writeTrainPlots(dir string) ([]string, error) {
 		}
 		files = append(files, paths...)
 	}
-	return files, nil
+	kinds, err := writeKindPlot(dir, ms)
+	return append(files, kinds...), err
+}
+
+// writeKindPlot draws the delegation rate per kind of step over training
+// (the moving mean of the rate's numerator and denominator): what the
+// policy learned to hand over.
+func writeKindPlot(dir string, ms []rl.Metrics) ([]string, error) {
+	p := plot.New()
+	p.Title.Text = "delegation rate per kind of step over RL steps"
+	p.X.Label.Text = "step"
+	p.Y.Label.Text = "share of the steps delegated"
+	p.Y.Min, p.Y.Max = 0, 1
+	p.Add(plotter.NewGrid())
+	kinds := []struct {
+		op  world.Op
+		col color.Color
+	}{{world.Mul, color.RGBA{R: 200, A: 255}}, {world.Add, color.RGBA{B: 200, A: 255}}, {world.Sub, color.RGBA{G: 150, A: 255}}}
+	drawn := 0
+	for _, k := range kinds {
+		var xys plotter.XYs
+		var num, den float64
+		for i := range ms {
+			num += ms[i].Scalars[train.DelegatedMetric(k.op)]
+			den += ms[i].Scalars[train.StepsMetric(k.op)]
+			if i >= smoothWindow {
+				num -= ms[i-smoothWindow].Scalars[train.DelegatedMetric(k.op)]
+				den -= ms[i-smoothWindow].Scalars[train.StepsMetric(k.op)]
+			}
+			if den > 1e-9 {
+				xys = append(xys, plotter.XY{X: float64(ms[i].Step), Y: num / den})
+			}
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		line, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, fmt.Errorf("train: plot delegation by kind: %w", err)
+		}
+		line.Width, line.Color = vg.Points(2), k.col
+		p.Add(line)
+		p.Legend.Add(map[world.Op]string{world.Mul: "products", world.Add: "sums", world.Sub: "differences"}[k.op], line)
+		drawn++
+	}
+	if drawn == 0 {
+		return nil, nil
+	}
+	p.Legend.Add(fmt.Sprintf("(rates over the last %d steps)", smoothWindow))
+	base := filepath.Join(dir, "delegation_by_kind")
+	paths := []string{base + ".png", base + ".svg"}
+	if err := bench.SavePlot(p, 6*vg.Inch, 3.8*vg.Inch, bench.LegendBelow, paths...); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	return paths, nil
 }
 
 // runTrainAPI trains on a trajectory API's batches, printing a line per

@@ -74,14 +74,14 @@ func TestTrainEndToEnd(t *testing.T) {
 			}
 			var id struct{ World world.Config }
 			readRunFile(t, out, &id)
-			if want := world.Levels()[world.TrainLevel].Distractors; tt.distractors != "" {
+			if want := world.Levels()[world.DefaultLevel].Distractors; tt.distractors != "" {
 				if got := strconv.Itoa(id.World.Distractors); got != tt.distractors {
 					t.Errorf("run's world has %s distractors, want --distractors %s", got, tt.distractors)
 				}
 			} else if id.World.Distractors != want {
 				t.Errorf("run's world has %d distractors, want the level's %d", id.World.Distractors, want)
 			}
-			for _, want := range []string{"| arm |", train.ArmSolver, train.ArmAlways, train.ArmPretrained, "RL-trained delegator (step " + steps + ")", steps + " RL steps"} {
+			for _, want := range []string{"| arm |", train.ArmAlone, train.ArmRule + ": always delegate", train.ArmOracle, train.ArmPretrained, train.ArmRandom, "RL-trained delegator (step " + steps + ")", steps + " RL steps"} {
 				if !strings.Contains(got, want) {
 					t.Errorf("output lacks %q:\n%s", want, got)
 				}
@@ -103,7 +103,7 @@ func TestTrainEndToEnd(t *testing.T) {
 					t.Errorf("step %d: estimator %q loss %v", m.Step, m.Estimator, m.Loss)
 				}
 			}
-			for _, name := range []string{"reward.png", "reward.svg", "accuracy.png", "accuracy.svg", "delegator_tokens.png", "delegator_tokens.svg", "delegation_rate.png", "delegation_rate.svg", train.TableFile, train.EvalFile, "checkpoint/policy"} {
+			for _, name := range []string{"reward.png", "reward.svg", "accuracy.png", "accuracy.svg", "delegator_tokens.png", "delegator_tokens.svg", "delegation_rate.png", "delegation_rate.svg", "delegation_by_kind.png", "delegation_by_kind.svg", train.TableFile, train.EvalFile, "checkpoint/policy"} {
 				if _, err := os.Stat(filepath.Join(out, name)); err != nil {
 					t.Errorf("missing %s: %v", name, err)
 				}

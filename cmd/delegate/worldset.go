@@ -24,7 +24,7 @@ type worldFlags struct {
 
 func (w *worldFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.IntVar(&w.level, "level", world.TrainLevel, "--dataset world: difficulty (1 one product, 2 a product and an amount, 3 the default world, 4 the longest)")
+	fl.IntVar(&w.level, "level", world.DefaultLevel, "--dataset world: difficulty (1 one product, 2 a product and an amount, 3 two parts, 4 the longest, 5 the default world)")
 	fl.IntVar(&w.distractors, "distractors", -1, "--dataset world: most distractor sentences a problem gets, uniformly 0..N (-1: the level's)")
 }
 
