@@ -27,6 +27,7 @@ import (
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/store"
 	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/world"
 )
 
 // benchFlags are the flags of `delegate bench`.
@@ -126,7 +127,7 @@ adds every role, --no-cache turns caching off.`,
 	fl.Float64Var(&f.passScore, "pass-score", 70, "open datasets: judge score (0-100) at or above which an answer counts as correct")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
 	f.world.register(cmd)
-	fl.StringVar(&f.split, "split", "test", "--dataset world: draw train or test (held-out) problems")
+	fl.StringVar(&f.split, "split", "test", "--dataset world: draw train, validation or test (held-out) problems")
 	return cmd
 }
 
@@ -154,8 +155,8 @@ func (f benchFlags) validate() error {
 		if _, err := f.world.config(); err != nil {
 			errs = append(errs, err)
 		}
-		if f.split != "train" && f.split != "test" {
-			errs = append(errs, fmt.Errorf("--split %q: want train or test", f.split))
+		if _, err := world.ParseSplit(f.split); err != nil {
+			errs = append(errs, fmt.Errorf("--split: %w", err))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("--dataset: unknown dataset %q (want gsm8k, math, mmlu, bbh, open or world)", f.dataset))

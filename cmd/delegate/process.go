@@ -87,7 +87,7 @@ shipped local models were trained on, --split train by default, drawn with
 	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
 	fl.StringVarP(&f.dataset, "dataset", "d", "builtin", "dataset: gsm8k, math, mmlu, bbh, open, builtin or world")
 	fl.StringVar(&f.data, "data", "", "dataset file or directory (every dataset but builtin)")
-	fl.StringVar(&f.split, "split", "train", "builtin and world datasets: the train or test split")
+	fl.StringVar(&f.split, "split", "train", "builtin datasets: the train or test split; world: train, validation or test")
 	fl.IntVarP(&f.n, "n", "n", 0, "items to sample from the dataset (0: all)")
 	fl.Int64Var(&f.seed, "seed", 1, "seed of the item sample, recorded in every artifact")
 	fl.IntVarP(&f.group, "group", "g", 4, "rollouts per item (G), at least 2")

@@ -50,14 +50,9 @@ func worldTasks(w worldFlags, split string, seed uint64, n int) ([]delegate.Task
 	if err != nil {
 		return nil, "", err
 	}
-	var sp world.Split
-	switch split {
-	case "train":
-		sp = world.Train
-	case "test":
-		sp = world.Test
-	default:
-		return nil, "", fmt.Errorf("--split %q: want train or test", split)
+	sp, err := world.ParseSplit(split)
+	if err != nil {
+		return nil, "", fmt.Errorf("--split: %w", err)
 	}
 	if n <= 0 {
 		return nil, "", errors.New("--n is required with --dataset world: the world draws problems without end")

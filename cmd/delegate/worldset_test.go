@@ -67,9 +67,9 @@ func TestWorldDatasetFlagErrors(t *testing.T) {
 		want  string
 	}{
 		{"bench", []string{"--strategies", "single"}, "--n is required with --dataset world"},
-		{"bench", []string{"--strategies", "single", "--n", "2", "--level", "9"}, "--level 9: the world has levels 1 to 4"},
+		{"bench", []string{"--strategies", "single", "--n", "2", "--level", "9"}, "--level 9: the world has levels 1 to 5"},
 		{"bench", []string{"--strategies", "single", "--n", "2", "--data", "x.jsonl"}, "--data is not used with --dataset world"},
-		{"bench", []string{"--strategies", "single", "--n", "2", "--split", "dev"}, `--split "dev": want train or test`},
+		{"bench", []string{"--strategies", "single", "--n", "2", "--split", "dev"}, `--split: split "dev": want train, validation or test`},
 		{"process", []string{"-g", "2"}, "--n is required with --dataset world"},
 		{"process", []string{"-g", "2", "-n", "2", "--level", "0"}, "--level 0"},
 	}
