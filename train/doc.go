@@ -12,29 +12,39 @@
 // world's compact prompts (world.StrategyConfig), the same code path as
 // remote LLMs. Then:
 //
-//  1. The baselines on EvalItems held-out problems (bench.Run, per-item
-//     records in OutDir/eval.jsonl): the solver alone (single), the
-//     delegator alone without the delegate tool (single), always-delegate
-//     (route, a program in the delegator's seat that hands every step to
-//     the solver), and the pretrained delegator (route). The last is
+//  1. The best fixed rule: every input-independent per-position rule
+//     (world.PositionRule: delegate the steps at some positions, compute
+//     the others) on RuleItems training problems (OutDir/rules.jsonl);
+//     the one of highest mean reward is the table's strongest fixed
+//     baseline (Table.BestRule), chosen without the held-out items.
+//  2. The baselines on EvalItems held-out problems of EvalSplit
+//     (validation while choosing settings, test for the reported table;
+//     bench.Run, per-item records in OutDir/eval.jsonl): the delegator
+//     alone without the delegate tool (single), every fixed rule and the
+//     oracle router (route, programs in the delegator's seat,
+//     world.Scripted), and the pretrained delegator (route). The last is
 //     timed (OutDir/timing.json): the trained delegator's evaluation will
 //     take as long.
-//  2. GRPO (or Dr. GRPO, RLOO) on route over TrainProblems training
+//  3. GRPO (or Dr. GRPO, RLOO) on route over TrainProblems training
 //     problems: the delegator has the delegate tool, the solver answers.
 //     Only the delegator's generated tokens are trained (rl masks prompts,
-//     tool results and solver outputs); the reward is world.Reward:
-//     correct − λ·delegator tokens − μ·sub-agent calls. Training stops at
-//     RL.Steps, at TrainTime (summed over resumed invocations), or early
-//     enough before Deadline to leave the final evaluation its time.
-//  3. The trained delegator (route) on the same items, and the Table: per
-//     arm, accuracy with a Wilson 95% interval, mean reward with a normal
-//     95% interval, delegator and solver tokens, sub-agent calls, cost at
-//     world.DefaultPrices (each conversation's earlier turns priced as
-//     cached input, as a backend keeping its KV cache serves them) and
+//     tool results and solver outputs); the reward is world.DefaultReward,
+//     a setting of reward.Graded: correct − λ·delegator generated tokens −
+//     μ·sub-agent calls. Training stops at RL.Steps, at TrainTime (summed
+//     over resumed invocations), or early enough before Deadline to leave
+//     the final evaluation its time.
+//  4. The trained delegator (route) on the same items, then random
+//     delegation at its rate, and the Table: per arm, accuracy with a
+//     Wilson 95% interval, mean reward with a normal 95% interval (never of
+//     zero width), prompt and generated tokens per role, sub-agent calls,
+//     the delegation rate per kind of step (from each record's
+//     LabelDelegated), cost at world.DefaultPrices (a conversation's
+//     repeated prefix priced as cached only from CacheMinTokens) and
 //     latency, all computed from the per-item records (NewTable); an item
 //     the strategy reports a failure for counts wrong there and in the
 //     training reward. Acceptance decides the training criteria from the
-//     table (Table.Checks, printed under it as PASS or MISS).
+//     table with paired tests on the shared items (Table.Checks, printed
+//     under it as PASS or MISS).
 //
 // Every phase writes as it goes, so an interrupted run resumes in the same
 // OutDir: finished items are not run again, training continues from rl's
@@ -44,8 +54,9 @@
 // # Roles
 //
 // Whatever the strategy, the delegator in the main seat has trace role
-// RoleDelegator, sub-agents RoleSubagent and the solver answering alone
-// RoleSolver, so the columns mean the same in every row.
+// RoleDelegator and sub-agents RoleSubagent (a solver answering a whole
+// problem alone would be RoleSolver), so the columns mean the same in
+// every row.
 //
 // # MLPO
 //
@@ -60,6 +71,7 @@
 // and the peers' majority vote over K+1 answers: the team's number of
 // generations (K peers and one leader). delegate train --mode mlpo runs it
 // with the MLPO paper's recipe (Dr. GRPO, reward = the leader's
-// correctness) on level 2 with up to world.MLPODistractors distractor
-// sentences, where the leader alone has room to improve.
+// correctness) on level 2 (world.MLPOLevel) with up to
+// world.MLPODistractors distractor sentences, where the leader alone has
+// room to improve.
 package train

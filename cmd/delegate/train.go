@@ -48,16 +48,21 @@ func newTrainCmd(getenv env, log *slog.Logger) *cobra.Command {
 		Use:   "train [flags]",
 		Short: "Train the delegator with GRPO (or a leader with MLPO) and compare it before and after",
 		Long: `Train starts from the pretrained checkpoints (by default the shipped
-solver and delegator, embedded in the binary), evaluates the baselines on held-out problems,
-trains the delegator with GRPO under route (the delegator has the delegate
-tool, the solver answers) for --steps steps or until only the time the final
-evaluation needs is left of --time (9m30s), whichever comes first, then
-evaluates the trained delegator and prints the before/after table.
+solver and delegator, embedded in the binary), chooses the best fixed
+per-position rule on training problems, evaluates the baselines (the
+delegator alone, every fixed rule, the oracle router, the pretrained
+delegator) on held-out problems of --split, trains the delegator with GRPO
+under route (the delegator has the delegate tool, the solver answers) for
+--steps steps or until only the time the final evaluation needs is left of
+--time (9m30s), whichever comes first, then evaluates the trained delegator
+and random delegation at its rate, and prints the table with paired
+acceptance checks.
 
 Everything goes to --out: metrics.jsonl (one line per step), the plots
-reward, accuracy, delegator_tokens and delegation_rate (each .png and .svg),
-checkpoint/ (the trained policy under checkpoint/policy), eval.jsonl (every
-item of every arm) and table.md. Run it again with the same --out to resume
+reward, accuracy, delegator_tokens, delegation_rate and delegation_by_kind
+(each .png and .svg), checkpoint/ (the trained policy under
+checkpoint/policy), rules.jsonl (the fixed rules on training problems),
+eval.jsonl (every item of every arm) and table.md. Run it again with the same --out to resume
 an interrupted run: finished items are kept, training goes on from its last
 checkpoint, with a new --time (and what is left of --train-time).
 
@@ -66,8 +71,8 @@ the delegator's checkpoint) on the items most peers do not already solve,
 and compares it with its team, alone, and against the peers' majority vote
 at an equal number of generations. Its defaults differ: the MLPO recipe
 (--estimator drgrpo, --lambda 0, --mu 0: Dr. GRPO on the correctness of the
-leader's answer), --distractors 4 (the leader alone is at its ceiling on
-plain level-2 problems), --train-problems 256 (the filter samples the peers
+leader's answer), --level 2 --distractors 4 (the leader alone is at its
+ceiling on plain level-2 problems), --train-problems 256 (the filter samples the peers
 on every one) and --eval-items 300.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
