@@ -137,15 +137,40 @@ func (r *runner) problem(request string) (*world.Problem, error) {
 	return p, nil
 }
 
+// leaderSample is the request of sample i of the leader alone on p: the
+// single prompt at the peers' temperature, seeded by the problem.
+func (r *runner) leaderSample(p *world.Problem, i int) *delegate.Request {
+	msgs := world.Single(p).Delegator[0].Messages[:2]
+	t := r.scfg.Peer.Temperature
+	seed := itemSeed(p) + 1000 + int64(i)
+	return &delegate.Request{Messages: msgs, Temperature: &t, MaxTokens: r.scfg.Single.MaxTokens, Seed: &seed}
+}
+
+// majorityArm is the majority vote of n answers of m to requests made by
+// req, each a sub-agent call priced at price.
+func (r *runner) majorityArm(name string, m delegate.Model, price delegate.Price, req func(*world.Problem, int) *delegate.Request, n int) bench.Arm {
+	return bench.Arm{Name: name, Strategy: perRun{NameMajority, func(request string) (delegate.Strategy, error) {
+		p, err := r.problem(request)
+		if err != nil {
+			return nil, err
+		}
+		return &majority{agent: r.subagent(m, price), p: p, n: n, req: req}, nil
+	}}}
+}
+
+// budgetCount is how many answers costing one each fit the budget, to the
+// nearest, at least 1.
+func budgetCount(budget, one float64) int {
+	if !(one > 0) || !(budget > 0) {
+		return 1
+	}
+	return max(1, int(budget/one+0.5))
+}
+
 func (r *runner) mlpoBaselines() []bench.Arm {
 	return []bench.Arm{
-		{Name: ArmMajority, Strategy: perRun{NameMajority, func(req string) (delegate.Strategy, error) {
-			p, err := r.problem(req)
-			if err != nil {
-				return nil, err
-			}
-			return &majority{r: r, p: p, n: r.cfg.PeerCount + 1}, nil
-		}}},
+		r.majorityArm(ArmMajority, r.peers, r.cfg.Prices.Delegator, r.peerRequest, r.cfg.PeerCount+1),
+		r.majorityArm(ArmPeerAlone, r.peers, r.cfg.Prices.Delegator, r.peerRequest, 1),
 		{Name: ArmUntrained, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
 			return r.single(r.delegatorAgent(&conversation{m: r.pretrained, minCached: r.cfg.CacheMinTokens}))
 		}}},
@@ -174,13 +199,15 @@ func (r *runner) mlpoTrainedArms(steps int) []bench.Arm {
 	}
 }
 
-// majority is the peers' majority vote over n sampled answers, the first
-// K of them those lead shows its leader: the same number of generations
-// as lead's K peers and one leader. Ties go to the answer seen first.
+// majority is the majority vote over n sampled answers of one agent to
+// the requests req makes (the peers' answers, the first K of them those
+// lead shows its leader; or samples of the leader alone). Ties go to the
+// answer seen first.
 type majority struct {
-	r *runner
-	p *world.Problem
-	n int
+	agent delegate.Agent
+	p     *world.Problem
+	n     int
+	req   func(*world.Problem, int) *delegate.Request
 }
 
 func (m *majority) Name() string { return NameMajority }
@@ -188,12 +215,11 @@ func (m *majority) Name() string { return NameMajority }
 func (m *majority) Run(ctx context.Context, request string, events chan<- delegate.Event) (*delegate.Trace, error) {
 	rec := delegate.NewRecorder(NameMajority, request, events)
 	g := rec.Group(nil, strategy.RoundNode(0))
-	agent := m.r.subagent(m.r.peers, m.r.cfg.Prices.Delegator)
 	texts := make([]string, m.n)
 	var wg sync.WaitGroup
 	for i := range m.n {
 		wg.Go(func() {
-			resp, err := rec.Call(ctx, g, strategy.PeerNode(i+1), agent, m.r.peerRequest(m.p, i))
+			resp, err := rec.Call(ctx, g, strategy.PeerNode(i+1), m.agent, m.req(m.p, i))
 			if err == nil {
 				texts[i] = resp.Text()
 			}
@@ -204,7 +230,7 @@ func (m *majority) Run(ctx context.Context, request string, events chan<- delega
 	answer, votes := vote(texts)
 	failure := ""
 	if votes == 0 {
-		failure = "format: no peer gave an integer answer"
+		failure = "format: no answer held an integer"
 	}
 	tr := rec.Finish(answer, failure)
 	return tr, ctx.Err()

@@ -44,6 +44,9 @@ const (
 	ArmUntrained   = "untrained leader alone"
 	ArmPretrTeam   = "untrained leader + peers"
 	ArmMajority    = "peers' majority vote"
+	ArmPeerAlone   = "one peer alone"
+	ArmPeersCost   = "peers' majority at the team's cost"               // followed by " (n answers, step s)"
+	ArmOwnMajority = "trained leader's own majority at the team's cost" // followed by " (n samples, step s)"
 )
 
 // Options are a run's observers. Every field may be nil.
@@ -134,6 +137,19 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 			return nil, err
 		}
 		tab.BestRule = best
+	}
+	if cfg.Mode == ModeMLPO {
+		// Majorities at the trained team's dollar budget: as many peer
+		// answers, and as many samples of the trained leader alone, as
+		// cost what the team costs.
+		team, alone, peer := tab.Row(ArmTeam), tab.Row(ArmLeaderAlone), tab.Row(ArmPeerAlone)
+		nPeers, nOwn := budgetCount(team.Cost, peer.Cost), budgetCount(team.Cost, alone.Cost)
+		arms = append(arms,
+			r.majorityArm(fmt.Sprintf("%s (%d answers, step %d)", ArmPeersCost, nPeers, res.Steps), r.peers, r.cfg.Prices.Delegator, r.peerRequest, nPeers),
+			r.majorityArm(fmt.Sprintf("%s (%d samples, step %d)", ArmOwnMajority, nOwn, res.Steps), r.policy, r.cfg.Prices.Delegator, r.leaderSample, nOwn))
+		if tab, err = r.evaluate(ctx, arms); err != nil {
+			return nil, err
+		}
 	}
 	res.Table = tab
 	tab.Notes = r.notes(res)

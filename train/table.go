@@ -206,9 +206,12 @@ const CostCut = 0.40
 // it costs at least CostCut less than the delegator alone (the lower
 // end of the paired bootstrap 95% interval of the cut) at an accuracy no
 // lower (McNemar's test does not find it less accurate at p < 0.05). Under
-// MLPO: the trained leader with its team beats the peers' majority vote in
-// accuracy, and the trained leader alone beats the untrained one: more
-// items right only by the first than only by the second, McNemar p < 0.05.
+// MLPO: the trained leader with its team beats, in accuracy, the peers'
+// majority vote (at an equal number of generations and at the team's
+// dollar cost), one peer alone, the trained leader alone and the trained
+// leader's own majority at the team's dollar cost; and the trained leader
+// alone beats the untrained one: more items right only by the first than
+// only by the second, McNemar p < 0.05.
 // A criterion whose arms are missing from the table, or whose rows do not
 // hold the same items, is not met.
 func Acceptance(t *Table, mode string) []Check {
@@ -242,6 +245,10 @@ func Acceptance(t *Table, mode string) []Check {
 		}
 		return []Check{
 			beats("trained leader + peers beats the peers' majority vote at an equal generation budget (McNemar p < 0.05)", ArmTeam, ArmMajority),
+			beats("trained leader + peers beats the peers' majority vote at its own dollar cost (McNemar p < 0.05)", ArmTeam, ArmPeersCost),
+			beats("trained leader + peers beats one peer alone (McNemar p < 0.05)", ArmTeam, ArmPeerAlone),
+			beats("trained leader + peers beats the trained leader alone (McNemar p < 0.05)", ArmTeam, ArmLeaderAlone),
+			beats("trained leader + peers beats the trained leader's own majority at its dollar cost (McNemar p < 0.05)", ArmTeam, ArmOwnMajority),
 			beats("trained leader alone beats the untrained leader alone (McNemar p < 0.05)", ArmLeaderAlone, ArmUntrained),
 		}
 	}

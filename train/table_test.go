@@ -192,10 +192,13 @@ func TestAcceptance(t *testing.T) {
 	}
 	mlpo := &Table{Rows: []Row{
 		acc(ArmTeam, span(0, 30)), acc(ArmMajority, span(0, 10)),
+		acc(ArmPeersCost+" (5 answers, step 2)", span(0, 12)), acc(ArmPeerAlone, span(0, 5)),
 		acc(ArmLeaderAlone, span(0, 20)), acc(ArmUntrained, span(0, 21)),
+		acc(ArmOwnMajority+" (3 samples, step 2)", span(0, 30)),
 	}}
 	got := Acceptance(mlpo, ModeMLPO)
-	if len(got) != 2 || !got[0].Pass || !strings.Contains(got[0].Detail, "20 right only by the first, 0 only by the second") || got[1].Pass {
+	if len(got) != 6 || !got[0].Pass || !strings.Contains(got[0].Detail, "20 right only by the first, 0 only by the second") ||
+		!got[1].Pass || !got[2].Pass || !got[3].Pass || got[4].Pass || got[5].Pass {
 		t.Errorf("mlpo: %+v", got)
 	}
 	// A few more items right, too few for McNemar, is not a win.
@@ -203,7 +206,7 @@ func TestAcceptance(t *testing.T) {
 		acc(ArmTeam, span(0, 13)), acc(ArmMajority, span(0, 10)),
 		acc(ArmLeaderAlone, span(0, 30)), acc(ArmUntrained, span(0, 20)),
 	}}
-	if got := Acceptance(near, ModeMLPO); got[0].Pass || !got[1].Pass {
+	if got := Acceptance(near, ModeMLPO); got[0].Pass || !got[5].Pass || got[1].Pass || !strings.Contains(got[1].Detail, "no row") {
 		t.Errorf("mlpo, 3 items more: %+v", got)
 	}
 	var b strings.Builder
@@ -232,5 +235,16 @@ func TestOutcomeFailedIsWrong(t *testing.T) {
 	}
 	if r.outcome(bad, p).Correct {
 		t.Error("a failed run whose answer holds the right number: correct, want wrong")
+	}
+}
+
+func TestBudgetCount(t *testing.T) {
+	for _, tt := range []struct {
+		budget, one float64
+		want        int
+	}{{2958, 1174, 3}, {2958, 588, 5}, {100, 300, 1}, {0, 10, 1}, {10, 0, 1}, {math.NaN(), 1, 1}} {
+		if got := budgetCount(tt.budget, tt.one); got != tt.want {
+			t.Errorf("budgetCount(%v, %v) = %d, want %d", tt.budget, tt.one, got, tt.want)
+		}
 	}
 }
