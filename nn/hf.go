@@ -673,3 +673,28 @@ func (l *hfLoader) load() (inferWeights, error) {
 	}
 	return w, nil
 }
+
+// IsHF reports whether dir holds a Hugging Face checkpoint (a config.json
+// naming a model_type) rather than one of this package's (Save), without
+// reading the weights.
+func IsHF(dir string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return false, err
+	}
+	var probe struct {
+		ModelType *string `json:"model_type"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return false, fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"), err)
+	}
+	return probe.ModelType != nil, nil
+}
+
+// HFChatTemplate is the chat template of a model_type's instruct models,
+// as package tokenizer names it: qwen2.5 for qwen2 (Qwen2 and Qwen2.5),
+// qwen3, and llama3 for llama (Llama 3 and 3.x; Llama 2's template and
+// its SentencePiece tokenizer are not supported).
+func HFChatTemplate(modelType string) string {
+	return map[string]string{"llama": "llama3", "qwen2": "qwen2.5", "qwen3": "qwen3"}[modelType]
+}

@@ -265,7 +265,7 @@ def config_json(f, eos):
         "num_attention_heads": f["heads"],
         "num_key_value_heads": f["kv_heads"],
         "vocab_size": VOCAB,
-        "max_position_embeddings": 64,
+        "max_position_embeddings": 512,
         "rms_norm_eps": f["eps"],
         "rope_theta": f["rope_theta"],
         "rope_scaling": f["rope_scaling"],
