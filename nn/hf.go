@@ -160,7 +160,7 @@ func parseHFConfig(b []byte, opt HFOptions) (Config, HFInfo, error) {
 		KVHeads:    h.KVHeads,
 		Hidden:     h.IntermediateSize,
 		Context:    min(h.MaxPos, 2048),
-		TiedOutput: h.Tie == nil || *h.Tie, // transformers' default is true
+		TiedOutput: h.Tie != nil && *h.Tie, // LlamaConfig's, Qwen2Config's and Qwen3Config's default is false
 		RopeTheta:  h.RopeTheta,
 		NormEps:    h.RMSNormEps,
 		QKVBias:    h.ModelType == "qwen2",
