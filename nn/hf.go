@@ -267,14 +267,9 @@ const hfMaxHeader = 100 << 20
 // hfDTypes are the tensor types LoadHF reads, with their sizes.
 var hfDTypes = map[string]int{"F32": 4, "BF16": 2, "F16": 2}
 
-// openSafetensors reads the header of one safetensors file and adds its
-// tensors to ts.
-func openSafetensors(path string, f *os.File, ts map[string]*hfTensor) error {
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	size := st.Size()
+// openSafetensors reads the header of one safetensors file, size bytes
+// read through f, and adds its tensors to ts.
+func openSafetensors(path string, f io.ReaderAt, size int64, ts map[string]*hfTensor) error {
 	var n [8]byte
 	if _, err := f.ReadAt(n[:], 0); err != nil {
 		return fmt.Errorf("truncated: file is %d bytes, shorter than the 8-byte header length", size)
@@ -388,7 +383,11 @@ func LoadHF(dir string, opt HFOptions) (*Weights, HFInfo, error) {
 			return nil, HFInfo{}, fmt.Errorf("load hf checkpoint: %w", err)
 		}
 		defer f.Close()
-		if err := openSafetensors(path, f, ts); err != nil {
+		st, err := f.Stat()
+		if err != nil {
+			return nil, HFInfo{}, fmt.Errorf("load hf checkpoint: %w", err)
+		}
+		if err := openSafetensors(path, f, st.Size(), ts); err != nil {
 			return nil, HFInfo{}, fmt.Errorf("load hf checkpoint %s: %w", path, err)
 		}
 	}
@@ -436,6 +435,9 @@ func (t *hfTensor) raw(name string) ([]byte, error) {
 		n *= d
 	}
 	buf := make([]byte, n)
+	if n == 0 {
+		return buf, nil
+	}
 	if _, err := t.ra.ReadAt(buf, t.off); err != nil {
 		return nil, fmt.Errorf("tensor %s: read %s: %w", name, t.file, err)
 	}

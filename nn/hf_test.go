@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -374,6 +375,30 @@ func FuzzParseHFConfig(f *testing.F) {
 		if err == nil {
 			if err := c.Validate(); err != nil {
 				t.Fatalf("parseHFConfig accepted an invalid config: %v", err)
+			}
+		}
+	})
+}
+
+// FuzzOpenSafetensors feeds arbitrary bytes to the safetensors reader: an
+// error or a set of tensors whose bytes lie inside the file, never a panic.
+func FuzzOpenSafetensors(f *testing.F) {
+	for _, name := range []string{"qwen2-bias/model.safetensors", "llama3-scaled/model-00002-of-00002.safetensors"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "hf", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b[:min(len(b), 4096)])
+	}
+	f.Add([]byte("\x10\x00\x00\x00\x00\x00\x00\x00{}              "))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ts := map[string]*hfTensor{}
+		if err := openSafetensors("fuzz.safetensors", bytes.NewReader(b), int64(len(b)), ts); err != nil {
+			return
+		}
+		for name, tn := range ts {
+			if _, err := tn.raw(name); err != nil {
+				t.Fatalf("tensor %s accepted by the header check but unreadable: %v", name, err)
 			}
 		}
 	})
