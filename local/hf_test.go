@@ -53,7 +53,7 @@ func TestHFConformance(t *testing.T) {
 // own greedy generation, decoded; and that the streamed content is a
 // prefix of the reply's.
 func TestHFChatIsTheEngineGreedy(t *testing.T) {
-	for _, fixture := range []string{"qwen2-bias", "qwen3-qknorm"} {
+	for _, fixture := range []string{"qwen2-bias", "qwen3-qknorm", "llama3-scaled"} {
 		t.Run(fixture, func(t *testing.T) {
 			m, w, tok, f := hfModel(t, fixture)
 			zero := 0.0
@@ -152,5 +152,19 @@ func TestHFToolCallsParsed(t *testing.T) {
 		if msg.Content != tc.content || !slices.Equal(msg.ToolCalls, tc.calls) {
 			t.Errorf("parse(%q) = content %q, calls %+v; want %q, %+v", tc.text, msg.Content, msg.ToolCalls, tc.content, tc.calls)
 		}
+	}
+}
+
+// TestHFLlama3NoTools checks that tools offered to a model whose template
+// has no tools section are a 400 naming the template.
+func TestHFLlama3NoTools(t *testing.T) {
+	m, _, _, _ := hfModel(t, "llama3-scaled")
+	_, err := m.Chat(context.Background(), &delegate.Request{
+		Messages: []delegate.Message{delegate.User("hi")},
+		Tools:    []delegate.Tool{{Name: "delegate", Description: "ask"}},
+	})
+	var apiErr *delegate.APIError
+	if !asAPIError(err, &apiErr) || apiErr.Status != 400 || !strings.Contains(apiErr.Message, "Llama 3") {
+		t.Errorf("tools with llama3: err = %v, want a 400 naming the template", err)
 	}
 }

@@ -10,7 +10,8 @@ For each fixture it writes, under nn/testdata/hf/<name>/:
     config.json            as transformers writes it for the family
     model.safetensors      or model-0000i-of-0000n.safetensors shards with
                            model.safetensors.index.json
-    tokenizer.json         a tiny byte-level BPE tokenizer (Qwen fixtures)
+    tokenizer.json         a tiny byte-level BPE tokenizer with the family's
+                           control tokens
     reference.json         the prompt, the logits at every prompt position,
                            and a greedy continuation
 
@@ -50,8 +51,15 @@ STEPS = 16
 # tokenizer/testdata/hf/qwen2.5.json.gz (normalizer, pre-tokenizer, decoder)
 # is kept as it is.
 MERGES = [("Ġ", "t"), ("h", "e"), ("l", "l"), ("Ġ", "a"), ("i", "n"), ("Ġt", "he"), ("o", "u"), ("e", "r")]
-ADDED = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-VOCAB = 272  # config vocab_size: 256 bytes + 8 merges + 3 added, padded
+ADDED = {
+    # Qwen's control tokens.
+    "qwen": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+    # Llama 3's, on the same byte-level vocabulary (and Qwen's pre-tokenizer:
+    # the chat template, not the pre-tokenizer, is what the tests exercise).
+    "llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+}
+END_OF_TURN = {"qwen": "<|im_end|>", "llama": "<|eot_id|>"}
+VOCAB = 272  # config vocab_size: 256 bytes + 8 merges + at most 5 added, padded
 
 
 def bytes_to_unicode():
@@ -66,14 +74,14 @@ def bytes_to_unicode():
     return dict(zip(bs, [chr(c) for c in cs]))
 
 
-def make_tokenizer():
+def make_tokenizer(family):
     real = json.load(gzip.open(os.path.join(ROOT, "tokenizer/testdata/hf/qwen2.5.json.gz")))
     b2u = bytes_to_unicode()
     vocab = {b2u[b]: b for b in range(256)}
     for a, b in MERGES:
         vocab[a + b] = len(vocab)
     added = []
-    for i, content in enumerate(ADDED):
+    for i, content in enumerate(ADDED[family]):
         tid = len(vocab) + i
         added.append({"id": tid, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
                       "normalized": False, "special": True})
@@ -83,7 +91,7 @@ def make_tokenizer():
     tok = {k: real[k] for k in ("version", "truncation", "padding", "normalizer", "pre_tokenizer", "post_processor", "decoder")}
     tok["added_tokens"] = added
     tok["model"] = model
-    return tok, {c: len(vocab) + i for i, c in enumerate(ADDED)}
+    return tok, {c: len(vocab) + i for i, c in enumerate(ADDED[family])}
 
 
 FIXTURES = [
@@ -292,9 +300,10 @@ def config_json(f, eos):
 
 
 def main():
-    tok, ids = make_tokenizer()
-    assert len(tok["model"]["vocab"]) + len(ADDED) <= VOCAB
     for i, f in enumerate(FIXTURES):
+        family = "llama" if f["model_type"] == "llama" else "qwen"
+        tok, ids = make_tokenizer(family)
+        assert len(tok["model"]["vocab"]) + len(ADDED[family]) <= VOCAB
         out = os.path.join(HERE, f["name"])
         os.makedirs(out, exist_ok=True)
         for seed in range(1000 * i, 1000 * i + 1000):
@@ -322,10 +331,9 @@ def main():
             with open(os.path.join(out, "model.safetensors.index.json"), "w") as fp:
                 json.dump({"metadata": {"total_size": size}, "weight_map": dict(sorted(weight_map.items()))}, fp, indent=2)
         with open(os.path.join(out, "config.json"), "w") as fp:
-            json.dump(config_json(f, ids["<|im_end|>"]), fp, indent=2)
-        if f["model_type"] in ("qwen2", "qwen3"):
-            with open(os.path.join(out, "tokenizer.json"), "w") as fp:
-                json.dump(tok, fp, ensure_ascii=False)
+            json.dump(config_json(f, ids[END_OF_TURN[family]]), fp, indent=2)
+        with open(os.path.join(out, "tokenizer.json"), "w") as fp:
+            json.dump(tok, fp, ensure_ascii=False)
         ref = {
             "seed": seed,
             "margin": round(margin, 6),
