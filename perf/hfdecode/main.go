@@ -53,11 +53,13 @@ var shapes = map[string]shape{
 	"qwen2.5-0.5b": {"qwen2", 896, 4864, 24, 14, 2, 151936, true},
 	// A 0.1B Llama-style shape (110M parameters, untied head).
 	"small": {"llama", 768, 2048, 12, 12, 4, 32000, false},
+	// A toy, for the program's own test.
+	"tiny": {"qwen2", 64, 128, 2, 4, 2, 512, true},
 }
 
 func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("hfdecode", flag.ContinueOnError)
-	shapeName := fs.String("shape", "qwen2.5-0.5b", "model shape: qwen2.5-0.5b or small")
+	shapeName := fs.String("shape", "qwen2.5-0.5b", "model shape: qwen2.5-0.5b, small or tiny")
 	dtype := fs.String("dtype", "BF16", "stored type: BF16 or F16")
 	steps := fs.Int("n", 64, "tokens generated per measurement")
 	reps := fs.Int("reps", 3, "repetitions; the best is reported")
@@ -69,7 +71,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	sh, ok := shapes[*shapeName]
 	if !ok {
-		return fmt.Errorf("unknown shape %q (want qwen2.5-0.5b or small)", *shapeName)
+		return fmt.Errorf("unknown shape %q (want qwen2.5-0.5b, small or tiny)", *shapeName)
 	}
 	if *dtype != "BF16" && *dtype != "F16" {
 		return fmt.Errorf("dtype %q: want BF16 or F16", *dtype)
