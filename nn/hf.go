@@ -468,9 +468,11 @@ func (l *hfLoader) vector(name string, n int) ([]float32, error) {
 	return out, checkFinite(name, out)
 }
 
+// checkFinite fails on the first NaN or infinity of v (all exponent bits
+// set), naming the tensor and the index.
 func checkFinite(name string, v []float32) error {
 	for i, x := range v {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+		if math.Float32bits(x)&0x7f800000 == 0x7f800000 {
 			return fmt.Errorf("tensor %s: value %d is %v", name, i, x)
 		}
 	}
@@ -512,10 +514,12 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 	}
 	if l.f32 {
 		f := make([]float32, n)
-		for i, v := range h {
-			if t.dtype == "BF16" {
+		if t.dtype == "BF16" {
+			for i, v := range h {
 				f[i] = kernel.BF16ToFloat32(v)
-			} else {
+			}
+		} else {
+			for i, v := range h {
 				f[i] = kernel.F16ToFloat32(v)
 			}
 		}
