@@ -17,7 +17,9 @@ import (
 // rows is one kernel.MatMulNT. Because the kernel computes each output row
 // the same way whatever the number of rows, a row's result never depends on
 // which other rows share the pass: a sequence comes out bitwise identical
-// alone or batched.
+// alone or batched. Imported checkpoints (hf.go) add q/k/v biases, a
+// per-head RMSNorm of queries and keys, a head width other than Dim/Heads
+// and 16-bit matrices; the Params path never sets them.
 
 // inferRow is one token to push through the model.
 type inferRow struct {
