@@ -77,7 +77,8 @@ func TestPackedHalfMatchesFloat32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, dt := range []DType{BFloat16, Float16} {
 		for _, sh := range []struct{ m, k int }{{1, 1}, {1, 7}, {1, 64}, {3, 33}, {7, 100}, {1, 257}} {
-			for _, rows := range [][]int{{5}, {16}, {64, 16, 16}, {100, 3}, {130}} {
+			// {300, 20}: more panels than one widened chunk holds.
+			for _, rows := range [][]int{{5}, {16}, {64, 16, 16}, {100, 3}, {130}, {300, 20}} {
 				t.Run(fmt.Sprintf("%v/m%d_k%d_%v", dt, sh.m, sh.k, rows), func(t *testing.T) {
 					k := sh.k
 					var halves [][]uint16
@@ -199,6 +200,34 @@ func BenchmarkGemvHalf(b *testing.B) {
 			for b.Loop() {
 				MatMulPackedCols(dst, a, 1, w, 0, n)
 			}
+		})
+	}
+}
+
+// BenchmarkPackedHalfPrefill compares a 64-row product (a prompt's
+// prefill) over float32 and bfloat16 weights.
+func BenchmarkPackedHalfPrefill(b *testing.B) {
+	const n, k, m = 4096, 1024, 64
+	rng := rand.New(rand.NewPCG(5, 6))
+	f := make([]float32, n*k)
+	h := make([]uint16, n*k)
+	for i := range f {
+		f[i] = float32(rng.NormFloat64())
+		h[i] = f32ToHalf(f[i], BFloat16)
+	}
+	hw := NewPackedHalf(BFloat16, k, n)
+	hw.RepackHalfPanels(0, hw.Panels(), h)
+	a := make([]float32, m*k)
+	for i := range a {
+		a[i] = float32(rng.NormFloat64())
+	}
+	dst := make([]float32, m*n)
+	for _, w := range []*Packed{Pack(k, f), hw} {
+		b.Run(w.DType().String(), func(b *testing.B) {
+			for b.Loop() {
+				MatMulPackedCols(dst, a, m, w, 0, n)
+			}
+			b.ReportMetric(float64(2*m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
 		})
 	}
 }
