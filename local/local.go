@@ -76,8 +76,8 @@ func NewHF(w *nn.Weights, t *tokenizer.HF, f tokenizer.ChatFormat, eos []int, cf
 	if cfg.Name == "" {
 		return nil, errors.New("local model: a name is required")
 	}
-	if t.VocabSize() > w.Config.Vocab {
-		return nil, fmt.Errorf("local model %s: vocabulary %d is smaller than the tokenizer's %d", cfg.Name, w.Config.Vocab, t.VocabSize())
+	if t.VocabSize() > w.Config().Vocab {
+		return nil, fmt.Errorf("local model %s: vocabulary %d is smaller than the tokenizer's %d", cfg.Name, w.Config().Vocab, t.VocabSize())
 	}
 	if cfg.MaxNew < 0 || cfg.MaxBatch < 0 {
 		return nil, fmt.Errorf("local model %s: max_new and max_batch must not be negative", cfg.Name)
@@ -90,7 +90,7 @@ func NewHF(w *nn.Weights, t *tokenizer.HF, f tokenizer.ChatFormat, eos []int, cf
 	if err != nil {
 		return nil, fmt.Errorf("local model %s: %w", cfg.Name, err)
 	}
-	return &Model{cfg: cfg, engine: e, codec: c, limit: w.Config.Context}, nil
+	return &Model{cfg: cfg, engine: e, codec: c, limit: w.Config().Context}, nil
 }
 
 // Memory reports what the model's engine holds: the weights and the KV

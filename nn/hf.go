@@ -80,9 +80,13 @@ type HFInfo struct {
 // Engine made by NewEngineWeights reads them in place, and several engines
 // may share them.
 type Weights struct {
-	Config Config
-	w      inferWeights
+	cfg Config
+	w   inferWeights
 }
+
+// Config returns the model's config (a copy: the weights' shapes cannot
+// change; HFOptions sets the context).
+func (w *Weights) Config() Config { return w.cfg }
 
 // Bytes is the memory the weights take.
 func (w *Weights) Bytes() int64 { return w.w.bytes() }
@@ -397,7 +401,7 @@ func LoadHF(dir string, opt HFOptions) (*Weights, HFInfo, error) {
 		return nil, HFInfo{}, fmt.Errorf("load hf checkpoint %s: %w", dir, err)
 	}
 	info.DType, info.Tensors, info.Files = l.dtype, len(ts), len(files)
-	return &Weights{Config: c, w: w}, info, nil
+	return &Weights{cfg: c, w: w}, info, nil
 }
 
 // hfLoader reads the tensors of one checkpoint into inferWeights.

@@ -67,11 +67,11 @@ const hfLogitTol = 1e-4
 
 func hfPromptLogits(t *testing.T, w *Weights, prompt []int) []float32 {
 	t.Helper()
-	cache, err := NewKVCache(w.Config, 1)
+	cache, err := NewKVCache(w.Config(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newInferModelWeights(w.Config, cache, w.w)
+	m := newInferModelWeights(w.Config(), cache, w.w)
 	defer m.close()
 	rows := make([]inferRow, len(prompt))
 	for i, tok := range prompt {
@@ -94,12 +94,12 @@ func TestLoadHFMatchesReference(t *testing.T) {
 			if info.ModelType != fx.modelType || info.DType != fx.dtype || info.Files != fx.files {
 				t.Errorf("info = %+v, want model type %s, dtype %v, %d files", info, fx.modelType, fx.dtype, fx.files)
 			}
-			if !fx.check(w.Config) {
-				t.Errorf("config %+v lacks the feature the fixture exercises", w.Config)
+			if !fx.check(w.Config()) {
+				t.Errorf("config %+v lacks the feature the fixture exercises", w.Config())
 			}
 			ref := readHFReference(t, dir)
 			got := hfPromptLogits(t, w, ref.Prompt)
-			v := w.Config.Vocab
+			v := w.Config().Vocab
 			worst := 0.0
 			for i, row := range ref.Logits {
 				for j, want := range row {
@@ -357,7 +357,7 @@ func TestHFConfigRefusedForTraining(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Alloc(w.Config); err == nil || !strings.Contains(err.Error(), "inference only") {
+	if _, err := Alloc(w.Config()); err == nil || !strings.Contains(err.Error(), "inference only") {
 		t.Errorf("Alloc(qwen3 config) = %v, want an inference-only error", err)
 	}
 }

@@ -171,10 +171,10 @@ func NewEngineWeights(w *Weights, ec EngineConfig) (*Engine, error) {
 	if w == nil {
 		return nil, errors.New("new engine: nil weights")
 	}
-	if err := w.Config.Validate(); err != nil {
+	if err := w.cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("new engine: %w", err)
 	}
-	return newEngine(w.Config, ec, func(cache *KVCache) *inferModel { return newInferModelWeights(w.Config, cache, w.w) })
+	return newEngine(w.cfg, ec, func(cache *KVCache) *inferModel { return newInferModelWeights(w.cfg, cache, w.w) })
 }
 
 func newEngine(c Config, ec EngineConfig, model func(*KVCache) *inferModel) (*Engine, error) {

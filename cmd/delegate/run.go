@@ -200,7 +200,7 @@ func openHF(name string, m ModelConfig, log *slog.Logger) (localModel, error) {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
 	log.Info("local model loaded", "model", name, "checkpoint", m.Checkpoint, "model_type", info.ModelType, "dtype", info.DType.String(),
-		"chat_template", f.String(), "context", w.Config.Context, "memory", lm.Memory().String())
+		"chat_template", f.String(), "context", w.Config().Context, "memory", lm.Memory().String())
 	return lm, nil
 }
 
