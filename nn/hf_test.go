@@ -403,3 +403,69 @@ func FuzzOpenSafetensors(f *testing.F) {
 		}
 	})
 }
+
+// TestParseHFConfigRealModels reads the config.json fields of released
+// models (values as published with each model) and checks the architecture
+// derived from them.
+func TestParseHFConfigRealModels(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		json string
+		want Config
+		eos  []int
+	}{
+		{"Qwen2-0.5B", `{"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643,
+			"hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02, "intermediate_size": 4864, "max_position_embeddings": 131072,
+			"max_window_layers": 24, "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2,
+			"rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+			"transformers_version": "4.40.1", "use_cache": true, "use_sliding_window": false, "vocab_size": 151936}`,
+			Config{Vocab: 151936, Dim: 896, Layers: 24, Heads: 14, KVHeads: 2, Hidden: 4864, Context: 2048, TiedOutput: true,
+				RopeTheta: 1e6, NormEps: 1e-6, QKVBias: true}, []int{151643}},
+		{"Qwen2-7B-Instruct", `{"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645,
+			"hidden_act": "silu", "hidden_size": 3584, "initializer_range": 0.02, "intermediate_size": 18944, "max_position_embeddings": 32768,
+			"max_window_layers": 28, "model_type": "qwen2", "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
+			"rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false,
+			"torch_dtype": "bfloat16", "use_cache": true, "use_sliding_window": false, "vocab_size": 152064}`,
+			Config{Vocab: 152064, Dim: 3584, Layers: 28, Heads: 28, KVHeads: 4, Hidden: 18944, Context: 2048,
+				RopeTheta: 1e6, NormEps: 1e-6, QKVBias: true}, []int{151645}},
+		{"Qwen3-0.6B", `{"architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 151643,
+			"eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 1024, "initializer_range": 0.02,
+			"intermediate_size": 3072, "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+			"num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": null,
+			"rope_theta": 1000000, "sliding_window": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "use_cache": true,
+			"use_sliding_window": false, "vocab_size": 151936}`,
+			Config{Vocab: 151936, Dim: 1024, Layers: 28, Heads: 16, KVHeads: 8, Hidden: 3072, Context: 2048, TiedOutput: true,
+				RopeTheta: 1e6, NormEps: 1e-6, HeadSize: 128, QKNorm: true}, []int{151645}},
+		{"Llama-3.2-1B-Instruct", `{"architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+			"bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048,
+			"initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+			"num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+			"rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192,
+			"rope_type": "llama3"}, "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "use_cache": true,
+			"vocab_size": 128256}`,
+			Config{Vocab: 128256, Dim: 2048, Layers: 16, Heads: 32, KVHeads: 8, Hidden: 8192, Context: 2048, TiedOutput: true,
+				RopeTheta: 500000, NormEps: 1e-5, RopeScaling: &RopeScaling{Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}},
+			[]int{128001, 128008, 128009}},
+		{"Llama-2-7b-hf", `{"architectures": ["LlamaForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+			"hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 11008, "max_position_embeddings": 4096, "model_type": "llama",
+			"num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+			"rope_scaling": null, "tie_word_embeddings": false, "torch_dtype": "float16", "use_cache": true, "vocab_size": 32000}`,
+			Config{Vocab: 32000, Dim: 4096, Layers: 32, Heads: 32, KVHeads: 32, Hidden: 11008, Context: 2048,
+				RopeTheta: 10000, NormEps: 1e-5}, []int{2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, info, err := parseHFConfig([]byte(tc.json), HFOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotRS, wantRS := c.RopeScaling, tc.want.RopeScaling
+			c.RopeScaling, tc.want.RopeScaling = nil, nil
+			if c != tc.want || (gotRS == nil) != (wantRS == nil) || (gotRS != nil && *gotRS != *wantRS) {
+				t.Errorf("config = %+v (rope scaling %+v), want %+v (%+v)", c, gotRS, tc.want, wantRS)
+			}
+			if !slices.Equal(info.EOS, tc.eos) {
+				t.Errorf("eos = %v, want %v", info.EOS, tc.eos)
+			}
+		})
+	}
+}
