@@ -212,7 +212,7 @@ func matMulHalfCols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 // gemvHalf is gemv for a half-width w.
 func gemvHalf(dst, a []float32, w *Packed, j0, j1 int) {
 	k := w.k
-	g4, g1 := activeGemvHalf4[w.dtype], activeGemvHalf1[w.dtype]
+	g8, g4, g1 := activeGemvHalf8[w.dtype], activeGemvHalf4[w.dtype], activeGemvHalf1[w.dtype]
 	var wide []float32
 	if g1 == nil {
 		bp := halfBufs.Get().(*[]float32)
@@ -224,6 +224,11 @@ func gemvHalf(dst, a []float32, w *Packed, j0, j1 int) {
 	}
 	for q := j0 / nr; q*nr < j1; {
 		panel := w.half[q*nr*k:]
+		if q*nr+8*nr <= j1 && g8 != nil {
+			g8(k, a, panel, nr*k, dst[q*nr:q*nr+8*nr])
+			q += 8
+			continue
+		}
 		if q*nr+4*nr <= j1 && g4 != nil {
 			g4(k, a, panel, nr*k, dst[q*nr:q*nr+4*nr])
 			q += 4
@@ -248,10 +253,13 @@ type (
 )
 
 // The half-width kernels in use, by DType; nil where there is none (the
-// portable path widens a panel, then runs activeGemv1).
+// portable path widens a panel, then runs activeGemv1). The eight-panel
+// kernels are AVX-512's: twice the panels streamed at once read 16-bit
+// weights about a quarter faster than four (BenchmarkGemvHalf).
 var (
 	activeGemvHalf1 [3]gemvHalf1Func
 	activeGemvHalf4 [3]gemvHalf4Func
+	activeGemvHalf8 [3]gemvHalf4Func // c holds 128 values
 	activeWiden     [3]func(dst []float32, src []uint16)
 )
 
@@ -260,5 +268,8 @@ var (
 func init() {
 	if activeName != "go" {
 		activeGemvHalf1, activeGemvHalf4, activeWiden = archGemvHalf()
+	}
+	if activeName == "avx512" {
+		activeGemvHalf8 = archGemvHalf8()
 	}
 }

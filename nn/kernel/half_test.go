@@ -141,12 +141,15 @@ func widenOne(h uint16, dt DType) float32 {
 // TestPackedHalfGeneric runs the portable half-width path (widen a panel,
 // then the float32 kernel) against the assembly one's float32 reference.
 func TestPackedHalfGeneric(t *testing.T) {
-	saved1, saved4, savedW := activeGemvHalf1, activeGemvHalf4, activeWiden
-	t.Cleanup(func() { activeGemvHalf1, activeGemvHalf4, activeWiden = saved1, saved4, savedW })
-	activeGemvHalf1, activeGemvHalf4, activeWiden = [3]gemvHalf1Func{}, [3]gemvHalf4Func{}, [3]func([]float32, []uint16){}
+	saved1, saved4, saved8, savedW := activeGemvHalf1, activeGemvHalf4, activeGemvHalf8, activeWiden
+	t.Cleanup(func() {
+		activeGemvHalf1, activeGemvHalf4, activeGemvHalf8, activeWiden = saved1, saved4, saved8, savedW
+	})
+	activeGemvHalf1, activeGemvHalf4, activeGemvHalf8 = [3]gemvHalf1Func{}, [3]gemvHalf4Func{}, [3]gemvHalf4Func{}
+	activeWiden = [3]func([]float32, []uint16){}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, dt := range []DType{BFloat16, Float16} {
-		k, n := 40, 70
+		k, n := 40, 170
 		h, f := make([]uint16, n*k), make([]float32, n*k)
 		for i := range h {
 			h[i] = f32ToHalf(float32(rng.NormFloat64()), dt)
