@@ -32,6 +32,7 @@ var allowedImports = map[string][]string{
 	"openai":             {""},
 	"perf/api":           {"api"},
 	"perf/fanout":        {"*"},
+	"perf/hfdecode":      {"nn"},
 	"perf/internal/host": {},
 	"perf/internal/runc": {"nn", "tokenizer"},
 	"perf/llama2c":       {"*"},

@@ -41,8 +41,10 @@ type Config struct {
 // safe for concurrent use; Close stops its engine.
 type Model struct {
 	cfg    Config
-	params *nn.Params
+	params *nn.Params // nil for an imported checkpoint (NewHF)
 	engine *nn.Engine
+	codec  codec
+	limit  int // the context: prompt and generation together
 	calls  atomic.Uint64
 }
 
@@ -62,13 +64,44 @@ func New(p *nn.Params, cfg Config) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local model %s: %w", cfg.Name, err)
 	}
-	return &Model{cfg: cfg, params: p, engine: e}, nil
+	return &Model{cfg: cfg, params: p, engine: e, codec: builtin{}, limit: p.Config.Context}, nil
 }
+
+// NewHF starts a model over w, an imported Hugging Face checkpoint
+// (nn.LoadHF), that renders requests with the chat template f and
+// tokenizes them with t. Generation ends at the template's end of turn or
+// at any id in eos (config.json's eos_token_id). The weights are only
+// read: several models may share them.
+func NewHF(w *nn.Weights, t *tokenizer.HF, f tokenizer.ChatFormat, eos []int, cfg Config) (*Model, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("local model: a name is required")
+	}
+	if t.VocabSize() > w.Config().Vocab {
+		return nil, fmt.Errorf("local model %s: vocabulary %d is smaller than the tokenizer's %d", cfg.Name, w.Config().Vocab, t.VocabSize())
+	}
+	if cfg.MaxNew < 0 || cfg.MaxBatch < 0 {
+		return nil, fmt.Errorf("local model %s: max_new and max_batch must not be negative", cfg.Name)
+	}
+	c, err := newHFCodec(t, f, eos)
+	if err != nil {
+		return nil, fmt.Errorf("local model %s: %w", cfg.Name, err)
+	}
+	e, err := nn.NewEngineWeights(w, nn.EngineConfig{MaxBatch: cfg.MaxBatch})
+	if err != nil {
+		return nil, fmt.Errorf("local model %s: %w", cfg.Name, err)
+	}
+	return &Model{cfg: cfg, engine: e, codec: c, limit: w.Config().Context}, nil
+}
+
+// Memory reports what the model's engine holds: the weights and the KV
+// cache.
+func (m *Model) Memory() nn.EngineMemory { return m.engine.Memory() }
 
 // Name returns the configured name.
 func (m *Model) Name() string { return m.cfg.Name }
 
-// Params returns the weights the model samples from.
+// Params returns the weights the model samples from; nil for an imported
+// checkpoint (NewHF), whose weights are not trainable Params.
 func (m *Model) Params() *nn.Params { return m.params }
 
 // Stats returns the engine's counters.
@@ -101,15 +134,17 @@ func (m *Model) ChatStream(ctx context.Context, req *delegate.Request, emit func
 
 func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error) {
 	start := time.Now()
-	limit := m.params.Config.Context
-	// The tokenizer spends one token per byte of text, so the text's bytes
-	// are a lower bound of the prompt's tokens: a request far over the
-	// context is refused before any work proportional to its size.
-	if n := textBytes(req); n >= limit {
+	limit := m.limit
+	// A lower bound of the prompt's tokens: a request far over the context
+	// is refused before any work proportional to its size.
+	if n := m.codec.minTokens(req); n >= limit {
 		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Model: m.cfg.Name, Attempts: 1,
 			Message: fmt.Sprintf("prompt is at least %d tokens; the context holds %d", n, limit)}
 	}
-	prompt := tokenizer.Render(req.Messages, req.Tools, true)
+	prompt, err := m.codec.prompt(req.Messages, req.Tools)
+	if err != nil {
+		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1, Message: err.Error()}
+	}
 	if len(prompt) >= limit {
 		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Model: m.cfg.Name, Attempts: 1,
 			Message: fmt.Sprintf("prompt is %d tokens; the context holds %d", len(prompt), limit)}
@@ -123,7 +158,7 @@ func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choic
 		Prompt:      prompt,
 		MaxNew:      m.cfg.MaxNew,
 		Temperature: 1,
-		StopTokens:  []int{tokenizer.End, tokenizer.EOS},
+		StopTokens:  m.codec.stops(),
 		TopLogprobs: req.TopLogprobs,
 	}
 	if req.MaxTokens > 0 {
@@ -149,7 +184,7 @@ func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choic
 	}
 	for _, s := range req.Stop {
 		if s != "" {
-			gen.StopSeqs = append(gen.StopSeqs, tokenizer.Encode(s))
+			gen.StopSeqs = append(gen.StopSeqs, m.codec.encode(s))
 		}
 	}
 	reqs := make([]nn.GenRequest, n)
@@ -157,7 +192,7 @@ func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choic
 		reqs[i] = gen
 		reqs[i].Seed = seed + uint64(i)*0x9e3779b97f4a7c15
 	}
-	results, err := generate(ctx, m.engine, reqs, req.Stop, emit)
+	results, err := generate(ctx, m.engine, m.codec, reqs, req.Stop, emit)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, &delegate.APIError{Type: delegate.ErrKindCanceled, Model: m.cfg.Name, Attempts: 1, Message: ctx.Err().Error()}
@@ -180,7 +215,7 @@ func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choic
 
 func (m *Model) choice(r nn.GenResult, logprobs bool, seed uint64, idx int) delegate.Choice {
 	body := r.Tokens[:len(r.Tokens)-r.StopLen]
-	msg, _ := tokenizer.ParseAssistant(body)
+	msg := m.codec.parse(body)
 	for j := range msg.ToolCalls {
 		// Ids unique across a conversation, as remote APIs give them.
 		msg.ToolCalls[j].ID = fmt.Sprintf("call_%x_%d_%d", seed, idx, j)
@@ -192,10 +227,10 @@ func (m *Model) choice(r nn.GenResult, logprobs bool, seed uint64, idx int) dele
 	if logprobs {
 		c.Logprobs = make([]delegate.TokenLogprob, len(r.Tokens))
 		for j, id := range r.Tokens {
-			lp := delegate.TokenLogprob{Token: tokenizer.Piece(id), TokenID: id, Logprob: float64(r.Logprobs[j])}
+			lp := delegate.TokenLogprob{Token: m.codec.piece(id), TokenID: id, Logprob: float64(r.Logprobs[j])}
 			if r.Top != nil {
 				for _, t := range r.Top[j] {
-					lp.Top = append(lp.Top, delegate.TopLogprob{Token: tokenizer.Piece(t.Token), TokenID: t.Token, Logprob: float64(t.Logprob)})
+					lp.Top = append(lp.Top, delegate.TopLogprob{Token: m.codec.piece(t.Token), TokenID: t.Token, Logprob: float64(t.Logprob)})
 				}
 			}
 			c.Logprobs[j] = lp

@@ -2,17 +2,17 @@ package local
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/delegatelab/delegate/nn"
-	"github.com/delegatelab/delegate/tokenizer"
 )
 
 // generate runs reqs on the engine. With emit set, it hands out each
 // request's content while the engine samples it (see ChatStream).
-func generate(ctx context.Context, e *nn.Engine, reqs []nn.GenRequest, stops []string, emit func(int, string)) ([]nn.GenResult, error) {
+func generate(ctx context.Context, e *nn.Engine, cd codec, reqs []nn.GenRequest, stops []string, emit func(int, string)) ([]nn.GenResult, error) {
 	if emit == nil {
 		return e.GenerateAll(ctx, reqs)
 	}
@@ -44,7 +44,11 @@ func generate(ctx context.Context, e *nn.Engine, reqs []nn.GenRequest, stops []s
 	}()
 	streams := make([]contentStream, len(reqs))
 	for i := range streams {
-		streams[i].stops = stops
+		streams[i].stops, streams[i].codec = stops, cd
+		if open := cd.callStart(); open != "" {
+			streams[i].stops = append(slices.Clone(stops), open)
+			streams[i].call = open
+		}
 	}
 	batch := make([][]int, len(reqs))
 	drain := func() {
@@ -74,6 +78,8 @@ func generate(ctx context.Context, e *nn.Engine, reqs []nn.GenRequest, stops []s
 // contentStream decodes one generation's tokens into the content
 // ParseAssistant will find, as far as it is certain.
 type contentStream struct {
+	codec   codec
+	call    string // text that opens a tool call ("" when calls are tokens)
 	stops   []string
 	pending strings.Builder // decoded, not handed out yet
 	closed  bool            // a tool call or the end of the turn was met
@@ -85,17 +91,20 @@ func (c *contentStream) add(toks []int) string {
 		if c.closed {
 			break
 		}
-		switch {
-		case id == tokenizer.ToolCall || id == tokenizer.End || id == tokenizer.EOS ||
-			id == tokenizer.System || id == tokenizer.User || id == tokenizer.Assistant || id == tokenizer.Tool || id == tokenizer.Tools:
+		s, closes := c.codec.token(id)
+		if closes {
 			c.closed = true
-		case tokenizer.IsByte(id):
-			c.pending.WriteByte(byte(id - tokenizer.ByteOffset))
-		default:
-			c.pending.WriteString(tokenizer.Piece(id))
+			break
 		}
+		c.pending.WriteString(s)
 	}
 	text := c.pending.String()
+	if c.call != "" {
+		if i := strings.Index(text, c.call); i >= 0 {
+			// Content ends where a call opens; the parser gives the rest.
+			text, c.closed = text[:i], true
+		}
+	}
 	keep := heldBack(text, c.stops)
 	out := text[:len(text)-keep]
 	c.pending.Reset()

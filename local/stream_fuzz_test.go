@@ -55,7 +55,7 @@ func FuzzContentStream(f *testing.F) {
 		gen := toks[:end]
 		msg, _ := tokenizer.ParseAssistant(gen[:len(gen)-stopLen])
 
-		c := contentStream{stops: stops}
+		c := contentStream{stops: stops, codec: builtin{}}
 		var got strings.Builder
 		for at, k := 0, 0; at < len(gen); k++ {
 			n := len(gen) - at

@@ -385,6 +385,9 @@ func ckptReadWeights(f *io.SectionReader, p *Params) (map[string]string, error) 
 	if err != nil {
 		return nil, err
 	}
+	if md == nil {
+		return nil, errors.New("header has no __metadata__")
+	}
 	meta, err := ckptCheckMeta(md, p.Config)
 	if err != nil {
 		return nil, err
@@ -483,7 +486,7 @@ func ckptParseHeader(header []byte) (map[string]ckptEntry, map[string]string, er
 		return nil, nil, errors.New("parse header: data after the JSON object")
 	}
 	if !seenMeta {
-		return nil, nil, errors.New("header has no __metadata__")
+		md = nil // absent, which our own format does not allow (ckptCheckMeta) and Hugging Face's does
 	}
 	return entries, md, nil
 }

@@ -17,7 +17,9 @@ import (
 // rows is one kernel.MatMulNT. Because the kernel computes each output row
 // the same way whatever the number of rows, a row's result never depends on
 // which other rows share the pass: a sequence comes out bitwise identical
-// alone or batched.
+// alone or batched. Imported checkpoints (hf.go) add q/k/v biases, a
+// per-head RMSNorm of queries and keys, a head width other than Dim/Heads
+// and 16-bit matrices; the Params path never sets them.
 
 // inferRow is one token to push through the model.
 type inferRow struct {
@@ -46,8 +48,8 @@ type inferModel struct {
 	rows   int         // capacity of the row buffers
 	x      []float32   // (rows, Dim) residual stream
 	xb     []float32   // (rows, Dim) normed input of a sublayer
-	qkv    []float32   // (rows, Dim+2·KVDim) queries, keys, values
-	att    []float32   // (rows, Dim) attention output
+	qkv    []float32   // (rows, QDim+2·KVDim) queries, keys, values
+	att    []float32   // (rows, QDim) attention output
 	xo     []float32   // (rows, Dim) sublayer output
 	h13    []float32   // (rows, 2·Hidden) gate then up
 	hb     []float32   // (rows, Hidden) gated
@@ -69,29 +71,41 @@ type inferModel struct {
 // packed once (queries, keys and values stacked into one matrix, the gate
 // and up projections into another, so that each is one product), the norms
 // copied.
+//
+// Imported checkpoints (hf.go) may add biases to the queries, keys and
+// values and RMSNorm weights for each head of the queries and keys, and
+// may keep the matrices in 16-bit values (kernel.NewPackedHalf).
 type inferWeights struct {
-	qkv, wo, w13, w2  []*kernel.Packed // per layer: (D+2KV, D), (D, D), (2H, D), (D, H)
+	qkv, wo, w13, w2  []*kernel.Packed // per layer: (QD+2KV, D), (D, QD), (2H, D), (D, H)
 	attnNorm, ffnNorm [][]float32      // per layer: (D)
 	finalNorm         []float32        // (D)
 	out               *kernel.Packed   // (V, D) output head
 	emb               *kernel.Packed   // (V, D) token embedding: out itself when tied
+	qkvBias           [][]float32      // per layer: (QD+2KV); nil without Config.QKVBias
+	qNorm, kNorm      [][]float32      // per layer: (HeadDim); nil without Config.QKNorm
 }
 
 // bytes is the memory the weights take.
 func (w *inferWeights) bytes() int64 {
-	n := int64(len(w.finalNorm))
+	n := 4 * int64(len(w.finalNorm))
 	all := []*kernel.Packed{w.out}
 	if w.emb != w.out {
 		all = append(all, w.emb)
 	}
 	for l := range w.qkv {
 		all = append(all, w.qkv[l], w.wo[l], w.w13[l], w.w2[l])
-		n += int64(len(w.attnNorm[l]) + len(w.ffnNorm[l]))
+		n += 4 * int64(len(w.attnNorm[l])+len(w.ffnNorm[l]))
+		if w.qkvBias != nil {
+			n += 4 * int64(len(w.qkvBias[l]))
+		}
+		if w.qNorm != nil {
+			n += 4 * int64(len(w.qNorm[l])+len(w.kNorm[l]))
+		}
 	}
 	for _, p := range all {
-		n += int64(p.Panels() * 16 * p.K())
+		n += p.Bytes()
 	}
-	return 4 * n
+	return n
 }
 
 // mulJob is one product split across the pool's cores by column panels:
@@ -117,25 +131,8 @@ const inferParallelMul = 1 << 18
 
 func newInferModel(p *Params, cache *KVCache) *inferModel {
 	c := p.Config
-	cores := max(1, runtime.GOMAXPROCS(0))
-	m := &inferModel{p: p, cfg: c, cache: cache, scores: make([][]float32, cores), parWork: inferParallelWork, parMul: inferParallelMul}
-	m.pool = newInferPool(cores)
-	m.attendFn = m.attendTask
-	m.mulFn = m.mulTask
-	for i := range m.scores {
-		m.scores[i] = make([]float32, c.Context)
-	}
-	half := c.HeadDim() / 2
-	m.ropeCos = make([]float32, c.Context*half)
-	m.ropeSin = make([]float32, c.Context*half)
-	for pos := 0; pos < c.Context; pos++ {
-		for i := 0; i < half; i++ {
-			freq := math.Pow(c.RopeTheta, -float64(2*i)/float64(c.HeadDim()))
-			s, co := math.Sincos(float64(pos) * freq)
-			m.ropeCos[pos*half+i] = float32(co)
-			m.ropeSin[pos*half+i] = float32(s)
-		}
-	}
+	m := newInferModelWeights(c, cache, inferWeights{})
+	m.p = p
 	d, kv, h := c.Dim, c.KVDim(), c.Hidden
 	w := &m.w
 	for range c.Layers {
@@ -156,12 +153,42 @@ func newInferModel(p *Params, cache *KVCache) *inferModel {
 	return m
 }
 
+// newInferModelWeights makes a model over weights already laid out, which
+// it only reads (several models may share them); it has no Params and
+// never refreshes.
+func newInferModelWeights(c Config, cache *KVCache, w inferWeights) *inferModel {
+	cores := max(1, runtime.GOMAXPROCS(0))
+	m := &inferModel{cfg: c, cache: cache, w: w, scores: make([][]float32, cores), parWork: inferParallelWork, parMul: inferParallelMul}
+	m.pool = newInferPool(cores)
+	m.attendFn = m.attendTask
+	m.mulFn = m.mulTask
+	for i := range m.scores {
+		m.scores[i] = make([]float32, c.Context)
+	}
+	half := c.HeadDim() / 2
+	freqs := c.ropeFreqs()
+	m.ropeCos = make([]float32, c.Context*half)
+	m.ropeSin = make([]float32, c.Context*half)
+	for pos := 0; pos < c.Context; pos++ {
+		for i := 0; i < half; i++ {
+			s, co := math.Sincos(float64(pos) * freqs[i])
+			m.ropeCos[pos*half+i] = float32(co)
+			m.ropeSin[pos*half+i] = float32(s)
+		}
+	}
+	return m
+}
+
 // close stops the helper goroutines.
 func (m *inferModel) close() { m.pool.close() }
 
 // refresh copies the current values of the Params into m.w, the matrices
 // split across the pool's cores by panels.
 func (m *inferModel) refresh() {
+	if m.p == nil {
+		m.stale = false
+		return
+	}
 	p, w := m.p, &m.w
 	type repack struct {
 		w     *kernel.Packed
@@ -207,8 +234,8 @@ func (m *inferModel) grow(n, nl int) {
 		m.rows = n
 		m.x = make([]float32, n*c.Dim)
 		m.xb = make([]float32, n*c.Dim)
-		m.qkv = make([]float32, n*(c.Dim+2*c.KVDim()))
-		m.att = make([]float32, n*c.Dim)
+		m.qkv = make([]float32, n*(c.QDim()+2*c.KVDim()))
+		m.att = make([]float32, n*c.QDim())
 		m.xo = make([]float32, n*c.Dim)
 		m.h13 = make([]float32, n*2*c.Hidden)
 		m.hb = make([]float32, n*c.Hidden)
@@ -239,9 +266,10 @@ func (m *inferModel) forward(rows []inferRow) []float32 {
 		}
 	}
 	m.grow(n, nl)
-	d, kv, hid := c.Dim, c.KVDim(), c.Hidden
-	s := d + 2*kv // qkv row stride
-	x, xb, qkv, att, xo := m.x[:n*d], m.xb[:n*d], m.qkv[:n*s], m.att[:n*d], m.xo[:n*d]
+	d, qd, kv, hid := c.Dim, c.QDim(), c.KVDim(), c.Hidden
+	hd := c.HeadDim()
+	s := qd + 2*kv // qkv row stride
+	x, xb, qkv, att, xo := m.x[:n*d], m.xb[:n*d], m.qkv[:n*s], m.att[:n*qd], m.xo[:n*d]
 	h13, hb := m.h13[:n*2*hid], m.hb[:n*hid]
 	eps := float32(c.NormEps)
 
@@ -251,11 +279,18 @@ func (m *inferModel) forward(rows []inferRow) []float32 {
 	for l := range c.Layers {
 		// Attention sublayer.
 		inferRMSNorm(xb, x, w.attnNorm[l], n, d, eps) // (n, D)
-		m.matmul(qkv, xb, n, w.qkv[l])                // (n, D+2KV)
+		m.matmul(qkv, xb, n, w.qkv[l])                // (n, QD+2KV)
 		for i, r := range rows {
 			row := qkv[i*s : (i+1)*s]
-			m.rope(row[:d+kv], r.pos) // queries and keys
-			m.cache.store(l, r.slot, r.pos, row[d:d+kv], row[d+kv:])
+			if w.qkvBias != nil {
+				inferAdd(row, w.qkvBias[l])
+			}
+			if w.qNorm != nil { // each head of the queries, then of the keys
+				inferRMSNorm(row[:qd], row[:qd], w.qNorm[l], c.Heads, hd, eps)
+				inferRMSNorm(row[qd:qd+kv], row[qd:qd+kv], w.kNorm[l], c.KVHeads, hd, eps)
+			}
+			m.rope(row[:qd+kv], r.pos) // queries and keys
+			m.cache.store(l, r.slot, r.pos, row[qd:qd+kv], row[qd+kv:])
 		}
 		m.attendRows(rows, l, att, qkv, s)
 		m.matmul(xo, att, n, w.wo[l]) // (n, D)
@@ -351,7 +386,7 @@ func (m *inferModel) attendRows(rows []inferRow, l int, att, qkv []float32, s in
 	c := m.cfg
 	work := 0
 	for _, r := range rows {
-		work += (r.pos + 1) * c.Dim
+		work += (r.pos + 1) * c.QDim()
 	}
 	w := 1
 	if work >= m.parWork {
@@ -406,7 +441,7 @@ func (m *inferModel) attendTask(k int) {
 func (m *inferModel) attendPiece(k, u0, u1 int) {
 	j := &m.job
 	c := m.cfg
-	d, hs := c.Dim, c.Heads
+	d, hs := c.QDim(), c.Heads
 	for u := u0; u < u1; {
 		i, h0 := u/hs, u%hs
 		h1 := min(hs, h0+u1-u)
@@ -417,8 +452,8 @@ func (m *inferModel) attendPiece(k, u0, u1 int) {
 }
 
 // attend computes causal attention of heads [h0, h1) of one row's queries
-// q (Dim) over positions [0, pos] of slot in layer l's cache, writing those
-// heads of out (Dim). sc is scratch of at least pos+1 values.
+// q (QDim) over positions [0, pos] of slot in layer l's cache, writing those
+// heads of out (QDim). sc is scratch of at least pos+1 values.
 func (m *inferModel) attend(out, q, sc []float32, l, slot, pos, h0, h1 int) {
 	c := m.cfg
 	hd, kvd := c.HeadDim(), c.KVDim()
@@ -441,7 +476,8 @@ func (m *inferModel) attend(out, q, sc []float32, l, slot, pos, h0, h1 int) {
 	}
 }
 
-// inferRMSNorm writes dst(n, d) = x / sqrt(mean(x²) + eps) · w, row by row.
+// inferRMSNorm writes dst(n, d) = x / sqrt(mean(x²) + eps) · w, row by row;
+// dst may be x.
 func inferRMSNorm(dst, x, w []float32, n, d int, eps float32) {
 	for i := 0; i < n; i++ {
 		xi, di := x[i*d:(i+1)*d], dst[i*d:(i+1)*d]

@@ -161,6 +161,23 @@ func NewEngine(p *Params, ec EngineConfig) (*Engine, error) {
 	if err := inferCheckParams(p); err != nil {
 		return nil, fmt.Errorf("new engine: %w", err)
 	}
+	return newEngine(p.Config, ec, func(cache *KVCache) *inferModel { return newInferModel(p, cache) })
+}
+
+// NewEngineWeights starts an engine over w (an imported checkpoint, see
+// LoadHF), which it reads in place and never changes: engines may share
+// one Weights. Call Close to stop its goroutine.
+func NewEngineWeights(w *Weights, ec EngineConfig) (*Engine, error) {
+	if w == nil {
+		return nil, errors.New("new engine: nil weights")
+	}
+	if err := w.cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("new engine: %w", err)
+	}
+	return newEngine(w.cfg, ec, func(cache *KVCache) *inferModel { return newInferModelWeights(w.cfg, cache, w.w) })
+}
+
+func newEngine(c Config, ec EngineConfig, model func(*KVCache) *inferModel) (*Engine, error) {
 	if ec.MaxBatch == 0 {
 		ec.MaxBatch = 32
 	}
@@ -173,32 +190,32 @@ func NewEngine(p *Params, ec EngineConfig) (*Engine, error) {
 	if ec.PrefillChunk < 0 {
 		return nil, fmt.Errorf("new engine: prefill chunk must be positive, got %d", ec.PrefillChunk)
 	}
-	cache, err := NewKVCache(p.Config, ec.MaxBatch)
+	cache, err := NewKVCache(c, ec.MaxBatch)
 	if err != nil {
 		return nil, fmt.Errorf("new engine: %w", err)
 	}
 	e := &Engine{
-		cfg:    p.Config,
+		cfg:    c,
 		ecfg:   ec,
 		submit: make(chan []*inferJob),
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
-	model := newInferModel(p, cache)
-	e.mem = EngineMemory{Weights: model.w.bytes(), KVCache: cache.bytes(), Slots: ec.MaxBatch, Context: p.Config.Context}
+	m := model(cache)
+	e.mem = EngineMemory{Weights: m.w.bytes(), KVCache: cache.bytes(), Slots: ec.MaxBatch, Context: c.Context}
 	if ec.parallelWork > 0 {
-		model.parWork = ec.parallelWork
+		m.parWork = ec.parallelWork
 	}
 	s := &inferSched{
 		e:      e,
-		model:  model,
-		smp:    newSampler(p.Config.Vocab),
+		model:  m,
+		smp:    newSampler(c.Vocab),
 		slots:  make([]*inferJob, ec.MaxBatch),
 		used:   make([]bool, ec.MaxBatch),
 		cached: make([][]int, ec.MaxBatch),
 	}
 	for i := range s.cached {
-		s.cached[i] = make([]int, 0, p.Config.Context)
+		s.cached[i] = make([]int, 0, c.Context)
 	}
 	go e.run(s)
 	return e, nil
@@ -462,7 +479,7 @@ func (e *Engine) run(s *inferSched) {
 		if s.idle() {
 			select {
 			case jobs := <-e.submit:
-				s.model.stale = true // see Engine: the Params may have changed
+				s.model.stale = s.model.p != nil // see Engine: the Params may have changed
 				s.queue = append(s.queue, jobs...)
 			case <-e.quit:
 				s.failAll(ErrEngineClosed)
@@ -473,7 +490,7 @@ func (e *Engine) run(s *inferSched) {
 		for {
 			select {
 			case jobs := <-e.submit:
-				if s.unheld() {
+				if s.unheld() && s.model.p != nil {
 					s.model.stale = true
 				}
 				s.queue = append(s.queue, jobs...)

@@ -56,6 +56,9 @@ func NewParams(c Config, data []float32) (*Params, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	if f := c.inferenceOnly(); f != "" {
+		return nil, fmt.Errorf("params: %s is supported for inference only (an imported checkpoint, see LoadHF)", f)
+	}
 	if len(data) != c.Size() {
 		return nil, fmt.Errorf("params: config needs %d values, got %d", c.Size(), len(data))
 	}
@@ -95,6 +98,9 @@ func NewParams(c Config, data []float32) (*Params, error) {
 func Alloc(c Config) (*Params, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	if f := c.inferenceOnly(); f != "" {
+		return nil, fmt.Errorf("params: %s is supported for inference only (an imported checkpoint, see LoadHF)", f)
 	}
 	return NewParams(c, make([]float32, c.Size()))
 }

@@ -14,7 +14,8 @@ import "math"
 //
 // Queries and keys are rotated, values are not. The pairs are interleaved
 // (2i, 2i+1), not split in halves (i, i+HeadDim/2) as in the Hugging Face
-// layout; llama2.c export and our sampler both rely on this. The cosine and
+// layout; llama2.c export and our sampler both rely on this (LoadHF
+// permutes Hugging Face's query and key rows to this pairing). The cosine and
 // sine table is computed in float64 (math.Pow, math.Sincos) and rounded to
 // float32, exactly as the sampler computes it.
 type trainRope struct {

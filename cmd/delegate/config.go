@@ -19,6 +19,7 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/models"
+	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
@@ -83,14 +84,25 @@ type ModelConfig struct {
 	// config file) and ChatTemplate its family's chat template (qwen2.5,
 	// qwen3 or llama3): for a server that returns no token ids, the prompt
 	// and the generated tokens get the ids of this tokenizer, where they
-	// agree with the pieces the server reported (tokenizer.WithIDs).
+	// agree with the pieces the server reported (tokenizer.WithIDs). For a
+	// local Hugging Face checkpoint they override the checkpoint's own
+	// tokenizer.json and the template its model_type implies.
 	Tokenizer    string `yaml:"tokenizer"`
 	ChatTemplate string `yaml:"chat_template"`
 
 	// Checkpoint is a local model's directory (nn.Save); relative paths
 	// are taken from the config file's directory. "shipped:solver" and
 	// "shipped:delegator" are the shipped models built into the binary.
+	// A Hugging Face checkpoint directory (config.json with a model_type,
+	// safetensors weights: Llama 3 and Qwen2, 2.5 and 3 families, see
+	// docs/hf-models.md) works too: its tokenizer.json and its family's
+	// chat template are used unless tokenizer and chat_template say
+	// otherwise.
 	Checkpoint string `yaml:"checkpoint"`
+	// Context caps a Hugging Face checkpoint's context (prompt and
+	// generation), which sizes its KV cache; default its
+	// max_position_embeddings, at most 2048.
+	Context int `yaml:"context"`
 	// MaxBatch is how many sequences a local model decodes together.
 	MaxBatch int `yaml:"max_batch"`
 	// SystemPrompt is what `delegate serve` sends the model as the system
@@ -163,7 +175,14 @@ func LoadConfig(path string) (*Config, error) {
 			m.Checkpoint = filepath.Join(filepath.Dir(path), m.Checkpoint)
 			cfg.Models[name] = m
 		}
-		if err := checkCheckpointDir(m.Checkpoint); err != nil {
+		if err := checkCheckpointDir(m.Checkpoint); err == nil {
+			if hf, _ := nn.IsHF(m.Checkpoint); !hf && (m.Tokenizer != "" || m.ChatTemplate != "" || m.Context != 0) {
+				errs = append(errs, cfg.at("models."+name, "tokenizer, chat_template and context belong to a Hugging Face checkpoint; %s is one of delegate's own, with its built-in tokenizer", m.Checkpoint))
+			}
+			if hf, _ := nn.IsHF(m.Checkpoint); hf && m.Follow != "" {
+				errs = append(errs, cfg.at("models."+name+".follow", "follows a trainer's checkpoint; %s is a Hugging Face checkpoint, which delegate does not train", m.Checkpoint))
+			}
+		} else {
 			if !filepath.IsAbs(cfg.raw[name]) {
 				abs, aerr := filepath.Abs(m.Checkpoint)
 				if aerr != nil {
@@ -399,8 +418,8 @@ func (c *Config) Validate() error {
 			if m.Model == "" {
 				errs = append(errs, c.at(key, "model is required"))
 			}
-			if m.Checkpoint != "" || m.MaxBatch != 0 || m.Follow != "" {
-				errs = append(errs, c.at(key, "checkpoint, max_batch and follow belong to kind: local"))
+			if m.Checkpoint != "" || m.MaxBatch != 0 || m.Follow != "" || m.Context != 0 {
+				errs = append(errs, c.at(key, "checkpoint, max_batch, follow and context belong to kind: local"))
 			}
 			if (m.Tokenizer == "") != (m.ChatTemplate == "") {
 				errs = append(errs, c.at(key, "tokenizer and chat_template go together"))
@@ -421,6 +440,14 @@ func (c *Config) Validate() error {
 			}
 			if m.FollowEvery < 0 || m.FollowEvery > 0 && m.Follow == "" {
 				errs = append(errs, c.at(key+".follow_every", "must be positive, and goes with follow"))
+			}
+			if m.Context < 0 {
+				errs = append(errs, c.at(key+".context", "must not be negative"))
+			}
+			if m.ChatTemplate != "" {
+				if _, err := tokenizer.ParseChatFormat(m.ChatTemplate); err != nil {
+					errs = append(errs, c.at(key+".chat_template", "%v", err))
+				}
 			}
 		default:
 			errs = append(errs, c.at(key+".kind", "unknown kind %q (want openai or local)", m.Kind))

@@ -386,10 +386,19 @@ func fingerprint(cfg *Config, jcfg judge.Config, rewardDesc string, logprobs boo
 		Kind, Model, Checkpoint string
 		Price                   delegate.Price
 		TokenIDs                bool
+		// A local Hugging Face checkpoint's template and context decide
+		// its prompts; empty (and so absent, as in fingerprints written
+		// before they existed) for every other model.
+		ChatTemplate string `json:",omitempty"`
+		Context      int    `json:",omitempty"`
 	}
 	ms := map[string]model{}
 	for name, m := range cfg.Models {
-		ms[name] = model{Kind: m.Kind, Model: m.Model, Checkpoint: m.Checkpoint, Price: m.Price, TokenIDs: m.TokenIDs}
+		fm := model{Kind: m.Kind, Model: m.Model, Checkpoint: m.Checkpoint, Price: m.Price, TokenIDs: m.TokenIDs}
+		if m.Kind == "local" {
+			fm.ChatTemplate, fm.Context = m.ChatTemplate, m.Context
+		}
+		ms[name] = fm
 	}
 	data, err := json.Marshal(struct {
 		Models   map[string]model

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -121,6 +122,18 @@ type localModel interface {
 // openLocal loads a local model; with follow set, one that follows the
 // trainer's checkpoint there, polling it until the model is closed.
 func openLocal(name string, m ModelConfig, log *slog.Logger) (localModel, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if !strings.HasPrefix(m.Checkpoint, shippedPrefix) {
+		hf, err := nn.IsHF(m.Checkpoint)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: checkpoint: %w", name, err)
+		}
+		if hf {
+			return openHF(name, m, log)
+		}
+	}
 	var (
 		p   *nn.Params
 		err error
@@ -152,6 +165,43 @@ func openLocal(name string, m ModelConfig, log *slog.Logger) (localModel, error)
 	ctx, stop := context.WithCancel(context.Background())
 	go r.Watch(ctx, every)
 	return following{Reloading: r, stop: stop}, nil
+}
+
+// openHF loads a Hugging Face checkpoint with its tokenizer (the
+// directory's tokenizer.json unless m.Tokenizer names another) and chat
+// template (m.ChatTemplate, else its model_type's), and logs what it
+// holds in memory.
+func openHF(name string, m ModelConfig, log *slog.Logger) (localModel, error) {
+	if m.Follow != "" {
+		return nil, fmt.Errorf("model %s: follow needs a checkpoint of delegate's own format, not a Hugging Face one", name)
+	}
+	w, info, err := nn.LoadHF(m.Checkpoint, nn.HFOptions{Context: m.Context})
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	tokPath := m.Tokenizer
+	if tokPath == "" {
+		tokPath = filepath.Join(m.Checkpoint, "tokenizer.json")
+	}
+	tok, err := tokenizer.LoadHF(tokPath)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	tmpl := m.ChatTemplate
+	if tmpl == "" {
+		tmpl = nn.HFChatTemplate(info.ModelType)
+	}
+	f, err := tokenizer.ParseChatFormat(tmpl)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: chat_template: %w", name, err)
+	}
+	lm, err := local.NewHF(w, tok, f, info.EOS, local.Config{Name: name, MaxBatch: m.MaxBatch})
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	log.Info("local model loaded", "model", name, "checkpoint", m.Checkpoint, "model_type", info.ModelType, "dtype", info.DType.String(),
+		"chat_template", f.String(), "context", w.Config().Context, "memory", lm.Memory().String())
+	return lm, nil
 }
 
 // following is a reloading model whose watch stops when it is closed.

@@ -14,8 +14,10 @@ import "fmt"
 // concurrently; Repack must not run concurrently with them.
 type Packed struct {
 	n, k  int
-	data  []float32 // (panels, k, 16)
+	data  []float32 // (panels, k, 16); nil when half-width
 	parts []packPart
+	dtype DType    // Float32, or the type of half
+	half  []uint16 // (panels, k, 16) 16-bit values, for BFloat16 and Float16
 }
 
 // packPart is one source matrix stacked into a Packed: rows [row0, row0+n)
@@ -73,6 +75,9 @@ func (w *Packed) Repack(parts ...[]float32) {
 // RepackPanels is Repack for panels [q0, q1) only, so that several
 // goroutines can refresh disjoint ranges of one matrix at once.
 func (w *Packed) RepackPanels(q0, q1 int, parts ...[]float32) {
+	if w.half != nil {
+		panic("kernel.Packed.RepackPanels: a half-width Packed is filled by RepackHalfPanels") // a programming error
+	}
 	if len(parts) != len(w.parts) {
 		panic(fmt.Sprintf("kernel.Packed.Repack: %d matrices, packed from %d", len(parts), len(w.parts))) // a programming error
 	}
@@ -124,6 +129,10 @@ func (w *Packed) partOf(j int) int {
 
 // Row copies row j of W (k values) into dst: a gather of stride 16.
 func (w *Packed) Row(dst []float32, j int) {
+	if w.half != nil {
+		w.halfRow(dst, j)
+		return
+	}
 	k := w.k
 	panel := w.data[(j/nr)*nr*k:]
 	r := j % nr
@@ -136,6 +145,11 @@ func (w *Packed) Row(dst []float32, j int) {
 // across runtime.GOMAXPROCS(0) goroutines when large, like MatMulNT. Every
 // element has the bits MatMulNT gives for the same operands.
 func MatMulPacked(dst, a []float32, m int, w *Packed) {
+	if w.half != nil {
+		checkLen("MatMulPacked", m, w.k, w.n, dst, m*w.n, a, m*w.k, nil, 0)
+		MatMulPackedCols(dst, a, m, w, 0, w.n)
+		return
+	}
 	checkLen("MatMulPacked", m, w.k, w.n, dst, m*w.n, a, m*w.k, w.data, 0)
 	workers := defaultWorkers()
 	if 2*m*w.k*w.n < parallelFlops {
@@ -188,6 +202,10 @@ func MatMulPackedCols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 		panic("kernel.MatMulPackedCols: column range not whole panels") // a programming error
 	}
 	if j0 >= j1 || m == 0 {
+		return
+	}
+	if w.half != nil {
+		matMulHalfCols(dst, a, m, w, j0, j1)
 		return
 	}
 	if m == 1 {

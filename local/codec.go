@@ -1,0 +1,183 @@
+package local
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/tokenizer"
+)
+
+// codec is a model's tokenizer and chat template: how a request becomes
+// prompt ids and generated ids become an assistant message.
+type codec interface {
+	// prompt renders msgs and tools, ending with the assistant header.
+	prompt(msgs []delegate.Message, tools []delegate.Tool) ([]int, error)
+	// minTokens is a lower bound of the prompt's tokens computed without
+	// tokenizing, so that a request far over the context is refused before
+	// work proportional to its size; 0 when there is none.
+	minTokens(req *delegate.Request) int
+	stops() []int             // ids that end a turn
+	encode(text string) []int // plain text, for stop sequences
+	piece(id int) string      // the text of one id, for logprobs
+	// parse turns the generated ids, the stop removed, into a message.
+	parse(body []int) delegate.Message
+	// token is one generated id as the streaming decoder sees it: its
+	// bytes, or closes when content ends there (a control token, a call).
+	token(id int) (text string, closes bool)
+	// callStart is text that opens a tool call inside content ("" when
+	// calls are control tokens): content streams up to it.
+	callStart() string
+}
+
+// builtin is package tokenizer's own byte-level tokenizer and template.
+type builtin struct{}
+
+func (builtin) prompt(msgs []delegate.Message, tools []delegate.Tool) ([]int, error) {
+	return tokenizer.Render(msgs, tools, true), nil
+}
+
+// The tokenizer spends one token per byte of text, so the text's bytes are
+// a lower bound of the prompt's tokens.
+func (builtin) minTokens(req *delegate.Request) int { return textBytes(req) }
+func (builtin) stops() []int                        { return []int{tokenizer.End, tokenizer.EOS} }
+func (builtin) encode(text string) []int            { return tokenizer.Encode(text) }
+func (builtin) piece(id int) string                 { return tokenizer.Piece(id) }
+func (builtin) callStart() string                   { return "" }
+
+func (builtin) parse(body []int) delegate.Message {
+	msg, _ := tokenizer.ParseAssistant(body)
+	return msg
+}
+
+func (builtin) token(id int) (string, bool) {
+	switch {
+	case id == tokenizer.ToolCall || id == tokenizer.End || id == tokenizer.EOS ||
+		id == tokenizer.System || id == tokenizer.User || id == tokenizer.Assistant || id == tokenizer.Tool || id == tokenizer.Tools:
+		return "", true
+	case tokenizer.IsByte(id):
+		return string([]byte{byte(id - tokenizer.ByteOffset)}), false
+	}
+	return tokenizer.Piece(id), false
+}
+
+// hfCodec is a Hugging Face tokenizer with its family's chat template.
+type hfCodec struct {
+	t      *tokenizer.HF
+	f      tokenizer.ChatFormat
+	stopID []int
+}
+
+// newHFCodec checks that t has the template's turn-end token, which ends
+// a generation with the ids in eos.
+func newHFCodec(t *tokenizer.HF, f tokenizer.ChatFormat, eos []int) (*hfCodec, error) {
+	end := map[tokenizer.ChatFormat]string{tokenizer.ChatQwen25: "<|im_end|>", tokenizer.ChatQwen3: "<|im_end|>", tokenizer.ChatLlama3: "<|eot_id|>"}[f]
+	id, ok := t.TokenID(end)
+	if !ok {
+		return nil, fmt.Errorf("chat template %s: the tokenizer has no %s token", f, end)
+	}
+	c := &hfCodec{t: t, f: f, stopID: []int{id}}
+	for _, e := range eos {
+		if e != id {
+			c.stopID = append(c.stopID, e)
+		}
+	}
+	return c, nil
+}
+
+func (c *hfCodec) prompt(msgs []delegate.Message, tools []delegate.Tool) ([]int, error) {
+	return c.t.EncodeChat(c.f, msgs, tools, tokenizer.ChatOptions{AddGenerationPrompt: true})
+}
+
+// A byte-level BPE token holds at most a few dozen bytes, but nothing
+// bounds it below one byte per token: no cheap lower bound.
+func (c *hfCodec) minTokens(*delegate.Request) int { return 0 }
+func (c *hfCodec) stops() []int                    { return c.stopID }
+func (c *hfCodec) encode(text string) []int        { return c.t.EncodePlain(text) }
+
+func (c *hfCodec) piece(id int) string {
+	s, err := c.t.Decode([]int{id})
+	if err != nil {
+		return ""
+	}
+	return s
+}
+
+func (c *hfCodec) token(id int) (string, bool) {
+	if c.t.Special(id) {
+		return "", true
+	}
+	return c.piece(id), false
+}
+
+func (c *hfCodec) callStart() string {
+	if c.f == tokenizer.ChatLlama3 {
+		return ""
+	}
+	return qwenCallOpen
+}
+
+const (
+	qwenCallOpen  = "<tool_call>"
+	qwenCallClose = "</tool_call>"
+)
+
+// parse decodes body, control tokens dropped, and takes out the Qwen
+// templates' <tool_call>{"name": ..., "arguments": ...}</tool_call>
+// blocks as tool calls; the rest is the content, as generated (not
+// trimmed, so that what ChatStream handed out is a prefix of it). A block that is
+// not such an object becomes a call with an empty name and the block's
+// text as arguments, for the caller to report to the model.
+func (c *hfCodec) parse(body []int) delegate.Message {
+	msg := delegate.Message{Role: delegate.RoleAssistant}
+	text, err := c.t.DecodeSkipSpecial(body)
+	if err != nil {
+		text = ""
+		for _, id := range body {
+			if s, closes := c.token(id); !closes {
+				text += s
+			}
+		}
+	}
+	if c.callStart() == "" {
+		msg.Content = text
+		return msg
+	}
+	var content strings.Builder
+	for {
+		i := strings.Index(text, qwenCallOpen)
+		if i < 0 {
+			content.WriteString(text)
+			break
+		}
+		content.WriteString(text[:i])
+		rest := text[i+len(qwenCallOpen):]
+		j := strings.Index(rest, qwenCallClose)
+		block := rest
+		if j >= 0 {
+			block, text = rest[:j], rest[j+len(qwenCallClose):]
+		} else {
+			text = ""
+		}
+		msg.ToolCalls = append(msg.ToolCalls, parseQwenCall(len(msg.ToolCalls), strings.TrimSpace(block), j >= 0))
+	}
+	msg.Content = content.String()
+	return msg
+}
+
+func parseQwenCall(i int, block string, closed bool) delegate.ToolCall {
+	var call struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	bad := delegate.ToolCall{ID: fmt.Sprintf("call_%d", i), Arguments: block}
+	if !closed || json.Unmarshal([]byte(block), &call) != nil || call.Name == "" {
+		return bad
+	}
+	args := strings.TrimSpace(string(call.Arguments))
+	if args == "" || args == "null" {
+		args = "{}"
+	}
+	return delegate.ToolCall{ID: fmt.Sprintf("call_%d", i), Name: call.Name, Arguments: args}
+}

@@ -1,0 +1,275 @@
+package kernel
+
+import (
+	"fmt"
+	"math"
+	"sync"
+)
+
+// DType is how a Packed stores its values.
+type DType uint8
+
+const (
+	Float32  DType = iota // 4 bytes a value
+	BFloat16              // bfloat16: the high 16 bits of a float32
+	Float16               // IEEE 754 binary16
+)
+
+func (d DType) String() string {
+	switch d {
+	case Float32:
+		return "f32"
+	case BFloat16:
+		return "bf16"
+	case Float16:
+		return "f16"
+	}
+	return fmt.Sprintf("DType(%d)", int(d))
+}
+
+// Size is the bytes one value takes.
+func (d DType) Size() int {
+	if d == Float32 {
+		return 4
+	}
+	return 2
+}
+
+// NewPackedHalf is NewPacked for a matrix kept in 16-bit values (BFloat16
+// or Float16), half the memory of float32 and half the bytes a product
+// reads. Products widen each value to float32 (exactly) as they read it,
+// so a product over a half-width Packed has the bits of the same product
+// over a float32 Packed of the widened values. RepackHalf fills it.
+func NewPackedHalf(dt DType, k int, rows ...int) *Packed {
+	if dt != BFloat16 && dt != Float16 {
+		panic("kernel.NewPackedHalf: not a 16-bit type") // a programming error
+	}
+	w := &Packed{k: k, dtype: dt}
+	for _, r := range rows {
+		if r < 0 || k < 0 {
+			panic("kernel.NewPackedHalf: negative dimension") // a programming error
+		}
+		w.parts = append(w.parts, packPart{row0: w.n, n: r})
+		w.n += r
+	}
+	w.half = make([]uint16, w.panels()*nr*k)
+	return w
+}
+
+// DType reports how w stores its values.
+func (w *Packed) DType() DType { return w.dtype }
+
+// Bytes is the memory w's values take.
+func (w *Packed) Bytes() int64 {
+	if w.half != nil {
+		return 2 * int64(len(w.half))
+	}
+	return 4 * int64(len(w.data))
+}
+
+// RepackHalfPanels copies panels [q0, q1) of a half-width Packed from
+// parts, 16-bit matrices of the shapes given at creation (row-major, the
+// raw bits of w's DType). Goroutines may fill disjoint ranges at once.
+func (w *Packed) RepackHalfPanels(q0, q1 int, parts ...[]uint16) {
+	if w.half == nil {
+		panic("kernel.Packed.RepackHalfPanels: not a half-width Packed") // a programming error
+	}
+	if len(parts) != len(w.parts) {
+		panic(fmt.Sprintf("kernel.Packed.RepackHalfPanels: %d matrices, packed from %d", len(parts), len(w.parts))) // a programming error
+	}
+	for i, p := range parts {
+		if len(p) != w.parts[i].n*w.k {
+			panic(fmt.Sprintf("kernel.Packed.RepackHalfPanels: matrix %d has %d values, want %d", i, len(p), w.parts[i].n*w.k)) // a programming error
+		}
+	}
+	k := w.k
+	for q := q0; q < q1; q++ {
+		panel := w.half[q*nr*k : (q+1)*nr*k]
+		for r := 0; r < nr; r++ {
+			j := q*nr + r
+			if j >= w.n {
+				for p := 0; p < k; p++ {
+					panel[p*nr+r] = 0
+				}
+				continue
+			}
+			pi := w.partOf(j)
+			row := parts[pi][(j-w.parts[pi].row0)*k : (j-w.parts[pi].row0+1)*k]
+			for p, v := range row {
+				panel[p*nr+r] = v
+			}
+		}
+	}
+}
+
+// BF16ToFloat32 widens a bfloat16.
+func BF16ToFloat32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// F16ToFloat32 widens an IEEE 754 half-precision value, subnormals,
+// infinities and NaNs included.
+func F16ToFloat32(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	man := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f: // infinity or NaN
+		return math.Float32frombits(sign | 0xff<<23 | man<<13)
+	case exp != 0: // normal
+		return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
+	case man == 0: // zero
+		return math.Float32frombits(sign)
+	}
+	// Subnormal: value man·2^-24, exactly representable in float32.
+	v := float32(man) * (1.0 / (1 << 24))
+	if sign != 0 {
+		v = -v
+	}
+	return v
+}
+
+// widenGo widens n = len(dst) values of src of type dt.
+func widenGo(dst []float32, src []uint16, dt DType) {
+	src = src[:len(dst)]
+	if dt == BFloat16 {
+		for i, h := range src {
+			dst[i] = math.Float32frombits(uint32(h) << 16)
+		}
+		return
+	}
+	for i, h := range src {
+		dst[i] = F16ToFloat32(h)
+	}
+}
+
+// widen widens src into dst (equal lengths), with the assembly where
+// there is one.
+func widen(dst []float32, src []uint16, dt DType) {
+	n := len(dst)
+	if f := activeWiden[dt]; f != nil && n >= 8 {
+		m := n &^ 7
+		f(dst[:m], src[:m])
+		widenGo(dst[m:], src[m:n], dt)
+		return
+	}
+	widenGo(dst, src[:n], dt)
+}
+
+// halfRow is Row for a half-width Packed.
+func (w *Packed) halfRow(dst []float32, j int) {
+	k := w.k
+	panel := w.half[(j/nr)*nr*k:]
+	r := j % nr
+	if w.dtype == BFloat16 {
+		for p := range dst[:k] {
+			dst[p] = BF16ToFloat32(panel[p*nr+r])
+		}
+		return
+	}
+	for p := range dst[:k] {
+		dst[p] = F16ToFloat32(panel[p*nr+r])
+	}
+}
+
+// halfChunk is how many panels a product of several rows widens at a
+// time into float32 before running the matrix kernels over them (a buffer
+// of 1 KiB per input value k). Each chunk is a product of its own, which
+// packs the rows of a again: at 4 panels a 64×1024 by 1024×4096 product ran
+// at about 45 GFLOPS against float32's 105-160 on one core; at 16, 167-174
+// against float32's 164-180 in the same run (BenchmarkPackedHalfPrefill).
+const halfChunk = 16
+
+var halfBufs = sync.Pool{New: func() any { return new([]float32) }}
+
+// matMulHalfCols is MatMulPackedCols for a half-width w.
+func matMulHalfCols(dst, a []float32, m int, w *Packed, j0, j1 int) {
+	k := w.k
+	if k == 0 {
+		for i := 0; i < m; i++ {
+			clear(dst[i*w.n+j0 : i*w.n+j1])
+		}
+		return
+	}
+	if m == 1 {
+		gemvHalf(dst, a, w, j0, j1)
+		return
+	}
+	bp := halfBufs.Get().(*[]float32)
+	defer halfBufs.Put(bp)
+	if len(*bp) < halfChunk*nr*k {
+		*bp = make([]float32, halfChunk*nr*k)
+	}
+	buf := *bp
+	for q := j0 / nr; q*nr < j1; q += halfChunk {
+		q1 := min(q+halfChunk, w.panels())
+		wide := buf[:(q1-q)*nr*k]
+		widen(wide, w.half[q*nr*k:q1*nr*k], w.dtype)
+		c0, c1 := q*nr, min(q1*nr, j1)
+		pr := problem{op: opNT, dst: dst[c0:], a: a, m: m, k: k, n: w.n, kern: active, kern2: activeKernel2, packed: wide}
+		pr.run(0, m, 0, c1-c0)
+	}
+}
+
+// gemvHalf is gemv for a half-width w.
+func gemvHalf(dst, a []float32, w *Packed, j0, j1 int) {
+	k := w.k
+	g8, g4, g1 := activeGemvHalf8[w.dtype], activeGemvHalf4[w.dtype], activeGemvHalf1[w.dtype]
+	var wide []float32
+	if g1 == nil {
+		bp := halfBufs.Get().(*[]float32)
+		defer halfBufs.Put(bp)
+		if len(*bp) < nr*k {
+			*bp = make([]float32, nr*k)
+		}
+		wide = (*bp)[:nr*k]
+	}
+	for q := j0 / nr; q*nr < j1; {
+		panel := w.half[q*nr*k:]
+		if q*nr+8*nr <= j1 && g8 != nil {
+			g8(k, a, panel, nr*k, dst[q*nr:q*nr+8*nr])
+			q += 8
+			continue
+		}
+		if q*nr+4*nr <= j1 && g4 != nil {
+			g4(k, a, panel, nr*k, dst[q*nr:q*nr+4*nr])
+			q += 4
+			continue
+		}
+		c := dst[q*nr : min(q*nr+nr, j1)]
+		if g1 != nil {
+			g1(k, a, panel, c)
+		} else {
+			widen(wide, panel[:nr*k], w.dtype)
+			activeGemv1(k, a, wide, c)
+		}
+		q++
+	}
+}
+
+// gemvHalf1Func and gemvHalf4Func are gemv1Func and gemv4Func over
+// half-width panels.
+type (
+	gemvHalf1Func func(k int, a []float32, b []uint16, c []float32)
+	gemvHalf4Func func(k int, a []float32, b []uint16, stride int, c []float32)
+)
+
+// The half-width kernels in use, by DType; nil where there is none (the
+// portable path widens a panel, then runs activeGemv1). The eight-panel
+// kernels are AVX-512's: twice the panels streamed at once read 16-bit
+// weights about a quarter faster than four (BenchmarkGemvHalf).
+var (
+	activeGemvHalf1 [3]gemvHalf1Func
+	activeGemvHalf4 [3]gemvHalf4Func
+	activeGemvHalf8 [3]gemvHalf4Func // c holds 128 values
+	activeWiden     [3]func(dst []float32, src []uint16)
+)
+
+// This init runs after gemm.go's (a package's files initialize in name
+// order), which has settled activeName.
+func init() {
+	if activeName != "go" {
+		activeGemvHalf1, activeGemvHalf4, activeWiden = archGemvHalf()
+	}
+	if activeName == "avx512" {
+		activeGemvHalf8 = archGemvHalf8()
+	}
+}

@@ -1,0 +1,10 @@
+//go:build !amd64 || purego
+
+package kernel
+
+// archGemvHalf: no half-width assembly here.
+func archGemvHalf() ([3]gemvHalf1Func, [3]gemvHalf4Func, [3]func([]float32, []uint16)) {
+	return [3]gemvHalf1Func{}, [3]gemvHalf4Func{}, [3]func([]float32, []uint16){}
+}
+
+func archGemvHalf8() [3]gemvHalf4Func { return [3]gemvHalf4Func{} }

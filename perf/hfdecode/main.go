@@ -1,0 +1,291 @@
+// Command hfdecode measures what keeping a Hugging Face checkpoint's
+// 16-bit weights in 16 bits buys at decoding time. It writes a seeded
+// random checkpoint of a real model's shape (Qwen2.5-0.5B by default) in
+// bfloat16 (or float16) safetensors, loads it twice with nn.LoadHF — once
+// as stored, once widened to float32 at load (HFOptions.Float32), the
+// reference — and times greedy batch-1 decoding of both, interleaved, best
+// of -reps. Both copies compute bitwise the same logits (the kernels widen
+// exactly; nn's TestLoadHFFloat32SameBits), so the one difference is the
+// bytes a step reads. It prints weight bytes, bytes read per token, tokens
+// per second, the ratio and whether the target (16-bit at least -target
+// times float32's rate) is met.
+//
+//	go run ./perf/hfdecode                      # Qwen2.5-0.5B shape, bf16
+//	go run ./perf/hfdecode -shape small -reps 5 # a 0.1B Llama shape
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/delegatelab/delegate/nn"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "hfdecode:", err)
+		os.Exit(1)
+	}
+}
+
+// shape is a config.json's architecture fields.
+type shape struct {
+	modelType                             string
+	dim, hidden, layers, heads, kv, vocab int
+	tied                                  bool
+}
+
+var shapes = map[string]shape{
+	// Qwen2.5-0.5B: 494M parameters, tied head, q/k/v biases.
+	"qwen2.5-0.5b": {"qwen2", 896, 4864, 24, 14, 2, 151936, true},
+	// A 0.1B Llama-style shape (110M parameters, untied head).
+	"small": {"llama", 768, 2048, 12, 12, 4, 32000, false},
+	// A toy, for the program's own test.
+	"tiny": {"qwen2", 64, 128, 2, 4, 2, 512, true},
+}
+
+func run(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("hfdecode", flag.ContinueOnError)
+	shapeName := fs.String("shape", "qwen2.5-0.5b", "model shape: qwen2.5-0.5b, small or tiny")
+	dtype := fs.String("dtype", "BF16", "stored type: BF16 or F16")
+	steps := fs.Int("n", 64, "tokens generated per measurement")
+	reps := fs.Int("reps", 3, "repetitions; the best is reported")
+	procs := fs.Int("procs", runtime.GOMAXPROCS(0), "GOMAXPROCS")
+	target := fs.Float64("target", 1.3, "16-bit tok/s over float32 tok/s needed for PASS")
+	work := fs.String("work", "", "directory for the checkpoint (default a temporary one, removed after)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	sh, ok := shapes[*shapeName]
+	if !ok {
+		return fmt.Errorf("unknown shape %q (want qwen2.5-0.5b, small or tiny)", *shapeName)
+	}
+	if *dtype != "BF16" && *dtype != "F16" {
+		return fmt.Errorf("dtype %q: want BF16 or F16", *dtype)
+	}
+	runtime.GOMAXPROCS(*procs)
+	dir := *work
+	if dir == "" {
+		d, err := os.MkdirTemp("", "hfdecode")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	start := time.Now()
+	if err := writeCheckpoint(dir, sh, *dtype); err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	fmt.Fprintf(stdout, "hfdecode: wrote %s (%s, %s) in %v\n", dir, *shapeName, *dtype, time.Since(start).Round(time.Millisecond))
+
+	type side struct {
+		name string
+		w    *nn.Weights
+		e    *nn.Engine
+		best float64
+	}
+	var sides []*side
+	for _, f32 := range []bool{false, true} {
+		start := time.Now()
+		w, info, err := nn.LoadHF(dir, nn.HFOptions{Context: *steps + 1, Float32: f32})
+		if err != nil {
+			return err
+		}
+		e, err := nn.NewEngineWeights(w, nn.EngineConfig{MaxBatch: 1})
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		fmt.Fprintf(stdout, "hfdecode: loaded as %s in %v: %s\n", info.DType, time.Since(start).Round(time.Millisecond), e.Memory())
+		sides = append(sides, &side{name: info.DType.String(), w: w, e: e})
+	}
+	var first []int
+	for r := range *reps {
+		for _, s := range sides {
+			t0 := time.Now()
+			res, err := s.e.Generate(context.Background(), nn.GenRequest{Prompt: []int{1}, MaxNew: *steps})
+			if err != nil {
+				return err
+			}
+			el := time.Since(t0).Seconds()
+			if len(res.Tokens) != *steps {
+				return fmt.Errorf("%s generated %d tokens, want %d", s.name, len(res.Tokens), *steps)
+			}
+			if first == nil {
+				first = res.Tokens
+			} else if fmt.Sprint(first) != fmt.Sprint(res.Tokens) {
+				return fmt.Errorf("%s's greedy tokens differ from %s's: the copies are not the same model", s.name, sides[0].name)
+			}
+			s.best = max(s.best, float64(*steps)/el)
+			fmt.Fprintf(stdout, "hfdecode: rep %d %s %.2f tok/s\n", r+1, s.name, float64(*steps)/el)
+		}
+	}
+	// Bytes a decode step reads: every matrix except an untied embedding,
+	// of which it reads one row.
+	readPerToken := func(w *nn.Weights) float64 {
+		b := float64(w.Bytes())
+		if !sh.tied {
+			b -= b * float64(sh.vocab*sh.dim) / float64(params(sh))
+		}
+		return b
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "weights\tMB\tMB read/token\ttok/s\tGB/s\t")
+	for _, s := range sides {
+		rb := readPerToken(s.w)
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.2f\t%.1f\t\n", s.name, float64(s.w.Bytes())/1e6, rb/1e6, s.best, rb*s.best/1e9)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	ratio := sides[0].best / sides[1].best
+	verdict := "MISS"
+	if ratio >= *target {
+		verdict = "PASS"
+	}
+	fmt.Fprintf(stdout, "%s/f32 tok/s ratio %.2f (bytes per token %.2f of f32's), target >= %.2f: %s; GOMAXPROCS %d, %d tokens, best of %d\n",
+		sides[0].name, ratio, readPerToken(sides[0].w)/readPerToken(sides[1].w), *target, verdict, *procs, *steps, *reps)
+	return nil
+}
+
+func params(sh shape) int {
+	hd := sh.dim / sh.heads
+	layer := 2*sh.dim + sh.dim*sh.dim*2 + 2*sh.kv*hd*sh.dim + 3*sh.dim*sh.hidden
+	n := sh.vocab*sh.dim + sh.layers*layer + sh.dim
+	if !sh.tied {
+		n += sh.vocab * sh.dim
+	}
+	return n
+}
+
+// writeCheckpoint writes config.json and model.safetensors of a seeded
+// random model of shape sh, stored as dtype.
+func writeCheckpoint(dir string, sh shape, dtype string) error {
+	hd := sh.dim / sh.heads
+	arch := map[string]string{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[sh.modelType]
+	cfg := map[string]any{
+		"architectures": []string{arch}, "model_type": sh.modelType, "hidden_size": sh.dim, "intermediate_size": sh.hidden,
+		"num_hidden_layers": sh.layers, "num_attention_heads": sh.heads, "num_key_value_heads": sh.kv, "vocab_size": sh.vocab,
+		"max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": sh.tied,
+		"hidden_act": "silu", "eos_token_id": 0,
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644); err != nil {
+		return err
+	}
+	type tensor struct {
+		name  string
+		shape []int
+		scale float64 // 0: a norm weight, ones
+	}
+	ts := []tensor{{"model.embed_tokens.weight", []int{sh.vocab, sh.dim}, 1}, {"model.norm.weight", []int{sh.dim}, 0}}
+	if !sh.tied {
+		ts = append(ts, tensor{"lm_head.weight", []int{sh.vocab, sh.dim}, 1 / math.Sqrt(float64(sh.dim))})
+	}
+	for l := range sh.layers {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		in, hid := 1/math.Sqrt(float64(sh.dim)), 1/math.Sqrt(float64(sh.hidden))
+		ts = append(ts,
+			tensor{p + "input_layernorm.weight", []int{sh.dim}, 0},
+			tensor{p + "post_attention_layernorm.weight", []int{sh.dim}, 0},
+			tensor{p + "self_attn.q_proj.weight", []int{sh.heads * hd, sh.dim}, in},
+			tensor{p + "self_attn.k_proj.weight", []int{sh.kv * hd, sh.dim}, in},
+			tensor{p + "self_attn.v_proj.weight", []int{sh.kv * hd, sh.dim}, in},
+			tensor{p + "self_attn.o_proj.weight", []int{sh.dim, sh.heads * hd}, in},
+			tensor{p + "mlp.gate_proj.weight", []int{sh.hidden, sh.dim}, in},
+			tensor{p + "mlp.up_proj.weight", []int{sh.hidden, sh.dim}, in},
+			tensor{p + "mlp.down_proj.weight", []int{sh.dim, sh.hidden}, hid})
+		if sh.modelType == "qwen2" {
+			ts = append(ts,
+				tensor{p + "self_attn.q_proj.bias", []int{sh.heads * hd}, 0.1},
+				tensor{p + "self_attn.k_proj.bias", []int{sh.kv * hd}, 0.1},
+				tensor{p + "self_attn.v_proj.bias", []int{sh.kv * hd}, 0.1})
+		}
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
+	header := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
+	off := 0
+	for _, t := range ts {
+		n := 2
+		for _, d := range t.shape {
+			n *= d
+		}
+		header[t.name] = map[string]any{"dtype": dtype, "shape": t.shape, "data_offsets": []int{off, off + n}}
+		off += n
+	}
+	hb, err := json.Marshal(header)
+	if err != nil {
+		return err
+	}
+	hb = append(hb, []byte(strings.Repeat(" ", (8-len(hb)%8)%8))...)
+	f, err := os.Create(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var n8 [8]byte
+	binary.LittleEndian.PutUint64(n8[:], uint64(len(hb)))
+	if _, err := f.Write(append(n8[:], hb...)); err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 0, 1<<20)
+	for _, t := range ts {
+		n := 1
+		for _, d := range t.shape {
+			n *= d
+		}
+		for range n {
+			v := float32(1)
+			if t.scale != 0 {
+				v = float32(rng.NormFloat64() * t.scale)
+			}
+			buf = binary.LittleEndian.AppendUint16(buf, toHalf(v, dtype))
+			if len(buf) == cap(buf) {
+				if _, err := f.Write(buf); err != nil {
+					return err
+				}
+				buf = buf[:0]
+			}
+		}
+	}
+	if _, err := f.Write(buf); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// toHalf rounds v to bfloat16 (nearest, ties to even) or float16 (by
+// truncation of the mantissa; values here are far inside the normal range).
+func toHalf(v float32, dtype string) uint16 {
+	b := math.Float32bits(v)
+	if dtype == "BF16" {
+		return uint16((b + 0x7fff + (b>>16)&1) >> 16)
+	}
+	sign := uint16(b>>16) & 0x8000
+	exp := int((b>>23)&0xff) - 127 + 15
+	switch {
+	case exp <= 0:
+		return sign
+	case exp >= 31:
+		return sign | 0x7bff
+	}
+	return sign | uint16(exp)<<10 | uint16(b>>13)&0x3ff
+}
