@@ -158,13 +158,14 @@ func (r *runner) majorityArm(name string, m delegate.Model, price delegate.Price
 	}}}
 }
 
-// budgetCount is how many answers costing one each fit the budget, to the
-// nearest, at least 1.
+// budgetCount is how many answers costing one each fit the budget
+// without exceeding it (a baseline never gets more than the team spends),
+// at least 1.
 func budgetCount(budget, one float64) int {
 	if !(one > 0) || !(budget > 0) {
 		return 1
 	}
-	return max(1, int(budget/one+0.5))
+	return max(1, int(budget/one))
 }
 
 func (r *runner) mlpoBaselines() []bench.Arm {

@@ -140,8 +140,8 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	}
 	if cfg.Mode == ModeMLPO {
 		// Majorities at the trained team's dollar budget: as many peer
-		// answers, and as many samples of the trained leader alone, as
-		// cost what the team costs.
+		// answers, and as many samples of the trained leader alone, as fit
+		// in what the team costs.
 		team, alone, peer := tab.Row(ArmTeam), tab.Row(ArmLeaderAlone), tab.Row(ArmPeerAlone)
 		nPeers, nOwn := budgetCount(team.Cost, peer.Cost), budgetCount(team.Cost, alone.Cost)
 		arms = append(arms,

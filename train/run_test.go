@@ -184,8 +184,8 @@ func TestRunMLPO(t *testing.T) {
 		!strings.HasPrefix(names[len(want)], ArmPeersCost+" (") || !strings.HasPrefix(names[len(want)+1], ArmOwnMajority+" (") {
 		t.Errorf("arms %q, want %q then the majorities at the team's cost", names, want)
 	}
-	// The majorities at the team's cost take as many answers as cost
-	// what the team costs, to the nearest.
+	// The majorities at the team's cost take as many answers as fit in
+	// what the team costs.
 	team, peer, alone := res.Table.Row(ArmTeam), res.Table.Row(ArmPeerAlone), res.Table.Row(ArmLeaderAlone)
 	if got, want := res.Table.Row(ArmPeersCost).SubagentCalls, float64(budgetCount(team.Cost, peer.Cost)); got != want {
 		t.Errorf("peers' majority at the team's cost: %v calls per item, want %v", got, want)

@@ -242,7 +242,7 @@ func TestBudgetCount(t *testing.T) {
 	for _, tt := range []struct {
 		budget, one float64
 		want        int
-	}{{2958, 1174, 3}, {2958, 588, 5}, {100, 300, 1}, {0, 10, 1}, {10, 0, 1}, {math.NaN(), 1, 1}} {
+	}{{2958, 1174, 2}, {2958, 588, 5}, {3522, 1174, 3}, {100, 300, 1}, {0, 10, 1}, {10, 0, 1}, {math.NaN(), 1, 1}} {
 		if got := budgetCount(tt.budget, tt.one); got != tt.want {
 			t.Errorf("budgetCount(%v, %v) = %d, want %d", tt.budget, tt.one, got, tt.want)
 		}
