@@ -236,6 +236,20 @@ func TestSchemaViolations(t *testing.T) {
 		}
 		wantFields(t, "nothing stored", callJSON(t, "GET", h.url+"/status", nil), map[string]any{"queue_size": 0})
 	})
+	for _, tc := range []struct{ name, body, loc string }{
+		{"list not a list", string(group(2, 1, "")), `"loc":["body"]`},
+		{"list item null", "[null]", `"loc":["body",0]`},
+		{"list item malformed", `[{"tokens": [[1]]`, `"loc":["body"]`},
+		{"list trailing data", "[] []", `"loc":["body"]`},
+		{"list missing comma", "[" + string(group(2, 1, "")) + " " + string(group(2, 2, "")) + "]", `"loc":["body"]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, out := call(t, "POST", h.url+"/scored_data_list", []byte(tc.body))
+			if status != 422 || !strings.Contains(string(out), tc.loc) {
+				t.Errorf("%d %s, want 422 at %s", status, out, tc.loc)
+			}
+		})
+	}
 	for _, tc := range []struct{ path, body, want string }{
 		{"/scored_data", string(group(2, 1, `, "env_id": 5`)), "unknown env_id 5"},
 		{"/status-env", `{"env_id": 3}`, "unknown env_id 3"},
@@ -373,6 +387,9 @@ func TestBodyLimits(t *testing.T) {
 	}{
 		{"over max body", big, nil, 413},
 		{"gzip within bounds", gz(big), []string{"Content-Encoding", "gzip"}, 200},
+		// A gzip body may be several members, each compressed apart.
+		{"gzip in two members", append(gz(big[:100]), gz(big[100:])...), []string{"Content-Encoding", "gzip"}, 200},
+		{"gzip in two members over max decompressed", append(gz(huge[:100]), gz(huge[100:])...), []string{"Content-Encoding", "gzip"}, 413},
 		{"gzip over max decompressed", gz(huge), []string{"Content-Encoding", "gzip"}, 413},
 		{"invalid gzip", []byte("not gzip at all"), []string{"Content-Encoding", "gzip"}, 400},
 	} {
