@@ -585,7 +585,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(s.pending) == 0 {
 		if dirty {
-			if err := s.saveState(ctx); err != nil {
+			if err := s.saveStateUnlocked(ctx, s.state); err != nil {
 				s.mu.Unlock()
 				s.writeErr(w, r, err)
 				return
@@ -596,14 +596,14 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := s.pending[0]
-	prevSent := s.state.Sent
-	s.state.Sent = rec.Step
-	if err := s.saveState(ctx); err != nil {
-		s.state.Sent = prevSent
+	next := s.state
+	next.Sent = rec.Step
+	if err := s.saveStateUnlocked(ctx, next); err != nil {
 		s.mu.Unlock()
 		s.writeErr(w, r, err)
 		return
 	}
+	s.state.Sent = rec.Step
 	s.pending = s.pending[1:]
 	s.kept = append(s.kept, rec)
 	old := rec.Step - s.cfg.KeepSteps
@@ -622,8 +622,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 // assemble drops stale groups and records every full batch the queue
-// holds, each under its step. The caller holds s.mu; it reports whether
-// the state changed.
+// holds, each under its step. The caller holds s.handout and s.mu (which
+// is let go while a batch record is written); it reports whether the
+// state changed.
 func (s *Server) assemble(ctx context.Context) bool {
 	changed := false
 	if s.cfg.MaxStaleness > 0 {
@@ -683,7 +684,9 @@ func (s *Server) assemble(ctx context.Context) bool {
 		}
 		b, err := json.Marshal(rec)
 		if err == nil {
-			err = s.st.put(ctx, batchKey(rec.Step), b)
+			// Pushes go on while the record is written: they only append
+			// to s.queue, so the indices in pick still hold.
+			err = s.putUnlocked(ctx, batchKey(rec.Step), b)
 		}
 		if err != nil {
 			s.log.Warn("record batch", "step", rec.Step, "err", err)

@@ -341,6 +341,27 @@ func (s *Server) saveState(ctx context.Context) error {
 	return s.st.put(ctx, "state", b)
 }
 
+// putUnlocked writes key to the store without holding s.mu, so that
+// pushes and status calls go on meanwhile: the caller holds s.mu, and
+// holds it again on return. Only a caller holding s.handout may use it,
+// and only between steps where nothing it read under s.mu can change but
+// by appending to s.queue (pushes) or counting (duplicates).
+func (s *Server) putUnlocked(ctx context.Context, key string, val []byte) error {
+	s.mu.Unlock()
+	defer s.mu.Lock()
+	return s.st.put(ctx, key, val)
+}
+
+// saveStateUnlocked persists st, a copy of s.state with the change to
+// make, by putUnlocked; the caller sets s.state once it succeeded.
+func (s *Server) saveStateUnlocked(ctx context.Context, st persisted) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return s.putUnlocked(ctx, "state", b)
+}
+
 // saveEnvs persists s.envs; the caller holds s.mu.
 func (s *Server) saveEnvs(ctx context.Context) error {
 	b, err := json.Marshal(s.envs)
