@@ -177,3 +177,42 @@ func FuzzScanNumbers(f *testing.F) {
 		}
 	})
 }
+
+func TestDigits(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		from int
+		want int
+	}{
+		{"", 0, 0},
+		{"123", 0, 3},
+		{"12345678", 0, 8},
+		{"123456789", 0, 9},
+		{"12345678,", 0, 8},
+		{"1234567/9012", 0, 7},
+		{"1234567:9012", 0, 7},
+		{"-1234567890123456789]", 1, 20},
+		{"12\xff45678901", 0, 2},
+		{"\x80\x39", 0, 0},
+		{"0123456789012345678901234 ", 3, 25},
+		{"12345678901234567\x00", 0, 17},
+	} {
+		if got := digits([]byte(tc.raw), tc.from); got != tc.want {
+			t.Errorf("digits(%q, %d) = %d, want %d", tc.raw, tc.from, got, tc.want)
+		}
+	}
+}
+
+func FuzzDigits(f *testing.F) {
+	f.Add([]byte("12345678901234567890x"), uint8(0))
+	f.Fuzz(func(t *testing.T, raw []byte, from uint8) {
+		p := min(int(from), len(raw))
+		want := p
+		for want < len(raw) && raw[want] >= '0' && raw[want] <= '9' {
+			want++
+		}
+		if got := digits(raw, p); got != want {
+			t.Fatalf("digits(%q, %d) = %d, want %d", raw, p, got, want)
+		}
+	})
+}

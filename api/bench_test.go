@@ -1,8 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -38,11 +40,22 @@ func benchGroup(n, tokens int) []byte {
 }
 
 func BenchmarkParseGroup(b *testing.B) {
-	data := benchGroup(16, 4096)
-	b.SetBytes(int64(len(data)))
-	for b.Loop() {
-		if _, err := parseGroup(data, "body"); err != nil {
-			b.Fatal(err)
-		}
+	hashed := benchGroup(16, 4096)
+	named := append(bytes.TrimSuffix(slices.Clone(hashed), []byte("}")), `, "group_overrides": {"group_id": "g1"}}`...)
+	for _, bc := range []struct {
+		name string
+		data []byte
+	}{
+		{"hashed", hashed}, // no group_id: the id is a hash of the body
+		{"group_id", named},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.data)))
+			for b.Loop() {
+				if _, err := parseGroup(bc.data, "body"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -1,6 +1,10 @@
 package api
 
-import "encoding/json"
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math/bits"
+)
 
 // The scanner below is the group parser's hot path: a group of 16
 // sequences of 4,096 tokens with logprobs is about 2 MB of JSON, and
@@ -135,9 +139,7 @@ func (s *scanner) leaves(level int, ints bool, dst []byte, idx *[3]int) ([]byte,
 			p++
 		}
 		d := p
-		for p < len(raw) && raw[p]-'0' < 10 {
-			p++
-		}
+		p = digits(raw, p)
 		if p == d || raw[d] == '0' && p-d > 1 {
 			s.pos = start
 			return dst, n, failAt(idx, level+1, badNumber(ints))
@@ -210,9 +212,20 @@ func skipWS(raw []byte, p int) int {
 	return p
 }
 
-// digits returns the end of the run of ASCII digits starting at p.
+// digits returns the end of the run of ASCII digits starting at p. It
+// tests eight bytes at a time: in each byte of x, x-'0' borrows into the
+// high bit below '0' and x+('9'^0x7f) carries into it above '9'; a carry
+// or borrow only reaches later bytes, past the first non-digit, so the
+// lowest flagged byte is the first non-digit.
 func digits(raw []byte, p int) int {
-	for p < len(raw) && raw[p] >= '0' && raw[p] <= '9' {
+	for p+8 <= len(raw) {
+		x := binary.LittleEndian.Uint64(raw[p:])
+		if m := ((x - 0x3030303030303030) | (x + 0x4646464646464646)) & 0x8080808080808080; m != 0 {
+			return p + bits.TrailingZeros64(m)/8
+		}
+		p += 8
+	}
+	for p < len(raw) && raw[p]-'0' < 10 {
 		p++
 	}
 	return p
