@@ -16,13 +16,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -126,22 +124,24 @@ func runServer(kind, data, profile, memProfile string) error {
 		return err
 	}
 	hs := srv.HTTPServer(srv.Handler())
-	go func() {
-		<-ctx.Done()
-		if memProfile != "" { // the heap under load, before shutting down
-			if err := writeHeap(memProfile); err != nil {
-				fmt.Fprintln(os.Stderr, "memprofile:", err)
-			}
-		}
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx) // exiting anyway
-	}()
 	fmt.Printf("listening %s\n", ln.Addr())
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
 		return err
+	case <-ctx.Done():
 	}
-	return nil
+	if memProfile != "" { // the heap under load, before shutting down
+		if err := writeHeap(memProfile); err != nil {
+			fmt.Fprintln(os.Stderr, "memprofile:", err)
+		}
+	}
+	// Wait for the handlers to end before the deferred closes of the NATS
+	// connection and server run: a handler still pruning needs them.
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return hs.Shutdown(sctx)
 }
 
 func writeHeap(path string) error {
