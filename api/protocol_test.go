@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -398,5 +399,50 @@ func TestBodyLimits(t *testing.T) {
 				t.Errorf("status %d %s, want %d", status, out, tc.want)
 			}
 		})
+	}
+}
+
+// TestPublishConn checks that with WithPublishConn the groups go out on
+// that connection, and the rest (state, batches read back) on the other.
+func TestPublishConn(t *testing.T) {
+	emb, err := api.StartEmbedded(api.EmbeddedConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := emb.Connect()
+	if err != nil {
+		emb.Shutdown()
+		t.Fatal(err)
+	}
+	pc, err := emb.Connect()
+	if err != nil {
+		nc.Close()
+		emb.Shutdown()
+		t.Fatal(err)
+	}
+	srv, err := api.New(context.Background(), nc, api.Config{}, nil, api.WithPublishConn(pc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := serveHTTP(t, srv, func() {
+		pc.Close()
+		nc.Close()
+		emb.Shutdown()
+	})
+	startRun(t, h.url, 2, 2)
+	pad := strings.Repeat("x", 200_000)
+	before, beforePub := nc.Stats().OutBytes, pc.Stats().OutBytes
+	callJSON(t, "POST", h.url+"/scored_data", group(2, 1, `, "env_id": 0, "generation_params": {"pad": "`+pad+`"}`))
+	if got := pc.Stats().OutBytes - beforePub; got < uint64(len(pad)) {
+		t.Errorf("publish connection sent %d bytes for a group of over %d", got, len(pad))
+	}
+	if got := nc.Stats().OutBytes - before; got >= uint64(len(pad)) {
+		t.Errorf("the other connection sent %d bytes: the group went out on it", got)
+	}
+	if b := callJSON(t, "GET", h.url+"/batch", nil); fmt.Sprint(b["step"]) != "1" {
+		t.Errorf("batch = %v", b)
+	}
+	if got := nc.Stats().InBytes; got < uint64(len(pad)) {
+		t.Errorf("the batch was read back over the publish connection (the other got %d bytes)", got)
 	}
 }

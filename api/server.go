@@ -178,14 +178,38 @@ type Server struct {
 	gen     int // bumped by every recover (reset): pushes begun before are void
 }
 
+// Option sets up New's connections.
+type Option func(*options)
+
+type options struct {
+	pub *nats.Conn
+}
+
+// WithPublishConn makes pushes publish their groups on pc rather than on
+// New's connection. A connection has one outbound queue and one read loop
+// each way, so a push's acknowledgement otherwise waits behind the
+// megabytes of groups read back for GET /batch (and the server's other
+// requests). pc reaches the same NATS server or cluster; the caller closes
+// it, after the HTTP server has stopped, as it closes the other.
+func WithPublishConn(pc *nats.Conn) Option {
+	return func(o *options) { o.pub = pc }
+}
+
 // New opens the durable server on the JetStream of nc, rebuilding its
 // state from what the stream and bucket hold.
-func New(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
+func New(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.defaults()
-	st, err := openJetStream(ctx, nc, cfg.Prefix, cfg.Replicas, cfg.Dedup)
+	o := options{pub: nc}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.pub == nil {
+		o.pub = nc
+	}
+	st, err := openJetStream(ctx, nc, o.pub, cfg.Prefix, cfg.Replicas, cfg.Dedup)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}

@@ -112,7 +112,12 @@ func runServer(kind, data, profile, memProfile string) error {
 			return cerr
 		}
 		defer nc.Close()
-		srv, err = api.New(ctx, nc, api.Config{}, log)
+		pc, cerr := emb.Connect()
+		if cerr != nil {
+			return cerr
+		}
+		defer pc.Close()
+		srv, err = api.New(ctx, nc, api.Config{}, log, api.WithPublishConn(pc))
 	default:
 		return fmt.Errorf("unknown server kind %q", kind)
 	}
