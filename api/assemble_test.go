@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"slices"
 	"testing"
 )
@@ -137,12 +139,80 @@ func FuzzParseGroup(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if !json.Valid(g.body) {
+			t.Fatalf("stored body is not JSON:\n%s", g.body)
+		}
+		if list, err := parseGroups(append(append([]byte("[ "), data...), " ]"...)); err != nil || len(list) != 1 || string(list[0].body) != string(g.body) {
+			t.Fatalf("the group as a list: %v", err)
+		}
 		again, err := parseGroup(g.body, "body")
 		if err != nil {
 			t.Fatalf("stored body does not parse again: %v\n%s", err, g.body)
 		}
 		if string(again.body) != string(g.body) || again.size != g.size {
 			t.Fatalf("stored body is not stable:\n%s\n%s", g.body, again.body)
+		}
+	})
+}
+
+// FuzzScanNumbers checks the scanner against encoding/json: what it
+// accepts is JSON, and it writes it as json.Compact does.
+func FuzzScanNumbers(f *testing.F) {
+	f.Add([]byte(`[[1, -2], [3.5e-3, 0]]`), uint8(2), false)
+	f.Add([]byte(`[ [ [1] ] , [ ] ]`), uint8(3), true)
+	f.Add([]byte(`[1,2 ,3 ]`), uint8(1), true)
+	f.Fuzz(func(t *testing.T, raw []byte, depth uint8, ints bool) {
+		d := int(depth%3) + 1
+		s := scanner{raw: raw}
+		out, _, err := s.numbers(d, ints, nil)
+		if err != nil {
+			return
+		}
+		var want bytes.Buffer
+		if cerr := json.Compact(&want, raw[:s.pos]); cerr != nil {
+			t.Fatalf("accepted %q, which is not JSON: %v", raw[:s.pos], cerr)
+		}
+		if !bytes.Equal(out, want.Bytes()) {
+			t.Fatalf("compacted %q to %q, want %q", raw[:s.pos], out, want.Bytes())
+		}
+	})
+}
+
+func TestDigits(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		from int
+		want int
+	}{
+		{"", 0, 0},
+		{"123", 0, 3},
+		{"12345678", 0, 8},
+		{"123456789", 0, 9},
+		{"12345678,", 0, 8},
+		{"1234567/9012", 0, 7},
+		{"1234567:9012", 0, 7},
+		{"-1234567890123456789]", 1, 20},
+		{"12\xff45678901", 0, 2},
+		{"\x80\x39", 0, 0},
+		{"0123456789012345678901234 ", 3, 25},
+		{"12345678901234567\x00", 0, 17},
+	} {
+		if got := digits([]byte(tc.raw), tc.from); got != tc.want {
+			t.Errorf("digits(%q, %d) = %d, want %d", tc.raw, tc.from, got, tc.want)
+		}
+	}
+}
+
+func FuzzDigits(f *testing.F) {
+	f.Add([]byte("12345678901234567890x"), uint8(0))
+	f.Fuzz(func(t *testing.T, raw []byte, from uint8) {
+		p := min(int(from), len(raw))
+		want := p
+		for want < len(raw) && raw[want] >= '0' && raw[want] <= '9' {
+			want++
+		}
+		if got := digits(raw, p); got != want {
+			t.Fatalf("digits(%q, %d) = %d, want %d", raw, p, got, want)
 		}
 	})
 }

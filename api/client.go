@@ -37,8 +37,23 @@ type Client struct {
 
 var defaultHTTP = &http.Client{Timeout: 5 * time.Minute}
 
+// gzipped is a request body already gzip-compressed: do sends it as is.
+type gzipped []byte
+
+// rawAnswer receives a 200 answer's bytes undecoded. hint is the size to
+// expect when the answer comes without a Content-Length (a streamed
+// batch), so that a batch of tens of MB is read into one allocation
+// rather than a buffer doubled twenty times.
+type rawAnswer struct {
+	data *[]byte
+	hint int
+}
+
+// maxHint bounds the buffer a rawAnswer's hint preallocates.
+const maxHint = 256 << 20
+
 // do sends a request and decodes a 200 answer into out (raw bytes when
-// out is *[]byte). Bodies of 1 KiB or more go gzip-compressed, as
+// out is *rawAnswer). Bodies of 1 KiB or more go gzip-compressed, as
 // BaseEnv sends them. Retried calls are safe: pushes are deduplicated,
 // batches are re-fetched by step.
 func (c *Client) do(ctx context.Context, method, path string, in any, out any) error {
@@ -46,6 +61,8 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 	gz := false
 	switch v := in.(type) {
 	case nil:
+	case gzipped:
+		payload, gz = v, true
 	case []byte:
 		payload = v
 	default:
@@ -55,7 +72,7 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 		}
 		payload = b
 	}
-	if len(payload) >= 1024 && !c.Plain {
+	if len(payload) >= 1024 && !c.Plain && !gz {
 		var buf bytes.Buffer
 		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // a valid level never fails
 		_, _ = zw.Write(payload)                           // writes to a bytes.Buffer do not fail
@@ -108,8 +125,15 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 			last = &delegate.APIError{Type: delegate.ErrKindConnection, Message: err.Error(), Attempts: attempt + 1}
 			continue
 		}
-		data, err := io.ReadAll(resp.Body)
+		var buf bytes.Buffer
+		if n := resp.ContentLength; n > 0 && n <= maxHint {
+			buf.Grow(int(n) + bytes.MinRead)
+		} else if raw, ok := out.(*rawAnswer); ok && n < 0 && raw.hint > 0 {
+			buf.Grow(min(raw.hint, maxHint) + bytes.MinRead)
+		}
+		_, err = buf.ReadFrom(resp.Body)
 		resp.Body.Close()
+		data := buf.Bytes()
 		if err != nil {
 			last = &delegate.APIError{Status: resp.StatusCode, Type: delegate.ErrKindConnection, Message: err.Error(), Attempts: attempt + 1}
 			continue
@@ -121,8 +145,8 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 			}
 			return fmt.Errorf("%s %s: %w", method, path, last)
 		}
-		if raw, ok := out.(*[]byte); ok {
-			*raw = data
+		if raw, ok := out.(*rawAnswer); ok {
+			*raw.data = data
 			return nil
 		}
 		if out != nil {
@@ -147,6 +171,8 @@ type TrainerClient struct {
 	Last int
 	// Poll is the wait between polls when no batch is ready. Default 1s.
 	Poll time.Duration
+
+	lastSize int // bytes of the last batch answer: the next one's likely size
 }
 
 // Register sends POST /register.
@@ -170,7 +196,9 @@ func (c *TrainerClient) Status(ctx context.Context) (Status, error) {
 }
 
 // NextRaw polls until the batch of step Last+1 is ready and returns the
-// step and the raw response body ({"batch":[...],"step":N}).
+// step and the raw response body ({"batch":[...],"step":N}). It reads
+// only the answer's head and tail, not the batch in between: the caller
+// decodes it (Next does, once).
 func (c *TrainerClient) NextRaw(ctx context.Context) (int, []byte, error) {
 	poll := c.Poll
 	if poll == 0 {
@@ -178,27 +206,19 @@ func (c *TrainerClient) NextRaw(ctx context.Context) (int, []byte, error) {
 	}
 	for {
 		var raw []byte
-		if err := c.do(ctx, http.MethodGet, "/batch?step="+strconv.Itoa(c.Last+1), nil, &raw); err != nil {
+		if err := c.do(ctx, http.MethodGet, "/batch?step="+strconv.Itoa(c.Last+1), nil, &rawAnswer{data: &raw, hint: c.lastSize}); err != nil {
 			return 0, nil, err
 		}
-		var head struct {
-			Batch   json.RawMessage `json:"batch"`
-			Step    int             `json:"step"`
-			Status  string          `json:"status"`
-			Message string          `json:"message"`
-		}
-		if err := json.Unmarshal(raw, &head); err != nil {
+		step, ready, err := batchHead(raw)
+		if err != nil {
 			return 0, nil, fmt.Errorf("batch: %w", err)
 		}
-		if head.Status == "error" {
-			return 0, nil, fmt.Errorf("batch: %s", head.Message)
-		}
-		if !isNull(head.Batch) {
-			if head.Step != c.Last+1 {
-				return 0, nil, fmt.Errorf("batch: asked for step %d, got %d", c.Last+1, head.Step)
+		if ready {
+			if step != c.Last+1 {
+				return 0, nil, fmt.Errorf("batch: asked for step %d, got %d", c.Last+1, step)
 			}
-			c.Last = head.Step
-			return head.Step, raw, nil
+			c.Last, c.lastSize = step, len(raw)
+			return step, raw, nil
 		}
 		select {
 		case <-time.After(poll):
@@ -208,7 +228,35 @@ func (c *TrainerClient) NextRaw(ctx context.Context) (int, []byte, error) {
 	}
 }
 
-// Next is NextRaw decoded.
+// batchHead reads a GET /batch answer's step and whether it carries a
+// batch. The server writes a batch as {"batch":[...],"step":N}, so the
+// step is read from the tail without scanning the tens of MB of groups
+// between; any other answer (no batch yet, the not-registered error, or
+// another server's layout) is small or rare and decoded whole.
+func batchHead(raw []byte) (step int, ready bool, err error) {
+	if body, ok := bytes.CutPrefix(raw, []byte(`{"batch":[`)); ok {
+		if i := bytes.LastIndex(body, []byte(`],"step":`)); i >= 0 {
+			if n, err := strconv.Atoi(string(bytes.TrimSuffix(body[i+len(`],"step":`):], []byte("}")))); err == nil {
+				return n, true, nil
+			}
+		}
+	}
+	var head struct {
+		Batch   json.RawMessage `json:"batch"`
+		Step    int             `json:"step"`
+		Status  string          `json:"status"`
+		Message string          `json:"message"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return 0, false, err
+	}
+	if head.Status == "error" {
+		return 0, false, errors.New(head.Message)
+	}
+	return head.Step, !isNull(head.Batch), nil
+}
+
+// Next is NextRaw decoded: the batch is parsed once.
 func (c *TrainerClient) Next(ctx context.Context) (Batch, error) {
 	_, raw, err := c.NextRaw(ctx)
 	if err != nil {
@@ -216,7 +264,7 @@ func (c *TrainerClient) Next(ctx context.Context) (Batch, error) {
 	}
 	var b Batch
 	if err := json.Unmarshal(raw, &b); err != nil {
-		return Batch{}, fmt.Errorf("decode batch: %w", err)
+		return Batch{}, fmt.Errorf("decode batch of step %d: %w", c.Last, err)
 	}
 	return b, nil
 }
@@ -321,6 +369,15 @@ func (c *EnvClient) Push(ctx context.Context, g ScoredData) (ScoredResponse, err
 func (c *EnvClient) PushRaw(ctx context.Context, body []byte) (ScoredResponse, error) {
 	var resp ScoredResponse
 	err := c.do(ctx, http.MethodPost, "/scored_data", body, &resp)
+	return resp, err
+}
+
+// PushGzip sends a group already encoded as JSON and gzip-compressed (its
+// env_id as the caller set it); it goes as is, with Content-Encoding:
+// gzip, whatever Plain says.
+func (c *EnvClient) PushGzip(ctx context.Context, gz []byte) (ScoredResponse, error) {
+	var resp ScoredResponse
+	err := c.do(ctx, http.MethodPost, "/scored_data", gzipped(gz), &resp)
 	return resp, err
 }
 

@@ -38,7 +38,12 @@ func runChild(dir string) int {
 		return fail(err)
 	}
 	defer nc.Close()
-	srv, err := api.New(context.Background(), nc, api.Config{KeepSteps: 4}, nil)
+	pc, err := emb.Connect()
+	if err != nil {
+		return fail(err)
+	}
+	defer pc.Close()
+	srv, err := api.New(context.Background(), nc, api.Config{KeepSteps: 4}, nil, api.WithPublishConn(pc))
 	if err != nil {
 		return fail(err)
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -15,8 +14,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-
-	"github.com/klauspost/compress/gzip"
 )
 
 // minEnvWeight keeps an environment's weight from reaching zero
@@ -122,38 +119,6 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-// readBody reads a bounded, possibly gzip-compressed body.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
-	if r.ContentLength > 0 && r.ContentLength <= s.cfg.MaxBody {
-		buf.Grow(int(r.ContentLength) + bytes.MinRead) // one allocation for a 2 MB group
-	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
-	body := buf.Bytes()
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", s.cfg.MaxBody)}
-	}
-	if err != nil {
-		return nil, &httpError{http.StatusBadRequest, "read body: " + err.Error()}
-	}
-	if !strings.Contains(strings.ToLower(r.Header.Get("Content-Encoding")), "gzip") || len(body) == 0 {
-		return body, nil
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(body))
-	if err != nil {
-		return nil, &httpError{http.StatusBadRequest, "Invalid gzip payload"}
-	}
-	plain, err := io.ReadAll(io.LimitReader(zr, s.cfg.MaxDecompressed+1))
-	if err != nil {
-		return nil, &httpError{http.StatusBadRequest, "Invalid gzip payload"}
-	}
-	if int64(len(plain)) > s.cfg.MaxDecompressed {
-		return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("decompressed request body over %d bytes", s.cfg.MaxDecompressed)}
-	}
-	return plain, nil
-}
-
 // decodeModel decodes a small JSON object like a pydantic model: the
 // required fields must be present and not null, every field of its type.
 func decodeModel(body []byte, v any, required ...string) error {
@@ -179,9 +144,10 @@ func decodeModel(body []byte, v any, required ...string) error {
 // decodeBody reads the request body into v as decodeModel does; on a
 // failure it answers the request and reports false.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any, required ...string) bool {
-	body, err := s.readBody(w, r)
+	b, err := s.readBody(w, r)
 	if err == nil {
-		err = decodeModel(body, v, required...)
+		err = decodeModel(b.data, v, required...)
+		b.release()
 	}
 	if err != nil {
 		s.writeErr(w, r, err)
@@ -443,12 +409,13 @@ func (s *Server) handleLatestExample(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleScoredData(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
+	b, err := s.readBody(w, r)
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
 	}
-	g, err := parseGroup(body, "body")
+	g, err := parseGroup(b.data, "body")
+	b.release() // the group holds its own copy
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
@@ -462,22 +429,16 @@ func (s *Server) handleScoredData(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleScoredDataList(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
+	b, err := s.readBody(w, r)
 	if err != nil {
 		s.writeErr(w, r, err)
 		return
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(body, &items); err != nil {
-		s.writeErr(w, r, &fieldError{loc: []any{"body"}, msg: "Input should be a valid list of groups: " + err.Error()})
+	groups, err := parseGroups(b.data)
+	b.release()
+	if err != nil {
+		s.writeErr(w, r, err)
 		return
-	}
-	groups := make([]*group, len(items))
-	for i, it := range items {
-		if groups[i], err = parseGroup(it, "body", i); err != nil {
-			s.writeErr(w, r, err)
-			return
-		}
 	}
 	buffered, lastSize := 0, -1
 	for _, g := range groups {
@@ -624,7 +585,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(s.pending) == 0 {
 		if dirty {
-			if err := s.saveState(ctx); err != nil {
+			if err := s.saveStateUnlocked(ctx, s.state); err != nil {
 				s.mu.Unlock()
 				s.writeErr(w, r, err)
 				return
@@ -635,14 +596,14 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := s.pending[0]
-	prevSent := s.state.Sent
-	s.state.Sent = rec.Step
-	if err := s.saveState(ctx); err != nil {
-		s.state.Sent = prevSent
+	next := s.state
+	next.Sent = rec.Step
+	if err := s.saveStateUnlocked(ctx, next); err != nil {
 		s.mu.Unlock()
 		s.writeErr(w, r, err)
 		return
 	}
+	s.state.Sent = rec.Step
 	s.pending = s.pending[1:]
 	s.kept = append(s.kept, rec)
 	old := rec.Step - s.cfg.KeepSteps
@@ -661,8 +622,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 // assemble drops stale groups and records every full batch the queue
-// holds, each under its step. The caller holds s.mu; it reports whether
-// the state changed.
+// holds, each under its step. The caller holds s.handout and s.mu (which
+// is let go while a batch record is written); it reports whether the
+// state changed.
 func (s *Server) assemble(ctx context.Context) bool {
 	changed := false
 	if s.cfg.MaxStaleness > 0 {
@@ -722,7 +684,9 @@ func (s *Server) assemble(ctx context.Context) bool {
 		}
 		b, err := json.Marshal(rec)
 		if err == nil {
-			err = s.st.put(ctx, batchKey(rec.Step), b)
+			// Pushes go on while the record is written: they only append
+			// to s.queue, so the indices in pick still hold.
+			err = s.putUnlocked(ctx, batchKey(rec.Step), b)
 		}
 		if err != nil {
 			s.log.Warn("record batch", "step", rec.Step, "err", err)

@@ -62,15 +62,23 @@ func start(t *testing.T, dir string, cfg api.Config) *harness {
 		emb.Shutdown()
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	srv, err := api.New(ctx, nc, cfg, nil)
+	pc, err := emb.Connect() // pushes publish on a connection of their own, as delegate api runs
 	if err != nil {
 		nc.Close()
 		emb.Shutdown()
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, err := api.New(ctx, nc, cfg, nil, api.WithPublishConn(pc))
+	if err != nil {
+		pc.Close()
+		nc.Close()
+		emb.Shutdown()
+		t.Fatal(err)
+	}
 	return serveHTTP(t, srv, func() {
+		pc.Close()
 		nc.Close()
 		emb.Shutdown()
 	})

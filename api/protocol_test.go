@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -236,6 +237,20 @@ func TestSchemaViolations(t *testing.T) {
 		}
 		wantFields(t, "nothing stored", callJSON(t, "GET", h.url+"/status", nil), map[string]any{"queue_size": 0})
 	})
+	for _, tc := range []struct{ name, body, loc string }{
+		{"list not a list", string(group(2, 1, "")), `"loc":["body"]`},
+		{"list item null", "[null]", `"loc":["body",0]`},
+		{"list item malformed", `[{"tokens": [[1]]`, `"loc":["body"]`},
+		{"list trailing data", "[] []", `"loc":["body"]`},
+		{"list missing comma", "[" + string(group(2, 1, "")) + " " + string(group(2, 2, "")) + "]", `"loc":["body"]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, out := call(t, "POST", h.url+"/scored_data_list", []byte(tc.body))
+			if status != 422 || !strings.Contains(string(out), tc.loc) {
+				t.Errorf("%d %s, want 422 at %s", status, out, tc.loc)
+			}
+		})
+	}
 	for _, tc := range []struct{ path, body, want string }{
 		{"/scored_data", string(group(2, 1, `, "env_id": 5`)), "unknown env_id 5"},
 		{"/status-env", `{"env_id": 3}`, "unknown env_id 3"},
@@ -373,6 +388,9 @@ func TestBodyLimits(t *testing.T) {
 	}{
 		{"over max body", big, nil, 413},
 		{"gzip within bounds", gz(big), []string{"Content-Encoding", "gzip"}, 200},
+		// A gzip body may be several members, each compressed apart.
+		{"gzip in two members", append(gz(big[:100]), gz(big[100:])...), []string{"Content-Encoding", "gzip"}, 200},
+		{"gzip in two members over max decompressed", append(gz(huge[:100]), gz(huge[100:])...), []string{"Content-Encoding", "gzip"}, 413},
 		{"gzip over max decompressed", gz(huge), []string{"Content-Encoding", "gzip"}, 413},
 		{"invalid gzip", []byte("not gzip at all"), []string{"Content-Encoding", "gzip"}, 400},
 	} {
@@ -381,5 +399,50 @@ func TestBodyLimits(t *testing.T) {
 				t.Errorf("status %d %s, want %d", status, out, tc.want)
 			}
 		})
+	}
+}
+
+// TestPublishConn checks that with WithPublishConn the groups go out on
+// that connection, and the rest (state, batches read back) on the other.
+func TestPublishConn(t *testing.T) {
+	emb, err := api.StartEmbedded(api.EmbeddedConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := emb.Connect()
+	if err != nil {
+		emb.Shutdown()
+		t.Fatal(err)
+	}
+	pc, err := emb.Connect()
+	if err != nil {
+		nc.Close()
+		emb.Shutdown()
+		t.Fatal(err)
+	}
+	srv, err := api.New(context.Background(), nc, api.Config{}, nil, api.WithPublishConn(pc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := serveHTTP(t, srv, func() {
+		pc.Close()
+		nc.Close()
+		emb.Shutdown()
+	})
+	startRun(t, h.url, 2, 2)
+	pad := strings.Repeat("x", 200_000)
+	before, beforePub := nc.Stats().OutBytes, pc.Stats().OutBytes
+	callJSON(t, "POST", h.url+"/scored_data", group(2, 1, `, "env_id": 0, "generation_params": {"pad": "`+pad+`"}`))
+	if got := pc.Stats().OutBytes - beforePub; got < uint64(len(pad)) {
+		t.Errorf("publish connection sent %d bytes for a group of over %d", got, len(pad))
+	}
+	if got := nc.Stats().OutBytes - before; got >= uint64(len(pad)) {
+		t.Errorf("the other connection sent %d bytes: the group went out on it", got)
+	}
+	if b := callJSON(t, "GET", h.url+"/batch", nil); fmt.Sprint(b["step"]) != "1" {
+		t.Errorf("batch = %v", b)
+	}
+	if got := nc.Stats().InBytes; got < uint64(len(pad)) {
+		t.Errorf("the batch was read back over the publish connection (the other got %d bytes)", got)
 	}
 }

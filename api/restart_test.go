@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -100,7 +102,23 @@ func TestClients(t *testing.T) {
 					sd.Tokens = append(sd.Tokens, []int{tag, s})
 					sd.Masks = append(sd.Masks, []int{-100, s})
 				}
-				resp, err := ec.Push(gctx, sd)
+				var resp api.ScoredResponse
+				var err error
+				if i%2 == 0 {
+					resp, err = ec.Push(gctx, sd)
+				} else { // the same, encoded and compressed by the caller
+					id := ec.ID
+					sd.EnvID = &id
+					body, merr := json.Marshal(sd)
+					if merr != nil {
+						return merr
+					}
+					var gz bytes.Buffer
+					zw := gzip.NewWriter(&gz)
+					_, _ = zw.Write(body) // writes to a bytes.Buffer do not fail
+					_ = zw.Close()
+					resp, err = ec.PushGzip(gctx, gz.Bytes())
+				}
 				if err != nil {
 					return err
 				}

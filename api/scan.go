@@ -1,8 +1,9 @@
 package api
 
 import (
-	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 )
 
 // The scanner below is the group parser's hot path: a group of 16
@@ -28,16 +29,7 @@ type scanner struct {
 	pos int
 }
 
-func (s *scanner) skipSpace() {
-	for s.pos < len(s.raw) {
-		switch s.raw[s.pos] {
-		case ' ', '\t', '\n', '\r':
-			s.pos++
-		default:
-			return
-		}
-	}
-}
+func (s *scanner) skipSpace() { s.pos = skipWS(s.raw, s.pos) }
 
 func (s *scanner) eat(c byte) bool {
 	if s.pos < len(s.raw) && s.raw[s.pos] == c {
@@ -58,8 +50,7 @@ func (s *scanner) peek() byte {
 // leaves are JSON numbers (integers when ints is set).
 func scanNumbers(raw []byte, depth int, ints bool) (shape, *scanError) {
 	s := scanner{raw: raw}
-	var out bytes.Buffer
-	sh, err := s.numbers(depth, ints, &out)
+	_, sh, err := s.numbers(depth, ints, nil)
 	if err != nil {
 		return sh, err
 	}
@@ -70,112 +61,171 @@ func scanNumbers(raw []byte, depth int, ints bool) (shape, *scanError) {
 	return sh, nil
 }
 
-// numbers scans, at the cursor, a list nested depth deep of numbers,
-// writing it compacted to out.
-func (s *scanner) numbers(depth int, ints bool, out *bytes.Buffer) (shape, *scanError) {
+// numbers scans, at the cursor, a list nested depth deep (1 to 3) of
+// numbers, appending it compacted to dst.
+func (s *scanner) numbers(depth int, ints bool, dst []byte) ([]byte, shape, *scanError) {
 	var sh shape
 	var idx [3]int
-	fail := func(level int, msg string) *scanError {
-		path := make([]any, level)
-		for i := range level {
-			path[i] = idx[i]
-		}
-		return &scanError{path: path, msg: msg}
-	}
-	var list func(level int) (int, *scanError)
-	list = func(level int) (int, *scanError) {
-		s.skipSpace()
-		if !s.eat('[') {
-			return 0, fail(level, listMsg(depth-level, ints))
-		}
-		out.WriteByte('[')
-		n := 0
-		s.skipSpace()
-		if s.eat(']') {
-			out.WriteByte(']')
-			return 0, nil
-		}
-		for {
-			if level < 3 {
-				idx[level] = n
-			}
-			if n > 0 {
-				out.WriteByte(',')
-			}
-			if level == depth-1 {
-				if msg := s.number(ints, out); msg != "" {
-					return n, fail(level+1, msg)
-				}
-			} else {
-				m, err := list(level + 1)
-				if err != nil {
-					return n, err
-				}
-				if level == 0 && depth >= 2 {
-					sh.inner = append(sh.inner, m)
-				}
-			}
-			n++
-			s.skipSpace()
-			if s.eat(']') {
-				out.WriteByte(']')
-				return n, nil
-			}
-			if !s.eat(',') {
-				return n, fail(level+1, "malformed list")
-			}
-			s.skipSpace()
-		}
-	}
-	n, err := list(0)
+	dst, n, err := s.list(0, depth, ints, dst, &sh, &idx)
 	sh.outer = n
-	return sh, err
+	return dst, sh, err
 }
 
-// number scans one JSON number at the cursor by the JSON grammar and
-// copies it to out; it returns a message when there is none.
-func (s *scanner) number(ints bool, out *bytes.Buffer) string {
-	raw, start := s.raw, s.pos
-	p := start
-	if p < len(raw) && raw[p] == '-' {
-		p++
+// failAt is a scan error at the first level indices of idx.
+func failAt(idx *[3]int, level int, msg string) *scanError {
+	path := make([]any, level)
+	for i := range level {
+		path[i] = idx[i]
 	}
-	d := p
-	p = digits(raw, p)
-	if p == d || raw[d] == '0' && p-d > 1 {
-		return badNumber(ints)
+	return &scanError{path: path, msg: msg}
+}
+
+// list scans the list at level (0 outermost) of a list nested depth deep,
+// recording in idx the index being scanned at each level and in sh the
+// lengths of the lists at level 1.
+func (s *scanner) list(level, depth int, ints bool, dst []byte, sh *shape, idx *[3]int) ([]byte, int, *scanError) {
+	s.skipSpace()
+	if !s.eat('[') {
+		return dst, 0, failAt(idx, level, listMsg(depth-level, ints))
 	}
-	frac := false
-	if p < len(raw) && raw[p] == '.' {
-		frac = true
+	dst = append(dst, '[')
+	if level == depth-1 {
+		return s.leaves(level, ints, dst, idx)
+	}
+	n := 0
+	s.skipSpace()
+	if s.eat(']') {
+		return append(dst, ']'), 0, nil
+	}
+	for {
+		idx[level] = n
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		var m int
+		var err *scanError
+		if dst, m, err = s.list(level+1, depth, ints, dst, sh, idx); err != nil {
+			return dst, n, err
+		}
+		if level == 0 {
+			sh.inner = append(sh.inner, m)
+		}
+		n++
+		s.skipSpace()
+		if s.eat(']') {
+			return append(dst, ']'), n, nil
+		}
+		if !s.eat(',') {
+			return dst, n, failAt(idx, level+1, "malformed list")
+		}
+	}
+}
+
+// leaves scans the numbers of a list whose '[' was just read, through its
+// ']'. It is the hot loop of a group (tens of thousands of numbers per
+// sequence): one pass, one append per number and its comma.
+func (s *scanner) leaves(level int, ints bool, dst []byte, idx *[3]int) ([]byte, int, *scanError) {
+	raw := s.raw
+	p := skipWS(raw, s.pos)
+	if p < len(raw) && raw[p] == ']' {
+		s.pos = p + 1
+		return append(dst, ']'), 0, nil
+	}
+	n := 0
+	for {
+		idx[level] = n
+		start := p
+		if p < len(raw) && raw[p] == '-' {
+			p++
+		}
+		d := p
+		p = digits(raw, p)
+		if p == d || raw[d] == '0' && p-d > 1 {
+			s.pos = start
+			return dst, n, failAt(idx, level+1, badNumber(ints))
+		}
+		if p < len(raw) && (raw[p] == '.' || raw[p] == 'e' || raw[p] == 'E') {
+			var msg string
+			if p, msg = fraction(raw, p, ints); msg != "" {
+				s.pos = start
+				return dst, n, failAt(idx, level+1, msg)
+			}
+		}
+		n++
+		if p < len(raw) && raw[p] == ',' {
+			p++
+			dst = append(dst, raw[start:p]...)
+		} else {
+			dst = append(dst, raw[start:p]...)
+			p = skipWS(raw, p)
+			if p < len(raw) && raw[p] == ']' {
+				s.pos = p + 1
+				return append(dst, ']'), n, nil
+			}
+			if p >= len(raw) || raw[p] != ',' {
+				s.pos = p
+				return dst, n, failAt(idx, level+1, "malformed list")
+			}
+			p++
+			dst = append(dst, ',')
+		}
+		p = skipWS(raw, p)
+	}
+}
+
+// fraction scans the fraction and exponent of a number whose integer
+// part ends at p; it returns the number's end, or a message.
+func fraction(raw []byte, p int, ints bool) (int, string) {
+	if raw[p] == '.' {
 		p++
-		d, p = p, digits(raw, p)
-		if p == d {
-			return badNumber(ints)
+		d := p
+		if p = digits(raw, p); p == d {
+			return p, badNumber(ints)
 		}
 	}
 	if p < len(raw) && (raw[p] == 'e' || raw[p] == 'E') {
-		frac = true
 		p++
 		if p < len(raw) && (raw[p] == '+' || raw[p] == '-') {
 			p++
 		}
-		d, p = p, digits(raw, p)
-		if p == d {
-			return badNumber(ints)
+		d := p
+		if p = digits(raw, p); p == d {
+			return p, badNumber(ints)
 		}
 	}
-	if frac && ints {
-		return "Input should be a valid integer, got a number with a fractional part"
+	if ints {
+		return p, "Input should be a valid integer, got a number with a fractional part"
 	}
-	out.Write(raw[start:p])
-	s.pos = p
-	return ""
+	return p, ""
 }
 
-// digits returns the end of the run of ASCII digits starting at p.
+// skipWS returns the first position from p that is not JSON whitespace.
+func skipWS(raw []byte, p int) int {
+	for p < len(raw) {
+		switch raw[p] {
+		case ' ', '\t', '\n', '\r':
+			p++
+		default:
+			return p
+		}
+	}
+	return p
+}
+
+// digits returns the end of the run of ASCII digits starting at p. It
+// tests eight bytes at a time: in each byte of x, x-'0' borrows into the
+// high bit below '0' and x+('9'^0x7f) carries into it above '9'; a carry
+// or borrow only reaches later bytes, past the first non-digit, so the
+// lowest flagged byte is the first non-digit.
 func digits(raw []byte, p int) int {
-	for p < len(raw) && raw[p] >= '0' && raw[p] <= '9' {
+	for p+8 <= len(raw) {
+		x := binary.LittleEndian.Uint64(raw[p:])
+		if m := ((x - 0x3030303030303030) | (x + 0x4646464646464646)) & 0x8080808080808080; m != 0 {
+			return p + bits.TrailingZeros64(m)/8
+		}
+		p += 8
+	}
+	for p < len(raw) && raw[p]-'0' < 10 {
 		p++
 	}
 	return p

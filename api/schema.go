@@ -199,10 +199,11 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 	if !s.eat('{') {
 		return nil, malformed("Input should be a valid JSON object of a group")
 	}
-	// Compacted output never outgrows the input, so slices of out stay
-	// valid: it is never reallocated.
-	var out bytes.Buffer
-	out.Grow(len(data))
+	// The compacted fields go to a reused scratch buffer; compacted output
+	// never outgrows the input, so it is never reallocated.
+	scratch := getBuf(len(data))
+	defer putBuf(scratch)
+	out := *scratch
 	type span struct{ from, to int }
 	var spans [len(fieldOrder)]span
 	var present [len(fieldOrder)]bool
@@ -221,7 +222,7 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 			}
 			s.skipSpace()
 			i, known := fieldIndex[key]
-			from := out.Len()
+			from := len(out)
 			switch nf, numeric := numericFields[key]; {
 			case bytes.HasPrefix(data[s.pos:], []byte("null")):
 				s.pos += 4
@@ -230,7 +231,9 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 				}
 				from = -1
 			case numeric:
-				sh, err := s.numbers(nf.depth, nf.ints, &out)
+				var sh shape
+				var err *scanError
+				out, sh, err = s.numbers(nf.depth, nf.ints, out)
 				if err != nil {
 					return nil, &fieldError{loc: at(key, err.path...), msg: err.msg}
 				}
@@ -248,7 +251,9 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 				start := s.pos
 				ok := s.skipValue()
 				if ok && known {
-					ok = json.Compact(&out, data[start:s.pos]) == nil
+					b := bytes.NewBuffer(out)
+					ok = json.Compact(b, data[start:s.pos]) == nil
+					out = b.Bytes()
 				} else if ok {
 					ok = json.Valid(data[start:s.pos])
 				}
@@ -257,7 +262,7 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 				}
 			}
 			if known && from >= 0 {
-				present[i], spans[i] = true, span{from, out.Len()}
+				present[i], spans[i] = true, span{from, len(out)}
 			}
 			s.skipSpace()
 			if s.eat(',') {
@@ -277,7 +282,7 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 		if !present[i] {
 			return nil
 		}
-		return out.Bytes()[spans[i].from:spans[i].to]
+		return out[spans[i].from:spans[i].to]
 	}
 	for _, req := range []int{fTokens, fMasks, fScores} {
 		if !present[req] {
@@ -354,24 +359,33 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 			explicitID = str
 		}
 	}
-	var b bytes.Buffer
-	b.Grow(out.Len() + 256)
-	b.WriteByte('{')
+	// The stored body, in Atropos's field order, in one allocation of its
+	// exact size: it outlives the request (the in-memory store keeps it).
+	size := 2
 	for i, name := range fieldOrder {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('"')
-		b.WriteString(name)
-		b.WriteString(`":`)
+		size += len(name) + 4 // "name": and a comma or the closing brace
 		if v := val(i); v != nil {
-			b.Write(v)
+			size += len(v)
 		} else {
-			b.WriteString("null")
+			size += len("null")
 		}
 	}
-	b.WriteByte('}')
-	g.body = b.Bytes()
+	b := make([]byte, 0, size)
+	b = append(b, '{')
+	for i, name := range fieldOrder {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, `":`...)
+		if v := val(i); v != nil {
+			b = append(b, v...)
+		} else {
+			b = append(b, "null"...)
+		}
+	}
+	g.body = append(b, '}')
 	if explicitID != "" {
 		g.id = "g:" + explicitID
 	} else {
@@ -379,6 +393,48 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 		g.id = "h:" + hex.EncodeToString(sum[:16])
 	}
 	return g, nil
+}
+
+// parseGroups validates a list of groups (POST /scored_data_list) in one
+// pass: each item is located and parsed where it lies.
+func parseGroups(data []byte) ([]*group, error) {
+	bad := func(msg string) error {
+		return &fieldError{loc: []any{"body"}, msg: "Input should be a valid list of groups: " + msg}
+	}
+	s := scanner{raw: data}
+	s.skipSpace()
+	if !s.eat('[') {
+		return nil, bad("not a JSON list")
+	}
+	groups := []*group{}
+	s.skipSpace()
+	if !s.eat(']') {
+		for i := 0; ; i++ {
+			s.skipSpace()
+			start := s.pos
+			if !s.skipValue() {
+				return nil, bad(fmt.Sprintf("malformed JSON in item %d", i))
+			}
+			g, err := parseGroup(data[start:s.pos], "body", i)
+			if err != nil {
+				return nil, err
+			}
+			groups = append(groups, g)
+			s.skipSpace()
+			if s.eat(',') {
+				continue
+			}
+			if s.eat(']') {
+				break
+			}
+			return nil, bad(fmt.Sprintf("malformed JSON after item %d", i))
+		}
+	}
+	s.skipSpace()
+	if s.pos != len(data) {
+		return nil, bad("trailing data after the list")
+	}
+	return groups, nil
 }
 
 func isNull(raw json.RawMessage) bool {

@@ -178,14 +178,38 @@ type Server struct {
 	gen     int // bumped by every recover (reset): pushes begun before are void
 }
 
+// Option sets up New's connections.
+type Option func(*options)
+
+type options struct {
+	pub *nats.Conn
+}
+
+// WithPublishConn makes pushes publish their groups on pc rather than on
+// New's connection. A connection has one outbound queue and one read loop
+// each way, so a push's acknowledgement otherwise waits behind the
+// megabytes of groups read back for GET /batch (and the server's other
+// requests). pc reaches the same NATS server or cluster; the caller closes
+// it, after the HTTP server has stopped, as it closes the other.
+func WithPublishConn(pc *nats.Conn) Option {
+	return func(o *options) { o.pub = pc }
+}
+
 // New opens the durable server on the JetStream of nc, rebuilding its
 // state from what the stream and bucket hold.
-func New(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*Server, error) {
+func New(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.defaults()
-	st, err := openJetStream(ctx, nc, cfg.Prefix, cfg.Replicas, cfg.Dedup)
+	o := options{pub: nc}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.pub == nil {
+		o.pub = nc
+	}
+	st, err := openJetStream(ctx, nc, o.pub, cfg.Prefix, cfg.Replicas, cfg.Dedup)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
@@ -339,6 +363,27 @@ func (s *Server) saveState(ctx context.Context) error {
 		return err
 	}
 	return s.st.put(ctx, "state", b)
+}
+
+// putUnlocked writes key to the store without holding s.mu, so that
+// pushes and status calls go on meanwhile: the caller holds s.mu, and
+// holds it again on return. Only a caller holding s.handout may use it,
+// and only between steps where nothing it read under s.mu can change but
+// by appending to s.queue (pushes) or counting (duplicates).
+func (s *Server) putUnlocked(ctx context.Context, key string, val []byte) error {
+	s.mu.Unlock()
+	defer s.mu.Lock()
+	return s.st.put(ctx, key, val)
+}
+
+// saveStateUnlocked persists st, a copy of s.state with the change to
+// make, by putUnlocked; the caller sets s.state once it succeeded.
+func (s *Server) saveStateUnlocked(ctx context.Context, st persisted) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return s.putUnlocked(ctx, "state", b)
 }
 
 // saveEnvs persists s.envs; the caller holds s.mu.

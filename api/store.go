@@ -54,20 +54,28 @@ const (
 // Nats-Msg-Id = group id) and state in a key-value bucket.
 type jsStore struct {
 	js      jetstream.JetStream
+	pub     jetstream.JetStream // for add: js, or on a connection of its own
 	stream  jetstream.Stream
 	kv      jetstream.KeyValue
 	subject string
 	limit   int
 }
 
-// openJetStream creates (or opens) the stream and bucket named by prefix.
-func openJetStream(ctx context.Context, nc *nats.Conn, prefix string, replicas int, dedup time.Duration) (*jsStore, error) {
+// openJetStream creates (or opens) the stream and bucket named by prefix;
+// groups are published on pub, everything else goes through nc.
+func openJetStream(ctx context.Context, nc, pub *nats.Conn, prefix string, replicas int, dedup time.Duration) (*jsStore, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
+	pjs := js
+	if pub != nc {
+		if pjs, err = jetstream.New(pub); err != nil {
+			return nil, fmt.Errorf("jetstream on the publish connection: %w", err)
+		}
+	}
 	subject := strings.ToLower(prefix) + ".groups"
-	limit := int(nc.MaxPayload()) - 4096 // headers
+	limit := int(min(nc.MaxPayload(), pub.MaxPayload())) - 4096 // headers
 	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        prefix + "_GROUPS",
 		Description: "delegate api: scored groups (Atropos ScoredData), one message each",
@@ -92,7 +100,7 @@ func openJetStream(ctx context.Context, nc *nats.Conn, prefix string, replicas i
 	if err != nil {
 		return nil, fmt.Errorf("create key-value bucket %s_STATE: %w", prefix, err)
 	}
-	return &jsStore{js: js, stream: stream, kv: kv, subject: subject, limit: limit}, nil
+	return &jsStore{js: js, pub: pjs, stream: stream, kv: kv, subject: subject, limit: limit}, nil
 }
 
 func (s *jsStore) maxGroup() int { return s.limit }
@@ -113,7 +121,7 @@ func (s *jsStore) add(ctx context.Context, g *group, buffered bool) (uint64, boo
 	if buffered {
 		m.Header.Set(hdrBuffered, "1")
 	}
-	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithMsgID(g.id))
+	ack, err := s.pub.PublishMsg(ctx, m, jetstream.WithMsgID(g.id))
 	if err != nil {
 		return 0, false, fmt.Errorf("publish group %s: %w", g.id, err)
 	}

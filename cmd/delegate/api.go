@@ -81,13 +81,25 @@ func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	var nc *nats.Conn
+	// Two connections: pushes publish on pc, so that their
+	// acknowledgements do not wait behind the batches read on nc.
+	var nc, pc *nats.Conn
 	var err error
 	where := ""
 	if f.natsURL != "" {
-		nc, err = nats.Connect(f.natsURL, nats.Name("delegate api"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
-		if err != nil {
-			return fmt.Errorf("api: connect to nats: %w", err)
+		connect := func(name string) (*nats.Conn, error) {
+			c, err := nats.Connect(f.natsURL, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+			if err != nil {
+				return nil, fmt.Errorf("api: connect to nats: %w", err)
+			}
+			return c, nil
+		}
+		if nc, err = connect("delegate api"); err != nil {
+			return err
+		}
+		defer nc.Close()
+		if pc, err = connect("delegate api publish"); err != nil {
+			return err
 		}
 		where = "NATS " + nc.ConnectedUrlRedacted()
 	} else {
@@ -102,10 +114,14 @@ func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 		if nc, err = emb.Connect(); err != nil {
 			return fmt.Errorf("api: %w", err)
 		}
+		defer nc.Close()
+		if pc, err = emb.Connect(); err != nil {
+			return fmt.Errorf("api: %w", err)
+		}
 		where = "embedded JetStream in " + f.data
 	}
-	defer nc.Close()
-	srv, err := api.New(ctx, nc, cfg, log)
+	defer pc.Close()
+	srv, err := api.New(ctx, nc, cfg, log, api.WithPublishConn(pc))
 	// A cluster that has just started elects its JetStream leader first:
 	// keep asking for up to half a minute before giving up.
 	for deadline := time.Now().Add(30 * time.Second); err != nil && f.natsURL != "" && time.Now().Before(deadline) && ctx.Err() == nil; {
@@ -115,7 +131,7 @@ func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 		case <-ctx.Done():
 			return fmt.Errorf("api: %w", ctx.Err())
 		}
-		srv, err = api.New(ctx, nc, cfg, log)
+		srv, err = api.New(ctx, nc, cfg, log, api.WithPublishConn(pc))
 	}
 	if err != nil {
 		return err

@@ -14,14 +14,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -47,6 +46,7 @@ type options struct {
 	batch     int
 	offpolicy int
 	gzip      bool
+	rate      float64
 }
 
 func main() {
@@ -62,6 +62,7 @@ func main() {
 	flag.IntVar(&o.batch, "batch", 512, "trainer batch size in sequences")
 	flag.IntVar(&o.offpolicy, "offpolicy", 3, "BaseEnv's max_batches_offpolicy: environments pause while the queue holds this many batches")
 	flag.BoolVar(&o.gzip, "gzip", true, "environments gzip their bodies, as BaseEnv does (false: plain JSON)")
+	flag.Float64Var(&o.rate, "rate", 0, "sequences/s the environments offer together, on a fixed schedule (0: each pushes as fast as it can)")
 	flag.Parse()
 	if *serve != "" {
 		if err := runServer(*serve, *data, *profile, *memProfile); err != nil {
@@ -111,7 +112,12 @@ func runServer(kind, data, profile, memProfile string) error {
 			return cerr
 		}
 		defer nc.Close()
-		srv, err = api.New(ctx, nc, api.Config{}, log)
+		pc, cerr := emb.Connect()
+		if cerr != nil {
+			return cerr
+		}
+		defer pc.Close()
+		srv, err = api.New(ctx, nc, api.Config{}, log, api.WithPublishConn(pc))
 	default:
 		return fmt.Errorf("unknown server kind %q", kind)
 	}
@@ -123,22 +129,24 @@ func runServer(kind, data, profile, memProfile string) error {
 		return err
 	}
 	hs := srv.HTTPServer(srv.Handler())
-	go func() {
-		<-ctx.Done()
-		if memProfile != "" { // the heap under load, before shutting down
-			if err := writeHeap(memProfile); err != nil {
-				fmt.Fprintln(os.Stderr, "memprofile:", err)
-			}
-		}
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx) // exiting anyway
-	}()
 	fmt.Printf("listening %s\n", ln.Addr())
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
 		return err
+	case <-ctx.Done():
 	}
-	return nil
+	if memProfile != "" { // the heap under load, before shutting down
+		if err := writeHeap(memProfile); err != nil {
+			fmt.Fprintln(os.Stderr, "memprofile:", err)
+		}
+	}
+	// Wait for the handlers to end before the deferred closes of the NATS
+	// connection and server run: a handler still pruning needs them.
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return hs.Shutdown(sctx)
 }
 
 func writeHeap(path string) error {
@@ -163,6 +171,7 @@ type result struct {
 	rssPeak1, rssPeak2  int64 // peaks over the first and the second half of the load
 	rssEnd              int64
 	cpu                 time.Duration
+	loadCPU             time.Duration // this process's: the environments and the trainer
 }
 
 // cpuPerSeq is the server's CPU time per sequence accepted (each is also
@@ -174,9 +183,21 @@ func (r result) cpuPerSeq() time.Duration {
 	return r.cpu / time.Duration(r.accepted)
 }
 
+// loadCPUPerSeq is the load generator's CPU time per sequence accepted.
+func (r result) loadCPUPerSeq() time.Duration {
+	if r.accepted == 0 {
+		return 0
+	}
+	return r.loadCPU / time.Duration(r.accepted)
+}
+
 func run(ctx context.Context, o options, profile, memProfile string) error {
-	fmt.Printf("perf/api: %d environments x groups of %d sequences x %d tokens (with inference_logprobs, gzip %v), trainer batches of %d, %v per server\n",
-		o.envs, o.groupSize, o.tokens, o.gzip, o.batch, o.duration)
+	offered := "each as fast as it can"
+	if o.rate > 0 {
+		offered = fmt.Sprintf("offering %.0f sequences/s together", o.rate)
+	}
+	fmt.Printf("perf/api: %d environments x groups of %d sequences x %d tokens (with inference_logprobs, gzip %v), %s; trainer batches of %d; %v per server\n",
+		o.envs, o.groupSize, o.tokens, o.gzip, offered, o.batch, o.duration)
 	fmt.Printf("load average at start: %s\n", loadAvg())
 	bodies := make([]*template, o.envs)
 	for e := range bodies {
@@ -196,14 +217,15 @@ func run(ctx context.Context, o options, profile, memProfile string) error {
 		results = append(results, r)
 	}
 	fmt.Printf("load average at end: %s\n\n", loadAvg())
-	fmt.Printf("%-22s %12s %12s %9s %9s %10s %10s %10s %10s %10s\n", "server", "accepted/s", "delivered/s", "push p50", "push p99",
-		"RSS start", "peak 1st", "peak 2nd", "RSS end", "CPU/seq")
+	fmt.Printf("%-22s %12s %12s %9s %9s %10s %10s %10s %10s %10s %13s\n", "server", "accepted/s", "delivered/s", "push p50", "push p99",
+		"RSS start", "peak 1st", "peak 2nd", "RSS end", "CPU/seq", "load CPU/seq")
 	for _, r := range results {
 		secs := r.elapsed.Seconds()
-		fmt.Printf("%-22s %12.0f %12.0f %9s %9s %9.0fM %9.0fM %9.0fM %9.0fM %10s\n", name(r.kind),
+		fmt.Printf("%-22s %12.0f %12.0f %9s %9s %9.0fM %9.0fM %9.0fM %9.0fM %10s %13s\n", name(r.kind),
 			float64(r.accepted)/secs, float64(r.delivered)/secs, r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond),
-			mb(r.rssStart), mb(r.rssPeak1), mb(r.rssPeak2), mb(r.rssEnd), r.cpuPerSeq().Round(time.Microsecond))
+			mb(r.rssStart), mb(r.rssPeak1), mb(r.rssPeak2), mb(r.rssEnd), r.cpuPerSeq().Round(time.Microsecond), r.loadCPUPerSeq().Round(time.Microsecond))
 	}
+	fmt.Println("(CPU/seq: the server process's CPU time per sequence accepted; load CPU/seq: this process's, the environments' and the trainer's)")
 	floor, dur := results[0], results[1]
 	ratio := 0.0
 	if floor.cpuPerSeq() > 0 {
@@ -215,8 +237,15 @@ func run(ctx context.Context, o options, profile, memProfile string) error {
 	// the first half's: memory does not grow with the data that went
 	// through.
 	flat := float64(dur.rssPeak2) <= 1.25*float64(dur.rssPeak1)+64<<20
-	verdict("delivered >= 1,000 sequences/s with durability on", delivered >= 1000, fmt.Sprintf("%.0f/s", delivered))
-	verdict("p99 of /scored_data <= 50 ms", dur.p99 <= 50*time.Millisecond, dur.p99.Round(100*time.Microsecond).String())
+	if o.rate > 0 {
+		// The load is capped: throughput says whether the server kept up,
+		// not how much it can take.
+		fmt.Printf("----  delivered (offered %.0f sequences/s)                   %.0f/s\n", o.rate, delivered)
+		verdict(fmt.Sprintf("p99 of /scored_data <= 50 ms at %.0f sequences/s", o.rate), dur.p99 <= 50*time.Millisecond, dur.p99.Round(100*time.Microsecond).String())
+	} else {
+		verdict("delivered >= 1,000 sequences/s with durability on", delivered >= 1000, fmt.Sprintf("%.0f/s", delivered))
+		verdict("p99 of /scored_data <= 50 ms (at saturation)", dur.p99 <= 50*time.Millisecond, dur.p99.Round(100*time.Microsecond).String())
+	}
 	verdict("server memory flat", flat, fmt.Sprintf("peak %.0f MB in the first half, %.0f MB in the second", mb(dur.rssPeak1), mb(dur.rssPeak2)))
 	verdict("durable CPU per sequence <= 2x the floor's", ratio > 0 && ratio <= 2, fmt.Sprintf("%.2fx", ratio))
 	return nil
@@ -239,11 +268,12 @@ func verdict(what string, ok bool, got string) {
 	fmt.Printf("%s  %-52s %s\n", v, what, got)
 }
 
-// template is an environment's group body with a fixed-width group id
-// that each push rewrites, so that every push is a new group.
+// template is an environment's group body with a fixed-width env_id and
+// group id at its end, which each push rewrites so that every push is a
+// new group.
 type template struct {
 	body  []byte
-	envAt int // a 6-byte field of the env_id, right-aligned
+	envAt int // a 6-byte field of the env_id, right-aligned; the rest of the body follows it
 	idAt  int
 	idLen int
 }
@@ -308,13 +338,63 @@ func newTemplate(env, n, tokens int) *template {
 	return t
 }
 
-// with returns the body with the env_id the environment registered with
-// and group id id.
-func (t *template) with(env int, id string) []byte {
-	out := slices.Clone(t.body)
-	copy(out[t.envAt:t.envAt+6], fmt.Sprintf("%6d", env))
-	copy(out[t.idAt:t.idAt+t.idLen], fmt.Sprintf("%*s", t.idLen, id))
-	return out
+// pusher sends one environment's groups. Its body is encoded once: each
+// push only rewrites the env_id and group id in place. With gzip, the
+// body is compressed as BaseEnv compresses it (gzip.compress, level 9),
+// also once: the fixed part before env_id is one gzip member made at the
+// start, and each push appends a second, small member holding the rest
+// (a gzip body may be several members; the server inflates all 2 MB as
+// before). The load generator's CPU then stays off the server's cores.
+type pusher struct {
+	t      *template
+	env    int
+	body   []byte // the template with this environment's env_id
+	gz     bool
+	head   []byte // gzip member of body[:envAt]
+	out    bytes.Buffer
+	zw     *gzip.Writer
+	idText []byte
+}
+
+func newPusher(t *template, env int, gz bool) (*pusher, error) {
+	p := &pusher{t: t, env: env, body: slices.Clone(t.body), gz: gz}
+	copy(p.body[t.envAt:t.envAt+6], fmt.Sprintf("%6d", env))
+	if !gz {
+		return p, nil
+	}
+	var head bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&head, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(p.body[:t.envAt]); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	p.head = head.Bytes()
+	p.zw = zw
+	return p, nil
+}
+
+// next returns the body of a group with id id: JSON, or gzip.
+func (p *pusher) next(id string) ([]byte, error) {
+	p.idText = fmt.Appendf(p.idText[:0], "%*s", p.t.idLen, id)
+	copy(p.body[p.t.idAt:p.t.idAt+p.t.idLen], p.idText)
+	if !p.gz {
+		return p.body, nil
+	}
+	p.out.Reset()
+	p.out.Write(p.head)
+	p.zw.Reset(&p.out)
+	if _, err := p.zw.Write(p.body[p.t.envAt:]); err != nil {
+		return nil, err
+	}
+	if err := p.zw.Close(); err != nil {
+		return nil, err
+	}
+	return p.out.Bytes(), nil
 }
 
 func measure(ctx context.Context, o options, kind string, bodies []*template, profile, memProfile string) (result, error) {
@@ -365,19 +445,51 @@ func measure(ctx context.Context, o options, kind string, bodies []*template, pr
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ec := &api.EnvClient{Client: api.Client{URL: url, Plain: !o.gzip}, Poll: 20 * time.Millisecond, MaxBatchesOffpolicy: o.offpolicy,
+			ec := &api.EnvClient{Client: api.Client{URL: url, Plain: true}, Poll: 20 * time.Millisecond, MaxBatchesOffpolicy: o.offpolicy,
 				Env: api.RegisterEnv{MaxTokenLength: o.tokens, DesiredName: "perf", Weight: 1, GroupSize: o.groupSize}}
 			if err := ec.Register(lctx); err != nil {
 				errc <- err
 				return
 			}
+			p, err := newPusher(bodies[e], ec.ID, o.gzip)
+			if err != nil {
+				errc <- err
+				return
+			}
+			// With a rate, pushes start on a fixed schedule and latency
+			// counts from the scheduled start, so that a push delayed by a
+			// slow one before it counts the delay too.
+			var interval time.Duration
+			if o.rate > 0 {
+				interval = time.Duration(float64(time.Second) * float64(o.envs*o.groupSize) / o.rate)
+			}
+			next := time.Now().Add(interval * time.Duration(e) / time.Duration(o.envs))
 			for k := 0; lctx.Err() == nil; k++ {
+				var t0 time.Time
+				if interval > 0 {
+					select {
+					case <-time.After(time.Until(next)):
+					case <-lctx.Done():
+						return
+					}
+					t0, next = next, next.Add(interval)
+				}
 				if _, err := ec.Wait(lctx); err != nil {
 					break
 				}
-				body := bodies[e].with(ec.ID, fmt.Sprintf("%s-%d-%d", kind, e, k))
-				t0 := time.Now()
-				if _, err := ec.PushRaw(lctx, body); err != nil {
+				body, err := p.next(fmt.Sprintf("%s-%d-%d", kind, e, k))
+				if err != nil {
+					errc <- err
+					return
+				}
+				push := ec.PushRaw
+				if o.gzip {
+					push = ec.PushGzip
+				}
+				if interval == 0 {
+					t0 = time.Now()
+				}
+				if _, err := push(lctx, body); err != nil {
 					if lctx.Err() == nil {
 						errc <- err
 					}
@@ -414,6 +526,7 @@ func measure(ctx context.Context, o options, kind string, bodies []*template, pr
 		}
 	}()
 	start := time.Now()
+	load0 := selfCPU()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	end := time.After(o.duration)
@@ -439,6 +552,7 @@ sample:
 	r.accepted, r.delivered = accepted.Load(), delivered.Load()
 	r.rssEnd = rss(pid)
 	r.cpu = cpuTime(pid) - cpu0
+	r.loadCPU = selfCPU() - load0
 	cancel()
 	wg.Wait()
 	slices.Sort(lat)
@@ -478,6 +592,15 @@ func cpuTime(pid int) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// selfCPU is this process's user+system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func loadAvg() string {
