@@ -214,6 +214,11 @@ func (c *TrainerClient) NextRaw(ctx context.Context) (int, []byte, error) {
 			return 0, nil, fmt.Errorf("batch: %w", err)
 		}
 		if ready {
+			if step == stepUnknown {
+				// Atropos's own server numbers no batch: each one it hands
+				// out is the next step.
+				step = c.Last + 1
+			}
 			if step != c.Last+1 {
 				return 0, nil, fmt.Errorf("batch: asked for step %d, got %d", c.Last+1, step)
 			}
@@ -228,11 +233,16 @@ func (c *TrainerClient) NextRaw(ctx context.Context) (int, []byte, error) {
 	}
 }
 
+// stepUnknown is batchHead's step of an answer that names none, as
+// Atropos's own server writes {"batch": [...]}.
+const stepUnknown = -1
+
 // batchHead reads a GET /batch answer's step and whether it carries a
 // batch. The server writes a batch as {"batch":[...],"step":N}, so the
 // step is read from the tail without scanning the tens of MB of groups
 // between; any other answer (no batch yet, the not-registered error, or
-// another server's layout) is small or rare and decoded whole.
+// another server's layout) is small or rare and decoded whole. An answer
+// without a step has step stepUnknown.
 func batchHead(raw []byte) (step int, ready bool, err error) {
 	if body, ok := bytes.CutPrefix(raw, []byte(`{"batch":[`)); ok {
 		if i := bytes.LastIndex(body, []byte(`],"step":`)); i >= 0 {
@@ -243,7 +253,7 @@ func batchHead(raw []byte) (step int, ready bool, err error) {
 	}
 	var head struct {
 		Batch   json.RawMessage `json:"batch"`
-		Step    int             `json:"step"`
+		Step    *int            `json:"step"`
 		Status  string          `json:"status"`
 		Message string          `json:"message"`
 	}
@@ -253,12 +263,16 @@ func batchHead(raw []byte) (step int, ready bool, err error) {
 	if head.Status == "error" {
 		return 0, false, errors.New(head.Message)
 	}
-	return head.Step, !isNull(head.Batch), nil
+	step = stepUnknown
+	if head.Step != nil {
+		step = *head.Step
+	}
+	return step, !isNull(head.Batch), nil
 }
 
 // Next is NextRaw decoded: the batch is parsed once.
 func (c *TrainerClient) Next(ctx context.Context) (Batch, error) {
-	_, raw, err := c.NextRaw(ctx)
+	step, raw, err := c.NextRaw(ctx)
 	if err != nil {
 		return Batch{}, err
 	}
@@ -266,6 +280,7 @@ func (c *TrainerClient) Next(ctx context.Context) (Batch, error) {
 	if err := json.Unmarshal(raw, &b); err != nil {
 		return Batch{}, fmt.Errorf("decode batch of step %d: %w", c.Last, err)
 	}
+	b.Step = step // the answer's, or the next step when it names none
 	return b, nil
 }
 
