@@ -633,6 +633,14 @@ func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func
 	}
 }
 
+// Reward is the reward of a route rollout in training and in the table,
+// and whether it counts right: g's reward of its correctness (its answer
+// verified, and no failure reported by the strategy) and of its bill, the
+// tokens RoleDelegator generated and RoleSubagent's calls.
+func Reward(g reward.Graded, tr *delegate.Trace, verified bool) (correct bool, r float64) {
+	return scored(g, verified, tr.Failure != "", tr.Roles)
+}
+
 // scored is whether an item counts right and its reward, the same rule in
 // training and in the table: an answer the strategy reports a failure for
 // (a reply not in the protocol's format, such as a leader's answer without
