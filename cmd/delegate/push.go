@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"sync"
 	"time"
 
 	"github.com/delegatelab/delegate/api"
@@ -25,12 +27,16 @@ type pushFlags struct {
 // Atropos's ScoredData schema.
 type pushSink struct {
 	env *api.EnvClient
+	out io.Writer // a line for each pause of a second or more
+
+	mu     sync.Mutex
+	paused time.Duration // summed over items
 }
 
 // newPushSink registers with the API at f.url; it waits, as Atropos's
 // environments do, until a trainer has started. The token is the API's
 // bearer token (DELEGATE_API_TOKEN), empty for none.
-func newPushSink(ctx context.Context, f pushFlags, token string, groupSize int) (*pushSink, error) {
+func newPushSink(ctx context.Context, out io.Writer, f pushFlags, token string, groupSize int) (*pushSink, error) {
 	env := &api.EnvClient{
 		Client: api.Client{URL: f.url, Token: token},
 		Env: api.RegisterEnv{MaxTokenLength: f.maxTokenLen, DesiredName: f.name, Weight: f.weight,
@@ -41,13 +47,22 @@ func newPushSink(ctx context.Context, f pushFlags, token string, groupSize int) 
 	if err := env.Register(ctx); err != nil {
 		return nil, fmt.Errorf("process --push %s: register: %w", f.url, err)
 	}
-	return &pushSink{env: env}, nil
+	return &pushSink{env: env, out: out}, nil
 }
 
 // Wait pauses while the API's queue is full and returns the trainer's
 // step, the policy version the item's rollouts are sampled with.
+// A pause of a second or more is reported on out with the pauses' sum
+// over the items (items paused together count each).
 func (s *pushSink) Wait(ctx context.Context) (int, error) {
+	start := time.Now()
 	st, err := s.env.Wait(ctx)
+	if d := time.Since(start); d >= time.Second {
+		s.mu.Lock()
+		s.paused += d
+		fmt.Fprintf(s.out, "push: an item paused %.1fs for the trainer (the API's queue was full); %.1fs over the items in all\n", d.Seconds(), s.paused.Seconds())
+		s.mu.Unlock()
+	}
 	return st.CurrentStep, err
 }
 
