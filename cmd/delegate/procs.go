@@ -173,7 +173,9 @@ func (t *topology) children(dir, apiAddr, serveAddr string) []child {
 
 // run starts the topology under dir and supervises it until the trainer
 // has taken its steps (nil), ctx ends, or a child died more often than
-// the supervisor restarts it; every child is stopped before it returns.
+// the supervisor restarts it. Every child is stopped before it returns,
+// in the order that lets each leave cleanly: the environments (which
+// tell the API they go), then the trainer, then the server and the API.
 func (t *topology) run(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("train --processes: %w", err)
@@ -190,39 +192,65 @@ func (t *topology) run(ctx context.Context, dir string) error {
 		return err
 	}
 	children := t.children(dir, apiAddr, serveAddr)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	const api, serve, trainer = 0, 1, 2 // children's first three; the environments follow
+
+	// One context per stage of the stop, each ended only by the stop.
+	base := context.WithoutCancel(ctx)
+	infraCtx, stopInfra := context.WithCancel(base)
+	trainerCtx, stopTrainer := context.WithCancel(base)
+	envCtx, stopEnvs := context.WithCancel(base)
+	defer stopInfra()
+	defer stopTrainer()
+	defer stopEnvs()
+	stop := make(chan struct{})
+	requestStop := sync.OnceFunc(func() { close(stop) })
+
 	errs := make([]error, len(children))
-	var wg sync.WaitGroup
-	start := func(i int) {
+	var infraWG, trainerWG, envWG sync.WaitGroup
+	start := func(i int, wg *sync.WaitGroup, cctx context.Context) {
 		wg.Go(func() {
-			errs[i] = t.sup.run(ctx, children[i])
+			errs[i] = t.sup.run(cctx, children[i])
 			switch {
-			case errs[i] != nil && ctx.Err() == nil:
+			case errs[i] != nil && cctx.Err() == nil:
 				t.sup.printf("giving up: %v; stopping every process", errs[i])
-				cancel()
-			case errs[i] == nil && children[i].name == "trainer":
+				requestStop()
+			case errs[i] == nil && i == trainer:
 				t.sup.printf("the trainer took its %d steps; stopping every process", t.cfg.RL.Steps)
-				cancel()
+				requestStop()
 			}
 		})
 	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-ctx.Done():
+			t.sup.printf("interrupted; stopping every process")
+		case <-stop:
+		}
+		stopEnvs()
+		envWG.Wait()
+		stopTrainer()
+		trainerWG.Wait()
+		stopInfra()
+		infraWG.Wait()
+	}()
 	// The API and the server first, so that the others find them up.
-	start(0)
-	start(1)
-	werr := waitHTTP(ctx, "http://"+apiAddr+"/status", "api")
+	start(api, &infraWG, infraCtx)
+	start(serve, &infraWG, infraCtx)
+	werr := waitHTTP(trainerCtx, "http://"+apiAddr+"/status", "api")
 	if werr == nil {
-		werr = waitHTTP(ctx, "http://"+serveAddr+"/health", "serve")
+		werr = waitHTTP(trainerCtx, "http://"+serveAddr+"/health", "serve")
 	}
-	if werr == nil {
-		for i := 2; i < len(children); i++ {
-			start(i)
+	if werr == nil && ctx.Err() == nil {
+		start(trainer, &trainerWG, trainerCtx)
+		for i := trainer + 1; i < len(children); i++ {
+			start(i, &envWG, envCtx)
 		}
 	} else {
-		cancel()
+		requestStop()
 	}
-	wg.Wait()
-	trainerErr := errs[2]
+	<-stopped
 	for i, err := range errs {
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("train --processes: %s: %w", children[i].name, err)
@@ -231,8 +259,8 @@ func (t *topology) run(ctx context.Context, dir string) error {
 	if werr != nil && !errors.Is(werr, context.Canceled) {
 		return fmt.Errorf("train --processes: %w", werr)
 	}
-	if trainerErr != nil {
-		// Interrupted: the trainer had not finished.
+	if errs[trainer] != nil || werr != nil {
+		// Interrupted before the trainer had finished.
 		return fmt.Errorf("train --processes: interrupted; run the same command again to resume from %s: %w", dir, context.Canceled)
 	}
 	return nil
