@@ -40,8 +40,8 @@ type topology struct {
 
 // Layout of --out under --processes.
 const (
-	procsAPIDir     = "api"       // the API's JetStream store
-	procsTrainerDir = "trainer"   // the trainer's --out: metrics.jsonl, checkpoint/
+	procsAPIDir     = "api"        // the API's JetStream store
+	procsTrainerDir = "trainer"    // the trainer's --out: metrics.jsonl, checkpoint/
 	procsServeFile  = "serve.yaml" // the policy server's config
 	procsEnvFile    = "env.yaml"   // the environments' config
 )
@@ -377,4 +377,3 @@ func readTrainerMetrics(dir string) ([]rl.Metrics, error) {
 func newSupervisor(exe string, out io.Writer) *supervisor {
 	return &supervisor{exe: exe, out: out, grace: 10 * time.Second, maxRestarts: 5, backoff: 500 * time.Millisecond, maxBackoff: 8 * time.Second}
 }
-

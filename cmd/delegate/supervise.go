@@ -171,4 +171,3 @@ func (s *supervisor) once(ctx context.Context, c child) error {
 	}
 	return err
 }
-
