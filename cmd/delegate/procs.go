@@ -113,7 +113,7 @@ models:
     kind: local
     checkpoint: %q
     follow: %q
-    follow_every: 500ms
+    follow_every: 100ms
     price: %s
   solver:
     kind: local
@@ -162,7 +162,10 @@ func (t *topology) children(dir, apiAddr, serveAddr string) []child {
 			"-n", strconv.Itoa(items), "--seed", strconv.FormatUint(c.Seed+uint64(i), 10), "-g", strconv.Itoa(c.RL.GroupSize),
 			"--concurrency", strconv.Itoa(conc), "--strategy", "route", "--temperature", strconv.FormatFloat(c.RL.Temperature, 'g', -1, 64),
 			"--keep-ties", "--reward", rewardWorld, "--advantage", string(c.RL.Estimator), "--progress", "none",
-			"--out", filepath.Join(dir, procsEnvDir(i)), "--push", url, "--push-name", fmt.Sprintf("env-%d", i)}
+			"--out", filepath.Join(dir, procsEnvDir(i)), "--push", url, "--push-name", fmt.Sprintf("env-%d", i),
+			// One batch ahead of the trainer at most: the loop stays
+			// close to on-policy, as the in-process loop is.
+			"--push-offpolicy", "1"}
 		if t.lambda != nil {
 			args = append(args, "--lambda", strconv.FormatFloat(*t.lambda, 'g', -1, 64))
 		}
