@@ -114,10 +114,12 @@ models:
     checkpoint: %q
     follow: %q
     follow_every: 100ms
+    max_batch: 64
     price: %s
   solver:
     kind: local
     checkpoint: %q
+    max_batch: 64
     price: %s
 `, checkpoint(t.cfg.Delegator, "delegator"), follow, dp, checkpoint(t.cfg.Solver, "solver"), sp)
 	env := fmt.Sprintf(`# written by delegate train --processes: an environment sampling the
@@ -149,7 +151,10 @@ func (t *topology) children(dir, apiAddr, serveAddr string) []child {
 		t.trainerFlags...)
 	out := []child{
 		{name: "api", args: []string{"api", "--addr", apiAddr, "--data", filepath.Join(dir, procsAPIDir)}},
-		{name: "serve", args: []string{"serve", "--config", filepath.Join(dir, procsServeFile), "--addr", serveAddr}},
+		{name: "serve", args: []string{"serve", "--config", filepath.Join(dir, procsServeFile), "--addr", serveAddr,
+			// Every environment's rollouts at once, as the in-process loop
+			// runs a step's: batched by the models' engines.
+			"--max-concurrent", "128", "--max-queue", "256"}},
 		{name: "trainer", args: trainer, finishes: true},
 	}
 	// Enough items for every step from any one environment; the pacing
