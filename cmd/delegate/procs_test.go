@@ -141,7 +141,7 @@ func topologyArgs(out string, steps int) []string {
 // queued; the trainer's metrics have each step once, and the restarted
 // trainer went on from its checkpoint.
 func TestTrainProcessesSurvivesKills(t *testing.T) {
-	const steps = 6
+	const steps = 8
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 1))
 	t.Logf("kill delays drawn with seed %d", seed)
@@ -175,7 +175,7 @@ func TestTrainProcessesSurvivesKills(t *testing.T) {
 			continue
 		}
 		killed[name] = true
-		delay := time.Duration(rng.IntN(400)) * time.Millisecond
+		delay := time.Duration(rng.IntN(250)) * time.Millisecond
 		pid := r.pid(name)
 		killWG.Go(func() {
 			time.Sleep(delay)
