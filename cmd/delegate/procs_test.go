@@ -392,3 +392,38 @@ func TestTrainProcessesLeavesNoOrphan(t *testing.T) {
 		})
 	}
 }
+
+// TestSupervisorGivesUp runs a child that always fails: the supervisor
+// restarts it maxRestarts times with growing backoff, then returns an
+// error naming it and its last exit; every line of the child comes out
+// behind its prefix. A child that finishes is not restarted.
+func TestSupervisorGivesUp(t *testing.T) {
+	exe, err := exec.LookPath("delegate")
+	if err != nil {
+		t.Fatalf("no delegate command on PATH (TestMain puts it there): %v", err)
+	}
+	var out syncBuffer
+	s := &supervisor{exe: exe, out: &out, grace: time.Second, maxRestarts: 2, backoff: 10 * time.Millisecond, maxBackoff: 20 * time.Millisecond}
+	err = s.run(context.Background(), child{name: "bad", args: []string{"train", "--no-such-flag"}, finishes: true})
+	if err == nil || !strings.Contains(err.Error(), "bad: exit status 1, after 2 restarts") {
+		t.Errorf("err %v, want the child named, its exit status and 2 restarts", err)
+	}
+	got := out.String()
+	if n := strings.Count(got, "[supervisor] bad started"); n != 3 {
+		t.Errorf("started %d times, want 3 (once and 2 restarts):\n%s", n, got)
+	}
+	for _, want := range []string{"[bad] delegate: unknown flag: --no-such-flag", "restart 1 of 2 in 10ms", "restart 2 of 2 in 20ms"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+
+	var done syncBuffer
+	s.out = &done
+	if err := s.run(context.Background(), child{name: "ok", args: []string{"--help"}, finishes: true}); err != nil {
+		t.Errorf("a child that finishes: %v", err)
+	}
+	if got := done.String(); strings.Count(got, "started") != 1 || !strings.Contains(got, "[supervisor] ok finished") {
+		t.Errorf("a child that finishes: output\n%s\nwant one start and finished", got)
+	}
+}
