@@ -50,10 +50,12 @@ const (
 func procsEnvDir(i int) string { return "env-" + strconv.Itoa(i) }
 
 // trainerPassFlags are train's flags the trainer child gets as given.
-var trainerPassFlags = []string{"estimator", "lr", "clip", "kl", "epochs", "max-new-tokens", "delegator", "seed"}
+var trainerPassFlags = []string{"estimator", "lr", "clip", "kl", "epochs", "temperature", "max-new-tokens", "delegator", "seed"}
 
-// procsRefused are train's flags that --processes cannot honour.
-var procsRefused = []string{"mode", "mu", "temperature", "api", "train-time", "peers"}
+// procsRefused are train's flags that --processes cannot honour: only
+// route is trained from a trajectory API, the environments' reward has
+// the world's μ, and the run ends at its steps.
+var procsRefused = []string{"mode", "peers", "mu", "api", "train-time"}
 
 // newTopology checks the command line of train --processes.
 func newTopology(fl *pflag.FlagSet, cfg train.Config, envs, level int, lambda float64) (*topology, error) {
@@ -65,7 +67,7 @@ func newTopology(fl *pflag.FlagSet, cfg train.Config, envs, level int, lambda fl
 	}
 	for _, name := range procsRefused {
 		if fl.Changed(name) {
-			return nil, fmt.Errorf("train --processes: --%s is not supported (the environments sample at temperature %g with the world's reward)", name, cfg.RL.Temperature)
+			return nil, fmt.Errorf("train --processes: --%s does not apply (the loop trains route to its --steps, with the world's reward but for --lambda)", name)
 		}
 	}
 	exe, err := os.Executable()

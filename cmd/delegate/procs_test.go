@@ -427,3 +427,27 @@ func TestSupervisorGivesUp(t *testing.T) {
 		t.Errorf("a child that finishes: output\n%s\nwant one start and finished", got)
 	}
 }
+
+// TestTrainProcessesFlags checks the command lines train --processes
+// refuses before it starts anything.
+func TestTrainProcessesFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"too many", []string{"--processes", "65"}, "want 1 to 64 environments"},
+		{"negative", []string{"--processes", "-1"}, "want 1 to 64 environments"},
+		{"api", []string{"--processes", "2", "--api", "http://127.0.0.1:1"}, "--api does not apply"},
+		{"mu", []string{"--processes", "2", "--mu", "0.1"}, "--mu does not apply"},
+		{"mlpo", []string{"--processes", "2", "--mode", "mlpo"}, "--mode does not apply"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := execute(t, testEnv, append([]string{"train", "--out", t.TempDir()}, tt.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err %v, want one containing %q\n%s", err, tt.want, out)
+			}
+		})
+	}
+}

@@ -105,10 +105,7 @@ on every one) and --eval-items 300.`,
 			if f.total > 0 {
 				cfg.Deadline = time.Now().Add(f.total)
 			}
-			if f.processes > 0 {
-				if f.api != "" {
-					return errors.New("train: --processes runs its own trajectory API; leave --api out")
-				}
+			if f.processes != 0 {
 				t, err := newTopology(cmd.Flags(), cfg, f.processes, f.level, cfg.Reward.Lambda)
 				if err != nil {
 					return err
