@@ -40,6 +40,7 @@ var allowedImports = map[string][]string{
 	"perf/serve":         {},
 	"perf/soak":          {"*"},
 	"perf/standin":       {"*"},
+	"perf/topology":      {"perf/internal/host"},
 	"perf/train/impl":    {"nn/kernel"},
 	"pretrain":           {"", "local", "nn", "strategy", "tokenizer", "world"},
 	"reward":             {"judge"},

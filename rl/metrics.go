@@ -75,10 +75,14 @@ type Metrics struct {
 	UnknownVersion     int     `json:"unknown_version_groups,omitempty"`
 	StalenessMean      float64 `json:"staleness_mean,omitempty"`
 	StalenessMax       int     `json:"staleness_max,omitempty"`
-	ISWeightMean       float64 `json:"is_weight_mean,omitempty"`
-	ISWeightMin        float64 `json:"is_weight_min,omitempty"`
-	ISWeightMax        float64 `json:"is_weight_max,omitempty"`
-	ISTruncFrac        float64 `json:"is_trunc_frac,omitempty"`
+	// StalenessGroups counts the groups of known version by how many
+	// steps behind they were: element k is the groups k steps behind
+	// (nil when every group is of unknown version).
+	StalenessGroups []int   `json:"staleness_groups,omitempty"`
+	ISWeightMean    float64 `json:"is_weight_mean,omitempty"`
+	ISWeightMin     float64 `json:"is_weight_min,omitempty"`
+	ISWeightMax     float64 `json:"is_weight_max,omitempty"`
+	ISTruncFrac     float64 `json:"is_trunc_frac,omitempty"`
 
 	RolloutSeconds float64 `json:"rollout_seconds"`
 	UpdateSeconds  float64 `json:"update_seconds"`

@@ -142,6 +142,9 @@ func TestOffPolicyImportanceWeights(t *testing.T) {
 	if m.OffPolicySequences == 0 || m.StalenessMax != 3 || math.Abs(m.ISWeightMean-1) > 1e-3 || m.ISTruncFrac != 0 {
 		t.Errorf("stale group with the trainer's logprobs: metrics %+v; want weights about 1, none truncated, staleness 3", m)
 	}
+	if want := []int{0, 0, 0, len(groups)}; !slices.Equal(m.StalenessGroups, want) {
+		t.Errorf("staleness histogram %v, want %v (every group 3 steps behind)", m.StalenessGroups, want)
+	}
 	var gap float64
 	for i := range onPolicy {
 		gap = max(gap, math.Abs(float64(onPolicy[i]-stale[i])))

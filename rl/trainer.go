@@ -431,6 +431,10 @@ func (t *Trainer) sourceGroups(ctx context.Context, step int) (*Metrics, []Group
 			known++
 			behind += g.Staleness
 			m.StalenessMax = max(m.StalenessMax, g.Staleness)
+			for len(m.StalenessGroups) <= g.Staleness {
+				m.StalenessGroups = append(m.StalenessGroups, 0)
+			}
+			m.StalenessGroups[g.Staleness]++
 		}
 		var rewards []float64
 		has := 0

@@ -33,6 +33,10 @@ type RewardScorer struct {
 	// policy's); the calls of every other role count as delegated calls.
 	// Default: the trace strategy's deciding role (see Config.TrainRoles).
 	PolicyRoles []string
+	// GeneratedTokens makes the cost term count only the tokens the policy
+	// roles generated (their completion tokens), as the training world's
+	// reward does (world.RewardOf), instead of their whole usage.
+	GeneratedTokens bool
 }
 
 // Score implements Scorer.
@@ -91,9 +95,12 @@ func (s *RewardScorer) outcome(task delegate.Task, base, tr *delegate.Trace) (re
 	}
 	o := reward.Outcome{FormatOK: true, Cost: tr.Total.Cost}
 	for role, t := range tr.Roles {
-		if containsString(roles, role) {
+		switch {
+		case containsString(roles, role) && s.GeneratedTokens:
+			o.Tokens += t.Usage.CompletionTokens
+		case containsString(roles, role):
 			o.Tokens += t.Usage.Total()
-		} else {
+		default:
 			o.Calls += t.Calls
 		}
 	}

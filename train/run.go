@@ -122,11 +122,84 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.final(ctx, phase, res, best); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Evaluate makes Run's table for a policy trained elsewhere (by train
+// --api, the trainer of a multi-process run): the baselines of cfg, as Run
+// evaluates them, and the policy of trained.Checkpoint (an nn checkpoint
+// directory, such as a trainer's OUT/checkpoint/policy) after
+// trained.Steps steps, in place of the one Run would train; trained's
+// StoppedBy and TrainSeconds go into the table's notes. Everything lands
+// in cfg.OutDir as in Run, and an interrupted evaluation resumes there.
+func Evaluate(ctx context.Context, cfg Config, trained Result, opt Options) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Mode != ModeRoute {
+		return nil, fmt.Errorf("train: evaluate a checkpoint: mode %s: only %s is trained from a trajectory API", cfg.Mode, ModeRoute)
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	phase := func(name string) {
+		if opt.Phase != nil {
+			opt.Phase(name)
+		}
+		opt.Log.Info("train: " + name)
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	if err := checkIdentity(cfg); err != nil {
+		return nil, err
+	}
+	trainedP, err := loadCheckpoint("trained delegator", trained.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newRunner(cfg, opt)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	if trainedP.Config != r.policyP.Config {
+		return nil, fmt.Errorf("train: trained checkpoint %s: its shape %+v is not the delegator's %+v", trained.Checkpoint, trainedP.Config, r.policyP.Config)
+	}
+	var best string
+	if cfg.Mode == ModeRoute {
+		phase("choose the best fixed rule on training items")
+		if best, err = r.chooseRule(ctx); err != nil {
+			return nil, err
+		}
+	}
+	phase("evaluate baselines")
+	if _, err := r.evaluateBaselines(ctx); err != nil {
+		return nil, err
+	}
+	// The policy's model reads policyP at every call: from here on it is
+	// the trained policy.
+	copy(r.policyP.Data, trainedP.Data)
+	res := &trained
+	res.Table = nil
+	if err := r.final(ctx, phase, res, best); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// final evaluates the trained policy of res (and, under route, random
+// delegation at its rate) beside the baselines, and writes the table.
+func (r *runner) final(ctx context.Context, phase func(string), res *Result, best string) error {
+	cfg := r.cfg
 	phase("evaluate trained")
 	arms := append(r.baselines(), r.trainedArms(res.Steps)...)
 	tab, err := r.evaluate(ctx, arms)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.Mode == ModeRoute {
 		// Random delegation at the rate the trained policy delegates.
@@ -134,7 +207,7 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 		name := fmt.Sprintf("%s (%.2f, step %d)", ArmRandom, rate, res.Steps)
 		arms = append(arms, r.scriptedArm(name, world.FromPolicy(world.RandomRate(rate, cfg.Seed))))
 		if tab, err = r.evaluate(ctx, arms); err != nil {
-			return nil, err
+			return err
 		}
 		tab.BestRule = best
 	}
@@ -148,16 +221,13 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 			r.majorityArm(fmt.Sprintf("%s (%d answers, step %d)", ArmPeersCost, nPeers, res.Steps), r.peers, r.cfg.Prices.Delegator, r.peerRequest, nPeers),
 			r.majorityArm(fmt.Sprintf("%s (%d samples, step %d)", ArmOwnMajority, nOwn, res.Steps), r.policy, r.cfg.Prices.Delegator, r.leaderSample, nOwn))
 		if tab, err = r.evaluate(ctx, arms); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	res.Table = tab
 	tab.Notes = r.notes(res)
 	tab.Checks = Acceptance(tab, cfg.Mode)
-	if err := writeTable(filepath.Join(cfg.OutDir, TableFile), tab); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return writeTable(filepath.Join(cfg.OutDir, TableFile), tab)
 }
 
 // runner holds the models and problems of a run.
@@ -647,6 +717,14 @@ func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func
 		},
 		Reward: r.reward,
 	}
+}
+
+// Reward is the reward of a route rollout in training and in the table,
+// and whether it counts right: g's reward of its correctness (its answer
+// verified, and no failure reported by the strategy) and of its bill, the
+// tokens RoleDelegator generated and RoleSubagent's calls.
+func Reward(g reward.Graded, tr *delegate.Trace, verified bool) (correct bool, r float64) {
+	return scored(g, verified, tr.Failure != "", tr.Roles)
 }
 
 // scored is whether an item counts right and its reward, the same rule in

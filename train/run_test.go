@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate/bench"
+	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/rl"
 )
 
@@ -256,5 +257,58 @@ func TestRunRefusesAnotherRunsDirectory(t *testing.T) {
 	same.TrainTime = time.Hour
 	if _, err := Run(context.Background(), same, Options{}); err != nil {
 		t.Errorf("the same run with another budget: %v", err)
+	}
+}
+
+// TestEvaluateMatchesRun evaluates the checkpoint a Run trained, as a
+// policy trained elsewhere, in another directory: every row of the table,
+// the trained policy's included, is the one Run printed.
+func TestEvaluateMatchesRun(t *testing.T) {
+	cfg := tinyConfig(t)
+	res, err := Run(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecfg := cfg
+	ecfg.OutDir = filepath.Join(t.TempDir(), "evaluate")
+	trained := Result{Steps: res.Steps, StoppedBy: "steps", TrainSeconds: res.TrainSeconds, Checkpoint: filepath.Join(res.Checkpoint, "policy")}
+	got, err := Evaluate(context.Background(), ecfg, trained, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Table.Rows) != len(res.Table.Rows) {
+		t.Fatalf("%d rows, want Run's %d", len(got.Table.Rows), len(res.Table.Rows))
+	}
+	for i, r := range got.Table.Rows {
+		w := res.Table.Rows[i]
+		if r.Arm != w.Arm || r.N != w.N || r.Reward != w.Reward || r.Accuracy != w.Accuracy {
+			t.Errorf("row %d: %s n %d reward %v accuracy %v; Run's: %s n %d reward %v accuracy %v",
+				i, r.Arm, r.N, r.Reward, r.Accuracy, w.Arm, w.N, w.Reward, w.Accuracy)
+		}
+	}
+	if got.Table.BestRule != res.Table.BestRule {
+		t.Errorf("best rule %q, Run's %q", got.Table.BestRule, res.Table.BestRule)
+	}
+
+	bad := trained
+	bad.Checkpoint = tinyCheckpoint(t, t.TempDir(), "other", 3)
+	// A checkpoint of another shape than the delegator is refused, named.
+	p, _, err := nn.Load(bad.Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Config
+	c.Dim, c.Hidden = 32, 64
+	q, err := nn.Alloc(c.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Checkpoint = filepath.Join(t.TempDir(), "wide")
+	if err := nn.Save(bad.Checkpoint, q, nil); err != nil {
+		t.Fatal(err)
+	}
+	ecfg.OutDir = filepath.Join(t.TempDir(), "wide-eval")
+	if _, err := Evaluate(context.Background(), ecfg, bad, Options{}); err == nil || !strings.Contains(err.Error(), bad.Checkpoint) {
+		t.Errorf("a checkpoint of another shape: err %v, want one naming it", err)
 	}
 }

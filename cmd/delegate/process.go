@@ -21,6 +21,7 @@ import (
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/world"
 )
 
 // processFlags are the flags of `delegate process`.
@@ -38,6 +39,7 @@ type processFlags struct {
 	advantage   string
 	parity      bool
 	lambda      float64
+	reward      string // graded or world
 	costUnit    string
 	skipBad     bool
 	logprobs    bool
@@ -96,7 +98,8 @@ shipped local models were trained on, --split train by default, drawn with
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (required; resumed when it holds this run)")
 	fl.StringVar(&f.advantage, "advantage", string(reward.GRPO), "advantage estimator: grpo, drgrpo or rloo")
 	fl.BoolVar(&f.parity, "parity", false, "use the reference environment's reward buckets instead of the graded reward")
-	fl.Float64Var(&f.lambda, "lambda", 0, "graded reward: cost charged per unit of --cost-unit (default 1e-5 per token)")
+	fl.StringVar(&f.reward, "reward", rewardGraded, "reward: graded (reward.DefaultGraded) or world (the reward delegate train trains with: world.DefaultReward, λ per token the policy generated, μ per sub-agent call)")
+	fl.Float64Var(&f.lambda, "lambda", 0, "graded reward: cost charged per unit of --cost-unit (default 1e-5 per token; --reward world: 0.001)")
 	fl.StringVar(&f.costUnit, "cost-unit", reward.CostTokens, "graded reward: what --lambda charges for, tokens or dollars")
 	fl.BoolVar(&f.skipBad, "skip-bad", false, "leave malformed dataset records out, reporting each, instead of failing")
 	fl.BoolVar(&f.logprobs, "logprobs", false, "ask the trained role's backend for token logprobs (and ids) for groups.jsonl")
@@ -133,7 +136,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if f.parity && !needsJudge(tasks) {
 		return errors.New("process: --parity reproduces the reference environment's judge buckets, which need open-ended tasks (open or builtin); this dataset has reference answers")
 	}
-	rw, rewardDesc, err := rewardFunc(f, lambdaSet)
+	sc, rewardDesc, err := newScorer(f, lambdaSet)
 	if err != nil {
 		return err
 	}
@@ -173,13 +176,6 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 		return fmt.Errorf("process: %w", err)
 	}
 	jcfg := cfg.Judge
-	sc := &rollout.RewardScorer{Reward: rw}
-	if f.dataset == datasetWorld {
-		sc.Verify = func(t delegate.Task, response string) (bool, error) {
-			correct, _, err := worldVerify(t, response)
-			return correct, err
-		}
-	}
 	if needsJudge(tasks) {
 		a, ok := cfg.agent(models, judge.Role, cfg.Roles.Judge)
 		if !ok {
@@ -202,7 +198,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	}
 	if f.push.url != "" {
 		fmt.Fprintf(out, "process: registering with the trajectory API at %s (waits for a trainer to start)\n", f.push.url)
-		sink, err := newPushSink(ctx, f.push, getenv("DELEGATE_API_TOKEN"), f.group)
+		sink, err := newPushSink(ctx, out, f.push, getenv("DELEGATE_API_TOKEN"), f.group)
 		if err != nil {
 			return err
 		}
@@ -315,24 +311,59 @@ func needsJudge(tasks []delegate.Task) bool {
 	return false
 }
 
-// rewardFunc returns the reward function the flags choose and a
-// description of it for the run's identity.
-func rewardFunc(f processFlags, lambdaSet bool) (func(reward.Outcome) float64, string, error) {
+// Rewards of --reward.
+const (
+	rewardGraded = "graded"
+	rewardWorld  = "world"
+)
+
+// newScorer returns the scorer of the reward the flags choose and a
+// description of the reward for the run's identity.
+func newScorer(f processFlags, lambdaSet bool) (*rollout.RewardScorer, string, error) {
 	if f.parity {
 		if lambdaSet {
 			return nil, "", errors.New("process: --lambda applies to the graded reward, not to --parity")
 		}
-		return reward.Parity, "parity reward", nil
+		if f.reward != rewardGraded {
+			return nil, "", fmt.Errorf("process: --reward %s and --parity: choose one", f.reward)
+		}
+		return &rollout.RewardScorer{Reward: reward.Parity}, "parity reward", nil
 	}
-	g := reward.DefaultGraded()
-	g.CostUnit = f.costUnit
+	sc := &rollout.RewardScorer{}
+	var g reward.Graded
+	switch f.reward {
+	case rewardGraded:
+		g = reward.DefaultGraded()
+		g.CostUnit = f.costUnit
+	case rewardWorld:
+		if f.costUnit != reward.CostTokens {
+			return nil, "", fmt.Errorf("process: --reward world charges per token, not --cost-unit %s", f.costUnit)
+		}
+		g = world.DefaultReward()
+		sc.GeneratedTokens = true
+	default:
+		return nil, "", fmt.Errorf("process: --reward %q: want %s or %s", f.reward, rewardGraded, rewardWorld)
+	}
 	if lambdaSet {
 		g.Lambda = f.lambda
 	}
 	if err := g.Validate(); err != nil {
 		return nil, "", fmt.Errorf("process: reward: %w", err)
 	}
-	return g.Reward, fmt.Sprintf("graded reward (λ %g per %s, μ %g per call, format %g)", g.Lambda, strings.TrimSuffix(g.CostUnit, "s"), g.Mu, g.FormatPenalty), nil
+	sc.Reward = g.Reward
+	if f.dataset == datasetWorld {
+		sc.Verify = func(t delegate.Task, response string) (bool, error) {
+			correct, _, err := worldVerify(t, response)
+			return correct, err
+		}
+	}
+	desc := fmt.Sprintf("graded reward (λ %g per %s, μ %g per call, format %g)", g.Lambda, strings.TrimSuffix(g.CostUnit, "s"), g.Mu, g.FormatPenalty)
+	if sc.GeneratedTokens {
+		// The graded reward's description stays as it was, so that runs
+		// written before --reward existed still resume.
+		desc = fmt.Sprintf("world reward (λ %g per generated token, μ %g per call, format %g)", g.Lambda, g.Mu, g.FormatPenalty)
+	}
+	return sc, desc, nil
 }
 
 // policyRoles are the roles of the rolled-out strategy: the trained role

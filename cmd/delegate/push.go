@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/delegatelab/delegate/api"
@@ -25,12 +29,19 @@ type pushFlags struct {
 // Atropos's ScoredData schema.
 type pushSink struct {
 	env *api.EnvClient
+	out io.Writer // a line for each pause of a second or more
+	// offPolicy bounds, besides the queue, the batches the API has
+	// assembled that the trainer has not fetched yet.
+	offPolicy int
+
+	mu     sync.Mutex
+	paused time.Duration // summed over items
 }
 
 // newPushSink registers with the API at f.url; it waits, as Atropos's
 // environments do, until a trainer has started. The token is the API's
 // bearer token (DELEGATE_API_TOKEN), empty for none.
-func newPushSink(ctx context.Context, f pushFlags, token string, groupSize int) (*pushSink, error) {
+func newPushSink(ctx context.Context, out io.Writer, f pushFlags, token string, groupSize int) (*pushSink, error) {
 	env := &api.EnvClient{
 		Client: api.Client{URL: f.url, Token: token},
 		Env: api.RegisterEnv{MaxTokenLength: f.maxTokenLen, DesiredName: f.name, Weight: f.weight,
@@ -41,15 +52,74 @@ func newPushSink(ctx context.Context, f pushFlags, token string, groupSize int) 
 	if err := env.Register(ctx); err != nil {
 		return nil, fmt.Errorf("process --push %s: register: %w", f.url, err)
 	}
-	return &pushSink{env: env}, nil
+	return &pushSink{env: env, out: out, offPolicy: max(f.offPolicy, 1)}, nil
 }
 
 // Wait pauses while the API's queue is full and returns the trainer's
 // step, the policy version the item's rollouts are sampled with.
+// A pause of a second or more is reported on out with the pauses' sum
+// over the items (items paused together count each).
 func (s *pushSink) Wait(ctx context.Context) (int, error) {
-	st, err := s.env.Wait(ctx)
-	return st.CurrentStep, err
+	start := time.Now()
+	var st api.StatusEnv
+	for {
+		var err error
+		if st, err = s.env.Wait(ctx); err != nil {
+			return 0, err
+		}
+		// The API moves queued groups into batches as soon as a batch
+		// fills, ahead of the trainer's fetches, and /status-env counts
+		// only what is left in the queue: without this bound an
+		// environment never pauses, and the trainer trains on ever
+		// staler groups.
+		ahead, err := s.ahead(ctx, st.CurrentStep)
+		if err != nil || ahead < s.offPolicy {
+			break // an API without /info's sent_step: its queue alone paces
+		}
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	if d := time.Since(start); d >= time.Second {
+		s.mu.Lock()
+		s.paused += d
+		fmt.Fprintf(s.out, "push: an item paused %.1fs for the trainer (the API's queue was full); %.1fs over the items in all\n", d.Seconds(), s.paused.Seconds())
+		s.mu.Unlock()
+	}
+	return st.CurrentStep, nil
 }
+
+// ahead returns how many batches the API has assembled, up to step, that
+// the trainer has not fetched: step less GET /info's sent_step.
+func (s *pushSink) ahead(ctx context.Context, step int) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(s.env.URL, "/")+"/info", nil)
+	if err != nil {
+		return 0, err
+	}
+	if s.env.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.env.Token)
+	}
+	resp, err := infoClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var info struct {
+		SentStep *int `json:"sent_step"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&info); err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK || info.SentStep == nil {
+		return 0, fmt.Errorf("GET /info: status %d, sent_step %v", resp.StatusCode, info.SentStep)
+	}
+	return step - *info.SentStep, nil
+}
+
+// infoClient asks the API's /info.
+var infoClient = &http.Client{Timeout: 10 * time.Second}
 
 // Send pushes one group and checks that the API took it.
 func (s *pushSink) Send(ctx context.Context, g *rollout.GroupRecord) error {

@@ -39,6 +39,7 @@ type trainFlags struct {
 	level       int
 	distractors int
 	api         string
+	processes   int
 }
 
 func newTrainCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -109,6 +110,18 @@ on every one) and --eval-items 300.`,
 			if f.total > 0 {
 				cfg.Deadline = time.Now().Add(f.total)
 			}
+			if f.processes != 0 {
+				t, err := newTopology(cmd.Flags(), cfg, f.processes, f.level, cfg.Reward.Lambda)
+				if err != nil {
+					return err
+				}
+				t.sup = newSupervisor(t.exe, cmd.OutOrStdout())
+				var progress io.Writer = cmd.ErrOrStderr()
+				if f.quiet {
+					progress = nil
+				}
+				return runTrainProcesses(cmd.Context(), cmd.OutOrStdout(), progress, log, t)
+			}
 			if f.api != "" {
 				return runTrainAPI(cmd.Context(), cmd.OutOrStdout(), cfg, f.api, getenv("DELEGATE_API_TOKEN"))
 			}
@@ -150,6 +163,7 @@ on every one) and --eval-items 300.`,
 	fl.IntVar(&f.distractors, "distractors", 0, "most distractor sentences a problem gets, uniformly 0..N (default: the level's; mlpo default 4)")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the rollouts and the item order")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
+	fl.IntVar(&f.processes, "processes", 0, "run the loop as child processes instead of in this one: the trajectory API, a policy server following the trainer's checkpoint, this many environments pushing route rollouts, and a trainer (train --api), each restarted if it dies; then the same table (0: in process)")
 	fl.StringVar(&f.api, "api", "", "train on the batches of the trajectory API at this URL (delegate api, or Atropos's) instead of running rollouts: an Atropos trainer; token from $DELEGATE_API_TOKEN")
 	return cmd
 }

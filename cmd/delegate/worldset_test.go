@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/world"
 )
 
 // The shipped local models score on --dataset world: bench and process run
@@ -67,7 +69,7 @@ func TestWorldDatasetFlagErrors(t *testing.T) {
 		want  string
 	}{
 		{"bench", []string{"--strategies", "single"}, "--n is required with --dataset world"},
-		{"bench", []string{"--strategies", "single", "--n", "2", "--level", "9"}, "--level 9: the world has levels 1 to 5"},
+		{"bench", []string{"--strategies", "single", "--n", "2", "--level", "9"}, fmt.Sprintf("--level 9: the world has levels 1 to %d", len(world.Levels()))},
 		{"bench", []string{"--strategies", "single", "--n", "2", "--data", "x.jsonl"}, "--data is not used with --dataset world"},
 		{"bench", []string{"--strategies", "single", "--n", "2", "--split", "dev"}, `--split: split "dev": want train, validation or test`},
 		{"process", []string{"-g", "2"}, "--n is required with --dataset world"},

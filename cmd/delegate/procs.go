@@ -1,0 +1,389 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/delegatelab/delegate/bench"
+	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/train"
+	"github.com/delegatelab/delegate/world"
+)
+
+// topology is `delegate train --processes N`: the RL loop of
+// docs/topology.md as child processes of this executable, supervised.
+type topology struct {
+	exe   string // the executable the children run
+	envs  int    // environments
+	level int    // the world's --level
+	cfg   train.Config
+	// trainerFlags are the flags of the command line the trainer gets as
+	// they are (its RL settings and starting checkpoint).
+	trainerFlags []string
+	lambda       *float64 // --lambda when given, for the environments' reward
+
+	sup *supervisor
+}
+
+// Layout of --out under --processes.
+const (
+	procsAPIDir     = "api"        // the API's JetStream store
+	procsTrainerDir = "trainer"    // the trainer's --out: metrics.jsonl, checkpoint/
+	procsServeFile  = "serve.yaml" // the policy server's config
+	procsEnvFile    = "env.yaml"   // the environments' config
+)
+
+// procsEnvDir is environment i's --out (from 1).
+func procsEnvDir(i int) string { return "env-" + strconv.Itoa(i) }
+
+// trainerPassFlags are train's flags the trainer child gets as given.
+var trainerPassFlags = []string{"estimator", "lr", "clip", "kl", "epochs", "temperature", "max-new-tokens", "delegator", "seed"}
+
+// procsRefused are train's flags that --processes cannot honour: only
+// route is trained from a trajectory API, the environments' reward has
+// the world's μ, and the run ends at its steps.
+var procsRefused = []string{"mode", "peers", "mu", "api", "train-time"}
+
+// newTopology checks the command line of train --processes.
+func newTopology(fl *pflag.FlagSet, cfg train.Config, envs, level int, lambda float64) (*topology, error) {
+	if runtime.GOOS == "windows" {
+		return nil, errors.New("train --processes: stopping children needs process groups, which Windows lacks")
+	}
+	if envs < 1 || envs > 64 {
+		return nil, fmt.Errorf("train --processes %d: want 1 to 64 environments", envs)
+	}
+	for _, name := range procsRefused {
+		if fl.Changed(name) {
+			return nil, fmt.Errorf("train --processes: --%s does not apply (the loop trains route to its --steps, with the world's reward but for --lambda)", name)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("train --processes: the executable to run: %w", err)
+	}
+	t := &topology{exe: exe, envs: envs, level: level, cfg: cfg}
+	for _, name := range trainerPassFlags {
+		if f := fl.Lookup(name); f != nil && f.Changed {
+			t.trainerFlags = append(t.trainerFlags, "--"+name, f.Value.String())
+		}
+	}
+	if fl.Changed("lambda") {
+		t.lambda = &lambda
+	}
+	return t, nil
+}
+
+// writeConfigs writes the policy server's and the environments' configs
+// under dir: the server has the delegator, following the trainer's
+// checkpoint, and the solver; the environments reach both through it.
+func (t *topology) writeConfigs(dir, serveAddr string) error {
+	checkpoint := func(path, shipped string) string {
+		if path == "" {
+			return shippedPrefix + shipped
+		}
+		if abs, err := filepath.Abs(path); err == nil {
+			return abs
+		}
+		return path
+	}
+	follow, err := filepath.Abs(rl.CheckpointDir(filepath.Join(dir, procsTrainerDir)))
+	if err != nil {
+		return fmt.Errorf("train --processes: %w", err)
+	}
+	prices := world.DefaultPrices()
+	price := func(p struct{ in, cached, out float64 }) string {
+		return fmt.Sprintf("{input: %g, cached_input: %g, output: %g}", p.in, p.cached, p.out)
+	}
+	dp := price(struct{ in, cached, out float64 }{prices.Delegator.Input, prices.Delegator.CachedInput, prices.Delegator.Output})
+	sp := price(struct{ in, cached, out float64 }{prices.Solver.Input, prices.Solver.CachedInput, prices.Solver.Output})
+	serve := fmt.Sprintf(`# written by delegate train --processes: the policy server
+models:
+  delegator:
+    kind: local
+    checkpoint: %q
+    follow: %q
+    follow_every: 100ms
+    max_batch: 64
+    price: %s
+  solver:
+    kind: local
+    checkpoint: %q
+    max_batch: 64
+    price: %s
+`, checkpoint(t.cfg.Delegator, "delegator"), follow, dp, checkpoint(t.cfg.Solver, "solver"), sp)
+	env := fmt.Sprintf(`# written by delegate train --processes: an environment sampling the
+# policy server; the preset declares the world's tools and prompts.
+preset: world
+models:
+  delegator: {kind: openai, base_url: "http://%[1]s/v1", model: delegator, token_ids: true, max_retries: 8, price: %[2]s}
+  solver: {kind: openai, base_url: "http://%[1]s/v1", model: solver, max_retries: 8, price: %[3]s}
+roles: {default: delegator, subagent: solver, weak: solver}
+strategy:
+  single: {temperature: 0}
+  strong: {temperature: 0}
+`, serveAddr, dp, sp)
+	for name, doc := range map[string]string{procsServeFile: serve, procsEnvFile: env} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(doc), 0o644); err != nil {
+			return fmt.Errorf("train --processes: %w", err)
+		}
+	}
+	return nil
+}
+
+// children are the processes of the topology: the API, the policy
+// server, the trainer and the environments.
+func (t *topology) children(dir, apiAddr, serveAddr string) []child {
+	url := "http://" + apiAddr
+	c := t.cfg
+	trainer := append([]string{"train", "--api", url, "--out", filepath.Join(dir, procsTrainerDir),
+		"--steps", strconv.Itoa(c.RL.Steps), "--items", strconv.Itoa(c.RL.ItemsPerStep), "--group", strconv.Itoa(c.RL.GroupSize)},
+		t.trainerFlags...)
+	out := []child{
+		{name: "api", args: []string{"api", "--addr", apiAddr, "--data", filepath.Join(dir, procsAPIDir)}},
+		{name: "serve", args: []string{"serve", "--config", filepath.Join(dir, procsServeFile), "--addr", serveAddr,
+			// Every environment's rollouts at once, as the in-process loop
+			// runs a step's: batched by the models' engines.
+			"--max-concurrent", "128", "--max-queue", "256"}},
+		{name: "trainer", args: trainer, finishes: true},
+	}
+	// Enough items for every step from any one environment; the pacing
+	// of the API (its queue) keeps them from running far ahead.
+	items := c.RL.Steps * c.RL.ItemsPerStep
+	conc := max(c.RL.Concurrency/t.envs, c.RL.GroupSize)
+	for i := 1; i <= t.envs; i++ {
+		args := []string{"process", "--config", filepath.Join(dir, procsEnvFile), "--dataset", datasetWorld,
+			"--level", strconv.Itoa(t.level), "--distractors", strconv.Itoa(c.World.Distractors),
+			"-n", strconv.Itoa(items), "--seed", strconv.FormatUint(c.Seed+uint64(i), 10), "-g", strconv.Itoa(c.RL.GroupSize),
+			"--concurrency", strconv.Itoa(conc), "--strategy", "route", "--temperature", strconv.FormatFloat(c.RL.Temperature, 'g', -1, 64),
+			"--keep-ties", "--reward", rewardWorld, "--advantage", string(c.RL.Estimator), "--progress", "none",
+			"--out", filepath.Join(dir, procsEnvDir(i)), "--push", url, "--push-name", fmt.Sprintf("env-%d", i),
+			// One batch ahead of the trainer at most: the loop stays
+			// close to on-policy, as the in-process loop is.
+			"--push-offpolicy", "1"}
+		if t.lambda != nil {
+			args = append(args, "--lambda", strconv.FormatFloat(*t.lambda, 'g', -1, 64))
+		}
+		out = append(out, child{name: fmt.Sprintf("env %d", i), args: args, finishes: true})
+	}
+	return out
+}
+
+// run starts the topology under dir and supervises it until the trainer
+// has taken its steps (nil), ctx ends, or a child died more often than
+// the supervisor restarts it. Every child is stopped before it returns,
+// in the order that lets each leave cleanly: the environments (which
+// tell the API they go), then the trainer, then the server and the API.
+func (t *topology) run(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("train --processes: %w", err)
+	}
+	apiAddr, err := freeLoopback()
+	if err != nil {
+		return err
+	}
+	serveAddr, err := freeLoopback()
+	if err != nil {
+		return err
+	}
+	if err := t.writeConfigs(dir, serveAddr); err != nil {
+		return err
+	}
+	children := t.children(dir, apiAddr, serveAddr)
+	const api, serve, trainer = 0, 1, 2 // children's first three; the environments follow
+
+	// One context per stage of the stop, each ended only by the stop.
+	base := context.WithoutCancel(ctx)
+	infraCtx, stopInfra := context.WithCancel(base)
+	trainerCtx, stopTrainer := context.WithCancel(base)
+	envCtx, stopEnvs := context.WithCancel(base)
+	defer stopInfra()
+	defer stopTrainer()
+	defer stopEnvs()
+	stop := make(chan struct{})
+	requestStop := sync.OnceFunc(func() { close(stop) })
+
+	errs := make([]error, len(children))
+	var infraWG, trainerWG, envWG sync.WaitGroup
+	start := func(i int, wg *sync.WaitGroup, cctx context.Context) {
+		wg.Go(func() {
+			errs[i] = t.sup.run(cctx, children[i])
+			switch {
+			case errs[i] != nil && cctx.Err() == nil:
+				t.sup.printf("giving up: %v; stopping every process", errs[i])
+				requestStop()
+			case errs[i] == nil && i == trainer:
+				t.sup.printf("the trainer took its %d steps; stopping every process", t.cfg.RL.Steps)
+				requestStop()
+			}
+		})
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-ctx.Done():
+			t.sup.printf("interrupted; stopping every process")
+		case <-stop:
+		}
+		stopEnvs()
+		envWG.Wait()
+		stopTrainer()
+		trainerWG.Wait()
+		stopInfra()
+		infraWG.Wait()
+	}()
+	// The API and the server first, so that the others find them up.
+	start(api, &infraWG, infraCtx)
+	start(serve, &infraWG, infraCtx)
+	werr := waitHTTP(trainerCtx, "http://"+apiAddr+"/status", "api")
+	if werr == nil {
+		werr = waitHTTP(trainerCtx, "http://"+serveAddr+"/health", "serve")
+	}
+	if werr == nil && ctx.Err() == nil {
+		start(trainer, &trainerWG, trainerCtx)
+		for i := trainer + 1; i < len(children); i++ {
+			start(i, &envWG, envCtx)
+		}
+	} else {
+		requestStop()
+	}
+	<-stopped
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("train --processes: %s: %w", children[i].name, err)
+		}
+	}
+	if werr != nil && !errors.Is(werr, context.Canceled) {
+		return fmt.Errorf("train --processes: %w", werr)
+	}
+	if errs[trainer] != nil || werr != nil {
+		// Interrupted before the trainer had finished.
+		return fmt.Errorf("train --processes: interrupted; run the same command again to resume from %s: %w", dir, context.Canceled)
+	}
+	return nil
+}
+
+// freeLoopback returns a loopback address whose port is free now.
+func freeLoopback() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("train --processes: a free loopback port: %w", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return "", fmt.Errorf("train --processes: a free loopback port: %w", err)
+	}
+	return addr, nil
+}
+
+// waitHTTP polls url until it answers (any status), for 2 minutes.
+func waitHTTP(ctx context.Context, url, what string) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("wait for %s: %w", what, err)
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer %s within 2 minutes: %w", what, url, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// runTrainProcesses is train --processes: the topology until the trainer
+// is done, then the table of train.Run's evaluation for its checkpoint.
+func runTrainProcesses(ctx context.Context, out, progress io.Writer, log *slog.Logger, t *topology) error {
+	start := time.Now()
+	dir := t.cfg.OutDir
+	fmt.Fprintf(out, "train --processes: the API, a policy server, %d environments and a trainer as child processes of %s, under %s\n", t.envs, t.exe, dir)
+	if err := t.run(ctx, dir); err != nil {
+		return err
+	}
+	trainedAt := time.Since(start)
+	trainerDir := filepath.Join(dir, procsTrainerDir)
+	ms, err := readTrainerMetrics(trainerDir)
+	if err != nil {
+		return err
+	}
+	trained := train.Result{StoppedBy: "steps", Checkpoint: filepath.Join(rl.CheckpointDir(trainerDir), "policy")}
+	for _, m := range ms {
+		trained.Steps = max(trained.Steps, m.Step)
+		trained.TrainSeconds += m.RolloutSeconds + m.UpdateSeconds
+	}
+	fmt.Fprintf(out, "\n%d RL steps by the trainer in %s; evaluating its policy as delegate train does\n", trained.Steps, trainedAt.Round(time.Second))
+
+	trainCh := make(chan rl.Progress)
+	close(trainCh)
+	evalCh := make(chan bench.Progress, 256)
+	phases := make(chan string, 8)
+	bars := newTrainBars(ctx, progress, t.cfg.RL.Steps, isTerminal(progress), 0)
+	var wg sync.WaitGroup
+	wg.Go(func() { bars.observe(trainCh, evalCh, phases) })
+	res, err := train.Evaluate(ctx, t.cfg, trained, train.Options{
+		EvalProgress: evalCh,
+		Phase:        func(name string) { phases <- name },
+		Log:          log,
+	})
+	close(evalCh)
+	close(phases)
+	wg.Wait()
+	bars.finish()
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("interrupted; run the same command again to resume from %s: %w", dir, err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n%d RL steps (%.0f s of the trainer's waits and updates); trained policy in %s; %s in all\n\n",
+		res.Steps, res.TrainSeconds, res.Checkpoint, time.Since(start).Round(time.Second))
+	if err := res.Table.WriteMarkdown(out); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nwritten: %s, %s, %s, %s\n",
+		filepath.Join(trainerDir, rl.MetricsFile), filepath.Join(dir, train.EvalFile), filepath.Join(dir, train.TableFile), res.Checkpoint)
+	return nil
+}
+
+// readTrainerMetrics reads the metrics log of a trainer's --out.
+func readTrainerMetrics(dir string) ([]rl.Metrics, error) {
+	f, err := os.Open(filepath.Join(dir, rl.MetricsFile))
+	if err != nil {
+		return nil, fmt.Errorf("train --processes: the trainer's metrics: %w", err)
+	}
+	defer f.Close()
+	ms, err := rl.ReadMetrics(f)
+	if err != nil {
+		return nil, fmt.Errorf("train --processes: the trainer's metrics: %w", err)
+	}
+	return ms, nil
+}
+
+// newSupervisor is the supervisor of train --processes, running exe and
+// writing to out.
+func newSupervisor(exe string, out io.Writer) *supervisor {
+	return &supervisor{exe: exe, out: out, grace: 10 * time.Second, maxRestarts: 5, backoff: 500 * time.Millisecond, maxBackoff: 8 * time.Second}
+}

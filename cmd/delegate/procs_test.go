@@ -1,0 +1,453 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/rollout"
+	"github.com/delegatelab/delegate/store"
+)
+
+// topologyRun is a `delegate train --processes` child process of a test:
+// its output, as it comes, and the pids of its children by name.
+type topologyRun struct {
+	cmd  *exec.Cmd
+	done chan error // the exit, once
+
+	mu    sync.Mutex
+	out   strings.Builder
+	pids  map[string]int
+	lines chan string // every line, for the test's triggers; dropped when full
+}
+
+var startedRE = regexp.MustCompile(`^\[supervisor\] (.+) started \(pid (\d+)\)`)
+
+// startTopology runs the delegate command that testscript.Main put on
+// PATH (the test binary under the name delegate): os.Executable in it is
+// that copy, so its children run delegate's main too.
+func startTopology(t *testing.T, args ...string) *topologyRun {
+	t.Helper()
+	exe, err := exec.LookPath("delegate")
+	if err != nil {
+		t.Fatalf("no delegate command on PATH (TestMain puts it there): %v", err)
+	}
+	cmd := exec.Command(exe, append([]string{"train", "--processes"}, args...)...)
+	cmd.Dir = t.TempDir()
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &topologyRun{cmd: cmd, done: make(chan error, 1), pids: map[string]int{}, lines: make(chan string, 4096)}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			r.mu.Lock()
+			r.out.WriteString(line + "\n")
+			if m := startedRE.FindStringSubmatch(line); m != nil {
+				r.pids[m[1]], _ = strconv.Atoi(m[2])
+			}
+			r.mu.Unlock()
+			select {
+			case r.lines <- line:
+			default:
+			}
+		}
+		close(r.lines)
+	}()
+	go func() {
+		err := cmd.Wait()
+		pw.Close()
+		r.done <- err
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // gone already when the test went well
+	})
+	return r
+}
+
+func (r *topologyRun) output() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.out.String()
+}
+
+func (r *topologyRun) pid(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pids[name]
+}
+
+// alive reports whether pid is a running process (a zombie is not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil
+	}
+	// The state follows the command's closing parenthesis.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// waitGone fails t unless every pid ends within d.
+func waitGone(t *testing.T, pids map[string]int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for name, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Errorf("%s (pid %d) is still running: an orphan", name, pid)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// topologyArgs is a short loop: 2 environments, steps of 2 groups of 2,
+// a small table.
+func topologyArgs(out string, steps int) []string {
+	return []string{"2", "--steps", strconv.Itoa(steps), "--items", "2", "--group", "2", "--eval-items", "4", "--rule-items", "2", "-q", "--out", out}
+}
+
+// TestTrainProcessesSurvivesKills runs `delegate train --processes 2` and
+// kills each kind of child once with SIGKILL, at a random moment after a
+// given trainer step: the API, the policy server, an environment, the
+// trainer. The supervisor restarts each; the run takes all its steps and
+// prints the table. Afterwards the API's own record of the batch of every
+// step (GET /batch?step=N on the same store) shows each group handed to
+// the trainer at most once, every one a group an environment wrote, and
+// every group an environment recorded as pushed either trained or still
+// queued; the trainer's metrics have each step once, and the restarted
+// trainer went on from its checkpoint.
+func TestTrainProcessesSurvivesKills(t *testing.T) {
+	const steps = 8
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 1))
+	t.Logf("kill delays drawn with seed %d", seed)
+	out := t.TempDir()
+	r := startTopology(t, topologyArgs(out, steps)...)
+
+	// After trainer step k, kill kills[k] after a random delay.
+	kills := map[int]string{1: "api", 2: "serve", 3: "env 1", 4: "trainer"}
+	stepRE := regexp.MustCompile(`^\[trainer\] step (\d+)/`)
+	killed := map[string]bool{}
+	lastBeforeKill, firstAfterKill := 0, 0
+	trainerKilled := false
+	var killWG sync.WaitGroup
+	var killMu sync.Mutex
+	for line := range r.lines {
+		m := stepRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		k, _ := strconv.Atoi(m[1])
+		killMu.Lock()
+		if trainerKilled && firstAfterKill == 0 {
+			firstAfterKill = k
+		}
+		if !trainerKilled {
+			lastBeforeKill = k
+		}
+		killMu.Unlock()
+		name, ok := kills[k]
+		if !ok || killed[name] {
+			continue
+		}
+		killed[name] = true
+		delay := time.Duration(rng.IntN(250)) * time.Millisecond
+		pid := r.pid(name)
+		killWG.Go(func() {
+			time.Sleep(delay)
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Errorf("kill -9 %s (pid %d): %v", name, pid, err)
+			}
+			if name == "trainer" {
+				killMu.Lock()
+				trainerKilled = true
+				killMu.Unlock()
+			}
+			t.Logf("killed %s (pid %d) %s after trainer step %d", name, pid, delay, k)
+		})
+	}
+	killWG.Wait()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("train --processes: %v\n%s", err, r.output())
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("train --processes did not finish:\n%s", r.output())
+	}
+	got := r.output()
+	for _, name := range []string{"api", "serve", "env 1", "trainer"} {
+		if !strings.Contains(got, "[supervisor] "+name+" died unexpectedly") {
+			t.Errorf("no restart of %s:\n%s", name, got)
+		}
+	}
+	if !strings.Contains(got, fmt.Sprintf("| RL-trained delegator (step %d) |", steps)) {
+		t.Errorf("no table row of the trained delegator at step %d:\n%s", steps, got)
+	}
+
+	// The trainer's metrics: each step once, in order.
+	ms := readMetrics(t, filepath.Join(out, procsTrainerDir, "metrics.jsonl"))
+	if len(ms) != steps {
+		t.Fatalf("%d metrics lines, want %d", len(ms), steps)
+	}
+	for i, m := range ms {
+		if m.Step != i+1 || m.Groups != 2 {
+			t.Errorf("metrics line %d: step %d with %d groups, want step %d with 2", i, m.Step, m.Groups, i+1)
+		}
+	}
+	// Resumed from its checkpoint: the restarted trainer's first step is
+	// the one after the last it checkpointed (the one it was on, when the
+	// kill came between its metrics line and its checkpoint), not step 1.
+	killMu.Lock()
+	if firstAfterKill < 2 || firstAfterKill > lastBeforeKill+1 || firstAfterKill < lastBeforeKill {
+		t.Errorf("the restarted trainer's first step is %d; the last before the kill was %d: it did not resume from its checkpoint", firstAfterKill, lastBeforeKill)
+	}
+	killMu.Unlock()
+
+	checkDelivery(t, out, steps, 2)
+}
+
+// checkDelivery reads the batch of every step back from the API's store
+// and checks it against what the environments wrote and pushed.
+func checkDelivery(t *testing.T, out string, steps, groupsPerStep int) {
+	t.Helper()
+	url := startAPIAt(t, filepath.Join(out, procsAPIDir))
+	batch := func(step int) []api.ScoredData {
+		resp, err := http.Get(fmt.Sprintf("%s/batch?step=%d", url, step))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b api.Batch
+		err = json.NewDecoder(resp.Body).Decode(&b)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("batch of step %d: status %d, %v", step, resp.StatusCode, err)
+		}
+		return b.Batch
+	}
+	delivered := map[string]int{}
+	for step := 1; step <= steps; step++ {
+		b := batch(step)
+		if len(b) != groupsPerStep {
+			t.Errorf("batch of step %d has %d groups, want %d", step, len(b), groupsPerStep)
+		}
+		for _, g := range b {
+			id, _ := g.GroupOverrides["group_id"].(string)
+			delivered[id]++
+		}
+	}
+	// What the API holds for later steps: batches it assembled ahead of
+	// the trainer (taken now), then the groups still queued.
+	later := map[string]bool{}
+	for step := steps + 1; ; step++ {
+		b := batch(step)
+		if len(b) == 0 {
+			break
+		}
+		for _, g := range b {
+			id, _ := g.GroupOverrides["group_id"].(string)
+			later[id] = true
+		}
+	}
+	written, pushed := map[string]bool{}, map[string]bool{}
+	for i := 1; i <= 2; i++ {
+		dir := filepath.Join(out, procsEnvDir(i))
+		db, err := store.Open(context.Background(), filepath.Join(dir, rollout.StateFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent, err := db.Sent(context.Background())
+		db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "groups.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var g rollout.GroupRecord
+			if err := json.Unmarshal([]byte(line), &g); err != nil {
+				t.Fatalf("%s groups.jsonl: %v", dir, err)
+			}
+			id := g.Run + "/" + g.ID
+			written[id] = true
+			if sent[[2]int{g.Item, g.Group}] {
+				pushed[id] = true
+			}
+		}
+	}
+	for id, n := range delivered {
+		if n != 1 || !written[id] {
+			t.Errorf("group %q handed to the trainer %d times (written by an environment: %v); want once, and written", id, n, written[id])
+		}
+	}
+	st, err := (&api.TrainerClient{Client: api.Client{URL: url}}).Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	notTrained := 0
+	for id := range pushed {
+		if delivered[id] == 0 && !later[id] {
+			notTrained++
+		}
+	}
+	if notTrained > st.QueueSize {
+		t.Errorf("%d groups the environments pushed are neither trained on nor in a later batch, but the API queues only %d: groups lost", notTrained, st.QueueSize)
+	}
+	t.Logf("%d groups written, %d pushed, %d trained on, %d in later batches, %d queued", len(written), len(pushed), len(delivered), len(later), st.QueueSize)
+}
+
+// startAPIAt runs `delegate api` in this process on the store dir until
+// the test ends and returns its URL.
+func startAPIAt(t *testing.T, dir string) string {
+	t.Helper()
+	var out syncBuffer
+	cmd := newRootCmd(func(string) string { return "" }, slog.New(slog.DiscardHandler))
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"api", "--addr", "127.0.0.1:0", "--data", dir})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("api: %v", err)
+		}
+	})
+	re := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
+	for deadline := time.Now().Add(30 * time.Second); re.FindString(out.String()) == ""; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the api printed no address: %q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return re.FindString(out.String())
+}
+
+// TestTrainProcessesLeavesNoOrphan stops `delegate train --processes`
+// while its children run, by SIGINT (Ctrl-C: it stops them and says how
+// to resume) and by SIGKILL (it cannot: the kernel kills them, Pdeathsig):
+// no child outlives it either way.
+func TestTrainProcessesLeavesNoOrphan(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			r := startTopology(t, topologyArgs(t.TempDir(), 50)...)
+			// Every child up, and the trainer training.
+			for line := range r.lines {
+				if strings.HasPrefix(line, "[trainer] step 1/") {
+					break
+				}
+			}
+			pids := map[string]int{}
+			for _, name := range []string{"api", "serve", "trainer", "env 1", "env 2"} {
+				if pids[name] = r.pid(name); pids[name] == 0 {
+					t.Fatalf("%s never started:\n%s", name, r.output())
+				}
+			}
+			if err := r.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for range r.lines {
+				}
+			}()
+			var err error
+			select {
+			case err = <-r.done:
+			case <-time.After(time.Minute):
+				t.Fatalf("train --processes did not end on %s:\n%s", sig, r.output())
+			}
+			if err == nil {
+				t.Errorf("train --processes stopped by %s exited 0", sig)
+			}
+			waitGone(t, pids, 15*time.Second)
+			if sig == syscall.SIGINT && !strings.Contains(r.output(), "run the same command again to resume") {
+				t.Errorf("interrupted, it did not say how to resume:\n%s", r.output())
+			}
+		})
+	}
+}
+
+// TestSupervisorGivesUp runs a child that always fails: the supervisor
+// restarts it maxRestarts times with growing backoff, then returns an
+// error naming it and its last exit; every line of the child comes out
+// behind its prefix. A child that finishes is not restarted.
+func TestSupervisorGivesUp(t *testing.T) {
+	exe, err := exec.LookPath("delegate")
+	if err != nil {
+		t.Fatalf("no delegate command on PATH (TestMain puts it there): %v", err)
+	}
+	var out syncBuffer
+	s := &supervisor{exe: exe, out: &out, grace: time.Second, maxRestarts: 2, backoff: 10 * time.Millisecond, maxBackoff: 20 * time.Millisecond}
+	err = s.run(context.Background(), child{name: "bad", args: []string{"train", "--no-such-flag"}, finishes: true})
+	if err == nil || !strings.Contains(err.Error(), "bad: exit status 1, after 2 restarts") {
+		t.Errorf("err %v, want the child named, its exit status and 2 restarts", err)
+	}
+	got := out.String()
+	if n := strings.Count(got, "[supervisor] bad started"); n != 3 {
+		t.Errorf("started %d times, want 3 (once and 2 restarts):\n%s", n, got)
+	}
+	for _, want := range []string{"[bad] delegate: unknown flag: --no-such-flag", "restart 1 of 2 in 10ms", "restart 2 of 2 in 20ms"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+
+	var done syncBuffer
+	s.out = &done
+	if err := s.run(context.Background(), child{name: "ok", args: []string{"--help"}, finishes: true}); err != nil {
+		t.Errorf("a child that finishes: %v", err)
+	}
+	if got := done.String(); strings.Count(got, "started") != 1 || !strings.Contains(got, "[supervisor] ok finished") {
+		t.Errorf("a child that finishes: output\n%s\nwant one start and finished", got)
+	}
+}
+
+// TestTrainProcessesFlags checks the command lines train --processes
+// refuses before it starts anything.
+func TestTrainProcessesFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"too many", []string{"--processes", "65"}, "want 1 to 64 environments"},
+		{"negative", []string{"--processes", "-1"}, "want 1 to 64 environments"},
+		{"api", []string{"--processes", "2", "--api", "http://127.0.0.1:1"}, "--api does not apply"},
+		{"mu", []string{"--processes", "2", "--mu", "0.1"}, "--mu does not apply"},
+		{"mlpo", []string{"--processes", "2", "--mode", "mlpo"}, "--mode does not apply"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := execute(t, testEnv, append([]string{"train", "--out", t.TempDir()}, tt.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err %v, want one containing %q\n%s", err, tt.want, out)
+			}
+		})
+	}
+}

@@ -1,0 +1,235 @@
+// Command topology measures `delegate train --processes N` against the
+// in-process `delegate train` on the same training run (world, seeds,
+// steps, group shape, table), side by side in one invocation: wall time,
+// trainer steps per minute, rollouts per second, the time the trainer
+// waits for data and the environments wait for the trainer, the staleness
+// of the groups trained on, and the final table of each. Targets: the
+// multi-process trained reward inside the in-process run's 95% interval,
+// and a wall time at most 1.3× the in-process run's; PASS or MISS each.
+//
+//	go run ./perf/topology -steps 40 -processes 2
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/delegatelab/delegate/perf/internal/host"
+)
+
+// metrics is the part of a metrics.jsonl line (rl.Metrics) read here.
+type metrics struct {
+	Step            int     `json:"step"`
+	Rollouts        int     `json:"rollouts"`
+	Reward          float64 `json:"reward"`
+	StalenessGroups []int   `json:"staleness_groups"`
+	UnknownVersion  int     `json:"unknown_version_groups"`
+	Groups          int     `json:"groups"`
+	RolloutSeconds  float64 `json:"rollout_seconds"`
+	UpdateSeconds   float64 `json:"update_seconds"`
+}
+
+// result is one run's figures.
+type result struct {
+	name    string
+	wall    time.Duration // the whole command, table included
+	train   time.Duration // from the start to the trainer's last step
+	ms      []metrics
+	envWait float64 // item-seconds the environments paused for the trainer
+	trained float64 // the trained delegator's reward in the table
+	lo, hi  float64 // its 95% interval
+	table   string
+}
+
+func main() {
+	steps := flag.Int("steps", 40, "RL steps of each run")
+	items := flag.Int("items", 2, "items per step")
+	group := flag.Int("group", 4, "rollouts per item")
+	procs := flag.Int("processes", 2, "environments of the multi-process run")
+	evalItems := flag.Int("eval-items", 100, "held-out items of each table")
+	ruleItems := flag.Int("rule-items", 20, "training items the fixed rules run on")
+	seed := flag.Int("seed", 1, "seed of both runs")
+	dir := flag.String("dir", "", "work directory (default: a temporary one, removed)")
+	flag.Parse()
+	if err := run(*steps, *items, *group, *procs, *evalItems, *ruleItems, *seed, *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "topology:", err)
+		os.Exit(1)
+	}
+}
+
+func run(steps, items, group, procs, evalItems, ruleItems, seed int, dir string) error {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "perf-topology")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	bin := filepath.Join(dir, "delegate")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/delegate")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("build: %w", err)
+	}
+	load, _ := host.LoadAverage()
+	fmt.Printf("machine: %s, %d CPUs, %s; load average at start %.2f\n", host.CPUModel(), runtime.NumCPU(), runtime.Version(), load[0])
+	common := []string{"--steps", strconv.Itoa(steps), "--items", strconv.Itoa(items), "--group", strconv.Itoa(group),
+		"--eval-items", strconv.Itoa(evalItems), "--rule-items", strconv.Itoa(ruleItems), "--seed", strconv.Itoa(seed), "--time", "0", "-q"}
+	fmt.Printf("run: delegate train %s (in process, then with --processes %d)\n\n", strings.Join(common, " "), procs)
+
+	in, err := measure("in process", bin, filepath.Join(dir, "in"), "", common)
+	if err != nil {
+		return err
+	}
+	multi, err := measure(fmt.Sprintf("%d processes", procs), bin, filepath.Join(dir, "procs"), "trainer",
+		append([]string{"--processes", strconv.Itoa(procs)}, common...))
+	if err != nil {
+		return err
+	}
+	report(in, multi)
+	return nil
+}
+
+var (
+	trainedRow = regexp.MustCompile(`(?m)^\| RL-trained delegator \(step \d+\) \| \d+ \| [^|]+\| ([-0-9.]+) \[([-0-9.]+), ([-0-9.]+)\] \|`)
+	envWaitRE  = regexp.MustCompile(`^\[env \d+\] push: .*; ([0-9.]+)s over the items in all`)
+	envRE      = regexp.MustCompile(`^\[(env \d+)\] `)
+)
+
+// measure runs the command with out as --out; metricsDir is where its
+// trainer's metrics.jsonl is, under out.
+func measure(name, bin, out, metricsDir string, args []string) (*result, error) {
+	r := &result{name: name}
+	cmd := exec.Command(bin, append([]string{"train", "--out", out}, args...)...)
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	var log strings.Builder
+	envWaits := map[string]float64{}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			log.WriteString(line + "\n")
+			if strings.HasPrefix(line, "[supervisor] the trainer took its") {
+				r.train = time.Since(start)
+			}
+			if m := envWaitRE.FindStringSubmatch(line); m != nil {
+				env := envRE.FindStringSubmatch(line)[1]
+				envWaits[env], _ = strconv.ParseFloat(m[1], 64)
+			}
+		}
+	})
+	err := cmd.Wait()
+	pw.Close()
+	wg.Wait()
+	r.wall = time.Since(start)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w\n%s", name, err, log.String())
+	}
+	for _, w := range envWaits {
+		r.envWait += w
+	}
+	f, err := os.Open(filepath.Join(out, metricsDir, "metrics.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(f)
+	for {
+		var m metrics
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s metrics: %w", name, err)
+		}
+		r.ms = append(r.ms, m)
+	}
+	f.Close()
+	if r.train == 0 {
+		// In process: the training phase is the steps' rollouts and updates.
+		var s float64
+		for _, m := range r.ms {
+			s += m.RolloutSeconds + m.UpdateSeconds
+		}
+		r.train = time.Duration(s * float64(time.Second))
+	}
+	tab, err := os.ReadFile(filepath.Join(out, "table.md"))
+	if err != nil {
+		return nil, err
+	}
+	r.table = string(tab)
+	m := trainedRow.FindStringSubmatch(r.table)
+	if m == nil {
+		return nil, fmt.Errorf("%s: no trained row in the table:\n%s", name, r.table)
+	}
+	r.trained, _ = strconv.ParseFloat(m[1], 64)
+	r.lo, _ = strconv.ParseFloat(m[2], 64)
+	r.hi, _ = strconv.ParseFloat(m[3], 64)
+	return r, nil
+}
+
+func report(in, multi *result) {
+	fmt.Printf("%-12s %9s %9s %11s %12s %14s %14s %20s %s\n", "run", "wall s", "train s", "steps/min", "rollouts/s", "trainer wait s", "env wait s", "trained reward", "staleness (groups by steps behind)")
+	for _, r := range []*result{in, multi} {
+		var rollouts int
+		var wait float64
+		hist := []int{}
+		unknown := 0
+		for _, m := range r.ms {
+			rollouts += m.Rollouts
+			wait += m.RolloutSeconds
+			if m.StalenessGroups == nil && m.UnknownVersion == 0 {
+				// In process every group is sampled by the current policy.
+				m.StalenessGroups = []int{m.Groups}
+			}
+			for k, n := range m.StalenessGroups {
+				for len(hist) <= k {
+					hist = append(hist, 0)
+				}
+				hist[k] += n
+			}
+			unknown += m.UnknownVersion
+		}
+		envWait := "-"
+		if r != in {
+			envWait = fmt.Sprintf("%.1f", r.envWait)
+		}
+		fmt.Printf("%-12s %9.1f %9.1f %11.1f %12.2f %14.1f %14s %20s %v (unknown %d)\n", r.name, r.wall.Seconds(), r.train.Seconds(),
+			float64(len(r.ms))/r.train.Minutes(), float64(rollouts)/r.train.Seconds(), wait, envWait,
+			fmt.Sprintf("%.3f [%.3f, %.3f]", r.trained, r.lo, r.hi), hist, unknown)
+	}
+	fmt.Println("\n(in process the trainer's wait is its own rollouts; with processes, the time it waited for a batch; env wait sums the pauses of every item)")
+	verdict := func(ok bool) string {
+		if ok {
+			return "PASS"
+		}
+		return "MISS"
+	}
+	inside := multi.trained >= in.lo && multi.trained <= in.hi
+	fmt.Printf("\n%s multi-process trained reward %.3f inside the in-process run's 95%% interval [%.3f, %.3f]\n", verdict(inside), multi.trained, in.lo, in.hi)
+	ratio := multi.wall.Seconds() / in.wall.Seconds()
+	fmt.Printf("%s wall time %.1f s against %.1f s in process: %.2fx (target at most 1.30x)\n", verdict(ratio <= 1.3), multi.wall.Seconds(), in.wall.Seconds(), ratio)
+	for _, r := range []*result{in, multi} {
+		fmt.Printf("\n## %s\n\n%s", r.name, r.table)
+	}
+}
