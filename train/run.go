@@ -84,19 +84,8 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if opt.Log == nil {
-		opt.Log = slog.New(slog.DiscardHandler)
-	}
-	phase := func(name string) {
-		if opt.Phase != nil {
-			opt.Phase(name)
-		}
-		opt.Log.Info("train: " + name)
-	}
-	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
-		return nil, fmt.Errorf("train: %w", err)
-	}
-	if err := checkIdentity(cfg); err != nil {
+	phase, err := begin(cfg, &opt)
+	if err != nil {
 		return nil, err
 	}
 	r, err := newRunner(cfg, opt)
@@ -128,6 +117,26 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	return res, nil
 }
 
+// begin readies cfg.OutDir for a run (its identity written or checked)
+// and opt's logger, and returns the function that announces each phase.
+func begin(cfg Config, opt *Options) (func(string), error) {
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	if err := checkIdentity(cfg); err != nil {
+		return nil, err
+	}
+	return func(name string) {
+		if opt.Phase != nil {
+			opt.Phase(name)
+		}
+		opt.Log.Info("train: " + name)
+	}, nil
+}
+
 // Evaluate makes Run's table for a policy trained elsewhere (by train
 // --api, the trainer of a multi-process run): the baselines of cfg, as Run
 // evaluates them, and the policy of trained.Checkpoint (an nn checkpoint
@@ -142,19 +151,8 @@ func Evaluate(ctx context.Context, cfg Config, trained Result, opt Options) (*Re
 	if cfg.Mode != ModeRoute {
 		return nil, fmt.Errorf("train: evaluate a checkpoint: mode %s: only %s is trained from a trajectory API", cfg.Mode, ModeRoute)
 	}
-	if opt.Log == nil {
-		opt.Log = slog.New(slog.DiscardHandler)
-	}
-	phase := func(name string) {
-		if opt.Phase != nil {
-			opt.Phase(name)
-		}
-		opt.Log.Info("train: " + name)
-	}
-	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
-		return nil, fmt.Errorf("train: %w", err)
-	}
-	if err := checkIdentity(cfg); err != nil {
+	phase, err := begin(cfg, &opt)
+	if err != nil {
 		return nil, err
 	}
 	trainedP, err := loadCheckpoint("trained delegator", trained.Checkpoint)

@@ -26,27 +26,7 @@ import (
 // test ends and returns its URL.
 func startAPI(t *testing.T) string {
 	t.Helper()
-	var out syncBuffer
-	cmd := newRootCmd(func(string) string { return "" }, slog.New(slog.DiscardHandler))
-	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"api", "--addr", "127.0.0.1:0", "--data", t.TempDir()})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("api: %v", err)
-		}
-	})
-	re := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
-	for deadline := time.Now().Add(30 * time.Second); re.FindString(out.String()) == ""; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the api printed no address: %q", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return re.FindString(out.String())
+	return startAPIAt(t, t.TempDir())
 }
 
 // saveSmallModel writes a random small model (context 512) of the tokenizer's
