@@ -94,15 +94,7 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	}
 	defer r.close()
 
-	var best string
-	if cfg.Mode == ModeRoute {
-		phase("choose the best fixed rule on training items")
-		if best, err = r.chooseRule(ctx); err != nil {
-			return nil, err
-		}
-	}
-	phase("evaluate baselines")
-	reserve, err := r.evaluateBaselines(ctx)
+	reserve, err := r.start(ctx, phase)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +103,7 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.final(ctx, phase, res, best); err != nil {
+	if err := r.final(ctx, phase, res); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -167,15 +159,7 @@ func Evaluate(ctx context.Context, cfg Config, trained Result, opt Options) (*Re
 	if trainedP.Config != r.policyP.Config {
 		return nil, fmt.Errorf("train: trained checkpoint %s: its shape %+v is not the delegator's %+v", trained.Checkpoint, trainedP.Config, r.policyP.Config)
 	}
-	var best string
-	if cfg.Mode == ModeRoute {
-		phase("choose the best fixed rule on training items")
-		if best, err = r.chooseRule(ctx); err != nil {
-			return nil, err
-		}
-	}
-	phase("evaluate baselines")
-	if _, err := r.evaluateBaselines(ctx); err != nil {
+	if _, err := r.start(ctx, phase); err != nil {
 		return nil, err
 	}
 	// The policy's model reads policyP at every call: from here on it is
@@ -183,15 +167,31 @@ func Evaluate(ctx context.Context, cfg Config, trained Result, opt Options) (*Re
 	copy(r.policyP.Data, trainedP.Data)
 	res := &trained
 	res.Table = nil
-	if err := r.final(ctx, phase, res, best); err != nil {
+	if err := r.final(ctx, phase, res); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
+// start chooses the best fixed rule on training items (route) and
+// evaluates the baselines; it returns how long the final evaluation should
+// take (evaluateBaselines).
+func (r *runner) start(ctx context.Context, phase func(string)) (time.Duration, error) {
+	if r.cfg.Mode == ModeRoute {
+		phase("choose the best fixed rule on training items")
+		best, err := r.chooseRule(ctx)
+		if err != nil {
+			return 0, err
+		}
+		r.bestRule = best
+	}
+	phase("evaluate baselines")
+	return r.evaluateBaselines(ctx)
+}
+
 // final evaluates the trained policy of res (and, under route, random
 // delegation at its rate) beside the baselines, and writes the table.
-func (r *runner) final(ctx context.Context, phase func(string), res *Result, best string) error {
+func (r *runner) final(ctx context.Context, phase func(string), res *Result) error {
 	cfg := r.cfg
 	phase("evaluate trained")
 	arms := append(r.baselines(), r.trainedArms(res.Steps)...)
@@ -207,7 +207,7 @@ func (r *runner) final(ctx context.Context, phase func(string), res *Result, bes
 		if tab, err = r.evaluate(ctx, arms); err != nil {
 			return err
 		}
-		tab.BestRule = best
+		tab.BestRule = r.bestRule
 	}
 	if cfg.Mode == ModeMLPO {
 		// Majorities at the trained team's dollar budget: as many peer
@@ -238,6 +238,7 @@ type runner struct {
 	byText            map[string]*world.Problem
 	byID              map[string]*world.Problem
 	split             world.Split // of testSet
+	bestRule          string      // the arm of the best fixed rule on training items (route)
 
 	policyP    *nn.Params
 	solver     *local.Model
