@@ -508,21 +508,13 @@ func (r *runner) chooseRule(ctx context.Context) (string, error) {
 // delegated.
 func labelDelegated(tr *delegate.Trace) map[string]string {
 	var ops []byte
-	var walk func(n *delegate.Node)
-	walk = func(n *delegate.Node) {
-		if n == nil {
-			return
-		}
-		if n.IsCall() && n.Role == RoleSubagent && len(n.Messages) > 0 {
+	for _, n := range tr.Calls() {
+		if n.Role == RoleSubagent && len(n.Messages) > 0 {
 			if op, _, _, err := world.ParseExpr(strings.TrimSpace(n.Messages[len(n.Messages)-1].Content)); err == nil {
 				ops = append(ops, byte(op))
 			}
 		}
-		for _, c := range n.Children {
-			walk(c)
-		}
 	}
-	walk(tr.Root)
 	return map[string]string{LabelDelegated: string(ops)}
 }
 

@@ -157,28 +157,21 @@ func NewTable(arms []string, tasks []delegate.Task, records []bench.Record, rew 
 	return t, nil
 }
 
-// rewardCI is the mean of rewards and its interval (Row.RewardCI).
+// rewardCI is the mean of rewards and its interval (Row.RewardCI):
+// bench.MeanCI's, widened to the floor that correct of them right sets.
 func rewardCI(rewards []float64, correct int) (float64, bench.Interval) {
+	mean, ci := bench.MeanCI(rewards)
 	n := float64(len(rewards))
 	if n == 0 {
-		return math.NaN(), bench.Interval{Lo: math.NaN(), Hi: math.NaN()}
+		return mean, ci
 	}
-	var mean, ss float64
-	for _, x := range rewards {
-		mean += x
-	}
-	mean /= n
-	for _, x := range rewards {
-		ss += (x - mean) * (x - mean)
-	}
-	sd := 0.0
-	if n > 1 {
-		sd = math.Sqrt(ss / (n - 1))
+	half := (ci.Hi - ci.Lo) / 2
+	if math.IsNaN(half) {
+		half = 0 // one item: no spread of its own
 	}
 	p := (float64(correct) + 0.5) / (n + 1)
-	sd = max(sd, math.Sqrt(p*(1-p)))
-	se := sd / math.Sqrt(n)
-	return mean, bench.Interval{Lo: mean - 1.96*se, Hi: mean + 1.96*se}
+	half = max(half, 1.96*math.Sqrt(p*(1-p)/n))
+	return mean, bench.Interval{Lo: mean - half, Hi: mean + half}
 }
 
 // Row returns the row of an arm, or nil. An arm name matches a row whose
