@@ -308,8 +308,9 @@ func (s *Server) handleStatusEnv(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-// statusEnv is Atropos's /status-env arithmetic: the queue as the asking
-// environment sees it, counting other environments' sequences in packs
+// statusEnv is Atropos's /status-env arithmetic over what the trainer has
+// not fetched yet (assembled batches and the queue): the queue as the
+// asking environment sees it, counting other environments' sequences in packs
 // of the largest group size beyond their guaranteed minimums. The caller
 // holds s.mu; it reports whether the env's group size grew.
 func (s *Server) statusEnv(id int) (StatusEnv, bool) {
@@ -336,17 +337,31 @@ func (s *Server) statusEnv(id int) (StatusEnv, bool) {
 	maxGroup, selfSeqs := 1, 0
 	others := map[int]int{}
 	var order []int
+	count := func(env, size int) {
+		maxGroup = max(maxGroup, size)
+		if env == id {
+			groupSize = max(groupSize, size)
+			selfSeqs += size
+			return
+		}
+		if _, ok := others[env]; !ok {
+			order = append(order, env)
+		}
+		others[env] += size
+	}
+	// The queue as the trainer will see it: batches already assembled
+	// but not fetched, then the groups still queued. (Atropos's server
+	// counts only the latter, so an environment pacing by it runs ahead
+	// of the trainer by every batch assembled at once.)
+	for _, rec := range s.pending {
+		for _, g := range rec.Groups {
+			if g.Size > 0 {
+				count(g.Env, g.Size)
+			}
+		}
+	}
 	for _, q := range s.queue {
-		maxGroup = max(maxGroup, q.size)
-		if q.env == id {
-			groupSize = max(groupSize, q.size)
-			selfSeqs += q.size
-			continue
-		}
-		if _, ok := others[q.env]; !ok {
-			order = append(order, q.env)
-		}
-		others[q.env] += q.size
+		count(q.env, q.size)
 	}
 	changed := groupSize != me.GroupSize
 	s.envs[id].GroupSize = groupSize
@@ -679,7 +694,7 @@ func (s *Server) assemble(ctx context.Context) bool {
 		taken := map[int]bool{}
 		for _, i := range pick {
 			q := s.queue[i]
-			rec.Groups = append(rec.Groups, batchGroup{Seq: q.seq, ID: q.id, Released: q.released})
+			rec.Groups = append(rec.Groups, batchGroup{Seq: q.seq, ID: q.id, Released: q.released, Env: q.env, Size: q.size})
 			taken[i] = true
 		}
 		b, err := json.Marshal(rec)

@@ -49,7 +49,9 @@ func TestRestartKeepsEverything(t *testing.T) {
 	// Two batches were assembled (Atropos counts both in current_step),
 	// one is left to send; group 4 waits in the queue.
 	wantFields(t, "status after restart", callJSON(t, "GET", u+"/status", nil), map[string]any{"current_step": 2, "queue_size": 1})
-	wantFields(t, "env still registered", callJSON(t, "GET", u+"/status-env", []byte(`{"env_id": 0}`)), map[string]any{"self_queue_size": 1})
+	// The environment's queue, as it paces by it, is what the trainer has
+	// not fetched: the two groups of the assembled batch 2 and group 4.
+	wantFields(t, "env still registered", callJSON(t, "GET", u+"/status-env", []byte(`{"env_id": 0}`)), map[string]any{"self_queue_size": 3, "queue_size": 3})
 	_, raw = call(t, "GET", u+"/batch", nil)
 	if step, tags := tagsOf(t, raw); step != 2 || fmt.Sprint(tags) != "[2 3]" {
 		t.Errorf("step %d tags %v, want step 2 [2 3]", step, tags)
@@ -198,4 +200,22 @@ func TestRestartPrunesLeftSteps(t *testing.T) {
 	if step, tags := tagsOf(t, raw); step != steps || fmt.Sprint(tags) != fmt.Sprint([]int{steps - 1}) {
 		t.Errorf("step %d: step %d tags %v", steps, step, tags)
 	}
+}
+
+// TestStatusEnvCountsAssembledBatches checks that /status-env's queue is
+// what the trainer has not fetched: a batch the API assembled ahead of the
+// trainer still counts until it is fetched, so an environment pacing by it
+// (as BaseEnv does) stops at max_batches_offpolicy batches ahead.
+func TestStatusEnvCountsAssembledBatches(t *testing.T) {
+	h := start(t, t.TempDir(), api.Config{})
+	startRun(t, h.url, 4, 2)
+	for tag := range 4 {
+		callJSON(t, "POST", h.url+"/scored_data", group(2, tag, `, "env_id": 0`))
+	}
+	env := []byte(`{"env_id": 0}`)
+	wantFields(t, "before any fetch", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"self_queue_size": 4})
+	call(t, "GET", h.url+"/batch", nil) // assembles steps 1 and 2, sends 1
+	wantFields(t, "step 2 assembled, not fetched", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"current_step": 2, "self_queue_size": 2})
+	call(t, "GET", h.url+"/batch", nil)
+	wantFields(t, "both fetched", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"self_queue_size": 0})
 }

@@ -152,6 +152,11 @@ type batchGroup struct {
 	Seq      uint64 `json:"seq"`
 	ID       string `json:"id"`
 	Released bool   `json:"released,omitempty"` // came from a buffer
+	// Env and Size are the group's environment (-1: none) and sequences,
+	// so that /status-env counts a batch assembled but not yet fetched
+	// as still queued (a record written before they were kept counts 0).
+	Env  int `json:"env"`
+	Size int `json:"size,omitempty"`
 }
 
 // Server is the trajectory API. Its handler may serve requests

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -61,26 +59,12 @@ func newPushSink(ctx context.Context, out io.Writer, f pushFlags, token string, 
 // over the items (items paused together count each).
 func (s *pushSink) Wait(ctx context.Context) (int, error) {
 	start := time.Now()
-	var st api.StatusEnv
-	for {
-		var err error
-		if st, err = s.env.Wait(ctx); err != nil {
-			return 0, err
-		}
-		// The API moves queued groups into batches as soon as a batch
-		// fills, ahead of the trainer's fetches, and /status-env counts
-		// only what is left in the queue: without this bound an
-		// environment never pauses, and the trainer trains on ever
-		// staler groups.
-		ahead, err := s.ahead(ctx, st.CurrentStep)
-		if err != nil || ahead < s.offPolicy {
-			break // an API without /info's sent_step: its queue alone paces
-		}
-		select {
-		case <-time.After(500 * time.Millisecond):
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
+	// The API counts the batches it has assembled but the trainer has
+	// not fetched as queued, so its queue alone bounds how far the
+	// environment runs ahead.
+	st, err := s.env.Wait(ctx)
+	if err != nil {
+		return 0, err
 	}
 	if d := time.Since(start); d >= time.Second {
 		s.mu.Lock()
@@ -90,36 +74,6 @@ func (s *pushSink) Wait(ctx context.Context) (int, error) {
 	}
 	return st.CurrentStep, nil
 }
-
-// ahead returns how many batches the API has assembled, up to step, that
-// the trainer has not fetched: step less GET /info's sent_step.
-func (s *pushSink) ahead(ctx context.Context, step int) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(s.env.URL, "/")+"/info", nil)
-	if err != nil {
-		return 0, err
-	}
-	if s.env.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.env.Token)
-	}
-	resp, err := infoClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var info struct {
-		SentStep *int `json:"sent_step"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&info); err != nil {
-		return 0, err
-	}
-	if resp.StatusCode != http.StatusOK || info.SentStep == nil {
-		return 0, fmt.Errorf("GET /info: status %d, sent_step %v", resp.StatusCode, info.SentStep)
-	}
-	return step - *info.SentStep, nil
-}
-
-// infoClient asks the API's /info.
-var infoClient = &http.Client{Timeout: 10 * time.Second}
 
 // Send pushes one group and checks that the API took it.
 func (s *pushSink) Send(ctx context.Context, g *rollout.GroupRecord) error {
