@@ -161,10 +161,16 @@ func SolverTranscripts(problems []*Problem) []Transcript {
 	return out
 }
 
+// SingleMessages are the system and user messages that ask the delegator
+// to solve request alone, as single sends them.
+func SingleMessages(request string) []delegate.Message {
+	return worldPrompts.messages("single_system", "single_user", strategy.PromptData{Request: request})
+}
+
 // Single is the delegator solving p alone under the single strategy: every
 // step's scratchpad, then \boxed{answer}.
 func Single(p *Problem) Episode {
-	msgs := worldPrompts.messages("single_system", "single_user", strategy.PromptData{Request: p.Text})
+	msgs := SingleMessages(p.Text)
 	var blocks []string
 	for _, s := range p.Steps {
 		blocks = append(blocks, block(s))
@@ -336,6 +342,69 @@ func PeerAnswer(p *Problem, slip int, wrong int64) (text string, answer int64) {
 	answer = vals[len(vals)-1]
 	fmt.Fprintf(&b, "<answer>%d</answer>", answer)
 	return b.String(), answer
+}
+
+// Condense turns a reply in single's format (every step's scratchpad, then
+// \boxed{}) into a peer's terse answer (PeerAnswer's form): one
+// "expr=result" line per step, the result being the one the reply's
+// scratchpad reached, right or wrong, then <answer> with the boxed value.
+// A step is a header in Expr's form followed by its blocks (a product:
+// one per digit of its second factor, then one summing them when there
+// are several); its result is its last block's "=N" line. Lines that are
+// neither are skipped, and so is an unfinished step; a
+// reply without a \boxed{} integer gets no <answer> line. It lets peers
+// that need scratch work answer under lead, whose leader reads three
+// answers in a 768-token context: their reasoning is elided, not redone.
+func Condense(reply string) string {
+	lines := strings.Split(strings.TrimSpace(reply), "\n")
+	var out []string
+	// result returns the value of the next "=N" line from lines[*i] on,
+	// moving *i past it.
+	result := func(i *int) (int64, bool) {
+		for ; *i < len(lines); *i++ {
+			l := strings.TrimSpace(lines[*i])
+			if strings.HasPrefix(l, `\boxed{`) {
+				return 0, false
+			}
+			if v, err := strconv.ParseInt(strings.TrimPrefix(l, "="), 10, 64); strings.HasPrefix(l, "=") && err == nil {
+				*i++
+				return v, true
+			}
+		}
+		return 0, false
+	}
+	for i := 0; i < len(lines); {
+		l := strings.TrimSpace(lines[i])
+		if s, ok := delegate.Boxed(l); ok {
+			if v, err := parseInt(s, `\boxed{}`); err == nil {
+				out = append(out, "<answer>"+strconv.FormatInt(v, 10)+"</answer>")
+			}
+			break
+		}
+		op, x, y, err := ParseExpr(l)
+		i++
+		if err != nil {
+			continue
+		}
+		blocks := 1
+		if op == Mul && l == Expr(op, x, y) {
+			if n := len(digitsLSD(y)); n > 1 {
+				blocks = n + 1
+			}
+		}
+		var v int64
+		ok := true
+		for range blocks {
+			if v, ok = result(&i); !ok {
+				break
+			}
+		}
+		if !ok {
+			continue // unfinished: i is at the \boxed{} line or the end
+		}
+		out = append(out, Expr(op, x, y)+"="+strconv.FormatInt(v, 10))
+	}
+	return strings.Join(out, "\n")
 }
 
 // PeerTranscript is a peer solving p correctly under lead's peer prompts.

@@ -390,3 +390,34 @@ func TestRepliesFitBudgets(t *testing.T) {
 		}
 	}
 }
+
+func TestCondense(t *testing.T) {
+	// A right scratchpad condenses to exactly the peers' terse answer, on
+	// every level's shapes.
+	for level, cfg := range Levels() {
+		ps, err := Generate(cfg, 7, Train, 40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			reply := Single(p).Delegator[0].Messages[2].Content
+			want, _ := PeerAnswer(p, -1, 0)
+			if got := Condense(reply); got != want {
+				t.Fatalf("level %d %q:\nreply\n%s\ncondensed\n%s\nwant\n%s", level, p.Text, reply, got, want)
+			}
+		}
+	}
+	for _, tc := range []struct{ name, reply, want string }{
+		{"wrong result kept", "12*34\n0012*0004\n2*4+0=08\n=0048\n0012*0003\n=0036\n0048+0360\n=0400\n0400+0005\n=0405\n\\boxed{0405}",
+			"12*34=400\n0400+0005=405\n<answer>405</answer>"},
+		{"no box", "0400+0005\n=0405", "0400+0005=405"},
+		{"unfinished product", "12*34\n0012*0004\n=0048\n\\boxed{0048}", "<answer>48</answer>"},
+		{"prose skipped", "let me see\n0010-0003\n=0007\nso\n\\boxed{7}", "0010-0003=7\n<answer>7</answer>"},
+		{"nothing", "no idea", ""},
+		{"box without integer", "0001+0001\n=0002\n\\boxed{two}", "0001+0001=2"},
+	} {
+		if got := Condense(tc.reply); got != tc.want {
+			t.Errorf("%s: Condense = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
