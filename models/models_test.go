@@ -18,6 +18,7 @@ const (
 	solverFloor         = 0.8 // greedy exact match on questions inside the solver's coverage
 	delegatorAloneFloor = 0.8 // greedy accuracy of the delegator alone on problems of the default world
 	delegatorRouteFloor = 0.8 // the same under route with the shipped solver, on those without a difference (which the solver cannot do)
+	peerAloneFloor      = 0.5 // greedy accuracy of the shipped peer alone on problems of MLPO's world (measured about 0.7)
 )
 
 func load(t *testing.T, dir, name string) *local.Model {
@@ -106,5 +107,27 @@ func TestShippedDelegator(t *testing.T) {
 		if got := sc.Accuracy(); got < tt.floor {
 			t.Errorf("delegator under %s: %d/%d = %.2f, want at least %.2f", tt.protocol, sc.Right, sc.N, got, tt.floor)
 		}
+	}
+}
+
+// TestShippedPeer grades the shipped peer (MLPO's second peer model, the
+// delegator of an earlier phase) greedily alone on 16 held-out problems of
+// MLPO's world, where it is measured at about 0.7: it must solve most of
+// them, or MLPO's team has peers that cannot solve.
+func TestShippedPeer(t *testing.T) {
+	d := load(t, "peer", "delegator") // an earlier delegator: its checkpoint says so
+	cfg := world.Levels()[world.MLPOLevel]
+	cfg.Distractors = world.MLPODistractors
+	ps, err := world.Generate(cfg, 2026, world.Validation, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := world.GradeDelegator(context.Background(), strategy.NameSingle, d, nil, ps, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("peer alone: %d/%d right", sc.Right, sc.N)
+	if sc.N != 16 || sc.Accuracy() < peerAloneFloor {
+		t.Errorf("peer alone: %d/%d = %.2f, want 16 graded and at least %.2f", sc.Right, sc.N, sc.Accuracy(), peerAloneFloor)
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/delegatelab/delegate/models"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
@@ -28,11 +31,14 @@ type Config struct {
 	Mode string `json:"mode"`
 	// Solver and Delegator are nn checkpoint directories: the frozen
 	// sub-agent and the policy's starting weights; "" means the shipped
-	// model embedded in the binary (package models). Peers is the frozen
-	// peers' checkpoint of MLPO; "" means the delegator's.
+	// model embedded in the binary (package models).
 	Solver    string `json:"solver"`
 	Delegator string `json:"delegator"`
-	Peers     string `json:"peers,omitempty"`
+	// Peers are MLPO's frozen peers, checkpoint directories or a shipped
+	// model as "shipped:NAME", taken in turn: peer i (from 0) of the K
+	// answers with Peers[i mod len(Peers)]. Default: "shipped:peer" and
+	// "shipped:delegator", two models whose mistakes differ.
+	Peers []string `json:"peers,omitempty"`
 	// OutDir receives metrics.jsonl, checkpoint/, eval.jsonl and
 	// table.md. A run in an OutDir that holds an earlier run's files
 	// resumes it. Required.
@@ -101,6 +107,18 @@ type Config struct {
 	// FilterMaxRate drops, in MLPO, the training items whose peers solve
 	// at least that share of the time. Default 0.75.
 	FilterMaxRate float64 `json:"filter_max_rate"`
+}
+
+// ShippedPrefix names a shipped model (package models) where a checkpoint
+// directory is expected: "shipped:peer".
+const ShippedPrefix = "shipped:"
+
+// peerCheckpoints are the peers' checkpoints, Peers or the default team.
+func (c Config) peerCheckpoints() []string {
+	if len(c.Peers) == 0 {
+		return []string{ShippedPrefix + "peer", ShippedPrefix + "delegator"}
+	}
+	return c.Peers
 }
 
 // DefaultConfig returns the defaults noted on each field, with the
@@ -199,6 +217,15 @@ func (c Config) Validate() error {
 		}
 		if !(c.FilterMaxRate > 0 && c.FilterMaxRate <= 1) {
 			bad("filter_max_rate", "must be in (0, 1], got %v", c.FilterMaxRate)
+		}
+		for i, p := range c.Peers {
+			name, shipped := strings.CutPrefix(p, ShippedPrefix)
+			switch {
+			case p == "":
+				bad("peers", "entry %d is empty", i+1)
+			case shipped && !slices.Contains(models.Names, name):
+				bad("peers", "entry %d: there is no shipped model %q (the shipped models are %v)", i+1, name, models.Names)
+			}
 		}
 	}
 	if len(errs) > 0 {

@@ -60,16 +60,21 @@
 //
 // # MLPO
 //
-// ModeMLPO trains a leader under lead: K frozen peers (the delegator's
-// checkpoint unless Peers names another) answer first, the leader sees
-// their answers and writes its own. Each problem's peer answers are fixed
-// (seeded by the problem, computed once and shared by every rollout,
-// the filter and the table), and the training items are those the peers
-// solve less than FilterMaxRate of the time (rl.FilterSolved over
-// PeerSamples answers, kept in OutDir/filter.json). The table compares the
-// trained leader with its team and alone, the untrained leader likewise,
-// and the peers' majority vote over K+1 answers: the team's number of
-// generations (K peers and one leader). delegate train --mode mlpo runs it
+// ModeMLPO trains a leader under lead: K frozen peers answer first, the
+// leader sees their answers and writes its own. The peers are the models
+// of Peers taken in turn (by default the shipped peer and the shipped
+// delegator, whose mistakes differ); each solves with scratch work in the
+// delegator's format, and the leader reads its answer condensed to one
+// line per step (scratchPeer, world.Condense). Each problem's peer answers
+// are fixed (seeded by the problem, computed once and shared by every
+// rollout, the filter and the table), and the training items are those
+// the peers solve less than FilterMaxRate of the time (rl.FilterSolved
+// over PeerSamples answers, kept in OutDir/filter.json). The table
+// compares the trained leader with its team and alone, the untrained
+// leader likewise, each peer model alone (greedy), the peers' majority
+// vote over K+1 answers (the team's number of generations: K peers and
+// one leader), and at the team's dollar cost the peers' majority and the
+// trained leader's own majority. delegate train --mode mlpo runs it
 // with the MLPO paper's recipe (Dr. GRPO, reward = the leader's
 // correctness) on level 2 (world.MLPOLevel) with up to
 // world.MLPODistractors distractor sentences, where the leader alone has

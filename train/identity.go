@@ -17,7 +17,7 @@ import (
 const RunFile = "run.json"
 
 // identityVersion is the format version of RunFile.
-const identityVersion = 2
+const identityVersion = 3
 
 // identity is RunFile: the settings a resumed run must share with the
 // run it continues (the rest, budgets and evaluation settings, may
@@ -27,7 +27,7 @@ type identity struct {
 	Mode          string        `json:"mode"`
 	Solver        string        `json:"solver"`
 	Delegator     string        `json:"delegator"`
-	Peers         string        `json:"peers,omitempty"`
+	Peers         []string      `json:"peers,omitempty"`
 	World         world.Config  `json:"world"`
 	Seed          uint64        `json:"seed"`
 	TrainProblems int           `json:"train_problems"`

@@ -110,6 +110,47 @@ func copyResponse(r *delegate.Response) *delegate.Response {
 	return &c
 }
 
+// scratchPeer is a peer that solves with scratch work. Asked a question
+// in lead's peer format, it asks m the same problem in single's format
+// (the one the delegator solves in: every step's scratchpad, then
+// \boxed{}), under the request's sampling settings and seed with room for
+// the scratch work, and answers with the reply condensed to lead's terse
+// peer answer (world.Condense: one "expr=result" line per step as the
+// scratchpad reached it, then <answer>), so that three answers fit in the
+// leader's context. The usage is the whole reply's: the team pays for the
+// scratch work the leader does not read.
+type scratchPeer struct {
+	m         delegate.Model
+	maxTokens int
+}
+
+func (s scratchPeer) Name() string { return s.m.Name() }
+
+func (s scratchPeer) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	var question string
+	for _, m := range req.Messages {
+		if m.Role == delegate.RoleUser {
+			question = m.Content
+		}
+	}
+	if question == "" {
+		return nil, errors.New("scratch peer: the request has no user message")
+	}
+	r := *req
+	r.Messages = world.SingleMessages(question)
+	r.MaxTokens = s.maxTokens
+	resp, err := s.m.Chat(ctx, &r)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Choices) == 0 {
+		return nil, errors.New("scratch peer: the reply has no choice")
+	}
+	out := copyResponse(resp)
+	out.Choices[0] = delegate.Choice{Message: delegate.Assistant(world.Condense(resp.Text())), FinishReason: resp.Choices[0].FinishReason}
+	return out, nil
+}
+
 // peerRequest is the request of peer answer i to p, as lead sends it.
 func (r *runner) peerRequest(p *world.Problem, i int) *delegate.Request {
 	msgs := world.PeerTranscript(p).Messages[:2]
@@ -125,8 +166,27 @@ func (r *runner) lead(p *world.Problem, scfg strategy.Config, leader delegate.Mo
 	scfg.Peer.Seed = &s
 	return strategy.New(strategy.NameLead, strategy.Roles{
 		Leader: r.delegatorAgent(&conversation{m: leader, minCached: r.cfg.CacheMinTokens}),
-		Peers:  []delegate.Agent{r.subagent(r.peers, r.cfg.Prices.Delegator)},
+		Peers:  r.peerAgents(),
 	}, scfg)
+}
+
+// peerAgents are the peer models as lead's agents; lead gives peer i
+// agent i mod len.
+func (r *runner) peerAgents() []delegate.Agent {
+	out := make([]delegate.Agent, len(r.peers))
+	for i, m := range r.peers {
+		out[i] = r.subagent(m, r.cfg.Prices.Delegator)
+	}
+	return out
+}
+
+// peerAloneRequest is the request of peer model answering p alone,
+// greedy: its strongest form.
+func (r *runner) peerAloneRequest(p *world.Problem, _ int) *delegate.Request {
+	req := r.peerRequest(p, 0)
+	t := 0.0
+	req.Temperature = &t
+	return req
 }
 
 func (r *runner) problem(request string) (*world.Problem, error) {
@@ -146,15 +206,20 @@ func (r *runner) leaderSample(p *world.Problem, i int) *delegate.Request {
 	return &delegate.Request{Messages: msgs, Temperature: &t, MaxTokens: r.scfg.Single.MaxTokens, Seed: &seed}
 }
 
-// majorityArm is the majority vote of n answers of m to requests made by
-// req, each a sub-agent call priced at price.
-func (r *runner) majorityArm(name string, m delegate.Model, price delegate.Price, req func(*world.Problem, int) *delegate.Request, n int) bench.Arm {
+// majorityArm is the majority vote of n answers to requests made by req,
+// answer i by ms[i mod len(ms)] (as lead assigns its peers), each a
+// sub-agent call priced at price.
+func (r *runner) majorityArm(name string, ms []delegate.Model, price delegate.Price, req func(*world.Problem, int) *delegate.Request, n int) bench.Arm {
 	return bench.Arm{Name: name, Strategy: perRun{NameMajority, func(request string) (delegate.Strategy, error) {
 		p, err := r.problem(request)
 		if err != nil {
 			return nil, err
 		}
-		return &majority{agent: r.subagent(m, price), p: p, n: n, req: req}, nil
+		agents := make([]delegate.Agent, len(ms))
+		for i, m := range ms {
+			agents[i] = r.subagent(m, price)
+		}
+		return &majority{agents: agents, p: p, n: n, req: req}, nil
 	}}}
 }
 
@@ -169,9 +234,15 @@ func budgetCount(budget, one float64) int {
 }
 
 func (r *runner) mlpoBaselines() []bench.Arm {
-	return []bench.Arm{
-		r.majorityArm(ArmMajority, r.peers, r.cfg.Prices.Delegator, r.peerRequest, r.cfg.PeerCount+1),
-		r.majorityArm(ArmPeerAlone, r.peers, r.cfg.Prices.Delegator, r.peerRequest, 1),
+	arms := []bench.Arm{r.majorityArm(ArmMajority, r.peers, r.cfg.Prices.Delegator, r.peerRequest, r.cfg.PeerCount+1)}
+	seen := map[string]bool{}
+	for i, c := range r.cfg.peerCheckpoints() {
+		if !seen[c] && i < len(r.peers) {
+			seen[c] = true
+			arms = append(arms, r.majorityArm(fmt.Sprintf("%s (%s, greedy)", ArmPeerAlone, c), r.peers[i:i+1], r.cfg.Prices.Delegator, r.peerAloneRequest, 1))
+		}
+	}
+	return append(arms, []bench.Arm{
 		{Name: ArmUntrained, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
 			return r.single(r.delegatorAgent(&conversation{m: r.pretrained, minCached: r.cfg.CacheMinTokens}))
 		}}},
@@ -182,7 +253,7 @@ func (r *runner) mlpoBaselines() []bench.Arm {
 			}
 			return r.lead(p, r.scfg, r.pretrained)
 		}}},
-	}
+	}...)
 }
 
 func (r *runner) mlpoTrainedArms(steps int) []bench.Arm {
@@ -205,10 +276,10 @@ func (r *runner) mlpoTrainedArms(steps int) []bench.Arm {
 // lead shows its leader; or samples of the leader alone). Ties go to the
 // answer seen first.
 type majority struct {
-	agent delegate.Agent
-	p     *world.Problem
-	n     int
-	req   func(*world.Problem, int) *delegate.Request
+	agents []delegate.Agent // answer i by agents[i mod len]
+	p      *world.Problem
+	n      int
+	req    func(*world.Problem, int) *delegate.Request
 }
 
 func (m *majority) Name() string { return NameMajority }
@@ -220,7 +291,7 @@ func (m *majority) Run(ctx context.Context, request string, events chan<- delega
 	var wg sync.WaitGroup
 	for i := range m.n {
 		wg.Go(func() {
-			resp, err := rec.Call(ctx, g, strategy.PeerNode(i+1), m.agent, m.req(m.p, i))
+			resp, err := rec.Call(ctx, g, strategy.PeerNode(i+1), m.agents[i%len(m.agents)], m.req(m.p, i))
 			if err == nil {
 				texts[i] = resp.Text()
 			}
@@ -296,7 +367,7 @@ func (r *runner) filter(ctx context.Context) ([]int, error) {
 		p := r.trainSet[item]
 		right := 0
 		for i := range r.cfg.PeerSamples {
-			resp, err := r.peers.Chat(ctx, r.peerRequest(p, i))
+			resp, err := r.peers[i%len(r.peers)].Chat(ctx, r.peerRequest(p, i))
 			if err != nil {
 				return 0, 0, err
 			}

@@ -3,12 +3,14 @@ package train
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/modeltest"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
@@ -335,4 +337,43 @@ func (r recorder) Name() string { return "recorder" }
 func (r recorder) Chat(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 	r.f(req)
 	return &delegate.Response{Choices: []delegate.Choice{{Message: delegate.Assistant(world.Boxed(0)), FinishReason: "stop"}}}, nil
+}
+
+// TestScratchPeer checks the peer that solves with scratch work: it asks
+// its model in single's format under the request's sampling and with
+// room for the scratch work, hands back the reply condensed to lead's
+// peer format, and keeps the whole reply's usage.
+func TestScratchPeer(t *testing.T) {
+	ps, err := world.Generate(world.DefaultConfig(), 5, world.Test, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ps[0]
+	scratch := world.Single(p).Delegator[0].Messages[2].Content
+	var got *delegate.Request
+	m := modeltest.New("peer", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+		got = req
+		return &delegate.Response{Choices: []delegate.Choice{{Message: delegate.Assistant(scratch), FinishReason: "stop"}},
+			Usage: delegate.Usage{PromptTokens: 40, CompletionTokens: 200}}, nil
+	})
+	peer := scratchPeer{m: m, maxTokens: 300}
+	temp, seed := 0.7, int64(9)
+	lead := world.PeerTranscript(p).Messages[:2]
+	resp, err := peer.Chat(context.Background(), &delegate.Request{Messages: lead, Temperature: &temp, Seed: &seed, MaxTokens: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := world.PeerAnswer(p, -1, 0)
+	if resp.Text() != want {
+		t.Errorf("answer %q, want the condensed %q", resp.Text(), want)
+	}
+	if resp.Usage.CompletionTokens != 200 {
+		t.Errorf("usage %+v, want the whole reply's", resp.Usage)
+	}
+	if !reflect.DeepEqual(got.Messages, world.SingleMessages(p.Text)) || got.MaxTokens != 300 || *got.Temperature != 0.7 || *got.Seed != 9 {
+		t.Errorf("request %+v: want single's messages, 300 tokens, the caller's temperature and seed", got)
+	}
+	if _, err := peer.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.System("s")}}); err == nil {
+		t.Error("a request without a question: no error")
+	}
 }

@@ -44,7 +44,7 @@ const (
 	ArmUntrained   = "untrained leader alone"
 	ArmPretrTeam   = "untrained leader + peers"
 	ArmMajority    = "peers' majority vote"
-	ArmPeerAlone   = "one peer alone"
+	ArmPeerAlone   = "peer alone"                                       // followed by " (checkpoint, greedy)", one row per peer model
 	ArmPeersCost   = "peers' majority at the team's cost"               // followed by " (n answers, step s)"
 	ArmOwnMajority = "trained leader's own majority at the team's cost" // followed by " (n samples, step s)"
 )
@@ -213,11 +213,12 @@ func (r *runner) final(ctx context.Context, phase func(string), res *Result) err
 		// Majorities at the trained team's dollar budget: as many peer
 		// answers, and as many samples of the trained leader alone, as fit
 		// in what the team costs.
-		team, alone, peer := tab.Row(ArmTeam), tab.Row(ArmLeaderAlone), tab.Row(ArmPeerAlone)
-		nPeers, nOwn := budgetCount(team.Cost, peer.Cost), budgetCount(team.Cost, alone.Cost)
+		team, alone, votes := tab.Row(ArmTeam), tab.Row(ArmLeaderAlone), tab.Row(ArmMajority)
+		nPeers := budgetCount(team.Cost, votes.Cost/float64(cfg.PeerCount+1))
+		nOwn := budgetCount(team.Cost, alone.Cost)
 		arms = append(arms,
 			r.majorityArm(fmt.Sprintf("%s (%d answers, step %d)", ArmPeersCost, nPeers, res.Steps), r.peers, r.cfg.Prices.Delegator, r.peerRequest, nPeers),
-			r.majorityArm(fmt.Sprintf("%s (%d samples, step %d)", ArmOwnMajority, nOwn, res.Steps), r.policy, r.cfg.Prices.Delegator, r.leaderSample, nOwn))
+			r.majorityArm(fmt.Sprintf("%s (%d samples, step %d)", ArmOwnMajority, nOwn, res.Steps), []delegate.Model{r.policy}, r.cfg.Prices.Delegator, r.leaderSample, nOwn))
 		if tab, err = r.evaluate(ctx, arms); err != nil {
 			return err
 		}
@@ -242,9 +243,9 @@ type runner struct {
 
 	policyP    *nn.Params
 	solver     *local.Model
-	pretrained *local.Model // the delegator's starting weights, frozen
-	policy     *local.Model // over policyP, which training updates
-	peers      *memo        // MLPO's frozen peers, each answer computed once
+	pretrained *local.Model     // the delegator's starting weights, frozen
+	policy     *local.Model     // over policyP, which training updates
+	peers      []delegate.Model // MLPO's frozen peer models solving with scratch work (scratchPeer), each answer computed once; peer i is peers[i mod len]
 	closers    []*local.Model
 }
 
@@ -313,19 +314,23 @@ func newRunner(cfg Config, opt Options) (*runner, error) {
 		return nil, err
 	}
 	if cfg.Mode == ModeMLPO {
-		peersP := pretrainedP
-		if cfg.Peers != "" {
-			if peersP, err = loadCheckpoint("peers", cfg.Peers); err != nil {
+		for i, c := range cfg.peerCheckpoints() {
+			dir, what := c, "peer"
+			if name, ok := strings.CutPrefix(c, ShippedPrefix); ok {
+				dir, what = "", name
+			}
+			pp, err := loadCheckpoint(what, dir)
+			if err != nil {
+				r.close()
+				return nil, fmt.Errorf("train: peer %d: %w", i+1, err)
+			}
+			pm, err := open(pp, fmt.Sprintf("peer-%d", i+1))
+			if err != nil {
 				r.close()
 				return nil, err
 			}
+			r.peers = append(r.peers, scratchPeer{m: newMemo(pm), maxTokens: r.scfg.Single.MaxTokens})
 		}
-		pm, err := open(peersP, "peer")
-		if err != nil {
-			r.close()
-			return nil, err
-		}
-		r.peers = newMemo(pm)
 	}
 	return r, nil
 }

@@ -180,15 +180,16 @@ func TestRunMLPO(t *testing.T) {
 	for _, r := range res.Table.Rows {
 		names = append(names, r.Arm)
 	}
-	want := []string{ArmMajority, ArmPeerAlone, ArmUntrained, ArmPretrTeam, trainedName(ArmTeam, 2), trainedName(ArmLeaderAlone, 2)}
+	// One row alone per peer model: the default team's two.
+	want := []string{ArmMajority, ArmPeerAlone + " (shipped:peer, greedy)", ArmPeerAlone + " (shipped:delegator, greedy)", ArmUntrained, ArmPretrTeam, trainedName(ArmTeam, 2), trainedName(ArmLeaderAlone, 2)}
 	if len(names) != len(want)+2 || strings.Join(names[:len(want)], "|") != strings.Join(want, "|") ||
 		!strings.HasPrefix(names[len(want)], ArmPeersCost+" (") || !strings.HasPrefix(names[len(want)+1], ArmOwnMajority+" (") {
 		t.Errorf("arms %q, want %q then the majorities at the team's cost", names, want)
 	}
 	// The majorities at the team's cost take as many answers as fit in
 	// what the team costs.
-	team, peer, alone := res.Table.Row(ArmTeam), res.Table.Row(ArmPeerAlone), res.Table.Row(ArmLeaderAlone)
-	if got, want := res.Table.Row(ArmPeersCost).SubagentCalls, float64(budgetCount(team.Cost, peer.Cost)); got != want {
+	team, votes, alone := res.Table.Row(ArmTeam), res.Table.Row(ArmMajority), res.Table.Row(ArmLeaderAlone)
+	if got, want := res.Table.Row(ArmPeersCost).SubagentCalls, float64(budgetCount(team.Cost, votes.Cost/float64(cfg.PeerCount+1))); got != want {
 		t.Errorf("peers' majority at the team's cost: %v calls per item, want %v", got, want)
 	}
 	if got, want := res.Table.Row(ArmOwnMajority).SubagentCalls, float64(budgetCount(team.Cost, alone.Cost)); got != want {

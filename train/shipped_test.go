@@ -5,7 +5,12 @@ package train
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/local"
+	"github.com/delegatelab/delegate/world"
 )
 
 // TestShippedTraining trains the shipped delegator briefly on the default
@@ -43,3 +48,99 @@ func TestShippedTraining(t *testing.T) {
 
 // shippedSteps is the length of TestShippedTraining's run.
 const shippedSteps = 60
+
+// TestShippedPeersDiffer measures why MLPO's default team has two models
+// (docs/training.md): on 300 validation problems of MLPO's world, the
+// leader (the shipped delegator, greedy) alone, and three peers at
+// temperature 0.7 with the seeds the team uses, either all the shipped
+// delegator or the default team (peer i is shipped:peer for even i,
+// shipped:delegator for odd i). It checks that the two-model team's
+// peers are right, at least one of them, on more problems, and more often
+// where the leader alone is wrong, than the one-model team's.
+//
+//	go test -count=1 -run ShippedPeersDiffer -v ./train
+func TestShippedPeersDiffer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("samples 1,800 answers of the shipped models")
+	}
+	cfg := DefaultConfig()
+	cfg.Mode = ModeMLPO
+	cfg.World = world.Levels()[world.MLPOLevel]
+	cfg.World.Distractors = world.MLPODistractors
+	ps, err := world.Generate(cfg.World, cfg.Seed, world.Validation, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(name string) delegate.Model {
+		p, err := loadCheckpoint(name, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := local.New(p, local.Config{Name: name, MaxBatch: 64, Seed: cfg.Seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	del, peer := open("delegator"), open("peer")
+	maxTokens := world.StrategyConfig().Single.MaxTokens
+	right := func(m delegate.Model, p *world.Problem, temp float64, seed int64) bool {
+		req := &delegate.Request{Messages: world.PeerTranscript(p).Messages[:2], Temperature: &temp, Seed: &seed}
+		resp, err := scratchPeer{m: m, maxTokens: maxTokens}.Chat(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return world.Correct(resp.Text(), p.Answer)
+	}
+	type item struct {
+		alone   bool
+		del, pr [3]bool // peer i right: the shipped delegator's answer, shipped:peer's
+	}
+	items := make([]item, len(ps))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i, p := range ps {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			it := item{alone: right(del, p, 0, 0)}
+			for k := range 3 {
+				it.del[k] = right(del, p, 0.7, itemSeed(p)+int64(k))
+				if k%2 == 0 {
+					it.pr[k] = right(peer, p, 0.7, itemSeed(p)+int64(k))
+				}
+			}
+			items[i] = it
+		})
+	}
+	wg.Wait()
+	type stats struct{ any, helps int }
+	measure := func(team func(item) [3]bool) stats {
+		var s stats
+		for _, it := range items {
+			r := team(it)
+			if r[0] || r[1] || r[2] {
+				s.any++
+				if !it.alone {
+					s.helps++
+				}
+			}
+		}
+		return s
+	}
+	one := measure(func(it item) [3]bool { return it.del })
+	two := measure(func(it item) [3]bool { return [3]bool{it.pr[0], it.del[1], it.pr[2]} })
+	alone := 0
+	for _, it := range items {
+		if it.alone {
+			alone++
+		}
+	}
+	n := float64(len(items))
+	t.Logf("leader alone right on %.3f; some peer right: one model %.3f, two models %.3f; some peer right where the leader alone is wrong: one model %.3f, two models %.3f",
+		float64(alone)/n, float64(one.any)/n, float64(two.any)/n, float64(one.helps)/n, float64(two.helps)/n)
+	if two.any <= one.any || two.helps <= one.helps {
+		t.Errorf("the two-model team's peers add nothing: some right %d against %d, right where the leader is wrong %d against %d", two.any, one.any, two.helps, one.helps)
+	}
+}

@@ -236,14 +236,31 @@ func Acceptance(t *Table, mode string) []Check {
 				Detail: fmt.Sprintf("accuracy %.3f against %.3f on %d shared items: %d right only by the first, %d only by the second, McNemar p %.3g (%s)",
 					x.Accuracy, y.Accuracy, len(x.Items), m.C, m.B, m.P, m.Method)}
 		}
-		return []Check{
+		checks := []Check{
 			beats("trained leader + peers beats the peers' majority vote at an equal generation budget (McNemar p < 0.05)", ArmTeam, ArmMajority),
 			beats("trained leader + peers beats the peers' majority vote at its own dollar cost (McNemar p < 0.05)", ArmTeam, ArmPeersCost),
-			beats("trained leader + peers beats one peer alone (McNemar p < 0.05)", ArmTeam, ArmPeerAlone),
+		}
+		// Every peer model alone, the best of them included.
+		every := Check{Name: "trained leader + peers beats every peer model alone, greedy (McNemar p < 0.05)", Pass: true}
+		var peers int
+		for i := range t.Rows {
+			if !strings.HasPrefix(t.Rows[i].Arm, ArmPeerAlone+" (") {
+				continue
+			}
+			peers++
+			c := beats(every.Name, ArmTeam, t.Rows[i].Arm)
+			every.Pass = every.Pass && c.Pass
+			every.Detail += fmt.Sprintf("%s: %s; ", strings.TrimPrefix(t.Rows[i].Arm, ArmPeerAlone+" "), c.Detail)
+		}
+		if peers == 0 {
+			every.Pass, every.Detail = false, "no row "+ArmPeerAlone
+		}
+		every.Detail = strings.TrimSuffix(every.Detail, "; ")
+		return append(checks, every,
 			beats("trained leader + peers beats the trained leader alone (McNemar p < 0.05)", ArmTeam, ArmLeaderAlone),
 			beats("trained leader + peers beats the trained leader's own majority at its dollar cost (McNemar p < 0.05)", ArmTeam, ArmOwnMajority),
 			beats("trained leader alone beats the untrained leader alone (McNemar p < 0.05)", ArmLeaderAlone, ArmUntrained),
-		}
+		)
 	}
 	// beats is the paired test of x's reward against y's: the bootstrap
 	// 95% interval of the mean difference, and whether it lies above 0.
@@ -430,13 +447,14 @@ func (r *runner) notes(res *Result) []string {
 			c.Prices.Solver.Input, c.Prices.Solver.CachedInput, c.Prices.Solver.Output, cacheNote(c.CacheMinTokens), c.EvalConcurrency),
 	}
 	if c.Mode == ModeMLPO {
-		peers := checkpointName(c.Peers)
-		if c.Peers == "" {
-			peers = checkpointName(c.Delegator)
+		ckpts := c.peerCheckpoints()
+		var peers []string
+		for i := range c.PeerCount {
+			peers = append(peers, fmt.Sprintf("peer %d %s", i+1, ckpts[i%len(ckpts)]))
 		}
 		return append(notes,
-			fmt.Sprintf("Lead with %d frozen peers (%s, temperature %g, answers fixed per item); the majority vote takes %d peer answers, the team's number of generations. Training items: those the peers solve less than %g of the time (%d samples).",
-				c.PeerCount, peers, r.scfg.Peer.Temperature, c.PeerCount+1, c.FilterMaxRate, c.PeerSamples))
+			fmt.Sprintf("Lead with %d frozen peers (%s; temperature %g, answers fixed per item). A peer solves alone in the delegator's format, scratch work included, and the leader reads its answer condensed to one line per step and <answer> (world.Condense); the team pays for the whole reply. The majority vote takes %d peer answers (the team's number of generations, peers in turn); each peer model alone is greedy. Training items: those the peers solve less than %g of the time (%d samples).",
+				c.PeerCount, strings.Join(peers, ", "), r.scfg.Peer.Temperature, c.PeerCount+1, c.FilterMaxRate, c.PeerSamples))
 	}
 	return append(notes, "Fixed rules (delegate the steps at the given positions, compute the others), the oracle (delegate a product exactly when the solver answers it right) and random delegation are programs in the delegator's seat that never slip (world.Scripted): they measure the policy, not a model executing it. Delegator alone is the pretrained delegator under single. \"delegates × / + / −\" is the share of products, sums and differences handed to the solver.")
 }

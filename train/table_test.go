@@ -192,7 +192,8 @@ func TestAcceptance(t *testing.T) {
 	}
 	mlpo := &Table{Rows: []Row{
 		acc(ArmTeam, span(0, 30)), acc(ArmMajority, span(0, 10)),
-		acc(ArmPeersCost+" (5 answers, step 2)", span(0, 12)), acc(ArmPeerAlone, span(0, 5)),
+		acc(ArmPeersCost+" (5 answers, step 2)", span(0, 12)), acc(ArmPeerAlone+" (a, greedy)", span(0, 5)),
+		acc(ArmPeerAlone+" (b, greedy)", span(0, 8)),
 		acc(ArmLeaderAlone, span(0, 20)), acc(ArmUntrained, span(0, 21)),
 		acc(ArmOwnMajority+" (3 samples, step 2)", span(0, 30)),
 	}}
@@ -200,6 +201,14 @@ func TestAcceptance(t *testing.T) {
 	if len(got) != 6 || !got[0].Pass || !strings.Contains(got[0].Detail, "20 right only by the first, 0 only by the second") ||
 		!got[1].Pass || !got[2].Pass || !got[3].Pass || got[4].Pass || got[5].Pass {
 		t.Errorf("mlpo: %+v", got)
+	}
+	if d := got[2].Detail; !strings.Contains(d, "(a, greedy): accuracy") || !strings.Contains(d, "(b, greedy): accuracy") || !strings.Contains(d, "22 right only by the first") {
+		t.Errorf("every peer alone: detail %q names not each peer model", d)
+	}
+	// A team that does not beat one of the peer models fails the check.
+	strong := &Table{Rows: append(slices.Clone(mlpo.Rows), acc(ArmPeerAlone+" (c, greedy)", span(0, 29)))}
+	if got := Acceptance(strong, ModeMLPO); got[2].Pass || !strings.Contains(got[2].Detail, "1 right only by the first, 0 only by the second") {
+		t.Errorf("a peer model as good as the team: %+v", got[2])
 	}
 	// A few more items right, too few for McNemar, is not a win.
 	near := &Table{Rows: []Row{

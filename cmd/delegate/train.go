@@ -67,10 +67,11 @@ eval.jsonl (every item of every arm) and table.md. Run it again with the same --
 an interrupted run: finished items are kept, training goes on from its last
 checkpoint, with a new --time (and what is left of --train-time).
 
---mode mlpo trains a leader under lead with frozen peers (--peers, default
-the delegator's checkpoint) on the items most peers do not already solve,
-and compares it with its team, alone, and against the peers' majority vote
-at an equal number of generations. Its defaults differ: the MLPO recipe
+--mode mlpo trains a leader under lead with frozen peers that solve with
+scratch work (--peers, default shipped:peer,shipped:delegator, taken in
+turn) on the items most peers do not already solve, and compares it with
+its team, alone, each peer model alone, and the peers' majority vote and
+its own at the team's cost. Its defaults differ: the MLPO recipe
 (--estimator drgrpo, --lambda 0, --mu 0: Dr. GRPO on the correctness of the
 leader's answer), --level 2 --distractors 4 (the leader alone is at its
 ceiling on plain level-2 problems), --train-problems 256 (the filter samples the peers
@@ -136,7 +137,9 @@ on every one) and --eval-items 300.`,
 	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "route (GRPO on the delegator under route) or mlpo (a leader under lead)")
 	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory (frozen; default: the shipped solver, embedded)")
 	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start; default: the shipped delegator, embedded)")
-	fl.StringVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: peers' checkpoint directory (default: the delegator's)")
+	fl.StringSliceVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: the peers' checkpoints, directories or shipped:NAME, taken in turn (default: shipped:peer,shipped:delegator)")
+	fl.IntVar(&cfg.PeerCount, "peer-count", cfg.PeerCount, "mlpo: peers of the leader (K)")
+	fl.Float64Var(&cfg.FilterMaxRate, "filter-max-rate", cfg.FilterMaxRate, "mlpo: train only on items the peers solve less than this share of the time, in (0, 1]")
 	fl.StringVarP(&cfg.OutDir, "out", "o", cfg.OutDir, "output directory; an existing run there is resumed")
 	fl.DurationVar(&f.total, "time", 570*time.Second, "wall-time budget of this invocation, table included: training stops early enough to leave time for the final evaluation; 0: none")
 	fl.DurationVar(&cfg.TrainTime, "train-time", cfg.TrainTime, "training time budget (rollouts and updates, summed over resumed invocations); 0: none")
