@@ -34,22 +34,13 @@
 // 5000, so every number the formats write fits Width = 4 digits.
 // Generation is deterministic from a seed; the split is decided by the
 // FNV-1a hash of the text (SplitOf): 90% train, 5% validation, 5% test,
-// disjoint by construction. Distinct problems (capture-recapture over two
-// samples of 20000, Distinct): level 1 about 2.4e6; the others showed no
-// repeat, so more than 4e8, except the default world: about 5e7.
+// disjoint by construction. Distinct estimates how many distinct problems
+// a config can generate (figures: docs/world.md).
 //
-// # Why this design: learnable by tiny models in minutes
+// # Formats a tiny model can learn
 //
-// The first design of this world (variable-width numbers, products up to
-// 4 by 3 digits, the solver writing unpadded partial products) needed a
-// delegator context of about 1300 tokens, and its learnability probe
-// trained a 142k-parameter solver for 20 minutes: it learned the format but
-// not the arithmetic (5 to 8 of 40 right on one-digit questions, 0 to 2 of
-// 40 on anything longer). A token of those formats depended on digits
-// whose position varied with the lengths of the numbers, which a causal
-// transformer cannot see before it reads past them.
-//
-// This design puts every digit a model reads at a fixed offset:
+// Every digit a model reads sits at a fixed offset (docs/world.md says
+// why, and what an earlier design without this measured):
 //
 //   - Operands of + and - and every result are zero-padded to Width digits
 //     ("1316-0085", "\boxed{1231}"); products keep their factors as the
@@ -58,22 +49,14 @@
 //     out, so each output digit depends on at most three digits: two
 //     operand digits at fixed offsets and the carry just written.
 //   - Numbers are small (2-digit literals, quantities below 5000), so
-//     scratchpads and transcripts are short: a route transcript of the
-//     default world is 303 tokens on average under the chat template (1
-//     token per byte), 456 at most (528 and 688 on level 3); the
-//     delegator's context is 768 and the solver's 80.
-//   - The route prompt declares the delegate tool as its name only (Tool,
-//     19 tokens, against 372 for strategy.DelegateTool's description and
-//     schema), and the chat template writes a call compactly,
-//     delegate{"question":"47*28"} (package tokenizer): 31 generated
-//     tokens with its special tokens, against 55 in the JSON envelope
-//     {"name":...,"arguments":...} it used first; CompactTools rewrites a request's tool declaration so that
-//     strategy.New on the local delegator sends exactly the transcripts'
-//     prompts. System prompts are two or three words ("Solve or
-//     delegate.").
-//
-// What the shipped models measure in these formats, and the figures of
-// every strategy's transcripts: docs/world.md.
+//     scratchpads and transcripts fit the delegator's context of 768
+//     tokens and the solver's of 80.
+//   - The route prompt declares the delegate tool as its name only (Tool),
+//     and the chat template writes a call compactly,
+//     delegate{"question":"47*28"} (package tokenizer); CompactTools
+//     rewrites a request's tool declaration so that strategy.New on the
+//     local delegator sends exactly the transcripts' prompts. System
+//     prompts are two or three words ("Solve or delegate.").
 //
 // # Two models and why delegation matters
 //
@@ -92,8 +75,7 @@
 // coverage (SolverCovers, SolverCorpus): every sum and the products of
 // 2-digit numbers, never a difference. Every "gives away" and every "how
 // many more" step is a difference, outside what it has seen: there it is
-// wrong by design (measured: 0 of 120 held-out differences right, and 0 of
-// 80 products of a 3-digit number, the "larger numbers" it never saw).
+// wrong by design (the shipped solver's figures: models/README.md).
 //
 // A delegate call costs the delegator 31 generated tokens (the compact
 // call, byte by byte) plus μ. So delegating a product saves 130 delegator
@@ -109,27 +91,10 @@
 // what the text says ("boxes of", "gives away"). No rule that decides by
 // position can do that: delegating the first step always gains 0.11 on
 // 80% of problems and loses the answer on the 10% that start with a
-// difference; never delegating gives up the gain. Under the design
-// accuracies (DesignAccuracy: 0.99 for the delegator's scratchpads and
-// the solver inside its coverage, 0.2 outside) the expected rewards on
-// 2000 validation problems are (go test ./world -run TestDesignFigures -v):
-//
-//	policy                          reward  P(correct)  cost/none (µ$)
-//	single, the delegator alone      0.776       0.980        1118
-//	route, never delegate            0.776       0.980        1152
-//	route, delegate step 1           0.784       0.900         843
-//	route, the other 6 fixed rules   0.447-0.671
-//	route, always delegate           0.468       0.587        1069
-//	route, random 0.5                0.617       0.779        1125
-//	route, selective (the optimum)   0.865       0.980         815
-//	route, oracle (upper bound)      0.873       0.988         815
-//
-// So the best fixed rule gets 0.008 of the selective policy's 0.089 over
-// never delegating. With nothing priced as cached, selective costs 27%
-// less than the delegator alone (815 against 1118 µ$ per problem): each
-// turn of route sends the whole conversation again, which a single reply
-// does not, and at most one step of a problem is worth delegating. What
-// the shipped models measure: docs/world.md.
+// difference; never delegating gives up the gain. The expected reward of
+// every policy under the design accuracies (DesignAccuracy), and what the
+// shipped models measure, are in docs/world.md (go test ./world -run
+// TestDesignFigures -v computes and checks them).
 //
 // # Prices and reward
 //
@@ -163,7 +128,9 @@
 // delegation per problem (Mix) so the pretrained delegator is a stochastic
 // policy RL can sharpen. Lead shows the leader K terse peer solutions,
 // some wrong (sometimes the majority), and teaches it to copy the steps
-// they agree on and to compute those they dispute. ParseAnswer reads an
+// they agree on and to compute those they dispute; Condense turns a
+// scratchpad reply into such a terse solution, so that peers that need
+// scratch work can take part. ParseAnswer reads an
 // answer (\boxed{}, <answer>, "Final Output:", "Final answer:", else the
 // last integer; leading zeros are fine).
 //
