@@ -20,7 +20,7 @@ const module = "github.com/delegatelab/delegate"
 var allowedImports = map[string][]string{
 	"":                   {},
 	"api":                {""},
-	"bench":              {"", "score", "store"},
+	"bench":              {"", "store"},
 	"cmd/delegate":       {"*"},
 	"dataset":            {""},
 	"judge":              {""},

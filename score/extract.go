@@ -2,8 +2,8 @@
 //
 // Each verifier extracts the answer a model committed to (a last \boxed{},
 // an explicit "the answer is" statement, a final number) and compares it
-// with the reference after normalisation. The Result says what was found
-// and how, so a wrong grade can be traced to the extraction that made it.
+// with the reference after normalisation. The delegate.Verdict says what was
+// found and how, so a wrong grade can be traced to the extraction that made it.
 // All functions are pure and safe for concurrent use.
 package score
 
@@ -12,14 +12,6 @@ import (
 	"regexp"
 	"strings"
 )
-
-// Result is the outcome of verifying one response.
-type Result struct {
-	Correct   bool   // the extracted answer equals the reference
-	Extracted string // the answer taken from the response, normalised
-	Found     bool   // an answer could be extracted at all
-	Method    string // how: "boxed", "answer is", "####", "final answer", "last number", ...
-}
 
 // braced parses a {...} group at the start of s, returning its content and
 // the remainder after the closing brace.

@@ -25,6 +25,7 @@ import (
 	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/dataset"
 	"github.com/delegatelab/delegate/judge"
+	"github.com/delegatelab/delegate/score"
 	"github.com/delegatelab/delegate/store"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/world"
@@ -414,9 +415,9 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	grade := bench.Verifier(bench.Score).Grader()
+	grade := bench.Verified(score.Verify)
 	if f.dataset == datasetWorld {
-		grade = bench.Verifier(worldVerify).Grader()
+		grade = bench.Verified(world.Verify)
 	}
 	if open {
 		judgeAgent, _ := cfg.agent(models.judge, judge.Role, cfg.Roles.Judge) // assigned: checked above

@@ -352,10 +352,7 @@ func newScorer(f processFlags, lambdaSet bool) (*rollout.RewardScorer, string, e
 	}
 	sc.Reward = g.Reward
 	if f.dataset == datasetWorld {
-		sc.Verify = func(t delegate.Task, response string) (bool, error) {
-			correct, _, err := worldVerify(t, response)
-			return correct, err
-		}
+		sc.Verify = world.Verify
 	}
 	desc := fmt.Sprintf("graded reward (λ %g per %s, μ %g per call, format %g)", g.Lambda, strings.TrimSuffix(g.CostUnit, "s"), g.Mu, g.FormatPenalty)
 	if sc.GeneratedTokens {

@@ -68,17 +68,3 @@ func worldTasks(w worldFlags, split string, seed uint64, n int) ([]delegate.Task
 	desc := fmt.Sprintf("world level %d (%s), %d %s problems drawn with seed %d", w.level, cfg.Summary(), n, split, seed)
 	return tasks, desc, nil
 }
-
-// worldVerify checks a response's integer answer (world.ParseAnswer)
-// against a world task's reference; extracted is what it read.
-func worldVerify(task delegate.Task, response string) (correct bool, extracted string, err error) {
-	want, err := strconv.ParseInt(task.Answer, 10, 64)
-	if err != nil {
-		return false, "", fmt.Errorf("world task %s: reference %q is not an integer", task.ID, task.Answer)
-	}
-	got, err := world.ParseAnswer(response)
-	if err != nil {
-		return false, "", nil // no integer answer: wrong, not unverifiable
-	}
-	return got == want, strconv.FormatInt(got, 10), nil
-}
