@@ -13,29 +13,6 @@ import (
 	"strings"
 )
 
-// braced parses a {...} group at the start of s, returning its content and
-// the remainder after the closing brace.
-func braced(s string) (inner, rest string, ok bool) {
-	if !strings.HasPrefix(s, "{") {
-		return "", s, false
-	}
-	depth := 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++ // skip escaped char such as \{ or \}
-		case '{':
-			depth++
-		case '}':
-			depth--
-			if depth == 0 {
-				return s[1:i], s[i+1:], true
-			}
-		}
-	}
-	return "", s, false
-}
-
 // numberRE matches a number as written in prose: an optional sign and dollar
 // sign, digits with optional thousands separators, an optional decimal part,
 // or a simple fraction a/b.

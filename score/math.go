@@ -137,7 +137,7 @@ func braceArgs(s, cmd string, n int) string {
 			t := strings.TrimLeft(s, " ")
 			switch {
 			case strings.HasPrefix(t, "{"):
-				inner, rest, ok := braced(t)
+				inner, rest, ok := delegate.Braced(t)
 				if !ok {
 					b.WriteString(s)
 					return b.String()
