@@ -14,12 +14,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/vbauerster/mpb/v8"
-	"github.com/vbauerster/mpb/v8/decor"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/bench"
@@ -449,10 +446,12 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	}
 	progress := make(chan bench.Progress, len(tasks)*len(arms))
 	barDone := make(chan struct{})
-	go showProgress(errOut, f.progress, len(tasks)*len(arms), progress, barDone)
+	view := newProgressView(errOut, f.progress)
+	go showProgress(view, len(tasks)*len(arms), progress, barDone)
 	rep, runErr := bench.RunGraded(ctx, ecfg, tasks, arms, grade, progress)
 	close(progress)
 	<-barDone
+	view.finish(runErr == nil)
 	if runErr != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("bench interrupted; finished items are saved in %s: run the same command again to resume", ecfg.Results)
@@ -663,82 +662,26 @@ func cacheStats(cached map[string]*store.CachedModel) store.CacheStats {
 	return s
 }
 
-// showProgress reports the items' progress on w until progress is closed,
-// then closes done: under progressAuto a bar on a terminal and a line at
-// every tenth of the items elsewhere (a log file, CI); bar, plain or
-// nothing (progressNone) when mode says so. Resumed
-// items advance it without feeding its rate, so the ETA is that of the items
-// run now.
-func showProgress(w io.Writer, mode string, total int, progress <-chan bench.Progress, done chan<- struct{}) {
+// showProgress feeds a benchmark's items to the progress view until
+// progress is closed, then closes done: one phase counting items (arm ×
+// task), those taken from the results file included, with the correct and
+// failed counts as its status.
+func showProgress(v *progressView, total int, progress <-chan bench.Progress, done chan<- struct{}) {
 	defer close(done)
-	mode = resolveProgress(mode, w)
-	if mode == progressNone {
-		for range progress {
-		}
-		return
-	}
-	var correct, finished, failed, resumed atomic.Int64
-	tally := func() string {
-		return fmt.Sprintf("%d/%d correct, %d failed", correct.Load(), finished.Load(), failed.Load())
-	}
-	count := func(pr bench.Progress) {
-		finished.Add(1)
+	v.begin("bench", "items")
+	var correct, finished, failed, resumed int
+	for pr := range progress {
+		finished++
 		if pr.Correct {
-			correct.Add(1)
+			correct++
 		}
 		if pr.Failed {
-			failed.Add(1)
+			failed++
 		}
 		if pr.Resumed {
-			resumed.Add(1)
+			resumed++
 		}
+		v.update(progressFigures{Done: pr.Done, Total: total, Resumed: resumed,
+			Status: fmt.Sprintf("%d/%d correct, %d failed", correct, finished, failed)})
 	}
-	if mode == progressPlain {
-		start := time.Now()
-		step := max(total/10, 1)
-		for pr := range progress {
-			count(pr)
-			if pr.Done%step != 0 && pr.Done != total {
-				continue
-			}
-			eta := "n/a"
-			if run := int64(pr.Done) - resumed.Load(); run > 0 {
-				left := time.Duration(float64(time.Since(start)) / float64(run) * float64(total-pr.Done))
-				eta = left.Round(time.Second).String()
-			}
-			fmt.Fprintf(w, "bench: %d/%d items (%d resumed), %s, ETA %s\n", pr.Done, total, resumed.Load(), tally(), eta)
-		}
-		return
-	}
-	p := mpb.New(mpb.WithOutput(w), mpb.WithWidth(32), mpb.WithRefreshRate(200*time.Millisecond))
-	release := logs.above(p)
-	bar := p.AddBar(int64(total),
-		mpb.PrependDecorators(decor.Name("bench "), decor.CountersNoUnit("%d/%d items")),
-		mpb.AppendDecorators(
-			decor.Percentage(decor.WCSyncSpace),
-			decor.Name("  ETA "), decor.EwmaETA(decor.ET_STYLE_GO, 30),
-			decor.Any(func(decor.Statistics) string {
-				if finished.Load() == 0 {
-					return ""
-				}
-				return "  " + tally()
-			}),
-		),
-	)
-	last := time.Now()
-	for pr := range progress {
-		count(pr)
-		if pr.Resumed {
-			bar.Increment()
-			continue
-		}
-		now := time.Now()
-		bar.EwmaIncrement(now.Sub(last))
-		last = now
-	}
-	if !bar.Completed() {
-		bar.Abort(false) // interrupted, or values dropped: keep the bar as it stands
-	}
-	p.Wait()
-	release()
 }

@@ -261,7 +261,7 @@ func TestBenchFourStrategiesOverHTTP(t *testing.T) {
 	if !strings.Contains(stdout, string(md)) {
 		t.Errorf("the printed table differs from table.md:\n%s\n----\n%s", stdout, md)
 	}
-	for _, want := range []string{"bench: 48/48 items (0 resumed)", "Dataset: gsm8k (" + data + "), 8 of 12 items sampled with seed 3.", "48 items run now, 0 taken from"} {
+	for _, want := range []string{"bench 48/48 items (100%)  ", "Dataset: gsm8k (" + data + "), 8 of 12 items sampled with seed 3.", "48 items run now, 0 taken from"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}

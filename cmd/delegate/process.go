@@ -8,12 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/vbauerster/mpb/v8"
-	"github.com/vbauerster/mpb/v8/decor"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/dataset"
@@ -50,14 +46,6 @@ type processFlags struct {
 	temperature float64 // the trained stages' temperature; < 0 keeps the config's
 	world       worldFlags
 }
-
-// Progress display modes.
-const (
-	progressAuto  = "auto"
-	progressBar   = "bar"
-	progressPlain = "plain"
-	progressNone  = "none"
-)
 
 func newProcessCmd(getenv env, log *slog.Logger) *cobra.Command {
 	var f processFlags
@@ -212,7 +200,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 		len(tasks), f.group, f.strategy, rewardDesc, f.advantage, f.out)
 
 	progress := make(chan rollout.Progress, 64)
-	view := newProgressView(out, f.progress, len(tasks))
+	view := &processProgress{v: newProgressView(out, f.progress)}
 	viewDone := make(chan struct{})
 	go func() {
 		defer close(viewDone)
@@ -221,7 +209,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	sum, runErr := rollout.Run(ctx, rc, tasks, baseline, policy, sc, progress)
 	close(progress)
 	<-viewDone
-	view.finish(sum)
+	view.end(sum)
 
 	if sum.Version != 0 {
 		if err := printSummary(out, sum); err != nil {
@@ -442,129 +430,48 @@ func fingerprint(cfg *Config, jcfg judge.Config, rewardDesc string, logprobs boo
 	return string(data), nil
 }
 
-// progressView shows a run's progress: an mpb bar on a terminal, or a
-// plain line at most every plainEvery otherwise.
-type progressView struct {
-	release func() // gives the log back to stderr once the bars are done
-	out     io.Writer
-	mode    string
-	items   int
-
-	mu   sync.Mutex // guards last, for the bar's decorators
-	last rollout.Progress
-
-	p   *mpb.Progress
-	bar *mpb.Bar
-
-	lastLine time.Time
+// processProgress feeds a rollout run's progress to the progress view:
+// one phase counting rollouts, with the items done, the failed rollouts and
+// the mean reward as its status.
+type processProgress struct {
+	v     *progressView
+	begun bool
+	last  rollout.Progress
 }
 
-const plainEvery = 10 * time.Second
-
-// checkProgress rejects a --progress value that is not a mode.
-func checkProgress(mode string) error {
-	switch mode {
-	case progressAuto, progressBar, progressPlain, progressNone:
-		return nil
+func (p *processProgress) show(pr rollout.Progress) {
+	if !p.begun {
+		p.begun = true
+		p.v.begin("process", "rollouts")
 	}
-	return fmt.Errorf("--progress %q: want auto, bar, plain or none", mode)
+	p.last = pr
+	status := fmt.Sprintf("items %d/%d", pr.ItemsDone, pr.Items)
+	if pr.RolloutsFailed > 0 {
+		status += fmt.Sprintf(", %d failed", pr.RolloutsFailed)
+	}
+	status += fmt.Sprintf("  mean reward %+.3f", pr.MeanReward)
+	p.v.update(progressFigures{Done: pr.RolloutsDone, Total: pr.Rollouts, Resumed: pr.Resumed, Elapsed: pr.Elapsed, Status: status})
 }
 
-// resolveProgress turns progressAuto into what w gets: a bar on a
-// terminal, plain lines elsewhere.
-func resolveProgress(mode string, w io.Writer) string {
-	if mode != progressAuto {
-		return mode
-	}
-	if isTerminal(w) {
-		return progressBar
-	}
-	return progressPlain
-}
-
-func newProgressView(out io.Writer, mode string, items int) *progressView {
-	v := &progressView{out: out, mode: resolveProgress(mode, out), items: items}
-	if v.mode == progressBar {
-		v.p = mpb.New(mpb.WithOutput(out), mpb.WithWidth(100), mpb.WithAutoRefresh(), mpb.WithRefreshRate(200*time.Millisecond))
-		v.release = logs.above(v.p)
-		v.bar = v.p.AddBar(int64(items),
-			mpb.PrependDecorators(decor.Name("items "), decor.CountersNoUnit("%d/%d")),
-			mpb.AppendDecorators(decor.Any(func(decor.Statistics) string { return v.status() })),
-		)
-	}
-	return v
-}
-
-// status is the text after the bar: rollouts, mean reward and ETA.
-func (v *progressView) status() string {
-	v.mu.Lock()
-	p := v.last
-	v.mu.Unlock()
-	s := fmt.Sprintf("rollouts %d/%d", p.RolloutsDone, p.Rollouts)
-	if p.RolloutsFailed > 0 {
-		s += fmt.Sprintf(" (%d failed)", p.RolloutsFailed)
-	}
-	s += fmt.Sprintf("  mean reward %+.3f  ETA %s", p.MeanReward, eta(p))
-	return s
-}
-
-// eta extrapolates the rollouts done by this run (not the resumed ones)
-// to those left.
-func eta(p rollout.Progress) string {
-	done := p.RolloutsDone - p.Resumed
-	left := p.Rollouts - p.RolloutsDone
-	switch {
-	case left <= 0:
-		return "0s"
-	case done <= 0:
-		return "?"
-	}
-	d := time.Duration(float64(p.Elapsed) * float64(left) / float64(done))
-	return d.Round(time.Second).String()
-}
-
-// run reads progress until the channel closes.
-func (v *progressView) run(progress <-chan rollout.Progress) {
-	for p := range progress {
-		v.mu.Lock()
-		v.last = p
-		v.mu.Unlock()
-		switch v.mode {
-		case progressBar:
-			v.bar.SetCurrent(int64(p.ItemsDone))
-		case progressPlain:
-			if now := time.Now(); now.Sub(v.lastLine) >= plainEvery {
-				v.lastLine = now
-				fmt.Fprintf(v.out, "items %d/%d  %s\n", p.ItemsDone, p.Items, v.status())
-			}
-		}
+// run shows progress until the channel closes.
+func (p *processProgress) run(progress <-chan rollout.Progress) {
+	for pr := range progress {
+		p.show(pr)
 	}
 }
 
-// finish draws the run's last state, taken from its summary (progress
-// events may have been dropped): the bar completed or aborted where it
-// stands, or a last plain line. A summary of a run that never started
-// (Version 0) leaves the last progress as it was.
-func (v *progressView) finish(sum rollout.Summary) {
-	v.mu.Lock()
+// end shows the run's last state, taken from its summary (progress events
+// may have been dropped), and ends the view. A summary of a run that never
+// started (Version 0) leaves the figures as they were.
+func (p *processProgress) end(sum rollout.Summary) {
 	if sum.Version != 0 {
-		v.last.Items, v.last.ItemsDone = sum.Items, sum.ItemsDone
-		v.last.Rollouts, v.last.RolloutsDone, v.last.RolloutsFailed = sum.RolloutsPlanned, sum.Rollouts, sum.RolloutsFailed
-		v.last.MeanReward = sum.MeanReward
+		pr := p.last
+		pr.Items, pr.ItemsDone = sum.Items, sum.ItemsDone
+		pr.Rollouts, pr.RolloutsDone, pr.RolloutsFailed = sum.RolloutsPlanned, sum.Rollouts, sum.RolloutsFailed
+		pr.MeanReward = sum.MeanReward
+		p.show(pr)
 	}
-	p := v.last
-	v.mu.Unlock()
-	switch v.mode {
-	case progressBar:
-		v.bar.SetCurrent(int64(p.ItemsDone))
-		if !sum.Complete {
-			v.bar.Abort(false)
-		}
-		v.p.Wait()
-		v.release()
-	case progressPlain:
-		fmt.Fprintf(v.out, "items %d/%d  %s\n", p.ItemsDone, v.items, v.status())
-	}
+	p.v.finish(sum.Complete)
 }
 
 // printSummary writes the run's account: rollouts, groups, losses by

@@ -501,7 +501,7 @@ func TestProcessProgressBar(t *testing.T) {
 		t.Fatalf("process: %v\n%s", err, out)
 	}
 	// The bar's last frame shows the items done, the rollouts and the reward.
-	for _, want := range []string{"items 2/2", "rollouts 4/4", "mean reward", "ETA"} {
+	for _, want := range []string{"items 2/2", "4/4 rollouts", "mean reward", "ETA"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -660,25 +660,25 @@ func TestProgressViewEndsFromSummary(t *testing.T) {
 	}{
 		{"bar, complete, every event dropped", progressBar,
 			rollout.Summary{Version: 1, Complete: true, Items: 3, ItemsDone: 3, RolloutsPlanned: 12, Rollouts: 12, MeanReward: 0.25},
-			"items 3/3"},
+			"12/12 rollouts items 3/3"},
 		{"bar, interrupted", progressBar,
 			rollout.Summary{Version: 1, Items: 3, ItemsDone: 1, RolloutsPlanned: 12, Rollouts: 5, RolloutsFailed: 1},
-			"rollouts 5/12 (1 failed)"},
+			"5/12 rollouts items 1/3, 1 failed"},
 		{"plain, complete", progressPlain,
 			rollout.Summary{Version: 1, Complete: true, Items: 3, ItemsDone: 3, RolloutsPlanned: 12, Rollouts: 12, MeanReward: 0.25},
-			"items 3/3  rollouts 12/12  mean reward +0.250  ETA 0s"},
+			"process 12/12 rollouts (100%)  items 3/3  mean reward +0.250  elapsed 0s  ETA 0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var w syncWriter
-			v := newProgressView(&w, tt.mode, 3)
+			v := &processProgress{v: newProgressView(&w, tt.mode)}
 			events := make(chan rollout.Progress)
 			close(events)
 			v.run(events)
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				v.finish(tt.sum)
+				v.end(tt.sum)
 			}()
 			select {
 			case <-done:
