@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/dataset"
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rollout"
@@ -22,12 +21,8 @@ import (
 
 // processFlags are the flags of `delegate process`.
 type processFlags struct {
+	datasetFlags
 	config      string
-	dataset     string // a format of package dataset, "open" or "builtin"
-	data        string // the file or directory of the dataset
-	split       string // builtin: train or test
-	n           int
-	seed        int64
 	group       int
 	strategy    string
 	concurrency int
@@ -37,14 +32,12 @@ type processFlags struct {
 	lambda      float64
 	reward      string // graded or world
 	costUnit    string
-	skipBad     bool
 	logprobs    bool
 	keepTies    bool
 	omitTraces  bool
 	progress    string // auto, bar, plain, none
 	push        pushFlags
 	temperature float64 // the trained stages' temperature; < 0 keeps the config's
-	world       worldFlags
 }
 
 func newProcessCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -62,12 +55,12 @@ It appends to --out: artifacts.jsonl (one record per rollout), groups.jsonl
 state.db. Interrupt it and run the same command again: it resumes without
 losing or duplicating a rollout.
 
-Datasets: gsm8k, math, mmlu, bbh and open (JSONL {"id","prompt"}) read
---data (mmlu and bbh: a file or a directory); builtin is the built-in
-open-ended requests (--split train or test) and needs no file; world is -n
-arithmetic word problems of package world at --level (the problems the
-shipped local models were trained on, --split train by default, drawn with
---seed), graded on their integer answer.`,
+Datasets (the same flags as bench's): gsm8k, math, mmlu and bbh read --data
+(mmlu and bbh: a file or a directory); open is --data FILE of {"id","prompt"}
+lines or, with no file, the built-in open-ended requests (--split train, the
+default, or test); world is -n arithmetic word problems of package world at
+--level (the problems the shipped local models were trained on, --split
+train by default, drawn with --seed), graded on their integer answer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return process(cmd.Context(), cmd.OutOrStdout(), getenv, log, f, cmd.Flags().Changed("lambda"))
@@ -75,11 +68,6 @@ shipped local models were trained on, --split train by default, drawn with
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
-	fl.StringVarP(&f.dataset, "dataset", "d", "builtin", "dataset: gsm8k, math, mmlu, bbh, open, builtin or world")
-	fl.StringVar(&f.data, "data", "", "dataset file or directory (every dataset but builtin)")
-	fl.StringVar(&f.split, "split", "train", "builtin datasets: the train or test split; world: train, validation or test")
-	fl.IntVarP(&f.n, "n", "n", 0, "items to sample from the dataset (0: all)")
-	fl.Int64Var(&f.seed, "seed", 1, "seed of the item sample, recorded in every artifact")
 	fl.IntVarP(&f.group, "group", "g", 4, "rollouts per item (G), at least 2")
 	fl.StringVarP(&f.strategy, "strategy", "s", strategy.NameDecompose, "strategy to roll out: "+strings.Join(strategy.Names(), ", "))
 	fl.IntVar(&f.concurrency, "concurrency", 0, "rollouts in flight at once (0: G)")
@@ -89,7 +77,6 @@ shipped local models were trained on, --split train by default, drawn with
 	fl.StringVar(&f.reward, "reward", rewardGraded, "reward: graded (reward.DefaultGraded) or world (the reward delegate train trains with: world.DefaultReward, λ per token the policy generated, μ per sub-agent call)")
 	fl.Float64Var(&f.lambda, "lambda", 0, "graded reward: cost charged per unit of --cost-unit (default 1e-5 per token; --reward world: 0.001)")
 	fl.StringVar(&f.costUnit, "cost-unit", reward.CostTokens, "graded reward: what --lambda charges for, tokens or dollars")
-	fl.BoolVar(&f.skipBad, "skip-bad", false, "leave malformed dataset records out, reporting each, instead of failing")
 	fl.BoolVar(&f.logprobs, "logprobs", false, "ask the trained role's backend for token logprobs (and ids) for groups.jsonl")
 	fl.BoolVar(&f.keepTies, "keep-ties", false, "write groups whose rewards all tie, with zero advantages, instead of dropping them")
 	fl.BoolVar(&f.omitTraces, "omit-traces", false, "leave full traces out of artifacts.jsonl")
@@ -100,7 +87,7 @@ shipped local models were trained on, --split train by default, drawn with
 	fl.Float64Var(&f.push.weight, "push-weight", 1, "--push: the environment's weight in batches")
 	fl.IntVar(&f.push.maxTokenLen, "push-max-tokens", 4096, "--push: the environment's max_token_length")
 	fl.IntVar(&f.push.offPolicy, "push-offpolicy", 3, "--push: pause while the API's queue holds this many batches (Atropos's max_batches_offpolicy)")
-	f.world.register(cmd)
+	f.datasetFlags.register(cmd, "train")
 	return cmd
 }
 
@@ -179,7 +166,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	}
 	rc := rollout.Config{
 		GroupSize: f.group, Concurrency: f.concurrency, Estimator: f.advantage, KeepTies: f.keepTies,
-		Seed: f.seed, OutDir: f.out, Fingerprint: fp, OmitTraces: f.omitTraces,
+		Seed: int64(f.seed), OutDir: f.out, Fingerprint: fp, OmitTraces: f.omitTraces,
 	}
 	if err := rc.Validate(); err != nil {
 		return fmt.Errorf("process: %w", err)
@@ -222,70 +209,14 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	return runErr
 }
 
-// loadTasks reads and samples the dataset, reporting what it read and
-// every record it skipped.
+// loadTasks reads and samples the dataset (datasetFlags.load), reporting
+// what it read.
 func loadTasks(out io.Writer, f processFlags) ([]delegate.Task, error) {
-	var tasks []delegate.Task
-	switch f.dataset {
-	case "builtin":
-		if f.data != "" {
-			return nil, errors.New("process: --data is not used with the builtin dataset")
-		}
-		train, test := dataset.Builtin()
-		switch f.split {
-		case "train":
-			tasks = train
-		case "test":
-			tasks = test
-		default:
-			return nil, fmt.Errorf("process: --split %q: want train or test", f.split)
-		}
-		fmt.Fprintf(out, "dataset builtin/%s: %d requests\n", f.split, len(tasks))
-	case "gsm8k", "math", "mmlu", "bbh", "open":
-		if f.data == "" {
-			return nil, fmt.Errorf("process: --data is required with --dataset %s", f.dataset)
-		}
-		var rep dataset.Report
-		var err error
-		tasks, rep, err = dataset.Load(f.dataset, f.data, dataset.Options{SkipBad: f.skipBad})
-		if err != nil {
-			if !f.skipBad {
-				return nil, fmt.Errorf("process: %w (--skip-bad leaves malformed records out)", err)
-			}
-			return nil, fmt.Errorf("process: %w", err)
-		}
-		fmt.Fprintf(out, "dataset %s %s: %d records read, %d malformed skipped\n", f.dataset, f.data, rep.Read, len(rep.Skipped))
-		for _, s := range rep.Skipped {
-			fmt.Fprintf(out, "  skipped %s:%d: %s\n", s.File, s.Line, s.Reason)
-		}
-	case datasetWorld:
-		if f.data != "" {
-			return nil, errors.New("process: --data is not used with --dataset world: its problems are drawn by --level, --split, -n and --seed")
-		}
-		if f.n < 0 {
-			return nil, fmt.Errorf("process: --n %d is negative", f.n)
-		}
-		ts, desc, err := worldTasks(f.world, f.split, uint64(f.seed), f.n)
-		if err != nil {
-			return nil, fmt.Errorf("process: %w", err)
-		}
-		fmt.Fprintf(out, "dataset %s\n", desc)
-		return ts, nil
-	default:
-		return nil, fmt.Errorf("process: --dataset %q: want gsm8k, math, mmlu, bbh, open, builtin or world", f.dataset)
+	tasks, desc, err := f.load(out)
+	if err != nil {
+		return nil, fmt.Errorf("process: %w", err)
 	}
-	if f.n < 0 {
-		return nil, fmt.Errorf("process: --n %d is negative", f.n)
-	}
-	if f.n > 0 {
-		if f.n > len(tasks) {
-			return nil, fmt.Errorf("process: --n %d, but the dataset has %d tasks", f.n, len(tasks))
-		}
-		tasks = dataset.Sample(tasks, f.n, uint64(f.seed))
-	}
-	if len(tasks) == 0 {
-		return nil, errors.New("process: the dataset has no tasks")
-	}
+	fmt.Fprintf(out, "dataset %s\n", desc)
 	return tasks, nil
 }
 

@@ -473,7 +473,7 @@ func TestProcessParityReward(t *testing.T) {
 	srv := newGraderServer(t)
 	cfg := writeTestConfig(t, srv.URL)
 	dir := filepath.Join(t.TempDir(), "out")
-	out, err := execute(t, testEnv, "process", "--config", cfg, "--dataset", "builtin", "-n", "2", "-g", "2",
+	out, err := execute(t, testEnv, "process", "--config", cfg, "--dataset", "open", "-n", "2", "-g", "2",
 		"--parity", "--strategy", "single", "--out", dir, "--progress", "none")
 	if err != nil {
 		t.Fatalf("process: %v\n%s", err, out)
@@ -518,15 +518,15 @@ func TestProcessFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no output directory", []string{"--dataset", "builtin"}, "--out is required"},
+		{"no output directory", []string{"--dataset", "open"}, "--out is required"},
 		{"unknown dataset", []string{"--dataset", "squad", "--out", "x"}, `--dataset "squad"`},
 		{"no data file", []string{"--dataset", "gsm8k", "--out", "x"}, "--data is required"},
 		{"too many items", []string{"--dataset", "gsm8k", "--data", data, "-n", "9", "--out", "x"}, "--n 9, but the dataset has 2"},
 		{"unknown estimator", []string{"--dataset", "gsm8k", "--data", data, "--advantage", "ppo", "--out", filepath.Join(t.TempDir(), "o")}, "ppo"},
 		{"group of one", []string{"--dataset", "gsm8k", "--data", data, "-g", "1", "--out", filepath.Join(t.TempDir(), "o")}, "group_size"},
 		{"parity with answers", []string{"--dataset", "gsm8k", "--data", data, "--parity", "--out", "x"}, "open-ended tasks"},
-		{"parity with lambda", []string{"--dataset", "builtin", "--parity", "--lambda", "0.1", "--out", "x"}, "--lambda"},
-		{"unknown strategy", []string{"--dataset", "builtin", "--strategy", "vote", "--out", "x"}, `--strategy "vote"`},
+		{"parity with lambda", []string{"--dataset", "open", "--parity", "--lambda", "0.1", "--out", "x"}, "--lambda"},
+		{"unknown strategy", []string{"--dataset", "open", "--strategy", "vote", "--out", "x"}, `--strategy "vote"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -44,40 +44,41 @@ func TestLogSinkWritesAboveBars(t *testing.T) {
 	}
 }
 
-// TestProgressViewPlain: a plain line at a phase's last unit (not before
+// TestProgressViewPlain: a plain line at a phase's last unit (none before
 // plainEvery), the ETA extrapolating only this run's units, resumed ones
-// shown, and a last line at finish only when the figures moved since.
+// shown, notes as lines of their own, a last line at finish only when the
+// figures moved since; under none, nothing.
 func TestProgressViewPlain(t *testing.T) {
-	var w syncWriter
-	v := newProgressView(&w, progressPlain)
-	v.begin("bench", "items")
-	v.update(progressFigures{Done: 2, Total: 10, Resumed: 2, Elapsed: time.Second, Status: "first"})
-	v.update(progressFigures{Done: 4, Total: 10, Resumed: 2, Elapsed: 2 * time.Second, Status: "second"})
-	if got := w.String(); got != "" {
-		t.Fatalf("lines before plainEvery and before the last unit:\n%s", got)
+	tests := []struct {
+		name, mode string
+		updates    []progressFigures
+		complete   bool
+		want       string
+	}{
+		{"interrupted: the last figures at finish", progressPlain, []progressFigures{
+			{Done: 2, Total: 10, Resumed: 2, Elapsed: time.Second, Status: "first"},
+			{Done: 4, Total: 10, Resumed: 2, Elapsed: 2 * time.Second, Status: "second"},
+		}, false, "bench 4/10 units (40%, 2 resumed)  second  elapsed 2s  ETA 6s\n"},
+		{"done: one line at the last unit, then the note", progressPlain, []progressFigures{
+			{Done: 3, Total: 3, Elapsed: 3 * time.Second, Status: "loss 1"},
+		}, true, "bench 3/3 units (100%)  loss 1  elapsed 3s  ETA 0s\nnote\n"},
+		{"none", progressNone, []progressFigures{{Done: 3, Total: 3, Status: "loss 1"}}, true, ""},
 	}
-	v.finish(false)
-	if got, want := w.String(), "bench 4/10 items (40%, 2 resumed)  second  elapsed 2s  ETA 6s\n"; got != want {
-		t.Errorf("finish wrote %q, want %q", got, want)
-	}
-
-	w = syncWriter{}
-	v = newProgressView(&w, progressPlain)
-	v.begin("solver", "steps")
-	v.update(progressFigures{Done: 3, Total: 3, Elapsed: 3 * time.Second, Status: "loss 1"})
-	v.note("solver step %d held-out %.1f", 3, 0.5)
-	v.finish(true)
-	if got, want := w.String(), "solver 3/3 steps (100%)  loss 1  elapsed 3s  ETA 0s\nsolver step 3 held-out 0.5\n"; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-
-	w = syncWriter{}
-	v = newProgressView(&w, progressNone)
-	v.begin("solver", "steps")
-	v.update(progressFigures{Done: 3, Total: 3, Status: "loss 1"})
-	v.note("a note")
-	v.finish(true)
-	if got := w.String(); got != "" {
-		t.Errorf("--progress none wrote %q", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var w syncWriter
+			v := newProgressView(&w, tt.mode)
+			v.begin("bench", "units")
+			for _, f := range tt.updates {
+				v.update(f)
+			}
+			if tt.complete {
+				v.note("note")
+			}
+			v.finish(tt.complete)
+			if got := w.String(); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -35,7 +35,7 @@ func TestProcessWorldRewardIsTrainsReward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := processFlags{dataset: datasetWorld, reward: rewardWorld, costUnit: reward.CostTokens}
+	f := processFlags{datasetFlags: datasetFlags{dataset: datasetWorld}, reward: rewardWorld, costUnit: reward.CostTokens}
 	sc, _, err := newScorer(f, false)
 	if err != nil {
 		t.Fatal(err)
