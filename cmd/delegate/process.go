@@ -210,13 +210,16 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 }
 
 // loadTasks reads and samples the dataset (datasetFlags.load), reporting
-// what it read.
+// what it read: the loader's account of a file, or the description of
+// tasks that come from no file (the world's, the built-in requests).
 func loadTasks(out io.Writer, f processFlags) ([]delegate.Task, error) {
 	tasks, desc, err := f.load(out)
 	if err != nil {
 		return nil, fmt.Errorf("process: %w", err)
 	}
-	fmt.Fprintf(out, "dataset %s\n", desc)
+	if f.data == "" {
+		fmt.Fprintf(out, "dataset %s\n", desc)
+	}
 	return tasks, nil
 }
 
