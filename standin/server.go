@@ -6,7 +6,10 @@
 // faults injected at configured rates.
 //
 // Endpoints: POST /v1/chat/completions (also /chat/completions), GET
-// /v1/models, GET /health.
+// /v1/models, GET /health. A request is held to the Chat Completions
+// format's rules as package openai/wire states them (OpenAI's: n up to 128,
+// text content parts joined, other parts refused...), the same the client
+// and delegate serve apply; the stand-in refuses streaming besides.
 //
 // A request's stage is recognised from the request itself (see Kind): a
 // request offering the delegate tool is route's strong model (its first

@@ -439,7 +439,7 @@ func trainedName(arm string, steps int) string {
 func tasksOf(problems []*world.Problem) []delegate.Task {
 	out := make([]delegate.Task, len(problems))
 	for i, p := range problems {
-		out[i] = delegate.Task{ID: p.ID, Dataset: "world", Prompt: p.Text, Answer: strconv.FormatInt(p.Answer, 10)}
+		out[i] = p.Task()
 	}
 	return out
 }

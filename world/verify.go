@@ -75,7 +75,16 @@ func Correct(text string, want int64) bool {
 	return err == nil && got == want
 }
 
-// Verify is the delegate.Verifier of world tasks: the response's integer
+// Dataset is the Task.Dataset of the world's problems.
+const Dataset = "world"
+
+// Task is p as a task for strategies and verifiers: its text as the prompt
+// and its integer answer as the reference, which Verify reads.
+func (p *Problem) Task() delegate.Task {
+	return delegate.Task{ID: p.ID, Dataset: Dataset, Prompt: p.Text, Answer: strconv.FormatInt(p.Answer, 10)}
+}
+
+// Verify is the delegate.Verifier of world tasks (Problem.Task): the response's integer
 // answer (ParseAnswer) against t.Answer, the problem's integer. A response
 // with no integer answer is wrong, not unverifiable; a task whose reference
 // is not an integer is an error.

@@ -173,3 +173,14 @@ func TestVerify(t *testing.T) {
 		t.Error("a reference that is not an integer: no error")
 	}
 }
+
+func TestProblemTaskVerifies(t *testing.T) {
+	p := &Problem{ID: "p1", Text: "Ann has 3 boxes of 4 pens. How many pens?", Answer: -12}
+	task := p.Task()
+	if task.Dataset != Dataset || task.Prompt != p.Text || task.ID != p.ID {
+		t.Fatalf("Task() = %+v", task)
+	}
+	if v, err := Verify(task, `\boxed{-12}`); err != nil || !v.Correct {
+		t.Errorf("Verify(Task(), the answer) = %+v, %v; want correct", v, err)
+	}
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -14,7 +13,7 @@ import (
 // datasetWorld is the synthetic arithmetic world of package world, the
 // one the shipped local models were trained in: problems drawn by
 // world.Generate at a level, checked by world.ParseAnswer.
-const datasetWorld = "world"
+const datasetWorld = world.Dataset
 
 // worldFlags are the knobs of --dataset world.
 type worldFlags struct {
@@ -63,7 +62,7 @@ func worldTasks(w worldFlags, split string, seed uint64, n int) ([]delegate.Task
 	}
 	tasks := make([]delegate.Task, len(problems))
 	for i, p := range problems {
-		tasks[i] = delegate.Task{ID: p.ID, Dataset: datasetWorld, Prompt: p.Text, Answer: strconv.FormatInt(p.Answer, 10)}
+		tasks[i] = p.Task()
 	}
 	desc := fmt.Sprintf("world level %d (%s), %d %s problems drawn with seed %d", w.level, cfg.Summary(), n, split, seed)
 	return tasks, desc, nil
