@@ -143,6 +143,7 @@ type phase struct {
 	start               time.Time // when begin was called: the clock when the caller gives none
 	ended               bool      // plain: the line of the last unit is printed
 	shown               string    // plain: the figures of the last line
+	completed           bool      // bar: completed by update (touched only by the caller's goroutine)
 	bar                 *mpb.Bar
 }
 
@@ -173,7 +174,7 @@ func (v *progressView) begin(name, unit string) {
 	if v.mode != progressBar {
 		return
 	}
-	if prev != nil && prev.bar != nil && !prev.bar.Completed() {
+	if prev != nil && prev.bar != nil && !prev.completed {
 		prev.bar.Abort(false)
 	}
 	// The figures come before the bar, so that a narrow terminal cuts the
@@ -231,8 +232,11 @@ func (v *progressView) update(f progressFigures) {
 	if ph.bar != nil {
 		ph.bar.SetTotal(int64(total), false)
 		ph.bar.SetCurrent(int64(done))
-		if total > 0 && done >= total {
-			ph.bar.SetTotal(int64(total), true) // complete: the bar draws its last
+		if total > 0 && done >= total && !ph.completed {
+			// Complete: the bar draws its last. The view keeps the fact
+			// itself: mpb's Completed races with the last drawing.
+			ph.completed = true
+			ph.bar.SetTotal(int64(total), true)
 		}
 	}
 }
@@ -275,7 +279,7 @@ func (v *progressView) finish(complete bool) {
 	}
 	if ph != nil && ph.bar != nil {
 		ph.bar.SetCurrent(int64(ph.done))
-		if !complete || !ph.bar.Completed() {
+		if !complete || !ph.completed {
 			ph.bar.Abort(false)
 		}
 	}
