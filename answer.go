@@ -43,21 +43,8 @@ func lastBox(text string) (at, n int) {
 // right after the command's name.
 func boxArgument(rest string) (string, bool) {
 	if strings.HasPrefix(rest, "{") {
-		depth := 0
-		for i := 0; i < len(rest); i++ {
-			switch rest[i] {
-			case '\\':
-				i++ // an escaped byte such as \{ or \}
-			case '{':
-				depth++
-			case '}':
-				depth--
-				if depth == 0 {
-					return strings.TrimSpace(rest[1:i]), true
-				}
-			}
-		}
-		return "", false
+		inner, _, ok := Braced(rest)
+		return strings.TrimSpace(inner), ok
 	}
 	if rest == "" || (rest[0] != ' ' && rest[0] != '\t') {
 		return "", false // \boxedfoo is another command
@@ -69,4 +56,30 @@ func boxArgument(rest string) (string, bool) {
 	}
 	s := strings.TrimRight(rest[:end], ".,;")
 	return s, s != ""
+}
+
+// Braced reads the {...} group at the start of s, nested braces matched
+// and a backslash escaping the next byte (so \{ and \} do not count), and
+// returns its content, untrimmed, and what follows the closing brace. ok is
+// false when s does not start with "{" or the group never closes; rest is
+// then s.
+func Braced(s string) (inner, rest string, ok bool) {
+	if !strings.HasPrefix(s, "{") {
+		return "", s, false
+	}
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++ // an escaped byte such as \{ or \}
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth == 0 {
+				return s[1:i], s[i+1:], true
+			}
+		}
+	}
+	return "", s, false
 }

@@ -61,3 +61,23 @@ func FuzzBoxed(f *testing.F) {
 		}
 	})
 }
+
+func TestBraced(t *testing.T) {
+	tests := []struct {
+		s, inner, rest string
+		ok             bool
+	}{
+		{`{a}b`, "a", "b", true},
+		{`{ \frac{1}{2} } = x`, ` \frac{1}{2} `, " = x", true},
+		{`{a\}b}c`, `a\}b`, "c", true},
+		{`{a{b}`, "", `{a{b}`, false},
+		{`a{b}`, "", `a{b}`, false},
+		{``, "", ``, false},
+	}
+	for _, tt := range tests {
+		inner, rest, ok := Braced(tt.s)
+		if inner != tt.inner || rest != tt.rest || ok != tt.ok {
+			t.Errorf("Braced(%q) = %q, %q, %v; want %q, %q, %v", tt.s, inner, rest, ok, tt.inner, tt.rest, tt.ok)
+		}
+	}
+}

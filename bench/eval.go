@@ -9,7 +9,7 @@
 // (Record, versioned); a rerun with the same file skips the items it holds,
 // so an interrupted benchmark resumes where it stopped, and a last line cut
 // short by a kill is removed and reported. Answers are checked by a
-// Verifier (package score's, through Score) or, where grading makes calls of
+// delegate.Verifier (package score's Verify, say) or, where grading makes calls of
 // its own (an LLM judge on open-ended requests), by a Grader through
 // RunGraded; a grader's calls and scores are saved apart from the arm's.
 //
@@ -36,13 +36,6 @@ import (
 
 	"github.com/delegatelab/delegate"
 )
-
-// Verifier checks a strategy's final answer against a task's reference. It
-// returns whether the answer is correct and what it read from it. An error
-// means the answer could not be checked at all (a task without a usable
-// reference); the item is then recorded as failed and wrong. It is called
-// from many goroutines at once.
-type Verifier func(task delegate.Task, response string) (correct bool, extracted string, err error)
 
 // Role marks an arm for the routing metrics.
 type Role string
@@ -172,11 +165,11 @@ type Progress struct {
 // sends; values a slow observer does not take are counted in
 // Report.DroppedProgress. The caller owns the channel and closes it after
 // Run returns.
-func Run(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, verify Verifier, progress chan<- Progress) (*Report, error) {
+func Run(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, verify delegate.Verifier, progress chan<- Progress) (*Report, error) {
 	if verify == nil {
 		return nil, errors.New("eval: no verifier")
 	}
-	return RunGraded(ctx, cfg, tasks, arms, verify.Grader(), progress)
+	return RunGraded(ctx, cfg, tasks, arms, Verified(verify), progress)
 }
 
 // RunGraded is Run with a Grader, for answers whose grading makes calls of

@@ -19,6 +19,7 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/dataset"
 	"github.com/delegatelab/delegate/modeltest"
+	"github.com/delegatelab/delegate/score"
 	"github.com/delegatelab/delegate/strategy"
 )
 
@@ -314,7 +315,7 @@ func TestRunEndToEnd(t *testing.T) {
 	cfg := Config{Results: filepath.Join(dir, "results.jsonl"), Concurrency: 4, Trace: true, Label: label}
 	arms, f := benchArms(t, 0, nil)
 	progress := make(chan Progress, numArms*numTasks)
-	rep, err := Run(context.Background(), cfg, benchTasks(), arms, Score, progress)
+	rep, err := Run(context.Background(), cfg, benchTasks(), arms, score.Verify, progress)
 	close(progress)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -391,7 +392,7 @@ func TestRunEndToEnd(t *testing.T) {
 
 	// A rerun over the complete file runs nothing and gives the same table.
 	arms2, f2 := benchArms(t, 0, nil)
-	rep2, err := Run(context.Background(), cfg, benchTasks(), arms2, Score, nil)
+	rep2, err := Run(context.Background(), cfg, benchTasks(), arms2, score.Verify, nil)
 	if err != nil {
 		t.Fatalf("second Run: %v", err)
 	}
@@ -416,7 +417,7 @@ func TestRunResumesAfterCancel(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, runErr = Run(ctx, cfg, benchTasks(), arms, Score, nil)
+		_, runErr = Run(ctx, cfg, benchTasks(), arms, score.Verify, nil)
 	}()
 	select {
 	case <-started:
@@ -442,7 +443,7 @@ func TestRunResumesAfterCancel(t *testing.T) {
 
 	arms2, f2 := benchArms(t, 0, nil)
 	progress := make(chan Progress, numArms*numTasks)
-	rep, err := Run(context.Background(), cfg, benchTasks(), arms2, Score, progress)
+	rep, err := Run(context.Background(), cfg, benchTasks(), arms2, score.Verify, progress)
 	close(progress)
 	if err != nil {
 		t.Fatalf("resumed Run: %v", err)
@@ -475,7 +476,7 @@ func TestRunRepairsTruncatedResults(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{Results: filepath.Join(dir, "results.jsonl"), Concurrency: 3}
 	arms, _ := benchArms(t, 0, nil)
-	if _, err := Run(context.Background(), cfg, benchTasks(), arms, Score, nil); err != nil {
+	if _, err := Run(context.Background(), cfg, benchTasks(), arms, score.Verify, nil); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	data, err := os.ReadFile(cfg.Results)
@@ -493,7 +494,7 @@ func TestRunRepairsTruncatedResults(t *testing.T) {
 	}
 
 	arms2, _ := benchArms(t, 0, nil)
-	rep, err := Run(context.Background(), cfg, benchTasks(), arms2, Score, nil)
+	rep, err := Run(context.Background(), cfg, benchTasks(), arms2, score.Verify, nil)
 	if err != nil {
 		t.Fatalf("Run over a cut file: %v", err)
 	}
@@ -540,7 +541,7 @@ func TestRunRecordsItemFailures(t *testing.T) {
 		{ID: "c", Dataset: "open", Prompt: "no reference"},
 	}
 	cfg := Config{Results: filepath.Join(t.TempDir(), "r.jsonl")}
-	rep, err := Run(context.Background(), cfg, tasks, []Arm{{Name: "p", Strategy: panicky{on: "boom"}}}, Score, nil)
+	rep, err := Run(context.Background(), cfg, tasks, []Arm{{Name: "p", Strategy: panicky{on: "boom"}}}, score.Verify, nil)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -586,7 +587,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Run(context.Background(), tt.cfg, tt.tasks, tt.arms, Score, nil)
+			_, err := Run(context.Background(), tt.cfg, tt.tasks, tt.arms, score.Verify, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Run: error %v, want one containing %q", err, tt.want)
 			}
@@ -598,11 +599,11 @@ func TestRunRefusesChangedPrompt(t *testing.T) {
 	cfg := Config{Results: filepath.Join(t.TempDir(), "r.jsonl")}
 	arms := []Arm{{Name: "p", Strategy: panicky{}}}
 	tasks := []delegate.Task{{ID: "a", Dataset: "gsm8k", Prompt: "1+1", Answer: "2"}}
-	if _, err := Run(context.Background(), cfg, tasks, arms, Score, nil); err != nil {
+	if _, err := Run(context.Background(), cfg, tasks, arms, score.Verify, nil); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	tasks[0].Prompt = "2+2"
-	_, err := Run(context.Background(), cfg, tasks, arms, Score, nil)
+	_, err := Run(context.Background(), cfg, tasks, arms, score.Verify, nil)
 	if err == nil || !strings.Contains(err.Error(), `task "a" has another prompt`) {
 		t.Errorf("Run with a changed prompt: error %v, want one naming the task", err)
 	}
@@ -610,7 +611,7 @@ func TestRunRefusesChangedPrompt(t *testing.T) {
 
 // TestRunOnGSM8KSample composes the pieces as `delegate bench` does: the
 // GSM8K sample of package dataset, a seeded sample of it, real strategies,
-// and Score. One model knows every reference answer and writes it as
+// and score.Verify. One model knows every reference answer and writes it as
 // "The answer is N."; the other is off by one in a \boxed{}.
 func TestRunOnGSM8KSample(t *testing.T) {
 	all, _, err := dataset.Load("gsm8k", "../dataset/testdata/gsm8k/test.jsonl", dataset.Options{})
@@ -655,7 +656,7 @@ func TestRunOnGSM8KSample(t *testing.T) {
 		return Arm{Name: name, Strategy: s}
 	}
 	cfg := Config{Results: filepath.Join(t.TempDir(), "r.jsonl")}
-	rep, err := Run(context.Background(), cfg, tasks, []Arm{arm("knower", knower), arm("off", offByOne)}, Score, nil)
+	rep, err := Run(context.Background(), cfg, tasks, []Arm{arm("knower", knower), arm("off", offByOne)}, score.Verify, nil)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}

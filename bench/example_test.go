@@ -10,6 +10,7 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/modeltest"
+	"github.com/delegatelab/delegate/score"
 	"github.com/delegatelab/delegate/strategy"
 )
 
@@ -35,7 +36,7 @@ func ExampleRun() {
 		{ID: "2", Dataset: "gsm8k", Prompt: "What is 2+3?", Answer: "5"},
 	}
 	cfg := bench.Config{Results: filepath.Join(dir, "results.jsonl")}
-	rep, err := bench.Run(context.Background(), cfg, tasks, []bench.Arm{arm("fours", "4"), arm("fives", "5")}, bench.Score, nil)
+	rep, err := bench.Run(context.Background(), cfg, tasks, []bench.Arm{arm("fours", "4"), arm("fives", "5")}, score.Verify, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

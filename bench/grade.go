@@ -30,11 +30,13 @@ type Grade struct {
 // since those calls were made. It is called from many goroutines at once.
 type Grader func(ctx context.Context, task delegate.Task, answer string) (Grade, error)
 
-// Grader adapts a Verifier, which makes no calls, to a Grader.
-func (v Verifier) Grader() Grader {
+// Verified adapts a delegate.Verifier, which makes no calls, to a Grader.
+// An item whose answer cannot be checked (the verifier's error) is recorded
+// as failed and wrong.
+func Verified(v delegate.Verifier) Grader {
 	return func(_ context.Context, task delegate.Task, answer string) (Grade, error) {
-		correct, extracted, err := v(task, answer)
-		return Grade{Correct: correct, Extracted: extracted}, err
+		d, err := v(task, answer)
+		return Grade{Correct: d.Correct, Extracted: d.Extracted}, err
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/score"
 )
 
 var (
@@ -34,7 +35,7 @@ func writeFixture(t *testing.T) {
 	t.Helper()
 	cfg := Config{Results: filepath.Join(t.TempDir(), "r.jsonl")}
 	arms, _ := benchArms(t, 0, nil)
-	if _, err := Run(context.Background(), cfg, benchTasks(), arms, Score, nil); err != nil {
+	if _, err := Run(context.Background(), cfg, benchTasks(), arms, score.Verify, nil); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	recs := readAll(t, cfg.Results)

@@ -25,7 +25,7 @@ type RewardScorer struct {
 	Judge *judge.Judge
 	// Verify says whether a response answers a task with a reference
 	// answer correctly; nil uses score.Verify.
-	Verify func(t delegate.Task, response string) (correct bool, err error)
+	Verify delegate.Verifier
 	// Reward is the reward function: reward.Parity or a reward.Graded's
 	// Reward.
 	Reward func(reward.Outcome) float64
@@ -134,9 +134,10 @@ func (s *RewardScorer) outcome(task delegate.Task, base, tr *delegate.Trace) (re
 }
 
 func (s *RewardScorer) verify(t delegate.Task, response string) (bool, error) {
-	if s.Verify != nil {
-		return s.Verify(t, response)
+	verify := s.Verify
+	if verify == nil {
+		verify = score.Verify
 	}
-	r, err := score.Verify(t, response)
-	return r.Correct, err
+	v, err := verify(t, response)
+	return v.Correct, err
 }

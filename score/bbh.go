@@ -71,7 +71,7 @@ func isBBHWord(t string) bool {
 // compared as the task's answers are: option letters ("A", "(A)", "A)"),
 // single words, integers, word sequences or bracket sequences ignoring
 // blanks.
-func BBH(task, response, target string) Result {
+func BBH(task, response, target string) delegate.Verdict {
 	kind := bbhKindOf(task, target)
 	res := extractBBH(kind, response)
 	if !res.Found {
@@ -135,7 +135,7 @@ func dyckOnly(s string) string {
 	return b.String()
 }
 
-func extractBBH(kind bbhKind, response string) Result {
+func extractBBH(kind bbhKind, response string) delegate.Verdict {
 	seg, method := "", ""
 	if s, ok := afterLast(bbhAnswerRE, response); ok {
 		seg, method = s, "answer is"
@@ -179,7 +179,7 @@ func extractBBH(kind bbhKind, response string) Result {
 		got = seg
 	}
 	if got == "" {
-		return Result{}
+		return delegate.Verdict{}
 	}
-	return Result{Found: true, Extracted: got, Method: method}
+	return delegate.Verdict{Found: true, Extracted: got, Method: method}
 }

@@ -24,7 +24,7 @@ var (
 // D"), a response that is a lone letter, the last line opening with "B)"
 // or "B.", the last "(B)", a capital letter ending the response
 // ("Therefore, B.").
-func Choice(response, reference string) Result {
+func Choice(response, reference string) delegate.Verdict {
 	want, ok := choiceLetter(reference)
 	res := extractChoice(response)
 	if !res.Found || !ok {
@@ -43,29 +43,29 @@ func choiceLetter(s string) (string, bool) {
 	return strings.ToUpper(m[1]), true
 }
 
-func extractChoice(response string) Result {
+func extractChoice(response string) delegate.Verdict {
 	if b, ok := delegate.Boxed(response); ok {
 		if l, ok := choiceLetter(textMathStrip(b)); ok {
-			return Result{Found: true, Extracted: l, Method: "boxed"}
+			return delegate.Verdict{Found: true, Extracted: l, Method: "boxed"}
 		}
 	}
 	if ms := choiceStatementRE.FindAllStringSubmatch(response, -1); len(ms) > 0 {
 		m := ms[len(ms)-1]
-		return Result{Found: true, Extracted: strings.ToUpper(m[1] + m[2]), Method: "answer is"}
+		return delegate.Verdict{Found: true, Extracted: strings.ToUpper(m[1] + m[2]), Method: "answer is"}
 	}
 	if l, ok := choiceLetter(response); ok {
-		return Result{Found: true, Extracted: l, Method: "lone letter"}
+		return delegate.Verdict{Found: true, Extracted: l, Method: "lone letter"}
 	}
 	if ms := choiceLineRE.FindAllStringSubmatch(response, -1); len(ms) > 0 {
-		return Result{Found: true, Extracted: ms[len(ms)-1][1], Method: "line letter"}
+		return delegate.Verdict{Found: true, Extracted: ms[len(ms)-1][1], Method: "line letter"}
 	}
 	if ms := choiceParenRE.FindAllStringSubmatch(response, -1); len(ms) > 0 {
-		return Result{Found: true, Extracted: ms[len(ms)-1][1], Method: "letter"}
+		return delegate.Verdict{Found: true, Extracted: ms[len(ms)-1][1], Method: "letter"}
 	}
 	if m := choiceTailRE.FindStringSubmatch(response); m != nil {
-		return Result{Found: true, Extracted: m[1], Method: "final letter"}
+		return delegate.Verdict{Found: true, Extracted: m[1], Method: "final letter"}
 	}
-	return Result{}
+	return delegate.Verdict{}
 }
 
 // textMathStrip removes \text{} wrappers and blanks from a boxed answer.

@@ -2,8 +2,8 @@
 //
 // Each verifier extracts the answer a model committed to (a last \boxed{},
 // an explicit "the answer is" statement, a final number) and compares it
-// with the reference after normalisation. The Result says what was found
-// and how, so a wrong grade can be traced to the extraction that made it.
+// with the reference after normalisation. The delegate.Verdict says what was
+// found and how, so a wrong grade can be traced to the extraction that made it.
 // All functions are pure and safe for concurrent use.
 package score
 
@@ -12,37 +12,6 @@ import (
 	"regexp"
 	"strings"
 )
-
-// Result is the outcome of verifying one response.
-type Result struct {
-	Correct   bool   // the extracted answer equals the reference
-	Extracted string // the answer taken from the response, normalised
-	Found     bool   // an answer could be extracted at all
-	Method    string // how: "boxed", "answer is", "####", "final answer", "last number", ...
-}
-
-// braced parses a {...} group at the start of s, returning its content and
-// the remainder after the closing brace.
-func braced(s string) (inner, rest string, ok bool) {
-	if !strings.HasPrefix(s, "{") {
-		return "", s, false
-	}
-	depth := 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++ // skip escaped char such as \{ or \}
-		case '{':
-			depth++
-		case '}':
-			depth--
-			if depth == 0 {
-				return s[1:i], s[i+1:], true
-			}
-		}
-	}
-	return "", s, false
-}
 
 // numberRE matches a number as written in prose: an optional sign and dollar
 // sign, digits with optional thousands separators, an optional decimal part,

@@ -19,7 +19,7 @@ var mathMarkers = []marker{
 // reference after LaTeX normalisation. Equal numeric values are equal
 // ("0.5" and "\frac12"); intervals and tuples are compared element by
 // element with matching brackets; bare comma lists as multisets.
-func Math(response, reference string) Result {
+func Math(response, reference string) delegate.Verdict {
 	res := extractMath(response)
 	if !res.Found {
 		return res
@@ -28,23 +28,23 @@ func Math(response, reference string) Result {
 	return res
 }
 
-func extractMath(response string) Result {
+func extractMath(response string) delegate.Verdict {
 	if b, ok := delegate.Boxed(response); ok {
 		if n := normalizeMath(b); n != "" {
-			return Result{Found: true, Extracted: n, Method: "boxed"}
+			return delegate.Verdict{Found: true, Extracted: n, Method: "boxed"}
 		}
 	}
 	for _, m := range mathMarkers {
 		if s, ok := afterLastBalanced(m.re, response); ok {
 			if n := normalizeMath(cutStatement(s)); n != "" {
-				return Result{Found: true, Extracted: n, Method: m.method}
+				return delegate.Verdict{Found: true, Extracted: n, Method: m.method}
 			}
 		}
 	}
 	if s, ok := ExtractNumber(response); ok {
-		return Result{Found: true, Extracted: normalizeMath(s), Method: "last number"}
+		return delegate.Verdict{Found: true, Extracted: normalizeMath(s), Method: "last number"}
 	}
-	return Result{}
+	return delegate.Verdict{}
 }
 
 var (
@@ -137,7 +137,7 @@ func braceArgs(s, cmd string, n int) string {
 			t := strings.TrimLeft(s, " ")
 			switch {
 			case strings.HasPrefix(t, "{"):
-				inner, rest, ok := braced(t)
+				inner, rest, ok := delegate.Braced(t)
 				if !ok {
 					b.WriteString(s)
 					return b.String()

@@ -41,7 +41,7 @@ func afterLast(re *regexp.Regexp, s string) (string, bool) {
 // \boxed{}, then "the answer is", "####", "Final answer:", and finally the
 // last number anywhere in the response, and compares exact rationals, so
 // "6.00" equals "6" and "-1,000" equals "-1000".
-func Numeric(response, reference string) Result {
+func Numeric(response, reference string) delegate.Verdict {
 	want, ok := parseNumber(reference, true)
 	got, res := extractNumeric(response)
 	if !res.Found || !ok {
@@ -51,12 +51,12 @@ func Numeric(response, reference string) Result {
 	return res
 }
 
-func extractNumeric(response string) (r *big.Rat, res Result) {
+func extractNumeric(response string) (r *big.Rat, res delegate.Verdict) {
 	try := func(text, method string, first bool) bool {
 		var s string
 		var ok bool
 		if v, ok2 := parseNumber(text, true); ok2 {
-			r, res = v, Result{Found: true, Extracted: formatRat(v), Method: method}
+			r, res = v, delegate.Verdict{Found: true, Extracted: formatRat(v), Method: method}
 			return true
 		}
 		if first {
@@ -71,7 +71,7 @@ func extractNumeric(response string) (r *big.Rat, res Result) {
 		if v == nil {
 			return false
 		}
-		r, res = v, Result{Found: true, Extracted: s, Method: method}
+		r, res = v, delegate.Verdict{Found: true, Extracted: s, Method: method}
 		return true
 	}
 	if b, ok := delegate.Boxed(response); ok && try(b, "boxed", false) {
@@ -85,5 +85,5 @@ func extractNumeric(response string) (r *big.Rat, res Result) {
 	if try2 := strings.TrimSpace(response); try2 != "" && try(try2, "last number", false) {
 		return r, res
 	}
-	return nil, Result{}
+	return nil, delegate.Verdict{}
 }

@@ -10,7 +10,9 @@ import (
 // verifier by t.Dataset: "gsm8k" Numeric, "math" Math, "mmlu" Choice,
 // "bbh" BBH with t.Subject as the task. A dataset without reference
 // answers (such as "open") is an error: it needs a judge.
-func Verify(t delegate.Task, response string) (Result, error) {
+//
+// Verify is a delegate.Verifier.
+func Verify(t delegate.Task, response string) (delegate.Verdict, error) {
 	switch t.Dataset {
 	case "gsm8k":
 		return Numeric(response, t.Answer), nil
@@ -21,5 +23,7 @@ func Verify(t delegate.Task, response string) (Result, error) {
 	case "bbh":
 		return BBH(t.Subject, response, t.Answer), nil
 	}
-	return Result{}, fmt.Errorf("verify task %q: no verifier for dataset %q", t.ID, t.Dataset)
+	return delegate.Verdict{}, fmt.Errorf("verify task %q: no verifier for dataset %q", t.ID, t.Dataset)
 }
+
+var _ delegate.Verifier = Verify

@@ -37,6 +37,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/openai/wire"
 )
 
 // Config bounds a Server. Zero fields take the defaults in DefaultConfig.
@@ -47,6 +48,10 @@ type Config struct {
 	APIKey string
 	// MaxBody bounds a request body in bytes. Default 1 MiB.
 	MaxBody int64
+	// MaxN bounds n, the choices one request may ask for (each is a
+	// generation); a larger n gets 400. Default 64; at most wire.MaxN,
+	// the format's own bound.
+	MaxN int
 	// MaxConcurrent bounds the chat completions being generated at once.
 	// Default 32 (a local model's default batch).
 	MaxConcurrent int
@@ -74,7 +79,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults of every Config field.
 func DefaultConfig() Config {
-	return Config{MaxBody: 1 << 20, MaxConcurrent: 32, MaxQueue: 64, QueueTimeout: 30 * time.Second, RequestTimeout: 5 * time.Minute}
+	return Config{MaxBody: 1 << 20, MaxN: 64, MaxConcurrent: 32, MaxQueue: 64, QueueTimeout: 30 * time.Second, RequestTimeout: 5 * time.Minute}
 }
 
 // withDefaults fills the zero fields of c.
@@ -82,6 +87,9 @@ func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	if c.MaxBody == 0 {
 		c.MaxBody = d.MaxBody
+	}
+	if c.MaxN == 0 {
+		c.MaxN = d.MaxN
 	}
 	if c.MaxConcurrent == 0 {
 		c.MaxConcurrent = d.MaxConcurrent
@@ -104,11 +112,14 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports a negative bound.
+// Validate reports a negative bound, and a MaxN past the format's.
 func (c Config) Validate() error {
 	var errs []error
 	if c.MaxBody < 0 {
 		errs = append(errs, fmt.Errorf("max body %d must not be negative", c.MaxBody))
+	}
+	if c.MaxN < 0 || c.MaxN > wire.MaxN {
+		errs = append(errs, fmt.Errorf("max n %d is outside 0..%d", c.MaxN, wire.MaxN))
 	}
 	if c.MaxConcurrent < 0 {
 		errs = append(errs, fmt.Errorf("max concurrent %d must not be negative", c.MaxConcurrent))
@@ -427,7 +438,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	model = req.Model
-	dreq, e := req.toDelegate()
+	dreq, e := toDelegate(req, s.cfg.MaxN)
 	if e != nil {
 		fail(*e)
 		return
@@ -591,21 +602,8 @@ type apiErr struct {
 
 // body is OpenAI's error object: {"error":{"message","type","param","code"}},
 // param and code null when unset.
-func (e apiErr) body() any {
-	type inner struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	}
-	in := inner{Message: e.Message, Type: e.Type}
-	if e.Param != "" {
-		in.Param = &e.Param
-	}
-	if e.Code != "" {
-		in.Code = &e.Code
-	}
-	return map[string]inner{"error": in}
+func (e apiErr) body() wire.ErrorBody {
+	return wire.ErrorBody{Error: wire.ErrorDetail{Message: e.Message, Type: e.Type, Param: wire.Nullable(e.Param), Code: wire.Nullable(e.Code)}}
 }
 
 // writeError answers e with its status.

@@ -170,6 +170,11 @@ func TestBadRequests(t *testing.T) {
 		{"trailing space is fine", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}\n  ", 200, `"content":"ok"`},
 		{"unknown model", `{"model":"nope","messages":[{"role":"user","content":"x"}]}`, 404, `"code":"model_not_found"`},
 		{"image part", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "text parts"},
+		{"n over the server's limit", `{"model":"m","n":65,"messages":[{"role":"user","content":"x"}]}`, 400, `"param":"n"`},
+		{"n over the format's limit", `{"model":"m","n":129,"messages":[{"role":"user","content":"x"}]}`, 400, `"param":"n"`},
+		{"tool message without id", `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"tool","content":"5"}]}`, 400, `"param":"messages[1].tool_call_id"`},
+		{"stop of numbers", `{"model":"m","stop":[1],"messages":[{"role":"user","content":"x"}]}`, 400, `"param":"stop"`},
+		{"unknown tool_choice", `{"model":"m","tool_choice":"sometimes","messages":[{"role":"user","content":"x"}]}`, 400, `"param":"tool_choice"`},
 		{"ok with parts", `{"model":"m","stop":"x","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`, 200, `"content":"ok"`},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/openai/wire"
 )
 
 // The streaming form of a chat completion: server-sent events, each
@@ -33,42 +34,6 @@ import (
 // pieces of a choice put together are a prefix of its final content.
 type Streamer interface {
 	ChatStream(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error)
-}
-
-type wireChunk struct {
-	ID      string            `json:"id"`
-	Object  string            `json:"object"`
-	Created int64             `json:"created"`
-	Model   string            `json:"model"`
-	Choices []wireChunkChoice `json:"choices"`
-	Usage   *wireUsage        `json:"usage,omitempty"`
-	// PromptTokenIDs as vLLM returns them, in the first chunk, when asked.
-	PromptTokenIDs []int `json:"prompt_token_ids,omitempty"`
-	// PolicyVersion, in each choice's last chunk: see wireResponse.
-	PolicyVersion *int `json:"policy_version,omitempty"`
-}
-
-type wireChunkChoice struct {
-	Index        int           `json:"index"`
-	Delta        wireDelta     `json:"delta"`
-	FinishReason *string       `json:"finish_reason"`
-	Logprobs     *wireLogprobs `json:"logprobs,omitempty"`
-}
-
-type wireDelta struct {
-	Role      string              `json:"role,omitempty"`
-	Content   *string             `json:"content,omitempty"`
-	ToolCalls []wireToolCallDelta `json:"tool_calls,omitempty"`
-}
-
-type wireToolCallDelta struct {
-	Index    int    `json:"index"`
-	ID       string `json:"id,omitempty"`
-	Type     string `json:"type,omitempty"`
-	Function struct {
-		Name      string `json:"name,omitempty"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
 }
 
 // sse writes events, pushing the write deadline forward before each.
@@ -111,10 +76,10 @@ func (e *sse) raw(data []byte) {
 
 // stream answers a request with stream: true and returns the status
 // answered, for the metrics.
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.Model, req *wireRequest, dreq *delegate.Request, id string) int {
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.Model, req *wire.ChatRequest, dreq *delegate.Request, id string) int {
 	out := &sse{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}
-	chunk := func(choices ...wireChunkChoice) wireChunk {
-		return wireChunk{ID: id, Object: "chat.completion.chunk", Created: s.created, Model: req.Model, Choices: choices}
+	chunk := func(choices ...wire.ChunkChoice) wire.ChatChunk {
+		return wire.ChatChunk{ID: id, Object: "chat.completion.chunk", Created: s.created, Model: req.Model, Choices: choices}
 	}
 	started := false // the status line and headers are out
 	begin := func() {
@@ -138,14 +103,14 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.M
 		if !opened[i] {
 			opened[i] = true
 			empty := ""
-			out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{Role: "assistant", Content: &empty}}))
+			out.event(chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{Role: "assistant", Content: &empty}}))
 		}
 	}
 	content := func(i int, text string) {
 		begin()
 		open(i)
 		sent[i] += text
-		out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{Content: &text}}))
+		out.event(chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{Content: &text}}))
 	}
 
 	var resp *delegate.Response
@@ -176,27 +141,27 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.M
 			// A Streamer broke its contract; the client has what it has.
 			s.log.Error("streamed content is not a prefix of the final content", "model", req.Model, "choice", i)
 		} else if rest != "" {
-			out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{Content: &rest}}))
+			out.event(chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{Content: &rest}}))
 		}
 		for j, tc := range c.Message.ToolCalls {
-			var d wireToolCallDelta
+			var d wire.ToolCallDelta
 			d.Index, d.ID, d.Type, d.Function.Name = j, tc.ID, "function", tc.Name
-			out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{ToolCalls: []wireToolCallDelta{d}}}))
-			var a wireToolCallDelta
+			out.event(chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{ToolCalls: []wire.ToolCallDelta{d}}}))
+			var a wire.ToolCallDelta
 			a.Index, a.Function.Arguments = j, tc.Arguments
-			out.event(chunk(wireChunkChoice{Index: i, Delta: wireDelta{ToolCalls: []wireToolCallDelta{a}}}))
+			out.event(chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{ToolCalls: []wire.ToolCallDelta{a}}}))
 		}
 		finish := c.FinishReason
-		last := chunk(wireChunkChoice{Index: i, FinishReason: &finish, Logprobs: wireLogprobsOf(c.Logprobs, req.ReturnTokensAsTokenIDs)})
+		last := chunk(wire.ChunkChoice{Index: i, FinishReason: &finish, Logprobs: wireLogprobsOf(c.Logprobs, req.ReturnTokensAsTokenIDs)})
 		if i == 0 {
-			last.PromptTokenIDs = req.promptIDs(resp)
+			last.PromptTokenIDs = promptIDs(req, resp)
 		}
 		last.PolicyVersion = resp.PolicyVersion
 		out.event(last)
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 		last := chunk()
-		last.Choices = []wireChunkChoice{}
+		last.Choices = []wire.ChunkChoice{}
 		last.Usage = toWireUsage(resp.Usage)
 		out.event(last)
 	}

@@ -10,62 +10,12 @@ import (
 	"strconv"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/openai/wire"
 )
 
-// The Chat Completions wire format, server side.
-
-type wireRequest struct {
-	Model       string          `json:"model"`
-	Messages    []wireMessage   `json:"messages"`
-	Tools       []wireTool      `json:"tools"`
-	ToolChoice  json.RawMessage `json:"tool_choice"`
-	Temperature *float64        `json:"temperature"`
-	TopP        *float64        `json:"top_p"`
-	MaxTokens   *int            `json:"max_tokens"`
-	// MaxCompletionTokens is the newer spelling of MaxTokens.
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Stop                json.RawMessage `json:"stop"` // a string or a list of strings
-	Seed                *int64          `json:"seed"`
-	N                   int             `json:"n"`
-	Logprobs            bool            `json:"logprobs"`
-	TopLogprobs         int             `json:"top_logprobs"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	// vLLM's extensions, both opt-in: tokens in logprobs spelled
-	// "token_id:N", and the prompt's token ids in the response. Either
-	// returns prompt_token_ids (delegate's own client asks with the first
-	// and reads them).
-	ReturnTokensAsTokenIDs bool `json:"return_tokens_as_token_ids"`
-	ReturnTokenIDs         bool `json:"return_token_ids"`
-}
-
-type wireMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content,omitempty"` // a string, null, or a list of text parts
-	Name       string          `json:"name,omitempty"`
-	ToolCalls  []wireToolCall  `json:"tool_calls,omitempty"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
-}
-
-type wireToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type wireTool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description,omitempty"`
-		Parameters  json.RawMessage `json:"parameters,omitempty"`
-	} `json:"function"`
-}
+// The server's side of the Chat Completions format (package wire): a
+// request body decoded and turned into a delegate.Request, a response
+// turned into the body sent back.
 
 // badRequest is a 400 naming the offending field.
 func badRequest(param, format string, args ...any) *apiErr {
@@ -76,12 +26,12 @@ func badRequest(param, format string, args ...any) *apiErr {
 // limited to maxBody bytes (http.MaxBytesReader): a larger body is a 413,
 // a body over the server's budget a 503, anything but exactly one JSON
 // object (trailing data included) a 400.
-func decodeRequest(body io.Reader, contentLength, maxBody int64) (*wireRequest, *apiErr) {
+func decodeRequest(body io.Reader, contentLength, maxBody int64) (*wire.ChatRequest, *apiErr) {
 	if contentLength > maxBody {
 		return nil, tooLarge(maxBody)
 	}
 	dec := json.NewDecoder(body)
-	var req wireRequest
+	var req wire.ChatRequest
 	err := dec.Decode(&req)
 	if err == nil {
 		if _, terr := dec.Token(); terr != io.EOF {
@@ -92,9 +42,12 @@ func decodeRequest(body io.Reader, contentLength, maxBody int64) (*wireRequest, 
 		}
 	}
 	var mbe *http.MaxBytesError
+	var fe *wire.FieldError
 	switch {
 	case err == nil:
 		return &req, nil
+	case errors.As(err, &fe):
+		return nil, badRequest(fe.Param, "%s", fe.Message)
 	case errors.As(err, &mbe):
 		return nil, tooLarge(maxBody)
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -119,184 +72,65 @@ func tooLarge(maxBody int64) *apiErr {
 		Message: fmt.Sprintf("request body is larger than the server's limit of %d bytes", maxBody)}
 }
 
-func (r *wireRequest) toDelegate() (*delegate.Request, *apiErr) {
-	if len(r.Messages) == 0 {
-		return nil, badRequest("messages", "messages: at least one message is required")
+// toDelegate checks r against the format's rules and the server's bound
+// on n, and returns it as a delegate.Request. A developer message becomes
+// a system message.
+func toDelegate(r *wire.ChatRequest, maxN int) (*delegate.Request, *apiErr) {
+	if err := r.Validate(); err != nil {
+		var fe *wire.FieldError
+		if errors.As(err, &fe) {
+			return nil, badRequest(fe.Param, "%s", fe.Message)
+		}
+		return nil, badRequest("", "%v", err)
 	}
-	if r.N < 0 || r.N > 64 {
-		return nil, badRequest("n", "n: %d is outside 1..64", r.N)
-	}
-	if r.TopLogprobs < 0 || r.TopLogprobs > 20 {
-		return nil, badRequest("top_logprobs", "top_logprobs: %d is outside 0..20", r.TopLogprobs)
-	}
-	if r.Temperature != nil && (*r.Temperature < 0 || *r.Temperature > 2) {
-		return nil, badRequest("temperature", "temperature: %v is outside 0..2", *r.Temperature)
-	}
-	if r.TopP != nil && (*r.TopP < 0 || *r.TopP > 1) {
-		return nil, badRequest("top_p", "top_p: %v is outside 0..1", *r.TopP)
-	}
-	if r.MaxTokens != nil && *r.MaxTokens < 0 {
-		return nil, badRequest("max_tokens", "max_tokens: %d must not be negative", *r.MaxTokens)
-	}
-	if r.MaxCompletionTokens != nil && *r.MaxCompletionTokens < 0 {
-		return nil, badRequest("max_completion_tokens", "max_completion_tokens: %d must not be negative", *r.MaxCompletionTokens)
-	}
-	if r.StreamOptions != nil && !r.Stream {
-		return nil, badRequest("stream_options", "stream_options: only allowed with stream: true")
+	if r.N > maxN {
+		return nil, badRequest("n", "n: %d is more than this server's limit of %d", r.N, maxN)
 	}
 	out := &delegate.Request{
 		Temperature: r.Temperature, TopP: r.TopP, Seed: r.Seed, N: r.N,
 		Logprobs: r.Logprobs || r.TopLogprobs > 0, TopLogprobs: r.TopLogprobs,
+		MaxTokens: r.MaxCompletion(), ToolChoice: string(r.ToolChoice), Stop: r.Stop,
 	}
-	if r.MaxTokens != nil {
-		out.MaxTokens = *r.MaxTokens
-	}
-	if r.MaxCompletionTokens != nil && *r.MaxCompletionTokens > 0 {
-		out.MaxTokens = *r.MaxCompletionTokens
-	}
-	if len(r.ToolChoice) > 0 {
-		var s string
-		if json.Unmarshal(r.ToolChoice, &s) == nil {
-			out.ToolChoice = s
-		}
-	}
-	if len(r.Stop) > 0 && string(r.Stop) != "null" {
-		var one string
-		if err := json.Unmarshal(r.Stop, &one); err == nil {
-			out.Stop = []string{one}
-		} else if err := json.Unmarshal(r.Stop, &out.Stop); err != nil {
-			return nil, badRequest("stop", "stop: want a string or a list of strings")
-		}
-	}
-	for i, m := range r.Messages {
+	for i := range r.Messages {
+		m := &r.Messages[i]
 		dm := delegate.Message{Role: delegate.Role(m.Role), Name: m.Name, ToolCallID: m.ToolCallID}
-		switch dm.Role {
-		case delegate.RoleSystem, delegate.RoleUser, delegate.RoleAssistant, delegate.RoleTool, "developer":
-		default:
-			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role: unknown role %q", i, m.Role)
-		}
-		if dm.Role == "developer" {
+		if m.Role == wire.RoleDeveloper {
 			dm.Role = delegate.RoleSystem
 		}
-		text, err := contentText(m.Content)
-		if err != nil {
-			return nil, badRequest(fmt.Sprintf("messages[%d].content", i), "messages[%d].content: %v", i, err)
-		}
-		dm.Content = text
+		dm.Content, _ = m.Content.Text() // Validate read it
 		for _, tc := range m.ToolCalls {
-			dm.ToolCalls = append(dm.ToolCalls, delegate.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+			dm.ToolCalls = append(dm.ToolCalls, delegate.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: string(tc.Function.Arguments)})
 		}
 		out.Messages = append(out.Messages, dm)
 	}
-	for i, t := range r.Tools {
-		if t.Type != "" && t.Type != "function" {
-			return nil, badRequest(fmt.Sprintf("tools[%d].type", i), "tools[%d].type: only function tools are supported, got %q", i, t.Type)
-		}
-		if t.Function.Name == "" {
-			return nil, badRequest(fmt.Sprintf("tools[%d].function.name", i), "tools[%d].function.name: required", i)
-		}
+	for _, t := range r.Tools {
 		out.Tools = append(out.Tools, delegate.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
 	}
 	return out, nil
 }
 
-// contentText accepts a string, null, or a list of {"type":"text","text":...}
-// parts, and returns the text.
-func contentText(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("want a string or a list of text parts")
-	}
-	text := ""
-	for j, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Errorf("part %d: only text parts are supported, got %q", j, p.Type)
-		}
-		text += p.Text
-	}
-	return text, nil
-}
-
-type wireResponse struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []wireChoice `json:"choices"`
-	Usage   *wireUsage   `json:"usage,omitempty"`
-	// PromptTokenIDs as vLLM returns them, when asked.
-	PromptTokenIDs []int `json:"prompt_token_ids,omitempty"`
-	// PolicyVersion names the weights that produced the response (the
-	// trainer step of a model that follows a trainer's checkpoint).
-	PolicyVersion *int `json:"policy_version,omitempty"`
-}
-
-type wireUsage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	TotalTokens         int `json:"total_tokens"`
-	PromptTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-}
-
-func toWireUsage(u delegate.Usage) *wireUsage {
-	w := &wireUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total()}
-	w.PromptTokensDetails.CachedTokens = u.CachedTokens
-	return w
-}
-
-type wireChoice struct {
-	Index        int           `json:"index"`
-	Message      wireOut       `json:"message"`
-	FinishReason string        `json:"finish_reason"`
-	Logprobs     *wireLogprobs `json:"logprobs"`
-}
-
-type wireOut struct {
-	Role      string         `json:"role"`
-	Content   *string        `json:"content"`
-	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
-}
-
-type wireLogprobs struct {
-	Content []wireTokenLogprob `json:"content"`
-}
-
-type wireTokenLogprob struct {
-	Token       string             `json:"token"`
-	Logprob     float64            `json:"logprob"`
-	Bytes       []int              `json:"bytes"`
-	TopLogprobs []wireTokenLogprob `json:"top_logprobs,omitempty"`
+func toWireUsage(u delegate.Usage) *wire.Usage {
+	return &wire.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total(),
+		PromptTokensDetails: &wire.PromptTokensDetails{CachedTokens: u.CachedTokens}}
 }
 
 // promptIDs are the prompt token ids to return: only when the request
 // asked for them (vLLM's return_token_ids or return_tokens_as_token_ids).
-func (r *wireRequest) promptIDs(resp *delegate.Response) []int {
+func promptIDs(r *wire.ChatRequest, resp *delegate.Response) []int {
 	if r.ReturnTokenIDs || r.ReturnTokensAsTokenIDs {
 		return resp.PromptTokenIDs
 	}
 	return nil
 }
 
-func fromDelegate(r *delegate.Response, id string, created int64, req *wireRequest) wireResponse {
-	out := wireResponse{ID: id, Object: "chat.completion", Created: created, Model: req.Model,
-		PromptTokenIDs: req.promptIDs(r), Usage: toWireUsage(r.Usage), PolicyVersion: r.PolicyVersion}
+func fromDelegate(r *delegate.Response, id string, created int64, req *wire.ChatRequest) wire.ChatResponse {
+	out := wire.ChatResponse{ID: id, Object: "chat.completion", Created: created, Model: req.Model,
+		PromptTokenIDs: promptIDs(req, r), Usage: toWireUsage(r.Usage), PolicyVersion: r.PolicyVersion}
 	for i, c := range r.Choices {
-		wc := wireChoice{Index: i, FinishReason: c.FinishReason, Message: wireOut{Role: "assistant"}}
+		wc := wire.Choice{Index: i, FinishReason: c.FinishReason, Message: wire.Message{Role: wire.RoleAssistant}}
 		if c.Message.Content != "" || len(c.Message.ToolCalls) == 0 {
 			text := c.Message.Content
-			wc.Message.Content = &text
+			wc.Message.Content.Value = &text
 		}
 		wc.Message.ToolCalls = wireCalls(c.Message.ToolCalls)
 		wc.Logprobs = wireLogprobsOf(c.Logprobs, req.ReturnTokensAsTokenIDs)
@@ -305,22 +139,19 @@ func fromDelegate(r *delegate.Response, id string, created int64, req *wireReque
 	return out
 }
 
-func wireCalls(calls []delegate.ToolCall) []wireToolCall {
-	var out []wireToolCall
+func wireCalls(calls []delegate.ToolCall) []wire.ToolCall {
+	var out []wire.ToolCall
 	for _, tc := range calls {
-		var w wireToolCall
-		w.ID, w.Type = tc.ID, "function"
-		w.Function.Name, w.Function.Arguments = tc.Name, tc.Arguments
-		out = append(out, w)
+		out = append(out, wire.ToolCall{ID: tc.ID, Type: "function", Function: wire.Function{Name: tc.Name, Arguments: wire.Arguments(tc.Arguments)}})
 	}
 	return out
 }
 
-func wireLogprobsOf(lps []delegate.TokenLogprob, tokenIDs bool) *wireLogprobs {
+func wireLogprobsOf(lps []delegate.TokenLogprob, tokenIDs bool) *wire.Logprobs {
 	if lps == nil {
 		return nil
 	}
-	out := &wireLogprobs{Content: make([]wireTokenLogprob, 0, len(lps))}
+	out := &wire.Logprobs{Content: make([]wire.Logprob, 0, len(lps))}
 	for _, lp := range lps {
 		wt := wireToken(lp.Token, lp.TokenID, lp.Logprob, tokenIDs)
 		for _, t := range lp.Top {
@@ -331,11 +162,8 @@ func wireLogprobsOf(lps []delegate.TokenLogprob, tokenIDs bool) *wireLogprobs {
 	return out
 }
 
-func wireToken(token string, id int, logprob float64, tokenIDs bool) wireTokenLogprob {
-	w := wireTokenLogprob{Token: token, Logprob: logprob, Bytes: make([]int, len(token))}
-	for i := 0; i < len(token); i++ {
-		w.Bytes[i] = int(token[i])
-	}
+func wireToken(token string, id int, logprob float64, tokenIDs bool) wire.Logprob {
+	w := wire.Logprob{Token: token, Logprob: logprob, Bytes: wire.Bytes(token)}
 	if tokenIDs && id >= 0 {
 		w.Token = "token_id:" + strconv.Itoa(id)
 	}

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/delegatelab/delegate/openai/wire"
 )
 
 // Kind is the kind of answer a request gets, recognised from the request
@@ -80,7 +82,7 @@ func fnvString(h uint64, s string) uint64 {
 const perMessageBytes = 16
 
 // read classifies the request and measures it.
-func read(r *chatRequest, seed uint64) facts {
+func read(r *wire.ChatRequest, seed uint64) facts {
 	var f facts
 	h := uint64(fnvOffset) ^ splitmix64(seed)
 	lastAssistant := -1
@@ -88,23 +90,24 @@ func read(r *chatRequest, seed uint64) facts {
 	for i := range r.Messages {
 		m := &r.Messages[i]
 		h = fnvString(h, m.Role)
-		h = fnvString(h^0xff, string(m.Content))
-		n := perMessageBytes + len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+		content, _ := m.Content.Text() // validated
+		h = fnvString(h^0xff, content)
+		n := perMessageBytes + len(m.Role) + len(content) + len(m.Name) + len(m.ToolCallID)
 		for j := range m.ToolCalls {
 			tc := &m.ToolCalls[j]
 			h = fnvString(h^0xfe, tc.Function.Name)
-			h = fnvString(h^0xfd, tc.Function.Arguments)
+			h = fnvString(h^0xfd, string(tc.Function.Arguments))
 			n += len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments) + perMessageBytes
 		}
 		f.promptBytes += n
 		switch m.Role {
 		case "system", "developer":
 			if f.system == "" {
-				f.system = string(m.Content)
+				f.system = content
 			}
 		case "user":
 			if f.request == "" {
-				f.request = string(m.Content)
+				f.request = content
 			}
 		case "assistant":
 			lastAssistant = i

@@ -6,7 +6,10 @@
 // faults injected at configured rates.
 //
 // Endpoints: POST /v1/chat/completions (also /chat/completions), GET
-// /v1/models, GET /health.
+// /v1/models, GET /health. A request is held to the Chat Completions
+// format's rules as package openai/wire states them (OpenAI's: n up to 128,
+// text content parts joined, other parts refused...), the same the client
+// and delegate serve apply; the stand-in refuses streaming besides.
 //
 // A request's stage is recognised from the request itself (see Kind): a
 // request offering the delegate tool is route's strong model (its first
@@ -38,6 +41,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/delegatelab/delegate/openai/wire"
 )
 
 // maxBody bounds a request body; maxPooled bounds the buffers kept for
@@ -64,7 +69,7 @@ type Server struct {
 	ln   net.Listener
 	done chan error // Serve's result, once
 
-	reqPool sync.Pool // *chatRequest
+	reqPool sync.Pool // *wire.ChatRequest
 	bufPool sync.Pool // *[]byte: request bodies, then response bodies
 
 	st counters
@@ -130,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 	m = appendString(m, cfg.Model)
 	m = append(m, `,"object":"model","created":0,"owned_by":"standin"}]}`...)
 	s.models = m
-	s.reqPool.New = func() any { return new(chatRequest) }
+	s.reqPool.New = func() any { return new(wire.ChatRequest) }
 	s.bufPool.New = func() any { b := make([]byte, 0, 8<<10); return &b }
 	return s, nil
 }
@@ -346,11 +351,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "read body: "+err.Error())
 		return
 	}
-	req := s.reqPool.Get().(*chatRequest)
-	req.reset()
+	req := s.reqPool.Get().(*wire.ChatRequest)
+	reset(req)
 	err = json.Unmarshal(buf, req)
 	if err == nil {
-		err = req.validate()
+		err = validate(req)
 	}
 	if err != nil {
 		s.reqPool.Put(req)
@@ -457,12 +462,9 @@ func (s *Server) reset(w http.ResponseWriter, body []byte) {
 
 // response appends the JSON body of the answer to b. u is a uniform draw
 // for the response id.
-func (s *Server) response(b []byte, req *chatRequest, f *facts, u float64) []byte {
-	nChoices := max(req.N, 1)
-	maxTokens := req.MaxCompletionTokens
-	if maxTokens == 0 {
-		maxTokens = req.MaxTokens
-	}
+func (s *Server) response(b []byte, req *wire.ChatRequest, f *facts, u float64) []byte {
+	nChoices := req.Choices()
+	maxTokens := req.MaxCompletion()
 	b = append(b, `{"id":"chatcmpl-`...)
 	b = appendHex(b, uint64(u*(1<<53))^f.hash)
 	b = append(b, `","object":"chat.completion","created":`...)

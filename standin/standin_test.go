@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/openai/wire"
 	"github.com/delegatelab/delegate/strategy"
 )
 
@@ -214,12 +215,13 @@ func TestMarkers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.system, func(t *testing.T) {
-			r := &chatRequest{Messages: []wireMessage{
-				{Role: "system", Content: content(render(t, tt.system, data))},
-				{Role: "user", Content: content(render(t, tt.user, data))},
+			sys, user := render(t, tt.system, data), render(t, tt.user, data)
+			r := &wire.ChatRequest{Messages: []wire.Message{
+				{Role: "system", Content: wire.Content{Value: &sys}},
+				{Role: "user", Content: wire.Content{Value: &user}},
 			}}
 			if tt.tools {
-				r.Tools = make([]wireTool, 1)
+				r.Tools = make([]wire.Tool, 1)
 				r.Tools[0].Function.Name = strategy.DelegateToolName
 			}
 			if got := read(r, 0).kind; got != tt.want {
@@ -282,6 +284,8 @@ func TestBadRequests(t *testing.T) {
 		{"unknown path", "GET", "/v2/nothing", "", 404},
 		{"post models", "POST", "/v1/models", "", 405},
 		{"parts", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`, 200},
+		{"image part", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400},
+		{"n over the format's bound", "POST", "/v1/chat/completions", `{"n":129,"messages":[{"role":"user","content":"x"}]}`, 400},
 		{"models", "GET", "/v1/models", "", 200},
 		{"health", "GET", "/health", "", 200},
 	}
@@ -307,8 +311,8 @@ func TestBadRequests(t *testing.T) {
 			}
 		})
 	}
-	if got := s.Stats().BadRequests; got != 6 {
-		t.Errorf("BadRequests %d, want 6", got)
+	if got := s.Stats().BadRequests; got != 8 { // the 400s above
+		t.Errorf("BadRequests %d, want 8", got)
 	}
 }
 

@@ -1,122 +1,29 @@
 package standin
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/delegatelab/delegate/openai/wire"
 )
 
-// chatRequest is the part of a Chat Completions request the stand-in reads.
-type chatRequest struct {
-	Model               string        `json:"model"`
-	Messages            []wireMessage `json:"messages"`
-	Tools               []wireTool    `json:"tools"`
-	MaxTokens           int           `json:"max_tokens"`
-	MaxCompletionTokens int           `json:"max_completion_tokens"`
-	N                   int           `json:"n"`
-	Stream              bool          `json:"stream"`
-}
-
-type wireMessage struct {
-	Role       string         `json:"role"`
-	Content    content        `json:"content"`
-	Name       string         `json:"name"`
-	ToolCalls  []wireToolCall `json:"tool_calls"`
-	ToolCallID string         `json:"tool_call_id"`
-}
-
-type wireToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type wireTool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	} `json:"function"`
-}
-
-// content is a message's content: a string, null, or an array of parts
-// whose text parts are joined.
-type content string
-
-func (c *content) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	switch {
-	case len(b) == 0 || string(b) == "null":
-		*c = ""
-		return nil
-	case b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*c = content(s)
-		return nil
-	case b[0] == '[':
-		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if err := json.Unmarshal(b, &parts); err != nil {
-			return err
-		}
-		var s []byte
-		for _, p := range parts {
-			s = append(s, p.Text...)
-		}
-		*c = content(s)
-		return nil
-	}
-	return errors.New("content is neither a string, null nor an array of parts")
-}
-
 // reset empties r for reuse, keeping its slices' storage.
-func (r *chatRequest) reset() {
+func reset(r *wire.ChatRequest) {
 	clear(r.Messages) // drop the strings so the pool does not pin them
 	clear(r.Tools)
-	*r = chatRequest{Messages: r.Messages[:0], Tools: r.Tools[:0]}
+	*r = wire.ChatRequest{Messages: r.Messages[:0], Tools: r.Tools[:0]}
 }
 
-// validate checks what the stand-in relies on.
-func (r *chatRequest) validate() error {
+// validate checks r against the format's rules (wire.ChatRequest.Validate)
+// and refuses what the stand-in does not do: streaming.
+func validate(r *wire.ChatRequest) error {
 	if r.Stream {
 		return errors.New("stream is not supported by the stand-in")
 	}
-	if len(r.Messages) == 0 {
-		return errors.New("messages: empty, want at least one")
-	}
-	for i, m := range r.Messages {
-		switch m.Role {
-		case "system", "developer", "user", "assistant", "tool":
-		default:
-			return fmt.Errorf("messages[%d].role: unknown role %q", i, m.Role)
-		}
-		if m.Role == "tool" && m.ToolCallID == "" {
-			return fmt.Errorf("messages[%d].tool_call_id: missing on a tool message", i)
-		}
-	}
-	if r.N < 0 || r.N > maxChoices {
-		return fmt.Errorf("n: %d is outside [0, %d]", r.N, maxChoices)
-	}
-	if r.MaxTokens < 0 || r.MaxCompletionTokens < 0 {
-		return errors.New("max_tokens: negative")
-	}
-	return nil
+	return r.Validate()
 }
-
-const maxChoices = 16
 
 // appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD,
 // as encoding/json does.

@@ -444,22 +444,9 @@ func trainedName(arm string, steps int) string {
 func tasksOf(problems []*world.Problem) []delegate.Task {
 	out := make([]delegate.Task, len(problems))
 	for i, p := range problems {
-		out[i] = delegate.Task{ID: p.ID, Dataset: "world", Prompt: p.Text, Answer: strconv.FormatInt(p.Answer, 10)}
+		out[i] = p.Task()
 	}
 	return out
-}
-
-// verify checks a final answer against a world task's reference.
-func verify(task delegate.Task, response string) (bool, string, error) {
-	want, err := strconv.ParseInt(task.Answer, 10, 64)
-	if err != nil {
-		return false, "", fmt.Errorf("task %s: reference %q is not an integer", task.ID, task.Answer)
-	}
-	got, err := world.ParseAnswer(response)
-	if err != nil {
-		return false, "", nil
-	}
-	return got == want, strconv.FormatInt(got, 10), nil
 }
 
 // evaluateCounting runs arms on the held-out items, skipping those
@@ -467,7 +454,7 @@ func verify(task delegate.Task, response string) (bool, string, error) {
 func (r *runner) evaluateCounting(ctx context.Context, arms []bench.Arm) (int, error) {
 	path := filepath.Join(r.cfg.OutDir, EvalFile)
 	ecfg := bench.Config{Results: path, Concurrency: r.cfg.EvalConcurrency, Label: labelDelegated}
-	rep, err := bench.Run(ctx, ecfg, tasksOf(r.testSet), arms, verify, r.opt.EvalProgress)
+	rep, err := bench.Run(ctx, ecfg, tasksOf(r.testSet), arms, world.Verify, r.opt.EvalProgress)
 	if err != nil {
 		return 0, fmt.Errorf("train: evaluate: %w", err)
 	}
@@ -483,7 +470,7 @@ func (r *runner) chooseRule(ctx context.Context) (string, error) {
 	path := filepath.Join(r.cfg.OutDir, RulesFile)
 	arms := r.ruleArms()
 	ecfg := bench.Config{Results: path, Concurrency: r.cfg.EvalConcurrency, Label: labelDelegated}
-	if _, err := bench.Run(ctx, ecfg, tasksOf(problems), arms, verify, r.opt.EvalProgress); err != nil {
+	if _, err := bench.Run(ctx, ecfg, tasksOf(problems), arms, world.Verify, r.opt.EvalProgress); err != nil {
 		return "", fmt.Errorf("train: fixed rules on training items: %w", err)
 	}
 	records, _, err := bench.ReadResults(path)

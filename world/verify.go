@@ -74,3 +74,30 @@ func Correct(text string, want int64) bool {
 	got, err := ParseAnswer(text)
 	return err == nil && got == want
 }
+
+// Dataset is the Task.Dataset of the world's problems.
+const Dataset = "world"
+
+// Task is p as a task for strategies and verifiers: its text as the prompt
+// and its integer answer as the reference, which Verify reads.
+func (p *Problem) Task() delegate.Task {
+	return delegate.Task{ID: p.ID, Dataset: Dataset, Prompt: p.Text, Answer: strconv.FormatInt(p.Answer, 10)}
+}
+
+// Verify is the delegate.Verifier of world tasks (Problem.Task): the response's integer
+// answer (ParseAnswer) against t.Answer, the problem's integer. A response
+// with no integer answer is wrong, not unverifiable; a task whose reference
+// is not an integer is an error.
+func Verify(t delegate.Task, response string) (delegate.Verdict, error) {
+	want, err := strconv.ParseInt(t.Answer, 10, 64)
+	if err != nil {
+		return delegate.Verdict{}, fmt.Errorf("world task %s: reference %q is not an integer", t.ID, t.Answer)
+	}
+	got, err := ParseAnswer(response)
+	if err != nil {
+		return delegate.Verdict{}, nil
+	}
+	return delegate.Verdict{Correct: got == want, Extracted: strconv.FormatInt(got, 10), Found: true, Method: "integer"}, nil
+}
+
+var _ delegate.Verifier = Verify

@@ -150,3 +150,37 @@ func TestDesignClaims(t *testing.T) {
 		t.Errorf("selective saves %.0f%% at P(correct) %.3f vs %.3f; want >= 20%% at no loss", 100*saving, sel.PCorrect, single.PCorrect)
 	}
 }
+
+func TestVerify(t *testing.T) {
+	task := delegate.Task{ID: "w", Dataset: "world", Answer: "1329"}
+	tests := []struct {
+		response  string
+		want      bool
+		extracted string
+	}{
+		{"Final answer: \\boxed{1329}", true, "1329"},
+		{"It is 1,329.", true, "1329"},
+		{"Final answer: 1328", false, "1328"},
+		{"no idea", false, ""},
+	}
+	for _, tt := range tests {
+		got, err := Verify(task, tt.response)
+		if err != nil || got.Correct != tt.want || got.Extracted != tt.extracted || got.Found != (tt.extracted != "") {
+			t.Errorf("Verify(%q) = %+v, %v; want correct %v, extracted %q, nil", tt.response, got, err, tt.want, tt.extracted)
+		}
+	}
+	if _, err := Verify(delegate.Task{ID: "w", Answer: "many"}, "1"); err == nil {
+		t.Error("a reference that is not an integer: no error")
+	}
+}
+
+func TestProblemTaskVerifies(t *testing.T) {
+	p := &Problem{ID: "p1", Text: "Ann has 3 boxes of 4 pens. How many pens?", Answer: -12}
+	task := p.Task()
+	if task.Dataset != Dataset || task.Prompt != p.Text || task.ID != p.ID {
+		t.Fatalf("Task() = %+v", task)
+	}
+	if v, err := Verify(task, `\boxed{-12}`); err != nil || !v.Correct {
+		t.Errorf("Verify(Task(), the answer) = %+v, %v; want correct", v, err)
+	}
+}

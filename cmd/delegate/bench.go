@@ -14,17 +14,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/vbauerster/mpb/v8"
-	"github.com/vbauerster/mpb/v8/decor"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/bench"
-	"github.com/delegatelab/delegate/dataset"
 	"github.com/delegatelab/delegate/judge"
+	"github.com/delegatelab/delegate/score"
 	"github.com/delegatelab/delegate/store"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/world"
@@ -32,14 +29,10 @@ import (
 
 // benchFlags are the flags of `delegate bench`.
 type benchFlags struct {
+	datasetFlags
 	config      string
-	dataset     string
-	data        string
 	strategies  string
-	n           int
-	seed        uint64
 	out         string
-	skipBad     bool
 	concurrency int
 	itemTimeout time.Duration
 	baseline    string
@@ -49,8 +42,6 @@ type benchFlags struct {
 	cacheDB     string
 	passScore   float64
 	progress    string
-	world       worldFlags
-	split       string // world: train or test
 }
 
 // Files of a bench output directory besides bench.Files.
@@ -81,9 +72,10 @@ against the baseline, tokens per role, dollars, latency p50/p95, calls per item
 and, when route runs, its PGR and the oracle router (route adds the strong and
 weak models alone as arms "strong" and "weak").
 
-Datasets: gsm8k, math, mmlu, bbh (graded by their verifiers; --data names the
-file, or for mmlu and bbh a directory), open (the built-in open-ended test
-requests, or --data FILE of {"id","prompt"} lines), graded by the judge role's
+Datasets (the same flags as process's): gsm8k, math, mmlu, bbh (graded by
+their verifiers; --data names the file, or for mmlu and bbh a directory), open
+(--data FILE of {"id","prompt"} lines or, with no file, the built-in
+open-ended requests, --split test by default), graded by the judge role's
 0-100 rubric: an answer is correct at --pass-score or above, and world (the
 arithmetic word problems the shipped local models were trained on: --n
 problems of --level, held-out ones unless --split train, drawn with --seed;
@@ -110,13 +102,8 @@ adds every role, --no-cache turns caching off.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
-	fl.StringVar(&f.dataset, "dataset", "", "dataset: gsm8k, math, mmlu, bbh, open or world")
-	fl.StringVar(&f.data, "data", "", "dataset file (or directory for mmlu, bbh); open defaults to the built-in test requests")
 	fl.StringVar(&f.strategies, "strategies", "single,route,decompose,lead", "comma-separated strategies: "+strings.Join(strategy.Names(), ", "))
-	fl.IntVarP(&f.n, "n", "n", 0, "items to sample from the dataset (0: all)")
-	fl.Uint64Var(&f.seed, "seed", 1, "seed of the sample")
 	fl.StringVarP(&f.out, "out", "o", "runs/bench", "output directory (results, tables, plots, cache); a rerun into it resumes, under the same settings only")
-	fl.BoolVar(&f.skipBad, "skip-bad", false, "skip malformed dataset records, listing each, instead of failing")
 	fl.IntVar(&f.concurrency, "concurrency", bench.DefaultConcurrency, "items run at once")
 	fl.DurationVar(&f.itemTimeout, "item-timeout", 0, "time limit of one item (0: none); an item out of time is recorded as an error")
 	fl.StringVar(&f.baseline, "baseline", "", "arm the McNemar tests compare with (default: the first strategy)")
@@ -126,8 +113,7 @@ adds every role, --no-cache turns caching off.`,
 	fl.StringVar(&f.cacheDB, "cache-db", "", "response cache database (default DIR/"+benchCache+"); share one between runs to reuse answers")
 	fl.Float64Var(&f.passScore, "pass-score", 70, "open datasets: judge score (0-100) at or above which an answer counts as correct")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
-	f.world.register(cmd)
-	fl.StringVar(&f.split, "split", "test", "--dataset world: draw train, validation or test (held-out) problems")
+	f.datasetFlags.register(cmd, "test")
 	return cmd
 }
 
@@ -137,35 +123,11 @@ func (f benchFlags) validate() error {
 	if err := checkProgress(f.progress); err != nil {
 		errs = append(errs, err)
 	}
-	switch f.dataset {
-	case "":
-		errs = append(errs, errors.New("--dataset is required (gsm8k, math, mmlu, bbh, open or world)"))
-	case "gsm8k", "math", "mmlu", "bbh":
-		if f.data == "" {
-			errs = append(errs, fmt.Errorf("--data is required for --dataset %s: the dataset file (or directory)", f.dataset))
-		}
-	case "open":
-	case datasetWorld:
-		if f.data != "" {
-			errs = append(errs, errors.New("--data is not used with --dataset world: its problems are drawn by --level, --split, --n and --seed"))
-		}
-		if f.n <= 0 {
-			errs = append(errs, errors.New("--n is required with --dataset world: the world draws problems without end"))
-		}
-		if _, err := f.world.config(); err != nil {
-			errs = append(errs, err)
-		}
-		if _, err := world.ParseSplit(f.split); err != nil {
-			errs = append(errs, fmt.Errorf("--split: %w", err))
-		}
-	default:
-		errs = append(errs, fmt.Errorf("--dataset: unknown dataset %q (want gsm8k, math, mmlu, bbh, open or world)", f.dataset))
+	if err := f.datasetFlags.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if f.out == "" {
 		errs = append(errs, errors.New("--out is empty: give the directory for results, tables and plots"))
-	}
-	if f.n < 0 {
-		errs = append(errs, fmt.Errorf("--n: %d is negative", f.n))
 	}
 	if f.cache && f.noCache {
 		errs = append(errs, errors.New("--cache and --no-cache contradict each other"))
@@ -207,51 +169,6 @@ func parseStrategies(s string) ([]string, error) {
 		return nil, errors.New("--strategies: none given")
 	}
 	return names, nil
-}
-
-// loadBenchTasks loads and samples the dataset, reporting every skipped
-// record on errOut.
-func loadBenchTasks(f benchFlags, errOut io.Writer) ([]delegate.Task, string, error) {
-	var (
-		all  []delegate.Task
-		desc string
-	)
-	switch {
-	case f.dataset == datasetWorld:
-		tasks, desc, err := worldTasks(f.world, f.split, f.seed, f.n)
-		if err != nil {
-			return nil, "", fmt.Errorf("load dataset: %w", err)
-		}
-		return tasks, desc, nil
-	case f.dataset == "open" && f.data == "":
-		_, all = dataset.Builtin()
-		desc = "open (built-in test requests)"
-	default:
-		tasks, rep, err := dataset.Load(f.dataset, f.data, dataset.Options{SkipBad: f.skipBad})
-		if err != nil {
-			return nil, "", fmt.Errorf("load dataset: %w", err)
-		}
-		for _, s := range rep.Skipped {
-			fmt.Fprintf(errOut, "skipped %s:%d: %s\n", s.File, s.Line, s.Reason)
-		}
-		if len(rep.Skipped) > 0 {
-			fmt.Fprintf(errOut, "skipped %d malformed records of %s; %d loaded\n", len(rep.Skipped), f.data, rep.Read)
-		}
-		all = tasks
-		desc = fmt.Sprintf("%s (%s", f.dataset, f.data)
-		if len(rep.Skipped) > 0 {
-			desc += fmt.Sprintf(", %d malformed records skipped", len(rep.Skipped))
-		}
-		desc += ")"
-	}
-	tasks := all
-	if f.n > 0 {
-		tasks = dataset.Sample(all, f.n, f.seed)
-		desc += fmt.Sprintf(", %d of %d items sampled with seed %d", len(tasks), len(all), f.seed)
-	} else {
-		desc += fmt.Sprintf(", all %d items", len(all))
-	}
-	return tasks, desc, nil
 }
 
 // cacheScope says where a model is served, so that cache entries of two
@@ -372,13 +289,13 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 			return fmt.Errorf("bench: %w", err)
 		}
 	}
-	open := f.dataset == "open"
+	open := f.dataset == datasetOpen
 	if open && cfg.Roles.Judge == "" && cfg.Roles.Default == "" {
 		return errors.New("bench: --dataset open is graded by the judge, and the config assigns no model to roles.judge (or roles.default)")
 	}
-	tasks, desc, err := loadBenchTasks(f, errOut)
+	tasks, desc, err := f.load(errOut)
 	if err != nil {
-		return err
+		return fmt.Errorf("bench: %w", err)
 	}
 	if len(tasks) == 0 {
 		return errors.New("bench: the sample holds no items")
@@ -414,9 +331,9 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	grade := bench.Verifier(bench.Score).Grader()
+	grade := bench.Verified(score.Verify)
 	if f.dataset == datasetWorld {
-		grade = bench.Verifier(worldVerify).Grader()
+		grade = bench.Verified(world.Verify)
 	}
 	if open {
 		judgeAgent, _ := cfg.agent(models.judge, judge.Role, cfg.Roles.Judge) // assigned: checked above
@@ -448,10 +365,12 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	}
 	progress := make(chan bench.Progress, len(tasks)*len(arms))
 	barDone := make(chan struct{})
-	go showProgress(errOut, f.progress, len(tasks)*len(arms), progress, barDone)
+	view := newProgressView(errOut, f.progress)
+	go showProgress(view, len(tasks)*len(arms), progress, barDone)
 	rep, runErr := bench.RunGraded(ctx, ecfg, tasks, arms, grade, progress)
 	close(progress)
 	<-barDone
+	view.finish(runErr == nil)
 	if runErr != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("bench interrupted; finished items are saved in %s: run the same command again to resume", ecfg.Results)
@@ -542,7 +461,7 @@ func (c *Config) benchSettings(f benchFlags, tasks []delegate.Task) (*benchRunSe
 	}
 	s.Dataset.TasksSHA256 = hex.EncodeToString(h.Sum(nil))[:16]
 	s.Preset, s.Roles, s.Strategy = c.Preset, c.Roles, c.Strategy
-	open := f.dataset == "open"
+	open := f.dataset == datasetOpen
 	if open {
 		j := c.Judge
 		s.Judge, s.PassScore = &j, f.passScore
@@ -575,7 +494,7 @@ func (c *Config) benchSettings(f benchFlags, tasks []delegate.Task) (*benchRunSe
 // itself.
 func benchNotes(cfg *Config, f benchFlags, desc string, arms []bench.Arm) []string {
 	notes := []string{"Dataset: " + desc + "."}
-	if f.dataset == "open" {
+	if f.dataset == datasetOpen {
 		notes = append(notes, fmt.Sprintf("Open-ended answers graded by the judge's 0-100 pointwise rubric; correct at %g or above.", f.passScore))
 	}
 	var ms []string
@@ -593,7 +512,7 @@ func benchNotes(cfg *Config, f benchFlags, desc string, arms []bench.Arm) []stri
 		orDefault(r.Baseline, r.Default), orDefault(r.Delegator, r.Default), orDefault(r.Subagent, r.Default),
 		orDefault(r.Strong, r.Default), orDefault(r.Weak, r.Default), orDefault(r.Leader, r.Default),
 		orDefault(strings.Join(r.Peers, ","), r.Default))
-	if f.dataset == "open" {
+	if f.dataset == datasetOpen {
 		roles += ", judge " + orDefault(r.Judge, r.Default)
 	}
 	notes = append(notes, roles+".")
@@ -662,82 +581,26 @@ func cacheStats(cached map[string]*store.CachedModel) store.CacheStats {
 	return s
 }
 
-// showProgress reports the items' progress on w until progress is closed,
-// then closes done: under progressAuto a bar on a terminal and a line at
-// every tenth of the items elsewhere (a log file, CI); bar, plain or
-// nothing (progressNone) when mode says so. Resumed
-// items advance it without feeding its rate, so the ETA is that of the items
-// run now.
-func showProgress(w io.Writer, mode string, total int, progress <-chan bench.Progress, done chan<- struct{}) {
+// showProgress feeds a benchmark's items to the progress view until
+// progress is closed, then closes done: one phase counting items (arm ×
+// task), those taken from the results file included, with the correct and
+// failed counts as its status.
+func showProgress(v *progressView, total int, progress <-chan bench.Progress, done chan<- struct{}) {
 	defer close(done)
-	mode = resolveProgress(mode, w)
-	if mode == progressNone {
-		for range progress {
-		}
-		return
-	}
-	var correct, finished, failed, resumed atomic.Int64
-	tally := func() string {
-		return fmt.Sprintf("%d/%d correct, %d failed", correct.Load(), finished.Load(), failed.Load())
-	}
-	count := func(pr bench.Progress) {
-		finished.Add(1)
+	v.begin("bench", "items")
+	var correct, finished, failed, resumed int
+	for pr := range progress {
+		finished++
 		if pr.Correct {
-			correct.Add(1)
+			correct++
 		}
 		if pr.Failed {
-			failed.Add(1)
+			failed++
 		}
 		if pr.Resumed {
-			resumed.Add(1)
+			resumed++
 		}
+		v.update(progressFigures{Done: pr.Done, Total: total, Resumed: resumed,
+			Status: fmt.Sprintf("%d/%d correct, %d failed", correct, finished, failed)})
 	}
-	if mode == progressPlain {
-		start := time.Now()
-		step := max(total/10, 1)
-		for pr := range progress {
-			count(pr)
-			if pr.Done%step != 0 && pr.Done != total {
-				continue
-			}
-			eta := "n/a"
-			if run := int64(pr.Done) - resumed.Load(); run > 0 {
-				left := time.Duration(float64(time.Since(start)) / float64(run) * float64(total-pr.Done))
-				eta = left.Round(time.Second).String()
-			}
-			fmt.Fprintf(w, "bench: %d/%d items (%d resumed), %s, ETA %s\n", pr.Done, total, resumed.Load(), tally(), eta)
-		}
-		return
-	}
-	p := mpb.New(mpb.WithOutput(w), mpb.WithWidth(32), mpb.WithRefreshRate(200*time.Millisecond))
-	release := logs.above(p)
-	bar := p.AddBar(int64(total),
-		mpb.PrependDecorators(decor.Name("bench "), decor.CountersNoUnit("%d/%d items")),
-		mpb.AppendDecorators(
-			decor.Percentage(decor.WCSyncSpace),
-			decor.Name("  ETA "), decor.EwmaETA(decor.ET_STYLE_GO, 30),
-			decor.Any(func(decor.Statistics) string {
-				if finished.Load() == 0 {
-					return ""
-				}
-				return "  " + tally()
-			}),
-		),
-	)
-	last := time.Now()
-	for pr := range progress {
-		count(pr)
-		if pr.Resumed {
-			bar.Increment()
-			continue
-		}
-		now := time.Now()
-		bar.EwmaIncrement(now.Sub(last))
-		last = now
-	}
-	if !bar.Completed() {
-		bar.Abort(false) // interrupted, or values dropped: keep the bar as it stands
-	}
-	p.Wait()
-	release()
 }

@@ -261,7 +261,7 @@ func TestBenchFourStrategiesOverHTTP(t *testing.T) {
 	if !strings.Contains(stdout, string(md)) {
 		t.Errorf("the printed table differs from table.md:\n%s\n----\n%s", stdout, md)
 	}
-	for _, want := range []string{"bench: 48/48 items (0 resumed)", "Dataset: gsm8k (" + data + "), 8 of 12 items sampled with seed 3.", "48 items run now, 0 taken from"} {
+	for _, want := range []string{"bench 48/48 items (100%)  ", "Dataset: gsm8k (" + data + "), 8 of 12 items sampled with seed 3.", "48 items run now, 0 taken from"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
@@ -566,7 +566,7 @@ func TestBenchBadDataset(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench --skip-bad: %v\n%s", err, out)
 	}
-	for _, want := range []string{"skipped " + bad + ":2: ", "skipped 4 malformed records of " + bad + "; 2 loaded", "4 malformed records skipped", "| single | single | 2 |"} {
+	for _, want := range []string{"skipped " + bad + ":2: ", "dataset gsm8k " + bad + ": 2 records read, 4 malformed skipped", "4 malformed records skipped", "| single | single | 2 |"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -587,7 +587,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		want string
 	}{
 		{"no dataset", []string{"--out", out}, "--dataset is required"},
-		{"unknown dataset", []string{"--dataset", "gsm9k", "--out", out}, `unknown dataset "gsm9k"`},
+		{"unknown dataset", []string{"--dataset", "gsm9k", "--out", out}, `--dataset "gsm9k": unknown dataset`},
 		{"no data", []string{"--dataset", "math", "--out", out}, "--data is required for --dataset math"},
 		{"no out", []string{"--dataset", "open", "--out", ""}, "--out is empty"},
 		{"unknown strategy", []string{"--dataset", "open", "--out", out, "--strategies", "single,vote"}, `unknown strategy "vote"`},

@@ -172,7 +172,7 @@ func TestMissingRoleNamesKey(t *testing.T) {
 		{[]string{"run", "-c", path, "-s", "route", "hi"}, []string{"role strong and role weak", "roles.strong and roles.weak"}},
 		{[]string{"run", "-c", path, "-s", "lead", "hi"}, []string{"role leader and role peers", "roles.leader and roles.peers"}},
 		{[]string{"bench", "-c", path, "--dataset", "open", "--strategies", "decompose", "--out", filepath.Join(dir, "b")}, []string{"role delegator", "roles.delegator"}},
-		{[]string{"process", "-c", path, "--dataset", "builtin", "-n", "1", "--out", filepath.Join(dir, "p")}, []string{"role single", "roles.baseline"}},
+		{[]string{"process", "-c", path, "--dataset", "open", "-n", "1", "--out", filepath.Join(dir, "p")}, []string{"role single", "roles.baseline"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args[:4], " "), func(t *testing.T) {

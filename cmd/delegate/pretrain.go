@@ -2,14 +2,9 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/vbauerster/mpb/v8"
-	"github.com/vbauerster/mpb/v8/decor"
 
 	"github.com/delegatelab/delegate/pretrain"
 )
@@ -42,8 +37,8 @@ a second phase of training.`,
 			if err := checkProgress(progress); err != nil {
 				return fmt.Errorf("pretrain: %w", err)
 			}
-			v := newPretrainView(cmd.OutOrStdout(), progress)
-			f.Progress = v.step
+			v := newProgressView(cmd.OutOrStdout(), progress)
+			f.Progress = (&pretrainProgress{v: v}).step
 			err := pretrain.Run(cmd.Context(), v.text(), f)
 			v.finish(err == nil)
 			if err != nil && cmd.Context().Err() != nil {
@@ -73,153 +68,32 @@ a second phase of training.`,
 	return cmd
 }
 
-// pretrainView shows the steps of a pretraining run under the modes of
-// --progress: an mpb bar per model (steps, loss, last held-out score, ETA)
-// with the run's own lines printed above it; a plain line every plainEvery,
-// at every evaluation and at the last step; or nothing. Its step method is
-// called on the training goroutine and never blocks on the terminal.
-type pretrainView struct {
-	out  io.Writer
-	mode string
-
-	p       *mpb.Progress
-	release func() // gives the log back to stderr once the bars are done
-
-	bar *mpb.Bar // the current model's bar
-
-	mu       sync.Mutex        // guards what the bar's decorators read
-	model    string            // the model being trained
-	frozen   map[string]string // the last figures of the models done (a done bar shows no ETA)
-	last     pretrain.Progress
-	first    int       // the step before this run's first (a resumed run starts past 0)
-	held     string    // the last evaluation, "" before one
-	lastLine time.Time // plain: when the last line was printed
+// pretrainProgress feeds a pretraining run's steps to the progress view:
+// a phase per model, with the loss, the learning rate and the last
+// held-out score as its status, and each evaluation as a note. Its step
+// is called on the training goroutine.
+type pretrainProgress struct {
+	v     *progressView
+	model string // the model being trained
+	first int    // the step before this run's first
+	held  string // its last evaluation, "" before one
 }
 
-func newPretrainView(out io.Writer, mode string) *pretrainView {
-	v := &pretrainView{out: out, mode: resolveProgress(mode, out), frozen: map[string]string{}}
-	if v.mode == progressBar {
-		opts := []mpb.ContainerOption{mpb.WithOutput(out), mpb.WithRefreshRate(200 * time.Millisecond), mpb.WithAutoRefresh()}
-		if !isTerminal(out) {
-			opts = append(opts, mpb.WithWidth(120)) // --progress bar into a file: no terminal to measure
-		}
-		v.p = mpb.New(opts...)
-		v.release = logs.above(v.p)
+func (p *pretrainProgress) step(model string, pr pretrain.Progress) {
+	if model != p.model {
+		p.model, p.held = model, ""
+		p.v.begin(model, "steps")
+		p.first = pr.Step - 1 // a resumed run starts past 0
 	}
-	return v
-}
-
-// text is where the run's own lines go: above the bars while they are
-// drawn.
-func (v *pretrainView) text() io.Writer {
-	if v.p != nil {
-		return v.p
-	}
-	return v.out
-}
-
-// eta extrapolates the steps this run made to those left.
-func (v *pretrainView) eta() string {
-	pr := v.last
-	done := pr.Step - v.first
-	left := pr.Steps - pr.Step
-	switch {
-	case left <= 0:
-		return "0s"
-	case done <= 0:
-		return "?"
-	}
-	d := time.Duration(float64(pr.Elapsed) * float64(left) / float64(done))
-	return d.Round(time.Second).String()
-}
-
-// figures are the step's numbers after the bar or in a line.
-func (v *pretrainView) figures() string {
-	s := fmt.Sprintf("loss %.4f  lr %.2e", v.last.Loss, v.last.LR)
-	if v.held != "" {
-		s += "  held-out " + v.held
-	}
-	return s
-}
-
-func (v *pretrainView) step(model string, pr pretrain.Progress) {
-	// The bar's decorators lock mu while mpb draws, and mpb's calls wait
-	// for the drawing: no mpb call is made with mu held.
-	v.mu.Lock()
-	fresh := model != v.model
-	if fresh {
-		if v.model != "" {
-			v.frozen[v.model] = v.figures() // the finished bar keeps its last figures
-		}
-		v.model, v.held = model, ""
-		v.first = pr.Step - 1
-		v.lastLine = time.Now() // the first plain line comes after plainEvery
-	}
-	v.last = pr
 	if pr.Evaluated {
-		v.held = fmt.Sprintf("%.3f", pr.Score)
+		p.held = fmt.Sprintf("%.3f", pr.Score)
 	}
-	line := ""
-	if now := time.Now(); v.mode == progressPlain && (pr.Evaluated || pr.Step == pr.Steps || now.Sub(v.lastLine) >= plainEvery) {
-		v.lastLine = now
-		line = fmt.Sprintf("%s step %d/%d (%.0f%%)  %s  elapsed %s  ETA %s", model, pr.Step, pr.Steps,
-			100*float64(pr.Step)/float64(max(pr.Steps, 1)), v.figures(), pr.Elapsed.Round(time.Second), v.eta())
-		if pr.Evaluated {
-			line += fmt.Sprintf("  (%s)", pr.Detail)
-		}
+	status := fmt.Sprintf("loss %.4f  lr %.2e", pr.Loss, pr.LR)
+	if p.held != "" {
+		status += "  held-out " + p.held
 	}
-	v.mu.Unlock()
-	switch v.mode {
-	case progressBar:
-		if fresh {
-			v.addBar(model, pr.Steps)
-		}
-		v.bar.SetTotal(int64(pr.Steps), false)
-		v.bar.SetCurrent(int64(pr.Step))
-		if pr.Evaluated {
-			fmt.Fprintf(v.p, "%s step %d/%d held-out %.3f (%s)\n", model, pr.Step, pr.Steps, pr.Score, pr.Detail)
-		}
-	case progressPlain:
-		if line != "" {
-			fmt.Fprintln(v.out, line)
-		}
+	p.v.update(progressFigures{Done: pr.Step, Total: pr.Steps, Resumed: p.first, Elapsed: pr.Elapsed, Status: status})
+	if pr.Evaluated {
+		p.v.note("%s step %d/%d held-out %.3f (%s)", model, pr.Step, pr.Steps, pr.Score, pr.Detail)
 	}
-}
-
-// addBar starts the bar of the next model. Only the training goroutine
-// (step) touches v.bar until finish.
-func (v *pretrainView) addBar(model string, steps int) {
-	if v.bar != nil && !v.bar.Completed() {
-		v.bar.Abort(false) // the previous model stopped early: keep its bar
-	}
-	// The figures come before the bar, so that a narrow terminal cuts the
-	// bar rather than them.
-	live := func(suffix string, f func() string) decor.Decorator {
-		return decor.Any(func(decor.Statistics) string {
-			v.mu.Lock()
-			defer v.mu.Unlock()
-			if v.model != model {
-				return v.frozen[model+suffix]
-			}
-			return f()
-		}, decor.WCSyncSpaceR)
-	}
-	v.bar = v.p.AddBar(int64(steps),
-		mpb.PrependDecorators(decor.Name(model, decor.WCSyncSpaceR), decor.CountersNoUnit("%d/%d steps", decor.WCSyncSpaceR),
-			live("", v.figures)),
-		mpb.AppendDecorators(decor.Percentage(decor.WCSyncSpace), live(" ETA", func() string { return " ETA " + v.eta() })),
-	)
-}
-
-// finish ends the display: the bars stop (an unfinished one stays where
-// it stood) and the log goes back to stderr.
-func (v *pretrainView) finish(ok bool) {
-	if v.p == nil {
-		return
-	}
-	if v.bar != nil && (!ok || !v.bar.Completed()) {
-		v.bar.Abort(false)
-	}
-	v.p.Wait()
-	v.release()
 }

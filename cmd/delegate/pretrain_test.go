@@ -122,24 +122,25 @@ func TestPretrainProgressModes(t *testing.T) {
 	}{
 		{progressBar, []string{"solver", "3/3 steps", "100 %", "loss 1.5000", "held-out 0.250", "ETA 0s", "delegator", "2/2 steps",
 			"solver step 3/3 held-out 0.250 (2d*2d 1/4)", "solver: saved"}, nil},
-		{progressPlain, []string{"solver step 3/3 (100%)  loss 1.5000  lr 1.00e-03  held-out 0.250  elapsed 3s  ETA 0s  (2d*2d 1/4)",
-			"delegator step 2/2 (100%)", "solver: saved"}, []string{"solver step 1/3"}},
+		{progressPlain, []string{"solver 3/3 steps (100%)  loss 1.5000  lr 1.00e-03  held-out 0.250  elapsed 3s  ETA 0s",
+			"solver step 3/3 held-out 0.250 (2d*2d 1/4)", "delegator 2/2 steps (100%)", "solver: saved"}, []string{"solver 1/3 steps"}},
 		{progressNone, []string{"solver: saved"}, []string{"step", "ETA"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
 			var buf bytes.Buffer
-			v := newPretrainView(&buf, tt.mode)
+			v := newProgressView(&buf, tt.mode)
+			p := &pretrainProgress{v: v}
 			for step := 1; step <= 3; step++ {
 				pr := pretrain.Progress{Step: step, Steps: 3, Loss: 1.5, LR: 1e-3, Elapsed: time.Duration(step) * time.Second}
 				if step == 3 {
 					pr.Evaluated, pr.Score, pr.Detail = true, 0.25, "2d*2d 1/4"
 				}
-				v.step("solver", pr)
+				p.step("solver", pr)
 			}
 			fmt.Fprintln(v.text(), "solver: saved")
 			for step := 1; step <= 2; step++ {
-				v.step("delegator", pretrain.Progress{Step: step, Steps: 2, Loss: 2, LR: 1e-3, Elapsed: time.Duration(step) * time.Second})
+				p.step("delegator", pretrain.Progress{Step: step, Steps: 2, Loss: 2, LR: 1e-3, Elapsed: time.Duration(step) * time.Second})
 			}
 			v.finish(true)
 			got := buf.String()

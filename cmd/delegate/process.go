@@ -8,15 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/vbauerster/mpb/v8"
-	"github.com/vbauerster/mpb/v8/decor"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/dataset"
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rollout"
@@ -26,12 +21,8 @@ import (
 
 // processFlags are the flags of `delegate process`.
 type processFlags struct {
+	datasetFlags
 	config      string
-	dataset     string // a format of package dataset, "open" or "builtin"
-	data        string // the file or directory of the dataset
-	split       string // builtin: train or test
-	n           int
-	seed        int64
 	group       int
 	strategy    string
 	concurrency int
@@ -41,23 +32,13 @@ type processFlags struct {
 	lambda      float64
 	reward      string // graded or world
 	costUnit    string
-	skipBad     bool
 	logprobs    bool
 	keepTies    bool
 	omitTraces  bool
 	progress    string // auto, bar, plain, none
 	push        pushFlags
 	temperature float64 // the trained stages' temperature; < 0 keeps the config's
-	world       worldFlags
 }
-
-// Progress display modes.
-const (
-	progressAuto  = "auto"
-	progressBar   = "bar"
-	progressPlain = "plain"
-	progressNone  = "none"
-)
 
 func newProcessCmd(getenv env, log *slog.Logger) *cobra.Command {
 	var f processFlags
@@ -74,12 +55,12 @@ It appends to --out: artifacts.jsonl (one record per rollout), groups.jsonl
 state.db. Interrupt it and run the same command again: it resumes without
 losing or duplicating a rollout.
 
-Datasets: gsm8k, math, mmlu, bbh and open (JSONL {"id","prompt"}) read
---data (mmlu and bbh: a file or a directory); builtin is the built-in
-open-ended requests (--split train or test) and needs no file; world is -n
-arithmetic word problems of package world at --level (the problems the
-shipped local models were trained on, --split train by default, drawn with
---seed), graded on their integer answer.`,
+Datasets (the same flags as bench's): gsm8k, math, mmlu and bbh read --data
+(mmlu and bbh: a file or a directory); open is --data FILE of {"id","prompt"}
+lines or, with no file, the built-in open-ended requests (--split train, the
+default, or test); world is -n arithmetic word problems of package world at
+--level (the problems the shipped local models were trained on, --split
+train by default, drawn with --seed), graded on their integer answer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return process(cmd.Context(), cmd.OutOrStdout(), getenv, log, f, cmd.Flags().Changed("lambda"))
@@ -87,11 +68,6 @@ shipped local models were trained on, --split train by default, drawn with
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
-	fl.StringVarP(&f.dataset, "dataset", "d", "builtin", "dataset: gsm8k, math, mmlu, bbh, open, builtin or world")
-	fl.StringVar(&f.data, "data", "", "dataset file or directory (every dataset but builtin)")
-	fl.StringVar(&f.split, "split", "train", "builtin datasets: the train or test split; world: train, validation or test")
-	fl.IntVarP(&f.n, "n", "n", 0, "items to sample from the dataset (0: all)")
-	fl.Int64Var(&f.seed, "seed", 1, "seed of the item sample, recorded in every artifact")
 	fl.IntVarP(&f.group, "group", "g", 4, "rollouts per item (G), at least 2")
 	fl.StringVarP(&f.strategy, "strategy", "s", strategy.NameDecompose, "strategy to roll out: "+strings.Join(strategy.Names(), ", "))
 	fl.IntVar(&f.concurrency, "concurrency", 0, "rollouts in flight at once (0: G)")
@@ -101,7 +77,6 @@ shipped local models were trained on, --split train by default, drawn with
 	fl.StringVar(&f.reward, "reward", rewardGraded, "reward: graded (reward.DefaultGraded) or world (the reward delegate train trains with: world.DefaultReward, λ per token the policy generated, μ per sub-agent call)")
 	fl.Float64Var(&f.lambda, "lambda", 0, "graded reward: cost charged per unit of --cost-unit (default 1e-5 per token; --reward world: 0.001)")
 	fl.StringVar(&f.costUnit, "cost-unit", reward.CostTokens, "graded reward: what --lambda charges for, tokens or dollars")
-	fl.BoolVar(&f.skipBad, "skip-bad", false, "leave malformed dataset records out, reporting each, instead of failing")
 	fl.BoolVar(&f.logprobs, "logprobs", false, "ask the trained role's backend for token logprobs (and ids) for groups.jsonl")
 	fl.BoolVar(&f.keepTies, "keep-ties", false, "write groups whose rewards all tie, with zero advantages, instead of dropping them")
 	fl.BoolVar(&f.omitTraces, "omit-traces", false, "leave full traces out of artifacts.jsonl")
@@ -112,7 +87,7 @@ shipped local models were trained on, --split train by default, drawn with
 	fl.Float64Var(&f.push.weight, "push-weight", 1, "--push: the environment's weight in batches")
 	fl.IntVar(&f.push.maxTokenLen, "push-max-tokens", 4096, "--push: the environment's max_token_length")
 	fl.IntVar(&f.push.offPolicy, "push-offpolicy", 3, "--push: pause while the API's queue holds this many batches (Atropos's max_batches_offpolicy)")
-	f.world.register(cmd)
+	f.datasetFlags.register(cmd, "train")
 	return cmd
 }
 
@@ -191,7 +166,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	}
 	rc := rollout.Config{
 		GroupSize: f.group, Concurrency: f.concurrency, Estimator: f.advantage, KeepTies: f.keepTies,
-		Seed: f.seed, OutDir: f.out, Fingerprint: fp, OmitTraces: f.omitTraces,
+		Seed: int64(f.seed), OutDir: f.out, Fingerprint: fp, OmitTraces: f.omitTraces,
 	}
 	if err := rc.Validate(); err != nil {
 		return fmt.Errorf("process: %w", err)
@@ -212,7 +187,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 		len(tasks), f.group, f.strategy, rewardDesc, f.advantage, f.out)
 
 	progress := make(chan rollout.Progress, 64)
-	view := newProgressView(out, f.progress, len(tasks))
+	view := &processProgress{v: newProgressView(out, f.progress)}
 	viewDone := make(chan struct{})
 	go func() {
 		defer close(viewDone)
@@ -221,7 +196,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	sum, runErr := rollout.Run(ctx, rc, tasks, baseline, policy, sc, progress)
 	close(progress)
 	<-viewDone
-	view.finish(sum)
+	view.end(sum)
 
 	if sum.Version != 0 {
 		if err := printSummary(out, sum); err != nil {
@@ -234,69 +209,16 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	return runErr
 }
 
-// loadTasks reads and samples the dataset, reporting what it read and
-// every record it skipped.
+// loadTasks reads and samples the dataset (datasetFlags.load), reporting
+// what it read: the loader's account of a file, or the description of
+// tasks that come from no file (the world's, the built-in requests).
 func loadTasks(out io.Writer, f processFlags) ([]delegate.Task, error) {
-	var tasks []delegate.Task
-	switch f.dataset {
-	case "builtin":
-		if f.data != "" {
-			return nil, errors.New("process: --data is not used with the builtin dataset")
-		}
-		train, test := dataset.Builtin()
-		switch f.split {
-		case "train":
-			tasks = train
-		case "test":
-			tasks = test
-		default:
-			return nil, fmt.Errorf("process: --split %q: want train or test", f.split)
-		}
-		fmt.Fprintf(out, "dataset builtin/%s: %d requests\n", f.split, len(tasks))
-	case "gsm8k", "math", "mmlu", "bbh", "open":
-		if f.data == "" {
-			return nil, fmt.Errorf("process: --data is required with --dataset %s", f.dataset)
-		}
-		var rep dataset.Report
-		var err error
-		tasks, rep, err = dataset.Load(f.dataset, f.data, dataset.Options{SkipBad: f.skipBad})
-		if err != nil {
-			if !f.skipBad {
-				return nil, fmt.Errorf("process: %w (--skip-bad leaves malformed records out)", err)
-			}
-			return nil, fmt.Errorf("process: %w", err)
-		}
-		fmt.Fprintf(out, "dataset %s %s: %d records read, %d malformed skipped\n", f.dataset, f.data, rep.Read, len(rep.Skipped))
-		for _, s := range rep.Skipped {
-			fmt.Fprintf(out, "  skipped %s:%d: %s\n", s.File, s.Line, s.Reason)
-		}
-	case datasetWorld:
-		if f.data != "" {
-			return nil, errors.New("process: --data is not used with --dataset world: its problems are drawn by --level, --split, -n and --seed")
-		}
-		if f.n < 0 {
-			return nil, fmt.Errorf("process: --n %d is negative", f.n)
-		}
-		ts, desc, err := worldTasks(f.world, f.split, uint64(f.seed), f.n)
-		if err != nil {
-			return nil, fmt.Errorf("process: %w", err)
-		}
+	tasks, desc, err := f.load(out)
+	if err != nil {
+		return nil, fmt.Errorf("process: %w", err)
+	}
+	if f.data == "" {
 		fmt.Fprintf(out, "dataset %s\n", desc)
-		return ts, nil
-	default:
-		return nil, fmt.Errorf("process: --dataset %q: want gsm8k, math, mmlu, bbh, open, builtin or world", f.dataset)
-	}
-	if f.n < 0 {
-		return nil, fmt.Errorf("process: --n %d is negative", f.n)
-	}
-	if f.n > 0 {
-		if f.n > len(tasks) {
-			return nil, fmt.Errorf("process: --n %d, but the dataset has %d tasks", f.n, len(tasks))
-		}
-		tasks = dataset.Sample(tasks, f.n, uint64(f.seed))
-	}
-	if len(tasks) == 0 {
-		return nil, errors.New("process: the dataset has no tasks")
 	}
 	return tasks, nil
 }
@@ -352,10 +274,7 @@ func newScorer(f processFlags, lambdaSet bool) (*rollout.RewardScorer, string, e
 	}
 	sc.Reward = g.Reward
 	if f.dataset == datasetWorld {
-		sc.Verify = func(t delegate.Task, response string) (bool, error) {
-			correct, _, err := worldVerify(t, response)
-			return correct, err
-		}
+		sc.Verify = world.Verify
 	}
 	desc := fmt.Sprintf("graded reward (λ %g per %s, μ %g per call, format %g)", g.Lambda, strings.TrimSuffix(g.CostUnit, "s"), g.Mu, g.FormatPenalty)
 	if sc.GeneratedTokens {
@@ -445,129 +364,48 @@ func fingerprint(cfg *Config, jcfg judge.Config, rewardDesc string, logprobs boo
 	return string(data), nil
 }
 
-// progressView shows a run's progress: an mpb bar on a terminal, or a
-// plain line at most every plainEvery otherwise.
-type progressView struct {
-	release func() // gives the log back to stderr once the bars are done
-	out     io.Writer
-	mode    string
-	items   int
-
-	mu   sync.Mutex // guards last, for the bar's decorators
-	last rollout.Progress
-
-	p   *mpb.Progress
-	bar *mpb.Bar
-
-	lastLine time.Time
+// processProgress feeds a rollout run's progress to the progress view:
+// one phase counting rollouts, with the items done, the failed rollouts and
+// the mean reward as its status.
+type processProgress struct {
+	v     *progressView
+	begun bool
+	last  rollout.Progress
 }
 
-const plainEvery = 10 * time.Second
-
-// checkProgress rejects a --progress value that is not a mode.
-func checkProgress(mode string) error {
-	switch mode {
-	case progressAuto, progressBar, progressPlain, progressNone:
-		return nil
+func (p *processProgress) show(pr rollout.Progress) {
+	if !p.begun {
+		p.begun = true
+		p.v.begin("process", "rollouts")
 	}
-	return fmt.Errorf("--progress %q: want auto, bar, plain or none", mode)
+	p.last = pr
+	status := fmt.Sprintf("items %d/%d", pr.ItemsDone, pr.Items)
+	if pr.RolloutsFailed > 0 {
+		status += fmt.Sprintf(", %d failed", pr.RolloutsFailed)
+	}
+	status += fmt.Sprintf("  mean reward %+.3f", pr.MeanReward)
+	p.v.update(progressFigures{Done: pr.RolloutsDone, Total: pr.Rollouts, Resumed: pr.Resumed, Elapsed: pr.Elapsed, Status: status})
 }
 
-// resolveProgress turns progressAuto into what w gets: a bar on a
-// terminal, plain lines elsewhere.
-func resolveProgress(mode string, w io.Writer) string {
-	if mode != progressAuto {
-		return mode
-	}
-	if isTerminal(w) {
-		return progressBar
-	}
-	return progressPlain
-}
-
-func newProgressView(out io.Writer, mode string, items int) *progressView {
-	v := &progressView{out: out, mode: resolveProgress(mode, out), items: items}
-	if v.mode == progressBar {
-		v.p = mpb.New(mpb.WithOutput(out), mpb.WithWidth(100), mpb.WithAutoRefresh(), mpb.WithRefreshRate(200*time.Millisecond))
-		v.release = logs.above(v.p)
-		v.bar = v.p.AddBar(int64(items),
-			mpb.PrependDecorators(decor.Name("items "), decor.CountersNoUnit("%d/%d")),
-			mpb.AppendDecorators(decor.Any(func(decor.Statistics) string { return v.status() })),
-		)
-	}
-	return v
-}
-
-// status is the text after the bar: rollouts, mean reward and ETA.
-func (v *progressView) status() string {
-	v.mu.Lock()
-	p := v.last
-	v.mu.Unlock()
-	s := fmt.Sprintf("rollouts %d/%d", p.RolloutsDone, p.Rollouts)
-	if p.RolloutsFailed > 0 {
-		s += fmt.Sprintf(" (%d failed)", p.RolloutsFailed)
-	}
-	s += fmt.Sprintf("  mean reward %+.3f  ETA %s", p.MeanReward, eta(p))
-	return s
-}
-
-// eta extrapolates the rollouts done by this run (not the resumed ones)
-// to those left.
-func eta(p rollout.Progress) string {
-	done := p.RolloutsDone - p.Resumed
-	left := p.Rollouts - p.RolloutsDone
-	switch {
-	case left <= 0:
-		return "0s"
-	case done <= 0:
-		return "?"
-	}
-	d := time.Duration(float64(p.Elapsed) * float64(left) / float64(done))
-	return d.Round(time.Second).String()
-}
-
-// run reads progress until the channel closes.
-func (v *progressView) run(progress <-chan rollout.Progress) {
-	for p := range progress {
-		v.mu.Lock()
-		v.last = p
-		v.mu.Unlock()
-		switch v.mode {
-		case progressBar:
-			v.bar.SetCurrent(int64(p.ItemsDone))
-		case progressPlain:
-			if now := time.Now(); now.Sub(v.lastLine) >= plainEvery {
-				v.lastLine = now
-				fmt.Fprintf(v.out, "items %d/%d  %s\n", p.ItemsDone, p.Items, v.status())
-			}
-		}
+// run shows progress until the channel closes.
+func (p *processProgress) run(progress <-chan rollout.Progress) {
+	for pr := range progress {
+		p.show(pr)
 	}
 }
 
-// finish draws the run's last state, taken from its summary (progress
-// events may have been dropped): the bar completed or aborted where it
-// stands, or a last plain line. A summary of a run that never started
-// (Version 0) leaves the last progress as it was.
-func (v *progressView) finish(sum rollout.Summary) {
-	v.mu.Lock()
+// end shows the run's last state, taken from its summary (progress events
+// may have been dropped), and ends the view. A summary of a run that never
+// started (Version 0) leaves the figures as they were.
+func (p *processProgress) end(sum rollout.Summary) {
 	if sum.Version != 0 {
-		v.last.Items, v.last.ItemsDone = sum.Items, sum.ItemsDone
-		v.last.Rollouts, v.last.RolloutsDone, v.last.RolloutsFailed = sum.RolloutsPlanned, sum.Rollouts, sum.RolloutsFailed
-		v.last.MeanReward = sum.MeanReward
+		pr := p.last
+		pr.Items, pr.ItemsDone = sum.Items, sum.ItemsDone
+		pr.Rollouts, pr.RolloutsDone, pr.RolloutsFailed = sum.RolloutsPlanned, sum.Rollouts, sum.RolloutsFailed
+		pr.MeanReward = sum.MeanReward
+		p.show(pr)
 	}
-	p := v.last
-	v.mu.Unlock()
-	switch v.mode {
-	case progressBar:
-		v.bar.SetCurrent(int64(p.ItemsDone))
-		if !sum.Complete {
-			v.bar.Abort(false)
-		}
-		v.p.Wait()
-		v.release()
-	case progressPlain:
-		fmt.Fprintf(v.out, "items %d/%d  %s\n", p.ItemsDone, v.items, v.status())
-	}
+	p.v.finish(sum.Complete)
 }
 
 // printSummary writes the run's account: rollouts, groups, losses by

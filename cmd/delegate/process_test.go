@@ -473,7 +473,7 @@ func TestProcessParityReward(t *testing.T) {
 	srv := newGraderServer(t)
 	cfg := writeTestConfig(t, srv.URL)
 	dir := filepath.Join(t.TempDir(), "out")
-	out, err := execute(t, testEnv, "process", "--config", cfg, "--dataset", "builtin", "-n", "2", "-g", "2",
+	out, err := execute(t, testEnv, "process", "--config", cfg, "--dataset", "open", "-n", "2", "-g", "2",
 		"--parity", "--strategy", "single", "--out", dir, "--progress", "none")
 	if err != nil {
 		t.Fatalf("process: %v\n%s", err, out)
@@ -501,7 +501,7 @@ func TestProcessProgressBar(t *testing.T) {
 		t.Fatalf("process: %v\n%s", err, out)
 	}
 	// The bar's last frame shows the items done, the rollouts and the reward.
-	for _, want := range []string{"items 2/2", "rollouts 4/4", "mean reward", "ETA"} {
+	for _, want := range []string{"items 2/2", "4/4 rollouts", "mean reward", "ETA"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -518,15 +518,15 @@ func TestProcessFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no output directory", []string{"--dataset", "builtin"}, "--out is required"},
+		{"no output directory", []string{"--dataset", "open"}, "--out is required"},
 		{"unknown dataset", []string{"--dataset", "squad", "--out", "x"}, `--dataset "squad"`},
 		{"no data file", []string{"--dataset", "gsm8k", "--out", "x"}, "--data is required"},
 		{"too many items", []string{"--dataset", "gsm8k", "--data", data, "-n", "9", "--out", "x"}, "--n 9, but the dataset has 2"},
 		{"unknown estimator", []string{"--dataset", "gsm8k", "--data", data, "--advantage", "ppo", "--out", filepath.Join(t.TempDir(), "o")}, "ppo"},
 		{"group of one", []string{"--dataset", "gsm8k", "--data", data, "-g", "1", "--out", filepath.Join(t.TempDir(), "o")}, "group_size"},
 		{"parity with answers", []string{"--dataset", "gsm8k", "--data", data, "--parity", "--out", "x"}, "open-ended tasks"},
-		{"parity with lambda", []string{"--dataset", "builtin", "--parity", "--lambda", "0.1", "--out", "x"}, "--lambda"},
-		{"unknown strategy", []string{"--dataset", "builtin", "--strategy", "vote", "--out", "x"}, `--strategy "vote"`},
+		{"parity with lambda", []string{"--dataset", "open", "--parity", "--lambda", "0.1", "--out", "x"}, "--lambda"},
+		{"unknown strategy", []string{"--dataset", "open", "--strategy", "vote", "--out", "x"}, `--strategy "vote"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -660,25 +660,25 @@ func TestProgressViewEndsFromSummary(t *testing.T) {
 	}{
 		{"bar, complete, every event dropped", progressBar,
 			rollout.Summary{Version: 1, Complete: true, Items: 3, ItemsDone: 3, RolloutsPlanned: 12, Rollouts: 12, MeanReward: 0.25},
-			"items 3/3"},
+			"12/12 rollouts items 3/3"},
 		{"bar, interrupted", progressBar,
 			rollout.Summary{Version: 1, Items: 3, ItemsDone: 1, RolloutsPlanned: 12, Rollouts: 5, RolloutsFailed: 1},
-			"rollouts 5/12 (1 failed)"},
+			"5/12 rollouts items 1/3, 1 failed"},
 		{"plain, complete", progressPlain,
 			rollout.Summary{Version: 1, Complete: true, Items: 3, ItemsDone: 3, RolloutsPlanned: 12, Rollouts: 12, MeanReward: 0.25},
-			"items 3/3  rollouts 12/12  mean reward +0.250  ETA 0s"},
+			"process 12/12 rollouts (100%)  items 3/3  mean reward +0.250  elapsed 0s  ETA 0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var w syncWriter
-			v := newProgressView(&w, tt.mode, 3)
+			v := &processProgress{v: newProgressView(&w, tt.mode)}
 			events := make(chan rollout.Progress)
 			close(events)
 			v.run(events)
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				v.finish(tt.sum)
+				v.end(tt.sum)
 			}()
 			select {
 			case <-done:

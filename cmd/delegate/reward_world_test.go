@@ -35,7 +35,7 @@ func TestProcessWorldRewardIsTrainsReward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := processFlags{dataset: datasetWorld, reward: rewardWorld, costUnit: reward.CostTokens}
+	f := processFlags{datasetFlags: datasetFlags{dataset: datasetWorld}, reward: rewardWorld, costUnit: reward.CostTokens}
 	sc, _, err := newScorer(f, false)
 	if err != nil {
 		t.Fatal(err)
@@ -68,11 +68,11 @@ func TestProcessWorldRewardIsTrainsReward(t *testing.T) {
 			renamed.Roles[train.RoleSubagent] = tr.Roles[strategy.RoleWeak]
 			delete(renamed.Roles, strategy.RoleStrong)
 			delete(renamed.Roles, strategy.RoleWeak)
-			verified, _, err := worldVerify(task, tr.Answer)
+			verified, err := world.Verify(task, tr.Answer)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, want := train.Reward(world.DefaultReward(), &renamed, verified)
+			_, want := train.Reward(world.DefaultReward(), &renamed, verified.Correct)
 			if math.Abs(got.Reward-want) > 1e-12 || math.IsNaN(got.Reward) {
 				t.Errorf("task %s (failure %q, %d delegator tokens generated, %d calls): process reward %v, train reward %v",
 					task.ID, tr.Failure, tr.Roles[strategy.RoleStrong].Usage.CompletionTokens, tr.Roles[strategy.RoleWeak].Calls, got.Reward, want)

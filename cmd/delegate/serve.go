@@ -59,6 +59,7 @@ unless --insecure. Requests beyond --max-concurrent generating and
 	fl.StringVar(&f.apiKey, "api-key", "", "API key clients must send as a bearer token (default $"+serveKeyEnv+"; prefer the variable: a flag shows in ps)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without an API key")
 	fl.Int64Var(&f.limits.MaxBody, "max-body", d.MaxBody, "largest request body in bytes (413 beyond)")
+	fl.IntVar(&f.limits.MaxN, "max-n", d.MaxN, "most choices (n) one request may ask for (400 beyond; at most 128, the format's bound)")
 	fl.IntVar(&f.limits.MaxConcurrent, "max-concurrent", d.MaxConcurrent, "chat completions generating at once")
 	fl.IntVar(&f.limits.MaxQueue, "max-queue", d.MaxQueue, "requests waiting for a turn beyond --max-concurrent (503 beyond; 0: none wait)")
 	fl.DurationVar(&f.limits.QueueTimeout, "queue-timeout", d.QueueTimeout, "longest wait for a turn (503 past it)")

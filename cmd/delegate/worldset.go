@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -14,7 +13,7 @@ import (
 // datasetWorld is the synthetic arithmetic world of package world, the
 // one the shipped local models were trained in: problems drawn by
 // world.Generate at a level, checked by world.ParseAnswer.
-const datasetWorld = "world"
+const datasetWorld = world.Dataset
 
 // worldFlags are the knobs of --dataset world.
 type worldFlags struct {
@@ -63,22 +62,8 @@ func worldTasks(w worldFlags, split string, seed uint64, n int) ([]delegate.Task
 	}
 	tasks := make([]delegate.Task, len(problems))
 	for i, p := range problems {
-		tasks[i] = delegate.Task{ID: p.ID, Dataset: datasetWorld, Prompt: p.Text, Answer: strconv.FormatInt(p.Answer, 10)}
+		tasks[i] = p.Task()
 	}
 	desc := fmt.Sprintf("world level %d (%s), %d %s problems drawn with seed %d", w.level, cfg.Summary(), n, split, seed)
 	return tasks, desc, nil
-}
-
-// worldVerify checks a response's integer answer (world.ParseAnswer)
-// against a world task's reference; extracted is what it read.
-func worldVerify(task delegate.Task, response string) (correct bool, extracted string, err error) {
-	want, err := strconv.ParseInt(task.Answer, 10, 64)
-	if err != nil {
-		return false, "", fmt.Errorf("world task %s: reference %q is not an integer", task.ID, task.Answer)
-	}
-	got, err := world.ParseAnswer(response)
-	if err != nil {
-		return false, "", nil // no integer answer: wrong, not unverifiable
-	}
-	return got == want, strconv.FormatInt(got, 10), nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/openai/wire"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -117,11 +118,11 @@ func TestEncodeRequestRejects(t *testing.T) {
 		want string
 	}{
 		{"nil", nil, "request is nil"},
-		{"no messages", &delegate.Request{}, "no messages"},
-		{"negative n", &delegate.Request{Messages: []delegate.Message{delegate.User("x")}, N: -1}, "negative"},
-		{"tool message without id", &delegate.Request{Messages: []delegate.Message{{Role: delegate.RoleTool, Content: "5"}}}, "message 0: tool message without tool_call_id"},
-		{"tool without name", &delegate.Request{Messages: []delegate.Message{delegate.User("x")}, Tools: []delegate.Tool{{}}}, "tool 0 has no name"},
-		{"bad parameters", &delegate.Request{Messages: []delegate.Message{delegate.User("x")}, Tools: []delegate.Tool{{Name: "f", Parameters: json.RawMessage(`{"type":`)}}}, `tool "f": parameters are not valid JSON`},
+		{"no messages", &delegate.Request{}, "messages: at least one message is required"},
+		{"negative n", &delegate.Request{Messages: []delegate.Message{delegate.User("x")}, N: -1}, "n: -1 is outside 1..128"},
+		{"tool message without id", &delegate.Request{Messages: []delegate.Message{{Role: delegate.RoleTool, Content: "5"}}}, "messages[0].tool_call_id: required on a tool message"},
+		{"tool without name", &delegate.Request{Messages: []delegate.Message{delegate.User("x")}, Tools: []delegate.Tool{{}}}, "tools[0].function.name: required"},
+		{"bad parameters", &delegate.Request{Messages: []delegate.Message{delegate.User("x")}, Tools: []delegate.Tool{{Name: "f", Parameters: json.RawMessage(`{"type":`)}}}, `tools[0].function.parameters: tool "f": not valid JSON`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -296,7 +297,7 @@ func TestDecodeResponseErrorObject(t *testing.T) {
 	if !errors.As(err, &se) {
 		t.Fatalf("error = %v, want *serverError", err)
 	}
-	if got, want := se.detail, (wireErrorDetail{Message: "upstream overloaded", Type: "server_error", Code: "502"}); got != want {
+	if got, want := se.detail, (wire.ErrorDetail{Message: "upstream overloaded", Type: "server_error", Code: "502"}); got != want {
 		t.Errorf("detail = %+v, want %+v", got, want)
 	}
 }
@@ -306,21 +307,21 @@ func TestParseErrorBody(t *testing.T) {
 	tests := []struct {
 		name string
 		body string
-		want wireErrorDetail
+		want wire.ErrorDetail
 	}{
 		{"openai", `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
-			wireErrorDetail{Message: "Rate limit reached", Type: "requests", Code: "rate_limit_exceeded"}},
+			wire.ErrorDetail{Message: "Rate limit reached", Type: "requests", Code: "rate_limit_exceeded"}},
 		{"vllm flat", `{"object":"error","message":"The model x does not exist.","type":"NotFoundError","param":null,"code":404}`,
-			wireErrorDetail{Message: "The model x does not exist.", Type: "NotFoundError", Code: "404"}},
+			wire.ErrorDetail{Message: "The model x does not exist.", Type: "NotFoundError", Code: "404"}},
 		{"vllm nested", `{"error":{"message":"bad","type":"BadRequestError","param":null,"code":400}}`,
-			wireErrorDetail{Message: "bad", Type: "BadRequestError", Code: "400"}},
+			wire.ErrorDetail{Message: "bad", Type: "BadRequestError", Code: "400"}},
 		{"llama.cpp", `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`,
-			wireErrorDetail{Message: "Loading model", Type: "unavailable_error", Code: "503"}},
-		{"bare string", `{"error":"model 'x' not found"}`, wireErrorDetail{Message: "model 'x' not found"}},
-		{"html", "<html><body>502 Bad Gateway</body></html>\n", wireErrorDetail{Message: "<html><body>502 Bad Gateway</body></html>"}},
-		{"empty", ``, wireErrorDetail{}},
-		{"unrelated json", `{"detail":"Not Found"}`, wireErrorDetail{Message: `{"detail":"Not Found"}`}},
-		{"long text truncated on a rune boundary", long, wireErrorDetail{Message: strings.Repeat("é", 256) + "…"}},
+			wire.ErrorDetail{Message: "Loading model", Type: "unavailable_error", Code: "503"}},
+		{"bare string", `{"error":"model 'x' not found"}`, wire.ErrorDetail{Message: "model 'x' not found"}},
+		{"html", "<html><body>502 Bad Gateway</body></html>\n", wire.ErrorDetail{Message: "<html><body>502 Bad Gateway</body></html>"}},
+		{"empty", ``, wire.ErrorDetail{}},
+		{"unrelated json", `{"detail":"Not Found"}`, wire.ErrorDetail{Message: `{"detail":"Not Found"}`}},
+		{"long text truncated on a rune boundary", long, wire.ErrorDetail{Message: strings.Repeat("é", 256) + "…"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

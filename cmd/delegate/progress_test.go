@@ -43,3 +43,42 @@ func TestLogSinkWritesAboveBars(t *testing.T) {
 		t.Errorf("a record written after the bars' Wait was lost: base %q", base.String())
 	}
 }
+
+// TestProgressViewPlain: a plain line at a phase's last unit (none before
+// plainEvery), the ETA extrapolating only this run's units, resumed ones
+// shown, notes as lines of their own, a last line at finish only when the
+// figures moved since; under none, nothing.
+func TestProgressViewPlain(t *testing.T) {
+	tests := []struct {
+		name, mode string
+		updates    []progressFigures
+		complete   bool
+		want       string
+	}{
+		{"interrupted: the last figures at finish", progressPlain, []progressFigures{
+			{Done: 2, Total: 10, Resumed: 2, Elapsed: time.Second, Status: "first"},
+			{Done: 4, Total: 10, Resumed: 2, Elapsed: 2 * time.Second, Status: "second"},
+		}, false, "bench 4/10 units (40%, 2 resumed)  second  elapsed 2s  ETA 6s\n"},
+		{"done: one line at the last unit, then the note", progressPlain, []progressFigures{
+			{Done: 3, Total: 3, Elapsed: 3 * time.Second, Status: "loss 1"},
+		}, true, "bench 3/3 units (100%)  loss 1  elapsed 3s  ETA 0s\nnote\n"},
+		{"none", progressNone, []progressFigures{{Done: 3, Total: 3, Status: "loss 1"}}, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var w syncWriter
+			v := newProgressView(&w, tt.mode)
+			v.begin("bench", "units")
+			for _, f := range tt.updates {
+				v.update(f)
+			}
+			if tt.complete {
+				v.note("note")
+			}
+			v.finish(tt.complete)
+			if got := w.String(); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
