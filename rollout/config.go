@@ -138,10 +138,20 @@ var defaultTrainRoles = map[string]string{
 
 // Validate reports every invalid field, naming it.
 func (c Config) Validate() error {
-	var errs []error
+	errs := c.validateGroups()
 	if c.Items < 0 {
 		errs = append(errs, fmt.Errorf("items: %d is negative", c.Items))
 	}
+	if c.OutDir == "" {
+		errs = append(errs, errors.New("out_dir: empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// validateGroups checks the fields that decide groups, the ones Groups
+// uses too.
+func (c Config) validateGroups() []error {
+	var errs []error
 	if c.GroupSize < 2 {
 		errs = append(errs, fmt.Errorf("group_size: %d, want at least 2 (advantages are relative to the group)", c.GroupSize))
 	}
@@ -151,10 +161,7 @@ func (c Config) Validate() error {
 	if _, err := reward.ParseEstimator(c.Estimator); err != nil {
 		errs = append(errs, err)
 	}
-	if c.OutDir == "" {
-		errs = append(errs, errors.New("out_dir: empty"))
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // withDefaults fills Concurrency, Advantages and TrainRoles.

@@ -387,7 +387,7 @@ func policyRoles(r strategy.Roles, name string, logprobs bool) strategy.Roles {
 		a = &r.Single
 	}
 	if a != nil && a.Model != nil {
-		a.Model = rollout.RequestLogprobs(a.Model)
+		a.Model = rollout.Policy(a.Model, rollout.Sampling{})
 	}
 	return r
 }
