@@ -25,5 +25,5 @@
 //	policy, _ := strategy.New("decompose", strategy.Roles{
 //		Delegator: delegate.Agent{Model: rollout.RequestLogprobs(m)}, ...}, scfg)
 //	sc := &rollout.RewardScorer{Judge: j, Verify: verify, Reward: reward.DefaultGraded().Reward}
-//	sum, err := rollout.Run(ctx, cfg, tasks, baseline, policy, sc, progress)
+//	sum, err := rollout.Run(ctx, cfg, tasks, baseline, rollout.Same(policy), sc, progress)
 package rollout

@@ -37,8 +37,7 @@ type Result struct {
 // Groups is Run in memory, for a trainer in the same process: for each
 // task, cfg.GroupSize rollouts, at most cfg.Concurrency in flight over all
 // the tasks, launched in order (task 0's rollouts first). Rollout k of
-// task i runs the strategy policy(i, k) builds (around the policy's model
-// wrapped by Policy with the rollout's seed, for one) and is scored by
+// task i runs the strategy policy(i, k) gives (see Policies) and is scored by
 // scorer against the task's baseline, when baseline is not nil; each
 // group is decided as Run decides it: the same failed-rollout, tie and
 // advantage rules and the same GroupRecord, nothing written. Of cfg it
@@ -50,7 +49,7 @@ type Result struct {
 // baseline that failed drops its group (DropErrors) without running its
 // rollouts. Groups returns an error for a policy it cannot build, an
 // advantage function that fails, or a cancelled ctx (then no groups).
-func Groups(ctx context.Context, cfg Config, tasks []delegate.Task, policy func(item, k int) (delegate.Strategy, error), baseline delegate.Strategy, scorer Scorer, done func()) ([]Group, error) {
+func Groups(ctx context.Context, cfg Config, tasks []delegate.Task, policy Policies, baseline delegate.Strategy, scorer Scorer, done func()) ([]Group, error) {
 	if errs := cfg.validateGroups(); len(errs) > 0 {
 		return nil, fmt.Errorf("groups: config: %w", errors.Join(errs...))
 	}
@@ -65,6 +64,9 @@ func Groups(ctx context.Context, cfg Config, tasks []delegate.Task, policy func(
 	for i := range tasks {
 		for k := range G {
 			s, err := policy(i, k)
+			if err == nil && s == nil {
+				err = errors.New("nil strategy")
+			}
 			if err != nil {
 				return nil, fmt.Errorf("groups: policy of task %q rollout %d: %w", tasks[i].ID, k, err)
 			}

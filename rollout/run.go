@@ -220,7 +220,8 @@ type runner struct {
 	cfg      Config
 	tasks    []delegate.Task
 	baseline delegate.Strategy
-	policy   delegate.Strategy
+	policies Policies
+	policy   string // the policy strategy's name
 	scorer   Scorer
 	db       *store.DB
 	start    time.Time
@@ -242,17 +243,33 @@ type runner struct {
 	runID string     // the run's random identifier (store.DB.RunID)
 }
 
+// Policies gives the strategy that runs rollout k of task item (item
+// indexes the task list): the same strategy for every rollout (Same), or
+// one built for the rollout around a policy model seeded for it (Policy
+// with Sampling.Seed), so that the rollout depends on its seed alone and a
+// run redone, or resumed, or made in memory by Groups, samples the same.
+// Every strategy it gives must have the same name. Run and Groups call it
+// from one goroutine, at most once per rollout.
+type Policies func(item, k int) (delegate.Strategy, error)
+
+// Same is the Policies of one strategy for every rollout.
+func Same(s delegate.Strategy) Policies {
+	return func(int, int) (delegate.Strategy, error) { return s, nil }
+}
+
 // Run runs `delegate process`: for each of the first cfg.Items tasks, the
-// baseline strategy once and cfg.GroupSize rollouts of the policy strategy,
-// at most cfg.Concurrency rollouts in flight; each rollout is scored by
-// scorer, recorded in artifacts.jsonl, and the group's rewards are turned
-// into advantages and recorded in groups.jsonl (or counted as dropped).
-// summary.json is written whenever Run returns, interrupted or not.
+// baseline strategy once and cfg.GroupSize rollouts of the policy strategy
+// (policies gives it, rollout by rollout), at most cfg.Concurrency
+// rollouts in flight; each rollout is scored by scorer, recorded in
+// artifacts.jsonl, and the group's rewards are turned into advantages and
+// recorded in groups.jsonl (or counted as dropped). summary.json is
+// written whenever Run returns, interrupted or not.
 //
 // A rollout that fails (a call it needs failed, the scorer failed, it
 // panicked) is recorded as failed and its siblings go on. Run returns an
 // error for what stops the run itself: a cancelled ctx, a file or state
-// database that cannot be written, an advantage function that fails.
+// database that cannot be written, an advantage function that fails, a
+// policy that cannot be built.
 //
 // Run resumes the run found in cfg.OutDir: work recorded in its state is
 // not redone, bytes written after the last recorded record are truncated
@@ -263,14 +280,21 @@ type runner struct {
 //
 // Progress snapshots go to progress (which may be nil) by non-blocking
 // sends; Run never closes it.
-func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline, policy delegate.Strategy, scorer Scorer, progress chan<- Progress) (Summary, error) {
+func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline delegate.Strategy, policies Policies, scorer Scorer, progress chan<- Progress) (Summary, error) {
 	if err := cfg.Validate(); err != nil {
 		return Summary{}, fmt.Errorf("process: config: %w", err)
 	}
-	if baseline == nil || policy == nil || scorer == nil {
+	if baseline == nil || policies == nil || scorer == nil {
 		return Summary{}, errors.New("process: a baseline strategy, a policy strategy and a scorer are required")
 	}
-	cfg, err := cfg.withDefaults(policy.Name())
+	policy, err := policies(0, 0)
+	if err == nil && policy == nil {
+		err = errors.New("nil strategy")
+	}
+	if err != nil {
+		return Summary{}, fmt.Errorf("process: policy: %w", err)
+	}
+	cfg, err = cfg.withDefaults(policy.Name())
 	if err != nil {
 		return Summary{}, fmt.Errorf("process: config: %w", err)
 	}
@@ -300,7 +324,7 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline, polic
 	}
 	defer db.Close()
 
-	r := &runner{cfg: cfg, tasks: tasks, baseline: baseline, policy: policy, scorer: scorer, db: db,
+	r := &runner{cfg: cfg, tasks: tasks, baseline: baseline, policies: policies, policy: policy.Name(), scorer: scorer, db: db,
 		start: time.Now(), progress: progress}
 	fresh, err := r.checkIdentity(ctx)
 	if err != nil {
@@ -363,7 +387,7 @@ func (r *runner) checkIdentity(ctx context.Context) (fresh bool, err error) {
 	slices.Sort(roles)
 	now := identity{
 		Format: ArtifactVersion*1000 + GroupVersion, Dataset: hex.EncodeToString(h.Sum(nil))[:16],
-		Items: r.cfg.Items, GroupSize: r.cfg.GroupSize, Baseline: r.baseline.Name(), Policy: r.policy.Name(),
+		Items: r.cfg.Items, GroupSize: r.cfg.GroupSize, Baseline: r.baseline.Name(), Policy: r.policy,
 		Estimator: r.cfg.Estimator, KeepTies: r.cfg.KeepTies, Seed: r.cfg.Seed, TrainRoles: roles,
 		Fingerprint: r.cfg.Fingerprint,
 	}
@@ -521,9 +545,23 @@ func (r *runner) process(ctx context.Context) error {
 			}
 			continue
 		}
+		strats := make([]delegate.Strategy, len(need))
+		for j, k := range need {
+			if strats[j], err = r.policies(i, k); err == nil && strats[j] == nil {
+				err = errors.New("nil strategy")
+			}
+			if err != nil {
+				err = fmt.Errorf("policy of item %d rollout %d: %w", i, k, err)
+				break
+			}
+		}
+		if err != nil {
+			feedErr = err
+			break
+		}
 		it.remaining = len(need)
-		for _, k := range need {
-			g.Go(func() error { return r.rollout(gctx, it, k) })
+		for j, k := range need {
+			g.Go(func() error { return r.rollout(gctx, it, k, strats[j]) })
 		}
 	}
 	return errors.Join(feedErr, g.Wait())
@@ -577,11 +615,11 @@ func (r *runner) runBaseline(ctx context.Context, it *item) (*delegate.Trace, er
 
 // rollout runs, scores and records rollout k of an item; the last of the
 // group to finish finishes the group. Its error is fatal to the run.
-func (r *runner) rollout(ctx context.Context, it *item, k int) error {
+func (r *runner) rollout(ctx context.Context, it *item, k int, policy delegate.Strategy) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	st, art, err := r.runOne(ctx, it, k)
+	st, art, err := r.runOne(ctx, it, k, policy)
 	if err != nil {
 		return err
 	}
@@ -601,8 +639,8 @@ func (r *runner) rollout(ctx context.Context, it *item, k int) error {
 
 // runOne runs the policy and the scorer (play) and builds the rollout's
 // artifact.
-func (r *runner) runOne(ctx context.Context, it *item, k int) (*rolloutState, *Artifact, error) {
-	p := play(ctx, r.policy, r.scorer, it.task, it.baseline, r.cfg.TrainRoles, k)
+func (r *runner) runOne(ctx context.Context, it *item, k int, policy delegate.Strategy) (*rolloutState, *Artifact, error) {
+	p := play(ctx, policy, r.scorer, it.task, it.baseline, r.cfg.TrainRoles, k)
 	if p.st == nil {
 		// Only a cancelled context leaves no state.
 		return nil, nil, fmt.Errorf("rollout %s: %w", rolloutID(it.task.ID, 0, k), ctx.Err())
@@ -718,7 +756,7 @@ func spent(traces ...*delegate.Trace) map[string]delegate.Totals {
 func (r *runner) artifact(it *item, st *rolloutState, tr, strace *delegate.Trace, sc *Score) *Artifact {
 	a := &Artifact{
 		Version: ArtifactVersion, ID: st.ID, Item: it.index, TaskID: it.task.ID, Dataset: it.task.Dataset,
-		Index: st.Index, Seed: r.cfg.Seed, Strategy: r.policy.Name(), Status: st.Status, Error: st.Error, Reason: st.Reason,
+		Index: st.Index, Seed: r.cfg.Seed, Strategy: r.policy, Status: st.Status, Error: st.Error, Reason: st.Reason,
 		Prompt: it.task.Prompt, Reference: it.task.Answer, Score: sc, Reward: st.Reward,
 		BaselineStrategy: r.baseline.Name(),
 	}
@@ -802,7 +840,7 @@ func (r *runner) commitRollout(ctx context.Context, it *item, st *rolloutState, 
 func (r *runner) finish(ctx context.Context, it *item) error {
 	rec := &GroupRecord{
 		Version: GroupVersion, ID: groupID(it.task.ID, 0), Run: r.runID, Item: it.index, TaskID: it.task.ID,
-		Strategy: r.policy.Name(), PolicyVersion: it.version,
+		Strategy: r.policy, PolicyVersion: it.version,
 	}
 	st, rec, err := decide(it.results, r.cfg.KeepTies, r.cfg.Advantages, rec)
 	if err != nil {

@@ -316,7 +316,7 @@ func TestRunWritesGroupsAndArtifacts(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t)
 	progress := make(chan Progress, 1000)
-	sum, err := Run(context.Background(), config(dir, 3, 4), tasks(5), f.baseline, f.policy, f.scorer, progress)
+	sum, err := Run(context.Background(), config(dir, 3, 4), tasks(5), f.baseline, Same(f.policy), f.scorer, progress)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ func TestRunAllTies(t *testing.T) {
 			f.score = func(int64) int64 { return 5 }
 			cfg := config(dir, 4, 3)
 			cfg.KeepTies = keep
-			sum, err := Run(context.Background(), cfg, tasks(4), f.baseline, f.policy, f.scorer, nil)
+			sum, err := Run(context.Background(), cfg, tasks(4), f.baseline, Same(f.policy), f.scorer, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -414,7 +414,7 @@ func TestRunFailingRollout(t *testing.T) {
 	f.failPlan = func(n int64) bool { return n == 2 || n == 5 || n == 6 || n == 7 }
 	cfg := config(dir, 2, 4)
 	cfg.Concurrency = 1 // plan calls 1-4 are item 0's, 5-8 item 1's
-	sum, err := Run(context.Background(), cfg, tasks(2), f.baseline, f.policy, f.scorer, nil)
+	sum, err := Run(context.Background(), cfg, tasks(2), f.baseline, Same(f.policy), f.scorer, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +468,7 @@ func TestRunResumesAfterCancel(t *testing.T) {
 					cancel()
 				}
 			}
-			sum, err := Run(ctx, config(dir, items, g), tasks(items), f.baseline, f.policy, f.scorer, nil)
+			sum, err := Run(ctx, config(dir, items, g), tasks(items), f.baseline, Same(f.policy), f.scorer, nil)
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("interrupted run: err %v, want context.Canceled", err)
 			}
@@ -478,7 +478,7 @@ func TestRunResumesAfterCancel(t *testing.T) {
 			first := sum.Rollouts
 
 			f2 := newFixture(t)
-			sum, err = Run(context.Background(), config(dir, items, g), tasks(items), f2.baseline, f2.policy, f2.scorer, nil)
+			sum, err = Run(context.Background(), config(dir, items, g), tasks(items), f2.baseline, Same(f2.policy), f2.scorer, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -523,7 +523,7 @@ func TestRunRepairsTruncatedLine(t *testing.T) {
 			}
 			cfg := config(dir, 3, 3)
 			cfg.Concurrency = 1
-			if _, err := Run(ctx, cfg, tasks(3), f.baseline, f.policy, f.scorer, nil); !errors.Is(err, context.Canceled) {
+			if _, err := Run(ctx, cfg, tasks(3), f.baseline, Same(f.policy), f.scorer, nil); !errors.Is(err, context.Canceled) {
 				t.Fatalf("interrupted run: %v", err)
 			}
 			// A writer killed mid-record leaves bytes the state never recorded.
@@ -543,7 +543,7 @@ func TestRunRepairsTruncatedLine(t *testing.T) {
 			fh.Close()
 
 			f2 := newFixture(t)
-			sum, err := Run(context.Background(), config(dir, 3, 3), tasks(3), f2.baseline, f2.policy, f2.scorer, nil)
+			sum, err := Run(context.Background(), config(dir, 3, 3), tasks(3), f2.baseline, Same(f2.policy), f2.scorer, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -561,7 +561,7 @@ func TestRunRepairsTruncatedLine(t *testing.T) {
 func TestRunRefusesOtherConfig(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t)
-	if _, err := Run(context.Background(), config(dir, 2, 2), tasks(2), f.baseline, f.policy, f.scorer, nil); err != nil {
+	if _, err := Run(context.Background(), config(dir, 2, 2), tasks(2), f.baseline, Same(f.policy), f.scorer, nil); err != nil {
 		t.Fatal(err)
 	}
 	other := tasks(2)
@@ -579,20 +579,20 @@ func TestRunRefusesOtherConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Run(context.Background(), tt.cfg, tt.tasks, f.baseline, f.policy, f.scorer, nil)
+			_, err := Run(context.Background(), tt.cfg, tt.tasks, f.baseline, Same(f.policy), f.scorer, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
 	t.Run("strategy", func(t *testing.T) {
-		_, err := Run(context.Background(), config(dir, 2, 2), tasks(2), f.baseline, f.baseline, f.scorer, nil)
+		_, err := Run(context.Background(), config(dir, 2, 2), tasks(2), f.baseline, Same(f.baseline), f.scorer, nil)
 		if err == nil || !strings.Contains(err.Error(), "strategy decompose there, single now") {
 			t.Errorf("got %v, want an error naming the strategy", err)
 		}
 	})
 	// Same settings: nothing left to do, nothing duplicated.
-	sum, err := Run(context.Background(), config(dir, 2, 2), tasks(2), f.baseline, f.policy, f.scorer, nil)
+	sum, err := Run(context.Background(), config(dir, 2, 2), tasks(2), f.baseline, Same(f.policy), f.scorer, nil)
 	if err != nil || sum.Resumed != 4 {
 		t.Errorf("rerun: resumed %d, err %v; want 4, nil", sum.Resumed, err)
 	}
@@ -639,7 +639,7 @@ func TestRunBaselineFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := Run(context.Background(), config(dir, 3, 2), tasks(3), f.baseline, f.policy, f.scorer, nil)
+	sum, err := Run(context.Background(), config(dir, 3, 2), tasks(3), f.baseline, Same(f.policy), f.scorer, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -666,7 +666,7 @@ func TestRunScorerPanics(t *testing.T) {
 	})
 	cfg := config(dir, 1, 4)
 	cfg.Concurrency = 1
-	sum, err := Run(context.Background(), cfg, tasks(1), f.baseline, f.policy, f.scorer, nil)
+	sum, err := Run(context.Background(), cfg, tasks(1), f.baseline, Same(f.policy), f.scorer, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -701,7 +701,7 @@ func TestRunRouteSequences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), config(dir, 2, 3), tasks(2), f.baseline, policy, f.scorer, nil); err != nil {
+	if _, err := Run(context.Background(), config(dir, 2, 3), tasks(2), f.baseline, Same(policy), f.scorer, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, groups, _ := checkComplete(t, dir, 2, 3)
@@ -740,11 +740,11 @@ func TestRunRefusesSecondRunOnOneDirectory(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, f.policy, f.scorer, nil)
+		_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, Same(f.policy), f.scorer, nil)
 		done <- err
 	}()
 	<-started
-	_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, f.policy, f.scorer, nil)
+	_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, Same(f.policy), f.scorer, nil)
 	close(release)
 	if err == nil || !strings.Contains(err.Error(), "another process holds it") {
 		t.Errorf("second run: got %v, want an error saying the directory is held", err)
@@ -767,7 +767,7 @@ func TestRunWithoutLogprobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, policy, f.scorer, nil); err != nil {
+	if _, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, Same(policy), f.scorer, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, groups, _ := checkComplete(t, dir, 1, 2)
@@ -801,7 +801,7 @@ func testAllFormatFailures(t *testing.T, cost func() float64) {
 	f := newFixture(t)
 	f.badPlan = true
 	f.formatCost = cost
-	sum, err := Run(context.Background(), config(dir, 2, 3), tasks(2), f.baseline, f.policy, f.scorer, nil)
+	sum, err := Run(context.Background(), config(dir, 2, 3), tasks(2), f.baseline, Same(f.policy), f.scorer, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -820,7 +820,7 @@ func testAllFormatFailures(t *testing.T, cost func() float64) {
 func TestRunRefusesShortenedFile(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t)
-	if _, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, f.policy, f.scorer, nil); err != nil {
+	if _, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, Same(f.policy), f.scorer, nil); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, ArtifactsFile)
@@ -828,7 +828,7 @@ func TestRunRefusesShortenedFile(t *testing.T) {
 	if err := os.WriteFile(path, append(lines[0], '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, f.policy, f.scorer, nil)
+	_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, Same(f.policy), f.scorer, nil)
 	if err == nil || !strings.Contains(err.Error(), "committed records were lost") || !strings.Contains(err.Error(), ArtifactsFile) {
 		t.Errorf("got %v, want an error naming %s and the lost records", err, ArtifactsFile)
 	}

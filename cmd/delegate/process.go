@@ -218,7 +218,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 		defer close(viewDone)
 		view.run(progress)
 	}()
-	sum, runErr := rollout.Run(ctx, rc, tasks, baseline, policy, sc, progress)
+	sum, runErr := rollout.Run(ctx, rc, tasks, baseline, rollout.Same(policy), sc, progress)
 	close(progress)
 	<-viewDone
 	view.finish(sum)
