@@ -50,19 +50,13 @@ func (s *rollouts) Next(ctx context.Context, step int) ([]rl.Group, error) {
 	for i, it := range items {
 		problems[i] = s.problems[it]
 	}
-	temp := cfg.Temperature
-	policy := func(i, k int) (delegate.Strategy, error) {
-		seed := int64(rl.RolloutSeed(cfg.Seed, step, i*G+k) & (1<<62 - 1))
-		m := rollout.Policy(s.r.policy, rollout.Sampling{Temperature: &temp, MaxTokens: cfg.MaxNewTokens, Seed: &seed})
-		return s.build(problems[i], m)
-	}
 	var done atomic.Int64
 	report := func() {
 		s.emit(rl.Progress{Step: step, Steps: cfg.Steps, RolloutsDone: int(done.Add(1)), Rollouts: len(items) * G})
 	}
 	rcfg := rollout.Config{GroupSize: G, Concurrency: cfg.Concurrency, Estimator: string(cfg.Estimator),
 		KeepTies: true, TrainRoles: []string{cfg.PolicyRole}}
-	groups, err := rollout.Groups(ctx, rcfg, tasksOf(problems), policy, nil, s.scorer, report)
+	groups, err := rollout.Groups(ctx, rcfg, tasksOf(problems), s.policies(step, problems), nil, s.scorer, report)
 	if err != nil {
 		return nil, err
 	}
@@ -96,4 +90,17 @@ func (s *rollouts) Next(ctx context.Context, step int) ([]rl.Group, error) {
 		}
 	}
 	return out, nil
+}
+
+// policies builds rollout k of the step's problem i: the strategy around
+// the policy sampled at the trainer's temperature and token cap, seeded
+// with the rollout's seed.
+func (s *rollouts) policies(step int, problems []*world.Problem) rollout.Policies {
+	cfg := s.cfg
+	temp := cfg.Temperature
+	return func(i, k int) (delegate.Strategy, error) {
+		seed := int64(rl.RolloutSeed(cfg.Seed, step, i*cfg.GroupSize+k) & (1<<62 - 1))
+		m := rollout.Policy(s.r.policy, rollout.Sampling{Temperature: &temp, MaxTokens: cfg.MaxNewTokens, Seed: &seed})
+		return s.build(problems[i], m)
+	}
 }
