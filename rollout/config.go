@@ -13,8 +13,10 @@ import (
 
 // Scorer turns a rollout into its reward: it compares the rollout's trace
 // with the baseline's for the task (a verifier, a judge, or both) and
-// applies the reward rules. Model calls it makes (a judge's) go through rec,
-// whose trace the rollout's artifact embeds. Score may be called from many
+// applies the reward rules. baseline is nil when the run has none (Groups
+// without a baseline strategy, as the trainer runs it). Model calls it
+// makes (a judge's) go through rec, whose trace the rollout's artifact
+// embeds. Score may be called from many
 // goroutines at once. Its error is for a rollout that could not be scored
 // at all (every judge call failed); the rollout is then recorded as failed
 // and left out of its group.
