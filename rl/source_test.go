@@ -22,6 +22,22 @@ func (s *fixedSource) Next(_ context.Context, step int) ([]Group, error) {
 	return s.steps[step-1], nil
 }
 
+// stepOn takes one step of a fresh toy policy on groups and returns the
+// parameters after it and the step's metrics.
+func stepOn(t *testing.T, cfg Config, groups []Group) ([]float32, *Metrics) {
+	t.Helper()
+	p := tinyParams(t, 64, 7)
+	tr, err := New(cfg, p, &fixedSource{steps: [][]Group{groups}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tr.Step(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Clone(p.Data), m
+}
+
 // toyGroups returns the toy source's groups of step 1 with their GRPO
 // advantages (the trainer's estimator), as a producer that computes them
 // gives them.
@@ -65,19 +81,11 @@ func TestSourceAdvantagesGivenOrComputed(t *testing.T) {
 	}
 	var params [][]float32
 	for _, gs := range [][]Group{groups, withoutAdv} {
-		p := tinyParams(t, 64, 7)
-		tr, err := New(cfg, p, &fixedSource{steps: [][]Group{gs}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := tr.Step(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, m := stepOn(t, cfg, gs)
 		if m.Skipped || m.TrainedTokens == 0 {
 			t.Fatalf("the step trained nothing: %+v", m)
 		}
-		params = append(params, slices.Clone(p.Data))
+		params = append(params, p)
 	}
 	if !slices.Equal(params[0], params[1]) {
 		t.Errorf("parameters after the step on given advantages differ from those on computed ones")
@@ -137,18 +145,7 @@ func TestOffPolicyImportanceWeights(t *testing.T) {
 		}
 		return out
 	}
-	step := func(gs []Group) ([]float32, *Metrics) {
-		p := tinyParams(t, 64, 7)
-		tr, err := New(cfg, p, &fixedSource{steps: [][]Group{gs}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := tr.Step(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.Clone(p.Data), m
-	}
+	step := func(gs []Group) ([]float32, *Metrics) { return stepOn(t, cfg, gs) }
 	onPolicy, _ := step(edit(0, 0, 1))
 	stale, m := step(edit(3, 0, 1))
 	if m.OffPolicySequences == 0 || m.StalenessMax != 3 || math.Abs(m.ISWeightMean-1) > 1e-3 || m.ISTruncFrac != 0 {

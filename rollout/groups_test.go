@@ -40,12 +40,7 @@ func seededPolicies(t *testing.T) (Policies, delegate.Strategy, Scorer) {
 		}
 		return withTokens(req, modeltest.Text(planText("Find A.", "Find B.", "Find C."))), nil
 	})
-	subagent := modeltest.New("subagent-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-		return modeltest.Text("done: " + modeltest.LastUser(req)[:5]), nil
-	})
-	single := modeltest.New("single-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-		return modeltest.Text("Thinking.\nFinal answer: base"), nil
-	})
+	subagent, single := subagentModel(), singleModel()
 	cfg := strategy.DefaultConfig()
 	policies := func(item, k int) (delegate.Strategy, error) {
 		seed := int64(10*item + 3*k)

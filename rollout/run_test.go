@@ -51,6 +51,21 @@ func planText(subtasks ...string) string {
 	return b.String()
 }
 
+// subagentModel is the fixtures' sub-agent: it answers "done: " and the
+// first five bytes of its question.
+func subagentModel() *modeltest.Model {
+	return modeltest.New("subagent-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		return modeltest.Text("done: " + modeltest.LastUser(req)[:5]), nil
+	})
+}
+
+// singleModel is the fixtures' baseline model: it always answers "base".
+func singleModel() *modeltest.Model {
+	return modeltest.New("single-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		return modeltest.Text("Thinking.\nFinal answer: base"), nil
+	})
+}
+
 // fixture is a decompose policy, a single baseline and a scorer over
 // scripted models. The n-th aggregation (from 1) answers "score <score(n)>";
 // the scorer's reward is that number.
@@ -92,12 +107,7 @@ func newFixture(t testing.TB) *fixture {
 		}
 		return withTokens(req, modeltest.Text(planText("Find A.", "Find B.", "Find C."))), nil
 	})
-	subagent := modeltest.New("subagent-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-		return modeltest.Text("done: " + modeltest.LastUser(req)[:5]), nil
-	})
-	single := modeltest.New("single-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-		return modeltest.Text("Thinking.\nFinal answer: base"), nil
-	})
+	subagent, single := subagentModel(), singleModel()
 	f.judge = modeltest.New("judge-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
 		return modeltest.Text("Score A: 70\nScore B: 40"), nil
 	})
