@@ -13,8 +13,9 @@ import (
 )
 
 // Progress reports the state of a run, for a progress bar. Metrics is set
-// once a step has finished; otherwise the event counts the step's finished
-// rollouts.
+// once a step has finished (the trainer's event); otherwise the event
+// counts the step's finished rollouts (an in-process source's, on the
+// same channel).
 type Progress struct {
 	Step, Steps  int // the step in progress (from 1) and the run's total
 	RolloutsDone int // rollouts of the step finished so far
