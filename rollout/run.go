@@ -249,7 +249,8 @@ type runner struct {
 // with Sampling.Seed), so that the rollout depends on its seed alone and a
 // run redone, or resumed, or made in memory by Groups, samples the same.
 // Every strategy it gives must have the same name. Run and Groups call it
-// from one goroutine, at most once per rollout.
+// from one goroutine, once per rollout they run; Run calls it once more at
+// the start for the strategy's name, and runs nothing with that one.
 type Policies func(item, k int) (delegate.Strategy, error)
 
 // Same is the Policies of one strategy for every rollout.
