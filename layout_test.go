@@ -53,7 +53,7 @@ var allowedImports = map[string][]string{
 	"store":              {""},
 	"strategy":           {""},
 	"tokenizer":          {""},
-	"train":              {"", "api", "bench", "local", "models", "nn", "reward", "rl", "strategy", "tokenizer", "world"},
+	"train":              {"", "api", "bench", "local", "models", "nn", "reward", "rl", "rollout", "strategy", "tokenizer", "world"},
 	"world":              {"", "reward", "strategy", "tokenizer"},
 }
 

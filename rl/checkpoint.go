@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,7 +15,8 @@ import (
 //
 // Version history:
 //
-//	1  step, optimizer steps, item sampler state, model config, run config.
+//	1  step, optimizer steps, model config, run config (and, from earlier
+//	   builds, the item sampler's state, ignored now: Items replays it).
 const StateVersion = 1
 
 // A checkpoint is the directory OutDir/checkpoint holding
@@ -44,7 +44,6 @@ type runState struct {
 	Version   int       `json:"version"`
 	Step      int       `json:"step"`       // steps completed
 	AdamSteps int       `json:"adam_steps"` // optimizer updates taken
-	RNG       []byte    `json:"rng"`        // the item sampler's PCG state
 	Model     nn.Config `json:"model"`
 	Config    Config    `json:"config"` // the run's config, for the record
 }
@@ -65,11 +64,7 @@ func (t *Trainer) save() error {
 				return err
 			}
 		}
-		rng, err := t.rng.MarshalBinary()
-		if err != nil {
-			return err
-		}
-		st := runState{Version: StateVersion, Step: t.step, AdamSteps: t.l.opt.Steps, RNG: rng, Model: t.l.policy.Config, Config: t.cfg}
+		st := runState{Version: StateVersion, Step: t.step, AdamSteps: t.l.opt.Steps, Model: t.l.policy.Config, Config: t.cfg}
 		b, err := json.MarshalIndent(st, "", "  ")
 		if err != nil {
 			return err
@@ -93,7 +88,7 @@ func writeSynced(path string, b []byte) error {
 
 // resume loads OutDir's checkpoint, if any, into the trainer: the
 // parameters (in place, so the policy model sees them), the moments, the
-// step and the item sampler. No checkpoint is a fresh start.
+// step. No checkpoint is a fresh start.
 func (t *Trainer) resume() error {
 	dir, ok := nn.CurrentDir(filepath.Join(t.cfg.OutDir, ckptDir))
 	if !ok {
@@ -131,15 +126,10 @@ func (t *Trainer) resume() error {
 		}
 		loaded[i] = p
 	}
-	rng := new(rand.PCG)
-	if err := rng.UnmarshalBinary(st.RNG); err != nil {
-		return fmt.Errorf("resume %s: rng: %w", dir, err)
-	}
 	for i, p := range loaded {
 		copy(dst[i].Data, p.Data)
 	}
 	t.l.opt.Steps = st.AdamSteps
-	*t.rng = *rng
 	t.step = st.Step
 	return nil
 }

@@ -63,10 +63,10 @@ type Config struct {
 	// rollouts (PPO epochs); the importance ratio is exactly 1 on the
 	// first. Default 1.
 	Epochs int `json:"epochs"`
-	// MaxNewTokens caps each policy call's completion (WrapPolicy enforces
+	// MaxNewTokens caps each policy call's completion (rollout.Policy enforces
 	// it) and is NormTokenSum's constant. Default 64.
 	MaxNewTokens int `json:"max_new_tokens"`
-	// Temperature is the policy's sampling temperature (WrapPolicy sets
+	// Temperature is the policy's sampling temperature (rollout.Policy sets
 	// it). Default 1. The logprobs of both the sampler and the trainer are
 	// those of the untempered policy (nn has no tempered loss), so only at
 	// 1 is the sampled distribution the one the gradient is taken of; at
@@ -75,14 +75,16 @@ type Config struct {
 	// PolicyRole is the trace role whose calls are trained, e.g. "strong",
 	// "delegator" or "leader". Required.
 	PolicyRole string `json:"policy_role"`
-	// Seed fixes item sampling and every rollout's seed. Default 1.
+	// Seed fixes an in-process source's item sampling (Items) and every
+	// rollout's seed (RolloutSeed). Default 1.
 	Seed uint64 `json:"seed"`
 	// OutDir receives metrics.jsonl and checkpoint/. Required.
 	OutDir string `json:"out_dir"`
 	// CheckpointEvery is the number of steps between checkpoints; one is
 	// also written at the end and when the run is cancelled. Default 10.
 	CheckpointEvery int `json:"checkpoint_every"`
-	// Concurrency bounds the rollouts in flight at once. Default 16.
+	// Concurrency bounds an in-process source's rollouts in flight at
+	// once. Default 16.
 	Concurrency int `json:"concurrency"`
 	// MicroBatchTokens bounds B×T of one forward-backward pass. Default 4096.
 	MicroBatchTokens int `json:"micro_batch_tokens"`

@@ -10,7 +10,9 @@
 // the sampler's logprobs (Node.Logprobs). Only generated tokens carry a
 // loss; the prompt, and with it every tool result, sub-agent output and
 // earlier turn, has weight 0, as does the padding of a micro-batch. The
-// policy must be called with logprobs: wrap it with WrapPolicy. The calls
+// policy must be called with logprobs: the rollout pipeline reaches it
+// through rollout.Policy, which also sets the trainer's temperature, token
+// cap and per-rollout seed. The calls
 // of one multi-turn conversation (route's turns), each of whose prompts
 // starts with the previous call's prompt and output, are trained as one
 // sequence (Merge): the same gradient, but the shared prefix runs through
@@ -69,19 +71,31 @@
 //	token-mean (DAPO): c = 1/(all policy tokens of the step).
 //
 // A rollout whose call failed before generating contributes no episode; a
-// rollout that returned an error is left out of its group and counted; a
-// group whose rewards are all equal has zero advantages and is counted as
-// degenerate (with β = 0 its tokens are left out of the passes, which
-// changes nothing in the gradient). A step where nothing carries a
+// rollout that failed is left out of its group and counted (Group.Failed);
+// a group with too few rollouts for advantages trains nothing and is
+// counted as failed; a group whose advantages are all zero (its rewards
+// all equal, or a tie the producer zeroed) is counted as degenerate (with
+// β = 0 its tokens are left out of the passes, which changes nothing in
+// the gradient). A step where nothing carries a
 // gradient takes no optimizer step and says so (Metrics.Skipped).
 //
 // # The loop
 //
-// Trainer.Run: sample ItemsPerStep items, run G rollouts of each through
-// the caller's Rollout (at most Concurrency at once), score them with the
-// caller's Reward, compute advantages, take Epochs optimizer steps, append
-// a Metrics line to OutDir/metrics.jsonl, checkpoint every CheckpointEvery
-// steps. Parameters change only between rollout phases, never while a
-// policy call is in flight. A run resumed in the same OutDir continues
-// from its checkpoint and truncates the metrics log to it.
+// The trainer consumes groups: a Source hands it each step's scored
+// groups. In `delegate train` the source is the rollout pipeline in the
+// same process (rollout.Groups, the code behind `delegate process`: it
+// runs G rollouts of each item at most Concurrency at once, scores them,
+// applies process's rules to failed rollouts and ties, and computes the
+// advantages; package train wires it, the step's items drawn by Items and
+// each rollout seeded with RolloutSeed); in `delegate train --api` it is a
+// trajectory API's batches. Trainer.Run, step by step: take the step's
+// groups from the source, describe them in the step's metrics (computing
+// the advantages of groups that carry none), give every sequence its
+// coefficient, take Epochs optimizer steps, append a Metrics line to
+// OutDir/metrics.jsonl, checkpoint every CheckpointEvery steps. Parameters
+// change only between calls of the source, never while a policy call is
+// in flight. A run resumed in the same OutDir continues from its
+// checkpoint and truncates the metrics log to it; Items replays the
+// earlier steps' draws, so the resumed steps train on the items they
+// would have.
 package rl

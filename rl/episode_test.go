@@ -266,7 +266,7 @@ func TestEpisodesFromRouteRun(t *testing.T) {
 	strongP := routeStrong(t, []delegate.Message{delegate.System(system), delegate.User(request)})
 	cfg := DefaultConfig()
 	cfg.MaxNewTokens = 64
-	strong := WrapPolicy(newLocal(t, strongP, "tiny-strong"), cfg)
+	strong := policyOf(newLocal(t, strongP, "tiny-strong"), cfg, nil)
 	weak := newLocal(t, tinyParams(t, 256, 22), "tiny-weak")
 	s, err := strategy.New(strategy.NameRoute, strategy.Roles{
 		Strong: delegate.Agent{Model: strong},
@@ -343,7 +343,7 @@ func TestEpisodesFromLeadRun(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxNewTokens = 16
 	leaderP := tinyParams(t, 1024, 31)
-	leader := WrapPolicy(newLocal(t, leaderP, "tiny-leader"), cfg)
+	leader := policyOf(newLocal(t, leaderP, "tiny-leader"), cfg, nil)
 	peer := newLocal(t, tinyParams(t, 1024, 32), "tiny-peer")
 	s, err := strategy.New(strategy.NameLead, strategy.Roles{
 		Leader: delegate.Agent{Model: leader},

@@ -4,23 +4,62 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
+// exampleSource runs each step's rollouts in process with the rollout
+// pipeline (rollout.Groups: run, score, group, advantages) and hands the
+// groups to the trainer.
+type exampleSource struct {
+	cfg       rl.Config
+	questions []delegate.Task
+	policy    func(seed int64) (delegate.Strategy, error)
+	scorer    rollout.Scorer
+}
+
+func (s *exampleSource) Next(ctx context.Context, step int) ([]rl.Group, error) {
+	G := s.cfg.GroupSize
+	rcfg := rollout.Config{GroupSize: G, Estimator: string(s.cfg.Estimator), KeepTies: true, TrainRoles: []string{s.cfg.PolicyRole}}
+	build := func(item, k int) (delegate.Strategy, error) {
+		return s.policy(int64(rl.RolloutSeed(s.cfg.Seed, step, item*G+k) >> 2))
+	}
+	groups, err := rollout.Groups(ctx, rcfg, s.questions, build, nil, s.scorer, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []rl.Group
+	for _, g := range groups {
+		var rg rl.Group
+		if g.Record != nil {
+			for _, m := range g.Record.Rollouts {
+				eps, err := rl.Episodes(g.Rollouts[m.Index].Trace, s.cfg.PolicyRole, 1024)
+				if err != nil {
+					return nil, err
+				}
+				rg.Rollouts = append(rg.Rollouts, rl.ScoredRollout{Episodes: eps, Reward: m.Reward, Advantage: m.Advantage, HasAdvantage: true})
+			}
+		}
+		out = append(out, rg)
+	}
+	return out, nil
+}
+
 // Example wires a route strategy for training: the strong model is the
 // policy (a local model over the parameters the trainer updates, wrapped
-// so that its calls return logprobs), the weak model is frozen, and the
-// reward charges the policy's tokens and every delegation.
+// by rollout.Policy so that its calls return logprobs and sample as the
+// trainer says), the weak model is frozen, and the reward charges the
+// policy's tokens and every delegation.
 func Example() {
 	ctx := context.Background()
-	cfgModel := nn.Config{Vocab: tokenizer.VocabSize, Dim: 32, Layers: 1, Heads: 2, Hidden: 64, Context: 768}.WithDefaults()
+	cfgModel := nn.Config{Vocab: tokenizer.VocabSize, Dim: 32, Layers: 1, Heads: 2, Hidden: 64, Context: 1024}.WithDefaults()
 	strongP, err := nn.Alloc(cfgModel) // in a real run: nn.Load of the pretrained delegator
 	if err != nil {
 		fmt.Println(err)
@@ -43,7 +82,7 @@ func Example() {
 	cfg := rl.DefaultConfig()
 	cfg.PolicyRole = strategy.RoleStrong
 	cfg.OutDir = out
-	cfg.GroupSize, cfg.ItemsPerStep, cfg.Steps = 2, 1, 1
+	cfg.GroupSize, cfg.ItemsPerStep, cfg.Steps = 2, 2, 1
 	cfg.Schedule.Warmup, cfg.Schedule.Total = 0, 1
 	cfg.MaxNewTokens = 8
 
@@ -61,39 +100,20 @@ func Example() {
 	defer weak.Close()
 	scfg := strategy.DefaultConfig()
 	scfg.MaxTurns = 2
-	route, err := strategy.New(strategy.NameRoute, strategy.Roles{
-		Strong: delegate.Agent{Model: rl.WrapPolicy(strong, cfg)},
-		Weak:   delegate.Agent{Model: weak},
-	}, scfg)
-	if err != nil {
-		fmt.Println(err)
-		return
+	temp := cfg.Temperature
+	policy := func(seed int64) (delegate.Strategy, error) {
+		return strategy.New(strategy.NameRoute, strategy.Roles{
+			Strong: delegate.Agent{Role: strategy.RoleStrong, Model: rollout.Policy(strong, rollout.Sampling{Temperature: &temp, MaxTokens: cfg.MaxNewTokens, Seed: &seed})},
+			Weak:   delegate.Agent{Role: strategy.RoleWeak, Model: weak},
+		}, scfg)
 	}
-	questions := []string{"What is 2+3?", "What is 7*6?"}
-	answers := []string{"5", "42"}
-	env := rl.Env{
-		Items: len(questions),
-		Rollout: func(ctx context.Context, item int, seed uint64) (*delegate.Trace, rl.Outcome, error) {
-			tr, err := route.Run(ctx, questions[item], nil)
-			if err != nil {
-				return nil, rl.Outcome{}, err
-			}
-			o := rl.Outcome{
-				Correct:   strings.TrimSpace(tr.Answer) == answers[item],
-				Delegated: tr.Roles[strategy.RoleWeak].Calls > 0,
-				Metrics:   map[string]float64{"weak_calls": float64(tr.Roles[strategy.RoleWeak].Calls)},
-			}
-			return tr, o, nil
-		},
-		Reward: func(tr *delegate.Trace, o rl.Outcome) float64 {
-			r := -0.001*float64(tr.Roles[strategy.RoleStrong].Usage.CompletionTokens) - 0.05*o.Metrics["weak_calls"]
-			if o.Correct {
-				r++
-			}
-			return r
-		},
+	scorer := &rollout.RewardScorer{
+		Reward:          reward.Graded{Lambda: 0.001, CostUnit: reward.CostTokens, Mu: 0.05}.Reward,
+		PolicyRoles:     []string{strategy.RoleStrong},
+		GeneratedTokens: true,
 	}
-	tr, err := rl.New(cfg, strongP, env, nil)
+	questions := []delegate.Task{{ID: "a", Prompt: "What is 2+3?", Answer: "5"}, {ID: "b", Prompt: "What is 7*6?", Answer: "42"}}
+	tr, err := rl.New(cfg, strongP, &exampleSource{cfg: cfg, questions: questions, policy: policy, scorer: scorer}, nil)
 	if err != nil {
 		fmt.Println(err)
 		return

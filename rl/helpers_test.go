@@ -6,9 +6,12 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
@@ -39,15 +42,28 @@ func newLocal(t *testing.T, p *nn.Params, name string) *local.Model {
 	return m
 }
 
-// toyRole is the role of the toy environment's policy calls.
+// toyRole is the role of the toy source's policy calls.
 const toyRole = "policy"
 
-// toyEnv is a one-call environment: the policy is asked for a letter and
-// earns reward 1 when the first token it generates is the byte of a
-// capital letter. A random model does that about 26 times in 272.
-type toyEnv struct {
-	policy delegate.Model
-	calls  atomic.Int64
+// policyOf wraps m as the trainer samples it: logprobs, cfg's temperature
+// and token cap, and seeds from seed when it is not nil.
+func policyOf(m delegate.Model, cfg Config, seed *int64) delegate.Model {
+	t := cfg.Temperature
+	return rollout.Policy(m, rollout.Sampling{Temperature: &t, MaxTokens: cfg.MaxNewTokens, Seed: seed})
+}
+
+// toySource is an in-process Source of one-call rollouts: the policy is
+// asked for a letter and earns reward 1 when the first token it generates
+// is the byte of a capital letter (a random model does that about 26
+// times in 272). It draws the step's items and seeds as an in-process
+// source must (Items, RolloutSeed) and leaves the advantages to the
+// trainer. A test fake: the real in-process source is the rollout
+// pipeline (rollout.Groups), wired by package train.
+type toySource struct {
+	cfg   Config
+	model delegate.Model // unwrapped
+	items *Items
+	calls atomic.Int64
 	// before, when set, runs at the start of every rollout (a test's hook
 	// to cancel a run or fail a rollout).
 	before func(ctx context.Context, item int) error
@@ -57,41 +73,73 @@ func capital(id int) bool {
 	return tokenizer.IsByte(id) && id-tokenizer.ByteOffset >= 'A' && id-tokenizer.ByteOffset <= 'Z'
 }
 
-func (e *toyEnv) rollout(ctx context.Context, item int, seed uint64) (*delegate.Trace, Outcome, error) {
-	e.calls.Add(1)
-	if e.before != nil {
-		if err := e.before(ctx, item); err != nil {
-			return nil, Outcome{}, err
+// rollout runs one rollout of item; a failed call is an error.
+func (s *toySource) rollout(ctx context.Context, item int, seed uint64) (*delegate.Trace, bool, error) {
+	s.calls.Add(1)
+	if s.before != nil {
+		if err := s.before(ctx, item); err != nil {
+			return nil, false, err
 		}
 	}
 	prompt := fmt.Sprintf("%d?", item) // short: the test runs under -race
 	rec := delegate.NewRecorder("toy", prompt, nil)
-	s := int64(seed >> 1)
-	resp, err := rec.Call(ctx, nil, "answer", delegate.Agent{Role: toyRole, Model: e.policy},
-		&delegate.Request{Messages: []delegate.Message{delegate.User(prompt)}, Seed: &s})
+	sd := int64(seed >> 1)
+	resp, err := rec.Call(ctx, nil, "answer", delegate.Agent{Role: toyRole, Model: policyOf(s.model, s.cfg, &sd)},
+		&delegate.Request{Messages: []delegate.Message{delegate.User(prompt)}})
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, Outcome{}, ctx.Err()
-		}
-		return rec.Finish("", err.Error()), Outcome{}, nil
+		return nil, false, err
 	}
-	tr := rec.Finish(resp.Text(), "")
 	lps := resp.Choices[0].Logprobs
-	out := Outcome{
-		Correct: len(lps) > 0 && capital(lps[0].TokenID),
-		Metrics: map[string]float64{"tokens": float64(len(lps))},
-	}
-	return tr, out, nil
+	return rec.Finish(resp.Text(), ""), len(lps) > 0 && capital(lps[0].TokenID), nil
 }
 
-func toyReward(_ *delegate.Trace, o Outcome) float64 {
-	if o.Correct {
-		return 1
+func (s *toySource) Next(ctx context.Context, step int) ([]Group, error) {
+	G := s.cfg.GroupSize
+	items := s.items.Step(step)
+	type slot struct {
+		tr      *delegate.Trace
+		correct bool
+		err     error
 	}
-	return 0
+	slots := make([]slot, len(items)*G)
+	var eg errgroup.Group
+	eg.SetLimit(s.cfg.Concurrency)
+	for k := range slots {
+		eg.Go(func() error {
+			sl := &slots[k]
+			sl.tr, sl.correct, sl.err = s.rollout(ctx, items[k/G], RolloutSeed(s.cfg.Seed, step, k))
+			return nil
+		})
+	}
+	_ = eg.Wait() // every goroutine returns nil; failures are in the slots
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	groups := make([]Group, len(items))
+	for k, sl := range slots {
+		g := &groups[k/G]
+		if sl.err != nil {
+			if g.Failed == 0 {
+				g.FirstFailure = sl.err.Error()
+			}
+			g.Failed++
+			continue
+		}
+		eps, err := Episodes(sl.tr, toyRole, 64)
+		if err != nil {
+			return nil, err
+		}
+		r := 0.0
+		if sl.correct {
+			r = 1
+		}
+		g.Rollouts = append(g.Rollouts, ScoredRollout{Episodes: eps, Reward: r, Correct: sl.correct,
+			Scalars: map[string]float64{"tokens": float64(eps[0].Generated())}})
+	}
+	return groups, nil
 }
 
-// toyConfig is a quick run of the toy environment in dir.
+// toyConfig is a quick run of the toy source in dir.
 func toyConfig(dir string) Config {
 	cfg := DefaultConfig()
 	cfg.GroupSize = 8
@@ -106,14 +154,15 @@ func toyConfig(dir string) Config {
 	return cfg
 }
 
-// newToy returns a trainer of a fresh tiny policy on the toy environment.
-func newToy(t *testing.T, cfg Config, progress chan<- Progress) (*Trainer, *toyEnv, *nn.Params) {
+// newToy returns a trainer of a fresh tiny policy on the toy source of 4
+// items.
+func newToy(t *testing.T, cfg Config, progress chan<- Progress) (*Trainer, *toySource, *nn.Params) {
 	t.Helper()
 	p := tinyParams(t, 64, 7)
-	env := &toyEnv{policy: WrapPolicy(newLocal(t, p, "toy-policy"), cfg)}
-	tr, err := New(cfg, p, Env{Items: 4, Rollout: env.rollout, Reward: toyReward}, progress)
+	src := &toySource{cfg: cfg, model: newLocal(t, p, "toy-policy"), items: NewItems(cfg.Seed, 4, cfg.ItemsPerStep)}
+	tr, err := New(cfg, p, src, progress)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tr, env, p
+	return tr, src, p
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/delegatelab/delegate/reward"
 )
 
 // fixedSource hands out prepared groups, one slice per step.
@@ -20,22 +22,56 @@ func (s *fixedSource) Next(_ context.Context, step int) ([]Group, error) {
 	return s.steps[step-1], nil
 }
 
-// TestSourceTrainsLikeTheEnvironment: the groups the in-process loop makes,
-// handed to a trainer through a Source, give the same update, bit for
-// bit, whether the producer computed the advantages or left them to the
-// trainer.
-func TestSourceTrainsLikeTheEnvironment(t *testing.T) {
-	cfg := toyConfig(t.TempDir())
-	cfg.Steps = 1
-	envTr, _, envP := newToy(t, cfg, nil)
-	rng := *envTr.rng
-	_, groups, err := envTr.rollouts(context.Background(), 1, &rng)
+// stepOn takes one step of a fresh toy policy on groups and returns the
+// parameters after it and the step's metrics.
+func stepOn(t *testing.T, cfg Config, groups []Group) ([]float32, *Metrics) {
+	t.Helper()
+	p := tinyParams(t, 64, 7)
+	tr, err := New(cfg, p, &fixedSource{steps: [][]Group{groups}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := envTr.Step(context.Background()); err != nil {
+	m, err := tr.Step(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
+	return slices.Clone(p.Data), m
+}
+
+// toyGroups returns the toy source's groups of step 1 with their GRPO
+// advantages (the trainer's estimator), as a producer that computes them
+// gives them.
+func toyGroups(t *testing.T, cfg Config) []Group {
+	t.Helper()
+	_, src, _ := newToy(t, cfg, nil)
+	groups, err := src.Next(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		var rewards []float64
+		for _, r := range g.Rollouts {
+			rewards = append(rewards, r.Reward)
+		}
+		grp, err := reward.NewGroup(cfg.Estimator, rewards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range g.Rollouts {
+			g.Rollouts[j].Advantage, g.Rollouts[j].HasAdvantage = grp.Advantages[j], true
+		}
+	}
+	return groups
+}
+
+// TestSourceAdvantagesGivenOrComputed: a step on groups whose producer
+// computed the advantages (the rollout pipeline) and on the same groups
+// without them (a trajectory API's groups with scores only) is the same
+// update, bit for bit.
+func TestSourceAdvantagesGivenOrComputed(t *testing.T) {
+	cfg := toyConfig(t.TempDir())
+	cfg.Steps = 1
+	groups := toyGroups(t, cfg)
 	withoutAdv := make([]Group, len(groups))
 	for i, g := range groups {
 		for _, r := range g.Rollouts {
@@ -43,27 +79,16 @@ func TestSourceTrainsLikeTheEnvironment(t *testing.T) {
 			withoutAdv[i].Rollouts = append(withoutAdv[i].Rollouts, r)
 		}
 	}
-	for _, tt := range []struct {
-		name   string
-		groups []Group
-	}{{"advantages given", groups}, {"advantages computed", withoutAdv}} {
-		t.Run(tt.name, func(t *testing.T) {
-			p := tinyParams(t, 64, 7)
-			tr, err := NewFromSource(cfg, p, &fixedSource{steps: [][]Group{tt.groups}}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := tr.Step(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m.Skipped || m.TrainedTokens == 0 {
-				t.Fatalf("the source's step trained nothing: %+v", m)
-			}
-			if !slices.Equal(p.Data, envP.Data) {
-				t.Errorf("parameters after the source's step differ from the environment's")
-			}
-		})
+	var params [][]float32
+	for _, gs := range [][]Group{groups, withoutAdv} {
+		p, m := stepOn(t, cfg, gs)
+		if m.Skipped || m.TrainedTokens == 0 {
+			t.Fatalf("the step trained nothing: %+v", m)
+		}
+		params = append(params, p)
+	}
+	if !slices.Equal(params[0], params[1]) {
+		t.Errorf("parameters after the step on given advantages differ from those on computed ones")
 	}
 }
 
@@ -81,7 +106,7 @@ func TestSourceRejectsBadGroups(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr, err := NewFromSource(cfg, tinyParams(t, 64, 7), &fixedSource{steps: [][]Group{tt.groups}}, nil)
+			tr, err := New(cfg, tinyParams(t, 64, 7), &fixedSource{steps: [][]Group{tt.groups}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,12 +124,7 @@ func TestSourceRejectsBadGroups(t *testing.T) {
 func TestOffPolicyImportanceWeights(t *testing.T) {
 	cfg := toyConfig(t.TempDir())
 	cfg.Steps = 1
-	envTr, _, _ := newToy(t, cfg, nil)
-	rng := *envTr.rng
-	_, groups, err := envTr.rollouts(context.Background(), 1, &rng)
-	if err != nil {
-		t.Fatal(err)
-	}
+	groups := toyGroups(t, cfg)
 	edit := func(stale int, shift float32, scale float64) []Group {
 		var out []Group
 		for _, g := range groups {
@@ -125,18 +145,7 @@ func TestOffPolicyImportanceWeights(t *testing.T) {
 		}
 		return out
 	}
-	step := func(gs []Group) ([]float32, *Metrics) {
-		p := tinyParams(t, 64, 7)
-		tr, err := NewFromSource(cfg, p, &fixedSource{steps: [][]Group{gs}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := tr.Step(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.Clone(p.Data), m
-	}
+	step := func(gs []Group) ([]float32, *Metrics) { return stepOn(t, cfg, gs) }
 	onPolicy, _ := step(edit(0, 0, 1))
 	stale, m := step(edit(3, 0, 1))
 	if m.OffPolicySequences == 0 || m.StalenessMax != 3 || math.Abs(m.ISWeightMean-1) > 1e-3 || m.ISTruncFrac != 0 {

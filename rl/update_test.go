@@ -12,35 +12,39 @@ import (
 	"github.com/delegatelab/delegate/reward"
 )
 
-// scoreSlots builds a step of two items by hand: rewards and the number of
+// handGroups builds a step of groups by hand: rewards and the number of
 // policy calls and tokens of each rollout are given; a negative reward
-// marks a failed rollout.
-func scoreSlots(rewards [][]float64) []rolloutSlot {
-	var slots []rolloutSlot
+// marks a failed rollout. The advantages are left to the trainer.
+func handGroups(t *testing.T, rewards [][]float64) []Group {
+	t.Helper()
+	var groups []Group
 	id := 1
-	for i, grp := range rewards {
-		for g, r := range grp {
-			s := rolloutSlot{item: i, g: g}
+	for _, grp := range rewards {
+		var g Group
+		for k, r := range grp {
 			if r < 0 {
-				s.err = context.DeadlineExceeded
-				slots = append(slots, s)
+				g.Failed++
+				g.FirstFailure = "deadline"
 				continue
 			}
-			// g+1 tokens in a first call, and a second call for odd g.
-			nodes := []*delegate.Node{callNode(id, toyRole, []int{1, 2}, slices.Repeat([]int{4}, g+1))}
+			// k+1 tokens in a first call, and a second call for odd k.
+			nodes := []*delegate.Node{callNode(id, toyRole, []int{1, 2}, slices.Repeat([]int{4}, k+1))}
 			id++
-			if g%2 == 1 {
+			if k%2 == 1 {
 				nodes = append(nodes, callNode(id, toyRole, []int{1, 2, 3}, []int{5, 6}))
 				id++
 			}
 			nodes = append(nodes, callNode(id, "sub", []int{1}, []int{7, 7, 7}))
 			id++
-			s.trace = traceOf(nodes...)
-			s.out = Outcome{Correct: r > 0.5, Metrics: map[string]float64{"r": r}}
-			slots = append(slots, s)
+			eps, err := Episodes(traceOf(nodes...), toyRole, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Rollouts = append(g.Rollouts, ScoredRollout{Episodes: eps, Reward: r, Correct: r > 0.5, Scalars: map[string]float64{"r": r}})
 		}
+		groups = append(groups, g)
 	}
-	return slots
+	return groups
 }
 
 func TestScoreAdvantagesAndNormalisation(t *testing.T) {
@@ -52,12 +56,12 @@ func TestScoreAdvantagesAndNormalisation(t *testing.T) {
 				cfg.GroupSize, cfg.ItemsPerStep = 4, 3
 				cfg.Estimator, cfg.Norm = est, norm
 				p := tinyParams(t, 32, 1)
-				tr, err := New(cfg, p, Env{Items: 3, Rollout: (&toyEnv{}).rollout,
-					Reward: func(_ *delegate.Trace, o Outcome) float64 { return o.Metrics["r"] }}, nil)
+				tr, err := New(cfg, p, &fixedSource{}, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
-				m, groups, err := tr.score(1, []int{0, 1, 2}, scoreSlots(rewards))
+				groups := handGroups(t, rewards)
+				m, err := tr.describe(1, groups)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -120,13 +124,13 @@ func TestScoreAdvantagesAndNormalisation(t *testing.T) {
 	}
 }
 
-// sampledSeqs runs the toy environment's rollouts of item 0 and returns
-// their episodes with alternating advantages and seq-mean coefficients.
-func sampledSeqs(t *testing.T, env *toyEnv, n int) []trainSeq {
+// sampledSeqs runs the toy source's rollouts of item 0 and returns their
+// episodes with alternating advantages and seq-mean coefficients.
+func sampledSeqs(t *testing.T, src *toySource, n int) []trainSeq {
 	t.Helper()
 	var seqs []trainSeq
 	for i := range n {
-		tr, _, err := env.rollout(context.Background(), 0, uint64(i))
+		tr, _, err := src.rollout(context.Background(), 0, uint64(i))
 		if err != nil {
 			t.Fatal(err)
 		}

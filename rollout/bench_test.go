@@ -14,7 +14,7 @@ func BenchmarkRun(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		dir := b.TempDir()
-		if _, err := Run(context.Background(), config(dir, items, g), tasks(items), f.baseline, f.policy, f.scorer, nil); err != nil {
+		if _, err := Run(context.Background(), config(dir, items, g), tasks(items), f.baseline, Same(f.policy), f.scorer, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

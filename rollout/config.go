@@ -13,8 +13,10 @@ import (
 
 // Scorer turns a rollout into its reward: it compares the rollout's trace
 // with the baseline's for the task (a verifier, a judge, or both) and
-// applies the reward rules. Model calls it makes (a judge's) go through rec,
-// whose trace the rollout's artifact embeds. Score may be called from many
+// applies the reward rules. baseline is nil when the run has none (Groups
+// without a baseline strategy, as the trainer runs it). Model calls it
+// makes (a judge's) go through rec, whose trace the rollout's artifact
+// embeds. Score may be called from many
 // goroutines at once. Its error is for a rollout that could not be scored
 // at all (every judge call failed); the rollout is then recorded as failed
 // and left out of its group.
@@ -138,10 +140,20 @@ var defaultTrainRoles = map[string]string{
 
 // Validate reports every invalid field, naming it.
 func (c Config) Validate() error {
-	var errs []error
+	errs := c.validateGroups()
 	if c.Items < 0 {
 		errs = append(errs, fmt.Errorf("items: %d is negative", c.Items))
 	}
+	if c.OutDir == "" {
+		errs = append(errs, errors.New("out_dir: empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// validateGroups checks the fields that decide groups, the ones Groups
+// uses too.
+func (c Config) validateGroups() []error {
+	var errs []error
 	if c.GroupSize < 2 {
 		errs = append(errs, fmt.Errorf("group_size: %d, want at least 2 (advantages are relative to the group)", c.GroupSize))
 	}
@@ -151,10 +163,7 @@ func (c Config) Validate() error {
 	if _, err := reward.ParseEstimator(c.Estimator); err != nil {
 		errs = append(errs, err)
 	}
-	if c.OutDir == "" {
-		errs = append(errs, errors.New("out_dir: empty"))
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // withDefaults fills Concurrency, Advantages and TrainRoles.

@@ -17,13 +17,23 @@
 // point and started again with the same settings resumes without losing or
 // duplicating a rollout; see Run.
 //
+// Groups is the same pipeline in memory, for a trainer in the same
+// process (`delegate train`): the same rollout (run, classify failures,
+// score), the same group rule (failed rollouts, ties, advantages) and the
+// same GroupRecord, nothing written; package train hands its groups to
+// the rl trainer. Run and Groups take Policies, the strategy of each
+// rollout: one for all (Same), or one per rollout around a policy model
+// seeded for it, so that a rollout depends on its seed alone and the two
+// give the same groups for the same seeds.
+//
 // RewardScorer is the Scorer that composes the verifiers, the judge and a
-// reward function; RequestLogprobs wraps the policy's models so that their
-// backends return the token ids and logprobs the groups need. A caller
-// (the command) wires them:
+// reward function; Policy wraps the policy's models so that their backends
+// return the token ids and logprobs the groups need, and, for training,
+// sample at the trainer's temperature and token cap with per-rollout
+// seeds. A caller (the command) wires them:
 //
 //	policy, _ := strategy.New("decompose", strategy.Roles{
-//		Delegator: delegate.Agent{Model: rollout.RequestLogprobs(m)}, ...}, scfg)
+//		Delegator: delegate.Agent{Model: rollout.Policy(m, rollout.Sampling{})}, ...}, scfg)
 //	sc := &rollout.RewardScorer{Judge: j, Verify: verify, Reward: reward.DefaultGraded().Reward}
-//	sum, err := rollout.Run(ctx, cfg, tasks, baseline, policy, sc, progress)
+//	sum, err := rollout.Run(ctx, cfg, tasks, baseline, rollout.Same(policy), sc, progress)
 package rollout

@@ -20,7 +20,7 @@ func TestRecordFixtures(t *testing.T) {
 		f := newFixture(t)
 		cfg := config(dir, 1, 2)
 		cfg.OmitTraces = true
-		if _, err := Run(context.Background(), cfg, tasks(1), f.baseline, f.policy, f.scorer, nil); err != nil {
+		if _, err := Run(context.Background(), cfg, tasks(1), f.baseline, Same(f.policy), f.scorer, nil); err != nil {
 			t.Fatal(err)
 		}
 		for name, fixture := range map[string]string{ArtifactsFile: "artifact_v1.json", GroupsFile: "group_v1.json"} {

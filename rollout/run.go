@@ -220,7 +220,8 @@ type runner struct {
 	cfg      Config
 	tasks    []delegate.Task
 	baseline delegate.Strategy
-	policy   delegate.Strategy
+	policies Policies
+	policy   string // the policy strategy's name
 	scorer   Scorer
 	db       *store.DB
 	start    time.Time
@@ -242,17 +243,34 @@ type runner struct {
 	runID string     // the run's random identifier (store.DB.RunID)
 }
 
+// Policies gives the strategy that runs rollout k of task item (item
+// indexes the task list): the same strategy for every rollout (Same), or
+// one built for the rollout around a policy model seeded for it (Policy
+// with Sampling.Seed), so that the rollout depends on its seed alone and a
+// run redone, or resumed, or made in memory by Groups, samples the same.
+// Every strategy it gives must have the same name. Run and Groups call it
+// from one goroutine, once per rollout they run; Run calls it once more at
+// the start for the strategy's name, and runs nothing with that one.
+type Policies func(item, k int) (delegate.Strategy, error)
+
+// Same is the Policies of one strategy for every rollout.
+func Same(s delegate.Strategy) Policies {
+	return func(int, int) (delegate.Strategy, error) { return s, nil }
+}
+
 // Run runs `delegate process`: for each of the first cfg.Items tasks, the
-// baseline strategy once and cfg.GroupSize rollouts of the policy strategy,
-// at most cfg.Concurrency rollouts in flight; each rollout is scored by
-// scorer, recorded in artifacts.jsonl, and the group's rewards are turned
-// into advantages and recorded in groups.jsonl (or counted as dropped).
-// summary.json is written whenever Run returns, interrupted or not.
+// baseline strategy once and cfg.GroupSize rollouts of the policy strategy
+// (policies gives it, rollout by rollout), at most cfg.Concurrency
+// rollouts in flight; each rollout is scored by scorer, recorded in
+// artifacts.jsonl, and the group's rewards are turned into advantages and
+// recorded in groups.jsonl (or counted as dropped). summary.json is
+// written whenever Run returns, interrupted or not.
 //
 // A rollout that fails (a call it needs failed, the scorer failed, it
 // panicked) is recorded as failed and its siblings go on. Run returns an
 // error for what stops the run itself: a cancelled ctx, a file or state
-// database that cannot be written, an advantage function that fails.
+// database that cannot be written, an advantage function that fails, a
+// policy that cannot be built.
 //
 // Run resumes the run found in cfg.OutDir: work recorded in its state is
 // not redone, bytes written after the last recorded record are truncated
@@ -263,14 +281,21 @@ type runner struct {
 //
 // Progress snapshots go to progress (which may be nil) by non-blocking
 // sends; Run never closes it.
-func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline, policy delegate.Strategy, scorer Scorer, progress chan<- Progress) (Summary, error) {
+func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline delegate.Strategy, policies Policies, scorer Scorer, progress chan<- Progress) (Summary, error) {
 	if err := cfg.Validate(); err != nil {
 		return Summary{}, fmt.Errorf("process: config: %w", err)
 	}
-	if baseline == nil || policy == nil || scorer == nil {
+	if baseline == nil || policies == nil || scorer == nil {
 		return Summary{}, errors.New("process: a baseline strategy, a policy strategy and a scorer are required")
 	}
-	cfg, err := cfg.withDefaults(policy.Name())
+	policy, err := policies(0, 0)
+	if err == nil && policy == nil {
+		err = errors.New("nil strategy")
+	}
+	if err != nil {
+		return Summary{}, fmt.Errorf("process: policy: %w", err)
+	}
+	cfg, err = cfg.withDefaults(policy.Name())
 	if err != nil {
 		return Summary{}, fmt.Errorf("process: config: %w", err)
 	}
@@ -300,7 +325,7 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline, polic
 	}
 	defer db.Close()
 
-	r := &runner{cfg: cfg, tasks: tasks, baseline: baseline, policy: policy, scorer: scorer, db: db,
+	r := &runner{cfg: cfg, tasks: tasks, baseline: baseline, policies: policies, policy: policy.Name(), scorer: scorer, db: db,
 		start: time.Now(), progress: progress}
 	fresh, err := r.checkIdentity(ctx)
 	if err != nil {
@@ -363,7 +388,7 @@ func (r *runner) checkIdentity(ctx context.Context) (fresh bool, err error) {
 	slices.Sort(roles)
 	now := identity{
 		Format: ArtifactVersion*1000 + GroupVersion, Dataset: hex.EncodeToString(h.Sum(nil))[:16],
-		Items: r.cfg.Items, GroupSize: r.cfg.GroupSize, Baseline: r.baseline.Name(), Policy: r.policy.Name(),
+		Items: r.cfg.Items, GroupSize: r.cfg.GroupSize, Baseline: r.baseline.Name(), Policy: r.policy,
 		Estimator: r.cfg.Estimator, KeepTies: r.cfg.KeepTies, Seed: r.cfg.Seed, TrainRoles: roles,
 		Fingerprint: r.cfg.Fingerprint,
 	}
@@ -521,9 +546,23 @@ func (r *runner) process(ctx context.Context) error {
 			}
 			continue
 		}
+		strats := make([]delegate.Strategy, len(need))
+		for j, k := range need {
+			if strats[j], err = r.policies(i, k); err == nil && strats[j] == nil {
+				err = errors.New("nil strategy")
+			}
+			if err != nil {
+				err = fmt.Errorf("policy of item %d rollout %d: %w", i, k, err)
+				break
+			}
+		}
+		if err != nil {
+			feedErr = err
+			break
+		}
 		it.remaining = len(need)
-		for _, k := range need {
-			g.Go(func() error { return r.rollout(gctx, it, k) })
+		for j, k := range need {
+			g.Go(func() error { return r.rollout(gctx, it, k, strats[j]) })
 		}
 	}
 	return errors.Join(feedErr, g.Wait())
@@ -547,15 +586,9 @@ func (r *runner) runBaseline(ctx context.Context, it *item) (*delegate.Trace, er
 			return nil, fmt.Errorf("baseline of item %d: trace version %d, this build reads %d", it.index, tr.Version, delegate.TraceVersion)
 		}
 	} else {
-		var runErr error
-		tr, runErr = r.baseline.Run(ctx, it.task.Prompt, nil)
+		tr = playBaseline(ctx, r.baseline, it.task)
 		if err := ctx.Err(); err != nil {
 			return nil, err
-		}
-		if tr == nil {
-			tr = delegate.NewRecorder(r.baseline.Name(), it.task.Prompt, nil).Finish("", fmt.Sprintf("%s: %v", strategy.FailureCall, runErr))
-		} else if runErr != nil && tr.Failure == "" {
-			tr.Failure = fmt.Sprintf("%s: %v", strategy.FailurePanic, runErr)
 		}
 		data, err := json.Marshal(tr)
 		if err != nil {
@@ -565,7 +598,7 @@ func (r *runner) runBaseline(ctx context.Context, it *item) (*delegate.Trace, er
 			return nil, err
 		}
 	}
-	if k := strategy.FailureKind(tr.Failure); k == strategy.FailureCall || k == strategy.FailurePanic {
+	if baselineFailed(tr) {
 		skipped := 0
 		for _, res := range it.results {
 			if res == nil {
@@ -583,11 +616,11 @@ func (r *runner) runBaseline(ctx context.Context, it *item) (*delegate.Trace, er
 
 // rollout runs, scores and records rollout k of an item; the last of the
 // group to finish finishes the group. Its error is fatal to the run.
-func (r *runner) rollout(ctx context.Context, it *item, k int) error {
+func (r *runner) rollout(ctx context.Context, it *item, k int, policy delegate.Strategy) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	st, art, err := r.runOne(ctx, it, k)
+	st, art, err := r.runOne(ctx, it, k, policy)
 	if err != nil {
 		return err
 	}
@@ -605,41 +638,62 @@ func (r *runner) rollout(ctx context.Context, it *item, k int) error {
 	return nil
 }
 
-// runOne runs the policy and the scorer. A rollout cut short by ctx
-// returns ctx's error and is not recorded, so that a resume redoes it; a
-// panic becomes a failed rollout carrying the stack.
-func (r *runner) runOne(ctx context.Context, it *item, k int) (st *rolloutState, art *Artifact, err error) {
-	id := rolloutID(it.task.ID, 0, k)
-	var tr, strace *delegate.Trace
-	var sc *Score
+// runOne runs the policy and the scorer (play) and builds the rollout's
+// artifact.
+func (r *runner) runOne(ctx context.Context, it *item, k int, policy delegate.Strategy) (*rolloutState, *Artifact, error) {
+	p := play(ctx, policy, r.scorer, it.task, it.baseline, r.cfg.TrainRoles, k)
+	if p.st == nil {
+		// Only a cancelled context leaves no state.
+		return nil, nil, fmt.Errorf("rollout %s: %w", rolloutID(it.task.ID, 0, k), ctx.Err())
+	}
+	return p.st, r.artifact(it, p.st, p.tr, p.strace, p.sc), nil
+}
+
+// played is one rollout run and scored.
+type played struct {
+	st     *rolloutState   // nil only when ctx ended first
+	tr     *delegate.Trace // the rollout's trace; nil when its run gave none
+	strace *delegate.Trace // the scorer's calls
+	sc     *Score          // nil when the rollout failed
+}
+
+// play runs rollout k of task with policy and scores it against base (nil
+// when there is none): the one rollout of Run and of Groups. A rollout
+// whose run failed (a call it needed, a panic) or that could not be
+// scored, or whose reward is not finite, is a failed rollout, its reason
+// classified; a rollout cut short by ctx leaves p.st nil, so that a resume
+// redoes it. roles are the policy's trained roles, whose calls make the
+// rollout's sequences.
+func play(ctx context.Context, policy delegate.Strategy, scorer Scorer, task delegate.Task, base *delegate.Trace, roles []string, k int) (p played) {
+	id := rolloutID(task.ID, 0, k)
 	fail := func(reason, msg string) {
-		st = &rolloutState{rolloutTally: rolloutTally{ID: id, Status: StatusFailed, Error: msg, Reason: reason}, Index: k}
+		p.st = &rolloutState{rolloutTally: rolloutTally{ID: id, Status: StatusFailed, Error: msg, Reason: reason}, Index: k}
 	}
 	func() {
 		defer func() {
-			if p := recover(); p != nil {
-				fail(FailPanic, fmt.Sprintf("panic: %v\n%s", p, debug.Stack()))
+			if x := recover(); x != nil {
+				fail(FailPanic, fmt.Sprintf("panic: %v\n%s", x, debug.Stack()))
 			}
 		}()
 		var runErr error
-		tr, runErr = r.policy.Run(ctx, it.task.Prompt, nil)
+		p.tr, runErr = policy.Run(ctx, task.Prompt, nil)
 		if ctx.Err() != nil {
 			return
 		}
 		switch {
 		case runErr != nil:
-			fail(FailRun, fmt.Sprintf("run %s: %v", r.policy.Name(), runErr))
+			fail(FailRun, fmt.Sprintf("run %s: %v", policy.Name(), runErr))
 			return
-		case tr == nil:
-			fail(FailNoTrace, fmt.Sprintf("run %s: no trace", r.policy.Name()))
+		case p.tr == nil:
+			fail(FailNoTrace, fmt.Sprintf("run %s: no trace", policy.Name()))
 			return
-		case isCallFailure(tr):
-			fail(traceCallFailure(tr), tr.Failure)
+		case isCallFailure(p.tr):
+			fail(traceCallFailure(p.tr), p.tr.Failure)
 			return
 		}
-		rec := delegate.NewRecorder("score", it.task.Prompt, nil)
-		s, scErr := r.scorer.Score(ctx, rec, it.task, it.baseline, tr)
-		strace = rec.Finish("", "")
+		rec := delegate.NewRecorder("score", task.Prompt, nil)
+		s, scErr := scorer.Score(ctx, rec, task, base, p.tr)
+		p.strace = rec.Finish("", "")
 		if ctx.Err() != nil {
 			return
 		}
@@ -651,16 +705,35 @@ func (r *runner) runOne(ctx context.Context, it *item, k int) (st *rolloutState,
 			fail(FailNonFinite, fmt.Sprintf("score: reward %v is not a finite number", s.Reward))
 			return
 		}
-		sc = &s
-		st = &rolloutState{rolloutTally: rolloutTally{ID: id, Status: StatusScored, Reward: s.Reward, Candidate: s.Candidate,
-			Baseline: s.Baseline, Fixed: s.Fixed}, Index: k, Sequences: delegate.Sequences(tr, r.cfg.TrainRoles...)}
+		p.sc = &s
+		p.st = &rolloutState{rolloutTally: rolloutTally{ID: id, Status: StatusScored, Reward: s.Reward, Candidate: s.Candidate,
+			Baseline: s.Baseline, Fixed: s.Fixed}, Index: k, Sequences: delegate.Sequences(p.tr, roles...)}
 	}()
-	if st == nil {
-		// Only a cancelled context leaves no state.
-		return nil, nil, fmt.Errorf("rollout %s: %w", id, ctx.Err())
+	if p.st != nil {
+		p.st.Roles = spent(p.tr, p.strace)
 	}
-	st.Roles = spent(tr, strace)
-	return st, r.artifact(it, st, tr, strace, sc), nil
+	return p
+}
+
+// playBaseline runs the baseline strategy on task. A run that returned an
+// error is recorded in the trace's failure (see baselineFailed).
+func playBaseline(ctx context.Context, baseline delegate.Strategy, task delegate.Task) *delegate.Trace {
+	tr, runErr := baseline.Run(ctx, task.Prompt, nil)
+	if tr == nil {
+		return delegate.NewRecorder(baseline.Name(), task.Prompt, nil).Finish("", fmt.Sprintf("%s: %v", strategy.FailureCall, runErr))
+	}
+	if runErr != nil && tr.Failure == "" {
+		tr.Failure = fmt.Sprintf("%s: %v", strategy.FailurePanic, runErr)
+	}
+	return tr
+}
+
+// baselineFailed reports whether a baseline failed so that its group
+// cannot be scored: a call it needed failed, or it panicked. Such a group
+// is dropped (DropErrors).
+func baselineFailed(tr *delegate.Trace) bool {
+	k := strategy.FailureKind(tr.Failure)
+	return k == strategy.FailureCall || k == strategy.FailurePanic
 }
 
 // spent merges what a rollout's trace and its scoring trace spent, by role.
@@ -684,7 +757,7 @@ func spent(traces ...*delegate.Trace) map[string]delegate.Totals {
 func (r *runner) artifact(it *item, st *rolloutState, tr, strace *delegate.Trace, sc *Score) *Artifact {
 	a := &Artifact{
 		Version: ArtifactVersion, ID: st.ID, Item: it.index, TaskID: it.task.ID, Dataset: it.task.Dataset,
-		Index: st.Index, Seed: r.cfg.Seed, Strategy: r.policy.Name(), Status: st.Status, Error: st.Error, Reason: st.Reason,
+		Index: st.Index, Seed: r.cfg.Seed, Strategy: r.policy, Status: st.Status, Error: st.Error, Reason: st.Reason,
 		Prompt: it.task.Prompt, Reference: it.task.Answer, Score: sc, Reward: st.Reward,
 		BaselineStrategy: r.baseline.Name(),
 	}
@@ -766,9 +839,28 @@ func (r *runner) commitRollout(ctx context.Context, it *item, st *rolloutState, 
 // finish decides what becomes of a group whose rollouts are all done and
 // records it.
 func (r *runner) finish(ctx context.Context, it *item) error {
+	rec := &GroupRecord{
+		Version: GroupVersion, ID: groupID(it.task.ID, 0), Run: r.runID, Item: it.index, TaskID: it.task.ID,
+		Strategy: r.policy, PolicyVersion: it.version,
+	}
+	st, rec, err := decide(it.results, r.cfg.KeepTies, r.cfg.Advantages, rec)
+	if err != nil {
+		return err
+	}
+	return r.commitGroup(ctx, it, st, rec)
+}
+
+// decide makes a finished group's record from its rollouts (every one
+// done, in index order), filling rec, which carries the group's identity:
+// the one rule of Run and of Groups. A group with fewer than two scored
+// rollouts is dropped (DropErrors); a tied one (see tie) is dropped, or
+// with keepTies written with zero advantages and set_advantage_to_zero
+// overrides; any other gets the advantages of its rewards. The record is
+// nil when the group is dropped; the state says why.
+func decide(results []*rolloutState, keepTies bool, advantages Advantages, rec *GroupRecord) (groupState, *GroupRecord, error) {
 	var members []*rolloutState
 	var missing []MissedMember
-	for _, st := range it.results {
+	for _, st := range results {
 		if st.Status == StatusScored {
 			members = append(members, st)
 		} else {
@@ -776,17 +868,13 @@ func (r *runner) finish(ctx context.Context, it *item) error {
 		}
 	}
 	if len(members) < 2 {
-		return r.commitGroup(ctx, it, groupState{Status: "dropped", Reason: DropErrors}, nil)
+		return groupState{Status: "dropped", Reason: DropErrors}, nil, nil
 	}
 	rewards := make([]float64, len(members))
 	for i, m := range members {
 		rewards[i] = m.Reward
 	}
-	rec := &GroupRecord{
-		Version: GroupVersion, ID: groupID(it.task.ID, 0), Run: r.runID, Item: it.index, TaskID: it.task.ID,
-		Strategy: r.policy.Name(), Missing: missing, GroupOverrides: GroupOverride{GroupSize: len(members)},
-		PolicyVersion: it.version,
-	}
+	rec.Missing, rec.GroupOverrides = missing, GroupOverride{GroupSize: len(members)}
 	// The backend's own word on the weights that sampled the group (the
 	// oldest of its calls), when it says, beats the sink's step at start.
 	oldest := -1
@@ -803,17 +891,17 @@ func (r *runner) finish(ctx context.Context, it *item) error {
 	adv := make([]float64, len(members))
 	zero := false
 	if reason, tied := tie(members, rewards); tied {
-		if !r.cfg.KeepTies {
-			return r.commitGroup(ctx, it, groupState{Status: "dropped", Reason: reason}, nil)
+		if !keepTies {
+			return groupState{Status: "dropped", Reason: reason}, nil, nil
 		}
 		rec.Reason, zero = reason, true
 	} else {
-		a, err := r.cfg.Advantages(rewards)
+		a, err := advantages(rewards)
 		if err != nil {
-			return fmt.Errorf("advantages of group %s: %w", rec.ID, err)
+			return groupState{}, nil, fmt.Errorf("advantages of group %s: %w", rec.ID, err)
 		}
 		if len(a) != len(rewards) {
-			return fmt.Errorf("advantages of group %s: %d values for %d rewards", rec.ID, len(a), len(rewards))
+			return groupState{}, nil, fmt.Errorf("advantages of group %s: %d values for %d rewards", rec.ID, len(a), len(rewards))
 		}
 		adv = a
 	}
@@ -835,7 +923,7 @@ func (r *runner) finish(ctx context.Context, it *item) error {
 			rec.Overrides = append(rec.Overrides, Override{SetAdvantageToZero: zero})
 		}
 	}
-	return r.commitGroup(ctx, it, groupState{Status: "written", Reason: rec.Reason, TiesKept: zero, Splits: splits}, rec)
+	return groupState{Status: "written", Reason: rec.Reason, TiesKept: zero, Splits: splits}, rec, nil
 }
 
 func allEqual(xs []float64) bool {

@@ -51,6 +51,21 @@ func planText(subtasks ...string) string {
 	return b.String()
 }
 
+// subagentModel is the fixtures' sub-agent: it answers "done: " and the
+// first five bytes of its question.
+func subagentModel() *modeltest.Model {
+	return modeltest.New("subagent-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		return modeltest.Text("done: " + modeltest.LastUser(req)[:5]), nil
+	})
+}
+
+// singleModel is the fixtures' baseline model: it always answers "base".
+func singleModel() *modeltest.Model {
+	return modeltest.New("single-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		return modeltest.Text("Thinking.\nFinal answer: base"), nil
+	})
+}
+
 // fixture is a decompose policy, a single baseline and a scorer over
 // scripted models. The n-th aggregation (from 1) answers "score <score(n)>";
 // the scorer's reward is that number.
@@ -92,19 +107,14 @@ func newFixture(t testing.TB) *fixture {
 		}
 		return withTokens(req, modeltest.Text(planText("Find A.", "Find B.", "Find C."))), nil
 	})
-	subagent := modeltest.New("subagent-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-		return modeltest.Text("done: " + modeltest.LastUser(req)[:5]), nil
-	})
-	single := modeltest.New("single-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-		return modeltest.Text("Thinking.\nFinal answer: base"), nil
-	})
+	subagent, single := subagentModel(), singleModel()
 	f.judge = modeltest.New("judge-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
 		return modeltest.Text("Score A: 70\nScore B: 40"), nil
 	})
 	cfg := strategy.DefaultConfig()
 	var err error
 	f.policy, err = strategy.New(strategy.NameDecompose, strategy.Roles{
-		Delegator: delegate.Agent{Model: RequestLogprobs(f.delegator), Price: delegate.Price{Input: 1, Output: 2}},
+		Delegator: delegate.Agent{Model: Policy(f.delegator, Sampling{}), Price: delegate.Price{Input: 1, Output: 2}},
 		Subagent:  delegate.Agent{Model: subagent},
 	}, cfg)
 	if err != nil {
@@ -316,7 +326,7 @@ func TestRunWritesGroupsAndArtifacts(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t)
 	progress := make(chan Progress, 1000)
-	sum, err := Run(context.Background(), config(dir, 3, 4), tasks(5), f.baseline, f.policy, f.scorer, progress)
+	sum, err := Run(context.Background(), config(dir, 3, 4), tasks(5), f.baseline, Same(f.policy), f.scorer, progress)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +387,7 @@ func TestRunAllTies(t *testing.T) {
 			f.score = func(int64) int64 { return 5 }
 			cfg := config(dir, 4, 3)
 			cfg.KeepTies = keep
-			sum, err := Run(context.Background(), cfg, tasks(4), f.baseline, f.policy, f.scorer, nil)
+			sum, err := Run(context.Background(), cfg, tasks(4), f.baseline, Same(f.policy), f.scorer, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -414,7 +424,7 @@ func TestRunFailingRollout(t *testing.T) {
 	f.failPlan = func(n int64) bool { return n == 2 || n == 5 || n == 6 || n == 7 }
 	cfg := config(dir, 2, 4)
 	cfg.Concurrency = 1 // plan calls 1-4 are item 0's, 5-8 item 1's
-	sum, err := Run(context.Background(), cfg, tasks(2), f.baseline, f.policy, f.scorer, nil)
+	sum, err := Run(context.Background(), cfg, tasks(2), f.baseline, Same(f.policy), f.scorer, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +478,7 @@ func TestRunResumesAfterCancel(t *testing.T) {
 					cancel()
 				}
 			}
-			sum, err := Run(ctx, config(dir, items, g), tasks(items), f.baseline, f.policy, f.scorer, nil)
+			sum, err := Run(ctx, config(dir, items, g), tasks(items), f.baseline, Same(f.policy), f.scorer, nil)
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("interrupted run: err %v, want context.Canceled", err)
 			}
@@ -478,7 +488,7 @@ func TestRunResumesAfterCancel(t *testing.T) {
 			first := sum.Rollouts
 
 			f2 := newFixture(t)
-			sum, err = Run(context.Background(), config(dir, items, g), tasks(items), f2.baseline, f2.policy, f2.scorer, nil)
+			sum, err = Run(context.Background(), config(dir, items, g), tasks(items), f2.baseline, Same(f2.policy), f2.scorer, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -523,7 +533,7 @@ func TestRunRepairsTruncatedLine(t *testing.T) {
 			}
 			cfg := config(dir, 3, 3)
 			cfg.Concurrency = 1
-			if _, err := Run(ctx, cfg, tasks(3), f.baseline, f.policy, f.scorer, nil); !errors.Is(err, context.Canceled) {
+			if _, err := Run(ctx, cfg, tasks(3), f.baseline, Same(f.policy), f.scorer, nil); !errors.Is(err, context.Canceled) {
 				t.Fatalf("interrupted run: %v", err)
 			}
 			// A writer killed mid-record leaves bytes the state never recorded.
@@ -543,7 +553,7 @@ func TestRunRepairsTruncatedLine(t *testing.T) {
 			fh.Close()
 
 			f2 := newFixture(t)
-			sum, err := Run(context.Background(), config(dir, 3, 3), tasks(3), f2.baseline, f2.policy, f2.scorer, nil)
+			sum, err := Run(context.Background(), config(dir, 3, 3), tasks(3), f2.baseline, Same(f2.policy), f2.scorer, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -561,7 +571,7 @@ func TestRunRepairsTruncatedLine(t *testing.T) {
 func TestRunRefusesOtherConfig(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t)
-	if _, err := Run(context.Background(), config(dir, 2, 2), tasks(2), f.baseline, f.policy, f.scorer, nil); err != nil {
+	if _, err := Run(context.Background(), config(dir, 2, 2), tasks(2), f.baseline, Same(f.policy), f.scorer, nil); err != nil {
 		t.Fatal(err)
 	}
 	other := tasks(2)
@@ -579,20 +589,20 @@ func TestRunRefusesOtherConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Run(context.Background(), tt.cfg, tt.tasks, f.baseline, f.policy, f.scorer, nil)
+			_, err := Run(context.Background(), tt.cfg, tt.tasks, f.baseline, Same(f.policy), f.scorer, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
 	t.Run("strategy", func(t *testing.T) {
-		_, err := Run(context.Background(), config(dir, 2, 2), tasks(2), f.baseline, f.baseline, f.scorer, nil)
+		_, err := Run(context.Background(), config(dir, 2, 2), tasks(2), f.baseline, Same(f.baseline), f.scorer, nil)
 		if err == nil || !strings.Contains(err.Error(), "strategy decompose there, single now") {
 			t.Errorf("got %v, want an error naming the strategy", err)
 		}
 	})
 	// Same settings: nothing left to do, nothing duplicated.
-	sum, err := Run(context.Background(), config(dir, 2, 2), tasks(2), f.baseline, f.policy, f.scorer, nil)
+	sum, err := Run(context.Background(), config(dir, 2, 2), tasks(2), f.baseline, Same(f.policy), f.scorer, nil)
 	if err != nil || sum.Resumed != 4 {
 		t.Errorf("rerun: resumed %d, err %v; want 4, nil", sum.Resumed, err)
 	}
@@ -639,7 +649,7 @@ func TestRunBaselineFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := Run(context.Background(), config(dir, 3, 2), tasks(3), f.baseline, f.policy, f.scorer, nil)
+	sum, err := Run(context.Background(), config(dir, 3, 2), tasks(3), f.baseline, Same(f.policy), f.scorer, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -666,7 +676,7 @@ func TestRunScorerPanics(t *testing.T) {
 	})
 	cfg := config(dir, 1, 4)
 	cfg.Concurrency = 1
-	sum, err := Run(context.Background(), cfg, tasks(1), f.baseline, f.policy, f.scorer, nil)
+	sum, err := Run(context.Background(), cfg, tasks(1), f.baseline, Same(f.policy), f.scorer, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -697,11 +707,11 @@ func TestRunRouteSequences(t *testing.T) {
 	weak := modeltest.New("weak-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
 		return modeltest.Text("42"), nil
 	})
-	policy, err := strategy.New(strategy.NameRoute, strategy.Roles{Strong: delegate.Agent{Model: RequestLogprobs(strong)}, Weak: delegate.Agent{Model: weak}}, strategy.DefaultConfig())
+	policy, err := strategy.New(strategy.NameRoute, strategy.Roles{Strong: delegate.Agent{Model: Policy(strong, Sampling{})}, Weak: delegate.Agent{Model: weak}}, strategy.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), config(dir, 2, 3), tasks(2), f.baseline, policy, f.scorer, nil); err != nil {
+	if _, err := Run(context.Background(), config(dir, 2, 3), tasks(2), f.baseline, Same(policy), f.scorer, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, groups, _ := checkComplete(t, dir, 2, 3)
@@ -740,11 +750,11 @@ func TestRunRefusesSecondRunOnOneDirectory(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, f.policy, f.scorer, nil)
+		_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, Same(f.policy), f.scorer, nil)
 		done <- err
 	}()
 	<-started
-	_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, f.policy, f.scorer, nil)
+	_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, Same(f.policy), f.scorer, nil)
 	close(release)
 	if err == nil || !strings.Contains(err.Error(), "another process holds it") {
 		t.Errorf("second run: got %v, want an error saying the directory is held", err)
@@ -767,7 +777,7 @@ func TestRunWithoutLogprobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, policy, f.scorer, nil); err != nil {
+	if _, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, Same(policy), f.scorer, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, groups, _ := checkComplete(t, dir, 1, 2)
@@ -801,7 +811,7 @@ func testAllFormatFailures(t *testing.T, cost func() float64) {
 	f := newFixture(t)
 	f.badPlan = true
 	f.formatCost = cost
-	sum, err := Run(context.Background(), config(dir, 2, 3), tasks(2), f.baseline, f.policy, f.scorer, nil)
+	sum, err := Run(context.Background(), config(dir, 2, 3), tasks(2), f.baseline, Same(f.policy), f.scorer, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -820,7 +830,7 @@ func testAllFormatFailures(t *testing.T, cost func() float64) {
 func TestRunRefusesShortenedFile(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t)
-	if _, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, f.policy, f.scorer, nil); err != nil {
+	if _, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, Same(f.policy), f.scorer, nil); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, ArtifactsFile)
@@ -828,7 +838,7 @@ func TestRunRefusesShortenedFile(t *testing.T) {
 	if err := os.WriteFile(path, append(lines[0], '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, f.policy, f.scorer, nil)
+	_, err := Run(context.Background(), config(dir, 1, 2), tasks(1), f.baseline, Same(f.policy), f.scorer, nil)
 	if err == nil || !strings.Contains(err.Error(), "committed records were lost") || !strings.Contains(err.Error(), ArtifactsFile) {
 		t.Errorf("got %v, want an error naming %s and the lost records", err, ArtifactsFile)
 	}

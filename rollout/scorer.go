@@ -18,7 +18,9 @@ import (
 // where there is one (Verify), asks the judge to compare the rollout's
 // answer with the baseline's only when that can change the reward
 // (reward.NeedsJudge), and applies the reward function. It is safe for
-// concurrent use when Judge, Verify and Reward are.
+// concurrent use when Judge, Verify and Reward are. Without a baseline
+// (Groups with none, as the trainer runs it) Baseline is 0 and only tasks
+// with a reference answer can be scored.
 type RewardScorer struct {
 	// Judge compares answers to open-ended requests; nil when every task has
 	// a reference answer.
@@ -54,17 +56,22 @@ func (s *RewardScorer) Score(ctx context.Context, rec *delegate.Recorder, task d
 		if *o.Correct {
 			sc.Outcome, sc.Candidate = "correct", 1
 		}
-		ok, err := s.verify(task, base.Answer)
-		if err != nil {
-			return Score{}, fmt.Errorf("score task %q: baseline: %w", task.ID, err)
-		}
-		if ok {
-			sc.Baseline = 1
+		if base != nil {
+			ok, err := s.verify(task, base.Answer)
+			if err != nil {
+				return Score{}, fmt.Errorf("score task %q: baseline: %w", task.ID, err)
+			}
+			if ok {
+				sc.Baseline = 1
+			}
 		}
 	}
 	if reward.NeedsJudge(o) {
 		if s.Judge == nil {
 			return Score{}, fmt.Errorf("score task %q: no reference answer and no judge", task.ID)
+		}
+		if base == nil {
+			return Score{}, fmt.Errorf("score task %q: no reference answer and no baseline to compare with", task.ID)
 		}
 		v, err := s.Judge.Compare(ctx, rec, nil, task.Prompt, tr.Answer, base.Answer)
 		if err != nil {
@@ -119,9 +126,11 @@ func (s *RewardScorer) outcome(task delegate.Task, base, tr *delegate.Trace) (re
 		// as failed rollouts); anything else is a failure of the rollout.
 		o.Error = tr.Failure
 	}
-	switch strategy.FailureKind(base.Failure) {
-	case strategy.FailureAnswerFormat, strategy.FailureTruncated:
-		o.BaselineFailure = base.Failure
+	if base != nil {
+		switch strategy.FailureKind(base.Failure) {
+		case strategy.FailureAnswerFormat, strategy.FailureTruncated:
+			o.BaselineFailure = base.Failure
+		}
 	}
 	if task.Answer != "" && o.FormatOK && o.Error == "" {
 		ok, err := s.verify(task, tr.Answer)

@@ -153,7 +153,7 @@ func TestRunWithRewardScorer(t *testing.T) {
 	j, _ := newJudge(t)
 	cfg := config(dir, 2, 4)
 	cfg.Advantages = nil // reward.Advantages(grpo)
-	sum, err := Run(context.Background(), cfg, tasks(2), f.baseline, f.policy, &RewardScorer{Judge: j, Reward: reward.DefaultGraded().Reward}, nil)
+	sum, err := Run(context.Background(), cfg, tasks(2), f.baseline, Same(f.policy), &RewardScorer{Judge: j, Reward: reward.DefaultGraded().Reward}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

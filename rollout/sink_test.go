@@ -47,7 +47,7 @@ func TestRunSendsEveryWrittenGroup(t *testing.T) {
 	cfg := config(dir, 4, 2)
 	sink := &recordingSink{}
 	cfg.Sink = sink
-	if _, err := Run(context.Background(), cfg, tasks(4), f.baseline, f.policy, f.scorer, nil); err != nil {
+	if _, err := Run(context.Background(), cfg, tasks(4), f.baseline, Same(f.policy), f.scorer, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, groups, _ := checkComplete(t, dir, 4, 2)
@@ -72,13 +72,13 @@ func TestRunSinkFailureResumes(t *testing.T) {
 	cfg := config(dir, 5, 2)
 	first := &recordingSink{failAt: 2}
 	cfg.Sink = first
-	_, err := Run(context.Background(), cfg, tasks(5), f.baseline, f.policy, f.scorer, nil)
+	_, err := Run(context.Background(), cfg, tasks(5), f.baseline, Same(f.policy), f.scorer, nil)
 	if err == nil || !strings.Contains(err.Error(), "the trajectory API is down") || !strings.Contains(err.Error(), "send group") {
 		t.Fatalf("run with a failing sink: %v, want the sink's error naming the group", err)
 	}
 	second := &recordingSink{}
 	cfg.Sink = second
-	if _, err := Run(context.Background(), cfg, tasks(5), f.baseline, f.policy, f.scorer, nil); err != nil {
+	if _, err := Run(context.Background(), cfg, tasks(5), f.baseline, Same(f.policy), f.scorer, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, groups, _ := checkComplete(t, dir, 5, 2)

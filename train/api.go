@@ -44,7 +44,7 @@ func FromAPI(ctx context.Context, cfg Config, client *api.TrainerClient, progres
 	// API bounds how much older), where the two rightly differ.
 	r.LogprobCheckEvery = r.Steps + 1
 	src := &apiSource{client: client, estimator: r.Estimator}
-	t, err := rl.NewFromSource(r, policy, src, progress)
+	t, err := rl.New(r, policy, src, progress)
 	if err != nil {
 		return fmt.Errorf("train --api: %w", err)
 	}

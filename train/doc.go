@@ -30,7 +30,10 @@
 //     Only the delegator's generated tokens are trained (rl masks prompts,
 //     tool results and solver outputs); the reward is world.DefaultReward,
 //     a setting of reward.Graded: correct − λ·delegator generated tokens −
-//     μ·sub-agent calls. Training stops at RL.Steps, at TrainTime (summed
+//     μ·sub-agent calls (Scorer). The rollouts are made, scored and
+//     grouped in process by package rollout's pipeline, the one behind
+//     `delegate process` (rollout.Groups), and handed to the rl trainer as
+//     its source. Training stops at RL.Steps, at TrainTime (summed
 //     over resumed invocations), or early enough before Deadline to leave
 //     the final evaluation its time.
 //  4. The trained delegator (route) on the same items, then random

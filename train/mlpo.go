@@ -397,10 +397,10 @@ func (r *runner) filter(ctx context.Context) ([]int, error) {
 
 // mlpoEnv trains the leader under lead on the kept items, the peers'
 // answers fixed per item.
-func (r *runner) mlpoEnv(ctx context.Context, cfg rl.Config) (rl.Env, error) {
+func (r *runner) mlpoEnv(ctx context.Context, cfg rl.Config) (rl.Source, error) {
 	kept, err := r.filter(ctx)
 	if err != nil {
-		return rl.Env{}, err
+		return nil, err
 	}
 	scfg := r.scfg
 	scfg.Leader.Temperature = cfg.Temperature

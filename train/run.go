@@ -18,6 +18,7 @@ import (
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/world"
 )
@@ -597,7 +598,7 @@ func (r *runner) train(ctx context.Context, reserve time.Duration) (*Result, err
 	if cfg.Seed == 0 {
 		cfg.Seed = r.cfg.Seed
 	}
-	env, err := r.env(ctx, cfg)
+	src, err := r.source(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -622,7 +623,7 @@ func (r *runner) train(ctx context.Context, reserve time.Duration) (*Result, err
 		tctx, c3 = context.WithDeadline(tctx, stop)
 		defer c3()
 	}
-	tr, err := rl.New(cfg, r.policyP, env, r.opt.TrainProgress)
+	tr, err := rl.New(cfg, r.policyP, src, r.opt.TrainProgress)
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
@@ -666,10 +667,9 @@ func trainSeconds(dir string) (float64, error) {
 	return s, nil
 }
 
-// env is the RL environment: route on the training problems (MLPO: lead
-// on the filtered ones), the policy sampled at the trainer's temperature
-// with seeds from the rollout's, the reward of the world.
-func (r *runner) env(ctx context.Context, cfg rl.Config) (rl.Env, error) {
+// source is where the trainer's groups come from: route on the training
+// problems (MLPO: lead on the filtered ones), rolled out in process.
+func (r *runner) source(ctx context.Context, cfg rl.Config) (rl.Source, error) {
 	if r.cfg.Mode == ModeMLPO {
 		return r.mlpoEnv(ctx, cfg)
 	}
@@ -680,51 +680,46 @@ func (r *runner) env(ctx context.Context, cfg rl.Config) (rl.Env, error) {
 	}), nil
 }
 
-// problemEnv is the environment whose item i is problems[i], each rollout
-// run by the strategy build makes around the policy, sampled with the
-// trainer's settings and seeded from the rollout's seed.
-func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func(*world.Problem, delegate.Model) (delegate.Strategy, error)) rl.Env {
-	return rl.Env{
-		Items: len(problems),
-		Rollout: func(ctx context.Context, item int, seed uint64) (*delegate.Trace, rl.Outcome, error) {
-			p := problems[item]
-			st, err := build(p, rl.WrapRollout(r.policy, cfg, seed))
-			if err != nil {
-				return nil, rl.Outcome{}, err
-			}
-			tr, err := st.Run(ctx, p.Text, nil)
-			if err != nil {
-				return nil, rl.Outcome{}, err
-			}
-			return tr, r.outcome(tr, p), nil
-		},
-		Reward: r.reward,
+// problemEnv is the in-process source whose item i is problems[i], each
+// rollout run by the strategy build makes around the policy.
+func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func(*world.Problem, delegate.Model) (delegate.Strategy, error)) rl.Source {
+	return &rollouts{r: r, cfg: cfg, problems: problems, build: build,
+		items: rl.NewItems(cfg.Seed, len(problems), cfg.ItemsPerStep), scorer: Scorer(r.cfg.Reward)}
+}
+
+// Scorer is the scorer of a world rollout in training, the rollout
+// pipeline's (rollout.RewardScorer) with the world's settings, as
+// `process --reward world` scores: the final answer verified against the
+// problem's (world.ParseAnswer), no baseline, and g's reward of the
+// correctness and of the bill, the tokens RoleDelegator generated and the
+// calls of every other role (RoleSubagent's). An answer the strategy
+// reports a failure for (a reply not in the protocol's format, max
+// turns) is never verified: it is wrong even when its number is right, or
+// RL learns to drop the format; with a format penalty of 0, as the
+// world's reward has, its reward is a wrong answer's.
+func Scorer(g reward.Graded) *rollout.RewardScorer {
+	return &rollout.RewardScorer{
+		Verify:          world.Verify,
+		Reward:          g.Reward,
+		PolicyRoles:     []string{RoleDelegator},
+		GeneratedTokens: true,
 	}
 }
 
-// Reward is the reward of a route rollout in training and in the table,
-// and whether it counts right: g's reward of its correctness (its answer
-// verified, and no failure reported by the strategy) and of its bill, the
-// tokens RoleDelegator generated and RoleSubagent's calls.
-func Reward(g reward.Graded, tr *delegate.Trace, verified bool) (correct bool, r float64) {
-	return scored(g, verified, tr.Failure != "", tr.Roles)
-}
-
-// scored is whether an item counts right and its reward, the same rule in
-// training and in the table: an answer the strategy reports a failure for
-// (a reply not in the protocol's format, such as a leader's answer without
+// scored is whether an item of the table counts right and its reward, the
+// rule of Scorer: an answer the strategy reports a failure for (a reply
+// not in the protocol's format, such as a leader's answer without
 // <answer></answer>, max turns, a failed call) is wrong even when its
-// number verifies, or RL learns to drop the format.
+// number verifies, and its reward is g's of a wrong answer.
 func scored(rew reward.Graded, verified, failed bool, roles map[string]delegate.Totals) (bool, float64) {
 	correct := verified && !failed
 	return correct, world.RewardOf(rew, correct, world.Account{Delegator: roles[RoleDelegator].Usage, SubagentCalls: roles[RoleSubagent].Calls})
 }
 
-// outcome scores one rollout (scored's rule; its reward is reward's).
-func (r *runner) outcome(tr *delegate.Trace, p *world.Problem) rl.Outcome {
+// scalars are the named scalars of one rollout in the step's metrics.
+func scalars(tr *delegate.Trace, p *world.Problem) map[string]float64 {
 	sub := tr.Roles[RoleSubagent]
 	del := tr.Roles[RoleDelegator]
-	correct, _ := scored(r.cfg.Reward, world.Correct(tr.Answer, p.Answer), tr.Failure != "", tr.Roles)
 	m := map[string]float64{
 		"subagent_calls":   float64(sub.Calls),
 		"delegator_tokens": float64(del.Usage.CompletionTokens),
@@ -738,7 +733,7 @@ func (r *runner) outcome(tr *delegate.Trace, p *world.Problem) rl.Outcome {
 	for _, op := range []byte(labelDelegated(tr)[LabelDelegated]) {
 		m[DelegatedMetric(world.Op(op))]++
 	}
-	return rl.Outcome{Correct: correct, Delegated: sub.Calls > 0, Metrics: m}
+	return m
 }
 
 // StepsMetric and DelegatedMetric name the rollout scalars counting the
@@ -749,8 +744,3 @@ func DelegatedMetric(op world.Op) string { return "delegated_" + opName[op] }
 
 // opName names the kinds of step in metric names.
 var opName = map[world.Op]string{world.Mul: "product", world.Add: "sum", world.Sub: "difference"}
-
-func (r *runner) reward(tr *delegate.Trace, o rl.Outcome) float64 {
-	_, rew := scored(r.cfg.Reward, o.Correct, false, tr.Roles)
-	return rew
-}

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"math"
 	"slices"
 	"strings"
@@ -228,22 +229,39 @@ func TestAcceptance(t *testing.T) {
 	}
 }
 
-// TestOutcomeFailedIsWrong checks that a rollout the strategy flags as
-// failed is wrong even when its answer holds the right number, so that RL
-// cannot learn to drop the protocol's answer format.
-func TestOutcomeFailedIsWrong(t *testing.T) {
-	r := &runner{cfg: DefaultConfig()}
-	p := &world.Problem{Answer: 1953}
-	ok := &delegate.Trace{Answer: "<answer>1953</answer>"}
-	bad := &delegate.Trace{Answer: "=1953\n<answer>1953}", Failure: "answer format: leader in round 0 gave no <answer>"}
-	if !r.outcome(ok, p).Correct {
-		t.Error("a right answer in format: not correct")
+// TestScorerFailedIsWrong checks that a rollout the strategy flags as
+// failed is wrong in training even when its answer holds the right
+// number, so that RL cannot learn to drop the protocol's answer format,
+// and that training's scorer and the table's rule give the same
+// correctness and reward.
+func TestScorerFailedIsWrong(t *testing.T) {
+	g := DefaultConfig().Reward
+	task := delegate.Task{ID: "p", Prompt: "What is it?", Answer: "1953"}
+	roles := map[string]delegate.Totals{
+		RoleDelegator: {Calls: 2, Usage: delegate.Usage{PromptTokens: 300, CompletionTokens: 40}},
+		RoleSubagent:  {Calls: 1, Usage: delegate.Usage{PromptTokens: 20, CompletionTokens: 9}},
 	}
-	if !world.Correct(bad.Answer, p.Answer) {
+	ok := &delegate.Trace{Strategy: "route", Answer: "<answer>1953</answer>", Roles: roles}
+	bad := &delegate.Trace{Strategy: "lead", Answer: "=1953\n<answer>1953}", Failure: "answer format: leader in round 0 gave no <answer>", Roles: roles}
+	if !world.Correct(bad.Answer, 1953) {
 		t.Fatal("the malformed answer does not verify: the case tests nothing")
 	}
-	if r.outcome(bad, p).Correct {
-		t.Error("a failed run whose answer holds the right number: correct, want wrong")
+	for _, tt := range []struct {
+		tr   *delegate.Trace
+		want bool
+	}{{ok, true}, {bad, false}} {
+		sc, err := Scorer(g).Score(context.Background(), nil, task, nil, tt.tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		correct := sc.Inputs.Correct != nil && *sc.Inputs.Correct
+		wantCorrect, wantReward := scored(g, true, tt.tr.Failure != "", roles)
+		if correct != tt.want || correct != wantCorrect {
+			t.Errorf("failure %q: correct %v, want %v", tt.tr.Failure, correct, tt.want)
+		}
+		if math.Abs(sc.Reward-wantReward) > 1e-12 {
+			t.Errorf("failure %q: reward %v, the table's %v", tt.tr.Failure, sc.Reward, wantReward)
+		}
 	}
 }
 

@@ -193,7 +193,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 		defer close(viewDone)
 		view.run(progress)
 	}()
-	sum, runErr := rollout.Run(ctx, rc, tasks, baseline, policy, sc, progress)
+	sum, runErr := rollout.Run(ctx, rc, tasks, baseline, rollout.Same(policy), sc, progress)
 	close(progress)
 	<-viewDone
 	view.end(sum)
@@ -306,7 +306,7 @@ func policyRoles(r strategy.Roles, name string, logprobs bool) strategy.Roles {
 		a = &r.Single
 	}
 	if a != nil && a.Model != nil {
-		a.Model = rollout.RequestLogprobs(a.Model)
+		a.Model = rollout.Policy(a.Model, rollout.Sampling{})
 	}
 	return r
 }

@@ -16,7 +16,8 @@ import (
 
 // TestProcessWorldRewardIsTrainsReward rolls route out with the shipped
 // models on world problems and scores each trace as `process --reward
-// world` does and as `delegate train` does: the two rewards are equal,
+// world` does and as `delegate train` does (train.Scorer, without a
+// baseline): the two rewards are equal,
 // for the rollouts as they came and for the same rollouts marked as a
 // format failure. Process's trace names the seats strong and weak, the
 // trainer's delegator and subagent; the rollout is otherwise the same.
@@ -68,11 +69,11 @@ func TestProcessWorldRewardIsTrainsReward(t *testing.T) {
 			renamed.Roles[train.RoleSubagent] = tr.Roles[strategy.RoleWeak]
 			delete(renamed.Roles, strategy.RoleStrong)
 			delete(renamed.Roles, strategy.RoleWeak)
-			verified, err := world.Verify(task, tr.Answer)
+			tsc, err := train.Scorer(world.DefaultReward()).Score(ctx, nil, task, nil, &renamed)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, want := train.Reward(world.DefaultReward(), &renamed, verified.Correct)
+			want := tsc.Reward
 			if math.Abs(got.Reward-want) > 1e-12 || math.IsNaN(got.Reward) {
 				t.Errorf("task %s (failure %q, %d delegator tokens generated, %d calls): process reward %v, train reward %v",
 					task.ID, tr.Failure, tr.Roles[strategy.RoleStrong].Usage.CompletionTokens, tr.Roles[strategy.RoleWeak].Calls, got.Reward, want)

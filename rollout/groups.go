@@ -1,0 +1,146 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/delegatelab/delegate"
+)
+
+// Group is one task's group as Groups gives it.
+type Group struct {
+	// Record is the group as Run writes it to groups.jsonl (without a run
+	// identifier); nil when the group was dropped.
+	Record *GroupRecord
+	// Dropped is why the group was dropped (Drop*), "" when it was not.
+	Dropped string
+	// Rollouts are all the task's rollouts, by index; Record.Rollouts
+	// names the scored ones that made the group by their Index.
+	Rollouts []Result
+}
+
+// Result is one rollout of a Group.
+type Result struct {
+	Index int
+	// Trace is the rollout's run; nil when the run gave none.
+	Trace *delegate.Trace
+	// Score is the scorer's word; nil when the rollout failed.
+	Score *Score
+	// Reason and Error say why the rollout failed (Reason is one of Fail*
+	// or a call failure's kind); both "" when it was scored.
+	Reason, Error string
+}
+
+// Groups is Run in memory, for a trainer in the same process: for each
+// task, cfg.GroupSize rollouts, at most cfg.Concurrency in flight over all
+// the tasks, launched in order (task 0's rollouts first). Rollout k of
+// task i runs the strategy policy(i, k) gives (see Policies) and is scored by
+// scorer against the task's baseline, when baseline is not nil; each
+// group is decided as Run decides it: the same failed-rollout, tie and
+// advantage rules and the same GroupRecord, nothing written. Of cfg it
+// uses GroupSize, Concurrency, Estimator, Advantages, KeepTies and
+// TrainRoles. done, when not nil, is called after every rollout, from
+// many goroutines at once.
+//
+// A failed rollout is recorded in its group, and its siblings go on; a
+// baseline that failed drops its group (DropErrors) without running its
+// rollouts. Groups returns an error for a policy it cannot build, an
+// advantage function that fails, or a cancelled ctx (then no groups).
+func Groups(ctx context.Context, cfg Config, tasks []delegate.Task, policy Policies, baseline delegate.Strategy, scorer Scorer, done func()) ([]Group, error) {
+	if errs := cfg.validateGroups(); len(errs) > 0 {
+		return nil, fmt.Errorf("groups: config: %w", errors.Join(errs...))
+	}
+	if policy == nil || scorer == nil {
+		return nil, errors.New("groups: a policy and a scorer are required")
+	}
+	if len(tasks) == 0 {
+		return nil, errors.New("groups: no tasks")
+	}
+	G := cfg.GroupSize
+	strats := make([]delegate.Strategy, len(tasks)*G)
+	for i := range tasks {
+		for k := range G {
+			s, err := policy(i, k)
+			if err == nil && s == nil {
+				err = errors.New("nil strategy")
+			}
+			if err != nil {
+				return nil, fmt.Errorf("groups: policy of task %q rollout %d: %w", tasks[i].ID, k, err)
+			}
+			strats[i*G+k] = s
+		}
+	}
+	cfg, err := cfg.withDefaults(strats[0].Name())
+	if err != nil {
+		return nil, fmt.Errorf("groups: config: %w", err)
+	}
+
+	bases := make([]*delegate.Trace, len(tasks))
+	if baseline != nil {
+		eg, gctx := errgroup.WithContext(ctx)
+		eg.SetLimit(cfg.Concurrency)
+		for i, t := range tasks {
+			eg.Go(func() error {
+				bases[i] = playBaseline(gctx, baseline, t)
+				return nil
+			})
+		}
+		_ = eg.Wait() // every goroutine returns nil; a failed baseline is in its trace
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("groups: %w", err)
+		}
+	}
+
+	plays := make([]played, len(strats))
+	var eg errgroup.Group
+	eg.SetLimit(cfg.Concurrency)
+	for j := range strats {
+		i, k := j/G, j%G
+		if ctx.Err() != nil {
+			break
+		}
+		if bases[i] != nil && baselineFailed(bases[i]) {
+			continue
+		}
+		eg.Go(func() error {
+			plays[j] = play(ctx, strats[j], scorer, tasks[i], bases[i], cfg.TrainRoles, k)
+			if done != nil {
+				done()
+			}
+			return nil
+		})
+	}
+	_ = eg.Wait() // every goroutine returns nil; failures are in the plays
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("groups: %w", err)
+	}
+
+	out := make([]Group, len(tasks))
+	for i, t := range tasks {
+		g := &out[i]
+		if bases[i] != nil && baselineFailed(bases[i]) {
+			g.Dropped = DropErrors
+			continue
+		}
+		results := make([]*rolloutState, G)
+		g.Rollouts = make([]Result, G)
+		for k := range G {
+			p := plays[i*G+k]
+			results[k] = p.st
+			g.Rollouts[k] = Result{Index: k, Trace: p.tr, Score: p.sc, Reason: p.st.Reason, Error: p.st.Error}
+		}
+		rec := &GroupRecord{Version: GroupVersion, ID: groupID(t.ID, 0), Item: i, TaskID: t.ID, Strategy: strats[i*G].Name()}
+		st, rec, err := decide(results, cfg.KeepTies, cfg.Advantages, rec)
+		if err != nil {
+			return nil, fmt.Errorf("groups: %w", err)
+		}
+		g.Record = rec
+		if rec == nil {
+			g.Dropped = st.Reason
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,201 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/modeltest"
+	"github.com/delegatelab/delegate/strategy"
+)
+
+// seededPolicies is a decompose policy whose delegator samples by the
+// request's seed alone, as a seeded backend does: the aggregation answers
+// "score <seed mod 4>", a plan whose seed is a multiple of 9 fails (a call
+// error: a failed rollout) and one whose seed is a multiple of 7 has no
+// subtasks (a format failure, rewarded -1). Rollout k of item i is seeded
+// with 10·i + 3·k (100·i + 4·k for items 2, 5, ...) through Policy, so
+// that each rollout depends on its seed only, whatever else runs beside
+// it. The scorer rewards the score.
+func seededPolicies(t *testing.T) (Policies, delegate.Strategy, Scorer) {
+	t.Helper()
+	delegator := modeltest.New("delegator-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		if req.Seed == nil {
+			return nil, fmt.Errorf("unseeded request")
+		}
+		s := *req.Seed
+		if modeltest.Contains(req, "Subtask 1") {
+			return withTokens(req, modeltest.Text(fmt.Sprintf("Merged.\nFinal Output:\nscore %d", s%4))), nil
+		}
+		if s%9 == 0 {
+			return nil, &delegate.APIError{Status: 500, Type: "server_error", Message: "scripted failure", Attempts: 1}
+		}
+		if s%7 == 0 {
+			return withTokens(req, modeltest.Text("I will just answer.")), nil
+		}
+		return withTokens(req, modeltest.Text(planText("Find A.", "Find B.", "Find C."))), nil
+	})
+	subagent, single := subagentModel(), singleModel()
+	cfg := strategy.DefaultConfig()
+	policies := func(item, k int) (delegate.Strategy, error) {
+		seed := int64(10*item + 3*k)
+		if item%3 == 2 {
+			seed = int64(100*item + 4*k) // every score (seed+1) mod 4 = 1: a tie
+		}
+		return strategy.New(strategy.NameDecompose, strategy.Roles{
+			Delegator: delegate.Agent{Model: Policy(delegator, Sampling{Seed: &seed}), Price: delegate.Price{Input: 1, Output: 2}},
+			Subagent:  delegate.Agent{Model: subagent},
+		}, cfg)
+	}
+	baseline, err := strategy.New(strategy.NameSingle, strategy.Roles{Single: delegate.Agent{Model: single}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scorer := ScorerFunc(func(ctx context.Context, rec *delegate.Recorder, task delegate.Task, base, tr *delegate.Trace) (Score, error) {
+		if tr.Failure != "" {
+			return Score{Reward: -1, Fixed: FixedFormat}, nil
+		}
+		v, err := strconv.Atoi(strings.TrimPrefix(tr.Answer, "score "))
+		if err != nil {
+			return Score{}, fmt.Errorf("answer %q has no score", tr.Answer)
+		}
+		return Score{Reward: float64(v), Candidate: float64(v), Baseline: 1}, nil
+	})
+	return policies, baseline, scorer
+}
+
+// TestGroupsMatchRun: the in-process pipeline (Groups, what the trainer
+// consumes) and process (Run, what a trajectory API receives) give the
+// same groups, field for field (the run identifier aside), with the same
+// advantages, for the same seeds and policy, at different concurrencies;
+// the same groups are dropped for the same reasons.
+func TestGroupsMatchRun(t *testing.T) {
+	for _, keepTies := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep_ties=%v", keepTies), func(t *testing.T) {
+			policies, baseline, scorer := seededPolicies(t)
+			const items, g = 6, 4
+			dir := t.TempDir()
+			cfg := Config{Items: items, GroupSize: g, Concurrency: 3, Estimator: "grpo", KeepTies: keepTies, Seed: 7, OutDir: dir}
+			sum, err := Run(context.Background(), cfg, tasks(items), baseline, policies, scorer, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			written := map[int]*GroupRecord{}
+			for _, rec := range readGroups(t, dir) {
+				rec.Run = ""
+				written[rec.Item] = rec
+			}
+
+			cfg.Concurrency, cfg.OutDir = 5, ""
+			groups, err := Groups(context.Background(), cfg, tasks(items), policies, baseline, scorer, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(groups) != items {
+				t.Fatalf("%d groups, want %d", len(groups), items)
+			}
+			dropped := map[string]int{}
+			var advantages, failed int
+			for i, gr := range groups {
+				want := written[i]
+				if gr.Record == nil {
+					dropped[gr.Dropped]++
+					if want != nil {
+						t.Errorf("item %d: Groups dropped it (%s), Run wrote it", i, gr.Dropped)
+					}
+					continue
+				}
+				if want == nil {
+					t.Errorf("item %d: Groups kept it, Run dropped it", i)
+					continue
+				}
+				got, err := json.Marshal(gr.Record)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w, err := json.Marshal(want)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(got) != string(w) {
+					t.Errorf("item %d: Groups' record\n%s\nRun's\n%s", i, got, w)
+				}
+				for _, m := range gr.Record.Rollouts {
+					if m.Advantage != 0 {
+						advantages++
+					}
+					res := gr.Rollouts[m.Index]
+					if res.Score == nil || res.Trace == nil || res.Score.Reward != m.Reward {
+						t.Errorf("item %d rollout %d: result %+v does not match the member %+v", i, m.Index, res, m)
+					}
+				}
+				for _, miss := range gr.Record.Missing {
+					failed++
+					if res := gr.Rollouts[miss.Index]; res.Score != nil || res.Reason != "call server_error" {
+						t.Errorf("item %d rollout %d: missing member, result %+v", i, miss.Index, res)
+					}
+				}
+			}
+			for reason, n := range sum.Dropped {
+				if dropped[reason] != n {
+					t.Errorf("dropped for %s: Groups %d, Run %d", reason, dropped[reason], n)
+				}
+			}
+			// The seeds give a mix: groups with a failed rollout, tied
+			// groups, groups with a signal.
+			if advantages == 0 || failed == 0 || sum.Ties[DropEqual] == 0 {
+				t.Errorf("%d non-zero advantages, %d failed members, %d ties: the case tests too little", advantages, failed, sum.Ties[DropEqual])
+			}
+			for _, rec := range written {
+				for _, a := range rec.Advantages {
+					if math.IsNaN(a) {
+						t.Errorf("group %s: advantage NaN", rec.ID)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestPolicyWrapper checks what Policy does to a request: logprobs asked,
+// the temperature replaced, max_tokens capped, seeds counted from the
+// rollout's, the caller's request untouched.
+func TestPolicyWrapper(t *testing.T) {
+	var got []delegate.Request
+	m := modeltest.New("m", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		got = append(got, *req)
+		return modeltest.Text("ok"), nil
+	})
+	temp, seed := 0.7, int64(40)
+	p := Policy(m, Sampling{Temperature: &temp, MaxTokens: 16, Seed: &seed})
+	zero := 0.0
+	reqs := []*delegate.Request{{MaxTokens: 100, Temperature: &zero}, {MaxTokens: 8}, {}}
+	for _, r := range reqs {
+		if _, err := p.Chat(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, r := range got {
+		if !r.Logprobs || r.Temperature == nil || *r.Temperature != 0.7 || r.Seed == nil || *r.Seed != 40+int64(i) {
+			t.Errorf("request %d: logprobs %v, temperature %v, seed %v; want true, 0.7, %d", i, r.Logprobs, r.Temperature, r.Seed, 40+i)
+		}
+	}
+	if got[0].MaxTokens != 16 || got[1].MaxTokens != 8 || got[2].MaxTokens != 16 {
+		t.Errorf("max_tokens %d, %d, %d; want 16, 8, 16", got[0].MaxTokens, got[1].MaxTokens, got[2].MaxTokens)
+	}
+	if reqs[0].Logprobs || *reqs[0].Temperature != 0 || reqs[0].Seed != nil || reqs[0].MaxTokens != 100 {
+		t.Errorf("the caller's request changed: %+v", reqs[0])
+	}
+	got = nil
+	if _, err := Policy(m, Sampling{}).Chat(context.Background(), &delegate.Request{MaxTokens: 100, Temperature: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if r := got[0]; !r.Logprobs || *r.Temperature != 0 || r.Seed != nil || r.MaxTokens != 100 {
+		t.Errorf("the zero Sampling changed more than logprobs: %+v", r)
+	}
+}
