@@ -139,3 +139,20 @@ func (p *Params) Init(seed uint64) {
 		normal(p.Output, std)
 	}
 }
+
+// QKV returns layer l's Wq, Wk and Wv as one (Dim+2·KVDim, Dim)
+// matrix: NewParams lays them out back to back, so one product yields the
+// queries, keys and values of a token as one row.
+func (p *Params) QKV(l int) ([]float32, error) {
+	c := p.Config
+	d, kv, h := c.Dim, c.KVDim(), c.Hidden
+	layer := d + d*d + kv*d + kv*d + d*d + d + h*d + d*h + h*d
+	off := c.Vocab*d + l*layer + d
+	lp := p.Layers[l]
+	end := off + (d+2*kv)*d
+	if end > len(p.Data) || len(lp.Wq) != d*d || len(lp.Wk) != kv*d || len(lp.Wv) != kv*d ||
+		&p.Data[off] != &lp.Wq[0] || &p.Data[off+d*d] != &lp.Wk[0] || &p.Data[off+d*d+kv*d] != &lp.Wv[0] {
+		return nil, fmt.Errorf("params: layer %d: Wq, Wk, Wv are not laid out back to back in Data as NewParams makes them", l)
+	}
+	return p.Data[off:end:end], nil
+}

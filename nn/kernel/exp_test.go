@@ -153,3 +153,23 @@ func TestExpSweep(t *testing.T) {
 		t.Errorf("Exp(NaN) = %v, want NaN", got)
 	}
 }
+
+func TestSoftmax(t *testing.T) {
+	x := []float32{0.5, -3, 2.25, 40, -100, 39.5, 0}
+	want := make([]float64, len(x))
+	var total float64
+	for i, v := range x {
+		want[i] = math.Exp(float64(v) - 40)
+		total += want[i]
+	}
+	sum, shift := Softmax(x, 1)
+	if shift != 40 {
+		t.Errorf("shift = %v, want the maximum 40", shift)
+	}
+	inv := 1 / sum
+	for i := range x {
+		if w := want[i] / total; math.Abs(float64(x[i]*inv)-w) > 1e-7 {
+			t.Errorf("softmax[%d] = %v, want %v", i, x[i], w)
+		}
+	}
+}

@@ -4,7 +4,7 @@
 #
 #   perf/train/run.sh [PROCS...]     (default: 1 2)
 #
-# For each GOMAXPROCS value it runs BenchmarkTrainStep (nn/train_bench_test.go):
+# For each GOMAXPROCS value it runs BenchmarkTrainStep (nn/train/bench_test.go):
 # full optimizer steps (forward, backward, clipping, AdamW) on two model
 # shapes, then the kernel's MatMulNT on the model's MLP shape in the same
 # process. It prints tokens/s, achieved GFLOPS (counted by trainStepFLOPs),
@@ -17,7 +17,7 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *
 echo "load average at start: $(cut -d' ' -f1 /proc/loadavg)"
 printf '%-6s %-32s %10s %10s %14s %9s %s\n' procs model tok/s GFLOPS matmul-GFLOPS ratio target
 for p in "${procs[@]}"; do
-	GOMAXPROCS=$p go test -run '^$' -bench 'TrainStep' -benchtime 10x ./nn/ |
+	GOMAXPROCS=$p go test -run '^$' -bench 'TrainStep' -benchtime 10x ./nn/train/ |
 		awk -v p="$p" '/^BenchmarkTrainStep/ {
 			name=$1; sub(/^BenchmarkTrainStep\//, "", name); sub(/-[0-9]+$/, "", name)
 			for (i = 3; i < NF; i++) v[$(i+1)] = $i
