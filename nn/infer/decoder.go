@@ -294,10 +294,7 @@ func (m *decoder) forward(rows []tokenRow) []float32 {
 		m.matmul(h13, xb, n, w.w13[l]) // (n, 2H): gate, then up
 		for i := range n {
 			g13 := h13[i*2*hid : (i+1)*2*hid]
-			gate, up, out := g13[:hid], g13[hid:], hb[i*hid:(i+1)*hid]
-			for j, g := range gate {
-				out[j] = g / (1 + kernel.Exp(-g)) * up[j]
-			}
+			nn.SwiGLU(hb[i*hid:(i+1)*hid], g13[:hid], g13[hid:]) // (n, H)
 		}
 		m.matmul(xo, hb, n, w.w2[l]) // (n, D)
 		nn.Add(x, xo)
