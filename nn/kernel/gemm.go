@@ -69,6 +69,9 @@ func init() {
 	if archExp != nil {
 		activeExp = archExp
 	}
+	if archAdamW != nil {
+		activeAdamW = archAdamW
+	}
 	if activeName != "go" {
 		activeGemv1, activeGemv4 = archGemv1, archGemv4
 		activeDots8, activeMix = archDots8, archMix
@@ -78,6 +81,7 @@ func init() {
 		activeGemv1, activeGemv4 = goGemv1, nil
 		activeDots8, activeMix = nil, nil
 		activeExp = goExpBlock
+		activeAdamW = goAdamWBlock
 	}
 }
 

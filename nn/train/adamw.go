@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/kernel"
 )
 
 // AdamW is Adam with decoupled weight decay (Loshchilov & Hutter). For each
@@ -107,24 +108,19 @@ func (a AdamW) Update(p, g *nn.Params, s *AdamState, lr float64) error {
 	}
 	s.Steps++
 	t := float64(s.Steps)
-	b1, b2 := float32(a.Beta1), float32(a.Beta2)
-	c1 := float32(1 / (1 - math.Pow(a.Beta1, t))) // bias corrections
-	c2 := float32(1 / (1 - math.Pow(a.Beta2, t)))
-	step, eps := float32(lr), float32(a.Eps)
+	st := kernel.AdamWStep{
+		B1: float32(a.Beta1), B2: float32(a.Beta2),
+		C1: float32(1 / (1 - math.Pow(a.Beta1, t))), // bias corrections
+		C2: float32(1 / (1 - math.Pow(a.Beta2, t))),
+		LR: float32(lr), Eps: float32(a.Eps),
+	}
 	shrink := float32(1 - lr*a.WeightDecay)
 	theta, grad, m, v := p.Data, g.Data, s.M.Data, s.V.Data
-	update := func(lo, hi int, shrink float32) {
+	update := func(lo, hi int, decay float32) {
+		st := st
+		st.Decay = decay
 		parallel(hi-lo, 1<<14, func(i0, i1 int) {
-			th, gr := theta[lo+i0:lo+i1], grad[lo+i0:lo+i1]
-			mm, vv := m[lo+i0:lo+i1], v[lo+i0:lo+i1]
-			gr, mm, vv = gr[:len(th)], mm[:len(th)], vv[:len(th)]
-			for i, x := range th {
-				gi := gr[i]
-				mi := b1*mm[i] + (1-b1)*gi
-				vi := b2*vv[i] + (1-b2)*gi*gi
-				mm[i], vv[i] = mi, vi
-				th[i] = x*shrink - step*(mi*c1)/(float32(math.Sqrt(float64(vi*c2)))+eps)
-			}
+			kernel.AdamW(theta[lo+i0:lo+i1], grad[lo+i0:lo+i1], m[lo+i0:lo+i1], v[lo+i0:lo+i1], st)
 		})
 	}
 	prev := 0
