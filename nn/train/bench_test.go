@@ -28,7 +28,11 @@ func stepFLOPs(c nn.Config, b, t int) float64 {
 
 // BenchmarkTrainStep reports training throughput (tok/s), achieved GFLOPS,
 // and, measured in the same run, the kernel's MatMulNT rate on the model's
-// MLP shape (N, D)·(Hidden, D)ᵀ with the ratio between the two. Run with
+// MLP shape (N, D)·(Hidden, D)ᵀ with the ratio between the two; then the
+// same three per second of the process's CPU time (cpu-GFLOPS,
+// matmul-cpu-GFLOPS, %matmul-cpu), which other processes on a shared
+// machine disturb less. At GOMAXPROCS above 1 CPU time counts every
+// thread, spinning and waiting included. Run with
 // a small -benchtime, e.g. go test -run '^$' -bench TrainStep -benchtime 3x ./nn/
 // With the single-threaded reference kernels the ratio can pass 100%, as
 // attention and the elementwise layers use every core; it is meant for the
@@ -55,12 +59,15 @@ func BenchmarkTrainStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
+			cpu0, cpuOK := cpuTime()
 			for b.Loop() {
 				if _, err := tr.Step(ctx, []Batch{batch}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			sec := b.Elapsed().Seconds() / float64(b.N)
+			cpu1, _ := cpuTime()
+			cpuSec := (cpu1 - cpu0).Seconds() / float64(b.N)
 			b.StopTimer()
 			flops := stepFLOPs(bb.c, bb.B, bb.T)
 			b.ReportMetric(float64(bb.B*bb.T)/sec, "tok/s")
@@ -77,18 +84,30 @@ func BenchmarkTrainStep(b *testing.B) {
 			}
 			// best of five windows of 100ms: the machine is shared, and the
 			// best window is the closest to the kernel's own rate
-			var mm float64
+			var mm, mmCPU float64
 			for range 5 {
 				reps := 0
 				start := time.Now()
+				c0, _ := cpuTime()
 				for time.Since(start) < 100*time.Millisecond || reps < 2 {
 					kernel.MatMulNT(y, x, w, n, d, h)
 					reps++
 				}
-				mm = max(mm, 2*float64(n*d*h)*float64(reps)/time.Since(start).Seconds()/1e9)
+				f := 2 * float64(n*d*h) * float64(reps)
+				mm = max(mm, f/time.Since(start).Seconds()/1e9)
+				if c1, _ := cpuTime(); c1 > c0 {
+					mmCPU = max(mmCPU, f/(c1-c0).Seconds()/1e9)
+				}
 			}
 			b.ReportMetric(mm, "matmul-GFLOPS")
 			b.ReportMetric(100*flops/sec/1e9/mm, "%matmul")
+			// The same rates per second of CPU time (the process's, all
+			// threads): on a shared machine they move less with the load.
+			if cpuOK && cpuSec > 0 && mmCPU > 0 {
+				b.ReportMetric(flops/cpuSec/1e9, "cpu-GFLOPS")
+				b.ReportMetric(mmCPU, "matmul-cpu-GFLOPS")
+				b.ReportMetric(100*flops/cpuSec/1e9/mmCPU, "%matmul-cpu")
+			}
 		})
 	}
 }
