@@ -173,3 +173,33 @@ func TestSoftmax(t *testing.T) {
 		}
 	}
 }
+
+// The AVX halves of SwiGLU and SwiGLUBackward must give the portable
+// code's bits, at every length (whole blocks of 8 and the rest).
+func TestSwiGLUSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, n := range []int{1, 7, 8, 9, 100, 1027} {
+		a, b, dh := make([]float32, n), make([]float32, n), make([]float32, n)
+		for i := range a {
+			a[i], b[i], dh[i] = float32(rng.NormFloat64()*4), float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		}
+		a[0] = -100 // e^-a overflows: silu(a) = -0
+		h, da, db := make([]float32, n), make([]float32, n), make([]float32, n)
+		SwiGLU(h, a, b)
+		SwiGLUBackward(da, db, dh, a, b)
+		wh, wda, wdb := make([]float32, n), make([]float32, n), make([]float32, n)
+		ExpSum(wh, a, -1, 0)
+		goSwiGLU(wh, a, b, n)
+		ExpSum(wda, a, -1, 0)
+		goSwiGLUBack(wda, wdb, dh, a, b, n)
+		for i := range n {
+			if math.Float32bits(h[i]) != math.Float32bits(wh[i]) || math.Float32bits(da[i]) != math.Float32bits(wda[i]) || math.Float32bits(db[i]) != math.Float32bits(wdb[i]) {
+				t.Fatalf("n=%d index %d (%s): h %v da %v db %v, portable %v %v %v", n, i, Impl(), h[i], da[i], db[i], wh[i], wda[i], wdb[i])
+			}
+			sig := 1 / (1 + math.Exp(-float64(a[i])))
+			if want := float64(a[i]) * sig * float64(b[i]); math.Abs(float64(h[i])-want) > 1e-5*(1+math.Abs(want)) {
+				t.Errorf("n=%d index %d: h = %v, want %v", n, i, h[i], want)
+			}
+		}
+	}
+}

@@ -81,6 +81,9 @@ func init() {
 		activeAdamW = archAdamW
 	}
 	activePackA6 = archPackA6
+	if archSwiGLU != nil {
+		activeSwiGLU, activeSwiGLUBack = archSwiGLU, archSwiGLUBack
+	}
 	if activeName != "go" {
 		activeGemv1, activeGemv4 = archGemv1, archGemv4
 		activeDots8, activeMix = archDots8, archMix
@@ -92,6 +95,7 @@ func init() {
 		activeExp = goExpBlock
 		activeAdamW = goAdamWBlock
 		activePackA6 = nil
+		activeSwiGLU, activeSwiGLUBack = goSwiGLU, goSwiGLUBack
 	}
 }
 
