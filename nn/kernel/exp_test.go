@@ -203,3 +203,44 @@ func TestSwiGLUSameBits(t *testing.T) {
 		}
 	}
 }
+
+// Max must find the largest value wherever it is, and NaN wherever one
+// is.
+func TestMax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, n := range []int{1, 3, 8, 9, 16, 31, 64, 257} {
+		for trial := range 20 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64() * 10)
+			}
+			at := rng.IntN(n)
+			switch trial % 4 {
+			case 1:
+				x[at] = float32(math.Inf(1))
+			case 2:
+				x[at] = float32(math.NaN())
+			case 3:
+				for i := range x {
+					x[i] = float32(math.Inf(-1))
+				}
+			}
+			want := float32(math.Inf(-1))
+			nan := false
+			for _, v := range x {
+				nan = nan || v != v
+				want = max(want, v)
+			}
+			got := Max(x)
+			if nan {
+				if got == got {
+					t.Fatalf("n=%d trial %d: Max = %v, want NaN", n, trial, got)
+				}
+				continue
+			}
+			if got != want {
+				t.Fatalf("n=%d trial %d: Max = %v, want %v", n, trial, got, want)
+			}
+		}
+	}
+}

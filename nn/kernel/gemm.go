@@ -77,6 +77,7 @@ func init() {
 	if archExp != nil {
 		activeExp = archExp
 	}
+	activeMax8 = archMax8
 	if archAdamW != nil {
 		activeAdamW = archAdamW
 	}
@@ -93,6 +94,7 @@ func init() {
 		activeGemv1, activeGemv4 = goGemv1, nil
 		activeDots8, activeMix = nil, nil
 		activeExp = goExpBlock
+		activeMax8 = nil
 		activeAdamW = goAdamWBlock
 		activePackA6 = nil
 		activeSwiGLU, activeSwiGLUBack = goSwiGLU, goSwiGLUBack
