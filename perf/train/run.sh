@@ -7,7 +7,7 @@
 # For each GOMAXPROCS value it runs BenchmarkTrainStep (nn/train/bench_test.go):
 # full optimizer steps (forward, backward, clipping, AdamW) on two model
 # shapes, then the kernel's MatMulNT on the model's MLP shape in the same
-# process. It prints tokens/s, achieved GFLOPS (counted by trainStepFLOPs),
+# process. It prints tokens/s, achieved GFLOPS (counted by stepFLOPs),
 # the matmul GFLOPS, the ratio, and PASS when the ratio is at least 50%;
 # then the same ratio from the process's CPU time (cpu-ratio), which other
 # processes on a shared machine disturb less.
