@@ -35,7 +35,7 @@ type Config struct {
 	RopeTheta  float64 `json:"rope_theta"` // rotary base, 10000 in Llama 2
 	NormEps    float64 `json:"norm_eps"`   // RMSNorm epsilon, 1e-5 in Llama 2
 
-	// The fields below describe imported checkpoints (see hf.go) and are
+	// The fields below describe imported checkpoints (see infer.LoadHF) and are
 	// supported for inference only: NewParams, and so training, refuses a
 	// config that sets any of them.
 

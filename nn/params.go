@@ -57,7 +57,7 @@ func NewParams(c Config, data []float32) (*Params, error) {
 		return nil, err
 	}
 	if f := c.inferenceOnly(); f != "" {
-		return nil, fmt.Errorf("params: %s is supported for inference only (an imported checkpoint, see LoadHF)", f)
+		return nil, fmt.Errorf("params: %s is supported for inference only (an imported checkpoint, see infer.LoadHF)", f)
 	}
 	if len(data) != c.Size() {
 		return nil, fmt.Errorf("params: config needs %d values, got %d", c.Size(), len(data))
@@ -100,7 +100,7 @@ func Alloc(c Config) (*Params, error) {
 		return nil, err
 	}
 	if f := c.inferenceOnly(); f != "" {
-		return nil, fmt.Errorf("params: %s is supported for inference only (an imported checkpoint, see LoadHF)", f)
+		return nil, fmt.Errorf("params: %s is supported for inference only (an imported checkpoint, see infer.LoadHF)", f)
 	}
 	return NewParams(c, make([]float32, c.Size()))
 }

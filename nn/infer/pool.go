@@ -39,7 +39,7 @@ type workerPool struct {
 	wg      sync.WaitGroup
 }
 
-const inferOpenBit = 1 << 40
+const openBit = 1 << 40
 
 func newWorkerPool(n int) *workerPool {
 	p := &workerPool{n: max(1, n), idle: make(chan struct{}, 1)}
@@ -64,15 +64,15 @@ func newWorkerPool(n int) *workerPool {
 	return p
 }
 
-// inferPoolSpin is how many times an idle helper checks for a new task
+// poolSpin is how many times an idle helper checks for a new task
 // before it parks on its channel.
-const inferPoolSpin = 1 << 12
+const poolSpin = 1 << 12
 
 // await returns the task number once it differs from seen, checking it
-// inferPoolSpin times before parking; false when the pool is closed.
+// poolSpin times before parking; false when the pool is closed.
 func (p *workerPool) await(k int, seen uint64) (uint64, bool) {
 	for {
-		for range inferPoolSpin {
+		for range poolSpin {
 			if g := p.gen.Load(); g != seen {
 				return g, true
 			}
@@ -94,7 +94,7 @@ func (p *workerPool) await(k int, seen uint64) (uint64, bool) {
 func (p *workerPool) join(k int) {
 	for {
 		s := p.state.Load()
-		if s&inferOpenBit == 0 {
+		if s&openBit == 0 {
 			return // closed: the others did the work
 		}
 		if p.state.CompareAndSwap(s, s+1) {
@@ -121,7 +121,7 @@ func (p *workerPool) run(workers int, task func(worker int)) {
 		return
 	}
 	p.task, p.workers = task, workers
-	p.state.Store(inferOpenBit) // publishes task and workers
+	p.state.Store(openBit) // publishes task and workers
 	p.gen.Add(1)
 	for k := 1; k < workers; k++ {
 		if !p.parked[k].Load() {
@@ -135,8 +135,8 @@ func (p *workerPool) run(workers int, task func(worker int)) {
 	task(0)
 	for {
 		s := p.state.Load()
-		if p.state.CompareAndSwap(s, s&^inferOpenBit) {
-			if s&^inferOpenBit != 0 {
+		if p.state.CompareAndSwap(s, s&^openBit) {
+			if s&^openBit != 0 {
 				<-p.idle // helpers are still on their last piece
 			}
 			break

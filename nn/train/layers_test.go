@@ -13,9 +13,9 @@ import (
 // L = Σ r·y; the stated tolerance is |fd − analytic| ≤ 2e-4 + 2e-3·|g|
 // with step h = 1e-2 unless a test says otherwise.
 const (
-	trainH    = 1e-2
-	trainAtol = 2e-4
-	trainRtol = 2e-3
+	gradH    = 1e-2
+	gradAtol = 2e-4
+	gradRtol = 2e-3
 )
 
 func TestRMSNormGradient(t *testing.T) {
@@ -35,8 +35,8 @@ func TestRMSNormGradient(t *testing.T) {
 	loss()
 	dx, dg := make([]float32, n*d), make([]float32, d)
 	rmsNormBackward(dx, dg, r, x, g, rinv, n, d)
-	checkGrad(t, "dx", x, dx, nil, loss, trainH, trainAtol, trainRtol)
-	checkGrad(t, "dg", g, dg, nil, loss, trainH, trainAtol, trainRtol)
+	checkGrad(t, "dx", x, dx, nil, loss, gradH, gradAtol, gradRtol)
+	checkGrad(t, "dg", g, dg, nil, loss, gradH, gradAtol, gradRtol)
 
 	// backward accumulates
 	dx2, dg2 := append([]float32(nil), dx...), append([]float32(nil), dg...)
@@ -64,7 +64,7 @@ func TestRopeGradient(t *testing.T) {
 			}
 			dx := append([]float32(nil), r...)
 			rp.Backward(dx, pos)
-			checkGrad(t, "dx", x, dx, nil, loss, trainH, trainAtol, trainRtol)
+			checkGrad(t, "dx", x, dx, nil, loss, gradH, gradAtol, gradRtol)
 		})
 	}
 }
@@ -80,8 +80,8 @@ func TestSwiGLUGradient(t *testing.T) {
 	}
 	da, db := make([]float32, n), make([]float32, n)
 	swiGLUBackward(da, db, r, a, b)
-	checkGrad(t, "da", a, da, nil, loss, trainH, trainAtol, trainRtol)
-	checkGrad(t, "db", b, db, nil, loss, trainH, trainAtol, trainRtol)
+	checkGrad(t, "da", a, da, nil, loss, gradH, gradAtol, gradRtol)
+	checkGrad(t, "db", b, db, nil, loss, gradH, gradAtol, gradRtol)
 }
 
 func TestAttentionGradient(t *testing.T) {
@@ -114,7 +114,7 @@ func TestAttentionGradient(t *testing.T) {
 				dqkv[i] = float32(math.NaN()) // backward must overwrite every entry
 			}
 			a.backward(dqkv, r, lse, qkv)
-			checkGrad(t, "dqkv", qkv, dqkv, nil, loss, trainH, trainAtol, trainRtol)
+			checkGrad(t, "dqkv", qkv, dqkv, nil, loss, gradH, gradAtol, gradRtol)
 		})
 	}
 }
@@ -198,7 +198,7 @@ func TestCrossEntropyGradient(t *testing.T) {
 	}
 	grad := append([]float32(nil), logits...)
 	logSoftmax(logp, grad, targets, weights, n, v, true, 1/norm)
-	checkGrad(t, "dlogits", logits, grad, nil, loss, trainH, trainAtol, trainRtol)
+	checkGrad(t, "dlogits", logits, grad, nil, loss, gradH, gradAtol, gradRtol)
 	for j := 0; j < v; j++ {
 		if g := grad[2*v+j]; g != 0 {
 			t.Errorf("dlogits of zero-weight row [%d] = %v, want exactly 0", j, g)
