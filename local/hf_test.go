@@ -10,16 +10,16 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/modeltest"
-	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/infer"
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
 // hfModel serves a tiny Hugging Face fixture of package nn (made by
-// nn/testdata/hf/make_fixtures.py, with its own tiny tokenizer.json).
-func hfModel(t *testing.T, fixture string) (*local.Model, *nn.Weights, *tokenizer.HF, tokenizer.ChatFormat) {
+// nn/infer/testdata/hf/make_fixtures.py, with its own tiny tokenizer.json).
+func hfModel(t *testing.T, fixture string) (*local.Model, *infer.Weights, *tokenizer.HF, tokenizer.ChatFormat) {
 	t.Helper()
-	dir := filepath.Join("..", "nn", "testdata", "hf", fixture)
-	w, info, err := nn.LoadHF(dir, nn.HFOptions{})
+	dir := filepath.Join("..", "nn", "infer", "testdata", "hf", fixture)
+	w, info, err := infer.LoadHF(dir, infer.HFOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func hfModel(t *testing.T, fixture string) (*local.Model, *nn.Weights, *tokenize
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := tokenizer.ParseChatFormat(nn.HFChatTemplate(info.ModelType))
+	f, err := tokenizer.ParseChatFormat(infer.HFChatTemplate(info.ModelType))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,12 +70,12 @@ func TestHFChatIsTheEngineGreedy(t *testing.T) {
 			if !slices.Equal(resp.PromptTokenIDs, prompt) {
 				t.Errorf("prompt ids = %v, the template gives %v", resp.PromptTokenIDs, prompt)
 			}
-			e, err := nn.NewEngineWeights(w, nn.EngineConfig{MaxBatch: 1})
+			e, err := infer.NewEngineWeights(w, infer.EngineConfig{MaxBatch: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			gen, err := e.Generate(context.Background(), nn.GenRequest{Prompt: prompt, MaxNew: 12})
+			gen, err := e.Generate(context.Background(), infer.GenRequest{Prompt: prompt, MaxNew: 12})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/infer"
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
@@ -42,7 +43,7 @@ type Config struct {
 type Model struct {
 	cfg    Config
 	params *nn.Params // nil for an imported checkpoint (NewHF)
-	engine *nn.Engine
+	engine *infer.Engine
 	codec  codec
 	limit  int // the context: prompt and generation together
 	calls  atomic.Uint64
@@ -60,7 +61,7 @@ func New(p *nn.Params, cfg Config) (*Model, error) {
 	if cfg.MaxNew < 0 || cfg.MaxBatch < 0 {
 		return nil, fmt.Errorf("local model %s: max_new and max_batch must not be negative", cfg.Name)
 	}
-	e, err := nn.NewEngine(p, nn.EngineConfig{MaxBatch: cfg.MaxBatch})
+	e, err := infer.NewEngine(p, infer.EngineConfig{MaxBatch: cfg.MaxBatch})
 	if err != nil {
 		return nil, fmt.Errorf("local model %s: %w", cfg.Name, err)
 	}
@@ -68,11 +69,11 @@ func New(p *nn.Params, cfg Config) (*Model, error) {
 }
 
 // NewHF starts a model over w, an imported Hugging Face checkpoint
-// (nn.LoadHF), that renders requests with the chat template f and
+// (infer.LoadHF), that renders requests with the chat template f and
 // tokenizes them with t. Generation ends at the template's end of turn or
 // at any id in eos (config.json's eos_token_id). The weights are only
 // read: several models may share them.
-func NewHF(w *nn.Weights, t *tokenizer.HF, f tokenizer.ChatFormat, eos []int, cfg Config) (*Model, error) {
+func NewHF(w *infer.Weights, t *tokenizer.HF, f tokenizer.ChatFormat, eos []int, cfg Config) (*Model, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("local model: a name is required")
 	}
@@ -86,7 +87,7 @@ func NewHF(w *nn.Weights, t *tokenizer.HF, f tokenizer.ChatFormat, eos []int, cf
 	if err != nil {
 		return nil, fmt.Errorf("local model %s: %w", cfg.Name, err)
 	}
-	e, err := nn.NewEngineWeights(w, nn.EngineConfig{MaxBatch: cfg.MaxBatch})
+	e, err := infer.NewEngineWeights(w, infer.EngineConfig{MaxBatch: cfg.MaxBatch})
 	if err != nil {
 		return nil, fmt.Errorf("local model %s: %w", cfg.Name, err)
 	}
@@ -95,7 +96,7 @@ func NewHF(w *nn.Weights, t *tokenizer.HF, f tokenizer.ChatFormat, eos []int, cf
 
 // Memory reports what the model's engine holds: the weights and the KV
 // cache.
-func (m *Model) Memory() nn.EngineMemory { return m.engine.Memory() }
+func (m *Model) Memory() infer.EngineMemory { return m.engine.Memory() }
 
 // Name returns the configured name.
 func (m *Model) Name() string { return m.cfg.Name }
@@ -105,7 +106,7 @@ func (m *Model) Name() string { return m.cfg.Name }
 func (m *Model) Params() *nn.Params { return m.params }
 
 // Stats returns the engine's counters.
-func (m *Model) Stats() nn.EngineStats { return m.engine.Stats() }
+func (m *Model) Stats() infer.EngineStats { return m.engine.Stats() }
 
 // Close stops the engine; calls in flight fail.
 func (m *Model) Close() error { return m.engine.Close() }
@@ -154,7 +155,7 @@ func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choic
 	if req.Seed != nil {
 		seed = uint64(*req.Seed)
 	}
-	gen := nn.GenRequest{
+	gen := infer.GenRequest{
 		Prompt:      prompt,
 		MaxNew:      m.cfg.MaxNew,
 		Temperature: 1,
@@ -187,7 +188,7 @@ func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choic
 			gen.StopSeqs = append(gen.StopSeqs, m.codec.encode(s))
 		}
 	}
-	reqs := make([]nn.GenRequest, n)
+	reqs := make([]infer.GenRequest, n)
 	for i := range reqs {
 		reqs[i] = gen
 		reqs[i].Seed = seed + uint64(i)*0x9e3779b97f4a7c15
@@ -213,7 +214,7 @@ func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choic
 	return resp, nil
 }
 
-func (m *Model) choice(r nn.GenResult, logprobs bool, seed uint64, idx int) delegate.Choice {
+func (m *Model) choice(r infer.GenResult, logprobs bool, seed uint64, idx int) delegate.Choice {
 	body := r.Tokens[:len(r.Tokens)-r.StopLen]
 	msg := m.codec.parse(body)
 	for j := range msg.ToolCalls {
@@ -221,7 +222,7 @@ func (m *Model) choice(r nn.GenResult, logprobs bool, seed uint64, idx int) dele
 		msg.ToolCalls[j].ID = fmt.Sprintf("call_%x_%d_%d", seed, idx, j)
 	}
 	c := delegate.Choice{Message: msg, FinishReason: r.Finish}
-	if len(msg.ToolCalls) > 0 && r.Finish == nn.FinishStop {
+	if len(msg.ToolCalls) > 0 && r.Finish == infer.FinishStop {
 		c.FinishReason = "tool_calls"
 	}
 	if logprobs {

@@ -11,6 +11,7 @@ import (
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/modeltest"
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/train"
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
@@ -58,7 +59,7 @@ func TestChatUsageAndLogprobsMatchTheTrainer(t *testing.T) {
 		t.Fatalf("choices = %d, want 3", len(resp.Choices))
 	}
 	completion := 0
-	ws, err := nn.NewWorkspace(m.Params().Config)
+	ws, err := train.NewWorkspace(m.Params().Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestChatUsageAndLogprobsMatchTheTrainer(t *testing.T) {
 		for _, lp := range c.Logprobs {
 			seq = append(seq, lp.TokenID)
 		}
-		b := nn.Batch{B: 1, T: len(seq) - 1, Inputs: seq[:len(seq)-1], Targets: seq[1:]}
+		b := train.Batch{B: 1, T: len(seq) - 1, Inputs: seq[:len(seq)-1], Targets: seq[1:]}
 		got, err := ws.TokenLogprobs(context.Background(), m.Params(), b)
 		if err != nil {
 			t.Fatal(err)

@@ -7,12 +7,12 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/infer"
 )
 
 // generate runs reqs on the engine. With emit set, it hands out each
 // request's content while the engine samples it (see ChatStream).
-func generate(ctx context.Context, e *nn.Engine, cd codec, reqs []nn.GenRequest, stops []string, emit func(int, string)) ([]nn.GenResult, error) {
+func generate(ctx context.Context, e *infer.Engine, cd codec, reqs []infer.GenRequest, stops []string, emit func(int, string)) ([]infer.GenResult, error) {
 	if emit == nil {
 		return e.GenerateAll(ctx, reqs)
 	}
@@ -34,7 +34,7 @@ func generate(ctx context.Context, e *nn.Engine, cd codec, reqs []nn.GenRequest,
 		}
 	}
 	type outcome struct {
-		res []nn.GenResult
+		res []infer.GenResult
 		err error
 	}
 	done := make(chan outcome, 1)

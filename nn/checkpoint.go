@@ -86,8 +86,10 @@ func ckptTensors(p *Params) []ckptTensor {
 	return ts
 }
 
-// ckptEntry is one tensor's record in the safetensors header.
-type ckptEntry struct {
+// SafetensorsEntry is one tensor's record in a safetensors header: ours
+// and Hugging Face's (the inference engine's loader reads those with
+// ParseSafetensorsHeader too).
+type SafetensorsEntry struct {
 	DType       string `json:"dtype"`
 	Shape       []int  `json:"shape"`
 	DataOffsets [2]int `json:"data_offsets"`
@@ -196,7 +198,7 @@ func ckptHeader(ts []ckptTensor, md map[string]string) ([]byte, error) {
 	off := 0
 	for _, t := range ts {
 		n := 4 * len(t.data)
-		e, err := json.Marshal(ckptEntry{"F32", t.shape, [2]int{off, off + n}})
+		e, err := json.Marshal(SafetensorsEntry{"F32", t.shape, [2]int{off, off + n}})
 		if err != nil {
 			return nil, err
 		}
@@ -381,7 +383,7 @@ func ckptReadWeights(f *io.SectionReader, p *Params) (map[string]string, error) 
 	if _, err := io.ReadFull(f, header); err != nil {
 		return nil, fmt.Errorf("read header: %w", err)
 	}
-	entries, md, err := ckptParseHeader(header)
+	entries, md, err := ParseSafetensorsHeader(header)
 	if err != nil {
 		return nil, err
 	}
@@ -438,14 +440,16 @@ func ckptCheckFinite(t ckptTensor) error {
 	return nil
 }
 
-// ckptParseHeader reads the header's top-level object key by key, so that a
-// duplicated name is caught rather than silently overwritten.
-func ckptParseHeader(header []byte) (map[string]ckptEntry, map[string]string, error) {
+// ParseSafetensorsHeader reads a safetensors header (the JSON object after
+// the 8-byte length) key by key, so that a duplicated name is caught
+// rather than silently overwritten. It returns the tensors' records and
+// the __metadata__ strings, nil when the header has none.
+func ParseSafetensorsHeader(header []byte) (map[string]SafetensorsEntry, map[string]string, error) {
 	dec := json.NewDecoder(bytes.NewReader(header))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, nil, errors.New("header is not a JSON object")
 	}
-	entries := map[string]ckptEntry{}
+	entries := map[string]SafetensorsEntry{}
 	var md map[string]string
 	seenMeta := false
 	for dec.More() {
@@ -473,7 +477,7 @@ func ckptParseHeader(header []byte) (map[string]ckptEntry, map[string]string, er
 		}
 		ed := json.NewDecoder(bytes.NewReader(raw))
 		ed.DisallowUnknownFields()
-		var e ckptEntry
+		var e SafetensorsEntry
 		if err := ed.Decode(&e); err != nil {
 			return nil, nil, fmt.Errorf("parse header tensor %s: %w", name, err)
 		}
@@ -526,7 +530,7 @@ func ckptCheckMeta(md map[string]string, want Config) (map[string]string, error)
 
 // ckptCheckEntries checks every header entry against the tensors the
 // config calls for and that the byte ranges tile the data region exactly.
-func ckptCheckEntries(entries map[string]ckptEntry, c Config, ts []ckptTensor, dataLen int64) error {
+func ckptCheckEntries(entries map[string]SafetensorsEntry, c Config, ts []ckptTensor, dataLen int64) error {
 	want := make(map[string]bool, len(ts))
 	for _, t := range ts {
 		want[t.name] = true
@@ -608,7 +612,7 @@ func ReadMeta(dir string) (map[string]string, error) {
 	if _, err := io.ReadFull(f, header); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: read header: %w", wPath, err)
 	}
-	_, md, err := ckptParseHeader(header)
+	_, md, err := ParseSafetensorsHeader(header)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", wPath, err)
 	}

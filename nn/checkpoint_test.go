@@ -365,7 +365,7 @@ func FuzzCheckpointWeights(f *testing.F) {
 		}
 		if _, err := ckptReadWeights(io.NewSectionReader(bytes.NewReader(b), 0, int64(len(b))), p); err == nil && !bytes.Equal(b, fixture) {
 			// Another file may load only if it holds a valid header for c.
-			if _, _, perr := ckptParseHeader(b[8 : 8+binary.LittleEndian.Uint64(b)]); perr != nil {
+			if _, _, perr := ParseSafetensorsHeader(b[8 : 8+binary.LittleEndian.Uint64(b)]); perr != nil {
 				t.Fatalf("loaded a file whose header does not parse: %v", perr)
 			}
 		}

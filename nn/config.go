@@ -1,8 +1,19 @@
-// Package nn is a Llama-style decoder-only transformer written in Go and
-// trained in-process: parameters and their layout (params.go), training
-// forward and backward, AdamW, batched sampling with a KV cache, and
-// checkpoints. Everything is float32 and runs on the CPU; the hot matrix
-// products live in package kernel.
+// Package nn is a Llama-style decoder-only transformer written in Go: the
+// model's config and parameters (one contiguous []float32 with named views,
+// params.go), its checkpoints (safetensors plus config.json, and llama2.c's
+// legacy format), and the per-row layers of its block, forward and backward
+// side by side: RMSNorm, rotary embedding, SwiGLU and the residual add.
+//
+// Two engines run the model, each in a package of its own, and both
+// compute those layers with the functions here:
+//
+//   - package train: forward and backward over a batch of sequences,
+//     cross-entropy with per-token weights, AdamW, the Trainer;
+//   - package infer: continuous-batching generation with a KV cache,
+//     sampling, and Hugging Face checkpoints.
+//
+// Everything is float32 and runs on the CPU; the matrix products and the
+// vectorised exponential live in package kernel.
 package nn
 
 import (
@@ -24,7 +35,7 @@ type Config struct {
 	RopeTheta  float64 `json:"rope_theta"` // rotary base, 10000 in Llama 2
 	NormEps    float64 `json:"norm_eps"`   // RMSNorm epsilon, 1e-5 in Llama 2
 
-	// The fields below describe imported checkpoints (see hf.go) and are
+	// The fields below describe imported checkpoints (see infer.LoadHF) and are
 	// supported for inference only: NewParams, and so training, refuses a
 	// config that sets any of them.
 
@@ -54,8 +65,8 @@ type RopeScaling struct {
 	OriginalContext int     `json:"original_max_position_embeddings,omitempty"`
 }
 
-// validate checks the fields Type needs.
-func (r *RopeScaling) validate() error {
+// Validate checks the fields Type needs.
+func (r *RopeScaling) Validate() error {
 	if !(r.Factor > 0) || math.IsInf(r.Factor, 0) {
 		return fmt.Errorf("rope_scaling factor must be positive, got %v", r.Factor)
 	}
@@ -163,7 +174,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model config: norm_eps must be positive, got %v", c.NormEps)
 	}
 	if c.RopeScaling != nil {
-		if err := c.RopeScaling.validate(); err != nil {
+		if err := c.RopeScaling.Validate(); err != nil {
 			return fmt.Errorf("model config: %w", err)
 		}
 	}

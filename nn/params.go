@@ -57,7 +57,7 @@ func NewParams(c Config, data []float32) (*Params, error) {
 		return nil, err
 	}
 	if f := c.inferenceOnly(); f != "" {
-		return nil, fmt.Errorf("params: %s is supported for inference only (an imported checkpoint, see LoadHF)", f)
+		return nil, fmt.Errorf("params: %s is supported for inference only (an imported checkpoint, see infer.LoadHF)", f)
 	}
 	if len(data) != c.Size() {
 		return nil, fmt.Errorf("params: config needs %d values, got %d", c.Size(), len(data))
@@ -100,7 +100,7 @@ func Alloc(c Config) (*Params, error) {
 		return nil, err
 	}
 	if f := c.inferenceOnly(); f != "" {
-		return nil, fmt.Errorf("params: %s is supported for inference only (an imported checkpoint, see LoadHF)", f)
+		return nil, fmt.Errorf("params: %s is supported for inference only (an imported checkpoint, see infer.LoadHF)", f)
 	}
 	return NewParams(c, make([]float32, c.Size()))
 }
@@ -138,4 +138,21 @@ func (p *Params) Init(seed uint64) {
 	if !p.Config.TiedOutput {
 		normal(p.Output, std)
 	}
+}
+
+// QKV returns layer l's Wq, Wk and Wv as one (Dim+2·KVDim, Dim)
+// matrix: NewParams lays them out back to back, so one product yields the
+// queries, keys and values of a token as one row.
+func (p *Params) QKV(l int) ([]float32, error) {
+	c := p.Config
+	d, kv, h := c.Dim, c.KVDim(), c.Hidden
+	layer := d + d*d + kv*d + kv*d + d*d + d + h*d + d*h + h*d
+	off := c.Vocab*d + l*layer + d
+	lp := p.Layers[l]
+	end := off + (d+2*kv)*d
+	if end > len(p.Data) || len(lp.Wq) != d*d || len(lp.Wk) != kv*d || len(lp.Wv) != kv*d ||
+		&p.Data[off] != &lp.Wq[0] || &p.Data[off+d*d] != &lp.Wk[0] || &p.Data[off+d*d+kv*d] != &lp.Wv[0] {
+		return nil, fmt.Errorf("params: layer %d: Wq, Wk, Wv are not laid out back to back in Data as NewParams makes them", l)
+	}
+	return p.Data[off:end:end], nil
 }

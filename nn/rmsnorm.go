@@ -2,58 +2,52 @@ package nn
 
 import "math"
 
-// RMSNorm scales each row of x by the inverse of its root mean square and
-// then by a learned gain g:
+// RMSNorm scales a row x by the inverse of its root mean square and then
+// by a learned gain g:
 //
 //	y_j = x_j · r · g_j,   r = 1 / sqrt(mean_j(x_j²) + eps)
 //
-// The forward pass saves r per row; the backward pass needs only x, g and r.
+// Both engines normalise one row (a token's residual stream, or one head
+// of its queries or keys) at a time with these functions. The forward pass
+// returns r; the backward pass needs only x, g and r.
 
-// trainRMSNormForward writes y (N, D) from x (N, D) and g (D), and saves r (N).
-func trainRMSNormForward(y, r, x, g []float32, n, d int, eps float32) {
-	trainParallel(n, 64, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			xi, yi := x[i*d:(i+1)*d], y[i*d:(i+1)*d]
-			var ss float32
-			for _, v := range xi {
-				ss += v * v
-			}
-			inv := 1 / float32(math.Sqrt(float64(ss/float32(d)+eps)))
-			r[i] = inv
-			for j, v := range xi {
-				yi[j] = g[j] * (inv * v)
-			}
-		}
-	})
+// RMSNorm writes y = x·r·g for the row x (D) and gain g (D), and returns r.
+// y may be x.
+func RMSNorm(y, x, g []float32, eps float32) (r float32) {
+	y, g = y[:len(x)], g[:len(x)]
+	var ss float32
+	for _, v := range x {
+		ss += v * v
+	}
+	r = 1 / float32(math.Sqrt(float64(ss/float32(len(x))+eps)))
+	for j, v := range x {
+		y[j] = g[j] * (r * v)
+	}
+	return r
 }
 
-// trainRMSNormBackward accumulates dx (N, D) += ∂L/∂x and dg (D) += ∂L/∂g from
-// dy (N, D). With s = Σ_j dy_j·g_j·x_j over a row:
+// RMSNormBackward adds ∂L/∂x to dx (D) from dy (D), the row x, its gain g
+// and the r that RMSNorm returned for it. With s = Σ_j dy_j·g_j·x_j:
 //
-//	∂L/∂x_j = r·g_j·dy_j − r³·x_j·s / D,   ∂L/∂g_j = Σ_rows dy_j·x_j·r
+//	∂L/∂x_j = r·g_j·dy_j − r³·x_j·s / D,   ∂L/∂g_j = dy_j·x_j·r
 //
-// Rows are independent for dx and run in parallel; dg is summed over rows
-// in order, so the result does not depend on the number of goroutines.
-func trainRMSNormBackward(dx, dg, dy, x, g, r []float32, n, d int) {
-	trainParallel(n, 64, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			xi, dyi, dxi := x[i*d:(i+1)*d], dy[i*d:(i+1)*d], dx[i*d:(i+1)*d]
-			ri := r[i]
-			var s float32
-			for j, v := range xi {
-				s += dyi[j] * g[j] * v
-			}
-			c := ri * ri * ri * s / float32(d)
-			for j, v := range xi {
-				dxi[j] += ri*g[j]*dyi[j] - c*v
-			}
-		}
-	})
-	for i := 0; i < n; i++ {
-		xi, dyi := x[i*d:(i+1)*d], dy[i*d:(i+1)*d]
-		ri := r[i]
-		for j, v := range xi {
-			dg[j] += dyi[j] * v * ri
-		}
+// The gain's gradient sums over rows; RMSNormGainGrad adds one row's.
+func RMSNormBackward(dx, dy, x, g []float32, r float32) {
+	dx, dy, g = dx[:len(x)], dy[:len(x)], g[:len(x)]
+	var s float32
+	for j, v := range x {
+		s += dy[j] * g[j] * v
+	}
+	c := r * r * r * s / float32(len(x))
+	for j, v := range x {
+		dx[j] += r*g[j]*dy[j] - c*v
+	}
+}
+
+// RMSNormGainGrad adds one row's ∂L/∂g_j = dy_j·x_j·r to dg (D).
+func RMSNormGainGrad(dg, dy, x []float32, r float32) {
+	dg, dy = dg[:len(x)], dy[:len(x)]
+	for j, v := range x {
+		dg[j] += dy[j] * v * r
 	}
 }

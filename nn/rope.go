@@ -2,35 +2,38 @@ package nn
 
 import "math"
 
-// Rotary position embedding, the llama2.c convention.
+// Rope is the rotary position embedding of a config, in llama2.c's
+// convention.
 //
 // Within every head of width HeadDim, the pair of adjacent values
 // (2i, 2i+1), i in [0, HeadDim/2), is turned as a point in the plane by the
-// angle pos·θ^(−2i/HeadDim), where pos is the token's position in its
-// sequence (0 for the first token) and θ is Config.RopeTheta:
+// angle pos·f_i, where pos is the token's position in its sequence (0 for
+// the first token) and f_i = θ^(−2i/HeadDim), θ being Config.RopeTheta,
+// changed by Config.RopeScaling when it is set:
 //
 //	x'_{2i}   = x_{2i}·cos a − x_{2i+1}·sin a
 //	x'_{2i+1} = x_{2i}·sin a + x_{2i+1}·cos a
 //
 // Queries and keys are rotated, values are not. The pairs are interleaved
 // (2i, 2i+1), not split in halves (i, i+HeadDim/2) as in the Hugging Face
-// layout; llama2.c export and our sampler both rely on this (LoadHF
-// permutes Hugging Face's query and key rows to this pairing). The cosine and
-// sine table is computed in float64 (math.Pow, math.Sincos) and rounded to
-// float32, exactly as the sampler computes it.
-type trainRope struct {
+// layout; llama2.c export relies on this (the Hugging Face loader permutes
+// the query and key rows to this pairing). The cosine and sine table is
+// computed in float64 (math.Pow, math.Sincos) and rounded to float32. Both
+// engines rotate with one Rope, so a training forward and a decode step
+// turn a position by the same bits.
+type Rope struct {
 	half     int       // HeadDim/2
 	cos, sin []float32 // (Context, HeadDim/2)
 }
 
-func newTrainRope(c Config) trainRope {
-	hd := c.HeadDim()
-	half := hd / 2
-	r := trainRope{half: half, cos: make([]float32, c.Context*half), sin: make([]float32, c.Context*half)}
+// NewRope computes the table of every position of c's context.
+func NewRope(c Config) Rope {
+	half := c.HeadDim() / 2
+	freqs := c.ropeFreqs()
+	r := Rope{half: half, cos: make([]float32, c.Context*half), sin: make([]float32, c.Context*half)}
 	for pos := 0; pos < c.Context; pos++ {
-		for i := 0; i < half; i++ {
-			freq := math.Pow(c.RopeTheta, -float64(2*i)/float64(hd))
-			s, co := math.Sincos(float64(pos) * freq)
+		for i, f := range freqs {
+			s, co := math.Sincos(float64(pos) * f)
 			r.cos[pos*half+i] = float32(co)
 			r.sin[pos*half+i] = float32(s)
 		}
@@ -38,9 +41,9 @@ func newTrainRope(c Config) trainRope {
 	return r
 }
 
-// forward rotates in place every head of x, a whole number of heads
-// (nHeads·HeadDim) of the token at position pos.
-func (r *trainRope) forward(x []float32, pos int) {
+// Forward rotates in place every head of x, a whole number of heads
+// (n·HeadDim) of the token at position pos.
+func (r Rope) Forward(x []float32, pos int) {
 	cos := r.cos[pos*r.half : (pos+1)*r.half]
 	sin := r.sin[pos*r.half : (pos+1)*r.half]
 	hd := 2 * r.half
@@ -54,11 +57,11 @@ func (r *trainRope) forward(x []float32, pos int) {
 	}
 }
 
-// backward maps, in place, the gradient with respect to the rotated values
+// Backward maps, in place, the gradient with respect to the rotated values
 // to the gradient with respect to the values before rotation. A rotation's
 // Jacobian is the rotation itself, so this applies its transpose: the turn
 // by −a.
-func (r *trainRope) backward(dx []float32, pos int) {
+func (r Rope) Backward(dx []float32, pos int) {
 	cos := r.cos[pos*r.half : (pos+1)*r.half]
 	sin := r.sin[pos*r.half : (pos+1)*r.half]
 	hd := 2 * r.half

@@ -21,6 +21,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/train"
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
@@ -174,7 +175,7 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 	b := newBatcher(examples, cfg.Batch, cfg.Seed)
 
 	start := 0
-	var opt *nn.AdamState
+	var opt *train.AdamState
 	if cfg.StateDir != "" {
 		st, err := loadState(cfg.StateDir, p.Config)
 		if err != nil {
@@ -214,7 +215,7 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 		return saveState(cfg.StateDir, tr, fixed)
 	}
 	for step := start; step < steps; step++ {
-		st, err := tr.Step(ctx, []nn.Batch{b.batch(step)})
+		st, err := tr.Step(ctx, []train.Batch{b.batch(step)})
 		if err != nil {
 			if ctx.Err() != nil && step > start {
 				if serr := save(); serr != nil {
@@ -259,20 +260,20 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 // calibrationSteps are the steps a timed run measures its speed on.
 const calibrationSteps = 20
 
-func newTrainer(p *nn.Params, cfg Config, steps int, opt *nn.AdamState) (*nn.Trainer, error) {
+func newTrainer(p *nn.Params, cfg Config, steps int, opt *train.AdamState) (*train.Trainer, error) {
 	warm := cfg.Warmup
 	if warm == 0 {
 		warm = max(steps/20, 1)
 	}
 	warm = min(warm, steps)
-	aw := nn.DefaultAdamW()
+	aw := train.DefaultAdamW()
 	aw.WeightDecay = cfg.WeightDecay
-	tc := nn.TrainConfig{
+	tc := train.Config{
 		AdamW:    aw,
-		Schedule: nn.Schedule{Warmup: warm, Total: steps, MaxLR: cfg.MaxLR, MinLR: cfg.MinLR},
+		Schedule: train.Schedule{Warmup: warm, Total: steps, MaxLR: cfg.MaxLR, MinLR: cfg.MinLR},
 		ClipNorm: cfg.ClipNorm,
 	}
-	tr, err := nn.NewTrainer(p, tc)
+	tr, err := train.NewTrainer(p, tc)
 	if err != nil {
 		return nil, fmt.Errorf("sft: %w", err)
 	}
@@ -303,7 +304,7 @@ func newBatcher(ex []Example, b int, seed uint64) *batcher {
 	return &batcher{ex: ex, byLen: byLen, b: b, seed: seed, window: min(len(ex), 4*b)}
 }
 
-func (bt *batcher) batch(step int) nn.Batch {
+func (bt *batcher) batch(step int) train.Batch {
 	rng := rand.New(rand.NewPCG(bt.seed, uint64(step)+0xba7c4))
 	lo := rng.IntN(len(bt.byLen) - bt.window + 1)
 	pick := make([]int, bt.b)
@@ -312,7 +313,7 @@ func (bt *batcher) batch(step int) nn.Batch {
 		pick[s] = bt.byLen[lo+rng.IntN(bt.window)]
 		T = max(T, len(bt.ex[pick[s]].Tokens)-1)
 	}
-	nb := nn.Batch{B: bt.b, T: T, Inputs: make([]int, bt.b*T), Targets: make([]int, bt.b*T), Weights: make([]float32, bt.b*T)}
+	nb := train.Batch{B: bt.b, T: T, Inputs: make([]int, bt.b*T), Targets: make([]int, bt.b*T), Weights: make([]float32, bt.b*T)}
 	for s, i := range pick {
 		e := bt.ex[i]
 		row := s * T
@@ -336,11 +337,11 @@ const (
 
 type state struct {
 	params *nn.Params
-	opt    *nn.AdamState
+	opt    *train.AdamState
 	steps  int
 }
 
-func saveState(dir string, tr *nn.Trainer, steps int) error {
+func saveState(dir string, tr *train.Trainer, steps int) error {
 	meta := map[string]string{metaStep: strconv.Itoa(tr.Opt.Steps), metaSteps: strconv.Itoa(steps)}
 	// Written whole, then swapped in: a crash leaves the previous state.
 	err := nn.ReplaceDir(dir, func(tmp string) error {
@@ -391,7 +392,7 @@ func loadState(dir string, want nn.Config) (*state, error) {
 	if step[0] != step[1] || step[0] != step[2] {
 		return nil, fmt.Errorf("sft: resume from %s: weights, moments at steps %v disagree (an interrupted save); remove the directory to start afresh", dir, step)
 	}
-	opt, err := nn.NewAdamState(want)
+	opt, err := train.NewAdamState(want)
 	if err != nil {
 		return nil, fmt.Errorf("sft: resume from %s: %w", dir, err)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/train"
 	"github.com/delegatelab/delegate/reward"
 )
 
@@ -40,11 +40,11 @@ type Config struct {
 	Steps int `json:"steps"`
 	// Schedule is the learning rate over steps; its Total is usually Steps.
 	// Default: 5 steps of warmup to 1e-4, cosine down to 1e-5 at Steps.
-	Schedule nn.Schedule `json:"schedule"`
-	// AdamW are the optimizer settings. Default nn.DefaultAdamW with no
+	Schedule train.Schedule `json:"schedule"`
+	// AdamW are the optimizer settings. Default train.DefaultAdamW with no
 	// weight decay (decay pulls a pretrained policy away from its start
 	// for no reward).
-	AdamW nn.AdamW `json:"adamw"`
+	AdamW train.AdamW `json:"adamw"`
 	// ClipNorm caps the global L2 norm of each update's gradient; 0
 	// disables. Default 1.
 	ClipNorm float64 `json:"clip_norm"`
@@ -117,13 +117,13 @@ func (c Config) maxIS() float64 {
 // DefaultConfig returns the defaults noted on each field; PolicyRole and
 // OutDir are left for the caller.
 func DefaultConfig() Config {
-	a := nn.DefaultAdamW()
+	a := train.DefaultAdamW()
 	a.WeightDecay = 0
 	return Config{
 		GroupSize:        8,
 		ItemsPerStep:     4,
 		Steps:            50,
-		Schedule:         nn.Schedule{Warmup: 5, Total: 50, MaxLR: 1e-4, MinLR: 1e-5},
+		Schedule:         train.Schedule{Warmup: 5, Total: 50, MaxLR: 1e-4, MinLR: 1e-5},
 		AdamW:            a,
 		ClipNorm:         1,
 		ClipEps:          0.2,

@@ -58,7 +58,7 @@
 // Each token's loss is multiplied by a coefficient c and the step's loss
 // is the sum Σ c·loss_t, computed with our own normalisation (the weights
 // are passed with norm 1), our own global-norm gradient clipping and
-// nn.AdamW.Update:
+// train.AdamW.Update:
 //
 //	seq-mean   (GRPO, the default for grpo and rloo): c = 1/(L_i·N), the
 //	           mean over rollout i's L_i policy tokens (all its calls

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/train"
 )
 
 // Episode is one policy call of a rollout as a training sequence: the
@@ -161,7 +161,7 @@ type seqRef struct {
 // weight 0. Completion token j of the episode in row r is predicted at
 // position r·T + len(Prompt) − 1 + j.
 type microBatch struct {
-	batch nn.Batch
+	batch train.Batch
 	seqs  []seqRef
 }
 
@@ -188,7 +188,7 @@ func pack(eps []Episode, maxTokens int) []*microBatch {
 			hi++
 		}
 		b := hi - lo
-		m := &microBatch{batch: nn.Batch{
+		m := &microBatch{batch: train.Batch{
 			B: b, T: t,
 			Inputs:  make([]int, b*t),
 			Targets: make([]int, b*t),

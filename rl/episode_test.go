@@ -10,6 +10,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/train"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 )
@@ -149,11 +150,11 @@ func TestMaskedTokensGetNoGradient(t *testing.T) {
 			trained[k] = true
 		}
 	}
-	ws, err := nn.NewWorkspace(p.Config)
+	ws, err := train.NewWorkspace(p.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	grad := func(b nn.Batch) []float32 {
+	grad := func(b train.Batch) []float32 {
 		g, err := nn.Alloc(p.Config)
 		if err != nil {
 			t.Fatal(err)
@@ -235,16 +236,16 @@ func sftToolCall(t *testing.T, p *nn.Params, msgs []delegate.Message, steps int)
 	gen = append(gen, tokenizer.Encode(`delegate{"question":"2+2?"}`)...)
 	gen = append(gen, tokenizer.EndToolCall, tokenizer.End)
 	seq := append(slices.Clone(prompt), gen...)
-	b := nn.Batch{B: 1, T: len(seq) - 1, Inputs: seq[:len(seq)-1], Targets: seq[1:], Weights: make([]float32, len(seq)-1)}
+	b := train.Batch{B: 1, T: len(seq) - 1, Inputs: seq[:len(seq)-1], Targets: seq[1:], Weights: make([]float32, len(seq)-1)}
 	for j := range gen {
 		b.Weights[len(prompt)-1+j] = 1
 	}
-	tr, err := nn.NewTrainer(p, nn.TrainConfig{AdamW: nn.DefaultAdamW(), Schedule: nn.Schedule{Total: steps, MaxLR: 3e-2, MinLR: 3e-2}, ClipNorm: 1})
+	tr, err := train.NewTrainer(p, train.Config{AdamW: train.DefaultAdamW(), Schedule: train.Schedule{Total: steps, MaxLR: 3e-2, MinLR: 3e-2}, ClipNorm: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range steps {
-		if _, err := tr.Step(context.Background(), []nn.Batch{b}); err != nil {
+		if _, err := tr.Step(context.Background(), []train.Batch{b}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/train"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/tokenizer"
 )
@@ -145,7 +146,7 @@ func toyConfig(dir string) Config {
 	cfg.GroupSize = 8
 	cfg.ItemsPerStep = 2
 	cfg.Steps = 24
-	cfg.Schedule = nn.Schedule{Warmup: 0, Total: 24, MaxLR: 3e-2, MinLR: 3e-2}
+	cfg.Schedule = train.Schedule{Warmup: 0, Total: 24, MaxLR: 3e-2, MinLR: 3e-2}
 	cfg.MaxNewTokens = 2
 	cfg.PolicyRole = toyRole
 	cfg.OutDir = dir

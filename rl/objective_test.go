@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/train"
 )
 
 func TestPPOTermClipping(t *testing.T) {
@@ -118,7 +119,7 @@ func checkObjectiveGradient(t *testing.T, advScale, beta float64, wantClips bool
 		t.Fatalf("%d micro-batches, want 1", len(mbs))
 	}
 	m := mbs[0]
-	ws, err := nn.NewWorkspace(p.Config)
+	ws, err := train.NewWorkspace(p.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/train"
 )
 
 // trainSeq is one episode with what the objective needs besides its tokens.
@@ -45,8 +46,8 @@ type learner struct {
 	policy *nn.Params
 	ref    *nn.Params // nil when KLBeta is 0
 	grads  *nn.Params
-	opt    *nn.AdamState
-	ws     *nn.Workspace
+	opt    *train.AdamState
+	ws     *train.Workspace
 }
 
 func newLearner(cfg Config, policy *nn.Params) (*learner, error) {
@@ -55,10 +56,10 @@ func newLearner(cfg Config, policy *nn.Params) (*learner, error) {
 	if l.grads, err = nn.Alloc(policy.Config); err != nil {
 		return nil, err
 	}
-	if l.opt, err = nn.NewAdamState(policy.Config); err != nil {
+	if l.opt, err = train.NewAdamState(policy.Config); err != nil {
 		return nil, err
 	}
-	if l.ws, err = nn.NewWorkspace(policy.Config); err != nil {
+	if l.ws, err = train.NewWorkspace(policy.Config); err != nil {
 		return nil, err
 	}
 	if cfg.KLBeta > 0 {
@@ -285,7 +286,7 @@ type snapshot struct {
 	steps        int
 }
 
-func takeSnapshot(p *nn.Params, s *nn.AdamState) *snapshot {
+func takeSnapshot(p *nn.Params, s *train.AdamState) *snapshot {
 	return &snapshot{
 		params: append([]float32(nil), p.Data...),
 		m:      append([]float32(nil), s.M.Data...),
@@ -294,7 +295,7 @@ func takeSnapshot(p *nn.Params, s *nn.AdamState) *snapshot {
 	}
 }
 
-func (s *snapshot) restore(p *nn.Params, a *nn.AdamState) {
+func (s *snapshot) restore(p *nn.Params, a *train.AdamState) {
 	copy(p.Data, s.params)
 	copy(a.M.Data, s.m)
 	copy(a.V.Data, s.v)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate/models"
-	"github.com/delegatelab/delegate/nn"
+	nntrain "github.com/delegatelab/delegate/nn/train"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/world"
@@ -126,7 +126,7 @@ func (c Config) peerCheckpoints() []string {
 func DefaultConfig() Config {
 	r := rl.DefaultConfig()
 	r.GroupSize, r.ItemsPerStep, r.Steps = 8, 4, 200
-	r.Schedule = nn.Schedule{Warmup: 2, Total: 200, MaxLR: 1e-4, MinLR: 1e-4}
+	r.Schedule = nntrain.Schedule{Warmup: 2, Total: 200, MaxLR: 1e-4, MinLR: 1e-4}
 	r.MaxNewTokens = 1024
 	r.Concurrency = 32
 	r.LogprobCheckEvery = 10

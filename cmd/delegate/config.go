@@ -14,15 +14,14 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/models"
-	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/infer"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
+	"go.yaml.in/yaml/v3"
 )
 
 // Config is the YAML file that names models and assigns them to roles.
@@ -176,10 +175,10 @@ func LoadConfig(path string) (*Config, error) {
 			cfg.Models[name] = m
 		}
 		if err := checkCheckpointDir(m.Checkpoint); err == nil {
-			if hf, _ := nn.IsHF(m.Checkpoint); !hf && (m.Tokenizer != "" || m.ChatTemplate != "" || m.Context != 0) {
+			if hf, _ := infer.IsHF(m.Checkpoint); !hf && (m.Tokenizer != "" || m.ChatTemplate != "" || m.Context != 0) {
 				errs = append(errs, cfg.at("models."+name, "tokenizer, chat_template and context belong to a Hugging Face checkpoint; %s is one of delegate's own, with its built-in tokenizer", m.Checkpoint))
 			}
-			if hf, _ := nn.IsHF(m.Checkpoint); hf && m.Follow != "" {
+			if hf, _ := infer.IsHF(m.Checkpoint); hf && m.Follow != "" {
 				errs = append(errs, cfg.at("models."+name+".follow", "follows a trainer's checkpoint; %s is a Hugging Face checkpoint, which delegate does not train", m.Checkpoint))
 			}
 		} else {

@@ -11,16 +11,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/models"
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/infer"
 	"github.com/delegatelab/delegate/openai"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
+	"github.com/spf13/cobra"
 )
 
 // env is how commands read the environment: os.Getenv in main, a map in
@@ -126,7 +126,7 @@ func openLocal(name string, m ModelConfig, log *slog.Logger) (localModel, error)
 		log = slog.New(slog.DiscardHandler)
 	}
 	if !strings.HasPrefix(m.Checkpoint, shippedPrefix) {
-		hf, err := nn.IsHF(m.Checkpoint)
+		hf, err := infer.IsHF(m.Checkpoint)
 		if err != nil {
 			return nil, fmt.Errorf("model %s: checkpoint: %w", name, err)
 		}
@@ -175,7 +175,7 @@ func openHF(name string, m ModelConfig, log *slog.Logger) (localModel, error) {
 	if m.Follow != "" {
 		return nil, fmt.Errorf("model %s: follow needs a checkpoint of delegate's own format, not a Hugging Face one", name)
 	}
-	w, info, err := nn.LoadHF(m.Checkpoint, nn.HFOptions{Context: m.Context})
+	w, info, err := infer.LoadHF(m.Checkpoint, infer.HFOptions{Context: m.Context})
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
@@ -189,7 +189,7 @@ func openHF(name string, m ModelConfig, log *slog.Logger) (localModel, error) {
 	}
 	tmpl := m.ChatTemplate
 	if tmpl == "" {
-		tmpl = nn.HFChatTemplate(info.ModelType)
+		tmpl = infer.HFChatTemplate(info.ModelType)
 	}
 	f, err := tokenizer.ParseChatFormat(tmpl)
 	if err != nil {

@@ -16,15 +16,15 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/local"
-	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/infer"
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
 // hfFixture is a tiny Qwen3 checkpoint in Hugging Face's layout with its
-// own tokenizer.json (made by nn/testdata/hf/make_fixtures.py).
+// own tokenizer.json (made by nn/infer/testdata/hf/make_fixtures.py).
 func hfFixture(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", "nn", "testdata", "hf", "qwen3-qknorm"))
+	dir, err := filepath.Abs(filepath.Join("..", "..", "nn", "infer", "testdata", "hf", "qwen3-qknorm"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestServeHFCheckpoint(t *testing.T) {
 
 	// The same request in-process.
 	dir := hfFixture(t)
-	w, info, err := nn.LoadHF(dir, nn.HFOptions{Context: 256})
+	w, info, err := infer.LoadHF(dir, infer.HFOptions{Context: 256})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,3 +98,36 @@ const (
 	expC4 = 1.6666665459e-1
 	expC5 = 5.0000001201e-1
 )
+
+// Softmax sets x[i] = e^(scale·x[i] − shift), shift = scale·max(x), and
+// returns the sum of the new values and the shift: softmax(scale·x) is x
+// divided by the sum, and log Σ e^(scale·x) is shift + log(sum). scale
+// must be positive; x must not be empty. It is the softmax of attention
+// (in both engines) and of the loss.
+func Softmax(x []float32, scale float32) (sum, shift float32) {
+	shift = scale * Max(x) // scale·x rounds monotonically, so this is max(scale·x)
+	return ExpSum(x, x, scale, shift), shift
+}
+
+// Max returns the largest value of x (NaN if x holds one); x must not be
+// empty. Zeros of either sign compare equal: the result may be −0 where
+// the largest values are +0 and −0.
+func Max(x []float32) float32 {
+	i, m := 0, x[0]
+	if activeMax8 != nil && len(x) >= 8 {
+		i = len(x) &^ 7
+		m = activeMax8(x[:i])
+	}
+	m0, m1, m2, m3 := m, m, m, m
+	for ; i+4 <= len(x); i += 4 {
+		m0, m1, m2, m3 = max(m0, x[i]), max(m1, x[i+1]), max(m2, x[i+2]), max(m3, x[i+3])
+	}
+	for ; i < len(x); i++ {
+		m0 = max(m0, x[i])
+	}
+	return max(max(m0, m1), max(m2, m3))
+}
+
+// activeMax8 is the largest value of x, len(x) a positive multiple of 8,
+// NaN if x holds one; nil where there is no vector code.
+var activeMax8 func(x []float32) float32

@@ -5,6 +5,20 @@ package kernel
 import "unsafe"
 
 //go:noescape
+func max8AVX(x *float32, n int) float32
+
+// archMax8 is the AVX maximum where the CPU has AVX2.
+var archMax8 = func() func(x []float32) float32 {
+	if !haveAVX2FMA() {
+		return nil
+	}
+	return func(x []float32) float32 {
+		_ = x[len(x)-1]
+		return max8AVX(unsafe.SliceData(x), len(x))
+	}
+}()
+
+//go:noescape
 func expSumAVX2(dst, src *float32, n int, scale, shift float32) float32
 
 // archExp is the AVX2+FMA exponential where the CPU has it.

@@ -195,3 +195,47 @@ loop:
 	VMOVSS X0, ret+32(FP)
 	VZEROUPPER
 	RET
+
+// func max8AVX(x *float32, n int) float32
+//
+// The largest of x[0:n] (n a positive multiple of 8), NaN if any value is
+// NaN: eight running maxima, and a mask of the lanes that met a NaN, which
+// VMAXPS alone would drop.
+TEXT ·max8AVX(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VMOVUPS (SI), Y0                  // running maxima
+	VCMPPS $3, Y0, Y0, Y1             // lanes that met a NaN
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JZ done
+
+loop:
+	VMOVUPS (SI), Y2
+	VCMPPS $3, Y2, Y2, Y3
+	VORPS Y3, Y1, Y1
+	VMAXPS Y0, Y2, Y0
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JNZ loop
+
+done:
+	VEXTRACTF128 $1, Y0, X2
+	VMAXPS X2, X0, X0
+	VPERMILPS $0x4E, X0, X2
+	VMAXPS X2, X0, X0
+	VPERMILPS $0xB1, X0, X2
+	VMAXPS X2, X0, X0
+	VEXTRACTF128 $1, Y1, X3
+	VORPS X3, X1, X1
+	VPTEST X1, X1
+	JZ ok
+	MOVL $0x7fc00000, AX              // NaN
+	MOVL AX, ret+16(FP)
+	VZEROUPPER
+	RET
+
+ok:
+	VMOVSS X0, ret+16(FP)
+	VZEROUPPER
+	RET

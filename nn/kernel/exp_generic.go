@@ -4,3 +4,6 @@ package kernel
 
 // archExp: without the assembly the portable exponential is the only one.
 var archExp expFunc
+
+// archMax8: the portable loop of Max is the only one.
+var archMax8 func(x []float32) float32

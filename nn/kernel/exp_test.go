@@ -153,3 +153,94 @@ func TestExpSweep(t *testing.T) {
 		t.Errorf("Exp(NaN) = %v, want NaN", got)
 	}
 }
+
+func TestSoftmax(t *testing.T) {
+	x := []float32{0.5, -3, 2.25, 40, -100, 39.5, 0}
+	want := make([]float64, len(x))
+	var total float64
+	for i, v := range x {
+		want[i] = math.Exp(float64(v) - 40)
+		total += want[i]
+	}
+	sum, shift := Softmax(x, 1)
+	if shift != 40 {
+		t.Errorf("shift = %v, want the maximum 40", shift)
+	}
+	inv := 1 / sum
+	for i := range x {
+		if w := want[i] / total; math.Abs(float64(x[i]*inv)-w) > 1e-7 {
+			t.Errorf("softmax[%d] = %v, want %v", i, x[i], w)
+		}
+	}
+}
+
+// The AVX halves of SwiGLU and SwiGLUBackward must give the portable
+// code's bits, at every length (whole blocks of 8 and the rest).
+func TestSwiGLUSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, n := range []int{1, 7, 8, 9, 100, 1027} {
+		a, b, dh := make([]float32, n), make([]float32, n), make([]float32, n)
+		for i := range a {
+			a[i], b[i], dh[i] = float32(rng.NormFloat64()*4), float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		}
+		a[0] = -100 // e^-a overflows: silu(a) = -0
+		h, da, db := make([]float32, n), make([]float32, n), make([]float32, n)
+		SwiGLU(h, a, b)
+		SwiGLUBackward(da, db, dh, a, b)
+		wh, wda, wdb := make([]float32, n), make([]float32, n), make([]float32, n)
+		ExpSum(wh, a, -1, 0)
+		goSwiGLU(wh, a, b, n)
+		ExpSum(wda, a, -1, 0)
+		goSwiGLUBack(wda, wdb, dh, a, b, n)
+		for i := range n {
+			if math.Float32bits(h[i]) != math.Float32bits(wh[i]) || math.Float32bits(da[i]) != math.Float32bits(wda[i]) || math.Float32bits(db[i]) != math.Float32bits(wdb[i]) {
+				t.Fatalf("n=%d index %d (%s): h %v da %v db %v, portable %v %v %v", n, i, Impl(), h[i], da[i], db[i], wh[i], wda[i], wdb[i])
+			}
+			sig := 1 / (1 + math.Exp(-float64(a[i])))
+			if want := float64(a[i]) * sig * float64(b[i]); math.Abs(float64(h[i])-want) > 1e-5*(1+math.Abs(want)) {
+				t.Errorf("n=%d index %d: h = %v, want %v", n, i, h[i], want)
+			}
+		}
+	}
+}
+
+// Max must find the largest value wherever it is, and NaN wherever one
+// is.
+func TestMax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, n := range []int{1, 3, 8, 9, 16, 31, 64, 257} {
+		for trial := range 20 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64() * 10)
+			}
+			at := rng.IntN(n)
+			switch trial % 4 {
+			case 1:
+				x[at] = float32(math.Inf(1))
+			case 2:
+				x[at] = float32(math.NaN())
+			case 3:
+				for i := range x {
+					x[i] = float32(math.Inf(-1))
+				}
+			}
+			want := float32(math.Inf(-1))
+			nan := false
+			for _, v := range x {
+				nan = nan || v != v
+				want = max(want, v)
+			}
+			got := Max(x)
+			if nan {
+				if got == got {
+					t.Fatalf("n=%d trial %d: Max = %v, want NaN", n, trial, got)
+				}
+				continue
+			}
+			if got != want {
+				t.Fatalf("n=%d trial %d: Max = %v, want %v", n, trial, got, want)
+			}
+		}
+	}
+}

@@ -43,6 +43,14 @@ type microKernel func(k int, a []float32, lda int, b []float32, ldb int, c []flo
 // computes a tile does not change its bits.
 type pairKernel func(k int, a []float32, lda int, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool)
 
+// packA6Func packs the first kl steps (a multiple of 8) of a full panel
+// of mr = 6 rows of a row-major A (row stride lda): dst[p·6+r] = a[r·lda+p].
+type packA6Func func(dst, a []float32, lda, kl int)
+
+// activePackA6 is archPackA6 unless the portable code is forced; nil
+// leaves packA's loop to do it all.
+var activePackA6 packA6Func
+
 // packFunc packs a full panel of 16 rows of b (stride ld) over kl steps:
 // dst[p·16+r] = src[r·ld+p].
 type packFunc func(dst, src []float32, ld, kl int)
@@ -69,6 +77,14 @@ func init() {
 	if archExp != nil {
 		activeExp = archExp
 	}
+	activeMax8 = archMax8
+	if archAdamW != nil {
+		activeAdamW = archAdamW
+	}
+	activePackA6 = archPackA6
+	if archSwiGLU != nil {
+		activeSwiGLU, activeSwiGLUBack = archSwiGLU, archSwiGLUBack
+	}
 	if activeName != "go" {
 		activeGemv1, activeGemv4 = archGemv1, archGemv4
 		activeDots8, activeMix = archDots8, archMix
@@ -78,6 +94,10 @@ func init() {
 		activeGemv1, activeGemv4 = goGemv1, nil
 		activeDots8, activeMix = nil, nil
 		activeExp = goExpBlock
+		activeMax8 = nil
+		activeAdamW = goAdamWBlock
+		activePackA6 = nil
+		activeSwiGLU, activeSwiGLUBack = goSwiGLU, goSwiGLUBack
 	}
 }
 
@@ -132,15 +152,23 @@ func (pr *problem) packA(buf []float32, i0, rows, p0, kl int) {
 				// A full panel: write it in order, six values per step
 				// from the six rows side by side.
 				off := ib*pr.k + p0
-				a0 := pr.a[off : off+kl]
-				a1 := pr.a[off+pr.k : off+pr.k+kl]
-				a2 := pr.a[off+2*pr.k : off+2*pr.k+kl]
-				a3 := pr.a[off+3*pr.k : off+3*pr.k+kl]
-				a4 := pr.a[off+4*pr.k : off+4*pr.k+kl]
-				a5 := pr.a[off+5*pr.k : off+5*pr.k+kl]
-				for p := range a0 {
-					d := (*[mr]float32)(panel[p*mr : p*mr+mr])
-					d[0], d[1], d[2], d[3], d[4], d[5] = a0[p], a1[p], a2[p], a3[p], a4[p], a5[p]
+				p8 := 0
+				if activePackA6 != nil && kl >= 8 {
+					p8 = kl &^ 7
+					activePackA6(panel, pr.a[off:], pr.k, p8)
+				}
+				// Every row sliced to length kl, so that the loop
+				// needs no bounds checks.
+				a0 := pr.a[off:][:kl]
+				a1 := pr.a[off+pr.k:][:kl]
+				a2 := pr.a[off+2*pr.k:][:kl]
+				a3 := pr.a[off+3*pr.k:][:kl]
+				a4 := pr.a[off+4*pr.k:][:kl]
+				a5 := pr.a[off+5*pr.k:][:kl]
+				d := panel[:mr*kl]
+				for p := p8; p < kl; p++ {
+					q := (*[mr]float32)(d[mr*p:])
+					q[0], q[1], q[2], q[3], q[4], q[5] = a0[p], a1[p], a2[p], a3[p], a4[p], a5[p]
 				}
 				continue
 			}

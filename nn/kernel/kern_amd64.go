@@ -166,3 +166,18 @@ func asmMix(out, w, vals []float32, stride int) {
 		mix8AVX2(&out[i], unsafe.SliceData(w), &vals[i], stride, len(w))
 	}
 }
+
+//go:noescape
+func packA6AVX(dst, a *float32, lda, kl int)
+
+// archPackA6 is the AVX packer of A panels where the CPU has AVX2.
+var archPackA6 = func() packA6Func {
+	if !haveAVX2FMA() {
+		return nil
+	}
+	return func(dst, a []float32, lda, kl int) {
+		_ = dst[kl*mr-1]
+		_ = a[(mr-1)*lda+kl-1]
+		packA6AVX(unsafe.SliceData(dst), unsafe.SliceData(a), lda, kl)
+	}
+}()

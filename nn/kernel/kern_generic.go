@@ -14,3 +14,6 @@ var (
 	archDots8 func(sc, q, keys []float32, stride int, scale float32)
 	archMix   func(out, w, vals []float32, stride int)
 )
+
+// archPackA6: the portable loop of packA is the only A packer.
+var archPackA6 packA6Func

@@ -1,5 +1,8 @@
 // Package kernel holds the dense float32 matrix products the transformer
-// spends its time in. All matrices are row-major.
+// spends its time in, and the vector code of its elementwise steps (the
+// exponential and softmax, SwiGLU, AdamW; each with a portable twin that
+// gives the same bits, except the exponential, whose lanes and Exp may
+// differ in the last bit). All matrices are row-major.
 //
 // Each entry point packs its operands into cache-sized panels (or reads
 // them in place where their layout already fits) and runs a

@@ -195,6 +195,34 @@ func TestPackT16(t *testing.T) {
 	}
 }
 
+// packA lays out six rows of A step by step, through the assembly for
+// whole blocks of 8 steps and Go for the rest.
+func TestPackA(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, kl := range []int{1, 7, 8, 9, 16, 64, 77} {
+		for _, o := range []op{opNT, opNN} {
+			k := kl + 5
+			a := randMat(rng, 2*mr*k)
+			pr := problem{op: o, a: a, m: 2 * mr, k: k}
+			got := make([]float32, 2*mr*kl)
+			pr.packA(got, 0, 2*mr-1, 3, kl) // a full panel, then one of 5 rows
+			for q := range 2 {
+				for p := range kl {
+					for r := range mr {
+						want := float32(0)
+						if q*mr+r < 2*mr-1 {
+							want = a[(q*mr+r)*k+3+p]
+						}
+						if g := got[q*mr*kl+p*mr+r]; g != want {
+							t.Fatalf("kl=%d panel %d: step %d row %d = %g, want %g", kl, q, p, r, g, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestTNAccAccumulates(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	m, k, n := 11, 9, 19

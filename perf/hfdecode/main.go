@@ -1,7 +1,7 @@
 // Command hfdecode measures what keeping a Hugging Face checkpoint's
 // 16-bit weights in 16 bits buys at decoding time. It writes a seeded
 // random checkpoint of a real model's shape (Qwen2.5-0.5B by default) in
-// bfloat16 (or float16) safetensors, loads it twice with nn.LoadHF — once
+// bfloat16 (or float16) safetensors, loads it twice with infer.LoadHF — once
 // as stored, once widened to float32 at load (HFOptions.Float32), the
 // reference — and times greedy batch-1 decoding of both, interleaved, best
 // of -reps. Both copies compute bitwise the same logits (the kernels widen
@@ -31,7 +31,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/infer"
 )
 
 func main() {
@@ -94,18 +94,18 @@ func run(args []string, stdout io.Writer) error {
 
 	type side struct {
 		name string
-		w    *nn.Weights
-		e    *nn.Engine
+		w    *infer.Weights
+		e    *infer.Engine
 		best float64
 	}
 	var sides []*side
 	for _, f32 := range []bool{false, true} {
 		start := time.Now()
-		w, info, err := nn.LoadHF(dir, nn.HFOptions{Context: *steps + 1, Float32: f32})
+		w, info, err := infer.LoadHF(dir, infer.HFOptions{Context: *steps + 1, Float32: f32})
 		if err != nil {
 			return err
 		}
-		e, err := nn.NewEngineWeights(w, nn.EngineConfig{MaxBatch: 1})
+		e, err := infer.NewEngineWeights(w, infer.EngineConfig{MaxBatch: 1})
 		if err != nil {
 			return err
 		}
@@ -117,7 +117,7 @@ func run(args []string, stdout io.Writer) error {
 	for r := range *reps {
 		for _, s := range sides {
 			t0 := time.Now()
-			res, err := s.e.Generate(context.Background(), nn.GenRequest{Prompt: []int{1}, MaxNew: *steps})
+			res, err := s.e.Generate(context.Background(), infer.GenRequest{Prompt: []int{1}, MaxNew: *steps})
 			if err != nil {
 				return err
 			}
@@ -136,7 +136,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	// Bytes a decode step reads: every matrix except an untied embedding,
 	// of which it reads one row.
-	readPerToken := func(w *nn.Weights) float64 {
+	readPerToken := func(w *infer.Weights) float64 {
 		b := float64(w.Bytes())
 		if !sh.tied {
 			b -= b * float64(sh.vocab*sh.dim) / float64(params(sh))

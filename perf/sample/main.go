@@ -7,7 +7,7 @@
 //	OMP_NUM_THREADS=T RUN model.bin -z tokenizer.bin -t 0 -n STEPS
 //
 // reading the "achieved tok/s" line run.c prints to stderr, and times
-// nn.Engine with GOMAXPROCS=T on the same Params: batch 1 is one greedy
+// infer.Engine with GOMAXPROCS=T on the same Params: batch 1 is one greedy
 // request of STEPS positions, batch 32 is 32 greedy requests of STEPS
 // positions decoded together (MaxBatch 32). The repetitions interleave the
 // two programs, and each figure is the best of its repetitions. It prints a table of tokens per
@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/infer"
 	"github.com/delegatelab/delegate/nn/kernel"
 	"github.com/delegatelab/delegate/perf/internal/host"
 	"github.com/delegatelab/delegate/perf/internal/runc"
@@ -122,7 +123,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		o.work = dir
 	}
 	readMachine().print(stdout)
-	fmt.Fprintf(stdout, "ours: nn.Engine (kernel %s), greedy, best of %d; llama2.c: %s -t 0 -n %d, OMP_NUM_THREADS as GOMAXPROCS, best of %d\n",
+	fmt.Fprintf(stdout, "ours: infer.Engine (kernel %s), greedy, best of %d; llama2.c: %s -t 0 -n %d, OMP_NUM_THREADS as GOMAXPROCS, best of %d\n",
 		kernel.Impl(), o.reps, orNone(o.runBin), o.steps, o.reps)
 	var probe *bwProbe
 	if o.bwMiB > 0 {
@@ -240,14 +241,14 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 	if err := runc.Export(dir, p); err != nil {
 		return res, err
 	}
-	e, err := nn.NewEngine(p, nn.EngineConfig{MaxBatch: o.batch})
+	e, err := infer.NewEngine(p, infer.EngineConfig{MaxBatch: o.batch})
 	if err != nil {
 		return res, err
 	}
 	defer e.Close()
 
 	// batch 1: BOS then steps-1 greedy tokens, as run.c with no prompt
-	one := []nn.GenRequest{{Prompt: []int{tokenizer.BOS}, MaxNew: steps - 1}}
+	one := []infer.GenRequest{{Prompt: []int{tokenizer.BOS}, MaxNew: steps - 1}}
 	warm, err := e.GenerateAll(ctx, one) // also warms the engine up
 	if err != nil {
 		return res, err
@@ -264,9 +265,9 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 	}
 	// batch N: N sequences of steps positions; each prompt is BOS and one
 	// distinct byte, so the sequences differ as a server's would
-	many := make([]nn.GenRequest, o.batch)
+	many := make([]infer.GenRequest, o.batch)
 	for i := range many {
-		many[i] = nn.GenRequest{Prompt: []int{tokenizer.BOS, tokenizer.ByteOffset + 'a' + i%26 + i/26*32}, MaxNew: steps - 2}
+		many[i] = infer.GenRequest{Prompt: []int{tokenizer.BOS, tokenizer.ByteOffset + 'a' + i%26 + i/26*32}, MaxNew: steps - 2}
 	}
 
 	// run.c samples one token more than it times: -n steps feeds positions
@@ -330,7 +331,7 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 // system: meaningful at GOMAXPROCS=1, where it is the time the scheduler
 // gave the one core to us). The best run is the one least disturbed by
 // other processes; llama2.c's figure is taken the same way.
-func bestRate(ctx context.Context, e *nn.Engine, reqs []nn.GenRequest, reps int) (wall, cpu float64, err error) {
+func bestRate(ctx context.Context, e *infer.Engine, reqs []infer.GenRequest, reps int) (wall, cpu float64, err error) {
 	for range reps {
 		start, cpu0 := time.Now(), procCPU()
 		out, err := e.GenerateAll(ctx, reqs)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh: sampling speed of nn.Engine against llama2.c's run.c built with
+# run.sh: sampling speed of infer.Engine against llama2.c's run.c built with
 # OpenMP (runomp) on the same exported weights, at equal thread counts. See
 # README.md.
 #

@@ -1,0 +1,170 @@
+package infer
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+)
+
+// workerPool runs one task on several cores with goroutines started once.
+//
+// A task is a set of pieces that any worker may take (from a counter the
+// task keeps): the caller works on it at once, and each helper, seeing the
+// task number change, joins only if the task is still open when it gets
+// there. When the caller runs out of pieces it closes the task and waits
+// only for the helpers that joined. So a helper that another process keeps
+// off its core, or that wakes late, delays nothing: its share is done by
+// the others. An idle helper checks the task number a few thousand times
+// (microseconds) before it parks on its channel, so that the next task of
+// the same decode step finds it awake without a wake-up. (Helpers that
+// spun ten times longer, with a caller that waited for every helper, were
+// tried first: on this shared machine under load 7-8 they halved the
+// two-thread rates.)
+//
+// run may be called from one goroutine at a time; close stops the helpers
+// and waits for them.
+type workerPool struct {
+	n     int             // workers, the caller included
+	start []chan struct{} // per helper, buffered: wakes a parked helper
+	// state is openBit while a task takes helpers, plus the number of
+	// helpers working on it.
+	state   atomic.Int64
+	workers int              // of the open task: helpers k < workers may join
+	task    func(worker int) // of the open task
+	idle    chan struct{}    // the last helper out of a closed task says so
+	gen     atomic.Uint64    // task number, bumped when a task opens
+	parked  []atomic.Bool    // per helper: waiting on its start channel
+	fault   []any            // per worker: a recovered panic, re-raised by run
+	wg      sync.WaitGroup
+}
+
+const openBit = 1 << 40
+
+func newWorkerPool(n int) *workerPool {
+	p := &workerPool{n: max(1, n), idle: make(chan struct{}, 1)}
+	p.fault = make([]any, p.n)
+	p.parked = make([]atomic.Bool, p.n)
+	for range p.n - 1 { // all made before any helper reads p.start
+		p.start = append(p.start, make(chan struct{}, 1))
+	}
+	for k := 1; k < p.n; k++ {
+		p.wg.Go(func() {
+			var seen uint64
+			for {
+				g, ok := p.await(k, seen)
+				if !ok {
+					return
+				}
+				seen = g
+				p.join(k)
+			}
+		})
+	}
+	return p
+}
+
+// poolSpin is how many times an idle helper checks for a new task
+// before it parks on its channel.
+const poolSpin = 1 << 12
+
+// await returns the task number once it differs from seen, checking it
+// poolSpin times before parking; false when the pool is closed.
+func (p *workerPool) await(k int, seen uint64) (uint64, bool) {
+	for {
+		for range poolSpin {
+			if g := p.gen.Load(); g != seen {
+				return g, true
+			}
+		}
+		p.parked[k].Store(true)
+		if g := p.gen.Load(); g != seen { // run bumps gen before it looks at parked
+			p.parked[k].Store(false)
+			return g, true
+		}
+		if _, ok := <-p.start[k-1]; !ok {
+			return 0, false
+		}
+		p.parked[k].Store(false)
+	}
+}
+
+// join runs helper k on the open task, if there is one it may take part
+// in.
+func (p *workerPool) join(k int) {
+	for {
+		s := p.state.Load()
+		if s&openBit == 0 {
+			return // closed: the others did the work
+		}
+		if p.state.CompareAndSwap(s, s+1) {
+			break
+		}
+	}
+	if k < p.workers { // written before the task opened
+		p.call(k)
+	}
+	if p.state.Add(-1) == 0 { // closed, and the last one out
+		p.idle <- struct{}{}
+	}
+}
+
+// run calls task(k) for k in [0, workers) on up to workers cores, task(0)
+// on the calling goroutine, and returns when every call that started has
+// returned. Every call must take pieces of the work until none is left, so
+// that the work is done whichever of them run. workers is clamped to
+// [1, p.n].
+func (p *workerPool) run(workers int, task func(worker int)) {
+	workers = min(max(workers, 1), p.n)
+	if workers == 1 {
+		task(0)
+		return
+	}
+	p.task, p.workers = task, workers
+	p.state.Store(openBit) // publishes task and workers
+	p.gen.Add(1)
+	for k := 1; k < workers; k++ {
+		if !p.parked[k].Load() {
+			continue // spinning: it sees gen
+		}
+		select {
+		case p.start[k-1] <- struct{}{}:
+		default: // a token is waiting: the helper will come
+		}
+	}
+	task(0)
+	for {
+		s := p.state.Load()
+		if p.state.CompareAndSwap(s, s&^openBit) {
+			if s&^openBit != 0 {
+				<-p.idle // helpers are still on their last piece
+			}
+			break
+		}
+	}
+	p.task = nil
+	for k := 1; k < workers; k++ {
+		if f := p.fault[k]; f != nil {
+			p.fault[k] = nil
+			panic(f) // on the caller's goroutine, where the engine recovers it
+		}
+	}
+}
+
+// call runs the task of helper k, keeping a panic for run to re-raise
+// instead of crashing the process.
+func (p *workerPool) call(k int) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.fault[k] = fmt.Sprintf("inference worker %d: %v\n%s", k, r, debug.Stack())
+		}
+	}()
+	p.task(k)
+}
+
+func (p *workerPool) close() {
+	for _, ch := range p.start {
+		close(ch)
+	}
+	p.wg.Wait()
+}

@@ -1,0 +1,198 @@
+package train
+
+import (
+	"math"
+	"sync"
+
+	"github.com/delegatelab/delegate/nn/kernel"
+)
+
+// Causal self-attention with grouped key/value heads.
+//
+// The projections of a token arrive fused in one row of qkv (N, S), N = B·T,
+// S = Dim + 2·KVDim: the queries (Heads·HeadDim) first, then the keys and
+// the values (KVHeads·HeadDim each), queries and keys already rotated.
+// Query head h reads key/value head h / (Heads/KVHeads), as in llama2.c.
+// For each sequence b, head h and position t:
+//
+//	s_tj = q_t·k_j / sqrt(HeadDim),   p_tj = softmax_j≤t(s_tj),   out_t = Σ_j≤t p_tj·v_j
+//
+// Positions j > t are masked: they get probability exactly 0 and receive
+// exactly zero gradient from position t.
+//
+// Each (sequence, key/value head) is one task: its keys and values, and in
+// turn the queries of every head of its group, are gathered into contiguous
+// (T, HeadDim) blocks so that the products run through package kernel.
+// Queries go in row blocks of attnBlock positions; the block of rows
+// [r0, r1) needs only keys [0, r1), so the masked triangle inside the
+// diagonal block is the only wasted work.
+//
+// The (T, T) probabilities are not kept: the forward pass saves one
+// log-sum-exp per row, lse_t = log Σ_j≤t exp(s_tj), and the backward pass
+// recomputes p_tj = exp(s_tj − lse_t) block by block (the forward pass
+// normalises by 1/Σ exp instead; the two agree to float32 rounding), so
+// memory grows with T, not T². The price is one more
+// query-key product per head in the backward pass.
+type attention struct {
+	B, T, Heads, KVHeads, HeadDim int
+}
+
+func (a attention) stride() int { return (a.Heads + 2*a.KVHeads) * a.HeadDim }
+
+// attnBlock is the number of query positions per row block.
+const attnBlock = 32
+
+// attnScratch holds one task's gathered blocks.
+type attnScratch struct {
+	q, k, v, o, dq, dk, dv []float32 // (T, HeadDim)
+	p, dp                  []float32 // (attnBlock, T)
+}
+
+var attnPool sync.Pool // of *attnScratch
+
+func (a attention) scratch() *attnScratch {
+	n, nb := a.T*a.HeadDim, attnBlock*a.T
+	s, _ := attnPool.Get().(*attnScratch)
+	if s == nil || len(s.q) < n || len(s.p) < nb {
+		f := func(k int) []float32 { return make([]float32, k) }
+		s = &attnScratch{q: f(n), k: f(n), v: f(n), o: f(n), dq: f(n), dk: f(n), dv: f(n), p: f(nb), dp: f(nb)}
+	}
+	return s
+}
+
+// gather copies column block [off, off+HeadDim) of the T rows of src (row
+// stride s) into dst (T, HeadDim); scatter is its inverse.
+func (a attention) gather(dst, src []float32, s, off int) {
+	hd := a.HeadDim
+	for i := 0; i < a.T; i++ {
+		copy(dst[i*hd:(i+1)*hd], src[i*s+off:i*s+off+hd])
+	}
+}
+
+func (a attention) scatter(dst, src []float32, s, off int) {
+	hd := a.HeadDim
+	for i := 0; i < a.T; i++ {
+		copy(dst[i*s+off:i*s+off+hd], src[i*hd:(i+1)*hd])
+	}
+}
+
+// probs turns the raw products pb (r1−r0, r1) of query rows [r0, r1) with
+// keys [0, r1) into probabilities, in place: p_ij = exp(scale·pb_ij − lse_i)
+// for j ≤ i and 0 after. When save is true it computes lse for each row and
+// stores it (the row then holds e_ij/Σe, e_ij = exp(scale·pb_ij − max));
+// otherwise it reads the saved lse.
+func attnProbs(pb, lse []float32, r0, r1 int, scale float32, save bool) {
+	for i := r0; i < r1; i++ {
+		row := pb[(i-r0)*r1 : (i-r0+1)*r1]
+		live := row[:i+1]
+		clear(row[i+1:])
+		if !save {
+			kernel.ExpSum(live, live, scale, lse[i])
+			continue
+		}
+		sum, shift := kernel.Softmax(live, scale)
+		lse[i] = shift + float32(math.Log(float64(sum)))
+		inv := 1 / sum
+		for j := range live {
+			live[j] *= inv
+		}
+	}
+}
+
+// forward writes out (N, Heads·HeadDim) and the row log-sum-exps lse
+// (B, Heads, T). Tasks run in parallel.
+func (a attention) forward(out, lse, qkv []float32) {
+	hd, s, t := a.HeadDim, a.stride(), a.T
+	d := a.Heads * hd
+	kOff, vOff := d, d+a.KVHeads*hd
+	group := a.Heads / a.KVHeads
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	parallel(a.B*a.KVHeads, 1, func(lo, hi int) {
+		sc := a.scratch()
+		defer attnPool.Put(sc)
+		q, k, v, o := sc.q[:t*hd], sc.k[:t*hd], sc.v[:t*hd], sc.o[:t*hd]
+		for bk := lo; bk < hi; bk++ {
+			b, kvh := bk/a.KVHeads, bk%a.KVHeads
+			rows := qkv[b*t*s : (b+1)*t*s] // (T, S)
+			a.gather(k, rows, s, kOff+kvh*hd)
+			a.gather(v, rows, s, vOff+kvh*hd)
+			for h := kvh * group; h < (kvh+1)*group; h++ {
+				a.gather(q, rows, s, h*hd)
+				l := lse[(b*a.Heads+h)*t : (b*a.Heads+h+1)*t] // (T)
+				for r0 := 0; r0 < t; r0 += attnBlock {
+					r1 := min(r0+attnBlock, t)
+					m := r1 - r0
+					pb := sc.p[:m*r1]                                 // (r1−r0, r1)
+					kernel.MatMulNT(pb, q[r0*hd:r1*hd], k, m, hd, r1) // q·kᵀ
+					attnProbs(pb, l, r0, r1, scale, true)
+					kernel.MatMulNN(o[r0*hd:r1*hd], pb, v, m, r1, hd) // (r1−r0, HeadDim)
+				}
+				a.scatter(out[b*t*d:(b+1)*t*d], o, d, h*hd)
+			}
+		}
+	})
+}
+
+// backward writes the gradient with respect to qkv into dqkv (N, S),
+// overwriting it, from dout (N, Heads·HeadDim), the saved lse and qkv.
+// Per head and row block, with P the recomputed probabilities and dO the
+// output gradient:
+//
+//	dP = dO·Vᵀ,  dV += Pᵀ·dO,  dS = P∘(dP − rowsum(P∘dP))·scale
+//	dQ = dS·K,   dK += dSᵀ·Q
+//
+// The query heads sharing a key/value head add into its gradient in a
+// fixed order within one task, so results do not depend on scheduling.
+// Masked entries of P are zero, so they pass no gradient.
+func (a attention) backward(dqkv, dout, lse, qkv []float32) {
+	hd, s, t := a.HeadDim, a.stride(), a.T
+	d := a.Heads * hd
+	kOff, vOff := d, d+a.KVHeads*hd
+	group := a.Heads / a.KVHeads
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	parallel(a.B*a.KVHeads, 1, func(lo, hi int) {
+		sc := a.scratch()
+		defer attnPool.Put(sc)
+		q, k, v, do := sc.q[:t*hd], sc.k[:t*hd], sc.v[:t*hd], sc.o[:t*hd]
+		dq, dk, dv := sc.dq[:t*hd], sc.dk[:t*hd], sc.dv[:t*hd]
+		for bk := lo; bk < hi; bk++ {
+			b, kvh := bk/a.KVHeads, bk%a.KVHeads
+			rows, drows := qkv[b*t*s:(b+1)*t*s], dqkv[b*t*s:(b+1)*t*s] // (T, S)
+			a.gather(k, rows, s, kOff+kvh*hd)
+			a.gather(v, rows, s, vOff+kvh*hd)
+			clear(dk)
+			clear(dv)
+			for h := kvh * group; h < (kvh+1)*group; h++ {
+				a.gather(q, rows, s, h*hd)
+				a.gather(do, dout[b*t*d:(b+1)*t*d], d, h*hd)
+				l := lse[(b*a.Heads+h)*t : (b*a.Heads+h+1)*t] // (T)
+				for r0 := 0; r0 < t; r0 += attnBlock {
+					r1 := min(r0+attnBlock, t)
+					m := r1 - r0
+					pb, dpb := sc.p[:m*r1], sc.dp[:m*r1] // (r1−r0, r1)
+					qb, dob, dqb := q[r0*hd:r1*hd], do[r0*hd:r1*hd], dq[r0*hd:r1*hd]
+					kernel.MatMulNT(pb, qb, k, m, hd, r1) // q·kᵀ again
+					attnProbs(pb, l, r0, r1, scale, false)
+					kernel.MatMulNT(dpb, dob, v, m, hd, r1)    // dP
+					kernel.MatMulTNAcc(dv, pb, dob, r1, m, hd) // dV[0:r1]
+					for i := r0; i < r1; i++ {
+						pi, dpi := pb[(i-r0)*r1:(i-r0+1)*r1], dpb[(i-r0)*r1:(i-r0+1)*r1]
+						var dot float32
+						for j := 0; j <= i; j++ {
+							dot += pi[j] * dpi[j]
+						}
+						for j := 0; j <= i; j++ {
+							dpi[j] = pi[j] * (dpi[j] - dot) * scale
+						}
+						clear(dpi[i+1:])
+					}
+					kernel.MatMulNN(dqb, dpb, k, m, r1, hd)    // dQ[r0:r1]
+					kernel.MatMulTNAcc(dk, dpb, qb, r1, m, hd) // dK[0:r1]
+				}
+				a.scatter(drows, dq, s, h*hd)
+			}
+			a.scatter(drows, dk, s, kOff+kvh*hd)
+			a.scatter(drows, dv, s, vOff+kvh*hd)
+		}
+	})
+}

@@ -1,0 +1,54 @@
+package train
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"sync"
+)
+
+// parallel runs fn over [0, n) split into contiguous chunks of at
+// least minChunk items, one goroutine per chunk and at most GOMAXPROCS
+// chunks; it returns when every chunk is done. Each chunk must write only
+// its own outputs, so results do not depend on the split. A panic in a
+// chunk (a programming error) is re-raised in the caller's goroutine with
+// the worker's stack, so it can be recovered there like inline code.
+func parallel(n, minChunk int, fn func(lo, hi int)) {
+	workers := runtime.GOMAXPROCS(0)
+	if minChunk < 1 {
+		minChunk = 1
+	}
+	if most := n / minChunk; most < workers {
+		workers = most
+	}
+	if workers <= 1 {
+		if n > 0 {
+			fn(0, n)
+		}
+		return
+	}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		panicked any
+	)
+	for w := 0; w < workers; w++ {
+		lo, hi := n*w/workers, n*(w+1)/workers
+		wg.Go(func() {
+			defer func() {
+				if r := recover(); r != nil {
+					mu.Lock()
+					if panicked == nil {
+						panicked = fmt.Sprintf("%v\n\nworker stack:\n%s", r, debug.Stack())
+					}
+					mu.Unlock()
+				}
+			}()
+			fn(lo, hi)
+		})
+	}
+	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
+}
