@@ -485,9 +485,13 @@ func (r *runner) notes(res *Result) []string {
 			c.EvalTemperature, c.Prices.Delegator.Input, c.Prices.Delegator.CachedInput, c.Prices.Delegator.Output,
 			c.Prices.Solver.Input, c.Prices.Solver.CachedInput, c.Prices.Solver.Output, cacheNote(c.CacheMinTokens), c.EvalConcurrency),
 	}
-	if c.trainsSolver() {
-		notes = append(notes, fmt.Sprintf("Trained: %s. The solver was trained too (its own GRPO trainer in %s, on its answers to the delegator's calls, each call a sample with its rollout's advantage), sampling at temperature %g in training, greedy here; the delegator in training sampled at %g when trained, else as here.",
-			c.Train, SolverDir, c.RL.Temperature, c.RL.Temperature))
+	switch c.Train {
+	case TrainSolver:
+		notes = append(notes, fmt.Sprintf("Trained: the solver alone, by its own trainer (%s/), on its answers to the pretrained delegator's calls (the delegator greedy, as here), each answer a sample with its rollout's advantage; the solver sampled at temperature %g in training and answers greedily here.",
+			SolverDir, c.RL.Temperature))
+	case TrainBoth:
+		notes = append(notes, fmt.Sprintf("Trained: the delegator and the solver, each by its own trainer (the solver's in %s/) on its own samples of the same rollouts (the delegator's turns; each of the solver's answers a sample), with the rollout's advantage; both sampled at temperature %g in training, and the solver answers greedily here.",
+			SolverDir, c.RL.Temperature))
 	}
 	if c.Mode == ModeMLPO {
 		ckpts := c.peerCheckpoints()
