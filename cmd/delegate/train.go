@@ -111,6 +111,9 @@ on every one) and --eval-items 300.`,
 			if f.total > 0 {
 				cfg.Deadline = time.Now().Add(f.total)
 			}
+			if cfg.Train != train.TrainDelegator && (f.processes != 0 || f.api != "") {
+				return fmt.Errorf("train: --train %s: only the delegator is trained from a trajectory API (--api, --processes)", cfg.Train)
+			}
 			if f.processes != 0 {
 				t, err := newTopology(cmd.Flags(), cfg, f.processes, f.level, cfg.Reward.Lambda)
 				if err != nil {
