@@ -83,8 +83,8 @@ type Result struct {
 	SolverCheckpoint string
 }
 
-// Run trains the delegator (or, in MLPO mode, the leader) from cfg's
-// checkpoints and evaluates every arm of the table on held-out items:
+// Run trains the delegator, the solver or both (Config.Train; in MLPO
+// mode, the leader) from cfg's checkpoints and evaluates every arm of the table on held-out items:
 // first the baselines, then training until RL.Steps or TrainTime, then
 // the trained policy. Everything lands in cfg.OutDir as it is done, so a
 // run interrupted at any point resumes there: finished evaluation items
