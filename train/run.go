@@ -84,9 +84,9 @@ type Result struct {
 }
 
 // Run trains the delegator, the solver or both (Config.Train; in MLPO
-// mode, the leader) from cfg's checkpoints and evaluates every arm of the table on held-out items:
-// first the baselines, then training until RL.Steps or TrainTime, then
-// the trained policy. Everything lands in cfg.OutDir as it is done, so a
+// mode, the leader) from cfg's checkpoints and evaluates every arm of the
+// table on held-out items: first the baselines, then training until
+// RL.Steps or TrainTime, then the trained policies. Everything lands in cfg.OutDir as it is done, so a
 // run interrupted at any point resumes there: finished evaluation items
 // are not run again, and training goes on from its last checkpoint with
 // what is left of TrainTime. When ctx ends, Run returns its error after
