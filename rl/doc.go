@@ -98,4 +98,18 @@
 // checkpoint and truncates the metrics log to it; Items replays the
 // earlier steps' draws, so the resumed steps train on the items they
 // would have.
+//
+// # Several policies
+//
+// The policies of one multi-agent rollout (route's delegator and the
+// solver it calls) are trained by a Trainer each, over its own parameters,
+// OutDir, metrics and checkpoint, stepping together (Lockstep): each
+// step, each trainer in turn takes its groups from its source and
+// updates. The sources are views of one rollout pass (package train's):
+// the step's rollouts are made once, on the first trainer's Next, and
+// every policy's groups hold its own calls only as sequences, each
+// rollout's with the rollout's advantage (a rollout in which a policy
+// made no call gives it no tokens). Trainers resumed at different steps,
+// after a crash between their checkpoints, are brought level before they
+// go on together.
 package rl

@@ -133,41 +133,95 @@ func (t *Trainer) emit(p Progress) {
 // last completed step and returns an error wrapping the cause
 // (errors.Is(err, context.Canceled) for a cancellation). A failed step
 // leaves the parameters as they were before it.
-func (t *Trainer) Run(ctx context.Context) (err error) {
-	if err := t.resume(); err != nil {
-		return fmt.Errorf("rl run %s: %w", t.cfg.OutDir, err)
+func (t *Trainer) Run(ctx context.Context) error { return Lockstep(ctx, t) }
+
+// Lockstep runs trainers of several policies whose sources share each
+// step's rollouts (the policies of one multi-agent rollout, each trained
+// on its own samples of it), as Run runs one: each resumes its own
+// checkpoint and metrics in its own OutDir, then step by step each
+// trainer takes the step in the order given, writes its metrics line and
+// checkpoints on its own CheckpointEvery. A step's parameter updates
+// therefore happen one trainer after the other, after the step's
+// rollouts: a shared source must make a step's rollouts once, on the
+// first Next of that step, and hand the later trainers their part of
+// them (so every trainer's groups were sampled by the parameters it
+// updates). Trainers resumed at different steps (a crash between two
+// checkpoints) are brought level first: a step is taken only by the
+// trainers that have not done it, the others wait. When ctx is cancelled
+// or a step fails, every trainer that advanced since its last checkpoint
+// writes one, and the error names the OutDir of the trainer that failed.
+// Each trainer stops at its own Steps.
+func Lockstep(ctx context.Context, ts ...*Trainer) (err error) {
+	if len(ts) == 0 {
+		return errors.New("rl lockstep: no trainers")
 	}
-	mw, err := openMetrics(t.cfg.OutDir, t.step)
-	if err != nil {
-		return fmt.Errorf("rl run %s: %w", t.cfg.OutDir, err)
-	}
+	mws := make([]*metricsWriter, len(ts))
+	saved := make([]int, len(ts))
 	defer func() {
-		if cerr := mw.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("rl run %s: %w", t.cfg.OutDir, cerr)
+		for i, mw := range mws {
+			if mw == nil {
+				continue
+			}
+			if cerr := mw.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("rl run %s: %w", ts[i].cfg.OutDir, cerr)
+			}
 		}
 	}()
-	saved := t.step
-	for t.step < t.cfg.Steps {
-		m, serr := t.Step(ctx)
-		if serr != nil {
-			if t.step > saved {
-				if err := t.save(); err != nil {
-					return fmt.Errorf("rl run %s: %w (and saving: %v)", t.cfg.OutDir, serr, err)
-				}
-			}
-			return fmt.Errorf("rl run %s: %w", t.cfg.OutDir, serr)
-		}
-		if err := mw.Write(m); err != nil {
+	for i, t := range ts {
+		if err := t.resume(); err != nil {
 			return fmt.Errorf("rl run %s: %w", t.cfg.OutDir, err)
 		}
-		if t.step%t.cfg.CheckpointEvery == 0 || t.step == t.cfg.Steps {
-			if err := t.save(); err != nil {
-				return fmt.Errorf("rl run %s: %w", t.cfg.OutDir, err)
+		mw, err := openMetrics(t.cfg.OutDir, t.step)
+		if err != nil {
+			return fmt.Errorf("rl run %s: %w", t.cfg.OutDir, err)
+		}
+		mws[i], saved[i] = mw, t.step
+	}
+	// fail saves every trainer that advanced since its last checkpoint
+	// and returns cause as the error of the trainer t.
+	fail := func(t *Trainer, cause error) error {
+		var serrs []error
+		for i, u := range ts {
+			if u.step > saved[i] {
+				if err := u.save(); err != nil {
+					serrs = append(serrs, fmt.Errorf("%s: %w", u.cfg.OutDir, err))
+				}
 			}
-			saved = t.step
+		}
+		if len(serrs) > 0 {
+			return fmt.Errorf("rl run %s: %w (and saving: %v)", t.cfg.OutDir, cause, errors.Join(serrs...))
+		}
+		return fmt.Errorf("rl run %s: %w", t.cfg.OutDir, cause)
+	}
+	for {
+		next := math.MaxInt // the step after the trainer furthest behind
+		for _, t := range ts {
+			if t.step < t.cfg.Steps {
+				next = min(next, t.step+1)
+			}
+		}
+		if next == math.MaxInt {
+			return nil
+		}
+		for i, t := range ts {
+			if t.step+1 != next || t.step >= t.cfg.Steps {
+				continue
+			}
+			m, serr := t.Step(ctx)
+			if serr != nil {
+				return fail(t, serr)
+			}
+			if err := mws[i].Write(m); err != nil {
+				return fail(t, err)
+			}
+			if t.step%t.cfg.CheckpointEvery == 0 || t.step == t.cfg.Steps {
+				if err := t.save(); err != nil {
+					return fmt.Errorf("rl run %s: %w", t.cfg.OutDir, err)
+				}
+				saved[i] = t.step
+			}
 		}
 	}
-	return nil
 }
 
 // Step runs one step (the source's groups, their advantages where the

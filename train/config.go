@@ -25,10 +25,32 @@ const (
 	ModeMLPO = "mlpo"
 )
 
+// The policies a route run trains (Config.Train).
+const (
+	// TrainDelegator trains the delegator; the solver answers greedily
+	// with its pretrained weights, in training as in the table.
+	TrainDelegator = "delegator"
+	// TrainSolver trains the solver, sampling at the trainer's
+	// temperature, on the calls the pretrained delegator (greedy, as in
+	// the table) makes to it.
+	TrainSolver = "solver"
+	// TrainBoth trains both from the same rollouts, each on its own
+	// samples of them.
+	TrainBoth = "both"
+)
+
 // Config sets a training run. DefaultConfig gives the documented defaults.
 type Config struct {
 	// Mode is ModeRoute (default) or ModeMLPO.
 	Mode string `json:"mode"`
+	// Train is which policies a route run trains: TrainDelegator (the
+	// default), TrainSolver or TrainBoth. Under route the delegator's
+	// turns and the solver's answers are separate samples (every call to
+	// the solver starts one), each policy's samples of a step form its
+	// own groups with the advantages of their rollouts, and each policy
+	// has its own trainer (rl.Lockstep): the delegator's in OutDir, the
+	// solver's in OutDir/SolverDir. MLPO trains its leader only.
+	Train string `json:"train"`
 	// Solver and Delegator are nn checkpoint directories: the frozen
 	// sub-agent and the policy's starting weights; "" means the shipped
 	// model embedded in the binary (package models).
@@ -113,6 +135,14 @@ type Config struct {
 // directory is expected: "shipped:peer".
 const ShippedPrefix = "shipped:"
 
+// SolverDir is the solver trainer's directory in OutDir (its metrics.jsonl
+// and checkpoint/) when Train is TrainSolver or TrainBoth.
+const SolverDir = "solver"
+
+// trainsDelegator and trainsSolver say which policies the run trains.
+func (c Config) trainsDelegator() bool { return c.Train == TrainDelegator || c.Train == TrainBoth }
+func (c Config) trainsSolver() bool    { return c.Train == TrainSolver || c.Train == TrainBoth }
+
 // peerCheckpoints are the peers' checkpoints, Peers or the default team.
 func (c Config) peerCheckpoints() []string {
 	if len(c.Peers) == 0 {
@@ -134,6 +164,7 @@ func DefaultConfig() Config {
 	r.PolicyRole = RoleDelegator
 	return Config{
 		Mode:            ModeRoute,
+		Train:           TrainDelegator,
 		OutDir:          "runs/train",
 		RL:              r,
 		Reward:          world.DefaultReward(),
@@ -161,6 +192,12 @@ func (c Config) Validate() error {
 	}
 	if c.Mode != ModeRoute && c.Mode != ModeMLPO {
 		bad("mode", "must be %q or %q, got %q", ModeRoute, ModeMLPO, c.Mode)
+	}
+	switch {
+	case c.Train != TrainDelegator && c.Train != TrainSolver && c.Train != TrainBoth:
+		bad("train", "must be %q, %q or %q, got %q", TrainDelegator, TrainSolver, TrainBoth, c.Train)
+	case c.Mode == ModeMLPO && c.Train != TrainDelegator:
+		bad("train", "mode %s trains its leader only (%q), got %q", ModeMLPO, TrainDelegator, c.Train)
 	}
 	if c.OutDir == "" {
 		bad("out_dir", "required")

@@ -23,8 +23,11 @@ const identityVersion = 3
 // run it continues (the rest, budgets and evaluation settings, may
 // change between invocations).
 type identity struct {
-	Version       int           `json:"version"`
-	Mode          string        `json:"mode"`
+	Version int    `json:"version"`
+	Mode    string `json:"mode"`
+	// Train is Config.Train, left out for TrainDelegator: run files
+	// written before the field existed resume as delegator runs.
+	Train         string        `json:"train,omitempty"`
 	Solver        string        `json:"solver"`
 	Delegator     string        `json:"delegator"`
 	Peers         []string      `json:"peers,omitempty"`
@@ -42,11 +45,19 @@ type identity struct {
 
 func identityOf(c Config) identity {
 	return identity{
-		Version: identityVersion, Mode: c.Mode, Solver: c.Solver, Delegator: c.Delegator, Peers: c.Peers,
+		Version: identityVersion, Mode: c.Mode, Train: trainIdentity(c.Train), Solver: c.Solver, Delegator: c.Delegator, Peers: c.Peers,
 		World: c.World, Seed: c.Seed, TrainProblems: c.TrainProblems, Reward: c.Reward,
 		Estimator: string(c.RL.Estimator), GroupSize: c.RL.GroupSize, ItemsPerStep: c.RL.ItemsPerStep,
 		CacheMinTokens: c.CacheMinTokens,
 	}
+}
+
+// trainIdentity is Config.Train as RunFile records it.
+func trainIdentity(t string) string {
+	if t == TrainDelegator {
+		return ""
+	}
+	return t
 }
 
 // checkIdentity writes RunFile in a new OutDir, or checks that the run

@@ -408,7 +408,7 @@ func (r *runner) mlpoEnv(ctx context.Context, cfg rl.Config) (rl.Source, error) 
 	for i, k := range kept {
 		problems[i] = r.trainSet[k]
 	}
-	return r.problemEnv(cfg, problems, func(p *world.Problem, leader delegate.Model) (delegate.Strategy, error) {
+	return r.problemEnv(cfg, problems, func(p *world.Problem, leader, _ delegate.Model) (delegate.Strategy, error) {
 		return r.lead(p, scfg, leader)
 	}), nil
 }

@@ -38,7 +38,13 @@ const (
 	ArmOracle     = "oracle router (upper bound)"
 	ArmPretrained = "pretrained delegator"
 	ArmTrained    = "RL-trained delegator"
-	ArmRandom     = "random at the trained rate"
+	// With Config.Train solver or both: the pretrained delegator with the
+	// RL-trained solver, and (both) the two trained together. The
+	// RL-trained delegator's arm is then the trained delegator with the
+	// pretrained solver.
+	ArmTrainedSolver = "pretrained delegator + RL-trained solver"
+	ArmTrainedBoth   = "RL-trained delegator + RL-trained solver"
+	ArmRandom        = "random at the trained rate"
 
 	ArmTeam        = "trained leader + peers"
 	ArmLeaderAlone = "trained leader alone"
@@ -69,14 +75,18 @@ type Result struct {
 	StoppedBy string // "steps", "time" (TrainTime or Deadline) or "" when not trained here
 	// TrainSeconds is the rollout and update time of every step done.
 	TrainSeconds float64
-	// Checkpoint is the trained policy's checkpoint directory.
+	// Checkpoint is the trained policy's checkpoint directory (the
+	// delegator's when it is trained, else the solver's).
 	Checkpoint string
+	// SolverCheckpoint is the trained solver's checkpoint directory, ""
+	// when the solver is not trained.
+	SolverCheckpoint string
 }
 
-// Run trains the delegator (or, in MLPO mode, the leader) from cfg's
-// checkpoints and evaluates every arm of the table on held-out items:
-// first the baselines, then training until RL.Steps or TrainTime, then
-// the trained policy. Everything lands in cfg.OutDir as it is done, so a
+// Run trains the delegator, the solver or both (Config.Train; in MLPO
+// mode, the leader) from cfg's checkpoints and evaluates every arm of the
+// table on held-out items: first the baselines, then training until
+// RL.Steps or TrainTime, then the trained policies. Everything lands in cfg.OutDir as it is done, so a
 // run interrupted at any point resumes there: finished evaluation items
 // are not run again, and training goes on from its last checkpoint with
 // what is left of TrainTime. When ctx ends, Run returns its error after
@@ -141,8 +151,8 @@ func Evaluate(ctx context.Context, cfg Config, trained Result, opt Options) (*Re
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Mode != ModeRoute {
-		return nil, fmt.Errorf("train: evaluate a checkpoint: mode %s: only %s is trained from a trajectory API", cfg.Mode, ModeRoute)
+	if cfg.Mode != ModeRoute || cfg.Train != TrainDelegator {
+		return nil, fmt.Errorf("train: evaluate a checkpoint: mode %s, train %s: only %s's delegator is trained from a trajectory API", cfg.Mode, cfg.Train, ModeRoute)
 	}
 	phase, err := begin(cfg, &opt)
 	if err != nil {
@@ -200,7 +210,7 @@ func (r *runner) final(ctx context.Context, phase func(string), res *Result) err
 	if err != nil {
 		return err
 	}
-	if cfg.Mode == ModeRoute {
+	if cfg.Mode == ModeRoute && cfg.trainsDelegator() {
 		// Random delegation at the rate the trained policy delegates.
 		rate := tab.Row(ArmTrained).DelegationRate()
 		name := fmt.Sprintf("%s (%.2f, step %d)", ArmRandom, rate, res.Steps)
@@ -208,6 +218,8 @@ func (r *runner) final(ctx context.Context, phase func(string), res *Result) err
 		if tab, err = r.evaluate(ctx, arms); err != nil {
 			return err
 		}
+	}
+	if cfg.Mode == ModeRoute {
 		tab.BestRule = r.bestRule
 	}
 	if cfg.Mode == ModeMLPO {
@@ -226,7 +238,12 @@ func (r *runner) final(ctx context.Context, phase func(string), res *Result) err
 	}
 	res.Table = tab
 	tab.Notes = r.notes(res)
-	tab.Checks = Acceptance(tab, cfg.Mode)
+	if cfg.trainsDelegator() {
+		tab.Checks = Acceptance(tab, cfg.Mode)
+	}
+	if cfg.trainsSolver() {
+		tab.Checks = append(tab.Checks, SolverAcceptance(tab, cfg.Train)...)
+	}
 	return writeTable(filepath.Join(cfg.OutDir, TableFile), tab)
 }
 
@@ -242,12 +259,16 @@ type runner struct {
 	split             world.Split // of testSet
 	bestRule          string      // the arm of the best fixed rule on training items (route)
 
-	policyP    *nn.Params
-	solver     *local.Model
-	pretrained *local.Model     // the delegator's starting weights, frozen
-	policy     *local.Model     // over policyP, which training updates
-	peers      []delegate.Model // MLPO's frozen peer models solving with scratch work (scratchPeer), each answer computed once; peer i is peers[i mod len]
-	closers    []*local.Model
+	policyP *nn.Params
+	solver  *local.Model // the solver's starting weights, frozen
+	// solverP and trainedSolver, with Config.Train solver or both: the
+	// solver's parameters that training updates, and its model over them.
+	solverP       *nn.Params
+	trainedSolver *local.Model
+	pretrained    *local.Model     // the delegator's starting weights, frozen
+	policy        *local.Model     // over policyP, which training updates
+	peers         []delegate.Model // MLPO's frozen peer models solving with scratch work (scratchPeer), each answer computed once; peer i is peers[i mod len]
+	closers       []*local.Model
 }
 
 func newRunner(cfg Config, opt Options) (*runner, error) {
@@ -305,6 +326,17 @@ func newRunner(cfg Config, opt Options) (*runner, error) {
 	if r.solver, err = open(solverP, "solver"); err != nil {
 		r.close()
 		return nil, err
+	}
+	if cfg.trainsSolver() {
+		if r.solverP, err = nn.Alloc(solverP.Config); err != nil {
+			r.close()
+			return nil, fmt.Errorf("train: %w", err)
+		}
+		copy(r.solverP.Data, solverP.Data)
+		if r.trainedSolver, err = open(r.solverP, "solver-trained"); err != nil {
+			r.close()
+			return nil, err
+		}
 	}
 	if r.pretrained, err = open(pretrainedP, "delegator-pretrained"); err != nil {
 		r.close()
@@ -371,10 +403,10 @@ func (s perRun) Run(ctx context.Context, request string, events chan<- delegate.
 // route builds route with the delegator in the strong seat and the solver
 // answering what it delegates; the delegator sees the tool declared as in
 // its pretraining transcripts.
-func (r *runner) route(scfg strategy.Config, delegator delegate.Model) (delegate.Strategy, error) {
+func (r *runner) route(scfg strategy.Config, delegator, solver delegate.Model) (delegate.Strategy, error) {
 	return strategy.New(strategy.NameRoute, strategy.Roles{
 		Strong: r.delegatorAgent(&conversation{m: world.CompactTools(delegator), minCached: r.cfg.CacheMinTokens}),
-		Weak:   r.subagent(r.solver, r.cfg.Prices.Solver),
+		Weak:   r.subagent(solver, r.cfg.Prices.Solver),
 	}, scfg)
 }
 
@@ -396,7 +428,7 @@ func (r *runner) baselines() []bench.Arm {
 	arms = append(arms, r.ruleArms()...)
 	arms = append(arms, r.scriptedArm(ArmOracle, world.Oracle(r.solver)))
 	return append(arms, bench.Arm{Name: ArmPretrained, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
-		return r.route(r.scfg, r.pretrained)
+		return r.route(r.scfg, r.pretrained, r.solver)
 	}}})
 }
 
@@ -405,7 +437,7 @@ func (r *runner) baselines() []bench.Arm {
 func (r *runner) scriptedArm(name string, decide world.Decider) bench.Arm {
 	prog := world.NewScripted(name, append(append([]*world.Problem(nil), r.trainSet...), r.testSet...), decide)
 	return bench.Arm{Name: name, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
-		return r.route(r.scfg, prog)
+		return r.route(r.scfg, prog, r.solver)
 	}}}
 }
 
@@ -432,9 +464,32 @@ func (r *runner) trainedArms(steps int) []bench.Arm {
 	if r.cfg.Mode == ModeMLPO {
 		return r.mlpoTrainedArms(steps)
 	}
-	return []bench.Arm{{Name: trainedName(ArmTrained, steps), Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
-		return r.route(r.scfg, r.policy)
-	}}}}
+	arm := func(name string, delegator, solver delegate.Model) bench.Arm {
+		return bench.Arm{Name: trainedName(name, steps), Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
+			return r.route(r.scfg, delegator, solver)
+		}}}
+	}
+	var arms []bench.Arm
+	if r.cfg.trainsDelegator() {
+		arms = append(arms, arm(ArmTrained, r.policy, r.solver))
+	}
+	if r.cfg.trainsSolver() {
+		arms = append(arms, arm(ArmTrainedSolver, r.pretrained, r.trainedSolver))
+	}
+	if r.cfg.Train == TrainBoth {
+		arms = append(arms, arm(ArmTrainedBoth, r.policy, r.trainedSolver))
+	}
+	return arms
+}
+
+// startArms is the number of baselines, last in their list, that run the
+// starting policies in the trained seats: the pretrained delegator under
+// route, the untrained leader's arms in MLPO.
+func (r *runner) startArms() int {
+	if r.cfg.Mode == ModeMLPO {
+		return len(r.trainedArms(0))
+	}
+	return 1
 }
 
 func trainedName(arm string, steps int) string {
@@ -548,7 +603,7 @@ type timing struct {
 // to take: that time, from this invocation or an earlier one's TimingFile.
 func (r *runner) evaluateBaselines(ctx context.Context) (time.Duration, error) {
 	arms := r.baselines()
-	split := len(arms) - len(r.trainedArms(0))
+	split := len(arms) - r.startArms()
 	if _, err := r.evaluate(ctx, arms[:split]); err != nil {
 		return 0, err
 	}
@@ -584,21 +639,20 @@ func (r *runner) evaluateBaselines(ctx context.Context) (time.Duration, error) {
 	if tm.Items <= 0 {
 		return 0, nil
 	}
-	// The final evaluation runs the same number of items as this one
-	// (len(trainedArms) = len(arms) − split), whatever EvalItems was when
-	// the time was measured.
-	return time.Duration(tm.StartEvalSeconds / float64(tm.Items) * float64(total) * float64(time.Second)), nil
+	// The final evaluation runs the trained arms, each about as long as
+	// a starting one, whatever EvalItems was when the time was measured.
+	final := len(r.testSet) * len(r.trainedArms(0))
+	return time.Duration(tm.StartEvalSeconds / float64(tm.Items) * float64(final) * float64(time.Second)), nil
 }
 
 // train runs the RL phase with what is left of TrainTime, and stops early
 // enough before the Deadline to leave reserve for the final evaluation.
+// Each trained policy has its own trainer (the delegator's in OutDir, the
+// solver's in OutDir/SolverDir), all stepping together on one source's
+// rollouts (rl.Lockstep).
 func (r *runner) train(ctx context.Context, reserve time.Duration) (*Result, error) {
-	cfg := r.cfg.RL
-	cfg.PolicyRole, cfg.OutDir = RoleDelegator, r.cfg.OutDir
-	if cfg.Seed == 0 {
-		cfg.Seed = r.cfg.Seed
-	}
-	src, err := r.source(ctx, cfg)
+	cfgs := r.trainerConfigs()
+	src, err := r.source(ctx, cfgs[0])
 	if err != nil {
 		return nil, err
 	}
@@ -623,13 +677,32 @@ func (r *runner) train(ctx context.Context, reserve time.Duration) (*Result, err
 		tctx, c3 = context.WithDeadline(tctx, stop)
 		defer c3()
 	}
-	tr, err := rl.New(cfg, r.policyP, src, r.opt.TrainProgress)
-	if err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+	trainers := make([]*rl.Trainer, len(cfgs))
+	for i, c := range cfgs {
+		s, params := src, r.policyP
+		if i > 0 {
+			s = src.(*rollouts).View(i)
+		}
+		if c.PolicyRole == RoleSubagent {
+			params = r.solverP
+		}
+		progress := r.opt.TrainProgress
+		if i > 0 {
+			progress = nil // one bar: the lead trainer's steps
+		}
+		if trainers[i], err = rl.New(c, params, s, progress); err != nil {
+			return nil, fmt.Errorf("train: %s: %w", c.PolicyRole, err)
+		}
 	}
-	res := &Result{Checkpoint: rl.CheckpointDir(r.cfg.OutDir)}
-	err = tr.Run(tctx)
-	res.Steps = tr.StepsDone()
+	res := &Result{Checkpoint: rl.CheckpointDir(cfgs[0].OutDir)}
+	if r.cfg.trainsSolver() {
+		res.SolverCheckpoint = rl.CheckpointDir(filepath.Join(r.cfg.OutDir, SolverDir))
+	}
+	err = rl.Lockstep(tctx, trainers...)
+	res.Steps = trainers[0].StepsDone()
+	for _, t := range trainers[1:] {
+		res.Steps = min(res.Steps, t.StepsDone())
+	}
 	switch {
 	case err == nil:
 		res.StoppedBy = "steps"
@@ -646,8 +719,45 @@ func (r *runner) train(ctx context.Context, reserve time.Duration) (*Result, err
 	return res, nil
 }
 
-// trainSeconds sums the rollout and update time of the metrics log.
+// trainerConfigs are the configs of the run's trainers, the lead first
+// (the delegator's when it is trained): the run's RL config with the
+// policy's role and directory; the solver's calls are capped at the
+// solver's token budget.
+func (r *runner) trainerConfigs() []rl.Config {
+	cfg := r.cfg.RL
+	cfg.PolicyRole, cfg.OutDir = RoleDelegator, r.cfg.OutDir
+	if cfg.Seed == 0 {
+		cfg.Seed = r.cfg.Seed
+	}
+	var out []rl.Config
+	if r.cfg.trainsDelegator() {
+		out = append(out, cfg)
+	}
+	if r.cfg.trainsSolver() {
+		sc := cfg
+		sc.PolicyRole, sc.OutDir = RoleSubagent, filepath.Join(r.cfg.OutDir, SolverDir)
+		sc.MaxNewTokens = r.scfg.Weak.MaxTokens
+		out = append(out, sc)
+	}
+	return out
+}
+
+// trainSeconds sums the rollout and update time of the metrics logs of
+// the run in dir: its delegator's and its solver's.
 func trainSeconds(dir string) (float64, error) {
+	var s float64
+	for _, d := range []string{dir, filepath.Join(dir, SolverDir)} {
+		x, err := logSeconds(d)
+		if err != nil {
+			return 0, err
+		}
+		s += x
+	}
+	return s, nil
+}
+
+// logSeconds sums the rollout and update time of dir's metrics log.
+func logSeconds(dir string) (float64, error) {
 	f, err := os.Open(filepath.Join(dir, rl.MetricsFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
@@ -673,17 +783,32 @@ func (r *runner) source(ctx context.Context, cfg rl.Config) (rl.Source, error) {
 	if r.cfg.Mode == ModeMLPO {
 		return r.mlpoEnv(ctx, cfg)
 	}
-	scfg := r.scfg
-	scfg.Strong.Temperature = cfg.Temperature
-	return r.problemEnv(cfg, r.trainSet, func(_ *world.Problem, delegator delegate.Model) (delegate.Strategy, error) {
-		return r.route(scfg, delegator)
-	}), nil
+	s := r.problemEnv(cfg, r.trainSet, func(_ *world.Problem, delegator, solver delegate.Model) (delegate.Strategy, error) {
+		return r.route(r.scfg, delegator, solver)
+	})
+	// A seat not trained plays as in the table: the pretrained delegator
+	// at the table's temperature, the pretrained solver greedy.
+	s.delegator = seat{m: r.pretrained}
+	s.roles = nil
+	if r.cfg.trainsDelegator() {
+		s.delegator = seat{m: r.policy, trained: true, maxNew: cfg.MaxNewTokens}
+		s.roles = append(s.roles, trainedRole{RoleDelegator, r.policyP.Config.Context})
+	}
+	if r.cfg.trainsSolver() {
+		s.solver = seat{m: r.trainedSolver, trained: true, maxNew: r.scfg.Weak.MaxTokens, salt: solverSalt}
+		s.roles = append(s.roles, trainedRole{RoleSubagent, r.solverP.Config.Context})
+	}
+	return s, nil
 }
 
 // problemEnv is the in-process source whose item i is problems[i], each
-// rollout run by the strategy build makes around the policy.
-func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func(*world.Problem, delegate.Model) (delegate.Strategy, error)) rl.Source {
+// rollout run by the strategy build makes around the policy in the
+// delegator's seat (and the pretrained solver, untrained), the one
+// trained role cfg.PolicyRole.
+func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func(p *world.Problem, delegator, solver delegate.Model) (delegate.Strategy, error)) *rollouts {
 	return &rollouts{r: r, cfg: cfg, problems: problems, build: build,
+		delegator: seat{m: r.policy, trained: true, maxNew: cfg.MaxNewTokens}, solver: seat{m: r.solver},
+		roles: []trainedRole{{cfg.PolicyRole, r.policyP.Config.Context}},
 		items: rl.NewItems(cfg.Seed, len(problems), cfg.ItemsPerStep), scorer: Scorer(r.cfg.Reward)}
 }
 

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/delegatelab/delegate"
@@ -15,17 +16,67 @@ import (
 // from problems by rl.Items, and GroupSize rollouts of each run, scored,
 // grouped and given advantages by the rollout pipeline (rollout.Groups,
 // as `delegate process` does, with tied groups kept at zero advantage),
-// the policy sampled at the trainer's temperature and token cap and
+// a trained policy sampled at the trainer's temperature and token cap and
 // seeded per rollout (rl.RolloutSeed) through rollout.Policy. The groups'
 // training sequences are read from the rollouts' traces (rl.Episodes).
+//
+// With several trained policies (roles) one step's rollouts feed them
+// all: each role's view (View) gets its own groups, one per item, holding
+// every scored rollout of the item with that rollout's reward and
+// advantage and the role's calls only as its sequences (a rollout in
+// which the role made no call has none and trains nothing). The step's
+// rollouts are made on the first view's Next of the step and kept until
+// every view has taken its part, so the trainers of rl.Lockstep, which
+// update one after the other, each get groups sampled by the parameters
+// it updates.
 type rollouts struct {
 	r        *runner
-	cfg      rl.Config
+	cfg      rl.Config // the lead trainer's: items, group size, temperature, seed
 	problems []*world.Problem
-	build    func(*world.Problem, delegate.Model) (delegate.Strategy, error)
-	items    *rl.Items
-	scorer   rollout.Scorer
-	dropped  atomic.Int64 // rollout progress events the observer did not take
+	build    func(p *world.Problem, delegator, solver delegate.Model) (delegate.Strategy, error)
+	// delegator and solver are the models of the two seats, sampled as
+	// policies when trained.
+	delegator, solver seat
+	roles             []trainedRole
+	items             *rl.Items
+	scorer            rollout.Scorer
+	dropped           atomic.Int64 // rollout progress events the observer did not take
+
+	mu     sync.Mutex
+	step   int          // the step of groups
+	groups [][]rl.Group // the step's groups of each role; nil once every view took its part
+	taken  []bool       // which views took their part of groups
+}
+
+// trainedRole is a policy the source makes groups for: the trace role of
+// its calls and its model's context.
+type trainedRole struct {
+	role    string
+	context int
+}
+
+// seat is a model in a strategy's seat. A trained one is sampled as the
+// policy (rollout.Policy) at the trainer's temperature with at most maxNew
+// tokens a call, seeded per rollout by rl.RolloutSeed under the run's
+// seed xor salt; an untrained one is used as it is.
+type seat struct {
+	m       delegate.Model
+	trained bool
+	maxNew  int
+	salt    uint64
+}
+
+// solverSalt separates the solver's sampling seeds from the delegator's.
+const solverSalt = 0x736f6c766572
+
+// model is the seat's model for rollout n of step.
+func (st seat) model(cfg rl.Config, step, n int) delegate.Model {
+	if !st.trained {
+		return st.m
+	}
+	temp := cfg.Temperature
+	seed := int64(rl.RolloutSeed(cfg.Seed^st.salt, step, n) & (1<<62 - 1))
+	return rollout.Policy(st.m, rollout.Sampling{Temperature: &temp, MaxTokens: st.maxNew, Seed: &seed})
 }
 
 // emit sends a rollout progress event without blocking.
@@ -40,9 +91,53 @@ func (s *rollouts) emit(p rl.Progress) {
 	}
 }
 
-// Next runs step's rollouts; rollout progress goes to the run's
-// TrainProgress.
+// Next is the first role's view.
 func (s *rollouts) Next(ctx context.Context, step int) ([]rl.Group, error) {
+	return s.next(ctx, step, 0)
+}
+
+// view is one role's part of the source.
+type view struct {
+	s *rollouts
+	i int
+}
+
+func (v view) Next(ctx context.Context, step int) ([]rl.Group, error) {
+	return v.s.next(ctx, step, v.i)
+}
+
+// View returns the source of role i's groups.
+func (s *rollouts) View(i int) rl.Source { return view{s, i} }
+
+// next returns role i's groups of step, running the step's rollouts
+// unless they are kept and role i has not taken them yet (a view asking
+// for a step again, as a trainer redoing a failed step does, gets them
+// made again).
+func (s *rollouts) next(ctx context.Context, step, i int) ([]rl.Group, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.groups == nil || s.step != step || s.taken[i] {
+		groups, err := s.run(ctx, step)
+		if err != nil {
+			return nil, err
+		}
+		s.step, s.groups, s.taken = step, groups, make([]bool, len(s.roles))
+	}
+	out := s.groups[i]
+	s.taken[i] = true
+	all := true
+	for _, t := range s.taken {
+		all = all && t
+	}
+	if all {
+		s.groups = nil
+	}
+	return out, nil
+}
+
+// run makes step's rollouts and returns each role's groups; rollout
+// progress goes to the run's TrainProgress.
+func (s *rollouts) run(ctx context.Context, step int) ([][]rl.Group, error) {
 	cfg := s.cfg
 	G := cfg.GroupSize
 	items := s.items.Step(step)
@@ -54,53 +149,65 @@ func (s *rollouts) Next(ctx context.Context, step int) ([]rl.Group, error) {
 	report := func() {
 		s.emit(rl.Progress{Step: step, Steps: cfg.Steps, RolloutsDone: int(done.Add(1)), Rollouts: len(items) * G})
 	}
+	roles := make([]string, len(s.roles))
+	for i, tr := range s.roles {
+		roles[i] = tr.role
+	}
 	rcfg := rollout.Config{GroupSize: G, Concurrency: cfg.Concurrency, Estimator: string(cfg.Estimator),
-		KeepTies: true, TrainRoles: []string{cfg.PolicyRole}}
+		KeepTies: true, TrainRoles: roles}
 	groups, err := rollout.Groups(ctx, rcfg, tasksOf(problems), s.policies(step, problems), nil, s.scorer, report)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]rl.Group, len(groups))
+	out := make([][]rl.Group, len(s.roles))
+	for v := range out {
+		out[v] = make([]rl.Group, len(groups))
+	}
 	for i, g := range groups {
-		rg := &out[i]
+		var failed int
+		var first string
 		for _, res := range g.Rollouts {
 			if res.Score == nil {
-				if rg.Failed == 0 {
-					rg.FirstFailure = fmt.Sprintf("item %d rollout %d: %s", items[i], res.Index, res.Error)
+				if failed == 0 {
+					first = fmt.Sprintf("item %d rollout %d: %s", items[i], res.Index, res.Error)
 				}
-				rg.Failed++
+				failed++
 			}
+		}
+		for v := range out {
+			out[v][i].Failed, out[v][i].FirstFailure = failed, first
 		}
 		if g.Record == nil {
 			continue // dropped: too few rollouts scored
 		}
 		for _, m := range g.Record.Rollouts {
 			res := g.Rollouts[m.Index]
-			eps, err := rl.Episodes(res.Trace, cfg.PolicyRole, s.r.policyP.Config.Context)
-			if err != nil {
-				return nil, fmt.Errorf("item %d rollout %d: %w", items[i], m.Index, err)
-			}
 			in := res.Score.Inputs
-			rg.Rollouts = append(rg.Rollouts, rl.ScoredRollout{
-				Episodes: eps, Reward: m.Reward, Advantage: m.Advantage, HasAdvantage: true,
-				Correct:   in != nil && in.Correct != nil && *in.Correct,
-				Delegated: res.Trace.Roles[RoleSubagent].Calls > 0,
-				Scalars:   scalars(res.Trace, problems[i]),
-			})
+			for v, tr := range s.roles {
+				eps, err := rl.Episodes(res.Trace, tr.role, tr.context)
+				if err != nil {
+					return nil, fmt.Errorf("item %d rollout %d: %s: %w", items[i], m.Index, tr.role, err)
+				}
+				rg := &out[v][i]
+				rg.Rollouts = append(rg.Rollouts, rl.ScoredRollout{
+					Episodes: eps, Reward: m.Reward, Advantage: m.Advantage, HasAdvantage: true,
+					Correct:   in != nil && in.Correct != nil && *in.Correct,
+					Delegated: res.Trace.Roles[RoleSubagent].Calls > 0,
+					Scalars:   scalars(res.Trace, problems[i]),
+				})
+			}
 		}
 	}
 	return out, nil
 }
 
 // policies builds rollout k of the step's problem i: the strategy around
-// the policy sampled at the trainer's temperature and token cap, seeded
-// with the rollout's seed.
+// the seats' models, a trained one sampled at the trainer's temperature
+// and token cap and seeded with the rollout's seed.
 func (s *rollouts) policies(step int, problems []*world.Problem) rollout.Policies {
 	cfg := s.cfg
-	temp := cfg.Temperature
 	return func(i, k int) (delegate.Strategy, error) {
-		seed := int64(rl.RolloutSeed(cfg.Seed, step, i*cfg.GroupSize+k) & (1<<62 - 1))
-		m := rollout.Policy(s.r.policy, rollout.Sampling{Temperature: &temp, MaxTokens: cfg.MaxNewTokens, Seed: &seed})
-		return s.build(problems[i], m)
+		n := i*cfg.GroupSize + k
+		return s.build(problems[i], s.delegator.model(cfg, step, n), s.solver.model(cfg, step, n))
 	}
 }

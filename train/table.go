@@ -208,22 +208,7 @@ const CostCut = 0.40
 // A criterion whose arms are missing from the table, or whose rows do not
 // hold the same items, is not met.
 func Acceptance(t *Table, mode string) []Check {
-	rows := func(name string, arms ...string) ([]*Row, Check, bool) {
-		var out []*Row
-		for _, a := range arms {
-			r := t.Row(a)
-			if r == nil {
-				return nil, Check{Name: name, Detail: "no row " + a}, false
-			}
-			out = append(out, r)
-		}
-		for _, r := range out[1:] {
-			if len(r.Items) != len(out[0].Items) || len(r.Items) == 0 {
-				return nil, Check{Name: name, Detail: fmt.Sprintf("rows %s and %s do not hold the same items (%d and %d)", out[0].Arm, r.Arm, len(out[0].Items), len(r.Items))}, false
-			}
-		}
-		return out, Check{}, true
-	}
+	rows := t.pairedRows
 	if mode == ModeMLPO {
 		beats := func(name, a, b string) Check {
 			rs, c, ok := rows(name, a, b)
@@ -262,25 +247,7 @@ func Acceptance(t *Table, mode string) []Check {
 			beats("trained leader alone beats the untrained leader alone (McNemar p < 0.05)", ArmLeaderAlone, ArmUntrained),
 		)
 	}
-	// beats is the paired test of x's reward against y's: the bootstrap
-	// 95% interval of the mean difference, and whether it lies above 0.
-	beats := func(x, y *Row) (bool, string) {
-		diff := func(idx []int) float64 {
-			var s float64
-			for _, i := range idx {
-				s += x.Items[i].Reward - y.Items[i].Reward
-			}
-			return s / float64(len(idx))
-		}
-		all := make([]int, len(x.Items))
-		for i := range all {
-			all[i] = i
-		}
-		ci, _ := bench.PairedBootstrap(len(all), bootstrapResamples, bootstrapSeed, diff)
-		return ci.Lo > 0, fmt.Sprintf("reward %.3f against %.3f (%s): difference %+.3f, 95%% [%+.3f, %+.3f] over %d shared items",
-			x.Reward, y.Reward, y.Arm, diff(all), ci.Lo, ci.Hi, len(all))
-	}
-	const paired = " (paired bootstrap 95% interval of the reward difference above 0)"
+	beats := rewardBeats
 	var out []Check
 	bases := []struct{ name, arm string }{
 		{"RL-trained reward beats the pretrained delegator" + paired, ArmPretrained},
@@ -353,6 +320,78 @@ func Acceptance(t *Table, mode string) []Check {
 	return append(out, Check{Name: name, Pass: ci.Lo >= CostCut && !worse,
 		Detail: fmt.Sprintf("cost %.0f against %.0f µ$ per item (%.1f%% less, 95%% [%.1f%%, %.1f%%]); accuracy %.3f against %.3f, McNemar p %.3g (%d right only by the trained, %d only by the other)",
 			x.Cost*1e6, y.Cost*1e6, 100*cut(all), 100*ci.Lo, 100*ci.Hi, x.Accuracy, y.Accuracy, m.P, m.C, m.B)})
+}
+
+// pairedRows returns the rows of arms for the check name, or the check
+// not met when a row is missing or the rows do not hold the same items.
+func (t *Table) pairedRows(name string, arms ...string) ([]*Row, Check, bool) {
+	var out []*Row
+	for _, a := range arms {
+		r := t.Row(a)
+		if r == nil {
+			return nil, Check{Name: name, Detail: "no row " + a}, false
+		}
+		out = append(out, r)
+	}
+	for _, r := range out[1:] {
+		if len(r.Items) != len(out[0].Items) || len(r.Items) == 0 {
+			return nil, Check{Name: name, Detail: fmt.Sprintf("rows %s and %s do not hold the same items (%d and %d)", out[0].Arm, r.Arm, len(out[0].Items), len(r.Items))}, false
+		}
+	}
+	return out, Check{}, true
+}
+
+// paired names the reward test of rewardBeats in a check's name.
+const paired = " (paired bootstrap 95% interval of the reward difference above 0)"
+
+// rewardBeats is the paired test of x's reward against y's: the bootstrap
+// 95% interval of the mean difference over their items, and whether it
+// lies above 0.
+func rewardBeats(x, y *Row) (bool, string) {
+	diff := func(idx []int) float64 {
+		var s float64
+		for _, i := range idx {
+			s += x.Items[i].Reward - y.Items[i].Reward
+		}
+		return s / float64(len(idx))
+	}
+	all := make([]int, len(x.Items))
+	for i := range all {
+		all[i] = i
+	}
+	ci, _ := bench.PairedBootstrap(len(all), bootstrapResamples, bootstrapSeed, diff)
+	return ci.Lo > 0, fmt.Sprintf("reward %.3f against %.3f (%s): difference %+.3f, 95%% [%+.3f, %+.3f] over %d shared items",
+		x.Reward, y.Reward, y.Arm, diff(all), ci.Lo, ci.Hi, len(all))
+}
+
+// SolverAcceptance decides the criteria of a route run that trains the
+// solver (train TrainSolver or TrainBoth), each paired on the shared
+// items: the RL-trained solver's reward beats the pretrained solver's
+// under the same delegator, the pretrained one (ArmTrainedSolver against
+// ArmPretrained) and, with both trained, the RL-trained one
+// (ArmTrainedBoth against ArmTrained); with both trained, the trained
+// delegator's reward beats the pretrained delegator's under the same
+// trained solver (ArmTrainedBoth against ArmTrainedSolver). A criterion
+// whose arms are missing is not met.
+func SolverAcceptance(t *Table, train string) []Check {
+	type pair struct{ name, x, y string }
+	pairs := []pair{{"RL-trained solver beats the pretrained solver under the pretrained delegator" + paired, ArmTrainedSolver, ArmPretrained}}
+	if train == TrainBoth {
+		pairs = append(pairs,
+			pair{"RL-trained solver beats the pretrained solver under the RL-trained delegator" + paired, ArmTrainedBoth, ArmTrained},
+			pair{"RL-trained delegator beats the pretrained delegator with the RL-trained solver" + paired, ArmTrainedBoth, ArmTrainedSolver})
+	}
+	var out []Check
+	for _, p := range pairs {
+		rs, c, ok := t.pairedRows(p.name, p.x, p.y)
+		if !ok {
+			out = append(out, c)
+			continue
+		}
+		pass, detail := rewardBeats(rs[0], rs[1])
+		out = append(out, Check{Name: p.name, Pass: pass, Detail: detail})
+	}
+	return out
 }
 
 // The paired bootstrap's resamples and seed: the acceptance checks are
@@ -445,6 +484,14 @@ func (r *runner) notes(res *Result) []string {
 		fmt.Sprintf("Delegator temperature %g, solver greedy. Cost assumes these prices ($ per million tokens, input / cached input / output): delegator %g / %g / %g, solver %g / %g / %g; %s. Token columns need no prices. Latency is wall time per item with %d items in flight.",
 			c.EvalTemperature, c.Prices.Delegator.Input, c.Prices.Delegator.CachedInput, c.Prices.Delegator.Output,
 			c.Prices.Solver.Input, c.Prices.Solver.CachedInput, c.Prices.Solver.Output, cacheNote(c.CacheMinTokens), c.EvalConcurrency),
+	}
+	switch c.Train {
+	case TrainSolver:
+		notes = append(notes, fmt.Sprintf("Trained: the solver alone, by its own trainer (%s/), on its answers to the pretrained delegator's calls (the delegator greedy, as here), each answer a sample with its rollout's advantage; the solver sampled at temperature %g in training and answers greedily here.",
+			SolverDir, c.RL.Temperature))
+	case TrainBoth:
+		notes = append(notes, fmt.Sprintf("Trained: the delegator and the solver, each by its own trainer (the solver's in %s/) on its own samples of the same rollouts (the delegator's turns; each of the solver's answers a sample), with the rollout's advantage; both sampled at temperature %g in training, and the solver answers greedily here.",
+			SolverDir, c.RL.Temperature))
 	}
 	if c.Mode == ModeMLPO {
 		ckpts := c.peerCheckpoints()

@@ -275,3 +275,46 @@ func TestBudgetCount(t *testing.T) {
 		}
 	}
 }
+
+// TestSolverAcceptance: a trained solver is checked against the pretrained
+// solver under each delegator, paired, and with both trained the trained
+// delegator against the pretrained one under the trained solver.
+func TestSolverAcceptance(t *testing.T) {
+	row := func(arm string, rewards ...float64) Row {
+		r := Row{Arm: arm, N: len(rewards)}
+		for _, x := range rewards {
+			r.Items = append(r.Items, Item{Reward: x})
+			r.Reward += x / float64(len(rewards))
+		}
+		return r
+	}
+	low, high := []float64{0.2, 0.4, 0.3, 0.5, 0.2, 0.4}, []float64{0.3, 0.5, 0.4, 0.6, 0.3, 0.5}
+	tab := &Table{Rows: []Row{
+		row(ArmPretrained, low...),
+		row(ArmTrained+" (step 9)", low...),
+		row(ArmTrainedSolver+" (step 9)", high...),
+		row(ArmTrainedBoth+" (step 9)", high...),
+	}}
+	for _, tc := range []struct {
+		train string
+		pass  []bool
+	}{
+		{TrainSolver, []bool{true}},
+		{TrainBoth, []bool{true, true, false}}, // both trained ties the pretrained delegator with the trained solver
+	} {
+		checks := SolverAcceptance(tab, tc.train)
+		if len(checks) != len(tc.pass) {
+			t.Fatalf("%s: %d checks, want %d: %+v", tc.train, len(checks), len(tc.pass), checks)
+		}
+		for i, c := range checks {
+			if c.Pass != tc.pass[i] {
+				t.Errorf("%s: %s: pass %v (%s), want %v", tc.train, c.Name, c.Pass, c.Detail, tc.pass[i])
+			}
+		}
+	}
+	// A missing arm is not met, and says so.
+	tab.Rows = tab.Rows[:3]
+	if c := SolverAcceptance(tab, TrainBoth); c[1].Pass || !strings.Contains(c[1].Detail, "no row "+ArmTrainedBoth) {
+		t.Errorf("without the arm of both trained: %+v", c[1])
+	}
+}

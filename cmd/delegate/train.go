@@ -111,6 +111,9 @@ on every one) and --eval-items 300.`,
 			if f.total > 0 {
 				cfg.Deadline = time.Now().Add(f.total)
 			}
+			if cfg.Train != train.TrainDelegator && (f.processes != 0 || f.api != "") {
+				return fmt.Errorf("train: --train %s: only the delegator is trained from a trajectory API (--api, --processes)", cfg.Train)
+			}
 			if f.processes != 0 {
 				t, err := newTopology(cmd.Flags(), cfg, f.processes, f.level, cfg.Reward.Lambda)
 				if err != nil {
@@ -135,6 +138,7 @@ on every one) and --eval-items 300.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "route (GRPO on the delegator under route) or mlpo (a leader under lead)")
+	fl.StringVar(&cfg.Train, "train", cfg.Train, "route: the policies trained, each on its own samples of the same rollouts: delegator, solver or both (the solver's trainer in OUT/solver)")
 	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory (frozen; default: the shipped solver, embedded)")
 	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start; default: the shipped delegator, embedded)")
 	fl.StringSliceVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: the peers' checkpoints, directories or shipped:NAME, taken in turn (default: shipped:peer,shipped:delegator)")
@@ -210,9 +214,22 @@ func runTrain(ctx context.Context, out, progress io.Writer, log *slog.Logger, cf
 	if err != nil {
 		return err
 	}
-	plots, perr := writeTrainPlots(cfg.OutDir)
-	if perr != nil {
-		return perr
+	// The lead trainer's directory: the delegator's, or the solver's when
+	// only the solver is trained; with both, the solver's follows.
+	dirs := []string{cfg.OutDir}
+	switch cfg.Train {
+	case train.TrainSolver:
+		dirs = []string{filepath.Join(cfg.OutDir, train.SolverDir)}
+	case train.TrainBoth:
+		dirs = append(dirs, filepath.Join(cfg.OutDir, train.SolverDir))
+	}
+	var plots []string
+	for _, d := range dirs {
+		ps, perr := writeTrainPlots(d)
+		if perr != nil {
+			return perr
+		}
+		plots = append(plots, ps...)
 	}
 	fmt.Fprintf(out, "\n%d RL steps (%s, %.0f s of training); trained policy in %s; %s in all\n\n",
 		res.Steps, stopReason(res.StoppedBy), res.TrainSeconds, res.Checkpoint, time.Since(start).Round(time.Second))
@@ -220,7 +237,10 @@ func runTrain(ctx context.Context, out, progress io.Writer, log *slog.Logger, cf
 		return err
 	}
 	fmt.Fprintf(out, "\nwritten: %s, %s, %s, %s",
-		filepath.Join(cfg.OutDir, rl.MetricsFile), filepath.Join(cfg.OutDir, train.EvalFile), filepath.Join(cfg.OutDir, train.TableFile), res.Checkpoint)
+		filepath.Join(dirs[0], rl.MetricsFile), filepath.Join(cfg.OutDir, train.EvalFile), filepath.Join(cfg.OutDir, train.TableFile), res.Checkpoint)
+	if len(dirs) > 1 {
+		fmt.Fprintf(out, ", %s, %s", filepath.Join(dirs[1], rl.MetricsFile), res.SolverCheckpoint)
+	}
 	for _, p := range plots {
 		fmt.Fprintf(out, ", %s", p)
 	}
