@@ -14,14 +14,15 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/models"
 	"github.com/delegatelab/delegate/nn/infer"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
-	"github.com/delegatelab/delegate/world"
-	"go.yaml.in/yaml/v3"
+	"github.com/delegatelab/delegate/world/transcript"
 )
 
 // Config is the YAML file that names models and assigns them to roles.
@@ -40,7 +41,7 @@ import (
 // its line; Validate checks that every role names a defined model.
 type Config struct {
 	// Preset picks the defaults the strategy section starts from: "" (the
-	// strategy package's) or "world" (package world's compact prompts,
+	// strategy package's) or "world" (package transcript's compact prompts,
 	// budgets and delegate tool declaration, which the shipped local models
 	// were trained on; see examples/world.yaml).
 	Preset string                 `yaml:"preset"`
@@ -252,7 +253,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	switch preset := topLevel(&root, "preset"); preset {
 	case "":
 	case PresetWorld:
-		cfg.Strategy = world.StrategyConfig()
+		cfg.Strategy = transcript.StrategyConfig()
 	default:
 		return nil, cfg.at("preset", "unknown preset %q (want %s, or no preset)", preset, PresetWorld)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/models"
@@ -19,8 +21,7 @@ import (
 	"github.com/delegatelab/delegate/openai"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
-	"github.com/delegatelab/delegate/world"
-	"github.com/spf13/cobra"
+	"github.com/delegatelab/delegate/world/transcript"
 )
 
 // env is how commands read the environment: os.Getenv in main, a map in
@@ -101,11 +102,11 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 }
 
 // wrap applies the preset to a model: under PresetWorld, requests offering
-// the delegate tool offer world.Tool, the declaration the local models
+// the delegate tool offer transcript.Tool, the declaration the local models
 // were trained on.
 func (c *Config) wrap(m delegate.Model) delegate.Model {
 	if c.Preset == PresetWorld {
-		return world.CompactTools(m)
+		return transcript.CompactTools(m)
 	}
 	return m
 }

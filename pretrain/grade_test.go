@@ -1,4 +1,4 @@
-package world
+package pretrain
 
 import (
 	"context"
@@ -7,23 +7,24 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/modeltest"
+	"github.com/delegatelab/delegate/world"
 )
 
 // coveredOnly is a fake solver that answers right inside the coverage and
 // wrong outside it, and fails on one question shape.
 func coveredOnly(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 	q := modeltest.LastUser(req)
-	op, x, y, err := ParseExpr(q)
+	op, x, y, err := world.ParseExpr(q)
 	if err != nil {
 		return nil, err
 	}
-	if op == Add && x == 0 && y == 0 {
+	if op == world.Add && x == 0 && y == 0 {
 		return nil, errors.New("scripted failure")
 	}
-	if !SolverCovers(op, x, y) {
+	if !world.SolverCovers(op, x, y) {
 		return modeltest.Text(`\boxed{-1}`), nil
 	}
-	text, _, err := SolverAnswer(op, x, y)
+	text, _, err := world.SolverAnswer(op, x, y)
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +37,7 @@ func TestGradeSolver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(scores), len(SolverSizes(true))+len(SolverSizes(false)); got != want {
+	if got, want := len(scores), len(world.SolverSizes(true))+len(world.SolverSizes(false)); got != want {
 		t.Fatalf("%d scores, want %d", got, want)
 	}
 	for _, s := range scores {

@@ -1,4 +1,4 @@
-package world
+package pretrain
 
 import (
 	"context"
@@ -9,11 +9,13 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/transcript"
 )
 
 // SizeScore is a solver's exact-match score on one size class.
 type SizeScore struct {
-	Size    SolverSize
+	Size    world.SolverSize
 	Covered bool
 	Right   int
 	N       int
@@ -21,9 +23,9 @@ type SizeScore struct {
 }
 
 // GradeSolver asks model perSize questions of every size class of
-// SolverSizes (covered and not), under the solver's prompts at
+// world.SolverSizes (covered and not), under the solver's prompts at
 // temperature 0, and returns the exact-match score of each class, in the
-// order of SolverSizes(true) then SolverSizes(false). Questions are
+// order of world.SolverSizes(true) then world.SolverSizes(false). Questions are
 // deterministic from seed. At most concurrency calls run at once; a failed
 // call counts as wrong and is counted in Failed; only ctx ending stops the
 // grading, with ctx's error.
@@ -34,16 +36,16 @@ func GradeSolver(ctx context.Context, model delegate.Model, perSize, concurrency
 	rng := rand.New(rand.NewPCG(seed, 0x67ade))
 	type job struct {
 		class int
-		t     Transcript
+		t     transcript.Transcript
 		want  int64
 	}
 	var scores []SizeScore
 	var jobs []job
 	for _, covered := range []bool{true, false} {
-		for _, sz := range SolverSizes(covered) {
+		for _, sz := range world.SolverSizes(covered) {
 			for range perSize {
 				x, y := sz.Question(rng)
-				jobs = append(jobs, job{class: len(scores), t: SolverTranscript(sz.Op, x, y), want: sz.Op.apply(x, y)})
+				jobs = append(jobs, job{class: len(scores), t: transcript.SolverTranscript(sz.Op, x, y), want: sz.Op.Apply(x, y)})
 			}
 			scores = append(scores, SizeScore{Size: sz, Covered: covered, N: perSize})
 		}
@@ -63,7 +65,7 @@ func GradeSolver(ctx context.Context, model delegate.Model, perSize, concurrency
 				failed[i] = true
 				return nil // recorded; a model failure is a wrong answer, not the grading's end
 			}
-			right[i] = Correct(resp.Text(), j.want)
+			right[i] = world.Correct(resp.Text(), j.want)
 			return nil
 		})
 	}
@@ -110,11 +112,11 @@ func (s DelegatorScore) DelegationRate() float64 {
 // strategy.NameRoute (with the solver behind the delegate tool, the
 // delegator wrapped with CompactTools), with StrategyConfig at temperature
 // 0, at most concurrency runs at once. Only ctx ending stops it early.
-func GradeDelegator(ctx context.Context, protocol string, delegator, solver delegate.Model, problems []*Problem, concurrency int) (DelegatorScore, error) {
+func GradeDelegator(ctx context.Context, protocol string, delegator, solver delegate.Model, problems []*world.Problem, concurrency int) (DelegatorScore, error) {
 	if concurrency < 1 {
 		return DelegatorScore{}, fmt.Errorf("grade delegator %s: concurrency %d must be positive", delegator.Name(), concurrency)
 	}
-	cfg := StrategyConfig()
+	cfg := transcript.StrategyConfig()
 	cfg.Single.Temperature, cfg.Strong.Temperature, cfg.Weak.Temperature = 0, 0, 0
 	var roles strategy.Roles
 	switch protocol {
@@ -124,7 +126,7 @@ func GradeDelegator(ctx context.Context, protocol string, delegator, solver dele
 		if solver == nil {
 			return DelegatorScore{}, fmt.Errorf("grade delegator %s: route needs a solver", delegator.Name())
 		}
-		roles.Strong = delegate.Agent{Role: "strong", Model: CompactTools(delegator)}
+		roles.Strong = delegate.Agent{Role: "strong", Model: transcript.CompactTools(delegator)}
 		roles.Weak = delegate.Agent{Role: "weak", Model: solver}
 	default:
 		return DelegatorScore{}, fmt.Errorf("grade delegator %s: protocol %q, want %s or %s", delegator.Name(), protocol, strategy.NameSingle, strategy.NameRoute)
@@ -165,7 +167,7 @@ func GradeDelegator(ctx context.Context, protocol string, delegator, solver dele
 		if tr == nil {
 			continue
 		}
-		if v, err := ParseAnswer(tr.Answer); err == nil && v == p.Answer && tr.Failure == "" {
+		if v, err := world.ParseAnswer(tr.Answer); err == nil && v == p.Answer && tr.Failure == "" {
 			sc.Right++
 		}
 		for role, t := range tr.Roles {
