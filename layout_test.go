@@ -45,7 +45,7 @@ var allowedImports = map[string][]string{
 	"perf/standin":       {"*"},
 	"perf/topology":      {"perf/internal/host"},
 	"perf/train/impl":    {"nn/kernel"},
-	"pretrain":           {"", "local", "nn", "nn/train", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
+	"pretrain":           {"", "bench", "local", "nn", "nn/train", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
 	"reward":             {"judge"},
 	"rl":                 {"", "nn", "nn/train", "reward"},
 	"rollout":            {"", "judge", "reward", "score", "store", "strategy"},
