@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/models"
@@ -23,6 +21,7 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world/transcript"
+	"go.yaml.in/yaml/v3"
 )
 
 // Config is the YAML file that names models and assigns them to roles.
@@ -41,7 +40,7 @@ import (
 // its line; Validate checks that every role names a defined model.
 type Config struct {
 	// Preset picks the defaults the strategy section starts from: "" (the
-	// strategy package's) or "world" (package transcript's compact prompts,
+	// strategy package's) or "world" (package world/transcript's compact prompts,
 	// budgets and delegate tool declaration, which the shipped local models
 	// were trained on; see examples/world.yaml).
 	Preset string                 `yaml:"preset"`

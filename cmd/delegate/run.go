@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/models"
@@ -22,6 +20,7 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world/transcript"
+	"github.com/spf13/cobra"
 )
 
 // env is how commands read the environment: os.Getenv in main, a map in
