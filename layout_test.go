@@ -45,7 +45,7 @@ var allowedImports = map[string][]string{
 	"perf/standin":       {"*"},
 	"perf/topology":      {"perf/internal/host"},
 	"perf/train/impl":    {"nn/kernel"},
-	"pretrain":           {"", "local", "nn", "nn/train", "strategy", "tokenizer", "world"},
+	"pretrain":           {"", "bench", "local", "nn", "nn/train", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
 	"reward":             {"judge"},
 	"rl":                 {"", "nn", "nn/train", "reward"},
 	"rollout":            {"", "judge", "reward", "score", "store", "strategy"},
@@ -55,8 +55,10 @@ var allowedImports = map[string][]string{
 	"store":              {""},
 	"strategy":           {""},
 	"tokenizer":          {""},
-	"train":              {"", "api", "bench", "local", "models", "nn", "nn/train", "reward", "rl", "rollout", "strategy", "tokenizer", "world"},
-	"world":              {"", "reward", "strategy", "tokenizer"},
+	"train":              {"", "api", "bench", "local", "models", "nn", "nn/train", "reward", "rl", "rollout", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
+	"world":              {"", "reward", "strategy"},
+	"world/scripted":     {"", "tokenizer", "world", "world/transcript"},
+	"world/transcript":   {"", "reward", "strategy", "tokenizer", "world"},
 }
 
 // thirdPartyAllowed lists the packages that may import modules outside the

@@ -6,7 +6,8 @@
 // from one strategy config, so the same seeds. Items (arm × task) run
 // concurrently up to Config.Concurrency; a failing item is recorded, never
 // fatal. Each finished item is appended at once to a JSONL results file
-// (Record, versioned); a rerun with the same file skips the items it holds,
+// (Record, versioned; Config.Results, optional for a caller that only
+// wants the report); a rerun with the same file skips the items it holds,
 // so an interrupted benchmark resumes where it stopped, and a last line cut
 // short by a kill is removed and reported. Answers are checked by a
 // delegate.Verifier (package score's Verify, say) or, where grading makes calls of
@@ -58,8 +59,11 @@ type Arm struct {
 // Config holds the knobs of a run. The zero value of each optional field is
 // its documented default.
 type Config struct {
-	// Results is the path of the JSONL results file; required. Records are
-	// appended to it and a rerun skips the items it holds.
+	// Results is the path of the JSONL results file. Records are appended
+	// to it and a rerun skips the items it holds. Empty: no file; the
+	// records live only in the returned report, and a rerun does every
+	// item again (for a caller grading in passing, as pretraining's
+	// periodic evaluation does).
 	Results string
 	// Concurrency bounds the items run at once. Default 4.
 	Concurrency int
@@ -86,9 +90,6 @@ const maxConcurrency = 1024
 // the arms.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Results == "" {
-		errs = append(errs, errors.New("results: a results file path is required"))
-	}
 	if c.Concurrency < 0 || c.Concurrency > maxConcurrency {
 		errs = append(errs, fmt.Errorf("concurrency: %d is outside [0, %d]", c.Concurrency, maxConcurrency))
 	}
@@ -153,7 +154,8 @@ type Progress struct {
 
 // Run runs every arm on every task and returns the report over all tasks
 // and arms. Items already in cfg.Results are skipped; each new one is
-// appended to it as soon as it finishes. Tasks must have unique IDs.
+// appended to it as soon as it finishes (with no results file, only kept
+// for the report). Tasks must have unique IDs.
 //
 // A failing item (a model error, a format failure, a panic, a timeout, a
 // verifier error) is recorded and counted wrong; the run goes on. When ctx
@@ -198,17 +200,23 @@ func RunGraded(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Ar
 		conc = DefaultConcurrency
 	}
 
-	prev, repair, err := ReadResults(cfg.Results)
-	if err != nil {
-		return nil, err
-	}
-	done, err := priorResults(cfg.Results, prev, tasks)
-	if err != nil {
-		return nil, err
-	}
-	w, err := openResults(cfg.Results)
-	if err != nil {
-		return nil, err
+	var (
+		prev   []Record
+		repair *Repair
+		done   map[itemKey]*Record
+		w      *resultsWriter // nil: no results file
+	)
+	if cfg.Results != "" {
+		var err error
+		if prev, repair, err = ReadResults(cfg.Results); err != nil {
+			return nil, err
+		}
+		if done, err = priorResults(cfg.Results, prev, tasks); err != nil {
+			return nil, err
+		}
+		if w, err = openResults(cfg.Results); err != nil {
+			return nil, err
+		}
 	}
 
 	var (

@@ -402,6 +402,43 @@ func TestRunEndToEnd(t *testing.T) {
 	checkReport(t, rep2)
 }
 
+// TestRunWithoutResultsFile runs the same benchmark with no results file
+// and with one: the reports agree, nothing is written, and a second run
+// without a file does every item again.
+func TestRunWithoutResultsFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir) // a stray file would land here
+	arms, _ := benchArms(t, 0, nil)
+	withFile, err := Run(context.Background(), Config{Results: filepath.Join(t.TempDir(), "r.jsonl"), Concurrency: 4}, benchTasks(), arms, score.Verify, nil)
+	if err != nil {
+		t.Fatalf("Run with a results file: %v", err)
+	}
+	for run := range 2 {
+		arms, f := benchArms(t, 0, nil)
+		rep, err := Run(context.Background(), Config{Concurrency: 4}, benchTasks(), arms, score.Verify, nil)
+		if err != nil {
+			t.Fatalf("run %d without a results file: %v", run, err)
+		}
+		checkReport(t, rep)
+		if rep.Resumed != 0 || f.strong.Calls() != numTasks {
+			t.Errorf("run %d without a results file: resumed %d, strong model called %d times; want 0 and %d", run, rep.Resumed, f.strong.Calls(), numTasks)
+		}
+		if len(rep.Rows) != len(withFile.Rows) {
+			t.Fatalf("run %d: %d rows, with a results file %d", run, len(rep.Rows), len(withFile.Rows))
+		}
+		for i, r := range rep.Rows {
+			w := withFile.Rows[i]
+			if r.Arm != w.Arm || r.N != w.N || r.Correct != w.Correct || r.Failures != w.Failures || r.TokensOut != w.TokensOut || r.Calls != w.Calls {
+				t.Errorf("run %d row %s: N %d correct %d failures %d out %v calls %v; with a results file %s: %d %d %d %v %v",
+					run, r.Arm, r.N, r.Correct, r.Failures, r.TokensOut, r.Calls, w.Arm, w.N, w.Correct, w.Failures, w.TokensOut, w.Calls)
+			}
+		}
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+		t.Errorf("working directory after runs without a results file: %d entries (%v), want none", len(ents), err)
+	}
+}
+
 func TestRunResumesAfterCancel(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	dir := t.TempDir()
@@ -573,7 +610,6 @@ func TestRunRejectsBadInput(t *testing.T) {
 		arms  []Arm
 		want  string
 	}{
-		{"no results path", Config{}, tasks, []Arm{{Name: "a", Strategy: s}}, "results: a results file path is required"},
 		{"negative concurrency", Config{Results: results, Concurrency: -1}, tasks, []Arm{{Name: "a", Strategy: s}}, "concurrency: -1"},
 		{"no arms", Config{Results: results}, tasks, nil, "arms: none given"},
 		{"duplicate arm", Config{Results: results}, tasks, []Arm{{Name: "a", Strategy: s}, {Name: "a", Strategy: s}}, `name "a" used twice`},

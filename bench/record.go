@@ -184,7 +184,8 @@ func appendNewline(path string) error {
 
 // resultsWriter appends records to the results file, one line per record
 // in a single write, so that a killed run leaves at most its last line cut.
-// Its methods may be called from many goroutines at once.
+// Its methods may be called from many goroutines at once, and on a nil
+// writer (no results file), where they do nothing.
 type resultsWriter struct {
 	mu   sync.Mutex
 	path string
@@ -202,6 +203,9 @@ func openResults(path string) (*resultsWriter, error) {
 // write appends r to the file (no buffer: the record is in the file when
 // write returns).
 func (rw *resultsWriter) write(r *Record) error {
+	if rw == nil {
+		return nil // no results file: the record is kept for the report only
+	}
 	line, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encode result %s/%s: %w", r.Arm, r.TaskID, err)
@@ -216,6 +220,9 @@ func (rw *resultsWriter) write(r *Record) error {
 }
 
 func (rw *resultsWriter) close() error {
+	if rw == nil {
+		return nil
+	}
 	if err := rw.f.Close(); err != nil {
 		return fmt.Errorf("close results %s: %w", rw.path, err)
 	}

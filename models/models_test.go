@@ -6,6 +6,7 @@ import (
 
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/pretrain"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
@@ -46,7 +47,7 @@ func load(t *testing.T, dir, name string) *local.Model {
 // the subtractions, which it never saw, mostly wrong.
 func TestShippedSolver(t *testing.T) {
 	m := load(t, "solver", "solver")
-	scores, err := world.GradeSolver(context.Background(), m, 6, 32, 2026)
+	scores, err := pretrain.GradeSolver(context.Background(), m, 6, 32, 2026)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestShippedDelegator(t *testing.T) {
 		problems []*world.Problem
 		floor    float64
 	}{{strategy.NameSingle, ps[:16], delegatorAloneFloor}, {strategy.NameRoute, noDiff, delegatorRouteFloor}} {
-		sc, err := world.GradeDelegator(context.Background(), tt.protocol, d, s, tt.problems, 16)
+		sc, err := pretrain.GradeDelegator(context.Background(), tt.protocol, d, s, tt.problems, 16)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +123,7 @@ func TestShippedPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := world.GradeDelegator(context.Background(), strategy.NameSingle, d, nil, ps, 16)
+	sc, err := pretrain.GradeDelegator(context.Background(), strategy.NameSingle, d, nil, ps, 16)
 	if err != nil {
 		t.Fatal(err)
 	}

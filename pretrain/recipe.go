@@ -16,6 +16,8 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/scripted"
+	"github.com/delegatelab/delegate/world/transcript"
 )
 
 // Options are the settings of one pretraining run, the recipe of the
@@ -136,7 +138,7 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 		if err != nil {
 			return fmt.Errorf("pretrain solver: %w", err)
 		}
-		for _, t := range world.SolverCorpus(problems, f.Seed, 60_000) {
+		for _, t := range transcript.SolverCorpus(problems, f.Seed, 60_000) {
 			examples = append(examples, FromMessages(t.Messages, t.Tools))
 		}
 		eval = func(ctx context.Context, p *nn.Params) (float64, string, error) {
@@ -275,8 +277,8 @@ func DelegatorCorpus(seed uint64, levels []int, peers bool) ([]Example, error) {
 	}
 	// Route first: it is the protocol delegate train runs; the others get
 	// a smaller share than DefaultMix gives them.
-	mix := world.Mix{Never: 0.3, Always: 0.3, Random: 0.4, DelegateProb: 0.5, Single: 0.2, Decompose: 0.1, Lead: 0.1, Peers: 3}
-	corpus, err := world.BuildCorpus(problems, mix, seed)
+	mix := transcript.Mix{Never: 0.3, Always: 0.3, Random: 0.4, DelegateProb: 0.5, Single: 0.2, Decompose: 0.1, Lead: 0.1, Peers: 3}
+	corpus, err := transcript.BuildCorpus(problems, mix, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +289,7 @@ func DelegatorCorpus(seed uint64, levels []int, peers bool) ([]Example, error) {
 		// format, products written without a scratchpad, are the errors.
 		for i, p := range problems {
 			if i%4 == 0 {
-				transcripts = append(transcripts, world.PeerTranscript(p))
+				transcripts = append(transcripts, transcript.PeerTranscript(p))
 			}
 		}
 	}
@@ -308,7 +310,7 @@ func evalSolver(ctx context.Context, out io.Writer, p *nn.Params, perSize int, s
 		return 0, "", err
 	}
 	defer m.Close()
-	scores, err := world.GradeSolver(ctx, m, perSize, 32, seed)
+	scores, err := GradeSolver(ctx, m, perSize, 32, seed)
 	if err != nil {
 		return 0, "", err
 	}
@@ -340,7 +342,7 @@ func evalDelegator(ctx context.Context, out io.Writer, p, solver *nn.Params, pro
 		return 0, "", err
 	}
 	defer d.Close()
-	alone, err := world.GradeDelegator(ctx, strategy.NameSingle, d, nil, problems, 32)
+	alone, err := GradeDelegator(ctx, strategy.NameSingle, d, nil, problems, 32)
 	if err != nil {
 		return 0, "", err
 	}
@@ -359,13 +361,13 @@ func evalDelegator(ctx context.Context, out io.Writer, p, solver *nn.Params, pro
 	defer s.Close()
 	for _, g := range []struct {
 		name string
-		run  func() (world.DelegatorScore, error)
+		run  func() (DelegatorScore, error)
 	}{
-		{"route (natural)", func() (world.DelegatorScore, error) {
-			return world.GradeDelegator(ctx, strategy.NameRoute, d, s, problems, 32)
+		{"route (natural)", func() (DelegatorScore, error) {
+			return GradeDelegator(ctx, strategy.NameRoute, d, s, problems, 32)
 		}},
-		{"always-delegate", func() (world.DelegatorScore, error) {
-			return world.GradeDelegator(ctx, strategy.NameRoute, world.NewScripted("always-delegate", problems, world.FromPolicy(world.Always)), s, problems, 32)
+		{"always-delegate", func() (DelegatorScore, error) {
+			return GradeDelegator(ctx, strategy.NameRoute, scripted.New("always-delegate", problems, scripted.FromPolicy(world.Always)), s, problems, 32)
 		}},
 	} {
 		sc, err := g.run()

@@ -5,6 +5,13 @@
 // words. Training is deterministic from a seed, evaluates on held-out data
 // at intervals through a caller's function, and keeps a resumable state
 // (weights, AdamW moments, step) on disk.
+//
+// Run is the recipe of the shipped models: their shapes, the transcripts
+// of package world/transcript they learn from, and their held-out
+// evaluation. GradeSolver grades a model as the solver, per operation and
+// size; GradeDelegator grades a delegator alone or under route as a
+// one-arm benchmark (bench.Run, verified by world.Verify), the loop
+// delegate train's table uses.
 package pretrain
 
 import (

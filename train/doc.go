@@ -9,7 +9,7 @@
 // Run loads the frozen solver and the delegator (the policy's start, also
 // kept frozen as the "pretrained" arm), serves them in-process (package
 // local) and runs the strategies of package strategy on them with the
-// world's compact prompts (world.StrategyConfig), the same code path as
+// world's compact prompts (transcript.StrategyConfig), the same code path as
 // remote LLMs. Then:
 //
 //  1. The best fixed rule: every input-independent per-position rule
@@ -22,7 +22,7 @@
 //     bench.Run, per-item records in OutDir/eval.jsonl): the delegator
 //     alone without the delegate tool (single), every fixed rule and the
 //     oracle router (route, programs in the delegator's seat,
-//     world.Scripted), and the pretrained delegator (route). The last is
+//     scripted.Delegator), and the pretrained delegator (route). The last is
 //     timed (OutDir/timing.json): the trained delegator's evaluation will
 //     take as long.
 //  3. GRPO (or Dr. GRPO, RLOO) on route over TrainProblems training
@@ -85,7 +85,7 @@
 // of Peers taken in turn (by default the shipped peer and the shipped
 // delegator, whose mistakes differ); each solves with scratch work in the
 // delegator's format, and the leader reads its answer condensed to one
-// line per step (scratchPeer, world.Condense). Each problem's peer answers
+// line per step (scratchPeer, transcript.Condense). Each problem's peer answers
 // are fixed (seeded by the problem, computed once and shared by every
 // rollout, the filter and the table), and the training items are those
 // the peers solve less than FilterMaxRate of the time (rl.FilterSolved

@@ -17,6 +17,7 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/transcript"
 )
 
 // FilterFile holds MLPO's filtered training items, so that a resumed run
@@ -115,7 +116,7 @@ func copyResponse(r *delegate.Response) *delegate.Response {
 // (the one the delegator solves in: every step's scratchpad, then
 // \boxed{}), under the request's sampling settings and seed with room for
 // the scratch work, and answers with the reply condensed to lead's terse
-// peer answer (world.Condense: one "expr=result" line per step as the
+// peer answer (transcript.Condense: one "expr=result" line per step as the
 // scratchpad reached it, then <answer>), so that three answers fit in the
 // leader's context. The usage is the whole reply's: the team pays for the
 // scratch work the leader does not read.
@@ -137,7 +138,7 @@ func (s scratchPeer) Chat(ctx context.Context, req *delegate.Request) (*delegate
 		return nil, errors.New("scratch peer: the request has no user message")
 	}
 	r := *req
-	r.Messages = world.SingleMessages(question)
+	r.Messages = transcript.SingleMessages(question)
 	r.MaxTokens = s.maxTokens
 	resp, err := s.m.Chat(ctx, &r)
 	if err != nil {
@@ -147,13 +148,13 @@ func (s scratchPeer) Chat(ctx context.Context, req *delegate.Request) (*delegate
 		return nil, errors.New("scratch peer: the reply has no choice")
 	}
 	out := copyResponse(resp)
-	out.Choices[0] = delegate.Choice{Message: delegate.Assistant(world.Condense(resp.Text())), FinishReason: resp.Choices[0].FinishReason}
+	out.Choices[0] = delegate.Choice{Message: delegate.Assistant(transcript.Condense(resp.Text())), FinishReason: resp.Choices[0].FinishReason}
 	return out, nil
 }
 
 // peerRequest is the request of peer answer i to p, as lead sends it.
 func (r *runner) peerRequest(p *world.Problem, i int) *delegate.Request {
-	msgs := world.PeerTranscript(p).Messages[:2]
+	msgs := transcript.PeerTranscript(p).Messages[:2]
 	t := r.scfg.Peer.Temperature
 	seed := itemSeed(p) + int64(i)
 	return &delegate.Request{Messages: msgs, Temperature: &t, MaxTokens: r.scfg.Peer.MaxTokens, Seed: &seed}
@@ -200,7 +201,7 @@ func (r *runner) problem(request string) (*world.Problem, error) {
 // leaderSample is the request of sample i of the leader alone on p: the
 // single prompt at the peers' temperature, seeded by the problem.
 func (r *runner) leaderSample(p *world.Problem, i int) *delegate.Request {
-	msgs := world.Single(p).Delegator[0].Messages[:2]
+	msgs := transcript.Single(p).Delegator[0].Messages[:2]
 	t := r.scfg.Peer.Temperature
 	seed := itemSeed(p) + 1000 + int64(i)
 	return &delegate.Request{Messages: msgs, Temperature: &t, MaxTokens: r.scfg.Single.MaxTokens, Seed: &seed}

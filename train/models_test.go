@@ -14,6 +14,8 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/scripted"
+	"github.com/delegatelab/delegate/world/transcript"
 )
 
 // calculator answers a bare question "x op y" exactly, except the first
@@ -93,18 +95,18 @@ func answerWithSlip(p *world.Problem, slip bool) int64 {
 
 // TestScriptedPolicies runs the world's scripted policies under route
 // with a solver that computes (and one that slips once): each says
-// exactly its world.Route transcript, billed as the world bills it, and
+// exactly its transcript.Route transcript, billed as the world bills it, and
 // carries the solver's answers through.
 func TestScriptedPolicies(t *testing.T) {
 	problems, err := world.Generate(world.DefaultConfig(), 7, world.Test, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	scfg := world.StrategyConfig()
+	scfg := transcript.StrategyConfig()
 	scfg.MaxTurns = 8
 	run := func(t *testing.T, prog delegate.Model, p *world.Problem, calc *calculator) *delegate.Trace {
 		st, err := strategy.New(strategy.NameRoute, strategy.Roles{
-			Strong: delegate.Agent{Role: RoleDelegator, Model: &conversation{m: world.CompactTools(prog)}},
+			Strong: delegate.Agent{Role: RoleDelegator, Model: &conversation{m: transcript.CompactTools(prog)}},
 			Weak:   delegate.Agent{Role: RoleSubagent, Model: calc},
 		}, scfg)
 		if err != nil {
@@ -122,15 +124,15 @@ func TestScriptedPolicies(t *testing.T) {
 	}
 	for name, pol := range policies {
 		t.Run(name, func(t *testing.T) {
-			decide := world.FromPolicy(pol)
+			decide := scripted.FromPolicy(pol)
 			if name == "oracle" {
-				decide = world.Oracle(&calculator{})
+				decide = scripted.Oracle(&calculator{})
 			}
-			prog := world.NewScripted(name, problems, decide)
+			prog := scripted.New(name, problems, decide)
 			for _, p := range problems {
 				calc := &calculator{}
 				tr := run(t, prog, p, calc)
-				ep := world.Route(p, pol)
+				ep := transcript.Route(p, pol)
 				delegated := 0
 				for _, d := range ep.Delegated {
 					if d {
@@ -155,7 +157,7 @@ func TestScriptedPolicies(t *testing.T) {
 		})
 	}
 	t.Run("always, the solver slips", func(t *testing.T) {
-		prog := world.NewScripted("always", problems, world.FromPolicy(world.Always))
+		prog := scripted.New("always", problems, scripted.FromPolicy(world.Always))
 		for _, p := range problems {
 			calc := &calculator{slip: p.Steps[firstLiteral(p)].Expr()}
 			tr := run(t, prog, p, calc)
@@ -164,7 +166,7 @@ func TestScriptedPolicies(t *testing.T) {
 			}
 		}
 	})
-	if _, err := world.NewScripted("x", problems, world.FromPolicy(world.Always)).Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("not a problem")}}); err == nil {
+	if _, err := scripted.New("x", problems, scripted.FromPolicy(world.Always)).Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("not a problem")}}); err == nil {
 		t.Error("an unknown problem: no error")
 	}
 }
@@ -262,7 +264,7 @@ func FuzzAlwaysDelegate(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	a := world.NewScripted("always-delegate", problems, world.FromPolicy(world.Always))
+	a := scripted.New("always-delegate", problems, scripted.FromPolicy(world.Always))
 	f.Add(0, "\\boxed{12}", "call_1", "call_1", 1)
 	f.Add(1, "6772 0496\n\\boxed{9716}", "call_1", "x", 2)
 	f.Add(2, "", "", "", 0)
@@ -312,16 +314,16 @@ func TestRoutePromptIsTheTranscripts(t *testing.T) {
 			}
 		}}
 		st, err := strategy.New(strategy.NameRoute, strategy.Roles{
-			Strong: delegate.Agent{Model: world.CompactTools(rec)},
+			Strong: delegate.Agent{Model: transcript.CompactTools(rec)},
 			Weak:   delegate.Agent{Model: &calculator{}},
-		}, world.StrategyConfig())
+		}, transcript.StrategyConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := st.Run(context.Background(), p.Text, nil); err != nil {
 			t.Fatal(err)
 		}
-		tr := world.Route(p, world.Never).Delegator[0]
+		tr := transcript.Route(p, world.Never).Delegator[0]
 		want := tokenizer.Render(tr.Messages[:2], tr.Tools, true)
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: the first route prompt is not the transcript's:\n got %q\nwant %q", p.ID, tokenizer.Decode(got), tokenizer.Decode(want))
@@ -349,7 +351,7 @@ func TestScratchPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := ps[0]
-	scratch := world.Single(p).Delegator[0].Messages[2].Content
+	scratch := transcript.Single(p).Delegator[0].Messages[2].Content
 	var got *delegate.Request
 	m := modeltest.New("peer", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		got = req
@@ -358,19 +360,19 @@ func TestScratchPeer(t *testing.T) {
 	})
 	peer := scratchPeer{m: m, maxTokens: 300}
 	temp, seed := 0.7, int64(9)
-	lead := world.PeerTranscript(p).Messages[:2]
+	lead := transcript.PeerTranscript(p).Messages[:2]
 	resp, err := peer.Chat(context.Background(), &delegate.Request{Messages: lead, Temperature: &temp, Seed: &seed, MaxTokens: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := world.PeerAnswer(p, -1, 0)
+	want, _ := transcript.PeerAnswer(p, -1, 0)
 	if resp.Text() != want {
 		t.Errorf("answer %q, want the condensed %q", resp.Text(), want)
 	}
 	if resp.Usage.CompletionTokens != 200 {
 		t.Errorf("usage %+v, want the whole reply's", resp.Usage)
 	}
-	if !reflect.DeepEqual(got.Messages, world.SingleMessages(p.Text)) || got.MaxTokens != 300 || *got.Temperature != 0.7 || *got.Seed != 9 {
+	if !reflect.DeepEqual(got.Messages, transcript.SingleMessages(p.Text)) || got.MaxTokens != 300 || *got.Temperature != 0.7 || *got.Seed != 9 {
 		t.Errorf("request %+v: want single's messages, 300 tokens, the caller's temperature and seed", got)
 	}
 	if _, err := peer.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.System("s")}}); err == nil {

@@ -21,6 +21,8 @@ import (
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/scripted"
+	"github.com/delegatelab/delegate/world/transcript"
 )
 
 // Files of a run's OutDir besides rl's metrics.jsonl and checkpoint/.
@@ -214,7 +216,7 @@ func (r *runner) final(ctx context.Context, phase func(string), res *Result) err
 		// Random delegation at the rate the trained policy delegates.
 		rate := tab.Row(ArmTrained).DelegationRate()
 		name := fmt.Sprintf("%s (%.2f, step %d)", ArmRandom, rate, res.Steps)
-		arms = append(arms, r.scriptedArm(name, world.FromPolicy(world.RandomRate(rate, cfg.Seed))))
+		arms = append(arms, r.scriptedArm(name, scripted.FromPolicy(world.RandomRate(rate, cfg.Seed))))
 		if tab, err = r.evaluate(ctx, arms); err != nil {
 			return err
 		}
@@ -272,7 +274,7 @@ type runner struct {
 }
 
 func newRunner(cfg Config, opt Options) (*runner, error) {
-	r := &runner{cfg: cfg, opt: opt, scfg: world.StrategyConfig()}
+	r := &runner{cfg: cfg, opt: opt, scfg: transcript.StrategyConfig()}
 	r.scfg.MaxTurns = cfg.MaxTurns
 	r.scfg.Peers = cfg.PeerCount
 	r.scfg.Weak.Temperature = 0 // the solver is a greedy tool; peers sample (0.7) with per-item seeds
@@ -405,7 +407,7 @@ func (s perRun) Run(ctx context.Context, request string, events chan<- delegate.
 // its pretraining transcripts.
 func (r *runner) route(scfg strategy.Config, delegator, solver delegate.Model) (delegate.Strategy, error) {
 	return strategy.New(strategy.NameRoute, strategy.Roles{
-		Strong: r.delegatorAgent(&conversation{m: world.CompactTools(delegator), minCached: r.cfg.CacheMinTokens}),
+		Strong: r.delegatorAgent(&conversation{m: transcript.CompactTools(delegator), minCached: r.cfg.CacheMinTokens}),
 		Weak:   r.subagent(solver, r.cfg.Prices.Solver),
 	}, scfg)
 }
@@ -426,16 +428,16 @@ func (r *runner) baselines() []bench.Arm {
 		}}},
 	}
 	arms = append(arms, r.ruleArms()...)
-	arms = append(arms, r.scriptedArm(ArmOracle, world.Oracle(r.solver)))
+	arms = append(arms, r.scriptedArm(ArmOracle, scripted.Oracle(r.solver)))
 	return append(arms, bench.Arm{Name: ArmPretrained, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
 		return r.route(r.scfg, r.pretrained, r.solver)
 	}}})
 }
 
 // scriptedArm is a policy run by a program in the delegator's seat of
-// route (world.Scripted), on the training and the held-out problems.
-func (r *runner) scriptedArm(name string, decide world.Decider) bench.Arm {
-	prog := world.NewScripted(name, append(append([]*world.Problem(nil), r.trainSet...), r.testSet...), decide)
+// route (scripted.Delegator), on the training and the held-out problems.
+func (r *runner) scriptedArm(name string, decide scripted.Decider) bench.Arm {
+	prog := scripted.New(name, append(append([]*world.Problem(nil), r.trainSet...), r.testSet...), decide)
 	return bench.Arm{Name: name, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
 		return r.route(r.scfg, prog, r.solver)
 	}}}
@@ -448,7 +450,7 @@ func (r *runner) ruleArms() []bench.Arm {
 	n := r.cfg.World.MaxSteps
 	arms := make([]bench.Arm, 0, 1<<n)
 	for mask := range uint(1) << n {
-		arms = append(arms, r.scriptedArm(ruleName(mask, n), world.FromPolicy(world.PositionRule(mask))))
+		arms = append(arms, r.scriptedArm(ruleName(mask, n), scripted.FromPolicy(world.PositionRule(mask))))
 	}
 	return arms
 }

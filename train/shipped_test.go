@@ -11,6 +11,7 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/transcript"
 )
 
 // TestShippedTraining trains the shipped delegator briefly on the default
@@ -84,9 +85,9 @@ func TestShippedPeersDiffer(t *testing.T) {
 		return m
 	}
 	del, peer := open("delegator"), open("peer")
-	maxTokens := world.StrategyConfig().Single.MaxTokens
+	maxTokens := transcript.StrategyConfig().Single.MaxTokens
 	right := func(m delegate.Model, p *world.Problem, temp float64, seed int64) bool {
-		req := &delegate.Request{Messages: world.PeerTranscript(p).Messages[:2], Temperature: &temp, Seed: &seed}
+		req := &delegate.Request{Messages: transcript.PeerTranscript(p).Messages[:2], Temperature: &temp, Seed: &seed}
 		resp, err := scratchPeer{m: m, maxTokens: maxTokens}.Chat(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)

@@ -500,10 +500,10 @@ func (r *runner) notes(res *Result) []string {
 			peers = append(peers, fmt.Sprintf("peer %d %s", i+1, ckpts[i%len(ckpts)]))
 		}
 		return append(notes,
-			fmt.Sprintf("Lead with %d frozen peers (%s; temperature %g, answers fixed per item). A peer solves alone in the delegator's format, scratch work included, and the leader reads its answer condensed to one line per step and <answer> (world.Condense); the team pays for the whole reply. The majority vote takes %d peer answers (the team's number of generations, peers in turn); each peer model alone is greedy. Training items: those the peers solve less than %g of the time (%d samples).",
+			fmt.Sprintf("Lead with %d frozen peers (%s; temperature %g, answers fixed per item). A peer solves alone in the delegator's format, scratch work included, and the leader reads its answer condensed to one line per step and <answer> (transcript.Condense); the team pays for the whole reply. The majority vote takes %d peer answers (the team's number of generations, peers in turn); each peer model alone is greedy. Training items: those the peers solve less than %g of the time (%d samples).",
 				c.PeerCount, strings.Join(peers, ", "), r.scfg.Peer.Temperature, c.PeerCount+1, c.FilterMaxRate, c.PeerSamples))
 	}
-	return append(notes, "Fixed rules (delegate the steps at the given positions, compute the others), the oracle (delegate a product exactly when the solver answers it right) and random delegation are programs in the delegator's seat that never slip (world.Scripted): they measure the policy, not a model executing it. Delegator alone is the pretrained delegator under single. \"delegates × / + / −\" is the share of products, sums and differences handed to the solver.")
+	return append(notes, "Fixed rules (delegate the steps at the given positions, compute the others), the oracle (delegate a product exactly when the solver answers it right) and random delegation are programs in the delegator's seat that never slip (scripted.Delegator): they measure the policy, not a model executing it. Delegator alone is the pretrained delegator under single. \"delegates × / + / −\" is the share of products, sums and differences handed to the solver.")
 }
 
 // cacheNote says how a table prices shared prefixes.

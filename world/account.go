@@ -3,7 +3,6 @@ package world
 import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/reward"
-	"github.com/delegatelab/delegate/tokenizer"
 )
 
 // Prices is the price table of the two local models, in dollars per
@@ -64,55 +63,6 @@ func (a Account) Cost(p Prices) float64 {
 	return p.Delegator.Cost(a.Delegator) + p.Solver.Cost(a.Solver)
 }
 
-// TranscriptUsage bills one conversation: each assistant message is one
-// call whose prompt is everything rendered before it, the <|assistant|>
-// token included, and whose completion is its body up to its <|end|>. A
-// call after the first is charged its predecessor's prompt and completion
-// as cached. With cachePrefix, the first call's fixed prefix (everything
-// before the first user message: the tool declarations and the system
-// prompt, the same for every request of the role) is cached too, as a
-// backend that keeps that prefix's KV cache across requests serves it.
-func TranscriptUsage(t Transcript, cachePrefix bool) (u delegate.Usage, calls int) {
-	_, spans := t.Tokens()
-	prevEnd := 0
-	if cachePrefix {
-		for _, sp := range spans {
-			if sp.Role == delegate.RoleUser {
-				prevEnd = sp.Start
-				break
-			}
-		}
-	}
-	for _, sp := range spans {
-		if sp.Role != delegate.RoleAssistant {
-			continue
-		}
-		u.PromptTokens += sp.Body
-		u.CompletionTokens += sp.End - sp.Body
-		u.CachedTokens += prevEnd
-		prevEnd = sp.End
-		calls++
-	}
-	return u, calls
-}
-
-// Bill returns the account of an episode; cachePrefix as in
-// TranscriptUsage.
-func (e Episode) Bill(cachePrefix bool) Account {
-	var a Account
-	for _, t := range e.Delegator {
-		u, n := TranscriptUsage(t, cachePrefix)
-		a.Delegator = a.Delegator.Add(u)
-		a.DelegatorCalls += n
-	}
-	for _, t := range e.Subagents {
-		u, n := TranscriptUsage(t, cachePrefix)
-		a.Solver = a.Solver.Add(u)
-		a.SubagentCalls += n
-	}
-	return a
-}
-
 // DefaultReward is the reward this world is designed for, a setting of
 // the reward package's graded reward (the package doc shows the
 // arithmetic):
@@ -130,6 +80,3 @@ func DefaultReward() reward.Graded {
 func RewardOf(g reward.Graded, correct bool, a Account) float64 {
 	return g.Reward(reward.Outcome{FormatOK: true, Correct: &correct, Tokens: a.Delegator.CompletionTokens, Calls: a.SubagentCalls, Cost: 0})
 }
-
-// Tokens counts the tokens of text under the tokenizer (one per byte).
-func Tokens(text string) int { return len(tokenizer.Encode(text)) }

@@ -1,8 +1,21 @@
 // Package world is a synthetic world where delegation matters and answers
-// are exact: seeded multi-step arithmetic word problems, the digit formats
-// two small models write, transcripts of every delegation strategy for
-// supervised pretraining, a verifier, graders, a price table and the
-// reward.
+// are exact: what a problem is and what is right. It owns the seeded
+// multi-step arithmetic word problems and their splits, the digit formats
+// two small models write, what the solver covers and which steps are
+// worth delegating, the delegation policies over a problem's steps, the
+// answer parser and verifier, the price table and the reward.
+//
+// Around it, each concern in its own package:
+//
+//   - world/transcript: what the models say. The compact prompts and the
+//     strategy configuration that sends them, every strategy's
+//     transcripts under a policy, their token bills, the pretraining
+//     corpus mix, and the design figures of docs/world.md.
+//   - world/scripted: a policy run as a program in the delegator's seat
+//     of route, without a slip (position rules, random delegation, the
+//     oracle router, always-delegate): delegate train's baselines.
+//   - pretrain: trains the shipped models on the transcripts and grades
+//     them (pretrain.GradeSolver; pretrain.GradeDelegator, through bench.Run).
 //
 // # Problems
 //
@@ -51,12 +64,10 @@
 //   - Numbers are small (2-digit literals, quantities below 5000), so
 //     scratchpads and transcripts fit the delegator's context of 768
 //     tokens and the solver's of 80.
-//   - The route prompt declares the delegate tool as its name only (Tool),
-//     and the chat template writes a call compactly,
-//     delegate{"question":"47*28"} (package tokenizer); CompactTools
-//     rewrites a request's tool declaration so that strategy.New on the
-//     local delegator sends exactly the transcripts' prompts. System
-//     prompts are two or three words ("Solve or delegate.").
+//   - The route prompt declares the delegate tool as its name only
+//     (transcript.Tool), and the chat template writes a call compactly,
+//     delegate{"question":"47*28"} (package tokenizer). System prompts
+//     are two or three words ("Solve or delegate.").
 //
 // # Two models and why delegation matters
 //
@@ -72,8 +83,8 @@
 // one-line prompt "Compute." and writes tersely (SolverAnswer): the digit
 // and carry pairs of each partial product and of their sum, then \boxed{}:
 // 31 tokens for 47*28, 21 for a sum. It is trained only inside its
-// coverage (SolverCovers, SolverCorpus): every sum and the products of
-// 2-digit numbers, never a difference. Every "gives away" and every "how
+// coverage (SolverCovers, SolverSizes; transcript.SolverCorpus): every sum
+// and the products of 2-digit numbers, never a difference. Every "gives away" and every "how
 // many more" step is a difference, outside what it has seen: there it is
 // wrong by design (the shipped solver's figures: models/README.md).
 //
@@ -89,12 +100,14 @@
 // amounts. The best policy (Selective) delegates the products and computes
 // the differences, so whether it hands the first step over depends on
 // what the text says ("boxes of", "gives away"). No rule that decides by
-// position can do that: delegating the first step always gains 0.11 on
-// 80% of problems and loses the answer on the 10% that start with a
-// difference; never delegating gives up the gain. The expected reward of
-// every policy under the design accuracies (DesignAccuracy), and what the
-// shipped models measure, are in docs/world.md (go test ./world -run
-// TestDesignFigures -v computes and checks them).
+// position can do that (PositionRule): delegating the first step always
+// gains 0.11 on 80% of problems and loses the answer on the 10% that start
+// with a difference; never delegating gives up the gain. Policy is a
+// decision per step from the problem alone: Never, Always, Random,
+// Selective, PositionRule, RandomRate. The expected reward of every policy
+// under the design accuracies (transcript.DesignAccuracy), and what the
+// shipped models measure, are in docs/world.md (go test ./world/transcript
+// -run TestDesignFigures -v computes and checks them).
 //
 // # Prices and reward
 //
@@ -112,36 +125,14 @@
 // DefaultReward: reward = correct − λ·(delegator generated tokens) −
 // μ·(sub-agent calls), λ = 0.001, μ = 0.02. Per step: delegating a
 // product gains 0.001·130 − 0.02 = +0.110; delegating a sum gains 0.000;
-// delegating a difference loses the answer.
+// delegating a difference loses the answer. Account is an episode's token
+// bill (transcript.Episode.Bill builds it from the transcripts), Cost
+// prices it and RewardOf rewards it.
 //
-// # Transcripts
+// # Answers
 //
-// Prompts overrides every strategy prompt template with a compact one, and
-// StrategyConfig returns the strategy configuration that uses them, so
-// strategy.New on the local models (the delegator wrapped with
-// CompactTools under route) sends exactly the prompts of the transcripts
-// (a test replays every strategy against the transcripts and compares each
-// request token for token). Single, Route, Decompose and Lead build an
-// Episode per problem: the delegator's conversations and the sub-agents'
-// (Episode.Bill gives the token account, Reward.Of the reward). Route
-// takes a Policy per step; BuildCorpus mixes never, always and random
-// delegation per problem (Mix) so the pretrained delegator is a stochastic
-// policy RL can sharpen. Lead shows the leader K terse peer solutions,
-// some wrong (sometimes the majority), and teaches it to copy the steps
-// they agree on and to compute those they dispute; Condense turns a
-// scratchpad reply into such a terse solution, so that peers that need
-// scratch work can take part. ParseAnswer reads an
-// answer (\boxed{}, <answer>, "Final Output:", "Final answer:", else the
-// last integer; leading zeros are fine).
-//
-// # Grading
-//
-// GradeSolver grades any delegate.Model as the solver, per operation and
-// size, greedily. GradeDelegator runs the delegator alone (single) or
-// under route with a solver, greedily, and reports accuracy, delegation
-// rate and delegator tokens. Scripted runs a policy as a program in the
-// delegator's seat of route, without a slip, graded like a model: the
-// fixed per-position rules (PositionRule), random delegation at a rate
-// (RandomRate), the oracle router (Oracle, which asks the solver first)
-// and always-delegate are delegate train's baselines.
+// ParseAnswer reads an answer (\boxed{}, <answer>, "Final Output:",
+// "Final answer:", else the last integer; leading zeros are fine);
+// Correct compares it with a value. Problem.Task is a problem as a
+// delegate.Task, and Verify is the delegate.Verifier of those tasks.
 package world

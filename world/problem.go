@@ -472,7 +472,7 @@ func (g *Generator) buildPart(p *Problem, pt *part, pi, k int) {
 // and makes its result the part's value.
 func (p *Problem) addStep(op Op, pt *part, y int64, yRef, partIdx int) {
 	s := Step{Op: op, X: Operand{Ref: pt.ref, Value: pt.value}, Y: Operand{Ref: yRef, Value: y}, Part: partIdx}
-	s.Result = op.apply(s.X.Value, s.Y.Value)
+	s.Result = op.Apply(s.X.Value, s.Y.Value)
 	p.Steps = append(p.Steps, s)
 	pt.value, pt.ref = s.Result, len(p.Steps)-1
 }
@@ -513,4 +513,44 @@ func (g *Generator) distractor(item, name string) string {
 		other = items[r.IntN(len(items))]
 	}
 	return name + " has " + strconv.Itoa(2+r.IntN(98)) + " " + other + "."
+}
+
+// Distinct estimates how many distinct problems a config can generate, by
+// capture-recapture over two independent samples of n: with m problems in
+// both, about n*n/m exist. With no overlap it returns a lower bound,
+// n*n, and ok false.
+func Distinct(cfg Config, seed uint64, n int) (estimate float64, ok bool, err error) {
+	sample := func(s uint64) (map[string]bool, error) {
+		g, err := NewGenerator(cfg, s, Train)
+		if err != nil {
+			return nil, err
+		}
+		seen := map[string]bool{}
+		for range n {
+			p, err := g.Next()
+			if err != nil {
+				return nil, err
+			}
+			seen[p.ID] = true
+		}
+		return seen, nil
+	}
+	a, err := sample(seed)
+	if err != nil {
+		return 0, false, err
+	}
+	b, err := sample(seed + 1)
+	if err != nil {
+		return 0, false, err
+	}
+	m := 0
+	for id := range b {
+		if a[id] {
+			m++
+		}
+	}
+	if m == 0 {
+		return float64(len(a)) * float64(len(b)), false, nil
+	}
+	return float64(len(a)) * float64(len(b)) / float64(m), true, nil
 }

@@ -1,6 +1,8 @@
 package world
 
 import (
+	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -117,7 +119,7 @@ func TestProblemsConsistent(t *testing.T) {
 						t.Errorf("level %d: step %d of %q uses %d from step %d, which made %d", lvl, i, p.Text, o.Value, o.Ref, p.Steps[o.Ref].Result)
 					}
 				}
-				if s.Result != s.Op.apply(s.X.Value, s.Y.Value) || s.Result < 0 {
+				if s.Result != s.Op.Apply(s.X.Value, s.Y.Value) || s.Result < 0 {
 					t.Errorf("level %d: step %s = %d in %q", lvl, s.Expr(), s.Result, p.Text)
 				}
 				if _, _, err := Scratchpad(s.Op, s.X.Value, s.Y.Value); err != nil {
@@ -227,4 +229,31 @@ func TestConfigSummary(t *testing.T) {
 			t.Errorf("Summary() = %q\nwant        %q", got, tt.want)
 		}
 	}
+}
+
+// TestDistinctPerLevel estimates how many distinct problems each level
+// draws (the package doc's counts): more than the sample, so training
+// sets barely repeat. Print them with
+//
+//	go test ./world -run TestDistinctPerLevel -v
+func TestDistinctPerLevel(t *testing.T) {
+	for lvl := 1; lvl <= len(Levels()); lvl++ {
+		est, ok, err := Distinct(Levels()[lvl], 7, 20000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("level %d: distinct problems ~%s (%s)", lvl, sigFigs(est), map[bool]string{true: "capture-recapture estimate", false: "no repeat in two samples: a lower bound"}[ok])
+		if est <= 20000 {
+			t.Errorf("level %d: about %v distinct problems, want more than a sample of 20000", lvl, est)
+		}
+	}
+}
+
+// sigFigs formats v with two significant figures, for the doc's counts.
+func sigFigs(v float64) string {
+	if v <= 0 {
+		return "0"
+	}
+	e := math.Floor(math.Log10(v))
+	return strings.TrimSuffix(fmt.Sprintf("%.1fe%d", v/math.Pow(10, e), int(e)), "e0")
 }

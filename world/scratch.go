@@ -21,8 +21,8 @@ const (
 // String returns the operator's sign.
 func (o Op) String() string { return string(rune(o)) }
 
-// apply computes x op y exactly.
-func (o Op) apply(x, y int64) int64 {
+// Apply computes x op y exactly.
+func (o Op) Apply(x, y int64) int64 {
 	switch o {
 	case Add:
 		return x + y
@@ -182,7 +182,7 @@ func Scratchpad(op Op, x, y int64) (string, int64, error) {
 	} else {
 		got = writeBlock(&b, op, x, y)
 	}
-	if want := op.apply(x, y); got != want {
+	if want := op.Apply(x, y); got != want {
 		return "", 0, fmt.Errorf("scratchpad %s: wrote %d, want %d", Expr(op, x, y), got, want)
 	}
 	text := strings.TrimSuffix(b.String(), "\n")
@@ -287,7 +287,7 @@ func SolverAnswer(op Op, x, y int64) (string, int64, error) {
 	if err := checkOperands(op, x, y); err != nil {
 		return "", 0, fmt.Errorf("solver answer: %w", err)
 	}
-	want := op.apply(x, y)
+	want := op.Apply(x, y)
 	var b strings.Builder
 	if op == Mul {
 		xd := digitsLSD(x)

@@ -19,7 +19,7 @@ func randomOperands(r *rand.Rand, op Op, maxDigits int) (int64, int64) {
 		if op == Sub && x < y {
 			x, y = y, x
 		}
-		if op.apply(x, y) < pow10(Width) {
+		if op.Apply(x, y) < pow10(Width) {
 			return x, y
 		}
 	}
@@ -35,7 +35,7 @@ func TestScratchpadSelfChecks(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Scratchpad(%s): %v", Expr(op, x, y), err)
 				}
-				want := op.apply(x, y)
+				want := op.Apply(x, y)
 				if got != want {
 					t.Fatalf("Scratchpad(%s) = %d, want %d", Expr(op, x, y), got, want)
 				}
@@ -107,7 +107,7 @@ func TestSolverAnswerSelfChecks(t *testing.T) {
 			if err != nil {
 				t.Fatalf("SolverAnswer(%s): %v", Expr(op, x, y), err)
 			}
-			want := op.apply(x, y)
+			want := op.Apply(x, y)
 			if a, err := ParseAnswer(text); err != nil || a != want || got != want {
 				t.Fatalf("SolverAnswer(%s) answers %d (%v), returns %d; want %d", Expr(op, x, y), a, err, got, want)
 			}

@@ -20,7 +20,7 @@ import (
 	"github.com/delegatelab/delegate/nn/infer"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
-	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/transcript"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -40,7 +40,7 @@ import (
 // its line; Validate checks that every role names a defined model.
 type Config struct {
 	// Preset picks the defaults the strategy section starts from: "" (the
-	// strategy package's) or "world" (package world's compact prompts,
+	// strategy package's) or "world" (package world/transcript's compact prompts,
 	// budgets and delegate tool declaration, which the shipped local models
 	// were trained on; see examples/world.yaml).
 	Preset string                 `yaml:"preset"`
@@ -252,7 +252,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	switch preset := topLevel(&root, "preset"); preset {
 	case "":
 	case PresetWorld:
-		cfg.Strategy = world.StrategyConfig()
+		cfg.Strategy = transcript.StrategyConfig()
 	default:
 		return nil, cfg.at("preset", "unknown preset %q (want %s, or no preset)", preset, PresetWorld)
 	}

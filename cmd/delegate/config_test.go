@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/delegatelab/delegate/strategy"
-	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/transcript"
 )
 
 const goodConfig = `
@@ -111,7 +111,7 @@ func TestParseConfigWorldPreset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := world.StrategyConfig()
+	want := transcript.StrategyConfig()
 	want.Single.Temperature = 0.3
 	if !reflect.DeepEqual(cfg.Strategy, want) {
 		t.Errorf("strategy = %+v\nwant the world's with single's temperature set: %+v", cfg.Strategy, want)

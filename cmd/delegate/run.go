@@ -19,7 +19,7 @@ import (
 	"github.com/delegatelab/delegate/openai"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
-	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/transcript"
 	"github.com/spf13/cobra"
 )
 
@@ -101,11 +101,11 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 }
 
 // wrap applies the preset to a model: under PresetWorld, requests offering
-// the delegate tool offer world.Tool, the declaration the local models
+// the delegate tool offer transcript.Tool, the declaration the local models
 // were trained on.
 func (c *Config) wrap(m delegate.Model) delegate.Model {
 	if c.Preset == PresetWorld {
-		return world.CompactTools(m)
+		return transcript.CompactTools(m)
 	}
 	return m
 }

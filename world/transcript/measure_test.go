@@ -1,9 +1,11 @@
-package world
+package transcript
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/delegatelab/delegate/world"
 )
 
 // TestDesignFigures computes the figures docs/world.md gives from the
@@ -15,12 +17,12 @@ import (
 //
 //	go test ./world -run TestDesignFigures -v
 func TestDesignFigures(t *testing.T) {
-	ps, err := Generate(DefaultConfig(), 1, Validation, 2000)
+	ps, err := world.Generate(world.DefaultConfig(), 1, world.Validation, 2000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	if err := Report(&b, ps, 1, DefaultPrices(), DefaultReward(), DesignAccuracy()); err != nil {
+	if err := Report(&b, ps, 1, world.DefaultPrices(), world.DefaultReward(), DesignAccuracy()); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("default world, design accuracies %+v:\n%s", DesignAccuracy(), b.String())
@@ -52,17 +54,5 @@ func TestDesignFigures(t *testing.T) {
 	}
 	if !(reward["route oracle"] >= sel) {
 		t.Errorf("oracle %.3f below selective %.3f", reward["route oracle"], sel)
-	}
-	// How many distinct problems each level draws (the package doc's
-	// counts): more than the sample, so training sets barely repeat.
-	for lvl := 1; lvl <= len(Levels()); lvl++ {
-		est, ok, err := Distinct(Levels()[lvl], 7, 20000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("level %d: distinct problems ~%s (%s)", lvl, sigFigs(est), map[bool]string{true: "capture-recapture estimate", false: "no repeat in two samples: a lower bound"}[ok])
-		if est <= 20000 {
-			t.Errorf("level %d: about %v distinct problems, want more than a sample of 20000", lvl, est)
-		}
 	}
 }

@@ -1,13 +1,13 @@
-package world
+package transcript
 
 import (
 	"fmt"
-	"github.com/delegatelab/delegate/reward"
 	"io"
-	"math"
 	"math/rand/v2"
-	"strings"
 	"text/tabwriter"
+
+	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/world"
 )
 
 // Accuracy is an assumed per-step accuracy profile, for expected rewards
@@ -28,7 +28,7 @@ func (acc Accuracy) PCorrect(e Episode) float64 {
 		switch {
 		case !e.Delegated[i]:
 			pr *= acc.Inline
-		case SolverCovers(s.Op, s.X.Value, s.Y.Value):
+		case world.SolverCovers(s.Op, s.X.Value, s.Y.Value):
 			pr *= acc.Covered
 		default:
 			pr *= acc.Uncovered
@@ -54,7 +54,7 @@ type Stats struct {
 }
 
 // Measure builds one episode per problem with fn and returns the means.
-func Measure(name string, problems []*Problem, fn func(*Problem) Episode, prices Prices, rew reward.Graded, acc Accuracy) Stats {
+func Measure(name string, problems []*world.Problem, fn func(*world.Problem) Episode, prices world.Prices, rew reward.Graded, acc Accuracy) Stats {
 	st := Stats{Name: name, N: len(problems)}
 	if len(problems) == 0 {
 		return st
@@ -77,7 +77,7 @@ func Measure(name string, problems []*Problem, fn func(*Problem) Episode, prices
 		st.SubagentCalls += float64(a.SubagentCalls)
 		st.Cost += a.Cost(prices) * 1e6
 		st.PCorrect += pc
-		st.Reward += pc*RewardOf(rew, true, a) + (1-pc)*RewardOf(rew, false, a)
+		st.Reward += pc*world.RewardOf(rew, true, a) + (1-pc)*world.RewardOf(rew, false, a)
 		for _, d := range e.Delegated {
 			steps++
 			if d {
@@ -105,25 +105,27 @@ func Measure(name string, problems []*Problem, fn func(*Problem) Episode, prices
 // (Covered taken as 1); it also computes the products the solver would
 // get wrong, which this leaves out (a share 1 − Covered of them). seed
 // seeds the random policy and the lead peers.
-func Report(w io.Writer, problems []*Problem, seed uint64, prices Prices, rew reward.Graded, acc Accuracy) error {
+func Report(w io.Writer, problems []*world.Problem, seed uint64, prices world.Prices, rew reward.Graded, acc Accuracy) error {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	route := func(pol Policy) func(*Problem) Episode { return func(p *Problem) Episode { return Route(p, pol) } }
+	route := func(pol world.Policy) func(*world.Problem) Episode {
+		return func(p *world.Problem) Episode { return Route(p, pol) }
+	}
 	steps := 0
 	for _, p := range problems {
 		steps = max(steps, len(p.Steps))
 	}
 	rows := []Stats{Measure("single (alone)", problems, Single, prices, rew, acc)}
 	for mask := range uint(1) << steps {
-		rows = append(rows, Measure("route "+PositionRuleName(mask, steps), problems, route(PositionRule(mask)), prices, rew, acc))
+		rows = append(rows, Measure("route "+world.PositionRuleName(mask, steps), problems, route(world.PositionRule(mask)), prices, rew, acc))
 	}
 	oracle := acc
 	oracle.Covered = 1
 	rows = append(rows,
-		Measure("route selective", problems, route(Selective), prices, rew, acc),
-		Measure("route oracle", problems, route(Selective), prices, rew, oracle),
-		Measure("route random 0.5", problems, route(Random(0.5, rng)), prices, rew, acc),
-		Measure("decompose selective", problems, func(p *Problem) Episode { return Decompose(p, Selective) }, prices, rew, acc),
-		Measure("lead k=3", problems, func(p *Problem) Episode { return Lead(p, 3, rng) }, prices, rew, acc),
+		Measure("route selective", problems, route(world.Selective), prices, rew, acc),
+		Measure("route oracle", problems, route(world.Selective), prices, rew, oracle),
+		Measure("route random 0.5", problems, route(world.Random(0.5, rng)), prices, rew, acc),
+		Measure("decompose selective", problems, func(p *world.Problem) Episode { return Decompose(p, world.Selective) }, prices, rew, acc),
+		Measure("lead k=3", problems, func(p *world.Problem) Episode { return Lead(p, 3, rng) }, prices, rew, acc),
 	)
 	if err := writeTable(w, rows); err != nil {
 		return err
@@ -177,53 +179,4 @@ func writeTable(w io.Writer, rows []Stats) error {
 			s.DelegatorCompletion, s.SolverPrompt, s.SolverCompletion, s.SubagentCalls, s.Delegated, s.CostUncached, s.Cost, s.CostPrefixCached, s.PCorrect, s.Reward)
 	}
 	return tw.Flush()
-}
-
-// Distinct estimates how many distinct problems a config can generate, by
-// capture-recapture over two independent samples of n: with m problems in
-// both, about n*n/m exist. With no overlap it returns a lower bound,
-// n*n, and ok false.
-func Distinct(cfg Config, seed uint64, n int) (estimate float64, ok bool, err error) {
-	sample := func(s uint64) (map[string]bool, error) {
-		g, err := NewGenerator(cfg, s, Train)
-		if err != nil {
-			return nil, err
-		}
-		seen := map[string]bool{}
-		for range n {
-			p, err := g.Next()
-			if err != nil {
-				return nil, err
-			}
-			seen[p.ID] = true
-		}
-		return seen, nil
-	}
-	a, err := sample(seed)
-	if err != nil {
-		return 0, false, err
-	}
-	b, err := sample(seed + 1)
-	if err != nil {
-		return 0, false, err
-	}
-	m := 0
-	for id := range b {
-		if a[id] {
-			m++
-		}
-	}
-	if m == 0 {
-		return float64(len(a)) * float64(len(b)), false, nil
-	}
-	return float64(len(a)) * float64(len(b)) / float64(m), true, nil
-}
-
-// sigFigs formats v with two significant figures, for the doc's counts.
-func sigFigs(v float64) string {
-	if v <= 0 {
-		return "0"
-	}
-	e := math.Floor(math.Log10(v))
-	return strings.TrimSuffix(fmt.Sprintf("%.1fe%d", v/math.Pow(10, e), int(e)), "e0")
 }

@@ -1,4 +1,4 @@
-package world
+package transcript
 
 import (
 	"context"
@@ -114,7 +114,7 @@ var worldPrompts = func() prompter {
 	p := prompter{}
 	for name, text := range Prompts {
 		if _, ok := strategy.DefaultPrompt(name); !ok {
-			panic(fmt.Sprintf("world: prompt %s overrides no strategy template", name)) // a constant table; tested
+			panic(fmt.Sprintf("transcript: prompt %s overrides no strategy template", name)) // a constant table; tested
 		}
 		p[name] = template.Must(template.New(name).Option("missingkey=error").Parse(text))
 	}
@@ -124,7 +124,7 @@ var worldPrompts = func() prompter {
 func (p prompter) render(name string, d strategy.PromptData) string {
 	var b strings.Builder
 	if err := p[name].Execute(&b, d); err != nil {
-		panic(fmt.Sprintf("world: render prompt %s: %v", name, err)) // constant templates over typed data; tested
+		panic(fmt.Sprintf("transcript: render prompt %s: %v", name, err)) // constant templates over typed data; tested
 	}
 	return strings.TrimSpace(b.String())
 }

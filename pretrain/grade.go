@@ -1,19 +1,23 @@
-package world
+package pretrain
 
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/transcript"
 )
 
 // SizeScore is a solver's exact-match score on one size class.
 type SizeScore struct {
-	Size    SolverSize
+	Size    world.SolverSize
 	Covered bool
 	Right   int
 	N       int
@@ -21,9 +25,9 @@ type SizeScore struct {
 }
 
 // GradeSolver asks model perSize questions of every size class of
-// SolverSizes (covered and not), under the solver's prompts at
+// world.SolverSizes (covered and not), under the solver's prompts at
 // temperature 0, and returns the exact-match score of each class, in the
-// order of SolverSizes(true) then SolverSizes(false). Questions are
+// order of world.SolverSizes(true) then world.SolverSizes(false). Questions are
 // deterministic from seed. At most concurrency calls run at once; a failed
 // call counts as wrong and is counted in Failed; only ctx ending stops the
 // grading, with ctx's error.
@@ -34,16 +38,16 @@ func GradeSolver(ctx context.Context, model delegate.Model, perSize, concurrency
 	rng := rand.New(rand.NewPCG(seed, 0x67ade))
 	type job struct {
 		class int
-		t     Transcript
+		t     transcript.Transcript
 		want  int64
 	}
 	var scores []SizeScore
 	var jobs []job
 	for _, covered := range []bool{true, false} {
-		for _, sz := range SolverSizes(covered) {
+		for _, sz := range world.SolverSizes(covered) {
 			for range perSize {
 				x, y := sz.Question(rng)
-				jobs = append(jobs, job{class: len(scores), t: SolverTranscript(sz.Op, x, y), want: sz.Op.apply(x, y)})
+				jobs = append(jobs, job{class: len(scores), t: transcript.SolverTranscript(sz.Op, x, y), want: sz.Op.Apply(x, y)})
 			}
 			scores = append(scores, SizeScore{Size: sz, Covered: covered, N: perSize})
 		}
@@ -63,7 +67,7 @@ func GradeSolver(ctx context.Context, model delegate.Model, perSize, concurrency
 				failed[i] = true
 				return nil // recorded; a model failure is a wrong answer, not the grading's end
 			}
-			right[i] = Correct(resp.Text(), j.want)
+			right[i] = world.Correct(resp.Text(), j.want)
 			return nil
 		})
 	}
@@ -87,8 +91,8 @@ func GradeSolver(ctx context.Context, model delegate.Model, perSize, concurrency
 // DelegatorScore sums a delegator's greedy runs over problems.
 type DelegatorScore struct {
 	N      int // problems
-	Right  int // runs whose answer is the problem's
-	Failed int // runs that ended with an error or a failure (counted wrong)
+	Right  int // runs whose answer world.Verify accepts
+	Failed int // runs that ended with a strategy failure (still graded) or an error (counted wrong)
 	Steps  int // steps of the problems
 	// SubagentCalls counts the solver's calls; SubagentCalls/Steps is the
 	// delegation rate.
@@ -108,13 +112,17 @@ func (s DelegatorScore) DelegationRate() float64 {
 // GradeDelegator runs the delegator on problems under a protocol,
 // strategy.NameSingle (alone; solver unused and may be nil) or
 // strategy.NameRoute (with the solver behind the delegate tool, the
-// delegator wrapped with CompactTools), with StrategyConfig at temperature
-// 0, at most concurrency runs at once. Only ctx ending stops it early.
-func GradeDelegator(ctx context.Context, protocol string, delegator, solver delegate.Model, problems []*Problem, concurrency int) (DelegatorScore, error) {
+// delegator wrapped with transcript.CompactTools), with
+// transcript.StrategyConfig at temperature 0, at most concurrency runs at
+// once. It is a benchmark of one arm (bench.Run, with no results file)
+// graded by world.Verify, as delegate train's table is: a run that fails
+// is recorded and counted as bench counts it; only ctx ending stops the
+// grading early.
+func GradeDelegator(ctx context.Context, protocol string, delegator, solver delegate.Model, problems []*world.Problem, concurrency int) (DelegatorScore, error) {
 	if concurrency < 1 {
 		return DelegatorScore{}, fmt.Errorf("grade delegator %s: concurrency %d must be positive", delegator.Name(), concurrency)
 	}
-	cfg := StrategyConfig()
+	cfg := transcript.StrategyConfig()
 	cfg.Single.Temperature, cfg.Strong.Temperature, cfg.Weak.Temperature = 0, 0, 0
 	var roles strategy.Roles
 	switch protocol {
@@ -124,8 +132,8 @@ func GradeDelegator(ctx context.Context, protocol string, delegator, solver dele
 		if solver == nil {
 			return DelegatorScore{}, fmt.Errorf("grade delegator %s: route needs a solver", delegator.Name())
 		}
-		roles.Strong = delegate.Agent{Role: "strong", Model: CompactTools(delegator)}
-		roles.Weak = delegate.Agent{Role: "weak", Model: solver}
+		roles.Strong = delegate.Agent{Role: "strong", Model: transcript.CompactTools(delegator)}
+		roles.Weak = delegate.Agent{Role: solverRole, Model: solver}
 	default:
 		return DelegatorScore{}, fmt.Errorf("grade delegator %s: protocol %q, want %s or %s", delegator.Name(), protocol, strategy.NameSingle, strategy.NameRoute)
 	}
@@ -133,48 +141,34 @@ func GradeDelegator(ctx context.Context, protocol string, delegator, solver dele
 	if err != nil {
 		return DelegatorScore{}, fmt.Errorf("grade delegator %s: %w", delegator.Name(), err)
 	}
-	traces := make([]*delegate.Trace, len(problems))
-	eg, gctx := errgroup.WithContext(ctx)
-	eg.SetLimit(concurrency)
+	sc := DelegatorScore{N: len(problems)}
+	tasks := make([]delegate.Task, len(problems))
 	for i, p := range problems {
-		if gctx.Err() != nil {
-			break
-		}
-		eg.Go(func() error {
-			tr, err := s.Run(gctx, p.Text, nil)
-			if err == nil {
-				traces[i] = tr
-			}
-			return nil // a run's error is a wrong answer, recorded below
-		})
-	}
-	if err := eg.Wait(); err != nil {
-		return DelegatorScore{}, fmt.Errorf("grade delegator %s: %w", delegator.Name(), err)
-	}
-	if err := ctx.Err(); err != nil {
-		return DelegatorScore{}, fmt.Errorf("grade delegator %s: %w", delegator.Name(), err)
-	}
-	var sc DelegatorScore
-	for i, p := range problems {
-		sc.N++
+		tasks[i] = p.Task()
 		sc.Steps += len(p.Steps)
-		tr := traces[i]
-		if tr == nil || tr.Failure != "" {
-			sc.Failed++
-		}
-		if tr == nil {
-			continue
-		}
-		if v, err := ParseAnswer(tr.Answer); err == nil && v == p.Answer && tr.Failure == "" {
-			sc.Right++
-		}
-		for role, t := range tr.Roles {
-			if role == "weak" {
-				sc.SubagentCalls += t.Calls
-			} else {
-				sc.DelegatorTokens += t.Usage.CompletionTokens
-			}
+	}
+	rep, err := bench.Run(ctx, bench.Config{Concurrency: concurrency}, tasks, []bench.Arm{{Name: protocol, Strategy: s}}, world.Verify, nil)
+	if err != nil {
+		return DelegatorScore{}, fmt.Errorf("grade delegator %s: %w", delegator.Name(), err)
+	}
+	row := rep.Rows[0]
+	if row.N != sc.N {
+		return DelegatorScore{}, fmt.Errorf("grade delegator %s: %d of %d problems graded", delegator.Name(), row.N, sc.N)
+	}
+	sc.Right, sc.Failed = row.Correct, row.Failures+row.Errors
+	// The report holds means per problem: times N, the sums they were
+	// computed from (whole numbers, exact after rounding).
+	sum := func(mean float64) int { return int(math.Round(mean * float64(row.N))) }
+	for _, r := range row.Roles {
+		if r.Role == solverRole {
+			sc.SubagentCalls = sum(r.Calls)
+		} else {
+			sc.DelegatorTokens += sum(r.Out)
 		}
 	}
 	return sc, nil
 }
+
+// solverRole is the solver's role under route: the sub-agent whose calls
+// are the delegations.
+const solverRole = "weak"

@@ -1,10 +1,11 @@
-package world
+package transcript
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,11 +16,12 @@ import (
 	"github.com/delegatelab/delegate/modeltest"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/world"
 )
 
-func testProblems(t *testing.T, n int) []*Problem {
+func testProblems(t *testing.T, n int) []*world.Problem {
 	t.Helper()
-	ps, err := Generate(DefaultConfig(), 11, Train, n)
+	ps, err := world.Generate(world.DefaultConfig(), 11, world.Train, n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func newReplay(t *testing.T, name string, ts []Transcript) *modeltest.Model {
 // checkRun checks a strategy's trace: no failure, the problem's answer,
 // and every call answered by the replay (a mismatching request fails the
 // call and so the run).
-func checkRun(t *testing.T, s delegate.Strategy, p *Problem) {
+func checkRun(t *testing.T, s delegate.Strategy, p *world.Problem) {
 	t.Helper()
 	tr, err := s.Run(context.Background(), p.Text, nil)
 	if err != nil {
@@ -87,7 +89,7 @@ func checkRun(t *testing.T, s delegate.Strategy, p *Problem) {
 	if tr.Failure != "" {
 		t.Fatalf("Run(%q) failed: %s", p.Text, tr.Failure)
 	}
-	if got, err := ParseAnswer(tr.Answer); err != nil || got != p.Answer {
+	if got, err := world.ParseAnswer(tr.Answer); err != nil || got != p.Answer {
 		t.Fatalf("Run(%q) answer %q (%v), want %d", p.Text, tr.Answer, err, p.Answer)
 	}
 }
@@ -99,7 +101,7 @@ func checkRun(t *testing.T, s delegate.Strategy, p *Problem) {
 // local models what they were trained on.
 func TestStrategiesSendTranscriptPrompts(t *testing.T) {
 	cfg := StrategyConfig()
-	pols := map[string]Policy{"never": Never, "always": Always, "selective": Selective}
+	pols := map[string]world.Policy{"never": world.Never, "always": world.Always, "selective": world.Selective}
 	for _, p := range testProblems(t, 20) {
 		single := Single(p)
 		s, err := strategy.New(strategy.NameSingle, strategy.Roles{
@@ -156,7 +158,7 @@ func TestStrategiesSendTranscriptPrompts(t *testing.T) {
 // above: route's first request equals the transcript's prefix.
 func TestFirstRequestIsTranscriptPrefix(t *testing.T) {
 	p := testProblems(t, 1)[0]
-	e := Route(p, Selective)
+	e := Route(p, world.Selective)
 	strong := modeltest.New("delegator", modeltest.Reply(`\boxed{0}`))
 	s, err := strategy.New(strategy.NameRoute, strategy.Roles{
 		Strong: delegate.Agent{Model: CompactTools(strong)}, Weak: delegate.Agent{Model: modeltest.New("solver", modeltest.Reply("x"))},
@@ -189,7 +191,7 @@ func TestPromptsOverrideKnownTemplates(t *testing.T) {
 
 func TestRouteTranscriptProtocol(t *testing.T) {
 	for _, p := range testProblems(t, 100) {
-		for name, pol := range map[string]Policy{"never": Never, "always": Always, "selective": Selective} {
+		for name, pol := range map[string]world.Policy{"never": world.Never, "always": world.Always, "selective": world.Selective} {
 			e := Route(p, pol)
 			msgs := e.Delegator[0].Messages
 			calls := 0
@@ -200,7 +202,7 @@ func TestRouteTranscriptProtocol(t *testing.T) {
 					if err != nil || c.Name != strategy.DelegateToolName {
 						t.Fatalf("%s: call %s(%s): %v", name, c.Name, c.Arguments, err)
 					}
-					if _, _, _, err := ParseExpr(q); err != nil {
+					if _, _, _, err := world.ParseExpr(q); err != nil {
 						t.Fatalf("%s: question %q: %v", name, q, err)
 					}
 				}
@@ -216,7 +218,7 @@ func TestRouteTranscriptProtocol(t *testing.T) {
 				t.Errorf("%s: %d calls, %d solver transcripts", name, calls, len(e.Subagents))
 			}
 			last := msgs[len(msgs)-1]
-			if !Correct(last.Content, p.Answer) || len(last.ToolCalls) != 0 {
+			if !world.Correct(last.Content, p.Answer) || len(last.ToolCalls) != 0 {
 				t.Errorf("%s: last message %q does not answer %d", name, last.Content, p.Answer)
 			}
 			if name == "never" && calls != 0 || name == "always" && calls != len(p.Steps) {
@@ -228,7 +230,7 @@ func TestRouteTranscriptProtocol(t *testing.T) {
 
 func TestDecomposePlanParses(t *testing.T) {
 	for _, p := range testProblems(t, 100) {
-		e := Decompose(p, Selective)
+		e := Decompose(p, world.Selective)
 		plan := e.Delegator[0].Messages[2].Content
 		got, err := strategy.ParsePlan(plan, MinSubtasks, MaxSubtasks)
 		if err != nil {
@@ -261,7 +263,7 @@ func TestLeadTranscripts(t *testing.T) {
 		if votes[strconv.FormatInt(p.Answer, 10)] < 2 {
 			majorityWrong++
 		}
-		if CheckLines(out) == 0 && len(out) > 0 && hasDigitLine(out) {
+		if world.CheckLines(out) == 0 && len(out) > 0 && hasDigitLine(out) {
 			computed++
 		}
 	}
@@ -270,28 +272,27 @@ func TestLeadTranscripts(t *testing.T) {
 	}
 }
 
-func hasDigitLine(text string) bool {
-	for _, l := range strings.Split(text, "\n") {
-		if _, ok := checkDigitLine(l); ok {
-			return true
-		}
-	}
-	return false
-}
+// digitLine is a scratchpad's elementary line: "a+b+c=rd", "a-b-c=rd" or
+// "a*d+c=rd" (world.Scratchpad).
+var digitLine = regexp.MustCompile(`(?m)^\d(\+\d\+|-\d-|\*\d\+)\d=\d\d$`)
+
+// hasDigitLine reports whether text holds a scratchpad line: a step
+// computed rather than copied.
+func hasDigitLine(text string) bool { return digitLine.MatchString(text) }
 
 func TestSolverTranscriptsCoverage(t *testing.T) {
 	ps := testProblems(t, 200)
 	ts := SolverTranscripts(ps)
 	for _, tr := range ts {
 		q := tr.Messages[1].Content
-		op, x, y, err := ParseExpr(q)
+		op, x, y, err := world.ParseExpr(q)
 		if err != nil {
 			t.Fatalf("question %q: %v", q, err)
 		}
-		if !SolverCovers(op, x, y) {
+		if !world.SolverCovers(op, x, y) {
 			t.Errorf("question %q is outside the solver's coverage", q)
 		}
-		if !Correct(tr.Messages[2].Content, op.apply(x, y)) {
+		if !world.Correct(tr.Messages[2].Content, op.Apply(x, y)) {
 			t.Errorf("answer %q to %q is wrong", tr.Messages[2].Content, q)
 		}
 	}
@@ -339,24 +340,24 @@ func TestBuildCorpus(t *testing.T) {
 
 func TestSolverCorpusCovered(t *testing.T) {
 	ts := SolverCorpus(testProblems(t, 50), 1, 2000)
-	seen := map[Op]int{}
+	seen := map[world.Op]int{}
 	for _, tr := range ts {
-		op, x, y, err := ParseExpr(tr.Messages[1].Content)
-		if err != nil || !SolverCovers(op, x, y) {
-			t.Fatalf("solver question %q: covered %v, %v", tr.Messages[1].Content, err == nil && SolverCovers(op, x, y), err)
+		op, x, y, err := world.ParseExpr(tr.Messages[1].Content)
+		if err != nil || !world.SolverCovers(op, x, y) {
+			t.Fatalf("solver question %q: covered %v, %v", tr.Messages[1].Content, err == nil && world.SolverCovers(op, x, y), err)
 		}
 		seen[op]++
 	}
-	if seen[Add] == 0 || seen[Sub] != 0 || seen[Mul] == 0 {
+	if seen[world.Add] == 0 || seen[world.Sub] != 0 || seen[world.Mul] == 0 {
 		t.Errorf("operations in the solver corpus: %v", seen)
 	}
-	for _, s := range SolverSizes(false) {
+	for _, s := range world.SolverSizes(false) {
 		if s.Covered() {
 			t.Errorf("SolverSizes(false) lists covered %v", s)
 		}
 		x, y := s.Question(rand.New(rand.NewPCG(1, 1)))
-		if SolverCovers(s.Op, x, y) {
-			t.Errorf("class %v drew covered question %s", s, Expr(s.Op, x, y))
+		if world.SolverCovers(s.Op, x, y) {
+			t.Errorf("class %v drew covered question %s", s, world.Expr(s.Op, x, y))
 		}
 	}
 }
@@ -371,7 +372,7 @@ func TestRepliesFitBudgets(t *testing.T) {
 		KindAggregate: cfg.Aggregate.MaxTokens, KindSolver: cfg.Weak.MaxTokens, KindSubagent: cfg.Subagent.MaxTokens,
 		KindLeader: cfg.Leader.MaxTokens, KindPeer: cfg.Peer.MaxTokens,
 	}
-	ps, err := Generate(Levels()[4], 3, Train, 300)
+	ps, err := world.Generate(world.Levels()[4], 3, world.Train, 300)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,8 +395,8 @@ func TestRepliesFitBudgets(t *testing.T) {
 func TestCondense(t *testing.T) {
 	// A right scratchpad condenses to exactly the peers' terse answer, on
 	// every level's shapes.
-	for level, cfg := range Levels() {
-		ps, err := Generate(cfg, 7, Train, 40)
+	for level, cfg := range world.Levels() {
+		ps, err := world.Generate(cfg, 7, world.Train, 40)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,9 +1,11 @@
-package world
+package transcript
 
 import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/delegatelab/delegate/world"
 )
 
 // Mix sets the pretraining corpus of the delegator: which route policies
@@ -69,22 +71,22 @@ type Corpus struct {
 // deterministic from seed. The solver transcripts are those the
 // delegator's transcripts call for; for the solver's own training use
 // SolverCorpus, which covers its sizes evenly.
-func BuildCorpus(problems []*Problem, mix Mix, seed uint64) (Corpus, error) {
+func BuildCorpus(problems []*world.Problem, mix Mix, seed uint64) (Corpus, error) {
 	if err := mix.Validate(); err != nil {
 		return Corpus{}, err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	c := Corpus{Policies: map[string]int{}}
 	total := mix.Never + mix.Always + mix.Random
-	random := Random(mix.DelegateProb, rng)
+	random := world.Random(mix.DelegateProb, rng)
 	for _, p := range problems {
-		var pol Policy
+		var pol world.Policy
 		switch u := rng.Float64() * total; {
 		case u < mix.Never:
-			pol = Never
+			pol = world.Never
 			c.Policies["never"]++
 		case u < mix.Never+mix.Always:
-			pol = Always
+			pol = world.Always
 			c.Policies["always"]++
 		default:
 			pol = random
@@ -110,88 +112,17 @@ func BuildCorpus(problems []*Problem, mix Mix, seed uint64) (Corpus, error) {
 	return c, nil
 }
 
-// SolverSize is a class of solver questions: an operation and the digits
-// of each operand.
-type SolverSize struct {
-	Op   Op
-	X, Y int
-}
-
-func (s SolverSize) String() string { return fmt.Sprintf("%dd%s%dd", s.X, s.Op, s.Y) }
-
-// Covered reports whether the class is inside the solver's coverage.
-func (s SolverSize) Covered() bool {
-	switch s.Op {
-	case Sub:
-		return false
-	case Mul:
-		return s.X <= SolverMaxFactor && s.Y <= SolverMaxFactor
-	}
-	return true
-}
-
-// solverSizes are the classes of solver questions this world asks: the
-// shapes of its steps inside the coverage (products of 2-digit numbers and
-// by one digit, sums of the sizes its quantities reach) and, outside it,
-// its differences and products of larger numbers.
-var solverSizes = []SolverSize{
-	{Mul, 2, 2}, {Mul, 2, 1}, {Add, 4, 4}, {Add, 4, 2}, {Add, 3, 3},
-	{Sub, 4, 4}, {Sub, 4, 2}, {Sub, 3, 2}, {Mul, 3, 2}, {Mul, 3, 1},
-}
-
-// SolverSizes returns the size classes inside the solver's coverage
-// (covered true), on which SolverCorpus trains it, or those outside it,
-// which Question can draw for grading but SolverCorpus never trains on.
-func SolverSizes(covered bool) []SolverSize {
-	var out []SolverSize
-	for _, s := range solverSizes {
-		if s.Covered() == covered {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// Question draws x op y of a size class whose result fits Width digits;
-// a subtraction's minuend is the larger, a sum comes in both orders.
-func (s SolverSize) Question(rng *rand.Rand) (int64, int64) {
-	for {
-		x, y := s.draw(rng)
-		if s.Op.apply(x, y) < pow10(Width) {
-			return x, y
-		}
-	}
-}
-
-func (s SolverSize) draw(rng *rand.Rand) (int64, int64) {
-	num := func(d int) int64 {
-		if d <= 1 {
-			return 2 + rng.Int64N(8)
-		}
-		lo := pow10(d - 1)
-		return lo + rng.Int64N(9*lo)
-	}
-	x, y := num(s.X), num(s.Y)
-	if s.Op == Sub && x < y {
-		x, y = y, x
-	}
-	if s.Op == Add && rng.IntN(2) == 0 {
-		x, y = y, x
-	}
-	return x, y
-}
-
 // SolverCorpus draws n solver transcripts evenly over the covered size
 // classes, deterministic from seed; with problems, half of them are
 // instead the covered steps of those problems, in the world's own
 // proportions.
-func SolverCorpus(problems []*Problem, seed uint64, n int) []Transcript {
+func SolverCorpus(problems []*world.Problem, seed uint64, n int) []Transcript {
 	rng := rand.New(rand.NewPCG(seed, 0x501e))
-	sizes := SolverSizes(true)
-	var steps []Step
+	sizes := world.SolverSizes(true)
+	var steps []world.Step
 	for _, p := range problems {
 		for _, s := range p.Steps {
-			if SolverCovers(s.Op, s.X.Value, s.Y.Value) {
+			if world.SolverCovers(s.Op, s.X.Value, s.Y.Value) {
 				steps = append(steps, s)
 			}
 		}

@@ -1,67 +1,39 @@
-package world
+// Package scripted runs a delegation policy as a program in the
+// delegator's seat of route, without a slip, in the exact format of the
+// route transcripts (package transcript), so that it measures the policy,
+// not a model executing it: delegate train's baselines. A Decider decides
+// per step once its operands are known; FromPolicy turns a world.Policy
+// (world.PositionRule, world.RandomRate, world.Always) into one, and
+// Oracle asks the solver first and delegates exactly the products it
+// answers right. New returns the program as a delegate.Model, graded like
+// a model.
+package scripted
 
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/transcript"
 )
 
 // A Decider decides whether a route policy hands step i of p to the
 // solver, once the step's operands are known: x and y are their values
 // as the policy holds them (the solver's answers, right or wrong, for the
 // steps it was handed).
-type Decider func(ctx context.Context, p *Problem, i int, x, y int64) (bool, error)
+type Decider func(ctx context.Context, p *world.Problem, i int, x, y int64) (bool, error)
 
-// FromPolicy is the Decider of a Policy, which looks at the problem only.
-func FromPolicy(pol Policy) Decider {
-	return func(_ context.Context, p *Problem, i int, _, _ int64) (bool, error) { return pol(p, i), nil }
-}
-
-// PositionRule is the input-independent policy that delegates the steps
-// at the positions whose bits are set in mask (bit 0: the first step) and
-// computes the others.
-func PositionRule(mask uint) Policy {
-	return func(_ *Problem, i int) bool { return i < 64 && mask>>uint(i)&1 == 1 }
-}
-
-// PositionRuleName names a position rule over steps positions: "never",
-// "always", or the positions it delegates ("delegate step 1, 3").
-func PositionRuleName(mask uint, steps int) string {
-	var pos []string
-	for i := range steps {
-		if mask>>uint(i)&1 == 1 {
-			pos = append(pos, strconv.Itoa(i+1))
-		}
-	}
-	switch len(pos) {
-	case 0:
-		return "never delegate"
-	case steps:
-		return "always delegate"
-	}
-	return "delegate step " + strings.Join(pos, ", ")
-}
-
-// RandomRate delegates each step with probability rate, decided by a hash
-// of the problem, the step and seed: the same decision every time it is
-// asked, so a conversation replays, and unrelated to what the step is.
-func RandomRate(rate float64, seed uint64) Policy {
-	return func(p *Problem, i int) bool {
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%s/%d/%d", p.Text, i, seed)
-		return float64(h.Sum64()>>11)/float64(1<<53) < rate
-	}
+// FromPolicy is the Decider of a world.Policy, which looks at the problem only.
+func FromPolicy(pol world.Policy) Decider {
+	return func(_ context.Context, p *world.Problem, i int, _, _ int64) (bool, error) { return pol(p, i), nil }
 }
 
 // Oracle is the upper bound of routing: per step, the cheaper choice that
-// is right. It delegates a step worth delegating (WorthDelegating) exactly
+// is right. It delegates a step worth delegating (world.WorthDelegating) exactly
 // when the solver answers it right, which it learns by asking the solver
 // first, greedily, under route's prompts (asked once per question, not
 // billed); every other step it computes, never wrong. The solver must
@@ -69,13 +41,13 @@ func RandomRate(rate float64, seed uint64) Policy {
 func Oracle(solver delegate.Model) Decider {
 	var mu sync.Mutex
 	right := map[string]bool{}
-	wcfg := StrategyConfig().Weak
-	return func(ctx context.Context, p *Problem, i int, x, y int64) (bool, error) {
+	wcfg := transcript.StrategyConfig().Weak
+	return func(ctx context.Context, p *world.Problem, i int, x, y int64) (bool, error) {
 		s := p.Steps[i]
-		if !WorthDelegating(Step{Op: s.Op, X: Operand{Value: x}, Y: Operand{Value: y}}) {
+		if !world.WorthDelegating(world.Step{Op: s.Op, X: world.Operand{Value: x}, Y: world.Operand{Value: y}}) {
 			return false, nil
 		}
-		q := Expr(s.Op, x, y)
+		q := world.Expr(s.Op, x, y)
 		mu.Lock()
 		ok, seen := right[q]
 		mu.Unlock()
@@ -84,13 +56,13 @@ func Oracle(solver delegate.Model) Decider {
 		}
 		temp := 0.0
 		resp, err := solver.Chat(ctx, &delegate.Request{
-			Messages:    worldPrompts.messages("weak_system", "weak_user", strategy.PromptData{Question: q}),
+			Messages:    transcript.SolverMessages(q),
 			Temperature: &temp, MaxTokens: wcfg.MaxTokens,
 		})
 		if err != nil {
 			return false, fmt.Errorf("oracle: ask the solver %s: %w", q, err)
 		}
-		ok = Correct(resp.Text(), s.Op.apply(x, y))
+		ok = world.Correct(resp.Text(), s.Op.Apply(x, y))
 		mu.Lock()
 		right[q] = ok
 		mu.Unlock()
@@ -98,9 +70,9 @@ func Oracle(solver delegate.Model) Decider {
 	}
 }
 
-// Scripted is a route policy run by a program in the delegator's seat:
+// Delegator is a route policy run by a program in the delegator's seat:
 // it executes its Decider without a slip, in the exact format of the
-// world's route transcripts (Route), so that it measures the policy, not a
+// world's route transcripts (transcript.Route), so that it measures the policy, not a
 // model's execution of it. Each turn writes the scratchpads of every step
 // it can compute now, then calls the solver for every step it hands over
 // whose operands are known; the solver's answers, right or wrong, become
@@ -111,29 +83,29 @@ func Oracle(solver delegate.Model) Decider {
 // token ids (as logprobs), so that a conversation wrapper can count the
 // cached prefix as for a model. Safe for concurrent use when its Decider
 // is.
-type Scripted struct {
+type Delegator struct {
 	name     string
 	decide   Decider
-	problems map[string]*Problem // by text
+	problems map[string]*world.Problem // by text
 }
 
-// NewScripted returns the program named name that runs decide on
+// New returns the program named name that runs decide on
 // problems.
-func NewScripted(name string, problems []*Problem, decide Decider) *Scripted {
-	s := &Scripted{name: name, decide: decide, problems: make(map[string]*Problem, len(problems))}
+func New(name string, problems []*world.Problem, decide Decider) *Delegator {
+	s := &Delegator{name: name, decide: decide, problems: make(map[string]*world.Problem, len(problems))}
 	for _, p := range problems {
 		s.problems[p.Text] = p
 	}
 	return s
 }
 
-func (s *Scripted) Name() string { return s.name }
+func (s *Delegator) Name() string { return s.name }
 
-func (s *Scripted) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+func (s *Delegator) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var p *Problem
+	var p *world.Problem
 	results := map[string]string{} // tool call id -> result text
 	var turns []delegate.Message   // the policy's earlier turns
 	for _, m := range req.Messages {
@@ -179,13 +151,13 @@ func (s *Scripted) Chat(ctx context.Context, req *delegate.Request) (*delegate.R
 
 // turn replays the policy's earlier turns (each asked the steps it handed
 // over, in order; results holds the answers) and returns the next one.
-func (s *Scripted) turn(ctx context.Context, p *Problem, earlier []delegate.Message, results map[string]string) (delegate.Message, error) {
+func (s *Delegator) turn(ctx context.Context, p *world.Problem, earlier []delegate.Message, results map[string]string) (delegate.Message, error) {
 	n := len(p.Steps)
 	known := make([]bool, n)
 	value := make([]int64, n)
 	decided := make([]int, n) // 0 undecided, 1 compute, 2 delegate
-	operand := func(o Operand) (int64, bool) {
-		if o.Ref == Literal {
+	operand := func(o world.Operand) (int64, bool) {
+		if o.Ref == world.Literal {
 			return o.Value, true
 		}
 		return value[o.Ref], known[o.Ref]
@@ -219,7 +191,7 @@ func (s *Scripted) turn(ctx context.Context, p *Problem, earlier []delegate.Mess
 					continue
 				}
 				op := p.Steps[i].Op
-				text, v, err := Scratchpad(op, x, y)
+				text, v, err := world.Scratchpad(op, x, y)
 				if err != nil {
 					// A wrong answer of the solver made the step one the
 					// formats cannot write (a negative difference): the
@@ -235,14 +207,12 @@ func (s *Scripted) turn(ctx context.Context, p *Problem, earlier []delegate.Mess
 		for i := range n {
 			if x, y, ok := ready(i); ok && decided[i] == 2 {
 				calls++
-				out.ToolCalls = append(out.ToolCalls, delegate.ToolCall{
-					ID: "call_" + strconv.Itoa(calls), Name: strategy.DelegateToolName, Arguments: delegateArgs(Expr(p.Steps[i].Op, x, y)),
-				})
+				out.ToolCalls = append(out.ToolCalls, transcript.DelegateCall(calls, world.Expr(p.Steps[i].Op, x, y)))
 				asked = append(asked, i)
 			}
 		}
 		if len(asked) == 0 {
-			blocks = append(blocks, Boxed(value[n-1]))
+			blocks = append(blocks, world.Boxed(value[n-1]))
 		}
 		out.Content = strings.Join(blocks, "\n")
 		if k >= len(earlier) || len(asked) == 0 {
@@ -252,7 +222,7 @@ func (s *Scripted) turn(ctx context.Context, p *Problem, earlier []delegate.Mess
 		for j, i := range asked {
 			v := int64(0) // an unreadable or missing answer: the policy goes on with 0
 			if j < len(earlier[k].ToolCalls) {
-				if a, err := ParseAnswer(results[earlier[k].ToolCalls[j].ID]); err == nil {
+				if a, err := world.ParseAnswer(results[earlier[k].ToolCalls[j].ID]); err == nil {
 					v = a
 				}
 			}

@@ -1,4 +1,4 @@
-package world
+package transcript
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/world"
 )
 
 // Kind names whose conversation a transcript is: which model speaks in it
@@ -43,61 +44,8 @@ func (t Transcript) Tokens() ([]int, []tokenizer.Span) {
 	return tokenizer.RenderSpans(t.Messages, t.Tools, false)
 }
 
-// Policy decides, for step i of a problem, whether the delegator hands it
-// to the solver (true) or computes it with a scratchpad (false).
-type Policy func(p *Problem, i int) bool
-
-// Never computes every step.
-func Never(*Problem, int) bool { return false }
-
-// Always delegates every step.
-func Always(*Problem, int) bool { return true }
-
-// Random delegates each step with probability prob, drawn from rng. The
-// policy is not safe for concurrent use (rng is not).
-func Random(prob float64, rng *rand.Rand) Policy {
-	return func(*Problem, int) bool { return rng.Float64() < prob }
-}
-
-// Selective is the policy this world rewards: delegate exactly the steps
-// that are worth it (WorthDelegating) and that the solver was trained on
-// (SolverCovers).
-func Selective(p *Problem, i int) bool {
-	s := p.Steps[i]
-	return WorthDelegating(s) && SolverCovers(s.Op, s.X.Value, s.Y.Value)
-}
-
-// SolverMaxFactor is the most digits of either factor of a product in the
-// solver's training data: the products of the default world, two 2-digit
-// numbers. Past it the solver has never seen the shape of the answer and
-// is unreliable ("larger numbers").
-const SolverMaxFactor = 2
-
-// SolverCovers reports whether x op y is in the solver's training
-// coverage: every sum, and products whose factors have at most
-// SolverMaxFactor digits. No difference is: the designed weakness the
-// default world leans on. The solver has never seen a subtraction, and
-// every "gives away" and "how many more" step is one, which the delegator
-// computes in a 60-token scratchpad.
-func SolverCovers(op Op, x, y int64) bool {
-	switch op {
-	case Sub:
-		return false
-	case Mul:
-		return x < pow10(SolverMaxFactor) && y < pow10(SolverMaxFactor)
-	}
-	return true
-}
-
-// WorthDelegating reports whether handing a step to the solver saves the
-// delegator tokens: a product by a number of two or more digits, whose
-// scratchpad (161 tokens for two 2-digit numbers) is far longer than a
-// delegate call (54). Sums, differences and products by one digit have
-// scratchpads of 51 to 57 tokens, about as long as the call.
-func WorthDelegating(s Step) bool { return s.Op == Mul && s.Y.Value >= 10 }
-
 // decide applies a policy to every step of p.
-func decide(p *Problem, pol Policy) []bool {
+func decide(p *world.Problem, pol world.Policy) []bool {
 	d := make([]bool, len(p.Steps))
 	for i := range p.Steps {
 		d[i] = pol(p, i)
@@ -110,7 +58,7 @@ func decide(p *Problem, pol Policy) []bool {
 // decompose: plan then aggregate; lead: the leader's) and the sub-agents'
 // (the solver's calls; lead: the peers'), in call order.
 type Episode struct {
-	Problem   *Problem
+	Problem   *world.Problem
 	Protocol  string // strategy.NameSingle, NameRoute, NameDecompose or NameLead
 	Delegator []Transcript
 	Subagents []Transcript
@@ -119,41 +67,47 @@ type Episode struct {
 
 // block is the scratchpad of step s; it never fails for a generated
 // problem's steps (non-negative, bounded operands).
-func block(s Step) string {
-	text, _, err := Scratchpad(s.Op, s.X.Value, s.Y.Value)
+func block(s world.Step) string {
+	text, _, err := world.Scratchpad(s.Op, s.X.Value, s.Y.Value)
 	if err != nil {
-		panic(fmt.Sprintf("world: %v", err)) // generated steps are always valid operands; tested
+		panic(fmt.Sprintf("transcript: %v", err)) // generated steps are always valid operands; tested
 	}
 	return text
 }
 
-func solverText(op Op, x, y int64) string {
-	text, _, err := SolverAnswer(op, x, y)
+func solverText(op world.Op, x, y int64) string {
+	text, _, err := world.SolverAnswer(op, x, y)
 	if err != nil {
-		panic(fmt.Sprintf("world: %v", err)) // as block
+		panic(fmt.Sprintf("transcript: %v", err)) // as block
 	}
 	return text
+}
+
+// SolverMessages are the system and user messages that ask the solver
+// question under route's prompts, as route's delegate tool sends them.
+func SolverMessages(question string) []delegate.Message {
+	return worldPrompts.messages("weak_system", "weak_user", strategy.PromptData{Question: question})
 }
 
 // SolverTranscript is the solver answering x op y under route's prompts.
-func SolverTranscript(op Op, x, y int64) Transcript {
-	msgs := worldPrompts.messages("weak_system", "weak_user", strategy.PromptData{Question: Expr(op, x, y)})
+func SolverTranscript(op world.Op, x, y int64) Transcript {
+	msgs := SolverMessages(world.Expr(op, x, y))
 	return Transcript{Kind: KindSolver, Messages: append(msgs, delegate.Assistant(solverText(op, x, y)))}
 }
 
-func subagentTranscript(s Step) Transcript {
+func subagentTranscript(s world.Step) Transcript {
 	msgs := worldPrompts.messages("subagent_system", "subagent_user", strategy.PromptData{Subtask: s.Expr()})
 	return Transcript{Kind: KindSubagent, Messages: append(msgs, delegate.Assistant(solverText(s.Op, s.X.Value, s.Y.Value)))}
 }
 
 // SolverTranscripts are the solver's training conversations from a set
-// of problems: one per step inside SolverCovers. Steps outside it are left
-// out on purpose (see SolverCovers).
-func SolverTranscripts(problems []*Problem) []Transcript {
+// of problems: one per step inside world.SolverCovers. Steps outside it are left
+// out on purpose (see world.SolverCovers).
+func SolverTranscripts(problems []*world.Problem) []Transcript {
 	var out []Transcript
 	for _, p := range problems {
 		for _, s := range p.Steps {
-			if SolverCovers(s.Op, s.X.Value, s.Y.Value) {
+			if world.SolverCovers(s.Op, s.X.Value, s.Y.Value) {
 				out = append(out, SolverTranscript(s.Op, s.X.Value, s.Y.Value))
 			}
 		}
@@ -169,26 +123,27 @@ func SingleMessages(request string) []delegate.Message {
 
 // Single is the delegator solving p alone under the single strategy: every
 // step's scratchpad, then \boxed{answer}.
-func Single(p *Problem) Episode {
+func Single(p *world.Problem) Episode {
 	msgs := SingleMessages(p.Text)
 	var blocks []string
 	for _, s := range p.Steps {
 		blocks = append(blocks, block(s))
 	}
-	blocks = append(blocks, Boxed(p.Answer))
+	blocks = append(blocks, world.Boxed(p.Answer))
 	t := Transcript{Kind: KindSingle, Messages: append(msgs, delegate.Assistant(strings.Join(blocks, "\n")))}
 	return Episode{Problem: p, Protocol: strategy.NameSingle, Delegator: []Transcript{t}, Delegated: make([]bool, len(p.Steps))}
 }
 
-// delegateArgs is the JSON arguments of a delegate call asking q.
-func delegateArgs(q string) string {
+// DelegateCall is the n-th delegate call of a route conversation (n from
+// 1), asking the solver question: the call the route transcripts write.
+func DelegateCall(n int, question string) delegate.ToolCall {
 	b, err := json.Marshal(struct {
 		Question string `json:"question"`
-	}{q})
+	}{question})
 	if err != nil {
-		panic(fmt.Sprintf("world: marshal question: %v", err)) // a struct of one string always marshals
+		panic(fmt.Sprintf("transcript: marshal question: %v", err)) // a struct of one string always marshals
 	}
-	return string(b)
+	return delegate.ToolCall{ID: "call_" + strconv.Itoa(n), Name: strategy.DelegateToolName, Arguments: string(b)}
 }
 
 // Route is the delegator solving p under the route strategy with a policy.
@@ -198,13 +153,13 @@ func delegateArgs(q string) string {
 // tool results in call order, and the next turn goes on from there. The
 // last turn ends with \boxed{answer}. The solver's answers are always
 // right here: transcripts teach the protocol, not the solver's errors.
-func Route(p *Problem, pol Policy) Episode {
+func Route(p *world.Problem, pol world.Policy) Episode {
 	ep := Episode{Problem: p, Protocol: strategy.NameRoute, Delegated: decide(p, pol)}
 	msgs := worldPrompts.messages("route_system", "route_user", strategy.PromptData{Request: p.Text})
 	known := make([]bool, len(p.Steps))
 	ready := func(i int) bool {
 		s := p.Steps[i]
-		return !known[i] && (s.X.Ref == Literal || known[s.X.Ref]) && (s.Y.Ref == Literal || known[s.Y.Ref])
+		return !known[i] && (s.X.Ref == world.Literal || known[s.X.Ref]) && (s.Y.Ref == world.Literal || known[s.Y.Ref])
 	}
 	calls := 0
 	for done := false; !done; {
@@ -224,14 +179,12 @@ func Route(p *Problem, pol Policy) Episode {
 			if ready(i) && ep.Delegated[i] {
 				calls++
 				s := p.Steps[i]
-				out.ToolCalls = append(out.ToolCalls, delegate.ToolCall{
-					ID: "call_" + strconv.Itoa(calls), Name: strategy.DelegateToolName, Arguments: delegateArgs(s.Expr()),
-				})
+				out.ToolCalls = append(out.ToolCalls, DelegateCall(calls, s.Expr()))
 				asked = append(asked, i)
 			}
 		}
 		if len(asked) == 0 {
-			blocks = append(blocks, Boxed(p.Answer))
+			blocks = append(blocks, world.Boxed(p.Answer))
 			done = true
 		}
 		out.Content = strings.Join(blocks, "\n")
@@ -250,11 +203,11 @@ func Route(p *Problem, pol Policy) Episode {
 
 // planText is the compact plan of p: "s1=23*47 s2=s1-85 ..." with earlier
 // results named by their step.
-func planText(p *Problem) string {
+func planText(p *world.Problem) string {
 	var parts []string
 	for i, s := range p.Steps {
-		operand := func(o Operand) string {
-			if o.Ref == Literal {
+		operand := func(o world.Operand) string {
+			if o.Ref == world.Literal {
 				return strconv.FormatInt(o.Value, 10)
 			}
 			return "s" + strconv.Itoa(o.Ref+1)
@@ -269,7 +222,7 @@ func planText(p *Problem) string {
 // alone that the policy hands over (at least one: the first such step when
 // the policy hands none, at most MaxSubtasks); the aggregation writes the
 // scratchpads of the other steps and "Final Output: answer".
-func Decompose(p *Problem, pol Policy) Episode {
+func Decompose(p *world.Problem, pol world.Policy) Episode {
 	want := decide(p, pol)
 	ep := Episode{Problem: p, Protocol: strategy.NameDecompose, Delegated: make([]bool, len(p.Steps))}
 	var subs []int
@@ -321,23 +274,23 @@ func Decompose(p *Problem, pol Policy) Episode {
 // PeerAnswer is a peer's terse solution: one "expr=result" line per step,
 // then <answer>. A slip at step slip (-1: none) replaces that result by
 // wrong, and the later steps go on from it.
-func PeerAnswer(p *Problem, slip int, wrong int64) (text string, answer int64) {
+func PeerAnswer(p *world.Problem, slip int, wrong int64) (text string, answer int64) {
 	vals := make([]int64, len(p.Steps))
 	var b strings.Builder
 	for i, s := range p.Steps {
 		x, y := s.X.Value, s.Y.Value
-		if s.X.Ref != Literal {
+		if s.X.Ref != world.Literal {
 			x = vals[s.X.Ref]
 		}
-		if s.Y.Ref != Literal {
+		if s.Y.Ref != world.Literal {
 			y = vals[s.Y.Ref]
 		}
-		v := s.Op.apply(x, y)
+		v := s.Op.Apply(x, y)
 		if i == slip {
 			v = wrong
 		}
 		vals[i] = v
-		fmt.Fprintf(&b, "%s=%d\n", Expr(s.Op, x, y), v)
+		fmt.Fprintf(&b, "%s=%d\n", world.Expr(s.Op, x, y), v)
 	}
 	answer = vals[len(vals)-1]
 	fmt.Fprintf(&b, "<answer>%d</answer>", answer)
@@ -348,7 +301,7 @@ func PeerAnswer(p *Problem, slip int, wrong int64) (text string, answer int64) {
 // \boxed{}) into a peer's terse answer (PeerAnswer's form): one
 // "expr=result" line per step, the result being the one the reply's
 // scratchpad reached, right or wrong, then <answer> with the boxed value.
-// A step is a header in Expr's form followed by its blocks (a product:
+// A step is a header in world.Expr's form followed by its blocks (a product:
 // one per digit of its second factor, then one summing them when there
 // are several); its result is its last block's "=N" line. Lines that are
 // neither are skipped, and so is an unfinished step; a
@@ -375,20 +328,20 @@ func Condense(reply string) string {
 	}
 	for i := 0; i < len(lines); {
 		l := strings.TrimSpace(lines[i])
-		if s, ok := delegate.Boxed(l); ok {
-			if v, err := parseInt(s, `\boxed{}`); err == nil {
+		if _, ok := delegate.Boxed(l); ok {
+			if v, err := world.ParseAnswer(l); err == nil { // the boxed value: ParseAnswer reads \boxed{} first
 				out = append(out, "<answer>"+strconv.FormatInt(v, 10)+"</answer>")
 			}
 			break
 		}
-		op, x, y, err := ParseExpr(l)
+		op, x, y, err := world.ParseExpr(l)
 		i++
 		if err != nil {
 			continue
 		}
 		blocks := 1
-		if op == Mul && l == Expr(op, x, y) {
-			if n := len(digitsLSD(y)); n > 1 {
+		if op == world.Mul && l == world.Expr(op, x, y) {
+			if n := len(strconv.FormatInt(y, 10)); n > 1 {
 				blocks = n + 1
 			}
 		}
@@ -402,13 +355,13 @@ func Condense(reply string) string {
 		if !ok {
 			continue // unfinished: i is at the \boxed{} line or the end
 		}
-		out = append(out, Expr(op, x, y)+"="+strconv.FormatInt(v, 10))
+		out = append(out, world.Expr(op, x, y)+"="+strconv.FormatInt(v, 10))
 	}
 	return strings.Join(out, "\n")
 }
 
 // PeerTranscript is a peer solving p correctly under lead's peer prompts.
-func PeerTranscript(p *Problem) Transcript {
+func PeerTranscript(p *world.Problem) Transcript {
 	text, _ := PeerAnswer(p, -1, 0)
 	msgs := worldPrompts.messages("peer_system", "peer_user", strategy.PromptData{Request: p.Text, Index: 1})
 	return Transcript{Kind: KindPeer, Messages: append(msgs, delegate.Assistant(text))}
@@ -442,7 +395,7 @@ func slipValue(v int64, rng *rand.Rand) int64 {
 // leader goes through the steps: a step on which every peer wrote the same
 // line is copied; a step where they differ is computed with its
 // scratchpad; then <answer>. Subagents holds the peers' transcripts.
-func Lead(p *Problem, k int, rng *rand.Rand) Episode {
+func Lead(p *world.Problem, k int, rng *rand.Rand) Episode {
 	ep := Episode{Problem: p, Protocol: strategy.NameLead, Delegated: make([]bool, len(p.Steps))}
 	texts := make([]string, k)
 	for {

@@ -1,0 +1,146 @@
+package pretrain
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/modeltest"
+	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/scripted"
+	"github.com/delegatelab/delegate/world/transcript"
+)
+
+// coveredOnly is a fake solver that answers right inside the coverage and
+// wrong outside it, and fails on one question shape.
+func coveredOnly(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+	q := modeltest.LastUser(req)
+	op, x, y, err := world.ParseExpr(q)
+	if err != nil {
+		return nil, err
+	}
+	if op == world.Add && x == 0 && y == 0 {
+		return nil, errors.New("scripted failure")
+	}
+	if !world.SolverCovers(op, x, y) {
+		return modeltest.Text(`\boxed{-1}`), nil
+	}
+	text, _, err := world.SolverAnswer(op, x, y)
+	if err != nil {
+		return nil, err
+	}
+	return modeltest.Text(text), nil
+}
+
+func TestGradeSolver(t *testing.T) {
+	m := modeltest.New("solver", coveredOnly)
+	scores, err := GradeSolver(context.Background(), m, 5, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(scores), len(world.SolverSizes(true))+len(world.SolverSizes(false)); got != want {
+		t.Fatalf("%d scores, want %d", got, want)
+	}
+	for _, s := range scores {
+		if s.Covered && s.Right+s.Failed != s.N || !s.Covered && s.Right != 0 {
+			t.Errorf("%v covered=%v: %d right, %d failed of %d", s.Size, s.Covered, s.Right, s.Failed, s.N)
+		}
+	}
+	if got := m.Calls(); got != 5*len(scores) {
+		t.Errorf("%d calls, want %d", got, 5*len(scores))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := GradeSolver(ctx, m, 5, 4, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("GradeSolver on a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := GradeSolver(context.Background(), m, 0, 4, 1); err == nil {
+		t.Error("GradeSolver with 0 questions per size: nil error")
+	}
+}
+
+// calculator is a fake solver that answers every question right.
+func calculator(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+	op, x, y, err := world.ParseExpr(modeltest.LastUser(req))
+	if err != nil {
+		return nil, err
+	}
+	return modeltest.Text(world.Boxed(op.Apply(x, y))), nil
+}
+
+// TestGradeDelegator grades a scripted always-delegate policy under route
+// (every step delegated, every answer right, billed as its transcripts)
+// and a fake delegator alone that solves half the problems, fails on one
+// and answers the rest wrong.
+func TestGradeDelegator(t *testing.T) {
+	ps, err := world.Generate(world.DefaultConfig(), 5, world.Validation, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, tokens := 0, 0
+	for _, p := range ps {
+		steps += len(p.Steps)
+		tokens += transcript.Route(p, world.Always).Bill(false).Delegator.CompletionTokens
+	}
+	solver := modeltest.New("solver", calculator)
+	always := scripted.New("always", ps, scripted.FromPolicy(world.Always))
+	sc, err := GradeDelegator(context.Background(), strategy.NameRoute, always, solver, ps, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DelegatorScore{N: len(ps), Right: len(ps), Steps: steps, SubagentCalls: steps, DelegatorTokens: tokens}
+	if sc != want || sc.DelegationRate() != 1 || sc.Accuracy() != 1 {
+		t.Errorf("always-delegate under route: %+v, want %+v", sc, want)
+	}
+
+	index := map[string]int{}
+	for i, p := range ps {
+		index[p.Text] = i
+	}
+	alone := modeltest.New("delegator", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+		i, ok := index[modeltest.LastUser(req)]
+		switch {
+		case !ok:
+			return nil, errors.New("unknown problem")
+		case i == 1:
+			return nil, errors.New("scripted failure")
+		case i%2 == 0:
+			ep := transcript.Single(ps[i])
+			return modeltest.Text(ep.Delegator[0].Messages[2].Content), nil
+		}
+		return modeltest.Text(world.Boxed(ps[i].Answer + 1)), nil
+	})
+	sc, err = GradeDelegator(context.Background(), strategy.NameSingle, alone, nil, ps, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.N != len(ps) || sc.Right != len(ps)/2 || sc.Failed != 1 || sc.SubagentCalls != 0 || sc.Steps != steps || sc.DelegatorTokens == 0 {
+		t.Errorf("half right alone: %+v, want %d right of %d, 1 failed, no sub-agent call", sc, len(ps)/2, len(ps))
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := GradeDelegator(ctx, strategy.NameSingle, alone, nil, ps, 3); !errors.Is(err, context.Canceled) {
+		t.Errorf("GradeDelegator on a cancelled context: %v, want context.Canceled", err)
+	}
+	for name, call := range map[string]func() (DelegatorScore, error){
+		"no concurrency": func() (DelegatorScore, error) {
+			return GradeDelegator(context.Background(), strategy.NameSingle, alone, nil, ps, 0)
+		},
+		"route without solver": func() (DelegatorScore, error) {
+			return GradeDelegator(context.Background(), strategy.NameRoute, alone, nil, ps, 1)
+		},
+		"unknown protocol": func() (DelegatorScore, error) {
+			return GradeDelegator(context.Background(), strategy.NameLead, alone, solver, ps, 1)
+		},
+		"no problems": func() (DelegatorScore, error) {
+			return GradeDelegator(context.Background(), strategy.NameSingle, alone, nil, nil, 1)
+		},
+	} {
+		if _, err := call(); err == nil {
+			t.Errorf("%s: nil error", name)
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package scripted
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/modeltest"
+	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/transcript"
+)
+
+// solver is a fake solver answering in the solver's format, wrong (by one)
+// on the question wrong.
+func solver(wrong string) modeltest.Func {
+	return func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+		q := modeltest.LastUser(req)
+		op, x, y, err := world.ParseExpr(q)
+		if err != nil {
+			return nil, err
+		}
+		if q == wrong {
+			return modeltest.Text(world.Boxed(op.Apply(x, y) + 1)), nil
+		}
+		text, _, err := world.SolverAnswer(op, x, y)
+		if err != nil {
+			return nil, err
+		}
+		return modeltest.Text(text), nil
+	}
+}
+
+func route(t *testing.T, d delegate.Model, s delegate.Model) delegate.Strategy {
+	t.Helper()
+	st, err := strategy.New(strategy.NameRoute, strategy.Roles{
+		Strong: delegate.Agent{Role: "delegator", Model: transcript.CompactTools(d)},
+		Weak:   delegate.Agent{Role: "solver", Model: s},
+	}, transcript.StrategyConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestDelegatorSaysTheTranscript runs position rules in the delegator's
+// seat of route: each conversation is exactly the policy's route
+// transcript (transcript.Route), token for token as the transcript bills
+// it, with one solver call per delegated step and the right answer.
+func TestDelegatorSaysTheTranscript(t *testing.T) {
+	ps, err := world.Generate(world.DefaultConfig(), 3, world.Test, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for mask := range uint(8) {
+		pol := world.PositionRule(mask)
+		d := New(world.PositionRuleName(mask, 3), ps, FromPolicy(pol))
+		for _, p := range ps {
+			s := modeltest.New("solver", solver(""))
+			tr, err := route(t, d, s).Run(context.Background(), p.Text, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep := transcript.Route(p, pol)
+			delegated := 0
+			for _, x := range ep.Delegated {
+				if x {
+					delegated++
+				}
+			}
+			bill := ep.Bill(false).Delegator
+			got := tr.Roles["delegator"].Usage
+			if tr.Failure != "" || !world.Correct(tr.Answer, p.Answer) || s.Calls() != delegated ||
+				got.PromptTokens != bill.PromptTokens || got.CompletionTokens != bill.CompletionTokens {
+				t.Errorf("%s on %s: answer %q (failure %q), %d solver calls, usage %+v; want %d, %d calls, the transcript's %+v",
+					d.Name(), p.ID, tr.Answer, tr.Failure, s.Calls(), got, p.Answer, delegated, bill)
+			}
+		}
+	}
+}
+
+// TestOracle delegates the products worth it that the solver answers
+// right, and computes the one it gets wrong.
+func TestOracle(t *testing.T) {
+	ps, err := world.Generate(world.DefaultConfig(), 3, world.Test, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p *world.Problem
+	for _, q := range ps {
+		if world.WorthDelegating(q.Steps[0]) {
+			p = q
+			break
+		}
+	}
+	if p == nil {
+		t.Fatal("no problem starting with a product")
+	}
+	for _, tt := range []struct {
+		name  string
+		wrong string
+		calls int // the oracle's question, then the delegation if any
+	}{{"solver right", "", 2}, {"solver wrong", p.Steps[0].Expr(), 1}} {
+		s := modeltest.New("solver", solver(tt.wrong))
+		tr, err := route(t, New("oracle", []*world.Problem{p}, Oracle(s)), s).Run(context.Background(), p.Text, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !world.Correct(tr.Answer, p.Answer) || s.Calls() != tt.calls {
+			t.Errorf("%s: answer %q, %d solver calls; want %d, %d", tt.name, tr.Answer, s.Calls(), p.Answer, tt.calls)
+		}
+	}
+}
+
+func TestDelegatorErrors(t *testing.T) {
+	ps, err := world.Generate(world.DefaultConfig(), 3, world.Test, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := New("always", ps, FromPolicy(world.Always))
+	_, err = d.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("not a problem")}})
+	if apiErr, ok := errors.AsType[*delegate.APIError](err); !ok || apiErr.Status != 400 {
+		t.Errorf("an unknown problem: %v, want a 400 APIError", err)
+	}
+	boom := errors.New("boom")
+	failing := New("failing", ps, func(context.Context, *world.Problem, int, int64, int64) (bool, error) { return false, boom })
+	if _, err := failing.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User(ps[0].Text)}}); !errors.Is(err, boom) {
+		t.Errorf("a failing decider: %v, want it wrapped", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := d.Chat(ctx, &delegate.Request{Messages: []delegate.Message{delegate.User(ps[0].Text)}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled context: %v, want context.Canceled", err)
+	}
+}
