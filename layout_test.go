@@ -66,7 +66,7 @@ var allowedImports = map[string][]string{
 // (plus golang.org/x, which the Go team maintains).
 var thirdPartyAllowed = map[string]bool{
 	"cmd/delegate": true, "bench": true, "perf/llama2c": true, "perf/standin": true, "perf/fanout": true,
-	"api": true,
+	"api": true, "train": true,
 }
 
 type listedPackage struct {

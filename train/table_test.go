@@ -11,6 +11,8 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/world"
+
+	"gonum.org/v1/plot/plotter"
 )
 
 func TestNewTableFromRecords(t *testing.T) {
@@ -316,5 +318,16 @@ func TestSolverAcceptance(t *testing.T) {
 	tab.Rows = tab.Rows[:3]
 	if c := SolverAcceptance(tab, TrainBoth); c[1].Pass || !strings.Contains(c[1].Detail, "no row "+ArmTrainedBoth) {
 		t.Errorf("without the arm of both trained: %+v", c[1])
+	}
+}
+
+func TestMovingMean(t *testing.T) {
+	xys := plotter.XYs{{X: 1, Y: 1}, {X: 2, Y: 3}, {X: 3, Y: 5}, {X: 4, Y: 7}}
+	got := movingMean(xys, 2)
+	want := []float64{1, 2, 4, 6}
+	for i, w := range want {
+		if got[i].Y != w || got[i].X != xys[i].X {
+			t.Errorf("point %d = %+v, want (%v, %v)", i, got[i], xys[i].X, w)
+		}
 	}
 }

@@ -316,7 +316,7 @@ func waitHTTP(ctx context.Context, url, what string) error {
 
 // runTrainProcesses is train --processes: the topology until the trainer
 // is done, then the table of train.Run's evaluation for its checkpoint.
-func runTrainProcesses(ctx context.Context, out, progress io.Writer, log *slog.Logger, t *topology) error {
+func runTrainProcesses(ctx context.Context, out, progress io.Writer, mode string, log *slog.Logger, t *topology) error {
 	start := time.Now()
 	dir := t.cfg.OutDir
 	fmt.Fprintf(out, "train --processes: the API, a policy server, %d environments and a trainer as child processes of %s, under %s\n", t.envs, t.exe, dir)
@@ -340,7 +340,7 @@ func runTrainProcesses(ctx context.Context, out, progress io.Writer, log *slog.L
 	close(trainCh)
 	evalCh := make(chan bench.Progress, 256)
 	phases := make(chan string, 8)
-	bars := newTrainBars(ctx, progress, t.cfg.RL.Steps, isTerminal(progress), 0)
+	bars := newTrainProgress(progress, mode, t.cfg.RL.Steps)
 	var wg sync.WaitGroup
 	wg.Go(func() { bars.observe(trainCh, evalCh, phases) })
 	res, err := train.Evaluate(ctx, t.cfg, trained, train.Options{

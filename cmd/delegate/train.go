@@ -4,22 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"image/color"
 	"io"
 	"log/slog"
-	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/vbauerster/mpb/v8"
-	"github.com/vbauerster/mpb/v8/decor"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 
 	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/bench"
@@ -35,6 +27,7 @@ type trainFlags struct {
 	estimator   string
 	lr          float64
 	quiet       bool
+	progress    string
 	total       time.Duration
 	level       int
 	distractors int
@@ -78,6 +71,12 @@ ceiling on plain level-2 problems), --train-problems 256 (the filter samples the
 on every one) and --eval-items 300.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkProgress(f.progress); err != nil {
+				return fmt.Errorf("train: %w", err)
+			}
+			if f.quiet {
+				f.progress = progressNone
+			}
 			if cfg.Mode == train.ModeMLPO {
 				for _, d := range mlpoDefaults {
 					if !cmd.Flags().Changed(d.flag) {
@@ -120,20 +119,12 @@ on every one) and --eval-items 300.`,
 					return err
 				}
 				t.sup = newSupervisor(t.exe, cmd.OutOrStdout())
-				var progress io.Writer = cmd.ErrOrStderr()
-				if f.quiet {
-					progress = nil
-				}
-				return runTrainProcesses(cmd.Context(), cmd.OutOrStdout(), progress, log, t)
+				return runTrainProcesses(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f.progress, log, t)
 			}
 			if f.api != "" {
 				return runTrainAPI(cmd.Context(), cmd.OutOrStdout(), cfg, f.api, getenv("DELEGATE_API_TOKEN"))
 			}
-			var progress io.Writer = cmd.ErrOrStderr()
-			if f.quiet {
-				progress = nil
-			}
-			return runTrain(cmd.Context(), cmd.OutOrStdout(), progress, log, cfg)
+			return runTrain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f.progress, log, cfg)
 		},
 	}
 	fl := cmd.Flags()
@@ -169,7 +160,8 @@ on every one) and --eval-items 300.`,
 	fl.IntVar(&f.level, "level", world.DefaultLevel, "world difficulty (world.Levels: 1 one product, 2 a product and an amount, 3 two parts, 4 the longest, 5 the default world; mlpo default 2)")
 	fl.IntVar(&f.distractors, "distractors", 0, "most distractor sentences a problem gets, uniformly 0..N (default: the level's; mlpo default 4)")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the rollouts and the item order")
-	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
+	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress display (--progress none)")
 	fl.IntVar(&f.processes, "processes", 0, "run the loop as child processes instead of in this one: the trajectory API, a policy server following the trainer's checkpoint, this many environments pushing route rollouts, and a trainer (train --api), each restarted if it dies; then the same table (0: in process)")
 	fl.StringVar(&f.api, "api", "", "train on the batches of the trajectory API at this URL (delegate api, or Atropos's) instead of running rollouts: an Atropos trainer; token from $DELEGATE_API_TOKEN")
 	return cmd
@@ -187,14 +179,15 @@ var mlpoDefaults = []struct{ flag, value string }{
 	{"eval-items", "300"},
 }
 
-// train runs the job, drawing progress bars on progress (nil: none), then
-// writes the plots and prints the table on out.
-func runTrain(ctx context.Context, out, progress io.Writer, log *slog.Logger, cfg train.Config) error {
+// runTrain runs the job, showing its progress on progress (nil: none)
+// under the --progress mode, then writes the plots and prints the table
+// on out.
+func runTrain(ctx context.Context, out, progress io.Writer, mode string, log *slog.Logger, cfg train.Config) error {
 	trainCh := make(chan rl.Progress, 64)
 	evalCh := make(chan bench.Progress, 256)
 	phases := make(chan string, 8)
 	start := time.Now()
-	bars := newTrainBars(ctx, progress, cfg.RL.Steps, isTerminal(progress), 0)
+	bars := newTrainProgress(progress, mode, cfg.RL.Steps)
 	var wg sync.WaitGroup
 	wg.Go(func() { bars.observe(trainCh, evalCh, phases) })
 	res, err := train.Run(ctx, cfg, train.Options{
@@ -225,7 +218,7 @@ func runTrain(ctx context.Context, out, progress io.Writer, log *slog.Logger, cf
 	}
 	var plots []string
 	for _, d := range dirs {
-		ps, perr := writeTrainPlots(d)
+		ps, perr := train.WritePlots(d)
 		if perr != nil {
 			return perr
 		}
@@ -258,55 +251,50 @@ func stopReason(s string) string {
 	return "not trained in this run"
 }
 
-// trainBars draws the progress of a run: on a terminal one bar per phase,
-// elsewhere plain lines. With no output it only drains the events.
-type trainBars struct {
-	p       *mpb.Progress
-	release func()    // gives the log back to stderr once the bars are done
-	lines   io.Writer // set when not drawing bars
-	steps   int
+// trainProgress shows delegate train's work on the progress view every
+// long command uses: a phase per evaluation, counting items, with the
+// correct and failed counts as its status; and the training phase,
+// counting steps, with the last finished step's figures and the rollouts
+// of the step in progress.
+type trainProgress struct {
+	v     *progressView
+	steps int
 
-	mu    sync.Mutex
-	last  *rl.Metrics // the last finished step
-	rolls rl.Progress // the step in progress
-	cur   *mpb.Bar
+	train            bool        // the current phase is training
+	first            int         // the step this run started after (a resumed run's)
+	started          bool        // a step event came in this run
+	last             *rl.Metrics // the last finished step
+	correct, failed  int         // the evaluation's items so far
+	finished, resume int
+	lastDone         int // the evaluation's last count: a phase may run several
 }
 
-// newTrainBars draws bars on w when bars is set, else lines; width is the
-// bars' line width (0: the terminal's).
-func newTrainBars(ctx context.Context, w io.Writer, steps int, bars bool, width int) *trainBars {
-	b := &trainBars{steps: steps}
-	switch {
-	case w == nil:
-	case bars:
-		opts := []mpb.ContainerOption{mpb.WithOutput(w), mpb.WithRefreshRate(250 * time.Millisecond), mpb.WithAutoRefresh()}
-		if width > 0 {
-			opts = append(opts, mpb.WithWidth(width))
-		}
-		b.p = mpb.NewWithContext(ctx, opts...)
-		b.release = logs.above(b.p)
-	default:
-		b.lines = w
+// newTrainProgress shows a run of steps steps on w under the --progress
+// mode (w nil: none).
+func newTrainProgress(w io.Writer, mode string, steps int) *trainProgress {
+	if w == nil {
+		w, mode = io.Discard, progressNone
 	}
-	return b
+	return &trainProgress{v: newProgressView(w, mode), steps: steps}
 }
 
 // stepLine is the figures of a finished step.
 func stepLine(m *rl.Metrics) string {
-	return fmt.Sprintf("reward %.3f acc %.2f delegation %.2f tokens %.0f", m.Reward, m.Accuracy, m.DelegationRate, delegatorTokens(m))
+	return fmt.Sprintf("reward %.3f acc %.2f delegation %.2f tokens %.0f", m.Reward, m.Accuracy, m.DelegationRate, train.DelegatorTokens(m))
 }
 
-// observe consumes events until every channel is closed.
-func (b *trainBars) observe(steps <-chan rl.Progress, ev <-chan bench.Progress, phases <-chan string) {
+// observe consumes events until every channel is closed, from one
+// goroutine, as the view wants.
+func (t *trainProgress) observe(steps <-chan rl.Progress, ev <-chan bench.Progress, phases <-chan string) {
 	for steps != nil || ev != nil || phases != nil {
-		// A phase that began is drawn before the events that follow it.
+		// A phase that began is shown before the events that follow it.
 		select {
 		case name, ok := <-phases:
 			if !ok {
 				phases = nil
 				continue
 			}
-			b.phase(name)
+			t.phase(name)
 			continue
 		default:
 		}
@@ -316,267 +304,73 @@ func (b *trainBars) observe(steps <-chan rl.Progress, ev <-chan bench.Progress, 
 				phases = nil
 				continue
 			}
-			b.phase(name)
+			t.phase(name)
 		case pr, ok := <-steps:
 			if !ok {
 				steps = nil
 				continue
 			}
-			b.trainEvent(pr)
+			t.trainEvent(pr)
 		case pr, ok := <-ev:
 			if !ok {
 				ev = nil
 				continue
 			}
-			b.evalEvent(pr)
+			t.evalEvent(pr)
 		}
 	}
 }
 
-func (b *trainBars) phase(name string) {
-	if b.lines != nil {
-		fmt.Fprintf(b.lines, "== %s\n", name)
-	}
-	if b.p == nil {
+func (t *trainProgress) phase(name string) {
+	t.train = name == "train"
+	t.correct, t.failed, t.finished, t.resume, t.lastDone = 0, 0, 0, 0, 0
+	if !t.train {
+		t.v.begin(name, "items")
 		return
 	}
-	// mpb is called without b.mu held: the bar's decorators take b.mu
-	// while mpb draws, so holding it here could wait on each other.
-	b.mu.Lock()
-	old := b.cur
-	b.cur = nil
-	b.mu.Unlock()
-	if old != nil {
-		old.Abort(false)
-	}
-	total := int64(1)
-	if name == "train" {
-		total = int64(b.steps)
-	}
-	figures := decor.Any(func(decor.Statistics) string {
-		if name != "train" {
-			return ""
-		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		roll := ""
-		if b.rolls.Rollouts > 0 {
-			roll = fmt.Sprintf("  rollouts %d/%d", b.rolls.RolloutsDone, b.rolls.Rollouts)
-		}
-		if b.last == nil {
-			return "first step" + roll
-		}
-		return stepLine(b.last) + roll
-	}, decor.WCSyncSpaceR)
-	// The figures come before the bar, so that a narrow terminal cuts
-	// the bar rather than them.
-	bar := b.p.AddBar(total,
-		mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR), decor.CountersNoUnit("%d/%d", decor.WCSyncSpaceR), figures),
-		mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_MMSS)))
-	b.mu.Lock()
-	b.cur = bar
-	b.mu.Unlock()
+	t.v.begin(name, "steps")
+	t.v.update(progressFigures{Total: t.steps, Status: "first step"})
 }
 
-func (b *trainBars) trainEvent(pr rl.Progress) {
-	if pr.Metrics == nil {
-		b.mu.Lock()
-		b.rolls = pr
-		b.mu.Unlock()
-		return
+func (t *trainProgress) trainEvent(pr rl.Progress) {
+	if !t.started {
+		t.started, t.first = true, pr.Step-1
 	}
-	if b.lines != nil {
-		fmt.Fprintf(b.lines, "step %d/%d  %s  (%.1f s)\n", pr.Step, pr.Steps, stepLine(pr.Metrics), pr.Metrics.RolloutSeconds+pr.Metrics.UpdateSeconds)
+	status := "first step"
+	if t.last != nil {
+		status = stepLine(t.last)
 	}
-	b.mu.Lock()
-	b.last = pr.Metrics
-	b.rolls = rl.Progress{}
-	cur := b.cur
-	b.mu.Unlock()
-	if cur != nil {
-		cur.SetCurrent(int64(pr.Step))
+	done := pr.Step - 1
+	if pr.Metrics != nil {
+		t.last, done = pr.Metrics, pr.Step
+		status = stepLine(pr.Metrics)
+	} else if pr.Rollouts > 0 {
+		status += fmt.Sprintf("  rollouts %d/%d", pr.RolloutsDone, pr.Rollouts)
 	}
+	t.v.update(progressFigures{Done: done, Total: pr.Steps, Resumed: t.first, Status: status})
 }
 
-func (b *trainBars) evalEvent(pr bench.Progress) {
-	b.mu.Lock()
-	cur := b.cur
-	b.mu.Unlock()
-	if cur != nil {
-		cur.SetTotal(int64(pr.Total), false)
-		cur.SetCurrent(int64(pr.Done))
+func (t *trainProgress) evalEvent(pr bench.Progress) {
+	if pr.Done <= t.lastDone { // a new evaluation in the same phase counts from 1
+		t.correct, t.failed, t.finished, t.resume = 0, 0, 0, 0
 	}
+	t.lastDone = pr.Done
+	t.finished++
+	if pr.Correct {
+		t.correct++
+	}
+	if pr.Failed {
+		t.failed++
+	}
+	if pr.Resumed {
+		t.resume++
+	}
+	t.v.update(progressFigures{Done: pr.Done, Total: pr.Total, Resumed: t.resume,
+		Status: fmt.Sprintf("%d/%d correct, %d failed", t.correct, t.finished, t.failed)})
 }
 
-// finish completes the last bar and waits for the drawing to end.
-func (b *trainBars) finish() {
-	if b.p == nil {
-		return
-	}
-	b.mu.Lock()
-	cur := b.cur
-	b.mu.Unlock()
-	if cur != nil {
-		cur.Abort(false)
-	}
-	b.p.Wait()
-	b.release()
-}
-
-// delegatorTokens is the delegator's generated tokens per rollout.
-func delegatorTokens(m *rl.Metrics) float64 {
-	if v, ok := m.Scalars["delegator_tokens"]; ok {
-		return v
-	}
-	return m.PolicyTokensMean
-}
-
-// trainPlots are the plots of a run's metrics: file name without its
-// extension (each is written as PNG and SVG), y label, value.
-var trainPlots = []struct {
-	file, label string
-	value       func(*rl.Metrics) float64
-}{
-	{"reward", "mean reward", func(m *rl.Metrics) float64 { return m.Reward }},
-	{"accuracy", "accuracy", func(m *rl.Metrics) float64 { return m.Accuracy }},
-	{"delegator_tokens", "delegator tokens per rollout", delegatorTokens},
-	{"delegation_rate", "delegation rate", func(m *rl.Metrics) float64 { return m.DelegationRate }},
-}
-
-// smoothWindow is the number of steps the plots' moving mean spans.
-const smoothWindow = 20
-
-// movingMean returns, at each point, the mean of the values of the last
-// window points up to it (fewer at the start).
-func movingMean(xys plotter.XYs, window int) plotter.XYs {
-	out := make(plotter.XYs, len(xys))
-	var sum float64
-	for i, p := range xys {
-		sum += p.Y
-		if i >= window {
-			sum -= xys[i-window].Y
-		}
-		out[i] = plotter.XY{X: p.X, Y: sum / float64(min(i+1, window))}
-	}
-	return out
-}
-
-// writeTrainPlots draws every trainPlots figure over the steps of dir's
-// metrics log and returns the files written.
-func writeTrainPlots(dir string) ([]string, error) {
-	f, err := os.Open(filepath.Join(dir, rl.MetricsFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("train: plots: %w", err)
-	}
-	ms, err := rl.ReadMetrics(f)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("train: plots: %w", err)
-	}
-	if len(ms) == 0 {
-		return nil, nil
-	}
-	var files []string
-	for _, tp := range trainPlots {
-		p := plot.New()
-		p.Title.Text = tp.label + " over RL steps"
-		p.X.Label.Text = "step"
-		p.Y.Label.Text = tp.label
-		p.Add(plotter.NewGrid())
-		var xys plotter.XYs
-		for i := range ms {
-			if v := tp.value(&ms[i]); !math.IsNaN(v) && !math.IsInf(v, 0) {
-				xys = append(xys, plotter.XY{X: float64(ms[i].Step), Y: v})
-			}
-		}
-		if len(xys) == 0 {
-			continue
-		}
-		line, points, err := plotter.NewLinePoints(xys)
-		if err != nil {
-			return files, fmt.Errorf("train: plot %s: %w", tp.file, err)
-		}
-		points.Radius = vg.Points(2)
-		line.Color = color.Gray{Y: 150}
-		points.Color = color.Gray{Y: 150}
-		p.Add(line, points)
-		p.Legend.Add("per step", line, points)
-		if len(xys) >= 2*smoothWindow {
-			avg, err := plotter.NewLine(movingMean(xys, smoothWindow))
-			if err != nil {
-				return files, fmt.Errorf("train: plot %s: %w", tp.file, err)
-			}
-			avg.Width = vg.Points(2)
-			avg.Color = color.RGBA{R: 200, A: 255}
-			p.Add(avg)
-			p.Legend.Add(fmt.Sprintf("mean of the last %d steps", smoothWindow), avg)
-		}
-		base := filepath.Join(dir, tp.file)
-		paths := []string{base + ".png", base + ".svg"}
-		if err := bench.SavePlot(p, 6*vg.Inch, 3.8*vg.Inch, bench.LegendBelow, paths...); err != nil {
-			return files, fmt.Errorf("train: %w", err)
-		}
-		files = append(files, paths...)
-	}
-	kinds, err := writeKindPlot(dir, ms)
-	return append(files, kinds...), err
-}
-
-// writeKindPlot draws the delegation rate per kind of step over training
-// (the moving mean of the rate's numerator and denominator): what the
-// policy learned to hand over.
-func writeKindPlot(dir string, ms []rl.Metrics) ([]string, error) {
-	p := plot.New()
-	p.Title.Text = "delegation rate per kind of step over RL steps"
-	p.X.Label.Text = "step"
-	p.Y.Label.Text = "share of the steps delegated"
-	p.Y.Min, p.Y.Max = 0, 1
-	p.Add(plotter.NewGrid())
-	kinds := []struct {
-		op  world.Op
-		col color.Color
-	}{{world.Mul, color.RGBA{R: 200, A: 255}}, {world.Add, color.RGBA{B: 200, A: 255}}, {world.Sub, color.RGBA{G: 150, A: 255}}}
-	drawn := 0
-	for _, k := range kinds {
-		var xys plotter.XYs
-		var num, den float64
-		for i := range ms {
-			num += ms[i].Scalars[train.DelegatedMetric(k.op)]
-			den += ms[i].Scalars[train.StepsMetric(k.op)]
-			if i >= smoothWindow {
-				num -= ms[i-smoothWindow].Scalars[train.DelegatedMetric(k.op)]
-				den -= ms[i-smoothWindow].Scalars[train.StepsMetric(k.op)]
-			}
-			if den > 1e-9 {
-				xys = append(xys, plotter.XY{X: float64(ms[i].Step), Y: num / den})
-			}
-		}
-		if len(xys) == 0 {
-			continue
-		}
-		line, err := plotter.NewLine(xys)
-		if err != nil {
-			return nil, fmt.Errorf("train: plot delegation by kind: %w", err)
-		}
-		line.Width, line.Color = vg.Points(2), k.col
-		p.Add(line)
-		p.Legend.Add(map[world.Op]string{world.Mul: "products", world.Add: "sums", world.Sub: "differences"}[k.op], line)
-		drawn++
-	}
-	if drawn == 0 {
-		return nil, nil
-	}
-	p.Legend.Add(fmt.Sprintf("(rates over the last %d steps)", smoothWindow))
-	base := filepath.Join(dir, "delegation_by_kind")
-	paths := []string{base + ".png", base + ".svg"}
-	if err := bench.SavePlot(p, 6*vg.Inch, 3.8*vg.Inch, bench.LegendBelow, paths...); err != nil {
-		return nil, fmt.Errorf("train: %w", err)
-	}
-	return paths, nil
-}
+// finish ends the display.
+func (t *trainProgress) finish() { t.v.finish(true) }
 
 // runTrainAPI trains on a trajectory API's batches, printing a line per
 // step; the environments (process --push) make the rollouts.

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"gonum.org/v1/plot/plotter"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -123,7 +121,7 @@ func TestTrainProgressBar(t *testing.T) {
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatalf("train: %v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"== evaluate baselines", "== train", "step 3/3  reward", "acc", "delegation", "== evaluate trained"} {
+	for _, want := range []string{"evaluate baselines 40/40 items (100%)", "train 3/3 steps (100%)  reward", "acc", "delegation", "evaluate trained"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("progress lacks %q:\n%s", want, stderr.String())
 		}
@@ -179,43 +177,44 @@ func TestTrainRejectsBadFlags(t *testing.T) {
 	}
 }
 
-// On a terminal the progress is drawn as bars with the step's figures.
-func TestTrainBarsDrawFigures(t *testing.T) {
-	var buf bytes.Buffer
-	b := newTrainBars(context.Background(), &buf, 2, true, 160)
-	trainCh := make(chan rl.Progress, 4)
-	evalCh := make(chan bench.Progress, 4)
-	phases := make(chan string, 4)
-	done := make(chan struct{})
-	go func() { b.observe(trainCh, evalCh, phases); close(done) }()
-	phases <- "evaluate baselines"
-	time.Sleep(50 * time.Millisecond)
-	evalCh <- bench.Progress{Done: 1, Total: 2}
-	time.Sleep(50 * time.Millisecond)
-	phases <- "train"
-	time.Sleep(50 * time.Millisecond)
-	trainCh <- rl.Progress{Step: 1, Steps: 2, Metrics: &rl.Metrics{Step: 1, Reward: 0.625, Accuracy: 0.75, DelegationRate: 0.5}}
-	time.Sleep(600 * time.Millisecond) // two refreshes
-	close(trainCh)
-	close(evalCh)
-	close(phases)
-	<-done
-	b.finish()
-	for _, want := range []string{"evaluate baselines", "reward 0.625", "acc 0.75", "delegation 0.50"} {
-		if !strings.Contains(buf.String(), want) {
-			t.Errorf("bars lack %q:\n%s", want, buf.String())
-		}
-	}
-}
-
-func TestMovingMean(t *testing.T) {
-	xys := plotter.XYs{{X: 1, Y: 1}, {X: 2, Y: 3}, {X: 3, Y: 5}, {X: 4, Y: 7}}
-	got := movingMean(xys, 2)
-	want := []float64{1, 2, 4, 6}
-	for i, w := range want {
-		if got[i].Y != w || got[i].X != xys[i].X {
-			t.Errorf("point %d = %+v, want (%v, %v)", i, got[i], xys[i].X, w)
-		}
+// delegate train's progress is the shared view's: under bar its phases are
+// bars with the step's figures; under plain, lines naming each phase, its
+// items or steps and the figures.
+func TestTrainProgressShowsFigures(t *testing.T) {
+	for _, mode := range []string{progressBar, progressPlain} {
+		t.Run(mode, func(t *testing.T) {
+			var buf bytes.Buffer
+			p := newTrainProgress(&buf, mode, 2)
+			trainCh := make(chan rl.Progress, 4)
+			evalCh := make(chan bench.Progress, 4)
+			phases := make(chan string, 4)
+			done := make(chan struct{})
+			go func() { p.observe(trainCh, evalCh, phases); close(done) }()
+			phases <- "evaluate baselines"
+			time.Sleep(50 * time.Millisecond)
+			evalCh <- bench.Progress{Done: 1, Total: 1, Correct: true}
+			time.Sleep(50 * time.Millisecond)
+			phases <- "train"
+			time.Sleep(50 * time.Millisecond)
+			trainCh <- rl.Progress{Step: 1, Steps: 2, RolloutsDone: 3, Rollouts: 8}
+			trainCh <- rl.Progress{Step: 1, Steps: 2, Metrics: &rl.Metrics{Step: 1, Reward: 0.625, Accuracy: 0.75, DelegationRate: 0.5}}
+			trainCh <- rl.Progress{Step: 2, Steps: 2, Metrics: &rl.Metrics{Step: 2, Reward: 0.5, Accuracy: 0.75, DelegationRate: 0.5}}
+			time.Sleep(600 * time.Millisecond) // two refreshes
+			close(trainCh)
+			close(evalCh)
+			close(phases)
+			<-done
+			p.finish()
+			wants := []string{"evaluate baselines", "1/1 correct", "2/2 steps", "reward 0.500", "acc 0.75", "delegation 0.50"}
+			if mode == progressPlain {
+				wants = []string{"evaluate baselines 1/1 items (100%)  1/1 correct, 0 failed", "train 2/2 steps (100%)  reward 0.500 acc 0.75 delegation 0.50"}
+			}
+			for _, want := range wants {
+				if !strings.Contains(buf.String(), want) {
+					t.Errorf("progress lacks %q:\n%s", want, buf.String())
+				}
+			}
+		})
 	}
 }
 
