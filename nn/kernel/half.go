@@ -251,10 +251,10 @@ func gemvHalf(dst, a []float32, w *Packed, j0, j1 int) {
 	g8, g4, g1 := activeGemvHalf8[w.dtype], activeGemvHalf4[w.dtype], activeGemvHalf1[w.dtype]
 	q := j0 / nr
 	if w.pairs {
-		// Only the pairs kernels read pairs; the last panels are
-		// widened, then go through the float32 kernel.
-		q = gemvSpaced(dst, a, w, activeBF16Pairs4, q, j1)
-		g8, g4, g1 = activeBF16Pairs8, nil, nil
+		// Only the pairs kernels read pairs; without them, panels
+		// are widened, then go through the float32 kernel.
+		g8, g4, g1 = activeBF16Pairs8, activeBF16Pairs4, activeBF16Pairs1
+		q = gemvSpaced(dst, a, w, g4, q, j1)
 	} else {
 		q = gemvSpaced(dst, a, w, g4, q, j1)
 	}
@@ -350,6 +350,7 @@ var (
 	// A Packed made while activeBF16Pairs8 is nil keeps the usual layout.
 	activeBF16Pairs8     gemvHalf4Func
 	activeBF16Pairs4     gemvHalf4Func // four panels, any stride (gemvSpaced)
+	activeBF16Pairs1     gemvHalf1Func
 	activeWidenBF16Pairs func(dst []float32, src []uint16, k int)
 )
 
@@ -361,6 +362,6 @@ func init() {
 	}
 	if activeName == "avx512" {
 		activeGemvHalf8 = archGemvHalf8()
-		activeBF16Pairs8, activeBF16Pairs4, activeWidenBF16Pairs = archBF16Pairs()
+		activeBF16Pairs8, activeBF16Pairs4, activeBF16Pairs1, activeWidenBF16Pairs = archBF16Pairs()
 	}
 }

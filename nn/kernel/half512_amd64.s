@@ -286,3 +286,34 @@ qstore:
 	VMOVUPS Z3, 192(DX)
 	VZEROUPPER
 	RET
+
+// func gemv1BF16PairsAVX512(k int, a *float32, b *uint16, c *float32)
+TEXT ·gemv1BF16PairsAVX512(SB), NOSPLIT, $0-32
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVL $0xffff0000, AX
+	VPBROADCASTD AX, Z31
+	VPXORD Z0, Z0, Z0
+	CMPQ CX, $2
+	JLT sone
+sloop:
+	VBROADCASTSS (SI), Z8
+	VBROADCASTSS 4(SI), Z17
+	P8ONE((DI), Z0)
+	ADDQ $8, SI
+	ADDQ $64, DI
+	SUBQ $2, CX
+	CMPQ CX, $2
+	JGE sloop
+sone:
+	TESTQ CX, CX
+	JZ sstore
+	VBROADCASTSS (SI), Z8
+	ZBW((DI), Z9)
+	VFMADD231PS Z9, Z8, Z0
+sstore:
+	MOVQ c+24(FP), DX
+	VMOVUPS Z0, (DX)
+	VZEROUPPER
+	RET

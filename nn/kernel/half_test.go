@@ -157,14 +157,14 @@ func widenOne(h uint16, dt DType) float32 {
 // pairs of steps interleaved, which the AVX-512 kernel reads).
 func TestPackedHalfGeneric(t *testing.T) {
 	saved1, saved4, saved8, savedW := activeGemvHalf1, activeGemvHalf4, activeGemvHalf8, activeWiden
-	savedP8, savedPW := activeBF16Pairs8, activeWidenBF16Pairs
+	savedP8, savedP4, savedP1, savedPW := activeBF16Pairs8, activeBF16Pairs4, activeBF16Pairs1, activeWidenBF16Pairs
 	t.Cleanup(func() {
 		activeGemvHalf1, activeGemvHalf4, activeGemvHalf8, activeWiden = saved1, saved4, saved8, savedW
-		activeBF16Pairs8, activeWidenBF16Pairs = savedP8, savedPW
+		activeBF16Pairs8, activeBF16Pairs4, activeBF16Pairs1, activeWidenBF16Pairs = savedP8, savedP4, savedP1, savedPW
 	})
 	activeGemvHalf1, activeGemvHalf4, activeGemvHalf8 = [3]gemvHalf1Func{}, [3]gemvHalf4Func{}, [3]gemvHalf4Func{}
 	activeWiden = [3]func([]float32, []uint16){}
-	activeBF16Pairs8, activeWidenBF16Pairs = nil, nil
+	activeBF16Pairs8, activeBF16Pairs4, activeBF16Pairs1, activeWidenBF16Pairs = nil, nil, nil, nil
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, tc := range []struct {
 		dt    DType
