@@ -101,18 +101,35 @@ func (w *Packed) RepackHalfPanels(q0, q1 int, parts ...[]uint16) {
 		panel := w.half[q*nr*k : (q+1)*nr*k]
 		for r := 0; r < nr; r++ {
 			j := q*nr + r
-			if j >= w.n {
-				for p := 0; p < k; p++ {
-					panel[w.halfIndex(p, r)] = 0
-				}
-				continue
+			var row []uint16 // nil: padding, zeros
+			if j < w.n {
+				pi := w.partOf(j)
+				row = parts[pi][(j-w.parts[pi].row0)*k : (j-w.parts[pi].row0+1)*k]
 			}
-			pi := w.partOf(j)
-			row := parts[pi][(j-w.parts[pi].row0)*k : (j-w.parts[pi].row0+1)*k]
-			for p, v := range row {
-				panel[w.halfIndex(p, r)] = v
-			}
+			w.putColumn(panel, r, row)
 		}
+	}
+}
+
+// putColumn writes row (k values, or zeros when nil) as column r of one
+// panel, in w's layout (halfIndex, unrolled).
+func (w *Packed) putColumn(panel []uint16, r int, row []uint16) {
+	k := w.k
+	at := func(p int) uint16 {
+		if row == nil {
+			return 0
+		}
+		return row[p]
+	}
+	p := 0
+	if w.pairs {
+		for ; p+1 < k; p += 2 {
+			i := p*nr + 2*r
+			panel[i], panel[i+1] = at(p), at(p+1)
+		}
+	}
+	for ; p < k; p++ {
+		panel[p*nr+r] = at(p)
 	}
 }
 
