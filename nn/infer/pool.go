@@ -13,9 +13,12 @@ import (
 // task keeps): the caller works on it at once, and each helper, seeing the
 // task number change, joins only if the task is still open when it gets
 // there. When the caller runs out of pieces it closes the task and waits
-// only for the helpers that joined. So a helper that another process keeps
-// off its core, or that wakes late, delays nothing: its share is done by
-// the others. An idle helper checks the task number a few thousand times
+// only for the helpers that joined, which are on their last piece: it
+// spins for them and blocks only if they take long. (Blocking at once
+// parked the caller's goroutine on every product a helper finished
+// last, and a helper spinning on the caller's processor delayed its
+// wake-up.) So a helper that another process keeps off its core, or that
+// wakes late, delays nothing: its share is done by the others. An idle helper checks the task number a few thousand times
 // (microseconds) before it parks on its channel, so that the next task of
 // the same decode step finds it awake without a wake-up. (Helpers that
 // spun ten times longer, with a caller that waited for every helper, were
@@ -27,19 +30,24 @@ import (
 type workerPool struct {
 	n     int             // workers, the caller included
 	start []chan struct{} // per helper, buffered: wakes a parked helper
-	// state is openBit while a task takes helpers, plus the number of
-	// helpers working on it.
+	// state is openBit while a task takes helpers, waitBit once the
+	// caller of a closed task blocks on idle, plus the number of helpers
+	// working on it.
 	state   atomic.Int64
 	workers int              // of the open task: helpers k < workers may join
 	task    func(worker int) // of the open task
-	idle    chan struct{}    // the last helper out of a closed task says so
+	idle    chan struct{}    // the last helper out says so to a blocked caller
 	gen     atomic.Uint64    // task number, bumped when a task opens
 	parked  []atomic.Bool    // per helper: waiting on its start channel
 	fault   []any            // per worker: a recovered panic, re-raised by run
 	wg      sync.WaitGroup
 }
 
-const openBit = 1 << 40
+const (
+	openBit = 1 << 40
+	waitBit = 1 << 41
+	helpers = openBit - 1 // mask of state's helper count
+)
 
 func newWorkerPool(n int) *workerPool {
 	p := &workerPool{n: max(1, n), idle: make(chan struct{}, 1)}
@@ -104,7 +112,7 @@ func (p *workerPool) join(k int) {
 	if k < p.workers { // written before the task opened
 		p.call(k)
 	}
-	if p.state.Add(-1) == 0 { // closed, and the last one out
+	if p.state.Add(-1) == waitBit { // the last one out, and the caller blocked
 		p.idle <- struct{}{}
 	}
 }
@@ -133,15 +141,21 @@ func (p *workerPool) run(workers int, task func(worker int)) {
 		}
 	}
 	task(0)
-	for {
-		s := p.state.Load()
-		if p.state.CompareAndSwap(s, s&^openBit) {
-			if s&^openBit != 0 {
-				<-p.idle // helpers are still on their last piece
-			}
+	s := p.state.Add(-openBit) // closed: no helper joins from here on
+	// The helpers still in are on their last piece: wait for them
+	// spinning, and block only if they take long.
+	for i := 0; s&helpers != 0; i++ {
+		if i < poolWaitSpin {
+			s = p.state.Load()
+			continue
+		}
+		if p.state.CompareAndSwap(s, s|waitBit) {
+			<-p.idle
 			break
 		}
+		s = p.state.Load()
 	}
+	p.state.Store(0)
 	p.task = nil
 	for k := 1; k < workers; k++ {
 		if f := p.fault[k]; f != nil {
@@ -150,6 +164,10 @@ func (p *workerPool) run(workers int, task func(worker int)) {
 		}
 	}
 }
+
+// poolWaitSpin is how many times the caller of a closed task checks for
+// its helpers before it blocks.
+const poolWaitSpin = 1 << 14
 
 // call runs the task of helper k, keeping a panic for run to re-raise
 // instead of crashing the process.

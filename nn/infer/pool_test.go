@@ -76,3 +76,32 @@ func TestWorkerPoolPanic(t *testing.T) {
 		t.Errorf("recovered %q, want the helper's panic", s)
 	}
 }
+
+// The caller waits for a helper still on its last piece: spinning when the
+// piece is short, blocking when it is long, and a task after the wait
+// starts clean (no wake-up left over for the next one).
+func TestWorkerPoolWaitsForSlowHelper(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p := newWorkerPool(2)
+	defer p.close()
+	for i, d := range []time.Duration{0, 20 * time.Millisecond, time.Microsecond, 20 * time.Millisecond, 0} {
+		var finished atomic.Bool
+		joined := make(chan struct{})
+		p.run(2, func(k int) {
+			if k == 0 {
+				select { // keep the task open until the helper is in it
+				case <-joined:
+				case <-time.After(10 * time.Second):
+					t.Error("helper never joined")
+				}
+				return
+			}
+			close(joined)
+			time.Sleep(d)
+			finished.Store(true)
+		})
+		if !finished.Load() {
+			t.Fatalf("task %d (helper's piece %v): run returned before the helper finished", i, d)
+		}
+	}
+}

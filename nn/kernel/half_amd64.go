@@ -91,3 +91,53 @@ func archGemvHalf8() (g8 [3]gemvHalf4Func) {
 	}
 	return g8
 }
+
+//go:noescape
+func gemv8BF16PairsAVX512(k int, a *float32, b *uint16, stride int, c *float32)
+
+//go:noescape
+func gemv4BF16PairsAVX512(k int, a *float32, b *uint16, stride int, c *float32)
+
+//go:noescape
+func gemv1BF16PairsAVX512(k int, a *float32, b *uint16, c *float32)
+
+//go:noescape
+func widenBF16PairsAVX512(dst *float32, src *uint16, k, panels int)
+
+// archBF16Pairs returns the AVX-512 kernels over bfloat16 panels stored in
+// pairs of k steps (Packed.halfIndex): the eight-, four- and one-panel
+// products and the widening of whole panels.
+func archBF16Pairs() (g8, g4 gemvHalf4Func, g1 gemvHalf1Func, wd func(dst []float32, src []uint16, k int)) {
+	g8 = func(k int, a []float32, b []uint16, stride int, c []float32) {
+		_ = a[k-1]
+		_ = b[7*stride+k*nr-1]
+		_ = c[8*nr-1]
+		gemv8BF16PairsAVX512(k, unsafe.SliceData(a), unsafe.SliceData(b), stride, unsafe.SliceData(c))
+	}
+	g4 = func(k int, a []float32, b []uint16, stride int, c []float32) {
+		_ = a[k-1]
+		_ = b[3*stride+k*nr-1]
+		_ = c[4*nr-1]
+		gemv4BF16PairsAVX512(k, unsafe.SliceData(a), unsafe.SliceData(b), stride, unsafe.SliceData(c))
+	}
+	g1 = func(k int, a []float32, b []uint16, c []float32) {
+		_ = a[k-1]
+		_ = b[k*nr-1]
+		if len(c) < nr {
+			var t [nr]float32
+			gemv1BF16PairsAVX512(k, unsafe.SliceData(a), unsafe.SliceData(b), &t[0])
+			copy(c, t[:])
+			return
+		}
+		gemv1BF16PairsAVX512(k, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c))
+	}
+	wd = func(dst []float32, src []uint16, k int) {
+		panels := len(dst) / (nr * k)
+		if panels == 0 {
+			return
+		}
+		_ = src[panels*nr*k-1]
+		widenBF16PairsAVX512(unsafe.SliceData(dst), unsafe.SliceData(src), k, panels)
+	}
+	return g8, g4, g1, wd
+}

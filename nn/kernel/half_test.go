@@ -73,13 +73,26 @@ func TestWidenHalfValues(t *testing.T) {
 // Packed has the bits of the same product over a float32 Packed of the
 // widened values: one row (the matrix-vector kernels) and several (the
 // widened panels under the matrix kernels), whole and by column ranges.
+//
+// The gaps between the streams of the spaced bfloat16 products
+// (gemvSpaced) are the default, then small enough for these matrices to
+// hold several spaced blocks: one panel apart, and a few.
 func TestPackedHalfMatchesFloat32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
+	saved := halfStreamGap
+	t.Cleanup(func() { halfStreamGap = saved })
+	for _, gap := range []int{saved, 1, 5000} {
+		halfStreamGap = gap
+		testPackedHalfMatchesFloat32(t, rng, gap)
+	}
+}
+
+func testPackedHalfMatchesFloat32(t *testing.T, rng *rand.Rand, gap int) {
 	for _, dt := range []DType{BFloat16, Float16} {
 		for _, sh := range []struct{ m, k int }{{1, 1}, {1, 7}, {1, 64}, {3, 33}, {7, 100}, {1, 257}} {
 			// {300, 20}: more panels than one widened chunk holds.
 			for _, rows := range [][]int{{5}, {16}, {64, 16, 16}, {100, 3}, {130}, {300, 20}} {
-				t.Run(fmt.Sprintf("%v/m%d_k%d_%v", dt, sh.m, sh.k, rows), func(t *testing.T) {
+				t.Run(fmt.Sprintf("gap%d/%v/m%d_k%d_%v", gap, dt, sh.m, sh.k, rows), func(t *testing.T) {
 					k := sh.k
 					var halves [][]uint16
 					var wides [][]float32
@@ -139,34 +152,55 @@ func widenOne(h uint16, dt DType) float32 {
 }
 
 // TestPackedHalfGeneric runs the portable half-width path (widen a panel,
-// then the float32 kernel) against the assembly one's float32 reference.
+// then the float32 kernel) against the assembly one's float32 reference,
+// over both layouts of bfloat16 panels (halfIndex: steps side by side, and
+// pairs of steps interleaved, which the AVX-512 kernel reads).
 func TestPackedHalfGeneric(t *testing.T) {
 	saved1, saved4, saved8, savedW := activeGemvHalf1, activeGemvHalf4, activeGemvHalf8, activeWiden
+	savedP8, savedP4, savedP1, savedPW := activeBF16Pairs8, activeBF16Pairs4, activeBF16Pairs1, activeWidenBF16Pairs
 	t.Cleanup(func() {
 		activeGemvHalf1, activeGemvHalf4, activeGemvHalf8, activeWiden = saved1, saved4, saved8, savedW
+		activeBF16Pairs8, activeBF16Pairs4, activeBF16Pairs1, activeWidenBF16Pairs = savedP8, savedP4, savedP1, savedPW
 	})
 	activeGemvHalf1, activeGemvHalf4, activeGemvHalf8 = [3]gemvHalf1Func{}, [3]gemvHalf4Func{}, [3]gemvHalf4Func{}
 	activeWiden = [3]func([]float32, []uint16){}
+	activeBF16Pairs8, activeBF16Pairs4, activeBF16Pairs1, activeWidenBF16Pairs = nil, nil, nil, nil
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, dt := range []DType{BFloat16, Float16} {
-		k, n := 40, 170
-		h, f := make([]uint16, n*k), make([]float32, n*k)
-		for i := range h {
-			h[i] = f32ToHalf(float32(rng.NormFloat64()), dt)
-			f[i] = widenOne(h[i], dt)
-		}
-		hw := NewPackedHalf(dt, k, n)
-		hw.RepackHalfPanels(0, hw.Panels(), h)
-		fw := Pack(k, f)
-		a := make([]float32, k)
-		for i := range a {
-			a[i] = float32(rng.NormFloat64())
-		}
-		got, want := make([]float32, n), make([]float32, n)
-		MatMulPacked(got, a, 1, hw)
-		MatMulPacked(want, a, 1, fw)
-		if !slices.Equal(got, want) {
-			t.Errorf("%v: portable half product differs from float32's:\n got %v\nwant %v", dt, got, want)
+	for _, tc := range []struct {
+		dt    DType
+		pairs bool
+	}{{BFloat16, false}, {BFloat16, true}, {Float16, false}} {
+		for _, k := range []int{40, 41} {
+			for _, m := range []int{1, 3} {
+				n := 170
+				h, f := make([]uint16, n*k), make([]float32, n*k)
+				for i := range h {
+					h[i] = f32ToHalf(float32(rng.NormFloat64()), tc.dt)
+					f[i] = widenOne(h[i], tc.dt)
+				}
+				hw := NewPackedHalf(tc.dt, k, n)
+				hw.pairs = tc.pairs
+				hw.RepackHalfPanels(0, hw.Panels(), h)
+				fw := Pack(k, f)
+				a := make([]float32, m*k)
+				for i := range a {
+					a[i] = float32(rng.NormFloat64())
+				}
+				got, want := make([]float32, m*n), make([]float32, m*n)
+				MatMulPacked(got, a, m, hw)
+				MatMulPacked(want, a, m, fw)
+				if !slices.Equal(got, want) {
+					t.Errorf("%v pairs %v k %d m %d: portable half product differs from float32's:\n got %v\nwant %v", tc.dt, tc.pairs, k, m, got, want)
+				}
+				row, wrow := make([]float32, k), make([]float32, k)
+				for j := range n {
+					hw.Row(row, j)
+					fw.Row(wrow, j)
+					if !slices.Equal(row, wrow) {
+						t.Fatalf("%v pairs %v k %d: Row(%d) = %v, want %v", tc.dt, tc.pairs, k, j, row, wrow)
+					}
+				}
+			}
 		}
 	}
 }

@@ -18,6 +18,7 @@ type Packed struct {
 	parts []packPart
 	dtype DType    // Float32, or the type of half
 	half  []uint16 // (panels, k, 16) 16-bit values, for BFloat16 and Float16
+	pairs bool     // half holds pairs of k steps interleaved (halfIndex)
 }
 
 // packPart is one source matrix stacked into a Packed: rows [row0, row0+n)
