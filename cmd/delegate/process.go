@@ -43,8 +43,9 @@ type processFlags struct {
 func newProcessCmd(getenv env, log *slog.Logger) *cobra.Command {
 	var f processFlags
 	cmd := &cobra.Command{
-		Use:   "process [flags]",
-		Short: "Run grouped rollouts of a strategy over a dataset and write training groups",
+		Use:     "process [flags]",
+		Aliases: []string{"rollout"}, // the name of its library, package rollout
+		Short:   "Run grouped rollouts of a strategy over a dataset and write training groups",
 		Long: `Process runs N items of a dataset: the single-model baseline once per item
 and G rollouts of a strategy, at most --concurrency in flight. Each rollout is
 scored (the dataset's reference answer where it has one, else the judge

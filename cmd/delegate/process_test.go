@@ -691,3 +691,12 @@ func TestProgressViewEndsFromSummary(t *testing.T) {
 		})
 	}
 }
+
+// `delegate rollout` is `delegate process`, named after its library.
+func TestProcessAnswersToRollout(t *testing.T) {
+	root := newRootCmd(testEnv, slog.New(slog.DiscardHandler))
+	cmd, _, err := root.Find([]string{"rollout"})
+	if err != nil || cmd.Name() != "process" {
+		t.Fatalf("rollout finds %v (%v), want the process command", cmd, err)
+	}
+}
