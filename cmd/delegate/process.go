@@ -34,6 +34,7 @@ type processFlags struct {
 	costUnit    string
 	logprobs    bool
 	keepTies    bool
+	noBaseline  bool // run no baseline per item (a reward from a reference answer needs none)
 	omitTraces  bool
 	progress    string // auto, bar, plain, none
 	push        pushFlags
@@ -79,6 +80,7 @@ train by default, drawn with --seed), graded on their integer answer.`,
 	fl.StringVar(&f.costUnit, "cost-unit", reward.CostTokens, "graded reward: what --lambda charges for, tokens or dollars")
 	fl.BoolVar(&f.logprobs, "logprobs", false, "ask the trained role's backend for token logprobs (and ids) for groups.jsonl")
 	fl.BoolVar(&f.keepTies, "keep-ties", false, "write groups whose rewards all tie, with zero advantages, instead of dropping them")
+	fl.BoolVar(&f.noBaseline, "no-baseline", false, "run no single-model baseline per item: a reward read from the reference answer (world, or any dataset with answers) needs none, a judge does; saves a call per item that runs before its rollouts")
 	fl.BoolVar(&f.omitTraces, "omit-traces", false, "leave full traces out of artifacts.jsonl")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display: auto (a bar on a terminal, lines otherwise), bar, plain or none")
 	fl.Float64Var(&f.temperature, "temperature", -1, "sampling temperature of the trained stages (route's strong turns, decompose's plan and aggregation, lead's leader, single's call), overriding the config's; group-relative advantages need rollouts that differ (default: the config's)")
@@ -108,6 +110,9 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if err != nil {
 		return err
 	}
+	if f.noBaseline && (f.parity || needsJudge(tasks)) {
+		return errors.New("process: --no-baseline: the judge compares each rollout with the baseline, and this dataset has tasks without reference answers (or --parity asks for the judge's buckets)")
+	}
 	if f.parity && !needsJudge(tasks) {
 		return errors.New("process: --parity reproduces the reference environment's judge buckets, which need open-ended tasks (open or builtin); this dataset has reference answers")
 	}
@@ -131,9 +136,11 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	defer closeModels()
 
 	baseRoles := cfg.strategyRoles(models)
-	baseline, err := strategy.New(strategy.NameSingle, baseRoles, cfg.Strategy)
-	if err != nil {
-		return fmt.Errorf("process: baseline: %w", err)
+	var baseline delegate.Strategy
+	if !f.noBaseline {
+		if baseline, err = strategy.New(strategy.NameSingle, baseRoles, cfg.Strategy); err != nil {
+			return fmt.Errorf("process: baseline: %w", err)
+		}
 	}
 	pcfg := cfg.Strategy
 	identity := rewardDesc
@@ -183,8 +190,12 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 		}()
 		rc.Sink = sink
 	}
-	fmt.Fprintf(out, "process: %d items × %d rollouts of %s against single, %s, %s advantages → %s\n",
-		len(tasks), f.group, f.strategy, rewardDesc, f.advantage, f.out)
+	against := "against single"
+	if baseline == nil {
+		against = "without a baseline"
+	}
+	fmt.Fprintf(out, "process: %d items × %d rollouts of %s %s, %s, %s advantages → %s\n",
+		len(tasks), f.group, f.strategy, against, rewardDesc, f.advantage, f.out)
 
 	progress := make(chan rollout.Progress, 64)
 	view := &processProgress{v: newProgressView(out, f.progress)}
