@@ -19,6 +19,11 @@ type pushFlags struct {
 	weight      float64 // the environment's weight in batches
 	maxTokenLen int     // the environment's max_token_length
 	offPolicy   int     // max_batches_offpolicy: pause while the queue holds this many batches
+	// sync, when positive, is the items this environment samples per
+	// trainer step, each started only once the trainer has finished every
+	// batch handed out and the queue is empty: on-policy, as the
+	// in-process loop samples.
+	sync int
 }
 
 // pushSink hands process's groups to a trajectory API as an Atropos
@@ -32,9 +37,24 @@ type pushSink struct {
 	// assembled that the trainer has not fetched yet.
 	offPolicy int
 
+	// sync: see pushFlags.sync; poll is the wait between looks.
+	sync int
+	poll time.Duration
+
 	mu     sync.Mutex
 	paused time.Duration // summed over items
+	// The step whose policy the items now starting sample (sync), when
+	// the trainer reached it, and how many items started on it.
+	syncStep    int
+	syncSince   time.Time
+	syncStarted int
 }
+
+// syncStall is how long an environment under --push-sync waits, its share
+// of a step started, for the trainer to go past that step before it
+// starts one more item: a group that was dropped (its rollouts failed)
+// leaves the batch short, and only another item fills it.
+const syncStall = 10 * time.Second
 
 // newPushSink registers with the API at f.url; it waits, as Atropos's
 // environments do, until a trainer has started. The token is the API's
@@ -45,12 +65,15 @@ func newPushSink(ctx context.Context, out io.Writer, f pushFlags, token string, 
 		Env: api.RegisterEnv{MaxTokenLength: f.maxTokenLen, DesiredName: f.name, Weight: f.weight,
 			GroupSize: groupSize},
 		MaxBatchesOffpolicy: f.offPolicy,
-		Poll:                500 * time.Millisecond,
+		// A full queue empties when the trainer fetches a batch; on
+		// loopback a status costs well under a millisecond, and every
+		// millisecond of a pause is a millisecond the loop does not sample.
+		Poll: 50 * time.Millisecond,
 	}
 	if err := env.Register(ctx); err != nil {
 		return nil, fmt.Errorf("process --push %s: register: %w", f.url, err)
 	}
-	return &pushSink{env: env, out: out, offPolicy: max(f.offPolicy, 1)}, nil
+	return &pushSink{env: env, out: out, offPolicy: max(f.offPolicy, 1), sync: f.sync, poll: env.Poll}, nil
 }
 
 // Wait pauses while the API's queue is full and returns the trainer's
@@ -59,6 +82,14 @@ func newPushSink(ctx context.Context, out io.Writer, f pushFlags, token string, 
 // over the items (items paused together count each).
 func (s *pushSink) Wait(ctx context.Context) (int, error) {
 	start := time.Now()
+	if s.sync > 0 {
+		step, err := s.waitSync(ctx)
+		if err != nil {
+			return 0, err
+		}
+		s.countPause(start)
+		return step, nil
+	}
 	// The API counts the batches it has assembled but the trainer has
 	// not fetched as queued, so its queue alone bounds how far the
 	// environment runs ahead.
@@ -66,13 +97,60 @@ func (s *pushSink) Wait(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if d := time.Since(start); d >= time.Second {
-		s.mu.Lock()
-		s.paused += d
-		fmt.Fprintf(s.out, "push: an item paused %.1fs for the trainer (the API's queue was full); %.1fs over the items in all\n", d.Seconds(), s.paused.Seconds())
-		s.mu.Unlock()
-	}
+	s.countPause(start)
 	return st.CurrentStep, nil
+}
+
+// countPause adds an item's pause since start, reporting one of a second
+// or more with the pauses' sum over the items (items paused together
+// count each).
+func (s *pushSink) countPause(start time.Time) {
+	d := time.Since(start)
+	if d < time.Second {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.paused += d
+	fmt.Fprintf(s.out, "push: an item paused %.1fs for the trainer (the API's queue was full); %.1fs over the items in all\n", d.Seconds(), s.paused.Seconds())
+}
+
+// waitSync returns the trainer's step once an item may start on it:
+// the trainer has finished every batch handed out (its newest checkpoint
+// is the step's, which the policy server follows), nothing is queued for
+// it, and fewer than s.sync items of this environment started on the
+// step (or the step has stalled for syncStall since the last did).
+func (s *pushSink) waitSync(ctx context.Context) (int, error) {
+	for {
+		st, err := s.env.Status(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if st.QueueSize == 0 && st.TrainerStep == st.CurrentStep {
+			s.mu.Lock()
+			now := time.Now()
+			if st.CurrentStep != s.syncStep || s.syncSince.IsZero() {
+				s.syncStep, s.syncSince, s.syncStarted = st.CurrentStep, now, 0
+			}
+			stalled := now.Sub(s.syncSince) >= syncStall
+			if s.syncStarted < s.sync || stalled {
+				if stalled {
+					fmt.Fprintf(s.out, "push: the trainer still waits on step %d %.0fs after this environment's items for it started (a group dropped?); one more item\n",
+						st.CurrentStep, now.Sub(s.syncSince).Seconds())
+				}
+				s.syncStarted++
+				s.syncSince = now
+				s.mu.Unlock()
+				return st.CurrentStep, nil
+			}
+			s.mu.Unlock()
+		}
+		select {
+		case <-time.After(s.poll):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 }
 
 // Send pushes one group and checks that the API took it.

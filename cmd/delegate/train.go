@@ -111,6 +111,9 @@ on every one) and --eval-items 300.`,
 			if f.total > 0 {
 				cfg.Deadline = time.Now().Add(f.total)
 			}
+			if f.processes == 0 && cmd.Flags().Changed("offpolicy") {
+				return errors.New("train: --offpolicy goes with --processes")
+			}
 			if f.processes != 0 {
 				t, err := newTopology(cmd.Flags(), cfg, f.processes, f.level, cfg.Reward.Lambda)
 				if err != nil {
@@ -167,6 +170,7 @@ on every one) and --eval-items 300.`,
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the rollouts and the item order")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
 	fl.IntVar(&f.processes, "processes", 0, "run the loop as child processes instead of in this one: the trajectory API, a policy server following the trainer's checkpoint, this many environments pushing route rollouts, and a trainer (train --api), each restarted if it dies; then the same table (0: in process)")
+	fl.Int("offpolicy", 0, "with --processes: batches the environments may sample ahead of the trainer's updates (0: each batch is sampled by the policy of the trainer's last step, once it is loaded, as in process; 1 or more: sampling overlaps the updates and the older groups are trained off-policy, with truncated importance weights)")
 	fl.StringVar(&f.api, "api", "", "train on the batches of the trajectory API at this URL (delegate api, or Atropos's) instead of running rollouts: an Atropos trainer; token from $DELEGATE_API_TOKEN")
 	return cmd
 }
@@ -561,7 +565,7 @@ func writeKindPlot(dir string, ms []rl.Metrics) ([]string, error) {
 // runTrainAPI trains on a trajectory API's batches, printing a line per
 // step; the environments (process --push) make the rollouts.
 func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, token string) error {
-	client := &api.TrainerClient{Client: api.Client{URL: url, Token: token}, Poll: 200 * time.Millisecond}
+	client := &api.TrainerClient{Client: api.Client{URL: url, Token: token}, Poll: 50 * time.Millisecond}
 	progress := make(chan rl.Progress, 64)
 	done := make(chan struct{})
 	go func() {

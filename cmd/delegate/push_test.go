@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/delegatelab/delegate/api"
+)
+
+// An environment under --push-sync starts its share of items only while
+// the trainer waits for a batch with every batch handed out trained on,
+// and each item it lets go is sampled by the trainer's newest step.
+func TestPushSyncWaitsForTheTrainer(t *testing.T) {
+	url := startAPI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	trainer := &api.TrainerClient{Client: api.Client{URL: url}, Poll: 20 * time.Millisecond}
+	// Two groups of G=2 sequences per batch.
+	if err := trainer.Register(ctx, api.Registration{BatchSize: 4, MaxTokenLen: 512, NumSteps: 10}); err != nil {
+		t.Fatal(err)
+	}
+	steps := make(chan int, 4)
+	next := func() { // the trainer asks for its next batch, as after a step
+		go func() {
+			if b, err := trainer.Next(ctx); err == nil {
+				steps <- b.Step
+			}
+		}()
+	}
+	next()
+	sink, err := newPushSink(ctx, io.Discard, pushFlags{url: url, name: "e", maxTokenLen: 512, sync: 2}, "", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink.poll = 10 * time.Millisecond
+	waits := make(chan int, 4)
+	wait := func() {
+		go func() {
+			if v, err := sink.Wait(ctx); err == nil {
+				waits <- v
+			}
+		}()
+	}
+	expect := func(what string, want int) {
+		t.Helper()
+		select {
+		case v := <-waits:
+			if v != want {
+				t.Errorf("%s: an item started on step %d, want %d", what, v, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: no item started", what)
+		}
+	}
+	held := func(what string) {
+		t.Helper()
+		select {
+		case v := <-waits:
+			t.Errorf("%s: an item started on step %d, want it held", what, v)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	wait()
+	wait()
+	expect("the trainer waits for step 1", 0)
+	expect("the second of the share", 0)
+	wait()
+	held("the share of step 0 started")
+	for tag := range 2 {
+		push(t, ctx, sink, tag)
+	}
+	if got := <-steps; got != 1 {
+		t.Fatalf("the trainer got step %d, want 1", got)
+	}
+	held("the trainer trains on step 1")
+	next()
+	expect("the trainer finished step 1", 1)
+}
+
+// push sends one group of two sequences through the sink's client.
+func push(t *testing.T, ctx context.Context, s *pushSink, tag int) {
+	t.Helper()
+	sd := api.ScoredData{
+		Tokens: [][]int{{1, tag}, {2, tag}}, Masks: [][]int{{-100, tag}, {-100, tag}}, Scores: []float64{0, 1},
+		InferenceLogprobs: [][]float64{{1, -0.5}, {1, -0.5}},
+		GroupOverrides:    map[string]any{"group_id": fmt.Sprint("g", tag), "group_size": 2},
+	}
+	if _, err := s.env.Push(ctx, sd); err != nil {
+		t.Fatal(err)
+	}
+}
