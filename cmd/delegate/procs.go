@@ -128,7 +128,7 @@ models:
     kind: local
     checkpoint: %q
     follow: %q
-    follow_every: 20ms
+    follow_every: 10ms
     max_batch: 64
     price: %s
   solver:
@@ -188,7 +188,7 @@ func (t *topology) children(dir, apiAddr, serveAddr string) []child {
 			if i <= c.RL.ItemsPerStep%t.envs {
 				share++
 			}
-			pace = []string{"--push-sync", strconv.Itoa(share)}
+			pace = []string{"--push-sync", strconv.Itoa(share), "--push-sync-policy", "http://" + serveAddr}
 			conc = share * c.RL.GroupSize
 		}
 		args := []string{"process", "--config", filepath.Join(dir, procsEnvFile), "--dataset", datasetWorld,
@@ -196,8 +196,9 @@ func (t *topology) children(dir, apiAddr, serveAddr string) []child {
 			"-n", strconv.Itoa(items), "--seed", strconv.FormatUint(c.Seed+uint64(i), 10), "-g", strconv.Itoa(c.RL.GroupSize),
 			"--concurrency", strconv.Itoa(conc), "--strategy", "route", "--temperature", strconv.FormatFloat(c.RL.Temperature, 'g', -1, 64),
 			// The world's reward reads the reference answer: no baseline
-			// call before each item's rollouts.
-			"--keep-ties", "--no-baseline", "--reward", rewardWorld, "--advantage", string(c.RL.Estimator), "--progress", "none",
+			// call before each item's rollouts. The groups carry what the
+			// trainer needs; artifacts.jsonl keeps the extracted fields.
+			"--keep-ties", "--no-baseline", "--omit-traces", "--reward", rewardWorld, "--advantage", string(c.RL.Estimator), "--progress", "none",
 			"--out", filepath.Join(dir, procsEnvDir(i)), "--push", url, "--push-name", fmt.Sprintf("env-%d", i)}
 		args = append(args, pace...)
 		if t.lambda != nil {

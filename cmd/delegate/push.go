@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +26,12 @@ type pushFlags struct {
 	// batch handed out and the queue is empty: on-policy, as the
 	// in-process loop samples.
 	sync int
+	// syncPolicy, with sync, is the base URL of the delegate serve that
+	// samples the policy: an item starts only once every model it follows
+	// a checkpoint with serves the trainer's step (GET /health's
+	// policy_versions), so that the first call of an item is not answered
+	// by the step before.
+	syncPolicy string
 }
 
 // pushSink hands process's groups to a trajectory API as an Atropos
@@ -37,9 +45,11 @@ type pushSink struct {
 	// assembled that the trainer has not fetched yet.
 	offPolicy int
 
-	// sync: see pushFlags.sync; poll is the wait between looks.
-	sync int
-	poll time.Duration
+	// sync, syncPolicy: see pushFlags; poll is the wait between looks.
+	sync       int
+	syncPolicy string
+	poll       time.Duration
+	http       *http.Client
 
 	mu     sync.Mutex
 	paused time.Duration // summed over items
@@ -68,12 +78,13 @@ func newPushSink(ctx context.Context, out io.Writer, f pushFlags, token string, 
 		// A full queue empties when the trainer fetches a batch; on
 		// loopback a status costs well under a millisecond, and every
 		// millisecond of a pause is a millisecond the loop does not sample.
-		Poll: 50 * time.Millisecond,
+		Poll: 20 * time.Millisecond,
 	}
 	if err := env.Register(ctx); err != nil {
 		return nil, fmt.Errorf("process --push %s: register: %w", f.url, err)
 	}
-	return &pushSink{env: env, out: out, offPolicy: max(f.offPolicy, 1), sync: f.sync, poll: env.Poll}, nil
+	return &pushSink{env: env, out: out, offPolicy: max(f.offPolicy, 1), sync: f.sync, syncPolicy: strings.TrimSuffix(f.syncPolicy, "/"),
+		poll: env.Poll, http: &http.Client{Timeout: 10 * time.Second}}, nil
 }
 
 // Wait pauses while the API's queue is full and returns the trainer's
@@ -106,12 +117,12 @@ func (s *pushSink) Wait(ctx context.Context) (int, error) {
 // count each).
 func (s *pushSink) countPause(start time.Time) {
 	d := time.Since(start)
-	if d < time.Second {
-		return
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.paused += d
+	if d < time.Second {
+		return
+	}
 	fmt.Fprintf(s.out, "push: an item paused %.1fs for the trainer (the API's queue was full); %.1fs over the items in all\n", d.Seconds(), s.paused.Seconds())
 }
 
@@ -126,7 +137,13 @@ func (s *pushSink) waitSync(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if st.QueueSize == 0 && st.TrainerStep == st.CurrentStep {
+		ready := st.QueueSize == 0 && st.TrainerStep == st.CurrentStep
+		if ready && s.syncPolicy != "" {
+			if ready, err = s.policyAt(ctx, st.CurrentStep); err != nil {
+				return 0, err
+			}
+		}
+		if ready {
 			s.mu.Lock()
 			now := time.Now()
 			if st.CurrentStep != s.syncStep || s.syncSince.IsZero() {
@@ -169,8 +186,14 @@ func (s *pushSink) Send(ctx context.Context, g *rollout.GroupRecord) error {
 	return nil
 }
 
-// Close tells the API this environment is done.
-func (s *pushSink) Close(ctx context.Context) error { return s.env.Disconnect(ctx) }
+// Close reports the items' pauses in all and tells the API this
+// environment is done.
+func (s *pushSink) Close(ctx context.Context) error {
+	s.mu.Lock()
+	fmt.Fprintf(s.out, "push: done; %.1fs over the items in all paused for the trainer\n", s.paused.Seconds())
+	s.mu.Unlock()
+	return s.env.Disconnect(ctx)
+}
 
 // scoredData is a group in Atropos's ScoredData schema: one entry per
 // sequence in tokens, masks (-100 untrained, the token id trained),
@@ -227,4 +250,34 @@ func messageMap(m any) (map[string]any, error) {
 		return nil, fmt.Errorf("decode message: %w", err)
 	}
 	return out, nil
+}
+
+// policyAt reports whether every followed model of the policy server
+// serves version step or later.
+func (s *pushSink) policyAt(ctx context.Context, step int) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.syncPolicy+"/health", nil)
+	if err != nil {
+		return false, fmt.Errorf("process --push-sync-policy: %w", err)
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		// A restarting server: look again at the next poll.
+		return false, nil
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Versions map[string]int `json:"policy_versions"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&h); err != nil || resp.StatusCode != http.StatusOK {
+		return false, nil // the same: a server that is not up yet answers nothing useful
+	}
+	if h.Versions == nil {
+		return false, fmt.Errorf("process --push-sync-policy %s: its /health names no policy_versions: not a delegate serve following a checkpoint", s.syncPolicy)
+	}
+	for _, v := range h.Versions {
+		if v < step {
+			return false, nil
+		}
+	}
+	return true, nil
 }

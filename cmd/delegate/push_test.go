@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,7 +15,8 @@ import (
 
 // An environment under --push-sync starts its share of items only while
 // the trainer waits for a batch with every batch handed out trained on,
-// and each item it lets go is sampled by the trainer's newest step.
+// and the policy server serves the trainer's newest step, which each item
+// it lets go is sampled by.
 func TestPushSyncWaitsForTheTrainer(t *testing.T) {
 	url := startAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -36,6 +40,13 @@ func TestPushSyncWaitsForTheTrainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink.poll = 10 * time.Millisecond
+	// The policy server, as far as the sink reads it: GET /health.
+	var served atomic.Int64
+	policy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"status":"ok","models":["delegator","solver"],"policy_versions":{"delegator":%d}}`, served.Load())
+	}))
+	defer policy.Close()
+	sink.syncPolicy = policy.URL
 	waits := make(chan int, 4)
 	wait := func() {
 		go func() {
@@ -77,7 +88,9 @@ func TestPushSyncWaitsForTheTrainer(t *testing.T) {
 	}
 	held("the trainer trains on step 1")
 	next()
-	expect("the trainer finished step 1", 1)
+	held("the trainer finished step 1, the policy server serves step 0")
+	served.Store(1)
+	expect("the policy server serves step 1", 1)
 }
 
 // push sends one group of two sequences through the sink's client.

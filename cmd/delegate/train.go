@@ -565,7 +565,7 @@ func writeKindPlot(dir string, ms []rl.Metrics) ([]string, error) {
 // runTrainAPI trains on a trajectory API's batches, printing a line per
 // step; the environments (process --push) make the rollouts.
 func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, token string) error {
-	client := &api.TrainerClient{Client: api.Client{URL: url, Token: token}, Poll: 50 * time.Millisecond}
+	client := &api.TrainerClient{Client: api.Client{URL: url, Token: token}, Poll: 20 * time.Millisecond}
 	progress := make(chan rl.Progress, 64)
 	done := make(chan struct{})
 	go func() {

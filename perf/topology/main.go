@@ -144,6 +144,8 @@ func measure(name, bin, out, metricsDir string, args []string) (*result, error) 
 				r.cpus[m[1]] += v
 			}
 			if m := envWaitRE.FindStringSubmatch(line); m != nil {
+				// Pauses of a second or more as they come, then every
+				// pause in the environment's last line ("push: done").
 				env := envRE.FindStringSubmatch(line)[1]
 				envWaits[env], _ = strconv.ParseFloat(m[1], 64)
 			}
