@@ -84,9 +84,9 @@ type StatusEnv struct {
 	MaxGroupSize        int     `json:"max_group_size"`
 	EnvWeight           float64 `json:"env_weight"`
 	// TrainerStep (delegate's, not Atropos's) is the last step the trainer
-	// has finished: it asked for the batch after it. With QueueSize 0 and
-	// TrainerStep equal to CurrentStep the trainer waits for a batch and
-	// its newest checkpoint is step TrainerStep: items started now are
+	// has finished: it asked for the batch after it. With TrainerStep
+	// equal to CurrentStep the trainer waits for a batch (none assembled)
+	// and its newest checkpoint is step TrainerStep: items started now are
 	// sampled on-policy (process --push-sync).
 	TrainerStep int `json:"trainer_step"`
 }

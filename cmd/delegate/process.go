@@ -88,7 +88,7 @@ train by default, drawn with --seed), graded on their integer answer.`,
 	fl.StringVar(&f.push.name, "push-name", "delegate", "--push: the environment's name")
 	fl.Float64Var(&f.push.weight, "push-weight", 1, "--push: the environment's weight in batches")
 	fl.IntVar(&f.push.maxTokenLen, "push-max-tokens", 4096, "--push: the environment's max_token_length")
-	fl.IntVar(&f.push.sync, "push-sync", 0, "--push: sample on-policy, this many items per trainer step: each starts only once the trainer has finished every batch handed out and nothing is queued (0: pace by --push-offpolicy)")
+	fl.IntVar(&f.push.sync, "push-sync", 0, "--push: sample on-policy, this many items per trainer step: each starts only once the trainer has finished every batch handed out and the queue holds less than a batch (0: pace by --push-offpolicy)")
 	fl.StringVar(&f.push.syncPolicy, "push-sync-policy", "", "--push-sync: also wait until the delegate serve at this URL serves the trainer's step (its /health's policy_versions), so that no item's first call is answered by the step before")
 	fl.IntVar(&f.push.offPolicy, "push-offpolicy", 3, "--push: pause while the API's queue holds this many batches (Atropos's max_batches_offpolicy)")
 	f.datasetFlags.register(cmd, "train")

@@ -23,8 +23,8 @@ type pushFlags struct {
 	offPolicy   int     // max_batches_offpolicy: pause while the queue holds this many batches
 	// sync, when positive, is the items this environment samples per
 	// trainer step, each started only once the trainer has finished every
-	// batch handed out and the queue is empty: on-policy, as the
-	// in-process loop samples.
+	// batch handed out and the queue holds less than a batch: on-policy,
+	// as the in-process loop samples.
 	sync int
 	// syncPolicy, with sync, is the base URL of the delegate serve that
 	// samples the policy: an item starts only once every model it follows
@@ -128,8 +128,8 @@ func (s *pushSink) countPause(start time.Time) {
 
 // waitSync returns the trainer's step once an item may start on it:
 // the trainer has finished every batch handed out (its newest checkpoint
-// is the step's, which the policy server follows), nothing is queued for
-// it, and fewer than s.sync items of this environment started on the
+// is the step's, which the policy server follows), the queue holds less
+// than a batch, and fewer than s.sync items of this environment started on the
 // step (or the step has stalled for syncStall since the last did).
 func (s *pushSink) waitSync(ctx context.Context) (int, error) {
 	for {
@@ -137,7 +137,10 @@ func (s *pushSink) waitSync(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		ready := st.QueueSize == 0 && st.TrainerStep == st.CurrentStep
+		// The queue short of a batch: an environment restarted in the
+		// middle of a step starts its share again beside the groups the
+		// others pushed.
+		ready := st.TrainerStep == st.CurrentStep && st.QueueSize*s.env.Env.GroupSize < s.env.BatchSize
 		if ready && s.syncPolicy != "" {
 			if ready, err = s.policyAt(ctx, st.CurrentStep); err != nil {
 				return 0, err

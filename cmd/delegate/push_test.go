@@ -80,9 +80,19 @@ func TestPushSyncWaitsForTheTrainer(t *testing.T) {
 	expect("the second of the share", 0)
 	wait()
 	held("the share of step 0 started")
-	for tag := range 2 {
-		push(t, ctx, sink, tag)
+	push(t, ctx, sink, 0)
+	// An environment restarted in the middle of the step (its count
+	// starts again) fills the batch beside the group queued.
+	restarted, err := newPushSink(ctx, io.Discard, pushFlags{url: url, name: "e", maxTokenLen: 512, sync: 2}, "", 2)
+	if err != nil {
+		t.Fatal(err)
 	}
+	restarted.syncPolicy, restarted.poll = policy.URL, 10*time.Millisecond
+	if v, err := restarted.Wait(ctx); err != nil || v != 0 {
+		t.Errorf("a restarted environment, one group of two queued: Wait = %d, %v; want step 0", v, err)
+	}
+	held("the first environment's share of step 0 started, one group queued")
+	push(t, ctx, sink, 1)
 	if got := <-steps; got != 1 {
 		t.Fatalf("the trainer got step %d, want 1", got)
 	}
