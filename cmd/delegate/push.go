@@ -49,6 +49,7 @@ type pushSink struct {
 	sync       int
 	syncPolicy string
 	poll       time.Duration
+	stall      time.Duration // syncStall, shorter in tests
 	http       *http.Client
 
 	mu     sync.Mutex
@@ -58,12 +59,17 @@ type pushSink struct {
 	syncStep    int
 	syncSince   time.Time
 	syncStarted int
+	// The longest a step took from this environment's first item on it
+	// to the trainer's next step: a stall is counted against it.
+	syncFirst   time.Time
+	syncLongest time.Duration
 }
 
-// syncStall is how long an environment under --push-sync waits, its share
-// of a step started, for the trainer to go past that step before it
-// starts one more item: a group that was dropped (its rollouts failed)
-// leaves the batch short, and only another item fills it.
+// syncStall is how long at least an environment under --push-sync waits,
+// its share of a step started, for the trainer to go past that step
+// before it starts one more item (three times the longest step it saw,
+// when longer): a group that was dropped (its rollouts failed) leaves the
+// batch short, and only another item fills it.
 const syncStall = 10 * time.Second
 
 // newPushSink registers with the API at f.url; it waits, as Atropos's
@@ -84,7 +90,7 @@ func newPushSink(ctx context.Context, out io.Writer, f pushFlags, token string, 
 		return nil, fmt.Errorf("process --push %s: register: %w", f.url, err)
 	}
 	return &pushSink{env: env, out: out, offPolicy: max(f.offPolicy, 1), sync: f.sync, syncPolicy: strings.TrimSuffix(f.syncPolicy, "/"),
-		poll: env.Poll, http: &http.Client{Timeout: 10 * time.Second}}, nil
+		poll: env.Poll, stall: syncStall, http: &http.Client{Timeout: 10 * time.Second}}, nil
 }
 
 // Wait pauses while the API's queue is full and returns the trainer's
@@ -130,7 +136,7 @@ func (s *pushSink) countPause(start time.Time) {
 // the trainer has finished every batch handed out (its newest checkpoint
 // is the step's, which the policy server follows), the queue holds less
 // than a batch, and fewer than s.sync items of this environment started on the
-// step (or the step has stalled for syncStall since the last did).
+// step (or the step has stalled since the last did: see syncStall).
 func (s *pushSink) waitSync(ctx context.Context) (int, error) {
 	for {
 		st, err := s.env.Status(ctx)
@@ -150,9 +156,12 @@ func (s *pushSink) waitSync(ctx context.Context) (int, error) {
 			s.mu.Lock()
 			now := time.Now()
 			if st.CurrentStep != s.syncStep || s.syncSince.IsZero() {
-				s.syncStep, s.syncSince, s.syncStarted = st.CurrentStep, now, 0
+				if !s.syncFirst.IsZero() {
+					s.syncLongest = max(s.syncLongest, now.Sub(s.syncFirst))
+				}
+				s.syncStep, s.syncSince, s.syncFirst, s.syncStarted = st.CurrentStep, now, now, 0
 			}
-			stalled := now.Sub(s.syncSince) >= syncStall
+			stalled := now.Sub(s.syncSince) >= max(s.stall, 3*s.syncLongest)
 			if s.syncStarted < s.sync || stalled {
 				if stalled {
 					fmt.Fprintf(s.out, "push: the trainer still waits on step %d %.0fs after this environment's items for it started (a group dropped?); one more item\n",

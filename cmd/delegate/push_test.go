@@ -101,6 +101,21 @@ func TestPushSyncWaitsForTheTrainer(t *testing.T) {
 	held("the trainer finished step 1, the policy server serves step 0")
 	served.Store(1)
 	expect("the policy server serves step 1", 1)
+	wait()
+	expect("the second of the share of step 1", 1)
+
+	// One group of step 1 dropped: the batch stays short, and after the
+	// stall one more item starts.
+	push(t, ctx, sink, 2)
+	sink.mu.Lock()
+	sink.stall = 400 * time.Millisecond
+	longest := sink.syncLongest
+	sink.mu.Unlock()
+	if longest <= 0 {
+		t.Errorf("no step's length measured")
+	}
+	wait()
+	expect("the batch of step 2 short of a group", 1)
 }
 
 // push sends one group of two sequences through the sink's client.
