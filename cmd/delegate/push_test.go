@@ -19,7 +19,7 @@ import (
 // it lets go is sampled by.
 func TestPushSyncWaitsForTheTrainer(t *testing.T) {
 	url := startAPI(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	trainer := &api.TrainerClient{Client: api.Client{URL: url}, Poll: 20 * time.Millisecond}
 	// Two groups of G=2 sequences per batch.
