@@ -374,6 +374,7 @@ func (s *Server) statusEnv(id int) (StatusEnv, bool) {
 	}
 	return StatusEnv{
 		CurrentStep:         s.state.Step,
+		TrainerStep:         s.trained,
 		QueueSize:           (selfSeqs + available) / groupSize,
 		UnallocatedFraction: 1 - min(totalMin, 1),
 		SelfQueueSize:       selfSeqs / groupSize,
@@ -571,6 +572,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			s.writeErr(w, r, &httpError{http.StatusBadRequest, fmt.Sprintf("step %d: the run started at step %d, its first batch is step %d", step, start, start+1)})
 			return
 		case step <= sent:
+			s.trained = max(s.trained, step-1) // a trainer resumed from step-1's checkpoint
 			s.mu.Unlock()
 			rec, err := s.loadBatch(ctx, batchKey(step))
 			if errors.Is(err, errGone) {
@@ -589,6 +591,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The trainer asks for the batch after every one handed out: it has
+	// finished them.
+	s.trained = max(s.trained, s.state.Sent)
 	dirty := false
 	if !s.state.Started {
 		s.state.Started, dirty = true, true

@@ -219,3 +219,31 @@ func TestStatusEnvCountsAssembledBatches(t *testing.T) {
 	call(t, "GET", h.url+"/batch", nil)
 	wantFields(t, "both fetched", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"self_queue_size": 0})
 }
+
+// trainer_step follows the trainer's asks: asking for step N says it has
+// finished the steps before N, a re-fetch after a crash included, and a
+// restarted server knows nothing until the trainer asks again.
+func TestStatusEnvTrainerStep(t *testing.T) {
+	dir := t.TempDir()
+	h := start(t, dir, api.Config{})
+	startRun(t, h.url, 4, 2) // the trainer has asked for step 1
+	env := []byte(`{"env_id": 0}`)
+	wantFields(t, "no batch yet", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"current_step": 0, "trainer_step": 0, "queue_size": 0})
+	for tag := range 4 {
+		callJSON(t, "POST", h.url+"/scored_data", group(2, tag, `, "env_id": 0`))
+	}
+	call(t, "GET", h.url+"/batch?step=1", nil) // assembles steps 1 and 2, sends 1
+	wantFields(t, "step 1 handed out", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"current_step": 2, "trainer_step": 0})
+	call(t, "GET", h.url+"/batch?step=2", nil)
+	wantFields(t, "step 2 asked for", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"current_step": 2, "trainer_step": 1, "queue_size": 0})
+	call(t, "GET", h.url+"/batch?step=3", nil) // nothing yet: the trainer waits
+	wantFields(t, "step 3 asked for", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"current_step": 2, "trainer_step": 2})
+	call(t, "GET", h.url+"/batch?step=2", nil) // a resumed trainer never goes back
+	wantFields(t, "step 2 fetched again", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"trainer_step": 2})
+
+	h.stop()
+	h = start(t, dir, api.Config{})
+	wantFields(t, "restarted", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"current_step": 2, "trainer_step": 0})
+	call(t, "GET", h.url+"/batch?step=2", nil) // a trainer resumed from step 1's checkpoint
+	wantFields(t, "after the trainer's re-fetch", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"trainer_step": 1})
+}

@@ -83,6 +83,12 @@ type StatusEnv struct {
 	SelfQueueSize       int     `json:"self_queue_size"`
 	MaxGroupSize        int     `json:"max_group_size"`
 	EnvWeight           float64 `json:"env_weight"`
+	// TrainerStep (delegate's, not Atropos's) is the last step the trainer
+	// has finished: it asked for the batch after it. With TrainerStep
+	// equal to CurrentStep the trainer waits for a batch (none assembled)
+	// and its newest checkpoint is step TrainerStep: items started now are
+	// sampled on-policy (process --push-sync).
+	TrainerStep int `json:"trainer_step"`
 }
 
 // Status answers GET /status: the trainer's step and the groups queued.

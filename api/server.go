@@ -181,6 +181,10 @@ type Server struct {
 	kept    []batchRecord     // sent, kept for re-fetching
 	latest  uint64
 	gen     int // bumped by every recover (reset): pushes begun before are void
+	// trained is the last step the trainer has finished, as its GET
+	// /batch asks tell (asking for step N says steps before N are done);
+	// not stored: a restarted server learns it from the trainer's next ask.
+	trained int
 }
 
 // Option sets up New's connections.
@@ -251,7 +255,7 @@ func (s *Server) recover(ctx context.Context) error {
 	defer s.mu.Unlock()
 	s.gen++
 	s.state = persisted{Version: stateVersion}
-	s.envs, s.queue, s.pending, s.kept, s.latest = nil, nil, nil, nil, 0
+	s.envs, s.queue, s.pending, s.kept, s.latest, s.trained = nil, nil, nil, nil, 0, 0
 	s.buffer, s.ids = map[int][]queued{}, map[string]uint64{}
 	if b, err := s.st.get(ctx, "state"); err != nil {
 		return err

@@ -259,7 +259,8 @@ func Same(s delegate.Strategy) Policies {
 }
 
 // Run runs `delegate process`: for each of the first cfg.Items tasks, the
-// baseline strategy once and cfg.GroupSize rollouts of the policy strategy
+// baseline strategy once (none when baseline is nil: the scorer then gets
+// a nil baseline trace) and cfg.GroupSize rollouts of the policy strategy
 // (policies gives it, rollout by rollout), at most cfg.Concurrency
 // rollouts in flight; each rollout is scored by scorer, recorded in
 // artifacts.jsonl, and the group's rewards are turned into advantages and
@@ -285,8 +286,8 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline delega
 	if err := cfg.Validate(); err != nil {
 		return Summary{}, fmt.Errorf("process: config: %w", err)
 	}
-	if baseline == nil || policies == nil || scorer == nil {
-		return Summary{}, errors.New("process: a baseline strategy, a policy strategy and a scorer are required")
+	if policies == nil || scorer == nil {
+		return Summary{}, errors.New("process: a policy strategy and a scorer are required")
 	}
 	policy, err := policies(0, 0)
 	if err == nil && policy == nil {
@@ -388,7 +389,7 @@ func (r *runner) checkIdentity(ctx context.Context) (fresh bool, err error) {
 	slices.Sort(roles)
 	now := identity{
 		Format: ArtifactVersion*1000 + GroupVersion, Dataset: hex.EncodeToString(h.Sum(nil))[:16],
-		Items: r.cfg.Items, GroupSize: r.cfg.GroupSize, Baseline: r.baseline.Name(), Policy: r.policy,
+		Items: r.cfg.Items, GroupSize: r.cfg.GroupSize, Baseline: r.baselineName(), Policy: r.policy,
 		Estimator: r.cfg.Estimator, KeepTies: r.cfg.KeepTies, Seed: r.cfg.Seed, TrainRoles: roles,
 		Fingerprint: r.cfg.Fingerprint,
 	}
@@ -529,15 +530,17 @@ func (r *runner) process(ctx context.Context) error {
 				break
 			}
 		}
-		base, err := r.runBaseline(gctx, it)
-		if err != nil {
-			feedErr = err
-			break
+		if r.baseline != nil {
+			base, err := r.runBaseline(gctx, it)
+			if err != nil {
+				feedErr = err
+				break
+			}
+			if base == nil {
+				continue // the baseline failed; its group was dropped
+			}
+			it.baseline = base
 		}
-		if base == nil {
-			continue // the baseline failed; its group was dropped
-		}
-		it.baseline = base
 		if len(need) == 0 {
 			// Every rollout was recorded but the group was not: finish it.
 			if err := r.finish(gctx, it); err != nil {
@@ -566,6 +569,14 @@ func (r *runner) process(ctx context.Context) error {
 		}
 	}
 	return errors.Join(feedErr, g.Wait())
+}
+
+// baselineName is the baseline strategy's name, "" for a run without one.
+func (r *runner) baselineName() string {
+	if r.baseline == nil {
+		return ""
+	}
+	return r.baseline.Name()
 }
 
 // runBaseline returns the item's baseline trace, from the state or by
@@ -759,7 +770,7 @@ func (r *runner) artifact(it *item, st *rolloutState, tr, strace *delegate.Trace
 		Version: ArtifactVersion, ID: st.ID, Item: it.index, TaskID: it.task.ID, Dataset: it.task.Dataset,
 		Index: st.Index, Seed: r.cfg.Seed, Strategy: r.policy, Status: st.Status, Error: st.Error, Reason: st.Reason,
 		Prompt: it.task.Prompt, Reference: it.task.Answer, Score: sc, Reward: st.Reward,
-		BaselineStrategy: r.baseline.Name(),
+		BaselineStrategy: r.baselineName(),
 	}
 	if b := it.baseline; b != nil {
 		a.BaselineRaw = lastOutput(b)

@@ -664,6 +664,45 @@ func TestRunBaselineFails(t *testing.T) {
 	}
 }
 
+// A run without a baseline plays no single-model call per item, hands the
+// scorer a nil baseline, and is a run of its own: the same directory
+// with a baseline is another configuration.
+func TestRunWithoutBaseline(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t)
+	var bases atomic.Int64
+	sc := ScorerFunc(func(ctx context.Context, rec *delegate.Recorder, task delegate.Task, base, tr *delegate.Trace) (Score, error) {
+		if base != nil {
+			bases.Add(1)
+		}
+		var n int
+		if _, err := fmt.Sscanf(tr.Answer, "score %d", &n); err != nil {
+			return Score{}, fmt.Errorf("answer %q: %w", tr.Answer, err)
+		}
+		return Score{Candidate: float64(n), Reward: float64(n) / 10}, nil
+	})
+	sum, err := Run(context.Background(), config(dir, 3, 2), tasks(3), nil, Same(f.policy), sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkComplete(t, dir, 3, 2)
+	if got := bases.Load(); got != 0 {
+		t.Errorf("the scorer got a baseline trace %d times, want none", got)
+	}
+	if sum.Baselines.Calls != 0 {
+		t.Errorf("summary: %d baseline calls, want 0", sum.Baselines.Calls)
+	}
+	for _, a := range readArtifacts(t, dir) {
+		if a.BaselineStrategy != "" || a.BaselineTrace != nil || a.BaselineOutput != "" {
+			t.Errorf("artifact %s: baseline %q, trace %v, output %q; want none", a.ID, a.BaselineStrategy, a.BaselineTrace != nil, a.BaselineOutput)
+		}
+	}
+	_, err = Run(context.Background(), config(dir, 3, 2), tasks(3), f.baseline, Same(f.policy), sc, nil)
+	if err == nil || !strings.Contains(err.Error(), "baseline strategy") {
+		t.Errorf("the same directory with a baseline: got %v, want an error naming the baseline strategy", err)
+	}
+}
+
 func TestRunScorerPanics(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t)

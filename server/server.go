@@ -379,8 +379,17 @@ func (s *Server) reload(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"reloaded": out})
 }
 
+// health answers GET /health: the models served and, for each that
+// follows a trainer's checkpoint, the version new requests get
+// (policy_versions), which an environment sampling on-policy waits for.
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "models": s.names})
+	versions := map[string]int{}
+	for _, name := range s.names {
+		if r, ok := s.models[name].(Reloader); ok {
+			versions[name] = r.Version()
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "models": s.names, "policy_versions": versions})
 }
 
 func (s *Server) list(w http.ResponseWriter, _ *http.Request) {

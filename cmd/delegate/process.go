@@ -34,6 +34,7 @@ type processFlags struct {
 	costUnit    string
 	logprobs    bool
 	keepTies    bool
+	noBaseline  bool // run no baseline per item (a reward from a reference answer needs none)
 	omitTraces  bool
 	progress    string // auto, bar, plain, none
 	push        pushFlags
@@ -80,6 +81,7 @@ train by default, drawn with --seed), graded on their integer answer.`,
 	fl.StringVar(&f.costUnit, "cost-unit", reward.CostTokens, "graded reward: what --lambda charges for, tokens or dollars")
 	fl.BoolVar(&f.logprobs, "logprobs", false, "ask the trained role's backend for token logprobs (and ids) for groups.jsonl")
 	fl.BoolVar(&f.keepTies, "keep-ties", false, "write groups whose rewards all tie, with zero advantages, instead of dropping them")
+	fl.BoolVar(&f.noBaseline, "no-baseline", false, "run no single-model baseline per item: a reward read from the reference answer (world, or any dataset with answers) needs none, a judge does; saves a call per item that runs before its rollouts")
 	fl.BoolVar(&f.omitTraces, "omit-traces", false, "leave full traces out of artifacts.jsonl")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display: auto (a bar on a terminal, lines otherwise), bar, plain or none")
 	fl.Float64Var(&f.temperature, "temperature", -1, "sampling temperature of the trained stages (route's strong turns, decompose's plan and aggregation, lead's leader, single's call), overriding the config's; group-relative advantages need rollouts that differ (default: the config's)")
@@ -87,6 +89,8 @@ train by default, drawn with --seed), graded on their integer answer.`,
 	fl.StringVar(&f.push.name, "push-name", "delegate", "--push: the environment's name")
 	fl.Float64Var(&f.push.weight, "push-weight", 1, "--push: the environment's weight in batches")
 	fl.IntVar(&f.push.maxTokenLen, "push-max-tokens", 4096, "--push: the environment's max_token_length")
+	fl.IntVar(&f.push.sync, "push-sync", 0, "--push: sample on-policy, this many items per trainer step: each starts only once the trainer has finished every batch handed out and the queue holds less than a batch (0: pace by --push-offpolicy)")
+	fl.StringVar(&f.push.syncPolicy, "push-sync-policy", "", "--push-sync: also wait until the delegate serve at this URL serves the trainer's step (its /health's policy_versions), so that no item's first call is answered by the step before")
 	fl.IntVar(&f.push.offPolicy, "push-offpolicy", 3, "--push: pause while the API's queue holds this many batches (Atropos's max_batches_offpolicy)")
 	f.datasetFlags.register(cmd, "train")
 	return cmd
@@ -95,6 +99,14 @@ train by default, drawn with --seed), graded on their integer answer.`,
 func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f processFlags, lambdaSet bool) error {
 	if f.out == "" {
 		return errors.New("process: --out is required")
+	}
+	switch {
+	case f.push.sync < 0:
+		return fmt.Errorf("process: --push-sync %d: want the items per trainer step, or 0", f.push.sync)
+	case f.push.sync > 0 && f.push.url == "":
+		return errors.New("process: --push-sync goes with --push")
+	case f.push.syncPolicy != "" && f.push.sync == 0:
+		return errors.New("process: --push-sync-policy goes with --push-sync")
 	}
 	if f.push.url != "" {
 		f.logprobs = true // a trainer needs the policy's token ids and logprobs
@@ -108,6 +120,9 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	tasks, err := loadTasks(out, f)
 	if err != nil {
 		return err
+	}
+	if f.noBaseline && (f.parity || needsJudge(tasks)) {
+		return errors.New("process: --no-baseline: the judge compares each rollout with the baseline, and this dataset has tasks without reference answers (or --parity asks for the judge's buckets)")
 	}
 	if f.parity && !needsJudge(tasks) {
 		return errors.New("process: --parity reproduces the reference environment's judge buckets, which need open-ended tasks (open or builtin); this dataset has reference answers")
@@ -132,9 +147,11 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	defer closeModels()
 
 	baseRoles := cfg.strategyRoles(models)
-	baseline, err := strategy.New(strategy.NameSingle, baseRoles, cfg.Strategy)
-	if err != nil {
-		return fmt.Errorf("process: baseline: %w", err)
+	var baseline delegate.Strategy
+	if !f.noBaseline {
+		if baseline, err = strategy.New(strategy.NameSingle, baseRoles, cfg.Strategy); err != nil {
+			return fmt.Errorf("process: baseline: %w", err)
+		}
 	}
 	pcfg := cfg.Strategy
 	identity := rewardDesc
@@ -184,8 +201,12 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 		}()
 		rc.Sink = sink
 	}
-	fmt.Fprintf(out, "process: %d items × %d rollouts of %s against single, %s, %s advantages → %s\n",
-		len(tasks), f.group, f.strategy, rewardDesc, f.advantage, f.out)
+	against := "against single"
+	if baseline == nil {
+		against = "without a baseline"
+	}
+	fmt.Fprintf(out, "process: %d items × %d rollouts of %s %s, %s, %s advantages → %s\n",
+		len(tasks), f.group, f.strategy, against, rewardDesc, f.advantage, f.out)
 
 	progress := make(chan rollout.Progress, 64)
 	view := &processProgress{v: newProgressView(out, f.progress)}

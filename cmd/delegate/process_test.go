@@ -527,6 +527,10 @@ func TestProcessFlagErrors(t *testing.T) {
 		{"parity with answers", []string{"--dataset", "gsm8k", "--data", data, "--parity", "--out", "x"}, "open-ended tasks"},
 		{"parity with lambda", []string{"--dataset", "open", "--parity", "--lambda", "0.1", "--out", "x"}, "--lambda"},
 		{"unknown strategy", []string{"--dataset", "open", "--strategy", "vote", "--out", "x"}, `--strategy "vote"`},
+		{"no baseline for a judge", []string{"--dataset", "open", "--no-baseline", "--out", "x"}, "--no-baseline"},
+		{"sync without push", []string{"--dataset", "open", "--push-sync", "2", "--out", "x"}, "--push-sync goes with --push"},
+		{"sync policy without sync", []string{"--dataset", "open", "--push", "http://127.0.0.1:1", "--push-sync-policy", "http://127.0.0.1:1", "--out", "x"}, "goes with --push-sync"},
+		{"no baseline with parity", []string{"--dataset", "open", "--parity", "--no-baseline", "--out", "x"}, "--no-baseline"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,6 +34,10 @@ type topology struct {
 	// they are (its RL settings and starting checkpoint).
 	trainerFlags []string
 	lambda       *float64 // --lambda when given, for the environments' reward
+	// offPolicy is --offpolicy: 0 samples each batch on-policy (process
+	// --push-sync), more lets the environments run that many batches
+	// ahead (process --push-offpolicy).
+	offPolicy int
 
 	sup *supervisor
 }
@@ -75,6 +79,15 @@ func newTopology(fl *pflag.FlagSet, cfg train.Config, envs, level int, lambda fl
 		return nil, fmt.Errorf("train --processes: the executable to run: %w", err)
 	}
 	t := &topology{exe: exe, envs: envs, level: level, cfg: cfg}
+	if t.offPolicy, err = fl.GetInt("offpolicy"); err != nil {
+		return nil, fmt.Errorf("train --processes: %w", err)
+	}
+	switch {
+	case t.offPolicy < 0:
+		return nil, fmt.Errorf("train --processes: --offpolicy %d: want 0 (on-policy) or more batches ahead", t.offPolicy)
+	case t.offPolicy == 0 && envs > cfg.RL.ItemsPerStep:
+		return nil, fmt.Errorf("train --processes %d: on-policy (--offpolicy 0) each environment samples a share of a step's %d items: want at most %d environments", envs, cfg.RL.ItemsPerStep, cfg.RL.ItemsPerStep)
+	}
 	for _, name := range trainerPassFlags {
 		if f := fl.Lookup(name); f != nil && f.Changed {
 			t.trainerFlags = append(t.trainerFlags, "--"+name, f.Value.String())
@@ -115,7 +128,7 @@ models:
     kind: local
     checkpoint: %q
     follow: %q
-    follow_every: 100ms
+    follow_every: 10ms
     max_batch: 64
     price: %s
   solver:
@@ -164,15 +177,30 @@ func (t *topology) children(dir, apiAddr, serveAddr string) []child {
 	items := c.RL.Steps * c.RL.ItemsPerStep
 	conc := max(c.RL.Concurrency/t.envs, c.RL.GroupSize)
 	for i := 1; i <= t.envs; i++ {
+		pace := []string{
+			// At most --offpolicy batches ahead of the trainer.
+			"--push-offpolicy", strconv.Itoa(t.offPolicy)}
+		if t.offPolicy == 0 {
+			// On-policy: environment i samples its share of each step's
+			// items, all at once, with the policy of the trainer's last
+			// step, as the in-process loop samples.
+			share := c.RL.ItemsPerStep / t.envs
+			if i <= c.RL.ItemsPerStep%t.envs {
+				share++
+			}
+			pace = []string{"--push-sync", strconv.Itoa(share), "--push-sync-policy", "http://" + serveAddr}
+			conc = share * c.RL.GroupSize
+		}
 		args := []string{"process", "--config", filepath.Join(dir, procsEnvFile), "--dataset", datasetWorld,
 			"--level", strconv.Itoa(t.level), "--distractors", strconv.Itoa(c.World.Distractors),
 			"-n", strconv.Itoa(items), "--seed", strconv.FormatUint(c.Seed+uint64(i), 10), "-g", strconv.Itoa(c.RL.GroupSize),
 			"--concurrency", strconv.Itoa(conc), "--strategy", "route", "--temperature", strconv.FormatFloat(c.RL.Temperature, 'g', -1, 64),
-			"--keep-ties", "--reward", rewardWorld, "--advantage", string(c.RL.Estimator), "--progress", "none",
-			"--out", filepath.Join(dir, procsEnvDir(i)), "--push", url, "--push-name", fmt.Sprintf("env-%d", i),
-			// One batch ahead of the trainer at most: the loop stays
-			// close to on-policy, as the in-process loop is.
-			"--push-offpolicy", "1"}
+			// The world's reward reads the reference answer: no baseline
+			// call before each item's rollouts. The groups carry what the
+			// trainer needs; artifacts.jsonl keeps the extracted fields.
+			"--keep-ties", "--no-baseline", "--omit-traces", "--reward", rewardWorld, "--advantage", string(c.RL.Estimator), "--progress", "none",
+			"--out", filepath.Join(dir, procsEnvDir(i)), "--push", url, "--push-name", fmt.Sprintf("env-%d", i)}
+		args = append(args, pace...)
 		if t.lambda != nil {
 			args = append(args, "--lambda", strconv.FormatFloat(*t.lambda, 'g', -1, 64))
 		}

@@ -441,6 +441,9 @@ func TestTrainProcessesFlags(t *testing.T) {
 		{"api", []string{"--processes", "2", "--api", "http://127.0.0.1:1"}, "--api does not apply"},
 		{"mu", []string{"--processes", "2", "--mu", "0.1"}, "--mu does not apply"},
 		{"mlpo", []string{"--processes", "2", "--mode", "mlpo"}, "--mode does not apply"},
+		{"offpolicy alone", []string{"--offpolicy", "1"}, "--offpolicy goes with --processes"},
+		{"offpolicy negative", []string{"--processes", "2", "--offpolicy", "-1"}, "--offpolicy -1"},
+		{"on-policy, more environments than items", []string{"--processes", "3", "--items", "2"}, "want at most 2 environments"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +21,17 @@ type pushFlags struct {
 	weight      float64 // the environment's weight in batches
 	maxTokenLen int     // the environment's max_token_length
 	offPolicy   int     // max_batches_offpolicy: pause while the queue holds this many batches
+	// sync, when positive, is the items this environment samples per
+	// trainer step, each started only once the trainer has finished every
+	// batch handed out and the queue holds less than a batch: on-policy,
+	// as the in-process loop samples.
+	sync int
+	// syncPolicy, with sync, is the base URL of the delegate serve that
+	// samples the policy: an item starts only once every model it follows
+	// a checkpoint with serves the trainer's step (GET /health's
+	// policy_versions), so that the first call of an item is not answered
+	// by the step before.
+	syncPolicy string
 }
 
 // pushSink hands process's groups to a trajectory API as an Atropos
@@ -32,9 +45,32 @@ type pushSink struct {
 	// assembled that the trainer has not fetched yet.
 	offPolicy int
 
+	// sync, syncPolicy: see pushFlags; poll is the wait between looks.
+	sync       int
+	syncPolicy string
+	poll       time.Duration
+	stall      time.Duration // syncStall, shorter in tests
+	http       *http.Client
+
 	mu     sync.Mutex
 	paused time.Duration // summed over items
+	// The step whose policy the items now starting sample (sync), when
+	// the trainer reached it, and how many items started on it.
+	syncStep    int
+	syncSince   time.Time
+	syncStarted int
+	// The longest a step took from this environment's first item on it
+	// to the trainer's next step: a stall is counted against it.
+	syncFirst   time.Time
+	syncLongest time.Duration
 }
+
+// syncStall is how long at least an environment under --push-sync waits,
+// its share of a step started, for the trainer to go past that step
+// before it starts one more item (three times the longest step it saw,
+// when longer): a group that was dropped (its rollouts failed) leaves the
+// batch short, and only another item fills it.
+const syncStall = 10 * time.Second
 
 // newPushSink registers with the API at f.url; it waits, as Atropos's
 // environments do, until a trainer has started. The token is the API's
@@ -45,12 +81,16 @@ func newPushSink(ctx context.Context, out io.Writer, f pushFlags, token string, 
 		Env: api.RegisterEnv{MaxTokenLength: f.maxTokenLen, DesiredName: f.name, Weight: f.weight,
 			GroupSize: groupSize},
 		MaxBatchesOffpolicy: f.offPolicy,
-		Poll:                500 * time.Millisecond,
+		// A full queue empties when the trainer fetches a batch; on
+		// loopback a status costs well under a millisecond, and every
+		// millisecond of a pause is a millisecond the loop does not sample.
+		Poll: 20 * time.Millisecond,
 	}
 	if err := env.Register(ctx); err != nil {
 		return nil, fmt.Errorf("process --push %s: register: %w", f.url, err)
 	}
-	return &pushSink{env: env, out: out, offPolicy: max(f.offPolicy, 1)}, nil
+	return &pushSink{env: env, out: out, offPolicy: max(f.offPolicy, 1), sync: f.sync, syncPolicy: strings.TrimSuffix(f.syncPolicy, "/"),
+		poll: env.Poll, stall: syncStall, http: &http.Client{Timeout: 10 * time.Second}}, nil
 }
 
 // Wait pauses while the API's queue is full and returns the trainer's
@@ -59,6 +99,14 @@ func newPushSink(ctx context.Context, out io.Writer, f pushFlags, token string, 
 // over the items (items paused together count each).
 func (s *pushSink) Wait(ctx context.Context) (int, error) {
 	start := time.Now()
+	if s.sync > 0 {
+		step, err := s.waitSync(ctx)
+		if err != nil {
+			return 0, err
+		}
+		s.countPause(start)
+		return step, nil
+	}
 	// The API counts the batches it has assembled but the trainer has
 	// not fetched as queued, so its queue alone bounds how far the
 	// environment runs ahead.
@@ -66,13 +114,72 @@ func (s *pushSink) Wait(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if d := time.Since(start); d >= time.Second {
-		s.mu.Lock()
-		s.paused += d
-		fmt.Fprintf(s.out, "push: an item paused %.1fs for the trainer (the API's queue was full); %.1fs over the items in all\n", d.Seconds(), s.paused.Seconds())
-		s.mu.Unlock()
-	}
+	s.countPause(start)
 	return st.CurrentStep, nil
+}
+
+// countPause adds an item's pause since start, reporting one of a second
+// or more with the pauses' sum over the items (items paused together
+// count each).
+func (s *pushSink) countPause(start time.Time) {
+	d := time.Since(start)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.paused += d
+	if d < time.Second {
+		return
+	}
+	fmt.Fprintf(s.out, "push: an item paused %.1fs for the trainer (the API's queue was full); %.1fs over the items in all\n", d.Seconds(), s.paused.Seconds())
+}
+
+// waitSync returns the trainer's step once an item may start on it:
+// the trainer has finished every batch handed out (its newest checkpoint
+// is the step's, which the policy server follows), the queue holds less
+// than a batch, and fewer than s.sync items of this environment started on the
+// step (or the step has stalled since the last did: see syncStall).
+func (s *pushSink) waitSync(ctx context.Context) (int, error) {
+	for {
+		st, err := s.env.Status(ctx)
+		if err != nil {
+			return 0, err
+		}
+		// The queue short of a batch: an environment restarted in the
+		// middle of a step starts its share again beside the groups the
+		// others pushed.
+		ready := st.TrainerStep == st.CurrentStep && st.QueueSize*s.env.Env.GroupSize < s.env.BatchSize
+		if ready && s.syncPolicy != "" {
+			if ready, err = s.policyAt(ctx, st.CurrentStep); err != nil {
+				return 0, err
+			}
+		}
+		if ready {
+			s.mu.Lock()
+			now := time.Now()
+			if st.CurrentStep != s.syncStep || s.syncSince.IsZero() {
+				if !s.syncFirst.IsZero() {
+					s.syncLongest = max(s.syncLongest, now.Sub(s.syncFirst))
+				}
+				s.syncStep, s.syncSince, s.syncFirst, s.syncStarted = st.CurrentStep, now, now, 0
+			}
+			stalled := now.Sub(s.syncSince) >= max(s.stall, 3*s.syncLongest)
+			if s.syncStarted < s.sync || stalled {
+				if stalled {
+					fmt.Fprintf(s.out, "push: the trainer still waits on step %d %.0fs after this environment's items for it started (a group dropped?); one more item\n",
+						st.CurrentStep, now.Sub(s.syncSince).Seconds())
+				}
+				s.syncStarted++
+				s.syncSince = now
+				s.mu.Unlock()
+				return st.CurrentStep, nil
+			}
+			s.mu.Unlock()
+		}
+		select {
+		case <-time.After(s.poll):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 }
 
 // Send pushes one group and checks that the API took it.
@@ -91,8 +198,14 @@ func (s *pushSink) Send(ctx context.Context, g *rollout.GroupRecord) error {
 	return nil
 }
 
-// Close tells the API this environment is done.
-func (s *pushSink) Close(ctx context.Context) error { return s.env.Disconnect(ctx) }
+// Close reports the items' pauses in all and tells the API this
+// environment is done.
+func (s *pushSink) Close(ctx context.Context) error {
+	s.mu.Lock()
+	fmt.Fprintf(s.out, "push: done; %.1fs over the items in all paused for the trainer\n", s.paused.Seconds())
+	s.mu.Unlock()
+	return s.env.Disconnect(ctx)
+}
 
 // scoredData is a group in Atropos's ScoredData schema: one entry per
 // sequence in tokens, masks (-100 untrained, the token id trained),
@@ -149,4 +262,34 @@ func messageMap(m any) (map[string]any, error) {
 		return nil, fmt.Errorf("decode message: %w", err)
 	}
 	return out, nil
+}
+
+// policyAt reports whether every followed model of the policy server
+// serves version step or later.
+func (s *pushSink) policyAt(ctx context.Context, step int) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.syncPolicy+"/health", nil)
+	if err != nil {
+		return false, fmt.Errorf("process --push-sync-policy: %w", err)
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		// A restarting server: look again at the next poll.
+		return false, nil
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Versions map[string]int `json:"policy_versions"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&h); err != nil || resp.StatusCode != http.StatusOK {
+		return false, nil // the same: a server that is not up yet answers nothing useful
+	}
+	if h.Versions == nil {
+		return false, fmt.Errorf("process --push-sync-policy %s: its /health names no policy_versions: not a delegate serve following a checkpoint", s.syncPolicy)
+	}
+	for _, v := range h.Versions {
+		if v < step {
+			return false, nil
+		}
+	}
+	return true, nil
 }

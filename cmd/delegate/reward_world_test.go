@@ -62,6 +62,15 @@ func TestProcessWorldRewardIsTrainsReward(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Without a baseline (process --no-baseline, as train
+			// --processes runs it): the same reward.
+			alone, err := sc.Score(ctx, nil, task, nil, tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if alone.Reward != got.Reward {
+				t.Errorf("task %s: reward %v without a baseline, %v with one", task.ID, alone.Reward, got.Reward)
+			}
 			// The trainer's seats.
 			renamed := *tr
 			renamed.Roles = maps.Clone(tr.Roles)

@@ -281,4 +281,19 @@ func TestServeFollowsTheTrainer(t *testing.T) {
 	if v := call("/v1/chat/completions", ask)["policy_version"]; v != 3.0 {
 		t.Errorf("after the reload: policy_version %v, want 3", v)
 	}
+	// GET /health, open, says which version each follower serves.
+	resp, err := http.Get(base + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var health struct {
+		Versions map[string]int `json:"policy_versions"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&health); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(health.Versions), "map[delegator:3]"; got != want {
+		t.Errorf("health: policy_versions %s, want %s", got, want)
+	}
 }

@@ -128,6 +128,7 @@ func (s *supervisor) once(ctx context.Context, c child) error {
 		return fmt.Errorf("start: %w", err)
 	}
 	pid := cmd.Process.Pid
+	began := time.Now()
 	s.printf("%s started (pid %d): %s", c.name, pid, strings.Join(c.args, " "))
 	if s.started != nil {
 		select {
@@ -165,6 +166,12 @@ func (s *supervisor) once(ctx context.Context, c child) error {
 	stopper.Wait()
 	// Whatever of its group outlived it goes too.
 	_ = killGroup(pid, syscall.SIGKILL) // ESRCH: the group is empty, as it should be
+	if ps := cmd.ProcessState; ps != nil {
+		// What each part of the loop cost, for perf/topology and for
+		// anyone wondering where a run's time went.
+		s.printf("%s used %.2f s of CPU in %.2f s (user %.2f, system %.2f)", c.name,
+			(ps.UserTime() + ps.SystemTime()).Seconds(), time.Since(began).Seconds(), ps.UserTime().Seconds(), ps.SystemTime().Seconds())
+	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return fmt.Errorf("%s", exit.ProcessState.String())

@@ -113,6 +113,9 @@ on every one) and --eval-items 300.`,
 			if cfg.Train != train.TrainDelegator && (f.processes != 0 || f.api != "") {
 				return fmt.Errorf("train: --train %s: only the delegator is trained from a trajectory API (--api, --processes)", cfg.Train)
 			}
+			if f.processes == 0 && cmd.Flags().Changed("offpolicy") {
+				return errors.New("train: --offpolicy goes with --processes")
+			}
 			if f.processes != 0 {
 				t, err := newTopology(cmd.Flags(), cfg, f.processes, f.level, cfg.Reward.Lambda)
 				if err != nil {
@@ -163,6 +166,7 @@ on every one) and --eval-items 300.`,
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress display (--progress none)")
 	fl.IntVar(&f.processes, "processes", 0, "run the loop as child processes instead of in this one: the trajectory API, a policy server following the trainer's checkpoint, this many environments pushing route rollouts, and a trainer (train --api), each restarted if it dies; then the same table (0: in process)")
+	fl.Int("offpolicy", 0, "with --processes: batches the environments may sample ahead of the trainer's updates (0: each batch is sampled by the policy of the trainer's last step, once it is loaded, as in process; 1 or more: sampling overlaps the updates and the older groups are trained off-policy, with truncated importance weights)")
 	fl.StringVar(&f.api, "api", "", "train on the batches of the trajectory API at this URL (delegate api, or Atropos's) instead of running rollouts: an Atropos trainer; token from $DELEGATE_API_TOKEN")
 	return cmd
 }
@@ -375,7 +379,7 @@ func (t *trainProgress) finish() { t.v.finish(true) }
 // runTrainAPI trains on a trajectory API's batches, printing a line per
 // step; the environments (process --push) make the rollouts.
 func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, token string) error {
-	client := &api.TrainerClient{Client: api.Client{URL: url, Token: token}, Poll: 200 * time.Millisecond}
+	client := &api.TrainerClient{Client: api.Client{URL: url, Token: token}, Poll: 20 * time.Millisecond}
 	progress := make(chan rl.Progress, 64)
 	done := make(chan struct{})
 	go func() {

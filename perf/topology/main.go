@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,9 @@ type result struct {
 	trained float64 // the trained delegator's reward in the table
 	lo, hi  float64 // its 95% interval
 	table   string
+	load    float64            // the load average when it started
+	cpu     time.Duration      // user and system time of the command and every child it waited for
+	cpus    map[string]float64 // CPU seconds of each child (summed over restarts), with processes
 }
 
 func main() {
@@ -85,8 +89,7 @@ func run(steps, items, group, procs, evalItems, ruleItems, seed int, dir string)
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build: %w", err)
 	}
-	load, _ := host.LoadAverage()
-	fmt.Printf("machine: %s, %d CPUs, %s; load average at start %.2f\n", host.CPUModel(), runtime.NumCPU(), runtime.Version(), load[0])
+	fmt.Printf("machine: %s, %d CPUs, %s\n", host.CPUModel(), runtime.NumCPU(), runtime.Version())
 	common := []string{"--steps", strconv.Itoa(steps), "--items", strconv.Itoa(items), "--group", strconv.Itoa(group),
 		"--eval-items", strconv.Itoa(evalItems), "--rule-items", strconv.Itoa(ruleItems), "--seed", strconv.Itoa(seed), "--time", "0", "-q"}
 	fmt.Printf("run: delegate train %s (in process, then with --processes %d)\n\n", strings.Join(common, " "), procs)
@@ -106,6 +109,7 @@ func run(steps, items, group, procs, evalItems, ruleItems, seed int, dir string)
 
 var (
 	trainedRow = regexp.MustCompile(`(?m)^\| RL-trained delegator \(step \d+\) \| \d+ \| [^|]+\| ([-0-9.]+) \[([-0-9.]+), ([-0-9.]+)\] \|`)
+	childCPURE = regexp.MustCompile(`^\[supervisor\] (.+) used ([0-9.]+) s of CPU`)
 	envWaitRE  = regexp.MustCompile(`^\[env \d+\] push: .*; ([0-9.]+)s over the items in all`)
 	envRE      = regexp.MustCompile(`^\[(env \d+)\] `)
 )
@@ -113,7 +117,9 @@ var (
 // measure runs the command with out as --out; metricsDir is where its
 // trainer's metrics.jsonl is, under out.
 func measure(name, bin, out, metricsDir string, args []string) (*result, error) {
-	r := &result{name: name}
+	r := &result{name: name, cpus: map[string]float64{}}
+	load, _ := host.LoadAverage()
+	r.load = load[0]
 	cmd := exec.Command(bin, append([]string{"train", "--out", out}, args...)...)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -133,7 +139,13 @@ func measure(name, bin, out, metricsDir string, args []string) (*result, error) 
 			if strings.HasPrefix(line, "[supervisor] the trainer took its") {
 				r.train = time.Since(start)
 			}
+			if m := childCPURE.FindStringSubmatch(line); m != nil {
+				v, _ := strconv.ParseFloat(m[2], 64)
+				r.cpus[m[1]] += v
+			}
 			if m := envWaitRE.FindStringSubmatch(line); m != nil {
+				// Pauses of a second or more as they come, then every
+				// pause in the environment's last line ("push: done").
 				env := envRE.FindStringSubmatch(line)[1]
 				envWaits[env], _ = strconv.ParseFloat(m[1], 64)
 			}
@@ -143,6 +155,9 @@ func measure(name, bin, out, metricsDir string, args []string) (*result, error) 
 	pw.Close()
 	wg.Wait()
 	r.wall = time.Since(start)
+	if ps := cmd.ProcessState; ps != nil {
+		r.cpu = ps.UserTime() + ps.SystemTime()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w\n%s", name, err, log.String())
 	}
@@ -218,6 +233,26 @@ func report(in, multi *result) {
 			float64(len(r.ms))/r.train.Minutes(), float64(rollouts)/r.train.Seconds(), wait, envWait,
 			fmt.Sprintf("%.3f [%.3f, %.3f]", r.trained, r.lo, r.hi), hist, unknown)
 	}
+	fmt.Println()
+	for _, r := range []*result{in, multi} {
+		fmt.Printf("%-12s load average at its start %.2f; CPU %.1f s (%.2f cores busy over its wall time)", r.name, r.load, r.cpu.Seconds(), r.cpu.Seconds()/r.wall.Seconds())
+		if len(r.cpus) > 0 {
+			names := make([]string, 0, len(r.cpus))
+			for n := range r.cpus {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			var sum float64
+			fmt.Print(":")
+			for _, n := range names {
+				fmt.Printf(" %s %.1f,", n, r.cpus[n])
+				sum += r.cpus[n]
+			}
+			fmt.Printf(" the supervisor and the table %.1f", r.cpu.Seconds()-sum)
+		}
+		fmt.Println()
+	}
+	fmt.Printf("CPU time with processes against in process: %.2fx\n", multi.cpu.Seconds()/in.cpu.Seconds())
 	fmt.Println("\n(in process the trainer's wait is its own rollouts; with processes, the time it waited for a batch; env wait sums the pauses of every item)")
 	verdict := func(ok bool) string {
 		if ok {

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/delegatelab/delegate/api"
+)
+
+// An environment under --push-sync starts its share of items only while
+// the trainer waits for a batch with every batch handed out trained on,
+// and the policy server serves the trainer's newest step, which each item
+// it lets go is sampled by.
+func TestPushSyncWaitsForTheTrainer(t *testing.T) {
+	url := startAPI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	trainer := &api.TrainerClient{Client: api.Client{URL: url}, Poll: 20 * time.Millisecond}
+	// Two groups of G=2 sequences per batch.
+	if err := trainer.Register(ctx, api.Registration{BatchSize: 4, MaxTokenLen: 512, NumSteps: 10}); err != nil {
+		t.Fatal(err)
+	}
+	steps := make(chan int, 4)
+	next := func() { // the trainer asks for its next batch, as after a step
+		go func() {
+			if b, err := trainer.Next(ctx); err == nil {
+				steps <- b.Step
+			}
+		}()
+	}
+	next()
+	sink, err := newPushSink(ctx, io.Discard, pushFlags{url: url, name: "e", maxTokenLen: 512, sync: 2}, "", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink.poll = 10 * time.Millisecond
+	// The policy server, as far as the sink reads it: GET /health.
+	var served atomic.Int64
+	policy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"status":"ok","models":["delegator","solver"],"policy_versions":{"delegator":%d}}`, served.Load())
+	}))
+	defer policy.Close()
+	sink.syncPolicy = policy.URL
+	waits := make(chan int, 4)
+	wait := func() {
+		go func() {
+			if v, err := sink.Wait(ctx); err == nil {
+				waits <- v
+			}
+		}()
+	}
+	expect := func(what string, want int) {
+		t.Helper()
+		select {
+		case v := <-waits:
+			if v != want {
+				t.Errorf("%s: an item started on step %d, want %d", what, v, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: no item started", what)
+		}
+	}
+	held := func(what string) {
+		t.Helper()
+		select {
+		case v := <-waits:
+			t.Errorf("%s: an item started on step %d, want it held", what, v)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	wait()
+	wait()
+	expect("the trainer waits for step 1", 0)
+	expect("the second of the share", 0)
+	wait()
+	held("the share of step 0 started")
+	push(t, ctx, sink, 0)
+	// An environment restarted in the middle of the step (its count
+	// starts again) fills the batch beside the group queued.
+	restarted, err := newPushSink(ctx, io.Discard, pushFlags{url: url, name: "e", maxTokenLen: 512, sync: 2}, "", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted.syncPolicy, restarted.poll = policy.URL, 10*time.Millisecond
+	if v, err := restarted.Wait(ctx); err != nil || v != 0 {
+		t.Errorf("a restarted environment, one group of two queued: Wait = %d, %v; want step 0", v, err)
+	}
+	held("the first environment's share of step 0 started, one group queued")
+	push(t, ctx, sink, 1)
+	if got := <-steps; got != 1 {
+		t.Fatalf("the trainer got step %d, want 1", got)
+	}
+	held("the trainer trains on step 1")
+	next()
+	held("the trainer finished step 1, the policy server serves step 0")
+	served.Store(1)
+	expect("the policy server serves step 1", 1)
+	wait()
+	expect("the second of the share of step 1", 1)
+
+	// One group of step 1 dropped: the batch stays short, and after the
+	// stall one more item starts.
+	push(t, ctx, sink, 2)
+	sink.mu.Lock()
+	sink.stall = 400 * time.Millisecond
+	longest := sink.syncLongest
+	sink.mu.Unlock()
+	if longest <= 0 {
+		t.Errorf("no step's length measured")
+	}
+	wait()
+	expect("the batch of step 2 short of a group", 1)
+}
+
+// push sends one group of two sequences through the sink's client.
+func push(t *testing.T, ctx context.Context, s *pushSink, tag int) {
+	t.Helper()
+	sd := api.ScoredData{
+		Tokens: [][]int{{1, tag}, {2, tag}}, Masks: [][]int{{-100, tag}, {-100, tag}}, Scores: []float64{0, 1},
+		InferenceLogprobs: [][]float64{{1, -0.5}, {1, -0.5}},
+		GroupOverrides:    map[string]any{"group_id": fmt.Sprint("g", tag), "group_size": 2},
+	}
+	if _, err := s.env.Push(ctx, sd); err != nil {
+		t.Fatal(err)
+	}
+}
