@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -355,7 +356,9 @@ func TestTopologyOnAClusterLosingANode(t *testing.T) {
 			t.Fatalf("train --api: %v\n%s", err, trainLog)
 		}
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("the trainer did not finish its 4 steps (8 groups)")
+		steps, _ := os.ReadFile(filepath.Join(trainOut, "metrics.jsonl"))
+		t.Fatalf("the trainer did not finish its 4 steps (8 groups): %d steps logged, node stopped %v; the api said:\n%s",
+			bytes.Count(steps, []byte("\n")), stopped.Load(), apiOut.String())
 	}
 	if !stopped.Load() {
 		t.Error("no node was stopped during the run")
