@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/delegatelab/delegate/reward"
@@ -199,8 +200,9 @@ func TestFailedRolloutsAreCounted(t *testing.T) {
 	cfg.Steps = 1
 	cfg.Schedule.Total = 1
 	tr, env, _ := newToy(t, cfg, nil)
+	var n atomic.Int64 // each rollout's own number: concurrent rollouts may read env.calls after another's increment
 	env.before = func(_ context.Context, item int) error {
-		if env.calls.Load()%4 == 0 {
+		if n.Add(1)%4 == 0 {
 			return errors.New("sub-agent unreachable")
 		}
 		return nil
