@@ -111,9 +111,8 @@ func (s DelegatorScore) DelegationRate() float64 {
 
 // GradeDelegator runs the delegator on problems under a protocol,
 // strategy.NameSingle (alone; solver unused and may be nil) or
-// strategy.NameRoute (with the solver behind the delegate tool, the
-// delegator wrapped with transcript.CompactTools), with
-// transcript.StrategyConfig at temperature 0, at most concurrency runs at
+// strategy.NameRoute (with the solver behind the delegate tool, declared
+// as transcript.Tool), with transcript.StrategyConfig at temperature 0, at most concurrency runs at
 // once. It is a benchmark of one arm (bench.Run, with no results file)
 // graded by world.Verify, as delegate train's table is: a run that fails
 // is recorded and counted as bench counts it; only ctx ending stops the
@@ -132,7 +131,7 @@ func GradeDelegator(ctx context.Context, protocol string, delegator, solver dele
 		if solver == nil {
 			return DelegatorScore{}, fmt.Errorf("grade delegator %s: route needs a solver", delegator.Name())
 		}
-		roles.Strong = delegate.Agent{Role: "strong", Model: transcript.CompactTools(delegator)}
+		roles.Strong = delegate.Agent{Role: "strong", Model: delegator}
 		roles.Weak = delegate.Agent{Role: solverRole, Model: solver}
 	default:
 		return DelegatorScore{}, fmt.Errorf("grade delegator %s: protocol %q, want %s or %s", delegator.Name(), protocol, strategy.NameSingle, strategy.NameRoute)

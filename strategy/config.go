@@ -59,6 +59,12 @@ type Config struct {
 	// Prompts overrides embedded prompt templates by name (see PromptNames).
 	// Each is a text/template over the data documented with the template.
 	Prompts map[string]string `yaml:"prompts,omitempty" json:"prompts,omitempty"`
+
+	// Tool, when set, is how route declares its delegate tool instead of
+	// DelegateTool: the same name, another description or schema (a small
+	// model trained on a shorter declaration, for one). Its name must be
+	// DelegateToolName.
+	Tool *delegate.Tool `yaml:"-" json:"tool,omitempty"`
 }
 
 // DefaultConfig returns the defaults, the one place they are written down:
@@ -162,6 +168,9 @@ func (c Config) Validate() error {
 	}
 	if c.Rounds < 0 || c.Rounds > maxRounds {
 		bad("rounds", "%d is outside [0, %d]", c.Rounds, maxRounds)
+	}
+	if c.Tool != nil && c.Tool.Name != DelegateToolName {
+		bad("tool", "named %q; route's tool must be named %q", c.Tool.Name, DelegateToolName)
 	}
 	names := make([]string, 0, len(c.Prompts))
 	for name := range c.Prompts {

@@ -50,7 +50,7 @@ func (r *route) Run(ctx context.Context, request string, events chan<- delegate.
 	for turn := 1; turn <= r.cfg.MaxTurns; turn++ {
 		g := rec.Group(nil, TurnNode(turn))
 		req := r.cfg.Strong.request(0, append([]delegate.Message(nil), msgs...))
-		req.Tools = []delegate.Tool{DelegateTool}
+		req.Tools = []delegate.Tool{r.declared()}
 		req.ToolChoice = "auto"
 		resp, err := chat(ctx, rec, g, NodeStrong, r.strong, req)
 		if err != nil {
@@ -149,4 +149,12 @@ func recordToolError(rec *delegate.Recorder, parent *delegate.Node, name, msg st
 	n := rec.Group(parent, name)
 	n.Error = msg // n is this goroutine's until EndGroup; nothing else reads it before
 	rec.EndGroup(n)
+}
+
+// declared is the delegate tool as route declares it.
+func (r *route) declared() delegate.Tool {
+	if r.cfg.Tool != nil {
+		return *r.cfg.Tool
+	}
+	return DelegateTool
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -208,5 +209,29 @@ func TestRouteCancelDuringToolCalls(t *testing.T) {
 	}
 	if FailureKind(tr.Failure) != FailureCanceled || strong.Calls() != 1 {
 		t.Errorf("failure %q after %d strong calls, want canceled after 1", tr.Failure, strong.Calls())
+	}
+}
+
+// Config.Tool replaces the delegate tool's declaration in every request
+// of route (same name); a tool of another name is refused.
+func TestRouteDeclaresConfiguredTool(t *testing.T) {
+	strong, weak := routeFixture()
+	cfg := DefaultConfig()
+	short := delegate.Tool{Name: DelegateToolName}
+	cfg.Tool = &short
+	mustRun(t, mustNew(t, NameRoute, routeRoles(strong, weak), cfg), mathRequest)
+	reqs := strong.Requests()
+	if len(reqs) == 0 {
+		t.Fatal("no request")
+	}
+	for i, r := range reqs {
+		if len(r.Tools) != 1 || !reflect.DeepEqual(r.Tools[0], short) {
+			t.Errorf("request %d declares %+v, want only %+v", i, r.Tools, short)
+		}
+	}
+	other := delegate.Tool{Name: "ask"}
+	cfg.Tool = &other
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "tool") {
+		t.Errorf("a tool named %q: %v, want an error naming tool", other.Name, err)
 	}
 }

@@ -106,7 +106,7 @@ func TestScriptedPolicies(t *testing.T) {
 	scfg.MaxTurns = 8
 	run := func(t *testing.T, prog delegate.Model, p *world.Problem, calc *calculator) *delegate.Trace {
 		st, err := strategy.New(strategy.NameRoute, strategy.Roles{
-			Strong: delegate.Agent{Role: RoleDelegator, Model: &conversation{m: transcript.CompactTools(prog)}},
+			Strong: delegate.Agent{Role: RoleDelegator, Model: &conversation{m: prog}},
 			Weak:   delegate.Agent{Role: RoleSubagent, Model: calc},
 		}, scfg)
 		if err != nil {
@@ -314,7 +314,7 @@ func TestRoutePromptIsTheTranscripts(t *testing.T) {
 			}
 		}}
 		st, err := strategy.New(strategy.NameRoute, strategy.Roles{
-			Strong: delegate.Agent{Model: transcript.CompactTools(rec)},
+			Strong: delegate.Agent{Model: rec},
 			Weak:   delegate.Agent{Model: &calculator{}},
 		}, transcript.StrategyConfig())
 		if err != nil {

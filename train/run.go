@@ -407,7 +407,7 @@ func (s perRun) Run(ctx context.Context, request string, events chan<- delegate.
 // its pretraining transcripts.
 func (r *runner) route(scfg strategy.Config, delegator, solver delegate.Model) (delegate.Strategy, error) {
 	return strategy.New(strategy.NameRoute, strategy.Roles{
-		Strong: r.delegatorAgent(&conversation{m: transcript.CompactTools(delegator), minCached: r.cfg.CacheMinTokens}),
+		Strong: r.delegatorAgent(&conversation{m: delegator, minCached: r.cfg.CacheMinTokens}),
 		Weak:   r.subagent(solver, r.cfg.Prices.Solver),
 	}, scfg)
 }

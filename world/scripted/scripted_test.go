@@ -35,7 +35,7 @@ func solver(wrong string) modeltest.Func {
 func route(t *testing.T, d delegate.Model, s delegate.Model) delegate.Strategy {
 	t.Helper()
 	st, err := strategy.New(strategy.NameRoute, strategy.Roles{
-		Strong: delegate.Agent{Role: "delegator", Model: transcript.CompactTools(d)},
+		Strong: delegate.Agent{Role: "delegator", Model: d},
 		Weak:   delegate.Agent{Role: "solver", Model: s},
 	}, transcript.StrategyConfig())
 	if err != nil {

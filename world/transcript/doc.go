@@ -7,9 +7,9 @@
 // Prompts overrides every strategy prompt template with a compact one
 // (two or three words of system prompt, the bare request), and
 // StrategyConfig returns the strategy configuration that uses them, so
-// strategy.New on the local models (the delegator wrapped with
-// CompactTools under route, which declares the delegate tool as its name
-// only, Tool) sends exactly the prompts of the transcripts (a test replays
+// strategy.New on the local models (route declaring the delegate tool as
+// its name only, Tool, through strategy.Config.Tool) sends exactly the
+// prompts of the transcripts (a test replays
 // every strategy against the transcripts and compares each request token
 // for token). SingleMessages and SolverMessages are the first messages of
 // a delegator solving alone and of the solver asked one question.

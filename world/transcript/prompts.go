@@ -49,15 +49,17 @@ var Prompts = map[string]string{
 // delegate tool: its name only, 19 tokens under the chat template instead
 // of the 372 of strategy.DelegateTool's description and JSON schema, which
 // every route request carries and every later turn reads again. The local
-// delegator was trained on it; CompactTools makes a model see it.
+// delegator was trained on it; StrategyConfig has route declare it
+// (strategy.Config.Tool).
 var Tool = delegate.Tool{Name: strategy.DelegateToolName}
 
 // CompactTools wraps m so that every request offering the strategy
 // package's delegate tool offers Tool instead; other tools and the rest of
 // the request are passed on unchanged (the caller's request is not
-// modified). Wrap the delegator with it when it runs under route, so that
-// its prompts are exactly the route transcripts'. The wrapper is safe for
-// concurrent use when m is.
+// modified). It is for a server of the local models (delegate serve and
+// run under the world preset), whose clients declare the tool their own
+// way; strategies built from StrategyConfig declare Tool themselves. The
+// wrapper is safe for concurrent use when m is.
 func CompactTools(m delegate.Model) delegate.Model { return compactTools{m} }
 
 type compactTools struct{ delegate.Model }
@@ -103,6 +105,8 @@ func StrategyConfig() strategy.Config {
 	c.Strong.MaxTokens, c.Single.MaxTokens = 768, 1024
 	c.Plan.MaxTokens, c.Aggregate.MaxTokens = 192, 768
 	c.Peer.MaxTokens, c.Leader.MaxTokens = 256, 1024
+	t := Tool
+	c.Tool = &t
 	return c
 }
 

@@ -116,7 +116,7 @@ func TestStrategiesSendTranscriptPrompts(t *testing.T) {
 			t.Run("route "+name, func(t *testing.T) {
 				e := Route(p, pol)
 				s, err := strategy.New(strategy.NameRoute, strategy.Roles{
-					Strong: delegate.Agent{Model: CompactTools(newReplay(t, "delegator", e.Delegator))},
+					Strong: delegate.Agent{Model: newReplay(t, "delegator", e.Delegator)},
 					Weak:   delegate.Agent{Model: newReplay(t, "solver", e.Subagents)},
 				}, cfg)
 				if err != nil {
@@ -161,7 +161,7 @@ func TestFirstRequestIsTranscriptPrefix(t *testing.T) {
 	e := Route(p, world.Selective)
 	strong := modeltest.New("delegator", modeltest.Reply(`\boxed{0}`))
 	s, err := strategy.New(strategy.NameRoute, strategy.Roles{
-		Strong: delegate.Agent{Model: CompactTools(strong)}, Weak: delegate.Agent{Model: modeltest.New("solver", modeltest.Reply("x"))},
+		Strong: delegate.Agent{Model: strong}, Weak: delegate.Agent{Model: modeltest.New("solver", modeltest.Reply("x"))},
 	}, StrategyConfig())
 	if err != nil {
 		t.Fatal(err)
