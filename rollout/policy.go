@@ -25,27 +25,18 @@ type Sampling struct {
 // Policy wraps the policy's model for rollouts: every request asks for the
 // logprob (and, where the backend can, the token id) of each generated
 // token, which strategies do not ask for and a training sequence needs,
-// and is adjusted as s says. groups.jsonl and the trainer have tokens and
-// logprobs only for calls whose backend returned prompt token ids and
-// per-token ids (the local backend, vLLM with token ids on). The caller's
-// request is not modified; the result is safe for concurrent use when m
-// is. Process and the in-process trainer both reach the policy through it.
+// and is adjusted as s says (Sampler.Adjust). groups.jsonl and the trainer
+// have tokens and logprobs only for calls whose backend returned prompt
+// token ids and per-token ids (the local backend, vLLM with token ids on).
+// The caller's request is not modified; the result is safe for concurrent
+// use when m is.
 func Policy(m delegate.Model, s Sampling) delegate.Model {
-	p := &policyModel{m: m, temp: s.Temperature, maxNew: s.MaxTokens}
-	if s.Seed != nil {
-		p.seeded, p.next = true, *s.Seed
-	}
-	return p
+	return &policyModel{m: m, s: NewSampler(s)}
 }
 
 type policyModel struct {
-	m      delegate.Model
-	temp   *float64
-	maxNew int
-
-	seeded bool
-	mu     sync.Mutex
-	next   int64 // the next request's seed, when seeded
+	m delegate.Model
+	s *Sampler
 }
 
 func (p *policyModel) Name() string { return p.m.Name() }
@@ -54,21 +45,51 @@ func (p *policyModel) Chat(ctx context.Context, req *delegate.Request) (*delegat
 	if req == nil {
 		return p.m.Chat(ctx, req)
 	}
+	r := p.s.Adjust(req)
+	return p.m.Chat(ctx, &r)
+}
+
+// Sampler makes Policy's adjustments to requests, for a caller whose own
+// wrapper of the policy's model applies them (the trainer's, which also
+// prices cached prefixes), so that one wrapper sits on the call path. A
+// seeded Sampler is for one rollout. Safe for concurrent use.
+type Sampler struct {
+	temp   *float64
+	maxNew int
+
+	seeded bool
+	mu     sync.Mutex
+	next   int64 // the next request's seed, when seeded
+}
+
+// NewSampler returns the Sampler of s.
+func NewSampler(s Sampling) *Sampler {
+	sm := &Sampler{temp: s.Temperature, maxNew: s.MaxTokens}
+	if s.Seed != nil {
+		sm.seeded, sm.next = true, *s.Seed
+	}
+	return sm
+}
+
+// Adjust returns req as the policy is asked it: logprobs on, the
+// temperature and token cap of the Sampling, and the next seed when
+// seeded. req is not modified.
+func (s *Sampler) Adjust(req *delegate.Request) delegate.Request {
 	r := *req
 	r.Logprobs = true
-	if p.temp != nil {
-		t := *p.temp
+	if s.temp != nil {
+		t := *s.temp
 		r.Temperature = &t
 	}
-	if p.maxNew > 0 && (r.MaxTokens <= 0 || r.MaxTokens > p.maxNew) {
-		r.MaxTokens = p.maxNew
+	if s.maxNew > 0 && (r.MaxTokens <= 0 || r.MaxTokens > s.maxNew) {
+		r.MaxTokens = s.maxNew
 	}
-	if p.seeded {
-		p.mu.Lock()
-		seed := p.next
-		p.next++
-		p.mu.Unlock()
+	if s.seeded {
+		s.mu.Lock()
+		seed := s.next
+		s.next++
+		s.mu.Unlock()
 		r.Seed = &seed
 	}
-	return p.m.Chat(ctx, &r)
+	return r
 }

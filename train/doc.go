@@ -63,7 +63,7 @@
 // rollouts (the same rollouts, rewards and advantages) and its own
 // rl.Trainer (the solver's in OutDir/SolverDir), all stepping in
 // lockstep (rl.Lockstep) on one rollout pass per step. A trained policy
-// samples at the trainer's temperature with logprobs (rollout.Policy,
+// samples at the trainer's temperature with logprobs (rollout.Sampler,
 // the solver seeded apart from the delegator); an untrained one plays as
 // in the table (the pretrained delegator at EvalTemperature, the solver
 // greedy). The table adds the pretrained delegator with the trained

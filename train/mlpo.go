@@ -166,7 +166,7 @@ func (r *runner) lead(p *world.Problem, scfg strategy.Config, leader delegate.Mo
 	s := itemSeed(p)
 	scfg.Peer.Seed = &s
 	return strategy.New(strategy.NameLead, strategy.Roles{
-		Leader: r.delegatorAgent(&conversation{m: leader, minCached: r.cfg.CacheMinTokens}),
+		Leader: r.delegatorAgent(newConversation(leader, r.cfg.CacheMinTokens)),
 		Peers:  r.peerAgents(),
 	}, scfg)
 }
@@ -245,7 +245,7 @@ func (r *runner) mlpoBaselines() []bench.Arm {
 	}
 	return append(arms, []bench.Arm{
 		{Name: ArmUntrained, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
-			return r.single(r.delegatorAgent(&conversation{m: r.pretrained, minCached: r.cfg.CacheMinTokens}))
+			return r.single(r.delegatorAgent(newConversation(r.pretrained, r.cfg.CacheMinTokens)))
 		}}},
 		{Name: ArmPretrTeam, Strategy: perRun{strategy.NameLead, func(req string) (delegate.Strategy, error) {
 			p, err := r.problem(req)
@@ -267,7 +267,7 @@ func (r *runner) mlpoTrainedArms(steps int) []bench.Arm {
 			return r.lead(p, r.scfg, r.policy)
 		}}},
 		{Name: trainedName(ArmLeaderAlone, steps), Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
-			return r.single(r.delegatorAgent(&conversation{m: r.policy, minCached: r.cfg.CacheMinTokens}))
+			return r.single(r.delegatorAgent(newConversation(r.policy, r.cfg.CacheMinTokens)))
 		}}},
 	}
 }

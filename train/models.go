@@ -8,6 +8,7 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/models"
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/rollout"
 )
 
 // The trace roles of every arm and rollout, so that tokens, calls and
@@ -54,14 +55,46 @@ func checkpointName(dir string) string {
 type conversation struct {
 	m         delegate.Model
 	minCached int
-	mu        sync.Mutex
-	prev      []int // the previous call's prompt and generated ids
+	// sample, when set, adjusts every request as the policy is sampled in
+	// training (rollout.Sampler): a trained seat's model comes to the
+	// conversation as sampled, which newConversation unwraps, so that the
+	// policy's calls pass through this one wrapper.
+	sample *rollout.Sampler
+	mu     sync.Mutex
+	prev   []int // the previous call's prompt and generated ids
+}
+
+// newConversation is the conversation of m, one per run: a trained seat's
+// model (sampled) has its sampling applied here rather than by a second
+// wrapper.
+func newConversation(m delegate.Model, minCached int) *conversation {
+	if s, ok := m.(sampled); ok {
+		return &conversation{m: s.m, minCached: minCached, sample: s.s}
+	}
+	return &conversation{m: m, minCached: minCached}
+}
+
+// sampled is a trained seat's model: m sampled as the policy (s). Alone
+// it is a model like rollout.Policy's; in a conversation it is unwrapped.
+type sampled struct {
+	m delegate.Model
+	s *rollout.Sampler
+}
+
+func (s sampled) Name() string { return s.m.Name() }
+
+func (s sampled) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	r := s.s.Adjust(req)
+	return s.m.Chat(ctx, &r)
 }
 
 func (c *conversation) Name() string { return c.m.Name() }
 
 func (c *conversation) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
 	r := *req
+	if c.sample != nil {
+		r = c.sample.Adjust(req)
+	}
 	r.Logprobs = true
 	resp, err := c.m.Chat(ctx, &r)
 	if err != nil || resp == nil {

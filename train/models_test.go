@@ -11,6 +11,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/modeltest"
+	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
@@ -377,5 +378,34 @@ func TestScratchPeer(t *testing.T) {
 	}
 	if _, err := peer.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.System("s")}}); err == nil {
 		t.Error("a request without a question: no error")
+	}
+}
+
+// A trained seat's model in a conversation is one wrapper: the
+// conversation applies the policy's sampling itself (temperature, token
+// cap, a seed per call in order) and calls the model below directly.
+func TestConversationSamplesTheTrainedSeat(t *testing.T) {
+	var got []*delegate.Request
+	m := modeltest.New("policy", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+		got = append(got, req)
+		return echo{reply: "hi"}.Chat(context.Background(), req)
+	})
+	temp, seed := 1.0, int64(5)
+	c := newConversation(sampled{m: m, s: rollout.NewSampler(rollout.Sampling{Temperature: &temp, MaxTokens: 16, Seed: &seed})}, 0)
+	if c.m != delegate.Model(m) || c.sample == nil {
+		t.Fatalf("conversation over %T, sampling %v: want the model itself and the sampler", c.m, c.sample)
+	}
+	for range 2 {
+		if _, err := c.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("x")}, MaxTokens: 100}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, r := range got {
+		if !r.Logprobs || r.Temperature == nil || *r.Temperature != 1 || r.MaxTokens != 16 || r.Seed == nil || *r.Seed != 5+int64(i) {
+			t.Errorf("request %d: logprobs %v, temperature %v, max tokens %d, seed %v; want true, 1, 16, %d", i, r.Logprobs, r.Temperature, r.MaxTokens, r.Seed, 5+i)
+		}
+	}
+	if plain := newConversation(m, 0); plain.sample != nil {
+		t.Error("an untrained seat's conversation samples")
 	}
 }

@@ -407,7 +407,7 @@ func (s perRun) Run(ctx context.Context, request string, events chan<- delegate.
 // its pretraining transcripts.
 func (r *runner) route(scfg strategy.Config, delegator, solver delegate.Model) (delegate.Strategy, error) {
 	return strategy.New(strategy.NameRoute, strategy.Roles{
-		Strong: r.delegatorAgent(&conversation{m: delegator, minCached: r.cfg.CacheMinTokens}),
+		Strong: r.delegatorAgent(newConversation(delegator, r.cfg.CacheMinTokens)),
 		Weak:   r.subagent(solver, r.cfg.Prices.Solver),
 	}, scfg)
 }
@@ -424,7 +424,7 @@ func (r *runner) baselines() []bench.Arm {
 	}
 	arms := []bench.Arm{
 		{Name: ArmAlone, Role: bench.RoleStrong, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
-			return r.single(r.delegatorAgent(&conversation{m: r.pretrained, minCached: r.cfg.CacheMinTokens}))
+			return r.single(r.delegatorAgent(newConversation(r.pretrained, r.cfg.CacheMinTokens)))
 		}}},
 	}
 	arms = append(arms, r.ruleArms()...)

@@ -17,7 +17,7 @@ import (
 // grouped and given advantages by the rollout pipeline (rollout.Groups,
 // as `delegate process` does, with tied groups kept at zero advantage),
 // a trained policy sampled at the trainer's temperature and token cap and
-// seeded per rollout (rl.RolloutSeed) through rollout.Policy. The groups'
+// seeded per rollout (rl.RolloutSeed) by a rollout.Sampler. The groups'
 // training sequences are read from the rollouts' traces (rl.Episodes).
 //
 // With several trained policies (roles) one step's rollouts feed them
@@ -56,7 +56,8 @@ type trainedRole struct {
 }
 
 // seat is a model in a strategy's seat. A trained one is sampled as the
-// policy (rollout.Policy) at the trainer's temperature with at most maxNew
+// policy (a rollout.Sampler, applied by the seat's conversation, the one
+// wrapper on the policy's call path) at the trainer's temperature with at most maxNew
 // tokens a call, seeded per rollout by rl.RolloutSeed under the run's
 // seed xor salt; an untrained one is used as it is.
 type seat struct {
@@ -76,7 +77,7 @@ func (st seat) model(cfg rl.Config, step, n int) delegate.Model {
 	}
 	temp := cfg.Temperature
 	seed := int64(rl.RolloutSeed(cfg.Seed^st.salt, step, n) & (1<<62 - 1))
-	return rollout.Policy(st.m, rollout.Sampling{Temperature: &temp, MaxTokens: st.maxNew, Seed: &seed})
+	return sampled{m: st.m, s: rollout.NewSampler(rollout.Sampling{Temperature: &temp, MaxTokens: st.maxNew, Seed: &seed})}
 }
 
 // emit sends a rollout progress event without blocking.
