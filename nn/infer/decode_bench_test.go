@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/delegatelab/delegate/nn"
+
+	"github.com/delegatelab/delegate/internal/host"
 )
 
 // BenchmarkDecodeStep pushes one sequence of 256 positions through the
@@ -35,7 +37,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 				}
 				steps := min(256, c.Context)
 				rows := make([]tokenRow, 1)
-				cpu0, cpuOK := cpuTime()
+				cpu0, cpuOK := host.ProcessCPU()
 				tokens := 0
 				for b.Loop() {
 					for pos := range steps {
@@ -45,7 +47,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 					tokens += steps
 				}
 				b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tok/s")
-				if cpu1, ok := cpuTime(); ok && cpuOK {
+				if cpu1, ok := host.ProcessCPU(); ok && cpuOK {
 					b.ReportMetric(float64(tokens)/(cpu1-cpu0).Seconds(), "tok/cpu-s")
 				}
 			})

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/delegatelab/delegate/internal/host"
 )
 
 // benchShapes are (m, k, n) of the model's products: a 512-token batch
@@ -37,12 +39,12 @@ func BenchmarkMatMul(b *testing.B) {
 			// other processes on a shared machine).
 			report := func(b *testing.B, cpu0 time.Duration, serial bool) {
 				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
-				if cpu1, ok := cpuTime(); ok && serial && cpu1 > cpu0 {
+				if cpu1, ok := host.ProcessCPU(); ok && serial && cpu1 > cpu0 {
 					b.ReportMetric(flops*float64(b.N)/(cpu1-cpu0).Seconds()/1e9, "cpu-GFLOPS")
 				}
 			}
 			b.Run(name+"/ref/serial", func(b *testing.B) {
-				cpu0, _ := cpuTime()
+				cpu0, _ := host.ProcessCPU()
 				for b.Loop() {
 					switch o {
 					case opNT:
@@ -59,7 +61,7 @@ func BenchmarkMatMul(b *testing.B) {
 				for _, mode := range []string{"serial", "parallel"} {
 					b.Run(name+"/"+im.name+"/"+mode, func(b *testing.B) {
 						pr := problem{op: o, dst: dst, a: a, b: bm, m: m, k: k, n: n, acc: o == opTN, kern: im.kern, kern2: im.kern2, packT16: im.pack}
-						cpu0, _ := cpuTime()
+						cpu0, _ := host.ProcessCPU()
 						for b.Loop() {
 							if mode == "serial" {
 								pr.split(1)

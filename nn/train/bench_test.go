@@ -9,6 +9,8 @@ import (
 
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/nn/kernel"
+
+	"github.com/delegatelab/delegate/internal/host"
 )
 
 // stepFLOPs counts the floating-point operations of one training step
@@ -59,14 +61,14 @@ func BenchmarkTrainStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
-			cpu0, cpuOK := cpuTime()
+			cpu0, cpuOK := host.ProcessCPU()
 			for b.Loop() {
 				if _, err := tr.Step(ctx, []Batch{batch}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			sec := b.Elapsed().Seconds() / float64(b.N)
-			cpu1, _ := cpuTime()
+			cpu1, _ := host.ProcessCPU()
 			cpuSec := (cpu1 - cpu0).Seconds() / float64(b.N)
 			b.StopTimer()
 			flops := stepFLOPs(bb.c, bb.B, bb.T)
@@ -88,14 +90,14 @@ func BenchmarkTrainStep(b *testing.B) {
 			for range 5 {
 				reps := 0
 				start := time.Now()
-				c0, _ := cpuTime()
+				c0, _ := host.ProcessCPU()
 				for time.Since(start) < 100*time.Millisecond || reps < 2 {
 					kernel.MatMulNT(y, x, w, n, d, h)
 					reps++
 				}
 				f := 2 * float64(n*d*h) * float64(reps)
 				mm = max(mm, f/time.Since(start).Seconds()/1e9)
-				if c1, _ := cpuTime(); c1 > c0 {
+				if c1, _ := host.ProcessCPU(); c1 > c0 {
 					mmCPU = max(mmCPU, f/(c1-c0).Seconds()/1e9)
 				}
 			}

@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate/api"
+
+	"github.com/delegatelab/delegate/internal/host"
 )
 
 type options struct {
@@ -526,7 +528,7 @@ func measure(ctx context.Context, o options, kind string, bodies []*template, pr
 		}
 	}()
 	start := time.Now()
-	load0 := selfCPU()
+	load0 := cpuNow()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	end := time.After(o.duration)
@@ -552,7 +554,7 @@ sample:
 	r.accepted, r.delivered = accepted.Load(), delivered.Load()
 	r.rssEnd = rss(pid)
 	r.cpu = cpuTime(pid) - cpu0
-	r.loadCPU = selfCPU() - load0
+	r.loadCPU = cpuNow() - load0
 	cancel()
 	wg.Wait()
 	slices.Sort(lat)
@@ -594,23 +596,16 @@ func cpuTime(pid int) time.Duration {
 	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
-// selfCPU is this process's user+system CPU time.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+func loadAvg() string {
+	avg, ok := host.LoadAverage()
+	if !ok {
+		return "unknown"
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return fmt.Sprintf("%.2f %.2f %.2f (%d cores)", avg[0], avg[1], avg[2], runtime.NumCPU())
 }
 
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ") + fmt.Sprintf(" (%d cores)", runtime.NumCPU())
+// cpuNow is this process's CPU time so far; 0 when the system cannot tell.
+func cpuNow() time.Duration {
+	d, _ := host.ProcessCPU()
+	return d
 }

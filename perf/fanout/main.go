@@ -40,7 +40,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/delegatelab/delegate/perf/internal/host"
+	"github.com/delegatelab/delegate/internal/host"
 )
 
 func main() {

@@ -13,8 +13,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/delegatelab/delegate/internal/host"
 )
 
 // result is what one arm measured at one concurrency.
@@ -40,11 +41,11 @@ func (r result) heapPerInFlight() float64     { return float64(r.heapGrowth) / f
 
 // rusage returns this process's user and system CPU time so far.
 func rusage() (time.Duration, error) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, fmt.Errorf("getrusage: %w", err)
+	d, ok := host.ProcessCPU()
+	if !ok {
+		return 0, errors.New("getrusage: this system does not say")
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+	return d, nil
 }
 
 // statusBytes reads a "kB" field of /proc/self/status (VmRSS, VmHWM).

@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/delegatelab/delegate/perf/internal/host"
+	"github.com/delegatelab/delegate/internal/host"
 )
 
 // machine describes the computer a figure came from.

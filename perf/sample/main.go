@@ -35,14 +35,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/delegatelab/delegate/internal/host"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/nn/infer"
 	"github.com/delegatelab/delegate/nn/kernel"
-	"github.com/delegatelab/delegate/perf/internal/host"
 	"github.com/delegatelab/delegate/perf/internal/runc"
 	"github.com/delegatelab/delegate/tokenizer"
 )
@@ -333,12 +332,12 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 // other processes; llama2.c's figure is taken the same way.
 func bestRate(ctx context.Context, e *infer.Engine, reqs []infer.GenRequest, reps int) (wall, cpu float64, err error) {
 	for range reps {
-		start, cpu0 := time.Now(), procCPU()
+		start, cpu0 := time.Now(), cpuNow()
 		out, err := e.GenerateAll(ctx, reqs)
 		if err != nil {
 			return 0, 0, err
 		}
-		sec, cpuSec := time.Since(start).Seconds(), (procCPU() - cpu0).Seconds()
+		sec, cpuSec := time.Since(start).Seconds(), (cpuNow() - cpu0).Seconds()
 		n := 0
 		for _, r := range out {
 			n += len(r.Tokens)
@@ -349,16 +348,6 @@ func bestRate(ctx context.Context, e *infer.Engine, reqs []infer.GenRequest, rep
 		}
 	}
 	return wall, cpu, nil
-}
-
-// procCPU is the user plus system CPU time of this process so far; 0 when
-// the system cannot tell.
-func procCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 var achieved = regexp.MustCompile(`achieved tok/s: ([0-9.eE+-]+|inf|nan)`)
@@ -552,4 +541,10 @@ func verdict(ok bool) string {
 		return "PASS"
 	}
 	return "MISS"
+}
+
+// cpuNow is this process's CPU time so far; 0 when the system cannot tell.
+func cpuNow() time.Duration {
+	d, _ := host.ProcessCPU()
+	return d
 }

@@ -39,7 +39,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/delegatelab/delegate/perf/internal/host"
+	"github.com/delegatelab/delegate/internal/host"
 	"github.com/delegatelab/delegate/standin"
 )
 

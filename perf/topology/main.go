@@ -28,7 +28,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/delegatelab/delegate/perf/internal/host"
+	"github.com/delegatelab/delegate/internal/host"
 )
 
 // metrics is the part of a metrics.jsonl line (rl.Metrics) read here.
