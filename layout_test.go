@@ -57,7 +57,7 @@ var allowedImports = map[string][]string{
 	"tokenizer":          {""},
 	"train":              {"", "api", "bench", "local", "models", "nn", "nn/train", "reward", "rl", "rollout", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
 	"world":              {"", "reward", "strategy"},
-	"world/scripted":     {"", "tokenizer", "world", "world/transcript"},
+	"world/scripted":     {"", "strategy", "tokenizer", "world", "world/transcript"},
 	"world/transcript":   {"", "reward", "strategy", "tokenizer", "world"},
 }
 
