@@ -41,7 +41,7 @@ const (
 
 // Config sets a training run. DefaultConfig gives the documented defaults.
 type Config struct {
-	// Mode is ModeRoute (default) or ModeMLPO.
+	// Mode is ModeRoute (default), ModeMLPO or ModeDecompose.
 	Mode string `json:"mode"`
 	// Train is which policies a route run trains: TrainDelegator (the
 	// default), TrainSolver or TrainBoth. Under route the delegator's
@@ -53,7 +53,8 @@ type Config struct {
 	Train string `json:"train"`
 	// Solver and Delegator are nn checkpoint directories: the frozen
 	// sub-agent and the policy's starting weights; "" means the shipped
-	// model embedded in the binary (package models).
+	// model embedded in the binary (package models): the delegator, or
+	// under ModeDecompose the planner.
 	Solver    string `json:"solver"`
 	Delegator string `json:"delegator"`
 	// Peers are MLPO's frozen peers, checkpoint directories or a shipped
@@ -129,6 +130,11 @@ type Config struct {
 	// FilterMaxRate drops, in MLPO, the training items whose peers solve
 	// at least that share of the time. Default 0.75.
 	FilterMaxRate float64 `json:"filter_max_rate"`
+	// Parity, under ModeDecompose, rewards a rollout with the reference
+	// environment's buckets (reward.Parity) of its answer against the
+	// single-agent baseline's instead of the graded comparison
+	// (decompose.go).
+	Parity bool `json:"parity,omitempty"`
 }
 
 // ShippedPrefix names a shipped model (package models) where a checkpoint
@@ -190,14 +196,19 @@ func (c Config) Validate() error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
-	if c.Mode != ModeRoute && c.Mode != ModeMLPO {
-		bad("mode", "must be %q or %q, got %q", ModeRoute, ModeMLPO, c.Mode)
+	if c.Mode != ModeRoute && c.Mode != ModeMLPO && c.Mode != ModeDecompose {
+		bad("mode", "must be %q, %q or %q, got %q", ModeRoute, ModeMLPO, ModeDecompose, c.Mode)
 	}
 	switch {
 	case c.Train != TrainDelegator && c.Train != TrainSolver && c.Train != TrainBoth:
 		bad("train", "must be %q, %q or %q, got %q", TrainDelegator, TrainSolver, TrainBoth, c.Train)
 	case c.Mode == ModeMLPO && c.Train != TrainDelegator:
 		bad("train", "mode %s trains its leader only (%q), got %q", ModeMLPO, TrainDelegator, c.Train)
+	case c.Mode == ModeDecompose && c.Train != TrainDelegator:
+		bad("train", "mode %s trains its delegator only (%q), got %q", ModeDecompose, TrainDelegator, c.Train)
+	}
+	if c.Parity && c.Mode != ModeDecompose {
+		bad("parity", "goes with mode %s, not %s", ModeDecompose, c.Mode)
 	}
 	if c.OutDir == "" {
 		bad("out_dir", "required")
