@@ -382,8 +382,8 @@ func b2f(b bool) float64 {
 // baseline: the graded reward against it is above 0) by the paired
 // bootstrap 95% interval of the mean difference; and its accuracy is not
 // lower than the delegator alone's nor the pretrained delegator's under
-// decompose (McNemar's exact test does not find it less accurate at p <
-// 0.05). A criterion whose arms are missing is not met.
+// decompose (McNemar's test, exact below 25 discordant items, does not
+// find it less accurate at p < 0.05). A criterion whose arms are missing is not met.
 func decomposeAcceptance(t *Table) []Check {
 	var out []Check
 	bases := []struct{ name, arm string }{
@@ -432,7 +432,7 @@ func decomposeAcceptance(t *Table) []Check {
 	}
 	out = append(out, every)
 	for _, arm := range []string{ArmSingle, ArmPretrainedPlan} {
-		name := "RL-trained accuracy not lower than the " + arm + "'s (exact McNemar: not less accurate at p < 0.05)"
+		name := "RL-trained accuracy not lower than the " + arm + "'s (McNemar's test, exact below 25 discordant items: not less accurate at p < 0.05)"
 		rs, c, ok := t.pairedRows(name, ArmTrainedPlan, arm)
 		if !ok {
 			out = append(out, c)
