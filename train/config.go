@@ -87,7 +87,10 @@ type Config struct {
 	// check every 10 steps.
 	RL rl.Config `json:"rl"`
 	// Reward weighs correctness, delegator tokens and sub-agent calls.
-	// Default world.DefaultReward.
+	// Default world.DefaultReward. Its FormatPenalty (at most 0) applies
+	// under ModeDecompose only, added to the reward of a rollout (and of a
+	// table's item) that ended without a proper answer; route and MLPO
+	// count such a run wrong and nothing more, and want it 0.
 	Reward reward.Graded `json:"reward"`
 	// Prices prices the calls of the table. Default world.DefaultPrices.
 	Prices world.Prices `json:"prices"`
@@ -231,6 +234,12 @@ func (c Config) Validate() error {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {
 			bad(f.key, "must be non-negative and finite, got %v", f.v)
 		}
+	}
+	if !(c.Reward.FormatPenalty <= 0) || math.IsInf(c.Reward.FormatPenalty, 0) {
+		bad("reward.format_penalty", "must be at most 0 and finite, got %v", c.Reward.FormatPenalty)
+	}
+	if c.Reward.FormatPenalty != 0 && c.Mode != ModeDecompose {
+		bad("reward.format_penalty", "applies to mode %s only (route and mlpo count a run without a proper answer wrong), got %v under %s", ModeDecompose, c.Reward.FormatPenalty, c.Mode)
 	}
 	if c.TrainProblems < c.RL.ItemsPerStep {
 		bad("train_problems", "must be at least rl.items_per_step (%d), got %d", c.RL.ItemsPerStep, c.TrainProblems)

@@ -256,11 +256,33 @@ func (r *runner) decomposeFinal(ctx context.Context, arms []bench.Arm, tab *Tabl
 		return nil, nil, fmt.Errorf("train: decompose table: %w", err)
 	}
 	stages := failureStages(records)
-	tab.Appendix, err = versusTable(tab, stages, tasksOf(r.testSet), r.cfg.Reward)
+	tasks := tasksOf(r.testSet)
+	penalize(tab, stages, tasks, r.cfg.Reward.FormatPenalty)
+	tab.Appendix, err = versusTable(tab, stages, tasks)
 	if err != nil {
 		return nil, nil, err
 	}
 	return arms, tab, nil
+}
+
+// penalize adds penalty to the reward of every item of tab that ended
+// without a proper answer (a stage in stages), as training's reward does
+// (versusGraded), and recomputes the rows' mean rewards and intervals.
+func penalize(tab *Table, stages map[[2]string]reward.Stage, tasks []delegate.Task, penalty float64) {
+	if penalty == 0 {
+		return
+	}
+	for i := range tab.Rows {
+		row := &tab.Rows[i]
+		rewards := make([]float64, len(row.Items))
+		for j := range row.Items {
+			if j < len(tasks) && stages[[2]string{row.Arm, tasks[j].ID}] != "" {
+				row.Items[j].Reward += penalty
+			}
+			rewards[j] = row.Items[j].Reward
+		}
+		row.Reward, row.RewardCI = rewardCI(rewards, row.Correct)
+	}
 }
 
 // randomPlanRate is the probability q with which a random plan that hands
@@ -313,9 +335,10 @@ func failureStages(records []bench.Record) map[[2]string]reward.Stage {
 // versusTable is the comparison of every arm but the baseline with the
 // single-agent baseline (ArmSingle), item by item: wins, ties and losses,
 // the reference's parity reward (reward.Parity on the exact verdict) and
-// the graded reward against the baseline (the table's reward minus the
-// baseline's correctness), each a mean with its normal 95% interval.
-func versusTable(t *Table, stages map[[2]string]reward.Stage, tasks []delegate.Task, g reward.Graded) (string, error) {
+// the graded reward against the baseline (the table's reward, format
+// penalty included, minus the baseline's correctness), each a mean with
+// its normal 95% interval.
+func versusTable(t *Table, stages map[[2]string]reward.Stage, tasks []delegate.Task) (string, error) {
 	base := t.Row(ArmSingle)
 	if base == nil {
 		return "", fmt.Errorf("train: decompose table: no row %s", ArmSingle)
@@ -355,9 +378,6 @@ func versusTable(t *Table, stages map[[2]string]reward.Stage, tasks []delegate.T
 			}
 			parity[j] = reward.Parity(o)
 			graded[j] = it.Reward - b2f(baseOK)
-			if !o.FormatOK {
-				graded[j] += g.FormatPenalty
-			}
 		}
 		pm, pci := bench.MeanCI(parity)
 		gm, gci := bench.MeanCI(graded)
@@ -461,7 +481,7 @@ func (r *runner) decomposeNotes() []string {
 	return []string{
 		fmt.Sprintf("Decompose: the delegator (starting from %s) plans %d-%d subtasks, the solver answers each, greedy and without the problem, and the delegator aggregates; both of its turns are trained. A rollout's reward is %s, against the single-agent baseline: the starting weights alone under single, greedy, once per problem.",
 			start, transcript.MinSubtasks, transcript.MaxSubtasks, rew),
-		"The reward column above is the world's reward of each arm alone (correct − λ·tokens − μ·calls); the graded reward against the baseline is it minus the baseline's correctness, item by item, so every paired reward comparison between arms is the same on either scale.",
+		fmt.Sprintf("The reward column above is each arm's own reward (correct − λ·tokens − μ·calls, plus the format penalty %g for an item that ended without a proper answer); the graded reward against the baseline is it minus the baseline's correctness, item by item, so every paired reward comparison between arms is the same on either scale.", c.Reward.FormatPenalty),
 		"Fixed plans hand over the steps computable from the text at the given ready positions (in step order) and compute the others; the oracle plan hands over a ready step worth delegating exactly when the solver answers it right; random planning hands over each ready step with the probability q that matches the trained delegator's subtasks per item. A plan needs a subtask, so each of them hands over the first ready step when it picks none; there is no plan that hands over nothing (that is the delegator alone). They are programs in the delegator's seat that never slip (scripted.Planner): they measure the plan, not a model executing it.",
 	}
 }

@@ -62,6 +62,22 @@ func TestVersusScorer(t *testing.T) {
 			}
 		})
 	}
+	// With a format penalty, a malformed plan pays less than an attempt
+	// that fails, whatever it saved in tokens.
+	pg := g
+	pg.FormatPenalty = -1
+	planOnly := map[string]delegate.Totals{RoleDelegator: {Calls: 1, Usage: delegate.Usage{CompletionTokens: 10}}}
+	bad, err := versusScorer{g: pg}.Score(context.Background(), nil, task, baseRight, &delegate.Trace{Strategy: strategy.NameDecompose, Failure: planFail, Roles: planOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, err := versusScorer{g: pg}.Score(context.Background(), nil, task, baseRight, &delegate.Trace{Strategy: strategy.NameDecompose, Answer: "1950", Roles: roles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(bad.Reward-(-2-0.010)) > 1e-9 || !(bad.Reward < wrong.Reward) {
+		t.Errorf("format penalty -1: malformed plan %v (want -2.01), failed attempt %v", bad.Reward, wrong.Reward)
+	}
 	if _, err := (versusScorer{g: g}).Score(context.Background(), nil, task, nil, baseRight); err == nil {
 		t.Error("no error without a baseline")
 	}
@@ -155,7 +171,7 @@ func TestVersusTable(t *testing.T) {
 		{Correct: true, Reward: 0.9}, {Correct: true, Reward: 0.8}, {Correct: false, Reward: -0.1}, {Correct: false, Reward: -0.2},
 	}}
 	stages := map[[2]string]reward.Stage{{arm.Arm, "d"}: reward.StagePlan}
-	got, err := versusTable(&Table{Rows: []Row{base, arm}}, stages, tasks, DefaultConfig().Reward)
+	got, err := versusTable(&Table{Rows: []Row{base, arm}}, stages, tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,8 +180,19 @@ func TestVersusTable(t *testing.T) {
 	if !strings.Contains(got, "| "+arm.Arm+" | 1 | 2 | 1 | -2.475 [") || !strings.Contains(got, "| -0.150 [") {
 		t.Errorf("versus table:\n%s", got)
 	}
-	if _, err := versusTable(&Table{Rows: []Row{arm}}, stages, tasks, DefaultConfig().Reward); err == nil {
+	if _, err := versusTable(&Table{Rows: []Row{arm}}, stages, tasks); err == nil {
 		t.Error("no error without the baseline's row")
+	}
+}
+
+// TestPenalize: the table's items that ended without a proper answer get
+// the format penalty, and their rows' means follow.
+func TestPenalize(t *testing.T) {
+	tasks := []delegate.Task{{ID: "a"}, {ID: "b"}}
+	tab := &Table{Rows: []Row{{Arm: "x", Correct: 1, Items: []Item{{Correct: true, Reward: 0.8}, {Reward: -0.1}}}}}
+	penalize(tab, map[[2]string]reward.Stage{{"x", "b"}: reward.StagePlan}, tasks, -1)
+	if r := tab.Rows[0]; math.Abs(r.Items[1].Reward+1.1) > 1e-12 || math.Abs(r.Items[0].Reward-0.8) > 1e-12 || math.Abs(r.Reward+0.15) > 1e-12 {
+		t.Errorf("penalized row: items %+v, mean %v; want 0.8, -1.1, mean -0.15", r.Items, r.Reward)
 	}
 }
 
@@ -194,6 +221,8 @@ func TestConfigDecompose(t *testing.T) {
 		{"parity under route", func(c *Config) { c.Parity = true }, "parity: goes with mode decompose"},
 		{"solver trained under decompose", func(c *Config) { c.Mode, c.Train = ModeDecompose, TrainSolver }, "mode decompose trains its delegator only"},
 		{"unknown mode", func(c *Config) { c.Mode = "plan" }, `"route", "mlpo" or "decompose"`},
+		{"format penalty under route", func(c *Config) { c.Reward.FormatPenalty = -1 }, "reward.format_penalty: applies to mode decompose only"},
+		{"positive format penalty", func(c *Config) { c.Mode, c.Reward.FormatPenalty = ModeDecompose, 1 }, "reward.format_penalty: must be at most 0"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := DefaultConfig()

@@ -167,6 +167,7 @@ plans, the oracle plan and random planning at its rate.`,
 	fl.IntVar(&cfg.RL.MaxNewTokens, "max-new-tokens", cfg.RL.MaxNewTokens, "cap on every model call's completion")
 	fl.Float64Var(&cfg.Reward.Lambda, "lambda", cfg.Reward.Lambda, "reward cost per delegator token (λ) (mlpo default 0)")
 	fl.Float64Var(&cfg.Reward.Mu, "mu", cfg.Reward.Mu, "reward cost per sub-agent call (μ) (mlpo default 0)")
+	fl.Float64Var(&cfg.Reward.FormatPenalty, "format-penalty", cfg.Reward.FormatPenalty, "decompose: reward added (≤ 0) to a rollout that ends without a proper answer, on top of counting it wrong (decompose default -1)")
 	fl.IntVar(&cfg.TrainProblems, "train-problems", cfg.TrainProblems, "training problems (mlpo default 256)")
 	fl.IntVar(&cfg.EvalItems, "eval-items", cfg.EvalItems, "held-out problems of the table (mlpo default 300)")
 	fl.StringVar(&cfg.EvalSplit, "split", cfg.EvalSplit, "split of the table's items: validation while choosing settings, test for the reported table")
@@ -202,10 +203,14 @@ var mlpoDefaults = []modeDefault{
 
 // decomposeDefaults are the flags whose default differs under --mode
 // decompose: two-part problems, where the plan decides what is handed
-// over, and fewer training items for choosing the best fixed plan (the
-// plans are few and cheap to tell apart).
+// over; a penalty for a rollout without a proper answer, without which
+// the cost term makes a malformed plan (a wrong answer after a few
+// tokens) pay better than an attempt that fails (docs/decompose.md); and
+// fewer training items for choosing the best fixed plan (the plans are few
+// and cheap to tell apart).
 var decomposeDefaults = []modeDefault{
 	{"level", "3"},
+	{"format-penalty", "-1"},
 	{"rule-items", "100"},
 }
 

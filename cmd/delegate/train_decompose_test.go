@@ -10,8 +10,8 @@ import (
 )
 
 // TestTrainDecomposeDefaults: --mode decompose runs two-part problems
-// (level 3) unless --level says otherwise, --parity is recorded as the
-// run's reward, and the table compares every arm with the single-agent
+// (level 3) unless --level says otherwise, with a format penalty of -1,
+// --parity is recorded as the run's reward, and the table compares every arm with the single-agent
 // baseline.
 func TestTrainDecomposeDefaults(t *testing.T) {
 	dir := t.TempDir()
@@ -36,11 +36,14 @@ func TestTrainDecomposeDefaults(t *testing.T) {
 				Mode   string
 				World  world.Config
 				Parity bool
+				Reward struct {
+					FormatPenalty float64 `json:"format_penalty"`
+				}
 			}
 			b := readRunFile(t, out, &id)
 			want := world.Levels()[tt.level]
-			if id.Mode != train.ModeDecompose || id.World.MaxSteps != want.MaxSteps || id.World.Parallel != want.Parallel || id.Parity != tt.parity {
-				t.Errorf("run.json = %s\nwant mode decompose, level %d, parity %v", b, tt.level, tt.parity)
+			if id.Mode != train.ModeDecompose || id.World.MaxSteps != want.MaxSteps || id.World.Parallel != want.Parallel || id.Parity != tt.parity || id.Reward.FormatPenalty != -1 {
+				t.Errorf("run.json = %s\nwant mode decompose, level %d, parity %v, format penalty -1", b, tt.level, tt.parity)
 			}
 			for _, s := range []string{"| " + train.ArmSingle + " |", "Against the single-agent baseline", train.ArmPretrainedPlan} {
 				if !strings.Contains(got, s) {
