@@ -75,7 +75,8 @@ on every one) and --eval-items 300.
 them in parallel, and it aggregates the results; each answer is rewarded
 against the single-agent baseline's (the starting delegator alone,
 greedy): by default the graded comparison (its correctness minus the
-baseline's, minus the cost of its tokens and calls), with --parity the
+baseline's, minus the cost of its tokens and calls, and --format-penalty,
+default -1, for a run without a proper answer), with --parity the
 reference's win/tie/loss buckets. It starts from the shipped planner (the
 delegator pretrained further on two-part problems) and runs --level 3 (two
 independent parts, where a plan decides something); the table compares it
