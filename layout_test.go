@@ -55,9 +55,9 @@ var allowedImports = map[string][]string{
 	"store":              {""},
 	"strategy":           {""},
 	"tokenizer":          {""},
-	"train":              {"", "api", "bench", "local", "models", "nn", "nn/train", "reward", "rl", "rollout", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
+	"train":              {"", "api", "bench", "judge", "local", "models", "nn", "nn/train", "reward", "rl", "rollout", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
 	"world":              {"", "reward", "strategy"},
-	"world/scripted":     {"", "tokenizer", "world", "world/transcript"},
+	"world/scripted":     {"", "strategy", "tokenizer", "world", "world/transcript"},
 	"world/transcript":   {"", "reward", "strategy", "tokenizer", "world"},
 }
 

@@ -1,7 +1,9 @@
 // Package models holds the shipped checkpoints of the world's local
 // models, written by delegate pretrain (see README.md in this directory
-// for the commands and the measured accuracies): solver/, delegator/ and
-// peer/ (an earlier phase of the delegator, MLPO's second peer model),
-// each a checkpoint of package nn, also embedded in the binary (Load). Its
-// test loads the checkpoints and checks their held-out accuracy.
+// for the commands and the measured accuracies): solver/, delegator/,
+// peer/ (an earlier phase of the delegator, MLPO's second peer model) and
+// planner/ (the delegator trained further on two-part problems, where
+// delegate train --mode decompose starts), each a checkpoint of package
+// nn, also embedded in the binary (Load). Its test loads the checkpoints
+// and checks their held-out accuracy.
 package models

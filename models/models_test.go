@@ -20,6 +20,7 @@ const (
 	delegatorAloneFloor = 0.8 // greedy accuracy of the delegator alone on problems of the default world
 	delegatorRouteFloor = 0.8 // the same under route with the shipped solver, on those without a difference (which the solver cannot do)
 	peerAloneFloor      = 0.5 // greedy accuracy of the shipped peer alone on problems of MLPO's world (measured about 0.7)
+	plannerAloneFloor   = 0.6 // greedy accuracy of the shipped planner alone on two-part problems (level 3; measured 0.95)
 )
 
 func load(t *testing.T, dir, name string) *local.Model {
@@ -130,5 +131,25 @@ func TestShippedPeer(t *testing.T) {
 	t.Logf("peer alone: %d/%d right", sc.Right, sc.N)
 	if sc.N != 16 || sc.Accuracy() < peerAloneFloor {
 		t.Errorf("peer alone: %d/%d = %.2f, want 16 graded and at least %.2f", sc.Right, sc.N, sc.Accuracy(), peerAloneFloor)
+	}
+}
+
+// TestShippedPlanner grades the shipped planner (the delegator trained
+// further on two-part problems, where delegate train --mode decompose
+// starts) greedily alone on 16 held-out problems of level 3, where the
+// shipped delegator solves few: it must solve most of them.
+func TestShippedPlanner(t *testing.T) {
+	d := load(t, "planner", "delegator") // a later delegator: its checkpoint says so
+	ps, err := world.Generate(world.Levels()[3], 2026, world.Validation, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := pretrain.GradeDelegator(context.Background(), strategy.NameSingle, d, nil, ps, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("planner alone on level 3: %d/%d right", sc.Right, sc.N)
+	if sc.N != 16 || sc.Accuracy() < plannerAloneFloor {
+		t.Errorf("planner alone: %d/%d = %.2f, want 16 graded and at least %.2f", sc.Right, sc.N, sc.Accuracy(), plannerAloneFloor)
 	}
 }

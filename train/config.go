@@ -41,7 +41,7 @@ const (
 
 // Config sets a training run. DefaultConfig gives the documented defaults.
 type Config struct {
-	// Mode is ModeRoute (default) or ModeMLPO.
+	// Mode is ModeRoute (default), ModeMLPO or ModeDecompose.
 	Mode string `json:"mode"`
 	// Train is which policies a route run trains: TrainDelegator (the
 	// default), TrainSolver or TrainBoth. Under route the delegator's
@@ -53,7 +53,8 @@ type Config struct {
 	Train string `json:"train"`
 	// Solver and Delegator are nn checkpoint directories: the frozen
 	// sub-agent and the policy's starting weights; "" means the shipped
-	// model embedded in the binary (package models).
+	// model embedded in the binary (package models): the delegator, or
+	// under ModeDecompose the planner.
 	Solver    string `json:"solver"`
 	Delegator string `json:"delegator"`
 	// Peers are MLPO's frozen peers, checkpoint directories or a shipped
@@ -86,7 +87,10 @@ type Config struct {
 	// check every 10 steps.
 	RL rl.Config `json:"rl"`
 	// Reward weighs correctness, delegator tokens and sub-agent calls.
-	// Default world.DefaultReward.
+	// Default world.DefaultReward. Its FormatPenalty (at most 0) applies
+	// under ModeDecompose only, added to the reward of a rollout (and of a
+	// table's item) that ended without a proper answer; route and MLPO
+	// count such a run wrong and nothing more, and want it 0.
 	Reward reward.Graded `json:"reward"`
 	// Prices prices the calls of the table. Default world.DefaultPrices.
 	Prices world.Prices `json:"prices"`
@@ -129,6 +133,11 @@ type Config struct {
 	// FilterMaxRate drops, in MLPO, the training items whose peers solve
 	// at least that share of the time. Default 0.75.
 	FilterMaxRate float64 `json:"filter_max_rate"`
+	// Parity, under ModeDecompose, rewards a rollout with the reference
+	// environment's buckets (reward.Parity) of its answer against the
+	// single-agent baseline's instead of the graded comparison
+	// (decompose.go).
+	Parity bool `json:"parity,omitempty"`
 }
 
 // ShippedPrefix names a shipped model (package models) where a checkpoint
@@ -190,14 +199,19 @@ func (c Config) Validate() error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
-	if c.Mode != ModeRoute && c.Mode != ModeMLPO {
-		bad("mode", "must be %q or %q, got %q", ModeRoute, ModeMLPO, c.Mode)
+	if c.Mode != ModeRoute && c.Mode != ModeMLPO && c.Mode != ModeDecompose {
+		bad("mode", "must be %q, %q or %q, got %q", ModeRoute, ModeMLPO, ModeDecompose, c.Mode)
 	}
 	switch {
 	case c.Train != TrainDelegator && c.Train != TrainSolver && c.Train != TrainBoth:
 		bad("train", "must be %q, %q or %q, got %q", TrainDelegator, TrainSolver, TrainBoth, c.Train)
 	case c.Mode == ModeMLPO && c.Train != TrainDelegator:
 		bad("train", "mode %s trains its leader only (%q), got %q", ModeMLPO, TrainDelegator, c.Train)
+	case c.Mode == ModeDecompose && c.Train != TrainDelegator:
+		bad("train", "mode %s trains its delegator only (%q), got %q", ModeDecompose, TrainDelegator, c.Train)
+	}
+	if c.Parity && c.Mode != ModeDecompose {
+		bad("parity", "goes with mode %s, not %s", ModeDecompose, c.Mode)
 	}
 	if c.OutDir == "" {
 		bad("out_dir", "required")
@@ -220,6 +234,12 @@ func (c Config) Validate() error {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {
 			bad(f.key, "must be non-negative and finite, got %v", f.v)
 		}
+	}
+	if !(c.Reward.FormatPenalty <= 0) || math.IsInf(c.Reward.FormatPenalty, 0) {
+		bad("reward.format_penalty", "must be at most 0 and finite, got %v", c.Reward.FormatPenalty)
+	}
+	if c.Reward.FormatPenalty != 0 && c.Mode != ModeDecompose {
+		bad("reward.format_penalty", "applies to mode %s only (route and mlpo count a run without a proper answer wrong), got %v under %s", ModeDecompose, c.Reward.FormatPenalty, c.Mode)
 	}
 	if c.TrainProblems < c.RL.ItemsPerStep {
 		bad("train_problems", "must be at least rl.items_per_step (%d), got %d", c.RL.ItemsPerStep, c.TrainProblems)

@@ -41,6 +41,8 @@ type identity struct {
 	// CacheMinTokens prices every record's calls: records priced two ways
 	// must not share a table.
 	CacheMinTokens int `json:"cache_min_tokens"`
+	// Parity is Config.Parity (decompose's reward), left out when false.
+	Parity bool `json:"parity,omitempty"`
 }
 
 func identityOf(c Config) identity {
@@ -48,7 +50,7 @@ func identityOf(c Config) identity {
 		Version: identityVersion, Mode: c.Mode, Train: trainIdentity(c.Train), Solver: c.Solver, Delegator: c.Delegator, Peers: c.Peers,
 		World: c.World, Seed: c.Seed, TrainProblems: c.TrainProblems, Reward: c.Reward,
 		Estimator: string(c.RL.Estimator), GroupSize: c.RL.GroupSize, ItemsPerStep: c.RL.ItemsPerStep,
-		CacheMinTokens: c.CacheMinTokens,
+		CacheMinTokens: c.CacheMinTokens, Parity: c.Parity,
 	}
 }
 

@@ -190,7 +190,7 @@ func Evaluate(ctx context.Context, cfg Config, trained Result, opt Options) (*Re
 // evaluates the baselines; it returns how long the final evaluation should
 // take (evaluateBaselines).
 func (r *runner) start(ctx context.Context, phase func(string)) (time.Duration, error) {
-	if r.cfg.Mode == ModeRoute {
+	if r.cfg.Mode == ModeRoute || r.cfg.Mode == ModeDecompose {
 		phase("choose the best fixed rule on training items")
 		best, err := r.chooseRule(ctx)
 		if err != nil {
@@ -221,7 +221,12 @@ func (r *runner) final(ctx context.Context, phase func(string), res *Result) err
 			return err
 		}
 	}
-	if cfg.Mode == ModeRoute {
+	if cfg.Mode == ModeDecompose {
+		if arms, tab, err = r.decomposeFinal(ctx, arms, tab, res.Steps); err != nil {
+			return err
+		}
+	}
+	if cfg.Mode == ModeRoute || cfg.Mode == ModeDecompose {
 		tab.BestRule = r.bestRule
 	}
 	if cfg.Mode == ModeMLPO {
@@ -285,6 +290,7 @@ func newRunner(cfg Config, opt Options) (*runner, error) {
 	for _, g := range []*strategy.Generation{&r.scfg.Single, &r.scfg.Strong, &r.scfg.Weak, &r.scfg.Peer, &r.scfg.Leader} {
 		g.MaxTokens = min(g.MaxTokens, cfg.RL.MaxNewTokens)
 	}
+	decomposeSettings(&r.scfg, cfg)
 	if err := r.scfg.Validate(); err != nil {
 		return nil, fmt.Errorf("train: strategy config: %w", err)
 	}
@@ -309,7 +315,7 @@ func newRunner(cfg Config, opt Options) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	pretrainedP, err := loadCheckpoint("delegator", cfg.Delegator)
+	pretrainedP, err := loadCheckpoint(cfg.startModel(), cfg.Delegator)
 	if err != nil {
 		return nil, err
 	}
@@ -419,8 +425,11 @@ func (r *runner) single(a delegate.Agent) (delegate.Strategy, error) {
 
 // baselines are the arms that do not depend on training.
 func (r *runner) baselines() []bench.Arm {
-	if r.cfg.Mode == ModeMLPO {
+	switch r.cfg.Mode {
+	case ModeMLPO:
 		return r.mlpoBaselines()
+	case ModeDecompose:
+		return r.decomposeBaselines()
 	}
 	arms := []bench.Arm{
 		{Name: ArmAlone, Role: bench.RoleStrong, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
@@ -447,6 +456,9 @@ func (r *runner) scriptedArm(name string, decide scripted.Decider) bench.Arm {
 // the positions of the world's longest problem delegated, the others
 // computed.
 func (r *runner) ruleArms() []bench.Arm {
+	if r.cfg.Mode == ModeDecompose {
+		return r.planRuleArms()
+	}
 	n := r.cfg.World.MaxSteps
 	arms := make([]bench.Arm, 0, 1<<n)
 	for mask := range uint(1) << n {
@@ -463,8 +475,11 @@ func ruleName(mask uint, steps int) string {
 // step is in the arm's name, so that results of an earlier state of a
 // resumed run are never mixed in.
 func (r *runner) trainedArms(steps int) []bench.Arm {
-	if r.cfg.Mode == ModeMLPO {
+	switch r.cfg.Mode {
+	case ModeMLPO:
 		return r.mlpoTrainedArms(steps)
+	case ModeDecompose:
+		return r.decomposeTrainedArms(steps)
 	}
 	arm := func(name string, delegator, solver delegate.Model) bench.Arm {
 		return bench.Arm{Name: trainedName(name, steps), Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
@@ -782,8 +797,11 @@ func logSeconds(dir string) (float64, error) {
 // source is where the trainer's groups come from: route on the training
 // problems (MLPO: lead on the filtered ones), rolled out in process.
 func (r *runner) source(ctx context.Context, cfg rl.Config) (rl.Source, error) {
-	if r.cfg.Mode == ModeMLPO {
+	switch r.cfg.Mode {
+	case ModeMLPO:
 		return r.mlpoEnv(ctx, cfg)
+	case ModeDecompose:
+		return r.decomposeEnv(cfg), nil
 	}
 	s := r.problemEnv(cfg, r.trainSet, func(_ *world.Problem, delegator, solver delegate.Model) (delegate.Strategy, error) {
 		return r.route(r.scfg, delegator, solver)

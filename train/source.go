@@ -42,6 +42,10 @@ type rollouts struct {
 	scorer            rollout.Scorer
 	dropped           atomic.Int64 // rollout progress events the observer did not take
 
+	// baseline, when set, is played once per item of a step and handed to
+	// the scorer with each rollout (decompose's single-agent answer).
+	baseline delegate.Strategy
+
 	mu     sync.Mutex
 	step   int          // the step of groups
 	groups [][]rl.Group // the step's groups of each role; nil once every view took its part
@@ -156,7 +160,7 @@ func (s *rollouts) run(ctx context.Context, step int) ([][]rl.Group, error) {
 	}
 	rcfg := rollout.Config{GroupSize: G, Concurrency: cfg.Concurrency, Estimator: string(cfg.Estimator),
 		KeepTies: true, TrainRoles: roles}
-	groups, err := rollout.Groups(ctx, rcfg, tasksOf(problems), s.policies(step, problems), nil, s.scorer, report)
+	groups, err := rollout.Groups(ctx, rcfg, tasksOf(problems), s.policies(step, problems), s.baseline, s.scorer, report)
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,9 @@ type Table struct {
 	// reward on training items: the strongest input-independent baseline,
 	// chosen without the held-out items.
 	BestRule string
+	// Appendix is markdown written between the rows and the notes:
+	// decompose's comparison of every arm with the single-agent baseline.
+	Appendix string
 }
 
 // Check is one acceptance criterion and whether the table meets it.
@@ -208,6 +211,9 @@ const CostCut = 0.40
 // A criterion whose arms are missing from the table, or whose rows do not
 // hold the same items, is not met.
 func Acceptance(t *Table, mode string) []Check {
+	if mode == ModeDecompose {
+		return decomposeAcceptance(t)
+	}
 	rows := t.pairedRows
 	if mode == ModeMLPO {
 		beats := func(name, a, b string) Check {
@@ -436,6 +442,9 @@ func (t *Table) WriteMarkdown(w io.Writer) error {
 			r.DelegatorPrompt, r.DelegatorTokens, r.SubagentPrompt, r.SubagentTokens, r.SubagentCalls,
 			rate(r.rateOf(world.Mul)), rate(r.rateOf(world.Add)), rate(r.rateOf(world.Sub)), r.Cost*1e6, r.Latency, r.Failed)
 	}
+	if t.Appendix != "" {
+		b.WriteString("\n" + t.Appendix)
+	}
 	if len(t.Notes) > 0 {
 		b.WriteString("\n")
 		for _, n := range t.Notes {
@@ -492,6 +501,9 @@ func (r *runner) notes(res *Result) []string {
 	case TrainBoth:
 		notes = append(notes, fmt.Sprintf("Trained: the delegator and the solver, each by its own trainer (the solver's in %s/) on its own samples of the same rollouts (the delegator's turns; each of the solver's answers a sample), with the rollout's advantage; both sampled at temperature %g in training, and the solver answers greedily here.",
 			SolverDir, c.RL.Temperature))
+	}
+	if c.Mode == ModeDecompose {
+		return append(notes, r.decomposeNotes()...)
 	}
 	if c.Mode == ModeMLPO {
 		ckpts := c.peerCheckpoints()

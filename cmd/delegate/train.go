@@ -68,7 +68,20 @@ its own at the team's cost. Its defaults differ: the MLPO recipe
 (--estimator drgrpo, --lambda 0, --mu 0: Dr. GRPO on the correctness of the
 leader's answer), --level 2 --distractors 4 (the leader alone is at its
 ceiling on plain level-2 problems), --train-problems 256 (the filter samples the peers
-on every one) and --eval-items 300.`,
+on every one) and --eval-items 300.
+
+--mode decompose trains the delegator under decompose, the reference
+"Delegation RL" loop: it plans one to four subtasks, the solver answers
+them in parallel, and it aggregates the results; each answer is rewarded
+against the single-agent baseline's (the starting delegator alone,
+greedy): by default the graded comparison (its correctness minus the
+baseline's, minus the cost of its tokens and calls, and --format-penalty,
+default -1, for a run without a proper answer), with --parity the
+reference's win/tie/loss buckets. It starts from the shipped planner (the
+delegator pretrained further on two-part problems) and runs --level 3 (two
+independent parts, where a plan decides something); the table compares it
+with the delegator alone, the pretrained planner under decompose, fixed
+plans, the oracle plan and random planning at its rate.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkProgress(f.progress); err != nil {
@@ -77,11 +90,12 @@ on every one) and --eval-items 300.`,
 			if f.quiet {
 				f.progress = progressNone
 			}
-			if cfg.Mode == train.ModeMLPO {
-				for _, d := range mlpoDefaults {
+			defaults := map[string][]modeDefault{train.ModeMLPO: mlpoDefaults, train.ModeDecompose: decomposeDefaults}[cfg.Mode]
+			if len(defaults) > 0 {
+				for _, d := range defaults {
 					if !cmd.Flags().Changed(d.flag) {
 						if err := cmd.Flags().Set(d.flag, d.value); err != nil {
-							return fmt.Errorf("train: mlpo default --%s %s: %w", d.flag, d.value, err) // constant table; tested
+							return fmt.Errorf("train: %s default --%s %s: %w", cfg.Mode, d.flag, d.value, err) // constant table; tested
 						}
 					}
 				}
@@ -131,10 +145,11 @@ on every one) and --eval-items 300.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "route (GRPO on the delegator under route) or mlpo (a leader under lead)")
+	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "route (GRPO on the delegator under route), mlpo (a leader under lead) or decompose (the delegator plans and aggregates)")
+	fl.BoolVar(&cfg.Parity, "parity", cfg.Parity, "decompose: reward with the reference's win/tie/loss buckets against the single-agent baseline instead of the graded comparison")
 	fl.StringVar(&cfg.Train, "train", cfg.Train, "route: the policies trained, each on its own samples of the same rollouts: delegator, solver or both (the solver's trainer in OUT/solver)")
 	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory (frozen; default: the shipped solver, embedded)")
-	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start; default: the shipped delegator, embedded)")
+	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start; default: the shipped delegator, embedded; decompose: the shipped planner)")
 	fl.StringSliceVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: the peers' checkpoints, directories or shipped:NAME, taken in turn (default: shipped:peer,shipped:delegator)")
 	fl.IntVar(&cfg.PeerCount, "peer-count", cfg.PeerCount, "mlpo: peers of the leader (K)")
 	fl.Float64Var(&cfg.FilterMaxRate, "filter-max-rate", cfg.FilterMaxRate, "mlpo: train only on items the peers solve less than this share of the time, in (0, 1]")
@@ -153,6 +168,7 @@ on every one) and --eval-items 300.`,
 	fl.IntVar(&cfg.RL.MaxNewTokens, "max-new-tokens", cfg.RL.MaxNewTokens, "cap on every model call's completion")
 	fl.Float64Var(&cfg.Reward.Lambda, "lambda", cfg.Reward.Lambda, "reward cost per delegator token (λ) (mlpo default 0)")
 	fl.Float64Var(&cfg.Reward.Mu, "mu", cfg.Reward.Mu, "reward cost per sub-agent call (μ) (mlpo default 0)")
+	fl.Float64Var(&cfg.Reward.FormatPenalty, "format-penalty", cfg.Reward.FormatPenalty, "decompose: reward added (≤ 0) to a rollout that ends without a proper answer, on top of counting it wrong (decompose default -1)")
 	fl.IntVar(&cfg.TrainProblems, "train-problems", cfg.TrainProblems, "training problems (mlpo default 256)")
 	fl.IntVar(&cfg.EvalItems, "eval-items", cfg.EvalItems, "held-out problems of the table (mlpo default 300)")
 	fl.StringVar(&cfg.EvalSplit, "split", cfg.EvalSplit, "split of the table's items: validation while choosing settings, test for the reported table")
@@ -171,9 +187,12 @@ on every one) and --eval-items 300.`,
 	return cmd
 }
 
+// modeDefault is a flag whose default differs under a mode.
+type modeDefault struct{ flag, value string }
+
 // mlpoDefaults are the flags whose default differs under --mode mlpo, in
 // the order they are applied.
-var mlpoDefaults = []struct{ flag, value string }{
+var mlpoDefaults = []modeDefault{
 	{"estimator", "drgrpo"},
 	{"lambda", "0"},
 	{"mu", "0"},
@@ -181,6 +200,19 @@ var mlpoDefaults = []struct{ flag, value string }{
 	{"distractors", strconv.Itoa(world.MLPODistractors)},
 	{"train-problems", "256"},
 	{"eval-items", "300"},
+}
+
+// decomposeDefaults are the flags whose default differs under --mode
+// decompose: two-part problems, where the plan decides what is handed
+// over; a penalty for a rollout without a proper answer, without which
+// the cost term makes a malformed plan (a wrong answer after a few
+// tokens) pay better than an attempt that fails (docs/decompose.md); and
+// fewer training items for choosing the best fixed plan (the plans are few
+// and cheap to tell apart).
+var decomposeDefaults = []modeDefault{
+	{"level", "3"},
+	{"format-penalty", "-1"},
+	{"rule-items", "100"},
 }
 
 // runTrain runs the job, showing its progress on progress (nil: none)

@@ -128,25 +128,32 @@ func (s *Delegator) Chat(ctx context.Context, req *delegate.Request) (*delegate.
 	if err != nil {
 		return nil, err
 	}
+	return respond(s.name, req, out), nil
+}
+
+// respond is a program's response with out to req: usage counted with the
+// tokenizer's chat template as a local model counts it, and the
+// completion's token ids as logprobs (a program's choice has probability
+// 1), so that a conversation wrapper can count the cached prefix as for a
+// model.
+func respond(name string, req *delegate.Request, out delegate.Message) *delegate.Response {
 	finish := "stop"
 	if len(out.ToolCalls) > 0 {
 		finish = "tool_calls"
 	}
 	prompt := tokenizer.Render(req.Messages, req.Tools, true)
 	full := tokenizer.Render(append(append([]delegate.Message(nil), req.Messages...), out), req.Tools, false)
-	// The completion's tokens with their logprobs: a program's choice has
-	// probability 1.
 	gen := full[len(prompt):]
 	lps := make([]delegate.TokenLogprob, len(gen))
 	for i, id := range gen {
 		lps[i] = delegate.TokenLogprob{Token: tokenizer.Piece(id), TokenID: id}
 	}
 	return &delegate.Response{
-		Model:          s.name,
+		Model:          name,
 		Choices:        []delegate.Choice{{Message: out, FinishReason: finish, Logprobs: lps}},
 		Usage:          delegate.Usage{PromptTokens: len(prompt), CompletionTokens: max(len(gen), 1)},
 		PromptTokenIDs: prompt,
-	}, nil
+	}
 }
 
 // turn replays the policy's earlier turns (each asked the steps it handed

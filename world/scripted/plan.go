@@ -1,0 +1,184 @@
+package scripted
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/transcript"
+)
+
+// Planner is a decompose policy run by a program in the delegator's seat
+// of decompose: the plan turn hands the solver the steps computable from
+// the text (world.Step.Ready) that its Decider picks, in the exact format
+// of the world's decompose transcripts (transcript.Decompose: at least one
+// subtask, the first ready step when the Decider picks none, at most
+// transcript.MaxSubtasks); the aggregation turn writes the scratchpads of
+// every other step, the solver's answers (right or wrong) taking the place
+// of the steps handed over, and "Final Output: N". Like Delegator it
+// measures the policy, not a model executing it, and counts usage and
+// returns token ids as a local model does. Safe for concurrent use when
+// its Decider is.
+type Planner struct {
+	name     string
+	decide   Decider
+	problems map[string]*world.Problem // by text
+}
+
+// NewPlanner returns the program named name that runs decide on problems.
+func NewPlanner(name string, problems []*world.Problem, decide Decider) *Planner {
+	s := &Planner{name: name, decide: decide, problems: make(map[string]*world.Problem, len(problems))}
+	for _, p := range problems {
+		s.problems[p.Text] = p
+	}
+	return s
+}
+
+func (s *Planner) Name() string { return s.name }
+
+// ReadyRule is the Decider of a fixed planning rule by position among the
+// steps computable from the text: it hands over the k-th ready step (from
+// 0, in step order) when bit k of mask is set. Like world.PositionRule it
+// ignores what the steps are.
+func ReadyRule(mask uint) Decider {
+	return func(_ context.Context, p *world.Problem, i int, _, _ int64) (bool, error) {
+		k := 0
+		for j := range i {
+			if p.Steps[j].Ready() {
+				k++
+			}
+		}
+		return k < 64 && mask>>uint(k)&1 == 1, nil
+	}
+}
+
+// ReadyRuleName names a ReadyRule over ready steps: "every ready step", or
+// the ordinals it hands over ("ready step 1", "ready steps 1, 2").
+func ReadyRuleName(mask uint, ready int) string {
+	var pos []string
+	for k := range ready {
+		if mask>>uint(k)&1 == 1 {
+			pos = append(pos, strconv.Itoa(k+1))
+		}
+	}
+	switch {
+	case len(pos) == ready && ready > 1:
+		return "hand over every ready step"
+	case len(pos) == 1:
+		return "hand over ready step " + pos[0]
+	}
+	return "hand over ready steps " + strings.Join(pos, ", ")
+}
+
+// ReadySteps is the number of steps of p computable from its text.
+func ReadySteps(p *world.Problem) int {
+	n := 0
+	for _, st := range p.Steps {
+		if st.Ready() {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *Planner) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var user string
+	for _, m := range req.Messages {
+		if m.Role == delegate.RoleUser {
+			user = m.Content
+		}
+	}
+	var out delegate.Message
+	var err error
+	if p, ok := s.problems[strings.TrimSpace(user)]; ok {
+		out, err = s.plan(ctx, p)
+	} else {
+		head, rest, _ := strings.Cut(user, "\n")
+		p, ok := s.problems[strings.TrimSpace(head)]
+		if !ok {
+			return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: s.name, Attempts: 1,
+				Message: s.name + ": the request holds no known problem"}
+		}
+		out = aggregate(p, rest)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return respond(s.name, req, out), nil
+}
+
+// plan is the plan turn: the subtasks the Decider picks among the ready
+// steps, as transcript.Decompose writes them.
+func (s *Planner) plan(ctx context.Context, p *world.Problem) (delegate.Message, error) {
+	chosen := make([]bool, len(p.Steps))
+	for i, st := range p.Steps {
+		if !st.Ready() {
+			continue
+		}
+		d, err := s.decide(ctx, p, i, st.X.Value, st.Y.Value)
+		if err != nil {
+			return delegate.Message{}, fmt.Errorf("%s: problem %s step %d: %w", s.name, p.ID, i+1, err)
+		}
+		chosen[i] = d
+	}
+	ep := transcript.Decompose(p, func(_ *world.Problem, i int) bool { return chosen[i] })
+	msgs := ep.Delegator[0].Messages
+	return delegate.Assistant(msgs[len(msgs)-1].Content), nil
+}
+
+// aggregate is the aggregation turn of p, given the aggregation prompt's
+// lines after the problem (the plan's reasoning, then "subtask gave
+// result" blocks). A step whose question was answered takes the answer's
+// value (0 when it has none, as Delegator goes on); every other step is
+// computed with a scratchpad from the values known. When a wrong answer
+// makes a step one the formats cannot write (a negative difference), the
+// turn stops without a final output.
+func aggregate(p *world.Problem, rest string) delegate.Message {
+	answers := map[string]string{}
+	var cur string
+	for _, line := range strings.Split(rest, "\n") {
+		if q, a, ok := strings.Cut(line, " gave "); ok {
+			cur = strings.TrimSpace(q)
+			answers[cur] = a
+			continue
+		}
+		if cur != "" {
+			answers[cur] += "\n" + line
+		}
+	}
+	n := len(p.Steps)
+	value := make([]int64, n)
+	operand := func(o world.Operand) int64 {
+		if o.Ref == world.Literal {
+			return o.Value
+		}
+		return value[o.Ref]
+	}
+	var blocks []string
+	for i, st := range p.Steps {
+		x, y := operand(st.X), operand(st.Y)
+		if a, ok := answers[st.Expr()]; ok && st.Ready() {
+			v, err := world.ParseAnswer(a)
+			if err != nil {
+				v = 0
+			}
+			value[i] = v
+			continue
+		}
+		text, v, err := world.Scratchpad(st.Op, x, y)
+		if err != nil {
+			return delegate.Assistant(strings.Join(blocks, "\n"))
+		}
+		blocks = append(blocks, text)
+		value[i] = v
+	}
+	blocks = append(blocks, strategy.FinalOutputMarker+" "+strconv.FormatInt(value[n-1], 10))
+	return delegate.Assistant(strings.Join(blocks, "\n"))
+}
