@@ -484,8 +484,12 @@ func writeTable(path string, t *Table) error {
 func (r *runner) notes(res *Result) []string {
 	c := r.cfg
 	stop := map[string]string{"steps": "all steps done", "time": "the time budget ended it", "": "not trained in this process"}[res.StoppedBy]
+	delegator := checkpointName(c.Delegator)
+	if c.Delegator == "" && c.Mode == ModeDecompose {
+		delegator = "shipped " + PlannerModel + " (embedded)"
+	}
 	notes := []string{
-		fmt.Sprintf("%d held-out items of the world's %s split (seed %d; %s); delegator %s, solver %s.", c.EvalItems, c.EvalSplit, c.Seed, c.World.Summary(), checkpointName(c.Delegator), checkpointName(c.Solver)),
+		fmt.Sprintf("%d held-out items of the world's %s split (seed %d; %s); delegator %s, solver %s.", c.EvalItems, c.EvalSplit, c.Seed, c.World.Summary(), delegator, checkpointName(c.Solver)),
 		fmt.Sprintf("Training: %s, %d steps of %d items × %d rollouts (%s; %.0f s of rollouts and updates).",
 			c.RL.Estimator, res.Steps, c.RL.ItemsPerStep, c.RL.GroupSize, stop, res.TrainSeconds),
 		fmt.Sprintf("Reward = correct − %g·delegator generated tokens − %g·sub-agent calls; its interval is mean ± 1.96·s/√n, s never below the spread of correctness. Accuracy: Wilson 95%%. Comparisons in Acceptance are paired on the shared items.", c.Reward.Lambda, c.Reward.Mu),
