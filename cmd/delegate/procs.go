@@ -19,8 +19,10 @@ import (
 
 	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/train"
 	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/transcript"
 )
 
 // topology is `delegate train --processes N`: the RL loop of
@@ -137,17 +139,24 @@ models:
     max_batch: 64
     price: %s
 `, checkpoint(t.cfg.Delegator, "delegator"), follow, dp, checkpoint(t.cfg.Solver, "solver"), sp)
+	// The strategy as the in-process trainer runs route: its turns, and
+	// every call capped at --max-new-tokens.
+	sc := transcript.StrategyConfig()
+	capped := func(g strategy.Generation) int { return min(g.MaxTokens, t.cfg.RL.MaxNewTokens) }
 	env := fmt.Sprintf(`# written by delegate train --processes: an environment sampling the
-# policy server; the preset declares the world's tools and prompts.
+# policy server; the preset declares the world's tools and prompts, the
+# strategy is route as delegate train runs it.
 preset: world
 models:
   delegator: {kind: openai, base_url: "http://%[1]s/v1", model: delegator, token_ids: true, max_retries: 8, price: %[2]s}
   solver: {kind: openai, base_url: "http://%[1]s/v1", model: solver, max_retries: 8, price: %[3]s}
 roles: {default: delegator, subagent: solver, weak: solver}
 strategy:
-  single: {temperature: 0}
-  strong: {temperature: 0}
-`, serveAddr, dp, sp)
+  max_turns: %[4]d
+  single: {temperature: 0, max_tokens: %[5]d}
+  strong: {temperature: 0, max_tokens: %[6]d}
+  weak: {temperature: 0, max_tokens: %[7]d}
+`, serveAddr, dp, sp, t.cfg.MaxTurns, capped(sc.Single), capped(sc.Strong), capped(sc.Weak))
 	for name, doc := range map[string]string{procsServeFile: serve, procsEnvFile: env} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(doc), 0o644); err != nil {
 			return fmt.Errorf("train --processes: %w", err)
@@ -175,6 +184,11 @@ func (t *topology) children(dir, apiAddr, serveAddr string) []child {
 	// Enough items for every step from any one environment; the pacing
 	// of the API (its queue) keeps them from running far ahead.
 	items := c.RL.Steps * c.RL.ItemsPerStep
+	// The in-process trainer's seed of its item order and rollouts.
+	rlSeed := c.RL.Seed
+	if rlSeed == 0 {
+		rlSeed = c.Seed
+	}
 	conc := max(c.RL.Concurrency/t.envs, c.RL.GroupSize)
 	for i := 1; i <= t.envs; i++ {
 		pace := []string{
@@ -193,7 +207,12 @@ func (t *topology) children(dir, apiAddr, serveAddr string) []child {
 		}
 		args := []string{"process", "--config", filepath.Join(dir, procsEnvFile), "--dataset", datasetWorld,
 			"--level", strconv.Itoa(t.level), "--distractors", strconv.Itoa(c.World.Distractors),
-			"-n", strconv.Itoa(items), "--seed", strconv.FormatUint(c.Seed+uint64(i), 10), "-g", strconv.Itoa(c.RL.GroupSize),
+			// The in-process run's items and rollout seeds: its training
+			// pool and item order, environment i taking its part of each
+			// step's items (as the on-policy pacing starts them).
+			"-n", strconv.Itoa(items), "--seed", strconv.FormatUint(c.Seed, 10),
+			"--train-pool", strconv.Itoa(c.TrainProblems), "--train-seed", strconv.FormatUint(rlSeed, 10), "--step-items", strconv.Itoa(c.RL.ItemsPerStep),
+			"--step-share", fmt.Sprintf("%d/%d", i, t.envs), "-g", strconv.Itoa(c.RL.GroupSize),
 			"--concurrency", strconv.Itoa(conc), "--strategy", "route", "--temperature", strconv.FormatFloat(c.RL.Temperature, 'g', -1, 64),
 			// The world's reward reads the reference answer: no baseline
 			// call before each item's rollouts. The groups carry what the
