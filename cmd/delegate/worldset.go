@@ -137,7 +137,7 @@ func parseShare(s string) (i, n int, err error) {
 // tasks draws the first n items of the environment's share of the
 // trainer's steps (delegate train's training pool under seed and its item
 // order under o.seed) and says where each sits; split must be train, as
-// train's pool is.
+// train's pool is. A task's ID is its problem's with "@step".
 func (o trainOrder) tasks(w worldFlags, split string, seed uint64, n int) ([]delegate.Task, []stepItem, string, error) {
 	cfg, err := w.config()
 	if err != nil {
@@ -167,7 +167,11 @@ func (o trainOrder) tasks(w worldFlags, split string, seed uint64, n int) ([]del
 	for step := 1; len(tasks) < n; step++ {
 		items := order.Step(step)
 		for j := lo; j < hi && len(tasks) < n; j++ {
-			tasks = append(tasks, problems[items[j]].Task())
+			// Train draws a step's items afresh from the pool: a problem
+			// comes back in later steps, each time a task of its own.
+			task := problems[items[j]].Task()
+			task.ID += "@" + strconv.Itoa(step)
+			tasks = append(tasks, task)
 			at = append(at, stepItem{step, j})
 		}
 	}

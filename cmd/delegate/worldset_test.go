@@ -95,10 +95,12 @@ func TestWorldDatasetFlagErrors(t *testing.T) {
 // TestTrainOrderTasks: the environments of --step-share 1/n to n/n
 // together draw, step by step, exactly the items delegate train draws
 // (its training pool under --seed, its item order under --train-seed),
-// each environment its contiguous part of every step, and seed rollout k
-// of a step's item j as train does.
+// each environment its contiguous part of every step (a problem drawn
+// again is another task), and seed rollout k of a step's item j as train
+// does.
 func TestTrainOrderTasks(t *testing.T) {
-	const pool, steps, group, seed, trainSeed = 50, 4, 3, 5, 7
+	// A small pool, so that later steps draw problems again.
+	const pool, steps, group, seed, trainSeed = 12, 6, 3, 5, 7
 	w := worldFlags{level: world.DefaultLevel, distractors: -1}
 	cfg, err := w.config()
 	if err != nil {
@@ -119,8 +121,13 @@ func TestTrainOrderTasks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				seen := map[string]bool{}
 				for q, task := range tasks {
 					s := at[q]
+					if seen[task.ID] {
+						t.Fatalf("environment %d: task %d's id %s again: rollout ids would collide", i, q, task.ID)
+					}
+					seen[task.ID] = true
 					if s.index < lo || s.index >= hi || s.step < 1 || s.step > steps {
 						t.Fatalf("environment %d: task %d at step %d, position %d; want a step of 1 to %d, positions %d to %d", i, q, s.step, s.index, steps, lo, hi-1)
 					}
@@ -133,7 +140,7 @@ func TestTrainOrderTasks(t *testing.T) {
 			for step := 1; step <= steps; step++ {
 				var ids []string
 				for _, it := range want.Step(step) {
-					ids = append(ids, problems[it].Task().ID)
+					ids = append(ids, fmt.Sprintf("%s@%d", problems[it].Task().ID, step))
 				}
 				if !slices.Equal(got[step], ids) {
 					t.Errorf("step %d: the environments drew %v, train draws %v", step, got[step], ids)
