@@ -489,11 +489,13 @@ func TestTrainProcessesTrainsOnTheInProcessGroups(t *testing.T) {
 	if len(in) != steps || len(procs) != steps {
 		t.Fatalf("%d steps in process, %d with processes; want %d each", len(in), len(procs), steps)
 	}
-	close := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*max(1, math.Abs(a)) }
+	// The batch holds the groups in the order they were pushed: the sums
+	// of the update may differ in their last bits.
+	near := func(a, b, tol float64) bool { return math.Abs(a-b) <= tol*max(1, math.Abs(a)) }
 	for i := range steps {
 		a, b := in[i], procs[i]
 		if a.Rollouts != b.Rollouts || a.PolicyTokens != b.PolicyTokens || a.DegenerateGroups != b.DegenerateGroups ||
-			!close(a.Reward, b.Reward) || !close(a.RewardStd, b.RewardStd) || !close(a.GradNorm, b.GradNorm) {
+			!near(a.Reward, b.Reward, 1e-9) || !near(a.RewardStd, b.RewardStd, 1e-9) || !near(a.GradNorm, b.GradNorm, 1e-6) {
 			t.Errorf("step %d: in process %d rollouts, %d policy tokens, %d tied groups, reward %v ± %v, gradient norm %v; with processes %d, %d, %d, %v ± %v, %v",
 				a.Step, a.Rollouts, a.PolicyTokens, a.DegenerateGroups, a.Reward, a.RewardStd, a.GradNorm,
 				b.Rollouts, b.PolicyTokens, b.DegenerateGroups, b.Reward, b.RewardStd, b.GradNorm)
