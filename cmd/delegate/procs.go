@@ -366,11 +366,31 @@ func waitHTTP(ctx context.Context, url, what string) error {
 func runTrainProcesses(ctx context.Context, out, progress io.Writer, mode string, log *slog.Logger, t *topology) error {
 	start := time.Now()
 	dir := t.cfg.OutDir
-	fmt.Fprintf(out, "train --processes: the API, a policy server, %d environments and a trainer as child processes of %s, under %s\n", t.envs, t.exe, dir)
+	fmt.Fprintf(out, "train --processes: the API, a policy server, %d environments and a trainer as child processes of %s, under %s; the table's baselines evaluated meanwhile\n", t.envs, t.exe, dir)
+	// The table's baselines (the fixed rules, the policies that are not
+	// trained) do not depend on the trained policy: this process, which
+	// would only wait for the children, evaluates them while they train,
+	// as the in-process run evaluates them before it trains. Evaluate
+	// below finds them done.
+	bctx, stopBaselines := context.WithCancel(ctx)
+	defer stopBaselines()
+	baselines := make(chan error, 1)
+	go func() { baselines <- train.EvaluateBaselines(bctx, t.cfg, train.Options{Log: log}) }()
 	if err := t.run(ctx, dir); err != nil {
+		stopBaselines()
+		<-baselines // cancelled: what it finished is kept, and resumed
 		return err
 	}
 	trainedAt := time.Since(start)
+	if err := <-baselines; err != nil {
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("interrupted; run the same command again to resume from %s: %w", dir, err)
+		}
+		return fmt.Errorf("train --processes: the table's baselines: %w", err)
+	}
+	if wait := time.Since(start) - trainedAt; wait >= time.Second {
+		fmt.Fprintf(out, "\nthe table's baselines took %s after the trainer's last step\n", wait.Round(100*time.Millisecond))
+	}
 	trainerDir := filepath.Join(dir, procsTrainerDir)
 	ms, err := readTrainerMetrics(trainerDir)
 	if err != nil {
