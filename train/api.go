@@ -1,10 +1,12 @@
 package train
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/api"
@@ -76,6 +78,7 @@ func (s *apiSource) Next(ctx context.Context, step int) ([]rl.Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("batch of step %d: %w", step, err)
 	}
+	orderBatch(b.Batch)
 	groups := make([]rl.Group, 0, len(b.Batch))
 	for gi, sd := range b.Batch {
 		g, err := groupOf(sd, s.estimator)
@@ -190,4 +193,26 @@ func EvaluateBaselines(ctx context.Context, cfg Config, opt Options) error {
 	defer r.close()
 	_, err = r.start(ctx, phase)
 	return err
+}
+
+// orderBatch puts a batch's groups in the order of their
+// group_overrides.batch_order (an environment of train --processes sends
+// its item's place among the step's items), as the in-process trainer
+// orders a step's groups, so that the update sums them in the same order;
+// a batch where some group has none stays in the order it came.
+func orderBatch(batch []api.ScoredData) {
+	key := func(sd api.ScoredData) (float64, bool) {
+		v, ok := sd.GroupOverrides["batch_order"].(float64)
+		return v, ok
+	}
+	for _, sd := range batch {
+		if _, ok := key(sd); !ok {
+			return
+		}
+	}
+	slices.SortStableFunc(batch, func(a, b api.ScoredData) int {
+		ka, _ := key(a)
+		kb, _ := key(b)
+		return cmp.Compare(ka, kb)
+	})
 }

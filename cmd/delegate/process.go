@@ -211,6 +211,9 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 			// Telling the API we are gone is a courtesy: it loses nothing.
 			_ = sink.Close(context.WithoutCancel(ctx))
 		}()
+		if at != nil {
+			sink.batchOrder = func(item int) int { return at[item].index }
+		}
 		rc.Sink = sink
 	}
 	against := "against single"
