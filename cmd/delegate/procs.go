@@ -412,7 +412,7 @@ func runTrainProcesses(ctx context.Context, out, progress io.Writer, mode string
 	wg.Go(func() { bars.observe(trainCh, evalCh, phases) })
 	res, err := train.Evaluate(ctx, t.cfg, trained, train.Options{
 		EvalProgress: evalCh,
-		Phase:        func(name string) { phases <- name },
+		Phase:        bars.phaseFunc(phases),
 		Log:          log,
 	})
 	close(evalCh)
