@@ -500,6 +500,19 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 	s.mu.Unlock()
 
 	seq, dup, err := s.st.add(ctx, g, odd)
+	if err == nil && dup {
+		// The store had the group, but the server did not (a group it
+		// knows is answered above): an earlier attempt of this push stored
+		// it and its answer was lost (a publish that timed out while a
+		// cluster node went away), and the push failed. The group is new
+		// here while it is still stored; gone, it was trained on and
+		// pruned, or dropped as stale, and stays a duplicate.
+		if _, berr := s.st.body(ctx, seq); berr == nil {
+			dup = false
+		} else if !errors.Is(berr, errGone) {
+			err = fmt.Errorf("look up group %s stored earlier: %w", g.id, berr)
+		}
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,10 +1,12 @@
 package train
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/api"
@@ -76,6 +78,7 @@ func (s *apiSource) Next(ctx context.Context, step int) ([]rl.Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("batch of step %d: %w", step, err)
 	}
+	orderBatch(b.Batch)
 	groups := make([]rl.Group, 0, len(b.Batch))
 	for gi, sd := range b.Batch {
 		g, err := groupOf(sd, s.estimator)
@@ -165,4 +168,51 @@ func sequenceAdvantage(adv []float64, masks []int) (float64, error) {
 		a, set = v, true
 	}
 	return a, nil
+}
+
+// EvaluateBaselines evaluates the part of Evaluate's table that does not
+// depend on the trained policy, as Evaluate does first (the fixed rules on
+// training items, the baselines on held-out items), into cfg.OutDir, where
+// Evaluate then finds them done: the supervisor of a multi-process run,
+// otherwise idle, evaluates them while its trainer trains.
+func EvaluateBaselines(ctx context.Context, cfg Config, opt Options) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.Mode != ModeRoute || cfg.Train != TrainDelegator {
+		return fmt.Errorf("train: evaluate baselines: mode %s, train %s: only %s's delegator is trained from a trajectory API", cfg.Mode, cfg.Train, ModeRoute)
+	}
+	phase, err := begin(cfg, &opt)
+	if err != nil {
+		return err
+	}
+	r, err := newRunner(cfg, opt)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	_, err = r.start(ctx, phase)
+	return err
+}
+
+// orderBatch puts a batch's groups in the order of their
+// group_overrides.batch_order (an environment of train --processes sends
+// its item's place among the step's items), as the in-process trainer
+// orders a step's groups, so that the update sums them in the same order;
+// a batch where some group has none stays in the order it came.
+func orderBatch(batch []api.ScoredData) {
+	key := func(sd api.ScoredData) (float64, bool) {
+		v, ok := sd.GroupOverrides["batch_order"].(float64)
+		return v, ok
+	}
+	for _, sd := range batch {
+		if _, ok := key(sd); !ok {
+			return
+		}
+	}
+	slices.SortStableFunc(batch, func(a, b api.ScoredData) int {
+		ka, _ := key(a)
+		kb, _ := key(b)
+		return cmp.Compare(ka, kb)
+	})
 }

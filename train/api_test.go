@@ -1,6 +1,7 @@
 package train
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,6 +67,41 @@ func TestGroupOf(t *testing.T) {
 			tt.edit(&sd)
 			if _, err := groupOf(sd, reward.GRPO); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("groupOf: %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestOrderBatch: a batch whose groups all carry batch_order is put in
+// that order (stable for equal places); one where some group has none is
+// left as it came.
+func TestOrderBatch(t *testing.T) {
+	group := func(score float64, order ...float64) api.ScoredData {
+		sd := api.ScoredData{Scores: []float64{score}, GroupOverrides: map[string]any{}}
+		if len(order) > 0 {
+			sd.GroupOverrides["batch_order"] = order[0]
+		}
+		return sd
+	}
+	tests := []struct {
+		name  string
+		batch []api.ScoredData
+		want  []float64 // the scores, in order
+	}{
+		{"ordered", []api.ScoredData{group(2, 2), group(0, 0), group(3, 3), group(1, 1)}, []float64{0, 1, 2, 3}},
+		{"equal places keep their order", []api.ScoredData{group(1, 1), group(0, 0), group(2, 1)}, []float64{0, 1, 2}},
+		{"one without a place", []api.ScoredData{group(2, 2), group(0), group(1, 1)}, []float64{2, 0, 1}},
+		{"none", []api.ScoredData{group(1), group(0)}, []float64{1, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			orderBatch(tt.batch)
+			var got []float64
+			for _, sd := range tt.batch {
+				got = append(got, sd.Scores[0])
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("order %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -39,6 +39,7 @@ type processFlags struct {
 	progress    string // auto, bar, plain, none
 	push        pushFlags
 	temperature float64 // the trained stages' temperature; < 0 keeps the config's
+	order       trainOrder
 }
 
 func newProcessCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -93,6 +94,7 @@ train by default, drawn with --seed), graded on their integer answer.`,
 	fl.StringVar(&f.push.syncPolicy, "push-sync-policy", "", "--push-sync: also wait until the delegate serve at this URL serves the trainer's step (its /health's policy_versions), so that no item's first call is answered by the step before")
 	fl.IntVar(&f.push.offPolicy, "push-offpolicy", 3, "--push: pause while the API's queue holds this many batches (Atropos's max_batches_offpolicy)")
 	f.datasetFlags.register(cmd, "train")
+	f.order.register(cmd)
 	return cmd
 }
 
@@ -117,7 +119,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if _, ok := rollout.DefaultTrainRole(f.strategy); !ok {
 		return fmt.Errorf("process: --strategy %q: want one of %s", f.strategy, strings.Join(strategy.Names(), ", "))
 	}
-	tasks, err := loadTasks(out, f)
+	tasks, at, err := loadTasks(out, f)
 	if err != nil {
 		return err
 	}
@@ -164,9 +166,19 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 		}
 		identity += fmt.Sprintf("; policy temperature %g", f.temperature)
 	}
-	policy, err := strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs), pcfg)
+	policy, err := strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs, nil), pcfg)
 	if err != nil {
 		return fmt.Errorf("process: %w", err)
+	}
+	policies := rollout.Same(policy)
+	if at != nil {
+		// Each rollout samples with train's seed of it: one strategy per
+		// rollout, around the policy seeded for it.
+		identity += fmt.Sprintf("; rollouts seeded as delegate train seeds them under seed %d", f.order.seed)
+		policies = func(i, k int) (delegate.Strategy, error) {
+			seed := at[i].seed(f.order.seed, f.group, k)
+			return strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs, &seed), pcfg)
+		}
 	}
 	jcfg := cfg.Judge
 	if needsJudge(tasks) {
@@ -199,6 +211,9 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 			// Telling the API we are gone is a courtesy: it loses nothing.
 			_ = sink.Close(context.WithoutCancel(ctx))
 		}()
+		if at != nil {
+			sink.batchOrder = func(item int) int { return at[item].index }
+		}
 		rc.Sink = sink
 	}
 	against := "against single"
@@ -215,7 +230,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 		defer close(viewDone)
 		view.run(progress)
 	}()
-	sum, runErr := rollout.Run(ctx, rc, tasks, baseline, rollout.Same(policy), sc, progress)
+	sum, runErr := rollout.Run(ctx, rc, tasks, baseline, policies, sc, progress)
 	close(progress)
 	<-viewDone
 	view.end(sum)
@@ -234,15 +249,31 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 // loadTasks reads and samples the dataset (datasetFlags.load), reporting
 // what it read: the loader's account of a file, or the description of
 // tasks that come from no file (the world's, the built-in requests).
-func loadTasks(out io.Writer, f processFlags) ([]delegate.Task, error) {
+// With --train-pool it draws the world's items as delegate train does,
+// and says where each sits in the trainer's steps (nil otherwise).
+func loadTasks(out io.Writer, f processFlags) ([]delegate.Task, []stepItem, error) {
+	if f.order.pool != 0 {
+		if f.dataset != datasetWorld {
+			return nil, nil, fmt.Errorf("process: --train-pool draws the world's problems as delegate train does: it goes with --dataset %s", datasetWorld)
+		}
+		if err := f.validate(); err != nil {
+			return nil, nil, fmt.Errorf("process: %w", err)
+		}
+		tasks, at, desc, err := f.order.tasks(f.world, f.split, f.seed, f.n)
+		if err != nil {
+			return nil, nil, fmt.Errorf("process: %w", err)
+		}
+		fmt.Fprintf(out, "dataset %s\n", desc)
+		return tasks, at, nil
+	}
 	tasks, desc, err := f.load(out)
 	if err != nil {
-		return nil, fmt.Errorf("process: %w", err)
+		return nil, nil, fmt.Errorf("process: %w", err)
 	}
 	if f.data == "" {
 		fmt.Fprintf(out, "dataset %s\n", desc)
 	}
-	return tasks, nil
+	return tasks, nil, nil
 }
 
 // needsJudge reports whether some task has no reference answer.
@@ -308,11 +339,12 @@ func newScorer(f processFlags, lambdaSet bool) (*rollout.RewardScorer, string, e
 }
 
 // policyRoles are the roles of the rolled-out strategy: the trained role
-// asks for logprobs when wanted, and single's agent plays role "single"
-// (the baseline's plays "baseline").
-func policyRoles(r strategy.Roles, name string, logprobs bool) strategy.Roles {
+// asks for logprobs when wanted (and samples its calls with seed, seed+1,
+// ... when seed is set), and single's agent plays role "single" (the
+// baseline's plays "baseline").
+func policyRoles(r strategy.Roles, name string, logprobs bool, seed *int64) strategy.Roles {
 	r.Single.Role = strategy.RoleSingle
-	if !logprobs {
+	if !logprobs && seed == nil {
 		return r
 	}
 	var a *delegate.Agent
@@ -328,7 +360,7 @@ func policyRoles(r strategy.Roles, name string, logprobs bool) strategy.Roles {
 		a = &r.Single
 	}
 	if a != nil && a.Model != nil {
-		a.Model = rollout.Policy(a.Model, rollout.Sampling{})
+		a.Model = rollout.Policy(a.Model, rollout.Sampling{Seed: seed})
 	}
 	return r
 }

@@ -19,8 +19,10 @@ import (
 
 	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/train"
 	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/transcript"
 )
 
 // topology is `delegate train --processes N`: the RL loop of
@@ -137,17 +139,24 @@ models:
     max_batch: 64
     price: %s
 `, checkpoint(t.cfg.Delegator, "delegator"), follow, dp, checkpoint(t.cfg.Solver, "solver"), sp)
+	// The strategy as the in-process trainer runs route: its turns, and
+	// every call capped at --max-new-tokens.
+	sc := transcript.StrategyConfig()
+	capped := func(g strategy.Generation) int { return min(g.MaxTokens, t.cfg.RL.MaxNewTokens) }
 	env := fmt.Sprintf(`# written by delegate train --processes: an environment sampling the
-# policy server; the preset declares the world's tools and prompts.
+# policy server; the preset declares the world's tools and prompts, the
+# strategy is route as delegate train runs it.
 preset: world
 models:
   delegator: {kind: openai, base_url: "http://%[1]s/v1", model: delegator, token_ids: true, max_retries: 8, price: %[2]s}
   solver: {kind: openai, base_url: "http://%[1]s/v1", model: solver, max_retries: 8, price: %[3]s}
 roles: {default: delegator, subagent: solver, weak: solver}
 strategy:
-  single: {temperature: 0}
-  strong: {temperature: 0}
-`, serveAddr, dp, sp)
+  max_turns: %[4]d
+  single: {temperature: 0, max_tokens: %[5]d}
+  strong: {temperature: 0, max_tokens: %[6]d}
+  weak: {temperature: 0, max_tokens: %[7]d}
+`, serveAddr, dp, sp, t.cfg.MaxTurns, capped(sc.Single), capped(sc.Strong), capped(sc.Weak))
 	for name, doc := range map[string]string{procsServeFile: serve, procsEnvFile: env} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(doc), 0o644); err != nil {
 			return fmt.Errorf("train --processes: %w", err)
@@ -175,6 +184,11 @@ func (t *topology) children(dir, apiAddr, serveAddr string) []child {
 	// Enough items for every step from any one environment; the pacing
 	// of the API (its queue) keeps them from running far ahead.
 	items := c.RL.Steps * c.RL.ItemsPerStep
+	// The in-process trainer's seed of its item order and rollouts.
+	rlSeed := c.RL.Seed
+	if rlSeed == 0 {
+		rlSeed = c.Seed
+	}
 	conc := max(c.RL.Concurrency/t.envs, c.RL.GroupSize)
 	for i := 1; i <= t.envs; i++ {
 		pace := []string{
@@ -193,7 +207,12 @@ func (t *topology) children(dir, apiAddr, serveAddr string) []child {
 		}
 		args := []string{"process", "--config", filepath.Join(dir, procsEnvFile), "--dataset", datasetWorld,
 			"--level", strconv.Itoa(t.level), "--distractors", strconv.Itoa(c.World.Distractors),
-			"-n", strconv.Itoa(items), "--seed", strconv.FormatUint(c.Seed+uint64(i), 10), "-g", strconv.Itoa(c.RL.GroupSize),
+			// The in-process run's items and rollout seeds: its training
+			// pool and item order, environment i taking its part of each
+			// step's items (as the on-policy pacing starts them).
+			"-n", strconv.Itoa(items), "--seed", strconv.FormatUint(c.Seed, 10),
+			"--train-pool", strconv.Itoa(c.TrainProblems), "--train-seed", strconv.FormatUint(rlSeed, 10), "--step-items", strconv.Itoa(c.RL.ItemsPerStep),
+			"--step-share", fmt.Sprintf("%d/%d", i, t.envs), "-g", strconv.Itoa(c.RL.GroupSize),
 			"--concurrency", strconv.Itoa(conc), "--strategy", "route", "--temperature", strconv.FormatFloat(c.RL.Temperature, 'g', -1, 64),
 			// The world's reward reads the reference answer: no baseline
 			// call before each item's rollouts. The groups carry what the
@@ -347,11 +366,31 @@ func waitHTTP(ctx context.Context, url, what string) error {
 func runTrainProcesses(ctx context.Context, out, progress io.Writer, mode string, log *slog.Logger, t *topology) error {
 	start := time.Now()
 	dir := t.cfg.OutDir
-	fmt.Fprintf(out, "train --processes: the API, a policy server, %d environments and a trainer as child processes of %s, under %s\n", t.envs, t.exe, dir)
+	fmt.Fprintf(out, "train --processes: the API, a policy server, %d environments and a trainer as child processes of %s, under %s; the table's baselines evaluated meanwhile\n", t.envs, t.exe, dir)
+	// The table's baselines (the fixed rules, the policies that are not
+	// trained) do not depend on the trained policy: this process, which
+	// would only wait for the children, evaluates them while they train,
+	// as the in-process run evaluates them before it trains. Evaluate
+	// below finds them done.
+	bctx, stopBaselines := context.WithCancel(ctx)
+	defer stopBaselines()
+	baselines := make(chan error, 1)
+	go func() { baselines <- train.EvaluateBaselines(bctx, t.cfg, train.Options{Log: log}) }()
 	if err := t.run(ctx, dir); err != nil {
+		stopBaselines()
+		<-baselines // cancelled: what it finished is kept, and resumed
 		return err
 	}
 	trainedAt := time.Since(start)
+	if err := <-baselines; err != nil {
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("interrupted; run the same command again to resume from %s: %w", dir, err)
+		}
+		return fmt.Errorf("train --processes: the table's baselines: %w", err)
+	}
+	if wait := time.Since(start) - trainedAt; wait >= time.Second {
+		fmt.Fprintf(out, "\nthe table's baselines took %s after the trainer's last step\n", wait.Round(100*time.Millisecond))
+	}
 	trainerDir := filepath.Join(dir, procsTrainerDir)
 	ms, err := readTrainerMetrics(trainerDir)
 	if err != nil {
@@ -373,7 +412,7 @@ func runTrainProcesses(ctx context.Context, out, progress io.Writer, mode string
 	wg.Go(func() { bars.observe(trainCh, evalCh, phases) })
 	res, err := train.Evaluate(ctx, t.cfg, trained, train.Options{
 		EvalProgress: evalCh,
-		Phase:        func(name string) { phases <- name },
+		Phase:        bars.phaseFunc(phases),
 		Log:          log,
 	})
 	close(evalCh)

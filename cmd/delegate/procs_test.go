@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/store"
 )
@@ -452,5 +454,72 @@ func TestTrainProcessesFlags(t *testing.T) {
 				t.Errorf("err %v, want one containing %q\n%s", err, tt.want, out)
 			}
 		})
+	}
+}
+
+// TestTrainProcessesTrainsOnTheInProcessGroups runs the same short
+// training in process and as `train --processes 2` (real child
+// processes): on-policy, the environments draw the in-process run's items
+// (its training pool and item order, each environment its part of every
+// step) and seed each rollout as it does, so the trainer gets the same
+// groups step for step: the same rewards and policy tokens at every step,
+// the same gradient, and the same trained policy in the table.
+func TestTrainProcessesTrainsOnTheInProcessGroups(t *testing.T) {
+	const steps = 2 // the second samples the weights the first step trained
+	args := []string{"--steps", strconv.Itoa(steps), "--items", "2", "--group", "4", "--eval-items", "2", "--rule-items", "1", "--seed", "3", "-q"}
+	inDir := t.TempDir()
+	if out, err := execute(t, testEnv, append([]string{"train", "--out", inDir, "--progress", "none"}, args...)...); err != nil {
+		t.Fatalf("train in process: %v\n%s", err, out)
+	}
+	procsDir := t.TempDir()
+	r := startTopology(t, append([]string{"2", "--out", procsDir}, args...)...)
+	for range r.lines {
+	}
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("train --processes: %v\n%s", err, r.output())
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("train --processes did not finish:\n%s", r.output())
+	}
+
+	in := readMetrics(t, filepath.Join(inDir, rl.MetricsFile))
+	procs := readMetrics(t, filepath.Join(procsDir, procsTrainerDir, rl.MetricsFile))
+	if len(in) != steps || len(procs) != steps {
+		t.Fatalf("%d steps in process, %d with processes; want %d each", len(in), len(procs), steps)
+	}
+	// The batch holds the groups in the order they were pushed: the sums
+	// of the update may differ in their last bits.
+	near := func(a, b, tol float64) bool { return math.Abs(a-b) <= tol*max(1, math.Abs(a)) }
+	for i := range steps {
+		a, b := in[i], procs[i]
+		if a.Rollouts != b.Rollouts || a.PolicyTokens != b.PolicyTokens || a.DegenerateGroups != b.DegenerateGroups ||
+			!near(a.Reward, b.Reward, 1e-9) || !near(a.RewardStd, b.RewardStd, 1e-9) || !near(a.GradNorm, b.GradNorm, 1e-6) {
+			t.Errorf("step %d: in process %d rollouts, %d policy tokens, %d tied groups, reward %v ± %v, gradient norm %v; with processes %d, %d, %d, %v ± %v, %v",
+				a.Step, a.Rollouts, a.PolicyTokens, a.DegenerateGroups, a.Reward, a.RewardStd, a.GradNorm,
+				b.Rollouts, b.PolicyTokens, b.DegenerateGroups, b.Reward, b.RewardStd, b.GradNorm)
+		}
+		if len(b.StalenessGroups) != 1 {
+			t.Errorf("step %d: groups by steps behind %v, want every group on-policy", b.Step, b.StalenessGroups)
+		}
+	}
+	// The trained policy's row of each table, but for its latency.
+	row := func(dir string) string {
+		b, err := os.ReadFile(filepath.Join(dir, "table.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "| RL-trained delegator (step") {
+				cells := strings.Split(line, "|")
+				return strings.Join(append(cells[:len(cells)-3:len(cells)-3], cells[len(cells)-2:]...), "|")
+			}
+		}
+		t.Fatalf("%s: no trained row in the table:\n%s", dir, b)
+		return ""
+	}
+	if a, b := row(inDir), row(procsDir); a != b {
+		t.Errorf("the trained policy's row (latency left out)\nin process:     %s\nwith processes: %s", a, b)
 	}
 }

@@ -63,6 +63,11 @@ type pushSink struct {
 	// to the trainer's next step: a stall is counted against it.
 	syncFirst   time.Time
 	syncLongest time.Duration
+
+	// batchOrder, when set, gives a task's place among its trainer
+	// step's items (process --train-pool), sent as the group's
+	// batch_order so that the trainer orders a batch as train does.
+	batchOrder func(item int) int
 }
 
 // syncStall is how long at least an environment under --push-sync waits,
@@ -187,6 +192,9 @@ func (s *pushSink) Send(ctx context.Context, g *rollout.GroupRecord) error {
 	sd, err := scoredData(g)
 	if err != nil {
 		return err
+	}
+	if s.batchOrder != nil {
+		sd.GroupOverrides["batch_order"] = s.batchOrder(g.Item)
 	}
 	resp, err := s.env.Push(ctx, sd)
 	if err != nil {

@@ -229,7 +229,7 @@ func runTrain(ctx context.Context, out, progress io.Writer, mode string, log *sl
 	res, err := train.Run(ctx, cfg, train.Options{
 		TrainProgress: trainCh,
 		EvalProgress:  evalCh,
-		Phase:         func(name string) { phases <- name },
+		Phase:         bars.phaseFunc(phases),
 		Log:           log,
 	})
 	close(trainCh)
@@ -303,6 +303,23 @@ type trainProgress struct {
 	correct, failed  int         // the evaluation's items so far
 	finished, resume int
 	lastDone         int // the evaluation's last count: a phase may run several
+
+	// shown, when set, gets a value once a phase is shown (see
+	// phaseFunc): the events sent before it are shown first.
+	shown chan struct{}
+}
+
+// phaseFunc is the train.Options.Phase that sends each phase to observe
+// on phases and returns once it is shown: every event sent before the
+// phase is shown under the phase before it, and every event after under
+// it (events and phases come on different channels, and a select that
+// finds both ready takes either).
+func (t *trainProgress) phaseFunc(phases chan<- string) func(string) {
+	t.shown = make(chan struct{})
+	return func(name string) {
+		phases <- name
+		<-t.shown
+	}
 }
 
 // newTrainProgress shows a run of steps steps on w under the --progress
@@ -322,6 +339,37 @@ func stepLine(m *rl.Metrics) string {
 // observe consumes events until every channel is closed, from one
 // goroutine, as the view wants.
 func (t *trainProgress) observe(steps <-chan rl.Progress, ev <-chan bench.Progress, phases <-chan string) {
+	// pending shows the events already sent: with phaseFunc, those of the
+	// phase before.
+	pending := func() {
+		for {
+			select {
+			case pr, ok := <-steps:
+				if !ok {
+					steps = nil
+					continue
+				}
+				t.trainEvent(pr)
+			case pr, ok := <-ev:
+				if !ok {
+					ev = nil
+					continue
+				}
+				t.evalEvent(pr)
+			default:
+				return
+			}
+		}
+	}
+	onPhase := func(name string) {
+		if t.shown != nil {
+			pending()
+		}
+		t.phase(name)
+		if t.shown != nil {
+			t.shown <- struct{}{}
+		}
+	}
 	for steps != nil || ev != nil || phases != nil {
 		// A phase that began is shown before the events that follow it.
 		select {
@@ -330,7 +378,7 @@ func (t *trainProgress) observe(steps <-chan rl.Progress, ev <-chan bench.Progre
 				phases = nil
 				continue
 			}
-			t.phase(name)
+			onPhase(name)
 			continue
 		default:
 		}
@@ -340,7 +388,7 @@ func (t *trainProgress) observe(steps <-chan rl.Progress, ev <-chan bench.Progre
 				phases = nil
 				continue
 			}
-			t.phase(name)
+			onPhase(name)
 		case pr, ok := <-steps:
 			if !ok {
 				steps = nil

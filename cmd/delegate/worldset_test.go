@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -73,12 +75,76 @@ func TestWorldDatasetFlagErrors(t *testing.T) {
 		{"bench", []string{"--strategies", "single", "--n", "2", "--split", "dev"}, `--split: split "dev": want train, validation or test`},
 		{"process", []string{"-g", "2"}, "--n is required with --dataset world"},
 		{"process", []string{"-g", "2", "-n", "2", "--level", "0"}, "--level 0"},
+		{"process", []string{"-g", "2", "-n", "2", "--train-pool", "10"}, "--step-items 0: want 1 to --train-pool (10)"},
+		{"process", []string{"-g", "2", "-n", "2", "--train-pool", "10", "--step-items", "11"}, "--step-items 11: want 1 to --train-pool (10)"},
+		{"process", []string{"-g", "2", "-n", "2", "--train-pool", "10", "--step-items", "2", "--step-share", "3/2"}, `--step-share "3/2": want i/n`},
+		{"process", []string{"-g", "2", "-n", "2", "--train-pool", "10", "--step-items", "2", "--step-share", "half"}, `--step-share "half": want i/n`},
+		{"process", []string{"-g", "2", "-n", "2", "--train-pool", "10", "--step-items", "2", "--step-share", "1/3"}, "3 environments share a step's 2 items"},
+		{"process", []string{"-g", "2", "-n", "2", "--train-pool", "10", "--step-items", "2", "--split", "test"}, "--split test does not apply"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.cmd+" "+strings.Join(tt.extra, " "), func(t *testing.T) {
 			_, err := execute(t, testEnv, append(append([]string{tt.cmd}, base...), tt.extra...)...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestTrainOrderTasks: the environments of --step-share 1/n to n/n
+// together draw, step by step, exactly the items delegate train draws
+// (its training pool under --seed, its item order under --train-seed),
+// each environment its contiguous part of every step (a problem drawn
+// again is another task), and seed rollout k of a step's item j as train
+// does.
+func TestTrainOrderTasks(t *testing.T) {
+	// A small pool, so that later steps draw problems again.
+	const pool, steps, group, seed, trainSeed = 12, 6, 3, 5, 7
+	w := worldFlags{level: world.DefaultLevel, distractors: -1}
+	cfg, err := w.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := world.Generate(cfg, seed, world.Train, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ items, envs int }{{1, 1}, {4, 2}, {3, 2}, {5, 3}} {
+		t.Run(fmt.Sprintf("%d items, %d environments", tt.items, tt.envs), func(t *testing.T) {
+			want := rl.NewItems(trainSeed, pool, tt.items)
+			got := make([][]string, steps+1) // task IDs by step, the environments' in order
+			for i := 1; i <= tt.envs; i++ {
+				lo, hi := shareOf(tt.items, i, tt.envs)
+				o := trainOrder{pool: pool, items: tt.items, share: fmt.Sprintf("%d/%d", i, tt.envs), seed: trainSeed}
+				tasks, at, _, err := o.tasks(w, "train", seed, steps*(hi-lo))
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen := map[string]bool{}
+				for q, task := range tasks {
+					s := at[q]
+					if seen[task.ID] {
+						t.Fatalf("environment %d: task %d's id %s again: rollout ids would collide", i, q, task.ID)
+					}
+					seen[task.ID] = true
+					if s.index < lo || s.index >= hi || s.step < 1 || s.step > steps {
+						t.Fatalf("environment %d: task %d at step %d, position %d; want a step of 1 to %d, positions %d to %d", i, q, s.step, s.index, steps, lo, hi-1)
+					}
+					got[s.step] = append(got[s.step], task.ID)
+					if k := group - 1; s.seed(trainSeed, group, k) != int64(rl.RolloutSeed(trainSeed, s.step, s.index*group+k)&(1<<62-1)) {
+						t.Errorf("environment %d task %d: rollout %d's seed is not train's", i, q, k)
+					}
+				}
+			}
+			for step := 1; step <= steps; step++ {
+				var ids []string
+				for _, it := range want.Step(step) {
+					ids = append(ids, fmt.Sprintf("%s@%d", problems[it].Task().ID, step))
+				}
+				if !slices.Equal(got[step], ids) {
+					t.Errorf("step %d: the environments drew %v, train draws %v", step, got[step], ids)
+				}
 			}
 		})
 	}

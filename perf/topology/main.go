@@ -3,9 +3,11 @@
 // steps, group shape, table), side by side in one invocation: wall time,
 // trainer steps per minute, rollouts per second, the time the trainer
 // waits for data and the environments wait for the trainer, the staleness
-// of the groups trained on, and the final table of each. Targets: the
-// multi-process trained reward inside the in-process run's 95% interval,
-// and a wall time at most 1.3× the in-process run's; PASS or MISS each.
+// of the groups trained on, how many steps trained on the same rollouts in
+// both runs (on-policy, the environments draw the in-process run's items
+// and seeds), and the final table of each. Targets: the multi-process
+// trained reward inside the in-process run's 95% interval, and a wall time
+// at most 1.3× the in-process run's; PASS or MISS each.
 //
 //	go run ./perf/topology -steps 40 -processes 2
 package main
@@ -36,6 +38,7 @@ type metrics struct {
 	Step            int     `json:"step"`
 	Rollouts        int     `json:"rollouts"`
 	Reward          float64 `json:"reward"`
+	PolicyTokens    int     `json:"policy_tokens"`
 	StalenessGroups []int   `json:"staleness_groups"`
 	UnknownVersion  int     `json:"unknown_version_groups"`
 	Groups          int     `json:"groups"`
@@ -253,6 +256,12 @@ func report(in, multi *result) {
 		fmt.Println()
 	}
 	fmt.Printf("CPU time with processes against in process: %.2fx\n", multi.cpu.Seconds()/in.cpu.Seconds())
+	same, first := sameSteps(in.ms, multi.ms)
+	fmt.Printf("steps whose rollouts were the same in both runs (mean reward and policy tokens): %d of %d", same, len(in.ms))
+	if first > 0 {
+		fmt.Printf("; the first that differs: %d", first)
+	}
+	fmt.Println()
 	fmt.Println("\n(in process the trainer's wait is its own rollouts; with processes, the time it waited for a batch; env wait sums the pauses of every item)")
 	verdict := func(ok bool) string {
 		if ok {
@@ -267,4 +276,22 @@ func report(in, multi *result) {
 	for _, r := range []*result{in, multi} {
 		fmt.Printf("\n## %s\n\n%s", r.name, r.table)
 	}
+}
+
+// sameSteps counts the steps whose rollouts were the same in both runs, as
+// far as the metrics tell (the mean reward to 1e-9 and the policy's
+// tokens), and returns the first step that differs (0: none).
+func sameSteps(a, b []metrics) (same, first int) {
+	for i := range min(len(a), len(b)) {
+		d := a[i].Reward - b[i].Reward
+		if a[i].Step == b[i].Step && a[i].PolicyTokens == b[i].PolicyTokens && d <= 1e-9 && d >= -1e-9 {
+			same++
+		} else if first == 0 {
+			first = a[i].Step
+		}
+	}
+	if first == 0 && len(a) != len(b) {
+		first = min(len(a), len(b)) + 1
+	}
+	return same, first
 }
