@@ -46,7 +46,9 @@ type Model struct {
 	engine *infer.Engine
 	codec  codec
 	limit  int // the context: prompt and generation together
-	calls  atomic.Uint64
+	// calls counts the requests of the model's life, which seed those
+	// that carry no seed; a Reloading model's versions share one.
+	calls *atomic.Uint64
 }
 
 // New starts a model over p. The caller must not modify p while calls are
@@ -65,7 +67,7 @@ func New(p *nn.Params, cfg Config) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local model %s: %w", cfg.Name, err)
 	}
-	return &Model{cfg: cfg, params: p, engine: e, codec: builtin{}, limit: p.Config.Context}, nil
+	return &Model{cfg: cfg, params: p, engine: e, codec: builtin{}, limit: p.Config.Context, calls: new(atomic.Uint64)}, nil
 }
 
 // NewHF starts a model over w, an imported Hugging Face checkpoint
@@ -91,7 +93,7 @@ func NewHF(w *infer.Weights, t *tokenizer.HF, f tokenizer.ChatFormat, eos []int,
 	if err != nil {
 		return nil, fmt.Errorf("local model %s: %w", cfg.Name, err)
 	}
-	return &Model{cfg: cfg, engine: e, codec: c, limit: w.Config().Context}, nil
+	return &Model{cfg: cfg, engine: e, codec: c, limit: w.Config().Context, calls: new(atomic.Uint64)}, nil
 }
 
 // Memory reports what the model's engine holds: the weights and the KV

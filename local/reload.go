@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/delegatelab/delegate"
@@ -30,6 +31,8 @@ type Reloading struct {
 	cfg Config
 	log *slog.Logger
 
+	calls *atomic.Uint64 // every version's request count (Model.calls)
+
 	mu  sync.RWMutex
 	cur *generation
 }
@@ -51,7 +54,7 @@ func NewReloading(p *nn.Params, dir string, cfg Config, log *slog.Logger) (*Relo
 	if err != nil {
 		return nil, err
 	}
-	return &Reloading{dir: dir, cfg: cfg, log: log, cur: &generation{m: m}}, nil
+	return &Reloading{dir: dir, cfg: cfg, log: log, calls: m.calls, cur: &generation{m: m}}, nil
 }
 
 // Name returns the configured name.
@@ -198,6 +201,9 @@ func (r *Reloading) load() (*generation, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The model's life goes on across versions: a request without a seed
+	// gets the next one, not again the first version's first seeds.
+	m.calls = r.calls
 	return &generation{m: m, version: v}, nil
 }
 

@@ -145,3 +145,38 @@ func errFromVersion(v *int, last int) error {
 	}
 	return versionError{*v, last}
 }
+
+// A request without a seed gets the next seed of the model's life, across
+// reloads: a new version does not hand out the first version's seeds again
+// (the response id names the seed).
+func TestReloadingKeepsCountingSeeds(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checkpoint")
+	r, err := NewReloading(testParams(t, 128, 1), dir, Config{Name: "policy", Seed: 100}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ask := func() string {
+		t.Helper()
+		resp, err := r.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("go")}, MaxTokens: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ID
+	}
+	var ids []string
+	for step := 1; step <= 2; step++ {
+		ids = append(ids, ask(), ask())
+		writePolicy(t, dir, uint64(10+step), step)
+		if changed, err := r.Reload(); err != nil || !changed {
+			t.Fatalf("reload of step %d: %v, %v", step, changed, err)
+		}
+	}
+	ids = append(ids, ask())
+	want := []string{"local-100", "local-101", "local-102", "local-103", "local-104"}
+	for i := range want {
+		if ids[i] != want[i] {
+			t.Errorf("request %d: id %s, want %s (ids %v)", i, ids[i], want[i], ids)
+		}
+	}
+}
