@@ -22,6 +22,7 @@ var (
 	mlpoDump   = flag.String("mlpo.dump", "", "TestMLPODiagnose: also write one JSON line per item (the peers' answers, the leader's outputs in the team and alone) to this file")
 	mlpoItems  = flag.Int("mlpo.items", 300, "TestMLPODiagnose: items")
 	mlpoSplit  = flag.String("mlpo.split", "validation", "TestMLPODiagnose: the items' split")
+	mlpoPeers  = flag.Int("mlpo.peer-count", 3, "TestMLPODiagnose: the leader's peers (K)")
 )
 
 // diagItem is one item under MLPO: the peers' condensed answers, the
@@ -54,7 +55,7 @@ type diagItem struct {
 // and what simple rules over the same answers would score
 // (docs/mlpo/README.md):
 //
-//	go test -count=1 -run MLPODiagnose -v ./train -mlpo.leader RUN/checkpoint/policy [-mlpo.dump items.jsonl]
+//	go test -count=1 -run MLPODiagnose -v ./train -mlpo.leader RUN/checkpoint/policy [-mlpo.peer-count K] [-mlpo.dump items.jsonl]
 func TestMLPODiagnose(t *testing.T) {
 	if *mlpoLeader == "" {
 		t.Skip("a diagnostic: needs -mlpo.leader")
@@ -66,6 +67,7 @@ func TestMLPODiagnose(t *testing.T) {
 	cfg.TrainProblems = 256
 	cfg.EvalItems = *mlpoItems
 	cfg.EvalSplit = *mlpoSplit
+	cfg.PeerCount = *mlpoPeers
 	if *mlpoLeader != "shipped" {
 		cfg.Delegator = *mlpoLeader
 	}
