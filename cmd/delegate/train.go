@@ -67,8 +67,10 @@ its team, alone, each peer model alone, and the peers' majority vote and
 its own at the team's cost. Its defaults differ: the MLPO recipe
 (--estimator drgrpo, --lambda 0, --mu 0: Dr. GRPO on the correctness of the
 leader's answer), --level 2 --distractors 4 (the leader alone is at its
-ceiling on plain level-2 problems), --train-problems 256 (the filter samples the peers
-on every one) and --eval-items 300.
+ceiling on plain level-2 problems), --peer-count 2, --train-problems 2048
+(the filter samples the peers on every one), --kl 0.04 (the leader keeps
+its format alone) and --eval-items 300: the setting chosen on the
+validation split (docs/mlpo/README.md).
 
 --mode decompose trains the delegator under decompose, the reference
 "Delegation RL" loop: it plans one to four subtasks, the solver answers
@@ -151,7 +153,7 @@ plans, the oracle plan and random planning at its rate.`,
 	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory (frozen; default: the shipped solver, embedded)")
 	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start; default: the shipped delegator, embedded; decompose: the shipped planner)")
 	fl.StringSliceVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: the peers' checkpoints, directories or shipped:NAME, taken in turn (default: shipped:peer,shipped:delegator)")
-	fl.IntVar(&cfg.PeerCount, "peer-count", cfg.PeerCount, "mlpo: peers of the leader (K)")
+	fl.IntVar(&cfg.PeerCount, "peer-count", cfg.PeerCount, "mlpo: peers of the leader (K) (mlpo default 2)")
 	fl.Float64Var(&cfg.FilterMaxRate, "filter-max-rate", cfg.FilterMaxRate, "mlpo: train only on items the peers solve less than this share of the time, in (0, 1]")
 	fl.StringVarP(&cfg.OutDir, "out", "o", cfg.OutDir, "output directory; an existing run there is resumed")
 	fl.DurationVar(&f.total, "time", 570*time.Second, "wall-time budget of this invocation, table included: training stops early enough to leave time for the final evaluation; 0: none")
@@ -160,7 +162,7 @@ plans, the oracle plan and random planning at its rate.`,
 	fl.StringVar(&f.estimator, "estimator", string(cfg.RL.Estimator), "advantages: grpo, drgrpo or rloo (mlpo default drgrpo)")
 	fl.Float64Var(&f.lr, "lr", cfg.RL.Schedule.MaxLR, "learning rate (constant after warmup)")
 	fl.Float64Var(&cfg.RL.ClipEps, "clip", cfg.RL.ClipEps, "PPO clip range ε of the importance ratio")
-	fl.Float64Var(&cfg.RL.KLBeta, "kl", cfg.RL.KLBeta, "weight of the KL penalty to the pretrained delegator (0: none)")
+	fl.Float64Var(&cfg.RL.KLBeta, "kl", cfg.RL.KLBeta, "weight of the KL penalty to the pretrained delegator (0: none) (mlpo default 0.04)")
 	fl.IntVar(&cfg.RL.Epochs, "epochs", cfg.RL.Epochs, "optimizer steps per batch of rollouts")
 	fl.IntVar(&cfg.RL.GroupSize, "group", cfg.RL.GroupSize, "rollouts per item (G)")
 	fl.IntVar(&cfg.RL.ItemsPerStep, "items", cfg.RL.ItemsPerStep, "items per step")
@@ -169,7 +171,7 @@ plans, the oracle plan and random planning at its rate.`,
 	fl.Float64Var(&cfg.Reward.Lambda, "lambda", cfg.Reward.Lambda, "reward cost per delegator token (λ) (mlpo default 0)")
 	fl.Float64Var(&cfg.Reward.Mu, "mu", cfg.Reward.Mu, "reward cost per sub-agent call (μ) (mlpo default 0)")
 	fl.Float64Var(&cfg.Reward.FormatPenalty, "format-penalty", cfg.Reward.FormatPenalty, "decompose: reward added (≤ 0) to a rollout that ends without a proper answer, on top of counting it wrong (decompose default -1)")
-	fl.IntVar(&cfg.TrainProblems, "train-problems", cfg.TrainProblems, "training problems (mlpo default 256)")
+	fl.IntVar(&cfg.TrainProblems, "train-problems", cfg.TrainProblems, "training problems (mlpo default 2048)")
 	fl.IntVar(&cfg.EvalItems, "eval-items", cfg.EvalItems, "held-out problems of the table (mlpo default 300)")
 	fl.StringVar(&cfg.EvalSplit, "split", cfg.EvalSplit, "split of the table's items: validation while choosing settings, test for the reported table")
 	fl.IntVar(&cfg.RuleItems, "rule-items", cfg.RuleItems, "training problems each fixed per-position rule runs on to choose the best")
@@ -198,7 +200,9 @@ var mlpoDefaults = []modeDefault{
 	{"mu", "0"},
 	{"level", strconv.Itoa(world.MLPOLevel)},
 	{"distractors", strconv.Itoa(world.MLPODistractors)},
-	{"train-problems", "256"},
+	{"peer-count", "2"},
+	{"train-problems", "2048"},
+	{"kl", "0.04"},
 	{"eval-items", "300"},
 }
 
