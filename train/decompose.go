@@ -425,32 +425,7 @@ func decomposeAcceptance(t *Table) []Check {
 		pass, detail := rewardBeats(rs[0], rs[1])
 		out = append(out, Check{Name: b.name, Pass: pass, Detail: detail})
 	}
-	every := Check{Name: "RL-trained reward beats every fixed plan" + paired, Pass: true}
-	var rules int
-	for i := range t.Rows {
-		if !strings.HasPrefix(t.Rows[i].Arm, ArmPlanRule+": ") {
-			continue
-		}
-		rs, c, ok := t.pairedRows(every.Name, ArmTrainedPlan, t.Rows[i].Arm)
-		if !ok {
-			every = c
-			break
-		}
-		rules++
-		if pass, detail := rewardBeats(rs[0], rs[1]); !pass {
-			every.Pass = false
-			every.Detail += "not met against " + detail + "; "
-		}
-	}
-	switch {
-	case rules == 0 && every.Detail == "":
-		every.Pass, every.Detail = false, "no fixed plan in the table"
-	case every.Pass:
-		every.Detail = fmt.Sprintf("met against each of the %d fixed plans", rules)
-	default:
-		every.Detail = strings.TrimSuffix(every.Detail, "; ")
-	}
-	out = append(out, every)
+	out = append(out, t.beatsEvery("RL-trained reward beats every fixed plan"+paired, ArmTrainedPlan, ArmPlanRule, "fixed plans"))
 	for _, arm := range []string{ArmSingle, ArmPretrainedPlan} {
 		name := "RL-trained accuracy not lower than the " + arm + "'s (McNemar's test, exact below 25 discordant items: not less accurate at p < 0.05)"
 		rs, c, ok := t.pairedRows(name, ArmTrainedPlan, arm)

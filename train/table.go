@@ -273,32 +273,7 @@ func Acceptance(t *Table, mode string) []Check {
 		pass, detail := beats(rs[0], rs[1])
 		out = append(out, Check{Name: b.name, Pass: pass, Detail: detail})
 	}
-	every := Check{Name: "RL-trained reward beats every fixed per-position rule" + paired, Pass: true}
-	var rules int
-	for i := range t.Rows {
-		if !strings.HasPrefix(t.Rows[i].Arm, ArmRule+": ") {
-			continue
-		}
-		rs, c, ok := rows(every.Name, ArmTrained, t.Rows[i].Arm)
-		if !ok {
-			every = c
-			break
-		}
-		rules++
-		if pass, detail := beats(rs[0], rs[1]); !pass {
-			every.Pass = false
-			every.Detail += "not met against " + detail + "; "
-		}
-	}
-	switch {
-	case rules == 0 && every.Detail == "":
-		every.Pass, every.Detail = false, "no fixed rule in the table"
-	case every.Pass:
-		every.Detail = fmt.Sprintf("met against each of the %d rules", rules)
-	default:
-		every.Detail = strings.TrimSuffix(every.Detail, "; ")
-	}
-	out = append(out, every)
+	out = append(out, t.beatsEvery("RL-trained reward beats every fixed per-position rule"+paired, ArmTrained, ArmRule, "rules"))
 	name := fmt.Sprintf("RL-trained cost per item at least %.0f%% below the delegator alone (lower end of the paired bootstrap 95%% interval), at an accuracy McNemar does not find lower", 100*CostCut)
 	rs, c, ok := rows(name, ArmTrained, ArmAlone)
 	if !ok {
@@ -326,6 +301,37 @@ func Acceptance(t *Table, mode string) []Check {
 	return append(out, Check{Name: name, Pass: ci.Lo >= CostCut && !worse,
 		Detail: fmt.Sprintf("cost %.0f against %.0f µ$ per item (%.1f%% less, 95%% [%.1f%%, %.1f%%]); accuracy %.3f against %.3f, McNemar p %.3g (%d right only by the trained, %d only by the other)",
 			x.Cost*1e6, y.Cost*1e6, 100*cut(all), 100*ci.Lo, 100*ci.Hi, x.Accuracy, y.Accuracy, m.P, m.C, m.B)})
+}
+
+// beatsEvery checks that the trained arm's reward beats, on the shared
+// items, every arm whose name starts with prefix and ": " (a fixed rule or
+// plan); what names them in the detail ("rules").
+func (t *Table) beatsEvery(name, trained, prefix, what string) Check {
+	every := Check{Name: name, Pass: true}
+	var n int
+	for i := range t.Rows {
+		if !strings.HasPrefix(t.Rows[i].Arm, prefix+": ") {
+			continue
+		}
+		rs, c, ok := t.pairedRows(name, trained, t.Rows[i].Arm)
+		if !ok {
+			return c
+		}
+		n++
+		if pass, detail := rewardBeats(rs[0], rs[1]); !pass {
+			every.Pass = false
+			every.Detail += "not met against " + detail + "; "
+		}
+	}
+	switch {
+	case n == 0:
+		every.Pass, every.Detail = false, "no "+prefix+" in the table"
+	case every.Pass:
+		every.Detail = fmt.Sprintf("met against each of the %d %s", n, what)
+	default:
+		every.Detail = strings.TrimSuffix(every.Detail, "; ")
+	}
+	return every
 }
 
 // pairedRows returns the rows of arms for the check name, or the check
