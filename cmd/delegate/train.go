@@ -343,29 +343,40 @@ func stepLine(m *rl.Metrics) string {
 // observe consumes events until every channel is closed, from one
 // goroutine, as the view wants.
 func (t *trainProgress) observe(steps <-chan rl.Progress, ev <-chan bench.Progress, phases <-chan string) {
+	// step and eval show one event each, or forget a closed channel.
+	step := func(pr rl.Progress, ok bool) {
+		if !ok {
+			steps = nil
+			return
+		}
+		t.trainEvent(pr)
+	}
+	eval := func(pr bench.Progress, ok bool) {
+		if !ok {
+			ev = nil
+			return
+		}
+		t.evalEvent(pr)
+	}
 	// pending shows the events already sent: with phaseFunc, those of the
 	// phase before.
 	pending := func() {
 		for {
 			select {
 			case pr, ok := <-steps:
-				if !ok {
-					steps = nil
-					continue
-				}
-				t.trainEvent(pr)
+				step(pr, ok)
 			case pr, ok := <-ev:
-				if !ok {
-					ev = nil
-					continue
-				}
-				t.evalEvent(pr)
+				eval(pr, ok)
 			default:
 				return
 			}
 		}
 	}
-	onPhase := func(name string) {
+	onPhase := func(name string, ok bool) {
+		if !ok {
+			phases = nil
+			return
+		}
 		if t.shown != nil {
 			pending()
 		}
@@ -378,33 +389,17 @@ func (t *trainProgress) observe(steps <-chan rl.Progress, ev <-chan bench.Progre
 		// A phase that began is shown before the events that follow it.
 		select {
 		case name, ok := <-phases:
-			if !ok {
-				phases = nil
-				continue
-			}
-			onPhase(name)
+			onPhase(name, ok)
 			continue
 		default:
 		}
 		select {
 		case name, ok := <-phases:
-			if !ok {
-				phases = nil
-				continue
-			}
-			onPhase(name)
+			onPhase(name, ok)
 		case pr, ok := <-steps:
-			if !ok {
-				steps = nil
-				continue
-			}
-			t.trainEvent(pr)
+			step(pr, ok)
 		case pr, ok := <-ev:
-			if !ok {
-				ev = nil
-				continue
-			}
-			t.evalEvent(pr)
+			eval(pr, ok)
 		}
 	}
 }
