@@ -87,6 +87,20 @@ func startTopology(t *testing.T, args ...string) *topologyRun {
 	return r
 }
 
+// wait waits up to 3 minutes for the command to end, and fails the test
+// with its output unless it succeeded.
+func (r *topologyRun) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("train --processes: %v\n%s", err, r.output())
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("train --processes did not finish:\n%s", r.output())
+	}
+}
+
 func (r *topologyRun) output() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -193,14 +207,7 @@ func TestTrainProcessesSurvivesKills(t *testing.T) {
 		})
 	}
 	killWG.Wait()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Fatalf("train --processes: %v\n%s", err, r.output())
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("train --processes did not finish:\n%s", r.output())
-	}
+	r.wait(t)
 	got := r.output()
 	for _, name := range []string{"api", "serve", "env 1", "trainer"} {
 		if !strings.Contains(got, "[supervisor] "+name+" died unexpectedly") {
@@ -475,14 +482,7 @@ func TestTrainProcessesTrainsOnTheInProcessGroups(t *testing.T) {
 	r := startTopology(t, append([]string{"2", "--out", procsDir}, args...)...)
 	for range r.lines {
 	}
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Fatalf("train --processes: %v\n%s", err, r.output())
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("train --processes did not finish:\n%s", r.output())
-	}
+	r.wait(t)
 
 	in := readMetrics(t, filepath.Join(inDir, rl.MetricsFile))
 	procs := readMetrics(t, filepath.Join(procsDir, procsTrainerDir, rl.MetricsFile))

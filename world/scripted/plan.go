@@ -31,11 +31,7 @@ type Planner struct {
 
 // NewPlanner returns the program named name that runs decide on problems.
 func NewPlanner(name string, problems []*world.Problem, decide Decider) *Planner {
-	s := &Planner{name: name, decide: decide, problems: make(map[string]*world.Problem, len(problems))}
-	for _, p := range problems {
-		s.problems[p.Text] = p
-	}
-	return s
+	return &Planner{name: name, decide: decide, problems: byText(problems)}
 }
 
 func (s *Planner) Name() string { return s.name }

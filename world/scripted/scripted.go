@@ -92,11 +92,17 @@ type Delegator struct {
 // New returns the program named name that runs decide on
 // problems.
 func New(name string, problems []*world.Problem, decide Decider) *Delegator {
-	s := &Delegator{name: name, decide: decide, problems: make(map[string]*world.Problem, len(problems))}
+	return &Delegator{name: name, decide: decide, problems: byText(problems)}
+}
+
+// byText indexes problems by their text, which is how a program in the
+// delegator's seat recognises the problem of a request.
+func byText(problems []*world.Problem) map[string]*world.Problem {
+	m := make(map[string]*world.Problem, len(problems))
 	for _, p := range problems {
-		s.problems[p.Text] = p
+		m[p.Text] = p
 	}
-	return s
+	return m
 }
 
 func (s *Delegator) Name() string { return s.name }
