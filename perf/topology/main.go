@@ -9,7 +9,15 @@
 // trained reward inside the in-process run's 95% interval, and a wall time
 // at most 1.3× the in-process run's; PASS or MISS each.
 //
+// With -kill the multi-process run is also a fault run: each kind of
+// child (the trainer, the first environment, the policy server, the API,
+// in an order shuffled by the seed) is sent SIGKILL once, at a random
+// moment 2 to 8 s after the previous kill, and the supervisor restarts it;
+// the reward check then says whether the loop that survived them trained
+// the same policy (the wall-time ratio then includes the restarts).
+//
 //	go run ./perf/topology -steps 40 -processes 2
+//	go run ./perf/topology -steps 60 -items 4 -group 8 -kill
 package main
 
 import (
@@ -19,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,14 +79,15 @@ func main() {
 	ruleItems := flag.Int("rule-items", 20, "training items the fixed rules run on")
 	seed := flag.Int("seed", 1, "seed of both runs")
 	dir := flag.String("dir", "", "work directory (default: a temporary one, removed)")
+	kill := flag.Bool("kill", false, "SIGKILL each kind of child of the multi-process run once, at random moments")
 	flag.Parse()
-	if err := run(*steps, *items, *group, *procs, *evalItems, *ruleItems, *seed, *dir); err != nil {
+	if err := run(*steps, *items, *group, *procs, *evalItems, *ruleItems, *seed, *dir, *kill); err != nil {
 		fmt.Fprintln(os.Stderr, "topology:", err)
 		os.Exit(1)
 	}
 }
 
-func run(steps, items, group, procs, evalItems, ruleItems, seed int, dir string) error {
+func run(steps, items, group, procs, evalItems, ruleItems, seed int, dir string, kill bool) error {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "perf-topology")
 		if err != nil {
@@ -97,12 +107,16 @@ func run(steps, items, group, procs, evalItems, ruleItems, seed int, dir string)
 		"--eval-items", strconv.Itoa(evalItems), "--rule-items", strconv.Itoa(ruleItems), "--seed", strconv.Itoa(seed), "--time", "0", "-q"}
 	fmt.Printf("run: delegate train %s (in process, then with --processes %d)\n\n", strings.Join(common, " "), procs)
 
-	in, err := measure("in process", bin, filepath.Join(dir, "in"), "", common)
+	in, err := measure("in process", bin, filepath.Join(dir, "in"), "", common, nil)
 	if err != nil {
 		return err
 	}
+	var killer *killer
+	if kill {
+		killer = newKiller(uint64(seed))
+	}
 	multi, err := measure(fmt.Sprintf("%d processes", procs), bin, filepath.Join(dir, "procs"), "trainer",
-		append([]string{"--processes", strconv.Itoa(procs)}, common...))
+		append([]string{"--processes", strconv.Itoa(procs)}, common...), killer)
 	if err != nil {
 		return err
 	}
@@ -113,13 +127,15 @@ func run(steps, items, group, procs, evalItems, ruleItems, seed int, dir string)
 var (
 	trainedRow = regexp.MustCompile(`(?m)^\| RL-trained delegator \(step \d+\) \| \d+ \| [^|]+\| ([-0-9.]+) \[([-0-9.]+), ([-0-9.]+)\] \|`)
 	childCPURE = regexp.MustCompile(`^\[supervisor\] (.+) used ([0-9.]+) s of CPU`)
+	startedRE  = regexp.MustCompile(`^\[supervisor\] (.+) started \(pid (\d+)\)`)
 	envWaitRE  = regexp.MustCompile(`^\[env \d+\] push: .*; ([0-9.]+)s over the items in all`)
 	envRE      = regexp.MustCompile(`^\[(env \d+)\] `)
 )
 
 // measure runs the command with out as --out; metricsDir is where its
-// trainer's metrics.jsonl is, under out.
-func measure(name, bin, out, metricsDir string, args []string) (*result, error) {
+// trainer's metrics.jsonl is, under out. A killer, when given, learns the
+// children's pids from the supervisor's lines and kills them.
+func measure(name, bin, out, metricsDir string, args []string, k *killer) (*result, error) {
 	r := &result{name: name, cpus: map[string]float64{}}
 	load, _ := host.LoadAverage()
 	r.load = load[0]
@@ -129,6 +145,11 @@ func measure(name, bin, out, metricsDir string, args []string) (*result, error) 
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, err
+	}
+	stopKiller := make(chan struct{})
+	var killed sync.WaitGroup
+	if k != nil {
+		killed.Go(func() { k.run(stopKiller) })
 	}
 	var log strings.Builder
 	envWaits := map[string]float64{}
@@ -141,6 +162,10 @@ func measure(name, bin, out, metricsDir string, args []string) (*result, error) 
 			log.WriteString(line + "\n")
 			if strings.HasPrefix(line, "[supervisor] the trainer took its") {
 				r.train = time.Since(start)
+			}
+			if m := startedRE.FindStringSubmatch(line); m != nil && k != nil {
+				pid, _ := strconv.Atoi(m[2])
+				k.started(m[1], pid)
 			}
 			if m := childCPURE.FindStringSubmatch(line); m != nil {
 				v, _ := strconv.ParseFloat(m[2], 64)
@@ -155,6 +180,8 @@ func measure(name, bin, out, metricsDir string, args []string) (*result, error) 
 		}
 	})
 	err := cmd.Wait()
+	close(stopKiller)
+	killed.Wait()
 	pw.Close()
 	wg.Wait()
 	r.wall = time.Since(start)
@@ -294,4 +321,53 @@ func sameSteps(a, b []metrics) (same, first int) {
 		first = min(len(a), len(b)) + 1
 	}
 	return same, first
+}
+
+// killer sends SIGKILL to one child of each kind of a multi-process run,
+// in a shuffled order, each 2 to 8 s after the one before.
+type killer struct {
+	rng   *rand.Rand
+	order []string
+	mu    sync.Mutex
+	pids  map[string]int // the latest pid of each child, by the supervisor's name
+}
+
+func newKiller(seed uint64) *killer {
+	k := &killer{rng: rand.New(rand.NewPCG(seed, 0x6b696c6c)), order: []string{"trainer", "env 1", "serve", "api"}, pids: map[string]int{}}
+	k.rng.Shuffle(len(k.order), func(i, j int) { k.order[i], k.order[j] = k.order[j], k.order[i] })
+	return k
+}
+
+func (k *killer) started(name string, pid int) {
+	k.mu.Lock()
+	k.pids[name] = pid
+	k.mu.Unlock()
+}
+
+// run kills until every kind was killed or stop closes.
+func (k *killer) run(stop <-chan struct{}) {
+	for _, name := range k.order {
+		wait := 2*time.Second + time.Duration(k.rng.Int64N(int64(6*time.Second)))
+		select {
+		case <-stop:
+			return
+		case <-time.After(wait):
+		}
+		k.mu.Lock()
+		pid := k.pids[name]
+		k.mu.Unlock()
+		if pid == 0 {
+			fmt.Printf("kill: %s not started yet, skipped\n", name)
+			continue
+		}
+		proc, err := os.FindProcess(pid)
+		if err == nil {
+			err = proc.Kill() // SIGKILL on Unix
+		}
+		if err != nil {
+			fmt.Printf("kill: %s (pid %d): %v\n", name, pid, err)
+			continue
+		}
+		fmt.Printf("kill: SIGKILL to %s (pid %d)\n", name, pid)
+	}
 }
