@@ -405,26 +405,12 @@ func b2f(b bool) float64 {
 // decompose (McNemar's test, exact below 25 discordant items, does not
 // find it less accurate at p < 0.05). A criterion whose arms are missing is not met.
 func decomposeAcceptance(t *Table) []Check {
-	var out []Check
-	bases := []struct{ name, arm string }{
+	out := t.beatsEach(ArmTrainedPlan, "no best fixed plan was chosen", []baseArm{
 		{"RL-trained reward beats the pretrained delegator under decompose" + paired, ArmPretrainedPlan},
 		{"RL-trained reward beats the best fixed plan chosen on training items" + paired, t.BestRule},
 		{"RL-trained reward beats random planning at its own rate" + paired, ArmRandomPlan},
 		{"RL-trained reward beats the delegator alone, the single-agent baseline" + paired, ArmSingle},
-	}
-	for _, b := range bases {
-		if b.arm == "" {
-			out = append(out, Check{Name: b.name, Detail: "no best fixed plan was chosen"})
-			continue
-		}
-		rs, c, ok := t.pairedRows(b.name, ArmTrainedPlan, b.arm)
-		if !ok {
-			out = append(out, c)
-			continue
-		}
-		pass, detail := rewardBeats(rs[0], rs[1])
-		out = append(out, Check{Name: b.name, Pass: pass, Detail: detail})
-	}
+	})
 	out = append(out, t.beatsEvery("RL-trained reward beats every fixed plan"+paired, ArmTrainedPlan, ArmPlanRule, "fixed plans"))
 	for _, arm := range []string{ArmSingle, ArmPretrainedPlan} {
 		name := "RL-trained accuracy not lower than the " + arm + "'s (McNemar's test, exact below 25 discordant items: not less accurate at p < 0.05)"

@@ -253,26 +253,11 @@ func Acceptance(t *Table, mode string) []Check {
 			beats("trained leader alone beats the untrained leader alone (McNemar p < 0.05)", ArmLeaderAlone, ArmUntrained),
 		)
 	}
-	beats := rewardBeats
-	var out []Check
-	bases := []struct{ name, arm string }{
+	out := t.beatsEach(ArmTrained, "no best fixed rule was chosen", []baseArm{
 		{"RL-trained reward beats the pretrained delegator" + paired, ArmPretrained},
 		{"RL-trained reward beats the best fixed rule chosen on training items" + paired, t.BestRule},
 		{"RL-trained reward beats random delegation at its own rate" + paired, ArmRandom},
-	}
-	for _, b := range bases {
-		if b.arm == "" {
-			out = append(out, Check{Name: b.name, Detail: "no best fixed rule was chosen"})
-			continue
-		}
-		rs, c, ok := rows(b.name, ArmTrained, b.arm)
-		if !ok {
-			out = append(out, c)
-			continue
-		}
-		pass, detail := beats(rs[0], rs[1])
-		out = append(out, Check{Name: b.name, Pass: pass, Detail: detail})
-	}
+	})
 	out = append(out, t.beatsEvery("RL-trained reward beats every fixed per-position rule"+paired, ArmTrained, ArmRule, "rules"))
 	name := fmt.Sprintf("RL-trained cost per item at least %.0f%% below the delegator alone (lower end of the paired bootstrap 95%% interval), at an accuracy McNemar does not find lower", 100*CostCut)
 	rs, c, ok := rows(name, ArmTrained, ArmAlone)
@@ -301,6 +286,30 @@ func Acceptance(t *Table, mode string) []Check {
 	return append(out, Check{Name: name, Pass: ci.Lo >= CostCut && !worse,
 		Detail: fmt.Sprintf("cost %.0f against %.0f µ$ per item (%.1f%% less, 95%% [%.1f%%, %.1f%%]); accuracy %.3f against %.3f, McNemar p %.3g (%d right only by the trained, %d only by the other)",
 			x.Cost*1e6, y.Cost*1e6, 100*cut(all), 100*ci.Lo, 100*ci.Hi, x.Accuracy, y.Accuracy, m.P, m.C, m.B)})
+}
+
+// baseArm is a check's name and the arm it compares the trained arm with.
+type baseArm struct{ name, arm string }
+
+// beatsEach checks that the trained arm's reward beats each base arm's on
+// the shared items; a base with no arm (no best rule was chosen) is a
+// check not met, with missing as its detail.
+func (t *Table) beatsEach(trained, missing string, bases []baseArm) []Check {
+	var out []Check
+	for _, b := range bases {
+		if b.arm == "" {
+			out = append(out, Check{Name: b.name, Detail: missing})
+			continue
+		}
+		rs, c, ok := t.pairedRows(b.name, trained, b.arm)
+		if !ok {
+			out = append(out, c)
+			continue
+		}
+		pass, detail := rewardBeats(rs[0], rs[1])
+		out = append(out, Check{Name: b.name, Pass: pass, Detail: detail})
+	}
+	return out
 }
 
 // beatsEvery checks that the trained arm's reward beats, on the shared
