@@ -193,6 +193,15 @@ func DefaultConfig() Config {
 	}
 }
 
+// RLSeed is the seed of the trainer's item order and rollouts
+// (rl.Config.Seed), the run's Seed when that is 0.
+func (c Config) RLSeed() uint64 {
+	if c.RL.Seed == 0 {
+		return c.Seed
+	}
+	return c.RL.Seed
+}
+
 // Validate checks every field, naming the key of each problem.
 func (c Config) Validate() error {
 	var errs []error

@@ -742,10 +742,7 @@ func (r *runner) train(ctx context.Context, reserve time.Duration) (*Result, err
 // solver's token budget.
 func (r *runner) trainerConfigs() []rl.Config {
 	cfg := r.cfg.RL
-	cfg.PolicyRole, cfg.OutDir = RoleDelegator, r.cfg.OutDir
-	if cfg.Seed == 0 {
-		cfg.Seed = r.cfg.Seed
-	}
+	cfg.PolicyRole, cfg.OutDir, cfg.Seed = RoleDelegator, r.cfg.OutDir, r.cfg.RLSeed()
 	var out []rl.Config
 	if r.cfg.trainsDelegator() {
 		out = append(out, cfg)

@@ -184,11 +184,6 @@ func (t *topology) children(dir, apiAddr, serveAddr string) []child {
 	// Enough items for every step from any one environment; the pacing
 	// of the API (its queue) keeps them from running far ahead.
 	items := c.RL.Steps * c.RL.ItemsPerStep
-	// The in-process trainer's seed of its item order and rollouts.
-	rlSeed := c.RL.Seed
-	if rlSeed == 0 {
-		rlSeed = c.Seed
-	}
 	conc := max(c.RL.Concurrency/t.envs, c.RL.GroupSize)
 	for i := 1; i <= t.envs; i++ {
 		pace := []string{
@@ -211,7 +206,7 @@ func (t *topology) children(dir, apiAddr, serveAddr string) []child {
 			// pool and item order, environment i taking its part of each
 			// step's items (as the on-policy pacing starts them).
 			"-n", strconv.Itoa(items), "--seed", strconv.FormatUint(c.Seed, 10),
-			"--train-pool", strconv.Itoa(c.TrainProblems), "--train-seed", strconv.FormatUint(rlSeed, 10), "--step-items", strconv.Itoa(c.RL.ItemsPerStep),
+			"--train-pool", strconv.Itoa(c.TrainProblems), "--train-seed", strconv.FormatUint(c.RLSeed(), 10), "--step-items", strconv.Itoa(c.RL.ItemsPerStep),
 			"--step-share", fmt.Sprintf("%d/%d", i, t.envs), "-g", strconv.Itoa(c.RL.GroupSize),
 			"--concurrency", strconv.Itoa(conc), "--strategy", "route", "--temperature", strconv.FormatFloat(c.RL.Temperature, 'g', -1, 64),
 			// The world's reward reads the reference answer: no baseline
