@@ -170,31 +170,6 @@ func sequenceAdvantage(adv []float64, masks []int) (float64, error) {
 	return a, nil
 }
 
-// EvaluateBaselines evaluates the part of Evaluate's table that does not
-// depend on the trained policy, as Evaluate does first (the fixed rules on
-// training items, the baselines on held-out items), into cfg.OutDir, where
-// Evaluate then finds them done: the supervisor of a multi-process run,
-// otherwise idle, evaluates them while its trainer trains.
-func EvaluateBaselines(ctx context.Context, cfg Config, opt Options) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	if cfg.Mode != ModeRoute || cfg.Train != TrainDelegator {
-		return fmt.Errorf("train: evaluate baselines: mode %s, train %s: only %s's delegator is trained from a trajectory API", cfg.Mode, cfg.Train, ModeRoute)
-	}
-	phase, err := begin(cfg, &opt)
-	if err != nil {
-		return err
-	}
-	r, err := newRunner(cfg, opt)
-	if err != nil {
-		return err
-	}
-	defer r.close()
-	_, err = r.start(ctx, phase)
-	return err
-}
-
 // orderBatch puts a batch's groups in the order of their
 // group_overrides.batch_order (an environment of train --processes sends
 // its item's place among the step's items), as the in-process trainer

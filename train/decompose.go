@@ -78,7 +78,7 @@ func (r *runner) decompose(delegator, solver delegate.Model) (delegate.Strategy,
 	}, r.scfg)
 }
 
-// singleArm is the delegator's starting weights alone under single, the
+// singleStrategy is the delegator's weights m alone under single, the
 // baseline every decompose answer is compared with.
 func (r *runner) singleStrategy(m delegate.Model) delegate.Strategy {
 	return perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {

@@ -142,6 +142,40 @@ func begin(cfg Config, opt *Options) (func(string), error) {
 	}, nil
 }
 
+// trainedElsewhere says whether cfg's policy can be trained outside Run
+// (by a trajectory API's trainer), as Evaluate and EvaluateBaselines need.
+func trainedElsewhere(cfg Config) error {
+	if cfg.Mode != ModeRoute || cfg.Train != TrainDelegator {
+		return fmt.Errorf("train: evaluate a checkpoint: mode %s, train %s: only %s's delegator is trained from a trajectory API", cfg.Mode, cfg.Train, ModeRoute)
+	}
+	return nil
+}
+
+// EvaluateBaselines evaluates the part of Evaluate's table that does not
+// depend on the trained policy, as Evaluate does first (the fixed rules on
+// training items, the baselines on held-out items), into cfg.OutDir, where
+// Evaluate then finds them done: the supervisor of a multi-process run,
+// otherwise idle, evaluates them while its trainer trains.
+func EvaluateBaselines(ctx context.Context, cfg Config, opt Options) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := trainedElsewhere(cfg); err != nil {
+		return err
+	}
+	phase, err := begin(cfg, &opt)
+	if err != nil {
+		return err
+	}
+	r, err := newRunner(cfg, opt)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	_, err = r.start(ctx, phase)
+	return err
+}
+
 // Evaluate makes Run's table for a policy trained elsewhere (by train
 // --api, the trainer of a multi-process run): the baselines of cfg, as Run
 // evaluates them, and the policy of trained.Checkpoint (an nn checkpoint
@@ -153,8 +187,8 @@ func Evaluate(ctx context.Context, cfg Config, trained Result, opt Options) (*Re
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Mode != ModeRoute || cfg.Train != TrainDelegator {
-		return nil, fmt.Errorf("train: evaluate a checkpoint: mode %s, train %s: only %s's delegator is trained from a trajectory API", cfg.Mode, cfg.Train, ModeRoute)
+	if err := trainedElsewhere(cfg); err != nil {
+		return nil, err
 	}
 	phase, err := begin(cfg, &opt)
 	if err != nil {
