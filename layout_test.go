@@ -31,6 +31,7 @@ var allowedImports = map[string][]string{
 	"nn":                 {"nn/kernel"},
 	"nn/infer":           {"nn", "nn/kernel"},
 	"nn/kernel":          {},
+	"nn/nntest":          {"nn"},
 	"nn/train":           {"nn", "nn/kernel"},
 	"openai":             {"", "openai/wire"},
 	"openai/wire":        {},

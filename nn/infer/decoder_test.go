@@ -7,6 +7,7 @@ import (
 
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/nn/kernel"
+	"github.com/delegatelab/delegate/nn/nntest"
 )
 
 // testConfig is a tiny model with grouped KV heads.
@@ -94,7 +95,7 @@ func TestForwardMatchesReference(t *testing.T) {
 				m.parWork = 1
 				m.parMul = 1
 			}
-			want := reference(p, toks)
+			want := nntest.Logits(p, toks)
 			v := p.Config.Vocab
 
 			// Slot 0: the whole sequence as one prefill.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/nntest"
 	"go.uber.org/goleak"
 )
 
@@ -68,7 +69,7 @@ func TestEngineLogprobsMatchReference(t *testing.T) {
 			t.Fatalf("generate: %v", err)
 		}
 		seq := append(slices.Clone(req.Prompt), res.Tokens...)
-		ref := reference(p, seq)
+		ref := nntest.Logits(p, seq)
 		for i, tok := range res.Tokens {
 			lg := ref[len(req.Prompt)-1+i]
 			mx := math.Inf(-1)

@@ -1,4 +1,8 @@
-package infer
+// Package nntest holds what the tests of nn's engines share: the plain
+// float64 forward pass of the architecture, written straight from it (no
+// cache, no kernel, no batching), that both the training engine
+// (nn/train) and the sampling engine (nn/infer) are checked against.
+package nntest
 
 import (
 	"math"
@@ -6,11 +10,9 @@ import (
 	"github.com/delegatelab/delegate/nn"
 )
 
-// reference is the plain full-sequence forward pass the cached,
-// batched path is checked against: no cache, no kernel, float64 loops
-// written straight from the architecture. It returns the (T, Vocab) logits
-// of every position of toks.
-func reference(p *nn.Params, toks []int) [][]float64 {
+// Logits is the full-sequence forward pass of p over toks, in float64:
+// the (T, Vocab) logits of every position.
+func Logits(p *nn.Params, toks []int) [][]float64 {
 	c := p.Config
 	d, hd, kvd := c.Dim, c.HeadDim(), c.KVDim()
 	T := len(toks)
@@ -107,6 +109,24 @@ func reference(p *nn.Params, toks []int) [][]float64 {
 	out := make([][]float64, T)
 	for t := range T {
 		out[t] = linear(p.Output, rmsnorm(hs[t], p.FinalNorm), c.Vocab)
+	}
+	return out
+}
+
+// LogProbs is, for each position of inputs, the log-probability Logits
+// gives the target at that position.
+func LogProbs(p *nn.Params, inputs, targets []int) []float64 {
+	out := make([]float64, len(inputs))
+	for pos, logits := range Logits(p, inputs) {
+		mx := math.Inf(-1)
+		for _, z := range logits {
+			mx = math.Max(mx, z)
+		}
+		var sum float64
+		for _, z := range logits {
+			sum += math.Exp(z - mx)
+		}
+		out[pos] = logits[targets[pos]] - mx - math.Log(sum)
 	}
 	return out
 }
