@@ -72,19 +72,11 @@ func TestEngineLogprobsMatchReference(t *testing.T) {
 		ref := nntest.Logits(p, seq)
 		for i, tok := range res.Tokens {
 			lg := ref[len(req.Prompt)-1+i]
-			mx := math.Inf(-1)
-			for _, v := range lg {
-				mx = math.Max(mx, v)
-			}
-			var sum float64
-			for _, v := range lg {
-				sum += math.Exp(v - mx)
-			}
-			lse := mx + math.Log(sum)
-			if want := lg[tok] - lse; math.Abs(float64(res.Logprobs[i])-want) > 1e-4 {
+			lp := nntest.LogSoftmax(lg)
+			if want := lp[tok]; math.Abs(float64(res.Logprobs[i])-want) > 1e-4 {
 				t.Errorf("prompt %v step %d: logprob of %d = %v, want %v", req.Prompt, i, tok, res.Logprobs[i], want)
 			}
-			if req.Temperature == 0 && lg[tok] < mx-1e-4 {
+			if mx := slices.Max(lg); req.Temperature == 0 && lg[tok] < mx-1e-4 {
 				t.Errorf("prompt %v step %d: greedy token %d has logit %v, below the maximum %v", req.Prompt, i, tok, lg[tok], mx)
 			}
 			if len(res.Top[i]) != req.TopLogprobs {
@@ -96,8 +88,8 @@ func TestEngineLogprobsMatchReference(t *testing.T) {
 			}
 			slices.SortStableFunc(order, func(a, b int) int { return -cmpFloat(lg[a], lg[b]) })
 			for k, alt := range res.Top[i] {
-				if alt.Token != order[k] || math.Abs(float64(alt.Logprob)-(lg[order[k]]-lse)) > 1e-4 {
-					t.Errorf("step %d alternative %d = %+v, want token %d logprob %v", i, k, alt, order[k], lg[order[k]]-lse)
+				if alt.Token != order[k] || math.Abs(float64(alt.Logprob)-lp[order[k]]) > 1e-4 {
+					t.Errorf("step %d alternative %d = %+v, want token %d logprob %v", i, k, alt, order[k], lp[order[k]])
 				}
 			}
 		}

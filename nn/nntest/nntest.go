@@ -118,15 +118,25 @@ func Logits(p *nn.Params, toks []int) [][]float64 {
 func LogProbs(p *nn.Params, inputs, targets []int) []float64 {
 	out := make([]float64, len(inputs))
 	for pos, logits := range Logits(p, inputs) {
-		mx := math.Inf(-1)
-		for _, z := range logits {
-			mx = math.Max(mx, z)
-		}
-		var sum float64
-		for _, z := range logits {
-			sum += math.Exp(z - mx)
-		}
-		out[pos] = logits[targets[pos]] - mx - math.Log(sum)
+		out[pos] = LogSoftmax(logits)[targets[pos]]
+	}
+	return out
+}
+
+// LogSoftmax is the log-probabilities of logits z.
+func LogSoftmax(z []float64) []float64 {
+	mx := math.Inf(-1)
+	for _, v := range z {
+		mx = math.Max(mx, v)
+	}
+	var sum float64
+	for _, v := range z {
+		sum += math.Exp(v - mx)
+	}
+	lse := mx + math.Log(sum)
+	out := make([]float64, len(z))
+	for i, v := range z {
+		out[i] = v - lse
 	}
 	return out
 }
