@@ -51,6 +51,11 @@ type Config struct {
 	MaxTurns int `yaml:"max_turns" json:"max_turns"` // strong-model turns before the run stops with "max turns"
 	// ToolConcurrency bounds the delegate calls of one turn run at once.
 	ToolConcurrency int `yaml:"tool_concurrency" json:"tool_concurrency"`
+	// ToolResult is what a delegate call returns to the strong model:
+	// ToolResultFull (the default) the weak model's whole reply,
+	// ToolResultAnswer only its final answer (FinalAnswer), which keeps the
+	// weak model's working out of every later turn's prompt.
+	ToolResult string `yaml:"tool_result" json:"tool_result"`
 
 	// lead.
 	Peers  int `yaml:"peers" json:"peers"`   // K: peers answering each round
@@ -79,7 +84,7 @@ type Config struct {
 //	leader:    temperature 0.7, max_tokens 1024
 //	seed: unset for every stage
 //	min_subtasks 3, max_subtasks 5, subagent_concurrency 5, subagent_context true, subagent_retries 1
-//	max_turns 8, tool_concurrency 4
+//	max_turns 8, tool_concurrency 4, tool_result full
 //	peers 3, rounds 1
 //	prompts: none overridden
 func DefaultConfig() Config {
@@ -99,10 +104,17 @@ func DefaultConfig() Config {
 		SubagentRetries:     1,
 		MaxTurns:            8,
 		ToolConcurrency:     4,
+		ToolResult:          ToolResultFull,
 		Peers:               3,
 		Rounds:              1,
 	}
 }
+
+// What a delegate call returns to route's strong model (Config.ToolResult).
+const (
+	ToolResultFull   = "full"   // the weak model's whole reply
+	ToolResultAnswer = "answer" // only its final answer
+)
 
 // Limits checked by Validate.
 const (
@@ -162,6 +174,9 @@ func (c Config) Validate() error {
 	}
 	if c.ToolConcurrency < 1 || c.ToolConcurrency > maxConcurrency {
 		bad("tool_concurrency", "%d is outside [1, %d]", c.ToolConcurrency, maxConcurrency)
+	}
+	if c.ToolResult != ToolResultFull && c.ToolResult != ToolResultAnswer {
+		bad("tool_result", "%q is neither %q nor %q", c.ToolResult, ToolResultFull, ToolResultAnswer)
 	}
 	if c.Peers < 1 || c.Peers > maxPeers {
 		bad("peers", "%d is outside [1, %d]", c.Peers, maxPeers)

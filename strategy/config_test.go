@@ -38,6 +38,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative retries", func(c *Config) { c.SubagentRetries = -1 }, "subagent_retries"},
 		{"zero max turns", func(c *Config) { c.MaxTurns = 0 }, "max_turns"},
 		{"zero tool concurrency", func(c *Config) { c.ToolConcurrency = 0 }, "tool_concurrency"},
+		{"unknown tool result", func(c *Config) { c.ToolResult = "summary" }, "tool_result"},
 		{"zero peers", func(c *Config) { c.Peers = 0 }, "peers"},
 		{"negative rounds", func(c *Config) { c.Rounds = -1 }, "rounds"},
 		{"unknown prompt", func(c *Config) { c.Prompts = map[string]string{"planner_system": "x"} }, "prompts.planner_system: no such template"},
@@ -70,7 +71,7 @@ func TestConfigTags(t *testing.T) {
 	}
 	for _, key := range []string{"single", "plan", "subagent", "aggregate", "strong", "weak", "peer", "leader",
 		"min_subtasks", "max_subtasks", "subagent_concurrency", "subagent_context", "subagent_retries",
-		"max_turns", "tool_concurrency", "peers", "rounds"} {
+		"max_turns", "tool_concurrency", "tool_result", "peers", "rounds"} {
 		if _, ok := m[key]; !ok {
 			t.Errorf("JSON of DefaultConfig lacks key %q", key)
 		}

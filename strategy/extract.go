@@ -32,6 +32,20 @@ func ExtractAnswer(text string) (answer string, ok bool) {
 	return strings.TrimSpace(text), false
 }
 
+// FinalAnswer returns the final answer of a reply as route hands it back
+// under ToolResultAnswer: the content of the last complete \boxed{}, else
+// of the last <answer></answer>, else the text after the last "Final
+// Output:" or "Final answer:" marker, trimmed; false when the reply has
+// none of them (route then hands back the whole reply).
+func FinalAnswer(text string) (string, bool) {
+	for _, f := range []func(string) (string, bool){delegate.Boxed, AnswerTag, FinalOutput, ExtractAnswer} {
+		if a, ok := f(text); ok && strings.TrimSpace(a) != "" {
+			return strings.TrimSpace(a), true
+		}
+	}
+	return "", false
+}
+
 // FinalOutput returns the text after the last "Final Output:" marker,
 // trimmed, or the whole text trimmed and ok false when there is no marker
 // or nothing follows it.

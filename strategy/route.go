@@ -139,6 +139,10 @@ func (r *route) tool(ctx context.Context, rec *delegate.Recorder, g *delegate.No
 		return "error: the assistant returned an empty answer"
 	case resp.Choices[0].FinishReason == delegate.FinishLength:
 		text += "\n[the answer was cut at max_tokens]"
+	case r.cfg.ToolResult == ToolResultAnswer:
+		if a, ok := FinalAnswer(text); ok {
+			text = a
+		}
 	}
 	return text
 }

@@ -235,3 +235,48 @@ func TestRouteDeclaresConfiguredTool(t *testing.T) {
 		t.Errorf("a tool named %q: %v, want an error naming tool", other.Name, err)
 	}
 }
+
+func TestRouteToolResultAnswer(t *testing.T) {
+	strong, weak := routeFixture()
+	cfg := DefaultConfig()
+	cfg.ToolResult = ToolResultAnswer
+	tr := mustRun(t, mustNew(t, NameRoute, routeRoles(strong, weak), cfg), mathRequest)
+	if tr.Answer != "45" || tr.Failure != "" {
+		t.Fatalf("answer, failure = %q, %q; want 45, none", tr.Answer, tr.Failure)
+	}
+	reqs := strong.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("strong model got %d requests, want 2", len(reqs))
+	}
+	// The weak model's replies are "6 * 7 = \boxed{42}" and "42 + 3 =
+	// \boxed{45}": only the boxed answers go back.
+	var got []string
+	for _, m := range reqs[1].Messages {
+		if m.Role == delegate.RoleTool {
+			got = append(got, m.Content)
+		}
+	}
+	if want := []string{"42", "45"}; !slices.Equal(got, want) {
+		t.Errorf("tool results = %q, want %q", got, want)
+	}
+}
+
+func TestFinalAnswer(t *testing.T) {
+	tests := []struct {
+		text, want string
+		ok         bool
+	}{
+		{"1316\n\\boxed{1316}", "1316", true},
+		{"work <answer> 7 </answer>", "7", true},
+		{"so\nFinal answer: 12", "12", true},
+		{"Final Output: yes", "yes", true},
+		{"no marker 12", "", false},
+		{"\\boxed{ }", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := FinalAnswer(tt.text)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("FinalAnswer(%q) = %q, %v; want %q, %v", tt.text, got, ok, tt.want, tt.ok)
+		}
+	}
+}
