@@ -458,7 +458,10 @@ func (t *trainProgress) finish() { t.v.finish(true) }
 // runTrainAPI trains on a trajectory API's batches, printing a line per
 // step; the environments (process --push) make the rollouts.
 func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, token string) error {
-	client := &api.TrainerClient{Client: api.Client{URL: url, Token: token}, Poll: 20 * time.Millisecond}
+	// Each GET /batch is held by delegate's API until the batch is ready
+	// (up to 10 s, then asked again): the batch comes as the last group
+	// of it does. Atropos's server answers at once, and is polled.
+	client := &api.TrainerClient{Client: api.Client{URL: url, Token: token}, Poll: 20 * time.Millisecond, Wait: 10 * time.Second}
 	progress := make(chan rl.Progress, 64)
 	done := make(chan struct{})
 	go func() {
