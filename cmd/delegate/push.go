@@ -270,8 +270,10 @@ func (s *pushSink) Close(ctx context.Context) error {
 // token), inference_logprobs (1.0 at untrained positions), messages and
 // overrides; group_overrides carry the group's identity (group_id, for the
 // API's deduplication), its size and the policy version it was sampled
-// with. A sequence without token ids cannot be trained on, and is an
-// error naming the group and why.
+// with. Each sequence's overrides also say what its rollout was scored
+// from, when the record has it (api.OverrideCorrect and the others). A
+// sequence without token ids cannot be trained on, and is an error naming
+// the group and why.
 func scoredData(g *rollout.GroupRecord) (api.ScoredData, error) {
 	sd := api.ScoredData{
 		Tokens: g.Tokens, Masks: g.Masks, Scores: g.Scores, InferenceLogprobs: g.InferenceLogprobs,
@@ -280,6 +282,13 @@ func scoredData(g *rollout.GroupRecord) (api.ScoredData, error) {
 			"group_size":     g.GroupOverrides.GroupSize,
 			"policy_version": g.PolicyVersion,
 		},
+	}
+	if len(g.SequenceRollout) != len(g.Tokens) {
+		return api.ScoredData{}, fmt.Errorf("group %s: %d sequences but %d rollout indices", g.ID, len(g.Tokens), len(g.SequenceRollout))
+	}
+	outcomes := map[int]*rollout.Outcome{}
+	for _, m := range g.Rollouts {
+		outcomes[m.Index] = m.Outcome
 	}
 	for i, toks := range g.Tokens {
 		if len(toks) == 0 {
@@ -303,7 +312,18 @@ func scoredData(g *rollout.GroupRecord) (api.ScoredData, error) {
 			msgs = append(msgs, m)
 		}
 		sd.Messages = append(sd.Messages, msgs)
-		sd.Overrides = append(sd.Overrides, map[string]any{"set_advantage_to_zero": g.Overrides[i].SetAdvantageToZero})
+		ov := map[string]any{"set_advantage_to_zero": g.Overrides[i].SetAdvantageToZero}
+		if o := outcomes[g.SequenceRollout[i]]; o != nil {
+			// What the rollout was scored from, for the trainer's metrics.
+			if o.Correct != nil {
+				ov[api.OverrideCorrect] = *o.Correct
+			}
+			ov[api.OverrideDelegated] = o.Calls > 0
+			ov[api.OverrideCalls] = o.Calls
+			ov[api.OverrideTokens] = o.Tokens
+			ov[api.OverrideCost] = o.Cost
+		}
+		sd.Overrides = append(sd.Overrides, ov)
 	}
 	return sd, nil
 }

@@ -468,8 +468,8 @@ func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, toke
 		defer close(done)
 		for p := range progress {
 			if m := p.Metrics; m != nil {
-				fmt.Fprintf(out, "step %d/%d: %d groups, %d sequences, mean score %.4f, %d tokens trained, loss %.4f, waited %.1fs for the batch",
-					m.Step, m.Steps, m.Groups, m.Rollouts, m.Reward, m.TrainedTokens, m.Loss, m.RolloutSeconds)
+				fmt.Fprintf(out, "step %d/%d: %d groups, %d sequences, mean score %.4f, accuracy %.2f, delegation %.2f, %d tokens trained, loss %.4f, waited %.1fs for the batch",
+					m.Step, m.Steps, m.Groups, m.Rollouts, m.Reward, m.Accuracy, m.DelegationRate, m.TrainedTokens, m.Loss, m.RolloutSeconds)
 				if m.OffPolicySequences > 0 {
 					fmt.Fprintf(out, "; %d off-policy sequences, staleness mean %.1f max %d (%d groups unknown), importance weights %.3f [%.3f, %.3f], %.1f%% truncated",
 						m.OffPolicySequences, m.StalenessMean, m.StalenessMax, m.UnknownVersion, m.ISWeightMean, m.ISWeightMin, m.ISWeightMax, 100*m.ISTruncFrac)
