@@ -65,6 +65,11 @@ func (h *holder) may() bool {
 	if h.deadline == nil {
 		return false
 	}
+	select {
+	case <-h.s.stopping:
+		return false
+	default:
+	}
 	if !h.counted {
 		if h.s.held.Add(1) > int64(h.s.cfg.MaxHeld) {
 			h.s.held.Add(-1)
@@ -77,10 +82,11 @@ func (h *holder) may() bool {
 	return true
 }
 
-// wait waits for ch to close, the request's time to be up, or the
-// request to end, its concurrency slot given back meanwhile. It reports
-// false when the request ended (nothing is to be written then), or when
-// its time is up (then it may not wait again).
+// wait waits for ch to close, the request's time to be up, the server to
+// shut down, or the request to end, its concurrency slot given back
+// meanwhile. It reports false when the request ended (nothing is to be
+// written then); once its time is up or the server shuts down, may says
+// it waits no more.
 func (h *holder) wait(ch <-chan struct{}) bool {
 	<-h.s.sem
 	timedOut := false
@@ -88,6 +94,7 @@ func (h *holder) wait(ch <-chan struct{}) bool {
 	case <-ch:
 	case <-h.deadline.C:
 		timedOut = true
+	case <-h.s.stopping:
 	case <-h.r.Context().Done():
 	}
 	if timedOut {

@@ -205,3 +205,17 @@ func TestTrainerClientWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestHeldRequestEndsOnShutdown: a held request is answered, as at the
+// end of its wait, when the HTTP server shuts down, rather than holding
+// the shutdown for its wait.
+func TestHeldRequestEndsOnShutdown(t *testing.T) {
+	h := startMemory(t, api.Config{})
+	startRun(t, h.url, 4, 2)
+	got := callAsync(t, "GET", h.url+"/batch?wait=50", nil)
+	waitHeld(t, h, 1)
+	h.stop() // fails the test past its 10 s
+	if a := <-got; a.status != http.StatusOK || a.body["batch"] != nil || len(a.body) != 1 {
+		t.Errorf("held batch at shutdown: %d %v, want {\"batch\": null}", a.status, a.body)
+	}
+}

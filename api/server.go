@@ -209,6 +209,10 @@ type Server struct {
 	// for may have come: a group queued, the trainer's step, a reset.
 	changed chan struct{}
 	held    atomic.Int64 // requests holding now
+	// stopping is closed when the HTTP server shuts down: held requests
+	// are answered at once, so that they do not hold the shutdown.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // Option sets up New's connections.
@@ -263,7 +267,8 @@ func newServer(ctx context.Context, st store, cfg Config, log *slog.Logger) (*Se
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: log, st: st, sem: make(chan struct{}, cfg.MaxConcurrent), changed: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, st: st, sem: make(chan struct{}, cfg.MaxConcurrent), changed: make(chan struct{}),
+		stopping: make(chan struct{})}
 	if cfg.Token != "" {
 		s.token = []byte(cfg.Token)
 	}
@@ -571,7 +576,7 @@ func (s *Server) Stats() Stats {
 
 // HTTPServer returns an http.Server for h with the config's timeouts.
 func (s *Server) HTTPServer(h http.Handler) *http.Server {
-	return &http.Server{
+	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       s.cfg.ReadTimeout,
@@ -580,6 +585,9 @@ func (s *Server) HTTPServer(h http.Handler) *http.Server {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	// Shutdown waits for the requests being served: held ones answer now.
+	hs.RegisterOnShutdown(func() { s.stopOnce.Do(func() { close(s.stopping) }) })
+	return hs
 }
 
 // IsLoopback reports whether addr (host:port) binds only loopback.
