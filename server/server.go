@@ -380,6 +380,10 @@ func (s *Server) reload(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"reloaded": out})
 }
 
+// maxHeldHealth bounds the GET /health answers held at once (each is a
+// goroutine and a connection, waiting at most QueueTimeout).
+const maxHeldHealth = 64
+
 // VersionWaiter is a Reloader that can wait for a version
 // (local.Reloading's WaitVersion): it returns the version served once it
 // is v or later, or the version then and ctx's error.
@@ -395,8 +399,8 @@ type VersionWaiter interface {
 // answer is held until every following model serves version N or later
 // (each looks at its checkpoint at once: a trainer that has just written
 // step N need not wait for the model's next look), or S has passed. At
-// most MaxQueue answers are held at once; past that the answer comes at
-// once, as it does without wait.
+// most maxHeldHealth answers are held at once; past that the answer comes
+// at once, as it does without wait.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if q := r.URL.Query(); q.Has("policy_version") && q.Has("wait") {
 		v, verr := strconv.Atoi(q.Get("policy_version"))
@@ -407,7 +411,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 				Message: fmt.Sprintf("policy_version %q and wait %q: want a step and seconds from 0 to %g", q.Get("policy_version"), q.Get("wait"), s.cfg.QueueTimeout.Seconds())})
 			return
 		}
-		if s.healthHeld.Add(1) <= int64(s.cfg.MaxQueue) {
+		if s.healthHeld.Add(1) <= maxHeldHealth {
 			ctx, cancel := context.WithTimeout(r.Context(), wait)
 			for _, name := range s.names {
 				if vw, ok := s.models[name].(VersionWaiter); ok {
