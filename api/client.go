@@ -171,6 +171,11 @@ type TrainerClient struct {
 	Last int
 	// Poll is the wait between polls when no batch is ready. Default 1s.
 	Poll time.Duration
+	// Wait, when positive, asks the server to hold each GET /batch up to
+	// Wait until the batch is ready (wait=S, delegate's API): the batch
+	// comes as soon as it is, with no poll interval. A server that answers
+	// at once anyway (Atropos's) is polled every Poll as without it.
+	Wait time.Duration
 
 	lastSize int // bytes of the last batch answer: the next one's likely size
 }
@@ -206,7 +211,12 @@ func (c *TrainerClient) NextRaw(ctx context.Context) (int, []byte, error) {
 	}
 	for {
 		var raw []byte
-		if err := c.do(ctx, http.MethodGet, "/batch?step="+strconv.Itoa(c.Last+1), nil, &rawAnswer{data: &raw, hint: c.lastSize}); err != nil {
+		path := "/batch?step=" + strconv.Itoa(c.Last+1)
+		if c.Wait > 0 {
+			path += "&wait=" + seconds(c.Wait)
+		}
+		asked := time.Now()
+		if err := c.do(ctx, http.MethodGet, path, nil, &rawAnswer{data: &raw, hint: c.lastSize}); err != nil {
 			return 0, nil, err
 		}
 		step, ready, err := batchHead(raw)
@@ -224,6 +234,9 @@ func (c *TrainerClient) NextRaw(ctx context.Context) (int, []byte, error) {
 			}
 			c.Last, c.lastSize = step, len(raw)
 			return step, raw, nil
+		}
+		if c.Wait > 0 && time.Since(asked) >= c.Wait/2 {
+			continue // the server held the request: ask again at once
 		}
 		select {
 		case <-time.After(poll):
@@ -343,6 +356,22 @@ func (c *EnvClient) Status(ctx context.Context) (StatusEnv, error) {
 	var st StatusEnv
 	err := c.do(ctx, http.MethodGet, "/status-env", EnvIdentifier{EnvID: c.ID}, &st)
 	return st, err
+}
+
+// StatusAfter is Status held by the server (delegate's API) until the
+// trainer has finished a step after step (trainer_step > step) or wait
+// has passed, whichever comes first; either way it returns the status
+// then. A server that answers at once (Atropos's) answers as Status.
+func (c *EnvClient) StatusAfter(ctx context.Context, step int, wait time.Duration) (StatusEnv, error) {
+	var st StatusEnv
+	path := "/status-env?after_step=" + strconv.Itoa(step) + "&wait=" + seconds(wait)
+	err := c.do(ctx, http.MethodGet, path, EnvIdentifier{EnvID: c.ID}, &st)
+	return st, err
+}
+
+// seconds is d as the wait query parameter: seconds, to the millisecond.
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Round(time.Millisecond).Seconds(), 'f', -1, 64)
 }
 
 // Wait returns once the queue has room by BaseEnv's rule: it pauses while

@@ -55,16 +55,20 @@ func TestNextFromAtroposServer(t *testing.T) {
 		w.Write([]byte(`{"batch": [{"tokens": [[1, 2]], "masks": [[-100, 2]], "scores": [1.0]}]}`))
 	}))
 	defer srv.Close()
-	c := &TrainerClient{Client: Client{URL: srv.URL}, Poll: time.Millisecond, Last: 4}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for want := 5; want <= 6; want++ {
-		b, err := c.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
+	// A client that asks to be held (Wait) polls a server that answers at
+	// once, as one that does not.
+	for _, wait := range []time.Duration{0, time.Minute} {
+		c := &TrainerClient{Client: Client{URL: srv.URL}, Poll: time.Millisecond, Last: 4, Wait: wait}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		for want := 5; want <= 6; want++ {
+			b, err := c.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Step != want || len(b.Batch) != 1 || c.Last != want {
+				t.Fatalf("wait %v: batch step %d with %d groups, client at %d; want step %d, 1 group", wait, b.Step, len(b.Batch), c.Last, want)
+			}
 		}
-		if b.Step != want || len(b.Batch) != 1 || c.Last != want {
-			t.Fatalf("batch step %d with %d groups, client at %d; want step %d, 1 group", b.Step, len(b.Batch), c.Last, want)
-		}
+		cancel()
 	}
 }

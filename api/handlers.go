@@ -288,24 +288,54 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, Status{CurrentStep: s.state.Step, QueueSize: len(s.queue)})
 }
 
+// handleStatusEnv answers GET /status-env; with after_step=N and wait=S
+// it holds the request until the trainer has finished a step after N
+// (trainer_step > N) or S seconds have passed.
 func (s *Server) handleStatusEnv(w http.ResponseWriter, r *http.Request) {
 	var id EnvIdentifier
 	if !s.decodeBody(w, r, &id, "env_id") {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if id.EnvID < 0 || id.EnvID >= len(s.envs) {
-		s.writeErr(w, r, unknownEnv(id.EnvID, len(s.envs)))
+	wait, err := s.waitParam(r)
+	if err != nil {
+		s.writeErr(w, r, err)
 		return
 	}
-	st, changed := s.statusEnv(id.EnvID)
-	if changed {
-		if err := s.saveEnvs(r.Context()); err != nil {
-			s.log.Warn("save envs", "err", err) // the group size is recomputed on the next call
+	after := math.MinInt
+	if v := r.URL.Query().Get("after_step"); v != "" {
+		if after, err = strconv.Atoi(v); err != nil {
+			s.writeErr(w, r, &httpError{http.StatusBadRequest, fmt.Sprintf("after_step %q is not an integer", v)})
+			return
 		}
 	}
-	writeJSON(w, http.StatusOK, st)
+	h := s.newHolder(r, wait)
+	defer h.done()
+	for {
+		s.mu.Lock()
+		if id.EnvID < 0 || id.EnvID >= len(s.envs) {
+			n := len(s.envs)
+			s.mu.Unlock()
+			s.writeErr(w, r, unknownEnv(id.EnvID, n))
+			return
+		}
+		if s.trained <= after && h.may() {
+			changed := s.changed
+			s.mu.Unlock()
+			if !h.wait(changed) {
+				return
+			}
+			continue
+		}
+		st, grew := s.statusEnv(id.EnvID)
+		if grew {
+			if err := s.saveEnvs(r.Context()); err != nil {
+				s.log.Warn("save envs", "err", err) // the group size is recomputed on the next call
+			}
+		}
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, st)
+		return
+	}
 }
 
 // statusEnv is Atropos's /status-env arithmetic over what the trainer has
@@ -534,6 +564,7 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 	if !odd {
 		s.queue = append(s.queue, q)
 		s.latest = seq
+		s.notify()
 		return ScoredResponse{Status: "received"}, nil
 	}
 	if g.env < len(s.envs) {
@@ -561,7 +592,27 @@ func (s *Server) answer(env int, odd bool) ScoredResponse {
 	return ScoredResponse{Status: "buffered", BufferSize: &n}
 }
 
+// handleBatch answers GET /batch, holding a request that asks to wait
+// (wait=S) until its batch is ready or S seconds have passed.
 func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
+	wait, err := s.waitParam(r)
+	if err != nil {
+		s.writeErr(w, r, err)
+		return
+	}
+	h := s.newHolder(r, wait)
+	defer h.done()
+	for {
+		changed := s.batch(w, r, h.may())
+		if changed == nil || !h.wait(changed) {
+			return
+		}
+	}
+}
+
+// batch answers GET /batch once, or, with hold set and no batch ready,
+// answers nothing and returns a channel closed when one may be.
+func (s *Server) batch(w http.ResponseWriter, r *http.Request, hold bool) <-chan struct{} {
 	s.handout.Lock()
 	defer s.handout.Unlock()
 	ctx := r.Context()
@@ -569,7 +620,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	if !s.state.Registered {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]any{"status": "error", "message": "Trainer not registered. Call /register first.", "batch": []any{}})
-		return
+		return nil
 	}
 	if v := r.URL.Query().Get("step"); v != "" {
 		step, err := strconv.Atoi(v)
@@ -579,34 +630,40 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			s.mu.Unlock()
 			s.writeErr(w, r, &httpError{http.StatusBadRequest, fmt.Sprintf("step %q is not an integer", v)})
-			return
+			return nil
 		case step <= start:
 			s.mu.Unlock()
 			s.writeErr(w, r, &httpError{http.StatusBadRequest, fmt.Sprintf("step %d: the run started at step %d, its first batch is step %d", step, start, start+1)})
-			return
+			return nil
 		case step <= sent:
-			s.trained = max(s.trained, step-1) // a trainer resumed from step-1's checkpoint
+			if step-1 > s.trained { // a trainer resumed from step-1's checkpoint
+				s.trained = step - 1
+				s.notify()
+			}
 			s.mu.Unlock()
 			rec, err := s.loadBatch(ctx, batchKey(step))
 			if errors.Is(err, errGone) {
 				s.writeErr(w, r, &httpError{http.StatusGone, fmt.Sprintf("step %d is no longer kept (the last %d steps are)", step, s.cfg.KeepSteps)})
-				return
+				return nil
 			}
 			if err != nil {
 				s.writeErr(w, r, err)
-				return
+				return nil
 			}
 			s.sendBatch(w, r, rec)
-			return
+			return nil
 		case step > sent+1:
 			s.mu.Unlock()
 			s.writeErr(w, r, &httpError{http.StatusBadRequest, fmt.Sprintf("step %d not reached: the next batch is step %d", step, sent+1)})
-			return
+			return nil
 		}
 	}
 	// The trainer asks for the batch after every one handed out: it has
 	// finished them.
-	s.trained = max(s.trained, s.state.Sent)
+	if s.state.Sent > s.trained {
+		s.trained = s.state.Sent
+		s.notify()
+	}
 	dirty := false
 	if !s.state.Started {
 		s.state.Started, dirty = true, true
@@ -621,12 +678,17 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			if err := s.saveStateUnlocked(ctx, s.state); err != nil {
 				s.mu.Unlock()
 				s.writeErr(w, r, err)
-				return
+				return nil
 			}
+		}
+		if hold {
+			changed := s.changed
+			s.mu.Unlock()
+			return changed
 		}
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]any{"batch": nil})
-		return
+		return nil
 	}
 	rec := s.pending[0]
 	next := s.state
@@ -634,7 +696,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	if err := s.saveStateUnlocked(ctx, next); err != nil {
 		s.mu.Unlock()
 		s.writeErr(w, r, err)
-		return
+		return nil
 	}
 	s.state.Sent = rec.Step
 	s.pending = s.pending[1:]
@@ -652,6 +714,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	s.sendBatch(w, r, rec)
+	return nil
 }
 
 // assemble drops stale groups and records every full batch the queue

@@ -91,6 +91,19 @@ type StatusEnv struct {
 	TrainerStep int `json:"trainer_step"`
 }
 
+// Per-sequence overrides that delegate's environments send beside
+// Atropos's own (set_advantage_to_zero): what the sequence's rollout was
+// scored from, which delegate's trainer reports in its metrics (accuracy,
+// delegation rate, the means of the numbers). Atropos keeps a sequence's
+// overrides as a free-form object, so other trainers pass them by.
+const (
+	OverrideCorrect   = "correct"          // bool: the answer was right; absent: not known
+	OverrideDelegated = "delegated"        // bool: the rollout called a sub-agent
+	OverrideCalls     = "subagent_calls"   // number: its sub-agent calls
+	OverrideTokens    = "delegator_tokens" // number: the policy's generated tokens
+	OverrideCost      = "cost"             // number: its cost in dollars, every role's calls
+)
+
 // Status answers GET /status: the trainer's step and the groups queued.
 type Status struct {
 	CurrentStep int `json:"current_step"`

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -52,6 +53,15 @@ type Config struct {
 	// ReadTimeout, WriteTimeout and IdleTimeout bound each connection of
 	// the http.Server from HTTPServer. Defaults 2, 5 and 2 minutes.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxWait bounds the wait a request may ask for (GET /batch?wait=S,
+	// GET /status-env?wait=S: held until there is something to answer,
+	// see Handler); a longer one is refused. Default 1 minute; below
+	// WriteTimeout.
+	MaxWait time.Duration
+	// MaxHeld bounds the requests held waiting at once; they do not count
+	// against MaxConcurrent while they wait. A request past the bound is
+	// answered at once, as without a wait. Default 64.
+	MaxHeld int
 }
 
 func (c *Config) defaults() {
@@ -85,6 +95,12 @@ func (c *Config) defaults() {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 2 * time.Minute
 	}
+	if c.MaxWait == 0 {
+		c.MaxWait = time.Minute
+	}
+	if c.MaxHeld == 0 {
+		c.MaxHeld = 64
+	}
 }
 
 // Validate reports the first invalid field of a defaulted config.
@@ -109,6 +125,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("api config: max concurrent %d: want at least 1", c.MaxConcurrent)
 	case c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0:
 		return errors.New("api config: timeouts must not be negative")
+	case c.MaxWait < 0 || c.MaxWait >= c.WriteTimeout:
+		return fmt.Errorf("api config: max wait %v: want at least 0 and below the write timeout %v", c.MaxWait, c.WriteTimeout)
+	case c.MaxHeld < 0:
+		return fmt.Errorf("api config: max held %d is negative", c.MaxHeld)
 	}
 	return nil
 }
@@ -185,6 +205,14 @@ type Server struct {
 	// /batch asks tell (asking for step N says steps before N are done);
 	// not stored: a restarted server learns it from the trainer's next ask.
 	trained int
+	// changed is closed, and replaced, when what a held request waits
+	// for may have come: a group queued, the trainer's step, a reset.
+	changed chan struct{}
+	held    atomic.Int64 // requests holding now
+	// stopping is closed when the HTTP server shuts down: held requests
+	// are answered at once, so that they do not hold the shutdown.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // Option sets up New's connections.
@@ -239,7 +267,8 @@ func newServer(ctx context.Context, st store, cfg Config, log *slog.Logger) (*Se
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: log, st: st, sem: make(chan struct{}, cfg.MaxConcurrent)}
+	s := &Server{cfg: cfg, log: log, st: st, sem: make(chan struct{}, cfg.MaxConcurrent), changed: make(chan struct{}),
+		stopping: make(chan struct{})}
 	if cfg.Token != "" {
 		s.token = []byte(cfg.Token)
 	}
@@ -256,6 +285,7 @@ func (s *Server) recover(ctx context.Context) error {
 	s.gen++
 	s.state = persisted{Version: stateVersion}
 	s.envs, s.queue, s.pending, s.kept, s.latest, s.trained = nil, nil, nil, nil, 0, 0
+	s.notify()
 	s.buffer, s.ids = map[int][]queued{}, map[string]uint64{}
 	if b, err := s.st.get(ctx, "state"); err != nil {
 		return err
@@ -432,6 +462,7 @@ func (s *Server) release(ctx context.Context, env int) bool {
 			q.released = true
 			s.queue = append(s.queue, q)
 			s.latest = q.seq
+			s.notify()
 		} else {
 			keep = append(keep, q)
 		}
@@ -526,13 +557,15 @@ func (s *Server) forget(id string, seq uint64) {
 type Stats struct {
 	Step, Sent, Queued, Buffered int
 	Duplicates, StaleDropped     int64
+	Held                         int // requests waiting (wait=S) now
 }
 
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Step: s.state.Step, Sent: s.state.Sent, Queued: len(s.queue), Duplicates: s.state.Duplicates, StaleDropped: s.state.StaleDropped}
+	st := Stats{Step: s.state.Step, Sent: s.state.Sent, Queued: len(s.queue), Duplicates: s.state.Duplicates, StaleDropped: s.state.StaleDropped,
+		Held: int(s.held.Load())}
 	for _, b := range s.buffer {
 		for _, q := range b {
 			st.Buffered += q.size
@@ -543,7 +576,7 @@ func (s *Server) Stats() Stats {
 
 // HTTPServer returns an http.Server for h with the config's timeouts.
 func (s *Server) HTTPServer(h http.Handler) *http.Server {
-	return &http.Server{
+	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       s.cfg.ReadTimeout,
@@ -552,6 +585,9 @@ func (s *Server) HTTPServer(h http.Handler) *http.Server {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	// Shutdown waits for the requests being served: held ones answer now.
+	hs.RegisterOnShutdown(func() { s.stopOnce.Do(func() { close(s.stopping) }) })
+	return hs
 }
 
 // IsLoopback reports whether addr (host:port) binds only loopback.

@@ -26,6 +26,12 @@ import (
 // they are done. Every response carries the version that produced it (the
 // checkpoint's "rl_step", 0 for a checkpoint without one). Safe for
 // concurrent use.
+//
+// A reload that finds no call in flight copies the new weights into the
+// model it serves (its engine takes them before its next forward pass)
+// rather than starting a new model: no engine, KV cache or packed copy of
+// the weights is allocated, as a trainer's step-by-step checkpoints would
+// have it otherwise.
 type Reloading struct {
 	dir string
 	cfg Config
@@ -33,15 +39,24 @@ type Reloading struct {
 
 	calls *atomic.Uint64 // every version's request count (Model.calls)
 
+	reload sync.Mutex // one Reload at a time
+
 	mu  sync.RWMutex
 	cur *generation
+	// changed is closed, and replaced, when cur or its version changes.
+	changed chan struct{}
 }
 
 // generation is one loaded version and the calls using it.
 type generation struct {
-	m       *Model
+	m *Model
+	// version is written only under Reloading.mu with no call in flight.
 	version int
 	calls   sync.WaitGroup
+	active  atomic.Int64 // calls in flight, as calls counts them
+	// owned: m's weights were loaded by Reloading, which may overwrite
+	// them (not the caller's, given to NewReloading).
+	owned bool
 }
 
 // NewReloading serves p, as version 0, until the checkpoint at dir (which
@@ -54,7 +69,7 @@ func NewReloading(p *nn.Params, dir string, cfg Config, log *slog.Logger) (*Relo
 	if err != nil {
 		return nil, err
 	}
-	return &Reloading{dir: dir, cfg: cfg, log: log, calls: m.calls, cur: &generation{m: m}}, nil
+	return &Reloading{dir: dir, cfg: cfg, log: log, calls: m.calls, cur: &generation{m: m}, changed: make(chan struct{})}, nil
 }
 
 // Name returns the configured name.
@@ -70,24 +85,31 @@ func (r *Reloading) Version() int {
 // Chat serves req with the current weights and says which.
 func (r *Reloading) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
 	g := r.acquire()
-	defer g.calls.Done()
+	defer g.done()
 	return g.versioned(g.m.Chat(ctx, req))
 }
 
 // ChatStream is Model.ChatStream on the current weights, saying which.
 func (r *Reloading) ChatStream(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error) {
 	g := r.acquire()
-	defer g.calls.Done()
+	defer g.done()
 	return g.versioned(g.m.ChatStream(ctx, req, emit))
 }
 
 // acquire returns the current generation with one more call counted; the
-// caller calls g.calls.Done when its call is over.
+// caller calls g.done when its call is over.
 func (r *Reloading) acquire() *generation {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	r.cur.calls.Add(1)
+	r.cur.active.Add(1)
 	return r.cur
+}
+
+// done ends a call acquire counted.
+func (g *generation) done() {
+	g.active.Add(-1)
+	g.calls.Done()
 }
 
 // versioned marks a response with the generation's version.
@@ -104,6 +126,8 @@ func (g *generation) versioned(resp *delegate.Response, err error) (*delegate.Re
 // changes nothing; one that cannot be read (bad, or being replaced right
 // now) is an error and changes nothing.
 func (r *Reloading) Reload() (bool, error) {
+	r.reload.Lock()
+	defer r.reload.Unlock()
 	if _, ok := nn.CurrentDir(r.dir); !ok {
 		return false, nil
 	}
@@ -114,13 +138,36 @@ func (r *Reloading) Reload() (bool, error) {
 	if version == r.Version() {
 		return false, nil
 	}
-	g, err := r.load()
+	p, v, err := r.load()
 	if err != nil {
 		return false, err
 	}
 	r.mu.Lock()
 	old := r.cur
+	if old.owned && old.active.Load() == 0 && old.m.params.Config == p.Config {
+		// No call in flight, and none can start while r.mu is held: the
+		// engine takes the new values before its next forward pass.
+		copy(old.m.params.Data, p.Data)
+		from := old.version
+		old.version = v
+		r.notify()
+		r.mu.Unlock()
+		r.log.Info("policy reloaded in place", "model", r.cfg.Name, "from", from, "to", v)
+		return true, nil
+	}
+	r.mu.Unlock()
+	m, err := New(p, r.cfg)
+	if err != nil {
+		return false, err
+	}
+	// The model's life goes on across versions: a request without a seed
+	// gets the next one, not again the first version's first seeds.
+	m.calls = r.calls
+	g := &generation{m: m, version: v, owned: true}
+	r.mu.Lock()
+	old = r.cur
 	r.cur = g
+	r.notify()
 	r.mu.Unlock()
 	r.log.Info("policy reloaded", "model", r.cfg.Name, "from", old.version, "to", g.version)
 	go func() {
@@ -184,27 +231,55 @@ func (r *Reloading) version() (int, error) {
 	return metaVersion(meta)
 }
 
-func (r *Reloading) load() (*generation, error) {
+// load reads the checkpoint's weights and version.
+func (r *Reloading) load() (*nn.Params, int, error) {
 	d, err := r.weightsDir()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	p, meta, err := nn.Load(d)
 	if err != nil {
-		return nil, fmt.Errorf("local model %s: %w", r.cfg.Name, err)
+		return nil, 0, fmt.Errorf("local model %s: %w", r.cfg.Name, err)
 	}
 	v, err := metaVersion(meta)
 	if err != nil {
-		return nil, fmt.Errorf("local model %s: checkpoint %s: %w", r.cfg.Name, d, err)
+		return nil, 0, fmt.Errorf("local model %s: checkpoint %s: %w", r.cfg.Name, d, err)
 	}
-	m, err := New(p, r.cfg)
-	if err != nil {
-		return nil, err
+	return p, v, nil
+}
+
+// notify wakes WaitVersion's waiters. The caller holds r.mu.
+func (r *Reloading) notify() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// WaitVersion returns the version new requests are served by once it is
+// v or later, looking at the checkpoint at once (a trainer that just
+// wrote step v need not wait for Watch's next look), or the version then
+// and ctx's error when ctx ends first.
+func (r *Reloading) WaitVersion(ctx context.Context, v int) (int, error) {
+	looked := false
+	for {
+		r.mu.RLock()
+		cur, changed := r.cur.version, r.changed
+		r.mu.RUnlock()
+		if cur >= v {
+			return cur, nil
+		}
+		if !looked {
+			looked = true
+			if _, err := r.Reload(); err == nil {
+				continue
+			}
+			// Being written, or bad: Watch looks again.
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return cur, ctx.Err()
+		}
 	}
-	// The model's life goes on across versions: a request without a seed
-	// gets the next one, not again the first version's first seeds.
-	m.calls = r.calls
-	return &generation{m: m, version: v}, nil
 }
 
 // metaVersion is a checkpoint's "rl_step", 0 when it has none.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/nn"
@@ -178,5 +180,88 @@ func TestReloadingKeepsCountingSeeds(t *testing.T) {
 		if ids[i] != want[i] {
 			t.Errorf("request %d: id %s, want %s (ids %v)", i, ids[i], want[i], ids)
 		}
+	}
+}
+
+// A reload with no call in flight copies the new weights into the model
+// it serves (after the first, which replaces the caller's weights with
+// its own copy): the same engine then answers as a fresh model over the
+// new weights, and says the new version.
+func TestReloadingSwapsWeightsInPlace(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checkpoint")
+	start := testParams(t, 128, 1)
+	r, err := NewReloading(start, dir, Config{Name: "policy"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var first *Model
+	for step := 1; step <= 3; step++ {
+		want := writePolicy(t, dir, uint64(20+step), step)
+		if changed, err := r.Reload(); err != nil || !changed {
+			t.Fatalf("reload of step %d: %v, %v", step, changed, err)
+		}
+		r.mu.RLock()
+		m := r.cur.m
+		r.mu.RUnlock()
+		switch {
+		case step == 1:
+			first = m
+		case m != first:
+			t.Errorf("step %d: a new model, want the weights copied into the one serving", step)
+		}
+		fresh, err := New(want, Config{Name: "fresh"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, v := greedy(t, r)
+		wantText, _ := greedy(t, fresh)
+		fresh.Close()
+		if got != wantText || v == nil || *v != step {
+			t.Errorf("step %d: %q (version %v), the new weights say %q", step, got, v, wantText)
+		}
+	}
+	if fresh := testParams(t, 128, 1); !slices.Equal(start.Data, fresh.Data) {
+		t.Error("the weights given to NewReloading were overwritten")
+	}
+	if n := first.Stats().Refreshes; n < 2 {
+		t.Errorf("the engine took new weights %d times, want 2", n)
+	}
+}
+
+// WaitVersion looks at the checkpoint at once, and otherwise returns when
+// a reload brings the version, or when its context ends.
+func TestReloadingWaitVersion(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checkpoint")
+	r, err := NewReloading(testParams(t, 128, 1), dir, Config{Name: "policy"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	writePolicy(t, dir, 2, 1)
+	if v, err := r.WaitVersion(ctx, 1); err != nil || v != 1 {
+		t.Fatalf("WaitVersion(1) with step 1 written: %d, %v", v, err)
+	}
+	got := make(chan int, 1)
+	go func() {
+		v, err := r.WaitVersion(ctx, 2)
+		if err != nil {
+			v = -1
+		}
+		got <- v
+	}()
+	writePolicy(t, dir, 3, 2)
+	if changed, err := r.Reload(); err != nil || !changed {
+		t.Fatalf("reload of step 2: %v, %v", changed, err)
+	}
+	if v := <-got; v != 2 {
+		t.Errorf("WaitVersion(2) returned %d, want 2", v)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	if v, err := r.WaitVersion(short, 5); err == nil || v != 2 {
+		t.Errorf("WaitVersion(5) with step 2 written: %d, %v; want 2 and the context's error", v, err)
 	}
 }

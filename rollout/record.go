@@ -147,6 +147,19 @@ type Member struct {
 	Reward    float64 `json:"reward"`
 	Advantage float64 `json:"advantage"`
 	Fixed     string  `json:"fixed,omitempty"`
+	// Outcome is what the reward was computed from, when the scorer
+	// says (absent in records written before it was kept).
+	Outcome *Outcome `json:"outcome,omitempty"`
+}
+
+// Outcome is the part of a scorer's reward.Outcome a trainer reports in
+// its metrics: whether the answer was right (nil: no reference), the
+// sub-agent calls (delegation), the policy's tokens and the cost.
+type Outcome struct {
+	Correct *bool   `json:"correct,omitempty"`
+	Calls   int     `json:"calls"`
+	Tokens  int     `json:"tokens"`
+	Cost    float64 `json:"cost"`
 }
 
 // MissedMember is a rollout of the group that failed and is left out.

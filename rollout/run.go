@@ -473,6 +473,8 @@ type rolloutTally struct {
 	// Roles is what the rollout spent, by role: the policy's calls and the
 	// scorer's (under the judge's role), failed rollouts included.
 	Roles map[string]delegate.Totals `json:"roles,omitempty"`
+	// Outcome is what the score was computed from, when the scorer says.
+	Outcome *Outcome `json:"outcome,omitempty"`
 }
 
 // count adds a finished rollout to the progress counters.
@@ -719,6 +721,9 @@ func play(ctx context.Context, policy delegate.Strategy, scorer Scorer, task del
 		p.sc = &s
 		p.st = &rolloutState{rolloutTally: rolloutTally{ID: id, Status: StatusScored, Reward: s.Reward, Candidate: s.Candidate,
 			Baseline: s.Baseline, Fixed: s.Fixed}, Index: k, Sequences: delegate.Sequences(p.tr, roles...)}
+		if in := s.Inputs; in != nil {
+			p.st.Outcome = &Outcome{Correct: in.Correct, Calls: in.Calls, Tokens: in.Tokens, Cost: in.Cost}
+		}
 	}()
 	if p.st != nil {
 		p.st.Roles = spent(p.tr, p.strace)
@@ -918,7 +923,7 @@ func decide(results []*rolloutState, keepTies bool, advantages Advantages, rec *
 	}
 	splits := 0
 	for i, m := range members {
-		rec.Rollouts = append(rec.Rollouts, Member{ID: m.ID, Index: m.Index, Reward: m.Reward, Advantage: adv[i], Fixed: m.Fixed})
+		rec.Rollouts = append(rec.Rollouts, Member{ID: m.ID, Index: m.Index, Reward: m.Reward, Advantage: adv[i], Fixed: m.Fixed, Outcome: m.Outcome})
 		for _, s := range m.Sequences {
 			if s.Split {
 				splits++

@@ -20,6 +20,7 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/modeltest"
+	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 )
@@ -140,7 +141,9 @@ func newFixture(t testing.TB) *fixture {
 		if err != nil {
 			return Score{}, fmt.Errorf("answer %q has no score", tr.Answer)
 		}
+		right := v > 0
 		return Score{Reward: float64(v), Candidate: float64(v) * 10, Baseline: 50, Outcome: "win",
+			Inputs: &reward.Outcome{FormatOK: true, Correct: &right, Calls: 3, Tokens: 10 + v, Cost: 0.5},
 			Judge: &judge.Verdict{Mode: judge.ModePairwise, Outcome: judge.Win, Candidate: 70, Baseline: 40, Diff: 30,
 				Orders: []judge.OrderResult{{Order: judge.CandidateFirst, Parsed: true, ScoreA: 70, ScoreB: 40, Raw: "Score A: 70\nScore B: 40"}}}}, nil
 	})
@@ -346,6 +349,11 @@ func TestRunWritesGroupsAndArtifacts(t *testing.T) {
 		var sum float64
 		for _, m := range gr.Rollouts {
 			sum += m.Advantage
+			// What the reward was computed from comes with each member,
+			// for a trainer's metrics.
+			if o := m.Outcome; o == nil || o.Correct == nil || o.Calls != 3 || o.Tokens != 10+int(m.Reward) || o.Cost != 0.5 {
+				t.Errorf("group %s member %s: outcome %+v, want 3 sub-agent calls and the policy's tokens", gr.ID, m.ID, o)
+			}
 		}
 		if math.Abs(sum) > 1e-9 {
 			t.Errorf("group %s: advantages sum to %v, want 0", gr.ID, sum)

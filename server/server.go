@@ -171,6 +171,7 @@ type Server struct {
 	// the connection's deadline alone.
 	writeTimeout time.Duration
 	metrics      *metrics
+	healthHeld   atomic.Int64 // GET /health answers held (policy_version, wait)
 }
 
 // New serves models under their names with DefaultConfig. log may be nil.
@@ -379,10 +380,48 @@ func (s *Server) reload(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"reloaded": out})
 }
 
+// maxHeldHealth bounds the GET /health answers held at once (each is a
+// goroutine and a connection, waiting at most QueueTimeout).
+const maxHeldHealth = 64
+
+// VersionWaiter is a Reloader that can wait for a version
+// (local.Reloading's WaitVersion): it returns the version served once it
+// is v or later, or the version then and ctx's error.
+type VersionWaiter interface {
+	WaitVersion(ctx context.Context, v int) (int, error)
+}
+
 // health answers GET /health: the models served and, for each that
 // follows a trainer's checkpoint, the version new requests get
 // (policy_versions), which an environment sampling on-policy waits for.
-func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+//
+// With policy_version=N and wait=S (seconds, at most QueueTimeout) the
+// answer is held until every following model serves version N or later
+// (each looks at its checkpoint at once: a trainer that has just written
+// step N need not wait for the model's next look), or S has passed. At
+// most maxHeldHealth answers are held at once; past that the answer comes
+// at once, as it does without wait.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if q := r.URL.Query(); q.Has("policy_version") && q.Has("wait") {
+		v, verr := strconv.Atoi(q.Get("policy_version"))
+		secs, werr := strconv.ParseFloat(q.Get("wait"), 64)
+		wait := time.Duration(secs * float64(time.Second))
+		if verr != nil || werr != nil || !(secs >= 0) || wait > s.cfg.QueueTimeout {
+			writeError(w, apiErr{Status: http.StatusBadRequest, Type: "invalid_request_error",
+				Message: fmt.Sprintf("policy_version %q and wait %q: want a step and seconds from 0 to %g", q.Get("policy_version"), q.Get("wait"), s.cfg.QueueTimeout.Seconds())})
+			return
+		}
+		if s.healthHeld.Add(1) <= maxHeldHealth {
+			ctx, cancel := context.WithTimeout(r.Context(), wait)
+			for _, name := range s.names {
+				if vw, ok := s.models[name].(VersionWaiter); ok {
+					_, _ = vw.WaitVersion(ctx, v) // its time up: the answer says the version served
+				}
+			}
+			cancel()
+		}
+		s.healthHeld.Add(-1)
+	}
 	versions := map[string]int{}
 	for _, name := range s.names {
 		if r, ok := s.models[name].(Reloader); ok {

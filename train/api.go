@@ -137,13 +137,33 @@ func groupOf(sd api.ScoredData, est reward.Estimator) (rl.Group, error) {
 			return rl.Group{}, fmt.Errorf("sequence %d: %w", i, err)
 		}
 		if i < len(sd.Overrides) {
-			if zero, _ := sd.Overrides[i]["set_advantage_to_zero"].(bool); zero {
+			ov := sd.Overrides[i]
+			if zero, _ := ov["set_advantage_to_zero"].(bool); zero {
 				ro.Advantage = 0
 			}
+			outcomeOf(&ro, ov)
 		}
 		g.Rollouts = append(g.Rollouts, ro)
 	}
 	return g, nil
+}
+
+// outcomeOf reads into ro what a delegate environment says its rollout
+// was scored from (api.OverrideCorrect and the others), for the step's
+// metrics: accuracy, delegation rate, and the numbers as scalars under
+// the in-process trainer's names. Other environments send none; a value
+// of the wrong type is left out.
+func outcomeOf(ro *rl.ScoredRollout, ov map[string]any) {
+	ro.Correct, _ = ov[api.OverrideCorrect].(bool)
+	ro.Delegated, _ = ov[api.OverrideDelegated].(bool)
+	for _, k := range []string{api.OverrideCalls, api.OverrideTokens, api.OverrideCost} {
+		if v, ok := ov[k].(float64); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
+			if ro.Scalars == nil {
+				ro.Scalars = map[string]float64{}
+			}
+			ro.Scalars[k] = v
+		}
+	}
 }
 
 // sequenceAdvantage is the advantage of a sequence whose per-token

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -42,6 +43,27 @@ func TestGroupOf(t *testing.T) {
 		}
 		if g.Rollouts[0].Advantage != 0 || g.Rollouts[1].Advantage != -0.7 {
 			t.Errorf("advantages %v, %v; want 0 (overridden) and -0.7", g.Rollouts[0].Advantage, g.Rollouts[1].Advantage)
+		}
+	})
+	t.Run("what each sequence was scored from", func(t *testing.T) {
+		sd := base()
+		// As decoded from JSON: numbers are float64. The second sequence
+		// comes from an environment that says nothing, or says it wrong.
+		sd.Overrides = []map[string]any{
+			{api.OverrideCorrect: true, api.OverrideDelegated: true, api.OverrideCalls: 2.0, api.OverrideTokens: 31.0, api.OverrideCost: 0.25},
+			{api.OverrideCorrect: "yes", api.OverrideCalls: "two"},
+		}
+		g, err := groupOf(sd, reward.GRPO)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := g.Rollouts[0], g.Rollouts[1]
+		want := map[string]float64{"subagent_calls": 2, "delegator_tokens": 31, "cost": 0.25}
+		if !a.Correct || !a.Delegated || fmt.Sprint(a.Scalars) != fmt.Sprint(want) {
+			t.Errorf("first: correct %v, delegated %v, scalars %v; want true, true, %v", a.Correct, a.Delegated, a.Scalars, want)
+		}
+		if b.Correct || b.Delegated || b.Scalars != nil {
+			t.Errorf("second: correct %v, delegated %v, scalars %v; want nothing read", b.Correct, b.Delegated, b.Scalars)
 		}
 	})
 	t.Run("rloo of one sequence trains nothing", func(t *testing.T) {

@@ -503,6 +503,20 @@ func TestTrainProcessesTrainsOnTheInProcessGroups(t *testing.T) {
 		if len(b.StalenessGroups) != 1 {
 			t.Errorf("step %d: groups by steps behind %v, want every group on-policy", b.Step, b.StalenessGroups)
 		}
+		// The environments say per sequence what its rollout was scored
+		// from: the trainer's accuracy, delegation rate and their means
+		// are the in-process run's.
+		if !near(a.Accuracy, b.Accuracy, 1e-9) || !near(a.DelegationRate, b.DelegationRate, 1e-9) {
+			t.Errorf("step %d: accuracy %v, delegation rate %v in process; %v, %v with processes", a.Step, a.Accuracy, a.DelegationRate, b.Accuracy, b.DelegationRate)
+		}
+		for _, k := range []string{"subagent_calls", "delegator_tokens", "cost"} {
+			if va, vb := a.Scalars[k], b.Scalars[k]; !near(va, vb, 1e-9) {
+				t.Errorf("step %d: %s %v in process, %v with processes", a.Step, k, va, vb)
+			}
+		}
+	}
+	if in[0].Accuracy == 0 && in[0].DelegationRate == 0 && in[1].Accuracy == 0 && in[1].DelegationRate == 0 {
+		t.Error("accuracy and delegation rate 0 at every step in process: the comparison says nothing")
 	}
 	// The trained policy's row of each table, but for its latency.
 	row := func(dir string) string {

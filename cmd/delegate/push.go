@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,9 +47,12 @@ type pushSink struct {
 	// assembled that the trainer has not fetched yet.
 	offPolicy int
 
-	// sync, syncPolicy: see pushFlags; poll is the wait between looks.
+	// sync, syncPolicy: see pushFlags; hold is how long a look may be
+	// held by the API or the policy server until something changes; poll
+	// is the wait between looks at a server that answers at once.
 	sync       int
 	syncPolicy string
+	hold       time.Duration
 	poll       time.Duration
 	stall      time.Duration // syncStall, shorter in tests
 	http       *http.Client
@@ -77,6 +82,11 @@ type pushSink struct {
 // batch short, and only another item fills it.
 const syncStall = 10 * time.Second
 
+// syncHold is how long the API or the policy server may hold a look of an
+// environment under --push-sync (see waitSync): an upper bound on the
+// delay of a stall's detection, not a delay of the loop.
+const syncHold = time.Second
+
 // newPushSink registers with the API at f.url; it waits, as Atropos's
 // environments do, until a trainer has started. The token is the API's
 // bearer token (DELEGATE_API_TOKEN), empty for none.
@@ -95,7 +105,7 @@ func newPushSink(ctx context.Context, out io.Writer, f pushFlags, token string, 
 		return nil, fmt.Errorf("process --push %s: register: %w", f.url, err)
 	}
 	return &pushSink{env: env, out: out, offPolicy: max(f.offPolicy, 1), sync: f.sync, syncPolicy: strings.TrimSuffix(f.syncPolicy, "/"),
-		poll: env.Poll, stall: syncStall, http: &http.Client{Timeout: 10 * time.Second}}, nil
+		hold: syncHold, poll: env.Poll, stall: syncStall, http: &http.Client{Timeout: 10 * time.Second}}, nil
 }
 
 // Wait pauses while the API's queue is full and returns the trainer's
@@ -142,9 +152,37 @@ func (s *pushSink) countPause(start time.Time) {
 // is the step's, which the policy server follows), the queue holds less
 // than a batch, and fewer than s.sync items of this environment started on the
 // step (or the step has stalled since the last did: see syncStall).
+//
+// The items of a share after its first start at once: the trainer cannot
+// pass the step without them. The first waits on held requests (the API's
+// /status-env?after_step, the policy server's /health?policy_version),
+// which answer as soon as the trainer or the server moves on, rather than
+// on polls; a server that answers them at once is polled every s.poll.
 func (s *pushSink) waitSync(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	if s.syncStarted > 0 && s.syncStarted < s.sync {
+		s.syncStarted++
+		s.syncSince = time.Now()
+		step := s.syncStep
+		s.mu.Unlock()
+		return step, nil
+	}
+	s.mu.Unlock()
+	after := math.MinInt // the trainer step to wait past; MinInt: look at once
 	for {
-		st, err := s.env.Status(ctx)
+		// spin: a request asked the server to hold it and came back at
+		// once with nothing new (a server that does not hold requests):
+		// poll then.
+		asked := time.Now()
+		var st api.StatusEnv
+		var err error
+		spin := false
+		if after == math.MinInt {
+			st, err = s.env.Status(ctx)
+		} else {
+			st, err = s.env.StatusAfter(ctx, after, s.hold)
+			spin = st.TrainerStep <= after && time.Since(asked) < s.hold/2
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -152,9 +190,17 @@ func (s *pushSink) waitSync(ctx context.Context) (int, error) {
 		// middle of a step starts its share again beside the groups the
 		// others pushed.
 		ready := st.TrainerStep == st.CurrentStep && st.QueueSize*s.env.Env.GroupSize < s.env.BatchSize
+		// Unless it starts an item, wait for the trainer to ask for its
+		// next batch.
+		after = st.TrainerStep
 		if ready && s.syncPolicy != "" {
+			asked = time.Now()
 			if ready, err = s.policyAt(ctx, st.CurrentStep); err != nil {
 				return 0, err
+			}
+			if !ready {
+				// Not there within the server's wait: look at both again.
+				after, spin = math.MinInt, time.Since(asked) < s.hold/2
 			}
 		}
 		if ready {
@@ -178,6 +224,9 @@ func (s *pushSink) waitSync(ctx context.Context) (int, error) {
 				return st.CurrentStep, nil
 			}
 			s.mu.Unlock()
+		}
+		if !spin {
+			continue
 		}
 		select {
 		case <-time.After(s.poll):
@@ -221,8 +270,10 @@ func (s *pushSink) Close(ctx context.Context) error {
 // token), inference_logprobs (1.0 at untrained positions), messages and
 // overrides; group_overrides carry the group's identity (group_id, for the
 // API's deduplication), its size and the policy version it was sampled
-// with. A sequence without token ids cannot be trained on, and is an
-// error naming the group and why.
+// with. Each sequence's overrides also say what its rollout was scored
+// from, when the record has it (api.OverrideCorrect and the others). A
+// sequence without token ids cannot be trained on, and is an error naming
+// the group and why.
 func scoredData(g *rollout.GroupRecord) (api.ScoredData, error) {
 	sd := api.ScoredData{
 		Tokens: g.Tokens, Masks: g.Masks, Scores: g.Scores, InferenceLogprobs: g.InferenceLogprobs,
@@ -231,6 +282,13 @@ func scoredData(g *rollout.GroupRecord) (api.ScoredData, error) {
 			"group_size":     g.GroupOverrides.GroupSize,
 			"policy_version": g.PolicyVersion,
 		},
+	}
+	if len(g.SequenceRollout) != len(g.Tokens) {
+		return api.ScoredData{}, fmt.Errorf("group %s: %d sequences but %d rollout indices", g.ID, len(g.Tokens), len(g.SequenceRollout))
+	}
+	outcomes := map[int]*rollout.Outcome{}
+	for _, m := range g.Rollouts {
+		outcomes[m.Index] = m.Outcome
 	}
 	for i, toks := range g.Tokens {
 		if len(toks) == 0 {
@@ -254,7 +312,18 @@ func scoredData(g *rollout.GroupRecord) (api.ScoredData, error) {
 			msgs = append(msgs, m)
 		}
 		sd.Messages = append(sd.Messages, msgs)
-		sd.Overrides = append(sd.Overrides, map[string]any{"set_advantage_to_zero": g.Overrides[i].SetAdvantageToZero})
+		ov := map[string]any{"set_advantage_to_zero": g.Overrides[i].SetAdvantageToZero}
+		if o := outcomes[g.SequenceRollout[i]]; o != nil {
+			// What the rollout was scored from, for the trainer's metrics.
+			if o.Correct != nil {
+				ov[api.OverrideCorrect] = *o.Correct
+			}
+			ov[api.OverrideDelegated] = o.Calls > 0
+			ov[api.OverrideCalls] = o.Calls
+			ov[api.OverrideTokens] = o.Tokens
+			ov[api.OverrideCost] = o.Cost
+		}
+		sd.Overrides = append(sd.Overrides, ov)
 	}
 	return sd, nil
 }
@@ -273,9 +342,11 @@ func messageMap(m any) (map[string]any, error) {
 }
 
 // policyAt reports whether every followed model of the policy server
-// serves version step or later.
+// serves version step or later, asking the server to hold its answer up
+// to s.hold until they do (GET /health?policy_version=N&wait=S).
 func (s *pushSink) policyAt(ctx context.Context, step int) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.syncPolicy+"/health", nil)
+	url := fmt.Sprintf("%s/health?policy_version=%d&wait=%s", s.syncPolicy, step, strconv.FormatFloat(s.hold.Seconds(), 'f', -1, 64))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false, fmt.Errorf("process --push-sync-policy: %w", err)
 	}

@@ -250,10 +250,16 @@ type servedFollowing struct {
 	r *local.Reloading
 }
 
-var _ server.Reloader = servedFollowing{}
+var (
+	_ server.Reloader      = servedFollowing{}
+	_ server.VersionWaiter = servedFollowing{}
+)
 
 func (f servedFollowing) Reload() (bool, error) { return f.r.Reload() }
 func (f servedFollowing) Version() int          { return f.r.Version() }
+func (f servedFollowing) WaitVersion(ctx context.Context, v int) (int, error) {
+	return f.r.WaitVersion(ctx, v)
+}
 
 // streamingChat is a local model whose Chat streams to emit, so that a
 // wrapper that rewrites requests passes them on to ChatStream.

@@ -296,4 +296,42 @@ func TestServeFollowsTheTrainer(t *testing.T) {
 	if got, want := fmt.Sprint(health.Versions), "map[delegator:3]"; got != want {
 		t.Errorf("health: policy_versions %s, want %s", got, want)
 	}
+
+	// GET /health?policy_version=N&wait=S: held until the follower serves
+	// step N, which it looks for at once (its own watch looks every hour
+	// here); with no such step, answered after S with the version served.
+	if err := nn.ReplaceDir(trainer, func(tmp string) error {
+		return nn.Save(filepath.Join(tmp, "policy"), p, map[string]string{"rl_step": "4"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	versions := func(query string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(base + "/health?" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var h struct {
+			Versions map[string]int `json:"policy_versions"`
+		}
+		if resp.StatusCode == http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode, fmt.Sprint(h.Versions)
+	}
+	if status, got := versions("policy_version=4&wait=20"); status != 200 || got != "map[delegator:4]" {
+		t.Errorf("health held for step 4: %d %s, want map[delegator:4]", status, got)
+	}
+	start := time.Now()
+	if status, got := versions("policy_version=9&wait=0.2"); status != 200 || got != "map[delegator:4]" || time.Since(start) < 200*time.Millisecond {
+		t.Errorf("health held for step 9: %d %s after %v, want map[delegator:4] after the wait", status, got, time.Since(start))
+	}
+	for _, q := range []string{"policy_version=x&wait=1", "policy_version=4&wait=-1", "policy_version=4&wait=3600"} {
+		if status, _ := versions(q); status != http.StatusBadRequest {
+			t.Errorf("health?%s: %d, want 400", q, status)
+		}
+	}
 }

@@ -458,15 +458,18 @@ func (t *trainProgress) finish() { t.v.finish(true) }
 // runTrainAPI trains on a trajectory API's batches, printing a line per
 // step; the environments (process --push) make the rollouts.
 func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, token string) error {
-	client := &api.TrainerClient{Client: api.Client{URL: url, Token: token}, Poll: 20 * time.Millisecond}
+	// Each GET /batch is held by delegate's API until the batch is ready
+	// (up to 10 s, then asked again): the batch comes as the last group
+	// of it does. Atropos's server answers at once, and is polled.
+	client := &api.TrainerClient{Client: api.Client{URL: url, Token: token}, Poll: 20 * time.Millisecond, Wait: 10 * time.Second}
 	progress := make(chan rl.Progress, 64)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for p := range progress {
 			if m := p.Metrics; m != nil {
-				fmt.Fprintf(out, "step %d/%d: %d groups, %d sequences, mean score %.4f, %d tokens trained, loss %.4f, waited %.1fs for the batch",
-					m.Step, m.Steps, m.Groups, m.Rollouts, m.Reward, m.TrainedTokens, m.Loss, m.RolloutSeconds)
+				fmt.Fprintf(out, "step %d/%d: %d groups, %d sequences, mean score %.4f, accuracy %.2f, delegation %.2f, %d tokens trained, loss %.4f, waited %.1fs for the batch",
+					m.Step, m.Steps, m.Groups, m.Rollouts, m.Reward, m.Accuracy, m.DelegationRate, m.TrainedTokens, m.Loss, m.RolloutSeconds)
 				if m.OffPolicySequences > 0 {
 					fmt.Fprintf(out, "; %d off-policy sequences, staleness mean %.1f max %d (%d groups unknown), importance weights %.3f [%.3f, %.3f], %.1f%% truncated",
 						m.OffPolicySequences, m.StalenessMean, m.StalenessMax, m.UnknownVersion, m.ISWeightMean, m.ISWeightMin, m.ISWeightMax, 100*m.ISTruncFrac)
