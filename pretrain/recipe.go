@@ -36,7 +36,11 @@ type Options struct {
 	Init      string        // start from this checkpoint's weights (one model only)
 	Levels    []int         // delegator: train on these world levels
 	WithPeers bool          // delegator: also train on lead's terse peer answers
-	Force     bool          // replace a finished checkpoint already under Out
+	// RouteMix, when set, holds the weights of the route policies never,
+	// always and random of the delegator's corpus instead of
+	// DefaultRouteMix.
+	RouteMix []float64
+	Force    bool // replace a finished checkpoint already under Out
 	// Progress, when set, receives every step's report of the model being
 	// trained, on the training goroutine (it must return quickly), and Run
 	// prints no step lines of its own; nil: a line every 50 steps on out.
@@ -75,6 +79,14 @@ func Run(ctx context.Context, out io.Writer, f Options) error {
 	}
 	if f.Steps < 0 || f.Time < 0 || f.Batch < 0 || f.LR < 0 || f.Eval < 1 || f.EvalEvery < 0 {
 		return errors.New("pretrain: --steps, --time, --batch, --lr and --eval-every must not be negative, --eval must be positive")
+	}
+	if f.RouteMix != nil {
+		if len(f.RouteMix) != 3 {
+			return fmt.Errorf("pretrain: --route-mix has %d weights, want 3 (never, always, random)", len(f.RouteMix))
+		}
+		if f.Model == "solver" {
+			return errors.New("pretrain: --route-mix sets the delegator's corpus; --model solver has none")
+		}
 	}
 	seen := map[int]bool{}
 	for _, l := range f.Levels {
@@ -151,7 +163,7 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 	case "delegator":
 		shape = DelegatorShape
 		var err error
-		if examples, err = DelegatorCorpus(f.Seed, f.Levels, f.WithPeers); err != nil {
+		if examples, err = DelegatorCorpus(f.Seed, f.Levels, f.WithPeers, f.RouteMix); err != nil {
 			return fmt.Errorf("pretrain delegator: %w", err)
 		}
 		tests := map[int][]*world.Problem{}
@@ -249,6 +261,11 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 	return final(ctx, p)
 }
 
+// DefaultRouteMix are the weights of the route policies never, always and
+// random (each step delegated with probability 1/2) in the delegator's
+// corpus.
+var DefaultRouteMix = []float64{0.3, 0.3, 0.4}
+
 // DelegatorCorpus is the delegator's pretraining data: the transcripts of
 // BuildCorpus over training problems of levels 1 to 3 (one product, two
 // steps, the default world), so that the short ones teach the digit
@@ -256,9 +273,11 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 // problems of those levels, split evenly (a later phase that specialises
 // the delegator in the world delegate train runs). With peers, a quarter
 // of the problems also get a peer's terse right answer under lead's peer
-// prompt. Transcripts longer than the delegator's context (a few leader
-// transcripts with three long peer answers) are left out.
-func DelegatorCorpus(seed uint64, levels []int, peers bool) ([]Example, error) {
+// prompt. routeMix, when set, holds the weights of the route policies
+// never, always and random instead of DefaultRouteMix's. Transcripts
+// longer than the delegator's context (a few leader transcripts with three
+// long peer answers) are left out.
+func DelegatorCorpus(seed uint64, levels []int, peers bool, routeMix []float64) ([]Example, error) {
 	lv := world.Levels()
 	var problems []*world.Problem
 	sets := []struct{ level, n int }{{1, 2000}, {2, 2000}, {3, 6000}}
@@ -277,7 +296,10 @@ func DelegatorCorpus(seed uint64, levels []int, peers bool) ([]Example, error) {
 	}
 	// Route first: it is the protocol delegate train runs; the others get
 	// a smaller share than DefaultMix gives them.
-	mix := transcript.Mix{Never: 0.3, Always: 0.3, Random: 0.4, DelegateProb: 0.5, Single: 0.2, Decompose: 0.1, Lead: 0.1, Peers: 3}
+	mix := transcript.Mix{Never: DefaultRouteMix[0], Always: DefaultRouteMix[1], Random: DefaultRouteMix[2], DelegateProb: 0.5, Single: 0.2, Decompose: 0.1, Lead: 0.1, Peers: 3}
+	if routeMix != nil {
+		mix.Never, mix.Always, mix.Random = routeMix[0], routeMix[1], routeMix[2]
+	}
 	corpus, err := transcript.BuildCorpus(problems, mix, seed)
 	if err != nil {
 		return nil, err

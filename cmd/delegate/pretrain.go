@@ -61,6 +61,7 @@ a second phase of training.`,
 	fl.StringVar(&f.Solver, "solver", "", "solver checkpoint for the delegator's route grading (default OUT/solver)")
 	fl.StringVar(&f.Init, "init", "", "start from this checkpoint's weights instead of random ones (a second phase; one --model only)")
 	fl.IntSliceVar(&f.Levels, "levels", nil, "delegator: train on 40000 problems of these world levels, split evenly, and grade on each (world.Levels, 1 easiest; default: levels 1 to 3 weighted to 3, graded on the default world)")
+	fl.Float64SliceVar(&f.RouteMix, "route-mix", nil, "delegator: weights of the route transcripts' policies never, always and random (each step delegated with probability 1/2) (default 0.3,0.3,0.4)")
 	fl.BoolVar(&f.WithPeers, "with-peers", false, "delegator: also train on lead's terse peer answers, so that it can be its own frozen peers under MLPO")
 	fl.StringVar(&progress, "progress", progressAuto, "progress display: auto (a bar on a terminal, a line every 10 s otherwise), bar, plain or none")
 	_ = getenv // pretrain reads no environment

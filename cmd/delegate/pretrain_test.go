@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,8 @@ func TestPretrainRejectsBadFlags(t *testing.T) {
 		{"unknown level", []string{"--model", "delegator", "--levels", "2,9"}, "--levels: 9"},
 		{"level twice", []string{"--model", "delegator", "--levels", "2,2"}, "twice"},
 		{"init missing", []string{"--model", "solver", "--init", "/nonexistent/ckpt", "--steps", "1"}, "--init"},
+		{"route mix of two", []string{"--model", "delegator", "--route-mix", "0.5,0.5"}, "--route-mix has 2 weights"},
+		{"route mix for the solver", []string{"--model", "solver", "--route-mix", "0,0,1"}, "--model solver"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,12 +87,15 @@ func TestPretrainSolverWritesCheckpoint(t *testing.T) {
 // TestDelegatorCorpusLevelsAndPeers checks what --levels and --with-peers
 // put in the delegator's corpus: problems of the given levels only, and
 // the peers' terse right answers under lead's peer prompt.
+// scratchLine is a line of the delegator's own product scratchpad, "a*d+c=rd".
+var scratchLine = regexp.MustCompile(`\d\*\d\+\d=\d\d`)
+
 func TestDelegatorCorpusLevelsAndPeers(t *testing.T) {
-	plain, err := pretrain.DelegatorCorpus(3, []int{1}, false)
+	plain, err := pretrain.DelegatorCorpus(3, []int{1}, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	withPeers, err := pretrain.DelegatorCorpus(3, []int{1}, true)
+	withPeers, err := pretrain.DelegatorCorpus(3, []int{1}, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +106,38 @@ func TestDelegatorCorpusLevelsAndPeers(t *testing.T) {
 	text := tokenizer.Decode(peer.Tokens)
 	if !strings.Contains(text, "<answer>") || !strings.Contains(text, "End with <answer>N</answer>.") {
 		t.Errorf("the last transcript is not a peer answer: %q", text)
+	}
+	// --route-mix 0,1,0: every route transcript hands every step over, so
+	// none computes a product itself.
+	always, err := pretrain.DelegatorCorpus(3, []int{1}, false, []float64{0, 1, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := 0
+	for _, e := range always {
+		text := tokenizer.Decode(e.Tokens)
+		if !strings.Contains(text, "Solve or delegate.") {
+			continue
+		}
+		routes++
+		if !strings.Contains(text, `delegate{"question":`) || scratchLine.MatchString(text) {
+			t.Fatalf("an always-delegate route transcript computes a step: %q", text)
+		}
+	}
+	if routes != 40000 {
+		t.Errorf("%d route transcripts, want one per problem (40000)", routes)
+	}
+	never, err := pretrain.DelegatorCorpus(3, []int{1}, false, []float64{1, 0, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range never[:200] {
+		if text := tokenizer.Decode(e.Tokens); strings.Contains(text, "Solve or delegate.") && (!scratchLine.MatchString(text) || strings.Contains(text, `delegate{"question":`)) {
+			t.Fatalf("a never-delegate route transcript hands a step over: %q", text)
+		}
+	}
+	if _, err := pretrain.DelegatorCorpus(3, []int{1}, false, []float64{-1, 1, 0}); err == nil || !strings.Contains(err.Error(), "never") {
+		t.Errorf("a negative weight: %v, want an error naming never", err)
 	}
 	for _, e := range plain[:200] {
 		// Level 1 is one product: no amount is got or given away.
