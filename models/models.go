@@ -12,14 +12,14 @@ import (
 // The shipped checkpoints travel inside the binary, so that `delegate
 // train` runs from any directory and after `go install`.
 //
-//go:embed solver/config.json solver/model.safetensors delegator/config.json delegator/model.safetensors peer/config.json peer/model.safetensors planner/config.json planner/model.safetensors
+//go:embed solver/config.json solver/model.safetensors delegator/config.json delegator/model.safetensors peer/config.json peer/model.safetensors planner/config.json planner/model.safetensors router/config.json router/model.safetensors
 var shipped embed.FS
 
 // Names are the shipped models.
-var Names = []string{"solver", "delegator", "peer", "planner"}
+var Names = []string{"solver", "delegator", "peer", "planner", "router"}
 
-// Load returns the shipped checkpoint name ("solver", "delegator", "peer"
-// or "planner") from the copy embedded in the binary.
+// Load returns the shipped checkpoint name (one of Names) from the copy
+// embedded in the binary.
 func Load(name string) (*nn.Params, map[string]string, error) {
 	sub, err := fs.Sub(shipped, name)
 	if err != nil || !validName(name) {

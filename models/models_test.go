@@ -17,8 +17,8 @@ import (
 // checkpoints, not the noise of a few dozen items.
 const (
 	solverFloor         = 0.8 // greedy exact match on questions inside the solver's coverage
-	delegatorAloneFloor = 0.8 // greedy accuracy of the delegator alone on problems of the default world
-	delegatorRouteFloor = 0.8 // the same under route with the shipped solver, on those without a difference (which the solver cannot do)
+	delegatorAloneFloor = 0.8 // greedy accuracy of the router alone on problems of the default world, and of the delegator on its own (level 5)
+	delegatorRouteFloor = 0.8 // the router's under route with the shipped solver, on those without a difference (which the solver cannot do)
 	peerAloneFloor      = 0.5 // greedy accuracy of the shipped peer alone on problems of MLPO's world (measured about 0.7)
 	plannerAloneFloor   = 0.6 // greedy accuracy of the shipped planner alone on two-part problems (level 3; measured 0.95)
 )
@@ -69,17 +69,30 @@ func TestShippedSolver(t *testing.T) {
 	}
 }
 
-// TestShippedDelegator grades the shipped delegator greedily on 16
-// held-out problems of the default world alone, writing its scratchpads,
-// and on 16 without a difference under route with the shipped solver
-// (whatever it delegates, the solver can answer, so these check the
-// protocol: the calls' operands and the answers read back). It runs under
-// the race detector too, so CI checks the shipped delegator's held-out
-// figures.
+// TestShippedRouter grades the shipped router (where delegate train
+// starts) greedily on 16 held-out problems of the default world alone,
+// writing its scratchpads, and on 16 without a difference under route with
+// the shipped solver (whatever it delegates, the solver can answer, so
+// these check the protocol: the calls' operands and the answers read
+// back). It runs under the race detector too, so CI checks the shipped
+// router's held-out figures.
+func TestShippedRouter(t *testing.T) {
+	gradeAloneAndRoute(t, load(t, "router", "delegator"), world.DefaultConfig(), true)
+}
+
+// TestShippedDelegator grades the shipped delegator the same way alone on
+// the world its last phase trained on, one quantity (level 5): MLPO's
+// leader and peer. Route hands back answers in a format it never saw
+// (strategy.ToolResultAnswer), so it is not graded under route.
 func TestShippedDelegator(t *testing.T) {
-	d := load(t, "delegator", "delegator")
-	s := load(t, "solver", "solver")
-	ps, err := world.Generate(world.DefaultConfig(), 2026, world.Validation, 64)
+	gradeAloneAndRoute(t, load(t, "delegator", "delegator"), world.Levels()[world.OneQuantityLevel], false)
+}
+
+// gradeAloneAndRoute grades d alone on 16 problems of cfg, and with route
+// under route on 16 without a difference.
+func gradeAloneAndRoute(t *testing.T, d *local.Model, cfg world.Config, route bool) {
+	t.Helper()
+	ps, err := world.Generate(cfg, 2026, world.Validation, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +106,18 @@ func TestShippedDelegator(t *testing.T) {
 			noDiff = append(noDiff, p)
 		}
 	}
-	for _, tt := range []struct {
+	type grading struct {
 		protocol string
 		problems []*world.Problem
 		floor    float64
-	}{{strategy.NameSingle, ps[:16], delegatorAloneFloor}, {strategy.NameRoute, noDiff, delegatorRouteFloor}} {
+	}
+	runs := []grading{{strategy.NameSingle, ps[:16], delegatorAloneFloor}}
+	var s *local.Model
+	if route {
+		s = load(t, "solver", "solver")
+		runs = append(runs, grading{strategy.NameRoute, noDiff, delegatorRouteFloor})
+	}
+	for _, tt := range runs {
 		sc, err := pretrain.GradeDelegator(context.Background(), tt.protocol, d, s, tt.problems, 16)
 		if err != nil {
 			t.Fatal(err)
@@ -107,7 +127,7 @@ func TestShippedDelegator(t *testing.T) {
 			t.Fatalf("%s: %d problems graded, want 16", tt.protocol, sc.N)
 		}
 		if got := sc.Accuracy(); got < tt.floor {
-			t.Errorf("delegator under %s: %d/%d = %.2f, want at least %.2f", tt.protocol, sc.Right, sc.N, got, tt.floor)
+			t.Errorf("%s: %d/%d = %.2f, want at least %.2f", tt.protocol, sc.Right, sc.N, got, tt.floor)
 		}
 	}
 }

@@ -35,7 +35,7 @@ func FromAPI(ctx context.Context, cfg Config, client *api.TrainerClient, progres
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("train --api: %w", err)
 	}
-	policy, err := loadCheckpoint("delegator", cfg.Delegator)
+	policy, err := loadCheckpoint(cfg.StartModel(), cfg.Delegator)
 	if err != nil {
 		return fmt.Errorf("train --api: %w", err)
 	}

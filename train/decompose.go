@@ -45,13 +45,23 @@ const (
 	ArmRandomPlan     = "random plan at the trained rate" // followed by " (q, step s)"
 )
 
-// startModel is the shipped model the policy starts from when
-// Config.Delegator is "".
-func (c Config) startModel() string {
-	if c.Mode == ModeDecompose {
+// RouterModel is the shipped model a route run starts from when
+// Config.Delegator is "": the planner pretrained further on the default
+// world under route, with the solver's answers handed back without its
+// working (models/README.md).
+const RouterModel = "router"
+
+// StartModel is the shipped model the policy starts from when
+// Config.Delegator is "": the router under route, the planner under
+// decompose, the delegator under mlpo.
+func (c Config) StartModel() string {
+	switch c.Mode {
+	case ModeDecompose:
 		return PlannerModel
+	case ModeMLPO:
+		return "delegator"
 	}
-	return "delegator"
+	return RouterModel
 }
 
 // decomposeSettings sets decompose's stages in scfg for a run of cfg: the

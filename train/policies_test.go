@@ -142,7 +142,7 @@ func TestTrainBothTrainsEachPolicyOnItsOwnSamples(t *testing.T) {
 
 	// Each policy trained alone on its own recorded groups.
 	for i, c := range cfgs {
-		what := map[string]string{RoleDelegator: "delegator", RoleSubagent: "solver"}[c.PolicyRole]
+		what := map[string]string{RoleDelegator: cfg.StartModel(), RoleSubagent: "solver"}[c.PolicyRole]
 		start, err := loadCheckpoint(what, "")
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +162,7 @@ func TestTrainBothTrainsEachPolicyOnItsOwnSamples(t *testing.T) {
 			t.Errorf("%s: trained in lockstep, the parameters differ from the %s trained alone on its own groups", what, what)
 		}
 	}
-	frozen := map[string]*nn.Params{"solver": r.solver.Params(), "delegator": r.pretrained.Params()}
+	frozen := map[string]*nn.Params{"solver": r.solver.Params(), cfg.StartModel(): r.pretrained.Params()}
 	for what, p := range frozen {
 		shipped, err := loadCheckpoint(what, "")
 		if err != nil {

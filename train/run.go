@@ -349,7 +349,7 @@ func newRunner(cfg Config, opt Options) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	pretrainedP, err := loadCheckpoint(cfg.startModel(), cfg.Delegator)
+	pretrainedP, err := loadCheckpoint(cfg.StartModel(), cfg.Delegator)
 	if err != nil {
 		return nil, err
 	}

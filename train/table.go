@@ -500,8 +500,8 @@ func (r *runner) notes(res *Result) []string {
 	c := r.cfg
 	stop := map[string]string{"steps": "all steps done", "time": "the time budget ended it", "": "not trained in this process"}[res.StoppedBy]
 	delegator := checkpointName(c.Delegator)
-	if c.Delegator == "" && c.Mode == ModeDecompose {
-		delegator = "shipped " + PlannerModel + " (embedded)"
+	if c.Delegator == "" {
+		delegator = "shipped " + c.StartModel() + " (embedded)"
 	}
 	notes := []string{
 		fmt.Sprintf("%d held-out items of the world's %s split (seed %d; %s); delegator %s, solver %s.", c.EvalItems, c.EvalSplit, c.Seed, c.World.Summary(), delegator, checkpointName(c.Solver)),

@@ -19,15 +19,16 @@
 //
 // # Problems
 //
-// A problem is one quantity built by a chain of 1 to 3 steps, or, in the
-// harder levels, two such quantities combined by a last step:
+// A problem is one quantity built by a chain of 1 to 3 steps, or two such
+// quantities combined by a last step, as in the default world:
 //
-//	Ann has 81 boxes of 12 nails. Ann gives away 17. Ann gets 81 more.
-//	How many nails does Ann have?
+//	Gus has 58 trays of 83 coins. Gus gets 88 more. Eve has 74 jars of
+//	40 coins. How many more coins does Gus have than Eve?
 //
-//	s1 = 81*12     = 972
-//	s2 = s1-17     = 955
-//	s3 = s2+81     = 1036   the answer
+//	s1 = 58*83     = 4814
+//	s2 = s1+88     = 4902
+//	s3 = 74*40     = 2960
+//	s4 = s2-s3     = 1942   the answer
 //
 //	Max has 69 seeds. Max gives away 68. How many seeds does Max have?
 //
@@ -39,16 +40,19 @@
 // amounts; distractors are ages or counts of other items. Config holds the
 // knobs (steps, probability of two parts, of a product start, product
 // sizes, digits of amounts, "times as many" steps, distractors).
-// DefaultConfig is the world delegate train runs: 1 to 3 steps, a product
-// start in 4 problems of 5, one distractor at most. Levels numbers it 5
-// after the pretraining curriculum (1: one product; 2: a product and an
-// amount; 3: two parts, 3 or 4 steps, combined by a sum or a difference;
-// 4: up to 6 steps, two distractors). Every quantity of a part stays below
-// 5000, so every number the formats write fits Width = 4 digits.
-// Generation is deterministic from a seed; the split is decided by the
-// FNV-1a hash of the text (SplitOf): 90% train, 5% validation, 5% test,
-// disjoint by construction. Distinct estimates how many distinct problems
-// a config can generate (figures: docs/world.md).
+// DefaultConfig is the world delegate train runs, level 3 of Levels: two
+// quantities, each a product, one of them sometimes followed by an amount,
+// combined by a sum or a difference ("how many in all", "how many more");
+// 3 or 4 steps, one distractor at most. Levels numbers the pretraining
+// curriculum: 1 one product; 2 a product and an amount; 3 the default
+// world; 4 up to 6 steps, two distractors; 5 one quantity of 1 to 3 steps
+// (a product start in 4 problems of 5), the default world before level 3.
+// Every quantity of a part stays below 5000, so every number the formats
+// write fits Width = 4 digits. Generation is deterministic from a seed;
+// the split is decided by the FNV-1a hash of the text (SplitOf): 90%
+// train, 5% validation, 5% test, disjoint by construction. Distinct
+// estimates how many distinct problems a config can generate (figures:
+// docs/world.md).
 //
 // # Formats a tiny model can learn
 //
@@ -95,19 +99,23 @@
 //
 // # Why the best policy reads the input
 //
-// In the default world the first step is a product in 4 problems of 5
-// and an amount got or given away in the others; the later steps are
-// amounts. The best policy (Selective) delegates the products and computes
-// the differences, so whether it hands the first step over depends on
-// what the text says ("boxes of", "gives away"). No rule that decides by
-// position can do that (PositionRule): delegating the first step always
-// gains 0.11 on 80% of problems and loses the answer on the 10% that start
-// with a difference; never delegating gives up the gain. Policy is a
-// decision per step from the problem alone: Never, Always, Random,
-// Selective, PositionRule, RandomRate. The expected reward of every policy
-// under the design accuracies (transcript.DesignAccuracy), and what the
-// shipped models measure, are in docs/world.md (go test ./world/transcript
-// -run TestDesignFigures -v computes and checks them).
+// In the default world the two products are worth delegating and the
+// rest is not: the amount is a difference half the time, the combining
+// step a difference half the time (the solver has never seen one), and a
+// sum saves nothing. Where the products stand depends on the text: the
+// second product is step 2 when the first quantity gets no amount, step 3
+// when it does ("Gus gets 88 more." comes before "Eve has 74 jars of 40
+// coins."). The best policy (Selective)
+// delegates the products, both in the first turn (route runs a turn's
+// calls in parallel), and computes the rest, so what it hands over
+// depends on what each sentence says. No rule that decides by position
+// can do that (PositionRule): "delegate steps 1 and 2" hands over an
+// amount in half the problems, and the solver gets a difference wrong.
+// Policy is a decision per step from the problem alone: Never, Always,
+// Random, Selective, PositionRule, RandomRate. The expected reward of
+// every policy under the design accuracies (transcript.DesignAccuracy),
+// and what the shipped models measure, are in docs/world.md (go test
+// ./world/transcript -run TestDesignFigures -v computes and checks them).
 //
 // # Prices and reward
 //
@@ -120,7 +128,10 @@
 //
 // Real APIs price a prompt's prefix as cached only when it is long
 // (OpenAI: 1,024 tokens or more); every conversation here is shorter, so
-// delegate train prices nothing as cached by default.
+// delegate train prices nothing as cached by default. Route hands the
+// delegator back only the solver's answer, not its working
+// (strategy.ToolResultAnswer), so a later turn's prompt grows by the call
+// and a 4-digit answer.
 //
 // DefaultReward: reward = correct − λ·(delegator generated tokens) −
 // μ·(sub-agent calls), λ = 0.001, μ = 0.02. Per step: delegating a

@@ -156,17 +156,26 @@ type Config struct {
 	TestPermille int `json:"test_permille"`
 }
 
-// DefaultConfig is the world delegate train runs and the shipped
-// delegator is trained for; the package doc explains its numbers: one
-// quantity built by 1 to 3 steps, starting with a product of two 2-digit
-// numbers (4 problems in 5) or with a plain 2-digit number, then 2-digit
-// amounts added or taken away; one distractor at most. Whether the first
-// step is worth delegating depends on the text: a product is, an amount
-// taken away is not.
+// DefaultConfig is the world delegate train runs and the shipped router
+// is trained for (level 3); the package doc explains its numbers: two
+// quantities, each starting with a product of two 2-digit numbers, one of
+// them sometimes followed by a 2-digit amount got or given away, combined
+// by a sum or a difference; one distractor at most. Whether a step is
+// worth delegating depends on what the text says it is: the products are,
+// the amount and the combining step are not, and where they fall varies.
 //
-//	steps 1..3, parallel 0, mul_start 0.8, mul_sizes 2x2, add_digits 2..2,
+//	steps 3..4, parallel 1, mul_start 1, mul_sizes 2x2, add_digits 2..2,
 //	times 0, distractors 1, test_permille 100
-func DefaultConfig() Config {
+func DefaultConfig() Config { return twoParts() }
+
+// oneQuantity is level 5: one quantity built by 1 to 3 steps, starting
+// with a product of two 2-digit numbers (4 problems in 5) or with a plain
+// 2-digit number, then 2-digit amounts added or taken away; one
+// distractor at most. It was the default world before two parts were,
+// and the shipped delegator's last pretraining phase trained on it; at
+// most one step of its problems is worth delegating, so delegation saves
+// less than on two parts (docs/world.md).
+func oneQuantity() Config {
 	return Config{
 		MinSteps: 1, MaxSteps: 3,
 		Parallel:     0,
@@ -181,15 +190,19 @@ func DefaultConfig() Config {
 
 // twoParts is level 3: two parts, each a product of two 2-digit numbers,
 // one of them sometimes followed by an amount, combined by a sum or a
-// difference (the default world before DefaultConfig).
+// difference.
 func twoParts() Config {
-	c := DefaultConfig()
+	c := oneQuantity()
 	c.MinSteps, c.MaxSteps, c.Parallel, c.MulStart = 3, 4, 1, 1
 	return c
 }
 
 // DefaultLevel is the level of DefaultConfig.
-const DefaultLevel = 5
+const DefaultLevel = 3
+
+// OneQuantityLevel is the level of one quantity built by 1 to 3 steps,
+// the default world before two parts.
+const OneQuantityLevel = 5
 
 // MLPOLevel is the level delegate train --mode mlpo runs, with up to
 // MLPODistractors distractors.
@@ -202,16 +215,17 @@ const MLPOLevel = 2
 const MLPODistractors = 4
 
 // Levels returns the worlds by number: 1 one product, 2 a product then an
-// amount added or taken away, 3 two parts combined, 4 longer problems (up
-// to 6 steps in two parts, two distractors), 5 the default world. Levels
-// 1 to 4 are the pretraining curriculum of the shipped delegator; their
-// configs never change, so the commands that made it reproduce.
+// amount added or taken away, 3 two parts combined (the default world), 4
+// longer problems (up to 6 steps in two parts, two distractors), 5 one
+// quantity of 1 to 3 steps (the default world before level 3). They are
+// the pretraining curriculum of the shipped models; their configs never
+// change, so the commands that made them reproduce.
 func Levels() map[int]Config {
 	l1, l2, l3, l4 := twoParts(), twoParts(), twoParts(), twoParts()
 	l1.MinSteps, l1.MaxSteps, l1.Parallel, l1.Distractors = 1, 1, 0, 0
 	l2.MinSteps, l2.MaxSteps, l2.Parallel = 2, 2, 0
 	l4.MinSteps, l4.MaxSteps, l4.Distractors = 4, 6, 2
-	return map[int]Config{1: l1, 2: l2, 3: l3, 4: l4, DefaultLevel: DefaultConfig()}
+	return map[int]Config{1: l1, 2: l2, 3: l3, 4: l4, OneQuantityLevel: oneQuantity()}
 }
 
 // maxQuantity bounds every quantity of a part, so that a sum of two parts
@@ -227,7 +241,10 @@ func (c Config) Summary() string {
 		steps = fmt.Sprintf("%d-%d steps", c.MinSteps, c.MaxSteps)
 	}
 	parts := []string{steps}
-	if c.Parallel > 0 {
+	switch {
+	case c.Parallel >= 1 && c.MinSteps >= 3:
+		parts = append(parts, "two parts")
+	case c.Parallel > 0:
 		parts = append(parts, fmt.Sprintf("two parts in %g%% of those of 3 or more", 100*c.Parallel))
 	}
 	if c.MulStart > 0 {

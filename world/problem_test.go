@@ -221,8 +221,10 @@ func TestConfigSummary(t *testing.T) {
 		want string
 	}{
 		{l2, "2 steps, products of 2x2 digits, amounts of 2 digits, up to 4 distractors"},
-		{Levels()[3], "3-4 steps, two parts in 100% of those of 3 or more, products of 2x2 digits, amounts of 2 digits, up to 1 distractor"},
-		{DefaultConfig(), "1-3 steps, products of 2x2 digits, amounts of 2 digits, up to 1 distractor"},
+		{DefaultConfig(), "3-4 steps, two parts, products of 2x2 digits, amounts of 2 digits, up to 1 distractor"},
+		{Levels()[4], "4-6 steps, two parts, products of 2x2 digits, amounts of 2 digits, up to 2 distractors"},
+		{Levels()[OneQuantityLevel], "1-3 steps, products of 2x2 digits, amounts of 2 digits, up to 1 distractor"},
+		{Config{MinSteps: 2, MaxSteps: 4, Parallel: 0.5, AddDigits: [2]int{2, 2}}, "2-4 steps, two parts in 50% of those of 3 or more, amounts of 2 digits, no distractors"},
 		{Config{MinSteps: 1, MaxSteps: 2, Times: 0.25, AddDigits: [2]int{1, 3}}, `1-2 steps, amounts of 1-3 digits, "times as many" in 25% of later steps, no distractors`},
 	} {
 		if got := tt.c.Summary(); got != tt.want {

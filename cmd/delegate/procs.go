@@ -138,7 +138,7 @@ models:
     checkpoint: %q
     max_batch: 64
     price: %s
-`, checkpoint(t.cfg.Delegator, "delegator"), follow, dp, checkpoint(t.cfg.Solver, "solver"), sp)
+`, checkpoint(t.cfg.Delegator, t.cfg.StartModel()), follow, dp, checkpoint(t.cfg.Solver, "solver"), sp)
 	// The strategy as the in-process trainer runs route: its turns, and
 	// every call capped at --max-new-tokens.
 	sc := transcript.StrategyConfig()

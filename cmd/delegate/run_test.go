@@ -217,10 +217,10 @@ func TestRunWithLocalCheckpoint(t *testing.T) {
 }
 
 // TestRunShippedModelsWithWorldPreset runs route on the shipped local
-// models through examples/world.yaml: the delegator hands the product to
+// models through examples/world.yaml: the router hands the products to
 // the solver under the compact tool declaration and answers right.
 func TestRunShippedModelsWithWorldPreset(t *testing.T) {
-	const problem = "Ann has 56 boxes of 23 pens. Ann gets 41 more. How many pens does Ann have?"
+	const problem = "Dot has 91 jars of 23 coins. Gus has 19 jars of 83 coins. Gus gets 49 more. How many coins do they have in all?"
 	out, err := execute(t, testEnv, "run", "--config", "../../examples/world.yaml", "--strategy", "route", "--json", problem)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
@@ -229,8 +229,8 @@ func TestRunShippedModelsWithWorldPreset(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &tr); err != nil {
 		t.Fatal(err)
 	}
-	if tr.Answer != "1329" || tr.Failure != "" {
-		t.Errorf("answer %q (failure %q), want 1329", tr.Answer, tr.Failure)
+	if tr.Answer != "3719" || tr.Failure != "" {
+		t.Errorf("answer %q (failure %q), want 3719", tr.Answer, tr.Failure)
 	}
 	if tr.Roles["weak"].Calls == 0 {
 		t.Errorf("the delegator asked the solver nothing: roles %+v", tr.Roles)

@@ -91,7 +91,7 @@ func TestScripts(t *testing.T) {
 			}); err != nil {
 				return err
 			}
-			for _, dir := range []string{"models/solver", "models/delegator", "dataset/testdata/gsm8k"} {
+			for _, dir := range []string{"models/solver", "models/router", "dataset/testdata/gsm8k"} {
 				if err := copyTree(env.WorkDir, dir, nil); err != nil {
 					return err
 				}

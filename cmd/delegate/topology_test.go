@@ -183,7 +183,7 @@ func TestTrainFromTheTrajectoryAPI(t *testing.T) {
 	}
 	doc := `preset: world
 models:
-  delegator: {kind: local, checkpoint: ` + filepath.Join(models, "delegator") + `, price: {input: 1, cached_input: 0.1, output: 5}}
+  delegator: {kind: local, checkpoint: ` + filepath.Join(models, "router") + `, price: {input: 1, cached_input: 0.1, output: 5}}
   solver: {kind: local, checkpoint: ` + filepath.Join(models, "solver") + `, price: {input: 0.2, cached_input: 0.02, output: 1}}
 roles: {default: delegator, subagent: solver, weak: solver}
 strategy:

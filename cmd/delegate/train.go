@@ -42,7 +42,7 @@ func newTrainCmd(getenv env, log *slog.Logger) *cobra.Command {
 		Use:   "train [flags]",
 		Short: "Train the delegator with GRPO (or a leader with MLPO) and compare it before and after",
 		Long: `Train starts from the pretrained checkpoints (by default the shipped
-solver and delegator, embedded in the binary), chooses the best fixed
+solver and router, embedded in the binary), chooses the best fixed
 per-position rule on training problems, evaluates the baselines (the
 delegator alone, every fixed rule, the oracle router, the pretrained
 delegator) on held-out problems of --split, trains the delegator with GRPO
@@ -151,7 +151,7 @@ plans, the oracle plan and random planning at its rate.`,
 	fl.BoolVar(&cfg.Parity, "parity", cfg.Parity, "decompose: reward with the reference's win/tie/loss buckets against the single-agent baseline instead of the graded comparison")
 	fl.StringVar(&cfg.Train, "train", cfg.Train, "route: the policies trained, each on its own samples of the same rollouts: delegator, solver or both (the solver's trainer in OUT/solver)")
 	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory (frozen; default: the shipped solver, embedded)")
-	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start; default: the shipped delegator, embedded; decompose: the shipped planner)")
+	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start; default, embedded: the shipped router; decompose: the shipped planner; mlpo: the shipped delegator)")
 	fl.StringSliceVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: the peers' checkpoints, directories or shipped:NAME, taken in turn (default: shipped:peer,shipped:delegator)")
 	fl.IntVar(&cfg.PeerCount, "peer-count", cfg.PeerCount, "mlpo: peers of the leader (K) (mlpo default 2)")
 	fl.Float64Var(&cfg.FilterMaxRate, "filter-max-rate", cfg.FilterMaxRate, "mlpo: train only on items the peers solve less than this share of the time, in (0, 1]")
@@ -178,7 +178,7 @@ plans, the oracle plan and random planning at its rate.`,
 	fl.IntVar(&cfg.CacheMinTokens, "cache-min-tokens", cfg.CacheMinTokens, "shortest shared prefix of a conversation priced as cached input (real APIs: 1024); 0: every shared prefix")
 	fl.Float64Var(&cfg.EvalTemperature, "eval-temperature", cfg.EvalTemperature, "delegator temperature in the table (0: greedy)")
 	fl.IntVar(&cfg.EvalConcurrency, "eval-concurrency", cfg.EvalConcurrency, "items in flight in the table")
-	fl.IntVar(&f.level, "level", world.DefaultLevel, "world difficulty (world.Levels: 1 one product, 2 a product and an amount, 3 two parts, 4 the longest, 5 the default world; mlpo default 2)")
+	fl.IntVar(&f.level, "level", world.DefaultLevel, "world difficulty (world.Levels: 1 one product, 2 a product and an amount, 3 two parts, the default world, 4 the longest, 5 one quantity of 1 to 3 steps; mlpo default 2)")
 	fl.IntVar(&f.distractors, "distractors", 0, "most distractor sentences a problem gets, uniformly 0..N (default: the level's; mlpo default 4)")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the random baseline and the models' unseeded calls (the training item order and rollouts have the trainer's own seed, 1)")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"math"
 	"os"
@@ -121,7 +122,12 @@ func TestTrainProgressBar(t *testing.T) {
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatalf("train: %v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"evaluate baselines 40/40 items (100%)", "train 3/3 steps (100%)  reward", "acc", "delegation", "evaluate trained"} {
+	// The baselines that do not run the policy in its training seat are 4
+	// items under each arm: the delegator alone, every position rule of
+	// the world's longest problem and the oracle.
+	arms := 2 + 1<<world.DefaultConfig().MaxSteps
+	baselines := fmt.Sprintf("evaluate baselines %d/%d items (100%%)", 4*arms, 4*arms)
+	for _, want := range []string{baselines, "train 3/3 steps (100%)  reward", "acc", "delegation", "evaluate trained"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("progress lacks %q:\n%s", want, stderr.String())
 		}

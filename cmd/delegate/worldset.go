@@ -26,7 +26,7 @@ type worldFlags struct {
 
 func (w *worldFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.IntVar(&w.level, "level", world.DefaultLevel, "--dataset world: difficulty (1 one product, 2 a product and an amount, 3 two parts, 4 the longest, 5 the default world)")
+	fl.IntVar(&w.level, "level", world.DefaultLevel, "--dataset world: difficulty (1 one product, 2 a product and an amount, 3 two parts, the default world, 4 the longest, 5 one quantity of 1 to 3 steps)")
 	fl.IntVar(&w.distractors, "distractors", -1, "--dataset world: most distractor sentences a problem gets, uniformly 0..N (-1: the level's)")
 }
 

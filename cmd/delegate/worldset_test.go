@@ -15,21 +15,21 @@ import (
 // them on the problems they were trained on, graded on the integer answer.
 func TestBenchWorldDataset(t *testing.T) {
 	dir := t.TempDir()
-	out, err := execute(t, testEnv, "bench", "--config", "../../examples/world.yaml", "--dataset", "world", "--level", "2",
+	out, err := execute(t, testEnv, "bench", "--config", "../../examples/world.yaml", "--dataset", "world", "--level", "3",
 		"--strategies", "single,route", "--n", "2", "--out", dir, "--progress", "none")
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, out)
 	}
 	rows := readCSV(t, filepath.Join(dir, "table.csv"))
 	if acc := num(t, rows["single"]["accuracy"]); !(acc > 0) {
-		t.Errorf("single's accuracy on level-2 world problems = %v, want above 0 (the shipped delegator solves most alone)\n%s", acc, out)
+		t.Errorf("single's accuracy on level-3 world problems = %v, want above 0 (the shipped router solves most alone)\n%s", acc, out)
 	}
 	// The solver alone cannot hold a whole problem: the table says why
 	// its row is all zeros.
 	if !strings.Contains(out, `Arm "weak" failed on every item`) || !strings.Contains(out, "the context holds 80") {
 		t.Errorf("no note on the weak arm's failures:\n%s", out)
 	}
-	if !strings.Contains(out, "Dataset: world level 2") || !strings.Contains(out, "2 test problems drawn with seed 1") {
+	if !strings.Contains(out, "Dataset: world level 3") || !strings.Contains(out, "2 test problems drawn with seed 1") {
 		t.Errorf("the notes do not say which problems:\n%s", out)
 	}
 	for _, r := range byArm(t, filepath.Join(dir, benchResults))["single"] {
@@ -40,14 +40,14 @@ func TestBenchWorldDataset(t *testing.T) {
 	// Another level is another benchmark: the resume is refused.
 	_, err = execute(t, testEnv, "bench", "--config", "../../examples/world.yaml", "--dataset", "world", "--level", "1",
 		"--strategies", "single,route", "--n", "2", "--out", dir, "--progress", "none")
-	if err == nil || !strings.Contains(err.Error(), "dataset.level: 2 there, 1 now") {
+	if err == nil || !strings.Contains(err.Error(), "dataset.level: 3 there, 1 now") {
 		t.Errorf("resume at another level: %v", err)
 	}
 }
 
 func TestProcessWorldDataset(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
-	out, err := execute(t, testEnv, "process", "--config", "../../examples/world.yaml", "--dataset", "world", "--level", "1",
+	out, err := execute(t, testEnv, "process", "--config", "../../examples/world.yaml", "--dataset", "world", "--level", "3",
 		"-n", "2", "-g", "2", "--strategy", "single", "--keep-ties", "--out", dir, "--progress", "none")
 	if err != nil {
 		t.Fatalf("process: %v\n%s", err, out)
@@ -57,8 +57,8 @@ func TestProcessWorldDataset(t *testing.T) {
 	if len(o.groups) != 2 {
 		t.Fatalf("%d groups written, want 2 (ties kept)", len(o.groups))
 	}
-	if !strings.Contains(out, "dataset world level 1") || !(o.summary.MeanCandidate > 0) {
-		t.Errorf("mean score %v, want above 0 on level-1 problems:\n%s", o.summary.MeanCandidate, out)
+	if !strings.Contains(out, "dataset world level 3") || !(o.summary.MeanCandidate > 0) {
+		t.Errorf("mean score %v, want above 0 on level-3 problems:\n%s", o.summary.MeanCandidate, out)
 	}
 }
 

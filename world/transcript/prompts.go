@@ -89,7 +89,8 @@ const (
 // StrategyConfig returns the strategy configuration for this world: the
 // strategy defaults with Prompts, one to four subtasks, sub-agents that see
 // only their subtask, no lead refinement rounds (the leader transcripts are
-// of round 0), and generation budgets that fit every transcript of the
+// of round 0), route handing back the solver's answer without its working
+// (strategy.ToolResultAnswer), and generation budgets that fit every transcript of the
 // default world (the longest are a few hundred tokens).
 func StrategyConfig() strategy.Config {
 	c := strategy.DefaultConfig()
@@ -105,6 +106,7 @@ func StrategyConfig() strategy.Config {
 	c.Strong.MaxTokens, c.Single.MaxTokens = 768, 1024
 	c.Plan.MaxTokens, c.Aggregate.MaxTokens = 192, 768
 	c.Peer.MaxTokens, c.Leader.MaxTokens = 256, 1024
+	c.ToolResult = strategy.ToolResultAnswer
 	t := Tool
 	c.Tool = &t
 	return c

@@ -146,12 +146,23 @@ func DelegateCall(n int, question string) delegate.ToolCall {
 	return delegate.ToolCall{ID: "call_" + strconv.Itoa(n), Name: strategy.DelegateToolName, Arguments: string(b)}
 }
 
+// RouteResult is what route hands the delegator back for the solver's
+// reply under StrategyConfig (strategy.ToolResultAnswer): its boxed
+// answer, padded as the solver writes it ("1316", "0972"), without the
+// working; the whole reply when it has no answer.
+func RouteResult(reply string) string {
+	if a, ok := strategy.FinalAnswer(strings.TrimSpace(reply)); ok {
+		return a
+	}
+	return strings.TrimSpace(reply)
+}
+
 // Route is the delegator solving p under the route strategy with a policy.
 // Each turn writes the scratchpads of every step it can compute now
 // (operands known, not delegated), then calls delegate for every step it
-// hands over whose operands are known; the solver's answers come back as
-// tool results in call order, and the next turn goes on from there. The
-// last turn ends with \boxed{answer}. The solver's answers are always
+// hands over whose operands are known; the solver's answers (RouteResult)
+// come back as tool results in call order, and the next turn goes on from
+// there. The last turn ends with \boxed{answer}. The solver's answers are always
 // right here: transcripts teach the protocol, not the solver's errors.
 func Route(p *world.Problem, pol world.Policy) Episode {
 	ep := Episode{Problem: p, Protocol: strategy.NameRoute, Delegated: decide(p, pol)}
@@ -193,7 +204,7 @@ func Route(p *world.Problem, pol world.Policy) Episode {
 			s := p.Steps[i]
 			st := SolverTranscript(s.Op, s.X.Value, s.Y.Value)
 			ep.Subagents = append(ep.Subagents, st)
-			msgs = append(msgs, delegate.ToolResult(out.ToolCalls[j].ID, st.Messages[len(st.Messages)-1].Content))
+			msgs = append(msgs, delegate.ToolResult(out.ToolCalls[j].ID, RouteResult(st.Messages[len(st.Messages)-1].Content)))
 			known[i] = true
 		}
 	}
