@@ -148,6 +148,25 @@ const ShippedPrefix = "shipped:"
 // and checkpoint/) when Train is TrainSolver or TrainBoth.
 const SolverDir = "solver"
 
+// RouterModel is the shipped model a route run starts from when
+// Config.Delegator is "": the planner pretrained further on the default
+// world under route, with the solver's answers handed back without its
+// working (models/README.md).
+const RouterModel = "router"
+
+// StartModel is the shipped model the policy starts from when
+// Config.Delegator is "": the router under route, the planner under
+// decompose, the delegator under mlpo.
+func (c Config) StartModel() string {
+	switch c.Mode {
+	case ModeDecompose:
+		return PlannerModel
+	case ModeMLPO:
+		return "delegator"
+	}
+	return RouterModel
+}
+
 // trainsDelegator and trainsSolver say which policies the run trains.
 func (c Config) trainsDelegator() bool { return c.Train == TrainDelegator || c.Train == TrainBoth }
 func (c Config) trainsSolver() bool    { return c.Train == TrainSolver || c.Train == TrainBoth }

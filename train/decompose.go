@@ -45,25 +45,6 @@ const (
 	ArmRandomPlan     = "random plan at the trained rate" // followed by " (q, step s)"
 )
 
-// RouterModel is the shipped model a route run starts from when
-// Config.Delegator is "": the planner pretrained further on the default
-// world under route, with the solver's answers handed back without its
-// working (models/README.md).
-const RouterModel = "router"
-
-// StartModel is the shipped model the policy starts from when
-// Config.Delegator is "": the router under route, the planner under
-// decompose, the delegator under mlpo.
-func (c Config) StartModel() string {
-	switch c.Mode {
-	case ModeDecompose:
-		return PlannerModel
-	case ModeMLPO:
-		return "delegator"
-	}
-	return RouterModel
-}
-
 // decomposeSettings sets decompose's stages in scfg for a run of cfg: the
 // delegator's plan and aggregation at the table's temperature (training
 // samples them at the trainer's), the solver greedy, every call capped at
