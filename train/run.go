@@ -324,6 +324,13 @@ func newRunner(cfg Config, opt Options) (*runner, error) {
 	for _, g := range []*strategy.Generation{&r.scfg.Single, &r.scfg.Strong, &r.scfg.Weak, &r.scfg.Peer, &r.scfg.Leader} {
 		g.MaxTokens = min(g.MaxTokens, cfg.RL.MaxNewTokens)
 	}
+	if cfg.trainsSolver() {
+		// A turn's delegate calls one at a time: the solver's samples then
+		// take their seeds, and join its groups, in call order, so that a
+		// resumed run trains on the same samples bit for bit (two products
+		// delegated in one turn would otherwise race).
+		r.scfg.ToolConcurrency = 1
+	}
 	decomposeSettings(&r.scfg, cfg)
 	if err := r.scfg.Validate(); err != nil {
 		return nil, fmt.Errorf("train: strategy config: %w", err)

