@@ -301,15 +301,21 @@ func (t *Table) beatsEach(trained, missing string, bases []baseArm) []Check {
 			out = append(out, Check{Name: b.name, Detail: missing})
 			continue
 		}
-		rs, c, ok := t.pairedRows(b.name, trained, b.arm)
-		if !ok {
-			out = append(out, c)
-			continue
-		}
-		pass, detail := rewardBeats(rs[0], rs[1])
-		out = append(out, Check{Name: b.name, Pass: pass, Detail: detail})
+		out = append(out, t.beats(b.name, trained, b.arm))
 	}
 	return out
+}
+
+// beats is the check name that arm x's reward beats arm y's on the shared
+// items (rewardBeats), not met when a row is missing or the rows do not
+// hold the same items.
+func (t *Table) beats(name, x, y string) Check {
+	rs, c, ok := t.pairedRows(name, x, y)
+	if !ok {
+		return c
+	}
+	pass, detail := rewardBeats(rs[0], rs[1])
+	return Check{Name: name, Pass: pass, Detail: detail}
 }
 
 // beatsEvery checks that the trained arm's reward beats, on the shared
@@ -404,13 +410,7 @@ func SolverAcceptance(t *Table, train string) []Check {
 	}
 	var out []Check
 	for _, p := range pairs {
-		rs, c, ok := t.pairedRows(p.name, p.x, p.y)
-		if !ok {
-			out = append(out, c)
-			continue
-		}
-		pass, detail := rewardBeats(rs[0], rs[1])
-		out = append(out, Check{Name: p.name, Pass: pass, Detail: detail})
+		out = append(out, t.beats(p.name, p.x, p.y))
 	}
 	return out
 }
