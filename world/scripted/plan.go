@@ -23,18 +23,12 @@ import (
 // measures the policy, not a model executing it, and counts usage and
 // returns token ids as a local model does. Safe for concurrent use when
 // its Decider is.
-type Planner struct {
-	name     string
-	decide   Decider
-	problems map[string]*world.Problem // by text
-}
+type Planner struct{ program }
 
 // NewPlanner returns the program named name that runs decide on problems.
 func NewPlanner(name string, problems []*world.Problem, decide Decider) *Planner {
-	return &Planner{name: name, decide: decide, problems: byText(problems)}
+	return &Planner{newProgram(name, problems, decide)}
 }
-
-func (s *Planner) Name() string { return s.name }
 
 // ReadyRule is the Decider of a fixed planning rule by position among the
 // steps computable from the text: it hands over the k-th ready step (from
@@ -99,8 +93,7 @@ func (s *Planner) Chat(ctx context.Context, req *delegate.Request) (*delegate.Re
 		head, rest, _ := strings.Cut(user, "\n")
 		p, ok := s.problems[strings.TrimSpace(head)]
 		if !ok {
-			return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: s.name, Attempts: 1,
-				Message: s.name + ": the request holds no known problem"}
+			return nil, s.unknown()
 		}
 		out = aggregate(p, rest)
 	}

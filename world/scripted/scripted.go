@@ -83,29 +83,38 @@ func Oracle(solver delegate.Model) Decider {
 // token ids (as logprobs), so that a conversation wrapper can count the
 // cached prefix as for a model. Safe for concurrent use when its Decider
 // is.
-type Delegator struct {
-	name     string
-	decide   Decider
-	problems map[string]*world.Problem // by text
-}
+type Delegator struct{ program }
 
 // New returns the program named name that runs decide on
 // problems.
 func New(name string, problems []*world.Problem, decide Decider) *Delegator {
-	return &Delegator{name: name, decide: decide, problems: byText(problems)}
+	return &Delegator{newProgram(name, problems, decide)}
 }
 
-// byText indexes problems by their text, which is how a program in the
-// delegator's seat recognises the problem of a request.
-func byText(problems []*world.Problem) map[string]*world.Problem {
+// program is what a program in the delegator's seat (Delegator, Planner)
+// holds: its name, its Decider and the problems it knows, by text, which
+// is how it recognises the problem of a request.
+type program struct {
+	name     string
+	decide   Decider
+	problems map[string]*world.Problem
+}
+
+func newProgram(name string, problems []*world.Problem, decide Decider) program {
 	m := make(map[string]*world.Problem, len(problems))
 	for _, p := range problems {
 		m[p.Text] = p
 	}
-	return m
+	return program{name: name, decide: decide, problems: m}
 }
 
-func (s *Delegator) Name() string { return s.name }
+func (s program) Name() string { return s.name }
+
+// unknown is the error of a request that holds none of the problems.
+func (s program) unknown() error {
+	return &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: s.name, Attempts: 1,
+		Message: s.name + ": the request holds no known problem"}
+}
 
 func (s *Delegator) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
 	if err := ctx.Err(); err != nil {
@@ -127,8 +136,7 @@ func (s *Delegator) Chat(ctx context.Context, req *delegate.Request) (*delegate.
 		}
 	}
 	if p == nil {
-		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: s.name, Attempts: 1,
-			Message: s.name + ": the request holds no known problem"}
+		return nil, s.unknown()
 	}
 	out, err := s.turn(ctx, p, turns, results)
 	if err != nil {
