@@ -36,11 +36,8 @@ type Options struct {
 	Init      string        // start from this checkpoint's weights (one model only)
 	Levels    []int         // delegator: train on these world levels
 	WithPeers bool          // delegator: also train on lead's terse peer answers
-	// RouteMix, when set, holds the weights of the route policies never,
-	// always and random of the delegator's corpus instead of
-	// DefaultRouteMix.
-	RouteMix []float64
-	Force    bool // replace a finished checkpoint already under Out
+	RouteMix  []float64     // delegator: weights of the route policies never, always, random (nil: DelegatorCorpus's)
+	Force     bool          // replace a finished checkpoint already under Out
 	// Progress, when set, receives every step's report of the model being
 	// trained, on the training goroutine (it must return quickly), and Run
 	// prints no step lines of its own; nil: a line every 50 steps on out.
@@ -261,11 +258,6 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 	return final(ctx, p)
 }
 
-// DefaultRouteMix are the weights of the route policies never, always and
-// random (each step delegated with probability 1/2) in the delegator's
-// corpus.
-var DefaultRouteMix = []float64{0.3, 0.3, 0.4}
-
 // DelegatorCorpus is the delegator's pretraining data: the transcripts of
 // BuildCorpus over training problems of levels 1 to 3 (one product, two
 // steps, the default world), so that the short ones teach the digit
@@ -274,7 +266,8 @@ var DefaultRouteMix = []float64{0.3, 0.3, 0.4}
 // the delegator in the world delegate train runs). With peers, a quarter
 // of the problems also get a peer's terse right answer under lead's peer
 // prompt. routeMix, when set, holds the weights of the route policies
-// never, always and random instead of DefaultRouteMix's. Transcripts
+// never, always and random (each step delegated with probability 1/2)
+// instead of 0.3, 0.3 and 0.4. Transcripts
 // longer than the delegator's context (a few leader transcripts with three
 // long peer answers) are left out.
 func DelegatorCorpus(seed uint64, levels []int, peers bool, routeMix []float64) ([]Example, error) {
@@ -296,7 +289,7 @@ func DelegatorCorpus(seed uint64, levels []int, peers bool, routeMix []float64) 
 	}
 	// Route first: it is the protocol delegate train runs; the others get
 	// a smaller share than DefaultMix gives them.
-	mix := transcript.Mix{Never: DefaultRouteMix[0], Always: DefaultRouteMix[1], Random: DefaultRouteMix[2], DelegateProb: 0.5, Single: 0.2, Decompose: 0.1, Lead: 0.1, Peers: 3}
+	mix := transcript.Mix{Never: 0.3, Always: 0.3, Random: 0.4, DelegateProb: 0.5, Single: 0.2, Decompose: 0.1, Lead: 0.1, Peers: 3}
 	if routeMix != nil {
 		mix.Never, mix.Always, mix.Random = routeMix[0], routeMix[1], routeMix[2]
 	}
