@@ -19,10 +19,11 @@ const module = "github.com/delegatelab/delegate"
 // a new package is placed in the layout on purpose.
 var allowedImports = map[string][]string{
 	"":                   {},
-	"api":                {""},
+	"api":                {"", "internal/edge"},
 	"bench":              {"", "store"},
 	"cmd/delegate":       {"*"},
 	"dataset":            {""},
+	"internal/edge":      {},
 	"internal/host":      {},
 	"judge":              {""},
 	"local":              {"", "nn", "nn/infer", "tokenizer"},
@@ -51,8 +52,8 @@ var allowedImports = map[string][]string{
 	"rl":                 {"", "nn", "nn/train", "reward"},
 	"rollout":            {"", "judge", "reward", "score", "store", "strategy"},
 	"score":              {""},
-	"server":             {"", "openai/wire"},
-	"standin":            {"openai/wire"},
+	"server":             {"", "internal/edge", "openai/wire"},
+	"standin":            {"internal/edge", "openai/wire"},
 	"store":              {""},
 	"strategy":           {""},
 	"tokenizer":          {""},

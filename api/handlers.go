@@ -3,8 +3,6 @@ package api
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +11,8 @@ import (
 	"math/big"
 	"net/http"
 	"strconv"
-	"strings"
+
+	"github.com/delegatelab/delegate/internal/edge"
 )
 
 // minEnvWeight keeps an environment's weight from reaching zero
@@ -38,13 +37,14 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /scored_data_list", s.handleScoredDataList)
 	mux.HandleFunc("GET /status", s.handleStatus)
 	mux.HandleFunc("GET /status-env", s.handleStatusEnv)
-	mux.HandleFunc("GET /reset_data", s.handleReset)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.token != nil && !s.authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="delegate api"`)
-			writeDetail(w, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer ...)")
-			return
-		}
+	mux.HandleFunc("POST /reset_data", s.handleReset)
+	mux.HandleFunc("GET /reset_data", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Allow", http.MethodPost)
+		writeDetail(w, http.StatusMethodNotAllowed, "reset_data empties the queue and every registration: send it as POST, with the server's token")
+	})
+	gate := edge.Config{Token: s.cfg.Token, Hosts: s.cfg.Hosts, Realm: "delegate api",
+		Refuse: func(w http.ResponseWriter, rf edge.Refusal) { writeDetail(w, rf.Status, rf.Message) }}
+	return gate.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case s.sem <- struct{}{}:
 			defer func() { <-s.sem }()
@@ -52,18 +52,7 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		mux.ServeHTTP(w, r)
-	})
-}
-
-// authorized compares the bearer token in constant time (over digests,
-// so the length leaks nothing either).
-func (s *Server) authorized(r *http.Request) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		return false
-	}
-	a, b := sha256.Sum256([]byte(got)), sha256.Sum256(s.token)
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+	}))
 }
 
 // httpError is an error with the status to answer it with.
@@ -74,22 +63,10 @@ type httpError struct {
 
 func (e *httpError) Error() string { return e.msg }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		writeDetail(w, http.StatusInternalServerError, "encode response: "+err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b) // a client gone away is nothing to handle
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { edge.WriteJSON(w, status, v) }
 
 func writeDetail(w http.ResponseWriter, status int, msg string) {
-	b, _ := json.Marshal(map[string]string{"detail": msg}) // a map of strings always encodes
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	edge.WriteJSON(w, status, map[string]string{"detail": msg})
 }
 
 // writeErr answers err: 422 with FastAPI's detail list for a schema
@@ -414,6 +391,10 @@ func (s *Server) statusEnv(id int) (StatusEnv, bool) {
 }
 
 func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Token == "" {
+		writeDetail(w, http.StatusForbidden, "reset_data needs the server's token: start delegate api with --token (or $DELEGATE_API_TOKEN)")
+		return
+	}
 	s.handout.Lock()
 	defer s.handout.Unlock()
 	if err := s.st.reset(r.Context()); err != nil {

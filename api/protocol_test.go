@@ -150,15 +150,79 @@ func TestProtocolFlow(t *testing.T) {
 	wantFields(t, "status-env after disconnect", callJSON(t, "GET", u+"/status-env", []byte(`{"env_id": 0}`)), map[string]any{
 		"unallocated_fraction": 1, "env_weight": 1})
 
-	status, out = call(t, "GET", u+"/reset_data", nil)
-	if status != 200 || string(out) != "Reset successful" {
-		t.Errorf("reset_data: %d %q", status, out)
+	// Without a token the reset is refused: a web page could send it.
+	if status, out := call(t, "GET", u+"/reset_data", nil); status != http.StatusMethodNotAllowed {
+		t.Errorf("GET /reset_data: %d %s, want 405", status, out)
 	}
-	wantFields(t, "status after reset", callJSON(t, "GET", u+"/status", nil), map[string]any{"current_step": 0, "queue_size": 0})
-	wantFields(t, "batch after reset", callJSON(t, "GET", u+"/batch", nil), map[string]any{"status": "error"})
+	if status, out := call(t, "POST", u+"/reset_data", nil); status != http.StatusForbidden {
+		t.Errorf("POST /reset_data without a token: %d %s, want 403", status, out)
+	}
 	if status, _ := call(t, "POST", u+"/batch", nil); status != http.StatusMethodNotAllowed {
 		t.Errorf("POST /batch: %d, want 405", status)
 	}
+}
+
+// TestReset empties a run's queue and registrations with POST
+// /reset_data and the server's token.
+func TestReset(t *testing.T) {
+	h := start(t, t.TempDir(), api.Config{Token: "tok"})
+	auth := []string{"Authorization", "Bearer tok"}
+	callAuth := func(method, url string, body []byte) map[string]any {
+		t.Helper()
+		status, out := call(t, method, url, body, auth...)
+		var m map[string]any
+		if err := json.Unmarshal(out, &m); status != 200 || err != nil {
+			t.Fatalf("%s %s: %d %s", method, url, status, out)
+		}
+		return m
+	}
+	callAuth("POST", h.url+"/register", fixture(t, "register.json"))
+	callAuth("POST", h.url+"/register-env", []byte(`{"max_token_length": 64, "desired_name": "e", "weight": 1, "group_size": 4}`))
+	callAuth("POST", h.url+"/scored_data", group(4, 1, ""))
+	wantFields(t, "status before reset", callAuth("GET", h.url+"/status", nil), map[string]any{"queue_size": 1})
+	status, out := call(t, "POST", h.url+"/reset_data", nil, auth...)
+	if status != 200 || string(out) != "Reset successful" {
+		t.Fatalf("reset_data: %d %q", status, out)
+	}
+	wantFields(t, "status after reset", callAuth("GET", h.url+"/status", nil), map[string]any{"current_step": 0, "queue_size": 0})
+	wantFields(t, "batch after reset", callAuth("GET", h.url+"/batch", nil), map[string]any{"status": "error"})
+}
+
+// TestBrowserPagesAreRefused sends what a web page on the same machine
+// can send to a loopback API without a token: GET /batch (which hands a
+// batch out) from a cross-site page, a group as text/plain, and any
+// request through a rebound DNS name.
+func TestBrowserPagesAreRefused(t *testing.T) {
+	h := start(t, t.TempDir(), api.Config{})
+	startRun(t, h.url, 4, 2)
+	for _, tc := range []struct {
+		name, method, path string
+		header             []string
+		want               int
+	}{
+		{"cross-site GET /batch", "GET", "/batch", []string{"Sec-Fetch-Site", "cross-site"}, 403},
+		{"text/plain group", "POST", "/scored_data", []string{"Content-Type", "text/plain"}, 415},
+		{"foreign Origin", "POST", "/scored_data", []string{"Origin", "http://evil.example", "Content-Type", "application/json"}, 403},
+	} {
+		status, out := call(t, tc.method, h.url+tc.path, group(2, 1, ""), tc.header...)
+		if status != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.name, status, out, tc.want)
+		}
+	}
+	req, err := http.NewRequest("GET", h.url+"/status", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "rebound.example:8000"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("rebound Host: %d, want 403", resp.StatusCode)
+	}
+	wantFields(t, "nothing queued", callJSON(t, "GET", h.url+"/status", nil), map[string]any{"queue_size": 0})
 }
 
 // startRun registers a trainer (batch size batch), starts it and registers

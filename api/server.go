@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/delegatelab/delegate/internal/edge"
 )
 
 // Config configures a Server. Zero fields take the defaults documented on
@@ -48,8 +50,11 @@ type Config struct {
 	// Default 16.
 	MaxConcurrent int
 	// Token, when set, is required as "Authorization: Bearer <Token>" on
-	// every request.
+	// every request. POST /reset_data is refused without one.
 	Token string
+	// Hosts lists the host names a request may name besides IP addresses
+	// and localhost, when there is no Token (package internal/edge).
+	Hosts []string
 	// ReadTimeout, WriteTimeout and IdleTimeout bound each connection of
 	// the http.Server from HTTPServer. Defaults 2, 5 and 2 minutes.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
@@ -183,11 +188,10 @@ type batchGroup struct {
 // concurrently. It owns no connection: the caller closes the NATS
 // connection (and embedded server) after the HTTP server has stopped.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	st    store
-	sem   chan struct{}
-	token []byte
+	cfg Config
+	log *slog.Logger
+	st  store
+	sem chan struct{}
 
 	handout sync.Mutex // serialises GET /batch
 
@@ -269,9 +273,6 @@ func newServer(ctx context.Context, st store, cfg Config, log *slog.Logger) (*Se
 	}
 	s := &Server{cfg: cfg, log: log, st: st, sem: make(chan struct{}, cfg.MaxConcurrent), changed: make(chan struct{}),
 		stopping: make(chan struct{})}
-	if cfg.Token != "" {
-		s.token = []byte(cfg.Token)
-	}
 	if err := s.recover(ctx); err != nil {
 		return nil, fmt.Errorf("api: recover state: %w", err)
 	}
@@ -576,31 +577,11 @@ func (s *Server) Stats() Stats {
 
 // HTTPServer returns an http.Server for h with the config's timeouts.
 func (s *Server) HTTPServer(h http.Handler) *http.Server {
-	hs := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       s.cfg.ReadTimeout,
-		WriteTimeout:      s.cfg.WriteTimeout,
-		IdleTimeout:       s.cfg.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	hs := edge.Server(h, edge.Timeouts{ReadHeader: 10 * time.Second, Read: s.cfg.ReadTimeout, Write: s.cfg.WriteTimeout, Idle: s.cfg.IdleTimeout},
+		s.log, slog.LevelDebug)
 	// Shutdown waits for the requests being served: held ones answer now.
 	hs.RegisterOnShutdown(func() { s.stopOnce.Do(func() { close(s.stopping) }) })
 	return hs
-}
-
-// IsLoopback reports whether addr (host:port) binds only loopback.
-func IsLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func splitHostPort(addr string) (string, int, error) {

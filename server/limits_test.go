@@ -515,7 +515,7 @@ func TestServerTimeouts(t *testing.T) {
 	}
 	defer c.Close()
 	start := time.Now()
-	if _, err := io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"model\""); err != nil {
+	if _, err := io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"model\""); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
@@ -595,7 +595,7 @@ func TestServerBodyBudget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n%s", strings.Repeat(" ", n)); err != nil {
+			if _, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n%s", strings.Repeat(" ", n)); err != nil {
 				t.Fatal(err)
 			}
 			return c

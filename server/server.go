@@ -18,10 +18,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +34,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/internal/edge"
 	"github.com/delegatelab/delegate/openai/wire"
 )
 
@@ -46,6 +44,9 @@ type Config struct {
 	// "Authorization: Bearer KEY"; /health stays open for load balancers.
 	// It is compared in constant time and never logged.
 	APIKey string
+	// Hosts lists the host names a request may name besides IP addresses
+	// and localhost, when there is no APIKey (see package internal/edge).
+	Hosts []string
 	// MaxBody bounds a request body in bytes. Default 1 MiB.
 	MaxBody int64
 	// MaxN bounds n, the choices one request may ask for (each is a
@@ -134,17 +135,10 @@ func (c Config) Validate() error {
 }
 
 // Timeouts are the connection timeouts `delegate serve` gives its
-// http.Server, exported so that every server of this handler can use the
-// same. WriteTimeout bounds a whole non-streaming response (generation
-// included); a streaming response pushes the write deadline forward by
-// WriteTimeout before every event, so a long generation is never cut while
-// a client that stops reading is dropped within WriteTimeout.
-type Timeouts struct {
-	ReadHeader time.Duration // request line and headers
-	Read       time.Duration // headers and body; cleared once the body is read
-	Write      time.Duration // see above
-	Idle       time.Duration // a keep-alive connection between requests
-}
+// http.Server (edge.Timeouts). A streaming response pushes the write
+// deadline forward by Write before every event, so a long generation is
+// never cut while a client that stops reading is dropped within Write.
+type Timeouts = edge.Timeouts
 
 // DefaultTimeouts returns the timeouts `delegate serve` uses by default.
 func DefaultTimeouts() Timeouts {
@@ -155,7 +149,7 @@ func DefaultTimeouts() Timeouts {
 // concurrent use.
 type Server struct {
 	cfg     Config
-	keyHash [sha256.Size]byte
+	edge    edge.Config
 	models  map[string]delegate.Model
 	names   []string
 	log     *slog.Logger
@@ -193,9 +187,7 @@ func NewWithConfig(cfg Config, log *slog.Logger, models ...delegate.Model) (*Ser
 		cfg: cfg, models: map[string]delegate.Model{}, log: log, created: time.Now().Unix(),
 		turns: make(chan struct{}, cfg.MaxConcurrent), bodies: semaphore.NewWeighted(cfg.BodyBudget), metrics: newMetrics(),
 	}
-	if cfg.APIKey != "" {
-		s.keyHash = sha256.Sum256([]byte(cfg.APIKey))
-	}
+	s.edge = edge.Config{Token: cfg.APIKey, Open: []string{"/health"}, Hosts: cfg.Hosts, Realm: "delegate"}
 	for _, m := range models {
 		if _, dup := s.models[m.Name()]; dup {
 			return nil, fmt.Errorf("server: two models named %q", m.Name())
@@ -265,13 +257,14 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("%s does not accept %s; use %s", r.URL.Path, r.Method, method)})
 		return
 	}
-	if r.URL.Path != "/health" && !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="delegate"`)
-		if r.URL.Path == "/v1/chat/completions" {
-			s.metrics.request("", http.StatusUnauthorized)
+	if rf, ok := s.edge.Check(r); !ok {
+		if rf.Status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="delegate"`)
+			if r.URL.Path == "/v1/chat/completions" {
+				s.metrics.request("", http.StatusUnauthorized)
+			}
 		}
-		writeError(w, apiErr{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
-			Message: "missing or incorrect API key: send the key as \"Authorization: Bearer KEY\""})
+		writeError(w, apiErr{Status: rf.Status, Type: "invalid_request_error", Code: rf.Code, Message: rf.Message})
 		return
 	}
 	handle(w, r)
@@ -326,21 +319,6 @@ func (t *trackingWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection's deadlines
 // and flushing.
 func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
-
-// authorized checks the bearer key in constant time: both sides are hashed
-// first, so neither the key's bytes nor its length show in the timing.
-func (s *Server) authorized(r *http.Request) bool {
-	if s.cfg.APIKey == "" {
-		return true
-	}
-	h := r.Header.Get("Authorization")
-	const prefix = "Bearer "
-	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return false
-	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(h[len(prefix):])))
-	return subtle.ConstantTimeCompare(got[:], s.keyHash[:]) == 1
-}
 
 // Reloader is a model whose weights follow a trainer's checkpoint (a
 // local.Reloading): Reload loads a new version when there is one.
@@ -632,12 +610,7 @@ func newID() string {
 	return "chatcmpl-" + hex.EncodeToString(b[:])
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	// The status line is out; a failed write means the client went away.
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { edge.WriteJSON(w, status, v) }
 
 // apiErr is an error as OpenAI's API reports it, with its HTTP status.
 type apiErr struct {

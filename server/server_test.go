@@ -198,3 +198,58 @@ func TestBadRequests(t *testing.T) {
 		t.Errorf("health: %v %v", resp, err)
 	}
 }
+
+// TestBrowserPagesAreRefused sends what a web page in a browser on the
+// same machine can send to a loopback server: a rebound Host, and a
+// cross-site form post.
+func TestBrowserPagesAreRefused(t *testing.T) {
+	s, err := server.New(nil, modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) {
+		return modeltest.Text("hi"), nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	tests := []struct {
+		name   string
+		host   string
+		header map[string]string
+		want   int
+	}{
+		{name: "a plain client", header: map[string]string{"Content-Type": "application/json"}, want: 200},
+		{name: "DNS rebinding", host: "attacker.example:80", header: map[string]string{"Content-Type": "application/json"}, want: 403},
+		{name: "cross-site text/plain post", header: map[string]string{"Content-Type": "text/plain", "Origin": "http://attacker.example", "Sec-Fetch-Site": "cross-site"}, want: 403},
+		{name: "text/plain without browser headers", header: map[string]string{"Content-Type": "text/plain"}, want: 415},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.host != "" {
+				req.Host = tt.host
+			}
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e struct {
+				Error struct{ Code *string } `json:"error"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&e) // the status is the check; the shape below
+			_ = resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tt.want)
+			}
+			if tt.want != 200 && e.Error.Code == nil {
+				t.Errorf("refusal is not OpenAI's error object")
+			}
+		})
+	}
+}

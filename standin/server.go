@@ -35,6 +35,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -42,6 +43,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/delegatelab/delegate/internal/edge"
 	"github.com/delegatelab/delegate/openai/wire"
 )
 
@@ -178,11 +180,10 @@ func (s *Server) StartHandler(addr string, h http.Handler) error {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("start standin on %q: %w", addr, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !edge.IsLoopback(addr) {
 		return fmt.Errorf("start standin on %q: not a loopback address", addr)
 	}
 	s.mu.Lock()
@@ -200,12 +201,9 @@ func (s *Server) StartHandler(addr string, h http.Handler) error {
 		return fmt.Errorf("start standin: %w", err)
 	}
 	s.ln = ln
-	s.http = &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		MaxHeaderBytes:    1 << 20,
-	}
+	// Its slow faults hold an answer for minutes: a long write timeout.
+	s.http = edge.Server(edge.Config{}.Handler(h),
+		edge.Timeouts{ReadHeader: 10 * time.Second, Read: time.Minute, Write: 30 * time.Minute, Idle: 90 * time.Second}, nil, slog.LevelDebug)
 	s.done = make(chan error, 1)
 	go func() { s.done <- s.http.Serve(ln) }()
 	return nil

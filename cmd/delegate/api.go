@@ -14,7 +14,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/internal/edge"
 )
+
+// apiTokenEnv is the environment variable holding the trajectory API's
+// bearer token, read by the API and by its clients (a flag's value shows
+// in ps).
+const apiTokenEnv = "DELEGATE_API_TOKEN"
 
 type apiFlags struct {
 	addr         string
@@ -28,6 +34,7 @@ type apiFlags struct {
 	prefix       string
 	syncAlways   bool
 	insecure     bool
+	hosts        []string
 }
 
 func newAPICmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -63,20 +70,21 @@ interrupt. See docs/api.md.`,
 	fl.StringVar(&f.prefix, "prefix", "DELEGATE_API", "name prefix of the JetStream stream and bucket (one per run)")
 	fl.BoolVar(&f.syncAlways, "sync-always", false, "embedded server: fsync every write (survive power loss, not only a crash)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without a token")
+	fl.StringSliceVar(&f.hosts, "allow-host", nil, "a host name clients may reach the API by, besides IP addresses and localhost (without a token, other names are refused: DNS rebinding)")
 	return cmd
 }
 
 func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f apiFlags) error {
 	token := f.token
 	if token == "" {
-		token = getenv("DELEGATE_API_TOKEN")
+		token = getenv(apiTokenEnv)
 	}
-	if !api.IsLoopback(f.addr) && token == "" && !f.insecure {
-		return fmt.Errorf("api: --addr %s is not loopback: set --token (or $DELEGATE_API_TOKEN), or pass --insecure", f.addr)
+	if err := edge.CheckExposure(f.addr, token != "", f.insecure, "a token: set --token (or $DELEGATE_API_TOKEN)"); err != nil {
+		return fmt.Errorf("api: %w", err)
 	}
 	cfg := api.Config{
 		Prefix: f.prefix, Replicas: f.replicas, KeepSteps: f.keepSteps, MaxStaleness: f.maxStaleness,
-		MaxBody: f.maxBody, Token: token,
+		MaxBody: f.maxBody, Token: token, Hosts: f.hosts,
 	}
 	if err := cfg.Validate(); err != nil {
 		return err

@@ -42,7 +42,7 @@ func TestAPICommand(t *testing.T) {
 		cmd := newRootCmd(func(string) string { return "" }, slog.New(slog.DiscardHandler))
 		cmd.SetArgs([]string{"api", "--addr", "0.0.0.0:0", "--data", t.TempDir()})
 		err := cmd.ExecuteContext(context.Background())
-		if err == nil || !strings.Contains(err.Error(), "not loopback") {
+		if err == nil || !strings.Contains(err.Error(), "beyond loopback") {
 			t.Fatalf("err = %v, want a refusal naming loopback", err)
 		}
 	})

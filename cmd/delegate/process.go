@@ -203,7 +203,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	}
 	if f.push.url != "" {
 		fmt.Fprintf(out, "process: registering with the trajectory API at %s (waits for a trainer to start)\n", f.push.url)
-		sink, err := newPushSink(ctx, out, f.push, getenv("DELEGATE_API_TOKEN"), f.group)
+		sink, err := newPushSink(ctx, out, f.push, getenv(apiTokenEnv), f.group)
 		if err != nil {
 			return err
 		}

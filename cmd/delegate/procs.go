@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -148,15 +150,15 @@ models:
 # strategy is route as delegate train runs it.
 preset: world
 models:
-  delegator: {kind: openai, base_url: "http://%[1]s/v1", model: delegator, token_ids: true, max_retries: 8, price: %[2]s}
-  solver: {kind: openai, base_url: "http://%[1]s/v1", model: solver, max_retries: 8, price: %[3]s}
+  delegator: {kind: openai, base_url: "http://%[1]s/v1", api_key_env: %[8]s, model: delegator, token_ids: true, max_retries: 8, price: %[2]s}
+  solver: {kind: openai, base_url: "http://%[1]s/v1", api_key_env: %[8]s, model: solver, max_retries: 8, price: %[3]s}
 roles: {default: delegator, subagent: solver, weak: solver}
 strategy:
   max_turns: %[4]d
   single: {temperature: 0, max_tokens: %[5]d}
   strong: {temperature: 0, max_tokens: %[6]d}
   weak: {temperature: 0, max_tokens: %[7]d}
-`, serveAddr, dp, sp, t.cfg.MaxTurns, capped(sc.Single), capped(sc.Strong), capped(sc.Weak))
+`, serveAddr, dp, sp, t.cfg.MaxTurns, capped(sc.Single), capped(sc.Strong), capped(sc.Weak), serveKeyEnv)
 	for name, doc := range map[string]string{procsServeFile: serve, procsEnvFile: env} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(doc), 0o644); err != nil {
 			return fmt.Errorf("train --processes: %w", err)
@@ -166,20 +168,23 @@ strategy:
 }
 
 // children are the processes of the topology: the API, the policy
-// server, the trainer and the environments.
-func (t *topology) children(dir, apiAddr, serveAddr string) []child {
+// server, the trainer and the environments. secrets holds the API's token
+// and the policy server's key, which every child gets in its environment:
+// a page in a browser, or another user's process, cannot reach either
+// server without them.
+func (t *topology) children(dir, apiAddr, serveAddr string, secrets []string) []child {
 	url := "http://" + apiAddr
 	c := t.cfg
 	trainer := append([]string{"train", "--api", url, "--out", filepath.Join(dir, procsTrainerDir),
 		"--steps", strconv.Itoa(c.RL.Steps), "--items", strconv.Itoa(c.RL.ItemsPerStep), "--group", strconv.Itoa(c.RL.GroupSize)},
 		t.trainerFlags...)
 	out := []child{
-		{name: "api", args: []string{"api", "--addr", apiAddr, "--data", filepath.Join(dir, procsAPIDir)}},
+		{name: "api", args: []string{"api", "--addr", apiAddr, "--data", filepath.Join(dir, procsAPIDir)}, env: secrets},
 		{name: "serve", args: []string{"serve", "--config", filepath.Join(dir, procsServeFile), "--addr", serveAddr,
 			// Every environment's rollouts at once, as the in-process loop
 			// runs a step's: batched by the models' engines.
-			"--max-concurrent", "128", "--max-queue", "256"}},
-		{name: "trainer", args: trainer, finishes: true},
+			"--max-concurrent", "128", "--max-queue", "256"}, env: secrets},
+		{name: "trainer", args: trainer, env: secrets, finishes: true},
 	}
 	// Enough items for every step from any one environment; the pacing
 	// of the API (its queue) keeps them from running far ahead.
@@ -218,7 +223,7 @@ func (t *topology) children(dir, apiAddr, serveAddr string) []child {
 		if t.lambda != nil {
 			args = append(args, "--lambda", strconv.FormatFloat(*t.lambda, 'g', -1, 64))
 		}
-		out = append(out, child{name: fmt.Sprintf("env %d", i), args: args, finishes: true})
+		out = append(out, child{name: fmt.Sprintf("env %d", i), args: args, env: secrets, finishes: true})
 	}
 	return out
 }
@@ -243,7 +248,8 @@ func (t *topology) run(ctx context.Context, dir string) error {
 	if err := t.writeConfigs(dir, serveAddr); err != nil {
 		return err
 	}
-	children := t.children(dir, apiAddr, serveAddr)
+	secrets := []string{apiTokenEnv + "=" + randomSecret(), serveKeyEnv + "=" + randomSecret()}
+	children := t.children(dir, apiAddr, serveAddr, secrets)
 	const api, serve, trainer = 0, 1, 2 // children's first three; the environments follow
 
 	// One context per stage of the stop, each ended only by the stop.
@@ -316,6 +322,13 @@ func (t *topology) run(ctx context.Context, dir string) error {
 		return fmt.Errorf("train --processes: interrupted; run the same command again to resume from %s: %w", dir, context.Canceled)
 	}
 	return nil
+}
+
+// randomSecret returns 128 random bits in hex: a token or key of a run.
+func randomSecret() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics on a broken system source)
+	return hex.EncodeToString(b[:])
 }
 
 // freeLoopback returns a loopback address whose port is free now.

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,8 @@ import (
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/store"
+	"github.com/delegatelab/delegate/train"
+	"github.com/delegatelab/delegate/world"
 )
 
 // topologyRun is a `delegate train --processes` child process of a test:
@@ -535,5 +538,34 @@ func TestTrainProcessesTrainsOnTheInProcessGroups(t *testing.T) {
 	}
 	if a, b := row(inDir), row(procsDir); a != b {
 		t.Errorf("the trained policy's row (latency left out)\nin process:     %s\nwith processes: %s", a, b)
+	}
+}
+
+// TestTrainProcessesChildrenGetSecrets checks that every child of the
+// topology gets the API's token and the policy server's key in its
+// environment, never on its command line (which ps shows), and that the
+// environments' config names the key's variable.
+func TestTrainProcessesChildrenGetSecrets(t *testing.T) {
+	cfg := train.DefaultConfig()
+	top := &topology{envs: 2, level: world.DefaultLevel, cfg: cfg}
+	dir := t.TempDir()
+	secrets := []string{apiTokenEnv + "=tok-123", serveKeyEnv + "=key-456"}
+	for _, c := range top.children(dir, "127.0.0.1:1", "127.0.0.1:2", secrets) {
+		if !slices.Equal(c.env, secrets) {
+			t.Errorf("%s: env %q, want %q", c.name, c.env, secrets)
+		}
+		if args := strings.Join(c.args, " "); strings.Contains(args, "tok-123") || strings.Contains(args, "key-456") {
+			t.Errorf("%s: a secret on the command line: %s", c.name, args)
+		}
+	}
+	if err := top.writeConfigs(dir, "127.0.0.1:2"); err != nil {
+		t.Fatal(err)
+	}
+	env, err := os.ReadFile(filepath.Join(dir, procsEnvFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(env), "api_key_env: "+serveKeyEnv); got != 2 {
+		t.Errorf("environments' config names %s %d times, want 2 (delegator, solver):\n%s", serveKeyEnv, got, env)
 	}
 }

@@ -7,13 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/internal/edge"
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/server"
 )
@@ -27,6 +27,7 @@ type serveFlags struct {
 	addr     string
 	apiKey   string
 	insecure bool
+	hosts    []string
 	limits   server.Config
 	timeouts server.Timeouts
 }
@@ -58,6 +59,7 @@ unless --insecure. Requests beyond --max-concurrent generating and
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address")
 	fl.StringVar(&f.apiKey, "api-key", "", "API key clients must send as a bearer token (default $"+serveKeyEnv+"; prefer the variable: a flag shows in ps)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without an API key")
+	fl.StringSliceVar(&f.hosts, "allow-host", nil, "a host name clients may reach the server by, besides IP addresses and localhost (without an API key, other names are refused: DNS rebinding)")
 	fl.Int64Var(&f.limits.MaxBody, "max-body", d.MaxBody, "largest request body in bytes (413 beyond)")
 	fl.IntVar(&f.limits.MaxN, "max-n", d.MaxN, "most choices (n) one request may ask for (400 beyond; at most 128, the format's bound)")
 	fl.IntVar(&f.limits.MaxConcurrent, "max-concurrent", d.MaxConcurrent, "chat completions generating at once")
@@ -79,7 +81,7 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	if err := checkExposure(f.addr, f.apiKey != "", f.insecure); err != nil {
 		return err
 	}
-	if f.timeouts.ReadHeader <= 0 || f.timeouts.Read <= 0 || f.timeouts.Write <= 0 || f.timeouts.Idle <= 0 {
+	if f.timeouts.Validate() != nil {
 		return errors.New("serve: --read-header-timeout, --read-timeout, --write-timeout and --idle-timeout must be positive")
 	}
 	if f.limits.MaxBody <= 0 || f.limits.MaxConcurrent <= 0 || f.limits.MaxQueue < 0 || f.limits.QueueTimeout <= 0 || f.limits.RequestTimeout <= 0 {
@@ -115,6 +117,7 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	var served []delegate.Model
 	limits := f.limits
 	limits.APIKey = f.apiKey
+	limits.Hosts = f.hosts
 	if limits.MaxQueue == 0 {
 		limits.MaxQueue = -1 // the server's spelling of "none wait"
 	}
@@ -135,15 +138,7 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: f.timeouts.ReadHeader,
-		ReadTimeout:       f.timeouts.Read,
-		WriteTimeout:      f.timeouts.Write,
-		IdleTimeout:       f.timeouts.Idle,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn), // accept errors and the like
-	}
+	srv := edge.Server(h, f.timeouts, log, slog.LevelWarn) // accept errors and the like
 	for _, n := range names {
 		desc := "local checkpoint " + cfg.Models[n].Checkpoint
 		if cfg.Models[n].Kind != "local" {
@@ -275,22 +270,8 @@ func (s streamingChat) Chat(ctx context.Context, req *delegate.Request) (*delega
 // checkExposure refuses to listen off loopback without an API key, unless
 // insecure says so.
 func checkExposure(addr string, hasKey, insecure bool) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("serve: --addr %q: %w", addr, err)
+	if err := edge.CheckExposure(addr, hasKey, insecure, "an API key: set $"+serveKeyEnv+" (or --api-key)"); err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
-	if hasKey || insecure || loopback(host) {
-		return nil
-	}
-	return fmt.Errorf("serve: --addr %s listens beyond loopback without an API key: set $%s (or --api-key), or pass --insecure to serve anyone who can reach it", addr, serveKeyEnv)
-}
-
-// loopback reports whether host names only loopback interfaces; "" (every
-// interface) does not.
-func loopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return nil
 }

@@ -20,6 +20,9 @@ type child struct {
 	name string
 	// args follow the executable.
 	args []string
+	// env is added to this process's environment (secrets go here, not
+	// in args, which ps shows).
+	env []string
 	// finishes: an exit with status 0 is the child's end (an environment
 	// that wrote its items, a trainer that took its steps), not a death
 	// to restart.
@@ -114,7 +117,7 @@ func (s *supervisor) run(ctx context.Context, c child) error {
 // once starts c and waits for it to exit, stopping it when ctx ends.
 func (s *supervisor) once(ctx context.Context, c child) error {
 	cmd := exec.Command(s.exe, c.args...)
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), c.env...)
 	cmd.SysProcAttr = childAttr()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

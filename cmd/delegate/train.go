@@ -141,7 +141,7 @@ plans, the oracle plan and random planning at its rate.`,
 				return runTrainProcesses(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f.progress, log, t)
 			}
 			if f.api != "" {
-				return runTrainAPI(cmd.Context(), cmd.OutOrStdout(), cfg, f.api, getenv("DELEGATE_API_TOKEN"))
+				return runTrainAPI(cmd.Context(), cmd.OutOrStdout(), cfg, f.api, getenv(apiTokenEnv))
 			}
 			return runTrain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f.progress, log, cfg)
 		},
