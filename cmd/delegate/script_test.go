@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,21 +42,13 @@ func standinMain() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
+	if err := s.Start(*addr); err != nil {
 		fmt.Fprintln(os.Stderr, "standin:", err)
 		os.Exit(1)
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Printf("standin listening on http://%s/v1\n", ln.Addr())
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close() // the process ends here; nothing is in flight worth waiting for
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintln(os.Stderr, "standin:", err)
-		os.Exit(1)
-	}
+	fmt.Printf("standin listening on %s\n", s.URL())
+	<-ctx.Done()
+	_ = s.Close() // the process ends here; nothing is in flight worth waiting for
 }
 
 // repoRoot is the module root, two levels above this package.

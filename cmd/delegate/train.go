@@ -47,8 +47,8 @@ per-position rule on training problems, evaluates the baselines (the
 delegator alone, every fixed rule, the oracle router, the pretrained
 delegator) on held-out problems of --split, trains the delegator with GRPO
 under route (the delegator has the delegate tool, the solver answers) for
---steps steps or until only the time the final evaluation needs is left of
---time (9m30s), whichever comes first, then evaluates the trained delegator
+--steps steps (or until only the time the final evaluation needs is left
+of --time, when given), then evaluates the trained delegator
 and random delegation at its rate, and prints the table with paired
 acceptance checks.
 
@@ -58,7 +58,9 @@ reward, accuracy, delegator_tokens, delegation_rate and delegation_by_kind
 checkpoint/policy), rules.jsonl (the fixed rules on training problems),
 eval.jsonl (every item of every arm) and table.md. Run it again with the same --out to resume
 an interrupted run: finished items are kept, training goes on from its last
-checkpoint, with a new --time (and what is left of --train-time).
+checkpoint, with a new --time (and what is left of --train-time). A time
+budget that ends training before --steps still prints the table, marked as
+such, and exits with status 1: the table is not the full run's.
 
 --mode mlpo trains a leader under lead with frozen peers that solve with
 scratch work (--peers, default shipped:peer,shipped:delegator, taken in
@@ -156,7 +158,7 @@ plans, the oracle plan and random planning at its rate.`,
 	fl.IntVar(&cfg.PeerCount, "peer-count", cfg.PeerCount, "mlpo: peers of the leader (K) (mlpo default 2)")
 	fl.Float64Var(&cfg.FilterMaxRate, "filter-max-rate", cfg.FilterMaxRate, "mlpo: train only on items the peers solve less than this share of the time, in (0, 1]")
 	fl.StringVarP(&cfg.OutDir, "out", "o", cfg.OutDir, "output directory; an existing run there is resumed")
-	fl.DurationVar(&f.total, "time", 570*time.Second, "wall-time budget of this invocation, table included: training stops early enough to leave time for the final evaluation; 0: none")
+	fl.DurationVar(&f.total, "time", 0, "wall-time budget of this invocation, table included: training stops early enough to leave time for the final evaluation, and the command then exits 1; 0: none")
 	fl.DurationVar(&cfg.TrainTime, "train-time", cfg.TrainTime, "training time budget (rollouts and updates, summed over resumed invocations); 0: none")
 	fl.IntVar(&cfg.RL.Steps, "steps", cfg.RL.Steps, "most RL steps")
 	fl.StringVar(&f.estimator, "estimator", string(cfg.RL.Estimator), "advantages: grpo, drgrpo or rloo (mlpo default drgrpo)")
@@ -278,6 +280,9 @@ func runTrain(ctx context.Context, out, progress io.Writer, mode string, log *sl
 		fmt.Fprintf(out, ", %s", p)
 	}
 	fmt.Fprintln(out)
+	if res.StoppedBy == "time" {
+		return fmt.Errorf("train: the time budget ended training after %d of %d steps, so this table is not the full run's; run the same command again to go on from the checkpoint in %s", res.Steps, cfg.RL.Steps, cfg.OutDir)
+	}
 	return nil
 }
 
