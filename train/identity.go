@@ -43,6 +43,9 @@ type identity struct {
 	CacheMinTokens int `json:"cache_min_tokens"`
 	// Parity is Config.Parity (decompose's reward), left out when false.
 	Parity bool `json:"parity,omitempty"`
+	// RLSeed is Config.RLSeed. A run file written before it could be set
+	// lacks it, and resumes as a seed-1 run.
+	RLSeed uint64 `json:"rl_seed"`
 }
 
 func identityOf(c Config) identity {
@@ -50,9 +53,10 @@ func identityOf(c Config) identity {
 		Version: identityVersion, Mode: c.Mode, Train: trainIdentity(c.Train), Solver: c.Solver, Delegator: c.Delegator, Peers: c.Peers,
 		World: c.World, Seed: c.Seed, TrainProblems: c.TrainProblems, Reward: c.Reward,
 		Estimator: string(c.RL.Estimator), GroupSize: c.RL.GroupSize, ItemsPerStep: c.RL.ItemsPerStep,
-		CacheMinTokens: c.CacheMinTokens, Parity: c.Parity,
+		CacheMinTokens: c.CacheMinTokens, Parity: c.Parity, RLSeed: c.RLSeed(),
 	}
 }
+
 
 // trainIdentity is Config.Train as RunFile records it.
 func trainIdentity(t string) string {
@@ -84,6 +88,9 @@ func checkIdentity(cfg Config) error {
 	var got identity
 	if err := json.Unmarshal(b, &got); err != nil {
 		return fmt.Errorf("train: run file %s: %w", path, err)
+	}
+	if got.RLSeed == 0 {
+		got.RLSeed = 1 // written before the seed could be set
 	}
 	if got.Version != identityVersion {
 		return fmt.Errorf("train: run file %s has version %d, this program writes %d: use another --out", path, got.Version, identityVersion)

@@ -156,6 +156,25 @@ func TestTrainResumes(t *testing.T) {
 	}
 }
 
+// TestTrainRLSeedIsTheRunsIdentity resumes a run only with its own
+// trainer seed: two seeds' steps never mix in one checkpoint.
+func TestTrainRLSeedIsTheRunsIdentity(t *testing.T) {
+	dir := t.TempDir()
+	solver, delegator := tinyModels(t, dir)
+	out := filepath.Join(dir, "run")
+	if _, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, "--rl-seed", "2", "--time", "1ns")...); err == nil {
+		t.Fatal("a run stopped by its time budget exited 0")
+	}
+	run, err := os.ReadFile(filepath.Join(out, train.RunFile))
+	if err != nil || !strings.Contains(string(run), `"rl_seed": 2`) {
+		t.Fatalf("run file: %v\n%s", err, run)
+	}
+	got, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, "--time", "1ns")...)
+	if err == nil || !strings.Contains(err.Error(), "rl_seed 2 there, 1 now") {
+		t.Errorf("resumed with another RL seed: %v\n%s", err, got)
+	}
+}
+
 func TestTrainRejectsBadFlags(t *testing.T) {
 	tests := []struct {
 		args []string
