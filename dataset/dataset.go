@@ -65,11 +65,20 @@ type RecordError struct {
 	File   string
 	Line   int
 	Reason string
+	// Err is the kind of defect where it has one (ErrTooLarge), or nil.
+	Err error
 }
 
 func (e *RecordError) Error() string {
 	return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Reason)
 }
+
+// Unwrap returns the kind of defect, so that errors.Is finds ErrTooLarge.
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// ErrTooLarge is the Err of a RecordError for a record over
+// Options.MaxRecord bytes.
+var ErrTooLarge = errors.New("record over the size limit")
 
 // ErrEmpty is returned (wrapped) for a file holding no records.
 var ErrEmpty = errors.New("file holds no records")
@@ -207,7 +216,12 @@ func (l *loader) maxRecord() int {
 
 // tooLarge records a record over the size limit, as bad does.
 func (l *loader) tooLarge(line int, what string, size int) error {
-	return l.bad(line, "%s is %d bytes, over the limit of %d bytes per record (MaxRecord)", what, size, l.maxRecord())
+	err := l.bad(line, "%s is %d bytes, over the limit of %d bytes per record", what, size, l.maxRecord())
+	var re *RecordError
+	if errors.As(err, &re) {
+		re.Err = ErrTooLarge
+	}
+	return err
 }
 
 // bad records a malformed record: an error to return, or nil after

@@ -313,7 +313,7 @@ func TestLoadRecordLimit(t *testing.T) {
 			if !errors.As(err, &re) {
 				t.Fatalf("Load error = %v; want a *RecordError", err)
 			}
-			if re.File != path || re.Line != tt.line || !strings.Contains(re.Reason, "over the limit of 100 bytes") {
+			if re.File != path || re.Line != tt.line || !strings.Contains(re.Reason, "over the limit of 100 bytes") || !errors.Is(err, ErrTooLarge) {
 				t.Errorf("error = %v; want %s:%d over the limit of 100 bytes", err, path, tt.line)
 			}
 			tasks, rep, err := Load(tt.format, path, Options{MaxRecord: 100, SkipBad: true})

@@ -123,6 +123,9 @@ func (d *datasetFlags) load(w io.Writer) ([]delegate.Task, string, error) {
 		tasks, rep, err := dataset.Load(d.dataset, d.data, dataset.Options{SkipBad: d.skipBad, MaxRecord: d.maxRec})
 		if err != nil {
 			var re *dataset.RecordError
+			if errors.Is(err, dataset.ErrTooLarge) {
+				return nil, "", fmt.Errorf("load dataset: %w (--max-record sets the limit; --skip-bad leaves such records out)", err)
+			}
 			if errors.As(err, &re) && !d.skipBad {
 				return nil, "", fmt.Errorf("load dataset: %w (--skip-bad leaves malformed records out)", err)
 			}
