@@ -25,6 +25,8 @@ type Client struct {
 	// Token, when set, is sent as a bearer token.
 	Token string
 	// HTTP is the client to use; nil means one with a 5-minute timeout.
+	// Either way redirects follow CheckRedirect: the token does not
+	// follow one to another origin.
 	HTTP *http.Client
 	// Plain sends request bodies uncompressed. By default bodies of 1 KiB
 	// or more go gzip-compressed when that makes them smaller, as
@@ -35,7 +37,7 @@ type Client struct {
 	Retries int
 }
 
-var defaultHTTP = &http.Client{Timeout: 5 * time.Minute}
+var defaultHTTP = &http.Client{Timeout: 5 * time.Minute, CheckRedirect: CheckRedirect}
 
 // gzipped is a request body already gzip-compressed: do sends it as is.
 type gzipped []byte
@@ -85,9 +87,9 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 	if retries == 0 {
 		retries = 8
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = defaultHTTP
+	hc := defaultHTTP
+	if c.HTTP != nil {
+		hc = withRedirectPolicy(c.HTTP)
 	}
 	wait := 100 * time.Millisecond
 	var last error

@@ -3,6 +3,9 @@ package api
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -38,10 +41,15 @@ type Embedded struct {
 }
 
 // StartEmbedded starts a NATS server with JetStream on cfg.Dir and waits
-// until it accepts connections. Shutdown stops it.
+// until it accepts connections. It creates cfg.Dir if missing and
+// refuses at once one that is not a writable directory. Shutdown stops
+// it.
 func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("embedded nats: a store directory is required")
+	}
+	if err := storeDir(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	opts := &server.Options{
 		ServerName:         cfg.Name,
@@ -76,14 +84,96 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
+	// The server reports a failed start (JetStream refusing its store)
+	// only to its logger: keep its errors to report them.
+	lg := &startLog{fatal: make(chan struct{})}
+	srv.SetLogger(lg, false, false)
 	go srv.Start()
-	if !srv.ReadyForConnections(30 * time.Second) {
+	fail := func(err error) (*Embedded, error) {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return nil, errors.New("embedded nats: not ready after 30s")
+		return nil, fmt.Errorf("embedded nats in %s: %w", cfg.Dir, err)
 	}
-	return &Embedded{srv: srv}, nil
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if srv.ReadyForConnections(50 * time.Millisecond) {
+			return &Embedded{srv: srv}, nil
+		}
+		select {
+		case <-lg.fatal:
+			return fail(lg.err())
+		default:
+		}
+		if time.Now().After(deadline) {
+			if err := lg.err(); err != nil {
+				return fail(fmt.Errorf("not ready after 30s: %w", err))
+			}
+			return fail(errors.New("not ready after 30s"))
+		}
+	}
 }
+
+// storeDir creates dir if missing and checks that it is a directory this
+// process can write in, so that a bad --data fails at once, naming why.
+func storeDir(dir string) error {
+	st, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create store directory: %w", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store directory: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("store directory %s: not a directory", dir)
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("store directory %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	if err := os.Remove(name); err != nil {
+		return fmt.Errorf("store directory %s: remove write check: %w", dir, err)
+	}
+	return nil
+}
+
+// startLog is the embedded server's logger: it drops notices and keeps
+// the last error, and a fatal one, without exiting the process.
+type startLog struct {
+	mu        sync.Mutex
+	last      string
+	fatalOnce sync.Once
+	fatal     chan struct{} // closed on the first Fatalf
+}
+
+func (l *startLog) keep(format string, v ...any) {
+	l.mu.Lock()
+	l.last = fmt.Sprintf(format, v...)
+	l.mu.Unlock()
+}
+
+// err is the last error the server logged, nil for none.
+func (l *startLog) err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == "" {
+		return nil
+	}
+	return errors.New(l.last)
+}
+
+func (l *startLog) Fatalf(format string, v ...any) {
+	l.keep(format, v...)
+	l.fatalOnce.Do(func() { close(l.fatal) })
+}
+func (l *startLog) Errorf(format string, v ...any) { l.keep(format, v...) }
+func (l *startLog) Noticef(string, ...any)         {}
+func (l *startLog) Warnf(string, ...any)           {}
+func (l *startLog) Debugf(string, ...any)          {}
+func (l *startLog) Tracef(string, ...any)          {}
 
 // Connect opens a client connection: in-process when the server has no
 // listener, else over loopback.

@@ -85,6 +85,12 @@ func (l *loader) bbh(data []byte) ([]delegate.Task, error) {
 			if err := dec.Decode(&raw); err != nil {
 				return failAt(line, fmt.Errorf("example %d: %w", n, err))
 			}
+			if len(raw) > l.maxRecord() {
+				if err := l.tooLarge(line, fmt.Sprintf("example %d", n), len(raw)); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			obj, why := object(raw)
 			if why != "" {
 				if err := l.bad(line, "example %d: %s", n, why); err != nil {

@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"bytes"
 	_ "embed"
 	"fmt"
 
@@ -23,7 +24,7 @@ const builtinTestEvery = 4
 // returns fresh slices.
 func Builtin() (train, test []delegate.Task) {
 	l := &loader{file: "open.jsonl", rep: &Report{}}
-	all, err := l.open(builtinJSONL)
+	all, err := l.open(bytes.NewReader(builtinJSONL))
 	if err != nil {
 		// The file is embedded and checked by TestBuiltin: a failure here is
 		// a build defect, not bad input.

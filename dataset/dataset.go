@@ -6,7 +6,9 @@
 // question,A,B,C,D,answer), "bbh" (JSON {"examples":[{"input","target"}]})
 // and "jsonl" (open-ended requests {"id","prompt"}).
 //
-// Input rules, the same for every format: a UTF-8 byte order mark is
+// Input rules, the same for every format: a record (a JSONL line, a CSV
+// record, a BBH example) is at most Options.MaxRecord bytes, 1 MiB by
+// default, and a larger one is a malformed record; a UTF-8 byte order mark is
 // ignored; CRLF line endings are accepted; blank lines in JSONL are
 // ignored; a file with no records at all is an error; a last line without
 // a newline is accepted when it parses, and reported as truncated when it
@@ -17,8 +19,10 @@
 package dataset
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -32,7 +36,15 @@ type Options struct {
 	// SkipBad leaves malformed records out, listing each in
 	// Report.Skipped, instead of failing on the first one.
 	SkipBad bool
+	// MaxRecord is the largest record in bytes: a JSONL line, a CSV
+	// record or a BBH example. 0 means DefaultMaxRecord. JSONL files are
+	// read a line at a time, so a longer line is never held whole.
+	MaxRecord int
 }
+
+// DefaultMaxRecord is the default Options.MaxRecord: 1 MiB. A benchmark
+// item is a few kilobytes; a larger record is almost surely a broken file.
+const DefaultMaxRecord = 1 << 20
 
 // Skip is one record left out under Options.SkipBad.
 type Skip struct {
@@ -53,11 +65,20 @@ type RecordError struct {
 	File   string
 	Line   int
 	Reason string
+	// Err is the kind of defect where it has one (ErrTooLarge), or nil.
+	Err error
 }
 
 func (e *RecordError) Error() string {
 	return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Reason)
 }
+
+// Unwrap returns the kind of defect, so that errors.Is finds ErrTooLarge.
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// ErrTooLarge is the Err of a RecordError for a record over
+// Options.MaxRecord bytes.
+var ErrTooLarge = errors.New("record over the size limit")
 
 // ErrEmpty is returned (wrapped) for a file holding no records.
 var ErrEmpty = errors.New("file holds no records")
@@ -81,30 +102,13 @@ func Load(format, path string, opt Options) ([]delegate.Task, Report, error) {
 	if err != nil {
 		return nil, rep, err
 	}
+	if opt.MaxRecord < 0 {
+		return nil, rep, fmt.Errorf("load %s: max record size %d is negative", format, opt.MaxRecord)
+	}
 	var tasks []delegate.Task
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, rep, fmt.Errorf("load %s: %w", format, err)
-		}
-		data = trimBOM(data)
-		if len(strings.TrimSpace(string(data))) == 0 {
-			return nil, rep, fmt.Errorf("load %s %s: %w", format, f, ErrEmpty)
-		}
 		l := &loader{file: f, opt: opt, rep: &rep}
-		var got []delegate.Task
-		switch format {
-		case "gsm8k":
-			got, err = l.gsm8k(data)
-		case "math":
-			got, err = l.math(data)
-		case "mmlu":
-			got, err = l.mmlu(data)
-		case "bbh":
-			got, err = l.bbh(data)
-		case "jsonl":
-			got, err = l.open(data)
-		}
+		got, err := l.load(format)
 		if err != nil {
 			return nil, rep, fmt.Errorf("load %s: %w", format, err)
 		}
@@ -112,6 +116,35 @@ func Load(format, path string, opt Options) ([]delegate.Task, Report, error) {
 	}
 	rep.Read = len(tasks)
 	return tasks, rep, nil
+}
+
+// load reads l.file in format: JSONL a line at a time, CSV and BBH whole.
+func (l *loader) load(format string) ([]delegate.Task, error) {
+	f, err := os.Open(l.file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() // read only: a close error loses nothing
+	switch format {
+	case "gsm8k":
+		return l.gsm8k(f)
+	case "math":
+		return l.math(f)
+	case "jsonl":
+		return l.open(f)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", l.file, err)
+	}
+	data = trimBOM(data)
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("%s: %w", l.file, ErrEmpty)
+	}
+	if format == "mmlu" {
+		return l.mmlu(data)
+	}
+	return l.bbh(data)
 }
 
 // inputFiles resolves path to the files to read.
@@ -171,6 +204,24 @@ type loader struct {
 	file string
 	opt  Options
 	rep  *Report
+}
+
+// maxRecord is the record size limit in bytes.
+func (l *loader) maxRecord() int {
+	if l.opt.MaxRecord > 0 {
+		return l.opt.MaxRecord
+	}
+	return DefaultMaxRecord
+}
+
+// tooLarge records a record over the size limit, as bad does.
+func (l *loader) tooLarge(line int, what string, size int) error {
+	err := l.bad(line, "%s is %d bytes, over the limit of %d bytes per record", what, size, l.maxRecord())
+	var re *RecordError
+	if errors.As(err, &re) {
+		re.Err = ErrTooLarge
+	}
+	return err
 }
 
 // bad records a malformed record: an error to return, or nil after

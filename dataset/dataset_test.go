@@ -2,6 +2,7 @@ package dataset
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -285,5 +286,62 @@ func TestBuiltin(t *testing.T) {
 		if train[i].ID != again[i].ID {
 			t.Fatalf("split not deterministic at %d", i)
 		}
+	}
+}
+
+func TestLoadRecordLimit(t *testing.T) {
+	big := strings.Repeat("x", 200)
+	tests := []struct {
+		name, format, file, content string
+		line                        int // of the large record
+	}{
+		{"gsm8k", "gsm8k", "a.jsonl", `{"question":"q","answer":"#### 1"}` + "\n" + `{"question":"` + big + `","answer":"#### 2"}` + "\n" + `{"question":"q","answer":"#### 3"}` + "\n", 2},
+		{"gsm8k crlf", "gsm8k", "a.jsonl", `{"question":"q","answer":"#### 1"}` + "\r\n" + `{"question":"` + big + `","answer":"#### 2"}` + "\r\n" + `{"question":"q","answer":"#### 3"}`, 2},
+		{"math last line", "math", "m.jsonl", `{"problem":"p","answer":"1"}` + "\n" + `{"problem":"q","answer":"2"}` + "\n" + `{"problem":"` + big + `","answer":"3"}`, 3},
+		{"open", "jsonl", "o.jsonl", `{"prompt":"p"}` + "\n\n" + `{"prompt":"` + big + `"}` + "\n" + `{"prompt":"q"}` + "\n", 3},
+		{"mmlu", "mmlu", "s_test.csv", "q,a,b,c,d,A\n\"" + big + "\",a,b,c,d,B\nq2,a,b,c,d,C\n", 2},
+		{"bbh", "bbh", "t.json", "{\"examples\": [\n{\"input\": \"i\", \"target\": \"t\"},\n{\"input\": \"" + big + "\", \"target\": \"t\"},\n{\"input\": \"j\", \"target\": \"t\"}]}\n", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), tt.file)
+			if err := os.WriteFile(path, []byte(tt.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := Load(tt.format, path, Options{MaxRecord: 100})
+			var re *RecordError
+			if !errors.As(err, &re) {
+				t.Fatalf("Load error = %v; want a *RecordError", err)
+			}
+			if re.File != path || re.Line != tt.line || !strings.Contains(re.Reason, "over the limit of 100 bytes") || !errors.Is(err, ErrTooLarge) {
+				t.Errorf("error = %v; want %s:%d over the limit of 100 bytes", err, path, tt.line)
+			}
+			tasks, rep, err := Load(tt.format, path, Options{MaxRecord: 100, SkipBad: true})
+			if err != nil || len(tasks) != 2 || len(rep.Skipped) != 1 || rep.Skipped[0].Line != tt.line {
+				t.Errorf("SkipBad: %d tasks, skips %+v, %v; want 2 tasks and line %d skipped", len(tasks), rep.Skipped, err, tt.line)
+			}
+			if _, _, err := Load(tt.format, path, Options{MaxRecord: 1000}); err != nil {
+				t.Errorf("limit 1000: %v; want the file accepted", err)
+			}
+		})
+	}
+}
+
+func TestLoadRecordLimitDefault(t *testing.T) {
+	// A line of exactly the limit passes, one byte more fails, with CRLF
+	// endings not counted.
+	rec := func(size int) string {
+		pad := size - len(`{"prompt":""}`)
+		return `{"prompt":"` + strings.Repeat("y", pad) + `"}`
+	}
+	path := filepath.Join(t.TempDir(), "big.jsonl")
+	content := rec(DefaultMaxRecord) + "\r\n" + rec(DefaultMaxRecord+1) + "\r\n"
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := Load("jsonl", path, Options{})
+	want := fmt.Sprintf("%s:2: line is %d bytes, over the limit of %d bytes", path, DefaultMaxRecord+1, DefaultMaxRecord)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v; want it to contain %q", err, want)
 	}
 }

@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/delegatelab/delegate"
@@ -23,15 +24,15 @@ func FuzzLoaders(f *testing.F) {
 			var err error
 			switch uint(k) % 5 {
 			case 0:
-				tasks, err = l.gsm8k(data)
+				tasks, err = l.gsm8k(bytes.NewReader(data))
 			case 1:
-				tasks, err = l.math(data)
+				tasks, err = l.math(bytes.NewReader(data))
 			case 2:
 				tasks, err = l.mmlu(data)
 			case 3:
 				tasks, err = l.bbh(data)
 			case 4:
-				tasks, err = l.open(data)
+				tasks, err = l.open(bytes.NewReader(data))
 			}
 			if err == nil {
 				for _, task := range tasks {

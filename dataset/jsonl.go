@@ -1,40 +1,105 @@
 package dataset
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/delegatelab/delegate"
 )
 
-// jsonLines calls fn with each non-blank line of data and its 1-based
-// number. A record that fails to decode on a last line without a newline
-// is reported as truncated.
-func (l *loader) jsonLines(data []byte, fn func(line int, rec []byte) error) error {
-	lines := bytes.Split(data, []byte("\n"))
-	truncated := len(data) > 0 && data[len(data)-1] != '\n'
-	for i, raw := range lines {
-		raw = bytes.TrimSuffix(raw, []byte("\r"))
-		if len(bytes.TrimSpace(raw)) == 0 {
-			continue
+// jsonLines calls fn with each non-blank line of r and its 1-based
+// number. It reads a line at a time: a line over the record limit is
+// reported with its size and skipped over, never held whole. A record
+// that fails to decode on a last line without a newline is reported as
+// truncated; a file with no non-blank line is ErrEmpty.
+func (l *loader) jsonLines(r io.Reader, fn func(line int, rec []byte) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	limit := l.maxRecord()
+	var buf []byte
+	records := false
+	for n := 1; ; n++ {
+		raw, size, last, err := readLine(br, limit, buf[:0])
+		if err != nil {
+			return fmt.Errorf("read %s: %w", l.file, err)
 		}
-		if !json.Valid(raw) {
-			reason := "invalid JSON"
-			if truncated && i == len(lines)-1 {
-				reason = "truncated record (invalid JSON on a last line without newline)"
-			}
-			if err := l.bad(i+1, "%s", reason); err != nil {
+		buf = raw
+		if n == 1 {
+			raw = trimBOM(raw)
+		}
+		switch {
+		case size > limit:
+			records = true
+			if err := l.tooLarge(n, "line", size); err != nil {
 				return err
 			}
-			continue
+		case len(bytes.TrimSpace(raw)) == 0:
+		case !json.Valid(raw):
+			records = true
+			reason := "invalid JSON"
+			if last && size > 0 {
+				reason = "truncated record (invalid JSON on a last line without newline)"
+			}
+			if err := l.bad(n, "%s", reason); err != nil {
+				return err
+			}
+		default:
+			records = true
+			if err := fn(n, raw); err != nil {
+				return err
+			}
 		}
-		if err := fn(i+1, raw); err != nil {
-			return err
+		if last {
+			break
 		}
 	}
+	if !records {
+		return fmt.Errorf("%s: %w", l.file, ErrEmpty)
+	}
 	return nil
+}
+
+// readLine appends the next line of br to buf, without its "\n" or
+// "\r\n", while it fits in limit bytes, and returns it with the line's
+// full size. last is set when the line ended at the end of input, not at
+// a newline.
+func readLine(br *bufio.Reader, limit int, buf []byte) (line []byte, size int, last bool, err error) {
+	var prev byte // the byte before the newline
+	for {
+		chunk, err := br.ReadSlice('\n')
+		end := len(chunk)
+		if err == nil {
+			end-- // the "\n"
+			switch {
+			case end > 0 && chunk[end-1] == '\r':
+				end--
+			case end == 0 && prev == '\r':
+				size--
+				if len(buf) > 0 && buf[len(buf)-1] == '\r' {
+					buf = buf[:len(buf)-1]
+				}
+			}
+		}
+		if end > 0 {
+			prev = chunk[end-1]
+		}
+		size += end
+		if size <= limit {
+			buf = append(buf, chunk[:end]...)
+		}
+		switch {
+		case err == nil:
+			return buf, size, false, nil
+		case errors.Is(err, io.EOF):
+			return buf, size, true, nil
+		case !errors.Is(err, bufio.ErrBufferFull):
+			return nil, 0, false, err
+		}
+	}
 }
 
 // field returns a required non-empty string field of a JSON object, or
@@ -63,10 +128,10 @@ func object(rec []byte) (map[string]json.RawMessage, string) {
 	return obj, ""
 }
 
-func (l *loader) gsm8k(data []byte) ([]delegate.Task, error) {
+func (l *loader) gsm8k(r io.Reader) ([]delegate.Task, error) {
 	var out []delegate.Task
 	name := base(l.file)
-	err := l.jsonLines(data, func(line int, rec []byte) error {
+	err := l.jsonLines(r, func(line int, rec []byte) error {
 		obj, why := object(rec)
 		if why != "" {
 			return l.bad(line, "%s", why)
@@ -95,10 +160,10 @@ func (l *loader) gsm8k(data []byte) ([]delegate.Task, error) {
 	return out, err
 }
 
-func (l *loader) math(data []byte) ([]delegate.Task, error) {
+func (l *loader) math(r io.Reader) ([]delegate.Task, error) {
 	var out []delegate.Task
 	name := base(l.file)
-	err := l.jsonLines(data, func(line int, rec []byte) error {
+	err := l.jsonLines(r, func(line int, rec []byte) error {
 		obj, why := object(rec)
 		if why != "" {
 			return l.bad(line, "%s", why)
@@ -140,11 +205,11 @@ func (l *loader) math(data []byte) ([]delegate.Task, error) {
 	return out, err
 }
 
-func (l *loader) open(data []byte) ([]delegate.Task, error) {
+func (l *loader) open(r io.Reader) ([]delegate.Task, error) {
 	var out []delegate.Task
 	seen := map[string]int{}
 	name := base(l.file)
-	err := l.jsonLines(data, func(line int, rec []byte) error {
+	err := l.jsonLines(r, func(line int, rec []byte) error {
 		obj, why := object(rec)
 		if why != "" {
 			return l.bad(line, "%s", why)

@@ -36,6 +36,15 @@ func mmluPrompt(q string, opts []string) string {
 	return b.String()
 }
 
+// recordSize is the bytes of a CSV record's fields and separators.
+func recordSize(rec []string) int {
+	n := len(rec) - 1
+	for _, f := range rec {
+		n += len(f)
+	}
+	return n
+}
+
 func (l *loader) mmlu(data []byte) ([]delegate.Task, error) {
 	r := csv.NewReader(bytes.NewReader(data))
 	r.FieldsPerRecord = -1 // counted here, so a bad record can be skipped
@@ -62,6 +71,12 @@ func (l *loader) mmlu(data []byte) ([]delegate.Task, error) {
 			continue
 		}
 		line, _ := r.FieldPos(0)
+		if size := recordSize(rec); size > l.maxRecord() {
+			if err := l.tooLarge(line, fmt.Sprintf("record %d", n), size); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if len(rec) != 6 {
 			if err := l.bad(line, "record %d: %d fields, want 6 (question,A,B,C,D,answer)", n, len(rec)); err != nil {
 				return nil, err

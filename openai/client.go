@@ -47,11 +47,12 @@ type Option func(*Client)
 
 // WithHTTPClient makes the Client send its requests through hc instead of
 // the package's shared transport. hc's own Timeout, if set, applies on top
-// of Config.Timeout.
+// of Config.Timeout. The Client uses a copy of hc whose redirects to
+// another origin drop the API key; hc's CheckRedirect runs after.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		if hc != nil {
-			c.http = hc
+			c.http = withRedirectPolicy(hc)
 		}
 	}
 }
@@ -108,7 +109,7 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	cfg = cfg.withDefaults()
 	c := &Client{
 		cfg:    cfg,
-		http:   &http.Client{Transport: sharedTransport()},
+		http:   withRedirectPolicy(&http.Client{Transport: sharedTransport()}),
 		log:    slog.New(slog.DiscardHandler),
 		sleep:  sleepCtx,
 		logLim: rate.NewLimiter(rate.Every(time.Second), 5),

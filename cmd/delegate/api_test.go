@@ -5,6 +5,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -44,6 +46,22 @@ func TestAPICommand(t *testing.T) {
 		err := cmd.ExecuteContext(context.Background())
 		if err == nil || !strings.Contains(err.Error(), "beyond loopback") {
 			t.Fatalf("err = %v, want a refusal naming loopback", err)
+		}
+	})
+	t.Run("a --data that is a file fails at once", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "store")
+		if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := newRootCmd(getenv, slog.New(slog.DiscardHandler))
+		cmd.SetArgs([]string{"api", "--addr", "127.0.0.1:0", "--data", file})
+		start := time.Now()
+		err := cmd.ExecuteContext(context.Background())
+		if err == nil || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "not a directory") {
+			t.Errorf("err = %v; want one naming %s and why", err, file)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("failed after %v; want at once", d)
 		}
 	})
 	t.Run("serves with the token from the environment", func(t *testing.T) {

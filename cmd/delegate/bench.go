@@ -394,8 +394,16 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	if err := rep.WriteMarkdown(out); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n%d items run now, %d taken from %s; tables and plots in %s\n",
-		len(tasks)*len(arms)-rep.Resumed, rep.Resumed, ecfg.Results, f.out)
+	produced, err := itemsWithResult(ecfg.Results, armNames)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	nothing := ""
+	if produced == 0 {
+		nothing = "; nothing produced: every item ended in an error"
+	}
+	fmt.Fprintf(out, "\n%d items run now, %d taken from %s%s; tables and plots in %s\n",
+		len(tasks)*len(arms)-rep.Resumed, rep.Resumed, ecfg.Results, nothing, f.out)
 	for _, c := range []struct {
 		who    string
 		models map[string]*store.CachedModel
@@ -406,7 +414,32 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 				c.who, st.Hits, st.Misses, st.Bypassed)
 		}
 	}
+	if produced == 0 {
+		return fmt.Errorf("bench: nothing produced: all %d items of every arm ended in an error (the notes name the first of each arm)", len(tasks))
+	}
 	return nil
+}
+
+// itemsWithResult counts the records of arms in results that end with
+// an answer, however wrong: not an error, nor a failure that left no
+// answer (a failed call, a panic, a cancel, a prompt that did not render).
+func itemsWithResult(results string, arms []string) (int, error) {
+	recs, _, err := bench.ReadResults(results)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range recs {
+		if !slices.Contains(arms, r.Arm) || r.Error != "" {
+			continue
+		}
+		switch strategy.FailureKind(r.Failure) {
+		case strategy.FailureCall, strategy.FailurePanic, strategy.FailureCanceled, strategy.FailurePrompt:
+			continue
+		}
+		n++
+	}
+	return n, nil
 }
 
 // benchRunSettings are the settings that define a benchmark's results,

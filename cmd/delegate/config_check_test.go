@@ -236,3 +236,47 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// config check lists a strategy whose prompt cannot fit a local model's
+// context as not runnable, saying why: examples/world.yaml's leader reads
+// three peers' answers of up to 256 tokens in a 768-token context, and a
+// run of lead fails on exactly that. With shorter peer answers it fits.
+func TestConfigCheckPromptOverflow(t *testing.T) {
+	world := filepath.Join("..", "..", "examples", "world.yaml")
+	out, err := execute(t, testEnv, "config", "check", world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"strategies its roles can run: single, decompose, route\n",
+		"not runnable, a prompt overflows its local model's context: lead: its leader (model delegator, a context of 768 tokens) reads 3 peers' answers of up to 256 tokens each",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	_, err = execute(t, testEnv, "run", "--config", world, "--strategy", "lead",
+		"Dot has 91 jars of 23 coins. Gus has 19 jars of 83 coins. Gus gets 49 more. How many coins do they have in all?")
+	if err == nil || !strings.Contains(err.Error(), "the context holds 768") {
+		t.Errorf("run lead: err = %v; want the leader's prompt over the context", err)
+	}
+
+	doc, err := os.ReadFile(world)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(filepath.Join("..", "..", "models"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := strings.ReplaceAll(string(doc), "../models/", abs+"/") + "  peer: {max_tokens: 128}\n"
+	path := filepath.Join(t.TempDir(), "world.yaml")
+	writeFile(t, path, short)
+	out, err = execute(t, testEnv, "config", "check", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "strategies its roles can run: single, decompose, route, lead\n"; !strings.Contains(out, want) || strings.Contains(out, "not runnable") {
+		t.Errorf("with peer max_tokens 128: output lacks %q or lists one not runnable:\n%s", want, out)
+	}
+}

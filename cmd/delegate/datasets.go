@@ -31,6 +31,7 @@ const datasetNames = "gsm8k, math, mmlu, bbh, open or world"
 //	-n, --n N        items to sample (0: all; required with world)
 //	--seed S         seed of the sample and of the world's problems
 //	--skip-bad       leave malformed records out, listing each
+//	--max-record B   the largest dataset record in bytes (1 MiB)
 //	--level, --distractors   the world's (worldFlags)
 type datasetFlags struct {
 	dataset string
@@ -39,6 +40,7 @@ type datasetFlags struct {
 	n       int
 	seed    uint64
 	skipBad bool
+	maxRec  int
 	world   worldFlags
 }
 
@@ -53,6 +55,7 @@ func (d *datasetFlags) register(cmd *cobra.Command, split string) {
 	fl.IntVarP(&d.n, "n", "n", 0, "items to sample from the dataset (0: all; required with world)")
 	fl.Uint64Var(&d.seed, "seed", 1, "seed of the sample (and of the world's problems)")
 	fl.BoolVar(&d.skipBad, "skip-bad", false, "leave malformed dataset records out, listing each, instead of failing")
+	fl.IntVar(&d.maxRec, "max-record", dataset.DefaultMaxRecord, "the largest dataset record in bytes (a JSONL line, a CSV record, a BBH example); a larger one is malformed")
 	d.world.register(cmd)
 }
 
@@ -89,6 +92,9 @@ func (d *datasetFlags) validate() error {
 	if d.n < 0 {
 		errs = append(errs, fmt.Errorf("--n: %d is negative", d.n))
 	}
+	if d.maxRec < 0 {
+		errs = append(errs, fmt.Errorf("--max-record: %d is negative", d.maxRec))
+	}
 	return errors.Join(errs...)
 }
 
@@ -114,9 +120,12 @@ func (d *datasetFlags) load(w io.Writer) ([]delegate.Task, string, error) {
 		}
 		desc = fmt.Sprintf("open (built-in %s requests)", d.split)
 	default:
-		tasks, rep, err := dataset.Load(d.dataset, d.data, dataset.Options{SkipBad: d.skipBad})
+		tasks, rep, err := dataset.Load(d.dataset, d.data, dataset.Options{SkipBad: d.skipBad, MaxRecord: d.maxRec})
 		if err != nil {
 			var re *dataset.RecordError
+			if errors.Is(err, dataset.ErrTooLarge) {
+				return nil, "", fmt.Errorf("load dataset: %w (--max-record sets the limit; --skip-bad leaves such records out)", err)
+			}
 			if errors.As(err, &re) && !d.skipBad {
 				return nil, "", fmt.Errorf("load dataset: %w (--skip-bad leaves malformed records out)", err)
 			}

@@ -243,7 +243,25 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if runErr != nil && ctx.Err() != nil {
 		return fmt.Errorf("%w; run the same command again to resume", runErr)
 	}
+	if runErr == nil && sum.Version != 0 && sum.RolloutsScored == 0 {
+		why := nothingProduced(sum)
+		fmt.Fprintf(out, "nothing produced: %s\n", why)
+		return fmt.Errorf("process: nothing produced: %s", why)
+	}
 	return runErr
+}
+
+// nothingProduced says why a run scored no rollout: every one failed, or
+// none ran because every baseline failed.
+func nothingProduced(s rollout.Summary) string {
+	why := fmt.Sprintf("no rollout of %d succeeded", s.RolloutsPlanned)
+	if len(s.Failed) > 0 {
+		why += fmt.Sprintf(" (failed by reason: %s)", rollout.FailedCounts(s.Failed))
+	}
+	if s.RolloutsSkipped > 0 {
+		why += fmt.Sprintf("; %d never ran because their item's baseline failed", s.RolloutsSkipped)
+	}
+	return why
 }
 
 // loadTasks reads and samples the dataset (datasetFlags.load), reporting

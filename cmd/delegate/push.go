@@ -105,7 +105,7 @@ func newPushSink(ctx context.Context, out io.Writer, f pushFlags, token string, 
 		return nil, fmt.Errorf("process --push %s: register: %w", f.url, err)
 	}
 	return &pushSink{env: env, out: out, offPolicy: max(f.offPolicy, 1), sync: f.sync, syncPolicy: strings.TrimSuffix(f.syncPolicy, "/"),
-		hold: syncHold, poll: env.Poll, stall: syncStall, http: &http.Client{Timeout: 10 * time.Second}}, nil
+		hold: syncHold, poll: env.Poll, stall: syncStall, http: &http.Client{Timeout: 10 * time.Second, CheckRedirect: api.CheckRedirect}}, nil
 }
 
 // Wait pauses while the API's queue is full and returns the trainer's

@@ -130,3 +130,39 @@ func push(t *testing.T, ctx context.Context, s *pushSink, tag int) {
 		t.Fatal(err)
 	}
 }
+
+// TestPushRedirectDropsToken registers with an API that redirects to the
+// same host at another port: the token must not follow.
+func TestPushRedirectDropsToken(t *testing.T) {
+	got := make(chan string, 4)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+		switch r.URL.Path {
+		case "/register-env":
+			io.WriteString(w, `{"status":"success","env_id":0}`)
+		default:
+			io.WriteString(w, `{"batch_size":4}`)
+		}
+	}))
+	defer other.Close()
+	first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer first.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := newPushSink(ctx, io.Discard, pushFlags{url: first.URL, name: "e", maxTokenLen: 512}, "secret-token", 2); err != nil {
+		t.Fatalf("newPushSink: %v", err)
+	}
+	close(got)
+	n := 0
+	for auth := range got {
+		n++
+		if auth != "" {
+			t.Errorf("the other port got Authorization %q; want none", auth)
+		}
+	}
+	if n != 2 {
+		t.Errorf("the other port got %d calls; want register-env and info", n)
+	}
+}

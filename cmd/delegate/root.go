@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/nn/infer"
 	"github.com/delegatelab/delegate/strategy"
 )
 
@@ -46,17 +47,21 @@ func newConfigCmd(getenv env, log *slog.Logger) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := checkLocalModels(c); err != nil {
+			contexts, err := checkLocalModels(c)
+			if err != nil {
 				return fmt.Errorf("config %s: %w", args[0], err)
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "%s: ok (%d models)\n", args[0], len(c.Models))
-			var can, cannot []string
+			var can, cannot, overflow []string
 			for _, name := range strategy.Names() {
-				if c.checkRoles(name) == nil {
-					can = append(can, name)
-				} else {
+				switch why := c.promptOverflow(name, contexts); {
+				case c.checkRoles(name) != nil:
 					cannot = append(cannot, fmt.Sprintf("%s (set %s)", name, strings.Join(c.missingRoleKeys(name), " and ")))
+				case why != "":
+					overflow = append(overflow, name+": "+why)
+				default:
+					can = append(can, name)
 				}
 			}
 			if len(can) > 0 {
@@ -64,6 +69,9 @@ func newConfigCmd(getenv env, log *slog.Logger) *cobra.Command {
 			}
 			if len(cannot) > 0 {
 				fmt.Fprintf(out, "  strategies missing a role: %s\n", strings.Join(cannot, ", "))
+			}
+			for _, o := range overflow {
+				fmt.Fprintf(out, "  not runnable, a prompt overflows its local model's context: %s\n", o)
 			}
 			if !ping {
 				return nil
@@ -77,9 +85,11 @@ func newConfigCmd(getenv env, log *slog.Logger) *cobra.Command {
 }
 
 // checkLocalModels loads every local model's checkpoint, weights
-// included, so that config check finds what a run would.
-func checkLocalModels(c *Config) error {
+// included, so that config check finds what a run would. It returns
+// each local model's context in tokens.
+func checkLocalModels(c *Config) (map[string]int, error) {
 	var errs []error
+	contexts := map[string]int{}
 	for _, name := range c.ModelNames() {
 		m := c.Models[name]
 		if m.Kind != "local" {
@@ -91,9 +101,12 @@ func checkLocalModels(c *Config) error {
 			errs = append(errs, c.at("models."+name+".checkpoint", "%v", err))
 			continue
 		}
+		if mm, ok := lm.(interface{ Memory() infer.EngineMemory }); ok {
+			contexts[name] = mm.Memory().Context
+		}
 		_ = lm.Close() // nothing in flight: Close cannot fail
 	}
-	return errors.Join(errs...)
+	return contexts, errors.Join(errs...)
 }
 
 // pingModels sends every model a one-token request and reports each

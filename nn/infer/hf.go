@@ -34,14 +34,19 @@ import (
 //	num_hidden_layers           Layers
 //	num_attention_heads         Heads
 //	num_key_value_heads         KVHeads (grouped-query attention); default Heads
-//	head_dim                    HeadSize when not hidden_size/heads (Qwen3)
+//	head_dim                    HeadSize when not hidden_size/heads;
+//	                            Qwen3 without it: 128, its config's default
 //	vocab_size                  Vocab
 //	max_position_embeddings     the longest context (HFOptions.Context caps it)
 //	rms_norm_eps, rope_theta    NormEps, RopeTheta
 //	rope_scaling                linear or llama3 (nn.RopeScaling); others refused
+//	rope_parameters             transformers v5's place for both: rope_theta,
+//	                            rope_type and the scaling's keys
+//	partial_rotary_factor       must be absent or 1
 //	tie_word_embeddings         TiedOutput
 //	hidden_act                  must be silu
-//	attention_bias, mlp_bias    must be false (Qwen2's q/k/v biases are implied)
+//	attention_bias, mlp_bias    must be false; Qwen2 ignores attention_bias,
+//	                            as transformers does: its q/k/v always have biases
 //	use_sliding_window          must be false
 //	num_experts, num_local_experts  must be absent (no mixture of experts)
 //	eos_token_id                HFInfo.EOS
@@ -107,6 +112,8 @@ type hfConfig struct {
 	RMSNormEps         float64         `json:"rms_norm_eps"`
 	RopeTheta          float64         `json:"rope_theta"`
 	RopeScaling        json.RawMessage `json:"rope_scaling"`
+	RopeParameters     json.RawMessage `json:"rope_parameters"`
+	PartialRotary      *float64        `json:"partial_rotary_factor"`
 	Tie                *bool           `json:"tie_word_embeddings"`
 	HiddenAct          string          `json:"hidden_act"`
 	AttentionBias      bool            `json:"attention_bias"`
@@ -144,7 +151,9 @@ func parseHFConfig(b []byte, opt HFOptions) (nn.Config, HFInfo, error) {
 		return nn.Config{}, HFInfo{}, errors.New("num_experts: mixture-of-experts models are not supported")
 	case h.HiddenAct != "" && h.HiddenAct != "silu":
 		return nn.Config{}, HFInfo{}, fmt.Errorf("hidden_act %q is not supported (want silu)", h.HiddenAct)
-	case h.AttentionBias:
+	case h.AttentionBias && h.ModelType != "qwen2":
+		// Qwen2's attention has q/k/v biases and no o bias whatever the
+		// key says; transformers reads no attention_bias for it.
 		return nn.Config{}, HFInfo{}, errors.New("attention_bias true is not supported (biases on every attention projection)")
 	case h.MLPBias:
 		return nn.Config{}, HFInfo{}, errors.New("mlp_bias true is not supported")
@@ -166,7 +175,6 @@ func parseHFConfig(b []byte, opt HFOptions) (nn.Config, HFInfo, error) {
 		Hidden:     h.IntermediateSize,
 		Context:    min(h.MaxPos, 2048),
 		TiedOutput: h.Tie != nil && *h.Tie, // LlamaConfig's, Qwen2Config's and Qwen3Config's default is false
-		RopeTheta:  h.RopeTheta,
 		NormEps:    h.RMSNormEps,
 		QKVBias:    h.ModelType == "qwen2",
 		QKNorm:     h.ModelType == "qwen3",
@@ -177,21 +185,20 @@ func parseHFConfig(b []byte, opt HFOptions) (nn.Config, HFInfo, error) {
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
 	}
-	if c.RopeTheta == 0 {
-		c.RopeTheta = 10000
+	theta, rs, err := parseHFRope(h)
+	if err != nil {
+		return nn.Config{}, HFInfo{}, err
 	}
+	c.RopeTheta, c.RopeScaling = theta, rs
 	if c.NormEps == 0 {
 		c.NormEps = 1e-6
 	}
-	if h.HeadDim != 0 && (h.Heads <= 0 || h.HeadDim*h.Heads != h.HiddenSize) {
-		c.HeadSize = h.HeadDim
+	headDim := h.HeadDim
+	if headDim == 0 && h.ModelType == "qwen3" {
+		headDim = 128 // Qwen3Config's default, not hidden_size/heads
 	}
-	if len(h.RopeScaling) > 0 && string(h.RopeScaling) != "null" {
-		rs, err := parseHFRopeScaling(h.RopeScaling)
-		if err != nil {
-			return nn.Config{}, HFInfo{}, err
-		}
-		c.RopeScaling = rs
+	if headDim != 0 && (h.Heads <= 0 || headDim*h.Heads != h.HiddenSize) {
+		c.HeadSize = headDim
 	}
 	if err := c.Validate(); err != nil {
 		return nn.Config{}, HFInfo{}, err
@@ -213,38 +220,112 @@ func parseHFConfig(b []byte, opt HFOptions) (nn.Config, HFInfo, error) {
 	return c, info, nil
 }
 
-// parseHFRopeScaling reads rope_scaling: its type under "rope_type" (newer
-// files) or "type".
-func parseHFRopeScaling(raw json.RawMessage) (*nn.RopeScaling, error) {
-	var r struct {
-		RopeType        string   `json:"rope_type"`
-		Type            string   `json:"type"`
-		Factor          *float64 `json:"factor"`
-		LowFreqFactor   float64  `json:"low_freq_factor"`
-		HighFreqFactor  float64  `json:"high_freq_factor"`
-		OriginalContext int      `json:"original_max_position_embeddings"`
+// hfRope is a rope_scaling (transformers v4) or rope_parameters (v5)
+// object: the type under "rope_type" (newer files) or "type".
+type hfRope struct {
+	RopeType        string   `json:"rope_type"`
+	Type            string   `json:"type"`
+	RopeTheta       *float64 `json:"rope_theta"`
+	Factor          *float64 `json:"factor"`
+	LowFreqFactor   float64  `json:"low_freq_factor"`
+	HighFreqFactor  float64  `json:"high_freq_factor"`
+	OriginalContext int      `json:"original_max_position_embeddings"`
+	PartialRotary   *float64 `json:"partial_rotary_factor"`
+}
+
+// present reports whether a config.json value is given and not null.
+func present(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+// parseHFRope reads the rotary embedding's base and scaling from either
+// layout: v4's rope_theta and rope_scaling, or v5's rope_parameters.
+// Where both give a value they must agree; a missing base is 10000, the
+// default of transformers' Llama and Qwen configs.
+func parseHFRope(h hfConfig) (float64, *nn.RopeScaling, error) {
+	if h.PartialRotary != nil && *h.PartialRotary != 1 {
+		return 0, nil, fmt.Errorf("partial_rotary_factor %g is not supported (rotary on whole heads only)", *h.PartialRotary)
 	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, fmt.Errorf("rope_scaling: %w", err)
+	theta := h.RopeTheta
+	var rs *nn.RopeScaling
+	if present(h.RopeScaling) {
+		var r hfRope
+		if err := json.Unmarshal(h.RopeScaling, &r); err != nil {
+			return 0, nil, fmt.Errorf("rope_scaling: %w", err)
+		}
+		var err error
+		if rs, err = hfRopeScaling("rope_scaling", r, false); err != nil {
+			return 0, nil, err
+		}
 	}
+	if present(h.RopeParameters) {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(h.RopeParameters, &fields); err != nil {
+			return 0, nil, fmt.Errorf("rope_parameters: %w", err)
+		}
+		for k, v := range fields {
+			if len(v) > 0 && v[0] == '{' {
+				return 0, nil, fmt.Errorf("rope_parameters %q: rope parameters per layer type are not supported", k)
+			}
+		}
+		var r hfRope
+		if err := json.Unmarshal(h.RopeParameters, &r); err != nil {
+			return 0, nil, fmt.Errorf("rope_parameters: %w", err)
+		}
+		if r.PartialRotary != nil && *r.PartialRotary != 1 {
+			return 0, nil, fmt.Errorf("rope_parameters partial_rotary_factor %g is not supported (rotary on whole heads only)", *r.PartialRotary)
+		}
+		if r.RopeTheta != nil {
+			if theta != 0 && theta != *r.RopeTheta {
+				return 0, nil, fmt.Errorf("rope_theta %g and rope_parameters rope_theta %g disagree", theta, *r.RopeTheta)
+			}
+			theta = *r.RopeTheta
+		}
+		prs, err := hfRopeScaling("rope_parameters", r, true)
+		if err != nil {
+			return 0, nil, err
+		}
+		if present(h.RopeScaling) && !sameScaling(rs, prs) {
+			return 0, nil, fmt.Errorf("rope_scaling %s and rope_parameters %s disagree", h.RopeScaling, h.RopeParameters)
+		}
+		rs = prs
+	}
+	if theta == 0 {
+		theta = 10000
+	}
+	return theta, rs, nil
+}
+
+// hfRopeScaling turns a rope object under key into a scaling: nil for
+// none ("default"; also no type at all under rope_parameters, where
+// untyped means default), an error naming any type not implemented.
+func hfRopeScaling(key string, r hfRope, untypedDefault bool) (*nn.RopeScaling, error) {
 	t := cmpOr(r.RopeType, r.Type)
-	if t == "default" {
+	if t == "default" || (t == "" && untypedDefault) {
 		return nil, nil
 	}
 	if t != "linear" && t != "llama3" {
-		return nil, fmt.Errorf("rope_scaling type %q is not supported (want linear or llama3)", t)
+		return nil, fmt.Errorf("%s type %q is not supported (want default, linear or llama3)", key, t)
 	}
 	if r.Factor == nil {
-		return nil, fmt.Errorf("rope_scaling %s: factor is missing", t)
+		return nil, fmt.Errorf("%s %s: factor is missing", key, t)
 	}
 	rs := &nn.RopeScaling{Type: t, Factor: *r.Factor}
 	if t == "llama3" {
 		rs.LowFreqFactor, rs.HighFreqFactor, rs.OriginalContext = r.LowFreqFactor, r.HighFreqFactor, r.OriginalContext
 	}
 	if err := rs.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	return rs, nil
+}
+
+// sameScaling reports whether two scalings (nil: none) are equal.
+func sameScaling(a, b *nn.RopeScaling) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 func cmpOr(a, b string) string {
