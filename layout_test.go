@@ -34,7 +34,7 @@ var allowedImports = map[string][]string{
 	"nn/kernel":          {},
 	"nn/nntest":          {"nn"},
 	"nn/train":           {"nn", "nn/kernel"},
-	"openai":             {"", "openai/wire"},
+	"openai":             {"", "internal/edge", "openai/wire"},
 	"openai/wire":        {},
 	"perf/api":           {"api", "internal/host"},
 	"perf/fanout":        {"*"},

@@ -15,6 +15,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/internal/edge"
 )
 
 // Client is the HTTP plumbing shared by TrainerClient and EnvClient. Its
@@ -25,7 +26,7 @@ type Client struct {
 	// Token, when set, is sent as a bearer token.
 	Token string
 	// HTTP is the client to use; nil means one with a 5-minute timeout.
-	// Either way redirects follow CheckRedirect: the token does not
+	// Either way redirects follow edge.CheckRedirect: the token does not
 	// follow one to another origin.
 	HTTP *http.Client
 	// Plain sends request bodies uncompressed. By default bodies of 1 KiB
@@ -37,7 +38,7 @@ type Client struct {
 	Retries int
 }
 
-var defaultHTTP = &http.Client{Timeout: 5 * time.Minute, CheckRedirect: CheckRedirect}
+var defaultHTTP = &http.Client{Timeout: 5 * time.Minute, CheckRedirect: edge.CheckRedirect}
 
 // gzipped is a request body already gzip-compressed: do sends it as is.
 type gzipped []byte
@@ -89,7 +90,7 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 	}
 	hc := defaultHTTP
 	if c.HTTP != nil {
-		hc = withRedirectPolicy(c.HTTP)
+		hc = edge.WithRedirectPolicy(c.HTTP)
 	}
 	wait := 100 * time.Millisecond
 	var last error

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/internal/edge"
 )
 
 // Client calls one model on an OpenAI-compatible Chat Completions endpoint.
@@ -52,7 +53,7 @@ type Option func(*Client)
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		if hc != nil {
-			c.http = withRedirectPolicy(hc)
+			c.http = edge.WithRedirectPolicy(hc)
 		}
 	}
 }
@@ -109,7 +110,7 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	cfg = cfg.withDefaults()
 	c := &Client{
 		cfg:    cfg,
-		http:   withRedirectPolicy(&http.Client{Transport: sharedTransport()}),
+		http:   edge.WithRedirectPolicy(&http.Client{Transport: sharedTransport()}),
 		log:    slog.New(slog.DiscardHandler),
 		sleep:  sleepCtx,
 		logLim: rate.NewLimiter(rate.Every(time.Second), 5),

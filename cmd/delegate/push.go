@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/internal/edge"
 	"github.com/delegatelab/delegate/rollout"
 )
 
@@ -105,7 +106,7 @@ func newPushSink(ctx context.Context, out io.Writer, f pushFlags, token string, 
 		return nil, fmt.Errorf("process --push %s: register: %w", f.url, err)
 	}
 	return &pushSink{env: env, out: out, offPolicy: max(f.offPolicy, 1), sync: f.sync, syncPolicy: strings.TrimSuffix(f.syncPolicy, "/"),
-		hold: syncHold, poll: env.Poll, stall: syncStall, http: &http.Client{Timeout: 10 * time.Second, CheckRedirect: api.CheckRedirect}}, nil
+		hold: syncHold, poll: env.Poll, stall: syncStall, http: &http.Client{Timeout: 10 * time.Second, CheckRedirect: edge.CheckRedirect}}, nil
 }
 
 // Wait pauses while the API's queue is full and returns the trainer's

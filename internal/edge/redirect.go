@@ -1,4 +1,4 @@
-package openai
+package edge
 
 import (
 	"errors"
@@ -11,29 +11,39 @@ import (
 // origin must not carry.
 var credentialHeaders = []string{"Authorization", "Cookie", "Cookie2"}
 
-// withRedirectPolicy returns a copy of hc whose redirects drop the API key
-// when they leave the first request's origin. net/http keeps it on the
-// same host at another port or scheme, which would hand the key to
-// whatever listens there. hc's own CheckRedirect, if any, runs after.
-func withRedirectPolicy(hc *http.Client) *http.Client {
+// CheckRedirect is the redirect policy of every HTTP client of the
+// project, for an http.Client's CheckRedirect. It drops credentials once
+// a chain of redirects leaves the first request's origin (scheme, host
+// and port), even if it comes back. net/http keeps them on the same host
+// at another port or scheme, which would hand a key to whatever listens
+// there. It stops after 10 redirects.
+func CheckRedirect(req *http.Request, via []*http.Request) error {
+	stripCrossOrigin(req, via)
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
+}
+
+// WithRedirectPolicy returns a copy of hc whose redirects drop
+// credentials as CheckRedirect does. hc's own CheckRedirect, if any,
+// then decides whether to follow.
+func WithRedirectPolicy(hc *http.Client) *http.Client {
 	c := *hc
 	next := hc.CheckRedirect
+	if next == nil {
+		c.CheckRedirect = CheckRedirect
+		return &c
+	}
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		stripCrossOrigin(req, via)
-		if next != nil {
-			return next(req, via)
-		}
-		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
-		}
-		return nil
+		return next(req, via)
 	}
 	return &c
 }
 
 // stripCrossOrigin removes credentials from req once the chain of
-// redirects via has left the origin of its first request, even if it
-// comes back.
+// redirects via has left the origin of its first request.
 func stripCrossOrigin(req *http.Request, via []*http.Request) {
 	first := origin(via[0].URL)
 	left := origin(req.URL) != first
