@@ -47,6 +47,7 @@ func TestPretrainRejectsBadFlags(t *testing.T) {
 // pretraining and checks the checkpoint it leaves, its metadata and that
 // the resumable state is gone.
 func TestPretrainSolverWritesCheckpoint(t *testing.T) {
+	endToEnd(t)
 	out := t.TempDir()
 	got, err := execute(t, func(string) string { return "" }, "pretrain", "--model", "solver", "--steps", "2", "--batch", "2", "--eval", "1", "--eval-every", "0", "--out", out, "--seed", "7")
 	if err != nil {
@@ -91,6 +92,7 @@ func TestPretrainSolverWritesCheckpoint(t *testing.T) {
 var scratchLine = regexp.MustCompile(`\d\*\d\+\d=\d\d`)
 
 func TestDelegatorCorpusLevelsAndPeers(t *testing.T) {
+	endToEnd(t)
 	plain, err := pretrain.DelegatorCorpus(3, []int{1}, false, nil)
 	if err != nil {
 		t.Fatal(err)

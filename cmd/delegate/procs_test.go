@@ -160,6 +160,7 @@ func topologyArgs(out string, steps int) []string {
 // queued; the trainer's metrics have each step once, and the restarted
 // trainer went on from its checkpoint.
 func TestTrainProcessesSurvivesKills(t *testing.T) {
+	endToEnd(t)
 	const steps = 8
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -366,6 +367,7 @@ func startAPIAt(t *testing.T, dir string) string {
 // to resume) and by SIGKILL (it cannot: the kernel kills them, Pdeathsig):
 // no child outlives it either way.
 func TestTrainProcessesLeavesNoOrphan(t *testing.T) {
+	endToEnd(t)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			r := startTopology(t, topologyArgs(t.TempDir(), 50)...)
@@ -475,6 +477,7 @@ func TestTrainProcessesFlags(t *testing.T) {
 // groups step for step: the same rewards and policy tokens at every step,
 // the same gradient, and the same trained policy in the table.
 func TestTrainProcessesTrainsOnTheInProcessGroups(t *testing.T) {
+	endToEnd(t)
 	const steps = 2 // the second samples the weights the first step trained
 	args := []string{"--steps", strconv.Itoa(steps), "--items", "2", "--group", "4", "--eval-items", "2", "--rule-items", "1", "--seed", "3", "-q"}
 	inDir := t.TempDir()

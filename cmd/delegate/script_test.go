@@ -51,6 +51,16 @@ func standinMain() {
 	_ = s.Close() // the process ends here; nothing is in flight worth waiting for
 }
 
+// endToEnd skips t under the race detector. It runs child processes or
+// trains for many steps, which the race detector slows many times over;
+// the README's second test command runs it without.
+func endToEnd(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("end to end: the README's second test command runs it without the race detector")
+	}
+}
+
 // repoRoot is the module root, two levels above this package.
 const repoRoot = "../.."
 

@@ -175,6 +175,7 @@ func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
 // pushed groups, checkpoints each, and its first step checks that the
 // environment's logprobs are the trainer's own at the same weights.
 func TestTrainFromTheTrajectoryAPI(t *testing.T) {
+	endToEnd(t)
 	url := startAPI(t)
 	dir := t.TempDir()
 	models, err := filepath.Abs("../../models")
@@ -262,6 +263,7 @@ func readMetrics(t *testing.T, path string) []rl.Metrics {
 // after the trainer's first step. The environment and the trainer go on,
 // and every group the environment wrote is trained on.
 func TestTopologyOnAClusterLosingANode(t *testing.T) {
+	endToEnd(t)
 	if testing.Short() {
 		t.Skip("cluster test in -short mode")
 	}

@@ -50,6 +50,7 @@ func tinyTrainArgs(solver, delegator, out string, extra ...string) []string {
 }
 
 func TestTrainEndToEnd(t *testing.T) {
+	endToEnd(t)
 	dir := t.TempDir()
 	solver, delegator := tinyModels(t, dir)
 	out := filepath.Join(dir, "run")
