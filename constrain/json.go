@@ -66,7 +66,7 @@ type lexer struct {
 	hi    byte
 	free  bool   // a key: may leave the candidates
 	seen  uint64 // a key: the properties already written
-	int   bool // a number: integer only
+	int   bool   // a number: integer only
 }
 
 // NewJSON returns a checker for one value valid against s (nil: any
