@@ -312,6 +312,9 @@ func (m EngineMemory) String() string {
 	return fmt.Sprintf("weights %.1f MB, KV cache %.1f MB (%d sequences × %d positions)", float64(m.Weights)/1e6, float64(m.KVCache)/1e6, m.Slots, m.Context)
 }
 
+// Vocab is the size of the model's vocabulary.
+func (e *Engine) Vocab() int { return e.cfg.Vocab }
+
 // Memory reports what the engine holds in memory.
 func (e *Engine) Memory() EngineMemory { return e.mem }
 
