@@ -4,7 +4,8 @@ package constrain
 // valid against a Schema, and can say when they are a whole one. Every
 // prefix it accepts can still be completed. Strings must be valid UTF-8;
 // runs of white space between tokens are at most MaxSpace bytes, numbers at
-// most maxNumber, so that a sampler cannot spin on padding. Keys of an
+// most maxNumber with an exponent of at most maxExpDigits digits, so that a
+// sampler cannot spin on padding and every number fits a float64. Keys of an
 // object with declared properties carry no escapes, so that a key is
 // recognized by its bytes. The zero JSON is not ready; use NewJSON.
 //
@@ -22,6 +23,10 @@ type JSON struct {
 const MaxSpace = 16
 
 const maxNumber = 32
+
+// maxExpDigits bounds a number's exponent: with at most maxNumber
+// characters its magnitude stays far inside a float64's range.
+const maxExpDigits = 2
 
 // frame is an open object or array.
 type frame struct {
@@ -496,12 +501,17 @@ func (l *lexer) number(b byte) int {
 			next = numExpDig
 		}
 	case numExpSig, numExpDig:
-		if digit {
+		// At most maxExpDigits exponent digits, so that every number
+		// fits a float64.
+		if digit && l.need < maxExpDigits {
 			next = numExpDig
 		}
 	}
 	// At the length cap only bytes that complete a number are taken.
 	if next != 255 && (l.pos < maxNumber || !numberComplete(l.state)) {
+		if next == numExpDig {
+			l.need++ // exponent digits: need is free in a number
+		}
 		l.state = next
 		l.pos++
 		return fedMore

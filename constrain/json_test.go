@@ -65,6 +65,8 @@ func TestJSON(t *testing.T) {
 		{``, `{"a":1}{`, false},
 		{``, `{"a":1}` + strings.Repeat(" ", MaxSpace+1), false},
 		{``, `1` + strings.Repeat("0", maxNumber), false},
+		{``, `1e99`, true},
+		{``, `1E-123`, false},
 		{schemas[2], `[]`, false},
 		{schemas[2], `{"x":{"y":[]}}`, true},
 		{schemas[3], `{"question":"47*28"}`, true},
@@ -214,6 +216,10 @@ func checkDone(t *testing.T, schema string, doc []byte) {
 	t.Helper()
 	if !json.Valid(doc) || !utf8.Valid(doc) {
 		t.Fatalf("Done on %q, which is not valid JSON", doc)
+	}
+	var decoded any
+	if err := json.Unmarshal(doc, &decoded); err != nil {
+		t.Fatalf("Done on %q, which Go cannot decode: %v", doc, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()

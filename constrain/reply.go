@@ -17,9 +17,24 @@ type Tool struct {
 	Args *Schema
 }
 
-// Spec is what a reply may hold: content, then tool calls written as
-// Open NAME{arguments} Close, the template's compact call syntax.
+// Syntax is how a chat template writes a tool call:
+// Open Prefix NAME Mid ARGUMENTS Suffix Close, calls separated by Sep. An
+// empty Open or Close is the marker symbol of that name; a Close marker
+// goes with an empty Suffix.
+type Syntax struct {
+	Open, Prefix, Mid, Suffix, Close, Sep string
+}
+
+// Qwen is the Qwen templates' call syntax, written as they write it:
+// <tool_call>\n{"name": "NAME", "arguments": {...}}\n</tool_call>, calls
+// one per line. Content never spells <tool_call>, which would open a call.
+var Qwen = Syntax{Open: "<tool_call>", Prefix: "\n{\"name\": \"", Mid: "\", \"arguments\": ", Suffix: "}\n", Close: "</tool_call>", Sep: "\n"}
+
+// Spec is what a reply may hold: content, then tool calls. The zero
+// Syntax is the builtin template's compact calls, Open NAME{arguments}
+// Close.
 type Spec struct {
+	Syntax Syntax
 	// JSON makes the content one JSON value valid against Content.
 	JSON    bool
 	Content *Schema
@@ -83,11 +98,18 @@ func compactName(name string) bool {
 // Phases of a Reply.
 const (
 	inContent  uint8 = iota // content, before any call
-	wantOpen                // a call must open: Required, before the first
-	inName                  // after Open: the tool's name
+	inLit                   // a fixed text of the call syntax
+	inName                  // the tool's name (and Mid)
 	inArgs                  // the arguments of a strict call
 	inFreeCall              // a call that is not checked
-	afterCall               // after Close
+	afterCall               // after a call's Close
+)
+
+// What follows a fixed text.
+const (
+	thenOpen  uint8 = iota // the text was Open (or Sep and Open): a call opens
+	thenName               // the text was Prefix: the name follows
+	thenClose              // the text was Suffix and Close: the call is over
 )
 
 // Reply checks a reply symbol by symbol against a Spec. Every prefix it
@@ -99,22 +121,26 @@ type Reply struct {
 	content JSON // when spec.JSON
 	args    JSON
 	name    lexer
-	names   []string
-	tool    int
+	names   []string // each tool's name followed by Mid
+	lit     string   // the fixed text being read, from litPos
+	litPos  int
+	then    uint8
+	openAt  int // bytes of a textual Open matched at the end of content
+	closeAt int // bytes of a textual Close matched at the end of a free call
 }
 
 // NewReply returns a checker of replies to spec, which must not change
 // while it is in use; spec.Check must have accepted it.
 func NewReply(spec *Spec) *Reply {
 	r := &Reply{spec: spec}
-	if spec.Required {
-		r.phase = wantOpen
-	}
 	if spec.JSON {
 		r.content = NewJSON(spec.Content)
 	}
 	for _, t := range spec.Tools {
-		r.names = append(r.names, t.Name)
+		r.names = append(r.names, t.Name+spec.Syntax.Mid)
+	}
+	if spec.Required {
+		r.expect(spec.Syntax.Open, thenOpen)
 	}
 	return r
 }
@@ -139,24 +165,45 @@ func (r *Reply) Done() bool {
 	return false
 }
 
+// expect makes the reply continue with text, or with the Open marker when
+// text is empty and then is thenOpen.
+func (r *Reply) expect(text string, then uint8) {
+	r.phase, r.lit, r.litPos, r.then = inLit, text, 0, then
+}
+
+// callsLeft reports whether another call may open.
+func (r *Reply) callsLeft() bool {
+	s := r.spec
+	return !s.NoCalls && (s.MaxCalls == 0 || r.calls < s.MaxCalls)
+}
+
+func (r *Reply) checked() bool { return r.spec.Required || r.spec.Strict }
+
 // Feed reports whether sym extends the reply, and takes it if it does. A
 // refused symbol may leave r changed: callers try symbols on a copy.
 func (r *Reply) Feed(sym int) bool {
+	syn := &r.spec.Syntax
 	switch r.phase {
 	case inContent:
-		switch {
-		case sym == Open:
-			return r.open()
-		case sym == Close:
-			return false
-		case sym == Other:
-			return !r.spec.JSON
-		case r.spec.JSON:
-			return r.content.Feed(byte(sym))
+		return r.feedContent(sym)
+	case inLit:
+		if r.lit == "" { // the Open marker
+			return sym == Open && r.open()
 		}
-		return true
-	case wantOpen:
-		return sym == Open && r.open()
+		if sym >= 256 || byte(sym) != r.lit[r.litPos] {
+			return false
+		}
+		if r.litPos++; r.litPos < len(r.lit) {
+			return true
+		}
+		switch r.then {
+		case thenOpen:
+			return r.open()
+		case thenName:
+			r.startName()
+			return true
+		}
+		return r.close()
 	case inName:
 		if sym >= 256 {
 			return false
@@ -168,31 +215,49 @@ func (r *Reply) Feed(sym int) bool {
 			if sym != '{' {
 				return false
 			}
-			r.tool = r.name.match()
-			r.args = NewJSON(r.spec.Tools[r.tool].Args)
+			r.args = NewJSON(r.spec.Tools[r.name.match()].Args)
 			r.phase = inArgs
 			return r.args.Feed('{')
 		}
 		return false
 	case inArgs:
-		if sym == Close {
-			if !r.args.Done() {
+		if !r.args.Done() {
+			return sym < 256 && r.args.Feed(byte(sym))
+		}
+		end := syn.Suffix + syn.Close
+		switch {
+		case end == "":
+			return sym == Close && r.close()
+		case sym < 256 && byte(sym) == end[0]:
+			r.expect(end, thenClose)
+			return r.Feed(sym)
+		}
+		return sym < 256 && r.args.Feed(byte(sym)) // trailing white space
+	case inFreeCall:
+		if syn.Close == "" {
+			if sym == Close {
+				return r.close()
+			}
+			return sym != Open && sym != Other
+		}
+		if sym >= 256 {
+			return false
+		}
+		if r.closeAt = advance(syn.Close, r.closeAt, byte(sym)); r.closeAt == len(syn.Close) {
+			return r.close()
+		}
+		return true
+	case afterCall:
+		if r.checked() {
+			// A checked call ends the reply, or another follows.
+			if !r.callsLeft() {
 				return false
 			}
-			return r.close()
-		}
-		return sym < 256 && r.args.Feed(byte(sym))
-	case inFreeCall:
-		if sym == Close {
-			return r.close()
-		}
-		return sym != Open && sym != Other
-	case afterCall:
-		if sym == Open {
-			return r.open()
-		}
-		if r.spec.Required || r.spec.Strict {
-			return false // a checked call ends the reply, or another follows
+			r.expect(syn.Sep+syn.Open, thenOpen)
+			if syn.Sep+syn.Open == "" {
+				return sym == Open && r.open()
+			}
+			return r.Feed(sym)
 		}
 		r.phase = inContent
 		return r.Feed(sym)
@@ -200,27 +265,93 @@ func (r *Reply) Feed(sym int) bool {
 	return false
 }
 
-// open takes an Open: allowed while calls are, and, in JSON content, only
-// before the content starts.
-func (r *Reply) open() bool {
+// feedContent reads a content symbol: free text, or JSON. A textual Open
+// spelled in content opens a call where calls are allowed (in JSON
+// content, only before the value starts) and is refused elsewhere.
+func (r *Reply) feedContent(sym int) bool {
 	s := r.spec
-	if s.NoCalls || s.MaxCalls > 0 && r.calls >= s.MaxCalls {
+	open := s.Syntax.Open
+	canOpen := r.callsLeft() && (!s.JSON || !r.content.Started())
+	switch {
+	case sym == Open:
+		return open == "" && canOpen && r.open()
+	case sym == Close:
 		return false
+	case sym == Other:
+		return !s.JSON
+	case open == "":
+		return !s.JSON || r.content.Feed(byte(sym))
 	}
-	if r.phase == inContent && s.JSON && r.content.Started() {
-		return false
+	b := byte(sym)
+	k := advance(open, r.openAt, b)
+	if k == len(open) {
+		r.openAt = 0
+		return canOpen && r.open()
 	}
-	if s.Required || s.Strict {
-		r.phase = inName
-		r.name = lexer{kind: lexLiteral, cands: r.names, alive: uint64(1)<<len(r.names) - 1}
+	if s.JSON && canOpen && (r.openAt > 0 || k > 0) {
+		// Before the value: on the way to Open, which no JSON value
+		// starts like.
+		if k != r.openAt+1 {
+			return false
+		}
+		r.openAt = k
 		return true
 	}
-	r.phase = inFreeCall
+	r.openAt = k
+	return !s.JSON || r.content.Feed(b)
+}
+
+// open starts a call, its Open read.
+func (r *Reply) open() bool {
+	if !r.callsLeft() {
+		return false
+	}
+	r.openAt = 0
+	if !r.checked() {
+		r.phase, r.closeAt = inFreeCall, 0
+		return true
+	}
+	if p := r.spec.Syntax.Prefix; p != "" {
+		r.expect(p, thenName)
+		return true
+	}
+	r.startName()
 	return true
+}
+
+func (r *Reply) startName() {
+	r.phase = inName
+	r.name = lexer{kind: lexLiteral, cands: r.names, alive: uint64(1)<<len(r.names) - 1}
 }
 
 func (r *Reply) close() bool {
 	r.calls++
 	r.phase = afterCall
 	return true
+}
+
+// advance is how much of pattern ends the text after b, given that k bytes
+// of it ended the text before: the classic string-matching automaton,
+// its fallbacks found by direct comparison (patterns are short).
+func advance(pattern string, k int, b byte) int {
+	for {
+		if pattern[k] == b {
+			return k + 1
+		}
+		if k == 0 {
+			return 0
+		}
+		k = border(pattern[:k])
+	}
+}
+
+// border is the length of the longest proper prefix of p that is also a
+// suffix of it.
+func border(p string) int {
+	for l := len(p) - 1; l > 0; l-- {
+		if p[:l] == p[len(p)-l:] {
+			return l
+		}
+	}
+	return 0
 }

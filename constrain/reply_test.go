@@ -1,6 +1,7 @@
 package constrain
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -66,6 +67,19 @@ func TestReply(t *testing.T) {
 		{"json content other token", Spec{JSON: true}, `~`, false},
 		{"json or a call", Spec{JSON: true, Tools: tools()}, `(x)`, true},
 		{"json then no call", Spec{JSON: true, Tools: tools()}, `{}(x)`, false},
+		{"qwen required", Spec{Syntax: Qwen, Required: true, Tools: tools()}, "<tool_call>\n{\"name\": \"calc\", \"arguments\": {\"x\":3}}\n</tool_call>", true},
+		{"qwen two calls", Spec{Syntax: Qwen, Required: true, Tools: tools()}, "<tool_call>\n{\"name\": \"del\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"calc\", \"arguments\": {\"x\":3}}\n</tool_call>", true},
+		{"qwen one call at most", Spec{Syntax: Qwen, Required: true, MaxCalls: 1, Tools: tools()}, "<tool_call>\n{\"name\": \"del\", \"arguments\": {}}\n</tool_call>\n", false},
+		{"qwen required no content", Spec{Syntax: Qwen, Required: true, Tools: tools()}, "hi <tool_call>\n{\"name\": \"del\", \"arguments\": {}}\n</tool_call>", false},
+		{"qwen undeclared", Spec{Syntax: Qwen, Required: true, Tools: tools()}, "<tool_call>\n{\"name\": \"dele\", \"arguments\": {}}\n</tool_call>", false},
+		{"qwen none", Spec{Syntax: Qwen, NoCalls: true}, "a <tool_call> b", false},
+		{"qwen none near miss", Spec{Syntax: Qwen, NoCalls: true}, "a <tool_cal <<tool_call b", true},
+		{"qwen free call", Spec{Syntax: Qwen, MaxCalls: 1}, "hi <tool_call>any</tool_call> more", true},
+		{"qwen free second call", Spec{Syntax: Qwen, MaxCalls: 1}, "<tool_call>a</tool_call><tool_call>", false},
+		{"qwen strict auto", Spec{Syntax: Qwen, Strict: true, Tools: tools()}, "let me <tool_call>\n{\"name\": \"del\", \"arguments\": {}}\n</tool_call>", true},
+		{"qwen json or a call", Spec{Syntax: Qwen, JSON: true, MaxCalls: 1}, " <tool_call>x</tool_call>", true},
+		{"qwen json never spells a call", Spec{Syntax: Qwen, JSON: true}, `{"a":"<tool_call>"}`, false},
+		{"qwen json", Spec{Syntax: Qwen, JSON: true}, `{"a":"<tool_cal"}`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,10 +122,14 @@ func TestSpecCheck(t *testing.T) {
 // FuzzReply walks random allowed symbols of a required call: never
 // stuck, and whatever is done parses as calls to the tools.
 func FuzzReply(f *testing.F) {
-	f.Add(uint64(1), false)
-	f.Add(uint64(2), true)
-	f.Fuzz(func(t *testing.T, seed uint64, parallel bool) {
+	f.Add(uint64(1), false, false)
+	f.Add(uint64(2), true, false)
+	f.Add(uint64(3), true, true)
+	f.Fuzz(func(t *testing.T, seed uint64, parallel, qwen bool) {
 		s := Spec{Required: true, Tools: []Tool{{Name: "delegate", Args: mustCompile(t, schemas[3])}, {Name: "d", Args: mustCompile(t, schemas[8])}}}
+		if qwen {
+			s.Syntax = Qwen
+		}
 		if !parallel {
 			s.MaxCalls = 1
 		}
@@ -153,15 +171,33 @@ func FuzzReply(f *testing.F) {
 		}
 		// Each call is NAME{arguments} of a tool, valid against its schema.
 		var bodies []string
-		var b strings.Builder
-		for _, sym := range reply {
-			switch sym {
-			case Open:
-				b.Reset()
-			case Close:
-				bodies = append(bodies, b.String())
-			default:
-				b.WriteByte(byte(sym))
+		if qwen {
+			var text []byte
+			for _, sym := range reply {
+				text = append(text, byte(sym))
+			}
+			for _, block := range strings.Split(string(text), "<tool_call>")[1:] {
+				block, _, _ = strings.Cut(block, "</tool_call>")
+				var call struct {
+					Name      string
+					Arguments json.RawMessage
+				}
+				if err := json.Unmarshal([]byte(block), &call); err != nil {
+					t.Fatalf("call %q: %v", block, err)
+				}
+				bodies = append(bodies, call.Name+string(call.Arguments))
+			}
+		} else {
+			var b strings.Builder
+			for _, sym := range reply {
+				switch sym {
+				case Open:
+					b.Reset()
+				case Close:
+					bodies = append(bodies, b.String())
+				default:
+					b.WriteByte(byte(sym))
+				}
 			}
 		}
 		if len(bodies) == 0 || !parallel && len(bodies) > 1 {

@@ -225,9 +225,11 @@ func (m *Model) spec(req *delegate.Request) (*constrain.Spec, []delegate.Tool, e
 	if !active {
 		return nil, tools, nil
 	}
-	if _, ok := m.codec.(builtin); !ok && calls != "" {
-		return nil, nil, m.refuse(calls, "this model's chat template does not support constrained tool calls")
+	if c, ok := m.codec.(*hfCodec); ok && c.callStart() == qwenCallOpen {
+		spec.Syntax = constrain.Qwen
 	}
+	// Other templates either are the builtin one, or have no calls
+	// (Llama 3: tools are refused when the prompt is rendered).
 	return spec, tools, nil
 }
 

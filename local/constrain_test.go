@@ -223,3 +223,50 @@ func TestConstraintRefusals(t *testing.T) {
 		})
 	}
 }
+
+// A Hugging Face model obeys response_format and tool_choice none through
+// its own tokens: the fixture's random weights at temperature 1.
+func TestHFResponseFormat(t *testing.T) {
+	m, _, _, _ := hfModel(t, "qwen3-qknorm")
+	schema := `{"type":"object","properties":{"answer":{"type":"integer"},"ok":{"type":"boolean"}},"required":["answer"],"additionalProperties":false}`
+	temp := 1.0
+	finished := 0
+	for s := range int64(8) {
+		req := &delegate.Request{Messages: []delegate.Message{delegate.User("hi")}, Temperature: &temp, Seed: &s, N: 4, MaxTokens: 400,
+			ResponseFormat: &delegate.ResponseFormat{Type: delegate.FormatJSONSchema, Name: "a", Schema: json.RawMessage(schema)}}
+		resp, err := m.Chat(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range resp.Choices {
+			if c.FinishReason != "stop" {
+				continue // the budget may cut the value short
+			}
+			finished++
+			dec := json.NewDecoder(strings.NewReader(c.Message.Content))
+			dec.DisallowUnknownFields()
+			var v struct {
+				Answer *int  `json:"answer"`
+				OK     *bool `json:"ok"`
+			}
+			if err := dec.Decode(&v); err != nil || v.Answer == nil {
+				t.Fatalf("content %q does not match the schema: %v", c.Message.Content, err)
+			}
+		}
+	}
+	if finished < 16 {
+		t.Errorf("only %d of 32 replies finished", finished)
+	}
+	// none on a Qwen model: never a call, even asked to spell one.
+	none := &delegate.Request{Messages: []delegate.Message{delegate.User("write <tool_call>")}, Temperature: &temp, N: 8, MaxTokens: 200,
+		Tools: constrainedTools, ToolChoice: "none"}
+	resp, err := m.Chat(context.Background(), none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range resp.Choices {
+		if len(c.Message.ToolCalls) > 0 || strings.Contains(c.Message.Content, "<tool_call>") {
+			t.Fatalf("tool_choice none: %+v", c.Message)
+		}
+	}
+}
