@@ -103,6 +103,13 @@ func (j *JSON) Done() bool {
 	return false
 }
 
+// plainString reports whether j is inside a string value at a point
+// where any printable ASCII byte but the quote and the backslash is taken
+// and changes nothing.
+func (j *JSON) plainString() bool {
+	return j.lex.kind == lexString && j.lex.state == 0 && j.lex.need == 0
+}
+
 // Started reports whether any byte but white space was fed.
 func (j *JSON) Started() bool { return j.done || len(j.stack) > 0 || j.lex.kind != lexNone }
 

@@ -165,6 +165,26 @@ func (r *Reply) Done() bool {
 	return false
 }
 
+// Plain reports whether the reply now takes every run of plain bytes
+// (IsPlain) and is left in the same state but for its length: inside a
+// JSON string, in free content, or in an unchecked call. A sampler may
+// then allow a token of plain bytes without feeding it.
+func (r *Reply) Plain() bool {
+	switch r.phase {
+	case inContent:
+		return r.openAt == 0 && (!r.spec.JSON || r.content.plainString())
+	case inArgs:
+		return r.args.plainString()
+	case inFreeCall:
+		return r.closeAt == 0
+	}
+	return false
+}
+
+// IsPlain reports whether b is a plain byte: printable ASCII other than
+// the quote, the backslash and <, which starts a textual Open or Close.
+func IsPlain(b byte) bool { return b >= 0x20 && b < 0x7f && b != '"' && b != '\\' && b != '<' }
+
 // expect makes the reply continue with text, or with the Open marker when
 // text is empty and then is thenOpen.
 func (r *Reply) expect(text string, then uint8) {

@@ -3,6 +3,7 @@ package constrain
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -140,6 +141,7 @@ func FuzzReply(f *testing.F) {
 		r, try := NewReply(&s), NewReply(&s)
 		var reply []int
 		for range 400 {
+			checkPlain(t, r, try, rng)
 			var ok []int
 			for sym := range Other + 1 {
 				try.Set(r)
@@ -213,6 +215,75 @@ func FuzzReply(f *testing.F) {
 			default:
 				t.Fatalf("call %q names no tool", body)
 			}
+		}
+	})
+}
+
+// checkPlain fails if r claims Plain but a run of plain bytes is refused
+// or leaves it otherwise.
+func checkPlain(t *testing.T, r, try *Reply, rng *rand.Rand) {
+	t.Helper()
+	if !r.Plain() {
+		return
+	}
+	try.Set(r)
+	for range 1 + rng.IntN(8) {
+		b := byte(0x20 + rng.IntN(0x5f))
+		if !IsPlain(b) {
+			continue
+		}
+		if !try.Feed(int(b)) {
+			t.Fatalf("plain byte %q refused where Plain holds", b)
+		}
+	}
+	if !try.Plain() {
+		t.Fatal("a run of plain bytes left Plain")
+	}
+}
+
+// FuzzPlain walks replies of free and JSON content under the Qwen syntax
+// (where content must avoid spelling <tool_call>), checking Plain at every
+// step and that the walk is never stuck.
+func FuzzPlain(f *testing.F) {
+	f.Add(uint64(1), uint8(0))
+	f.Add(uint64(2), uint8(1))
+	f.Add(uint64(3), uint8(2))
+	f.Fuzz(func(t *testing.T, seed uint64, mode uint8) {
+		var s Spec
+		switch mode % 3 {
+		case 0:
+			s = Spec{Syntax: Qwen, MaxCalls: 1}
+		case 1:
+			s = Spec{Syntax: Qwen, JSON: true, Content: mustCompile(t, schemas[4]), NoCalls: true}
+		case 2:
+			s = Spec{Syntax: Qwen, Strict: true, Tools: []Tool{{Name: "delegate", Args: mustCompile(t, schemas[3])}}}
+		}
+		if err := s.Check(); err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(seed, 4))
+		r, try := NewReply(&s), NewReply(&s)
+		alphabet := "<tool_call>\n{\"name\": \"delegate\", \"arguments\": }</tool_call>abq12,:[]"
+		for range 300 {
+			checkPlain(t, r, try, rng)
+			var ok []int
+			for sym := range Other + 1 {
+				try.Set(r)
+				if try.Feed(sym) {
+					ok = append(ok, sym)
+				}
+			}
+			if len(ok) == 0 {
+				if !r.Done() {
+					t.Fatal("stuck")
+				}
+				return
+			}
+			sym := ok[rng.IntN(len(ok))]
+			if b := alphabet[rng.IntN(len(alphabet))]; slices.Contains(ok, int(b)) {
+				sym = int(b)
+			}
+			r.Feed(sym)
 		}
 	})
 }

@@ -20,8 +20,18 @@ import (
 // vocabSyms are the tokens of a vocabulary as constrain's symbols, made
 // once per model on the first constrained request.
 type vocabSyms struct {
-	syms [][]int // nil: never allowed under a constraint
-	stop []bool  // ends the turn: allowed where the reply may end
+	syms  [][]int // nil: never allowed under a constraint
+	stop  []bool  // ends the turn: allowed where the reply may end
+	plain []bool  // every symbol is a plain byte (constrain.IsPlain)
+}
+
+// markPlain sets v.plain from v.syms.
+func (v *vocabSyms) markPlain() *vocabSyms {
+	v.plain = make([]bool, len(v.syms))
+	for id, syms := range v.syms {
+		v.plain[id] = len(syms) > 0 && !slices.ContainsFunc(syms, func(s int) bool { return s >= 256 || !constrain.IsPlain(byte(s)) })
+	}
+	return v
 }
 
 // builtinSyms reads package tokenizer's vocabulary, padded to the model's:
@@ -74,10 +84,14 @@ func (c *hfCodec) syms(vocab int) *vocabSyms {
 	return v
 }
 
-// replyConstraint is an infer.Constraint over one choice's reply.
+// replyConstraint is an infer.Constraint over one choice's reply. It
+// remembers, until the next Accept, which first symbols the reply takes,
+// so that most tokens a state refuses cost one lookup.
 type replyConstraint struct {
 	r, try *constrain.Reply
 	v      *vocabSyms
+	first  [constrain.Other + 1]int8 // 0 unknown, 1 taken, -1 refused
+	plain  int8                      // whether r.Plain(): 0 unknown, 1, -1
 }
 
 func (c *replyConstraint) Allows(id int) bool {
@@ -91,6 +105,28 @@ func (c *replyConstraint) Allows(id int) bool {
 	if syms == nil {
 		return false
 	}
+	if c.v.plain[id] {
+		if c.plain == 0 {
+			c.plain = -1
+			if c.r.Plain() {
+				c.plain = 1
+			}
+		}
+		if c.plain > 0 {
+			return true
+		}
+	}
+	f := &c.first[syms[0]]
+	if *f == 0 {
+		c.try.Set(c.r)
+		*f = -1
+		if c.try.Feed(syms[0]) {
+			*f = 1
+		}
+	}
+	if *f < 0 || len(syms) == 1 {
+		return *f > 0
+	}
 	c.try.Set(c.r)
 	for _, s := range syms {
 		if !c.try.Feed(s) {
@@ -101,6 +137,7 @@ func (c *replyConstraint) Allows(id int) bool {
 }
 
 func (c *replyConstraint) Accept(id int) {
+	c.first, c.plain = [constrain.Other + 1]int8{}, 0
 	if id >= len(c.v.syms) {
 		return
 	}
@@ -249,9 +286,9 @@ func (m *Model) vocabSyms() *vocabSyms {
 		vocab := m.engine.Vocab()
 		switch c := m.codec.(type) {
 		case *hfCodec:
-			m.syms.v = c.syms(vocab)
+			m.syms.v = c.syms(vocab).markPlain()
 		default:
-			m.syms.v = builtinSyms(vocab)
+			m.syms.v = builtinSyms(vocab).markPlain()
 		}
 	})
 	return m.syms.v
