@@ -270,3 +270,27 @@ func TestHFResponseFormat(t *testing.T) {
 		}
 	}
 }
+
+// Greedy decoding respects the constraint too: the likeliest allowed
+// token, not the likeliest.
+func TestToolChoiceGreedy(t *testing.T) {
+	m := tinyModel(t, 2048)
+	zero := 0.0
+	for _, choice := range []string{"required", "delegate"} {
+		resp, err := m.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("What is 47*28?")},
+			Temperature: &zero, MaxTokens: 1200, Tools: constrainedTools, ToolChoice: choice})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := resp.Choices[0]
+		if c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) == 0 {
+			t.Fatalf("%s: finish %q, message %+v", choice, c.FinishReason, c.Message)
+		}
+		for _, tc := range c.Message.ToolCalls {
+			if choice != "required" && tc.Name != choice {
+				t.Fatalf("%s: call to %q", choice, tc.Name)
+			}
+			checkArgs(t, tc.Name, tc.Arguments)
+		}
+	}
+}
