@@ -15,6 +15,7 @@ type APIError struct {
 	Type       string        // the error type the server gave, or one of the Err* kinds below
 	Code       string        // the server's error code, if any
 	Message    string        // the server's message, for people only
+	Param      string        // the request field a refusal names, if any
 	RetryAfter time.Duration // from a Retry-After header, 0 if absent
 	Model      string        // the model the request was for
 	Attempts   int           // how many attempts were made in all

@@ -2,6 +2,7 @@ package delegate
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -21,7 +22,38 @@ type Request struct {
 	// id) of every generated token; TopLogprobs for that many alternatives.
 	Logprobs    bool `json:"logprobs,omitempty"`
 	TopLogprobs int  `json:"top_logprobs,omitempty"`
+	// FrequencyPenalty and PresencePenalty (OpenAI's, -2..2) lower the
+	// logits of tokens already generated; LogitBias adds -100..100 to
+	// the logits of token ids.
+	FrequencyPenalty *float64        `json:"frequency_penalty,omitempty"`
+	PresencePenalty  *float64        `json:"presence_penalty,omitempty"`
+	LogitBias        map[int]float64 `json:"logit_bias,omitempty"`
+	// ParallelToolCalls false allows at most one tool call per reply.
+	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
+	// ResponseFormat asks for JSON content; nil means text.
+	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
+	// StrictToolCalls makes every call the model opens name a declared
+	// tool, with arguments valid against its parameters. Local models
+	// enforce it while sampling; the OpenAI client sends it as each
+	// function's strict flag.
+	StrictToolCalls bool `json:"strict_tool_calls,omitempty"`
 }
+
+// ResponseFormat is the form a reply's content must take.
+type ResponseFormat struct {
+	Type string `json:"type"` // "text", "json_object" or "json_schema"
+	// Name and Schema are the json_schema's; Strict its strict flag.
+	Name   string          `json:"name,omitempty"`
+	Schema json.RawMessage `json:"schema,omitempty"`
+	Strict *bool           `json:"strict,omitempty"`
+}
+
+// The response format types.
+const (
+	FormatText       = "text"
+	FormatJSONObject = "json_object"
+	FormatJSONSchema = "json_schema"
+)
 
 // Response is a model's answer to a Request.
 type Response struct {

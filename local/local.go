@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +50,12 @@ type Model struct {
 	// calls counts the requests of the model's life, which seed those
 	// that carry no seed; a Reloading model's versions share one.
 	calls *atomic.Uint64
+	// syms is the vocabulary as constrain's symbols, made on the first
+	// constrained request.
+	syms struct {
+		once sync.Once
+		v    *vocabSyms
+	}
 }
 
 // New starts a model over p. The caller must not modify p while calls are
@@ -138,13 +145,25 @@ func (m *Model) ChatStream(ctx context.Context, req *delegate.Request, emit func
 func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error) {
 	start := time.Now()
 	limit := m.limit
+	gen := infer.GenRequest{
+		MaxNew:      m.cfg.MaxNew,
+		Temperature: 1,
+		StopTokens:  m.codec.stops(),
+		TopLogprobs: req.TopLogprobs,
+	}
+	tools, newConstraint, err := m.sampling(req, &gen)
+	if err != nil {
+		return nil, err
+	}
+	rendered := *req
+	rendered.Tools = tools
 	// A lower bound of the prompt's tokens: a request far over the context
 	// is refused before any work proportional to its size.
-	if n := m.codec.minTokens(req); n >= limit {
+	if n := m.codec.minTokens(&rendered); n >= limit {
 		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Model: m.cfg.Name, Attempts: 1,
 			Message: fmt.Sprintf("prompt is at least %d tokens; the context holds %d", n, limit)}
 	}
-	prompt, err := m.codec.prompt(req.Messages, req.Tools)
+	prompt, err := m.codec.prompt(req.Messages, tools)
 	if err != nil {
 		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1, Message: err.Error()}
 	}
@@ -157,13 +176,7 @@ func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choic
 	if req.Seed != nil {
 		seed = uint64(*req.Seed)
 	}
-	gen := infer.GenRequest{
-		Prompt:      prompt,
-		MaxNew:      m.cfg.MaxNew,
-		Temperature: 1,
-		StopTokens:  m.codec.stops(),
-		TopLogprobs: req.TopLogprobs,
-	}
+	gen.Prompt = prompt
 	if req.MaxTokens > 0 {
 		gen.MaxNew = req.MaxTokens
 	}
@@ -194,6 +207,9 @@ func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choic
 	for i := range reqs {
 		reqs[i] = gen
 		reqs[i].Seed = seed + uint64(i)*0x9e3779b97f4a7c15
+		if newConstraint != nil {
+			reqs[i].Constraint = newConstraint()
+		}
 	}
 	results, err := generate(ctx, m.engine, m.codec, reqs, req.Stop, emit)
 	if err != nil {

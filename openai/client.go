@@ -322,7 +322,7 @@ func (c *Client) readResponse(ctx, actx context.Context, resp *http.Response) (*
 		if code, cerr := strconv.Atoi(string(se.detail.Code)); cerr == nil && code >= 400 && code <= 599 {
 			status = code
 		}
-		return nil, &delegate.APIError{Status: status, Type: se.detail.Type, Code: string(se.detail.Code), Message: c.redact(truncate(se.detail.Message, maxErrorMessage))}
+		return nil, &delegate.APIError{Status: status, Type: se.detail.Type, Code: string(se.detail.Code), Param: string(se.detail.Param), Message: c.redact(truncate(se.detail.Message, maxErrorMessage))}
 	}
 	var de *decodeError
 	if errors.As(err, &de) && de.readErr || ctx.Err() != nil || actx.Err() != nil {

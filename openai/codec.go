@@ -67,8 +67,12 @@ func encodeRequest(model string, req *delegate.Request, tokenIDs bool) ([]byte, 
 		w.Tools = make([]wire.Tool, len(req.Tools))
 		for i, t := range req.Tools {
 			w.Tools[i] = wire.Tool{Type: "function", Function: wire.FunctionDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters}}
+			if req.StrictToolCalls {
+				w.Tools[i].Function.Strict = &req.StrictToolCalls
+			}
 		}
 	}
+	encodeSampling(req, &w)
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
@@ -77,6 +81,25 @@ func encodeRequest(model string, req *delegate.Request, tokenIDs bool) ([]byte, 
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
 	return body, nil
+}
+
+// encodeSampling sends the fields that constrain sampling as they are,
+// for the server to enforce or refuse.
+func encodeSampling(req *delegate.Request, w *wire.ChatRequest) {
+	w.FrequencyPenalty, w.PresencePenalty = req.FrequencyPenalty, req.PresencePenalty
+	w.ParallelToolCalls = req.ParallelToolCalls
+	if len(req.LogitBias) > 0 {
+		w.LogitBias = make(map[string]float64, len(req.LogitBias))
+		for id, v := range req.LogitBias {
+			w.LogitBias[strconv.Itoa(id)] = v
+		}
+	}
+	if f := req.ResponseFormat; f != nil {
+		w.ResponseFormat = &wire.ResponseFormat{Type: f.Type}
+		if f.Type == wire.FormatJSONSchema {
+			w.ResponseFormat.JSONSchema = &wire.JSONSchema{Name: f.Name, Schema: f.Schema, Strict: f.Strict}
+		}
+	}
 }
 
 // decodeError is a body that is not the response JSON we expect. readErr

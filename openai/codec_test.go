@@ -92,6 +92,14 @@ func TestEncodeRequestOptionalFields(t *testing.T) {
 			want: `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
 		},
 		{
+			name: "sampling constraints pass through",
+			req: delegate.Request{Messages: []delegate.Message{delegate.User("hi")}, Tools: []delegate.Tool{{Name: "f"}}, StrictToolCalls: true,
+				ParallelToolCalls: new(false), FrequencyPenalty: new(0.5), PresencePenalty: new(-1.0), LogitBias: map[int]float64{42: -100},
+				ResponseFormat: &delegate.ResponseFormat{Type: delegate.FormatJSONSchema, Name: "a", Schema: json.RawMessage(`{"type":"object"}`)}},
+			want: `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","strict":true}}],` +
+				`"frequency_penalty":0.5,"presence_penalty":-1,"logit_bias":{"42":-100},"parallel_tool_calls":false,"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object"}}}}`,
+		},
+		{
 			name: "assistant with text and tool calls keeps the text",
 			req: delegate.Request{Messages: []delegate.Message{{Role: delegate.RoleAssistant, Content: "let me add", Name: "lead",
 				ToolCalls: []delegate.ToolCall{{ID: "c", Name: "add", Arguments: "{}"}}}}},

@@ -29,7 +29,10 @@
 //
 // delegate.Request.ToolChoice may be "auto", "none", "required" or, beyond
 // those, the name of one offered tool, which is sent as
-// {"type":"function","function":{"name":...}} to force that call.
+// {"type":"function","function":{"name":...}} to force that call. The
+// penalties, logit_bias, parallel_tool_calls and response_format are sent
+// as given, and StrictToolCalls as each function's strict flag: the server
+// enforces them or refuses.
 //
 // The client does not stream, sends max_tokens (not OpenAI's newer
 // max_completion_tokens, which some of the other servers lack) and drops

@@ -594,6 +594,7 @@ func modelError(ctx context.Context, err error) apiErr {
 			e.Type = ae.Type
 		}
 		e.Code = ae.Code
+		e.Param = ae.Param
 		e.Message = ae.Message
 		if e.Message == "" {
 			e.Message = err.Error()

@@ -105,8 +105,30 @@ func toDelegate(r *wire.ChatRequest, maxN int) (*delegate.Request, *apiErr) {
 	}
 	for _, t := range r.Tools {
 		out.Tools = append(out.Tools, delegate.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+		out.StrictToolCalls = out.StrictToolCalls || t.Function.Strict != nil && *t.Function.Strict
 	}
+	samplingToDelegate(r, out)
 	return out, nil
+}
+
+// samplingToDelegate copies the fields that constrain sampling, which
+// Validate checked; the model refuses what it cannot enforce.
+func samplingToDelegate(r *wire.ChatRequest, out *delegate.Request) {
+	out.FrequencyPenalty, out.PresencePenalty = r.FrequencyPenalty, r.PresencePenalty
+	out.ParallelToolCalls = r.ParallelToolCalls
+	if len(r.LogitBias) > 0 {
+		out.LogitBias = make(map[int]float64, len(r.LogitBias))
+		for k, v := range r.LogitBias {
+			id, _ := strconv.Atoi(k) // Validate parsed it
+			out.LogitBias[id] = v
+		}
+	}
+	if f := r.ResponseFormat; f != nil && f.Type != wire.FormatText {
+		out.ResponseFormat = &delegate.ResponseFormat{Type: f.Type}
+		if s := f.JSONSchema; s != nil && f.Type == wire.FormatJSONSchema {
+			out.ResponseFormat.Name, out.ResponseFormat.Schema, out.ResponseFormat.Strict = s.Name, s.Schema, s.Strict
+		}
+	}
 }
 
 func toWireUsage(u delegate.Usage) *wire.Usage {

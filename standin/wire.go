@@ -17,10 +17,23 @@ func reset(r *wire.ChatRequest) {
 }
 
 // validate checks r against the format's rules (wire.ChatRequest.Validate)
-// and refuses what the stand-in does not do: streaming.
+// and refuses what the stand-in does not do: streaming, and the
+// parameters that constrain sampling (its filler obeys none).
 func validate(r *wire.ChatRequest) error {
 	if r.Stream {
 		return errors.New("stream is not supported by the stand-in")
+	}
+	switch {
+	case r.ResponseFormat != nil && r.ResponseFormat.Type != wire.FormatText:
+		return errors.New("response_format is not supported by the stand-in")
+	case r.ToolChoice != "" && r.ToolChoice != wire.ToolChoiceAuto:
+		return errors.New("tool_choice is not supported by the stand-in")
+	case r.ParallelToolCalls != nil:
+		return errors.New("parallel_tool_calls is not supported by the stand-in")
+	case r.FrequencyPenalty != nil || r.PresencePenalty != nil:
+		return errors.New("frequency_penalty and presence_penalty are not supported by the stand-in")
+	case len(r.LogitBias) > 0:
+		return errors.New("logit_bias is not supported by the stand-in")
 	}
 	return r.Validate()
 }

@@ -40,11 +40,37 @@ type GenRequest struct {
 	StopSeqs   [][]int // or after any of these id sequences (each non-empty)
 	// TopLogprobs asks for this many likeliest alternatives at each step.
 	TopLogprobs int
+	// LogitBias is added to the logits of its tokens, and the penalties
+	// are subtracted as OpenAI defines them: logit[t] -= c[t]·Frequency +
+	// (c[t] > 0)·Presence, c[t] counting t among the tokens generated so
+	// far. Constraint, when set, masks the tokens that may not come next.
+	// All three act on the distribution tokens are drawn from, greedy
+	// included; the logprobs reported stay the model's own (sample.go).
+	LogitBias        []TokenBias
+	FrequencyPenalty float64
+	PresencePenalty  float64
+	Constraint       Constraint
 	// OnToken, when set, is called with each token as it is sampled, in
 	// order, by the engine's scheduler goroutine (so a streaming server can
 	// send it before the generation ends). It must return at once and
 	// must not call the engine.
 	OnToken func(token int)
+}
+
+// TokenBias is a bias added to one token's logit.
+type TokenBias struct {
+	Token int
+	Bias  float32
+}
+
+// Constraint restricts what a request may generate, token by token. The
+// engine calls it from its scheduler goroutine only, so an implementation
+// needs no lock, but each request needs its own.
+type Constraint interface {
+	// Allows reports whether token may come next.
+	Allows(token int) bool
+	// Accept advances past token, which was just generated.
+	Accept(token int)
 }
 
 // GenResult is a finished generation.
@@ -141,12 +167,13 @@ type genJob struct {
 	reply chan jobReply // buffered: the scheduler never blocks on it
 	limit int           // tokens that may be generated
 
-	seq       int64 // admission order
-	shared    bool  // prefix sharing was settled
-	waiting   bool  // not settled: waits this step for a shared prefix
-	prefilled int   // prompt tokens already in the cache
-	pos       int   // position of next in the sequence
-	next      int   // last sampled token, to be fed at pos
+	seq       int64         // admission order
+	shared    bool          // prefix sharing was settled
+	waiting   bool          // not settled: waits this step for a shared prefix
+	prefilled int           // prompt tokens already in the cache
+	pos       int           // position of next in the sequence
+	next      int           // last sampled token, to be fed at pos
+	counts    map[int]int32 // generated tokens' counts, for the penalties
 	res       GenResult
 }
 
@@ -285,6 +312,9 @@ func (m EngineMemory) String() string {
 	return fmt.Sprintf("weights %.1f MB, KV cache %.1f MB (%d sequences × %d positions)", float64(m.Weights)/1e6, float64(m.KVCache)/1e6, m.Slots, m.Context)
 }
 
+// Vocab is the size of the model's vocabulary.
+func (e *Engine) Vocab() int { return e.cfg.Vocab }
+
 // Memory reports what the engine holds in memory.
 func (e *Engine) Memory() EngineMemory { return e.mem }
 
@@ -407,6 +437,19 @@ func (e *Engine) newJob(ctx context.Context, req GenRequest) (*genJob, error) {
 		return nil, fmt.Errorf("top_k must not be negative, got %d", req.TopK)
 	case req.TopLogprobs < 0 || req.TopLogprobs > c.Vocab:
 		return nil, fmt.Errorf("top logprobs must be in [0, %d], got %d", c.Vocab, req.TopLogprobs)
+	}
+	for i, b := range req.LogitBias {
+		if err := inRange("logit bias", i, b.Token); err != nil {
+			return nil, err
+		}
+		if math.IsNaN(float64(b.Bias)) || math.IsInf(float64(b.Bias), 0) {
+			return nil, fmt.Errorf("logit bias %d of token %d is not finite", i, b.Token)
+		}
+	}
+	for _, p := range []float64{req.FrequencyPenalty, req.PresencePenalty} {
+		if math.IsNaN(p) || math.IsInf(p, 0) {
+			return nil, fmt.Errorf("penalty %v is not finite", p)
+		}
 	}
 	for i, t := range req.Prompt {
 		if err := inRange("prompt", i, t); err != nil {
@@ -698,8 +741,15 @@ func (s *scheduler) step() {
 	var completed int64
 	for k, j := range owner {
 		lg := logits[k*v : (k+1)*v]
-		tok, lp, lse := s.smp.pick(lg, j.sp, j.rng)
+		var tok int
+		var lp, lse float32
+		if j.adjusted() {
+			tok, lp, lse = s.smp.pickAdjusted(lg, j)
+		} else {
+			tok, lp, lse = s.smp.pick(lg, j.sp, j.rng)
+		}
 		j.res.Tokens = append(j.res.Tokens, tok)
+		j.accept(tok)
 		if j.req.OnToken != nil {
 			j.req.OnToken(tok)
 		}

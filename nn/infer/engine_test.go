@@ -223,6 +223,8 @@ func TestEngineBadRequests(t *testing.T) {
 		{"stop token out of range", GenRequest{Prompt: []int{1}, StopTokens: []int{99}}, "stop token 99"},
 		{"empty stop sequence", GenRequest{Prompt: []int{1}, StopSeqs: [][]int{{1}, {}}}, "stop sequence 1 is empty"},
 		{"stop sequence token", GenRequest{Prompt: []int{1}, StopSeqs: [][]int{{1, 40}}}, "stop sequence 0 token 40 at index 1"},
+		{"logit bias token", GenRequest{Prompt: []int{1}, LogitBias: []TokenBias{{Token: 37, Bias: 1}}}, "logit bias token 37 at index 0"},
+		{"NaN penalty", GenRequest{Prompt: []int{1}, PresencePenalty: math.NaN()}, "penalty NaN"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,6 +39,7 @@ type sampler struct {
 	probs []float32 // (V) weights at the request's temperature
 	idx   []int32   // (V) candidate ids
 	keys  []uint64  // (V) sort keys
+	adj   []float32 // (V) adjusted logits, made on first use
 }
 
 func newSampler(vocab int) *sampler {
@@ -241,4 +242,130 @@ func sampleTop(dst []TokenLogprob, logits []float32, lse float32, n int) []Token
 		}
 	}
 	return dst
+}
+
+// maskedLogit is the logit of a token a constraint refuses: finite, so
+// that every exp and subtraction stays defined, and far enough below any
+// real logit that its weight is 0.
+const maskedLogit = -1e30
+
+// greedyTries bounds the tokens greedy decoding checks one by one, best
+// first, before it masks the whole vocabulary.
+const greedyTries = 64
+
+// adjusted reports whether j's logits are changed before a token is drawn.
+func (j *genJob) adjusted() bool {
+	r := &j.req
+	return r.Constraint != nil || len(r.LogitBias) > 0 || r.FrequencyPenalty != 0 || r.PresencePenalty != 0
+}
+
+// accept records tok, just generated, for the constraint and penalties.
+func (j *genJob) accept(tok int) {
+	if c := j.req.Constraint; c != nil {
+		c.Accept(tok)
+	}
+	if j.req.FrequencyPenalty != 0 || j.req.PresencePenalty != 0 {
+		if j.counts == nil {
+			j.counts = make(map[int]int32)
+		}
+		j.counts[tok]++
+	}
+}
+
+// pickAdjusted is pick for a request whose logits are biased, penalized or
+// constrained: the token is drawn from the adjusted logits, while the
+// logprob and log Σ exp stay the model's own. When the constraint allows
+// no token at all, the request's first stop token ends it (or, with none,
+// the model's likeliest token is taken).
+func (s *sampler) pickAdjusted(logits []float32, j *genJob) (tok int, logprob, lse float32) {
+	if len(s.adj) < len(logits) {
+		s.adj = make([]float32, len(logits))
+	}
+	adj := s.adj[:len(logits)]
+	copy(adj, logits)
+	for _, b := range j.req.LogitBias {
+		adj[b.Token] += b.Bias
+	}
+	for t, c := range j.counts {
+		adj[t] -= float32(float64(c)*j.req.FrequencyPenalty + j.req.PresencePenalty)
+	}
+	greedy := j.sp.temperature == 0 || j.sp.topK == 1
+	c := j.req.Constraint
+	switch {
+	case c == nil:
+		tok, _, _ = s.pick(adj, j.sp, j.rng)
+	case greedy:
+		tok = greedyAllowed(adj, c)
+	default:
+		if mask(adj, c) {
+			tok, _, _ = s.pick(adj, j.sp, j.rng)
+		} else {
+			tok = -1
+			j.rng.Float64() // keep to one draw per token
+		}
+	}
+	mx := logits[0]
+	for _, v := range logits {
+		mx = max(mx, v)
+	}
+	lse = s.logSumExp(logits, mx)
+	if tok < 0 {
+		tok = dead(logits, j.req.StopTokens)
+	}
+	return tok, logits[tok] - lse, lse
+}
+
+// greedyAllowed returns the allowed token with the highest adjusted logit
+// (lowest id on ties), or -1 when c allows none.
+func greedyAllowed(adj []float32, c Constraint) int {
+	for range greedyTries {
+		arg := argmax(adj)
+		if adj[arg] == maskedLogit {
+			return -1
+		}
+		if c.Allows(arg) {
+			return arg
+		}
+		adj[arg] = maskedLogit
+	}
+	if !mask(adj, c) {
+		return -1
+	}
+	return argmax(adj)
+}
+
+// mask sets the logits of the tokens c refuses to maskedLogit and
+// reports whether any token is left.
+func mask(adj []float32, c Constraint) bool {
+	any := false
+	for i, v := range adj {
+		if v == maskedLogit {
+			continue
+		}
+		if c.Allows(i) {
+			any = true
+		} else {
+			adj[i] = maskedLogit
+		}
+	}
+	return any
+}
+
+func argmax(x []float32) int {
+	mx, arg := x[0], 0
+	for i, v := range x {
+		if v > mx {
+			mx, arg = v, i
+		}
+	}
+	return arg
+}
+
+// dead is the token taken when a constraint allows none: the first stop
+// token, which ends the request, or the likeliest token.
+func dead(logits []float32, stops []int) int {
+	if len(stops) > 0 {
+		return stops[0]
+	}
+	return argmax(logits)
 }

@@ -19,7 +19,11 @@
 //   - A tool is a function with a name; its parameters, when given, are a
 //     JSON value.
 //   - stop is a string or a list of strings; tool_choice is "auto", "none",
-//     "required" or {"type":"function","function":{"name":...}}.
+//     "required" or {"type":"function","function":{"name":...}}; one
+//     that asks for a call needs tools, and a named one must be declared.
+//   - frequency_penalty and presence_penalty are -2..2; logit_bias maps
+//     token ids to -100..100; response_format is text, json_object or
+//     json_schema, which needs a name.
 //
 // Bounds that are a server's policy rather than the format (a body size,
 // a smaller largest n) belong to that server's settings, not here.
@@ -69,6 +73,28 @@ type ChatRequest struct {
 	StreamOptions          *StreamOptions `json:"stream_options,omitempty"`
 	ReturnTokensAsTokenIDs bool           `json:"return_tokens_as_token_ids,omitempty"`
 	ReturnTokenIDs         bool           `json:"return_token_ids,omitempty"`
+	// Constraints on sampling, checked by validateSampling.
+	FrequencyPenalty  *float64           `json:"frequency_penalty,omitempty"`
+	PresencePenalty   *float64           `json:"presence_penalty,omitempty"`
+	LogitBias         map[string]float64 `json:"logit_bias,omitempty"`
+	ParallelToolCalls *bool              `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat    *ResponseFormat    `json:"response_format,omitempty"`
+}
+
+// ResponseFormat is a request's response_format: "text", "json_object",
+// or "json_schema" with its JSONSchema.
+type ResponseFormat struct {
+	Type       string      `json:"type"`
+	JSONSchema *JSONSchema `json:"json_schema,omitempty"`
+}
+
+// JSONSchema is a json_schema response format: a name and the schema the
+// content must match.
+type JSONSchema struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
 }
 
 // StreamOptions are the options of a streamed request.
@@ -250,6 +276,8 @@ type FunctionDef struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	// Strict asks for calls whose arguments match Parameters exactly.
+	Strict *bool `json:"strict,omitempty"`
 }
 
 // ToolChoice is a request's tool_choice: "auto", "none", "required", or the
@@ -391,8 +419,63 @@ func (r *ChatRequest) Validate() error {
 			return fieldError(index("tools", i, "function.parameters"), "tool %q: not valid JSON", t.Function.Name)
 		}
 	}
+	return r.validateSampling()
+}
+
+// validateSampling checks the fields that constrain sampling: the
+// penalties are -2..2, logit_bias maps token ids to -100..100, a
+// response_format is text, json_object or a named json_schema, and a
+// tool_choice that asks for a call has tools, the named one among them.
+func (r *ChatRequest) validateSampling() error {
+	for _, p := range []struct {
+		name string
+		v    *float64
+	}{{"frequency_penalty", r.FrequencyPenalty}, {"presence_penalty", r.PresencePenalty}} {
+		if p.v != nil && !(*p.v >= -2 && *p.v <= 2) {
+			return fieldError(p.name, "%v is outside -2..2", *p.v)
+		}
+	}
+	for k, v := range r.LogitBias {
+		if id, err := strconv.Atoi(k); err != nil || id < 0 {
+			return fieldError("logit_bias", "key %q is not a token id", k)
+		}
+		if !(v >= -100 && v <= 100) {
+			return fieldError("logit_bias", "bias %v of token %s is outside -100..100", v, k)
+		}
+	}
+	if f := r.ResponseFormat; f != nil {
+		switch f.Type {
+		case FormatText, FormatJSONObject:
+		case FormatJSONSchema:
+			if f.JSONSchema == nil || f.JSONSchema.Name == "" {
+				return fieldError("response_format.json_schema.name", "required for a json_schema response format")
+			}
+		default:
+			return fieldError("response_format.type", "%q is not text, json_object or json_schema", f.Type)
+		}
+	}
+	switch {
+	case r.ToolChoice == ToolChoiceRequired && len(r.Tools) == 0:
+		return fieldError("tool_choice", `"required" needs tools`)
+	case r.ToolChoice.Named():
+		name := string(r.ToolChoice)
+		declared := false
+		for _, t := range r.Tools {
+			declared = declared || t.Function.Name == name
+		}
+		if !declared {
+			return fieldError("tool_choice", "function %q is not among the tools", name)
+		}
+	}
 	return nil
 }
+
+// The response format types.
+const (
+	FormatText       = "text"
+	FormatJSONObject = "json_object"
+	FormatJSONSchema = "json_schema"
+)
 
 func (m *Message) validate(i int) error {
 	switch m.Role {

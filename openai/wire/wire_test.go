@@ -46,6 +46,19 @@ func TestValidate(t *testing.T) {
 		{"null content", `{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}]}`, ""},
 		{"non-function tool", `{` + user + `,"tools":[{"type":"retrieval","function":{"name":"f"}}]}`, "tools[0].type"},
 		{"tool without name", `{` + user + `,"tools":[{"type":"function","function":{}}]}`, "tools[0].function.name"},
+		{"required without tools", `{` + user + `,"tool_choice":"required"}`, "tool_choice"},
+		{"none without tools", `{` + user + `,"tool_choice":"none"}`, ""},
+		{"named tool not declared", `{` + user + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}`, "tool_choice"},
+		{"named tool declared", `{` + user + `,"tools":[{"type":"function","function":{"name":"f","strict":true}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false}`, ""},
+		{"presence penalty over 2", `{` + user + `,"presence_penalty":2.1}`, "presence_penalty"},
+		{"frequency penalty at -2", `{` + user + `,"frequency_penalty":-2}`, ""},
+		{"logit bias key", `{` + user + `,"logit_bias":{"-1":1}}`, "logit_bias"},
+		{"logit bias value", `{` + user + `,"logit_bias":{"1":-100.5}}`, "logit_bias"},
+		{"logit bias", `{` + user + `,"logit_bias":{"1":-100,"2":100}}`, ""},
+		{"response format type", `{` + user + `,"response_format":{"type":"yaml"}}`, "response_format.type"},
+		{"json_schema without a name", `{` + user + `,"response_format":{"type":"json_schema","json_schema":{"schema":{}}}}`, "response_format.json_schema.name"},
+		{"json_schema", `{` + user + `,"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object"},"strict":true}}}`, ""},
+		{"json_object", `{` + user + `,"response_format":{"type":"json_object"}}`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
