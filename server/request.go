@@ -126,7 +126,8 @@ func (*skip) UnmarshalJSON([]byte) error { return nil }
 // checkParams reads the top-level object of buf: every key must be a
 // parameter the server implements, accepts as a no-op, or leaves to
 // constrained decoding, and every list must be within its bound. A
-// null value is the parameter left out. Syntax errors are reported
+// null value of one of OpenAI's parameters is the parameter left out; an
+// unknown key is refused whatever its value. Syntax errors are reported
 // as the decoder's.
 func checkParams(buf []byte) *apiErr {
 	dec := json.NewDecoder(bytes.NewReader(buf))
@@ -144,10 +145,18 @@ func checkParams(buf []byte) *apiErr {
 		}
 		key, _ := tok.(string) // an object's keys are strings
 		if !requestParams[key] && !constrainedParams[key] && noOpParams[key] == nil {
-			if why, ok := refusedWhy[key]; ok {
+			why, ok := refusedWhy[key]
+			if !ok {
+				return badRequest(key, "%s: unknown parameter; this server refuses what it does not implement", key)
+			}
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return notRequest(err)
+			}
+			if string(raw) != "null" { // OpenAI's own parameters may be sent as null: left out
 				return badRequest(key, "%s: not supported by this server (%s)", key, why)
 			}
-			return badRequest(key, "%s: unknown parameter; this server refuses what it does not implement", key)
+			continue
 		}
 		if !checkedParam(key) {
 			if err := dec.Decode(&skip{}); err != nil {
