@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"reflect"
 	"strconv"
@@ -47,10 +46,11 @@ var noOpParams = map[string]func(raw []byte) string{
 	// Stable ids for abuse detection and prompt caching.
 	"safety_identifier": isString,
 	"prompt_cache_key":  isString,
-	// Tags of a stored completion; OpenAI's bound is 16 keys.
+	// Tags of a stored completion; OpenAI's bound is 16 keys, counted
+	// before the map is built.
 	"metadata": func(raw []byte) string {
 		var m map[string]string
-		if json.Unmarshal(raw, &m) != nil || len(m) > 16 {
+		if n, _ := eachElement(raw, '{', 17, nil); n > 16 || json.Unmarshal(raw, &m) != nil {
 			return "want an object of at most 16 string values"
 		}
 		return ""
@@ -123,74 +123,71 @@ type skip struct{}
 
 func (*skip) UnmarshalJSON([]byte) error { return nil }
 
-// checkParams reads the top-level object of buf: every key must be a
-// parameter the server implements, accepts as a no-op, or leaves to
+// checkParams reads the top-level object of buf in place: every key must
+// be a parameter the server implements, accepts as a no-op, or leaves to
 // constrained decoding, and every list must be within its bound. A
 // null value of one of OpenAI's parameters is the parameter left out; an
-// unknown key is refused whatever its value. Syntax errors are reported
-// as the decoder's.
+// unknown key is refused whatever its value.
 func checkParams(buf []byte) *apiErr {
-	dec := json.NewDecoder(bytes.NewReader(buf))
-	tok, err := dec.Token()
-	if err != nil {
-		return notRequest(err)
+	if !json.Valid(buf) {
+		return syntaxError(buf)
 	}
-	if tok != json.Delim('{') {
+	if t := bytes.TrimSpace(buf); t[0] != '{' {
 		return badRequest("", "request body is not a chat completion request: want a JSON object")
 	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return notRequest(err)
-		}
-		key, _ := tok.(string) // an object's keys are strings
-		if !requestParams[key] && !constrainedParams[key] && noOpParams[key] == nil {
-			why, ok := refusedWhy[key]
-			if !ok {
-				return badRequest(key, "%s: unknown parameter; this server refuses what it does not implement", key)
-			}
-			var raw json.RawMessage
-			if err := dec.Decode(&raw); err != nil {
-				return notRequest(err)
-			}
-			if string(raw) != "null" { // OpenAI's own parameters may be sent as null: left out
-				return badRequest(key, "%s: not supported by this server (%s)", key, why)
-			}
-			continue
-		}
-		if !checkedParam(key) {
-			if err := dec.Decode(&skip{}); err != nil {
-				return notRequest(err)
-			}
-			continue
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return notRequest(err)
-		}
-		if string(raw) == "null" {
-			continue
-		}
-		if e := checkParam(key, raw); e != nil {
-			return e
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return notRequest(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return badRequest("", "request body is not a chat completion request: data after the JSON object")
-	}
-	return nil
+	var e *apiErr
+	eachElement(buf, '{', math.MaxInt, func(_ int, member []byte) bool {
+		key, value := splitMember(member)
+		e = checkMember(key, value)
+		return e == nil
+	})
+	return e
 }
 
-// checkedParam reports whether checkParam looks at key's value.
-func checkedParam(key string) bool {
-	switch key {
-	case "messages", "tools", "stop", "max_tokens", "max_completion_tokens", "frequency_penalty", "presence_penalty":
-		return true
+// syntaxError is the 400 of a body that is not one JSON value.
+func syntaxError(buf []byte) *apiErr {
+	dec := json.NewDecoder(bytes.NewReader(buf))
+	if err := dec.Decode(&skip{}); err != nil {
+		return notRequest(err)
 	}
-	return noOpParams[key] != nil
+	return badRequest("", "request body is not a chat completion request: data after the JSON object")
+}
+
+// splitMember splits an object's member, valid JSON, into its key and its
+// value.
+func splitMember(member []byte) (key string, value []byte) {
+	end := 1
+	for ; end < len(member) && member[end] != '"'; end++ {
+		if member[end] == '\\' {
+			end++
+		}
+	}
+	raw := member[:end+1]
+	if bytes.IndexByte(raw, '\\') < 0 {
+		key = string(raw[1:end])
+	} else if json.Unmarshal(raw, &key) != nil {
+		key = string(raw) // valid JSON: never
+	}
+	value = bytes.TrimSpace(member[end+1:])
+	return key, bytes.TrimSpace(value[1:]) // past the colon
+}
+
+// checkMember checks one top-level parameter.
+func checkMember(key string, value []byte) *apiErr {
+	if !requestParams[key] && !constrainedParams[key] && noOpParams[key] == nil {
+		why, ok := refusedWhy[key]
+		switch {
+		case !ok:
+			return badRequest(key, "%s: unknown parameter; this server refuses what it does not implement", key)
+		case string(value) != "null": // OpenAI's own parameters may be sent as null: left out
+			return badRequest(key, "%s: not supported by this server (%s)", key, why)
+		}
+		return nil
+	}
+	if string(value) == "null" {
+		return nil
+	}
+	return checkParam(key, value)
 }
 
 // checkParam checks the value of one top-level parameter, raw valid JSON
@@ -232,7 +229,7 @@ func checkParam(key string, raw []byte) *apiErr {
 // content parts.
 func checkMessages(raw []byte) *apiErr {
 	var e *apiErr
-	n, _ := eachElement(raw, MaxMessages+1, func(i int, elem []byte) bool {
+	n, _ := eachElement(raw, '[', MaxMessages+1, func(i int, elem []byte) bool {
 		var lists struct {
 			ToolCalls counted `json:"tool_calls"`
 			Content   counted `json:"content"`
@@ -271,16 +268,20 @@ func (c *counted) UnmarshalJSON(b []byte) error {
 // countElements counts the elements of raw, a valid JSON value, up to
 // limit; ok is false when raw is not an array.
 func countElements(raw []byte, limit int) (n int, ok bool) {
-	return eachElement(raw, limit, func(int, []byte) bool { return true })
+	return eachElement(raw, '[', limit, nil)
 }
 
-// eachElement calls fn with each element of raw, a valid JSON value, in
-// order, until fn returns false or limit elements have been seen. It
-// returns the elements seen; ok is false when raw is not an array.
-func eachElement(raw []byte, limit int, fn func(i int, elem []byte) bool) (n int, ok bool) {
+// eachElement calls fn (when not nil) with each element of raw, a valid
+// JSON value, in order, until fn returns false or limit elements have
+// been seen. It returns the elements seen; ok is false when raw is not
+// an array, or with open '{' an object, whose elements are its members.
+func eachElement(raw []byte, open byte, limit int, fn func(i int, elem []byte) bool) (n int, ok bool) {
 	raw = bytes.TrimSpace(raw)
-	if len(raw) < 2 || raw[0] != '[' {
+	if len(raw) < 2 || raw[0] != open {
 		return 0, false
+	}
+	if fn == nil {
+		fn = func(int, []byte) bool { return true }
 	}
 	depth, start, inString := 0, 1, false
 	for i := 1; i < len(raw) && n < limit; i++ {
