@@ -1,17 +1,21 @@
 // Package server exposes any delegate.Model as an OpenAI-compatible HTTP
 // server: POST /v1/chat/completions (tool calls, usage, logprobs, streaming
 // as server-sent events, and vLLM's return_token_ids and
-// return_tokens_as_token_ids), GET /v1/models, GET /health and GET /metrics
-// (Prometheus text format). It is what `delegate serve` runs over the
-// project's local transformers, so that any OpenAI client, ours or another,
-// can call them. Concurrent requests reach the model concurrently; a local
-// model batches them in its engine.
+// return_tokens_as_token_ids), GET /v1/models and /v1/models/{model},
+// GET /health and GET /metrics (Prometheus text format). Every request is
+// counted by route and status, and logged at info level when it ends. It
+// is what `delegate serve` runs over the project's local transformers, so
+// that any OpenAI client, ours or another, can call them. Concurrent
+// requests reach the model concurrently; a local model batches them in its
+// engine.
 //
 // A Server bounds what one client can cost it: an optional API key checked
-// in constant time, a body size limit (413 beyond it), a bound on the
-// requests generating at once and on those waiting for a turn (503 with
-// Retry-After beyond them), and a bound on how long one waits. Timeouts of
-// the connection itself (read, write, idle) belong to the http.Server that
+// in constant time, a body size limit (413 beyond it), a bound on every
+// list of a request and a refusal of parameters it does not implement
+// (400, checked before the body is decoded), a bound on the requests
+// generating at once and on those waiting for a turn (503 with Retry-After
+// beyond them), and a bound on how long one waits. Timeouts of the
+// connection itself (read, write, idle) belong to the http.Server that
 // carries the handler; see Timeouts.
 package server
 
