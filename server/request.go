@@ -219,7 +219,7 @@ func checkParam(key string, raw []byte) *apiErr {
 	case "frequency_penalty", "presence_penalty":
 		n, err := strconv.ParseFloat(string(raw), 64)
 		if err != nil || !(n >= -2 && n <= 2) {
-			return badRequest(key, "%s: %s is outside -2..2", key, raw)
+			return badRequest(key, "%s: want a number from -2 to 2, got %s", key, raw)
 		}
 	}
 	return nil
