@@ -38,13 +38,26 @@ func (builtin) prompt(msgs []delegate.Message, tools []delegate.Tool) ([]int, er
 	return tokenizer.Render(msgs, tools, true), nil
 }
 
-// The tokenizer spends one token per byte of text, so the text's bytes are
-// a lower bound of the prompt's tokens.
-func (builtin) minTokens(req *delegate.Request) int { return textBytes(req) }
-func (builtin) stops() []int                        { return []int{tokenizer.End, tokenizer.EOS} }
-func (builtin) encode(text string) []int            { return tokenizer.Encode(text) }
-func (builtin) piece(id int) string                 { return tokenizer.Piece(id) }
-func (builtin) callStart() string                   { return "" }
+// The tokenizer spends one token per byte of text, so the text's bytes,
+// with the control tokens the template adds around them (BOS, a role
+// and an end per message, two per call, the tools' block, the
+// generation prompt), are a lower bound of the prompt's tokens.
+func (builtin) minTokens(req *delegate.Request) int {
+	n := textBytes(req) + 2 + 2*len(req.Messages)
+	for _, m := range req.Messages {
+		if m.Role == delegate.RoleAssistant {
+			n += 2 * len(m.ToolCalls)
+		}
+	}
+	if len(req.Tools) > 0 {
+		n += 2 + len(req.Tools)
+	}
+	return n
+}
+func (builtin) stops() []int             { return []int{tokenizer.End, tokenizer.EOS} }
+func (builtin) encode(text string) []int { return tokenizer.Encode(text) }
+func (builtin) piece(id int) string      { return tokenizer.Piece(id) }
+func (builtin) callStart() string        { return "" }
 
 func (builtin) parse(body []int) delegate.Message {
 	msg, _ := tokenizer.ParseAssistant(body)
@@ -90,11 +103,14 @@ func (c *hfCodec) prompt(msgs []delegate.Message, tools []delegate.Tool) ([]int,
 	return c.t.EncodeChat(c.f, msgs, tools, tokenizer.ChatOptions{AddGenerationPrompt: true})
 }
 
-// A byte-level BPE token holds at most a few dozen bytes, but nothing
-// bounds it below one byte per token: no cheap lower bound.
-func (c *hfCodec) minTokens(*delegate.Request) int { return 0 }
-func (c *hfCodec) stops() []int                    { return c.stopID }
-func (c *hfCodec) encode(text string) []int        { return c.t.EncodePlain(text) }
+// A byte-level BPE token may hold many bytes, so text bounds nothing
+// cheaply; and the templates change text (Llama 3 trims it, Qwen 3 drops
+// earlier reasoning). But every message renders at least one token (its
+// turn's opening special token, or a line break between tool answers),
+// and so does the generation prompt.
+func (c *hfCodec) minTokens(req *delegate.Request) int { return len(req.Messages) + 1 }
+func (c *hfCodec) stops() []int                        { return c.stopID }
+func (c *hfCodec) encode(text string) []int            { return c.t.EncodePlain(text) }
 
 func (c *hfCodec) piece(id int) string {
 	s, err := c.t.Decode([]int{id})

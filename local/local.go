@@ -259,7 +259,7 @@ func (m *Model) choice(r infer.GenResult, logprobs bool, seed uint64, idx int) d
 }
 
 // textBytes counts the bytes of the text a request's prompt encodes one
-// token per byte: message contents, tool calls, and tool names,
+// token per byte: message contents, assistants' tool calls, and tool names,
 // descriptions and parameters. The chat template adds only control
 // tokens and JSON punctuation to these, so the prompt has at least this
 // many tokens. Parameters count without white space, which the template's
@@ -268,6 +268,9 @@ func textBytes(req *delegate.Request) int {
 	n := 0
 	for _, m := range req.Messages {
 		n += len(m.Content)
+		if m.Role != delegate.RoleAssistant {
+			continue // the template renders only an assistant's calls
+		}
 		for _, c := range m.ToolCalls {
 			n += len(c.Name) + len(strings.TrimSpace(c.Arguments)) // blank arguments render as {}
 		}

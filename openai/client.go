@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,7 +159,8 @@ func (c *Client) String() string {
 // with the last failure instead of sleeping into the deadline.
 //
 // Every failure is reported as a *delegate.APIError carrying the model name
-// and the number of attempts, with one exception in shape: when ctx is done
+// and the number of attempts; a 401 comes as an *AuthError, worded as the
+// authentication failure it is, that wraps it. One exception in shape: when ctx is done
 // (cancelled, or its deadline passed) the in-flight request is aborted, any
 // backoff wait is cut short, and Chat returns an error that wraps both an
 // *APIError of type delegate.ErrKindCanceled and ctx's error, so that
@@ -198,7 +200,7 @@ func (c *Client) Ping(ctx context.Context) error {
 // call runs up to attempts attempts of the encoded request.
 func (c *Client) call(ctx context.Context, body []byte, attempts int) (*delegate.Response, error) {
 	for n := 1; ; n++ {
-		resp, ae := c.attempt(ctx, body)
+		resp, ae, ep := c.attempt(ctx, body)
 		if ae == nil {
 			resp.Retries = n - 1
 			return resp, nil
@@ -208,11 +210,11 @@ func (c *Client) call(ctx context.Context, body []byte, attempts int) (*delegate
 			return nil, canceled(ctx, ae)
 		}
 		if !retryable(ae) || n >= attempts {
-			return nil, ae
+			return nil, c.final(ae, ep)
 		}
 		wait := c.backoff(n, ae.RetryAfter)
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			return nil, ae
+			return nil, c.final(ae, ep)
 		}
 		c.logRetry(ctx, ae, wait)
 		if err := c.sleep(ctx, wait); err != nil {
@@ -256,20 +258,21 @@ var (
 // errorBodyLimit bounds how much of an error body is read.
 const errorBodyLimit = 64 << 10
 
-// attempt sends the request once. Its *APIError has no Model or Attempts
-// yet; a failure caused by ctx being done has type canceled.
-func (c *Client) attempt(ctx context.Context, body []byte) (*delegate.Response, *delegate.APIError) {
+// attempt sends the request once, and returns the endpoint it went to
+// (nil if none). Its *APIError has no Model or Attempts yet; a failure
+// caused by ctx being done has type canceled.
+func (c *Client) attempt(ctx context.Context, body []byte) (*delegate.Response, *delegate.APIError, *endpoint) {
 	if c.sem != nil {
 		select {
 		case c.sem <- struct{}{}:
 		case <-ctx.Done():
-			return nil, &delegate.APIError{Type: delegate.ErrKindCanceled, Message: "waiting for a concurrency slot"}
+			return nil, &delegate.APIError{Type: delegate.ErrKindCanceled, Message: "waiting for a concurrency slot"}, nil
 		}
 		defer func() { <-c.sem }()
 	}
 	if c.rpm != nil {
 		if err := c.rpm.Wait(ctx); err != nil {
-			return nil, &delegate.APIError{Type: delegate.ErrKindCanceled, Message: "waiting for the rate limit"}
+			return nil, &delegate.APIError{Type: delegate.ErrKindCanceled, Message: "waiting for the rate limit"}, nil
 		}
 	}
 	ep := c.pick(time.Now())
@@ -280,7 +283,49 @@ func (c *Client) attempt(ctx context.Context, body []byte) (*delegate.Response, 
 	if resp != nil {
 		resp.Endpoint = ep.name
 	}
-	return resp, ae
+	return resp, ae, ep
+}
+
+// AuthError is a 401 from an endpoint: it refused the API key, or wanted
+// one. Err is the answer, which errors.As finds as for any failure.
+type AuthError struct {
+	// Endpoint is the chat completions URL, without credentials or query.
+	Endpoint string
+	// KeySent reports whether the request carried an API key.
+	KeySent bool
+	Err     *delegate.APIError
+}
+
+func (e *AuthError) Error() string {
+	s := "authentication failed at " + e.Endpoint
+	if e.Err.Model != "" {
+		s += " (model " + e.Err.Model + ")"
+	}
+	if e.KeySent {
+		s += ": the endpoint refused the API key configured for it"
+	} else {
+		s += ": the endpoint wants an API key and none is configured"
+	}
+	if e.Err.Message != "" {
+		s += ": " + e.Err.Message
+	}
+	return s
+}
+
+func (e *AuthError) Unwrap() error { return e.Err }
+
+// final is the error a call ends with: ae, worded as an authentication
+// failure at ep when ep answered 401.
+func (c *Client) final(ae *delegate.APIError, ep *endpoint) error {
+	if ae.Status != http.StatusUnauthorized || ep == nil {
+		return ae
+	}
+	where := ep.url
+	if u, err := url.Parse(ep.url); err == nil {
+		u.User, u.RawQuery, u.Fragment = nil, "", ""
+		where = u.String()
+	}
+	return &AuthError{Endpoint: where, KeySent: c.auth != nil, Err: ae}
 }
 
 // send sends the request once to ep.

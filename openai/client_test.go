@@ -375,6 +375,44 @@ func TestUnauthorizedNeverShowsKey(t *testing.T) {
 	}
 }
 
+func TestUnauthorizedIsAnAuthenticationFailure(t *testing.T) {
+	srv := httptest.NewServer(respond(401, nil, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","code":"invalid_api_key"}}`))
+	defer srv.Close()
+	tests := []struct {
+		name, base, key string
+		want            string
+	}{
+		{"key refused", srv.URL + "/v1", testKey, "authentication failed at " + srv.URL + "/v1/chat/completions (model m): the endpoint refused the API key configured for it: Incorrect API key provided."},
+		{"no key", srv.URL + "/v1", "", "authentication failed at " + srv.URL + "/v1/chat/completions (model m): the endpoint wants an API key and none is configured: Incorrect API key provided."},
+		{"credentials not shown", strings.Replace(srv.URL, "http://", "http://user:pw@", 1) + "/v1", testKey, "authentication failed at " + srv.URL + "/v1/chat/completions (model m)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := New(Config{BaseURL: tt.base, Model: "m", APIKey: tt.key, MaxRetries: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Chat(context.Background(), userReq("q"))
+			var auth *AuthError
+			if !errors.As(err, &auth) {
+				t.Fatalf("error = %v (%T), want an *AuthError", err, err)
+			}
+			if ae := apiError(t, err); ae.Status != 401 || ae.Attempts != 1 {
+				t.Errorf("api error = %+v, want status 401 after one attempt", ae)
+			}
+			got := err.Error()
+			if !strings.HasPrefix(got, tt.want) {
+				t.Errorf("error = %q, want it to start %q", got, tt.want)
+			}
+			for _, never := range []string{testKey, "pw", "model api error"} {
+				if strings.Contains(got, never) {
+					t.Errorf("error %q contains %q", got, never)
+				}
+			}
+		})
+	}
+}
+
 func TestRetryLogsOmitKey(t *testing.T) {
 	s := &script{steps: []http.HandlerFunc{respond(500, nil, "key "+testKey+" broke"), respond(200, nil, okBody)}}
 	srv := httptest.NewServer(s)

@@ -90,4 +90,3 @@ func TestRedirectDropsKeyAcrossOrigins(t *testing.T) {
 		})
 	}
 }
-

@@ -20,12 +20,18 @@ type metrics struct {
 	queue atomic.Int64 // requests waiting for a turn
 
 	mu       sync.Mutex
+	byRoute  map[routeKey]int64 // every request, by route and status
 	requests map[reqKey]int64
 	prompt   map[string]int64 // by model
 	output   map[string]int64
 	buckets  []int64 // latency counts per le bound (not cumulative)
 	count    int64
 	sum      float64
+}
+
+type routeKey struct {
+	route  string
+	status int
 }
 
 type reqKey struct {
@@ -38,7 +44,7 @@ var latencyBounds = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 
 
 func newMetrics() *metrics {
 	return &metrics{
-		requests: map[reqKey]int64{}, prompt: map[string]int64{}, output: map[string]int64{},
+		byRoute: map[routeKey]int64{}, requests: map[reqKey]int64{}, prompt: map[string]int64{}, output: map[string]int64{},
 		buckets: make([]int64, len(latencyBounds)),
 	}
 }
@@ -48,6 +54,13 @@ func newMetrics() *metrics {
 func (m *metrics) request(model string, status int) {
 	m.mu.Lock()
 	m.requests[reqKey{model, status}]++
+	m.mu.Unlock()
+}
+
+// http counts a finished request of any path by its route and status.
+func (m *metrics) http(route string, status int) {
+	m.mu.Lock()
+	m.byRoute[routeKey{route, status}]++
 	m.mu.Unlock()
 }
 
@@ -99,6 +112,20 @@ func (m *metrics) text(inFlight int) string {
 	})
 	for _, k := range keys {
 		fmt.Fprintf(&b, "delegate_serve_requests_total{model=\"%s\",status=\"%d\"} %d\n", label(k.model), k.status, m.requests[k])
+	}
+	header(&b, "delegate_serve_http_requests_total", "counter", "Requests answered on every path, by route (\"other\" for unknown paths) and HTTP status (499: the client went away).")
+	routes := make([]routeKey, 0, len(m.byRoute))
+	for k := range m.byRoute {
+		routes = append(routes, k)
+	}
+	sort.Slice(routes, func(i, j int) bool {
+		if routes[i].route != routes[j].route {
+			return routes[i].route < routes[j].route
+		}
+		return routes[i].status < routes[j].status
+	})
+	for _, k := range routes {
+		fmt.Fprintf(&b, "delegate_serve_http_requests_total{path=\"%s\",status=\"%d\"} %d\n", label(k.route), k.status, m.byRoute[k])
 	}
 	byModel(&b, "delegate_serve_prompt_tokens_total", "Prompt tokens of the chat completions answered, by model.", m.prompt)
 	byModel(&b, "delegate_serve_completion_tokens_total", "Completion tokens generated for the chat completions answered, by model.", m.output)

@@ -1,17 +1,21 @@
 // Package server exposes any delegate.Model as an OpenAI-compatible HTTP
 // server: POST /v1/chat/completions (tool calls, usage, logprobs, streaming
 // as server-sent events, and vLLM's return_token_ids and
-// return_tokens_as_token_ids), GET /v1/models, GET /health and GET /metrics
-// (Prometheus text format). It is what `delegate serve` runs over the
-// project's local transformers, so that any OpenAI client, ours or another,
-// can call them. Concurrent requests reach the model concurrently; a local
-// model batches them in its engine.
+// return_tokens_as_token_ids), GET /v1/models and /v1/models/{model},
+// GET /health and GET /metrics (Prometheus text format). Every request is
+// counted by route and status, and logged at info level when it ends. It
+// is what `delegate serve` runs over the project's local transformers, so
+// that any OpenAI client, ours or another, can call them. Concurrent
+// requests reach the model concurrently; a local model batches them in its
+// engine.
 //
 // A Server bounds what one client can cost it: an optional API key checked
-// in constant time, a body size limit (413 beyond it), a bound on the
-// requests generating at once and on those waiting for a turn (503 with
-// Retry-After beyond them), and a bound on how long one waits. Timeouts of
-// the connection itself (read, write, idle) belong to the http.Server that
+// in constant time, a body size limit (413 beyond it), a bound on every
+// list of a request and a refusal of parameters it does not implement
+// (400, checked before the body is decoded), a bound on the requests
+// generating at once and on those waiting for a turn (503 with Retry-After
+// beyond them), and a bound on how long one waits. Timeouts of the
+// connection itself (read, write, idle) belong to the http.Server that
 // carries the handler; see Timeouts.
 package server
 
@@ -219,6 +223,7 @@ func (s *Server) Served() int64 { return s.served.Load() }
 // methods included, is OpenAI's error object.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	w := &trackingWriter{ResponseWriter: rw}
+	defer s.logged(w, r, time.Now())
 	defer func() {
 		v := recover()
 		if v == nil {
@@ -247,9 +252,13 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	case "/admin/reload":
 		handle, method = s.reload, http.MethodPost
 	default:
-		writeError(w, apiErr{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
-			Message: fmt.Sprintf("unknown path %s %s (served: POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics, POST /admin/reload)", r.Method, r.URL.Path)})
-		return
+		id, ok := strings.CutPrefix(r.URL.Path, "/v1/models/")
+		if !ok || id == "" {
+			writeError(w, apiErr{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
+				Message: fmt.Sprintf("unknown path %s %s (served: POST /v1/chat/completions, GET /v1/models, GET /v1/models/{model}, GET /health, GET /metrics, POST /admin/reload)", r.Method, r.URL.Path)})
+			return
+		}
+		handle = func(w http.ResponseWriter, _ *http.Request) { s.retrieve(w, id) }
 	}
 	if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
 		w.Header().Set("Allow", method)
@@ -300,20 +309,31 @@ func (c *chargedReader) release() {
 }
 
 // trackingWriter notes whether anything was written, so that a panic can
-// still be answered with an error when nothing was.
+// still be answered with an error when nothing was, and the status and
+// bytes written, for the access log and the metrics.
 type trackingWriter struct {
 	http.ResponseWriter
-	wrote bool
+	wrote  bool
+	status int
+	bytes  int64
 }
 
 func (t *trackingWriter) WriteHeader(code int) {
+	if !t.wrote {
+		t.status = code
+	}
 	t.wrote = true
 	t.ResponseWriter.WriteHeader(code)
 }
 
 func (t *trackingWriter) Write(b []byte) (int, error) {
+	if !t.wrote {
+		t.status = http.StatusOK
+	}
 	t.wrote = true
-	return t.ResponseWriter.Write(b)
+	n, err := t.ResponseWriter.Write(b)
+	t.bytes += int64(n)
+	return n, err
 }
 
 // Unwrap lets http.ResponseController reach the connection's deadlines
@@ -409,21 +429,72 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "models": s.names, "policy_versions": versions})
 }
 
+// modelObject is OpenAI's model object. Created is when the server
+// started serving it.
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (s *Server) model(name string) modelObject {
+	return modelObject{ID: name, Object: "model", Created: s.created, OwnedBy: "delegate"}
+}
+
+// list answers GET /v1/models.
 func (s *Server) list(w http.ResponseWriter, _ *http.Request) {
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
 	out := struct {
-		Object string  `json:"object"`
-		Data   []model `json:"data"`
+		Object string        `json:"object"`
+		Data   []modelObject `json:"data"`
 	}{Object: "list"}
 	for _, n := range s.names {
-		out.Data = append(out.Data, model{ID: n, Object: "model", Created: s.created, OwnedBy: "delegate"})
+		out.Data = append(out.Data, s.model(n))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// retrieve answers GET /v1/models/{id}: the model object, or OpenAI's
+// 404 model_not_found.
+func (s *Server) retrieve(w http.ResponseWriter, id string) {
+	if _, ok := s.models[id]; !ok {
+		writeError(w, apiErr{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+			Message: fmt.Sprintf("the model %q does not exist (serving %v)", id, s.names)})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.model(id))
+}
+
+// logged counts a finished request by route and status, and logs it at
+// info: method, path, status, duration and the bytes written. Never a
+// header or the body, which may hold the key or a user's text.
+func (s *Server) logged(w *trackingWriter, r *http.Request, start time.Time) {
+	status := w.status
+	switch {
+	case status != 0:
+	case r.Context().Err() != nil:
+		status = 499 // the client went away before an answer
+	default:
+		status = http.StatusOK // nothing written is an empty 200
+	}
+	d := time.Since(start)
+	s.metrics.http(route(r.URL.Path), status)
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
+		slog.Duration("duration", d), slog.Int64("bytes", w.bytes))
+}
+
+// route is the metrics label of a path: a served route, or "other", so
+// that clients cannot grow the series without bound.
+func route(path string) string {
+	switch p := strings.TrimSuffix(path, "/"); p {
+	case "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/admin/reload":
+		return p
+	}
+	if id, ok := strings.CutPrefix(path, "/v1/models/"); ok && id != "" {
+		return "/v1/models/{model}"
+	}
+	return "other"
 }
 
 // overloaded answers a request turned away by the server's bounds.
@@ -457,6 +528,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// there is no deadline to clear.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 
+	if req.Model == "" {
+		fail(*badRequest("model", "model: required (serving %v)", s.names))
+		return
+	}
 	m, ok := s.models[req.Model]
 	if !ok {
 		fail(apiErr{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
@@ -516,7 +591,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.answered(model, resp, dreq.Tools)
-	writeJSON(w, http.StatusOK, fromDelegate(resp, id, s.created, req))
+	writeJSON(w, http.StatusOK, fromDelegate(resp, id, time.Now().Unix(), req))
 }
 
 // answered does what every successful generation needs, streamed or not,

@@ -180,6 +180,27 @@ func TestBadRequests(t *testing.T) {
 		{"stop of numbers", `{"model":"m","stop":[1],"messages":[{"role":"user","content":"x"}]}`, 400, `"param":"stop"`},
 		{"unknown tool_choice", `{"model":"m","tool_choice":"sometimes","messages":[{"role":"user","content":"x"}]}`, 400, `"param":"tool_choice"`},
 		{"ok with parts", `{"model":"m","stop":"x","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`, 200, `"content":"ok"`},
+		{"no model", `{"messages":[{"role":"user","content":"x"}]}`, 400, `"param":"model"`},
+		{"max_tokens 0", `{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"x"}]}`, 400, `"param":"max_tokens"`},
+		{"max_completion_tokens 0", `{"model":"m","max_completion_tokens":0,"messages":[{"role":"user","content":"x"}]}`, 400, `"param":"max_completion_tokens"`},
+		{"max_tokens null is the default", `{"model":"m","max_tokens":null,"messages":[{"role":"user","content":"x"}]}`, 200, `"content":"ok"`},
+		{"max_tokens 1", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}]}`, 200, `"content":"ok"`},
+		{"tool message answering no call", `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"tool","tool_call_id":"call_9","content":"5"}]}`, 400, `"param":"messages[1].tool_call_id"`},
+		{"five stops", `{"model":"m","stop":["a","b","c","d","e"],"messages":[{"role":"user","content":"x"}]}`, 400, `"param":"stop"`},
+		{"top_logprobs without logprobs", `{"model":"m","top_logprobs":3,"messages":[{"role":"user","content":"x"}]}`, 400, `"param":"top_logprobs"`},
+		{"presence_penalty over 2", `{"model":"m","presence_penalty":2.5,"messages":[{"role":"user","content":"x"}]}`, 400, `"param":"presence_penalty"`},
+		{"frequency_penalty under -2", `{"model":"m","frequency_penalty":-3,"messages":[{"role":"user","content":"x"}]}`, 400, `"param":"frequency_penalty"`},
+		{"frequency_penalty not a number", `{"model":"m","frequency_penalty":"high","messages":[{"role":"user","content":"x"}]}`, 400, `"param":"frequency_penalty"`},
+		{"penalties in range", `{"model":"m","presence_penalty":-2,"frequency_penalty":2,"messages":[{"role":"user","content":"x"}]}`, 200, `"content":"ok"`},
+		{"model of the wrong type", `{"model":5,"messages":[{"role":"user","content":"x"}]}`, 400, `"param":"model"`},
+		{"invalid UTF-8 in content", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\xffb\"}]}", 400, `"param":"messages[0].content"`},
+		{"invalid UTF-8 in a part", "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"\xc3\"}]}]}", 400, `"param":"messages[1].content[0].text"`},
+		{"invalid UTF-8 in a key", "{\"model\":\"m\",\"\xfe\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, "invalid UTF-8"},
+		{"lone surrogate escape", `{"model":"m","messages":[{"role":"user","content":"a\ud800b"}]}`, 400, `"param":"messages[0].content"`},
+		{"lone low surrogate escape", `{"model":"m","stop":"\udc00","messages":[{"role":"user","content":"x"}]}`, 400, `"param":"stop"`},
+		{"surrogate pair escape is fine", `{"model":"m","messages":[{"role":"user","content":"\ud83d\ude00 \\ud800"}]}`, 200, `"content":"ok"`},
+		{"invalid UTF-8 outside JSON", "\xff", 400, "invalid UTF-8 at byte 0"},
+		{"array body", `[]`, 400, "want a JSON object"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -253,6 +274,59 @@ func TestBrowserPagesAreRefused(t *testing.T) {
 			}
 			if tt.want != 200 && e.Error.Code == nil {
 				t.Errorf("refusal is not OpenAI's error object")
+			}
+		})
+	}
+}
+
+func TestServerParameters(t *testing.T) {
+	srv := serve(t, okModel("m"))
+	const msgs = `"messages":[{"role":"user","content":"x"}]`
+	tests := []struct {
+		name, params string // params: the request's other fields, each followed by a comma
+		status       int
+		param        string // the param a 400 names
+	}{
+		{"user is a no-op", `"user":"u-1",`, 200, ""},
+		{"user of the wrong type", `"user":5,`, 400, "user"},
+		{"metadata is a no-op", `"metadata":{"run":"a"},`, 200, ""},
+		{"metadata of numbers", `"metadata":{"run":1},`, 400, "metadata"},
+		{"store false", `"store":false,`, 200, ""},
+		{"store true", `"store":true,`, 400, "store"},
+		{"text modality", `"modalities":["text"],`, 200, ""},
+		{"audio modality", `"modalities":["text","audio"],`, 400, "modalities"},
+		{"prompt_cache_key is a no-op", `"prompt_cache_key":"k",`, 200, ""},
+		{"safety_identifier is a no-op", `"safety_identifier":"s",`, 200, ""},
+		{"null is left out", `"audio":null,"store":null,`, 200, ""},
+		{"functions", `"functions":[{"name":"f"}],`, 400, "functions"},
+		{"function_call", `"function_call":"auto",`, 400, "function_call"},
+		{"audio", `"audio":{"voice":"alloy","format":"wav"},`, 400, "audio"},
+		{"prediction", `"prediction":{"type":"content","content":"x"},`, 400, "prediction"},
+		{"reasoning_effort", `"reasoning_effort":"low",`, 400, "reasoning_effort"},
+		{"service_tier", `"service_tier":"auto",`, 400, "service_tier"},
+		{"web_search_options", `"web_search_options":{},`, 400, "web_search_options"},
+		{"verbosity", `"verbosity":"low",`, 400, "verbosity"},
+		{"vLLM's top_k", `"top_k":5,`, 400, "top_k"},
+		{"a made-up field", `"temprature":0.5,`, 400, "temprature"},
+		{"a made-up field of null", `"temprature":null,`, 400, "temprature"},
+		// Left to constrained decoding: never refused here, the penalties
+		// checked for range only.
+		{"parallel_tool_calls", `"parallel_tool_calls":false,`, 200, ""},
+		{"logit_bias", `"logit_bias":{"50256":-100},`, 200, ""},
+		{"response_format", `"response_format":{"type":"text"},`, 200, ""},
+		{"supported ones", `"n":2,"seed":1,"temperature":0,"top_p":1,"stop":["a"],"logprobs":true,"top_logprobs":1,"return_token_ids":true,"max_completion_tokens":4,`, 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, body := do(t, "POST", srv.URL+"/v1/chat/completions", "", `{"model":"m",`+tt.params+msgs+`}`)
+			if status != tt.status {
+				t.Fatalf("status = %d, want %d (%s)", status, tt.status, body)
+			}
+			if tt.status != 200 {
+				e := checkErrorShape(t, body)
+				if e.Error.Param == nil || *e.Error.Param != tt.param {
+					t.Errorf("param = %v, want %q (%s)", e.Error.Param, tt.param, body)
+				}
 			}
 		})
 	}

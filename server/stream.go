@@ -78,8 +78,9 @@ func (e *sse) raw(data []byte) {
 // answered, for the metrics.
 func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.Model, req *wire.ChatRequest, dreq *delegate.Request, id string) int {
 	out := &sse{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}
+	created := time.Now().Unix() // every chunk of a response carries its creation time
 	chunk := func(choices ...wire.ChunkChoice) wire.ChatChunk {
-		return wire.ChatChunk{ID: id, Object: "chat.completion.chunk", Created: s.created, Model: req.Model, Choices: choices}
+		return wire.ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: req.Model, Choices: choices}
 	}
 	started := false // the status line and headers are out
 	begin := func() {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,47 +25,42 @@ func badRequest(param, format string, args ...any) *apiErr {
 
 // decodeRequest reads one chat completion request from body, which is
 // limited to maxBody bytes (http.MaxBytesReader): a larger body is a 413,
-// a body over the server's budget a 503, anything but exactly one JSON
-// object (trailing data included) a 400.
+// a body over the server's budget a 503. The body must then pass
+// checkBody (UTF-8, known parameters, bounded lists) and be exactly one
+// JSON object of the request's shape, or it is a 400.
 func decodeRequest(body io.Reader, contentLength, maxBody int64) (*wire.ChatRequest, *apiErr) {
 	if contentLength > maxBody {
 		return nil, tooLarge(maxBody)
 	}
-	dec := json.NewDecoder(body)
-	var req wire.ChatRequest
-	err := dec.Decode(&req)
-	if err == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = errTrailing
-			if terr != nil && !isSyntax(terr) {
-				err = terr
-			}
-		}
+	var buf bytes.Buffer
+	if contentLength > 0 {
+		buf.Grow(int(contentLength) + bytes.MinRead) // one allocation: ReadFrom asks for MinRead more
 	}
+	_, err := buf.ReadFrom(body)
 	var mbe *http.MaxBytesError
-	var fe *wire.FieldError
 	switch {
 	case err == nil:
-		return &req, nil
-	case errors.As(err, &fe):
-		return nil, badRequest(fe.Param, "%s", fe.Message)
 	case errors.As(err, &mbe):
 		return nil, tooLarge(maxBody)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, &apiErr{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Message: "the request body did not arrive within the server's read timeout"}
 	case errors.Is(err, errBodyBudget):
 		return nil, &apiErr{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "server_overloaded", Message: "the server holds as many request bodies as it may; retry later"}
-	case errors.Is(err, errTrailing):
-		return nil, badRequest("", "request body is not a chat completion request: data after the JSON object")
+	default:
+		return nil, badRequest("", "request body unreadable: %v", err)
 	}
-	return nil, badRequest("", "request body is not a chat completion request: %v", err)
-}
-
-var errTrailing = errors.New("data after the JSON object")
-
-func isSyntax(err error) bool {
-	var se *json.SyntaxError
-	return errors.As(err, &se)
+	if e := checkBody(buf.Bytes()); e != nil {
+		return nil, e
+	}
+	var req wire.ChatRequest
+	if err := json.Unmarshal(buf.Bytes(), &req); err != nil {
+		var fe *wire.FieldError
+		if errors.As(err, &fe) {
+			return nil, badRequest(fe.Param, "%s", fe.Message)
+		}
+		return nil, notRequest(err)
+	}
+	return &req, nil
 }
 
 func tooLarge(maxBody int64) *apiErr {

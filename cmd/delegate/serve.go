@@ -23,13 +23,14 @@ import (
 const serveKeyEnv = "DELEGATE_SERVE_API_KEY"
 
 type serveFlags struct {
-	config   string
-	addr     string
-	apiKey   string
-	insecure bool
-	hosts    []string
-	limits   server.Config
-	timeouts server.Timeouts
+	config    string
+	addr      string
+	apiKey    string
+	insecure  bool
+	hosts     []string
+	accessLog bool
+	limits    server.Config
+	timeouts  server.Timeouts
 }
 
 func newServeCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -39,7 +40,7 @@ func newServeCmd(getenv env, log *slog.Logger) *cobra.Command {
 		Short: "Serve models over an OpenAI-compatible HTTP API on loopback",
 		Long: `Serve exposes the config's models (all local ones, or those named by their
 config key) as an OpenAI-compatible server: POST /v1/chat/completions with
-tool calls, usage, logprobs and streaming, GET /v1/models, GET /health and
+tool calls, usage, logprobs and streaming, GET /v1/models[/MODEL], GET /health and
 GET /metrics (Prometheus). Concurrent requests to a local model are batched
 together by its engine. A model's system_prompt in the config is sent to it
 when a request has no system message of its own.
@@ -60,6 +61,7 @@ unless --insecure. Requests beyond --max-concurrent generating and
 	fl.StringVar(&f.apiKey, "api-key", "", "API key clients must send as a bearer token (default $"+serveKeyEnv+"; prefer the variable: a flag shows in ps)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without an API key")
 	fl.StringSliceVar(&f.hosts, "allow-host", nil, "a host name clients may reach the server by, besides IP addresses and localhost (without an API key, other names are refused: DNS rebinding)")
+	fl.BoolVar(&f.accessLog, "access-log", true, "log every request at info level: method, path, status, duration, bytes")
 	fl.Int64Var(&f.limits.MaxBody, "max-body", d.MaxBody, "largest request body in bytes (413 beyond)")
 	fl.IntVar(&f.limits.MaxN, "max-n", d.MaxN, "most choices (n) one request may ask for (400 beyond; at most 128, the format's bound)")
 	fl.IntVar(&f.limits.MaxConcurrent, "max-concurrent", d.MaxConcurrent, "chat completions generating at once")
@@ -129,7 +131,11 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 			limits.System[m.Name()] = p
 		}
 	}
-	h, err := server.NewWithConfig(limits, log, served...)
+	srvLog := log
+	if f.accessLog {
+		srvLog = slog.New(infoHandler{log.Handler()})
+	}
+	h, err := server.NewWithConfig(limits, srvLog, served...)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -274,4 +280,19 @@ func checkExposure(addr string, hasKey, insecure bool) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// infoHandler lets info records through to a handler whose logger is set
+// to a higher level, for the server's access log. The standard handlers
+// leave the level to the logger's Enabled.
+type infoHandler struct{ slog.Handler }
+
+func (h infoHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (h infoHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return infoHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h infoHandler) WithGroup(name string) slog.Handler {
+	return infoHandler{h.Handler.WithGroup(name)}
 }

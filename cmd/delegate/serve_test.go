@@ -67,7 +67,8 @@ func TestServeShippedModels(t *testing.T) {
 		return ""
 	}
 	var out, logs syncBuffer
-	cmd := newRootCmd(getenv, slog.New(slog.NewTextHandler(&logs, nil)))
+	// At warn, as main sets it: the access log passes anyway.
+	cmd := newRootCmd(getenv, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
 	cmd.SetArgs([]string{"serve", "--config", "../../examples/world.yaml", "--addr", "127.0.0.1:0", "--idle-timeout", "300ms", "--read-timeout", "500ms"})
@@ -196,6 +197,14 @@ func TestServeShippedModels(t *testing.T) {
 	}
 	if strings.Contains(out.String()+logs.String(), key) {
 		t.Error("the API key reached the output or logs")
+	}
+	for _, want := range []string{`msg=request method=POST path=/v1/chat/completions status=401`, `msg=request method=POST path=/v1/chat/completions status=200`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("access log lacks %q:\n%s", want, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), "56*23") {
+		t.Error("a request body reached the logs")
 	}
 }
 

@@ -12,15 +12,17 @@
 //     part (image_url, input_audio, file, ...) is refused: delegate's
 //     models read text only, and OpenAI refuses a part whose modality the
 //     model lacks.
-//   - temperature is 0..2, top_p 0..1, top_logprobs 0..20; max_tokens and
-//     max_completion_tokens are not negative; stream_options needs stream.
+//   - temperature is 0..2, top_p 0..1, top_logprobs 0..20 and only with
+//     logprobs: true; max_tokens and max_completion_tokens are not
+//     negative; stream_options needs stream.
 //   - A role is system, developer, user, assistant or tool; a tool message
-//     names the call it answers (tool_call_id).
+//     answers a call of an earlier assistant message (tool_call_id).
 //   - A tool is a function with a name; its parameters, when given, are a
-//     JSON value.
-//   - stop is a string or a list of strings; tool_choice is "auto", "none",
-//     "required" or {"type":"function","function":{"name":...}}; one
-//     that asks for a call needs tools, and a named one must be declared.
+//     JSON value. A request offers at most 128 tools.
+//   - stop is a string or a list of at most 4 strings; tool_choice is
+//     "auto", "none", "required" or
+//     {"type":"function","function":{"name":...}}; one that asks for a
+//     call needs tools, and a named one must be declared.
 //   - frequency_penalty and presence_penalty are -2..2; logit_bias maps
 //     token ids to -100..100; response_format is text, json_object or
 //     json_schema, which needs a name.
@@ -47,6 +49,12 @@ const MaxN = 128
 
 // MaxTopLogprobs is the largest top_logprobs OpenAI's API accepts.
 const MaxTopLogprobs = 20
+
+// MaxStop is the most stop sequences OpenAI's API accepts.
+const MaxStop = 4
+
+// MaxTools is the most tools OpenAI's API accepts in one request.
+const MaxTools = 128
 
 // ChatRequest is a Chat Completions request body. The fields after
 // TopLogprobs are extensions: Stream and StreamOptions are OpenAI's
@@ -387,6 +395,15 @@ func (r *ChatRequest) Validate() error {
 	if r.TopLogprobs < 0 || r.TopLogprobs > MaxTopLogprobs {
 		return fieldError("top_logprobs", "%d is outside 0..%d", r.TopLogprobs, MaxTopLogprobs)
 	}
+	if r.TopLogprobs > 0 && !r.Logprobs {
+		return fieldError("top_logprobs", "only allowed with logprobs: true")
+	}
+	if len(r.Stop) > MaxStop {
+		return fieldError("stop", "%d sequences is more than %d", len(r.Stop), MaxStop)
+	}
+	if len(r.Tools) > MaxTools {
+		return fieldError("tools", "%d tools is more than %d", len(r.Tools), MaxTools)
+	}
 	if r.Temperature != nil && !(*r.Temperature >= 0 && *r.Temperature <= 2) {
 		return fieldError("temperature", "%v is outside 0..2", *r.Temperature)
 	}
@@ -402,9 +419,19 @@ func (r *ChatRequest) Validate() error {
 	if r.StreamOptions != nil && !r.Stream {
 		return fieldError("stream_options", "only allowed with stream: true")
 	}
+	calls := map[string]bool{} // the ids of the tool calls made so far
 	for i := range r.Messages {
-		if err := r.Messages[i].validate(i); err != nil {
+		m := &r.Messages[i]
+		if err := m.validate(i); err != nil {
 			return err
+		}
+		if m.Role == RoleTool && !calls[m.ToolCallID] {
+			return fieldError(index("messages", i, "tool_call_id"), "%q answers no tool call of an earlier assistant message", m.ToolCallID)
+		}
+		if m.Role == RoleAssistant {
+			for _, c := range m.ToolCalls {
+				calls[c.ID] = true
+			}
 		}
 	}
 	for i := range r.Tools {
