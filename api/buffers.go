@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
+	"golang.org/x/sync/semaphore"
 )
 
 // A group is megabytes of JSON that passes through up to three buffers
@@ -49,10 +50,12 @@ func putBuf(b *[]byte) {
 var gzipPool sync.Pool // of *gzip.Reader
 
 // body is a request body read by readBody; release gives its buffers back
-// once the caller is done with data.
+// once the caller is done with data, and its charge to the inflate budget.
 type body struct {
-	data []byte
-	bufs [2]*[]byte
+	data    []byte
+	bufs    [2]*[]byte
+	budget  *semaphore.Weighted
+	charged int64
 }
 
 func (b *body) release() {
@@ -61,6 +64,10 @@ func (b *body) release() {
 		b.bufs[i] = nil
 	}
 	b.data = nil
+	if b.charged > 0 {
+		b.budget.Release(b.charged)
+		b.charged = 0
+	}
 }
 
 // readBody reads a bounded, possibly gzip-compressed body into reused
@@ -70,7 +77,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*body, error)
 	if r.ContentLength > 0 && r.ContentLength <= s.cfg.MaxBody {
 		n += int(r.ContentLength) // one read for a 2 MB group
 	}
-	out := &body{bufs: [2]*[]byte{getBuf(n)}}
+	out := &body{bufs: [2]*[]byte{getBuf(n)}, budget: s.inflating}
 	raw := bytes.NewBuffer(*out.bufs[0])
 	_, err := raw.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
 	*out.bufs[0] = raw.Bytes()
@@ -87,20 +94,36 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*body, error)
 	if !strings.Contains(strings.ToLower(r.Header.Get("Content-Encoding")), "gzip") || len(out.data) == 0 {
 		return out, nil
 	}
-	plain, err := s.inflate(out.data)
-	putBuf(out.bufs[0])
-	out.bufs[0], out.data = plain, nil
+	err = s.inflate(out)
 	if err != nil {
 		out.release()
 		return nil, err
 	}
-	out.data = *plain
 	return out, nil
 }
 
-// inflate decompresses a gzip body (of one or more members) into a
-// reused buffer, up to Config.MaxDecompressed.
-func (s *Server) inflate(gz []byte) (*[]byte, error) {
+// errInflateBudget answers a body whose inflating would pass the budget.
+var errInflateBudget = &httpError{http.StatusServiceUnavailable, "the server holds as many decompressed request bodies as it may; retry later"}
+
+// inflate replaces b's gzip body (of one or more members) by its
+// decompressed bytes, in a reused buffer charged to the inflate budget.
+// A body is refused as soon as it passes Config.MaxDecompressed: no
+// buffer is ever sized beyond that bound, and one whose last member's
+// trailer already declares more is refused before inflating anything.
+func (s *Server) inflate(b *body) error {
+	gz := b.data
+	limit := s.cfg.MaxDecompressed
+	over := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("decompressed request body over %d bytes", limit)}
+	// The trailer's size of the (last) member is the sender's word, but
+	// the reader checks it at the member's end: a body whose trailer says
+	// more than the bound is either that large or invalid.
+	var isize int64
+	if len(gz) >= 18 {
+		isize = int64(binary.LittleEndian.Uint32(gz[len(gz)-4:]))
+		if isize > limit {
+			return over
+		}
+	}
 	zr, _ := gzipPool.Get().(*gzip.Reader)
 	var err error
 	if zr == nil {
@@ -109,27 +132,74 @@ func (s *Server) inflate(gz []byte) (*[]byte, error) {
 		err = zr.Reset(bytes.NewReader(gz))
 	}
 	if err != nil {
-		return nil, &httpError{http.StatusBadRequest, "Invalid gzip payload"}
+		return &httpError{http.StatusBadRequest, "Invalid gzip payload"}
 	}
 	defer gzipPool.Put(zr)
-	// The trailer's size of the (last) member sizes the buffer; it is the
-	// sender's word, so it only counts within 8x the compressed size.
-	hint := 4 * len(gz)
-	if len(gz) >= 18 {
-		hint = max(hint, int(binary.LittleEndian.Uint32(gz[len(gz)-4:])))
+	// The trailer sizes the buffer of a one-member body exactly; it only
+	// counts within 8x the compressed size.
+	hint := min(max(int64(4*len(gz)), isize, bytes.MinRead), int64(8*len(gz)), limit)
+	// grow gives b a buffer of capacity n holding what it inflated so
+	// far, charging n before allocating it; the old buffer is given back
+	// once copied.
+	grow := func(n int64) error {
+		if !s.inflating.TryAcquire(n) {
+			return errInflateBudget
+		}
+		nb := getBuf(int(n))
+		// A pooled buffer may be larger than asked: charge what it holds,
+		// or take a new one of the size asked.
+		if extra := int64(cap(*nb)) - n; extra > 0 {
+			if s.inflating.TryAcquire(extra) {
+				n += extra
+			} else {
+				putBuf(nb)
+				fresh := make([]byte, 0, n)
+				nb = &fresh
+			}
+		}
+		if old := b.bufs[1]; old != nil {
+			*nb = append(*nb, *old...)
+			putBuf(old)
+			s.inflating.Release(b.charged)
+		}
+		b.bufs[1], b.charged = nb, n
+		return nil
 	}
-	hint = int(min(int64(min(hint, 8*len(gz))), s.cfg.MaxDecompressed) + bytes.MinRead)
-	buf := getBuf(hint)
-	plain := bytes.NewBuffer(*buf)
-	_, err = plain.ReadFrom(io.LimitReader(zr, s.cfg.MaxDecompressed+1))
-	*buf = plain.Bytes()
-	if err != nil {
-		putBuf(buf)
-		return nil, &httpError{http.StatusBadRequest, "Invalid gzip payload"}
+	if err := grow(hint); err != nil {
+		return err
 	}
-	if int64(plain.Len()) > s.cfg.MaxDecompressed {
-		putBuf(buf)
-		return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("decompressed request body over %d bytes", s.cfg.MaxDecompressed)}
+	for {
+		buf := *b.bufs[1]
+		// A pooled buffer may hold more than the bound: read up to it.
+		end := int(min(int64(cap(buf)), limit))
+		if len(buf) == end {
+			if int64(len(buf)) == limit {
+				// At the bound: one byte more is over it.
+				var one [1]byte
+				n, err := io.ReadFull(zr, one[:])
+				if n > 0 {
+					return over
+				}
+				if err == io.EOF {
+					break
+				}
+				return &httpError{http.StatusBadRequest, "Invalid gzip payload"}
+			}
+			if err := grow(min(2*int64(cap(buf)), limit)); err != nil {
+				return err
+			}
+			buf = *b.bufs[1]
+		}
+		n, err := zr.Read(buf[len(buf):end])
+		*b.bufs[1] = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return &httpError{http.StatusBadRequest, "Invalid gzip payload"}
+		}
 	}
-	return buf, nil
+	putBuf(b.bufs[0]) // the compressed bytes, read through
+	b.bufs[0], b.data = nil, *b.bufs[1]
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/sync/semaphore"
 )
 
 // Config configures a Server. Zero fields take the defaults documented on
@@ -44,6 +45,12 @@ type Config struct {
 	// MaxDecompressed bounds a gzip request body once decompressed.
 	// Default 4 x MaxBody.
 	MaxDecompressed int64
+	// InflateBudget bounds the decompressed bytes held at once by all
+	// requests together. A body is charged as it is inflated; one that
+	// would pass the budget gets 503 (retrying later may succeed).
+	// Default and least 2 x MaxDecompressed: a buffer grows by copying,
+	// so one body alone holds up to twice its bound while it grows.
+	InflateBudget int64
 	// MaxConcurrent bounds the requests served at once; more wait.
 	// Default 16.
 	MaxConcurrent int
@@ -83,6 +90,9 @@ func (c *Config) defaults() {
 	if c.MaxDecompressed == 0 {
 		c.MaxDecompressed = 4 * c.MaxBody
 	}
+	if c.InflateBudget == 0 {
+		c.InflateBudget = 2 * c.MaxDecompressed
+	}
 	if c.MaxConcurrent == 0 {
 		c.MaxConcurrent = 16
 	}
@@ -121,6 +131,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("api config: max body %d bytes: want at least 1024", c.MaxBody)
 	case c.MaxDecompressed < c.MaxBody:
 		return fmt.Errorf("api config: max decompressed %d bytes is below max body %d", c.MaxDecompressed, c.MaxBody)
+	case c.InflateBudget < 2*c.MaxDecompressed:
+		return fmt.Errorf("api config: inflate budget %d bytes is below twice max decompressed %d", c.InflateBudget, c.MaxDecompressed)
 	case c.MaxConcurrent < 1:
 		return fmt.Errorf("api config: max concurrent %d: want at least 1", c.MaxConcurrent)
 	case c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0:
@@ -188,6 +200,9 @@ type Server struct {
 	st    store
 	sem   chan struct{}
 	token []byte
+	// inflating charges the decompressed bytes requests hold
+	// (Config.InflateBudget).
+	inflating *semaphore.Weighted
 
 	handout sync.Mutex // serialises GET /batch
 
@@ -268,7 +283,7 @@ func newServer(ctx context.Context, st store, cfg Config, log *slog.Logger) (*Se
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log, st: st, sem: make(chan struct{}, cfg.MaxConcurrent), changed: make(chan struct{}),
-		stopping: make(chan struct{})}
+		stopping: make(chan struct{}), inflating: semaphore.NewWeighted(cfg.InflateBudget)}
 	if cfg.Token != "" {
 		s.token = []byte(cfg.Token)
 	}
