@@ -135,9 +135,15 @@ func (s *Server) inflate(b *body) error {
 		return &httpError{http.StatusBadRequest, "Invalid gzip payload"}
 	}
 	defer gzipPool.Put(zr)
-	// The trailer sizes the buffer of a one-member body exactly; it only
-	// counts within 8x the compressed size.
-	hint := min(max(int64(4*len(gz)), isize, bytes.MinRead), int64(8*len(gz)), limit)
+	// The trailer sizes the buffer of a one-member body exactly (with room
+	// to read its end without growing); it only counts within 8x the
+	// compressed size. One smaller than the body is the last of several
+	// members: then 4x the compressed size.
+	hint := int64(4 * len(gz))
+	if isize >= int64(len(gz)) {
+		hint = min(isize, int64(8*len(gz)))
+	}
+	hint = min(hint+bytes.MinRead, limit)
 	// grow gives b a buffer of capacity n holding what it inflated so
 	// far, charging n before allocating it; the old buffer is given back
 	// once copied.

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -36,6 +37,17 @@ func bomb(t *testing.T, members int) []byte {
 	t.Helper()
 	one := gzipMember(t, make([]byte, 1<<20))
 	return bytes.Repeat(one, members)
+}
+
+// digitsText is n bytes of random digits and commas, which compress
+// about as much as a group's token ids.
+func digitsText(n int) []byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = "0123456789,"[rng.IntN(11)]
+	}
+	return b
 }
 
 // postGzip sends body as a gzip /scored_data and returns the status and
@@ -101,6 +113,10 @@ func TestGzipBombBounded(t *testing.T) {
 		{"1 GiB in 1024 members", gib, http.StatusRequestEntityTooLarge, uint64(2*limit) + 8*mib},
 		// The trailer declares more than the bound: nothing inflated.
 		{"64 MiB in one member", gzipMember(t, make([]byte, 2*limit)), http.StatusRequestEntityTooLarge, 4 * mib},
+		// A body within the bound whose trailer says its size is inflated
+		// into one buffer of that size, never grown: 4 MiB besides the
+		// 3 MiB body as sent.
+		{"4 MiB in one member", gzipMember(t, digitsText(4*mib)), http.StatusUnprocessableEntity, 8 * mib},
 		// Exactly at the bound is inflated (and is no group: 422); one
 		// byte more is not.
 		{"at the bound", bytes.Repeat(gzipMember(t, make([]byte, limit/4)), 4), http.StatusUnprocessableEntity, uint64(3*limit) + 8*mib},
