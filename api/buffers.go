@@ -194,7 +194,7 @@ func (s *Server) inflate(b *body) error {
 			if err := grow(min(2*int64(cap(buf)), limit)); err != nil {
 				return err
 			}
-			buf = *b.bufs[1]
+			continue
 		}
 		n, err := zr.Read(buf[len(buf):end])
 		*b.bufs[1] = buf[:len(buf)+n]
