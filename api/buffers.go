@@ -105,15 +105,34 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*body, error)
 // errInflateBudget answers a body whose inflating would pass the budget.
 var errInflateBudget = &httpError{http.StatusServiceUnavailable, "the server holds as many decompressed request bodies as it may; retry later"}
 
+// chunkSize is the size of the pooled chunks that hold what a gzip body
+// inflates to beyond its first buffer.
+const chunkSize = 1 << 20
+
+var chunkPool sync.Pool // of *[]byte of length chunkSize
+
+func getChunk() *[]byte {
+	if c, ok := chunkPool.Get().(*[]byte); ok {
+		return c
+	}
+	c := make([]byte, chunkSize)
+	return &c
+}
+
 // inflate replaces b's gzip body (of one or more members) by its
-// decompressed bytes, in a reused buffer charged to the inflate budget.
-// A body is refused as soon as it passes Config.MaxDecompressed: no
-// buffer is ever sized beyond that bound, and one whose last member's
-// trailer already declares more is refused before inflating anything.
+// decompressed bytes. Every byte held is charged to the inflate budget
+// first, and a body is refused as soon as it passes
+// Config.MaxDecompressed (at once when its last member's trailer
+// declares more). It inflates into one reused buffer sized from the
+// trailer; what does not fit goes to pooled chunks, joined into one
+// buffer of the exact size at the end. So a bomb holds at most the bound,
+// in chunks that the next bodies reuse, and a buffer never grows by
+// copying.
 func (s *Server) inflate(b *body) error {
 	gz := b.data
 	limit := s.cfg.MaxDecompressed
 	over := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("decompressed request body over %d bytes", limit)}
+	invalid := &httpError{http.StatusBadRequest, "Invalid gzip payload"}
 	// The trailer's size of the (last) member is the sender's word, but
 	// the reader checks it at the member's end: a body whose trailer says
 	// more than the bound is either that large or invalid.
@@ -132,80 +151,103 @@ func (s *Server) inflate(b *body) error {
 		err = zr.Reset(bytes.NewReader(gz))
 	}
 	if err != nil {
-		return &httpError{http.StatusBadRequest, "Invalid gzip payload"}
+		return invalid
 	}
 	defer gzipPool.Put(zr)
+	charge := func(n int64) bool {
+		if !s.inflating.TryAcquire(n) {
+			return false
+		}
+		b.charged += n
+		return true
+	}
+	uncharge := func(n int64) {
+		s.inflating.Release(n)
+		b.charged -= n
+	}
 	// The trailer sizes the buffer of a one-member body exactly (with room
-	// to read its end without growing); it only counts within 8x the
-	// compressed size. One smaller than the body is the last of several
-	// members: then 4x the compressed size.
+	// to read its end); it only counts within 8x the compressed size. One
+	// smaller than the body is the last of several members: then 4x the
+	// compressed size.
 	hint := int64(4 * len(gz))
 	if isize >= int64(len(gz)) {
 		hint = min(isize, int64(8*len(gz)))
 	}
 	hint = min(hint+bytes.MinRead, limit)
-	// grow gives b a buffer of capacity n holding what it inflated so
-	// far, charging n before allocating it; the old buffer is given back
-	// once copied.
-	grow := func(n int64) error {
-		if !s.inflating.TryAcquire(n) {
+	if !charge(hint) {
+		return errInflateBudget
+	}
+	first := getBuf(int(hint))
+	b.bufs[1] = first
+	n, err := io.ReadFull(zr, (*first)[:hint])
+	*first = (*first)[:n]
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		putBuf(b.bufs[0]) // the compressed bytes, read through
+		b.bufs[0], b.data = nil, *first
+		return nil
+	case err != nil:
+		return invalid
+	}
+
+	// More than the first buffer holds: on into chunks.
+	var chunks [][]byte
+	var sizes []int64 // charged for each chunk
+	defer func() {
+		for _, c := range chunks {
+			c = c[:chunkSize]
+			chunkPool.Put(&c)
+		}
+	}()
+	total := hint
+	for {
+		if total == limit {
+			// At the bound: one byte more is over it.
+			var one [1]byte
+			n, err := io.ReadFull(zr, one[:])
+			if n > 0 {
+				return over
+			}
+			if err != io.EOF {
+				return invalid
+			}
+			break
+		}
+		size := min(chunkSize, limit-total)
+		if !charge(size) {
 			return errInflateBudget
 		}
-		nb := getBuf(int(n))
-		// A pooled buffer may be larger than asked: charge what it holds,
-		// or take a new one of the size asked.
-		if extra := int64(cap(*nb)) - n; extra > 0 {
-			if s.inflating.TryAcquire(extra) {
-				n += extra
-			} else {
-				putBuf(nb)
-				fresh := make([]byte, 0, n)
-				nb = &fresh
-			}
-		}
-		if old := b.bufs[1]; old != nil {
-			*nb = append(*nb, *old...)
-			putBuf(old)
-			s.inflating.Release(b.charged)
-		}
-		b.bufs[1], b.charged = nb, n
-		return nil
-	}
-	if err := grow(hint); err != nil {
-		return err
-	}
-	for {
-		buf := *b.bufs[1]
-		// A pooled buffer may hold more than the bound: read up to it.
-		end := int(min(int64(cap(buf)), limit))
-		if len(buf) == end {
-			if int64(len(buf)) == limit {
-				// At the bound: one byte more is over it.
-				var one [1]byte
-				n, err := io.ReadFull(zr, one[:])
-				if n > 0 {
-					return over
-				}
-				if err == io.EOF {
-					break
-				}
-				return &httpError{http.StatusBadRequest, "Invalid gzip payload"}
-			}
-			if err := grow(min(2*int64(cap(buf)), limit)); err != nil {
-				return err
-			}
-			continue
-		}
-		n, err := zr.Read(buf[len(buf):end])
-		*b.bufs[1] = buf[:len(buf)+n]
-		if err == io.EOF {
+		c := (*getChunk())[:size]
+		n, err := io.ReadFull(zr, c)
+		chunks, sizes = append(chunks, c[:n]), append(sizes, size)
+		total += int64(n)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			break
 		}
 		if err != nil {
-			return &httpError{http.StatusBadRequest, "Invalid gzip payload"}
+			return invalid
 		}
 	}
-	putBuf(b.bufs[0]) // the compressed bytes, read through
-	b.bufs[0], b.data = nil, *b.bufs[1]
+	if total == hint { // the first buffer held it all, to the byte
+		putBuf(b.bufs[0])
+		b.bufs[0], b.data = nil, *first
+		return nil
+	}
+	// Join the parts into one buffer of the exact size; the chunks go
+	// back to the pool.
+	if !charge(total) {
+		return errInflateBudget
+	}
+	whole := make([]byte, 0, total)
+	whole = append(whole, *first...)
+	for i, c := range chunks {
+		whole = append(whole, c...)
+		uncharge(sizes[i])
+	}
+	putBuf(first)
+	uncharge(hint)
+	putBuf(b.bufs[0])
+	b.bufs = [2]*[]byte{nil, &whole}
+	b.data = whole
 	return nil
 }
