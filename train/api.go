@@ -161,7 +161,7 @@ func appendJSONL(path string, v any) error {
 		return err
 	}
 	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
+		_ = f.Close() // the write's error is the one to report
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return f.Close()
