@@ -515,23 +515,32 @@ func checkIDs(raw []byte, vocab int64, ignore bool) ([]any, string) {
 			p++
 		default:
 			start := p
-			if c == '-' {
+			neg := c == '-'
+			if neg {
 				p++
 			}
+			d := p
 			p = digits(raw, p)
-			text := raw[start:p]
-			id, err := strconv.ParseInt(string(text), 10, 64)
+			// Up to 18 digits fit an int64; more are beyond any vocabulary.
+			id, big := int64(0), p-d > 18
+			if !big {
+				for _, ch := range raw[d:p] {
+					id = id*10 + int64(ch-'0')
+				}
+			}
+			neg = neg && (big || id != 0) // -0 is 0
 			switch {
-			case ignore && id == -100:
+			case neg && ignore && !big && id == 100:
 				continue
-			case err == nil && id >= 0 && id < vocab:
+			case !neg && !big && id < vocab:
 				continue
 			}
+			text := raw[start:p]
 			path := make([]any, level+1)
 			for i := range path {
 				path[i] = idx[i]
 			}
-			switch neg := c == '-'; {
+			switch {
 			case neg && ignore:
 				return path, fmt.Sprintf("mask %s: want -100 (not trained) or a token id", text)
 			case neg:
