@@ -135,17 +135,17 @@ func FuzzParseGroup(f *testing.F) {
 	f.Add([]byte(`{"tokens":[[1,2]],"masks":[[-100,2]],"scores":[1.0],"inference_logprobs":[[1.0,-0.5]],"group_overrides":{"group_id":7}}`))
 	f.Add([]byte(`{"tokens":[[1,"2"]]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		g, err := parseGroup(data, "body")
+		g, err := parseGroup(data, noLimits, "body")
 		if err != nil {
 			return
 		}
 		if !json.Valid(g.body) {
 			t.Fatalf("stored body is not JSON:\n%s", g.body)
 		}
-		if list, err := parseGroups(append(append([]byte("[ "), data...), " ]"...)); err != nil || len(list) != 1 || string(list[0].body) != string(g.body) {
+		if list, err := parseGroups(append(append([]byte("[ "), data...), " ]"...), noLimits); err != nil || len(list) != 1 || string(list[0].body) != string(g.body) {
 			t.Fatalf("the group as a list: %v", err)
 		}
-		again, err := parseGroup(g.body, "body")
+		again, err := parseGroup(g.body, noLimits, "body")
 		if err != nil {
 			t.Fatalf("stored body does not parse again: %v\n%s", err, g.body)
 		}

@@ -55,7 +55,7 @@ func BenchmarkParseGroup(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(bc.data)))
 			for b.Loop() {
-				if _, err := parseGroup(bc.data, "body"); err != nil {
+				if _, err := parseGroup(bc.data, noLimits, "body"); err != nil {
 					b.Fatal(err)
 				}
 			}

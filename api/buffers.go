@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
+	"golang.org/x/sync/semaphore"
 )
 
 // A group is megabytes of JSON that passes through up to three buffers
@@ -49,10 +50,12 @@ func putBuf(b *[]byte) {
 var gzipPool sync.Pool // of *gzip.Reader
 
 // body is a request body read by readBody; release gives its buffers back
-// once the caller is done with data.
+// once the caller is done with data, and its charge to the inflate budget.
 type body struct {
-	data []byte
-	bufs [2]*[]byte
+	data    []byte
+	bufs    [2]*[]byte
+	budget  *semaphore.Weighted
+	charged int64
 }
 
 func (b *body) release() {
@@ -61,6 +64,10 @@ func (b *body) release() {
 		b.bufs[i] = nil
 	}
 	b.data = nil
+	if b.charged > 0 {
+		b.budget.Release(b.charged)
+		b.charged = 0
+	}
 }
 
 // readBody reads a bounded, possibly gzip-compressed body into reused
@@ -70,7 +77,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*body, error)
 	if r.ContentLength > 0 && r.ContentLength <= s.cfg.MaxBody {
 		n += int(r.ContentLength) // one read for a 2 MB group
 	}
-	out := &body{bufs: [2]*[]byte{getBuf(n)}}
+	out := &body{bufs: [2]*[]byte{getBuf(n)}, budget: s.inflating}
 	raw := bytes.NewBuffer(*out.bufs[0])
 	_, err := raw.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
 	*out.bufs[0] = raw.Bytes()
@@ -87,20 +94,55 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*body, error)
 	if !strings.Contains(strings.ToLower(r.Header.Get("Content-Encoding")), "gzip") || len(out.data) == 0 {
 		return out, nil
 	}
-	plain, err := s.inflate(out.data)
-	putBuf(out.bufs[0])
-	out.bufs[0], out.data = plain, nil
+	err = s.inflate(out)
 	if err != nil {
 		out.release()
 		return nil, err
 	}
-	out.data = *plain
 	return out, nil
 }
 
-// inflate decompresses a gzip body (of one or more members) into a
-// reused buffer, up to Config.MaxDecompressed.
-func (s *Server) inflate(gz []byte) (*[]byte, error) {
+// errInflateBudget answers a body whose inflating would pass the budget.
+var errInflateBudget = &httpError{http.StatusServiceUnavailable, "the server holds as many decompressed request bodies as it may; retry later"}
+
+// chunkSize is the size of the pooled chunks that hold what a gzip body
+// inflates to beyond its first buffer.
+const chunkSize = 1 << 20
+
+var chunkPool sync.Pool // of *[]byte of length chunkSize
+
+func getChunk() *[]byte {
+	if c, ok := chunkPool.Get().(*[]byte); ok {
+		return c
+	}
+	c := make([]byte, chunkSize)
+	return &c
+}
+
+// inflate replaces b's gzip body (of one or more members) by its
+// decompressed bytes. Every byte held is charged to the inflate budget
+// first, and a body is refused as soon as it passes
+// Config.MaxDecompressed (at once when its last member's trailer
+// declares more). It inflates into one reused buffer sized from the
+// trailer; what does not fit goes to pooled chunks, joined into one
+// buffer of the exact size at the end. So a bomb holds at most the bound,
+// in chunks that the next bodies reuse, and a buffer never grows by
+// copying.
+func (s *Server) inflate(b *body) error {
+	gz := b.data
+	limit := s.cfg.MaxDecompressed
+	over := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("decompressed request body over %d bytes", limit)}
+	invalid := &httpError{http.StatusBadRequest, "Invalid gzip payload"}
+	// The trailer's size of the (last) member is the sender's word, but
+	// the reader checks it at the member's end: a body whose trailer says
+	// more than the bound is either that large or invalid.
+	var isize int64
+	if len(gz) >= 18 {
+		isize = int64(binary.LittleEndian.Uint32(gz[len(gz)-4:]))
+		if isize > limit {
+			return over
+		}
+	}
 	zr, _ := gzipPool.Get().(*gzip.Reader)
 	var err error
 	if zr == nil {
@@ -109,27 +151,103 @@ func (s *Server) inflate(gz []byte) (*[]byte, error) {
 		err = zr.Reset(bytes.NewReader(gz))
 	}
 	if err != nil {
-		return nil, &httpError{http.StatusBadRequest, "Invalid gzip payload"}
+		return invalid
 	}
 	defer gzipPool.Put(zr)
-	// The trailer's size of the (last) member sizes the buffer; it is the
-	// sender's word, so it only counts within 8x the compressed size.
-	hint := 4 * len(gz)
-	if len(gz) >= 18 {
-		hint = max(hint, int(binary.LittleEndian.Uint32(gz[len(gz)-4:])))
+	charge := func(n int64) bool {
+		if !s.inflating.TryAcquire(n) {
+			return false
+		}
+		b.charged += n
+		return true
 	}
-	hint = int(min(int64(min(hint, 8*len(gz))), s.cfg.MaxDecompressed) + bytes.MinRead)
-	buf := getBuf(hint)
-	plain := bytes.NewBuffer(*buf)
-	_, err = plain.ReadFrom(io.LimitReader(zr, s.cfg.MaxDecompressed+1))
-	*buf = plain.Bytes()
-	if err != nil {
-		putBuf(buf)
-		return nil, &httpError{http.StatusBadRequest, "Invalid gzip payload"}
+	uncharge := func(n int64) {
+		s.inflating.Release(n)
+		b.charged -= n
 	}
-	if int64(plain.Len()) > s.cfg.MaxDecompressed {
-		putBuf(buf)
-		return nil, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("decompressed request body over %d bytes", s.cfg.MaxDecompressed)}
+	// The trailer sizes the buffer of a one-member body exactly (with room
+	// to read its end); it only counts within 8x the compressed size. One
+	// smaller than the body is the last of several members: then 4x the
+	// compressed size.
+	hint := int64(4 * len(gz))
+	if isize >= int64(len(gz)) {
+		hint = min(isize, int64(8*len(gz)))
 	}
-	return buf, nil
+	hint = min(hint+bytes.MinRead, limit)
+	if !charge(hint) {
+		return errInflateBudget
+	}
+	first := getBuf(int(hint))
+	b.bufs[1] = first
+	n, err := io.ReadFull(zr, (*first)[:hint])
+	*first = (*first)[:n]
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		putBuf(b.bufs[0]) // the compressed bytes, read through
+		b.bufs[0], b.data = nil, *first
+		return nil
+	case err != nil:
+		return invalid
+	}
+
+	// More than the first buffer holds: on into chunks.
+	var chunks [][]byte
+	var sizes []int64 // charged for each chunk
+	defer func() {
+		for _, c := range chunks {
+			c = c[:chunkSize]
+			chunkPool.Put(&c)
+		}
+	}()
+	total := hint
+	for {
+		if total == limit {
+			// At the bound: one byte more is over it.
+			var one [1]byte
+			n, err := io.ReadFull(zr, one[:])
+			if n > 0 {
+				return over
+			}
+			if err != io.EOF {
+				return invalid
+			}
+			break
+		}
+		size := min(chunkSize, limit-total)
+		if !charge(size) {
+			return errInflateBudget
+		}
+		c := (*getChunk())[:size]
+		n, err := io.ReadFull(zr, c)
+		chunks, sizes = append(chunks, c[:n]), append(sizes, size)
+		total += int64(n)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return invalid
+		}
+	}
+	if total == hint { // the first buffer held it all, to the byte
+		putBuf(b.bufs[0])
+		b.bufs[0], b.data = nil, *first
+		return nil
+	}
+	// Join the parts into one buffer of the exact size; the chunks go
+	// back to the pool.
+	if !charge(total) {
+		return errInflateBudget
+	}
+	whole := make([]byte, 0, total)
+	whole = append(whole, *first...)
+	for i, c := range chunks {
+		whole = append(whole, c...)
+		uncharge(sizes[i])
+	}
+	putBuf(first)
+	uncharge(hint)
+	putBuf(b.bufs[0])
+	b.bufs = [2]*[]byte{nil, &whole}
+	b.data = whole
+	return nil
 }

@@ -143,6 +143,10 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, fieldErr("batch_size must be at least 1", "body", "batch_size"))
 		return
 	}
+	if reg.VocabSize < 0 {
+		s.writeErr(w, r, fieldErr("vocab_size must not be negative", "body", "vocab_size"))
+		return
+	}
 	s.mu.Lock()
 	if !s.state.Registered {
 		prev := s.state
@@ -441,7 +445,7 @@ func (s *Server) handleScoredData(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
-	g, err := parseGroup(b.data, "body")
+	g, err := parseGroup(b.data, s.limits(), "body")
 	b.release() // the group holds its own copy
 	if err != nil {
 		s.writeErr(w, r, err)
@@ -461,7 +465,7 @@ func (s *Server) handleScoredDataList(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, err)
 		return
 	}
-	groups, err := parseGroups(b.data)
+	groups, err := parseGroups(b.data, s.limits())
 	b.release()
 	if err != nil {
 		s.writeErr(w, r, err)
@@ -487,6 +491,22 @@ func (s *Server) handleScoredDataList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// limits are the bounds of token ids and sequences the trainer
+// registered: vocab_size and max_token_len when it gave them.
+func (s *Server) limits() idLimits {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lim := noLimits
+	if !s.state.Registered {
+		return lim
+	}
+	if v := s.state.Registration.VocabSize; v > 0 {
+		lim.vocab = int64(v)
+	}
+	lim.maxLen = max(s.state.Registration.MaxTokenLen, 0)
+	return lim
+}
+
 // push stores one group, answering only once the store has it, and
 // queues or buffers it as Atropos does.
 func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
@@ -494,7 +514,7 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 		return ScoredResponse{}, &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("group of %d bytes is over the store's message limit of %d bytes", len(g.body), s.st.maxGroup())}
 	}
 	s.mu.Lock()
-	if g.env >= len(s.envs) || g.env < -1 {
+	if g.envGiven && (g.env < 0 || g.env >= len(s.envs)) {
 		n := len(s.envs)
 		s.mu.Unlock()
 		return ScoredResponse{}, unknownEnv(g.env, n)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -43,6 +44,9 @@ type Registration struct {
 	SaveCheckpointInterval int    `json:"save_checkpoint_interval"`
 	StartingStep           int    `json:"starting_step"`
 	NumSteps               int    `json:"num_steps"`
+	// VocabSize (an extension, optional) is the trainer's vocabulary:
+	// token ids at or beyond it are refused. 0: only int32's range.
+	VocabSize int `json:"vocab_size,omitempty"`
 }
 
 // RegisterEnv is an environment's POST /register-env body.
@@ -177,7 +181,8 @@ var fieldIndex = func() map[string]int {
 type group struct {
 	body      []byte
 	id        string
-	env       int // -1: no env_id
+	env       int  // -1: no env_id
+	envGiven  bool // env_id was sent (and must name an environment)
 	size      int
 	policy    int64
 	hasPolicy bool
@@ -202,11 +207,22 @@ func (e *fieldError) Error() string {
 
 func fieldErr(msg string, loc ...any) *fieldError { return &fieldError{loc: loc, msg: msg} }
 
+// idLimits bounds a group's token ids and sequences by what the trainer
+// registered.
+type idLimits struct {
+	vocab  int64 // token ids are below it: vocab_size, else int32's range
+	maxLen int   // tokens per sequence: max_token_len; 0: any
+}
+
+// noLimits are the bounds before a trainer registered.
+var noLimits = idLimits{vocab: math.MaxInt32 + 1}
+
 // parseGroup validates one group like Atropos's pydantic model, plus the
-// shape checks Atropos leaves to the trainer (masks like tokens, one
-// score per sequence). loc prefixes error locations ("body" or "body", i).
-// Unknown fields are dropped, as pydantic drops them.
-func parseGroup(data []byte, loc ...any) (*group, error) {
+// checks Atropos leaves to the trainer: masks like tokens, one score per
+// sequence, token ids and sequence lengths within lim. loc prefixes error
+// locations ("body" or "body", i). Unknown fields are dropped, as
+// pydantic drops them.
+func parseGroup(data []byte, lim idLimits, loc ...any) (*group, error) {
 	at := func(field string, rest ...any) []any {
 		return append(append(append([]any{}, loc...), field), rest...)
 	}
@@ -323,6 +339,23 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 	if scores.outer != n {
 		return nil, &fieldError{loc: at("scores"), msg: fmt.Sprintf("has %d scores for %d sequences", scores.outer, n)}
 	}
+	if lim.maxLen > 0 {
+		for i, l := range tokens.inner {
+			if l > lim.maxLen {
+				return nil, &fieldError{loc: at("tokens", i), msg: fmt.Sprintf("has %d tokens, over the trainer's max_token_len of %d", l, lim.maxLen)}
+			}
+		}
+	}
+	for _, f := range []struct {
+		i      int
+		ignore bool
+	}{{fTokens, false}, {fMasks, true}, {fDistillTokenIDs, false}} {
+		if v := val(f.i); v != nil {
+			if path, msg := checkIDs(v, lim.vocab, f.ignore); msg != "" {
+				return nil, &fieldError{loc: at(fieldOrder[f.i], path...), msg: msg}
+			}
+		}
+	}
 	g := &group{env: -1, size: n}
 	if v := val(fMessages); v != nil {
 		var msgs [][]map[string]json.RawMessage
@@ -355,7 +388,7 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 		if err != nil {
 			return nil, &fieldError{loc: at("env_id"), msg: "Input should be a valid integer"}
 		}
-		g.env = id
+		g.env, g.envGiven = id, true
 	}
 	var explicitID string
 	if v := val(fGroupOverrides); v != nil {
@@ -416,7 +449,7 @@ func parseGroup(data []byte, loc ...any) (*group, error) {
 
 // parseGroups validates a list of groups (POST /scored_data_list) in one
 // pass: each item is located and parsed where it lies.
-func parseGroups(data []byte) ([]*group, error) {
+func parseGroups(data []byte, lim idLimits) ([]*group, error) {
 	bad := func(msg string) error {
 		return &fieldError{loc: []any{"body"}, msg: "Input should be a valid list of groups: " + msg}
 	}
@@ -434,7 +467,7 @@ func parseGroups(data []byte) ([]*group, error) {
 			if !s.skipValue() {
 				return nil, bad(fmt.Sprintf("malformed JSON in item %d", i))
 			}
-			g, err := parseGroup(data[start:s.pos], "body", i)
+			g, err := parseGroup(data[start:s.pos], lim, "body", i)
 			if err != nil {
 				return nil, err
 			}
@@ -459,4 +492,65 @@ func parseGroups(data []byte) ([]*group, error) {
 func isNull(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) == 0 || string(t) == "null"
+}
+
+// checkIDs checks the token ids of a compacted, validated list of
+// integers nested up to 3 deep: each is at least 0 and below vocab, or
+// is -100 (delegate.MaskIgnore) where ignore is set (masks). It returns
+// the indices and a message for the first that is not.
+func checkIDs(raw []byte, vocab int64, ignore bool) ([]any, string) {
+	var idx [4]int
+	level := -1
+	for p := 0; p < len(raw); {
+		switch c := raw[p]; c {
+		case '[':
+			level++
+			idx[level] = 0
+			p++
+		case ']':
+			level--
+			p++
+		case ',':
+			idx[level]++
+			p++
+		default:
+			start := p
+			neg := c == '-'
+			if neg {
+				p++
+			}
+			d := p
+			p = digits(raw, p)
+			// Up to 18 digits fit an int64; more are beyond any vocabulary.
+			id, big := int64(0), p-d > 18
+			if !big {
+				for _, ch := range raw[d:p] {
+					id = id*10 + int64(ch-'0')
+				}
+			}
+			neg = neg && (big || id != 0) // -0 is 0
+			switch {
+			case neg && ignore && !big && id == 100:
+				continue
+			case !neg && !big && id < vocab:
+				continue
+			}
+			text := raw[start:p]
+			path := make([]any, level+1)
+			for i := range path {
+				path[i] = idx[i]
+			}
+			switch {
+			case neg && ignore:
+				return path, fmt.Sprintf("mask %s: want -100 (not trained) or a token id", text)
+			case neg:
+				return path, fmt.Sprintf("token id %s is negative", text)
+			case vocab > math.MaxInt32:
+				return path, fmt.Sprintf("token id %s is beyond int32 (%d)", text, math.MaxInt32)
+			default:
+				return path, fmt.Sprintf("token id %s is beyond the trainer's vocab_size of %d", text, vocab)
+			}
+		}
+	}
+	return nil, ""
 }

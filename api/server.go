@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/delegatelab/delegate/internal/edge"
 )
@@ -46,6 +47,12 @@ type Config struct {
 	// MaxDecompressed bounds a gzip request body once decompressed.
 	// Default 4 x MaxBody.
 	MaxDecompressed int64
+	// InflateBudget bounds the decompressed bytes held at once by all
+	// requests together. A body is charged as it is inflated; one that
+	// would pass the budget gets 503 (retrying later may succeed).
+	// Default and least 2 x MaxDecompressed: a buffer grows by copying,
+	// so one body alone holds up to twice its bound while it grows.
+	InflateBudget int64
 	// MaxConcurrent bounds the requests served at once; more wait.
 	// Default 16.
 	MaxConcurrent int
@@ -88,6 +95,9 @@ func (c *Config) defaults() {
 	if c.MaxDecompressed == 0 {
 		c.MaxDecompressed = 4 * c.MaxBody
 	}
+	if c.InflateBudget == 0 {
+		c.InflateBudget = 2 * c.MaxDecompressed
+	}
 	if c.MaxConcurrent == 0 {
 		c.MaxConcurrent = 16
 	}
@@ -126,6 +136,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("api config: max body %d bytes: want at least 1024", c.MaxBody)
 	case c.MaxDecompressed < c.MaxBody:
 		return fmt.Errorf("api config: max decompressed %d bytes is below max body %d", c.MaxDecompressed, c.MaxBody)
+	case c.InflateBudget < 2*c.MaxDecompressed:
+		return fmt.Errorf("api config: inflate budget %d bytes is below twice max decompressed %d", c.InflateBudget, c.MaxDecompressed)
 	case c.MaxConcurrent < 1:
 		return fmt.Errorf("api config: max concurrent %d: want at least 1", c.MaxConcurrent)
 	case c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0:
@@ -192,6 +204,9 @@ type Server struct {
 	log *slog.Logger
 	st  store
 	sem chan struct{}
+	// inflating charges the decompressed bytes requests hold
+	// (Config.InflateBudget).
+	inflating *semaphore.Weighted
 
 	handout sync.Mutex // serialises GET /batch
 
@@ -272,7 +287,7 @@ func newServer(ctx context.Context, st store, cfg Config, log *slog.Logger) (*Se
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log, st: st, sem: make(chan struct{}, cfg.MaxConcurrent), changed: make(chan struct{}),
-		stopping: make(chan struct{})}
+		stopping: make(chan struct{}), inflating: semaphore.NewWeighted(cfg.InflateBudget)}
 	if err := s.recover(ctx); err != nil {
 		return nil, fmt.Errorf("api: recover state: %w", err)
 	}

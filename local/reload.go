@@ -19,8 +19,10 @@ import (
 // trainer rewrites: an nn checkpoint directory, or a trainer's checkpoint
 // directory holding policy/ (delegate train's OutDir/checkpoint, written
 // whole and then swapped in, so a reader never sees half of one). It
-// starts on the weights it is given, version 0 (the trainer's starting
-// point); Reload loads the checkpoint when it exists and its version
+// starts on the newest checkpoint there when there is one, otherwise on
+// the weights it is given, version 0 (the trainer's starting point): a
+// restarted server never serves an older version than it served before.
+// Reload loads the checkpoint when it exists and its version
 // differs, and serves new requests from it; requests already in flight
 // finish on the weights they started with, whose engine is stopped once
 // they are done. Every response carries the version that produced it (the
@@ -59,17 +61,32 @@ type generation struct {
 	owned bool
 }
 
-// NewReloading serves p, as version 0, until the checkpoint at dir (which
-// need not exist yet) holds another version. log may be nil.
+// NewReloading serves the checkpoint at dir, or p as version 0 while dir
+// holds none yet. A checkpoint there that cannot be read is an error:
+// serving p instead would answer with an older version than the trainer's.
+// log may be nil.
 func NewReloading(p *nn.Params, dir string, cfg Config, log *slog.Logger) (*Reloading, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Reloading{dir: dir, cfg: cfg, log: log, changed: make(chan struct{})}
+	g := &generation{}
+	if _, ok := nn.CurrentDir(dir); ok {
+		lp, v, err := r.load()
+		if err != nil {
+			return nil, fmt.Errorf("load the newest checkpoint before serving: %w", err)
+		}
+		p, g.version, g.owned = lp, v, true
 	}
 	m, err := New(p, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Reloading{dir: dir, cfg: cfg, log: log, calls: m.calls, cur: &generation{m: m}, changed: make(chan struct{})}, nil
+	g.m, r.calls, r.cur = m, m.calls, g
+	if g.owned {
+		log.Info("policy loaded", "model", cfg.Name, "version", g.version, "dir", dir)
+	}
+	return r, nil
 }
 
 // Name returns the configured name.

@@ -265,3 +265,46 @@ func TestReloadingWaitVersion(t *testing.T) {
 		t.Errorf("WaitVersion(5) with step 2 written: %d, %v; want 2 and the context's error", v, err)
 	}
 }
+
+// A server restarted mid-run starts on the trainer's newest checkpoint,
+// not on the starting weights: its first answer already names the
+// trainer's step, and so does every later one.
+func TestReloadingStartsOnTheNewestCheckpoint(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checkpoint")
+	want := writePolicy(t, dir, 31, 2)
+	r, err := NewReloading(testParams(t, 128, 1), dir, Config{Name: "policy"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := r.Version(); got != 2 {
+		t.Errorf("version before the first request: got %d, want 2", got)
+	}
+	fresh, err := New(want, Config{Name: "fresh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	got, v := greedy(t, r)
+	if wantText, _ := greedy(t, fresh); got != wantText || v == nil || *v != 2 {
+		t.Errorf("first answer: %q (version %v), the checkpoint of step 2 says %q", got, v, wantText)
+	}
+	if changed, err := r.Reload(); err != nil || changed {
+		t.Errorf("reload of the checkpoint already served: %v, %v; want no change", changed, err)
+	}
+	// The weights loaded are the server's own: a reload copies into them.
+	writePolicy(t, dir, 32, 3)
+	if changed, err := r.Reload(); err != nil || !changed || r.Version() != 3 {
+		t.Errorf("reload of step 3: %v, %v, version %d", changed, err, r.Version())
+	}
+
+	// A checkpoint that cannot be read is an error, not the starting
+	// weights served as if they were the trainer's.
+	if err := os.WriteFile(filepath.Join(dir, "policy", "config.json"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r2, err := NewReloading(testParams(t, 128, 1), dir, Config{Name: "policy"}, nil); err == nil {
+		r2.Close()
+		t.Error("a broken checkpoint: got a model, want an error")
+	}
+}

@@ -48,6 +48,9 @@ type Metrics struct {
 	Groups           int `json:"groups"`
 	DegenerateGroups int `json:"degenerate_groups"` // all rewards equal: no signal
 	FailedGroups     int `json:"failed_groups"`     // too few successful rollouts for advantages
+	// QuarantinedGroups counts the groups the source could not use
+	// (Group.Quarantined): not trained, not in Groups.
+	QuarantinedGroups int `json:"quarantined_groups,omitempty"`
 
 	Sequences        int     `json:"sequences"`          // policy calls
 	PolicyTokens     int     `json:"policy_tokens"`      // tokens the policy generated

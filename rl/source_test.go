@@ -92,6 +92,30 @@ func TestSourceAdvantagesGivenOrComputed(t *testing.T) {
 	}
 }
 
+// TestQuarantinedGroupsAreLeftOut: a group the source quarantined changes
+// nothing in the update, bit for bit, and is counted; a step of nothing
+// but quarantined groups is skipped, not failed.
+func TestQuarantinedGroupsAreLeftOut(t *testing.T) {
+	cfg := toyConfig(t.TempDir())
+	cfg.Steps = 1
+	groups := toyGroups(t, cfg)
+	with := append([]Group{{Quarantined: "token id 99999 outside the vocabulary"}}, groups...)
+	want, _ := stepOn(t, cfg, groups)
+	got, m := stepOn(t, cfg, with)
+	if !slices.Equal(got, want) {
+		t.Error("parameters after the step with a quarantined group differ from those without it")
+	}
+	if m.QuarantinedGroups != 1 || m.Groups != len(groups) {
+		t.Errorf("quarantined %d, groups %d; want 1, %d", m.QuarantinedGroups, m.Groups, len(groups))
+	}
+	before := slices.Clone(tinyParams(t, 64, 7).Data)
+	after, m := stepOn(t, cfg, []Group{{Quarantined: "no inference_logprobs"}})
+	if !m.Skipped || m.QuarantinedGroups != 1 || !slices.Equal(after, before) {
+		t.Errorf("a step of quarantined groups only: skipped %v, quarantined %d, parameters changed %v; want skipped, 1, unchanged",
+			m.Skipped, m.QuarantinedGroups, !slices.Equal(after, before))
+	}
+}
+
 func TestSourceRejectsBadGroups(t *testing.T) {
 	cfg := toyConfig(t.TempDir())
 	rng := rand.New(rand.NewPCG(1, 2))

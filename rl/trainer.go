@@ -55,6 +55,11 @@ type Group struct {
 	// nothing and is counted in Metrics.FailedGroups.
 	Failed       int
 	FirstFailure string
+	// Quarantined, when set, says why the source could not use the group
+	// (an environment sent what the policy cannot train on). The group
+	// trains nothing and is counted in Metrics.QuarantinedGroups; the
+	// step goes on without it.
+	Quarantined string
 }
 
 // ScoredRollout is one rollout of a group: its training sequences, its
@@ -290,6 +295,11 @@ func (t *Trainer) describe(step int, groups []Group) (*Metrics, error) {
 	var known, behind int
 	for gi := range groups {
 		g := &groups[gi]
+		if g.Quarantined != "" {
+			m.QuarantinedGroups++
+			g.Rollouts = nil
+			continue
+		}
 		m.Groups++
 		m.FailedRollouts += g.Failed
 		if g.Failed > 0 && m.FirstFailure == "" {
@@ -366,6 +376,9 @@ func (t *Trainer) describe(step int, groups []Group) (*Metrics, error) {
 		}
 	}
 	if len(rs) == 0 {
+		if m.QuarantinedGroups > 0 {
+			return m, nil // nothing to train: the step is skipped
+		}
 		if m.FailedRollouts > 0 {
 			return nil, fmt.Errorf("step %d: all %d rollouts failed; first: %s", step, m.Rollouts, m.FirstFailure)
 		}

@@ -3,9 +3,12 @@ package train
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/delegatelab/delegate"
@@ -30,7 +33,10 @@ import (
 // have: a group sampled by an older policy than the trainer's (its
 // group_overrides.policy_version, the trainer step it was sampled at, is
 // behind; or it carries none) is trained with truncated importance
-// weights (rl.Config.MaxImportanceWeight).
+// weights (rl.Config.MaxImportanceWeight). A group the policy cannot
+// train on is quarantined (QuarantineFile) and the step goes on without
+// it. The registration carries the policy's vocabulary and context, so
+// that delegate's API refuses such groups first.
 func FromAPI(ctx context.Context, cfg Config, client *api.TrainerClient, progress chan<- rl.Progress) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("train --api: %w", err)
@@ -45,13 +51,14 @@ func FromAPI(ctx context.Context, cfg Config, client *api.TrainerClient, progres
 	// first step only: later batches may come from an older policy (the
 	// API bounds how much older), where the two rightly differ.
 	r.LogprobCheckEvery = r.Steps + 1
-	src := &apiSource{client: client, estimator: r.Estimator}
+	src := &apiSource{client: client, estimator: r.Estimator, vocab: policy.Config.Vocab, context: policy.Config.Context,
+		quarantine: filepath.Join(cfg.OutDir, QuarantineFile)}
 	t, err := rl.New(r, policy, src, progress)
 	if err != nil {
 		return fmt.Errorf("train --api: %w", err)
 	}
 	reg := api.Registration{
-		BatchSize: r.ItemsPerStep * r.GroupSize, MaxTokenLen: policy.Config.Context,
+		BatchSize: r.ItemsPerStep * r.GroupSize, MaxTokenLen: policy.Config.Context, VocabSize: policy.Config.Vocab,
 		CheckpointDir: rl.CheckpointDir(cfg.OutDir), SaveCheckpointInterval: 1, NumSteps: r.Steps,
 		WandbGroup: "delegate", WandbProject: "delegate",
 	}
@@ -64,10 +71,32 @@ func FromAPI(ctx context.Context, cfg Config, client *api.TrainerClient, progres
 	return nil
 }
 
-// apiSource is rl.Source over a trajectory API's batches.
+// QuarantineFile is the log, in OutDir, of the groups train --api could
+// not train on: one QuarantineRecord per line.
+const QuarantineFile = "quarantine.jsonl"
+
+// QuarantineVersion is the format version of a QuarantineRecord.
+const QuarantineVersion = 1
+
+// QuarantineRecord is a group of a batch that the trainer set aside: why,
+// and the group as the API sent it. A step redone after a restart
+// records its groups again.
+type QuarantineRecord struct {
+	Version int            `json:"version"`
+	Step    int            `json:"step"`
+	Group   int            `json:"group"` // its index in the step's batch, once ordered
+	Reason  string         `json:"reason"`
+	Data    api.ScoredData `json:"data"`
+}
+
+// apiSource is rl.Source over a trajectory API's batches. A group the
+// policy cannot train on is quarantined: logged to quarantine and handed
+// to the trainer as rl.Group.Quarantined, so the step goes on without it.
 type apiSource struct {
-	client    *api.TrainerClient
-	estimator reward.Estimator
+	client         *api.TrainerClient
+	estimator      reward.Estimator
+	vocab, context int // the policy's
+	quarantine     string
 }
 
 // Next fetches the batch of step (again, if a crashed trainer had it
@@ -81,9 +110,18 @@ func (s *apiSource) Next(ctx context.Context, step int) ([]rl.Group, error) {
 	orderBatch(b.Batch)
 	groups := make([]rl.Group, 0, len(b.Batch))
 	for gi, sd := range b.Batch {
-		g, err := groupOf(sd, s.estimator)
+		err := usable(sd, s.vocab, s.context)
+		var g rl.Group
+		if err == nil {
+			g, err = groupOf(sd, s.estimator)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("batch of step %d, group %d: %w", step, gi, err)
+			rec := QuarantineRecord{Version: QuarantineVersion, Step: step, Group: gi, Reason: err.Error(), Data: sd}
+			if werr := appendJSONL(s.quarantine, rec); werr != nil {
+				return nil, fmt.Errorf("batch of step %d, group %d: quarantine (%v): %w", step, gi, err, werr)
+			}
+			groups = append(groups, rl.Group{Quarantined: err.Error()})
+			continue
 		}
 		// The parameters before this step are version step-1.
 		g.Staleness = -1
@@ -93,6 +131,40 @@ func (s *apiSource) Next(ctx context.Context, step int) ([]rl.Group, error) {
 		groups = append(groups, g)
 	}
 	return groups, nil
+}
+
+// usable checks what the API may not have checked (an API without the
+// trainer's vocab_size, or another server): every token id within the
+// policy's vocabulary and every sequence within its context.
+func usable(sd api.ScoredData, vocab, maxLen int) error {
+	for i, toks := range sd.Tokens {
+		if len(toks) > maxLen {
+			return fmt.Errorf("sequence %d has %d tokens, over the policy's context of %d", i, len(toks), maxLen)
+		}
+		for j, id := range toks {
+			if id < 0 || id >= vocab {
+				return fmt.Errorf("sequence %d: token %d is id %d, outside the policy's vocabulary [0,%d)", i, j, id, vocab)
+			}
+		}
+	}
+	return nil
+}
+
+// appendJSONL appends v as one line to the file at path.
+func appendJSONL(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		_ = f.Close() // the write's error is the one to report
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // groupOf converts one ScoredData group. Its advantages are the batch's,

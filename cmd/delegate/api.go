@@ -29,6 +29,7 @@ type apiFlags struct {
 	replicas     int
 	token        string
 	maxBody      int64
+	inflate      int64
 	maxStaleness int
 	keepSteps    int
 	prefix       string
@@ -65,6 +66,7 @@ interrupt. See docs/api.md.`,
 	fl.IntVar(&f.replicas, "replicas", 1, "replicas of the stream and state bucket (with --nats: 1, 3 or 5)")
 	fl.StringVar(&f.token, "token", "", "bearer token both sides must send (default $DELEGATE_API_TOKEN)")
 	fl.Int64Var(&f.maxBody, "max-body", 64<<20, "largest request body in bytes (gzip bodies may decompress to 4x)")
+	fl.Int64Var(&f.inflate, "inflate-budget", 0, "decompressed bytes all gzip bodies may hold at once; more get 503 (0: twice the decompressed bound, 8x --max-body)")
 	fl.IntVar(&f.maxStaleness, "max-staleness", 0, "drop groups whose group_overrides.policy_version is more steps behind the trainer (0: keep all)")
 	fl.IntVar(&f.keepSteps, "keep-steps", 16, "handed-out batches kept for GET /batch?step=N")
 	fl.StringVar(&f.prefix, "prefix", "DELEGATE_API", "name prefix of the JetStream stream and bucket (one per run)")
@@ -84,7 +86,7 @@ func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	}
 	cfg := api.Config{
 		Prefix: f.prefix, Replicas: f.replicas, KeepSteps: f.keepSteps, MaxStaleness: f.maxStaleness,
-		MaxBody: f.maxBody, Token: token, Hosts: f.hosts,
+		MaxBody: f.maxBody, InflateBudget: f.inflate, Token: token, Hosts: f.hosts,
 	}
 	if err := cfg.Validate(); err != nil {
 		return err

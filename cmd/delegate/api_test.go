@@ -64,6 +64,14 @@ func TestAPICommand(t *testing.T) {
 			t.Errorf("failed after %v; want at once", d)
 		}
 	})
+	t.Run("an inflate budget below twice the decompressed bound", func(t *testing.T) {
+		cmd := newRootCmd(func(string) string { return "" }, slog.New(slog.DiscardHandler))
+		cmd.SetArgs([]string{"api", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--max-body", "1048576", "--inflate-budget", "4194304"})
+		err := cmd.ExecuteContext(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "inflate budget 4194304") {
+			t.Fatalf("err = %v, want a refusal naming the inflate budget", err)
+		}
+	})
 	t.Run("serves with the token from the environment", func(t *testing.T) {
 		var out, logs syncBuffer
 		cmd := newRootCmd(getenv, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/internal/edge"
 	"github.com/delegatelab/delegate/rollout"
@@ -58,8 +60,9 @@ type pushSink struct {
 	stall      time.Duration // syncStall, shorter in tests
 	http       *http.Client
 
-	mu     sync.Mutex
-	paused time.Duration // summed over items
+	mu      sync.Mutex
+	paused  time.Duration // summed over items
+	refused int           // groups the API refused for good
 	// The step whose policy the items now starting sample (sync), when
 	// the trainer reached it, and how many items started on it.
 	syncStep    int
@@ -237,7 +240,11 @@ func (s *pushSink) waitSync(ctx context.Context) (int, error) {
 	}
 }
 
-// Send pushes one group and checks that the API took it.
+// Send pushes one group and checks that the API took it. A group the API
+// refuses for what it holds (422: ids or lengths the trainer cannot use;
+// 413: too large) would be refused again at every retry: it is reported
+// on out, counted, and not sent again, so that one bad group does not
+// stop the environment at every restart.
 func (s *pushSink) Send(ctx context.Context, g *rollout.GroupRecord) error {
 	sd, err := scoredData(g)
 	if err != nil {
@@ -247,6 +254,14 @@ func (s *pushSink) Send(ctx context.Context, g *rollout.GroupRecord) error {
 		sd.GroupOverrides["batch_order"] = s.batchOrder(g.Item)
 	}
 	resp, err := s.env.Push(ctx, sd)
+	var ae *delegate.APIError
+	if errors.As(err, &ae) && (ae.Status == http.StatusUnprocessableEntity || ae.Status == http.StatusRequestEntityTooLarge) {
+		s.mu.Lock()
+		s.refused++
+		s.mu.Unlock()
+		fmt.Fprintf(s.out, "push: the API refused group %s (%d %s); it is not sent again\n", g.ID, ae.Status, ae.Message)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -260,7 +275,7 @@ func (s *pushSink) Send(ctx context.Context, g *rollout.GroupRecord) error {
 // environment is done.
 func (s *pushSink) Close(ctx context.Context) error {
 	s.mu.Lock()
-	fmt.Fprintf(s.out, "push: done; %.1fs over the items in all paused for the trainer\n", s.paused.Seconds())
+	fmt.Fprintf(s.out, "push: done; %.1fs over the items in all paused for the trainer; %d groups refused by the API\n", s.paused.Seconds(), s.refused)
 	s.mu.Unlock()
 	return s.env.Disconnect(ctx)
 }

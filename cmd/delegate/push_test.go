@@ -6,11 +6,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/rollout"
 )
 
 // An environment under --push-sync starts its share of items only while
@@ -164,5 +167,53 @@ func TestPushRedirectDropsToken(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("the other port got %d calls; want register-env and info", n)
+	}
+}
+
+// A group the API refuses for what it holds (a token id beyond the
+// trainer's vocabulary) is reported and not sent again: the environment
+// goes on with its next group instead of failing at every restart.
+func TestPushSkipsRefusedGroups(t *testing.T) {
+	url := startAPI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	trainer := &api.TrainerClient{Client: api.Client{URL: url}, Poll: 20 * time.Millisecond}
+	if err := trainer.Register(ctx, api.Registration{BatchSize: 4, MaxTokenLen: 512, NumSteps: 10, VocabSize: 272}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = trainer.Next(ctx) }() // starts the run; the answer is not needed
+	var out syncBuffer
+	sink, err := newPushSink(ctx, &out, pushFlags{url: url, name: "e", maxTokenLen: 512}, "", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := func(id string, tok int) *rollout.GroupRecord {
+		return &rollout.GroupRecord{
+			ID: id, Run: "run", Tokens: [][]int{{1, tok, 3}, {1, 2, 4}}, Masks: [][]int{{-100, tok, 3}, {-100, 2, 4}},
+			InferenceLogprobs: [][]float64{{1, -1, -1}, {1, -1, -1}}, Messages: make([][]delegate.Turn, 2),
+			Scores: []float64{1, 0}, Advantages: []float64{1, -1}, SequenceRollout: []int{0, 1},
+			Overrides: make([]rollout.Override, 2), GroupOverrides: rollout.GroupOverride{GroupSize: 2},
+		}
+	}
+	if err := sink.Send(ctx, record("bad#0", 99999)); err != nil {
+		t.Fatalf("send of a group the API refuses: %v, want it skipped", err)
+	}
+	if err := sink.Send(ctx, record("good#0", 5)); err != nil {
+		t.Fatalf("send of the next group: %v", err)
+	}
+	st, err := trainer.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.QueueSize != 1 {
+		t.Errorf("queue of %d groups, want the good one", st.QueueSize)
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"refused group bad#0 (422", "vocab_size of 272", "1 groups refused"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output %q: want %q", out.String(), want)
+		}
 	}
 }

@@ -480,6 +480,9 @@ func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, toke
 					fmt.Fprintf(out, "; %d off-policy sequences, staleness mean %.1f max %d (%d groups unknown), importance weights %.3f [%.3f, %.3f], %.1f%% truncated",
 						m.OffPolicySequences, m.StalenessMean, m.StalenessMax, m.UnknownVersion, m.ISWeightMean, m.ISWeightMin, m.ISWeightMax, 100*m.ISTruncFrac)
 				}
+				if m.QuarantinedGroups > 0 {
+					fmt.Fprintf(out, "; %d groups quarantined (not trained: see %s)", m.QuarantinedGroups, filepath.Join(cfg.OutDir, train.QuarantineFile))
+				}
 				fmt.Fprintln(out)
 			}
 		}
