@@ -530,12 +530,24 @@ func TestLatencyWaits(t *testing.T) {
 	if el := time.Since(begin); el < 40*time.Millisecond {
 		t.Errorf("answered after %v, want at least 40ms", el)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	// Cancel once the server holds the request: on a loaded machine a
+	// fixed short timeout can end it before it arrives.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, _, _, err := post(ctx, http.DefaultClient, s.URL(), req); err == nil {
-		t.Errorf("a request cancelled after 5ms succeeded")
-	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, _, err := post(ctx, http.DefaultClient, s.URL(), req)
+		done <- err
+	}()
 	deadline := time.Now().Add(5 * time.Second)
+	for s.Stats().InFlight != 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Errorf("a request cancelled in flight succeeded")
+	}
+	deadline = time.Now().Add(5 * time.Second)
 	for s.Stats().Canceled != 1 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
