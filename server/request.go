@@ -29,6 +29,8 @@ const (
 	MaxToolCalls = 128
 	// MaxContentParts bounds the content parts of one message.
 	MaxContentParts = 128
+	// MaxLogitBias bounds the tokens logit_bias names.
+	MaxLogitBias = 300
 )
 
 // Parameters handled by the constrained decoding of the local engine.
@@ -215,6 +217,10 @@ func checkParam(key string, raw []byte) *apiErr {
 		// refuses. Negative values are Validate's.
 		if n, err := strconv.ParseFloat(string(raw), 64); err == nil && n == 0 {
 			return badRequest(key, "%s: must be at least 1 (leave it out for the server's default)", key)
+		}
+	case "logit_bias":
+		if n, _ := eachElement(raw, '{', MaxLogitBias+1, nil); n > MaxLogitBias {
+			return badRequest("logit_bias", "logit_bias: more than %d tokens", MaxLogitBias)
 		}
 	case "frequency_penalty", "presence_penalty":
 		n, err := strconv.ParseFloat(string(raw), 64)

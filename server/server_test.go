@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -279,6 +280,15 @@ func TestBrowserPagesAreRefused(t *testing.T) {
 	}
 }
 
+// manyBiases is n members of a logit_bias object.
+func manyBiases(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"%d":1`, i)
+	}
+	return strings.Join(parts, ",")
+}
+
 func TestServerParameters(t *testing.T) {
 	srv := serve(t, okModel("m"))
 	const msgs = `"messages":[{"role":"user","content":"x"}]`
@@ -313,6 +323,7 @@ func TestServerParameters(t *testing.T) {
 		// checked for range only.
 		{"parallel_tool_calls", `"parallel_tool_calls":false,`, 200, ""},
 		{"logit_bias", `"logit_bias":{"50256":-100},`, 200, ""},
+		{"logit_bias past its bound", `"logit_bias":{` + manyBiases(server.MaxLogitBias+1) + `},`, 400, "logit_bias"},
 		{"response_format", `"response_format":{"type":"text"},`, 200, ""},
 		{"supported ones", `"n":2,"seed":1,"temperature":0,"top_p":1,"stop":["a"],"logprobs":true,"top_logprobs":1,"return_token_ids":true,"max_completion_tokens":4,`, 200, ""},
 	}
