@@ -37,6 +37,13 @@ func (s *Server) leave() {
 // ws serves one episode's session on a WebSocket: one environment for the
 // life of the connection, messages answered in order.
 func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
+	// The edge's read and write timeouts bound a request, and a hijacked
+	// connection keeps them. A session outlives them: IdleTimeout and
+	// writeTimeout bound it instead. A writer without deadlines has none
+	// to clear.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept answered the request
