@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -40,11 +41,17 @@ func fakeSolver() *modeltest.Model {
 // short request timeouts that a session must outlive.
 func serve(t *testing.T, srv *Server, token string) *Client {
 	t.Helper()
+	return serveWith(t, srv, token, edge.Timeouts{ReadHeader: time.Second, Read: 300 * time.Millisecond, Write: 300 * time.Millisecond, Idle: time.Second})
+}
+
+// serveWith is serve with the edge's timeouts to.
+func serveWith(t *testing.T, srv *Server, token string, to edge.Timeouts) *Client {
+	t.Helper()
 	h := edge.Config{Token: token, Open: []string{"/health"}, Refuse: func(w http.ResponseWriter, rf edge.Refusal) {
 		WriteDetail(w, rf.Status, rf.Message)
 	}}.Handler(srv)
 	ts := httptest.NewUnstartedServer(h)
-	ts.Config = edge.Server(h, edge.Timeouts{ReadHeader: time.Second, Read: 300 * time.Millisecond, Write: 300 * time.Millisecond, Idle: time.Second}, nil, slog.LevelWarn)
+	ts.Config = edge.Server(h, to, nil, slog.LevelWarn)
 	ts.Start()
 	tr := &http.Transport{}
 	t.Cleanup(func() {
@@ -576,4 +583,16 @@ func TestSessionFailures(t *testing.T) {
 			t.Errorf("reset after the failure: %v", err)
 		}
 	})
+}
+
+func decodeObservation(r Result) (DelegationObservation, error) {
+	var o DelegationObservation
+	return o, jsonUnmarshal(r.Observation, &o)
+}
+
+func jsonUnmarshal(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s: %w", clip(string(b)), err)
+	}
+	return nil
 }
