@@ -14,17 +14,17 @@ import (
 // writeTimeout bounds sending one message to a client.
 const writeTimeout = 10 * time.Second
 
-// join takes a session slot, or reports how many are taken when none is
-// left or the server is closed.
-func (s *Server) join() (active int, ok bool) {
+// join takes a session slot. It reports how many are taken when none is
+// left, and closed when the server is closed.
+func (s *Server) join() (active int, closed, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.active >= s.cfg.MaxSessions {
-		return s.active, false
+		return s.active, s.closed, false
 	}
 	s.active++
 	s.wg.Add(1)
-	return s.active, true
+	return s.active, false, true
 }
 
 func (s *Server) leave() {
@@ -49,15 +49,20 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 		return // Accept answered the request
 	}
 	c.SetReadLimit(s.cfg.MaxMessageBytes)
-	active, ok := s.join()
-	if !ok {
+	active, closed, ok := s.join()
+	switch {
+	case closed:
+		// The server's context is done: the refusal gets its own.
+		s.send(context.Background(), c, MsgError, ErrorData{Message: "the server is shutting down", Code: CodeSessionError})
+		_ = c.Close(websocket.StatusGoingAway, "shutting down") // the client may be gone already
+		return
+	case !ok:
 		mx := s.cfg.MaxSessions
 		s.send(s.ctx, c, MsgError, ErrorData{
 			Message: fmt.Sprintf("server at capacity: %d of %d sessions active", active, mx),
 			Code:    CodeCapacityReached, ActiveSessions: &active, MaxSessions: &mx,
 		})
-		// The client may be gone already; nothing is left to do.
-		_ = c.Close(websocket.StatusTryAgainLater, "capacity reached")
+		_ = c.Close(websocket.StatusTryAgainLater, "capacity reached") // as above
 		return
 	}
 	defer s.leave()
