@@ -507,10 +507,12 @@ func TestLimits(t *testing.T) {
 		}
 		defer s.Close()
 		waitActive(t, srv, 1)
-		waitActive(t, srv, 0)
-		if _, err := s.Reset(ctx, ResetRequest{}); err == nil {
-			t.Error("reset on a reaped session: got no error")
+		time.Sleep(300 * time.Millisecond) // past the idle timeout
+		_, err = s.Reset(ctx, ResetRequest{})
+		if websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+			t.Errorf("reset on a reaped session: got %v, want close status %v", err, websocket.StatusPolicyViolation)
 		}
+		waitActive(t, srv, 0)
 	})
 	t.Run("message size", func(t *testing.T) {
 		srv, _ := newDelegationServer(t, DelegationConfig{}, Config{MaxMessageBytes: 512})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -75,16 +76,28 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 	}
 	defer closeEnv(env, s.cfg.Log)
 	sess := &session{s: s, env: env}
+	// An idle session is closed with a close frame, which ends the Read
+	// waiting for it. A Read whose context ends would drop the connection
+	// without one.
+	var once sync.Once
+	idled := make(chan struct{}) // closed once the idle close is over, or can no longer start
+	idle := time.AfterFunc(s.cfg.IdleTimeout, func() {
+		once.Do(func() {
+			_ = c.Close(websocket.StatusPolicyViolation, fmt.Sprintf("idle for %v", s.cfg.IdleTimeout)) // the client may be gone already
+			close(idled)
+		})
+	})
+	defer func() {
+		idle.Stop()
+		once.Do(func() { close(idled) }) // no later fire closes the connection
+		<-idled                          // a fire in progress ends first
+	}()
 	for {
-		rctx, cancel := context.WithTimeout(s.ctx, s.cfg.IdleTimeout)
-		_, data, err := c.Read(rctx)
-		idle := errors.Is(rctx.Err(), context.DeadlineExceeded)
-		cancel()
+		idle.Reset(s.cfg.IdleTimeout)
+		_, data, err := c.Read(s.ctx)
+		idle.Stop()
 		if err != nil {
-			if idle && s.ctx.Err() == nil {
-				_ = c.Close(websocket.StatusPolicyViolation, fmt.Sprintf("idle for %v", s.cfg.IdleTimeout)) // Read closed it already, on its deadline
-			}
-			return // the client left, sent too much, or the server is closing
+			return // the client left, sent too much, idled, or the server is closing
 		}
 		typ, reply, done := sess.handle(data)
 		if done {
