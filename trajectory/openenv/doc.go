@@ -1,5 +1,5 @@
-// Package openenv serves environments over OpenEnv's protocol, the one
-// TRL's environment_factory, ART and NeMo Gym speak, and is a client of it.
+// Package openenv serves environments over OpenEnv's protocol, which
+// TRL's environment_factory speaks, and is a client of it.
 //
 // The protocol is a Gym-style reset, step and state over HTTP and over a
 // WebSocket. Over HTTP each request gets a fresh environment, as in
