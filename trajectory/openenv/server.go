@@ -121,28 +121,31 @@ func (s *Server) Close() error {
 // ServeHTTP routes a request to its endpoint. Unknown paths get 404 and
 // known paths with another method 405, in FastAPI's shape.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	routes := map[string]struct {
-		method string
-		h      func(http.ResponseWriter, *http.Request)
-	}{
-		"/reset":    {http.MethodPost, s.reset},
-		"/step":     {http.MethodPost, s.step},
-		"/state":    {http.MethodGet, s.state},
-		"/health":   {http.MethodGet, s.health},
-		"/metadata": {http.MethodGet, s.metadata},
-		"/schema":   {http.MethodGet, s.schema},
-		"/ws":       {http.MethodGet, s.ws},
-	}
-	rt, ok := routes[r.URL.Path]
-	switch {
-	case !ok:
-		WriteDetail(w, http.StatusNotFound, "Not Found")
-	case r.Method != rt.method:
-		w.Header().Set("Allow", rt.method)
-		WriteDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+	method, h := http.MethodGet, s.state
+	switch r.URL.Path {
+	case "/reset":
+		method, h = http.MethodPost, s.reset
+	case "/step":
+		method, h = http.MethodPost, s.step
+	case "/state":
+	case "/health":
+		h = s.health
+	case "/metadata":
+		h = s.metadata
+	case "/schema":
+		h = s.schema
+	case "/ws":
+		h = s.ws
 	default:
-		rt.h(w, r)
+		WriteDetail(w, http.StatusNotFound, "Not Found")
+		return
 	}
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		WriteDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		return
+	}
+	h(w, r)
 }
 
 // WriteDetail answers an HTTP error in FastAPI's shape, {"detail": msg}.
@@ -275,8 +278,8 @@ func (s *Server) step(w http.ResponseWriter, r *http.Request) {
 	}
 	defer closeEnv(env, s.cfg.Log)
 	timeout := s.cfg.StepTimeout
-	if req.TimeoutS != nil {
-		timeout = min(timeout, time.Duration(*req.TimeoutS*float64(time.Second)))
+	if req.TimeoutS != nil && *req.TimeoutS < timeout.Seconds() {
+		timeout = time.Duration(*req.TimeoutS * float64(time.Second)) // below StepTimeout, so no overflow
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()

@@ -207,6 +207,8 @@ func TestHTTPEndpoints(t *testing.T) {
 		{"reset seed not a number", "POST", "/reset", "application/json", `{"seed":"x"}`, 422, `"value_error"`},
 		{"step missing action", "POST", "/step", "application/json", `{}`, 422, `"missing"`},
 		{"step action not an object", "POST", "/step", "application/json", `{"action":3}`, 422, `"dict_type"`},
+		{"step huge timeout", "POST", "/step", "application/json", `{"action":{"type":"list_tools"},"timeout_s":1e300}`, 200, `"tools"`},
+		{"step extra fields", "POST", "/step", "application/json", `{"action":{"type":"list_tools"},"timeout_s":0.5,"request_id":"r1","render":true}`, 200, `"tools"`},
 		{"step zero timeout", "POST", "/step", "application/json", `{"action":{},"timeout_s":0}`, 422, `"greater_than"`},
 		{"step unknown action field", "POST", "/step", "application/json", `{"action":{"tool":"x"}}`, 422, `"action"`},
 		{"step bad action type", "POST", "/step", "application/json", `{"action":{"type":"dance"}}`, 422, `"union_tag_invalid"`},
