@@ -100,7 +100,7 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	}
 	srv, err := openenv.NewServer(openenv.Config{
 		New: d.New, Name: "delegation", Metadata: d.Metadata(), Schema: d.Schema(),
-		MaxSessions: f.maxEpisodes, MaxSteps: f.maxSteps, Log: log,
+		MaxSessions: f.maxEpisodes, Log: log, // the episode ends at --max-steps; the server's step limit stays a backstop
 	})
 	if err != nil {
 		return fmt.Errorf("env: %w", err)
