@@ -59,6 +59,7 @@ var allowedImports = map[string][]string{
 	"strategy":           {""},
 	"tokenizer":          {""},
 	"train":              {"", "api", "bench", "judge", "local", "models", "nn", "nn/train", "reward", "rl", "rollout", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
+	"trajectory/openenv": {"", "reward", "strategy", "world", "world/transcript"},
 	"world":              {"", "reward", "strategy"},
 	"world/scripted":     {"", "strategy", "tokenizer", "world", "world/transcript"},
 	"world/transcript":   {"", "reward", "strategy", "tokenizer", "world"},
@@ -69,7 +70,7 @@ var allowedImports = map[string][]string{
 // (plus golang.org/x, which the Go team maintains).
 var thirdPartyAllowed = map[string]bool{
 	"cmd/delegate": true, "bench": true, "perf/llama2c": true, "perf/standin": true, "perf/fanout": true,
-	"api": true, "train": true,
+	"api": true, "train": true, "trajectory/openenv": true,
 }
 
 type listedPackage struct {

@@ -31,6 +31,7 @@ func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
 		newPretrainCmd(getenv, log),
 		newTrainCmd(getenv, log),
 		newAPICmd(getenv, log),
+		newEnvCmd(getenv, log),
 	)
 	return root
 }

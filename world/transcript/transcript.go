@@ -121,6 +121,12 @@ func SingleMessages(request string) []delegate.Message {
 	return worldPrompts.messages("single_system", "single_user", strategy.PromptData{Request: request})
 }
 
+// RouteMessages are the system and user messages that ask the delegator
+// to solve request under route, as route sends them.
+func RouteMessages(request string) []delegate.Message {
+	return worldPrompts.messages("route_system", "route_user", strategy.PromptData{Request: request})
+}
+
 // Single is the delegator solving p alone under the single strategy: every
 // step's scratchpad, then \boxed{answer}.
 func Single(p *world.Problem) Episode {
@@ -166,7 +172,7 @@ func RouteResult(reply string) string {
 // right here: transcripts teach the protocol, not the solver's errors.
 func Route(p *world.Problem, pol world.Policy) Episode {
 	ep := Episode{Problem: p, Protocol: strategy.NameRoute, Delegated: decide(p, pol)}
-	msgs := worldPrompts.messages("route_system", "route_user", strategy.PromptData{Request: p.Text})
+	msgs := RouteMessages(p.Text)
 	known := make([]bool, len(p.Steps))
 	ready := func(i int) bool {
 		s := p.Steps[i]

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/delegatelab/delegate/internal/edge"
+	"github.com/delegatelab/delegate/trajectory/openenv"
+	"github.com/delegatelab/delegate/world"
+)
+
+// envTokenEnv names the variable that holds delegate env's token.
+const envTokenEnv = "DELEGATE_ENV_TOKEN"
+
+type envFlags struct {
+	addr, config, split, token string
+	maxEpisodes, maxSteps      int
+	insecure                   bool
+}
+
+func newEnvCmd(getenv env, log *slog.Logger) *cobra.Command {
+	var f envFlags
+	cmd := &cobra.Command{
+		Use:   "env [flags]",
+		Short: "Serve the world's delegation tasks as an OpenEnv environment",
+		Long: `Env serves the delegation tasks of the arithmetic world over OpenEnv's
+protocol (HTTP and WebSocket), for trainers such as TRL's environment_factory.
+An episode is one problem of --split; the policy calls two tools: delegate,
+which hands a question to the sub-agent model (the config's weak role, else
+its subagent or default role), and answer. The reward is the world's.
+Listening off loopback needs a token ($` + envTokenEnv + ` or --token) unless
+--insecure. docs/openenv.md has the protocol and a TRL example.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serveEnv(cmd.Context(), cmd.OutOrStdout(), getenv, log, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.addr, "addr", "127.0.0.1:8010", "address to listen on")
+	fl.StringVarP(&f.config, "config", "c", "", "config file naming the sub-agent model (default $DELEGATE_CONFIG or delegate.yaml)")
+	fl.StringVar(&f.split, "split", "train", "split the problems come from: train, validation or test")
+	fl.IntVar(&f.maxEpisodes, "max-episodes", 64, "WebSocket episodes open at once (CAPACITY_REACHED beyond)")
+	fl.IntVar(&f.maxSteps, "max-steps", 8, "tool calls that end an episode unanswered")
+	fl.StringVar(&f.token, "token", "", "bearer token clients must send (default $"+envTokenEnv+"; prefer the variable: a flag shows in ps)")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without a token")
+	return cmd
+}
+
+func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f envFlags) error {
+	if f.token == "" {
+		f.token = getenv(envTokenEnv)
+	}
+	f.token = strings.TrimSpace(f.token)
+	if err := edge.CheckExposure(f.addr, f.token != "", f.insecure, "a token: set $"+envTokenEnv+" (or --token)"); err != nil {
+		return fmt.Errorf("env: %w", err)
+	}
+	if f.maxEpisodes <= 0 || f.maxSteps <= 0 {
+		return fmt.Errorf("env: --max-episodes (%d) and --max-steps (%d) must be positive", f.maxEpisodes, f.maxSteps)
+	}
+	split, err := world.ParseSplit(f.split)
+	if err != nil {
+		return fmt.Errorf("env: --split: %w", err)
+	}
+	cfg, err := LoadConfig(configPath(f.config, getenv))
+	if err != nil {
+		return err
+	}
+	name := cfg.Roles.Weak
+	for _, n := range []string{cfg.Roles.Subagent, cfg.Roles.Default} {
+		if name == "" {
+			name = n
+		}
+	}
+	if name == "" {
+		return errors.New("env: the config names no sub-agent model: set roles.weak (or roles.subagent or roles.default)")
+	}
+	one := *cfg
+	one.Models = map[string]ModelConfig{name: cfg.Models[name]}
+	models, closeModels, err := one.openModels(getenv, log)
+	if err != nil {
+		return err
+	}
+	defer closeModels()
+	prices := world.DefaultPrices()
+	if p := cfg.Models[name].Price; p.Input != 0 || p.CachedInput != 0 || p.Output != 0 {
+		prices.Solver = p
+	}
+	d, err := openenv.NewDelegation(openenv.DelegationConfig{Subagent: models[name], Split: split, MaxSteps: f.maxSteps, Prices: &prices})
+	if err != nil {
+		return fmt.Errorf("env: %w", err)
+	}
+	srv, err := openenv.NewServer(openenv.Config{
+		New: d.New, Name: "delegation", Metadata: d.Metadata(), Schema: d.Schema(),
+		MaxSessions: f.maxEpisodes, Log: log, // the episode ends at --max-steps; the server's step limit stays a backstop
+	})
+	if err != nil {
+		return fmt.Errorf("env: %w", err)
+	}
+	defer srv.Close()
+	h := edge.Config{Token: f.token, Open: []string{"/health"}, Realm: "delegate env", Refuse: func(w http.ResponseWriter, rf edge.Refusal) {
+		openenv.WriteDetail(w, rf.Status, rf.Message)
+	}}.Handler(srv)
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("env: %w", err)
+	}
+	hs := edge.Server(h, edge.DefaultTimeouts(), log, slog.LevelWarn)
+	auth := "no token (loopback only)"
+	switch {
+	case f.token != "":
+		auth = "token required"
+	case f.insecure:
+		auth = "NO TOKEN (--insecure)"
+		log.Warn("serving without authentication off loopback (--insecure): anyone who can reach the address can run episodes", "addr", ln.Addr().String())
+	}
+	fmt.Fprintf(out, "delegation environment: %s problems, sub-agent %q (config key %s), at most %d steps an episode, %d episodes at once\n",
+		split, models[name].Name(), name, f.maxSteps, f.maxEpisodes)
+	fmt.Fprintf(out, "serving OpenEnv on http://%s (WebSocket ws://%s/ws), %s\n", ln.Addr(), ln.Addr(), auth)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("env: %w", err)
+	case <-ctx.Done():
+	}
+	// Sessions are hijacked connections, which Shutdown does not wait
+	// for: close them first.
+	if err := srv.Close(); err != nil {
+		return fmt.Errorf("env: close sessions: %w", err)
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return hs.Shutdown(shutdown)
+}

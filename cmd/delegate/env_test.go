@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delegatelab/delegate/trajectory/openenv"
+	"github.com/delegatelab/delegate/world"
+)
+
+func TestEnvExposure(t *testing.T) {
+	_, err := execute(t, func(string) string { return "" }, "env", "--config", "../../examples/world.yaml", "--addr", "0.0.0.0:0")
+	if err == nil || !strings.Contains(err.Error(), envTokenEnv) {
+		t.Errorf("off loopback without a token: got %v, want an error naming $%s", err, envTokenEnv)
+	}
+	_, err = execute(t, func(string) string { return "" }, "env", "--config", "../../examples/world.yaml", "--split", "holdout")
+	if err == nil || !strings.Contains(err.Error(), "--split") {
+		t.Errorf("unknown split: got %v, want an error naming --split", err)
+	}
+}
+
+// TestEnvServesShippedSolver starts delegate env on the shipped solver
+// and drives one episode over the WebSocket with the token.
+func TestEnvServesShippedSolver(t *testing.T) {
+	const token = "env-command-test-token"
+	getenv := func(name string) string {
+		if name == envTokenEnv {
+			return token
+		}
+		return ""
+	}
+	var out, logs syncBuffer
+	cmd := newRootCmd(getenv, slog.New(slog.NewTextHandler(&logs, nil)))
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"env", "--config", "../../examples/world.yaml", "--addr", "127.0.0.1:0", "--split", "test", "--max-steps", "4"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	addr := regexp.MustCompile(`serving OpenEnv on (http://\S+) `)
+	var base string
+	for deadline := time.Now().Add(20 * time.Second); base == ""; {
+		if m := addr.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("env ended: %v\n%s", err, out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("env did not start:\n%s", out.String())
+		}
+	}
+	for _, want := range []string{`sub-agent "solver" (config key solver)`, "test problems", "token required"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("startup output lacks %q:\n%s", want, out.String())
+		}
+	}
+	ctx2 := context.Background()
+	anon := &openenv.Client{BaseURL: base}
+	if h, err := anon.Health(ctx2); err != nil || h.Status != openenv.HealthHealthy {
+		t.Errorf("health without a token: %+v, %v", h, err)
+	}
+	var e *openenv.Error
+	if _, err := anon.Reset(ctx2, openenv.ResetRequest{}); !errors.As(err, &e) || e.Status != 401 {
+		t.Errorf("reset without a token: got %v, want 401", err)
+	}
+	c := &openenv.Client{BaseURL: base, Token: token}
+	s, err := c.Dial(ctx2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := int64(3)
+	res, err := s.Reset(ctx2, openenv.ResetRequest{Seed: &seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o openenv.DelegationObservation
+	if err := json.Unmarshal(res.Observation, &o); err != nil || o.Task == "" {
+		t.Fatalf("reset: %s, %v", res.Observation, err)
+	}
+	g, err := world.NewGenerator(world.DefaultConfig(), uint64(seed), world.Test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := g.Next() // the problem a reset with seed draws (Delegation.Problem)
+	if err != nil || p.Text != o.Task {
+		t.Fatalf("the served task %q is not the problem of seed %d (%v)", o.Task, seed, err)
+	}
+	q, _ := json.Marshal(map[string]string{"question": p.Steps[0].Expr()})
+	res, err = s.Step(ctx2, openenv.ToolAction{Type: openenv.ActionCallTool, ToolName: openenv.ToolDelegate, Arguments: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(res.Observation, &o); err != nil || o.Spend.Subagent.Calls != 1 || o.Result == "" {
+		t.Errorf("delegate %s: %s, %v", p.Steps[0].Expr(), res.Observation, err)
+	}
+	a, _ := json.Marshal(map[string]any{"answer": p.Answer})
+	res, err = s.Step(ctx2, openenv.ToolAction{Type: openenv.ActionCallTool, ToolName: openenv.ToolAnswer, Arguments: a})
+	if err != nil || !res.Done || res.Reward == nil || *res.Reward <= 0.5 {
+		t.Errorf("answer: %+v, %v; want done with a reward near 1", res, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("env: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("env did not stop")
+	}
+}

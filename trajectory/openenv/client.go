@@ -1,0 +1,265 @@
+package openenv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/coder/websocket"
+)
+
+// Client speaks OpenEnv's protocol to a server at BaseURL. Its HTTP calls
+// are stateless, as the protocol's are; Dial opens a Session for an
+// episode. A Client is safe for concurrent use.
+type Client struct {
+	BaseURL string       // such as http://127.0.0.1:8000
+	Token   string       // sent as a bearer token when set
+	HTTP    *http.Client // nil: http.DefaultClient
+	// MaxMessageBytes bounds a message read from a Session. Default 1 MiB.
+	MaxMessageBytes int64
+}
+
+// Error is a refusal of the server: an HTTP status with FastAPI's detail,
+// or a WebSocket error with its code.
+type Error struct {
+	Status int             // the HTTP status; 0 on a WebSocket
+	Code   string          // the WebSocket error's code; "" over HTTP
+	Detail json.RawMessage // the HTTP detail, or the WebSocket error's data
+	Msg    string
+}
+
+func (e *Error) Error() string {
+	if e.Code != "" {
+		return fmt.Sprintf("openenv error %s: %s", e.Code, e.Msg)
+	}
+	return fmt.Sprintf("openenv HTTP %d: %s", e.Status, e.Msg)
+}
+
+// Reset starts an episode on a fresh environment and returns its first
+// observation. The server keeps nothing of it.
+func (c *Client) Reset(ctx context.Context, req ResetRequest) (Result, error) {
+	var res Result
+	return res, c.do(ctx, http.MethodPost, "/reset", req, &res)
+}
+
+// Step applies an action on a fresh environment.
+func (c *Client) Step(ctx context.Context, req StepRequest) (Result, error) {
+	var res Result
+	return res, c.do(ctx, http.MethodPost, "/step", req, &res)
+}
+
+// State returns a fresh environment's state.
+func (c *Client) State(ctx context.Context) (json.RawMessage, error) {
+	var st json.RawMessage
+	return st, c.do(ctx, http.MethodGet, "/state", nil, &st)
+}
+
+// Health returns the server's health.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var h Health
+	return h, c.do(ctx, http.MethodGet, "/health", nil, &h)
+}
+
+// Metadata returns the environment's metadata.
+func (c *Client) Metadata(ctx context.Context) (Metadata, error) {
+	var m Metadata
+	return m, c.do(ctx, http.MethodGet, "/metadata", nil, &m)
+}
+
+// Schema returns the JSON schemas of actions, observations and states.
+func (c *Client) Schema(ctx context.Context) (Schema, error) {
+	var s Schema
+	return s, c.do(ctx, http.MethodGet, "/schema", nil, &s)
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}
+
+// do sends one request and decodes a 200's body into out.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("openenv %s %s: encode: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, body)
+	if err != nil {
+		return fmt.Errorf("openenv %s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return fmt.Errorf("openenv %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBytes()))
+	if err != nil {
+		return fmt.Errorf("openenv %s %s: read: %w", method, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		e := &Error{Status: resp.StatusCode, Msg: strings.TrimSpace(string(b))}
+		var he HTTPError
+		if json.Unmarshal(b, &he) == nil && he.Detail != nil {
+			e.Detail = he.Detail
+			var s string
+			if json.Unmarshal(he.Detail, &s) == nil {
+				e.Msg = s
+			} else {
+				e.Msg = string(he.Detail)
+			}
+		}
+		return fmt.Errorf("openenv %s %s: %w", method, path, e)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("openenv %s %s: decode: %w", method, path, err)
+	}
+	return nil
+}
+
+func (c *Client) maxBytes() int64 {
+	if c.MaxMessageBytes > 0 {
+		return c.MaxMessageBytes
+	}
+	return 1 << 20
+}
+
+// Session is one WebSocket connection to a server: one environment, one
+// episode at a time. Its calls must not overlap: each waits for its
+// answer. Close ends it.
+type Session struct {
+	conn *websocket.Conn
+}
+
+// Dial opens a session at the server's /ws.
+func (c *Client) Dial(ctx context.Context) (*Session, error) {
+	u := strings.TrimSuffix(c.BaseURL, "/") + "/ws"
+	u = "ws" + strings.TrimPrefix(u, "http")
+	opts := &websocket.DialOptions{HTTPClient: c.HTTP}
+	if c.Token != "" {
+		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + c.Token}}
+	}
+	conn, resp, err := websocket.Dial(ctx, u, opts)
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("openenv dial %s: HTTP %d: %w", u, resp.StatusCode, err)
+		}
+		return nil, fmt.Errorf("openenv dial %s: %w", u, err)
+	}
+	conn.SetReadLimit(c.maxBytes())
+	return &Session{conn: conn}, nil
+}
+
+// Reset starts an episode and returns its first observation.
+func (s *Session) Reset(ctx context.Context, req ResetRequest) (Result, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return Result{}, fmt.Errorf("openenv reset: encode: %w", err)
+	}
+	return s.result(ctx, Message{Type: MsgReset, Data: b})
+}
+
+// Step applies action, any value that encodes to a JSON object of the
+// environment's action schema.
+func (s *Session) Step(ctx context.Context, action any) (Result, error) {
+	b, err := json.Marshal(action)
+	if err != nil {
+		return Result{}, fmt.Errorf("openenv step: encode: %w", err)
+	}
+	return s.result(ctx, Message{Type: MsgStep, Data: b})
+}
+
+// State returns the episode's state.
+func (s *Session) State(ctx context.Context) (json.RawMessage, error) {
+	m, err := s.Exchange(ctx, Message{Type: MsgState})
+	if err != nil {
+		return nil, err
+	}
+	if m.Type != MsgState {
+		return nil, fmt.Errorf("openenv state: answer of type %q", m.Type)
+	}
+	return m.Data, nil
+}
+
+func (s *Session) result(ctx context.Context, m Message) (Result, error) {
+	got, err := s.Exchange(ctx, m)
+	if err != nil {
+		return Result{}, err
+	}
+	if got.Type != MsgObservation {
+		return Result{}, fmt.Errorf("openenv %s: answer of type %q", m.Type, got.Type)
+	}
+	var res Result
+	if err := json.Unmarshal(got.Data, &res); err != nil {
+		return Result{}, fmt.Errorf("openenv %s: decode observation: %w", m.Type, err)
+	}
+	return res, nil
+}
+
+// Exchange sends a message and reads the answer. An error message comes
+// back as an *Error.
+func (s *Session) Exchange(ctx context.Context, m Message) (Message, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return Message{}, fmt.Errorf("openenv %s: encode: %w", m.Type, err)
+	}
+	return s.ExchangeRaw(ctx, b)
+}
+
+// ExchangeRaw sends raw bytes as a message, malformed or not, and reads
+// the answer.
+func (s *Session) ExchangeRaw(ctx context.Context, raw []byte) (Message, error) {
+	if err := s.conn.Write(ctx, websocket.MessageText, raw); err != nil {
+		return Message{}, fmt.Errorf("openenv send: %w", err)
+	}
+	_, b, err := s.conn.Read(ctx)
+	if err != nil {
+		return Message{}, fmt.Errorf("openenv receive: %w", err)
+	}
+	var got Message
+	if err := json.Unmarshal(b, &got); err != nil {
+		return Message{}, fmt.Errorf("openenv receive: decode: %w", err)
+	}
+	if got.Type == MsgError {
+		var ed ErrorData
+		if err := json.Unmarshal(got.Data, &ed); err != nil {
+			return Message{}, fmt.Errorf("openenv receive: decode error: %w", err)
+		}
+		return got, &Error{Code: ed.Code, Detail: got.Data, Msg: ed.Message}
+	}
+	return got, nil
+}
+
+// Close sends close and closes the connection.
+func (s *Session) Close() error {
+	b, _ := json.Marshal(Message{Type: MsgClose}) // a constant message always encodes
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	werr := s.conn.Write(ctx, websocket.MessageText, b)
+	err := s.conn.Close(websocket.StatusNormalClosure, "")
+	var ce websocket.CloseError
+	if errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure {
+		err = nil
+	}
+	if werr != nil {
+		// The server may have closed first; the connection is gone either way.
+		return nil
+	}
+	return err
+}

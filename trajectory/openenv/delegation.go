@@ -1,0 +1,441 @@
+package openenv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/transcript"
+)
+
+// The tools of the delegation environment.
+const (
+	ToolDelegate = strategy.DelegateToolName // hand a self-contained question to the sub-agent
+	ToolAnswer   = "answer"                  // give the final answer; ends the episode
+)
+
+// DelegationConfig sets up the delegation environment. Nil and zero
+// fields take the defaults noted.
+type DelegationConfig struct {
+	// Subagent answers delegate calls. Required; shared by every episode,
+	// so it must be safe for concurrent use.
+	Subagent delegate.Model
+	// World generates the problems. Default world.DefaultConfig().
+	World *world.Config
+	// Split is the split episodes draw from. Default world.Train.
+	Split world.Split
+	// MaxSteps ends an episode unanswered after so many tool calls.
+	// Default 8.
+	MaxSteps int
+	// Budget ends an episode unanswered once its spend reaches so many
+	// dollars. Zero: no budget.
+	Budget float64
+	// Prices price the two roles. Default world.DefaultPrices().
+	Prices *world.Prices
+	// Reward scores an ended episode. Default world.DefaultReward().
+	Reward *reward.Graded
+	// Generation is how the sub-agent is asked. Default the route
+	// strategy's weak stage in this world (transcript.StrategyConfig).
+	Generation *strategy.Generation
+}
+
+// Delegation is the delegation environment of package world: an episode
+// is one problem, a step is one tool call of the policy, and the reward
+// is the world's. It makes one Environment per session (New).
+type Delegation struct {
+	sub      delegate.Model
+	world    world.Config
+	split    world.Split
+	maxSteps int
+	budget   float64
+	prices   world.Prices
+	reward   reward.Graded
+	gen      strategy.Generation
+}
+
+// NewDelegation checks cfg and returns the environment it sets up.
+func NewDelegation(cfg DelegationConfig) (*Delegation, error) {
+	if cfg.Subagent == nil {
+		return nil, errors.New("delegation environment: a sub-agent model is required")
+	}
+	d := &Delegation{sub: cfg.Subagent, world: world.DefaultConfig(), split: cfg.Split, maxSteps: cfg.MaxSteps, budget: cfg.Budget,
+		prices: world.DefaultPrices(), reward: world.DefaultReward(), gen: transcript.StrategyConfig().Weak}
+	if cfg.World != nil {
+		d.world = *cfg.World
+	}
+	if err := d.world.Validate(); err != nil {
+		return nil, fmt.Errorf("delegation environment: %w", err)
+	}
+	if cfg.Prices != nil {
+		d.prices = *cfg.Prices
+	}
+	if cfg.Reward != nil {
+		d.reward = *cfg.Reward
+	}
+	if cfg.Generation != nil {
+		d.gen = *cfg.Generation
+	}
+	if d.maxSteps == 0 {
+		d.maxSteps = 8
+	}
+	if d.maxSteps < 0 || d.budget < 0 || math.IsNaN(d.budget) {
+		return nil, fmt.Errorf("delegation environment: max steps %d and budget %g must not be negative", d.maxSteps, d.budget)
+	}
+	return d, nil
+}
+
+// MaxSteps is the number of tool calls that ends an episode.
+func (d *Delegation) MaxSteps() int { return d.maxSteps }
+
+// Problem is the problem an episode reset with seed draws: the first
+// problem of the split from a generator seeded so.
+func (d *Delegation) Problem(seed int64) (*world.Problem, error) {
+	g, err := world.NewGenerator(d.world, uint64(seed), d.split)
+	if err != nil {
+		return nil, fmt.Errorf("problem of seed %d: %w", seed, err)
+	}
+	p, err := g.Next()
+	if err != nil {
+		return nil, fmt.Errorf("problem of seed %d: %w", seed, err)
+	}
+	return p, nil
+}
+
+// New makes one session's environment. It never fails.
+func (d *Delegation) New() (Environment, error) { return &episode{d: d}, nil }
+
+// Metadata describes the environment.
+func (d *Delegation) Metadata() Metadata {
+	v := "1"
+	return Metadata{
+		Name: "delegate-world",
+		Description: fmt.Sprintf("Solve a %s problem of delegate's arithmetic world, delegating steps to the sub-agent %s; "+
+			"reward = correct - %g x delegator generated tokens - %g x sub-agent calls.", d.split, d.sub.Name(), d.reward.Lambda, d.reward.Mu),
+		Version: &v,
+	}
+}
+
+// Tools are the tools an episode offers, with their argument schemas.
+func (d *Delegation) Tools() []Tool {
+	return []Tool{
+		{Name: ToolDelegate, Description: "Hand a self-contained question, such as 47*28, to the sub-agent model and get its answer.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string","description":"the question, complete in itself"}},"required":["question"]}`)},
+		{Name: ToolAnswer, Description: "Give the final answer, an integer. It ends the episode.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string","description":"the final answer"}},"required":["answer"]}`)},
+	}
+}
+
+// billTools are the tools as the delegator's bill renders them: names
+// only, as transcript.Tool declares delegate.
+var billTools = []delegate.Tool{transcript.Tool, {Name: ToolAnswer}}
+
+// DelegationObservation is the observation of every reset and step.
+// ToolName, Result and Error are the last call's, empty at reset.
+type DelegationObservation struct {
+	Task     string     `json:"task"`
+	Tools    []Tool     `json:"tools"`
+	ToolName string     `json:"tool_name"`
+	Result   string     `json:"result"`
+	Error    *ToolError `json:"error"`
+	Spend    Spend      `json:"spend"`
+}
+
+// RoleSpend is what one role spent in an episode.
+type RoleSpend struct {
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+	CachedTokens     int     `json:"cached_tokens"`
+	Calls            int     `json:"calls"`
+	Dollars          float64 `json:"dollars"`
+}
+
+// Spend is an episode's spend so far. The delegator's tokens are its tool
+// calls billed under this project's chat template, as the world's reward
+// counts them; the sub-agent's are its API usage. The critical path is
+// the sub-agent calls' wall time: they run one after another.
+type Spend struct {
+	Delegator     RoleSpend `json:"delegator"`
+	Subagent      RoleSpend `json:"subagent"`
+	Dollars       float64   `json:"dollars"`
+	CriticalPathS float64   `json:"critical_path_s"`
+}
+
+// DelegationState is an episode's state. Correct and Reward are null
+// until it ends.
+type DelegationState struct {
+	EpisodeID *string  `json:"episode_id"`
+	StepCount int      `json:"step_count"`
+	Seed      *int64   `json:"seed"`
+	Split     string   `json:"split"`
+	ProblemID string   `json:"problem_id"`
+	Done      bool     `json:"done"`
+	Correct   *bool    `json:"correct"`
+	Reward    *float64 `json:"reward"`
+	Spend     Spend    `json:"spend"`
+}
+
+// Schema returns the JSON schemas of the environment's actions,
+// observations and states.
+func (d *Delegation) Schema() Schema {
+	role := `{"type":"object","properties":{"prompt_tokens":{"type":"integer"},"completion_tokens":{"type":"integer"},"cached_tokens":{"type":"integer"},"calls":{"type":"integer"},"dollars":{"type":"number"}}}`
+	spend := `{"type":"object","properties":{"delegator":` + role + `,"subagent":` + role + `,"dollars":{"type":"number"},"critical_path_s":{"type":"number"}}}`
+	return Schema{
+		Action: json.RawMessage(`{"title":"ToolAction","oneOf":[` +
+			`{"type":"object","properties":{"type":{"const":"call_tool"},"tool_name":{"type":"string","enum":["delegate","answer"]},"arguments":{"type":"object"},"metadata":{"type":"object"}},"required":["tool_name"],"additionalProperties":false},` +
+			`{"type":"object","properties":{"type":{"const":"list_tools"},"metadata":{"type":"object"}},"required":["type"],"additionalProperties":false}]}`),
+		Observation: json.RawMessage(`{"title":"DelegationObservation","type":"object","properties":{` +
+			`"task":{"type":"string"},"tools":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"description":{"type":"string"},"input_schema":{"type":"object"}}}},` +
+			`"tool_name":{"type":"string"},"result":{"type":"string"},` +
+			`"error":{"anyOf":[{"type":"null"},{"type":"object","properties":{"error_type":{"type":"string","enum":["execution_error","invalid_args","transport_error","tool_not_found","timeout"]},"message":{"type":"string"}}}]},` +
+			`"spend":` + spend + `}}`),
+		State: json.RawMessage(`{"title":"DelegationState","type":"object","properties":{` +
+			`"episode_id":{"type":["string","null"]},"step_count":{"type":"integer","minimum":0},"seed":{"type":["integer","null"]},` +
+			`"split":{"type":"string"},"problem_id":{"type":"string"},"done":{"type":"boolean"},` +
+			`"correct":{"type":["boolean","null"]},"reward":{"type":["number","null"]},"spend":` + spend + `}}`),
+	}
+}
+
+// episode is one session's environment. Its methods are called from one
+// goroutine at a time (Environment's contract).
+type episode struct {
+	d       *Delegation
+	started bool
+	id      string
+	seed    int64
+	problem *world.Problem
+	msgs    []delegate.Message // the delegator's conversation
+	steps   int
+	done    bool
+	correct *bool
+	reward  *float64
+	sub     delegate.Usage // the sub-agent's usage
+	subN    int            // sub-agent calls that answered
+	path    time.Duration  // the sub-agent calls' wall time
+}
+
+// Reset draws the problem of seed (a random seed when nil) and starts an
+// episode on it.
+func (e *episode) Reset(_ context.Context, seed *int64, episodeID string) (Observation, error) {
+	s := rand.Int64N(math.MaxInt64)
+	if seed != nil {
+		s = *seed
+	}
+	p, err := e.d.Problem(s)
+	if err != nil {
+		return Observation{}, err
+	}
+	if episodeID == "" {
+		episodeID = fmt.Sprintf("%016x", rand.Uint64())
+	}
+	*e = episode{d: e.d, started: true, id: episodeID, seed: s, problem: p, msgs: transcript.RouteMessages(p.Text)}
+	return e.observation("", "", nil), nil
+}
+
+// Step runs one tool call.
+func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, error) {
+	a, err := parseAction(raw)
+	if err != nil {
+		return Observation{}, err
+	}
+	if a.Type == ActionListTools {
+		return e.observation("", "", nil), nil
+	}
+	switch {
+	case !e.started:
+		return Observation{}, ErrNoEpisode
+	case e.done:
+		return Observation{}, ErrEpisodeDone
+	}
+	e.steps++
+	args := "{}"
+	if a.Arguments != nil {
+		var b bytes.Buffer
+		if err := json.Compact(&b, a.Arguments); err != nil {
+			return Observation{}, &ValidationError{[]FieldError{{Type: "dict_type", Loc: []any{"arguments"}, Msg: err.Error()}}}
+		}
+		args = b.String()
+	}
+	call := delegate.ToolCall{ID: "call_" + strconv.Itoa(e.steps), Name: a.ToolName, Arguments: args}
+	e.msgs = append(e.msgs, delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{call}})
+	var result string
+	var terr *ToolError
+	switch a.ToolName {
+	case ToolDelegate:
+		result, terr, err = e.delegate(ctx, args)
+		if err != nil {
+			e.msgs = append(e.msgs, delegate.ToolResult(call.ID, "error: "+err.Error()))
+			return Observation{}, fmt.Errorf("delegate call %d of episode %s: %w", e.steps, e.id, err)
+		}
+	case ToolAnswer:
+		result, terr = e.answer(args)
+	default:
+		terr = &ToolError{ErrorType: ToolNotFound, Message: fmt.Sprintf("tool %q not found: the tools are %s and %s", a.ToolName, ToolDelegate, ToolAnswer)}
+	}
+	if !e.done {
+		text := result
+		if terr != nil {
+			text = "error: " + terr.Message
+		}
+		e.msgs = append(e.msgs, delegate.ToolResult(call.ID, text))
+	}
+	if !e.done {
+		switch sp := e.spend(); {
+		case e.steps >= e.d.maxSteps:
+			e.end(false)
+			result += fmt.Sprintf("\n[episode ended: %d tool calls without an answer]", e.steps)
+		case e.d.budget > 0 && sp.Dollars >= e.d.budget:
+			e.end(false)
+			result += fmt.Sprintf("\n[episode ended: spend $%.6f reached the budget $%.6f]", sp.Dollars, e.d.budget)
+		}
+	}
+	return e.observation(a.ToolName, strings.TrimPrefix(result, "\n"), terr), nil
+}
+
+// parseAction reads an action strictly: OpenEnv's actions forbid fields
+// they do not declare.
+func parseAction(raw json.RawMessage) (ToolAction, error) {
+	var a ToolAction
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return a, &ValidationError{[]FieldError{{Type: "value_error", Loc: []any{}, Msg: err.Error()}}}
+	}
+	if a.Type == "" {
+		a.Type = ActionCallTool // OpenEnv reads an action without a type as a call
+	}
+	switch {
+	case a.Type != ActionCallTool && a.Type != ActionListTools:
+		return a, &ValidationError{[]FieldError{{Type: "union_tag_invalid", Loc: []any{"type"}, Msg: fmt.Sprintf("type %q: want call_tool or list_tools", a.Type)}}}
+	case a.Type == ActionListTools && (a.ToolName != "" || a.Arguments != nil):
+		return a, &ValidationError{[]FieldError{{Type: "extra_forbidden", Loc: []any{}, Msg: "list_tools takes no tool_name and no arguments"}}}
+	case a.Type == ActionCallTool && a.ToolName == "":
+		return a, &ValidationError{[]FieldError{{Type: "missing", Loc: []any{"tool_name"}, Msg: "Field required"}}}
+	case a.Arguments != nil && !isObject(a.Arguments) && string(a.Arguments) != "null":
+		return a, &ValidationError{[]FieldError{{Type: "dict_type", Loc: []any{"arguments"}, Msg: "Input should be a valid dictionary"}}}
+	}
+	if string(a.Arguments) == "null" {
+		a.Arguments = nil
+	}
+	return a, nil
+}
+
+// delegate asks the sub-agent a question as route's delegate tool does.
+// A failed call is a tool error; only a done context fails the step.
+func (e *episode) delegate(ctx context.Context, args string) (string, *ToolError, error) {
+	q, err := strategy.ParseDelegateArgs(args)
+	if err != nil {
+		return "", &ToolError{ErrorType: ToolInvalidArgs, Message: err.Error() + `; call delegate with {"question": "..."}`}, nil
+	}
+	t := e.d.gen.Temperature
+	req := &delegate.Request{Messages: transcript.SolverMessages(q), Temperature: &t, MaxTokens: e.d.gen.MaxTokens, Seed: e.d.gen.Seed}
+	start := time.Now()
+	resp, err := e.d.sub.Chat(ctx, req)
+	e.path += time.Since(start)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", nil, err
+		}
+		return "", &ToolError{ErrorType: ToolExecutionError, Message: "the sub-agent failed: " + err.Error()}, nil
+	}
+	e.sub = e.sub.Add(resp.Usage)
+	e.subN++
+	text := strings.TrimSpace(resp.Text())
+	switch {
+	case text == "":
+		return "", &ToolError{ErrorType: ToolExecutionError, Message: "the sub-agent returned an empty answer"}, nil
+	case resp.Choices[0].FinishReason == delegate.FinishLength:
+		return text + "\n[the answer was cut at max_tokens]", nil, nil
+	}
+	return transcript.RouteResult(text), nil, nil
+}
+
+// answer ends the episode with the policy's answer, a string or a number.
+func (e *episode) answer(args string) (string, *ToolError) {
+	var v struct {
+		Answer json.RawMessage `json:"answer"`
+	}
+	if err := json.Unmarshal([]byte(args), &v); err != nil || v.Answer == nil {
+		return "", &ToolError{ErrorType: ToolInvalidArgs, Message: `call answer with {"answer": "..."}`}
+	}
+	var text string
+	if err := json.Unmarshal(v.Answer, &text); err != nil {
+		var n json.Number
+		if err := json.Unmarshal(v.Answer, &n); err != nil {
+			return "", &ToolError{ErrorType: ToolInvalidArgs, Message: "answer must be a string or a number"}
+		}
+		text = n.String()
+	}
+	verdict, err := world.Verify(e.problem.Task(), text)
+	if err != nil {
+		return "", &ToolError{ErrorType: ToolExecutionError, Message: err.Error()}
+	}
+	e.end(verdict.Correct)
+	if verdict.Correct {
+		return "correct", nil
+	}
+	return "wrong", nil
+}
+
+// end ends the episode and scores it.
+func (e *episode) end(correct bool) {
+	e.done = true
+	e.correct = &correct
+	r := world.RewardOf(e.d.reward, correct, e.account())
+	e.reward = &r
+}
+
+// account is the episode's bill so far.
+func (e *episode) account() world.Account {
+	u, n := transcript.Transcript{Kind: transcript.KindRoute, Messages: e.msgs, Tools: billTools}.Usage(false)
+	return world.Account{Delegator: u, Solver: e.sub, DelegatorCalls: n, SubagentCalls: e.subN}
+}
+
+func (e *episode) spend() Spend {
+	if !e.started {
+		return Spend{}
+	}
+	a := e.account()
+	del, sub := e.d.prices.Delegator.Cost(a.Delegator), e.d.prices.Solver.Cost(a.Solver)
+	return Spend{
+		Delegator:     RoleSpend{PromptTokens: a.Delegator.PromptTokens, CompletionTokens: a.Delegator.CompletionTokens, CachedTokens: a.Delegator.CachedTokens, Calls: a.DelegatorCalls, Dollars: del},
+		Subagent:      RoleSpend{PromptTokens: a.Solver.PromptTokens, CompletionTokens: a.Solver.CompletionTokens, CachedTokens: a.Solver.CachedTokens, Calls: a.SubagentCalls, Dollars: sub},
+		Dollars:       del + sub,
+		CriticalPathS: e.path.Seconds(),
+	}
+}
+
+func (e *episode) observation(tool, result string, terr *ToolError) Observation {
+	task := ""
+	if e.problem != nil {
+		task = e.problem.Text
+	}
+	return Observation{
+		Value:  DelegationObservation{Task: task, Tools: e.d.Tools(), ToolName: tool, Result: result, Error: terr, Spend: e.spend()},
+		Reward: e.reward,
+		Done:   e.done,
+	}
+}
+
+// State returns the episode's state.
+func (e *episode) State() any {
+	st := DelegationState{StepCount: e.steps, Split: e.d.split.String(), Done: e.done, Correct: e.correct, Reward: e.reward, Spend: e.spend()}
+	if e.started {
+		id, seed := e.id, e.seed
+		st.EpisodeID, st.Seed, st.ProblemID = &id, &seed, e.problem.ID
+	}
+	return st
+}
+
+// Close releases nothing: the sub-agent is shared.
+func (e *episode) Close() error { return nil }

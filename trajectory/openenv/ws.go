@@ -1,0 +1,252 @@
+package openenv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// writeTimeout bounds sending one message to a client.
+const writeTimeout = 10 * time.Second
+
+// join takes a session slot. It reports how many are taken when none is
+// left, and closed when the server is closed.
+func (s *Server) join() (active int, closed, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.active >= s.cfg.MaxSessions {
+		return s.active, s.closed, false
+	}
+	s.active++
+	s.wg.Add(1)
+	return s.active, false, true
+}
+
+func (s *Server) leave() {
+	s.mu.Lock()
+	s.active--
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// ws serves one episode's session on a WebSocket: one environment for the
+// life of the connection, messages answered in order.
+func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
+	// The edge's read and write timeouts bound a request, and a hijacked
+	// connection keeps them. A session outlives them: IdleTimeout and
+	// writeTimeout bound it instead. A writer without deadlines has none
+	// to clear.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept answered the request
+	}
+	c.SetReadLimit(s.cfg.MaxMessageBytes)
+	active, closed, ok := s.join()
+	switch {
+	case closed:
+		// The server's context is done: the refusal gets its own.
+		s.send(context.Background(), c, MsgError, ErrorData{Message: "the server is shutting down", Code: CodeSessionError})
+		_ = c.Close(websocket.StatusGoingAway, "shutting down") // the client may be gone already
+		return
+	case !ok:
+		mx := s.cfg.MaxSessions
+		s.send(s.ctx, c, MsgError, ErrorData{
+			Message: fmt.Sprintf("server at capacity: %d of %d sessions active", active, mx),
+			Code:    CodeCapacityReached, ActiveSessions: &active, MaxSessions: &mx,
+		})
+		_ = c.Close(websocket.StatusTryAgainLater, "capacity reached") // as above
+		return
+	}
+	defer s.leave()
+	env, err := s.cfg.New()
+	if err != nil {
+		s.cfg.Log.Error("openenv: make environment", "factory", s.cfg.Name, "err", err)
+		s.send(s.ctx, c, MsgError, ErrorData{Message: fmt.Sprintf("environment factory %s failed: %v", s.cfg.Name, err), Code: CodeFactoryError, FactoryName: s.cfg.Name})
+		_ = c.Close(websocket.StatusInternalError, "environment factory failed") // as above
+		return
+	}
+	defer closeEnv(env, s.cfg.Log)
+	sess := &session{s: s, env: env}
+	// An idle session is closed with a close frame, which ends the Read
+	// waiting for it. A Read whose context ends would drop the connection
+	// without one.
+	var once sync.Once
+	idled := make(chan struct{}) // closed once the idle close is over, or can no longer start
+	idle := time.AfterFunc(s.cfg.IdleTimeout, func() {
+		once.Do(func() {
+			_ = c.Close(websocket.StatusPolicyViolation, fmt.Sprintf("idle for %v", s.cfg.IdleTimeout)) // the client may be gone already
+			close(idled)
+		})
+	})
+	defer func() {
+		idle.Stop()
+		once.Do(func() { close(idled) }) // no later fire closes the connection
+		<-idled                          // a fire in progress ends first
+	}()
+	for {
+		idle.Reset(s.cfg.IdleTimeout)
+		_, data, err := c.Read(s.ctx)
+		idle.Stop()
+		if err != nil {
+			return // the client left, sent too much, idled, or the server is closing
+		}
+		typ, reply, done := sess.handle(data)
+		if done {
+			_ = c.Close(websocket.StatusNormalClosure, "") // the client asked; its leaving is no failure
+			return
+		}
+		if !s.send(s.ctx, c, typ, reply) {
+			return
+		}
+	}
+}
+
+// send writes one message, reporting whether it went.
+func (s *Server) send(ctx context.Context, c *websocket.Conn, typ string, data any) bool {
+	b, err := json.Marshal(data)
+	if err != nil {
+		s.cfg.Log.Error("openenv: encode message", "type", typ, "err", err)
+		b, _ = json.Marshal(ErrorData{Message: "encode " + typ + ": " + err.Error(), Code: CodeSessionError}) // strings always encode
+		typ = MsgError
+	}
+	msg, _ := json.Marshal(Message{Type: typ, Data: b}) // valid raw JSON always encodes
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	return c.Write(wctx, websocket.MessageText, msg) == nil
+}
+
+// session is one connection's episode.
+type session struct {
+	s     *Server
+	env   Environment
+	reset bool // an episode was started
+	steps int  // since the last reset
+}
+
+// wsFields are the fields each message type may carry; OpenEnv's messages
+// forbid others.
+var wsFields = map[string]map[string]bool{
+	MsgReset: {"type": true, "data": true},
+	MsgStep:  {"type": true, "data": true},
+	MsgState: {"type": true},
+	MsgClose: {"type": true},
+}
+
+// handle answers one message: the type and data to send back, or done
+// when the client closes the session.
+func (ss *session) handle(raw []byte) (typ string, data any, done bool) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) || !json.Valid(raw) {
+			return MsgError, ErrorData{Message: "Invalid JSON: " + err.Error(), Code: CodeInvalidJSON}, false
+		}
+		return MsgError, invalid(FieldError{Type: "model_type", Loc: []any{}, Msg: "Input should be an object"}), false
+	}
+	var t string
+	if tr, ok := fields["type"]; ok {
+		// A type that is not a string reads as "", an unknown type.
+		_ = json.Unmarshal(tr, &t)
+	}
+	allowed, ok := wsFields[t]
+	if !ok {
+		return MsgError, ErrorData{Message: "Unknown message type: " + t, Code: CodeUnknownType}, false
+	}
+	for k := range fields {
+		if !allowed[k] {
+			return MsgError, invalid(FieldError{Type: "extra_forbidden", Loc: []any{k}, Msg: "Extra inputs are not permitted"}), false
+		}
+	}
+	switch t {
+	case MsgClose:
+		return "", nil, true
+	case MsgState:
+		return MsgState, ss.env.State(), false
+	case MsgReset:
+		return ss.doReset(fields["data"])
+	default:
+		return ss.doStep(fields["data"])
+	}
+}
+
+func invalid(errs ...FieldError) ErrorData {
+	return ErrorData{Message: "Invalid message", Code: CodeValidationError, Errors: errs}
+}
+
+func (ss *session) doReset(data json.RawMessage) (string, any, bool) {
+	if data == nil || string(data) == "null" {
+		data = json.RawMessage(`{}`)
+	}
+	if !isObject(data) {
+		return MsgError, invalid(FieldError{Type: "dict_type", Loc: []any{"data"}, Msg: "Input should be a valid dictionary"}), false
+	}
+	var req ResetRequest
+	if err := json.Unmarshal(data, &req); err != nil {
+		return MsgError, invalid(FieldError{Type: "value_error", Loc: []any{"data"}, Msg: err.Error()}), false
+	}
+	if errs := req.Validate(); len(errs) > 0 {
+		for i := range errs {
+			errs[i].Loc = append([]any{"data"}, errs[i].Loc...)
+		}
+		return MsgError, invalid(errs...), false
+	}
+	ctx, cancel := context.WithTimeout(ss.s.ctx, ss.s.cfg.StepTimeout)
+	defer cancel()
+	obs, err := ss.env.Reset(ctx, req.Seed, deref(req.EpisodeID))
+	if err == nil {
+		ss.reset, ss.steps = true, 0
+	}
+	return ss.observation(obs, err)
+}
+
+func (ss *session) doStep(data json.RawMessage) (string, any, bool) {
+	if data == nil {
+		return MsgError, invalid(FieldError{Type: "missing", Loc: []any{"data"}, Msg: "Field required"}), false
+	}
+	if !isObject(data) {
+		return MsgError, invalid(FieldError{Type: "dict_type", Loc: []any{"data"}, Msg: "Input should be a valid dictionary"}), false
+	}
+	if ss.reset && ss.steps >= ss.s.cfg.MaxSteps {
+		return MsgError, ErrorData{Message: fmt.Sprintf("%v (%d steps)", ErrStepLimit, ss.s.cfg.MaxSteps), Code: CodeExecutionError}, false
+	}
+	ctx, cancel := context.WithTimeout(ss.s.ctx, ss.s.cfg.StepTimeout)
+	defer cancel()
+	obs, err := ss.env.Step(ctx, data)
+	if ss.reset {
+		ss.steps++
+	}
+	return ss.observation(obs, err)
+}
+
+// observation answers a reset or a step on the WebSocket.
+func (ss *session) observation(obs Observation, err error) (string, any, bool) {
+	var verr *ValidationError
+	switch {
+	case errors.As(err, &verr):
+		errs := make([]FieldError, len(verr.Errors))
+		for i, e := range verr.Errors {
+			e.Loc = append([]any{"data"}, e.Loc...)
+			errs[i] = e
+		}
+		return MsgError, invalid(errs...), false
+	case err != nil:
+		if !errors.Is(err, ErrNoEpisode) && !errors.Is(err, ErrEpisodeDone) {
+			ss.s.cfg.Log.Warn("openenv: environment failed", "err", err)
+		}
+		return MsgError, ErrorData{Message: err.Error(), Code: CodeExecutionError}, false
+	}
+	res, err := obs.Result()
+	if err != nil {
+		return MsgError, ErrorData{Message: err.Error(), Code: CodeExecutionError}, false
+	}
+	return MsgObservation, res, false
+}
