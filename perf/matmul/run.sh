@@ -18,7 +18,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
-here="$root/bench/matmul"
+here="$root/perf/matmul"
 ops=${1:-"NT NN TN"}
 benchtime=${BENCHTIME:-20ms}
 count=${COUNT:-10}
