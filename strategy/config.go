@@ -56,6 +56,11 @@ type Config struct {
 	// ToolResultAnswer only its final answer (FinalAnswer), which keeps the
 	// weak model's working out of every later turn's prompt.
 	ToolResult string `yaml:"tool_result" json:"tool_result"`
+	// StrictToolCalls asks the strong model for well-formed calls only:
+	// each call it opens names a declared tool with valid arguments
+	// (delegate.Request.StrictToolCalls, enforced while sampling by a
+	// local model). A malformed call would otherwise end the run.
+	StrictToolCalls bool `yaml:"strict_tool_calls" json:"strict_tool_calls,omitempty"`
 
 	// lead.
 	Peers  int `yaml:"peers" json:"peers"`   // K: peers answering each round

@@ -52,6 +52,7 @@ func (r *route) Run(ctx context.Context, request string, events chan<- delegate.
 		req := r.cfg.Strong.request(0, append([]delegate.Message(nil), msgs...))
 		req.Tools = []delegate.Tool{r.declared()}
 		req.ToolChoice = "auto"
+		req.StrictToolCalls = r.cfg.StrictToolCalls
 		resp, err := chat(ctx, rec, g, NodeStrong, r.strong, req)
 		if err != nil {
 			rec.EndGroup(g)

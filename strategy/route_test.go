@@ -236,6 +236,31 @@ func TestRouteDeclaresConfiguredTool(t *testing.T) {
 	}
 }
 
+// TestRouteStrictToolCalls asks the strong model for well-formed calls
+// in every turn when the config says so, and never otherwise.
+func TestRouteStrictToolCalls(t *testing.T) {
+	for _, strict := range []bool{false, true} {
+		strong, weak := routeFixture()
+		cfg := DefaultConfig()
+		cfg.StrictToolCalls = strict
+		mustRun(t, mustNew(t, NameRoute, routeRoles(strong, weak), cfg), mathRequest)
+		reqs := strong.Requests()
+		if len(reqs) == 0 {
+			t.Fatal("no request")
+		}
+		for i, r := range reqs {
+			if r.StrictToolCalls != strict {
+				t.Errorf("strict %v: request %d has StrictToolCalls %v", strict, i, r.StrictToolCalls)
+			}
+		}
+		for _, r := range weak.Requests() {
+			if r.StrictToolCalls {
+				t.Errorf("the weak model, which gets no tools, was asked for strict calls")
+			}
+		}
+	}
+}
+
 func TestRouteToolResultAnswer(t *testing.T) {
 	strong, weak := routeFixture()
 	cfg := DefaultConfig()

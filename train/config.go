@@ -120,6 +120,13 @@ type Config struct {
 	// EvalTemperature is the delegator's sampling temperature in the
 	// table (the solver and the peers are greedy). Default 0: greedy.
 	EvalTemperature float64 `json:"eval_temperature"`
+	// StrictToolCalls makes route's delegator write well-formed calls only,
+	// in training and in the table: each call it opens names the delegate
+	// tool with valid arguments, enforced while sampling. A malformed call
+	// otherwise ends its rollout, and at temperature 1 it can split a
+	// group. The logprobs the trainer gets stay the model's own, before
+	// the mask. Default false.
+	StrictToolCalls bool `json:"strict_tool_calls,omitempty"`
 	// EvalConcurrency bounds the table's items in flight. Default 16.
 	EvalConcurrency int `json:"eval_concurrency"`
 	// MaxTurns bounds route's delegator turns. Default 6 (the default

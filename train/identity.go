@@ -46,6 +46,8 @@ type identity struct {
 	// RLSeed is Config.RLSeed. A run file written before it could be set
 	// lacks it, and resumes as a seed-1 run.
 	RLSeed uint64 `json:"rl_seed"`
+	// StrictToolCalls is Config.StrictToolCalls, left out when false.
+	StrictToolCalls bool `json:"strict_tool_calls,omitempty"`
 }
 
 func identityOf(c Config) identity {
@@ -53,10 +55,9 @@ func identityOf(c Config) identity {
 		Version: identityVersion, Mode: c.Mode, Train: trainIdentity(c.Train), Solver: c.Solver, Delegator: c.Delegator, Peers: c.Peers,
 		World: c.World, Seed: c.Seed, TrainProblems: c.TrainProblems, Reward: c.Reward,
 		Estimator: string(c.RL.Estimator), GroupSize: c.RL.GroupSize, ItemsPerStep: c.RL.ItemsPerStep,
-		CacheMinTokens: c.CacheMinTokens, Parity: c.Parity, RLSeed: c.RLSeed(),
+		CacheMinTokens: c.CacheMinTokens, Parity: c.Parity, RLSeed: c.RLSeed(), StrictToolCalls: c.StrictToolCalls,
 	}
 }
-
 
 // trainIdentity is Config.Train as RunFile records it.
 func trainIdentity(t string) string {

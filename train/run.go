@@ -315,6 +315,7 @@ type runner struct {
 func newRunner(cfg Config, opt Options) (*runner, error) {
 	r := &runner{cfg: cfg, opt: opt, scfg: transcript.StrategyConfig()}
 	r.scfg.MaxTurns = cfg.MaxTurns
+	r.scfg.StrictToolCalls = cfg.StrictToolCalls
 	r.scfg.Peers = cfg.PeerCount
 	r.scfg.Weak.Temperature = 0 // the solver is a greedy tool; peers sample (0.7) with per-item seeds
 	r.scfg.Strong.Temperature = cfg.EvalTemperature

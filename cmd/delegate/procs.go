@@ -58,7 +58,7 @@ const (
 func procsEnvDir(i int) string { return "env-" + strconv.Itoa(i) }
 
 // trainerPassFlags are train's flags the trainer child gets as given.
-var trainerPassFlags = []string{"estimator", "lr", "clip", "kl", "epochs", "temperature", "max-new-tokens", "delegator", "seed", "rl-seed"}
+var trainerPassFlags = []string{"estimator", "lr", "clip", "kl", "epochs", "temperature", "max-new-tokens", "delegator", "seed", "rl-seed", "strict-tool-calls"}
 
 // procsRefused are train's flags that --processes cannot honour: only
 // route is trained from a trajectory API, the environments' reward has
@@ -155,10 +155,11 @@ models:
 roles: {default: delegator, subagent: solver, weak: solver}
 strategy:
   max_turns: %[4]d
+  strict_tool_calls: %[9]v
   single: {temperature: 0, max_tokens: %[5]d}
   strong: {temperature: 0, max_tokens: %[6]d}
   weak: {temperature: 0, max_tokens: %[7]d}
-`, serveAddr, dp, sp, t.cfg.MaxTurns, capped(sc.Single), capped(sc.Strong), capped(sc.Weak), serveKeyEnv)
+`, serveAddr, dp, sp, t.cfg.MaxTurns, capped(sc.Single), capped(sc.Strong), capped(sc.Weak), serveKeyEnv, t.cfg.StrictToolCalls)
 	for name, doc := range map[string]string{procsServeFile: serve, procsEnvFile: env} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(doc), 0o644); err != nil {
 			return fmt.Errorf("train --processes: %w", err)

@@ -571,4 +571,16 @@ func TestTrainProcessesChildrenGetSecrets(t *testing.T) {
 	if got := strings.Count(string(env), "api_key_env: "+serveKeyEnv); got != 2 {
 		t.Errorf("environments' config names %s %d times, want 2 (delegator, solver):\n%s", serveKeyEnv, got, env)
 	}
+	// The environments sample as the trainer's config says.
+	top.cfg.StrictToolCalls = true
+	if err := top.writeConfigs(dir, "127.0.0.1:2"); err != nil {
+		t.Fatal(err)
+	}
+	envCfg, err := LoadConfig(filepath.Join(dir, procsEnvFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !envCfg.Strategy.StrictToolCalls {
+		t.Errorf("environments' config does not ask for strict tool calls")
+	}
 }

@@ -179,6 +179,7 @@ plans, the oracle plan and random planning at its rate.`,
 	fl.IntVar(&cfg.RuleItems, "rule-items", cfg.RuleItems, "training problems each fixed per-position rule runs on to choose the best")
 	fl.IntVar(&cfg.CacheMinTokens, "cache-min-tokens", cfg.CacheMinTokens, "shortest shared prefix of a conversation priced as cached input (real APIs: 1024); 0: every shared prefix")
 	fl.Float64Var(&cfg.EvalTemperature, "eval-temperature", cfg.EvalTemperature, "delegator temperature in the table (0: greedy)")
+	fl.BoolVar(&cfg.StrictToolCalls, "strict-tool-calls", cfg.StrictToolCalls, "route: the delegator writes well-formed delegate calls only, enforced while sampling (training and table)")
 	fl.IntVar(&cfg.EvalConcurrency, "eval-concurrency", cfg.EvalConcurrency, "items in flight in the table")
 	fl.IntVar(&f.level, "level", world.DefaultLevel, "world difficulty (world.Levels: 1 one product, 2 a product and an amount, 3 two parts, the default world, 4 the longest, 5 one quantity of 1 to 3 steps; mlpo default 2)")
 	fl.IntVar(&f.distractors, "distractors", 0, "most distractor sentences a problem gets, uniformly 0..N (default: the level's; mlpo default 4)")

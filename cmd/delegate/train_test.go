@@ -176,6 +176,23 @@ func TestTrainRLSeedIsTheRunsIdentity(t *testing.T) {
 	}
 }
 
+// TestTrainStrictToolCalls trains with well-formed calls enforced while
+// sampling: the run finishes, and its run file says how it sampled, so
+// that a resumed run samples the same way.
+func TestTrainStrictToolCalls(t *testing.T) {
+	dir := t.TempDir()
+	solver, delegator := tinyModels(t, dir)
+	out := filepath.Join(dir, "run")
+	got, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, "--strict-tool-calls")...)
+	if err != nil || !strings.Contains(got, "3 RL steps (all steps done") {
+		t.Fatalf("strict run: %v\n%s", err, got)
+	}
+	run, err := os.ReadFile(filepath.Join(out, train.RunFile))
+	if err != nil || !strings.Contains(string(run), `"strict_tool_calls": true`) {
+		t.Errorf("run file: %v\n%s", err, run)
+	}
+}
+
 func TestTrainRejectsBadFlags(t *testing.T) {
 	tests := []struct {
 		args []string
