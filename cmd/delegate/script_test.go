@@ -83,6 +83,11 @@ func TestScripts(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			envAddr, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			env.Setenv("ENV_ADDR", envAddr)
 			env.Setenv("STANDIN_ADDR", standinAddr)
 			env.Setenv("SERVE_ADDR", serveAddr)
 			env.Setenv("API_ADDR", apiAddr)
