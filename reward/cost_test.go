@@ -57,7 +57,7 @@ func TestEfficiency(t *testing.T) {
 		want float64
 	}{
 		// 1 - 0.2·(0.005/0.01) - 0.1·(4s/10s) = 1 - 0.1 - 0.04
-		{"correct", with(correct(true), func(o *Outcome) { o.Cost, o.Latency = 0.005, 4 * time.Second }), 0.86},
+		{"correct", with(correct(true), func(o *Outcome) { o.Cost, o.Latency = 0.005, 4*time.Second }), 0.86},
 		// 0 - 0.2·1 - 0.1·1: both ratios clipped
 		{"wrong and slow", with(correct(false), func(o *Outcome) { o.Cost, o.Latency = 1, time.Hour }), -0.3},
 		// -0.2 - 0.2·0.5 - 0
@@ -91,7 +91,7 @@ func TestCriticalPathReward(t *testing.T) {
 		{"annealed away", with(correct(true), func(o *Outcome) { par(o); o.Step = 100 }), 0.9},
 		{"past the end", with(correct(true), func(o *Outcome) { par(o); o.Step = 500 }), 0.9},
 		// one call: no parallelism; 0 - 0.2·(2s/10s)
-		{"wrong, one call", with(correct(false), func(o *Outcome) { o.AllCalls, o.CriticalCalls, o.CriticalPath = 1, 1, 2 * time.Second }), -0.04},
+		{"wrong, one call", with(correct(false), func(o *Outcome) { o.AllCalls, o.CriticalCalls, o.CriticalPath = 1, 1, 2*time.Second }), -0.04},
 		{"no calls", correct(true), 1},
 		// -1 - 0.1, no bonus
 		{"format failure", with(Outcome{FailedStage: StagePlan}, par), -1.1},
