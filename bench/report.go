@@ -29,7 +29,7 @@ type Report struct {
 	// FrontierStrong and FrontierWeak name the arms the frontier plot
 	// draws the oracle and random mixing between; "" takes Strong and Weak.
 	FrontierStrong, FrontierWeak string
-	Rows              []Row
+	Rows                         []Row
 	// Roles lists every role seen in any row, sorted.
 	Roles []string
 	// Notes are printed under the Markdown table as they are: the caller's
