@@ -2,6 +2,8 @@ package main
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +120,45 @@ func TestProcessRewardConfigErrors(t *testing.T) {
 				t.Errorf("err %v, want one containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestProcessPerCallRewardEndToEnd runs process with the config's per_call
+// reward over HTTP: every rollout's reward is its correctness minus its
+// calls at the config's fees, read back from the artifacts.
+func TestProcessPerCallRewardEndToEnd(t *testing.T) {
+	srv := newGraderServer(t)
+	path := writeTestConfig(t, srv.URL)
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc = append(doc, "reward:\n  kind: per_call\n  per_call: {fees: {big: 0.002, small: 0.0005}, lambda: 1, cost_scale: 0.01}\n"...)
+	if err := os.WriteFile(path, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	out, err := execute(t, testEnv, "process", "--config", path, "--dataset", "gsm8k", "--data", writeProcessGSM8K(t, 4),
+		"-n", "2", "-g", "2", "--out", dir, "--progress", "none")
+	if err != nil {
+		t.Fatalf("process: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "per_call reward") {
+		t.Errorf("output does not name the reward:\n%s", out)
+	}
+	o := readOutputs(t, dir)
+	checkExact(t, o, 2, 2)
+	for _, a := range o.arts {
+		q := 0.0
+		if a.Score != nil && a.Score.Outcome == "correct" {
+			q = 1
+		}
+		spent := float64(a.Roles["delegator"].Calls)*0.002 + float64(a.Roles["subagent"].Calls)*0.0005
+		if a.Roles["delegator"].Calls == 0 || a.Roles["subagent"].Calls == 0 {
+			t.Errorf("rollout %s: roles %v, want calls of both the delegator and the sub-agents", a.ID, a.Roles)
+		}
+		if want := q - spent/0.01; math.Abs(a.Reward-want) > 1e-9 {
+			t.Errorf("rollout %s: reward %v, want %v (quality %v, roles %v)", a.ID, a.Reward, want, q, a.Roles)
+		}
 	}
 }
