@@ -382,6 +382,9 @@ func newScorer(f processFlags, lambdaSet bool, cfg *Config) (*rollout.RewardScor
 		g = world.DefaultReward()
 		sc.GeneratedTokens = true
 	default:
+		if lambdaSet || f.costUnit != "" {
+			return nil, "", fmt.Errorf("process: --lambda and --cost-unit tune graded and world; the config's reward.kind %s takes its settings from its reward.%s section", kind, kind)
+		}
 		rc.Kind = kind
 		if err := costReward(&rc, cfg, f.strategy); err != nil {
 			return nil, "", fmt.Errorf("process: %w", err)

@@ -107,6 +107,7 @@ func TestProcessRewardConfigErrors(t *testing.T) {
 		{"fee for no model", "reward:\n  kind: per_call\n  per_call: {fees: {big: 0.002, small: 0.001, huge: 1}}\n", "", processFlags{reward: rewardGraded},
 			"reward.per_call.fees.huge: names no model"},
 		{"lambda with a cost kind", "", "", processFlags{reward: reward.KindEfficiency, rewardSet: true, costUnit: reward.CostDollars}, "--reward efficiency takes its settings from the config's reward.efficiency section"},
+		{"cost unit with the config's kind", "reward:\n  kind: critical_path\n", "", processFlags{reward: rewardGraded, costUnit: reward.CostTokens}, "the config's reward.kind critical_path takes its settings"},
 		{"parity and a config kind", "reward:\n  kind: efficiency\n", "", processFlags{reward: rewardGraded, parity: true}, "--parity and the config's reward.kind efficiency"},
 	}
 	for _, tt := range tests {
