@@ -258,10 +258,10 @@ func drawOutsideLegend(p *plot.Plot, dc draw.Canvas, place LegendPlace) {
 }
 
 // Files names the outputs WriteFiles writes into a directory.
-var Files = []string{"table.md", "table.csv", "cost.png", "cost.svg", "latency.png", "latency.svg"}
+var Files = []string{"table.md", "table.csv", "report.json", "cost.png", "cost.svg", "frontier.png", "frontier.svg", "latency.png", "latency.svg"}
 
-// WriteFiles writes the table (Markdown and CSV) and both plots (PNG and
-// SVG) into dir, creating it if needed, under the names in Files, and
+// WriteFiles writes the table (Markdown, CSV and JSON) and the plots of
+// cost, frontier and latency (PNG and SVG) into dir, creating it if needed, under the names in Files, and
 // returns their paths.
 func (rep *Report) WriteFiles(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -274,8 +274,12 @@ func (rep *Report) WriteFiles(dir string) ([]string, error) {
 		switch name {
 		case "table.md", "table.csv":
 			err = writeFile(path, rep, name == "table.md")
+		case "report.json":
+			err = writeJSON(path, rep)
 		case "cost.png", "cost.svg":
 			err = rep.PlotCost(path)
+		case "frontier.png", "frontier.svg":
+			err = rep.PlotFrontier(path, rep.FrontierStrong, rep.FrontierWeak)
 		case "latency.png", "latency.svg":
 			err = rep.PlotLatency(path)
 		}
@@ -285,6 +289,18 @@ func (rep *Report) WriteFiles(dir string) ([]string, error) {
 		paths = append(paths, path)
 	}
 	return paths, nil
+}
+
+func writeJSON(path string, rep *Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write report %s: %w", path, err)
+	}
+	err = rep.WriteJSON(f)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("write report %s: %w", path, cerr)
+	}
+	return err
 }
 
 func writeFile(path string, rep *Report, markdown bool) error {

@@ -26,7 +26,10 @@ type Report struct {
 	Tasks, Incomplete int
 	Baseline          string // the arm the McNemar tests compare with
 	Weak, Strong      string // the arms marked RoleWeak and RoleStrong, or ""
-	Rows              []Row
+	// FrontierStrong and FrontierWeak name the arms the frontier plot
+	// draws the oracle and random mixing between; "" takes Strong and Weak.
+	FrontierStrong, FrontierWeak string
+	Rows                         []Row
 	// Roles lists every role seen in any row, sorted.
 	Roles []string
 	// Notes are printed under the Markdown table as they are: the caller's
@@ -36,6 +39,10 @@ type Report struct {
 	// Grading sums, by role, the calls made to grade the answers of the
 	// rows' items (a judge's), over every arm; none of it is in the rows.
 	Grading map[string]delegate.Totals
+
+	// items holds each arm's per-item results, aligned by task, for the
+	// frontier (Frontier).
+	items map[string][]itemResult
 
 	// Set by Run: items taken from the results file, the repair of its
 	// last line if one was cut, and progress values a slow observer missed.
@@ -64,7 +71,12 @@ type Row struct {
 	TokensIn, TokensOut float64 // prompt and completion tokens over all roles
 	Roles               []RoleMeans
 	Dollars             float64
-	Calls               float64
+	// CostOfPass is dollars per correct answer, Dollars / Accuracy, with a
+	// percentile bootstrap 95% interval over items (CostOfPass); +Inf with
+	// no correct answer.
+	CostOfPass   float64
+	CostOfPassCI Interval
+	Calls        float64
 	// LatencyP50 and LatencyP95 are quantiles of the items' wall time, in
 	// seconds (linear interpolation, see Quantile).
 	LatencyP50, LatencyP95 float64
@@ -161,6 +173,10 @@ func Summarize(baseline string, tasks []delegate.Task, arms []Arm, records []Rec
 		}
 	}
 
+	rep.items = map[string][]itemResult{}
+	for j, a := range arms {
+		rep.items[a.Name] = itemResults(perArm[j])
+	}
 	var base, weak, strong []*Record
 	for j, a := range arms {
 		if a.Name == baseline {
@@ -244,6 +260,7 @@ func summarizeArm(name, strat string, role Role, recs, base []*Record, isBaselin
 	if len(recs) == 0 {
 		row.Accuracy, row.CI = nan, Interval{nan, nan}
 		row.TokensIn, row.TokensOut, row.Dollars, row.Calls = nan, nan, nan, nan
+		row.CostOfPass, row.CostOfPassCI = nan, Interval{nan, nan}
 		row.LatencyP50, row.LatencyP95 = nan, nan
 		if !isBaseline {
 			row.McNemar = &McNemar{P: nan}
@@ -288,6 +305,12 @@ func summarizeArm(name, strat string, role Role, recs, base []*Record, isBaselin
 	row.CI, _ = Wilson(row.Correct, len(recs))
 	row.TokensIn, row.TokensOut = float64(in)/n, float64(out)/n
 	row.Dollars, row.Calls = dollars/n, float64(calls)/n
+	cost := make([]float64, len(recs))
+	right := make([]bool, len(recs))
+	for i, r := range recs {
+		cost[i], right[i] = r.Total.Cost, r.Correct
+	}
+	row.CostOfPass, row.CostOfPassCI, _ = CostOfPass(cost, right, CostOfPassResamples, CostOfPassSeed)
 	row.LatencyP50, _ = Quantile(lat, 0.50)
 	row.LatencyP95, _ = Quantile(lat, 0.95)
 	for _, rm := range roles {

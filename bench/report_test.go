@@ -179,7 +179,7 @@ func TestSummarizeUndefined(t *testing.T) {
 			t.Fatal(err)
 		}
 		row := strings.Split(md.String(), "\n")[3] // arm b
-		if want := "| b |  | 0 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | 0 | 0 |"; row != want {
+		if want := "| b |  | 0 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | 0 | 0 |"; row != want {
 			t.Errorf("row b = %s, want %s", row, want)
 		}
 		if err := rep.PlotCost(filepath.Join(t.TempDir(), "cost.png")); err == nil {

@@ -96,6 +96,25 @@ func dollarsCell(v float64) string {
 	return "$" + strconv.FormatFloat(v, 'f', prec, 64)
 }
 
+// passDollars prints dollars per correct answer, "∞" with none correct.
+func passDollars(v float64) string {
+	if math.IsInf(v, 1) {
+		return "∞"
+	}
+	return dollarsCell(v)
+}
+
+// costOfPassCell prints cost of pass and its interval: "$0.0040 [$0.0031, $0.0052]".
+func (r *Row) costOfPassCell() string {
+	if math.IsNaN(r.CostOfPass) {
+		return NA
+	}
+	if math.IsInf(r.CostOfPass, 1) {
+		return "∞ (none correct)"
+	}
+	return fmt.Sprintf("%s [%s, %s]", passDollars(r.CostOfPass), passDollars(r.CostOfPassCI.Lo), passDollars(r.CostOfPassCI.Hi))
+}
+
 // secondsCell prints a latency in s, ms or µs, whichever keeps it from 1
 // to 1000.
 func secondsCell(v float64) string {
@@ -119,8 +138,8 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	if scored {
 		score, scoreAlign = " score [95% CI] |", "--:|"
 	}
-	b.WriteString("| arm | strategy | n | accuracy % [95% CI] |" + score + " McNemar p vs baseline | PGR | tokens in/item | tokens out/item | tokens in/out per role | $/item | latency p50 | latency p95 | calls/item | failures | errors |\n")
-	b.WriteString("|---|---|--:|---|" + scoreAlign + "---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| arm | strategy | n | accuracy % [95% CI] |" + score + " McNemar p vs baseline | PGR | tokens in/item | tokens out/item | tokens in/out per role | $/item | $/correct [95% CI] | latency p50 | latency p95 | calls/item | failures | errors |\n")
+	b.WriteString("|---|---|--:|---|" + scoreAlign + "---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
 		cells := []string{r.armCell(), r.Strategy, strconv.Itoa(r.N), percentCI(r.Accuracy, r.CI)}
@@ -128,7 +147,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			cells = append(cells, scoreCell(r.Score, r.ScoreCI))
 		}
 		cells = append(cells, r.mcNemarCell(),
-			fixed(r.PGR, 3), fixed(r.TokensIn, 1), fixed(r.TokensOut, 1), r.rolesCell(), dollarsCell(r.Dollars),
+			fixed(r.PGR, 3), fixed(r.TokensIn, 1), fixed(r.TokensOut, 1), r.rolesCell(), dollarsCell(r.Dollars), r.costOfPassCell(),
 			secondsCell(r.LatencyP50), secondsCell(r.LatencyP95), fixed(r.Calls, 2), strconv.Itoa(r.Failures), strconv.Itoa(r.Errors),
 		)
 		for j, c := range cells {
@@ -158,6 +177,8 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("- Score: the grader's mean score over the items it scored (a judge's 0-100 rating; items it could not score are left out and counted in errors), " +
 			"interval mean ± 1.96 standard errors.\n")
 	}
+	fmt.Fprintf(&b, "- $/correct: cost of pass, dollars per correct answer = $/item / accuracy; interval: percentile bootstrap over items, %d resamples, seed %d; ∞ where no answer (or too many resamples) is correct.\n",
+		CostOfPassResamples, CostOfPassSeed)
 	b.WriteString("- Tokens and dollars: means per item of every call of every role, from the backends' usage; latency: wall time per item, quantiles by linear interpolation.\n")
 	for _, role := range sortedKeys(rep.Grading) {
 		t := rep.Grading[role]
@@ -188,7 +209,7 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 	for _, role := range rep.Roles {
 		head = append(head, "calls_"+role, "tokens_in_"+role, "tokens_out_"+role, "dollars_"+role)
 	}
-	head = append(head, "dollars", "latency_p50_s", "latency_p95_s", "calls", "failures", "errors", "scored", "score", "score_lo", "score_hi")
+	head = append(head, "dollars", "cost_of_pass", "cost_of_pass_lo", "cost_of_pass_hi", "latency_p50_s", "latency_p95_s", "calls", "failures", "errors", "scored", "score", "score_lo", "score_hi")
 	if err := cw.Write(head); err != nil {
 		return fmt.Errorf("write csv table: %w", err)
 	}
@@ -212,7 +233,7 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 			}
 			rec = append(rec, cells...)
 		}
-		rec = append(rec, full(r.Dollars), full(r.LatencyP50), full(r.LatencyP95), full(r.Calls), strconv.Itoa(r.Failures), strconv.Itoa(r.Errors),
+		rec = append(rec, full(r.Dollars), passFull(r.CostOfPass), passFull(r.CostOfPassCI.Lo), passFull(r.CostOfPassCI.Hi), full(r.LatencyP50), full(r.LatencyP95), full(r.Calls), strconv.Itoa(r.Failures), strconv.Itoa(r.Errors),
 			strconv.Itoa(r.Scored), full(r.Score), full(r.ScoreCI.Lo), full(r.ScoreCI.Hi))
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("write csv table: %w", err)
@@ -223,6 +244,15 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 		return fmt.Errorf("write csv table: %w", err)
 	}
 	return nil
+}
+
+// passFull prints a cost of pass at full precision, "inf" with none
+// correct.
+func passFull(v float64) string {
+	if math.IsInf(v, 1) {
+		return "inf"
+	}
+	return full(v)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/delegatelab/delegate/judge"
 )
@@ -49,6 +50,21 @@ type Outcome struct {
 	Cost   float64 `json:"cost"`   // dollars, all roles of the rollout
 	Tokens int     `json:"tokens"` // the delegator's (policy's) tokens
 	Calls  int     `json:"calls"`  // sub-agent calls
+
+	// Latency is the rollout's wall time. CriticalPath is the model time
+	// along its slowest chain of calls: of calls that ran side by side,
+	// only the slowest counts (delegate.CriticalPath).
+	Latency      time.Duration `json:"latency_ns,omitempty"`
+	CriticalPath time.Duration `json:"critical_path_ns,omitempty"`
+	// AllCalls counts every call of the rollout, the policy's included;
+	// CriticalCalls counts those on the critical path.
+	AllCalls      int `json:"all_calls,omitempty"`
+	CriticalCalls int `json:"critical_calls,omitempty"`
+	// ModelCalls counts the rollout's calls per model name.
+	ModelCalls map[string]int `json:"model_calls,omitempty"`
+	// Step is the trainer step the rollout was sampled for; 0 outside
+	// training. CriticalPath anneals its bonus over it.
+	Step int `json:"step,omitempty"`
 }
 
 // formatFailed reports whether the policy's own output fixes the reward:

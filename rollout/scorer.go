@@ -28,8 +28,8 @@ type RewardScorer struct {
 	// Verify says whether a response answers a task with a reference
 	// answer correctly; nil uses score.Verify.
 	Verify delegate.Verifier
-	// Reward is the reward function: reward.Parity or a reward.Graded's
-	// Reward.
+	// Reward is the reward function: reward.Parity, or one a
+	// reward.Config selects.
 	Reward func(reward.Outcome) float64
 	// PolicyRoles are the roles whose tokens the cost term counts (the
 	// policy's); the calls of every other role count as delegated calls.
@@ -100,7 +100,14 @@ func (s *RewardScorer) outcome(task delegate.Task, base, tr *delegate.Trace) (re
 			roles = []string{r}
 		}
 	}
-	o := reward.Outcome{FormatOK: true, Cost: tr.Total.Cost}
+	o := reward.Outcome{FormatOK: true, Cost: tr.Total.Cost, Latency: tr.Latency, AllCalls: tr.Total.Calls}
+	o.CriticalPath, o.CriticalCalls = delegate.CriticalPath(tr.Root)
+	for _, n := range tr.Calls() {
+		if o.ModelCalls == nil {
+			o.ModelCalls = map[string]int{}
+		}
+		o.ModelCalls[n.Model]++
+	}
 	for role, t := range tr.Roles {
 		switch {
 		case containsString(roles, role) && s.GeneratedTokens:

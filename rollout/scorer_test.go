@@ -2,10 +2,14 @@ package rollout
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/judge"
@@ -175,5 +179,61 @@ func TestRunWithRewardScorer(t *testing.T) {
 			t.Errorf("group %s: advantages sum to %v", gr.ID, s)
 		}
 		checkSequences(t, gr)
+	}
+}
+
+// TestRewardScorerCostInputs checks what the cost-aware rewards read from a
+// decompose trace: every call, the calls per model, and a critical path of
+// the plan, one of the three sub-agents that run side by side, and the
+// aggregation.
+func TestRewardScorerCostInputs(t *testing.T) {
+	var mu sync.Mutex
+	arrived := 0
+	all := make(chan struct{})
+	del := modeltest.New("delegator-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		if modeltest.Contains(req, "Subtask 1") {
+			return modeltest.Text("Final Output:\n\\boxed{45}"), nil
+		}
+		return modeltest.Text(planText("A.", "B.", "C.")), nil
+	})
+	sub := modeltest.New("subagent-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		// Each sub-agent waits for the other two, so that all three
+		// overlap in time whatever the scheduler does.
+		mu.Lock()
+		arrived++
+		if arrived == 3 {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+		case <-time.After(10 * time.Second):
+			return nil, errors.New("the three sub-agents did not run side by side")
+		}
+		return modeltest.Text("done"), nil
+	})
+	s, err := strategy.New(strategy.NameDecompose, strategy.Roles{Delegator: delegate.Agent{Model: del}, Subagent: delegate.Agent{Model: sub}}, strategy.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := s.Run(context.Background(), "Request.", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &RewardScorer{Reward: reward.DefaultGraded().Reward}
+	got, err := sc.Score(context.Background(), delegate.NewRecorder("score", "Request.", nil),
+		delegate.Task{ID: "g", Dataset: "gsm8k", Prompt: "Request.", Answer: "45"}, nil, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := got.Inputs
+	if o.AllCalls != 5 || o.CriticalCalls != 3 {
+		t.Errorf("calls %d, critical %d; want 5 and 3", o.AllCalls, o.CriticalCalls)
+	}
+	if want := map[string]int{"delegator-model": 2, "subagent-model": 3}; !maps.Equal(o.ModelCalls, want) {
+		t.Errorf("model calls %v, want %v", o.ModelCalls, want)
+	}
+	if o.Latency != tr.Latency || o.CriticalPath <= 0 || o.CriticalPath > tr.Latency {
+		t.Errorf("latency %v, critical path %v; want the trace's %v and a critical path within it", o.Latency, o.CriticalPath, tr.Latency)
 	}
 }

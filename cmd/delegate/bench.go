@@ -42,6 +42,7 @@ type benchFlags struct {
 	cacheDB     string
 	passScore   float64
 	progress    string
+	frontier    string // "STRONG,WEAK": the arms of the frontier's oracle and mixing line
 }
 
 // Files of a bench output directory besides bench.Files.
@@ -65,10 +66,12 @@ func newBenchCmd(getenv env, log *slog.Logger) *cobra.Command {
 		Short: "Run strategies side by side on a dataset and tabulate accuracy, cost and latency",
 		Long: `Bench runs every strategy of --strategies on the same sample of a dataset,
 under the same config, and saves one record per strategy and item in
-DIR/results.jsonl (DIR: --out, default runs/bench) as each finishes. It then writes DIR/table.md, DIR/table.csv
-and plots of accuracy against cost and of latency (PNG and SVG), and prints the
+DIR/results.jsonl (DIR: --out, default runs/bench) as each finishes. It then writes DIR/table.md, DIR/table.csv,
+DIR/report.json and plots of accuracy against cost, of the accuracy-dollars
+Pareto frontier and of latency (PNG and SVG), and prints the
 Markdown table: accuracy with a Wilson 95% interval, a paired McNemar p-value
-against the baseline, tokens per role, dollars, latency p50/p95, calls per item
+against the baseline, tokens per role, dollars, dollars per correct answer
+(cost of pass, bootstrap interval), latency p50/p95, calls per item
 and, when route runs, its PGR and the oracle router (route adds the strong and
 weak models alone as arms "strong" and "weak").
 
@@ -113,6 +116,7 @@ adds every role, --no-cache turns caching off.`,
 	fl.StringVar(&f.cacheDB, "cache-db", "", "response cache database (default DIR/"+benchCache+"); share one between runs to reuse answers")
 	fl.Float64Var(&f.passScore, "pass-score", 70, "open datasets: judge score (0-100) at or above which an answer counts as correct")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
+	fl.StringVar(&f.frontier, "frontier", "", "STRONG,WEAK: the arms the frontier plot draws the oracle and random mixing between (default: route's strong and weak arms)")
 	f.datasetFlags.register(cmd, "test")
 	return cmd
 }
@@ -134,6 +138,11 @@ func (f benchFlags) validate() error {
 	}
 	if f.noCache && f.cacheDB != "" {
 		errs = append(errs, errors.New("--cache-db and --no-cache contradict each other"))
+	}
+	if f.frontier != "" {
+		if s, w, ok := strings.Cut(f.frontier, ","); !ok || s == "" || w == "" || s == w || strings.Contains(w, ",") {
+			errs = append(errs, fmt.Errorf("--frontier %q: want two different arms, STRONG,WEAK", f.frontier))
+		}
 	}
 	if f.passScore < 0 || f.passScore > 100 {
 		errs = append(errs, fmt.Errorf("--pass-score: %v is outside 0..100", f.passScore))
@@ -348,6 +357,14 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	for _, a := range arms {
 		armNames = append(armNames, a.Name)
 	}
+	if f.frontier != "" {
+		strong, weak, _ := strings.Cut(f.frontier, ",")
+		for _, a := range []string{strong, weak} {
+			if !slices.Contains(armNames, a) {
+				return fmt.Errorf("bench: --frontier: no arm %q (the arms are %s)", a, strings.Join(armNames, ", "))
+			}
+		}
+	}
 	settings, err := cfg.benchSettings(f, tasks)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
@@ -378,6 +395,7 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 		return fmt.Errorf("bench: %w", runErr)
 	}
 
+	rep.FrontierStrong, rep.FrontierWeak, _ = strings.Cut(f.frontier, ",")
 	rep.Notes = append(rep.Notes, benchNotes(cfg, f, desc, arms)...)
 	failed, err := allFailedNotes(ecfg.Results, rep)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -250,6 +251,22 @@ func TestBenchFourStrategiesOverHTTP(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(out, name)); err != nil || st.Size() == 0 {
 			t.Errorf("output %s: %v", name, err)
 		}
+	}
+	var report struct {
+		Frontier struct {
+			Strong, Weak string
+			Arms         []struct{ Name string }
+		}
+		Rows []struct {
+			Arm        string
+			CostOfPass *float64 `json:"cost_of_pass"`
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "report.json")); err != nil || json.Unmarshal(b, &report) != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	if f := report.Frontier; f.Strong != armStrong || f.Weak != armWeak || len(f.Arms) != 6 {
+		t.Errorf("report.json frontier between %q and %q with %d arms; want strong and weak, 6 arms", f.Strong, f.Weak, len(f.Arms))
 	}
 	if _, err := os.Stat(filepath.Join(out, benchCache)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a gsm8k run without --cache opened a response cache: %v", err)
@@ -600,6 +617,8 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"unknown baseline", []string{"--dataset", "open", "--out", out, "--strategies", "single", "--baseline", "lead"}, `no arm named "lead"`},
 		{"no judge", []string{"--config", noJudge, "--dataset", "open", "--strategies", "single", "--out", out}, "roles.judge"},
 		{"progress mode", []string{"--dataset", "open", "--out", out, "--progress", "loud"}, `--progress "loud": want auto, bar, plain or none`},
+		{"frontier of one arm", []string{"--dataset", "open", "--out", out, "--frontier", "strong"}, `--frontier "strong": want two different arms`},
+		{"frontier of no arm", []string{"--dataset", "open", "--out", out, "--strategies", "single,lead", "--frontier", "single,route"}, `--frontier: no arm "route"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/models"
 	"github.com/delegatelab/delegate/nn/infer"
+	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world/transcript"
@@ -52,6 +54,11 @@ type Config struct {
 	// Judge tunes the LLM judge (mode, both orders, repeats, tie margin,
 	// prompts); absent keys keep judge.DefaultConfig's values.
 	Judge judge.Config `yaml:"judge"`
+	// Reward selects and tunes the reward of delegate process (kind:
+	// graded, success_gated, efficiency, critical_path or per_call);
+	// absent keys keep reward.DefaultConfig's values. --reward overrides
+	// the kind.
+	Reward reward.Config `yaml:"reward"`
 
 	path  string
 	lines map[string]int    // "roles.delegator" -> line, for cross-field errors
@@ -246,7 +253,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err := yaml.Unmarshal(b, &root); err != nil {
 		return nil, syntaxError(b, err)
 	}
-	cfg := Config{Strategy: strategy.DefaultConfig(), Judge: judge.DefaultConfig()}
+	cfg := Config{Strategy: strategy.DefaultConfig(), Judge: judge.DefaultConfig(), Reward: reward.DefaultConfig()}
 	cfg.lines = map[string]int{}
 	collectLines(&root, "", cfg.lines)
 	switch preset := topLevel(&root, "preset"); preset {
@@ -485,6 +492,9 @@ func (c *Config) Validate() error {
 	if err := c.Judge.Validate(); err != nil {
 		errs = append(errs, c.at("judge", "%v", err))
 	}
+	if err := c.Reward.Validate(); err != nil {
+		errs = append(errs, c.at("reward", "%v", err))
+	}
 	for i, p := range c.Roles.Peers {
 		if _, ok := c.Models[p]; !ok {
 			errs = append(errs, c.at(fmt.Sprintf("roles.peers[%d]", i), "names model %q, which is not defined under models", p))
@@ -568,4 +578,26 @@ func validEnvName(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// strategyModels are the names of the models that play the roles of
+// strategy name, sorted, each once.
+func (c *Config) strategyModels(name string) []string {
+	byKey := map[string][]string{
+		"baseline": {c.Roles.Baseline}, "delegator": {c.Roles.Delegator}, "subagent": {c.Roles.Subagent},
+		"strong": {c.Roles.Strong}, "weak": {c.Roles.Weak}, "leader": {c.Roles.Leader}, "peers": c.Roles.Peers,
+	}
+	seen := map[string]bool{}
+	for _, r := range strategyRoleKeys[name] {
+		models := byKey[r.key]
+		if len(models) == 0 || models[0] == "" {
+			models = []string{c.Roles.Default}
+		}
+		for _, m := range models {
+			if m != "" {
+				seen[m] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }

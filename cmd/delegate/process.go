@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -30,8 +32,9 @@ type processFlags struct {
 	advantage   string
 	parity      bool
 	lambda      float64
-	reward      string // graded or world
-	costUnit    string
+	reward      string // graded, world or a reward.Kinds name
+	rewardSet   bool   // --reward was given: it overrides the config's reward.kind
+	costUnit    string // "" keeps the config's reward.graded.cost_unit
 	logprobs    bool
 	keepTies    bool
 	noBaseline  bool // run no baseline per item (a reward from a reference answer needs none)
@@ -66,6 +69,7 @@ default, or test); world is -n arithmetic word problems of package world at
 train by default, drawn with --seed), graded on their integer answer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.rewardSet = cmd.Flags().Changed("reward")
 			return process(cmd.Context(), cmd.OutOrStdout(), getenv, log, f, cmd.Flags().Changed("lambda"))
 		},
 	}
@@ -77,9 +81,9 @@ train by default, drawn with --seed), graded on their integer answer.`,
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (required; resumed when it holds this run)")
 	fl.StringVar(&f.advantage, "advantage", string(reward.GRPO), "advantage estimator: grpo, drgrpo or rloo")
 	fl.BoolVar(&f.parity, "parity", false, "use the reference environment's reward buckets instead of the graded reward")
-	fl.StringVar(&f.reward, "reward", rewardGraded, "reward: graded (reward.DefaultGraded) or world (the reward delegate train trains with: world.DefaultReward, λ per token the policy generated, μ per sub-agent call)")
+	fl.StringVar(&f.reward, "reward", rewardGraded, "reward: graded (reward.DefaultGraded), world (the reward delegate train trains with: world.DefaultReward, λ per token the policy generated, μ per sub-agent call), or a cost-aware one tuned in the config's reward section: "+strings.Join(reward.Kinds()[1:], ", ")+" (default: the config's reward.kind, else graded)")
 	fl.Float64Var(&f.lambda, "lambda", 0, "graded reward: cost charged per unit of --cost-unit (default 1e-5 per token; --reward world: 0.001)")
-	fl.StringVar(&f.costUnit, "cost-unit", reward.CostTokens, "graded reward: what --lambda charges for, tokens or dollars")
+	fl.StringVar(&f.costUnit, "cost-unit", "", "graded reward: what --lambda charges for, tokens or dollars (default: the config's reward.graded.cost_unit, tokens)")
 	fl.BoolVar(&f.logprobs, "logprobs", false, "ask the trained role's backend for token logprobs (and ids) for groups.jsonl")
 	fl.BoolVar(&f.keepTies, "keep-ties", false, "write groups whose rewards all tie, with zero advantages, instead of dropping them")
 	fl.BoolVar(&f.noBaseline, "no-baseline", false, "run no single-model baseline per item: a reward read from the reference answer (world, or any dataset with answers) needs none, a judge does; saves a call per item that runs before its rollouts")
@@ -129,11 +133,14 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if f.parity && !needsJudge(tasks) {
 		return errors.New("process: --parity reproduces the reference environment's judge buckets, which need open-ended tasks (open or builtin); this dataset has reference answers")
 	}
-	sc, rewardDesc, err := newScorer(f, lambdaSet)
-	if err != nil {
+	if err := checkRewardFlags(f, lambdaSet); err != nil {
 		return err
 	}
 	cfg, err := LoadConfig(configPath(f.config, getenv))
+	if err != nil {
+		return err
+	}
+	sc, rewardDesc, err := newScorer(f, lambdaSet, cfg)
 	if err != nil {
 		return err
 	}
@@ -304,38 +311,90 @@ func needsJudge(tasks []delegate.Task) bool {
 	return false
 }
 
-// Rewards of --reward.
+// Rewards of --reward besides the config's kinds (reward.Kinds).
 const (
-	rewardGraded = "graded"
+	rewardGraded = reward.KindGraded
 	rewardWorld  = "world"
 )
 
-// newScorer returns the scorer of the reward the flags choose and a
-// description of the reward for the run's identity.
-func newScorer(f processFlags, lambdaSet bool) (*rollout.RewardScorer, string, error) {
+// checkRewardFlags refuses the reward flags that contradict each other,
+// before any config is read.
+func checkRewardFlags(f processFlags, lambdaSet bool) error {
 	if f.parity {
 		if lambdaSet {
-			return nil, "", errors.New("process: --lambda applies to the graded reward, not to --parity")
+			return errors.New("process: --lambda applies to the graded reward, not to --parity")
 		}
 		if f.reward != rewardGraded {
-			return nil, "", fmt.Errorf("process: --reward %s and --parity: choose one", f.reward)
+			return fmt.Errorf("process: --reward %s and --parity: choose one", f.reward)
+		}
+		return nil
+	}
+	switch {
+	case f.reward == rewardGraded:
+	case f.reward == rewardWorld:
+		if f.costUnit != "" && f.costUnit != reward.CostTokens {
+			return fmt.Errorf("process: --reward world charges per token, not --cost-unit %s", f.costUnit)
+		}
+	case slices.Contains(reward.Kinds(), f.reward):
+		if lambdaSet || f.costUnit != "" {
+			return fmt.Errorf("process: --lambda and --cost-unit tune graded and world; --reward %s takes its settings from the config's reward.%s section", f.reward, f.reward)
+		}
+	default:
+		return fmt.Errorf("process: --reward %q: want %s or %s", f.reward, strings.Join(reward.Kinds(), ", "), rewardWorld)
+	}
+	return nil
+}
+
+// newScorer returns the scorer of the reward the flags and cfg choose and
+// a description of the reward for the run's identity. --reward, when
+// given, overrides cfg's reward.kind. cfg nil is a config without a
+// reward section.
+func newScorer(f processFlags, lambdaSet bool, cfg *Config) (*rollout.RewardScorer, string, error) {
+	if err := checkRewardFlags(f, lambdaSet); err != nil {
+		return nil, "", err
+	}
+	rc := reward.DefaultConfig()
+	if cfg != nil {
+		rc = cfg.Reward
+	}
+	kind := f.reward
+	if !f.rewardSet && f.reward == rewardGraded && rc.Kind != "" {
+		kind = rc.Kind
+	}
+	if f.parity {
+		if kind != rewardGraded {
+			return nil, "", fmt.Errorf("process: --parity and the config's reward.kind %s: choose one", kind)
 		}
 		return &rollout.RewardScorer{Reward: reward.Parity}, "parity reward", nil
 	}
 	sc := &rollout.RewardScorer{}
+	if f.dataset == datasetWorld {
+		sc.Verify = world.Verify
+	}
 	var g reward.Graded
-	switch f.reward {
+	switch kind {
 	case rewardGraded:
-		g = reward.DefaultGraded()
-		g.CostUnit = f.costUnit
-	case rewardWorld:
-		if f.costUnit != reward.CostTokens {
-			return nil, "", fmt.Errorf("process: --reward world charges per token, not --cost-unit %s", f.costUnit)
+		g = rc.Graded
+		if f.costUnit != "" {
+			g.CostUnit = f.costUnit
 		}
+	case rewardWorld:
 		g = world.DefaultReward()
 		sc.GeneratedTokens = true
 	default:
-		return nil, "", fmt.Errorf("process: --reward %q: want %s or %s", f.reward, rewardGraded, rewardWorld)
+		if lambdaSet || f.costUnit != "" {
+			return nil, "", fmt.Errorf("process: --lambda and --cost-unit tune graded and world; the config's reward.kind %s takes its settings from its reward.%s section", kind, kind)
+		}
+		rc.Kind = kind
+		if err := costReward(&rc, cfg, f.strategy); err != nil {
+			return nil, "", fmt.Errorf("process: %w", err)
+		}
+		fn, err := rc.Func()
+		if err != nil {
+			return nil, "", fmt.Errorf("process: reward: %w", err)
+		}
+		sc.Reward = fn
+		return sc, rc.Describe(), nil
 	}
 	if lambdaSet {
 		g.Lambda = f.lambda
@@ -344,9 +403,6 @@ func newScorer(f processFlags, lambdaSet bool) (*rollout.RewardScorer, string, e
 		return nil, "", fmt.Errorf("process: reward: %w", err)
 	}
 	sc.Reward = g.Reward
-	if f.dataset == datasetWorld {
-		sc.Verify = world.Verify
-	}
 	desc := fmt.Sprintf("graded reward (λ %g per %s, μ %g per call, format %g)", g.Lambda, strings.TrimSuffix(g.CostUnit, "s"), g.Mu, g.FormatPenalty)
 	if sc.GeneratedTokens {
 		// The graded reward's description stays as it was, so that runs
@@ -354,6 +410,51 @@ func newScorer(f processFlags, lambdaSet bool) (*rollout.RewardScorer, string, e
 		desc = fmt.Sprintf("world reward (λ %g per generated token, μ %g per call, format %g)", g.Lambda, g.Mu, g.FormatPenalty)
 	}
 	return sc, desc, nil
+}
+
+// costReward checks that cfg prices every model the rollouts of strategy
+// name call, for the cost-aware reward rc selects, and turns per_call's
+// fees, keyed by the config's model names, into fees by the names the
+// traces record. A price is never assumed: a model without one written
+// in the config is an error naming the key to set.
+func costReward(rc *reward.Config, cfg *Config, name string) error {
+	if cfg == nil {
+		return fmt.Errorf("reward %s needs a config that prices its models", rc.Kind)
+	}
+	used := cfg.strategyModels(name)
+	var errs []error
+	switch rc.Kind {
+	case reward.KindSuccessGated, reward.KindEfficiency:
+		for _, m := range used {
+			if _, ok := cfg.lines["models."+m+".price"]; !ok {
+				errs = append(errs, cfg.at("models."+m, "reward %s charges dollars: write this model's price (input, cached_input, output per million tokens; 0 when it is free)", rc.Kind))
+			}
+		}
+	case reward.KindPerCall:
+		fees := map[string]float64{}
+		for _, m := range slices.Sorted(maps.Keys(rc.PerCall.Fees)) {
+			mc, ok := cfg.Models[m]
+			if !ok {
+				errs = append(errs, cfg.at("reward.per_call.fees."+m, "names no model defined under models"))
+				continue
+			}
+			traced := m
+			if mc.Kind != "local" {
+				traced = mc.Model
+			}
+			if prev, dup := fees[traced]; dup && prev != rc.PerCall.Fees[m] {
+				errs = append(errs, cfg.at("reward.per_call.fees."+m, "model %q is priced twice, at different fees", traced))
+			}
+			fees[traced] = rc.PerCall.Fees[m]
+		}
+		for _, m := range used {
+			if _, ok := rc.PerCall.Fees[m]; !ok {
+				errs = append(errs, cfg.at("reward.per_call.fees", "no fee for model %s, which strategy %s calls", m, name))
+			}
+		}
+		rc.PerCall.Fees = fees
+	}
+	return errors.Join(errs...)
 }
 
 // policyRoles are the roles of the rolled-out strategy: the trained role

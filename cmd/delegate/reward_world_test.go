@@ -37,7 +37,7 @@ func TestProcessWorldRewardIsTrainsReward(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := processFlags{datasetFlags: datasetFlags{dataset: datasetWorld}, reward: rewardWorld, costUnit: reward.CostTokens}
-	sc, _, err := newScorer(f, false)
+	sc, _, err := newScorer(f, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestProcessRewardFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sc, _, err := newScorer(tt.f, tt.lambdaSet)
+			sc, _, err := newScorer(tt.f, tt.lambdaSet, nil)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err %v, want error %v", err, tt.wantErr)
 			}

@@ -1,0 +1,285 @@
+package bench
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"sort"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// itemResult is what the frontier needs of one item of one arm.
+type itemResult struct {
+	Correct bool
+	Dollars float64
+}
+
+func itemResults(recs []*Record) []itemResult {
+	out := make([]itemResult, len(recs))
+	for i, r := range recs {
+		out[i] = itemResult{Correct: r.Correct, Dollars: r.Total.Cost}
+	}
+	return out
+}
+
+// FrontierPoint is one point of the accuracy–cost plane.
+type FrontierPoint struct {
+	Name     string  `json:"name"`
+	Dollars  float64 `json:"dollars"`  // mean per item
+	Accuracy float64 `json:"accuracy"` // correct / n
+	// Pareto reports that no other arm is as cheap and as accurate, and
+	// strictly better in one of the two.
+	Pareto bool `json:"pareto,omitempty"`
+}
+
+// Frontier is what the frontier plot draws: every arm that ran, the
+// Pareto frontier among them, and, given a strong and a weak arm, the
+// oracle between them and the line of random mixing between them.
+type Frontier struct {
+	Tasks int             `json:"tasks"`
+	Arms  []FrontierPoint `json:"arms"`
+	// LeftOut names the arms not drawn and why ("arm: every item failed").
+	LeftOut []string `json:"left_out,omitempty"`
+	// Pareto holds the arms on the frontier, by dollars then accuracy.
+	Pareto []FrontierPoint `json:"pareto"`
+	Strong string          `json:"strong,omitempty"`
+	Weak   string          `json:"weak,omitempty"`
+	// Oracle routes each item to the cheaper of strong and weak that is
+	// right, or to the cheaper of the two when neither is.
+	Oracle *FrontierPoint `json:"oracle,omitempty"`
+	// Mix is the line of random mixing: sending a random share p of the
+	// items to strong and the rest to weak gives, in expectation, the
+	// point p of the way from Mix[0] (weak) to Mix[1] (strong).
+	Mix []FrontierPoint `json:"mix,omitempty"`
+}
+
+// Frontier computes the frontier's data. strong and weak name the arms the
+// oracle and the mixing line are drawn between; "" takes the arms marked
+// RoleStrong and RoleWeak. Without both, or when either failed, there is
+// no oracle and no mixing line. An arm fails when it has no item or every
+// item ended in an error: it is left out, never drawn at 0%, $0. The
+// oracle router row of the table (the weak arm where it is right) is not
+// an arm and is left out too.
+func (rep *Report) Frontier(strong, weak string) (*Frontier, error) {
+	if strong == "" && weak == "" {
+		strong, weak = rep.Strong, rep.Weak
+	}
+	f := &Frontier{Tasks: rep.Tasks, Pareto: []FrontierPoint{}}
+	failed := map[string]bool{}
+	known := map[string]bool{}
+	for i := range rep.Rows {
+		r := &rep.Rows[i]
+		if r.Oracle {
+			continue
+		}
+		known[r.Arm] = true
+		if r.N == 0 || r.Errors == r.N || !defined(r.Accuracy) || !defined(r.Dollars) {
+			failed[r.Arm] = true
+			why := "every item failed"
+			if r.N == 0 {
+				why = "no item"
+			}
+			f.LeftOut = append(f.LeftOut, r.Arm+": "+why)
+			continue
+		}
+		f.Arms = append(f.Arms, FrontierPoint{Name: r.Arm, Dollars: r.Dollars, Accuracy: r.Accuracy})
+	}
+	for _, name := range []string{strong, weak} {
+		if name != "" && !known[name] {
+			return nil, fmt.Errorf("frontier: no arm %q", name)
+		}
+	}
+	if strong != "" && strong == weak {
+		return nil, fmt.Errorf("frontier: arm %q is both strong and weak", strong)
+	}
+	for i := range f.Arms {
+		p := &f.Arms[i]
+		p.Pareto = true
+		for _, q := range f.Arms {
+			if q.Dollars <= p.Dollars && q.Accuracy >= p.Accuracy && (q.Dollars < p.Dollars || q.Accuracy > p.Accuracy) {
+				p.Pareto = false
+				break
+			}
+		}
+		if p.Pareto {
+			f.Pareto = append(f.Pareto, *p)
+		}
+	}
+	sort.SliceStable(f.Pareto, func(i, j int) bool {
+		a, b := f.Pareto[i], f.Pareto[j]
+		return a.Dollars < b.Dollars || a.Dollars == b.Dollars && a.Accuracy < b.Accuracy
+	})
+	if strong == "" || weak == "" || failed[strong] || failed[weak] {
+		return f, nil
+	}
+	f.Strong, f.Weak = strong, weak
+	var s, w FrontierPoint
+	for _, p := range f.Arms {
+		switch p.Name {
+		case strong:
+			s = p
+		case weak:
+			w = p
+		}
+	}
+	s.Pareto, w.Pareto = false, false
+	f.Mix = []FrontierPoint{w, s}
+	si, wi := rep.items[strong], rep.items[weak]
+	if len(si) == 0 || len(si) != len(wi) {
+		return f, nil // a report built without Summarize has no items
+	}
+	var dollars float64
+	right := 0
+	for i := range si {
+		pick := si[i]
+		switch {
+		case si[i].Correct && wi[i].Correct, !si[i].Correct && !wi[i].Correct:
+			if wi[i].Dollars <= si[i].Dollars {
+				pick = wi[i]
+			}
+		case wi[i].Correct:
+			pick = wi[i]
+		}
+		dollars += pick.Dollars
+		if pick.Correct {
+			right++
+		}
+	}
+	n := float64(len(si))
+	f.Oracle = &FrontierPoint{Name: "oracle", Dollars: dollars / n, Accuracy: float64(right) / n}
+	return f, nil
+}
+
+// MixAt is the expected point of sending a random share p of the items to
+// the strong arm: the mixing line at p. NaN without a mixing line.
+func (f *Frontier) MixAt(p float64) (dollars, accuracy float64) {
+	if len(f.Mix) != 2 {
+		return math.NaN(), math.NaN()
+	}
+	w, s := f.Mix[0], f.Mix[1]
+	return w.Dollars + p*(s.Dollars-w.Dollars), w.Accuracy + p*(s.Accuracy-w.Accuracy)
+}
+
+// PlotFrontier draws accuracy against dollars per item with the Pareto
+// frontier and writes it to path, as PNG or SVG by its extension: every
+// arm as a labelled point, arms whose points coincide named in one label;
+// given a strong and a weak arm (see Frontier), the oracle between them
+// and the dashed line of random mixing, which a router must beat to be
+// worth its keep. Arms left out are named in the legend.
+func (rep *Report) PlotFrontier(path, strong, weak string) error {
+	if err := checkPlotPath(path); err != nil {
+		return err
+	}
+	f, err := rep.Frontier(strong, weak)
+	if err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Accuracy against cost, Pareto frontier (n = %d tasks)", rep.Tasks)
+	p.X.Label.Text = "dollars per item"
+	p.Y.Label.Text = "accuracy, %"
+	p.Add(plotter.NewGrid())
+	maxX := 0.0
+	if len(f.Pareto) > 1 {
+		line, err := plotter.NewLine(frontierXYs(f.Pareto))
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", path, err)
+		}
+		line.LineStyle.Width = vg.Points(1.5)
+		line.LineStyle.Color = color.Gray{Y: 0x30}
+		p.Add(line)
+		p.Legend.Add("Pareto frontier", line)
+	}
+	if len(f.Mix) == 2 {
+		line, err := plotter.NewLine(frontierXYs(f.Mix))
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", path, err)
+		}
+		line.LineStyle.Width = vg.Points(1.2)
+		line.LineStyle.Color = color.Gray{Y: 0x80}
+		line.LineStyle.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		p.Add(line)
+		p.Legend.Add(fmt.Sprintf("random mixing %s–%s", f.Weak, f.Strong), line)
+	}
+	for i, a := range f.Arms {
+		sc, err := plotter.NewScatter(frontierXYs([]FrontierPoint{a}))
+		if err != nil {
+			return fmt.Errorf("plot %s arm %q: %w", path, a.Name, err)
+		}
+		sc.GlyphStyle.Color = plotutil.Color(i)
+		sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = vg.Points(4.5), costGlyphs[i%len(costGlyphs)]
+		p.Add(sc)
+		name := a.Name
+		if a.Pareto {
+			name += " (frontier)"
+		}
+		p.Legend.Add(name, sc)
+		maxX = math.Max(maxX, a.Dollars)
+	}
+	if o := f.Oracle; o != nil {
+		sc, err := plotter.NewScatter(frontierXYs([]FrontierPoint{*o}))
+		if err != nil {
+			return fmt.Errorf("plot %s: oracle: %w", path, err)
+		}
+		sc.GlyphStyle.Color = color.Gray{Y: 0x40}
+		sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = vg.Points(5), draw.RingGlyph{}
+		p.Add(sc)
+		p.Legend.Add(fmt.Sprintf("oracle %s/%s: the cheaper right one", f.Weak, f.Strong), sc)
+		maxX = math.Max(maxX, o.Dollars)
+	}
+	if labels := frontierLabels(f.Arms); len(labels.Labels) > 0 {
+		l, err := plotter.NewLabels(labels)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", path, err)
+		}
+		l.Offset = vg.Point{X: vg.Points(6), Y: vg.Points(4)}
+		p.Add(l)
+	}
+	for _, why := range f.LeftOut {
+		p.Legend.Add("not drawn: " + why)
+	}
+	if len(f.Arms) == 0 {
+		p.Legend.Add("no arm to draw")
+	}
+	p.X.Min = 0
+	if maxX > 0 {
+		p.X.Max = maxX * 1.25
+	} else {
+		p.X.Max = 1e-6 // every arm is free: keep the axis readable
+	}
+	p.Y.Min, p.Y.Max = 0, 105
+	p.Y.Tick.Marker = percentTicks
+	p.Legend.ThumbnailWidth = vg.Points(14)
+	return SavePlot(p, 7.5*vg.Inch, 4.5*vg.Inch, LegendRight, path)
+}
+
+func frontierXYs(ps []FrontierPoint) plotter.XYs {
+	xys := make(plotter.XYs, len(ps))
+	for i, p := range ps {
+		xys[i] = plotter.XY{X: p.Dollars, Y: 100 * p.Accuracy}
+	}
+	return xys
+}
+
+// frontierLabels names each point once: arms whose points coincide share
+// one label listing them all, so that none is hidden under another.
+func frontierLabels(arms []FrontierPoint) plotter.XYLabels {
+	var out plotter.XYLabels
+	at := map[[2]float64]int{}
+	for _, a := range arms {
+		key := [2]float64{a.Dollars, a.Accuracy}
+		if i, ok := at[key]; ok {
+			out.Labels[i] += " = " + a.Name
+			continue
+		}
+		at[key] = len(out.Labels)
+		out.XYs = append(out.XYs, plotter.XY{X: a.Dollars, Y: 100 * a.Accuracy})
+		out.Labels = append(out.Labels, a.Name)
+	}
+	return out
+}
