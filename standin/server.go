@@ -7,10 +7,11 @@
 //
 // Endpoints: POST /v1/chat/completions (also /chat/completions), GET
 // /v1/models, GET /health, GET /metrics (Prometheus: the counters of
-// Stats, and the Go runtime's and the process's). A request is held to the Chat Completions
-// format's rules as package openai/wire states them (OpenAI's: n up to 128,
-// text content parts joined, other parts refused...), the same the client
-// and delegate serve apply; the stand-in refuses streaming besides.
+// Stats, and the Go runtime's and the process's). A request is held to
+// the Chat Completions format's rules as package openai/wire states them
+// (OpenAI's: n up to 128, text content parts joined, other parts
+// refused...), the same the client and delegate serve apply; the stand-in
+// refuses streaming besides.
 //
 // A request's stage is recognised from the request itself (see Kind): a
 // request offering the delegate tool is route's strong model (its first
