@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/gzip"
 	"golang.org/x/sync/semaphore"
@@ -49,12 +50,37 @@ func putBuf(b *[]byte) {
 
 var gzipPool sync.Pool // of *gzip.Reader
 
+// budget bounds the decompressed bytes held by all requests together
+// (Config.InflateBudget) and counts them for the metrics.
+type budget struct {
+	sem  *semaphore.Weighted
+	held atomic.Int64
+}
+
+func newBudget(n int64) *budget { return &budget{sem: semaphore.NewWeighted(n)} }
+
+// tryAcquire charges n bytes, or reports false when they would pass the
+// budget.
+func (b *budget) tryAcquire(n int64) bool {
+	if !b.sem.TryAcquire(n) {
+		return false
+	}
+	b.held.Add(n)
+	return true
+}
+
+// release gives n charged bytes back.
+func (b *budget) release(n int64) {
+	b.held.Add(-n)
+	b.sem.Release(n)
+}
+
 // body is a request body read by readBody; release gives its buffers back
 // once the caller is done with data, and its charge to the inflate budget.
 type body struct {
 	data    []byte
 	bufs    [2]*[]byte
-	budget  *semaphore.Weighted
+	budget  *budget
 	charged int64
 }
 
@@ -65,7 +91,7 @@ func (b *body) release() {
 	}
 	b.data = nil
 	if b.charged > 0 {
-		b.budget.Release(b.charged)
+		b.budget.release(b.charged)
 		b.charged = 0
 	}
 }
@@ -155,14 +181,14 @@ func (s *Server) inflate(b *body) error {
 	}
 	defer gzipPool.Put(zr)
 	charge := func(n int64) bool {
-		if !s.inflating.TryAcquire(n) {
+		if !s.inflating.tryAcquire(n) {
 			return false
 		}
 		b.charged += n
 		return true
 	}
 	uncharge := func(n int64) {
-		s.inflating.Release(n)
+		s.inflating.release(n)
 		b.charged -= n
 	}
 	// The trailer sizes the buffer of a one-member body exactly (with room

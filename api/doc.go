@@ -24,7 +24,9 @@
 //   - group_overrides.policy_version records the trainer step the
 //     rollouts were sampled with; with Config.MaxStaleness set, groups
 //     more steps behind are dropped at batch time and counted;
-//   - an optional bearer token guards every endpoint.
+//   - GET /metrics serves Prometheus metrics (groups, batches, queue,
+//     held requests, request latency by route);
+//   - an optional bearer token guards every endpoint, /metrics included.
 //
 // The Server keeps only small metadata per queued group in memory (stream
 // sequence, environment, size, policy version); bodies stay in JetStream

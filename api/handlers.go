@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/delegatelab/delegate/internal/edge"
 )
@@ -37,6 +38,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /scored_data_list", s.handleScoredDataList)
 	mux.HandleFunc("GET /status", s.handleStatus)
 	mux.HandleFunc("GET /status-env", s.handleStatusEnv)
+	mux.Handle("GET /metrics", s.metrics.reg)
 	mux.HandleFunc("POST /reset_data", s.handleReset)
 	mux.HandleFunc("GET /reset_data", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)
@@ -45,6 +47,9 @@ func (s *Server) Handler() http.Handler {
 	gate := edge.Config{Token: s.cfg.Token, Hosts: s.cfg.Hosts, Realm: "delegate api",
 		Refuse: func(w http.ResponseWriter, rf edge.Refusal) { writeDetail(w, rf.Status, rf.Message) }}
 	return gate.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		_, pattern := mux.Handler(r)
+		defer func() { s.metrics.observe(pattern, time.Since(start)) }()
 		select {
 		case s.sem <- struct{}{}:
 			defer func() { <-s.sem }()
@@ -67,6 +72,28 @@ func writeJSON(w http.ResponseWriter, status int, v any) { edge.WriteJSON(w, sta
 
 func writeDetail(w http.ResponseWriter, status int, msg string) {
 	edge.WriteJSON(w, status, map[string]string{"detail": msg})
+}
+
+// errStatus is the status writeErr answers err with; 499 when the client
+// went away and nothing is written.
+func errStatus(r *http.Request, err error) int {
+	var fe *fieldError
+	var he *httpError
+	switch {
+	case errors.As(err, &fe):
+		return http.StatusUnprocessableEntity
+	case errors.As(err, &he):
+		return he.status
+	case r.Context().Err() != nil:
+		return 499
+	}
+	return http.StatusServiceUnavailable
+}
+
+// refusePush answers a push that failed with err, and counts it.
+func (s *Server) refusePush(w http.ResponseWriter, r *http.Request, err error) {
+	s.metrics.refuse(errStatus(r, err))
+	s.writeErr(w, r, err)
 }
 
 // writeErr answers err: 422 with FastAPI's detail list for a schema
@@ -442,18 +469,18 @@ func (s *Server) handleLatestExample(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleScoredData(w http.ResponseWriter, r *http.Request) {
 	b, err := s.readBody(w, r)
 	if err != nil {
-		s.writeErr(w, r, err)
+		s.refusePush(w, r, err)
 		return
 	}
 	g, err := parseGroup(b.data, s.limits(), "body")
 	b.release() // the group holds its own copy
 	if err != nil {
-		s.writeErr(w, r, err)
+		s.refusePush(w, r, err)
 		return
 	}
 	resp, err := s.push(r.Context(), g)
 	if err != nil {
-		s.writeErr(w, r, err)
+		s.refusePush(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -462,20 +489,20 @@ func (s *Server) handleScoredData(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleScoredDataList(w http.ResponseWriter, r *http.Request) {
 	b, err := s.readBody(w, r)
 	if err != nil {
-		s.writeErr(w, r, err)
+		s.refusePush(w, r, err)
 		return
 	}
 	groups, err := parseGroups(b.data, s.limits())
 	b.release()
 	if err != nil {
-		s.writeErr(w, r, err)
+		s.refusePush(w, r, err)
 		return
 	}
 	buffered, lastSize := 0, -1
 	for _, g := range groups {
 		resp, err := s.push(r.Context(), g)
 		if err != nil {
-			s.writeErr(w, r, err)
+			s.refusePush(w, r, err)
 			return
 		}
 		if resp.Status == "buffered" {
@@ -561,6 +588,7 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 		return s.answer(g.env, odd), nil
 	}
 	s.ids[g.id] = seq
+	s.metrics.received.Inc()
 	q := queued{seq: seq, id: g.id, env: g.env, size: g.size, policy: g.policy, hasPolicy: g.hasPolicy}
 	if !odd {
 		s.queue = append(s.queue, q)
@@ -568,6 +596,7 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 		s.notify()
 		return ScoredResponse{Status: "received"}, nil
 	}
+	s.metrics.buffered.Inc()
 	if g.env < len(s.envs) {
 		s.buffer[g.env] = append(s.buffer[g.env], q)
 		s.release(ctx, g.env)
@@ -651,6 +680,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, hold bool) <-chan
 				s.writeErr(w, r, err)
 				return nil
 			}
+			s.metrics.resent.Inc()
 			s.sendBatch(w, r, rec)
 			return nil
 		case step > sent+1:
@@ -700,6 +730,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, hold bool) <-chan
 		return nil
 	}
 	s.state.Sent = rec.Step
+	s.metrics.batches.Inc()
 	s.pending = s.pending[1:]
 	s.kept = append(s.kept, rec)
 	old := rec.Step - s.cfg.KeepSteps

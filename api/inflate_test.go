@@ -93,10 +93,16 @@ func TestGzipBombBounded(t *testing.T) {
 	limit := srv.cfg.MaxDecompressed
 	budgetFree := func(t *testing.T) {
 		t.Helper()
-		if !srv.inflating.TryAcquire(srv.cfg.InflateBudget) {
+		if got := srv.Stats().Inflating; got != 0 {
+			t.Errorf("Stats().Inflating = %d after the request, want 0", got)
+		}
+		if !srv.inflating.tryAcquire(srv.cfg.InflateBudget) {
 			t.Fatal("the inflate budget was not given back")
 		}
-		srv.inflating.Release(srv.cfg.InflateBudget)
+		if got := srv.Stats().Inflating; got != srv.cfg.InflateBudget {
+			t.Errorf("Stats().Inflating = %d with the whole budget held, want %d", got, srv.cfg.InflateBudget)
+		}
+		srv.inflating.release(srv.cfg.InflateBudget)
 	}
 
 	gib := bomb(t, 1024) // 1 MiB of gzip, 1 GiB inflated
@@ -140,11 +146,11 @@ func TestGzipBombBounded(t *testing.T) {
 		// Other requests hold all but 8 MiB of the budget: the bomb is
 		// refused with 503 once it would pass it, having allocated no more.
 		held := srv.cfg.InflateBudget - 8*mib
-		if !srv.inflating.TryAcquire(held) {
+		if !srv.inflating.tryAcquire(held) {
 			t.Fatal("budget busy")
 		}
 		status, alloc := postGzip(t, hs.URL, gib)
-		srv.inflating.Release(held)
+		srv.inflating.release(held)
 		if status != http.StatusServiceUnavailable {
 			t.Errorf("status %d, want 503", status)
 		}

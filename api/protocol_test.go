@@ -422,12 +422,14 @@ func TestBearerToken(t *testing.T) {
 		{[]string{"Authorization", "s3cret-token"}, 401},
 		{[]string{"Authorization", "Bearer s3cret-token"}, 200},
 	} {
-		status, out := call(t, "GET", h.url+"/status", nil, tc.header...)
-		if status != tc.want {
-			t.Errorf("%v: %d %s, want %d", tc.header, status, out, tc.want)
-		}
-		if strings.Contains(string(out), "s3cret") {
-			t.Errorf("answer shows the token: %s", out)
+		for _, path := range []string{"/status", "/metrics"} {
+			status, out := call(t, "GET", h.url+path, nil, tc.header...)
+			if status != tc.want {
+				t.Errorf("%s %v: %d %s, want %d", path, tc.header, status, out, tc.want)
+			}
+			if strings.Contains(string(out), "s3cret") {
+				t.Errorf("%s: answer shows the token: %s", path, out)
+			}
 		}
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/delegatelab/delegate/internal/edge"
 )
@@ -206,7 +205,7 @@ type Server struct {
 	sem chan struct{}
 	// inflating charges the decompressed bytes requests hold
 	// (Config.InflateBudget).
-	inflating *semaphore.Weighted
+	inflating *budget
 
 	handout sync.Mutex // serialises GET /batch
 
@@ -232,6 +231,7 @@ type Server struct {
 	// are answered at once, so that they do not hold the shutdown.
 	stopping chan struct{}
 	stopOnce sync.Once
+	metrics  *metrics
 }
 
 // Option sets up New's connections.
@@ -287,7 +287,12 @@ func newServer(ctx context.Context, st store, cfg Config, log *slog.Logger) (*Se
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log, st: st, sem: make(chan struct{}, cfg.MaxConcurrent), changed: make(chan struct{}),
-		stopping: make(chan struct{}), inflating: semaphore.NewWeighted(cfg.InflateBudget)}
+		stopping: make(chan struct{}), inflating: newBudget(cfg.InflateBudget)}
+	m, err := newMetrics(s)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	s.metrics = m
 	if err := s.recover(ctx); err != nil {
 		return nil, fmt.Errorf("api: recover state: %w", err)
 	}
@@ -573,7 +578,8 @@ func (s *Server) forget(id string, seq uint64) {
 type Stats struct {
 	Step, Sent, Queued, Buffered int
 	Duplicates, StaleDropped     int64
-	Held                         int // requests waiting (wait=S) now
+	Held                         int   // requests waiting (wait=S) now
+	Inflating                    int64 // decompressed body bytes held now (Config.InflateBudget)
 }
 
 // Stats returns a snapshot of the counters.
@@ -581,7 +587,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{Step: s.state.Step, Sent: s.state.Sent, Queued: len(s.queue), Duplicates: s.state.Duplicates, StaleDropped: s.state.StaleDropped,
-		Held: int(s.held.Load())}
+		Held: int(s.held.Load()), Inflating: s.inflating.held.Load()}
 	for _, b := range s.buffer {
 		for _, q := range b {
 			st.Buffered += q.size

@@ -189,8 +189,13 @@ func NewWithConfig(cfg Config, log *slog.Logger, models ...delegate.Model) (*Ser
 	}
 	s := &Server{
 		cfg: cfg, models: map[string]delegate.Model{}, log: log, created: time.Now().Unix(),
-		turns: make(chan struct{}, cfg.MaxConcurrent), bodies: semaphore.NewWeighted(cfg.BodyBudget), metrics: newMetrics(),
+		turns: make(chan struct{}, cfg.MaxConcurrent), bodies: semaphore.NewWeighted(cfg.BodyBudget),
 	}
+	m, err := newMetrics(func() float64 { return float64(len(s.turns)) })
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.metrics = m
 	s.edge = edge.Config{Token: cfg.APIKey, Open: []string{"/health"}, Hosts: cfg.Hosts, Realm: "delegate"}
 	for _, m := range models {
 		if _, dup := s.models[m.Name()]; dup {

@@ -6,10 +6,12 @@
 // faults injected at configured rates.
 //
 // Endpoints: POST /v1/chat/completions (also /chat/completions), GET
-// /v1/models, GET /health. A request is held to the Chat Completions
-// format's rules as package openai/wire states them (OpenAI's: n up to 128,
-// text content parts joined, other parts refused...), the same the client
-// and delegate serve apply; the stand-in refuses streaming besides.
+// /v1/models, GET /health, GET /metrics (Prometheus: the counters of
+// Stats, and the Go runtime's and the process's). A request is held to
+// the Chat Completions format's rules as package openai/wire states them
+// (OpenAI's: n up to 128, text content parts joined, other parts
+// refused...), the same the client and delegate serve apply; the stand-in
+// refuses streaming besides.
 //
 // A request's stage is recognised from the request itself (see Kind): a
 // request offering the delegate tool is route's strong model (its first
@@ -74,7 +76,8 @@ type Server struct {
 	reqPool sync.Pool // *wire.ChatRequest
 	bufPool sync.Pool // *[]byte: request bodies, then response bodies
 
-	st counters
+	st      counters
+	metrics *edge.Metrics
 }
 
 type counters struct {
@@ -137,6 +140,14 @@ func New(cfg Config) (*Server, error) {
 	m = appendString(m, cfg.Model)
 	m = append(m, `,"object":"model","created":0,"owned_by":"standin"}]}`...)
 	s.models = m
+	reg, err := edge.NewMetrics()
+	if err == nil {
+		err = reg.Register(collector{s})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("new standin: %w", err)
+	}
+	s.metrics = reg
 	s.reqPool.New = func() any { return new(wire.ChatRequest) }
 	s.bufPool.New = func() any { b := make([]byte, 0, 8<<10); return &b }
 	return s, nil
@@ -257,7 +268,7 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// ServeHTTP routes the three endpoints.
+// ServeHTTP routes the endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/v1/chat/completions", "/chat/completions":
@@ -276,6 +287,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.models)
 	case "/health":
 		writeJSON(w, http.StatusOK, healthBody)
+	case "/metrics":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", http.MethodGet)
+			writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "use GET for metrics")
+			return
+		}
+		s.metrics.ServeHTTP(w, r)
 	default:
 		writeError(w, http.StatusNotFound, "invalid_request_error", "unknown path "+strconv.Quote(r.URL.Path))
 	}

@@ -283,6 +283,7 @@ func TestBadRequests(t *testing.T) {
 		{"get chat", "GET", "/v1/chat/completions", "", 405},
 		{"unknown path", "GET", "/v2/nothing", "", 404},
 		{"post models", "POST", "/v1/models", "", 405},
+		{"post metrics", "POST", "/metrics", "", 405},
 		{"parts", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`, 200},
 		{"image part", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400},
 		{"n over the format's bound", "POST", "/v1/chat/completions", `{"n":129,"messages":[{"role":"user","content":"x"}]}`, 400},

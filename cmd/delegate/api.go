@@ -50,6 +50,7 @@ handed-out batches are kept in NATS JetStream: by default a NATS server
 embedded in this process storing under --data; with --nats, an existing
 NATS cluster (--replicas copies of everything). A restart loses nothing
 and hands nothing out twice; GET /batch?step=N sends batch N again.
+GET /metrics serves Prometheus metrics, behind the token like the rest.
 
 It listens on loopback unless --addr says otherwise; off loopback it needs
 a token (--token or $DELEGATE_API_TOKEN), or --insecure. It stops on

@@ -94,17 +94,19 @@ func TestAPICommand(t *testing.T) {
 			auth string
 			want int
 		}{{"", 401}, {"Bearer " + token, 200}} {
-			req, _ := http.NewRequest("GET", url+"/status", nil)
-			if tc.auth != "" {
-				req.Header.Set("Authorization", tc.auth)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != tc.want {
-				t.Errorf("with token %v: status %d, want %d", tc.auth != "", resp.StatusCode, tc.want)
+			for _, path := range []string{"/status", "/metrics"} {
+				req, _ := http.NewRequest("GET", url+path, nil)
+				if tc.auth != "" {
+					req.Header.Set("Authorization", tc.auth)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != tc.want {
+					t.Errorf("%s with token %v: status %d, want %d", path, tc.auth != "", resp.StatusCode, tc.want)
+				}
 			}
 		}
 		cancel()

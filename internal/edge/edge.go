@@ -1,8 +1,9 @@
 // Package edge is the one HTTP edge that every server of delegate stands
 // behind. It checks what a request must pass before a handler sees it:
 // the Host header, browser origins, the body's media type and the bearer
-// token. It also builds the http.Server with bounded timeouts and decides
-// whether a listen address may go without a token.
+// token. It also builds the http.Server with bounded timeouts, decides
+// whether a listen address may go without a token, and holds each
+// server's Prometheus registry for GET /metrics.
 //
 // Why each check: a server on loopback is still reachable from a web page
 // in a browser on the same machine. A cross-site page can send simple

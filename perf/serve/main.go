@@ -473,7 +473,9 @@ func queueDepth(c *http.Client, base, key string) (int, error) {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "delegate_serve_queue_depth "); ok {
-			return strconv.Atoi(v)
+			// The text format writes every value as a float.
+			f, err := strconv.ParseFloat(v, 64)
+			return int(f), err
 		}
 	}
 	return 0, errors.New("no queue depth in /metrics")
