@@ -149,3 +149,16 @@ func (s *DB) CommitSessionGroup(ctx context.Context, file string, offset, length
 		return nil
 	})
 }
+
+// SessionExpired is the status of a session that outlived its time
+// before a reward ended it.
+const SessionExpired = "expired"
+
+// ExpireSession records an open session as expired. A session that is
+// not open is left as it is.
+func (s *DB) ExpireSession(ctx context.Context, key string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE sessions SET status = ? WHERE key = ? AND status = ?`, SessionExpired, key, SessionOpen); err != nil {
+		return fmt.Errorf("expire session in %s: %w", s.path, err)
+	}
+	return nil
+}
