@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -271,8 +272,7 @@ func TestGatewaySessionsBecomeGroups(t *testing.T) {
 	}
 	solved := acc.Choices[0].Message.Content
 	msgs = append(msgs, resp1.Choices[0].Message.ToParam(), openai.ToolMessage(solved, tc[0].ID))
-	resp2, err := a.Chat.Completions.New(ctx, params(msgs))
-	if err != nil {
+	if _, err := a.Chat.Completions.New(ctx, params(msgs)); err != nil {
 		t.Fatal(err)
 	}
 	fork := append(slices.Clone(msgs[:2]), openai.ToolMessage("1000", tc[0].ID))
@@ -291,7 +291,6 @@ func TestGatewaySessionsBecomeGroups(t *testing.T) {
 	if want := map[string]int{"delegator": 2, "critic": 1}; rrA.Calls != 5 || !mapsEqual(rrA.Samples, want) || rrA.GroupsWritten != 0 {
 		t.Errorf("reward of A: %+v, want 5 calls, samples %v, no group yet", rrA, want)
 	}
-	_ = resp2
 
 	// Session B, same group: one delegator call, rewarded by the world
 	// verifier from the task's reference.
@@ -408,4 +407,164 @@ func mapsEqual(a, b map[string]int) bool {
 		}
 	}
 	return true
+}
+
+// TestGatewayRefusesBadSessions sends requests with sessions that are
+// forged, missing, expired or ended, and session API requests without
+// the token or with a template the gateway does not render with.
+func TestGatewayRefusesBadSessions(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, t.TempDir(), shipped(t))
+	defer h.srv.Close()
+	_, c := h.session(`{"group":"g"}`)
+	if _, err := c.Models.List(ctx); err != nil {
+		t.Fatalf("GET /v1/models in a session: %v", err)
+	}
+	ask := openai.ChatCompletionNewParams{Model: "solver", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("2*3")}, MaxTokens: openai.Int(4)}
+	if _, err := c.Chat.Completions.New(ctx, ask); err != nil {
+		t.Fatalf("a call in a live session: %v", err)
+	}
+	forged := "sess-" + strings.Repeat("ab", 32)
+	expired, ce := h.session(`{"group":"g"}`)
+	ended, cd := h.session(`{"group":"h"}`)
+	h.reward(ended, `{"reward":1}`)
+	h.clock.advance(30 * time.Second)
+	late, _ := h.session(`{"group":"g"}`) // opened later: still live after the first expire
+	h.clock.advance(45 * time.Second)     // past the first sessions' minute
+
+	status := func(err error) int {
+		var e *openai.Error
+		if errors.As(err, &e) {
+			return e.StatusCode
+		}
+		t.Fatalf("want an API error, got %v", err)
+		return 0
+	}
+	forgedClient := openai.NewClient(option.WithBaseURL(h.srv.URL+"/s/"+forged+"/v1"), option.WithMaxRetries(0), option.WithAPIKey("x"))
+	bearerClient := func(key string) openai.Client {
+		return openai.NewClient(option.WithBaseURL(h.srv.URL+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	}
+	tests := []struct {
+		name string
+		c    openai.Client
+		want int
+	}{
+		{"forged id in the path", forgedClient, 401},
+		{"forged bearer key", bearerClient(forged), 401},
+		{"admin token as bearer key", bearerClient("admin-token"), 401},
+		{"expired session", ce, 401},
+		{"expired session as bearer key", bearerClient(expired), 401},
+		{"ended session", cd, 401},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.c.Chat.Completions.New(ctx, ask)
+			if got := status(err); got != tc.want {
+				t.Errorf("status %d, want %d", got, tc.want)
+			}
+		})
+	}
+	lateClient := bearerClient(late)
+	if _, err := lateClient.Chat.Completions.New(ctx, ask); err != nil {
+		t.Errorf("a live session as bearer key: %v", err)
+	}
+
+	// The session API.
+	for _, tc := range []struct {
+		name, path, body, token string
+		want                    int
+	}{
+		{"create without the token", "/sessions", `{}`, "", 401},
+		{"create with another template", "/sessions", `{"chat_template_hashes":{"solver":"sha256:00"}}`, "admin-token", 409},
+		{"create with an unknown field", "/sessions", `{"groop":"g"}`, "admin-token", 400},
+		{"reward of a forged session", "/sessions/" + forged + "/reward", `{"reward":1}`, "admin-token", 404},
+		{"reward of an expired session", "/sessions/" + expired + "/reward", `{"reward":1}`, "admin-token", 404},
+		{"reward of an ended session", "/sessions/" + ended + "/reward", `{"reward":1}`, "admin-token", 404},
+		{"reward without the token", "/sessions/" + late + "/reward", `{"reward":1}`, "", 401},
+		{"verified reward without a reference", "/sessions/" + late + "/reward", `{}`, "admin-token", 422},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", h.srv.URL+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("status %d (%s), want %d", resp.StatusCode, b, tc.want)
+			}
+		})
+	}
+	counts, err := h.gw.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int{"expired": 2, "finished": 1, "open": 1}; !mapsEqual(counts, want) {
+		t.Errorf("stored sessions %v, want %v", counts, want)
+	}
+}
+
+// TestGatewayRestartKeepsFinishedSessions closes the store with a session
+// open, as a SIGKILL does: on reopening, the finished session waiting for
+// its group is kept and completes it, and the open one is counted lost.
+func TestGatewayRestartKeepsFinishedSessions(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	models := shipped(t)
+	h := newHarness(t, dir, models)
+	ask := openai.ChatCompletionNewParams{Model: "delegator", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(problem)}, Temperature: openai.Float(0)}
+	done, c1 := h.session(`{"group":"g"}`)
+	if _, err := c1.Chat.Completions.New(ctx, ask); err != nil {
+		t.Fatal(err)
+	}
+	if rr := h.reward(done, `{"reward":1}`); rr.GroupsWritten != 0 {
+		t.Fatalf("a group of one written: %+v", rr)
+	}
+	open, c2 := h.session(`{"group":"g"}`)
+	if _, err := c2.Chat.Completions.New(ctx, ask); err != nil {
+		t.Fatal(err)
+	}
+	h.crash()
+	// A group record torn by the crash, past the recorded length.
+	f, err := os.OpenFile(filepath.Join(dir, gateway.GroupsFile), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"version":1,"id":"torn`); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	h.open()
+	defer h.srv.Close()
+	defer h.gw.Close()
+	if h.gw.Lost() != 1 {
+		t.Errorf("lost %d sessions, want 1", h.gw.Lost())
+	}
+	if _, err := c2.Chat.Completions.New(ctx, ask); err == nil {
+		t.Errorf("a session open at the crash still answers")
+	}
+	if status, b := h.post("/sessions/"+open+"/reward", `{"reward":0}`); status != 404 {
+		t.Errorf("reward of a lost session: %d %s, want 404", status, b)
+	}
+	third, c3 := h.session(`{"group":"g"}`)
+	if _, err := c3.Chat.Completions.New(ctx, ask); err != nil {
+		t.Fatal(err)
+	}
+	if rr := h.reward(third, `{"reward":0}`); rr.GroupsWritten != 1 {
+		t.Fatalf("the second finished session wrote %d records, want 1", rr.GroupsWritten)
+	}
+	groups := readGroups(t, dir)
+	if len(groups) != 1 || len(groups[0].Rollouts) != 2 || groups[0].Rollouts[0].Reward != 1 || groups[0].Rollouts[1].Reward != 0 {
+		t.Fatalf("groups %+v, want one of the session before the crash and the one after", groups)
+	}
+	counts, err := h.gw.Counts(ctx)
+	if want := map[string]int{"finished": 2, "lost": 1}; err != nil || !mapsEqual(counts, want) {
+		t.Errorf("stored sessions %v, %v, want %v", counts, err, want)
+	}
 }
