@@ -384,8 +384,8 @@ type CreateRequest struct {
 	// Task is the dataset item the agent works on: its id and reference
 	// answer (for Config.Verify) at least.
 	Task *delegate.Task `json:"task,omitempty"`
-	// Group is the group key; default the task's id. Sessions without
-	// either are each a group of their own, which never completes.
+	// Group is the group key; default the task's id. One of the two is
+	// required.
 	Group string `json:"group,omitempty"`
 	// Metadata is kept with the session.
 	Metadata map[string]string `json:"metadata,omitempty"`
@@ -415,6 +415,14 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	group := req.Group
+	if group == "" && req.Task != nil {
+		group = req.Task.ID
+	}
+	if group == "" {
+		writeError(w, http.StatusBadRequest, "no_group", "a session needs a group key (group) or a task id (task.id): its samples are grouped by it")
+		return
+	}
 	g.expire(r.Context())
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics on a broken system source)
@@ -424,13 +432,7 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 	if req.Task != nil {
 		s.task = *req.Task
 	}
-	s.group = req.Group
-	if s.group == "" {
-		s.group = s.task.ID
-	}
-	if s.group == "" {
-		s.group = "session:" + short(s.key)
-	}
+	s.group = group
 	if err := g.db.OpenSession(r.Context(), s.key, s.group, now.Unix()); err != nil {
 		writeError(w, http.StatusInternalServerError, "store_error", err.Error())
 		return
@@ -551,6 +553,9 @@ func (g *Gateway) finish(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	if err := g.db.FinishSession(context.WithoutCancel(r.Context()), s.key, data); err != nil {
+		s.mu.Lock()
+		s.done = false // not stored: the reward may be given again
+		s.mu.Unlock()
 		writeError(w, http.StatusInternalServerError, "store_error", err.Error())
 		return
 	}

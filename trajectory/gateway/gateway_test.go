@@ -476,6 +476,7 @@ func TestGatewayRefusesBadSessions(t *testing.T) {
 	}{
 		{"create without the token", "/sessions", `{}`, "", 401},
 		{"create with another template", "/sessions", `{"chat_template_hashes":{"solver":"sha256:00"}}`, "admin-token", 409},
+		{"create without a group or task", "/sessions", `{"metadata":{"a":"b"}}`, "admin-token", 400},
 		{"create with an unknown field", "/sessions", `{"groop":"g"}`, "admin-token", 400},
 		{"reward of a forged session", "/sessions/" + forged + "/reward", `{"reward":1}`, "admin-token", 404},
 		{"reward of an expired session", "/sessions/" + expired + "/reward", `{"reward":1}`, "admin-token", 404},
