@@ -236,8 +236,9 @@ func TestGatewaySessionsBecomeGroups(t *testing.T) {
 	h := newHarness(t, dir, shipped(t))
 	defer h.srv.Close()
 
-	// Session A: the delegator hands a product to the solver and answers,
-	// then a fork of its second turn with another tool result.
+	// Session A: the delegator hands a product to the solver and answers
+	// (turn 2 streamed), then a fork of its second turn with another tool
+	// result.
 	idA, a := h.session(`{"task":{"id":"ann","dataset":"world","prompt":"` + problem + `","answer":"1329"},"group":"g1","metadata":{"run":"test"}}`)
 	msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage(problem)}
 	params := func(msgs []openai.ChatCompletionMessageParamUnion) openai.ChatCompletionNewParams {
@@ -272,7 +273,11 @@ func TestGatewaySessionsBecomeGroups(t *testing.T) {
 	}
 	solved := acc.Choices[0].Message.Content
 	msgs = append(msgs, resp1.Choices[0].Message.ToParam(), openai.ToolMessage(solved, tc[0].ID))
-	if _, err := a.Chat.Completions.New(ctx, params(msgs)); err != nil {
+	// Turn 2 streamed: its recorded ids are checked below like the rest.
+	stream = a.Chat.Completions.NewStreaming(ctx, params(msgs))
+	for stream.Next() {
+	}
+	if err := stream.Err(); err != nil {
 		t.Fatal(err)
 	}
 	fork := append(slices.Clone(msgs[:2]), openai.ToolMessage("1000", tc[0].ID))
