@@ -290,7 +290,8 @@ func (g *Gateway) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 		g.agent(w, r, id, p)
 	default:
-		writeError(w, http.StatusNotFound, "unknown_url", fmt.Sprintf("unknown path %s (served: POST /sessions, POST /sessions/{id}/reward, GET /health, and the OpenAI routes under /s/{id}/v1 or /v1)", r.Method))
+		// The path is not echoed: it may hold a session id.
+		writeError(w, http.StatusNotFound, "unknown_url", "unknown path (served: POST /sessions, POST /sessions/{id}/reward, GET /health, and the OpenAI routes under /s/{id}/v1 or /v1)")
 	}
 }
 

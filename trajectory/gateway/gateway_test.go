@@ -558,15 +558,18 @@ func TestGatewayRestartKeepsFinishedSessions(t *testing.T) {
 	if status, b := h.post("/sessions/"+open+"/reward", `{"reward":0}`); status != 404 {
 		t.Errorf("reward of a lost session: %d %s, want 404", status, b)
 	}
+	// Two choices in one request: two calls, forks of one prompt.
 	third, c3 := h.session(`{"group":"g"}`)
+	ask.N, ask.Temperature = openai.Int(2), openai.Float(1)
 	if _, err := c3.Chat.Completions.New(ctx, ask); err != nil {
 		t.Fatal(err)
 	}
-	if rr := h.reward(third, `{"reward":0}`); rr.GroupsWritten != 1 {
-		t.Fatalf("the second finished session wrote %d records, want 1", rr.GroupsWritten)
+	if rr := h.reward(third, `{"reward":0}`); rr.GroupsWritten != 1 || rr.Calls != 2 || rr.Samples["delegator"] != 2 {
+		t.Fatalf("the second finished session: %+v, want 2 calls, 2 samples and 1 record", rr)
 	}
 	groups := readGroups(t, dir)
-	if len(groups) != 1 || len(groups[0].Rollouts) != 2 || groups[0].Rollouts[0].Reward != 1 || groups[0].Rollouts[1].Reward != 0 {
+	if len(groups) != 1 || len(groups[0].Rollouts) != 2 || groups[0].Rollouts[0].Reward != 1 || groups[0].Rollouts[1].Reward != 0 ||
+		!slices.Equal(groups[0].SequenceRollout, []int{0, 1, 1}) {
 		t.Fatalf("groups %+v, want one of the session before the crash and the one after", groups)
 	}
 	counts, err := h.gw.Counts(ctx)
