@@ -125,6 +125,10 @@ func TestGatewayCommand(t *testing.T) {
 	if g.ID[:3] != "p1#" || len(g.Tokens) != 2 || len(g.Tokens[0]) == 0 || g.Scores[0] != 1 || g.Scores[1] != 0 || g.Advantages[0] <= 0 {
 		t.Errorf("group record %s: %d sequences, scores %v, advantages %v", g.ID, len(g.Tokens), g.Scores, g.Advantages)
 	}
+	// process --push's consumer reads it as one of its own.
+	if sd, err := scoredData(g); err != nil || len(sd.Tokens) != 2 || g.Run == "" {
+		t.Errorf("scoredData of the gateway's record: %v (run %q)", err, g.Run)
+	}
 	for _, id := range ids {
 		if strings.Contains(logs.String(), id) || strings.Contains(out.String(), id) {
 			t.Errorf("a session id is in the output or the log")

@@ -124,7 +124,8 @@ type Gateway struct {
 	db    *store.DB
 	log   *slog.Logger
 	admin edge.Config
-	lost  int // sessions found open at Open
+	lost  int    // sessions found open at Open
+	run   string // the store's run id, in every group record
 
 	// inflight maps a request handed to the server to its session, for
 	// the server's hook.
@@ -184,6 +185,9 @@ func (g *Gateway) recover(ctx context.Context) error {
 		return err
 	}
 	g.lost = lost
+	if g.run, err = g.db.RunID(ctx); err != nil {
+		return err
+	}
 	if lost > 0 {
 		g.log.Warn("sessions open at the last stop are lost", "sessions", lost)
 	}

@@ -34,6 +34,7 @@ func (g *Gateway) addFinished(ctx context.Context, fin *Finished) (int, error) {
 	}
 	var buf []byte
 	for _, rec := range recs {
+		rec.Run = g.run
 		line, err := json.Marshal(rec)
 		if err != nil {
 			return 0, fmt.Errorf("encode group %s: %w", rec.ID, err)
