@@ -123,6 +123,7 @@ func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) fun
 		defer s.mu.Unlock()
 		if s.done {
 			s.dropped += len(calls)
+			g.log.Warn("a call answered after its session ended is not recorded", "session", short(s.key), "dropped", s.dropped)
 			return
 		}
 		for i := range calls {
