@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +22,7 @@ import (
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/score"
 	"github.com/delegatelab/delegate/server"
+	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 	"github.com/delegatelab/delegate/world"
 )
@@ -130,8 +134,12 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 		if p := mc.SystemPrompt; p != "" {
 			gcfg.Server.System[m.Name()] = p
 		}
-		if hf, _ := infer.IsHF(mc.Checkpoint); mc.Kind == "local" && !hf {
-			gcfg.Templates[m.Name()] = gateway.BuiltinTemplateHash()
+		hash, err := templateHash(mc)
+		if err != nil {
+			return fmt.Errorf("gateway: model %s: %w", n, err)
+		}
+		if hash != "" {
+			gcfg.Templates[m.Name()] = hash
 		}
 	}
 	g, err := gateway.Open(ctx, gcfg, slog.New(infoHandler{log.Handler()}), served...)
@@ -176,6 +184,57 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdown)
+}
+
+// templateHash is the chat-template hash of a configured model: the
+// project's template for its own checkpoints, the Hugging Face tokenizer
+// and template of an imported checkpoint or of a remote model that names
+// a tokenizer. It is "" for a remote model without one: its ids are the
+// server's, rendered by a template the gateway cannot see.
+func templateHash(mc ModelConfig) (string, error) {
+	tokPath, tmpl := mc.Tokenizer, mc.ChatTemplate
+	switch {
+	case mc.Kind == "local":
+		if strings.HasPrefix(mc.Checkpoint, shippedPrefix) {
+			return gateway.BuiltinTemplateHash(), nil
+		}
+		hf, err := infer.IsHF(mc.Checkpoint)
+		if err != nil {
+			return "", fmt.Errorf("chat template hash: %w", err)
+		}
+		if !hf {
+			return gateway.BuiltinTemplateHash(), nil
+		}
+		if tokPath == "" {
+			tokPath = filepath.Join(mc.Checkpoint, "tokenizer.json")
+		}
+		if tmpl == "" {
+			b, err := os.ReadFile(filepath.Join(mc.Checkpoint, "config.json"))
+			if err != nil {
+				return "", fmt.Errorf("chat template hash: %w", err)
+			}
+			var c struct {
+				ModelType string `json:"model_type"`
+			}
+			if err := json.Unmarshal(b, &c); err != nil {
+				return "", fmt.Errorf("chat template hash: %s: %w", filepath.Join(mc.Checkpoint, "config.json"), err)
+			}
+			tmpl = infer.HFChatTemplate(c.ModelType)
+		}
+	case tokPath == "":
+		return "", nil
+	}
+	tok, err := tokenizer.LoadHF(tokPath)
+	if err != nil {
+		return "", fmt.Errorf("chat template hash: %w", err)
+	}
+	f, err := tokenizer.ParseChatFormat(tmpl)
+	if err != nil {
+		return "", fmt.Errorf("chat template hash: %w", err)
+	}
+	return gateway.TemplateHash(func(msgs []delegate.Message, tools []delegate.Tool) ([]int, error) {
+		return tok.EncodeChat(f, msgs, tools, tokenizer.ChatOptions{AddGenerationPrompt: true})
+	})
 }
 
 // verifyAny verifies world problems with the world's verifier and the

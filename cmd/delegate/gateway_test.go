@@ -16,7 +16,9 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/rollout"
+	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
@@ -133,5 +135,49 @@ func TestGatewayCommand(t *testing.T) {
 		if strings.Contains(logs.String(), id) || strings.Contains(out.String(), id) {
 			t.Errorf("a session id is in the output or the log")
 		}
+	}
+}
+
+// TestGatewayTemplateHash checks each kind of model's chat-template hash:
+// the project's own for its checkpoints, the Hugging Face tokenizer and
+// template for an imported checkpoint, none for a remote model without
+// a tokenizer.
+func TestGatewayTemplateHash(t *testing.T) {
+	dir := hfFixture(t)
+	tok, err := tokenizer.LoadHF(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qwen, err := gateway.TemplateHash(func(msgs []delegate.Message, tools []delegate.Tool) ([]int, error) {
+		return tok.EncodeChat(tokenizer.ChatQwen3, msgs, tools, tokenizer.ChatOptions{AddGenerationPrompt: true})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	llama, err := gateway.TemplateHash(func(msgs []delegate.Message, tools []delegate.Tool) ([]int, error) {
+		return tok.EncodeChat(tokenizer.ChatLlama3, msgs, tools, tokenizer.ChatOptions{AddGenerationPrompt: true})
+	})
+	if err != nil || llama == qwen {
+		t.Fatalf("two templates, one hash %q (%v)", qwen, err)
+	}
+	tests := []struct {
+		name string
+		mc   ModelConfig
+		want string
+	}{
+		{"shipped", ModelConfig{Kind: "local", Checkpoint: "shipped:solver"}, gateway.BuiltinTemplateHash()},
+		{"own checkpoint", ModelConfig{Kind: "local", Checkpoint: "../../models/solver"}, gateway.BuiltinTemplateHash()},
+		{"Hugging Face, its model_type's template", ModelConfig{Kind: "local", Checkpoint: dir}, qwen},
+		{"Hugging Face, another template", ModelConfig{Kind: "local", Checkpoint: dir, ChatTemplate: "llama3"}, llama},
+		{"remote with a tokenizer", ModelConfig{Kind: "openai", Tokenizer: filepath.Join(dir, "tokenizer.json"), ChatTemplate: "qwen3"}, qwen},
+		{"remote without one", ModelConfig{Kind: "openai"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := templateHash(tc.mc)
+			if err != nil || got != tc.want {
+				t.Errorf("templateHash = %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }
