@@ -67,7 +67,7 @@ key are appended to OUT/groups.jsonl as process writes it. docs/gateway.md.`,
 	fl.StringVar(&f.token, "token", "", "bearer token of the session API (default $"+gatewayTokenEnv+"; prefer the variable: a flag shows in ps)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without a token")
 	fl.StringSliceVar(&f.hosts, "allow-host", nil, "a host name clients may reach the gateway by, besides IP addresses and localhost")
-	fl.StringToStringVar(&f.roles, "role", nil, "the role of a model's calls, MODEL=ROLE (default the model's name)")
+	fl.StringToStringVar(&f.roles, "role", nil, "the role of a model's calls, MODEL=ROLE by config key (default the model's name)")
 	fl.StringSliceVar(&f.trained, "train", nil, "roles whose calls become samples (default every role)")
 	fl.DurationVar(&f.ttl, "ttl", 30*time.Minute, "a session's life from its start")
 	fl.IntVar(&f.group, "group", 4, "finished sessions of one group key that make a group record")
@@ -121,7 +121,7 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 	}
 	defer closeModels()
 	gcfg := gateway.Config{
-		Dir: f.out, Token: f.token, Hosts: f.hosts, Roles: f.roles, Trained: f.trained, TTL: f.ttl, GroupSize: f.group, Estimator: est,
+		Dir: f.out, Token: f.token, Hosts: f.hosts, Roles: map[string]string{}, Trained: f.trained, TTL: f.ttl, GroupSize: f.group, Estimator: est,
 		Prices: map[string]delegate.Price{}, Templates: map[string]string{}, Verify: verifyAny,
 		Server: server.Config{Hosts: f.hosts, System: map[string]string{}},
 	}
@@ -131,6 +131,9 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 		served = append(served, m)
 		mc := cfg.Models[n]
 		gcfg.Prices[m.Name()] = mc.Price
+		if r, ok := f.roles[n]; ok {
+			gcfg.Roles[m.Name()] = r // a remote model is served under its API name
+		}
 		if p := mc.SystemPrompt; p != "" {
 			gcfg.Server.System[m.Name()] = p
 		}

@@ -34,8 +34,9 @@ func TestGatewayExposure(t *testing.T) {
 }
 
 // TestGatewayCommand starts delegate gateway on examples/world.yaml, runs
-// two sessions of one group through the official client, one rewarded by
-// the world's verifier, and reads the group record it wrote.
+// two sessions of one group through the official client, the solver
+// playing role calc (--role), one rewarded by the world's verifier, and
+// reads the group record it wrote.
 func TestGatewayCommand(t *testing.T) {
 	const token = "gateway-command-test-token"
 	getenv := func(name string) string {
@@ -49,7 +50,7 @@ func TestGatewayCommand(t *testing.T) {
 	cmd := newRootCmd(getenv, slog.New(slog.NewTextHandler(&logs, nil)))
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
-	cmd.SetArgs([]string{"gateway", "--config", "../../examples/world.yaml", "--addr", "127.0.0.1:0", "--out", dir, "--group", "2", "--train", "solver"})
+	cmd.SetArgs([]string{"gateway", "--config", "../../examples/world.yaml", "--addr", "127.0.0.1:0", "--out", dir, "--group", "2", "--train", "calc", "--role", "solver=calc"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
@@ -124,7 +125,7 @@ func TestGatewayCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.ID[:3] != "p1#" || len(g.Tokens) != 2 || len(g.Tokens[0]) == 0 || g.Scores[0] != 1 || g.Scores[1] != 0 || g.Advantages[0] <= 0 {
+	if g.ID[:3] != "p1#" || !strings.HasSuffix(g.ID, ".calc") || len(g.Tokens) != 2 || len(g.Tokens[0]) == 0 || g.Scores[0] != 1 || g.Scores[1] != 0 || g.Advantages[0] <= 0 {
 		t.Errorf("group record %s: %d sequences, scores %v, advantages %v", g.ID, len(g.Tokens), g.Scores, g.Advantages)
 	}
 	// process --push's consumer reads it as one of its own.
