@@ -170,7 +170,21 @@ type Server struct {
 	writeTimeout time.Duration
 	metrics      *metrics
 	healthHeld   atomic.Int64 // GET /health answers held (policy_version, wait)
+	hook         Hook
 }
+
+// Hook sees each chat completion before generation: the HTTP request,
+// the model's name and the request the model gets, default system prompt
+// added. It may change req (a recorder asks for logprobs). The done it
+// returns, when not nil, gets the response of a successful generation
+// before any of its last events or its body is written; it may change
+// what is sent. A failed generation never reaches done. A Hook runs on
+// the request's goroutine and must be safe for concurrent use.
+type Hook func(r *http.Request, model string, req *delegate.Request) (done func(resp *delegate.Response))
+
+// SetHook sets the hook every chat completion passes through (package
+// gateway's recorder). Call it before serving.
+func (s *Server) SetHook(h Hook) { s.hook = h }
 
 // New serves models under their names with DefaultConfig. log may be nil.
 func New(log *slog.Logger, models ...delegate.Model) (*Server, error) {
@@ -552,6 +566,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if sys, ok := s.cfg.System[req.Model]; ok && !hasSystem(dreq.Messages) {
 		dreq.Messages = append([]delegate.Message{delegate.System(sys)}, dreq.Messages...)
 	}
+	var done func(*delegate.Response)
+	if s.hook != nil {
+		done = s.hook(r, req.Model, dreq)
+	}
 
 	// Take a turn, or wait for one: at most MaxQueue requests wait, each
 	// at most QueueTimeout.
@@ -582,7 +600,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	id := newID()
 	if req.Stream {
-		status = s.stream(ctx, w, m, req, dreq, id)
+		status = s.stream(ctx, w, m, req, dreq, id, done)
 		return
 	}
 	resp, err := m.Chat(ctx, dreq)
@@ -595,15 +613,18 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		fail(e)
 		return
 	}
-	s.answered(model, resp, dreq.Tools)
+	s.answered(model, resp, dreq.Tools, done)
 	writeJSON(w, http.StatusOK, fromDelegate(resp, id, time.Now().Unix(), req))
 }
 
 // answered does what every successful generation needs, streamed or not,
 // before it is sent: its tool calls checked against the declared tools,
-// and it counted.
-func (s *Server) answered(model string, resp *delegate.Response, tools []delegate.Tool) {
+// the hook's done called, and it counted.
+func (s *Server) answered(model string, resp *delegate.Response, tools []delegate.Tool, done func(*delegate.Response)) {
 	keepDeclaredCalls(resp, tools)
+	if done != nil {
+		done(resp)
+	}
 	s.served.Add(1)
 	s.metrics.tokens(model, resp.Usage)
 }

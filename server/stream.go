@@ -76,7 +76,7 @@ func (e *sse) raw(data []byte) {
 
 // stream answers a request with stream: true and returns the status
 // answered, for the metrics.
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.Model, req *wire.ChatRequest, dreq *delegate.Request, id string) int {
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.Model, req *wire.ChatRequest, dreq *delegate.Request, id string, done func(*delegate.Response)) int {
 	out := &sse{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}
 	created := time.Now().Unix() // every chunk of a response carries its creation time
 	chunk := func(choices ...wire.ChunkChoice) wire.ChatChunk {
@@ -133,7 +133,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.M
 		out.event(e.body())
 		return e.Status
 	}
-	s.answered(req.Model, resp, dreq.Tools)
+	s.answered(req.Model, resp, dreq.Tools, done)
 
 	begin()
 	for i, c := range resp.Choices {

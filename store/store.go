@@ -1,7 +1,7 @@
 // Package store is the embedded SQLite database of the project (through
 // modernc.org/sqlite, a pure-Go driver, in WAL mode): the state of a
-// `delegate process` run, for resuming it (see Run state in state.go), and a
-// response cache for temperature-0 and seeded requests (cache.go).
+// `delegate process` run, for resuming it (see Run state in state.go), the
+// sessions of a gateway (session.go), and a response cache for temperature-0 and seeded requests (cache.go).
 //
 // A DB may be used from many goroutines at once. Every state change is one
 // transaction. The schema carries a version in the meta table; opening a
@@ -112,6 +112,9 @@ func (s *DB) init(ctx context.Context) error {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('schema_version', ?)`, strconv.Itoa(SchemaVersion)); err != nil {
 				return fmt.Errorf("write schema version: %w", err)
 			}
+			if _, err := tx.ExecContext(ctx, sessionSchema); err != nil {
+				return fmt.Errorf("create sessions: %w", err)
+			}
 			return nil
 		case err != nil:
 			return fmt.Errorf("read schema version: %w", err)
@@ -127,6 +130,9 @@ func (s *DB) init(ctx context.Context) error {
 		// store written before it gains it, empty.
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS sent (item INTEGER NOT NULL, grp INTEGER NOT NULL, PRIMARY KEY (item, grp))`); err != nil {
 			return fmt.Errorf("create sent: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, sessionSchema); err != nil {
+			return fmt.Errorf("create sessions: %w", err)
 		}
 		return nil
 	})

@@ -32,6 +32,7 @@ func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
 		newTrainCmd(getenv, log),
 		newAPICmd(getenv, log),
 		newEnvCmd(getenv, log),
+		newGatewayCmd(getenv, log),
 	)
 	return root
 }

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/internal/edge"
+	"github.com/delegatelab/delegate/nn/infer"
+	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/score"
+	"github.com/delegatelab/delegate/server"
+	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/trajectory/gateway"
+	"github.com/delegatelab/delegate/world"
+)
+
+// gatewayTokenEnv names the variable that holds the session API's token.
+const gatewayTokenEnv = "DELEGATE_GATEWAY_TOKEN"
+
+type gatewayFlags struct {
+	config, addr, out, token, estimator string
+	insecure                            bool
+	hosts, trained                      []string
+	roles                               map[string]string
+	ttl                                 time.Duration
+	group                               int
+	timeouts                            server.Timeouts
+}
+
+func newGatewayCmd(getenv env, log *slog.Logger) *cobra.Command {
+	var f gatewayFlags
+	cmd := &cobra.Command{
+		Use:   "gateway [flags] [MODEL...]",
+		Short: "Record an agent's calls as training samples: an OpenAI-compatible gateway with sessions",
+		Long: `Gateway serves the config's models (all local ones, or those named) as an
+OpenAI-compatible server whose calls are recorded per session, so that any
+agent trains by swapping its base URL. POST /sessions (with the token) gives a
+session id and its base URL, /s/ID/v1; the id also works as the bearer key on
+/v1. Every call records its request, response, prompt and completion token
+ids, logprobs, chat-template hash, role (--role MODEL=ROLE, or the
+X-Delegate-Role header), tokens and dollars. POST /sessions/ID/reward with
+{"reward": R}, or {} to verify the last trained answer against the task's
+reference, stores the session; each --group finished sessions of one group
+key are appended to OUT/groups.jsonl as process writes it. docs/gateway.md.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return serveGateway(cmd.Context(), cmd.OutOrStdout(), getenv, log, f, args)
+		},
+	}
+	t := server.DefaultTimeouts()
+	fl := cmd.Flags()
+	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
+	fl.StringVar(&f.addr, "addr", "127.0.0.1:8090", "listen address")
+	fl.StringVar(&f.out, "out", "", "output directory: the session store and groups.jsonl (required)")
+	fl.StringVar(&f.token, "token", "", "bearer token of the session API (default $"+gatewayTokenEnv+"; prefer the variable: a flag shows in ps)")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without a token")
+	fl.StringSliceVar(&f.hosts, "allow-host", nil, "a host name clients may reach the gateway by, besides IP addresses and localhost")
+	fl.StringToStringVar(&f.roles, "role", nil, "the role of a model's calls, MODEL=ROLE by config key (default the model's name)")
+	fl.StringSliceVar(&f.trained, "train", nil, "roles whose calls become samples (default every role)")
+	fl.DurationVar(&f.ttl, "ttl", 30*time.Minute, "a session's life from its start")
+	fl.IntVar(&f.group, "group", 4, "finished sessions of one group key that make a group record")
+	fl.StringVar(&f.estimator, "estimator", string(reward.GRPO), "advantage estimator: grpo, drgrpo or rloo")
+	fl.DurationVar(&f.timeouts.Write, "write-timeout", t.Write, "time to write a whole response; a stream gets this much for each event")
+	return cmd
+}
+
+func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f gatewayFlags, names []string) error {
+	if f.token == "" {
+		f.token = getenv(gatewayTokenEnv)
+	}
+	f.token = strings.TrimSpace(f.token)
+	if err := edge.CheckExposure(f.addr, f.token != "", f.insecure, "a token: set $"+gatewayTokenEnv+" (or --token)"); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if f.out == "" {
+		return errors.New("gateway: --out is required")
+	}
+	est, err := reward.ParseEstimator(f.estimator)
+	if err != nil {
+		return fmt.Errorf("gateway: --estimator: %w", err)
+	}
+	cfg, err := LoadConfig(configPath(f.config, getenv))
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		for _, n := range cfg.ModelNames() {
+			if cfg.Models[n].Kind == "local" {
+				names = append(names, n)
+			}
+		}
+		if len(names) == 0 {
+			return errors.New("gateway: the config has no local models; name the models to serve")
+		}
+	}
+	for _, n := range names {
+		if _, ok := cfg.Models[n]; !ok {
+			return fmt.Errorf("gateway: model %q is not in the config (defined: %s)", n, strings.Join(cfg.ModelNames(), ", "))
+		}
+	}
+	for m := range f.roles {
+		if !slices.Contains(names, m) {
+			return fmt.Errorf("gateway: --role names model %q, which is not served (%s)", m, strings.Join(names, ", "))
+		}
+	}
+	models, closeModels, err := openServed(cfg, names, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer closeModels()
+	gcfg := gateway.Config{
+		Dir: f.out, Token: f.token, Hosts: f.hosts, Roles: map[string]string{}, Trained: f.trained, TTL: f.ttl, GroupSize: f.group, Estimator: est,
+		Prices: map[string]delegate.Price{}, Templates: map[string]string{}, Verify: verifyAny,
+		Server: server.Config{Hosts: f.hosts, System: map[string]string{}},
+	}
+	var served []delegate.Model
+	for _, n := range names {
+		m := models[n]
+		served = append(served, m)
+		mc := cfg.Models[n]
+		gcfg.Prices[m.Name()] = mc.Price
+		if r, ok := f.roles[n]; ok {
+			gcfg.Roles[m.Name()] = r // a remote model is served under its API name
+		}
+		if p := mc.SystemPrompt; p != "" {
+			gcfg.Server.System[m.Name()] = p
+		}
+		hash, err := templateHash(mc)
+		if err != nil {
+			return fmt.Errorf("gateway: model %s: %w", n, err)
+		}
+		if hash != "" {
+			gcfg.Templates[m.Name()] = hash
+		}
+	}
+	g, err := gateway.Open(ctx, gcfg, slog.New(infoHandler{log.Handler()}), served...)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	timeouts := server.DefaultTimeouts()
+	timeouts.Write = f.timeouts.Write
+	g.SetWriteTimeout(timeouts.Write)
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	srv := edge.Server(g, timeouts, log, slog.LevelWarn)
+	for _, n := range names {
+		hash := gcfg.Templates[models[n].Name()]
+		if hash == "" {
+			hash = "unknown"
+		}
+		fmt.Fprintf(out, "model %q (config key %s), chat template %s\n", models[n].Name(), n, hash)
+	}
+	if n := g.Lost(); n > 0 {
+		fmt.Fprintf(out, "%d sessions open at the last stop are lost\n", n)
+	}
+	auth := "no token (loopback only)"
+	switch {
+	case f.token != "":
+		auth = "token required for /sessions"
+	case f.insecure:
+		auth = "NO TOKEN (--insecure)"
+		log.Warn("the session API has no token off loopback (--insecure): anyone who can reach it can open sessions", "addr", ln.Addr().String())
+	}
+	fmt.Fprintf(out, "gateway on http://%s: POST /sessions, agents at /s/ID/v1; %s; groups of %d to %s\n", ln.Addr(), auth, f.group, f.out)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("gateway: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}
+
+// templateHash is the chat-template hash of a configured model: the
+// project's template for its own checkpoints, the Hugging Face tokenizer
+// and template of an imported checkpoint or of a remote model that names
+// a tokenizer. It is "" for a remote model without one: its ids are the
+// server's, rendered by a template the gateway cannot see.
+func templateHash(mc ModelConfig) (string, error) {
+	tokPath, tmpl := mc.Tokenizer, mc.ChatTemplate
+	switch {
+	case mc.Kind == "local":
+		if strings.HasPrefix(mc.Checkpoint, shippedPrefix) {
+			return gateway.BuiltinTemplateHash(), nil
+		}
+		hf, err := infer.IsHF(mc.Checkpoint)
+		if err != nil {
+			return "", fmt.Errorf("chat template hash: %w", err)
+		}
+		if !hf {
+			return gateway.BuiltinTemplateHash(), nil
+		}
+		if tokPath == "" {
+			tokPath = filepath.Join(mc.Checkpoint, "tokenizer.json")
+		}
+		if tmpl == "" {
+			b, err := os.ReadFile(filepath.Join(mc.Checkpoint, "config.json"))
+			if err != nil {
+				return "", fmt.Errorf("chat template hash: %w", err)
+			}
+			var c struct {
+				ModelType string `json:"model_type"`
+			}
+			if err := json.Unmarshal(b, &c); err != nil {
+				return "", fmt.Errorf("chat template hash: %s: %w", filepath.Join(mc.Checkpoint, "config.json"), err)
+			}
+			tmpl = infer.HFChatTemplate(c.ModelType)
+		}
+	case tokPath == "":
+		return "", nil
+	}
+	tok, err := tokenizer.LoadHF(tokPath)
+	if err != nil {
+		return "", fmt.Errorf("chat template hash: %w", err)
+	}
+	f, err := tokenizer.ParseChatFormat(tmpl)
+	if err != nil {
+		return "", fmt.Errorf("chat template hash: %w", err)
+	}
+	return gateway.TemplateHash(func(msgs []delegate.Message, tools []delegate.Tool) ([]int, error) {
+		return tok.EncodeChat(f, msgs, tools, tokenizer.ChatOptions{AddGenerationPrompt: true})
+	})
+}
+
+// verifyAny verifies world problems with the world's verifier and the
+// benchmark datasets with package score's.
+func verifyAny(t delegate.Task, response string) (delegate.Verdict, error) {
+	if t.Dataset == world.Dataset {
+		return world.Verify(t, response)
+	}
+	return score.Verify(t, response)
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/rollout"
+	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/trajectory/gateway"
+)
+
+func TestGatewayExposure(t *testing.T) {
+	_, err := execute(t, func(string) string { return "" }, "gateway", "--config", "../../examples/world.yaml", "--addr", "0.0.0.0:0", "--out", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), gatewayTokenEnv) {
+		t.Errorf("off loopback without a token: got %v, want an error naming $%s", err, gatewayTokenEnv)
+	}
+	_, err = execute(t, func(string) string { return "" }, "gateway", "--config", "../../examples/world.yaml")
+	if err == nil || !strings.Contains(err.Error(), "--out") {
+		t.Errorf("no --out: got %v, want an error naming --out", err)
+	}
+}
+
+// TestGatewayCommand starts delegate gateway on examples/world.yaml, runs
+// two sessions of one group through the official client, the solver
+// playing role calc (--role), one rewarded by the world's verifier, and
+// reads the group record it wrote.
+func TestGatewayCommand(t *testing.T) {
+	const token = "gateway-command-test-token"
+	getenv := func(name string) string {
+		if name == gatewayTokenEnv {
+			return token
+		}
+		return ""
+	}
+	dir := t.TempDir()
+	var out, logs syncBuffer
+	cmd := newRootCmd(getenv, slog.New(slog.NewTextHandler(&logs, nil)))
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"gateway", "--config", "../../examples/world.yaml", "--addr", "127.0.0.1:0", "--out", dir, "--group", "2", "--train", "calc", "--role", "solver=calc"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	addr := regexp.MustCompile(`gateway on (http://\S+):`)
+	var base string
+	for deadline := time.Now().Add(20 * time.Second); base == ""; {
+		if m := addr.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("gateway ended: %v\n%s", err, out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway did not start:\n%s", out.String())
+		}
+	}
+	if !strings.Contains(out.String(), `model "solver" (config key solver), chat template sha256:`) {
+		t.Errorf("startup output lacks the solver's template hash:\n%s", out.String())
+	}
+	post := func(path, body string) []byte {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST %s: %d %s", strings.SplitN(path, "sess-", 2)[0], resp.StatusCode, b)
+		}
+		return b
+	}
+	var ids []string
+	for i, reward := range []string{`{}`, `{"reward":0}`} {
+		var cr gateway.CreateResponse
+		if err := json.Unmarshal(post("/sessions", `{"task":{"id":"p1","dataset":"world","answer":"1288"}}`), &cr); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, cr.SessionID)
+		c := openai.NewClient(option.WithBaseURL(cr.BaseURL), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+		resp, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "solver",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("56*23")}, Temperature: openai.Float(0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(resp.Choices[0].Message.Content, `\boxed{1288}`) {
+			t.Errorf("session %d: the solver answered %q", i, resp.Choices[0].Message.Content)
+		}
+		var rr gateway.RewardResponse
+		if err := json.Unmarshal(post("/sessions/"+cr.SessionID+"/reward", reward), &rr); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 && (rr.Correct == nil || !*rr.Correct || rr.Reward != 1) {
+			t.Errorf("verified reward %+v, want correct and 1", rr)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("gateway: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, gateway.GroupsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := rollout.DecodeGroup(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.ID[:3] != "p1#" || !strings.HasSuffix(g.ID, ".calc") || len(g.Tokens) != 2 || len(g.Tokens[0]) == 0 || g.Scores[0] != 1 || g.Scores[1] != 0 || g.Advantages[0] <= 0 {
+		t.Errorf("group record %s: %d sequences, scores %v, advantages %v", g.ID, len(g.Tokens), g.Scores, g.Advantages)
+	}
+	// process --push's consumer reads it as one of its own.
+	if sd, err := scoredData(g); err != nil || len(sd.Tokens) != 2 || g.Run == "" {
+		t.Errorf("scoredData of the gateway's record: %v (run %q)", err, g.Run)
+	}
+	for _, id := range ids {
+		if strings.Contains(logs.String(), id) || strings.Contains(out.String(), id) {
+			t.Errorf("a session id is in the output or the log")
+		}
+	}
+}
+
+// TestGatewayTemplateHash checks each kind of model's chat-template hash:
+// the project's own for its checkpoints, the Hugging Face tokenizer and
+// template for an imported checkpoint, none for a remote model without
+// a tokenizer.
+func TestGatewayTemplateHash(t *testing.T) {
+	dir := hfFixture(t)
+	tok, err := tokenizer.LoadHF(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qwen, err := gateway.TemplateHash(func(msgs []delegate.Message, tools []delegate.Tool) ([]int, error) {
+		return tok.EncodeChat(tokenizer.ChatQwen3, msgs, tools, tokenizer.ChatOptions{AddGenerationPrompt: true})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	llama, err := gateway.TemplateHash(func(msgs []delegate.Message, tools []delegate.Tool) ([]int, error) {
+		return tok.EncodeChat(tokenizer.ChatLlama3, msgs, tools, tokenizer.ChatOptions{AddGenerationPrompt: true})
+	})
+	if err != nil || llama == qwen {
+		t.Fatalf("two templates, one hash %q (%v)", qwen, err)
+	}
+	tests := []struct {
+		name string
+		mc   ModelConfig
+		want string
+	}{
+		{"shipped", ModelConfig{Kind: "local", Checkpoint: "shipped:solver"}, gateway.BuiltinTemplateHash()},
+		{"own checkpoint", ModelConfig{Kind: "local", Checkpoint: "../../models/solver"}, gateway.BuiltinTemplateHash()},
+		{"Hugging Face, its model_type's template", ModelConfig{Kind: "local", Checkpoint: dir}, qwen},
+		{"Hugging Face, another template", ModelConfig{Kind: "local", Checkpoint: dir, ChatTemplate: "llama3"}, llama},
+		{"remote with a tokenizer", ModelConfig{Kind: "openai", Tokenizer: filepath.Join(dir, "tokenizer.json"), ChatTemplate: "qwen3"}, qwen},
+		{"remote without one", ModelConfig{Kind: "openai"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := templateHash(tc.mc)
+			if err != nil || got != tc.want {
+				t.Errorf("templateHash = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// Gateway sessions. A gateway (package trajectory/gateway) records a
+// session as open when it starts and as finished, with its calls and
+// reward, before it acknowledges the reward. A session still open when
+// the gateway restarts was cut off by a crash: LoseOpenSessions marks it
+// lost. A finished session joins a group once its group is complete and
+// the group's record is appended to a file (CommitSessionGroup).
+// Sessions are keyed by a digest of their id: the id is a credential and
+// is never stored.
+
+// sessionSchema is created in every store, old ones included: it was
+// added within schema version 1 and touches no other table.
+const sessionSchema = `
+CREATE TABLE IF NOT EXISTS sessions (
+	key TEXT PRIMARY KEY, grp TEXT NOT NULL, status TEXT NOT NULL,
+	created INTEGER NOT NULL, grouped INTEGER NOT NULL DEFAULT 0, data BLOB);
+CREATE INDEX IF NOT EXISTS sessions_grp ON sessions (grp, status, grouped);
+`
+
+// The statuses of a session.
+const (
+	SessionOpen     = "open"
+	SessionFinished = "finished"
+	SessionLost     = "lost"
+)
+
+// Session is a stored session: its key, group, status, when it was
+// created (Unix seconds) and, once finished, the caller's data.
+type Session struct {
+	Key, Group, Status string
+	Created            int64
+	Grouped            bool
+	Data               []byte
+}
+
+// OpenSession records a new open session. A key already stored is an
+// error.
+func (s *DB) OpenSession(ctx context.Context, key, group string, created int64) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (key, grp, status, created) VALUES (?, ?, ?, ?)`, key, group, SessionOpen, created)
+	if err != nil {
+		return fmt.Errorf("open session in %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// FinishSession records an open session as finished with data. A session
+// that is not open (unknown, finished or lost) is an error.
+func (s *DB) FinishSession(ctx context.Context, key string, data []byte) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET status = ?, data = ? WHERE key = ? AND status = ?`, SessionFinished, nonNil(data), key, SessionOpen)
+		if err != nil {
+			return fmt.Errorf("finish session in %s: %w", s.path, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("finish session in %s: it is not open", s.path)
+		}
+		return nil
+	})
+}
+
+// LoseOpenSessions marks every open session lost and returns how many
+// there were. A gateway calls it when it starts, before any session opens.
+func (s *DB) LoseOpenSessions(ctx context.Context) (int, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE sessions SET status = ? WHERE status = ?`, SessionLost, SessionOpen)
+	if err != nil {
+		return 0, fmt.Errorf("mark open sessions lost in %s: %w", s.path, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("mark open sessions lost in %s: %w", s.path, err)
+	}
+	return int(n), nil
+}
+
+// SessionCounts returns the number of sessions by status.
+func (s *DB) SessionCounts(ctx context.Context) (map[string]int, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT status, COUNT(*) FROM sessions GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("count sessions in %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count sessions in %s: %w", s.path, err)
+		}
+		out[st] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count sessions in %s: %w", s.path, err)
+	}
+	return out, nil
+}
+
+// FinishedSessions returns the finished sessions not yet in a group
+// record, oldest first.
+func (s *DB) FinishedSessions(ctx context.Context) ([]Session, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT key, grp, status, created, grouped, data FROM sessions
+		WHERE status = ? AND grouped = 0 ORDER BY created, rowid`, SessionFinished)
+	if err != nil {
+		return nil, fmt.Errorf("read finished sessions in %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	var out []Session
+	for rows.Next() {
+		var x Session
+		if err := rows.Scan(&x.Key, &x.Group, &x.Status, &x.Created, &x.Grouped, &x.Data); err != nil {
+			return nil, fmt.Errorf("read finished sessions in %s: %w", s.path, err)
+		}
+		out = append(out, x)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read finished sessions in %s: %w", s.path, err)
+	}
+	return out, nil
+}
+
+// CommitSessionGroup records that the finished sessions keys make one
+// group whose record was appended to file at offset, length bytes, in
+// one transaction with the file's new length. A key that is not a
+// finished session outside a group is an error.
+func (s *DB) CommitSessionGroup(ctx context.Context, file string, offset, length int64, keys []string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if err := setLength(ctx, tx, file, offset, offset+length); err != nil {
+			return fmt.Errorf("commit session group: %w", err)
+		}
+		args := []any{SessionFinished}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET grouped = 1 WHERE status = ? AND grouped = 0 AND key IN (`+
+			strings.TrimSuffix(strings.Repeat("?,", len(keys)), ",")+`)`, args...)
+		if err != nil {
+			return fmt.Errorf("commit session group: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || int(n) != len(keys) {
+			return fmt.Errorf("commit session group: %d of its %d sessions are finished and ungrouped", n, len(keys))
+		}
+		return nil
+	})
+}
+
+// SessionExpired is the status of a session that outlived its time
+// before a reward ended it.
+const SessionExpired = "expired"
+
+// ExpireSession records an open session as expired. A session that is
+// not open is left as it is.
+func (s *DB) ExpireSession(ctx context.Context, key string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE sessions SET status = ? WHERE key = ? AND status = ?`, SessionExpired, key, SessionOpen); err != nil {
+		return fmt.Errorf("expire session in %s: %w", s.path, err)
+	}
+	return nil
+}

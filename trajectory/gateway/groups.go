@@ -1,0 +1,164 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/rollout"
+)
+
+// Strategy is the strategy name of the gateway's group records.
+const Strategy = "gateway"
+
+// addFinished adds a stored session to its group and, once the group
+// holds GroupSize sessions, appends the group's records and commits them.
+// It returns the records written.
+func (g *Gateway) addFinished(ctx context.Context, fin *Finished) (int, error) {
+	g.gmu.Lock()
+	defer g.gmu.Unlock()
+	g.pending[fin.Group] = append(g.pending[fin.Group], fin)
+	members := g.pending[fin.Group]
+	if len(members) < g.cfg.GroupSize {
+		return 0, nil
+	}
+	members = members[:g.cfg.GroupSize]
+	recs, err := Records(members, g.cfg.Estimator)
+	if err != nil {
+		return 0, err
+	}
+	var buf []byte
+	for _, rec := range recs {
+		rec.Run = g.run
+		line, err := json.Marshal(rec)
+		if err != nil {
+			return 0, fmt.Errorf("encode group %s: %w", rec.ID, err)
+		}
+		buf = append(append(buf, line...), '\n')
+	}
+	// Written and synced, then committed with the sessions it holds: a
+	// crash between the two leaves bytes past the recorded length, which
+	// Open removes, and the sessions ungrouped, which it groups again.
+	if _, err := g.groups.WriteAt(buf, g.size); err != nil {
+		return 0, fmt.Errorf("write %s: %w", GroupsFile, err)
+	}
+	if err := g.groups.Sync(); err != nil {
+		return 0, fmt.Errorf("sync %s: %w", GroupsFile, err)
+	}
+	keys := make([]string, len(members))
+	for i, m := range members {
+		keys[i] = m.Key
+	}
+	if err := g.db.CommitSessionGroup(ctx, GroupsFile, g.size, int64(len(buf)), keys); err != nil {
+		// The bytes past the recorded length are removed at the next Open.
+		return 0, err
+	}
+	g.size += int64(len(buf))
+	g.pending[fin.Group] = slices.Delete(g.pending[fin.Group], 0, len(members))
+	if len(g.pending[fin.Group]) == 0 {
+		delete(g.pending, fin.Group)
+	}
+	return len(recs), nil
+}
+
+// Records makes the group records of finished sessions of one group, one
+// per trained role that has samples, in the layout `delegate process`
+// writes: session i is rollout i, each of its samples of the role a
+// sequence carrying the session's reward and advantage. A group whose
+// rewards are all equal is written with zero advantages and
+// set_advantage_to_zero overrides, reason equal_scores, as process does
+// with --keep-ties.
+func Records(members []*Finished, est reward.Estimator) ([]*rollout.GroupRecord, error) {
+	if len(members) == 0 {
+		return nil, nil
+	}
+	rewards := make([]float64, len(members))
+	h := sha256.New()
+	for i, m := range members {
+		rewards[i] = m.Reward
+		h.Write([]byte(m.Key))
+	}
+	id := members[0].Group + "#" + hex.EncodeToString(h.Sum(nil))[:16]
+	adv := make([]float64, len(members))
+	tied := allEqual(rewards)
+	if !tied {
+		a, err := reward.Advantages(est, rewards)
+		if err != nil {
+			return nil, fmt.Errorf("advantages of group %s: %w", id, err)
+		}
+		adv = a
+	}
+	var roles []string
+	for _, m := range members {
+		for _, s := range m.Samples {
+			if !slices.Contains(roles, s.Role) {
+				roles = append(roles, s.Role)
+			}
+		}
+	}
+	slices.Sort(roles)
+	var out []*rollout.GroupRecord
+	for _, role := range roles {
+		rec := &rollout.GroupRecord{Version: rollout.GroupVersion, ID: id + "." + role, TaskID: members[0].Task.ID,
+			Strategy: Strategy, GroupOverrides: rollout.GroupOverride{GroupSize: len(members)}}
+		if tied {
+			rec.Reason = rollout.DropEqual
+		}
+		oldest := -1
+		for i, m := range members {
+			o := &rollout.Outcome{Correct: m.Correct}
+			for _, c := range m.Calls {
+				o.Cost += c.Cost
+				if c.Role == role {
+					o.Tokens += c.Usage.CompletionTokens
+				} else {
+					o.Calls++
+				}
+			}
+			rec.Rollouts = append(rec.Rollouts, rollout.Member{ID: short(m.Key), Index: i, Reward: m.Reward, Advantage: adv[i], Outcome: o})
+			for _, s := range m.Samples {
+				if s.Role != role {
+					continue
+				}
+				if v := s.PolicyVersion; v != nil && (oldest < 0 || *v < oldest) {
+					oldest = *v
+				}
+				rec.Tokens = append(rec.Tokens, s.Tokens)
+				rec.Masks = append(rec.Masks, s.Masks)
+				rec.InferenceLogprobs = append(rec.InferenceLogprobs, s.Logprobs)
+				rec.Messages = append(rec.Messages, nonNilTurns(s.Messages))
+				rec.Scores = append(rec.Scores, m.Reward)
+				rec.Advantages = append(rec.Advantages, adv[i])
+				rec.SequenceRollout = append(rec.SequenceRollout, i)
+				rec.NoTokens = append(rec.NoTokens, s.NoTokens)
+				rec.Overrides = append(rec.Overrides, rollout.Override{SetAdvantageToZero: tied})
+			}
+		}
+		if oldest >= 0 {
+			rec.PolicyVersion = oldest
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+func allEqual(xs []float64) bool {
+	for _, x := range xs[1:] {
+		if x != xs[0] {
+			return false
+		}
+	}
+	return true
+}
+
+func nonNilTurns(t []delegate.Turn) []delegate.Turn {
+	if t == nil {
+		return []delegate.Turn{}
+	}
+	return t
+}

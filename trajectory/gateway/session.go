@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/delegatelab/delegate"
+)
+
+// FinishedVersion is the format version of a stored Finished session. A
+// reader that meets another version fails naming both.
+const FinishedVersion = 1
+
+// session is a live session. Its id never leaves it but for the answer
+// to POST /sessions.
+type session struct {
+	id, key  string
+	task     delegate.Task
+	group    string
+	metadata map[string]string
+	created  time.Time
+	expires  time.Time
+
+	mu      sync.Mutex
+	calls   []Call
+	done    bool // a reward was given, or the session expired
+	dropped int  // calls answered after done, not recorded
+}
+
+// Call is the record of one generated choice of a session: what the
+// model was asked and answered, its token ids and logprobs, and its
+// account. A request with n > 1 choices is n calls, which are forks.
+type Call struct {
+	Index int    `json:"index"`
+	Role  string `json:"role"`
+	// Trained says whether the role's calls become samples.
+	Trained bool   `json:"trained"`
+	Model   string `json:"model"`
+	// Choice is the choice's index in its response.
+	Choice int `json:"choice,omitempty"`
+	// Request is the request the model got, default system prompt added.
+	Request      delegate.Request `json:"request"`
+	Output       delegate.Message `json:"output"`
+	FinishReason string           `json:"finish_reason"`
+	// PromptTokenIDs, CompletionTokenIDs and Logprobs are the backend's:
+	// the prompt as it was tokenized, the generated ids (a closing
+	// end-of-turn token included) and the logprob of each.
+	PromptTokenIDs     []int     `json:"prompt_token_ids,omitempty"`
+	CompletionTokenIDs []int     `json:"completion_token_ids,omitempty"`
+	Logprobs           []float64 `json:"logprobs,omitempty"`
+	// NoTokens says why the ids are missing ("" when they are there).
+	NoTokens string `json:"no_tokens,omitempty"`
+	// TemplateHash is the chat-template hash of the model (Config.Templates).
+	TemplateHash  string        `json:"chat_template_hash,omitempty"`
+	PolicyVersion *int          `json:"policy_version,omitempty"`
+	Start         time.Time     `json:"start"`
+	Latency       time.Duration `json:"latency_ns"` // request decoded to response ready, queue included
+	ModelLatency  time.Duration `json:"model_latency_ns"`
+	// Usage and Cost are the response's; with n > 1 they go on choice 0.
+	Usage delegate.Usage `json:"usage"`
+	Cost  float64        `json:"cost"`
+}
+
+// Finished is a session ended with a reward, as the store keeps it.
+type Finished struct {
+	Version  int               `json:"version"`
+	Key      string            `json:"key"` // the digest of the id
+	Task     delegate.Task     `json:"task"`
+	Group    string            `json:"group"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Created  time.Time         `json:"created"`
+	Finished time.Time         `json:"finished"`
+	Reward   float64           `json:"reward"`
+	Correct  *bool             `json:"correct,omitempty"`
+	Calls    []Call            `json:"calls"`
+	Samples  []Sample          `json:"samples"`
+}
+
+// hook is the server's Hook: it asks every generation for logprobs and
+// records its choices in the request's session, sending the client
+// logprobs only when it asked.
+func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) func(*delegate.Response) {
+	v, ok := g.inflight.Load(r)
+	if !ok {
+		return nil // never: every request reaching the server comes through agent
+	}
+	s := v.(*session)
+	role := r.Header.Get(RoleHeader)
+	if role == "" {
+		role = g.cfg.Roles[model]
+	}
+	if role == "" {
+		role = model
+	}
+	trained := len(g.cfg.Trained) == 0 || slices.Contains(g.cfg.Trained, role)
+	asked := req.Logprobs
+	req.Logprobs = true
+	sent := *req // the model may not change req, but the client's view is kept apart
+	sent.Messages = slices.Clone(req.Messages)
+	sent.Tools = slices.Clone(req.Tools)
+	start := g.cfg.Now()
+	return func(resp *delegate.Response) {
+		latency := g.cfg.Now().Sub(start)
+		calls := make([]Call, len(resp.Choices))
+		for i, c := range resp.Choices {
+			k := &calls[i]
+			*k = Call{Role: role, Trained: trained, Model: model, Choice: i, Request: sent, Output: c.Message,
+				FinishReason: c.FinishReason, PromptTokenIDs: resp.PromptTokenIDs, TemplateHash: g.cfg.Templates[model],
+				PolicyVersion: resp.PolicyVersion, Start: start.UTC(), Latency: latency, ModelLatency: resp.Latency}
+			k.Request.Logprobs = asked
+			if i == 0 {
+				k.Usage = resp.Usage
+				k.Cost = g.cfg.Prices[model].Cost(resp.Usage)
+			}
+			k.CompletionTokenIDs, k.Logprobs, k.NoTokens = tokens(resp.PromptTokenIDs, c.Logprobs)
+			if !asked {
+				resp.Choices[i].Logprobs = nil
+			}
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.done {
+			s.dropped += len(calls)
+			g.log.Warn("a call answered after its session ended is not recorded", "session", short(s.key), "dropped", s.dropped)
+			return
+		}
+		for i := range calls {
+			calls[i].Index = len(s.calls)
+			s.calls = append(s.calls, calls[i])
+		}
+	}
+}
+
+// tokens returns a choice's generated ids and logprobs, or why the
+// backend did not give them. Tokenizing on the gateway's side is not
+// done: a call without ids records why.
+func tokens(prompt []int, lps []delegate.TokenLogprob) (ids []int, logprobs []float64, why string) {
+	if len(prompt) == 0 {
+		return nil, nil, "the backend returned no prompt token ids"
+	}
+	if len(lps) == 0 {
+		return nil, nil, "the backend returned no logprobs"
+	}
+	for _, lp := range lps {
+		if lp.TokenID < 0 {
+			return nil, nil, "the backend returned logprobs without token ids"
+		}
+		ids = append(ids, lp.TokenID)
+		logprobs = append(logprobs, lp.Logprob)
+	}
+	return ids, logprobs, ""
+}
