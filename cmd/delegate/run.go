@@ -255,6 +255,7 @@ type runFlags struct {
 	config   string
 	strategy string
 	json     bool
+	otlp     string
 }
 
 func newRunCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -274,6 +275,7 @@ dollars and latency per role. With --json the trace is printed instead.`,
 	cmd.Flags().StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
 	cmd.Flags().StringVarP(&f.strategy, "strategy", "s", "single", "strategy: "+strings.Join(strategy.Names(), ", "))
 	cmd.Flags().BoolVar(&f.json, "json", false, "print the trace as JSON instead of the live tree")
+	cmd.Flags().StringVar(&f.otlp, "otlp", "", otlpUsage)
 	return cmd
 }
 
@@ -318,6 +320,11 @@ func runRequest(ctx context.Context, out io.Writer, getenv env, log *slog.Logger
 	if err != nil {
 		return err
 	}
+	sink, err := openOTLP(f.otlp, cfg, log)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	defer sink.close()
 	var events chan delegate.Event
 	done := make(chan struct{})
 	if f.json {
@@ -328,6 +335,7 @@ func runRequest(ctx context.Context, out io.Writer, getenv env, log *slog.Logger
 		go newLiveView(out, tty, width, height).run(events, done)
 	}
 	trace, runErr := s.Run(ctx, request, events)
+	sink.export(trace)
 	if events != nil {
 		close(events)
 	}
