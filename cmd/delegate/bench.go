@@ -42,6 +42,7 @@ type benchFlags struct {
 	cacheDB     string
 	passScore   float64
 	progress    string
+	otlp        string
 }
 
 // Files of a bench output directory besides bench.Files.
@@ -113,6 +114,7 @@ adds every role, --no-cache turns caching off.`,
 	fl.StringVar(&f.cacheDB, "cache-db", "", "response cache database (default DIR/"+benchCache+"); share one between runs to reuse answers")
 	fl.Float64Var(&f.passScore, "pass-score", 70, "open datasets: judge score (0-100) at or above which an answer counts as correct")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
+	fl.StringVar(&f.otlp, "otlp", "", otlpUsage)
 	f.datasetFlags.register(cmd, "test")
 	return cmd
 }
@@ -331,6 +333,11 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
+	closeOTLP, err := traceArms(f.otlp, cfg, log, arms)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	defer closeOTLP()
 	grade := bench.Verified(score.Verify)
 	if f.dataset == datasetWorld {
 		grade = bench.Verified(world.Verify)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -165,6 +166,44 @@ func TestRunOTLP(t *testing.T) {
 			// Generous against a loaded machine: the bound is the close's.
 			if limit := 2*baseTime + otlpCloseTimeout + 5*time.Second; took > limit {
 				t.Errorf("run took %v with a receiver %s, want under %v (%v without --otlp)", took, tt.name, limit, baseTime)
+			}
+		})
+	}
+}
+
+// process, bench and train --otlp export their runs' traces too.
+func TestRunOTLPOnEveryCommand(t *testing.T) {
+	endToEnd(t)
+	dir := t.TempDir()
+	solver, delegator := tinyModels(t, dir)
+	world := "../../examples/world.yaml"
+	tests := []struct {
+		name string
+		args []string
+		want string // a span every export of the command has
+	}{
+		{"process", []string{"process", "--config", world, "--dataset", "world", "-n", "1", "-g", "2", "--strategy", "route",
+			"--keep-ties", "--out", filepath.Join(dir, "process")}, "invoke_agent route"},
+		{"bench", []string{"bench", "--config", world, "--dataset", "world", "--strategies", "route", "--n", "2",
+			"--out", filepath.Join(dir, "bench")}, "invoke_agent route"},
+		{"train", tinyTrainArgs(solver, delegator, filepath.Join(dir, "train"), "--steps", "1", "--eval-items", "2"), "invoke_agent route"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rcv := newOTLPReceiver(t, 0)
+			out, err := execute(t, testEnv, append(tt.args, "--otlp", rcv.URL)...)
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", tt.name, err, out)
+			}
+			names, chats := map[string]int{}, 0
+			for _, s := range rcv.received() {
+				names[s.Name]++
+				if strings.HasPrefix(s.Name, "chat ") {
+					chats++
+				}
+			}
+			if names[tt.want] == 0 || chats == 0 {
+				t.Errorf("%s --otlp: spans %v, want %q and chat spans", tt.name, names, tt.want)
 			}
 		})
 	}
