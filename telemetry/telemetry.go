@@ -27,6 +27,9 @@ type Config struct {
 	// to which /v1/traces is added) or the full path of its traces.
 	// https URLs use TLS.
 	Endpoint string
+	// Headers go with every export request: the receiver's
+	// authorization, for one (Langfuse wants Basic auth).
+	Headers map[string]string
 	// Service is the service.name of the exported spans; default "delegate".
 	Service string
 	// Version is the service.version; default none.
@@ -92,6 +95,10 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.LogEvery <= 0 {
 		cfg.LogEvery = 10 * time.Second
 	}
+	headers := map[string]string{} // never nil: an empty map replaces the environment's
+	for k, v := range cfg.Headers {
+		headers[k] = v
+	}
 	path := u.Path
 	if path == "" || path == "/" {
 		path = "/v1/traces"
@@ -103,6 +110,7 @@ func New(cfg Config) (*Exporter, error) {
 		otlptracehttp.WithURLPath(path),
 		otlptracehttp.WithTimeout(cfg.Timeout),
 		otlptracehttp.WithCompression(otlptracehttp.GzipCompression),
+		otlptracehttp.WithHeaders(headers),
 		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{
 			Enabled: true, InitialInterval: 200 * time.Millisecond, MaxInterval: time.Second, MaxElapsedTime: cfg.Timeout,
 		}),

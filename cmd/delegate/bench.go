@@ -333,7 +333,7 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	closeOTLP, err := traceArms(f.otlp, cfg, log, arms)
+	closeOTLP, err := traceArms(f.otlp, getenv, cfg, log, arms)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/delegatelab/delegate"
@@ -25,17 +28,48 @@ type otlpSink struct {
 	log *slog.Logger
 }
 
+// otlpHeadersEnv holds the headers of every export request, as
+// OpenTelemetry's exporters read it: key=value pairs, comma-separated,
+// values URL-encoded.
+const otlpHeadersEnv = "OTEL_EXPORTER_OTLP_HEADERS"
+
 // openOTLP starts the exporter to endpoint; "" gives a nil sink.
 // provider names each model's gen_ai.provider.name.
-func openOTLP(endpoint string, provider telemetry.Provider, log *slog.Logger) (*otlpSink, error) {
+func openOTLP(endpoint string, getenv env, provider telemetry.Provider, log *slog.Logger) (*otlpSink, error) {
 	if endpoint == "" {
 		return nil, nil
 	}
-	e, err := telemetry.New(telemetry.Config{Endpoint: endpoint, Log: log, Provider: provider})
+	headers, err := parseHeaders(getenv(otlpHeadersEnv))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", otlpHeadersEnv, err)
+	}
+	e, err := telemetry.New(telemetry.Config{Endpoint: endpoint, Headers: headers, Log: log, Provider: provider})
 	if err != nil {
 		return nil, err
 	}
 	return &otlpSink{e: e, log: log}, nil
+}
+
+// parseHeaders reads "k1=v1,k2=v2" with URL-encoded values. An error
+// names the pair's key, never its value, which may be a secret.
+func parseHeaders(s string) (map[string]string, error) {
+	h := map[string]string{}
+	for pair := range strings.SplitSeq(s, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(pair, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("a pair without key=value (key %q)", k)
+		}
+		dv, err := url.PathUnescape(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("header %s: the value is not URL-encoded", k)
+		}
+		h[k] = dv
+	}
+	return h, nil
 }
 
 // providers names the provider of each configured model: openai for an
@@ -95,8 +129,8 @@ func (s *otlpSink) close() {
 
 // traceRollouts has process's baseline and rollouts export their traces
 // to endpoint ("": none). The returned function sends what is queued.
-func traceRollouts(endpoint string, cfg *Config, log *slog.Logger, baseline *delegate.Strategy, policies *rollout.Policies) (func(), error) {
-	s, err := openOTLP(endpoint, cfg.providers(), log)
+func traceRollouts(endpoint string, getenv env, cfg *Config, log *slog.Logger, baseline *delegate.Strategy, policies *rollout.Policies) (func(), error) {
+	s, err := openOTLP(endpoint, getenv, cfg.providers(), log)
 	if err != nil || s == nil {
 		return func() {}, err
 	}
@@ -111,8 +145,8 @@ func traceRollouts(endpoint string, cfg *Config, log *slog.Logger, baseline *del
 
 // traceArms has bench's arms export their traces to endpoint ("": none).
 // The returned function sends what is queued.
-func traceArms(endpoint string, cfg *Config, log *slog.Logger, arms []bench.Arm) (func(), error) {
-	s, err := openOTLP(endpoint, cfg.providers(), log)
+func traceArms(endpoint string, getenv env, cfg *Config, log *slog.Logger, arms []bench.Arm) (func(), error) {
+	s, err := openOTLP(endpoint, getenv, cfg.providers(), log)
 	if err != nil || s == nil {
 		return func() {}, err
 	}
@@ -125,8 +159,8 @@ func traceArms(endpoint string, cfg *Config, log *slog.Logger, arms []bench.Arm)
 // traceTrain has every strategy run of an in-process training job export
 // its trace to endpoint ("": none). The returned function sends what is
 // queued.
-func traceTrain(endpoint string, log *slog.Logger, cfg *train.Config) (func(), error) {
-	s, err := openOTLP(endpoint, func(string) string { return inProcess }, log)
+func traceTrain(endpoint string, getenv env, log *slog.Logger, cfg *train.Config) (func(), error) {
+	s, err := openOTLP(endpoint, getenv, func(string) string { return inProcess }, log)
 	if err != nil || s == nil {
 		return func() {}, err
 	}

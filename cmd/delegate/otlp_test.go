@@ -3,6 +3,7 @@ package main
 import (
 	"compress/gzip"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +28,7 @@ type otlpReceiver struct {
 
 	mu    sync.Mutex
 	spans []*tracepb.Span
+	auth  string // the last request's Authorization header
 }
 
 func newOTLPReceiver(t *testing.T, delay time.Duration) *otlpReceiver {
@@ -57,6 +59,7 @@ func newOTLPReceiver(t *testing.T, delay time.Duration) *otlpReceiver {
 			return
 		}
 		r.mu.Lock()
+		r.auth = req.Header.Get("Authorization")
 		for _, rs := range msg.ResourceSpans {
 			for _, ss := range rs.ScopeSpans {
 				r.spans = append(r.spans, ss.Spans...)
@@ -91,11 +94,11 @@ func stable(out string) []string {
 	return lines
 }
 
-func runWorld(t *testing.T, extra ...string) (string, time.Duration) {
+func runWorld(t *testing.T, getenv env, extra ...string) (string, time.Duration) {
 	t.Helper()
 	args := append([]string{"run", "--config", "../../examples/world.yaml", "--strategy", "route"}, extra...)
 	start := time.Now()
-	out, err := execute(t, testEnv, append(args, worldQuestion)...)
+	out, err := execute(t, getenv, append(args, worldQuestion)...)
 	if err != nil {
 		t.Fatalf("run %q: %v\n%s", extra, err, out)
 	}
@@ -106,16 +109,27 @@ func runWorld(t *testing.T, extra ...string) (string, time.Duration) {
 // receiver as GenAI spans, and one that is down or slow changes neither
 // the output nor, beyond the exporter's bounded close, the time.
 func TestRunOTLP(t *testing.T) {
-	base, baseTime := runWorld(t)
+	base, baseTime := runWorld(t, testEnv)
 	if !strings.Contains(base, "answer:\n3719\n") {
 		t.Fatalf("the shipped models' answer changed:\n%s", base)
 	}
 
 	rcv := newOTLPReceiver(t, 0)
-	out, _ := runWorld(t, "--otlp", rcv.URL)
+	withAuth := func(name string) string {
+		if name == otlpHeadersEnv {
+			return "Authorization=Basic%20cGs6c2s=,X-Empty="
+		}
+		return testEnv(name)
+	}
+	out, _ := runWorld(t, withAuth, "--otlp", rcv.URL)
 	if got, want := stable(out), stable(base); !slices.Equal(got, want) {
 		t.Errorf("output with --otlp:\n%s\nwithout:\n%s", out, base)
 	}
+	rcv.mu.Lock()
+	if rcv.auth != "Basic cGs6c2s=" {
+		t.Errorf("Authorization %q, want the one of %s", rcv.auth, otlpHeadersEnv)
+	}
+	rcv.mu.Unlock()
 	names := map[string]int{}
 	for _, s := range rcv.received() {
 		names[s.Name]++
@@ -159,7 +173,7 @@ func TestRunOTLP(t *testing.T) {
 	slow := newOTLPReceiver(t, time.Minute)
 	for _, tt := range []struct{ name, url string }{{"down", down}, {"slow", slow.URL}} {
 		t.Run(tt.name, func(t *testing.T) {
-			out, took := runWorld(t, "--otlp", tt.url)
+			out, took := runWorld(t, testEnv, "--otlp", tt.url)
 			if got, want := stable(out), stable(base); !slices.Equal(got, want) {
 				t.Errorf("output with a receiver %s:\n%s\nwithout:\n%s", tt.name, out, base)
 			}
@@ -206,5 +220,32 @@ func TestRunOTLPOnEveryCommand(t *testing.T) {
 				t.Errorf("%s --otlp: spans %v, want %q and chat spans", tt.name, names, tt.want)
 			}
 		})
+	}
+}
+
+func TestParseHeaders(t *testing.T) {
+	tests := []struct {
+		in   string
+		want map[string]string
+		err  bool
+	}{
+		{"", map[string]string{}, false},
+		{"Authorization=Basic%20a2V5,x-team = blue ", map[string]string{"Authorization": "Basic a2V5", "x-team": "blue"}, false},
+		{"novalue", nil, true},
+		{"=v", nil, true},
+		{"k=%zz", nil, true},
+	}
+	for _, tt := range tests {
+		got, err := parseHeaders(tt.in)
+		if (err != nil) != tt.err {
+			t.Errorf("parseHeaders(%q) error %v, want error %v", tt.in, err, tt.err)
+			continue
+		}
+		if !tt.err && !maps.Equal(got, tt.want) {
+			t.Errorf("parseHeaders(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "zz") {
+			t.Errorf("error %q shows the value", err)
+		}
 	}
 }

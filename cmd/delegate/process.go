@@ -182,7 +182,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 			return strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs, &seed), pcfg)
 		}
 	}
-	closeOTLP, err := traceRollouts(f.otlp, cfg, log, &baseline, &policies)
+	closeOTLP, err := traceRollouts(f.otlp, getenv, cfg, log, &baseline, &policies)
 	if err != nil {
 		return fmt.Errorf("process: %w", err)
 	}

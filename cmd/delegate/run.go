@@ -320,7 +320,7 @@ func runRequest(ctx context.Context, out io.Writer, getenv env, log *slog.Logger
 	if err != nil {
 		return err
 	}
-	sink, err := openOTLP(f.otlp, cfg.providers(), log)
+	sink, err := openOTLP(f.otlp, getenv, cfg.providers(), log)
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}

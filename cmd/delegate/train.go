@@ -149,7 +149,7 @@ plans, the oracle plan and random planning at its rate.`,
 			if f.api != "" {
 				return runTrainAPI(cmd.Context(), cmd.OutOrStdout(), cfg, f.api, getenv(apiTokenEnv))
 			}
-			closeOTLP, err := traceTrain(f.otlp, log, &cfg)
+			closeOTLP, err := traceTrain(f.otlp, getenv, log, &cfg)
 			if err != nil {
 				return fmt.Errorf("train: %w", err)
 			}
