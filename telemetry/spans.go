@@ -37,11 +37,8 @@ const ProviderOther = "_OTHER"
 type Provider func(model string) string
 
 // record turns a trace into spans through tracer, with the trace's own
-// start times and latencies.
-func record(tracer trace.Tracer, t *delegate.Trace, provider Provider) {
-	if t == nil || t.Root == nil {
-		return
-	}
+// start times and latencies, and returns their trace ID.
+func record(tracer trace.Tracer, t *delegate.Trace, provider Provider) trace.TraceID {
 	if provider == nil {
 		provider = func(string) string { return ProviderOther }
 	}
@@ -69,6 +66,7 @@ func record(tracer trace.Tracer, t *delegate.Trace, provider Provider) {
 	}
 	r.children(ctx, t.Root)
 	span.End(trace.WithTimestamp(t.Start.Add(t.Latency)))
+	return span.SpanContext().TraceID()
 }
 
 type recorder struct {

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/delegatelab/delegate"
 )
@@ -62,10 +63,11 @@ type Exporter struct {
 	exporter *otlptrace.Exporter
 	provider *sdktrace.TracerProvider
 	spans    *collector
+	tracer   trace.Tracer
 
 	mu     sync.Mutex // guards queue sends against Close
 	closed bool
-	queue  chan *delegate.Trace
+	queue  chan []sdktrace.ReadOnlySpan // the spans of one trace each
 
 	ctx    context.Context // ends when Close gives up on the queue
 	cancel context.CancelFunc
@@ -126,7 +128,7 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.Version != "" {
 		attrs = append(attrs, semconv.ServiceVersionKey.String(cfg.Version))
 	}
-	spans := &collector{}
+	spans := &collector{spans: map[trace.TraceID][]sdktrace.ReadOnlySpan{}}
 	e := &Exporter{
 		cfg:      cfg,
 		exporter: exp,
@@ -140,25 +142,29 @@ func New(cfg Config) (*Exporter, error) {
 			}),
 			sdktrace.WithSpanProcessor(spans),
 		),
-		queue: make(chan *delegate.Trace, cfg.QueueSize),
+		queue: make(chan []sdktrace.ReadOnlySpan, cfg.QueueSize),
 		done:  make(chan struct{}),
 	}
+	e.tracer = e.provider.Tracer("github.com/delegatelab/delegate/telemetry")
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	go e.run()
 	return e, nil
 }
 
-// Export queues a finished trace for export and returns at once. When the
-// queue is full, or the exporter closed, the trace is dropped and counted.
+// Export turns a finished trace into spans and queues them for export; it
+// never waits on the receiver. The caller may change the trace once it
+// returns. When the queue is full, or the exporter closed, the trace is
+// dropped and counted.
 func (e *Exporter) Export(t *delegate.Trace) {
-	if t == nil {
+	if t == nil || t.Root == nil {
 		return
 	}
+	spans := e.spans.take(record(e.tracer, t, e.cfg.Provider))
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.closed {
 		select {
-		case e.queue <- t:
+		case e.queue <- spans:
 			return
 		default:
 		}
@@ -170,14 +176,11 @@ func (e *Exporter) Export(t *delegate.Trace) {
 // empty, or Close gives up.
 func (e *Exporter) run() {
 	defer close(e.done)
-	tracer := e.provider.Tracer("github.com/delegatelab/delegate/telemetry")
-	for t := range e.queue {
+	for spans := range e.queue {
 		if e.ctx.Err() != nil {
 			e.drop(1, "", nil)
 			continue
 		}
-		record(tracer, t, e.cfg.Provider)
-		spans := e.spans.take()
 		if err := e.exporter.ExportSpans(e.ctx, spans); err != nil {
 			e.drop(1, "otlp export failed; trace dropped", err)
 			continue
@@ -243,30 +246,32 @@ func (e *Exporter) Close(ctx context.Context) error {
 	return nil
 }
 
-// collector holds the spans of the trace being converted. The converter
-// is one goroutine, which takes them once the trace is recorded.
+// collector holds the ended spans of the traces being converted, by
+// trace ID, until their converter takes them. Traces may be converted
+// concurrently.
 type collector struct {
 	mu    sync.Mutex
-	spans []sdktrace.ReadOnlySpan
+	spans map[trace.TraceID][]sdktrace.ReadOnlySpan
 }
 
 func (c *collector) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 
 func (c *collector) OnEnd(s sdktrace.ReadOnlySpan) {
+	id := s.SpanContext().TraceID()
 	c.mu.Lock()
-	c.spans = append(c.spans, s)
+	c.spans[id] = append(c.spans[id], s)
 	c.mu.Unlock()
 }
 
 func (c *collector) Shutdown(context.Context) error   { return nil }
 func (c *collector) ForceFlush(context.Context) error { return nil }
 
-// take returns the spans collected so far and forgets them.
-func (c *collector) take() []sdktrace.ReadOnlySpan {
+// take returns the spans of trace id and forgets them.
+func (c *collector) take(id trace.TraceID) []sdktrace.ReadOnlySpan {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := c.spans
-	c.spans = nil
+	s := c.spans[id]
+	delete(c.spans, id)
 	return s
 }
 

@@ -33,7 +33,7 @@ func scripted(_ context.Context, req *delegate.Request) (*delegate.Response, err
 
 // routeTrace runs route with scripted models priced as a strong and a
 // weak model.
-func routeTrace(t *testing.T) *delegate.Trace {
+func routeTrace(t testing.TB) *delegate.Trace {
 	t.Helper()
 	roles := strategy.Roles{
 		Strong: delegate.Agent{Role: "strong", Model: modeltest.New("big", scripted), Price: delegate.Price{Input: 2, Output: 8}},
@@ -295,4 +295,23 @@ func TestNewRejectsBadEndpoints(t *testing.T) {
 			t.Errorf("New(%q): no error", endpoint)
 		}
 	}
+}
+
+// BenchmarkExport measures what Export costs the run that calls it: the
+// conversion of a route trace of 11 spans and a queue send, here into a
+// queue that is full, so that the trace is dropped.
+func BenchmarkExport(b *testing.B) {
+	tr := routeTrace(b)
+	e, err := New(Config{Endpoint: "http://127.0.0.1:1", QueueSize: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		e.Export(tr)
+	}
+	b.StopTimer()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = e.Close(ctx) // the port is closed: every trace is dropped
 }
