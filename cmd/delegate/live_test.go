@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mattn/go-runewidth"
 
@@ -51,7 +52,7 @@ func TestLiveViewModes(t *testing.T) {
 		wantCodes []string // escape codes that must appear
 	}{
 		{"plain", false, 0, nil},
-		{"terminal", true, 60, []string{sgrGreen + "✓" + sgrReset, sgrDim + "asked: ", "\x1b[J", "A\r\x1b[J"}},
+		{"terminal", true, 60, []string{sgrGreen + "✓" + sgrReset, sgrDim + "asked: ", "\r\x1b[J"}},
 		{"narrow terminal", true, 30, []string{sgrCyan + "▪" + sgrReset}},
 	}
 	for _, tt := range tests {
@@ -120,4 +121,50 @@ func TestOneLine(t *testing.T) {
 			t.Errorf("oneLine(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
+}
+
+// A running call is drawn, then redrawn in place when it finishes: the
+// cursor goes back up over the lines of the running region.
+func TestLiveViewRedrawsInPlace(t *testing.T) {
+	var buf bytes.Buffer
+	v := newLiveView(&buf, true, 80, 24)
+	turn := delegate.Event{Kind: delegate.EventStart, ID: 1, Depth: 1, Name: "turn 1"}
+	call := delegate.Event{Kind: delegate.EventStart, ID: 2, ParentID: 1, Depth: 2, Name: "strong", Role: "strong", Model: "big",
+		Prompt: delegate.User("What is 6*7?"), Time: time.Now()}
+	steps := []struct {
+		ev   delegate.Event
+		want string // what this draw must write
+	}{
+		{turn, "\r\x1b[J" + sgrBold + "▸" + sgrReset + " turn 1\n"},
+		{call, sgrYellow + "…" + sgrReset + " strong  [strong big]  "},
+		{finished(call, "\\boxed{42}"), "\x1b[3A\r\x1b[J"}, // the turn, the call and its question
+		{finished(turn, ""), "\x1b[4A\r\x1b[J" + sgrCyan + "▪" + sgrReset + " turn 1"},
+	}
+	for i, s := range steps {
+		buf.Reset()
+		v.add(s.ev)
+		v.draw(false)
+		if !strings.Contains(buf.String(), s.want) {
+			t.Errorf("draw %d wrote %q, want it to hold %q", i, buf.String(), s.want)
+		}
+	}
+	if v.drawn != 0 || v.done != 4 {
+		t.Errorf("after the last finish: %d lines drawn, %d done; want 0 and 4", v.drawn, v.done)
+	}
+	buf.Reset()
+	v.draw(true)
+	if got := buf.String(); got != "\r\x1b[J" {
+		t.Errorf("final draw of a finished tree wrote %q, want only the clear", got)
+	}
+}
+
+// finished returns the finish event of a started one, with reply text for
+// a call.
+func finished(ev delegate.Event, reply string) delegate.Event {
+	ev.Kind = delegate.EventFinish
+	if ev.Model != "" {
+		out := delegate.Assistant(reply)
+		ev.Output = &out
+	}
+	return ev
 }
