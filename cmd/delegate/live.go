@@ -30,13 +30,14 @@ const (
 	sgrCyan   = "\x1b[36m"
 )
 
-// liveView shows a run's calls as they start and finish, indented by
-// depth, with what each call was asked and what it answered (the
-// questions a strong model delegated, the weak model's replies). On a
-// terminal it colours the marks and redraws running calls in place;
-// elsewhere it appends plain lines with no escape codes. It reads events
-// until the channel closes; the run never waits for it (the recorder drops
-// and counts events when the channel is full).
+// liveView shows a run's calls as they start and finish, with what each
+// was asked and answered. Calls are indented by depth; under a call come
+// the questions it delegated and the replies it got. On a terminal it
+// colours the marks and redraws running calls in place. Elsewhere it
+// appends plain lines with no escape codes. It reads events until the
+// channel closes. The run never waits for it: the recorder drops and
+// counts the events of a full channel. Log records written to the same
+// terminal while it redraws may leave a stale line above the tree.
 type liveView struct {
 	w      io.Writer
 	tty    bool
