@@ -57,6 +57,7 @@ var allowedImports = map[string][]string{
 	"standin":            {"internal/edge", "openai/wire"},
 	"store":              {""},
 	"strategy":           {""},
+	"telemetry":          {""},
 	"tokenizer":          {""},
 	"train":              {"", "api", "bench", "judge", "local", "models", "nn", "nn/train", "reward", "rl", "rollout", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
 	"trajectory/gateway": {"", "internal/edge", "reward", "rollout", "server", "store", "tokenizer"},
@@ -71,7 +72,7 @@ var allowedImports = map[string][]string{
 // (plus golang.org/x, which the Go team maintains).
 var thirdPartyAllowed = map[string]bool{
 	"cmd/delegate": true, "bench": true, "perf/llama2c": true, "perf/standin": true, "perf/fanout": true,
-	"api": true, "train": true, "trajectory/openenv": true,
+	"api": true, "train": true, "trajectory/openenv": true, "telemetry": true,
 	// Prometheus's client library: the edge serves each server's registry,
 	// and each server registers its own collectors on it.
 	"internal/edge": true, "server": true, "standin": true,

@@ -133,6 +133,10 @@ type Event struct {
 	FinishReason string
 	Error        string
 	Time         time.Time
+	// Prompt is a call's last message in: what it was asked. Output is
+	// its reply, on a finished call that got one.
+	Prompt Message
+	Output *Message
 }
 
 // Recorder builds the trace of one run. Its methods may be called from many
@@ -265,6 +269,13 @@ func (r *Recorder) emit(kind EventKind, n *Node) {
 	}
 	if n.parent != nil {
 		ev.ParentID = n.parent.ID
+	}
+	if len(n.Messages) > 0 {
+		ev.Prompt = n.Messages[len(n.Messages)-1]
+	}
+	if n.Output != nil {
+		out := *n.Output // the node's reply is never changed once set
+		ev.Output = &out
 	}
 	r.mu.Unlock()
 	select {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/models"
 	nntrain "github.com/delegatelab/delegate/nn/train"
 	"github.com/delegatelab/delegate/reward"
@@ -78,6 +79,10 @@ type Config struct {
 	// evaluation themselves are not cut short. Not part of a run's
 	// identity: each resumed invocation has its own.
 	Deadline time.Time `json:"-"`
+	// Traces, when set, receives the trace of every strategy run of the
+	// job (rollouts, baselines, evaluations) as the run returns, from many
+	// goroutines at once; it must not block. Not part of a run's identity.
+	Traces func(*delegate.Trace) `json:"-"`
 	// RL is the trainer's config; PolicyRole and OutDir are set by Run.
 	// Its MaxNewTokens caps every model call of the run, the table's too.
 	// Defaults: rl.DefaultConfig with 4 items of 8 rollouts a step, 200

@@ -63,10 +63,10 @@ func decomposeSettings(scfg *strategy.Config, cfg Config) {
 // decompose builds decompose with delegator in the delegator's seat (both
 // turns) and solver answering the subtasks.
 func (r *runner) decompose(delegator, solver delegate.Model) (delegate.Strategy, error) {
-	return strategy.New(strategy.NameDecompose, strategy.Roles{
+	return r.observe(strategy.New(strategy.NameDecompose, strategy.Roles{
 		Delegator: r.delegatorAgent(newConversation(delegator, r.cfg.CacheMinTokens)),
 		Subagent:  r.subagent(solver, r.cfg.Prices.Solver),
-	}, r.scfg)
+	}, r.scfg))
 }
 
 // singleStrategy is the delegator's weights m alone under single, the

@@ -165,10 +165,10 @@ func (r *runner) peerRequest(p *world.Problem, i int) *delegate.Request {
 func (r *runner) lead(p *world.Problem, scfg strategy.Config, leader delegate.Model) (delegate.Strategy, error) {
 	s := itemSeed(p)
 	scfg.Peer.Seed = &s
-	return strategy.New(strategy.NameLead, strategy.Roles{
+	return r.observe(strategy.New(strategy.NameLead, strategy.Roles{
 		Leader: r.delegatorAgent(newConversation(leader, r.cfg.CacheMinTokens)),
 		Peers:  r.peerAgents(),
-	}, scfg)
+	}, scfg))
 }
 
 // peerAgents are the peer models as lead's agents; lead gives peer i

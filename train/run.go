@@ -450,19 +450,42 @@ func (s perRun) Run(ctx context.Context, request string, events chan<- delegate.
 	return st.Run(ctx, request, events)
 }
 
+// observed hands each run's trace to the job's Traces.
+type observed struct {
+	delegate.Strategy
+	traces func(*delegate.Trace)
+}
+
+func (s observed) Run(ctx context.Context, request string, events chan<- delegate.Event) (*delegate.Trace, error) {
+	t, err := s.Strategy.Run(ctx, request, events)
+	if t != nil {
+		s.traces(t)
+	}
+	return t, err
+}
+
+// observe returns a built strategy whose traces go to the job's Traces,
+// when it has one.
+func (r *runner) observe(s delegate.Strategy, err error) (delegate.Strategy, error) {
+	if err != nil || r.cfg.Traces == nil {
+		return s, err
+	}
+	return observed{Strategy: s, traces: r.cfg.Traces}, nil
+}
+
 // route builds route with the delegator in the strong seat and the solver
 // answering what it delegates; the delegator sees the tool declared as in
 // its pretraining transcripts.
 func (r *runner) route(scfg strategy.Config, delegator, solver delegate.Model) (delegate.Strategy, error) {
-	return strategy.New(strategy.NameRoute, strategy.Roles{
+	return r.observe(strategy.New(strategy.NameRoute, strategy.Roles{
 		Strong: r.delegatorAgent(newConversation(delegator, r.cfg.CacheMinTokens)),
 		Weak:   r.subagent(solver, r.cfg.Prices.Solver),
-	}, scfg)
+	}, scfg))
 }
 
 // single builds single with a in the one seat.
 func (r *runner) single(a delegate.Agent) (delegate.Strategy, error) {
-	return strategy.New(strategy.NameSingle, strategy.Roles{Single: a}, r.scfg)
+	return r.observe(strategy.New(strategy.NameSingle, strategy.Roles{Single: a}, r.scfg))
 }
 
 // baselines are the arms that do not depend on training.

@@ -43,6 +43,7 @@ type benchFlags struct {
 	passScore   float64
 	progress    string
 	frontier    string // "STRONG,WEAK": the arms of the frontier's oracle and mixing line
+	otlp        string
 }
 
 // Files of a bench output directory besides bench.Files.
@@ -117,6 +118,7 @@ adds every role, --no-cache turns caching off.`,
 	fl.Float64Var(&f.passScore, "pass-score", 70, "open datasets: judge score (0-100) at or above which an answer counts as correct")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
 	fl.StringVar(&f.frontier, "frontier", "", "STRONG,WEAK: the arms the frontier plot draws the oracle and random mixing between (default: route's strong and weak arms)")
+	fl.StringVar(&f.otlp, "otlp", "", otlpUsage)
 	f.datasetFlags.register(cmd, "test")
 	return cmd
 }
@@ -340,6 +342,11 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
+	closeOTLP, err := traceArms(f.otlp, getenv, cfg, log, arms)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	defer closeOTLP()
 	grade := bench.Verified(score.Verify)
 	if f.dataset == datasetWorld {
 		grade = bench.Verified(world.Verify)

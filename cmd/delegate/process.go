@@ -41,6 +41,7 @@ type processFlags struct {
 	omitTraces  bool
 	progress    string // auto, bar, plain, none
 	push        pushFlags
+	otlp        string
 	temperature float64 // the trained stages' temperature; < 0 keeps the config's
 	order       trainOrder
 }
@@ -89,6 +90,7 @@ train by default, drawn with --seed), graded on their integer answer.`,
 	fl.BoolVar(&f.noBaseline, "no-baseline", false, "run no single-model baseline per item: a reward read from the reference answer (world, or any dataset with answers) needs none, a judge does; saves a call per item that runs before its rollouts")
 	fl.BoolVar(&f.omitTraces, "omit-traces", false, "leave full traces out of artifacts.jsonl")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display: auto (a bar on a terminal, lines otherwise), bar, plain or none")
+	fl.StringVar(&f.otlp, "otlp", "", otlpUsage)
 	fl.Float64Var(&f.temperature, "temperature", -1, "sampling temperature of the trained stages (route's strong turns, decompose's plan and aggregation, lead's leader, single's call), overriding the config's; group-relative advantages need rollouts that differ (default: the config's)")
 	fl.StringVar(&f.push.url, "push", "", "also push every written group to the trajectory API at this URL (delegate api, or Atropos's), as an Atropos environment (implies --logprobs); token from $DELEGATE_API_TOKEN")
 	fl.StringVar(&f.push.name, "push-name", "delegate", "--push: the environment's name")
@@ -187,6 +189,11 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 			return strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs, &seed), pcfg)
 		}
 	}
+	closeOTLP, err := traceRollouts(f.otlp, getenv, cfg, log, &baseline, &policies)
+	if err != nil {
+		return fmt.Errorf("process: %w", err)
+	}
+	defer closeOTLP()
 	jcfg := cfg.Judge
 	if needsJudge(tasks) {
 		a, ok := cfg.agent(models, judge.Role, cfg.Roles.Judge)

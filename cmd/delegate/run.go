@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world/transcript"
 	"github.com/spf13/cobra"
+	"github.com/vbauerster/mpb/v8/cwriter"
 )
 
 // env is how commands read the environment: os.Getenv in main, a map in
@@ -253,6 +255,7 @@ type runFlags struct {
 	config   string
 	strategy string
 	json     bool
+	otlp     string
 }
 
 func newRunCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -272,7 +275,22 @@ dollars and latency per role. With --json the trace is printed instead.`,
 	cmd.Flags().StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
 	cmd.Flags().StringVarP(&f.strategy, "strategy", "s", "single", "strategy: "+strings.Join(strategy.Names(), ", "))
 	cmd.Flags().BoolVar(&f.json, "json", false, "print the trace as JSON instead of the live tree")
+	cmd.Flags().StringVar(&f.otlp, "otlp", "", otlpUsage)
 	return cmd
+}
+
+// terminal reports whether out is a terminal the live view may colour and
+// redraw, and its size. NO_COLOR set or TERM=dumb asks for plain lines.
+func terminal(out io.Writer, getenv env) (tty bool, width, height int) {
+	f, ok := out.(*os.File)
+	if !ok || !isTerminal(out) || getenv("NO_COLOR") != "" || getenv("TERM") == "dumb" {
+		return false, 0, 0
+	}
+	width, height, err := cwriter.GetSize(int(f.Fd()))
+	if err != nil {
+		return true, 80, 24
+	}
+	return true, width, height
 }
 
 func configPath(flag string, getenv env) string {
@@ -302,15 +320,22 @@ func runRequest(ctx context.Context, out io.Writer, getenv env, log *slog.Logger
 	if err != nil {
 		return err
 	}
+	sink, err := openOTLP(f.otlp, getenv, cfg.providers(), log)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	defer sink.close()
 	var events chan delegate.Event
 	done := make(chan struct{})
 	if f.json {
 		close(done)
 	} else {
 		events = make(chan delegate.Event, 256)
-		go liveTree(out, events, done)
+		tty, width, height := terminal(out, getenv)
+		go newLiveView(out, tty, width, height).run(events, done)
 	}
 	trace, runErr := s.Run(ctx, request, events)
+	sink.export(trace)
 	if events != nil {
 		close(events)
 	}

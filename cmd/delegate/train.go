@@ -33,6 +33,7 @@ type trainFlags struct {
 	distractors int
 	api         string
 	processes   int
+	otlp        string
 }
 
 func newTrainCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -134,6 +135,9 @@ plans, the oracle plan and random planning at its rate.`,
 			if f.processes == 0 && cmd.Flags().Changed("offpolicy") {
 				return errors.New("train: --offpolicy goes with --processes")
 			}
+			if f.otlp != "" && (f.processes != 0 || f.api != "") {
+				return errors.New("train: --otlp exports in-process training's runs; it is not passed on to --processes or --api")
+			}
 			if f.processes != 0 {
 				t, err := newTopology(cmd.Flags(), cfg, f.processes, f.level, cfg.Reward.Lambda)
 				if err != nil {
@@ -145,6 +149,11 @@ plans, the oracle plan and random planning at its rate.`,
 			if f.api != "" {
 				return runTrainAPI(cmd.Context(), cmd.OutOrStdout(), cfg, f.api, getenv(apiTokenEnv))
 			}
+			closeOTLP, err := traceTrain(f.otlp, getenv, log, &cfg)
+			if err != nil {
+				return fmt.Errorf("train: %w", err)
+			}
+			defer closeOTLP()
 			return runTrain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f.progress, log, cfg)
 		},
 	}
@@ -187,6 +196,7 @@ plans, the oracle plan and random planning at its rate.`,
 	fl.Uint64Var(&cfg.RL.Seed, "rl-seed", cfg.RL.Seed, "seed of the trainer: its training item order and its rollouts' samples")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress display (--progress none)")
+	fl.StringVar(&f.otlp, "otlp", "", otlpUsage)
 	fl.IntVar(&f.processes, "processes", 0, "run the loop as child processes instead of in this one: the trajectory API, a policy server following the trainer's checkpoint, this many environments pushing route rollouts, and a trainer (train --api), each restarted if it dies; then the same table (0: in process)")
 	fl.Int("offpolicy", 0, "with --processes: batches the environments may sample ahead of the trainer's updates (0: each batch is sampled by the policy of the trainer's last step, once it is loaded, as in process; 1 or more: sampling overlaps the updates and the older groups are trained off-policy, with truncated importance weights)")
 	fl.StringVar(&f.api, "api", "", "train on the batches of the trajectory API at this URL (delegate api, or Atropos's) instead of running rollouts: an Atropos trainer; token from $DELEGATE_API_TOKEN")
