@@ -87,7 +87,12 @@ func TestScripts(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			gatewayAddr, err := freeAddr()
+			if err != nil {
+				return err
+			}
 			env.Setenv("ENV_ADDR", envAddr)
+			env.Setenv("GATEWAY_ADDR", gatewayAddr)
 			env.Setenv("STANDIN_ADDR", standinAddr)
 			env.Setenv("SERVE_ADDR", serveAddr)
 			env.Setenv("API_ADDR", apiAddr)
