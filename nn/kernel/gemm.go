@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -47,8 +46,7 @@ type pairKernel func(k int, a []float32, lda int, b0, b1 []float32, ldb int, c [
 // of mr = 6 rows of a row-major A (row stride lda): dst[p·6+r] = a[r·lda+p].
 type packA6Func func(dst, a []float32, lda, kl int)
 
-// activePackA6 is archPackA6 unless the portable code is forced; nil
-// leaves packA's loop to do it all.
+// activePackA6 is archPackA6; nil leaves packA's loop to do it all.
 var activePackA6 packA6Func
 
 // packFunc packs a full panel of 16 rows of b (stride ld) over kl steps:
@@ -58,12 +56,9 @@ type packFunc func(dst, src []float32, ld, kl int)
 // archKernel and archPackT16 are the fastest micro-kernel and packer this
 // machine supports (archImpl is in kern_amd64.go or kern_generic.go),
 // chosen by package variable initialization, before any init function.
+// Under the build tag purego the amd64 files are left out and
+// kern_generic.go's pure-Go kernel is the only one.
 var archKernel, archKernel2, archPackT16, archName = archImpl()
-
-// ForceGenericEnv names the environment variable that, set to "1" at start,
-// makes every entry point use the portable pure-Go micro-kernel. The build
-// tag purego does the same at compile time.
-const ForceGenericEnv = "DELEGATE_KERNEL_GENERIC"
 
 var (
 	active        microKernel
@@ -88,16 +83,6 @@ func init() {
 	if activeName != "go" {
 		activeGemv1, activeGemv4 = archGemv1, archGemv4
 		activeDots8, activeMix = archDots8, archMix
-	}
-	if os.Getenv(ForceGenericEnv) == "1" {
-		active, activeKernel2, activePackT16, activeName = goKernel, nil, goPackT16, "go"
-		activeGemv1, activeGemv4 = goGemv1, nil
-		activeDots8, activeMix = nil, nil
-		activeExp = goExpBlock
-		activeMax8 = nil
-		activeAdamW = goAdamWBlock
-		activePackA6 = nil
-		activeSwiGLU, activeSwiGLUBack = goSwiGLU, goSwiGLUBack
 	}
 }
 

@@ -10,11 +10,12 @@
 // 6×32 tiles with AVX-512 where the CPU and the operating system support it
 // and 6×16 tiles with AVX2 and FMA otherwise (detected at run time with
 // CPUID and XGETBV, which checks that the OS saves the vector state);
-// elsewhere a portable pure-Go kernel. The build tag purego, or the
-// environment variable DELEGATE_KERNEL_GENERIC=1 at start, forces the
-// pure-Go kernel; Impl reports which one runs. Products above about four million
-// floating-point operations are split across runtime.GOMAXPROCS(0)
-// goroutines; smaller ones run on the caller's goroutine.
+// elsewhere a portable pure-Go kernel. The build tag purego (go build
+// -tags purego) leaves the assembly out of the build and selects the
+// pure-Go kernels everywhere; Impl reports which one runs. Products above
+// about four million floating-point operations are split across
+// runtime.GOMAXPROCS(0) goroutines; smaller ones run on the caller's
+// goroutine.
 //
 // Determinism: an element of the result is a multiply-add chain over k in
 // increasing order, its value a function of its row of a, its column of b

@@ -10,7 +10,8 @@
 # Env:   BENCHTIME (go test -benchtime per run, default 20ms)
 #        COUNT (go test runs per shape, best kept, default 10)
 #        SECONDS_PER_SHAPE (OpenBLAS timing budget per shape, default 0.6)
-#        DELEGATE_KERNEL_GENERIC=1 benchmarks the pure-Go kernel instead.
+#        GOFLAGS=-tags=purego builds without the assembly and benchmarks the
+#        pure-Go kernel instead (the go command reads GOFLAGS).
 #        IMPL=avx2 (or go) benchmarks that kernel instead of the one the package
 #        picks at run time (avx512, avx2 or go); it must be one this CPU runs.
 # Installs Debian's libopenblas-dev when missing (needs root and apt).
