@@ -38,6 +38,10 @@ type Options struct {
 	WithPeers bool          // delegator: also train on lead's terse peer answers
 	RouteMix  []float64     // delegator: weights of the route policies never, always, random (nil: DelegatorCorpus's)
 	Force     bool          // replace a finished checkpoint already under Out
+	// GradeSplit is the split the delegator is graded on, during training
+	// and after it: "validation" (also when empty), or "test" for a
+	// published table only.
+	GradeSplit string
 	// Progress, when set, receives every step's report of the model being
 	// trained, on the training goroutine (it must return quickly), and Run
 	// prints no step lines of its own; nil: a line every 50 steps on out.
@@ -94,6 +98,9 @@ func Run(ctx context.Context, out io.Writer, f Options) error {
 			return fmt.Errorf("pretrain: --levels: level %d given twice", l)
 		}
 		seen[l] = true
+	}
+	if _, err := f.gradeSplit(); err != nil {
+		return err
 	}
 	if f.Init != "" && len(names) != 1 {
 		return errors.New("pretrain: --init needs one --model, solver or delegator")
@@ -163,19 +170,13 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 		if examples, err = DelegatorCorpus(f.Seed, f.Levels, f.WithPeers, f.RouteMix); err != nil {
 			return fmt.Errorf("pretrain delegator: %w", err)
 		}
-		tests := map[int][]*world.Problem{}
-		var small []*world.Problem
 		levels := f.Levels
 		if len(levels) == 0 {
 			levels = []int{3} // two parts, the hardest level of the curriculum
 		}
-		for _, l := range levels {
-			ps, err := world.Generate(world.Levels()[l], f.Seed+1000, world.Test, f.Eval)
-			if err != nil {
-				return fmt.Errorf("pretrain delegator: %w", err)
-			}
-			tests[l] = ps
-			small = append(small, ps[:max(len(ps)/4, 4)]...)
+		graded, small, err := gradeSets(f, levels)
+		if err != nil {
+			return fmt.Errorf("pretrain delegator: %w", err)
 		}
 		eval = func(ctx context.Context, p *nn.Params) (float64, string, error) {
 			return evalDelegator(ctx, nil, p, nil, small)
@@ -187,8 +188,8 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 				sp = nil
 			}
 			for _, l := range levels {
-				fmt.Fprintf(out, "delegator graded on level %d:\n", l)
-				if _, _, err := evalDelegator(ctx, out, p, sp, tests[l]); err != nil {
+				fmt.Fprintf(out, "delegator graded on level %d (%s split):\n", l, graded[l][0].Split)
+				if _, _, err := evalDelegator(ctx, out, p, sp, graded[l]); err != nil {
 					return err
 				}
 			}
@@ -256,6 +257,39 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 		return fmt.Errorf("pretrain %s: remove state: %w", name, err)
 	}
 	return final(ctx, p)
+}
+
+// gradeSplit returns the split f.GradeSplit names: Validation when it is
+// empty, Test only when asked (it is read once, for a published table).
+func (f Options) gradeSplit() (world.Split, error) {
+	switch f.GradeSplit {
+	case "", "validation":
+		return world.Validation, nil
+	case "test":
+		return world.Test, nil
+	}
+	return 0, fmt.Errorf("pretrain: --grade-split %q, want validation or test (test for a published table only)", f.GradeSplit)
+}
+
+// gradeSets returns the delegator's grading problems: f.Eval problems of
+// each level on f's grade split, and the first quarter of each (at least
+// 4) for the evaluations during training.
+func gradeSets(f Options, levels []int) (map[int][]*world.Problem, []*world.Problem, error) {
+	split, err := f.gradeSplit()
+	if err != nil {
+		return nil, nil, err
+	}
+	sets := map[int][]*world.Problem{}
+	var small []*world.Problem
+	for _, l := range levels {
+		ps, err := world.Generate(world.Levels()[l], f.Seed+1000, split, f.Eval)
+		if err != nil {
+			return nil, nil, fmt.Errorf("grading problems of level %d: %w", l, err)
+		}
+		sets[l] = ps
+		small = append(small, ps[:min(max(len(ps)/4, 4), len(ps))]...)
+	}
+	return sets, small, nil
 }
 
 // DelegatorCorpus is the delegator's pretraining data: the transcripts of

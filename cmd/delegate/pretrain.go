@@ -27,7 +27,9 @@ with the loss, the last held-out accuracy and an ETA on a terminal, a line
 every 10 seconds elsewhere) and the held-out accuracy at intervals; after
 training it grades the solver per operation and size, and the delegator
 alone, under route with the solver (its natural delegation rate) and against
-always-delegate. An interrupted run resumes from the state under
+always-delegate, on problems of the validation split (--grade-split test
+is for a published table only: the test split is read once per table, and
+docs/test-reads.md logs every read). An interrupted run resumes from the state under
 --out/<model>.state, removed when the model is done. The delegator's route
 grading uses the solver found under --solver (default: --out/solver). --init
 starts from a checkpoint's weights (with a fresh optimizer and schedule), for
@@ -63,6 +65,7 @@ a second phase of training.`,
 	fl.IntSliceVar(&f.Levels, "levels", nil, "delegator: train on 40000 problems of these world levels, split evenly, and grade on each (world.Levels, 1 easiest; default: levels 1 to 3 weighted to 3, graded on the default world)")
 	fl.Float64SliceVar(&f.RouteMix, "route-mix", nil, "delegator: weights of the route transcripts' policies never, always and random (each step delegated with probability 1/2) (default 0.3,0.3,0.4)")
 	fl.BoolVar(&f.WithPeers, "with-peers", false, "delegator: also train on lead's terse peer answers, so that it can be its own frozen peers under MLPO")
+	fl.StringVar(&f.GradeSplit, "grade-split", "validation", "split the delegator is graded on, during training and after: validation, or test for a published table only (log the read in docs/test-reads.md)")
 	fl.StringVar(&progress, "progress", progressAuto, "progress display: auto (a bar on a terminal, a line every 10 s otherwise), bar, plain or none")
 	_ = getenv // pretrain reads no environment
 	_ = log
