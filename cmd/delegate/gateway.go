@@ -95,20 +95,8 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	if len(names) == 0 {
-		for _, n := range cfg.ModelNames() {
-			if cfg.Models[n].Kind == "local" {
-				names = append(names, n)
-			}
-		}
-		if len(names) == 0 {
-			return errors.New("gateway: the config has no local models; name the models to serve")
-		}
-	}
-	for _, n := range names {
-		if _, ok := cfg.Models[n]; !ok {
-			return fmt.Errorf("gateway: model %q is not in the config (defined: %s)", n, strings.Join(cfg.ModelNames(), ", "))
-		}
+	if names, err = servedNames(cfg, names); err != nil {
+		return fmt.Errorf("gateway: %w", err)
 	}
 	for m := range f.roles {
 		if !slices.Contains(names, m) {

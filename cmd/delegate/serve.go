@@ -96,20 +96,8 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	if err != nil {
 		return err
 	}
-	if len(names) == 0 {
-		for _, n := range cfg.ModelNames() {
-			if cfg.Models[n].Kind == "local" {
-				names = append(names, n)
-			}
-		}
-		if len(names) == 0 {
-			return errors.New("serve: the config has no local models; name the models to serve")
-		}
-	}
-	for _, n := range names {
-		if _, ok := cfg.Models[n]; !ok {
-			return fmt.Errorf("serve: model %q is not in the config (defined: %s)", n, strings.Join(cfg.ModelNames(), ", "))
-		}
+	if names, err = servedNames(cfg, names); err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	models, closeModels, err := openServed(cfg, names, getenv, log)
 	if err != nil {
@@ -181,6 +169,27 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdown)
+}
+
+// servedNames checks the config keys a server was asked to serve; none
+// asked means every local model of the config.
+func servedNames(cfg *Config, names []string) ([]string, error) {
+	if len(names) == 0 {
+		for _, n := range cfg.ModelNames() {
+			if cfg.Models[n].Kind == "local" {
+				names = append(names, n)
+			}
+		}
+		if len(names) == 0 {
+			return nil, errors.New("the config has no local models; name the models to serve")
+		}
+	}
+	for _, n := range names {
+		if _, ok := cfg.Models[n]; !ok {
+			return nil, fmt.Errorf("model %q is not in the config (defined: %s)", n, strings.Join(cfg.ModelNames(), ", "))
+		}
+	}
+	return names, nil
 }
 
 // openServed opens the models named: remote ones as every command does,
