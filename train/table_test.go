@@ -331,3 +331,26 @@ func TestMovingMean(t *testing.T) {
 		}
 	}
 }
+
+// TestCostOfPass checks the table's cost of pass on hand-made items:
+// dollars over correct answers, and its cell in µ$.
+func TestCostOfPass(t *testing.T) {
+	items := []Item{{Correct: true, Cost: 1e-6}, {Correct: false, Cost: 3e-6}, {Correct: true, Cost: 2e-6}}
+	v, iv := costOfPass(items)
+	if math.Abs(v-3e-6) > 1e-18 {
+		t.Errorf("cost of pass %v, want 3e-6 (6 µ$ over 2 right)", v)
+	}
+	if !(iv.Lo <= v && v <= iv.Hi) {
+		t.Errorf("interval %v does not hold %v", iv, v)
+	}
+	if got := microPerCorrect(v, bench.Interval{Lo: 2e-6, Hi: 5e-6}); got != "3 [2, 5]" {
+		t.Errorf("cell %q, want %q", got, "3 [2, 5]")
+	}
+	none, ivNone := costOfPass([]Item{{Cost: 1e-6}, {Cost: 1e-6}})
+	if got := microPerCorrect(none, ivNone); !strings.Contains(got, "none correct") {
+		t.Errorf("no item right: cell %q, want it to say none correct", got)
+	}
+	if got := microPerCorrect(2e-6, bench.Interval{Lo: 1e-6, Hi: math.Inf(1)}); got != "2 [1, ∞]" {
+		t.Errorf("open interval: cell %q", got)
+	}
+}
