@@ -45,21 +45,7 @@ func TestEnvServesShippedSolver(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	addr := regexp.MustCompile(`serving OpenEnv on (http://\S+) `)
-	var base string
-	for deadline := time.Now().Add(20 * time.Second); base == ""; {
-		if m := addr.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("env ended: %v\n%s", err, out.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("env did not start:\n%s", out.String())
-		}
-	}
+	base := awaitListening(t, &out, done, addr, "env")
 	for _, want := range []string{`sub-agent "solver" (config key solver)`, "test problems", "token required"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("startup output lacks %q:\n%s", want, out.String())

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -55,21 +54,7 @@ func TestGatewayCommand(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	addr := regexp.MustCompile(`gateway on (http://\S+):`)
-	var base string
-	for deadline := time.Now().Add(20 * time.Second); base == ""; {
-		if m := addr.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("gateway ended: %v\n%s", err, out.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway did not start:\n%s", out.String())
-		}
-	}
+	base := awaitListening(t, &out, done, addr, "gateway")
 	if !strings.Contains(out.String(), `model "solver" (config key solver), chat template sha256:`) {
 		t.Errorf("startup output lacks the solver's template hash:\n%s", out.String())
 	}

@@ -77,21 +77,7 @@ func TestServeShippedModels(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	addr := regexp.MustCompile(`serving \[delegator solver\] on (http://\S+/v1)`)
-	var base string
-	for deadline := time.Now().Add(20 * time.Second); base == ""; {
-		if m := addr.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("serve ended: %v\n%s", err, out.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start:\n%s", out.String())
-		}
-	}
+	base := awaitListening(t, &out, done, addr, "serve")
 	for _, want := range []string{`model "solver" (config key solver, local checkpoint`, `default system prompt "Compute."`, "API key required"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("startup output lacks %q:\n%s", want, out.String())
@@ -341,6 +327,27 @@ func TestServeFollowsTheTrainer(t *testing.T) {
 	for _, q := range []string{"policy_version=x&wait=1", "policy_version=4&wait=-1", "policy_version=4&wait=3600"} {
 		if status, _ := versions(q); status != http.StatusBadRequest {
 			t.Errorf("health?%s: %d, want 400", q, status)
+		}
+	}
+}
+
+// awaitListening waits until a server command started in the background
+// prints the address re captures, and returns it. The test fails if the
+// command ends first (its error arrives on done) or within 20 s.
+func awaitListening(t *testing.T, out *syncBuffer, done <-chan error, re *regexp.Regexp, what string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("%s ended: %v\n%s", what, err, out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not start:\n%s", what, out.String())
 		}
 	}
 }
