@@ -6,41 +6,10 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/internal/edge/edgetest"
 )
-
-// scrape GETs /metrics over HTTP, with the extra headers given, and
-// parses it with Prometheus's own text parser.
-func scrape(t *testing.T, base string, header ...string) map[string]*dto.MetricFamily {
-	t.Helper()
-	req, err := http.NewRequest("GET", base+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: status %d", resp.StatusCode)
-	}
-	if got := expfmt.ResponseFormat(resp.Header).FormatType(); got != expfmt.TypeTextPlain {
-		t.Fatalf("GET /metrics: Content-Type %q is not the text format", resp.Header.Get("Content-Type"))
-	}
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
-	}
-	return mfs
-}
 
 // metricValue is the value of the counter or gauge name with the one
 // label given as name=value pair (none: no label), or -1 when absent. For
@@ -97,7 +66,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("push without masks: %d %s, want 422", status, out)
 		}
 		call(t, "GET", u+"/no/such/path", nil)
-		checkMetrics(t, "before a batch", scrape(t, u), []wantMetric{
+		checkMetrics(t, "before a batch", edgetest.Scrape(t, u, ""), []wantMetric{
 			{"delegate_api_groups_received_total", nil, 2},
 			{"delegate_api_groups_buffered_total", nil, 1},
 			{"delegate_api_groups_duplicate_total", nil, 1},
@@ -128,7 +97,7 @@ func TestMetrics(t *testing.T) {
 		// buffer once a second odd group fills it.
 		held := callAsync(t, "GET", u+"/batch?wait=30", nil)
 		waitHeld(t, h, 1)
-		checkMetrics(t, "while held", scrape(t, u), []wantMetric{
+		checkMetrics(t, "while held", edgetest.Scrape(t, u, ""), []wantMetric{
 			{"delegate_api_held_requests", nil, 1},
 			{"delegate_api_batches_sent_total", nil, 3},
 			{"delegate_api_batches_resent_total", nil, 1},
@@ -140,7 +109,7 @@ func TestMetrics(t *testing.T) {
 		if a := <-held; a.status != http.StatusOK || fmt.Sprint(a.body["step"]) != "4" {
 			t.Errorf("held batch: %d %v, want step 4", a.status, a.body)
 		}
-		checkMetrics(t, "at the end", scrape(t, u), []wantMetric{
+		checkMetrics(t, "at the end", edgetest.Scrape(t, u, ""), []wantMetric{
 			{"delegate_api_groups_received_total", nil, 6},
 			{"delegate_api_groups_buffered_total", nil, 2},
 			{"delegate_api_groups_duplicate_total", nil, 1},
@@ -163,7 +132,7 @@ func TestMetrics(t *testing.T) {
 // The Go runtime's and the process's metrics come with the API's own.
 func TestMetricsRuntime(t *testing.T) {
 	h := startMemory(t, api.Config{})
-	mfs := scrape(t, h.url)
+	mfs := edgetest.Scrape(t, h.url, "")
 	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "delegate_api_queue_depth"} {
 		if mfs[name] == nil {
 			t.Errorf("no %s in /metrics", name)

@@ -3,48 +3,16 @@ package server_test
 import (
 	"context"
 	"math"
-	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/internal/edge/edgetest"
 	"github.com/delegatelab/delegate/modeltest"
 	"github.com/delegatelab/delegate/server"
 )
-
-// scrape GETs base/metrics with key over HTTP and parses it with
-// Prometheus's own text parser.
-func scrape(t *testing.T, base, key string) map[string]*dto.MetricFamily {
-	t.Helper()
-	req, err := http.NewRequest("GET", base+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: status %d", resp.StatusCode)
-	}
-	if got := expfmt.ResponseFormat(resp.Header).FormatType(); got != expfmt.TypeTextPlain {
-		t.Fatalf("GET /metrics: Content-Type %q is not the text format", resp.Header.Get("Content-Type"))
-	}
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
-	}
-	return mfs
-}
 
 // series returns the series of family name whose labels are exactly
 // labels (name=value pairs), or nil.
@@ -95,7 +63,7 @@ func TestServerMetricsExposition(t *testing.T) {
 	do(t, "POST", srv.URL+"/v1/chat/completions", "", `{"model":"nope","messages":[{"role":"user","content":"x"}]}`)
 	do(t, "GET", srv.URL+"/v1/models/m", "", "")
 	do(t, "GET", srv.URL+"/no/such/path", "", "")
-	mfs := scrape(t, srv.URL, "")
+	mfs := edgetest.Scrape(t, srv.URL, "")
 
 	types := []struct {
 		name string
@@ -187,7 +155,7 @@ func TestServerMetricsNeedTheKey(t *testing.T) {
 	}
 	do(t, "POST", srv.URL+"/v1/chat/completions", "", userX)
 	do(t, "POST", srv.URL+"/v1/chat/completions", key, userX)
-	mfs := scrape(t, srv.URL, key)
+	mfs := edgetest.Scrape(t, srv.URL, key)
 	for _, tt := range []struct {
 		labels []string
 		want   float64

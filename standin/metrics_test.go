@@ -6,32 +6,9 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-)
 
-// scrape GETs /metrics from base over HTTP and parses it with
-// Prometheus's own text parser.
-func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: status %d", resp.StatusCode)
-	}
-	if got := expfmt.ResponseFormat(resp.Header).FormatType(); got != expfmt.TypeTextPlain {
-		t.Fatalf("GET /metrics: Content-Type %q is not the text format", resp.Header.Get("Content-Type"))
-	}
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
-	}
-	return mfs
-}
+	"github.com/delegatelab/delegate/internal/edge/edgetest"
+)
 
 // metricValue is the value of counter or gauge name whose kind label is
 // kind ("": no label), or -1 when absent.
@@ -103,7 +80,7 @@ func TestMetrics(t *testing.T) {
 			if status, _, _, err := post(context.Background(), http.DefaultClient, s.URL(), wireReq{}); err != nil || status != http.StatusBadRequest {
 				t.Fatalf("no messages: status %d, err %v; want 400", status, err)
 			}
-			mfs := scrape(t, base)
+			mfs := edgetest.Scrape(t, base, "")
 			for _, w := range tt.want {
 				if got := metricValue(mfs, w.name, w.kind); got != w.value {
 					t.Errorf("%s{kind=%q} = %v, want %v", w.name, w.kind, got, w.value)
