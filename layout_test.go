@@ -40,6 +40,7 @@ var allowedImports = map[string][]string{
 	"openai/wire":            {},
 	"perf/api":               {"api", "internal/host"},
 	"perf/fanout":            {"*"},
+	"perf/gzipbomb":          {},
 	"perf/hfdecode":          {"nn/infer"},
 	"perf/internal/runc":     {"nn", "tokenizer"},
 	"perf/llama2c":           {"*"},
