@@ -158,20 +158,8 @@ func syntaxError(buf []byte) *apiErr {
 // splitMember splits an object's member, valid JSON, into its key and its
 // value.
 func splitMember(member []byte) (key string, value []byte) {
-	end := 1
-	for ; end < len(member) && member[end] != '"'; end++ {
-		if member[end] == '\\' {
-			end++
-		}
-	}
-	raw := member[:end+1]
-	if bytes.IndexByte(raw, '\\') < 0 {
-		key = string(raw[1:end])
-	} else if json.Unmarshal(raw, &key) != nil {
-		key = string(raw) // valid JSON: never
-	}
-	value = bytes.TrimSpace(member[end+1:])
-	return key, bytes.TrimSpace(value[1:]) // past the colon
+	raw, value := memberKey(member)
+	return keyText(raw), value
 }
 
 // checkMember checks one top-level parameter.
@@ -189,7 +177,10 @@ func checkMember(key string, value []byte) *apiErr {
 	if string(value) == "null" {
 		return nil
 	}
-	return checkParam(key, value)
+	if e := checkParam(key, value); e != nil {
+		return e
+	}
+	return checkNested(key, value)
 }
 
 // checkParam checks the value of one top-level parameter, raw valid JSON

@@ -202,6 +202,15 @@ func TestBadRequests(t *testing.T) {
 		{"surrogate pair escape is fine", `{"model":"m","messages":[{"role":"user","content":"\ud83d\ude00 \\ud800"}]}`, 200, `"content":"ok"`},
 		{"invalid UTF-8 outside JSON", "\xff", 400, "invalid UTF-8 at byte 0"},
 		{"array body", `[]`, 400, "want a JSON object"},
+		{"unknown message field", `{"model":"m","messages":[{"role":"user","content":"x","cache_control":{"type":"ephemeral"}}]}`, 400, `"param":"messages[0].cache_control"`},
+		{"unknown field in a later message", `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"user","content":"y","weight":2}]}`, 400, `"param":"messages[1].weight"`},
+		{"refusal null is left out", `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y","refusal":null,"annotations":null},{"role":"user","content":"z"}]}`, 200, `"content":"ok"`},
+		{"a refusal is refused", `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"refusal":"no"},{"role":"user","content":"z"}]}`, 400, `"param":"messages[1].refusal"`},
+		{"unknown part field", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{}}]}]}`, 400, `"param":"messages[0].content[0].cache_control"`},
+		{"image in a part", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x"}}]}]}`, 400, `"param":"messages[0].content[0].image_url"`},
+		{"unknown tool call field", `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"},"index":0}]},{"role":"tool","tool_call_id":"c","content":"1"}]}`, 400, `"param":"messages[1].tool_calls[0].index"`},
+		{"unknown tool call function field", `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}","parsed":{}}}]},{"role":"tool","tool_call_id":"c","content":"1"}]}`, 400, `"param":"messages[1].tool_calls[0].function.parsed"`},
+		{"duplicate keys are each checked", `{"model":"m","messages":[{"role":"user","role":"user","content":"x","zz":1}]}`, 400, `"param":"messages[0].zz"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -325,6 +334,15 @@ func TestServerParameters(t *testing.T) {
 		{"logit_bias", `"logit_bias":{"50256":-100},`, 200, ""},
 		{"logit_bias past its bound", `"logit_bias":{` + manyBiases(server.MaxLogitBias+1) + `},`, 400, "logit_bias"},
 		{"response_format", `"response_format":{"type":"text"},`, 200, ""},
+		// Inside objects too, a field the server does not act on is
+		// refused, and OpenAI's own are accepted as null only.
+		{"unknown stream option", `"stream":true,"stream_options":{"include_usage":true,"include_obfuscation":false},`, 400, "stream_options.include_obfuscation"},
+		{"unknown response_format field", `"response_format":{"type":"json_object","strict":true},`, 400, "response_format.strict"},
+		{"unknown json_schema field", `"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{},"strct":true}},`, 400, "response_format.json_schema.strct"},
+		{"unknown tool field", `"tools":[{"type":"function","function":{"name":"f"},"cache_control":{}}],`, 400, "tools[0].cache_control"},
+		{"unknown function field", `"tools":[{"type":"function","function":{"name":"f","examples":[]}}],`, 400, "tools[0].function.examples"},
+		{"unknown tool_choice field", `"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f","args":{}}},`, 400, "tool_choice.function.args"},
+		{"known nested fields", `"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object"},"strict":false}}],"tool_choice":{"type":"function","function":{"name":"f"}},"response_format":{"type":"json_schema","json_schema":{"name":"a","description":"d","schema":{},"strict":false}},`, 200, ""},
 		{"supported ones", `"n":2,"seed":1,"temperature":0,"top_p":1,"stop":["a"],"logprobs":true,"top_logprobs":1,"return_token_ids":true,"max_completion_tokens":4,`, 200, ""},
 	}
 	for _, tt := range tests {
