@@ -82,8 +82,9 @@ their verifiers; --data names the file, or for mmlu and bbh a directory), open
 open-ended requests, --split test by default), graded by the judge role's
 0-100 rubric: an answer is correct at --pass-score or above, and world (the
 arithmetic word problems the shipped local models were trained on: --n
-problems of --level, held-out ones unless --split train, drawn with --seed;
-graded on their integer answer).
+problems of --level, of the validation split unless --split names another
+(--split test for a published table), drawn with --seed; graded on their
+integer answer).
 
 Run the same command again to resume: items already in DIR/results.jsonl are
 not run again. The settings that define the results (dataset and sample,
@@ -119,7 +120,7 @@ adds every role, --no-cache turns caching off.`,
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
 	fl.StringVar(&f.frontier, "frontier", "", "STRONG,WEAK: the arms the frontier plot draws the oracle and random mixing between (default: route's strong and weak arms)")
 	fl.StringVar(&f.otlp, "otlp", "", otlpUsage)
-	f.datasetFlags.register(cmd, "test")
+	f.datasetFlags.register(cmd, "")
 	return cmd
 }
 

@@ -45,13 +45,18 @@ type datasetFlags struct {
 }
 
 // register adds the flags to cmd. split is the command's default split:
-// test for bench, which evaluates, train for process, which makes
-// training data.
+// train for process, which makes training data; "" for bench, which
+// evaluates: the world's validation problems (a test read is asked for by
+// name, so that each one is deliberate) and the built-in test requests.
 func (d *datasetFlags) register(cmd *cobra.Command, split string) {
 	fl := cmd.Flags()
 	fl.StringVarP(&d.dataset, "dataset", "d", "", "dataset: "+datasetNames)
 	fl.StringVar(&d.data, "data", "", "dataset file (a directory for mmlu, bbh); open without it: the built-in open-ended requests; not used with world")
-	fl.StringVar(&d.split, "split", split, "open without --data: the built-in train or test requests; world: train, validation or test problems")
+	help := "open without --data: the built-in train or test requests; world: train, validation or test problems"
+	if split == "" {
+		help += " (default: world validation, open test)"
+	}
+	fl.StringVar(&d.split, "split", split, help)
 	fl.IntVarP(&d.n, "n", "n", 0, "items to sample from the dataset (0: all; required with world)")
 	fl.Uint64Var(&d.seed, "seed", 1, "seed of the sample (and of the world's problems)")
 	fl.BoolVar(&d.skipBad, "skip-bad", false, "leave malformed dataset records out, listing each, instead of failing")
@@ -62,6 +67,12 @@ func (d *datasetFlags) register(cmd *cobra.Command, split string) {
 // validate checks the flags among themselves, before anything is read.
 func (d *datasetFlags) validate() error {
 	var errs []error
+	if d.split == "" {
+		d.split = "test"
+		if d.dataset == datasetWorld {
+			d.split = "validation"
+		}
+	}
 	switch d.dataset {
 	case "":
 		errs = append(errs, errors.New("--dataset is required ("+datasetNames+")"))

@@ -29,7 +29,7 @@ func TestBenchWorldDataset(t *testing.T) {
 	if !strings.Contains(out, `Arm "weak" failed on every item`) || !strings.Contains(out, "the context holds 80") {
 		t.Errorf("no note on the weak arm's failures:\n%s", out)
 	}
-	if !strings.Contains(out, "Dataset: world level 3") || !strings.Contains(out, "2 test problems drawn with seed 1") {
+	if !strings.Contains(out, "Dataset: world level 3") || !strings.Contains(out, "2 validation problems drawn with seed 1") {
 		t.Errorf("the notes do not say which problems:\n%s", out)
 	}
 	for _, r := range byArm(t, filepath.Join(dir, benchResults))["single"] {
