@@ -113,20 +113,9 @@ func Summarize(baseline string, tasks []delegate.Task, arms []Arm, records []Rec
 	if baseline == "" {
 		baseline = arms[0].Name
 	}
-	byItem := map[itemKey]*Record{}
-	var ids []string
-	seenID := map[string]bool{}
-	for i := range records {
-		r := &records[i]
-		k := itemKey{r.Arm, r.TaskID}
-		if _, dup := byItem[k]; dup {
-			return nil, fmt.Errorf("summarize: arm %q task %q recorded twice", r.Arm, r.TaskID)
-		}
-		byItem[k] = r
-		if !seenID[r.TaskID] {
-			seenID[r.TaskID] = true
-			ids = append(ids, r.TaskID)
-		}
+	byItem, ids, err := indexRecords(records)
+	if err != nil {
+		return nil, fmt.Errorf("summarize: %w", err)
 	}
 	if tasks != nil {
 		ids = ids[:0]
@@ -146,7 +135,65 @@ func Summarize(baseline string, tasks []delegate.Task, arms []Arm, records []Rec
 			rep.Strong = a.Name
 		}
 	}
-	// The items every arm finished, in task order: one record per arm each.
+	perArm := rep.completeItems(arms, ids, byItem)
+	rep.items = map[string][]itemResult{}
+	var base, weak, strong []*Record
+	for j, a := range arms {
+		rep.items[a.Name] = itemResults(perArm[j])
+		if a.Name == baseline {
+			base = perArm[j]
+		}
+		switch a.Name {
+		case rep.Weak:
+			weak = perArm[j]
+		case rep.Strong:
+			strong = perArm[j]
+		}
+	}
+	for j, a := range arms {
+		strat := ""
+		if a.Strategy != nil {
+			strat = a.Strategy.Name()
+		} else if len(perArm[j]) > 0 {
+			strat = perArm[j][0].Strategy
+		}
+		rep.Rows = append(rep.Rows, summarizeArm(a.Name, strat, a.Role, perArm[j], base, a.Name == baseline))
+	}
+	if weak != nil && strong != nil {
+		row := summarizeArm(OracleArm, OracleStrategy, RoleNone, oracleRecords(weak, strong), base, false)
+		row.Oracle = true
+		rep.Rows = append(rep.Rows, row)
+	}
+	rep.fillPGRAndRoles(weak, strong)
+	return rep, nil
+}
+
+// indexRecords indexes records by arm and task, and lists the task ids in
+// the order they first appear. A task recorded twice for one arm is an
+// error.
+func indexRecords(records []Record) (map[itemKey]*Record, []string, error) {
+	byItem := map[itemKey]*Record{}
+	var ids []string
+	seenID := map[string]bool{}
+	for i := range records {
+		r := &records[i]
+		k := itemKey{r.Arm, r.TaskID}
+		if _, dup := byItem[k]; dup {
+			return nil, nil, fmt.Errorf("arm %q task %q recorded twice", r.Arm, r.TaskID)
+		}
+		byItem[k] = r
+		if !seenID[r.TaskID] {
+			seenID[r.TaskID] = true
+			ids = append(ids, r.TaskID)
+		}
+	}
+	return byItem, ids, nil
+}
+
+// completeItems returns, per arm, the records of the items every arm
+// finished, in the order of ids, and counts them and the others in rep
+// with the grading's usage.
+func (rep *Report) completeItems(arms []Arm, ids []string, byItem map[itemKey]*Record) [][]*Record {
 	perArm := make([][]*Record, len(arms))
 	for _, id := range ids {
 		complete := true
@@ -172,44 +219,25 @@ func Summarize(baseline string, tasks []delegate.Task, arms []Arm, records []Rec
 			}
 		}
 	}
+	return perArm
+}
 
-	rep.items = map[string][]itemResult{}
-	for j, a := range arms {
-		rep.items[a.Name] = itemResults(perArm[j])
-	}
-	var base, weak, strong []*Record
-	for j, a := range arms {
-		if a.Name == baseline {
-			base = perArm[j]
-		}
-		switch a.Name {
-		case rep.Weak:
-			weak = perArm[j]
-		case rep.Strong:
-			strong = perArm[j]
+// oracleRecords picks per item the weak arm's record where it is right,
+// the strong arm's elsewhere.
+func oracleRecords(weak, strong []*Record) []*Record {
+	oracle := make([]*Record, len(weak))
+	for i := range weak {
+		oracle[i] = weak[i]
+		if !weak[i].Correct {
+			oracle[i] = strong[i]
 		}
 	}
-	for j, a := range arms {
-		strat := ""
-		if a.Strategy != nil {
-			strat = a.Strategy.Name()
-		} else if len(perArm[j]) > 0 {
-			strat = perArm[j][0].Strategy
-		}
-		rep.Rows = append(rep.Rows, summarizeArm(a.Name, strat, a.Role, perArm[j], base, a.Name == baseline))
-	}
-	if weak != nil && strong != nil {
-		oracle := make([]*Record, len(weak))
-		for i := range weak {
-			oracle[i] = weak[i]
-			if !weak[i].Correct {
-				oracle[i] = strong[i]
-			}
-		}
-		row := summarizeArm(OracleArm, OracleStrategy, RoleNone, oracle, base, false)
-		row.Oracle = true
-		rep.Rows = append(rep.Rows, row)
-	}
+	return oracle
+}
+
+// fillPGRAndRoles sets each row's PGR (NaN without a weak and a strong
+// arm) and lists the roles of every row.
+func (rep *Report) fillPGRAndRoles(weak, strong []*Record) {
 	roles := map[string]bool{}
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
@@ -228,7 +256,6 @@ func Summarize(baseline string, tasks []delegate.Task, arms []Arm, records []Rec
 		rep.Roles = append(rep.Roles, role)
 	}
 	sort.Strings(rep.Roles)
-	return rep, nil
 }
 
 func accuracy(recs []*Record) float64 {
