@@ -178,28 +178,13 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, ver
 // its own (an LLM judge on open-ended requests). When ctx ends during
 // grading the item is abandoned like one still running.
 func RunGraded(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, grade Grader, progress chan<- Progress) (*Report, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if err := checkArms(arms, cfg.Baseline); err != nil {
-		return nil, fmt.Errorf("eval: %w", err)
-	}
-	for i, a := range arms {
-		if a.Strategy == nil {
-			return nil, fmt.Errorf("eval arm %q: arms[%d] has no strategy", a.Name, i)
-		}
-	}
-	if grade == nil {
-		return nil, errors.New("eval: no grader")
-	}
-	if err := checkTasks(tasks); err != nil {
+	if err := checkRun(cfg, tasks, arms, grade); err != nil {
 		return nil, err
 	}
 	conc := cfg.Concurrency
 	if conc == 0 {
 		conc = DefaultConcurrency
 	}
-
 	var (
 		prev   []Record
 		repair *Repair
@@ -218,30 +203,7 @@ func RunGraded(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Ar
 			return nil, err
 		}
 	}
-
-	var (
-		mu      sync.Mutex
-		records = append([]Record(nil), prev...)
-		count   int
-		total   = len(tasks) * len(arms)
-		dropped int64
-	)
-	report := func(r *Record, resumed bool) {
-		mu.Lock()
-		defer mu.Unlock() // held over the send, so that Done arrives in order
-		count++
-		if !resumed {
-			records = append(records, *r)
-		}
-		if progress == nil {
-			return
-		}
-		select {
-		case progress <- Progress{Arm: r.Arm, TaskID: r.TaskID, Done: count, Total: total, Resumed: resumed, Correct: r.Correct, Failed: r.Failed()}:
-		default:
-			dropped++
-		}
-	}
+	tally := &runTally{records: append([]Record(nil), prev...), total: len(tasks) * len(arms), progress: progress}
 
 	// Task-major order: every arm gets task i before any gets task i+1, so
 	// an interrupted run leaves paired results behind.
@@ -253,7 +215,7 @@ schedule:
 		for _, a := range arms {
 			if r, ok := done[itemKey{a.Name, t.ID}]; ok {
 				skipped++
-				report(r, true)
+				tally.report(r, true)
 				continue
 			}
 			if gctx.Err() != nil {
@@ -267,30 +229,75 @@ schedule:
 				if err := w.write(rec); err != nil {
 					return err
 				}
-				report(rec, false)
+				tally.report(rec, false)
 				return nil
 			})
 		}
 	}
 	werr := eg.Wait()
 	cerr := w.close()
-	if werr != nil {
-		return nil, fmt.Errorf("eval: %w", werr)
+	for _, err := range []error{werr, cerr, ctx.Err()} {
+		if err != nil {
+			return nil, fmt.Errorf("eval: %w", err)
+		}
 	}
-	if cerr != nil {
-		return nil, fmt.Errorf("eval: %w", cerr)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("eval: %w", err)
-	}
-	rep, err := Summarize(cfg.Baseline, tasks, arms, records)
+	rep, err := Summarize(cfg.Baseline, tasks, arms, tally.records)
 	if err != nil {
 		return nil, err
 	}
 	rep.Resumed = skipped
 	rep.Repair = repair
-	rep.DroppedProgress = dropped
+	rep.DroppedProgress = tally.dropped
 	return rep, nil
+}
+
+// checkRun checks RunGraded's arguments.
+func checkRun(cfg Config, tasks []delegate.Task, arms []Arm, grade Grader) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := checkArms(arms, cfg.Baseline); err != nil {
+		return fmt.Errorf("eval: %w", err)
+	}
+	for i, a := range arms {
+		if a.Strategy == nil {
+			return fmt.Errorf("eval arm %q: arms[%d] has no strategy", a.Name, i)
+		}
+	}
+	if grade == nil {
+		return errors.New("eval: no grader")
+	}
+	return checkTasks(tasks)
+}
+
+// runTally collects a run's records and reports its progress. Safe for
+// concurrent use.
+type runTally struct {
+	mu       sync.Mutex
+	records  []Record
+	count    int
+	total    int
+	dropped  int64
+	progress chan<- Progress // nil: none
+}
+
+// report counts r, keeping it unless it was resumed, and sends progress
+// without blocking (a full channel drops it, counted).
+func (t *runTally) report(r *Record, resumed bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock() // held over the send, so that Done arrives in order
+	t.count++
+	if !resumed {
+		t.records = append(t.records, *r)
+	}
+	if t.progress == nil {
+		return
+	}
+	select {
+	case t.progress <- Progress{Arm: r.Arm, TaskID: r.TaskID, Done: t.count, Total: t.total, Resumed: resumed, Correct: r.Correct, Failed: r.Failed()}:
+	default:
+		t.dropped++
+	}
 }
 
 // checkTasks rejects an empty task list and duplicate or empty IDs.
