@@ -367,14 +367,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "read body: "+err.Error())
 		return
 	}
-	req := s.reqPool.Get().(*wire.ChatRequest)
-	reset(req)
-	err = json.Unmarshal(buf, req)
-	if err == nil {
-		err = validate(req)
-	}
+	req, err := s.decode(buf)
 	if err != nil {
-		s.reqPool.Put(req)
 		s.st.bad.Add(1)
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid request: "+err.Error())
 		return
@@ -384,11 +378,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if flt == faultRateLimit {
 		s.reqPool.Put(req)
 		s.st.faults[flt].Add(1)
-		ra := s.cfg.RetryAfter
-		h := w.Header()
-		h.Set("Retry-After", strconv.FormatInt(int64((ra+time.Second-1)/time.Second), 10))
-		h.Set("Retry-After-Ms", strconv.FormatInt(ra.Milliseconds(), 10))
-		writeJSON(w, http.StatusTooManyRequests, rateLimitBody)
+		s.rateLimited(w)
 		return
 	}
 
@@ -409,6 +399,37 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.st.canceled.Add(1)
 		return
 	}
+	s.answer(w, flt, body, f.kind)
+}
+
+// decode reads a request from a pooled one; the caller puts it back.
+func (s *Server) decode(buf []byte) (*wire.ChatRequest, error) {
+	req := s.reqPool.Get().(*wire.ChatRequest)
+	reset(req)
+	err := json.Unmarshal(buf, req)
+	if err == nil {
+		err = validate(req)
+	}
+	if err != nil {
+		s.reqPool.Put(req)
+		return nil, err
+	}
+	return req, nil
+}
+
+// rateLimited writes the 429 of the rate-limit fault, with OpenAI's
+// Retry-After headers.
+func (s *Server) rateLimited(w http.ResponseWriter) {
+	ra := s.cfg.RetryAfter
+	h := w.Header()
+	h.Set("Retry-After", strconv.FormatInt(int64((ra+time.Second-1)/time.Second), 10))
+	h.Set("Retry-After-Ms", strconv.FormatInt(ra.Milliseconds(), 10))
+	writeJSON(w, http.StatusTooManyRequests, rateLimitBody)
+}
+
+// answer writes body, the answer of the given kind, as the fault flt
+// says.
+func (s *Server) answer(w http.ResponseWriter, flt fault, body []byte, kind Kind) {
 	switch flt {
 	case faultServerError:
 		writeJSON(w, http.StatusInternalServerError, serverErrorBody)
@@ -425,7 +446,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(garbageBody) // a client gone mid-write is the client's business
 	default:
 		writeJSON(w, http.StatusOK, body)
-		s.st.answers[f.kind].Add(1)
+		s.st.answers[kind].Add(1)
 	}
 }
 
