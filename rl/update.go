@@ -81,202 +81,261 @@ func newLearner(cfg Config, policy *nn.Params) (*learner, error) {
 // cancelled ctx included, the parameters and moments are left as they
 // were before the call.
 func (l *learner) update(ctx context.Context, seqs []trainSeq, lr float64, check bool) (updateStats, error) {
-	var st updateStats
+	u := &updatePass{l: l, seqs: seqs, obj: objective{eps: l.cfg.ClipEps, beta: l.cfg.KLBeta}}
 	eps := make([]Episode, len(seqs))
 	for i := range seqs {
 		eps[i] = seqs[i].Episode
+		u.st.Tokens += seqs[i].Generated()
+		u.offPolicy = u.offPolicy || seqs[i].OffPolicy
 	}
-	mbs := pack(eps, l.cfg.MicroBatchTokens)
-	for _, s := range seqs {
-		st.Tokens += s.Generated()
+	if u.st.Tokens == 0 {
+		return u.st, nil
 	}
-	if st.Tokens == 0 {
-		return st, nil
+	u.mbs = pack(eps, l.cfg.MicroBatchTokens)
+	if err := u.referenceLogprobs(ctx); err != nil {
+		return u.st, err
 	}
-
-	var refLP [][]float32
-	if l.ref != nil {
-		refLP = make([][]float32, len(mbs))
-		for i, m := range mbs {
-			lp, err := l.ws.TokenLogprobs(ctx, l.ref, m.batch)
-			if err != nil {
-				return st, fmt.Errorf("reference logprobs: %w", err)
-			}
-			refLP[i] = lp
-		}
-	}
-
 	var snap *snapshot
 	if l.cfg.Epochs > 1 {
 		snap = takeSnapshot(l.policy, l.opt)
 	}
-	fail := func(err error) (updateStats, error) {
-		if snap != nil && st.Updates > 0 {
-			snap.restore(l.policy, l.opt)
-		}
-		return st, err
-	}
-
 	// With one epoch, no reference and no off-policy sequence the ratio is
 	// 1 at every token: the logprobs change nothing but the check.
-	offPolicy := false
-	for _, s := range seqs {
-		offPolicy = offPolicy || s.OffPolicy
+	fast := !check && l.cfg.Epochs == 1 && l.ref == nil && !u.offPolicy
+	u.isW = make([][]float64, len(u.mbs))
+	u.oldLP = make([][]float32, len(u.mbs))
+	for epoch := 1; epoch <= l.cfg.Epochs; epoch++ {
+		if err := u.epoch(ctx, epoch, fast, check, lr); err != nil {
+			if snap != nil && u.st.Updates > 0 {
+				snap.restore(l.policy, l.opt)
+			}
+			return u.st, fmt.Errorf("epoch %d: %w", epoch, err)
+		}
 	}
-	fast := !check && l.cfg.Epochs == 1 && l.ref == nil && !offPolicy
+	return u.stats(), nil
+}
+
+// updatePass is the state of one call of update across its epochs.
+type updatePass struct {
+	l         *learner
+	seqs      []trainSeq
+	mbs       []*microBatch
+	obj       objective
+	offPolicy bool
+	st        updateStats
+	refLP     [][]float32 // the reference's logprobs per micro-batch; nil without one
+	oldLP     [][]float32 // the policy's logprobs in the first epoch
 	// The importance weights of the off-policy tokens, fixed in the first
 	// epoch from the logprobs before any update (the proximal policy).
-	isW := make([][]float64, len(mbs))
-	var isN, isTrunc int
-	oldLP := make([][]float32, len(mbs))
-	obj := objective{eps: l.cfg.ClipEps, beta: l.cfg.KLBeta}
-	var clipped int
-	for epoch := 1; epoch <= l.cfg.Epochs; epoch++ {
-		clear(l.grads.Data)
-		var kl float64
-		for i, m := range mbs {
-			if fast {
-				clear(m.batch.Weights)
-				for _, s := range m.seqs {
-					seq := seqs[s.idx]
-					for j := range seq.Completion {
-						if !seq.trained(j) {
-							continue
-						}
-						pg, _, w, _ := obj.at(seq.Adv, 0, 0, 0)
-						st.PGLoss += seq.Coef * pg
-						st.Loss += seq.Coef * pg
-						m.batch.Weights[m.at(s, j)] = float32(seq.Coef * w)
-					}
-				}
-				if _, err := l.ws.ForwardBackward(ctx, l.policy, l.grads, m.batch, 1); err != nil {
-					return fail(fmt.Errorf("epoch %d: %w", epoch, err))
-				}
-				continue
-			}
+	isW          [][]float64
+	isN, isTrunc int
+	clipped      int
+}
+
+// referenceLogprobs computes the frozen reference's logprobs, when there
+// is one.
+func (u *updatePass) referenceLogprobs(ctx context.Context) error {
+	if u.l.ref == nil {
+		return nil
+	}
+	u.refLP = make([][]float32, len(u.mbs))
+	for i, m := range u.mbs {
+		lp, err := u.l.ws.TokenLogprobs(ctx, u.l.ref, m.batch)
+		if err != nil {
+			return fmt.Errorf("reference logprobs: %w", err)
+		}
+		u.refLP[i] = lp
+	}
+	return nil
+}
+
+// epoch accumulates the gradient of every micro-batch and takes one
+// optimizer step.
+func (u *updatePass) epoch(ctx context.Context, epoch int, fast, check bool, lr float64) error {
+	l := u.l
+	clear(l.grads.Data)
+	var kl float64
+	for i, m := range u.mbs {
+		if fast {
+			u.fastWeights(m)
+		} else {
 			lp, err := l.ws.TokenLogprobs(ctx, l.policy, m.batch)
 			if err != nil {
-				return fail(fmt.Errorf("epoch %d: %w", epoch, err))
+				return err
 			}
 			if epoch == 1 {
-				oldLP[i] = lp
-				if offPolicy {
-					isW[i] = make([]float64, len(lp))
-					for _, s := range m.seqs {
-						seq := seqs[s.idx]
-						if !seq.OffPolicy {
-							continue
-						}
-						for j, b := range seq.Behaviour {
-							if !seq.trained(j) {
-								continue
-							}
-							k := m.at(s, j)
-							w := math.Exp(float64(lp[k]) - float64(b))
-							if isN == 0 {
-								st.ISMin, st.ISMax = w, w
-							}
-							isN++
-							st.ISMean += w
-							st.ISMin, st.ISMax = min(st.ISMin, w), max(st.ISMax, w)
-							if w > l.cfg.maxIS() {
-								isTrunc++
-								w = l.cfg.maxIS()
-							}
-							isW[i][k] = w
-						}
+				u.oldLP[i] = lp
+				if u.offPolicy {
+					u.importanceWeights(i, m, lp)
+				}
+				if check {
+					if err := u.checkLogprobs(m, lp); err != nil {
+						return err
 					}
 				}
 			}
-			if epoch == 1 && check {
-				for _, s := range m.seqs {
-					if seqs[s.idx].OffPolicy {
-						continue // sampled by another policy: the gap is what the weights correct
-					}
-					for j, b := range s.ep.Behaviour {
-						if !s.ep.trained(j) {
-							continue
-						}
-						gap := math.Abs(float64(lp[m.at(s, j)]) - float64(b))
-						if !(gap <= l.cfg.MaxLogprobGap) {
-							return fail(fmt.Errorf("node %s token %d: sampler logprob %v, trainer %v: the call was not made by the parameters being trained",
-								s.ep.Node, j, b, lp[m.at(s, j)]))
-						}
-						st.LogprobGap = max(st.LogprobGap, gap)
-					}
-				}
-			}
-			clear(m.batch.Weights)
-			for _, s := range m.seqs {
-				seq := seqs[s.idx]
-				for j := range seq.Completion {
-					if !seq.trained(j) {
-						continue
-					}
-					k := m.at(s, j)
-					cur, old, ref := float64(lp[k]), float64(oldLP[i][k]), float64(lp[k])
-					if refLP != nil {
-						ref = float64(refLP[i][k])
-					}
-					pg, kj, w, c := obj.at(seq.Adv, cur, old, ref)
-					if seq.OffPolicy {
-						// Truncated importance sampling: the clipped
-						// surrogate of the proximal policy, reweighted to
-						// the behaviour policy's samples.
-						is := isW[i][k]
-						pg *= is
-						w = is*(w-klWeight(cur, ref, l.cfg.KLBeta)) + klWeight(cur, ref, l.cfg.KLBeta)
-					}
-					if c {
-						clipped++
-					}
-					kl += kj
-					st.PGLoss += seq.Coef * pg
-					st.Loss += seq.Coef * (pg + l.cfg.KLBeta*kj)
-					m.batch.Weights[k] = float32(seq.Coef * w)
-				}
-			}
-			if _, err := l.ws.ForwardBackward(ctx, l.policy, l.grads, m.batch, 1); err != nil {
-				return fail(fmt.Errorf("epoch %d: %w", epoch, err))
-			}
+			kl += u.surrogateWeights(i, m, lp)
 		}
-		st.KL += kl / float64(st.Tokens)
-
-		var ss float64
-		for _, g := range l.grads.Data {
-			ss += float64(g) * float64(g)
+		if _, err := l.ws.ForwardBackward(ctx, l.policy, l.grads, m.batch, 1); err != nil {
+			return err
 		}
-		norm := math.Sqrt(ss)
-		if math.IsNaN(norm) || math.IsInf(norm, 0) {
-			return fail(fmt.Errorf("epoch %d: gradient norm is %v", epoch, norm))
-		}
-		st.GradNorm += norm
-		if c := l.cfg.ClipNorm; c > 0 && norm > c {
-			st.GradClip++
-			scale := float32(c / norm)
-			for i := range l.grads.Data {
-				l.grads.Data[i] *= scale
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			return fail(fmt.Errorf("epoch %d: %w", epoch, err))
-		}
-		if err := l.cfg.AdamW.Update(l.policy, l.grads, l.opt, lr); err != nil {
-			return fail(fmt.Errorf("epoch %d: %w", epoch, err))
-		}
-		st.Updates++
 	}
-	e := float64(l.cfg.Epochs)
+	u.st.KL += kl / float64(u.st.Tokens)
+	return u.step(ctx, lr)
+}
+
+// fastWeights sets the weights of a micro-batch when every ratio is 1:
+// the advantages times the coefficients.
+func (u *updatePass) fastWeights(m *microBatch) {
+	clear(m.batch.Weights)
+	for _, s := range m.seqs {
+		seq := u.seqs[s.idx]
+		for j := range seq.Completion {
+			if !seq.trained(j) {
+				continue
+			}
+			pg, _, w, _ := u.obj.at(seq.Adv, 0, 0, 0)
+			u.st.PGLoss += seq.Coef * pg
+			u.st.Loss += seq.Coef * pg
+			m.batch.Weights[m.at(s, j)] = float32(seq.Coef * w)
+		}
+	}
+}
+
+// importanceWeights fixes the truncated importance weights of the
+// off-policy tokens of micro-batch i from the logprobs lp.
+func (u *updatePass) importanceWeights(i int, m *microBatch, lp []float32) {
+	st, maxIS := &u.st, u.l.cfg.maxIS()
+	u.isW[i] = make([]float64, len(lp))
+	for _, s := range m.seqs {
+		seq := u.seqs[s.idx]
+		if !seq.OffPolicy {
+			continue
+		}
+		for j, b := range seq.Behaviour {
+			if !seq.trained(j) {
+				continue
+			}
+			k := m.at(s, j)
+			w := math.Exp(float64(lp[k]) - float64(b))
+			if u.isN == 0 {
+				st.ISMin, st.ISMax = w, w
+			}
+			u.isN++
+			st.ISMean += w
+			st.ISMin, st.ISMax = min(st.ISMin, w), max(st.ISMax, w)
+			if w > maxIS {
+				u.isTrunc++
+				w = maxIS
+			}
+			u.isW[i][k] = w
+		}
+	}
+}
+
+// checkLogprobs checks the sampler's logprobs of the on-policy tokens
+// against the trainer's, lp.
+func (u *updatePass) checkLogprobs(m *microBatch, lp []float32) error {
+	for _, s := range m.seqs {
+		if u.seqs[s.idx].OffPolicy {
+			continue // sampled by another policy: the gap is what the weights correct
+		}
+		for j, b := range s.ep.Behaviour {
+			if !s.ep.trained(j) {
+				continue
+			}
+			gap := math.Abs(float64(lp[m.at(s, j)]) - float64(b))
+			if !(gap <= u.l.cfg.MaxLogprobGap) {
+				return fmt.Errorf("node %s token %d: sampler logprob %v, trainer %v: the call was not made by the parameters being trained",
+					s.ep.Node, j, b, lp[m.at(s, j)])
+			}
+			u.st.LogprobGap = max(u.st.LogprobGap, gap)
+		}
+	}
+	return nil
+}
+
+// surrogateWeights sets the weights of micro-batch i from the clipped
+// surrogate at the current logprobs lp, and returns its KL sum.
+func (u *updatePass) surrogateWeights(i int, m *microBatch, lp []float32) (kl float64) {
+	beta := u.l.cfg.KLBeta
+	clear(m.batch.Weights)
+	for _, s := range m.seqs {
+		seq := u.seqs[s.idx]
+		for j := range seq.Completion {
+			if !seq.trained(j) {
+				continue
+			}
+			k := m.at(s, j)
+			cur, old, ref := float64(lp[k]), float64(u.oldLP[i][k]), float64(lp[k])
+			if u.refLP != nil {
+				ref = float64(u.refLP[i][k])
+			}
+			pg, kj, w, c := u.obj.at(seq.Adv, cur, old, ref)
+			if seq.OffPolicy {
+				// Truncated importance sampling: the clipped surrogate of
+				// the proximal policy, reweighted to the behaviour
+				// policy's samples.
+				is := u.isW[i][k]
+				pg *= is
+				w = is*(w-klWeight(cur, ref, beta)) + klWeight(cur, ref, beta)
+			}
+			if c {
+				u.clipped++
+			}
+			kl += kj
+			u.st.PGLoss += seq.Coef * pg
+			u.st.Loss += seq.Coef * (pg + beta*kj)
+			m.batch.Weights[k] = float32(seq.Coef * w)
+		}
+	}
+	return kl
+}
+
+// step clips the accumulated gradient to ClipNorm and takes one AdamW
+// step.
+func (u *updatePass) step(ctx context.Context, lr float64) error {
+	l := u.l
+	var ss float64
+	for _, g := range l.grads.Data {
+		ss += float64(g) * float64(g)
+	}
+	norm := math.Sqrt(ss)
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return fmt.Errorf("gradient norm is %v", norm)
+	}
+	u.st.GradNorm += norm
+	if c := l.cfg.ClipNorm; c > 0 && norm > c {
+		u.st.GradClip++
+		scale := float32(c / norm)
+		for i := range l.grads.Data {
+			l.grads.Data[i] *= scale
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := l.cfg.AdamW.Update(l.policy, l.grads, l.opt, lr); err != nil {
+		return err
+	}
+	u.st.Updates++
+	return nil
+}
+
+// stats averages the sums over the epochs.
+func (u *updatePass) stats() updateStats {
+	st := u.st
+	e := float64(u.l.cfg.Epochs)
 	st.Loss /= e
 	st.PGLoss /= e
 	st.KL /= e
 	st.GradNorm /= e
-	st.ClipFrac = float64(clipped) / (e * float64(st.Tokens))
-	if isN > 0 {
-		st.ISMean /= float64(isN)
-		st.ISTrunc = float64(isTrunc) / float64(isN)
+	st.ClipFrac = float64(u.clipped) / (e * float64(st.Tokens))
+	if u.isN > 0 {
+		st.ISMean /= float64(u.isN)
+		st.ISTrunc = float64(u.isTrunc) / float64(u.isN)
 	}
-	return st, nil
+	return st
 }
 
 // snapshot is a copy of the parameters and optimizer state, so that a
