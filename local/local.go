@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,11 @@ type Config struct {
 	// Seed seeds requests that carry no seed of their own: request i of the
 	// model's life gets Seed+i, so a run is reproducible end to end.
 	Seed uint64
+	// Tools replaces the declaration of an offered tool by the one of the
+	// same name here. The world's models were trained on a compact
+	// declaration of the delegate tool, which clients declare their own
+	// way. The caller's request is not modified.
+	Tools map[string]delegate.Tool
 }
 
 // Model is a local transformer behind the delegate.Model interface. It is
@@ -117,6 +123,23 @@ func (m *Model) Params() *nn.Params { return m.params }
 // Stats returns the engine's counters.
 func (m *Model) Stats() infer.EngineStats { return m.engine.Stats() }
 
+// declare returns req with the tools of Config.Tools in place of the
+// offered ones of the same name: a copy when any is replaced.
+func (m *Model) declare(req *delegate.Request) *delegate.Request {
+	if len(m.cfg.Tools) == 0 || !slices.ContainsFunc(req.Tools, func(t delegate.Tool) bool { _, ok := m.cfg.Tools[t.Name]; return ok }) {
+		return req
+	}
+	r := *req
+	r.Tools = make([]delegate.Tool, len(req.Tools))
+	for i, t := range req.Tools {
+		if d, ok := m.cfg.Tools[t.Name]; ok {
+			t = d
+		}
+		r.Tools[i] = t
+	}
+	return &r
+}
+
 // Close stops the engine; calls in flight fail.
 func (m *Model) Close() error { return m.engine.Close() }
 
@@ -144,6 +167,7 @@ func (m *Model) ChatStream(ctx context.Context, req *delegate.Request, emit func
 
 func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error) {
 	start := time.Now()
+	req = m.declare(req)
 	limit := m.limit
 	gen := infer.GenRequest{
 		MaxNew:      m.cfg.MaxNew,

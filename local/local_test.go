@@ -121,3 +121,52 @@ func TestChatCancelled(t *testing.T) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }
+
+// TestConfigToolsReplaceOfferedDeclarations: a tool of Config.Tools is
+// rendered in place of the offered tool of its name, so the prompt is
+// that of a request declaring it directly; other tools and the caller's
+// request are left alone.
+func TestConfigToolsReplaceOfferedDeclarations(t *testing.T) {
+	cfg := nn.Config{Vocab: tokenizer.VocabSize, Dim: 32, Layers: 1, Heads: 4, KVHeads: 2, Hidden: 64, Context: 512}.WithDefaults()
+	p, err := nn.Alloc(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Init(7)
+	compact := delegate.Tool{Name: "delegate"}
+	m, err := local.New(p, local.Config{Name: "tiny", MaxNew: 4, Seed: 1, Tools: map[string]delegate.Tool{"delegate": compact}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	plain, err := local.New(p, local.Config{Name: "plain", MaxNew: 4, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	other := delegate.Tool{Name: "lookup", Description: "Look a word up.", Parameters: []byte(`{"type":"object"}`)}
+	verbose := delegate.Tool{Name: "delegate", Description: "Hand a self-contained question to a sub-agent and get its answer back.",
+		Parameters: []byte(`{"type":"object","properties":{"question":{"type":"string"}},"required":["question"]}`)}
+	temp := 0.0
+	ask := func(m *local.Model, tools ...delegate.Tool) int {
+		t.Helper()
+		req := &delegate.Request{Messages: []delegate.Message{{Role: delegate.RoleUser, Content: "47*28"}}, Tools: tools, Temperature: &temp}
+		resp, err := m.Chat(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tools != nil && req.Tools[len(tools)-1].Description != tools[len(tools)-1].Description {
+			t.Fatal("the caller's request was modified")
+		}
+		return resp.Usage.PromptTokens
+	}
+	if got, want := ask(m, other, verbose), ask(plain, other, compact); got != want {
+		t.Errorf("prompt with the verbose declaration replaced: %d tokens, want %d (the compact one's)", got, want)
+	}
+	if got, want := ask(plain, other, verbose), ask(plain, other, compact); got <= want {
+		t.Errorf("without Tools the verbose declaration is rendered: %d tokens, want more than %d", got, want)
+	}
+	if got, want := ask(m, other), ask(plain, other); got != want {
+		t.Errorf("a request without the tool: %d tokens, want %d", got, want)
+	}
+}

@@ -98,7 +98,7 @@ func checkLocalModels(c *Config) (map[string]int, error) {
 			continue
 		}
 		m.Follow = "" // config check loads the starting weights only
-		lm, err := openLocal(name, m, nil)
+		lm, err := openLocal(name, m, nil, nil)
 		if err != nil {
 			errs = append(errs, c.at("models."+name+".checkpoint", "%v", err))
 			continue

@@ -46,13 +46,13 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 	for _, name := range c.ModelNames() {
 		m := c.Models[name]
 		if m.Kind == "local" {
-			lm, err := openLocal(name, m, log)
+			lm, err := openLocal(name, m, c.localTools(), log)
 			if err != nil {
 				closeAll()
 				return nil, nil, err
 			}
 			locals = append(locals, lm)
-			models[name] = c.wrap(lm)
+			models[name] = lm
 			continue
 		}
 		oc := openai.Config{
@@ -102,14 +102,24 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 	return models, closeAll, nil
 }
 
-// wrap applies the preset to a model: under PresetWorld, requests offering
-// the delegate tool offer transcript.Tool, the declaration the local models
-// were trained on.
+// wrap applies the preset to a remote model: under PresetWorld, requests
+// offering the delegate tool offer transcript.Tool, the declaration the
+// world's models were trained on. Local models take it as configuration
+// (localTools).
 func (c *Config) wrap(m delegate.Model) delegate.Model {
 	if c.Preset == PresetWorld {
 		return transcript.CompactTools(m)
 	}
 	return m
+}
+
+// localTools are the declarations a local model renders in place of the
+// offered ones (local.Config.Tools): under PresetWorld, transcript.Tool.
+func (c *Config) localTools() map[string]delegate.Tool {
+	if c.Preset == PresetWorld {
+		return map[string]delegate.Tool{transcript.Tool.Name: transcript.Tool}
+	}
+	return nil
 }
 
 // openLocal loads a checkpoint and starts a local model over it.
@@ -123,7 +133,7 @@ type localModel interface {
 
 // openLocal loads a local model; with follow set, one that follows the
 // trainer's checkpoint there, polling it until the model is closed.
-func openLocal(name string, m ModelConfig, log *slog.Logger) (localModel, error) {
+func openLocal(name string, m ModelConfig, tools map[string]delegate.Tool, log *slog.Logger) (localModel, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -133,7 +143,7 @@ func openLocal(name string, m ModelConfig, log *slog.Logger) (localModel, error)
 			return nil, fmt.Errorf("model %s: checkpoint: %w", name, err)
 		}
 		if hf {
-			return openHF(name, m, log)
+			return openHF(name, m, tools, log)
 		}
 	}
 	var (
@@ -148,7 +158,7 @@ func openLocal(name string, m ModelConfig, log *slog.Logger) (localModel, error)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
-	lcfg := local.Config{Name: name, MaxBatch: m.MaxBatch}
+	lcfg := local.Config{Name: name, MaxBatch: m.MaxBatch, Tools: tools}
 	if m.Follow == "" {
 		lm, err := local.New(p, lcfg)
 		if err != nil {
@@ -173,7 +183,7 @@ func openLocal(name string, m ModelConfig, log *slog.Logger) (localModel, error)
 // directory's tokenizer.json unless m.Tokenizer names another) and chat
 // template (m.ChatTemplate, else its model_type's), and logs what it
 // holds in memory.
-func openHF(name string, m ModelConfig, log *slog.Logger) (localModel, error) {
+func openHF(name string, m ModelConfig, tools map[string]delegate.Tool, log *slog.Logger) (localModel, error) {
 	if m.Follow != "" {
 		return nil, fmt.Errorf("model %s: follow needs a checkpoint of delegate's own format, not a Hugging Face one", name)
 	}
@@ -197,7 +207,7 @@ func openHF(name string, m ModelConfig, log *slog.Logger) (localModel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model %s: chat_template: %w", name, err)
 	}
-	lm, err := local.NewHF(w, tok, f, info.EOS, local.Config{Name: name, MaxBatch: m.MaxBatch})
+	lm, err := local.NewHF(w, tok, f, info.EOS, local.Config{Name: name, MaxBatch: m.MaxBatch, Tools: tools})
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/internal/edge"
-	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/server"
 )
 
@@ -192,94 +191,16 @@ func servedNames(cfg *Config, names []string) ([]string, error) {
 	return names, nil
 }
 
-// openServed opens the models named: remote ones as every command does,
-// local ones here, so that they keep streaming (server.Streamer) under the
-// config's preset.
+// openServed opens the models named as every command does. Local ones
+// keep their own type, so that the server sees that they stream
+// (server.Streamer) and reload (server.Reloader) with nothing between.
 func openServed(cfg *Config, names []string, getenv env, log *slog.Logger) (map[string]delegate.Model, func(), error) {
-	remote := *cfg
-	remote.Models = map[string]ModelConfig{}
+	served := *cfg
+	served.Models = make(map[string]ModelConfig, len(names))
 	for _, n := range names {
-		if cfg.Models[n].Kind != "local" {
-			remote.Models[n] = cfg.Models[n]
-		}
+		served.Models[n] = cfg.Models[n]
 	}
-	models, closeRemote, err := remote.openModels(getenv, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	var locals []localModel
-	closeAll := func() {
-		closeRemote()
-		for _, l := range locals {
-			// Close only fails for calls still in flight, and none are.
-			_ = l.Close()
-		}
-	}
-	for _, n := range names {
-		if cfg.Models[n].Kind != "local" {
-			continue
-		}
-		lm, err := openLocal(n, cfg.Models[n], log)
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-		locals = append(locals, lm)
-		sl := servedLocal{localModel: lm, wrap: cfg.wrap}
-		if f, ok := lm.(following); ok {
-			models[n] = servedFollowing{servedLocal: sl, r: f.Reloading}
-		} else {
-			models[n] = sl
-		}
-	}
-	return models, closeAll, nil
-}
-
-var _ server.Streamer = servedLocal{}
-
-// servedLocal is a local model with the config's preset applied (wrap,
-// as every command applies it) to plain and streaming calls alike.
-type servedLocal struct {
-	localModel
-	wrap func(delegate.Model) delegate.Model
-}
-
-func (l servedLocal) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-	return l.wrap(l.localModel).Chat(ctx, req)
-}
-
-// ChatStream implements server.Streamer.
-func (l servedLocal) ChatStream(ctx context.Context, req *delegate.Request, emit func(int, string)) (*delegate.Response, error) {
-	return l.wrap(streamingChat{l.localModel, emit}).Chat(ctx, req)
-}
-
-// servedFollowing is a served local model that follows a trainer's
-// checkpoint: POST /admin/reload reaches it (server.Reloader).
-type servedFollowing struct {
-	servedLocal
-	r *local.Reloading
-}
-
-var (
-	_ server.Reloader      = servedFollowing{}
-	_ server.VersionWaiter = servedFollowing{}
-)
-
-func (f servedFollowing) Reload() (bool, error) { return f.r.Reload() }
-func (f servedFollowing) Version() int          { return f.r.Version() }
-func (f servedFollowing) WaitVersion(ctx context.Context, v int) (int, error) {
-	return f.r.WaitVersion(ctx, v)
-}
-
-// streamingChat is a local model whose Chat streams to emit, so that a
-// wrapper that rewrites requests passes them on to ChatStream.
-type streamingChat struct {
-	localModel
-	emit func(int, string)
-}
-
-func (s streamingChat) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-	return s.ChatStream(ctx, req, s.emit)
+	return served.openModels(getenv, log)
 }
 
 // checkExposure refuses to listen off loopback without an API key, unless
