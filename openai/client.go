@@ -181,6 +181,11 @@ func (c *Client) Chat(ctx context.Context, req *delegate.Request) (*delegate.Res
 	if err != nil {
 		return nil, err
 	}
+	if c.cfg.FillIDs != nil {
+		if err := c.cfg.FillIDs(req, resp); err != nil {
+			return nil, &delegate.APIError{Type: ErrKindRequest, Message: "token ids: " + err.Error(), Model: c.cfg.Model, Attempts: resp.Retries + 1}
+		}
+	}
 	resp.Latency = time.Since(start)
 	return resp, nil
 }

@@ -844,6 +844,38 @@ func TestVLLMTokenIDsOverHTTP(t *testing.T) {
 	}
 }
 
+// TestFillIDsOverHTTP: FillIDs sees the request and the decoded answer
+// of a backend that returns no ids; its error fails the call, naming it.
+func TestFillIDsOverHTTP(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"id":"v","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`)
+	}))
+	defer srv.Close()
+	var seen string
+	c := newClient(t, srv, func(c *Config) {
+		c.FillIDs = func(req *delegate.Request, resp *delegate.Response) error {
+			seen = req.Messages[0].Content + " " + resp.Choices[0].Message.Content
+			resp.PromptTokenIDs = []int{4, 5, 6}
+			return nil
+		}
+	})
+	resp, err := c.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("hi")}})
+	if err != nil {
+		t.Fatalf("Chat: %v", err)
+	}
+	if seen != "hi ok" || fmt.Sprint(resp.PromptTokenIDs) != "[4 5 6]" {
+		t.Errorf("FillIDs saw %q and gave %v; want \"hi ok\" and [4 5 6]", seen, resp.PromptTokenIDs)
+	}
+	c = newClient(t, srv, func(c *Config) {
+		c.FillIDs = func(*delegate.Request, *delegate.Response) error { return errors.New("no template") }
+	})
+	_, err = c.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("hi")}})
+	var ae *delegate.APIError
+	if !errors.As(err, &ae) || !strings.Contains(err.Error(), "token ids: no template") {
+		t.Errorf("Chat with a failing FillIDs: %v, want an APIError naming it", err)
+	}
+}
+
 func TestLatencyCoversRetries(t *testing.T) {
 	s := &script{steps: []http.HandlerFunc{slow(10 * time.Second), respond(200, nil, okBody)}}
 	srv := httptest.NewServer(s)

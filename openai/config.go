@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/delegatelab/delegate"
 )
 
 // Defaults applied by New to the zero values of Config.
@@ -60,6 +62,10 @@ type Config struct {
 	// ids into TokenLogprob.TokenID. Leave it off for servers other than
 	// vLLM, which reject or ignore the field.
 	TokenIDs bool
+	// FillIDs, when set, gives a successful response the token ids the
+	// backend did not return, from the policy's own tokenizer
+	// (tokenizer.IDFiller). It must leave ids it cannot vouch for at -1.
+	FillIDs func(req *delegate.Request, resp *delegate.Response) error
 }
 
 // Validate reports the first problem with c, naming the field. It accepts

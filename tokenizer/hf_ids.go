@@ -1,51 +1,48 @@
 package tokenizer
 
 import (
-	"context"
 	"fmt"
 	"slices"
 
 	"github.com/delegatelab/delegate"
 )
 
-// WithIDs wraps a model whose backend returns no token ids (an API without
-// vLLM's extensions) so that its responses carry the ids of the policy's
-// own tokenizer, as a trainer needs them: the prompt as the chat template
-// renders the request (add_generation_prompt), and, for each generated
-// token the backend reported a logprob of, the id that the re-tokenized
-// reply has at that place. An id is given only where the re-tokenized
-// reply decodes, token by token, to exactly the pieces the backend
-// reported: where the two disagree (the sampler took a split of the text
-// that the tokenizer would not), every logprob of that choice keeps id -1
-// and the trace says its sequence has no tokens, rather than train on ids
-// the policy never sampled. Ids a backend did return are kept. Safe for
-// concurrent use when m is.
-func WithIDs(m delegate.Model, t *HF, f ChatFormat) delegate.Model {
-	return withIDs{Model: m, t: t, f: f}
+// IDFiller gives the responses of a backend that returns no token ids (an
+// API without vLLM's extensions) the ids of the policy's own tokenizer,
+// as a trainer needs them: the prompt as the chat template renders the
+// request (add_generation_prompt), and, for each generated token the
+// backend reported a logprob of, the id that the re-tokenized reply has
+// at that place. An id is given only where the re-tokenized reply
+// decodes, token by token, to exactly the pieces the backend reported:
+// where the two disagree (the sampler took a split of the text that the
+// tokenizer would not), every logprob of that choice keeps id -1 and the
+// trace says its sequence has no tokens, rather than train on ids the
+// policy never sampled. Ids a backend did return are kept. Its Fill is
+// the openai client's FillIDs. Safe for concurrent use.
+func IDFiller(t *HF, f ChatFormat) func(req *delegate.Request, resp *delegate.Response) error {
+	w := withIDs{t: t, f: f}
+	return w.Fill
 }
 
 type withIDs struct {
-	delegate.Model
 	t *HF
 	f ChatFormat
 }
 
-func (w withIDs) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-	resp, err := w.Model.Chat(ctx, req)
-	if err != nil || resp == nil {
-		return resp, err
-	}
+// Fill gives resp, the answer to req, the ids it lacks.
+func (w withIDs) Fill(req *delegate.Request, resp *delegate.Response) error {
 	prompt := resp.PromptTokenIDs
 	if len(prompt) == 0 {
+		var err error
 		if prompt, err = w.t.EncodeChat(w.f, req.Messages, req.Tools, ChatOptions{AddGenerationPrompt: true}); err != nil {
-			return resp, fmt.Errorf("tokenize the prompt with %s: %w", w.f, err)
+			return fmt.Errorf("tokenize the prompt with %s: %w", w.f, err)
 		}
 		resp.PromptTokenIDs = prompt
 	}
 	for i := range resp.Choices {
 		w.fill(&resp.Choices[i], req, prompt)
 	}
-	return resp, nil
+	return nil
 }
 
 // fill gives c's logprobs their ids from the re-tokenized conversation,

@@ -1,32 +1,24 @@
 package tokenizer
 
 import (
-	"context"
 	"slices"
 	"testing"
 
 	"github.com/delegatelab/delegate"
 )
 
-// idlessModel answers like an API that returns logprobs as text pieces
-// and no token ids: content, and pieces (TokenID -1) that put together
-// are the reply with its end token.
-type idlessModel struct {
-	content string
-	pieces  []string
-}
-
-func (m idlessModel) Name() string { return "remote" }
-
-func (m idlessModel) Chat(context.Context, *delegate.Request) (*delegate.Response, error) {
-	c := delegate.Choice{Message: delegate.Assistant(m.content), FinishReason: "stop"}
-	for _, p := range m.pieces {
+// idless is an answer like that of an API that returns logprobs as text
+// pieces and no token ids: content, and pieces (TokenID -1) that put
+// together are the reply with its end token.
+func idless(content string, pieces []string) *delegate.Response {
+	c := delegate.Choice{Message: delegate.Assistant(content), FinishReason: "stop"}
+	for _, p := range pieces {
 		c.Logprobs = append(c.Logprobs, delegate.TokenLogprob{Token: p, TokenID: -1, Logprob: -0.1})
 	}
-	return &delegate.Response{Model: "remote", Choices: []delegate.Choice{c}}, nil
+	return &delegate.Response{Model: "remote", Choices: []delegate.Choice{c}}
 }
 
-func TestWithIDs(t *testing.T) {
+func TestIDFiller(t *testing.T) {
 	tok := hfTokenizer(t, "qwen2.5")
 	req := &delegate.Request{Messages: []delegate.Message{delegate.System("Be brief."), delegate.User("Capital of France?")}}
 	const reply = "The capital of France is Paris."
@@ -50,8 +42,9 @@ func TestWithIDs(t *testing.T) {
 		pieces = append(pieces, p)
 	}
 
-	resp, err := WithIDs(idlessModel{reply, pieces}, tok, ChatQwen25).Chat(context.Background(), req)
-	if err != nil {
+	fill := IDFiller(tok, ChatQwen25)
+	resp := idless(reply, pieces)
+	if err := fill(req, resp); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(resp.PromptTokenIDs, prompt) {
@@ -77,8 +70,8 @@ func TestWithIDs(t *testing.T) {
 	if len(split) != len(pieces)+1 {
 		t.Fatalf("no piece %q in %q", " Paris", pieces)
 	}
-	resp, err = WithIDs(idlessModel{reply, split}, tok, ChatQwen25).Chat(context.Background(), req)
-	if err != nil {
+	resp = idless(reply, split)
+	if err := fill(req, resp); err != nil {
 		t.Fatal(err)
 	}
 	for j, lp := range resp.Choices[0].Logprobs {

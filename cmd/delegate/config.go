@@ -90,7 +90,7 @@ type ModelConfig struct {
 	// config file) and ChatTemplate its family's chat template (qwen2.5,
 	// qwen3 or llama3): for a server that returns no token ids, the prompt
 	// and the generated tokens get the ids of this tokenizer, where they
-	// agree with the pieces the server reported (tokenizer.WithIDs). For a
+	// agree with the pieces the server reported (tokenizer.IDFiller). For a
 	// local Hugging Face checkpoint they override the checkpoint's own
 	// tokenizer.json and the template its model_type implies.
 	Tokenizer    string `yaml:"tokenizer"`

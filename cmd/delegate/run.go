@@ -78,12 +78,6 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 				return nil, nil, fmt.Errorf("model %s: environment variable %s is empty or unset", name, m.APIKeyEnv)
 			}
 		}
-		client, err := openai.New(oc, openai.WithLogger(log.With("model", name)))
-		if err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("model %s: %w", name, err)
-		}
-		var model delegate.Model = client
 		if m.Tokenizer != "" {
 			hf, err := tokenizer.LoadHF(m.Tokenizer)
 			if err != nil {
@@ -95,7 +89,12 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 				closeAll()
 				return nil, nil, fmt.Errorf("model %s: chat_template: %w", name, err)
 			}
-			model = tokenizer.WithIDs(client, hf, f)
+			oc.FillIDs = tokenizer.IDFiller(hf, f)
+		}
+		model, err := openai.New(oc, openai.WithLogger(log.With("model", name)))
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("model %s: %w", name, err)
 		}
 		models[name] = c.wrap(model)
 	}
