@@ -123,11 +123,6 @@ func grabWithMinimums(q []queued, batchSize int, envs []envRecord) []int {
 	if len(q) == 0 {
 		return nil
 	}
-	type minAlloc struct {
-		env  int
-		frac float64
-		seqs int
-	}
 	var mins []minAlloc
 	for _, e := range envs {
 		if e.Connected && e.MinBatchAllocation != nil {
@@ -137,50 +132,10 @@ func grabWithMinimums(q []queued, batchSize int, envs []envRecord) []int {
 	if len(mins) == 0 {
 		return grabExact(q, batchSize)
 	}
-	maxSize := 0
-	for _, g := range q {
-		maxSize = max(maxSize, g.size)
-	}
-	seen := map[int]bool{}
-	pending := map[int]map[int][]packItem{}
-	packable := map[int][]packItem{}
-	for i, g := range q {
-		if g.env < 0 {
-			continue
-		}
-		if !seen[g.env] {
-			seen[g.env] = true
-			pending[g.env] = map[int][]packItem{}
-		}
-		p := append(pending[g.env][g.size], packItem{i, g.size})
-		pending[g.env][g.size] = p
-		if len(p)*g.size == maxSize {
-			packable[g.env] = append(packable[g.env], p...)
-			pending[g.env][g.size] = nil
-		}
-	}
-	var need []minAlloc
-	totalMin := 0
-	for _, m := range mins {
-		m.seqs = int(float64(batchSize) * m.frac)
-		if m.seqs <= 0 {
-			continue
-		}
-		if !seen[m.env] || len(packable[m.env]) == 0 {
-			return nil
-		}
-		need = append(need, m)
-		totalMin += m.seqs
-	}
-	if totalMin > batchSize {
-		scale := float64(batchSize) / float64(totalMin)
-		for k := range need {
-			smallest := packable[need[k].env][0].size
-			for _, p := range packable[need[k].env] {
-				smallest = min(smallest, p.size)
-			}
-			need[k].seqs = max(smallest, int(float64(need[k].seqs)*scale))
-		}
+	seen, packable := packableByEnv(q)
+	need, ok := minimumNeeds(mins, batchSize, seen, packable)
+	if !ok {
+		return nil
 	}
 	taken := map[int]bool{}
 	var pick []int
@@ -200,27 +155,101 @@ func grabWithMinimums(q []queued, batchSize int, envs []envRecord) []int {
 		}
 	}
 	if total < batchSize {
-		inPack := map[int]bool{}
-		for _, ps := range packable {
-			for _, p := range ps {
-				inPack[p.idx] = true
-			}
-		}
-		for i, g := range q {
-			if taken[i] || !inPack[i] {
-				continue
-			}
-			if total+g.size <= batchSize {
-				pick = append(pick, i)
-				total += g.size
-			}
-			if total == batchSize {
-				break
-			}
-		}
+		pick, total = fillFromPacks(q, packable, taken, pick, total, batchSize)
 	}
 	if total != batchSize {
 		return nil
 	}
 	return pick
+}
+
+// minAlloc is an environment's minimum share of a batch: its fraction,
+// and the sequences that makes.
+type minAlloc struct {
+	env  int
+	frac float64
+	seqs int
+}
+
+// packableByEnv sorts the queue's groups by environment and size, and
+// returns the environments seen and, per environment, the groups that
+// make whole packs: as many groups of one size as fill the largest
+// group's size.
+func packableByEnv(q []queued) (seen map[int]bool, packable map[int][]packItem) {
+	maxSize := 0
+	for _, g := range q {
+		maxSize = max(maxSize, g.size)
+	}
+	seen = map[int]bool{}
+	pending := map[int]map[int][]packItem{}
+	packable = map[int][]packItem{}
+	for i, g := range q {
+		if g.env < 0 {
+			continue
+		}
+		if !seen[g.env] {
+			seen[g.env] = true
+			pending[g.env] = map[int][]packItem{}
+		}
+		p := append(pending[g.env][g.size], packItem{i, g.size})
+		pending[g.env][g.size] = p
+		if len(p)*g.size == maxSize {
+			packable[g.env] = append(packable[g.env], p...)
+			pending[g.env][g.size] = nil
+		}
+	}
+	return seen, packable
+}
+
+// minimumNeeds gives each minimum its sequences in a batch of batchSize,
+// scaled down when together they exceed it; ok is false when an
+// environment with a minimum has nothing packable.
+func minimumNeeds(mins []minAlloc, batchSize int, seen map[int]bool, packable map[int][]packItem) (need []minAlloc, ok bool) {
+	totalMin := 0
+	for _, m := range mins {
+		m.seqs = int(float64(batchSize) * m.frac)
+		if m.seqs <= 0 {
+			continue
+		}
+		if !seen[m.env] || len(packable[m.env]) == 0 {
+			return nil, false
+		}
+		need = append(need, m)
+		totalMin += m.seqs
+	}
+	if totalMin > batchSize {
+		scale := float64(batchSize) / float64(totalMin)
+		for k := range need {
+			smallest := packable[need[k].env][0].size
+			for _, p := range packable[need[k].env] {
+				smallest = min(smallest, p.size)
+			}
+			need[k].seqs = max(smallest, int(float64(need[k].seqs)*scale))
+		}
+	}
+	return need, true
+}
+
+// fillFromPacks tops pick up to batchSize with packable groups not yet
+// taken, in queue order.
+func fillFromPacks(q []queued, packable map[int][]packItem, taken map[int]bool, pick []int, total, batchSize int) ([]int, int) {
+	inPack := map[int]bool{}
+	for _, ps := range packable {
+		for _, p := range ps {
+			inPack[p.idx] = true
+		}
+	}
+	for i, g := range q {
+		if taken[i] || !inPack[i] {
+			continue
+		}
+		if total+g.size <= batchSize {
+			pick = append(pick, i)
+			total += g.size
+		}
+		if total == batchSize {
+			break
+		}
+	}
+	return pick, total
 }

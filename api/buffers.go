@@ -156,17 +156,16 @@ func getChunk() *[]byte {
 // copying.
 func (s *Server) inflate(b *body) error {
 	gz := b.data
-	limit := s.cfg.MaxDecompressed
-	over := &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("decompressed request body over %d bytes", limit)}
-	invalid := &httpError{http.StatusBadRequest, "Invalid gzip payload"}
+	in := &inflation{s: s, b: b, limit: s.cfg.MaxDecompressed}
+	in.over = &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("decompressed request body over %d bytes", in.limit)}
 	// The trailer's size of the (last) member is the sender's word, but
 	// the reader checks it at the member's end: a body whose trailer says
 	// more than the bound is either that large or invalid.
 	var isize int64
 	if len(gz) >= 18 {
 		isize = int64(binary.LittleEndian.Uint32(gz[len(gz)-4:]))
-		if isize > limit {
-			return over
+		if isize > in.limit {
+			return in.over
 		}
 	}
 	zr, _ := gzipPool.Get().(*gzip.Reader)
@@ -177,20 +176,10 @@ func (s *Server) inflate(b *body) error {
 		err = zr.Reset(bytes.NewReader(gz))
 	}
 	if err != nil {
-		return invalid
+		return errInvalidGzip
 	}
 	defer gzipPool.Put(zr)
-	charge := func(n int64) bool {
-		if !s.inflating.tryAcquire(n) {
-			return false
-		}
-		b.charged += n
-		return true
-	}
-	uncharge := func(n int64) {
-		s.inflating.release(n)
-		b.charged -= n
-	}
+	in.zr = zr
 	// The trailer sizes the buffer of a one-member body exactly (with room
 	// to read its end); it only counts within 8x the compressed size. One
 	// smaller than the body is the last of several members: then 4x the
@@ -199,8 +188,8 @@ func (s *Server) inflate(b *body) error {
 	if isize >= int64(len(gz)) {
 		hint = min(isize, int64(8*len(gz)))
 	}
-	hint = min(hint+bytes.MinRead, limit)
-	if !charge(hint) {
+	hint = min(hint+bytes.MinRead, in.limit)
+	if !in.charge(hint) {
 		return errInflateBudget
 	}
 	first := getBuf(int(hint))
@@ -213,67 +202,109 @@ func (s *Server) inflate(b *body) error {
 		b.bufs[0], b.data = nil, *first
 		return nil
 	case err != nil:
-		return invalid
+		return errInvalidGzip
 	}
-
 	// More than the first buffer holds: on into chunks.
-	var chunks [][]byte
-	var sizes []int64 // charged for each chunk
-	defer func() {
-		for _, c := range chunks {
-			c = c[:chunkSize]
-			chunkPool.Put(&c)
-		}
-	}()
-	total := hint
-	for {
-		if total == limit {
-			// At the bound: one byte more is over it.
-			var one [1]byte
-			n, err := io.ReadFull(zr, one[:])
-			if n > 0 {
-				return over
-			}
-			if err != io.EOF {
-				return invalid
-			}
-			break
-		}
-		size := min(chunkSize, limit-total)
-		if !charge(size) {
-			return errInflateBudget
-		}
-		c := (*getChunk())[:size]
-		n, err := io.ReadFull(zr, c)
-		chunks, sizes = append(chunks, c[:n]), append(sizes, size)
-		total += int64(n)
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			return invalid
-		}
+	defer in.returnChunks()
+	total, err := in.readChunks(hint)
+	if err != nil {
+		return err
 	}
 	if total == hint { // the first buffer held it all, to the byte
 		putBuf(b.bufs[0])
 		b.bufs[0], b.data = nil, *first
 		return nil
 	}
-	// Join the parts into one buffer of the exact size; the chunks go
-	// back to the pool.
-	if !charge(total) {
+	return in.join(first, hint, total)
+}
+
+// errInvalidGzip is the 400 of a body that is not gzip.
+var errInvalidGzip = &httpError{http.StatusBadRequest, "Invalid gzip payload"}
+
+// inflation is the state of decompressing one body past its first
+// buffer: chunks from a pool, each charged to the server's budget.
+type inflation struct {
+	s      *Server
+	b      *body
+	zr     *gzip.Reader
+	limit  int64
+	over   *httpError
+	chunks [][]byte
+	sizes  []int64 // charged for each chunk
+}
+
+// charge takes n bytes of the server's inflating budget for the body.
+func (in *inflation) charge(n int64) bool {
+	if !in.s.inflating.tryAcquire(n) {
+		return false
+	}
+	in.b.charged += n
+	return true
+}
+
+// uncharge gives n bytes back.
+func (in *inflation) uncharge(n int64) {
+	in.s.inflating.release(n)
+	in.b.charged -= n
+}
+
+// readChunks reads the rest of the body into chunks, up to the limit,
+// and returns the total decompressed size, read counting from total.
+func (in *inflation) readChunks(total int64) (int64, error) {
+	for {
+		if total == in.limit {
+			// At the bound: one byte more is over it.
+			var one [1]byte
+			n, err := io.ReadFull(in.zr, one[:])
+			if n > 0 {
+				return 0, in.over
+			}
+			if err != io.EOF {
+				return 0, errInvalidGzip
+			}
+			return total, nil
+		}
+		size := min(chunkSize, in.limit-total)
+		if !in.charge(size) {
+			return 0, errInflateBudget
+		}
+		c := (*getChunk())[:size]
+		n, err := io.ReadFull(in.zr, c)
+		in.chunks, in.sizes = append(in.chunks, c[:n]), append(in.sizes, size)
+		total += int64(n)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return total, nil
+		}
+		if err != nil {
+			return 0, errInvalidGzip
+		}
+	}
+}
+
+// join puts the first buffer (hint bytes charged) and the chunks into
+// one buffer of the exact size, total, and makes it the body.
+func (in *inflation) join(first *[]byte, hint, total int64) error {
+	if !in.charge(total) {
 		return errInflateBudget
 	}
 	whole := make([]byte, 0, total)
 	whole = append(whole, *first...)
-	for i, c := range chunks {
+	for i, c := range in.chunks {
 		whole = append(whole, c...)
-		uncharge(sizes[i])
+		in.uncharge(in.sizes[i])
 	}
 	putBuf(first)
-	uncharge(hint)
-	putBuf(b.bufs[0])
-	b.bufs = [2]*[]byte{nil, &whole}
-	b.data = whole
+	in.uncharge(hint)
+	putBuf(in.b.bufs[0])
+	in.b.bufs = [2]*[]byte{nil, &whole}
+	in.b.data = whole
 	return nil
+}
+
+// returnChunks gives the chunks back to their pool.
+func (in *inflation) returnChunks() {
+	for _, c := range in.chunks {
+		c = c[:chunkSize]
+		chunkPool.Put(&c)
+	}
 }
