@@ -652,42 +652,8 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, hold bool) <-chan
 		writeJSON(w, http.StatusOK, map[string]any{"status": "error", "message": "Trainer not registered. Call /register first.", "batch": []any{}})
 		return nil
 	}
-	if v := r.URL.Query().Get("step"); v != "" {
-		step, err := strconv.Atoi(v)
-		sent := s.state.Sent
-		start := s.state.Registration.StartingStep
-		switch {
-		case err != nil:
-			s.mu.Unlock()
-			s.writeErr(w, r, &httpError{http.StatusBadRequest, fmt.Sprintf("step %q is not an integer", v)})
-			return nil
-		case step <= start:
-			s.mu.Unlock()
-			s.writeErr(w, r, &httpError{http.StatusBadRequest, fmt.Sprintf("step %d: the run started at step %d, its first batch is step %d", step, start, start+1)})
-			return nil
-		case step <= sent:
-			if step-1 > s.trained { // a trainer resumed from step-1's checkpoint
-				s.trained = step - 1
-				s.notify()
-			}
-			s.mu.Unlock()
-			rec, err := s.loadBatch(ctx, batchKey(step))
-			if errors.Is(err, errGone) {
-				s.writeErr(w, r, &httpError{http.StatusGone, fmt.Sprintf("step %d is no longer kept (the last %d steps are)", step, s.cfg.KeepSteps)})
-				return nil
-			}
-			if err != nil {
-				s.writeErr(w, r, err)
-				return nil
-			}
-			s.metrics.resent.Inc()
-			s.sendBatch(w, r, rec)
-			return nil
-		case step > sent+1:
-			s.mu.Unlock()
-			s.writeErr(w, r, &httpError{http.StatusBadRequest, fmt.Sprintf("step %d not reached: the next batch is step %d", step, sent+1)})
-			return nil
-		}
+	if v := r.URL.Query().Get("step"); v != "" && s.batchAt(w, r, v) {
+		return nil
 	}
 	// The trainer asks for the batch after every one handed out: it has
 	// finished them.
@@ -747,6 +713,46 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, hold bool) <-chan
 	}
 	s.sendBatch(w, r, rec)
 	return nil
+}
+
+// batchAt answers a request for the batch of step v, the query's step,
+// when it is one already handed out (sent again) or one that cannot be
+// (an error), and reports true. Called with s.mu held: it releases it
+// when it answers, and keeps it when it does not (v is the next step).
+func (s *Server) batchAt(w http.ResponseWriter, r *http.Request, v string) bool {
+	step, err := strconv.Atoi(v)
+	sent := s.state.Sent
+	start := s.state.Registration.StartingStep
+	switch {
+	case err != nil:
+		s.mu.Unlock()
+		s.writeErr(w, r, &httpError{http.StatusBadRequest, fmt.Sprintf("step %q is not an integer", v)})
+	case step <= start:
+		s.mu.Unlock()
+		s.writeErr(w, r, &httpError{http.StatusBadRequest, fmt.Sprintf("step %d: the run started at step %d, its first batch is step %d", step, start, start+1)})
+	case step <= sent:
+		if step-1 > s.trained { // a trainer resumed from step-1's checkpoint
+			s.trained = step - 1
+			s.notify()
+		}
+		s.mu.Unlock()
+		rec, err := s.loadBatch(r.Context(), batchKey(step))
+		switch {
+		case errors.Is(err, errGone):
+			s.writeErr(w, r, &httpError{http.StatusGone, fmt.Sprintf("step %d is no longer kept (the last %d steps are)", step, s.cfg.KeepSteps)})
+		case err != nil:
+			s.writeErr(w, r, err)
+		default:
+			s.metrics.resent.Inc()
+			s.sendBatch(w, r, rec)
+		}
+	case step > sent+1:
+		s.mu.Unlock()
+		s.writeErr(w, r, &httpError{http.StatusBadRequest, fmt.Sprintf("step %d not reached: the next batch is step %d", step, sent+1)})
+	default:
+		return false
+	}
+	return true
 }
 
 // assemble drops stale groups and records every full batch the queue
