@@ -60,29 +60,9 @@ const maxHint = 256 << 20
 // BaseEnv sends them. Retried calls are safe: pushes are deduplicated,
 // batches are re-fetched by step.
 func (c *Client) do(ctx context.Context, method, path string, in any, out any) error {
-	var payload []byte
-	gz := false
-	switch v := in.(type) {
-	case nil:
-	case gzipped:
-		payload, gz = v, true
-	case []byte:
-		payload = v
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("%s %s: encode: %w", method, path, err)
-		}
-		payload = b
-	}
-	if len(payload) >= 1024 && !c.Plain && !gz {
-		var buf bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // a valid level never fails
-		_, _ = zw.Write(payload)                           // writes to a bytes.Buffer do not fail
-		_ = zw.Close()
-		if buf.Len() < len(payload) {
-			payload, gz = buf.Bytes(), true
-		}
+	payload, gz, err := c.encode(in)
+	if err != nil {
+		return fmt.Errorf("%s %s: encode: %w", method, path, err)
 	}
 	retries := c.Retries
 	if retries == 0 {
@@ -103,22 +83,9 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 			}
 			wait = min(2*wait, 5*time.Second)
 		}
-		var body io.Reader
-		if payload != nil {
-			body = bytes.NewReader(payload)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.URL, "/")+path, body)
+		req, err := c.request(ctx, method, path, payload, gz)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", method, path, err)
-		}
-		if payload != nil {
-			req.Header.Set("Content-Type", "application/json")
-			if gz {
-				req.Header.Set("Content-Encoding", "gzip")
-			}
-		}
-		if c.Token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.Token)
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
@@ -128,15 +95,7 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 			last = &delegate.APIError{Type: delegate.ErrKindConnection, Message: err.Error(), Attempts: attempt + 1}
 			continue
 		}
-		var buf bytes.Buffer
-		if n := resp.ContentLength; n > 0 && n <= maxHint {
-			buf.Grow(int(n) + bytes.MinRead)
-		} else if raw, ok := out.(*rawAnswer); ok && n < 0 && raw.hint > 0 {
-			buf.Grow(min(raw.hint, maxHint) + bytes.MinRead)
-		}
-		_, err = buf.ReadFrom(resp.Body)
-		resp.Body.Close()
-		data := buf.Bytes()
+		data, err := readAnswer(resp, out)
 		if err != nil {
 			last = &delegate.APIError{Status: resp.StatusCode, Type: delegate.ErrKindConnection, Message: err.Error(), Attempts: attempt + 1}
 			continue
@@ -160,6 +119,69 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 		return nil
 	}
 	return fmt.Errorf("%s %s: %w", method, path, last)
+}
+
+// encode makes the body of in: nil for none, bytes as they are, anything
+// else as JSON; a body of 1 KiB or more is gzipped unless Plain, when
+// that makes it smaller. gz says the payload is gzipped.
+func (c *Client) encode(in any) (payload []byte, gz bool, err error) {
+	switch v := in.(type) {
+	case nil:
+	case gzipped:
+		payload, gz = v, true
+	case []byte:
+		payload = v
+	default:
+		if payload, err = json.Marshal(v); err != nil {
+			return nil, false, err
+		}
+	}
+	if len(payload) >= 1024 && !c.Plain && !gz {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed) // a valid level never fails
+		_, _ = zw.Write(payload)                           // writes to a bytes.Buffer do not fail
+		_ = zw.Close()
+		if buf.Len() < len(payload) {
+			payload, gz = buf.Bytes(), true
+		}
+	}
+	return payload, gz, nil
+}
+
+// request builds one attempt's request.
+func (c *Client) request(ctx context.Context, method, path string, payload []byte, gz bool) (*http.Request, error) {
+	var body io.Reader
+	if payload != nil {
+		body = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.URL, "/")+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+		if gz {
+			req.Header.Set("Content-Encoding", "gzip")
+		}
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	return req, nil
+}
+
+// readAnswer reads and closes resp's body, sized from its length or, for
+// a raw answer, the caller's hint.
+func readAnswer(resp *http.Response, out any) ([]byte, error) {
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	if n := resp.ContentLength; n > 0 && n <= maxHint {
+		buf.Grow(int(n) + bytes.MinRead)
+	} else if raw, ok := out.(*rawAnswer); ok && n < 0 && raw.hint > 0 {
+		buf.Grow(min(raw.hint, maxHint) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(resp.Body)
+	return buf.Bytes(), err
 }
 
 // TrainerClient is the trainer side, behaving like Atropos's example
