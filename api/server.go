@@ -308,54 +308,12 @@ func (s *Server) recover(ctx context.Context) error {
 	s.envs, s.queue, s.pending, s.kept, s.latest, s.trained = nil, nil, nil, nil, 0, 0
 	s.notify()
 	s.buffer, s.ids = map[int][]queued{}, map[string]uint64{}
-	if b, err := s.st.get(ctx, "state"); err != nil {
+	if err := s.recoverState(ctx); err != nil {
 		return err
-	} else if b != nil {
-		if err := json.Unmarshal(b, &s.state); err != nil {
-			return fmt.Errorf("decode state: %w", err)
-		}
-		if s.state.Version != stateVersion {
-			return fmt.Errorf("state has format version %d, this server reads %d: reset it (GET /reset_data) or use the matching delegate", s.state.Version, stateVersion)
-		}
 	}
-	if b, err := s.st.get(ctx, "envs"); err != nil {
-		return err
-	} else if b != nil {
-		if err := json.Unmarshal(b, &s.envs); err != nil {
-			return fmt.Errorf("decode envs: %w", err)
-		}
-	}
-	keys, err := s.st.keys(ctx)
+	consumed, released, steps, err := s.recoverBatches(ctx)
 	if err != nil {
 		return err
-	}
-	consumed := map[uint64]bool{}
-	released := map[uint64]bool{}
-	var steps []int
-	for _, k := range keys {
-		switch {
-		case strings.HasPrefix(k, "batch."):
-			rec, err := s.loadBatch(ctx, k)
-			if err != nil {
-				return err
-			}
-			for _, g := range rec.Groups {
-				consumed[g.Seq] = true
-			}
-			steps = append(steps, rec.Step)
-			s.state.Step = max(s.state.Step, rec.Step)
-			if rec.Step > s.state.Sent {
-				s.pending = append(s.pending, rec)
-			} else {
-				s.kept = append(s.kept, rec)
-			}
-		case strings.HasPrefix(k, "released."):
-			seq, err := strconv.ParseUint(strings.TrimPrefix(k, "released."), 10, 64)
-			if err != nil {
-				return fmt.Errorf("key %s: %w", k, err)
-			}
-			released[seq] = true
-		}
 	}
 	slices.SortFunc(s.pending, func(a, b batchRecord) int { return a.Step - b.Step })
 	slices.SortFunc(s.kept, func(a, b batchRecord) int { return a.Step - b.Step })
@@ -394,6 +352,66 @@ func (s *Server) recover(ctx context.Context) error {
 	}
 	s.log.Info("api state recovered", "step", s.state.Step, "sent", s.state.Sent, "queued", len(s.queue), "pending_batches", len(s.pending))
 	return nil
+}
+
+// recoverState reads the stored state and environments. The caller
+// holds s.mu.
+func (s *Server) recoverState(ctx context.Context) error {
+	if b, err := s.st.get(ctx, "state"); err != nil {
+		return err
+	} else if b != nil {
+		if err := json.Unmarshal(b, &s.state); err != nil {
+			return fmt.Errorf("decode state: %w", err)
+		}
+		if s.state.Version != stateVersion {
+			return fmt.Errorf("state has format version %d, this server reads %d: reset it (GET /reset_data) or use the matching delegate", s.state.Version, stateVersion)
+		}
+	}
+	if b, err := s.st.get(ctx, "envs"); err != nil {
+		return err
+	} else if b != nil {
+		if err := json.Unmarshal(b, &s.envs); err != nil {
+			return fmt.Errorf("decode envs: %w", err)
+		}
+	}
+	return nil
+}
+
+// recoverBatches reads the stored batches into s.pending and s.kept, and
+// returns the groups they consumed, the groups recorded as released, and
+// their steps. The caller holds s.mu.
+func (s *Server) recoverBatches(ctx context.Context) (consumed, released map[uint64]bool, steps []int, err error) {
+	keys, err := s.st.keys(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	consumed, released = map[uint64]bool{}, map[uint64]bool{}
+	for _, k := range keys {
+		switch {
+		case strings.HasPrefix(k, "batch."):
+			rec, err := s.loadBatch(ctx, k)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			for _, g := range rec.Groups {
+				consumed[g.Seq] = true
+			}
+			steps = append(steps, rec.Step)
+			s.state.Step = max(s.state.Step, rec.Step)
+			if rec.Step > s.state.Sent {
+				s.pending = append(s.pending, rec)
+			} else {
+				s.kept = append(s.kept, rec)
+			}
+		case strings.HasPrefix(k, "released."):
+			seq, err := strconv.ParseUint(strings.TrimPrefix(k, "released."), 10, 64)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("key %s: %w", k, err)
+			}
+			released[seq] = true
+		}
+	}
+	return consumed, released, steps, nil
 }
 
 func (s *Server) loadBatch(ctx context.Context, key string) (batchRecord, error) {
