@@ -296,7 +296,6 @@ func summarizeArm(name, strat string, role Role, recs, base []*Record, isBaselin
 	}
 	n := float64(len(recs))
 	lat := make([]float64, len(recs))
-	roles := map[string]*RoleMeans{}
 	var in, out, calls int
 	var dollars float64
 	for i, r := range recs {
@@ -314,19 +313,6 @@ func summarizeArm(name, strat string, role Role, recs, base []*Record, isBaselin
 		calls += r.Total.Calls
 		dollars += r.Total.Cost
 		lat[i] = r.Latency.Seconds()
-		for role, t := range r.Roles {
-			rm := roles[role]
-			if rm == nil {
-				rm = &RoleMeans{Role: role}
-				roles[role] = rm
-			}
-			rm.Calls += float64(t.Calls)
-			rm.In += float64(t.Usage.PromptTokens)
-			rm.Out += float64(t.Usage.CompletionTokens)
-			rm.CachedIn += float64(t.Usage.CachedTokens)
-			rm.Dollars += t.Cost
-			rm.Errors += float64(t.Errors)
-		}
 	}
 	row.Accuracy = float64(row.Correct) / n
 	row.CI, _ = Wilson(row.Correct, len(recs))
@@ -340,16 +326,7 @@ func summarizeArm(name, strat string, role Role, recs, base []*Record, isBaselin
 	row.CostOfPass, row.CostOfPassCI, _ = CostOfPass(cost, right, CostOfPassResamples, CostOfPassSeed)
 	row.LatencyP50, _ = Quantile(lat, 0.50)
 	row.LatencyP95, _ = Quantile(lat, 0.95)
-	for _, rm := range roles {
-		rm.Calls /= n
-		rm.In /= n
-		rm.Out /= n
-		rm.CachedIn /= n
-		rm.Dollars /= n
-		rm.Errors /= n
-		row.Roles = append(row.Roles, *rm)
-	}
-	sort.Slice(row.Roles, func(i, j int) bool { return row.Roles[i].Role < row.Roles[j].Role })
+	row.Roles = roleMeans(recs)
 	if !isBaseline {
 		var b, c int
 		for i := range recs {
@@ -364,6 +341,40 @@ func summarizeArm(name, strat string, role Role, recs, base []*Record, isBaselin
 		row.McNemar = &m
 	}
 	return row
+}
+
+// roleMeans gives each role's means per item over recs, none empty,
+// sorted by role.
+func roleMeans(recs []*Record) []RoleMeans {
+	roles := map[string]*RoleMeans{}
+	for _, r := range recs {
+		for role, t := range r.Roles {
+			rm := roles[role]
+			if rm == nil {
+				rm = &RoleMeans{Role: role}
+				roles[role] = rm
+			}
+			rm.Calls += float64(t.Calls)
+			rm.In += float64(t.Usage.PromptTokens)
+			rm.Out += float64(t.Usage.CompletionTokens)
+			rm.CachedIn += float64(t.Usage.CachedTokens)
+			rm.Dollars += t.Cost
+			rm.Errors += float64(t.Errors)
+		}
+	}
+	n := float64(len(recs))
+	var out []RoleMeans
+	for _, rm := range roles {
+		rm.Calls /= n
+		rm.In /= n
+		rm.Out /= n
+		rm.CachedIn /= n
+		rm.Dollars /= n
+		rm.Errors /= n
+		out = append(out, *rm)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Role < out[j].Role })
+	return out
 }
 
 // MeanCI returns the mean of xs and its normal 95% interval, mean ±
