@@ -99,7 +99,7 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 		return fmt.Errorf("env: %w", err)
 	}
 	srv, err := openenv.NewServer(openenv.Config{
-		New: d.New, Name: "delegation", Metadata: d.Metadata(), Schema: d.Schema(),
+		New: d.New, Name: "delegation", Metadata: d.Metadata(), Schema: d.Schema(), Tools: d.Tools(),
 		MaxSessions: f.maxEpisodes, Log: log, // the episode ends at --max-steps; the server's step limit stays a backstop
 	})
 	if err != nil {
