@@ -108,3 +108,82 @@ func TestEnvServesShippedSolver(t *testing.T) {
 		t.Fatal("env did not stop")
 	}
 }
+
+// TestEnvDataset serves gsm8k tasks from a small file: a seed draws its
+// task, gsm8k's verifier scores the answer, and MCP lists the tools.
+func TestEnvDataset(t *testing.T) {
+	_, err := execute(t, func(string) string { return "" }, "env", "--config", "../../examples/world.yaml", "--dataset", "open")
+	if err == nil || !strings.Contains(err.Error(), "--dataset") {
+		t.Errorf("open: got %v, want an error naming --dataset", err)
+	}
+	var out syncBuffer
+	cmd := newRootCmd(func(string) string { return "" }, slog.New(slog.DiscardHandler))
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"env", "--config", "../../examples/world.yaml", "--addr", "127.0.0.1:0", "--dataset", "gsm8k", "--data", "../../dataset/testdata/gsm8k/test.jsonl"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	base := awaitListening(t, &out, done, regexp.MustCompile(`serving OpenEnv on (http://\S+) `), "env")
+	if !strings.Contains(out.String(), "gsm8k (../../dataset/testdata/gsm8k/test.jsonl), all 5 items") {
+		t.Errorf("startup output lacks the dataset:\n%s", out.String())
+	}
+	c := &openenv.Client{BaseURL: base}
+	var tools struct {
+		Tools []openenv.MCPTool `json:"tools"`
+	}
+	if err := c.MCP(ctx, openenv.MethodToolsList, nil, &tools); err != nil || len(tools.Tools) != 2 || !strings.Contains(tools.Tools[1].Description, "value alone") {
+		t.Errorf("tools/list: got %+v, %v", tools, err)
+	}
+	tests := []struct {
+		seed     int64
+		inTask   string // a piece of the task
+		answer   string
+		wantDone bool
+		correct  bool
+	}{
+		{1, "A robe takes 2 bolts", "3", true, true},
+		{6, "A robe takes 2 bolts", "4", true, false},
+		{2, "flipping a house", "$70,000", true, true},
+	}
+	for _, tt := range tests {
+		s, err := c.Dial(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Reset(ctx, openenv.ResetRequest{Seed: &tt.seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o openenv.DelegationObservation
+		if err := json.Unmarshal(res.Observation, &o); err != nil || !strings.Contains(o.Task, tt.inTask) {
+			t.Fatalf("seed %d: task %q (%v), want one with %q", tt.seed, o.Task, err, tt.inTask)
+		}
+		a, _ := json.Marshal(map[string]string{"answer": tt.answer}) // strings always encode
+		res, err = s.Step(ctx, openenv.ToolAction{Type: openenv.ActionCallTool, ToolName: openenv.ToolAnswer, Arguments: a})
+		if err != nil || !res.Done || res.Reward == nil || (*res.Reward > 0.5) != tt.correct {
+			t.Errorf("seed %d: answer %q: %+v, %v; want done, correct %v", tt.seed, tt.answer, res, err, tt.correct)
+		}
+		raw, err := s.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st openenv.DelegationState
+		if err := json.Unmarshal(raw, &st); err != nil || st.Dataset != "gsm8k" || st.Correct == nil || *st.Correct != tt.correct {
+			t.Errorf("seed %d: state %s, %v", tt.seed, raw, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("env: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("env did not stop")
+	}
+}
