@@ -30,6 +30,7 @@ const (
 	MethodSessionCreate = "openenv/session/create"
 	MethodSessionReset  = "openenv/session/reset"
 	MethodSessionClose  = "openenv/session/close"
+	MethodSessionState  = "openenv/session/state"
 )
 
 // MCPProtocolVersion is the MCP version initialize answers when the
@@ -255,7 +256,7 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 		result = s.toolsList()
 	case MethodToolsCall:
 		result, err = s.toolsCall(ctx, c.ws, params)
-	case MethodSessionCreate, MethodSessionReset, MethodSessionClose:
+	case MethodSessionCreate, MethodSessionReset, MethodSessionClose, MethodSessionState:
 		if c.ws != nil {
 			err = &RPCError{Code: RPCInvalidRequest, Message: c.req.Method + ": on the WebSocket the connection is the session; send reset and close messages"}
 			break
@@ -433,7 +434,8 @@ type sessionParams struct {
 
 // sessionMethod serves OpenEnv's session methods over HTTP. Create takes
 // a slot and starts the first episode; reset starts another, up to
-// MaxMCPEpisodes; close frees the slot.
+// MaxMCPEpisodes; state answers the state; close frees the slot. Reset
+// and state are ours.
 func (s *Server) sessionMethod(ctx context.Context, method string, params map[string]json.RawMessage) (any, error) {
 	var p sessionParams
 	b, _ := json.Marshal(params) // raw messages always encode
@@ -453,6 +455,18 @@ func (s *Server) sessionMethod(ctx context.Context, method string, params map[st
 		}
 		s.dropSession(ms)
 		return map[string]any{"session_id": ms.id, "closed": true}, nil
+	case MethodSessionState:
+		ms, err := s.mcpSession(params["session_id"])
+		if err != nil {
+			return nil, err
+		}
+		ms.mu.Lock()
+		defer ms.mu.Unlock()
+		if ms.closed {
+			return nil, &RPCError{Code: RPCInvalidParams, Message: "Unknown session_id: " + ms.id}
+		}
+		ms.last = time.Now()
+		return ms.env.State(), nil
 	}
 	ms, err := s.mcpSession(params["session_id"])
 	if err != nil {
