@@ -266,6 +266,8 @@ type episode struct {
 	seed    int64
 	task    delegate.Task
 	msgs    []delegate.Message // the delegator's conversation
+	turn    string             // the last call's metadata turn, "" without one
+	turnMsg int                // the index in msgs of the last call's assistant turn
 	steps   int
 	done    bool
 	correct *bool
@@ -318,7 +320,21 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 		args = b.String()
 	}
 	call := delegate.ToolCall{ID: "call_" + strconv.Itoa(e.steps), Name: a.ToolName, Arguments: args}
-	e.msgs = append(e.msgs, delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{call}})
+	// Calls whose metadata name the same turn as the last call's were one
+	// reply of the policy: they are billed as one assistant turn.
+	turn, ok := a.Metadata["turn"]
+	key := ""
+	if ok {
+		key = fmt.Sprint(turn)
+	}
+	if key != "" && key == e.turn && a.ToolName != ToolAnswer {
+		m := &e.msgs[e.turnMsg]
+		m.ToolCalls = append(m.ToolCalls, call)
+	} else {
+		e.msgs = append(e.msgs, delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{call}})
+		e.turnMsg = len(e.msgs) - 1
+	}
+	e.turn = key
 	var result string
 	var terr *ToolError
 	switch a.ToolName {
@@ -412,6 +428,7 @@ func (e *episode) delegate(ctx context.Context, args string) (string, *ToolError
 }
 
 // answer ends the episode with the policy's answer, a string or a number.
+// It replaces the call's message, the conversation's last.
 func (e *episode) answer(args string) (string, *ToolError) {
 	var v struct {
 		Answer json.RawMessage `json:"answer"`
@@ -431,6 +448,9 @@ func (e *episode) answer(args string) (string, *ToolError) {
 	if err != nil {
 		return "", &ToolError{ErrorType: ToolExecutionError, Message: err.Error()}
 	}
+	// The answer is billed as the text reply route's strong model ends
+	// with, not as a tool call: so an episode costs what route's does.
+	e.msgs[len(e.msgs)-1] = delegate.Assistant(text)
 	e.end(verdict.Correct)
 	if verdict.Correct {
 		return "correct", nil

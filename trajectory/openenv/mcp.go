@@ -329,7 +329,13 @@ func (s *Server) toolsCall(ctx context.Context, ws *session, params map[string]j
 	if args == nil || string(bytes.TrimSpace(args)) == "null" {
 		args = json.RawMessage("{}")
 	}
-	action, err := json.Marshal(ToolAction{Type: ActionCallTool, ToolName: name, Arguments: args})
+	var meta map[string]any
+	if m := params["metadata"]; m != nil && string(bytes.TrimSpace(m)) != "null" {
+		if !isObject(m) || json.Unmarshal(m, &meta) != nil {
+			return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'metadata' must be an object"}
+		}
+	}
+	action, err := json.Marshal(ToolAction{Type: ActionCallTool, ToolName: name, Arguments: args, Metadata: meta})
 	if err != nil {
 		return nil, fmt.Errorf("encode action: %w", err)
 	}

@@ -127,7 +127,7 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 		if len(out.ToolCalls) == 0 {
 			if hasAnswer {
 				args, _ := json.Marshal(map[string]string{"answer": pl.Answer}) // a string always encodes
-				if _, err := p.step(ctx, s, &pl, delegate.ToolCall{Name: AnswerTool, Arguments: string(args)}); err != nil {
+				if _, err := p.step(ctx, s, &pl, delegate.ToolCall{Name: AnswerTool, Arguments: string(args)}, turn); err != nil {
 					return pl, err
 				}
 			}
@@ -140,7 +140,7 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 				tc.ID = fmt.Sprintf("call_%d_%d", turn, i+1)
 				out.ToolCalls[i].ID = tc.ID
 			}
-			text, err := p.step(ctx, s, &pl, tc)
+			text, err := p.step(ctx, s, &pl, tc, turn)
 			if err != nil {
 				return pl, err
 			}
@@ -173,12 +173,14 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 
 // step sends one tool call and returns the text the policy reads back: the
 // result, or "error: " and why the call failed or was refused.
-func (p Policy) step(ctx context.Context, s Stepper, pl *Played, tc delegate.ToolCall) (string, error) {
+// The action's metadata names the policy's turn: calls of one reply share
+// it.
+func (p Policy) step(ctx context.Context, s Stepper, pl *Played, tc delegate.ToolCall, turn int) (string, error) {
 	args := json.RawMessage(tc.Arguments)
 	if !isObject(args) {
 		return fmt.Sprintf("error: the arguments of %s are not a JSON object", tc.Name), nil
 	}
-	res, err := s.Step(ctx, ToolAction{Type: ActionCallTool, ToolName: tc.Name, Arguments: args})
+	res, err := s.Step(ctx, ToolAction{Type: ActionCallTool, ToolName: tc.Name, Arguments: args, Metadata: map[string]any{"turn": turn}})
 	var e *Error
 	var rerr *RPCError
 	switch {
@@ -254,7 +256,11 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 		return Result{}, fmt.Errorf("openenv mcp step: want a call_tool ToolAction, got %T", action)
 	}
 	var got MCPCallResult
-	err := m.c.MCP(ctx, MethodToolsCall, map[string]any{"session_id": m.id, "name": a.ToolName, "arguments": a.Arguments}, &got)
+	params := map[string]any{"session_id": m.id, "name": a.ToolName, "arguments": a.Arguments}
+	if a.Metadata != nil {
+		params["metadata"] = a.Metadata
+	}
+	err := m.c.MCP(ctx, MethodToolsCall, params, &got)
 	if err != nil {
 		return Result{}, err
 	}
