@@ -141,7 +141,7 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	}
 	fmt.Fprintf(out, "delegation environment: %s, sub-agent %q (config key %s), at most %d steps an episode, %d episodes at once\n",
 		what, models[name].Name(), name, f.maxSteps, f.maxEpisodes)
-	fmt.Fprintf(out, "serving OpenEnv on http://%s (WebSocket ws://%s/ws), %s\n", ln.Addr(), ln.Addr(), auth)
+	fmt.Fprintf(out, "serving OpenEnv on http://%s (WebSocket ws://%s/ws, MCP http://%s/mcp), %s\n", ln.Addr(), ln.Addr(), ln.Addr(), auth)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
