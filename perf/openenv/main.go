@@ -12,6 +12,7 @@
 // most 1.2× the in-process CPU per episode; PASS or MISS each.
 //
 //	go run ./perf/openenv -episodes 2000 -concurrency 32
+//	go run ./perf/openenv -arm websocket -cpuprofile /tmp/ws.pprof
 package main
 
 import (
@@ -25,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -47,8 +49,10 @@ func main() {
 	episodes := flag.Int("episodes", 2000, "episodes per arm")
 	conc := flag.Int("concurrency", 32, "workers running episodes at once")
 	latency := flag.Duration("latency", 0, "the stand-in's latency per sub-agent call")
+	only := flag.String("arm", "", "run in-process and this arm only (websocket or http-mcp); default all")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the transport arms to this file")
 	flag.Parse()
-	if err := run(*episodes, *conc, *latency); err != nil {
+	if err := run(*episodes, *conc, *latency, *only, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "openenv:", err)
 		os.Exit(1)
 	}
@@ -78,7 +82,7 @@ func (r result) cpuPerEpisode() time.Duration {
 }
 func (r result) quantile(q float64) time.Duration { return r.lat[int(q*float64(len(r.lat)-1))] }
 
-func run(episodes, conc int, latency time.Duration) error {
+func run(episodes, conc int, latency time.Duration, only, profile string) error {
 	if episodes <= 0 || conc <= 0 {
 		return fmt.Errorf("-episodes %d and -concurrency %d must be positive", episodes, conc)
 	}
@@ -134,7 +138,21 @@ func run(episodes, conc int, latency time.Duration) error {
 	}
 	fmt.Printf("%d episodes an arm, %d workers, stand-in latency %v, GOMAXPROCS %d, %d CPUs\n\n", episodes, conc, latency, runtime.GOMAXPROCS(0), runtime.NumCPU())
 	var results []result
-	for _, a := range arms {
+	for i, a := range arms {
+		if i > 0 && only != "" && a.name != only {
+			continue
+		}
+		if i == 1 && profile != "" {
+			f, err := os.Create(profile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
 		r, err := measure(a, conc, questions, answers)
 		if err != nil {
 			return fmt.Errorf("%s: %w", a.name, err)
