@@ -44,6 +44,7 @@ var allowedImports = map[string][]string{
 	"perf/hfdecode":          {"nn/infer"},
 	"perf/internal/runc":     {"nn", "tokenizer"},
 	"perf/llama2c":           {"*"},
+	"perf/openenv":           {"*"},
 	"perf/sample":            {"*"},
 	"perf/serve":             {},
 	"perf/soak":              {"*"},

@@ -44,6 +44,9 @@ type benchFlags struct {
 	progress    string
 	frontier    string // "STRONG,WEAK": the arms of the frontier's oracle and mixing line
 	otlp        string
+	// env is an OpenEnv server's URL: evaluate a policy there instead of
+	// strategies on a dataset (benchenv.go).
+	env, envTransport string
 }
 
 // Files of a bench output directory besides bench.Files.
@@ -120,6 +123,8 @@ adds every role, --no-cache turns caching off.`,
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
 	fl.StringVar(&f.frontier, "frontier", "", "STRONG,WEAK: the arms the frontier plot draws the oracle and random mixing between (default: route's strong and weak arms)")
 	fl.StringVar(&f.otlp, "otlp", "", otlpUsage)
+	fl.StringVar(&f.env, "env", "", "an OpenEnv server's URL: play --n episodes (seeds from --seed) with the config's strong model (else default) as the policy, acting through the environment's tools; token from $"+envTokenEnv)
+	fl.StringVar(&f.envTransport, "env-transport", "ws", "with --env: ws (OpenEnv's WebSocket) or http (MCP sessions over POST /mcp)")
 	f.datasetFlags.register(cmd, "")
 	return cmd
 }
@@ -288,6 +293,9 @@ func judgeGrader(j *judge.Judge, pass float64) bench.Grader {
 }
 
 func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.Logger, f benchFlags) error {
+	if f.env != "" {
+		return runBenchEnv(ctx, out, errOut, getenv, log, f)
+	}
 	if err := f.validate(); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

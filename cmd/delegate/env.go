@@ -13,7 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/dataset"
 	"github.com/delegatelab/delegate/internal/edge"
+	"github.com/delegatelab/delegate/score"
 	"github.com/delegatelab/delegate/trajectory/openenv"
 	"github.com/delegatelab/delegate/world"
 )
@@ -23,20 +26,23 @@ const envTokenEnv = "DELEGATE_ENV_TOKEN"
 
 type envFlags struct {
 	addr, config, split, token string
+	dataset, data              string
 	maxEpisodes, maxSteps      int
-	insecure                   bool
+	insecure, skipBad          bool
 }
 
 func newEnvCmd(getenv env, log *slog.Logger) *cobra.Command {
 	var f envFlags
 	cmd := &cobra.Command{
 		Use:   "env [flags]",
-		Short: "Serve the world's delegation tasks as an OpenEnv environment",
-		Long: `Env serves the delegation tasks of the arithmetic world over OpenEnv's
-protocol (HTTP and WebSocket), for trainers such as TRL's environment_factory.
-An episode is one problem of --split; the policy calls two tools: delegate,
-which hands a question to the sub-agent model (the config's weak role, else
-its subagent or default role), and answer. The reward is the world's.
+		Short: "Serve delegation tasks as an OpenEnv environment",
+		Long: `Env serves delegation tasks over OpenEnv's protocol (HTTP, WebSocket and
+MCP), for trainers such as TRL's environment_factory. An episode is one
+problem: of the arithmetic world's --split, or of --dataset (gsm8k, math,
+mmlu, bbh) read from --data and scored by its exact verifier. The policy
+calls two tools: delegate, which hands a question to the sub-agent model
+(the config's weak role, else its subagent or default role), and answer.
+The reward is the world's.
 Listening off loopback needs a token ($` + envTokenEnv + ` or --token) unless
 --insecure. docs/openenv.md has the protocol and a TRL example.`,
 		Args: cobra.NoArgs,
@@ -47,7 +53,10 @@ Listening off loopback needs a token ($` + envTokenEnv + ` or --token) unless
 	fl := cmd.Flags()
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8010", "address to listen on")
 	fl.StringVarP(&f.config, "config", "c", "", "config file naming the sub-agent model (default $DELEGATE_CONFIG or delegate.yaml)")
-	fl.StringVar(&f.split, "split", "train", "split the problems come from: train, validation or test")
+	fl.StringVar(&f.split, "split", "train", "split the world's problems come from: train, validation or test")
+	fl.StringVarP(&f.dataset, "dataset", "d", datasetWorld, "problems: world, or gsm8k, math, mmlu or bbh from --data")
+	fl.StringVar(&f.data, "data", "", "dataset file (a directory for mmlu, bbh); not used with world")
+	fl.BoolVar(&f.skipBad, "skip-bad", false, "leave malformed dataset records out, listing each, instead of failing")
 	fl.IntVar(&f.maxEpisodes, "max-episodes", 64, "WebSocket episodes open at once (CAPACITY_REACHED beyond)")
 	fl.IntVar(&f.maxSteps, "max-steps", 8, "tool calls that end an episode unanswered")
 	fl.StringVar(&f.token, "token", "", "bearer token clients must send (default $"+envTokenEnv+"; prefer the variable: a flag shows in ps)")
@@ -69,6 +78,10 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	split, err := world.ParseSplit(f.split)
 	if err != nil {
 		return fmt.Errorf("env: --split: %w", err)
+	}
+	tasks, what, err := envTasks(out, f, split)
+	if err != nil {
+		return fmt.Errorf("env: %w", err)
 	}
 	cfg, err := LoadConfig(configPath(f.config, getenv))
 	if err != nil {
@@ -94,12 +107,16 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	if p := cfg.Models[name].Price; p.Input != 0 || p.CachedInput != 0 || p.Output != 0 {
 		prices.Solver = p
 	}
-	d, err := openenv.NewDelegation(openenv.DelegationConfig{Subagent: models[name], Split: split, MaxSteps: f.maxSteps, Prices: &prices})
+	dc := openenv.DelegationConfig{Subagent: models[name], Split: split, MaxSteps: f.maxSteps, Prices: &prices}
+	if tasks != nil {
+		dc.Tasks, dc.Verify = tasks, score.Verify
+	}
+	d, err := openenv.NewDelegation(dc)
 	if err != nil {
 		return fmt.Errorf("env: %w", err)
 	}
 	srv, err := openenv.NewServer(openenv.Config{
-		New: d.New, Name: "delegation", Metadata: d.Metadata(), Schema: d.Schema(),
+		New: d.New, Name: "delegation", Metadata: d.Metadata(), Schema: d.Schema(), Tools: d.Tools(),
 		MaxSessions: f.maxEpisodes, Log: log, // the episode ends at --max-steps; the server's step limit stays a backstop
 	})
 	if err != nil {
@@ -122,9 +139,9 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 		auth = "NO TOKEN (--insecure)"
 		log.Warn("serving without authentication off loopback (--insecure): anyone who can reach the address can run episodes", "addr", ln.Addr().String())
 	}
-	fmt.Fprintf(out, "delegation environment: %s problems, sub-agent %q (config key %s), at most %d steps an episode, %d episodes at once\n",
-		split, models[name].Name(), name, f.maxSteps, f.maxEpisodes)
-	fmt.Fprintf(out, "serving OpenEnv on http://%s (WebSocket ws://%s/ws), %s\n", ln.Addr(), ln.Addr(), auth)
+	fmt.Fprintf(out, "delegation environment: %s, sub-agent %q (config key %s), at most %d steps an episode, %d episodes at once\n",
+		what, models[name].Name(), name, f.maxSteps, f.maxEpisodes)
+	fmt.Fprintf(out, "serving OpenEnv on http://%s (WebSocket ws://%s/ws, MCP http://%s/mcp), %s\n", ln.Addr(), ln.Addr(), ln.Addr(), auth)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -140,4 +157,25 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return hs.Shutdown(shutdown)
+}
+
+// envTasks loads --dataset's tasks, nil for the world's problems, and
+// says what the episodes draw from.
+func envTasks(out io.Writer, f envFlags, split world.Split) ([]delegate.Task, string, error) {
+	switch f.dataset {
+	case datasetWorld:
+		if f.data != "" {
+			return nil, "", errors.New("--data is not used with --dataset world")
+		}
+		return nil, fmt.Sprintf("%s problems", split), nil
+	case "gsm8k", "math", "mmlu", "bbh":
+	default:
+		return nil, "", fmt.Errorf("--dataset %q: want world, gsm8k, math, mmlu or bbh (a dataset with reference answers)", f.dataset)
+	}
+	df := datasetFlags{dataset: f.dataset, data: f.data, skipBad: f.skipBad, maxRec: dataset.DefaultMaxRecord}
+	tasks, desc, err := df.load(out)
+	if err != nil {
+		return nil, "", err
+	}
+	return tasks, desc, nil
 }

@@ -263,3 +263,67 @@ func (s *Session) Close() error {
 	}
 	return err
 }
+
+// MCP sends one JSON-RPC request to POST /mcp and decodes its result
+// into out. A JSON-RPC error comes back as an *RPCError.
+func (c *Client) MCP(ctx context.Context, method string, params, out any) error {
+	req, err := rpcRequest(method, params)
+	if err != nil {
+		return err
+	}
+	var resp RPCResponse
+	if err := c.do(ctx, http.MethodPost, "/mcp", req, &resp); err != nil {
+		return err
+	}
+	return resp.decode(method, out)
+}
+
+// MCP sends one JSON-RPC request as a WebSocket mcp message, on the
+// session's environment, and decodes its result into out.
+func (s *Session) MCP(ctx context.Context, method string, params, out any) error {
+	req, err := rpcRequest(method, params)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("openenv mcp %s: encode: %w", method, err)
+	}
+	got, err := s.Exchange(ctx, Message{Type: MsgMCP, Data: b})
+	if err != nil {
+		return err
+	}
+	if got.Type != MsgMCP {
+		return fmt.Errorf("openenv mcp %s: answer of type %q", method, got.Type)
+	}
+	var resp RPCResponse
+	if err := json.Unmarshal(got.Data, &resp); err != nil {
+		return fmt.Errorf("openenv mcp %s: decode: %w", method, err)
+	}
+	return resp.decode(method, out)
+}
+
+func rpcRequest(method string, params any) (RPCRequest, error) {
+	req := RPCRequest{JSONRPC: "2.0", Method: method, ID: json.RawMessage("1")}
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err != nil {
+			return req, fmt.Errorf("openenv mcp %s: encode params: %w", method, err)
+		}
+		req.Params = b
+	}
+	return req, nil
+}
+
+func (r RPCResponse) decode(method string, out any) error {
+	if r.Error != nil {
+		return fmt.Errorf("openenv mcp %s: %w", method, r.Error)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(r.Result, out); err != nil {
+		return fmt.Errorf("openenv mcp %s: decode result: %w", method, err)
+	}
+	return nil
+}

@@ -48,6 +48,14 @@ type DelegationConfig struct {
 	// Generation is how the sub-agent is asked. Default the route
 	// strategy's weak stage in this world (transcript.StrategyConfig).
 	Generation *strategy.Generation
+	// Tasks, when set, are the problems instead of the world's: a reset
+	// with seed s draws Tasks[s mod len(Tasks)]. Each needs a reference
+	// answer.
+	Tasks []delegate.Task
+	// Verify scores an answer to one of Tasks. Required with Tasks. It
+	// gets the answer boxed, \boxed{ANSWER}, as the verifiers of package
+	// score read a reply, unless the answer has a box already.
+	Verify delegate.Verifier
 }
 
 // Delegation is the delegation environment of package world: an episode
@@ -62,6 +70,9 @@ type Delegation struct {
 	prices   world.Prices
 	reward   reward.Graded
 	gen      strategy.Generation
+	tasks    []delegate.Task
+	verify   delegate.Verifier
+	dataset  string // the tasks' dataset, world.Dataset for the world's
 }
 
 // NewDelegation checks cfg and returns the environment it sets up.
@@ -92,14 +103,39 @@ func NewDelegation(cfg DelegationConfig) (*Delegation, error) {
 	if d.maxSteps < 0 || d.budget < 0 || math.IsNaN(d.budget) {
 		return nil, fmt.Errorf("delegation environment: max steps %d and budget %g must not be negative", d.maxSteps, d.budget)
 	}
+	d.dataset = world.Dataset
+	if len(cfg.Tasks) > 0 {
+		if cfg.Verify == nil {
+			return nil, errors.New("delegation environment: tasks need a verifier")
+		}
+		for _, t := range cfg.Tasks {
+			if t.Answer == "" {
+				return nil, fmt.Errorf("delegation environment: task %q of %s has no reference answer", t.ID, t.Dataset)
+			}
+		}
+		d.tasks, d.verify, d.dataset = cfg.Tasks, cfg.Verify, cfg.Tasks[0].Dataset
+	}
 	return d, nil
+}
+
+// Task is the task an episode reset with seed draws: Tasks[seed mod
+// len(Tasks)], or the world's problem of seed (Problem).
+func (d *Delegation) Task(seed int64) (delegate.Task, error) {
+	if len(d.tasks) > 0 {
+		return d.tasks[seed%int64(len(d.tasks))], nil
+	}
+	p, err := d.Problem(seed)
+	if err != nil {
+		return delegate.Task{}, err
+	}
+	return p.Task(), nil
 }
 
 // MaxSteps is the number of tool calls that ends an episode.
 func (d *Delegation) MaxSteps() int { return d.maxSteps }
 
-// Problem is the problem an episode reset with seed draws: the first
-// problem of the split from a generator seeded so.
+// Problem is the world's problem of seed: the first problem of the split
+// from a generator seeded so.
 func (d *Delegation) Problem(seed int64) (*world.Problem, error) {
 	g, err := world.NewGenerator(d.world, uint64(seed), d.split)
 	if err != nil {
@@ -118,10 +154,14 @@ func (d *Delegation) New() (Environment, error) { return &episode{d: d}, nil }
 // Metadata describes the environment.
 func (d *Delegation) Metadata() Metadata {
 	v := "1"
+	what := fmt.Sprintf("a %s problem of delegate's arithmetic world", d.split)
+	if len(d.tasks) > 0 {
+		what = fmt.Sprintf("one of %d %s tasks", len(d.tasks), d.dataset)
+	}
 	return Metadata{
-		Name: "delegate-world",
-		Description: fmt.Sprintf("Solve a %s problem of delegate's arithmetic world, delegating steps to the sub-agent %s; "+
-			"reward = correct - %g x delegator generated tokens - %g x sub-agent calls.", d.split, d.sub.Name(), d.reward.Lambda, d.reward.Mu),
+		Name: "delegate-" + d.dataset,
+		Description: fmt.Sprintf("Solve %s, delegating steps to the sub-agent %s; "+
+			"reward = correct - %g x delegator generated tokens - %g x sub-agent calls.", what, d.sub.Name(), d.reward.Lambda, d.reward.Mu),
 		Version: &v,
 	}
 }
@@ -131,9 +171,19 @@ func (d *Delegation) Tools() []Tool {
 	return []Tool{
 		{Name: ToolDelegate, Description: "Hand a self-contained question, such as 47*28, to the sub-agent model and get its answer.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string","description":"the question, complete in itself"}},"required":["question"]}`)},
-		{Name: ToolAnswer, Description: "Give the final answer, an integer. It ends the episode.",
+		{Name: ToolAnswer, Description: d.answerDescription(),
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string","description":"the final answer"}},"required":["answer"]}`)},
 	}
+}
+
+func (d *Delegation) answerDescription() string {
+	switch d.dataset {
+	case world.Dataset:
+		return "Give the final answer, an integer. It ends the episode."
+	case "mmlu":
+		return "Give the final answer, the letter of the right option. It ends the episode."
+	}
+	return "Give the final answer, the value alone. It ends the episode."
 }
 
 // billTools are the tools as the delegator's bill renders them: names
@@ -177,7 +227,8 @@ type DelegationState struct {
 	EpisodeID *string  `json:"episode_id"`
 	StepCount int      `json:"step_count"`
 	Seed      *int64   `json:"seed"`
-	Split     string   `json:"split"`
+	Dataset   string   `json:"dataset"`
+	Split     string   `json:"split"` // the world's; "" for other datasets
 	ProblemID string   `json:"problem_id"`
 	Done      bool     `json:"done"`
 	Correct   *bool    `json:"correct"`
@@ -201,7 +252,7 @@ func (d *Delegation) Schema() Schema {
 			`"spend":` + spend + `}}`),
 		State: json.RawMessage(`{"title":"DelegationState","type":"object","properties":{` +
 			`"episode_id":{"type":["string","null"]},"step_count":{"type":"integer","minimum":0},"seed":{"type":["integer","null"]},` +
-			`"split":{"type":"string"},"problem_id":{"type":"string"},"done":{"type":"boolean"},` +
+			`"dataset":{"type":"string"},"split":{"type":"string"},"problem_id":{"type":"string"},"done":{"type":"boolean"},` +
 			`"correct":{"type":["boolean","null"]},"reward":{"type":["number","null"]},"spend":` + spend + `}}`),
 	}
 }
@@ -213,8 +264,10 @@ type episode struct {
 	started bool
 	id      string
 	seed    int64
-	problem *world.Problem
+	task    delegate.Task
 	msgs    []delegate.Message // the delegator's conversation
+	turn    string             // the last call's metadata turn, "" without one
+	turnMsg int                // the index in msgs of the last call's assistant turn
 	steps   int
 	done    bool
 	correct *bool
@@ -231,14 +284,14 @@ func (e *episode) Reset(_ context.Context, seed *int64, episodeID string) (Obser
 	if seed != nil {
 		s = *seed
 	}
-	p, err := e.d.Problem(s)
+	t, err := e.d.Task(s)
 	if err != nil {
 		return Observation{}, err
 	}
 	if episodeID == "" {
 		episodeID = fmt.Sprintf("%016x", rand.Uint64())
 	}
-	*e = episode{d: e.d, started: true, id: episodeID, seed: s, problem: p, msgs: transcript.RouteMessages(p.Text)}
+	*e = episode{d: e.d, started: true, id: episodeID, seed: s, task: t, msgs: transcript.RouteMessages(t.Prompt)}
 	return e.observation("", "", nil), nil
 }
 
@@ -267,7 +320,21 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 		args = b.String()
 	}
 	call := delegate.ToolCall{ID: "call_" + strconv.Itoa(e.steps), Name: a.ToolName, Arguments: args}
-	e.msgs = append(e.msgs, delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{call}})
+	// Calls whose metadata name the same turn as the last call's were one
+	// reply of the policy: they are billed as one assistant turn.
+	turn, ok := a.Metadata["turn"]
+	key := ""
+	if ok {
+		key = fmt.Sprint(turn)
+	}
+	if key != "" && key == e.turn && a.ToolName != ToolAnswer {
+		m := &e.msgs[e.turnMsg]
+		m.ToolCalls = append(m.ToolCalls, call)
+	} else {
+		e.msgs = append(e.msgs, delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{call}})
+		e.turnMsg = len(e.msgs) - 1
+	}
+	e.turn = key
 	var result string
 	var terr *ToolError
 	switch a.ToolName {
@@ -361,6 +428,7 @@ func (e *episode) delegate(ctx context.Context, args string) (string, *ToolError
 }
 
 // answer ends the episode with the policy's answer, a string or a number.
+// It replaces the call's message, the conversation's last.
 func (e *episode) answer(args string) (string, *ToolError) {
 	var v struct {
 		Answer json.RawMessage `json:"answer"`
@@ -376,15 +444,29 @@ func (e *episode) answer(args string) (string, *ToolError) {
 		}
 		text = n.String()
 	}
-	verdict, err := world.Verify(e.problem.Task(), text)
+	verdict, err := e.d.check(e.task, text)
 	if err != nil {
 		return "", &ToolError{ErrorType: ToolExecutionError, Message: err.Error()}
 	}
+	// The answer is billed as the text reply route's strong model ends
+	// with, not as a tool call: so an episode costs what route's does.
+	e.msgs[len(e.msgs)-1] = delegate.Assistant(text)
 	e.end(verdict.Correct)
 	if verdict.Correct {
 		return "correct", nil
 	}
 	return "wrong", nil
+}
+
+// check scores an answer with the world's verifier or the tasks'.
+func (d *Delegation) check(t delegate.Task, answer string) (delegate.Verdict, error) {
+	if d.verify == nil {
+		return world.Verify(t, answer)
+	}
+	if !strings.Contains(answer, `\boxed`) {
+		answer = `\boxed{` + answer + `}`
+	}
+	return d.verify(t, answer)
 }
 
 // end ends the episode and scores it.
@@ -416,12 +498,8 @@ func (e *episode) spend() Spend {
 }
 
 func (e *episode) observation(tool, result string, terr *ToolError) Observation {
-	task := ""
-	if e.problem != nil {
-		task = e.problem.Text
-	}
 	return Observation{
-		Value:  DelegationObservation{Task: task, Tools: e.d.Tools(), ToolName: tool, Result: result, Error: terr, Spend: e.spend()},
+		Value:  DelegationObservation{Task: e.task.Prompt, Tools: e.d.Tools(), ToolName: tool, Result: result, Error: terr, Spend: e.spend()},
 		Reward: e.reward,
 		Done:   e.done,
 	}
@@ -429,10 +507,13 @@ func (e *episode) observation(tool, result string, terr *ToolError) Observation 
 
 // State returns the episode's state.
 func (e *episode) State() any {
-	st := DelegationState{StepCount: e.steps, Split: e.d.split.String(), Done: e.done, Correct: e.correct, Reward: e.reward, Spend: e.spend()}
+	st := DelegationState{StepCount: e.steps, Dataset: e.d.dataset, Done: e.done, Correct: e.correct, Reward: e.reward, Spend: e.spend()}
 	if e.started {
 		id, seed := e.id, e.seed
-		st.EpisodeID, st.Seed, st.ProblemID = &id, &seed, e.problem.ID
+		st.EpisodeID, st.Seed, st.ProblemID = &id, &seed, e.task.ID
+	}
+	if e.d.tasks == nil {
+		st.Split = e.d.split.String()
 	}
 	return st
 }

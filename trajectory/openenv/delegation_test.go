@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -23,6 +24,9 @@ func TestNewDelegation(t *testing.T) {
 		{"negative steps", DelegationConfig{Subagent: fakeSolver(), MaxSteps: -1}, "negative"},
 		{"negative budget", DelegationConfig{Subagent: fakeSolver(), Budget: -1}, "negative"},
 		{"bad world", DelegationConfig{Subagent: fakeSolver(), World: &bad}, "delegation environment"},
+		{"tasks", DelegationConfig{Subagent: fakeSolver(), Tasks: []delegate.Task{{ID: "a", Answer: "1"}}, Verify: world.Verify}, ""},
+		{"tasks without a verifier", DelegationConfig{Subagent: fakeSolver(), Tasks: []delegate.Task{{ID: "a", Answer: "1"}}}, "verifier"},
+		{"a task without an answer", DelegationConfig{Subagent: fakeSolver(), Tasks: []delegate.Task{{ID: "a"}}, Verify: world.Verify}, "no reference answer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,4 +79,59 @@ func FuzzAction(f *testing.F) {
 			t.Fatalf("state after %q: %v", action, err)
 		}
 	})
+}
+
+// TestDelegationTasks runs episodes over given tasks: a seed draws its
+// task, the answer reaches the verifier boxed, and the reward follows it.
+func TestDelegationTasks(t *testing.T) {
+	tasks := []delegate.Task{
+		{ID: "t0", Dataset: "gsm8k", Prompt: "What is 2+3?", Answer: "5"},
+		{ID: "t1", Dataset: "gsm8k", Prompt: "What is 4*6?", Answer: "24"},
+	}
+	var seen []string
+	verify := func(task delegate.Task, response string) (delegate.Verdict, error) {
+		seen = append(seen, response)
+		return delegate.Verdict{Correct: response == `\boxed{`+task.Answer+`}`, Found: true}, nil
+	}
+	d, err := NewDelegation(DelegationConfig{Subagent: fakeSolver(), Tasks: tasks, Verify: verify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := d.Metadata(); m.Name != "delegate-gsm8k" || !strings.Contains(m.Description, "2 gsm8k tasks") {
+		t.Errorf("metadata: got %+v", m)
+	}
+	ctx := context.Background()
+	tests := []struct {
+		seed        int64
+		answer      string
+		wantTask    string
+		wantCorrect bool
+		wantSeen    string
+	}{
+		{0, "5", "What is 2+3?", true, `\boxed{5}`},
+		{3, "25", "What is 4*6?", false, `\boxed{25}`},
+		{1, `\boxed{24}`, "What is 4*6?", true, `\boxed{24}`},
+	}
+	for _, tt := range tests {
+		env, _ := d.New() // New never fails
+		res, err := env.Reset(ctx, &tt.seed, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := res.Value.(DelegationObservation); o.Task != tt.wantTask {
+			t.Errorf("seed %d: task %q, want %q", tt.seed, o.Task, tt.wantTask)
+		}
+		a, _ := json.Marshal(call(ToolAnswer, map[string]string{"answer": tt.answer})) // strings always encode
+		res, err = env.Step(ctx, a)
+		if err != nil || !res.Done || res.Reward == nil {
+			t.Fatalf("seed %d: answer: %+v, %v", tt.seed, res, err)
+		}
+		st := env.State().(DelegationState)
+		if *st.Correct != tt.wantCorrect || (*res.Reward > 0.5) != tt.wantCorrect || st.Dataset != "gsm8k" || st.Split != "" {
+			t.Errorf("seed %d: state %+v, reward %v; want correct %v", tt.seed, st, *res.Reward, tt.wantCorrect)
+		}
+		if got := seen[len(seen)-1]; got != tt.wantSeen {
+			t.Errorf("seed %d: the verifier got %q, want %q", tt.seed, got, tt.wantSeen)
+		}
+	}
 }

@@ -65,6 +65,15 @@ func TestFixturesRoundTrip(t *testing.T) {
 			InputSchema: json.RawMessage(`{"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}`)}},
 		{"http_error_422.json", func() any { return new(HTTPError) }, &HTTPError{Detail: json.RawMessage(`[{"type": "missing", "loc": ["body", "action"], "msg": "Field required"}]`)}},
 		{"http_error_detail.json", func() any { return new(HTTPError) }, &HTTPError{Detail: json.RawMessage(`"Not Found"`)}},
+		{"mcp_tools_list_request.json", func() any { return new(RPCRequest) }, &RPCRequest{JSONRPC: "2.0", Method: MethodToolsList, ID: json.RawMessage(`1`)}},
+		{"mcp_tools_call_request.json", func() any { return new(RPCRequest) }, &RPCRequest{JSONRPC: "2.0", Method: MethodToolsCall, ID: json.RawMessage(`2`),
+			Params: json.RawMessage(`{"name": "delegate", "arguments": {"question": "47*28"}, "session_id": "s-1"}`)}},
+		{"mcp_tools_list_response.json", func() any { return new(RPCResponse) }, &RPCResponse{JSONRPC: "2.0", ID: json.RawMessage(`1`),
+			Result: json.RawMessage(`{"tools": [{"name": "answer", "description": "Give the final answer.", "inputSchema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}]}`)}},
+		{"mcp_error_response.json", func() any { return new(RPCResponse) }, &RPCResponse{JSONRPC: "2.0", ID: json.RawMessage(`1`), Error: &RPCError{Code: RPCMethodNotFound, Message: "Method not found"}}},
+		{"mcp_tools_call_result.json", func() any { return new(MCPCallResult) }, &MCPCallResult{Content: []MCPContent{{Type: "text", Text: "1316"}},
+			Observation: json.RawMessage(`{"tool_name": "delegate", "result": "1316", "error": null}`)}},
+		{"ws_mcp.json", func() any { return new(Message) }, &Message{Type: MsgMCP, Data: json.RawMessage(`{"jsonrpc": "2.0", "method": "tools/list", "id": 3}`)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

@@ -37,6 +37,13 @@ type Config struct {
 	// StepTimeout bounds one reset or step; an HTTP step's timeout_s
 	// shortens it. Default 2 minutes.
 	StepTimeout time.Duration
+	// Tools are the tools of the environment's call_tool actions, which
+	// MCP's tools/list lists and tools/call calls. None: MCP's tool
+	// methods answer an internal error, as OpenEnv's do.
+	Tools []Tool
+	// MaxMCPEpisodes bounds the episodes of one HTTP MCP session, counted
+	// from its creation. Default 100.
+	MaxMCPEpisodes int
 	// Log gets the sessions' failures. Nil discards them.
 	Log *slog.Logger
 }
@@ -57,6 +64,9 @@ func (c Config) withDefaults() Config {
 	if c.StepTimeout == 0 {
 		c.StepTimeout = 2 * time.Minute
 	}
+	if c.MaxMCPEpisodes == 0 {
+		c.MaxMCPEpisodes = 100
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
@@ -68,24 +78,27 @@ func (c Config) Validate() error {
 	if c.New == nil {
 		return errors.New("openenv server: New is required")
 	}
-	if c.MaxSessions < 0 || c.MaxSteps < 0 || c.MaxMessageBytes < 0 || c.IdleTimeout < 0 || c.StepTimeout < 0 {
-		return fmt.Errorf("openenv server: bounds must not be negative (sessions %d, steps %d, message bytes %d, idle %v, step %v)",
-			c.MaxSessions, c.MaxSteps, c.MaxMessageBytes, c.IdleTimeout, c.StepTimeout)
+	if c.MaxSessions < 0 || c.MaxSteps < 0 || c.MaxMessageBytes < 0 || c.IdleTimeout < 0 || c.StepTimeout < 0 || c.MaxMCPEpisodes < 0 {
+		return fmt.Errorf("openenv server: bounds must not be negative (sessions %d, steps %d, message bytes %d, idle %v, step %v, MCP episodes %d)",
+			c.MaxSessions, c.MaxSteps, c.MaxMessageBytes, c.IdleTimeout, c.StepTimeout, c.MaxMCPEpisodes)
 	}
 	return nil
 }
 
-// Server serves environments over OpenEnv's HTTP and WebSocket protocol.
-// It is an http.Handler; put it behind the project's edge. Close ends
-// every session.
+// Server serves environments over OpenEnv's HTTP and WebSocket protocol,
+// and their tools over MCP. It is an http.Handler; put it behind the
+// project's edge. Close ends every session.
 type Server struct {
 	cfg Config
 
-	// mu guards active and closed; wg counts the sessions.
-	mu     sync.Mutex
-	active int
-	closed bool
-	wg     sync.WaitGroup
+	// mu guards active, closed and mcpSessions; wg counts the sessions
+	// and the reaper. Lock order: mu, then an mcpSession's mu.
+	mu          sync.Mutex
+	active      int // WebSocket and HTTP MCP sessions
+	closed      bool
+	mcpSessions map[string]*mcpSession
+	reaperOnce  sync.Once
+	wg          sync.WaitGroup
 
 	ctx    context.Context // ends every session
 	cancel context.CancelFunc
@@ -100,7 +113,7 @@ func NewServer(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg.withDefaults(), ctx: ctx, cancel: cancel}, nil
 }
 
-// Active is the number of WebSocket sessions open now.
+// Active is the number of WebSocket and HTTP MCP sessions open now.
 func (s *Server) Active() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -136,6 +149,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h = s.schema
 	case "/ws":
 		h = s.ws
+	case "/mcp":
+		method, h = http.MethodPost, s.mcp
 	default:
 		WriteDetail(w, http.StatusNotFound, "Not Found")
 		return

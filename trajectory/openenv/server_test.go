@@ -75,7 +75,7 @@ func newDelegationServer(t *testing.T, dc DelegationConfig, cfg Config) (*Server
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.New, cfg.Name, cfg.Metadata, cfg.Schema = d.New, "delegation", d.Metadata(), d.Schema()
+	cfg.New, cfg.Name, cfg.Metadata, cfg.Schema, cfg.Tools = d.New, "delegation", d.Metadata(), d.Schema(), d.Tools()
 	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -380,7 +380,8 @@ func TestWebSocketMessageErrors(t *testing.T) {
 		{"not an object", `[1,2]`, CodeValidationError},
 		{"unknown type", `{"type":"dance"}`, CodeUnknownType},
 		{"no type", `{"data":{}}`, CodeUnknownType},
-		{"mcp not served", `{"type":"mcp","data":{}}`, CodeUnknownType},
+		{"mcp without data", `{"type":"mcp"}`, CodeValidationError},
+		{"mcp data not an object", `{"type":"mcp","data":"tools/list"}`, CodeValidationError},
 		{"extra field", `{"type":"state","data":{}}`, CodeValidationError},
 		{"step without data", `{"type":"step"}`, CodeValidationError},
 		{"step data not an object", `{"type":"step","data":"answer"}`, CodeValidationError},

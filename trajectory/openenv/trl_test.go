@@ -53,7 +53,12 @@ func (e *trlEnv) tool(ctx context.Context, name string, args map[string]string) 
 		return "", err
 	}
 	id := "call_" + strconv.Itoa(len(e.msgs)/2) // one call and one result per turn after the two prompt messages
-	e.msgs = append(e.msgs, delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{{ID: id, Name: name, Arguments: string(a.Arguments)}}})
+	switch {
+	case name == ToolAnswer && res.Done:
+		e.msgs = append(e.msgs, delegate.Assistant(args["answer"])) // billed as route's text answer
+	default:
+		e.msgs = append(e.msgs, delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{{ID: id, Name: name, Arguments: string(a.Arguments)}}})
+	}
 	text := o.Result
 	if o.Error != nil {
 		text = "error: " + o.Error.Message

@@ -139,6 +139,7 @@ var wsFields = map[string]map[string]bool{
 	MsgStep:  {"type": true, "data": true},
 	MsgState: {"type": true},
 	MsgClose: {"type": true},
+	MsgMCP:   {"type": true, "data": true},
 }
 
 // handle answers one message: the type and data to send back, or done
@@ -173,6 +174,8 @@ func (ss *session) handle(raw []byte) (typ string, data any, done bool) {
 		return MsgState, ss.env.State(), false
 	case MsgReset:
 		return ss.doReset(fields["data"])
+	case MsgMCP:
+		return ss.doMCP(fields["data"])
 	default:
 		return ss.doStep(fields["data"])
 	}
@@ -225,6 +228,19 @@ func (ss *session) doStep(data json.RawMessage) (string, any, bool) {
 		ss.steps++
 	}
 	return ss.observation(obs, err)
+}
+
+// doMCP answers a JSON-RPC request on the session's environment. Every
+// request gets an answer, a notification too, as OpenEnv's server does.
+func (ss *session) doMCP(data json.RawMessage) (string, any, bool) {
+	if !isObject(data) {
+		return MsgError, invalid(FieldError{Type: "dict_type", Loc: []any{"data"}, Msg: "Input should be a valid dictionary"}), false
+	}
+	req, rerr := parseRPC(data)
+	if rerr != nil {
+		return MsgMCP, RPCResponse{JSONRPC: "2.0", Error: rerr, ID: idOrNull(req.ID)}, false
+	}
+	return MsgMCP, ss.s.rpc(ss.s.ctx, rpcCall{req: req, ws: ss}), false
 }
 
 // observation answers a reset or a step on the WebSocket.

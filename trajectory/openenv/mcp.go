@@ -1,0 +1,642 @@
+package openenv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// The JSON-RPC 2.0 error codes the MCP endpoint answers with.
+const (
+	RPCParseError     = -32700 // the body is not JSON
+	RPCInvalidRequest = -32600 // not a request object, or one the state refuses
+	RPCMethodNotFound = -32601 // a method the server does not serve
+	RPCInvalidParams  = -32602 // params off the method's shape, an unknown tool or session
+	RPCInternalError  = -32603 // the environment failed
+	RPCServerError    = -32000 // no session slot, a failed factory, the episode limit
+)
+
+// The MCP methods served, MCP's and OpenEnv's session extensions.
+const (
+	MethodInitialize    = "initialize"
+	MethodToolsList     = "tools/list"
+	MethodToolsCall     = "tools/call"
+	MethodSessionCreate = "openenv/session/create"
+	MethodSessionReset  = "openenv/session/reset"
+	MethodSessionClose  = "openenv/session/close"
+	MethodSessionState  = "openenv/session/state"
+)
+
+// MCPProtocolVersion is the MCP version initialize answers when the
+// client names none.
+const MCPProtocolVersion = "2025-06-18"
+
+// MsgMCP is the WebSocket message type that carries a JSON-RPC request
+// and its response.
+const MsgMCP = "mcp"
+
+// RPCRequest is a JSON-RPC 2.0 request. A request without an id member
+// is a notification.
+type RPCRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	ID      json.RawMessage `json:"id,omitempty"`
+}
+
+// RPCResponse is a JSON-RPC 2.0 response: a result or an error.
+type RPCResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *RPCError       `json:"error,omitempty"`
+	ID      json.RawMessage `json:"id"`
+}
+
+// RPCError is the error of a JSON-RPC response.
+type RPCError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *RPCError) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }
+
+// MCPTool is a tool as MCP's tools/list writes it.
+type MCPTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+// MCPContent is one part of a tools/call result; the server writes text.
+type MCPContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// MCPCallResult is the result of tools/call: MCP's content and isError,
+// then the step's observation fields, reward and done at the same level,
+// as OpenEnv writes a call's observation.
+type MCPCallResult struct {
+	Content     []MCPContent
+	IsError     bool
+	Observation json.RawMessage
+	Reward      *float64
+	Done        bool
+}
+
+// MarshalJSON writes the observation's fields beside content, isError,
+// reward and done.
+func (r MCPCallResult) MarshalJSON() ([]byte, error) {
+	all := map[string]json.RawMessage{}
+	if len(r.Observation) > 0 {
+		if err := json.Unmarshal(r.Observation, &all); err != nil {
+			return nil, fmt.Errorf("encode call result: %w", err)
+		}
+	}
+	set := func(k string, v any) {
+		b, _ := json.Marshal(v) // content, bools and floats always encode
+		all[k] = b
+	}
+	set("content", r.Content)
+	set("isError", r.IsError)
+	set("reward", r.Reward)
+	set("done", r.Done)
+	return json.Marshal(all)
+}
+
+// UnmarshalJSON reads content, isError, reward and done, and keeps the
+// other fields as the observation.
+func (r *MCPCallResult) UnmarshalJSON(b []byte) error {
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(b, &all); err != nil {
+		return err
+	}
+	var known struct {
+		Content []MCPContent `json:"content"`
+		IsError bool         `json:"isError"`
+		Reward  *float64     `json:"reward"`
+		Done    bool         `json:"done"`
+	}
+	if err := json.Unmarshal(b, &known); err != nil {
+		return err
+	}
+	for _, k := range []string{"content", "isError", "reward", "done"} {
+		delete(all, k)
+	}
+	obs, err := json.Marshal(all)
+	if err != nil {
+		return err
+	}
+	*r = MCPCallResult{Content: known.Content, IsError: known.IsError, Observation: obs, Reward: known.Reward, Done: known.Done}
+	return nil
+}
+
+// mcpSession is one HTTP MCP session: an environment kept between
+// requests. mu serialises its calls, as Environment asks.
+type mcpSession struct {
+	id       string
+	mu       sync.Mutex
+	env      Environment
+	episodes int       // resets so far
+	closed   bool      // closed by the client, the reaper or the server
+	last     time.Time // the last request's end, for the reaper
+}
+
+// rpcCall is one JSON-RPC call in progress: where it came from decides
+// which environment it runs on.
+type rpcCall struct {
+	req RPCRequest
+	ws  *session // the WebSocket session whose environment it uses, or nil
+}
+
+// mcp serves POST /mcp: one JSON-RPC request a body. A notification gets
+// 202 and no body.
+func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
+	b, err := s.readRPCBody(w, r)
+	if err != nil {
+		return
+	}
+	req, rerr := parseRPC(b)
+	if rerr != nil {
+		writeJSON(w, http.StatusOK, RPCResponse{JSONRPC: "2.0", Error: rerr, ID: idOrNull(req.ID)})
+		return
+	}
+	resp := s.rpc(r.Context(), rpcCall{req: req})
+	if req.ID == nil {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// readRPCBody reads a body of at most MaxMessageBytes, answering 413
+// above it.
+func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	var buf bytes.Buffer
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxMessageBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		WriteDetail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", s.cfg.MaxMessageBytes))
+		return nil, err
+	case err != nil:
+		WriteDetail(w, http.StatusBadRequest, "read body: "+err.Error())
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// parseRPC reads one JSON-RPC request. It returns what it could read
+// with the error, so that an answer can carry the id.
+func parseRPC(b []byte) (RPCRequest, *RPCError) {
+	var req RPCRequest
+	if !json.Valid(b) {
+		return req, &RPCError{Code: RPCParseError, Message: "Parse error"}
+	}
+	if !isObject(b) {
+		return req, &RPCError{Code: RPCInvalidRequest, Message: "Invalid request: want one JSON-RPC request object; batches are not served"}
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return req, &RPCError{Code: RPCInvalidRequest, Message: "Invalid request: " + err.Error()}
+	}
+	if id, ok := fields["id"]; ok {
+		req.ID = id
+		if t := bytes.TrimSpace(id); len(t) == 0 || (t[0] != '"' && t[0] != 'n' && (t[0] < '0' || t[0] > '9') && t[0] != '-') {
+			return RPCRequest{ID: json.RawMessage("null")}, &RPCError{Code: RPCInvalidRequest, Message: "Invalid request: id must be a string, a number or null"}
+		}
+	}
+	if v, ok := fields["jsonrpc"]; ok && string(bytes.TrimSpace(v)) != `"2.0"` {
+		return req, &RPCError{Code: RPCInvalidRequest, Message: `Invalid request: jsonrpc must be "2.0"`}
+	}
+	if m, ok := fields["method"]; !ok || json.Unmarshal(m, &req.Method) != nil || req.Method == "" {
+		return req, &RPCError{Code: RPCInvalidRequest, Message: "Invalid request: method must be a non-empty string"}
+	}
+	req.JSONRPC = "2.0"
+	if p, ok := fields["params"]; ok && string(bytes.TrimSpace(p)) != "null" {
+		req.Params = p
+	}
+	return req, nil
+}
+
+func idOrNull(id json.RawMessage) json.RawMessage {
+	if id == nil {
+		return json.RawMessage("null")
+	}
+	return id
+}
+
+// rpc answers one request.
+func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
+	resp := RPCResponse{JSONRPC: "2.0", ID: idOrNull(c.req.ID)}
+	var params map[string]json.RawMessage
+	if c.req.Params != nil {
+		if !isObject(c.req.Params) || json.Unmarshal(c.req.Params, &params) != nil {
+			resp.Error = &RPCError{Code: RPCInvalidParams, Message: "Params must be an object"}
+			return resp
+		}
+	}
+	var result any
+	var err error
+	if (c.req.Method == MethodToolsList || c.req.Method == MethodToolsCall) && len(s.cfg.Tools) == 0 {
+		resp.Error = &RPCError{Code: RPCInternalError, Message: "Environment does not support MCP: it declares no tools"}
+		return resp
+	}
+	switch c.req.Method {
+	case MethodInitialize:
+		result, err = s.initialize(params)
+	case MethodToolsList:
+		result = s.toolsList()
+	case MethodToolsCall:
+		result, err = s.toolsCall(ctx, c.ws, params)
+	case MethodSessionCreate, MethodSessionReset, MethodSessionClose, MethodSessionState:
+		if c.ws != nil {
+			err = &RPCError{Code: RPCInvalidRequest, Message: c.req.Method + ": on the WebSocket the connection is the session; send reset and close messages"}
+			break
+		}
+		result, err = s.sessionMethod(ctx, c.req.Method, params)
+	default:
+		err = &RPCError{Code: RPCMethodNotFound, Message: "Method not found: " + c.req.Method}
+	}
+	var rerr *RPCError
+	switch {
+	case errors.As(err, &rerr):
+		resp.Error = rerr
+	case err != nil:
+		resp.Error = &RPCError{Code: RPCInternalError, Message: err.Error()}
+	default:
+		b, merr := json.Marshal(result)
+		if merr != nil {
+			resp.Error = &RPCError{Code: RPCInternalError, Message: "encode result: " + merr.Error()}
+			break
+		}
+		resp.Result = b
+	}
+	return resp
+}
+
+// initialize answers MCP's handshake: the client's protocol version when
+// it names one, the tools capability and the server's name.
+func (s *Server) initialize(params map[string]json.RawMessage) (any, error) {
+	version := MCPProtocolVersion
+	if v, ok := params["protocolVersion"]; ok {
+		if json.Unmarshal(v, &version) != nil || version == "" {
+			return nil, &RPCError{Code: RPCInvalidParams, Message: "protocolVersion must be a non-empty string"}
+		}
+	}
+	sv := "0"
+	if s.cfg.Metadata.Version != nil {
+		sv = *s.cfg.Metadata.Version
+	}
+	return map[string]any{
+		"protocolVersion": version,
+		"capabilities":    map[string]any{"tools": map[string]bool{"listChanged": false}},
+		"serverInfo":      map[string]string{"name": s.cfg.Metadata.Name, "version": sv},
+		"instructions":    s.cfg.Metadata.Description,
+	}, nil
+}
+
+func (s *Server) toolsList() any {
+	tools := make([]MCPTool, len(s.cfg.Tools))
+	for i, t := range s.cfg.Tools {
+		tools[i] = MCPTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
+	}
+	return map[string][]MCPTool{"tools": tools}
+}
+
+// toolsCall runs a call_tool step: on the WebSocket session's
+// environment, on an HTTP session's when params name one, else on a fresh
+// environment closed after it.
+func (s *Server) toolsCall(ctx context.Context, ws *session, params map[string]json.RawMessage) (any, error) {
+	var name string
+	if json.Unmarshal(params["name"], &name) != nil || name == "" {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'name' must be a non-empty string"}
+	}
+	args := params["arguments"]
+	if args != nil && string(bytes.TrimSpace(args)) != "null" && !isObject(args) {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'arguments' must be an object"}
+	}
+	if !s.hasTool(name) {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Tool not found: " + name}
+	}
+	if args == nil || string(bytes.TrimSpace(args)) == "null" {
+		args = json.RawMessage("{}")
+	}
+	var meta map[string]any
+	if m := params["metadata"]; m != nil && string(bytes.TrimSpace(m)) != "null" {
+		if !isObject(m) || json.Unmarshal(m, &meta) != nil {
+			return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'metadata' must be an object"}
+		}
+	}
+	action, err := json.Marshal(ToolAction{Type: ActionCallTool, ToolName: name, Arguments: args, Metadata: meta})
+	if err != nil {
+		return nil, fmt.Errorf("encode action: %w", err)
+	}
+	var obs Observation
+	switch id, named := params["session_id"]; {
+	case ws != nil:
+		if ws.reset && ws.steps >= s.cfg.MaxSteps {
+			return nil, &RPCError{Code: RPCInvalidRequest, Message: fmt.Sprintf("%v (%d steps)", ErrStepLimit, s.cfg.MaxSteps)}
+		}
+		sctx, cancel := context.WithTimeout(ctx, s.cfg.StepTimeout)
+		obs, err = ws.env.Step(sctx, action)
+		cancel()
+		if ws.reset {
+			ws.steps++
+		}
+	case named:
+		ms, rerr := s.mcpSession(id)
+		if rerr != nil {
+			return nil, rerr
+		}
+		obs, err = s.sessionStep(ctx, ms, action)
+	default:
+		env, ferr := s.cfg.New()
+		if ferr != nil {
+			return nil, s.factoryError(ferr)
+		}
+		sctx, cancel := context.WithTimeout(ctx, s.cfg.StepTimeout)
+		obs, err = env.Step(sctx, action)
+		cancel()
+		closeEnv(env, s.cfg.Log)
+	}
+	if err != nil {
+		return nil, rpcStepError(err)
+	}
+	return callResult(obs)
+}
+
+func (s *Server) hasTool(name string) bool {
+	for _, t := range s.cfg.Tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// rpcStepError turns a refused or failed step into a JSON-RPC error.
+func rpcStepError(err error) error {
+	var verr *ValidationError
+	switch {
+	case errors.As(err, &verr):
+		return &RPCError{Code: RPCInvalidParams, Message: verr.Error()}
+	case errors.Is(err, ErrNoEpisode):
+		return &RPCError{Code: RPCInvalidRequest, Message: err.Error() + " (over HTTP, call " + MethodSessionCreate + " and pass its session_id)"}
+	case errors.Is(err, ErrEpisodeDone):
+		return &RPCError{Code: RPCInvalidRequest, Message: err.Error() + " (over HTTP, " + MethodSessionReset + ")"}
+	case errors.Is(err, ErrStepLimit):
+		return &RPCError{Code: RPCInvalidRequest, Message: err.Error()}
+	}
+	return err
+}
+
+// callResult writes a step's observation as a tools/call result. The
+// text is the observation's result, or its error's message when the call
+// failed, as OpenEnv's call observations carry them.
+func callResult(obs Observation) (MCPCallResult, error) {
+	res, err := obs.Result()
+	if err != nil {
+		return MCPCallResult{}, err
+	}
+	var o struct {
+		Result json.RawMessage `json:"result"`
+		Error  *ToolError      `json:"error"`
+	}
+	if err := json.Unmarshal(res.Observation, &o); err != nil {
+		return MCPCallResult{}, fmt.Errorf("read observation: %w", err)
+	}
+	text := string(o.Result)
+	var str string
+	if json.Unmarshal(o.Result, &str) == nil {
+		text = str
+	}
+	if o.Error != nil {
+		text = o.Error.Message
+	}
+	return MCPCallResult{Content: []MCPContent{{Type: "text", Text: text}}, IsError: o.Error != nil,
+		Observation: res.Observation, Reward: res.Reward, Done: res.Done}, nil
+}
+
+func (s *Server) factoryError(err error) error {
+	s.cfg.Log.Error("openenv: make environment", "factory", s.cfg.Name, "err", err)
+	data, _ := json.Marshal(map[string]string{"factory_name": s.cfg.Name}) // strings always encode
+	return &RPCError{Code: RPCServerError, Message: fmt.Sprintf("environment factory %s failed: %v", s.cfg.Name, err), Data: data}
+}
+
+// sessionParams are the params of the session methods.
+type sessionParams struct {
+	SessionID string  `json:"session_id"`
+	Seed      *int64  `json:"seed"`
+	EpisodeID *string `json:"episode_id"`
+}
+
+// sessionMethod serves OpenEnv's session methods over HTTP. Create takes
+// a slot and starts the first episode; reset starts another, up to
+// MaxMCPEpisodes; state answers the state; close frees the slot. Reset
+// and state are ours.
+func (s *Server) sessionMethod(ctx context.Context, method string, params map[string]json.RawMessage) (any, error) {
+	var p sessionParams
+	b, _ := json.Marshal(params) // raw messages always encode
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + err.Error()}
+	}
+	if errs := (ResetRequest{Seed: p.Seed, EpisodeID: p.EpisodeID}).Validate(); len(errs) > 0 {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + (&ValidationError{errs}).Error()}
+	}
+	switch method {
+	case MethodSessionCreate:
+		return s.createSession(ctx, p)
+	case MethodSessionClose:
+		ms, err := s.mcpSession(params["session_id"])
+		if err != nil {
+			return nil, err
+		}
+		s.dropSession(ms)
+		return map[string]any{"session_id": ms.id, "closed": true}, nil
+	case MethodSessionState:
+		ms, err := s.mcpSession(params["session_id"])
+		if err != nil {
+			return nil, err
+		}
+		ms.mu.Lock()
+		defer ms.mu.Unlock()
+		if ms.closed {
+			return nil, &RPCError{Code: RPCInvalidParams, Message: "Unknown session_id: " + ms.id}
+		}
+		ms.last = time.Now()
+		return ms.env.State(), nil
+	}
+	ms, err := s.mcpSession(params["session_id"])
+	if err != nil {
+		return nil, err
+	}
+	return s.sessionReset(ctx, ms, p)
+}
+
+// createSession takes a session slot, makes an environment and resets it.
+func (s *Server) createSession(ctx context.Context, p sessionParams) (any, error) {
+	active, closed, ok := s.join()
+	switch {
+	case closed:
+		return nil, &RPCError{Code: RPCServerError, Message: "the server is shutting down"}
+	case !ok:
+		mx := s.cfg.MaxSessions
+		data, _ := json.Marshal(map[string]int{"active_sessions": active, "max_sessions": mx}) // ints always encode
+		return nil, &RPCError{Code: RPCServerError, Message: fmt.Sprintf("server at capacity: %d of %d sessions active", active, mx), Data: data}
+	}
+	env, err := s.cfg.New()
+	if err != nil {
+		s.leave()
+		return nil, s.factoryError(err)
+	}
+	ms := &mcpSession{id: fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64()), env: env, last: time.Now()}
+	s.mu.Lock()
+	if s.mcpSessions == nil {
+		s.mcpSessions = map[string]*mcpSession{}
+	}
+	s.mcpSessions[ms.id] = ms
+	s.mu.Unlock()
+	s.startReaper()
+	res, err := s.sessionReset(ctx, ms, p)
+	if err != nil {
+		s.dropSession(ms)
+		return nil, err
+	}
+	return res, nil
+}
+
+// sessionResult is the answer of session create and reset: the session
+// and its episode's first observation.
+type sessionResult struct {
+	SessionID string `json:"session_id"`
+	Episode   int    `json:"episode"`
+	Result
+}
+
+func (s *Server) sessionReset(ctx context.Context, ms *mcpSession, p sessionParams) (any, error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.closed {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Unknown session_id: " + ms.id}
+	}
+	defer func() { ms.last = time.Now() }()
+	if ms.episodes >= s.cfg.MaxMCPEpisodes {
+		return nil, &RPCError{Code: RPCServerError, Message: fmt.Sprintf("the session ran its %d episodes: close it and create another", s.cfg.MaxMCPEpisodes)}
+	}
+	sctx, cancel := context.WithTimeout(ctx, s.cfg.StepTimeout)
+	defer cancel()
+	obs, err := ms.env.Reset(sctx, p.Seed, deref(p.EpisodeID))
+	if err != nil {
+		return nil, rpcStepError(err)
+	}
+	res, err := obs.Result()
+	if err != nil {
+		return nil, err
+	}
+	ms.episodes++
+	return sessionResult{SessionID: ms.id, Episode: ms.episodes, Result: res}, nil
+}
+
+func (s *Server) sessionStep(ctx context.Context, ms *mcpSession, action json.RawMessage) (Observation, error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.closed {
+		return Observation{}, &RPCError{Code: RPCInvalidParams, Message: "Unknown session_id: " + ms.id}
+	}
+	defer func() { ms.last = time.Now() }()
+	sctx, cancel := context.WithTimeout(ctx, s.cfg.StepTimeout)
+	defer cancel()
+	return ms.env.Step(sctx, action)
+}
+
+// mcpSession finds the session a raw session_id names.
+func (s *Server) mcpSession(raw json.RawMessage) (*mcpSession, error) {
+	var id string
+	if json.Unmarshal(raw, &id) != nil || id == "" {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'session_id' must be a non-empty string"}
+	}
+	s.mu.Lock()
+	ms := s.mcpSessions[id]
+	s.mu.Unlock()
+	if ms == nil {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Unknown session_id: " + id}
+	}
+	return ms, nil
+}
+
+// dropSession closes ms once and frees its slot. A call in progress on
+// it ends first.
+func (s *Server) dropSession(ms *mcpSession) {
+	s.mu.Lock()
+	_, ok := s.mcpSessions[ms.id]
+	delete(s.mcpSessions, ms.id)
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	ms.mu.Lock()
+	ms.closed = true
+	ms.mu.Unlock()
+	closeEnv(ms.env, s.cfg.Log)
+	s.leave()
+}
+
+// startReaper starts, once, the goroutine that closes HTTP MCP sessions
+// idle for IdleTimeout. It ends with the server.
+func (s *Server) startReaper() {
+	s.reaperOnce.Do(func() {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			tick := time.NewTicker(max(s.cfg.IdleTimeout/4, 10*time.Millisecond))
+			defer tick.Stop()
+			for {
+				select {
+				case <-s.ctx.Done():
+					s.dropAll()
+					return
+				case <-tick.C:
+					s.reap()
+				}
+			}
+		}()
+	})
+}
+
+// reap closes the sessions idle for IdleTimeout.
+func (s *Server) reap() {
+	s.mu.Lock()
+	var idle []*mcpSession
+	for _, ms := range s.mcpSessions {
+		if ms.mu.TryLock() { // a session in a call is not idle
+			if time.Since(ms.last) >= s.cfg.IdleTimeout {
+				idle = append(idle, ms)
+			}
+			ms.mu.Unlock()
+		}
+	}
+	s.mu.Unlock()
+	for _, ms := range idle {
+		s.dropSession(ms)
+	}
+}
+
+func (s *Server) dropAll() {
+	s.mu.Lock()
+	all := make([]*mcpSession, 0, len(s.mcpSessions))
+	for _, ms := range s.mcpSessions {
+		all = append(all, ms)
+	}
+	s.mu.Unlock()
+	for _, ms := range all {
+		s.dropSession(ms)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package openenv
+
+const raceEnabled = false

@@ -1,0 +1,287 @@
+package openenv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/delegatelab/delegate"
+)
+
+// Stepper runs episodes on one environment: a WebSocket Session, or an
+// HTTP MCPSession. Its calls must not overlap.
+type Stepper interface {
+	Reset(ctx context.Context, req ResetRequest) (Result, error)
+	Step(ctx context.Context, action any) (Result, error)
+	State(ctx context.Context) (json.RawMessage, error)
+	Close() error
+}
+
+// Policy is a model acting in an environment through tool calls. The
+// observation's tools become its request's tools, its tool calls become
+// steps, and their results come back as tool messages.
+type Policy struct {
+	Agent delegate.Agent
+	// Messages starts an episode's conversation from its task: the first
+	// observation's task field, or the observation's JSON without one.
+	Messages func(task string) []delegate.Message
+	// Temperature of the policy's requests. Default 0.
+	Temperature float64
+	// MaxTokens bounds each reply. Default 0: the backend's.
+	MaxTokens int
+	// MaxTurns bounds the policy's calls in an episode. Default 16.
+	MaxTurns int
+	// AnswerInText leaves AnswerTool out of the request's tools: the
+	// policy answers in a reply without tool calls, as route's strong
+	// model does.
+	AnswerInText bool
+	// NamesOnly declares the tools by name alone, as the world's shipped
+	// models were trained to see them (transcript.Tool).
+	NamesOnly bool
+}
+
+// Played is one episode's outcome.
+type Played struct {
+	Seed   int64
+	Task   string
+	Answer string   // the policy's last text
+	Reward *float64 // the last step's reward
+	Done   bool
+	Steps  int
+	// Correct and Spend are the state's at the end, when the environment
+	// keeps them, as the delegation environment does.
+	Correct *bool
+	Spend   *Spend
+	// Trace holds the policy's calls; the environment's own calls are in
+	// Spend.
+	Trace *delegate.Trace
+}
+
+// AnswerTool is the tool a policy's reply without tool calls goes to,
+// its text as {"answer": TEXT}, when the environment offers it.
+const AnswerTool = ToolAnswer
+
+// Play runs the episode of seed on s. A reply without tool calls ends the
+// episode: through AnswerTool when the environment offers one, else
+// unfinished. A tool call the environment refuses is told to the policy
+// as an error, and the episode goes on. Errors are the transport's and
+// the policy model's.
+func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- delegate.Event) (Played, error) {
+	pl := Played{Seed: seed}
+	res, err := s.Reset(ctx, ResetRequest{Seed: &seed})
+	if err != nil {
+		return pl, fmt.Errorf("reset seed %d: %w", seed, err)
+	}
+	var first struct {
+		Task  *string `json:"task"`
+		Tools []Tool  `json:"tools"`
+	}
+	if err := json.Unmarshal(res.Observation, &first); err != nil {
+		return pl, fmt.Errorf("reset seed %d: read observation: %w", seed, err)
+	}
+	pl.Task = string(res.Observation)
+	if first.Task != nil {
+		pl.Task = *first.Task
+	}
+	if first.Tools == nil {
+		lres, err := s.Step(ctx, ToolAction{Type: ActionListTools})
+		if err != nil {
+			return pl, fmt.Errorf("list tools of seed %d: %w", seed, err)
+		}
+		if err := json.Unmarshal(lres.Observation, &first); err != nil {
+			return pl, fmt.Errorf("list tools of seed %d: %w", seed, err)
+		}
+	}
+	var tools []delegate.Tool
+	hasAnswer := false
+	for _, t := range first.Tools {
+		hasAnswer = hasAnswer || t.Name == AnswerTool
+		switch {
+		case t.Name == AnswerTool && p.AnswerInText:
+		case p.NamesOnly:
+			tools = append(tools, delegate.Tool{Name: t.Name})
+		default:
+			tools = append(tools, delegate.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
+		}
+	}
+	rec := delegate.NewRecorder("env", pl.Task, events)
+	msgs := p.Messages(pl.Task)
+	maxTurns := p.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = 16
+	}
+	failure := ""
+	for turn := 1; turn <= maxTurns && !pl.Done; turn++ {
+		t := p.Temperature
+		req := &delegate.Request{Messages: append([]delegate.Message(nil), msgs...), Tools: tools, ToolChoice: "auto", Temperature: &t, MaxTokens: p.MaxTokens}
+		resp, err := rec.Call(ctx, nil, "turn "+strconv.Itoa(turn), p.Agent, req)
+		if err != nil {
+			pl.Trace = rec.Finish(pl.Answer, "policy call: "+err.Error())
+			return pl, fmt.Errorf("seed %d turn %d: policy: %w", seed, turn, err)
+		}
+		out := resp.Choices[0].Message
+		pl.Answer = resp.Text()
+		if len(out.ToolCalls) == 0 {
+			if hasAnswer {
+				args, _ := json.Marshal(map[string]string{"answer": pl.Answer}) // a string always encodes
+				if _, err := p.step(ctx, s, &pl, delegate.ToolCall{Name: AnswerTool, Arguments: string(args)}, turn); err != nil {
+					return pl, err
+				}
+			}
+			break
+		}
+		out.Role = delegate.RoleAssistant
+		msgs = append(msgs, out)
+		for i, tc := range out.ToolCalls {
+			if tc.ID == "" {
+				tc.ID = fmt.Sprintf("call_%d_%d", turn, i+1)
+				out.ToolCalls[i].ID = tc.ID
+			}
+			text, err := p.step(ctx, s, &pl, tc, turn)
+			if err != nil {
+				return pl, err
+			}
+			if pl.Done {
+				break // later calls of the turn find no episode
+			}
+			msgs = append(msgs, delegate.ToolResult(tc.ID, text))
+		}
+		if turn == maxTurns && !pl.Done {
+			failure = fmt.Sprintf("max turns: the policy still called tools in turn %d", turn)
+		}
+	}
+	if !pl.Done && failure == "" {
+		failure = "the episode did not end"
+	}
+	pl.Trace = rec.Finish(pl.Answer, failure)
+	if raw, err := s.State(ctx); err == nil {
+		var st struct {
+			Correct *bool  `json:"correct"`
+			Spend   *Spend `json:"spend"`
+		}
+		if json.Unmarshal(raw, &st) == nil {
+			pl.Correct, pl.Spend = st.Correct, st.Spend
+		}
+	} else if !errors.Is(err, ErrNoState) {
+		return pl, fmt.Errorf("state of seed %d: %w", seed, err)
+	}
+	return pl, nil
+}
+
+// step sends one tool call and returns the text the policy reads back: the
+// result, or "error: " and why the call failed or was refused.
+// The action's metadata names the policy's turn: calls of one reply share
+// it.
+func (p Policy) step(ctx context.Context, s Stepper, pl *Played, tc delegate.ToolCall, turn int) (string, error) {
+	args := json.RawMessage(tc.Arguments)
+	if !isObject(args) {
+		return fmt.Sprintf("error: the arguments of %s are not a JSON object", tc.Name), nil
+	}
+	res, err := s.Step(ctx, ToolAction{Type: ActionCallTool, ToolName: tc.Name, Arguments: args, Metadata: map[string]any{"turn": turn}})
+	var e *Error
+	var rerr *RPCError
+	switch {
+	case errors.As(err, &e) && (e.Code == CodeValidationError || e.Status == 422):
+		return "error: " + e.Msg, nil
+	case errors.As(err, &rerr) && rerr.Code == RPCInvalidParams:
+		return "error: " + rerr.Message, nil
+	case err != nil:
+		return "", fmt.Errorf("seed %d: step %s: %w", pl.Seed, tc.Name, err)
+	}
+	pl.Steps++
+	pl.Done = res.Done
+	if res.Reward != nil {
+		r := *res.Reward
+		pl.Reward = &r
+	}
+	var o struct {
+		Result json.RawMessage `json:"result"`
+		Error  *ToolError      `json:"error"`
+	}
+	if err := json.Unmarshal(res.Observation, &o); err != nil {
+		return "", fmt.Errorf("seed %d: step %s: read observation: %w", pl.Seed, tc.Name, err)
+	}
+	if o.Error != nil {
+		return "error: " + o.Error.Message, nil
+	}
+	var text string
+	if json.Unmarshal(o.Result, &text) == nil {
+		return text, nil
+	}
+	return string(bytes.TrimSpace(o.Result)), nil
+}
+
+// ErrNoState is what a Stepper's State returns when its transport keeps
+// no state to read.
+var ErrNoState = errors.New("the transport serves no state")
+
+// MCPSession is an HTTP MCP session: a Stepper over POST /mcp. Its first
+// Reset creates the session; Close closes it.
+type MCPSession struct {
+	c  *Client
+	id string
+}
+
+// OpenMCP returns an MCP session that opens on its first Reset.
+func (c *Client) OpenMCP() *MCPSession { return &MCPSession{c: c} }
+
+// Reset starts an episode: the session's first, or its next.
+func (m *MCPSession) Reset(ctx context.Context, req ResetRequest) (Result, error) {
+	params := map[string]any{}
+	if req.Seed != nil {
+		params["seed"] = *req.Seed
+	}
+	if req.EpisodeID != nil {
+		params["episode_id"] = *req.EpisodeID
+	}
+	method := MethodSessionCreate
+	if m.id != "" {
+		method, params["session_id"] = MethodSessionReset, m.id
+	}
+	var got sessionResult
+	if err := m.c.MCP(ctx, method, params, &got); err != nil {
+		return Result{}, err
+	}
+	m.id = got.SessionID
+	return got.Result, nil
+}
+
+// Step calls a tool: action is a ToolAction of type call_tool.
+func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
+	a, ok := action.(ToolAction)
+	if !ok || a.Type == ActionListTools {
+		return Result{}, fmt.Errorf("openenv mcp step: want a call_tool ToolAction, got %T", action)
+	}
+	var got MCPCallResult
+	params := map[string]any{"session_id": m.id, "name": a.ToolName, "arguments": a.Arguments}
+	if a.Metadata != nil {
+		params["metadata"] = a.Metadata
+	}
+	err := m.c.MCP(ctx, MethodToolsCall, params, &got)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Observation: got.Observation, Reward: got.Reward, Done: got.Done}, nil
+}
+
+// State returns the session's state.
+func (m *MCPSession) State(ctx context.Context) (json.RawMessage, error) {
+	if m.id == "" {
+		return nil, ErrNoState
+	}
+	var st json.RawMessage
+	return st, m.c.MCP(ctx, MethodSessionState, map[string]string{"session_id": m.id}, &st)
+}
+
+// Close closes the session, if it opened.
+func (m *MCPSession) Close() error {
+	if m.id == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	return m.c.MCP(ctx, MethodSessionClose, map[string]string{"session_id": m.id}, nil)
+}
