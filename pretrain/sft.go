@@ -20,10 +20,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/delegatelab/delegate"
@@ -184,15 +181,15 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 	start := 0
 	var opt *train.AdamState
 	if cfg.StateDir != "" {
-		st, err := loadState(cfg.StateDir, p.Config)
+		st, err := train.LoadState(cfg.StateDir, p.Config)
 		if err != nil {
-			return Result{}, err
+			return Result{}, fmt.Errorf("sft: resume: %w", err)
 		}
 		if st != nil {
-			copy(p.Data, st.params.Data)
-			opt, start = st.opt, st.opt.Steps
-			if st.steps > 0 && cfg.Steps == 0 {
-				cfg.Steps = st.steps // a timed run resumes with the length it calibrated
+			copy(p.Data, st.Params.Data)
+			opt, start = st.Opt, st.Opt.Steps
+			if st.Total > 0 && cfg.Steps == 0 {
+				cfg.Steps = st.Total // a timed run resumes with the length it calibrated
 			}
 		}
 	}
@@ -331,80 +328,12 @@ func (bt *batcher) batch(step int) train.Batch {
 	return nb
 }
 
-// The state directory holds three checkpoints of package nn: the weights
-// and the two AdamW moments, whose metadata carries the step and the
-// schedule's length.
-const (
-	stateWeights = "weights"
-	stateM       = "adam_m"
-	stateV       = "adam_v"
-	metaStep     = "sft_step"
-	metaSteps    = "sft_steps"
-)
-
-type state struct {
-	params *nn.Params
-	opt    *train.AdamState
-	steps  int
-}
-
+// saveState writes the run's training state (train.SaveState) to dir; its
+// Total is the schedule's length, 0 while a timed run calibrates.
 func saveState(dir string, tr *train.Trainer, steps int) error {
-	meta := map[string]string{metaStep: strconv.Itoa(tr.Opt.Steps), metaSteps: strconv.Itoa(steps)}
-	// Written whole, then swapped in: a crash leaves the previous state.
-	err := nn.ReplaceDir(dir, func(tmp string) error {
-		for _, c := range []struct {
-			name string
-			p    *nn.Params
-		}{{stateM, tr.Opt.M}, {stateV, tr.Opt.V}, {stateWeights, tr.Params}} {
-			if err := nn.Save(filepath.Join(tmp, c.name), c.p, meta); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("sft: save state: %w", err)
+	st := train.State{Params: tr.Params, Opt: tr.Opt, Step: tr.Opt.Steps, Total: steps}
+	if err := train.SaveState(dir, st); err != nil {
+		return fmt.Errorf("sft: %w", err)
 	}
 	return nil
-}
-
-// loadState reads the state in dir; nil with no error when dir holds none.
-func loadState(dir string, want nn.Config) (*state, error) {
-	dir, ok := nn.CurrentDir(dir)
-	if !ok {
-		return nil, nil
-	}
-	if _, err := os.Stat(filepath.Join(dir, stateWeights)); errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	var ps [3]*nn.Params
-	var step [3]int
-	var steps int
-	for i, name := range []string{stateWeights, stateM, stateV} {
-		p, meta, err := nn.Load(filepath.Join(dir, name))
-		if err != nil {
-			return nil, fmt.Errorf("sft: resume from %s: %w", dir, err)
-		}
-		if p.Config != want {
-			return nil, fmt.Errorf("sft: resume from %s: %s holds a model of another shape (%+v, want %+v); remove the directory to start afresh", dir, name, p.Config, want)
-		}
-		if step[i], err = strconv.Atoi(meta[metaStep]); err != nil || step[i] < 0 {
-			return nil, fmt.Errorf("sft: resume from %s: %s: bad %s %q", dir, name, metaStep, meta[metaStep])
-		}
-		if steps, err = strconv.Atoi(meta[metaSteps]); err != nil || steps < 0 {
-			return nil, fmt.Errorf("sft: resume from %s: %s: bad %s %q", dir, name, metaSteps, meta[metaSteps])
-		}
-		ps[i] = p
-	}
-	if step[0] != step[1] || step[0] != step[2] {
-		return nil, fmt.Errorf("sft: resume from %s: weights, moments at steps %v disagree (an interrupted save); remove the directory to start afresh", dir, step)
-	}
-	opt, err := train.NewAdamState(want)
-	if err != nil {
-		return nil, fmt.Errorf("sft: resume from %s: %w", dir, err)
-	}
-	copy(opt.M.Data, ps[1].Data)
-	copy(opt.V.Data, ps[2].Data)
-	opt.Steps = step[0]
-	return &state{params: ps[0], opt: opt, steps: steps}, nil
 }

@@ -221,7 +221,7 @@ func TestResumeRejectsOtherShape(t *testing.T) {
 		t.Error("resuming a state of another shape: nil error")
 	}
 	// A state whose files disagree (an interrupted save) is refused too.
-	if err := os.RemoveAll(filepath.Join(dir, stateM)); err != nil {
+	if err := os.RemoveAll(filepath.Join(dir, "adam_m")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Train(context.Background(), tinyParams(t), tinyExamples(), cfg, nil, nil); err == nil {
