@@ -56,9 +56,9 @@
 //	└── round 1 .. round T              the same
 //
 // Roles are the Agents' Role fields, defaulting to the Role* names. A run
-// that produced no proper answer says why in Trace.Failure as
-// "<kind>: <detail>"; FailureKind returns the kind: the Failure* constants,
-// or "plan <PlanReason>" for a rejected plan.
+// that produced no proper answer says why: Trace.FailureKind holds one of
+// the root package's Failure* kinds, Trace.Failure the message, "<kind>:
+// <detail>" or, for a rejected plan, "plan <PlanReason>: <detail>".
 //
 // # Concurrency and events
 //
