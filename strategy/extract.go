@@ -33,17 +33,40 @@ func ExtractAnswer(text string) (answer string, ok bool) {
 }
 
 // FinalAnswer returns the final answer of a reply as route hands it back
-// under ToolResultAnswer: the content of the last complete \boxed{}, else
-// of the last <answer></answer>, else the text after the last "Final
-// Output:" or "Final answer:" marker, trimmed; false when the reply has
-// none of them (route then hands back the whole reply).
+// under ToolResultAnswer: the first non-empty answer of MarkedAnswer's
+// chain, trimmed; false when the reply has none (route then hands back the
+// whole reply).
 func FinalAnswer(text string) (string, bool) {
-	for _, f := range []func(string) (string, bool){delegate.Boxed, AnswerTag, FinalOutput, ExtractAnswer} {
-		if a, ok := f(text); ok && strings.TrimSpace(a) != "" {
-			return strings.TrimSpace(a), true
+	a, _, ok := MarkedAnswer(text, func(a string) bool { return strings.TrimSpace(a) != "" })
+	return strings.TrimSpace(a), ok
+}
+
+// answerMarkers is the one chain of answer markers, in the order a reply's
+// answer is looked for, each with its name for messages.
+var answerMarkers = []struct {
+	name string
+	find func(string) (string, bool)
+}{
+	{`\boxed{}`, delegate.Boxed},
+	{answerOpen, AnswerTag},
+	{FinalOutputMarker, FinalOutput},
+	{FinalAnswerMarker, ExtractAnswer},
+}
+
+// MarkedAnswer returns the answer of the first marker a reply holds and
+// accept takes (nil takes any), with the marker's name. The chain: the
+// last complete \boxed{} (delegate.Boxed), the last <answer></answer>
+// (AnswerTag), the text after the last "Final Output:" (FinalOutput), after
+// the last "Final answer:" in any letter case (ExtractAnswer). ok is false
+// when no marker gives an answer accept takes; answer and marker are then
+// empty.
+func MarkedAnswer(text string, accept func(string) bool) (answer, marker string, ok bool) {
+	for _, m := range answerMarkers {
+		if a, ok := m.find(text); ok && (accept == nil || accept(a)) {
+			return a, m.name, true
 		}
 	}
-	return "", false
+	return "", "", false
 }
 
 // FinalOutput returns the text after the last "Final Output:" marker,

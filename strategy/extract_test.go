@@ -186,3 +186,29 @@ func FuzzExtractAnswer(f *testing.F) {
 		}
 	})
 }
+
+func TestMarkedAnswer(t *testing.T) {
+	nonEmpty := func(a string) bool { return a != "" }
+	tests := []struct {
+		name, text     string
+		accept         func(string) bool
+		answer, marker string
+		ok             bool
+	}{
+		{"boxed first", `<answer>1</answer> \boxed{2}`, nil, "2", `\boxed{}`, true},
+		{"answer tag", "Final Output: 3 <answer>4</answer>", nil, "4", "<answer>", true},
+		{"final output", "final answer: 5\nFinal Output: 6", nil, "6", FinalOutputMarker, true},
+		{"final answer, any case", "FINAL ANSWER: 7", nil, "7", FinalAnswerMarker, true},
+		{"none", "just 8", nil, "", "", false},
+		{"empty box taken", `\boxed{} <answer>9</answer>`, nil, "", `\boxed{}`, true},
+		{"empty box passed over", `\boxed{} <answer>9</answer>`, nonEmpty, "9", "<answer>", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			answer, marker, ok := MarkedAnswer(tt.text, tt.accept)
+			if answer != tt.answer || marker != tt.marker || ok != tt.ok {
+				t.Errorf("got %q, %q, %v; want %q, %q, %v", answer, marker, ok, tt.answer, tt.marker, tt.ok)
+			}
+		})
+	}
+}
