@@ -177,12 +177,12 @@ func (d *decompose) aggregate(ctx context.Context, rec *delegate.Recorder, reque
 	if err != nil {
 		return "", delegate.Failed(delegate.FailureCall, "%s: %v", NodeAggregate, err)
 	}
-	answer, ok := FinalOutput(resp.Text())
+	answer, ok := delegate.FinalOutput(resp.Text())
 	switch {
 	case resp.Choices[0].FinishReason == delegate.FinishLength:
 		return answer, delegate.Failed(delegate.FailureTruncated, "%s stopped at max_tokens", NodeAggregate)
 	case !ok:
-		return answer, delegate.Failed(delegate.FailureAnswerFormat, "%s gave no %q; the whole reply is the answer", NodeAggregate, FinalOutputMarker)
+		return answer, delegate.Failed(delegate.FailureAnswerFormat, "%s gave no %q; the whole reply is the answer", NodeAggregate, delegate.FinalOutputMarker)
 	}
 	return answer, delegate.Failure{}
 }

@@ -14,7 +14,7 @@
 //     sends a self-contained question to the Weak agent; a turn's calls run
 //     concurrently; the run ends at the first turn without tool calls, whose
 //     answer is the last \boxed{} or the text after "Final answer:" (see
-//     ExtractAnswer), or after MaxTurns turns with Failure "max turns".
+//     delegate.ExtractAnswer), or after MaxTurns turns with Failure "max turns".
 //   - lead: K Peers answer independently, the Leader aggregates into an
 //     <answer>; then Rounds rounds of peers refining given the leader's last
 //     output and the leader aggregating again. The answer is the leader's last.

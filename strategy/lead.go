@@ -63,7 +63,7 @@ func (l *lead) Run(ctx context.Context, request string, events chan<- delegate.E
 		}
 		leaderOut = resp.Text()
 		var ok bool
-		answer, ok = AnswerTag(leaderOut)
+		answer, ok = delegate.AnswerTag(leaderOut)
 		fail = delegate.Failure{}
 		switch {
 		case resp.Choices[0].FinishReason == delegate.FinishLength:

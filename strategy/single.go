@@ -34,12 +34,12 @@ func (s *single) Run(ctx context.Context, request string, events chan<- delegate
 // finalAnswer extracts the answer of a single or route reply (boxed or after
 // "Final answer:") and says what was wrong with it, if anything.
 func finalAnswer(resp *delegate.Response, name string) (answer string, fail delegate.Failure) {
-	answer, ok := ExtractAnswer(resp.Text())
+	answer, ok := delegate.ExtractAnswer(resp.Text())
 	switch {
 	case resp.Choices[0].FinishReason == delegate.FinishLength:
 		fail = delegate.Failed(delegate.FailureTruncated, "%s stopped at max_tokens", name)
 	case !ok:
-		fail = delegate.Failed(delegate.FailureAnswerFormat, "%s gave no \\boxed{} and no %q; the whole reply is the answer", name, FinalAnswerMarker)
+		fail = delegate.Failed(delegate.FailureAnswerFormat, "%s gave no \\boxed{} and no %q; the whole reply is the answer", name, delegate.FinalAnswerMarker)
 	}
 	return answer, fail
 }

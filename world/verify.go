@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/strategy"
 )
 
 // ErrNoAnswer is wrapped by ParseAnswer's errors.
@@ -19,14 +18,14 @@ var ErrNoAnswer = errors.New("no integer answer")
 var lastInt = regexp.MustCompile(`-?\d{1,3}(?:,\d{3})+\b|-?\d+\b`)
 
 // ParseAnswer reads the integer a reply answers: the answer of the first
-// marker of strategy.MarkedAnswer's chain (\boxed{}, <answer>, "Final
+// marker of delegate.MarkedAnswer's chain (\boxed{}, <answer>, "Final
 // Output:", "Final answer:"). It must hold exactly one integer (white
 // space, a trailing period and thousands separators allowed) or the reply
 // is wrong: a marker with something else in it is an answer, just not an
 // integer one. With no marker at all, the last integer of the text is the
 // answer. Minus signs are kept.
 func ParseAnswer(text string) (int64, error) {
-	if s, marker, ok := strategy.MarkedAnswer(text, nil); ok {
+	if s, marker, ok := delegate.MarkedAnswer(text, nil); ok {
 		return parseInt(s, marker)
 	}
 	all := lastInt.FindAllString(text, -1)
