@@ -83,3 +83,102 @@ func Braced(s string) (inner, rest string, ok bool) {
 	}
 	return "", s, false
 }
+
+// Answer markers.
+const (
+	FinalOutputMarker = "Final Output:" // decompose: the aggregator's answer follows the last one
+	FinalAnswerMarker = "Final answer:" // single, route: the answer follows the last one (any letter case)
+	answerOpen        = "<answer>"
+	answerClose       = "</answer>"
+)
+
+// ExtractAnswer returns the final answer of a reply: the content of the
+// last \boxed{} if there is one, else the text after the last "Final
+// answer:" (any letter case), trimmed. ok is false when neither is found
+// (or what follows the marker is empty); the answer is then the whole text,
+// trimmed, so that nothing the model wrote is lost.
+func ExtractAnswer(text string) (answer string, ok bool) {
+	if b, ok := Boxed(text); ok {
+		return b, true
+	}
+	if s, ok := after(asciiLower(text), text, asciiLower(FinalAnswerMarker)); ok {
+		return s, true
+	}
+	return strings.TrimSpace(text), false
+}
+
+// answerMarkers is the one chain of answer markers, in the order a reply's
+// answer is looked for, each with its name for messages.
+var answerMarkers = []struct {
+	name string
+	find func(string) (string, bool)
+}{
+	{`\boxed{}`, Boxed},
+	{answerOpen, AnswerTag},
+	{FinalOutputMarker, FinalOutput},
+	{FinalAnswerMarker, ExtractAnswer},
+}
+
+// MarkedAnswer returns the answer of the first marker a reply holds and
+// accept takes (nil takes any), with the marker's name. The chain: the
+// last complete \boxed{} (Boxed), the last <answer></answer>
+// (AnswerTag), the text after the last "Final Output:" (FinalOutput), after
+// the last "Final answer:" in any letter case (ExtractAnswer). ok is false
+// when no marker gives an answer accept takes; answer and marker are then
+// empty.
+func MarkedAnswer(text string, accept func(string) bool) (answer, marker string, ok bool) {
+	for _, m := range answerMarkers {
+		if a, ok := m.find(text); ok && (accept == nil || accept(a)) {
+			return a, m.name, true
+		}
+	}
+	return "", "", false
+}
+
+// FinalOutput returns the text after the last "Final Output:" marker,
+// trimmed, or the whole text trimmed and ok false when there is no marker
+// or nothing follows it.
+func FinalOutput(text string) (answer string, ok bool) {
+	if s, ok := after(text, text, FinalOutputMarker); ok {
+		return s, true
+	}
+	return strings.TrimSpace(text), false
+}
+
+// after finds the last marker in search (text itself, or a view of it with
+// the same byte offsets) and returns the trimmed text after it; ok is false
+// when there is none or it is empty.
+func after(search, text, marker string) (string, bool) {
+	i := strings.LastIndex(search, marker)
+	if i < 0 {
+		return "", false
+	}
+	s := strings.TrimSpace(text[i+len(marker):])
+	return s, s != ""
+}
+
+// asciiLower lower-cases ASCII letters only, so byte offsets are kept.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// AnswerTag returns the content of the last complete <answer>...</answer>
+// in text, trimmed; ok is false when there is none or it is empty.
+func AnswerTag(text string) (answer string, ok bool) {
+	end := strings.LastIndex(text, answerClose)
+	if end < 0 {
+		return "", false
+	}
+	open := strings.LastIndex(text[:end], answerOpen)
+	if open < 0 {
+		return "", false
+	}
+	s := strings.TrimSpace(text[open+len(answerOpen) : end])
+	return s, s != ""
+}

@@ -2,6 +2,7 @@ package delegate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -22,11 +23,13 @@ type Trace struct {
 	Request  string `json:"request"`
 	Answer   string `json:"answer"`
 	// Failure says why the run produced no proper answer (a format failure,
-	// a failed call); "" when it did.
-	Failure string        `json:"failure,omitempty"`
-	Start   time.Time     `json:"start"`
-	Latency time.Duration `json:"latency_ns"`
-	Root    *Node         `json:"root"`
+	// a failed call), for people to read; "" when it did.
+	Failure string `json:"failure,omitempty"`
+	// FailureKind is Failure's kind, for code to switch on.
+	FailureKind FailureKind   `json:"failure_kind,omitempty"`
+	Start       time.Time     `json:"start"`
+	Latency     time.Duration `json:"latency_ns"`
+	Root        *Node         `json:"root"`
 	// Totals per role, and over all roles.
 	Roles map[string]Totals `json:"roles"`
 	Total Totals            `json:"total"`
@@ -286,14 +289,14 @@ func (r *Recorder) emit(kind EventKind, n *Node) {
 }
 
 // Finish closes the trace with the final answer and, when the run did not
-// produce a proper one, the reason; it computes the totals and returns the
-// trace. Call it once, after every call of the run has returned.
-func (r *Recorder) Finish(answer, failure string) *Trace {
+// produce a proper one, the failure; it computes the totals and returns
+// the trace. Call it once, after every call of the run has returned.
+func (r *Recorder) Finish(answer string, failure Failure) *Trace {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.trace
 	t.Answer = answer
-	t.Failure = failure
+	t.Failure, t.FailureKind = failure.Message, failure.Kind
 	t.Latency = time.Since(t.Start)
 	t.Root.Latency = t.Latency
 	t.Roles, t.Total = Tally(t.Root)
@@ -338,4 +341,17 @@ func (t *Trace) Calls() []*Node {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// UnmarshalJSON decodes a trace. A trace written before failure_kind was
+// recorded gets the kind read from its failure message.
+func (t *Trace) UnmarshalJSON(b []byte) error {
+	type plain Trace // without this method
+	if err := json.Unmarshal(b, (*plain)(t)); err != nil {
+		return err
+	}
+	if t.FailureKind == "" {
+		t.FailureKind = ParseFailureKind(t.Failure)
+	}
+	return nil
 }

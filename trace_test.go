@@ -83,7 +83,7 @@ func TestRecorderConcurrentCallsAndTotals(t *testing.T) {
 	if _, err := rec.Call(context.Background(), group, "subagent 21", failing, &delegate.Request{Messages: []delegate.Message{delegate.User("x")}}); err == nil {
 		t.Fatal("failing model returned no error")
 	}
-	tr := rec.Finish("done", "")
+	tr := rec.Finish("done", delegate.Failure{})
 
 	if got, want := len(group.Children), 21; got != want {
 		t.Fatalf("group children = %d, want %d", got, want)
@@ -136,7 +136,7 @@ func TestRecorderNeverBlocksOnFullChannel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tr := rec.Finish("", "")
+	tr := rec.Finish("", delegate.Failure{})
 	if got, want := tr.DroppedEvents, int64(10); got != want {
 		t.Errorf("dropped = %d, want %d", got, want)
 	}
@@ -148,7 +148,7 @@ func TestTraceJSONRoundTrip(t *testing.T) {
 	if _, err := rec.Call(context.Background(), nil, "answer", a, &delegate.Request{Messages: []delegate.Message{delegate.User("q")}}); err != nil {
 		t.Fatal(err)
 	}
-	tr := rec.Finish("re: q", "")
+	tr := rec.Finish("re: q", delegate.Failure{})
 	b, err := json.Marshal(tr)
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func TestRecorderNoChoicesIsAnError(t *testing.T) {
 	}
 	g := rec.Group(nil, "g")
 	rec.FailGroup(g, "plan no_reasoning")
-	tr := rec.Finish("", "x")
+	tr := rec.Finish("", delegate.Failed(delegate.FailureCall, "x"))
 	if got := tr.Root.Children[0].Error; got == "" {
 		t.Error("call node records no error")
 	}
@@ -245,7 +245,7 @@ func TestRecorderClassifiesErrors(t *testing.T) {
 			if _, err := rec.Call(context.Background(), nil, "answer", a, &delegate.Request{Messages: []delegate.Message{delegate.User("x")}}); err == nil {
 				t.Fatal("no error")
 			}
-			n := rec.Finish("", "failed").Calls()[0]
+			n := rec.Finish("", delegate.Failed(delegate.FailureCall, "failed")).Calls()[0]
 			if n.ErrorStatus != tt.wantStatus || n.ErrorType != tt.wantType {
 				t.Errorf("node error status, type = %d, %q, want %d, %q", n.ErrorStatus, n.ErrorType, tt.wantStatus, tt.wantType)
 			}
@@ -277,5 +277,45 @@ func TestErrorClass(t *testing.T) {
 		if status, typ := delegate.ErrorClass(tt.err); status != tt.status || typ != tt.typ {
 			t.Errorf("ErrorClass(%v) = %d, %q; want %d, %q", tt.err, status, typ, tt.status, tt.typ)
 		}
+	}
+}
+
+// TestTraceFailureKindJSON reads traces written before failure_kind was
+// recorded (the kind comes from the message) and after (the kind as kept).
+func TestTraceFailureKindJSON(t *testing.T) {
+	tests := []struct {
+		name, json string
+		want       delegate.FailureKind
+	}{
+		{"no failure", `{"version":1,"answer":"45"}`, ""},
+		{"old call failure", `{"version":1,"failure":"call failed: answer: status 429"}`, delegate.FailureCall},
+		{"old answer format", `{"version":1,"failure":"answer format: answer gave no \\boxed{}"}`, delegate.FailureAnswerFormat},
+		{"old plan", `{"version":1,"failure":"plan too_few_subtasks: 1 subtasks, want at least 2"}`, delegate.FailurePlan},
+		{"old plan truncated", `{"version":1,"failure":"plan truncated: the generation stopped at max_tokens (finish_reason length)"}`, delegate.FailurePlanTruncated},
+		{"kind recorded", `{"version":1,"failure":"call failed: x","failure_kind":"max turns"}`, delegate.FailureMaxTurns},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var tr delegate.Trace
+			if err := json.Unmarshal([]byte(tt.json), &tr); err != nil {
+				t.Fatal(err)
+			}
+			if tr.FailureKind != tt.want {
+				t.Errorf("kind %q, want %q", tr.FailureKind, tt.want)
+			}
+		})
+	}
+	// Written and read back, the kind and message are kept.
+	rec := delegate.NewRecorder("single", "q", nil)
+	b, err := json.Marshal(rec.Finish("", delegate.Failed(delegate.FailureTruncated, "answer stopped at max_tokens")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got delegate.Trace
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.FailureKind != delegate.FailureTruncated || got.Failure != "truncated: answer stopped at max_tokens" {
+		t.Errorf("read back %q, %q; want truncated and its message", got.FailureKind, got.Failure)
 	}
 }

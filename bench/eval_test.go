@@ -360,7 +360,7 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Errorf("record %s/%s: labels %v, want calls %d", r.Arm, r.TaskID, r.Labels, r.Trace.Total.Calls)
 		}
 		if r.Arm == "weak" && r.TaskID == "t07" {
-			if r.Correct || strategy.FailureKind(r.Failure) != strategy.FailureCall || r.Answer != "" {
+			if r.Correct || delegate.ParseFailureKind(r.Failure) != delegate.FailureCall || r.Answer != "" {
 				t.Errorf("weak t07 = correct %v, failure %q, answer %q: want a recorded call failure", r.Correct, r.Failure, r.Answer)
 			}
 		}
@@ -568,7 +568,7 @@ func (p panicky) Run(_ context.Context, request string, _ chan<- delegate.Event)
 		panic("boom")
 	}
 	rec := delegate.NewRecorder("panicky", request, nil)
-	return rec.Finish("2", ""), nil
+	return rec.Finish("2", delegate.Failure{}), nil
 }
 
 func TestRunRecordsItemFailures(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"math"
 	"sort"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
@@ -179,11 +178,7 @@ func (rep *Report) PlotFrontier(path, strong, weak string) error {
 	if err != nil {
 		return fmt.Errorf("plot %s: %w", path, err)
 	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Accuracy against cost, Pareto frontier (n = %d tasks)", rep.Tasks)
-	p.X.Label.Text = "dollars per item"
-	p.Y.Label.Text = "accuracy, %"
-	p.Add(plotter.NewGrid())
+	p, _ := NewPlot(fmt.Sprintf("Accuracy against cost, Pareto frontier (n = %d tasks)", rep.Tasks), "dollars per item", "accuracy, %")
 	maxX := 0.0
 	if len(f.Pareto) > 1 {
 		line, err := plotter.NewLine(frontierXYs(f.Pareto))

@@ -28,6 +28,19 @@ func checkPlotPath(path string) error {
 	return nil
 }
 
+// NewPlot returns a plot with its title, axis labels ("" for none) and a
+// grid, the setup every plot of bench and train shares; the grid is
+// returned for a caller that styles it.
+func NewPlot(title, xLabel, yLabel string) (*plot.Plot, *plotter.Grid) {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = yLabel
+	grid := plotter.NewGrid()
+	p.Add(grid)
+	return p, grid
+}
+
 // PlotCost draws accuracy (percent, with Wilson 95% error bars) against
 // dollars per item, one marker per arm and one for the oracle router, and
 // writes it to path, as PNG or SVG by its extension. Rows without a
@@ -36,11 +49,7 @@ func (rep *Report) PlotCost(path string) error {
 	if err := checkPlotPath(path); err != nil {
 		return err
 	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Accuracy against cost (n = %d tasks)", rep.Tasks)
-	p.X.Label.Text = "dollars per item"
-	p.Y.Label.Text = "accuracy, % (95% Wilson interval)"
-	p.Add(plotter.NewGrid())
+	p, _ := NewPlot(fmt.Sprintf("Accuracy against cost (n = %d tasks)", rep.Tasks), "dollars per item", "accuracy, % (95% Wilson interval)")
 	drawn := 0
 	maxX := 0.0
 	for i := range rep.Rows {
@@ -105,11 +114,8 @@ func (rep *Report) PlotLatency(path string) error {
 	if err := checkPlotPath(path); err != nil {
 		return err
 	}
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Latency per item (n = %d tasks): median, whisker to p95", rep.Tasks)
-	grid := plotter.NewGrid()
-	grid.Vertical.Color = nil
-	p.Add(grid)
+	p, grid := NewPlot(fmt.Sprintf("Latency per item (n = %d tasks): median, whisker to p95", rep.Tasks), "", "")
+	grid.Vertical.Color = nil // the arms are names, not a scale
 	// Seconds, or milliseconds when every p95 is under a second.
 	scale, unit := 1.0, "seconds"
 	maxP95 := 0.0

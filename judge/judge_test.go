@@ -409,7 +409,7 @@ func TestCompareCallErrors(t *testing.T) {
 		if errors.Is(err, ErrUnparseable) || v.Unparseable || v.CallErrors != 2 || v.ParseFailures != 0 {
 			t.Errorf("Unparseable %v, CallErrors %d, ParseFailures %d; want false, 2, 0", v.Unparseable, v.CallErrors, v.ParseFailures)
 		}
-		tr := rec.Finish("", "")
+		tr := rec.Finish("", delegate.Failure{})
 		if got := tr.Roles[Role]; got.Calls != 2 || got.Errors != 2 || got.Retries != 4 {
 			t.Errorf("trace judge totals %+v, want 2 calls, 2 errors, 4 retries", got)
 		}
@@ -488,7 +488,7 @@ func TestCompareRecordsTrace(t *testing.T) {
 		t.Fatalf("Compare: %v", err)
 	}
 	rec.EndGroup(parent)
-	tr := rec.Finish("answer", "")
+	tr := rec.Finish("answer", delegate.Failure{})
 
 	got := tr.Roles[Role]
 	if got.Calls != 4 || got.Usage.Total() != 4400 || math.Abs(got.Cost-v.Cost) > 1e-12 || got.Cost == 0 {
@@ -518,7 +518,7 @@ func TestAgentRoleKept(t *testing.T) {
 	if _, err := j.Compare(context.Background(), rec, nil, "req", "cand", "base"); err != nil {
 		t.Fatalf("Compare: %v", err)
 	}
-	if got := rec.Finish("", "").Roles["judge-large"].Calls; got != 2 {
+	if got := rec.Finish("", delegate.Failure{}).Roles["judge-large"].Calls; got != 2 {
 		t.Errorf("calls under the agent's role = %d, want 2", got)
 	}
 }

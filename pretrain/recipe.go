@@ -118,8 +118,9 @@ func Run(ctx context.Context, out io.Writer, f Options) error {
 
 func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 	d := defaults[name]
-	cfg := Config{Steps: d.steps, Batch: d.batch, MaxLR: d.lr, Seed: f.Seed, EvalEvery: f.EvalEvery, SaveEvery: 100,
-		StateDir: filepath.Join(f.Out, name+".state")}
+	cfg := DefaultConfig()
+	cfg.Steps, cfg.Batch, cfg.MaxLR, cfg.Seed, cfg.EvalEvery = d.steps, d.batch, d.lr, f.Seed, f.EvalEvery
+	cfg.StateDir = filepath.Join(f.Out, name+".state")
 	// A finished checkpoint is never replaced by accident (the shipped
 	// models are one --out away); an interrupted run (its state directory
 	// present) resumes as always.
@@ -144,6 +145,7 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 	if f.LR > 0 {
 		cfg.MaxLR = f.LR
 	}
+	cfg.MinLR = cfg.MaxLR / 10 // the schedule ends at a tenth of its peak
 	shape := SolverShape
 	var examples []Example
 	var eval Eval

@@ -20,10 +20,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/delegatelab/delegate"
@@ -56,7 +53,8 @@ func FromMessages(msgs []delegate.Message, tools []delegate.Tool) Example {
 	return Example{Tokens: ids, Weights: w}
 }
 
-// Config sets a training run. Zero fields take the defaults noted.
+// Config sets a training run. DefaultConfig holds the defaults; a zero
+// field means zero, except Warmup.
 type Config struct {
 	// Steps is the number of optimizer steps, the schedule's length.
 	Steps int
@@ -64,15 +62,16 @@ type Config struct {
 	// the first 20 steps so that training ends after about Duration. The
 	// result then depends on the machine's speed; Steps does not.
 	Duration time.Duration
-	// Batch is the sequences per step. Default 16.
+	// Batch is the sequences per step, at least 1.
 	Batch int
-	// MaxLR, MinLR and Warmup shape the cosine schedule. Defaults 3e-3,
-	// MaxLR/10 and Steps/20.
+	// MaxLR and MinLR bound the cosine schedule; MaxLR is positive.
 	MaxLR, MinLR float64
-	Warmup       int
-	// WeightDecay is AdamW's decay. Default 0.01.
+	// Warmup is the schedule's warmup in steps. 0 takes a twentieth of
+	// the run's steps: a timed run knows them only once calibrated.
+	Warmup int
+	// WeightDecay is AdamW's decay; 0 decays nothing.
 	WeightDecay float64
-	// ClipNorm caps the gradient's global norm. Default 1.
+	// ClipNorm caps the gradient's global norm; 0 clips nothing.
 	ClipNorm float64
 	// Seed fixes the initial weights (when starting from scratch) and the
 	// order of the batches.
@@ -81,33 +80,18 @@ type Config struct {
 	// the last). 0: only after the last.
 	EvalEvery int
 	// SaveEvery saves the resumable state every so many steps (and after
-	// the last), when StateDir is set. Default 100.
+	// the last), when StateDir is set. 0: only after the last.
 	SaveEvery int
 	// StateDir holds the resumable state; "" keeps none. A directory that
 	// already holds a state of the same model resumes from it.
 	StateDir string
 }
 
-func (c Config) withDefaults() Config {
-	if c.Batch == 0 {
-		c.Batch = 16
-	}
-	if c.MaxLR == 0 {
-		c.MaxLR = 3e-3
-	}
-	if c.MinLR == 0 {
-		c.MinLR = c.MaxLR / 10
-	}
-	if c.WeightDecay == 0 {
-		c.WeightDecay = 0.01
-	}
-	if c.ClipNorm == 0 {
-		c.ClipNorm = 1
-	}
-	if c.SaveEvery == 0 {
-		c.SaveEvery = 100
-	}
-	return c
+// DefaultConfig returns the defaults: batches of 16, a learning rate from
+// 3e-3 down to 3e-4, decay 0.01, the gradient clipped at norm 1, the state
+// saved every 100 steps. Steps or Duration is left to set.
+func DefaultConfig() Config {
+	return Config{Batch: 16, MaxLR: 3e-3, MinLR: 3e-4, WeightDecay: 0.01, ClipNorm: 1, SaveEvery: 100}
 }
 
 // Validate checks the ranges of the fields.
@@ -115,10 +99,12 @@ func (c Config) Validate() error {
 	switch {
 	case c.Steps < 0 || (c.Steps == 0 && c.Duration <= 0):
 		return fmt.Errorf("sft config: steps %d: want a positive number of steps or a positive duration", c.Steps)
-	case c.Batch < 0, c.Warmup < 0, c.EvalEvery < 0, c.SaveEvery < 0:
-		return fmt.Errorf("sft config: batch %d, warmup %d, eval every %d and save every %d must not be negative", c.Batch, c.Warmup, c.EvalEvery, c.SaveEvery)
-	case !(c.MaxLR >= 0) || math.IsInf(c.MaxLR, 0) || !(c.MinLR >= 0) || c.MinLR > c.MaxLR && c.MaxLR > 0:
-		return fmt.Errorf("sft config: learning rates %v..%v out of range", c.MinLR, c.MaxLR)
+	case c.Batch < 1:
+		return fmt.Errorf("sft config: batch %d: want at least 1", c.Batch)
+	case c.Warmup < 0, c.EvalEvery < 0, c.SaveEvery < 0:
+		return fmt.Errorf("sft config: warmup %d, eval every %d and save every %d must not be negative", c.Warmup, c.EvalEvery, c.SaveEvery)
+	case !(c.MaxLR > 0) || math.IsInf(c.MaxLR, 0) || !(c.MinLR >= 0) || c.MinLR > c.MaxLR:
+		return fmt.Errorf("sft config: learning rates %v..%v: want 0 <= min <= max, max positive and finite", c.MinLR, c.MaxLR)
 	case !(c.WeightDecay >= 0) || !(c.ClipNorm >= 0):
 		return fmt.Errorf("sft config: weight decay %v and clip norm %v must not be negative", c.WeightDecay, c.ClipNorm)
 	}
@@ -167,7 +153,6 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	cfg = cfg.withDefaults()
 	if len(examples) == 0 {
 		return Result{}, errors.New("sft: no examples")
 	}
@@ -184,15 +169,15 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 	start := 0
 	var opt *train.AdamState
 	if cfg.StateDir != "" {
-		st, err := loadState(cfg.StateDir, p.Config)
+		st, err := train.LoadState(cfg.StateDir, p.Config)
 		if err != nil {
-			return Result{}, err
+			return Result{}, fmt.Errorf("sft: resume: %w", err)
 		}
 		if st != nil {
-			copy(p.Data, st.params.Data)
-			opt, start = st.opt, st.opt.Steps
-			if st.steps > 0 && cfg.Steps == 0 {
-				cfg.Steps = st.steps // a timed run resumes with the length it calibrated
+			copy(p.Data, st.Params.Data)
+			opt, start = st.Opt, st.Opt.Steps
+			if st.Total > 0 && cfg.Steps == 0 {
+				cfg.Steps = st.Total // a timed run resumes with the length it calibrated
 			}
 		}
 	}
@@ -253,7 +238,7 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 			pr.Evaluated, pr.Score, pr.Detail = true, score, detail
 			res.Score, res.Detail = score, detail
 		}
-		if last || st.Step%cfg.SaveEvery == 0 {
+		if last || cfg.SaveEvery > 0 && st.Step%cfg.SaveEvery == 0 {
 			if err := save(); err != nil {
 				return res, err
 			}
@@ -331,80 +316,12 @@ func (bt *batcher) batch(step int) train.Batch {
 	return nb
 }
 
-// The state directory holds three checkpoints of package nn: the weights
-// and the two AdamW moments, whose metadata carries the step and the
-// schedule's length.
-const (
-	stateWeights = "weights"
-	stateM       = "adam_m"
-	stateV       = "adam_v"
-	metaStep     = "sft_step"
-	metaSteps    = "sft_steps"
-)
-
-type state struct {
-	params *nn.Params
-	opt    *train.AdamState
-	steps  int
-}
-
+// saveState writes the run's training state (train.SaveState) to dir; its
+// Total is the schedule's length, 0 while a timed run calibrates.
 func saveState(dir string, tr *train.Trainer, steps int) error {
-	meta := map[string]string{metaStep: strconv.Itoa(tr.Opt.Steps), metaSteps: strconv.Itoa(steps)}
-	// Written whole, then swapped in: a crash leaves the previous state.
-	err := nn.ReplaceDir(dir, func(tmp string) error {
-		for _, c := range []struct {
-			name string
-			p    *nn.Params
-		}{{stateM, tr.Opt.M}, {stateV, tr.Opt.V}, {stateWeights, tr.Params}} {
-			if err := nn.Save(filepath.Join(tmp, c.name), c.p, meta); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("sft: save state: %w", err)
+	st := train.State{Params: tr.Params, Opt: tr.Opt, Step: tr.Opt.Steps, Total: steps}
+	if err := train.SaveState(dir, st); err != nil {
+		return fmt.Errorf("sft: %w", err)
 	}
 	return nil
-}
-
-// loadState reads the state in dir; nil with no error when dir holds none.
-func loadState(dir string, want nn.Config) (*state, error) {
-	dir, ok := nn.CurrentDir(dir)
-	if !ok {
-		return nil, nil
-	}
-	if _, err := os.Stat(filepath.Join(dir, stateWeights)); errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	var ps [3]*nn.Params
-	var step [3]int
-	var steps int
-	for i, name := range []string{stateWeights, stateM, stateV} {
-		p, meta, err := nn.Load(filepath.Join(dir, name))
-		if err != nil {
-			return nil, fmt.Errorf("sft: resume from %s: %w", dir, err)
-		}
-		if p.Config != want {
-			return nil, fmt.Errorf("sft: resume from %s: %s holds a model of another shape (%+v, want %+v); remove the directory to start afresh", dir, name, p.Config, want)
-		}
-		if step[i], err = strconv.Atoi(meta[metaStep]); err != nil || step[i] < 0 {
-			return nil, fmt.Errorf("sft: resume from %s: %s: bad %s %q", dir, name, metaStep, meta[metaStep])
-		}
-		if steps, err = strconv.Atoi(meta[metaSteps]); err != nil || steps < 0 {
-			return nil, fmt.Errorf("sft: resume from %s: %s: bad %s %q", dir, name, metaSteps, meta[metaSteps])
-		}
-		ps[i] = p
-	}
-	if step[0] != step[1] || step[0] != step[2] {
-		return nil, fmt.Errorf("sft: resume from %s: weights, moments at steps %v disagree (an interrupted save); remove the directory to start afresh", dir, step)
-	}
-	opt, err := train.NewAdamState(want)
-	if err != nil {
-		return nil, fmt.Errorf("sft: resume from %s: %w", dir, err)
-	}
-	copy(opt.M.Data, ps[1].Data)
-	copy(opt.V.Data, ps[2].Data)
-	opt.Steps = step[0]
-	return &state{params: ps[0], opt: opt, steps: steps}, nil
 }

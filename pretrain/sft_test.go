@@ -12,10 +12,20 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/train"
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
 var tinyShape = nn.Config{Vocab: tokenizer.VocabSize, Dim: 16, Layers: 1, Heads: 2, Hidden: 32, Context: 40}.WithDefaults()
+
+// tinyConfig is DefaultConfig with the tests' learning rate, 1e-2 down to
+// 1e-3, changed by set.
+func tinyConfig(set func(*Config)) Config {
+	c := DefaultConfig()
+	c.MaxLR, c.MinLR = 1e-2, 1e-3
+	set(&c)
+	return c
+}
 
 func tinyParams(t *testing.T) *nn.Params {
 	t.Helper()
@@ -97,7 +107,7 @@ func TestTrainLearnsAndEvaluates(t *testing.T) {
 		return float64(evals), "ok", nil
 	}
 	var first, last float64
-	res, err := Train(context.Background(), p, tinyExamples(), Config{Steps: 60, Batch: 8, MaxLR: 1e-2, Seed: 3, EvalEvery: 20}, eval, func(pr Progress) {
+	res, err := Train(context.Background(), p, tinyExamples(), tinyConfig(func(c *Config) { c.Steps, c.Batch, c.Seed, c.EvalEvery = 60, 8, 3, 20 }), eval, func(pr Progress) {
 		if pr.Step == 1 {
 			first = pr.Loss
 		}
@@ -116,7 +126,7 @@ func TestTrainLearnsAndEvaluates(t *testing.T) {
 
 func TestTrainResumesExactly(t *testing.T) {
 	ctx := context.Background()
-	cfg := Config{Steps: 30, Batch: 4, MaxLR: 1e-2, Seed: 5, SaveEvery: 10}
+	cfg := tinyConfig(func(c *Config) { c.Steps, c.Batch, c.Seed, c.SaveEvery = 30, 4, 5, 10 })
 
 	whole := tinyParams(t)
 	if _, err := Train(ctx, whole, tinyExamples(), cfg, nil, nil); err != nil {
@@ -153,7 +163,9 @@ func TestTrainResumesExactly(t *testing.T) {
 // trains past calibrationSteps, instead of ending as a run of that many.
 func TestTimedRunInterruptedWhileCalibratingResumesTimed(t *testing.T) {
 	ctx := context.Background()
-	cfg := Config{Duration: time.Hour, Batch: 2, MaxLR: 1e-2, Seed: 5, SaveEvery: 1000, StateDir: filepath.Join(t.TempDir(), "state")}
+	cfg := tinyConfig(func(c *Config) {
+		c.Duration, c.Batch, c.Seed, c.SaveEvery, c.StateDir = time.Hour, 2, 5, 1000, filepath.Join(t.TempDir(), "state")
+	})
 	cctx, cancel := context.WithCancel(ctx)
 	_, err := Train(cctx, tinyParams(t), tinyExamples(), cfg, nil, func(pr Progress) {
 		if pr.Step == 5 {
@@ -189,11 +201,14 @@ func TestTrainRejectsBadInput(t *testing.T) {
 		ex   []Example
 		cfg  Config
 	}{
-		{"no examples", nil, Config{Steps: 1}},
-		{"no steps", tinyExamples(), Config{}},
-		{"mismatched weights", []Example{{Tokens: []int{1, 2, 3}, Weights: []float32{1}}}, Config{Steps: 1}},
-		{"too long", []Example{long}, Config{Steps: 1}},
-		{"negative batch", tinyExamples(), Config{Steps: 1, Batch: -1}},
+		{"no examples", nil, tinyConfig(func(c *Config) { c.Steps = 1 })},
+		{"no steps", tinyExamples(), DefaultConfig()},
+		{"mismatched weights", []Example{{Tokens: []int{1, 2, 3}, Weights: []float32{1}}}, tinyConfig(func(c *Config) { c.Steps = 1 })},
+		{"too long", []Example{long}, tinyConfig(func(c *Config) { c.Steps = 1 })},
+		{"negative batch", tinyExamples(), tinyConfig(func(c *Config) { c.Steps, c.Batch = 1, -1 })},
+		{"zero batch", tinyExamples(), tinyConfig(func(c *Config) { c.Steps, c.Batch = 1, 0 })},
+		{"zero learning rate", tinyExamples(), tinyConfig(func(c *Config) { c.Steps, c.MaxLR, c.MinLR = 1, 0, 0 })},
+		{"min above max", tinyExamples(), tinyConfig(func(c *Config) { c.Steps, c.MinLR = 1, 1 })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -206,7 +221,8 @@ func TestTrainRejectsBadInput(t *testing.T) {
 
 func TestResumeRejectsOtherShape(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	cfg := Config{Steps: 2, Batch: 2, Seed: 1, StateDir: dir}
+	cfg := DefaultConfig()
+	cfg.Steps, cfg.Batch, cfg.Seed, cfg.StateDir = 2, 2, 1, dir
 	if _, err := Train(context.Background(), tinyParams(t), tinyExamples(), cfg, nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -221,10 +237,33 @@ func TestResumeRejectsOtherShape(t *testing.T) {
 		t.Error("resuming a state of another shape: nil error")
 	}
 	// A state whose files disagree (an interrupted save) is refused too.
-	if err := os.RemoveAll(filepath.Join(dir, stateM)); err != nil {
+	if err := os.RemoveAll(filepath.Join(dir, "adam_m")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Train(context.Background(), tinyParams(t), tinyExamples(), cfg, nil, nil); err == nil {
 		t.Error("resuming a state with no moments: nil error")
+	}
+}
+
+// TestSaveEveryZero: 0 means no periodic save, and the state is still
+// written after the last step.
+func TestSaveEveryZero(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	var saved []int
+	cfg := tinyConfig(func(c *Config) { c.Steps, c.Batch, c.SaveEvery, c.StateDir = 3, 2, 0, dir })
+	_, err := Train(context.Background(), tinyParams(t), tinyExamples(), cfg, nil, func(pr Progress) {
+		if _, err := os.Stat(dir); err == nil {
+			saved = append(saved, pr.Step)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(saved) != 1 || saved[0] != 3 {
+		t.Errorf("state present after steps %v, want only after 3", saved)
+	}
+	st, err := train.LoadState(dir, tinyShape)
+	if err != nil || st == nil || st.Step != 3 || st.Total != 3 {
+		t.Errorf("state %+v, %v; want one at step 3 of 3", st, err)
 	}
 }

@@ -28,14 +28,14 @@ func TestResumeRejectsBadCheckpoints(t *testing.T) {
 		state func(map[string]any)
 		want  string
 	}{
-		{"other version", func(s map[string]any) { s["version"] = 99 }, "state version 99, this build reads 1"},
-		{"other model", func(s map[string]any) { s["model"].(map[string]any)["dim"] = 64 }, "differs from the policy's"},
+		{"other version", func(s map[string]any) { s["version"] = 99 }, "state.json: state version 99, this build reads 0 to 2"},
+		{"other model", func(s map[string]any) { s["model"].(map[string]any)["dim"] = 64 }, "differs from the run's"},
 		{"other step", func(s map[string]any) { s["step"] = 5 }, `written at step "2", state.json says 5`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := finishedRun(t)
-			path := filepath.Join(CheckpointDir(cfg.OutDir), ckptState)
+			path := filepath.Join(CheckpointDir(cfg.OutDir), "state.json")
 			b, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -63,7 +63,7 @@ func TestResumeRejectsBadCheckpoints(t *testing.T) {
 func TestResumeFromOldCheckpoint(t *testing.T) {
 	// A crash between save's two renames leaves only checkpoint.old.
 	cfg := finishedRun(t)
-	if err := os.Rename(CheckpointDir(cfg.OutDir), filepath.Join(cfg.OutDir, ckptOld)); err != nil {
+	if err := os.Rename(CheckpointDir(cfg.OutDir), filepath.Join(cfg.OutDir, ckptDir+".old")); err != nil {
 		t.Fatal(err)
 	}
 	tr, _, _ := newToy(t, cfg, nil)

@@ -91,7 +91,7 @@ func (s *toySource) rollout(ctx context.Context, item int, seed uint64) (*delega
 		return nil, false, err
 	}
 	lps := resp.Choices[0].Logprobs
-	return rec.Finish(resp.Text(), ""), len(lps) > 0 && capital(lps[0].TokenID), nil
+	return rec.Finish(resp.Text(), delegate.Failure{}), len(lps) > 0 && capital(lps[0].TokenID), nil
 }
 
 func (s *toySource) Next(ctx context.Context, step int) ([]Group, error) {

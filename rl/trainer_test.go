@@ -95,7 +95,7 @@ func checkToyRun(t *testing.T, est reward.Estimator) {
 	if !(last >= first+0.5 && last >= 0.7) {
 		t.Errorf("mean reward went from %.3f (first 4 steps) to %.3f (last 4), want a rise of at least 0.5 to 0.7 or more", first, last)
 	}
-	if _, err := os.Stat(filepath.Join(CheckpointDir(dir), ckptState)); err != nil {
+	if _, err := os.Stat(filepath.Join(CheckpointDir(dir), "state.json")); err != nil {
 		t.Errorf("no final checkpoint: %v", err)
 	}
 	close(progress)

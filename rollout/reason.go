@@ -8,7 +8,6 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/judge"
-	"github.com/delegatelab/delegate/strategy"
 )
 
 // Reasons a rollout failed, as Summary.Failed counts them. A failed model
@@ -113,7 +112,7 @@ func scoreFailure(err error) string {
 // isCallFailure reports whether a trace failed because a call it needed
 // failed.
 func isCallFailure(t *delegate.Trace) bool {
-	return strategy.FailureKind(t.Failure) == strategy.FailureCall
+	return t.FailureKind == delegate.FailureCall
 }
 
 // reasonOf returns a stored rollout's failure reason; states written

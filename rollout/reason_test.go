@@ -51,7 +51,7 @@ func TestFailureReasons(t *testing.T) {
 			rec := delegate.NewRecorder("single", "q", nil)
 			a := delegate.Agent{Role: "baseline", Model: modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) { return nil, tt.err })}
 			_, _ = rec.Call(context.Background(), nil, "answer", a, &delegate.Request{Messages: []delegate.Message{delegate.User("x")}})
-			tr := rec.Finish("", "call failed: answer: garbled text")
+			tr := rec.Finish("", delegate.Failed(delegate.FailureCall, "answer: garbled text"))
 			wantTrace := tt.want
 			if tt.name == "plain" {
 				wantTrace = kindOther

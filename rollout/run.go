@@ -21,7 +21,6 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/store"
-	"github.com/delegatelab/delegate/strategy"
 )
 
 // Progress is a snapshot of a run, sent after every rollout and group.
@@ -706,7 +705,7 @@ func play(ctx context.Context, policy delegate.Strategy, scorer Scorer, task del
 		}
 		rec := delegate.NewRecorder("score", task.Prompt, nil)
 		s, scErr := scorer.Score(ctx, rec, task, base, p.tr)
-		p.strace = rec.Finish("", "")
+		p.strace = rec.Finish("", delegate.Failure{})
 		if ctx.Err() != nil {
 			return
 		}
@@ -736,10 +735,11 @@ func play(ctx context.Context, policy delegate.Strategy, scorer Scorer, task del
 func playBaseline(ctx context.Context, baseline delegate.Strategy, task delegate.Task) *delegate.Trace {
 	tr, runErr := baseline.Run(ctx, task.Prompt, nil)
 	if tr == nil {
-		return delegate.NewRecorder(baseline.Name(), task.Prompt, nil).Finish("", fmt.Sprintf("%s: %v", strategy.FailureCall, runErr))
+		return delegate.NewRecorder(baseline.Name(), task.Prompt, nil).Finish("", delegate.Failed(delegate.FailureCall, "%v", runErr))
 	}
 	if runErr != nil && tr.Failure == "" {
-		tr.Failure = fmt.Sprintf("%s: %v", strategy.FailurePanic, runErr)
+		f := delegate.Failed(delegate.FailurePanic, "%v", runErr)
+		tr.Failure, tr.FailureKind = f.Message, f.Kind
 	}
 	return tr
 }
@@ -748,8 +748,7 @@ func playBaseline(ctx context.Context, baseline delegate.Strategy, task delegate
 // cannot be scored: a call it needed failed, or it panicked. Such a group
 // is dropped (DropErrors).
 func baselineFailed(tr *delegate.Trace) bool {
-	k := strategy.FailureKind(tr.Failure)
-	return k == strategy.FailureCall || k == strategy.FailurePanic
+	return tr.FailureKind == delegate.FailureCall || tr.FailureKind == delegate.FailurePanic
 }
 
 // spent merges what a rollout's trace and its scoring trace spent, by role.

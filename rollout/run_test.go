@@ -130,7 +130,7 @@ func newFixture(t testing.TB) *fixture {
 			&delegate.Request{Messages: []delegate.Message{delegate.User(tr.Answer + " vs " + base.Answer)}}); err != nil {
 			return Score{}, err
 		}
-		if strategy.FailureKind(tr.Failure) != "" {
+		if delegate.ParseFailureKind(tr.Failure) != "" {
 			r := -1.0
 			if f.formatCost != nil {
 				r -= f.formatCost()

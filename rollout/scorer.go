@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/score"
-	"github.com/delegatelab/delegate/strategy"
 )
 
 // RewardScorer is the Scorer of `delegate process`: it reads the format of
@@ -118,24 +116,23 @@ func (s *RewardScorer) outcome(task delegate.Task, base, tr *delegate.Trace) (re
 			o.Calls += t.Calls
 		}
 	}
-	kind := strategy.FailureKind(tr.Failure)
-	switch {
-	case tr.Failure == "":
-	case kind == strategy.FailureTruncated:
+	switch tr.FailureKind {
+	case "":
+	case delegate.FailureTruncated:
 		o.FormatOK, o.Truncated, o.FailedStage, o.FormatFailure = false, true, reward.StageAnswer, tr.Failure
-	case kind == strategy.FailureAnswerFormat:
+	case delegate.FailureAnswerFormat:
 		o.FormatOK, o.FailedStage, o.FormatFailure = false, reward.StageAnswer, tr.Failure
-	case strings.HasPrefix(kind, "plan "), kind == strategy.FailureMaxTurns:
+	case delegate.FailurePlan, delegate.FailurePlanTruncated, delegate.FailureMaxTurns:
 		o.FormatOK, o.FailedStage, o.FormatFailure = false, reward.StagePlan, tr.Failure
-		o.Truncated = kind == "plan "+string(strategy.PlanTruncated)
+		o.Truncated = tr.FailureKind == delegate.FailurePlanTruncated
 	default:
 		// Call failures and panics never reach a scorer (Run records them
 		// as failed rollouts); anything else is a failure of the rollout.
 		o.Error = tr.Failure
 	}
 	if base != nil {
-		switch strategy.FailureKind(base.Failure) {
-		case strategy.FailureAnswerFormat, strategy.FailureTruncated:
+		switch base.FailureKind {
+		case delegate.FailureAnswerFormat, delegate.FailureTruncated:
 			o.BaselineFailure = base.Failure
 		}
 	}

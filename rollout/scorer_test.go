@@ -133,7 +133,7 @@ func TestRewardScorer(t *testing.T) {
 			if judged := jm.Calls() > 0; judged != tt.wantJudged || (sc.Judge != nil) != tt.wantJudged {
 				t.Errorf("judge calls %d, verdict %v; want judged %v", jm.Calls(), sc.Judge != nil, tt.wantJudged)
 			}
-			if tt.wantJudged && (sc.Judge.Outcome != judge.Win || jm.Calls() != 2 || len(rec.Finish("", "").Calls()) != 2) {
+			if tt.wantJudged && (sc.Judge.Outcome != judge.Win || jm.Calls() != 2 || len(rec.Finish("", delegate.Failure{}).Calls()) != 2) {
 				t.Errorf("verdict %q after %d calls; want a win judged in both orders and recorded", sc.Judge.Outcome, jm.Calls())
 			}
 			if sc.Inputs == nil {

@@ -133,22 +133,22 @@ func TestAnswers(t *testing.T) {
 			}
 		}},
 		{"aggregate", wireReq{Messages: pair("aggregate_system", "aggregate_user")}, KindAggregate, func(t *testing.T, r wireResp) {
-			if _, ok := strategy.FinalOutput(text(r.Choices[0].Message)); !ok {
+			if _, ok := delegate.FinalOutput(text(r.Choices[0].Message)); !ok {
 				t.Errorf("no Final Output in %q", text(r.Choices[0].Message))
 			}
 		}},
 		{"peer", wireReq{Messages: pair("peer_system", "peer_user")}, KindPeer, func(t *testing.T, r wireResp) {
-			if _, ok := strategy.AnswerTag(text(r.Choices[0].Message)); !ok {
+			if _, ok := delegate.AnswerTag(text(r.Choices[0].Message)); !ok {
 				t.Errorf("no <answer> in %q", text(r.Choices[0].Message))
 			}
 		}},
 		{"leader", wireReq{Messages: pair("leader_system", "leader_user")}, KindLeader, func(t *testing.T, r wireResp) {
-			if _, ok := strategy.AnswerTag(text(r.Choices[0].Message)); !ok {
+			if _, ok := delegate.AnswerTag(text(r.Choices[0].Message)); !ok {
 				t.Errorf("no <answer> in %q", text(r.Choices[0].Message))
 			}
 		}},
 		{"single", wireReq{Messages: pair("single_system", "single_user")}, KindSingle, func(t *testing.T, r wireResp) {
-			if _, ok := strategy.ExtractAnswer(text(r.Choices[0].Message)); !ok {
+			if _, ok := delegate.ExtractAnswer(text(r.Choices[0].Message)); !ok {
 				t.Errorf("no final answer in %q", text(r.Choices[0].Message))
 			}
 		}},

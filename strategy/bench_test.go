@@ -24,7 +24,7 @@ func BenchmarkExtractAnswer(b *testing.B) {
 	text := strings.Repeat("Some reasoning with {braces} and \\frac{1}{2}. ", 100) + "\\boxed{\\frac{a}{b+{c}}}"
 	b.SetBytes(int64(len(text)))
 	for b.Loop() {
-		if _, ok := ExtractAnswer(text); !ok {
+		if _, ok := delegate.ExtractAnswer(text); !ok {
 			b.Fatal("no answer")
 		}
 	}

@@ -28,7 +28,7 @@ func (d *decompose) Name() string { return NameDecompose }
 func (d *decompose) Run(ctx context.Context, request string, events chan<- delegate.Event) (*delegate.Trace, error) {
 	rec := delegate.NewRecorder(NameDecompose, request, events)
 	plan, fail := d.plan(ctx, rec, request)
-	if fail != "" {
+	if fail.Kind != "" {
 		return finishRun(ctx, rec, NameDecompose, "", fail)
 	}
 	results, err := d.subagents(ctx, rec, request, plan)
@@ -36,40 +36,40 @@ func (d *decompose) Run(ctx context.Context, request string, events chan<- deleg
 		return panicked(rec, NameDecompose, "", err)
 	}
 	if ctx.Err() != nil {
-		return finishRun(ctx, rec, NameDecompose, "", "")
+		return finishRun(ctx, rec, NameDecompose, "", delegate.Failure{})
 	}
 	answer, fail := d.aggregate(ctx, rec, request, plan, results)
 	return finishRun(ctx, rec, NameDecompose, answer, fail)
 }
 
 // plan runs stage 1 and returns the plan, or the run's failure.
-func (d *decompose) plan(ctx context.Context, rec *delegate.Recorder, request string) (Plan, string) {
+func (d *decompose) plan(ctx context.Context, rec *delegate.Recorder, request string) (Plan, delegate.Failure) {
 	g := rec.Group(nil, NodePlan)
 	plan, fail := d.planIn(ctx, rec, g, request)
-	g.Error = fail // g is this goroutine's until EndGroup; nothing else reads it before
+	g.Error = fail.Message // g is this goroutine's until EndGroup; nothing else reads it before
 	rec.EndGroup(g)
 	return plan, fail
 }
 
-func (d *decompose) planIn(ctx context.Context, rec *delegate.Recorder, g *delegate.Node, request string) (Plan, string) {
+func (d *decompose) planIn(ctx context.Context, rec *delegate.Recorder, g *delegate.Node, request string) (Plan, delegate.Failure) {
 	msgs, err := d.p.messages("plan_system", "plan_user", PromptData{
 		Request: request, Min: d.cfg.MinSubtasks, Max: d.cfg.MaxSubtasks, SubagentContext: d.cfg.SubagentContext,
 	})
 	if err != nil {
-		return Plan{}, failure(FailurePrompt, "%v", err)
+		return Plan{}, delegate.Failed(delegate.FailurePrompt, "%v", err)
 	}
 	resp, err := chat(ctx, rec, g, NodeDelegator, d.delegator, d.cfg.Plan.request(0, msgs))
 	if err != nil {
-		return Plan{}, failure(FailureCall, "%s: %v", NodePlan, err)
+		return Plan{}, delegate.Failed(delegate.FailureCall, "%s: %v", NodePlan, err)
 	}
 	if resp.Choices[0].FinishReason == delegate.FinishLength {
-		return Plan{}, (&PlanError{Reason: PlanTruncated}).Error()
+		return Plan{}, delegate.Failure{Kind: delegate.FailurePlanTruncated, Message: (&PlanError{Reason: PlanTruncated}).Error()}
 	}
 	plan, err := ParsePlan(resp.Text(), d.cfg.MinSubtasks, d.cfg.MaxSubtasks)
 	if err != nil {
-		return Plan{}, err.Error()
+		return Plan{}, delegate.Failure{Kind: delegate.FailurePlan, Message: err.Error()}
 	}
-	return plan, ""
+	return plan, delegate.Failure{}
 }
 
 // subagents runs stage 2: one sub-agent per subtask, at most
@@ -164,25 +164,25 @@ func CutToBudget(text string, completion, budget int) (string, bool) {
 }
 
 // aggregate runs stage 3 and returns the answer and what was wrong with it.
-func (d *decompose) aggregate(ctx context.Context, rec *delegate.Recorder, request string, plan Plan, results []SubtaskResult) (string, string) {
+func (d *decompose) aggregate(ctx context.Context, rec *delegate.Recorder, request string, plan Plan, results []SubtaskResult) (string, delegate.Failure) {
 	g := rec.Group(nil, NodeAggregate)
 	defer rec.EndGroup(g)
 	msgs, err := d.p.messages("aggregate_system", "aggregate_user", PromptData{
 		Request: request, Reasoning: plan.Reasoning, Results: results,
 	})
 	if err != nil {
-		return "", failure(FailurePrompt, "%v", err)
+		return "", delegate.Failed(delegate.FailurePrompt, "%v", err)
 	}
 	resp, err := chat(ctx, rec, g, NodeDelegator, d.delegator, d.cfg.Aggregate.request(0, msgs))
 	if err != nil {
-		return "", failure(FailureCall, "%s: %v", NodeAggregate, err)
+		return "", delegate.Failed(delegate.FailureCall, "%s: %v", NodeAggregate, err)
 	}
-	answer, ok := FinalOutput(resp.Text())
+	answer, ok := delegate.FinalOutput(resp.Text())
 	switch {
 	case resp.Choices[0].FinishReason == delegate.FinishLength:
-		return answer, failure(FailureTruncated, "%s stopped at max_tokens", NodeAggregate)
+		return answer, delegate.Failed(delegate.FailureTruncated, "%s stopped at max_tokens", NodeAggregate)
 	case !ok:
-		return answer, failure(FailureAnswerFormat, "%s gave no %q; the whole reply is the answer", NodeAggregate, FinalOutputMarker)
+		return answer, delegate.Failed(delegate.FailureAnswerFormat, "%s gave no %q; the whole reply is the answer", NodeAggregate, delegate.FinalOutputMarker)
 	}
-	return answer, ""
+	return answer, delegate.Failure{}
 }

@@ -113,7 +113,7 @@ func TestDecomposePlanFailures(t *testing.T) {
 	tests := []struct {
 		name  string
 		reply *delegate.Response
-		kind  string
+		text  string // the failure message's start
 	}{
 		{"no reasoning", modeltest.Text(strings.Repeat("<|subtask|>s<|end_subtask|>", 3)), "plan no_reasoning"},
 		{"unclosed", modeltest.Text("<|reasoning|>R</|reasoning|><|subtask|>a"), "plan unclosed_tag"},
@@ -127,8 +127,12 @@ func TestDecomposePlanFailures(t *testing.T) {
 			delegator := fake("d", modeltest.Script(tt.reply))
 			subagent := fake("s", modeltest.Reply("never asked"))
 			tr := mustRun(t, mustNew(t, NameDecompose, decomposeRoles(delegator, subagent), DefaultConfig()), testRequest)
-			if got := FailureKind(tr.Failure); got != tt.kind {
-				t.Errorf("failure kind = %q (%q), want %q", got, tr.Failure, tt.kind)
+			kind := delegate.FailurePlan
+			if tt.name == "truncated" {
+				kind = delegate.FailurePlanTruncated
+			}
+			if tr.FailureKind != kind || !strings.HasPrefix(tr.Failure, tt.text+": ") {
+				t.Errorf("failure %q, %q; want kind %q, text starting %q", tr.FailureKind, tr.Failure, kind, tt.text+": ")
 			}
 			if tr.Answer != "" {
 				t.Errorf("answer = %q, want none", tr.Answer)
@@ -279,17 +283,17 @@ func TestDecomposeAggregateFormat(t *testing.T) {
 		name       string
 		reply      *delegate.Response
 		wantAnswer string
-		wantKind   string
+		wantKind   delegate.FailureKind
 	}{
-		{"no marker", modeltest.Text("Just the answer, no marker."), "Just the answer, no marker.", FailureAnswerFormat},
-		{"truncated", modeltest.Truncated("Final Output: half an ans"), "half an ans", FailureTruncated},
+		{"no marker", modeltest.Text("Just the answer, no marker."), "Just the answer, no marker.", delegate.FailureAnswerFormat},
+		{"truncated", modeltest.Truncated("Final Output: half an ans"), "half an ans", delegate.FailureTruncated},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			delegator := fake("d", modeltest.Script(modeltest.Text(planText("R", "<|end_subtask|>", "a", "b", "c")), tt.reply))
 			subagent := fake("s", modeltest.Reply("r"))
 			tr := mustRun(t, mustNew(t, NameDecompose, decomposeRoles(delegator, subagent), DefaultConfig()), testRequest)
-			if tr.Answer != tt.wantAnswer || FailureKind(tr.Failure) != tt.wantKind {
+			if tr.Answer != tt.wantAnswer || tr.FailureKind != tt.wantKind {
 				t.Errorf("answer, failure = %q, %q; want %q and kind %q", tr.Answer, tr.Failure, tt.wantAnswer, tt.wantKind)
 			}
 		})
@@ -300,7 +304,7 @@ func TestDecomposeDelegatorFails(t *testing.T) {
 	delegator := fake("d", modeltest.Fail(&delegate.APIError{Status: 400, Type: "invalid_request_error"}))
 	subagent := fake("s", modeltest.Reply("r"))
 	tr := mustRun(t, mustNew(t, NameDecompose, decomposeRoles(delegator, subagent), DefaultConfig()), testRequest)
-	if FailureKind(tr.Failure) != FailureCall || !strings.Contains(tr.Failure, "status 400") {
+	if tr.FailureKind != delegate.FailureCall || !strings.Contains(tr.Failure, "status 400") {
 		t.Errorf("failure = %q, want a call failure naming status 400", tr.Failure)
 	}
 	if subagent.Calls() != 0 {
@@ -343,8 +347,8 @@ func TestDecomposeCancelDuringFanOut(t *testing.T) {
 	if r.tr == nil {
 		t.Fatal("no partial trace returned")
 	}
-	if FailureKind(r.tr.Failure) != FailureCanceled {
-		t.Errorf("failure = %q, want kind %q", r.tr.Failure, FailureCanceled)
+	if r.tr.FailureKind != delegate.FailureCanceled {
+		t.Errorf("failure = %q, want kind %q", r.tr.Failure, delegate.FailureCanceled)
 	}
 	if n := subagent.Calls(); n != 3 {
 		t.Errorf("sub-agent calls = %d, want 3 (no retry after cancellation)", n)

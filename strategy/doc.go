@@ -14,7 +14,7 @@
 //     sends a self-contained question to the Weak agent; a turn's calls run
 //     concurrently; the run ends at the first turn without tool calls, whose
 //     answer is the last \boxed{} or the text after "Final answer:" (see
-//     ExtractAnswer), or after MaxTurns turns with Failure "max turns".
+//     delegate.ExtractAnswer), or after MaxTurns turns with Failure "max turns".
 //   - lead: K Peers answer independently, the Leader aggregates into an
 //     <answer>; then Rounds rounds of peers refining given the leader's last
 //     output and the leader aggregating again. The answer is the leader's last.
@@ -56,9 +56,9 @@
 //	└── round 1 .. round T              the same
 //
 // Roles are the Agents' Role fields, defaulting to the Role* names. A run
-// that produced no proper answer says why in Trace.Failure as
-// "<kind>: <detail>"; FailureKind returns the kind: the Failure* constants,
-// or "plan <PlanReason>" for a rejected plan.
+// that produced no proper answer says why: Trace.FailureKind holds one of
+// the root package's Failure* kinds, Trace.Failure the message, "<kind>:
+// <detail>" or, for a rejected plan, "plan <PlanReason>: <detail>".
 //
 // # Concurrency and events
 //

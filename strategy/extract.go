@@ -9,89 +9,13 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// Answer markers.
-const (
-	FinalOutputMarker = "Final Output:" // decompose: the aggregator's answer follows the last one
-	FinalAnswerMarker = "Final answer:" // single, route: the answer follows the last one (any letter case)
-	answerOpen        = "<answer>"
-	answerClose       = "</answer>"
-)
-
-// ExtractAnswer returns the final answer of a reply: the content of the
-// last \boxed{} if there is one, else the text after the last "Final
-// answer:" (any letter case), trimmed. ok is false when neither is found
-// (or what follows the marker is empty); the answer is then the whole text,
-// trimmed, so that nothing the model wrote is lost.
-func ExtractAnswer(text string) (answer string, ok bool) {
-	if b, ok := delegate.Boxed(text); ok {
-		return b, true
-	}
-	if s, ok := after(asciiLower(text), text, asciiLower(FinalAnswerMarker)); ok {
-		return s, true
-	}
-	return strings.TrimSpace(text), false
-}
-
 // FinalAnswer returns the final answer of a reply as route hands it back
-// under ToolResultAnswer: the content of the last complete \boxed{}, else
-// of the last <answer></answer>, else the text after the last "Final
-// Output:" or "Final answer:" marker, trimmed; false when the reply has
-// none of them (route then hands back the whole reply).
+// under ToolResultAnswer: the first non-empty answer of delegate.MarkedAnswer's
+// chain, trimmed; false when the reply has none (route then hands back the
+// whole reply).
 func FinalAnswer(text string) (string, bool) {
-	for _, f := range []func(string) (string, bool){delegate.Boxed, AnswerTag, FinalOutput, ExtractAnswer} {
-		if a, ok := f(text); ok && strings.TrimSpace(a) != "" {
-			return strings.TrimSpace(a), true
-		}
-	}
-	return "", false
-}
-
-// FinalOutput returns the text after the last "Final Output:" marker,
-// trimmed, or the whole text trimmed and ok false when there is no marker
-// or nothing follows it.
-func FinalOutput(text string) (answer string, ok bool) {
-	if s, ok := after(text, text, FinalOutputMarker); ok {
-		return s, true
-	}
-	return strings.TrimSpace(text), false
-}
-
-// after finds the last marker in search (text itself, or a view of it with
-// the same byte offsets) and returns the trimmed text after it; ok is false
-// when there is none or it is empty.
-func after(search, text, marker string) (string, bool) {
-	i := strings.LastIndex(search, marker)
-	if i < 0 {
-		return "", false
-	}
-	s := strings.TrimSpace(text[i+len(marker):])
-	return s, s != ""
-}
-
-// asciiLower lower-cases ASCII letters only, so byte offsets are kept.
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
-// AnswerTag returns the content of the last complete <answer>...</answer>
-// in text, trimmed; ok is false when there is none or it is empty.
-func AnswerTag(text string) (answer string, ok bool) {
-	end := strings.LastIndex(text, answerClose)
-	if end < 0 {
-		return "", false
-	}
-	open := strings.LastIndex(text[:end], answerOpen)
-	if open < 0 {
-		return "", false
-	}
-	s := strings.TrimSpace(text[open+len(answerOpen) : end])
-	return s, s != ""
+	a, _, ok := delegate.MarkedAnswer(text, func(a string) bool { return strings.TrimSpace(a) != "" })
+	return strings.TrimSpace(a), ok
 }
 
 // ErrDelegateArgs is wrapped by every error of ParseDelegateArgs.

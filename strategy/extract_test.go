@@ -5,76 +5,7 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
-
-	"github.com/delegatelab/delegate"
 )
-
-func TestExtractAnswer(t *testing.T) {
-	tests := []struct {
-		name   string
-		in     string
-		want   string
-		wantOK bool
-	}{
-		{"boxed", "Work...\nSo \\boxed{18}.", "18", true},
-		{"boxed wins over marker", "Final answer: \\boxed{ 7 }", "7", true},
-		{"marker", "Reasoning.\nFinal answer: Paris", "Paris", true},
-		{"last marker", "Final answer: 1\nWait.\nFinal answer: 2", "2", true},
-		{"marker any case", "FINAL ANSWER:  yes \n", "yes", true},
-		{"marker multi-line", "Final answer:\nline one\nline two", "line one\nline two", true},
-		{"empty after marker", "Final answer:   ", "Final answer:", false},
-		{"neither", "  just text  ", "just text", false},
-		{"non-ascii before marker", "Ünïcödé İ Final answer: ok", "ok", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := ExtractAnswer(tt.in)
-			if got != tt.want || ok != tt.wantOK {
-				t.Errorf("ExtractAnswer(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.wantOK)
-			}
-		})
-	}
-}
-
-func TestFinalOutput(t *testing.T) {
-	tests := []struct {
-		in     string
-		want   string
-		wantOK bool
-	}{
-		{"thinking\nFinal Output:\nThe answer.", "The answer.", true},
-		{"Final Output: a\nFinal Output: b", "b", true},
-		{"no marker at all", "no marker at all", false},
-		{"final output: lower case is not the marker", "final output: lower case is not the marker", false},
-	}
-	for _, tt := range tests {
-		got, ok := FinalOutput(tt.in)
-		if got != tt.want || ok != tt.wantOK {
-			t.Errorf("FinalOutput(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.wantOK)
-		}
-	}
-}
-
-func TestAnswerTag(t *testing.T) {
-	tests := []struct {
-		in     string
-		want   string
-		wantOK bool
-	}{
-		{"because <answer> 12 </answer>", "12", true},
-		{"<answer>1</answer> then <answer>2</answer>", "2", true},
-		{"<answer></answer>", "", false},
-		{"<answer>unclosed", "", false},
-		{"</answer> stray", "", false},
-		{"none", "", false},
-	}
-	for _, tt := range tests {
-		got, ok := AnswerTag(tt.in)
-		if got != tt.want || ok != tt.wantOK {
-			t.Errorf("AnswerTag(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.wantOK)
-		}
-	}
-}
 
 func TestParseDelegateArgs(t *testing.T) {
 	tests := []struct {
@@ -166,23 +97,6 @@ func FuzzParseDelegateArgs(f *testing.F) {
 		}
 		if strings.TrimSpace(q) == "" {
 			t.Fatalf("accepted an empty question from %q", raw)
-		}
-	})
-}
-
-func FuzzExtractAnswer(f *testing.F) {
-	for _, s := range []string{
-		`\boxed{42}`, `\boxed{\frac{1}{2}}`, `\boxed{`, `\boxed{\}`, `\boxed{a}\boxed{b`, `}{\boxed{{}}}`, `\\boxed{x}`, "Final answer: 3",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, text string) {
-		a, ok := ExtractAnswer(text)
-		if b, boxed := delegate.Boxed(text); boxed && (a != b || !ok) {
-			t.Fatalf("ExtractAnswer(%q) = %q, %v; want the boxed %q", text, a, ok, b)
-		}
-		if !ok && a != strings.TrimSpace(text) {
-			t.Fatalf("ExtractAnswer(%q) = %q, false; want the whole text trimmed", text, a)
 		}
 	})
 }

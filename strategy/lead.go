@@ -33,7 +33,8 @@ func (l *lead) Run(ctx context.Context, request string, events chan<- delegate.E
 	k := l.cfg.Peers
 	convs := make([][]delegate.Message, k) // each peer's conversation so far
 	answers := make([]string, k)           // each peer's latest response
-	var leaderOut, answer, fail string
+	var leaderOut, answer string
+	var fail delegate.Failure
 	for t := 0; t <= l.cfg.Rounds; t++ {
 		g := rec.Group(nil, RoundNode(t))
 		if err := l.peerRound(ctx, rec, g, request, t, leaderOut, convs, answers); err != nil {
@@ -42,7 +43,7 @@ func (l *lead) Run(ctx context.Context, request string, events chan<- delegate.E
 		}
 		if ctx.Err() != nil {
 			rec.EndGroup(g)
-			return finishRun(ctx, rec, NameLead, answer, "")
+			return finishRun(ctx, rec, NameLead, answer, delegate.Failure{})
 		}
 		peers := make([]PeerAnswer, k)
 		for i, a := range answers {
@@ -53,26 +54,26 @@ func (l *lead) Run(ctx context.Context, request string, events chan<- delegate.E
 		})
 		if err != nil {
 			rec.EndGroup(g)
-			return finishRun(ctx, rec, NameLead, answer, failure(FailurePrompt, "%v", err))
+			return finishRun(ctx, rec, NameLead, answer, delegate.Failed(delegate.FailurePrompt, "%v", err))
 		}
 		resp, err := chat(ctx, rec, g, NodeLeader, l.leader, l.cfg.Leader.request(0, msgs))
 		rec.EndGroup(g)
 		if err != nil {
-			return finishRun(ctx, rec, NameLead, answer, failure(FailureCall, "%s: %v", RoundNode(t), err))
+			return finishRun(ctx, rec, NameLead, answer, delegate.Failed(delegate.FailureCall, "%s: %v", RoundNode(t), err))
 		}
 		leaderOut = resp.Text()
 		var ok bool
-		answer, ok = AnswerTag(leaderOut)
-		fail = ""
+		answer, ok = delegate.AnswerTag(leaderOut)
+		fail = delegate.Failure{}
 		switch {
 		case resp.Choices[0].FinishReason == delegate.FinishLength:
 			if !ok {
 				answer = strings.TrimSpace(leaderOut)
 			}
-			fail = failure(FailureTruncated, "%s in %s stopped at max_tokens", NodeLeader, RoundNode(t))
+			fail = delegate.Failed(delegate.FailureTruncated, "%s in %s stopped at max_tokens", NodeLeader, RoundNode(t))
 		case !ok:
 			answer = strings.TrimSpace(leaderOut)
-			fail = failure(FailureAnswerFormat, "%s in %s gave no <answer>; the whole reply is the answer", NodeLeader, RoundNode(t))
+			fail = delegate.Failed(delegate.FailureAnswerFormat, "%s in %s gave no <answer>; the whole reply is the answer", NodeLeader, RoundNode(t))
 		}
 	}
 	return finishRun(ctx, rec, NameLead, answer, fail)

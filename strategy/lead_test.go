@@ -134,15 +134,15 @@ func TestLeadFailures(t *testing.T) {
 		_, peer := leadFixture()
 		cfg := DefaultConfig()
 		tr := mustRun(t, mustNew(t, NameLead, Roles{Leader: agent(RoleLeader, leader), Peers: []delegate.Agent{agent(RolePeer, peer)}}, cfg), mathRequest)
-		if tr.Answer != "I think 45." || FailureKind(tr.Failure) != FailureAnswerFormat {
-			t.Errorf("answer, failure = %q, %q; want the whole reply and kind %q", tr.Answer, tr.Failure, FailureAnswerFormat)
+		if tr.Answer != "I think 45." || tr.FailureKind != delegate.FailureAnswerFormat {
+			t.Errorf("answer, failure = %q, %q; want the whole reply and kind %q", tr.Answer, tr.Failure, delegate.FailureAnswerFormat)
 		}
 	})
 	t.Run("leader fails in round 1", func(t *testing.T) {
 		leader := fake("leader", modeltest.Script(modeltest.Text("<answer>45</answer>")))
 		_, peer := leadFixture()
 		tr := mustRun(t, mustNew(t, NameLead, Roles{Leader: agent(RoleLeader, leader), Peers: []delegate.Agent{agent(RolePeer, peer)}}, DefaultConfig()), mathRequest)
-		if tr.Answer != "45" || FailureKind(tr.Failure) != FailureCall || !strings.Contains(tr.Failure, "round 1") {
+		if tr.Answer != "45" || tr.FailureKind != delegate.FailureCall || !strings.Contains(tr.Failure, "round 1") {
 			t.Errorf("answer, failure = %q, %q; want round 0's answer kept and a call failure in round 1", tr.Answer, tr.Failure)
 		}
 	})

@@ -50,8 +50,8 @@ type PlanError struct {
 	Offset int    // the unclosed tag's byte offset in the text
 }
 
-// Error reads "plan <reason>: <detail>", so that FailureKind of a trace
-// failure made from it is "plan <reason>".
+// Error reads "plan <reason>: <detail>"; a trace failure made from it has
+// kind delegate.FailurePlan, or FailurePlanTruncated.
 func (e *PlanError) Error() string {
 	var detail string
 	switch e.Reason {

@@ -45,7 +45,7 @@ func (r *route) Run(ctx context.Context, request string, events chan<- delegate.
 	rec := delegate.NewRecorder(NameRoute, request, events)
 	msgs, err := r.p.messages("route_system", "route_user", PromptData{Request: request})
 	if err != nil {
-		return finishRun(ctx, rec, NameRoute, "", failure(FailurePrompt, "%v", err))
+		return finishRun(ctx, rec, NameRoute, "", delegate.Failed(delegate.FailurePrompt, "%v", err))
 	}
 	for turn := 1; turn <= r.cfg.MaxTurns; turn++ {
 		g := rec.Group(nil, TurnNode(turn))
@@ -56,7 +56,7 @@ func (r *route) Run(ctx context.Context, request string, events chan<- delegate.
 		resp, err := chat(ctx, rec, g, NodeStrong, r.strong, req)
 		if err != nil {
 			rec.EndGroup(g)
-			return finishRun(ctx, rec, NameRoute, "", failure(FailureCall, "%s: %v", TurnNode(turn), err))
+			return finishRun(ctx, rec, NameRoute, "", delegate.Failed(delegate.FailureCall, "%s: %v", TurnNode(turn), err))
 		}
 		out := resp.Choices[0].Message
 		if len(out.ToolCalls) == 0 {
@@ -74,7 +74,7 @@ func (r *route) Run(ctx context.Context, request string, events chan<- delegate.
 			return panicked(rec, NameRoute, "", err)
 		}
 		if ctx.Err() != nil {
-			return finishRun(ctx, rec, NameRoute, "", "")
+			return finishRun(ctx, rec, NameRoute, "", delegate.Failure{})
 		}
 		out.Role = delegate.RoleAssistant
 		msgs = append(msgs, out)
@@ -82,7 +82,7 @@ func (r *route) Run(ctx context.Context, request string, events chan<- delegate.
 			msgs = append(msgs, delegate.ToolResult(tc.ID, results[i]))
 		}
 	}
-	return finishRun(ctx, rec, NameRoute, "", failure(FailureMaxTurns, "the strong model still called tools in turn %d of %d", r.cfg.MaxTurns, r.cfg.MaxTurns))
+	return finishRun(ctx, rec, NameRoute, "", delegate.Failed(delegate.FailureMaxTurns, "the strong model still called tools in turn %d of %d", r.cfg.MaxTurns, r.cfg.MaxTurns))
 }
 
 // tools runs one turn's tool calls concurrently and returns the tool result

@@ -130,8 +130,8 @@ func TestRouteMaxTurns(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxTurns = 3
 	tr := mustRun(t, mustNew(t, NameRoute, routeRoles(strong, weak), cfg), mathRequest)
-	if FailureKind(tr.Failure) != FailureMaxTurns || tr.Answer != "" {
-		t.Errorf("answer, failure = %q, %q; want none and kind %q", tr.Answer, tr.Failure, FailureMaxTurns)
+	if tr.FailureKind != delegate.FailureMaxTurns || tr.Answer != "" {
+		t.Errorf("answer, failure = %q, %q; want none and kind %q", tr.Answer, tr.Failure, delegate.FailureMaxTurns)
 	}
 	if strong.Calls() != 3 || weak.Calls() != 2 {
 		t.Errorf("strong, weak calls = %d, %d; want 3, 2 (the last turn's calls are not run)", strong.Calls(), weak.Calls())
@@ -164,16 +164,16 @@ func TestRouteFailures(t *testing.T) {
 		strong := fake("strong", modeltest.Fail(&delegate.APIError{Status: 401}))
 		weak := fake("weak", modeltest.Reply("r"))
 		tr := mustRun(t, mustNew(t, NameRoute, routeRoles(strong, weak), DefaultConfig()), mathRequest)
-		if FailureKind(tr.Failure) != FailureCall {
-			t.Errorf("failure = %q, want kind %q", tr.Failure, FailureCall)
+		if tr.FailureKind != delegate.FailureCall {
+			t.Errorf("failure = %q, want kind %q", tr.Failure, delegate.FailureCall)
 		}
 	})
 	t.Run("no answer marker", func(t *testing.T) {
 		strong := fake("strong", modeltest.Reply("It is forty-five."))
 		weak := fake("weak", modeltest.Reply("r"))
 		tr := mustRun(t, mustNew(t, NameRoute, routeRoles(strong, weak), DefaultConfig()), mathRequest)
-		if tr.Answer != "It is forty-five." || FailureKind(tr.Failure) != FailureAnswerFormat {
-			t.Errorf("answer, failure = %q, %q; want the whole reply and kind %q", tr.Answer, tr.Failure, FailureAnswerFormat)
+		if tr.Answer != "It is forty-five." || tr.FailureKind != delegate.FailureAnswerFormat {
+			t.Errorf("answer, failure = %q, %q; want the whole reply and kind %q", tr.Answer, tr.Failure, delegate.FailureAnswerFormat)
 		}
 	})
 }
@@ -207,7 +207,7 @@ func TestRouteCancelDuringToolCalls(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after cancellation")
 	}
-	if FailureKind(tr.Failure) != FailureCanceled || strong.Calls() != 1 {
+	if tr.FailureKind != delegate.FailureCanceled || strong.Calls() != 1 {
 		t.Errorf("failure %q after %d strong calls, want canceled after 1", tr.Failure, strong.Calls())
 	}
 }

@@ -21,11 +21,11 @@ func (s *single) Run(ctx context.Context, request string, events chan<- delegate
 	rec := delegate.NewRecorder(NameSingle, request, events)
 	msgs, err := s.p.messages("single_system", "single_user", PromptData{Request: request})
 	if err != nil {
-		return finishRun(ctx, rec, NameSingle, "", failure(FailurePrompt, "%v", err))
+		return finishRun(ctx, rec, NameSingle, "", delegate.Failed(delegate.FailurePrompt, "%v", err))
 	}
 	resp, err := chat(ctx, rec, nil, NodeAnswer, s.agent, s.cfg.Single.request(0, msgs))
 	if err != nil {
-		return finishRun(ctx, rec, NameSingle, "", failure(FailureCall, "%v", err))
+		return finishRun(ctx, rec, NameSingle, "", delegate.Failed(delegate.FailureCall, "%v", err))
 	}
 	answer, fail := finalAnswer(resp, NodeAnswer)
 	return finishRun(ctx, rec, NameSingle, answer, fail)
@@ -33,13 +33,13 @@ func (s *single) Run(ctx context.Context, request string, events chan<- delegate
 
 // finalAnswer extracts the answer of a single or route reply (boxed or after
 // "Final answer:") and says what was wrong with it, if anything.
-func finalAnswer(resp *delegate.Response, name string) (answer, fail string) {
-	answer, ok := ExtractAnswer(resp.Text())
+func finalAnswer(resp *delegate.Response, name string) (answer string, fail delegate.Failure) {
+	answer, ok := delegate.ExtractAnswer(resp.Text())
 	switch {
 	case resp.Choices[0].FinishReason == delegate.FinishLength:
-		fail = failure(FailureTruncated, "%s stopped at max_tokens", name)
+		fail = delegate.Failed(delegate.FailureTruncated, "%s stopped at max_tokens", name)
 	case !ok:
-		fail = failure(FailureAnswerFormat, "%s gave no \\boxed{} and no %q; the whole reply is the answer", name, FinalAnswerMarker)
+		fail = delegate.Failed(delegate.FailureAnswerFormat, "%s gave no \\boxed{} and no %q; the whole reply is the answer", name, delegate.FinalAnswerMarker)
 	}
 	return answer, fail
 }

@@ -12,19 +12,19 @@ func TestSingle(t *testing.T) {
 		name       string
 		fn         modeltest.Func
 		wantAnswer string
-		wantKind   string
+		wantKind   delegate.FailureKind
 	}{
 		{"final answer line", modeltest.Reply("6*7=42, +3.\nFinal answer: 45 pens"), "45 pens", ""},
 		{"boxed", modeltest.Reply("So \\boxed{45}."), "45", ""},
-		{"no marker", modeltest.Reply("45"), "45", FailureAnswerFormat},
-		{"truncated", modeltest.Script(modeltest.Truncated("6*7=42 and th")), "6*7=42 and th", FailureTruncated},
-		{"call fails", modeltest.Fail(&delegate.APIError{Status: 429, Attempts: 4}), "", FailureCall},
+		{"no marker", modeltest.Reply("45"), "45", delegate.FailureAnswerFormat},
+		{"truncated", modeltest.Script(modeltest.Truncated("6*7=42 and th")), "6*7=42 and th", delegate.FailureTruncated},
+		{"call fails", modeltest.Fail(&delegate.APIError{Status: 429, Attempts: 4}), "", delegate.FailureCall},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := fake("m", tt.fn)
 			tr := mustRun(t, mustNew(t, NameSingle, Roles{Single: agent(RoleSingle, m)}, DefaultConfig()), mathRequest)
-			if tr.Answer != tt.wantAnswer || FailureKind(tr.Failure) != tt.wantKind {
+			if tr.Answer != tt.wantAnswer || tr.FailureKind != tt.wantKind {
 				t.Errorf("answer, failure = %q, %q; want %q and kind %q", tr.Answer, tr.Failure, tt.wantAnswer, tt.wantKind)
 			}
 			if len(tr.Root.Children) != 1 || tr.Root.Children[0].Name != NodeAnswer {

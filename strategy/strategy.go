@@ -151,29 +151,6 @@ func retryName(name string, attempt int) string {
 	return name + RetrySuffix + " " + strconv.Itoa(attempt)
 }
 
-// Kinds of Trace.Failure. A failure reads "<kind>: <detail>"; FailureKind
-// returns the kind. Plan format failures read "plan <PlanReason>: ...".
-const (
-	FailureCall         = "call failed"   // a call the run cannot do without failed
-	FailureAnswerFormat = "answer format" // no answer marker: the whole reply is the answer
-	FailureTruncated    = "truncated"     // the final reply stopped at max_tokens; the answer is kept
-	FailureMaxTurns     = "max turns"     // route: the strong model still called tools after max_turns
-	FailureCanceled     = "canceled"      // the context ended the run
-	FailurePrompt       = "prompt"        // a prompt template failed to render
-	FailurePanic        = "panic"         // a goroutine of the run panicked (a bug); Run returns the stack
-)
-
-// FailureKind returns the kind of a Trace.Failure: the text before the
-// first ": ", or all of it.
-func FailureKind(failure string) string {
-	kind, _, _ := strings.Cut(failure, ": ")
-	return kind
-}
-
-func failure(kind string, format string, args ...any) string {
-	return kind + ": " + fmt.Sprintf(format, args...)
-}
-
 // chat makes one recorded call and checks that a reply came back. The error
 // names the call.
 func chat(ctx context.Context, rec *delegate.Recorder, parent *delegate.Node, name string, a delegate.Agent, req *delegate.Request) (*delegate.Response, error) {
@@ -190,10 +167,10 @@ func chat(ctx context.Context, rec *delegate.Recorder, parent *delegate.Node, na
 // finishRun closes the trace. When ctx has ended, the failure becomes
 // "canceled" (unless the run had already failed for another reason) and the
 // context's error is returned beside the partial trace.
-func finishRun(ctx context.Context, rec *delegate.Recorder, strategy, answer, fail string) (*delegate.Trace, error) {
+func finishRun(ctx context.Context, rec *delegate.Recorder, strategy, answer string, fail delegate.Failure) (*delegate.Trace, error) {
 	if err := ctx.Err(); err != nil {
-		if fail == "" || FailureKind(fail) == FailureCall {
-			fail = failure(FailureCanceled, "%v", err)
+		if fail.Kind == "" || fail.Kind == delegate.FailureCall {
+			fail = delegate.Failed(delegate.FailureCanceled, "%v", err)
 		}
 		return rec.Finish(answer, fail), fmt.Errorf("run %s: %w", strategy, err)
 	}
@@ -204,10 +181,10 @@ func finishRun(ctx context.Context, rec *delegate.Recorder, strategy, answer, fa
 // goroutines: the failure holds the panic's first line, the returned error
 // the whole of it, stack included.
 func panicked(rec *delegate.Recorder, strategy, answer string, err error) (*delegate.Trace, error) {
-	fail := failure(FailurePanic, "%v", err)
+	fail := delegate.Failed(delegate.FailurePanic, "%v", err)
 	var pe *panicError
 	if errors.As(err, &pe) {
-		fail = failure(FailurePanic, "%v", pe.value)
+		fail = delegate.Failed(delegate.FailurePanic, "%v", pe.value)
 	}
 	return rec.Finish(answer, fail), fmt.Errorf("run %s: %w", strategy, err)
 }

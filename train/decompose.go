@@ -311,9 +311,9 @@ func failureStages(records []bench.Record) map[[2]string]reward.Stage {
 	out := make(map[[2]string]reward.Stage, len(records))
 	for _, rec := range records {
 		var st reward.Stage
-		switch kind := strategy.FailureKind(rec.Failure); {
+		switch kind := delegate.ParseFailureKind(rec.Failure); {
 		case rec.Failure == "" && rec.Error == "":
-		case kind == strategy.FailureAnswerFormat, kind == strategy.FailureTruncated:
+		case kind == delegate.FailureAnswerFormat, kind == delegate.FailureTruncated:
 			st = reward.StageAnswer
 		default:
 			st = reward.StagePlan

@@ -26,27 +26,28 @@ func TestVersusScorer(t *testing.T) {
 		RoleSubagent:  {Calls: 1, Usage: delegate.Usage{PromptTokens: 20, CompletionTokens: 9}},
 	}
 	const cost = 0.001*40 + 0.02*1
-	planFail := (&strategy.PlanError{Reason: strategy.PlanTooFewSubtasks, Count: 0, Min: 1}).Error()
-	answerFail := strategy.FailureAnswerFormat + ": aggregate gave no \"Final Output:\""
+	planFail := delegate.Failure{Kind: delegate.FailurePlan, Message: (&strategy.PlanError{Reason: strategy.PlanTooFewSubtasks, Count: 0, Min: 1}).Error()}
+	answerFail := delegate.Failed(delegate.FailureAnswerFormat, "aggregate gave no \"Final Output:\"")
 	baseRight := &delegate.Trace{Strategy: strategy.NameSingle, Answer: `\boxed{1953}`}
 	baseWrong := &delegate.Trace{Strategy: strategy.NameSingle, Answer: `\boxed{1952}`}
-	baseBad := &delegate.Trace{Strategy: strategy.NameSingle, Answer: `1953`, Failure: strategy.FailureTruncated + ": stopped"}
+	baseBad := &delegate.Trace{Strategy: strategy.NameSingle, Answer: `1953`, Failure: "truncated: stopped", FailureKind: delegate.FailureTruncated}
 	for _, tt := range []struct {
-		name            string
-		answer, failure string
-		base            *delegate.Trace
-		graded, parity  float64
+		name           string
+		answer         string
+		failure        delegate.Failure
+		base           *delegate.Trace
+		graded, parity float64
 	}{
-		{"win", "1953", "", baseWrong, 1 - cost, 3},
-		{"tie right", "1953", "", baseRight, -cost, 0.1},
-		{"tie wrong", "1950", "", baseWrong, -cost, 0.1},
-		{"loss", "1950", "", baseRight, -1 - cost, -3},
+		{"win", "1953", delegate.Failure{}, baseWrong, 1 - cost, 3},
+		{"tie right", "1953", delegate.Failure{}, baseRight, -cost, 0.1},
+		{"tie wrong", "1950", delegate.Failure{}, baseWrong, -cost, 0.1},
+		{"loss", "1950", delegate.Failure{}, baseRight, -1 - cost, -3},
 		{"aggregation format, baseline right", "1953", answerFail, baseRight, -1 - cost, 0},
 		{"plan format, baseline wrong", "", planFail, baseWrong, -cost, -10},
-		{"baseline format failure counts wrong", "1953", "", baseBad, 1 - cost, 0},
+		{"baseline format failure counts wrong", "1953", delegate.Failure{}, baseBad, 1 - cost, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := &delegate.Trace{Strategy: strategy.NameDecompose, Answer: tt.answer, Failure: tt.failure, Roles: roles}
+			tr := &delegate.Trace{Strategy: strategy.NameDecompose, Answer: tt.answer, Failure: tt.failure.Message, FailureKind: tt.failure.Kind, Roles: roles}
 			for _, parity := range []bool{false, true} {
 				sc, err := versusScorer{g: g, parity: parity}.Score(context.Background(), nil, task, tt.base, tr)
 				if err != nil {
@@ -67,7 +68,7 @@ func TestVersusScorer(t *testing.T) {
 	pg := g
 	pg.FormatPenalty = -1
 	planOnly := map[string]delegate.Totals{RoleDelegator: {Calls: 1, Usage: delegate.Usage{CompletionTokens: 10}}}
-	bad, err := versusScorer{g: pg}.Score(context.Background(), nil, task, baseRight, &delegate.Trace{Strategy: strategy.NameDecompose, Failure: planFail, Roles: planOnly})
+	bad, err := versusScorer{g: pg}.Score(context.Background(), nil, task, baseRight, &delegate.Trace{Strategy: strategy.NameDecompose, Failure: planFail.Message, FailureKind: planFail.Kind, Roles: planOnly})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestFailureStages(t *testing.T) {
 	recs := []bench.Record{
 		{Arm: "x", TaskID: "1"},
 		{Arm: "x", TaskID: "2", Failure: (&strategy.PlanError{Reason: strategy.PlanNoReasoning}).Error()},
-		{Arm: "x", TaskID: "3", Failure: strategy.FailureAnswerFormat + ": no marker"},
+		{Arm: "x", TaskID: "3", Failure: "answer format: no marker"},
 		{Arm: "x", TaskID: "4", Error: "call failed"},
 	}
 	got := failureStages(recs)

@@ -301,9 +301,9 @@ func (m *majority) Run(ctx context.Context, request string, events chan<- delega
 	wg.Wait()
 	rec.EndGroup(g)
 	answer, votes := vote(texts)
-	failure := ""
+	var failure delegate.Failure
 	if votes == 0 {
-		failure = "format: no answer held an integer"
+		failure = delegate.Failure{Kind: delegate.FailureAnswerFormat, Message: "format: no answer held an integer"}
 	}
 	tr := rec.Finish(answer, failure)
 	return tr, ctx.Err()

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/world"
 	"github.com/delegatelab/delegate/world/transcript"
 )
@@ -176,7 +175,7 @@ func walk(n *delegate.Node, f func(*delegate.Node)) {
 // step of the problem. A peer that stopped early, ran out of room, or
 // went on with steps made of a distractor sentence's numbers is not.
 func wellFormed(answer string, steps int) (int64, bool) {
-	tag, ok := strategy.AnswerTag(answer)
+	tag, ok := delegate.AnswerTag(answer)
 	if !ok {
 		return 0, false
 	}

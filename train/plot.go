@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
@@ -78,11 +77,7 @@ func WritePlots(dir string) ([]string, error) {
 	}
 	var files []string
 	for _, tp := range trainPlots {
-		p := plot.New()
-		p.Title.Text = tp.label + " over RL steps"
-		p.X.Label.Text = "step"
-		p.Y.Label.Text = tp.label
-		p.Add(plotter.NewGrid())
+		p, _ := bench.NewPlot(tp.label+" over RL steps", "step", tp.label)
 		var xys plotter.XYs
 		for i := range ms {
 			if v := tp.value(&ms[i]); !math.IsNaN(v) && !math.IsInf(v, 0) {
@@ -126,12 +121,8 @@ func WritePlots(dir string) ([]string, error) {
 // (the moving mean of the rate's numerator and denominator): what the
 // policy learned to hand over.
 func writeKindPlot(dir string, ms []rl.Metrics) ([]string, error) {
-	p := plot.New()
-	p.Title.Text = "delegation rate per kind of step over RL steps"
-	p.X.Label.Text = "step"
-	p.Y.Label.Text = "share of the steps delegated"
+	p, _ := bench.NewPlot("delegation rate per kind of step over RL steps", "step", "share of the steps delegated")
 	p.Y.Min, p.Y.Max = 0, 1
-	p.Add(plotter.NewGrid())
 	kinds := []struct {
 		op  world.Op
 		col color.Color

@@ -244,7 +244,7 @@ func TestScorerFailedIsWrong(t *testing.T) {
 		RoleSubagent:  {Calls: 1, Usage: delegate.Usage{PromptTokens: 20, CompletionTokens: 9}},
 	}
 	ok := &delegate.Trace{Strategy: "route", Answer: "<answer>1953</answer>", Roles: roles}
-	bad := &delegate.Trace{Strategy: "lead", Answer: "=1953\n<answer>1953}", Failure: "answer format: leader in round 0 gave no <answer>", Roles: roles}
+	bad := &delegate.Trace{Strategy: "lead", Answer: "=1953\n<answer>1953}", Failure: "answer format: leader in round 0 gave no <answer>", FailureKind: delegate.FailureAnswerFormat, Roles: roles}
 	if !world.Correct(bad.Answer, 1953) {
 		t.Fatal("the malformed answer does not verify: the case tests nothing")
 	}

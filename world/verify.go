@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/strategy"
 )
 
 // ErrNoAnswer is wrapped by ParseAnswer's errors.
@@ -18,27 +17,16 @@ var ErrNoAnswer = errors.New("no integer answer")
 // thousands separators, not glued to letters or other digits.
 var lastInt = regexp.MustCompile(`-?\d{1,3}(?:,\d{3})+\b|-?\d+\b`)
 
-// ParseAnswer reads the integer a reply answers, looking in order for: the
-// last complete \boxed{} (delegate.Boxed), the last <answer></answer>
-// (strategy.AnswerTag), the text after the last "Final Output:" or "Final
-// answer:" (strategy.FinalOutput, strategy.ExtractAnswer). The first found
-// must hold exactly one integer (white space, a trailing period and
-// thousands separators allowed) or the reply is wrong: a marker with
-// something else in it is an answer, just not an integer one. With no
-// marker at all, the last integer of the text is the answer. Minus signs
-// are kept.
+// ParseAnswer reads the integer a reply answers: the answer of the first
+// marker of delegate.MarkedAnswer's chain (\boxed{}, <answer>, "Final
+// Output:", "Final answer:"). It must hold exactly one integer (white
+// space, a trailing period and thousands separators allowed) or the reply
+// is wrong: a marker with something else in it is an answer, just not an
+// integer one. With no marker at all, the last integer of the text is the
+// answer. Minus signs are kept.
 func ParseAnswer(text string) (int64, error) {
-	if s, ok := delegate.Boxed(text); ok {
-		return parseInt(s, `\boxed{}`)
-	}
-	if s, ok := strategy.AnswerTag(text); ok {
-		return parseInt(s, "<answer>")
-	}
-	if s, ok := strategy.FinalOutput(text); ok {
-		return parseInt(s, strategy.FinalOutputMarker)
-	}
-	if s, ok := strategy.ExtractAnswer(text); ok {
-		return parseInt(s, strategy.FinalAnswerMarker)
+	if s, marker, ok := delegate.MarkedAnswer(text, nil); ok {
+		return parseInt(s, marker)
 	}
 	all := lastInt.FindAllString(text, -1)
 	if len(all) == 0 {

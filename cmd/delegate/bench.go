@@ -280,7 +280,7 @@ func judgeGrader(j *judge.Judge, pass float64) bench.Grader {
 	return func(ctx context.Context, task delegate.Task, answer string) (bench.Grade, error) {
 		rec := delegate.NewRecorder("judge", task.Prompt, nil)
 		rating, err := j.Rate(ctx, rec, nil, task.Prompt, answer)
-		tr := rec.Finish("", "")
+		tr := rec.Finish("", delegate.Failure{})
 		g := bench.Grade{Grading: tr.Roles}
 		if err != nil {
 			return g, fmt.Errorf("judge: %w", err)
@@ -467,8 +467,8 @@ func itemsWithResult(results string, arms []string) (int, error) {
 		if !slices.Contains(arms, r.Arm) || r.Error != "" {
 			continue
 		}
-		switch strategy.FailureKind(r.Failure) {
-		case strategy.FailureCall, strategy.FailurePanic, strategy.FailureCanceled, strategy.FailurePrompt:
+		switch delegate.ParseFailureKind(r.Failure) {
+		case delegate.FailureCall, delegate.FailurePanic, delegate.FailureCanceled, delegate.FailurePrompt:
 			continue
 		}
 		n++

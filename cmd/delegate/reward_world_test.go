@@ -56,7 +56,7 @@ func TestProcessWorldRewardIsTrainsReward(t *testing.T) {
 			delegated++
 		}
 		failed := *tr
-		failed.Failure = strategy.FailureMaxTurns + ": still calling"
+		failed.Failure, failed.FailureKind = "max turns: still calling", delegate.FailureMaxTurns
 		for _, tr := range []*delegate.Trace{tr, &failed} {
 			got, err := sc.Score(ctx, nil, task, tr, tr)
 			if err != nil {

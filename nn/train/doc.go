@@ -3,7 +3,8 @@
 // (forward.go), the backward pass through them (backward.go) with causal
 // attention's in attention.go, the token-weighted cross-entropy (loss.go),
 // AdamW and its learning-rate schedule, and the Trainer that accumulates
-// micro-batches, clips and steps. The per-row layers (RMSNorm, rotary
+// micro-batches, clips and steps; a run's resumable state, versioned on
+// disk (state.go), is saved and loaded here. The per-row layers (RMSNorm, rotary
 // embedding, SwiGLU, residual add) are package nn's, split here across
 // cores by rows (rows.go); the matrix products are package kernel's.
 //

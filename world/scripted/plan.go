@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/world"
 	"github.com/delegatelab/delegate/world/transcript"
 )
@@ -168,6 +167,6 @@ func aggregate(p *world.Problem, rest string) delegate.Message {
 		blocks = append(blocks, text)
 		value[i] = v
 	}
-	blocks = append(blocks, strategy.FinalOutputMarker+" "+strconv.FormatInt(value[n-1], 10))
+	blocks = append(blocks, delegate.FinalOutputMarker+" "+strconv.FormatInt(value[n-1], 10))
 	return delegate.Assistant(strings.Join(blocks, "\n"))
 }

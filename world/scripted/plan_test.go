@@ -88,7 +88,7 @@ func TestPlannerTakesWrongAnswers(t *testing.T) {
 		if world.Correct(tr.Answer, p.Answer) {
 			t.Errorf("%s: answer %q is right with %s answered wrong", p.ID, tr.Answer, wrong)
 		}
-		if tr.Failure != "" && strategy.FailureKind(tr.Failure) != strategy.FailureAnswerFormat {
+		if tr.Failure != "" && delegate.ParseFailureKind(tr.Failure) != delegate.FailureAnswerFormat {
 			t.Errorf("%s: failure %q", p.ID, tr.Failure)
 		}
 	}

@@ -277,7 +277,7 @@ func Decompose(p *world.Problem, pol world.Policy) Episode {
 			blocks = append(blocks, block(s))
 		}
 	}
-	blocks = append(blocks, strategy.FinalOutputMarker+" "+strconv.FormatInt(p.Answer, 10))
+	blocks = append(blocks, delegate.FinalOutputMarker+" "+strconv.FormatInt(p.Answer, 10))
 	aggMsgs := worldPrompts.messages("aggregate_system", "aggregate_user", strategy.PromptData{
 		Request: p.Text, Reasoning: reasoning, Results: results,
 	})

@@ -240,7 +240,7 @@ func TestDecomposePlanParses(t *testing.T) {
 			t.Errorf("%d subtasks, %d sub-agent transcripts", len(got.Subtasks), len(e.Subagents))
 		}
 		agg := e.Delegator[1].Messages[2].Content
-		if out, ok := strategy.FinalOutput(agg); !ok || out != strconv.FormatInt(p.Answer, 10) {
+		if out, ok := delegate.FinalOutput(agg); !ok || out != strconv.FormatInt(p.Answer, 10) {
 			t.Errorf("aggregate %q: final output %q, want %d", agg, out, p.Answer)
 		}
 	}
@@ -252,12 +252,12 @@ func TestLeadTranscripts(t *testing.T) {
 	for _, p := range testProblems(t, 300) {
 		e := Lead(p, 3, rng)
 		out := e.Delegator[0].Messages[2].Content
-		if got, ok := strategy.AnswerTag(out); !ok || got != strconv.FormatInt(p.Answer, 10) {
+		if got, ok := delegate.AnswerTag(out); !ok || got != strconv.FormatInt(p.Answer, 10) {
 			t.Fatalf("leader %q answers %q, want %d", out, got, p.Answer)
 		}
 		votes := map[string]int{}
 		for _, s := range e.Subagents {
-			a, _ := strategy.AnswerTag(s.Messages[2].Content)
+			a, _ := delegate.AnswerTag(s.Messages[2].Content)
 			votes[a]++
 		}
 		if votes[strconv.FormatInt(p.Answer, 10)] < 2 {
