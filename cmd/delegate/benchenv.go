@@ -60,7 +60,7 @@ func envSeed(prompt string) (int64, error) {
 func (e *envStrategy) Run(ctx context.Context, request string, events chan<- delegate.Event) (*delegate.Trace, error) {
 	seed, err := envSeed(request)
 	if err != nil {
-		return delegate.NewRecorder(envArm, request, events).Finish("", err.Error()), nil
+		return delegate.NewRecorder(envArm, request, events).Finish("", delegate.Failed(delegate.FailurePrompt, "%v", err)), nil
 	}
 	var s openenv.Stepper
 	if e.transport == "http" {
@@ -68,7 +68,7 @@ func (e *envStrategy) Run(ctx context.Context, request string, events chan<- del
 	} else {
 		ws, err := e.client.Dial(ctx)
 		if err != nil {
-			return delegate.NewRecorder(envArm, request, events).Finish("", "call: "+err.Error()), ctx.Err()
+			return delegate.NewRecorder(envArm, request, events).Finish("", delegate.Failed(delegate.FailureCall, "%v", err)), ctx.Err()
 		}
 		s = ws
 	}
@@ -78,11 +78,12 @@ func (e *envStrategy) Run(ctx context.Context, request string, events chan<- del
 	}
 	tr := pl.Trace
 	if tr == nil {
-		tr = delegate.NewRecorder(envArm, request, events).Finish("", "")
+		tr = delegate.NewRecorder(envArm, request, events).Finish("", delegate.Failure{})
 	}
 	tr.Request = request
 	if err != nil {
-		tr.Failure = "call: " + err.Error()
+		f := delegate.Failed(delegate.FailureCall, "%v", err)
+		tr.Failure, tr.FailureKind = f.Message, f.Kind
 	}
 	if sp := pl.Spend; sp != nil && sp.Subagent.Calls > 0 {
 		t := delegate.Totals{Calls: sp.Subagent.Calls, Cost: sp.Subagent.Dollars, Usage: delegate.Usage{

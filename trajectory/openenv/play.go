@@ -113,13 +113,13 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 	if maxTurns <= 0 {
 		maxTurns = 16
 	}
-	failure := ""
+	var failure delegate.Failure
 	for turn := 1; turn <= maxTurns && !pl.Done; turn++ {
 		t := p.Temperature
 		req := &delegate.Request{Messages: append([]delegate.Message(nil), msgs...), Tools: tools, ToolChoice: "auto", Temperature: &t, MaxTokens: p.MaxTokens}
 		resp, err := rec.Call(ctx, nil, "turn "+strconv.Itoa(turn), p.Agent, req)
 		if err != nil {
-			pl.Trace = rec.Finish(pl.Answer, "policy call: "+err.Error())
+			pl.Trace = rec.Finish(pl.Answer, delegate.Failed(delegate.FailureCall, "policy: %v", err))
 			return pl, fmt.Errorf("seed %d turn %d: policy: %w", seed, turn, err)
 		}
 		out := resp.Choices[0].Message
@@ -150,11 +150,11 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 			msgs = append(msgs, delegate.ToolResult(tc.ID, text))
 		}
 		if turn == maxTurns && !pl.Done {
-			failure = fmt.Sprintf("max turns: the policy still called tools in turn %d", turn)
+			failure = delegate.Failed(delegate.FailureMaxTurns, "the policy still called tools in turn %d", turn)
 		}
 	}
-	if !pl.Done && failure == "" {
-		failure = "the episode did not end"
+	if !pl.Done && failure == (delegate.Failure{}) {
+		failure = delegate.Failed(delegate.FailureAnswerFormat, "the policy stopped without ending the episode")
 	}
 	pl.Trace = rec.Finish(pl.Answer, failure)
 	if raw, err := s.State(ctx); err == nil {
