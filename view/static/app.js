@@ -42,7 +42,7 @@ async function api(path) {
 }
 
 function show(...kids) {
-  main.replaceChildren(...kids.flat());
+  main.replaceChildren(...kids.flat().filter(k => k !== null && k !== undefined && k !== false));
 }
 
 function fail(err) {
@@ -149,20 +149,23 @@ function scale(lo, hi, a, b) {
   return v => a + (v - lo) / (hi - lo) * (b - a);
 }
 
-function ticks(lo, hi, n) {
+function ticks(lo, hi, n, whole) {
   if (!(hi > lo)) return [lo];
   const step = (hi - lo) / n;
   const out = [];
-  for (let i = 0; i <= n; i++) out.push(lo + i * step);
+  for (let i = 0; i <= n; i++) {
+    const v = whole ? Math.round(lo + i * step) : lo + i * step;
+    if (!out.includes(v)) out.push(v);
+  }
   return out;
 }
 
 function tickText(v) {
   const a = Math.abs(v);
   if (a === 0) return '0';
-  if (a >= 100) return v.toFixed(0);
+  if (a >= 100 || Number.isInteger(v)) return v.toFixed(0);
   if (a >= 1) return v.toFixed(2);
-  return v.toPrecision(2);
+  return v.toPrecision(3);
 }
 
 // frame draws axes and returns the chart's scales.
@@ -173,7 +176,7 @@ function frame(svg, W, H, xr, yr, xlabel, ylabel) {
     svg.append(s('line', {x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: '#eee'}));
     svg.append(s('text', {x: L - 4, y: y(v) + 4, 'text-anchor': 'end'}, tickText(v)));
   }
-  for (const v of ticks(xr[0], xr[1], 4)) {
+  for (const v of ticks(xr[0], xr[1], 4, xlabel === 'step')) {
     svg.append(s('line', {x1: x(v), x2: x(v), y1: T, y2: H - B, stroke: '#eee'}));
     svg.append(s('text', {x: x(v), y: H - B + 14, 'text-anchor': 'middle'}, tickText(v)));
   }
@@ -186,7 +189,7 @@ function frame(svg, W, H, xr, yr, xlabel, ylabel) {
 // lineChart draws series [{name, color, points: [[x, y]]}].
 function lineChart(metric, title, series) {
   const W = 460, H = 240;
-  const svg = s('svg', {class: 'chart', width: W, height: H, 'data-metric': metric});
+  const svg = s('svg', {class: 'chart', viewBox: '0 0 ' + W + ' ' + H, width: '100%', 'data-metric': metric});
   const all = series.flatMap(se => se.points);
   svg.setAttribute('data-points', all.length);
   const xs = all.map(p => p[0]), ys = all.map(p => p[1]);
@@ -229,10 +232,10 @@ async function pageBench(run) {
 
 function frontierChart(f, onArm) {
   const W = 640, H = 340;
-  const svg = s('svg', {class: 'chart', id: 'frontier', width: W, height: H});
+  const svg = s('svg', {class: 'chart', id: 'frontier', viewBox: '0 0 ' + W + ' ' + H, width: W, height: H});
   if (!f || !f.arms || !f.arms.length) return h('p', {class: 'muted'}, 'no arm to draw');
   const pts = f.arms.concat(f.oracle ? [f.oracle] : []);
-  const maxX = Math.max(...pts.map(p => p.dollars)) * 1.15 || 1e-6;
+  const maxX = Math.max(...pts.map(p => p.dollars)) * 1.3 || 1e-6;
   const {x, y} = frame(svg, W, H, [0, maxX], [0, 1], 'dollars per item', 'accuracy');
   const line = (ps, attrs) => svg.append(s('path', Object.assign({d: ps.map((p, i) => (i ? 'L' : 'M') + x(p.dollars) + ' ' + y(p.accuracy)).join(' '), fill: 'none'}, attrs)));
   if (f.pareto && f.pareto.length > 1) line(f.pareto, {stroke: '#333', 'stroke-width': 1.5, class: 'pareto'});
@@ -360,8 +363,12 @@ async function pageTrain(selected) {
   const color = {};
   chosen.forEach((id, i) => { color[id] = COLORS[i % COLORS.length]; });
   const charts = h('div', {class: 'cols', id: 'charts'});
-  const draw = () => charts.replaceChildren(...METRICS.map(([key, title, get]) => lineChart(key, title,
+  const legend = h('div', {class: 'legend'});
+  const draw = () => {
+    legend.replaceChildren(...series.map(se => h('span', {}, h('span', {class: 'swatch', style: 'background:' + color[se.run]}), se.name + ' (' + se.points.length + ' steps)')));
+    charts.replaceChildren(...METRICS.map(([key, title, get]) => lineChart(key, title,
     series.map(se => ({name: se.name, color: color[se.run], points: se.points.filter(p => get(p) !== null && get(p) !== undefined).map(p => [p.step, get(p)])})))));
+  };
   draw();
   const boxes = trains.map(r => h('label', {style: 'margin-right:12px'},
     h('input', {type: 'checkbox', checked: chosen.includes(r.id), 'data-run': r.id, onchange: () => {
@@ -370,7 +377,7 @@ async function pageTrain(selected) {
     }}), ' ', r.name));
   show(h('h1', {}, 'Training'),
     trains.length ? h('div', {}, boxes) : h('p', {class: 'muted'}, 'no training run given'),
-    h('div', {class: 'legend'}, series.map(se => h('span', {}, h('span', {class: 'swatch', style: 'background:' + color[se.run]}), se.name + ' (' + se.points.length + ' steps)'))),
+    legend,
     h('p', {class: 'muted', id: 'live'}, 'live: new steps appear as the metrics files grow'),
     charts);
   for (const se of series) {
