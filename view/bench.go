@@ -30,9 +30,10 @@ func newBenchRun(path string) *benchRun {
 	return &benchRun{dir: filepath.Dir(path), idx: lines{path: path}}
 }
 
-// updateLocked indexes the lines written since the last call.
+// updateLocked indexes the lines written since the last call, for at
+// most requestBudget.
 func (b *benchRun) updateLocked() error {
-	return b.idx.update(func(_ int, raw []byte) error {
+	return b.idx.update(requestBudget, func(_ int, raw []byte) error {
 		var rec bench.Record
 		if err := decodeVersioned(raw, &rec, func() int { return rec.Version }, bench.RecordVersion, "bench record"); err != nil {
 			return err
@@ -42,6 +43,13 @@ func (b *benchRun) updateLocked() error {
 		b.recs = append(b.recs, rec)
 		return nil
 	})
+}
+
+func (b *benchRun) refresh() (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	err := b.updateLocked()
+	return b.idx.more, err
 }
 
 func (b *benchRun) count() (int, error) {
@@ -92,6 +100,7 @@ type BenchRow struct {
 // BenchReport is bench's table and frontier, computed by bench itself
 // from the results file.
 type BenchReport struct {
+	Progress   Progress        `json:"progress"`
 	Tasks      int             `json:"tasks"`
 	Incomplete int             `json:"incomplete"`
 	Baseline   string          `json:"baseline"`
@@ -117,10 +126,11 @@ func (b *benchRun) report() (*BenchReport, error) {
 		return nil, err
 	}
 	if b.rep != nil && b.repAt == len(b.recs) {
+		b.rep.Progress = b.idx.progress()
 		return b.rep, nil
 	}
 	if len(b.recs) == 0 {
-		return &BenchReport{Rows: []BenchRow{}}, nil
+		return &BenchReport{Progress: b.idx.progress(), Rows: []BenchRow{}}, nil
 	}
 	arms, baseline, err := b.arms()
 	if err != nil {
@@ -134,7 +144,7 @@ func (b *benchRun) report() (*BenchReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench %s: %w", b.idx.path, err)
 	}
-	out := &BenchReport{Tasks: rep.Tasks, Incomplete: rep.Incomplete, Baseline: rep.Baseline, Records: len(b.recs), Frontier: f}
+	out := &BenchReport{Progress: b.idx.progress(), Tasks: rep.Tasks, Incomplete: rep.Incomplete, Baseline: rep.Baseline, Records: len(b.recs), Frontier: f}
 	for _, r := range rep.Rows {
 		row := BenchRow{Arm: r.Arm, Strategy: r.Strategy, Role: r.Role, Oracle: r.Oracle, N: r.N, Correct: r.Correct,
 			Accuracy: num(r.Accuracy), AccuracyCI: [2]*float64{num(r.CI.Lo), num(r.CI.Hi)},
@@ -268,7 +278,7 @@ func (s *Server) handleBenchItems(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	out := listPage[BenchItem]{Offset: offset, Limit: limit, Items: []BenchItem{}}
+	out := listPage[BenchItem]{Offset: offset, Limit: limit, Items: []BenchItem{}, Progress: b.idx.progress()}
 	for i := range b.recs {
 		rec := &b.recs[i]
 		if arm != "" && rec.Arm != arm || correct != "" && (correct == "true") != rec.Correct {

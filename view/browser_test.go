@@ -44,6 +44,9 @@ func artifactDir(t *testing.T) string {
 // opens on click, a bench point lists its items, and the training chart
 // gains a point when a metrics line is appended.
 func TestBrowser(t *testing.T) {
+	if raceEnabled {
+		t.Skip("browser test: slow beside the race detector; the README's second test command runs it without")
+	}
 	bin := chromiumPath()
 	if bin == "" {
 		t.Skip("no chromium binary found on PATH (install Debian's chromium: apt-get install chromium)")

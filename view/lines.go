@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 )
 
 // maxLine bounds one JSONL line; a longer one is an error naming it.
@@ -19,12 +20,34 @@ type lines struct {
 	path string
 	offs []int64 // where each indexed line starts
 	end  int64   // where the last indexed line ends, past its newline
+	size int64   // the file's size at the last update
+	more bool    // the last update stopped at its budget
 }
 
+// Progress says how much of a file is indexed.
+type Progress struct {
+	Bytes int64 `json:"bytes"` // indexed
+	Of    int64 `json:"of"`    // the file's size when last looked at
+	// Complete is false while an update stopped at its time budget: the
+	// figures served cover the lines indexed so far.
+	Complete bool `json:"complete"`
+}
+
+func (l *lines) progress() Progress {
+	return Progress{Bytes: l.end, Of: l.size, Complete: !l.more}
+}
+
+// updateStride is how many lines an update indexes between looks at
+// the clock.
+const updateStride = 256
+
 // update indexes the lines written since the last update, passing each
-// to fn with its number from 0. A missing file has no lines yet. When fn
-// fails the line is not indexed and the error names it.
-func (l *lines) update(fn func(i int, raw []byte) error) error {
+// to fn with its number from 0, for at most budget (0: no limit); a
+// later update goes on where it stopped. A missing file has no lines
+// yet. When fn fails the line is not indexed and the error names it.
+func (l *lines) update(budget time.Duration, fn func(i int, raw []byte) error) error {
+	start := time.Now()
+	l.more = false
 	f, err := os.Open(l.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -37,6 +60,7 @@ func (l *lines) update(fn func(i int, raw []byte) error) error {
 	if err != nil {
 		return fmt.Errorf("index %s: %w", l.path, err)
 	}
+	l.size = st.Size()
 	if st.Size() < l.end {
 		return fmt.Errorf("index %s: the file shrank from %d to %d bytes: it was rewritten; restart the view", l.path, l.end, st.Size())
 	}
@@ -45,7 +69,11 @@ func (l *lines) update(fn func(i int, raw []byte) error) error {
 	}
 	br := bufio.NewReaderSize(io.NewSectionReader(f, l.end, st.Size()-l.end), 1<<20)
 	var long []byte
-	for {
+	for n := 1; ; n++ {
+		if budget > 0 && n%updateStride == 0 && time.Since(start) > budget {
+			l.more = true
+			return nil
+		}
 		chunk, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			long = append(long, chunk...)

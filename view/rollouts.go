@@ -41,8 +41,10 @@ func newRolloutRun(dir string) *rolloutRun {
 		groups: lines{path: filepath.Join(dir, rollout.GroupsFile)}, dropped: map[string]int{}}
 }
 
+// updateLocked indexes what was written since the last call, for at
+// most requestBudget per file.
 func (ro *rolloutRun) updateLocked() error {
-	err := ro.idx.update(func(_ int, raw []byte) error {
+	err := ro.idx.update(requestBudget, func(_ int, raw []byte) error {
 		var a rollout.Artifact
 		if err := decodeVersioned(raw, &a, func() int { return a.Version }, rollout.ArtifactVersion, "rollout"); err != nil {
 			return err
@@ -58,7 +60,7 @@ func (ro *rolloutRun) updateLocked() error {
 	if err != nil {
 		return err
 	}
-	return ro.groups.update(func(_ int, raw []byte) error {
+	return ro.groups.update(requestBudget, func(_ int, raw []byte) error {
 		var g rollout.GroupRecord
 		if err := decodeVersioned(raw, &g, func() int { return g.Version }, rollout.GroupVersion, "group"); err != nil {
 			return err
@@ -66,6 +68,13 @@ func (ro *rolloutRun) updateLocked() error {
 		ro.dropped[g.Reason]++
 		return nil
 	})
+}
+
+func (ro *rolloutRun) refresh() (bool, error) {
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	err := ro.updateLocked()
+	return ro.idx.more || ro.groups.more, err
 }
 
 func (ro *rolloutRun) count() (int, error) {
@@ -140,6 +149,7 @@ func (st *RolloutStats) finish() {
 
 // RolloutSummary is the server's aggregate of a rollout directory.
 type RolloutSummary struct {
+	Progress   Progress       `json:"progress"`
 	All        RolloutStats   `json:"all"`
 	Strategies []RolloutStats `json:"strategies"`
 	// Histogram counts the scored rollouts' rewards in Bins equal bins
@@ -159,7 +169,7 @@ func (ro *rolloutRun) summary() (*RolloutSummary, error) {
 	if err := ro.updateLocked(); err != nil {
 		return nil, err
 	}
-	out := &RolloutSummary{All: RolloutStats{Strategy: "all"}, Histogram: make([]int, histogramBins), Dropped: map[string]int{}}
+	out := &RolloutSummary{Progress: ro.idx.progress(), All: RolloutStats{Strategy: "all"}, Histogram: make([]int, histogramBins), Dropped: map[string]int{}}
 	by := map[string]*RolloutStats{}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i := range ro.rows {
@@ -271,7 +281,7 @@ func (s *Server) handleRolloutList(w http.ResponseWriter, r *http.Request) {
 	if sorted {
 		sort.SliceStable(picked, func(i, j int) bool { return less(&ro.rows[picked[i]], &ro.rows[picked[j]]) })
 	}
-	out := listPage[RolloutItem]{Total: len(picked), Offset: offset, Limit: limit, Items: []RolloutItem{}}
+	out := listPage[RolloutItem]{Total: len(picked), Offset: offset, Limit: limit, Items: []RolloutItem{}, Progress: ro.idx.progress()}
 	for k := offset; k < len(picked) && k < offset+limit; k++ {
 		i := int(picked[k])
 		row := &ro.rows[i]

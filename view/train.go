@@ -34,7 +34,7 @@ type TrainPoint struct {
 }
 
 func (t *trainRun) updateLocked() error {
-	return t.idx.update(func(_ int, raw []byte) error {
+	return t.idx.update(requestBudget, func(_ int, raw []byte) error {
 		var m rl.Metrics
 		if err := decodeVersioned(raw, &m, func() int { return m.Version }, rl.MetricsVersion, "metrics"); err != nil {
 			return err
@@ -47,6 +47,13 @@ func (t *trainRun) updateLocked() error {
 		t.points = append(t.points, p)
 		return nil
 	})
+}
+
+func (t *trainRun) refresh() (bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	err := t.updateLocked()
+	return t.idx.more, err
 }
 
 func (t *trainRun) count() (int, error) {

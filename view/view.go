@@ -52,6 +52,11 @@ const (
 	MaxPoll     = 10 * time.Second
 )
 
+// requestBudget bounds the indexing one request does, so that a page of
+// a large file answers at once with what is read so far; the server
+// reads the rest in the background (Server.catchUp).
+const requestBudget = 50 * time.Millisecond
+
 // maxTraceFile bounds a trace file read whole.
 const maxTraceFile = 64 << 20
 
@@ -133,7 +138,44 @@ func New(cfg Config) (*Server, error) {
 		r.ID = i
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	go s.catchUp()
 	return s, nil
+}
+
+// refresher is a run whose files are indexed as they grow.
+type refresher interface {
+	// refresh indexes for a bounded time; more says it stopped early.
+	refresh() (more bool, err error)
+}
+
+// catchUp indexes every run's files to their end, one run after another,
+// so that the first pages of a large directory find them read. Requests
+// index what is written later. It stops with Close.
+func (s *Server) catchUp() {
+	for _, r := range s.runs {
+		var ix refresher
+		switch r.Kind {
+		case KindBench:
+			ix = r.bench
+		case KindRollouts:
+			ix = r.rollouts
+		case KindTrain:
+			ix = r.train
+		default:
+			continue
+		}
+		for s.ctx.Err() == nil {
+			more, err := ix.refresh()
+			if err != nil {
+				// The pages show the error when they ask for the run.
+				s.cfg.Log.Warn("view: index", "run", r.Name, "err", err)
+				break
+			}
+			if !more {
+				break
+			}
+		}
+	}
 }
 
 // Runs lists what the server found, in the order of Config.Paths.
@@ -387,10 +429,11 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 
 // page of a list: its items, and how many there are in all.
 type listPage[T any] struct {
-	Total  int `json:"total"`
-	Offset int `json:"offset"`
-	Limit  int `json:"limit"`
-	Items  []T `json:"items"`
+	Total    int      `json:"total"`
+	Offset   int      `json:"offset"`
+	Limit    int      `json:"limit"`
+	Items    []T      `json:"items"`
+	Progress Progress `json:"progress"`
 }
 
 // sortedKeys are m's keys in order.

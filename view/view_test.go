@@ -331,7 +331,7 @@ func TestLinesWaitForNewline(t *testing.T) {
 		seen = append(seen, strings.TrimSpace(string(raw)))
 		return nil
 	}
-	if err := l.update(add); err != nil {
+	if err := l.update(0, add); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := strings.Join(seen, " "), `{"a":1} {"a":2}`; got != want {
@@ -343,7 +343,7 @@ func TestLinesWaitForNewline(t *testing.T) {
 	}
 	fmt.Fprint(f, "3}\n")
 	f.Close()
-	if err := l.update(add); err != nil {
+	if err := l.update(0, add); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := l.count(), 3; got != want {
@@ -358,7 +358,7 @@ func TestLinesWaitForNewline(t *testing.T) {
 	if err := os.WriteFile(path, []byte("{}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.update(add); err == nil || !strings.Contains(err.Error(), "shrank") {
+	if err := l.update(0, add); err == nil || !strings.Contains(err.Error(), "shrank") {
 		t.Errorf("a rewritten file: got %v, want an error saying it shrank", err)
 	}
 }
@@ -504,5 +504,43 @@ func TestPagesServed(t *testing.T) {
 		if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), tc.ctype) || !strings.Contains(b.String(), tc.has) {
 			t.Errorf("GET %s: status %d, type %q, err %v", tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), err)
 		}
+	}
+}
+
+// An update stops at its budget and the next goes on where it stopped.
+func TestLinesBudget(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.jsonl")
+	var b strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&b, "{\"i\":%d}\n", i)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := lines{path: path}
+	next := 0
+	check := func(i int, raw []byte) error {
+		if want := fmt.Sprintf("{\"i\":%d}\n", next); i != next || string(raw) != want {
+			return fmt.Errorf("line %d: got %q, want %q", i, raw, want)
+		}
+		next++
+		return nil
+	}
+	if err := l.update(time.Nanosecond, check); err != nil {
+		t.Fatal(err)
+	}
+	if p := l.progress(); p.Complete || l.count() >= 1000 || p.Of != int64(b.Len()) {
+		t.Fatalf("after one short update: %d lines, progress %+v; want some lines and not complete", l.count(), p)
+	}
+	for rounds := 0; !l.progress().Complete; rounds++ {
+		if rounds > 10 {
+			t.Fatal("updates never complete")
+		}
+		if err := l.update(time.Nanosecond, check); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := l.count(); got != 1000 {
+		t.Errorf("got %d lines, want 1000", got)
 	}
 }

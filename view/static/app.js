@@ -6,6 +6,7 @@ const main = document.getElementById('main');
 const SVGNS = 'http://www.w3.org/2000/svg';
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
 let streams = []; // EventSources of the current page
+let refreshTimer = null; // reloads a page while its files are being read
 
 // h builds an element: h('td', {class: 'num'}, 'text', child...).
 function h(tag, attrs, ...kids) {
@@ -61,6 +62,16 @@ const fmt = {
   ms(v) { return v >= 1000 ? (v / 1000).toFixed(2) + ' s' : v.toFixed(0) + ' ms'; },
   tokens(u) { return u.prompt_tokens + '→' + u.completion_tokens + ' tok'; },
 };
+
+// progressNote says how much of a large file the server has read, and
+// reloads the page until it has read all of it.
+function progressNote(p) {
+  if (!p || p.complete) return null;
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(route, 1000);
+  return h('p', {class: 'muted progress'}, 'reading the files: ' + (p.bytes / 1e6).toFixed(1) + ' of ' + (p.of / 1e6).toFixed(1) +
+    ' MB so far; the figures cover what is read, and the page reloads until it is all read');
+}
 
 // ---- runs ----
 
@@ -227,7 +238,7 @@ async function pageBench(run) {
       h('td', {class: 'num'}, fmt.num(r.latency_p50_s, 2) + ' / ' + fmt.num(r.latency_p95_s, 2)),
       h('td', {class: 'num'}, r.failures), h('td', {class: r.errors ? 'num error' : 'num'}, r.errors))));
   show(h('h1', {}, 'Bench: ' + rep.tasks + ' tasks' + (rep.incomplete ? ', ' + rep.incomplete + ' incomplete' : '')),
-    table, h('h2', {}, 'Accuracy against dollars per item'), frontierChart(f, openArm), items);
+    progressNote(rep.progress), table, h('h2', {}, 'Accuracy against dollars per item'), frontierChart(f, openArm), items);
 }
 
 function frontierChart(f, onArm) {
@@ -310,7 +321,7 @@ async function pageRollouts(run, offset) {
     hist.append(s('rect', {x: x0, y: y(c), width: Math.max(1, x1 - x0 - 1), height: y(0) - y(c), fill: '#1f77b4'}));
   });
   const go = o => { location.hash = '#/rollouts/' + run + '?offset=' + o; };
-  show(h('h1', {}, 'Rollouts: ' + sum.all.n + ', ' + sum.groups + ' groups'),
+  show(h('h1', {}, 'Rollouts: ' + sum.all.n + ', ' + sum.groups + ' groups'), progressNote(sum.progress),
     h('table', {},
       h('tr', {}, ['strategy', 'rollouts', 'failed', 'mean reward', 'mean score', 'mean $', 'calls', 'latency'].map(x => h('th', {}, x))),
       stats.map(st => h('tr', {}, h('td', {}, st.strategy), h('td', {class: 'num'}, st.n), h('td', {class: 'num'}, st.failed),
@@ -397,6 +408,7 @@ async function pageTrain(selected) {
 // ---- router ----
 
 async function route() {
+  clearTimeout(refreshTimer);
   for (const es of streams) es.close();
   streams = [];
   const [path, query] = location.hash.replace(/^#/, '').split('?');
