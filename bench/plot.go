@@ -32,8 +32,8 @@ func checkPlotPath(path string) error {
 // dollars per item, one marker per arm and one for the oracle router, and
 // writes it to path, as PNG or SVG by its extension. Rows without a
 // defined accuracy or cost are left out; with none left it is an error.
-// An arm with no item, or whose every item failed, has no data: it is
-// not drawn at 0%, $0 but named in the legend as not drawn.
+// An arm without data (noData) is not drawn at 0%, $0 but named in the
+// legend as not drawn.
 func (rep *Report) PlotCost(path string) error {
 	if err := checkPlotPath(path); err != nil {
 		return err
@@ -43,6 +43,24 @@ func (rep *Report) PlotCost(path string) error {
 		return err
 	}
 	return SavePlot(p, 7*vg.Inch, 4.5*vg.Inch, LegendRight, path)
+}
+
+// noData says why a row has no point to draw, or "" when it has one: no
+// item, every item an error, or every item failed with nothing spent
+// and nothing right (calls that failed before any answer). The oracle
+// router always has one.
+func (r *Row) noData() string {
+	switch {
+	case r.Oracle:
+		return ""
+	case r.N == 0:
+		return "no item"
+	case r.Errors == r.N:
+		return "every item failed"
+	case r.Failures+r.Errors >= r.N && r.Correct == 0 && r.Dollars == 0:
+		return "every item failed, nothing spent"
+	}
+	return ""
 }
 
 // costPlot builds PlotCost's plot; path only names it in errors.
@@ -57,11 +75,7 @@ func (rep *Report) costPlot(path string) (*plot.Plot, error) {
 	var leftOut []string
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
-		if !r.Oracle && (r.N == 0 || r.Errors == r.N) {
-			why := "every item failed"
-			if r.N == 0 {
-				why = "no item"
-			}
+		if why := r.noData(); why != "" {
 			leftOut = append(leftOut, r.armCell()+": "+why)
 			continue
 		}

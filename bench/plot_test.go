@@ -109,6 +109,9 @@ func TestPlotCostLeavesOutFailedArms(t *testing.T) {
 	ok := Row{Arm: "a", Strategy: "single", N: 10, Correct: 5, Accuracy: 0.5, CI: Interval{Lo: 0.24, Hi: 0.76}, Dollars: 0.01}
 	failed := Row{Arm: "b", Strategy: "route", N: 10, Errors: 10, CI: Interval{Lo: 0, Hi: 0.28}}
 	empty := Row{Arm: "c", Strategy: "lead", Accuracy: math.NaN(), Dollars: math.NaN(), CI: Interval{Lo: math.NaN(), Hi: math.NaN()}}
+	unanswered := Row{Arm: "d", Strategy: "single", N: 10, Failures: 10, CI: Interval{Lo: 0, Hi: 0.28}}
+	// Failed answers that cost something are data: drawn.
+	misformatted := Row{Arm: "e", Strategy: "single", N: 10, Failures: 10, Dollars: 0.002, CI: Interval{Lo: 0, Hi: 0.28}}
 	render := func(rows ...Row) (shapes int, texts []string) {
 		t.Helper()
 		rep := &Report{Tasks: 10, Rows: rows}
@@ -128,12 +131,12 @@ func TestPlotCostLeavesOutFailedArms(t *testing.T) {
 		}
 		return shapes, texts
 	}
-	wantShapes, _ := render(ok)
-	gotShapes, texts := render(ok, failed, empty)
+	wantShapes, _ := render(ok, misformatted)
+	gotShapes, texts := render(ok, failed, empty, unanswered, misformatted)
 	if gotShapes != wantShapes {
-		t.Errorf("with a failed and an empty arm the plot draws %d shapes, want %d: the arms were drawn", gotShapes, wantShapes)
+		t.Errorf("with arms without data the plot draws %d shapes, want %d: they were drawn", gotShapes, wantShapes)
 	}
-	for _, want := range []string{"not drawn: b: every item failed", "not drawn: c: no item"} {
+	for _, want := range []string{"not drawn: b: every item failed", "not drawn: c: no item", "not drawn: d: every item failed, nothing spent", "e"} {
 		if !slices.Contains(texts, want) {
 			t.Errorf("legend lacks %q; texts: %q", want, texts)
 		}
