@@ -181,7 +181,7 @@ function tickText(v) {
 
 // frame draws axes and returns the chart's scales.
 function frame(svg, W, H, xr, yr, xlabel, ylabel) {
-  const L = 56, R = 12, T = 12, B = 36;
+  const L = 56, R = 30, T = 12, B = 36;
   const x = scale(xr[0], xr[1], L, W - R), y = scale(yr[0], yr[1], H - B, T);
   for (const v of ticks(yr[0], yr[1], 4)) {
     svg.append(s('line', {x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: '#eee'}));
