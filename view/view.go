@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -444,12 +443,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// decodeJSON decodes raw into v, naming where it came from on failure.
-func decodeJSON(raw []byte, v any, where string) error {
-	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("%s: %w", where, err)
-	}
-	return nil
 }
