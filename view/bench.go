@@ -31,9 +31,11 @@ func newBenchRun(path string) *benchRun {
 }
 
 // updateLocked indexes the lines written since the last call, for at
-// most requestBudget.
-func (b *benchRun) updateLocked() error {
-	return b.idx.update(requestBudget, func(_ int, raw []byte) error {
+// most requestBudget (lines.advance).
+func (b *benchRun) updateLocked() error { return b.indexLocked(false) }
+
+func (b *benchRun) indexLocked(background bool) error {
+	return b.idx.advance(background, func(_ int, raw []byte) error {
 		var rec bench.Record
 		if err := decodeVersioned(raw, &rec, func() int { return rec.Version }, bench.RecordVersion, "bench record"); err != nil {
 			return err
@@ -48,8 +50,8 @@ func (b *benchRun) updateLocked() error {
 func (b *benchRun) refresh() (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	err := b.updateLocked()
-	return b.idx.more, err
+	err := b.indexLocked(true)
+	return b.idx.behind, err
 }
 
 func (b *benchRun) count() (int, error) {

@@ -22,6 +22,24 @@ type lines struct {
 	end  int64   // where the last indexed line ends, past its newline
 	size int64   // the file's size at the last update
 	more bool    // the last update stopped at its budget
+	// behind says the background indexer has not reached the end yet;
+	// requests leave the file to it and answer with what is indexed.
+	behind bool
+}
+
+// advance indexes for at most requestBudget: as the background indexer
+// (Server.catchUp) when background, else for a request, which does
+// nothing while the background indexer is behind.
+func (l *lines) advance(background bool, fn func(i int, raw []byte) error) error {
+	if !background {
+		if l.behind {
+			return nil
+		}
+		return l.update(requestBudget, fn)
+	}
+	err := l.update(requestBudget, fn)
+	l.behind = err == nil && l.more
+	return err
 }
 
 // Progress says how much of a file is indexed.
@@ -34,12 +52,12 @@ type Progress struct {
 }
 
 func (l *lines) progress() Progress {
-	return Progress{Bytes: l.end, Of: l.size, Complete: !l.more}
+	return Progress{Bytes: l.end, Of: l.size, Complete: !l.more && !l.behind}
 }
 
 // updateStride is how many lines an update indexes between looks at
 // the clock.
-const updateStride = 256
+const updateStride = 32
 
 // update indexes the lines written since the last update, passing each
 // to fn with its number from 0, for at most budget (0: no limit); a

@@ -42,9 +42,11 @@ func newRolloutRun(dir string) *rolloutRun {
 }
 
 // updateLocked indexes what was written since the last call, for at
-// most requestBudget per file.
-func (ro *rolloutRun) updateLocked() error {
-	err := ro.idx.update(requestBudget, func(_ int, raw []byte) error {
+// most requestBudget per file (lines.advance).
+func (ro *rolloutRun) updateLocked() error { return ro.indexLocked(false) }
+
+func (ro *rolloutRun) indexLocked(background bool) error {
+	err := ro.idx.advance(background, func(_ int, raw []byte) error {
 		var a rollout.Artifact
 		if err := decodeVersioned(raw, &a, func() int { return a.Version }, rollout.ArtifactVersion, "rollout"); err != nil {
 			return err
@@ -60,7 +62,7 @@ func (ro *rolloutRun) updateLocked() error {
 	if err != nil {
 		return err
 	}
-	return ro.groups.update(requestBudget, func(_ int, raw []byte) error {
+	return ro.groups.advance(background, func(_ int, raw []byte) error {
 		var g rollout.GroupRecord
 		if err := decodeVersioned(raw, &g, func() int { return g.Version }, rollout.GroupVersion, "group"); err != nil {
 			return err
@@ -73,8 +75,8 @@ func (ro *rolloutRun) updateLocked() error {
 func (ro *rolloutRun) refresh() (bool, error) {
 	ro.mu.Lock()
 	defer ro.mu.Unlock()
-	err := ro.updateLocked()
-	return ro.idx.more || ro.groups.more, err
+	err := ro.indexLocked(true)
+	return ro.idx.behind || ro.groups.behind, err
 }
 
 func (ro *rolloutRun) count() (int, error) {

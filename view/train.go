@@ -33,8 +33,10 @@ type TrainPoint struct {
 	Time           string   `json:"time"`
 }
 
-func (t *trainRun) updateLocked() error {
-	return t.idx.update(requestBudget, func(_ int, raw []byte) error {
+func (t *trainRun) updateLocked() error { return t.indexLocked(false) }
+
+func (t *trainRun) indexLocked(background bool) error {
+	return t.idx.advance(background, func(_ int, raw []byte) error {
 		var m rl.Metrics
 		if err := decodeVersioned(raw, &m, func() int { return m.Version }, rl.MetricsVersion, "metrics"); err != nil {
 			return err
@@ -52,8 +54,8 @@ func (t *trainRun) updateLocked() error {
 func (t *trainRun) refresh() (bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	err := t.updateLocked()
-	return t.idx.more, err
+	err := t.indexLocked(true)
+	return t.idx.behind, err
 }
 
 func (t *trainRun) count() (int, error) {

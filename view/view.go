@@ -114,6 +114,9 @@ type Server struct {
 	runs   []*Run
 	ctx    context.Context
 	cancel context.CancelFunc
+	// indexed is closed once catchUp has reached the end of every file
+	// (or stopped with Close).
+	indexed chan struct{}
 }
 
 // New finds the runs under cfg.Paths. Nothing is read whole yet: each
@@ -137,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 		r.ID = i
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.indexed = make(chan struct{})
 	go s.catchUp()
 	return s, nil
 }
@@ -151,6 +155,7 @@ type refresher interface {
 // so that the first pages of a large directory find them read. Requests
 // index what is written later. It stops with Close.
 func (s *Server) catchUp() {
+	defer close(s.indexed)
 	for _, r := range s.runs {
 		var ix refresher
 		switch r.Kind {

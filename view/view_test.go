@@ -17,8 +17,17 @@ import (
 	"github.com/delegatelab/delegate/rl"
 )
 
-// serve starts the view over cfg on loopback.
+// serve starts the view over cfg on loopback, once it has indexed
+// every file, so that the answers cover the whole fixture.
 func serve(t testing.TB, cfg Config) (*Server, *httptest.Server) {
+	t.Helper()
+	s, hs := serveCold(t, cfg)
+	<-s.indexed
+	return s, hs
+}
+
+// serveCold starts the view over cfg on loopback at once.
+func serveCold(t testing.TB, cfg Config) (*Server, *httptest.Server) {
 	t.Helper()
 	s, err := New(cfg)
 	if err != nil {
@@ -533,7 +542,7 @@ func TestLinesBudget(t *testing.T) {
 		t.Fatalf("after one short update: %d lines, progress %+v; want some lines and not complete", l.count(), p)
 	}
 	for rounds := 0; !l.progress().Complete; rounds++ {
-		if rounds > 10 {
+		if rounds > 1000/updateStride+1 {
 			t.Fatal("updates never complete")
 		}
 		if err := l.update(time.Nanosecond, check); err != nil {
