@@ -65,6 +65,7 @@ var allowedImports = map[string][]string{
 	"train":                  {"", "api", "bench", "judge", "local", "models", "nn", "nn/train", "reward", "rl", "rollout", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
 	"trajectory/gateway":     {"", "internal/edge", "reward", "rollout", "server", "store", "tokenizer"},
 	"trajectory/openenv":     {"", "reward", "strategy", "world", "world/transcript"},
+	"view":                   {"", "bench", "internal/edge", "rl", "rollout"},
 	"world":                  {"", "reward"},
 	"world/scripted":         {"", "tokenizer", "world", "world/transcript"},
 	"world/transcript":       {"", "reward", "strategy", "tokenizer", "world"},

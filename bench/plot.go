@@ -45,21 +45,55 @@ func NewPlot(title, xLabel, yLabel string) (*plot.Plot, *plotter.Grid) {
 // dollars per item, one marker per arm and one for the oracle router, and
 // writes it to path, as PNG or SVG by its extension. Rows without a
 // defined accuracy or cost are left out; with none left it is an error.
+// An arm without data (noData) is not drawn at 0%, $0 but named in the
+// legend as not drawn.
 func (rep *Report) PlotCost(path string) error {
 	if err := checkPlotPath(path); err != nil {
 		return err
 	}
+	p, err := rep.costPlot(path)
+	if err != nil {
+		return err
+	}
+	return SavePlot(p, 7*vg.Inch, 4.5*vg.Inch, LegendRight, path)
+}
+
+// noData says why a row has no point to draw, or "" when it has one: no
+// item, every item an error, or every item failed with nothing spent
+// and nothing right (calls that failed before any answer). The oracle
+// router always has one.
+func (r *Row) noData() string {
+	switch {
+	case r.Oracle:
+		return ""
+	case r.N == 0:
+		return "no item"
+	case r.Errors == r.N:
+		return "every item failed"
+	case r.Failures+r.Errors >= r.N && r.Correct == 0 && r.Dollars == 0:
+		return "every item failed, nothing spent"
+	}
+	return ""
+}
+
+// costPlot builds PlotCost's plot; path only names it in errors.
+func (rep *Report) costPlot(path string) (*plot.Plot, error) {
 	p, _ := NewPlot(fmt.Sprintf("Accuracy against cost (n = %d tasks)", rep.Tasks), "dollars per item", "accuracy, % (95% Wilson interval)")
 	drawn := 0
 	maxX := 0.0
+	var leftOut []string
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
+		if why := r.noData(); why != "" {
+			leftOut = append(leftOut, r.armCell()+": "+why)
+			continue
+		}
 		if !defined(r.Accuracy) || !defined(r.Dollars) {
 			continue
 		}
 		sc, eb, err := errorMarker(path, r.Arm, r.Dollars, 100*r.Accuracy, 100*(r.Accuracy-r.CI.Lo), 100*(r.CI.Hi-r.Accuracy), i)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = vg.Points(4.5), costGlyphs[i%len(costGlyphs)]
 		eb.CapWidth = vg.Points(8)
@@ -76,7 +110,10 @@ func (rep *Report) PlotCost(path string) error {
 		maxX = math.Max(maxX, r.Dollars)
 	}
 	if drawn == 0 {
-		return fmt.Errorf("plot %s: no arm has a defined accuracy and cost", path)
+		return nil, fmt.Errorf("plot %s: no arm has a defined accuracy and cost", path)
+	}
+	for _, why := range leftOut {
+		p.Legend.Add("not drawn: " + why)
 	}
 	p.X.Min = 0
 	if maxX > 0 {
@@ -87,7 +124,7 @@ func (rep *Report) PlotCost(path string) error {
 	p.Y.Min, p.Y.Max = 0, 105
 	p.Y.Tick.Marker = percentTicks
 	p.Legend.ThumbnailWidth = vg.Points(14)
-	return SavePlot(p, 7*vg.Inch, 4.5*vg.Inch, LegendRight, path)
+	return p, nil
 }
 
 // costGlyphs tell the arms apart by shape as well as colour: the filled

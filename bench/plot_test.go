@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -98,5 +99,53 @@ func TestSavePlotWritesPNGAndSVG(t *testing.T) {
 	}
 	if err := SavePlot(diagonalPlot(t), 4*vg.Inch, 3*vg.Inch, LegendBelow, filepath.Join(dir, "p.gif")); err == nil || !strings.Contains(err.Error(), `unknown format ".gif"`) {
 		t.Errorf("SavePlot to .gif: %v", err)
+	}
+}
+
+// An arm whose every item failed, or that has none, is not drawn at 0%,
+// $0: the plot draws exactly what it draws without it, and the legend
+// says why it is missing.
+func TestPlotCostLeavesOutFailedArms(t *testing.T) {
+	ok := Row{Arm: "a", Strategy: "single", N: 10, Correct: 5, Accuracy: 0.5, CI: Interval{Lo: 0.24, Hi: 0.76}, Dollars: 0.01}
+	failed := Row{Arm: "b", Strategy: "route", N: 10, Errors: 10, CI: Interval{Lo: 0, Hi: 0.28}}
+	empty := Row{Arm: "c", Strategy: "lead", Accuracy: math.NaN(), Dollars: math.NaN(), CI: Interval{Lo: math.NaN(), Hi: math.NaN()}}
+	unanswered := Row{Arm: "d", Strategy: "single", N: 10, Failures: 10, CI: Interval{Lo: 0, Hi: 0.28}}
+	// Failed answers that cost something are data: drawn.
+	misformatted := Row{Arm: "e", Strategy: "single", N: 10, Failures: 10, Dollars: 0.002, CI: Interval{Lo: 0, Hi: 0.28}}
+	render := func(rows ...Row) (shapes int, texts []string) {
+		t.Helper()
+		rep := &Report{Tasks: 10, Rows: rows}
+		p, err := rep.costPlot("cost.svg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec recorder.Canvas
+		drawOutsideLegend(p, draw.NewCanvas(&rec, 7*vg.Inch, 4.5*vg.Inch), LegendRight)
+		for _, a := range rec.Actions {
+			switch a := a.(type) {
+			case *recorder.Stroke, *recorder.Fill:
+				shapes++
+			case *recorder.FillString:
+				texts = append(texts, a.String)
+			}
+		}
+		return shapes, texts
+	}
+	wantShapes, _ := render(ok, misformatted)
+	gotShapes, texts := render(ok, failed, empty, unanswered, misformatted)
+	if gotShapes != wantShapes {
+		t.Errorf("with arms without data the plot draws %d shapes, want %d: they were drawn", gotShapes, wantShapes)
+	}
+	for _, want := range []string{"not drawn: b: every item failed", "not drawn: c: no item", "not drawn: d: every item failed, nothing spent", "e"} {
+		if !slices.Contains(texts, want) {
+			t.Errorf("legend lacks %q; texts: %q", want, texts)
+		}
+	}
+	if slices.Contains(texts, "b") {
+		t.Errorf("the failed arm has a legend entry of its own: %q", texts)
+	}
+	rep := &Report{Tasks: 10, Rows: []Row{failed}}
+	if _, err := rep.costPlot("cost.svg"); err == nil {
+		t.Error("a plot of failed arms alone: no error")
 	}
 }

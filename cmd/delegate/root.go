@@ -33,6 +33,7 @@ func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
 		newAPICmd(getenv, log),
 		newEnvCmd(getenv, log),
 		newGatewayCmd(getenv, log),
+		newViewCmd(getenv, log),
 	)
 	return root
 }

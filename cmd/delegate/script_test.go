@@ -91,6 +91,11 @@ func TestScripts(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			viewAddr, err := freeAddr()
+			if err != nil {
+				return err
+			}
+			env.Setenv("VIEW_ADDR", viewAddr)
 			env.Setenv("ENV_ADDR", envAddr)
 			env.Setenv("GATEWAY_ADDR", gatewayAddr)
 			env.Setenv("STANDIN_ADDR", standinAddr)

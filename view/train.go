@@ -1,0 +1,201 @@
+package view
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/delegatelab/delegate/rl"
+)
+
+// trainRun is one training run's metrics.jsonl. A step is a handful of
+// numbers, so every step is kept.
+type trainRun struct {
+	mu     sync.Mutex // guards idx and points
+	idx    lines
+	points []TrainPoint
+}
+
+// TrainPoint is one step's figures the charts draw.
+type TrainPoint struct {
+	Step     int     `json:"step"`
+	Steps    int     `json:"steps"`
+	Reward   float64 `json:"reward"`
+	Accuracy float64 `json:"accuracy"`
+	// Cost is the mean dollars of a rollout, when the run reports it
+	// (train's "cost" scalar); null otherwise.
+	Cost           *float64 `json:"cost"`
+	DelegationRate float64  `json:"delegation_rate"`
+	Time           string   `json:"time"`
+}
+
+func (t *trainRun) updateLocked() error { return t.indexLocked(false) }
+
+func (t *trainRun) indexLocked(background bool) error {
+	return t.idx.advance(background, func(_ int, raw []byte) error {
+		var m rl.Metrics
+		if err := decodeVersioned(raw, &m, func() int { return m.Version }, rl.MetricsVersion, "metrics"); err != nil {
+			return err
+		}
+		p := TrainPoint{Step: m.Step, Steps: m.Steps, Reward: m.Reward, Accuracy: m.Accuracy, DelegationRate: m.DelegationRate,
+			Time: m.Time.UTC().Format(time.RFC3339)}
+		if c, ok := m.Scalars["cost"]; ok {
+			p.Cost = &c
+		}
+		t.points = append(t.points, p)
+		return nil
+	})
+}
+
+func (t *trainRun) refresh() (bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	err := t.indexLocked(true)
+	return t.idx.behind, err
+}
+
+func (t *trainRun) count() (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	err := t.updateLocked()
+	return len(t.points), err
+}
+
+// since returns the points from the n-th on, after indexing new lines.
+func (t *trainRun) since(n int) ([]TrainPoint, int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.updateLocked(); err != nil {
+		return nil, 0, err
+	}
+	n = min(n, len(t.points))
+	return append([]TrainPoint(nil), t.points[n:]...), len(t.points), nil
+}
+
+// TrainSeries is one run's points.
+type TrainSeries struct {
+	Run    int          `json:"run"`
+	Name   string       `json:"name"`
+	Points []TrainPoint `json:"points"`
+}
+
+// trainRuns reads ?runs=1,2,... (every training run when absent).
+func (s *Server) trainRuns(r *http.Request) ([]*Run, error) {
+	v := r.URL.Query().Get("runs")
+	var out []*Run
+	if v == "" {
+		for _, run := range s.runs {
+			if run.Kind == KindTrain {
+				out = append(out, run)
+			}
+		}
+		return out, nil
+	}
+	for _, id := range strings.Split(v, ",") {
+		run, err := s.runByID(id, KindTrain)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, run)
+	}
+	return out, nil
+}
+
+// handleTrain serves the metrics of several runs to overlay.
+func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
+	runs, err := s.trainRuns(r)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	out := []TrainSeries{}
+	for _, run := range runs {
+		pts, _, err := run.train.since(0)
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		out = append(out, TrainSeries{Run: run.ID, Name: run.Name, Points: pts})
+	}
+	reply(w, map[string]any{"series": out}, nil)
+}
+
+// heartbeat is how often a quiet stream sends a comment, so that proxies
+// and the browser keep it open.
+const heartbeat = 15 * time.Second
+
+// handleTrainEvents streams a run's new steps as server-sent events. It
+// looks at the file every Config.Poll. Each event is one JSON object
+// {"run":ID,"points":[...]}, with the count of steps sent so far as its
+// id, so that a browser reconnecting with Last-Event-ID resumes there;
+// ?after=N starts after the first N steps.
+func (s *Server) handleTrainEvents(w http.ResponseWriter, r *http.Request) {
+	run, err := s.run(r, KindTrain)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	sent := 0
+	for _, v := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after")} {
+		if v == "" {
+			continue
+		}
+		if sent, err = strconv.Atoi(v); err != nil || sent < 0 {
+			reply(w, nil, badRequest("resume point %q: want a whole number ≥ 0", v))
+			return
+		}
+		break
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	tick := time.NewTicker(s.cfg.Poll)
+	defer tick.Stop()
+	quiet := time.Now()
+	for {
+		pts, total, err := run.train.since(sent)
+		// The edge's write timeout bounds one response; a stream pushes
+		// it forward before each write instead.
+		if derr := rc.SetWriteDeadline(time.Now().Add(heartbeat + 10*time.Second)); derr != nil {
+			s.cfg.Log.Debug("view: stream without write deadlines", "err", derr)
+		}
+		switch {
+		case err != nil:
+			msg, _ := json.Marshal(err.Error()) // a string always encodes
+			// The browser tries again after the retry interval.
+			fmt.Fprintf(w, "retry: 10000\nevent: failure\ndata: %s\n\n", msg)
+			// A failed flush means the client went away; nothing to do.
+			_ = rc.Flush()
+			return
+		case len(pts) > 0:
+			data, merr := json.Marshal(map[string]any{"run": run.ID, "points": pts})
+			if merr != nil {
+				return
+			}
+			sent = total
+			quiet = time.Now()
+			_, err = fmt.Fprintf(w, "id: %d\ndata: %s\n\n", sent, data)
+		case time.Since(quiet) >= heartbeat:
+			quiet = time.Now()
+			_, err = fmt.Fprint(w, ": still here\n\n")
+		}
+		if err != nil {
+			return // the client went away
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
