@@ -38,6 +38,8 @@ type gatewayFlags struct {
 	ttl                                 time.Duration
 	group                               int
 	timeouts                            server.Timeouts
+	push                                pushFlags
+	pushWait                            time.Duration
 }
 
 func newGatewayCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -72,6 +74,12 @@ key are appended to OUT/groups.jsonl as process writes it. docs/gateway.md.`,
 	fl.DurationVar(&f.ttl, "ttl", 30*time.Minute, "a session's life from its start")
 	fl.IntVar(&f.group, "group", 4, "finished sessions of one group key that make a group record")
 	fl.StringVar(&f.estimator, "estimator", string(reward.GRPO), "advantage estimator: grpo, drgrpo or rloo")
+	fl.StringVar(&f.push.url, "push", "", "also send every group record to the trajectory API at this URL (delegate api, or Atropos's) as process --push does; sessions start only while its queue has room; token from $"+apiTokenEnv)
+	fl.StringVar(&f.push.name, "push-name", "delegate-gateway", "--push: the environment's name")
+	fl.Float64Var(&f.push.weight, "push-weight", 1, "--push: the environment's weight in batches")
+	fl.IntVar(&f.push.maxTokenLen, "push-max-tokens", 4096, "--push: the environment's max_token_length")
+	fl.IntVar(&f.push.offPolicy, "push-offpolicy", 3, "--push: new sessions wait (up to --push-wait, then 503) while the API's queue holds this many batches (Atropos's max_batches_offpolicy)")
+	fl.DurationVar(&f.pushWait, "push-wait", 10*time.Second, "--push: how long POST /sessions waits for room in the API's queue before it answers 503")
 	fl.DurationVar(&f.timeouts.Write, "write-timeout", t.Write, "time to write a whole response; a stream gets this much for each event")
 	return cmd
 }
@@ -133,6 +141,18 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 			gcfg.Templates[m.Name()] = hash
 		}
 	}
+	if f.push.url != "" {
+		fmt.Fprintf(out, "gateway: registering with the trajectory API at %s (waits for a trainer to start)\n", f.push.url)
+		sink, err := newPushSink(ctx, out, f.push, getenv(apiTokenEnv), f.group)
+		if err != nil {
+			return fmt.Errorf("gateway: %w", err)
+		}
+		defer func() {
+			// Telling the API we are gone is a courtesy: it loses nothing.
+			_ = sink.Close(context.WithoutCancel(ctx))
+		}()
+		gcfg.Sink, gcfg.SinkWait = sink, f.pushWait
+	}
 	g, err := gateway.Open(ctx, gcfg, slog.New(infoHandler{log.Handler()}), served...)
 	if err != nil {
 		return err
@@ -165,6 +185,9 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 		log.Warn("the session API has no token off loopback (--insecure): anyone who can reach it can open sessions", "addr", ln.Addr().String())
 	}
 	fmt.Fprintf(out, "gateway on http://%s: POST /sessions, agents at /s/ID/v1; %s; groups of %d to %s\n", ln.Addr(), auth, f.group, f.out)
+	if f.push.url != "" {
+		fmt.Fprintf(out, "gateway: group records also go to %s\n", f.push.url)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

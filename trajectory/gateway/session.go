@@ -22,6 +22,9 @@ type session struct {
 	metadata map[string]string
 	created  time.Time
 	expires  time.Time
+	// policyVersion is the trainer's step when the session started,
+	// with Config.Sink.
+	policyVersion *int
 
 	mu      sync.Mutex
 	calls   []Call
@@ -74,8 +77,11 @@ type Finished struct {
 	Finished time.Time         `json:"finished"`
 	Reward   float64           `json:"reward"`
 	Correct  *bool             `json:"correct,omitempty"`
-	Calls    []Call            `json:"calls"`
-	Samples  []Sample          `json:"samples"`
+	// PolicyVersion is the trainer's step when the session started, with
+	// Config.Sink: the group's policy version when no call has one.
+	PolicyVersion *int     `json:"policy_version,omitempty"`
+	Calls         []Call   `json:"calls"`
+	Samples       []Sample `json:"samples"`
 }
 
 // hook is the server's Hook: it asks every generation for logprobs and
