@@ -118,7 +118,7 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 	defer closeModels()
 	gcfg := gateway.Config{
 		Dir: f.out, Token: f.token, Hosts: f.hosts, Roles: map[string]string{}, Trained: f.trained, TTL: f.ttl, GroupSize: f.group, Estimator: est,
-		Prices: map[string]delegate.Price{}, Templates: map[string]string{}, Verify: verifyAny,
+		Prices: map[string]delegate.Price{}, Templates: map[string]string{}, Tokenizers: map[string]gateway.Tokenizer{}, Verify: verifyAny,
 		Server: server.Config{Hosts: f.hosts, System: map[string]string{}},
 	}
 	var served []delegate.Model
@@ -139,6 +139,15 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 		}
 		if hash != "" {
 			gcfg.Templates[m.Name()] = hash
+		}
+		if mc.Kind != "local" && mc.Tokenizer != "" {
+			// A remote server may return no ids: the gateway computes
+			// them, and checks those it does return.
+			ct, err := newChatTokenizer(mc.Tokenizer, mc.ChatTemplate)
+			if err != nil {
+				return fmt.Errorf("gateway: model %s: %w", n, err)
+			}
+			gcfg.Tokenizers[m.Name()] = ct
 		}
 	}
 	if f.push.url != "" {
@@ -258,4 +267,42 @@ func verifyAny(t delegate.Task, response string) (delegate.Verdict, error) {
 		return world.Verify(t, response)
 	}
 	return score.Verify(t, response)
+}
+
+// chatTokenizer renders requests with a Hugging Face tokenizer and chat
+// template: the gateway's tokenizer of a remote model.
+type chatTokenizer struct {
+	tok *tokenizer.HF
+	f   tokenizer.ChatFormat
+}
+
+func newChatTokenizer(path, template string) (chatTokenizer, error) {
+	tok, err := tokenizer.LoadHF(path)
+	if err != nil {
+		return chatTokenizer{}, fmt.Errorf("tokenizer: %w", err)
+	}
+	f, err := tokenizer.ParseChatFormat(template)
+	if err != nil {
+		return chatTokenizer{}, fmt.Errorf("tokenizer: %w", err)
+	}
+	return chatTokenizer{tok: tok, f: f}, nil
+}
+
+// Prompt implements gateway.Tokenizer.
+func (c chatTokenizer) Prompt(msgs []delegate.Message, tools []delegate.Tool) ([]int, error) {
+	return c.tok.EncodeChat(c.f, msgs, tools, tokenizer.ChatOptions{AddGenerationPrompt: true})
+}
+
+// Completion implements gateway.Tokenizer: the body of the answer's turn
+// in the conversation that ends with it, its end-of-turn token included.
+func (c chatTokenizer) Completion(msgs []delegate.Message, tools []delegate.Tool, out delegate.Message) ([]int, error) {
+	ids, spans, err := c.tok.EncodeChatSpans(c.f, append(slices.Clone(msgs), out), tools, tokenizer.ChatOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if len(spans) == 0 || spans[len(spans)-1].Message != len(msgs) {
+		return nil, fmt.Errorf("the %s template renders no turn for the answer", c.f)
+	}
+	sp := spans[len(spans)-1]
+	return ids[sp.Body:sp.End], nil
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -325,4 +326,37 @@ func fileSize(t *testing.T, path string) int64 {
 		t.Fatal(err)
 	}
 	return st.Size()
+}
+
+// TestChatTokenizer checks the gateway's tokenizer of a remote model:
+// the prompt and the answer's ids, end-of-turn token included, begin the
+// template's rendering of the conversation that ends with the answer.
+func TestChatTokenizer(t *testing.T) {
+	dir := hfFixture(t)
+	for _, tmpl := range []string{"qwen3", "qwen2.5"} { // the fixture's vocabulary is Qwen's
+		t.Run(tmpl, func(t *testing.T) {
+			ct, err := newChatTokenizer(filepath.Join(dir, "tokenizer.json"), tmpl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs := []delegate.Message{delegate.System("Compute."), delegate.User("56*23")}
+			out := delegate.Message{Role: delegate.RoleAssistant, Content: `\boxed{1288}`}
+			p, err := ct.Prompt(msgs, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := ct.Completion(msgs, nil, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			whole, err := ct.tok.EncodeChat(ct.f, append(msgs, out), nil, tokenizer.ChatOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := append(slices.Clone(p), c...)
+			if len(c) < 2 || len(got) > len(whole) || !slices.Equal(whole[:len(got)], got) {
+				t.Errorf("prompt and answer %v are not the start of the conversation's ids %v", got, whole)
+			}
+		})
+	}
 }

@@ -61,6 +61,10 @@ type Config struct {
 	// Templates are the models' chat-template hashes by name (see
 	// TemplateHash); a model without one records "".
 	Templates map[string]string
+	// Tokenizers are the models' chat templates by name, for backends
+	// without ids: a call whose backend gave none is tokenized with it
+	// (Call.TokenizedBy), and one whose ids disagree with it drifts.
+	Tokenizers map[string]Tokenizer
 	// TTL bounds a session's life from its start. Default 30 minutes.
 	TTL time.Duration
 	// GroupSize is the number of finished sessions of one group key that
