@@ -38,6 +38,8 @@ type gatewayFlags struct {
 	ttl                                 time.Duration
 	group                               int
 	timeouts                            server.Timeouts
+	push                                pushFlags
+	pushWait                            time.Duration
 }
 
 func newGatewayCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -72,6 +74,12 @@ key are appended to OUT/groups.jsonl as process writes it. docs/gateway.md.`,
 	fl.DurationVar(&f.ttl, "ttl", 30*time.Minute, "a session's life from its start")
 	fl.IntVar(&f.group, "group", 4, "finished sessions of one group key that make a group record")
 	fl.StringVar(&f.estimator, "estimator", string(reward.GRPO), "advantage estimator: grpo, drgrpo or rloo")
+	fl.StringVar(&f.push.url, "push", "", "also send every group record to the trajectory API at this URL (delegate api, or Atropos's) as process --push does; sessions start only while its queue has room; token from $"+apiTokenEnv)
+	fl.StringVar(&f.push.name, "push-name", "delegate-gateway", "--push: the environment's name")
+	fl.Float64Var(&f.push.weight, "push-weight", 1, "--push: the environment's weight in batches")
+	fl.IntVar(&f.push.maxTokenLen, "push-max-tokens", 4096, "--push: the environment's max_token_length")
+	fl.IntVar(&f.push.offPolicy, "push-offpolicy", 3, "--push: new sessions wait (up to --push-wait, then 503) while the API's queue holds this many batches (Atropos's max_batches_offpolicy)")
+	fl.DurationVar(&f.pushWait, "push-wait", 10*time.Second, "--push: how long POST /sessions waits for room in the API's queue before it answers 503")
 	fl.DurationVar(&f.timeouts.Write, "write-timeout", t.Write, "time to write a whole response; a stream gets this much for each event")
 	return cmd
 }
@@ -110,7 +118,7 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 	defer closeModels()
 	gcfg := gateway.Config{
 		Dir: f.out, Token: f.token, Hosts: f.hosts, Roles: map[string]string{}, Trained: f.trained, TTL: f.ttl, GroupSize: f.group, Estimator: est,
-		Prices: map[string]delegate.Price{}, Templates: map[string]string{}, Verify: verifyAny,
+		Prices: map[string]delegate.Price{}, Templates: map[string]string{}, Tokenizers: map[string]gateway.Tokenizer{}, Verify: verifyAny,
 		Server: server.Config{Hosts: f.hosts, System: map[string]string{}},
 	}
 	var served []delegate.Model
@@ -132,6 +140,27 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 		if hash != "" {
 			gcfg.Templates[m.Name()] = hash
 		}
+		if mc.Kind != "local" && mc.Tokenizer != "" {
+			// A remote server may return no ids: the gateway computes
+			// them, and checks those it does return.
+			ct, err := newChatTokenizer(mc.Tokenizer, mc.ChatTemplate)
+			if err != nil {
+				return fmt.Errorf("gateway: model %s: %w", n, err)
+			}
+			gcfg.Tokenizers[m.Name()] = ct
+		}
+	}
+	if f.push.url != "" {
+		fmt.Fprintf(out, "gateway: registering with the trajectory API at %s (waits for a trainer to start)\n", f.push.url)
+		sink, err := newPushSink(ctx, out, f.push, getenv(apiTokenEnv), f.group)
+		if err != nil {
+			return fmt.Errorf("gateway: %w", err)
+		}
+		defer func() {
+			// Telling the API we are gone is a courtesy: it loses nothing.
+			_ = sink.Close(context.WithoutCancel(ctx))
+		}()
+		gcfg.Sink, gcfg.SinkWait = sink, f.pushWait
 	}
 	g, err := gateway.Open(ctx, gcfg, slog.New(infoHandler{log.Handler()}), served...)
 	if err != nil {
@@ -165,6 +194,9 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 		log.Warn("the session API has no token off loopback (--insecure): anyone who can reach it can open sessions", "addr", ln.Addr().String())
 	}
 	fmt.Fprintf(out, "gateway on http://%s: POST /sessions, agents at /s/ID/v1; %s; groups of %d to %s\n", ln.Addr(), auth, f.group, f.out)
+	if f.push.url != "" {
+		fmt.Fprintf(out, "gateway: group records also go to %s\n", f.push.url)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -235,4 +267,42 @@ func verifyAny(t delegate.Task, response string) (delegate.Verdict, error) {
 		return world.Verify(t, response)
 	}
 	return score.Verify(t, response)
+}
+
+// chatTokenizer renders requests with a Hugging Face tokenizer and chat
+// template: the gateway's tokenizer of a remote model.
+type chatTokenizer struct {
+	tok *tokenizer.HF
+	f   tokenizer.ChatFormat
+}
+
+func newChatTokenizer(path, template string) (chatTokenizer, error) {
+	tok, err := tokenizer.LoadHF(path)
+	if err != nil {
+		return chatTokenizer{}, fmt.Errorf("tokenizer: %w", err)
+	}
+	f, err := tokenizer.ParseChatFormat(template)
+	if err != nil {
+		return chatTokenizer{}, fmt.Errorf("tokenizer: %w", err)
+	}
+	return chatTokenizer{tok: tok, f: f}, nil
+}
+
+// Prompt implements gateway.Tokenizer.
+func (c chatTokenizer) Prompt(msgs []delegate.Message, tools []delegate.Tool) ([]int, error) {
+	return c.tok.EncodeChat(c.f, msgs, tools, tokenizer.ChatOptions{AddGenerationPrompt: true})
+}
+
+// Completion implements gateway.Tokenizer: the body of the answer's turn
+// in the conversation that ends with it, its end-of-turn token included.
+func (c chatTokenizer) Completion(msgs []delegate.Message, tools []delegate.Tool, out delegate.Message) ([]int, error) {
+	ids, spans, err := c.tok.EncodeChatSpans(c.f, append(slices.Clone(msgs), out), tools, tokenizer.ChatOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if len(spans) == 0 || spans[len(spans)-1].Message != len(msgs) {
+		return nil, fmt.Errorf("the %s template renders no turn for the answer", c.f)
+	}
+	sp := spans[len(spans)-1]
+	return ids[sp.Body:sp.End], nil
 }

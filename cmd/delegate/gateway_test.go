@@ -8,14 +8,19 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/trajectory/gateway"
@@ -163,6 +168,194 @@ func TestGatewayTemplateHash(t *testing.T) {
 			got, err := templateHash(tc.mc)
 			if err != nil || got != tc.want {
 				t.Errorf("templateHash = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestGatewayPush runs delegate gateway with --push against a real
+// delegate api and its trainer: each group record reaches the trainer's
+// batch as process --push sends it, and a session waits for room in the
+// API's queue, answered 503 when none comes in time.
+func TestGatewayPush(t *testing.T) {
+	const token = "gateway-push-test-token"
+	getenv := func(name string) string {
+		if name == gatewayTokenEnv {
+			return token
+		}
+		return ""
+	}
+	url := startAPI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	trainer := &api.TrainerClient{Client: api.Client{URL: url}, Poll: 20 * time.Millisecond}
+	// One group of two sessions, the solver's samples, is a batch.
+	if err := trainer.Register(ctx, api.Registration{BatchSize: 2, MaxTokenLen: 512, NumSteps: 10}); err != nil {
+		t.Fatal(err)
+	}
+	batches := make(chan api.Batch, 2)
+	next := func() {
+		go func() {
+			if b, err := trainer.Next(ctx); err == nil {
+				batches <- b
+			}
+		}()
+	}
+	next() // the trainer starts: the gateway registers only then
+	dir := t.TempDir()
+	var out syncBuffer
+	cmd := newRootCmd(getenv, slog.New(slog.DiscardHandler))
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"gateway", "--config", "../../examples/world.yaml", "--addr", "127.0.0.1:0", "--out", dir, "--group", "2",
+		"--train", "solver", "--push", url, "--push-offpolicy", "1", "--push-wait", "300ms"})
+	gctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(gctx) }()
+	base := awaitListening(t, &out, done, regexp.MustCompile(`gateway on (http://\S+):`), "gateway")
+	post := func(path, body string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	session := func(question string) {
+		t.Helper()
+		code, b := post("/sessions", `{"task":{"id":"p","dataset":"world","answer":"1288"}}`)
+		if code != http.StatusOK {
+			t.Fatalf("POST /sessions: %d %s", code, b)
+		}
+		var cr gateway.CreateResponse
+		if err := json.Unmarshal(b, &cr); err != nil {
+			t.Fatal(err)
+		}
+		c := openai.NewClient(option.WithBaseURL(cr.BaseURL), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+		if _, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "solver",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(question)}, Temperature: openai.Float(0)}); err != nil {
+			t.Fatal(err)
+		}
+		if code, b := post("/sessions/"+cr.SessionID+"/reward", `{}`); code != http.StatusOK {
+			t.Fatalf("reward: %d %s", code, b)
+		}
+	}
+	session("56*23")
+	session("57*23") // wrong against 1288: the group's rewards differ
+	var b api.Batch
+	select {
+	case b = <-batches:
+	case <-ctx.Done():
+		t.Fatalf("the trainer got no batch:\n%s", out.String())
+	}
+	recs := readGroupFile(t, filepath.Join(dir, gateway.GroupsFile))
+	if len(recs) != 1 || len(b.Batch) != 1 {
+		t.Fatalf("%d records, a batch of %d groups; want one of each", len(recs), len(b.Batch))
+	}
+	want, err := scoredData(recs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := b.Batch[0]
+	if !reflect.DeepEqual(got.Tokens, want.Tokens) || !reflect.DeepEqual(got.Masks, want.Masks) || !reflect.DeepEqual(got.Scores, want.Scores) ||
+		!reflect.DeepEqual(got.InferenceLogprobs, want.InferenceLogprobs) || got.GroupOverrides["group_id"] != want.GroupOverrides["group_id"] {
+		t.Errorf("the trainer's group differs from the record's ScoredData:\n got %v %v\nwant %v %v", got.Scores, got.GroupOverrides, want.Scores, want.GroupOverrides)
+	}
+	// A second group's batch waits for the trainer: the queue is full,
+	// and a session waits, then is refused.
+	session("56*23")
+	session("57*23")
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		st, err := trainer.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.QueueSize > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second group did not reach the API's queue")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	code, body := post("/sessions", `{"task":{"id":"p","dataset":"world","answer":"1288"}}`)
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "trainer_busy") || time.Since(start) < 300*time.Millisecond {
+		t.Errorf("session with the queue full: %d %s after %v, want 503 trainer_busy after --push-wait", code, body, time.Since(start))
+	}
+	next() // the trainer fetches again: room
+	var trainerStep int
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		st, err := trainer.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if trainerStep = st.CurrentStep; trainerStep > 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the trainer's step did not move")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, body := post("/sessions", `{"task":{"id":"p","dataset":"world","answer":"1288"}}`); code != http.StatusOK {
+		t.Errorf("session once the trainer fetched: %d %s", code, body)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("gateway: %v", err)
+	}
+	b2, err := os.ReadFile(filepath.Join(dir, gateway.PushedFile))
+	if err != nil || strings.TrimSpace(string(b2)) != strconv.FormatInt(fileSize(t, filepath.Join(dir, gateway.GroupsFile)), 10) {
+		t.Errorf("%s holds %q (%v), want the length of %s", gateway.PushedFile, b2, err, gateway.GroupsFile)
+	}
+	if !strings.Contains(out.String(), "group records also go to "+url) {
+		t.Errorf("the output does not say where records go:\n%s", out.String())
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// TestChatTokenizer checks the gateway's tokenizer of a remote model:
+// the prompt and the answer's ids, end-of-turn token included, begin the
+// template's rendering of the conversation that ends with the answer.
+func TestChatTokenizer(t *testing.T) {
+	dir := hfFixture(t)
+	for _, tmpl := range []string{"qwen3", "qwen2.5"} { // the fixture's vocabulary is Qwen's
+		t.Run(tmpl, func(t *testing.T) {
+			ct, err := newChatTokenizer(filepath.Join(dir, "tokenizer.json"), tmpl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs := []delegate.Message{delegate.System("Compute."), delegate.User("56*23")}
+			out := delegate.Message{Role: delegate.RoleAssistant, Content: `\boxed{1288}`}
+			p, err := ct.Prompt(msgs, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := ct.Completion(msgs, nil, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			whole, err := ct.tok.EncodeChat(ct.f, append(msgs, out), nil, tokenizer.ChatOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := append(slices.Clone(p), c...)
+			if len(c) < 2 || len(got) > len(whole) || !slices.Equal(whole[:len(got)], got) {
+				t.Errorf("prompt and answer %v are not the start of the conversation's ids %v", got, whole)
 			}
 		})
 	}

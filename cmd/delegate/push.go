@@ -106,7 +106,7 @@ func newPushSink(ctx context.Context, out io.Writer, f pushFlags, token string, 
 		Poll: 20 * time.Millisecond,
 	}
 	if err := env.Register(ctx); err != nil {
-		return nil, fmt.Errorf("process --push %s: register: %w", f.url, err)
+		return nil, fmt.Errorf("push %s: register: %w", f.url, err)
 	}
 	return &pushSink{env: env, out: out, offPolicy: max(f.offPolicy, 1), sync: f.sync, syncPolicy: strings.TrimSuffix(f.syncPolicy, "/"),
 		hold: syncHold, poll: env.Poll, stall: syncStall, http: &http.Client{Timeout: 10 * time.Second, CheckRedirect: edge.CheckRedirect}}, nil

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/delegatelab/delegate"
@@ -60,6 +61,10 @@ type Config struct {
 	// Templates are the models' chat-template hashes by name (see
 	// TemplateHash); a model without one records "".
 	Templates map[string]string
+	// Tokenizers are the models' chat templates by name, for backends
+	// without ids: a call whose backend gave none is tokenized with it
+	// (Call.TokenizedBy), and one whose ids disagree with it drifts.
+	Tokenizers map[string]Tokenizer
 	// TTL bounds a session's life from its start. Default 30 minutes.
 	TTL time.Duration
 	// GroupSize is the number of finished sessions of one group key that
@@ -71,6 +76,14 @@ type Config struct {
 	// reference (world.Verify for world problems): 1 if right, else 0.
 	// Nil: a reward must be given.
 	Verify delegate.Verifier
+	// Sink, when set, is sent every committed group record, in file
+	// order, as `delegate process --push` sends them (a trajectory
+	// API). A session starts only once Sink.Wait returns: the trainer's
+	// queue has room. Nil: records are only written.
+	Sink rollout.Sink
+	// SinkWait bounds how long POST /sessions waits for Sink.Wait before
+	// it answers 503 with Retry-After. Default 10 seconds.
+	SinkWait time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 }
@@ -88,6 +101,9 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.SinkWait == 0 {
+		c.SinkWait = 10 * time.Second
+	}
 	return c
 }
 
@@ -100,6 +116,9 @@ func (c Config) Validate() error {
 	}
 	if c.Server.APIKey != "" {
 		errs = append(errs, errors.New("the server's API key must be empty: session ids are the keys"))
+	}
+	if c.SinkWait < 0 {
+		errs = append(errs, fmt.Errorf("sink wait %v must not be negative", c.SinkWait))
 	}
 	if c.TTL < 0 {
 		errs = append(errs, fmt.Errorf("ttl %v must not be negative", c.TTL))
@@ -139,6 +158,13 @@ type Gateway struct {
 	pending map[string][]*Finished // finished sessions by group key, not yet in a record
 	groups  *os.File
 	size    int64 // the recorded length of groups
+
+	// The pusher, with Config.Sink: kicked at each commit, stopped by
+	// stopPush, done when it returns; pushed counts the records it sent.
+	pushKick chan struct{}
+	stopPush context.CancelFunc
+	pushDone chan struct{}
+	pushed   atomic.Int64
 }
 
 // Open starts a gateway over models: it opens the store in cfg.Dir, marks
@@ -174,6 +200,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, models ...delegate.
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	srv.SetHook(g.hook)
+	if cfg.Sink != nil {
+		pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		g.pushKick, g.stopPush, g.pushDone = make(chan struct{}, 1), stop, make(chan struct{})
+		go g.pusher(pctx)
+	}
 	return g, nil
 }
 
@@ -245,9 +276,17 @@ func (g *Gateway) Lost() int { return g.lost }
 // expired).
 func (g *Gateway) Counts(ctx context.Context) (map[string]int, error) { return g.db.SessionCounts(ctx) }
 
-// Close closes the store and the group file. Sessions still open stay
-// open in the store: the next Open counts them lost.
+// Pushed returns the group records sent to Config.Sink since Open.
+func (g *Gateway) Pushed() int64 { return g.pushed.Load() }
+
+// Close stops sending to the sink, then closes the store and the group
+// file. Sessions still open stay open in the store: the next Open counts
+// them lost. Records not yet sent are sent after the next Open.
 func (g *Gateway) Close() error {
+	if g.stopPush != nil {
+		g.stopPush()
+		<-g.pushDone
+	}
 	g.gmu.Lock()
 	defer g.gmu.Unlock()
 	return errors.Join(g.groups.Close(), g.db.Close())
@@ -377,8 +416,12 @@ func (g *Gateway) health(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	live := len(g.sessions)
 	g.mu.Unlock()
-	edge.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "live_sessions": live, "sessions": counts,
-		"lost_at_start": g.lost, "chat_template_hashes": g.cfg.Templates})
+	h := map[string]any{"status": "ok", "live_sessions": live, "sessions": counts,
+		"lost_at_start": g.lost, "chat_template_hashes": g.cfg.Templates}
+	if g.cfg.Sink != nil {
+		h["groups_pushed"] = g.pushed.Load()
+	}
+	edge.WriteJSON(w, http.StatusOK, h)
 }
 
 // maxAdminBody bounds a session API request body.
@@ -429,6 +472,19 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.expire(r.Context())
+	var version *int
+	if g.cfg.Sink != nil {
+		// The trainer paces the sessions as it paces process's items.
+		ctx, cancel := context.WithTimeout(r.Context(), g.cfg.SinkWait)
+		v, err := g.cfg.Sink.Wait(ctx)
+		cancel()
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "trainer_busy", "the trainer's queue is full: try again ("+err.Error()+")")
+			return
+		}
+		version = &v
+	}
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics on a broken system source)
 	id := "sess-" + hex.EncodeToString(b[:])
@@ -437,7 +493,7 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 	if req.Task != nil {
 		s.task = *req.Task
 	}
-	s.group = group
+	s.group, s.policyVersion = group, version
 	if err := g.db.OpenSession(r.Context(), s.key, s.group, now.Unix()); err != nil {
 		writeError(w, http.StatusInternalServerError, "store_error", err.Error())
 		return
@@ -583,7 +639,7 @@ func (g *Gateway) finish(w http.ResponseWriter, r *http.Request, id string) {
 // score gives a session its reward and samples.
 func (g *Gateway) score(s *session, calls []Call, req RewardRequest) (*Finished, error) {
 	fin := &Finished{Version: FinishedVersion, Key: s.key, Task: s.task, Group: s.group, Metadata: s.metadata,
-		Created: s.created.UTC(), Finished: g.cfg.Now().UTC(), Calls: calls}
+		Created: s.created.UTC(), Finished: g.cfg.Now().UTC(), Calls: calls, PolicyVersion: s.policyVersion}
 	switch {
 	case req.Reward != nil:
 		if _, err := reward.Advantages(reward.DrGRPO, []float64{*req.Reward}); err != nil {

@@ -59,6 +59,7 @@ func (g *Gateway) addFinished(ctx context.Context, fin *Finished) (int, error) {
 		return 0, err
 	}
 	g.size += int64(len(buf))
+	g.kickPusher()
 	g.pending[fin.Group] = slices.Delete(g.pending[fin.Group], 0, len(members))
 	if len(g.pending[fin.Group]) == 0 {
 		delete(g.pending, fin.Group)
@@ -137,6 +138,15 @@ func Records(members []*Finished, est reward.Estimator) ([]*rollout.GroupRecord,
 				rec.SequenceRollout = append(rec.SequenceRollout, i)
 				rec.NoTokens = append(rec.NoTokens, s.NoTokens)
 				rec.Overrides = append(rec.Overrides, rollout.Override{SetAdvantageToZero: tied})
+			}
+		}
+		if oldest < 0 {
+			// No call says: the trainer's step when the oldest session
+			// started.
+			for _, m := range members {
+				if v := m.PolicyVersion; v != nil && (oldest < 0 || *v < oldest) {
+					oldest = *v
+				}
 			}
 		}
 		if oldest >= 0 {

@@ -13,6 +13,9 @@ type Sample struct {
 	delegate.Sequence
 	// TemplateHash is the chat-template hash every call of it shares.
 	TemplateHash string `json:"chat_template_hash,omitempty"`
+	// TokenizedBy is TokenizedByGateway when the gateway tokenized any of
+	// its calls.
+	TokenizedBy string `json:"tokenized_by,omitempty"`
 }
 
 // Samples turns a session's calls into samples, per trained role, in
@@ -67,6 +70,9 @@ func Samples(calls []Call) []Sample {
 		}
 		s.Messages = append(s.Messages, delegate.Turn{Message: c.Output, Trained: true})
 		s.Truncated = s.Truncated || c.FinishReason == delegate.FinishLength
+		if c.TokenizedBy != "" {
+			s.TokenizedBy = c.TokenizedBy
+		}
 		if v := c.PolicyVersion; v != nil && (s.PolicyVersion == nil || *v < *s.PolicyVersion) {
 			x := *v
 			s.PolicyVersion = &x

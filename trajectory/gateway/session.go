@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,9 @@ type session struct {
 	metadata map[string]string
 	created  time.Time
 	expires  time.Time
+	// policyVersion is the trainer's step when the session started,
+	// with Config.Sink.
+	policyVersion *int
 
 	mu      sync.Mutex
 	calls   []Call
@@ -51,7 +55,12 @@ type Call struct {
 	CompletionTokenIDs []int     `json:"completion_token_ids,omitempty"`
 	Logprobs           []float64 `json:"logprobs,omitempty"`
 	// NoTokens says why the ids are missing ("" when they are there).
+	// It starts with "drift: " when the backend's ids disagree with the
+	// model's chat template (Config.Tokenizers).
 	NoTokens string `json:"no_tokens,omitempty"`
+	// TokenizedBy is TokenizedByGateway when the gateway computed the ids
+	// with the model's chat template; "" when the backend gave them.
+	TokenizedBy string `json:"tokenized_by,omitempty"`
 	// TemplateHash is the chat-template hash of the model (Config.Templates).
 	TemplateHash  string        `json:"chat_template_hash,omitempty"`
 	PolicyVersion *int          `json:"policy_version,omitempty"`
@@ -74,8 +83,11 @@ type Finished struct {
 	Finished time.Time         `json:"finished"`
 	Reward   float64           `json:"reward"`
 	Correct  *bool             `json:"correct,omitempty"`
-	Calls    []Call            `json:"calls"`
-	Samples  []Sample          `json:"samples"`
+	// PolicyVersion is the trainer's step when the session started, with
+	// Config.Sink: the group's policy version when no call has one.
+	PolicyVersion *int     `json:"policy_version,omitempty"`
+	Calls         []Call   `json:"calls"`
+	Samples       []Sample `json:"samples"`
 }
 
 // hook is the server's Hook: it asks every generation for logprobs and
@@ -115,6 +127,12 @@ func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) fun
 				k.Cost = g.cfg.Prices[model].Cost(resp.Usage)
 			}
 			k.CompletionTokenIDs, k.Logprobs, k.NoTokens = tokens(resp.PromptTokenIDs, c.Logprobs)
+			if tok := g.cfg.Tokenizers[model]; tok != nil {
+				tokenize(tok, k, c.Logprobs)
+				if strings.HasPrefix(k.NoTokens, "drift: ") {
+					g.log.Error("a call's token ids drift from the chat template: its sample is not trained", "model", model, "role", role, "why", k.NoTokens)
+				}
+			}
 			if !asked {
 				resp.Choices[i].Logprobs = nil
 			}
@@ -134,8 +152,7 @@ func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) fun
 }
 
 // tokens returns a choice's generated ids and logprobs, or why the
-// backend did not give them. Tokenizing on the gateway's side is not
-// done: a call without ids records why.
+// backend did not give them.
 func tokens(prompt []int, lps []delegate.TokenLogprob) (ids []int, logprobs []float64, why string) {
 	if len(prompt) == 0 {
 		return nil, nil, "the backend returned no prompt token ids"

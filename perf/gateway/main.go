@@ -1,0 +1,379 @@
+// Command gateway measures what `delegate gateway` adds to an agent's
+// calls. The stand-in server (package standin, in this process, answering
+// at once) is the backend. The same workload of chat completions runs
+// directly against it and through a `delegate gateway` child process, in
+// interleaved repetitions. It prints the CPU per call of both (the
+// gateway's process added to this one's), the added p50 and p99 latency,
+// the gateway's memory per open session and per recorded call, and the
+// sessions per second recorded and grouped, with PASS or MISS against
+// at most 1.1 times the CPU and 2 ms of added p99.
+//
+// Usage: go run ./perf/gateway -bin ./delegate
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/delegatelab/delegate/standin"
+)
+
+const token = "perf-gateway-token"
+
+func main() {
+	bin := flag.String("bin", "./delegate", "the delegate binary to measure")
+	calls := flag.Int("calls", 2000, "calls per repetition and path")
+	reps := flag.Int("reps", 5, "repetitions of each path, interleaved")
+	workers := flag.Int("workers", 4, "concurrent clients")
+	perSession := flag.Int("session-calls", 10, "calls of one session before it ends")
+	flag.Parse()
+	if err := run(*bin, *calls, *reps, *workers, *perSession); err != nil {
+		fmt.Fprintln(os.Stderr, "perf/gateway:", err)
+		os.Exit(1)
+	}
+}
+
+// body is every call's request: a short conversation, as an agent's.
+var body = []byte(`{"model":"standin","messages":[{"role":"system","content":"Solve or delegate."},{"role":"user","content":"Dot has 91 jars of 23 coins. Gus has 19 jars of 83 coins. Gus gets 49 more. How many coins do they have in all?"}],"temperature":0}`)
+
+func run(bin string, calls, reps, workers, perSession int) error {
+	sb, err := standin.New(standin.Config{})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	backend := &http.Server{Handler: sb}
+	go backend.Serve(ln)
+	defer backend.Close()
+	dir, err := os.MkdirTemp("", "perf-gateway")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	config := filepath.Join(dir, "gateway.yaml")
+	yaml := fmt.Sprintf("models:\n  sb:\n    base_url: http://%s/v1\n    model: standin\n    price: {input: 1, output: 5}\n", ln.Addr())
+	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
+		return err
+	}
+	gw, err := startGateway(bin, config, filepath.Join(dir, "out"))
+	if err != nil {
+		return err
+	}
+	defer gw.stop()
+	fmt.Printf("machine: %d CPUs, %s; load average %s\n", runtime.NumCPU(), runtime.Version(), loadavg())
+	fmt.Printf("workload: %d calls × %d repetitions per path, %d clients, sessions of %d calls (reward at the end), stand-in answering at once\n",
+		calls, reps, workers, perSession)
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers * 2}}
+	direct := "http://" + ln.Addr().String() + "/v1/chat/completions"
+	var dLat, gLat []time.Duration
+	var dCPU, gCPU, gOwn time.Duration
+	for r := range reps {
+		paths := []bool{false, true}
+		if r%2 == 1 {
+			slices.Reverse(paths)
+		}
+		for _, viaGateway := range paths {
+			self0, gw0 := selfCPU(), gw.cpu()
+			var lat []time.Duration
+			if viaGateway {
+				lat, err = gatewayLoad(client, gw.base, calls, workers, perSession)
+			} else {
+				lat, err = load(client, func(int) string { return direct }, calls, workers)
+			}
+			if err != nil {
+				return err
+			}
+			self, own := selfCPU()-self0, gw.cpu()-gw0
+			if viaGateway {
+				gLat, gCPU, gOwn = append(gLat, lat...), gCPU+self+own, gOwn+own
+			} else {
+				dLat, dCPU = append(dLat, lat...), dCPU+self
+			}
+		}
+	}
+	n := time.Duration(calls * reps)
+	fmt.Printf("CPU per call: direct (client+backend) %v; through the gateway %v (the gateway's own %v): %.2f×\n",
+		(dCPU / n).Round(time.Microsecond), (gCPU / n).Round(time.Microsecond), (gOwn / n).Round(time.Microsecond), float64(gCPU)/float64(dCPU))
+	dp50, dp99, gp50, gp99 := pct(dLat, 50), pct(dLat, 99), pct(gLat, 50), pct(gLat, 99)
+	fmt.Printf("latency: direct p50 %v p99 %v; through the gateway p50 %v p99 %v; added p50 %v p99 %v\n",
+		dp50, dp99, gp50, gp99, gp50-dp50, gp99-dp99)
+	verdict := func(ok bool) string {
+		if ok {
+			return "PASS"
+		}
+		return "MISS"
+	}
+	fmt.Printf("%s CPU ≤ 1.1× direct (%.2f×)\n", verdict(float64(gCPU) <= 1.1*float64(dCPU)), float64(gCPU)/float64(dCPU))
+	fmt.Printf("%s added p99 ≤ 2 ms (%v)\n", verdict(gp99-dp99 <= 2*time.Millisecond), gp99-dp99)
+
+	// Memory: open sessions without calls, then calls in one session.
+	const sessions, recorded = 2000, 4000
+	rss0 := gw.rss()
+	for range sessions {
+		if _, err := newSession(client, gw.base, "mem"); err != nil {
+			return err
+		}
+	}
+	rss1 := gw.rss()
+	fmt.Printf("memory per open session: %.1f KiB (RSS %d → %d MiB over %d sessions)\n", float64(rss1-rss0)/1024/sessions, rss0>>20, rss1>>20, sessions)
+	id, err := newSession(client, gw.base, "calls")
+	if err != nil {
+		return err
+	}
+	if _, err := load(client, func(int) string { return gw.base + "/s/" + id + "/v1/chat/completions" }, recorded, workers); err != nil {
+		return err
+	}
+	rss2 := gw.rss()
+	fmt.Printf("memory per recorded call: %.1f KiB (RSS %d → %d MiB over %d calls in one session)\n", float64(rss2-rss1)/1024/recorded, rss1>>20, rss2>>20, recorded)
+
+	// Sessions recorded and grouped: one call each, rewarded, groups of 4.
+	const rounds = 1000
+	start := time.Now()
+	if err := sessionLoad(client, gw.base, rounds, workers); err != nil {
+		return err
+	}
+	d := time.Since(start)
+	fmt.Printf("sessions recorded and grouped: %.0f/s (%d sessions of one call, rewarded, groups of 4, %d clients)\n", rounds/d.Seconds(), rounds, workers)
+	return nil
+}
+
+// load makes calls POSTs of body to url(i) from workers clients and
+// returns each call's latency.
+func load(c *http.Client, url func(i int) string, calls, workers int) ([]time.Duration, error) {
+	lat := make([]time.Duration, calls)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < calls; i += workers {
+				t := time.Now()
+				if err := post(c, url(i), "", body, nil); err != nil {
+					errs[w] = err
+					return
+				}
+				lat[i] = time.Since(t)
+			}
+		}()
+	}
+	wg.Wait()
+	return lat, errors.Join(errs...)
+}
+
+// gatewayLoad is load through the gateway: each client opens a session,
+// makes perSession calls in it and rewards it, then opens the next.
+func gatewayLoad(c *http.Client, base string, calls, workers, perSession int) ([]time.Duration, error) {
+	lat := make([]time.Duration, calls)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, n := "", 0
+			end := func() error {
+				if id == "" {
+					return nil
+				}
+				return post(c, base+"/sessions/"+id+"/reward", token, []byte(`{"reward":1}`), nil)
+			}
+			for i := w; i < calls; i += workers {
+				if n%perSession == 0 {
+					if err := end(); err != nil {
+						errs[w] = err
+						return
+					}
+					var err error
+					if id, err = newSession(c, base, "load"); err != nil {
+						errs[w] = err
+						return
+					}
+				}
+				n++
+				t := time.Now()
+				if err := post(c, base+"/s/"+id+"/v1/chat/completions", "", body, nil); err != nil {
+					errs[w] = err
+					return
+				}
+				lat[i] = time.Since(t)
+			}
+			errs[w] = end()
+		}()
+	}
+	wg.Wait()
+	return lat, errors.Join(errs...)
+}
+
+// sessionLoad runs n sessions of one call each, rewarded, from workers
+// clients.
+func sessionLoad(c *http.Client, base string, n, workers int) error {
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				id, err := newSession(c, base, "g"+strconv.Itoa(i/4))
+				if err == nil {
+					err = post(c, base+"/s/"+id+"/v1/chat/completions", "", body, nil)
+				}
+				if err == nil {
+					err = post(c, base+"/sessions/"+id+"/reward", token, []byte(`{"reward":`+strconv.Itoa(i%2)+`}`), nil)
+				}
+				if err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func newSession(c *http.Client, base, group string) (string, error) {
+	var cr struct {
+		SessionID string `json:"session_id"`
+	}
+	err := post(c, base+"/sessions", token, []byte(`{"group":"`+group+`"}`), &cr)
+	return cr.SessionID, err
+}
+
+// post sends b and decodes a 200 answer into v (nil: discards it).
+func post(c *http.Client, url, bearer string, b []byte, v any) error {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: %d %s", strings.SplitN(url, "sess-", 2)[0], resp.StatusCode, out)
+	}
+	if v != nil {
+		return json.Unmarshal(out, v)
+	}
+	return nil
+}
+
+// gateway is the delegate gateway child process.
+type gateway struct {
+	cmd  *exec.Cmd
+	base string
+}
+
+func startGateway(bin, config, out string) (*gateway, error) {
+	cmd := exec.Command(bin, "gateway", "--config", config, "--addr", "127.0.0.1:0", "--out", out, "--group", "4", "sb")
+	cmd.Env = append(os.Environ(), "DELEGATE_GATEWAY_TOKEN="+token)
+	cmd.Stderr = io.Discard // its access log, one line a request, still written
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	re := regexp.MustCompile(`gateway on (http://\S+):`)
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			go io.Copy(io.Discard, stdout) // the rest of its output
+			return &gateway{cmd: cmd, base: m[1]}, nil
+		}
+	}
+	_ = cmd.Process.Kill()
+	return nil, fmt.Errorf("%s gateway exited without listening: %v", bin, cmd.Wait())
+}
+
+func (g *gateway) stop() {
+	_ = g.cmd.Process.Signal(syscall.SIGINT)
+	_ = g.cmd.Wait()
+}
+
+// cpu is the user and system time of the child so far (/proc, 10 ms
+// ticks).
+func (g *gateway) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// rss is the child's resident set in bytes.
+func (g *gateway) rss() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// selfCPU is this process's user and system time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// pct is the p-th percentile of ds.
+func pct(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)].Round(time.Microsecond)
+}
