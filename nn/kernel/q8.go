@@ -1,0 +1,214 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Q8_0 is llama.cpp's q8_0 format: each row is cut into blocks of 32
+// values, and each block is stored as one float16 scale d followed by 32
+// int8 values q, the weights being d·q. A block takes 34 bytes, 8.5 bits a
+// weight: 0.53 times bfloat16's bytes.
+const Q8_0 DType = Float16 + 1
+
+// Q8Block is the number of weights in one q8_0 block, and Q8BlockBytes
+// the bytes it takes (the scale, then the values).
+const (
+	Q8Block      = 32
+	Q8BlockBytes = 2 + Q8Block
+)
+
+// Q8RowBytes is the bytes one row of k values takes in q8_0.
+func Q8RowBytes(k int) int { return k / Q8Block * Q8BlockBytes }
+
+// QuantizeQ8_0 writes src (a multiple of 32 values) as q8_0 blocks into
+// dst (Q8RowBytes(len(src)) bytes). It rounds as ggml's reference
+// quantize_row_q8_0 does: d = max|x|/127 in float32, q = round(x/d) away
+// from zero, d stored as float16; so it gives the bytes of llama.cpp's
+// converters.
+func QuantizeQ8_0(dst []byte, src []float32) {
+	if len(src)%Q8Block != 0 || len(dst) < Q8RowBytes(len(src)) {
+		panic("kernel.QuantizeQ8_0: length not a whole number of blocks") // a programming error
+	}
+	for b := 0; b < len(src)/Q8Block; b++ {
+		x := src[b*Q8Block : (b+1)*Q8Block]
+		out := dst[b*Q8BlockBytes : (b+1)*Q8BlockBytes]
+		var amax float32
+		for _, v := range x {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		binary.LittleEndian.PutUint16(out, Float32ToF16(d))
+		for i, v := range x {
+			out[2+i] = byte(int8(math.Round(float64(v * id))))
+		}
+	}
+}
+
+// Float32ToF16 rounds f to the nearest IEEE 754 binary16 value, ties to
+// even, as numpy's astype(float16) and the F16C instructions do.
+func Float32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23&0xff) - 127 + 15
+	mant := b & 0x7fffff
+	switch {
+	case b&0x7fffffff > 0x7f800000: // NaN: keep it quiet
+		return sign | 0x7e00
+	case exp >= 31: // too large, or infinity
+		return sign | 0x7c00
+	case exp <= 0: // subnormal or zero in binary16
+		if exp < -10 {
+			return sign
+		}
+		mant |= 0x800000
+		shift := uint(14 - exp)
+		h := mant >> shift
+		rem := mant & (1<<shift - 1)
+		half := uint32(1) << (shift - 1)
+		if rem > half || rem == half && h&1 == 1 {
+			h++
+		}
+		return sign | uint16(h)
+	}
+	h := uint32(exp)<<10 | mant>>13
+	rem := mant & 0x1fff
+	if rem > 0x1000 || rem == 0x1000 && h&1 == 1 {
+		h++ // may carry into the exponent, up to infinity: correct
+	}
+	return sign | uint16(h)
+}
+
+// NewPackedQ8 is NewPacked for a matrix kept in q8_0 (k a multiple of 32):
+// its rows stay in llama.cpp's layout, row after row, so a GGUF tensor is
+// copied in as it is stored. RepackQ8 fills it.
+func NewPackedQ8(k int, rows ...int) *Packed {
+	if k%Q8Block != 0 {
+		panic("kernel.NewPackedQ8: k not a multiple of 32") // a programming error
+	}
+	w := &Packed{k: k, dtype: Q8_0}
+	for _, r := range rows {
+		if r < 0 || k < 0 {
+			panic("kernel.NewPackedQ8: negative dimension") // a programming error
+		}
+		w.parts = append(w.parts, packPart{row0: w.n, n: r})
+		w.n += r
+	}
+	w.q8 = make([]byte, w.n*Q8RowBytes(k))
+	return w
+}
+
+// RepackQ8 copies parts, q8_0 matrices of the shapes given at creation
+// (rows of Q8RowBytes(k) bytes), into w.
+func (w *Packed) RepackQ8(parts ...[]byte) {
+	if w.dtype != Q8_0 {
+		panic("kernel.Packed.RepackQ8: not a q8_0 Packed") // a programming error
+	}
+	if len(parts) != len(w.parts) {
+		panic(fmt.Sprintf("kernel.Packed.RepackQ8: %d matrices, packed from %d", len(parts), len(w.parts))) // a programming error
+	}
+	rb := Q8RowBytes(w.k)
+	for i, p := range parts {
+		if len(p) != w.parts[i].n*rb {
+			panic(fmt.Sprintf("kernel.Packed.RepackQ8: matrix %d has %d bytes, want %d", i, len(p), w.parts[i].n*rb)) // a programming error
+		}
+		copy(w.q8[w.parts[i].row0*rb:], p)
+	}
+}
+
+// q8Row returns row j's blocks.
+func (w *Packed) q8Row(j int) []byte {
+	rb := Q8RowBytes(w.k)
+	return w.q8[j*rb : (j+1)*rb]
+}
+
+// DequantizeQ8_0 writes the values of q8_0 blocks src into dst
+// (32 values a block): d·q, exactly, in float32.
+func DequantizeQ8_0(dst []float32, src []byte) {
+	for b := 0; b < len(dst)/Q8Block; b++ {
+		blk := src[b*Q8BlockBytes : (b+1)*Q8BlockBytes]
+		d := F16ToFloat32(binary.LittleEndian.Uint16(blk))
+		for i := range Q8Block {
+			dst[b*Q8Block+i] = d * float32(int8(blk[2+i]))
+		}
+	}
+}
+
+// q8Lanes is the number of partial sums a q8_0 dot product keeps: the
+// float32 lanes of an AVX2 register.
+const q8Lanes = 8
+
+// matMulQ8Cols computes columns [j0, j1) of dst(m, n) = a(m, k) · Wᵀ for
+// a q8_0 W. Each element is dotQ8 of its row of a and its row of W, so it
+// does not depend on m or on the column split.
+func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
+	k, n := w.k, w.n
+	for j := j0; j < j1; j++ {
+		row := w.q8Row(j)
+		i := 0
+		if activeQ8Dot4 != nil {
+			var out [4]float32
+			for ; i+4 <= m; i += 4 {
+				activeQ8Dot4(k, a[i*k:(i+4)*k], row, &out)
+				for r := range 4 {
+					dst[(i+r)*n+j] = out[r]
+				}
+			}
+		}
+		for ; i < m; i++ {
+			dst[i*n+j] = activeQ8Dot(k, a[i*k:(i+1)*k], row)
+		}
+	}
+}
+
+// q8DotFunc is the dot product of a (k) with one q8_0 row.
+type q8DotFunc func(k int, a []float32, row []byte) float32
+
+// q8Dot4Func is four of them: rows i of a (4, k) with one q8_0 row.
+type q8Dot4Func func(k int, a []float32, row []byte, out *[4]float32)
+
+var (
+	activeQ8Dot  q8DotFunc  = goQ8Dot
+	activeQ8Dot4 q8Dot4Func // nil: four activeQ8Dot calls
+)
+
+// goQ8Dot is the portable q8_0 dot product. It sums as the vector kernel
+// does: lane l of 8 adds a[t]·q[t] for the t ≡ l (mod 8) of a block, then
+// adds d times that block sum to its running total; the 8 totals are
+// added pairwise at the end (0+4, 1+5, 2+6, 3+7, then 0+2, 1+3, then
+// 0+1). Multiplies and adds are rounded separately (the vector kernel
+// fuses them).
+func goQ8Dot(k int, a []float32, row []byte) float32 {
+	var acc [q8Lanes]float32
+	for b := 0; b < k/Q8Block; b++ {
+		blk := row[b*Q8BlockBytes : (b+1)*Q8BlockBytes]
+		d := F16ToFloat32(binary.LittleEndian.Uint16(blk))
+		x := a[b*Q8Block : (b+1)*Q8Block]
+		q := blk[2 : 2+Q8Block]
+		var s [q8Lanes]float32
+		for c := 0; c < Q8Block; c += q8Lanes {
+			for l := range q8Lanes {
+				s[l] += float32(x[c+l] * float32(int8(q[c+l])))
+			}
+		}
+		for l := range q8Lanes {
+			acc[l] += float32(d * s[l])
+		}
+	}
+	return reduce8(acc)
+}
+
+// reduce8 adds eight lanes in the order the vector kernels do.
+func reduce8(v [8]float32) float32 {
+	for l := range 4 {
+		v[l] += v[l+4]
+	}
+	v[0] += v[2]
+	v[1] += v[3]
+	return v[0] + v[1]
+}
