@@ -71,6 +71,18 @@ type HFOptions struct {
 	// Float32 widens 16-bit weights to float32 at load (twice the memory
 	// and the bytes read per token; for comparisons).
 	Float32 bool
+	// Quantize, when "q8_0", quantises every matrix to q8_0 at load
+	// (kernel.QuantizeQ8_0, as llama.cpp does): about half the bytes of
+	// bfloat16. "" keeps the checkpoint's type.
+	Quantize string
+}
+
+// checkQuantize refuses a quantisation the engine does not have.
+func checkQuantize(q string) error {
+	if q != "" && q != "q8_0" {
+		return fmt.Errorf("quantize %q is not supported (want q8_0, or none)", q)
+	}
+	return nil
 }
 
 // HFInfo is what LoadHF read besides the weights.
@@ -165,6 +177,9 @@ func parseHFConfig(b []byte, opt HFOptions) (nn.Config, HFInfo, error) {
 		return nn.Config{}, HFInfo{}, fmt.Errorf("max_position_embeddings must be positive, got %d", h.MaxPos)
 	case opt.Context < 0:
 		return nn.Config{}, HFInfo{}, fmt.Errorf("context must not be negative, got %d", opt.Context)
+	}
+	if err := checkQuantize(opt.Quantize); err != nil {
+		return nn.Config{}, HFInfo{}, err
 	}
 	c := nn.Config{
 		Vocab:      h.Vocab,
@@ -477,7 +492,7 @@ func LoadHF(dir string, opt HFOptions) (*Weights, HFInfo, error) {
 			return nil, HFInfo{}, fmt.Errorf("load hf checkpoint %s: %w", path, err)
 		}
 	}
-	l := hfLoader{c: c, ts: ts, f32: opt.Float32}
+	l := hfLoader{c: c, ts: ts, f32: opt.Float32, q8: opt.Quantize == "q8_0"}
 	w, err := l.load()
 	if err != nil {
 		return nil, HFInfo{}, fmt.Errorf("load hf checkpoint %s: %w", dir, err)
@@ -491,14 +506,17 @@ type hfLoader struct {
 	c     nn.Config
 	ts    map[string]*hfTensor
 	f32   bool
+	q8    bool         // quantise every matrix to q8_0
 	dtype kernel.DType // of the matrices, set by the first one read
 	set   bool
 }
 
-// matrix is a 2-D tensor as read: float32 values or 16-bit bits.
+// matrix is a 2-D tensor as read: float32 values, 16-bit bits or q8_0
+// blocks.
 type hfMatrix struct {
 	f []float32
 	h []uint16
+	q []byte
 }
 
 // tensor finds name and checks its shape.
@@ -576,6 +594,12 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 	if l.f32 {
 		dt = kernel.Float32
 	}
+	if l.q8 {
+		if cols%kernel.Q8Block != 0 {
+			return hfMatrix{}, fmt.Errorf("tensor %s: q8_0 needs rows of a multiple of 32 values, has %d", name, cols)
+		}
+		dt = kernel.Q8_0
+	}
 	if !l.set {
 		l.dtype, l.set = dt, true
 	}
@@ -587,6 +611,23 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 		return hfMatrix{}, err
 	}
 	n := rows * cols
+	if l.q8 {
+		f := make([]float32, n)
+		for i := range f {
+			switch t.dtype {
+			case "F32":
+				f[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+			case "BF16":
+				f[i] = kernel.BF16ToFloat32(binary.LittleEndian.Uint16(buf[2*i:]))
+			case "F16":
+				f[i] = kernel.F16ToFloat32(binary.LittleEndian.Uint16(buf[2*i:]))
+			}
+		}
+		if err := checkFinite(name, f); err != nil {
+			return hfMatrix{}, err
+		}
+		return hfMatrix{q: quantizeRows(f, rows, cols)}, nil
+	}
 	if t.dtype == "F32" {
 		f := make([]float32, n)
 		for i := range f {
@@ -626,7 +667,7 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 // permuteHeads reorders the rows of m, heads blocks of hd rows of cols
 // values each, from Hugging Face's halves to our adjacent pairs: new row
 // 2i of a head is old row i, new row 2i+1 is old row i+hd/2.
-func permuteHeads[T float32 | uint16](m []T, heads, hd, cols int) []T {
+func permuteHeads[T float32 | uint16 | byte](m []T, heads, hd, cols int) []T {
 	out := make([]T, len(m))
 	half := hd / 2
 	for h := range heads {
@@ -640,6 +681,9 @@ func permuteHeads[T float32 | uint16](m []T, heads, hd, cols int) []T {
 }
 
 func (m hfMatrix) permuteHeads(heads, hd, cols int) hfMatrix {
+	if m.q != nil {
+		return hfMatrix{q: permuteHeads(m.q, heads, hd, kernel.Q8RowBytes(cols))}
+	}
 	if m.f != nil {
 		return hfMatrix{f: permuteHeads(m.f, heads, hd, cols)}
 	}
@@ -651,6 +695,16 @@ func (l *hfLoader) packed(k int, parts ...hfMatrix) *kernel.Packed {
 	rows := make([]int, len(parts))
 	for i, p := range parts {
 		rows[i] = (len(p.f) + len(p.h)) / max(k, 1)
+	}
+	if l.dtype == kernel.Q8_0 {
+		qs := make([][]byte, len(parts))
+		for i, p := range parts {
+			rows[i] = len(p.q) / kernel.Q8RowBytes(k)
+			qs[i] = p.q
+		}
+		w := kernel.NewPackedQ8(k, rows...)
+		w.RepackQ8(qs...)
+		return w
 	}
 	var w *kernel.Packed
 	if l.dtype == kernel.Float32 {
@@ -789,4 +843,24 @@ func IsHF(dir string) (bool, error) {
 // its SentencePiece tokenizer are not supported).
 func HFChatTemplate(modelType string) string {
 	return map[string]string{"llama": "llama3", "qwen2": "qwen2.5", "qwen3": "qwen3"}[modelType]
+}
+
+// quantizeRows quantises f (rows, cols) to q8_0 row by row, the rows
+// split across the cores.
+func quantizeRows(f []float32, rows, cols int) []byte {
+	rb := kernel.Q8RowBytes(cols)
+	q := make([]byte, rows*rb)
+	workers := max(1, min(runtime.GOMAXPROCS(0), rows/64))
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := g * rows / workers; j < (g+1)*rows/workers; j++ {
+				kernel.QuantizeQ8_0(q[j*rb:(j+1)*rb], f[j*cols:(j+1)*cols])
+			}
+		}()
+	}
+	wg.Wait()
+	return q
 }
