@@ -78,6 +78,8 @@ var thirdPartyAllowed = map[string]bool{
 	// Prometheus's client library: the edge serves each server's registry,
 	// and each server registers its own collectors on it.
 	"internal/edge": true, "internal/edge/edgetest": true, "server": true, "standin": true,
+	// gguf-parser-go reads the header and metadata of GGUF files.
+	"nn/infer": true,
 }
 
 type listedPackage struct {

@@ -503,12 +503,15 @@ func LoadHF(dir string, opt HFOptions) (*Weights, HFInfo, error) {
 
 // hfLoader reads the tensors of one checkpoint into packedWeights.
 type hfLoader struct {
-	c     nn.Config
-	ts    map[string]*hfTensor
-	f32   bool
-	q8    bool         // quantise every matrix to q8_0
-	dtype kernel.DType // of the matrices, set by the first one read
-	set   bool
+	c   nn.Config
+	ts  map[string]*hfTensor
+	f32 bool
+	q8  bool // quantise every matrix to q8_0
+	// paired: the query and key rows are already in our adjacent-pair
+	// order (GGUF's llama), so load does not permute them.
+	paired bool
+	dtype  kernel.DType // of the matrices, set by the first one read
+	set    bool
 }
 
 // matrix is a 2-D tensor as read: float32 values, 16-bit bits or q8_0
@@ -538,6 +541,12 @@ func (t *hfTensor) raw(name string) ([]byte, error) {
 	for _, d := range t.shape {
 		n *= d
 	}
+	if t.dtype == "Q8_0" { // GGUF's, rows of whole blocks (checked by LoadGGUF)
+		n = kernel.Q8RowBytes(t.shape[len(t.shape)-1])
+		for _, d := range t.shape[:len(t.shape)-1] {
+			n *= d
+		}
+	}
 	buf := make([]byte, n)
 	if n == 0 {
 		return buf, nil
@@ -553,6 +562,9 @@ func (l *hfLoader) vector(name string, n int) ([]float32, error) {
 	t, err := l.tensor(name, n)
 	if err != nil {
 		return nil, err
+	}
+	if t.dtype == "Q8_0" {
+		return nil, fmt.Errorf("tensor %s: a q8_0 vector is not supported (want F32, F16 or BF16)", name)
 	}
 	buf, err := t.raw(name)
 	if err != nil {
@@ -590,7 +602,7 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 	if err != nil {
 		return hfMatrix{}, err
 	}
-	dt := map[string]kernel.DType{"F32": kernel.Float32, "BF16": kernel.BFloat16, "F16": kernel.Float16}[t.dtype]
+	dt := map[string]kernel.DType{"F32": kernel.Float32, "BF16": kernel.BFloat16, "F16": kernel.Float16, "Q8_0": kernel.Q8_0}[t.dtype]
 	if l.f32 {
 		dt = kernel.Float32
 	}
@@ -611,8 +623,17 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 		return hfMatrix{}, err
 	}
 	n := rows * cols
-	if l.q8 {
+	if t.dtype == "Q8_0" && !l.f32 {
+		if err := checkQ8Finite(name, buf); err != nil {
+			return hfMatrix{}, err
+		}
+		return hfMatrix{q: buf}, nil
+	}
+	if l.q8 || t.dtype == "Q8_0" {
 		f := make([]float32, n)
+		if t.dtype == "Q8_0" {
+			kernel.DequantizeQ8_0(f, buf)
+		}
 		for i := range f {
 			switch t.dtype {
 			case "F32":
@@ -625,6 +646,9 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 		}
 		if err := checkFinite(name, f); err != nil {
 			return hfMatrix{}, err
+		}
+		if l.f32 {
+			return hfMatrix{f: f}, nil
 		}
 		return hfMatrix{q: quantizeRows(f, rows, cols)}, nil
 	}
@@ -791,7 +815,9 @@ func (l *hfLoader) load() (packedWeights, error) {
 		if err := errors.Join(errs...); err != nil {
 			return w, err
 		}
-		q, k = q.permuteHeads(c.Heads, hd, d), k.permuteHeads(c.KVHeads, hd, d)
+		if !l.paired {
+			q, k = q.permuteHeads(c.Heads, hd, d), k.permuteHeads(c.KVHeads, hd, d)
+		}
 		w.qkv = append(w.qkv, l.packed(d, q, k, v))
 		w.wo = append(w.wo, l.packed(qd, o))
 		w.w13 = append(w.w13, l.packed(d, gate, up))
@@ -799,12 +825,18 @@ func (l *hfLoader) load() (packedWeights, error) {
 		w.attnNorm = append(w.attnNorm, an)
 		w.ffnNorm = append(w.ffnNorm, fn)
 		if c.QKVBias {
-			bias := slices.Concat(permuteHeads(qb, c.Heads, hd, 1), permuteHeads(kb, c.KVHeads, hd, 1), vb)
+			if !l.paired {
+				qb, kb = permuteHeads(qb, c.Heads, hd, 1), permuteHeads(kb, c.KVHeads, hd, 1)
+			}
+			bias := slices.Concat(qb, kb, vb)
 			w.qkvBias = append(w.qkvBias, bias)
 		}
 		if c.QKNorm {
-			w.qNorm = append(w.qNorm, permuteHeads(qn, 1, hd, 1))
-			w.kNorm = append(w.kNorm, permuteHeads(kn, 1, hd, 1))
+			if !l.paired {
+				qn, kn = permuteHeads(qn, 1, hd, 1), permuteHeads(kn, 1, hd, 1)
+			}
+			w.qNorm = append(w.qNorm, qn)
+			w.kNorm = append(w.kNorm, kn)
 		}
 	}
 	var extra []string
@@ -863,4 +895,15 @@ func quantizeRows(f []float32, rows, cols int) []byte {
 	}
 	wg.Wait()
 	return q
+}
+
+// checkQ8Finite fails on the first q8_0 block of buf whose float16 scale
+// is not finite, naming the tensor and the block.
+func checkQ8Finite(name string, buf []byte) error {
+	for b := 0; b+kernel.Q8BlockBytes <= len(buf); b += kernel.Q8BlockBytes {
+		if binary.LittleEndian.Uint16(buf[b:])&0x7c00 == 0x7c00 {
+			return fmt.Errorf("tensor %s: the scale of block %d is not finite", name, b/kernel.Q8BlockBytes)
+		}
+	}
+	return nil
 }
