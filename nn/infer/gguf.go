@@ -142,27 +142,11 @@ func loadGGUF(path string, opt HFOptions) (*Weights, GGUFInfo, error) {
 	if opt.Context < 0 {
 		return nil, GGUFInfo{}, fmt.Errorf("context must not be negative, got %d", opt.Context)
 	}
-	gf, err := gguf.ParseGGUFFile(path)
+	gf, arch, tok, err := parseGGUF(path)
 	if err != nil {
 		return nil, GGUFInfo{}, err
 	}
-	if len(gf.SplitTensorDataStartOffsets) > 1 {
-		return nil, GGUFInfo{}, fmt.Errorf("a model split over %d files is not supported", len(gf.SplitTensorDataStartOffsets))
-	}
-	md := ggufMeta{gf.Header.MetadataKV}
-	arch, err := md.str("general.architecture")
-	if err != nil {
-		return nil, GGUFInfo{}, err
-	}
-	modelType, ok := ggufArchs[arch]
-	if !ok {
-		return nil, GGUFInfo{}, fmt.Errorf("architecture %q is not supported (want llama or qwen2)", arch)
-	}
-	tok, err := md.tokenizer()
-	if err != nil {
-		return nil, GGUFInfo{}, err
-	}
-	c, err := md.config(arch, len(tok.Tokens), opt)
+	c, err := ggufMeta{gf.Header.MetadataKV}.config(arch, len(tok.Tokens), opt)
 	if err != nil {
 		return nil, GGUFInfo{}, err
 	}
@@ -214,7 +198,7 @@ func loadGGUF(path string, opt HFOptions) (*Weights, GGUFInfo, error) {
 	if err != nil {
 		return nil, GGUFInfo{}, err
 	}
-	info := GGUFInfo{Arch: arch, ModelType: modelType, DType: l.dtype, Tensors: len(ts), Tokenizer: tok}
+	info := GGUFInfo{Arch: arch, ModelType: ggufArchs[arch], DType: l.dtype, Tensors: len(ts), Tokenizer: tok}
 	if tok.EOS >= 0 {
 		if tok.EOS >= c.Vocab {
 			return nil, GGUFInfo{}, fmt.Errorf("tokenizer.ggml.eos_token_id %d is outside the vocabulary of %d", tok.EOS, c.Vocab)
@@ -222,6 +206,41 @@ func loadGGUF(path string, opt HFOptions) (*Weights, GGUFInfo, error) {
 		info.EOS = []int{tok.EOS}
 	}
 	return &Weights{cfg: c, w: pw}, info, nil
+}
+
+// parseGGUF reads the header, the metadata and the tensor infos of a GGUF
+// file, and checks its architecture.
+func parseGGUF(path string) (*gguf.GGUFFile, string, GGUFTokenizer, error) {
+	gf, err := gguf.ParseGGUFFile(path)
+	if err != nil {
+		return nil, "", GGUFTokenizer{}, err
+	}
+	if len(gf.SplitTensorDataStartOffsets) > 1 {
+		return nil, "", GGUFTokenizer{}, fmt.Errorf("a model split over %d files is not supported", len(gf.SplitTensorDataStartOffsets))
+	}
+	md := ggufMeta{gf.Header.MetadataKV}
+	arch, err := md.str("general.architecture")
+	if err != nil {
+		return nil, "", GGUFTokenizer{}, err
+	}
+	if _, ok := ggufArchs[arch]; !ok {
+		return nil, "", GGUFTokenizer{}, fmt.Errorf("architecture %q is not supported (want llama or qwen2)", arch)
+	}
+	tok, err := md.tokenizer()
+	if err != nil {
+		return nil, "", GGUFTokenizer{}, err
+	}
+	return gf, arch, tok, nil
+}
+
+// ReadGGUFTokenizer reads the tokenizer a GGUF file embeds without
+// reading its tensors.
+func ReadGGUFTokenizer(path string) (GGUFTokenizer, error) {
+	_, _, tok, err := parseGGUF(path)
+	if err != nil {
+		return GGUFTokenizer{}, fmt.Errorf("read gguf tokenizer %s: %w", path, err)
+	}
+	return tok, nil
 }
 
 // ggufMeta reads typed values from a GGUF file's metadata, with errors
