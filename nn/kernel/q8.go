@@ -144,38 +144,67 @@ func DequantizeQ8_0(dst []float32, src []byte) {
 const q8Lanes = 8
 
 // matMulQ8Cols computes columns [j0, j1) of dst(m, n) = a(m, k) · Wᵀ for
-// a q8_0 W. Each element is dotQ8 of its row of a and its row of W, so it
-// does not depend on m or on the column split.
+// a q8_0 W. Each element is the dot product of its row of a and its row
+// of W as q8Dot4 computes it, whichever other pairs share the call, so it
+// does not depend on m or on the column split. Rows of a go four at a
+// time over 32 rows of W, which stay in cache meanwhile; a vector takes
+// four rows of W at a time.
 func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 	k, n := w.k, w.n
-	for j := j0; j < j1; j++ {
-		row := w.q8Row(j)
-		i := 0
-		if activeQ8Dot4 != nil {
-			var out [4]float32
-			for ; i+4 <= m; i += 4 {
-				activeQ8Dot4(k, a[i*k:(i+4)*k], row, &out)
+	var (
+		as  [4][]float32
+		rs  [4][]byte
+		out [4]float32
+	)
+	const tile = 32
+	m4 := m / 4 * 4
+	for t := j0; t < j1; t += tile {
+		t1 := min(t+tile, j1)
+		for i := 0; i < m4; i += 4 {
+			for r := range 4 {
+				as[r] = a[(i+r)*k : (i+r+1)*k]
+			}
+			for j := t; j < t1; j++ {
+				row := w.q8Row(j)
+				rs = [4][]byte{row, row, row, row}
+				activeQ8Dot4(k, &as, &rs, &out)
 				for r := range 4 {
 					dst[(i+r)*n+j] = out[r]
 				}
 			}
 		}
-		for ; i < m; i++ {
-			dst[i*n+j] = activeQ8Dot(k, a[i*k:(i+1)*k], row)
+	}
+	for i := m4; i < m; i++ {
+		x := a[i*k : (i+1)*k]
+		as = [4][]float32{x, x, x, x}
+		for j := j0; j < j1; j += 4 {
+			for r := range 4 {
+				rs[r] = w.q8Row(min(j+r, j1-1))
+			}
+			activeQ8Dot4(k, &as, &rs, &out)
+			copy(dst[i*n+j:i*n+min(j+4, j1)], out[:])
 		}
 	}
 }
 
-// q8DotFunc is the dot product of a (k) with one q8_0 row.
-type q8DotFunc func(k int, a []float32, row []byte) float32
+// q8Dot4Func computes four dot products: out[i] = a[i] · r[i], each a
+// (k) against one q8_0 row of k values.
+type q8Dot4Func func(k int, a *[4][]float32, r *[4][]byte, out *[4]float32)
 
-// q8Dot4Func is four of them: rows i of a (4, k) with one q8_0 row.
-type q8Dot4Func func(k int, a []float32, row []byte, out *[4]float32)
+var activeQ8Dot4 q8Dot4Func = goQ8Dot4
 
-var (
-	activeQ8Dot  q8DotFunc  = goQ8Dot
-	activeQ8Dot4 q8Dot4Func // nil: four activeQ8Dot calls
-)
+// This init runs after gemm.go's, which has settled activeName.
+func init() {
+	if f := archQ8Dot4(); f != nil && activeName != "go" {
+		activeQ8Dot4 = f
+	}
+}
+
+func goQ8Dot4(k int, a *[4][]float32, r *[4][]byte, out *[4]float32) {
+	for i := range 4 {
+		out[i] = goQ8Dot(k, a[i], r[i])
+	}
+}
 
 // goQ8Dot is the portable q8_0 dot product. It sums as the vector kernel
 // does: lane l of 8 adds a[t]·q[t] for the t ≡ l (mod 8) of a block, then

@@ -195,37 +195,46 @@ func TestMatMulQ8(t *testing.T) {
 
 // TestQ8DotTwins checks the active q8_0 dot products (assembly where the
 // CPU has it) against the portable one: equal but for the rounding the
-// fused multiply-add saves, and the four-row kernel equal to the one-row
-// kernel bit for bit.
+// fused multiply-add saves, and each of the four the same bits whatever
+// the other three are.
 func TestQ8DotTwins(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, k := range []int{32, 64, 288, 2048} {
-		a := make([]float32, 4*k)
-		f := make([]float32, k)
-		for i := range a {
-			a[i] = float32(r.NormFloat64())
-		}
-		for i := range f {
-			f[i] = float32(r.NormFloat64())
-		}
-		row := make([]byte, Q8RowBytes(k))
-		QuantizeQ8_0(row, f)
-		var four [4]float32
-		if activeQ8Dot4 != nil {
-			activeQ8Dot4(k, a, row, &four)
-		}
+		var (
+			as  [4][]float32
+			rs  [4][]byte
+			fs  [4][]float32
+			out [4]float32
+		)
 		for i := range 4 {
-			x := a[i*k : (i+1)*k]
-			got, want := activeQ8Dot(k, x, row), goQ8Dot(k, x, row)
+			as[i] = make([]float32, k)
+			fs[i] = make([]float32, k)
+			for p := range k {
+				as[i][p] = float32(r.NormFloat64())
+				fs[i][p] = float32(r.NormFloat64())
+			}
+			rs[i] = make([]byte, Q8RowBytes(k))
+			QuantizeQ8_0(rs[i], fs[i])
+		}
+		activeQ8Dot4(k, &as, &rs, &out)
+		for i := range 4 {
+			want := goQ8Dot(k, as[i], rs[i])
 			var mag float64
 			for p := range k {
-				mag += math.Abs(float64(x[p] * f[p]))
+				mag += math.Abs(float64(as[i][p] * fs[i][p]))
 			}
-			if math.Abs(float64(got-want)) > 1e-5*mag {
-				t.Errorf("k=%d row %d: active %v, portable %v", k, i, got, want)
+			if math.Abs(float64(out[i]-want)) > 1e-5*mag {
+				t.Errorf("k=%d pair %d: active %v, portable %v", k, i, out[i], want)
 			}
-			if activeQ8Dot4 != nil && four[i] != got {
-				t.Errorf("k=%d row %d: four-row kernel %v, one-row %v", k, i, four[i], got)
+			// The same pair in every slot gives the same bits.
+			same := [4][]float32{as[i], as[i], as[i], as[i]}
+			rows := [4][]byte{rs[i], rs[i], rs[i], rs[i]}
+			var o [4]float32
+			activeQ8Dot4(k, &same, &rows, &o)
+			for s := range 4 {
+				if o[s] != out[i] {
+					t.Errorf("k=%d pair %d in slot %d: %v, in slot %d: %v", k, i, s, o[s], i, out[i])
+				}
 			}
 		}
 	}
