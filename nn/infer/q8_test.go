@@ -24,11 +24,12 @@ var q8Prompts = [][]int{
 // fixture quantised to q8_0 at load and the same fixture in float32, and
 // q8AgreeMin the share of greedy tokens on which they agree. The
 // fixtures' logits span about ±30 and their weights are random, with one
-// or two blocks a row, so q8_0's rounding (within half a step of 1/254 of
-// each block's largest magnitude) moves them by up to 2 (llama-gqa-tied; see
-// docs/engine.md for all the figures).
+// or two blocks a row; q8_0 rounds each weight, and each activation that
+// meets a q8_0 matrix, to within half a step of 1/254 of its block's
+// largest magnitude. That moves the logits by up to 2.6 (llama-gqa-tied;
+// see docs/engine.md for all the figures).
 const (
-	q8LogitTol = 2.5
+	q8LogitTol = 3.5
 	q8AgreeMin = 0.9
 )
 

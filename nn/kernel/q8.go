@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // Q8_0 is llama.cpp's q8_0 format: each row is cut into blocks of 32
@@ -139,20 +140,61 @@ func DequantizeQ8_0(dst []float32, src []byte) {
 	}
 }
 
-// q8Lanes is the number of partial sums a q8_0 dot product keeps: the
-// float32 lanes of an AVX2 register.
-const q8Lanes = 8
+// Products over a q8_0 matrix quantise each row of activations the same
+// way first, per block of 32, with a float32 scale (llama.cpp's q8_0 by
+// q8_0 dot product, but for the scale's width): the products of a block
+// are then exact integer sums, which the vector kernels compute four
+// times faster than float32 products of the widened weights.
+
+// q8ActBytes is the bytes one block of quantised activations takes: a
+// float32 scale, then 32 int8 values.
+const q8ActBytes = 4 + Q8Block
+
+// quantizeAct writes x (a multiple of 32 values) as activation blocks into
+// dst, rounding as QuantizeQ8_0 does.
+func quantizeAct(dst []byte, x []float32) {
+	for b := 0; b < len(x)/Q8Block; b++ {
+		v := x[b*Q8Block : (b+1)*Q8Block]
+		out := dst[b*q8ActBytes : (b+1)*q8ActBytes]
+		var amax float32
+		for _, f := range v {
+			amax = max(amax, float32(math.Abs(float64(f))))
+		}
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		binary.LittleEndian.PutUint32(out, math.Float32bits(d))
+		for i, f := range v {
+			out[4+i] = byte(int8(math.Round(float64(f * id))))
+		}
+	}
+}
+
+// q8Scratch holds the quantised activations of one product.
+var q8Scratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // matMulQ8Cols computes columns [j0, j1) of dst(m, n) = a(m, k) · Wᵀ for
-// a q8_0 W. Each element is the dot product of its row of a and its row
-// of W as q8Dot4 computes it, whichever other pairs share the call, so it
-// does not depend on m or on the column split. Rows of a go four at a
-// time over 32 rows of W, which stay in cache meanwhile; a vector takes
-// four rows of W at a time.
+// a q8_0 W. Each element is the dot product of its quantised row of a and
+// its row of W as q8Dot4 computes it, whichever other pairs share the
+// call, so it does not depend on m or on the column split. Rows of a go
+// four at a time over 32 rows of W, which stay in cache meanwhile; a
+// vector takes four rows of W at a time.
 func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 	k, n := w.k, w.n
+	rb := k / Q8Block * q8ActBytes
+	buf := q8Scratch.Get().(*[]byte)
+	defer q8Scratch.Put(buf)
+	if len(*buf) < m*rb {
+		*buf = make([]byte, m*rb)
+	}
+	xq := (*buf)[:m*rb]
+	for i := range m {
+		quantizeAct(xq[i*rb:(i+1)*rb], a[i*k:(i+1)*k])
+	}
 	var (
-		as  [4][]float32
+		as  [4][]byte
 		rs  [4][]byte
 		out [4]float32
 	)
@@ -162,7 +204,7 @@ func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 		t1 := min(t+tile, j1)
 		for i := 0; i < m4; i += 4 {
 			for r := range 4 {
-				as[r] = a[(i+r)*k : (i+r+1)*k]
+				as[r] = xq[(i+r)*rb : (i+r+1)*rb]
 			}
 			for j := t; j < t1; j++ {
 				row := w.q8Row(j)
@@ -175,8 +217,8 @@ func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 		}
 	}
 	for i := m4; i < m; i++ {
-		x := a[i*k : (i+1)*k]
-		as = [4][]float32{x, x, x, x}
+		x := xq[i*rb : (i+1)*rb]
+		as = [4][]byte{x, x, x, x}
 		for j := j0; j < j1; j += 4 {
 			for r := range 4 {
 				rs[r] = w.q8Row(min(j+r, j1-1))
@@ -188,8 +230,9 @@ func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 }
 
 // q8Dot4Func computes four dot products: out[i] = a[i] · r[i], each a
-// (k) against one q8_0 row of k values.
-type q8Dot4Func func(k int, a *[4][]float32, r *[4][]byte, out *[4]float32)
+// row of k quantised activations (q8ActBytes a block) against a q8_0 row
+// of k weights.
+type q8Dot4Func func(k int, a, r *[4][]byte, out *[4]float32)
 
 var activeQ8Dot4 q8Dot4Func = goQ8Dot4
 
@@ -200,33 +243,31 @@ func init() {
 	}
 }
 
-func goQ8Dot4(k int, a *[4][]float32, r *[4][]byte, out *[4]float32) {
+func goQ8Dot4(k int, a, r *[4][]byte, out *[4]float32) {
 	for i := range 4 {
 		out[i] = goQ8Dot(k, a[i], r[i])
 	}
 }
 
 // goQ8Dot is the portable q8_0 dot product. It sums as the vector kernel
-// does: lane l of 8 adds a[t]·q[t] for the t ≡ l (mod 8) of a block, then
-// adds d times that block sum to its running total; the 8 totals are
-// added pairwise at the end (0+4, 1+5, 2+6, 3+7, then 0+2, 1+3, then
-// 0+1). Multiplies and adds are rounded separately (the vector kernel
-// fuses them).
-func goQ8Dot(k int, a []float32, row []byte) float32 {
-	var acc [q8Lanes]float32
+// does: lane l of 8 takes the exact integer sum of x[t]·q[t] over t in
+// [4l, 4l+4) of a block and adds it, times the product of the two scales,
+// to its running total; the 8 totals are added pairwise at the end (0+4,
+// 1+5, 2+6, 3+7, then 0+2, 1+3, then 0+1). The multiply and the add are
+// rounded separately (the vector kernel fuses them).
+func goQ8Dot(k int, x, row []byte) float32 {
+	var acc [8]float32
 	for b := 0; b < k/Q8Block; b++ {
-		blk := row[b*Q8BlockBytes : (b+1)*Q8BlockBytes]
-		d := F16ToFloat32(binary.LittleEndian.Uint16(blk))
-		x := a[b*Q8Block : (b+1)*Q8Block]
-		q := blk[2 : 2+Q8Block]
-		var s [q8Lanes]float32
-		for c := 0; c < Q8Block; c += q8Lanes {
-			for l := range q8Lanes {
-				s[l] += float32(x[c+l] * float32(int8(q[c+l])))
+		xb := x[b*q8ActBytes : (b+1)*q8ActBytes]
+		wb := row[b*Q8BlockBytes : (b+1)*Q8BlockBytes]
+		d := math.Float32frombits(binary.LittleEndian.Uint32(xb)) * F16ToFloat32(binary.LittleEndian.Uint16(wb))
+		xs, ws := xb[4:4+Q8Block], wb[2:2+Q8Block]
+		for l := range 8 {
+			var s int32
+			for t := 4 * l; t < 4*l+4; t++ {
+				s += int32(int8(xs[t])) * int32(int8(ws[t]))
 			}
-		}
-		for l := range q8Lanes {
-			acc[l] += float32(d * s[l])
+			acc[l] += float32(d * float32(s))
 		}
 	}
 	return reduce8(acc)

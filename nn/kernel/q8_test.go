@@ -160,15 +160,32 @@ func TestMatMulQ8(t *testing.T) {
 			}
 			dst := make([]float32, tc.m*n)
 			MatMulPacked(dst, a, tc.m, w)
+			xq := make([]byte, k/32*q8ActBytes)
 			for i := range tc.m {
+				// The activations as the product quantises them.
+				quantizeAct(xq, a[i*k:(i+1)*k])
+				x := make([]float64, k)
+				dx := make([]float64, k)
+				for p := range k {
+					blk := xq[p/32*q8ActBytes:]
+					dx[p] = float64(math.Float32frombits(binary.LittleEndian.Uint32(blk)))
+					x[p] = dx[p] * float64(int8(blk[4+p%32]))
+				}
 				for j := range n {
-					var want, mag float64
+					var want, exact, mag, bound float64
 					for p := range k {
-						want += float64(a[i*k+p]) * float64(deq[j*k+p])
-						mag += math.Abs(float64(a[i*k+p]) * float64(deq[j*k+p]))
+						wv := float64(deq[j*k+p])
+						want += x[p] * wv
+						exact += float64(a[i*k+p]) * wv
+						mag += math.Abs(x[p] * wv)
+						bound += math.Abs(wv) * dx[p] / 2 // half a step of the activation
 					}
-					if got := float64(dst[i*n+j]); math.Abs(got-want) > 1e-6*mag+1e-6 {
-						t.Fatalf("dst[%d][%d] = %v, want %v", i, j, got, want)
+					got := float64(dst[i*n+j])
+					if math.Abs(got-want) > 1e-5*mag+1e-6 {
+						t.Fatalf("dst[%d][%d] = %v, want %v over the quantised activations", i, j, got, want)
+					}
+					if math.Abs(got-exact) > bound+1e-5*mag+1e-6 {
+						t.Fatalf("dst[%d][%d] = %v, %v over float32 activations: off by more than %v", i, j, got, exact, bound)
 					}
 				}
 				// The same row alone gives the same bits.
@@ -201,33 +218,30 @@ func TestQ8DotTwins(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, k := range []int{32, 64, 288, 2048} {
 		var (
-			as  [4][]float32
-			rs  [4][]byte
-			fs  [4][]float32
-			out [4]float32
+			as, rs [4][]byte
+			out    [4]float32
 		)
+		mags := [4]float64{}
 		for i := range 4 {
-			as[i] = make([]float32, k)
-			fs[i] = make([]float32, k)
+			x, f := make([]float32, k), make([]float32, k)
 			for p := range k {
-				as[i][p] = float32(r.NormFloat64())
-				fs[i][p] = float32(r.NormFloat64())
+				x[p] = float32(r.NormFloat64())
+				f[p] = float32(r.NormFloat64())
+				mags[i] += math.Abs(float64(x[p] * f[p]))
 			}
+			as[i] = make([]byte, k/32*q8ActBytes)
+			quantizeAct(as[i], x)
 			rs[i] = make([]byte, Q8RowBytes(k))
-			QuantizeQ8_0(rs[i], fs[i])
+			QuantizeQ8_0(rs[i], f)
 		}
 		activeQ8Dot4(k, &as, &rs, &out)
 		for i := range 4 {
 			want := goQ8Dot(k, as[i], rs[i])
-			var mag float64
-			for p := range k {
-				mag += math.Abs(float64(as[i][p] * fs[i][p]))
-			}
-			if math.Abs(float64(out[i]-want)) > 1e-5*mag {
+			if math.Abs(float64(out[i]-want)) > 1e-5*mags[i] {
 				t.Errorf("k=%d pair %d: active %v, portable %v", k, i, out[i], want)
 			}
 			// The same pair in every slot gives the same bits.
-			same := [4][]float32{as[i], as[i], as[i], as[i]}
+			same := [4][]byte{as[i], as[i], as[i], as[i]}
 			rows := [4][]byte{rs[i], rs[i], rs[i], rs[i]}
 			var o [4]float32
 			activeQ8Dot4(k, &same, &rows, &o)
