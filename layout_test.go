@@ -42,6 +42,7 @@ var allowedImports = map[string][]string{
 	"perf/fanout":            {"*"},
 	"perf/gzipbomb":          {},
 	"perf/hfdecode":          {"nn/infer"},
+	"perf/q8":                {"nn/infer", "nn/kernel"},
 	"perf/internal/runc":     {"nn", "tokenizer"},
 	"perf/llama2c":           {"*"},
 	"perf/sample":            {"*"},
