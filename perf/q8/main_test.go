@@ -18,7 +18,7 @@ func TestRunTiny(t *testing.T) {
 	for _, want := range []string{
 		`(?m)^q8: machine .+, \d+ cores, kernel \w+`,
 		`(?m)^\s*q8_0\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+`,
-		`(?m)^q8_0/bf16 tok/s ratio [0-9.]+ at 1 thread\(s\) \(bytes 0\.[3-6]\d of bf16's\), target >= 1\.60: (PASS|MISS)`,
+		`(?m)^q8_0/bf16 tok/s ratio [0-9.]+ at 1 thread\(s\) \(per CPU second [0-9.]+; bytes 0\.[3-6]\d of bf16's\), target >= 1\.60: (PASS|MISS)`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out.String()) {
 			t.Errorf("output lacks %s:\n%s", want, out.String())
