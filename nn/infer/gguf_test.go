@@ -185,3 +185,29 @@ func TestLoadGGUFErrors(t *testing.T) {
 		t.Errorf("IsGGUF does not tell a GGUF file from a checkpoint directory")
 	}
 }
+
+// FuzzLoadGGUF feeds corrupt and truncated GGUF files to the loader: an
+// error or a model whose config validates, never a panic.
+func FuzzLoadGGUF(f *testing.F) {
+	b, err := os.ReadFile(filepath.Join("testdata", "gguf", "qwen2-bias-q8_0.gguf"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	for _, n := range []int{0, 4, 24, 1000, 5000, len(b) - 1} {
+		f.Add(b[:n])
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(dir, "fuzz.gguf")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		w, _, err := LoadGGUF(path, HFOptions{})
+		if err == nil {
+			if err := w.Config().Validate(); err != nil {
+				t.Fatalf("LoadGGUF accepted an invalid config: %v", err)
+			}
+		}
+	})
+}
