@@ -42,6 +42,7 @@ var allowedImports = map[string][]string{
 	"perf/fanout":            {"*"},
 	"perf/gzipbomb":          {},
 	"perf/hfdecode":          {"nn/infer"},
+	"perf/q8":                {"nn/infer", "nn/kernel"},
 	"perf/internal/runc":     {"nn", "tokenizer"},
 	"perf/llama2c":           {"*"},
 	"perf/openenv":           {"*"},
@@ -80,6 +81,8 @@ var thirdPartyAllowed = map[string]bool{
 	// Prometheus's client library: the edge serves each server's registry,
 	// and each server registers its own collectors on it.
 	"internal/edge": true, "internal/edge/edgetest": true, "server": true, "standin": true,
+	// gguf-parser-go reads the header and metadata of GGUF files.
+	"nn/infer": true,
 }
 
 type listedPackage struct {

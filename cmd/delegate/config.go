@@ -103,8 +103,14 @@ type ModelConfig struct {
 	// safetensors weights: Llama 3 and Qwen2, 2.5 and 3 families, see
 	// docs/hf-models.md) works too: its tokenizer.json and its family's
 	// chat template are used unless tokenizer and chat_template say
-	// otherwise.
+	// otherwise. So does a GGUF file (llama.cpp's format: llama and qwen2
+	// in f32, f16, bf16 or q8_0), with the tokenizer and chat template it
+	// embeds.
 	Checkpoint string `yaml:"checkpoint"`
+	// Quantize, when "q8_0", quantises a Hugging Face or GGUF checkpoint's
+	// matrices to q8_0 at load: about half the memory of bfloat16 and
+	// faster decoding; see docs/engine.md for what it costs in accuracy.
+	Quantize string `yaml:"quantize"`
 	// Context caps a Hugging Face checkpoint's context (prompt and
 	// generation), which sizes its KV cache; default its
 	// max_position_embeddings, at most 2048.
@@ -181,9 +187,13 @@ func LoadConfig(path string) (*Config, error) {
 			m.Checkpoint = filepath.Join(filepath.Dir(path), m.Checkpoint)
 			cfg.Models[name] = m
 		}
-		if err := checkCheckpointDir(m.Checkpoint); err == nil {
-			if hf, _ := infer.IsHF(m.Checkpoint); !hf && (m.Tokenizer != "" || m.ChatTemplate != "" || m.Context != 0) {
-				errs = append(errs, cfg.at("models."+name, "tokenizer, chat_template and context belong to a Hugging Face checkpoint; %s is one of delegate's own, with its built-in tokenizer", m.Checkpoint))
+		if infer.IsGGUF(m.Checkpoint) {
+			if m.Follow != "" {
+				errs = append(errs, cfg.at("models."+name+".follow", "follows a trainer's checkpoint; %s is a GGUF file, which delegate does not train", m.Checkpoint))
+			}
+		} else if err := checkCheckpointDir(m.Checkpoint); err == nil {
+			if hf, _ := infer.IsHF(m.Checkpoint); !hf && (m.Tokenizer != "" || m.ChatTemplate != "" || m.Context != 0 || m.Quantize != "") {
+				errs = append(errs, cfg.at("models."+name, "tokenizer, chat_template, context and quantize belong to a Hugging Face checkpoint or a GGUF file; %s is one of delegate's own, with its built-in tokenizer", m.Checkpoint))
 			}
 			if hf, _ := infer.IsHF(m.Checkpoint); hf && m.Follow != "" {
 				errs = append(errs, cfg.at("models."+name+".follow", "follows a trainer's checkpoint; %s is a Hugging Face checkpoint, which delegate does not train", m.Checkpoint))
@@ -424,8 +434,8 @@ func (c *Config) Validate() error {
 			if m.Model == "" {
 				errs = append(errs, c.at(key, "model is required"))
 			}
-			if m.Checkpoint != "" || m.MaxBatch != 0 || m.Follow != "" || m.Context != 0 {
-				errs = append(errs, c.at(key, "checkpoint, max_batch, follow and context belong to kind: local"))
+			if m.Checkpoint != "" || m.MaxBatch != 0 || m.Follow != "" || m.Context != 0 || m.Quantize != "" {
+				errs = append(errs, c.at(key, "checkpoint, max_batch, follow, context and quantize belong to kind: local"))
 			}
 			if (m.Tokenizer == "") != (m.ChatTemplate == "") {
 				errs = append(errs, c.at(key, "tokenizer and chat_template go together"))
@@ -449,6 +459,12 @@ func (c *Config) Validate() error {
 			}
 			if m.Context < 0 {
 				errs = append(errs, c.at(key+".context", "must not be negative"))
+			}
+			if m.Quantize != "" && m.Quantize != "q8_0" {
+				errs = append(errs, c.at(key+".quantize", "unknown quantisation %q (want q8_0)", m.Quantize))
+			}
+			if m.Quantize != "" && strings.HasPrefix(m.Checkpoint, shippedPrefix) {
+				errs = append(errs, c.at(key+".quantize", "applies to Hugging Face and GGUF checkpoints, not to the shipped models"))
 			}
 			if m.ChatTemplate != "" {
 				if _, err := tokenizer.ParseChatFormat(m.ChatTemplate); err != nil {

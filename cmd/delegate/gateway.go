@@ -221,6 +221,19 @@ func templateHash(mc ModelConfig) (string, error) {
 		if strings.HasPrefix(mc.Checkpoint, shippedPrefix) {
 			return gateway.BuiltinTemplateHash(), nil
 		}
+		if infer.IsGGUF(mc.Checkpoint) {
+			t, err := infer.ReadGGUFTokenizer(mc.Checkpoint)
+			if err != nil {
+				return "", fmt.Errorf("chat template hash: %w", err)
+			}
+			tok, f, err := ggufTokenizer(t, mc)
+			if err != nil {
+				return "", fmt.Errorf("chat template hash: %w", err)
+			}
+			return gateway.TemplateHash(func(msgs []delegate.Message, tools []delegate.Tool) ([]int, error) {
+				return tok.EncodeChat(f, msgs, tools, tokenizer.ChatOptions{AddGenerationPrompt: true})
+			})
+		}
 		hf, err := infer.IsHF(mc.Checkpoint)
 		if err != nil {
 			return "", fmt.Errorf("chat template hash: %w", err)

@@ -131,8 +131,8 @@ func TestGatewayCommand(t *testing.T) {
 
 // TestGatewayTemplateHash checks each kind of model's chat-template hash:
 // the project's own for its checkpoints, the Hugging Face tokenizer and
-// template for an imported checkpoint, none for a remote model without
-// a tokenizer.
+// template for an imported checkpoint or a GGUF file, none for a remote
+// model without a tokenizer.
 func TestGatewayTemplateHash(t *testing.T) {
 	dir := hfFixture(t)
 	tok, err := tokenizer.LoadHF(filepath.Join(dir, "tokenizer.json"))
@@ -151,11 +151,24 @@ func TestGatewayTemplateHash(t *testing.T) {
 	if err != nil || llama == qwen {
 		t.Fatalf("two templates, one hash %q (%v)", qwen, err)
 	}
+	// A GGUF file's embedded tokenizer and template: those of the
+	// tokenizer.json it was converted from, under qwen2.5.
+	q2tok, err := tokenizer.LoadHF(filepath.Join("..", "..", "nn", "infer", "testdata", "hf", "qwen2-bias", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qwen25, err := gateway.TemplateHash(func(msgs []delegate.Message, tools []delegate.Tool) ([]int, error) {
+		return q2tok.EncodeChat(tokenizer.ChatQwen25, msgs, tools, tokenizer.ChatOptions{AddGenerationPrompt: true})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		mc   ModelConfig
 		want string
 	}{
+		{"GGUF, its embedded tokenizer and template", ModelConfig{Kind: "local", Checkpoint: ggufFixture(t, "qwen2-bias-q8_0.gguf")}, qwen25},
 		{"shipped", ModelConfig{Kind: "local", Checkpoint: "shipped:solver"}, gateway.BuiltinTemplateHash()},
 		{"own checkpoint", ModelConfig{Kind: "local", Checkpoint: "../../models/solver"}, gateway.BuiltinTemplateHash()},
 		{"Hugging Face, its model_type's template", ModelConfig{Kind: "local", Checkpoint: dir}, qwen},

@@ -136,6 +136,9 @@ func openLocal(name string, m ModelConfig, tools map[string]delegate.Tool, log *
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if infer.IsGGUF(m.Checkpoint) {
+		return openGGUF(name, m, log)
+	}
 	if !strings.HasPrefix(m.Checkpoint, shippedPrefix) {
 		hf, err := infer.IsHF(m.Checkpoint)
 		if err != nil {
@@ -186,7 +189,7 @@ func openHF(name string, m ModelConfig, tools map[string]delegate.Tool, log *slo
 	if m.Follow != "" {
 		return nil, fmt.Errorf("model %s: follow needs a checkpoint of delegate's own format, not a Hugging Face one", name)
 	}
-	w, info, err := infer.LoadHF(m.Checkpoint, infer.HFOptions{Context: m.Context})
+	w, info, err := infer.LoadHF(m.Checkpoint, infer.HFOptions{Context: m.Context, Quantize: m.Quantize})
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
@@ -213,6 +216,57 @@ func openHF(name string, m ModelConfig, tools map[string]delegate.Tool, log *slo
 	log.Info("local model loaded", "model", name, "checkpoint", m.Checkpoint, "model_type", info.ModelType, "dtype", info.DType.String(),
 		"chat_template", f.String(), "context", w.Config().Context, "memory", lm.Memory().String())
 	return lm, nil
+}
+
+// openGGUF loads a GGUF file with the tokenizer and chat template it
+// embeds, unless m.Tokenizer or m.ChatTemplate name others, and logs what
+// it holds in memory.
+func openGGUF(name string, m ModelConfig, log *slog.Logger) (localModel, error) {
+	if m.Follow != "" {
+		return nil, fmt.Errorf("model %s: follow needs a checkpoint of delegate's own format, not a GGUF file", name)
+	}
+	w, info, err := infer.LoadGGUF(m.Checkpoint, infer.HFOptions{Context: m.Context, Quantize: m.Quantize})
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	tok, f, err := ggufTokenizer(info.Tokenizer, m)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	lm, err := local.NewHF(w, tok, f, info.EOS, local.Config{Name: name, MaxBatch: m.MaxBatch})
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	log.Info("local model loaded", "model", name, "checkpoint", m.Checkpoint, "architecture", info.Arch, "dtype", info.DType.String(),
+		"chat_template", f.String(), "context", w.Config().Context, "memory", lm.Memory().String())
+	return lm, nil
+}
+
+// ggufTokenizer is a GGUF model's tokenizer and chat format: the file's
+// own, or those m names.
+func ggufTokenizer(t infer.GGUFTokenizer, m ModelConfig) (*tokenizer.HF, tokenizer.ChatFormat, error) {
+	var (
+		tok *tokenizer.HF
+		f   tokenizer.ChatFormat
+		err error
+	)
+	if m.Tokenizer != "" {
+		tok, err = tokenizer.LoadHF(m.Tokenizer)
+	} else {
+		tok, err = local.GGUFTokenizer(t)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	if m.ChatTemplate != "" {
+		f, err = tokenizer.ParseChatFormat(m.ChatTemplate)
+	} else {
+		f, err = local.GGUFChatFormat(t.ChatTemplate)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("chat_template: %w", err)
+	}
+	return tok, f, nil
 }
 
 // following is a reloading model whose watch stops when it is closed.

@@ -66,7 +66,8 @@ const repoRoot = "../.."
 
 // TestScripts runs testdata/script/*.txtar: every command the README shows,
 // as written, in a work directory laid out like a fresh clone (examples/,
-// models/ and the dataset file the README names, copied).
+// models/, the dataset file and the engine fixtures the README names,
+// copied).
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: filepath.Join("testdata", "script"),
@@ -107,7 +108,7 @@ func TestScripts(t *testing.T) {
 			}); err != nil {
 				return err
 			}
-			for _, dir := range []string{"models/solver", "models/router", "dataset/testdata/gsm8k"} {
+			for _, dir := range []string{"models/solver", "models/router", "dataset/testdata/gsm8k", "nn/infer/testdata/gguf", "nn/infer/testdata/hf/qwen2-bias"} {
 				if err := copyTree(env.WorkDir, dir, nil); err != nil {
 					return err
 				}

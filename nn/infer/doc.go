@@ -5,7 +5,8 @@
 // its own copy of the weights, packed once for the matrix-vector kernels,
 // and computes the per-row layers with package nn's functions, as the
 // training engine does. LoadHF (hf.go) reads Llama and Qwen checkpoints in
-// Hugging Face's layout into such a copy.
+// Hugging Face's layout into such a copy, and LoadGGUF (gguf.go) llama
+// and qwen2 GGUF files; either may quantise the matrices to q8_0.
 //
 // A sequence's tokens are bitwise the same alone or batched with others.
 package infer

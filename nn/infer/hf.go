@@ -71,6 +71,18 @@ type HFOptions struct {
 	// Float32 widens 16-bit weights to float32 at load (twice the memory
 	// and the bytes read per token; for comparisons).
 	Float32 bool
+	// Quantize, when "q8_0", quantises every matrix to q8_0 at load
+	// (kernel.QuantizeQ8_0, as llama.cpp does): about half the bytes of
+	// bfloat16. "" keeps the checkpoint's type.
+	Quantize string
+}
+
+// checkQuantize refuses a quantisation the engine does not have.
+func checkQuantize(q string) error {
+	if q != "" && q != "q8_0" {
+		return fmt.Errorf("quantize %q is not supported (want q8_0, or none)", q)
+	}
+	return nil
 }
 
 // HFInfo is what LoadHF read besides the weights.
@@ -165,6 +177,9 @@ func parseHFConfig(b []byte, opt HFOptions) (nn.Config, HFInfo, error) {
 		return nn.Config{}, HFInfo{}, fmt.Errorf("max_position_embeddings must be positive, got %d", h.MaxPos)
 	case opt.Context < 0:
 		return nn.Config{}, HFInfo{}, fmt.Errorf("context must not be negative, got %d", opt.Context)
+	}
+	if err := checkQuantize(opt.Quantize); err != nil {
+		return nn.Config{}, HFInfo{}, err
 	}
 	c := nn.Config{
 		Vocab:      h.Vocab,
@@ -477,7 +492,7 @@ func LoadHF(dir string, opt HFOptions) (*Weights, HFInfo, error) {
 			return nil, HFInfo{}, fmt.Errorf("load hf checkpoint %s: %w", path, err)
 		}
 	}
-	l := hfLoader{c: c, ts: ts, f32: opt.Float32}
+	l := hfLoader{c: c, ts: ts, f32: opt.Float32, q8: opt.Quantize == "q8_0"}
 	w, err := l.load()
 	if err != nil {
 		return nil, HFInfo{}, fmt.Errorf("load hf checkpoint %s: %w", dir, err)
@@ -488,17 +503,23 @@ func LoadHF(dir string, opt HFOptions) (*Weights, HFInfo, error) {
 
 // hfLoader reads the tensors of one checkpoint into packedWeights.
 type hfLoader struct {
-	c     nn.Config
-	ts    map[string]*hfTensor
-	f32   bool
-	dtype kernel.DType // of the matrices, set by the first one read
-	set   bool
+	c   nn.Config
+	ts  map[string]*hfTensor
+	f32 bool
+	q8  bool // quantise every matrix to q8_0
+	// paired: the query and key rows are already in our adjacent-pair
+	// order (GGUF's llama), so load does not permute them.
+	paired bool
+	dtype  kernel.DType // of the matrices, set by the first one read
+	set    bool
 }
 
-// matrix is a 2-D tensor as read: float32 values or 16-bit bits.
+// matrix is a 2-D tensor as read: float32 values, 16-bit bits or q8_0
+// blocks.
 type hfMatrix struct {
 	f []float32
 	h []uint16
+	q []byte
 }
 
 // tensor finds name and checks its shape.
@@ -520,6 +541,12 @@ func (t *hfTensor) raw(name string) ([]byte, error) {
 	for _, d := range t.shape {
 		n *= d
 	}
+	if t.dtype == "Q8_0" { // GGUF's, rows of whole blocks (checked by LoadGGUF)
+		n = kernel.Q8RowBytes(t.shape[len(t.shape)-1])
+		for _, d := range t.shape[:len(t.shape)-1] {
+			n *= d
+		}
+	}
 	buf := make([]byte, n)
 	if n == 0 {
 		return buf, nil
@@ -535,6 +562,9 @@ func (l *hfLoader) vector(name string, n int) ([]float32, error) {
 	t, err := l.tensor(name, n)
 	if err != nil {
 		return nil, err
+	}
+	if t.dtype == "Q8_0" {
+		return nil, fmt.Errorf("tensor %s: a q8_0 vector is not supported (want F32, F16 or BF16)", name)
 	}
 	buf, err := t.raw(name)
 	if err != nil {
@@ -572,9 +602,15 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 	if err != nil {
 		return hfMatrix{}, err
 	}
-	dt := map[string]kernel.DType{"F32": kernel.Float32, "BF16": kernel.BFloat16, "F16": kernel.Float16}[t.dtype]
+	dt := map[string]kernel.DType{"F32": kernel.Float32, "BF16": kernel.BFloat16, "F16": kernel.Float16, "Q8_0": kernel.Q8_0}[t.dtype]
 	if l.f32 {
 		dt = kernel.Float32
+	}
+	if l.q8 {
+		if cols%kernel.Q8Block != 0 {
+			return hfMatrix{}, fmt.Errorf("tensor %s: q8_0 needs rows of a multiple of 32 values, has %d", name, cols)
+		}
+		dt = kernel.Q8_0
 	}
 	if !l.set {
 		l.dtype, l.set = dt, true
@@ -587,6 +623,35 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 		return hfMatrix{}, err
 	}
 	n := rows * cols
+	if t.dtype == "Q8_0" && !l.f32 {
+		if err := checkQ8Finite(name, buf); err != nil {
+			return hfMatrix{}, err
+		}
+		return hfMatrix{q: buf}, nil
+	}
+	if l.q8 || t.dtype == "Q8_0" {
+		f := make([]float32, n)
+		if t.dtype == "Q8_0" {
+			kernel.DequantizeQ8_0(f, buf)
+		}
+		for i := range f {
+			switch t.dtype {
+			case "F32":
+				f[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+			case "BF16":
+				f[i] = kernel.BF16ToFloat32(binary.LittleEndian.Uint16(buf[2*i:]))
+			case "F16":
+				f[i] = kernel.F16ToFloat32(binary.LittleEndian.Uint16(buf[2*i:]))
+			}
+		}
+		if err := checkFinite(name, f); err != nil {
+			return hfMatrix{}, err
+		}
+		if l.f32 {
+			return hfMatrix{f: f}, nil
+		}
+		return hfMatrix{q: quantizeRows(f, rows, cols)}, nil
+	}
 	if t.dtype == "F32" {
 		f := make([]float32, n)
 		for i := range f {
@@ -626,7 +691,7 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 // permuteHeads reorders the rows of m, heads blocks of hd rows of cols
 // values each, from Hugging Face's halves to our adjacent pairs: new row
 // 2i of a head is old row i, new row 2i+1 is old row i+hd/2.
-func permuteHeads[T float32 | uint16](m []T, heads, hd, cols int) []T {
+func permuteHeads[T float32 | uint16 | byte](m []T, heads, hd, cols int) []T {
 	out := make([]T, len(m))
 	half := hd / 2
 	for h := range heads {
@@ -640,6 +705,9 @@ func permuteHeads[T float32 | uint16](m []T, heads, hd, cols int) []T {
 }
 
 func (m hfMatrix) permuteHeads(heads, hd, cols int) hfMatrix {
+	if m.q != nil {
+		return hfMatrix{q: permuteHeads(m.q, heads, hd, kernel.Q8RowBytes(cols))}
+	}
 	if m.f != nil {
 		return hfMatrix{f: permuteHeads(m.f, heads, hd, cols)}
 	}
@@ -651,6 +719,16 @@ func (l *hfLoader) packed(k int, parts ...hfMatrix) *kernel.Packed {
 	rows := make([]int, len(parts))
 	for i, p := range parts {
 		rows[i] = (len(p.f) + len(p.h)) / max(k, 1)
+	}
+	if l.dtype == kernel.Q8_0 {
+		qs := make([][]byte, len(parts))
+		for i, p := range parts {
+			rows[i] = len(p.q) / kernel.Q8RowBytes(k)
+			qs[i] = p.q
+		}
+		w := kernel.NewPackedQ8(k, rows...)
+		w.RepackQ8(qs...)
+		return w
 	}
 	var w *kernel.Packed
 	if l.dtype == kernel.Float32 {
@@ -737,7 +815,9 @@ func (l *hfLoader) load() (packedWeights, error) {
 		if err := errors.Join(errs...); err != nil {
 			return w, err
 		}
-		q, k = q.permuteHeads(c.Heads, hd, d), k.permuteHeads(c.KVHeads, hd, d)
+		if !l.paired {
+			q, k = q.permuteHeads(c.Heads, hd, d), k.permuteHeads(c.KVHeads, hd, d)
+		}
 		w.qkv = append(w.qkv, l.packed(d, q, k, v))
 		w.wo = append(w.wo, l.packed(qd, o))
 		w.w13 = append(w.w13, l.packed(d, gate, up))
@@ -745,12 +825,18 @@ func (l *hfLoader) load() (packedWeights, error) {
 		w.attnNorm = append(w.attnNorm, an)
 		w.ffnNorm = append(w.ffnNorm, fn)
 		if c.QKVBias {
-			bias := slices.Concat(permuteHeads(qb, c.Heads, hd, 1), permuteHeads(kb, c.KVHeads, hd, 1), vb)
+			if !l.paired {
+				qb, kb = permuteHeads(qb, c.Heads, hd, 1), permuteHeads(kb, c.KVHeads, hd, 1)
+			}
+			bias := slices.Concat(qb, kb, vb)
 			w.qkvBias = append(w.qkvBias, bias)
 		}
 		if c.QKNorm {
-			w.qNorm = append(w.qNorm, permuteHeads(qn, 1, hd, 1))
-			w.kNorm = append(w.kNorm, permuteHeads(kn, 1, hd, 1))
+			if !l.paired {
+				qn, kn = permuteHeads(qn, 1, hd, 1), permuteHeads(kn, 1, hd, 1)
+			}
+			w.qNorm = append(w.qNorm, qn)
+			w.kNorm = append(w.kNorm, kn)
 		}
 	}
 	var extra []string
@@ -789,4 +875,35 @@ func IsHF(dir string) (bool, error) {
 // its SentencePiece tokenizer are not supported).
 func HFChatTemplate(modelType string) string {
 	return map[string]string{"llama": "llama3", "qwen2": "qwen2.5", "qwen3": "qwen3"}[modelType]
+}
+
+// quantizeRows quantises f (rows, cols) to q8_0 row by row, the rows
+// split across the cores.
+func quantizeRows(f []float32, rows, cols int) []byte {
+	rb := kernel.Q8RowBytes(cols)
+	q := make([]byte, rows*rb)
+	workers := max(1, min(runtime.GOMAXPROCS(0), rows/64))
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := g * rows / workers; j < (g+1)*rows/workers; j++ {
+				kernel.QuantizeQ8_0(q[j*rb:(j+1)*rb], f[j*cols:(j+1)*cols])
+			}
+		}()
+	}
+	wg.Wait()
+	return q
+}
+
+// checkQ8Finite fails on the first q8_0 block of buf whose float16 scale
+// is not finite, naming the tensor and the block.
+func checkQ8Finite(name string, buf []byte) error {
+	for b := 0; b+kernel.Q8BlockBytes <= len(buf); b += kernel.Q8BlockBytes {
+		if binary.LittleEndian.Uint16(buf[b:])&0x7c00 == 0x7c00 {
+			return fmt.Errorf("tensor %s: the scale of block %d is not finite", name, b/kernel.Q8BlockBytes)
+		}
+	}
+	return nil
 }

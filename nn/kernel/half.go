@@ -23,12 +23,17 @@ func (d DType) String() string {
 		return "bf16"
 	case Float16:
 		return "f16"
+	case Q8_0:
+		return "q8_0"
 	}
 	return fmt.Sprintf("DType(%d)", int(d))
 }
 
-// Size is the bytes one value takes.
+// Size is the bytes one value takes; for Q8_0, which takes 8.5 bits, 1.
 func (d DType) Size() int {
+	if d == Q8_0 {
+		return 1
+	}
 	if d == Float32 {
 		return 4
 	}
@@ -77,6 +82,9 @@ func (w *Packed) DType() DType { return w.dtype }
 func (w *Packed) Bytes() int64 {
 	if w.half != nil {
 		return 2 * int64(len(w.half))
+	}
+	if w.q8 != nil {
+		return int64(len(w.q8))
 	}
 	return 4 * int64(len(w.data))
 }

@@ -206,8 +206,8 @@ func TestPackedHalfGeneric(t *testing.T) {
 }
 
 // BenchmarkGemvHalf compares one-row products over a 32768×1024 matrix held
-// in float32, bfloat16 and float16 (bytes read per product: 128, 64, 64
-// MiB, far over the caches).
+// in float32, bfloat16, float16 and q8_0 (bytes read per product: 128, 64,
+// 64, 34 MiB, far over the caches).
 func BenchmarkGemvHalf(b *testing.B) {
 	const n, k = 32768, 1024
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -220,11 +220,17 @@ func BenchmarkGemvHalf(b *testing.B) {
 		a[i] = float32(rng.NormFloat64())
 	}
 	dst := make([]float32, n)
-	for _, dt := range []DType{Float32, BFloat16, Float16} {
+	for _, dt := range []DType{Float32, BFloat16, Float16, Q8_0} {
 		var w *Packed
-		if dt == Float32 {
+		switch dt {
+		case Float32:
 			w = Pack(k, f)
-		} else {
+		case Q8_0:
+			q := make([]byte, n*Q8RowBytes(k))
+			QuantizeQ8_0(q, f)
+			w = NewPackedQ8(k, n)
+			w.RepackQ8(q)
+		default:
 			h := make([]uint16, n*k)
 			for i, v := range f {
 				h[i] = f32ToHalf(v, dt)

@@ -35,6 +35,7 @@ func TestPuregoImpl(t *testing.T) {
 		{"archSwiGLUBack", archSwiGLUBack != nil},
 		{"activeBF16Pairs8", activeBF16Pairs8 != nil},
 		{"activeWidenBF16Pairs", activeWidenBF16Pairs != nil},
+		{"archQ8Dot4", archQ8Dot4() != nil},
 	}
 	for _, h := range hooks {
 		if h.set {

@@ -2,7 +2,9 @@
 // spends its time in, and the vector code of its elementwise steps (the
 // exponential and softmax, SwiGLU, AdamW; each with a portable twin that
 // gives the same bits, except the exponential, whose lanes and Exp may
-// differ in the last bit). All matrices are row-major.
+// differ in the last bit). All matrices are row-major. Weights may also
+// be held in bfloat16 or float16 (half.go) or in llama.cpp's q8_0 blocks
+// (q8.go).
 //
 // Each entry point packs its operands into cache-sized panels (or reads
 // them in place where their layout already fits) and runs a

@@ -19,6 +19,7 @@ type Packed struct {
 	dtype DType    // Float32, or the type of half
 	half  []uint16 // (panels, k, 16) 16-bit values, for BFloat16 and Float16
 	pairs bool     // half holds pairs of k steps interleaved (halfIndex)
+	q8    []byte   // (n, k/32, 34) q8_0 rows, for Q8_0 (q8.go)
 }
 
 // packPart is one source matrix stacked into a Packed: rows [row0, row0+n)
@@ -76,8 +77,8 @@ func (w *Packed) Repack(parts ...[]float32) {
 // RepackPanels is Repack for panels [q0, q1) only, so that several
 // goroutines can refresh disjoint ranges of one matrix at once.
 func (w *Packed) RepackPanels(q0, q1 int, parts ...[]float32) {
-	if w.half != nil {
-		panic("kernel.Packed.RepackPanels: a half-width Packed is filled by RepackHalfPanels") // a programming error
+	if w.half != nil || w.q8 != nil {
+		panic("kernel.Packed.RepackPanels: a half-width or q8_0 Packed is filled by RepackHalfPanels or RepackQ8") // a programming error
 	}
 	if len(parts) != len(w.parts) {
 		panic(fmt.Sprintf("kernel.Packed.Repack: %d matrices, packed from %d", len(parts), len(w.parts))) // a programming error
@@ -134,6 +135,10 @@ func (w *Packed) Row(dst []float32, j int) {
 		w.halfRow(dst, j)
 		return
 	}
+	if w.q8 != nil {
+		DequantizeQ8_0(dst[:w.k], w.q8Row(j))
+		return
+	}
 	k := w.k
 	panel := w.data[(j/nr)*nr*k:]
 	r := j % nr
@@ -146,7 +151,7 @@ func (w *Packed) Row(dst []float32, j int) {
 // across runtime.GOMAXPROCS(0) goroutines when large, like MatMulNT. Every
 // element has the bits MatMulNT gives for the same operands.
 func MatMulPacked(dst, a []float32, m int, w *Packed) {
-	if w.half != nil {
+	if w.half != nil || w.q8 != nil {
 		checkLen("MatMulPacked", m, w.k, w.n, dst, m*w.n, a, m*w.k, nil, 0)
 		MatMulPackedCols(dst, a, m, w, 0, w.n)
 		return
@@ -207,6 +212,10 @@ func MatMulPackedCols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 	}
 	if w.half != nil {
 		matMulHalfCols(dst, a, m, w, j0, j1)
+		return
+	}
+	if w.q8 != nil {
+		matMulQ8Cols(dst, a, m, w, j0, j1)
 		return
 	}
 	if m == 1 {

@@ -1,0 +1,284 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sync"
+)
+
+// Q8_0 is llama.cpp's q8_0 format: each row is cut into blocks of 32
+// values, and each block is stored as one float16 scale d followed by 32
+// int8 values q, the weights being d·q. A block takes 34 bytes, 8.5 bits a
+// weight: 0.53 times bfloat16's bytes.
+const Q8_0 DType = Float16 + 1
+
+// Q8Block is the number of weights in one q8_0 block, and Q8BlockBytes
+// the bytes it takes (the scale, then the values).
+const (
+	Q8Block      = 32
+	Q8BlockBytes = 2 + Q8Block
+)
+
+// Q8RowBytes is the bytes one row of k values takes in q8_0.
+func Q8RowBytes(k int) int { return k / Q8Block * Q8BlockBytes }
+
+// QuantizeQ8_0 writes src (a multiple of 32 values) as q8_0 blocks into
+// dst (Q8RowBytes(len(src)) bytes). It rounds as ggml's reference
+// quantize_row_q8_0 does: d = max|x|/127 in float32, q = round(x/d) away
+// from zero, d stored as float16; so it gives the bytes of llama.cpp's
+// converters.
+func QuantizeQ8_0(dst []byte, src []float32) {
+	if len(src)%Q8Block != 0 || len(dst) < Q8RowBytes(len(src)) {
+		panic("kernel.QuantizeQ8_0: length not a whole number of blocks") // a programming error
+	}
+	for b := 0; b < len(src)/Q8Block; b++ {
+		x := src[b*Q8Block : (b+1)*Q8Block]
+		out := dst[b*Q8BlockBytes : (b+1)*Q8BlockBytes]
+		var amax float32
+		for _, v := range x {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		binary.LittleEndian.PutUint16(out, Float32ToF16(d))
+		for i, v := range x {
+			out[2+i] = byte(int8(math.Round(float64(v * id))))
+		}
+	}
+}
+
+// Float32ToF16 rounds f to the nearest IEEE 754 binary16 value, ties to
+// even, as numpy's astype(float16) and the F16C instructions do.
+func Float32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23&0xff) - 127 + 15
+	mant := b & 0x7fffff
+	switch {
+	case b&0x7fffffff > 0x7f800000: // NaN: keep it quiet
+		return sign | 0x7e00
+	case exp >= 31: // too large, or infinity
+		return sign | 0x7c00
+	case exp <= 0: // subnormal or zero in binary16
+		if exp < -10 {
+			return sign
+		}
+		mant |= 0x800000
+		shift := uint(14 - exp)
+		h := mant >> shift
+		rem := mant & (1<<shift - 1)
+		half := uint32(1) << (shift - 1)
+		if rem > half || rem == half && h&1 == 1 {
+			h++
+		}
+		return sign | uint16(h)
+	}
+	h := uint32(exp)<<10 | mant>>13
+	rem := mant & 0x1fff
+	if rem > 0x1000 || rem == 0x1000 && h&1 == 1 {
+		h++ // may carry into the exponent, up to infinity: correct
+	}
+	return sign | uint16(h)
+}
+
+// NewPackedQ8 is NewPacked for a matrix kept in q8_0 (k a multiple of 32):
+// its rows stay in llama.cpp's layout, row after row, so a GGUF tensor is
+// copied in as it is stored. RepackQ8 fills it.
+func NewPackedQ8(k int, rows ...int) *Packed {
+	if k%Q8Block != 0 {
+		panic("kernel.NewPackedQ8: k not a multiple of 32") // a programming error
+	}
+	w := &Packed{k: k, dtype: Q8_0}
+	for _, r := range rows {
+		if r < 0 || k < 0 {
+			panic("kernel.NewPackedQ8: negative dimension") // a programming error
+		}
+		w.parts = append(w.parts, packPart{row0: w.n, n: r})
+		w.n += r
+	}
+	w.q8 = make([]byte, w.n*Q8RowBytes(k))
+	return w
+}
+
+// RepackQ8 copies parts, q8_0 matrices of the shapes given at creation
+// (rows of Q8RowBytes(k) bytes), into w.
+func (w *Packed) RepackQ8(parts ...[]byte) {
+	if w.dtype != Q8_0 {
+		panic("kernel.Packed.RepackQ8: not a q8_0 Packed") // a programming error
+	}
+	if len(parts) != len(w.parts) {
+		panic(fmt.Sprintf("kernel.Packed.RepackQ8: %d matrices, packed from %d", len(parts), len(w.parts))) // a programming error
+	}
+	rb := Q8RowBytes(w.k)
+	for i, p := range parts {
+		if len(p) != w.parts[i].n*rb {
+			panic(fmt.Sprintf("kernel.Packed.RepackQ8: matrix %d has %d bytes, want %d", i, len(p), w.parts[i].n*rb)) // a programming error
+		}
+		copy(w.q8[w.parts[i].row0*rb:], p)
+	}
+}
+
+// q8Row returns row j's blocks.
+func (w *Packed) q8Row(j int) []byte {
+	rb := Q8RowBytes(w.k)
+	return w.q8[j*rb : (j+1)*rb]
+}
+
+// DequantizeQ8_0 writes the values of q8_0 blocks src into dst
+// (32 values a block): d·q, exactly, in float32.
+func DequantizeQ8_0(dst []float32, src []byte) {
+	for b := 0; b < len(dst)/Q8Block; b++ {
+		blk := src[b*Q8BlockBytes : (b+1)*Q8BlockBytes]
+		d := F16ToFloat32(binary.LittleEndian.Uint16(blk))
+		for i := range Q8Block {
+			dst[b*Q8Block+i] = d * float32(int8(blk[2+i]))
+		}
+	}
+}
+
+// Products over a q8_0 matrix quantise each row of activations the same
+// way first, per block of 32, with a float32 scale (llama.cpp's q8_0 by
+// q8_0 dot product, but for the scale's width): the products of a block
+// are then exact integer sums, which the vector kernels compute four
+// times faster than float32 products of the widened weights.
+
+// q8ActBytes is the bytes one block of quantised activations takes: a
+// float32 scale, then 32 int8 values.
+const q8ActBytes = 4 + Q8Block
+
+// quantizeAct writes x (a multiple of 32 values) as activation blocks into
+// dst, rounding as QuantizeQ8_0 does.
+func quantizeAct(dst []byte, x []float32) {
+	for b := 0; b < len(x)/Q8Block; b++ {
+		v := x[b*Q8Block : (b+1)*Q8Block]
+		out := dst[b*q8ActBytes : (b+1)*q8ActBytes]
+		var amax float32
+		for _, f := range v {
+			amax = max(amax, float32(math.Abs(float64(f))))
+		}
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		binary.LittleEndian.PutUint32(out, math.Float32bits(d))
+		for i, f := range v {
+			out[4+i] = byte(int8(math.Round(float64(f * id))))
+		}
+	}
+}
+
+// q8Scratch holds the quantised activations of one product.
+var q8Scratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// matMulQ8Cols computes columns [j0, j1) of dst(m, n) = a(m, k) · Wᵀ for
+// a q8_0 W. Each element is the dot product of its quantised row of a and
+// its row of W as q8Dot4 computes it, whichever other pairs share the
+// call, so it does not depend on m or on the column split. Rows of a go
+// four at a time over 32 rows of W, which stay in cache meanwhile; a
+// vector takes four rows of W at a time.
+func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
+	k, n := w.k, w.n
+	rb := k / Q8Block * q8ActBytes
+	buf := q8Scratch.Get().(*[]byte)
+	defer q8Scratch.Put(buf)
+	if len(*buf) < m*rb {
+		*buf = make([]byte, m*rb)
+	}
+	xq := (*buf)[:m*rb]
+	for i := range m {
+		quantizeAct(xq[i*rb:(i+1)*rb], a[i*k:(i+1)*k])
+	}
+	var (
+		as  [4][]byte
+		rs  [4][]byte
+		out [4]float32
+	)
+	const tile = 32
+	m4 := m / 4 * 4
+	for t := j0; t < j1; t += tile {
+		t1 := min(t+tile, j1)
+		for i := 0; i < m4; i += 4 {
+			for r := range 4 {
+				as[r] = xq[(i+r)*rb : (i+r+1)*rb]
+			}
+			for j := t; j < t1; j++ {
+				row := w.q8Row(j)
+				rs = [4][]byte{row, row, row, row}
+				activeQ8Dot4(k, &as, &rs, &out)
+				for r := range 4 {
+					dst[(i+r)*n+j] = out[r]
+				}
+			}
+		}
+	}
+	for i := m4; i < m; i++ {
+		x := xq[i*rb : (i+1)*rb]
+		as = [4][]byte{x, x, x, x}
+		for j := j0; j < j1; j += 4 {
+			for r := range 4 {
+				rs[r] = w.q8Row(min(j+r, j1-1))
+			}
+			activeQ8Dot4(k, &as, &rs, &out)
+			copy(dst[i*n+j:i*n+min(j+4, j1)], out[:])
+		}
+	}
+}
+
+// q8Dot4Func computes four dot products: out[i] = a[i] · r[i], each a
+// row of k quantised activations (q8ActBytes a block) against a q8_0 row
+// of k weights.
+type q8Dot4Func func(k int, a, r *[4][]byte, out *[4]float32)
+
+var activeQ8Dot4 q8Dot4Func = goQ8Dot4
+
+// This init runs after gemm.go's, which has settled activeName.
+func init() {
+	if f := archQ8Dot4(); f != nil && activeName != "go" {
+		activeQ8Dot4 = f
+	}
+}
+
+func goQ8Dot4(k int, a, r *[4][]byte, out *[4]float32) {
+	for i := range 4 {
+		out[i] = goQ8Dot(k, a[i], r[i])
+	}
+}
+
+// goQ8Dot is the portable q8_0 dot product. It sums as the vector kernel
+// does: lane l of 8 takes the exact integer sum of x[t]·q[t] over t in
+// [4l, 4l+4) of a block and adds it, times the product of the two scales,
+// to its running total; the 8 totals are added pairwise at the end (0+4,
+// 1+5, 2+6, 3+7, then 0+2, 1+3, then 0+1). The multiply and the add are
+// rounded separately (the vector kernel fuses them).
+func goQ8Dot(k int, x, row []byte) float32 {
+	var acc [8]float32
+	for b := 0; b < k/Q8Block; b++ {
+		xb := x[b*q8ActBytes : (b+1)*q8ActBytes]
+		wb := row[b*Q8BlockBytes : (b+1)*Q8BlockBytes]
+		d := math.Float32frombits(binary.LittleEndian.Uint32(xb)) * F16ToFloat32(binary.LittleEndian.Uint16(wb))
+		xs, ws := xb[4:4+Q8Block], wb[2:2+Q8Block]
+		for l := range 8 {
+			var s int32
+			for t := 4 * l; t < 4*l+4; t++ {
+				s += int32(int8(xs[t])) * int32(int8(ws[t]))
+			}
+			acc[l] += float32(d * float32(s))
+		}
+	}
+	return reduce8(acc)
+}
+
+// reduce8 adds eight lanes in the order the vector kernels do.
+func reduce8(v [8]float32) float32 {
+	for l := range 4 {
+		v[l] += v[l+4]
+	}
+	v[0] += v[2]
+	v[1] += v[3]
+	return v[0] + v[1]
+}

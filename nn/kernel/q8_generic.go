@@ -1,0 +1,6 @@
+//go:build !amd64 || purego
+
+package kernel
+
+// archQ8Dot4: no q8_0 assembly here.
+func archQ8Dot4() q8Dot4Func { return nil }

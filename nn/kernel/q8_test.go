@@ -1,0 +1,255 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestFloat32ToF16(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    float32
+		want uint16
+	}{
+		{"one", 1, 0x3c00},
+		{"minus two", -2, 0xc000},
+		{"a tenth", 0.1, 0x2e66},
+		{"largest", 65504, 0x7bff},
+		{"rounds to infinity", 65520, 0x7c00},
+		{"smallest subnormal", 0x1p-24, 0x0001},
+		{"half the smallest subnormal: tie to even zero", 0x1p-25, 0x0000},
+		{"three halves of it: tie to even two", 0x1.8p-24, 0x0002},
+		{"largest subnormal", 0x1.ff8p-15, 0x03ff},
+		{"tie in the normal range, to even", 1 + 0x1p-11, 0x3c00},
+		{"tie in the normal range, up to even", 1 + 3*0x1p-11, 0x3c02},
+		{"negative zero", float32(math.Copysign(0, -1)), 0x8000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Float32ToF16(tc.f); got != tc.want {
+				t.Errorf("Float32ToF16(%g) = %#04x, want %#04x", tc.f, got, tc.want)
+			}
+		})
+	}
+	// Every finite float16 value comes back as itself.
+	for h := range 1 << 16 {
+		if h&0x7c00 == 0x7c00 {
+			continue
+		}
+		if got := Float32ToF16(F16ToFloat32(uint16(h))); got != uint16(h) {
+			t.Fatalf("Float32ToF16(F16ToFloat32(%#04x)) = %#04x", h, got)
+		}
+	}
+	if got := Float32ToF16(float32(math.NaN())); got&0x7c00 != 0x7c00 || got&0x3ff == 0 {
+		t.Errorf("Float32ToF16(NaN) = %#04x, want a NaN", got)
+	}
+}
+
+func TestQuantizeQ8_0(t *testing.T) {
+	ramp := make([]float32, 32)
+	for i := range ramp {
+		ramp[i] = float32(i-16) / 16 // -1 .. 0.9375
+	}
+	half := make([]float32, 32)
+	half[0], half[1], half[2] = 127, 0.5, -1.5 // d = 1: ties round away from zero
+	for _, tc := range []struct {
+		name  string
+		src   []float32
+		wantD float32
+		wantQ map[int]int8 // index → value; others as computed below
+	}{
+		{"zeros", make([]float32, 32), 0, map[int]int8{0: 0, 31: 0}},
+		{"ramp", ramp, float32(F16ToFloat32(Float32ToF16(float32(1) / 127))), map[int]int8{0: -127, 16: 0, 31: 119}},
+		{"ties", half, 1, map[int]int8{0: 127, 1: 1, 2: -2, 3: 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := make([]byte, Q8BlockBytes)
+			QuantizeQ8_0(dst, tc.src)
+			if got := F16ToFloat32(binary.LittleEndian.Uint16(dst)); got != tc.wantD {
+				t.Errorf("scale = %v, want %v", got, tc.wantD)
+			}
+			for i, want := range tc.wantQ {
+				if got := int8(dst[2+i]); got != want {
+					t.Errorf("q[%d] = %d, want %d", i, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestQuantizeQ8_0Error checks that dequantised values are within half a
+// step (d/2) of the originals, plus 127 times the float16 rounding of d
+// (which is coarse where d is subnormal in float16).
+func TestQuantizeQ8_0Error(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	src := make([]float32, 32*64)
+	for i := range src {
+		src[i] = float32(r.NormFloat64()) * float32(math.Pow(10, float64(i/32%6)-3))
+	}
+	q := make([]byte, Q8RowBytes(len(src)))
+	QuantizeQ8_0(q, src)
+	back := make([]float32, len(src))
+	DequantizeQ8_0(back, q)
+	for b := 0; b < len(src)/32; b++ {
+		var amax float64
+		for _, v := range src[b*32 : (b+1)*32] {
+			amax = max(amax, math.Abs(float64(v)))
+		}
+		d := amax / 127
+		d16 := float64(F16ToFloat32(binary.LittleEndian.Uint16(q[b*34:])))
+		tol := d/2 + 127*math.Abs(d16-d) + 1e-12
+		for i := b * 32; i < (b+1)*32; i++ {
+			if got, want := float64(back[i]), float64(src[i]); math.Abs(got-want) > tol {
+				t.Fatalf("value %d: dequantised %v, was %v (tolerance %v)", i, got, want, tol)
+			}
+		}
+	}
+}
+
+// TestMatMulQ8 checks the q8_0 products against float64 sums over the
+// dequantised weights, and that an element's bits do not depend on the
+// rows batched with it or on the column split.
+func TestMatMulQ8(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range []struct {
+		name    string
+		m, k    int
+		rows    []int
+		j0, j1s int // a column split to compare with the whole product
+	}{
+		{"vector", 1, 64, []int{40}, 16, 0},
+		{"batch of 7, stacked parts", 7, 96, []int{16, 8, 9}, 16, 0},
+		{"batch of 4, one block", 4, 32, []int{33}, 32, 0},
+		{"batch of 9", 9, 256, []int{50}, 48, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := tc.k
+			var parts [][]byte
+			var deq []float32 // (n, k)
+			for _, n := range tc.rows {
+				f := make([]float32, n*k)
+				for i := range f {
+					f[i] = float32(r.NormFloat64())
+				}
+				q := make([]byte, n*Q8RowBytes(k))
+				for j := range n {
+					QuantizeQ8_0(q[j*Q8RowBytes(k):(j+1)*Q8RowBytes(k)], f[j*k:(j+1)*k])
+				}
+				parts = append(parts, q)
+				d := make([]float32, n*k)
+				DequantizeQ8_0(d, q)
+				deq = append(deq, d...)
+			}
+			w := NewPackedQ8(k, tc.rows...)
+			w.RepackQ8(parts...)
+			n := w.N()
+			if got, want := w.Bytes(), int64(n*k/32*34); got != want {
+				t.Errorf("Bytes() = %d, want %d", got, want)
+			}
+			row := make([]float32, k)
+			w.Row(row, n-1)
+			for p := range k {
+				if got, want := row[p], deq[(n-1)*k+p]; got != want {
+					t.Fatalf("Row(%d)[%d] = %v, want %v", n-1, p, got, want)
+				}
+			}
+			a := make([]float32, tc.m*k)
+			for i := range a {
+				a[i] = float32(r.NormFloat64())
+			}
+			dst := make([]float32, tc.m*n)
+			MatMulPacked(dst, a, tc.m, w)
+			xq := make([]byte, k/32*q8ActBytes)
+			for i := range tc.m {
+				// The activations as the product quantises them.
+				quantizeAct(xq, a[i*k:(i+1)*k])
+				x := make([]float64, k)
+				dx := make([]float64, k)
+				for p := range k {
+					blk := xq[p/32*q8ActBytes:]
+					dx[p] = float64(math.Float32frombits(binary.LittleEndian.Uint32(blk)))
+					x[p] = dx[p] * float64(int8(blk[4+p%32]))
+				}
+				for j := range n {
+					var want, exact, mag, bound float64
+					for p := range k {
+						wv := float64(deq[j*k+p])
+						want += x[p] * wv
+						exact += float64(a[i*k+p]) * wv
+						mag += math.Abs(x[p] * wv)
+						bound += math.Abs(wv) * dx[p] / 2 // half a step of the activation
+					}
+					got := float64(dst[i*n+j])
+					if math.Abs(got-want) > 1e-5*mag+1e-6 {
+						t.Fatalf("dst[%d][%d] = %v, want %v over the quantised activations", i, j, got, want)
+					}
+					if math.Abs(got-exact) > bound+1e-5*mag+1e-6 {
+						t.Fatalf("dst[%d][%d] = %v, %v over float32 activations: off by more than %v", i, j, got, exact, bound)
+					}
+				}
+				// The same row alone gives the same bits.
+				one := make([]float32, n)
+				MatMulPacked(one, a[i*k:(i+1)*k], 1, w)
+				for j := range n {
+					if one[j] != dst[i*n+j] {
+						t.Fatalf("row %d column %d: %v alone, %v in a batch of %d", i, j, one[j], dst[i*n+j], tc.m)
+					}
+				}
+			}
+			// Two column ranges give the bits of the whole.
+			split := make([]float32, tc.m*n)
+			MatMulPackedCols(split, a, tc.m, w, 0, tc.j0)
+			MatMulPackedCols(split, a, tc.m, w, tc.j0, n)
+			for i := range split {
+				if split[i] != dst[i] {
+					t.Fatalf("element %d: %v split at column %d, %v whole", i, split[i], tc.j0, dst[i])
+				}
+			}
+		})
+	}
+}
+
+// TestQ8DotTwins checks the active q8_0 dot products (assembly where the
+// CPU has it) against the portable one: equal but for the rounding the
+// fused multiply-add saves, and each of the four the same bits whatever
+// the other three are.
+func TestQ8DotTwins(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, k := range []int{32, 64, 288, 2048} {
+		var (
+			as, rs [4][]byte
+			out    [4]float32
+		)
+		mags := [4]float64{}
+		for i := range 4 {
+			x, f := make([]float32, k), make([]float32, k)
+			for p := range k {
+				x[p] = float32(r.NormFloat64())
+				f[p] = float32(r.NormFloat64())
+				mags[i] += math.Abs(float64(x[p] * f[p]))
+			}
+			as[i] = make([]byte, k/32*q8ActBytes)
+			quantizeAct(as[i], x)
+			rs[i] = make([]byte, Q8RowBytes(k))
+			QuantizeQ8_0(rs[i], f)
+		}
+		activeQ8Dot4(k, &as, &rs, &out)
+		for i := range 4 {
+			want := goQ8Dot(k, as[i], rs[i])
+			if math.Abs(float64(out[i]-want)) > 1e-5*mags[i] {
+				t.Errorf("k=%d pair %d: active %v, portable %v", k, i, out[i], want)
+			}
+			// The same pair in every slot gives the same bits.
+			same := [4][]byte{as[i], as[i], as[i], as[i]}
+			rows := [4][]byte{rs[i], rs[i], rs[i], rs[i]}
+			var o [4]float32
+			activeQ8Dot4(k, &same, &rows, &o)
+			for s := range 4 {
+				if o[s] != out[i] {
+					t.Errorf("k=%d pair %d in slot %d: %v, in slot %d: %v", k, i, s, o[s], i, out[i])
+				}
+			}
+		}
+	}
+}

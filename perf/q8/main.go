@@ -1,0 +1,292 @@
+// Command q8 measures what q8_0 weights buy at decoding time. It writes a
+// seeded random Hugging Face checkpoint of a real model's shape in
+// bfloat16, loads it three times with infer.LoadHF (widened to float32,
+// as stored in bfloat16, quantised to q8_0 at load) and times greedy
+// batch-1 decoding of each at 1 and 2 threads, the three interleaved
+// within each repetition. It prints the machine, weight bytes, the median
+// tokens per second of each (wall clock, and per second of the process's
+// CPU time, which another process's load moves less), how many greedy
+// tokens q8_0 shares with bfloat16, and PASS or MISS against q8_0 at
+// least -target times bfloat16's wall-clock rate at 1 thread.
+//
+//	go run ./perf/q8                       # 0.1B Llama shape
+//	go run ./perf/q8 -shape stories15m     # llama2.c's stories15M shape
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/delegatelab/delegate/nn/infer"
+	"github.com/delegatelab/delegate/nn/kernel"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "q8:", err)
+		os.Exit(1)
+	}
+}
+
+// shape is a config.json's architecture fields.
+type shape struct {
+	dim, hidden, layers, heads, kv, vocab int
+	tied                                  bool
+}
+
+var shapes = map[string]shape{
+	// A 0.1B Llama-style shape (110M parameters, untied head).
+	"small": {768, 2048, 12, 12, 4, 32000, false},
+	// llama2.c's stories15M (tied head).
+	"stories15m": {288, 768, 6, 6, 6, 32000, true},
+	// A toy, for the program's own test.
+	"tiny": {64, 128, 2, 4, 2, 512, true},
+}
+
+func run(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("q8", flag.ContinueOnError)
+	shapeName := fs.String("shape", "small", "model shape: small, stories15m or tiny")
+	steps := fs.Int("n", 32, "tokens generated per measurement")
+	reps := fs.Int("reps", 5, "repetitions; the median is reported")
+	threads := fs.String("threads", "1,2", "GOMAXPROCS values to measure, comma-separated")
+	target := fs.Float64("target", 1.6, "q8_0 tok/s over bf16 tok/s at 1 thread needed for PASS")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	sh, ok := shapes[*shapeName]
+	if !ok {
+		return fmt.Errorf("unknown shape %q (want small, stories15m or tiny)", *shapeName)
+	}
+	var procs []int
+	for _, s := range strings.Split(*threads, ",") {
+		var p int
+		if _, err := fmt.Sscan(s, &p); err != nil || p < 1 {
+			return fmt.Errorf("threads %q: want positive integers", *threads)
+		}
+		procs = append(procs, p)
+	}
+	dir, err := os.MkdirTemp("", "q8")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := writeCheckpoint(dir, sh); err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	fmt.Fprintf(stdout, "q8: machine %s, %d cores, kernel %s, %s/%s\n", cpuName(), runtime.NumCPU(), kernel.Impl(), runtime.GOOS, runtime.GOARCH)
+
+	type side struct {
+		name string
+		w    *infer.Weights
+		tps  map[int][]float64 // threads → tok/s of each repetition
+		cps  map[int][]float64 // threads → tokens per CPU second
+		toks []int
+	}
+	var sides []*side
+	for _, opt := range []infer.HFOptions{{Float32: true}, {}, {Quantize: "q8_0"}} {
+		opt.Context = *steps + 1
+		w, info, err := infer.LoadHF(dir, opt)
+		if err != nil {
+			return err
+		}
+		sides = append(sides, &side{name: info.DType.String(), w: w, tps: map[int][]float64{}, cps: map[int][]float64{}})
+	}
+	for _, p := range procs {
+		prev := runtime.GOMAXPROCS(p)
+		engines := make([]*infer.Engine, len(sides))
+		for i, s := range sides {
+			e, err := infer.NewEngineWeights(s.w, infer.EngineConfig{MaxBatch: 1})
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			engines[i] = e
+		}
+		for r := range *reps {
+			for i, s := range sides {
+				t0, c0 := time.Now(), cpuTime()
+				res, err := engines[i].Generate(context.Background(), infer.GenRequest{Prompt: []int{1}, MaxNew: *steps})
+				if err != nil {
+					return err
+				}
+				el, cpu := time.Since(t0).Seconds(), (cpuTime() - c0).Seconds()
+				if len(res.Tokens) != *steps {
+					return fmt.Errorf("%s generated %d tokens, want %d", s.name, len(res.Tokens), *steps)
+				}
+				s.toks = res.Tokens
+				s.tps[p] = append(s.tps[p], float64(*steps)/el)
+				if cpu > 0 {
+					s.cps[p] = append(s.cps[p], float64(*steps)/cpu)
+				}
+				fmt.Fprintf(stdout, "q8: %d threads rep %d %s %.2f tok/s, %.2f tok/CPU-s\n", p, r+1, s.name, float64(*steps)/el, float64(*steps)/cpu)
+			}
+		}
+		runtime.GOMAXPROCS(prev)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
+	head := "weights\tMB\t"
+	for _, p := range procs {
+		head += fmt.Sprintf("tok/s %dt\ttok/CPU-s %dt\t", p, p)
+	}
+	fmt.Fprintln(tw, head)
+	for _, s := range sides {
+		line := fmt.Sprintf("%s\t%.1f\t", s.name, float64(s.w.Bytes())/1e6)
+		for _, p := range procs {
+			line += fmt.Sprintf("%.2f\t%.2f\t", median(s.tps[p]), median(s.cps[p]))
+		}
+		fmt.Fprintln(tw, line)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	same := 0
+	for same < len(sides[2].toks) && sides[2].toks[same] == sides[1].toks[same] {
+		same++
+	}
+	fmt.Fprintf(stdout, "q8: q8_0's greedy tokens match bf16's for the first %d of %d\n", same, *steps)
+	p1 := procs[0]
+	ratio := median(sides[2].tps[p1]) / median(sides[1].tps[p1])
+	verdict := "MISS"
+	if ratio >= *target {
+		verdict = "PASS"
+	}
+	cratio := median(sides[2].cps[p1]) / median(sides[1].cps[p1])
+	fmt.Fprintf(stdout, "q8_0/bf16 tok/s ratio %.2f at %d thread(s) (per CPU second %.2f; bytes %.2f of bf16's), target >= %.2f: %s; shape %s, %d tokens, median of %d\n",
+		ratio, p1, cratio, float64(sides[2].w.Bytes())/float64(sides[1].w.Bytes()), *target, verdict, *shapeName, *steps, *reps)
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// cpuName is the CPU's model name from /proc/cpuinfo, or "unknown".
+func cpuName() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// writeCheckpoint writes config.json and model.safetensors of a seeded
+// random Llama model of shape sh in bfloat16.
+func writeCheckpoint(dir string, sh shape) error {
+	hd := sh.dim / sh.heads
+	cfg := map[string]any{
+		"architectures": []string{"LlamaForCausalLM"}, "model_type": "llama", "hidden_size": sh.dim, "intermediate_size": sh.hidden,
+		"num_hidden_layers": sh.layers, "num_attention_heads": sh.heads, "num_key_value_heads": sh.kv, "vocab_size": sh.vocab,
+		"max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": sh.tied,
+		"hidden_act": "silu", "eos_token_id": 0,
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644); err != nil {
+		return err
+	}
+	type tensor struct {
+		name  string
+		shape []int
+		scale float64 // 0: a norm weight, ones
+	}
+	ts := []tensor{{"model.embed_tokens.weight", []int{sh.vocab, sh.dim}, 1}, {"model.norm.weight", []int{sh.dim}, 0}}
+	if !sh.tied {
+		ts = append(ts, tensor{"lm_head.weight", []int{sh.vocab, sh.dim}, 1 / math.Sqrt(float64(sh.dim))})
+	}
+	for l := range sh.layers {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		in, hid := 1/math.Sqrt(float64(sh.dim)), 1/math.Sqrt(float64(sh.hidden))
+		ts = append(ts,
+			tensor{p + "input_layernorm.weight", []int{sh.dim}, 0},
+			tensor{p + "post_attention_layernorm.weight", []int{sh.dim}, 0},
+			tensor{p + "self_attn.q_proj.weight", []int{sh.heads * hd, sh.dim}, in},
+			tensor{p + "self_attn.k_proj.weight", []int{sh.kv * hd, sh.dim}, in},
+			tensor{p + "self_attn.v_proj.weight", []int{sh.kv * hd, sh.dim}, in},
+			tensor{p + "self_attn.o_proj.weight", []int{sh.dim, sh.heads * hd}, in},
+			tensor{p + "mlp.gate_proj.weight", []int{sh.hidden, sh.dim}, in},
+			tensor{p + "mlp.up_proj.weight", []int{sh.hidden, sh.dim}, in},
+			tensor{p + "mlp.down_proj.weight", []int{sh.dim, sh.hidden}, hid})
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
+	header := map[string]any{}
+	off := 0
+	for _, t := range ts {
+		n := 2
+		for _, d := range t.shape {
+			n *= d
+		}
+		header[t.name] = map[string]any{"dtype": "BF16", "shape": t.shape, "data_offsets": []int{off, off + n}}
+		off += n
+	}
+	hb, err := json.Marshal(header)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := binary.Write(w, binary.LittleEndian, uint64(len(hb))); err != nil {
+		return err
+	}
+	if _, err := w.Write(hb); err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var two [2]byte
+	for _, t := range ts {
+		n := 1
+		for _, d := range t.shape {
+			n *= d
+		}
+		for range n {
+			v := float32(1)
+			if t.scale != 0 {
+				v = float32(rng.NormFloat64() * t.scale)
+			}
+			bits := math.Float32bits(v)
+			binary.LittleEndian.PutUint16(two[:], uint16((bits+0x7fff+(bits>>16)&1)>>16)) // bfloat16, ties to even
+			if _, err := w.Write(two[:]); err != nil {
+				return err
+			}
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return f.Close()
+}
