@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -62,5 +63,98 @@ func TestDesignFigures(t *testing.T) {
 	}
 	if !(reward["route oracle"] >= sel) {
 		t.Errorf("oracle %.3f below selective %.3f", reward["route oracle"], sel)
+	}
+}
+
+// TestDigitsDesignFigures computes the design figures of the digits
+// world (docs/world.md): DefaultConfig's problems with a solver that
+// covers only the products whose first factor is below 50. It checks
+// that the oracle and the selective policy beat every position rule and
+// every keyword rule by a clear margin, and that the threshold rule on
+// the first factor at 50 matches the selective policy and beats every
+// other threshold. Print them with
+//
+//	go test ./world/transcript -run TestDigitsDesignFigures -v
+func TestDigitsDesignFigures(t *testing.T) {
+	ps, err := world.Generate(world.DefaultConfig(), 1, world.Validation, 2000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc := DesignAccuracy()
+	acc.Coverage = world.DigitsCoverage()
+	var b strings.Builder
+	if err := Report(&b, ps, 1, world.DefaultPrices(), world.DefaultReward(), acc); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("digits world, design accuracies %+v:\n%s", acc, b.String())
+	prices, rew := world.DefaultPrices(), world.DefaultReward()
+	route := func(pol world.Policy) func(*world.Problem) Episode {
+		return func(p *world.Problem) Episode { return Route(p, pol) }
+	}
+	oracleAcc := acc
+	oracleAcc.Covered = 1
+	oracle := Measure("oracle", ps, route(acc.Coverage.Selective), prices, rew, oracleAcc)
+	sel := Measure("selective", ps, route(acc.Coverage.Selective), prices, rew, acc)
+
+	var covered, products int
+	for _, p := range ps {
+		for _, s := range p.Steps {
+			if s.Op == world.Mul {
+				products++
+				if acc.Coverage.Covers(s.Op, s.X.Value, s.Y.Value) {
+					covered++
+				}
+			}
+		}
+	}
+	t.Logf("products covered: %d of %d (%.3f)", covered, products, float64(covered)/float64(products))
+	if share := float64(covered) / float64(products); share < 0.3 || share > 0.7 {
+		t.Errorf("covered share of products %.3f: want a real decision, between 0.3 and 0.7", share)
+	}
+
+	best := func(rows []Stats) Stats {
+		b := rows[0]
+		for _, r := range rows[1:] {
+			if r.Reward > b.Reward {
+				b = r
+			}
+		}
+		return b
+	}
+	var positions, kinds []Stats
+	steps := world.DefaultConfig().MaxSteps
+	for mask := range uint(1) << steps {
+		positions = append(positions, Measure(world.PositionRuleName(mask, steps), ps, route(world.PositionRule(mask)), prices, rew, acc))
+	}
+	for mask := range uint(1) << world.NumStepKinds {
+		if mask>>uint(world.TimesAsMany)&1 == 1 {
+			continue // no "times as many" in this world: the same rule as without the bit
+		}
+		kinds = append(kinds, Measure(world.KindRuleName(mask), ps, route(world.KindRule(mask)), prices, rew, acc))
+	}
+	var thresholds []Stats
+	for th := int64(10); th <= 100; th += 5 {
+		thresholds = append(thresholds, Measure(fmt.Sprintf("first factor below %d", th), ps, route(world.FirstFactorBelow(th)), prices, rew, acc))
+	}
+	bp, bk, bt := best(positions), best(kinds), best(thresholds)
+	for _, r := range []Stats{oracle, sel, bp, bk, bt, kinds[3]} {
+		t.Logf("%-40s delegated %.2f  P(correct) %.3f  reward %.3f", r.Name, r.Delegated, r.PCorrect, r.Reward)
+	}
+	for _, c := range []struct {
+		name string
+		rule Stats
+	}{{"position", bp}, {"keyword", bk}} {
+		if !(sel.Reward > c.rule.Reward+0.05) {
+			t.Errorf("selective %.3f is not ahead of the best %s rule (%s) %.3f by 0.05", sel.Reward, c.name, c.rule.Name, c.rule.Reward)
+		}
+		if !(oracle.Reward > c.rule.Reward+0.05) {
+			t.Errorf("oracle %.3f is not ahead of the best %s rule (%s) %.3f by 0.05", oracle.Reward, c.name, c.rule.Name, c.rule.Reward)
+		}
+	}
+	if got, want := bt.Name, "first factor below 50"; got != want {
+		t.Errorf("best threshold rule %q, want %q", got, want)
+	}
+	if got, want := bt.Reward, sel.Reward; math.Abs(got-want) > 1e-9 {
+		t.Errorf("threshold rule at 50: reward %.4f, want the selective policy's %.4f", got, want)
 	}
 }
