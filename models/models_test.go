@@ -69,6 +69,36 @@ func TestShippedSolver(t *testing.T) {
 	}
 }
 
+// TestShippedDigitsSolver grades the digits world's solver greedily on
+// 6 held-out questions per size class: inside its coverage above
+// solverFloor, and on the products whose first factor is 50 or more,
+// which it never saw, mostly wrong.
+func TestShippedDigitsSolver(t *testing.T) {
+	m := load(t, "solver-digits", "solver")
+	scores, err := pretrain.GradeSolverCoverage(context.Background(), m, world.DigitsCoverage(), 6, 32, 2026)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in, inN, out, outN int
+	for _, s := range scores {
+		switch {
+		case s.Covered:
+			in, inN = in+s.Right, inN+s.N
+		case s.Size.Covered(): // a product class the coverage narrows
+			out, outN = out+s.Right, outN+s.N
+		}
+	}
+	if got := float64(in) / float64(inN); got < solverFloor {
+		t.Errorf("digits solver inside its coverage: %d/%d = %.2f, want at least %.2f", in, inN, got, solverFloor)
+	}
+	if outN == 0 {
+		t.Fatal("no question of a product whose first factor is 50 or more")
+	}
+	if got := float64(out) / float64(outN); got > 0.25 {
+		t.Errorf("digits solver on products whose first factor is 50 or more: %d/%d = %.2f, want it unreliable (at most 0.25)", out, outN, got)
+	}
+}
+
 // TestShippedRouter grades the shipped router (where delegate train
 // starts) greedily on 16 held-out problems of the default world alone,
 // writing its scratchpads, and on 16 without a difference under route with
