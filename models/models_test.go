@@ -10,6 +10,7 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/scripted"
 )
 
 // The floors the shipped checkpoints must clear on held-out items, well
@@ -96,6 +97,24 @@ func TestShippedDigitsSolver(t *testing.T) {
 	}
 	if got := float64(out) / float64(outN); got > 0.25 {
 		t.Errorf("digits solver on products whose first factor is 50 or more: %d/%d = %.2f, want it unreliable (at most 0.25)", out, outN, got)
+	}
+}
+
+// TestShippedDigitsThreshold checks that the threshold a program reads
+// off the digits solver's answers on training problems is the coverage's,
+// 50: the threshold rule is then the digits world's selective policy.
+func TestShippedDigitsThreshold(t *testing.T) {
+	m := load(t, "solver-digits", "solver")
+	ps, err := world.Generate(world.DefaultConfig(), 11, world.Train, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := scripted.FitThreshold(context.Background(), m, ps, 0.11, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := world.DigitsCoverage().MulFirstBelow; got != want {
+		t.Errorf("threshold fitted on the digits solver: %d, want %d", got, want)
 	}
 }
 
