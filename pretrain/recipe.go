@@ -23,22 +23,24 @@ import (
 // Options are the settings of one pretraining run, the recipe of the
 // shipped models. A zero Steps, Batch or LR takes the model's default.
 type Options struct {
-	Model     string         // solver, delegator or all
-	Steps     int            // optimizer steps (0: the model's default)
-	Time      time.Duration  // train about this long instead of Steps
-	Out       string         // directory the checkpoints are written under
-	Seed      uint64         // seed of the data, the initial weights and the batch order
-	Batch     int            // sequences per step (0: the model's default)
-	LR        float64        // peak learning rate (0: the model's default)
-	Eval      int            // held-out items per evaluation
-	EvalEvery int            // evaluate every so many steps (0: only at the end)
-	Solver    string         // solver checkpoint for the delegator's route grading (default Out/solver)
-	Init      string         // start from this checkpoint's weights (one model only)
-	Levels    []int          // delegator: train on these world levels
-	Coverage  world.Coverage // solver: train and grade inside this coverage (zero: the default world's)
-	WithPeers bool           // delegator: also train on lead's terse peer answers
-	RouteMix  []float64      // delegator: weights of the route policies never, always, random (nil: DelegatorCorpus's)
-	Force     bool           // replace a finished checkpoint already under Out
+	Model     string        // solver, delegator or all
+	Steps     int           // optimizer steps (0: the model's default)
+	Time      time.Duration // train about this long instead of Steps
+	Out       string        // directory the checkpoints are written under
+	Seed      uint64        // seed of the data, the initial weights and the batch order
+	Batch     int           // sequences per step (0: the model's default)
+	LR        float64       // peak learning rate (0: the model's default)
+	Eval      int           // held-out items per evaluation
+	EvalEvery int           // evaluate every so many steps (0: only at the end)
+	Solver    string        // solver checkpoint for the delegator's route grading (default Out/solver)
+	Init      string        // start from this checkpoint's weights (one model only)
+	Levels    []int         // delegator: train on these world levels
+	WithPeers bool          // delegator: also train on lead's terse peer answers
+	RouteMix  []float64     // delegator: weights of the route policies never, always, random (nil: DelegatorCorpus's)
+	Force     bool          // replace a finished checkpoint already under Out
+	// Coverage is the solver's: it trains and is graded inside it (zero:
+	// the default world's; world.DigitsCoverage for the digits world).
+	Coverage world.Coverage
 	// GradeSplit is the split the delegator is graded on, during training
 	// and after it: "validation" (also when empty), or "test" for a
 	// published table only.
