@@ -3,6 +3,7 @@ package transcript
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -68,32 +69,37 @@ func TestDesignFigures(t *testing.T) {
 
 // TestDigitsDesignFigures computes the design figures of the digits
 // world (docs/world.md): DefaultConfig's problems with a solver that
-// covers only the products whose first factor is below 50. It checks
-// that the oracle and the selective policy beat every position rule and
-// every keyword rule by a clear margin, and that the threshold rule on
-// the first factor at 50 matches the selective policy and beats every
-// other threshold; the rules are scanned on the first 500 problems, to
-// keep the test short. Print them with
+// covers only the products whose first factor is below 50. On 2000
+// validation problems it measures the selective policy, the oracle, the
+// threshold rule at 50, every position rule and random delegation; on the
+// first 500, to keep the test short, every keyword rule and other
+// thresholds. It checks that the oracle and the selective policy beat
+// every position rule and every keyword rule by a clear margin, and that
+// the threshold rule at 50 matches the selective policy and beats the
+// other thresholds. Print them with
 //
 //	go test ./world/transcript -run TestDigitsDesignFigures -v
 func TestDigitsDesignFigures(t *testing.T) {
-	ps, err := world.Generate(world.DefaultConfig(), 1, world.Validation, 2000)
+	all, err := world.Generate(world.DefaultConfig(), 1, world.Validation, 2000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	acc := DesignAccuracy()
 	acc.Coverage = world.DigitsCoverage()
-	var b strings.Builder
-	if err := Report(&b, ps, 1, world.DefaultPrices(), world.DefaultReward(), acc); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("digits world, design accuracies %+v:\n%s", acc, b.String())
 	prices, rew := world.DefaultPrices(), world.DefaultReward()
 	route := func(pol world.Policy) func(*world.Problem) Episode {
 		return func(p *world.Problem) Episode { return Route(p, pol) }
 	}
+	oracleAcc := acc
+	oracleAcc.Covered = 1
+	measure := func(ps []*world.Problem) (oracle, sel, threshold Stats) {
+		return Measure("route oracle", ps, route(acc.Coverage.Selective), prices, rew, oracleAcc),
+			Measure("route selective", ps, route(acc.Coverage.Selective), prices, rew, acc),
+			Measure("route first factor below 50", ps, route(world.FirstFactorBelow(50)), prices, rew, acc)
+	}
+
 	var covered, products int
-	for _, p := range ps {
+	for _, p := range all {
 		for _, s := range p.Steps {
 			if s.Op == world.Mul {
 				products++
@@ -108,12 +114,6 @@ func TestDigitsDesignFigures(t *testing.T) {
 		t.Errorf("covered share of products %.3f: want a real decision, between 0.3 and 0.7", share)
 	}
 
-	ps = ps[:500]
-	oracleAcc := acc
-	oracleAcc.Covered = 1
-	oracle := Measure("oracle", ps, route(acc.Coverage.Selective), prices, rew, oracleAcc)
-	sel := Measure("selective", ps, route(acc.Coverage.Selective), prices, rew, acc)
-
 	best := func(rows []Stats) Stats {
 		b := rows[0]
 		for _, r := range rows[1:] {
@@ -123,45 +123,58 @@ func TestDigitsDesignFigures(t *testing.T) {
 		}
 		return b
 	}
-	var positions, kinds []Stats
 	steps := world.DefaultConfig().MaxSteps
-	for mask := range uint(1) << steps {
-		positions = append(positions, Measure(world.PositionRuleName(mask, steps), ps, route(world.PositionRule(mask)), prices, rew, acc))
+	positions := func(ps []*world.Problem) []Stats {
+		var rows []Stats
+		for mask := range uint(1) << steps {
+			rows = append(rows, Measure("route "+world.PositionRuleName(mask, steps), ps, route(world.PositionRule(mask)), prices, rew, acc))
+		}
+		return rows
 	}
+	check := func(what string, oracle, sel, threshold Stats, rules map[string]Stats) {
+		for kind, rule := range rules {
+			if !(sel.Reward > rule.Reward+0.05) {
+				t.Errorf("%s: selective %.3f is not ahead of the best %s rule (%s) %.3f by 0.05", what, sel.Reward, kind, rule.Name, rule.Reward)
+			}
+			if !(oracle.Reward > rule.Reward+0.05) {
+				t.Errorf("%s: oracle %.3f is not ahead of the best %s rule (%s) %.3f by 0.05", what, oracle.Reward, kind, rule.Name, rule.Reward)
+			}
+		}
+		if math.Abs(threshold.Reward-sel.Reward) > 1e-9 {
+			t.Errorf("%s: threshold rule at 50: reward %.4f, want the selective policy's %.4f", what, threshold.Reward, sel.Reward)
+		}
+	}
+
+	oracle, sel, threshold := measure(all)
+	rows := append(positions(all), sel, oracle, threshold,
+		Measure("route random 0.5", all, route(world.Random(0.5, rand.New(rand.NewPCG(1, 1)))), prices, rew, acc))
+	var b strings.Builder
+	if err := writeTable(&b, rows); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("digits world, 2000 problems, design accuracies %+v:\n%s", acc, b.String())
+	check("2000 problems", oracle, sel, threshold, map[string]Stats{"position": best(rows[:1<<steps])})
+
+	ps := all[:500]
+	oracle, sel, threshold = measure(ps)
+	var kinds []Stats
 	for mask := range uint(1) << world.NumStepKinds {
 		if mask>>uint(world.TimesAsMany)&1 == 1 {
 			continue // no "times as many" in this world: the same rule as without the bit
 		}
 		kinds = append(kinds, Measure(world.KindRuleName(mask), ps, route(world.KindRule(mask)), prices, rew, acc))
 	}
-	var thresholds []Stats
-	for th := int64(10); th <= 100; th += 10 {
-		if th == 50 {
-			thresholds = append(thresholds, Measure("first factor below 45", ps, route(world.FirstFactorBelow(45)), prices, rew, acc))
-			thresholds = append(thresholds, Measure("first factor below 55", ps, route(world.FirstFactorBelow(55)), prices, rew, acc))
-		}
-		thresholds = append(thresholds, Measure(fmt.Sprintf("first factor below %d", th), ps, route(world.FirstFactorBelow(th)), prices, rew, acc))
+	thresholds := []Stats{threshold}
+	for _, th := range []int64{10, 20, 30, 40, 45, 55, 60, 70, 80, 90, 100} {
+		thresholds = append(thresholds, Measure(fmt.Sprintf("route first factor below %d", th), ps, route(world.FirstFactorBelow(th)), prices, rew, acc))
 	}
-	bp, bk, bt := best(positions), best(kinds), best(thresholds)
+	bp, bk, bt := best(positions(ps)), best(kinds), best(thresholds)
 	for _, r := range []Stats{oracle, sel, bp, bk, bt, kinds[3]} {
-		t.Logf("%-40s delegated %.2f  P(correct) %.3f  reward %.3f", r.Name, r.Delegated, r.PCorrect, r.Reward)
+		t.Logf("first 500: %-40s delegated %.2f  P(correct) %.3f  reward %.3f", r.Name, r.Delegated, r.PCorrect, r.Reward)
 	}
-	for _, c := range []struct {
-		name string
-		rule Stats
-	}{{"position", bp}, {"keyword", bk}} {
-		if !(sel.Reward > c.rule.Reward+0.05) {
-			t.Errorf("selective %.3f is not ahead of the best %s rule (%s) %.3f by 0.05", sel.Reward, c.name, c.rule.Name, c.rule.Reward)
-		}
-		if !(oracle.Reward > c.rule.Reward+0.05) {
-			t.Errorf("oracle %.3f is not ahead of the best %s rule (%s) %.3f by 0.05", oracle.Reward, c.name, c.rule.Name, c.rule.Reward)
-		}
-	}
-	if got, want := bt.Name, "first factor below 50"; got != want {
-		t.Errorf("best threshold rule %q, want %q", got, want)
-	}
-	if got, want := bt.Reward, sel.Reward; math.Abs(got-want) > 1e-9 {
-		t.Errorf("threshold rule at 50: reward %.4f, want the selective policy's %.4f", got, want)
+	check("first 500 problems", oracle, sel, threshold, map[string]Stats{"position": bp, "keyword": bk})
+	if bt.Name != threshold.Name {
+		t.Errorf("best threshold rule %q (%.4f), want %q (%.4f)", bt.Name, bt.Reward, threshold.Name, threshold.Reward)
 	}
 }
 
