@@ -10,6 +10,7 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/scripted"
 )
 
 // The floors the shipped checkpoints must clear on held-out items, well
@@ -66,6 +67,54 @@ func TestShippedSolver(t *testing.T) {
 	}
 	if got := float64(sub) / float64(subN); got > 0.5 {
 		t.Errorf("solver on subtractions, outside its coverage: %d/%d = %.2f, want it unreliable (at most 0.5)", sub, subN, got)
+	}
+}
+
+// TestShippedDigitsSolver grades the digits world's solver greedily on
+// 6 held-out questions per size class: inside its coverage above
+// solverFloor, and on the products whose first factor is 50 or more,
+// which it never saw, mostly wrong.
+func TestShippedDigitsSolver(t *testing.T) {
+	m := load(t, "solver-digits", "solver")
+	scores, err := pretrain.GradeSolverCoverage(context.Background(), m, world.DigitsCoverage(), 6, 32, 2026)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in, inN, out, outN int
+	for _, s := range scores {
+		switch {
+		case s.Covered:
+			in, inN = in+s.Right, inN+s.N
+		case s.Size.Covered(): // a product class the coverage narrows
+			out, outN = out+s.Right, outN+s.N
+		}
+	}
+	if got := float64(in) / float64(inN); got < solverFloor {
+		t.Errorf("digits solver inside its coverage: %d/%d = %.2f, want at least %.2f", in, inN, got, solverFloor)
+	}
+	if outN == 0 {
+		t.Fatal("no question of a product whose first factor is 50 or more")
+	}
+	if got := float64(out) / float64(outN); got > 0.25 {
+		t.Errorf("digits solver on products whose first factor is 50 or more: %d/%d = %.2f, want it unreliable (at most 0.25)", out, outN, got)
+	}
+}
+
+// TestShippedDigitsThreshold checks that the threshold a program reads
+// off the digits solver's answers on training problems is the coverage's,
+// 50: the threshold rule is then the digits world's selective policy.
+func TestShippedDigitsThreshold(t *testing.T) {
+	m := load(t, "solver-digits", "solver")
+	ps, err := world.Generate(world.DefaultConfig(), 11, world.Train, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := scripted.FitThreshold(context.Background(), m, ps, 0.11, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := world.DigitsCoverage().MulFirstBelow; got != want {
+		t.Errorf("threshold fitted on the digits solver: %d, want %d", got, want)
 	}
 }
 

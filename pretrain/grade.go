@@ -30,8 +30,17 @@ type SizeScore struct {
 // order of world.SolverSizes(true) then world.SolverSizes(false). Questions are
 // deterministic from seed. At most concurrency calls run at once; a failed
 // call counts as wrong and is counted in Failed; only ctx ending stops the
-// grading, with ctx's error.
+// grading, with ctx's error. It grades the default world's solver:
+// GradeSolverCoverage with the zero world.Coverage.
 func GradeSolver(ctx context.Context, model delegate.Model, perSize, concurrency int, seed uint64) ([]SizeScore, error) {
+	return GradeSolverCoverage(ctx, model, world.Coverage{}, perSize, concurrency, seed)
+}
+
+// GradeSolverCoverage is GradeSolver for a solver of coverage cov: a
+// covered class that cov narrows is graded on questions inside cov, and
+// graded again, after the classes outside, on questions outside it.
+// Under the zero Coverage it asks GradeSolver's questions.
+func GradeSolverCoverage(ctx context.Context, model delegate.Model, cov world.Coverage, perSize, concurrency int, seed uint64) ([]SizeScore, error) {
 	if perSize < 1 || concurrency < 1 {
 		return nil, fmt.Errorf("grade solver %s: per size %d and concurrency %d must be positive", model.Name(), perSize, concurrency)
 	}
@@ -43,13 +52,21 @@ func GradeSolver(ctx context.Context, model delegate.Model, perSize, concurrency
 	}
 	var scores []SizeScore
 	var jobs []job
+	add := func(sz world.SolverSize, in bool) {
+		for range perSize {
+			x, y := cov.Question(sz, rng, in)
+			jobs = append(jobs, job{class: len(scores), t: transcript.SolverTranscript(sz.Op, x, y), want: sz.Op.Apply(x, y)})
+		}
+		scores = append(scores, SizeScore{Size: sz, Covered: in, N: perSize})
+	}
 	for _, covered := range []bool{true, false} {
 		for _, sz := range world.SolverSizes(covered) {
-			for range perSize {
-				x, y := sz.Question(rng)
-				jobs = append(jobs, job{class: len(scores), t: transcript.SolverTranscript(sz.Op, x, y), want: sz.Op.Apply(x, y)})
-			}
-			scores = append(scores, SizeScore{Size: sz, Covered: covered, N: perSize})
+			add(sz, covered)
+		}
+	}
+	for _, sz := range world.SolverSizes(true) {
+		if cov.Narrows(sz) {
+			add(sz, false)
 		}
 	}
 	right := make([]bool, len(jobs))

@@ -144,3 +144,61 @@ func TestGradeDelegator(t *testing.T) {
 		}
 	}
 }
+
+// TestGradeSolverCoverage grades a fake solver of the digits world: right
+// inside its coverage, wrong outside; each product class is graded twice,
+// inside and outside.
+func TestGradeSolverCoverage(t *testing.T) {
+	cov := world.DigitsCoverage()
+	m := modeltest.New("solver", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+		op, x, y, err := world.ParseExpr(modeltest.LastUser(req))
+		if err != nil {
+			return nil, err
+		}
+		if !cov.Covers(op, x, y) {
+			return modeltest.Text(`\boxed{-1}`), nil
+		}
+		text, _, err := world.SolverAnswer(op, x, y)
+		if err != nil {
+			return nil, err
+		}
+		return modeltest.Text(text), nil
+	})
+	scores, err := GradeSolverCoverage(context.Background(), m, cov, 5, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrowed := 0
+	for _, s := range world.SolverSizes(true) {
+		if cov.Narrows(s) {
+			narrowed++
+		}
+	}
+	if narrowed == 0 {
+		t.Fatal("the digits coverage narrows no class")
+	}
+	if got, want := len(scores), len(world.SolverSizes(true))+len(world.SolverSizes(false))+narrowed; got != want {
+		t.Fatalf("%d scores, want %d", got, want)
+	}
+	for _, s := range scores {
+		if s.Covered && s.Right != s.N || !s.Covered && s.Right != 0 {
+			t.Errorf("%v covered=%v: %d right of %d", s.Size, s.Covered, s.Right, s.N)
+		}
+	}
+	plain, err := GradeSolver(context.Background(), m, 5, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero, err := GradeSolverCoverage(context.Background(), m, world.Coverage{}, 5, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plain) != len(zero) {
+		t.Fatalf("GradeSolver %d classes, the zero coverage's %d", len(plain), len(zero))
+	}
+	for i := range plain {
+		if plain[i] != zero[i] {
+			t.Errorf("class %d: GradeSolver %+v, the zero coverage's %+v", i, plain[i], zero[i])
+		}
+	}
+}

@@ -38,6 +38,9 @@ type Options struct {
 	WithPeers bool          // delegator: also train on lead's terse peer answers
 	RouteMix  []float64     // delegator: weights of the route policies never, always, random (nil: DelegatorCorpus's)
 	Force     bool          // replace a finished checkpoint already under Out
+	// Coverage is the solver's: it trains and is graded inside it (zero:
+	// the default world's; world.DigitsCoverage for the digits world).
+	Coverage world.Coverage
 	// GradeSplit is the split the delegator is graded on, during training
 	// and after it: "validation" (also when empty), or "test" for a
 	// published table only.
@@ -88,6 +91,12 @@ func Run(ctx context.Context, out io.Writer, f Options) error {
 		if f.Model == "solver" {
 			return errors.New("pretrain: --route-mix sets the delegator's corpus; --model solver has none")
 		}
+	}
+	if err := f.Coverage.Validate(); err != nil {
+		return fmt.Errorf("pretrain: %w", err)
+	}
+	if f.Coverage != (world.Coverage{}) && f.Model != "solver" {
+		return errors.New("pretrain: --world sets the solver's coverage; give --model solver")
 	}
 	seen := map[int]bool{}
 	for _, l := range f.Levels {
@@ -156,14 +165,14 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 		if err != nil {
 			return fmt.Errorf("pretrain solver: %w", err)
 		}
-		for _, t := range transcript.SolverCorpus(problems, f.Seed, 60_000) {
+		for _, t := range transcript.SolverCorpus(problems, f.Coverage, f.Seed, 60_000) {
 			examples = append(examples, FromMessages(t.Messages, t.Tools))
 		}
 		eval = func(ctx context.Context, p *nn.Params) (float64, string, error) {
-			return evalSolver(ctx, nil, p, max(f.Eval/4, 4), f.Seed)
+			return evalSolver(ctx, nil, p, f.Coverage, max(f.Eval/4, 4), f.Seed)
 		}
 		final = func(ctx context.Context, p *nn.Params) error {
-			_, _, err := evalSolver(ctx, out, p, f.Eval, f.Seed+1)
+			_, _, err := evalSolver(ctx, out, p, f.Coverage, f.Eval, f.Seed+1)
 			return err
 		}
 	case "delegator":
@@ -355,31 +364,39 @@ func DelegatorCorpus(seed uint64, levels []int, peers bool, routeMix []float64) 
 
 // evalSolver grades a solver's parameters greedily, perSize questions per
 // operation and size; with out set it prints the table.
-func evalSolver(ctx context.Context, out io.Writer, p *nn.Params, perSize int, seed uint64) (float64, string, error) {
+func evalSolver(ctx context.Context, out io.Writer, p *nn.Params, cov world.Coverage, perSize int, seed uint64) (float64, string, error) {
 	m, err := local.New(p, local.Config{Name: "solver", MaxBatch: 32})
 	if err != nil {
 		return 0, "", err
 	}
 	defer m.Close()
-	scores, err := GradeSolver(ctx, m, perSize, 32, seed)
+	scores, err := GradeSolverCoverage(ctx, m, cov, perSize, 32, seed)
 	if err != nil {
 		return 0, "", err
 	}
-	var right, n int
+	var right, n, outRight, outN int
 	var parts []string
 	for _, s := range scores {
 		if s.Covered {
 			right += s.Right
 			n += s.N
+		} else {
+			outRight += s.Right
+			outN += s.N
 		}
-		parts = append(parts, fmt.Sprintf("%s %d/%d", s.Size, s.Right, s.N))
+		name := s.Size.String()
+		if !s.Covered && s.Size.Covered() {
+			name += " outside" // a class the coverage narrows
+		}
+		parts = append(parts, fmt.Sprintf("%s %d/%d", name, s.Right, s.N))
 		if out != nil {
-			fmt.Fprintf(out, "solver held-out %-6s covered=%-5v %3d/%d\n", s.Size, s.Covered, s.Right, s.N)
+			fmt.Fprintf(out, "solver held-out %-6s covered=%-5v %3d/%d\n", name, s.Covered, s.Right, s.N)
 		}
 	}
 	acc := float64(right) / float64(n)
 	if out != nil {
 		fmt.Fprintf(out, "solver held-out accuracy inside its coverage: %.3f (%d/%d)\n", acc, right, n)
+		fmt.Fprintf(out, "solver held-out accuracy outside it: %.3f (%d/%d)\n", float64(outRight)/float64(max(outN, 1)), outRight, outN)
 	}
 	return acc, strings.Join(parts, ", "), nil
 }

@@ -1,6 +1,8 @@
 package pretrain
 
 import (
+	"context"
+	"io"
 	"strings"
 	"testing"
 
@@ -55,6 +57,25 @@ func TestGradeSplitRejectsUnknown(t *testing.T) {
 		_, err := Options{GradeSplit: name}.gradeSplit()
 		if err == nil || !strings.Contains(err.Error(), "--grade-split") || !strings.Contains(err.Error(), "validation or test") {
 			t.Errorf("--grade-split %q: %v, want an error naming the flag and its values", name, err)
+		}
+	}
+}
+
+// TestRunRejectsCoverage checks that a solver coverage goes with --model
+// solver only, and must be valid.
+func TestRunRejectsCoverage(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		f    Options
+		want string
+	}{
+		{"delegator", Options{Model: "delegator", Eval: 1, Coverage: world.DigitsCoverage()}, "--model solver"},
+		{"all", Options{Model: "all", Eval: 1, Coverage: world.DigitsCoverage()}, "--model solver"},
+		{"invalid", Options{Model: "solver", Eval: 1, Coverage: world.Coverage{MulFirstBelow: 5}}, "mul_first_below 5"},
+	} {
+		err := Run(context.Background(), io.Discard, tt.f)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error containing %q", tt.name, err, tt.want)
 		}
 	}
 }

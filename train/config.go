@@ -54,8 +54,9 @@ type Config struct {
 	Train string `json:"train"`
 	// Solver and Delegator are nn checkpoint directories: the frozen
 	// sub-agent and the policy's starting weights; "" means the shipped
-	// model embedded in the binary (package models): the delegator, or
-	// under ModeDecompose the planner.
+	// model embedded in the binary (package models): the solver, and the
+	// router, or under ModeDecompose the planner. Solver may name another
+	// shipped model as "shipped:NAME" (the digits world's solver).
 	Solver    string `json:"solver"`
 	Delegator string `json:"delegator"`
 	// Peers are MLPO's frozen peers, checkpoint directories or a shipped
@@ -258,6 +259,9 @@ func (c Config) Validate() error {
 	}
 	if c.TrainTime < 0 {
 		bad("train_time", "must not be negative, got %v", c.TrainTime)
+	}
+	if name, ok := strings.CutPrefix(c.Solver, ShippedPrefix); ok && !slices.Contains(models.Names, name) {
+		bad("solver", "there is no shipped model %q (the shipped models are %v)", name, models.Names)
 	}
 	r := c.RL
 	r.PolicyRole, r.OutDir = RoleDelegator, c.OutDir

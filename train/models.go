@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/delegatelab/delegate"
@@ -23,8 +24,12 @@ const (
 )
 
 // loadCheckpoint loads an nn checkpoint directory, or with dir "" the
-// shipped model named what from the binary, and names it in errors.
+// shipped model named what from the binary, or with dir "shipped:NAME"
+// the shipped model NAME, and names it in errors.
 func loadCheckpoint(what, dir string) (*nn.Params, error) {
+	if name, ok := strings.CutPrefix(dir, ShippedPrefix); ok {
+		what, dir = name, ""
+	}
 	load := func() (*nn.Params, map[string]string, error) { return nn.Load(dir) }
 	if dir == "" {
 		load = func() (*nn.Params, map[string]string, error) { return models.Load(what) }

@@ -105,3 +105,74 @@ func (s SolverSize) draw(rng *rand.Rand) (int64, int64) {
 	}
 	return x, y
 }
+
+// Coverage is what a solver was trained on, and so what it gets right.
+// The zero value is the default world's solver (SolverCovers). A
+// narrowing makes the solver's competence depend on the operands'
+// digits, which no keyword of the text tells.
+type Coverage struct {
+	// MulFirstBelow, when positive, covers a product only when its first
+	// factor is below it: the solver has never seen a larger one there.
+	MulFirstBelow int64 `json:"mul_first_below,omitempty"`
+}
+
+// DigitsCoverage is the solver of the digits world: the default world's
+// coverage narrowed to products whose first factor is below 50.
+func DigitsCoverage() Coverage { return Coverage{MulFirstBelow: 50} }
+
+// Validate checks that a narrowing leaves some 2-digit first factors in
+// and some out.
+func (c Coverage) Validate() error {
+	if c.MulFirstBelow != 0 && (c.MulFirstBelow < 11 || c.MulFirstBelow > 99) {
+		return fmt.Errorf("coverage: mul_first_below %d, want 0 (none) or 11 to 99", c.MulFirstBelow)
+	}
+	return nil
+}
+
+// Covers reports whether x op y is inside the coverage.
+func (c Coverage) Covers(op Op, x, y int64) bool {
+	if !SolverCovers(op, x, y) {
+		return false
+	}
+	return op != Mul || c.MulFirstBelow <= 0 || x < c.MulFirstBelow
+}
+
+// Narrows reports whether the coverage splits size class s: some of its
+// questions are inside, some outside.
+func (c Coverage) Narrows(s SolverSize) bool {
+	return s.Covered() && s.Op == Mul && c.MulFirstBelow > 0 && s.X >= 2
+}
+
+// Question draws x op y of size class s that the coverage covers (in
+// true) or does not; s must hold such questions (Covered or Narrows).
+func (c Coverage) Question(s SolverSize, rng *rand.Rand, in bool) (int64, int64) {
+	for {
+		x, y := s.Question(rng)
+		if c.Covers(s.Op, x, y) == in {
+			return x, y
+		}
+	}
+}
+
+// Selective is the policy this world rewards under the coverage: delegate
+// the steps worth it (WorthDelegating) that the solver covers.
+func (c Coverage) Selective(p *Problem, i int) bool {
+	s := p.Steps[i]
+	return WorthDelegating(s) && c.Covers(s.Op, s.X.Value, s.Y.Value)
+}
+
+// WorldNames are the named worlds, each DefaultConfig's problems with a
+// solver of its own coverage: "default" (the zero Coverage) and "digits"
+// (DigitsCoverage), where the best policy reads the products' digits.
+var WorldNames = []string{"default", "digits"}
+
+// Named returns the config and the solver's coverage of a named world.
+func Named(name string) (Config, Coverage, error) {
+	switch name {
+	case "", "default":
+		return DefaultConfig(), Coverage{}, nil
+	case "digits":
+		return DefaultConfig(), DigitsCoverage(), nil
+	}
+	return Config{}, Coverage{}, fmt.Errorf("world %q: there is none (the worlds are %v)", name, WorldNames)
+}

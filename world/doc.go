@@ -87,7 +87,7 @@
 // one-line prompt "Compute." and writes tersely (SolverAnswer): the digit
 // and carry pairs of each partial product and of their sum, then \boxed{}:
 // 31 tokens for 47*28, 21 for a sum. It is trained only inside its
-// coverage (SolverCovers, SolverSizes; transcript.SolverCorpus): every sum
+// coverage (SolverCovers, SolverSizes, Coverage; transcript.SolverCorpus): every sum
 // and the products of 2-digit numbers, never a difference. Every "gives away" and every "how
 // many more" step is a difference, outside what it has seen: there it is
 // wrong by design (the shipped solver's figures: models/README.md).
@@ -116,6 +116,19 @@
 // every policy under the design accuracies (transcript.DesignAccuracy),
 // and what the shipped models measure, are in docs/world.md (go test
 // ./world/transcript -run TestDesignFigures -v computes and checks them).
+//
+// # The digits world
+//
+// In the default world the best policy is readable from a keyword: every
+// product is worth delegating, nothing else is. The digits world (Named
+// "digits") keeps DefaultConfig's problems and swaps the solver: its
+// Coverage (DigitsCoverage) holds the sums and only the products whose
+// first factor is below 50, which a keyword cannot tell. Its Selective
+// policy delegates those and computes the rest; every rule on positions
+// (PositionRule) or on keywords (KindRule, by StepKind) falls short of it
+// by a clear margin, while the threshold rule FirstFactorBelow(50)
+// matches it. The router's pretraining corpus delegates at random, so
+// the rule on the digits has to come from reward. Figures: docs/world.md.
 //
 // # Prices and reward
 //

@@ -67,3 +67,80 @@ func RandomRate(rate float64, seed uint64) Policy {
 		return float64(h.Sum64()>>11)/float64(1<<53) < rate
 	}
 }
+
+// StepKind is what a step is as its keyword in the text says: a product
+// ("x C of y I", the first or a later one), a "times as many", an amount
+// got or given away, the parts' sum ("in all") or difference ("how many
+// more"). A rule on kinds is what a keyword reader can do.
+type StepKind int
+
+// The kinds of steps, in the order of a KindRule's mask bits.
+const (
+	FirstProduct StepKind = iota
+	LaterProduct
+	TimesAsMany
+	AmountGot
+	AmountGiven
+	PartsSum
+	PartsDifference
+	NumStepKinds = iota
+)
+
+var stepKindNames = [NumStepKinds]string{"first product", "later product", "times", "got", "given away", "in all", "how many more"}
+
+func (k StepKind) String() string { return stepKindNames[k] }
+
+// KindOf returns the kind of step i of p.
+func KindOf(p *Problem, i int) StepKind {
+	s := p.Steps[i]
+	switch {
+	case s.Part < 0 && s.Op == Sub:
+		return PartsDifference
+	case s.Part < 0:
+		return PartsSum
+	case s.Op == Sub:
+		return AmountGiven
+	case s.Op == Add:
+		return AmountGot
+	case !s.Ready():
+		return TimesAsMany
+	}
+	for j := range i {
+		if t := p.Steps[j]; t.Op == Mul && t.Ready() {
+			return LaterProduct
+		}
+	}
+	return FirstProduct
+}
+
+// KindRule is the policy that delegates the steps whose kinds have their
+// bits set in mask (bit 0: FirstProduct) and computes the others: it
+// reads the keywords, never the numbers.
+func KindRule(mask uint) Policy {
+	return func(p *Problem, i int) bool { return mask>>uint(KindOf(p, i))&1 == 1 }
+}
+
+// KindRuleName names a kind rule: "never delegate", or the kinds it
+// delegates ("delegate first product, got").
+func KindRuleName(mask uint) string {
+	var kinds []string
+	for k := range StepKind(NumStepKinds) {
+		if mask>>uint(k)&1 == 1 {
+			kinds = append(kinds, k.String())
+		}
+	}
+	if len(kinds) == 0 {
+		return "never delegate"
+	}
+	return "delegate " + strings.Join(kinds, ", ")
+}
+
+// FirstFactorBelow is the threshold rule: delegate the products of two
+// literals worth delegating whose first factor is below t, compute the
+// rest. Under DigitsCoverage, t = 50 is its Selective policy.
+func FirstFactorBelow(t int64) Policy {
+	return func(p *Problem, i int) bool {
+		s := p.Steps[i]
+		return s.Op == Mul && s.Ready() && WorthDelegating(s) && s.X.Value < t
+	}
+}

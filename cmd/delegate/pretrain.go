@@ -7,12 +7,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/delegatelab/delegate/pretrain"
+	"github.com/delegatelab/delegate/world"
 )
 
 func newPretrainCmd(getenv env, log *slog.Logger) *cobra.Command {
 	var (
-		f        pretrain.Options
-		progress string
+		f         pretrain.Options
+		progress  string
+		worldName string
 	)
 	cmd := &cobra.Command{
 		Use:   "pretrain [flags]",
@@ -39,9 +41,14 @@ a second phase of training.`,
 			if err := checkProgress(progress); err != nil {
 				return fmt.Errorf("pretrain: %w", err)
 			}
+			_, cov, err := world.Named(worldName)
+			if err != nil {
+				return fmt.Errorf("pretrain --world: %w", err)
+			}
+			f.Coverage = cov
 			v := newProgressView(cmd.OutOrStdout(), progress)
 			f.Progress = (&pretrainProgress{v: v}).step
-			err := pretrain.Run(cmd.Context(), v.text(), f)
+			err = pretrain.Run(cmd.Context(), v.text(), f)
 			v.finish(err == nil)
 			if err != nil && cmd.Context().Err() != nil {
 				return fmt.Errorf("%w; run the same command again to resume from the state under %s", err, f.Out)
@@ -66,6 +73,7 @@ a second phase of training.`,
 	fl.Float64SliceVar(&f.RouteMix, "route-mix", nil, "delegator: weights of the route transcripts' policies never, always and random (each step delegated with probability 1/2) (default 0.3,0.3,0.4)")
 	fl.BoolVar(&f.WithPeers, "with-peers", false, "delegator: also train on lead's terse peer answers, so that it can be its own frozen peers under MLPO")
 	fl.StringVar(&f.GradeSplit, "grade-split", "validation", "split the delegator is graded on, during training and after: validation, or test for a published table only (log the read in docs/test-reads.md)")
+	fl.StringVar(&worldName, "world", "default", "solver: the named world whose solver coverage to train and grade (world.WorldNames: default, or digits, products whose first factor is below 50)")
 	fl.StringVar(&progress, "progress", progressAuto, "progress display: auto (a bar on a terminal, a line every 10 s otherwise), bar, plain or none")
 	_ = getenv // pretrain reads no environment
 	_ = log

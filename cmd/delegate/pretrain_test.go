@@ -31,6 +31,8 @@ func TestPretrainRejectsBadFlags(t *testing.T) {
 		{"init missing", []string{"--model", "solver", "--init", "/nonexistent/ckpt", "--steps", "1"}, "--init"},
 		{"route mix of two", []string{"--model", "delegator", "--route-mix", "0.5,0.5"}, "--route-mix has 2 weights"},
 		{"route mix for the solver", []string{"--model", "solver", "--route-mix", "0,0,1"}, "--model solver"},
+		{"unknown world", []string{"--model", "solver", "--world", "nowhere"}, `world "nowhere"`},
+		{"digits world's delegator", []string{"--model", "delegator", "--world", "digits"}, "--world sets the solver's coverage"},
 		{"unknown grade split", []string{"--model", "delegator", "--grade-split", "train"}, `--grade-split "train", want validation or test`},
 		// test is accepted: the run gets past the flags to the missing --init.
 		{"grade split test", []string{"--model", "solver", "--grade-split", "test", "--init", "/nonexistent/ckpt", "--steps", "1"}, "--init:"},

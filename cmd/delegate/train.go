@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/bench"
@@ -31,6 +32,7 @@ type trainFlags struct {
 	total       time.Duration
 	level       int
 	distractors int
+	world       string
 	api         string
 	processes   int
 	otlp        string
@@ -86,7 +88,12 @@ reference's win/tie/loss buckets. It starts from the shipped planner (the
 delegator pretrained further on two-part problems) and runs --level 3 (two
 independent parts, where a plan decides something); the table compares it
 with the delegator alone, the pretrained planner under decompose, fixed
-plans, the oracle plan and random planning at its rate.`,
+plans, the oracle plan and random planning at its rate.
+
+--world digits runs the default world's problems with another solver, the
+shipped solver-digits, right only on products whose first factor is below
+50 (and on sums): the best policy reads the numbers, not the keywords
+(docs/world.md). It goes with route and in-process training.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkProgress(f.progress); err != nil {
@@ -126,6 +133,11 @@ plans, the oracle plan and random planning at its rate.`,
 				return fmt.Errorf("train: %w", err)
 			}
 			cfg.World = w
+			if f.world != "" {
+				if err := selectWorld(cmd.Flags(), &cfg, f); err != nil {
+					return err
+				}
+			}
 			if f.total > 0 {
 				cfg.Deadline = time.Now().Add(f.total)
 			}
@@ -191,6 +203,7 @@ plans, the oracle plan and random planning at its rate.`,
 	fl.BoolVar(&cfg.StrictToolCalls, "strict-tool-calls", cfg.StrictToolCalls, "route: the delegator writes well-formed delegate calls only, enforced while sampling (training and table)")
 	fl.IntVar(&cfg.EvalConcurrency, "eval-concurrency", cfg.EvalConcurrency, "items in flight in the table")
 	fl.IntVar(&f.level, "level", world.DefaultLevel, "world difficulty (world.Levels: 1 one product, 2 a product and an amount, 3 two parts, the default world, 4 the longest, 5 one quantity of 1 to 3 steps; mlpo default 2)")
+	fl.StringVar(&f.world, "world", "", "a named world (world.WorldNames): default, or digits, the default world's problems with the shipped solver-digits (route only; not with --level, --processes or --api)")
 	fl.IntVar(&f.distractors, "distractors", 0, "most distractor sentences a problem gets, uniformly 0..N (default: the level's; mlpo default 4)")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the random baseline and the models' unseeded calls (the training item order and rollouts have --rl-seed)")
 	fl.Uint64Var(&cfg.RL.Seed, "rl-seed", cfg.RL.Seed, "seed of the trainer: its training item order and its rollouts' samples")
@@ -507,4 +520,33 @@ func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, toke
 		return fmt.Errorf("%w; run the same command again to resume", err)
 	}
 	return err
+}
+
+// worldSolvers are the shipped solvers of the named worlds other than
+// the default one.
+var worldSolvers = map[string]string{"digits": "solver-digits"}
+
+// selectWorld sets the world and, unless --solver is given, the shipped
+// solver of the named world f.world.
+func selectWorld(fl *pflag.FlagSet, cfg *train.Config, f trainFlags) error {
+	w, _, err := world.Named(f.world)
+	if err != nil {
+		return fmt.Errorf("train --world: %w", err)
+	}
+	if cfg.Mode != train.ModeRoute {
+		return fmt.Errorf("train: --world goes with --mode %s, not %s", train.ModeRoute, cfg.Mode)
+	}
+	for _, name := range []string{"level", "processes", "api"} {
+		if fl.Changed(name) {
+			return fmt.Errorf("train: --world goes without --%s", name)
+		}
+	}
+	if fl.Changed("distractors") {
+		w.Distractors = f.distractors
+	}
+	cfg.World = w
+	if s, ok := worldSolvers[f.world]; ok && !fl.Changed("solver") {
+		cfg.Solver = train.ShippedPrefix + s
+	}
+	return nil
 }

@@ -204,6 +204,10 @@ func TestTrainRejectsBadFlags(t *testing.T) {
 		{[]string{"train", "extra"}, "unknown command"},
 		{[]string{"train", "--level", "9"}, "--level 9"},
 		{[]string{"train", "--distractors", "9"}, "distractors: 9 is outside"},
+		{[]string{"train", "--world", "nowhere"}, `world "nowhere"`},
+		{[]string{"train", "--world", "digits", "--level", "2"}, "--world goes without --level"},
+		{[]string{"train", "--world", "digits", "--mode", "mlpo"}, "--world goes with --mode route"},
+		{[]string{"train", "--world", "digits", "--solver", "shipped:nothing", "--out", "OUT"}, `no shipped model "nothing"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
@@ -218,6 +222,36 @@ func TestTrainRejectsBadFlags(t *testing.T) {
 				t.Errorf("err = %v, want one mentioning %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSelectWorld checks that --world digits picks the default world's
+// problems and the shipped solver-digits, unless --solver is given.
+func TestSelectWorld(t *testing.T) {
+	for _, tt := range []struct {
+		args       []string
+		wantSolver string
+	}{
+		{[]string{"--world", "digits"}, train.ShippedPrefix + "solver-digits"},
+		{[]string{"--world", "digits", "--solver", "mine"}, ""}, // the flag sets the solver
+		{[]string{"--world", "default"}, ""},
+	} {
+		cmd := newTrainCmd(testEnv, slog.New(slog.DiscardHandler))
+		if err := cmd.Flags().Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		cfg := train.DefaultConfig()
+		cfg.World.Distractors = 3
+		f := trainFlags{world: tt.args[1]}
+		if err := selectWorld(cmd.Flags(), &cfg, f); err != nil {
+			t.Fatalf("%v: %v", tt.args, err)
+		}
+		if cfg.Solver != tt.wantSolver {
+			t.Errorf("%v: solver %q, want %q", tt.args, cfg.Solver, tt.wantSolver)
+		}
+		if got, want := cfg.World.Summary(), world.DefaultConfig().Summary(); got != want {
+			t.Errorf("%v: world %s, want the default world %s", tt.args, got, want)
+		}
 	}
 }
 

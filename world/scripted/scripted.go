@@ -5,7 +5,9 @@
 // per step once its operands are known; FromPolicy turns a world.Policy
 // (world.PositionRule, world.RandomRate, world.Always) into one, and
 // Oracle asks the solver first and delegates exactly the products it
-// answers right. New returns the program as a delegate.Model, graded like
+// answers right. Threshold is the rule on a product's first factor, and
+// FitThreshold the threshold a program reads off the solver's answers:
+// the digits world's baseline. New returns the program as a delegate.Model, graded like
 // a model.
 package scripted
 

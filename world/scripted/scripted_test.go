@@ -140,3 +140,80 @@ func TestDelegatorErrors(t *testing.T) {
 		t.Errorf("a cancelled context: %v, want context.Canceled", err)
 	}
 }
+
+// belowSolver is a fake solver right on the products whose first factor
+// is below cut and on everything else, wrong (by one) on the other
+// products.
+func belowSolver(cut int64) modeltest.Func {
+	return func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+		op, x, y, err := world.ParseExpr(modeltest.LastUser(req))
+		if err != nil {
+			return nil, err
+		}
+		if op == world.Mul && x >= cut {
+			return modeltest.Text(world.Boxed(op.Apply(x, y) + 1)), nil
+		}
+		text, _, err := world.SolverAnswer(op, x, y)
+		if err != nil {
+			return nil, err
+		}
+		return modeltest.Text(text), nil
+	}
+}
+
+func TestFitThreshold(t *testing.T) {
+	ps, err := world.Generate(world.DefaultConfig(), 4, world.Train, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		cut  int64
+		want int64
+	}{
+		{"the digits world's solver", 50, 50},
+		{"a solver right below 30", 30, 30},
+		{"a solver never right on a product", 0, MinThreshold},
+		{"a solver always right on a product", 1000, MaxThreshold},
+	} {
+		s := modeltest.New("solver", belowSolver(tt.cut))
+		got, err := FitThreshold(context.Background(), s, ps, 0.11, 1)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got != tt.want {
+			t.Errorf("%s: threshold %d, want %d", tt.name, got, tt.want)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	failing := modeltest.New("solver", func(ctx context.Context, _ *delegate.Request) (*delegate.Response, error) { return nil, ctx.Err() })
+	if _, err := FitThreshold(ctx, failing, ps, 0.11, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("FitThreshold with a failing solver: %v, want context.Canceled wrapped", err)
+	}
+}
+
+// TestThresholdDelegatesBelow runs the threshold rule in route: it hands
+// over exactly the products whose first factor is below t.
+func TestThresholdDelegatesBelow(t *testing.T) {
+	ps, err := world.Generate(world.DefaultConfig(), 3, world.Test, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps[:10] {
+		want := 0
+		for i := range p.Steps {
+			if world.FirstFactorBelow(50)(p, i) {
+				want++
+			}
+		}
+		s := modeltest.New("solver", solver(""))
+		tr, err := route(t, New("threshold", []*world.Problem{p}, Threshold(50)), s).Run(context.Background(), p.Text, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !world.Correct(tr.Answer, p.Answer) || s.Calls() != want {
+			t.Errorf("%q: answer %q, %d solver calls; want %d, %d", p.Text, tr.Answer, s.Calls(), p.Answer, want)
+		}
+	}
+}

@@ -112,17 +112,18 @@ func BuildCorpus(problems []*world.Problem, mix Mix, seed uint64) (Corpus, error
 	return c, nil
 }
 
-// SolverCorpus draws n solver transcripts evenly over the covered size
-// classes, deterministic from seed; with problems, half of them are
-// instead the covered steps of those problems, in the world's own
-// proportions.
-func SolverCorpus(problems []*world.Problem, seed uint64, n int) []Transcript {
+// SolverCorpus draws n solver transcripts evenly over the size classes
+// that cov covers, each question inside cov, deterministic from seed;
+// with problems, half of them are instead the covered steps of those
+// problems, in the world's own proportions. The zero Coverage is the
+// default world's solver.
+func SolverCorpus(problems []*world.Problem, cov world.Coverage, seed uint64, n int) []Transcript {
 	rng := rand.New(rand.NewPCG(seed, 0x501e))
 	sizes := world.SolverSizes(true)
 	var steps []world.Step
 	for _, p := range problems {
 		for _, s := range p.Steps {
-			if world.SolverCovers(s.Op, s.X.Value, s.Y.Value) {
+			if cov.Covers(s.Op, s.X.Value, s.Y.Value) {
 				steps = append(steps, s)
 			}
 		}
@@ -135,7 +136,7 @@ func SolverCorpus(problems []*world.Problem, seed uint64, n int) []Transcript {
 			continue
 		}
 		sz := sizes[rng.IntN(len(sizes))]
-		x, y := sz.Question(rng)
+		x, y := cov.Question(sz, rng, true)
 		out = append(out, SolverTranscript(sz.Op, x, y))
 	}
 	return out

@@ -40,7 +40,8 @@
 // so the pretrained delegator is a stochastic policy RL can sharpen, plus
 // single, decompose and lead transcripts for a share of the problems;
 // SolverCorpus draws the solver's transcripts evenly over its covered
-// sizes (world.SolverSizes) and the world's own steps.
+// sizes (world.SolverSizes) and the world's own steps, inside a
+// world.Coverage (the digits world's solver is trained on a narrower one).
 //
 // # Design figures
 //

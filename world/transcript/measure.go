@@ -16,6 +16,8 @@ import (
 // Covered, outside it with Uncovered. Steps fail independently.
 type Accuracy struct {
 	Inline, Covered, Uncovered float64
+	// Coverage is the solver's (zero: the default world's).
+	Coverage world.Coverage
 }
 
 // DesignAccuracy is the profile the package doc's calculation assumes.
@@ -28,7 +30,7 @@ func (acc Accuracy) PCorrect(e Episode) float64 {
 		switch {
 		case !e.Delegated[i]:
 			pr *= acc.Inline
-		case world.SolverCovers(s.Op, s.X.Value, s.Y.Value):
+		case acc.Coverage.Covers(s.Op, s.X.Value, s.Y.Value):
 			pr *= acc.Covered
 		default:
 			pr *= acc.Uncovered
@@ -120,11 +122,12 @@ func Report(w io.Writer, problems []*world.Problem, seed uint64, prices world.Pr
 	}
 	oracle := acc
 	oracle.Covered = 1
+	sel := acc.Coverage.Selective
 	rows = append(rows,
-		Measure("route selective", problems, route(world.Selective), prices, rew, acc),
-		Measure("route oracle", problems, route(world.Selective), prices, rew, oracle),
+		Measure("route selective", problems, route(sel), prices, rew, acc),
+		Measure("route oracle", problems, route(sel), prices, rew, oracle),
 		Measure("route random 0.5", problems, route(world.Random(0.5, rng)), prices, rew, acc),
-		Measure("decompose selective", problems, func(p *world.Problem) Episode { return Decompose(p, world.Selective) }, prices, rew, acc),
+		Measure("decompose selective", problems, func(p *world.Problem) Episode { return Decompose(p, sel) }, prices, rew, acc),
 		Measure("lead k=3", problems, func(p *world.Problem) Episode { return Lead(p, 3, rng) }, prices, rew, acc),
 	)
 	if err := writeTable(w, rows); err != nil {

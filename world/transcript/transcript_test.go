@@ -339,7 +339,7 @@ func TestBuildCorpus(t *testing.T) {
 }
 
 func TestSolverCorpusCovered(t *testing.T) {
-	ts := SolverCorpus(testProblems(t, 50), 1, 2000)
+	ts := SolverCorpus(testProblems(t, 50), world.Coverage{}, 1, 2000)
 	seen := map[world.Op]int{}
 	for _, tr := range ts {
 		op, x, y, err := world.ParseExpr(tr.Messages[1].Content)
