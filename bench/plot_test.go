@@ -144,8 +144,13 @@ func TestPlotCostLeavesOutFailedArms(t *testing.T) {
 	if slices.Contains(texts, "b") {
 		t.Errorf("the failed arm has a legend entry of its own: %q", texts)
 	}
-	rep := &Report{Tasks: 10, Rows: []Row{failed}}
+	// Failed arms alone: no point, and the legend says why, so that a run
+	// that produced nothing still writes its files.
+	if _, texts := render(failed, unanswered); !slices.Contains(texts, "not drawn: b: every item failed") {
+		t.Errorf("a plot of failed arms alone: legend %q", texts)
+	}
+	rep := &Report{Tasks: 10}
 	if _, err := rep.costPlot("cost.svg"); err == nil {
-		t.Error("a plot of failed arms alone: no error")
+		t.Error("a plot of no arm at all: no error")
 	}
 }
