@@ -176,6 +176,31 @@ func TestTrainRLSeedIsTheRunsIdentity(t *testing.T) {
 	}
 }
 
+// TestTrainRLSeeds trains two RL seeds from one command: each seed's run
+// has its directory and table, and the summary counts the seeds meeting
+// each check; --rl-seeds refuses --rl-seed beside it.
+func TestTrainRLSeeds(t *testing.T) {
+	dir := t.TempDir()
+	solver, delegator := tinyModels(t, dir)
+	out := filepath.Join(dir, "run")
+	got, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, "--rl-seeds", "1,2")...)
+	if err != nil || !strings.Contains(got, "2 RL seeds") || !strings.Contains(got, "mean over 2 seeds") {
+		t.Fatalf("two seeds: %v\n%s", err, got)
+	}
+	for _, seed := range []uint64{1, 2} {
+		run, err := os.ReadFile(filepath.Join(train.SeedDir(out, seed), train.RunFile))
+		if err != nil || !strings.Contains(string(run), fmt.Sprintf(`"rl_seed": %d`, seed)) {
+			t.Errorf("seed %d's run file: %v\n%s", seed, err, run)
+		}
+		if _, err := os.Stat(filepath.Join(train.SeedDir(out, seed), train.TableFile)); err != nil {
+			t.Errorf("seed %d's table: %v", seed, err)
+		}
+	}
+	if _, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, "--rl-seeds", "1,2", "--rl-seed", "3")...); err == nil || !strings.Contains(err.Error(), "in place of --rl-seed") {
+		t.Errorf("--rl-seeds with --rl-seed: %v", err)
+	}
+}
+
 // TestTrainStrictToolCalls trains with well-formed calls enforced while
 // sampling: the run finishes, and its run file says how it sampled, so
 // that a resumed run samples the same way.
