@@ -60,8 +60,9 @@ func repriced(r *Row, p world.Prices) (cost, perCorrect float64) {
 
 // PriceSensitivity writes, for each case, the cost per item of the arms
 // (rows matched as by Row) and the trained arm's saving in cost of pass
-// against the cheapest per correct answer of baselines. Arms without a
-// row are left out. It is computed from the stored items alone.
+// against the cheapest per correct answer of baselines, then against the
+// first of baselines alone. Arms without a row are left out. It is
+// computed from the stored items alone.
 func (t *Table) PriceSensitivity(cases []PriceCase, arms []string, trained string, baselines []string) string {
 	var rows []*Row
 	for _, a := range arms {
@@ -88,6 +89,17 @@ func (t *Table) PriceSensitivity(cases []PriceCase, arms []string, trained strin
 		b.WriteString("\n")
 	}
 	b.WriteString("| **trained's saving per correct answer against the cheapest baseline per correct answer** |")
+	t.writeSavings(&b, cases, tr, baselines)
+	if len(baselines) > 0 {
+		fmt.Fprintf(&b, "| **trained's saving per correct answer against %s** |", baselines[0])
+		t.writeSavings(&b, cases, tr, baselines[:1])
+	}
+	return b.String()
+}
+
+// writeSavings writes, for each case, tr's saving in cost of pass against
+// the cheapest per correct answer of baselines, and ends the line.
+func (t *Table) writeSavings(b *strings.Builder, cases []PriceCase, tr *Row, baselines []string) {
 	for _, c := range cases {
 		_, mine := repriced(tr, c.Prices)
 		best, bestArm := math.Inf(1), ""
@@ -104,10 +116,9 @@ func (t *Table) PriceSensitivity(cases []PriceCase, arms []string, trained strin
 			b.WriteString(" – |")
 			continue
 		}
-		fmt.Fprintf(&b, " %.1f%% (%s) |", 100*(1-mine/best), shortArm(bestArm))
+		fmt.Fprintf(b, " %.1f%% (%s) |", 100*(1-mine/best), shortArm(bestArm))
 	}
 	b.WriteString("\n")
-	return b.String()
 }
 
 // shortArm is an arm's name without its kind: "delegate step 1" for

@@ -58,6 +58,7 @@ func TestPriceSensitivity(t *testing.T) {
 		"| RL-trained delegator (step 9) | 970 |",
 		"| 41.6% (delegate step 1) |",
 		"| 23.7% (delegate step 1) |",
+		"against delegator alone (no delegation)** | 53.8% (delegator alone (no delegation)) |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("lacks %q:\n%s", want, got)
