@@ -266,6 +266,14 @@ func (r *runner) final(ctx context.Context, phase func(string), res *Result) err
 		rate := tab.Row(ArmTrained).DelegationRate()
 		name := fmt.Sprintf("%s (%.2f, step %d)", ArmRandom, rate, res.Steps)
 		arms = append(arms, r.scriptedArm(name, scripted.FromPolicy(world.RandomRate(rate, cfg.Seed))))
+		if cfg.Mode == ModeRoute && cfg.Train == TrainDelegator {
+			phase("SFT on the oracle's transcripts")
+			sft, err := r.sftArm(ctx)
+			if err != nil {
+				return err
+			}
+			arms = append(arms, sft)
+		}
 		if tab, err = r.evaluate(ctx, arms); err != nil {
 			return err
 		}

@@ -60,8 +60,14 @@ func TestRunRoute(t *testing.T) {
 		}
 	}
 	want := routeArms(cfg, cfg.RL.Steps, res.Table.BestKeyword)
-	if len(names) != len(want)+1 || strings.Join(names[:len(want)], "|") != strings.Join(want, "|") || !strings.HasPrefix(names[len(want)], ArmRandom+" (") {
-		t.Errorf("arms %q, want %q then %s", names, want, ArmRandom)
+	if len(names) != len(want)+2 || strings.Join(names[:len(want)], "|") != strings.Join(want, "|") ||
+		!strings.HasPrefix(names[len(want)], ArmRandom+" (") || names[len(want)+1] != ArmSFT+" (3 steps × 8 sequences)" {
+		t.Errorf("arms %q, want %q then %s and %s", names, want, ArmRandom, ArmSFT)
+	}
+	// The SFT arm's checkpoint is kept, so that a run again does not
+	// train it again.
+	if _, _, err := nn.Load(filepath.Join(cfg.OutDir, SFTDir, "policy")); err != nil {
+		t.Errorf("SFT checkpoint: %v", err)
 	}
 	if !strings.HasPrefix(res.Table.BestRule, ArmRule+": ") {
 		t.Errorf("best fixed rule %q, want one of the rules", res.Table.BestRule)
@@ -98,8 +104,8 @@ func TestRunRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(records) != (len(want)+1)*cfg.EvalItems {
-		t.Errorf("%d records, want %d", len(records), (len(want)+1)*cfg.EvalItems)
+	if len(records) != (len(want)+2)*cfg.EvalItems {
+		t.Errorf("%d records, want %d", len(records), (len(want)+2)*cfg.EvalItems)
 	}
 }
 

@@ -617,6 +617,10 @@ func (r *runner) notes(res *Result) []string {
 				c.PeerCount, strings.Join(peers, ", "), r.scfg.Peer.Temperature, c.PeerCount+1, c.FilterMaxRate, c.PeerSamples))
 	}
 	notes = append(notes, fmt.Sprintf("The keyword rule delegates a step when its sentence has one of the rule's keywords (\"of\", \"times\", \"gets\", \"gives away\", \"in all\", \"more … than\") and both its operands reach the rule's threshold (none, 10, 100, 1000): the best by reward on %d training items of the %d rules that decide differently there. The fixed rule and the keyword rule are chosen on training items, never on these.", min(c.RuleItems, c.TrainProblems), r.keywordRules))
+	if c.Train == TrainDelegator {
+		notes = append(notes, fmt.Sprintf("SFT: the starting delegator fine-tuned on the oracle's route transcripts of the training problems (world.Selective; the loss on its own turns only), %d steps of %d sequences at RL's learning rate: as many updates and sequences as RL's %d steps of %d items × %d rollouts.",
+			c.RL.Steps, c.RL.ItemsPerStep*c.RL.GroupSize, c.RL.Steps, c.RL.ItemsPerStep, c.RL.GroupSize))
+	}
 	return append(notes, "Fixed rules (delegate the steps at the given positions, compute the others), the keyword rule, the oracle (delegate a product exactly when the solver answers it right) and random delegation are programs in the delegator's seat that never slip (scripted.Delegator): they measure the policy, not a model executing it. Delegator alone is the pretrained delegator under single. \"delegates × / + / −\" is the share of products, sums and differences handed to the solver.")
 }
 
