@@ -51,9 +51,10 @@ alone, every fixed rule, the keyword rule, the oracle router, the
 pretrained delegator) on held-out problems of --split, trains the delegator with GRPO
 under route (the delegator has the delegate tool, the solver answers) for
 --steps steps (or until only the time the final evaluation needs is left
-of --time, when given), then evaluates the trained delegator
-and random delegation at its rate, and prints the table with paired
-acceptance checks.
+of --time, when given), then evaluates the trained delegator, random
+delegation at its rate and the starting delegator fine-tuned on the
+oracle's route transcripts with RL's updates and sequences (kept in
+--out/sft), and prints the table with paired acceptance checks.
 
 Everything goes to --out: metrics.jsonl (one line per step), the plots
 reward, accuracy, delegator_tokens, delegation_rate and delegation_by_kind
