@@ -125,8 +125,8 @@ func TestTrainProgressBar(t *testing.T) {
 	}
 	// The baselines that do not run the policy in its training seat are 4
 	// items under each arm: the delegator alone, every position rule of
-	// the world's longest problem and the oracle.
-	arms := 2 + 1<<world.DefaultConfig().MaxSteps
+	// the world's longest problem, the best keyword rule and the oracle.
+	arms := 3 + 1<<world.DefaultConfig().MaxSteps
 	baselines := fmt.Sprintf("evaluate baselines %d/%d items (100%%)", 4*arms, 4*arms)
 	for _, want := range []string{baselines, "train 3/3 steps (100%)  reward", "acc", "delegation", "evaluate trained"} {
 		if !strings.Contains(stderr.String(), want) {
