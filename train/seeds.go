@@ -93,8 +93,8 @@ func checkSeeds(cfg Config, seeds []uint64) error {
 // shareBaselines copies what the first seed's run (in from) evaluated
 // that does not depend on the RL seed into a later seed's directory to:
 // the rules' and keyword rules' results on training items, the timing,
-// and every record of EvalFile but the trained delegator's and random
-// delegation's at its rate. A file already in to is left alone: that
+// and every record of EvalFile of an arm that does not depend on the RL
+// seed (seedArm). A file already in to is left alone: that
 // seed's run began before.
 func shareBaselines(from, to string) error {
 	if err := os.MkdirAll(to, 0o755); err != nil {
@@ -124,8 +124,20 @@ func shareBaselines(from, to string) error {
 	return nil
 }
 
-// baselineRecords keeps the lines of a results file whose arm is not the
-// trained delegator's or random delegation's at its rate.
+// seedArm says the arm depends on the RL seed: the trained delegator,
+// random delegation at its rate, and the SFT arm, whose batches the RL
+// seed orders.
+func seedArm(arm string) bool {
+	for _, a := range []string{ArmTrained, ArmRandom, ArmSFT} {
+		if strings.HasPrefix(arm, a+" (") {
+			return true
+		}
+	}
+	return false
+}
+
+// baselineRecords keeps the lines of a results file whose arm does not
+// depend on the RL seed (seedArm).
 func baselineRecords(b []byte) ([]byte, error) {
 	var out bytes.Buffer
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -140,7 +152,7 @@ func baselineRecords(b []byte) ([]byte, error) {
 			// it in the source; here it is dropped.
 			continue
 		}
-		if strings.HasPrefix(rec.Arm, ArmTrained+" (") || strings.HasPrefix(rec.Arm, ArmRandom+" (") {
+		if seedArm(rec.Arm) {
 			continue
 		}
 		out.Write(line)

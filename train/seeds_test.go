@@ -42,13 +42,19 @@ func TestRunSeedsSharesTheBaselines(t *testing.T) {
 		}
 	}
 	for arm, n := range two {
-		if strings.HasPrefix(arm, ArmTrained) || strings.HasPrefix(arm, ArmRandom) {
+		if seedArm(arm) {
 			continue
 		}
 		a := runs[0].Result.Table.Row(arm)
 		b := runs[1].Result.Table.Row(arm)
 		if a == nil || b == nil || a.Reward != b.Reward || n != cfg.EvalItems {
 			t.Errorf("baseline %s differs between seeds", arm)
+		}
+	}
+	// Each seed trained its own SFT arm, seeded by its RL seed.
+	for _, seed := range seeds {
+		if _, err := os.Stat(filepath.Join(SeedDir(cfg.OutDir, seed), SFTDir, "policy")); err != nil {
+			t.Errorf("seed %d's SFT checkpoint: %v", seed, err)
 		}
 	}
 	b, err := os.ReadFile(filepath.Join(cfg.OutDir, SeedsFile))
