@@ -64,7 +64,7 @@ var allowedImports = map[string][]string{
 	"strategy":               {""},
 	"telemetry":              {""},
 	"tokenizer":              {""},
-	"train":                  {"", "api", "bench", "judge", "local", "models", "nn", "nn/train", "reward", "rl", "rollout", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
+	"train":                  {"", "api", "bench", "judge", "local", "models", "nn", "nn/train", "pretrain", "reward", "rl", "rollout", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
 	"trajectory/gateway":     {"", "internal/edge", "reward", "rollout", "server", "store", "tokenizer"},
 	"trajectory/openenv":     {"", "reward", "strategy", "world", "world/transcript"},
 	"view":                   {"", "bench", "internal/edge", "rl", "rollout"},

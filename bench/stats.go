@@ -173,3 +173,45 @@ func PairedBootstrap(n, b int, seed uint64, stat func(idx []int) float64) (iv In
 	hi, _ := Quantile(vals, 0.975)
 	return Interval{Lo: lo, Hi: hi}, true
 }
+
+// z95OneSided is the 0.95 quantile of the standard normal distribution,
+// the z of a one-sided 95% bound.
+const z95OneSided = 1.6448536269514722
+
+// NonInferiority is a one-sided paired test that an arm's accuracy is no
+// more than Margin below a baseline's on the same items.
+type NonInferiority struct {
+	// B counts items the baseline got right and the arm wrong; C the
+	// reverse; N all the items.
+	B, C, N int
+	// Diff is the arm's accuracy minus the baseline's, (C−B)/N.
+	Diff float64
+	// Lower is the one-sided 95% lower bound of Diff: Diff − 1.645·s/√N,
+	// s the sample standard deviation of the per-item differences (Wald).
+	Lower float64
+	// Margin is the accuracy the arm may lose, a proportion (0.05 is 5
+	// points).
+	Margin float64
+	// NonInferior says Lower lies above −Margin.
+	NonInferior bool
+}
+
+// NonInferiorityTest tests an arm against a baseline from the discordant
+// counts b and c (as in McNemarTest) over n paired items. Each item's
+// difference is +1 (c), −1 (b) or 0; the bound is Wald's on their mean.
+// With no discordant pair the differences have no spread and Lower is 0.
+// ok is false when n is 0, b or c is negative or b+c exceeds n.
+func NonInferiorityTest(b, c, n int, margin float64) (NonInferiority, bool) {
+	if n <= 0 || b < 0 || c < 0 || b+c > n {
+		return NonInferiority{}, false
+	}
+	fn := float64(n)
+	d := float64(c-b) / fn
+	var s2 float64
+	if n > 1 {
+		// Σ(dᵢ − d)² = Σdᵢ² − n·d², with Σdᵢ² = b + c.
+		s2 = (float64(b+c) - fn*d*d) / (fn - 1)
+	}
+	lower := d - z95OneSided*math.Sqrt(max(s2, 0)/fn)
+	return NonInferiority{B: b, C: c, N: n, Diff: d, Lower: lower, Margin: margin, NonInferior: lower > -margin}, true
+}

@@ -183,3 +183,38 @@ func TestCells(t *testing.T) {
 		}
 	}
 }
+
+// Hand-worked cases of the paired Wald bound. 3 and 3 discordant of 100:
+// d = 0, s² = 6/99, bound −1.645·√(6/99/100) = −0.04049. 8 against 2:
+// d = −0.06, s² = (10 − 0.36)/99, bound −0.06 − 1.645·0.03121 = −0.11133.
+func TestNonInferiorityTest(t *testing.T) {
+	tests := []struct {
+		name        string
+		b, c, n     int
+		margin      float64
+		diff, low   float64
+		nonInferior bool
+	}{
+		{"even swaps within 5 points", 3, 3, 100, 0.05, 0, -0.04049, true},
+		{"even swaps outside 4 points", 3, 3, 100, 0.04, 0, -0.04049, false},
+		{"six more lost than won", 8, 2, 100, 0.05, -0.06, -0.11133, false},
+		{"no discordant pair", 0, 0, 50, 0.05, 0, 0, true},
+		{"more won than lost", 1, 9, 100, 0.05, 0.08, 0.02942, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := NonInferiorityTest(tt.b, tt.c, tt.n, tt.margin)
+			if !ok {
+				t.Fatal("not ok")
+			}
+			if !near(got.Diff, tt.diff, 1e-12) || !near(got.Lower, tt.low, 5e-5) || got.NonInferior != tt.nonInferior {
+				t.Errorf("got diff %.5f lower %.5f non-inferior %v, want %.5f %.5f %v", got.Diff, got.Lower, got.NonInferior, tt.diff, tt.low, tt.nonInferior)
+			}
+		})
+	}
+	for _, bad := range [][3]int{{0, 0, 0}, {-1, 2, 10}, {6, 6, 10}} {
+		if _, ok := NonInferiorityTest(bad[0], bad[1], bad[2], 0.05); ok {
+			t.Errorf("NonInferiorityTest(%d, %d, %d): ok, want none", bad[0], bad[1], bad[2])
+		}
+	}
+}

@@ -17,11 +17,13 @@
 //     the others) on RuleItems training problems (OutDir/rules.jsonl);
 //     the one of highest mean reward is the table's strongest fixed
 //     baseline (Table.BestRule), chosen without the held-out items.
+//     Then the best keyword rule the same way (scripted.KeywordRules,
+//     OutDir/keywords.jsonl; Table.BestKeyword).
 //  2. The baselines on EvalItems held-out problems of EvalSplit
 //     (validation while choosing settings, test for the reported table;
 //     bench.Run, per-item records in OutDir/eval.jsonl): the delegator
-//     alone without the delegate tool (single), every fixed rule and the
-//     oracle router (route, programs in the delegator's seat,
+//     alone without the delegate tool (single), every fixed rule, the
+//     best keyword rule and the oracle router (route, programs in the delegator's seat,
 //     scripted.Delegator), and the pretrained delegator (route). The last is
 //     timed (OutDir/timing.json): the trained delegator's evaluation will
 //     take as long.
@@ -37,7 +39,9 @@
 //     over resumed invocations), or early enough before Deadline to leave
 //     the final evaluation its time.
 //  4. The trained delegator (route) on the same items, then random
-//     delegation at its rate, and the Table: per arm, accuracy with a
+//     delegation at its rate and the SFT arm (the starting delegator
+//     fine-tuned on the oracle's transcripts with RL's compute, kept in
+//     OutDir/sft), and the Table: per arm, accuracy with a
 //     Wilson 95% interval, mean reward with a normal 95% interval (never of
 //     zero width), prompt and generated tokens per role, sub-agent calls,
 //     the delegation rate per kind of step (from each record's

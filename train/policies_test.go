@@ -284,7 +284,8 @@ func TestRunTrainSolver(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cfg.OutDir, rl.MetricsFile)); !os.IsNotExist(err) {
 		t.Errorf("a delegator metrics log where no delegator was trained: %v", err)
 	}
-	want := append(routeArms(cfg, 2)[:len(routeArms(cfg, 2))-1], trainedName(ArmTrainedSolver, 2))
+	arms := routeArms(cfg, 2, res.Table.BestKeyword)
+	want := append(arms[:len(arms)-1], trainedName(ArmTrainedSolver, 2))
 	var names []string
 	for _, r := range res.Table.Rows {
 		names = append(names, r.Arm)

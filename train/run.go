@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,16 +28,22 @@ import (
 
 // Files of a run's OutDir besides rl's metrics.jsonl and checkpoint/.
 const (
-	EvalFile   = "eval.jsonl"  // per-item results of every arm (bench.Record)
-	RulesFile  = "rules.jsonl" // the fixed rules' results on training items, to choose the best
-	TableFile  = "table.md"    // the before/after table
-	TimingFile = "timing.json" // how long evaluating the starting policy took
+	EvalFile  = "eval.jsonl"  // per-item results of every arm (bench.Record)
+	RulesFile = "rules.jsonl" // the fixed rules' results on training items, to choose the best
+	// KeywordsFile is the keyword rules' results on training items, to
+	// choose the best.
+	KeywordsFile = "keywords.jsonl"
+	TableFile    = "table.md"    // the before/after table
+	TimingFile   = "timing.json" // how long evaluating the starting policy took
 )
 
 // Arm names of the table, in its order.
 const (
-	ArmAlone      = "delegator alone (no delegation)"
-	ArmRule       = "fixed rule" // followed by ": " and world.PositionRuleName
+	ArmAlone = "delegator alone (no delegation)"
+	ArmRule  = "fixed rule" // followed by ": " and world.PositionRuleName
+	// ArmKeyword is followed by ": " and the rule's name
+	// (scripted.KeywordRule.Name).
+	ArmKeyword    = "best keyword rule on training items"
 	ArmOracle     = "oracle router (upper bound)"
 	ArmPretrained = "pretrained delegator"
 	ArmTrained    = "RL-trained delegator"
@@ -232,6 +239,14 @@ func (r *runner) start(ctx context.Context, phase func(string)) (time.Duration, 
 		}
 		r.bestRule = best
 	}
+	if r.cfg.Mode == ModeRoute {
+		phase("choose the best keyword rule on training items")
+		best, err := r.chooseKeywordRule(ctx)
+		if err != nil {
+			return 0, err
+		}
+		r.bestKeyword = best
+	}
 	phase("evaluate baselines")
 	return r.evaluateBaselines(ctx)
 }
@@ -251,6 +266,14 @@ func (r *runner) final(ctx context.Context, phase func(string), res *Result) err
 		rate := tab.Row(ArmTrained).DelegationRate()
 		name := fmt.Sprintf("%s (%.2f, step %d)", ArmRandom, rate, res.Steps)
 		arms = append(arms, r.scriptedArm(name, scripted.FromPolicy(world.RandomRate(rate, cfg.Seed))))
+		if cfg.Mode == ModeRoute && cfg.Train == TrainDelegator {
+			phase("SFT on the oracle's transcripts")
+			sft, err := r.sftArm(ctx)
+			if err != nil {
+				return err
+			}
+			arms = append(arms, sft)
+		}
 		if tab, err = r.evaluate(ctx, arms); err != nil {
 			return err
 		}
@@ -262,6 +285,9 @@ func (r *runner) final(ctx context.Context, phase func(string), res *Result) err
 	}
 	if cfg.Mode == ModeRoute || cfg.Mode == ModeDecompose {
 		tab.BestRule = r.bestRule
+	}
+	if cfg.Mode == ModeRoute {
+		tab.BestKeyword = keywordName(r.bestKeyword)
 	}
 	if cfg.Mode == ModeMLPO {
 		// Majorities at the trained team's dollar budget: as many peer
@@ -275,6 +301,14 @@ func (r *runner) final(ctx context.Context, phase func(string), res *Result) err
 			r.majorityArm(fmt.Sprintf("%s (%d samples, step %d)", ArmOwnMajority, nOwn, res.Steps), []delegate.Model{r.policy}, r.cfg.Prices.Delegator, r.leaderSample, nOwn))
 		if tab, err = r.evaluate(ctx, arms); err != nil {
 			return err
+		}
+	}
+	if cfg.Mode == ModeRoute && cfg.trainsDelegator() {
+		tab.DesignCut = r.designCut()
+		if ps := tab.PriceSensitivity(PriceCases(cfg.Prices),
+			[]string{ArmAlone, tab.BestRule, tab.BestKeyword, ArmPretrained, ArmTrained, ArmOracle},
+			ArmTrained, []string{ArmAlone, tab.BestRule, tab.BestKeyword}); ps != "" {
+			tab.Appendix = "Cost (µ$ per item) under other prices, from the stored items:\n\n" + ps
 		}
 	}
 	res.Table = tab
@@ -297,8 +331,10 @@ type runner struct {
 	trainSet, testSet []*world.Problem
 	byText            map[string]*world.Problem
 	byID              map[string]*world.Problem
-	split             world.Split // of testSet
-	bestRule          string      // the arm of the best fixed rule on training items (route)
+	split             world.Split          // of testSet
+	bestRule          string               // the arm of the best fixed rule on training items (route)
+	bestKeyword       scripted.KeywordRule // the best keyword rule on training items (route)
+	keywordRules      int                  // the keyword rules run to choose it
 
 	policyP *nn.Params
 	solver  *local.Model // the solver's starting weights, frozen
@@ -502,6 +538,7 @@ func (r *runner) baselines() []bench.Arm {
 		}}},
 	}
 	arms = append(arms, r.ruleArms()...)
+	arms = append(arms, r.scriptedArm(keywordName(r.bestKeyword), r.bestKeyword.Decider()))
 	arms = append(arms, r.scriptedArm(ArmOracle, scripted.Oracle(r.solver)))
 	return append(arms, bench.Arm{Name: ArmPretrained, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
 		return r.route(r.scfg, r.pretrained, r.solver)
@@ -632,6 +669,71 @@ func (r *runner) chooseRule(ctx context.Context) (string, error) {
 	r.opt.Log.Info("train: best fixed rule on training items", "rule", best.Arm, "reward", best.Reward, "items", len(problems))
 	return best.Arm, nil
 }
+
+// chooseKeywordRule runs the keyword rules (scripted.KeywordRules) on the
+// first RuleItems training problems and returns the one of highest mean
+// reward: the best rule reading a step's sentence and operands, chosen
+// without the held-out items. Rules that decide alike on every step of
+// those problems run once (scripted.Distinct); the solver's answers are
+// memoized, as it answers greedily.
+func (r *runner) chooseKeywordRule(ctx context.Context) (scripted.KeywordRule, error) {
+	problems := r.trainSet[:min(r.cfg.RuleItems, len(r.trainSet))]
+	rules := scripted.Distinct(scripted.KeywordRules(), problems)
+	r.keywordRules = len(rules)
+	solver := newMemo(r.solver)
+	arms := make([]bench.Arm, len(rules))
+	names := make([]string, len(rules))
+	for i, k := range rules {
+		prog := scripted.New(k.Name(), problems, k.Decider())
+		names[i] = keywordName(k)
+		arms[i] = bench.Arm{Name: names[i], Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
+			return r.route(r.scfg, prog, solver)
+		}}}
+	}
+	path := filepath.Join(r.cfg.OutDir, KeywordsFile)
+	ecfg := bench.Config{Results: path, Concurrency: r.cfg.EvalConcurrency, Label: labelDelegated}
+	if _, err := bench.Run(ctx, ecfg, tasksOf(problems), arms, world.Verify, r.opt.EvalProgress); err != nil {
+		return scripted.KeywordRule{}, fmt.Errorf("train: keyword rules on training items: %w", err)
+	}
+	records, _, err := bench.ReadResults(path)
+	if err != nil {
+		return scripted.KeywordRule{}, fmt.Errorf("train: keyword rules on training items: %w", err)
+	}
+	tab, err := NewTable(names, tasksOf(problems), records, r.cfg.Reward, r.byID)
+	if err != nil {
+		return scripted.KeywordRule{}, fmt.Errorf("train: keyword rules on training items: %w", err)
+	}
+	rewards := make([]float64, len(tab.Rows))
+	for i := range tab.Rows {
+		rewards[i] = tab.Rows[i].Reward
+	}
+	best, reward, _ := scripted.Best(rules, rewards)
+	r.opt.Log.Info("train: best keyword rule on training items", "rule", best.Name(), "reward", reward, "items", len(problems), "rules run", len(rules))
+	return best, nil
+}
+
+// designCut is the cost cut per item, against solving alone, of the
+// world's optimal policy (world.Selective) on the held-out problems, from
+// their transcripts (transcript.Measure) at the run's prices: what the
+// world's design allows, beside the measured cut. Earlier turns count as
+// cached only with Config.CacheMinTokens 0, as the problems' prompts are
+// shorter than any real API's cache minimum.
+func (r *runner) designCut() float64 {
+	acc := transcript.DesignAccuracy()
+	alone := transcript.Measure("single", r.testSet, transcript.Single, r.cfg.Prices, r.cfg.Reward, acc)
+	best := transcript.Measure("selective", r.testSet, func(p *world.Problem) transcript.Episode { return transcript.Route(p, world.Selective) }, r.cfg.Prices, r.cfg.Reward, acc)
+	a, b := alone.CostUncached, best.CostUncached
+	if r.cfg.CacheMinTokens == 0 {
+		a, b = alone.Cost, best.Cost
+	}
+	if a == 0 {
+		return math.NaN()
+	}
+	return 1 - b/a
+}
+
+// keywordName is the table's arm of a keyword rule.
+func keywordName(k scripted.KeywordRule) string { return ArmKeyword + ": " + k.Name() }
 
 // labelDelegated labels a trace with the operations of the questions the
 // sub-agents were asked, in call order ("*-"): which kinds of step were

@@ -13,6 +13,8 @@ import (
 	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/scripted"
 )
 
 func readMetrics(t *testing.T, dir string) []rl.Metrics {
@@ -57,12 +59,34 @@ func TestRunRoute(t *testing.T) {
 			t.Errorf("%s: n = %d, want %d", r.Arm, r.N, cfg.EvalItems)
 		}
 	}
-	want := routeArms(cfg, cfg.RL.Steps)
-	if len(names) != len(want)+1 || strings.Join(names[:len(want)], "|") != strings.Join(want, "|") || !strings.HasPrefix(names[len(want)], ArmRandom+" (") {
-		t.Errorf("arms %q, want %q then %s", names, want, ArmRandom)
+	want := routeArms(cfg, cfg.RL.Steps, res.Table.BestKeyword)
+	if len(names) != len(want)+2 || strings.Join(names[:len(want)], "|") != strings.Join(want, "|") ||
+		!strings.HasPrefix(names[len(want)], ArmRandom+" (") || names[len(want)+1] != ArmSFT+" (3 steps × 8 sequences)" {
+		t.Errorf("arms %q, want %q then %s and %s", names, want, ArmRandom, ArmSFT)
+	}
+	// The SFT arm's checkpoint is kept, so that a run again does not
+	// train it again.
+	if _, _, err := nn.Load(filepath.Join(cfg.OutDir, SFTDir, "policy")); err != nil {
+		t.Errorf("SFT checkpoint: %v", err)
 	}
 	if !strings.HasPrefix(res.Table.BestRule, ArmRule+": ") {
 		t.Errorf("best fixed rule %q, want one of the rules", res.Table.BestRule)
+	}
+	if !strings.HasPrefix(res.Table.BestKeyword, ArmKeyword+": ") {
+		t.Errorf("best keyword rule %q, want one of the keyword rules", res.Table.BestKeyword)
+	}
+	// Each keyword rule that decides apart from the others ran once on
+	// each training item.
+	keywords, _, err := bench.ReadResults(filepath.Join(cfg.OutDir, KeywordsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := world.Generate(cfg.World, cfg.Seed, world.Train, cfg.RuleItems)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(scripted.Distinct(scripted.KeywordRules(), ps)); len(keywords) != n*cfg.RuleItems {
+		t.Errorf("%d records of the keyword rules on training items, want %d", len(keywords), n*cfg.RuleItems)
 	}
 	rules, _, err := bench.ReadResults(filepath.Join(cfg.OutDir, RulesFile))
 	if err != nil {
@@ -80,18 +104,19 @@ func TestRunRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(records) != (len(want)+1)*cfg.EvalItems {
-		t.Errorf("%d records, want %d", len(records), (len(want)+1)*cfg.EvalItems)
+	if len(records) != (len(want)+2)*cfg.EvalItems {
+		t.Errorf("%d records, want %d", len(records), (len(want)+2)*cfg.EvalItems)
 	}
 }
 
-// routeArms are the names of a route table's rows before the random arm.
-func routeArms(cfg Config, steps int) []string {
+// routeArms are the names of a route table's rows before the random arm,
+// keyword the best keyword rule's.
+func routeArms(cfg Config, steps int, keyword string) []string {
 	want := []string{ArmAlone}
 	for mask := range uint(1) << cfg.World.MaxSteps {
 		want = append(want, ruleName(mask, cfg.World.MaxSteps))
 	}
-	return append(want, ArmOracle, ArmPretrained, trainedName(ArmTrained, steps))
+	return append(want, keyword, ArmOracle, ArmPretrained, trainedName(ArmTrained, steps))
 }
 
 func TestRunResumesAnInterruptedRun(t *testing.T) {
@@ -145,7 +170,7 @@ func TestRunResumesAnInterruptedRun(t *testing.T) {
 	for _, r := range records {
 		count[r.Arm]++
 	}
-	for _, arm := range routeArms(cfg, cfg.RL.Steps) {
+	for _, arm := range routeArms(cfg, cfg.RL.Steps, res.Table.BestKeyword) {
 		if count[arm] != cfg.EvalItems {
 			t.Errorf("%s: %d records, want %d", arm, count[arm], cfg.EvalItems)
 		}

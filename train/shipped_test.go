@@ -14,23 +14,21 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
-// TestShippedTraining trains the shipped delegator briefly on the default
-// world and checks, on held-out validation items, that its reward rose
-// against the pretrained policy's on a paired test (the acceptance check
-// delegate train prints). Too slow under the race detector, it runs in the
-// README's second test command:
+// TestShippedTraining runs delegate train's main job, the default
+// config with the shipped models, on the validation split, and checks
+// the acceptance checks that the README's headline claims
+// (shippedClaims): it fails when the headline would. The other checks
+// are logged, met or not. Too slow under the race detector, it runs in
+// the README's second test command:
 //
 //	go test -count=1 -run Shipped ./train
 func TestShippedTraining(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains the shipped delegator for a minute")
+		t.Skip("runs delegate train's main job on the validation split")
 	}
 	cfg := DefaultConfig()
 	cfg.OutDir = t.TempDir()
 	cfg.EvalSplit = "validation"
-	cfg.RL.Steps, cfg.RL.Schedule.Total = shippedSteps, shippedSteps
-	cfg.EvalItems = 100
-	cfg.RuleItems = 50
 	res, err := Run(context.Background(), cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -40,15 +38,39 @@ func TestShippedTraining(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("after %d steps:\n%s", res.Steps, b.String())
+	if res.Steps != cfg.RL.Steps {
+		t.Errorf("%d steps, want %d", res.Steps, cfg.RL.Steps)
+	}
+	claimed := map[string]bool{}
 	for _, c := range res.Table.Checks {
-		if strings.HasPrefix(c.Name, "RL-trained reward beats the pretrained delegator") && !c.Pass {
-			t.Errorf("%s: not met: %s", c.Name, c.Detail)
+		for _, prefix := range shippedClaims {
+			if strings.HasPrefix(c.Name, prefix) {
+				claimed[prefix] = true
+				if !c.Pass {
+					t.Errorf("the headline claims %q: not met: %s", c.Name, c.Detail)
+				}
+			}
+		}
+	}
+	for _, prefix := range shippedClaims {
+		if !claimed[prefix] {
+			t.Errorf("no check %q in the table", prefix)
 		}
 	}
 }
 
-// shippedSteps is the length of TestShippedTraining's run.
-const shippedSteps = 60
+// shippedClaims are the acceptance checks, by the start of their names,
+// that the README's headline claims of the trained delegator. It does not
+// claim to beat the best keyword rule, which matches the oracle, nor an
+// accuracy within 5 points of the delegator alone's, which 100 items
+// cannot establish at its slips (docs/train/table.md).
+var shippedClaims = []string{
+	"RL-trained reward beats the pretrained delegator",
+	"RL-trained reward beats the best fixed rule chosen on training items",
+	"RL-trained reward beats random delegation at its own rate",
+	"RL-trained reward beats every fixed per-position rule",
+	"RL-trained cost per item at least 40% below the delegator alone",
+}
 
 // TestShippedPeersDiffer measures why MLPO's default team has two models
 // (docs/training.md): on 300 validation problems of MLPO's world, the

@@ -131,18 +131,20 @@ func TestAcceptance(t *testing.T) {
 		return r
 	}
 	never, always := ruleName(0, 2), ruleName(3, 2)
-	tab := &Table{BestRule: never, Rows: []Row{
+	keyword := ArmKeyword + ": never delegate"
+	tab := &Table{BestRule: never, BestKeyword: keyword, Rows: []Row{
 		items(ArmAlone, 100, 90, 0.50, 0.1, 1000e-6),
 		items(never, 100, 95, 0.55, 0.1, 1000e-6),
 		items(always, 100, 50, 0.40, 0.1, 500e-6),
+		items(keyword, 100, 95, 0.56, 0.1, 1000e-6),
 		items(ArmPretrained, 100, 80, 0.60, 0.1, 800e-6),
 		items(ArmTrained+" (step 200)", 100, 90, 0.70, 0.1, 590e-6),
 		items(ArmRandom+" (0.40, step 200)", 100, 60, 0.45, 0.1, 700e-6),
 	}}
-	const trained, cost = 4, 4 // the trained row; the cost check
+	const trained, every, cost, accuracy = 5, 4, 5, 6 // the trained row; the checks against every rule, of the cost and of accuracy
 	checks := Acceptance(tab, ModeRoute)
-	if len(checks) != 5 {
-		t.Fatalf("%d checks, want 5: %+v", len(checks), checks)
+	if len(checks) != 7 {
+		t.Fatalf("%d checks, want 7: %+v", len(checks), checks)
 	}
 	for _, c := range checks {
 		if !c.Pass {
@@ -150,9 +152,16 @@ func TestAcceptance(t *testing.T) {
 		}
 	}
 	if !strings.Contains(checks[0].Detail, "difference +0.100") || !strings.Contains(checks[1].Detail, "("+never+")") ||
-		!strings.Contains(checks[3].Detail, "each of the 2 rules") || !strings.Contains(checks[cost].Detail, "41.0% less, 95% [41.0%, 41.0%]") {
-		t.Errorf("details: %q; %q; %q; %q", checks[0].Detail, checks[1].Detail, checks[3].Detail, checks[cost].Detail)
+		!strings.Contains(checks[2].Detail, "("+keyword+")") || !strings.Contains(checks[every].Detail, "each of the 2 rules") ||
+		!strings.Contains(checks[cost].Detail, "41.0% less, 95% [41.0%, 41.0%]") || !strings.Contains(checks[accuracy].Detail, "lower bound +0.000") {
+		t.Errorf("details: %q; %q; %q; %q; %q; %q", checks[0].Detail, checks[1].Detail, checks[2].Detail, checks[every].Detail, checks[cost].Detail, checks[accuracy].Detail)
 	}
+	// A keyword rule as good as the trained policy: its check fails.
+	tab.Rows[3] = items(keyword, 100, 90, 0.70, 0.1, 590e-6)
+	if got := Acceptance(tab, ModeRoute); got[2].Pass || !got[1].Pass {
+		t.Errorf("a keyword rule as good as the trained policy: %+v", got[2])
+	}
+	tab.Rows[3] = items(keyword, 100, 95, 0.56, 0.1, 1000e-6)
 	// The same mean reward item by item as the pretrained policy, a cut
 	// of 39%: each fails; the best rule is still beaten.
 	tab.Rows[trained] = items(ArmTrained, 100, 90, 0.60, 0.1, 610e-6)
@@ -162,20 +171,26 @@ func TestAcceptance(t *testing.T) {
 	// A fixed rule as good as the trained policy: "every rule" fails,
 	// naming it, though the best rule on training items was another.
 	tab.Rows[2] = items(always, 100, 90, 0.60, 0.1, 500e-6)
-	if got := Acceptance(tab, ModeRoute); got[3].Pass || !strings.Contains(got[3].Detail, always) || !got[1].Pass {
-		t.Errorf("a rule as good as the trained policy: %+v", got[3])
+	if got := Acceptance(tab, ModeRoute); got[every].Pass || !strings.Contains(got[every].Detail, always) || !got[1].Pass {
+		t.Errorf("a rule as good as the trained policy: %+v", got[every])
 	}
-	// A deep cut but clearly less accurate (McNemar): fails.
+	// A deep cut but 20 points less accurate: the cut is met, the
+	// accuracy check is not.
 	tab.Rows[trained] = items(ArmTrained, 100, 70, 0.70, 0.1, 500e-6)
-	if got := Acceptance(tab, ModeRoute); got[cost].Pass || !strings.Contains(got[cost].Detail, "50.0% less") {
-		t.Errorf("lower accuracy: %+v", got[cost])
+	if got := Acceptance(tab, ModeRoute); !got[cost].Pass || !strings.Contains(got[cost].Detail, "50.0% less") || got[accuracy].Pass || !strings.Contains(got[accuracy].Detail, "difference -0.200") {
+		t.Errorf("lower accuracy: %+v; %+v", got[cost], got[accuracy])
+	}
+	// 2 points less accurate, within the margin: met.
+	tab.Rows[trained] = items(ArmTrained, 100, 88, 0.70, 0.1, 500e-6)
+	if got := Acceptance(tab, ModeRoute); !got[accuracy].Pass {
+		t.Errorf("2 points less accurate: %+v", got[accuracy])
 	}
 	// Rows over other items cannot be compared.
 	tab.Rows[trained] = items(ArmTrained, 50, 45, 0.70, 0.1, 500e-6)
 	if got := Acceptance(tab, ModeRoute); got[0].Pass || !strings.Contains(got[0].Detail, "same items") {
 		t.Errorf("unpaired rows: %+v", got[0])
 	}
-	if got := Acceptance(&Table{}, ModeRoute); len(got) != 5 || got[0].Pass || !strings.Contains(got[0].Detail, "no row") || got[1].Pass || got[3].Pass {
+	if got := Acceptance(&Table{}, ModeRoute); len(got) != 7 || got[accuracy].Pass || got[0].Pass || !strings.Contains(got[0].Detail, "no row") || got[1].Pass || got[2].Pass || got[every].Pass {
 		t.Errorf("empty table: %+v", got)
 	}
 

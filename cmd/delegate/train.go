@@ -36,6 +36,7 @@ type trainFlags struct {
 	api         string
 	processes   int
 	otlp        string
+	rlSeeds     []uint
 }
 
 func newTrainCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -46,24 +47,31 @@ func newTrainCmd(getenv env, log *slog.Logger) *cobra.Command {
 		Short: "Train the delegator with GRPO (or a leader with MLPO) and compare it before and after",
 		Long: `Train starts from the pretrained checkpoints (by default the shipped
 solver and router, embedded in the binary), chooses the best fixed
-per-position rule on training problems, evaluates the baselines (the
-delegator alone, every fixed rule, the oracle router, the pretrained
-delegator) on held-out problems of --split, trains the delegator with GRPO
+per-position rule and the best keyword rule (a step's sentence and
+operands) on training problems, evaluates the baselines (the delegator
+alone, every fixed rule, the keyword rule, the oracle router, the
+pretrained delegator) on held-out problems of --split, trains the delegator with GRPO
 under route (the delegator has the delegate tool, the solver answers) for
 --steps steps (or until only the time the final evaluation needs is left
-of --time, when given), then evaluates the trained delegator
-and random delegation at its rate, and prints the table with paired
-acceptance checks.
+of --time, when given), then evaluates the trained delegator, random
+delegation at its rate and the starting delegator fine-tuned on the
+oracle's route transcripts with RL's updates and sequences (kept in
+--out/sft), and prints the table with paired acceptance checks.
 
 Everything goes to --out: metrics.jsonl (one line per step), the plots
 reward, accuracy, delegator_tokens, delegation_rate and delegation_by_kind
 (each .png and .svg), checkpoint/ (the trained policy under
-checkpoint/policy), rules.jsonl (the fixed rules on training problems),
-eval.jsonl (every item of every arm) and table.md. Run it again with the same --out to resume
+checkpoint/policy), rules.jsonl and keywords.jsonl (the fixed and keyword
+rules on training problems), eval.jsonl (every item of every arm) and table.md. Run it again with the same --out to resume
 an interrupted run: finished items are kept, training goes on from its last
 checkpoint, with a new --time (and what is left of --train-time). A time
 budget that ends training before --steps still prints the table, marked as
 such, and exits with status 1: the table is not the full run's.
+
+--rl-seeds 1,2,3 trains and evaluates one delegator per RL seed, each in
+--out/seed-N with its own table (the baselines evaluated once, by the
+first), and writes --out/seeds.md: each seed's figures, their mean, sd and
+range, and how many seeds meet each acceptance check.
 
 --mode mlpo trains a leader under lead with frozen peers that solve with
 scratch work (--peers, default shipped:peer,shipped:delegator, taken in
@@ -150,6 +158,9 @@ shipped solver-digits, right only on products whose first factor is below
 			if f.otlp != "" && (f.processes != 0 || f.api != "") {
 				return errors.New("train: --otlp exports in-process training's runs; it is not passed on to --processes or --api")
 			}
+			if len(f.rlSeeds) > 0 && (f.processes != 0 || f.api != "" || f.total > 0 || cmd.Flags().Changed("rl-seed")) {
+				return errors.New("train: --rl-seeds runs in process, in place of --rl-seed, without --time (one seed's deadline would starve the next); not with --processes or --api")
+			}
 			if f.processes != 0 {
 				t, err := newTopology(cmd.Flags(), cfg, f.processes, f.level, cfg.Reward.Lambda)
 				if err != nil {
@@ -166,6 +177,13 @@ shipped solver-digits, right only on products whose first factor is below
 				return fmt.Errorf("train: %w", err)
 			}
 			defer closeOTLP()
+			if len(f.rlSeeds) > 0 {
+				seeds := make([]uint64, len(f.rlSeeds))
+				for i, s := range f.rlSeeds {
+					seeds[i] = uint64(s)
+				}
+				return runTrainSeeds(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f.progress, log, cfg, seeds)
+			}
 			return runTrain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f.progress, log, cfg)
 		},
 	}
@@ -207,6 +225,7 @@ shipped solver-digits, right only on products whose first factor is below
 	fl.IntVar(&f.distractors, "distractors", 0, "most distractor sentences a problem gets, uniformly 0..N (default: the level's; mlpo default 4)")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the random baseline and the models' unseeded calls (the training item order and rollouts have --rl-seed)")
 	fl.Uint64Var(&cfg.RL.Seed, "rl-seed", cfg.RL.Seed, "seed of the trainer: its training item order and its rollouts' samples")
+	fl.UintSliceVar(&f.rlSeeds, "rl-seeds", nil, "route: train and evaluate one delegator per RL seed (1,2,3), each in OUT/seed-N, and summarize them in OUT/seeds.md")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress display (--progress none)")
 	fl.StringVar(&f.otlp, "otlp", "", otlpUsage)
@@ -244,6 +263,56 @@ var decomposeDefaults = []modeDefault{
 	{"level", "3"},
 	{"format-penalty", "-1"},
 	{"rule-items", "100"},
+}
+
+// runTrainSeeds runs the job once per RL seed (train.RunSeeds) and
+// prints each seed's table and their summary on out.
+func runTrainSeeds(ctx context.Context, out, progress io.Writer, mode string, log *slog.Logger, cfg train.Config, seeds []uint64) error {
+	trainCh := make(chan rl.Progress, 64)
+	evalCh := make(chan bench.Progress, 256)
+	phases := make(chan string, 8)
+	start := time.Now()
+	bars := newTrainProgress(progress, mode, cfg.RL.Steps)
+	var wg sync.WaitGroup
+	wg.Go(func() { bars.observe(trainCh, evalCh, phases) })
+	runs, sum, err := train.RunSeeds(ctx, cfg, seeds, train.Options{
+		TrainProgress: trainCh,
+		EvalProgress:  evalCh,
+		Phase:         bars.phaseFunc(phases),
+		Log:           log,
+	})
+	close(trainCh)
+	close(evalCh)
+	close(phases)
+	wg.Wait()
+	bars.finish()
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("interrupted; run the same command again to resume from %s: %w", cfg.OutDir, err)
+	}
+	if err != nil {
+		return err
+	}
+	var short []uint64
+	for _, r := range runs {
+		dir := train.SeedDir(cfg.OutDir, r.Seed)
+		if _, err := train.WritePlots(dir); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\nRL seed %d: %d RL steps (%s, %.0f s of training); table in %s\n",
+			r.Seed, r.Result.Steps, stopReason(r.Result.StoppedBy), r.Result.TrainSeconds, filepath.Join(dir, train.TableFile))
+		if r.Result.StoppedBy == "time" {
+			short = append(short, r.Seed)
+		}
+	}
+	fmt.Fprintf(out, "\n%d RL seeds, %s in all:\n\n", len(runs), time.Since(start).Round(time.Second))
+	if err := sum.WriteMarkdown(out); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nwritten: %s\n", filepath.Join(cfg.OutDir, train.SeedsFile))
+	if len(short) > 0 {
+		return fmt.Errorf("train: the time budget ended training of RL seeds %v before --steps; run the same command again to go on", short)
+	}
+	return nil
 }
 
 // runTrain runs the job, showing its progress on progress (nil: none)

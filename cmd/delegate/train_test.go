@@ -125,8 +125,8 @@ func TestTrainProgressBar(t *testing.T) {
 	}
 	// The baselines that do not run the policy in its training seat are 4
 	// items under each arm: the delegator alone, every position rule of
-	// the world's longest problem and the oracle.
-	arms := 2 + 1<<world.DefaultConfig().MaxSteps
+	// the world's longest problem, the best keyword rule and the oracle.
+	arms := 3 + 1<<world.DefaultConfig().MaxSteps
 	baselines := fmt.Sprintf("evaluate baselines %d/%d items (100%%)", 4*arms, 4*arms)
 	for _, want := range []string{baselines, "train 3/3 steps (100%)  reward", "acc", "delegation", "evaluate trained"} {
 		if !strings.Contains(stderr.String(), want) {
@@ -173,6 +173,31 @@ func TestTrainRLSeedIsTheRunsIdentity(t *testing.T) {
 	got, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, "--time", "1ns")...)
 	if err == nil || !strings.Contains(err.Error(), "rl_seed 2 there, 1 now") {
 		t.Errorf("resumed with another RL seed: %v\n%s", err, got)
+	}
+}
+
+// TestTrainRLSeeds trains two RL seeds from one command: each seed's run
+// has its directory and table, and the summary counts the seeds meeting
+// each check; --rl-seeds refuses --rl-seed beside it.
+func TestTrainRLSeeds(t *testing.T) {
+	dir := t.TempDir()
+	solver, delegator := tinyModels(t, dir)
+	out := filepath.Join(dir, "run")
+	got, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, "--rl-seeds", "1,2")...)
+	if err != nil || !strings.Contains(got, "2 RL seeds") || !strings.Contains(got, "mean over 2 seeds") {
+		t.Fatalf("two seeds: %v\n%s", err, got)
+	}
+	for _, seed := range []uint64{1, 2} {
+		run, err := os.ReadFile(filepath.Join(train.SeedDir(out, seed), train.RunFile))
+		if err != nil || !strings.Contains(string(run), fmt.Sprintf(`"rl_seed": %d`, seed)) {
+			t.Errorf("seed %d's run file: %v\n%s", seed, err, run)
+		}
+		if _, err := os.Stat(filepath.Join(train.SeedDir(out, seed), train.TableFile)); err != nil {
+			t.Errorf("seed %d's table: %v", seed, err)
+		}
+	}
+	if _, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, "--rl-seeds", "1,2", "--rl-seed", "3")...); err == nil || !strings.Contains(err.Error(), "in place of --rl-seed") {
+		t.Errorf("--rl-seeds with --rl-seed: %v", err)
 	}
 }
 
