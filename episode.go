@@ -14,6 +14,8 @@ const EpisodeVersion = 1
 type Episode struct {
 	Version int    `json:"version"`
 	TaskID  string `json:"task_id,omitempty"`
+	// Trained names the roles that were trained; the others were frozen.
+	Trained []string `json:"trained"`
 	// Samples are the trained roles' sequences in call order. A frozen
 	// role's calls are spent and counted, never sampled.
 	Samples []Sample `json:"samples"`
@@ -71,7 +73,10 @@ type CallSpend struct {
 // roles become samples; policy names the role whose generated tokens are
 // Outcome.Tokens. Outcome's Correct and Reward are the caller's to set.
 func NewEpisode(tr *Trace, taskID, policy string, trained []string) *Episode {
-	e := &Episode{Version: EpisodeVersion, TaskID: taskID, Samples: []Sample{}, Calls: []CallSpend{}}
+	e := &Episode{Version: EpisodeVersion, TaskID: taskID, Trained: slices.Clone(trained), Samples: []Sample{}, Calls: []CallSpend{}}
+	if e.Trained == nil {
+		e.Trained = []string{}
+	}
 	if tr == nil {
 		return e
 	}
@@ -135,4 +140,68 @@ func (e *Episode) RoleSamples(role string) []int {
 		}
 	}
 	return out
+}
+
+// RolePolicy says what played a role in an attempt: its model, whether
+// it was trained, and the oldest weights version of its samples.
+type RolePolicy struct {
+	Role          string `json:"role"`
+	Model         string `json:"model"`
+	Trained       bool   `json:"trained"`
+	PolicyVersion *int   `json:"policy_version,omitempty"`
+}
+
+// Policies lists the attempt's roles in the order of their first call,
+// then any trained role that made no call.
+func (e *Episode) Policies() []RolePolicy {
+	var out []RolePolicy
+	at := map[string]int{}
+	add := func(role, model string) {
+		if _, ok := at[role]; !ok {
+			at[role] = len(out)
+			out = append(out, RolePolicy{Role: role, Model: model, Trained: slices.Contains(e.Trained, role)})
+		}
+	}
+	for _, c := range e.Calls {
+		add(c.Role, c.Model)
+	}
+	for _, r := range e.Trained {
+		add(r, "")
+	}
+	for _, s := range e.Samples {
+		p := &out[at[s.Role]]
+		p.PolicyVersion = OldestVersion(p.PolicyVersion, s.PolicyVersion)
+	}
+	return out
+}
+
+// MergePolicies adds b's roles to a: a role already in a keeps its
+// model, is trained when either says so, and keeps the older version.
+func MergePolicies(a, b []RolePolicy) []RolePolicy {
+	for _, p := range b {
+		i := slices.IndexFunc(a, func(q RolePolicy) bool { return q.Role == p.Role })
+		if i < 0 {
+			a = append(a, p)
+			continue
+		}
+		if a[i].Model == "" {
+			a[i].Model = p.Model
+		}
+		a[i].Trained = a[i].Trained || p.Trained
+		a[i].PolicyVersion = OldestVersion(a[i].PolicyVersion, p.PolicyVersion)
+	}
+	return a
+}
+
+// OldestVersion is the older of two weights versions; nil when neither
+// is known.
+func OldestVersion(a, b *int) *int {
+	switch {
+	case b == nil:
+		return a
+	case a == nil || *b < *a:
+		v := *b
+		return &v
+	}
+	return a
 }

@@ -111,3 +111,41 @@ func TestNewEpisodeSpend(t *testing.T) {
 		t.Errorf("JSON round trip: got %+v, want %+v", back, *e)
 	}
 }
+
+func TestEpisodePolicies(t *testing.T) {
+	v3 := 3
+	tests := []struct {
+		name    string
+		trained []string
+		want    []RolePolicy
+	}{
+		{"solver trained", []string{"subagent"}, []RolePolicy{
+			{Role: "delegator", Model: "router"},
+			{Role: "subagent", Model: "solver", Trained: true, PolicyVersion: &v3},
+		}},
+		{"a trained role that made no call", []string{"delegator", "critic"}, []RolePolicy{
+			{Role: "delegator", Model: "router", Trained: true, PolicyVersion: &v3},
+			{Role: "subagent", Model: "solver"},
+			{Role: "critic", Trained: true},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := NewEpisode(routeTrace(), "t1", "delegator", tc.trained).Policies()
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMergePolicies(t *testing.T) {
+	v2, v5 := 2, 5
+	a := []RolePolicy{{Role: "delegator", Model: "router", PolicyVersion: &v5}}
+	b := []RolePolicy{{Role: "delegator", Model: "other", Trained: true, PolicyVersion: &v2}, {Role: "subagent", Model: "solver"}}
+	got := MergePolicies(a, b)
+	want := []RolePolicy{{Role: "delegator", Model: "router", Trained: true, PolicyVersion: &v2}, {Role: "subagent", Model: "solver"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
