@@ -54,7 +54,7 @@ var allowedImports = map[string][]string{
 	"perf/topology":          {"internal/host"},
 	"perf/train/impl":        {"nn/kernel"},
 	"pretrain":               {"", "bench", "local", "nn", "nn/train", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
-	"reward":                 {"judge"},
+	"reward":                 {"", "judge"},
 	"rl":                     {"", "nn", "nn/train", "reward"},
 	"rollout":                {"", "judge", "reward", "score", "store", "strategy"},
 	"score":                  {""},

@@ -270,6 +270,8 @@ func TestSchemaViolations(t *testing.T) {
 		{"message_content.json", "body messages 0 0"},
 		{"logprobs_null.json", "body inference_logprobs 0 1"},
 		{"group_overrides_list.json", "body group_overrides"},
+		{"group_overrides_roles.json", "body group_overrides roles"},
+		{"group_overrides_roles_unnamed.json", "body group_overrides roles"},
 		{"env_id_string.json", "body env_id"},
 		{"empty_group.json", "body tokens"},
 		{"not_object.json", "body"},

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/delegatelab/delegate"
 )
 
 // ScoredData is one group of sequences scored together, Atropos's
@@ -15,8 +17,9 @@ import (
 // not trained and the token id where it is; Scores has one score per
 // sequence. The other fields are optional and passed through to the
 // trainer as sent. GroupOverrides may carry "group_id" (the group's
-// identity for deduplication) and "policy_version" (the trainer step the
-// rollouts were sampled with).
+// identity for deduplication), "policy_version" (the trainer step the
+// rollouts were sampled with) and "roles" (what played each role, a list
+// of delegate.RolePolicy).
 type ScoredData struct {
 	Tokens            [][]int            `json:"tokens"`
 	Masks             [][]int            `json:"masks"`
@@ -403,6 +406,11 @@ func parseGroup(data []byte, lim idLimits, loc ...any) (*group, error) {
 			}
 			g.policy, g.hasPolicy = pv, true
 		}
+		if r, ok := over["roles"]; ok && !isNull(r) {
+			if _, err := GroupRoles(r); err != nil {
+				return nil, &fieldError{loc: at("group_overrides", "roles"), msg: "Input should be a valid list of roles: " + err.Error()}
+			}
+		}
 		if id, ok := over["group_id"]; ok && !isNull(id) {
 			var str string
 			if json.Unmarshal(id, &str) != nil {
@@ -553,4 +561,22 @@ func checkIDs(raw []byte, vocab int64, ignore bool) ([]any, string) {
 		}
 	}
 	return nil, ""
+}
+
+// GroupRoles reads group_overrides.roles: a list of objects, each naming
+// its role, with its model, whether it was trained and the oldest policy
+// version of its samples. Unknown keys are refused.
+func GroupRoles(raw json.RawMessage) ([]delegate.RolePolicy, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var roles []delegate.RolePolicy
+	if err := dec.Decode(&roles); err != nil {
+		return nil, fmt.Errorf("want a list of {role, model, trained, policy_version}: %w", err)
+	}
+	for i, r := range roles {
+		if r.Role == "" {
+			return nil, fmt.Errorf("entry %d names no role", i)
+		}
+	}
+	return roles, nil
 }

@@ -24,6 +24,7 @@ import (
 type Episode struct {
 	Node       string    // "name#id" of the trace node (joined by "+" when merged), for errors
 	Calls      int       // policy calls merged into it
+	IDs        []int     // the trace node IDs of its calls
 	Prompt     []int     // prompt token ids
 	Completion []int     // generated token ids
 	Behaviour  []float32 // (len(Completion)) sampler logprobs at temperature 1
@@ -97,7 +98,7 @@ func Episodes(tr *delegate.Trace, role string, context int) ([]Episode, error) {
 		if len(e.Completion) == 0 {
 			continue // nothing generated
 		}
-		e.Node, e.Calls = name, len(s.Calls)
+		e.Node, e.Calls, e.IDs = name, len(s.Calls), s.Calls
 		if l := len(e.Prompt) + len(e.Completion); l > context {
 			return nil, fmt.Errorf("episodes: node %s: %d prompt + %d later tokens exceed the context of %d",
 				name, len(e.Prompt), len(e.Completion), context)

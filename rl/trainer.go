@@ -71,6 +71,10 @@ type ScoredRollout struct {
 	Reward       float64
 	Advantage    float64
 	HasAdvantage bool
+	// EpisodeAdvantages, when not nil, holds one advantage per episode in
+	// place of Advantage: per-role credit gives each sample of a rollout
+	// its own (reward.RoleCredit). It needs HasAdvantage.
+	EpisodeAdvantages []float64
 	// Correct, Delegated and Scalars describe the rollout for the step's
 	// metrics (accuracy, delegation rate, the means of named scalars such
 	// as sub-agent calls or cost), where the source knows them: an answer
@@ -323,6 +327,16 @@ func (t *Trainer) describe(step int, groups []Group) (*Metrics, error) {
 			if math.IsNaN(r.Reward) || math.IsInf(r.Reward, 0) || math.IsNaN(r.Advantage) || math.IsInf(r.Advantage, 0) {
 				return nil, fmt.Errorf("step %d: group %d: a reward or advantage is not finite", step, gi)
 			}
+			if r.EpisodeAdvantages != nil {
+				if len(r.EpisodeAdvantages) != len(r.Episodes) || !r.HasAdvantage {
+					return nil, fmt.Errorf("step %d: group %d: %d episode advantages for %d episodes (with HasAdvantage %v): want one per episode, given", step, gi, len(r.EpisodeAdvantages), len(r.Episodes), r.HasAdvantage)
+				}
+				for _, a := range r.EpisodeAdvantages {
+					if math.IsNaN(a) || math.IsInf(a, 0) {
+						return nil, fmt.Errorf("step %d: group %d: an episode advantage is not finite", step, gi)
+					}
+				}
+			}
 			rewards = append(rewards, r.Reward)
 			if r.HasAdvantage {
 				has++
@@ -410,6 +424,14 @@ func (t *Trainer) describe(step int, groups []Group) (*Metrics, error) {
 // zeroed).
 func allZero(rs []ScoredRollout) bool {
 	for _, r := range rs {
+		if r.EpisodeAdvantages != nil {
+			for _, a := range r.EpisodeAdvantages {
+				if a != 0 {
+					return false
+				}
+			}
+			continue
+		}
 		if r.Advantage != 0 {
 			return false
 		}
@@ -434,8 +456,12 @@ func (t *Trainer) sequences(step int, m *Metrics, groups []Group) ([]trainSeq, e
 				return nil, fmt.Errorf("step %d: a rollout has no advantage", step)
 			}
 			sp := rolloutSeqs{lo: len(seqs)}
-			for _, e := range r.Episodes {
-				seqs = append(seqs, trainSeq{Episode: e, Adv: r.Advantage, OffPolicy: g.Staleness != 0})
+			for j, e := range r.Episodes {
+				adv := r.Advantage
+				if r.EpisodeAdvantages != nil {
+					adv = r.EpisodeAdvantages[j]
+				}
+				seqs = append(seqs, trainSeq{Episode: e, Adv: adv, OffPolicy: g.Staleness != 0})
 				if g.Staleness != 0 {
 					m.OffPolicySequences++
 				}

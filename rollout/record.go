@@ -83,6 +83,11 @@ type Artifact struct {
 	Latency     time.Duration              `json:"latency_ns"`
 	Calls       []CallInfo                 `json:"calls"`
 
+	// Episode is the attempt per role: its samples, each call's spend,
+	// the critical path and the outcome. It has its own format version
+	// (delegate.EpisodeVersion); records written before it lack it.
+	Episode *delegate.Episode `json:"episode,omitempty"`
+
 	Trace         *delegate.Trace `json:"trace,omitempty"`
 	BaselineTrace *delegate.Trace `json:"baseline_trace,omitempty"`
 	ScoreTrace    *delegate.Trace `json:"score_trace,omitempty"`
@@ -134,6 +139,10 @@ type GroupRecord struct {
 	NoTokens       []string      `json:"no_tokens"`
 	Overrides      []Override    `json:"overrides"`
 	GroupOverrides GroupOverride `json:"group_overrides"`
+	// Episodes are the attempts of Rollouts per role, one per member in
+	// its order (delegate.EpisodeVersion); records written before they
+	// were kept lack them.
+	Episodes []*delegate.Episode `json:"episodes,omitempty"`
 	// PolicyVersion is the trainer step the rollouts were sampled with: the
 	// oldest version the policy's backend reported in its responses, or
 	// else the sink's step when the item started (0 with neither).
@@ -154,13 +163,10 @@ type Member struct {
 
 // Outcome is the part of a scorer's reward.Outcome a trainer reports in
 // its metrics: whether the answer was right (nil: no reference), the
-// sub-agent calls (delegation), the policy's tokens and the cost.
-type Outcome struct {
-	Correct *bool   `json:"correct,omitempty"`
-	Calls   int     `json:"calls"`
-	Tokens  int     `json:"tokens"`
-	Cost    float64 `json:"cost"`
-}
+// sub-agent calls (delegation), the policy's tokens and the cost. It is
+// the root's outcome of an attempt; the fields older records had keep
+// their names.
+type Outcome = delegate.Outcome
 
 // MissedMember is a rollout of the group that failed and is left out.
 type MissedMember struct {
@@ -176,9 +182,12 @@ type Override struct {
 
 // GroupOverride is a per-group instruction to the trainer: the number of
 // rollouts the group holds, which is less than the configured G when
-// members failed.
+// members failed, and what played each role.
 type GroupOverride struct {
 	GroupSize int `json:"group_size"`
+	// Roles say, per role of the group's rollouts, its model, whether it
+	// was trained and the oldest weights version of its samples.
+	Roles []delegate.RolePolicy `json:"roles,omitempty"`
 }
 
 func rolloutID(task string, group, index int) string {
@@ -285,10 +294,34 @@ func decodeLine[T any](line []byte, version func(*T) int, want int, what string)
 
 // DecodeArtifact decodes one line of artifacts.jsonl.
 func DecodeArtifact(line []byte) (*Artifact, error) {
-	return decodeLine(line, func(a *Artifact) int { return a.Version }, ArtifactVersion, "artifact")
+	a, err := decodeLine(line, func(a *Artifact) int { return a.Version }, ArtifactVersion, "artifact")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEpisode(a.Episode); err != nil {
+		return nil, fmt.Errorf("decode artifact %s: %w", a.ID, err)
+	}
+	return a, nil
 }
 
 // DecodeGroup decodes one line of groups.jsonl.
 func DecodeGroup(line []byte) (*GroupRecord, error) {
-	return decodeLine(line, func(g *GroupRecord) int { return g.Version }, GroupVersion, "group")
+	g, err := decodeLine(line, func(g *GroupRecord) int { return g.Version }, GroupVersion, "group")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range g.Episodes {
+		if err := checkEpisode(e); err != nil {
+			return nil, fmt.Errorf("decode group %s: %w", g.ID, err)
+		}
+	}
+	return g, nil
+}
+
+// checkEpisode accepts an absent episode or one of this build's version.
+func checkEpisode(e *delegate.Episode) error {
+	if e != nil && e.Version != delegate.EpisodeVersion {
+		return fmt.Errorf("episode version %d, this build reads version %d: rewrite the records with this build", e.Version, delegate.EpisodeVersion)
+	}
+	return nil
 }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/delegatelab/delegate/strategy"
 )
 
 var update = flag.Bool("update", false, "rewrite the record fixtures in testdata from a fresh run")
@@ -75,6 +78,73 @@ func TestDecodeOtherVersion(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not name %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+// A run's records carry each rollout as an episode: the trained role's
+// samples only, every call's spend, and the roles in group_overrides.
+func TestRecordsCarryEpisodes(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t)
+	cfg := config(dir, 2, 3)
+	if _, err := Run(context.Background(), cfg, tasks(2), f.baseline, Same(f.policy), f.scorer, nil); err != nil {
+		t.Fatal(err)
+	}
+	groups := readGroups(t, dir)
+	if len(groups) == 0 {
+		t.Fatal("no groups written")
+	}
+	for _, g := range groups {
+		if got, want := len(g.Episodes), len(g.Rollouts); got != want {
+			t.Fatalf("group %s: got %d episodes, want one per member (%d)", g.ID, got, want)
+		}
+		for i, e := range g.Episodes {
+			if e.TaskID != g.TaskID || e.Outcome.Reward != g.Rollouts[i].Reward {
+				t.Errorf("group %s episode %d: task %q reward %v, want %q %v", g.ID, i, e.TaskID, e.Outcome.Reward, g.TaskID, g.Rollouts[i].Reward)
+			}
+			if len(e.Samples) == 0 || len(e.Calls) <= len(e.Samples) {
+				t.Errorf("group %s episode %d: %d samples of %d calls, want the delegator's samples and the sub-agents' calls", g.ID, i, len(e.Samples), len(e.Calls))
+			}
+			for _, s := range e.Samples {
+				if s.Role != strategy.RoleDelegator {
+					t.Errorf("group %s episode %d: a sample of frozen role %q", g.ID, i, s.Role)
+				}
+			}
+		}
+		var roles []string
+		for _, r := range g.GroupOverrides.Roles {
+			roles = append(roles, fmt.Sprintf("%s:%s:%v", r.Role, r.Model, r.Trained))
+		}
+		if got, want := strings.Join(roles, " "), "delegator:delegator-model:true subagent:subagent-model:false"; got != want {
+			t.Errorf("group %s: roles %q, want %q", g.ID, got, want)
+		}
+	}
+	for i, line := range readLines(t, filepath.Join(dir, ArtifactsFile)) {
+		a, err := DecodeArtifact(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Status == StatusScored && a.Episode == nil {
+			t.Errorf("artifact %d: scored, no episode", i+1)
+		}
+	}
+}
+
+func TestDecodeEpisodeOfOtherVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		decode func([]byte) error
+		line   string
+	}{
+		{"artifact", func(b []byte) error { _, err := DecodeArtifact(b); return err }, `{"version":1,"id":"t0#0.0","episode":{"version":2}}`},
+		{"group", func(b []byte) error { _, err := DecodeGroup(b); return err }, `{"version":1,"id":"t0#0","episodes":[{"version":1},{"version":2}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.decode([]byte(tc.line))
+			if err == nil || !strings.Contains(err.Error(), "episode version 2") || !strings.Contains(err.Error(), "version 1") {
+				t.Errorf("got %v, want an error naming episode version 2 and version 1", err)
 			}
 		})
 	}

@@ -137,6 +137,8 @@ type rolloutState struct {
 	rolloutTally
 	Index     int                 `json:"index"`
 	Sequences []delegate.Sequence `json:"sequences,omitempty"`
+	// Episode is the rollout per role, when it has a trace.
+	Episode *delegate.Episode `json:"episode,omitempty"`
 }
 
 // groupState is what the state database keeps of a finished group.
@@ -726,8 +728,29 @@ func play(ctx context.Context, policy delegate.Strategy, scorer Scorer, task del
 	}()
 	if p.st != nil {
 		p.st.Roles = spent(p.tr, p.strace)
+		if p.tr != nil {
+			p.st.Episode = episodeOf(p.tr, task.ID, roles, p.sc)
+		}
 	}
 	return p
+}
+
+// episodeOf is a rollout's trace per role, its outcome the scorer's word
+// where it gave one. roles are the trained roles; the first is the
+// policy whose tokens the outcome counts.
+func episodeOf(tr *delegate.Trace, taskID string, roles []string, sc *Score) *delegate.Episode {
+	policy := ""
+	if len(roles) > 0 {
+		policy = roles[0]
+	}
+	e := delegate.NewEpisode(tr, taskID, policy, roles)
+	if sc != nil {
+		e.Outcome.Reward = sc.Reward
+		if in := sc.Inputs; in != nil {
+			e.Outcome.Correct = in.Correct
+		}
+	}
+	return e
 }
 
 // playBaseline runs the baseline strategy on task. A run that returned an
@@ -774,7 +797,7 @@ func (r *runner) artifact(it *item, st *rolloutState, tr, strace *delegate.Trace
 		Version: ArtifactVersion, ID: st.ID, Item: it.index, TaskID: it.task.ID, Dataset: it.task.Dataset,
 		Index: st.Index, Seed: r.cfg.Seed, Strategy: r.policy, Status: st.Status, Error: st.Error, Reason: st.Reason,
 		Prompt: it.task.Prompt, Reference: it.task.Answer, Score: sc, Reward: st.Reward,
-		BaselineStrategy: r.baselineName(),
+		BaselineStrategy: r.baselineName(), Episode: st.Episode,
 	}
 	if b := it.baseline; b != nil {
 		a.BaselineRaw = lastOutput(b)
@@ -890,6 +913,11 @@ func decide(results []*rolloutState, keepTies bool, advantages Advantages, rec *
 		rewards[i] = m.Reward
 	}
 	rec.Missing, rec.GroupOverrides = missing, GroupOverride{GroupSize: len(members)}
+	for _, m := range members {
+		if m.Episode != nil {
+			rec.GroupOverrides.Roles = delegate.MergePolicies(rec.GroupOverrides.Roles, m.Episode.Policies())
+		}
+	}
 	// The backend's own word on the weights that sampled the group (the
 	// oldest of its calls), when it says, beats the sink's step at start.
 	oldest := -1
@@ -923,6 +951,7 @@ func decide(results []*rolloutState, keepTies bool, advantages Advantages, rec *
 	splits := 0
 	for i, m := range members {
 		rec.Rollouts = append(rec.Rollouts, Member{ID: m.ID, Index: m.Index, Reward: m.Reward, Advantage: adv[i], Fixed: m.Fixed, Outcome: m.Outcome})
+		rec.Episodes = append(rec.Episodes, m.Episode)
 		for _, s := range m.Sequences {
 			if s.Split {
 				splits++
@@ -937,6 +966,9 @@ func decide(results []*rolloutState, keepTies bool, advantages Advantages, rec *
 			rec.NoTokens = append(rec.NoTokens, s.NoTokens)
 			rec.Overrides = append(rec.Overrides, Override{SetAdvantageToZero: zero})
 		}
+	}
+	if slices.Contains(rec.Episodes, nil) {
+		rec.Episodes = nil // a state kept before episodes were: none, or all
 	}
 	return groupState{Status: "written", Reason: rec.Reason, TiesKept: zero, Splits: splits}, rec, nil
 }

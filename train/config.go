@@ -52,6 +52,13 @@ type Config struct {
 	// has its own trainer (rl.Lockstep): the delegator's in OutDir, the
 	// solver's in OutDir/SolverDir. MLPO trains its leader only.
 	Train string `json:"train"`
+	// Credit is how a route run's samples get advantages:
+	// reward.CreditTask (the default) gives each sample its rollout's
+	// advantage; reward.CreditRole gives each trained role's samples
+	// advantages against the role's own (reward.RoleCredit), the solver
+	// rewarded by whether its answer to the question it was handed is
+	// right. It changes nothing for the delegator alone. "" is task.
+	Credit string `json:"credit,omitempty"`
 	// Solver and Delegator are nn checkpoint directories: the frozen
 	// sub-agent and the policy's starting weights; "" means the shipped
 	// model embedded in the binary (package models): the solver, and the
@@ -184,6 +191,9 @@ func (c Config) StartModel() string {
 func (c Config) trainsDelegator() bool { return c.Train == TrainDelegator || c.Train == TrainBoth }
 func (c Config) trainsSolver() bool    { return c.Train == TrainSolver || c.Train == TrainBoth }
 
+// roleCredit says whether the run gives each role its own credit.
+func (c Config) roleCredit() bool { return c.Credit == reward.CreditRole }
+
 // peerCheckpoints are the peers' checkpoints, Peers or the default team.
 func (c Config) peerCheckpoints() []string {
 	if len(c.Peers) == 0 {
@@ -206,6 +216,7 @@ func DefaultConfig() Config {
 	return Config{
 		Mode:            ModeRoute,
 		Train:           TrainDelegator,
+		Credit:          reward.CreditTask,
 		OutDir:          "runs/train",
 		RL:              r,
 		Reward:          world.DefaultReward(),
@@ -250,6 +261,12 @@ func (c Config) Validate() error {
 		bad("train", "mode %s trains its leader only (%q), got %q", ModeMLPO, TrainDelegator, c.Train)
 	case c.Mode == ModeDecompose && c.Train != TrainDelegator:
 		bad("train", "mode %s trains its delegator only (%q), got %q", ModeDecompose, TrainDelegator, c.Train)
+	}
+	switch _, err := reward.ParseCredit(c.Credit); {
+	case err != nil && c.Credit != "":
+		bad("credit", "%v", err)
+	case c.Credit == reward.CreditRole && c.Mode != ModeRoute:
+		bad("credit", "%q goes with mode %s, not %s", c.Credit, ModeRoute, c.Mode)
 	}
 	if c.Parity && c.Mode != ModeDecompose {
 		bad("parity", "goes with mode %s, not %s", ModeDecompose, c.Mode)

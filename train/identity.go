@@ -48,6 +48,9 @@ type identity struct {
 	RLSeed uint64 `json:"rl_seed"`
 	// StrictToolCalls is Config.StrictToolCalls, left out when false.
 	StrictToolCalls bool `json:"strict_tool_calls,omitempty"`
+	// Credit is Config.Credit, left out for reward.CreditTask: run files
+	// written before the field existed resume as task-credit runs.
+	Credit string `json:"credit,omitempty"`
 }
 
 func identityOf(c Config) identity {
@@ -56,6 +59,7 @@ func identityOf(c Config) identity {
 		World: c.World, Seed: c.Seed, TrainProblems: c.TrainProblems, Reward: c.Reward,
 		Estimator: string(c.RL.Estimator), GroupSize: c.RL.GroupSize, ItemsPerStep: c.RL.ItemsPerStep,
 		CacheMinTokens: c.CacheMinTokens, Parity: c.Parity, RLSeed: c.RLSeed(), StrictToolCalls: c.StrictToolCalls,
+		Credit: creditIdentity(c.Credit),
 	}
 }
 
@@ -65,6 +69,14 @@ func trainIdentity(t string) string {
 		return ""
 	}
 	return t
+}
+
+// creditIdentity is Config.Credit as RunFile records it.
+func creditIdentity(c string) string {
+	if c == reward.CreditTask {
+		return "" // and "" stays ""
+	}
+	return c
 }
 
 // checkIdentity writes RunFile in a new OutDir, or checks that the run

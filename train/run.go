@@ -982,6 +982,7 @@ func (r *runner) source(ctx context.Context, cfg rl.Config) (rl.Source, error) {
 		s.solver = seat{m: r.trainedSolver, trained: true, maxNew: r.scfg.Weak.MaxTokens, salt: solverSalt}
 		s.roles = append(s.roles, trainedRole{RoleSubagent, r.solverP.Config.Context})
 	}
+	s.credit = r.cfg.roleCredit()
 	return s, nil
 }
 

@@ -3,10 +3,12 @@ package train
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/world"
@@ -38,9 +40,12 @@ type rollouts struct {
 	// policies when trained.
 	delegator, solver seat
 	roles             []trainedRole
-	items             *rl.Items
-	scorer            rollout.Scorer
-	dropped           atomic.Int64 // rollout progress events the observer did not take
+	// credit, when set, gives each role's samples advantages against its
+	// own (reward.RoleCredit) instead of their rollout's.
+	credit  bool
+	items   *rl.Items
+	scorer  rollout.Scorer
+	dropped atomic.Int64 // rollout progress events the observer did not take
 
 	// baseline, when set, is played once per item of a step and handed to
 	// the scorer with each rollout (decompose's single-agent answer).
@@ -143,6 +148,16 @@ func (s *rollouts) next(ctx context.Context, step, i int) ([]rl.Group, error) {
 // run makes step's rollouts and returns each role's groups; rollout
 // progress goes to the run's TrainProgress.
 func (s *rollouts) run(ctx context.Context, step int) ([][]rl.Group, error) {
+	groups, items, problems, err := s.play(ctx, step)
+	if err != nil {
+		return nil, err
+	}
+	return s.split(groups, items, problems)
+}
+
+// play makes step's rollouts, grouped by the rollout pipeline, with the
+// step's items and their problems.
+func (s *rollouts) play(ctx context.Context, step int) ([]rollout.Group, []int, []*world.Problem, error) {
 	cfg := s.cfg
 	G := cfg.GroupSize
 	items := s.items.Step(step)
@@ -162,8 +177,16 @@ func (s *rollouts) run(ctx context.Context, step int) ([][]rl.Group, error) {
 		KeepTies: true, TrainRoles: roles}
 	groups, err := rollout.Groups(ctx, rcfg, tasksOf(problems), s.policies(step, problems), s.baseline, s.scorer, report)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
+	return groups, items, problems, nil
+}
+
+// split gives each role its groups of the step's rollouts: its own
+// sequences of every scored rollout, with the rollout's reward and
+// advantage, or under role credit each sequence's own advantage.
+func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.Problem) ([][]rl.Group, error) {
+	cfg := s.cfg
 	out := make([][]rl.Group, len(s.roles))
 	for v := range out {
 		out[v] = make([]rl.Group, len(groups))
@@ -185,7 +208,14 @@ func (s *rollouts) run(ctx context.Context, step int) ([][]rl.Group, error) {
 		if g.Record == nil {
 			continue // dropped: too few rollouts scored
 		}
-		for _, m := range g.Record.Rollouts {
+		var credits [][]reward.SampleCredit
+		if s.credit {
+			var err error
+			if credits, err = roleCredits(cfg.Estimator, g.Record); err != nil {
+				return nil, fmt.Errorf("item %d: %w", items[i], err)
+			}
+		}
+		for k, m := range g.Record.Rollouts {
 			res := g.Rollouts[m.Index]
 			in := res.Score.Inputs
 			for v, tr := range s.roles {
@@ -193,13 +223,19 @@ func (s *rollouts) run(ctx context.Context, step int) ([][]rl.Group, error) {
 				if err != nil {
 					return nil, fmt.Errorf("item %d rollout %d: %s: %w", items[i], m.Index, tr.role, err)
 				}
-				rg := &out[v][i]
-				rg.Rollouts = append(rg.Rollouts, rl.ScoredRollout{
+				sr := rl.ScoredRollout{
 					Episodes: eps, Reward: m.Reward, Advantage: m.Advantage, HasAdvantage: true,
 					Correct:   in != nil && in.Correct != nil && *in.Correct,
 					Delegated: res.Trace.Roles[RoleSubagent].Calls > 0,
 					Scalars:   scalars(res.Trace, problems[i]),
-				})
+				}
+				if credits != nil {
+					if sr.EpisodeAdvantages, err = episodeAdvantages(eps, g.Record.Episodes[k], credits[k]); err != nil {
+						return nil, fmt.Errorf("item %d rollout %d: %s: %w", items[i], m.Index, tr.role, err)
+					}
+				}
+				rg := &out[v][i]
+				rg.Rollouts = append(rg.Rollouts, sr)
 			}
 		}
 	}
@@ -215,4 +251,71 @@ func (s *rollouts) policies(step int, problems []*world.Problem) rollout.Policie
 		n := i*cfg.GroupSize + k
 		return s.build(problems[i], s.delegator.model(cfg, step, n), s.solver.model(cfg, step, n))
 	}
+}
+
+// roleCredits gives the samples of a group's episodes their advantages
+// per role (reward.RoleCredit), after the world says which of the
+// solver's answers are right (checkSubtasks). In a tied group (every
+// reward equal, or every rollout a format failure) a sample judged by
+// the task's outcome gets 0, as under task credit.
+func roleCredits(est reward.Estimator, rec *rollout.GroupRecord) ([][]reward.SampleCredit, error) {
+	if len(rec.Episodes) != len(rec.Rollouts) {
+		return nil, fmt.Errorf("role credit: %d episodes for %d rollouts", len(rec.Episodes), len(rec.Rollouts))
+	}
+	for _, e := range rec.Episodes {
+		checkSubtasks(e)
+	}
+	credits, err := reward.RoleCredit(est, rec.Episodes)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Reason != "" {
+		for i, e := range rec.Episodes {
+			for j, sm := range e.Samples {
+				if sm.Correct == nil {
+					credits[i][j].Advantage = 0
+				}
+			}
+		}
+	}
+	return credits, nil
+}
+
+// checkSubtasks sets the Correct of each solver sample whose question is
+// one of the world's operations ("47*28"): its answer against the exact
+// result. A question in any other form has no verifiable result.
+func checkSubtasks(e *delegate.Episode) {
+	for j := range e.Samples {
+		sm := &e.Samples[j]
+		if sm.Role != RoleSubagent {
+			continue
+		}
+		op, x, y, err := world.ParseExpr(strings.TrimSpace(sm.Question))
+		if err != nil {
+			continue
+		}
+		ok := world.Correct(sm.Answer, op.Apply(x, y))
+		sm.Correct = &ok
+	}
+}
+
+// episodeAdvantages matches a role's training sequences to the samples
+// of their episode by their first call and returns their advantages.
+func episodeAdvantages(eps []rl.Episode, e *delegate.Episode, credits []reward.SampleCredit) ([]float64, error) {
+	at := make(map[int]int, len(e.Samples))
+	for j, sm := range e.Samples {
+		at[sm.Calls[0]] = j
+	}
+	out := make([]float64, len(eps))
+	for n, ep := range eps {
+		if len(ep.IDs) == 0 {
+			return nil, fmt.Errorf("sequence %s names no call", ep.Node)
+		}
+		j, ok := at[ep.IDs[0]]
+		if !ok {
+			return nil, fmt.Errorf("sequence %s is no sample of the episode", ep.Node)
+		}
+		out[n] = credits[j].Advantage
+	}
+	return out, nil
 }

@@ -595,13 +595,18 @@ func (r *runner) notes(res *Result) []string {
 			c.EvalTemperature, c.Prices.Delegator.Input, c.Prices.Delegator.CachedInput, c.Prices.Delegator.Output,
 			c.Prices.Solver.Input, c.Prices.Solver.CachedInput, c.Prices.Solver.Output, cacheNote(c.CacheMinTokens), c.EvalConcurrency),
 	}
+	adv, advs := "its rollout's advantage", "the rollout's advantage"
+	if c.roleCredit() {
+		adv = "its own advantage (--credit role: against the other answers to the same question, rewarded by whether it is right)"
+		advs = "each sample's own advantage within its role (--credit role)"
+	}
 	switch c.Train {
 	case TrainSolver:
-		notes = append(notes, fmt.Sprintf("Trained: the solver alone, by its own trainer (%s/), on its answers to the pretrained delegator's calls (the delegator greedy, as here), each answer a sample with its rollout's advantage; the solver sampled at temperature %g in training and answers greedily here.",
-			SolverDir, c.RL.Temperature))
+		notes = append(notes, fmt.Sprintf("Trained: the solver alone, by its own trainer (%s/), on its answers to the pretrained delegator's calls (the delegator greedy, as here), each answer a sample with %s; the solver sampled at temperature %g in training and answers greedily here.",
+			SolverDir, adv, c.RL.Temperature))
 	case TrainBoth:
-		notes = append(notes, fmt.Sprintf("Trained: the delegator and the solver, each by its own trainer (the solver's in %s/) on its own samples of the same rollouts (the delegator's turns; each of the solver's answers a sample), with the rollout's advantage; both sampled at temperature %g in training, and the solver answers greedily here.",
-			SolverDir, c.RL.Temperature))
+		notes = append(notes, fmt.Sprintf("Trained: the delegator and the solver, each by its own trainer (the solver's in %s/) on its own samples of the same rollouts (the delegator's turns; each of the solver's answers a sample), with %s; both sampled at temperature %g in training, and the solver answers greedily here.",
+			SolverDir, advs, c.RL.Temperature))
 	}
 	if c.Mode == ModeDecompose {
 		return append(notes, r.decomposeNotes()...)

@@ -285,8 +285,8 @@ func (s *pushSink) Close(ctx context.Context) error {
 // scores (the rollout's reward), advantages (the rollout's, at every
 // token), inference_logprobs (1.0 at untrained positions), messages and
 // overrides; group_overrides carry the group's identity (group_id, for the
-// API's deduplication), its size and the policy version it was sampled
-// with. Each sequence's overrides also say what its rollout was scored
+// API's deduplication), its size, the policy version it was sampled
+// with and what played each role. Each sequence's overrides also say what its rollout was scored
 // from, when the record has it (api.OverrideCorrect and the others). A
 // sequence without token ids cannot be trained on, and is an error naming
 // the group and why.
@@ -298,6 +298,9 @@ func scoredData(g *rollout.GroupRecord) (api.ScoredData, error) {
 			"group_size":     g.GroupOverrides.GroupSize,
 			"policy_version": g.PolicyVersion,
 		},
+	}
+	if len(g.GroupOverrides.Roles) > 0 {
+		sd.GroupOverrides["roles"] = g.GroupOverrides.Roles
 	}
 	if len(g.SequenceRollout) != len(g.Tokens) {
 		return api.ScoredData{}, fmt.Errorf("group %s: %d sequences but %d rollout indices", g.ID, len(g.Tokens), len(g.SequenceRollout))
