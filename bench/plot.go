@@ -109,11 +109,12 @@ func (rep *Report) costPlot(path string) (*plot.Plot, error) {
 		drawn++
 		maxX = math.Max(maxX, r.Dollars)
 	}
-	if drawn == 0 && len(leftOut) == 0 {
+	if drawn == 0 && (len(leftOut) == 0 || rep.Tasks == 0) {
 		return nil, fmt.Errorf("plot %s: no arm has a defined accuracy and cost", path)
 	}
-	// With every arm left out the plot is empty but for the legend, which
-	// says why: a run that produced nothing still gets its files.
+	// With items run but every arm left out the plot is empty but for the
+	// legend, which says why: a run that produced nothing still gets its
+	// files.
 	for _, why := range leftOut {
 		p.Legend.Add("not drawn: " + why)
 	}
