@@ -44,7 +44,7 @@ func (o Observation) Result() (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("encode observation: %w", err)
 	}
-	if !isObject(b) {
+	if !startsObject(b) { // json.Marshal's output is valid JSON
 		return Result{}, fmt.Errorf("encode observation: %s is not a JSON object", clip(string(b)))
 	}
 	return Result{Observation: b, Reward: o.Reward, Done: o.Done, Metadata: o.Metadata}, nil

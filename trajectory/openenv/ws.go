@@ -1,6 +1,7 @@
 package openenv
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,9 +93,10 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 		once.Do(func() { close(idled) }) // no later fire closes the connection
 		<-idled                          // a fire in progress ends first
 	}()
+	var in bytes.Buffer // the message read, reused
 	for {
 		idle.Reset(s.cfg.IdleTimeout)
-		_, data, err := c.Read(s.ctx)
+		data, err := readMessage(s.ctx, c, &in)
 		idle.Stop()
 		if err != nil {
 			return // the client left, sent too much, idled, or the server is closing
@@ -104,7 +106,7 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 			_ = c.Close(websocket.StatusNormalClosure, "") // the client asked; its leaving is no failure
 			return
 		}
-		if !s.send(s.ctx, c, typ, reply) {
+		if !sess.send(c, typ, reply) {
 			return
 		}
 	}
@@ -112,24 +114,41 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 
 // send writes one message, reporting whether it went.
 func (s *Server) send(ctx context.Context, c *websocket.Conn, typ string, data any) bool {
-	b, err := json.Marshal(data)
+	return s.write(ctx, c, nil, typ, data) != nil
+}
+
+// write writes one message, encoded in buf, and returns buf for reuse; nil
+// when the message did not go.
+func (s *Server) write(ctx context.Context, c *websocket.Conn, buf []byte, typ string, data any) []byte {
+	b, err := appendData(buf[:0], data)
 	if err != nil {
 		s.cfg.Log.Error("openenv: encode message", "type", typ, "err", err)
 		b, _ = json.Marshal(ErrorData{Message: "encode " + typ + ": " + err.Error(), Code: CodeSessionError}) // strings always encode
 		typ = MsgError
 	}
-	msg, _ := json.Marshal(Message{Type: typ, Data: b}) // valid raw JSON always encodes
+	n := len(b)
+	b = appendMessage(b, typ, b[:n]) // the data, then the message after it
 	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	return c.Write(wctx, websocket.MessageText, msg) == nil
+	if c.Write(wctx, websocket.MessageText, b[n:]) != nil {
+		return nil
+	}
+	return b
+}
+
+// send answers on the session's connection, reusing its buffer.
+func (ss *session) send(c *websocket.Conn, typ string, data any) bool {
+	ss.out = ss.s.write(ss.s.ctx, c, ss.out, typ, data)
+	return ss.out != nil
 }
 
 // session is one connection's episode.
 type session struct {
 	s     *Server
 	env   Environment
-	reset bool // an episode was started
-	steps int  // since the last reset
+	reset bool   // an episode was started
+	steps int    // since the last reset
+	out   []byte // the last message sent, its buffer reused
 }
 
 // wsFields are the fields each message type may carry; OpenEnv's messages
@@ -189,7 +208,7 @@ func (ss *session) doReset(data json.RawMessage) (string, any, bool) {
 	if data == nil || string(data) == "null" {
 		data = json.RawMessage(`{}`)
 	}
-	if !isObject(data) {
+	if !startsObject(data) { // handle's decoder checked it
 		return MsgError, invalid(FieldError{Type: "dict_type", Loc: []any{"data"}, Msg: "Input should be a valid dictionary"}), false
 	}
 	var req ResetRequest
@@ -215,7 +234,7 @@ func (ss *session) doStep(data json.RawMessage) (string, any, bool) {
 	if data == nil {
 		return MsgError, invalid(FieldError{Type: "missing", Loc: []any{"data"}, Msg: "Field required"}), false
 	}
-	if !isObject(data) {
+	if !startsObject(data) { // as in doReset
 		return MsgError, invalid(FieldError{Type: "dict_type", Loc: []any{"data"}, Msg: "Input should be a valid dictionary"}), false
 	}
 	if ss.reset && ss.steps >= ss.s.cfg.MaxSteps {
@@ -233,7 +252,7 @@ func (ss *session) doStep(data json.RawMessage) (string, any, bool) {
 // doMCP answers a JSON-RPC request on the session's environment. Every
 // request gets an answer, a notification too, as OpenEnv's server does.
 func (ss *session) doMCP(data json.RawMessage) (string, any, bool) {
-	if !isObject(data) {
+	if !startsObject(data) { // as in doReset
 		return MsgError, invalid(FieldError{Type: "dict_type", Loc: []any{"data"}, Msg: "Input should be a valid dictionary"}), false
 	}
 	req, rerr := parseRPC(data)
