@@ -145,6 +145,8 @@ func (c *Client) maxBytes() int64 {
 // answer. Close ends it.
 type Session struct {
 	conn *websocket.Conn
+	in   bytes.Buffer // the last message read, reused
+	out  []byte       // the last message sent, reused
 }
 
 // Dial opens a session at the server's /ws.
@@ -172,7 +174,7 @@ func (s *Session) Reset(ctx context.Context, req ResetRequest) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("openenv reset: encode: %w", err)
 	}
-	return s.result(ctx, Message{Type: MsgReset, Data: b})
+	return s.result(ctx, MsgReset, b)
 }
 
 // Step applies action, any value that encodes to a JSON object of the
@@ -182,7 +184,7 @@ func (s *Session) Step(ctx context.Context, action any) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("openenv step: encode: %w", err)
 	}
-	return s.result(ctx, Message{Type: MsgStep, Data: b})
+	return s.result(ctx, MsgStep, b)
 }
 
 // State returns the episode's state.
@@ -197,17 +199,33 @@ func (s *Session) State(ctx context.Context) (json.RawMessage, error) {
 	return m.Data, nil
 }
 
-func (s *Session) result(ctx context.Context, m Message) (Result, error) {
-	got, err := s.Exchange(ctx, m)
+// result sends a message of type typ with data, json.Marshal's output,
+// and reads the observation that answers it.
+func (s *Session) result(ctx context.Context, typ string, data []byte) (Result, error) {
+	s.out = appendMessage(s.out[:0], typ, data)
+	b, err := s.send(ctx, s.out)
+	if err != nil {
+		return Result{}, err
+	}
+	// An observation decodes in one pass. Anything else, an error
+	// included, takes the general path with its errors.
+	var fast struct {
+		Type string  `json:"type"`
+		Data *Result `json:"data"`
+	}
+	if json.Unmarshal(b, &fast) == nil && fast.Type == MsgObservation && fast.Data != nil {
+		return *fast.Data, nil
+	}
+	got, err := decodeMessage(b)
 	if err != nil {
 		return Result{}, err
 	}
 	if got.Type != MsgObservation {
-		return Result{}, fmt.Errorf("openenv %s: answer of type %q", m.Type, got.Type)
+		return Result{}, fmt.Errorf("openenv %s: answer of type %q", typ, got.Type)
 	}
 	var res Result
 	if err := json.Unmarshal(got.Data, &res); err != nil {
-		return Result{}, fmt.Errorf("openenv %s: decode observation: %w", m.Type, err)
+		return Result{}, fmt.Errorf("openenv %s: decode observation: %w", typ, err)
 	}
 	return res, nil
 }
@@ -225,13 +243,28 @@ func (s *Session) Exchange(ctx context.Context, m Message) (Message, error) {
 // ExchangeRaw sends raw bytes as a message, malformed or not, and reads
 // the answer.
 func (s *Session) ExchangeRaw(ctx context.Context, raw []byte) (Message, error) {
-	if err := s.conn.Write(ctx, websocket.MessageText, raw); err != nil {
-		return Message{}, fmt.Errorf("openenv send: %w", err)
-	}
-	_, b, err := s.conn.Read(ctx)
+	b, err := s.send(ctx, raw)
 	if err != nil {
-		return Message{}, fmt.Errorf("openenv receive: %w", err)
+		return Message{}, err
 	}
+	return decodeMessage(b)
+}
+
+// send writes raw and reads the answer into the session's buffer.
+func (s *Session) send(ctx context.Context, raw []byte) ([]byte, error) {
+	if err := s.conn.Write(ctx, websocket.MessageText, raw); err != nil {
+		return nil, fmt.Errorf("openenv send: %w", err)
+	}
+	b, err := readMessage(ctx, s.conn, &s.in)
+	if err != nil {
+		return nil, fmt.Errorf("openenv receive: %w", err)
+	}
+	return b, nil
+}
+
+// decodeMessage reads a message; an error message comes back as an
+// *Error. The message's data is a copy of b's.
+func decodeMessage(b []byte) (Message, error) {
 	var got Message
 	if err := json.Unmarshal(b, &got); err != nil {
 		return Message{}, fmt.Errorf("openenv receive: decode: %w", err)
