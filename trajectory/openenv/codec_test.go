@@ -78,3 +78,47 @@ func TestAppendMessageWithoutData(t *testing.T) {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }
+
+// TestObservationAppendMatchesMarshal checks that an observation with its
+// tools encoded once encodes as json.Marshal encodes it.
+func TestObservationAppendMatchesMarshal(t *testing.T) {
+	d := &Delegation{dataset: "mmlu"}
+	tools, err := json.Marshal(d.Tools())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spend := Spend{Delegator: RoleSpend{PromptTokens: 210, CompletionTokens: 31, Calls: 2, Dollars: 4.2e-7}, Dollars: 1.25e-5, CriticalPathS: 0.031}
+	tests := []struct {
+		name string
+		obs  DelegationObservation
+	}{
+		{"reset", DelegationObservation{Task: "What is 47*28 + 3?"}},
+		{"escaped", DelegationObservation{Task: "<a href=\"x\">&</a>\n\u2028\t\x01é", ToolName: ToolDelegate, Result: "1316 <ok>", Spend: spend}},
+		{"tool error", DelegationObservation{Task: "t", ToolName: "nope", Error: &ToolError{ErrorType: ToolNotFound, Message: `tool "nope" not found`}, Spend: spend}},
+		{"answer", DelegationObservation{Task: "t", ToolName: ToolAnswer, Result: "correct", Spend: spend}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.obs.Tools = d.Tools()
+			want, err := json.Marshal(tt.obs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.obs.tools = tools
+			got, err := tt.obs.appendJSON(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("got  %s\nwant %s", got, want)
+			}
+			res, err := Observation{Value: tt.obs}.Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(res.Observation) != string(want) {
+				t.Errorf("Result: got %s\nwant %s", res.Observation, want)
+			}
+		})
+	}
+}

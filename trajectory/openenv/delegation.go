@@ -73,6 +73,7 @@ type Delegation struct {
 	tasks    []delegate.Task
 	verify   delegate.Verifier
 	dataset  string // the tasks' dataset, world.Dataset for the world's
+	tools    []byte // Tools encoded once: every observation carries them
 }
 
 // NewDelegation checks cfg and returns the environment it sets up.
@@ -115,6 +116,11 @@ func NewDelegation(cfg DelegationConfig) (*Delegation, error) {
 		}
 		d.tasks, d.verify, d.dataset = cfg.Tasks, cfg.Verify, cfg.Tasks[0].Dataset
 	}
+	tools, err := json.Marshal(d.Tools())
+	if err != nil {
+		return nil, fmt.Errorf("delegation environment: encode tools: %w", err)
+	}
+	d.tools = tools
 	return d, nil
 }
 
@@ -199,6 +205,38 @@ type DelegationObservation struct {
 	Result   string     `json:"result"`
 	Error    *ToolError `json:"error"`
 	Spend    Spend      `json:"spend"`
+
+	tools []byte // Tools as json.Marshal encodes them, when known
+}
+
+// appendJSON appends o as json.Marshal encodes it. Tools encoded once
+// save most of the work: they are the larger part of an observation.
+func (o DelegationObservation) appendJSON(dst []byte) ([]byte, error) {
+	if o.tools == nil {
+		b, err := json.Marshal(o)
+		return append(dst, b...), err
+	}
+	task, err := json.Marshal(o.Task)
+	if err != nil {
+		return dst, err
+	}
+	// The fields after tools, in order: the object's "{" gives way to
+	// the fields before.
+	rest, err := json.Marshal(struct {
+		ToolName string     `json:"tool_name"`
+		Result   string     `json:"result"`
+		Error    *ToolError `json:"error"`
+		Spend    Spend      `json:"spend"`
+	}{o.ToolName, o.Result, o.Error, o.Spend})
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, `{"task":`...)
+	dst = append(dst, task...)
+	dst = append(dst, `,"tools":`...)
+	dst = append(dst, o.tools...)
+	dst = append(dst, ',')
+	return append(dst, rest[1:]...), nil
 }
 
 // RoleSpend is what one role spent in an episode.
@@ -499,7 +537,7 @@ func (e *episode) spend() Spend {
 
 func (e *episode) observation(tool, result string, terr *ToolError) Observation {
 	return Observation{
-		Value:  DelegationObservation{Task: e.task.Prompt, Tools: e.d.Tools(), ToolName: tool, Result: result, Error: terr, Spend: e.spend()},
+		Value:  DelegationObservation{Task: e.task.Prompt, Tools: e.d.Tools(), ToolName: tool, Result: result, Error: terr, Spend: e.spend(), tools: e.d.tools},
 		Reward: e.reward,
 		Done:   e.done,
 	}

@@ -40,7 +40,13 @@ type Observation struct {
 
 // Result encodes o as the protocol's answer.
 func (o Observation) Result() (Result, error) {
-	b, err := json.Marshal(o.Value)
+	var b []byte
+	var err error
+	if a, ok := o.Value.(jsonAppender); ok {
+		b, err = a.appendJSON(nil)
+	} else {
+		b, err = json.Marshal(o.Value)
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("encode observation: %w", err)
 	}
@@ -48,6 +54,12 @@ func (o Observation) Result() (Result, error) {
 		return Result{}, fmt.Errorf("encode observation: %s is not a JSON object", clip(string(b)))
 	}
 	return Result{Observation: b, Reward: o.Reward, Done: o.Done, Metadata: o.Metadata}, nil
+}
+
+// jsonAppender is a value that appends the bytes json.Marshal writes for
+// it, with less work.
+type jsonAppender interface {
+	appendJSON(dst []byte) ([]byte, error)
 }
 
 // Errors of a request that the episode's state refuses. The server answers
