@@ -138,11 +138,13 @@ func run(episodes, conc int, latency time.Duration, only, profile string) error 
 	}
 	fmt.Printf("%d episodes an arm, %d workers, stand-in latency %v, GOMAXPROCS %d, %d CPUs\n\n", episodes, conc, latency, runtime.GOMAXPROCS(0), runtime.NumCPU())
 	var results []result
+	profiling := false // from the first transport arm run to the end
 	for i, a := range arms {
 		if i > 0 && only != "" && a.name != only {
 			continue
 		}
-		if i == 1 && profile != "" {
+		if i > 0 && profile != "" && !profiling {
+			profiling = true
 			f, err := os.Create(profile)
 			if err != nil {
 				return err
