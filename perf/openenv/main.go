@@ -7,9 +7,11 @@
 // (one session a worker, reset per episode) and over HTTP MCP (one MCP
 // session a worker). It prints each arm's steps per second, its step
 // latency (p50, p99) and what the transport adds to the in-process p50,
-// and its CPU time per episode (the whole process's, the stand-in's
-// included). Targets: at least 5,000 steps/s on each transport, and at
-// most 1.2× the in-process CPU per episode; PASS or MISS each.
+// its CPU time per episode and its heap allocations per episode (the
+// whole process's, the stand-in's included). Allocations do not depend
+// on the machine's load; CPU time does. Targets: at least 5,000 steps/s
+// on each transport, and at most 1.2× the in-process CPU per episode;
+// PASS or MISS each.
 //
 //	go run ./perf/openenv -episodes 2000 -concurrency 32
 //	go run ./perf/openenv -arm websocket -cpuprofile /tmp/ws.pprof
@@ -73,6 +75,7 @@ type result struct {
 	steps    int
 	wall     time.Duration
 	cpu      time.Duration
+	allocs   uint64          // heap objects allocated, the stand-in's included
 	lat      []time.Duration // every step's, sorted
 }
 
@@ -80,6 +83,7 @@ func (r result) stepsPerSecond() float64 { return float64(r.steps) / r.wall.Seco
 func (r result) cpuPerEpisode() time.Duration {
 	return r.cpu / time.Duration(r.episodes)
 }
+func (r result) allocsPerEpisode() uint64         { return r.allocs / uint64(r.episodes) }
 func (r result) quantile(q float64) time.Duration { return r.lat[int(q*float64(len(r.lat)-1))] }
 
 func run(episodes, conc int, latency time.Duration, only, profile string) error {
@@ -162,11 +166,11 @@ func run(episodes, conc int, latency time.Duration, only, profile string) error 
 		results = append(results, r)
 	}
 	base := results[0]
-	fmt.Printf("| arm | steps | steps/s | step p50 | step p99 | added p50 | CPU/episode | CPU ratio |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Printf("| arm | steps | steps/s | step p50 | step p99 | added p50 | CPU/episode | CPU ratio | allocs/episode |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range results {
-		fmt.Printf("| %s | %d | %.0f | %v | %v | %v | %v | %.2f |\n", r.name, r.steps, r.stepsPerSecond(), r.quantile(0.5).Round(time.Microsecond),
+		fmt.Printf("| %s | %d | %.0f | %v | %v | %v | %v | %.2f | %d |\n", r.name, r.steps, r.stepsPerSecond(), r.quantile(0.5).Round(time.Microsecond),
 			r.quantile(0.99).Round(time.Microsecond), (r.quantile(0.5) - base.quantile(0.5)).Round(time.Microsecond),
-			r.cpuPerEpisode().Round(time.Microsecond), float64(r.cpuPerEpisode())/float64(base.cpuPerEpisode()))
+			r.cpuPerEpisode().Round(time.Microsecond), float64(r.cpuPerEpisode())/float64(base.cpuPerEpisode()), r.allocsPerEpisode())
 	}
 	fmt.Println()
 	for _, r := range results[1:] {
@@ -194,6 +198,8 @@ func measure(a arm, conc int, questions [][]string, answers []string) (result, e
 	errs := make([]error, conc)
 	steps := atomic.Int64{}
 	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	cpu0 := cpuTime()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -226,11 +232,12 @@ func measure(a arm, conc int, questions [][]string, answers []string) (result, e
 	wg.Wait()
 	wall := time.Since(start)
 	cpu := cpuTime() - cpu0
+	runtime.ReadMemStats(&m1)
 	if err := errors.Join(errs...); err != nil {
 		return result{}, err
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	return result{name: a.name, episodes: len(answers), steps: int(steps.Load()), wall: wall, cpu: cpu, lat: lat}, nil
+	return result{name: a.name, episodes: len(answers), steps: int(steps.Load()), wall: wall, cpu: cpu, allocs: m1.Mallocs - m0.Mallocs, lat: lat}, nil
 }
 
 // episode resets seed and runs its steps, timing each; it returns the
