@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -231,6 +232,7 @@ func (o DelegationObservation) appendJSON(dst []byte) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
+	dst = slices.Grow(dst, len(`{"task":,"tools":,`)+len(task)+len(o.tools)+len(rest))
 	dst = append(dst, `{"task":`...)
 	dst = append(dst, task...)
 	dst = append(dst, `,"tools":`...)
