@@ -21,6 +21,7 @@ import (
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/rollout"
+	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
 )
@@ -305,6 +306,36 @@ strategy:
 	}
 	if _, _, err := nn.Load(filepath.Join(rl.CheckpointDir(trainOut), "policy")); err != nil {
 		t.Errorf("no policy checkpoint after the run: %v", err)
+	}
+	// Route's weak role, the solver, is frozen: its calls are spent,
+	// never pushed as sequences, which are the strong role's samples.
+	var solverCalls int
+	for id, rec := range readGroupRecords(t, filepath.Join(dir, "rollouts", "groups.jsonl")) {
+		for _, r := range rec.GroupOverrides.Roles {
+			if r.Role == strategy.RoleWeak && r.Trained {
+				t.Errorf("group %s: the solver's role is trained", id)
+			}
+		}
+		var samples int
+		for _, e := range rec.Episodes {
+			for _, sm := range e.Samples {
+				samples++
+				if sm.Role != strategy.RoleStrong {
+					t.Errorf("group %s: a sample of frozen role %s", id, sm.Role)
+				}
+			}
+			for _, c := range e.Calls {
+				if c.Role == strategy.RoleWeak {
+					solverCalls++
+				}
+			}
+		}
+		if samples != len(rec.Tokens) {
+			t.Errorf("group %s: %d sequences pushed, %d samples of the trained role", id, len(rec.Tokens), samples)
+		}
+	}
+	if solverCalls == 0 {
+		t.Error("no rollout called the solver: the frozen role was never tested")
 	}
 	t.Logf("train --api:\n%s", trainLog)
 }
