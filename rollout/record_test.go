@@ -112,6 +112,17 @@ func TestRecordsCarryEpisodes(t *testing.T) {
 					t.Errorf("group %s episode %d: a sample of frozen role %q", g.ID, i, s.Role)
 				}
 			}
+			// The trained sequences are the episode's samples: none of
+			// the frozen sub-agents' calls is one.
+			seqs := 0
+			for _, r := range g.SequenceRollout {
+				if r == g.Rollouts[i].Index {
+					seqs++
+				}
+			}
+			if seqs != len(e.Samples) {
+				t.Errorf("group %s episode %d: %d trained sequences, want its %d samples", g.ID, i, seqs, len(e.Samples))
+			}
 		}
 		var roles []string
 		for _, r := range g.GroupOverrides.Roles {

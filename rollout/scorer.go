@@ -37,6 +37,17 @@ type RewardScorer struct {
 	// roles generated (their completion tokens), as the training world's
 	// reward does (world.RewardOf), instead of their whole usage.
 	GeneratedTokens bool
+	// Step is the trainer step the scored rollouts were sampled for, set
+	// in every reward.Outcome; 0 outside training. See At.
+	Step int
+}
+
+// At is a copy of s that scores rollouts sampled for trainer step step,
+// so that a reward annealed over training (reward.CriticalPath) anneals.
+func (s *RewardScorer) At(step int) *RewardScorer {
+	c := *s
+	c.Step = step
+	return &c
 }
 
 // Score implements Scorer.
@@ -98,7 +109,7 @@ func (s *RewardScorer) outcome(task delegate.Task, base, tr *delegate.Trace) (re
 			roles = []string{r}
 		}
 	}
-	o := reward.Outcome{FormatOK: true, Cost: tr.Total.Cost, Latency: tr.Latency, AllCalls: tr.Total.Calls}
+	o := reward.Outcome{FormatOK: true, Cost: tr.Total.Cost, Latency: tr.Latency, AllCalls: tr.Total.Calls, Step: s.Step}
 	o.CriticalPath, o.CriticalCalls = delegate.CriticalPath(tr.Root)
 	for _, n := range tr.Calls() {
 		if o.ModelCalls == nil {

@@ -187,6 +187,67 @@ func TestRunWithRewardScorer(t *testing.T) {
 // the plan, one of the three sub-agents that run side by side, and the
 // aggregation.
 func TestRewardScorerCostInputs(t *testing.T) {
+	tr := parallelTrace(t)
+	sc := &RewardScorer{Reward: reward.DefaultGraded().Reward}
+	got, err := sc.Score(context.Background(), delegate.NewRecorder("score", "Request.", nil),
+		delegate.Task{ID: "g", Dataset: "gsm8k", Prompt: "Request.", Answer: "45"}, nil, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := got.Inputs
+	if o.AllCalls != 5 || o.CriticalCalls != 3 {
+		t.Errorf("calls %d, critical %d; want 5 and 3", o.AllCalls, o.CriticalCalls)
+	}
+	if want := map[string]int{"delegator-model": 2, "subagent-model": 3}; !maps.Equal(o.ModelCalls, want) {
+		t.Errorf("model calls %v, want %v", o.ModelCalls, want)
+	}
+	if o.Latency != tr.Latency || o.CriticalPath <= 0 || o.CriticalPath > tr.Latency {
+		t.Errorf("latency %v, critical path %v; want the trace's %v and a critical path within it", o.Latency, o.CriticalPath, tr.Latency)
+	}
+}
+
+// TestRewardScorerAnneals: a scorer At a trainer step pays the critical
+// path reward's parallelism bonus at that step's weight,
+// Bonus·max(0, 1-step/AnnealSteps), and records the step.
+func TestRewardScorerAnneals(t *testing.T) {
+	tr := parallelTrace(t)
+	cp := reward.DefaultConfig().CriticalPath // bonus 0.2 over 100 steps
+	sc := &RewardScorer{Reward: cp.Reward}
+	task := delegate.Task{ID: "g", Dataset: "gsm8k", Prompt: "Request.", Answer: "45"}
+	score := func(step int) Score {
+		t.Helper()
+		got, err := sc.At(step).Score(context.Background(), delegate.NewRecorder("score", "Request.", nil), task, nil, tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	none := score(cp.AnnealSteps).Reward // the bonus is spent
+	const parallelism = 1 - 3.0/5        // 3 of the 5 calls on the critical path
+	tests := []struct {
+		step   int
+		weight float64
+	}{{0, 0.2}, {1, 0.198}, {50, 0.1}, {100, 0}, {150, 0}}
+	for _, tt := range tests {
+		t.Run(strconv.Itoa(tt.step), func(t *testing.T) {
+			got := score(tt.step)
+			if got.Inputs.Step != tt.step {
+				t.Errorf("inputs step %d, want %d", got.Inputs.Step, tt.step)
+			}
+			if bonus, want := got.Reward-none, tt.weight*parallelism; math.Abs(bonus-want) > 1e-9 {
+				t.Errorf("bonus %v, want %v (weight %v)", bonus, want, tt.weight)
+			}
+		})
+	}
+	if sc.Step != 0 {
+		t.Errorf("At changed the scorer's own step to %d", sc.Step)
+	}
+}
+
+// parallelTrace is a decompose trace whose three sub-agents run side by
+// side, with the right answer 45: 5 calls, 3 on the critical path.
+func parallelTrace(t *testing.T) *delegate.Trace {
+	t.Helper()
 	var mu sync.Mutex
 	arrived := 0
 	all := make(chan struct{})
@@ -220,20 +281,5 @@ func TestRewardScorerCostInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := &RewardScorer{Reward: reward.DefaultGraded().Reward}
-	got, err := sc.Score(context.Background(), delegate.NewRecorder("score", "Request.", nil),
-		delegate.Task{ID: "g", Dataset: "gsm8k", Prompt: "Request.", Answer: "45"}, nil, tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := got.Inputs
-	if o.AllCalls != 5 || o.CriticalCalls != 3 {
-		t.Errorf("calls %d, critical %d; want 5 and 3", o.AllCalls, o.CriticalCalls)
-	}
-	if want := map[string]int{"delegator-model": 2, "subagent-model": 3}; !maps.Equal(o.ModelCalls, want) {
-		t.Errorf("model calls %v, want %v", o.ModelCalls, want)
-	}
-	if o.Latency != tr.Latency || o.CriticalPath <= 0 || o.CriticalPath > tr.Latency {
-		t.Errorf("latency %v, critical path %v; want the trace's %v and a critical path within it", o.Latency, o.CriticalPath, tr.Latency)
-	}
+	return tr
 }

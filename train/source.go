@@ -175,11 +175,21 @@ func (s *rollouts) play(ctx context.Context, step int) ([]rollout.Group, []int, 
 	}
 	rcfg := rollout.Config{GroupSize: G, Concurrency: cfg.Concurrency, Estimator: string(cfg.Estimator),
 		KeepTies: true, TrainRoles: roles}
-	groups, err := rollout.Groups(ctx, rcfg, tasksOf(problems), s.policies(step, problems), s.baseline, s.scorer, report)
+	groups, err := rollout.Groups(ctx, rcfg, tasksOf(problems), s.policies(step, problems), s.baseline, s.scorerAt(step), report)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	return groups, items, problems, nil
+}
+
+// scorerAt is the scorer of step's rollouts. The rollout pipeline's
+// scorer learns the step, so that a reward annealed over training
+// (reward.CriticalPath's bonus) anneals; another scorer has no step.
+func (s *rollouts) scorerAt(step int) rollout.Scorer {
+	if rs, ok := s.scorer.(*rollout.RewardScorer); ok {
+		return rs.At(step)
+	}
+	return s.scorer
 }
 
 // split gives each role its groups of the step's rollouts: its own

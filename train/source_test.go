@@ -120,3 +120,45 @@ func TestInProcessGroupsAreProcessGroups(t *testing.T) {
 func sameLogprobs(a, b []float32) bool {
 	return slices.EqualFunc(a, b, func(x, y float32) bool { return x == y || (x != x && y != y) })
 }
+
+// TestRolloutsScoreAtTheirStep: the trainer's scorer learns the step it
+// scores rollouts for, so that a reward annealed over training anneals;
+// the same items at another step are scored at that step.
+func TestRolloutsScoreAtTheirStep(t *testing.T) {
+	ctx := context.Background()
+	cfg := bothConfig(t, 1)
+	r, err := newRunner(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	src, err := r.source(ctx, r.trainerConfigs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := src.(*rollouts)
+	for _, step := range []int{1, 7} {
+		groups, _, _, err := s.play(ctx, step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var scored int
+		for i, g := range groups {
+			for _, res := range g.Rollouts {
+				if res.Score == nil || res.Score.Inputs == nil {
+					continue
+				}
+				scored++
+				if got := res.Score.Inputs.Step; got != step {
+					t.Errorf("step %d item %d rollout %d: scored at step %d", step, i, res.Index, got)
+				}
+			}
+		}
+		if scored == 0 {
+			t.Fatalf("step %d: no rollout scored", step)
+		}
+	}
+	if rs := s.scorer.(*rollout.RewardScorer); rs.Step != 0 {
+		t.Errorf("the source's own scorer moved to step %d", rs.Step)
+	}
+}

@@ -453,6 +453,8 @@ func TestTrainProcessesFlags(t *testing.T) {
 		{"too many", []string{"--processes", "65"}, "want 1 to 64 environments"},
 		{"negative", []string{"--processes", "-1"}, "want 1 to 64 environments"},
 		{"api", []string{"--processes", "2", "--api", "http://127.0.0.1:1"}, "--api does not apply"},
+		{"role credit", []string{"--processes", "2", "--credit", "role"}, "--credit role: a trajectory API's sequences carry their rollout's advantage"},
+		{"role credit from an api", []string{"--api", "http://127.0.0.1:1", "--credit", "role"}, "--credit role: a trajectory API's sequences carry their rollout's advantage"},
 		{"mu", []string{"--processes", "2", "--mu", "0.1"}, "--mu does not apply"},
 		{"mlpo", []string{"--processes", "2", "--mode", "mlpo"}, "--mode does not apply"},
 		{"offpolicy alone", []string{"--offpolicy", "1"}, "--offpolicy goes with --processes"},

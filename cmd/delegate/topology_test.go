@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/rollout"
+	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
 )
@@ -68,7 +71,9 @@ func readGroupIDs(t *testing.T, path string) map[string]bool {
 // TestProcessPushesToTheTrajectoryAPI runs process --push with a local
 // model against delegate's own API while a trainer client pulls: every
 // written group arrives once, in Atropos's schema, with its identity and
-// policy version; a second run of the same command pushes nothing again.
+// policy version, and is process's group: the same sequences, advantages
+// and roles (sameAsProcess). A second run of the same command pushes
+// nothing again.
 func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
 	url := startAPI(t)
 	dir := t.TempDir()
@@ -109,6 +114,7 @@ func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
 	if len(written) == 0 {
 		t.Fatalf("process wrote no group:\n%s", got)
 	}
+	records := readGroupRecords(t, filepath.Join(out, "groups.jsonl"))
 	seen := map[string]int{}
 	for len(seen) < len(written) {
 		var b api.Batch
@@ -145,6 +151,12 @@ func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
 			if _, ok := g.GroupOverrides["policy_version"]; !ok {
 				t.Errorf("group %s has no policy_version", id)
 			}
+			_, gid, _ := strings.Cut(id, "/")
+			rec := records[gid]
+			if rec == nil {
+				t.Fatalf("group %s: not one process wrote", id)
+			}
+			sameAsProcess(t, id, g, rec)
 		}
 	}
 	for id, n := range seen {
@@ -165,6 +177,64 @@ func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
 	}
 	if st.QueueSize != 0 {
 		t.Errorf("after the second run the API queues %d groups, want 0", st.QueueSize)
+	}
+}
+
+// readGroupRecords reads a groups.jsonl, by group id.
+func readGroupRecords(t *testing.T, path string) map[string]*rollout.GroupRecord {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := map[string]*rollout.GroupRecord{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		rec, err := rollout.DecodeGroup([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs[rec.ID] = rec
+	}
+	return recs
+}
+
+// sameAsProcess checks that the API's group g is process's rec: each
+// sequence's tokens, and its advantage at every token; each rollout's
+// sequences its episode's samples; the same roles, trained and frozen.
+func sameAsProcess(t *testing.T, id string, g api.ScoredData, rec *rollout.GroupRecord) {
+	t.Helper()
+	if len(g.Tokens) != len(rec.Tokens) {
+		t.Fatalf("group %s: %d sequences from the API, %d in process", id, len(g.Tokens), len(rec.Tokens))
+	}
+	for i := range g.Tokens {
+		if !slices.Equal(g.Tokens[i], rec.Tokens[i]) {
+			t.Errorf("group %s sequence %d: tokens differ from process's", id, i)
+		}
+		for j, a := range g.Advantages[i] {
+			if a != rec.Advantages[i] {
+				t.Errorf("group %s sequence %d token %d: advantage %v, process's %v", id, i, j, a, rec.Advantages[i])
+				break
+			}
+		}
+	}
+	for k, e := range rec.Episodes {
+		n := 0
+		for _, r := range rec.SequenceRollout {
+			if r == rec.Rollouts[k].Index {
+				n++
+			}
+		}
+		if n != len(e.Samples) {
+			t.Errorf("group %s rollout %d: %d sequences, %d samples in its episode", id, k, n, len(e.Samples))
+		}
+	}
+	raw, err := json.Marshal(g.GroupOverrides["roles"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles, err := api.GroupRoles(raw)
+	if err != nil || len(roles) == 0 || !reflect.DeepEqual(roles, rec.GroupOverrides.Roles) {
+		t.Errorf("group %s: roles from the API %+v (%v), process's %+v", id, roles, err, rec.GroupOverrides.Roles)
 	}
 }
 
@@ -236,6 +306,36 @@ strategy:
 	}
 	if _, _, err := nn.Load(filepath.Join(rl.CheckpointDir(trainOut), "policy")); err != nil {
 		t.Errorf("no policy checkpoint after the run: %v", err)
+	}
+	// Route's weak role, the solver, is frozen: its calls are spent,
+	// never pushed as sequences, which are the strong role's samples.
+	var solverCalls int
+	for id, rec := range readGroupRecords(t, filepath.Join(dir, "rollouts", "groups.jsonl")) {
+		for _, r := range rec.GroupOverrides.Roles {
+			if r.Role == strategy.RoleWeak && r.Trained {
+				t.Errorf("group %s: the solver's role is trained", id)
+			}
+		}
+		var samples int
+		for _, e := range rec.Episodes {
+			for _, sm := range e.Samples {
+				samples++
+				if sm.Role != strategy.RoleStrong {
+					t.Errorf("group %s: a sample of frozen role %s", id, sm.Role)
+				}
+			}
+			for _, c := range e.Calls {
+				if c.Role == strategy.RoleWeak {
+					solverCalls++
+				}
+			}
+		}
+		if samples != len(rec.Tokens) {
+			t.Errorf("group %s: %d sequences pushed, %d samples of the trained role", id, len(rec.Tokens), samples)
+		}
+	}
+	if solverCalls == 0 {
+		t.Error("no rollout called the solver: the frozen role was never tested")
 	}
 	t.Logf("train --api:\n%s", trainLog)
 }

@@ -152,6 +152,11 @@ shipped solver-digits, right only on products whose first factor is below
 			if cfg.Train != train.TrainDelegator && (f.processes != 0 || f.api != "") {
 				return fmt.Errorf("train: --train %s: only the delegator is trained from a trajectory API (--api, --processes)", cfg.Train)
 			}
+			if cfg.Credit == reward.CreditRole && (f.processes != 0 || f.api != "") {
+				// A pushed sequence carries its rollout's advantage, not
+				// its role's: the batch would train under task credit.
+				return errors.New("train: --credit role: a trajectory API's sequences carry their rollout's advantage (task credit); role credit runs in process, without --api or --processes")
+			}
 			if f.processes == 0 && cmd.Flags().Changed("offpolicy") {
 				return errors.New("train: --offpolicy goes with --processes")
 			}
