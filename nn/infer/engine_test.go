@@ -649,3 +649,41 @@ func TestEngineMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineRefreshesOncePerCall: the packed weights are copied from the
+// nn.Params once per call, not once per decoded token or step.
+func TestEngineRefreshesOncePerCall(t *testing.T) {
+	c := testConfig(false)
+	p := testParams(t, c, 1)
+	e := newTestEngine(t, p, EngineConfig{MaxBatch: 4})
+	tests := []struct {
+		name string
+		reqs []GenRequest
+	}{
+		{"one sequence", []GenRequest{{Prompt: []int{1, 2}, MaxNew: 12}}},
+		{"four sequences", []GenRequest{
+			{Prompt: []int{1}, MaxNew: 10},
+			{Prompt: []int{2, 3}, MaxNew: 10},
+			{Prompt: []int{4}, MaxNew: 10},
+			{Prompt: []int{5, 6, 7}, MaxNew: 10},
+		}},
+	}
+	for _, tt := range tests {
+		before := e.Stats()
+		out, err := e.GenerateAll(context.Background(), tt.reqs)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		after := e.Stats()
+		tokens := 0
+		for _, r := range out {
+			tokens += len(r.Tokens)
+		}
+		if got, want := after.Refreshes-before.Refreshes, int64(1); got != want {
+			t.Errorf("%s: %d refreshes over %d steps and %d tokens, want %d", tt.name, got, after.Steps-before.Steps, tokens, want)
+		}
+		if steps := after.Steps - before.Steps; steps < 5 {
+			t.Errorf("%s: %d steps, want at least 5: the call decoded too little to tell", tt.name, steps)
+		}
+	}
+}

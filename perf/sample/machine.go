@@ -42,6 +42,6 @@ func (m machine) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "load average at start: %.2f\n", m.Load1)
 	if m.busy() {
-		fmt.Fprintf(w, "WARNING: load average %.2f on %d cores: other processes share the CPU, figures are unreliable (best-of-repetitions reduces, not removes, the effect)\n", m.Load1, m.Cores)
+		fmt.Fprintf(w, "WARNING: load average %.2f on %d cores: other processes share the CPU, figures are unreliable (interleaved repetitions reduce, not remove, the effect)\n", m.Load1, m.Cores)
 	}
 }

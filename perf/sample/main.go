@@ -10,7 +10,8 @@
 // infer.Engine with GOMAXPROCS=T on the same Params: batch 1 is one greedy
 // request of STEPS positions, batch 32 is 32 greedy requests of STEPS
 // positions decoded together (MaxBatch 32). The repetitions interleave the
-// two programs, and each figure is the best of its repetitions. It prints a table of tokens per
+// two programs, and each figure is the median of its repetitions (-stat
+// best: the best). It prints a table of tokens per
 // second, the ratios, and whether each target is met: batch 1 at least
 // runomp's rate; batch 32's total at least 5 times runomp's batch-1 rate.
 // It also measures the machine's memory bandwidth (a streaming read of a
@@ -32,6 +33,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,7 +79,8 @@ type options struct {
 	work   string // directory for the exported files
 	steps  int    // positions per sequence, as run.c's -n
 	batch  int    // sequences decoded together in the batched measurement
-	reps   int    // repetitions of each measurement; the best is reported
+	reps   int    // repetitions of each measurement
+	best   bool   // report each figure's best repetition instead of its median
 	procs  []int  // thread counts: GOMAXPROCS for ours, OMP_NUM_THREADS for runomp
 	bwMiB  int    // size of the bandwidth probe's buffer
 	seed   uint64
@@ -92,7 +95,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.work, "work", "", "directory for model.bin and tokenizer.bin (default: a temporary directory, removed at exit)")
 	fs.IntVar(&o.steps, "n", 256, "positions per sequence, prompt included (run.c's -n)")
 	fs.IntVar(&o.batch, "batch", 32, "sequences decoded together in the batched measurement")
-	fs.IntVar(&o.reps, "reps", 5, "repetitions of each measurement; the best is reported")
+	fs.IntVar(&o.reps, "reps", 5, "repetitions of each measurement")
+	stat := fs.String("stat", "median", "which repetition each figure reports: median or best")
 	procs := fs.String("procs", "1,2", "comma-separated thread counts: GOMAXPROCS for ours, OMP_NUM_THREADS for runomp")
 	fs.IntVar(&o.bwMiB, "bw-mib", 1024, "MiB streamed by the memory bandwidth probe (far more than the caches); 0 skips it")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the created models")
@@ -103,6 +107,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	o.scale = float32(*scale)
 	var err error
+	switch *stat {
+	case "median":
+	case "best":
+		o.best = true
+	default:
+		return fmt.Errorf("-stat %q: want median or best", *stat)
+	}
 	if o.steps < 2 || o.batch < 1 || o.reps < 1 || o.bwMiB < 0 {
 		return fmt.Errorf("-n %d must be at least 2; -batch %d and -reps %d at least 1; -bw-mib %d not negative", o.steps, o.batch, o.reps, o.bwMiB)
 	}
@@ -122,8 +133,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		o.work = dir
 	}
 	readMachine().print(stdout)
-	fmt.Fprintf(stdout, "ours: infer.Engine (kernel %s), greedy, best of %d; llama2.c: %s -t 0 -n %d, OMP_NUM_THREADS as GOMAXPROCS, best of %d\n",
-		kernel.Impl(), o.reps, orNone(o.runBin), o.steps, o.reps)
+	fmt.Fprintf(stdout, "ours: infer.Engine (kernel %s), greedy, %s of %d; llama2.c: %s -t 0 -n %d, OMP_NUM_THREADS as GOMAXPROCS, %[2]s of %[3]d\n",
+		kernel.Impl(), *stat, o.reps, orNone(o.runBin), o.steps)
 	var probe *bwProbe
 	if o.bwMiB > 0 {
 		probe = newBWProbe(o.bwMiB << 20)
@@ -147,12 +158,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "sample: %s, %d threads, load %s: runomp %.0f tok/s, ours b1 %.0f, b%d %.0f\n", s.name, procs, load, r.ref, r.one, o.batch, r.many)
 		}
 		// The bandwidth at procs threads is the best of all its probes.
-		best := 0.0
+		top := 0.0
 		for _, r := range rows[first:] {
-			best = max(best, r.bw)
+			top = max(top, r.bw)
 		}
 		for i := range rows[first:] {
-			rows[first+i].bw = best
+			rows[first+i].bw = top
 		}
 	}
 	fmt.Fprintln(stdout)
@@ -281,14 +292,16 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 	var got string
 	// The repetitions interleave the two programs (and the bandwidth
 	// probe), so that both see the same spells of load from other
-	// processes on a shared machine; each figure is the best of its own.
+	// processes on a shared machine; each figure is the median (or the
+	// best) of its own, the bandwidth always the best.
+	var refs, refCPUs, ones, oneCPUs, manys []float64
 	for range o.reps {
 		if o.runBin != "" {
 			text, rate, cpu, err := runLlama2C(ctx, o.runBin, dir, steps, procs)
 			if err != nil {
 				return res, err
 			}
-			res.ref = max(res.ref, rate)
+			refs = append(refs, rate)
 			if !wantOne(text) {
 				res.refMatch, got = false, text
 			}
@@ -300,7 +313,7 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 					return res, err
 				}
 				if cpu > start {
-					res.refCPU = max(res.refCPU, float64(steps-1)/(cpu-start).Seconds())
+					refCPUs = append(refCPUs, float64(steps-1)/(cpu-start).Seconds())
 				}
 			}
 		}
@@ -308,15 +321,21 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 		if err != nil {
 			return res, err
 		}
-		res.one, res.oneCPU = max(res.one, rate), max(res.oneCPU, cpu)
+		ones, oneCPUs = append(ones, rate), append(oneCPUs, cpu)
 		if rate, _, err = bestRate(ctx, e, many, 1); err != nil {
 			return res, err
 		}
-		res.many = max(res.many, rate)
+		manys = append(manys, rate)
 		if probe != nil {
 			res.bw = max(res.bw, probe.rate(procs))
 		}
 	}
+	pick := median
+	if o.best {
+		pick = best
+	}
+	res.ref, res.refCPU = pick(refs), pick(refCPUs)
+	res.one, res.oneCPU, res.many = pick(ones), pick(oneCPUs), pick(manys)
 	if o.runBin != "" && !res.refMatch {
 		at := firstDiff(got, want)
 		fmt.Fprintf(log, "sample: %s: run.c's greedy text (%d bytes) differs from ours (%d bytes) from byte %d (%q vs %q), so its step count is unchecked\n",
@@ -348,6 +367,28 @@ func bestRate(ctx context.Context, e *infer.Engine, reqs []infer.GenRequest, rep
 		}
 	}
 	return wall, cpu, nil
+}
+
+// median is the middle of xs (the mean of the two middle values for an
+// even count); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+// best is the largest of xs; 0 for none.
+func best(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return slices.Max(xs)
 }
 
 var achieved = regexp.MustCompile(`achieved tok/s: ([0-9.eE+-]+|inf|nan)`)

@@ -114,3 +114,23 @@ func TestPrintTableCPU(t *testing.T) {
 		t.Errorf("no CPU-time comparison of 250 against 200 tok/cpu-s:\n%s", out)
 	}
 }
+
+func TestMedianAndBest(t *testing.T) {
+	tests := []struct {
+		xs               []float64
+		wantMed, wantTop float64
+	}{
+		{nil, 0, 0},
+		{[]float64{3}, 3, 3},
+		{[]float64{5, 1, 3}, 3, 5},
+		{[]float64{4, 1, 3, 10}, 3.5, 10},
+	}
+	for _, tt := range tests {
+		if got := median(tt.xs); got != tt.wantMed {
+			t.Errorf("median(%v) = %v, want %v", tt.xs, got, tt.wantMed)
+		}
+		if got := best(tt.xs); got != tt.wantTop {
+			t.Errorf("best(%v) = %v, want %v", tt.xs, got, tt.wantTop)
+		}
+	}
+}
