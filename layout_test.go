@@ -67,7 +67,7 @@ var allowedImports = map[string][]string{
 	"train":                  {"", "api", "bench", "judge", "local", "models", "nn", "nn/train", "pretrain", "reward", "rl", "rollout", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
 	"trajectory/gateway":     {"", "internal/edge", "reward", "rollout", "server", "store", "tokenizer"},
 	"trajectory/openenv":     {"", "reward", "strategy", "world", "world/transcript"},
-	"view":                   {"", "bench", "internal/edge", "rl", "rollout"},
+	"view":                   {"", "bench", "internal/edge", "rl", "rollout", "store", "trajectory/gateway"},
 	"world":                  {"", "reward"},
 	"world/scripted":         {"", "tokenizer", "world", "world/transcript"},
 	"world/transcript":       {"", "reward", "strategy", "tokenizer", "world"},

@@ -25,6 +25,7 @@ import (
 	"github.com/delegatelab/delegate/internal/edge"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/rollout"
+	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
 //go:embed static
@@ -36,6 +37,7 @@ const (
 	KindBench    = "bench"    // a results file of bench (or train's eval.jsonl)
 	KindRollouts = "rollouts" // process's artifacts.jsonl and groups.jsonl
 	KindTrain    = "train"    // an rl metrics.jsonl, one line per step
+	KindGateway  = "gateway"  // a gateway's directory: gateway.db and groups.jsonl
 )
 
 // Paging bounds of every list endpoint.
@@ -104,6 +106,7 @@ type Run struct {
 	bench    *benchRun
 	rollouts *rolloutRun
 	train    *trainRun
+	gateway  *gatewayRun
 }
 
 // Server serves the view. Its methods may be called concurrently. Close
@@ -132,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		if len(found) == 0 {
-			return nil, fmt.Errorf("view: %s holds no trace, bench results, rollouts or training metrics", p)
+			return nil, fmt.Errorf("view: %s holds no trace, bench results, rollouts, training metrics or gateway sessions", p)
 		}
 		s.runs = append(s.runs, found...)
 	}
@@ -165,6 +168,8 @@ func (s *Server) catchUp() {
 			ix = r.rollouts
 		case KindTrain:
 			ix = r.train
+		case KindGateway:
+			ix = r.gateway
 		default:
 			continue
 		}
@@ -230,6 +235,9 @@ func discover(path string) ([]*Run, error) {
 		if names[rollout.ArtifactsFile] {
 			add(KindRollouts, rollout.ArtifactsFile)
 		}
+		if names[gateway.StoreFile] {
+			add(KindGateway, gateway.StoreFile)
+		}
 		for _, e := range entries {
 			if e.IsDir() || filepath.Ext(e.Name()) != ".json" {
 				continue
@@ -262,6 +270,8 @@ func discover(path string) ([]*Run, error) {
 			r.rollouts = newRolloutRun(filepath.Dir(r.Path))
 		case KindTrain:
 			r.train = &trainRun{idx: lines{path: r.Path}}
+		case KindGateway:
+			r.gateway = newGatewayRun(filepath.Dir(r.Path))
 		}
 	}
 	return runs, nil
@@ -289,6 +299,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/rollouts/item", s.handleRolloutItem)
 	mux.HandleFunc("GET /api/train", s.handleTrain)
 	mux.HandleFunc("GET /api/train/events", s.handleTrainEvents)
+	mux.HandleFunc("GET /api/gateway", s.handleGateway)
+	mux.HandleFunc("GET /api/gateway/session", s.handleGatewaySession)
 	checked := edge.Config{Token: s.cfg.Token, Hosts: s.cfg.Hosts, Realm: "delegate view"}.Handler(mux)
 	if s.cfg.Token == "" {
 		return checked
@@ -423,6 +435,8 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 			out[i].Count, err = run.rollouts.count()
 		case KindTrain:
 			out[i].Count, err = run.train.count()
+		case KindGateway:
+			out[i].Count, err = run.gateway.count(r.Context())
 		}
 		if err != nil {
 			out[i].Error = err.Error()
