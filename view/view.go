@@ -75,13 +75,19 @@ type Config struct {
 	// Poll is how often a live stream of metrics looks for new lines.
 	// Default DefaultPoll; it must lie within MinPoll and MaxPoll.
 	Poll time.Duration
-	Log  *slog.Logger
+	// Servers are running servers polled every Poll for /health and
+	// /metrics: the live page.
+	Servers []LiveServer
+	Log     *slog.Logger
 }
 
 // Validate checks the config and fills its defaults.
 func (c *Config) Validate() error {
-	if len(c.Paths) == 0 {
-		return errors.New("view: no directory or trace file given")
+	if len(c.Paths) == 0 && len(c.Servers) == 0 {
+		return errors.New("view: no directory, trace file or server given")
+	}
+	if err := validServers(c.Servers); err != nil {
+		return err
 	}
 	if c.Poll == 0 {
 		c.Poll = DefaultPoll
@@ -120,6 +126,7 @@ type Server struct {
 	// indexed is closed once catchUp has reached the end of every file
 	// (or stopped with Close).
 	indexed chan struct{}
+	live    *live
 }
 
 // New finds the runs under cfg.Paths. Nothing is read whole yet: each
@@ -145,6 +152,10 @@ func New(cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.indexed = make(chan struct{})
 	go s.catchUp()
+	s.live = newLive(cfg.Servers, cfg.Poll)
+	if len(cfg.Servers) > 0 {
+		go s.live.run(s.ctx, cfg.Servers, cfg.Poll)
+	}
 	return s, nil
 }
 
@@ -190,7 +201,7 @@ func (s *Server) catchUp() {
 // Runs lists what the server found, in the order of Config.Paths.
 func (s *Server) Runs() []*Run { return s.runs }
 
-// Close ends the live streams.
+// Close ends the live streams and the polling of servers.
 func (s *Server) Close() error {
 	s.cancel()
 	return nil
@@ -301,6 +312,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/train/events", s.handleTrainEvents)
 	mux.HandleFunc("GET /api/gateway", s.handleGateway)
 	mux.HandleFunc("GET /api/gateway/session", s.handleGatewaySession)
+	mux.HandleFunc("GET /api/live", s.handleLive)
+	mux.HandleFunc("GET /api/live/events", s.handleLiveEvents)
 	checked := edge.Config{Token: s.cfg.Token, Hosts: s.cfg.Hosts, Realm: "delegate view"}.Handler(mux)
 	if s.cfg.Token == "" {
 		return checked
