@@ -245,7 +245,7 @@ type SessionView struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 	Prompt   string            `json:"prompt,omitempty"`
 	Samples  int               `json:"samples"`
-	Calls    []*SessionCall    `json:"calls"` // the roots of the tree
+	Tree     []*SessionCall    `json:"tree"` // the calls, as the roots of their tree
 }
 
 func (s *Server) handleGatewaySession(w http.ResponseWriter, r *http.Request) {
@@ -275,7 +275,7 @@ func (g *gatewayRun) session(ctx context.Context, key string) (*SessionView, err
 	if err != nil {
 		return nil, err
 	}
-	out := &SessionView{SessionRow: row, Calls: []*SessionCall{}}
+	out := &SessionView{SessionRow: row, Tree: []*SessionCall{}}
 	if st.Status != store.SessionFinished || len(st.Data) == 0 {
 		return out, nil
 	}
@@ -284,7 +284,7 @@ func (g *gatewayRun) session(ctx context.Context, key string) (*SessionView, err
 		return nil, fmt.Errorf("session %s: %w", key, err)
 	}
 	out.Metadata, out.Prompt, out.Samples = f.Metadata, f.Task.Prompt, len(f.Samples)
-	out.Calls = callTree(f.Calls)
+	out.Tree = callTree(f.Calls)
 	return out, nil
 }
 

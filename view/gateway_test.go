@@ -152,6 +152,9 @@ func TestGatewayAPI(t *testing.T) {
 	if status := get(t, hs.URL, "/api/gateway/session?run="+itoa(id)+"&key="+fin.Key, &sv); status != 200 {
 		t.Fatalf("GET /api/gateway/session: %d", status)
 	}
+	if sv.Calls != 3 || sv.Reward == nil || sv.Prompt != "2+2?" || sv.Samples == 0 {
+		t.Errorf("session = %d calls, reward %v, prompt %q, %d samples; want 3 calls, its reward, prompt and samples", sv.Calls, sv.Reward, sv.Prompt, sv.Samples)
+	}
 	// The second delegator call continues the first: it is its child.
 	var shape []string
 	var walk func(n *SessionCall, depth int)
@@ -161,13 +164,13 @@ func TestGatewayAPI(t *testing.T) {
 			walk(c, depth+1)
 		}
 	}
-	for _, c := range sv.Calls {
+	for _, c := range sv.Tree {
 		walk(c, 0)
 	}
 	if got, want := strings.Join(shape, ","), "delegator, delegator,solver"; got != want {
 		t.Errorf("tree = %q, want %q", got, want)
 	}
-	root := sv.Calls[0]
+	root := sv.Tree[0]
 	if lp := root.Logprobs; lp == nil || lp.Tokens != 2 || lp.Mean != -2 || lp.Min != -3 {
 		t.Errorf("logprobs = %+v, want 2 tokens, mean -2, min -3", lp)
 	}
