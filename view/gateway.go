@@ -44,10 +44,13 @@ func (g *gatewayRun) groupCount() (int, Progress, error) {
 	return g.groups.count(), g.groups.progress(), err
 }
 
+// storeWait bounds the wait for a store another process holds.
+const storeWait = 200 * time.Millisecond
+
 // open opens the gateway's store. A running gateway holds it: the error
 // then says so.
 func (g *gatewayRun) open(ctx context.Context) (*store.DB, error) {
-	db, err := store.Open(ctx, g.db)
+	db, err := store.OpenWithin(ctx, g.db, storeWait)
 	if err != nil {
 		return nil, fmt.Errorf("gateway store (a running gateway holds it; watch it with --server): %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/trajectory/gateway"
@@ -195,3 +196,29 @@ func TestGatewayAPI(t *testing.T) {
 func near(a, b float64) bool { return a-b < 1e-12 && b-a < 1e-12 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestGatewayRunning reads a gateway's directory while the gateway holds
+// its store: the page answers at once with an error saying so.
+func TestGatewayRunning(t *testing.T) {
+	dir := t.TempDir()
+	gatewayFixture(t, dir)
+	gw, err := gateway.Open(context.Background(), gateway.Config{Dir: dir, Token: "admin", GroupSize: 2}, nil, scripted{"delegator"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	s, hs := serve(t, Config{Paths: []string{dir}})
+	id := runID(t, s, KindGateway, gateway.StoreFile)
+	var got struct {
+		Error struct{ Message string }
+	}
+	start := time.Now()
+	status := get(t, hs.URL, "/api/gateway?run="+itoa(id), &got)
+	if status != 500 || !strings.Contains(got.Error.Message, "a running gateway holds it") {
+		t.Errorf("GET /api/gateway with the gateway running: %d %q, want 500 saying the gateway holds it", status, got.Error.Message)
+	}
+	// It waits storeWait for the lock, not the 10 s of a shared store.
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("answered in %v, want at once", d)
+	}
+}
