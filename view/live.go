@@ -167,6 +167,10 @@ func (l *live) poll(ctx context.Context, i int, sv LiveServer) {
 		if fams, err = p.TextToMetricFamilies(strings.NewReader(string(text))); err != nil {
 			errs = append(errs, fmt.Errorf("%s /metrics: %w", sv.Name, err))
 		}
+	case mstatus != http.StatusNotFound:
+		// Not found is a server without metrics, as an environment is;
+		// anything else, such as a refused token, is worth saying.
+		errs = append(errs, fmt.Errorf("%s /metrics: HTTP %d", sv.Name, mstatus))
 	}
 	if ctx.Err() != nil {
 		return

@@ -277,3 +277,17 @@ func TestLiveServersConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveWrongToken polls a server with a wrong token: it is down, and
+// the error names the refusal.
+func TestLiveWrongToken(t *testing.T) {
+	servers, _ := liveServers(t)
+	api := servers[0]
+	api.Token = "wrong"
+	_, hs := serveCold(t, Config{Servers: []LiveServer{api}, Poll: 20 * time.Millisecond})
+	got := waitLive(t, hs.URL, func(a liveAnswer) bool { return len(a.Servers) == 1 && len(a.Servers[0].Points) > 0 })
+	st := got.Servers[0]
+	if st.Up || !strings.Contains(st.Error, "HTTP 401") {
+		t.Errorf("up %v, error %q; want down with HTTP 401", st.Up, st.Error)
+	}
+}
