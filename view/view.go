@@ -1,6 +1,7 @@
 // Package view is delegate view: a web view over run directories. It
 // reads the trace files of run --json, bench's output directories,
-// process's rollouts and train's metrics, and serves pages and JSON
+// process's rollouts, train's metrics and a gateway's sessions, polls
+// running servers' /health and /metrics, and serves pages and JSON
 // behind the project's HTTP edge. Large JSONL files are indexed by the
 // offset of each line; a record is read again from disk when asked for,
 // so memory grows with a few numbers per record, not with the records.
