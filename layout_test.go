@@ -67,7 +67,7 @@ var allowedImports = map[string][]string{
 	"train":                  {"", "api", "bench", "judge", "local", "models", "nn", "nn/train", "pretrain", "reward", "rl", "rollout", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
 	"trajectory/gateway":     {"", "internal/edge", "reward", "rollout", "server", "store", "tokenizer"},
 	"trajectory/openenv":     {"", "reward", "strategy", "world", "world/transcript"},
-	"view":                   {"", "bench", "internal/edge", "rl", "rollout"},
+	"view":                   {"", "bench", "internal/edge", "rl", "rollout", "store", "trajectory/gateway"},
 	"world":                  {"", "reward"},
 	"world/scripted":         {"", "tokenizer", "world", "world/transcript"},
 	"world/transcript":       {"", "reward", "strategy", "tokenizer", "world"},
@@ -78,7 +78,7 @@ var allowedImports = map[string][]string{
 // (plus golang.org/x, which the Go team maintains).
 var thirdPartyAllowed = map[string]bool{
 	"cmd/delegate": true, "bench": true, "perf/llama2c": true, "perf/standin": true, "perf/fanout": true,
-	"api": true, "train": true, "trajectory/openenv": true, "telemetry": true,
+	"api": true, "train": true, "view": true, "trajectory/openenv": true, "telemetry": true,
 	// Prometheus's client library: the edge serves each server's registry,
 	// and each server registers its own collectors on it.
 	"internal/edge": true, "internal/edge/edgetest": true, "server": true, "standin": true,

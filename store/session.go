@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -161,4 +162,43 @@ func (s *DB) ExpireSession(ctx context.Context, key string) error {
 		return fmt.Errorf("expire session in %s: %w", s.path, err)
 	}
 	return nil
+}
+
+// Sessions returns up to limit stored sessions of every status, newest
+// first, from offset, with how many there are in all.
+func (s *DB) Sessions(ctx context.Context, offset, limit int) (page []Session, total int, err error) {
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions`).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("list sessions in %s: %w", s.path, err)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT key, grp, status, created, grouped, data FROM sessions
+		ORDER BY created DESC, rowid DESC LIMIT ? OFFSET ?`, limit, offset)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list sessions in %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var x Session
+		if err := rows.Scan(&x.Key, &x.Group, &x.Status, &x.Created, &x.Grouped, &x.Data); err != nil {
+			return nil, 0, fmt.Errorf("list sessions in %s: %w", s.path, err)
+		}
+		page = append(page, x)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list sessions in %s: %w", s.path, err)
+	}
+	return page, total, nil
+}
+
+// SessionByKey returns the stored session of key; ok is false when there
+// is none.
+func (s *DB) SessionByKey(ctx context.Context, key string) (x Session, ok bool, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT key, grp, status, created, grouped, data FROM sessions WHERE key = ?`, key).
+		Scan(&x.Key, &x.Group, &x.Status, &x.Created, &x.Grouped, &x.Data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Session{}, false, nil
+	}
+	if err != nil {
+		return Session{}, false, fmt.Errorf("read session in %s: %w", s.path, err)
+	}
+	return x, true, nil
 }

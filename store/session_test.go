@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"maps"
+	"slices"
 	"testing"
 )
 
@@ -66,5 +67,49 @@ func TestSessionLifecycle(t *testing.T) {
 	}
 	if l, _ := db.FileLengths(ctx); l["groups.jsonl"] != 10 {
 		t.Errorf("recorded length %d, want 10", l["groups.jsonl"])
+	}
+}
+
+// TestSessionsPaged lists sessions of every status newest first, pages
+// them, and reads one by key.
+func TestSessionsPaged(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	defer db.Close()
+	for i, k := range []string{"a", "b", "c"} {
+		if err := db.OpenSession(ctx, k, "g", int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.FinishSession(ctx, "b", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		offset, limit int
+		want          []string
+	}{
+		{0, 10, []string{"c", "b", "a"}},
+		{1, 1, []string{"b"}},
+		{3, 5, nil},
+	}
+	for _, tt := range tests {
+		got, total, err := db.Sessions(ctx, tt.offset, tt.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, s := range got {
+			keys = append(keys, s.Key)
+		}
+		if total != 3 || !slices.Equal(keys, tt.want) {
+			t.Errorf("Sessions(%d, %d) = %q of %d, want %q of 3", tt.offset, tt.limit, keys, total, tt.want)
+		}
+	}
+	s, ok, err := db.SessionByKey(ctx, "b")
+	if err != nil || !ok || s.Status != SessionFinished || string(s.Data) != "{}" {
+		t.Errorf("SessionByKey(b) = %+v, %v, %v; want finished with {}", s, ok, err)
+	}
+	if _, ok, err := db.SessionByKey(ctx, "nope"); ok || err != nil {
+		t.Errorf("SessionByKey(nope) = %v, %v; want not found", ok, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"time"
 
 	"modernc.org/sqlite" // registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
@@ -53,7 +54,13 @@ CREATE TABLE IF NOT EXISTS responses (
 // shared response cache). A database of another schema version is an error
 // naming both versions.
 func Open(ctx context.Context, path string) (*DB, error) {
-	return open(ctx, path, false)
+	return open(ctx, path, false, 10*time.Second)
+}
+
+// OpenWithin is Open that waits at most wait for a lock another process
+// holds, such as a running gateway's: a reader that must answer at once.
+func OpenWithin(ctx context.Context, path string, wait time.Duration) (*DB, error) {
+	return open(ctx, path, false, wait)
 }
 
 // OpenExclusive is Open for one process only: it holds the database's lock
@@ -61,18 +68,16 @@ func Open(ctx context.Context, path string) (*DB, error) {
 // `process` run on one output directory) fails instead of interleaving its
 // writes.
 func OpenExclusive(ctx context.Context, path string) (*DB, error) {
-	return open(ctx, path, true)
+	return open(ctx, path, true, time.Second)
 }
 
-func open(ctx context.Context, path string, exclusive bool) (*DB, error) {
+func open(ctx context.Context, path string, exclusive bool, busy time.Duration) (*DB, error) {
 	q := url.Values{}
 	if exclusive {
 		// Before journal_mode: WAL then keeps its index in process memory.
 		q.Add("_pragma", "locking_mode(EXCLUSIVE)")
-		q.Add("_pragma", "busy_timeout(1000)")
-	} else {
-		q.Add("_pragma", "busy_timeout(10000)")
 	}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(ON)")

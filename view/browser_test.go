@@ -42,7 +42,8 @@ func artifactDir(t *testing.T) string {
 // TestBrowser opens every page in headless Chromium over a fixture
 // directory: no page may log a console error or throw, a trace's node
 // opens on click, a bench point lists its items, and the training chart
-// gains a point when a metrics line is appended.
+// gains a point when a metrics line is appended; a gateway session opens
+// with its calls, and the live page of running servers gains points.
 func TestBrowser(t *testing.T) {
 	if raceEnabled {
 		t.Skip("browser test: slow beside the race detector; the README's second test command runs it without")
@@ -52,7 +53,10 @@ func TestBrowser(t *testing.T) {
 		t.Skip("no chromium binary found on PATH (install Debian's chromium: apt-get install chromium)")
 	}
 	dir := fixtureDir(t)
-	s, hs := serve(t, Config{Paths: []string{dir}, Poll: 50 * time.Millisecond})
+	gwDir := t.TempDir()
+	finished, _ := gatewayFixture(t, gwDir)
+	servers, _ := liveServers(t)
+	s, hs := serve(t, Config{Paths: []string{dir, gwDir}, Servers: servers, Poll: 50 * time.Millisecond})
 	artifacts := artifactDir(t)
 
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
@@ -170,5 +174,44 @@ func TestBrowser(t *testing.T) {
 	page("train", "#/train", chromedp.WaitVisible(chromedp.CSS(`svg[data-metric="reward"][data-points="18"]`)))
 	appendLines(t, filepath.Join(dir, "train", "a", rl.MetricsFile), metrics(11, 1))
 	page("train-live", "#/train", chromedp.WaitVisible(chromedp.CSS(`svg[data-metric="reward"][data-points="19"]`)))
+
+	gw := runID(t, s, KindGateway, "gateway.db")
+	key := digestOf(finished)
+	page("gateway", fmt.Sprintf("#/gateway/%d", gw), chromedp.WaitVisible(chromedp.CSS(`#sessions tr[data-key="`+key+`"]`)))
+	if got := count(`#sessions tr.click`); got != 2 {
+		t.Errorf("gateway page: %d sessions, want 2", got)
+	}
+	page("session", fmt.Sprintf("#/gateway/%d", gw),
+		chromedp.Click(chromedp.CSS(`#sessions tr[data-key="`+key+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#tree .node[data-index="0"] > .body .msg`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`.node[data-index="2"] > .body`)),
+		chromedp.Click(chromedp.CSS(`.node[data-index="2"] > .head`)),
+		chromedp.WaitVisible(chromedp.CSS(`.node[data-index="2"] > .body .msg`)))
+	if got := count(`#tree .node[data-index="0"] .node[data-index="2"]`); got != 1 {
+		t.Errorf("session page: the continuing call is not a child of the first")
+	}
+
+	page("live", "#/live", chromedp.WaitVisible(chromedp.CSS(`svg[data-metric="sessions"]`)))
+	if got := count(`#live-servers tr td.ok`); got != len(servers) {
+		t.Errorf("live page: %d servers up, want %d", got, len(servers))
+	}
+	// points reads how many points the sessions chart draws.
+	points := func() int {
+		t.Helper()
+		sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+		defer scancel()
+		n, err := chromedp.Run(sctx, chromedp.Evaluate[int](`Number(document.querySelector('svg[data-metric="sessions"]').getAttribute('data-points'))`))
+		if err != nil {
+			t.Fatalf("live page: %v", err)
+		}
+		return n
+	}
+	before := points()
+	for deadline := time.Now().Add(10 * time.Second); points() <= before; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("live page: the sessions chart stayed at %d points", before)
+		}
+	}
+	page("live-later", "#/live", chromedp.WaitVisible(chromedp.CSS(`svg[data-metric="throughput"]`)))
 	t.Logf("screenshots in %s", artifacts)
 }

@@ -1,6 +1,7 @@
 // Package view is delegate view: a web view over run directories. It
 // reads the trace files of run --json, bench's output directories,
-// process's rollouts and train's metrics, and serves pages and JSON
+// process's rollouts, train's metrics and a gateway's sessions, polls
+// running servers' /health and /metrics, and serves pages and JSON
 // behind the project's HTTP edge. Large JSONL files are indexed by the
 // offset of each line; a record is read again from disk when asked for,
 // so memory grows with a few numbers per record, not with the records.
@@ -25,6 +26,7 @@ import (
 	"github.com/delegatelab/delegate/internal/edge"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/rollout"
+	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
 //go:embed static
@@ -36,6 +38,7 @@ const (
 	KindBench    = "bench"    // a results file of bench (or train's eval.jsonl)
 	KindRollouts = "rollouts" // process's artifacts.jsonl and groups.jsonl
 	KindTrain    = "train"    // an rl metrics.jsonl, one line per step
+	KindGateway  = "gateway"  // a gateway's directory: gateway.db and groups.jsonl
 )
 
 // Paging bounds of every list endpoint.
@@ -73,13 +76,19 @@ type Config struct {
 	// Poll is how often a live stream of metrics looks for new lines.
 	// Default DefaultPoll; it must lie within MinPoll and MaxPoll.
 	Poll time.Duration
-	Log  *slog.Logger
+	// Servers are running servers polled every Poll for /health and
+	// /metrics: the live page.
+	Servers []LiveServer
+	Log     *slog.Logger
 }
 
 // Validate checks the config and fills its defaults.
 func (c *Config) Validate() error {
-	if len(c.Paths) == 0 {
-		return errors.New("view: no directory or trace file given")
+	if len(c.Paths) == 0 && len(c.Servers) == 0 {
+		return errors.New("view: no directory, trace file or server given")
+	}
+	if err := validServers(c.Servers); err != nil {
+		return err
 	}
 	if c.Poll == 0 {
 		c.Poll = DefaultPoll
@@ -104,6 +113,7 @@ type Run struct {
 	bench    *benchRun
 	rollouts *rolloutRun
 	train    *trainRun
+	gateway  *gatewayRun
 }
 
 // Server serves the view. Its methods may be called concurrently. Close
@@ -117,6 +127,7 @@ type Server struct {
 	// indexed is closed once catchUp has reached the end of every file
 	// (or stopped with Close).
 	indexed chan struct{}
+	live    *live
 }
 
 // New finds the runs under cfg.Paths. Nothing is read whole yet: each
@@ -132,7 +143,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		if len(found) == 0 {
-			return nil, fmt.Errorf("view: %s holds no trace, bench results, rollouts or training metrics", p)
+			return nil, fmt.Errorf("view: %s holds no trace, bench results, rollouts, training metrics or gateway sessions", p)
 		}
 		s.runs = append(s.runs, found...)
 	}
@@ -142,6 +153,10 @@ func New(cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.indexed = make(chan struct{})
 	go s.catchUp()
+	s.live = newLive(cfg.Servers, cfg.Poll)
+	if len(cfg.Servers) > 0 {
+		go s.live.run(s.ctx, cfg.Servers, cfg.Poll)
+	}
 	return s, nil
 }
 
@@ -165,6 +180,8 @@ func (s *Server) catchUp() {
 			ix = r.rollouts
 		case KindTrain:
 			ix = r.train
+		case KindGateway:
+			ix = r.gateway
 		default:
 			continue
 		}
@@ -185,7 +202,7 @@ func (s *Server) catchUp() {
 // Runs lists what the server found, in the order of Config.Paths.
 func (s *Server) Runs() []*Run { return s.runs }
 
-// Close ends the live streams.
+// Close ends the live streams and the polling of servers.
 func (s *Server) Close() error {
 	s.cancel()
 	return nil
@@ -230,6 +247,9 @@ func discover(path string) ([]*Run, error) {
 		if names[rollout.ArtifactsFile] {
 			add(KindRollouts, rollout.ArtifactsFile)
 		}
+		if names[gateway.StoreFile] {
+			add(KindGateway, gateway.StoreFile)
+		}
 		for _, e := range entries {
 			if e.IsDir() || filepath.Ext(e.Name()) != ".json" {
 				continue
@@ -262,6 +282,8 @@ func discover(path string) ([]*Run, error) {
 			r.rollouts = newRolloutRun(filepath.Dir(r.Path))
 		case KindTrain:
 			r.train = &trainRun{idx: lines{path: r.Path}}
+		case KindGateway:
+			r.gateway = newGatewayRun(filepath.Dir(r.Path))
 		}
 	}
 	return runs, nil
@@ -289,6 +311,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/rollouts/item", s.handleRolloutItem)
 	mux.HandleFunc("GET /api/train", s.handleTrain)
 	mux.HandleFunc("GET /api/train/events", s.handleTrainEvents)
+	mux.HandleFunc("GET /api/gateway", s.handleGateway)
+	mux.HandleFunc("GET /api/gateway/session", s.handleGatewaySession)
+	mux.HandleFunc("GET /api/live", s.handleLive)
+	mux.HandleFunc("GET /api/live/events", s.handleLiveEvents)
 	checked := edge.Config{Token: s.cfg.Token, Hosts: s.cfg.Hosts, Realm: "delegate view"}.Handler(mux)
 	if s.cfg.Token == "" {
 		return checked
@@ -423,6 +449,8 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 			out[i].Count, err = run.rollouts.count()
 		case KindTrain:
 			out[i].Count, err = run.train.count()
+		case KindGateway:
+			out[i].Count, err = run.gateway.count(r.Context())
 		}
 		if err != nil {
 			out[i].Error = err.Error()

@@ -21,6 +21,7 @@ const viewTokenEnv = "DELEGATE_VIEW_TOKEN"
 type viewFlags struct {
 	addr, token string
 	hosts       []string
+	servers     []string
 	poll        time.Duration
 	insecure    bool
 }
@@ -28,18 +29,23 @@ type viewFlags struct {
 func newViewCmd(getenv env, log *slog.Logger) *cobra.Command {
 	var f viewFlags
 	cmd := &cobra.Command{
-		Use:   "view DIR|FILE...",
+		Use:   "view [DIR|FILE...] [--server NAME=URL[,ENV]...]",
 		Short: "Serve a web view of traces, bench results, rollouts and training runs",
 		Long: `View serves web pages over run directories: a trace of run --json as a
 tree of calls with the critical path marked; bench's table, its accuracy
 against dollars with the Pareto frontier, and each item under every arm;
 process's rollouts, aggregated and paged; train's reward, accuracy, cost
 and delegation rate over steps, updated live as metrics.jsonl grows.
+a gateway's sessions, each as a tree of its recorded calls; and, with
+--server, the live queue depth, sessions and throughput of running
+servers, polled from /health and /metrics.
 Each DIR is searched two levels down. The pages read JSON under /api/.
 Listening off loopback needs a token ($` + viewTokenEnv + ` or --token) unless
 --insecure; a browser gives it once as ?token=. docs/view.md has the pages.`,
-		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && len(f.servers) == 0 {
+				return fmt.Errorf("view: give a directory, a trace file or --server")
+			}
 			return serveView(cmd.Context(), cmd.OutOrStdout(), getenv, log, f, args)
 		},
 	}
@@ -47,6 +53,7 @@ Listening off loopback needs a token ($` + viewTokenEnv + ` or --token) unless
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8020", "address to listen on")
 	fl.StringVar(&f.token, "token", "", "bearer token browsers and clients must give (default $"+viewTokenEnv+"; prefer the variable: a flag shows in ps)")
 	fl.StringSliceVar(&f.hosts, "allow-host", nil, "extra Host names allowed without a token (a name that resolves to this machine)")
+	fl.StringArrayVar(&f.servers, "server", nil, "a running server to poll: NAME=URL, or NAME=URL,ENV where $ENV holds its bearer token (repeatable)")
 	fl.DurationVar(&f.poll, "poll", view.DefaultPoll, fmt.Sprintf("how often a live chart looks for new metrics lines (%v to %v)", view.MinPoll, view.MaxPoll))
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without a token")
 	return cmd
@@ -60,7 +67,11 @@ func serveView(ctx context.Context, out io.Writer, getenv env, log *slog.Logger,
 	if err := edge.CheckExposure(f.addr, f.token != "", f.insecure, "a token: set $"+viewTokenEnv+" (or --token)"); err != nil {
 		return fmt.Errorf("view: %w", err)
 	}
-	srv, err := view.New(view.Config{Paths: paths, Token: f.token, Hosts: f.hosts, Poll: f.poll, Log: log})
+	servers, err := parseServers(getenv, f.servers)
+	if err != nil {
+		return err
+	}
+	srv, err := view.New(view.Config{Paths: paths, Servers: servers, Token: f.token, Hosts: f.hosts, Poll: f.poll, Log: log})
 	if err != nil {
 		return err
 	}
@@ -75,7 +86,7 @@ func serveView(ctx context.Context, out io.Writer, getenv env, log *slog.Logger,
 		kinds[r.Kind]++
 	}
 	var found []string
-	for _, k := range []string{view.KindTrace, view.KindBench, view.KindRollouts, view.KindTrain} {
+	for _, k := range []string{view.KindTrace, view.KindBench, view.KindRollouts, view.KindTrain, view.KindGateway} {
 		if kinds[k] > 0 {
 			found = append(found, fmt.Sprintf("%d %s", kinds[k], k))
 		}
@@ -88,6 +99,9 @@ func serveView(ctx context.Context, out io.Writer, getenv env, log *slog.Logger,
 	case f.insecure:
 		auth = "NO TOKEN (--insecure)"
 		log.Warn("serving the view without authentication off loopback (--insecure): anyone who can reach the address can read the runs", "addr", ln.Addr().String())
+	}
+	if len(servers) > 0 {
+		found = append(found, fmt.Sprintf("%d server polled", len(servers)))
 	}
 	fmt.Fprintf(out, "found %s\n", strings.Join(found, ", "))
 	fmt.Fprintf(out, "serving the view on %s, %s\n", url, auth)
@@ -105,4 +119,26 @@ func serveView(ctx context.Context, out io.Writer, getenv env, log *slog.Logger,
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return hs.Shutdown(shutdown)
+}
+
+// parseServers reads --server values: NAME=URL, or NAME=URL,ENV where
+// the variable ENV holds the server's bearer token.
+func parseServers(getenv env, values []string) ([]view.LiveServer, error) {
+	var out []view.LiveServer
+	for _, v := range values {
+		name, rest, ok := strings.Cut(v, "=")
+		if !ok || name == "" || rest == "" {
+			return nil, fmt.Errorf("view: --server %q: want NAME=URL or NAME=URL,ENV", v)
+		}
+		sv := view.LiveServer{Name: name, URL: rest}
+		if u, envName, ok := strings.Cut(rest, ","); ok {
+			sv.URL = u
+			sv.Token = strings.TrimSpace(getenv(envName))
+			if sv.Token == "" {
+				return nil, fmt.Errorf("view: --server %s: $%s is empty or unset", name, envName)
+			}
+		}
+		out = append(out, sv)
+	}
+	return out, nil
 }

@@ -26,7 +26,10 @@ func TestViewRefuses(t *testing.T) {
 		want string
 	}{
 		{"off loopback without a token", []string{"view", dir, "--addr", "0.0.0.0:0"}, viewTokenEnv},
-		{"no directory", []string{"view"}, "requires at least 1 arg"},
+		{"no directory", []string{"view"}, "give a directory, a trace file or --server"},
+		{"server without a URL", []string{"view", "--server", "api"}, "want NAME=URL"},
+		{"server token unset", []string{"view", "--server", "api=http://127.0.0.1:8000,API_TOKEN"}, "$API_TOKEN is empty"},
+		{"server URL without scheme", []string{"view", "--server", "api=127.0.0.1:8000"}, "want http://HOST"},
 		{"empty directory", []string{"view", dir}, "holds no trace"},
 		{"poll too fast", []string{"view", dir, "--poll", "1ms"}, "poll 1ms out of bounds"},
 	} {
@@ -35,6 +38,18 @@ func TestViewRefuses(t *testing.T) {
 				t.Errorf("got %v, want an error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestParseServers(t *testing.T) {
+	getenv := func(name string) string { return map[string]string{"API_TOKEN": " secret\n"}[name] }
+	got, err := parseServers(getenv, []string{"api=http://127.0.0.1:8000,API_TOKEN", "env=http://h:9/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []view.LiveServer{{Name: "api", URL: "http://127.0.0.1:8000", Token: "secret"}, {Name: "env", URL: "http://h:9/"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %+v, want %+v", got, want)
 	}
 }
 

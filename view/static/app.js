@@ -83,9 +83,10 @@ async function pageRuns() {
       case 'bench': return '#/bench/' + r.id;
       case 'rollouts': return '#/rollouts/' + r.id;
       case 'train': return '#/train/' + r.id;
+      case 'gateway': return '#/gateway/' + r.id;
     }
   };
-  const what = {trace: 'calls', bench: 'results', rollouts: 'rollouts', train: 'steps'};
+  const what = {trace: 'calls', bench: 'results', rollouts: 'rollouts', train: 'steps', gateway: 'sessions'};
   show(h('h1', {}, 'Runs'),
     h('table', {id: 'runs'},
       h('tr', {}, h('th', {}, 'kind'), h('th', {}, 'file'), h('th', {class: 'num'}, 'records')),
@@ -198,7 +199,7 @@ function frame(svg, W, H, xr, yr, xlabel, ylabel) {
 }
 
 // lineChart draws series [{name, color, points: [[x, y]]}].
-function lineChart(metric, title, series) {
+function lineChart(metric, title, series, xlabel = 'step') {
   const W = 460, H = 240;
   const svg = s('svg', {class: 'chart', viewBox: '0 0 ' + W + ' ' + H, width: '100%', 'data-metric': metric});
   const all = series.flatMap(se => se.points);
@@ -207,7 +208,7 @@ function lineChart(metric, title, series) {
   const xr = all.length ? [Math.min(...xs), Math.max(...xs)] : [0, 1];
   let yr = all.length ? [Math.min(...ys), Math.max(...ys)] : [0, 1];
   if (yr[0] === yr[1]) yr = [yr[0] - 0.5, yr[1] + 0.5];
-  const {x, y} = frame(svg, W, H, xr, yr, 'step', title);
+  const {x, y} = frame(svg, W, H, xr, yr, xlabel, title);
   for (const se of series) {
     if (!se.points.length) continue;
     const d = se.points.map((p, i) => (i ? 'L' : 'M') + x(p[0]).toFixed(1) + ' ' + y(p[1]).toFixed(1)).join(' ');
@@ -405,6 +406,121 @@ async function pageTrain(selected) {
   }
 }
 
+// ---- gateway ----
+
+function rolesText(roles) {
+  return roles.map(r => r.role + ': ' + r.calls + ' calls, ' + r.prompt_tokens + '→' + r.completion_tokens + ' tok, ' + fmt.usd(r.dollars)).join('; ');
+}
+
+async function pageGateway(run, offset) {
+  const limit = 100;
+  const g = await api('/api/gateway?run=' + run + '&offset=' + offset + '&limit=' + limit);
+  const page = g.sessions;
+  const go = o => { location.hash = '#/gateway/' + run + '?offset=' + o; };
+  show(h('h1', {}, 'Gateway sessions'),
+    progressNote(g.progress),
+    h('p', {}, Object.entries(g.statuses).sort().map(([k, v]) => k + ' ' + v).join(', ') || 'no session', '; ' + g.groups + ' group records written'),
+    h('p', {class: 'muted'}, 'Sessions are keyed by the digest of their id: the id is a credential the gateway never stores.'),
+    h('div', {class: 'pager'},
+      offset > 0 ? h('button', {onclick: () => go(Math.max(0, offset - limit))}, 'previous') : null,
+      offset + limit < page.total ? h('button', {onclick: () => go(offset + limit)}, 'next') : null,
+      page.total ? (offset + 1) + '–' + Math.min(offset + limit, page.total) + ' of ' + page.total : ''),
+    h('table', {id: 'sessions'},
+      h('tr', {}, ['key (digest)', 'status', 'group', 'task', 'created', 'reward', 'calls', 'tokens', '$', 'per role'].map(x => h('th', {}, x))),
+      page.items.map(it => h('tr', {class: 'click' + (it.status === 'finished' ? '' : ' muted'), 'data-key': it.key, onclick: () => { location.hash = '#/gateway/' + run + '/' + it.key; }},
+        h('td', {}, h('code', {title: it.key}, it.key.slice(0, 16) + '…')), h('td', {}, it.status + (it.grouped ? ' (grouped)' : '')),
+        h('td', {}, it.group), h('td', {}, it.task || ''), h('td', {}, it.created),
+        h('td', {class: 'num'}, it.reward === null ? '' : fmt.num(it.reward) + (it.correct === true ? ' ✓' : it.correct === false ? ' ✗' : '')),
+        h('td', {class: 'num'}, it.calls), h('td', {class: 'num'}, it.tokens), h('td', {class: 'num'}, fmt.usd(it.dollars)),
+        h('td', {class: 'small'}, rolesText(it.roles))))));
+}
+
+function lpText(lp) {
+  if (!lp) return 'no logprobs';
+  return 'logprobs: ' + lp.tokens + ' tokens, mean ' + fmt.num(lp.mean) + ', min ' + fmt.num(lp.min) + ', perplexity ' + fmt.num(lp.perplexity);
+}
+
+function sessionCallEl(c, open) {
+  const head = h('div', {class: 'head'},
+    h('span', {class: 'toggle'}, '▸ '),
+    h('b', {}, 'call ' + c.index), ' ', h('span', {class: 'tag'}, c.role), h('span', {class: 'tag'}, c.model),
+    c.trained ? h('span', {class: 'tag'}, 'trained') : null,
+    c.prompt_tokens + '→' + c.completion_tokens + ' tok, ' + fmt.usd(c.dollars) + ', ' + fmt.ms(c.latency_ms) + '; ' + lpText(c.logprobs));
+  const body = h('div', {class: 'body'},
+    h('p', {class: 'muted'}, 'token ids recorded: ' + c.prompt_ids + ' prompt, ' + c.completion_ids + ' completion' + (c.no_tokens ? ' (' + c.no_tokens + ')' : '')),
+    c.messages.map(messageEl),
+    h('div', {}, h('span', {class: 'muted'}, 'output' + (c.finish_reason ? ' (' + c.finish_reason + ')' : '')), messageEl(c.output)),
+    c.children.map(k => sessionCallEl(k, false)));
+  const el = h('div', {class: 'node call' + (open ? ' open' : ''), 'data-index': c.index}, head, body);
+  head.addEventListener('click', () => el.classList.toggle('open'));
+  return el;
+}
+
+async function pageSession(run, key) {
+  const v = await api('/api/gateway/session?run=' + run + '&key=' + encodeURIComponent(key));
+  show(h('h1', {}, 'Session ', h('code', {}, v.key.slice(0, 16) + '…')),
+    h('p', {}, h('a', {href: '#/gateway/' + run}, '← all sessions')),
+    h('p', {}, 'status ', h('b', {}, v.status), ', group ' + v.group + (v.task ? ', task ' + v.task : '') +
+      (v.reward === null ? '' : ', reward ' + fmt.num(v.reward)) + ', ' + v.calls + ' calls, ' + v.tokens + ' tokens, ' + fmt.usd(v.dollars) + ', ' + v.samples + ' samples'),
+    h('p', {class: 'small'}, h('code', {}, v.key)),
+    v.prompt ? h('div', {}, h('b', {}, 'prompt: '), h('pre', {}, v.prompt)) : null,
+    v.roles.length ? h('p', {}, rolesText(v.roles)) : null,
+    h('h2', {}, 'Calls (click to expand; a call that continues another is its child)'),
+    v.tree.length ? h('div', {id: 'tree'}, v.tree.map((c, i) => sessionCallEl(c, i === 0))) : h('p', {class: 'muted'}, 'no call recorded: the session is not finished'));
+}
+
+// ---- live servers ----
+
+const LIVE = [
+  ['queue', 'queue depth', p => p.queue],
+  ['sessions', 'sessions', p => p.sessions],
+  ['throughput', 'throughput (per s)', p => p.throughput],
+];
+
+async function pageLive() {
+  const {servers} = await api('/api/live');
+  if (!servers.length) {
+    show(h('h1', {}, 'Live servers'), h('p', {class: 'muted'}, 'no server given: start the view with --server NAME=URL'));
+    return;
+  }
+  const t0 = Date.now() / 1000;
+  const sec = p => Date.parse(p.time) / 1000 - t0;
+  const charts = h('div', {class: 'cols', id: 'live-charts'});
+  const table = h('table', {id: 'live-servers'});
+  const draw = () => {
+    table.replaceChildren(h('tr', {}, ['server', 'up', 'health', 'metrics', 'throughput counts', 'error'].map(x => h('th', {}, x))),
+      ...servers.map((sv, i) => h('tr', {},
+        h('td', {}, h('span', {class: 'swatch', style: 'background:' + COLORS[i % COLORS.length]}), sv.name + ' ', h('span', {class: 'muted'}, sv.url)),
+        h('td', {class: sv.up ? 'ok' : 'error'}, sv.up ? 'up' : 'down'),
+        h('td', {}, sv.health_path + ' ' + (sv.health_status || '')), h('td', {}, '/metrics ' + (sv.metrics_status || '') + ' (' + sv.metrics.length + ' families)'),
+        h('td', {}, sv.throughput || ''), h('td', {class: 'error'}, sv.error || ''))));
+    charts.replaceChildren(...LIVE.map(([key, title, get]) => lineChart(key, title,
+      servers.map((sv, i) => ({name: sv.name, color: COLORS[i % COLORS.length],
+        points: sv.points.filter(p => get(p) !== null && get(p) !== undefined).map(p => [sec(p), get(p)])})), 'seconds')));
+  };
+  draw();
+  show(h('h1', {}, 'Live servers'), table,
+    h('p', {class: 'muted', id: 'live'}, 'live: each poll adds a point'), charts,
+    h('h2', {}, 'Metrics (series summed; histograms by count)'),
+    h('div', {class: 'cols'}, servers.map(sv => h('div', {class: 'col'}, h('b', {}, sv.name),
+      h('table', {class: 'small'}, sv.metrics.filter(m => !m.name.startsWith('go_') && !m.name.startsWith('process_')).map(m =>
+        h('tr', {}, h('td', {}, m.name), h('td', {class: 'num'}, tickText(m.value)))))))));
+  const last = Math.max(0, ...servers.flatMap(sv => sv.points.map(p => p.seq)));
+  const es = new EventSource('/api/live/events?after=' + last);
+  // Points may come many a second: redraw at most twice a second.
+  let pending = null;
+  es.onmessage = ev => {
+    for (const p of JSON.parse(ev.data).points) {
+      const sv = servers[p.server];
+      sv.points.push(p);
+      if (sv.points.length > 3600) sv.points.shift();
+      sv.up = p.up;
+    }
+    if (pending === null) pending = setTimeout(() => { pending = null; draw(); }, 500);
+  };
+  streams.push(es);
+}
+
 // ---- router ----
 
 async function route() {
@@ -425,6 +541,10 @@ async function route() {
         if (parts[2] !== undefined) return await pageRollout(parts[1], parts[2]);
         return await pageRollouts(parts[1], Number(params.get('offset') || 0));
       case 'train': return await pageTrain(parts[1] ? parts[1].split(',').filter(Boolean).map(Number) : []);
+      case 'gateway':
+        if (parts[2] !== undefined) return await pageSession(parts[1], parts[2]);
+        return await pageGateway(parts[1], Number(params.get('offset') || 0));
+      case 'live': return await pageLive();
       default: show(h('p', {class: 'error'}, 'no page ' + location.hash));
     }
   } catch (e) {
