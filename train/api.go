@@ -12,9 +12,9 @@ import (
 	"slices"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
 // FromAPI trains the delegator on the batches of a trajectory API, as an
@@ -37,7 +37,7 @@ import (
 // train on is quarantined (QuarantineFile) and the step goes on without
 // it. The registration carries the policy's vocabulary and context, so
 // that delegate's API refuses such groups first.
-func FromAPI(ctx context.Context, cfg Config, client *api.TrainerClient, progress chan<- rl.Progress) error {
+func FromAPI(ctx context.Context, cfg Config, client *atropos.TrainerClient, progress chan<- rl.Progress) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("train --api: %w", err)
 	}
@@ -57,7 +57,7 @@ func FromAPI(ctx context.Context, cfg Config, client *api.TrainerClient, progres
 	if err != nil {
 		return fmt.Errorf("train --api: %w", err)
 	}
-	reg := api.Registration{
+	reg := atropos.Registration{
 		BatchSize: r.ItemsPerStep * r.GroupSize, MaxTokenLen: policy.Config.Context, VocabSize: policy.Config.Vocab,
 		CheckpointDir: rl.CheckpointDir(cfg.OutDir), SaveCheckpointInterval: 1, NumSteps: r.Steps,
 		WandbGroup: "delegate", WandbProject: "delegate",
@@ -82,18 +82,18 @@ const QuarantineVersion = 1
 // and the group as the API sent it. A step redone after a restart
 // records its groups again.
 type QuarantineRecord struct {
-	Version int            `json:"version"`
-	Step    int            `json:"step"`
-	Group   int            `json:"group"` // its index in the step's batch, once ordered
-	Reason  string         `json:"reason"`
-	Data    api.ScoredData `json:"data"`
+	Version int                `json:"version"`
+	Step    int                `json:"step"`
+	Group   int                `json:"group"` // its index in the step's batch, once ordered
+	Reason  string             `json:"reason"`
+	Data    atropos.ScoredData `json:"data"`
 }
 
 // apiSource is rl.Source over a trajectory API's batches. A group the
 // policy cannot train on is quarantined: logged to quarantine and handed
 // to the trainer as rl.Group.Quarantined, so the step goes on without it.
 type apiSource struct {
-	client         *api.TrainerClient
+	client         *atropos.TrainerClient
 	estimator      reward.Estimator
 	vocab, context int // the policy's
 	quarantine     string
@@ -136,7 +136,7 @@ func (s *apiSource) Next(ctx context.Context, step int) ([]rl.Group, error) {
 // usable checks what the API may not have checked (an API without the
 // trainer's vocab_size, or another server): every token id within the
 // policy's vocabulary and every sequence within its context.
-func usable(sd api.ScoredData, vocab, maxLen int) error {
+func usable(sd atropos.ScoredData, vocab, maxLen int) error {
 	for i, toks := range sd.Tokens {
 		if len(toks) > maxLen {
 			return fmt.Errorf("sequence %d has %d tokens, over the policy's context of %d", i, len(toks), maxLen)
@@ -170,7 +170,7 @@ func appendJSONL(path string, v any) error {
 // groupOf converts one ScoredData group. Its advantages are the batch's,
 // or est's of its scores when it carries none; a sequence the environment
 // marked set_advantage_to_zero gets 0.
-func groupOf(sd api.ScoredData, est reward.Estimator) (rl.Group, error) {
+func groupOf(sd atropos.ScoredData, est reward.Estimator) (rl.Group, error) {
 	n := len(sd.Tokens)
 	switch {
 	case n == 0:
@@ -221,14 +221,14 @@ func groupOf(sd api.ScoredData, est reward.Estimator) (rl.Group, error) {
 }
 
 // outcomeOf reads into ro what a delegate environment says its rollout
-// was scored from (api.OverrideCorrect and the others), for the step's
+// was scored from (atropos.OverrideCorrect and the others), for the step's
 // metrics: accuracy, delegation rate, and the numbers as scalars under
 // the in-process trainer's names. Other environments send none; a value
 // of the wrong type is left out.
 func outcomeOf(ro *rl.ScoredRollout, ov map[string]any) {
-	ro.Correct, _ = ov[api.OverrideCorrect].(bool)
-	ro.Delegated, _ = ov[api.OverrideDelegated].(bool)
-	for _, k := range []string{api.OverrideCalls, api.OverrideTokens, api.OverrideCost} {
+	ro.Correct, _ = ov[atropos.OverrideCorrect].(bool)
+	ro.Delegated, _ = ov[atropos.OverrideDelegated].(bool)
+	for _, k := range []string{atropos.OverrideCalls, atropos.OverrideTokens, atropos.OverrideCost} {
 		if v, ok := ov[k].(float64); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
 			if ro.Scalars == nil {
 				ro.Scalars = map[string]float64{}
@@ -267,8 +267,8 @@ func sequenceAdvantage(adv []float64, masks []int) (float64, error) {
 // its item's place among the step's items), as the in-process trainer
 // orders a step's groups, so that the update sums them in the same order;
 // a batch where some group has none stays in the order it came.
-func orderBatch(batch []api.ScoredData) {
-	key := func(sd api.ScoredData) (float64, bool) {
+func orderBatch(batch []atropos.ScoredData) {
+	key := func(sd atropos.ScoredData) (float64, bool) {
 		v, ok := sd.GroupOverrides["batch_order"].(float64)
 		return v, ok
 	}
@@ -277,7 +277,7 @@ func orderBatch(batch []api.ScoredData) {
 			return
 		}
 	}
-	slices.SortStableFunc(batch, func(a, b api.ScoredData) int {
+	slices.SortStableFunc(batch, func(a, b atropos.ScoredData) int {
 		ka, _ := key(a)
 		kb, _ := key(b)
 		return cmp.Compare(ka, kb)

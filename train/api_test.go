@@ -13,16 +13,16 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
 func TestGroupOf(t *testing.T) {
 	const I = delegate.MaskIgnore
-	base := func() api.ScoredData {
-		return api.ScoredData{
+	base := func() atropos.ScoredData {
+		return atropos.ScoredData{
 			Tokens:            [][]int{{1, 2, 3}, {1, 2, 4}},
 			Masks:             [][]int{{I, 2, 3}, {I, 2, 4}},
 			Scores:            []float64{1, 0},
@@ -58,8 +58,8 @@ func TestGroupOf(t *testing.T) {
 		// As decoded from JSON: numbers are float64. The second sequence
 		// comes from an environment that says nothing, or says it wrong.
 		sd.Overrides = []map[string]any{
-			{api.OverrideCorrect: true, api.OverrideDelegated: true, api.OverrideCalls: 2.0, api.OverrideTokens: 31.0, api.OverrideCost: 0.25},
-			{api.OverrideCorrect: "yes", api.OverrideCalls: "two"},
+			{atropos.OverrideCorrect: true, atropos.OverrideDelegated: true, atropos.OverrideCalls: 2.0, atropos.OverrideTokens: 31.0, atropos.OverrideCost: 0.25},
+			{atropos.OverrideCorrect: "yes", atropos.OverrideCalls: "two"},
 		}
 		g, err := groupOf(sd, reward.GRPO)
 		if err != nil {
@@ -84,13 +84,13 @@ func TestGroupOf(t *testing.T) {
 	})
 	for _, tt := range []struct {
 		name string
-		edit func(*api.ScoredData)
+		edit func(*atropos.ScoredData)
 		want string
 	}{
-		{"no logprobs", func(sd *api.ScoredData) { sd.InferenceLogprobs = nil }, "inference_logprobs"},
-		{"advantages differ within a sequence", func(sd *api.ScoredData) { sd.Advantages = [][]float64{{0, 1, 2}, {0, 1, 1}} }, "one advantage per sequence"},
-		{"a mask that is not its token", func(sd *api.ScoredData) { sd.Masks[1][2] = 7 }, "sequence 1: mask 7"},
-		{"scores missing", func(sd *api.ScoredData) { sd.Scores = sd.Scores[:1] }, "1 scores"},
+		{"no logprobs", func(sd *atropos.ScoredData) { sd.InferenceLogprobs = nil }, "inference_logprobs"},
+		{"advantages differ within a sequence", func(sd *atropos.ScoredData) { sd.Advantages = [][]float64{{0, 1, 2}, {0, 1, 1}} }, "one advantage per sequence"},
+		{"a mask that is not its token", func(sd *atropos.ScoredData) { sd.Masks[1][2] = 7 }, "sequence 1: mask 7"},
+		{"scores missing", func(sd *atropos.ScoredData) { sd.Scores = sd.Scores[:1] }, "1 scores"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			sd := base()
@@ -106,8 +106,8 @@ func TestGroupOf(t *testing.T) {
 // that order (stable for equal places); one where some group has none is
 // left as it came.
 func TestOrderBatch(t *testing.T) {
-	group := func(score float64, order ...float64) api.ScoredData {
-		sd := api.ScoredData{Scores: []float64{score}, GroupOverrides: map[string]any{}}
+	group := func(score float64, order ...float64) atropos.ScoredData {
+		sd := atropos.ScoredData{Scores: []float64{score}, GroupOverrides: map[string]any{}}
 		if len(order) > 0 {
 			sd.GroupOverrides["batch_order"] = order[0]
 		}
@@ -115,13 +115,13 @@ func TestOrderBatch(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		batch []api.ScoredData
+		batch []atropos.ScoredData
 		want  []float64 // the scores, in order
 	}{
-		{"ordered", []api.ScoredData{group(2, 2), group(0, 0), group(3, 3), group(1, 1)}, []float64{0, 1, 2, 3}},
-		{"equal places keep their order", []api.ScoredData{group(1, 1), group(0, 0), group(2, 1)}, []float64{0, 1, 2}},
-		{"one without a place", []api.ScoredData{group(2, 2), group(0), group(1, 1)}, []float64{2, 0, 1}},
-		{"none", []api.ScoredData{group(1), group(0)}, []float64{1, 0}},
+		{"ordered", []atropos.ScoredData{group(2, 2), group(0, 0), group(3, 3), group(1, 1)}, []float64{0, 1, 2, 3}},
+		{"equal places keep their order", []atropos.ScoredData{group(1, 1), group(0, 0), group(2, 1)}, []float64{0, 1, 2}},
+		{"one without a place", []atropos.ScoredData{group(2, 2), group(0), group(1, 1)}, []float64{2, 0, 1}},
+		{"none", []atropos.ScoredData{group(1), group(0)}, []float64{1, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,7 +144,7 @@ func TestOrderBatch(t *testing.T) {
 // of nothing but such groups is skipped) instead of failing at every
 // rerun.
 func TestFromAPIQuarantinesBadGroups(t *testing.T) {
-	srv, err := api.NewInMemory(context.Background(), api.Config{}, nil)
+	srv, err := atropos.NewInMemory(context.Background(), atropos.Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,26 +155,26 @@ func TestFromAPIQuarantinesBadGroups(t *testing.T) {
 
 	// An Atropos-style trainer registered the run first, without a
 	// vocab_size: the API cannot check the ids.
-	first := &api.TrainerClient{Client: api.Client{URL: hs.URL}}
-	if err := first.Register(ctx, api.Registration{BatchSize: 4, MaxTokenLen: 1024, NumSteps: 2}); err != nil {
+	first := &atropos.TrainerClient{Client: atropos.Client{URL: hs.URL}}
+	if err := first.Register(ctx, atropos.Registration{BatchSize: 4, MaxTokenLen: 1024, NumSteps: 2}); err != nil {
 		t.Fatal(err)
 	}
 
 	cfg := tinyConfig(t)
 	cfg.RL.GroupSize, cfg.RL.ItemsPerStep, cfg.RL.Steps = 2, 2, 2
 	cfg.RL.Schedule.Total = 2
-	trainer := &api.TrainerClient{Client: api.Client{URL: hs.URL}, Poll: 10 * time.Millisecond}
+	trainer := &atropos.TrainerClient{Client: atropos.Client{URL: hs.URL}, Poll: 10 * time.Millisecond}
 	done := make(chan error, 1)
 	go func() { done <- FromAPI(ctx, cfg, trainer, nil) }()
 
-	env := &api.EnvClient{Client: api.Client{URL: hs.URL}, Poll: 10 * time.Millisecond,
-		Env: api.RegisterEnv{MaxTokenLength: 1024, DesiredName: "e", Weight: 1, GroupSize: 2}}
+	env := &atropos.EnvClient{Client: atropos.Client{URL: hs.URL}, Poll: 10 * time.Millisecond,
+		Env: atropos.RegisterEnv{MaxTokenLength: 1024, DesiredName: "e", Weight: 1, GroupSize: 2}}
 	if err := env.Register(ctx); err != nil {
 		t.Fatal(err)
 	}
 	const I = delegate.MaskIgnore
-	grp := func(a, b int, logprobs bool) api.ScoredData {
-		sd := api.ScoredData{
+	grp := func(a, b int, logprobs bool) atropos.ScoredData {
+		sd := atropos.ScoredData{
 			Tokens: [][]int{{1, a, 3}, {1, b, 4}},
 			Masks:  [][]int{{I, a, 3}, {I, b, 4}},
 			Scores: []float64{1, 0},
@@ -185,7 +185,7 @@ func TestFromAPIQuarantinesBadGroups(t *testing.T) {
 		return sd
 	}
 	beyond := tokenizer.VocabSize + 28
-	for i, g := range []api.ScoredData{
+	for i, g := range []atropos.ScoredData{
 		grp(beyond, 5, true), grp(6, 7, false), // step 1: both quarantined
 		grp(8, beyond+1, true), grp(9, 10, true), // step 2: one trained
 	} {

@@ -20,9 +20,9 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
@@ -201,12 +201,12 @@ func TestGatewayPush(t *testing.T) {
 	url := startAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	trainer := &api.TrainerClient{Client: api.Client{URL: url}, Poll: 20 * time.Millisecond}
+	trainer := &atropos.TrainerClient{Client: atropos.Client{URL: url}, Poll: 20 * time.Millisecond}
 	// One group of two sessions, the solver's samples, is a batch.
-	if err := trainer.Register(ctx, api.Registration{BatchSize: 2, MaxTokenLen: 512, NumSteps: 10}); err != nil {
+	if err := trainer.Register(ctx, atropos.Registration{BatchSize: 2, MaxTokenLen: 512, NumSteps: 10}); err != nil {
 		t.Fatal(err)
 	}
-	batches := make(chan api.Batch, 2)
+	batches := make(chan atropos.Batch, 2)
 	next := func() {
 		go func() {
 			if b, err := trainer.Next(ctx); err == nil {
@@ -260,7 +260,7 @@ func TestGatewayPush(t *testing.T) {
 	}
 	session("56*23")
 	session("57*23") // wrong against 1288: the group's rewards differ
-	var b api.Batch
+	var b atropos.Batch
 	select {
 	case b = <-batches:
 	case <-ctx.Done():

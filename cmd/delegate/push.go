@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/internal/edge"
 	"github.com/delegatelab/delegate/rollout"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
 // pushFlags are process's flags for a trajectory API.
@@ -44,7 +44,7 @@ type pushFlags struct {
 // by GET /status-env, every written group sent to POST /scored_data in
 // Atropos's ScoredData schema.
 type pushSink struct {
-	env *api.EnvClient
+	env *atropos.EnvClient
 	out io.Writer // a line for each pause of a second or more
 	// offPolicy bounds, besides the queue, the batches the API has
 	// assembled that the trainer has not fetched yet.
@@ -95,9 +95,9 @@ const syncHold = time.Second
 // environments do, until a trainer has started. The token is the API's
 // bearer token (DELEGATE_API_TOKEN), empty for none.
 func newPushSink(ctx context.Context, out io.Writer, f pushFlags, token string, groupSize int) (*pushSink, error) {
-	env := &api.EnvClient{
-		Client: api.Client{URL: f.url, Token: token},
-		Env: api.RegisterEnv{MaxTokenLength: f.maxTokenLen, DesiredName: f.name, Weight: f.weight,
+	env := &atropos.EnvClient{
+		Client: atropos.Client{URL: f.url, Token: token},
+		Env: atropos.RegisterEnv{MaxTokenLength: f.maxTokenLen, DesiredName: f.name, Weight: f.weight,
 			GroupSize: groupSize},
 		MaxBatchesOffpolicy: f.offPolicy,
 		// A full queue empties when the trainer fetches a batch; on
@@ -178,7 +178,7 @@ func (s *pushSink) waitSync(ctx context.Context) (int, error) {
 		// once with nothing new (a server that does not hold requests):
 		// poll then.
 		asked := time.Now()
-		var st api.StatusEnv
+		var st atropos.StatusEnv
 		var err error
 		spin := false
 		if after == math.MinInt {
@@ -287,11 +287,11 @@ func (s *pushSink) Close(ctx context.Context) error {
 // overrides; group_overrides carry the group's identity (group_id, for the
 // API's deduplication), its size, the policy version it was sampled
 // with and what played each role. Each sequence's overrides also say what its rollout was scored
-// from, when the record has it (api.OverrideCorrect and the others). A
+// from, when the record has it (atropos.OverrideCorrect and the others). A
 // sequence without token ids cannot be trained on, and is an error naming
 // the group and why.
-func scoredData(g *rollout.GroupRecord) (api.ScoredData, error) {
-	sd := api.ScoredData{
+func scoredData(g *rollout.GroupRecord) (atropos.ScoredData, error) {
+	sd := atropos.ScoredData{
 		Tokens: g.Tokens, Masks: g.Masks, Scores: g.Scores, InferenceLogprobs: g.InferenceLogprobs,
 		GroupOverrides: map[string]any{
 			"group_id":       g.Run + "/" + g.ID,
@@ -303,7 +303,7 @@ func scoredData(g *rollout.GroupRecord) (api.ScoredData, error) {
 		sd.GroupOverrides["roles"] = g.GroupOverrides.Roles
 	}
 	if len(g.SequenceRollout) != len(g.Tokens) {
-		return api.ScoredData{}, fmt.Errorf("group %s: %d sequences but %d rollout indices", g.ID, len(g.Tokens), len(g.SequenceRollout))
+		return atropos.ScoredData{}, fmt.Errorf("group %s: %d sequences but %d rollout indices", g.ID, len(g.Tokens), len(g.SequenceRollout))
 	}
 	outcomes := map[int]*rollout.Outcome{}
 	for _, m := range g.Rollouts {
@@ -315,7 +315,7 @@ func scoredData(g *rollout.GroupRecord) (api.ScoredData, error) {
 			if i < len(g.NoTokens) && g.NoTokens[i] != "" {
 				why = g.NoTokens[i]
 			}
-			return api.ScoredData{}, fmt.Errorf("group %s: sequence %d has no tokens (%s): a trainer needs the policy's token ids and logprobs: use a local model, or vLLM with token_ids: true, and --logprobs", g.ID, i, why)
+			return atropos.ScoredData{}, fmt.Errorf("group %s: sequence %d has no tokens (%s): a trainer needs the policy's token ids and logprobs: use a local model, or vLLM with token_ids: true, and --logprobs", g.ID, i, why)
 		}
 		adv := make([]float64, len(toks))
 		for j := range adv {
@@ -326,7 +326,7 @@ func scoredData(g *rollout.GroupRecord) (api.ScoredData, error) {
 		for _, t := range g.Messages[i] {
 			m, err := messageMap(t.Message)
 			if err != nil {
-				return api.ScoredData{}, fmt.Errorf("group %s: sequence %d: %w", g.ID, i, err)
+				return atropos.ScoredData{}, fmt.Errorf("group %s: sequence %d: %w", g.ID, i, err)
 			}
 			msgs = append(msgs, m)
 		}
@@ -335,12 +335,12 @@ func scoredData(g *rollout.GroupRecord) (api.ScoredData, error) {
 		if o := outcomes[g.SequenceRollout[i]]; o != nil {
 			// What the rollout was scored from, for the trainer's metrics.
 			if o.Correct != nil {
-				ov[api.OverrideCorrect] = *o.Correct
+				ov[atropos.OverrideCorrect] = *o.Correct
 			}
-			ov[api.OverrideDelegated] = o.Calls > 0
-			ov[api.OverrideCalls] = o.Calls
-			ov[api.OverrideTokens] = o.Tokens
-			ov[api.OverrideCost] = o.Cost
+			ov[atropos.OverrideDelegated] = o.Calls > 0
+			ov[atropos.OverrideCalls] = o.Calls
+			ov[atropos.OverrideTokens] = o.Tokens
+			ov[atropos.OverrideCost] = o.Cost
 		}
 		sd.Overrides = append(sd.Overrides, ov)
 	}

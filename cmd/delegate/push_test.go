@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/rollout"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
 // An environment under --push-sync starts its share of items only while
@@ -24,9 +24,9 @@ func TestPushSyncWaitsForTheTrainer(t *testing.T) {
 	url := startAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	trainer := &api.TrainerClient{Client: api.Client{URL: url}, Poll: 20 * time.Millisecond}
+	trainer := &atropos.TrainerClient{Client: atropos.Client{URL: url}, Poll: 20 * time.Millisecond}
 	// Two groups of G=2 sequences per batch.
-	if err := trainer.Register(ctx, api.Registration{BatchSize: 4, MaxTokenLen: 512, NumSteps: 10}); err != nil {
+	if err := trainer.Register(ctx, atropos.Registration{BatchSize: 4, MaxTokenLen: 512, NumSteps: 10}); err != nil {
 		t.Fatal(err)
 	}
 	steps := make(chan int, 4)
@@ -124,7 +124,7 @@ func TestPushSyncWaitsForTheTrainer(t *testing.T) {
 // push sends one group of two sequences through the sink's client.
 func push(t *testing.T, ctx context.Context, s *pushSink, tag int) {
 	t.Helper()
-	sd := api.ScoredData{
+	sd := atropos.ScoredData{
 		Tokens: [][]int{{1, tag}, {2, tag}}, Masks: [][]int{{-100, tag}, {-100, tag}}, Scores: []float64{0, 1},
 		InferenceLogprobs: [][]float64{{1, -0.5}, {1, -0.5}},
 		GroupOverrides:    map[string]any{"group_id": fmt.Sprint("g", tag), "group_size": 2},
@@ -177,8 +177,8 @@ func TestPushSkipsRefusedGroups(t *testing.T) {
 	url := startAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	trainer := &api.TrainerClient{Client: api.Client{URL: url}, Poll: 20 * time.Millisecond}
-	if err := trainer.Register(ctx, api.Registration{BatchSize: 4, MaxTokenLen: 512, NumSteps: 10, VocabSize: 272}); err != nil {
+	trainer := &atropos.TrainerClient{Client: atropos.Client{URL: url}, Poll: 20 * time.Millisecond}
+	if err := trainer.Register(ctx, atropos.Registration{BatchSize: 4, MaxTokenLen: 512, NumSteps: 10, VocabSize: 272}); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _, _ = trainer.Next(ctx) }() // starts the run; the answer is not needed

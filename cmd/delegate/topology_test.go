@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -82,12 +82,12 @@ func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	trainer := &api.TrainerClient{Client: api.Client{URL: url}, Poll: 50 * time.Millisecond}
+	trainer := &atropos.TrainerClient{Client: atropos.Client{URL: url}, Poll: 50 * time.Millisecond}
 	// One group of G=2 sequences per batch.
-	if err := trainer.Register(ctx, api.Registration{BatchSize: 2, MaxTokenLen: 512, NumSteps: 10}); err != nil {
+	if err := trainer.Register(ctx, atropos.Registration{BatchSize: 2, MaxTokenLen: 512, NumSteps: 10}); err != nil {
 		t.Fatal(err)
 	}
-	batches := make(chan api.Batch, 8)
+	batches := make(chan atropos.Batch, 8)
 	go func() {
 		for {
 			b, err := trainer.Next(ctx)
@@ -111,7 +111,7 @@ func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for len(seen) < len(written) {
-		var b api.Batch
+		var b atropos.Batch
 		select {
 		case b = <-batches:
 		case <-ctx.Done():
@@ -281,9 +281,9 @@ func TestTopologyOnAClusterLosingANode(t *testing.T) {
 		clientAddrs, clusterAddrs = append(clientAddrs, ca), append(clusterAddrs, ra)
 		urls, routes = append(urls, "nats://"+ca), append(routes, "nats-route://"+ra)
 	}
-	var nodes []*api.Embedded
+	var nodes []*atropos.Embedded
 	for i := range 3 {
-		e, err := api.StartEmbedded(api.EmbeddedConfig{Dir: filepath.Join(dir, fmt.Sprint("n", i)), Name: fmt.Sprint("n", i),
+		e, err := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: filepath.Join(dir, fmt.Sprint("n", i)), Name: fmt.Sprint("n", i),
 			Listen: clientAddrs[i], ClusterName: "delegate-test", ClusterListen: clusterAddrs[i], Routes: routes})
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package api_test
+package atropos_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
 // childEnv switches the test binary into a child API server process
@@ -28,15 +28,15 @@ func TestMain(m *testing.M) {
 // harness is one API server on loopback over an embedded NATS server.
 type harness struct {
 	url  string
-	srv  *api.Server
+	srv  *atropos.Server
 	stop func()
 }
 
 // startMemory runs the in-memory server (the perf floor) until the test
 // ends.
-func startMemory(t *testing.T, cfg api.Config) *harness {
+func startMemory(t *testing.T, cfg atropos.Config) *harness {
 	t.Helper()
-	srv, err := api.NewInMemory(context.Background(), cfg, nil)
+	srv, err := atropos.NewInMemory(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,15 +45,15 @@ func startMemory(t *testing.T, cfg api.Config) *harness {
 
 // backends runs fn against the durable server and the in-memory one: both
 // must answer alike.
-func backends(t *testing.T, cfg api.Config, fn func(t *testing.T, h *harness)) {
+func backends(t *testing.T, cfg atropos.Config, fn func(t *testing.T, h *harness)) {
 	t.Run("jetstream", func(t *testing.T) { fn(t, start(t, t.TempDir(), cfg)) })
 	t.Run("memory", func(t *testing.T) { fn(t, startMemory(t, cfg)) })
 }
 
 // start runs a server on dir until the test ends (or stop is called).
-func start(t *testing.T, dir string, cfg api.Config) *harness {
+func start(t *testing.T, dir string, cfg atropos.Config) *harness {
 	t.Helper()
-	emb, err := api.StartEmbedded(api.EmbeddedConfig{Dir: dir})
+	emb, err := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func start(t *testing.T, dir string, cfg api.Config) *harness {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := api.New(ctx, nc, cfg, nil, api.WithPublishConn(pc))
+	srv, err := atropos.New(ctx, nc, cfg, nil, atropos.WithPublishConn(pc))
 	if err != nil {
 		pc.Close()
 		nc.Close()
@@ -86,7 +86,7 @@ func start(t *testing.T, dir string, cfg api.Config) *harness {
 
 // serveHTTP serves srv on loopback until the test ends; closeStore runs
 // after the HTTP server has stopped.
-func serveHTTP(t *testing.T, srv *api.Server, closeStore func()) *harness {
+func serveHTTP(t *testing.T, srv *atropos.Server, closeStore func()) *harness {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -150,7 +150,7 @@ func (l *ledger) waitAcked(n int) int {
 }
 
 // drain takes batches from tr until it has been handed want groups.
-func (l *ledger) drain(ctx context.Context, tr *api.TrainerClient, want int) error {
+func (l *ledger) drain(ctx context.Context, tr *atropos.TrainerClient, want int) error {
 	for total := 0; total < want; {
 		b, err := tr.Next(ctx)
 		if err != nil {

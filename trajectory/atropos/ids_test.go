@@ -1,4 +1,4 @@
-package api_test
+package atropos_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
 // A group the trainer could never train on is refused at the API, with
@@ -44,7 +44,7 @@ func TestTokenIDsRefused(t *testing.T) {
 		{"env_id null", "", []byte(`{"tokens": [[1]], "masks": [[1]], "scores": [0], "env_id": null}`), 200, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := startMemory(t, api.Config{})
+			h := startMemory(t, atropos.Config{})
 			callJSON(t, "POST", h.url+"/register", fmt.Appendf(nil,
 				`{"wandb_group": "", "wandb_project": "", "batch_size": 8, "max_token_len": 8, "checkpoint_dir": "", "save_checkpoint_interval": 0, "starting_step": 0, "num_steps": 10%s}`, tc.vocab))
 			callJSON(t, "GET", h.url+"/batch", nil)

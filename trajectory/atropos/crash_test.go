@@ -1,4 +1,4 @@
-package api_test
+package atropos_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
 const childAddrEnv = "DELEGATE_API_TEST_ADDR"
@@ -28,7 +28,7 @@ func runChild(dir string) int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
 	}
-	emb, err := api.StartEmbedded(api.EmbeddedConfig{Dir: dir})
+	emb, err := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: dir})
 	if err != nil {
 		return fail(err)
 	}
@@ -43,7 +43,7 @@ func runChild(dir string) int {
 		return fail(err)
 	}
 	defer pc.Close()
-	srv, err := api.New(context.Background(), nc, api.Config{KeepSteps: 4}, nil, api.WithPublishConn(pc))
+	srv, err := atropos.New(context.Background(), nc, atropos.Config{KeepSteps: 4}, nil, atropos.WithPublishConn(pc))
 	if err != nil {
 		return fail(err)
 	}
@@ -144,11 +144,11 @@ func TestCrashRecovery(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const envs, groupsPerEnv, groupSize, batchSize = 3, 40, 2, 4
-	client := func() api.Client {
-		return api.Client{URL: c.url, Retries: 40, HTTP: &http.Client{Timeout: 10 * time.Second}}
+	client := func() atropos.Client {
+		return atropos.Client{URL: c.url, Retries: 40, HTTP: &http.Client{Timeout: 10 * time.Second}}
 	}
-	tr := &api.TrainerClient{Client: client(), Poll: 5 * time.Millisecond}
-	if err := tr.Register(ctx, api.Registration{BatchSize: batchSize, MaxTokenLen: 64, NumSteps: 1000}); err != nil {
+	tr := &atropos.TrainerClient{Client: client(), Poll: 5 * time.Millisecond}
+	if err := tr.Register(ctx, atropos.Registration{BatchSize: batchSize, MaxTokenLen: 64, NumSteps: 1000}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -156,14 +156,14 @@ func TestCrashRecovery(t *testing.T) {
 	g, gctx := errgroup.WithContext(ctx)
 	for e := range envs {
 		g.Go(func() error {
-			ec := &api.EnvClient{Client: client(), Poll: 5 * time.Millisecond,
-				Env: api.RegisterEnv{MaxTokenLength: 64, DesiredName: "crash", Weight: 1, GroupSize: groupSize}}
+			ec := &atropos.EnvClient{Client: client(), Poll: 5 * time.Millisecond,
+				Env: atropos.RegisterEnv{MaxTokenLength: 64, DesiredName: "crash", Weight: 1, GroupSize: groupSize}}
 			if err := ec.Register(gctx); err != nil {
 				return err
 			}
 			for i := range groupsPerEnv {
 				tag := 1000*(e+1) + i
-				sd := api.ScoredData{Tokens: [][]int{{tag, 1}, {tag, 2}}, Masks: [][]int{{-100, 1}, {-100, 2}}, Scores: []float64{1, 0}}
+				sd := atropos.ScoredData{Tokens: [][]int{{tag, 1}, {tag, 2}}, Masks: [][]int{{-100, 1}, {-100, 2}}, Scores: []float64{1, 0}}
 				if _, err := ec.Push(gctx, sd); err != nil {
 					return fmt.Errorf("env %d group %d: %w", e, i, err)
 				}

@@ -1,4 +1,4 @@
-package api
+package atropos
 
 // queued is what the queue keeps of a stored group; its body stays in the
 // store under seq.

@@ -1,4 +1,4 @@
-package api_test
+package atropos_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
 func TestGroupRoles(t *testing.T) {
@@ -27,7 +27,7 @@ func TestGroupRoles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := api.GroupRoles(json.RawMessage(tc.raw))
+			got, err := atropos.GroupRoles(json.RawMessage(tc.raw))
 			if (err == nil) != tc.ok {
 				t.Fatalf("got error %v, want ok %v", err, tc.ok)
 			}

@@ -1,4 +1,4 @@
-package api_test
+package atropos_test
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
 func fixture(t *testing.T, name string) []byte {
@@ -87,7 +87,7 @@ func group(n, tag int, extra string) []byte {
 }
 
 func TestProtocolFlow(t *testing.T) {
-	h := start(t, t.TempDir(), api.Config{})
+	h := start(t, t.TempDir(), atropos.Config{})
 	u := h.url
 
 	wantFields(t, "GET /", callJSON(t, "GET", u+"/", nil), map[string]any{"message": "AtroposLib API"})
@@ -165,7 +165,7 @@ func TestProtocolFlow(t *testing.T) {
 // TestReset empties a run's queue and registrations with POST
 // /reset_data and the server's token.
 func TestReset(t *testing.T) {
-	h := start(t, t.TempDir(), api.Config{Token: "tok"})
+	h := start(t, t.TempDir(), atropos.Config{Token: "tok"})
 	auth := []string{"Authorization", "Bearer tok"}
 	callAuth := func(method, url string, body []byte) map[string]any {
 		t.Helper()
@@ -193,7 +193,7 @@ func TestReset(t *testing.T) {
 // batch out) from a cross-site page, a group as text/plain, and any
 // request through a rebound DNS name.
 func TestBrowserPagesAreRefused(t *testing.T) {
-	h := start(t, t.TempDir(), api.Config{})
+	h := start(t, t.TempDir(), atropos.Config{})
 	startRun(t, h.url, 4, 2)
 	for _, tc := range []struct {
 		name, method, path string
@@ -240,7 +240,7 @@ func startRun(t *testing.T, u string, batch, groupSize int) {
 }
 
 func TestScoredDataPassesEveryFieldThrough(t *testing.T) {
-	h := start(t, t.TempDir(), api.Config{})
+	h := start(t, t.TempDir(), atropos.Config{})
 	startRun(t, h.url, 2, 2)
 	wantFields(t, "scored_data", callJSON(t, "POST", h.url+"/scored_data", fixture(t, "scored_data_full.json")), map[string]any{"status": "received"})
 	_, got := call(t, "GET", h.url+"/latest_example", nil)
@@ -254,7 +254,7 @@ func TestScoredDataPassesEveryFieldThrough(t *testing.T) {
 }
 
 func TestSchemaViolations(t *testing.T) {
-	h := start(t, t.TempDir(), api.Config{})
+	h := start(t, t.TempDir(), atropos.Config{})
 	startRun(t, h.url, 8, 2)
 	for _, tc := range []struct {
 		file string
@@ -341,7 +341,7 @@ func TestSchemaViolations(t *testing.T) {
 }
 
 func TestBufferedOddSizes(t *testing.T) {
-	backends(t, api.Config{}, func(t *testing.T, h *harness) {
+	backends(t, atropos.Config{}, func(t *testing.T, h *harness) {
 		u := h.url
 		startRun(t, u, 8, 4)
 		env := `, "env_id": 0`
@@ -360,7 +360,7 @@ func TestBufferedOddSizes(t *testing.T) {
 		wantFields(t, "no batch yet", callJSON(t, "GET", u+"/batch", nil), map[string]any{"batch": nil})
 		callJSON(t, "POST", u+"/scored_data", group(4, 20, env))
 		callJSON(t, "POST", u+"/scored_data", group(4, 21, env))
-		var b api.Batch
+		var b atropos.Batch
 		_, raw := call(t, "GET", u+"/batch", nil)
 		if err := json.Unmarshal(raw, &b); err != nil {
 			t.Fatal(err)
@@ -376,7 +376,7 @@ func TestBufferedOddSizes(t *testing.T) {
 }
 
 func TestDuplicatesDropped(t *testing.T) {
-	backends(t, api.Config{}, func(t *testing.T, h *harness) {
+	backends(t, atropos.Config{}, func(t *testing.T, h *harness) {
 		startRun(t, h.url, 8, 2)
 		for _, g := range [][]byte{
 			group(2, 1, `, "env_id": 0, "group_overrides": {"group_id": "a"}`),
@@ -392,7 +392,7 @@ func TestDuplicatesDropped(t *testing.T) {
 }
 
 func TestStaleGroupsDropped(t *testing.T) {
-	backends(t, api.Config{MaxStaleness: 1}, func(t *testing.T, h *harness) {
+	backends(t, atropos.Config{MaxStaleness: 1}, func(t *testing.T, h *harness) {
 		u := h.url
 		startRun(t, u, 2, 2)
 		pv := func(tag, v int) []byte {
@@ -414,7 +414,7 @@ func TestStaleGroupsDropped(t *testing.T) {
 }
 
 func TestBearerToken(t *testing.T) {
-	h := start(t, t.TempDir(), api.Config{Token: "s3cret-token"})
+	h := start(t, t.TempDir(), atropos.Config{Token: "s3cret-token"})
 	for _, tc := range []struct {
 		header []string
 		want   int
@@ -437,7 +437,7 @@ func TestBearerToken(t *testing.T) {
 }
 
 func TestBodyLimits(t *testing.T) {
-	h := start(t, t.TempDir(), api.Config{MaxBody: 4096, MaxDecompressed: 8192})
+	h := start(t, t.TempDir(), atropos.Config{MaxBody: 4096, MaxDecompressed: 8192})
 	startRun(t, h.url, 8, 2)
 	gz := func(b []byte) []byte {
 		var buf bytes.Buffer
@@ -473,7 +473,7 @@ func TestBodyLimits(t *testing.T) {
 // TestPublishConn checks that with WithPublishConn the groups go out on
 // that connection, and the rest (state, batches read back) on the other.
 func TestPublishConn(t *testing.T) {
-	emb, err := api.StartEmbedded(api.EmbeddedConfig{Dir: t.TempDir()})
+	emb, err := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +488,7 @@ func TestPublishConn(t *testing.T) {
 		emb.Shutdown()
 		t.Fatal(err)
 	}
-	srv, err := api.New(context.Background(), nc, api.Config{}, nil, api.WithPublishConn(pc))
+	srv, err := atropos.New(context.Background(), nc, atropos.Config{}, nil, atropos.WithPublishConn(pc))
 	if err != nil {
 		t.Fatal(err)
 	}

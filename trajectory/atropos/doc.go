@@ -1,4 +1,4 @@
-// Package api serves Atropos's trajectory API (NousResearch/atropos,
+// Package atropos serves Atropos's trajectory API (NousResearch/atropos,
 // atroposlib/api/server.py) so that an existing Atropos trainer or
 // environment runs against delegate unchanged, with the queue kept
 // durably in NATS JetStream instead of in memory.
@@ -32,4 +32,4 @@
 // sequence, environment, size, policy version); bodies stay in JetStream
 // and are read when a batch is sent. One Server owns one stream prefix:
 // run one API process per training run.
-package api
+package atropos

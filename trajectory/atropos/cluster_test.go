@@ -1,4 +1,4 @@
-package api_test
+package atropos_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
 // TestClusterNodeLoss runs the API on a three-node JetStream cluster of
@@ -31,9 +31,9 @@ func TestClusterNodeLoss(t *testing.T) {
 		clientURLs = append(clientURLs, "nats://"+ca)
 		routes = append(routes, "nats-route://"+ra)
 	}
-	var embs []*api.Embedded
+	var embs []*atropos.Embedded
 	for i := range nodes {
-		e, err := api.StartEmbedded(api.EmbeddedConfig{
+		e, err := atropos.StartEmbedded(atropos.EmbeddedConfig{
 			Dir: filepath.Join(dir, fmt.Sprint("n", i)), Name: fmt.Sprint("n", i), Listen: clientAddrs[i],
 			ClusterName: "delegate-test", ClusterListen: clusterAddrs[i], Routes: routes,
 		})
@@ -57,10 +57,10 @@ func TestClusterNodeLoss(t *testing.T) {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var srv *api.Server
+	var srv *atropos.Server
 	for { // the cluster elects its JetStream leader first
 		nctx, ncancel := context.WithTimeout(ctx, 5*time.Second)
-		srv, err = api.New(nctx, nc, api.Config{Replicas: 3}, nil)
+		srv, err = atropos.New(nctx, nc, atropos.Config{Replicas: 3}, nil)
 		ncancel()
 		if err == nil {
 			break
@@ -84,23 +84,23 @@ func TestClusterNodeLoss(t *testing.T) {
 	url := "http://" + ln.Addr().String()
 
 	const envs, groupsPerEnv, batchSize = 2, 30, 4
-	client := api.Client{URL: url, Retries: 40}
-	tr := &api.TrainerClient{Client: client, Poll: 5 * time.Millisecond}
-	if err := tr.Register(ctx, api.Registration{BatchSize: batchSize, MaxTokenLen: 64, NumSteps: 100}); err != nil {
+	client := atropos.Client{URL: url, Retries: 40}
+	tr := &atropos.TrainerClient{Client: client, Poll: 5 * time.Millisecond}
+	if err := tr.Register(ctx, atropos.Registration{BatchSize: batchSize, MaxTokenLen: 64, NumSteps: 100}); err != nil {
 		t.Fatal(err)
 	}
 	l := newLedger()
 	g, gctx := errgroup.WithContext(ctx)
 	for e := range envs {
 		g.Go(func() error {
-			ec := &api.EnvClient{Client: client, Poll: 5 * time.Millisecond,
-				Env: api.RegisterEnv{MaxTokenLength: 64, DesiredName: "c", Weight: 1, GroupSize: 2}}
+			ec := &atropos.EnvClient{Client: client, Poll: 5 * time.Millisecond,
+				Env: atropos.RegisterEnv{MaxTokenLength: 64, DesiredName: "c", Weight: 1, GroupSize: 2}}
 			if err := ec.Register(gctx); err != nil {
 				return err
 			}
 			for i := range groupsPerEnv {
 				tag := 1000*(e+1) + i
-				if _, err := ec.Push(gctx, api.ScoredData{Tokens: [][]int{{tag}, {tag}}, Masks: [][]int{{tag}, {tag}}, Scores: []float64{1, 0}}); err != nil {
+				if _, err := ec.Push(gctx, atropos.ScoredData{Tokens: [][]int{{tag}, {tag}}, Masks: [][]int{{tag}, {tag}}, Scores: []float64{1, 0}}); err != nil {
 					return err
 				}
 				l.ack(tag)
