@@ -125,8 +125,8 @@ func (s *apiSource) Next(ctx context.Context, step int) ([]rl.Group, error) {
 		}
 		// The parameters before this step are version step-1.
 		g.Staleness = -1
-		if v, ok := sd.GroupOverrides["policy_version"].(float64); ok && v == math.Trunc(v) && v >= 0 {
-			g.Staleness = max(step-1-int(v), 0)
+		if v := atropos.ReadGroupOverride(sd.GroupOverrides).PolicyVersion; v != nil {
+			g.Staleness = max(step-1-*v, 0)
 		}
 		groups = append(groups, g)
 	}
@@ -209,8 +209,8 @@ func groupOf(sd atropos.ScoredData, est reward.Estimator) (rl.Group, error) {
 			return rl.Group{}, fmt.Errorf("sequence %d: %w", i, err)
 		}
 		if i < len(sd.Overrides) {
-			ov := sd.Overrides[i]
-			if zero, _ := ov["set_advantage_to_zero"].(bool); zero {
+			ov := atropos.ReadSequenceOverride(sd.Overrides[i])
+			if ov.SetAdvantageToZero {
 				ro.Advantage = 0
 			}
 			outcomeOf(&ro, ov)
@@ -225,17 +225,10 @@ func groupOf(sd atropos.ScoredData, est reward.Estimator) (rl.Group, error) {
 // metrics: accuracy, delegation rate, and the numbers as scalars under
 // the in-process trainer's names. Other environments send none; a value
 // of the wrong type is left out.
-func outcomeOf(ro *rl.ScoredRollout, ov map[string]any) {
-	ro.Correct, _ = ov[atropos.OverrideCorrect].(bool)
-	ro.Delegated, _ = ov[atropos.OverrideDelegated].(bool)
-	for _, k := range []string{atropos.OverrideCalls, atropos.OverrideTokens, atropos.OverrideCost} {
-		if v, ok := ov[k].(float64); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
-			if ro.Scalars == nil {
-				ro.Scalars = map[string]float64{}
-			}
-			ro.Scalars[k] = v
-		}
-	}
+func outcomeOf(ro *rl.ScoredRollout, ov atropos.SequenceOverride) {
+	ro.Correct = ov.Correct != nil && *ov.Correct
+	ro.Delegated = ov.Delegated != nil && *ov.Delegated
+	ro.Scalars = ov.Scalars()
 }
 
 // sequenceAdvantage is the advantage of a sequence whose per-token
@@ -268,9 +261,12 @@ func sequenceAdvantage(adv []float64, masks []int) (float64, error) {
 // orders a step's groups, so that the update sums them in the same order;
 // a batch where some group has none stays in the order it came.
 func orderBatch(batch []atropos.ScoredData) {
-	key := func(sd atropos.ScoredData) (float64, bool) {
-		v, ok := sd.GroupOverrides["batch_order"].(float64)
-		return v, ok
+	key := func(sd atropos.ScoredData) (int, bool) {
+		v := atropos.ReadGroupOverride(sd.GroupOverrides).BatchOrder
+		if v == nil {
+			return 0, false
+		}
+		return *v, true
 	}
 	for _, sd := range batch {
 		if _, ok := key(sd); !ok {

@@ -251,7 +251,10 @@ func (s *pushSink) Send(ctx context.Context, g *rollout.GroupRecord) error {
 		return err
 	}
 	if s.batchOrder != nil {
-		sd.GroupOverrides["batch_order"] = s.batchOrder(g.Item)
+		o := groupOverride(g)
+		order := s.batchOrder(g.Item)
+		o.BatchOrder = &order
+		sd.GroupOverrides = o.Map()
 	}
 	resp, err := s.env.Push(ctx, sd)
 	var ae *delegate.APIError
@@ -293,14 +296,7 @@ func (s *pushSink) Close(ctx context.Context) error {
 func scoredData(g *rollout.GroupRecord) (atropos.ScoredData, error) {
 	sd := atropos.ScoredData{
 		Tokens: g.Tokens, Masks: g.Masks, Scores: g.Scores, InferenceLogprobs: g.InferenceLogprobs,
-		GroupOverrides: map[string]any{
-			"group_id":       g.Run + "/" + g.ID,
-			"group_size":     g.GroupOverrides.GroupSize,
-			"policy_version": g.PolicyVersion,
-		},
-	}
-	if len(g.GroupOverrides.Roles) > 0 {
-		sd.GroupOverrides["roles"] = g.GroupOverrides.Roles
+		GroupOverrides: groupOverride(g).Map(),
 	}
 	if len(g.SequenceRollout) != len(g.Tokens) {
 		return atropos.ScoredData{}, fmt.Errorf("group %s: %d sequences but %d rollout indices", g.ID, len(g.Tokens), len(g.SequenceRollout))
@@ -331,20 +327,25 @@ func scoredData(g *rollout.GroupRecord) (atropos.ScoredData, error) {
 			msgs = append(msgs, m)
 		}
 		sd.Messages = append(sd.Messages, msgs)
-		ov := map[string]any{"set_advantage_to_zero": g.Overrides[i].SetAdvantageToZero}
+		ov := atropos.SequenceOverride{SetAdvantageToZero: g.Overrides[i].SetAdvantageToZero}
 		if o := outcomes[g.SequenceRollout[i]]; o != nil {
 			// What the rollout was scored from, for the trainer's metrics.
-			if o.Correct != nil {
-				ov[atropos.OverrideCorrect] = *o.Correct
-			}
-			ov[atropos.OverrideDelegated] = o.Calls > 0
-			ov[atropos.OverrideCalls] = o.Calls
-			ov[atropos.OverrideTokens] = o.Tokens
-			ov[atropos.OverrideCost] = o.Cost
+			delegated := o.Calls > 0
+			calls, tokens, cost := float64(o.Calls), float64(o.Tokens), o.Cost
+			ov.Correct, ov.Delegated = o.Correct, &delegated
+			ov.Calls, ov.Tokens, ov.Cost = &calls, &tokens, &cost
 		}
-		sd.Overrides = append(sd.Overrides, ov)
+		sd.Overrides = append(sd.Overrides, ov.Map())
 	}
 	return sd, nil
+}
+
+// groupOverride is the group_overrides of g: its identity, for the API's
+// deduplication, its size, the policy version it was sampled with and
+// what played each role.
+func groupOverride(g *rollout.GroupRecord) atropos.GroupOverride {
+	v := g.PolicyVersion
+	return atropos.GroupOverride{GroupID: g.Run + "/" + g.ID, GroupSize: g.GroupOverrides.GroupSize, PolicyVersion: &v, Roles: g.GroupOverrides.Roles}
 }
 
 // messageMap is a message as an OpenAI-style JSON object.

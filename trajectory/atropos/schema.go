@@ -16,10 +16,8 @@ import (
 // ScoredData. Tokens holds full sequences; Masks is -100 where a token is
 // not trained and the token id where it is; Scores has one score per
 // sequence. The other fields are optional and passed through to the
-// trainer as sent. GroupOverrides may carry "group_id" (the group's
-// identity for deduplication), "policy_version" (the trainer step the
-// rollouts were sampled with) and "roles" (what played each role, a list
-// of delegate.RolePolicy).
+// trainer as sent. GroupOverrides and Overrides are free-form; what
+// delegate reads and writes in them is GroupOverride and SequenceOverride.
 type ScoredData struct {
 	Tokens            [][]int            `json:"tokens"`
 	Masks             [][]int            `json:"masks"`
@@ -97,19 +95,6 @@ type StatusEnv struct {
 	// sampled on-policy (process --push-sync).
 	TrainerStep int `json:"trainer_step"`
 }
-
-// Per-sequence overrides that delegate's environments send beside
-// Atropos's own (set_advantage_to_zero): what the sequence's rollout was
-// scored from, which delegate's trainer reports in its metrics (accuracy,
-// delegation rate, the means of the numbers). Atropos keeps a sequence's
-// overrides as a free-form object, so other trainers pass them by.
-const (
-	OverrideCorrect   = "correct"          // bool: the answer was right; absent: not known
-	OverrideDelegated = "delegated"        // bool: the rollout called a sub-agent
-	OverrideCalls     = "subagent_calls"   // number: its sub-agent calls
-	OverrideTokens    = "delegator_tokens" // number: the policy's generated tokens
-	OverrideCost      = "cost"             // number: its cost in dollars, every role's calls
-)
 
 // Status answers GET /status: the trainer's step and the groups queued.
 type Status struct {
@@ -399,25 +384,14 @@ func parseGroup(data []byte, lim idLimits, loc ...any) (*group, error) {
 		if err := json.Unmarshal(v, &over); err != nil {
 			return nil, &fieldError{loc: at("group_overrides"), msg: "Input should be a valid dictionary"}
 		}
-		if p, ok := over["policy_version"]; ok && !isNull(p) {
-			pv, err := strconv.ParseInt(string(p), 10, 64)
-			if err != nil {
-				return nil, &fieldError{loc: at("group_overrides", "policy_version"), msg: "Input should be a valid integer (the trainer step the rollouts were sampled with)"}
-			}
-			g.policy, g.hasPolicy = pv, true
+		o, ferr := parseGroupOverride(over, at("group_overrides"))
+		if ferr != nil {
+			return nil, ferr
 		}
-		if r, ok := over["roles"]; ok && !isNull(r) {
-			if _, err := GroupRoles(r); err != nil {
-				return nil, &fieldError{loc: at("group_overrides", "roles"), msg: "Input should be a valid list of roles: " + err.Error()}
-			}
+		if o.PolicyVersion != nil {
+			g.policy, g.hasPolicy = int64(*o.PolicyVersion), true
 		}
-		if id, ok := over["group_id"]; ok && !isNull(id) {
-			var str string
-			if json.Unmarshal(id, &str) != nil {
-				str = string(id) // a number or other JSON value: its text
-			}
-			explicitID = str
-		}
+		explicitID = o.GroupID
 	}
 	// The stored body, in Atropos's field order, in one allocation of its
 	// exact size: it outlives the request (the in-memory store keeps it).
