@@ -119,7 +119,7 @@ func TestGatewayCommand(t *testing.T) {
 		t.Errorf("group record %s: %d sequences, scores %v, advantages %v", g.ID, len(g.Tokens), g.Scores, g.Advantages)
 	}
 	// process --push's consumer reads it as one of its own.
-	if sd, err := scoredData(g); err != nil || len(sd.Tokens) != 2 || g.Run == "" {
+	if sd, err := atropos.ScoredDataOf(g); err != nil || len(sd.Tokens) != 2 || g.Run == "" {
 		t.Errorf("scoredData of the gateway's record: %v (run %q)", err, g.Run)
 	}
 	for _, id := range ids {
@@ -270,7 +270,7 @@ func TestGatewayPush(t *testing.T) {
 	if len(recs) != 1 || len(b.Batch) != 1 {
 		t.Fatalf("%d records, a batch of %d groups; want one of each", len(recs), len(b.Batch))
 	}
-	want, err := scoredData(recs[0])
+	want, err := atropos.ScoredDataOf(recs[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,19 +1,21 @@
-package main
+package atropos
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/rollout"
-	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
 // An environment under --push-sync starts its share of items only while
@@ -21,12 +23,12 @@ import (
 // and the policy server serves the trainer's newest step, which each item
 // it lets go is sampled by.
 func TestPushSyncWaitsForTheTrainer(t *testing.T) {
-	url := startAPI(t)
+	url := startPushAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	trainer := &atropos.TrainerClient{Client: atropos.Client{URL: url}, Poll: 20 * time.Millisecond}
+	trainer := &TrainerClient{Client: Client{URL: url}, Poll: 20 * time.Millisecond}
 	// Two groups of G=2 sequences per batch.
-	if err := trainer.Register(ctx, atropos.Registration{BatchSize: 4, MaxTokenLen: 512, NumSteps: 10}); err != nil {
+	if err := trainer.Register(ctx, Registration{BatchSize: 4, MaxTokenLen: 512, NumSteps: 10}); err != nil {
 		t.Fatal(err)
 	}
 	steps := make(chan int, 4)
@@ -38,7 +40,7 @@ func TestPushSyncWaitsForTheTrainer(t *testing.T) {
 		}()
 	}
 	next()
-	sink, err := newPushSink(ctx, io.Discard, pushFlags{url: url, name: "e", maxTokenLen: 512, sync: 2}, "", 2)
+	sink, err := NewPusher(ctx, io.Discard, PushConfig{URL: url, Name: "e", MaxTokenLen: 512, GroupSize: 2, Sync: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func TestPushSyncWaitsForTheTrainer(t *testing.T) {
 	push(t, ctx, sink, 0)
 	// An environment restarted in the middle of the step (its count
 	// starts again) fills the batch beside the group queued.
-	restarted, err := newPushSink(ctx, io.Discard, pushFlags{url: url, name: "e", maxTokenLen: 512, sync: 2}, "", 2)
+	restarted, err := NewPusher(ctx, io.Discard, PushConfig{URL: url, Name: "e", MaxTokenLen: 512, GroupSize: 2, Sync: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,12 +124,12 @@ func TestPushSyncWaitsForTheTrainer(t *testing.T) {
 }
 
 // push sends one group of two sequences through the sink's client.
-func push(t *testing.T, ctx context.Context, s *pushSink, tag int) {
+func push(t *testing.T, ctx context.Context, s *Pusher, tag int) {
 	t.Helper()
-	sd := atropos.ScoredData{
+	sd := ScoredData{
 		Tokens: [][]int{{1, tag}, {2, tag}}, Masks: [][]int{{-100, tag}, {-100, tag}}, Scores: []float64{0, 1},
 		InferenceLogprobs: [][]float64{{1, -0.5}, {1, -0.5}},
-		GroupOverrides:    map[string]any{"group_id": fmt.Sprint("g", tag), "group_size": 2},
+		GroupOverrides:    GroupOverride{GroupID: fmt.Sprint("g", tag), GroupSize: 2}.Map(),
 	}
 	if _, err := s.env.Push(ctx, sd); err != nil {
 		t.Fatal(err)
@@ -154,8 +156,8 @@ func TestPushRedirectDropsToken(t *testing.T) {
 	defer first.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := newPushSink(ctx, io.Discard, pushFlags{url: first.URL, name: "e", maxTokenLen: 512}, "secret-token", 2); err != nil {
-		t.Fatalf("newPushSink: %v", err)
+	if _, err := NewPusher(ctx, io.Discard, PushConfig{URL: first.URL, Token: "secret-token", Name: "e", MaxTokenLen: 512, GroupSize: 2}); err != nil {
+		t.Fatalf("NewPusher: %v", err)
 	}
 	close(got)
 	n := 0
@@ -174,16 +176,16 @@ func TestPushRedirectDropsToken(t *testing.T) {
 // trainer's vocabulary) is reported and not sent again: the environment
 // goes on with its next group instead of failing at every restart.
 func TestPushSkipsRefusedGroups(t *testing.T) {
-	url := startAPI(t)
+	url := startPushAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	trainer := &atropos.TrainerClient{Client: atropos.Client{URL: url}, Poll: 20 * time.Millisecond}
-	if err := trainer.Register(ctx, atropos.Registration{BatchSize: 4, MaxTokenLen: 512, NumSteps: 10, VocabSize: 272}); err != nil {
+	trainer := &TrainerClient{Client: Client{URL: url}, Poll: 20 * time.Millisecond}
+	if err := trainer.Register(ctx, Registration{BatchSize: 4, MaxTokenLen: 512, NumSteps: 10, VocabSize: 272}); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _, _ = trainer.Next(ctx) }() // starts the run; the answer is not needed
-	var out syncBuffer
-	sink, err := newPushSink(ctx, &out, pushFlags{url: url, name: "e", maxTokenLen: 512}, "", 2)
+	var out lockedBuffer
+	sink, err := NewPusher(ctx, &out, PushConfig{URL: url, Name: "e", MaxTokenLen: 512, GroupSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,4 +218,50 @@ func TestPushSkipsRefusedGroups(t *testing.T) {
 			t.Errorf("output %q: want %q", out.String(), want)
 		}
 	}
+}
+
+// startPushAPI serves an in-memory API on loopback until the test ends.
+func startPushAPI(t *testing.T) string {
+	t.Helper()
+	srv, err := NewInMemory(context.Background(), Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.HTTPServer(srv.Handler())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(ln) // ErrServerClosed after Shutdown
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := hs.Shutdown(ctx); err != nil {
+			t.Errorf("http shutdown: %v", err)
+		}
+		<-done
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -1,4 +1,4 @@
-package main
+package atropos
 
 import (
 	"reflect"
@@ -24,11 +24,11 @@ func TestScoredDataRoles(t *testing.T) {
 			g := &rollout.GroupRecord{ID: "t0#0", Tokens: [][]int{{1, 2}}, Masks: [][]int{{-100, 2}}, InferenceLogprobs: [][]float64{{1, -0.5}},
 				Scores: []float64{1}, Advantages: []float64{0}, SequenceRollout: []int{0}, NoTokens: []string{""}, Messages: [][]delegate.Turn{{}},
 				Overrides: []rollout.Override{{}}, GroupOverrides: rollout.GroupOverride{GroupSize: 1, Roles: tc.roles}}
-			sd, err := scoredData(g)
+			sd, err := ScoredDataOf(g)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := sd.GroupOverrides["roles"]; !reflect.DeepEqual(got, tc.want) {
+			if got := sd.GroupOverrides[keyRoles]; !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %#v, want %#v", got, tc.want)
 			}
 		})
