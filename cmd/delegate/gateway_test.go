@@ -120,7 +120,7 @@ func TestGatewayCommand(t *testing.T) {
 	}
 	// process --push's consumer reads it as one of its own.
 	if sd, err := atropos.ScoredDataOf(g); err != nil || len(sd.Tokens) != 2 || g.Run == "" {
-		t.Errorf("scoredData of the gateway's record: %v (run %q)", err, g.Run)
+		t.Errorf("ScoredDataOf the gateway's record: %v (run %q)", err, g.Run)
 	}
 	for _, id := range ids {
 		if strings.Contains(logs.String(), id) || strings.Contains(out.String(), id) {
