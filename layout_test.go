@@ -19,9 +19,8 @@ const module = "github.com/delegatelab/delegate"
 // a new package is placed in the layout on purpose.
 var allowedImports = map[string][]string{
 	"":                       {},
-	"api":                    {"", "internal/edge"},
 	"bench":                  {"", "store"},
-	"cmd/delegate":           {"", "api", "bench", "dataset", "internal/edge", "judge", "local", "models", "nn", "nn/infer", "openai", "pretrain", "reward", "rl", "rollout", "score", "server", "store", "strategy", "telemetry", "tokenizer", "train", "trajectory/gateway", "trajectory/openenv", "view", "world", "world/transcript"},
+	"cmd/delegate":           {"", "bench", "dataset", "internal/edge", "judge", "local", "models", "nn", "nn/infer", "openai", "pretrain", "reward", "rl", "rollout", "score", "server", "store", "strategy", "telemetry", "tokenizer", "train", "trajectory/atropos", "trajectory/gateway", "trajectory/openenv", "view", "world", "world/transcript"},
 	"constrain":              {},
 	"dataset":                {""},
 	"internal/edge":          {},
@@ -38,7 +37,7 @@ var allowedImports = map[string][]string{
 	"nn/train":               {"nn", "nn/kernel"},
 	"openai":                 {"", "internal/edge", "openai/wire"},
 	"openai/wire":            {},
-	"perf/api":               {"api", "internal/host"},
+	"perf/api":               {"internal/host", "trajectory/atropos"},
 	"perf/fanout":            {"", "internal/host", "openai", "strategy"},
 	"perf/gateway":           {"standin"},
 	"perf/gzipbomb":          {},
@@ -64,7 +63,8 @@ var allowedImports = map[string][]string{
 	"strategy":               {""},
 	"telemetry":              {""},
 	"tokenizer":              {""},
-	"train":                  {"", "api", "bench", "judge", "local", "models", "nn", "nn/train", "pretrain", "reward", "rl", "rollout", "strategy", "tokenizer", "world", "world/scripted", "world/transcript"},
+	"train":                  {"", "bench", "judge", "local", "models", "nn", "nn/train", "pretrain", "reward", "rl", "rollout", "strategy", "tokenizer", "trajectory/atropos", "world", "world/scripted", "world/transcript"},
+	"trajectory/atropos":     {"", "internal/edge", "reward", "rl", "rollout"},
 	"trajectory/gateway":     {"", "internal/edge", "reward", "rollout", "server", "store", "tokenizer"},
 	"trajectory/openenv":     {"", "reward", "strategy", "world", "world/transcript"},
 	"view":                   {"", "bench", "internal/edge", "rl", "rollout", "store", "trajectory/gateway"},
@@ -78,7 +78,7 @@ var allowedImports = map[string][]string{
 // (plus golang.org/x, which the Go team maintains).
 var thirdPartyAllowed = map[string]bool{
 	"cmd/delegate": true, "bench": true, "perf/llama2c": true, "perf/standin": true, "perf/fanout": true,
-	"api": true, "train": true, "view": true, "trajectory/openenv": true, "telemetry": true,
+	"train": true, "trajectory/atropos": true, "view": true, "trajectory/openenv": true, "telemetry": true,
 	// Prometheus's client library: the edge serves each server's registry,
 	// and each server registers its own collectors on it.
 	"internal/edge": true, "internal/edge/edgetest": true, "server": true, "standin": true,

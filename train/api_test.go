@@ -7,135 +7,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/api"
-	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 )
-
-func TestGroupOf(t *testing.T) {
-	const I = delegate.MaskIgnore
-	base := func() api.ScoredData {
-		return api.ScoredData{
-			Tokens:            [][]int{{1, 2, 3}, {1, 2, 4}},
-			Masks:             [][]int{{I, 2, 3}, {I, 2, 4}},
-			Scores:            []float64{1, 0},
-			InferenceLogprobs: [][]float64{{1, -0.5, -0.5}, {1, -0.5, -1}},
-		}
-	}
-	t.Run("advantages from the scores", func(t *testing.T) {
-		g, err := groupOf(base(), reward.GRPO)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(g.Rollouts) != 2 || !(g.Rollouts[0].Advantage > 0) || !(g.Rollouts[1].Advantage < 0) || !g.Rollouts[0].HasAdvantage {
-			t.Errorf("rollouts %+v: want the right one above 0, the wrong one below", g.Rollouts)
-		}
-		if e := g.Rollouts[0].Episodes[0]; len(e.Prompt) != 1 || e.Generated() != 2 {
-			t.Errorf("episode %+v: want a 1-token prompt and 2 trained tokens", e)
-		}
-	})
-	t.Run("advantages given, one zeroed", func(t *testing.T) {
-		sd := base()
-		sd.Advantages = [][]float64{{9, 0.7, 0.7}, {9, -0.7, -0.7}} // untrained positions do not count
-		sd.Overrides = []map[string]any{{"set_advantage_to_zero": true}, {}}
-		g, err := groupOf(sd, reward.GRPO)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g.Rollouts[0].Advantage != 0 || g.Rollouts[1].Advantage != -0.7 {
-			t.Errorf("advantages %v, %v; want 0 (overridden) and -0.7", g.Rollouts[0].Advantage, g.Rollouts[1].Advantage)
-		}
-	})
-	t.Run("what each sequence was scored from", func(t *testing.T) {
-		sd := base()
-		// As decoded from JSON: numbers are float64. The second sequence
-		// comes from an environment that says nothing, or says it wrong.
-		sd.Overrides = []map[string]any{
-			{api.OverrideCorrect: true, api.OverrideDelegated: true, api.OverrideCalls: 2.0, api.OverrideTokens: 31.0, api.OverrideCost: 0.25},
-			{api.OverrideCorrect: "yes", api.OverrideCalls: "two"},
-		}
-		g, err := groupOf(sd, reward.GRPO)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, b := g.Rollouts[0], g.Rollouts[1]
-		want := map[string]float64{"subagent_calls": 2, "delegator_tokens": 31, "cost": 0.25}
-		if !a.Correct || !a.Delegated || fmt.Sprint(a.Scalars) != fmt.Sprint(want) {
-			t.Errorf("first: correct %v, delegated %v, scalars %v; want true, true, %v", a.Correct, a.Delegated, a.Scalars, want)
-		}
-		if b.Correct || b.Delegated || b.Scalars != nil {
-			t.Errorf("second: correct %v, delegated %v, scalars %v; want nothing read", b.Correct, b.Delegated, b.Scalars)
-		}
-	})
-	t.Run("rloo of one sequence trains nothing", func(t *testing.T) {
-		sd := base()
-		sd.Tokens, sd.Masks, sd.Scores, sd.InferenceLogprobs = sd.Tokens[:1], sd.Masks[:1], sd.Scores[:1], sd.InferenceLogprobs[:1]
-		g, err := groupOf(sd, reward.RLOO)
-		if err != nil || len(g.Rollouts) != 0 {
-			t.Errorf("groupOf: %+v, %v; want an empty group", g, err)
-		}
-	})
-	for _, tt := range []struct {
-		name string
-		edit func(*api.ScoredData)
-		want string
-	}{
-		{"no logprobs", func(sd *api.ScoredData) { sd.InferenceLogprobs = nil }, "inference_logprobs"},
-		{"advantages differ within a sequence", func(sd *api.ScoredData) { sd.Advantages = [][]float64{{0, 1, 2}, {0, 1, 1}} }, "one advantage per sequence"},
-		{"a mask that is not its token", func(sd *api.ScoredData) { sd.Masks[1][2] = 7 }, "sequence 1: mask 7"},
-		{"scores missing", func(sd *api.ScoredData) { sd.Scores = sd.Scores[:1] }, "1 scores"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			sd := base()
-			tt.edit(&sd)
-			if _, err := groupOf(sd, reward.GRPO); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("groupOf: %v, want an error containing %q", err, tt.want)
-			}
-		})
-	}
-}
-
-// TestOrderBatch: a batch whose groups all carry batch_order is put in
-// that order (stable for equal places); one where some group has none is
-// left as it came.
-func TestOrderBatch(t *testing.T) {
-	group := func(score float64, order ...float64) api.ScoredData {
-		sd := api.ScoredData{Scores: []float64{score}, GroupOverrides: map[string]any{}}
-		if len(order) > 0 {
-			sd.GroupOverrides["batch_order"] = order[0]
-		}
-		return sd
-	}
-	tests := []struct {
-		name  string
-		batch []api.ScoredData
-		want  []float64 // the scores, in order
-	}{
-		{"ordered", []api.ScoredData{group(2, 2), group(0, 0), group(3, 3), group(1, 1)}, []float64{0, 1, 2, 3}},
-		{"equal places keep their order", []api.ScoredData{group(1, 1), group(0, 0), group(2, 1)}, []float64{0, 1, 2}},
-		{"one without a place", []api.ScoredData{group(2, 2), group(0), group(1, 1)}, []float64{2, 0, 1}},
-		{"none", []api.ScoredData{group(1), group(0)}, []float64{1, 0}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			orderBatch(tt.batch)
-			var got []float64
-			for _, sd := range tt.batch {
-				got = append(got, sd.Scores[0])
-			}
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("order %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
 
 // A group train --api cannot train on (a token id beyond the policy's
 // vocabulary, which an API without the trainer's vocab_size passes on;
@@ -144,7 +24,7 @@ func TestOrderBatch(t *testing.T) {
 // of nothing but such groups is skipped) instead of failing at every
 // rerun.
 func TestFromAPIQuarantinesBadGroups(t *testing.T) {
-	srv, err := api.NewInMemory(context.Background(), api.Config{}, nil)
+	srv, err := atropos.NewInMemory(context.Background(), atropos.Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,26 +35,26 @@ func TestFromAPIQuarantinesBadGroups(t *testing.T) {
 
 	// An Atropos-style trainer registered the run first, without a
 	// vocab_size: the API cannot check the ids.
-	first := &api.TrainerClient{Client: api.Client{URL: hs.URL}}
-	if err := first.Register(ctx, api.Registration{BatchSize: 4, MaxTokenLen: 1024, NumSteps: 2}); err != nil {
+	first := &atropos.TrainerClient{Client: atropos.Client{URL: hs.URL}}
+	if err := first.Register(ctx, atropos.Registration{BatchSize: 4, MaxTokenLen: 1024, NumSteps: 2}); err != nil {
 		t.Fatal(err)
 	}
 
 	cfg := tinyConfig(t)
 	cfg.RL.GroupSize, cfg.RL.ItemsPerStep, cfg.RL.Steps = 2, 2, 2
 	cfg.RL.Schedule.Total = 2
-	trainer := &api.TrainerClient{Client: api.Client{URL: hs.URL}, Poll: 10 * time.Millisecond}
+	trainer := &atropos.TrainerClient{Client: atropos.Client{URL: hs.URL}, Poll: 10 * time.Millisecond}
 	done := make(chan error, 1)
 	go func() { done <- FromAPI(ctx, cfg, trainer, nil) }()
 
-	env := &api.EnvClient{Client: api.Client{URL: hs.URL}, Poll: 10 * time.Millisecond,
-		Env: api.RegisterEnv{MaxTokenLength: 1024, DesiredName: "e", Weight: 1, GroupSize: 2}}
+	env := &atropos.EnvClient{Client: atropos.Client{URL: hs.URL}, Poll: 10 * time.Millisecond,
+		Env: atropos.RegisterEnv{MaxTokenLength: 1024, DesiredName: "e", Weight: 1, GroupSize: 2}}
 	if err := env.Register(ctx); err != nil {
 		t.Fatal(err)
 	}
 	const I = delegate.MaskIgnore
-	grp := func(a, b int, logprobs bool) api.ScoredData {
-		sd := api.ScoredData{
+	grp := func(a, b int, logprobs bool) atropos.ScoredData {
+		sd := atropos.ScoredData{
 			Tokens: [][]int{{1, a, 3}, {1, b, 4}},
 			Masks:  [][]int{{I, a, 3}, {I, b, 4}},
 			Scores: []float64{1, 0},
@@ -185,7 +65,7 @@ func TestFromAPIQuarantinesBadGroups(t *testing.T) {
 		return sd
 	}
 	beyond := tokenizer.VocabSize + 28
-	for i, g := range []api.ScoredData{
+	for i, g := range []atropos.ScoredData{
 		grp(beyond, 5, true), grp(6, 7, false), // step 1: both quarantined
 		grp(8, beyond+1, true), grp(9, 10, true), // step 2: one trained
 	} {
@@ -229,12 +109,12 @@ func TestFromAPIQuarantinesBadGroups(t *testing.T) {
 	}
 	var got []string
 	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
-		var rec QuarantineRecord
+		var rec atropos.QuarantineRecord
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("quarantine line %q: %v", line, err)
 		}
-		if rec.Version != QuarantineVersion || len(rec.Data.Tokens) != 2 {
-			t.Errorf("record %+v: want version %d and the group's data", rec, QuarantineVersion)
+		if rec.Version != atropos.QuarantineVersion || len(rec.Data.Tokens) != 2 {
+			t.Errorf("record %+v: want version %d and the group's data", rec, atropos.QuarantineVersion)
 		}
 		got = append(got, fmt.Sprintf("%d %s", rec.Step, rec.Reason))
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 	"github.com/delegatelab/delegate/trajectory/openenv"
 )
@@ -38,7 +38,7 @@ func (echoEnv) Close() error { return nil }
 // and the gateway's base URL.
 func liveServers(t testing.TB) ([]LiveServer, string) {
 	t.Helper()
-	as, err := api.NewInMemory(context.Background(), api.Config{Token: "api-token"}, nil)
+	as, err := atropos.NewInMemory(context.Background(), atropos.Config{Token: "api-token"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

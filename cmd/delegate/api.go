@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/internal/edge"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
 // apiTokenEnv is the environment variable holding the trajectory API's
@@ -85,7 +85,7 @@ func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	if err := edge.CheckExposure(f.addr, token != "", f.insecure, "a token: set --token (or $DELEGATE_API_TOKEN)"); err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
-	cfg := api.Config{
+	cfg := atropos.Config{
 		Prefix: f.prefix, Replicas: f.replicas, KeepSteps: f.keepSteps, MaxStaleness: f.maxStaleness,
 		MaxBody: f.maxBody, InflateBudget: f.inflate, Token: token, Hosts: f.hosts,
 	}
@@ -117,7 +117,7 @@ func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 		if f.replicas != 1 {
 			return fmt.Errorf("api: --replicas %d needs a cluster (--nats)", f.replicas)
 		}
-		emb, err := api.StartEmbedded(api.EmbeddedConfig{Dir: f.data, SyncAlways: f.syncAlways})
+		emb, err := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: f.data, SyncAlways: f.syncAlways})
 		if err != nil {
 			return fmt.Errorf("api: %w", err)
 		}
@@ -132,7 +132,7 @@ func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 		where = "embedded JetStream in " + f.data
 	}
 	defer pc.Close()
-	srv, err := api.New(ctx, nc, cfg, log, api.WithPublishConn(pc))
+	srv, err := atropos.New(ctx, nc, cfg, log, atropos.WithPublishConn(pc))
 	// A cluster that has just started elects its JetStream leader first:
 	// keep asking for up to half a minute before giving up.
 	for deadline := time.Now().Add(30 * time.Second); err != nil && f.natsURL != "" && time.Now().Before(deadline) && ctx.Err() == nil; {
@@ -142,7 +142,7 @@ func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 		case <-ctx.Done():
 			return fmt.Errorf("api: %w", ctx.Err())
 		}
-		srv, err = api.New(ctx, nc, cfg, log, api.WithPublishConn(pc))
+		srv, err = atropos.New(ctx, nc, cfg, log, atropos.WithPublishConn(pc))
 	}
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/delegatelab/delegate/score"
 	"github.com/delegatelab/delegate/server"
 	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 	"github.com/delegatelab/delegate/world"
 )
@@ -152,7 +153,7 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 	}
 	if f.push.url != "" {
 		fmt.Fprintf(out, "gateway: registering with the trajectory API at %s (waits for a trainer to start)\n", f.push.url)
-		sink, err := newPushSink(ctx, out, f.push, getenv(apiTokenEnv), f.group)
+		sink, err := atropos.NewPusher(ctx, out, f.push.config(getenv(apiTokenEnv), f.group))
 		if err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}

@@ -20,9 +20,9 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
@@ -119,8 +119,8 @@ func TestGatewayCommand(t *testing.T) {
 		t.Errorf("group record %s: %d sequences, scores %v, advantages %v", g.ID, len(g.Tokens), g.Scores, g.Advantages)
 	}
 	// process --push's consumer reads it as one of its own.
-	if sd, err := scoredData(g); err != nil || len(sd.Tokens) != 2 || g.Run == "" {
-		t.Errorf("scoredData of the gateway's record: %v (run %q)", err, g.Run)
+	if sd, err := atropos.ScoredDataOf(g); err != nil || len(sd.Tokens) != 2 || g.Run == "" {
+		t.Errorf("ScoredDataOf the gateway's record: %v (run %q)", err, g.Run)
 	}
 	for _, id := range ids {
 		if strings.Contains(logs.String(), id) || strings.Contains(out.String(), id) {
@@ -201,12 +201,12 @@ func TestGatewayPush(t *testing.T) {
 	url := startAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	trainer := &api.TrainerClient{Client: api.Client{URL: url}, Poll: 20 * time.Millisecond}
+	trainer := &atropos.TrainerClient{Client: atropos.Client{URL: url}, Poll: 20 * time.Millisecond}
 	// One group of two sessions, the solver's samples, is a batch.
-	if err := trainer.Register(ctx, api.Registration{BatchSize: 2, MaxTokenLen: 512, NumSteps: 10}); err != nil {
+	if err := trainer.Register(ctx, atropos.Registration{BatchSize: 2, MaxTokenLen: 512, NumSteps: 10}); err != nil {
 		t.Fatal(err)
 	}
-	batches := make(chan api.Batch, 2)
+	batches := make(chan atropos.Batch, 2)
 	next := func() {
 		go func() {
 			if b, err := trainer.Next(ctx); err == nil {
@@ -260,7 +260,7 @@ func TestGatewayPush(t *testing.T) {
 	}
 	session("56*23")
 	session("57*23") // wrong against 1288: the group's rewards differ
-	var b api.Batch
+	var b atropos.Batch
 	select {
 	case b = <-batches:
 	case <-ctx.Done():
@@ -270,7 +270,7 @@ func TestGatewayPush(t *testing.T) {
 	if len(recs) != 1 || len(b.Batch) != 1 {
 		t.Fatalf("%d records, a batch of %d groups; want one of each", len(recs), len(b.Batch))
 	}
-	want, err := scoredData(recs[0])
+	want, err := atropos.ScoredDataOf(recs[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -217,7 +218,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	}
 	if f.push.url != "" {
 		fmt.Fprintf(out, "process: registering with the trajectory API at %s (waits for a trainer to start)\n", f.push.url)
-		sink, err := newPushSink(ctx, out, f.push, getenv(apiTokenEnv), f.group)
+		sink, err := atropos.NewPusher(ctx, out, f.push.config(getenv(apiTokenEnv), f.group))
 		if err != nil {
 			return err
 		}
@@ -226,7 +227,7 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 			_ = sink.Close(context.WithoutCancel(ctx))
 		}()
 		if at != nil {
-			sink.batchOrder = func(item int) int { return at[item].index }
+			sink.BatchOrder = func(item int) int { return at[item].index }
 		}
 		rc.Sink = sink
 	}

@@ -22,11 +22,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/store"
 	"github.com/delegatelab/delegate/train"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -249,12 +249,12 @@ func TestTrainProcessesSurvivesKills(t *testing.T) {
 func checkDelivery(t *testing.T, out string, steps, groupsPerStep int) {
 	t.Helper()
 	url := startAPIAt(t, filepath.Join(out, procsAPIDir))
-	batch := func(step int) []api.ScoredData {
+	batch := func(step int) []atropos.ScoredData {
 		resp, err := http.Get(fmt.Sprintf("%s/batch?step=%d", url, step))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var b api.Batch
+		var b atropos.Batch
 		err = json.NewDecoder(resp.Body).Decode(&b)
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != http.StatusOK {
@@ -319,7 +319,7 @@ func checkDelivery(t *testing.T, out string, steps, groupsPerStep int) {
 			t.Errorf("group %q handed to the trainer %d times (written by an environment: %v); want once, and written", id, n, written[id])
 		}
 	}
-	st, err := (&api.TrainerClient{Client: api.Client{URL: url}}).Status(context.Background())
+	st, err := (&atropos.TrainerClient{Client: atropos.Client{URL: url}}).Status(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -87,12 +87,12 @@ func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	trainer := &api.TrainerClient{Client: api.Client{URL: url}, Poll: 50 * time.Millisecond}
+	trainer := &atropos.TrainerClient{Client: atropos.Client{URL: url}, Poll: 50 * time.Millisecond}
 	// One group of G=2 sequences per batch.
-	if err := trainer.Register(ctx, api.Registration{BatchSize: 2, MaxTokenLen: 512, NumSteps: 10}); err != nil {
+	if err := trainer.Register(ctx, atropos.Registration{BatchSize: 2, MaxTokenLen: 512, NumSteps: 10}); err != nil {
 		t.Fatal(err)
 	}
-	batches := make(chan api.Batch, 8)
+	batches := make(chan atropos.Batch, 8)
 	go func() {
 		for {
 			b, err := trainer.Next(ctx)
@@ -117,7 +117,7 @@ func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
 	records := readGroupRecords(t, filepath.Join(out, "groups.jsonl"))
 	seen := map[string]int{}
 	for len(seen) < len(written) {
-		var b api.Batch
+		var b atropos.Batch
 		select {
 		case b = <-batches:
 		case <-ctx.Done():
@@ -201,7 +201,7 @@ func readGroupRecords(t *testing.T, path string) map[string]*rollout.GroupRecord
 // sameAsProcess checks that the API's group g is process's rec: each
 // sequence's tokens, and its advantage at every token; each rollout's
 // sequences its episode's samples; the same roles, trained and frozen.
-func sameAsProcess(t *testing.T, id string, g api.ScoredData, rec *rollout.GroupRecord) {
+func sameAsProcess(t *testing.T, id string, g atropos.ScoredData, rec *rollout.GroupRecord) {
 	t.Helper()
 	if len(g.Tokens) != len(rec.Tokens) {
 		t.Fatalf("group %s: %d sequences from the API, %d in process", id, len(g.Tokens), len(rec.Tokens))
@@ -232,7 +232,7 @@ func sameAsProcess(t *testing.T, id string, g api.ScoredData, rec *rollout.Group
 	if err != nil {
 		t.Fatal(err)
 	}
-	roles, err := api.GroupRoles(raw)
+	roles, err := atropos.GroupRoles(raw)
 	if err != nil || len(roles) == 0 || !reflect.DeepEqual(roles, rec.GroupOverrides.Roles) {
 		t.Errorf("group %s: roles from the API %+v (%v), process's %+v", id, roles, err, rec.GroupOverrides.Roles)
 	}
@@ -381,9 +381,9 @@ func TestTopologyOnAClusterLosingANode(t *testing.T) {
 		clientAddrs, clusterAddrs = append(clientAddrs, ca), append(clusterAddrs, ra)
 		urls, routes = append(urls, "nats://"+ca), append(routes, "nats-route://"+ra)
 	}
-	var nodes []*api.Embedded
+	var nodes []*atropos.Embedded
 	for i := range 3 {
-		e, err := api.StartEmbedded(api.EmbeddedConfig{Dir: filepath.Join(dir, fmt.Sprint("n", i)), Name: fmt.Sprint("n", i),
+		e, err := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: filepath.Join(dir, fmt.Sprint("n", i)), Name: fmt.Sprint("n", i),
 			Listen: clientAddrs[i], ClusterName: "delegate-test", ClusterListen: clusterAddrs[i], Routes: routes})
 		if err != nil {
 			t.Fatal(err)

@@ -14,11 +14,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/delegatelab/delegate/api"
 	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/train"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -566,7 +566,7 @@ func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, toke
 	// Each GET /batch is held by delegate's API until the batch is ready
 	// (up to 10 s, then asked again): the batch comes as the last group
 	// of it does. Atropos's server answers at once, and is polled.
-	client := &api.TrainerClient{Client: api.Client{URL: url, Token: token}, Poll: 20 * time.Millisecond, Wait: 10 * time.Second}
+	client := &atropos.TrainerClient{Client: atropos.Client{URL: url, Token: token}, Poll: 20 * time.Millisecond, Wait: 10 * time.Second}
 	progress := make(chan rl.Progress, 64)
 	done := make(chan struct{})
 	go func() {

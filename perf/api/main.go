@@ -35,7 +35,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/delegatelab/delegate/api"
+	"github.com/delegatelab/delegate/trajectory/atropos"
 
 	"github.com/delegatelab/delegate/internal/host"
 )
@@ -98,13 +98,13 @@ func runServer(kind, data, profile, memProfile string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	var srv *api.Server
+	var srv *atropos.Server
 	var err error
 	switch kind {
 	case "memory":
-		srv, err = api.NewInMemory(ctx, api.Config{}, log)
+		srv, err = atropos.NewInMemory(ctx, atropos.Config{}, log)
 	case "jetstream":
-		emb, eerr := api.StartEmbedded(api.EmbeddedConfig{Dir: data})
+		emb, eerr := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: data})
 		if eerr != nil {
 			return eerr
 		}
@@ -119,7 +119,7 @@ func runServer(kind, data, profile, memProfile string) error {
 			return cerr
 		}
 		defer pc.Close()
-		srv, err = api.New(ctx, nc, api.Config{}, log, api.WithPublishConn(pc))
+		srv, err = atropos.New(ctx, nc, atropos.Config{}, log, atropos.WithPublishConn(pc))
 	default:
 		return fmt.Errorf("unknown server kind %q", kind)
 	}
@@ -432,8 +432,8 @@ func measure(ctx context.Context, o options, kind string, bodies []*template, pr
 	r.rssStart = rss(pid)
 	cpu0 := cpuTime(pid)
 
-	tr := &api.TrainerClient{Client: api.Client{URL: url}, Poll: 20 * time.Millisecond}
-	if err := tr.Register(ctx, api.Registration{BatchSize: o.batch, MaxTokenLen: o.tokens, NumSteps: 1 << 30, CheckpointDir: dir}); err != nil {
+	tr := &atropos.TrainerClient{Client: atropos.Client{URL: url}, Poll: 20 * time.Millisecond}
+	if err := tr.Register(ctx, atropos.Registration{BatchSize: o.batch, MaxTokenLen: o.tokens, NumSteps: 1 << 30, CheckpointDir: dir}); err != nil {
 		return r, err
 	}
 	lctx, cancel := context.WithCancel(ctx)
@@ -447,8 +447,8 @@ func measure(ctx context.Context, o options, kind string, bodies []*template, pr
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ec := &api.EnvClient{Client: api.Client{URL: url, Plain: true}, Poll: 20 * time.Millisecond, MaxBatchesOffpolicy: o.offpolicy,
-				Env: api.RegisterEnv{MaxTokenLength: o.tokens, DesiredName: "perf", Weight: 1, GroupSize: o.groupSize}}
+			ec := &atropos.EnvClient{Client: atropos.Client{URL: url, Plain: true}, Poll: 20 * time.Millisecond, MaxBatchesOffpolicy: o.offpolicy,
+				Env: atropos.RegisterEnv{MaxTokenLength: o.tokens, DesiredName: "perf", Weight: 1, GroupSize: o.groupSize}}
 			if err := ec.Register(lctx); err != nil {
 				errc <- err
 				return

@@ -1,0 +1,194 @@
+package atropos
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+
+	"github.com/delegatelab/delegate"
+)
+
+// The keys of group_overrides and of a sequence's overrides that delegate
+// writes and reads. This file is the only place that spells them.
+const (
+	keyGroupID            = "group_id"
+	keyGroupSize          = "group_size"
+	keyPolicyVersion      = "policy_version"
+	keyBatchOrder         = "batch_order"
+	keyRoles              = "roles"
+	keySetAdvantageToZero = "set_advantage_to_zero"
+)
+
+// Per-sequence overrides that delegate's environments send beside
+// Atropos's own (set_advantage_to_zero): what the sequence's rollout was
+// scored from, which delegate's trainer reports in its metrics (accuracy,
+// delegation rate, the means of the numbers). Atropos keeps a sequence's
+// overrides as a free-form object, so other trainers pass them by.
+const (
+	OverrideCorrect   = "correct"          // bool: the answer was right; absent: not known
+	OverrideDelegated = "delegated"        // bool: the rollout called a sub-agent
+	OverrideCalls     = "subagent_calls"   // number: its sub-agent calls
+	OverrideTokens    = "delegator_tokens" // number: the policy's generated tokens
+	OverrideCost      = "cost"             // number: its cost in dollars, every role's calls
+)
+
+// GroupOverride is what delegate reads and writes in a group's
+// group_overrides. A nil pointer or empty value is a key left out.
+type GroupOverride struct {
+	// GroupID is the group's identity for the API's deduplication.
+	GroupID string
+	// GroupSize is the group's size; 0 leaves it out.
+	GroupSize int
+	// PolicyVersion is the trainer step the rollouts were sampled with.
+	PolicyVersion *int
+	// BatchOrder is the group's item's place among its step's items, so
+	// that the trainer orders a batch as the in-process loop does.
+	BatchOrder *int
+	// Roles says what played each role.
+	Roles []delegate.RolePolicy
+}
+
+// Map is o as the free-form object ScoredData.GroupOverrides holds.
+func (o GroupOverride) Map() map[string]any {
+	m := map[string]any{}
+	if o.GroupID != "" {
+		m[keyGroupID] = o.GroupID
+	}
+	if o.GroupSize > 0 {
+		m[keyGroupSize] = o.GroupSize
+	}
+	if o.PolicyVersion != nil {
+		m[keyPolicyVersion] = *o.PolicyVersion
+	}
+	if o.BatchOrder != nil {
+		m[keyBatchOrder] = *o.BatchOrder
+	}
+	if len(o.Roles) > 0 {
+		m[keyRoles] = o.Roles
+	}
+	return m
+}
+
+// ReadGroupOverride reads what a trainer uses of a decoded group_overrides:
+// the policy version (a whole number, not negative) and the batch order (a
+// whole number). A value of the wrong type is left out; roles and the
+// group's id and size are the API's business and are not read.
+func ReadGroupOverride(m map[string]any) GroupOverride {
+	var o GroupOverride
+	if v, ok := wholeNumber(m[keyPolicyVersion]); ok && v >= 0 {
+		o.PolicyVersion = &v
+	}
+	if v, ok := wholeNumber(m[keyBatchOrder]); ok {
+		o.BatchOrder = &v
+	}
+	return o
+}
+
+// wholeNumber is v as an int when it is a JSON number without a fraction.
+func wholeNumber(v any) (int, bool) {
+	f, ok := v.(float64)
+	if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return 0, false
+	}
+	return int(f), true
+}
+
+// parseGroupOverride checks a pushed group's group_overrides as the API
+// stores it: policy_version an integer, roles a list of roles. It returns
+// the policy version and the group id the API keys groups by. loc is
+// where group_overrides is in the request, for errors.
+func parseGroupOverride(over map[string]json.RawMessage, loc []any) (GroupOverride, *fieldError) {
+	at := func(key string) []any { return append(append([]any{}, loc...), key) }
+	var o GroupOverride
+	if p, ok := over[keyPolicyVersion]; ok && !isNull(p) {
+		pv, err := strconv.ParseInt(string(p), 10, 64)
+		if err != nil {
+			return o, &fieldError{loc: at(keyPolicyVersion), msg: "Input should be a valid integer (the trainer step the rollouts were sampled with)"}
+		}
+		v := int(pv)
+		o.PolicyVersion = &v
+	}
+	if r, ok := over[keyRoles]; ok && !isNull(r) {
+		roles, err := GroupRoles(r)
+		if err != nil {
+			return o, &fieldError{loc: at(keyRoles), msg: "Input should be a valid list of roles: " + err.Error()}
+		}
+		o.Roles = roles
+	}
+	if id, ok := over[keyGroupID]; ok && !isNull(id) {
+		var str string
+		if json.Unmarshal(id, &str) != nil {
+			str = string(id) // a number or other JSON value: its text
+		}
+		o.GroupID = str
+	}
+	return o, nil
+}
+
+// SequenceOverride is what delegate reads and writes in one sequence's
+// overrides: Atropos's set_advantage_to_zero and what the sequence's
+// rollout was scored from (the Override keys). A nil pointer is a key
+// left out.
+type SequenceOverride struct {
+	SetAdvantageToZero bool
+	Correct            *bool
+	Delegated          *bool
+	// Calls, Tokens and Cost are numbers the trainer reports as scalars
+	// under OverrideCalls, OverrideTokens and OverrideCost.
+	Calls, Tokens, Cost *float64
+}
+
+// Map is o as the free-form object of ScoredData.Overrides.
+func (o SequenceOverride) Map() map[string]any {
+	m := map[string]any{keySetAdvantageToZero: o.SetAdvantageToZero}
+	if o.Correct != nil {
+		m[OverrideCorrect] = *o.Correct
+	}
+	if o.Delegated != nil {
+		m[OverrideDelegated] = *o.Delegated
+	}
+	for k, v := range o.numbers() {
+		if v != nil {
+			m[k] = *v
+		}
+	}
+	return m
+}
+
+// ReadSequenceOverride reads a decoded sequence's overrides. A value of
+// the wrong type, or a number that is not finite, is left out.
+func ReadSequenceOverride(m map[string]any) SequenceOverride {
+	var o SequenceOverride
+	o.SetAdvantageToZero, _ = m[keySetAdvantageToZero].(bool)
+	if v, ok := m[OverrideCorrect].(bool); ok {
+		o.Correct = &v
+	}
+	if v, ok := m[OverrideDelegated].(bool); ok {
+		o.Delegated = &v
+	}
+	for k, p := range map[string]**float64{OverrideCalls: &o.Calls, OverrideTokens: &o.Tokens, OverrideCost: &o.Cost} {
+		if v, ok := m[k].(float64); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
+			*p = &v
+		}
+	}
+	return o
+}
+
+// Scalars are o's numbers by their keys, nil when it has none.
+func (o SequenceOverride) Scalars() map[string]float64 {
+	var s map[string]float64
+	for k, v := range o.numbers() {
+		if v == nil {
+			continue
+		}
+		if s == nil {
+			s = map[string]float64{}
+		}
+		s[k] = *v
+	}
+	return s
+}
+
+func (o SequenceOverride) numbers() map[string]*float64 {
+	return map[string]*float64{OverrideCalls: o.Calls, OverrideTokens: o.Tokens, OverrideCost: o.Cost}
+}

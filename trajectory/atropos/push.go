@@ -1,0 +1,398 @@
+package atropos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/internal/edge"
+	"github.com/delegatelab/delegate/rollout"
+)
+
+// PushConfig configures a Pusher: the API and the environment it
+// registers as.
+type PushConfig struct {
+	URL         string  // the API's base URL
+	Token       string  // the API's bearer token; "" for none
+	Name        string  // the environment's desired name
+	Weight      float64 // the environment's weight in batches
+	MaxTokenLen int     // the environment's max_token_length
+	GroupSize   int     // the environment's group_size
+	OffPolicy   int     // max_batches_offpolicy: pause while the queue holds this many batches
+	// Sync, when positive, is the items this environment samples per
+	// trainer step, each started only once the trainer has finished every
+	// batch handed out and the queue holds less than a batch: on-policy,
+	// as the in-process loop samples.
+	Sync int
+	// SyncPolicy, with Sync, is the base URL of the delegate serve that
+	// samples the policy: an item starts only once every model it follows
+	// a checkpoint with serves the trainer's step (GET /health's
+	// policy_versions), so that the first call of an item is not answered
+	// by the step before.
+	SyncPolicy string
+}
+
+// Pusher hands group records to a trajectory API as an Atropos
+// environment does: registered (waiting for the trainer to start), paced
+// by GET /status-env, every group sent to POST /scored_data in Atropos's
+// ScoredData schema. It is the rollout.Sink of process --push and of the
+// gateway. Its methods may run concurrently.
+type Pusher struct {
+	env *EnvClient
+	out io.Writer // a line for each pause of a second or more
+	// offPolicy bounds, besides the queue, the batches the API has
+	// assembled that the trainer has not fetched yet.
+	offPolicy int
+
+	// sync, syncPolicy: see PushConfig; hold is how long a look may be
+	// held by the API or the policy server until something changes; poll
+	// is the wait between looks at a server that answers at once.
+	sync       int
+	syncPolicy string
+	hold       time.Duration
+	poll       time.Duration
+	stall      time.Duration // syncStall, shorter in tests
+	http       *http.Client
+
+	mu      sync.Mutex
+	paused  time.Duration // summed over items
+	refused int           // groups the API refused for good
+	// The step whose policy the items now starting sample (sync), when
+	// the trainer reached it, and how many items started on it.
+	syncStep    int
+	syncSince   time.Time
+	syncStarted int
+	// The longest a step took from this environment's first item on it
+	// to the trainer's next step: a stall is counted against it.
+	syncFirst   time.Time
+	syncLongest time.Duration
+
+	// BatchOrder, when set, gives a task's place among its trainer
+	// step's items (process --train-pool), sent as the group's
+	// batch_order so that the trainer orders a batch as train does. Set
+	// it before the first Send.
+	BatchOrder func(item int) int
+}
+
+// syncStall is how long at least an environment under --push-sync waits,
+// its share of a step started, for the trainer to go past that step
+// before it starts one more item (three times the longest step it saw,
+// when longer): a group that was dropped (its rollouts failed) leaves the
+// batch short, and only another item fills it.
+const syncStall = 10 * time.Second
+
+// syncHold is how long the API or the policy server may hold a look of an
+// environment under --push-sync (see waitSync): an upper bound on the
+// delay of a stall's detection, not a delay of the loop.
+const syncHold = time.Second
+
+// NewPusher registers with the API at cfg.URL; it waits, as Atropos's
+// environments do, until a trainer has started. Pauses and refused groups
+// are reported on out.
+func NewPusher(ctx context.Context, out io.Writer, cfg PushConfig) (*Pusher, error) {
+	env := &EnvClient{
+		Client: Client{URL: cfg.URL, Token: cfg.Token},
+		Env: RegisterEnv{MaxTokenLength: cfg.MaxTokenLen, DesiredName: cfg.Name, Weight: cfg.Weight,
+			GroupSize: cfg.GroupSize},
+		MaxBatchesOffpolicy: cfg.OffPolicy,
+		// A full queue empties when the trainer fetches a batch; on
+		// loopback a status costs well under a millisecond, and every
+		// millisecond of a pause is a millisecond the loop does not sample.
+		Poll: 20 * time.Millisecond,
+	}
+	if err := env.Register(ctx); err != nil {
+		return nil, fmt.Errorf("push %s: register: %w", cfg.URL, err)
+	}
+	return &Pusher{env: env, out: out, offPolicy: max(cfg.OffPolicy, 1), sync: cfg.Sync, syncPolicy: strings.TrimSuffix(cfg.SyncPolicy, "/"),
+		hold: syncHold, poll: env.Poll, stall: syncStall, http: &http.Client{Timeout: 10 * time.Second, CheckRedirect: edge.CheckRedirect}}, nil
+}
+
+// Wait pauses while the API's queue is full and returns the trainer's
+// step, the policy version the item's rollouts are sampled with.
+// A pause of a second or more is reported on out with the pauses' sum
+// over the items (items paused together count each).
+func (s *Pusher) Wait(ctx context.Context) (int, error) {
+	start := time.Now()
+	if s.sync > 0 {
+		step, err := s.waitSync(ctx)
+		if err != nil {
+			return 0, err
+		}
+		s.countPause(start)
+		return step, nil
+	}
+	// The API counts the batches it has assembled but the trainer has
+	// not fetched as queued, so its queue alone bounds how far the
+	// environment runs ahead.
+	st, err := s.env.Wait(ctx)
+	if err != nil {
+		return 0, err
+	}
+	s.countPause(start)
+	return st.CurrentStep, nil
+}
+
+// countPause adds an item's pause since start, reporting one of a second
+// or more with the pauses' sum over the items (items paused together
+// count each).
+func (s *Pusher) countPause(start time.Time) {
+	d := time.Since(start)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.paused += d
+	if d < time.Second {
+		return
+	}
+	fmt.Fprintf(s.out, "push: an item paused %.1fs for the trainer (the API's queue was full); %.1fs over the items in all\n", d.Seconds(), s.paused.Seconds())
+}
+
+// waitSync returns the trainer's step once an item may start on it:
+// the trainer has finished every batch handed out (its newest checkpoint
+// is the step's, which the policy server follows), the queue holds less
+// than a batch, and fewer than s.sync items of this environment started on the
+// step (or the step has stalled since the last did: see syncStall).
+//
+// The items of a share after its first start at once: the trainer cannot
+// pass the step without them. The first waits on held requests (the API's
+// /status-env?after_step, the policy server's /health?policy_version),
+// which answer as soon as the trainer or the server moves on, rather than
+// on polls; a server that answers them at once is polled every s.poll.
+func (s *Pusher) waitSync(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	if s.syncStarted > 0 && s.syncStarted < s.sync {
+		s.syncStarted++
+		s.syncSince = time.Now()
+		step := s.syncStep
+		s.mu.Unlock()
+		return step, nil
+	}
+	s.mu.Unlock()
+	after := math.MinInt // the trainer step to wait past; MinInt: look at once
+	for {
+		// spin: a request asked the server to hold it and came back at
+		// once with nothing new (a server that does not hold requests):
+		// poll then.
+		asked := time.Now()
+		var st StatusEnv
+		var err error
+		spin := false
+		if after == math.MinInt {
+			st, err = s.env.Status(ctx)
+		} else {
+			st, err = s.env.StatusAfter(ctx, after, s.hold)
+			spin = st.TrainerStep <= after && time.Since(asked) < s.hold/2
+		}
+		if err != nil {
+			return 0, err
+		}
+		// The queue short of a batch: an environment restarted in the
+		// middle of a step starts its share again beside the groups the
+		// others pushed.
+		ready := st.TrainerStep == st.CurrentStep && st.QueueSize*s.env.Env.GroupSize < s.env.BatchSize
+		// Unless it starts an item, wait for the trainer to ask for its
+		// next batch.
+		after = st.TrainerStep
+		if ready && s.syncPolicy != "" {
+			asked = time.Now()
+			if ready, err = s.policyAt(ctx, st.CurrentStep); err != nil {
+				return 0, err
+			}
+			if !ready {
+				// Not there within the server's wait: look at both again.
+				after, spin = math.MinInt, time.Since(asked) < s.hold/2
+			}
+		}
+		if ready {
+			s.mu.Lock()
+			now := time.Now()
+			if st.CurrentStep != s.syncStep || s.syncSince.IsZero() {
+				if !s.syncFirst.IsZero() {
+					s.syncLongest = max(s.syncLongest, now.Sub(s.syncFirst))
+				}
+				s.syncStep, s.syncSince, s.syncFirst, s.syncStarted = st.CurrentStep, now, now, 0
+			}
+			stalled := now.Sub(s.syncSince) >= max(s.stall, 3*s.syncLongest)
+			if s.syncStarted < s.sync || stalled {
+				if stalled {
+					fmt.Fprintf(s.out, "push: the trainer still waits on step %d %.0fs after this environment's items for it started (a group dropped?); one more item\n",
+						st.CurrentStep, now.Sub(s.syncSince).Seconds())
+				}
+				s.syncStarted++
+				s.syncSince = now
+				s.mu.Unlock()
+				return st.CurrentStep, nil
+			}
+			s.mu.Unlock()
+		}
+		if !spin {
+			continue
+		}
+		select {
+		case <-time.After(s.poll):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// Send pushes one group and checks that the API took it. A group the API
+// refuses for what it holds (422: ids or lengths the trainer cannot use;
+// 413: too large) would be refused again at every retry: it is reported
+// on out, counted, and not sent again, so that one bad group does not
+// stop the environment at every restart.
+func (s *Pusher) Send(ctx context.Context, g *rollout.GroupRecord) error {
+	sd, err := ScoredDataOf(g)
+	if err != nil {
+		return err
+	}
+	if s.BatchOrder != nil {
+		o := groupOverride(g)
+		order := s.BatchOrder(g.Item)
+		o.BatchOrder = &order
+		sd.GroupOverrides = o.Map()
+	}
+	resp, err := s.env.Push(ctx, sd)
+	var ae *delegate.APIError
+	if errors.As(err, &ae) && (ae.Status == http.StatusUnprocessableEntity || ae.Status == http.StatusRequestEntityTooLarge) {
+		s.mu.Lock()
+		s.refused++
+		s.mu.Unlock()
+		fmt.Fprintf(s.out, "push: the API refused group %s (%d %s); it is not sent again\n", g.ID, ae.Status, ae.Message)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if resp.Status != "received" && resp.Status != "buffered" {
+		return fmt.Errorf("the API answered status %q", resp.Status)
+	}
+	return nil
+}
+
+// Close reports the items' pauses in all and tells the API this
+// environment is done.
+func (s *Pusher) Close(ctx context.Context) error {
+	s.mu.Lock()
+	fmt.Fprintf(s.out, "push: done; %.1fs over the items in all paused for the trainer; %d groups refused by the API\n", s.paused.Seconds(), s.refused)
+	s.mu.Unlock()
+	return s.env.Disconnect(ctx)
+}
+
+// ScoredDataOf is a group record in Atropos's ScoredData schema: one entry per
+// sequence in tokens, masks (-100 untrained, the token id trained),
+// scores (the rollout's reward), advantages (the rollout's, at every
+// token), inference_logprobs (1.0 at untrained positions), messages and
+// overrides; group_overrides carry the group's identity (group_id, for the
+// API's deduplication), its size, the policy version it was sampled
+// with and what played each role. Each sequence's overrides also say what its rollout was scored
+// from, when the record has it (OverrideCorrect and the others). A
+// sequence without token ids cannot be trained on, and is an error naming
+// the group and why.
+func ScoredDataOf(g *rollout.GroupRecord) (ScoredData, error) {
+	sd := ScoredData{
+		Tokens: g.Tokens, Masks: g.Masks, Scores: g.Scores, InferenceLogprobs: g.InferenceLogprobs,
+		GroupOverrides: groupOverride(g).Map(),
+	}
+	if len(g.SequenceRollout) != len(g.Tokens) {
+		return ScoredData{}, fmt.Errorf("group %s: %d sequences but %d rollout indices", g.ID, len(g.Tokens), len(g.SequenceRollout))
+	}
+	outcomes := map[int]*rollout.Outcome{}
+	for _, m := range g.Rollouts {
+		outcomes[m.Index] = m.Outcome
+	}
+	for i, toks := range g.Tokens {
+		if len(toks) == 0 {
+			why := "no token ids"
+			if i < len(g.NoTokens) && g.NoTokens[i] != "" {
+				why = g.NoTokens[i]
+			}
+			return ScoredData{}, fmt.Errorf("group %s: sequence %d has no tokens (%s): a trainer needs the policy's token ids and logprobs: use a local model, or vLLM with token_ids: true, and --logprobs", g.ID, i, why)
+		}
+		adv := make([]float64, len(toks))
+		for j := range adv {
+			adv[j] = g.Advantages[i]
+		}
+		sd.Advantages = append(sd.Advantages, adv)
+		var msgs []map[string]any
+		for _, t := range g.Messages[i] {
+			m, err := messageMap(t.Message)
+			if err != nil {
+				return ScoredData{}, fmt.Errorf("group %s: sequence %d: %w", g.ID, i, err)
+			}
+			msgs = append(msgs, m)
+		}
+		sd.Messages = append(sd.Messages, msgs)
+		ov := SequenceOverride{SetAdvantageToZero: g.Overrides[i].SetAdvantageToZero}
+		if o := outcomes[g.SequenceRollout[i]]; o != nil {
+			// What the rollout was scored from, for the trainer's metrics.
+			delegated := o.Calls > 0
+			calls, tokens, cost := float64(o.Calls), float64(o.Tokens), o.Cost
+			ov.Correct, ov.Delegated = o.Correct, &delegated
+			ov.Calls, ov.Tokens, ov.Cost = &calls, &tokens, &cost
+		}
+		sd.Overrides = append(sd.Overrides, ov.Map())
+	}
+	return sd, nil
+}
+
+// groupOverride is the group_overrides of g: its identity, for the API's
+// deduplication, its size, the policy version it was sampled with and
+// what played each role.
+func groupOverride(g *rollout.GroupRecord) GroupOverride {
+	v := g.PolicyVersion
+	return GroupOverride{GroupID: g.Run + "/" + g.ID, GroupSize: g.GroupOverrides.GroupSize, PolicyVersion: &v, Roles: g.GroupOverrides.Roles}
+}
+
+// messageMap is a message as an OpenAI-style JSON object.
+func messageMap(m any) (map[string]any, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode message: %w", err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("decode message: %w", err)
+	}
+	return out, nil
+}
+
+// policyAt reports whether every followed model of the policy server
+// serves version step or later, asking the server to hold its answer up
+// to s.hold until they do (GET /health?policy_version=N&wait=S).
+func (s *Pusher) policyAt(ctx context.Context, step int) (bool, error) {
+	url := fmt.Sprintf("%s/health?policy_version=%d&wait=%s", s.syncPolicy, step, strconv.FormatFloat(s.hold.Seconds(), 'f', -1, 64))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, fmt.Errorf("policy server %s: %w", s.syncPolicy, err)
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		// A restarting server: look again at the next poll.
+		return false, nil
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Versions map[string]int `json:"policy_versions"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&h); err != nil || resp.StatusCode != http.StatusOK {
+		return false, nil // the same: a server that is not up yet answers nothing useful
+	}
+	if h.Versions == nil {
+		return false, fmt.Errorf("policy server %s: its /health names no policy_versions: not a delegate serve following a checkpoint", s.syncPolicy)
+	}
+	for _, v := range h.Versions {
+		if v < step {
+			return false, nil
+		}
+	}
+	return true, nil
+}
