@@ -38,6 +38,7 @@ type gatewayFlags struct {
 	roles                               map[string]string
 	ttl                                 time.Duration
 	group                               int
+	temperature                         float64
 	timeouts                            server.Timeouts
 	push                                pushFlags
 	pushWait                            time.Duration
@@ -74,6 +75,7 @@ key are appended to OUT/groups.jsonl as process writes it. docs/gateway.md.`,
 	fl.StringSliceVar(&f.trained, "train", nil, "roles whose calls become samples (default every role)")
 	fl.DurationVar(&f.ttl, "ttl", 30*time.Minute, "a session's life from its start")
 	fl.IntVar(&f.group, "group", 4, "finished sessions of one group key that make a group record")
+	fl.Float64Var(&f.temperature, "temperature", 0, "sample the trained roles' calls at this temperature, whatever the agent asks (0: as asked); training needs sessions that differ")
 	fl.StringVar(&f.estimator, "estimator", string(reward.GRPO), "advantage estimator: grpo, drgrpo or rloo")
 	fl.StringVar(&f.push.url, "push", "", "also send every group record to the trajectory API at this URL (delegate api, or Atropos's) as process --push does; sessions start only while its queue has room; token from $"+apiTokenEnv)
 	fl.StringVar(&f.push.name, "push-name", "delegate-gateway", "--push: the environment's name")
@@ -121,6 +123,9 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 		Dir: f.out, Token: f.token, Hosts: f.hosts, Roles: map[string]string{}, Trained: f.trained, TTL: f.ttl, GroupSize: f.group, Estimator: est,
 		Prices: map[string]delegate.Price{}, Templates: map[string]string{}, Tokenizers: map[string]gateway.Tokenizer{}, Verify: verifyAny,
 		Server: server.Config{Hosts: f.hosts, System: map[string]string{}},
+	}
+	if f.temperature != 0 {
+		gcfg.Temperature = &f.temperature
 	}
 	var served []delegate.Model
 	for _, n := range names {

@@ -72,6 +72,10 @@ type Config struct {
 	GroupSize int
 	// Estimator computes a group's advantages. Default GRPO.
 	Estimator reward.Estimator
+	// Temperature, when set, replaces the sampling temperature of the
+	// trained roles' calls. Agents often sample at 0; a group whose
+	// sessions all answer alike teaches nothing.
+	Temperature *float64
 	// Verify rewards a session ended without a reward, from its task's
 	// reference (world.Verify for world problems): 1 if right, else 0.
 	// Nil: a reward must be given.
@@ -122,6 +126,9 @@ func (c Config) Validate() error {
 	}
 	if c.TTL < 0 {
 		errs = append(errs, fmt.Errorf("ttl %v must not be negative", c.TTL))
+	}
+	if t := c.Temperature; t != nil && !(*t > 0 && *t <= 2) {
+		errs = append(errs, fmt.Errorf("temperature %v: want more than 0, at most 2", *t))
 	}
 	if c.GroupSize < 0 || c.GroupSize == 1 {
 		errs = append(errs, fmt.Errorf("group size %d: want at least 2", c.GroupSize))

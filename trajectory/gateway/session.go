@@ -92,7 +92,8 @@ type Finished struct {
 
 // hook is the server's Hook: it asks every generation for logprobs and
 // records its choices in the request's session, sending the client
-// logprobs only when it asked.
+// logprobs only when it asked. A trained role's call samples at
+// Config.Temperature when it is set.
 func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) func(*delegate.Response) {
 	v, ok := g.inflight.Load(r)
 	if !ok {
@@ -109,6 +110,10 @@ func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) fun
 	trained := len(g.cfg.Trained) == 0 || slices.Contains(g.cfg.Trained, role)
 	asked := req.Logprobs
 	req.Logprobs = true
+	if t := g.cfg.Temperature; t != nil && trained {
+		temp := *t
+		req.Temperature = &temp
+	}
 	sent := *req // the model may not change req, but the client's view is kept apart
 	sent.Messages = slices.Clone(req.Messages)
 	sent.Tools = slices.Clone(req.Tools)
