@@ -26,8 +26,10 @@ import (
 // problem (the delegator alone, greedy, from its starting weights): a
 // win, a tie or a loss (Config.Parity: the reference's buckets), or by
 // default the graded comparison, the difference of correctness minus the
-// cost of the delegator's tokens and the sub-agent calls. Both of the
-// delegator's turns, the plan and the aggregation, are trained.
+// cost of the delegator's tokens and the sub-agent calls. The graded
+// baseline term is one constant per group, so it leaves the advantages
+// those of the world's reward; only the parity buckets change them. Both
+// of the delegator's turns, the plan and the aggregation, are trained.
 const ModeDecompose = "decompose"
 
 // PlannerModel is the shipped model a decompose run starts from when

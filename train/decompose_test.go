@@ -293,3 +293,66 @@ func TestRunDecompose(t *testing.T) {
 	}
 	t.Logf("\n%s", b)
 }
+
+// TestVersusBaselineAdvantages checks what the single-agent baseline does
+// to a group's update. Under the graded reward its term is one constant per
+// group, so every estimator gives the same advantages whichever answer the
+// baseline gave. Only the parity buckets, which are not a shift, change them.
+func TestVersusBaselineAdvantages(t *testing.T) {
+	task := delegate.Task{ID: "p", Prompt: "How many?", Answer: "1953"}
+	roles := map[string]delegate.Totals{RoleDelegator: {Calls: 2, Usage: delegate.Usage{CompletionTokens: 40}}}
+	answerFail := delegate.Failed(delegate.FailureAnswerFormat, "aggregate gave no \"Final Output:\"")
+	// A group of three rollouts: right, wrong, and an aggregation without
+	// a proper answer.
+	group := []*delegate.Trace{
+		{Strategy: strategy.NameDecompose, Answer: "1953", Roles: roles},
+		{Strategy: strategy.NameDecompose, Answer: "1950", Roles: roles},
+		{Strategy: strategy.NameDecompose, Answer: "1953", Failure: answerFail.Message, FailureKind: answerFail.Kind, Roles: roles},
+	}
+	baseRight := &delegate.Trace{Strategy: strategy.NameSingle, Answer: `\boxed{1953}`}
+	baseWrong := &delegate.Trace{Strategy: strategy.NameSingle, Answer: `\boxed{1952}`}
+	advantages := func(t *testing.T, s versusScorer, est reward.Estimator, base *delegate.Trace) []float64 {
+		t.Helper()
+		rewards := make([]float64, len(group))
+		for i, tr := range group {
+			sc, err := s.Score(context.Background(), nil, task, base, tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rewards[i] = sc.Reward
+		}
+		adv, err := reward.Advantages(est, rewards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return adv
+	}
+	g := DefaultConfig().Reward
+	g.FormatPenalty = -1
+	for _, tt := range []struct {
+		name     string
+		parity   bool
+		est      reward.Estimator
+		wantSame bool
+	}{
+		{"graded grpo", false, reward.GRPO, true},
+		{"graded drgrpo", false, reward.DrGRPO, true},
+		{"graded rloo", false, reward.RLOO, true},
+		{"parity grpo", true, reward.GRPO, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := versusScorer{g: g, parity: tt.parity}
+			right := advantages(t, s, tt.est, baseRight)
+			wrong := advantages(t, s, tt.est, baseWrong)
+			same := true
+			for i := range right {
+				if math.Abs(right[i]-wrong[i]) > 1e-9 {
+					same = false
+				}
+			}
+			if same != tt.wantSame {
+				t.Errorf("advantages with the baseline right %v and wrong %v: same %v, want %v", right, wrong, same, tt.wantSame)
+			}
+		})
+	}
+}
