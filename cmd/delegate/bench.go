@@ -359,7 +359,16 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	if err := bench.CheckSettings(filepath.Join(f.out, benchSettingsFile), filepath.Join(f.out, benchResults), armNames, settings); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
+	rep, results, err := runBenchArms(ctx, errOut, f, tasks, arms, grade)
+	if err != nil {
+		return err
+	}
+	return reportBench(out, f, cfg, desc, tasks, arms, armNames, models, rep, results)
+}
 
+// runBenchArms runs arms on tasks with a progress view on errOut, and
+// returns the report and the results file.
+func runBenchArms(ctx context.Context, errOut io.Writer, f benchFlags, tasks []delegate.Task, arms []bench.Arm, grade bench.Grader) (*bench.Report, string, error) {
 	ecfg := bench.Config{
 		Results:     filepath.Join(f.out, benchResults),
 		Concurrency: f.concurrency,
@@ -377,12 +386,11 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	view.finish(runErr == nil)
 	if runErr != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("bench interrupted; finished items are saved in %s: run the same command again to resume", ecfg.Results)
+			return nil, "", fmt.Errorf("bench interrupted; finished items are saved in %s: run the same command again to resume", ecfg.Results)
 		}
-		return fmt.Errorf("bench: %w", runErr)
+		return nil, "", fmt.Errorf("bench: %w", runErr)
 	}
-
-	return reportBench(out, f, cfg, desc, tasks, arms, armNames, models, rep, ecfg.Results)
+	return rep, ecfg.Results, nil
 }
 
 // openBenchCache opens the response cache, which serves the judge (open

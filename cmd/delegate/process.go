@@ -149,17 +149,10 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 		return fmt.Errorf("process: %w", err)
 	}
 	defer closeOTLP()
-	jcfg := cfg.Judge
-	if needsJudge(tasks) {
-		a, ok := cfg.agent(models, judge.Role, cfg.Roles.Judge)
-		if !ok {
-			return errors.New("process: the dataset has tasks without reference answers, which need a judge: set roles.judge (or roles.default) in the config")
-		}
-		if sc.Judge, err = judge.New(a, jcfg); err != nil {
-			return fmt.Errorf("process: judge: %w", err)
-		}
+	if err := setJudge(cfg, models, tasks, sc); err != nil {
+		return err
 	}
-	fp, err := fingerprint(cfg, jcfg, identity, f.logprobs)
+	fp, err := fingerprint(cfg, cfg.Judge, identity, f.logprobs)
 	if err != nil {
 		return err
 	}
@@ -186,6 +179,23 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 		rc.Sink = sink
 	}
 	return runProcess(ctx, out, f, rc, tasks, baseline, policies, sc, rewardDesc)
+}
+
+// setJudge gives sc the config's judge when tasks need one: those
+// without reference answers.
+func setJudge(cfg *Config, models map[string]delegate.Model, tasks []delegate.Task, sc *rollout.RewardScorer) error {
+	if !needsJudge(tasks) {
+		return nil
+	}
+	a, ok := cfg.agent(models, judge.Role, cfg.Roles.Judge)
+	if !ok {
+		return errors.New("process: the dataset has tasks without reference answers, which need a judge: set roles.judge (or roles.default) in the config")
+	}
+	var err error
+	if sc.Judge, err = judge.New(a, cfg.Judge); err != nil {
+		return fmt.Errorf("process: judge: %w", err)
+	}
+	return nil
 }
 
 // checkProcessFlags checks the flags that need no file read, and turns
