@@ -126,130 +126,20 @@ func Run(ctx context.Context, out io.Writer, f Options) error {
 }
 
 func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
-	d := defaults[name]
-	cfg := DefaultConfig()
-	cfg.Steps, cfg.Batch, cfg.MaxLR, cfg.Seed, cfg.EvalEvery = d.steps, d.batch, d.lr, f.Seed, f.EvalEvery
-	cfg.StateDir = filepath.Join(f.Out, name+".state")
-	// A finished checkpoint is never replaced by accident (the shipped
-	// models are one --out away); an interrupted run (its state directory
-	// present) resumes as always.
-	dir := filepath.Join(f.Out, name)
-	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil && !f.Force {
-		if _, err := os.Stat(cfg.StateDir); err != nil {
-			return fmt.Errorf("pretrain %s: %s already holds a trained checkpoint; give another --out, or --force to replace it", name, dir)
-		}
+	cfg, dir, err := oneConfig(name, f)
+	if err != nil {
+		return err
 	}
-	if f.Steps > 0 {
-		cfg.Steps = f.Steps
+	task, err := taskOf(out, name, f)
+	if err != nil {
+		return err
 	}
-	if f.Time > 0 {
-		cfg.Steps, cfg.Duration = 0, f.Time
-		if f.Steps > 0 {
-			return errors.New("pretrain: give --steps or --time, not both")
-		}
+	p, err := startParams(out, name, f, task.shape)
+	if err != nil {
+		return err
 	}
-	if f.Batch > 0 {
-		cfg.Batch = f.Batch
-	}
-	if f.LR > 0 {
-		cfg.MaxLR = f.LR
-	}
-	cfg.MinLR = cfg.MaxLR / 10 // the schedule ends at a tenth of its peak
-	shape := SolverShape
-	var examples []Example
-	var eval Eval
-	var final func(context.Context, *nn.Params) error
-	switch name {
-	case "solver":
-		problems, err := world.Generate(world.Levels()[3], f.Seed, world.Train, 4000)
-		if err != nil {
-			return fmt.Errorf("pretrain solver: %w", err)
-		}
-		for _, t := range transcript.SolverCorpus(problems, f.Coverage, f.Seed, 60_000) {
-			examples = append(examples, FromMessages(t.Messages, t.Tools))
-		}
-		eval = func(ctx context.Context, p *nn.Params) (float64, string, error) {
-			return evalSolver(ctx, nil, p, f.Coverage, max(f.Eval/4, 4), f.Seed)
-		}
-		final = func(ctx context.Context, p *nn.Params) error {
-			_, _, err := evalSolver(ctx, out, p, f.Coverage, f.Eval, f.Seed+1)
-			return err
-		}
-	case "delegator":
-		shape = DelegatorShape
-		var err error
-		if examples, err = DelegatorCorpus(f.Seed, f.Levels, f.WithPeers, f.RouteMix); err != nil {
-			return fmt.Errorf("pretrain delegator: %w", err)
-		}
-		levels := f.Levels
-		if len(levels) == 0 {
-			levels = []int{3} // two parts, the hardest level of the curriculum
-		}
-		graded, small, err := gradeSets(f, levels)
-		if err != nil {
-			return fmt.Errorf("pretrain delegator: %w", err)
-		}
-		eval = func(ctx context.Context, p *nn.Params) (float64, string, error) {
-			return evalDelegator(ctx, nil, p, nil, small)
-		}
-		final = func(ctx context.Context, p *nn.Params) error {
-			sp, _, err := nn.Load(f.Solver)
-			if err != nil {
-				fmt.Fprintf(out, "delegator: no solver at %s (%v); route not graded\n", f.Solver, err)
-				sp = nil
-			}
-			for _, l := range levels {
-				fmt.Fprintf(out, "delegator graded on level %d (%s split):\n", l, graded[l][0].Split)
-				if _, _, err := evalDelegator(ctx, out, p, sp, graded[l]); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}
-	var p *nn.Params
-	if f.Init != "" {
-		start, _, err := nn.Load(f.Init)
-		if err != nil {
-			return fmt.Errorf("pretrain %s: --init: %w", name, err)
-		}
-		if start.Config != shape {
-			return fmt.Errorf("pretrain %s: --init %s holds a model of another shape (%+v, want %+v)", name, f.Init, start.Config, shape)
-		}
-		p = start
-		fmt.Fprintf(out, "%s: starting from the weights of %s\n", name, f.Init)
-	} else {
-		var err error
-		if p, err = nn.Alloc(shape); err != nil {
-			return fmt.Errorf("pretrain %s: %w", name, err)
-		}
-		p.Init(f.Seed)
-	}
-	var tokens, weighted int
-	for _, e := range examples {
-		tokens += len(e.Tokens)
-		for _, w := range e.Weights {
-			if w != 0 {
-				weighted++
-			}
-		}
-	}
-	fmt.Fprintf(out, "%s: %d parameters (dim %d, %d layers, context %d), %d transcripts, %d tokens, %d trained\n",
-		name, len(p.Data), shape.Dim, shape.Layers, shape.Context, len(examples), tokens, weighted)
-	progress := func(pr Progress) {
-		if f.Progress != nil {
-			f.Progress(name, pr)
-			return
-		}
-		if pr.Evaluated || pr.Step%50 == 0 || pr.Step == pr.Steps {
-			fmt.Fprintf(out, "%s step %d/%d loss %.4f lr %.2e %s", name, pr.Step, pr.Steps, pr.Loss, pr.LR, pr.Elapsed.Round(time.Second))
-			if pr.Evaluated {
-				fmt.Fprintf(out, " held-out %.3f (%s)", pr.Score, pr.Detail)
-			}
-			fmt.Fprintln(out)
-		}
-	}
-	res, err := Train(ctx, p, examples, cfg, eval, progress)
+	describe(out, name, p, task.examples)
+	res, err := Train(ctx, p, task.examples, cfg, task.eval, progressOf(out, name, f))
 	if err != nil {
 		return fmt.Errorf("pretrain %s: %w", name, err)
 	}
@@ -267,7 +157,171 @@ func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
 	if err := os.RemoveAll(cfg.StateDir); err != nil {
 		return fmt.Errorf("pretrain %s: remove state: %w", name, err)
 	}
-	return final(ctx, p)
+	return task.final(ctx, p)
+}
+
+// oneConfig is the training config of model name under f's overrides,
+// and the directory its checkpoint goes to.
+func oneConfig(name string, f Options) (Config, string, error) {
+	d := defaults[name]
+	cfg := DefaultConfig()
+	cfg.Steps, cfg.Batch, cfg.MaxLR, cfg.Seed, cfg.EvalEvery = d.steps, d.batch, d.lr, f.Seed, f.EvalEvery
+	cfg.StateDir = filepath.Join(f.Out, name+".state")
+	// A finished checkpoint is never replaced by accident (the shipped
+	// models are one --out away); an interrupted run (its state directory
+	// present) resumes as always.
+	dir := filepath.Join(f.Out, name)
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil && !f.Force {
+		if _, err := os.Stat(cfg.StateDir); err != nil {
+			return cfg, dir, fmt.Errorf("pretrain %s: %s already holds a trained checkpoint; give another --out, or --force to replace it", name, dir)
+		}
+	}
+	if f.Steps > 0 {
+		cfg.Steps = f.Steps
+	}
+	if f.Time > 0 {
+		cfg.Steps, cfg.Duration = 0, f.Time
+		if f.Steps > 0 {
+			return cfg, dir, errors.New("pretrain: give --steps or --time, not both")
+		}
+	}
+	if f.Batch > 0 {
+		cfg.Batch = f.Batch
+	}
+	if f.LR > 0 {
+		cfg.MaxLR = f.LR
+	}
+	cfg.MinLR = cfg.MaxLR / 10 // the schedule ends at a tenth of its peak
+	return cfg, dir, nil
+}
+
+// task is what one model is pretrained on and graded by: its shape, its
+// corpus, the held-out score during training and the final grading.
+type task struct {
+	shape    nn.Config
+	examples []Example
+	eval     Eval
+	final    func(context.Context, *nn.Params) error
+}
+
+// taskOf is the task of model name ("solver" or "delegator").
+func taskOf(out io.Writer, name string, f Options) (task, error) {
+	if name == "delegator" {
+		return delegatorTask(out, f)
+	}
+	return solverTask(out, f)
+}
+
+// solverTask trains the solver on its corpus of level-3 problems.
+func solverTask(out io.Writer, f Options) (task, error) {
+	t := task{shape: SolverShape}
+	problems, err := world.Generate(world.Levels()[3], f.Seed, world.Train, 4000)
+	if err != nil {
+		return t, fmt.Errorf("pretrain solver: %w", err)
+	}
+	for _, tr := range transcript.SolverCorpus(problems, f.Coverage, f.Seed, 60_000) {
+		t.examples = append(t.examples, FromMessages(tr.Messages, tr.Tools))
+	}
+	t.eval = func(ctx context.Context, p *nn.Params) (float64, string, error) {
+		return evalSolver(ctx, nil, p, f.Coverage, max(f.Eval/4, 4), f.Seed)
+	}
+	t.final = func(ctx context.Context, p *nn.Params) error {
+		_, _, err := evalSolver(ctx, out, p, f.Coverage, f.Eval, f.Seed+1)
+		return err
+	}
+	return t, nil
+}
+
+// delegatorTask trains the delegator on DelegatorCorpus and grades it on
+// f's levels.
+func delegatorTask(out io.Writer, f Options) (task, error) {
+	t := task{shape: DelegatorShape}
+	var err error
+	if t.examples, err = DelegatorCorpus(f.Seed, f.Levels, f.WithPeers, f.RouteMix); err != nil {
+		return t, fmt.Errorf("pretrain delegator: %w", err)
+	}
+	levels := f.Levels
+	if len(levels) == 0 {
+		levels = []int{3} // two parts, the hardest level of the curriculum
+	}
+	graded, small, err := gradeSets(f, levels)
+	if err != nil {
+		return t, fmt.Errorf("pretrain delegator: %w", err)
+	}
+	t.eval = func(ctx context.Context, p *nn.Params) (float64, string, error) {
+		return evalDelegator(ctx, nil, p, nil, small)
+	}
+	t.final = func(ctx context.Context, p *nn.Params) error {
+		sp, _, err := nn.Load(f.Solver)
+		if err != nil {
+			fmt.Fprintf(out, "delegator: no solver at %s (%v); route not graded\n", f.Solver, err)
+			sp = nil
+		}
+		for _, l := range levels {
+			fmt.Fprintf(out, "delegator graded on level %d (%s split):\n", l, graded[l][0].Split)
+			if _, _, err := evalDelegator(ctx, out, p, sp, graded[l]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return t, nil
+}
+
+// startParams are the weights training starts from: f.Init's, or fresh
+// ones of shape seeded by f.Seed.
+func startParams(out io.Writer, name string, f Options, shape nn.Config) (*nn.Params, error) {
+	if f.Init == "" {
+		p, err := nn.Alloc(shape)
+		if err != nil {
+			return nil, fmt.Errorf("pretrain %s: %w", name, err)
+		}
+		p.Init(f.Seed)
+		return p, nil
+	}
+	start, _, err := nn.Load(f.Init)
+	if err != nil {
+		return nil, fmt.Errorf("pretrain %s: --init: %w", name, err)
+	}
+	if start.Config != shape {
+		return nil, fmt.Errorf("pretrain %s: --init %s holds a model of another shape (%+v, want %+v)", name, f.Init, start.Config, shape)
+	}
+	fmt.Fprintf(out, "%s: starting from the weights of %s\n", name, f.Init)
+	return start, nil
+}
+
+// describe writes the model's size and its corpus's.
+func describe(out io.Writer, name string, p *nn.Params, examples []Example) {
+	var tokens, weighted int
+	for _, e := range examples {
+		tokens += len(e.Tokens)
+		for _, w := range e.Weights {
+			if w != 0 {
+				weighted++
+			}
+		}
+	}
+	shape := p.Config
+	fmt.Fprintf(out, "%s: %d parameters (dim %d, %d layers, context %d), %d transcripts, %d tokens, %d trained\n",
+		name, len(p.Data), shape.Dim, shape.Layers, shape.Context, len(examples), tokens, weighted)
+}
+
+// progressOf reports training progress to f.Progress, or every 50 steps
+// and every evaluation to out.
+func progressOf(out io.Writer, name string, f Options) func(Progress) {
+	return func(pr Progress) {
+		if f.Progress != nil {
+			f.Progress(name, pr)
+			return
+		}
+		if pr.Evaluated || pr.Step%50 == 0 || pr.Step == pr.Steps {
+			fmt.Fprintf(out, "%s step %d/%d loss %.4f lr %.2e %s", name, pr.Step, pr.Steps, pr.Loss, pr.LR, pr.Elapsed.Round(time.Second))
+			if pr.Evaluated {
+				fmt.Fprintf(out, " held-out %.3f (%s)", pr.Score, pr.Detail)
+			}
+			fmt.Fprintln(out)
+		}
+	}
 }
 
 // gradeSplit returns the split f.GradeSplit names: Validation when it is

@@ -153,33 +153,18 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	if len(examples) == 0 {
-		return Result{}, errors.New("sft: no examples")
-	}
-	for i, e := range examples {
-		switch {
-		case len(e.Tokens) < 2 || len(e.Tokens) != len(e.Weights):
-			return Result{}, fmt.Errorf("sft: example %d: %d tokens and %d weights, want the same number, at least 2", i, len(e.Tokens), len(e.Weights))
-		case len(e.Tokens)-1 > p.Config.Context:
-			return Result{}, fmt.Errorf("sft: example %d: %d tokens exceed the model's context %d", i, len(e.Tokens), p.Config.Context+1)
-		}
+	if err := checkExamples(p.Config.Context, examples); err != nil {
+		return Result{}, err
 	}
 	b := newBatcher(examples, cfg.Batch, cfg.Seed)
 
+	opt, err := resume(p, &cfg)
+	if err != nil {
+		return Result{}, err
+	}
 	start := 0
-	var opt *train.AdamState
-	if cfg.StateDir != "" {
-		st, err := train.LoadState(cfg.StateDir, p.Config)
-		if err != nil {
-			return Result{}, fmt.Errorf("sft: resume: %w", err)
-		}
-		if st != nil {
-			copy(p.Data, st.Params.Data)
-			opt, start = st.Opt, st.Opt.Steps
-			if st.Total > 0 && cfg.Steps == 0 {
-				cfg.Steps = st.Total // a timed run resumes with the length it calibrated
-			}
-		}
+	if opt != nil {
+		start = opt.Steps
 	}
 	res := Result{Resumed: start, Steps: start}
 	t0 := time.Now()
@@ -194,11 +179,6 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 	tr, err := newTrainer(p, cfg, steps, opt)
 	if err != nil {
 		return res, err
-	}
-	report := func(pr Progress) {
-		if progress != nil {
-			progress(pr)
-		}
 	}
 	save := func() error {
 		if cfg.StateDir == "" {
@@ -243,10 +223,50 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 				return res, err
 			}
 		}
-		report(pr)
+		if progress != nil {
+			progress(pr)
+		}
 	}
 	res.Trained = time.Since(t0)
 	return res, nil
+}
+
+// checkExamples checks that every example has a weight per token, at
+// least 2 tokens, and fits a model of context tokens.
+func checkExamples(context int, examples []Example) error {
+	if len(examples) == 0 {
+		return errors.New("sft: no examples")
+	}
+	for i, e := range examples {
+		switch {
+		case len(e.Tokens) < 2 || len(e.Tokens) != len(e.Weights):
+			return fmt.Errorf("sft: example %d: %d tokens and %d weights, want the same number, at least 2", i, len(e.Tokens), len(e.Weights))
+		case len(e.Tokens)-1 > context:
+			return fmt.Errorf("sft: example %d: %d tokens exceed the model's context %d", i, len(e.Tokens), context+1)
+		}
+	}
+	return nil
+}
+
+// resume loads cfg.StateDir's saved state into p, when there is one, and
+// returns its optimizer state (nil to start afresh). A timed run resumes
+// with the length it calibrated, set in cfg.Steps.
+func resume(p *nn.Params, cfg *Config) (*train.AdamState, error) {
+	if cfg.StateDir == "" {
+		return nil, nil
+	}
+	st, err := train.LoadState(cfg.StateDir, p.Config)
+	if err != nil {
+		return nil, fmt.Errorf("sft: resume: %w", err)
+	}
+	if st == nil {
+		return nil, nil
+	}
+	copy(p.Data, st.Params.Data)
+	if st.Total > 0 && cfg.Steps == 0 {
+		cfg.Steps = st.Total
+	}
+	return st.Opt, nil
 }
 
 // calibrationSteps are the steps a timed run measures its speed on.

@@ -60,6 +60,27 @@ func Groups(ctx context.Context, cfg Config, tasks []delegate.Task, policy Polic
 		return nil, errors.New("groups: no tasks")
 	}
 	G := cfg.GroupSize
+	strats, err := groupStrategies(tasks, G, policy)
+	if err != nil {
+		return nil, err
+	}
+	if cfg, err = cfg.withDefaults(strats[0].Name()); err != nil {
+		return nil, fmt.Errorf("groups: config: %w", err)
+	}
+	bases, err := playBaselines(ctx, cfg.Concurrency, tasks, baseline)
+	if err != nil {
+		return nil, err
+	}
+	plays, err := playGroups(ctx, cfg, tasks, strats, bases, scorer, done)
+	if err != nil {
+		return nil, err
+	}
+	return groupsOf(cfg, tasks, strats, bases, plays)
+}
+
+// groupStrategies are policy's strategies, G per task, rollout k of task
+// i at i*G+k.
+func groupStrategies(tasks []delegate.Task, G int, policy Policies) ([]delegate.Strategy, error) {
 	strats := make([]delegate.Strategy, len(tasks)*G)
 	for i := range tasks {
 		for k := range G {
@@ -73,27 +94,35 @@ func Groups(ctx context.Context, cfg Config, tasks []delegate.Task, policy Polic
 			strats[i*G+k] = s
 		}
 	}
-	cfg, err := cfg.withDefaults(strats[0].Name())
-	if err != nil {
-		return nil, fmt.Errorf("groups: config: %w", err)
-	}
+	return strats, nil
+}
 
+// playBaselines plays baseline once per task, when there is one; a
+// failed baseline is in its trace.
+func playBaselines(ctx context.Context, concurrency int, tasks []delegate.Task, baseline delegate.Strategy) ([]*delegate.Trace, error) {
 	bases := make([]*delegate.Trace, len(tasks))
-	if baseline != nil {
-		eg, gctx := errgroup.WithContext(ctx)
-		eg.SetLimit(cfg.Concurrency)
-		for i, t := range tasks {
-			eg.Go(func() error {
-				bases[i] = playBaseline(gctx, baseline, t)
-				return nil
-			})
-		}
-		_ = eg.Wait() // every goroutine returns nil; a failed baseline is in its trace
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("groups: %w", err)
-		}
+	if baseline == nil {
+		return bases, nil
 	}
+	eg, gctx := errgroup.WithContext(ctx)
+	eg.SetLimit(concurrency)
+	for i, t := range tasks {
+		eg.Go(func() error {
+			bases[i] = playBaseline(gctx, baseline, t)
+			return nil
+		})
+	}
+	_ = eg.Wait() // every goroutine returns nil; a failed baseline is in its trace
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("groups: %w", err)
+	}
+	return bases, nil
+}
 
+// playGroups plays and scores every rollout whose task's baseline did not
+// fail, calling done after each.
+func playGroups(ctx context.Context, cfg Config, tasks []delegate.Task, strats []delegate.Strategy, bases []*delegate.Trace, scorer Scorer, done func()) ([]played, error) {
+	G := cfg.GroupSize
 	plays := make([]played, len(strats))
 	var eg errgroup.Group
 	eg.SetLimit(cfg.Concurrency)
@@ -117,7 +146,13 @@ func Groups(ctx context.Context, cfg Config, tasks []delegate.Task, policy Polic
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("groups: %w", err)
 	}
+	return plays, nil
+}
 
+// groupsOf makes each task's group of its plays: decided, with its
+// record, or dropped with the reason.
+func groupsOf(cfg Config, tasks []delegate.Task, strats []delegate.Strategy, bases []*delegate.Trace, plays []played) ([]Group, error) {
+	G := cfg.GroupSize
 	out := make([]Group, len(tasks))
 	for i, t := range tasks {
 		g := &out[i]

@@ -290,33 +290,9 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline delega
 	if policies == nil || scorer == nil {
 		return Summary{}, errors.New("process: a policy strategy and a scorer are required")
 	}
-	policy, err := policies(0, 0)
-	if err == nil && policy == nil {
-		err = errors.New("nil strategy")
-	}
+	cfg, tasks, policy, err := runConfig(cfg, tasks, policies)
 	if err != nil {
-		return Summary{}, fmt.Errorf("process: policy: %w", err)
-	}
-	cfg, err = cfg.withDefaults(policy.Name())
-	if err != nil {
-		return Summary{}, fmt.Errorf("process: config: %w", err)
-	}
-	if cfg.Items == 0 {
-		cfg.Items = len(tasks)
-	}
-	if cfg.Items > len(tasks) {
-		return Summary{}, fmt.Errorf("process: config: items: %d, but the dataset has %d tasks", cfg.Items, len(tasks))
-	}
-	if cfg.Items == 0 {
-		return Summary{}, errors.New("process: the dataset has no tasks")
-	}
-	tasks = tasks[:cfg.Items]
-	seen := map[string]int{}
-	for i, t := range tasks {
-		if j, ok := seen[t.ID]; ok {
-			return Summary{}, fmt.Errorf("process: tasks %d and %d have the same id %q: rollout ids would collide", j, i, t.ID)
-		}
-		seen[t.ID] = i
+		return Summary{}, err
 	}
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return Summary{}, fmt.Errorf("process: %w", err)
@@ -352,13 +328,60 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline delega
 	}
 	r.send()
 
-	var sinkDone chan error
-	sctx, stopSink := context.WithCancel(ctx)
-	defer stopSink()
 	if cfg.Sink != nil {
 		if r.sendq, err = r.unsent(ctx); err != nil {
 			return Summary{}, fmt.Errorf("process %s: %w", cfg.OutDir, err)
 		}
+	}
+	runErr := r.processSinking(ctx)
+	sum, err := r.summary(context.WithoutCancel(ctx), repairs)
+	if err != nil {
+		return sum, errors.Join(runErr, err)
+	}
+	return sum, runErr
+}
+
+// runConfig is cfg with its defaults for policies' strategy, the tasks it
+// processes, and the strategy of the first rollout.
+func runConfig(cfg Config, tasks []delegate.Task, policies Policies) (Config, []delegate.Task, delegate.Strategy, error) {
+	policy, err := policies(0, 0)
+	if err == nil && policy == nil {
+		err = errors.New("nil strategy")
+	}
+	if err != nil {
+		return cfg, nil, nil, fmt.Errorf("process: policy: %w", err)
+	}
+	cfg, err = cfg.withDefaults(policy.Name())
+	if err != nil {
+		return cfg, nil, nil, fmt.Errorf("process: config: %w", err)
+	}
+	if cfg.Items == 0 {
+		cfg.Items = len(tasks)
+	}
+	if cfg.Items > len(tasks) {
+		return cfg, nil, nil, fmt.Errorf("process: config: items: %d, but the dataset has %d tasks", cfg.Items, len(tasks))
+	}
+	if cfg.Items == 0 {
+		return cfg, nil, nil, errors.New("process: the dataset has no tasks")
+	}
+	tasks = tasks[:cfg.Items]
+	seen := map[string]int{}
+	for i, t := range tasks {
+		if j, ok := seen[t.ID]; ok {
+			return cfg, nil, nil, fmt.Errorf("process: tasks %d and %d have the same id %q: rollout ids would collide", j, i, t.ID)
+		}
+		seen[t.ID] = i
+	}
+	return cfg, tasks, policy, nil
+}
+
+// processSinking processes the run's items while its sink, when there is
+// one, takes the groups of r.sendq as they are written.
+func (r *runner) processSinking(ctx context.Context) error {
+	var sinkDone chan error
+	sctx, stopSink := context.WithCancel(ctx)
+	defer stopSink()
+	if r.cfg.Sink != nil {
 		sinkDone = make(chan error, 1)
 		go func() { sinkDone <- r.sendGroups(sctx, stopSink) }()
 	}
@@ -372,11 +395,7 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline delega
 	if runErr != nil && ctx.Err() != nil {
 		runErr = fmt.Errorf("process interrupted: %w", ctx.Err())
 	}
-	sum, err := r.summary(context.WithoutCancel(ctx), repairs)
-	if err != nil {
-		return sum, errors.Join(runErr, err)
-	}
-	return sum, runErr
+	return runErr
 }
 
 // checkIdentity stores the run's identity, or compares it with the stored
@@ -1066,6 +1085,23 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 	s.Resumed = r.prog.Resumed
 	r.pmu.Unlock()
 	s.DroppedProgress = r.droppedEvs.Load()
+	if err := r.tallyRollouts(ctx, &s); err != nil {
+		return s, err
+	}
+	if err := r.tallyGroups(ctx, &s); err != nil {
+		return s, err
+	}
+	s.ItemsDone = s.Groups
+	if err := r.tallyBaselines(ctx, &s); err != nil {
+		return s, err
+	}
+	s.Complete = s.Groups == len(r.tasks)
+	return s, writeSummary(filepath.Join(r.cfg.OutDir, SummaryFile), s)
+}
+
+// tallyRollouts adds the stored rollouts' counts, usage and mean scores
+// to s.
+func (r *runner) tallyRollouts(ctx context.Context, s *Summary) error {
 	var sumR, sumC, sumB float64
 	err := r.db.EachRollout(ctx, func(ro store.Rollout) error {
 		var st rolloutTally
@@ -1093,20 +1129,25 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 		return nil
 	})
 	if err != nil {
-		return s, err
+		return err
 	}
 	if s.RolloutsScored > 0 {
 		n := float64(s.RolloutsScored)
 		s.MeanReward, s.MeanCandidate, s.MeanBaseline = sumR/n, sumC/n, sumB/n
 	}
+	return nil
+}
+
+// tallyGroups adds the stored groups' counts to s.
+func (r *runner) tallyGroups(ctx context.Context, s *Summary) error {
 	groups, err := r.db.Groups(ctx)
 	if err != nil {
-		return s, err
+		return err
 	}
 	for _, g := range groups {
 		var st groupState
 		if err := json.Unmarshal(g.Data, &st); err != nil {
-			return s, fmt.Errorf("decode state of group %d: %w", g.Item, err)
+			return fmt.Errorf("decode state of group %d: %w", g.Item, err)
 		}
 		s.Groups++
 		s.RolloutsSkipped += st.Skipped
@@ -1123,8 +1164,12 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 		}
 		s.Dropped[st.Reason]++
 	}
-	s.ItemsDone = s.Groups
-	err = r.db.EachBaseline(ctx, func(i, group int, data []byte) error {
+	return nil
+}
+
+// tallyBaselines adds the usage of the stored baselines to s.
+func (r *runner) tallyBaselines(ctx context.Context, s *Summary) error {
+	return r.db.EachBaseline(ctx, func(i, group int, data []byte) error {
 		if group != 0 || i >= len(r.tasks) {
 			return nil
 		}
@@ -1138,21 +1183,20 @@ func (r *runner) summary(ctx context.Context, repairs []string) (Summary, error)
 		s.Retries += tr.Total.Retries
 		return nil
 	})
-	if err != nil {
-		return s, err
-	}
-	s.Complete = s.Groups == len(r.tasks)
+}
+
+// writeSummary writes s to path through a temporary file.
+func writeSummary(path string, s Summary) error {
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
-		return s, fmt.Errorf("encode summary: %w", err)
+		return fmt.Errorf("encode summary: %w", err)
 	}
-	path := filepath.Join(r.cfg.OutDir, SummaryFile)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		return s, fmt.Errorf("write summary: %w", err)
+		return fmt.Errorf("write summary: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return s, fmt.Errorf("write summary: %w", err)
+		return fmt.Errorf("write summary: %w", err)
 	}
-	return s, nil
+	return nil
 }

@@ -177,15 +177,7 @@ const RouterModel = "router"
 // StartModel is the shipped model the policy starts from when
 // Config.Delegator is "": the router under route, the planner under
 // decompose, the delegator under mlpo.
-func (c Config) StartModel() string {
-	switch c.Mode {
-	case ModeDecompose:
-		return PlannerModel
-	case ModeMLPO:
-		return "delegator"
-	}
-	return RouterModel
-}
+func (c Config) StartModel() string { return newMode(c.Mode, nil).startModel() }
 
 // trainsDelegator and trainsSolver say which policies the run trains.
 func (c Config) trainsDelegator() bool { return c.Train == TrainDelegator || c.Train == TrainBoth }
@@ -247,107 +239,140 @@ func (c Config) RLSeed() uint64 {
 
 // Validate checks every field, naming the key of each problem.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	var v violations
+	c.validateMode(&v)
+	c.validateTraining(&v)
+	c.validateReward(&v)
+	c.validateEval(&v)
+	c.validatePeers(&v)
+	if len(v.errs) > 0 {
+		return fmt.Errorf("train config: %w", errors.Join(v.errs...))
 	}
+	return nil
+}
+
+// violations collects what Validate finds wrong, in the order found.
+type violations struct{ errs []error }
+
+// bad records that key's value breaks the rule format says.
+func (v *violations) bad(key, format string, args ...any) {
+	v.add(fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+}
+
+func (v *violations) add(err error) { v.errs = append(v.errs, err) }
+
+// validateMode checks the mode and the settings that go with one mode.
+func (c Config) validateMode(v *violations) {
 	if c.Mode != ModeRoute && c.Mode != ModeMLPO && c.Mode != ModeDecompose {
-		bad("mode", "must be %q, %q or %q, got %q", ModeRoute, ModeMLPO, ModeDecompose, c.Mode)
+		v.bad("mode", "must be %q, %q or %q, got %q", ModeRoute, ModeMLPO, ModeDecompose, c.Mode)
 	}
 	switch {
 	case c.Train != TrainDelegator && c.Train != TrainSolver && c.Train != TrainBoth:
-		bad("train", "must be %q, %q or %q, got %q", TrainDelegator, TrainSolver, TrainBoth, c.Train)
+		v.bad("train", "must be %q, %q or %q, got %q", TrainDelegator, TrainSolver, TrainBoth, c.Train)
 	case c.Mode == ModeMLPO && c.Train != TrainDelegator:
-		bad("train", "mode %s trains its leader only (%q), got %q", ModeMLPO, TrainDelegator, c.Train)
+		v.bad("train", "mode %s trains its leader only (%q), got %q", ModeMLPO, TrainDelegator, c.Train)
 	case c.Mode == ModeDecompose && c.Train != TrainDelegator:
-		bad("train", "mode %s trains its delegator only (%q), got %q", ModeDecompose, TrainDelegator, c.Train)
+		v.bad("train", "mode %s trains its delegator only (%q), got %q", ModeDecompose, TrainDelegator, c.Train)
 	}
 	switch _, err := reward.ParseCredit(c.Credit); {
 	case err != nil && c.Credit != "":
-		bad("credit", "%v", err)
+		v.bad("credit", "%v", err)
 	case c.Credit == reward.CreditRole && c.Mode != ModeRoute:
-		bad("credit", "%q goes with mode %s, not %s", c.Credit, ModeRoute, c.Mode)
+		v.bad("credit", "%q goes with mode %s, not %s", c.Credit, ModeRoute, c.Mode)
 	}
 	if c.Parity && c.Mode != ModeDecompose {
-		bad("parity", "goes with mode %s, not %s", ModeDecompose, c.Mode)
+		v.bad("parity", "goes with mode %s, not %s", ModeDecompose, c.Mode)
 	}
+}
+
+// validateTraining checks the output, the starting models and RL.
+func (c Config) validateTraining(v *violations) {
 	if c.OutDir == "" {
-		bad("out_dir", "required")
+		v.bad("out_dir", "required")
 	}
 	if c.TrainTime < 0 {
-		bad("train_time", "must not be negative, got %v", c.TrainTime)
+		v.bad("train_time", "must not be negative, got %v", c.TrainTime)
 	}
 	if name, ok := strings.CutPrefix(c.Solver, ShippedPrefix); ok && !slices.Contains(models.Names, name) {
-		bad("solver", "there is no shipped model %q (the shipped models are %v)", name, models.Names)
+		v.bad("solver", "there is no shipped model %q (the shipped models are %v)", name, models.Names)
 	}
 	r := c.RL
 	r.PolicyRole, r.OutDir = RoleDelegator, c.OutDir
 	if err := r.Validate(); err != nil {
-		errs = append(errs, err)
+		v.add(err)
 	}
 	if err := c.World.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("world: %w", err))
+		v.add(fmt.Errorf("world: %w", err))
 	}
+}
+
+// validateReward checks the reward's weights and penalty.
+func (c Config) validateReward(v *violations) {
 	for _, f := range []struct {
 		key string
 		v   float64
 	}{{"reward.lambda", c.Reward.Lambda}, {"reward.mu", c.Reward.Mu}} {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {
-			bad(f.key, "must be non-negative and finite, got %v", f.v)
+			v.bad(f.key, "must be non-negative and finite, got %v", f.v)
 		}
 	}
 	if !(c.Reward.FormatPenalty <= 0) || math.IsInf(c.Reward.FormatPenalty, 0) {
-		bad("reward.format_penalty", "must be at most 0 and finite, got %v", c.Reward.FormatPenalty)
+		v.bad("reward.format_penalty", "must be at most 0 and finite, got %v", c.Reward.FormatPenalty)
 	}
 	if c.Reward.FormatPenalty != 0 && c.Mode != ModeDecompose {
-		bad("reward.format_penalty", "applies to mode %s only (route and mlpo count a run without a proper answer wrong), got %v under %s", ModeDecompose, c.Reward.FormatPenalty, c.Mode)
+		v.bad("reward.format_penalty", "applies to mode %s only (route and mlpo count a run without a proper answer wrong), got %v under %s", ModeDecompose, c.Reward.FormatPenalty, c.Mode)
 	}
+}
+
+// validateEval checks the problems and the evaluation's settings.
+func (c Config) validateEval(v *violations) {
 	if c.TrainProblems < c.RL.ItemsPerStep {
-		bad("train_problems", "must be at least rl.items_per_step (%d), got %d", c.RL.ItemsPerStep, c.TrainProblems)
+		v.bad("train_problems", "must be at least rl.items_per_step (%d), got %d", c.RL.ItemsPerStep, c.TrainProblems)
 	}
 	if sp, err := world.ParseSplit(c.EvalSplit); err != nil || sp == world.Train {
-		bad("eval_split", "must be validation or test, got %q", c.EvalSplit)
+		v.bad("eval_split", "must be validation or test, got %q", c.EvalSplit)
 	}
 	if c.RuleItems < 1 {
-		bad("rule_items", "must be at least 1, got %d", c.RuleItems)
+		v.bad("rule_items", "must be at least 1, got %d", c.RuleItems)
 	}
 	if c.CacheMinTokens < 0 {
-		bad("cache_min_tokens", "must not be negative, got %d", c.CacheMinTokens)
+		v.bad("cache_min_tokens", "must not be negative, got %d", c.CacheMinTokens)
 	}
 	if c.EvalItems < 1 {
-		bad("eval_items", "must be at least 1, got %d", c.EvalItems)
+		v.bad("eval_items", "must be at least 1, got %d", c.EvalItems)
 	}
 	if !(c.EvalTemperature >= 0 && c.EvalTemperature <= 2) {
-		bad("eval_temperature", "must be in [0, 2], got %v", c.EvalTemperature)
+		v.bad("eval_temperature", "must be in [0, 2], got %v", c.EvalTemperature)
 	}
 	if c.EvalConcurrency < 1 {
-		bad("eval_concurrency", "must be at least 1, got %d", c.EvalConcurrency)
+		v.bad("eval_concurrency", "must be at least 1, got %d", c.EvalConcurrency)
 	}
 	if c.MaxTurns < 1 {
-		bad("max_turns", "must be at least 1, got %d", c.MaxTurns)
+		v.bad("max_turns", "must be at least 1, got %d", c.MaxTurns)
 	}
-	if c.Mode == ModeMLPO {
-		if c.PeerCount < 1 {
-			bad("peer_count", "must be at least 1, got %d", c.PeerCount)
-		}
-		if c.PeerSamples < 1 {
-			bad("peer_samples", "must be at least 1, got %d", c.PeerSamples)
-		}
-		if !(c.FilterMaxRate > 0 && c.FilterMaxRate <= 1) {
-			bad("filter_max_rate", "must be in (0, 1], got %v", c.FilterMaxRate)
-		}
-		for i, p := range c.Peers {
-			name, shipped := strings.CutPrefix(p, ShippedPrefix)
-			switch {
-			case p == "":
-				bad("peers", "entry %d is empty", i+1)
-			case shipped && !slices.Contains(models.Names, name):
-				bad("peers", "entry %d: there is no shipped model %q (the shipped models are %v)", i+1, name, models.Names)
-			}
+}
+
+// validatePeers checks MLPO's peers and filter.
+func (c Config) validatePeers(v *violations) {
+	if c.Mode != ModeMLPO {
+		return
+	}
+	if c.PeerCount < 1 {
+		v.bad("peer_count", "must be at least 1, got %d", c.PeerCount)
+	}
+	if c.PeerSamples < 1 {
+		v.bad("peer_samples", "must be at least 1, got %d", c.PeerSamples)
+	}
+	if !(c.FilterMaxRate > 0 && c.FilterMaxRate <= 1) {
+		v.bad("filter_max_rate", "must be in (0, 1], got %v", c.FilterMaxRate)
+	}
+	for i, p := range c.Peers {
+		name, shipped := strings.CutPrefix(p, ShippedPrefix)
+		switch {
+		case p == "":
+			v.bad("peers", "entry %d is empty", i+1)
+		case shipped && !slices.Contains(models.Names, name):
+			v.bad("peers", "entry %d: there is no shipped model %q (the shipped models are %v)", i+1, name, models.Names)
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("train config: %w", errors.Join(errs...))
-	}
-	return nil
 }

@@ -47,14 +47,46 @@ const (
 	ArmRandomPlan     = "random plan at the trained rate" // followed by " (q, step s)"
 )
 
-// decomposeSettings sets decompose's stages in scfg for a run of cfg: the
-// delegator's plan and aggregation at the table's temperature (training
-// samples them at the trainer's), the solver greedy, every call capped at
-// RL.MaxNewTokens.
-func decomposeSettings(scfg *strategy.Config, cfg Config) {
-	if cfg.Mode != ModeDecompose {
-		return
+// decomposeMode trains the delegator under decompose.
+type decomposeMode struct{ r *runner }
+
+func (decomposeMode) startModel() string          { return PlannerModel }
+func (decomposeMode) open() error                 { return nil }
+func (decomposeMode) startArms() int              { return 1 }
+func (decomposeMode) acceptance(t *Table) []Check { return decomposeAcceptance(t) }
+func (m decomposeMode) notes() []string           { return m.r.decomposeNotes() }
+
+func (m decomposeMode) source(_ context.Context, cfg rl.Config) (rl.Source, error) {
+	return m.r.decomposeEnv(cfg), nil
+}
+
+// prepare chooses the best fixed plan on training items.
+func (m decomposeMode) prepare(ctx context.Context, phase func(string)) error {
+	phase("choose the best fixed rule on training items")
+	best, err := m.r.chooseRule(ctx, m.r.planRuleArms())
+	if err != nil {
+		return err
 	}
+	m.r.bestRule = best
+	return nil
+}
+
+// final adds random planning at the trained rate and the comparison with
+// the single-agent baseline.
+func (m decomposeMode) final(ctx context.Context, _ func(string), arms []bench.Arm, tab *Table, steps int) ([]bench.Arm, *Table, error) {
+	arms, tab, err := m.r.decomposeFinal(ctx, arms, tab, steps)
+	if err != nil {
+		return nil, nil, err
+	}
+	tab.BestRule = m.r.bestRule
+	return arms, tab, nil
+}
+
+// settings sets decompose's stages in scfg: the delegator's plan and
+// aggregation at the table's temperature (training samples them at the
+// trainer's), the solver greedy, every call capped at RL.MaxNewTokens.
+func (m decomposeMode) settings(scfg *strategy.Config) {
+	cfg := m.r.cfg
 	scfg.Plan.Temperature, scfg.Aggregate.Temperature = cfg.EvalTemperature, cfg.EvalTemperature
 	scfg.Subagent.Temperature = 0
 	for _, g := range []*strategy.Generation{&scfg.Plan, &scfg.Aggregate, &scfg.Subagent} {
@@ -112,7 +144,10 @@ func (r *runner) planRuleArms() []bench.Arm {
 	return arms
 }
 
-func (r *runner) decomposeBaselines() []bench.Arm {
+// baselines are the delegator alone, the fixed plans, the oracle plan and
+// the pretrained delegator under decompose.
+func (m decomposeMode) baselines() []bench.Arm {
+	r := m.r
 	arms := []bench.Arm{{Name: ArmSingle, Role: bench.RoleStrong, Strategy: r.singleStrategy(r.pretrained)}}
 	arms = append(arms, r.planRuleArms()...)
 	arms = append(arms, r.plannerArm(ArmPlanOracle, scripted.Oracle(r.solver)))
@@ -121,7 +156,9 @@ func (r *runner) decomposeBaselines() []bench.Arm {
 	}}})
 }
 
-func (r *runner) decomposeTrainedArms(steps int) []bench.Arm {
+// trainedArms are the trained delegator under decompose.
+func (m decomposeMode) trainedArms(steps int) []bench.Arm {
+	r := m.r
 	return []bench.Arm{{Name: trainedName(ArmTrainedPlan, steps), Strategy: perRun{strategy.NameDecompose, func(string) (delegate.Strategy, error) {
 		return r.decompose(r.policy, r.solver)
 	}}}}

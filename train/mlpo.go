@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/delegatelab/delegate"
@@ -234,7 +235,77 @@ func budgetCount(budget, one float64) int {
 	return max(1, int(budget/one))
 }
 
-func (r *runner) mlpoBaselines() []bench.Arm {
+// mlpoMode trains a leader under lead, frozen peers answering first.
+type mlpoMode struct{ r *runner }
+
+func (mlpoMode) startModel() string                          { return "delegator" }
+func (mlpoMode) settings(*strategy.Config)                   {}
+func (mlpoMode) prepare(context.Context, func(string)) error { return nil }
+func (mlpoMode) acceptance(t *Table) []Check                 { return mlpoAcceptance(t) }
+func (m mlpoMode) source(ctx context.Context, cfg rl.Config) (rl.Source, error) {
+	return m.r.mlpoEnv(ctx, cfg)
+}
+
+// startArms are the untrained leader's arms, alone and with its peers.
+func (m mlpoMode) startArms() int { return len(m.trainedArms(0)) }
+
+// open loads the frozen peers, each solving with scratch work and each
+// answer computed once.
+func (m mlpoMode) open() error {
+	r := m.r
+	for i, c := range r.cfg.peerCheckpoints() {
+		dir, what := c, "peer"
+		if name, ok := strings.CutPrefix(c, ShippedPrefix); ok {
+			dir, what = "", name
+		}
+		pp, err := loadCheckpoint(what, dir)
+		if err != nil {
+			return fmt.Errorf("train: peer %d: %w", i+1, err)
+		}
+		pm, err := r.open(pp, fmt.Sprintf("peer-%d", i+1))
+		if err != nil {
+			return err
+		}
+		r.peers = append(r.peers, scratchPeer{m: newMemo(pm), maxTokens: r.scfg.Single.MaxTokens})
+	}
+	return nil
+}
+
+// final adds the majorities at the trained team's dollar budget: as many
+// peer answers, and as many samples of the trained leader alone, as fit
+// in what the team costs.
+func (m mlpoMode) final(ctx context.Context, _ func(string), arms []bench.Arm, tab *Table, steps int) ([]bench.Arm, *Table, error) {
+	r := m.r
+	team, alone, votes := tab.Row(ArmTeam), tab.Row(ArmLeaderAlone), tab.Row(ArmMajority)
+	nPeers := budgetCount(team.Cost, votes.Cost/float64(r.cfg.PeerCount+1))
+	nOwn := budgetCount(team.Cost, alone.Cost)
+	arms = append(arms,
+		r.majorityArm(fmt.Sprintf("%s (%d answers, step %d)", ArmPeersCost, nPeers, steps), r.peers, r.cfg.Prices.Delegator, r.peerRequest, nPeers),
+		r.majorityArm(fmt.Sprintf("%s (%d samples, step %d)", ArmOwnMajority, nOwn, steps), []delegate.Model{r.policy}, r.cfg.Prices.Delegator, r.leaderSample, nOwn))
+	tab, err := r.evaluate(ctx, arms)
+	if err != nil {
+		return nil, nil, err
+	}
+	return arms, tab, nil
+}
+
+// notes say how the team was made.
+func (m mlpoMode) notes() []string {
+	r, c := m.r, m.r.cfg
+	ckpts := c.peerCheckpoints()
+	var peers []string
+	for i := range c.PeerCount {
+		peers = append(peers, fmt.Sprintf("peer %d %s", i+1, ckpts[i%len(ckpts)]))
+	}
+	lead := fmt.Sprintf("Lead with %d frozen peers (%s; temperature %g, answers fixed per item). A peer solves alone in the delegator's format, scratch work included, and the leader reads its answer condensed to one line per step and <answer> (transcript.Condense); the team pays for the whole reply. The majority vote takes %d peer answers (the team's number of generations, peers in turn); each peer model alone is greedy. Training items: those the peers solve less than %g of the time (%d samples).",
+		c.PeerCount, strings.Join(peers, ", "), r.scfg.Peer.Temperature, c.PeerCount+1, c.FilterMaxRate, c.PeerSamples)
+	return []string{lead}
+}
+
+// baselines are the peers' majority vote, each peer model alone and the
+// untrained leader, alone and with the peers.
+func (m mlpoMode) baselines() []bench.Arm {
+	r := m.r
 	arms := []bench.Arm{r.majorityArm(ArmMajority, r.peers, r.cfg.Prices.Delegator, r.peerRequest, r.cfg.PeerCount+1)}
 	seen := map[string]bool{}
 	for i, c := range r.cfg.peerCheckpoints() {
@@ -257,7 +328,9 @@ func (r *runner) mlpoBaselines() []bench.Arm {
 	}...)
 }
 
-func (r *runner) mlpoTrainedArms(steps int) []bench.Arm {
+// trainedArms are the trained leader with the peers and alone.
+func (m mlpoMode) trainedArms(steps int) []bench.Arm {
+	r := m.r
 	return []bench.Arm{
 		{Name: trainedName(ArmTeam, steps), Strategy: perRun{strategy.NameLead, func(req string) (delegate.Strategy, error) {
 			p, err := r.problem(req)

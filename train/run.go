@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -227,32 +226,19 @@ func Evaluate(ctx context.Context, cfg Config, trained Result, opt Options) (*Re
 	return res, nil
 }
 
-// start chooses the best fixed rule on training items (route) and
+// start chooses what the mode's baselines need on training items and
 // evaluates the baselines; it returns how long the final evaluation should
 // take (evaluateBaselines).
 func (r *runner) start(ctx context.Context, phase func(string)) (time.Duration, error) {
-	if r.cfg.Mode == ModeRoute || r.cfg.Mode == ModeDecompose {
-		phase("choose the best fixed rule on training items")
-		best, err := r.chooseRule(ctx)
-		if err != nil {
-			return 0, err
-		}
-		r.bestRule = best
-	}
-	if r.cfg.Mode == ModeRoute {
-		phase("choose the best keyword rule on training items")
-		best, err := r.chooseKeywordRule(ctx)
-		if err != nil {
-			return 0, err
-		}
-		r.bestKeyword = best
+	if err := r.mode.prepare(ctx, phase); err != nil {
+		return 0, err
 	}
 	phase("evaluate baselines")
 	return r.evaluateBaselines(ctx)
 }
 
-// final evaluates the trained policy of res (and, under route, random
-// delegation at its rate) beside the baselines, and writes the table.
+// final evaluates the trained policy of res beside the baselines and the
+// mode's arms that depend on it, and writes the table.
 func (r *runner) final(ctx context.Context, phase func(string), res *Result) error {
 	cfg := r.cfg
 	phase("evaluate trained")
@@ -261,60 +247,13 @@ func (r *runner) final(ctx context.Context, phase func(string), res *Result) err
 	if err != nil {
 		return err
 	}
-	if cfg.Mode == ModeRoute && cfg.trainsDelegator() {
-		// Random delegation at the rate the trained policy delegates.
-		rate := tab.Row(ArmTrained).DelegationRate()
-		name := fmt.Sprintf("%s (%.2f, step %d)", ArmRandom, rate, res.Steps)
-		arms = append(arms, r.scriptedArm(name, scripted.FromPolicy(world.RandomRate(rate, cfg.Seed))))
-		if cfg.Mode == ModeRoute && cfg.Train == TrainDelegator {
-			phase("SFT on the oracle's transcripts")
-			sft, err := r.sftArm(ctx)
-			if err != nil {
-				return err
-			}
-			arms = append(arms, sft)
-		}
-		if tab, err = r.evaluate(ctx, arms); err != nil {
-			return err
-		}
-	}
-	if cfg.Mode == ModeDecompose {
-		if arms, tab, err = r.decomposeFinal(ctx, arms, tab, res.Steps); err != nil {
-			return err
-		}
-	}
-	if cfg.Mode == ModeRoute || cfg.Mode == ModeDecompose {
-		tab.BestRule = r.bestRule
-	}
-	if cfg.Mode == ModeRoute {
-		tab.BestKeyword = keywordName(r.bestKeyword)
-	}
-	if cfg.Mode == ModeMLPO {
-		// Majorities at the trained team's dollar budget: as many peer
-		// answers, and as many samples of the trained leader alone, as fit
-		// in what the team costs.
-		team, alone, votes := tab.Row(ArmTeam), tab.Row(ArmLeaderAlone), tab.Row(ArmMajority)
-		nPeers := budgetCount(team.Cost, votes.Cost/float64(cfg.PeerCount+1))
-		nOwn := budgetCount(team.Cost, alone.Cost)
-		arms = append(arms,
-			r.majorityArm(fmt.Sprintf("%s (%d answers, step %d)", ArmPeersCost, nPeers, res.Steps), r.peers, r.cfg.Prices.Delegator, r.peerRequest, nPeers),
-			r.majorityArm(fmt.Sprintf("%s (%d samples, step %d)", ArmOwnMajority, nOwn, res.Steps), []delegate.Model{r.policy}, r.cfg.Prices.Delegator, r.leaderSample, nOwn))
-		if tab, err = r.evaluate(ctx, arms); err != nil {
-			return err
-		}
-	}
-	if cfg.Mode == ModeRoute && cfg.trainsDelegator() {
-		tab.DesignCut = r.designCut()
-		if ps := tab.PriceSensitivity(PriceCases(cfg.Prices),
-			[]string{ArmAlone, tab.BestRule, tab.BestKeyword, ArmPretrained, ArmTrained, ArmOracle},
-			ArmTrained, []string{ArmAlone, tab.BestRule, tab.BestKeyword}); ps != "" {
-			tab.Appendix = "Cost (µ$ per item) under other prices, from the stored items:\n\n" + ps
-		}
+	if _, tab, err = r.mode.final(ctx, phase, arms, tab, res.Steps); err != nil {
+		return err
 	}
 	res.Table = tab
 	tab.Notes = r.notes(res)
 	if cfg.trainsDelegator() {
-		tab.Checks = Acceptance(tab, cfg.Mode)
+		tab.Checks = r.mode.acceptance(tab)
 	}
 	if cfg.trainsSolver() {
 		tab.Checks = append(tab.Checks, SolverAcceptance(tab, cfg.Train)...)
@@ -327,6 +266,7 @@ type runner struct {
 	cfg  Config
 	opt  Options
 	scfg strategy.Config
+	mode mode
 
 	trainSet, testSet []*world.Problem
 	byText            map[string]*world.Problem
@@ -348,8 +288,11 @@ type runner struct {
 	closers       []*local.Model
 }
 
+// newRunner readies a run of cfg: its strategy settings, its problems
+// and its models. The caller closes it.
 func newRunner(cfg Config, opt Options) (*runner, error) {
 	r := &runner{cfg: cfg, opt: opt, scfg: transcript.StrategyConfig()}
+	r.mode = newMode(cfg.Mode, r)
 	r.scfg.MaxTurns = cfg.MaxTurns
 	r.scfg.StrictToolCalls = cfg.StrictToolCalls
 	r.scfg.Peers = cfg.PeerCount
@@ -368,19 +311,32 @@ func newRunner(cfg Config, opt Options) (*runner, error) {
 		// delegated in one turn would otherwise race).
 		r.scfg.ToolConcurrency = 1
 	}
-	decomposeSettings(&r.scfg, cfg)
+	r.mode.settings(&r.scfg)
 	if err := r.scfg.Validate(); err != nil {
 		return nil, fmt.Errorf("train: strategy config: %w", err)
 	}
+	if err := r.generate(); err != nil {
+		return nil, err
+	}
+	if err := r.openModels(); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// generate makes the run's training and held-out problems.
+func (r *runner) generate() error {
+	cfg := r.cfg
 	var err error
 	if r.trainSet, err = world.Generate(cfg.World, cfg.Seed, world.Train, cfg.TrainProblems); err != nil {
-		return nil, fmt.Errorf("train: generate training problems: %w", err)
+		return fmt.Errorf("train: generate training problems: %w", err)
 	}
 	if r.split, err = world.ParseSplit(cfg.EvalSplit); err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+		return fmt.Errorf("train: %w", err)
 	}
 	if r.testSet, err = world.Generate(cfg.World, cfg.Seed, r.split, cfg.EvalItems); err != nil {
-		return nil, fmt.Errorf("train: generate held-out problems: %w", err)
+		return fmt.Errorf("train: generate held-out problems: %w", err)
 	}
 	r.byText = make(map[string]*world.Problem, len(r.trainSet)+len(r.testSet))
 	r.byID = make(map[string]*world.Problem, len(r.trainSet)+len(r.testSet))
@@ -388,70 +344,54 @@ func newRunner(cfg Config, opt Options) (*runner, error) {
 		r.byText[p.Text] = p
 		r.byID[p.ID] = p
 	}
+	return nil
+}
 
+// openModels loads the solver, the delegator (twice: frozen and trained)
+// and the mode's own models; the caller closes r when it fails.
+func (r *runner) openModels() error {
+	cfg := r.cfg
 	solverP, err := loadCheckpoint("solver", cfg.Solver)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	pretrainedP, err := loadCheckpoint(cfg.StartModel(), cfg.Delegator)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if r.policyP, err = nn.Alloc(pretrainedP.Config); err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+		return fmt.Errorf("train: %w", err)
 	}
 	copy(r.policyP.Data, pretrainedP.Data)
-	open := func(p *nn.Params, name string) (*local.Model, error) {
-		m, err := local.New(p, local.Config{Name: name, MaxBatch: 64, Seed: cfg.Seed})
-		if err != nil {
-			return nil, fmt.Errorf("train: start %s: %w", name, err)
-		}
-		r.closers = append(r.closers, m)
-		return m, nil
-	}
-	if r.solver, err = open(solverP, "solver"); err != nil {
-		r.close()
-		return nil, err
+	if r.solver, err = r.open(solverP, "solver"); err != nil {
+		return err
 	}
 	if cfg.trainsSolver() {
 		if r.solverP, err = nn.Alloc(solverP.Config); err != nil {
-			r.close()
-			return nil, fmt.Errorf("train: %w", err)
+			return fmt.Errorf("train: %w", err)
 		}
 		copy(r.solverP.Data, solverP.Data)
-		if r.trainedSolver, err = open(r.solverP, "solver-trained"); err != nil {
-			r.close()
-			return nil, err
+		if r.trainedSolver, err = r.open(r.solverP, "solver-trained"); err != nil {
+			return err
 		}
 	}
-	if r.pretrained, err = open(pretrainedP, "delegator-pretrained"); err != nil {
-		r.close()
-		return nil, err
+	if r.pretrained, err = r.open(pretrainedP, "delegator-pretrained"); err != nil {
+		return err
 	}
-	if r.policy, err = open(r.policyP, "delegator"); err != nil {
-		r.close()
-		return nil, err
+	if r.policy, err = r.open(r.policyP, "delegator"); err != nil {
+		return err
 	}
-	if cfg.Mode == ModeMLPO {
-		for i, c := range cfg.peerCheckpoints() {
-			dir, what := c, "peer"
-			if name, ok := strings.CutPrefix(c, ShippedPrefix); ok {
-				dir, what = "", name
-			}
-			pp, err := loadCheckpoint(what, dir)
-			if err != nil {
-				r.close()
-				return nil, fmt.Errorf("train: peer %d: %w", i+1, err)
-			}
-			pm, err := open(pp, fmt.Sprintf("peer-%d", i+1))
-			if err != nil {
-				r.close()
-				return nil, err
-			}
-			r.peers = append(r.peers, scratchPeer{m: newMemo(pm), maxTokens: r.scfg.Single.MaxTokens})
-		}
+	return r.mode.open()
+}
+
+// open starts a local model over p, closed with r.
+func (r *runner) open(p *nn.Params, name string) (*local.Model, error) {
+	m, err := local.New(p, local.Config{Name: name, MaxBatch: 64, Seed: r.cfg.Seed})
+	if err != nil {
+		return nil, fmt.Errorf("train: start %s: %w", name, err)
 	}
-	return r, nil
+	r.closers = append(r.closers, m)
+	return m, nil
 }
 
 func (r *runner) close() {
@@ -509,107 +449,22 @@ func (r *runner) observe(s delegate.Strategy, err error) (delegate.Strategy, err
 	return observed{Strategy: s, traces: r.cfg.Traces}, nil
 }
 
-// route builds route with the delegator in the strong seat and the solver
-// answering what it delegates; the delegator sees the tool declared as in
-// its pretraining transcripts.
-func (r *runner) route(scfg strategy.Config, delegator, solver delegate.Model) (delegate.Strategy, error) {
-	return r.observe(strategy.New(strategy.NameRoute, strategy.Roles{
-		Strong: r.delegatorAgent(newConversation(delegator, r.cfg.CacheMinTokens)),
-		Weak:   r.subagent(solver, r.cfg.Prices.Solver),
-	}, scfg))
-}
-
 // single builds single with a in the one seat.
 func (r *runner) single(a delegate.Agent) (delegate.Strategy, error) {
 	return r.observe(strategy.New(strategy.NameSingle, strategy.Roles{Single: a}, r.scfg))
 }
 
 // baselines are the arms that do not depend on training.
-func (r *runner) baselines() []bench.Arm {
-	switch r.cfg.Mode {
-	case ModeMLPO:
-		return r.mlpoBaselines()
-	case ModeDecompose:
-		return r.decomposeBaselines()
-	}
-	arms := []bench.Arm{
-		{Name: ArmAlone, Role: bench.RoleStrong, Strategy: perRun{strategy.NameSingle, func(string) (delegate.Strategy, error) {
-			return r.single(r.delegatorAgent(newConversation(r.pretrained, r.cfg.CacheMinTokens)))
-		}}},
-	}
-	arms = append(arms, r.ruleArms()...)
-	arms = append(arms, r.scriptedArm(keywordName(r.bestKeyword), r.bestKeyword.Decider()))
-	arms = append(arms, r.scriptedArm(ArmOracle, scripted.Oracle(r.solver)))
-	return append(arms, bench.Arm{Name: ArmPretrained, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
-		return r.route(r.scfg, r.pretrained, r.solver)
-	}}})
-}
-
-// scriptedArm is a policy run by a program in the delegator's seat of
-// route (scripted.Delegator), on the training and the held-out problems.
-func (r *runner) scriptedArm(name string, decide scripted.Decider) bench.Arm {
-	prog := scripted.New(name, append(append([]*world.Problem(nil), r.trainSet...), r.testSet...), decide)
-	return bench.Arm{Name: name, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
-		return r.route(r.scfg, prog, r.solver)
-	}}}
-}
-
-// ruleArms are the input-independent per-position rules: every subset of
-// the positions of the world's longest problem delegated, the others
-// computed.
-func (r *runner) ruleArms() []bench.Arm {
-	if r.cfg.Mode == ModeDecompose {
-		return r.planRuleArms()
-	}
-	n := r.cfg.World.MaxSteps
-	arms := make([]bench.Arm, 0, 1<<n)
-	for mask := range uint(1) << n {
-		arms = append(arms, r.scriptedArm(ruleName(mask, n), scripted.FromPolicy(world.PositionRule(mask))))
-	}
-	return arms
-}
-
-func ruleName(mask uint, steps int) string {
-	return ArmRule + ": " + world.PositionRuleName(mask, steps)
-}
+func (r *runner) baselines() []bench.Arm { return r.mode.baselines() }
 
 // trainedArms are the arms of the trained policy after steps steps; the
 // step is in the arm's name, so that results of an earlier state of a
 // resumed run are never mixed in.
-func (r *runner) trainedArms(steps int) []bench.Arm {
-	switch r.cfg.Mode {
-	case ModeMLPO:
-		return r.mlpoTrainedArms(steps)
-	case ModeDecompose:
-		return r.decomposeTrainedArms(steps)
-	}
-	arm := func(name string, delegator, solver delegate.Model) bench.Arm {
-		return bench.Arm{Name: trainedName(name, steps), Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
-			return r.route(r.scfg, delegator, solver)
-		}}}
-	}
-	var arms []bench.Arm
-	if r.cfg.trainsDelegator() {
-		arms = append(arms, arm(ArmTrained, r.policy, r.solver))
-	}
-	if r.cfg.trainsSolver() {
-		arms = append(arms, arm(ArmTrainedSolver, r.pretrained, r.trainedSolver))
-	}
-	if r.cfg.Train == TrainBoth {
-		arms = append(arms, arm(ArmTrainedBoth, r.policy, r.trainedSolver))
-	}
-	return arms
-}
+func (r *runner) trainedArms(steps int) []bench.Arm { return r.mode.trainedArms(steps) }
 
 // startArms is the number of baselines, last in their list, that run the
-// starting policies in the trained seats: the pretrained delegator under
-// route, the untrained leader's arms in MLPO.
-func (r *runner) startArms() int {
-	if r.cfg.Mode == ModeMLPO {
-		return len(r.trainedArms(0))
-	}
-	return 1
-}
+// starting policies in the trained seats.
+func (r *runner) startArms() int { return r.mode.startArms() }
 
 func trainedName(arm string, steps int) string {
 	return arm + " (step " + strconv.Itoa(steps) + ")"
@@ -636,14 +491,13 @@ func (r *runner) evaluateCounting(ctx context.Context, arms []bench.Arm) (int, e
 	return len(r.testSet)*len(arms) - rep.Resumed, nil
 }
 
-// chooseRule runs every fixed per-position rule on the first RuleItems
+// chooseRule runs the mode's fixed rules (arms) on the first RuleItems
 // training problems and returns the arm name of the one of highest mean
 // reward (the first of them on a tie): the best input-independent policy,
 // chosen without looking at the held-out items.
-func (r *runner) chooseRule(ctx context.Context) (string, error) {
+func (r *runner) chooseRule(ctx context.Context, arms []bench.Arm) (string, error) {
 	problems := r.trainSet[:min(r.cfg.RuleItems, len(r.trainSet))]
 	path := filepath.Join(r.cfg.OutDir, RulesFile)
-	arms := r.ruleArms()
 	ecfg := bench.Config{Results: path, Concurrency: r.cfg.EvalConcurrency, Label: labelDelegated}
 	if _, err := bench.Run(ctx, ecfg, tasksOf(problems), arms, world.Verify, r.opt.EvalProgress); err != nil {
 		return "", fmt.Errorf("train: fixed rules on training items: %w", err)
@@ -669,71 +523,6 @@ func (r *runner) chooseRule(ctx context.Context) (string, error) {
 	r.opt.Log.Info("train: best fixed rule on training items", "rule", best.Arm, "reward", best.Reward, "items", len(problems))
 	return best.Arm, nil
 }
-
-// chooseKeywordRule runs the keyword rules (scripted.KeywordRules) on the
-// first RuleItems training problems and returns the one of highest mean
-// reward: the best rule reading a step's sentence and operands, chosen
-// without the held-out items. Rules that decide alike on every step of
-// those problems run once (scripted.Distinct); the solver's answers are
-// memoized, as it answers greedily.
-func (r *runner) chooseKeywordRule(ctx context.Context) (scripted.KeywordRule, error) {
-	problems := r.trainSet[:min(r.cfg.RuleItems, len(r.trainSet))]
-	rules := scripted.Distinct(scripted.KeywordRules(), problems)
-	r.keywordRules = len(rules)
-	solver := newMemo(r.solver)
-	arms := make([]bench.Arm, len(rules))
-	names := make([]string, len(rules))
-	for i, k := range rules {
-		prog := scripted.New(k.Name(), problems, k.Decider())
-		names[i] = keywordName(k)
-		arms[i] = bench.Arm{Name: names[i], Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
-			return r.route(r.scfg, prog, solver)
-		}}}
-	}
-	path := filepath.Join(r.cfg.OutDir, KeywordsFile)
-	ecfg := bench.Config{Results: path, Concurrency: r.cfg.EvalConcurrency, Label: labelDelegated}
-	if _, err := bench.Run(ctx, ecfg, tasksOf(problems), arms, world.Verify, r.opt.EvalProgress); err != nil {
-		return scripted.KeywordRule{}, fmt.Errorf("train: keyword rules on training items: %w", err)
-	}
-	records, _, err := bench.ReadResults(path)
-	if err != nil {
-		return scripted.KeywordRule{}, fmt.Errorf("train: keyword rules on training items: %w", err)
-	}
-	tab, err := NewTable(names, tasksOf(problems), records, r.cfg.Reward, r.byID)
-	if err != nil {
-		return scripted.KeywordRule{}, fmt.Errorf("train: keyword rules on training items: %w", err)
-	}
-	rewards := make([]float64, len(tab.Rows))
-	for i := range tab.Rows {
-		rewards[i] = tab.Rows[i].Reward
-	}
-	best, reward, _ := scripted.Best(rules, rewards)
-	r.opt.Log.Info("train: best keyword rule on training items", "rule", best.Name(), "reward", reward, "items", len(problems), "rules run", len(rules))
-	return best, nil
-}
-
-// designCut is the cost cut per item, against solving alone, of the
-// world's optimal policy (world.Selective) on the held-out problems, from
-// their transcripts (transcript.Measure) at the run's prices: what the
-// world's design allows, beside the measured cut. Earlier turns count as
-// cached only with Config.CacheMinTokens 0, as the problems' prompts are
-// shorter than any real API's cache minimum.
-func (r *runner) designCut() float64 {
-	acc := transcript.DesignAccuracy()
-	alone := transcript.Measure("single", r.testSet, transcript.Single, r.cfg.Prices, r.cfg.Reward, acc)
-	best := transcript.Measure("selective", r.testSet, func(p *world.Problem) transcript.Episode { return transcript.Route(p, world.Selective) }, r.cfg.Prices, r.cfg.Reward, acc)
-	a, b := alone.CostUncached, best.CostUncached
-	if r.cfg.CacheMinTokens == 0 {
-		a, b = alone.Cost, best.Cost
-	}
-	if a == 0 {
-		return math.NaN()
-	}
-	return 1 - b/a
-}
-
-// keywordName is the table's arm of a keyword rule.
-func keywordName(k scripted.KeywordRule) string { return ArmKeyword + ": " + k.Name() }
 
 // labelDelegated labels a trace with the operations of the questions the
 // sub-agents were asked, in call order ("*-"): which kinds of step were
@@ -958,32 +747,10 @@ func logSeconds(dir string) (float64, error) {
 	return s, nil
 }
 
-// source is where the trainer's groups come from: route on the training
-// problems (MLPO: lead on the filtered ones), rolled out in process.
+// source is where the lead trainer's groups come from: the mode's
+// rollouts on the training problems, run in process.
 func (r *runner) source(ctx context.Context, cfg rl.Config) (rl.Source, error) {
-	switch r.cfg.Mode {
-	case ModeMLPO:
-		return r.mlpoEnv(ctx, cfg)
-	case ModeDecompose:
-		return r.decomposeEnv(cfg), nil
-	}
-	s := r.problemEnv(cfg, r.trainSet, func(_ *world.Problem, delegator, solver delegate.Model) (delegate.Strategy, error) {
-		return r.route(r.scfg, delegator, solver)
-	})
-	// A seat not trained plays as in the table: the pretrained delegator
-	// at the table's temperature, the pretrained solver greedy.
-	s.delegator = seat{m: r.pretrained}
-	s.roles = nil
-	if r.cfg.trainsDelegator() {
-		s.delegator = seat{m: r.policy, trained: true, maxNew: cfg.MaxNewTokens}
-		s.roles = append(s.roles, trainedRole{RoleDelegator, r.policyP.Config.Context})
-	}
-	if r.cfg.trainsSolver() {
-		s.solver = seat{m: r.trainedSolver, trained: true, maxNew: r.scfg.Weak.MaxTokens, salt: solverSalt}
-		s.roles = append(s.roles, trainedRole{RoleSubagent, r.solverP.Config.Context})
-	}
-	s.credit = r.cfg.roleCredit()
-	return s, nil
+	return r.mode.source(ctx, cfg)
 }
 
 // problemEnv is the in-process source whose item i is problems[i], each

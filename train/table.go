@@ -242,48 +242,52 @@ const CostCut = 0.40
 // A criterion whose arms are missing from the table, or whose rows do not
 // hold the same items, is not met.
 func Acceptance(t *Table, mode string) []Check {
-	if mode == ModeDecompose {
-		return decomposeAcceptance(t)
-	}
+	return newMode(mode, nil).acceptance(t)
+}
+
+// mlpoAcceptance decides an MLPO run's criteria (Acceptance).
+func mlpoAcceptance(t *Table) []Check {
 	rows := t.pairedRows
-	if mode == ModeMLPO {
-		beats := func(name, a, b string) Check {
-			rs, c, ok := rows(name, a, b)
-			if !ok {
-				return c
-			}
-			x, y := rs[0], rs[1]
-			m := mcnemar(x, y)
-			return Check{Name: name, Pass: m.C > m.B && m.P < 0.05,
-				Detail: fmt.Sprintf("accuracy %.3f against %.3f on %d shared items: %d right only by the first, %d only by the second, McNemar p %.3g (%s)",
-					x.Accuracy, y.Accuracy, len(x.Items), m.C, m.B, m.P, m.Method)}
+	beats := func(name, a, b string) Check {
+		rs, c, ok := rows(name, a, b)
+		if !ok {
+			return c
 		}
-		checks := []Check{
-			beats("trained leader + peers beats the peers' majority vote at an equal generation budget (McNemar p < 0.05)", ArmTeam, ArmMajority),
-			beats("trained leader + peers beats the peers' majority vote at its own dollar cost (McNemar p < 0.05)", ArmTeam, ArmPeersCost),
-		}
-		// Every peer model alone, the best of them included.
-		every := Check{Name: "trained leader + peers beats every peer model alone, greedy (McNemar p < 0.05)", Pass: true}
-		var peers int
-		for i := range t.Rows {
-			if !strings.HasPrefix(t.Rows[i].Arm, ArmPeerAlone+" (") {
-				continue
-			}
-			peers++
-			c := beats(every.Name, ArmTeam, t.Rows[i].Arm)
-			every.Pass = every.Pass && c.Pass
-			every.Detail += fmt.Sprintf("%s: %s; ", strings.TrimPrefix(t.Rows[i].Arm, ArmPeerAlone+" "), c.Detail)
-		}
-		if peers == 0 {
-			every.Pass, every.Detail = false, "no row "+ArmPeerAlone
-		}
-		every.Detail = strings.TrimSuffix(every.Detail, "; ")
-		return append(checks, every,
-			beats("trained leader + peers beats the trained leader alone (McNemar p < 0.05)", ArmTeam, ArmLeaderAlone),
-			beats("trained leader + peers beats the trained leader's own majority at its dollar cost (McNemar p < 0.05)", ArmTeam, ArmOwnMajority),
-			beats("trained leader alone beats the untrained leader alone (McNemar p < 0.05)", ArmLeaderAlone, ArmUntrained),
-		)
+		x, y := rs[0], rs[1]
+		m := mcnemar(x, y)
+		return Check{Name: name, Pass: m.C > m.B && m.P < 0.05,
+			Detail: fmt.Sprintf("accuracy %.3f against %.3f on %d shared items: %d right only by the first, %d only by the second, McNemar p %.3g (%s)",
+				x.Accuracy, y.Accuracy, len(x.Items), m.C, m.B, m.P, m.Method)}
 	}
+	checks := []Check{
+		beats("trained leader + peers beats the peers' majority vote at an equal generation budget (McNemar p < 0.05)", ArmTeam, ArmMajority),
+		beats("trained leader + peers beats the peers' majority vote at its own dollar cost (McNemar p < 0.05)", ArmTeam, ArmPeersCost),
+	}
+	// Every peer model alone, the best of them included.
+	every := Check{Name: "trained leader + peers beats every peer model alone, greedy (McNemar p < 0.05)", Pass: true}
+	var peers int
+	for i := range t.Rows {
+		if !strings.HasPrefix(t.Rows[i].Arm, ArmPeerAlone+" (") {
+			continue
+		}
+		peers++
+		c := beats(every.Name, ArmTeam, t.Rows[i].Arm)
+		every.Pass = every.Pass && c.Pass
+		every.Detail += fmt.Sprintf("%s: %s; ", strings.TrimPrefix(t.Rows[i].Arm, ArmPeerAlone+" "), c.Detail)
+	}
+	if peers == 0 {
+		every.Pass, every.Detail = false, "no row "+ArmPeerAlone
+	}
+	every.Detail = strings.TrimSuffix(every.Detail, "; ")
+	return append(checks, every,
+		beats("trained leader + peers beats the trained leader alone (McNemar p < 0.05)", ArmTeam, ArmLeaderAlone),
+		beats("trained leader + peers beats the trained leader's own majority at its dollar cost (McNemar p < 0.05)", ArmTeam, ArmOwnMajority),
+		beats("trained leader alone beats the untrained leader alone (McNemar p < 0.05)", ArmLeaderAlone, ArmUntrained),
+	)
+}
+
+// routeAcceptance decides a route run's criteria (Acceptance).
+func routeAcceptance(t *Table) []Check {
 	out := t.beatsEach(ArmTrained, "no best fixed rule was chosen", []baseArm{
 		{"RL-trained reward beats the pretrained delegator" + paired, ArmPretrained},
 		{"RL-trained reward beats the best fixed rule chosen on training items" + paired, t.BestRule},
@@ -608,19 +612,13 @@ func (r *runner) notes(res *Result) []string {
 		notes = append(notes, fmt.Sprintf("Trained: the delegator and the solver, each by its own trainer (the solver's in %s/) on its own samples of the same rollouts (the delegator's turns; each of the solver's answers a sample), with %s; both sampled at temperature %g in training, and the solver answers greedily here.",
 			SolverDir, advs, c.RL.Temperature))
 	}
-	if c.Mode == ModeDecompose {
-		return append(notes, r.decomposeNotes()...)
-	}
-	if c.Mode == ModeMLPO {
-		ckpts := c.peerCheckpoints()
-		var peers []string
-		for i := range c.PeerCount {
-			peers = append(peers, fmt.Sprintf("peer %d %s", i+1, ckpts[i%len(ckpts)]))
-		}
-		return append(notes,
-			fmt.Sprintf("Lead with %d frozen peers (%s; temperature %g, answers fixed per item). A peer solves alone in the delegator's format, scratch work included, and the leader reads its answer condensed to one line per step and <answer> (transcript.Condense); the team pays for the whole reply. The majority vote takes %d peer answers (the team's number of generations, peers in turn); each peer model alone is greedy. Training items: those the peers solve less than %g of the time (%d samples).",
-				c.PeerCount, strings.Join(peers, ", "), r.scfg.Peer.Temperature, c.PeerCount+1, c.FilterMaxRate, c.PeerSamples))
-	}
+	return append(notes, r.mode.notes()...)
+}
+
+// routeNotes say how the delegation policies of a route table were made.
+func (r *runner) routeNotes() []string {
+	c := r.cfg
+	var notes []string
 	notes = append(notes, fmt.Sprintf("The keyword rule delegates a step when its sentence has one of the rule's keywords (\"of\", \"times\", \"gets\", \"gives away\", \"in all\", \"more … than\") and both its operands reach the rule's threshold (none, 10, 100, 1000): the best by reward on %d training items of the %d rules that decide differently there. The fixed rule and the keyword rule are chosen on training items, never on these.", min(c.RuleItems, c.TrainProblems), r.keywordRules))
 	if c.Train == TrainDelegator {
 		notes = append(notes, fmt.Sprintf("SFT: the starting delegator fine-tuned on the oracle's route transcripts of the training problems (world.Selective; the loss on its own turns only), %d steps of %d sequences at RL's learning rate: as many updates and sequences as RL's %d steps of %d items × %d rollouts.",

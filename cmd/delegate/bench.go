@@ -329,23 +329,11 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 		return err
 	}
 	defer closeModels()
-	// The cache serves the judge (open datasets) unless turned off, and
-	// every role with --cache.
-	var db *store.DB
-	if !f.noCache && (open || f.cache) {
-		path := f.cacheDB
-		if path == "" {
-			path = filepath.Join(f.out, benchCache)
-		}
-		if db, err = store.Open(ctx, path); err != nil {
-			return fmt.Errorf("bench: open response cache: %w", err)
-		}
-		defer func() {
-			if err := db.Close(); err != nil {
-				log.Warn("close response cache", "err", err)
-			}
-		}()
+	db, closeDB, err := openBenchCache(ctx, f, open, log)
+	if err != nil {
+		return err
 	}
+	defer closeDB()
 	models := cfg.benchModels(raw, db, f.cache, open)
 	arms, err := cfg.benchArms(names, models.strategies)
 	if err != nil {
@@ -356,30 +344,13 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 		return fmt.Errorf("bench: %w", err)
 	}
 	defer closeOTLP()
-	grade := bench.Verified(score.Verify)
-	if f.dataset == datasetWorld {
-		grade = bench.Verified(world.Verify)
+	grade, err := benchGrader(cfg, models, f, open)
+	if err != nil {
+		return err
 	}
-	if open {
-		judgeAgent, _ := cfg.agent(models.judge, judge.Role, cfg.Roles.Judge) // assigned: checked above
-		j, err := judge.New(judgeAgent, cfg.Judge)
-		if err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		grade = judgeGrader(j, f.passScore)
-	}
-
-	var armNames []string
-	for _, a := range arms {
-		armNames = append(armNames, a.Name)
-	}
-	if f.frontier != "" {
-		strong, weak, _ := strings.Cut(f.frontier, ",")
-		for _, a := range []string{strong, weak} {
-			if !slices.Contains(armNames, a) {
-				return fmt.Errorf("bench: --frontier: no arm %q (the arms are %s)", a, strings.Join(armNames, ", "))
-			}
-		}
+	armNames, err := checkFrontier(f.frontier, arms)
+	if err != nil {
+		return err
 	}
 	settings, err := cfg.benchSettings(f, tasks)
 	if err != nil {
@@ -388,7 +359,16 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	if err := bench.CheckSettings(filepath.Join(f.out, benchSettingsFile), filepath.Join(f.out, benchResults), armNames, settings); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
+	rep, results, err := runBenchArms(ctx, errOut, f, tasks, arms, grade)
+	if err != nil {
+		return err
+	}
+	return reportBench(out, f, cfg, desc, tasks, arms, armNames, models, rep, results)
+}
 
+// runBenchArms runs arms on tasks with a progress view on errOut, and
+// returns the report and the results file.
+func runBenchArms(ctx context.Context, errOut io.Writer, f benchFlags, tasks []delegate.Task, arms []bench.Arm, grade bench.Grader) (*bench.Report, string, error) {
 	ecfg := bench.Config{
 		Results:     filepath.Join(f.out, benchResults),
 		Concurrency: f.concurrency,
@@ -406,14 +386,78 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	view.finish(runErr == nil)
 	if runErr != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("bench interrupted; finished items are saved in %s: run the same command again to resume", ecfg.Results)
+			return nil, "", fmt.Errorf("bench interrupted; finished items are saved in %s: run the same command again to resume", ecfg.Results)
 		}
-		return fmt.Errorf("bench: %w", runErr)
+		return nil, "", fmt.Errorf("bench: %w", runErr)
+	}
+	return rep, ecfg.Results, nil
+}
+
+// openBenchCache opens the response cache, which serves the judge (open
+// datasets) unless turned off, and every role with --cache; nil when
+// there is none. The caller closes it with the function returned.
+func openBenchCache(ctx context.Context, f benchFlags, open bool, log *slog.Logger) (*store.DB, func(), error) {
+	if f.noCache || !(open || f.cache) {
+		return nil, func() {}, nil
+	}
+	path := f.cacheDB
+	if path == "" {
+		path = filepath.Join(f.out, benchCache)
+	}
+	db, err := store.Open(ctx, path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: open response cache: %w", err)
+	}
+	return db, func() {
+		if err := db.Close(); err != nil {
+			log.Warn("close response cache", "err", err)
+		}
+	}, nil
+}
+
+// benchGrader grades answers: by the judge on open datasets, else by the
+// dataset's verifier.
+func benchGrader(cfg *Config, models benchModels, f benchFlags, open bool) (bench.Grader, error) {
+	grade := bench.Verified(score.Verify)
+	if f.dataset == datasetWorld {
+		grade = bench.Verified(world.Verify)
+	}
+	if open {
+		judgeAgent, _ := cfg.agent(models.judge, judge.Role, cfg.Roles.Judge) // assigned: checked above
+		j, err := judge.New(judgeAgent, cfg.Judge)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		grade = judgeGrader(j, f.passScore)
 	}
 
+	return grade, nil
+}
+
+// checkFrontier checks that --frontier names two arms, and returns the
+// arms' names.
+func checkFrontier(frontier string, arms []bench.Arm) ([]string, error) {
+	var armNames []string
+	for _, a := range arms {
+		armNames = append(armNames, a.Name)
+	}
+	if frontier != "" {
+		strong, weak, _ := strings.Cut(frontier, ",")
+		for _, a := range []string{strong, weak} {
+			if !slices.Contains(armNames, a) {
+				return nil, fmt.Errorf("bench: --frontier: no arm %q (the arms are %s)", a, strings.Join(armNames, ", "))
+			}
+		}
+	}
+	return armNames, nil
+}
+
+// reportBench writes the report of a finished run to f.out and out, with
+// the run's notes and the response cache's figures.
+func reportBench(out io.Writer, f benchFlags, cfg *Config, desc string, tasks []delegate.Task, arms []bench.Arm, armNames []string, models benchModels, rep *bench.Report, results string) error {
 	rep.FrontierStrong, rep.FrontierWeak, _ = strings.Cut(f.frontier, ",")
 	rep.Notes = append(rep.Notes, benchNotes(cfg, f, desc, arms)...)
-	failed, err := allFailedNotes(ecfg.Results, rep)
+	failed, err := allFailedNotes(results, rep)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -428,7 +472,7 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 	if err := rep.WriteMarkdown(out); err != nil {
 		return err
 	}
-	produced, err := itemsWithResult(ecfg.Results, armNames)
+	produced, err := itemsWithResult(results, armNames)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -437,7 +481,7 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 		nothing = "; nothing produced: every item ended in an error"
 	}
 	fmt.Fprintf(out, "\n%d items run now, %d taken from %s%s; tables and plots in %s\n",
-		len(tasks)*len(arms)-rep.Resumed, rep.Resumed, ecfg.Results, nothing, f.out)
+		len(tasks)*len(arms)-rep.Resumed, rep.Resumed, results, nothing, f.out)
 	for _, c := range []struct {
 		who    string
 		models map[string]*store.CachedModel

@@ -417,85 +417,7 @@ func (c *Config) Validate() error {
 	}
 	var errs []error
 	for _, name := range c.ModelNames() {
-		m := c.Models[name]
-		key := "models." + name
-		switch m.Kind {
-		case "", "openai":
-			if m.BaseURL == "" {
-				errs = append(errs, c.at(key, "base_url is required"))
-			} else if !strings.HasPrefix(m.BaseURL, "http://") && !strings.HasPrefix(m.BaseURL, "https://") {
-				errs = append(errs, c.at(key+".base_url", "must start with http:// or https://, got %q", m.BaseURL))
-			}
-			for i, r := range m.Replicas {
-				if !strings.HasPrefix(r, "http://") && !strings.HasPrefix(r, "https://") {
-					errs = append(errs, c.at(fmt.Sprintf("%s.replicas[%d]", key, i), "must start with http:// or https://, got %q", r))
-				}
-			}
-			if m.Model == "" {
-				errs = append(errs, c.at(key, "model is required"))
-			}
-			if m.Checkpoint != "" || m.MaxBatch != 0 || m.Follow != "" || m.Context != 0 || m.Quantize != "" {
-				errs = append(errs, c.at(key, "checkpoint, max_batch, follow, context and quantize belong to kind: local"))
-			}
-			if (m.Tokenizer == "") != (m.ChatTemplate == "") {
-				errs = append(errs, c.at(key, "tokenizer and chat_template go together"))
-			} else if m.ChatTemplate != "" {
-				if _, err := tokenizer.ParseChatFormat(m.ChatTemplate); err != nil {
-					errs = append(errs, c.at(key+".chat_template", "%v", err))
-				}
-			}
-		case "local":
-			if m.Checkpoint == "" {
-				errs = append(errs, c.at(key, "checkpoint is required for kind: local"))
-			}
-			if m.BaseURL != "" || len(m.Replicas) > 0 || m.APIKeyEnv != "" {
-				errs = append(errs, c.at(key, "base_url, replicas and api_key_env belong to kind: openai"))
-			}
-			if m.MaxBatch < 0 {
-				errs = append(errs, c.at(key+".max_batch", "must not be negative"))
-			}
-			if m.FollowEvery < 0 || m.FollowEvery > 0 && m.Follow == "" {
-				errs = append(errs, c.at(key+".follow_every", "must be positive, and goes with follow"))
-			}
-			if m.Context < 0 {
-				errs = append(errs, c.at(key+".context", "must not be negative"))
-			}
-			if m.Quantize != "" && m.Quantize != "q8_0" {
-				errs = append(errs, c.at(key+".quantize", "unknown quantisation %q (want q8_0)", m.Quantize))
-			}
-			if m.Quantize != "" && strings.HasPrefix(m.Checkpoint, shippedPrefix) {
-				errs = append(errs, c.at(key+".quantize", "applies to Hugging Face and GGUF checkpoints, not to the shipped models"))
-			}
-			if m.ChatTemplate != "" {
-				if _, err := tokenizer.ParseChatFormat(m.ChatTemplate); err != nil {
-					errs = append(errs, c.at(key+".chat_template", "%v", err))
-				}
-			}
-		default:
-			errs = append(errs, c.at(key+".kind", "unknown kind %q (want openai or local)", m.Kind))
-		}
-		if m.Price.Input < 0 || m.Price.CachedInput < 0 || m.Price.Output < 0 {
-			errs = append(errs, c.at(key+".price", "prices must not be negative"))
-		}
-		if m.Timeout < 0 {
-			errs = append(errs, c.at(key+".timeout", "must not be negative"))
-		}
-		if m.MaxRetries != nil && *m.MaxRetries < 0 {
-			errs = append(errs, c.at(key+".max_retries", "must not be negative"))
-		}
-		if m.MaxConcurrency < 0 {
-			errs = append(errs, c.at(key+".max_concurrency", "must not be negative"))
-		}
-		switch rpm := m.RequestsPerMinute; {
-		case rpm < 0 || math.IsNaN(rpm) || math.IsInf(rpm, 0):
-			errs = append(errs, c.at(key+".requests_per_minute", "%v is not a rate: give requests per minute, at least %d (or 0 for no limit)", rpm, minRequestsPerMinute))
-		case rpm > 0 && rpm < minRequestsPerMinute:
-			errs = append(errs, c.at(key+".requests_per_minute", "%v would make a request wait %s for its turn: give at least %d per minute (or 0 for no limit)",
-				rpm, time.Duration(float64(time.Minute)/rpm).Round(time.Minute), minRequestsPerMinute))
-		}
-		if m.APIKeyEnv != "" && !validEnvName(m.APIKeyEnv) {
-			errs = append(errs, c.at(key+".api_key_env", "is not an environment variable name (put the variable's name here, never the key itself)"))
-		}
+		errs = append(errs, c.validateModel("models."+name, c.Models[name])...)
 	}
 	for _, r := range c.Roles.named() {
 		if _, ok := c.Models[r.model]; r.model != "" && !ok {
@@ -517,6 +439,104 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateModel checks the model at key by its kind, then the settings
+// of every kind.
+func (c *Config) validateModel(key string, m ModelConfig) []error {
+	var errs []error
+	switch m.Kind {
+	case "", "openai":
+		errs = c.validateOpenAI(key, m)
+	case "local":
+		errs = c.validateLocal(key, m)
+	default:
+		errs = append(errs, c.at(key+".kind", "unknown kind %q (want openai or local)", m.Kind))
+	}
+	if m.Price.Input < 0 || m.Price.CachedInput < 0 || m.Price.Output < 0 {
+		errs = append(errs, c.at(key+".price", "prices must not be negative"))
+	}
+	if m.Timeout < 0 {
+		errs = append(errs, c.at(key+".timeout", "must not be negative"))
+	}
+	if m.MaxRetries != nil && *m.MaxRetries < 0 {
+		errs = append(errs, c.at(key+".max_retries", "must not be negative"))
+	}
+	if m.MaxConcurrency < 0 {
+		errs = append(errs, c.at(key+".max_concurrency", "must not be negative"))
+	}
+	switch rpm := m.RequestsPerMinute; {
+	case rpm < 0 || math.IsNaN(rpm) || math.IsInf(rpm, 0):
+		errs = append(errs, c.at(key+".requests_per_minute", "%v is not a rate: give requests per minute, at least %d (or 0 for no limit)", rpm, minRequestsPerMinute))
+	case rpm > 0 && rpm < minRequestsPerMinute:
+		errs = append(errs, c.at(key+".requests_per_minute", "%v would make a request wait %s for its turn: give at least %d per minute (or 0 for no limit)",
+			rpm, time.Duration(float64(time.Minute)/rpm).Round(time.Minute), minRequestsPerMinute))
+	}
+	if m.APIKeyEnv != "" && !validEnvName(m.APIKeyEnv) {
+		errs = append(errs, c.at(key+".api_key_env", "is not an environment variable name (put the variable's name here, never the key itself)"))
+	}
+	return errs
+}
+
+// validateOpenAI checks the settings of a model of kind openai.
+func (c *Config) validateOpenAI(key string, m ModelConfig) []error {
+	var errs []error
+	if m.BaseURL == "" {
+		errs = append(errs, c.at(key, "base_url is required"))
+	} else if !strings.HasPrefix(m.BaseURL, "http://") && !strings.HasPrefix(m.BaseURL, "https://") {
+		errs = append(errs, c.at(key+".base_url", "must start with http:// or https://, got %q", m.BaseURL))
+	}
+	for i, r := range m.Replicas {
+		if !strings.HasPrefix(r, "http://") && !strings.HasPrefix(r, "https://") {
+			errs = append(errs, c.at(fmt.Sprintf("%s.replicas[%d]", key, i), "must start with http:// or https://, got %q", r))
+		}
+	}
+	if m.Model == "" {
+		errs = append(errs, c.at(key, "model is required"))
+	}
+	if m.Checkpoint != "" || m.MaxBatch != 0 || m.Follow != "" || m.Context != 0 || m.Quantize != "" {
+		errs = append(errs, c.at(key, "checkpoint, max_batch, follow, context and quantize belong to kind: local"))
+	}
+	if (m.Tokenizer == "") != (m.ChatTemplate == "") {
+		errs = append(errs, c.at(key, "tokenizer and chat_template go together"))
+	} else if m.ChatTemplate != "" {
+		if _, err := tokenizer.ParseChatFormat(m.ChatTemplate); err != nil {
+			errs = append(errs, c.at(key+".chat_template", "%v", err))
+		}
+	}
+	return errs
+}
+
+// validateLocal checks the settings of a model of kind local.
+func (c *Config) validateLocal(key string, m ModelConfig) []error {
+	var errs []error
+	if m.Checkpoint == "" {
+		errs = append(errs, c.at(key, "checkpoint is required for kind: local"))
+	}
+	if m.BaseURL != "" || len(m.Replicas) > 0 || m.APIKeyEnv != "" {
+		errs = append(errs, c.at(key, "base_url, replicas and api_key_env belong to kind: openai"))
+	}
+	if m.MaxBatch < 0 {
+		errs = append(errs, c.at(key+".max_batch", "must not be negative"))
+	}
+	if m.FollowEvery < 0 || m.FollowEvery > 0 && m.Follow == "" {
+		errs = append(errs, c.at(key+".follow_every", "must be positive, and goes with follow"))
+	}
+	if m.Context < 0 {
+		errs = append(errs, c.at(key+".context", "must not be negative"))
+	}
+	if m.Quantize != "" && m.Quantize != "q8_0" {
+		errs = append(errs, c.at(key+".quantize", "unknown quantisation %q (want q8_0)", m.Quantize))
+	}
+	if m.Quantize != "" && strings.HasPrefix(m.Checkpoint, shippedPrefix) {
+		errs = append(errs, c.at(key+".quantize", "applies to Hugging Face and GGUF checkpoints, not to the shipped models"))
+	}
+	if m.ChatTemplate != "" {
+		if _, err := tokenizer.ParseChatFormat(m.ChatTemplate); err != nil {
+			errs = append(errs, c.at(key+".chat_template", "%v", err))
+		}
+	}
+	return errs
 }
 
 // minRequestsPerMinute is the slowest rate limit a model may have: a

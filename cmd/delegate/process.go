@@ -106,25 +106,8 @@ train by default, drawn with --seed), graded on their integer answer.`,
 }
 
 func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f processFlags, lambdaSet bool) error {
-	if f.out == "" {
-		return errors.New("process: --out is required")
-	}
-	switch {
-	case f.push.sync < 0:
-		return fmt.Errorf("process: --push-sync %d: want the items per trainer step, or 0", f.push.sync)
-	case f.push.sync > 0 && f.push.url == "":
-		return errors.New("process: --push-sync goes with --push")
-	case f.push.syncPolicy != "" && f.push.sync == 0:
-		return errors.New("process: --push-sync-policy goes with --push-sync")
-	}
-	if f.push.url != "" {
-		f.logprobs = true // a trainer needs the policy's token ids and logprobs
-	}
-	if err := checkProgress(f.progress); err != nil {
-		return fmt.Errorf("process: %w", err)
-	}
-	if _, ok := rollout.DefaultTrainRole(f.strategy); !ok {
-		return fmt.Errorf("process: --strategy %q: want one of %s", f.strategy, strings.Join(strategy.Names(), ", "))
+	if err := checkProcessFlags(&f); err != nil {
+		return err
 	}
 	tasks, at, err := loadTasks(out, f)
 	if err != nil {
@@ -158,54 +141,19 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	}
 	defer closeModels()
 
-	baseRoles := cfg.strategyRoles(models)
-	var baseline delegate.Strategy
-	if !f.noBaseline {
-		if baseline, err = strategy.New(strategy.NameSingle, baseRoles, cfg.Strategy); err != nil {
-			return fmt.Errorf("process: baseline: %w", err)
-		}
-	}
-	pcfg := cfg.Strategy
-	identity := rewardDesc
-	if f.temperature >= 0 {
-		if f.temperature > 2 {
-			return fmt.Errorf("process: --temperature %g: want 0 to 2", f.temperature)
-		}
-		for _, g := range trainedStages(&pcfg, f.strategy) {
-			g.Temperature = f.temperature
-		}
-		identity += fmt.Sprintf("; policy temperature %g", f.temperature)
-	}
-	policy, err := strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs, nil), pcfg)
+	baseline, policies, identity, err := processStrategies(cfg, models, f, at, rewardDesc)
 	if err != nil {
-		return fmt.Errorf("process: %w", err)
-	}
-	policies := rollout.Same(policy)
-	if at != nil {
-		// Each rollout samples with train's seed of it: one strategy per
-		// rollout, around the policy seeded for it.
-		identity += fmt.Sprintf("; rollouts seeded as delegate train seeds them under seed %d", f.order.seed)
-		policies = func(i, k int) (delegate.Strategy, error) {
-			seed := at[i].seed(f.order.seed, f.group, k)
-			return strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs, &seed), pcfg)
-		}
+		return err
 	}
 	closeOTLP, err := traceRollouts(f.otlp, getenv, cfg, log, &baseline, &policies)
 	if err != nil {
 		return fmt.Errorf("process: %w", err)
 	}
 	defer closeOTLP()
-	jcfg := cfg.Judge
-	if needsJudge(tasks) {
-		a, ok := cfg.agent(models, judge.Role, cfg.Roles.Judge)
-		if !ok {
-			return errors.New("process: the dataset has tasks without reference answers, which need a judge: set roles.judge (or roles.default) in the config")
-		}
-		if sc.Judge, err = judge.New(a, jcfg); err != nil {
-			return fmt.Errorf("process: judge: %w", err)
-		}
+	if err := setJudge(cfg, models, tasks, sc); err != nil {
+		return err
 	}
-	fp, err := fingerprint(cfg, jcfg, identity, f.logprobs)
+	fp, err := fingerprint(cfg, cfg.Judge, identity, f.logprobs)
 	if err != nil {
 		return err
 	}
@@ -231,6 +179,95 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 		}
 		rc.Sink = sink
 	}
+	return runProcess(ctx, out, f, rc, tasks, baseline, policies, sc, rewardDesc)
+}
+
+// setJudge gives sc the config's judge when tasks need one: those
+// without reference answers.
+func setJudge(cfg *Config, models map[string]delegate.Model, tasks []delegate.Task, sc *rollout.RewardScorer) error {
+	if !needsJudge(tasks) {
+		return nil
+	}
+	a, ok := cfg.agent(models, judge.Role, cfg.Roles.Judge)
+	if !ok {
+		return errors.New("process: the dataset has tasks without reference answers, which need a judge: set roles.judge (or roles.default) in the config")
+	}
+	var err error
+	if sc.Judge, err = judge.New(a, cfg.Judge); err != nil {
+		return fmt.Errorf("process: judge: %w", err)
+	}
+	return nil
+}
+
+// checkProcessFlags checks the flags that need no file read, and turns
+// on logprobs for a trainer.
+func checkProcessFlags(f *processFlags) error {
+	if f.out == "" {
+		return errors.New("process: --out is required")
+	}
+	switch {
+	case f.push.sync < 0:
+		return fmt.Errorf("process: --push-sync %d: want the items per trainer step, or 0", f.push.sync)
+	case f.push.sync > 0 && f.push.url == "":
+		return errors.New("process: --push-sync goes with --push")
+	case f.push.syncPolicy != "" && f.push.sync == 0:
+		return errors.New("process: --push-sync-policy goes with --push-sync")
+	}
+	if f.push.url != "" {
+		f.logprobs = true // a trainer needs the policy's token ids and logprobs
+	}
+	if err := checkProgress(f.progress); err != nil {
+		return fmt.Errorf("process: %w", err)
+	}
+	if _, ok := rollout.DefaultTrainRole(f.strategy); !ok {
+		return fmt.Errorf("process: --strategy %q: want one of %s", f.strategy, strings.Join(strategy.Names(), ", "))
+	}
+	return nil
+}
+
+// processStrategies are the baseline (nil with --no-baseline) and the
+// policy's strategies of every rollout, and the run's identity: the
+// reward and how the policy samples.
+func processStrategies(cfg *Config, models map[string]delegate.Model, f processFlags, at []stepItem, rewardDesc string) (delegate.Strategy, rollout.Policies, string, error) {
+	var err error
+	baseRoles := cfg.strategyRoles(models)
+	var baseline delegate.Strategy
+	if !f.noBaseline {
+		if baseline, err = strategy.New(strategy.NameSingle, baseRoles, cfg.Strategy); err != nil {
+			return nil, nil, "", fmt.Errorf("process: baseline: %w", err)
+		}
+	}
+	pcfg := cfg.Strategy
+	identity := rewardDesc
+	if f.temperature >= 0 {
+		if f.temperature > 2 {
+			return nil, nil, "", fmt.Errorf("process: --temperature %g: want 0 to 2", f.temperature)
+		}
+		for _, g := range trainedStages(&pcfg, f.strategy) {
+			g.Temperature = f.temperature
+		}
+		identity += fmt.Sprintf("; policy temperature %g", f.temperature)
+	}
+	policy, err := strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs, nil), pcfg)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("process: %w", err)
+	}
+	policies := rollout.Same(policy)
+	if at != nil {
+		// Each rollout samples with train's seed of it: one strategy per
+		// rollout, around the policy seeded for it.
+		identity += fmt.Sprintf("; rollouts seeded as delegate train seeds them under seed %d", f.order.seed)
+		policies = func(i, k int) (delegate.Strategy, error) {
+			seed := at[i].seed(f.order.seed, f.group, k)
+			return strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs, &seed), pcfg)
+		}
+	}
+	return baseline, policies, identity, nil
+}
+
+// runProcess runs the rollouts of rc with a progress view and reports
+// their summary.
+func runProcess(ctx context.Context, out io.Writer, f processFlags, rc rollout.Config, tasks []delegate.Task, baseline delegate.Strategy, policies rollout.Policies, sc rollout.Scorer, rewardDesc string) error {
 	against := "against single"
 	if baseline == nil {
 		against = "without a baseline"

@@ -45,7 +45,21 @@ func newTrainCmd(getenv env, log *slog.Logger) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "train [flags]",
 		Short: "Train the delegator with GRPO (or a leader with MLPO) and compare it before and after",
-		Long: `Train starts from the pretrained checkpoints (by default the shipped
+		Long:  trainLong,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := trainConfig(cmd, &cfg, &f); err != nil {
+				return err
+			}
+			return runTrainCmd(cmd, getenv, log, cfg, f)
+		},
+	}
+	addTrainFlags(cmd.Flags(), &cfg, &f)
+	return cmd
+}
+
+// trainLong is train's help text.
+const trainLong = `Train starts from the pretrained checkpoints (by default the shipped
 solver and router, embedded in the binary), chooses the best fixed
 per-position rule and the best keyword rule (a step's sentence and
 operands) on training problems, evaluates the baselines (the delegator
@@ -101,98 +115,107 @@ plans, the oracle plan and random planning at its rate.
 --world digits runs the default world's problems with another solver, the
 shipped solver-digits, right only on products whose first factor is below
 50 (and on sums): the best policy reads the numbers, not the keywords
-(docs/world.md). It goes with route and in-process training.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkProgress(f.progress); err != nil {
-				return fmt.Errorf("train: %w", err)
-			}
-			if f.quiet {
-				f.progress = progressNone
-			}
-			defaults := map[string][]modeDefault{train.ModeMLPO: mlpoDefaults, train.ModeDecompose: decomposeDefaults}[cfg.Mode]
-			if len(defaults) > 0 {
-				for _, d := range defaults {
-					if !cmd.Flags().Changed(d.flag) {
-						if err := cmd.Flags().Set(d.flag, d.value); err != nil {
-							return fmt.Errorf("train: %s default --%s %s: %w", cfg.Mode, d.flag, d.value, err) // constant table; tested
-						}
-					}
-				}
-			}
-			est := reward.Estimator(f.estimator)
-			switch est {
-			case reward.GRPO, reward.DrGRPO, reward.RLOO:
-			default:
-				return fmt.Errorf("train: --estimator must be grpo, drgrpo or rloo, got %q", f.estimator)
-			}
-			cfg.RL.Estimator = est
-			cfg.RL.Schedule.MaxLR, cfg.RL.Schedule.MinLR = f.lr, f.lr
-			cfg.RL.Schedule.Total = cfg.RL.Steps
-			cfg.RL.Schedule.Warmup = min(cfg.RL.Schedule.Warmup, cfg.RL.Steps)
-			w, ok := world.Levels()[f.level]
-			if !ok {
-				return fmt.Errorf("train: --level %d: the world has levels 1 to %d", f.level, len(world.Levels()))
-			}
-			if cmd.Flags().Changed("distractors") {
-				w.Distractors = f.distractors
-			}
-			if err := w.Validate(); err != nil {
-				return fmt.Errorf("train: %w", err)
-			}
-			cfg.World = w
-			if f.world != "" {
-				if err := selectWorld(cmd.Flags(), &cfg, f); err != nil {
-					return err
-				}
-			}
-			if f.total > 0 {
-				cfg.Deadline = time.Now().Add(f.total)
-			}
-			if cfg.Train != train.TrainDelegator && (f.processes != 0 || f.api != "") {
-				return fmt.Errorf("train: --train %s: only the delegator is trained from a trajectory API (--api, --processes)", cfg.Train)
-			}
-			if cfg.Credit == reward.CreditRole && (f.processes != 0 || f.api != "") {
-				// A pushed sequence carries its rollout's advantage, not
-				// its role's: the batch would train under task credit.
-				return errors.New("train: --credit role: a trajectory API's sequences carry their rollout's advantage (task credit); role credit runs in process, without --api or --processes")
-			}
-			if f.processes == 0 && cmd.Flags().Changed("offpolicy") {
-				return errors.New("train: --offpolicy goes with --processes")
-			}
-			if f.otlp != "" && (f.processes != 0 || f.api != "") {
-				return errors.New("train: --otlp exports in-process training's runs; it is not passed on to --processes or --api")
-			}
-			if len(f.rlSeeds) > 0 && (f.processes != 0 || f.api != "" || f.total > 0 || cmd.Flags().Changed("rl-seed")) {
-				return errors.New("train: --rl-seeds runs in process, in place of --rl-seed, without --time (one seed's deadline would starve the next); not with --processes or --api")
-			}
-			if f.processes != 0 {
-				t, err := newTopology(cmd.Flags(), cfg, f.processes, f.level, cfg.Reward.Lambda)
-				if err != nil {
-					return err
-				}
-				t.sup = newSupervisor(t.exe, cmd.OutOrStdout())
-				return runTrainProcesses(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f.progress, log, t)
-			}
-			if f.api != "" {
-				return runTrainAPI(cmd.Context(), cmd.OutOrStdout(), cfg, f.api, getenv(apiTokenEnv))
-			}
-			closeOTLP, err := traceTrain(f.otlp, getenv, log, &cfg)
-			if err != nil {
-				return fmt.Errorf("train: %w", err)
-			}
-			defer closeOTLP()
-			if len(f.rlSeeds) > 0 {
-				seeds := make([]uint64, len(f.rlSeeds))
-				for i, s := range f.rlSeeds {
-					seeds[i] = uint64(s)
-				}
-				return runTrainSeeds(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f.progress, log, cfg, seeds)
-			}
-			return runTrain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f.progress, log, cfg)
-		},
+(docs/world.md). It goes with route and in-process training.`
+
+// trainConfig applies the mode's defaults and the flags that are not
+// fields of cfg, and checks the flags that go together.
+func trainConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
+	if err := checkProgress(f.progress); err != nil {
+		return fmt.Errorf("train: %w", err)
 	}
-	fl := cmd.Flags()
+	if f.quiet {
+		f.progress = progressNone
+	}
+	defaults := map[string][]modeDefault{train.ModeMLPO: mlpoDefaults, train.ModeDecompose: decomposeDefaults}[cfg.Mode]
+	if len(defaults) > 0 {
+		for _, d := range defaults {
+			if !cmd.Flags().Changed(d.flag) {
+				if err := cmd.Flags().Set(d.flag, d.value); err != nil {
+					return fmt.Errorf("train: %s default --%s %s: %w", cfg.Mode, d.flag, d.value, err) // constant table; tested
+				}
+			}
+		}
+	}
+	est := reward.Estimator(f.estimator)
+	switch est {
+	case reward.GRPO, reward.DrGRPO, reward.RLOO:
+	default:
+		return fmt.Errorf("train: --estimator must be grpo, drgrpo or rloo, got %q", f.estimator)
+	}
+	cfg.RL.Estimator = est
+	cfg.RL.Schedule.MaxLR, cfg.RL.Schedule.MinLR = f.lr, f.lr
+	cfg.RL.Schedule.Total = cfg.RL.Steps
+	cfg.RL.Schedule.Warmup = min(cfg.RL.Schedule.Warmup, cfg.RL.Steps)
+	w, ok := world.Levels()[f.level]
+	if !ok {
+		return fmt.Errorf("train: --level %d: the world has levels 1 to %d", f.level, len(world.Levels()))
+	}
+	if cmd.Flags().Changed("distractors") {
+		w.Distractors = f.distractors
+	}
+	if err := w.Validate(); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	cfg.World = w
+	if f.world != "" {
+		if err := selectWorld(cmd.Flags(), cfg, *f); err != nil {
+			return err
+		}
+	}
+	if f.total > 0 {
+		cfg.Deadline = time.Now().Add(f.total)
+	}
+	if cfg.Train != train.TrainDelegator && (f.processes != 0 || f.api != "") {
+		return fmt.Errorf("train: --train %s: only the delegator is trained from a trajectory API (--api, --processes)", cfg.Train)
+	}
+	if cfg.Credit == reward.CreditRole && (f.processes != 0 || f.api != "") {
+		// A pushed sequence carries its rollout's advantage, not its
+		// role's: the batch would train under task credit.
+		return errors.New("train: --credit role: a trajectory API's sequences carry their rollout's advantage (task credit); role credit runs in process, without --api or --processes")
+	}
+	if f.processes == 0 && cmd.Flags().Changed("offpolicy") {
+		return errors.New("train: --offpolicy goes with --processes")
+	}
+	if f.otlp != "" && (f.processes != 0 || f.api != "") {
+		return errors.New("train: --otlp exports in-process training's runs; it is not passed on to --processes or --api")
+	}
+	if len(f.rlSeeds) > 0 && (f.processes != 0 || f.api != "" || f.total > 0 || cmd.Flags().Changed("rl-seed")) {
+		return errors.New("train: --rl-seeds runs in process, in place of --rl-seed, without --time (one seed's deadline would starve the next); not with --processes or --api")
+	}
+	return nil
+}
+
+// runTrainCmd runs train as f says: as processes, from a trajectory API,
+// over several RL seeds or once in process.
+func runTrainCmd(cmd *cobra.Command, getenv env, log *slog.Logger, cfg train.Config, f trainFlags) error {
+	if f.processes != 0 {
+		t, err := newTopology(cmd.Flags(), cfg, f.processes, f.level, cfg.Reward.Lambda)
+		if err != nil {
+			return err
+		}
+		t.sup = newSupervisor(t.exe, cmd.OutOrStdout())
+		return runTrainProcesses(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f.progress, log, t)
+	}
+	if f.api != "" {
+		return runTrainAPI(cmd.Context(), cmd.OutOrStdout(), cfg, f.api, getenv(apiTokenEnv))
+	}
+	closeOTLP, err := traceTrain(f.otlp, getenv, log, &cfg)
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	defer closeOTLP()
+	if len(f.rlSeeds) > 0 {
+		seeds := make([]uint64, len(f.rlSeeds))
+		for i, s := range f.rlSeeds {
+			seeds[i] = uint64(s)
+		}
+		return runTrainSeeds(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f.progress, log, cfg, seeds)
+	}
+	return runTrain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f.progress, log, cfg)
+}
+
+// addTrainFlags declares train's flags over cfg and f.
+func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "route (GRPO on the delegator under route), mlpo (a leader under lead) or decompose (the delegator plans and aggregates)")
 	fl.BoolVar(&cfg.Parity, "parity", cfg.Parity, "decompose: reward with the reference's win/tie/loss buckets against the single-agent baseline instead of the graded comparison")
 	fl.StringVar(&cfg.Train, "train", cfg.Train, "route: the policies trained, each on its own samples of the same rollouts: delegator, solver or both (the solver's trainer in OUT/solver)")
@@ -238,7 +261,6 @@ shipped solver-digits, right only on products whose first factor is below
 	fl.IntVar(&f.processes, "processes", 0, "run the loop as child processes instead of in this one: the trajectory API, a policy server following the trainer's checkpoint, this many environments pushing route rollouts, and a trainer (train --api), each restarted if it dies; then the same table (0: in process)")
 	fl.Int("offpolicy", 0, "with --processes: batches the environments may sample ahead of the trainer's updates (0: each batch is sampled by the policy of the trainer's last step, once it is loaded, as in process; 1 or more: sampling overlaps the updates and the older groups are trained off-policy, with truncated importance weights)")
 	fl.StringVar(&f.api, "api", "", "train on the batches of the trajectory API at this URL (delegate api, or Atropos's) instead of running rollouts: an Atropos trainer; token from $DELEGATE_API_TOKEN")
-	return cmd
 }
 
 // modeDefault is a flag whose default differs under a mode.
