@@ -306,7 +306,7 @@ func (s *Server) initialize(params map[string]json.RawMessage) (any, error) {
 func (s *Server) toolsList() any {
 	tools := make([]MCPTool, len(s.cfg.Tools))
 	for i, t := range s.cfg.Tools {
-		tools[i] = MCPTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
+		tools[i] = MCPTool(t) // the same fields; the JSON names differ
 	}
 	return map[string][]MCPTool{"tools": tools}
 }
