@@ -296,27 +296,15 @@ var decomposeDefaults = []modeDefault{
 // runTrainSeeds runs the job once per RL seed (train.RunSeeds) and
 // prints each seed's table and their summary on out.
 func runTrainSeeds(ctx context.Context, out, progress io.Writer, mode string, log *slog.Logger, cfg train.Config, seeds []uint64) error {
-	trainCh := make(chan rl.Progress, 64)
-	evalCh := make(chan bench.Progress, 256)
-	phases := make(chan string, 8)
 	start := time.Now()
-	bars := newTrainProgress(progress, mode, cfg.RL.Steps)
-	var wg sync.WaitGroup
-	wg.Go(func() { bars.observe(trainCh, evalCh, phases) })
-	runs, sum, err := train.RunSeeds(ctx, cfg, seeds, train.Options{
-		TrainProgress: trainCh,
-		EvalProgress:  evalCh,
-		Phase:         bars.phaseFunc(phases),
-		Log:           log,
+	var (
+		runs []train.SeedRun
+		sum  *train.Seeds
+	)
+	err := withTrainProgress(progress, mode, log, cfg, func(o train.Options) (err error) {
+		runs, sum, err = train.RunSeeds(ctx, cfg, seeds, o)
+		return err
 	})
-	close(trainCh)
-	close(evalCh)
-	close(phases)
-	wg.Wait()
-	bars.finish()
-	if errors.Is(err, context.Canceled) {
-		return fmt.Errorf("interrupted; run the same command again to resume from %s: %w", cfg.OutDir, err)
-	}
 	if err != nil {
 		return err
 	}
@@ -343,18 +331,17 @@ func runTrainSeeds(ctx context.Context, out, progress io.Writer, mode string, lo
 	return nil
 }
 
-// runTrain runs the job, showing its progress on progress (nil: none)
-// under the --progress mode, then writes the plots and prints the table
-// on out.
-func runTrain(ctx context.Context, out, progress io.Writer, mode string, log *slog.Logger, cfg train.Config) error {
+// withTrainProgress runs fn with options that report to the progress
+// display of --progress mode on progress (nil: none), and closes the
+// display before it returns. A cancelled run says how to resume it.
+func withTrainProgress(progress io.Writer, mode string, log *slog.Logger, cfg train.Config, fn func(train.Options) error) error {
 	trainCh := make(chan rl.Progress, 64)
 	evalCh := make(chan bench.Progress, 256)
 	phases := make(chan string, 8)
-	start := time.Now()
 	bars := newTrainProgress(progress, mode, cfg.RL.Steps)
 	var wg sync.WaitGroup
 	wg.Go(func() { bars.observe(trainCh, evalCh, phases) })
-	res, err := train.Run(ctx, cfg, train.Options{
+	err := fn(train.Options{
 		TrainProgress: trainCh,
 		EvalProgress:  evalCh,
 		Phase:         bars.phaseFunc(phases),
@@ -368,6 +355,19 @@ func runTrain(ctx context.Context, out, progress io.Writer, mode string, log *sl
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("interrupted; run the same command again to resume from %s: %w", cfg.OutDir, err)
 	}
+	return err
+}
+
+// runTrain runs the job, showing its progress on progress (nil: none)
+// under the --progress mode, then writes the plots and prints the table
+// on out.
+func runTrain(ctx context.Context, out, progress io.Writer, mode string, log *slog.Logger, cfg train.Config) error {
+	start := time.Now()
+	var res *train.Result
+	err := withTrainProgress(progress, mode, log, cfg, func(o train.Options) (err error) {
+		res, err = train.Run(ctx, cfg, o)
+		return err
+	})
 	if err != nil {
 		return err
 	}
