@@ -171,7 +171,9 @@ func writeRollouts(t testing.TB, dir string, n int) {
 func metrics(step int, scale float64) rl.Metrics {
 	return rl.Metrics{Version: rl.MetricsVersion, Step: step, Steps: 100, Time: t0.Add(time.Duration(step) * time.Second),
 		Reward: scale * float64(step) / 100, Accuracy: 0.5 + float64(step)/400, DelegationRate: 0.3,
-		Scalars: map[string]float64{"cost": 0.001 * float64(step)}}
+		StalenessMean: 0.5,
+		Scalars: map[string]float64{"cost": 0.001 * float64(step),
+			"delegated_product": 1, "steps_product": 2, "delegated_sum": 0, "steps_sum": 1, "delegated_difference": 0}}
 }
 
 // writeTrain writes a training run's metrics of steps 1 to n.

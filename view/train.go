@@ -30,7 +30,14 @@ type TrainPoint struct {
 	// (train's "cost" scalar); null otherwise.
 	Cost           *float64 `json:"cost"`
 	DelegationRate float64  `json:"delegation_rate"`
-	Time           string   `json:"time"`
+	// Delegated is the share of each kind of step that was delegated
+	// (train's delegated_KIND and steps_KIND scalars), where the run
+	// reports it.
+	Delegated map[string]float64 `json:"delegated,omitempty"`
+	// Staleness is the mean policy versions by which the step's groups
+	// trailed the trainer (0 in process).
+	Staleness float64 `json:"staleness"`
+	Time      string  `json:"time"`
 }
 
 func (t *trainRun) updateLocked() error { return t.indexLocked(false) }
@@ -46,6 +53,8 @@ func (t *trainRun) indexLocked(background bool) error {
 		if c, ok := m.Scalars["cost"]; ok {
 			p.Cost = &c
 		}
+		p.Delegated = delegatedByKind(m.Scalars)
+		p.Staleness = m.StalenessMean
 		t.points = append(t.points, p)
 		return nil
 	})
@@ -198,4 +207,23 @@ func (s *Server) handleTrainEvents(w http.ResponseWriter, r *http.Request) {
 		case <-tick.C:
 		}
 	}
+}
+
+// delegatedByKind divides each delegated_KIND scalar by its steps_KIND:
+// the share of that kind of step delegated. Nil when there is none.
+func delegatedByKind(scalars map[string]float64) map[string]float64 {
+	var out map[string]float64
+	for k, v := range scalars {
+		kind, ok := strings.CutPrefix(k, "delegated_")
+		if !ok {
+			continue
+		}
+		if steps := scalars["steps_"+kind]; steps > 0 {
+			if out == nil {
+				out = map[string]float64{}
+			}
+			out[kind] = v / steps
+		}
+	}
+	return out
 }

@@ -401,6 +401,11 @@ func TestTrainAPIAndEvents(t *testing.T) {
 	if p := got.Series[0].Points[9]; p.Step != 10 || p.Cost == nil || math.Abs(*p.Cost-0.01) > 1e-12 || p.Reward != 0.1 {
 		t.Errorf("step 10: got %+v", p)
 	}
+	// Each kind's delegation rate is its delegated steps over its steps; a
+	// kind without steps has none. Staleness is the run's mean.
+	if p := got.Series[0].Points[9]; fmt.Sprint(p.Delegated) != "map[product:0.5 sum:0]" || p.Staleness != 0.5 {
+		t.Errorf("step 10: delegated %v, staleness %v; want map[product:0.5 sum:0] and 0.5", p.Delegated, p.Staleness)
+	}
 
 	resp, err := http.Get(fmt.Sprintf("%s/api/train/events?run=%d&after=10", hs.URL, a))
 	if err != nil {

@@ -365,7 +365,16 @@ const METRICS = [
   ['accuracy', 'accuracy', p => p.accuracy],
   ['cost', 'dollars per rollout', p => p.cost],
   ['delegation_rate', 'delegation rate', p => p.delegation_rate],
+  ['staleness', 'staleness (policy versions behind)', p => p.staleness],
 ];
+
+// kindMetrics are the charts of the delegation rate of each kind of step
+// the series report.
+function kindMetrics(series) {
+  const kinds = new Set();
+  for (const se of series) for (const p of se.points) for (const k of Object.keys(p.delegated || {})) kinds.add(k);
+  return [...kinds].sort().map(k => ['delegated_' + k, 'delegation rate of ' + k + ' steps', p => (p.delegated || {})[k]]);
+}
 
 async function pageTrain(selected) {
   const {runs} = await api('/api/runs');
@@ -378,7 +387,7 @@ async function pageTrain(selected) {
   const legend = h('div', {class: 'legend'});
   const draw = () => {
     legend.replaceChildren(...series.map(se => h('span', {}, h('span', {class: 'swatch', style: 'background:' + color[se.run]}), se.name + ' (' + se.points.length + ' steps)')));
-    charts.replaceChildren(...METRICS.map(([key, title, get]) => lineChart(key, title,
+    charts.replaceChildren(...METRICS.concat(kindMetrics(series)).map(([key, title, get]) => lineChart(key, title,
     series.map(se => ({name: se.name, color: color[se.run], points: se.points.filter(p => get(p) !== null && get(p) !== undefined).map(p => [p.step, get(p)])})))));
   };
   draw();
