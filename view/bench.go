@@ -63,17 +63,7 @@ func (b *benchRun) count() (int, error) {
 
 // record reads record i whole, trace included.
 func (b *benchRun) record(i int) (*bench.Record, error) {
-	b.mu.Lock()
-	raw, err := b.idx.read(i)
-	b.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	var rec bench.Record
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return nil, fmt.Errorf("bench record %d: %w", i, err)
-	}
-	return &rec, nil
+	return readLine[bench.Record](&b.mu, &b.idx, i, "bench record")
 }
 
 // BenchRow is one arm's row of the table. Numbers that do not exist are

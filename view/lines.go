@@ -3,10 +3,12 @@ package view
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -145,4 +147,20 @@ func (l *lines) read(i int) ([]byte, error) {
 		buf = buf[:j]
 	}
 	return buf, nil
+}
+
+// readLine decodes line i of l, read under mu, as a T; what names the
+// record in errors.
+func readLine[T any](mu *sync.Mutex, l *lines, i int, what string) (*T, error) {
+	mu.Lock()
+	raw, err := l.read(i)
+	mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("%s %d: %w", what, i, err)
+	}
+	return &v, nil
 }

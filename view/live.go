@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -315,42 +314,21 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 // events; each event's id is the last point's seq, so a browser that
 // reconnects resumes after it.
 func (s *Server) handleLiveEvents(w http.ResponseWriter, r *http.Request) {
-	seq := 0
-	for _, v := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after")} {
-		if v == "" {
-			continue
-		}
-		var err error
-		if seq, err = strconv.Atoi(v); err != nil || seq < 0 {
-			reply(w, nil, badRequest("resume point %q: want a whole number ≥ 0", v))
-			return
-		}
-		break
+	seq, err := resumePoint(r)
+	if err != nil {
+		reply(w, nil, err)
+		return
 	}
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
+	es := startStream(w, s.cfg.Log)
 	for {
 		pts, last, changed := s.live.since(seq)
-		if derr := rc.SetWriteDeadline(time.Now().Add(heartbeat + 10*time.Second)); derr != nil {
-			s.cfg.Log.Debug("view: stream without write deadlines", "err", derr)
-		}
-		var err error
+		es.extend()
 		if len(pts) > 0 {
-			data, merr := json.Marshal(map[string]any{"points": pts})
-			if merr != nil {
-				return
-			}
 			seq = last
-			_, err = fmt.Fprintf(w, "id: %d\ndata: %s\n\n", seq, data)
-		} else {
-			_, err = fmt.Fprint(w, ": still here\n\n")
-		}
-		if err != nil {
-			return // the client went away
-		}
-		if err := rc.Flush(); err != nil {
+			if !es.send(seq, map[string]any{"points": pts}) {
+				return // the client went away
+			}
+		} else if !es.beat() {
 			return
 		}
 		select {

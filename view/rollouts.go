@@ -1,8 +1,6 @@
 package view
 
 import (
-	"encoding/json"
-	"fmt"
 	"math"
 	"net/http"
 	"path/filepath"
@@ -87,17 +85,7 @@ func (ro *rolloutRun) count() (int, error) {
 }
 
 func (ro *rolloutRun) artifact(i int) (*rollout.Artifact, error) {
-	ro.mu.Lock()
-	raw, err := ro.idx.read(i)
-	ro.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	var a rollout.Artifact
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return nil, fmt.Errorf("rollout %d: %w", i, err)
-	}
-	return &a, nil
+	return readLine[rollout.Artifact](&ro.mu, &ro.idx, i, "rollout")
 }
 
 // RolloutStats sums the rollouts of one strategy (or of all).

@@ -1,10 +1,7 @@
 package view
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -133,10 +130,6 @@ func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
 	reply(w, map[string]any{"series": out}, nil)
 }
 
-// heartbeat is how often a quiet stream sends a comment, so that proxies
-// and the browser keep it open.
-const heartbeat = 15 * time.Second
-
 // handleTrainEvents streams a run's new steps as server-sent events. It
 // looks at the file every Config.Poll. Each event is one JSON object
 // {"run":ID,"points":[...]}, with the count of steps sent so far as its
@@ -148,56 +141,32 @@ func (s *Server) handleTrainEvents(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	sent := 0
-	for _, v := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after")} {
-		if v == "" {
-			continue
-		}
-		if sent, err = strconv.Atoi(v); err != nil || sent < 0 {
-			reply(w, nil, badRequest("resume point %q: want a whole number ≥ 0", v))
-			return
-		}
-		break
+	sent, err := resumePoint(r)
+	if err != nil {
+		reply(w, nil, err)
+		return
 	}
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
+	es := startStream(w, s.cfg.Log)
 	tick := time.NewTicker(s.cfg.Poll)
 	defer tick.Stop()
 	quiet := time.Now()
 	for {
 		pts, total, err := run.train.since(sent)
-		// The edge's write timeout bounds one response; a stream pushes
-		// it forward before each write instead.
-		if derr := rc.SetWriteDeadline(time.Now().Add(heartbeat + 10*time.Second)); derr != nil {
-			s.cfg.Log.Debug("view: stream without write deadlines", "err", derr)
-		}
+		es.extend()
 		switch {
 		case err != nil:
-			msg, _ := json.Marshal(err.Error()) // a string always encodes
-			// The browser tries again after the retry interval.
-			fmt.Fprintf(w, "retry: 10000\nevent: failure\ndata: %s\n\n", msg)
-			// A failed flush means the client went away; nothing to do.
-			_ = rc.Flush()
+			es.fail(err)
 			return
 		case len(pts) > 0:
-			data, merr := json.Marshal(map[string]any{"run": run.ID, "points": pts})
-			if merr != nil {
-				return
+			sent, quiet = total, time.Now()
+			if !es.send(sent, map[string]any{"run": run.ID, "points": pts}) {
+				return // the client went away
 			}
-			sent = total
-			quiet = time.Now()
-			_, err = fmt.Fprintf(w, "id: %d\ndata: %s\n\n", sent, data)
 		case time.Since(quiet) >= heartbeat:
 			quiet = time.Now()
-			_, err = fmt.Fprint(w, ": still here\n\n")
-		}
-		if err != nil {
-			return // the client went away
-		}
-		if err := rc.Flush(); err != nil {
-			return
+			if !es.beat() {
+				return
+			}
 		}
 		select {
 		case <-r.Context().Done():
