@@ -16,22 +16,16 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"math"
-	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"runtime"
-	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/delegatelab/delegate/nn/infer"
+	"github.com/delegatelab/delegate/perf/internal/hfgen"
 )
 
 func main() {
@@ -172,120 +166,9 @@ func params(sh shape) int {
 	return n
 }
 
-// writeCheckpoint writes config.json and model.safetensors of a seeded
-// random model of shape sh, stored as dtype.
+// writeCheckpoint writes a seeded random model of shape sh, stored as
+// dtype, with Qwen2.5's config values.
 func writeCheckpoint(dir string, sh shape, dtype string) error {
-	hd := sh.dim / sh.heads
-	arch := map[string]string{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[sh.modelType]
-	cfg := map[string]any{
-		"architectures": []string{arch}, "model_type": sh.modelType, "hidden_size": sh.dim, "intermediate_size": sh.hidden,
-		"num_hidden_layers": sh.layers, "num_attention_heads": sh.heads, "num_key_value_heads": sh.kv, "vocab_size": sh.vocab,
-		"max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": sh.tied,
-		"hidden_act": "silu", "eos_token_id": 0,
-	}
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644); err != nil {
-		return err
-	}
-	type tensor struct {
-		name  string
-		shape []int
-		scale float64 // 0: a norm weight, ones
-	}
-	ts := []tensor{{"model.embed_tokens.weight", []int{sh.vocab, sh.dim}, 1}, {"model.norm.weight", []int{sh.dim}, 0}}
-	if !sh.tied {
-		ts = append(ts, tensor{"lm_head.weight", []int{sh.vocab, sh.dim}, 1 / math.Sqrt(float64(sh.dim))})
-	}
-	for l := range sh.layers {
-		p := fmt.Sprintf("model.layers.%d.", l)
-		in, hid := 1/math.Sqrt(float64(sh.dim)), 1/math.Sqrt(float64(sh.hidden))
-		ts = append(ts,
-			tensor{p + "input_layernorm.weight", []int{sh.dim}, 0},
-			tensor{p + "post_attention_layernorm.weight", []int{sh.dim}, 0},
-			tensor{p + "self_attn.q_proj.weight", []int{sh.heads * hd, sh.dim}, in},
-			tensor{p + "self_attn.k_proj.weight", []int{sh.kv * hd, sh.dim}, in},
-			tensor{p + "self_attn.v_proj.weight", []int{sh.kv * hd, sh.dim}, in},
-			tensor{p + "self_attn.o_proj.weight", []int{sh.dim, sh.heads * hd}, in},
-			tensor{p + "mlp.gate_proj.weight", []int{sh.hidden, sh.dim}, in},
-			tensor{p + "mlp.up_proj.weight", []int{sh.hidden, sh.dim}, in},
-			tensor{p + "mlp.down_proj.weight", []int{sh.dim, sh.hidden}, hid})
-		if sh.modelType == "qwen2" {
-			ts = append(ts,
-				tensor{p + "self_attn.q_proj.bias", []int{sh.heads * hd}, 0.1},
-				tensor{p + "self_attn.k_proj.bias", []int{sh.kv * hd}, 0.1},
-				tensor{p + "self_attn.v_proj.bias", []int{sh.kv * hd}, 0.1})
-		}
-	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
-	header := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
-	off := 0
-	for _, t := range ts {
-		n := 2
-		for _, d := range t.shape {
-			n *= d
-		}
-		header[t.name] = map[string]any{"dtype": dtype, "shape": t.shape, "data_offsets": []int{off, off + n}}
-		off += n
-	}
-	hb, err := json.Marshal(header)
-	if err != nil {
-		return err
-	}
-	hb = append(hb, []byte(strings.Repeat(" ", (8-len(hb)%8)%8))...)
-	f, err := os.Create(filepath.Join(dir, "model.safetensors"))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var n8 [8]byte
-	binary.LittleEndian.PutUint64(n8[:], uint64(len(hb)))
-	if _, err := f.Write(append(n8[:], hb...)); err != nil {
-		return err
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	buf := make([]byte, 0, 1<<20)
-	for _, t := range ts {
-		n := 1
-		for _, d := range t.shape {
-			n *= d
-		}
-		for range n {
-			v := float32(1)
-			if t.scale != 0 {
-				v = float32(rng.NormFloat64() * t.scale)
-			}
-			buf = binary.LittleEndian.AppendUint16(buf, toHalf(v, dtype))
-			if len(buf) == cap(buf) {
-				if _, err := f.Write(buf); err != nil {
-					return err
-				}
-				buf = buf[:0]
-			}
-		}
-	}
-	if _, err := f.Write(buf); err != nil {
-		return err
-	}
-	return f.Close()
-}
-
-// toHalf rounds v to bfloat16 (nearest, ties to even) or float16 (by
-// truncation of the mantissa; values here are far inside the normal range).
-func toHalf(v float32, dtype string) uint16 {
-	b := math.Float32bits(v)
-	if dtype == "BF16" {
-		return uint16((b + 0x7fff + (b>>16)&1) >> 16)
-	}
-	sign := uint16(b>>16) & 0x8000
-	exp := int((b>>23)&0xff) - 127 + 15
-	switch {
-	case exp <= 0:
-		return sign
-	case exp >= 31:
-		return sign | 0x7bff
-	}
-	return sign | uint16(exp)<<10 | uint16(b>>13)&0x3ff
+	return hfgen.Write(dir, hfgen.Shape{ModelType: sh.modelType, Dim: sh.dim, Hidden: sh.hidden, Layers: sh.layers, Heads: sh.heads,
+		KV: sh.kv, Vocab: sh.vocab, Tied: sh.tied, Context: 32768, NormEps: 1e-6, RopeTheta: 1000000}, dtype)
 }

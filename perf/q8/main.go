@@ -16,24 +16,19 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"math"
-	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/delegatelab/delegate/nn/infer"
 	"github.com/delegatelab/delegate/nn/kernel"
+	"github.com/delegatelab/delegate/perf/internal/hfgen"
 )
 
 func main() {
@@ -199,94 +194,9 @@ func cpuName() string {
 	return "unknown"
 }
 
-// writeCheckpoint writes config.json and model.safetensors of a seeded
-// random Llama model of shape sh in bfloat16.
+// writeCheckpoint writes a seeded random Llama model of shape sh in
+// bf16, with llama2.c's config values.
 func writeCheckpoint(dir string, sh shape) error {
-	hd := sh.dim / sh.heads
-	cfg := map[string]any{
-		"architectures": []string{"LlamaForCausalLM"}, "model_type": "llama", "hidden_size": sh.dim, "intermediate_size": sh.hidden,
-		"num_hidden_layers": sh.layers, "num_attention_heads": sh.heads, "num_key_value_heads": sh.kv, "vocab_size": sh.vocab,
-		"max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": sh.tied,
-		"hidden_act": "silu", "eos_token_id": 0,
-	}
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644); err != nil {
-		return err
-	}
-	type tensor struct {
-		name  string
-		shape []int
-		scale float64 // 0: a norm weight, ones
-	}
-	ts := []tensor{{"model.embed_tokens.weight", []int{sh.vocab, sh.dim}, 1}, {"model.norm.weight", []int{sh.dim}, 0}}
-	if !sh.tied {
-		ts = append(ts, tensor{"lm_head.weight", []int{sh.vocab, sh.dim}, 1 / math.Sqrt(float64(sh.dim))})
-	}
-	for l := range sh.layers {
-		p := fmt.Sprintf("model.layers.%d.", l)
-		in, hid := 1/math.Sqrt(float64(sh.dim)), 1/math.Sqrt(float64(sh.hidden))
-		ts = append(ts,
-			tensor{p + "input_layernorm.weight", []int{sh.dim}, 0},
-			tensor{p + "post_attention_layernorm.weight", []int{sh.dim}, 0},
-			tensor{p + "self_attn.q_proj.weight", []int{sh.heads * hd, sh.dim}, in},
-			tensor{p + "self_attn.k_proj.weight", []int{sh.kv * hd, sh.dim}, in},
-			tensor{p + "self_attn.v_proj.weight", []int{sh.kv * hd, sh.dim}, in},
-			tensor{p + "self_attn.o_proj.weight", []int{sh.dim, sh.heads * hd}, in},
-			tensor{p + "mlp.gate_proj.weight", []int{sh.hidden, sh.dim}, in},
-			tensor{p + "mlp.up_proj.weight", []int{sh.hidden, sh.dim}, in},
-			tensor{p + "mlp.down_proj.weight", []int{sh.dim, sh.hidden}, hid})
-	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
-	header := map[string]any{}
-	off := 0
-	for _, t := range ts {
-		n := 2
-		for _, d := range t.shape {
-			n *= d
-		}
-		header[t.name] = map[string]any{"dtype": "BF16", "shape": t.shape, "data_offsets": []int{off, off + n}}
-		off += n
-	}
-	hb, err := json.Marshal(header)
-	if err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(dir, "model.safetensors"))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	w := bufio.NewWriterSize(f, 1<<20)
-	if err := binary.Write(w, binary.LittleEndian, uint64(len(hb))); err != nil {
-		return err
-	}
-	if _, err := w.Write(hb); err != nil {
-		return err
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	var two [2]byte
-	for _, t := range ts {
-		n := 1
-		for _, d := range t.shape {
-			n *= d
-		}
-		for range n {
-			v := float32(1)
-			if t.scale != 0 {
-				v = float32(rng.NormFloat64() * t.scale)
-			}
-			bits := math.Float32bits(v)
-			binary.LittleEndian.PutUint16(two[:], uint16((bits+0x7fff+(bits>>16)&1)>>16)) // bfloat16, ties to even
-			if _, err := w.Write(two[:]); err != nil {
-				return err
-			}
-		}
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	return f.Close()
+	return hfgen.Write(dir, hfgen.Shape{ModelType: "llama", Dim: sh.dim, Hidden: sh.hidden, Layers: sh.layers, Heads: sh.heads,
+		KV: sh.kv, Vocab: sh.vocab, Tied: sh.tied, Context: 2048, NormEps: 1e-5, RopeTheta: 10000}, "BF16")
 }
