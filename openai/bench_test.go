@@ -40,7 +40,7 @@ func benchRequest() *delegate.Request {
 // loopback, decode) through the client, server time included.
 func BenchmarkChat(b *testing.B) {
 	srv := benchServer(b)
-	c, err := New(Config{BaseURL: srv.URL + "/v1", Model: "m", APIKey: "k"})
+	c, err := New(testConfig(srv.URL+"/v1", func(c *Config) { c.APIKey = "k" }))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func BenchmarkDecodeResponse(b *testing.B) {
 // transport's connection pool.
 func BenchmarkChatParallel(b *testing.B) {
 	srv := benchServer(b)
-	c, err := New(Config{BaseURL: srv.URL + "/v1", Model: "m", APIKey: "k"})
+	c, err := New(testConfig(srv.URL+"/v1", func(c *Config) { c.APIKey = "k" }))
 	if err != nil {
 		b.Fatal(err)
 	}

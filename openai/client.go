@@ -108,7 +108,6 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
 	c := &Client{
 		cfg:    cfg,
 		http:   edge.WithRedirectPolicy(&http.Client{Transport: sharedTransport()}),

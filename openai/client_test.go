@@ -31,7 +31,9 @@ const okBody = `{"id":"chatcmpl-ok","object":"chat.completion","model":"m","choi
 // newClient returns a client for srv with tiny backoffs; mod adjusts cfg.
 func newClient(t *testing.T, srv *httptest.Server, mod func(*Config), opts ...Option) *Client {
 	t.Helper()
-	cfg := Config{BaseURL: srv.URL + "/v1", APIKey: testKey, Model: "m", MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Timeout: 5 * time.Second}
+	cfg := testConfig(srv.URL+"/v1", func(c *Config) {
+		c.APIKey, c.MinBackoff, c.MaxBackoff, c.Timeout = testKey, time.Millisecond, 5*time.Millisecond, 5*time.Second
+	})
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -283,7 +285,7 @@ func TestChatFaults(t *testing.T) {
 			steps: func(t *testing.T) []http.HandlerFunc {
 				return []http.HandlerFunc{respond(502, nil, `bad gateway`), ok}
 			},
-			cfg:     func(c *Config) { c.MaxRetries = -1 },
+			cfg:     func(c *Config) { c.MaxRetries = 0 },
 			wantErr: true, wantStatus: 502, wantAttempts: 1, wantRequests: 1,
 		},
 	}
@@ -388,7 +390,7 @@ func TestUnauthorizedIsAnAuthenticationFailure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := New(Config{BaseURL: tt.base, Model: "m", APIKey: tt.key, MaxRetries: 2})
+			c, err := New(testConfig(tt.base, func(c *Config) { c.APIKey, c.MaxRetries = tt.key, 2 }))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -623,7 +625,9 @@ func TestConnectionRefused(t *testing.T) {
 	srv := httptest.NewServer(respond(200, nil, okBody))
 	url := srv.URL
 	srv.Close()
-	c, err := New(Config{BaseURL: url + "/v1", Model: "m", APIKey: testKey, MaxRetries: 1, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	c, err := New(testConfig(url+"/v1", func(c *Config) {
+		c.APIKey, c.MaxRetries, c.MinBackoff, c.MaxBackoff = testKey, 1, time.Millisecond, time.Millisecond
+	}))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -726,7 +730,7 @@ func readFile(name string) (string, error) {
 }
 
 func TestNewValidates(t *testing.T) {
-	if _, err := New(Config{BaseURL: "ftp://x", Model: "m"}); err == nil {
+	if _, err := New(testConfig("ftp://x", nil)); err == nil {
 		t.Errorf("New accepted an ftp base URL")
 	}
 }
@@ -761,11 +765,11 @@ func TestRetryLogIsRateLimited(t *testing.T) {
 }
 
 func TestClientsShareTransport(t *testing.T) {
-	a, err := New(Config{BaseURL: "http://127.0.0.1:1/v1", Model: "a"})
+	a, err := New(testConfig("http://127.0.0.1:1/v1", func(c *Config) { c.Model = "a" }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Config{BaseURL: "http://127.0.0.1:2/v1", Model: "b"})
+	b, err := New(testConfig("http://127.0.0.1:2/v1", func(c *Config) { c.Model = "b" }))
 	if err != nil {
 		t.Fatal(err)
 	}

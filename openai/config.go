@@ -12,16 +12,8 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// Defaults applied by New to the zero values of Config.
-const (
-	DefaultTimeout    = 120 * time.Second
-	DefaultMaxRetries = 4
-	DefaultMinBackoff = 500 * time.Millisecond
-	DefaultMaxBackoff = 30 * time.Second
-)
-
-// Config describes one model behind an OpenAI-compatible endpoint. The zero
-// value of every optional field selects the documented default.
+// Config describes one model behind an OpenAI-compatible endpoint.
+// DefaultConfig holds the defaults; a zero field means zero.
 type Config struct {
 	// BaseURL is the API root, usually ending in "/v1"; the client posts to
 	// BaseURL + "/chat/completions". Required; http or https.
@@ -40,15 +32,15 @@ type Config struct {
 	// Model is the model name sent in every request. Required.
 	Model string
 	// Timeout bounds one attempt, from sending the request to the end of
-	// the decoded body. 0 means DefaultTimeout.
+	// the decoded body. It must be positive.
 	Timeout time.Duration
-	// MaxRetries is the number of attempts after the first. 0 means
-	// DefaultMaxRetries; -1 disables retries.
+	// MaxRetries is the number of attempts after the first; 0 retries
+	// nothing.
 	MaxRetries int
 	// MinBackoff and MaxBackoff bound the exponential backoff between
 	// attempts: before retry k (1-based) the client waits a uniformly random
 	// duration in [0, min(MaxBackoff, MinBackoff*2^(k-1))] ("full jitter").
-	// 0 means DefaultMinBackoff and DefaultMaxBackoff.
+	// 0 waits nothing; MinBackoff must not exceed MaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
 	// MaxConcurrency bounds the attempts in flight to this model at once
 	// across all goroutines using the Client. 0 means unlimited.
@@ -68,8 +60,13 @@ type Config struct {
 	FillIDs func(req *delegate.Request, resp *delegate.Response) error
 }
 
-// Validate reports the first problem with c, naming the field. It accepts
-// zero values that select defaults.
+// DefaultConfig returns the defaults: attempts of at most 120s, 4 retries,
+// backoff from 500ms up to 30s. BaseURL and Model are left to set.
+func DefaultConfig() Config {
+	return Config{Timeout: 120 * time.Second, MaxRetries: 4, MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second}
+}
+
+// Validate reports the first problem with c, naming the field.
 func (c Config) Validate() error {
 	if c.BaseURL == "" {
 		return errors.New("openai config: base_url is empty")
@@ -92,11 +89,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("openai config: api key for model %q has a control character at byte %d", c.Model, i)
 		}
 	}
-	if c.Timeout < 0 {
-		return fmt.Errorf("openai config: timeout %v is negative", c.Timeout)
+	if c.Timeout <= 0 {
+		return fmt.Errorf("openai config: timeout %v: want a positive duration", c.Timeout)
 	}
-	if c.MaxRetries < -1 {
-		return fmt.Errorf("openai config: max_retries %d: want -1 (none), 0 (default %d) or more", c.MaxRetries, DefaultMaxRetries)
+	if c.MaxRetries < 0 {
+		return fmt.Errorf("openai config: max_retries %d is negative (0 retries nothing)", c.MaxRetries)
 	}
 	if c.MinBackoff < 0 {
 		return fmt.Errorf("openai config: min_backoff %v is negative", c.MinBackoff)
@@ -104,8 +101,8 @@ func (c Config) Validate() error {
 	if c.MaxBackoff < 0 {
 		return fmt.Errorf("openai config: max_backoff %v is negative", c.MaxBackoff)
 	}
-	if lo, hi := c.withDefaults().MinBackoff, c.withDefaults().MaxBackoff; lo > hi {
-		return fmt.Errorf("openai config: min_backoff %v exceeds max_backoff %v", lo, hi)
+	if c.MinBackoff > c.MaxBackoff {
+		return fmt.Errorf("openai config: min_backoff %v exceeds max_backoff %v", c.MinBackoff, c.MaxBackoff)
 	}
 	if c.MaxConcurrency < 0 {
 		return fmt.Errorf("openai config: max_concurrency %d is negative", c.MaxConcurrency)
@@ -133,26 +130,6 @@ func checkBaseURL(field, b string) error {
 		return fmt.Errorf("openai config: %s %q: must not have a query or fragment", field, b)
 	}
 	return nil
-}
-
-// withDefaults returns c with zero values replaced by the defaults.
-func (c Config) withDefaults() Config {
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	switch c.MaxRetries {
-	case 0:
-		c.MaxRetries = DefaultMaxRetries
-	case -1:
-		c.MaxRetries = 0
-	}
-	if c.MinBackoff == 0 {
-		c.MinBackoff = DefaultMinBackoff
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = DefaultMaxBackoff
-	}
-	return c
 }
 
 // String describes c for people, with the API key redacted.

@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 )
 
 func TestConfigValidate(t *testing.T) {
-	good := Config{BaseURL: "https://api.openai.com/v1", Model: "gpt-4o-mini"}
+	good := DefaultConfig()
+	good.BaseURL, good.Model = "https://api.openai.com/v1", "gpt-4o-mini"
 	tests := []struct {
 		name string
 		mod  func(*Config)
@@ -20,8 +20,9 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"minimal", func(*Config) {}, ""},
 		{"local without key, limits set", func(c *Config) {
-			c.BaseURL, c.MaxConcurrency, c.RequestsPerMinute, c.MaxRetries = "http://localhost:8000/v1/", 8, 120, -1
+			c.BaseURL, c.MaxConcurrency, c.RequestsPerMinute, c.MaxRetries = "http://localhost:8000/v1/", 8, 120, 0
 		}, ""},
+		{"no backoff", func(c *Config) { c.MinBackoff, c.MaxBackoff = 0, 0 }, ""},
 		{"no base url", func(c *Config) { c.BaseURL = "" }, "base_url is empty"},
 		{"bad scheme", func(c *Config) { c.BaseURL = "ftp://x/v1" }, "scheme must be http or https"},
 		{"no host", func(c *Config) { c.BaseURL = "http:///v1" }, "no host"},
@@ -29,8 +30,10 @@ func TestConfigValidate(t *testing.T) {
 		{"unparsable", func(c *Config) { c.BaseURL = "http://[::1/v1" }, "base_url"},
 		{"no model", func(c *Config) { c.Model = " " }, "model is empty"},
 		{"control char in key", func(c *Config) { c.APIKey = "sk-abc\n" }, "control character at byte 6"},
-		{"negative timeout", func(c *Config) { c.Timeout = -time.Second }, "timeout -1s is negative"},
-		{"retries below -1", func(c *Config) { c.MaxRetries = -2 }, "max_retries -2"},
+		{"negative timeout", func(c *Config) { c.Timeout = -time.Second }, "timeout -1s: want a positive duration"},
+		{"zero timeout", func(c *Config) { c.Timeout = 0 }, "timeout 0s: want a positive duration"},
+		{"negative retries", func(c *Config) { c.MaxRetries = -1 }, "max_retries -1 is negative"},
+		{"zero config", func(c *Config) { *c = Config{BaseURL: c.BaseURL, Model: c.Model} }, "timeout 0s"},
 		{"negative min backoff", func(c *Config) { c.MinBackoff = -1 }, "min_backoff"},
 		{"negative max backoff", func(c *Config) { c.MaxBackoff = -1 }, "max_backoff"},
 		{"min above max", func(c *Config) { c.MinBackoff = time.Minute }, "min_backoff 1m0s exceeds max_backoff 30s"},
@@ -56,20 +59,15 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestConfigDefaults(t *testing.T) {
-	tests := []struct {
-		in, want Config
-	}{
-		{Config{}, Config{Timeout: DefaultTimeout, MaxRetries: DefaultMaxRetries, MinBackoff: DefaultMinBackoff, MaxBackoff: DefaultMaxBackoff}},
-		{Config{Timeout: time.Second, MaxRetries: -1, MinBackoff: time.Millisecond, MaxBackoff: time.Second},
-			Config{Timeout: time.Second, MaxRetries: 0, MinBackoff: time.Millisecond, MaxBackoff: time.Second}},
-		{Config{MaxRetries: 2}, Config{Timeout: DefaultTimeout, MaxRetries: 2, MinBackoff: DefaultMinBackoff, MaxBackoff: DefaultMaxBackoff}},
+// testConfig is DefaultConfig for model "m" at base, changed by set
+// when set is not nil.
+func testConfig(base string, set func(*Config)) Config {
+	c := DefaultConfig()
+	c.BaseURL, c.Model = base, "m"
+	if set != nil {
+		set(&c)
 	}
-	for _, tt := range tests {
-		if got := tt.in.withDefaults(); !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("withDefaults(%v) = %v, want %v", tt.in, got, tt.want)
-		}
-	}
+	return c
 }
 
 func TestConfigPrintingHidesKey(t *testing.T) {

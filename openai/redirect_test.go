@@ -66,7 +66,7 @@ func TestRedirectDropsKeyAcrossOrigins(t *testing.T) {
 			// The query rides on the base URL so that the first server
 			// knows where to send the call.
 			base, query, _ := strings.Cut(tt.base, "?")
-			cfg := Config{BaseURL: base, APIKey: testKey, Model: "m", Timeout: 5 * time.Second}
+			cfg := testConfig(base, func(c *Config) { c.APIKey, c.Timeout = testKey, 5*time.Second })
 			var opts []Option
 			if tt.http != nil {
 				opts = append(opts, WithHTTPClient(tt.http))

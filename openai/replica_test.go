@@ -33,7 +33,7 @@ func (c *counting) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 
 func replicaClient(t *testing.T, urls ...string) *Client {
 	t.Helper()
-	c, err := New(Config{BaseURL: urls[0] + "/v1", Replicas: suffix(urls[1:], "/v1"), Model: "m", MaxRetries: 3},
+	c, err := New(testConfig(urls[0]+"/v1", func(c *Config) { c.Replicas, c.MaxRetries = suffix(urls[1:], "/v1"), 3 }),
 		WithSleep(func(context.Context, time.Duration) error { return nil }))
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestReplicaLeastBusy(t *testing.T) {
 // TestReplicaComesBack: a replica set aside is picked again once its
 // penalty has passed, and every further failure doubles the penalty.
 func TestReplicaComesBack(t *testing.T) {
-	c, err := New(Config{BaseURL: "http://127.0.0.1:1/v1", Replicas: []string{"http://127.0.0.1:2/v1"}, Model: "m"})
+	c, err := New(testConfig("http://127.0.0.1:1/v1", func(c *Config) { c.Replicas = []string{"http://127.0.0.1:2/v1"} }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestReplicaComesBack(t *testing.T) {
 	if !first.downUntil.IsZero() || first.penalty != 0 {
 		t.Errorf("a success did not clear the penalty")
 	}
-	if err := (Config{BaseURL: "http://a/v1", Replicas: []string{"ftp://b"}, Model: "m"}).Validate(); err == nil {
+	if err := testConfig("http://a/v1", func(c *Config) { c.Replicas = []string{"ftp://b"} }).Validate(); err == nil {
 		t.Error("a replica with a bad scheme was accepted")
 	}
 }

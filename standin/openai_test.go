@@ -13,12 +13,15 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 )
 
-// openaiModel returns the project's client for s, on a transport whose idle
-// connections are closed when the test ends.
-func openaiModel(t *testing.T, s *Server, cfg openai.Config) delegate.Model {
+// openaiModel returns the project's client for s, from openai's defaults
+// changed by set, on a transport whose idle connections are closed when
+// the test ends.
+func openaiModel(t *testing.T, s *Server, set func(*openai.Config)) delegate.Model {
 	t.Helper()
 	tr := &http.Transport{MaxIdleConnsPerHost: 32}
 	t.Cleanup(tr.CloseIdleConnections)
+	cfg := openai.DefaultConfig()
+	set(&cfg)
 	cfg.BaseURL, cfg.APIKey, cfg.Model = s.URL(), "sk-standin-test", DefaultModel
 	c, err := openai.New(cfg, openai.WithHTTPClient(&http.Client{Transport: tr}))
 	if err != nil {
@@ -31,7 +34,7 @@ func openaiModel(t *testing.T, s *Server, cfg openai.Config) delegate.Model {
 // openai client against the stand-in.
 func TestStrategiesOverOpenAI(t *testing.T) {
 	s := start(t, Config{Seed: 5})
-	a := delegate.Agent{Model: openaiModel(t, s, openai.Config{Timeout: 10 * time.Second})}
+	a := delegate.Agent{Model: openaiModel(t, s, func(c *openai.Config) { c.Timeout = 10 * time.Second })}
 	roles := strategy.Roles{Single: a, Delegator: a, Subagent: a, Strong: a, Weak: a, Leader: a, Peers: []delegate.Agent{a}}
 	cfg := strategy.DefaultConfig()
 	tests := []struct {
@@ -74,8 +77,9 @@ func TestOpenAIRetriesEveryFault(t *testing.T) {
 	s := start(t, Config{Seed: 9, Faults: faults, RetryAfter: 2 * time.Millisecond})
 	// The timeout is far above any answer's time, even under -race on a
 	// loaded machine: a timed-out proper answer would be a retry too many.
-	m := openaiModel(t, s, openai.Config{Timeout: 30 * time.Second, MaxRetries: 8,
-		MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond})
+	m := openaiModel(t, s, func(c *openai.Config) {
+		c.Timeout, c.MaxRetries, c.MinBackoff, c.MaxBackoff = 30*time.Second, 8, time.Millisecond, 4*time.Millisecond
+	})
 	a := delegate.Agent{Model: m}
 	st, err := strategy.New(strategy.NameRoute, strategy.Roles{Strong: a, Weak: a}, strategy.DefaultConfig())
 	if err != nil {
@@ -114,7 +118,7 @@ func TestOpenAIRetriesEveryFault(t *testing.T) {
 // timeout is seen as a timeout, and that the server gives up on it.
 func TestOpenAISlowFault(t *testing.T) {
 	s := start(t, Config{Faults: FaultRates{Slow: 1}, SlowDelay: time.Minute})
-	m := openaiModel(t, s, openai.Config{Timeout: 50 * time.Millisecond, MaxRetries: -1})
+	m := openaiModel(t, s, func(c *openai.Config) { c.Timeout, c.MaxRetries = 50*time.Millisecond, 0 })
 	_, err := m.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("hi")}})
 	var ae *delegate.APIError
 	if !errors.As(err, &ae) || ae.Type != delegate.ErrKindTimeout {

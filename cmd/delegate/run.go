@@ -55,20 +55,13 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 			models[name] = lm
 			continue
 		}
-		oc := openai.Config{
-			BaseURL:           m.BaseURL,
-			Replicas:          m.Replicas,
-			Model:             m.Model,
-			Timeout:           m.Timeout,
-			MaxConcurrency:    m.MaxConcurrency,
-			RequestsPerMinute: m.RequestsPerMinute,
-			TokenIDs:          m.TokenIDs,
+		oc := openai.DefaultConfig()
+		oc.BaseURL, oc.Replicas, oc.Model = m.BaseURL, m.Replicas, m.Model
+		oc.MaxConcurrency, oc.RequestsPerMinute, oc.TokenIDs = m.MaxConcurrency, m.RequestsPerMinute, m.TokenIDs
+		if m.Timeout > 0 { // the file's 0 or no key: the client's default
+			oc.Timeout = m.Timeout
 		}
-		switch {
-		case m.MaxRetries == nil: // the client's default
-		case *m.MaxRetries == 0:
-			oc.MaxRetries = -1 // the client reads 0 as "default" and -1 as "none"
-		default:
+		if m.MaxRetries != nil {
 			oc.MaxRetries = *m.MaxRetries
 		}
 		if m.APIKeyEnv != "" {

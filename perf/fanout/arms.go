@@ -62,7 +62,9 @@ func newStrategyArm(baseURL string, hc *http.Client) (*strategyArm, error) {
 	if hc != nil {
 		opts = append(opts, openai.WithHTTPClient(hc))
 	}
-	c, err := openai.New(openai.Config{BaseURL: baseURL, APIKey: "standin", Model: "standin", Timeout: 60 * time.Second}, opts...)
+	oc := openai.DefaultConfig()
+	oc.BaseURL, oc.APIKey, oc.Model, oc.Timeout = baseURL, "standin", "standin", 60*time.Second
+	c, err := openai.New(oc, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("strategy arm: %w", err)
 	}

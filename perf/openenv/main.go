@@ -98,7 +98,9 @@ func run(episodes, conc int, latency time.Duration, only, profile string) error 
 		return err
 	}
 	defer sv.Close()
-	sub, err := openai.New(openai.Config{BaseURL: sv.URL(), Model: "standin", MaxRetries: -1})
+	oc := openai.DefaultConfig()
+	oc.BaseURL, oc.Model, oc.MaxRetries = sv.URL(), "standin", 0
+	sub, err := openai.New(oc)
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,9 @@ func TestConcurrentEpisodesStandin(t *testing.T) {
 			t.Errorf("close stand-in: %v", err)
 		}
 	})
-	sub, err := openai.New(openai.Config{BaseURL: sv.URL(), Model: "standin", MaxRetries: -1})
+	oc := openai.DefaultConfig()
+	oc.BaseURL, oc.Model, oc.MaxRetries = sv.URL(), "standin", 0
+	sub, err := openai.New(oc)
 	if err != nil {
 		t.Fatal(err)
 	}
