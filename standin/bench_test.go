@@ -22,7 +22,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 		{"route_first_turn", wireReq{Messages: []wireMsg{wmsg("system", routeSys), wmsg("user", "A shop sells 20 pencils a day for 3 days. How many?")}, Tools: delegateToolDef()}},
 		{"weak", wireReq{Messages: []wireMsg{wmsg("system", weakSys), wmsg("user", "Part 1 of 4: what is 123 times 45?")}}},
 	}
-	s, err := New(Config{})
+	s, err := New(DefaultConfig())
 	if err != nil {
 		b.Fatal(err)
 	}

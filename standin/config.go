@@ -3,6 +3,7 @@ package standin
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -15,16 +16,6 @@ const (
 )
 
 // Every jitter kind keeps the mean latency at Latency.
-
-// Defaults filled in by New for zero fields.
-const (
-	DefaultModel      = "standin"
-	DefaultToolCalls  = 4
-	DefaultSubtasks   = 4
-	DefaultReplyBytes = 400
-	DefaultSlowDelay  = 60 * time.Second
-	DefaultRetryAfter = time.Second
-)
 
 // Limits checked by Validate.
 const (
@@ -55,12 +46,12 @@ func Uniform(p float64) FaultRates {
 	return FaultRates{RateLimit: p, ServerError: p, Reset: p, Truncated: p, Slow: p, Garbage: p}
 }
 
-// Config configures a stand-in server. The zero Config answers at once,
-// without faults, as model "standin".
+// Config configures a stand-in server. DefaultConfig holds the defaults;
+// a zero field means zero.
 type Config struct {
 	// Latency is the mean time from a request's arrival to its answer.
 	Latency time.Duration
-	// Jitter is how each latency is drawn: "" or JitterFixed, JitterUniform,
+	// Jitter is how each latency is drawn: JitterFixed, JitterUniform,
 	// JitterExp, JitterLognormal. Spread parameterises it: a fraction in
 	// [0, 1] for uniform and exp, the log-space sigma in [0, 3] for
 	// lognormal; it must be 0 for fixed.
@@ -72,51 +63,33 @@ type Config struct {
 	Seed uint64
 	// Faults are the per-kind fault rates; the zero value injects none.
 	Faults FaultRates
-	// SlowDelay is how long a Slow fault waits before answering; 0 means
-	// DefaultSlowDelay. It should exceed the client's timeout.
+	// SlowDelay is how long a Slow fault waits before answering. It should
+	// exceed the client's timeout.
 	SlowDelay time.Duration
 	// RetryAfter is what a RateLimit fault asks the client to wait, sent as
-	// Retry-After (whole seconds, rounded up) and retry-after-ms; 0 means
-	// DefaultRetryAfter.
+	// Retry-After (whole seconds, rounded up) and retry-after-ms.
 	RetryAfter time.Duration
-	// Model is the model name served and reported; "" means DefaultModel.
-	// Requests may name any model; answers report this one.
+	// Model is the model name served and reported, not empty. Requests may
+	// name any model; answers report this one.
 	Model string
 	// ToolCalls is how many parallel delegate calls route's strong model
-	// makes in its first turn; 0 means DefaultToolCalls.
+	// makes in its first turn, at least 1.
 	ToolCalls int
 	// Subtasks is how many subtasks decompose's planner writes, clamped to
-	// the bounds its prompt states; 0 means DefaultSubtasks.
+	// the bounds its prompt states; at least 1.
 	Subtasks int
 	// ReplyBytes is the approximate length of the reasoning text of a full
-	// answer (brief answers get a quarter of it); 0 means DefaultReplyBytes.
+	// answer (brief answers get a quarter of it).
 	ReplyBytes int
 }
 
-// withDefaults returns c with its zero fields set to their defaults.
-func (c Config) withDefaults() Config {
-	if c.Jitter == "" {
-		c.Jitter = JitterFixed
+// DefaultConfig returns the defaults: answers at once, without faults, as
+// model "standin", with 4 delegate calls, 4 subtasks and 400-byte replies.
+func DefaultConfig() Config {
+	return Config{
+		Jitter: JitterFixed, SlowDelay: 60 * time.Second, RetryAfter: time.Second,
+		Model: "standin", ToolCalls: 4, Subtasks: 4, ReplyBytes: 400,
 	}
-	if c.SlowDelay == 0 {
-		c.SlowDelay = DefaultSlowDelay
-	}
-	if c.RetryAfter == 0 {
-		c.RetryAfter = DefaultRetryAfter
-	}
-	if c.Model == "" {
-		c.Model = DefaultModel
-	}
-	if c.ToolCalls == 0 {
-		c.ToolCalls = DefaultToolCalls
-	}
-	if c.Subtasks == 0 {
-		c.Subtasks = DefaultSubtasks
-	}
-	if c.ReplyBytes == 0 {
-		c.ReplyBytes = DefaultReplyBytes
-	}
-	return c
 }
 
 // Validate reports every field out of range, each by name.
@@ -129,7 +102,7 @@ func (c Config) Validate() error {
 		bad("latency", "%v is negative", c.Latency)
 	}
 	switch c.Jitter {
-	case "", JitterFixed:
+	case JitterFixed:
 		if c.Spread != 0 {
 			bad("spread", "%v given for fixed latency, want 0", c.Spread)
 		}
@@ -168,11 +141,14 @@ func (c Config) Validate() error {
 	if c.RetryAfter < 0 {
 		bad("retry_after", "%v is negative", c.RetryAfter)
 	}
-	if c.ToolCalls < 0 || c.ToolCalls > maxCalls {
-		bad("tool_calls", "%d is outside [0, %d]", c.ToolCalls, maxCalls)
+	if strings.TrimSpace(c.Model) == "" {
+		bad("model", "empty")
 	}
-	if c.Subtasks < 0 || c.Subtasks > maxCalls {
-		bad("subtasks", "%d is outside [0, %d]", c.Subtasks, maxCalls)
+	if c.ToolCalls < 1 || c.ToolCalls > maxCalls {
+		bad("tool_calls", "%d is outside [1, %d]", c.ToolCalls, maxCalls)
+	}
+	if c.Subtasks < 1 || c.Subtasks > maxCalls {
+		bad("subtasks", "%d is outside [1, %d]", c.Subtasks, maxCalls)
 	}
 	if c.ReplyBytes < 0 || c.ReplyBytes > maxReplyBytes {
 		bad("reply_bytes", "%d is outside [0, %d]", c.ReplyBytes, maxReplyBytes)

@@ -12,7 +12,9 @@ import (
 
 // A stand-in answering after 5 ms, with 1% of requests rate-limited.
 func Example() {
-	s, err := standin.New(standin.Config{Latency: 5 * time.Millisecond, Faults: standin.FaultRates{RateLimit: 0.01}})
+	sc := standin.DefaultConfig()
+	sc.Latency, sc.Faults = 5*time.Millisecond, standin.FaultRates{RateLimit: 0.01}
+	s, err := standin.New(sc)
 	if err != nil {
 		fmt.Println(err)
 		return

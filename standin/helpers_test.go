@@ -14,6 +14,13 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
+// testConfig is DefaultConfig changed by set.
+func testConfig(set func(*Config)) Config {
+	c := DefaultConfig()
+	set(&c)
+	return c
+}
+
 // start serves a stand-in with cfg on loopback until the test ends.
 func start(t *testing.T, cfg Config) *Server {
 	t.Helper()

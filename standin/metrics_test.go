@@ -45,7 +45,7 @@ func TestMetrics(t *testing.T) {
 		ok   int // requests answered 200
 		want []want
 	}{
-		{"answers", Config{}, 3, []want{
+		{"answers", DefaultConfig(), 3, []want{
 			{"delegate_standin_requests_total", "", 4},
 			{"delegate_standin_bad_requests_total", "", 1},
 			{"delegate_standin_canceled_total", "", 0},
@@ -55,7 +55,7 @@ func TestMetrics(t *testing.T) {
 			{"delegate_standin_answers_total", "route_calls", 0},
 			{"delegate_standin_faults_total", "server_error", 0},
 		}},
-		{"faults", Config{Faults: FaultRates{ServerError: 1}}, 0, []want{
+		{"faults", testConfig(func(c *Config) { c.Faults = FaultRates{ServerError: 1} }), 0, []want{
 			{"delegate_standin_requests_total", "", 4},
 			{"delegate_standin_bad_requests_total", "", 1},
 			{"delegate_standin_answers_total", "plain", 0},

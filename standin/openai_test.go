@@ -22,7 +22,7 @@ func openaiModel(t *testing.T, s *Server, set func(*openai.Config)) delegate.Mod
 	t.Cleanup(tr.CloseIdleConnections)
 	cfg := openai.DefaultConfig()
 	set(&cfg)
-	cfg.BaseURL, cfg.APIKey, cfg.Model = s.URL(), "sk-standin-test", DefaultModel
+	cfg.BaseURL, cfg.APIKey, cfg.Model = s.URL(), "sk-standin-test", DefaultConfig().Model
 	c, err := openai.New(cfg, openai.WithHTTPClient(&http.Client{Transport: tr}))
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func openaiModel(t *testing.T, s *Server, set func(*openai.Config)) delegate.Mod
 // TestStrategiesOverOpenAI runs the four strategies over the project's
 // openai client against the stand-in.
 func TestStrategiesOverOpenAI(t *testing.T) {
-	s := start(t, Config{Seed: 5})
+	s := start(t, testConfig(func(c *Config) { c.Seed = 5 }))
 	a := delegate.Agent{Model: openaiModel(t, s, func(c *openai.Config) { c.Timeout = 10 * time.Second })}
 	roles := strategy.Roles{Single: a, Delegator: a, Subagent: a, Strong: a, Weak: a, Leader: a, Peers: []delegate.Agent{a}}
 	cfg := strategy.DefaultConfig()
@@ -42,8 +42,8 @@ func TestStrategiesOverOpenAI(t *testing.T) {
 		calls int
 	}{
 		{strategy.NameSingle, 1},
-		{strategy.NameDecompose, 1 + DefaultSubtasks + 1},
-		{strategy.NameRoute, 1 + DefaultToolCalls + 1},
+		{strategy.NameDecompose, 1 + DefaultConfig().Subtasks + 1},
+		{strategy.NameRoute, 1 + DefaultConfig().ToolCalls + 1},
 		{strategy.NameLead, (cfg.Peers + 1) * (cfg.Rounds + 1)},
 	}
 	for _, tt := range tests {
@@ -74,7 +74,7 @@ func TestStrategiesOverOpenAI(t *testing.T) {
 func TestOpenAIRetriesEveryFault(t *testing.T) {
 	faults := Uniform(0.03)
 	faults.Slow = 0
-	s := start(t, Config{Seed: 9, Faults: faults, RetryAfter: 2 * time.Millisecond})
+	s := start(t, testConfig(func(c *Config) { c.Seed, c.Faults, c.RetryAfter = 9, faults, 2*time.Millisecond }))
 	// The timeout is far above any answer's time, even under -race on a
 	// loaded machine: a timed-out proper answer would be a retry too many.
 	m := openaiModel(t, s, func(c *openai.Config) {
@@ -109,7 +109,7 @@ func TestOpenAIRetriesEveryFault(t *testing.T) {
 	if stats.Faults.Total() == 0 {
 		t.Errorf("no fault injected in %d requests", stats.Requests)
 	}
-	if got, want := stats.AnswersTotal(), int64(rollouts*(2+DefaultToolCalls)); got != want {
+	if got, want := stats.AnswersTotal(), int64(rollouts*(2+DefaultConfig().ToolCalls)); got != want {
 		t.Errorf("%d proper answers, want %d", got, want)
 	}
 }
@@ -117,7 +117,7 @@ func TestOpenAIRetriesEveryFault(t *testing.T) {
 // TestOpenAISlowFault checks that an answer slower than the client's
 // timeout is seen as a timeout, and that the server gives up on it.
 func TestOpenAISlowFault(t *testing.T) {
-	s := start(t, Config{Faults: FaultRates{Slow: 1}, SlowDelay: time.Minute})
+	s := start(t, testConfig(func(c *Config) { c.Faults, c.SlowDelay = FaultRates{Slow: 1}, time.Minute }))
 	m := openaiModel(t, s, func(c *openai.Config) { c.Timeout, c.MaxRetries = 50*time.Millisecond, 0 })
 	_, err := m.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("hi")}})
 	var ae *delegate.APIError

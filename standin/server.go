@@ -123,13 +123,12 @@ func (s Stats) AnswersTotal() int64 {
 	return n
 }
 
-// New checks cfg (see Config.Validate), fills in its defaults, and returns
-// a server ready for ServeHTTP or Start.
+// New checks cfg (see Config.Validate) and returns a server ready for
+// ServeHTTP or Start.
 func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("new standin: %w", err)
 	}
-	cfg = cfg.withDefaults()
 	s := &Server{
 		cfg:     cfg,
 		filler:  newFiller(2*cfg.ReplyBytes+4096, cfg.Seed),

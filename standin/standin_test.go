@@ -54,7 +54,7 @@ func wmsg(role, content string) wireMsg { return wireMsg{Role: role, Content: &c
 
 func TestAnswers(t *testing.T) {
 	const request = "A farmer has 17 sheep and buys 25 more. How many sheep now?"
-	s := start(t, Config{Seed: 7})
+	s := start(t, testConfig(func(c *Config) { c.Seed = 7 }))
 	url := s.URL()
 	route := []wireMsg{wmsg("system", render(t, "route_system", strategy.PromptData{})), wmsg("user", request)}
 
@@ -87,7 +87,7 @@ func TestAnswers(t *testing.T) {
 			if c.Message.Content != nil {
 				t.Errorf("content %q, want null", *c.Message.Content)
 			}
-			if got, want := len(c.Message.ToolCalls), DefaultToolCalls; got != want {
+			if got, want := len(c.Message.ToolCalls), DefaultConfig().ToolCalls; got != want {
 				t.Fatalf("%d tool calls, want %d", got, want)
 			}
 			ids := map[string]bool{}
@@ -123,12 +123,12 @@ func TestAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParsePlan: %v", err)
 			}
-			if got, want := len(p.Subtasks), DefaultSubtasks; got != want {
+			if got, want := len(p.Subtasks), DefaultConfig().Subtasks; got != want {
 				t.Errorf("%d subtasks, want %d", got, want)
 			}
 		}},
 		{"subagent", wireReq{Messages: pair("subagent_system", "subagent_user")}, KindSubagent, func(t *testing.T, r wireResp) {
-			if got := text(r.Choices[0].Message); got == "" || len(got) > DefaultReplyBytes {
+			if got := text(r.Choices[0].Message); got == "" || len(got) > DefaultConfig().ReplyBytes {
 				t.Errorf("sub-agent answer of %d bytes, want a brief one", len(got))
 			}
 		}},
@@ -165,7 +165,7 @@ func TestAnswers(t *testing.T) {
 			if got := s.Stats().Answers[tt.kind] - before; got != 1 {
 				t.Errorf("answers of kind %v went up by %d, want 1", tt.kind, got)
 			}
-			if r.Object != "chat.completion" || !strings.HasPrefix(r.ID, "chatcmpl-") || r.Created == 0 || r.Model != DefaultModel {
+			if r.Object != "chat.completion" || !strings.HasPrefix(r.ID, "chatcmpl-") || r.Created == 0 || r.Model != DefaultConfig().Model {
 				t.Errorf("envelope id %q object %q created %d model %q", r.ID, r.Object, r.Created, r.Model)
 			}
 			if r.Choices[0].Message.Role != "assistant" {
@@ -239,7 +239,7 @@ func TestMarkers(t *testing.T) {
 }
 
 func TestToolCallsAndSubtasksConfigured(t *testing.T) {
-	s := start(t, Config{ToolCalls: 7, Subtasks: 9})
+	s := start(t, testConfig(func(c *Config) { c.ToolCalls, c.Subtasks = 7, 9 }))
 	route := []wireMsg{wmsg("system", render(t, "route_system", strategy.PromptData{})), wmsg("user", "q")}
 	r := chatOK(t, s.URL(), wireReq{Messages: route, Tools: delegateToolDef()})
 	if got := len(r.Choices[0].Message.ToolCalls); got != 7 {
@@ -255,7 +255,7 @@ func TestToolCallsAndSubtasksConfigured(t *testing.T) {
 }
 
 func TestMaxTokensCuts(t *testing.T) {
-	s := start(t, Config{ReplyBytes: 2000})
+	s := start(t, testConfig(func(c *Config) { c.ReplyBytes = 2000 }))
 	r := chatOK(t, s.URL(), wireReq{Messages: []wireMsg{wmsg("user", "hello")}, MaxTokens: 10})
 	c := r.Choices[0]
 	if c.FinishReason != delegate.FinishLength || len(text(c.Message)) > 40 || r.Usage.CompletionTokens != 10 {
@@ -268,7 +268,7 @@ func TestMaxTokensCuts(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	s := start(t, Config{})
+	s := start(t, DefaultConfig())
 	base := "http://" + s.Addr()
 	tests := []struct {
 		name, method, path, body string
@@ -318,7 +318,7 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestStartRejectsNonLoopback(t *testing.T) {
-	s := must(New(Config{}))
+	s := must(New(DefaultConfig()))
 	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:80", "nonsense"} {
 		if err := s.Start(addr); err == nil {
 			t.Errorf("Start(%q) succeeded, want an error", addr)
@@ -338,17 +338,25 @@ func TestConfigValidate(t *testing.T) {
 		cfg  Config
 		want string // "" valid, else a substring of the error
 	}{
-		{"zero", Config{}, ""},
-		{"full", Config{Latency: time.Millisecond, Jitter: JitterLognormal, Spread: 0.5, Faults: Uniform(0.02)}, ""},
-		{"negative latency", Config{Latency: -1}, "latency"},
-		{"unknown jitter", Config{Jitter: "gamma"}, "jitter"},
-		{"spread on fixed", Config{Spread: 0.1}, "spread"},
-		{"uniform spread", Config{Jitter: JitterUniform, Spread: 1.5}, "spread"},
-		{"nan spread", Config{Jitter: JitterExp, Spread: math.NaN()}, "spread"},
-		{"rate out of range", Config{Faults: FaultRates{Reset: 1.2}}, "faults.reset"},
-		{"rates sum", Config{Faults: Uniform(0.2)}, "add up"},
-		{"tool calls", Config{ToolCalls: 100}, "tool_calls"},
-		{"reply bytes", Config{ReplyBytes: -1}, "reply_bytes"},
+		{"defaults", DefaultConfig(), ""},
+		{"zero latency, slow delay, retry after and reply", testConfig(func(c *Config) { c.Latency, c.SlowDelay, c.RetryAfter, c.ReplyBytes = 0, 0, 0, 0 }), ""},
+		{"zero config", Config{}, "jitter"},
+		{"no jitter kind", testConfig(func(c *Config) { c.Jitter = "" }), "jitter"},
+		{"no model", testConfig(func(c *Config) { c.Model = " " }), "model"},
+		{"zero tool calls", testConfig(func(c *Config) { c.ToolCalls = 0 }), "tool_calls"},
+		{"zero subtasks", testConfig(func(c *Config) { c.Subtasks = 0 }), "subtasks"},
+		{"full", testConfig(func(c *Config) {
+			c.Latency, c.Jitter, c.Spread, c.Faults = time.Millisecond, JitterLognormal, 0.5, Uniform(0.02)
+		}), ""},
+		{"negative latency", testConfig(func(c *Config) { c.Latency = -1 }), "latency"},
+		{"unknown jitter", testConfig(func(c *Config) { c.Jitter = "gamma" }), "jitter"},
+		{"spread on fixed", testConfig(func(c *Config) { c.Spread = 0.1 }), "spread"},
+		{"uniform spread", testConfig(func(c *Config) { c.Jitter, c.Spread = JitterUniform, 1.5 }), "spread"},
+		{"nan spread", testConfig(func(c *Config) { c.Jitter, c.Spread = JitterExp, math.NaN() }), "spread"},
+		{"rate out of range", testConfig(func(c *Config) { c.Faults = FaultRates{Reset: 1.2} }), "faults.reset"},
+		{"rates sum", testConfig(func(c *Config) { c.Faults = Uniform(0.2) }), "add up"},
+		{"tool calls", testConfig(func(c *Config) { c.ToolCalls = 100 }), "tool_calls"},
+		{"reply bytes", testConfig(func(c *Config) { c.ReplyBytes = -1 }), "reply_bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -374,7 +382,9 @@ func TestFaults(t *testing.T) {
 	)
 	faults := Uniform(rate)
 	faults.Slow = slowRate // each costs a client timeout
-	s := start(t, Config{Faults: faults, SlowDelay: time.Minute, RetryAfter: 1500 * time.Millisecond, Seed: 3})
+	s := start(t, testConfig(func(c *Config) {
+		c.Faults, c.SlowDelay, c.RetryAfter, c.Seed = faults, time.Minute, 1500*time.Millisecond, 3
+	}))
 	// The timeout is far above a proper answer's time even under -race on a
 	// loaded machine, and far below SlowDelay.
 	client := &http.Client{Timeout: 1500 * time.Millisecond, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
@@ -498,7 +508,7 @@ func TestLatencyDistributions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.jitter, func(t *testing.T) {
-			cfg := Config{Latency: l, Jitter: tt.jitter, Spread: tt.spread}.withDefaults()
+			cfg := testConfig(func(c *Config) { c.Latency, c.Jitter, c.Spread = l, tt.jitter, tt.spread })
 			d := draws{key: 1}
 			xs := make([]float64, n)
 			var sum float64
@@ -524,7 +534,7 @@ func TestLatencyDistributions(t *testing.T) {
 // TestLatencyWaits checks the server waits at least the fixed latency, and
 // gives up on a client that went away (counted as Canceled).
 func TestLatencyWaits(t *testing.T) {
-	s := start(t, Config{Latency: 40 * time.Millisecond})
+	s := start(t, testConfig(func(c *Config) { c.Latency = 40 * time.Millisecond }))
 	req := wireReq{Messages: []wireMsg{wmsg("user", "hi")}}
 	begin := time.Now()
 	chatOK(t, s.URL(), req)
@@ -560,7 +570,7 @@ func TestLatencyWaits(t *testing.T) {
 // TestConcurrent hits one server from many goroutines with every kind of
 // request (run under -race) and checks the counters add up.
 func TestConcurrent(t *testing.T) {
-	s, err := New(Config{Latency: time.Millisecond, Jitter: JitterExp, Spread: 1})
+	s, err := New(testConfig(func(c *Config) { c.Latency, c.Jitter, c.Spread = time.Millisecond, JitterExp, 1 }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,7 +624,7 @@ func TestAppendString(t *testing.T) {
 // against the stand-in over real HTTP and checks each ends with a proper
 // answer after the calls its shape implies.
 func TestStrategiesEndToEnd(t *testing.T) {
-	s := start(t, Config{Seed: 11})
+	s := start(t, testConfig(func(c *Config) { c.Seed = 11 }))
 	tr := &http.Transport{MaxIdleConnsPerHost: 8}
 	defer tr.CloseIdleConnections()
 	m := &httpModel{url: s.URL(), name: "standin", client: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
@@ -626,8 +636,8 @@ func TestStrategiesEndToEnd(t *testing.T) {
 		calls int
 	}{
 		{strategy.NameSingle, 1},
-		{strategy.NameDecompose, 1 + DefaultSubtasks + 1},
-		{strategy.NameRoute, 1 + DefaultToolCalls + 1},
+		{strategy.NameDecompose, 1 + DefaultConfig().Subtasks + 1},
+		{strategy.NameRoute, 1 + DefaultConfig().ToolCalls + 1},
 		{strategy.NameLead, (cfg.Peers + 1) * (cfg.Rounds + 1)},
 	}
 	for _, tt := range tests {
@@ -665,7 +675,7 @@ func FuzzChat(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	s, err := New(Config{})
+	s, err := New(DefaultConfig())
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -395,7 +395,7 @@ func appendFile(t *testing.T, path, s string) {
 func TestProcessEveryGroupTies(t *testing.T) {
 	// The stand-in answers as a function of the request, so the G rollouts
 	// of an item are alike and every group ties.
-	sv, err := standin.New(standin.Config{})
+	sv, err := standin.New(standin.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,9 @@ func standinMain() {
 	fs := flag.NewFlagSet("standin", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:0", "loopback address to listen on")
 	_ = fs.Parse(os.Args[1:]) // ExitOnError: Parse exits on a bad flag
-	s, err := standin.New(standin.Config{Latency: time.Millisecond})
+	sc := standin.DefaultConfig()
+	sc.Latency = time.Millisecond
+	s, err := standin.New(sc)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "standin:", err)
 		os.Exit(1)

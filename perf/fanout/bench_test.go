@@ -15,7 +15,7 @@ import (
 // the arms is the client's: allocations per rollout are its least noisy
 // measure.
 func BenchmarkRollout(b *testing.B) {
-	s, err := standin.New(standin.Config{})
+	s, err := standin.New(standin.DefaultConfig())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,7 +18,9 @@ import (
 // connections and the server are closed, no goroutine is left behind.
 func TestNoGoroutineLeft(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	s, err := standin.New(standin.Config{Latency: time.Millisecond})
+	sc := standin.DefaultConfig()
+	sc.Latency = time.Millisecond
+	s, err := standin.New(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +112,9 @@ func TestMedian(t *testing.T) {
 // TestRunReports runs the whole comparison, small, against an in-process
 // stand-in that also answers /stats, and checks the report's shape.
 func TestRunReports(t *testing.T) {
-	s, err := standin.New(standin.Config{Latency: 2 * time.Millisecond})
+	sc := standin.DefaultConfig()
+	sc.Latency = 2 * time.Millisecond
+	s, err := standin.New(sc)
 	if err != nil {
 		t.Fatal(err)
 	}

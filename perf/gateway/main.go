@@ -55,7 +55,7 @@ func main() {
 var body = []byte(`{"model":"standin","messages":[{"role":"system","content":"Solve or delegate."},{"role":"user","content":"Dot has 91 jars of 23 coins. Gus has 19 jars of 83 coins. Gus gets 49 more. How many coins do they have in all?"}],"temperature":0}`)
 
 func run(bin string, calls, reps, workers, perSession int) error {
-	sb, err := standin.New(standin.Config{})
+	sb, err := standin.New(standin.DefaultConfig())
 	if err != nil {
 		return err
 	}

@@ -90,7 +90,9 @@ func run(episodes, conc int, latency time.Duration, only, profile string) error 
 	if episodes <= 0 || conc <= 0 {
 		return fmt.Errorf("-episodes %d and -concurrency %d must be positive", episodes, conc)
 	}
-	sv, err := standin.New(standin.Config{Latency: latency})
+	sc := standin.DefaultConfig()
+	sc.Latency = latency
+	sv, err := standin.New(sc)
 	if err != nil {
 		return err
 	}

@@ -141,10 +141,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := writeDataset(data, o.datasetSize); err != nil {
 		return err
 	}
-	srv, err := standin.New(standin.Config{
-		Latency: o.latency, Jitter: standin.JitterLognormal, Spread: o.spread, Seed: o.seed,
-		Faults: standin.Uniform(o.faults / 6), SlowDelay: o.slowDelay,
-	})
+	sc := standin.DefaultConfig()
+	sc.Latency, sc.Jitter, sc.Spread, sc.Seed = o.latency, standin.JitterLognormal, o.spread, o.seed
+	sc.Faults, sc.SlowDelay = standin.Uniform(o.faults/6), o.slowDelay
+	srv, err := standin.New(sc)
 	if err != nil {
 		return err
 	}

@@ -38,11 +38,12 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("standin", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var cfg standin.Config
+	d := standin.DefaultConfig()
+	cfg := d // every field is a flag; d holds the defaults they show
 	addr := fs.String("addr", "127.0.0.1:0", "loopback `address` to listen on (port 0: a free one)")
 	urlFile := fs.String("url-file", "", "write the base URL to this `file` once listening")
 	fs.DurationVar(&cfg.Latency, "latency", 50*time.Millisecond, "mean latency of an answer")
-	fs.StringVar(&cfg.Jitter, "jitter", standin.JitterFixed, "latency distribution: fixed, uniform, exp or lognormal")
+	fs.StringVar(&cfg.Jitter, "jitter", d.Jitter, "latency distribution: fixed, uniform, exp or lognormal")
 	fs.Float64Var(&cfg.Spread, "spread", 0, "jitter spread: a fraction for uniform and exp, sigma for lognormal")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of answers, latencies and faults")
 	all := fs.Float64("faults", 0, "rate of every fault kind at once (each kind gets this `rate`)")
@@ -52,12 +53,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&cfg.Faults.Truncated, "fault-truncated", 0, "rate of 200s cut mid-JSON")
 	fs.Float64Var(&cfg.Faults.Slow, "fault-slow", 0, "rate of answers after -slow-delay")
 	fs.Float64Var(&cfg.Faults.Garbage, "fault-garbage", 0, "rate of 200s that are not JSON")
-	fs.DurationVar(&cfg.SlowDelay, "slow-delay", standin.DefaultSlowDelay, "delay of a slow fault")
-	fs.DurationVar(&cfg.RetryAfter, "retry-after", standin.DefaultRetryAfter, "wait a 429 asks for")
-	fs.StringVar(&cfg.Model, "model", standin.DefaultModel, "model name served")
-	fs.IntVar(&cfg.ToolCalls, "tool-calls", standin.DefaultToolCalls, "parallel delegate calls in route's first turn")
-	fs.IntVar(&cfg.Subtasks, "subtasks", standin.DefaultSubtasks, "subtasks in decompose's plan")
-	fs.IntVar(&cfg.ReplyBytes, "reply-bytes", standin.DefaultReplyBytes, "approximate length of a full answer's reasoning")
+	fs.DurationVar(&cfg.SlowDelay, "slow-delay", d.SlowDelay, "delay of a slow fault")
+	fs.DurationVar(&cfg.RetryAfter, "retry-after", d.RetryAfter, "wait a 429 asks for")
+	fs.StringVar(&cfg.Model, "model", d.Model, "model name served")
+	fs.IntVar(&cfg.ToolCalls, "tool-calls", d.ToolCalls, "parallel delegate calls in route's first turn")
+	fs.IntVar(&cfg.Subtasks, "subtasks", d.Subtasks, "subtasks in decompose's plan")
+	fs.IntVar(&cfg.ReplyBytes, "reply-bytes", d.ReplyBytes, "approximate length of a full answer's reasoning")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -26,7 +26,9 @@ func TestConcurrentEpisodesStandin(t *testing.T) {
 	}
 	leaks := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) }) // registered first, so it runs after the servers' cleanups
-	sv, err := standin.New(standin.Config{Latency: 2 * time.Millisecond})
+	sc := standin.DefaultConfig()
+	sc.Latency = 2 * time.Millisecond
+	sv, err := standin.New(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
