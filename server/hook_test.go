@@ -26,7 +26,7 @@ func TestHookSeesAndChangesEachCall(t *testing.T) {
 		}
 		return resp, nil
 	})
-	s, err := server.NewWithConfig(server.Config{System: map[string]string{"m": "Be brief."}}, nil, fake)
+	s, err := server.NewWithConfig(testConfig(func(c *server.Config) { c.System = map[string]string{"m": "Be brief."} }), nil, fake)
 	if err != nil {
 		t.Fatal(err)
 	}

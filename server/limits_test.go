@@ -100,7 +100,7 @@ func okModel(name string) delegate.Model {
 const userX = `{"model":"m","messages":[{"role":"user","content":"x"}]}`
 
 func TestServerErrorsAreOpenAIObjects(t *testing.T) {
-	s, err := server.NewWithConfig(server.Config{MaxBody: 1000}, nil, okModel("m"))
+	s, err := server.NewWithConfig(testConfig(func(c *server.Config) { c.MaxBody = 1000 }), nil, okModel("m"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestServerAPIKey(t *testing.T) {
 	const key = "sk-test-serve-key-0123456789"
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := server.NewWithConfig(server.Config{APIKey: key}, log, okModel("m"))
+	s, err := server.NewWithConfig(testConfig(func(c *server.Config) { c.APIKey = key }), log, okModel("m"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func (b *blocking) Chat(ctx context.Context, _ *delegate.Request) (*delegate.Res
 
 func TestServerConcurrencyAndQueueBounds(t *testing.T) {
 	m := &blocking{release: make(chan struct{}), cond: make(chan struct{}, 16)}
-	s, err := server.NewWithConfig(server.Config{MaxConcurrent: 1, MaxQueue: 2, QueueTimeout: 300 * time.Millisecond}, nil, m)
+	s, err := server.NewWithConfig(testConfig(func(c *server.Config) { c.MaxConcurrent, c.MaxQueue, c.QueueTimeout = 1, 2, 300*time.Millisecond }), nil, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +408,7 @@ func TestServerDefaultSystemPrompt(t *testing.T) {
 		mu.Unlock()
 		return modeltest.Text("ok"), nil
 	})
-	s, err := server.NewWithConfig(server.Config{System: map[string]string{"m": "Compute."}}, nil, m)
+	s, err := server.NewWithConfig(testConfig(func(c *server.Config) { c.System = map[string]string{"m": "Compute."} }), nil, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +425,7 @@ func TestServerDefaultSystemPrompt(t *testing.T) {
 	if len(got[1]) != 2 || got[1][0].Content != "Mine." {
 		t.Errorf("own system message: the model got %+v, want it alone", got[1])
 	}
-	if _, err := server.NewWithConfig(server.Config{System: map[string]string{"other": "x"}}, nil, m); err == nil {
+	if _, err := server.NewWithConfig(testConfig(func(c *server.Config) { c.System = map[string]string{"other": "x"} }), nil, m); err == nil {
 		t.Error("a system prompt for a model not served was accepted")
 	}
 }
@@ -443,7 +443,7 @@ func TestServerTimeouts(t *testing.T) {
 			return nil, ctx.Err()
 		}
 	})
-	s, err := server.NewWithConfig(server.Config{RequestTimeout: 5 * time.Second}, nil, m)
+	s, err := server.NewWithConfig(testConfig(func(c *server.Config) { c.RequestTimeout = 5 * time.Second }), nil, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +486,7 @@ func TestServerRequestTimeout(t *testing.T) {
 		<-ctx.Done()
 		return nil, &delegate.APIError{Type: delegate.ErrKindCanceled, Message: ctx.Err().Error()}
 	})
-	s, err := server.NewWithConfig(server.Config{RequestTimeout: 100 * time.Millisecond}, nil, m)
+	s, err := server.NewWithConfig(testConfig(func(c *server.Config) { c.RequestTimeout = 100 * time.Millisecond }), nil, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +507,7 @@ func TestServerPanicIsA500(t *testing.T) {
 		}
 		return modeltest.Text("ok"), nil
 	})
-	s, err := server.NewWithConfig(server.Config{MaxConcurrent: 1}, slog.New(slog.NewTextHandler(&logs, nil)), m)
+	s, err := server.NewWithConfig(testConfig(func(c *server.Config) { c.MaxConcurrent = 1 }), slog.New(slog.NewTextHandler(&logs, nil)), m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,7 +534,7 @@ func TestServerBodyBudget(t *testing.T) {
 	// One turn and one place in the queue: twenty stalled clients must not
 	// take them, as they would if a request counted from its headers.
 	newServer := func() (*httptest.Server, func(n int) net.Conn) {
-		s, err := server.NewWithConfig(server.Config{MaxBody: 1000, BodyBudget: 2000, MaxConcurrent: 1, MaxQueue: 1}, nil, okModel("m"))
+		s, err := server.NewWithConfig(testConfig(func(c *server.Config) { c.MaxBody, c.BodyBudget, c.MaxConcurrent, c.MaxQueue = 1000, 2000, 1, 1 }), nil, okModel("m"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -133,7 +133,7 @@ func TestServerMetricsExposition(t *testing.T) {
 // With a key, /metrics asks for it like /v1 does; /health stays open.
 func TestServerMetricsNeedTheKey(t *testing.T) {
 	const key = "sk-metrics-key-0123456789"
-	s, err := server.NewWithConfig(server.Config{APIKey: key}, nil, okModel("m"))
+	s, err := server.NewWithConfig(testConfig(func(c *server.Config) { c.APIKey = key }), nil, okModel("m"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func TestServerCountsAndLogsEveryRequest(t *testing.T) {
 	const key = "sk-access-log-key-0123456789"
 	var logs syncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	s, err := server.NewWithConfig(server.Config{APIKey: key}, log, okModel("m"))
+	s, err := server.NewWithConfig(testConfig(func(c *server.Config) { c.APIKey = key }), log, okModel("m"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,8 @@ import (
 	"github.com/delegatelab/delegate/openai/wire"
 )
 
-// Config bounds a Server. Zero fields take the defaults in DefaultConfig.
+// Config bounds a Server. DefaultConfig holds the defaults; a zero field
+// means zero, and Validate refuses the zeros that would serve nothing.
 type Config struct {
 	// APIKey, when set, must come with every /v1 request and /metrics as
 	// "Authorization: Bearer KEY"; /health stays open for load balancers.
@@ -51,30 +52,31 @@ type Config struct {
 	// Hosts lists the host names a request may name besides IP addresses
 	// and localhost, when there is no APIKey (see package internal/edge).
 	Hosts []string
-	// MaxBody bounds a request body in bytes. Default 1 MiB.
+	// MaxBody bounds a request body in bytes, at least 1.
 	MaxBody int64
 	// MaxN bounds n, the choices one request may ask for (each is a
-	// generation); a larger n gets 400. Default 64; at most wire.MaxN,
-	// the format's own bound.
+	// generation); a larger n gets 400. From 1 to wire.MaxN, the format's
+	// own bound.
 	MaxN int
-	// MaxConcurrent bounds the chat completions being generated at once.
-	// Default 32 (a local model's default batch).
+	// MaxConcurrent bounds the chat completions being generated at once,
+	// at least 1.
 	MaxConcurrent int
 	// MaxQueue bounds the requests waiting for a turn; a request beyond it
-	// gets 503 at once. Default 64; negative: none wait.
+	// gets 503 at once; 0: none wait.
 	MaxQueue int
 	// BodyBudget bounds the bytes of request bodies the server holds at
 	// once: those being read, and those of requests waiting or generating.
 	// A body is charged as its bytes arrive, so a client trickling its
 	// body holds only what it has sent; a request whose body would pass the
-	// budget gets 503. Default (MaxConcurrent+MaxQueue)·MaxBody.
+	// budget gets 503. At least MaxBody; (MaxConcurrent+MaxQueue)·MaxBody
+	// holds a full body for every request generating or waiting.
 	BodyBudget int64
 	// QueueTimeout bounds a request's wait for a turn; past it the request
-	// gets 503. Default 30s.
+	// gets 503. It must be positive.
 	QueueTimeout time.Duration
 	// RequestTimeout bounds the generation of one chat completion, turn
 	// taken; past it the request fails with 504 (or, streaming, ends with
-	// an error event). Default 5 minutes.
+	// an error event). It must be positive.
 	RequestTimeout time.Duration
 	// System holds default system prompts by model name: a request to that
 	// model with no system (or developer) message gets this one first, as
@@ -82,58 +84,44 @@ type Config struct {
 	System map[string]string
 }
 
-// DefaultConfig returns the defaults of every Config field.
+// DefaultConfig returns the defaults: bodies of 1 MiB, n up to 64, 32
+// generating (a local model's default batch) and 64 waiting, a body budget
+// of (32+64) MiB, 30s in the queue and 5 minutes to generate.
 func DefaultConfig() Config {
-	return Config{MaxBody: 1 << 20, MaxN: 64, MaxConcurrent: 32, MaxQueue: 64, QueueTimeout: 30 * time.Second, RequestTimeout: 5 * time.Minute}
-}
-
-// withDefaults fills the zero fields of c.
-func (c Config) withDefaults() Config {
-	d := DefaultConfig()
-	if c.MaxBody == 0 {
-		c.MaxBody = d.MaxBody
-	}
-	if c.MaxN == 0 {
-		c.MaxN = d.MaxN
-	}
-	if c.MaxConcurrent == 0 {
-		c.MaxConcurrent = d.MaxConcurrent
-	}
-	switch {
-	case c.MaxQueue == 0:
-		c.MaxQueue = d.MaxQueue
-	case c.MaxQueue < 0:
-		c.MaxQueue = 0
-	}
-	if c.QueueTimeout == 0 {
-		c.QueueTimeout = d.QueueTimeout
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = d.RequestTimeout
-	}
-	if c.BodyBudget == 0 {
-		c.BodyBudget = int64(c.MaxConcurrent+c.MaxQueue) * c.MaxBody
-	}
+	c := Config{MaxBody: 1 << 20, MaxN: 64, MaxConcurrent: 32, MaxQueue: 64, QueueTimeout: 30 * time.Second, RequestTimeout: 5 * time.Minute}
+	c.BodyBudget = c.FullBodyBudget()
 	return c
 }
 
-// Validate reports a negative bound, and a MaxN past the format's.
+// FullBodyBudget is the body budget that holds a body of MaxBody for every
+// request generating or waiting.
+func (c Config) FullBodyBudget() int64 {
+	return int64(c.MaxConcurrent+c.MaxQueue) * c.MaxBody
+}
+
+// Validate reports every bound out of range, naming it.
 func (c Config) Validate() error {
 	var errs []error
-	if c.MaxBody < 0 {
-		errs = append(errs, fmt.Errorf("max body %d must not be negative", c.MaxBody))
+	if c.MaxBody < 1 {
+		errs = append(errs, fmt.Errorf("max body %d: want at least 1", c.MaxBody))
 	}
-	if c.MaxN < 0 || c.MaxN > wire.MaxN {
-		errs = append(errs, fmt.Errorf("max n %d is outside 0..%d", c.MaxN, wire.MaxN))
+	if c.MaxN < 1 || c.MaxN > wire.MaxN {
+		errs = append(errs, fmt.Errorf("max n %d is outside 1..%d", c.MaxN, wire.MaxN))
 	}
-	if c.MaxConcurrent < 0 {
-		errs = append(errs, fmt.Errorf("max concurrent %d must not be negative", c.MaxConcurrent))
+	if c.MaxConcurrent < 1 {
+		errs = append(errs, fmt.Errorf("max concurrent %d: want at least 1", c.MaxConcurrent))
 	}
-	if c.BodyBudget < 0 {
-		errs = append(errs, fmt.Errorf("body budget %d must not be negative", c.BodyBudget))
+	if c.MaxQueue < 0 {
+		errs = append(errs, fmt.Errorf("max queue %d must not be negative", c.MaxQueue))
 	}
-	if c.QueueTimeout < 0 || c.RequestTimeout < 0 {
-		errs = append(errs, errors.New("queue and request timeouts must not be negative"))
+	if c.BodyBudget < c.MaxBody {
+		errs = append(errs, fmt.Errorf("body budget %d is below max body %d", c.BodyBudget, c.MaxBody))
+	}
+	if c.QueueTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("queue timeout %v: want a positive duration", c.QueueTimeout))
+	}
+	if c.RequestTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("request timeout %v: want a positive duration", c.RequestTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -188,7 +176,7 @@ func (s *Server) SetHook(h Hook) { s.hook = h }
 
 // New serves models under their names with DefaultConfig. log may be nil.
 func New(log *slog.Logger, models ...delegate.Model) (*Server, error) {
-	return NewWithConfig(Config{}, log, models...)
+	return NewWithConfig(DefaultConfig(), log, models...)
 }
 
 // NewWithConfig serves models under their names, bounded by cfg. log may
@@ -197,7 +185,6 @@ func NewWithConfig(cfg Config, log *slog.Logger, models ...delegate.Model) (*Ser
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	cfg = cfg.withDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -36,10 +36,9 @@ func shippedServer(t *testing.T) openai.Client {
 		t.Cleanup(func() { m.Close() })
 		return m
 	}
-	s, err := server.NewWithConfig(server.Config{
-		APIKey: key,
-		System: map[string]string{"delegator": "Solve or delegate.", "solver": "Compute."},
-	}, nil, open("delegator"), open("solver"))
+	s, err := server.NewWithConfig(testConfig(func(c *server.Config) {
+		c.APIKey, c.System = key, map[string]string{"delegator": "Solve or delegate.", "solver": "Compute."}
+	}), nil, open("delegator"), open("solver"))
 	if err != nil {
 		t.Fatal(err)
 	}

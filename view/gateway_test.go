@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/server"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
@@ -38,7 +39,7 @@ func (m scripted) Chat(_ context.Context, req *delegate.Request) (*delegate.Resp
 // handed out.
 func gatewayFixture(t testing.TB, dir string) (finished, open string) {
 	t.Helper()
-	cfg := gateway.Config{Dir: dir, Token: "admin", GroupSize: 2,
+	cfg := gateway.Config{Server: server.DefaultConfig(), Dir: dir, Token: "admin", GroupSize: 2,
 		Prices: map[string]delegate.Price{"delegator": {Input: 1, Output: 5}, "solver": {Input: 0.2, Output: 1}}}
 	gw, err := gateway.Open(context.Background(), cfg, nil, scripted{"delegator"}, scripted{"solver"})
 	if err != nil {
@@ -202,7 +203,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func TestGatewayRunning(t *testing.T) {
 	dir := t.TempDir()
 	gatewayFixture(t, dir)
-	gw, err := gateway.Open(context.Background(), gateway.Config{Dir: dir, Token: "admin", GroupSize: 2}, nil, scripted{"delegator"})
+	gw, err := gateway.Open(context.Background(), gateway.Config{Server: server.DefaultConfig(), Dir: dir, Token: "admin", GroupSize: 2}, nil, scripted{"delegator"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/server"
 	"github.com/delegatelab/delegate/trajectory/atropos"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 	"github.com/delegatelab/delegate/trajectory/openenv"
@@ -52,7 +53,7 @@ func liveServers(t testing.TB) ([]LiveServer, string) {
 	}()
 	t.Cleanup(func() { hs.Close() })
 
-	gw, err := gateway.Open(context.Background(), gateway.Config{Dir: t.TempDir(), Token: "admin"}, nil, scripted{"delegator"})
+	gw, err := gateway.Open(context.Background(), gateway.Config{Server: server.DefaultConfig(), Dir: t.TempDir(), Token: "admin"}, nil, scripted{"delegator"})
 	if err != nil {
 		t.Fatal(err)
 	}

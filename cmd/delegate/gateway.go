@@ -119,10 +119,12 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 		return err
 	}
 	defer closeModels()
+	sc := server.DefaultConfig()
+	sc.Hosts, sc.System = f.hosts, map[string]string{}
 	gcfg := gateway.Config{
 		Dir: f.out, Token: f.token, Hosts: f.hosts, Roles: map[string]string{}, Trained: f.trained, TTL: f.ttl, GroupSize: f.group, Estimator: est,
 		Prices: map[string]delegate.Price{}, Templates: map[string]string{}, Tokenizers: map[string]gateway.Tokenizer{}, Verify: verifyAny,
-		Server: server.Config{Hosts: f.hosts, System: map[string]string{}},
+		Server: sc,
 	}
 	if f.temperature != 0 {
 		gcfg.Temperature = &f.temperature

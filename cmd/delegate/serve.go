@@ -107,9 +107,7 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	limits := f.limits
 	limits.APIKey = f.apiKey
 	limits.Hosts = f.hosts
-	if limits.MaxQueue == 0 {
-		limits.MaxQueue = -1 // the server's spelling of "none wait"
-	}
+	limits.BodyBudget = limits.FullBodyBudget()
 	limits.System = map[string]string{}
 	for _, n := range names {
 		m := models[n]

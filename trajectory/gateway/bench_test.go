@@ -52,7 +52,7 @@ func BenchmarkCall(b *testing.B) {
 		run(b, srv.URL+"/v1/chat/completions", "")
 	})
 	b.Run("gateway", func(b *testing.B) {
-		gw, err := gateway.Open(context.Background(), gateway.Config{Dir: b.TempDir(), TTL: 1 << 40}, nil, fake())
+		gw, err := gateway.Open(context.Background(), gateway.Config{Server: server.DefaultConfig(), Dir: b.TempDir(), TTL: 1 << 40}, nil, fake())
 		if err != nil {
 			b.Fatal(err)
 		}

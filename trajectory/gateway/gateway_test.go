@@ -95,9 +95,11 @@ func newHarness(t *testing.T, dir string, models map[string]*local.Model) *harne
 	t.Helper()
 	h := &harness{t: t, models: models, log: &syncBuffer{}, clock: &clock{}}
 	hash := gateway.BuiltinTemplateHash()
+	sc := server.DefaultConfig()
+	sc.System = system
 	h.cfg = gateway.Config{
 		Dir:       dir,
-		Server:    server.Config{System: system},
+		Server:    sc,
 		Token:     "admin-token",
 		Trained:   []string{"delegator", "critic"},
 		Prices:    map[string]delegate.Price{"delegator": {Input: 1, Output: 5}, "solver": {Input: 0.2, Output: 1}},
