@@ -27,7 +27,8 @@ type exampleSource struct {
 
 func (s *exampleSource) Next(ctx context.Context, step int) ([]rl.Group, error) {
 	G := s.cfg.GroupSize
-	rcfg := rollout.Config{GroupSize: G, Estimator: string(s.cfg.Estimator), KeepTies: true, TrainRoles: []string{s.cfg.PolicyRole}}
+	rcfg := rollout.DefaultConfig()
+	rcfg.GroupSize, rcfg.Concurrency, rcfg.Estimator, rcfg.KeepTies, rcfg.TrainRoles = G, G, string(s.cfg.Estimator), true, []string{s.cfg.PolicyRole}
 	build := func(item, k int) (delegate.Strategy, error) {
 		return s.policy(int64(rl.RolloutSeed(s.cfg.Seed, step, item*G+k) >> 2))
 	}

@@ -63,14 +63,15 @@ const (
 // order, into advantages of the same length. It must be deterministic.
 type Advantages func(rewards []float64) ([]float64, error)
 
-// Config configures Run.
+// Config configures Run. DefaultConfig holds the defaults; a zero field
+// means zero, except Items and TrainRoles, whose zero is stated.
 type Config struct {
 	// Items is how many tasks to run, from the start of the task list; 0
 	// runs them all.
 	Items int `json:"items"`
 	// GroupSize (G) is the number of policy rollouts per item, at least 2.
 	GroupSize int `json:"group_size"`
-	// Concurrency bounds the rollouts in flight at once (default G). The
+	// Concurrency bounds the rollouts in flight at once, at least 1. The
 	// baseline of the next item runs beside them.
 	Concurrency int `json:"concurrency"`
 	// Estimator names the advantage estimator ("grpo", "drgrpo", "rloo",
@@ -138,6 +139,12 @@ var defaultTrainRoles = map[string]string{
 	strategy.NameSingle:    strategy.RoleSingle,
 }
 
+// DefaultConfig returns the defaults: groups of 4 with GRPO advantages,
+// 4 rollouts in flight. OutDir is left to set.
+func DefaultConfig() Config {
+	return Config{GroupSize: 4, Concurrency: 4, Estimator: string(reward.GRPO)}
+}
+
 // Validate reports every invalid field, naming it.
 func (c Config) Validate() error {
 	errs := c.validateGroups()
@@ -157,8 +164,8 @@ func (c Config) validateGroups() []error {
 	if c.GroupSize < 2 {
 		errs = append(errs, fmt.Errorf("group_size: %d, want at least 2 (advantages are relative to the group)", c.GroupSize))
 	}
-	if c.Concurrency < 0 {
-		errs = append(errs, fmt.Errorf("concurrency: %d is negative", c.Concurrency))
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency: %d, want at least 1", c.Concurrency))
 	}
 	if _, err := reward.ParseEstimator(c.Estimator); err != nil {
 		errs = append(errs, err)
@@ -166,14 +173,12 @@ func (c Config) validateGroups() []error {
 	return errs
 }
 
-// withDefaults fills Concurrency, Advantages and TrainRoles.
-func (c Config) withDefaults(policy string) (Config, error) {
+// resolve fills Advantages from Estimator and TrainRoles from policy, the
+// strategy's name, when they are unset.
+func (c Config) resolve(policy string) (Config, error) {
 	if c.Advantages == nil {
 		est := reward.Estimator(c.Estimator)
 		c.Advantages = func(r []float64) ([]float64, error) { return reward.Advantages(est, r) }
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = c.GroupSize
 	}
 	if len(c.TrainRoles) == 0 {
 		r, ok := defaultTrainRoles[policy]

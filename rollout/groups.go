@@ -64,7 +64,7 @@ func Groups(ctx context.Context, cfg Config, tasks []delegate.Task, policy Polic
 	if err != nil {
 		return nil, err
 	}
-	if cfg, err = cfg.withDefaults(strats[0].Name()); err != nil {
+	if cfg, err = cfg.resolve(strats[0].Name()); err != nil {
 		return nil, fmt.Errorf("groups: config: %w", err)
 	}
 	bases, err := playBaselines(ctx, cfg.Concurrency, tasks, baseline)

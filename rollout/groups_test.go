@@ -81,7 +81,8 @@ func TestGroupsMatchRun(t *testing.T) {
 			policies, baseline, scorer := seededPolicies(t)
 			const items, g = 6, 4
 			dir := t.TempDir()
-			cfg := Config{Items: items, GroupSize: g, Concurrency: 3, Estimator: "grpo", KeepTies: keepTies, Seed: 7, OutDir: dir}
+			cfg := DefaultConfig()
+			cfg.Items, cfg.GroupSize, cfg.Concurrency, cfg.KeepTies, cfg.Seed, cfg.OutDir = items, g, 3, keepTies, 7, dir
 			sum, err := Run(context.Background(), cfg, tasks(items), baseline, policies, scorer, nil)
 			if err != nil {
 				t.Fatal(err)

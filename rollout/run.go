@@ -351,7 +351,7 @@ func runConfig(cfg Config, tasks []delegate.Task, policies Policies) (Config, []
 	if err != nil {
 		return cfg, nil, nil, fmt.Errorf("process: policy: %w", err)
 	}
-	cfg, err = cfg.withDefaults(policy.Name())
+	cfg, err = cfg.resolve(policy.Name())
 	if err != nil {
 		return cfg, nil, nil, fmt.Errorf("process: config: %w", err)
 	}

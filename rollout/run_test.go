@@ -176,8 +176,11 @@ func tasks(n int) []delegate.Task {
 	return out
 }
 
+// config is DefaultConfig for items groups of g in dir, 3 in flight.
 func config(dir string, items, g int) Config {
-	return Config{Items: items, GroupSize: g, Concurrency: 3, Estimator: "grpo", Advantages: grpo, Seed: 7, OutDir: dir}
+	c := DefaultConfig()
+	c.Items, c.GroupSize, c.Concurrency, c.Advantages, c.Seed, c.OutDir = items, g, 3, grpo, 7, dir
+	return c
 }
 
 func readLines(t *testing.T, path string) [][]byte {
@@ -618,25 +621,31 @@ func TestRunRefusesOtherConfig(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	good := config("out", 1, 2)
 	tests := []struct {
 		name   string
 		modify func(*Config)
-		want   string
+		want   string // "" valid, else a substring of the error
 	}{
+		{"defaults", func(*Config) {}, ""},
+		{"all items, one in flight", func(c *Config) { c.Items, c.Concurrency = 0, 1 }, ""},
 		{"group size", func(c *Config) { c.GroupSize = 1 }, "group_size"},
 		{"estimator", func(c *Config) { c.Estimator = "ppo" }, "estimator"},
 		{"out dir", func(c *Config) { c.OutDir = "" }, "out_dir"},
 		{"concurrency", func(c *Config) { c.Concurrency = -1 }, "concurrency"},
-	}
-	if err := good.Validate(); err != nil {
-		t.Fatalf("good config: %v", err)
+		{"zero concurrency", func(c *Config) { c.Concurrency = 0 }, "concurrency: 0"},
+		{"negative items", func(c *Config) { c.Items = -1 }, "items"},
+		{"zero config", func(c *Config) { *c = Config{OutDir: c.OutDir} }, "group_size"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := good
+			c := DefaultConfig()
+			c.OutDir = "out"
 			tt.modify(&c)
-			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("got %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 				t.Errorf("got %v, want an error naming %s", err, tt.want)
 			}
 		})

@@ -173,8 +173,8 @@ func (s *rollouts) play(ctx context.Context, step int) ([]rollout.Group, []int, 
 	for i, tr := range s.roles {
 		roles[i] = tr.role
 	}
-	rcfg := rollout.Config{GroupSize: G, Concurrency: cfg.Concurrency, Estimator: string(cfg.Estimator),
-		KeepTies: true, TrainRoles: roles}
+	rcfg := rollout.DefaultConfig()
+	rcfg.GroupSize, rcfg.Concurrency, rcfg.Estimator, rcfg.KeepTies, rcfg.TrainRoles = G, cfg.Concurrency, string(cfg.Estimator), true, roles
 	groups, err := rollout.Groups(ctx, rcfg, tasksOf(problems), s.policies(step, problems), s.baseline, s.scorerAt(step), report)
 	if err != nil {
 		return nil, nil, nil, err

@@ -51,8 +51,9 @@ func TestInProcessGroupsAreProcessGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(cfg.OutDir, "process")
-	pcfg := rollout.Config{GroupSize: rcfg.GroupSize, Concurrency: 3, Estimator: string(rcfg.Estimator), KeepTies: true,
-		TrainRoles: []string{RoleDelegator}, OutDir: dir}
+	pcfg := rollout.DefaultConfig()
+	pcfg.GroupSize, pcfg.Concurrency, pcfg.Estimator, pcfg.KeepTies = rcfg.GroupSize, 3, string(rcfg.Estimator), true
+	pcfg.TrainRoles, pcfg.OutDir = []string{RoleDelegator}, dir
 	sum, err := rollout.Run(context.Background(), pcfg, tasksOf(problems), baseline, s.policies(step, problems), s.scorer, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -75,13 +75,13 @@ train by default, drawn with --seed), graded on their integer answer.`,
 			return process(cmd.Context(), cmd.OutOrStdout(), getenv, log, f, cmd.Flags().Changed("lambda"))
 		},
 	}
-	fl := cmd.Flags()
+	fl, d := cmd.Flags(), rollout.DefaultConfig()
 	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
-	fl.IntVarP(&f.group, "group", "g", 4, "rollouts per item (G), at least 2")
+	fl.IntVarP(&f.group, "group", "g", d.GroupSize, "rollouts per item (G), at least 2")
 	fl.StringVarP(&f.strategy, "strategy", "s", strategy.NameDecompose, "strategy to roll out: "+strings.Join(strategy.Names(), ", "))
 	fl.IntVar(&f.concurrency, "concurrency", 0, "rollouts in flight at once (0: G)")
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (required; resumed when it holds this run)")
-	fl.StringVar(&f.advantage, "advantage", string(reward.GRPO), "advantage estimator: grpo, drgrpo or rloo")
+	fl.StringVar(&f.advantage, "advantage", d.Estimator, "advantage estimator: grpo, drgrpo or rloo")
 	fl.BoolVar(&f.parity, "parity", false, "use the reference environment's reward buckets instead of the graded reward")
 	fl.StringVar(&f.reward, "reward", rewardGraded, "reward: graded (reward.DefaultGraded), world (the reward delegate train trains with: world.DefaultReward, λ per token the policy generated, μ per sub-agent call), or a cost-aware one tuned in the config's reward section: "+strings.Join(reward.Kinds()[1:], ", ")+" (default: the config's reward.kind, else graded)")
 	fl.Float64Var(&f.lambda, "lambda", 0, "graded reward: cost charged per unit of --cost-unit (default 1e-5 per token; --reward world: 0.001)")
@@ -157,9 +157,11 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if err != nil {
 		return err
 	}
-	rc := rollout.Config{
-		GroupSize: f.group, Concurrency: f.concurrency, Estimator: f.advantage, KeepTies: f.keepTies,
-		Seed: int64(f.seed), OutDir: f.out, Fingerprint: fp, OmitTraces: f.omitTraces,
+	rc := rollout.DefaultConfig()
+	rc.GroupSize, rc.Concurrency, rc.Estimator, rc.KeepTies = f.group, f.concurrency, f.advantage, f.keepTies
+	rc.Seed, rc.OutDir, rc.Fingerprint, rc.OmitTraces = int64(f.seed), f.out, fp, f.omitTraces
+	if rc.Concurrency == 0 { // the flag's 0: one group's rollouts at once
+		rc.Concurrency = rc.GroupSize
 	}
 	if err := rc.Validate(); err != nil {
 		return fmt.Errorf("process: %w", err)
