@@ -27,7 +27,8 @@ const (
 	NormTokenMean Norm = "token-mean"
 )
 
-// Config sets an RL run. DefaultConfig gives the documented defaults.
+// Config sets an RL run. DefaultConfig gives the documented defaults; a
+// zero field means zero.
 type Config struct {
 	// GroupSize (G) is the number of rollouts of each item; the advantages
 	// are relative to the group. Default 8.
@@ -102,16 +103,8 @@ type Config struct {
 	// sequence's token, exp(l_prox − l_behaviour), where l_behaviour is the
 	// sampler's logprob (from an older policy, or another engine) and
 	// l_prox the trainer's before the update (truncated importance
-	// sampling). 0 means 2.
+	// sampling). At least 1. Default 2.
 	MaxImportanceWeight float64 `json:"max_importance_weight,omitempty"`
-}
-
-// maxIS is MaxImportanceWeight with its default.
-func (c Config) maxIS() float64 {
-	if c.MaxImportanceWeight == 0 {
-		return 2
-	}
-	return c.MaxImportanceWeight
 }
 
 // DefaultConfig returns the defaults noted on each field; PolicyRole and
@@ -137,7 +130,8 @@ func DefaultConfig() Config {
 		MicroBatchTokens: 4096,
 		MaxLogprobGap:    0.05,
 
-		LogprobCheckEvery: 1,
+		LogprobCheckEvery:   1,
+		MaxImportanceWeight: 2,
 	}
 }
 
@@ -219,8 +213,8 @@ func (c Config) Validate() error {
 	if c.MicroBatchTokens < 1 {
 		bad("micro_batch_tokens", "must be at least 1, got %d", c.MicroBatchTokens)
 	}
-	if !(c.MaxImportanceWeight >= 0) || !finite(c.MaxImportanceWeight) || c.MaxImportanceWeight > 0 && c.MaxImportanceWeight < 1 {
-		bad("max_importance_weight", "must be 0 (the default, 2) or at least 1, and finite, got %v", c.MaxImportanceWeight)
+	if !(c.MaxImportanceWeight >= 1) || !finite(c.MaxImportanceWeight) {
+		bad("max_importance_weight", "must be at least 1 and finite, got %v", c.MaxImportanceWeight)
 	}
 	if !(c.MaxLogprobGap > 0) || !finite(c.MaxLogprobGap) {
 		bad("max_logprob_gap", "must be positive and finite, got %v", c.MaxLogprobGap)

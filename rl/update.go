@@ -205,7 +205,7 @@ func (u *updatePass) fastWeights(m *microBatch) {
 // importanceWeights fixes the truncated importance weights of the
 // off-policy tokens of micro-batch i from the logprobs lp.
 func (u *updatePass) importanceWeights(i int, m *microBatch, lp []float32) {
-	st, maxIS := &u.st, u.l.cfg.maxIS()
+	st, maxIS := &u.st, u.l.cfg.MaxImportanceWeight
 	u.isW[i] = make([]float64, len(lp))
 	for _, s := range m.seqs {
 		seq := u.seqs[s.idx]
