@@ -56,8 +56,8 @@ type Arm struct {
 	Role     Role
 }
 
-// Config holds the knobs of a run. The zero value of each optional field is
-// its documented default.
+// Config holds the knobs of a run. DefaultConfig holds the defaults; a zero
+// field means zero.
 type Config struct {
 	// Results is the path of the JSONL results file. Records are appended
 	// to it and a rerun skips the items it holds. Empty: no file; the
@@ -65,13 +65,13 @@ type Config struct {
 	// item again (for a caller grading in passing, as pretraining's
 	// periodic evaluation does).
 	Results string
-	// Concurrency bounds the items run at once. Default 4.
+	// Concurrency bounds the items run at once, at least 1.
 	Concurrency int
 	// Baseline names the arm the others are tested against. Default: the
 	// first arm.
 	Baseline string
 	// ItemTimeout bounds one item's run; an item that runs out is recorded
-	// as failed. Default 0: no limit besides the run's context.
+	// as failed. 0: no limit besides the run's context.
 	ItemTimeout time.Duration
 	// Trace saves each item's whole trace in its record.
 	Trace bool
@@ -81,17 +81,20 @@ type Config struct {
 	Label func(*delegate.Trace) map[string]string
 }
 
-// DefaultConcurrency is the Concurrency used when Config leaves it 0.
-const DefaultConcurrency = 4
-
 const maxConcurrency = 1024
+
+// DefaultConfig returns the defaults: 4 items at once, no results file,
+// the first arm as baseline, no time limit per item.
+func DefaultConfig() Config {
+	return Config{Concurrency: 4}
+}
 
 // Validate checks the config's own fields; Run checks Baseline against
 // the arms.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Concurrency < 0 || c.Concurrency > maxConcurrency {
-		errs = append(errs, fmt.Errorf("concurrency: %d is outside [0, %d]", c.Concurrency, maxConcurrency))
+	if c.Concurrency < 1 || c.Concurrency > maxConcurrency {
+		errs = append(errs, fmt.Errorf("concurrency: %d is outside [1, %d]", c.Concurrency, maxConcurrency))
 	}
 	if c.ItemTimeout < 0 {
 		errs = append(errs, fmt.Errorf("item_timeout: %v is negative", c.ItemTimeout))
@@ -182,9 +185,6 @@ func RunGraded(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Ar
 		return nil, err
 	}
 	conc := cfg.Concurrency
-	if conc == 0 {
-		conc = DefaultConcurrency
-	}
 	var (
 		prev   []Record
 		repair *Repair

@@ -312,7 +312,9 @@ func TestRunEndToEnd(t *testing.T) {
 	label := func(tr *delegate.Trace) map[string]string {
 		return map[string]string{"calls": strconv.Itoa(tr.Total.Calls)}
 	}
-	cfg := Config{Results: filepath.Join(dir, "results.jsonl"), Concurrency: 4, Trace: true, Label: label}
+	cfg := testConfig(func(c *Config) {
+		c.Results, c.Concurrency, c.Trace, c.Label = filepath.Join(dir, "results.jsonl"), 4, true, label
+	})
 	arms, f := benchArms(t, 0, nil)
 	progress := make(chan Progress, numArms*numTasks)
 	rep, err := Run(context.Background(), cfg, benchTasks(), arms, score.Verify, progress)
@@ -409,13 +411,13 @@ func TestRunWithoutResultsFile(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir) // a stray file would land here
 	arms, _ := benchArms(t, 0, nil)
-	withFile, err := Run(context.Background(), Config{Results: filepath.Join(t.TempDir(), "r.jsonl"), Concurrency: 4}, benchTasks(), arms, score.Verify, nil)
+	withFile, err := Run(context.Background(), testConfig(func(c *Config) { c.Results, c.Concurrency = filepath.Join(t.TempDir(), "r.jsonl"), 4 }), benchTasks(), arms, score.Verify, nil)
 	if err != nil {
 		t.Fatalf("Run with a results file: %v", err)
 	}
 	for run := range 2 {
 		arms, f := benchArms(t, 0, nil)
-		rep, err := Run(context.Background(), Config{Concurrency: 4}, benchTasks(), arms, score.Verify, nil)
+		rep, err := Run(context.Background(), testConfig(func(c *Config) { c.Concurrency = 4 }), benchTasks(), arms, score.Verify, nil)
 		if err != nil {
 			t.Fatalf("run %d without a results file: %v", run, err)
 		}
@@ -442,7 +444,7 @@ func TestRunWithoutResultsFile(t *testing.T) {
 func TestRunResumesAfterCancel(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	dir := t.TempDir()
-	cfg := Config{Results: filepath.Join(dir, "results.jsonl"), Concurrency: 2}
+	cfg := testConfig(func(c *Config) { c.Results, c.Concurrency = filepath.Join(dir, "results.jsonl"), 2 })
 	started := make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -511,7 +513,7 @@ func TestRunResumesAfterCancel(t *testing.T) {
 
 func TestRunRepairsTruncatedResults(t *testing.T) {
 	dir := t.TempDir()
-	cfg := Config{Results: filepath.Join(dir, "results.jsonl"), Concurrency: 3}
+	cfg := testConfig(func(c *Config) { c.Results, c.Concurrency = filepath.Join(dir, "results.jsonl"), 3 })
 	arms, _ := benchArms(t, 0, nil)
 	if _, err := Run(context.Background(), cfg, benchTasks(), arms, score.Verify, nil); err != nil {
 		t.Fatalf("Run: %v", err)
@@ -577,7 +579,7 @@ func TestRunRecordsItemFailures(t *testing.T) {
 		{ID: "b", Dataset: "gsm8k", Prompt: "boom", Answer: "2"},
 		{ID: "c", Dataset: "open", Prompt: "no reference"},
 	}
-	cfg := Config{Results: filepath.Join(t.TempDir(), "r.jsonl")}
+	cfg := testConfig(func(c *Config) { c.Results = filepath.Join(t.TempDir(), "r.jsonl") })
 	rep, err := Run(context.Background(), cfg, tasks, []Arm{{Name: "p", Strategy: panicky{on: "boom"}}}, score.Verify, nil)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -599,6 +601,39 @@ func TestRunRecordsItemFailures(t *testing.T) {
 	}
 }
 
+// testConfig is DefaultConfig changed by set.
+func testConfig(set func(*Config)) Config {
+	c := DefaultConfig()
+	set(&c)
+	return c
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		set  func(*Config)
+		want string // "" valid, else a substring of the error
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"one at once, no item timeout", func(c *Config) { c.Concurrency, c.ItemTimeout = 1, 0 }, ""},
+		{"zero config", func(c *Config) { *c = Config{} }, "concurrency: 0"},
+		{"zero concurrency", func(c *Config) { c.Concurrency = 0 }, "concurrency: 0 is outside [1, 1024]"},
+		{"too many at once", func(c *Config) { c.Concurrency = 1025 }, "concurrency: 1025"},
+		{"negative item timeout", func(c *Config) { c.ItemTimeout = -time.Second }, "item_timeout: -1s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := testConfig(tt.set).Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("Validate = %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("Validate = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestRunRejectsBadInput(t *testing.T) {
 	s := panicky{}
 	results := filepath.Join(t.TempDir(), "r.jsonl")
@@ -610,16 +645,16 @@ func TestRunRejectsBadInput(t *testing.T) {
 		arms  []Arm
 		want  string
 	}{
-		{"negative concurrency", Config{Results: results, Concurrency: -1}, tasks, []Arm{{Name: "a", Strategy: s}}, "concurrency: -1"},
-		{"no arms", Config{Results: results}, tasks, nil, "arms: none given"},
-		{"duplicate arm", Config{Results: results}, tasks, []Arm{{Name: "a", Strategy: s}, {Name: "a", Strategy: s}}, `name "a" used twice`},
-		{"reserved name", Config{Results: results}, tasks, []Arm{{Name: OracleArm, Strategy: s}}, "reserved"},
-		{"two weak arms", Config{Results: results}, tasks, []Arm{{Name: "a", Strategy: s, Role: RoleWeak}, {Name: "b", Strategy: s, Role: RoleWeak}}, "role weak already given"},
-		{"unknown role", Config{Results: results}, tasks, []Arm{{Name: "a", Strategy: s, Role: "medium"}}, `unknown role "medium"`},
-		{"unknown baseline", Config{Results: results, Baseline: "x"}, tasks, []Arm{{Name: "a", Strategy: s}}, `no arm named "x"`},
-		{"no strategy", Config{Results: results}, tasks, []Arm{{Name: "a"}}, "has no strategy"},
-		{"duplicate task", Config{Results: results}, append(tasks, tasks[0]), []Arm{{Name: "a", Strategy: s}}, `id "a" already used`},
-		{"no tasks", Config{Results: results}, nil, []Arm{{Name: "a", Strategy: s}}, "no tasks"},
+		{"negative concurrency", testConfig(func(c *Config) { c.Results, c.Concurrency = results, -1 }), tasks, []Arm{{Name: "a", Strategy: s}}, "concurrency: -1"},
+		{"no arms", testConfig(func(c *Config) { c.Results = results }), tasks, nil, "arms: none given"},
+		{"duplicate arm", testConfig(func(c *Config) { c.Results = results }), tasks, []Arm{{Name: "a", Strategy: s}, {Name: "a", Strategy: s}}, `name "a" used twice`},
+		{"reserved name", testConfig(func(c *Config) { c.Results = results }), tasks, []Arm{{Name: OracleArm, Strategy: s}}, "reserved"},
+		{"two weak arms", testConfig(func(c *Config) { c.Results = results }), tasks, []Arm{{Name: "a", Strategy: s, Role: RoleWeak}, {Name: "b", Strategy: s, Role: RoleWeak}}, "role weak already given"},
+		{"unknown role", testConfig(func(c *Config) { c.Results = results }), tasks, []Arm{{Name: "a", Strategy: s, Role: "medium"}}, `unknown role "medium"`},
+		{"unknown baseline", testConfig(func(c *Config) { c.Results, c.Baseline = results, "x" }), tasks, []Arm{{Name: "a", Strategy: s}}, `no arm named "x"`},
+		{"no strategy", testConfig(func(c *Config) { c.Results = results }), tasks, []Arm{{Name: "a"}}, "has no strategy"},
+		{"duplicate task", testConfig(func(c *Config) { c.Results = results }), append(tasks, tasks[0]), []Arm{{Name: "a", Strategy: s}}, `id "a" already used`},
+		{"no tasks", testConfig(func(c *Config) { c.Results = results }), nil, []Arm{{Name: "a", Strategy: s}}, "no tasks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -632,7 +667,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 }
 
 func TestRunRefusesChangedPrompt(t *testing.T) {
-	cfg := Config{Results: filepath.Join(t.TempDir(), "r.jsonl")}
+	cfg := testConfig(func(c *Config) { c.Results = filepath.Join(t.TempDir(), "r.jsonl") })
 	arms := []Arm{{Name: "p", Strategy: panicky{}}}
 	tasks := []delegate.Task{{ID: "a", Dataset: "gsm8k", Prompt: "1+1", Answer: "2"}}
 	if _, err := Run(context.Background(), cfg, tasks, arms, score.Verify, nil); err != nil {
@@ -691,7 +726,7 @@ func TestRunOnGSM8KSample(t *testing.T) {
 		}
 		return Arm{Name: name, Strategy: s}
 	}
-	cfg := Config{Results: filepath.Join(t.TempDir(), "r.jsonl")}
+	cfg := testConfig(func(c *Config) { c.Results = filepath.Join(t.TempDir(), "r.jsonl") })
 	rep, err := Run(context.Background(), cfg, tasks, []Arm{arm("knower", knower), arm("off", offByOne)}, score.Verify, nil)
 	if err != nil {
 		t.Fatalf("Run: %v", err)

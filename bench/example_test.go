@@ -35,7 +35,8 @@ func ExampleRun() {
 		{ID: "1", Dataset: "gsm8k", Prompt: "What is 2+2?", Answer: "4"},
 		{ID: "2", Dataset: "gsm8k", Prompt: "What is 2+3?", Answer: "5"},
 	}
-	cfg := bench.Config{Results: filepath.Join(dir, "results.jsonl")}
+	cfg := bench.DefaultConfig()
+	cfg.Results = filepath.Join(dir, "results.jsonl")
 	rep, err := bench.Run(context.Background(), cfg, tasks, []bench.Arm{arm("fours", "4"), arm("fives", "5")}, score.Verify, nil)
 	if err != nil {
 		log.Fatal(err)

@@ -31,7 +31,7 @@ func TestRunGradedKeepsGradingApart(t *testing.T) {
 		g.Correct, g.Extracted, g.Score = task.ID == "a", "score", &score
 		return g, nil
 	}
-	cfg := Config{Results: filepath.Join(t.TempDir(), "r.jsonl")}
+	cfg := testConfig(func(c *Config) { c.Results = filepath.Join(t.TempDir(), "r.jsonl") })
 	rep, err := RunGraded(context.Background(), cfg, tasks, []Arm{{Name: "p", Strategy: panicky{}}}, grade, nil)
 	if err != nil {
 		t.Fatalf("RunGraded: %v", err)

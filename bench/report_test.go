@@ -33,7 +33,7 @@ var fixtureArms = []Arm{{Name: "strong", Role: RoleStrong}, {Name: "weak", Role:
 // stable: latency = (N%7 + 1) × 100 ms × the arm's factor.
 func writeFixture(t *testing.T) {
 	t.Helper()
-	cfg := Config{Results: filepath.Join(t.TempDir(), "r.jsonl")}
+	cfg := testConfig(func(c *Config) { c.Results = filepath.Join(t.TempDir(), "r.jsonl") })
 	arms, _ := benchArms(t, 0, nil)
 	if _, err := Run(context.Background(), cfg, benchTasks(), arms, score.Verify, nil); err != nil {
 		t.Fatalf("Run: %v", err)

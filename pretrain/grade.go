@@ -163,7 +163,9 @@ func GradeDelegator(ctx context.Context, protocol string, delegator, solver dele
 		tasks[i] = p.Task()
 		sc.Steps += len(p.Steps)
 	}
-	rep, err := bench.Run(ctx, bench.Config{Concurrency: concurrency}, tasks, []bench.Arm{{Name: protocol, Strategy: s}}, world.Verify, nil)
+	ecfg := bench.DefaultConfig()
+	ecfg.Concurrency = concurrency
+	rep, err := bench.Run(ctx, ecfg, tasks, []bench.Arm{{Name: protocol, Strategy: s}}, world.Verify, nil)
 	if err != nil {
 		return DelegatorScore{}, fmt.Errorf("grade delegator %s: %w", delegator.Name(), err)
 	}

@@ -198,7 +198,8 @@ func (r *runner) chooseKeywordRule(ctx context.Context) (scripted.KeywordRule, e
 		}}}
 	}
 	path := filepath.Join(r.cfg.OutDir, KeywordsFile)
-	ecfg := bench.Config{Results: path, Concurrency: r.cfg.EvalConcurrency, Label: labelDelegated}
+	ecfg := bench.DefaultConfig()
+	ecfg.Results, ecfg.Concurrency, ecfg.Label = path, r.cfg.EvalConcurrency, labelDelegated
 	if _, err := bench.Run(ctx, ecfg, tasksOf(problems), arms, world.Verify, r.opt.EvalProgress); err != nil {
 		return scripted.KeywordRule{}, fmt.Errorf("train: keyword rules on training items: %w", err)
 	}

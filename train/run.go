@@ -483,7 +483,8 @@ func tasksOf(problems []*world.Problem) []delegate.Task {
 // already in the results file, and returns how many it ran.
 func (r *runner) evaluateCounting(ctx context.Context, arms []bench.Arm) (int, error) {
 	path := filepath.Join(r.cfg.OutDir, EvalFile)
-	ecfg := bench.Config{Results: path, Concurrency: r.cfg.EvalConcurrency, Label: labelDelegated}
+	ecfg := bench.DefaultConfig()
+	ecfg.Results, ecfg.Concurrency, ecfg.Label = path, r.cfg.EvalConcurrency, labelDelegated
 	rep, err := bench.Run(ctx, ecfg, tasksOf(r.testSet), arms, world.Verify, r.opt.EvalProgress)
 	if err != nil {
 		return 0, fmt.Errorf("train: evaluate: %w", err)
@@ -498,7 +499,8 @@ func (r *runner) evaluateCounting(ctx context.Context, arms []bench.Arm) (int, e
 func (r *runner) chooseRule(ctx context.Context, arms []bench.Arm) (string, error) {
 	problems := r.trainSet[:min(r.cfg.RuleItems, len(r.trainSet))]
 	path := filepath.Join(r.cfg.OutDir, RulesFile)
-	ecfg := bench.Config{Results: path, Concurrency: r.cfg.EvalConcurrency, Label: labelDelegated}
+	ecfg := bench.DefaultConfig()
+	ecfg.Results, ecfg.Concurrency, ecfg.Label = path, r.cfg.EvalConcurrency, labelDelegated
 	if _, err := bench.Run(ctx, ecfg, tasksOf(problems), arms, world.Verify, r.opt.EvalProgress); err != nil {
 		return "", fmt.Errorf("train: fixed rules on training items: %w", err)
 	}

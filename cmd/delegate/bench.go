@@ -112,7 +112,7 @@ adds every role, --no-cache turns caching off.`,
 	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
 	fl.StringVar(&f.strategies, "strategies", "single,route,decompose,lead", "comma-separated strategies: "+strings.Join(strategy.Names(), ", "))
 	fl.StringVarP(&f.out, "out", "o", "runs/bench", "output directory (results, tables, plots, cache); a rerun into it resumes, under the same settings only")
-	fl.IntVar(&f.concurrency, "concurrency", bench.DefaultConcurrency, "items run at once")
+	fl.IntVar(&f.concurrency, "concurrency", bench.DefaultConfig().Concurrency, "items run at once")
 	fl.DurationVar(&f.itemTimeout, "item-timeout", 0, "time limit of one item (0: none); an item out of time is recorded as an error")
 	fl.StringVar(&f.baseline, "baseline", "", "arm the McNemar tests compare with (default: the first strategy)")
 	fl.BoolVar(&f.trace, "trace", false, "save each item's whole trace in the results")
@@ -369,13 +369,9 @@ func runBench(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.
 // runBenchArms runs arms on tasks with a progress view on errOut, and
 // returns the report and the results file.
 func runBenchArms(ctx context.Context, errOut io.Writer, f benchFlags, tasks []delegate.Task, arms []bench.Arm, grade bench.Grader) (*bench.Report, string, error) {
-	ecfg := bench.Config{
-		Results:     filepath.Join(f.out, benchResults),
-		Concurrency: f.concurrency,
-		Baseline:    f.baseline,
-		ItemTimeout: f.itemTimeout,
-		Trace:       f.trace,
-	}
+	ecfg := bench.DefaultConfig()
+	ecfg.Results, ecfg.Concurrency, ecfg.Baseline = filepath.Join(f.out, benchResults), f.concurrency, f.baseline
+	ecfg.ItemTimeout, ecfg.Trace = f.itemTimeout, f.trace
 	progress := make(chan bench.Progress, len(tasks)*len(arms))
 	barDone := make(chan struct{})
 	view := newProgressView(errOut, f.progress)

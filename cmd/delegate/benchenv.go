@@ -198,7 +198,9 @@ func runBenchEnv(ctx context.Context, out, errOut io.Writer, getenv env, log *sl
 	barDone := make(chan struct{})
 	view := newProgressView(errOut, f.progress)
 	go showProgress(view, len(tasks), progress, barDone)
-	rep, runErr := bench.RunGraded(ctx, bench.Config{Results: results, Concurrency: f.concurrency, ItemTimeout: f.itemTimeout, Trace: f.trace}, tasks, arms, es.grade, progress)
+	ecfg := bench.DefaultConfig()
+	ecfg.Results, ecfg.Concurrency, ecfg.ItemTimeout, ecfg.Trace = results, f.concurrency, f.itemTimeout, f.trace
+	rep, runErr := bench.RunGraded(ctx, ecfg, tasks, arms, es.grade, progress)
 	close(progress)
 	<-barDone
 	view.finish(runErr == nil)
