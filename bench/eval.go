@@ -373,7 +373,7 @@ func runItem(ctx context.Context, cfg Config, a Arm, t delegate.Task, grade Grad
 	}
 	if tr != nil {
 		rec.Answer = tr.Answer
-		rec.Failure = tr.Failure
+		rec.Failure, rec.FailureKind = tr.Failure, tr.FailureKind
 		if tr.Roles != nil {
 			rec.Roles = tr.Roles
 		}

@@ -44,6 +44,9 @@ type Record struct {
 	// Failure is the strategy's own account of a run without a proper
 	// answer (delegate.Trace.Failure); the answer was still verified.
 	Failure string `json:"failure,omitempty"`
+	// FailureKind is Failure's kind, for code to switch on. Records
+	// written before it was kept get it from Failure when read.
+	FailureKind delegate.FailureKind `json:"failure_kind,omitempty"`
 	// Grading holds the calls a Grader made to grade the answer (a
 	// judge's), by role; they are not part of Roles and Total.
 	Grading map[string]delegate.Totals `json:"grading,omitempty"`
@@ -54,6 +57,27 @@ type Record struct {
 	Trace *delegate.Trace `json:"trace,omitempty"`
 	// Labels are what Config.Label read off the trace.
 	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// plainRecord is Record without its UnmarshalJSON method.
+type plainRecord Record
+
+// UnmarshalJSON decodes a record. A record written before failure_kind
+// was kept gets the kind read from its failure message.
+func (r *Record) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, (*plainRecord)(r)); err != nil {
+		return err
+	}
+	r.fillFailureKind()
+	return nil
+}
+
+// fillFailureKind sets an unset FailureKind from Failure, as the trace
+// reader does (delegate.ParseFailureKind).
+func (r *Record) fillFailureKind() {
+	if r.FailureKind == "" {
+		r.FailureKind = delegate.ParseFailureKind(r.Failure)
+	}
 }
 
 // Failed reports whether the item ended without a proper answer: a
@@ -155,12 +179,15 @@ func decodeRecord(raw []byte) (Record, error) {
 	if *head.Version != RecordVersion {
 		return Record{}, &versionError{got: *head.Version}
 	}
+	// The decoder's strictness does not reach a type's own UnmarshalJSON:
+	// decode the plain type and fill the kind here.
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var r Record
-	if err := dec.Decode(&r); err != nil {
+	if err := dec.Decode((*plainRecord)(&r)); err != nil {
 		return Record{}, fmt.Errorf("decode record: %w", err)
 	}
+	r.fillFailureKind()
 	if dec.More() {
 		return Record{}, errors.New("decode record: data after the record")
 	}

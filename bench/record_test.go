@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/delegatelab/delegate"
 )
 
 const (
@@ -102,4 +105,87 @@ func FuzzReadResults(f *testing.F) {
 			t.Errorf("second read = %d records, repair %v, error %v; want the %d records, clean", len(again), repair, err, len(recs))
 		}
 	})
+}
+
+// TestRecordFailureKind: a record keeps the kind it was written with, and
+// one written before the kind was kept gets it from its message, both
+// through ReadResults and through json.Unmarshal.
+func TestRecordFailureKind(t *testing.T) {
+	withFailure := func(fields string) string {
+		return strings.Replace(lineA, `"correct":true`, `"correct":true,`+fields, 1)
+	}
+	tests := []struct {
+		name string
+		line string
+		want delegate.FailureKind
+	}{
+		{"no failure", lineA, ""},
+		{"old call failure", withFailure(`"failure":"call failed: backend down"`), delegate.FailureCall},
+		{"old rejected plan", withFailure(`"failure":"plan has no subtasks: none found"`), delegate.FailurePlan},
+		{"old truncated plan", withFailure(`"failure":"plan truncated: at max_tokens"`), delegate.FailurePlanTruncated},
+		{"kind written", withFailure(`"failure":"the whole reply","failure_kind":"answer format"`), delegate.FailureAnswerFormat},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "results.jsonl")
+			if err := os.WriteFile(path, []byte(tt.line+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			recs, _, err := ReadResults(path)
+			if err != nil || len(recs) != 1 {
+				t.Fatalf("ReadResults: %d records, %v; want 1, nil", len(recs), err)
+			}
+			if got := recs[0].FailureKind; got != tt.want {
+				t.Errorf("ReadResults: kind %q, want %q", got, tt.want)
+			}
+			var r Record
+			if err := json.Unmarshal([]byte(tt.line), &r); err != nil {
+				t.Fatal(err)
+			}
+			if got := r.FailureKind; got != tt.want {
+				t.Errorf("json.Unmarshal: kind %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRecordFailureKindRoundTrip: a written kind is read back as written,
+// and the released fixture's records get theirs from the message.
+func TestRecordFailureKindRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.jsonl")
+	w, err := openResults(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Record{Version: RecordVersion, Arm: "a", TaskID: "1", Failure: "max turns: 8 turns", FailureKind: delegate.FailureMaxTurns}
+	if err := w.write(&want); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.close(); err != nil {
+		t.Fatal(err)
+	}
+	recs, _, err := ReadResults(path)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("ReadResults: %d records, %v; want 1, nil", len(recs), err)
+	}
+	if got := recs[0]; got.Failure != want.Failure || got.FailureKind != want.FailureKind {
+		t.Errorf("read back failure %q (%q), want %q (%q)", got.Failure, got.FailureKind, want.Failure, want.FailureKind)
+	}
+
+	old, _, err := ReadResults(fixturePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, r := range old {
+		if got, want := r.FailureKind, delegate.ParseFailureKind(r.Failure); got != want {
+			t.Errorf("fixture %s/%s: kind %q, want %q from %q", r.Arm, r.TaskID, got, want, r.Failure)
+		}
+		if r.Failure != "" {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Errorf("fixture %s has no failed record to read a kind from", fixturePath)
+	}
 }

@@ -507,7 +507,7 @@ func itemsWithResult(results string, arms []string) (int, error) {
 		if !slices.Contains(arms, r.Arm) || r.Error != "" {
 			continue
 		}
-		switch delegate.ParseFailureKind(r.Failure) {
+		switch r.FailureKind {
 		case delegate.FailureCall, delegate.FailurePanic, delegate.FailureCanceled, delegate.FailurePrompt:
 			continue
 		}
