@@ -31,7 +31,7 @@ import (
 // connections belong to the shared transport (or to the *http.Client given
 // with WithHTTPClient).
 type Client struct {
-	cfg    Config // defaults applied
+	cfg    Config // validated
 	eps    []*endpoint
 	next   atomic.Uint64 // round-robin start among equally busy endpoints
 	auth   []string      // Authorization header value, nil without a key

@@ -152,7 +152,7 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Config returns the server's configuration, defaults filled in.
+// Config returns the server's configuration.
 func (s *Server) Config() Config { return s.cfg }
 
 // Stats returns a snapshot of the counters; each is read atomically, the
