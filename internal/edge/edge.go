@@ -7,7 +7,7 @@
 //
 // Why each check: a server on loopback is still reachable from a web page
 // in a browser on the same machine. A cross-site page can send simple
-// requests (a GET, or a POST of text/plain), and DNS rebinding lets a page
+// requests, a GET or a POST of text/plain, and DNS rebinding lets a page
 // of another name reach loopback as its own origin. The Host check stops
 // the second, the origin and media-type checks the first, and a token
 // stops both.
