@@ -79,8 +79,8 @@ func (m *fakeModel) Chat(ctx context.Context, req *delegate.Request) (*delegate.
 	}, nil
 }
 
-// shown returns the answers a pairwise request showed as A and B, or the
-// one answer of a pointwise request as a.
+// shown returns the answers a pairwise request showed as A and B.
+// For a pointwise request it returns the one answer as a.
 func shown(t testing.TB, req *delegate.Request) (a, b string) {
 	t.Helper()
 	u := req.Messages[len(req.Messages)-1].Content
@@ -722,9 +722,9 @@ func TestCompareTruncatedJudge(t *testing.T) {
 	})
 }
 
-// TestSummarizeBiasedJudge runs a judge that always prefers the answer
-// shown first over many comparisons: every verdict is a tie, no verdict
-// survives the swap, and the first position wins every decisive call.
+// TestSummarizeBiasedJudge runs a judge that always prefers the answer shown first.
+// Over many comparisons every verdict is a tie, no verdict survives the
+// swap, and the first position wins every decisive call.
 func TestSummarizeBiasedJudge(t *testing.T) {
 	m := &fakeModel{answer: func(*delegate.Request) (string, error) { return "Score A: 75\nScore B: 55", nil }}
 	j := newJudge(t, m, func(c *Config) { c.Repeats = 2 })
