@@ -31,8 +31,8 @@ const (
 	bbhDyck                  // a closing bracket sequence (dyck_languages)
 )
 
-// bbhKindOf decides the comparison from the task name, falling back to the
-// shape of the target for a task it does not know.
+// bbhKindOf decides the comparison from the task name.
+// For a task it does not know, it falls back to the shape of the target.
 func bbhKindOf(task, target string) bbhKind {
 	switch task {
 	case "multistep_arithmetic_two", "object_counting":

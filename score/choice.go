@@ -12,8 +12,9 @@ var (
 	choiceStatementRE = regexp.MustCompile(`(?i:answer\s*(?:is|:)|answer\s+is\s*:|correct\s+(?:answer|option|choice)\s+is|(?:i\s+(?:choose|pick|select))|option\s+is|choice\s+is)\s*:?\s*[*_]*\s*(?:\(\s*([A-Da-d])\s*\)|(?:\\text\{)?([A-D])\b)`)
 	choiceParenRE     = regexp.MustCompile(`\(([A-D])\)`)
 	choiceLineRE      = regexp.MustCompile(`(?m)^[\s*_]*\(?([A-D])[).:]`)
-	// choiceTailRE is a letter closing the response after a comma, colon or
-	// sentence end ("Therefore, D."), not one ending a word ("vitamin D.").
+	// choiceTailRE is a letter closing the response after punctuation.
+	// The letter follows a comma, colon or sentence end, as in "Therefore, D.",
+	// and does not end a word, as in "vitamin D.".
 	choiceTailRE = regexp.MustCompile(`(?:^|[,:]\s*|[.!?]\s+|\n\s*)[*_(]*([A-D])[\s*_).:!]*$`)
 	choiceLoneRE = regexp.MustCompile(`^[\s*_(]*([A-Da-d])[\s*_).:]*$`)
 )

@@ -22,8 +22,8 @@ var numericMarkers = []marker{
 	{regexp.MustCompile(`(?i)final\s+answer\s*[:=]|(?:^|\n)\W*answer\s*[:=]`), "final answer"},
 }
 
-// afterLast returns the text after the last match of re in s, up to the
-// end of that line, or false when re does not match.
+// afterLast returns the text after the last match of re in s, to the line's end.
+// It reports false when re does not match.
 func afterLast(re *regexp.Regexp, s string) (string, bool) {
 	locs := re.FindAllStringIndex(s, -1)
 	if len(locs) == 0 {
