@@ -9,10 +9,10 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// FinalAnswer returns the final answer of a reply as route hands it back
-// under ToolResultAnswer: the first non-empty answer of delegate.MarkedAnswer's
-// chain, trimmed; false when the reply has none (route then hands back the
-// whole reply).
+// FinalAnswer returns a reply's final answer as route hands it back under ToolResultAnswer.
+// It is the first non-empty answer of delegate.MarkedAnswer's chain, trimmed.
+// It reports false when the reply has none; route then hands back the whole
+// reply.
 func FinalAnswer(text string) (string, bool) {
 	a, _, ok := delegate.MarkedAnswer(text, func(a string) bool { return strings.TrimSpace(a) != "" })
 	return strings.TrimSpace(a), ok

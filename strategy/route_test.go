@@ -273,8 +273,8 @@ func TestRouteToolResultAnswer(t *testing.T) {
 	if len(reqs) != 2 {
 		t.Fatalf("strong model got %d requests, want 2", len(reqs))
 	}
-	// The weak model's replies are "6 * 7 = \boxed{42}" and "42 + 3 =
-	// \boxed{45}": only the boxed answers go back.
+	// The weak model replies "6 * 7 = \boxed{42}" and "42 + 3 = \boxed{45}".
+	// Only the boxed answers go back.
 	var got []string
 	for _, m := range reqs[1].Messages {
 		if m.Role == delegate.RoleTool {
