@@ -125,11 +125,10 @@ type mulJob struct {
 // mulChunks is how many column ranges each core takes on average.
 const mulChunks = 4
 
-// parallelMul is the work of a product (rows·k·n multiply-adds) above
-// which it is split across cores by columns: about 1 MiB of weights for one
-// row. Handing a task to another core costs some microseconds; below this
-// it saved less than that (measured side by side at 2 threads: 1 << 16 gave
-// 423-518 tok/s at batch 1 on the stories15M shape, 1 << 18 584-654).
+// parallelMul is the work of a product, rows·k·n multiply-adds, above which columns split across cores.
+// It is about 1 MiB of weights for one row. Handing a task to another core
+// costs some microseconds, and below this the split saved less than that;
+// docs/engine.md has the measurements.
 const parallelMul = 1 << 18
 
 func newDecoder(p *nn.Params, cache *KVCache) *decoder {

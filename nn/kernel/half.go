@@ -231,12 +231,11 @@ func (w *Packed) halfRow(dst []float32, j int) {
 	}
 }
 
-// halfChunk is how many panels a product of several rows widens at a
-// time into float32 before running the matrix kernels over them (a buffer
-// of 1 KiB per input value k). Each chunk is a product of its own, which
-// packs the rows of a again: at 4 panels a 64×1024 by 1024×4096 product ran
-// at about 45 GFLOPS against float32's 105-160 on one core; at 16, 167-174
-// against float32's 164-180 in the same run (BenchmarkPackedHalfPrefill).
+// halfChunk is how many panels a product of several rows widens to float32 at a time.
+// The matrix kernels then run over them; the buffer takes 1 KiB per input
+// value k. Each chunk is a product of its own, which packs the rows of a
+// again, so few panels per chunk are slow. docs/hf-models.md has the
+// measurements behind 16.
 const halfChunk = 16
 
 var halfBufs = sync.Pool{New: func() any { return new([]float32) }}
@@ -315,14 +314,9 @@ func gemvHalf(dst, a []float32, w *Packed, j0, j1 int) {
 	}
 }
 
-// halfStreamGap is the distance in bytes, at least, between the four
-// panels gemvSpaced streams at once. On one core of the AMD EPYC this was
-// measured on, four bfloat16 streams 32 KiB apart (neighbouring panels of
-// k = 1024) read 40 GB/s, 64 KiB apart 45, 128 KiB apart 47, where float32's
-// four neighbouring panels (64 KiB apart) read 41-44 and 128 KiB apart no
-// faster (a probe of the kernels alone). In BenchmarkGemvHalf, 16-bit
-// over float32 time went from 0.53-0.56 to 0.51 (bfloat16, pairs) and from
-// 0.61 to 0.53 (float16, AVX2's four-panel kernel).
+// halfStreamGap is the least distance in bytes between the panels gemvSpaced streams.
+// It streams four at once. Half-width streams further apart read faster;
+// docs/hf-models.md has the measurements.
 var halfStreamGap = 128 << 10
 
 // gemvSpaced computes whole panels of a half-width w with g4 (a four-panel
@@ -360,10 +354,10 @@ type (
 	gemvHalf4Func func(k int, a []float32, b []uint16, stride int, c []float32)
 )
 
-// The half-width kernels in use, by DType; nil where there is none (the
-// portable path widens a panel, then runs activeGemv1). The eight-panel
-// kernels are AVX-512's: twice the panels streamed at once read 16-bit
-// weights about a quarter faster than four (BenchmarkGemvHalf).
+// The half-width kernels in use, by DType; nil where there is none.
+// Without one, the portable path widens a panel, then runs activeGemv1. The
+// eight-panel kernels are AVX-512's: eight streams read 16-bit weights
+// faster than four, as docs/hf-models.md records.
 var (
 	activeGemvHalf1 [3]gemvHalf1Func
 	activeGemvHalf4 [3]gemvHalf4Func

@@ -140,11 +140,11 @@ func DequantizeQ8_0(dst []float32, src []byte) {
 	}
 }
 
-// Products over a q8_0 matrix quantise each row of activations the same
-// way first, per block of 32, with a float32 scale (llama.cpp's q8_0 by
-// q8_0 dot product, but for the scale's width): the products of a block
-// are then exact integer sums, which the vector kernels compute four
-// times faster than float32 products of the widened weights.
+// Products over a q8_0 matrix first quantise each row of activations the same way.
+// Each block of 32 gets a float32 scale, as in llama.cpp's q8_0 by q8_0 dot
+// product but for the scale's width. A block's products are then exact
+// integer sums, which the vector kernels compute faster than float32
+// products of the widened weights.
 
 // q8ActBytes is the bytes one block of quantised activations takes: a
 // float32 scale, then 32 int8 values.
