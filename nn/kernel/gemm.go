@@ -86,8 +86,18 @@ func init() {
 	}
 }
 
-// Impl names the micro-kernel the entry points use: "avx512" (AVX-512 for
-// pairs of panels, AVX2 for the rest), "avx2" or "go".
+// Impl names the micro-kernel the entry points use: "avx512", "avx2" or "go".
+// "avx512" runs AVX-512 on pairs of panels and AVX2 on the rest.
+//
+// Each entry point packs its operands into cache-sized panels, or reads them
+// in place where their layout fits, and runs a register-blocked
+// micro-kernel over them. On amd64 that is assembly: 6×32 tiles with
+// AVX-512 where the CPU and the operating system support it, else 6×16 tiles
+// with AVX2 and FMA. CPUID and XGETBV detect this at run time; XGETBV checks
+// that the OS saves the vector state. Elsewhere a portable pure-Go kernel
+// runs. The build tag purego leaves the assembly out and selects the pure-Go
+// kernels everywhere. Products above parallelFlops are split across
+// runtime.GOMAXPROCS(0) goroutines; smaller ones run on the caller's.
 func Impl() string { return activeName }
 
 type op uint8
@@ -363,9 +373,8 @@ func (pr *problem) tile(kcl int, ap []float32, lda int, bp []float32, ldb, off, 
 	}
 }
 
-// parallelFlops is the size (2·m·k·n) below which a product runs on the
-// calling goroutine: under it, handing work to other cores costs more than
-// it saves.
+// parallelFlops is the size, 2·m·k·n, below which a product runs on the caller.
+// Under it, handing work to other cores costs more than it saves.
 const parallelFlops = 1 << 22
 
 // do computes the whole product with up to workers goroutines (the caller
