@@ -1,19 +1,11 @@
-// Package nn is a Llama-style decoder-only transformer written in Go: the
-// model's config and parameters (one contiguous []float32 with named views,
-// params.go), its checkpoints (safetensors plus config.json, and llama2.c's
-// legacy format), and the per-row layers of its block, forward and backward
-// side by side: RMSNorm, rotary embedding, SwiGLU and the residual add.
-//
-// Two engines run the model, each in a package of its own, and both
-// compute those layers with the functions here:
-//
-//   - package train: forward and backward over a batch of sequences,
-//     cross-entropy with per-token weights, AdamW, the Trainer;
-//   - package infer: continuous-batching generation with a KV cache,
-//     sampling, and Hugging Face checkpoints.
-//
-// Everything is float32 and runs on the CPU; the matrix products and the
-// vectorised exponential live in package kernel.
+// Package nn is a Llama-style decoder-only transformer written in Go.
+// It holds the model's config, its parameters in one contiguous []float32
+// with named views, and its checkpoints: safetensors with config.json, and
+// llama2.c's legacy format. It also holds the per-row layers of a block,
+// forward and backward side by side: RMSNorm, rotary embedding, SwiGLU and
+// the residual add. Both engines compute those layers with these functions:
+// nn/train trains, nn/infer samples. Everything is float32 on the CPU; the
+// matrix products and the vector exponential live in nn/kernel.
 package nn
 
 import (
