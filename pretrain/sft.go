@@ -1,17 +1,10 @@
-// Package pretrain is supervised training of an nn model on rendered chat
-// transcripts: the loss counts only the tokens an assistant generated
-// (tokenizer.RenderSpans locates them), so a model learns to write its
-// replies and never to predict prompts, tool results or other models'
-// words. Training is deterministic from a seed, evaluates on held-out data
-// at intervals through a caller's function, and keeps a resumable state
-// (weights, AdamW moments, step) on disk.
-//
-// Run is the recipe of the shipped models: their shapes, the transcripts
-// of package world/transcript they learn from, and their held-out
-// evaluation. GradeSolver grades a model as the solver, per operation and
-// size; GradeDelegator grades a delegator alone or under route as a
-// one-arm benchmark (bench.Run, verified by world.Verify), the loop
-// delegate train's table uses.
+// Package pretrain trains an nn model on rendered chat transcripts, supervised.
+// The loss counts only the tokens an assistant generated, as
+// tokenizer.RenderSpans locates them, so a model learns to write its replies
+// and never to predict prompts, tool results or other models' words.
+// Training is deterministic from a seed and keeps a resumable state on
+// disk. Run is the recipe of the shipped models; GradeSolver and
+// GradeDelegator grade them on held-out items.
 package pretrain
 
 import (
