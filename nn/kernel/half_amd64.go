@@ -104,9 +104,9 @@ func gemv1BF16PairsAVX512(k int, a *float32, b *uint16, c *float32)
 //go:noescape
 func widenBF16PairsAVX512(dst *float32, src *uint16, k, panels int)
 
-// archBF16Pairs returns the AVX-512 kernels over bfloat16 panels stored in
-// pairs of k steps (Packed.halfIndex): the eight-, four- and one-panel
-// products and the widening of whole panels.
+// archBF16Pairs returns the AVX-512 kernels over bfloat16 panels stored in pairs of k steps.
+// Packed.halfIndex gives that layout. The kernels are the eight-, four- and
+// one-panel products and the widening of whole panels.
 func archBF16Pairs() (g8, g4 gemvHalf4Func, g1 gemvHalf1Func, wd func(dst []float32, src []uint16, k int)) {
 	g8 = func(k int, a []float32, b []uint16, stride int, c []float32) {
 		_ = a[k-1]

@@ -7,14 +7,14 @@ import (
 	"sync"
 )
 
-// Q8_0 is llama.cpp's q8_0 format: each row is cut into blocks of 32
-// values, and each block is stored as one float16 scale d followed by 32
-// int8 values q, the weights being d·q. A block takes 34 bytes, 8.5 bits a
-// weight: 0.53 times bfloat16's bytes.
+// Q8_0 is llama.cpp's q8_0 format: rows in blocks of 32 int8 values with a scale.
+// Each block is a float16 scale d followed by 32 int8 values q, the weights
+// being d·q. A block takes 34 bytes, 8.5 bits a weight: 0.53 times
+// bfloat16's bytes.
 const Q8_0 DType = Float16 + 1
 
-// Q8Block is the number of weights in one q8_0 block, and Q8BlockBytes
-// the bytes it takes (the scale, then the values).
+// Q8Block is the number of weights in one q8_0 block.
+// Q8BlockBytes is the bytes it takes: the scale, then the values.
 const (
 	Q8Block      = 32
 	Q8BlockBytes = 2 + Q8Block
@@ -51,8 +51,8 @@ func QuantizeQ8_0(dst []byte, src []float32) {
 	}
 }
 
-// Float32ToF16 rounds f to the nearest IEEE 754 binary16 value, ties to
-// even, as numpy's astype(float16) and the F16C instructions do.
+// Float32ToF16 rounds f to the nearest IEEE 754 binary16 value, ties to even.
+// numpy's astype(float16) and the F16C instructions round the same way.
 func Float32ToF16(f float32) uint16 {
 	b := math.Float32bits(f)
 	sign := uint16(b>>16) & 0x8000
@@ -85,8 +85,8 @@ func Float32ToF16(f float32) uint16 {
 	return sign | uint16(h)
 }
 
-// NewPackedQ8 is NewPacked for a matrix kept in q8_0 (k a multiple of 32):
-// its rows stay in llama.cpp's layout, row after row, so a GGUF tensor is
+// NewPackedQ8 is NewPacked for a matrix kept in q8_0, with k a multiple of 32.
+// Its rows stay in llama.cpp's layout, row after row, so a GGUF tensor is
 // copied in as it is stored. RepackQ8 fills it.
 func NewPackedQ8(k int, rows ...int) *Packed {
 	if k%Q8Block != 0 {
@@ -229,9 +229,9 @@ func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 	}
 }
 
-// q8Dot4Func computes four dot products: out[i] = a[i] · r[i], each a
-// row of k quantised activations (q8ActBytes a block) against a q8_0 row
-// of k weights.
+// q8Dot4Func computes four dot products, out[i] = a[i] · r[i].
+// Each is a row of k quantised activations, q8ActBytes a block, against a
+// q8_0 row of k weights.
 type q8Dot4Func func(k int, a, r *[4][]byte, out *[4]float32)
 
 var activeQ8Dot4 q8Dot4Func = goQ8Dot4
