@@ -94,8 +94,9 @@ var ggufNames = map[string]string{
 	"ffn_down.weight":    "mlp.down_proj.weight",
 }
 
-// hfName is the Hugging Face name of a GGUF tensor; a name it does not
-// know stays as it is, so that load reports it as unexpected.
+// hfName is the Hugging Face name of a GGUF tensor.
+// A name it does not know stays as it is, so that load reports it as
+// unexpected.
 func hfName(name string) string {
 	if rest, ok := strings.CutPrefix(name, "blk."); ok {
 		if i := strings.IndexByte(rest, '.'); i > 0 {
@@ -243,9 +244,8 @@ func ReadGGUFTokenizer(path string) (GGUFTokenizer, error) {
 	return tok, nil
 }
 
-// ggufMeta reads typed values from a GGUF file's metadata, with errors
-// naming the key, where gguf-parser-go's accessors would panic on a value
-// of another type.
+// ggufMeta reads typed values from a GGUF file's metadata, with errors naming the key.
+// gguf-parser-go's accessors would panic on a value of another type.
 type ggufMeta struct{ kvs gguf.GGUFMetadataKVs }
 
 func (m ggufMeta) str(key string) (string, error) {

@@ -30,9 +30,9 @@ import (
 type workerPool struct {
 	n     int             // workers, the caller included
 	start []chan struct{} // per helper, buffered: wakes a parked helper
-	// state is openBit while a task takes helpers, waitBit once the
-	// caller of a closed task blocks on idle, plus the number of helpers
-	// working on it.
+	// state holds openBit, waitBit and the number of helpers on the task.
+	// openBit is set while a task takes helpers, waitBit once the caller of
+	// a closed task blocks on idle.
 	state   atomic.Int64
 	workers int              // of the open task: helpers k < workers may join
 	task    func(worker int) // of the open task
@@ -76,8 +76,9 @@ func newWorkerPool(n int) *workerPool {
 // before it parks on its channel.
 const poolSpin = 1 << 12
 
-// await returns the task number once it differs from seen, checking it
-// poolSpin times before parking; false when the pool is closed.
+// await returns the task number once it differs from seen.
+// It checks poolSpin times before parking. It reports false when the pool
+// is closed.
 func (p *workerPool) await(k int, seen uint64) (uint64, bool) {
 	for {
 		for range poolSpin {
@@ -117,11 +118,11 @@ func (p *workerPool) join(k int) {
 	}
 }
 
-// run calls task(k) for k in [0, workers) on up to workers cores, task(0)
-// on the calling goroutine, and returns when every call that started has
-// returned. Every call must take pieces of the work until none is left, so
-// that the work is done whichever of them run. workers is clamped to
-// [1, p.n].
+// run calls task(k) for k in [0, workers) on up to workers cores.
+// task(0) runs on the calling goroutine, and run returns when every call
+// that started has returned. Every call must take pieces of the work until
+// none is left, so that the work is done whichever of them run. workers is
+// clamped to [1, p.n].
 func (p *workerPool) run(workers int, task func(worker int)) {
 	workers = min(max(workers, 1), p.n)
 	if workers == 1 {

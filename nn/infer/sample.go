@@ -222,8 +222,8 @@ func sampleLastPositive(probs []float32) int {
 	return 0
 }
 
-// sampleTop appends to dst the n tokens with the highest logits, highest
-// first, with their logprobs at temperature 1 (lse is log Σ exp(logits)).
+// sampleTop appends to dst the n tokens with the highest logits, highest first.
+// Each carries its logprob at temperature 1; lse is log Σ exp(logits).
 func sampleTop(dst []TokenLogprob, logits []float32, lse float32, n int) []TokenLogprob {
 	start := len(dst)
 	for i, l := range logits {
@@ -244,9 +244,9 @@ func sampleTop(dst []TokenLogprob, logits []float32, lse float32, n int) []Token
 	return dst
 }
 
-// maskedLogit is the logit of a token a constraint refuses: finite, so
-// that every exp and subtraction stays defined, and far enough below any
-// real logit that its weight is 0.
+// maskedLogit is the logit of a token a constraint refuses.
+// It is finite, so every exp and subtraction stays defined, and far enough
+// below any real logit that its weight is 0.
 const maskedLogit = -1e30
 
 // greedyTries bounds the tokens greedy decoding checks one by one, best
@@ -272,11 +272,11 @@ func (j *genJob) accept(tok int) {
 	}
 }
 
-// pickAdjusted is pick for a request whose logits are biased, penalized or
-// constrained: the token is drawn from the adjusted logits, while the
-// logprob and log Σ exp stay the model's own. When the constraint allows
-// no token at all, the request's first stop token ends it (or, with none,
-// the model's likeliest token is taken).
+// pickAdjusted is pick for a request whose logits are biased, penalized or constrained.
+// The token is drawn from the adjusted logits, while the logprob and
+// log Σ exp stay the model's own. When the constraint allows no token at
+// all, the request's first stop token ends it; with none, the model's
+// likeliest token is taken.
 func (s *sampler) pickAdjusted(logits []float32, j *genJob) (tok int, logprob, lse float32) {
 	if len(s.adj) < len(logits) {
 		s.adj = make([]float32, len(logits))
@@ -361,8 +361,9 @@ func argmax(x []float32) int {
 	return arg
 }
 
-// dead is the token taken when a constraint allows none: the first stop
-// token, which ends the request, or the likeliest token.
+// dead is the token taken when a constraint allows none.
+// It is the first stop token, which ends the request, or the likeliest
+// token.
 func dead(logits []float32, stops []int) int {
 	if len(stops) > 0 {
 		return stops[0]
