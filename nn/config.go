@@ -46,9 +46,10 @@ type Config struct {
 
 // RopeScaling is a rotary frequency scaling of Hugging Face's rope_scaling.
 type RopeScaling struct {
-	// Type is "linear" (every frequency divided by Factor: positions
-	// interpolated) or "llama3" (Llama 3.1's: low frequencies divided by
-	// Factor, high ones kept, a smooth blend between).
+	// Type is "linear" or "llama3".
+	// "linear" divides every frequency by Factor, interpolating positions.
+	// "llama3" is Llama 3.1's: low frequencies divided by Factor, high ones
+	// kept, and a smooth blend between.
 	Type   string  `json:"type"`
 	Factor float64 `json:"factor"`
 	// Llama 3 only.
@@ -98,8 +99,8 @@ func (c Config) HeadDim() int {
 	return c.Dim / c.Heads
 }
 
-// QDim is the width of the queries of one position (and of the attention
-// output): Heads·HeadDim, Dim unless HeadSize says otherwise.
+// QDim is the width of one position's queries and attention output: Heads·HeadDim.
+// It is Dim unless HeadSize says otherwise.
 func (c Config) QDim() int { return c.Heads * c.HeadDim() }
 
 // ropeFreqs returns the rotary frequency of each pair i < HeadDim/2:

@@ -8,8 +8,8 @@ import (
 	"math"
 )
 
-// ExportLlama2C writes p in the legacy version-0 checkpoint layout that
-// llama2.c's run.c reads (its model.bin), little-endian throughout:
+// ExportLlama2C writes p in the legacy checkpoint layout that llama2.c's run.c reads.
+// That is version 0 of its model.bin, little-endian throughout:
 //
 //	7 int32      dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size,
 //	             seq_len; vocab_size is negated when the output head is untied

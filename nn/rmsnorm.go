@@ -26,8 +26,9 @@ func RMSNorm(y, x, g []float32, eps float32) (r float32) {
 	return r
 }
 
-// RMSNormBackward adds ∂L/∂x to dx (D) from dy (D), the row x, its gain g
-// and the r that RMSNorm returned for it. With s = Σ_j dy_j·g_j·x_j:
+// RMSNormBackward adds ∂L/∂x to dx from dy, the row x, its gain g and r.
+// r is what RMSNorm returned for x; dx and dy are (D). With
+// s = Σ_j dy_j·g_j·x_j:
 //
 //	∂L/∂x_j = r·g_j·dy_j − r³·x_j·s / D,   ∂L/∂g_j = dy_j·x_j·r
 //

@@ -57,10 +57,9 @@ func (r Rope) Forward(x []float32, pos int) {
 	}
 }
 
-// Backward maps, in place, the gradient with respect to the rotated values
-// to the gradient with respect to the values before rotation. A rotation's
-// Jacobian is the rotation itself, so this applies its transpose: the turn
-// by −a.
+// Backward maps, in place, the rotated values' gradient to the gradient before rotation.
+// A rotation's Jacobian is the rotation itself, so this applies its
+// transpose: the turn by −a.
 func (r Rope) Backward(dx []float32, pos int) {
 	cos := r.cos[pos*r.half : (pos+1)*r.half]
 	sin := r.sin[pos*r.half : (pos+1)*r.half]
