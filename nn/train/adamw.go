@@ -65,9 +65,9 @@ func NewAdamState(c nn.Config) (*AdamState, error) {
 	return &AdamState{M: m, V: v, decay: decaySpans(c)}, nil
 }
 
-// decaySpans finds the ranges of Data holding matrices by marking the
-// norm gains on a probe laid out by nn.NewParams, so that it follows the
-// layout wherever it changes.
+// decaySpans finds the ranges of Data holding matrices.
+// It marks the norm gains on a probe laid out by nn.NewParams, so it follows
+// the layout wherever it changes.
 func decaySpans(c nn.Config) []span {
 	probe, err := nn.Alloc(c)
 	if err != nil {

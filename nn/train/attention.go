@@ -60,8 +60,8 @@ func (a attention) scratch() *attnScratch {
 	return s
 }
 
-// gather copies column block [off, off+HeadDim) of the T rows of src (row
-// stride s) into dst (T, HeadDim); scatter is its inverse.
+// gather copies column block [off, off+HeadDim) of the T rows of src into dst.
+// src has row stride s; dst is (T, HeadDim). scatter is its inverse.
 func (a attention) gather(dst, src []float32, s, off int) {
 	hd := a.HeadDim
 	for i := 0; i < a.T; i++ {
@@ -76,11 +76,11 @@ func (a attention) scatter(dst, src []float32, s, off int) {
 	}
 }
 
-// probs turns the raw products pb (r1−r0, r1) of query rows [r0, r1) with
-// keys [0, r1) into probabilities, in place: p_ij = exp(scale·pb_ij − lse_i)
-// for j ≤ i and 0 after. When save is true it computes lse for each row and
-// stores it (the row then holds e_ij/Σe, e_ij = exp(scale·pb_ij − max));
-// otherwise it reads the saved lse.
+// probs turns the raw products pb of query rows [r0, r1) with keys [0, r1) into probabilities.
+// It works in place on pb (r1−r0, r1): p_ij = exp(scale·pb_ij − lse_i) for
+// j ≤ i and 0 after. When save is true it computes and stores lse for each
+// row; the row then holds e_ij/Σe, with e_ij = exp(scale·pb_ij − max).
+// Otherwise it reads the saved lse.
 func attnProbs(pb, lse []float32, r0, r1 int, scale float32, save bool) {
 	for i := r0; i < r1; i++ {
 		row := pb[(i-r0)*r1 : (i-r0+1)*r1]
@@ -133,10 +133,10 @@ func (a attention) forward(out, lse, qkv []float32) {
 	})
 }
 
-// backward writes the gradient with respect to qkv into dqkv (N, S),
-// overwriting it, from dout (N, Heads·HeadDim), the saved lse and qkv.
-// Per head and row block, with P the recomputed probabilities and dO the
-// output gradient:
+// backward overwrites dqkv with the gradient with respect to qkv.
+// It reads dout, the saved lse and qkv; dqkv is (N, S), dout
+// (N, Heads·HeadDim). Per head and row block, with P the recomputed
+// probabilities and dO the output gradient:
 //
 //	dP = dO·Vᵀ,  dV += Pᵀ·dO,  dS = P∘(dP − rowsum(P∘dP))·scale
 //	dQ = dS·K,   dK += dSᵀ·Q

@@ -24,10 +24,10 @@ import (
 // weight exactly 0 contributes exactly 0 to the loss and its logit gradient
 // is exactly 0, whatever its logits hold (no 0·∞ = NaN).
 
-// logSoftmax writes logp[i] = log softmax(z_i)[y_i] for every row of
-// logits (N, V) and overwrites the rows: when grad is true with their
-// gradient (w_i·scale)·(softmax − onehot), or zeros for w_i = 0; otherwise
-// with scratch (the logits are the workspace's own and are not read again).
+// logSoftmax writes logp[i] = log softmax(z_i)[y_i] for every row of logits (N, V).
+// It overwrites the rows. When grad is true it writes their gradient
+// (w_i·scale)·(softmax − onehot), or zeros for w_i = 0. Otherwise it writes
+// scratch, since the logits are the workspace's own and are not read again.
 // weights nil means weight 1 everywhere.
 func logSoftmax(logp, logits []float32, targets []int, weights []float32, n, v int, grad bool, scale float32) {
 	parallel(n, 16, func(lo, hi int) {
