@@ -34,8 +34,9 @@ type Config struct {
 	MaxNew int
 	// MaxBatch is the number of sequences decoded together. Default 32.
 	MaxBatch int
-	// Seed seeds requests that carry no seed of their own: request i of the
-	// model's life gets Seed+i, so a run is reproducible end to end.
+	// Seed seeds requests that carry no seed of their own.
+	// Request i of the model's life gets Seed+i, so a run is reproducible end
+	// to end.
 	Seed uint64
 	// Tools replaces the declaration of an offered tool by the one of the
 	// same name here. The world's models were trained on a compact
@@ -52,8 +53,8 @@ type Model struct {
 	engine *infer.Engine
 	codec  codec
 	limit  int // the context: prompt and generation together
-	// calls counts the requests of the model's life, which seed those
-	// that carry no seed; a Reloading model's versions share one.
+	// calls counts the requests of the model's life, to seed those without one.
+	// A Reloading model's versions share one.
 	calls *atomic.Uint64
 	// syms is the vocabulary as constrain's symbols, made on the first
 	// constrained request.
@@ -82,11 +83,11 @@ func New(p *nn.Params, cfg Config) (*Model, error) {
 	return &Model{cfg: cfg, params: p, engine: e, codec: builtin{}, limit: p.Config.Context, calls: new(atomic.Uint64)}, nil
 }
 
-// NewHF starts a model over w, an imported Hugging Face checkpoint
-// (infer.LoadHF), that renders requests with the chat template f and
-// tokenizes them with t. Generation ends at the template's end of turn or
-// at any id in eos (config.json's eos_token_id). The weights are only
-// read: several models may share them.
+// NewHF starts a model over w, a Hugging Face checkpoint from infer.LoadHF.
+// It renders requests with the chat template f and tokenizes them with t.
+// Generation ends at the template's end of turn or at any id in eos,
+// config.json's eos_token_id. The weights are only read, so several models
+// may share them.
 func NewHF(w *infer.Weights, t *tokenizer.HF, f tokenizer.ChatFormat, eos []int, cfg Config) (*Model, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("local model: a name is required")
@@ -122,8 +123,8 @@ func (m *Model) Params() *nn.Params { return m.params }
 // Stats returns the engine's counters.
 func (m *Model) Stats() infer.EngineStats { return m.engine.Stats() }
 
-// declare returns req with the tools of Config.Tools in place of the
-// offered ones of the same name: a copy when any is replaced.
+// declare returns req with Config.Tools in place of offered tools of the same name.
+// It returns a copy when any is replaced.
 func (m *Model) declare(req *delegate.Request) *delegate.Request {
 	if len(m.cfg.Tools) == 0 || !slices.ContainsFunc(req.Tools, func(t delegate.Tool) bool { _, ok := m.cfg.Tools[t.Name]; return ok }) {
 		return req
@@ -152,14 +153,14 @@ func (m *Model) Chat(ctx context.Context, req *delegate.Request) (*delegate.Resp
 	return m.chat(ctx, req, nil)
 }
 
-// ChatStream is Chat that also hands out each choice's content as it is
-// generated: emit gets the index of a choice and the next piece of its
-// content, in order, from the goroutine that called ChatStream, never
-// after ChatStream returns. The pieces of a choice put together are a
-// prefix of its final Message.Content: text that could still turn out to
-// be the start of a stop sequence, or an incomplete UTF-8 character, is
-// held back, and nothing is handed out after a tool call begins (the
-// calls, and any content after them, come in the response).
+// ChatStream is Chat that also hands out each choice's content as it is generated.
+// emit gets a choice's index and the next piece of its content, in order.
+// It runs on the goroutine that called ChatStream, never after ChatStream
+// returns. A choice's pieces put together are a prefix of its final
+// Message.Content. Text that could still start a stop sequence, or an
+// incomplete UTF-8 character, is held back. Nothing is handed out after a
+// tool call begins; the calls, and any content after them, come in the
+// response.
 func (m *Model) ChatStream(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error) {
 	return m.chat(ctx, req, emit)
 }
@@ -281,11 +282,11 @@ func (m *Model) choice(r infer.GenResult, logprobs bool, seed uint64, idx int) d
 	return c
 }
 
-// textBytes counts the bytes of the text a request's prompt encodes one
-// token per byte: message contents, assistants' tool calls, and tool names,
-// descriptions and parameters. The chat template adds only control
-// tokens and JSON punctuation to these, so the prompt has at least this
-// many tokens. Parameters count without white space, which the template's
+// textBytes counts the bytes of the text a request's prompt encodes one token per byte.
+// That text is message contents, assistants' tool calls, and tool names,
+// descriptions and parameters. The chat template adds only control tokens
+// and JSON punctuation to these, so the prompt has at least this many
+// tokens. Parameters count without white space, which the template's
 // compaction may drop.
 func textBytes(req *delegate.Request) int {
 	n := 0
