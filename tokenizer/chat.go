@@ -60,8 +60,8 @@ func Render(msgs []delegate.Message, tools []delegate.Tool, addGenerationPrompt 
 	return ids
 }
 
-// RenderSpans is Render that also returns one Span per message, in order, so
-// that training can mask exactly the tokens of the assistant's messages.
+// RenderSpans is Render that also returns one Span per message, in order.
+// Training uses them to mask exactly the tokens of the assistant's messages.
 func RenderSpans(msgs []delegate.Message, tools []delegate.Tool, addGenerationPrompt bool) ([]int, []Span) {
 	ids := []int{BOS}
 	if len(tools) > 0 {
@@ -153,9 +153,9 @@ func callBody(c delegate.ToolCall) string {
 	return `{"name":` + jsonText(c.Name) + `,"arguments":` + args + `}`
 }
 
-// compactName reports whether a tool's name can open a compact call: 1 to
-// 64 letters, digits, underscores and dashes, so that the call's first {
-// ends it.
+// compactName reports whether a tool's name can open a compact call.
+// Such a name is 1 to 64 letters, digits, underscores and dashes, so that
+// the call's first { ends it.
 func compactName(name string) bool {
 	if len(name) == 0 || len(name) > 64 {
 		return false

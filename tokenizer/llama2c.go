@@ -32,11 +32,11 @@ func Llama2CPiece(id int) string {
 	return Piece(id)
 }
 
-// WriteLlama2C writes the vocabulary as llama2.c's tokenizer.bin for a
-// model whose vocabulary has vocabSize ids (at least VocabSize; the ids
-// beyond are stored as <|unused_N|>): the longest piece's length as an
-// int32, then per id a float32 score, an int32 length and the piece's bytes,
-// all little-endian. Every score is 0.
+// WriteLlama2C writes the vocabulary as llama2.c's tokenizer.bin for vocabSize ids.
+// vocabSize is at least VocabSize; the ids beyond are stored as
+// <|unused_N|>. The file holds the longest piece's length as an int32,
+// then per id a float32 score, an int32 length and the piece's bytes, all
+// little-endian. Every score is 0.
 func WriteLlama2C(w io.Writer, vocabSize int) error {
 	if vocabSize < VocabSize {
 		return fmt.Errorf("write llama2.c tokenizer: vocab size %d is below the tokenizer's %d", vocabSize, VocabSize)

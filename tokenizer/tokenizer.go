@@ -62,10 +62,10 @@ func IsByte(id int) bool { return id >= ByteOffset && id < ByteOffset+256 }
 // vocabulary (not a byte).
 func IsSpecial(id int) bool { return id >= 0 && id < VocabSize && !IsByte(id) }
 
-// Piece returns the text of one token: the single byte for a byte token
-// (possibly not valid UTF-8 on its own), the spelling for a special token,
-// <|unused_N|> for an id at or above VocabSize and <|invalid_N|> for a
-// negative id.
+// Piece returns the text of one token.
+// A byte token gives its single byte, which may not be valid UTF-8 on its
+// own; a special token gives its spelling. An id at or above VocabSize gives
+// <|unused_N|>, and a negative id <|invalid_N|>.
 func Piece(id int) string {
 	switch {
 	case IsByte(id):
