@@ -30,9 +30,10 @@ type Example struct {
 	Weights []float32
 }
 
-// FromMessages renders a conversation with the chat template and weighs
-// with 1 every token an assistant message generated, from the token after
-// <|assistant|> to its closing <|end|> included, and 0 everything else.
+// FromMessages renders a conversation and weighs only the assistant's tokens.
+// It renders with the chat template and weighs with 1 every token an
+// assistant message generated, from the token after <|assistant|> to its
+// closing <|end|> included. Everything else weighs 0.
 func FromMessages(msgs []delegate.Message, tools []delegate.Tool) Example {
 	ids, spans := tokenizer.RenderSpans(msgs, tools, false)
 	w := make([]float32, len(ids))
@@ -51,9 +52,9 @@ func FromMessages(msgs []delegate.Message, tools []delegate.Tool) Example {
 type Config struct {
 	// Steps is the number of optimizer steps, the schedule's length.
 	Steps int
-	// Duration, when positive and Steps is 0, sets Steps from the speed of
-	// the first 20 steps so that training ends after about Duration. The
-	// result then depends on the machine's speed; Steps does not.
+	// Duration, when positive and Steps is 0, sets Steps from the first 20 steps' speed.
+	// Training then ends after about Duration. The result then depends on
+	// the machine's speed; Steps does not.
 	Duration time.Duration
 	// Batch is the sequences per step, at least 1.
 	Batch int
@@ -80,9 +81,10 @@ type Config struct {
 	StateDir string
 }
 
-// DefaultConfig returns the defaults: batches of 16, a learning rate from
-// 3e-3 down to 3e-4, decay 0.01, the gradient clipped at norm 1, the state
-// saved every 100 steps. Steps or Duration is left to set.
+// DefaultConfig returns the defaults; Steps or Duration is left to set.
+// Batches are of 16, the learning rate goes from 3e-3 down to 3e-4, decay
+// is 0.01, the gradient is clipped at norm 1, and the state is saved every
+// 100 steps.
 func DefaultConfig() Config {
 	return Config{Batch: 16, MaxLR: 3e-3, MinLR: 3e-4, WeightDecay: 0.01, ClipNorm: 1, SaveEvery: 100}
 }
@@ -104,9 +106,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Eval scores the current parameters on held-out data: Score is the
-// figure a run reports (an accuracy), Detail a one-line summary. It must
-// not modify p.
+// Eval scores the current parameters on held-out data. It must not modify p.
+// Its score is the figure a run reports, such as an accuracy; its detail is
+// a one-line summary.
 type Eval func(ctx context.Context, p *nn.Params) (score float64, detail string, err error)
 
 // Progress is one report of a run: after every step, with Eval filled
@@ -224,8 +226,8 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 	return res, nil
 }
 
-// checkExamples checks that every example has a weight per token, at
-// least 2 tokens, and fits a model of context tokens.
+// checkExamples checks that every example fits a model of context tokens.
+// Each must also have a weight per token and at least 2 tokens.
 func checkExamples(context int, examples []Example) error {
 	if len(examples) == 0 {
 		return errors.New("sft: no examples")
@@ -288,10 +290,10 @@ func newTrainer(p *nn.Params, cfg Config, steps int, opt *train.AdamState) (*tra
 	return tr, nil
 }
 
-// batcher draws the batches of a run: step k's batch depends only on the
-// seed and k, so a resumed run draws what the uninterrupted one would. A
-// batch holds sequences of similar lengths (neighbours in length order
-// around a random example), so little of it is padding.
+// batcher draws the batches of a run, step k's from only the seed and k.
+// So a resumed run draws what the uninterrupted one would. A batch holds
+// sequences of similar lengths, neighbours in length order around a random
+// example, so little of it is padding.
 type batcher struct {
 	ex     []Example
 	byLen  []int // example indices in length order
@@ -329,8 +331,8 @@ func (bt *batcher) batch(step int) train.Batch {
 	return nb
 }
 
-// saveState writes the run's training state (train.SaveState) to dir; its
-// Total is the schedule's length, 0 while a timed run calibrates.
+// saveState writes the run's training state to dir with train.SaveState.
+// Its Total is the schedule's length, 0 while a timed run calibrates.
 func saveState(dir string, tr *train.Trainer, steps int) error {
 	st := train.State{Params: tr.Params, Opt: tr.Opt, Step: tr.Opt.Steps, Total: steps}
 	if err := train.SaveState(dir, st); err != nil {

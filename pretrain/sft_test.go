@@ -158,9 +158,9 @@ func TestTrainResumesExactly(t *testing.T) {
 	}
 }
 
-// TestTimedRunInterruptedWhileCalibratingResumesTimed interrupts a timed
-// run before its length is fixed: the resumed run calibrates again and
-// trains past calibrationSteps, instead of ending as a run of that many.
+// TestTimedRunInterruptedWhileCalibratingResumesTimed interrupts a timed run before its length is fixed.
+// The resumed run calibrates again and trains past calibrationSteps,
+// instead of ending as a run of that many.
 func TestTimedRunInterruptedWhileCalibratingResumesTimed(t *testing.T) {
 	ctx := context.Background()
 	cfg := tinyConfig(func(c *Config) {
