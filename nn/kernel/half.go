@@ -362,9 +362,10 @@ var (
 	activeGemvHalf8 [3]gemvHalf4Func // c holds 128 values
 	activeWiden     [3]func(dst []float32, src []uint16)
 
-	// Over bfloat16 panels stored in pairs of k steps, as halfIndex lays
-	// them: the eight-panel product and the widening of whole panels. A
-	// Packed made while activeBF16Pairs8 is nil keeps the usual layout.
+	// These read bfloat16 panels stored in pairs of k steps, as halfIndex
+	// lays them. They are the eight-panel product and the widening of whole
+	// panels. A Packed made while activeBF16Pairs8 is nil keeps the usual
+	// layout.
 	activeBF16Pairs8     gemvHalf4Func
 	activeBF16Pairs4     gemvHalf4Func // four panels, any stride (gemvSpaced)
 	activeBF16Pairs1     gemvHalf1Func
