@@ -108,9 +108,9 @@ func (c *hfCodec) prompt(msgs []delegate.Message, tools []delegate.Tool) ([]int,
 
 // A byte-level BPE token may hold many bytes, so text bounds nothing cheaply.
 // The templates also change text: Llama 3 trims it, and Qwen 3 drops earlier
-// reasoning. But every message renders at least one token, its turn's
-// opening special token or a line break between tool answers, and so does
-// the generation prompt.
+// reasoning. But every message renders at least one token, and so does the
+// generation prompt. That token is the turn's opening special token or a
+// line break between tool answers.
 func (c *hfCodec) minTokens(req *delegate.Request) int { return len(req.Messages) + 1 }
 func (c *hfCodec) stops() []int                        { return c.stopID }
 func (c *hfCodec) encode(text string) []int            { return c.t.EncodePlain(text) }
@@ -147,8 +147,8 @@ const (
 // <tool_call>{"name": ..., "arguments": ...}</tool_call>. The rest is the
 // content as generated, untrimmed, so that what ChatStream handed out is a
 // prefix of it. A block that is not such an object becomes a call with an
-// empty name and the block's text as arguments, for the caller to report
-// to the model.
+// empty name and the block's text as arguments. The caller reports it to
+// the model.
 func (c *hfCodec) parse(body []int) delegate.Message {
 	msg := delegate.Message{Role: delegate.RoleAssistant}
 	text, err := c.t.DecodeSkipSpecial(body)

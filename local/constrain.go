@@ -11,11 +11,11 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// This file enforces a request's sampling constraints: the penalties and
-// logit bias go to the sampler as they are; tool_choice,
+// This file enforces a request's sampling constraints. The penalties and
+// logit bias go to the sampler as they are. tool_choice,
 // parallel_tool_calls, strict tool calls and response_format become a
-// constrain.Reply that masks, at every step, the tokens that would leave
-// what the request allows.
+// constrain.Reply. At every step it masks the tokens that would leave what
+// the request allows.
 
 // vocabSyms are the tokens of a vocabulary as constrain's symbols, made
 // once per model on the first constrained request.

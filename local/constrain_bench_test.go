@@ -16,8 +16,8 @@ import (
 // BenchmarkMaskHFScale measures one sampling step's mask over a vocabulary of Qwen's size.
 // The vocabulary is 151,646 tokens of 1 to 10 random bytes, mostly
 // printable ASCII. It measures three states of a JSON reply: inside a
-// string, where nearly every token is allowed; before an object's key; and
-// after a key, where one byte is allowed.
+// string, before an object's key, and after a key. Inside a string nearly
+// every token is allowed; after a key, one byte is.
 func BenchmarkMaskHFScale(b *testing.B) {
 	const vocab = 151646
 	rng := rand.New(rand.NewPCG(1, 1))

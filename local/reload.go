@@ -29,9 +29,9 @@ import (
 // without one. It is safe for concurrent use.
 //
 // A reload that finds no call in flight copies the new weights into the
-// model it serves, whose engine takes them before its next forward pass.
-// It does not start a new model, so step-by-step checkpoints allocate no
-// engine, KV cache or packed copy of the weights.
+// model it serves. Its engine takes them before its next forward pass. No
+// new model starts, so step-by-step checkpoints allocate no engine, KV
+// cache or packed copy of the weights.
 type Reloading struct {
 	dir string
 	cfg Config

@@ -9,8 +9,8 @@ import (
 )
 
 // FuzzContentStream checks that contentStream hands out a prefix of the final content.
-// It feeds the tokens a model could sample in arbitrary batches, ended as
-// the engine ends a generation: at the first <|end|> or </s>, or after a
+// It feeds the tokens a model could sample in arbitrary batches. They end
+// as the engine ends a generation: at the first <|end|> or </s>, or after a
 // stop sequence, which is then cut. The final content is what
 // ParseAssistant finds in the final tokens.
 func FuzzContentStream(f *testing.F) {

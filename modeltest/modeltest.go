@@ -4,9 +4,10 @@
 //
 // A fake is a name plus a function that answers each request. The fake is
 // safe for concurrent use; its function may run on many goroutines at once
-// and must be safe for that, as Script is. The fake records every request,
-// fails at once for a context already done, and fills in what a test leaves
-// out: the model name, a finish reason, and a usage counted by CountTokens.
+// and must be safe for that, as Script is. The fake records every request
+// and fails at once for a context already done. It fills in what a test
+// leaves out: the model name, a finish reason, and a usage counted by
+// CountTokens.
 package modeltest
 
 import (

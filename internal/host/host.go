@@ -1,8 +1,8 @@
 // Package host reads what benchmarks print about the machine behind a figure.
 // It reads the CPU model, the load average and the CPUs a process may run on
 // from /proc and /sys. Off Linux, or where a file is missing or malformed, a
-// reader returns false or "" instead of failing, so a benchmark still runs
-// and its header says unknown.
+// reader returns false or "" instead of failing. A benchmark then still
+// runs, and its header says unknown.
 package host
 
 import (
