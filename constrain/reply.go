@@ -50,10 +50,11 @@ type Spec struct {
 	Tools  []Tool
 }
 
-// Check reports a Spec that cannot be met. Such a Spec requires calls or is
-// strict with no tool to call, or has a tool whose name the compact syntax
-// cannot write or whose schema allows no object. Check restricts each tool's
-// schema to objects with ObjectSchema, since a call's arguments are one.
+// Check reports a Spec that cannot be met. Such a Spec requires calls, or is
+// strict, with no tool to call. Or it has a tool whose name the compact
+// syntax cannot write, or whose schema allows no object. Check restricts
+// each tool's schema to objects with ObjectSchema, since a call's arguments
+// are one.
 func (s *Spec) Check() error {
 	if !s.Required && !s.Strict {
 		return nil

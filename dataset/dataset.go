@@ -1,6 +1,6 @@
 // Package dataset loads benchmark and open-ended task files as delegate.Task values.
 // It reads GSM8K, MATH, MMLU, BBH and our own open-ended JSONL, with the
-// same input rules for every format, and samples tasks deterministically so
+// same input rules for every format. It samples tasks deterministically, so
 // that runs compare on the same items. Load states the formats and rules.
 // Nothing is dropped silently: a malformed record is an error, or a listed
 // skip under Options.SkipBad.
@@ -85,7 +85,7 @@ var Formats = []string{"gsm8k", "math", "mmlu", "bbh", "jsonl"}
 //   - bbh: JSON {"examples":[{"input","target"}]};
 //   - jsonl: open-ended requests {"id","prompt"}.
 //
-// The input rules, the same for every format: a record is a JSONL line, a
+// The input rules are the same for every format. A record is a JSONL line, a
 // CSV record or a BBH example, of at most Options.MaxRecord bytes; a larger
 // one is malformed. A UTF-8 byte order mark is ignored, CRLF line endings
 // are accepted, and blank JSONL lines are ignored. A file with no records is

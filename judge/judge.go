@@ -1,7 +1,7 @@
 // Package judge scores answers with an LLM judge, pairwise or on a pointwise rubric.
 // A pairwise comparison of a candidate with a baseline is judged in both
-// orders and n times, to take position bias and noise out of the verdict; a
-// pointwise rubric scores 0-100. Every judge call goes through a
+// orders and n times, to take position bias and noise out of the verdict.
+// A pointwise rubric scores 0-100. Every judge call goes through a
 // *delegate.Recorder, so its tokens and dollars land in the caller's trace
 // under the judge's role. An answer that cannot be parsed is counted, never
 // turned into a made-up score.
@@ -143,18 +143,18 @@ type call struct {
 	system string
 }
 
-// Compare judges candidate against baseline as answers to request. The
-// calls are recorded by rec under a group node of parent (nil: the root);
-// a nil rec gets a private recorder, and the verdict's Usage and Cost
-// still account for every call.
+// Compare judges candidate against baseline as answers to request.
+// rec records the calls under a group node of parent, or of the root when
+// parent is nil. A nil rec gets a private recorder, and the verdict's Usage
+// and Cost still account for every call.
 //
 // A judge answer that cannot be parsed is counted in ParseFailures and
-// left out of the scores. When every call answered but none parsed (in
-// pointwise mode: none for one of the two answers), Compare returns the
-// verdict with Unparseable set and an error wrapping ErrUnparseable; the
-// verdict then has no outcome and no scores. When no call produced a usable answer because calls
-// failed, the error wraps the first call's error. A cancelled ctx returns
-// ctx's error.
+// left out of the scores. Every call may answer and none parse; in
+// pointwise mode, none for one of the two answers. Compare then returns the
+// verdict with Unparseable set and an error wrapping ErrUnparseable, and
+// the verdict has no outcome and no scores. When calls failed and none
+// gave a usable answer, the error wraps the first call's error. A
+// cancelled ctx returns ctx's error.
 func (j *Judge) Compare(ctx context.Context, rec *delegate.Recorder, parent *delegate.Node, request, candidate, baseline string) (Verdict, error) {
 	var plan []call
 	add := func(o Order, r int, user, system string) {

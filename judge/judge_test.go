@@ -20,11 +20,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-// fakeModel is a hand-written judge model, safe for concurrent use. Its
-// answer function sees every request; it records the requests, counts the
-// calls in flight and, when gate is set, holds each call until gate calls
-// are in flight at once (or two seconds pass, which the test then sees as
-// a lower peak).
+// fakeModel is a hand-written judge model, safe for concurrent use.
+// Its answer function sees every request. It records the requests and
+// counts the calls in flight. When gate is set, it holds each call until
+// gate calls are in flight at once, or two seconds pass; the test then sees
+// a lower peak.
 type fakeModel struct {
 	answer func(req *delegate.Request) (string, error)
 	gate   int

@@ -84,10 +84,10 @@ func readScore(label, num, scale string) found {
 
 // ParseScores reads the scores of answers A and B from a pairwise judge's
 // answer. It accepts the lines in any order, with markdown and extra text
-// around them: "Score A: 85", "**Score A:** 85/100", "Score A = 85.5",
-// "Answer B score: 70", and, only when no such line names the answer, a
-// bare "A: 85" at the start of a line. When a label appears more than once
-// the last one counts (judges restate their final scores at the end).
+// around them: "Score A: 85", "**Score A:** 85/100", "Score A = 85.5" or
+// "Answer B score: 70". A bare "A: 85" at the start of a line counts only
+// when no such line names the answer. When a label appears more than once
+// the last one counts, as judges restate their final scores at the end.
 // A score outside 0..100, on another scale, or missing is an error of type
 // *ParseError naming each problem; no score is ever guessed.
 func ParseScores(text string) (a, b float64, err error) {

@@ -19,12 +19,15 @@ var (
 	choiceLoneRE = regexp.MustCompile(`^[\s*_(]*([A-Da-d])[\s*_).:]*$`)
 )
 
-// Choice verifies a multiple-choice (MMLU) answer; reference is a letter
-// A-D, optionally written "(B)". The chosen letter is read from, in order:
-// a \boxed{C}, the last explicit statement ("the answer is C", "Answer:
-// D"), a response that is a lone letter, the last line opening with "B)"
-// or "B.", the last "(B)", a capital letter ending the response
-// ("Therefore, B.").
+// Choice verifies a multiple-choice MMLU answer against a reference letter A-D.
+// The reference may be written "(B)". The chosen letter is read from the
+// first of these that holds one:
+//   - a \boxed{C};
+//   - the last explicit statement, "the answer is C" or "Answer: D";
+//   - a response that is a lone letter;
+//   - the last line opening with "B)" or "B.";
+//   - the last "(B)";
+//   - a capital letter ending the response, as in "Therefore, B.".
 func Choice(response, reference string) delegate.Verdict {
 	want, ok := choiceLetter(reference)
 	res := extractChoice(response)

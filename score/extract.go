@@ -1,6 +1,6 @@
 // Package score checks model answers against benchmark references.
 // Each verifier extracts the answer a model committed to, such as a last
-// \boxed{}, an explicit "the answer is" or a final number, and compares it
+// \boxed{}, an explicit "the answer is" or a final number. It compares that
 // with the reference after normalisation. The delegate.Verdict says what was
 // found and how, so a wrong grade can be traced to the extraction that made it.
 // All functions are pure and safe for concurrent use.

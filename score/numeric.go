@@ -39,7 +39,7 @@ func afterLast(re *regexp.Regexp, s string) (string, bool) {
 
 // Numeric verifies a GSM8K-style numeric answer. It looks for the last
 // \boxed{}, then "the answer is", "####", "Final answer:", and finally the
-// last number anywhere in the response, and compares exact rationals, so
+// last number anywhere in the response. It compares exact rationals, so
 // "6.00" equals "6" and "-1,000" equals "-1000".
 func Numeric(response, reference string) delegate.Verdict {
 	want, ok := parseNumber(reference, true)

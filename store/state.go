@@ -11,10 +11,10 @@ import (
 )
 
 // Run state. A `process` run appends records to files of an output
-// directory and records, in the same transaction as each record's
-// bookkeeping, the length the file had after that record. A file longer than
-// its recorded length ends with work that was written but never recorded (a
-// process killed mid-write): the caller truncates it back to the recorded
+// directory. With each record's bookkeeping, in the same transaction, it
+// stores the length the file had after that record. A file longer than its
+// recorded length ends with work written but never recorded, as when a
+// process is killed mid-write. The caller truncates it back to the recorded
 // length and redoes that work.
 
 // Rollout is the state of one finished rollout.
@@ -182,7 +182,8 @@ func (s *DB) CommitRollout(ctx context.Context, file string, r Rollout) error {
 
 // CommitGroup records a finished group. When g.Length > 0 its record was
 // appended to file at g.Offset, and the file's new length is recorded in the
-// same transaction; a dropped group has no record (Length 0, file ignored).
+// same transaction. A dropped group has no record: Length is 0 and file is
+// ignored.
 func (s *DB) CommitGroup(ctx context.Context, file string, g Group) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		if g.Length > 0 {

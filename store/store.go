@@ -1,7 +1,7 @@
 // Package store is the project's embedded SQLite database.
-// It holds the state of a `delegate process` run so that the run can
-// resume, a gateway's sessions, and a cache of responses to temperature-0
-// and seeded requests. It uses modernc.org/sqlite, a pure-Go driver, in WAL
+// It holds a gateway's sessions and the state of a `delegate process` run,
+// so that the run can resume. It also caches responses to temperature-0 and
+// seeded requests. It uses modernc.org/sqlite, a pure-Go driver, in WAL
 // mode. A DB may be used from many goroutines at once, and every state
 // change is one transaction. The schema's version is in the meta table;
 // opening a database of another version is an error naming both.

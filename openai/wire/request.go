@@ -1,8 +1,8 @@
 // Package wire is OpenAI's Chat Completions JSON format and its request rules.
 // It holds the request, response, streaming chunk and error bodies, and
-// Validate, the rules a well-formed request obeys. The client in openai, the
-// server in server and the stand-in in standin share this one definition,
-// so what one sends the others read the same way. Reading is lenient where
+// Validate, the rules a well-formed request obeys. The client in openai,
+// the server in server and the stand-in in standin share this definition.
+// So what one sends, the others read the same way. Reading is lenient where
 // servers in the wild differ from OpenAI, as Arguments and Nullable say.
 // The package imports only the standard library.
 package wire
