@@ -401,9 +401,9 @@ func DelegatorCorpus(seed uint64, levels []int, peers bool, routeMix []float64) 
 	}
 	transcripts := corpus.Delegator
 	if peers {
-		// Right answers only (corpus.Peers holds the lead transcripts'
-		// deliberately wrong ones too): the model's own slips in the terse
-		// format, products written without a scratchpad, are the errors.
+		// Right answers only; corpus.Peers holds the lead transcripts'
+		// deliberately wrong ones too. The errors are the model's own slips in
+		// the terse format, products written without a scratchpad.
 		for i, p := range problems {
 			if i%4 == 0 {
 				transcripts = append(transcripts, transcript.PeerTranscript(p))

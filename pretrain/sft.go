@@ -1,7 +1,7 @@
 // Package pretrain trains an nn model on rendered chat transcripts, supervised.
-// The loss counts only the tokens an assistant generated, as
-// tokenizer.RenderSpans locates them, so a model learns to write its replies
-// and never to predict prompts, tool results or other models' words.
+// The loss counts only the tokens an assistant generated, which
+// tokenizer.RenderSpans locates. So a model learns to write its replies and
+// never to predict prompts, tool results or other models' words.
 // Training is deterministic from a seed and keeps a resumable state on
 // disk. Run is the recipe of the shipped models; GradeSolver and
 // GradeDelegator grade them on held-out items.
@@ -135,15 +135,15 @@ type Result struct {
 	Sequences int           // sequences seen by this call
 }
 
-// Train trains p in place on examples and returns a summary. eval (nil:
-// none) scores the model every cfg.EvalEvery steps and after the last;
-// progress (nil: none) receives every step's report, on the calling
-// goroutine. With cfg.StateDir set, the state is saved every
-// cfg.SaveEvery steps and after the last, and a state found there at the
-// start is resumed: p is overwritten with its weights, and the run goes on
-// with the same batches it would have drawn uninterrupted. A cancelled ctx
-// saves the state of the last finished step and returns ctx's error.
-// Examples longer than the model's context are an error naming the first.
+// Train trains p in place on examples and returns a summary. A non-nil eval
+// scores the model every cfg.EvalEvery steps and after the last. A non-nil
+// progress receives every step's report, on the calling goroutine. With
+// cfg.StateDir set, the state is saved every cfg.SaveEvery steps and after
+// the last. A state found there at the start is resumed: p is overwritten
+// with its weights, and the run goes on with the batches it would have
+// drawn uninterrupted. A cancelled ctx saves the state of the last finished
+// step and returns ctx's error. Examples longer than the model's context
+// are an error naming the first.
 func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, eval Eval, progress func(Progress)) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
@@ -164,9 +164,9 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 	res := Result{Resumed: start, Steps: start}
 	t0 := time.Now()
 	steps := cfg.Steps
-	// fixed is the schedule's length once known: 0 while a timed run
-	// calibrates, so that a state saved then resumes calibrating rather
-	// than as a run of calibrationSteps.
+	// fixed is the schedule's length once known, 0 while a timed run calibrates.
+	// A state saved then resumes calibrating, rather than as a run of
+	// calibrationSteps.
 	fixed := cfg.Steps
 	if steps == 0 {
 		steps = calibrationSteps

@@ -22,9 +22,10 @@ type decompose struct {
 func (d *decompose) Name() string { return NameDecompose }
 
 // Run goes through the three stages. A plan format failure or a failed
-// delegator call stops the run with Trace.Failure set; a failed sub-agent
-// does not (its failure is stated in its result's place). Events go to
-// events (nil: none) by non-blocking sends; the caller owns the channel.
+// delegator call stops the run with Trace.Failure set. A failed sub-agent
+// does not: its failure is stated in its result's place. Events go to
+// events, which may be nil, by non-blocking sends; the caller owns the
+// channel.
 func (d *decompose) Run(ctx context.Context, request string, events chan<- delegate.Event) (*delegate.Trace, error) {
 	rec := delegate.NewRecorder(NameDecompose, request, events)
 	plan, fail := d.plan(ctx, rec, request)

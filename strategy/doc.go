@@ -38,9 +38,9 @@
 //	└── round 1 .. round T              the same
 //
 // Roles are the Agents' Role fields, defaulting to the Role* names. A run
-// that produced no proper answer says why: Trace.FailureKind holds one of
-// the root package's Failure* kinds, Trace.Failure the message, "<kind>:
-// <detail>" or, for a rejected plan, "plan <PlanReason>: <detail>".
+// that produced no proper answer says why. Trace.FailureKind holds one of
+// the root package's Failure* kinds. Trace.Failure holds the message,
+// "<kind>: <detail>", or "plan <PlanReason>: <detail>" for a rejected plan.
 //
 // # Concurrency and events
 //

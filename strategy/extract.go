@@ -23,11 +23,10 @@ var ErrDelegateArgs = errors.New("invalid delegate arguments")
 
 // ParseDelegateArgs reads the arguments of a delegate tool call and returns
 // the question. It tolerates surrounding white space, a Markdown code fence
-// around the JSON, and an object encoded twice (a JSON string holding the
-// object). It is strict about the rest: the arguments must be one JSON
-// object whose "question" is a string with more than white space in it;
-// other keys are ignored. The question is returned as given, untrimmed
-// inside.
+// around the JSON, and an object encoded twice as a JSON string. It is
+// strict about the rest. The arguments must be one JSON object whose
+// "question" is a string with more than white space in it; other keys are
+// ignored. The question is returned as given, untrimmed inside.
 func ParseDelegateArgs(raw string) (string, error) {
 	s := stripFence(strings.TrimSpace(raw))
 	if s == "" {

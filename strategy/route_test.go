@@ -21,8 +21,8 @@ func routeRoles(strong, weak delegate.Model) Roles {
 }
 
 func TestRouteParallelToolCalls(t *testing.T) {
-	// The weak model's calls wait at a barrier until both are in flight: the
-	// run only succeeds if the two tool calls of turn 1 run concurrently.
+	// The weak model's calls wait at a barrier until both are in flight.
+	// So the run only succeeds if the two tool calls of turn 1 run concurrently.
 	strong, weak := routeFixture()
 	tr := mustRun(t, mustNew(t, NameRoute, routeRoles(strong, weak), DefaultConfig()), mathRequest)
 	if tr.Answer != "45" || tr.Failure != "" {

@@ -183,8 +183,8 @@ func chat(ctx context.Context, rec *delegate.Recorder, parent *delegate.Node, na
 }
 
 // finishRun closes the trace. When ctx has ended, the failure becomes
-// "canceled" (unless the run had already failed for another reason) and the
-// context's error is returned beside the partial trace.
+// "canceled", unless the run had already failed for another reason. The
+// context's error is then returned beside the partial trace.
 func finishRun(ctx context.Context, rec *delegate.Recorder, strategy, answer string, fail delegate.Failure) (*delegate.Trace, error) {
 	if err := ctx.Err(); err != nil {
 		if fail.Kind == "" || fail.Kind == delegate.FailureCall {

@@ -659,11 +659,11 @@ func (t *HF) bpe(w string) []int32 {
 	return t.mergeShort(sym)
 }
 
-// Decode returns the text of ids as the ByteLevel decoder gives it. Unlike
-// the tokenizers library, which replaces bytes that do not form valid UTF-8
-// with U+FFFD, it returns the bytes as they are, so that decoding a
-// sequence piece by piece and concatenating gives the same text. An id that
-// is no token is an error naming it and its index.
+// Decode returns the text of ids as the ByteLevel decoder gives it. It
+// returns bytes that do not form valid UTF-8 as they are, where the
+// tokenizers library writes U+FFFD. So decoding a sequence piece by piece
+// and concatenating gives the same text. An id that is no token is an error
+// naming it and its index.
 func (t *HF) Decode(ids []int) (string, error) { return t.decode(ids, false) }
 
 func (t *HF) decode(ids []int, skipSpecial bool) (string, error) {

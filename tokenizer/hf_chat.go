@@ -67,15 +67,14 @@ type ChatOptions struct {
 	DisableThinking bool
 }
 
-// Tool calls and tools reach the templates as transformers passes them:
-// a tool as {"type": "function", "function": {"name", "description",
-// "parameters"}} (description and parameters left out when empty), a tool
-// call's Arguments as the JSON value they hold (a dict, as the templates
-// expect), or as a string when they are not valid JSON. Values are written
-// as Jinja's tojson writes them (Python's json.dumps: ", " and ": "
-// separators, keys in their order, non-ASCII kept); numbers keep the
-// spelling they have in the JSON text, where Python would rewrite 1e3 as
-// 1000.0.
+// Tool calls and tools reach the templates as transformers passes them.
+// A tool is {"type": "function", "function": {"name", "description",
+// "parameters"}}, with description and parameters left out when empty. A
+// tool call's Arguments are the JSON value they hold, a dict as the
+// templates expect, or a string when they are not valid JSON. Values are
+// written as Jinja's tojson writes them with Python's json.dumps: ", " and
+// ": " separators, keys in their order, non-ASCII kept. Numbers keep their
+// spelling in the JSON text, where Python would rewrite 1e3 as 1000.0.
 
 const qwenDefaultSystem = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 
@@ -150,9 +149,9 @@ var assistantTurn = map[ChatFormat][2]string{
 }
 
 // EncodeChatSpans is EncodeChat that also locates each assistant turn in
-// the ids. It encodes the text between turn boundaries separately and fails
-// if that does not give the ids of the whole text (a turn boundary inside a
-// token), so the spans are exact.
+// the ids. It encodes the text between turn boundaries separately, so the
+// spans are exact. It fails if that does not give the ids of the whole
+// text, as when a turn boundary falls inside a token.
 func (t *HF) EncodeChatSpans(f ChatFormat, msgs []delegate.Message, tools []delegate.Tool, opt ChatOptions) ([]int, []ChatSpan, error) {
 	text, marks, err := renderChat(f, msgs, tools, opt)
 	if err != nil {

@@ -9,18 +9,18 @@ import (
 )
 
 // Llama2CPiece is the piece that WriteLlama2C stores for id in llama2.c's
-// tokenizer.bin. It differs from Piece only for bytes: printable ASCII
-// (0x20 through 0x7E) is stored as its one-character string and every other
-// byte as "<0xXX>" (two upper-case hex digits).
+// tokenizer.bin. It differs from Piece only for bytes. Printable ASCII,
+// 0x20 through 0x7E, is stored as its one-character string, and every other
+// byte as "<0xXX>" with two upper-case hex digits.
 //
-// Why: run.c's encoder looks up " " for its dummy prefix, then looks up each
-// UTF-8 code point and falls back to id byte+3 when the code point is not a
-// piece; its decoder turns "<0xXX>" back into the byte and prints other
-// pieces as they are. With literal printable ASCII, the dummy prefix finds
-// id ' '+3, and every byte of a prompt, looked up or fallen back, encodes to
-// id byte+3, exactly as Encode does. No piece is the concatenation of two
-// others (pieces are 1 character, or 3 or more characters starting with '<'
-// that no two pieces spell), so run.c's merge loop never merges.
+// Why: run.c's encoder looks up " " for its dummy prefix. Then it looks up
+// each UTF-8 code point and falls back to id byte+3 when the code point is
+// not a piece. Its decoder turns "<0xXX>" back into the byte and prints
+// other pieces as they are. With literal printable ASCII, the dummy prefix
+// finds id ' '+3. Every byte of a prompt, looked up or fallen back, encodes
+// to id byte+3, exactly as Encode does. No piece is the concatenation of
+// two others, so run.c's merge loop never merges. Pieces are 1 character,
+// or 3 or more characters starting with '<' that no two pieces spell.
 func Llama2CPiece(id int) string {
 	if IsByte(id) {
 		b := byte(id - ByteOffset)
