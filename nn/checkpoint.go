@@ -102,12 +102,12 @@ type ckptConfigFile struct {
 	Config
 }
 
-// Save writes p to the checkpoint directory dir, creating it if needed. meta
-// holds the caller's own metadata (a step count, a data set name); its keys
-// must not be "format", "format_version" or "config". Each file is written
-// to a temporary name and renamed into place, weights first, so a crash
-// never leaves a half-written file under the final name. Save does not
-// modify p and may run concurrently with other readers of p.
+// Save writes p to the checkpoint directory dir, creating it if needed.
+// meta holds the caller's own metadata, such as a step count or a data set
+// name; its keys must not be "format", "format_version" or "config". Each
+// file is written to a temporary name and renamed into place, weights
+// first. So a crash never leaves a half-written file under the final name.
+// Save does not modify p and may run concurrently with other readers of p.
 func Save(dir string, p *Params, meta map[string]string) error {
 	if err := p.Config.Validate(); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", dir, err)
@@ -275,12 +275,14 @@ func ckptWriteAtomic(path string, write func(io.Writer) error) (err error) {
 }
 
 // Load reads the checkpoint in dir written by Save. It returns the
-// parameters and the caller's metadata (without the format's own keys). It
-// fails, naming the file, the tensor or field, and both values, when the
-// format version is not CheckpointVersion, when config.json and the weights
-// disagree on the config, or when a tensor is missing, unexpected, of
-// another dtype or shape, or its byte range is out of bounds, overlapping or
-// leaves a gap, or the file is truncated, or a weight is NaN or infinite.
+// parameters and the caller's metadata, without the format's own keys. Its
+// errors name the file, the tensor or field, and both values. It fails when:
+//   - the format version is not CheckpointVersion;
+//   - config.json and the weights disagree on the config;
+//   - a tensor is missing, unexpected, or of another dtype or shape;
+//   - a byte range is out of bounds, overlaps or leaves a gap;
+//   - the file is truncated;
+//   - a weight is NaN or infinite.
 func Load(dir string) (*Params, map[string]string, error) {
 	return LoadFS(os.DirFS(dir), dir)
 }

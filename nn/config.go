@@ -27,9 +27,9 @@ type Config struct {
 	RopeTheta  float64 `json:"rope_theta"` // rotary base, 10000 in Llama 2
 	NormEps    float64 `json:"norm_eps"`   // RMSNorm epsilon, 1e-5 in Llama 2
 
-	// The fields below describe imported checkpoints (see infer.LoadHF) and are
-	// supported for inference only: NewParams, and so training, refuses a
-	// config that sets any of them.
+	// The fields below describe checkpoints that infer.LoadHF imports.
+	// They are supported for inference only: NewParams, and so training,
+	// refuses a config that sets any of them.
 
 	// HeadSize is the width of one head when it is not Dim/Heads (Qwen3);
 	// 0 means Dim/Heads.

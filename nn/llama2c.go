@@ -27,8 +27,8 @@ import (
 //	             wcls (vocab, dim), only when untied
 //
 // Every matrix is (out, in), as in Params, so the data is copied as it is.
-// run.c hard-codes a rotary base of 10000 and an RMSNorm epsilon of 1e-5
-// and rotates adjacent pairs (2i, 2i+1) of each head; a config with another
+// run.c hard-codes a rotary base of 10000 and an RMSNorm epsilon of 1e-5,
+// and rotates adjacent pairs (2i, 2i+1) of each head. A config with another
 // base or epsilon is refused, since run.c would compute another model.
 // ExportLlama2C only reads p.
 func ExportLlama2C(w io.Writer, p *Params) error {

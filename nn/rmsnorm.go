@@ -7,9 +7,9 @@ import "math"
 //
 //	y_j = x_j · r · g_j,   r = 1 / sqrt(mean_j(x_j²) + eps)
 //
-// Both engines normalise one row (a token's residual stream, or one head
-// of its queries or keys) at a time with these functions. The forward pass
-// returns r; the backward pass needs only x, g and r.
+// Both engines normalise one row at a time with these functions. A row is
+// a token's residual stream, or one head of its queries or keys. The
+// forward pass returns r; the backward pass needs only x, g and r.
 
 // RMSNorm writes y = x·r·g for the row x (D) and gain g (D), and returns r.
 // y may be x.

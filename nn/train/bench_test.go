@@ -34,10 +34,10 @@ func stepFLOPs(c nn.Config, b, t int) float64 {
 // figures follow per second of the process's CPU time: cpu-GFLOPS,
 // matmul-cpu-GFLOPS and %matmul-cpu. Other processes on a shared machine
 // disturb those less. At GOMAXPROCS above 1, CPU time counts every thread,
-// spinning and waiting included. With the single-threaded reference
-// kernels the ratio can pass 100%, as attention and the elementwise layers
-// use every core; it is meant for the parallel fast kernels. Run it with a
-// small -benchtime:
+// spinning and waiting included. The ratio is meant for the parallel fast
+// kernels. With the single-threaded reference kernels it can pass 100%, as
+// attention and the elementwise layers use every core. Run it with a small
+// -benchtime:
 //
 //	go test -run '^$' -bench TrainStep -benchtime 3x ./nn/train/
 func BenchmarkTrainStep(b *testing.B) {
