@@ -9,20 +9,19 @@ import (
 	"github.com/delegatelab/delegate/nn/kernel"
 )
 
-// This file is the inference forward pass: the same Llama 2 block as the
-// training engine's forward (package train; llama2.c's arithmetic), its
-// per-row layers computed by the same functions of package nn, but
-// evaluated over a list of rows
-// that each carry one token at one position of one cached sequence. A row
-// list can mix a prompt's tokens (prefill: consecutive positions of one
-// slot) with single next tokens of many slots (decode); every row reads and
-// writes only its own slot of the KV cache, and every linear layer over the
-// rows is one kernel.MatMulNT. Because the kernel computes each output row
-// the same way whatever the number of rows, a row's result never depends on
-// which other rows share the pass: a sequence comes out bitwise identical
-// alone or batched. Imported checkpoints (hf.go) add q/k/v biases, a
-// per-head RMSNorm of queries and keys, a head width other than Dim/Heads
-// and 16-bit matrices; the nn.Params path never sets them.
+// This file is the inference forward pass. It is the same Llama 2 block as
+// the training engine's forward, with llama2.c's arithmetic, and computes
+// the per-row layers with the same functions of package nn. But it runs
+// over a list of rows, each one token at one position of one cached
+// sequence. A row list can mix a prompt's tokens, consecutive positions of
+// one slot in prefill, with single next tokens of many slots in decode.
+// Every row reads and writes only its own slot of the KV cache, and every
+// linear layer over the rows is one kernel.MatMulNT. The kernel computes
+// each output row the same way whatever the number of rows. So a row's
+// result never depends on which other rows share the pass, and a sequence
+// comes out bitwise identical alone or batched. Imported checkpoints add
+// q/k/v biases, a per-head RMSNorm of queries and keys, a head width other
+// than Dim/Heads and 16-bit matrices; the nn.Params path never sets them.
 
 // tokenRow is one token to push through the model.
 type tokenRow struct {

@@ -78,8 +78,8 @@ type Constraint interface {
 // GenResult is a finished generation.
 type GenResult struct {
 	// Tokens are the generated ids. When Finish is FinishStop they end with
-	// the stop token or stop sequence that matched, StopLen ids long, so a
-	// trainer sees (and scores) the end-of-turn token it sampled; a server
+	// the stop token or stop sequence that matched, StopLen ids long. So a
+	// trainer sees and scores the end-of-turn token it sampled; a server
 	// drops the last StopLen ids.
 	Tokens []int
 	// Logprobs[i] is the model's own log-probability of Tokens[i].
@@ -130,21 +130,22 @@ type EngineStats struct {
 }
 
 // Engine generates continuations of many requests at once by continuous batching.
-// Up to MaxBatch sequences advance one token per forward step, new requests
-// are prefilled in the same steps, and a finished sequence's slot goes to
-// the next waiting request before the next step.
+// Up to MaxBatch sequences advance one token per forward step, and new
+// requests are prefilled in the same steps. A finished sequence's slot goes
+// to the next waiting request before the next step.
 //
 // All methods are safe for concurrent use. One scheduler goroutine, started
 // by NewEngine and ended by Close, runs every forward pass; Generate calls
 // from many goroutines are batched together.
 //
 // The engine samples from its own copy of the nn.Params it was given, laid
-// out for the matrix kernels. It copies them again before the first forward
-// pass after a request arrives while no other call is in flight: every
-// earlier call has returned, finished or canceled. So the caller may change
-// the nn.Params between calls, as a trainer does between batches of
-// rollouts, and the next call samples from the new values. It must not
-// change them while any Generate or GenerateAll call is in flight.
+// out for the matrix kernels. It copies them again when a request arrives
+// while no other call is in flight, before the next forward pass. No call
+// is in flight when every earlier one has returned, finished or canceled.
+// So the caller may change the nn.Params between calls, as a trainer does
+// between batches of rollouts. The next call samples from the new values.
+// The caller must not change them while any Generate or GenerateAll call is
+// in flight.
 // EngineStats.Refreshes counts the copies.
 type Engine struct {
 	cfg    nn.Config
@@ -329,9 +330,9 @@ func (e *Engine) Stats() EngineStats {
 }
 
 // Generate runs one request to completion. It blocks until the result is
-// ready, ctx ends (the request's slot is then freed at the next step
-// without disturbing the others, and ctx.Err() is returned), or the engine
-// is closed. A bad request is an error naming the problem.
+// ready, ctx ends, or the engine is closed. When ctx ends, the request's
+// slot is freed at the next step without disturbing the others, and
+// ctx.Err() is returned. A bad request is an error naming the problem.
 func (e *Engine) Generate(ctx context.Context, req GenRequest) (GenResult, error) {
 	job, err := e.newJob(ctx, req)
 	if err != nil {

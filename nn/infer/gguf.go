@@ -14,10 +14,10 @@ import (
 	"github.com/delegatelab/delegate/nn/kernel"
 )
 
-// GGUF files (llama.cpp's format) of the llama and qwen2 architectures,
-// loaded for inference: one file holding the hyperparameters, the
+// GGUF files of the llama and qwen2 architectures, loaded for inference.
+// GGUF is llama.cpp's format: one file holding the hyperparameters, the
 // tokenizer and the tensors in F32, F16, BF16 or Q8_0. The header and the
-// metadata are read with gguf-parser-go; the tensor data is read here, with
+// metadata are read with gguf-parser-go. The tensor data is read here, with
 // ReadAt, into the same layout LoadHF makes.
 //
 // Metadata keys read, ARCH being general.architecture:
@@ -37,8 +37,9 @@ import (
 //	tokenizer.chat_template               GGUFTokenizer.ChatTemplate
 //
 // llama.cpp's converter stores llama's query and key rows in adjacent-pair
-// order already (it permutes Hugging Face's halves, as LoadHF does), and
-// qwen2's as Hugging Face has them: the loader permutes qwen2's only.
+// order already: it permutes Hugging Face's halves, as LoadHF does. It
+// stores qwen2's as Hugging Face has them, so the loader permutes qwen2's
+// only.
 
 // GGUFInfo is what LoadGGUF read besides the weights.
 type GGUFInfo struct {

@@ -18,9 +18,9 @@ import (
 
 // TestLoadGGUFMatchesHF compares each GGUF fixture with the HF checkpoint it came from.
 // It compares their logits over the q8_0 prompt set and their greedy tokens.
-// Where both hold the same weight values, the logits must be bitwise equal:
-// the file's type is the checkpoint's, or q8_0 against the checkpoint
-// quantised at load, since the converter's quantiser and
+// Where both hold the same weight values, the logits must be bitwise equal.
+// That is when the file's type is the checkpoint's, or for q8_0 against the
+// checkpoint quantised at load: the converter's quantiser and
 // kernel.QuantizeQ8_0 give the same bytes. llama's f16 file rounds the
 // float32 checkpoint to float16, which moves the logits a little, as
 // docs/engine.md records, and changes no greedy token.

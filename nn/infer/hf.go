@@ -20,10 +20,11 @@ import (
 	"github.com/delegatelab/delegate/nn/kernel"
 )
 
-// Hugging Face checkpoints of the Llama (2, 3, 3.x) and Qwen (2, 2.5, 3)
-// families, loaded for inference: a directory holding config.json and the
-// weights as model.safetensors, or as shards listed by
-// model.safetensors.index.json, in float32, bfloat16 or float16.
+// Hugging Face checkpoints of the Llama and Qwen families, loaded for inference.
+// Llama 2, 3 and 3.x, and Qwen 2, 2.5 and 3, are read. A checkpoint is a
+// directory holding config.json and the weights as model.safetensors, or as
+// shards listed by model.safetensors.index.json, in float32, bfloat16 or
+// float16.
 //
 // The architecture comes from config.json:
 //
@@ -54,13 +55,13 @@ import (
 // Other keys are ignored. Qwen2 adds biases to the queries, keys and values;
 // Qwen3 RMS-normalizes each head of the queries and keys.
 //
-// Hugging Face rotates the two halves of each head (x_i with x_{i+HeadDim/2},
-// "rotate_half") where this package rotates adjacent pairs (x_{2i} with
-// x_{2i+1}). The loader permutes the rows of the query and key projections
-// (and their biases and norm weights) within each head so that pair i of
-// ours holds Hugging Face's x_i and x_{i+HeadDim/2}: attention scores are
-// dot products over a whole head, unchanged by a permutation applied to
-// both queries and keys, so the model computes the same function.
+// Hugging Face rotates the two halves of each head, x_i with x_{i+HeadDim/2},
+// in "rotate_half". This package rotates adjacent pairs, x_{2i} with
+// x_{2i+1}. The loader permutes the rows of the query and key projections
+// within each head, with their biases and norm weights, so that our pair i
+// holds Hugging Face's x_i and x_{i+HeadDim/2}. Attention scores are dot
+// products over a whole head, unchanged by a permutation applied to both
+// queries and keys, so the model computes the same function.
 
 // HFOptions tune LoadHF.
 type HFOptions struct {

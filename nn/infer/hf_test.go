@@ -56,14 +56,13 @@ var hfFixtures = []struct {
 
 // hfLogitTol is the largest difference allowed between our logits and the
 // reference's, relative to max(1, |reference|). Both sides compute with
-// the same weight values (the script's reference widens the stored
-// bfloat16 and float16 values, it does not round again), so the only
-// difference is our float32 arithmetic against the reference's float64:
-// about 1e-7 relative per operation over a few hundred operations per
-// logit, amplified by the normalizations. The largest differences seen
-// are 1.7e-5 (llama-gqa-tied) and 6e-6 or less for the others; 1e-4
-// leaves room for another summation order without hiding a real error
-// (without the rotary permutation the first fixtures miss by 0.1 to 0.4).
+// the same weight values: the script's reference widens the stored
+// bfloat16 and float16 values and does not round again. So the only
+// difference is our float32 arithmetic against the reference's float64.
+// That is about 1e-7 relative per operation, over a few hundred operations
+// per logit, amplified by the normalizations. 1e-4 leaves room for another
+// summation order without hiding a real error; docs/hf-models.md has the
+// differences seen, and those without the rotary permutation.
 const hfLogitTol = 1e-4
 
 func hfPromptLogits(t *testing.T, w *Weights, prompt []int) []float32 {

@@ -11,10 +11,10 @@ import (
 	"github.com/delegatelab/delegate/nn"
 )
 
-// The configs under testdata/hfconfig are written by hand: released
-// models' config.json in transformers v4's layout (rope_theta,
-// rope_scaling) and v5's (rope_parameters), with the variants that must
-// be read alike or refused by name.
+// The configs under testdata/hfconfig are written by hand. They are
+// released models' config.json in transformers v4's layout, with
+// rope_theta and rope_scaling, and v5's, with rope_parameters. Variants
+// must be read alike or refused by name.
 
 // TestParseHFConfigRopeLayouts checks what each config fixture parses to.
 // It covers the rope base and scaling from either layout, Qwen3's head

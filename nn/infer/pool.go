@@ -9,21 +9,20 @@ import (
 
 // workerPool runs one task on several cores with goroutines started once.
 //
-// A task is a set of pieces that any worker may take (from a counter the
-// task keeps): the caller works on it at once, and each helper, seeing the
-// task number change, joins only if the task is still open when it gets
-// there. When the caller runs out of pieces it closes the task and waits
-// only for the helpers that joined, which are on their last piece: it
-// spins for them and blocks only if they take long. (Blocking at once
-// parked the caller's goroutine on every product a helper finished
-// last, and a helper spinning on the caller's processor delayed its
-// wake-up.) So a helper that another process keeps off its core, or that
-// wakes late, delays nothing: its share is done by the others. An idle helper checks the task number a few thousand times
-// (microseconds) before it parks on its channel, so that the next task of
-// the same decode step finds it awake without a wake-up. (Helpers that
-// spun ten times longer, with a caller that waited for every helper, were
-// tried first: on this shared machine under load 7-8 they halved the
-// two-thread rates.)
+// A task is a set of pieces that any worker may take from a counter the
+// task keeps. The caller works on it at once. Each helper, seeing the task
+// number change, joins only if the task is still open when it gets there.
+// When the caller runs out of pieces it closes the task. It then waits only
+// for the helpers that joined, which are on their last piece: it spins for
+// them and blocks only if they take long. Blocking at once parked the
+// caller's goroutine on every product a helper finished last, and a helper
+// spinning on the caller's processor delayed its wake-up. So a helper that
+// another process keeps off its core, or that wakes late, delays nothing:
+// the others do its share. An idle helper checks the task number a few
+// thousand times, some microseconds, before it parks on its channel. The
+// next task of the same decode step then finds it awake without a wake-up.
+// Longer spinning with a caller that waited for every helper was tried
+// first and was slower; docs/engine.md has the figures.
 //
 // run may be called from one goroutine at a time; close stops the helpers
 // and waits for them.

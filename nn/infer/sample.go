@@ -19,12 +19,12 @@ import (
 //  4. draw one token from the kept ones, renormalized, with exactly one
 //     Float64 from the request's own generator.
 //
-// The logprob reported for a sampled token is NOT from that distribution: it
-// is log softmax(logits)[token] at temperature 1 with no filtering, the
+// The logprob reported for a sampled token is NOT from that distribution.
+// It is log softmax(logits)[token] at temperature 1 with no filtering, the
 // model's own probability of the token. That is what a policy-gradient
 // importance ratio π_new(a)/π_old(a) needs, since the trainer recomputes
-// exactly this quantity from the same weights. (With T=1 and no filter the
-// two coincide.)
+// exactly this quantity from the same weights. With T=1 and no filter the
+// two coincide.
 
 // TokenLogprob is one candidate token and its logprob under the model's
 // own distribution (log-softmax of the logits at temperature 1).
@@ -135,16 +135,16 @@ func (s *sampler) draw(probs []float32, total float64, sp sampleParams, rng *ran
 		return sampleLastPositive(probs)
 	}
 
-	// Candidates, best first. Top-k selects the k highest; otherwise (top-p
-	// alone) a token below (1-P)/(V-1) of the mass can never be inside the
-	// nucleus, so only the rest need sorting.
+	// Candidates, best first. Top-k selects the k highest. With top-p alone,
+	// a token below (1-P)/(V-1) of the mass can never be inside the nucleus,
+	// so only the rest need sorting.
 	cand := s.idx[:0]
 	if topK < v {
 		cand = sampleTopK(cand, probs, topK)
 	} else {
-		// Sort by a key that orders probability descending, then id
-		// ascending: the bits of a non-negative float32 order like its
-		// value, so no comparison function is needed.
+		// Sort by a key that orders probability descending, then id ascending.
+		// The bits of a non-negative float32 order like its value, so no
+		// comparison function is needed.
 		cut := float32(0)
 		if v > 1 && topP*float64(v) >= 1 { // else the bound can exceed the largest weight
 			cut = float32((1 - topP) / float64(v-1) * total)
