@@ -598,9 +598,9 @@ func TestEngineSeesUpdatedParams(t *testing.T) {
 		t.Errorf("refreshes = %d after an update and a call, want more than %d", got, before)
 	}
 
-	// A canceled call returns at once while its job may still hold a slot
-	// until the scheduler's next step; the weights may change right after,
-	// and the next call come while the scheduler still holds the job.
+	// A canceled call returns at once, while its job may hold a slot until
+	// the scheduler's next step. The weights may change right after, and the
+	// next call may come while the scheduler still holds the job.
 	q = testParams(t, c, 23)
 	want2, wantAll2 := fresh(q)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -34,9 +34,9 @@ func BenchmarkMatMul(b *testing.B) {
 			a, bm, dst := randMat(rng, na), randMat(rng, nb), make([]float32, m*n)
 			flops := 2 * float64(m) * float64(k) * float64(n)
 			name := fmt.Sprintf("%s/m%dk%dn%d", opName(o), m, k, n)
-			// report gives GFLOPS over wall time and, for the serial runs,
-			// "cpu-GFLOPS" over the process's CPU time (less disturbed by
-			// other processes on a shared machine).
+			// report gives GFLOPS over wall time, and "cpu-GFLOPS" for the serial runs.
+			// cpu-GFLOPS is over the process's CPU time, which other processes on a
+			// shared machine disturb less.
 			report := func(b *testing.B, cpu0 time.Duration, serial bool) {
 				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
 				if cpu1, ok := host.ProcessCPU(); ok && serial && cpu1 > cpu0 {

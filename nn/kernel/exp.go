@@ -72,8 +72,8 @@ func Exp(x float32) float32 {
 	r := x - fk*ln2hi - fk*ln2lo
 	p := ((((expC0*r+expC1)*r+expC2)*r+expC3)*r+expC4)*r + expC5
 	e := p*r*r + r + 1
-	// 2^k from the exponent bits, for k in [-126, 127]; at the ends of the
-	// range k is split in two factors so that neither overflows
+	// 2^k comes from the exponent bits, for k in [-126, 127]. At the ends of
+	// the range k is split in two factors, so that neither overflows.
 	switch {
 	case k > 127:
 		return e * 2 * math.Float32frombits(uint32(k-1+127)<<23)

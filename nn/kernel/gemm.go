@@ -12,15 +12,15 @@ import (
 //
 // where A and B are read through an op that says how they are stored. A is
 // packed into panels of mr rows and B into panels of nr columns, both
-// zero-padded to full panels, and a micro-kernel computes one mr×nr tile of
-// dst at a time, holding it in registers across a block of k.
+// zero-padded to full panels. A micro-kernel computes one mr×nr tile of dst
+// at a time, holding it in registers across a block of k.
 //
 // Determinism: each element of dst is a chain of multiply-adds over k in
-// increasing order, starting from zero (or from dst for the accumulating
-// product), with the running sum stored as float32 between k blocks. Edge
-// tiles run the same full-tile kernel on zero-padded panels. So an element's
-// bits depend only on its row of A, its column of B and k: not on m, n, the
-// tile it falls in, or how the work is split across goroutines.
+// increasing order. It starts from zero, or from dst for the accumulating
+// product, and the running sum is stored as float32 between k blocks. Edge
+// tiles run the same full-tile kernel on zero-padded panels. So an
+// element's bits depend only on its row of A, its column of B and k. They
+// do not depend on m, n, the tile, or how the work is split.
 
 const (
 	mr = 6   // rows of a micro-tile
@@ -386,16 +386,16 @@ func (pr *problem) do(workers int) {
 	pr.split(workers)
 }
 
-// chunksPerWorker is how many pieces each goroutine takes on average. More
-// pieces than goroutines, handed out on demand, keep all of them busy to
-// the end when one runs slower (another process took its core); each piece
-// repacks its share of the other operand, a cost of about 1/(2·rows) of its
-// work.
+// chunksPerWorker is how many pieces each goroutine takes on average.
+// More pieces than goroutines, handed out on demand, keep all of them busy
+// to the end when one runs slower, as when another process took its core.
+// Each piece repacks its share of the other operand, a cost of about
+// 1/(2·rows) of its work.
 const chunksPerWorker = 4
 
-// split runs the product on up to workers goroutines whatever its size. The
-// product is cut into contiguous blocks of rows (whole mr panels) when m is
-// large enough, else of columns (whole nr panels), and the goroutines take
+// split runs the product on up to workers goroutines whatever its size.
+// The product is cut into contiguous blocks of whole mr panels of rows when
+// m is large enough, else of whole nr panels of columns. The goroutines take
 // blocks from a shared counter until none is left.
 func (pr *problem) split(workers int) {
 	rowPanels := (pr.m + mr - 1) / mr

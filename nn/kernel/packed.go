@@ -4,7 +4,7 @@ import "fmt"
 
 // Packed is a weight matrix laid out once in the form the micro-kernels read.
 // W is (n, k), stored (out, in) like every weight of the model. A panel
-// holds 16 rows of W, the 16 output columns of x · Wᵀ: panel q holds, for
+// holds 16 rows of W, the 16 output columns of x · Wᵀ. Panel q holds, for
 // each step p of k, the values W[16q+r][p] side by side. Rows past n are
 // zero. Products read a Packed in place, so a weight matrix used by many
 // products, such as successive decode steps, is transposed once.

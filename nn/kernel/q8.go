@@ -23,11 +23,11 @@ const (
 // Q8RowBytes is the bytes one row of k values takes in q8_0.
 func Q8RowBytes(k int) int { return k / Q8Block * Q8BlockBytes }
 
-// QuantizeQ8_0 writes src (a multiple of 32 values) as q8_0 blocks into
-// dst (Q8RowBytes(len(src)) bytes). It rounds as ggml's reference
-// quantize_row_q8_0 does: d = max|x|/127 in float32, q = round(x/d) away
-// from zero, d stored as float16; so it gives the bytes of llama.cpp's
-// converters.
+// QuantizeQ8_0 writes src as q8_0 blocks into dst.
+// src is a multiple of 32 values, and dst is Q8RowBytes(len(src)) bytes. It
+// rounds as ggml's reference quantize_row_q8_0 does: d = max|x|/127 in
+// float32, q = round(x/d) away from zero, and d stored as float16. So it
+// gives the bytes of llama.cpp's converters.
 func QuantizeQ8_0(dst []byte, src []float32) {
 	if len(src)%Q8Block != 0 || len(dst) < Q8RowBytes(len(src)) {
 		panic("kernel.QuantizeQ8_0: length not a whole number of blocks") // a programming error
@@ -177,10 +177,10 @@ var q8Scratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // matMulQ8Cols computes columns [j0, j1) of dst(m, n) = a(m, k) · Wᵀ for
 // a q8_0 W. Each element is the dot product of its quantised row of a and
-// its row of W as q8Dot4 computes it, whichever other pairs share the
-// call, so it does not depend on m or on the column split. Rows of a go
-// four at a time over 32 rows of W, which stay in cache meanwhile; a
-// vector takes four rows of W at a time.
+// its row of W, as q8Dot4 computes it whichever pairs share the call. So it
+// does not depend on m or on the column split. Rows of a go four at a time
+// over 32 rows of W, which stay in cache meanwhile. A vector takes four rows
+// of W at a time.
 func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 	k, n := w.k, w.n
 	rb := k / Q8Block * q8ActBytes
@@ -250,11 +250,11 @@ func goQ8Dot4(k int, a, r *[4][]byte, out *[4]float32) {
 }
 
 // goQ8Dot is the portable q8_0 dot product. It sums as the vector kernel
-// does: lane l of 8 takes the exact integer sum of x[t]·q[t] over t in
-// [4l, 4l+4) of a block and adds it, times the product of the two scales,
-// to its running total; the 8 totals are added pairwise at the end (0+4,
-// 1+5, 2+6, 3+7, then 0+2, 1+3, then 0+1). The multiply and the add are
-// rounded separately (the vector kernel fuses them).
+// does. Lane l of 8 takes the exact integer sum of x[t]·q[t] over t in
+// [4l, 4l+4) of a block. It adds that, times the product of the two
+// scales, to its running total. The 8 totals are added pairwise at the end:
+// 0+4, 1+5, 2+6, 3+7, then 0+2, 1+3, then 0+1. The multiply and the add
+// are rounded separately, where the vector kernel fuses them.
 func goQ8Dot(k int, x, row []byte) float32 {
 	var acc [8]float32
 	for b := 0; b < k/Q8Block; b++ {
