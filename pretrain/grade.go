@@ -172,8 +172,8 @@ func GradeDelegator(ctx context.Context, protocol string, delegator, solver dele
 		return DelegatorScore{}, fmt.Errorf("grade delegator %s: %d of %d problems graded", delegator.Name(), row.N, sc.N)
 	}
 	sc.Right, sc.Failed = row.Correct, row.Failures+row.Errors
-	// The report holds means per problem: times N, the sums they were
-	// computed from (whole numbers, exact after rounding).
+	// The report holds means per problem. Times N, they give back the sums
+	// they were computed from, whole numbers exact after rounding.
 	sum := func(mean float64) int { return int(math.Round(mean * float64(row.N))) }
 	for _, r := range row.Roles {
 		if r.Role == solverRole {

@@ -168,9 +168,9 @@ func oneConfig(name string, f Options) (Config, string, error) {
 	cfg := DefaultConfig()
 	cfg.Steps, cfg.Batch, cfg.MaxLR, cfg.Seed, cfg.EvalEvery = d.steps, d.batch, d.lr, f.Seed, f.EvalEvery
 	cfg.StateDir = filepath.Join(f.Out, name+".state")
-	// A finished checkpoint is never replaced by accident (the shipped
-	// models are one --out away); an interrupted run (its state directory
-	// present) resumes as always.
+	// A finished checkpoint is never replaced by accident: the shipped
+	// models are one --out away. An interrupted run, whose state directory
+	// is present, resumes as always.
 	dir := filepath.Join(f.Out, name)
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil && !f.Force {
 		if _, err := os.Stat(cfg.StateDir); err != nil {

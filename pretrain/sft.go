@@ -67,14 +67,14 @@ type Config struct {
 	WeightDecay float64
 	// ClipNorm caps the gradient's global norm; 0 clips nothing.
 	ClipNorm float64
-	// Seed fixes the initial weights (when starting from scratch) and the
-	// order of the batches.
+	// Seed fixes the order of the batches, and the initial weights when
+	// starting from scratch.
 	Seed uint64
-	// EvalEvery runs Train's eval function every so many steps (and after
-	// the last). 0: only after the last.
+	// EvalEvery runs Train's eval function every so many steps and after the
+	// last. 0 runs it only after the last.
 	EvalEvery int
-	// SaveEvery saves the resumable state every so many steps (and after
-	// the last), when StateDir is set. 0: only after the last.
+	// SaveEvery saves the resumable state every so many steps and after the
+	// last, when StateDir is set. 0 saves only after the last.
 	SaveEvery int
 	// StateDir holds the resumable state; "" keeps none. A directory that
 	// already holds a state of the same model resumes from it.
@@ -243,9 +243,9 @@ func checkExamples(context int, examples []Example) error {
 	return nil
 }
 
-// resume loads cfg.StateDir's saved state into p, when there is one, and
-// returns its optimizer state (nil to start afresh). A timed run resumes
-// with the length it calibrated, set in cfg.Steps.
+// resume loads cfg.StateDir's saved state into p, when there is one.
+// It returns the state's optimizer state, or nil to start afresh. A timed
+// run resumes with the length it calibrated, set in cfg.Steps.
 func resume(p *nn.Params, cfg *Config) (*train.AdamState, error) {
 	if cfg.StateDir == "" {
 		return nil, nil

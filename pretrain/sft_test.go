@@ -236,7 +236,7 @@ func TestResumeRejectsOtherShape(t *testing.T) {
 	if _, err := Train(context.Background(), p, tinyExamples(), cfg, nil, nil); err == nil {
 		t.Error("resuming a state of another shape: nil error")
 	}
-	// A state whose files disagree (an interrupted save) is refused too.
+	// A state whose files disagree, as after an interrupted save, is refused too.
 	if err := os.RemoveAll(filepath.Join(dir, "adam_m")); err != nil {
 		t.Fatal(err)
 	}
