@@ -258,8 +258,8 @@ func (s *DB) Groups(ctx context.Context) ([]Group, error) {
 }
 
 // RunID returns the run's random identifier, made and stored on first use.
-// Unlike the identity, it tells apart two runs with the same settings, as
-// their groups' ids must be in a shared trajectory API.
+// Unlike the identity, it tells apart two runs with the same settings, so
+// their groups' ids differ in a shared trajectory API.
 func (s *DB) RunID(ctx context.Context) (string, error) {
 	var id string
 	err := s.tx(ctx, func(tx *sql.Tx) error {
