@@ -1,13 +1,13 @@
 package constrain
 
-// JSON checks that the bytes fed so far are a prefix of one JSON value
-// valid against a Schema, and can say when they are a whole one. Every
-// prefix it accepts can still be completed. Strings must be valid UTF-8;
-// runs of white space between tokens are at most MaxSpace bytes, numbers at
-// most maxNumber with an exponent of at most maxExpDigits digits, so that a
-// sampler cannot spin on padding and every number fits a float64. Keys of an
-// object with declared properties carry no escapes, so that a key is
-// recognized by its bytes. The zero JSON is not ready; use NewJSON.
+// JSON checks that the bytes fed so far are a prefix of a value valid against a Schema.
+// It also says when they form a whole value. Every prefix it accepts can
+// still be completed. Strings must be valid UTF-8. White space between
+// tokens is at most MaxSpace bytes; a number is at most maxNumber bytes,
+// with at most maxExpDigits exponent digits. So a sampler cannot spin on
+// padding, and every number fits a float64. Keys of an object with declared
+// properties carry no escapes, so a key is known by its bytes. The zero JSON
+// is not ready; use NewJSON.
 //
 // A JSON is a value: Set copies one into another without allocating once
 // the destination has grown, which a sampler does per candidate token.
@@ -58,8 +58,8 @@ const (
 	lexNumber
 )
 
-// lexer is the scalar being read: a literal from a list of candidates
-// (true, false, null, enum values), a string, a key, or a number.
+// lexer is the scalar being read: a literal, a string, a key, or a number.
+// A literal is one of a list of candidates: true, false, null or enum values.
 type lexer struct {
 	kind  uint8
 	state uint8 // string: escape and \u progress; number: grammar state
@@ -103,8 +103,8 @@ func (j *JSON) Done() bool {
 	return false
 }
 
-// plainString reports whether j is inside a string value at a point
-// where any printable ASCII byte but the quote and the backslash is taken
+// plainString reports whether j is inside a string value that takes any plain byte.
+// There, any printable ASCII byte but the quote and the backslash is taken
 // and changes nothing.
 func (j *JSON) plainString() bool {
 	return j.lex.kind == lexString && j.lex.state == 0 && j.lex.need == 0

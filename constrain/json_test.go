@@ -238,9 +238,9 @@ func checkDone(t *testing.T, schema string, doc []byte) {
 	}
 }
 
-// walk feeds random allowed bytes, from an alphabet that JSON needs,
-// checking at every step that the checker is not stuck and that whatever
-// it calls done is valid.
+// walk feeds random allowed bytes from an alphabet that JSON needs.
+// At every step it checks that the checker is not stuck and that whatever it
+// calls done is valid.
 func walk(t *testing.T, schema string, seed uint64, steps int) {
 	s := mustCompile(t, schema)
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -303,8 +303,8 @@ func FuzzJSONWalk(f *testing.F) {
 	})
 }
 
-// FuzzJSONBytes checks arbitrary bytes: whatever the checker takes whole
-// is valid, and every compact encoding of a decoded value is taken.
+// FuzzJSONBytes checks that whatever the checker takes whole is valid.
+// It also checks that every compact encoding of a decoded value is taken.
 func FuzzJSONBytes(f *testing.F) {
 	for _, seed := range []string{`{"question":"47*28"}`, `[1,2.5,"x",null]`, `{"ab":1,"b":["x"]}`, `"\u00e9"`, `{"n":{"d":3}}`} {
 		f.Add(uint8(0), []byte(seed))

@@ -2,8 +2,8 @@ package constrain
 
 import "fmt"
 
-// A reply is read as symbols: a byte (0..255), or one of the markers
-// below, which stand for a chat template's control tokens.
+// A reply is read as symbols: a byte 0..255, or one of the markers below.
+// The markers stand for a chat template's control tokens.
 const (
 	Open  = 256 + iota // opens a tool call (<|tool_call|>)
 	Close              // closes it (<|end_tool_call|>)
@@ -17,10 +17,10 @@ type Tool struct {
 	Args *Schema
 }
 
-// Syntax is how a chat template writes a tool call:
-// Open Prefix NAME Mid ARGUMENTS Suffix Close, calls separated by Sep. An
-// empty Open or Close is the marker symbol of that name; a Close marker
-// goes with an empty Suffix.
+// Syntax is how a chat template writes a tool call.
+// A call is Open Prefix NAME Mid ARGUMENTS Suffix Close, and calls are
+// separated by Sep. An empty Open or Close is the marker symbol of that
+// name; a Close marker goes with an empty Suffix.
 type Syntax struct {
 	Open, Prefix, Mid, Suffix, Close, Sep string
 }
@@ -50,10 +50,11 @@ type Spec struct {
 	Tools  []Tool
 }
 
-// Check reports a Spec that cannot be met: calls required or strict with
-// no tool to call, or a tool whose name the compact syntax cannot write or
-// whose schema allows no object. It restricts each tool's schema to
-// objects (ObjectSchema), as a call's arguments are one.
+// Check reports a Spec that cannot be met. Such a Spec requires calls, or is
+// strict, with no tool to call. Or it has a tool whose name the compact
+// syntax cannot write, or whose schema allows no object. Check restricts
+// each tool's schema to objects with ObjectSchema, since a call's arguments
+// are one.
 func (s *Spec) Check() error {
 	if !s.Required && !s.Strict {
 		return nil
@@ -80,8 +81,8 @@ func (s *Spec) Check() error {
 	return nil
 }
 
-// compactName is the chat template's rule for a call's name: 1 to 64
-// letters, digits, _ and -, so that the arguments' { ends it.
+// compactName is the chat template's rule for a call's name.
+// A name is 1 to 64 letters, digits, _ and -, so the arguments' { ends it.
 func compactName(name string) bool {
 	if len(name) == 0 || len(name) > 64 {
 		return false
@@ -129,8 +130,8 @@ type Reply struct {
 	closeAt int // bytes of a textual Close matched at the end of a free call
 }
 
-// NewReply returns a checker of replies to spec, which must not change
-// while it is in use; spec.Check must have accepted it.
+// NewReply returns a checker of replies to spec. spec.Check must have
+// accepted spec, and spec must not change while the checker is in use.
 func NewReply(spec *Spec) *Reply {
 	r := &Reply{spec: spec}
 	if spec.JSON {
@@ -165,10 +166,10 @@ func (r *Reply) Done() bool {
 	return false
 }
 
-// Plain reports whether the reply now takes every run of plain bytes
-// (IsPlain) and is left in the same state but for its length: inside a
-// JSON string, in free content, or in an unchecked call. A sampler may
-// then allow a token of plain bytes without feeding it.
+// Plain reports whether the reply now takes any run of plain bytes unchanged.
+// Unchanged means the same state but for its length. That holds inside a
+// JSON string, in free content, or in an unchecked call. A sampler may then
+// allow a token of plain bytes, as IsPlain defines them, without feeding it.
 func (r *Reply) Plain() bool {
 	switch r.phase {
 	case inContent:
@@ -181,8 +182,8 @@ func (r *Reply) Plain() bool {
 	return false
 }
 
-// IsPlain reports whether b is a plain byte: printable ASCII other than
-// the quote, the backslash and <, which starts a textual Open or Close.
+// IsPlain reports whether b is printable ASCII other than the quote, backslash and <.
+// The < is excluded because it starts a textual Open or Close.
 func IsPlain(b byte) bool { return b >= 0x20 && b < 0x7f && b != '"' && b != '\\' && b != '<' }
 
 // expect makes the reply continue with text, or with the Open marker when
@@ -350,9 +351,9 @@ func (r *Reply) close() bool {
 	return true
 }
 
-// advance is how much of pattern ends the text after b, given that k bytes
-// of it ended the text before: the classic string-matching automaton,
-// its fallbacks found by direct comparison (patterns are short).
+// advance is how much of pattern ends the text after b, given k before.
+// It is the classic string-matching automaton. Its fallbacks are found by
+// direct comparison, since patterns are short.
 func advance(pattern string, k int, b byte) int {
 	for {
 		if pattern[k] == b {

@@ -120,8 +120,8 @@ func TestSpecCheck(t *testing.T) {
 	}
 }
 
-// FuzzReply walks random allowed symbols of a required call: never
-// stuck, and whatever is done parses as calls to the tools.
+// FuzzReply walks random allowed symbols of a required call.
+// The walk is never stuck, and whatever is done parses as calls to the tools.
 func FuzzReply(f *testing.F) {
 	f.Add(uint64(1), false, false)
 	f.Add(uint64(2), true, false)
@@ -241,8 +241,8 @@ func checkPlain(t *testing.T, r, try *Reply, rng *rand.Rand) {
 	}
 }
 
-// FuzzPlain walks replies of free and JSON content under the Qwen syntax
-// (where content must avoid spelling <tool_call>), checking Plain at every
+// FuzzPlain walks replies of free and JSON content under the Qwen syntax.
+// There, content must avoid spelling <tool_call>. It checks Plain at every
 // step and that the walk is never stuck.
 func FuzzPlain(f *testing.F) {
 	f.Add(uint64(1), uint8(0))

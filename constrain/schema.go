@@ -1,10 +1,9 @@
-// Package constrain checks, byte by byte, that a generation stays a prefix
-// of what a request allows: a JSON value, one valid against a JSON schema,
-// or tool calls to declared functions. A sampler masks every token whose
-// bytes would leave that set, so the finished output is valid by
-// construction. The JSON schema subset is small and stated (Compile); a
-// schema using anything else is refused, never half-enforced. The package
-// imports only the standard library.
+// Package constrain checks, byte by byte, that a generation stays a prefix of what a request allows.
+// That is a JSON value, one valid against a JSON schema, or tool calls to
+// declared functions. A sampler masks every token whose bytes would leave
+// that set, so the finished output is valid by construction. Compile states
+// the small JSON schema subset; a schema using anything else is refused,
+// never half-enforced. The package imports only the standard library.
 package constrain
 
 import (
@@ -56,13 +55,14 @@ type SchemaError struct {
 
 func (e *SchemaError) Error() string { return e.Keyword + ": " + e.Message }
 
-// Compile reads a JSON schema of the supported subset: type (object,
-// array, string, number, integer, boolean, null, or a list of them),
-// properties, required, additionalProperties (true or false), enum and
-// items, plus the annotations title, description, default and examples,
-// which constrain nothing. Any other keyword is a *SchemaError naming it.
-// Property names must be plain printable text (no quote, backslash or
-// control character) and every required name must be a property.
+// Compile reads a JSON schema written in the supported subset.
+// The subset is type, properties, required, additionalProperties, enum and
+// items. A type is object, array, string, number, integer, boolean, null,
+// or a list of them; additionalProperties is true or false. The annotations
+// title, description, default and examples are read and constrain nothing.
+// Any other keyword is a *SchemaError naming it. Property names must be
+// printable text with no quote, backslash or control character. Every
+// required name must be a property.
 func Compile(schema []byte) (*Schema, error) {
 	if len(bytes.TrimSpace(schema)) == 0 {
 		return nil, nil

@@ -8,15 +8,15 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// builtinJSONL holds our own open-ended requests, one {"id","kind","prompt"}
-// per line (explanation, planning, comparison, writing, analysis, code
-// design).
+// builtinJSONL holds our own open-ended requests, one {"id","kind","prompt"} a line.
+// The kinds are explanation, planning, comparison, writing, analysis and
+// code design.
 //
 //go:embed open.jsonl
 var builtinJSONL []byte
 
-// builtinTestEvery puts every fourth request (in file order) into the
-// test part: 30 train, 10 test for 40 requests, each kind in both parts.
+// builtinTestEvery puts every fourth request in file order into the test part.
+// Of 40 requests, 30 train and 10 test, with each kind in both parts.
 const builtinTestEvery = 4
 
 // Builtin returns the built-in open-ended requests (Dataset "open"),

@@ -1,21 +1,9 @@
-// Package dataset loads benchmark and open-ended task files into
-// delegate.Task values and samples them deterministically.
-//
-// Formats: "gsm8k" (JSONL, answer after "####"), "math" (JSONL; "answer"
-// field or the last \boxed{} of "solution"), "mmlu" (headerless CSV
-// question,A,B,C,D,answer), "bbh" (JSON {"examples":[{"input","target"}]})
-// and "jsonl" (open-ended requests {"id","prompt"}).
-//
-// Input rules, the same for every format: a record (a JSONL line, a CSV
-// record, a BBH example) is at most Options.MaxRecord bytes, 1 MiB by
-// default, and a larger one is a malformed record; a UTF-8 byte order mark is
-// ignored; CRLF line endings are accepted; blank lines in JSONL are
-// ignored; a file with no records at all is an error; a last line without
-// a newline is accepted when it parses, and reported as truncated when it
-// does not. A malformed record is an error naming the file, the line and
-// (where it applies) the field, unless Options.SkipBad is set, in which
-// case it is left out and listed in Report.Skipped. Nothing is dropped
-// silently.
+// Package dataset loads benchmark and open-ended task files as delegate.Task values.
+// It reads GSM8K, MATH, MMLU, BBH and our own open-ended JSONL, with the
+// same input rules for every format. It samples tasks deterministically, so
+// that runs compare on the same items. Load states the formats and rules.
+// Nothing is dropped silently: a malformed record is an error, or a listed
+// skip under Options.SkipBad.
 package dataset
 
 import (
@@ -83,16 +71,33 @@ var ErrTooLarge = errors.New("record over the size limit")
 // ErrEmpty is returned (wrapped) for a file holding no records.
 var ErrEmpty = errors.New("file holds no records")
 
-// Formats lists the formats Load accepts; "open" (the commands' name for
-// open-ended requests, which the judge scores) is also accepted as "jsonl".
+// Formats lists the formats Load accepts. Load also takes "open" for "jsonl":
+// it is the commands' name for open-ended requests, which the judge scores.
 var Formats = []string{"gsm8k", "math", "mmlu", "bbh", "jsonl"}
 
-// Load reads the tasks of one dataset file, or for "mmlu" and "bbh" of
-// every *.csv / *.json file in a directory (in name order). Task IDs are
-// stable: the dataset, the file name without extension and the record's
-// line (JSONL) or 1-based position (CSV, BBH), e.g. "gsm8k/test/17",
-// "mmlu/anatomy_test/3", "bbh/navigate/250". Open-ended records keep
-// their own "id".
+// Load reads the tasks of one dataset file, or of a directory for mmlu and bbh.
+// A directory's *.csv or *.json files are read in name order.
+//
+// The formats:
+//   - gsm8k: JSONL, the answer after "####";
+//   - math: JSONL, the "answer" field or the last \boxed{} of "solution";
+//   - mmlu: headerless CSV of question,A,B,C,D,answer;
+//   - bbh: JSON {"examples":[{"input","target"}]};
+//   - jsonl: open-ended requests {"id","prompt"}.
+//
+// The input rules are the same for every format. A record is a JSONL line, a
+// CSV record or a BBH example, of at most Options.MaxRecord bytes; a larger
+// one is malformed. A UTF-8 byte order mark is ignored, CRLF line endings
+// are accepted, and blank JSONL lines are ignored. A file with no records is
+// an error. A last line without a newline is accepted when it parses and
+// reported as truncated when it does not. A malformed record is an error
+// naming the file, the line and, where it applies, the field. Under
+// Options.SkipBad it is left out and listed in Report.Skipped instead.
+//
+// Task IDs are stable: the dataset, the file name without extension, and the
+// record's JSONL line or 1-based CSV or BBH position. Examples are
+// "gsm8k/test/17", "mmlu/anatomy_test/3" and "bbh/navigate/250". Open-ended
+// records keep their own "id".
 func Load(format, path string, opt Options) ([]delegate.Task, Report, error) {
 	if format == "open" {
 		format = "jsonl"

@@ -7,8 +7,8 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// FuzzLoaders feeds arbitrary bytes to every format's parser: it must
-// never panic, and under SkipBad every record is either a task or a skip.
+// FuzzLoaders feeds arbitrary bytes to every format's parser.
+// No parser may panic, and under SkipBad every record is a task or a skip.
 func FuzzLoaders(f *testing.F) {
 	f.Add(0, []byte(`{"question": "q", "answer": "a\n#### 1,000"}`+"\n"))
 	f.Add(1, []byte(`{"problem": "p", "solution": "\\boxed{\\frac{1}{2}}", "type": "Algebra"}`))

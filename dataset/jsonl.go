@@ -63,10 +63,10 @@ func (l *loader) jsonLines(r io.Reader, fn func(line int, rec []byte) error) err
 	return nil
 }
 
-// readLine appends the next line of br to buf, without its "\n" or
-// "\r\n", while it fits in limit bytes, and returns it with the line's
-// full size. last is set when the line ended at the end of input, not at
-// a newline.
+// readLine appends the next line of br to buf while it fits in limit bytes.
+// The line goes without its "\n" or "\r\n". It returns the line and its
+// full size. last is set when the line ended at the end of input, not at a
+// newline.
 func readLine(br *bufio.Reader, limit int, buf []byte) (line []byte, size int, last bool, err error) {
 	var prev byte // the byte before the newline
 	for {

@@ -2,6 +2,7 @@
 
 package dataset_test
 
-// raceEnabled thins the shared-data answer checks under -race, which runs
-// them several times slower; the counts are still checked in full.
+// raceEnabled thins the shared-data answer checks under -race.
+// The race detector runs them several times slower. The counts are still
+// checked in full.
 const raceEnabled = true

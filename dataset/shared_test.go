@@ -10,13 +10,14 @@ import (
 	"github.com/delegatelab/delegate/score"
 )
 
-// sharedDir is the benchmark files beside the checkout (../shared on this
-// project's machines and in CI); the test skips where they are absent.
+// sharedDir holds the benchmark files beside the checkout, in ../shared.
+// They are there on this project's machines and in CI; the test skips where
+// they are absent.
 var sharedDir = filepath.Join("..", "..", "shared", "datasets")
 
-// TestSharedDatasets loads the full benchmark files, checks the counts
-// their README gives, and feeds every reference answer back to its own
-// verifier as a model answer.
+// TestSharedDatasets loads the full benchmark files and checks their counts.
+// The counts are those their README gives. It then feeds every reference
+// answer back to its own verifier as a model answer.
 func TestSharedDatasets(t *testing.T) {
 	if _, err := os.Stat(sharedDir); err != nil {
 		t.Skipf("%s not present: %v", sharedDir, err)
@@ -104,8 +105,8 @@ func selfAnswers(task delegate.Task) []string {
 	return []string{"Let's compute step by step. The answer is " + a + ".", `Thus the final answer is \boxed{` + a + `}`}
 }
 
-// sameValue lists tasks whose neighbour's reference is written differently
-// but has the same value, so accepting it is right: "5" and "x=5",
+// sameValue lists tasks whose neighbour's reference has the same value.
+// It is written differently, so accepting it is right: "5" and "x=5",
 // "120^\circ" and "120", "7\%" and "7".
 var sameValue = map[string]bool{
 	"math/math500_test/23": true,

@@ -28,8 +28,8 @@ type Config struct {
 	Mode string `json:"mode" yaml:"mode"`
 	// BothOrders judges a pairwise comparison twice, once with each answer
 	// shown first (default true). When false, one order is used for every
-	// repeat, chosen by a hash of the request and the two answers: as
-	// good as random for position bias, and reproducible.
+	// repeat, chosen by a hash of the request and the two answers. That is
+	// as good as random for position bias, and reproducible.
 	BothOrders bool `json:"both_orders" yaml:"both_orders"`
 	// Combine is CombineAgree (default) or CombineAverage.
 	Combine string `json:"combine" yaml:"combine"`

@@ -1,10 +1,10 @@
-// Package judge scores answers with an LLM judge: a pairwise comparison of
-// a candidate with a baseline, judged in both orders and n times to take
-// position bias and noise out of the verdict, or a pointwise 0-100 rubric.
-//
-// Every judge call goes through a *delegate.Recorder, so its tokens and
-// dollars land in the caller's trace under the judge's role. A judge answer
-// that cannot be parsed is counted, never turned into a made-up score.
+// Package judge scores answers with an LLM judge, pairwise or on a pointwise rubric.
+// A pairwise comparison of a candidate with a baseline is judged in both
+// orders and n times, to take position bias and noise out of the verdict.
+// A pointwise rubric scores 0-100. Every judge call goes through a
+// *delegate.Recorder, so its tokens and dollars land in the caller's trace
+// under the judge's role. An answer that cannot be parsed is counted, never
+// turned into a made-up score.
 package judge
 
 import (
@@ -75,9 +75,9 @@ type Verdict struct {
 	Mode string `json:"mode"`
 	// Outcome is Win, Loss or Tie for the candidate; "" when Unparseable.
 	Outcome string `json:"outcome"`
-	// Candidate and Baseline are combined 0-100 scores: in pairwise mode
-	// the mean over orders of each order's mean over repeats (so each
-	// position weighs the same), in pointwise mode the mean rating.
+	// Candidate and Baseline are combined 0-100 scores. In pairwise mode,
+	// each is the mean over orders of each order's mean over repeats, so each
+	// position weighs the same. In pointwise mode, each is the mean rating.
 	Candidate float64 `json:"candidate"`
 	Baseline  float64 `json:"baseline"`
 	Diff      float64 `json:"diff"` // Candidate - Baseline
@@ -143,18 +143,18 @@ type call struct {
 	system string
 }
 
-// Compare judges candidate against baseline as answers to request. The
-// calls are recorded by rec under a group node of parent (nil: the root);
-// a nil rec gets a private recorder, and the verdict's Usage and Cost
-// still account for every call.
+// Compare judges candidate against baseline as answers to request.
+// rec records the calls under a group node of parent, or of the root when
+// parent is nil. A nil rec gets a private recorder, and the verdict's Usage
+// and Cost still account for every call.
 //
 // A judge answer that cannot be parsed is counted in ParseFailures and
-// left out of the scores. When every call answered but none parsed (in
-// pointwise mode: none for one of the two answers), Compare returns the
-// verdict with Unparseable set and an error wrapping ErrUnparseable; the
-// verdict then has no outcome and no scores. When no call produced a usable answer because calls
-// failed, the error wraps the first call's error. A cancelled ctx returns
-// ctx's error.
+// left out of the scores. Every call may answer and none parse; in
+// pointwise mode, none for one of the two answers. Compare then returns the
+// verdict with Unparseable set and an error wrapping ErrUnparseable, and
+// the verdict has no outcome and no scores. When calls failed and none
+// gave a usable answer, the error wraps the first call's error. A
+// cancelled ctx returns ctx's error.
 func (j *Judge) Compare(ctx context.Context, rec *delegate.Recorder, parent *delegate.Node, request, candidate, baseline string) (Verdict, error) {
 	var plan []call
 	add := func(o Order, r int, user, system string) {
@@ -220,8 +220,8 @@ func (j *Judge) Compare(ctx context.Context, rec *delegate.Recorder, parent *del
 	return v, nil
 }
 
-// pickOrder chooses the single order of a comparison judged in one order
-// only, by the parity of a hash of its inputs.
+// pickOrder chooses the order of a comparison judged in one order only.
+// It picks by the parity of a hash of the comparison's inputs.
 func pickOrder(request, candidate, baseline string) Order {
 	h := fnv.New64a()
 	for _, s := range []string{request, candidate, baseline} {
@@ -234,8 +234,9 @@ func pickOrder(request, candidate, baseline string) Order {
 	return BaselineFirst
 }
 
-// noUsable explains why a set of calls gave no score: calls failed (the
-// first failure's error) or answers could not be parsed (ErrUnparseable).
+// noUsable explains why a set of calls gave no score.
+// Either calls failed, giving the first failure's error, or answers could
+// not be parsed, giving ErrUnparseable.
 func noUsable(rs []OrderResult, errs []error) error {
 	for i, r := range rs {
 		if r.CallError != "" {

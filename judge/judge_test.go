@@ -20,11 +20,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-// fakeModel is a hand-written judge model, safe for concurrent use. Its
-// answer function sees every request; it records the requests, counts the
-// calls in flight and, when gate is set, holds each call until gate calls
-// are in flight at once (or two seconds pass, which the test then sees as
-// a lower peak).
+// fakeModel is a hand-written judge model, safe for concurrent use.
+// Its answer function sees every request. It records the requests and
+// counts the calls in flight. When gate is set, it holds each call until
+// gate calls are in flight at once, or two seconds pass; the test then sees
+// a lower peak.
 type fakeModel struct {
 	answer func(req *delegate.Request) (string, error)
 	gate   int
@@ -79,8 +79,8 @@ func (m *fakeModel) Chat(ctx context.Context, req *delegate.Request) (*delegate.
 	}, nil
 }
 
-// shown returns the answers a pairwise request showed as A and B, or the
-// one answer of a pointwise request as a.
+// shown returns the answers a pairwise request showed as A and B.
+// For a pointwise request it returns the one answer as a.
 func shown(t testing.TB, req *delegate.Request) (a, b string) {
 	t.Helper()
 	u := req.Messages[len(req.Messages)-1].Content
@@ -722,9 +722,9 @@ func TestCompareTruncatedJudge(t *testing.T) {
 	})
 }
 
-// TestSummarizeBiasedJudge runs a judge that always prefers the answer
-// shown first over many comparisons: every verdict is a tie, no verdict
-// survives the swap, and the first position wins every decisive call.
+// TestSummarizeBiasedJudge runs a judge that always prefers the answer shown first.
+// Over many comparisons every verdict is a tie, no verdict survives the
+// swap, and the first position wins every decisive call.
 func TestSummarizeBiasedJudge(t *testing.T) {
 	m := &fakeModel{answer: func(*delegate.Request) (string, error) { return "Score A: 75\nScore B: 55", nil }}
 	j := newJudge(t, m, func(c *Config) { c.Repeats = 2 })

@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// ParseError says why a judge's answer gave no usable scores: which score
-// lines are missing and which were found but invalid.
+// ParseError says why a judge's answer gave no usable scores.
+// It lists the score lines that are missing and those found but invalid.
 type ParseError struct {
 	Missing []string // e.g. "Score A", "Score B", "Score"
 	Invalid []string // e.g. "Score A: 150 is outside 0..100"
@@ -24,17 +24,18 @@ func (e *ParseError) Error() string {
 	return "parse judge scores: " + strings.Join(parts, "; ")
 }
 
-// The number after a score label: an optional sign (so that "-5" is seen,
-// and rejected as out of range, rather than read as 5), digits, an
-// optional decimal part, then an optional scale ("/100", "out of 100").
+// scoreNum is the number after a score label: sign, digits, decimals and scale.
+// All but the digits are optional. The sign is read so that "-5" is seen and
+// rejected as out of range, not read as 5. A scale is "/100" or "out of 100".
 const scoreNum = `\[?\s*([+-]?\d+(?:\.\d+)?)\s*\]?(?:\s*(?:/|out\s+of)\s*(\d+(?:\.\d+)?))?`
 
 var (
-	// strongScore is a labelled score anywhere in a line: "Score A: 85",
-	// "Score for Answer B = 70", "Answer A score: 85", "score (B) - 60".
+	// strongScore is a labelled score anywhere in a line.
+	// It reads "Score A: 85", "Score for Answer B = 70", "Answer A score: 85"
+	// and "score (B) - 60".
 	strongScore = regexp.MustCompile(`(?i)(?:\bscores?\s*(?:for\s+)?(?:(?:answer|response)\s*)?[(\[]?([AB])\b[)\]]?|\b(?:answer|response)\s*[(\[]?([AB])\b[)\]]?(?:'s)?\s+scores?)\s*(?:[:=]|[-–—]\s|is\b)\s*` + scoreNum)
-	// weakScore is a bare "A: 85" or "Answer B: 70" at the start of a line;
-	// it counts only when no strong line names the same answer. The label
+	// weakScore is a bare "A: 85" or "Answer B: 70" at the start of a line.
+	// It counts only when no strong line names the same answer. The label
 	// must be a capital letter, so prose such as "a: 3" is left alone.
 	weakScore = regexp.MustCompile(`^(?:(?i:answer|response)\s*)?[(\[]?([AB])[)\]]?\s*[:=]\s*` + scoreNum)
 	// singleScore is the pointwise "Score: 85" or "Rating = 85/100".
@@ -43,8 +44,8 @@ var (
 	lineLead = regexp.MustCompile(`^(?:\s*(?:[-+>]|\d+[.)])\s+)+`)
 )
 
-// cleanLine strips markdown emphasis, code and heading marks and list or
-// quote markers, so that "**Score A:** `85`" reads "Score A: 85".
+// cleanLine strips markdown marks, so that "**Score A:** `85`" reads "Score A: 85".
+// It strips emphasis, code and heading marks and list or quote markers.
 func cleanLine(line string) string {
 	line = strings.Map(func(r rune) rune {
 		switch r {
@@ -83,10 +84,10 @@ func readScore(label, num, scale string) found {
 
 // ParseScores reads the scores of answers A and B from a pairwise judge's
 // answer. It accepts the lines in any order, with markdown and extra text
-// around them: "Score A: 85", "**Score A:** 85/100", "Score A = 85.5",
-// "Answer B score: 70", and, only when no such line names the answer, a
-// bare "A: 85" at the start of a line. When a label appears more than once
-// the last one counts (judges restate their final scores at the end).
+// around them: "Score A: 85", "**Score A:** 85/100", "Score A = 85.5" or
+// "Answer B score: 70". A bare "A: 85" at the start of a line counts only
+// when no such line names the answer. When a label appears more than once
+// the last one counts, as judges restate their final scores at the end.
 // A score outside 0..100, on another scale, or missing is an error of type
 // *ParseError naming each problem; no score is ever guessed.
 func ParseScores(text string) (a, b float64, err error) {
@@ -137,9 +138,9 @@ func labelIndex(l string) int {
 	return 0
 }
 
-// ParseScore reads the single score of a pointwise judge's answer:
-// "Score: 85", "**Rating:** 85/100", "Overall score = 85.5"; the last such
-// line counts. Errors are *ParseError, as for ParseScores.
+// ParseScore reads the single score of a pointwise judge's answer.
+// It reads "Score: 85", "**Rating:** 85/100" or "Overall score = 85.5"; the
+// last such line counts. Errors are *ParseError, as for ParseScores.
 func ParseScore(text string) (float64, error) {
 	var last *found
 	for _, line := range strings.Split(text, "\n") {

@@ -32,8 +32,9 @@ func DefaultPrompt(key string) (string, error) {
 	return string(b), nil
 }
 
-// parsePrompt parses src as the template for key and checks, by rendering
-// marked values, that a user template shows every field it must.
+// parsePrompt parses src as the template for key.
+// By rendering marked values, it checks that a user template shows every
+// field it must.
 func parsePrompt(key, src string) (*template.Template, error) {
 	if _, err := DefaultPrompt(key); err != nil {
 		return nil, err

@@ -24,10 +24,10 @@ type Stats struct {
 	ParseFailures int `json:"parse_failures"`
 	// ParseFailureRate is ParseFailures over the calls that answered.
 	ParseFailureRate float64 `json:"parse_failure_rate"`
-	// FirstPreferred counts parsed pairwise calls that scored answer A
-	// (the one shown first) above B, out of Decisive calls that scored
-	// them differently; FirstPreferenceRate is their ratio. With both
-	// orders judged an unbiased judge sits near 0.5.
+	// FirstPreferred counts parsed pairwise calls that scored answer A above B.
+	// A is the answer shown first. Decisive counts the calls that scored the
+	// two differently; FirstPreferenceRate is their ratio. With both orders
+	// judged, an unbiased judge sits near 0.5.
 	FirstPreferred      int     `json:"first_preferred"`
 	Decisive            int     `json:"decisive"`
 	FirstPreferenceRate float64 `json:"first_preference_rate"`

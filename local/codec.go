@@ -9,25 +9,27 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// codec is a model's tokenizer and chat template: how a request becomes
-// prompt ids and generated ids become an assistant message.
+// codec is a model's tokenizer and chat template.
+// It turns a request into prompt ids, and generated ids into an assistant
+// message.
 type codec interface {
 	// prompt renders msgs and tools, ending with the assistant header.
 	prompt(msgs []delegate.Message, tools []delegate.Tool) ([]int, error)
-	// minTokens is a lower bound of the prompt's tokens computed without
-	// tokenizing, so that a request far over the context is refused before
-	// work proportional to its size; 0 when there is none.
+	// minTokens is a lower bound of the prompt's tokens, computed without tokenizing.
+	// A request far over the context is then refused before work
+	// proportional to its size. It is 0 when there is no bound.
 	minTokens(req *delegate.Request) int
 	stops() []int             // ids that end a turn
 	encode(text string) []int // plain text, for stop sequences
 	piece(id int) string      // the text of one id, for logprobs
 	// parse turns the generated ids, the stop removed, into a message.
 	parse(body []int) delegate.Message
-	// token is one generated id as the streaming decoder sees it: its
-	// bytes, or closes when content ends there (a control token, a call).
+	// token is one generated id as the streaming decoder sees it.
+	// It holds the id's bytes, or closes when content ends there, at a control
+	// token or a call.
 	token(id int) (text string, closes bool)
-	// callStart is text that opens a tool call inside content ("" when
-	// calls are control tokens): content streams up to it.
+	// callStart is text that opens a tool call inside content.
+	// Content streams up to it. It is "" when calls are control tokens.
 	callStart() string
 }
 
@@ -38,10 +40,11 @@ func (builtin) prompt(msgs []delegate.Message, tools []delegate.Tool) ([]int, er
 	return tokenizer.Render(msgs, tools, true), nil
 }
 
-// The tokenizer spends one token per byte of text, so the text's bytes,
-// with the control tokens the template adds around them (BOS, a role
-// and an end per message, two per call, the tools' block, the
-// generation prompt), are a lower bound of the prompt's tokens.
+// The tokenizer spends one token per byte of text.
+// So the text's bytes, with the control tokens the template adds around
+// them, are a lower bound of the prompt's tokens. Those tokens are BOS, a
+// role and an end per message, two per call, the tools' block and the
+// generation prompt.
 func (builtin) minTokens(req *delegate.Request) int {
 	n := textBytes(req) + 2 + 2*len(req.Messages)
 	for _, m := range req.Messages {
@@ -103,11 +106,11 @@ func (c *hfCodec) prompt(msgs []delegate.Message, tools []delegate.Tool) ([]int,
 	return c.t.EncodeChat(c.f, msgs, tools, tokenizer.ChatOptions{AddGenerationPrompt: true})
 }
 
-// A byte-level BPE token may hold many bytes, so text bounds nothing
-// cheaply; and the templates change text (Llama 3 trims it, Qwen 3 drops
-// earlier reasoning). But every message renders at least one token (its
-// turn's opening special token, or a line break between tool answers),
-// and so does the generation prompt.
+// A byte-level BPE token may hold many bytes, so text bounds nothing cheaply.
+// The templates also change text: Llama 3 trims it, and Qwen 3 drops earlier
+// reasoning. But every message renders at least one token, and so does the
+// generation prompt. That token is the turn's opening special token or a
+// line break between tool answers.
 func (c *hfCodec) minTokens(req *delegate.Request) int { return len(req.Messages) + 1 }
 func (c *hfCodec) stops() []int                        { return c.stopID }
 func (c *hfCodec) encode(text string) []int            { return c.t.EncodePlain(text) }
@@ -139,12 +142,13 @@ const (
 	qwenCallClose = "</tool_call>"
 )
 
-// parse decodes body, control tokens dropped, and takes out the Qwen
-// templates' <tool_call>{"name": ..., "arguments": ...}</tool_call>
-// blocks as tool calls; the rest is the content, as generated (not
-// trimmed, so that what ChatStream handed out is a prefix of it). A block that is
-// not such an object becomes a call with an empty name and the block's
-// text as arguments, for the caller to report to the model.
+// parse decodes body and takes out the Qwen templates' tool-call blocks as calls.
+// Control tokens are dropped. A block is
+// <tool_call>{"name": ..., "arguments": ...}</tool_call>. The rest is the
+// content as generated, untrimmed, so that what ChatStream handed out is a
+// prefix of it. A block that is not such an object becomes a call with an
+// empty name and the block's text as arguments. The caller reports it to
+// the model.
 func (c *hfCodec) parse(body []int) delegate.Message {
 	msg := delegate.Message{Role: delegate.RoleAssistant}
 	text, err := c.t.DecodeSkipSpecial(body)

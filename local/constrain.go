@@ -11,11 +11,11 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// This file enforces a request's sampling constraints: the penalties and
-// logit bias go to the sampler as they are; tool_choice,
+// This file enforces a request's sampling constraints. The penalties and
+// logit bias go to the sampler as they are. tool_choice,
 // parallel_tool_calls, strict tool calls and response_format become a
-// constrain.Reply that masks, at every step, the tokens that would leave
-// what the request allows.
+// constrain.Reply. At every step it masks the tokens that would leave what
+// the request allows.
 
 // vocabSyms are the tokens of a vocabulary as constrain's symbols, made
 // once per model on the first constrained request.
@@ -34,10 +34,10 @@ func (v *vocabSyms) markPlain() *vocabSyms {
 	return v
 }
 
-// builtinSyms reads package tokenizer's vocabulary, padded to the model's:
-// bytes are themselves, the call tokens Open and Close, the ends of a turn
-// stops; role tokens (which end a message's parse without ending the
-// generation) are refused, and other special tokens are Other.
+// builtinSyms reads package tokenizer's vocabulary, padded to the model's.
+// Bytes are themselves, the call tokens Open and Close, and the ends of a
+// turn stops. Role tokens, which end a message's parse without ending the
+// generation, are refused; other special tokens are Other.
 func builtinSyms(vocab int) *vocabSyms {
 	v := &vocabSyms{syms: make([][]int, vocab), stop: make([]bool, vocab)}
 	for id := range vocab {
@@ -58,9 +58,9 @@ func builtinSyms(vocab int) *vocabSyms {
 	return v
 }
 
-// hfSyms reads a Hugging Face vocabulary: a token is the bytes it decodes
-// to; special tokens other than the stops, and ids past the tokenizer's,
-// are refused.
+// hfSyms reads a Hugging Face vocabulary: a token is the bytes it decodes to.
+// Special tokens other than the stops, and ids past the tokenizer's, are
+// refused.
 func (c *hfCodec) syms(vocab int) *vocabSyms {
 	v := &vocabSyms{syms: make([][]int, vocab), stop: make([]bool, vocab)}
 	for id := range min(vocab, c.t.VocabSize()) {
@@ -153,9 +153,9 @@ func (m *Model) refuse(param, format string, args ...any) *delegate.APIError {
 		Message: param + ": " + fmt.Sprintf(format, args...)}
 }
 
-// sampling sets gen's penalties and logit bias from req, and returns the
-// tools to render and, when req constrains the reply, a function making
-// one constraint per choice (nil otherwise).
+// sampling sets gen's penalties and logit bias from req.
+// It returns the tools to render and, when req constrains the reply, a
+// function making one constraint per choice; else that function is nil.
 func (m *Model) sampling(req *delegate.Request, gen *infer.GenRequest) ([]delegate.Tool, func() infer.Constraint, error) {
 	for _, p := range []struct {
 		name string
@@ -192,8 +192,8 @@ func (m *Model) sampling(req *delegate.Request, gen *infer.GenRequest) ([]delega
 	}, nil
 }
 
-// spec is what req allows the reply to be, or nil when it allows
-// anything; and the tools to render (none under tool_choice "none").
+// spec is what req allows the reply to be, or nil when it allows anything.
+// It also returns the tools to render, none under tool_choice "none".
 func (m *Model) spec(req *delegate.Request) (*constrain.Spec, []delegate.Tool, error) {
 	spec := &constrain.Spec{}
 	active := false

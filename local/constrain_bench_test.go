@@ -13,11 +13,11 @@ import (
 	"github.com/delegatelab/delegate/models"
 )
 
-// BenchmarkMaskHFScale measures one sampling step's mask over a
-// vocabulary of Qwen's size (151,646 tokens of 1 to 10 random bytes,
-// printable ASCII mostly) in three states of a JSON reply: inside a
-// string (nearly every token allowed), before an object's key, and after
-// a key (one byte allowed).
+// BenchmarkMaskHFScale measures one sampling step's mask over a vocabulary of Qwen's size.
+// The vocabulary is 151,646 tokens of 1 to 10 random bytes, mostly
+// printable ASCII. It measures three states of a JSON reply: inside a
+// string, before an object's key, and after a key. Inside a string nearly
+// every token is allowed; after a key, one byte is.
 func BenchmarkMaskHFScale(b *testing.B) {
 	const vocab = 151646
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -66,10 +66,10 @@ func BenchmarkMaskHFScale(b *testing.B) {
 	}
 }
 
-// BenchmarkConstrainedBatch measures a batch of 8 replies of the shipped
-// solver at temperature 1, 48 tokens each: free, with one row under
-// response_format json_object (the others free), and with every row
-// constrained. Compare the ns/token: constrained replies are shorter.
+// BenchmarkConstrainedBatch measures a batch of 8 replies of the shipped solver.
+// Each is 48 tokens at temperature 1. The batch runs free, with one row
+// under response_format json_object and the others free, and with every row
+// constrained. Compare the ns/token, since constrained replies are shorter.
 func BenchmarkConstrainedBatch(b *testing.B) {
 	p, _, err := models.Load("solver")
 	if err != nil {

@@ -12,10 +12,10 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// TestQwenRequiredCallsParse walks random tokens of a Qwen vocabulary
-// that a required-call constraint allows, and parses the reply with the
-// Qwen codec: every finished walk is calls to the declared tools with
-// valid arguments, whatever tokens spelled them.
+// TestQwenRequiredCallsParse checks that required-call walks parse as valid calls.
+// It walks random tokens of a Qwen vocabulary that the constraint allows and
+// parses the reply with the Qwen codec. Every finished walk is calls to the
+// declared tools with valid arguments, whatever tokens spelled them.
 func TestQwenRequiredCallsParse(t *testing.T) {
 	dir := filepath.Join("..", "nn", "infer", "testdata", "hf", "qwen3-qknorm")
 	tok, err := tokenizer.LoadHF(filepath.Join(dir, "tokenizer.json"))

@@ -17,10 +17,10 @@ const (
 	ggufUnused      = 5
 )
 
-// ggufPre maps the tokenizer.ggml.pre names llama.cpp's converter gives
-// byte-level BPE tokenizers to the pre-tokenizer of tokenizer.json that
-// package tokenizer reads, with the normalizer and ignore_merges of the
-// family's own tokenizer.json.
+// ggufPre maps llama.cpp's tokenizer.ggml.pre names to tokenizer.json pre-tokenizers.
+// llama.cpp's converter gives those names to byte-level BPE tokenizers.
+// Each maps to the pre-tokenizer package tokenizer reads, with the
+// normalizer and ignore_merges of the family's own tokenizer.json.
 var ggufPre = map[string]struct {
 	preTokenizer string
 	nfc          bool
@@ -37,12 +37,12 @@ func splitThenByteLevel(regex string) string {
 		`}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}]}`
 }
 
-// GGUFTokenizer makes the tokenizer a GGUF file embeds (infer.LoadGGUF)
-// into a tokenizer.HF: it writes the tokenizer.json of the same
-// vocabulary, merges and control tokens, with the pre-tokenizer that
-// tokenizer.ggml.pre names (qwen2, llama-bpe or gpt-2), and reads it.
-// Other tokenizer models (SentencePiece's llama) and pre-tokenizers are
-// refused with their names.
+// GGUFTokenizer makes the tokenizer a GGUF file embeds into a tokenizer.HF.
+// infer.LoadGGUF reads it from the file. GGUFTokenizer writes the
+// tokenizer.json of the same vocabulary, merges and control tokens, with
+// the pre-tokenizer tokenizer.ggml.pre names: qwen2, llama-bpe or gpt-2.
+// Then it reads it. Other tokenizer models, such as SentencePiece's llama,
+// and other pre-tokenizers are refused with their names.
 func GGUFTokenizer(t infer.GGUFTokenizer) (*tokenizer.HF, error) {
 	if t.Model != "gpt2" {
 		return nil, fmt.Errorf("gguf tokenizer: tokenizer.ggml.model %q is not supported (want gpt2, a byte-level BPE)", t.Model)
@@ -104,12 +104,12 @@ func GGUFTokenizer(t infer.GGUFTokenizer) (*tokenizer.HF, error) {
 	return hf, nil
 }
 
-// GGUFChatFormat names the chat format a GGUF file's chat template is
-// written for, by the control tokens it spells: <|start_header_id|> for
-// llama3, <|im_start|> for qwen3 when it also writes <think> and qwen2.5
-// otherwise. The engine renders chats in Go (package tokenizer), not by
-// running the Jinja template; a template it does not recognise is an
-// error, and a local model's chat_template setting overrides it.
+// GGUFChatFormat names the chat format of a GGUF file's chat template by its control tokens.
+// <|start_header_id|> means llama3. <|im_start|> means qwen3 when the
+// template also writes <think>, and qwen2.5 otherwise. The engine renders
+// chats in Go with package tokenizer, not by running the Jinja template. A
+// template it does not recognise is an error; a local model's
+// chat_template setting overrides it.
 func GGUFChatFormat(template string) (tokenizer.ChatFormat, error) {
 	switch {
 	case strings.Contains(template, "<|start_header_id|>"):

@@ -13,9 +13,9 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// TestGGUFTokenizerMatchesHF checks that the tokenizer a GGUF fixture
-// embeds gives the ids of the tokenizer.json it was converted from, and
-// that its chat template names the family's chat format.
+// TestGGUFTokenizerMatchesHF checks a GGUF fixture's tokenizer against its source tokenizer.json.
+// It must give the same ids, and its chat template must name the family's
+// chat format.
 func TestGGUFTokenizerMatchesHF(t *testing.T) {
 	texts := []string{"hello there", "The weather in Paris is 23 degrees!\n\nthe end", "<|im_start|>user\nhi<|im_end|>", "ünïcödé tëxt", ""}
 	for _, tc := range []struct {
@@ -79,9 +79,8 @@ func TestGGUFTokenizerRefuses(t *testing.T) {
 	}
 }
 
-// TestGGUFChat serves a GGUF fixture with its embedded tokenizer and
-// template and checks that a greedy chat reply is the one the HF
-// checkpoint it was converted from gives.
+// TestGGUFChat serves a GGUF fixture with its embedded tokenizer and template.
+// A greedy chat reply must be the one its source HF checkpoint gives.
 func TestGGUFChat(t *testing.T) {
 	w, info, err := infer.LoadGGUF(filepath.Join("..", "nn", "infer", "testdata", "gguf", "qwen2-bias-f16.gguf"), infer.HFOptions{})
 	if err != nil {

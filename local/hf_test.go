@@ -48,9 +48,9 @@ func TestHFConformance(t *testing.T) {
 	modeltest.Conformance(t, m)
 }
 
-// TestHFChatIsTheEngineGreedy checks that a chat request reaches the engine
-// as the chat template's ids and that the reply is those of the engine's
-// own greedy generation, decoded; and that the streamed content is a
+// TestHFChatIsTheEngineGreedy checks that a chat reply is the engine's own greedy generation.
+// The request must reach the engine as the chat template's ids, and the
+// reply be the engine's greedy ids, decoded. The streamed content must be a
 // prefix of the reply's.
 func TestHFChatIsTheEngineGreedy(t *testing.T) {
 	for _, fixture := range []string{"qwen2-bias", "qwen3-qknorm", "llama3-scaled"} {

@@ -122,10 +122,9 @@ func TestChatCancelled(t *testing.T) {
 	}
 }
 
-// TestConfigToolsReplaceOfferedDeclarations: a tool of Config.Tools is
-// rendered in place of the offered tool of its name, so the prompt is
-// that of a request declaring it directly; other tools and the caller's
-// request are left alone.
+// TestConfigToolsReplaceOfferedDeclarations checks that Config.Tools replace offered tools by name.
+// The prompt is then that of a request declaring the tool directly. Other
+// tools and the caller's request are left alone.
 func TestConfigToolsReplaceOfferedDeclarations(t *testing.T) {
 	cfg := nn.Config{Vocab: tokenizer.VocabSize, Dim: 32, Layers: 1, Heads: 4, KVHeads: 2, Hidden: 64, Context: 512}.WithDefaults()
 	p, err := nn.Alloc(cfg)

@@ -15,25 +15,23 @@ import (
 	"github.com/delegatelab/delegate/nn"
 )
 
-// Reloading is a local model whose weights follow a checkpoint that a
-// trainer rewrites: an nn checkpoint directory, or a trainer's checkpoint
-// directory holding policy/ (delegate train's OutDir/checkpoint, written
-// whole and then swapped in, so a reader never sees half of one). It
-// starts on the newest checkpoint there when there is one, otherwise on
-// the weights it is given, version 0 (the trainer's starting point): a
-// restarted server never serves an older version than it served before.
-// Reload loads the checkpoint when it exists and its version
-// differs, and serves new requests from it; requests already in flight
-// finish on the weights they started with, whose engine is stopped once
-// they are done. Every response carries the version that produced it (the
-// checkpoint's "rl_step", 0 for a checkpoint without one). Safe for
-// concurrent use.
+// Reloading is a local model whose weights follow a checkpoint that a trainer rewrites.
+// The checkpoint is an nn checkpoint directory, or a trainer's directory
+// holding policy/, such as delegate train's OutDir/checkpoint. The trainer
+// writes it whole and swaps it in, so a reader never sees half of one.
+// Reloading starts on the newest checkpoint there, else on the weights it
+// is given as version 0, the trainer's starting point. So a restarted
+// server never serves an older version than it served before. Reload loads
+// the checkpoint when it exists and its version differs, and serves new
+// requests from it. Requests already in flight finish on the weights they
+// started with, whose engine is stopped once they are done. Every response
+// carries the version that produced it: the checkpoint's "rl_step", or 0
+// without one. It is safe for concurrent use.
 //
 // A reload that finds no call in flight copies the new weights into the
-// model it serves (its engine takes them before its next forward pass)
-// rather than starting a new model: no engine, KV cache or packed copy of
-// the weights is allocated, as a trainer's step-by-step checkpoints would
-// have it otherwise.
+// model it serves. Its engine takes them before its next forward pass. No
+// new model starts, so step-by-step checkpoints allocate no engine, KV
+// cache or packed copy of the weights.
 type Reloading struct {
 	dir string
 	cfg Config
@@ -138,10 +136,10 @@ func (g *generation) versioned(resp *delegate.Response, err error) (*delegate.Re
 	return resp, err
 }
 
-// Reload loads the checkpoint if its version differs from the one being
-// served and swaps it in; it reports whether it did. No checkpoint yet
-// changes nothing; one that cannot be read (bad, or being replaced right
-// now) is an error and changes nothing.
+// Reload loads and swaps in the checkpoint if its version differs from the one served.
+// It reports whether it did. No checkpoint yet changes nothing. One that
+// cannot be read, bad or being replaced right now, is an error and changes
+// nothing.
 func (r *Reloading) Reload() (bool, error) {
 	r.reload.Lock()
 	defer r.reload.Unlock()
@@ -196,8 +194,8 @@ func (r *Reloading) Reload() (bool, error) {
 	return true, nil
 }
 
-// Watch reloads every interval until ctx is done, logging failures at a
-// limited rate (a checkpoint being written is skipped until the next look).
+// Watch reloads every interval until ctx is done, logging failures at a limited rate.
+// A checkpoint being written is skipped until the next look.
 func (r *Reloading) Watch(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -271,10 +269,10 @@ func (r *Reloading) notify() {
 	r.changed = make(chan struct{})
 }
 
-// WaitVersion returns the version new requests are served by once it is
-// v or later, looking at the checkpoint at once (a trainer that just
-// wrote step v need not wait for Watch's next look), or the version then
-// and ctx's error when ctx ends first.
+// WaitVersion returns the version new requests are served by, once it is v or later.
+// It looks at the checkpoint at once, so a trainer that just wrote step v
+// need not wait for Watch's next look. When ctx ends first, it returns the
+// version then and ctx's error.
 func (r *Reloading) WaitVersion(ctx context.Context, v int) (int, error) {
 	looked := false
 	for {

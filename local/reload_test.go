@@ -67,8 +67,8 @@ func TestReloadingFollowsTheCheckpoint(t *testing.T) {
 		t.Fatalf("reload of a checkpoint of step 0: %v, %v; want no change", changed, err)
 	}
 
-	// Requests keep flowing while the trainer writes new steps: none
-	// fails, every answer names a version, and a client never sees the
+	// Requests keep flowing while the trainer writes new steps.
+	// None fails, every answer names a version, and a client never sees the
 	// version go back.
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -148,9 +148,9 @@ func errFromVersion(v *int, last int) error {
 	return versionError{*v, last}
 }
 
-// A request without a seed gets the next seed of the model's life, across
-// reloads: a new version does not hand out the first version's seeds again
-// (the response id names the seed).
+// A request without a seed gets the next seed of the model's life, across reloads.
+// A new version does not hand out the first version's seeds again; the
+// response id names the seed.
 func TestReloadingKeepsCountingSeeds(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "checkpoint")
 	r, err := NewReloading(testParams(t, 128, 1), dir, Config{Name: "policy", Seed: 100}, nil)
@@ -183,10 +183,10 @@ func TestReloadingKeepsCountingSeeds(t *testing.T) {
 	}
 }
 
-// A reload with no call in flight copies the new weights into the model
-// it serves (after the first, which replaces the caller's weights with
-// its own copy): the same engine then answers as a fresh model over the
-// new weights, and says the new version.
+// A reload with no call in flight copies the new weights into the model it serves.
+// The first reload instead replaces the caller's weights with its own copy.
+// The same engine then answers as a fresh model over the new weights, and
+// says the new version.
 func TestReloadingSwapsWeightsInPlace(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "checkpoint")
 	start := testParams(t, 128, 1)
@@ -229,8 +229,9 @@ func TestReloadingSwapsWeightsInPlace(t *testing.T) {
 	}
 }
 
-// WaitVersion looks at the checkpoint at once, and otherwise returns when
-// a reload brings the version, or when its context ends.
+// WaitVersion looks at the checkpoint at once.
+// Otherwise it returns when a reload brings the version, or when its
+// context ends.
 func TestReloadingWaitVersion(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "checkpoint")
 	r, err := NewReloading(testParams(t, 128, 1), dir, Config{Name: "policy"}, nil)
@@ -266,9 +267,9 @@ func TestReloadingWaitVersion(t *testing.T) {
 	}
 }
 
-// A server restarted mid-run starts on the trainer's newest checkpoint,
-// not on the starting weights: its first answer already names the
-// trainer's step, and so does every later one.
+// A server restarted mid-run starts on the trainer's newest checkpoint.
+// It does not start on the starting weights: its first answer already names
+// the trainer's step, and so does every later one.
 func TestReloadingStartsOnTheNewestCheckpoint(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "checkpoint")
 	want := writePolicy(t, dir, 31, 2)

@@ -16,9 +16,9 @@ func generate(ctx context.Context, e *infer.Engine, cd codec, reqs []infer.GenRe
 	if emit == nil {
 		return e.GenerateAll(ctx, reqs)
 	}
-	// The engine's scheduler appends tokens here and signals; this
-	// goroutine decodes and emits them, so emit never runs on (nor slows)
-	// the scheduler.
+	// The engine's scheduler appends tokens here and signals.
+	// This goroutine decodes and emits them, so emit never runs on the
+	// scheduler nor slows it.
 	var mu sync.Mutex
 	fresh := make([][]int, len(reqs))
 	signal := make(chan struct{}, 1)
@@ -112,10 +112,10 @@ func (c *contentStream) add(toks []int) string {
 	return out
 }
 
-// heldBack returns how many bytes at the end of text must wait: the
-// longest suffix that is a proper prefix of a stop sequence or the whole
-// of one (the generation may end on it, and it is then cut), and an
-// incomplete UTF-8 character.
+// heldBack returns how many bytes at the end of text must wait.
+// Those are the longest suffix that is a proper prefix of a stop sequence or
+// a whole one, and an incomplete UTF-8 character. The generation may end on
+// a stop sequence, which is then cut.
 func heldBack(text string, stops []string) int {
 	keep := 0
 	for _, s := range stops {

@@ -8,11 +8,11 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// FuzzContentStream feeds contentStream the tokens a model could sample, in
-// arbitrary batches, ended the way the engine ends a generation (at the
-// first <|end|> or </s>, or after a stop sequence, which is then cut), and
-// checks that what it hands out is a prefix of the content ParseAssistant
-// finds in the final tokens.
+// FuzzContentStream checks that contentStream hands out a prefix of the final content.
+// It feeds the tokens a model could sample in arbitrary batches. They end
+// as the engine ends a generation: at the first <|end|> or </s>, or after a
+// stop sequence, which is then cut. The final content is what
+// ParseAssistant finds in the final tokens.
 func FuzzContentStream(f *testing.F) {
 	f.Add([]byte("hello ab world"), []byte{3, 1}, "ab")
 	f.Add([]byte("caf\xc3\xa9\xff\x00tool"), []byte{1}, "\xc3\xa9")

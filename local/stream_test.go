@@ -12,11 +12,11 @@ import (
 	"github.com/delegatelab/delegate/local"
 )
 
-// TestChatStreamIsChat checks ChatStream against Chat on an untrained
-// model, whose random tokens hit every case (special tokens, tool-call
-// openings, partial UTF-8, stop sequences): with the same seed the
-// response is the same, and each choice's streamed pieces put together
-// are a prefix of its final content.
+// TestChatStreamIsChat checks ChatStream against Chat on an untrained model.
+// Its random tokens hit every case: special tokens, tool-call openings,
+// partial UTF-8 and stop sequences. With the same seed the response is the
+// same, and each choice's streamed pieces put together are a prefix of its
+// final content.
 func TestChatStreamIsChat(t *testing.T) {
 	m := tinyModel(t, 256)
 	temp := 1.0

@@ -11,10 +11,10 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
-// TestShippedRouterConstrained asks the shipped router for the first
-// turn of route on held-out problems, sampled at temperature 1: under
-// tool_choice "required" every reply is a call to delegate with a
-// question, and under "none" no reply holds a call or its text.
+// TestShippedRouterConstrained samples the router's first turn of route.
+// On held-out problems at temperature 1, under tool_choice "required" every
+// reply is a call to delegate with a question. Under "none" no reply holds a
+// call or its text.
 func TestShippedRouterConstrained(t *testing.T) {
 	d := load(t, "router", "delegator")
 	ps, err := world.Generate(world.DefaultConfig(), 2026, world.Validation, 8)

@@ -1,10 +1,10 @@
-// Package models holds the shipped checkpoints of the world's local
-// models, written by delegate pretrain (see README.md in this directory
-// for the commands and the measured accuracies): solver/, delegator/,
-// peer/ (an earlier phase of the delegator, MLPO's second peer model),
-// planner/ (the delegator trained further on two-part problems, where
-// delegate train --mode decompose starts) and router/ (the planner trained
-// further under route on the default world, where delegate train
-// starts), each a checkpoint of package nn, also embedded in the binary (Load). Its test loads the checkpoints
-// and checks their held-out accuracy.
+// Package models holds the shipped checkpoints of the world's local models.
+// Each is a checkpoint of package nn written by delegate pretrain, and each
+// is embedded in the binary so that Load works from any directory. The
+// solver answers delegated steps. The delegator is the base of the others.
+// peer is an earlier phase of it, MLPO's second peer. planner is it trained
+// further on two-part problems, where decompose starts. router is the
+// planner trained further under route, where delegate train starts. The
+// tests check each model's held-out accuracy. README.md in this directory
+// keeps the commands that made them and their measured accuracies.
 package models

@@ -18,8 +18,8 @@ var shipped embed.FS
 // Names are the shipped models.
 var Names = []string{"solver", "delegator", "peer", "planner", "router", "solver-digits"}
 
-// Load returns the shipped checkpoint name (one of Names) from the copy
-// embedded in the binary.
+// Load returns the shipped checkpoint name from the copy embedded in the binary.
+// name is one of Names.
 func Load(name string) (*nn.Params, map[string]string, error) {
 	sub, err := fs.Sub(shipped, name)
 	if err != nil || !validName(name) {

@@ -13,9 +13,9 @@ import (
 	"github.com/delegatelab/delegate/world/scripted"
 )
 
-// The floors the shipped checkpoints must clear on held-out items, well
-// below their measured accuracies (README.md) so that the test checks the
-// checkpoints, not the noise of a few dozen items.
+// The floors the shipped checkpoints must clear on held-out items.
+// They sit well below the accuracies in README.md, so that the test checks
+// the checkpoints, not the noise of a few dozen items.
 const (
 	solverFloor         = 0.8 // greedy exact match on questions inside the solver's coverage
 	delegatorAloneFloor = 0.8 // greedy accuracy of the router alone on problems of the default world, and of the delegator on its own (level 5)
@@ -44,9 +44,9 @@ func load(t *testing.T, dir, name string) *local.Model {
 	return m
 }
 
-// TestShippedSolver grades the shipped solver greedily on 6 held-out
-// questions per size class: inside its coverage above solverFloor, and
-// the subtractions, which it never saw, mostly wrong.
+// TestShippedSolver grades the shipped solver greedily on held-out questions.
+// With 6 per size class, it must clear solverFloor inside its coverage and
+// get the subtractions, which it never saw, mostly wrong.
 func TestShippedSolver(t *testing.T) {
 	m := load(t, "solver", "solver")
 	scores, err := pretrain.GradeSolver(context.Background(), m, 6, 32, 2026)
@@ -70,10 +70,10 @@ func TestShippedSolver(t *testing.T) {
 	}
 }
 
-// TestShippedDigitsSolver grades the digits world's solver greedily on
-// 6 held-out questions per size class: inside its coverage above
-// solverFloor, and on the products whose first factor is 50 or more,
-// which it never saw, mostly wrong.
+// TestShippedDigitsSolver grades the digits world's solver greedily.
+// With 6 held-out questions per size class, it must clear solverFloor inside
+// its coverage. It must get mostly wrong the products whose first factor is
+// 50 or more, which it never saw.
 func TestShippedDigitsSolver(t *testing.T) {
 	m := load(t, "solver-digits", "solver")
 	scores, err := pretrain.GradeSolverCoverage(context.Background(), m, world.DigitsCoverage(), 6, 32, 2026)
@@ -100,9 +100,9 @@ func TestShippedDigitsSolver(t *testing.T) {
 	}
 }
 
-// TestShippedDigitsThreshold checks that the threshold a program reads
-// off the digits solver's answers on training problems is the coverage's,
-// 50: the threshold rule is then the digits world's selective policy.
+// TestShippedDigitsThreshold checks the threshold read off the digits solver.
+// Read from its answers on training problems, it must be the coverage's, 50.
+// The threshold rule is then the digits world's selective policy.
 func TestShippedDigitsThreshold(t *testing.T) {
 	m := load(t, "solver-digits", "solver")
 	ps, err := world.Generate(world.DefaultConfig(), 11, world.Train, 100)
@@ -118,21 +118,20 @@ func TestShippedDigitsThreshold(t *testing.T) {
 	}
 }
 
-// TestShippedRouter grades the shipped router (where delegate train
-// starts) greedily on 16 held-out problems of the default world alone,
-// writing its scratchpads, and on 16 without a difference under route with
-// the shipped solver (whatever it delegates, the solver can answer, so
-// these check the protocol: the calls' operands and the answers read
-// back). It runs under the race detector too, so CI checks the shipped
-// router's held-out figures.
+// TestShippedRouter grades the shipped router, where delegate train starts.
+// It runs greedily on 16 held-out problems alone, writing its scratchpads.
+// It then runs on 16 without a difference under route with the shipped
+// solver. The solver can answer whatever is delegated there, so these check
+// the protocol: the calls' operands and the answers read back. It runs under
+// the race detector too, so CI checks the router's held-out figures.
 func TestShippedRouter(t *testing.T) {
 	gradeAloneAndRoute(t, load(t, "router", "delegator"), world.DefaultConfig(), true)
 }
 
-// TestShippedDelegator grades the shipped delegator the same way alone on
-// the world its last phase trained on, one quantity (level 5): MLPO's
-// leader and peer. Route hands back answers in a format it never saw
-// (strategy.ToolResultAnswer), so it is not graded under route.
+// TestShippedDelegator grades the shipped delegator alone, as MLPO uses it.
+// It runs on the world its last phase trained on: one quantity, level 5.
+// It is not graded under route, which hands back answers in a format it
+// never saw, strategy.ToolResultAnswer.
 func TestShippedDelegator(t *testing.T) {
 	gradeAloneAndRoute(t, load(t, "delegator", "delegator"), world.Levels()[world.OneQuantityLevel], false)
 }
@@ -181,10 +180,9 @@ func gradeAloneAndRoute(t *testing.T, d *local.Model, cfg world.Config, route bo
 	}
 }
 
-// TestShippedPeer grades the shipped peer (MLPO's second peer model, the
-// delegator of an earlier phase) greedily alone on 16 held-out problems of
-// MLPO's world, where it is measured at about 0.7: it must solve most of
-// them, or MLPO's team has peers that cannot solve.
+// TestShippedPeer grades the shipped peer, MLPO's second peer model.
+// It runs greedily alone on 16 held-out problems of MLPO's world. It must
+// solve most of them, or MLPO's team has peers that cannot solve.
 func TestShippedPeer(t *testing.T) {
 	d := load(t, "peer", "delegator") // an earlier delegator: its checkpoint says so
 	cfg := world.Levels()[world.MLPOLevel]
@@ -203,10 +201,9 @@ func TestShippedPeer(t *testing.T) {
 	}
 }
 
-// TestShippedPlanner grades the shipped planner (the delegator trained
-// further on two-part problems, where delegate train --mode decompose
-// starts) greedily alone on 16 held-out problems of level 3, where the
-// shipped delegator solves few: it must solve most of them.
+// TestShippedPlanner grades the shipped planner, where decompose starts.
+// It runs greedily alone on 16 held-out problems of level 3. The shipped
+// delegator solves few of these; the planner must solve most.
 func TestShippedPlanner(t *testing.T) {
 	d := load(t, "planner", "delegator") // a later delegator: its checkpoint says so
 	ps, err := world.Generate(world.Levels()[3], 2026, world.Validation, 16)

@@ -14,8 +14,8 @@ import (
 const conformanceWait = 30 * time.Second
 
 // Conformance checks that m keeps the delegate.Model contract. Every backend
-// runs it from its own tests (against a loopback server, a tiny local model or
-// a fake) and it must pass under -race:
+// runs it from its own tests, against a loopback server, a tiny local model
+// or a fake. It must pass under -race. It checks that:
 //   - Name is not empty;
 //   - a short text request gets a response with at least one choice, an
 //     assistant message, a finish reason, and non-negative usage;

@@ -1,13 +1,13 @@
-// Package modeltest provides a scripted fake delegate.Model for tests, helpers
-// that build its responses, and Conformance, the suite every delegate.Model
-// implementation must pass.
+// Package modeltest holds a scripted fake delegate.Model and the conformance suite.
+// Tests use the fake and the helpers that build its responses in place of a
+// real backend. Conformance is the suite every delegate.Model must pass.
 //
-// A fake is a name plus a function that answers each request. The fake is safe
-// for concurrent use: the function may be called from many goroutines at once
-// and must itself be safe for that (the Script helper is). The fake records
-// every request it receives, returns an error at once for a context that is
-// already done, and fills in what a test leaves out: the model name, a finish
-// reason, and a usage counted in words (see CountTokens).
+// A fake is a name plus a function that answers each request. The fake is
+// safe for concurrent use; its function may run on many goroutines at once
+// and must be safe for that, as Script is. The fake records every request
+// and fails at once for a context already done. It fills in what a test
+// leaves out: the model name, a finish reason, and a usage counted by
+// CountTokens.
 package modeltest
 
 import (
@@ -21,10 +21,10 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// Func answers one request. It receives the caller's context; one that
-// blocks must return when the context is done, since Chat waits for it (a
-// fake never leaves a goroutine behind). It may be called from many
-// goroutines at once.
+// Func answers one request. It receives the caller's context. A Func that
+// blocks must return when the context is done: Chat waits for it, so a fake
+// never leaves a goroutine behind. It may be called from many goroutines at
+// once.
 type Func func(ctx context.Context, req *delegate.Request) (*delegate.Response, error)
 
 // Model is a scripted fake delegate.Model. Create it with New; its methods may
@@ -46,13 +46,11 @@ func New(name string, fn Func) *Model {
 func (m *Model) Name() string { return m.name }
 
 // Chat records req, then answers it with the model's function. A context
-// that is done before the call, or that ends while the function runs, gives
-// an error wrapping ctx.Err(). The returned response is the function's, with
-// the gaps filled: Model is set to the fake's name when empty; each choice
-// with no finish reason gets "tool_calls" when it carries tool calls and
-// "stop" otherwise; a zero usage is replaced by CountTokens over the request's
-// messages (prompt) and the first choice's content and tool-call arguments
-// (completion). A non-zero usage is kept as given.
+// done before the call, or ending while the function runs, gives an error
+// wrapping ctx.Err(). The response is the function's with the gaps filled.
+// An empty Model becomes the fake's name. A choice with no finish reason
+// gets "tool_calls" when it carries tool calls, else "stop". A zero usage is
+// replaced by CountUsage; a non-zero usage is kept as given.
 func (m *Model) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
 	if req == nil {
 		return nil, fmt.Errorf("chat %s: nil request", m.name)
@@ -127,9 +125,9 @@ func cloneRequest(r *delegate.Request) *delegate.Request {
 	return &c
 }
 
-// CountTokens is the fake's token count: the number of words in s, where a
-// word is a run of letters and digits or a single other non-space character
-// (so "f(x) = 2" counts 6). It is cheap, deterministic and roughly
+// CountTokens is the fake's token count: the number of words in s.
+// A word is a run of letters and digits or a single other non-space
+// character, so "f(x) = 2" counts 6. It is cheap, deterministic and roughly
 // proportional to a real tokenizer's count.
 func CountTokens(s string) int {
 	n := 0
@@ -151,11 +149,10 @@ func CountTokens(s string) int {
 	return n
 }
 
-// CountUsage is the usage the fake reports when its function leaves it zero:
-// CountTokens over every request message's content and tool-call arguments
-// plus 3 per message (for the role framing) as the prompt, and CountTokens
-// over the first choice's content and tool-call names and arguments as the
-// completion.
+// CountUsage is the usage the fake reports when its function leaves it zero.
+// The prompt counts every request message's content and tool-call arguments,
+// plus 3 per message for the role framing. The completion counts the first
+// choice's content and tool-call names and arguments. Both use CountTokens.
 func CountUsage(req *delegate.Request, resp *delegate.Response) delegate.Usage {
 	var u delegate.Usage
 	for _, m := range req.Messages {
@@ -248,10 +245,9 @@ func Script(responses ...*delegate.Response) Func {
 	}
 }
 
-// Block returns a Func that waits until ctx is done and returns its error,
-// as a slow backend does when its caller gives up. started, when not nil,
-// receives one value per call as it begins waiting (without blocking when it
-// is full).
+// Block returns a Func that waits until ctx is done and returns its error.
+// It acts as a slow backend whose caller gives up. A non-nil started gets
+// one value per call as the call begins waiting; a full channel is skipped.
 func Block(started chan<- struct{}) Func {
 	return func(ctx context.Context, _ *delegate.Request) (*delegate.Response, error) {
 		if started != nil {

@@ -15,9 +15,9 @@ func TestConformance(t *testing.T) {
 }
 
 func TestConformanceBlockingModel(t *testing.T) {
-	// A model that only ever answers when its context ends must still pass:
-	// the plain and concurrent calls are given a model that replies, and the
-	// cancellation checks one that blocks.
+	// A model that only ever answers when its context ends must still pass.
+	// The plain and concurrent calls get a model that replies; the
+	// cancellation checks get one that blocks.
 	m := New("slow", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
 		select {
 		case <-ctx.Done():

@@ -19,7 +19,7 @@ import (
 	"strings"
 )
 
-// A checkpoint is a directory holding
+// A checkpoint is a directory holding two files.
 //
 //	model.safetensors  the weights in the safetensors format: an 8-byte
 //	                   little-endian header length, a JSON header giving each
@@ -36,7 +36,7 @@ import (
 // norm.weight and, when the output head is untied, output.weight. Each is
 // stored (out, in), the layout of Params.
 //
-// Version history (a fixture of each released version lives in testdata/):
+// Version history; a fixture of each released version lives in testdata/:
 //
 //	1  the layout above.
 const CheckpointVersion = 1
@@ -45,8 +45,9 @@ const (
 	ckptWeightsName = "model.safetensors"
 	ckptConfigName  = "config.json"
 	ckptFormat      = "delegate.nn"
-	// ckptMaxHeader bounds the JSON header a loader will read: far above what
-	// any model here needs, far below what would exhaust memory.
+	// ckptMaxHeader bounds the JSON header a loader will read.
+	// It is far above what any model here needs, far below what would exhaust
+	// memory.
 	ckptMaxHeader = 64 << 20
 )
 
@@ -86,9 +87,9 @@ func ckptTensors(p *Params) []ckptTensor {
 	return ts
 }
 
-// SafetensorsEntry is one tensor's record in a safetensors header: ours
-// and Hugging Face's (the inference engine's loader reads those with
-// ParseSafetensorsHeader too).
+// SafetensorsEntry is one tensor's record in a safetensors header, ours or Hugging Face's.
+// The inference engine's loader reads Hugging Face's with
+// ParseSafetensorsHeader too.
 type SafetensorsEntry struct {
 	DType       string `json:"dtype"`
 	Shape       []int  `json:"shape"`
@@ -101,12 +102,12 @@ type ckptConfigFile struct {
 	Config
 }
 
-// Save writes p to the checkpoint directory dir, creating it if needed. meta
-// holds the caller's own metadata (a step count, a data set name); its keys
-// must not be "format", "format_version" or "config". Each file is written
-// to a temporary name and renamed into place, weights first, so a crash
-// never leaves a half-written file under the final name. Save does not
-// modify p and may run concurrently with other readers of p.
+// Save writes p to the checkpoint directory dir, creating it if needed.
+// meta holds the caller's own metadata, such as a step count or a data set
+// name; its keys must not be "format", "format_version" or "config". Each
+// file is written to a temporary name and renamed into place, weights
+// first. So a crash never leaves a half-written file under the final name.
+// Save does not modify p and may run concurrently with other readers of p.
 func Save(dir string, p *Params, meta map[string]string) error {
 	if err := p.Config.Validate(); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", dir, err)
@@ -166,9 +167,9 @@ func Save(dir string, p *Params, meta map[string]string) error {
 	return nil
 }
 
-// ckptHeader builds the safetensors JSON header, tensors in storage order
-// and padded with spaces to a multiple of 8 bytes so the data is aligned.
-// The tensors must be contiguous in that order, as Params lays them out.
+// ckptHeader builds the safetensors JSON header, tensors in storage order.
+// It pads with spaces to a multiple of 8 bytes so the data is aligned. The
+// tensors must be contiguous in that order, as Params lays them out.
 func ckptHeader(ts []ckptTensor, md map[string]string) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(`{"__metadata__":`)
@@ -274,12 +275,14 @@ func ckptWriteAtomic(path string, write func(io.Writer) error) (err error) {
 }
 
 // Load reads the checkpoint in dir written by Save. It returns the
-// parameters and the caller's metadata (without the format's own keys). It
-// fails, naming the file, the tensor or field, and both values, when the
-// format version is not CheckpointVersion, when config.json and the weights
-// disagree on the config, or when a tensor is missing, unexpected, of
-// another dtype or shape, or its byte range is out of bounds, overlapping or
-// leaves a gap, or the file is truncated, or a weight is NaN or infinite.
+// parameters and the caller's metadata, without the format's own keys. Its
+// errors name the file, the tensor or field, and both values. It fails when:
+//   - the format version is not CheckpointVersion;
+//   - config.json and the weights disagree on the config;
+//   - a tensor is missing, unexpected, or of another dtype or shape;
+//   - a byte range is out of bounds, overlaps or leaves a gap;
+//   - the file is truncated;
+//   - a weight is NaN or infinite.
 func Load(dir string) (*Params, map[string]string, error) {
 	return LoadFS(os.DirFS(dir), dir)
 }
@@ -422,9 +425,10 @@ func ckptReadWeights(f *io.SectionReader, p *Params) (map[string]string, error) 
 	return meta, nil
 }
 
-// ckptCheckFinite fails on the first NaN or infinite value of t, naming
-// the tensor, the flat index and the index per dimension: a model whose
-// weights diverged in training loads otherwise and answers garbage.
+// ckptCheckFinite fails on the first NaN or infinite value of t.
+// The error names the tensor, the flat index and the index per dimension.
+// Otherwise a model whose weights diverged in training loads and answers
+// garbage.
 func ckptCheckFinite(t ckptTensor) error {
 	for i, x := range t.data {
 		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
@@ -440,10 +444,10 @@ func ckptCheckFinite(t ckptTensor) error {
 	return nil
 }
 
-// ParseSafetensorsHeader reads a safetensors header (the JSON object after
-// the 8-byte length) key by key, so that a duplicated name is caught
-// rather than silently overwritten. It returns the tensors' records and
-// the __metadata__ strings, nil when the header has none.
+// ParseSafetensorsHeader reads a safetensors header key by key.
+// The header is the JSON object after the 8-byte length. Reading key by key
+// catches a duplicated name rather than silently overwriting it. It returns
+// the tensors' records and the __metadata__ strings, nil when there are none.
 func ParseSafetensorsHeader(header []byte) (map[string]SafetensorsEntry, map[string]string, error) {
 	dec := json.NewDecoder(bytes.NewReader(header))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
@@ -528,8 +532,8 @@ func ckptCheckMeta(md map[string]string, want Config) (map[string]string, error)
 	return meta, nil
 }
 
-// ckptCheckEntries checks every header entry against the tensors the
-// config calls for and that the byte ranges tile the data region exactly.
+// ckptCheckEntries checks every header entry against the tensors the config calls for.
+// The byte ranges must also tile the data region exactly.
 func ckptCheckEntries(entries map[string]SafetensorsEntry, c Config, ts []ckptTensor, dataLen int64) error {
 	want := make(map[string]bool, len(ts))
 	for _, t := range ts {
@@ -581,9 +585,9 @@ func ckptCheckEntries(entries map[string]SafetensorsEntry, c Config, ts []ckptTe
 	return nil
 }
 
-// ReadMeta returns the caller's metadata of the checkpoint in dir (what
-// Save was given) without reading its weights: config.json and the
-// weights file's header only, checked as Load checks them.
+// ReadMeta returns the caller's metadata of the checkpoint in dir, as Save was given it.
+// It reads only config.json and the weights file's header, checked as Load
+// checks them.
 func ReadMeta(dir string) (map[string]string, error) {
 	cfgPath := filepath.Join(dir, ckptConfigName)
 	b, err := os.ReadFile(cfgPath)

@@ -344,9 +344,9 @@ func TestCheckpointLoadErrors(t *testing.T) {
 	}
 }
 
-// FuzzCheckpointWeights feeds arbitrary bytes as model.safetensors to the loader
-// of the fixture's config: it must return an error or a model, never panic
-// or allocate beyond the header limit.
+// FuzzCheckpointWeights feeds arbitrary bytes as model.safetensors to the loader.
+// With the fixture's config, it must return an error or a model, never
+// panic or allocate beyond the header limit.
 func FuzzCheckpointWeights(f *testing.F) {
 	fixture, err := os.ReadFile(filepath.Join("testdata", "checkpoint-v1", ckptWeightsName))
 	if err != nil {

@@ -1,19 +1,11 @@
-// Package nn is a Llama-style decoder-only transformer written in Go: the
-// model's config and parameters (one contiguous []float32 with named views,
-// params.go), its checkpoints (safetensors plus config.json, and llama2.c's
-// legacy format), and the per-row layers of its block, forward and backward
-// side by side: RMSNorm, rotary embedding, SwiGLU and the residual add.
-//
-// Two engines run the model, each in a package of its own, and both
-// compute those layers with the functions here:
-//
-//   - package train: forward and backward over a batch of sequences,
-//     cross-entropy with per-token weights, AdamW, the Trainer;
-//   - package infer: continuous-batching generation with a KV cache,
-//     sampling, and Hugging Face checkpoints.
-//
-// Everything is float32 and runs on the CPU; the matrix products and the
-// vectorised exponential live in package kernel.
+// Package nn is a Llama-style decoder-only transformer written in Go.
+// It holds the model's config, its parameters in one contiguous []float32
+// with named views, and its checkpoints: safetensors with config.json, and
+// llama2.c's legacy format. It also holds the per-row layers of a block,
+// forward and backward side by side: RMSNorm, rotary embedding, SwiGLU and
+// the residual add. Both engines compute those layers with these functions:
+// nn/train trains, nn/infer samples. Everything is float32 on the CPU; the
+// matrix products and the vector exponential live in nn/kernel.
 package nn
 
 import (
@@ -35,9 +27,9 @@ type Config struct {
 	RopeTheta  float64 `json:"rope_theta"` // rotary base, 10000 in Llama 2
 	NormEps    float64 `json:"norm_eps"`   // RMSNorm epsilon, 1e-5 in Llama 2
 
-	// The fields below describe imported checkpoints (see infer.LoadHF) and are
-	// supported for inference only: NewParams, and so training, refuses a
-	// config that sets any of them.
+	// The fields below describe checkpoints that infer.LoadHF imports.
+	// They are supported for inference only: NewParams, and so training,
+	// refuses a config that sets any of them.
 
 	// HeadSize is the width of one head when it is not Dim/Heads (Qwen3);
 	// 0 means Dim/Heads.
@@ -54,9 +46,10 @@ type Config struct {
 
 // RopeScaling is a rotary frequency scaling of Hugging Face's rope_scaling.
 type RopeScaling struct {
-	// Type is "linear" (every frequency divided by Factor: positions
-	// interpolated) or "llama3" (Llama 3.1's: low frequencies divided by
-	// Factor, high ones kept, a smooth blend between).
+	// Type is "linear" or "llama3".
+	// "linear" divides every frequency by Factor, interpolating positions.
+	// "llama3" is Llama 3.1's: low frequencies divided by Factor, high ones
+	// kept, and a smooth blend between.
 	Type   string  `json:"type"`
 	Factor float64 `json:"factor"`
 	// Llama 3 only.
@@ -106,8 +99,8 @@ func (c Config) HeadDim() int {
 	return c.Dim / c.Heads
 }
 
-// QDim is the width of the queries of one position (and of the attention
-// output): Heads·HeadDim, Dim unless HeadSize says otherwise.
+// QDim is the width of one position's queries and attention output: Heads·HeadDim.
+// It is Dim unless HeadSize says otherwise.
 func (c Config) QDim() int { return c.Heads * c.HeadDim() }
 
 // ropeFreqs returns the rotary frequency of each pair i < HeadDim/2:

@@ -8,8 +8,8 @@ import (
 	"math"
 )
 
-// ExportLlama2C writes p in the legacy version-0 checkpoint layout that
-// llama2.c's run.c reads (its model.bin), little-endian throughout:
+// ExportLlama2C writes p in the legacy checkpoint layout that llama2.c's run.c reads.
+// That is version 0 of its model.bin, little-endian throughout:
 //
 //	7 int32      dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size,
 //	             seq_len; vocab_size is negated when the output head is untied
@@ -27,8 +27,8 @@ import (
 //	             wcls (vocab, dim), only when untied
 //
 // Every matrix is (out, in), as in Params, so the data is copied as it is.
-// run.c hard-codes a rotary base of 10000 and an RMSNorm epsilon of 1e-5
-// and rotates adjacent pairs (2i, 2i+1) of each head; a config with another
+// run.c hard-codes a rotary base of 10000 and an RMSNorm epsilon of 1e-5,
+// and rotates adjacent pairs (2i, 2i+1) of each head. A config with another
 // base or epsilon is refused, since run.c would compute another model.
 // ExportLlama2C only reads p.
 func ExportLlama2C(w io.Writer, p *Params) error {

@@ -105,9 +105,10 @@ func Alloc(c Config) (*Params, error) {
 	return NewParams(c, make([]float32, c.Size()))
 }
 
-// Init draws fresh weights from seed: norms at one, matrices normal with
-// standard deviation 0.02, and the projections that write into the
-// residual stream (Wo, W2) scaled down by 1/sqrt(2·Layers), as in GPT-2.
+// Init draws fresh weights from seed, as GPT-2 does.
+// Norms start at one and matrices normal with standard deviation 0.02. The
+// projections that write into the residual stream, Wo and W2, are scaled
+// down by 1/sqrt(2·Layers).
 func (p *Params) Init(seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	normal := func(s []float32, std float64) {
@@ -140,9 +141,9 @@ func (p *Params) Init(seed uint64) {
 	}
 }
 
-// QKV returns layer l's Wq, Wk and Wv as one (Dim+2·KVDim, Dim)
-// matrix: NewParams lays them out back to back, so one product yields the
-// queries, keys and values of a token as one row.
+// QKV returns layer l's Wq, Wk and Wv as one (Dim+2·KVDim, Dim) matrix.
+// NewParams lays them out back to back, so one product yields a token's
+// queries, keys and values as one row.
 func (p *Params) QKV(l int) ([]float32, error) {
 	c := p.Config
 	d, kv, h := c.Dim, c.KVDim(), c.Hidden

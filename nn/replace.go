@@ -6,12 +6,12 @@ import (
 	"os"
 )
 
-// ReplaceDir writes a directory whole and swaps it in for dir, so that a
-// crash leaves either the previous contents or the new ones, never a mix:
-// write fills dir+".tmp" (emptied first), then dir moves to dir+".old",
-// the new one to dir, and dir+".old" is removed. CurrentDir finds what a
-// crash between the two renames left. Training state (package rl's
-// checkpoints, package pretrain's resumable state) is saved this way.
+// ReplaceDir writes a directory whole and swaps it in for dir.
+// A crash leaves the previous contents or the new ones, never a mix. write
+// fills dir+".tmp", emptied first; then dir moves to dir+".old", the new one
+// to dir, and dir+".old" is removed. CurrentDir finds what a crash between
+// the two renames left. Training state is saved this way: rl's checkpoints
+// and pretrain's resumable state.
 func ReplaceDir(dir string, write func(tmp string) error) error {
 	tmp, old := dir+".tmp", dir+".old"
 	if err := os.RemoveAll(tmp); err != nil {
@@ -35,9 +35,9 @@ func ReplaceDir(dir string, write func(tmp string) error) error {
 	return nil
 }
 
-// CurrentDir returns the directory ReplaceDir last completed for dir: dir
-// itself, or dir+".old" when a crash came between the two renames; ok is
-// false when there is neither.
+// CurrentDir returns the directory ReplaceDir last completed for dir.
+// That is dir itself, or dir+".old" when a crash came between the two
+// renames. ok is false when there is neither.
 func CurrentDir(dir string) (string, bool) {
 	for _, d := range []string{dir, dir + ".old"} {
 		if _, err := os.Stat(d); err == nil {

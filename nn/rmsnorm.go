@@ -7,9 +7,9 @@ import "math"
 //
 //	y_j = x_j · r · g_j,   r = 1 / sqrt(mean_j(x_j²) + eps)
 //
-// Both engines normalise one row (a token's residual stream, or one head
-// of its queries or keys) at a time with these functions. The forward pass
-// returns r; the backward pass needs only x, g and r.
+// Both engines normalise one row at a time with these functions. A row is
+// a token's residual stream, or one head of its queries or keys. The
+// forward pass returns r; the backward pass needs only x, g and r.
 
 // RMSNorm writes y = x·r·g for the row x (D) and gain g (D), and returns r.
 // y may be x.
@@ -26,8 +26,9 @@ func RMSNorm(y, x, g []float32, eps float32) (r float32) {
 	return r
 }
 
-// RMSNormBackward adds ∂L/∂x to dx (D) from dy (D), the row x, its gain g
-// and the r that RMSNorm returned for it. With s = Σ_j dy_j·g_j·x_j:
+// RMSNormBackward adds ∂L/∂x to dx from dy, the row x, its gain g and r.
+// r is what RMSNorm returned for x; dx and dy are (D). With
+// s = Σ_j dy_j·g_j·x_j:
 //
 //	∂L/∂x_j = r·g_j·dy_j − r³·x_j·s / D,   ∂L/∂g_j = dy_j·x_j·r
 //

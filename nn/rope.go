@@ -5,22 +5,22 @@ import "math"
 // Rope is the rotary position embedding of a config, in llama2.c's
 // convention.
 //
-// Within every head of width HeadDim, the pair of adjacent values
-// (2i, 2i+1), i in [0, HeadDim/2), is turned as a point in the plane by the
-// angle pos·f_i, where pos is the token's position in its sequence (0 for
-// the first token) and f_i = θ^(−2i/HeadDim), θ being Config.RopeTheta,
-// changed by Config.RopeScaling when it is set:
+// Within every head of width HeadDim, each pair of adjacent values
+// (2i, 2i+1), i in [0, HeadDim/2), turns as a point in the plane by the
+// angle a = pos·f_i. pos is the token's position in its sequence, 0 for the
+// first token. f_i = θ^(−2i/HeadDim), where θ is Config.RopeTheta, changed
+// by Config.RopeScaling when it is set:
 //
 //	x'_{2i}   = x_{2i}·cos a − x_{2i+1}·sin a
 //	x'_{2i+1} = x_{2i}·sin a + x_{2i+1}·cos a
 //
 // Queries and keys are rotated, values are not. The pairs are interleaved
-// (2i, 2i+1), not split in halves (i, i+HeadDim/2) as in the Hugging Face
-// layout; llama2.c export relies on this (the Hugging Face loader permutes
-// the query and key rows to this pairing). The cosine and sine table is
-// computed in float64 (math.Pow, math.Sincos) and rounded to float32. Both
-// engines rotate with one Rope, so a training forward and a decode step
-// turn a position by the same bits.
+// as (2i, 2i+1), not split in halves as (i, i+HeadDim/2) in the Hugging
+// Face layout. llama2.c export relies on this, and the Hugging Face loader
+// permutes the query and key rows to this pairing. The cosine and sine
+// table is computed in float64 with math.Pow and math.Sincos, then rounded
+// to float32. Both engines rotate with one Rope, so a training forward and
+// a decode step turn a position by the same bits.
 type Rope struct {
 	half     int       // HeadDim/2
 	cos, sin []float32 // (Context, HeadDim/2)
@@ -57,10 +57,9 @@ func (r Rope) Forward(x []float32, pos int) {
 	}
 }
 
-// Backward maps, in place, the gradient with respect to the rotated values
-// to the gradient with respect to the values before rotation. A rotation's
-// Jacobian is the rotation itself, so this applies its transpose: the turn
-// by −a.
+// Backward maps, in place, the rotated values' gradient to the gradient before rotation.
+// A rotation's Jacobian is the rotation itself, so this applies its
+// transpose: the turn by −a.
 func (r Rope) Backward(dx []float32, pos int) {
 	cos := r.cos[pos*r.half : (pos+1)*r.half]
 	sin := r.sin[pos*r.half : (pos+1)*r.half]

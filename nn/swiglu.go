@@ -7,8 +7,8 @@ import "github.com/delegatelab/delegate/nn/kernel"
 //	h = silu(a) · b,   silu(a) = a·σ(a),   a = W1·x (gate), b = W3·x (up)
 //
 // and the block's output is W2·h. Both engines compute it with these
-// functions over any run of values (one row, or many rows back to back);
-// package kernel runs them eight lanes at a time.
+// functions over any run of values, one row or many rows back to back.
+// Package kernel runs them eight lanes at a time.
 
 // SwiGLU writes h = silu(a) · b elementwise. h must not alias a.
 func SwiGLU(h, a, b []float32) { kernel.SwiGLU(h, a, b) }

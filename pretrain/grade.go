@@ -24,22 +24,22 @@ type SizeScore struct {
 	Failed  int // calls that returned an error (counted wrong)
 }
 
-// GradeSolver asks model perSize questions of every size class of
-// world.SolverSizes (covered and not), under the solver's prompts at
-// temperature 0, and returns the exact-match score of each class, in the
-// order of world.SolverSizes(true) then world.SolverSizes(false). Questions are
-// deterministic from seed. At most concurrency calls run at once; a failed
-// call counts as wrong and is counted in Failed; only ctx ending stops the
-// grading, with ctx's error. It grades the default world's solver:
-// GradeSolverCoverage with the zero world.Coverage.
+// GradeSolver returns the exact-match score of model on each solver size class.
+// It asks perSize questions of every class of world.SolverSizes, covered
+// and not, under the solver's prompts at temperature 0. Scores come in the
+// order of world.SolverSizes(true), then world.SolverSizes(false).
+// Questions are deterministic from seed. At most concurrency calls run at
+// once. A failed call counts as wrong and is counted in Failed; only ctx
+// ending stops the grading, with ctx's error. It grades the default
+// world's solver: GradeSolverCoverage with the zero world.Coverage.
 func GradeSolver(ctx context.Context, model delegate.Model, perSize, concurrency int, seed uint64) ([]SizeScore, error) {
 	return GradeSolverCoverage(ctx, model, world.Coverage{}, perSize, concurrency, seed)
 }
 
-// GradeSolverCoverage is GradeSolver for a solver of coverage cov: a
-// covered class that cov narrows is graded on questions inside cov, and
-// graded again, after the classes outside, on questions outside it.
-// Under the zero Coverage it asks GradeSolver's questions.
+// GradeSolverCoverage is GradeSolver for a solver of coverage cov.
+// A covered class that cov narrows is graded on questions inside cov, then
+// again, after the classes outside, on questions outside it. Under the zero
+// Coverage it asks GradeSolver's questions.
 func GradeSolverCoverage(ctx context.Context, model delegate.Model, cov world.Coverage, perSize, concurrency int, seed uint64) ([]SizeScore, error) {
 	if perSize < 1 || concurrency < 1 {
 		return nil, fmt.Errorf("grade solver %s: per size %d and concurrency %d must be positive", model.Name(), perSize, concurrency)
@@ -126,14 +126,14 @@ func (s DelegatorScore) DelegationRate() float64 {
 	return float64(s.SubagentCalls) / float64(max(s.Steps, 1))
 }
 
-// GradeDelegator runs the delegator on problems under a protocol,
-// strategy.NameSingle (alone; solver unused and may be nil) or
-// strategy.NameRoute (with the solver behind the delegate tool, declared
-// as transcript.Tool), with transcript.StrategyConfig at temperature 0, at most concurrency runs at
-// once. It is a benchmark of one arm (bench.Run, with no results file)
-// graded by world.Verify, as delegate train's table is: a run that fails
-// is recorded and counted as bench counts it; only ctx ending stops the
-// grading early.
+// GradeDelegator runs the delegator on problems under a protocol and grades it.
+// The protocol is strategy.NameSingle, alone, where solver is unused and
+// may be nil; or strategy.NameRoute, with the solver behind the delegate
+// tool declared as transcript.Tool. Runs use transcript.StrategyConfig at
+// temperature 0, at most concurrency at once. It is a one-arm benchmark,
+// bench.Run with no results file, graded by world.Verify as delegate
+// train's table is. A run that fails is recorded and counted as bench
+// counts it; only ctx ending stops the grading early.
 func GradeDelegator(ctx context.Context, protocol string, delegator, solver delegate.Model, problems []*world.Problem, concurrency int) (DelegatorScore, error) {
 	if concurrency < 1 {
 		return DelegatorScore{}, fmt.Errorf("grade delegator %s: concurrency %d must be positive", delegator.Name(), concurrency)
@@ -174,8 +174,8 @@ func GradeDelegator(ctx context.Context, protocol string, delegator, solver dele
 		return DelegatorScore{}, fmt.Errorf("grade delegator %s: %d of %d problems graded", delegator.Name(), row.N, sc.N)
 	}
 	sc.Right, sc.Failed = row.Correct, row.Failures+row.Errors
-	// The report holds means per problem: times N, the sums they were
-	// computed from (whole numbers, exact after rounding).
+	// The report holds means per problem. Times N, they give back the sums
+	// they were computed from, whole numbers exact after rounding.
 	sum := func(mean float64) int { return int(math.Round(mean * float64(row.N))) }
 	for _, r := range row.Roles {
 		if r.Role == solverRole {

@@ -13,8 +13,8 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
-// coveredOnly is a fake solver that answers right inside the coverage and
-// wrong outside it, and fails on one question shape.
+// coveredOnly is a fake solver that answers right only inside the coverage.
+// It answers wrong outside it and fails on one question shape.
 func coveredOnly(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 	q := modeltest.LastUser(req)
 	op, x, y, err := world.ParseExpr(q)
@@ -70,10 +70,10 @@ func calculator(_ context.Context, req *delegate.Request) (*delegate.Response, e
 	return modeltest.Text(world.Boxed(op.Apply(x, y))), nil
 }
 
-// TestGradeDelegator grades a scripted always-delegate policy under route
-// (every step delegated, every answer right, billed as its transcripts)
-// and a fake delegator alone that solves half the problems, fails on one
-// and answers the rest wrong.
+// TestGradeDelegator grades a scripted always-delegate policy and a fake delegator.
+// The policy runs under route: every step delegated, every answer right,
+// billed as its transcripts. The fake runs alone: it solves half the
+// problems, fails on one and answers the rest wrong.
 func TestGradeDelegator(t *testing.T) {
 	ps, err := world.Generate(world.DefaultConfig(), 5, world.Validation, 12)
 	if err != nil {
@@ -145,9 +145,9 @@ func TestGradeDelegator(t *testing.T) {
 	}
 }
 
-// TestGradeSolverCoverage grades a fake solver of the digits world: right
-// inside its coverage, wrong outside; each product class is graded twice,
-// inside and outside.
+// TestGradeSolverCoverage grades a fake solver of the digits world.
+// It is right inside its coverage and wrong outside. Each product class is
+// graded twice, inside and outside.
 func TestGradeSolverCoverage(t *testing.T) {
 	cov := world.DigitsCoverage()
 	m := modeltest.New("solver", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {

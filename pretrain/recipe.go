@@ -41,13 +41,14 @@ type Options struct {
 	// Coverage is the solver's: it trains and is graded inside it (zero:
 	// the default world's; world.DigitsCoverage for the digits world).
 	Coverage world.Coverage
-	// GradeSplit is the split the delegator is graded on, during training
-	// and after it: "validation" (also when empty), or "test" for a
-	// published table only.
+	// GradeSplit is the split the delegator is graded on, during training and after.
+	// It is "validation", also when empty, or "test" for a published table
+	// only.
 	GradeSplit string
-	// Progress, when set, receives every step's report of the model being
-	// trained, on the training goroutine (it must return quickly), and Run
-	// prints no step lines of its own; nil: a line every 50 steps on out.
+	// Progress, when set, receives every step's report of the model being trained.
+	// It runs on the training goroutine and must return quickly; Run then
+	// prints no step lines of its own. When nil, Run prints a line every 50
+	// steps on out.
 	Progress func(model string, pr Progress)
 }
 
@@ -167,9 +168,9 @@ func oneConfig(name string, f Options) (Config, string, error) {
 	cfg := DefaultConfig()
 	cfg.Steps, cfg.Batch, cfg.MaxLR, cfg.Seed, cfg.EvalEvery = d.steps, d.batch, d.lr, f.Seed, f.EvalEvery
 	cfg.StateDir = filepath.Join(f.Out, name+".state")
-	// A finished checkpoint is never replaced by accident (the shipped
-	// models are one --out away); an interrupted run (its state directory
-	// present) resumes as always.
+	// A finished checkpoint is never replaced by accident: the shipped
+	// models are one --out away. An interrupted run, whose state directory
+	// is present, resumes as always.
 	dir := filepath.Join(f.Out, name)
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil && !f.Force {
 		if _, err := os.Stat(cfg.StateDir); err != nil {
@@ -195,8 +196,9 @@ func oneConfig(name string, f Options) (Config, string, error) {
 	return cfg, dir, nil
 }
 
-// task is what one model is pretrained on and graded by: its shape, its
-// corpus, the held-out score during training and the final grading.
+// task is what one model is pretrained on and graded by.
+// It holds the shape, the corpus, the held-out score during training and
+// the final grading.
 type task struct {
 	shape    nn.Config
 	examples []Example
@@ -324,8 +326,9 @@ func progressOf(out io.Writer, name string, f Options) func(Progress) {
 	}
 }
 
-// gradeSplit returns the split f.GradeSplit names: Validation when it is
-// empty, Test only when asked (it is read once, for a published table).
+// gradeSplit returns the split f.GradeSplit names, Validation when it is empty.
+// It returns Test only when asked, since Test is read once, for a
+// published table.
 func (f Options) gradeSplit() (world.Split, error) {
 	switch f.GradeSplit {
 	case "", "validation":
@@ -336,9 +339,9 @@ func (f Options) gradeSplit() (world.Split, error) {
 	return 0, fmt.Errorf("pretrain: --grade-split %q, want validation or test (test for a published table only)", f.GradeSplit)
 }
 
-// gradeSets returns the delegator's grading problems: f.Eval problems of
-// each level on f's grade split, and the first quarter of each (at least
-// 4) for the evaluations during training.
+// gradeSets returns the delegator's grading problems: f.Eval of each level.
+// They come from f's grade split. The first quarter of each, at least 4,
+// serves the evaluations during training.
 func gradeSets(f Options, levels []int) (map[int][]*world.Problem, []*world.Problem, error) {
 	split, err := f.gradeSplit()
 	if err != nil {
@@ -357,18 +360,18 @@ func gradeSets(f Options, levels []int) (map[int][]*world.Problem, []*world.Prob
 	return sets, small, nil
 }
 
-// DelegatorCorpus is the delegator's pretraining data: the transcripts of
-// BuildCorpus over training problems of levels 1 to 3 (one product, two
-// steps, the default world), so that the short ones teach the digit
-// formats and the long ones the protocols; with levels set, over 40000
-// problems of those levels, split evenly (a later phase that specialises
-// the delegator in the world delegate train runs). With peers, a quarter
-// of the problems also get a peer's terse right answer under lead's peer
+// DelegatorCorpus is the delegator's pretraining data, from BuildCorpus's transcripts.
+// By default the problems are training problems of levels 1 to 3: one
+// product, two steps, and the default world. The short ones teach the digit
+// formats and the long ones the protocols. With levels set, they are 40000
+// problems of those levels, split evenly: a later phase that specialises
+// the delegator in the world delegate train runs. With peers, a quarter of
+// the problems also get a peer's terse right answer under lead's peer
 // prompt. routeMix, when set, holds the weights of the route policies
-// never, always and random (each step delegated with probability 1/2)
-// instead of 0.3, 0.3 and 0.4. Transcripts
-// longer than the delegator's context (a few leader transcripts with three
-// long peer answers) are left out.
+// never, always and random instead of 0.3, 0.3 and 0.4; random delegates
+// each step with probability 1/2. Transcripts longer than the delegator's
+// context are left out, such as a few leader transcripts with three long
+// peer answers.
 func DelegatorCorpus(seed uint64, levels []int, peers bool, routeMix []float64) ([]Example, error) {
 	lv := world.Levels()
 	var problems []*world.Problem
@@ -398,9 +401,9 @@ func DelegatorCorpus(seed uint64, levels []int, peers bool, routeMix []float64) 
 	}
 	transcripts := corpus.Delegator
 	if peers {
-		// Right answers only (corpus.Peers holds the lead transcripts'
-		// deliberately wrong ones too): the model's own slips in the terse
-		// format, products written without a scratchpad, are the errors.
+		// Right answers only; corpus.Peers holds the lead transcripts'
+		// deliberately wrong ones too. The errors are the model's own slips in
+		// the terse format, products written without a scratchpad.
 		for i, p := range problems {
 			if i%4 == 0 {
 				transcripts = append(transcripts, transcript.PeerTranscript(p))

@@ -1,17 +1,10 @@
-// Package pretrain is supervised training of an nn model on rendered chat
-// transcripts: the loss counts only the tokens an assistant generated
-// (tokenizer.RenderSpans locates them), so a model learns to write its
-// replies and never to predict prompts, tool results or other models'
-// words. Training is deterministic from a seed, evaluates on held-out data
-// at intervals through a caller's function, and keeps a resumable state
-// (weights, AdamW moments, step) on disk.
-//
-// Run is the recipe of the shipped models: their shapes, the transcripts
-// of package world/transcript they learn from, and their held-out
-// evaluation. GradeSolver grades a model as the solver, per operation and
-// size; GradeDelegator grades a delegator alone or under route as a
-// one-arm benchmark (bench.Run, verified by world.Verify), the loop
-// delegate train's table uses.
+// Package pretrain trains an nn model on rendered chat transcripts, supervised.
+// The loss counts only the tokens an assistant generated, which
+// tokenizer.RenderSpans locates. So a model learns to write its replies and
+// never to predict prompts, tool results or other models' words.
+// Training is deterministic from a seed and keeps a resumable state on
+// disk. Run is the recipe of the shipped models; GradeSolver and
+// GradeDelegator grade them on held-out items.
 package pretrain
 
 import (
@@ -37,9 +30,10 @@ type Example struct {
 	Weights []float32
 }
 
-// FromMessages renders a conversation with the chat template and weighs
-// with 1 every token an assistant message generated, from the token after
-// <|assistant|> to its closing <|end|> included, and 0 everything else.
+// FromMessages renders a conversation and weighs only the assistant's tokens.
+// It renders with the chat template and weighs with 1 every token an
+// assistant message generated, from the token after <|assistant|> to its
+// closing <|end|> included. Everything else weighs 0.
 func FromMessages(msgs []delegate.Message, tools []delegate.Tool) Example {
 	ids, spans := tokenizer.RenderSpans(msgs, tools, false)
 	w := make([]float32, len(ids))
@@ -58,9 +52,9 @@ func FromMessages(msgs []delegate.Message, tools []delegate.Tool) Example {
 type Config struct {
 	// Steps is the number of optimizer steps, the schedule's length.
 	Steps int
-	// Duration, when positive and Steps is 0, sets Steps from the speed of
-	// the first 20 steps so that training ends after about Duration. The
-	// result then depends on the machine's speed; Steps does not.
+	// Duration, when positive and Steps is 0, sets Steps from the first 20 steps' speed.
+	// Training then ends after about Duration. The result then depends on
+	// the machine's speed; Steps does not.
 	Duration time.Duration
 	// Batch is the sequences per step, at least 1.
 	Batch int
@@ -73,23 +67,24 @@ type Config struct {
 	WeightDecay float64
 	// ClipNorm caps the gradient's global norm; 0 clips nothing.
 	ClipNorm float64
-	// Seed fixes the initial weights (when starting from scratch) and the
-	// order of the batches.
+	// Seed fixes the order of the batches, and the initial weights when
+	// starting from scratch.
 	Seed uint64
-	// EvalEvery runs Train's eval function every so many steps (and after
-	// the last). 0: only after the last.
+	// EvalEvery runs Train's eval function every so many steps and after the
+	// last. 0 runs it only after the last.
 	EvalEvery int
-	// SaveEvery saves the resumable state every so many steps (and after
-	// the last), when StateDir is set. 0: only after the last.
+	// SaveEvery saves the resumable state every so many steps and after the
+	// last, when StateDir is set. 0 saves only after the last.
 	SaveEvery int
 	// StateDir holds the resumable state; "" keeps none. A directory that
 	// already holds a state of the same model resumes from it.
 	StateDir string
 }
 
-// DefaultConfig returns the defaults: batches of 16, a learning rate from
-// 3e-3 down to 3e-4, decay 0.01, the gradient clipped at norm 1, the state
-// saved every 100 steps. Steps or Duration is left to set.
+// DefaultConfig returns the defaults; Steps or Duration is left to set.
+// Batches are of 16, the learning rate goes from 3e-3 down to 3e-4, decay
+// is 0.01, the gradient is clipped at norm 1, and the state is saved every
+// 100 steps.
 func DefaultConfig() Config {
 	return Config{Batch: 16, MaxLR: 3e-3, MinLR: 3e-4, WeightDecay: 0.01, ClipNorm: 1, SaveEvery: 100}
 }
@@ -111,9 +106,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Eval scores the current parameters on held-out data: Score is the
-// figure a run reports (an accuracy), Detail a one-line summary. It must
-// not modify p.
+// Eval scores the current parameters on held-out data. It must not modify p.
+// Its score is the figure a run reports, such as an accuracy; its detail is
+// a one-line summary.
 type Eval func(ctx context.Context, p *nn.Params) (score float64, detail string, err error)
 
 // Progress is one report of a run: after every step, with Eval filled
@@ -140,15 +135,15 @@ type Result struct {
 	Sequences int           // sequences seen by this call
 }
 
-// Train trains p in place on examples and returns a summary. eval (nil:
-// none) scores the model every cfg.EvalEvery steps and after the last;
-// progress (nil: none) receives every step's report, on the calling
-// goroutine. With cfg.StateDir set, the state is saved every
-// cfg.SaveEvery steps and after the last, and a state found there at the
-// start is resumed: p is overwritten with its weights, and the run goes on
-// with the same batches it would have drawn uninterrupted. A cancelled ctx
-// saves the state of the last finished step and returns ctx's error.
-// Examples longer than the model's context are an error naming the first.
+// Train trains p in place on examples and returns a summary. A non-nil eval
+// scores the model every cfg.EvalEvery steps and after the last. A non-nil
+// progress receives every step's report, on the calling goroutine. With
+// cfg.StateDir set, the state is saved every cfg.SaveEvery steps and after
+// the last. A state found there at the start is resumed: p is overwritten
+// with its weights, and the run goes on with the batches it would have
+// drawn uninterrupted. A cancelled ctx saves the state of the last finished
+// step and returns ctx's error. Examples longer than the model's context
+// are an error naming the first.
 func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, eval Eval, progress func(Progress)) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
@@ -169,9 +164,9 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 	res := Result{Resumed: start, Steps: start}
 	t0 := time.Now()
 	steps := cfg.Steps
-	// fixed is the schedule's length once known: 0 while a timed run
-	// calibrates, so that a state saved then resumes calibrating rather
-	// than as a run of calibrationSteps.
+	// fixed is the schedule's length once known, 0 while a timed run calibrates.
+	// A state saved then resumes calibrating, rather than as a run of
+	// calibrationSteps.
 	fixed := cfg.Steps
 	if steps == 0 {
 		steps = calibrationSteps
@@ -231,8 +226,8 @@ func Train(ctx context.Context, p *nn.Params, examples []Example, cfg Config, ev
 	return res, nil
 }
 
-// checkExamples checks that every example has a weight per token, at
-// least 2 tokens, and fits a model of context tokens.
+// checkExamples checks that every example fits a model of context tokens.
+// Each must also have a weight per token and at least 2 tokens.
 func checkExamples(context int, examples []Example) error {
 	if len(examples) == 0 {
 		return errors.New("sft: no examples")
@@ -248,9 +243,9 @@ func checkExamples(context int, examples []Example) error {
 	return nil
 }
 
-// resume loads cfg.StateDir's saved state into p, when there is one, and
-// returns its optimizer state (nil to start afresh). A timed run resumes
-// with the length it calibrated, set in cfg.Steps.
+// resume loads cfg.StateDir's saved state into p, when there is one.
+// It returns the state's optimizer state, or nil to start afresh. A timed
+// run resumes with the length it calibrated, set in cfg.Steps.
 func resume(p *nn.Params, cfg *Config) (*train.AdamState, error) {
 	if cfg.StateDir == "" {
 		return nil, nil
@@ -295,10 +290,10 @@ func newTrainer(p *nn.Params, cfg Config, steps int, opt *train.AdamState) (*tra
 	return tr, nil
 }
 
-// batcher draws the batches of a run: step k's batch depends only on the
-// seed and k, so a resumed run draws what the uninterrupted one would. A
-// batch holds sequences of similar lengths (neighbours in length order
-// around a random example), so little of it is padding.
+// batcher draws the batches of a run, step k's from only the seed and k.
+// So a resumed run draws what the uninterrupted one would. A batch holds
+// sequences of similar lengths, neighbours in length order around a random
+// example, so little of it is padding.
 type batcher struct {
 	ex     []Example
 	byLen  []int // example indices in length order
@@ -336,8 +331,8 @@ func (bt *batcher) batch(step int) train.Batch {
 	return nb
 }
 
-// saveState writes the run's training state (train.SaveState) to dir; its
-// Total is the schedule's length, 0 while a timed run calibrates.
+// saveState writes the run's training state to dir with train.SaveState.
+// Its Total is the schedule's length, 0 while a timed run calibrates.
 func saveState(dir string, tr *train.Trainer, steps int) error {
 	st := train.State{Params: tr.Params, Opt: tr.Opt, Step: tr.Opt.Steps, Total: steps}
 	if err := train.SaveState(dir, st); err != nil {

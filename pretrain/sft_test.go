@@ -158,9 +158,9 @@ func TestTrainResumesExactly(t *testing.T) {
 	}
 }
 
-// TestTimedRunInterruptedWhileCalibratingResumesTimed interrupts a timed
-// run before its length is fixed: the resumed run calibrates again and
-// trains past calibrationSteps, instead of ending as a run of that many.
+// TestTimedRunInterruptedWhileCalibratingResumesTimed interrupts a timed run before its length is fixed.
+// The resumed run calibrates again and trains past calibrationSteps,
+// instead of ending as a run of that many.
 func TestTimedRunInterruptedWhileCalibratingResumesTimed(t *testing.T) {
 	ctx := context.Background()
 	cfg := tinyConfig(func(c *Config) {
@@ -236,7 +236,7 @@ func TestResumeRejectsOtherShape(t *testing.T) {
 	if _, err := Train(context.Background(), p, tinyExamples(), cfg, nil, nil); err == nil {
 		t.Error("resuming a state of another shape: nil error")
 	}
-	// A state whose files disagree (an interrupted save) is refused too.
+	// A state whose files disagree, as after an interrupted save, is refused too.
 	if err := os.RemoveAll(filepath.Join(dir, "adam_m")); err != nil {
 		t.Fatal(err)
 	}

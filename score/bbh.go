@@ -31,8 +31,8 @@ const (
 	bbhDyck                  // a closing bracket sequence (dyck_languages)
 )
 
-// bbhKindOf decides the comparison from the task name, falling back to the
-// shape of the target for a task it does not know.
+// bbhKindOf decides the comparison from the task name.
+// For a task it does not know, it falls back to the shape of the target.
 func bbhKindOf(task, target string) bbhKind {
 	switch task {
 	case "multistep_arithmetic_two", "object_counting":
@@ -65,12 +65,11 @@ func isBBHWord(t string) bool {
 	return false
 }
 
-// BBH verifies a BIG-Bench Hard answer for the named task (the file name
-// without ".json"). The answer is read after the last "the answer is" when
-// present, else from a \boxed{}, else the whole response; it is then
-// compared as the task's answers are: option letters ("A", "(A)", "A)"),
-// single words, integers, word sequences or bracket sequences ignoring
-// blanks.
+// BBH verifies a BIG-Bench Hard answer for the task named by its file without ".json".
+// The answer is read after the last "the answer is" when present, else from
+// a \boxed{}, else the whole response. It is compared as the task's answers
+// are: option letters such as "A", "(A)" or "A)", single words, integers,
+// word sequences, or bracket sequences ignoring blanks.
 func BBH(task, response, target string) delegate.Verdict {
 	kind := bbhKindOf(task, target)
 	res := extractBBH(kind, response)

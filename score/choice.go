@@ -12,18 +12,22 @@ var (
 	choiceStatementRE = regexp.MustCompile(`(?i:answer\s*(?:is|:)|answer\s+is\s*:|correct\s+(?:answer|option|choice)\s+is|(?:i\s+(?:choose|pick|select))|option\s+is|choice\s+is)\s*:?\s*[*_]*\s*(?:\(\s*([A-Da-d])\s*\)|(?:\\text\{)?([A-D])\b)`)
 	choiceParenRE     = regexp.MustCompile(`\(([A-D])\)`)
 	choiceLineRE      = regexp.MustCompile(`(?m)^[\s*_]*\(?([A-D])[).:]`)
-	// choiceTailRE is a letter closing the response after a comma, colon or
-	// sentence end ("Therefore, D."), not one ending a word ("vitamin D.").
+	// choiceTailRE is a letter closing the response after punctuation.
+	// The letter follows a comma, colon or sentence end, as in "Therefore, D.",
+	// and does not end a word, as in "vitamin D.".
 	choiceTailRE = regexp.MustCompile(`(?:^|[,:]\s*|[.!?]\s+|\n\s*)[*_(]*([A-D])[\s*_).:!]*$`)
 	choiceLoneRE = regexp.MustCompile(`^[\s*_(]*([A-Da-d])[\s*_).:]*$`)
 )
 
-// Choice verifies a multiple-choice (MMLU) answer; reference is a letter
-// A-D, optionally written "(B)". The chosen letter is read from, in order:
-// a \boxed{C}, the last explicit statement ("the answer is C", "Answer:
-// D"), a response that is a lone letter, the last line opening with "B)"
-// or "B.", the last "(B)", a capital letter ending the response
-// ("Therefore, B.").
+// Choice verifies a multiple-choice MMLU answer against a reference letter A-D.
+// The reference may be written "(B)". The chosen letter is read from the
+// first of these that holds one:
+//   - a \boxed{C};
+//   - the last explicit statement, "the answer is C" or "Answer: D";
+//   - a response that is a lone letter;
+//   - the last line opening with "B)" or "B.";
+//   - the last "(B)";
+//   - a capital letter ending the response, as in "Therefore, B.".
 func Choice(response, reference string) delegate.Verdict {
 	want, ok := choiceLetter(reference)
 	res := extractChoice(response)

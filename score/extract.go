@@ -1,7 +1,6 @@
 // Package score checks model answers against benchmark references.
-//
-// Each verifier extracts the answer a model committed to (a last \boxed{},
-// an explicit "the answer is" statement, a final number) and compares it
+// Each verifier extracts the answer a model committed to, such as a last
+// \boxed{}, an explicit "the answer is" or a final number. It compares that
 // with the reference after normalisation. The delegate.Verdict says what was
 // found and how, so a wrong grade can be traced to the extraction that made it.
 // All functions are pure and safe for concurrent use.
@@ -13,14 +12,13 @@ import (
 	"strings"
 )
 
-// numberRE matches a number as written in prose: an optional sign and dollar
-// sign, digits with optional thousands separators, an optional decimal part,
-// or a simple fraction a/b.
+// numberRE matches a number as written in prose, or a simple fraction a/b.
+// A number has an optional sign and dollar sign, digits with optional
+// thousands separators, and an optional decimal part.
 var numberRE = regexp.MustCompile(`-?\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+(?:\.\d+)?)?|-?\$?\.\d+`)
 
-// numbers returns the numbers in text, each with a minus kept only where it
-// reads as a sign (not "16-3", which is a subtraction). A Unicode minus
-// sign counts as "-".
+// numbers returns the numbers in text, keeping a minus only where it reads as a sign.
+// In "16-3" it is a subtraction. A Unicode minus sign counts as "-".
 func numbers(text string) []string {
 	text = strings.ReplaceAll(text, "\u2212", "-")
 	locs := numberRE.FindAllStringIndex(text, -1)
@@ -78,11 +76,11 @@ var (
 // response cannot make exact arithmetic slow.
 const maxNumberLen = 200
 
-// NormalizeNumber parses a number as a model or a dataset writes it and
-// returns it in canonical form: "1,000" -> "1000", "$6.00" -> "6",
-// "-3.50%" -> "-3.5", "7 apples" -> "7", "3/4" and "\frac{3}{4}" -> "0.75",
-// "1/3" -> "1/3". Words may follow the number (units) but no other digits.
-// It reports false when s is not a single number.
+// NormalizeNumber parses a number as a model or a dataset writes it, in canonical form.
+// So "1,000" -> "1000", "$6.00" -> "6", "-3.50%" -> "-3.5", "7 apples" -> "7",
+// "3/4" and "\frac{3}{4}" -> "0.75", "1/3" -> "1/3". Unit words may follow
+// the number but no other digits. It reports false when s is not a single
+// number.
 func NormalizeNumber(s string) (string, bool) {
 	r, ok := parseNumber(s, true)
 	if !ok {

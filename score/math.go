@@ -14,11 +14,11 @@ var mathMarkers = []marker{
 	{regexp.MustCompile(`(?i)final\s+answer\s*[:=]|(?:^|\n)\W*answer\s*[:=]`), "final answer"},
 }
 
-// Math verifies a MATH answer: the last \boxed{} of the response (else an
-// explicit answer statement, else the last number) is compared with the
-// reference after LaTeX normalisation. Equal numeric values are equal
-// ("0.5" and "\frac12"); intervals and tuples are compared element by
-// element with matching brackets; bare comma lists as multisets.
+// Math verifies a MATH answer against the reference after LaTeX normalisation.
+// The answer is the last \boxed{} of the response, else an explicit answer
+// statement, else the last number. Equal numeric values are equal, as "0.5"
+// and "\frac12". Intervals and tuples are compared element by element with
+// matching brackets; bare comma lists as multisets.
 func Math(response, reference string) delegate.Verdict {
 	res := extractMath(response)
 	if !res.Found {
@@ -63,9 +63,9 @@ var (
 	mathThousRE    = regexp.MustCompile(`^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$`)
 )
 
-// normalizeMath puts a LaTeX answer into a canonical string: spacing,
-// \left/\right, text wrappers, degrees, percent, units and a leading
-// "x =" removed, \frac and \sqrt arguments braced, blanks dropped.
+// normalizeMath puts a LaTeX answer into a canonical string.
+// It removes spacing, \left/\right, text wrappers, degrees, percent, units
+// and a leading "x =". It braces \frac and \sqrt arguments and drops blanks.
 func normalizeMath(s string) string {
 	// Repeat to a fixed point so that a normalised answer normalises to
 	// itself (it is compared as a reference later).
@@ -262,9 +262,9 @@ func enclosed(s string) bool {
 	return false
 }
 
-// afterLastBalanced is afterLast extended over following lines while the
-// answer's braces or environments are still open (a matrix or \text{}
-// broken across lines).
+// afterLastBalanced is afterLast extended over lines while braces are open.
+// It goes on while the answer's braces or environments are open, as in a
+// matrix or \text{} broken across lines.
 func afterLastBalanced(re *regexp.Regexp, s string) (string, bool) {
 	locs := re.FindAllStringIndex(s, -1)
 	if len(locs) == 0 {
@@ -289,9 +289,9 @@ func afterLastBalanced(re *regexp.Regexp, s string) (string, bool) {
 	return rest, true
 }
 
-// cutStatement isolates the answer in the text after "the answer is": the
-// first math span ($...$, \(...\), \[...\]) when the text opens with
-// one, else the text up to the end of its sentence.
+// cutStatement isolates the answer in the text after "the answer is".
+// When the text opens with a math span, $...$, \(...\) or \[...\], it is
+// that span; else it is the text up to the end of its sentence.
 func cutStatement(s string) string {
 	s = strings.TrimSpace(s)
 	for _, d := range [][2]string{{"$$", "$$"}, {"$", "$"}, {`\(`, `\)`}, {`\[`, `\]`}} {
@@ -323,9 +323,9 @@ func indexUnescaped(s, sub string) int {
 	return -1
 }
 
-// mayHaveUnit is a cheap test that s could be a number followed by a unit
-// word, before the (slow) unit expression runs: it starts like a number
-// and ends with a letter, a period or an exponent.
+// mayHaveUnit is a cheap test that s could be a number followed by a unit word.
+// It runs before the slow unit expression: s starts like a number and ends
+// with a letter, a period or an exponent.
 func mayHaveUnit(s string) bool {
 	if s == "" || !strings.ContainsRune("0123456789-+.\\", rune(s[0])) {
 		return false

@@ -22,8 +22,8 @@ var numericMarkers = []marker{
 	{regexp.MustCompile(`(?i)final\s+answer\s*[:=]|(?:^|\n)\W*answer\s*[:=]`), "final answer"},
 }
 
-// afterLast returns the text after the last match of re in s, up to the
-// end of that line, or false when re does not match.
+// afterLast returns the text after the last match of re in s, to the line's end.
+// It reports false when re does not match.
 func afterLast(re *regexp.Regexp, s string) (string, bool) {
 	locs := re.FindAllStringIndex(s, -1)
 	if len(locs) == 0 {
@@ -39,7 +39,7 @@ func afterLast(re *regexp.Regexp, s string) (string, bool) {
 
 // Numeric verifies a GSM8K-style numeric answer. It looks for the last
 // \boxed{}, then "the answer is", "####", "Final answer:", and finally the
-// last number anywhere in the response, and compares exact rationals, so
+// last number anywhere in the response. It compares exact rationals, so
 // "6.00" equals "6" and "-1,000" equals "-1000".
 func Numeric(response, reference string) delegate.Verdict {
 	want, ok := parseNumber(reference, true)

@@ -130,9 +130,8 @@ func TestNumeric(t *testing.T) {
 	}
 }
 
-// mathRefs are reference answers from /work/shared/datasets/math, as
-// written there, each with a model answer that must match it and one that
-// must not.
+// mathRefs are reference answers from the shared MATH files, as written there.
+// Each has a model answer that must match it and one that must not.
 var mathRefs = []struct{ ref, same, other string }{
 	{`\left( 3, \frac{\pi}{2} \right)`, `(3,\frac{\pi}{2})`, `(3,\frac{\pi}{3})`},
 	{`\frac{14}{3}`, `\dfrac{14}{3}`, `\frac{14}{5}`},

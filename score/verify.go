@@ -6,10 +6,10 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// Verify checks response against the reference answer of t, choosing the
-// verifier by t.Dataset: "gsm8k" Numeric, "math" Math, "mmlu" Choice,
-// "bbh" BBH with t.Subject as the task. A dataset without reference
-// answers (such as "open") is an error: it needs a judge.
+// Verify checks response against the reference answer of t.
+// It chooses the verifier by t.Dataset: "gsm8k" Numeric, "math" Math, "mmlu"
+// Choice, "bbh" BBH with t.Subject as the task. A dataset without reference
+// answers, such as "open", is an error: it needs a judge.
 //
 // Verify is a delegate.Verifier.
 func Verify(t delegate.Task, response string) (delegate.Verdict, error) {

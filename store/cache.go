@@ -14,9 +14,10 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// Key is the cache key of a request: the SHA-256 of the scope (where the
-// model is served, e.g. its base URL), the model name and the whole request
-// (every generation parameter, the messages and the tools), as hex.
+// Key is the cache key of a request, as hex of a SHA-256.
+// It hashes the scope, the model name and the whole request. The scope is
+// where the model is served, such as its base URL. The request covers every
+// generation parameter, the messages and the tools.
 func Key(scope, model string, req *delegate.Request) (string, error) {
 	b, err := json.Marshal(struct {
 		Scope   string            `json:"scope"`
@@ -47,8 +48,8 @@ func (s *DB) Get(ctx context.Context, key string) (resp *delegate.Response, ok b
 	return resp, true, nil
 }
 
-// Put stores resp under key; a response already stored under key is
-// replaced (the same request gives the same answer, so either is right).
+// Put stores resp under key, replacing any response already there.
+// The same request gives the same answer, so either is right.
 func (s *DB) Put(ctx context.Context, key, scope, model string, resp *delegate.Response) error {
 	data, err := json.Marshal(resp)
 	if err != nil {
@@ -71,10 +72,9 @@ func Cacheable(req *delegate.Request) bool {
 	return req.Seed != nil || req.Temperature != nil && *req.Temperature == 0
 }
 
-// CachedModel is a delegate.Model that serves cacheable requests (see
-// Cacheable) from a cache and stores the responses of the ones it passes
-// on. Errors are never cached. Its methods may be called from many
-// goroutines at once.
+// CachedModel is a delegate.Model that serves Cacheable requests from a cache.
+// It stores the responses of those it passes on; errors are never cached.
+// Its methods may be called from many goroutines at once.
 type CachedModel struct {
 	model delegate.Model
 	cache *DB
@@ -94,8 +94,8 @@ func Cached(model delegate.Model, cache *DB, scope string) *CachedModel {
 // Name returns the wrapped model's name.
 func (m *CachedModel) Name() string { return m.model.Name() }
 
-// Chat answers a cacheable request from the cache when it holds it, and
-// otherwise asks the wrapped model and stores a successful response. A
+// Chat answers a cacheable request from the cache when it can.
+// Otherwise it asks the wrapped model and stores a successful response. A
 // response served from the cache carries the usage, latency and retries of
 // the call that produced it, so totals of a re-run match the first run.
 // Failing to read or write the cache is an error: a benchmark that believes

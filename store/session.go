@@ -17,8 +17,8 @@ import (
 // Sessions are keyed by a digest of their id: the id is a credential and
 // is never stored.
 
-// sessionSchema is created in every store, old ones included: it was
-// added within schema version 1 and touches no other table.
+// sessionSchema is created in every store, old ones included.
+// It was added within schema version 1 and touches no other table.
 const sessionSchema = `
 CREATE TABLE IF NOT EXISTS sessions (
 	key TEXT PRIMARY KEY, grp TEXT NOT NULL, status TEXT NOT NULL,
@@ -33,8 +33,8 @@ const (
 	SessionLost     = "lost"
 )
 
-// Session is a stored session: its key, group, status, when it was
-// created (Unix seconds) and, once finished, the caller's data.
+// Session is a stored session: its key, group, status and creation time.
+// Created is in Unix seconds. Once finished, it holds the caller's data.
 type Session struct {
 	Key, Group, Status string
 	Created            int64
@@ -126,9 +126,9 @@ func (s *DB) FinishedSessions(ctx context.Context) ([]Session, error) {
 	return out, nil
 }
 
-// CommitSessionGroup records that the finished sessions keys make one
-// group whose record was appended to file at offset, length bytes, in
-// one transaction with the file's new length. A key that is not a
+// CommitSessionGroup records that the finished sessions keys make one group.
+// The group's record is length bytes appended to file at offset; the file's
+// new length is stored in the same transaction. A key that is not a
 // finished session outside a group is an error.
 func (s *DB) CommitSessionGroup(ctx context.Context, file string, offset, length int64, keys []string) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
@@ -164,8 +164,8 @@ func (s *DB) ExpireSession(ctx context.Context, key string) error {
 	return nil
 }
 
-// Sessions returns up to limit stored sessions of every status, newest
-// first, from offset, with how many there are in all.
+// Sessions returns up to limit stored sessions of every status, newest first.
+// It starts at offset and also returns how many there are in all.
 func (s *DB) Sessions(ctx context.Context, offset, limit int) (page []Session, total int, err error) {
 	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions`).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("list sessions in %s: %w", s.path, err)

@@ -11,14 +11,15 @@ import (
 )
 
 // Run state. A `process` run appends records to files of an output
-// directory and records, in the same transaction as each record's
-// bookkeeping, the length the file had after that record. A file longer than
-// its recorded length ends with work that was written but never recorded (a
-// process killed mid-write): the caller truncates it back to the recorded
+// directory. With each record's bookkeeping, in the same transaction, it
+// stores the length the file had after that record. A file longer than its
+// recorded length ends with work written but never recorded, as when a
+// process is killed mid-write. The caller truncates it back to the recorded
 // length and redoes that work.
 
-// Rollout is the state of one finished rollout: its place in the run, where
-// its record was written, and the caller's result data (opaque here).
+// Rollout is the state of one finished rollout.
+// It holds its place in the run, where its record was written, and the
+// caller's result data, which this package does not read.
 type Rollout struct {
 	Item, Group, Index int
 	ID                 string
@@ -26,9 +27,9 @@ type Rollout struct {
 	Data               []byte
 }
 
-// Group is the state of one finished group: its status ("written" or the
-// reason it was dropped), where its record was written (Length 0 when it
-// was not), and the caller's data.
+// Group is the state of one finished group.
+// Its status is "written" or the reason it was dropped. It holds where its
+// record was written, with Length 0 when it was not, and the caller's data.
 type Group struct {
 	Item, Group    int
 	Status         string
@@ -105,9 +106,9 @@ func (s *DB) Baseline(ctx context.Context, item, group int) (data []byte, ok boo
 	return data, true, nil
 }
 
-// EachBaseline calls fn with every stored baseline, ordered by item and
-// group, in one query; an error from fn stops the walk and is returned. fn
-// must not use s: the walk holds a connection.
+// EachBaseline calls fn with every stored baseline, by item and group, in one query.
+// An error from fn stops the walk and is returned. fn must not use s: the
+// walk holds a connection.
 func (s *DB) EachBaseline(ctx context.Context, fn func(item, group int, data []byte) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT item, grp, data FROM baselines ORDER BY item, grp`)
 	if err != nil {
@@ -130,8 +131,8 @@ func (s *DB) EachBaseline(ctx context.Context, fn func(item, group int, data []b
 	return nil
 }
 
-// PutBaseline stores the baseline data of a group, so that a resumed run
-// scores the rest of the group against the same baseline.
+// PutBaseline stores the baseline data of a group.
+// A resumed run then scores the rest of the group against the same baseline.
 func (s *DB) PutBaseline(ctx context.Context, item, group int, data []byte) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO baselines (item, grp, data) VALUES (?, ?, ?)`, item, group, nonNil(data))
@@ -161,9 +162,10 @@ func setLength(ctx context.Context, tx *sql.Tx, file string, offset, end int64) 
 	return nil
 }
 
-// CommitRollout records a finished rollout whose record was appended to
-// file at r.Offset, r.Length bytes, in one transaction with the file's new
-// length. A rollout already recorded (same place or same ID) is an error.
+// CommitRollout records a finished rollout whose record was appended to file.
+// The record is r.Length bytes at r.Offset; the file's new length is stored
+// in the same transaction. A rollout already recorded, at the same place or
+// with the same ID, is an error.
 func (s *DB) CommitRollout(ctx context.Context, file string, r Rollout) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		if err := setLength(ctx, tx, file, r.Offset, r.Offset+r.Length); err != nil {
@@ -180,7 +182,8 @@ func (s *DB) CommitRollout(ctx context.Context, file string, r Rollout) error {
 
 // CommitGroup records a finished group. When g.Length > 0 its record was
 // appended to file at g.Offset, and the file's new length is recorded in the
-// same transaction; a dropped group has no record (Length 0, file ignored).
+// same transaction. A dropped group has no record: Length is 0 and file is
+// ignored.
 func (s *DB) CommitGroup(ctx context.Context, file string, g Group) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		if g.Length > 0 {
@@ -207,9 +210,9 @@ func (s *DB) Rollouts(ctx context.Context) ([]Rollout, error) {
 	return out, err
 }
 
-// EachRollout calls fn with every recorded rollout, ordered by item, group,
-// index, holding one in memory at a time; an error from fn stops the walk
-// and is returned. fn must not use s: the walk holds a connection.
+// EachRollout calls fn with every recorded rollout, by item, group and index.
+// It holds one in memory at a time. An error from fn stops the walk and is
+// returned. fn must not use s: the walk holds a connection.
 func (s *DB) EachRollout(ctx context.Context, fn func(Rollout) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT item, grp, idx, id, file_offset, file_length, data
 		FROM rollouts ORDER BY item, grp, idx`)
@@ -254,9 +257,9 @@ func (s *DB) Groups(ctx context.Context) ([]Group, error) {
 	return out, nil
 }
 
-// RunID returns the run's random identifier, made and stored the first
-// time it is asked for: unlike the identity, it tells two runs with the
-// same settings apart (their groups' ids in a shared trajectory API).
+// RunID returns the run's random identifier, made and stored on first use.
+// Unlike the identity, it tells apart two runs with the same settings, so
+// their groups' ids differ in a shared trajectory API.
 func (s *DB) RunID(ctx context.Context) (string, error) {
 	var id string
 	err := s.tx(ctx, func(tx *sql.Tx) error {

@@ -1,11 +1,10 @@
-// Package store is the embedded SQLite database of the project (through
-// modernc.org/sqlite, a pure-Go driver, in WAL mode): the state of a
-// `delegate process` run, for resuming it (see Run state in state.go), the
-// sessions of a gateway (session.go), and a response cache for temperature-0 and seeded requests (cache.go).
-//
-// A DB may be used from many goroutines at once. Every state change is one
-// transaction. The schema carries a version in the meta table; opening a
-// database written with another version is an error naming both.
+// Package store is the project's embedded SQLite database.
+// It holds a gateway's sessions and the state of a `delegate process` run,
+// so that the run can resume. It also caches responses to temperature-0 and
+// seeded requests. It uses modernc.org/sqlite, a pure-Go driver, in WAL
+// mode. A DB may be used from many goroutines at once, and every state
+// change is one transaction. The schema's version is in the meta table;
+// opening a database of another version is an error naming both.
 package store
 
 import (
@@ -49,24 +48,24 @@ CREATE TABLE IF NOT EXISTS responses (
 	data BLOB NOT NULL, created INTEGER NOT NULL);
 `
 
-// Open opens the database at path, creating it with the current schema
-// when it does not exist, for use by any number of processes at once (a
-// shared response cache). A database of another schema version is an error
-// naming both versions.
+// Open opens the database at path, creating it with the current schema if needed.
+// Any number of processes may use it at once, as they do a shared response
+// cache. A database of another schema version is an error naming both
+// versions.
 func Open(ctx context.Context, path string) (*DB, error) {
 	return open(ctx, path, false, 10*time.Second)
 }
 
-// OpenWithin is Open that waits at most wait for a lock another process
-// holds, such as a running gateway's: a reader that must answer at once.
+// OpenWithin is Open that waits at most wait for a lock another process holds.
+// A reader that must answer at once uses it, for instance beside a running
+// gateway.
 func OpenWithin(ctx context.Context, path string, wait time.Duration) (*DB, error) {
 	return open(ctx, path, false, wait)
 }
 
-// OpenExclusive is Open for one process only: it holds the database's lock
-// until Close, so that a second process opening the same file (a second
-// `process` run on one output directory) fails instead of interleaving its
-// writes.
+// OpenExclusive is Open for one process only: it holds the lock until Close.
+// A second process opening the same file then fails instead of interleaving
+// its writes, as a second `process` run on one output directory would.
 func OpenExclusive(ctx context.Context, path string) (*DB, error) {
 	return open(ctx, path, true, time.Second)
 }

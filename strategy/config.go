@@ -43,23 +43,23 @@ type Config struct {
 	// SubagentContext gives each sub-agent the user's request besides its
 	// subtask; false reproduces the reference, where it saw the subtask only.
 	SubagentContext bool `yaml:"subagent_context" json:"subagent_context"`
-	// SubagentRetries is how many times a failed sub-agent call is repeated
-	// before its failure is stated in its place and the path goes on.
+	// SubagentRetries is how many times a failed sub-agent call is repeated.
+	// After that, its failure is stated in its place and the path goes on.
 	SubagentRetries int `yaml:"subagent_retries" json:"subagent_retries"`
 
 	// route.
 	MaxTurns int `yaml:"max_turns" json:"max_turns"` // strong-model turns before the run stops with "max turns"
 	// ToolConcurrency bounds the delegate calls of one turn run at once.
 	ToolConcurrency int `yaml:"tool_concurrency" json:"tool_concurrency"`
-	// ToolResult is what a delegate call returns to the strong model:
-	// ToolResultFull (the default) the weak model's whole reply,
-	// ToolResultAnswer only its final answer (FinalAnswer), which keeps the
-	// weak model's working out of every later turn's prompt.
+	// ToolResult is what a delegate call returns to the strong model.
+	// ToolResultFull, the default, returns the weak model's whole reply.
+	// ToolResultAnswer returns only its FinalAnswer, which keeps the weak
+	// model's working out of every later turn's prompt.
 	ToolResult string `yaml:"tool_result" json:"tool_result"`
-	// StrictToolCalls asks the strong model for well-formed calls only:
-	// each call it opens names a declared tool with valid arguments
-	// (delegate.Request.StrictToolCalls, enforced while sampling by a
-	// local model). A malformed call would otherwise end the run.
+	// StrictToolCalls asks the strong model for well-formed calls only.
+	// Each call it opens names a declared tool with valid arguments, as
+	// delegate.Request.StrictToolCalls asks; a local model enforces it while
+	// sampling. A malformed call would otherwise end the run.
 	StrictToolCalls bool `yaml:"strict_tool_calls" json:"strict_tool_calls,omitempty"`
 
 	// lead.
@@ -70,10 +70,9 @@ type Config struct {
 	// Each is a text/template over the data documented with the template.
 	Prompts map[string]string `yaml:"prompts,omitempty" json:"prompts,omitempty"`
 
-	// Tool, when set, is how route declares its delegate tool instead of
-	// DelegateTool: the same name, another description or schema (a small
-	// model trained on a shorter declaration, for one). Its name must be
-	// DelegateToolName.
+	// Tool, when set, is how route declares its delegate tool instead of DelegateTool.
+	// Its name must be DelegateToolName; its description or schema may
+	// differ, such as the shorter declaration a small model was trained on.
 	Tool *delegate.Tool `yaml:"-" json:"tool,omitempty"`
 }
 
@@ -133,9 +132,9 @@ const (
 	maxRounds      = 16
 )
 
-// Validate reports every out-of-range knob, every broken relation between
-// knobs, and every prompt override that names no template or does not parse,
-// each naming its key.
+// Validate reports every out-of-range knob, broken relation and bad prompt override.
+// A bad override names no template or does not parse. Each error names its
+// key.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
@@ -212,8 +211,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// request builds a request for a stage's call; call is the index of the call
-// within the stage, added to a set seed.
+// request builds a request for a stage's call.
+// call is the index of the call within the stage, added to a set seed.
 func (g Generation) request(call int, msgs []delegate.Message) *delegate.Request {
 	t := g.Temperature
 	req := &delegate.Request{Messages: msgs, Temperature: &t, MaxTokens: g.MaxTokens}

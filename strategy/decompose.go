@@ -22,9 +22,10 @@ type decompose struct {
 func (d *decompose) Name() string { return NameDecompose }
 
 // Run goes through the three stages. A plan format failure or a failed
-// delegator call stops the run with Trace.Failure set; a failed sub-agent
-// does not (its failure is stated in its result's place). Events go to
-// events (nil: none) by non-blocking sends; the caller owns the channel.
+// delegator call stops the run with Trace.Failure set. A failed sub-agent
+// does not: its failure is stated in its result's place. Events go to
+// events, which may be nil, by non-blocking sends; the caller owns the
+// channel.
 func (d *decompose) Run(ctx context.Context, request string, events chan<- delegate.Event) (*delegate.Trace, error) {
 	rec := delegate.NewRecorder(NameDecompose, request, events)
 	plan, fail := d.plan(ctx, rec, request)
@@ -99,9 +100,9 @@ func (d *decompose) subagents(ctx context.Context, rec *delegate.Recorder, reque
 	return results, nil
 }
 
-// subagent1 runs sub-agent i (from 1) on its subtask, repeating a failed
-// call up to SubagentRetries times, and returns its result: the output cut
-// to the budget, or the failure stated.
+// subagent1 runs sub-agent i, counting from 1, on its subtask.
+// It repeats a failed call up to SubagentRetries times. Its result is the
+// output cut to the budget, or the failure stated.
 func (d *decompose) subagent1(ctx context.Context, rec *delegate.Recorder, g *delegate.Node, request string, i int, subtask string) SubtaskResult {
 	res := SubtaskResult{Index: i, Subtask: subtask}
 	budget := d.cfg.Subagent.MaxTokens
@@ -147,10 +148,10 @@ func failedResult(i int, err error) string {
 	return fmt.Sprintf("[sub-agent %d failed: %v]", i, err)
 }
 
-// CutToBudget cuts text, which the API counted as completion tokens, to
-// about budget tokens: when completion exceeds budget it keeps the first
-// len(text)*budget/completion bytes, backed up to a rune boundary, and
-// reports cut. The token boundaries are unknown, so the cut is
+// CutToBudget cuts text of completion tokens to about budget tokens.
+// completion is the API's count for text. When it exceeds budget, the first
+// len(text)*budget/completion bytes are kept, backed up to a rune boundary,
+// and cut is reported. The token boundaries are unknown, so the cut is
 // proportional.
 func CutToBudget(text string, completion, budget int) (string, bool) {
 	if completion <= budget || budget < 0 {

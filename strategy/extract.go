@@ -9,10 +9,10 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// FinalAnswer returns the final answer of a reply as route hands it back
-// under ToolResultAnswer: the first non-empty answer of delegate.MarkedAnswer's
-// chain, trimmed; false when the reply has none (route then hands back the
-// whole reply).
+// FinalAnswer returns a reply's final answer as route hands it back under ToolResultAnswer.
+// It is the first non-empty answer of delegate.MarkedAnswer's chain, trimmed.
+// It reports false when the reply has none; route then hands back the whole
+// reply.
 func FinalAnswer(text string) (string, bool) {
 	a, _, ok := delegate.MarkedAnswer(text, func(a string) bool { return strings.TrimSpace(a) != "" })
 	return strings.TrimSpace(a), ok
@@ -23,11 +23,10 @@ var ErrDelegateArgs = errors.New("invalid delegate arguments")
 
 // ParseDelegateArgs reads the arguments of a delegate tool call and returns
 // the question. It tolerates surrounding white space, a Markdown code fence
-// around the JSON, and an object encoded twice (a JSON string holding the
-// object). It is strict about the rest: the arguments must be one JSON
-// object whose "question" is a string with more than white space in it;
-// other keys are ignored. The question is returned as given, untrimmed
-// inside.
+// around the JSON, and an object encoded twice as a JSON string. It is
+// strict about the rest. The arguments must be one JSON object whose
+// "question" is a string with more than white space in it; other keys are
+// ignored. The question is returned as given, untrimmed inside.
 func ParseDelegateArgs(raw string) (string, error) {
 	s := stripFence(strings.TrimSpace(raw))
 	if s == "" {

@@ -30,9 +30,9 @@ const (
 	testAnswer        = "Day 1: Colosseum area. Day 2: Vatican. Day 3: Trastevere."
 )
 
-// decomposeFixture returns a delegator that plans the three test subtasks
-// (closing them with closing) and aggregates, and a sub-agent that answers
-// "Result for: <subtask>".
+// decomposeFixture returns a planning delegator and a sub-agent for decompose tests.
+// The delegator plans the three test subtasks, closing them with closing,
+// and aggregates. The sub-agent answers "Result for: <subtask>".
 func decomposeFixture(closing string) (delegator, subagent *counted) {
 	delegator = fake("delegator-model", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		if modeltest.Contains(req, "Subtask 1:") {
@@ -76,9 +76,10 @@ func (b *barrier) wait(ctx context.Context) error {
 	}
 }
 
-// routeFixture returns a strong model that delegates two questions at once
-// in turn 1 and answers in \boxed{} in turn 2, and a weak model that
-// answers them, each call waiting at a barrier until both are in flight.
+// routeFixture returns a strong and a weak model for route tests.
+// The strong one delegates two questions at once in turn 1 and answers in
+// \boxed{} in turn 2. The weak one answers them, each call waiting at a
+// barrier until both are in flight.
 func routeFixture() (strong, weak *counted) {
 	strong = fake("strong-model", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		for _, m := range req.Messages {
@@ -107,9 +108,10 @@ func routeFixture() (strong, weak *counted) {
 	return strong, weak
 }
 
-// leadFixture returns a peer model that answers 45 and, when refining,
-// confirms it, and a leader that aggregates into <answer>45</answer> and,
-// in later rounds, <answer>45 pens</answer>.
+// leadFixture returns a peer and a leader for lead tests.
+// The peer answers 45 and, when refining, confirms it. The leader
+// aggregates into <answer>45</answer>, and in later rounds into
+// <answer>45 pens</answer>.
 func leadFixture() (leader, peer *counted) {
 	peer = fake("peer-model", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		if len(req.Messages) > 2 {

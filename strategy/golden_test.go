@@ -59,8 +59,8 @@ func checkGolden(t *testing.T, name, got string) {
 	}
 }
 
-// TestGoldenPrompts renders the messages of every stage of every strategy
-// for the fixed inputs of the fixtures and compares them with
+// TestGoldenPrompts checks every stage's messages of every strategy against golden files.
+// It renders them for the fixtures' fixed inputs and compares with
 // testdata/golden/<strategy>_<stage>.txt.
 func TestGoldenPrompts(t *testing.T) {
 	type stage struct {

@@ -11,8 +11,8 @@ import (
 	"github.com/delegatelab/delegate/modeltest"
 )
 
-// counted wraps a fake and sums the usage of the responses it hands out, so
-// a test can check the trace's totals against what the model reported.
+// counted wraps a fake and sums the usage of the responses it hands out.
+// A test then checks the trace's totals against what the model reported.
 type counted struct {
 	*modeltest.Model
 	mu     sync.Mutex

@@ -20,14 +20,14 @@ type lead struct {
 
 func (l *lead) Name() string { return NameLead }
 
-// Run plays rounds 0..Rounds. In each, the K peers answer concurrently
-// (round 0 independently; later rounds refine their own last answer given
-// the leader's last output), then the leader reads the question and every
-// peer's latest response and writes its reasoning and an <answer>. The
-// answer is the last leader output's <answer>. A failed peer call is stated
-// in its response's place; a failed leader call ends the run, keeping the
-// previous round's answer. Events go to events (nil: none) by non-blocking
-// sends; the caller owns the channel.
+// Run plays rounds 0..Rounds. In each, the K peers answer concurrently. In
+// round 0 they answer independently; in later rounds each refines its own
+// last answer given the leader's last output. Then the leader reads the
+// question and every peer's latest response and writes its reasoning and an
+// <answer>. The answer is the last leader output's <answer>. A failed peer
+// call is stated in its response's place. A failed leader call ends the
+// run, keeping the previous round's answer. Events go to events, which may
+// be nil, by non-blocking sends; the caller owns the channel.
 func (l *lead) Run(ctx context.Context, request string, events chan<- delegate.Event) (*delegate.Trace, error) {
 	rec := delegate.NewRecorder(NameLead, request, events)
 	k := l.cfg.Peers

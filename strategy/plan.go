@@ -75,10 +75,10 @@ func (e *PlanError) Error() string {
 
 // ParsePlan reads a delegator's plan: a reasoning block and between min and
 // max subtasks. Subtask tags inside the reasoning block are not subtasks.
-// Failures are checked in this order and returned as a *PlanError: no or
-// empty reasoning; an unclosed tag; an empty subtask; too few or too many
-// subtasks. With a nil error the plan has non-empty reasoning and between
-// min and max non-empty subtasks.
+// Failures are returned as a *PlanError. They are checked in this order:
+// no or empty reasoning; an unclosed tag; an empty subtask; too few or too
+// many subtasks. With a nil error the plan has non-empty reasoning and
+// between min and max non-empty subtasks.
 func ParsePlan(text string, min, max int) (Plan, error) {
 	var p Plan
 	rOpen := strings.Index(text, ReasoningOpen)

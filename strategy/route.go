@@ -35,12 +35,13 @@ type route struct {
 
 func (r *route) Name() string { return NameRoute }
 
-// Run loops over the strong model's turns: a turn without tool calls ends
-// the run with its answer; otherwise the turn's tool calls run concurrently
-// (at most ToolConcurrency at once) and their results go back to the model.
-// A strong model still calling tools in turn MaxTurns ends the run with
-// Failure "max turns"; those last calls are not run. Events go to events
-// (nil: none) by non-blocking sends; the caller owns the channel.
+// Run loops over the strong model's turns until one has no tool calls.
+// That turn ends the run with its answer. Otherwise the turn's tool calls
+// run concurrently, at most ToolConcurrency at once, and their results go
+// back to the model. A strong model still calling tools in turn MaxTurns
+// ends the run with Failure "max turns"; those last calls are not run.
+// Events go to events, which may be nil, by non-blocking sends; the caller
+// owns the channel.
 func (r *route) Run(ctx context.Context, request string, events chan<- delegate.Event) (*delegate.Trace, error) {
 	rec := delegate.NewRecorder(NameRoute, request, events)
 	msgs, err := r.p.messages("route_system", "route_user", PromptData{Request: request})
@@ -148,8 +149,8 @@ func (r *route) tool(ctx context.Context, rec *delegate.Recorder, g *delegate.No
 	return text
 }
 
-// recordToolError records a tool call that was refused without a model
-// call: a group node with its error and no children.
+// recordToolError records a tool call refused without a model call.
+// It is a group node with its error and no children.
 func recordToolError(rec *delegate.Recorder, parent *delegate.Node, name, msg string) {
 	n := rec.Group(parent, name)
 	n.Error = msg // n is this goroutine's until EndGroup; nothing else reads it before

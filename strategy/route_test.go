@@ -21,8 +21,8 @@ func routeRoles(strong, weak delegate.Model) Roles {
 }
 
 func TestRouteParallelToolCalls(t *testing.T) {
-	// The weak model's calls wait at a barrier until both are in flight: the
-	// run only succeeds if the two tool calls of turn 1 run concurrently.
+	// The weak model's calls wait at a barrier until both are in flight.
+	// So the run only succeeds if the two tool calls of turn 1 run concurrently.
 	strong, weak := routeFixture()
 	tr := mustRun(t, mustNew(t, NameRoute, routeRoles(strong, weak), DefaultConfig()), mathRequest)
 	if tr.Answer != "45" || tr.Failure != "" {
@@ -273,8 +273,8 @@ func TestRouteToolResultAnswer(t *testing.T) {
 	if len(reqs) != 2 {
 		t.Fatalf("strong model got %d requests, want 2", len(reqs))
 	}
-	// The weak model's replies are "6 * 7 = \boxed{42}" and "42 + 3 =
-	// \boxed{45}": only the boxed answers go back.
+	// The weak model replies "6 * 7 = \boxed{42}" and "42 + 3 = \boxed{45}".
+	// Only the boxed answers go back.
 	var got []string
 	for _, m := range reqs[1].Messages {
 		if m.Role == delegate.RoleTool {

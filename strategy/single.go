@@ -31,8 +31,9 @@ func (s *single) Run(ctx context.Context, request string, events chan<- delegate
 	return finishRun(ctx, rec, NameSingle, answer, fail)
 }
 
-// finalAnswer extracts the answer of a single or route reply (boxed or after
-// "Final answer:") and says what was wrong with it, if anything.
+// finalAnswer extracts the answer of a single or route reply.
+// The answer is boxed or after "Final answer:". It also says what was wrong
+// with the reply, if anything.
 func finalAnswer(resp *delegate.Response, name string) (answer string, fail delegate.Failure) {
 	answer, ok := delegate.ExtractAnswer(resp.Text())
 	switch {

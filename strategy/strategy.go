@@ -50,7 +50,25 @@ type Roles struct {
 
 // New returns the named strategy with its roles and config. An unknown
 // name, a missing role, or an invalid config is an error naming it. The
-// strategy is safe for concurrent Runs.
+// strategy is safe for concurrent Runs. The strategies:
+//
+//   - single: one call to the Single agent, the baseline. Its prompt asks
+//     for reasoning, then a "Final answer:" line, with \boxed{} for a number.
+//   - decompose: the Delegator plans: reasoning in <|reasoning|> tags, then
+//     MinSubtasks..MaxSubtasks subtasks in <|subtask|> tags, read by
+//     ParsePlan. Subagent calls run concurrently, one per subtask. Each is
+//     repeated on failure up to SubagentRetries times, and its output is cut
+//     to the subagent.max_tokens budget by CutToBudget. The Delegator
+//     aggregates the "Subtask i / Result i" pairs into the text after
+//     "Final Output:".
+//   - route: the Strong agent may call DelegateTool, which sends a
+//     self-contained question to the Weak agent. A turn's calls run
+//     concurrently. The run ends at the first turn without tool calls, whose
+//     answer delegate.ExtractAnswer reads: the last \boxed{} or the text after
+//     "Final answer:". Or it ends after MaxTurns turns with Failure "max turns".
+//   - lead: K Peers answer independently, and the Leader aggregates into an
+//     <answer>. Then, for Rounds rounds, peers refine given the leader's last
+//     output and the leader aggregates again. The answer is the leader's last.
 func New(name string, roles Roles, cfg Config) (delegate.Strategy, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("new strategy %s: %w", name, err)
@@ -142,8 +160,8 @@ func ToolNode(id string) string     { return ToolPrefix + id }
 func RoundNode(t int) string        { return RoundPrefix + strconv.Itoa(t) }
 func PeerNode(i int) string         { return PeerPrefix + strconv.Itoa(i) }
 
-// retryName names repeat attempt (from 1) of the call name: "subagent 2
-// retry", then "subagent 2 retry 2" and so on.
+// retryName names repeat attempt of the call name, counting from 1.
+// The names are "subagent 2 retry", then "subagent 2 retry 2" and so on.
 func retryName(name string, attempt int) string {
 	if attempt == 1 {
 		return name + RetrySuffix
@@ -165,8 +183,8 @@ func chat(ctx context.Context, rec *delegate.Recorder, parent *delegate.Node, na
 }
 
 // finishRun closes the trace. When ctx has ended, the failure becomes
-// "canceled" (unless the run had already failed for another reason) and the
-// context's error is returned beside the partial trace.
+// "canceled", unless the run had already failed for another reason. The
+// context's error is then returned beside the partial trace.
 func finishRun(ctx context.Context, rec *delegate.Recorder, strategy, answer string, fail delegate.Failure) (*delegate.Trace, error) {
 	if err := ctx.Err(); err != nil {
 		if fail.Kind == "" || fail.Kind == delegate.FailureCall {
@@ -177,9 +195,9 @@ func finishRun(ctx context.Context, rec *delegate.Recorder, strategy, answer str
 	return rec.Finish(answer, fail), nil
 }
 
-// panicked closes the trace of a run stopped by a panic in one of its
-// goroutines: the failure holds the panic's first line, the returned error
-// the whole of it, stack included.
+// panicked closes the trace of a run stopped by a panic in one of its goroutines.
+// The failure holds the panic's first line; the returned error holds all of
+// it, stack included.
 func panicked(rec *delegate.Recorder, strategy, answer string, err error) (*delegate.Trace, error) {
 	fail := delegate.Failed(delegate.FailurePanic, "%v", err)
 	var pe *panicError

@@ -28,16 +28,16 @@ import (
 // tool render as <|system|>.
 //
 // A tool call renders compactly as NAME immediately followed by ARGUMENTS,
-// delegate{"question":"47*28"}, when NAME is 1 to 64 of the characters
-// OpenAI allows in a function name (letters, digits, _ and -) and
-// ARGUMENTS, written verbatim, are a valid JSON object ("{}" when empty):
-// 24 tokens fewer per call than the JSON envelope
-// {"name":NAME,"arguments":ARGUMENTS}, which is what a call with another
-// name or with arguments that are valid JSON but not an object renders as
-// (ParseAssistant reads both). A call with no name or with arguments that
-// are not valid JSON renders as its Arguments text verbatim: this is how
-// ParseAssistant returns a malformed call, so a conversation holding one
-// renders the tokens the model wrote.
+// as in delegate{"question":"47*28"}. That needs NAME to be 1 to 64 of the
+// characters OpenAI allows in a function name: letters, digits, _ and -.
+// ARGUMENTS, written verbatim, must be a valid JSON object, "{}" when
+// empty. The compact form takes 24 tokens fewer per call than the JSON
+// envelope {"name":NAME,"arguments":ARGUMENTS}. A call with another name,
+// or with arguments that are valid JSON but not an object, renders as the
+// envelope; ParseAssistant reads both. A call with no name or with
+// arguments that are not valid JSON renders as its Arguments text verbatim.
+// That is how ParseAssistant returns a malformed call, so a conversation
+// holding one renders the tokens the model wrote.
 //
 // The rendering is prefix-stable: Render(msgs[:k], tools, false) is a prefix
 // of Render(msgs, tools, false), and Render(msgs[:k], tools, true) is a
@@ -60,8 +60,8 @@ func Render(msgs []delegate.Message, tools []delegate.Tool, addGenerationPrompt 
 	return ids
 }
 
-// RenderSpans is Render that also returns one Span per message, in order, so
-// that training can mask exactly the tokens of the assistant's messages.
+// RenderSpans is Render that also returns one Span per message, in order.
+// Training uses them to mask exactly the tokens of the assistant's messages.
 func RenderSpans(msgs []delegate.Message, tools []delegate.Tool, addGenerationPrompt bool) ([]int, []Span) {
 	ids := []int{BOS}
 	if len(tools) > 0 {
@@ -153,9 +153,9 @@ func callBody(c delegate.ToolCall) string {
 	return `{"name":` + jsonText(c.Name) + `,"arguments":` + args + `}`
 }
 
-// compactName reports whether a tool's name can open a compact call: 1 to
-// 64 letters, digits, underscores and dashes, so that the call's first {
-// ends it.
+// compactName reports whether a tool's name can open a compact call.
+// Such a name is 1 to 64 letters, digits, underscores and dashes, so that
+// the call's first { ends it.
 func compactName(name string) bool {
 	if len(name) == 0 || len(name) > 64 {
 		return false
@@ -170,19 +170,21 @@ func compactName(name string) bool {
 
 // ParseAssistant turns the tokens a model generated after <|assistant|>
 // into an assistant message. It reads up to the first <|end|>, </s> or role
-// token (<|system|>, <|user|>, <|assistant|>, <|tool|>, <|tools|>) and
-// reports in complete whether it found one; tokens after it are ignored.
+// token and reports in complete whether it found one; tokens after it are
+// ignored. The role tokens are <|system|>, <|user|>, <|assistant|>,
+// <|tool|> and <|tools|>.
 //
-// Bytes outside tool calls form Content; other special tokens found there are
-// kept as their spelling. Each <|tool_call|> ... <|end_tool_call|> becomes a
-// ToolCall with ID "call_<i>" (i counts the calls of this message; callers
-// that need ids unique across a conversation rename them). A call's text is
-// either the compact NAME{...} (a name as compactName allows, then exactly
-// one JSON object) or the envelope: exactly one JSON object with a
-// non-empty string "name" and an "arguments" value. Any other text is
-// malformed: it comes back with an empty Name and its
-// whole text as Arguments, for the caller to report to the model. A call
-// left open at the end of ids is malformed too.
+// Bytes outside tool calls form Content; other special tokens found there
+// are kept as their spelling. Each <|tool_call|> ... <|end_tool_call|>
+// becomes a ToolCall with ID "call_<i>", where i counts the calls of this
+// message. Callers that need ids unique across a conversation rename them.
+// A call's text is either the compact NAME{...} or the envelope. The
+// compact form is a name as compactName allows, then exactly one JSON
+// object. The envelope is exactly one JSON object with a non-empty string
+// "name" and an "arguments" value. Any other text is malformed: it comes
+// back with an empty Name and its whole text as Arguments, for the caller
+// to report to the model. A call left open at the end of ids is malformed
+// too.
 func ParseAssistant(ids []int) (msg delegate.Message, complete bool) {
 	msg.Role = delegate.RoleAssistant
 	var content, body strings.Builder

@@ -183,9 +183,9 @@ func TestParseAssistant(t *testing.T) {
 	}
 }
 
-// FuzzParseAssistant feeds arbitrary token sequences (one id per input
-// byte pair) and checks that parsing never panics and that rendering the
-// parsed message and parsing it again gives the same message.
+// FuzzParseAssistant feeds arbitrary token sequences, one id per input byte pair.
+// Parsing must never panic, and rendering the parsed message and parsing it
+// again must give the same message.
 func FuzzParseAssistant(f *testing.F) {
 	for _, ids := range [][]int{
 		seq("hello", End),

@@ -15,10 +15,10 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// HF is a byte-level BPE tokenizer read from a Hugging Face tokenizer.json,
-// the format of GPT-2, Llama 3 and the Qwen2, Qwen2.5 and Qwen3 families.
-// It gives the ids Hugging Face's tokenizers library gives for the same file
-// (see docs/tokenizers.md for how that was checked).
+// HF is a byte-level BPE tokenizer read from a Hugging Face tokenizer.json.
+// That is the format of GPT-2, Llama 3 and the Qwen2, Qwen2.5 and Qwen3
+// families. It gives the ids Hugging Face's tokenizers library gives for the
+// same file; docs/tokenizers.md says how that was checked.
 //
 // What a file may hold, and what LoadHF rejects with an error naming it:
 //
@@ -31,8 +31,8 @@ import (
 //     (behavior Isolated) and a ByteLevel without regex; add_prefix_space is
 //     not supported.
 //   - decoder: ByteLevel.
-//   - post_processor: ignored (Encode adds no BOS or EOS; chat templates
-//     spell them).
+//   - post_processor: ignored. Encode adds no BOS or EOS; chat templates
+//     spell them.
 //   - added_tokens: split out of the text before pre-tokenization, leftmost
 //     longest first, with lstrip, rstrip and normalized honoured; single_word
 //     is not supported.
@@ -65,9 +65,9 @@ type AddedToken struct {
 	Normalized bool // the token is matched in the normalized text rather than the raw text
 }
 
-// maxTokenID bounds the ids a file may use, so that a corrupt file cannot make
-// the loader allocate without limit (the largest real vocabularies have
-// about 260,000 tokens).
+// maxTokenID bounds the ids a file may use.
+// A corrupt file then cannot make the loader allocate without limit. The
+// largest real vocabularies have about 260,000 tokens.
 const maxTokenID = 1<<24 - 1
 
 type merge struct {
@@ -552,8 +552,9 @@ func (t *HF) VocabSize() int { return len(t.pieces) }
 // AddedTokens returns the added tokens in the file's order.
 func (t *HF) AddedTokens() []AddedToken { return slices.Clone(t.added) }
 
-// TokenID returns the id of a token as the file spells it: a byte-level
-// string such as "Ġthe", or an added token's content such as "<|im_end|>".
+// TokenID returns the id of a token as the file spells it.
+// The spelling is a byte-level string such as "Ġthe", or an added token's
+// content such as "<|im_end|>".
 func (t *HF) TokenID(token string) (int, bool) {
 	if id, ok := t.vocab[token]; ok {
 		return id, true
@@ -574,10 +575,10 @@ func (t *HF) Token(id int) (string, bool) {
 	return t.pieces[id], true
 }
 
-// Encode returns the ids of text, added tokens (special ones included)
-// recognised wherever their spelling appears, as Hugging Face's
-// tokenizer.encode(text, add_special_tokens=False) does. Text that is not
-// valid UTF-8 is encoded byte by byte and decodes back unchanged.
+// Encode returns the ids of text, recognising added tokens wherever they are spelled.
+// Special added tokens are included, as with Hugging Face's
+// tokenizer.encode(text, add_special_tokens=False). Text that is not valid
+// UTF-8 is encoded byte by byte and decodes back unchanged.
 func (t *HF) Encode(text string) []int {
 	var out []int
 	t.raw.split(text, func(seg string, id int) {
@@ -632,8 +633,9 @@ func (t *HF) word(w string) []int32 {
 	return ids
 }
 
-// bpe merges the bytes of w by rank: at each step the adjacent pair with
-// the lowest merge rank, the leftmost of equals, becomes one token.
+// bpe merges the bytes of w by rank.
+// At each step the adjacent pair with the lowest merge rank, the leftmost
+// of equals, becomes one token.
 func (t *HF) bpe(w string) []int32 {
 	if len(w) == 1 {
 		return []int32{t.byteID[w[0]]}
@@ -657,11 +659,11 @@ func (t *HF) bpe(w string) []int32 {
 	return t.mergeShort(sym)
 }
 
-// Decode returns the text of ids as the ByteLevel decoder gives it. Unlike
-// the tokenizers library, which replaces bytes that do not form valid UTF-8
-// with U+FFFD, it returns the bytes as they are, so that decoding a
-// sequence piece by piece and concatenating gives the same text. An id that
-// is no token is an error naming it and its index.
+// Decode returns the text of ids as the ByteLevel decoder gives it. It
+// returns bytes that do not form valid UTF-8 as they are, where the
+// tokenizers library writes U+FFFD. So decoding a sequence piece by piece
+// and concatenating gives the same text. An id that is no token is an error
+// naming it and its index.
 func (t *HF) Decode(ids []int) (string, error) { return t.decode(ids, false) }
 
 func (t *HF) decode(ids []int, skipSpecial bool) (string, error) {
@@ -678,10 +680,9 @@ func (t *HF) decode(ids []int, skipSpecial bool) (string, error) {
 	return b.String(), nil
 }
 
-// DecodeSkipSpecial is Decode leaving out special added tokens
-// (<|im_start|>, <|eot_id|>, ...), as the library's decode with
-// skip_special_tokens=True; non-special added tokens (<tool_call>, <think>)
-// stay.
+// DecodeSkipSpecial is Decode leaving out special added tokens such as <|im_start|>.
+// It matches the library's decode with skip_special_tokens=True.
+// Non-special added tokens, such as <tool_call> and <think>, stay.
 func (t *HF) DecodeSkipSpecial(ids []int) (string, error) { return t.decode(ids, true) }
 
 // Special reports whether id is an added token marked special.
@@ -689,9 +690,9 @@ func (t *HF) Special(id int) bool {
 	return id >= 0 && id < len(t.special) && t.special[id]
 }
 
-// byteChar is GPT-2's bytes_to_unicode: the printable bytes stand for
-// themselves, the others for U+0100 onwards in order, so that every byte
-// string maps to printable text.
+// byteChar is GPT-2's bytes_to_unicode, which maps every byte string to printable text.
+// The printable bytes stand for themselves, the others for U+0100 onwards
+// in order.
 var byteChar [256]rune
 
 // charByte inverts byteChar.
@@ -710,9 +711,10 @@ func init() {
 	}
 }
 
-// byteLevelDecode maps a token's characters back to bytes; a token with a
-// character outside the byte-level alphabet (an added token such as one
-// holding a space) is kept as its UTF-8 text, as the tokenizers library does.
+// byteLevelDecode maps a token's characters back to bytes.
+// A token with a character outside the byte-level alphabet, such as an added
+// token holding a space, is kept as its UTF-8 text, as the tokenizers
+// library does.
 func byteLevelDecode(tok string) string {
 	out := make([]byte, 0, len(tok))
 	for _, r := range tok {

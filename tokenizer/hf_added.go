@@ -6,9 +6,9 @@ import (
 	"unicode/utf8"
 )
 
-// addedMatcher finds added tokens in text, leftmost first and longest of
-// those starting at the same place, as the tokenizers library's
-// Aho-Corasick matcher does.
+// addedMatcher finds added tokens in text, as the tokenizers library's Aho-Corasick matcher does.
+// It takes the leftmost first, and the longest of those starting at the
+// same place.
 type addedMatcher struct {
 	tokens []AddedToken
 	first  [256]bool
@@ -65,9 +65,9 @@ func (m *addedMatcher) longest(s string, i int) (tok, end int) {
 	return tok, end
 }
 
-// split calls emit for each piece of s in order: a run of text with id -1,
-// or an added token with its id. Whitespace absorbed by lstrip or rstrip
-// belongs to the token.
+// split calls emit for each piece of s in order.
+// A piece is a run of text with id -1, or an added token with its id.
+// Whitespace absorbed by lstrip or rstrip belongs to the token.
 func (m *addedMatcher) split(s string, emit func(seg string, id int)) {
 	if len(m.tokens) == 0 {
 		if s != "" {

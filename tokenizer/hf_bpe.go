@@ -2,11 +2,11 @@ package tokenizer
 
 import "slices"
 
-// longWord is the length in bytes above which a word is merged with a heap
-// (O(n log n)) rather than by scanning all pairs at each step (O(n²), faster
-// for the short words that make up nearly all text). Either way the pair of
-// lowest rank merges first, the leftmost of equals, as in the tokenizers
-// library.
+// longWord is the length in bytes above which a word is merged with a heap.
+// A heap costs O(n log n). Scanning all pairs at each step costs O(n²) but
+// is faster for the short words that make up nearly all text. Either way
+// the pair of lowest rank merges first, the leftmost of equals, as in the
+// tokenizers library.
 const longWord = 48
 
 const noMerge = int32(1<<31 - 1)
@@ -53,8 +53,8 @@ func (t *HF) mergeShort(sym []int32) []int32 {
 	return sym
 }
 
-// candidate is a pair that may merge: the symbols at pos and at the
-// symbol after it, which had ids left and right when it was pushed.
+// candidate is a pair that may merge: the symbol at pos and the one after it.
+// They had ids left and right when the pair was pushed.
 type candidate struct {
 	rank, pos   int32
 	left, right int32
@@ -64,8 +64,8 @@ func (c candidate) less(d candidate) bool {
 	return c.rank < d.rank || c.rank == d.rank && c.pos < d.pos
 }
 
-// mergeLong merges sym with a linked list of symbols and a min-heap of
-// candidate pairs keyed by (rank, position); a candidate whose symbols
+// mergeLong merges sym with a linked list of symbols and a min-heap of candidate pairs.
+// The heap is keyed by rank, then position. A candidate whose symbols
 // changed since it was pushed is skipped.
 func (t *HF) mergeLong(sym []int32) []int32 {
 	n := int32(len(sym))

@@ -14,26 +14,26 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// ChatFormat names the chat template of a Hugging Face model family,
-// rendered in Go exactly as the model's own Jinja template renders it under
-// transformers' apply_chat_template (checked byte for byte against
-// @huggingface/jinja running the shipped templates; see docs/tokenizers.md).
+// ChatFormat names the chat template of a Hugging Face model family, rendered in Go.
+// It renders exactly as the model's own Jinja template does under
+// transformers' apply_chat_template. docs/tokenizers.md says how that was
+// checked byte for byte against @huggingface/jinja running the shipped
+// templates.
 type ChatFormat int
 
 const (
-	// ChatQwen25 is the ChatML template of Qwen2.5 (and Qwen2.5-Coder):
-	// a default system message when none is given, the tools section in the
-	// system message, <tool_call> JSON in assistant turns and
+	// ChatQwen25 is the ChatML template of Qwen2.5 and Qwen2.5-Coder.
+	// It has a default system message when none is given, the tools section
+	// in the system message, <tool_call> JSON in assistant turns, and
 	// <tool_response> blocks in user turns for tool results.
 	ChatQwen25 ChatFormat = iota + 1
-	// ChatQwen3 is the template of Qwen3: like Qwen2.5's without a default
-	// system message, and with <think> blocks for assistant turns after the
-	// last user query.
+	// ChatQwen3 is the template of Qwen3: Qwen2.5's without a default system message.
+	// It adds <think> blocks for assistant turns after the last user query.
 	ChatQwen3
-	// ChatLlama3 is the template shipped with Llama 3 and 3.1 tokenizers
-	// whose tokenizer_config carries the short form: a header per message,
-	// content trimmed, <|eot_id|> after each. It has no tools section:
-	// rendering tools or tool calls with it is an error.
+	// ChatLlama3 is the short-form template shipped with Llama 3 and 3.1 tokenizers.
+	// Their tokenizer_config carries it: a header per message, content
+	// trimmed, <|eot_id|> after each. It has no tools section, so rendering
+	// tools or tool calls with it is an error.
 	ChatLlama3
 )
 
@@ -67,15 +67,14 @@ type ChatOptions struct {
 	DisableThinking bool
 }
 
-// Tool calls and tools reach the templates as transformers passes them:
-// a tool as {"type": "function", "function": {"name", "description",
-// "parameters"}} (description and parameters left out when empty), a tool
-// call's Arguments as the JSON value they hold (a dict, as the templates
-// expect), or as a string when they are not valid JSON. Values are written
-// as Jinja's tojson writes them (Python's json.dumps: ", " and ": "
-// separators, keys in their order, non-ASCII kept); numbers keep the
-// spelling they have in the JSON text, where Python would rewrite 1e3 as
-// 1000.0.
+// Tool calls and tools reach the templates as transformers passes them.
+// A tool is {"type": "function", "function": {"name", "description",
+// "parameters"}}, with description and parameters left out when empty. A
+// tool call's Arguments are the JSON value they hold, a dict as the
+// templates expect, or a string when they are not valid JSON. Values are
+// written as Jinja's tojson writes them with Python's json.dumps: ", " and
+// ": " separators, keys in their order, non-ASCII kept. Numbers keep their
+// spelling in the JSON text, where Python would rewrite 1e3 as 1000.0.
 
 const qwenDefaultSystem = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 
@@ -93,10 +92,10 @@ func RenderChat(f ChatFormat, msgs []delegate.Message, tools []delegate.Tool, op
 	return text, err
 }
 
-// renderChat also returns marks: marks[i] is the byte offset where the
-// rendering of msgs[i] begins in the turns (after any header that holds the
-// first system message and the tools), marks[len(msgs)] where the
-// generation prompt begins.
+// renderChat also returns marks, the byte offsets where each message's rendering begins.
+// marks[i] is where msgs[i] begins in the turns, after any header that
+// holds the first system message and the tools. marks[len(msgs)] is where
+// the generation prompt begins.
 func renderChat(f ChatFormat, msgs []delegate.Message, tools []delegate.Tool, opt ChatOptions) (string, []int, error) {
 	var b strings.Builder
 	marks := make([]int, len(msgs)+1)
@@ -132,11 +131,11 @@ func (t *HF) EncodeChat(f ChatFormat, msgs []delegate.Message, tools []delegate.
 type ChatSpan struct {
 	Message int // index of the assistant message in msgs
 	Start   int // index of the turn's first token (<|im_start|> or <|start_header_id|>)
-	// Body is the index of the first token after the assistant header
-	// ("<|im_start|>assistant\n", "<|start_header_id|>assistant<|end_header_id|>\n\n"),
-	// where a model generating the turn began. When the content starts with
-	// white space that the encoder joins to the header's last newline, that
-	// joint token is the first of the body.
+	// Body is the index of the first token after the assistant header.
+	// That is where a model generating the turn began. The header is
+	// "<|im_start|>assistant\n" or "<|start_header_id|>assistant<|end_header_id|>\n\n".
+	// When the content starts with white space that the encoder joins to the
+	// header's last newline, that joint token is the first of the body.
 	Body int
 	End  int // one past the turn's end token (<|im_end|> or <|eot_id|>)
 }
@@ -150,9 +149,9 @@ var assistantTurn = map[ChatFormat][2]string{
 }
 
 // EncodeChatSpans is EncodeChat that also locates each assistant turn in
-// the ids. It encodes the text between turn boundaries separately and fails
-// if that does not give the ids of the whole text (a turn boundary inside a
-// token), so the spans are exact.
+// the ids. It encodes the text between turn boundaries separately, so the
+// spans are exact. It fails if that does not give the ids of the whole
+// text, as when a turn boundary falls inside a token.
 func (t *HF) EncodeChatSpans(f ChatFormat, msgs []delegate.Message, tools []delegate.Tool, opt ChatOptions) ([]int, []ChatSpan, error) {
 	text, marks, err := renderChat(f, msgs, tools, opt)
 	if err != nil {
@@ -367,9 +366,9 @@ func renderLlama3(b *strings.Builder, marks []int, msgs []delegate.Message, tool
 	return nil
 }
 
-// pyStrip is Jinja's trim filter under Python: str.strip(), which removes
-// the characters Python counts as white space (Unicode White_Space and
-// U+001C..U+001F).
+// pyStrip is Jinja's trim filter under Python: str.strip().
+// It removes the characters Python counts as white space: Unicode
+// White_Space and U+001C..U+001F.
 func pyStrip(s string) string {
 	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f })
 }
@@ -393,8 +392,9 @@ func writeToolJSON(b *strings.Builder, tl delegate.Tool) error {
 	return nil
 }
 
-// writeArgsJSON writes a tool call's arguments as tojson does: the JSON
-// value they hold, or a JSON string of their text when they are not JSON.
+// writeArgsJSON writes a tool call's arguments as tojson does.
+// It writes the JSON value they hold, or a JSON string of their text when
+// they are not JSON.
 func writeArgsJSON(b *strings.Builder, args string) error {
 	if v, ok := parseJSONValue(args); ok {
 		b.WriteString(v.text)

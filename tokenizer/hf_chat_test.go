@@ -24,9 +24,9 @@ type chatCase struct {
 	Llama3IDs      []int              `json:"llama3_ids"`
 }
 
-// TestRenderChatMatchesJinja compares RenderChat with the models' own
-// Jinja templates rendered by @huggingface/jinja (testdata/hf/gen.mjs),
-// byte for byte, and the ids of the Qwen2.5 and Qwen3 renderings with the
+// TestRenderChatMatchesJinja compares RenderChat with the models' own Jinja templates.
+// testdata/hf/gen.mjs rendered them with @huggingface/jinja; they must match
+// byte for byte. The ids of the Qwen2.5 and Qwen3 renderings must match the
 // tokenizers library's.
 func TestRenderChatMatchesJinja(t *testing.T) {
 	cases := readLines[chatCase](t, "chat.jsonl.gz")
@@ -82,11 +82,10 @@ func TestRenderChatMatchesJinja(t *testing.T) {
 	t.Logf("identical renderings: %v of %d cases", counts, len(cases))
 }
 
-// TestEncodeChatSpans checks the assistant spans of every fixture
-// conversation: the ids are the reference's, each span runs from the
-// turn's first token to its end token, decodes to the turn's rendering,
-// and its body starts right after the assistant header. Llama 3 is checked
-// with -llama3=PATH.
+// TestEncodeChatSpans checks the assistant spans of every fixture conversation.
+// The ids are the reference's. Each span runs from the turn's first token
+// to its end token and decodes to the turn's rendering, and its body starts
+// right after the assistant header. Llama 3 is checked with -llama3=PATH.
 func TestEncodeChatSpans(t *testing.T) {
 	cases := readLines[chatCase](t, "chat.jsonl.gz")
 	type format struct {

@@ -7,18 +7,18 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// IDFiller gives the responses of a backend that returns no token ids (an
-// API without vLLM's extensions) the ids of the policy's own tokenizer,
-// as a trainer needs them: the prompt as the chat template renders the
-// request (add_generation_prompt), and, for each generated token the
-// backend reported a logprob of, the id that the re-tokenized reply has
-// at that place. An id is given only where the re-tokenized reply
-// decodes, token by token, to exactly the pieces the backend reported:
-// where the two disagree (the sampler took a split of the text that the
-// tokenizer would not), every logprob of that choice keeps id -1 and the
-// trace says its sequence has no tokens, rather than train on ids the
-// policy never sampled. Ids a backend did return are kept. Its Fill is
-// the openai client's FillIDs. Safe for concurrent use.
+// IDFiller gives token ids, from the policy's own tokenizer, to responses that lack them.
+// Such responses come from an API without vLLM's extensions; a trainer needs
+// the ids. The prompt gets the ids of the request as the chat template
+// renders it, with add_generation_prompt. Each generated token with a
+// reported logprob gets the id the re-tokenized reply has at that place.
+// An id is given only where the re-tokenized reply decodes, token by token,
+// to exactly the pieces the backend reported. Where the two disagree, the
+// sampler took a split the tokenizer would not. Then every logprob of that
+// choice keeps id -1, and the trace says its sequence has no tokens, rather
+// than train on ids the policy never sampled. Ids a backend did return are
+// kept. Its Fill is the openai client's FillIDs. It is safe for concurrent
+// use.
 func IDFiller(t *HF, f ChatFormat) func(req *delegate.Request, resp *delegate.Response) error {
 	w := withIDs{t: t, f: f}
 	return w.Fill

@@ -7,9 +7,9 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// idless is an answer like that of an API that returns logprobs as text
-// pieces and no token ids: content, and pieces (TokenID -1) that put
-// together are the reply with its end token.
+// idless is an answer like one from an API that returns logprobs without token ids.
+// It holds content and pieces with TokenID -1 that put together are the
+// reply with its end token.
 func idless(content string, pieces []string) *delegate.Response {
 	c := delegate.Choice{Message: delegate.Assistant(content), FinishReason: "stop"}
 	for _, p := range pieces {

@@ -5,12 +5,12 @@ import (
 	"unicode/utf8"
 )
 
-// pattern is a pre-tokenizer regex of a supported family, matched by a
-// hand-written scanner: Go's regexp has no lookahead, and the patterns end
-// in \s+(?!\S). Each scanner tries the pattern's alternatives in order at a
-// position and returns the end of the first that matches, with the greedy
-// quantifiers and backtracking of the regex, as Oniguruma (the tokenizers
-// library's regex engine) does.
+// pattern is a pre-tokenizer regex of a supported family, matched by a hand-written scanner.
+// Go's regexp has no lookahead, and the patterns end in \s+(?!\S). Each
+// scanner tries the pattern's alternatives in order at a position and
+// returns the end of the first that matches. It keeps the regex's greedy
+// quantifiers and backtracking, as Oniguruma, the tokenizers library's
+// regex engine, does.
 type pattern int
 
 const (
@@ -78,9 +78,9 @@ func at(s string, i int) (rune, class, int) {
 	return r, runeClass(r), n
 }
 
-// runeClass is the class of a non-ASCII rune: Go's Unicode tables, corrected
-// by classOverrides where the tokenizers library's regex engine, on a newer
-// Unicode version, differs.
+// runeClass is the class of a non-ASCII rune by Go's Unicode tables, with overrides.
+// classOverrides corrects it where the tokenizers library's regex engine,
+// on a newer Unicode version, differs.
 func runeClass(r rune) class {
 	if r >= overridesFrom {
 		lo, hi := 0, len(classOverrides)
@@ -130,8 +130,8 @@ func goClass(r rune) class {
 
 func isSpaceClass(c class) bool { return c == classSpace || c == classNewline }
 
-// run returns the end of the run of runes from i whose class satisfies ok,
-// and the number of runes in it.
+// run returns the end of the run of runes from i whose class satisfies ok.
+// It also returns the number of runes in the run.
 func run(s string, i int, ok func(class) bool) (end, count int) {
 	for {
 		_, c, n := at(s, i)
@@ -223,9 +223,10 @@ func nextGPT2(s string, i int) int {
 	return spaces(s, i)
 }
 
-// spaces matches \s+(?!\S)|\s+ at s[i:], s[i] being white space: the whole
-// run at the end of s or before more white space; otherwise the run less its
-// last character, or that one character when the run has only it.
+// spaces matches \s+(?!\S)|\s+ at s[i:], where s[i] is white space.
+// It takes the whole run at the end of s or before more white space.
+// Otherwise it takes the run less its last character, or that one
+// character when the run has only it.
 func spaces(s string, i int) int {
 	end, count := run(s, i, isSpaceClass)
 	if end == len(s) || count == 1 {

@@ -340,9 +340,9 @@ func itoa(n int) string {
 	return string(b)
 }
 
-// FuzzHFRoundTrip checks that decoding what Encode and EncodePlain return
-// gives back the text, NFC-normalized (Qwen2.5's normalizer), bytes that
-// are not valid UTF-8 included.
+// FuzzHFRoundTrip checks that decoding what Encode and EncodePlain return gives back the text.
+// The text comes back NFC-normalized, as Qwen2.5's normalizer does, bytes
+// that are not valid UTF-8 included.
 func FuzzHFRoundTrip(f *testing.F) {
 	for _, s := range []string{"", "Hello world", "it's 12345", "<|im_start|>user\nhi<|im_end|>", "  \n\t x", "e\u0301", "\xff", "👨‍👩‍👧"} {
 		f.Add(s)
@@ -414,11 +414,11 @@ func sourceCorpus(b *testing.B) string {
 	return text.String()
 }
 
-// BenchmarkHFEncode measures Encode of the fixture corpus with the word
-// cache warm (steady state of a training run) and cold (cleared before each
-// pass), of the module's source and docs (warm), and of the fixture strings
-// one by one (warm). testdata/hf/bench.mjs measures the tokenizers library on the same
-// corpus.
+// BenchmarkHFEncode measures Encode over the fixture corpus, the module's text and single strings.
+// The fixture corpus runs with the word cache warm, as in a training run's
+// steady state, and cold, cleared before each pass. The module's source and
+// docs, and the fixture strings one by one, run warm.
+// testdata/hf/bench.mjs measures the tokenizers library on the same corpus.
 func BenchmarkHFEncode(b *testing.B) {
 	tok := hfTokenizer(b, "qwen2.5")
 	corpus := benchCorpus(b)

@@ -2,9 +2,9 @@
 
 package tokenizer
 
-// classOverrides lists, in order, the code points whose class differs
-// between Go's Unicode tables and the regex engine of the tokenizers
-// library (testdata/hf/classes.txt.gz).
+// classOverrides lists, in order, the code points whose class differs from the reference.
+// The class differs between Go's Unicode tables and the tokenizers
+// library's regex engine, whose classes are in testdata/hf/classes.txt.gz.
 var classOverrides = []classRange{
 	{0x1C89, 0x1C8A, classLetter},
 	{0xA7CB, 0xA7CD, classLetter},

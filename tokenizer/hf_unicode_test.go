@@ -61,9 +61,9 @@ func readClasses(t *testing.T) []class {
 	return classes
 }
 
-// TestHFUnicodeClasses checks the class of every code point against the
-// reference, and with -update-classes rewrites the overrides that bring
-// Go's Unicode tables in line with it.
+// TestHFUnicodeClasses checks the class of every code point against the reference.
+// With -update-classes it rewrites the overrides that bring Go's Unicode
+// tables in line with it.
 func TestHFUnicodeClasses(t *testing.T) {
 	want := readClasses(t)
 	norm := func(c class) class {

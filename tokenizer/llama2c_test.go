@@ -59,10 +59,11 @@ func (v l2cVocab) lookup(s string) int {
 	return -1
 }
 
-// encode follows run.c's encode with bos set: BOS, the dummy prefix " "
-// (when text is not empty), each UTF-8 code point looked up (at most 4
-// bytes) with byte fallback to byte+3, then greedy merges of the best-scoring
-// adjacent pair that spells a piece.
+// encode follows run.c's encode with bos set.
+// It emits BOS and, when text is not empty, the dummy prefix " ". Each
+// UTF-8 code point of at most 4 bytes is looked up, with byte fallback to
+// byte+3. Then the best-scoring adjacent pair that spells a piece merges,
+// greedily.
 func (v l2cVocab) encode(text string) []int {
 	ids := []int{1}
 	if text != "" {

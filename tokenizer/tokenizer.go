@@ -1,33 +1,11 @@
-// Package tokenizer is the byte-level tokenizer of the in-process model and
-// its chat template.
-//
-// The vocabulary is laid out like llama2.c's byte-fallback vocabularies, so
-// that a model trained on it can be exported and run by llama2.c's run
-// program (see WriteLlama2C):
-//
-//	id 0         <unk>
-//	id 1         <s>    beginning of sequence (BOS)
-//	id 2         </s>   end of sequence (EOS)
-//	ids 3..258   the 256 byte values: byte b is id b+3
-//	id 259       <|system|>
-//	id 260       <|user|>
-//	id 261       <|assistant|>
-//	id 262       <|tool|>            a tool result
-//	id 263       <|tool_call|>       opens a tool call's JSON
-//	id 264       <|end_tool_call|>   closes it
-//	id 265       <|end|>             end of a turn
-//	id 266       <|tools|>           opens the block declaring the tools offered
-//	ids 267..271 <|reserved_0|> .. <|reserved_4|>, kept free for later use
-//
-// VocabSize (272) is the size of this vocabulary; a model's vocabulary must
-// be at least that large. Ids at or above VocabSize are never produced by
-// this package; Piece and Decode render them as <|unused_N|>.
-//
-// Text is encoded byte by byte, so every byte string, valid UTF-8 or not,
-// encodes and decodes losslessly. Encode never produces special ids, even
-// when the text contains their spelling: only the chat template emits them.
-//
-// Everything in this package is stateless and safe for concurrent use.
+// Package tokenizer holds the in-process model's byte-level tokenizer and chat template.
+// It also reads Hugging Face tokenizer.json files and their chat templates.
+// Our vocabulary is laid out like llama2.c's byte-fallback ones, so that
+// WriteLlama2C can export a model for llama2.c's run program; the constants
+// below give its ids. Text is encoded byte by byte, so every byte string
+// round-trips, valid UTF-8 or not. Encode never produces special ids, even
+// for text that spells them: only the chat template emits them. Everything
+// here is stateless and safe for concurrent use.
 package tokenizer
 
 import (
@@ -36,6 +14,9 @@ import (
 )
 
 // Token ids of the control and special tokens.
+// Ids 267..271 are <|reserved_0|> .. <|reserved_4|>, kept free for later
+// use. A model's vocabulary must be at least VocabSize; Piece and Decode
+// render ids at or above it as <|unused_N|>.
 const (
 	Unk          = 0   // unknown token; never produced by Encode
 	BOS          = 1   // <s>, begins every rendered conversation
@@ -81,10 +62,10 @@ func IsByte(id int) bool { return id >= ByteOffset && id < ByteOffset+256 }
 // vocabulary (not a byte).
 func IsSpecial(id int) bool { return id >= 0 && id < VocabSize && !IsByte(id) }
 
-// Piece returns the text of one token: the single byte for a byte token
-// (possibly not valid UTF-8 on its own), the spelling for a special token,
-// <|unused_N|> for an id at or above VocabSize and <|invalid_N|> for a
-// negative id.
+// Piece returns the text of one token.
+// A byte token gives its single byte, which may not be valid UTF-8 on its
+// own; a special token gives its spelling. An id at or above VocabSize gives
+// <|unused_N|>, and a negative id <|invalid_N|>.
 func Piece(id int) string {
 	switch {
 	case IsByte(id):

@@ -1,14 +1,14 @@
 // Package edge is the one HTTP edge that every server of delegate stands
 // behind. It checks what a request must pass before a handler sees it:
 // the Host header, browser origins, the body's media type and the bearer
-// token. It also builds the http.Server with bounded timeouts, decides
-// whether a listen address may go without a token, and holds each
-// server's Prometheus registry for GET /metrics.
+// token. It also builds the http.Server with bounded timeouts and decides
+// whether a listen address may go without a token. It holds each server's
+// Prometheus registry for GET /metrics.
 //
 // Why each check: a server on loopback is still reachable from a web page
 // in a browser on the same machine. A cross-site page can send simple
-// requests (a GET, or a POST of text/plain), and DNS rebinding lets a page
-// of another name reach loopback as its own origin. The Host check stops
+// requests: a GET, or a POST of text/plain. DNS rebinding lets a page of
+// another name reach loopback as its own origin. The Host check stops
 // the second, the origin and media-type checks the first, and a token
 // stops both.
 package edge
@@ -193,9 +193,9 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// Timeouts bound a connection. WriteTimeout bounds a whole response; a
-// server that streams pushes the write deadline forward before each
-// event, so that a long stream is not cut while a stalled reader is.
+// Timeouts bound a connection. WriteTimeout bounds a whole response. A
+// server that streams pushes the write deadline forward before each event,
+// so that a long stream is not cut while a stalled reader is.
 type Timeouts struct {
 	ReadHeader time.Duration // request line and headers
 	Read       time.Duration // headers and body; a handler may clear it once the body is read

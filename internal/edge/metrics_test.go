@@ -11,8 +11,9 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// The registry serves the Go runtime's, the process's and the server's own
-// metrics over real HTTP, behind the edge's token like any other path.
+// TestMetricsOverHTTP checks that the registry serves its metrics over real HTTP.
+// It serves the Go runtime's, the process's and the server's own, behind the
+// edge's token like any other path.
 func TestMetricsOverHTTP(t *testing.T) {
 	m, err := NewMetrics()
 	if err != nil {

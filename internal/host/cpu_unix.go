@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// ProcessCPU is the CPU time this process has used so far, user plus
-// system, or false where it cannot be read. On a shared machine a rate
-// over it is less disturbed by other processes than one over wall time.
+// ProcessCPU is the user plus system CPU time this process has used so far.
+// It reports false where that cannot be read. On a shared machine, a rate
+// over CPU time is less disturbed by other processes than one over wall time.
 func ProcessCPU() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {

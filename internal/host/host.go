@@ -1,8 +1,8 @@
-// Package host reads what the benchmarks print about the machine a figure
-// came from: the CPU model, the load average and the CPUs a process may
-// run on, from /proc and /sys. Off Linux, or where a file is missing or
-// malformed, a reader says so (ok false, or "") instead of failing: a
-// benchmark still runs, its header says unknown.
+// Package host reads what benchmarks print about the machine behind a figure.
+// It reads the CPU model, the load average and the CPUs a process may run on
+// from /proc and /sys. Off Linux, or where a file is missing or malformed, a
+// reader returns false or "" instead of failing. A benchmark then still
+// runs, and its header says unknown.
 package host
 
 import (
@@ -34,8 +34,8 @@ func read(path string) string {
 	return string(b)
 }
 
-// field is the trimmed value of the first "key<sep>value" line of text
-// whose trimmed key is key; "" when there is none.
+// field returns the value of the first "key<sep>value" line whose key is key.
+// Key and value are trimmed; it returns "" when there is no such line.
 func field(text, key, sep string) string {
 	for line := range strings.SplitSeq(text, "\n") {
 		if k, v, ok := strings.Cut(line, sep); ok && strings.TrimSpace(k) == key {

@@ -19,12 +19,11 @@ var sampleBenchConfigs = []struct {
 	{"stories15M", nn.Config{Vocab: 32000, Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, Hidden: 768, Context: 256, TiedOutput: true}},
 }
 
-// BenchmarkSample generates 256 positions per sequence (one prompt token and
-// 255 sampled at temperature 1, top-p 0.9: llama2.c run's defaults and its
-// -n 256), for batch 1 and batch 32 sequences at once, and reports generated
-// tokens per second over all sequences.
+// BenchmarkSample reports generated tokens per second over batches of 1 and 32.
+// Each sequence is 256 positions: one prompt token and 255 sampled at
+// temperature 1, top-p 0.9, as llama2.c's run does by default with -n 256.
 //
-//	go test ./nn -run '^$' -bench BenchmarkSample -benchtime 3x
+//	go test ./nn/infer -run '^$' -bench BenchmarkSample -benchtime 3x
 func BenchmarkSample(b *testing.B) {
 	for _, bc := range sampleBenchConfigs {
 		for _, batch := range []int{1, 32} {
@@ -64,11 +63,11 @@ func BenchmarkSample(b *testing.B) {
 	}
 }
 
-// BenchmarkSamplePrefill pushes one 255-token prompt through the model and
-// samples one token, reporting prompt tokens per second: the matrix-product
-// path a server's long prompts take.
+// BenchmarkSamplePrefill reports prompt tokens per second for one 255-token prompt.
+// It pushes the prompt through the model and samples one token: the
+// matrix-product path a server's long prompts take.
 //
-//	go test ./nn -run '^$' -bench BenchmarkSamplePrefill -benchtime 3x
+//	go test ./nn/infer -run '^$' -bench BenchmarkSamplePrefill -benchtime 3x
 func BenchmarkSamplePrefill(b *testing.B) {
 	for _, bc := range sampleBenchConfigs {
 		b.Run(bc.name, func(b *testing.B) {

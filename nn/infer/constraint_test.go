@@ -76,8 +76,8 @@ func TestEngineAdjustedSampling(t *testing.T) {
 	}
 }
 
-// The logprobs of an adjusted request stay the model's own: the same
-// token sequence forced by a constraint gets the logprobs it gets free.
+// The logprobs of an adjusted request stay the model's own.
+// A token sequence forced by a constraint gets the logprobs it gets free.
 func TestEngineAdjustedLogprobs(t *testing.T) {
 	p := testParams(t, testConfig(false), 5)
 	e := newTestEngine(t, p, EngineConfig{MaxBatch: 2})

@@ -9,11 +9,11 @@ import (
 	"github.com/delegatelab/delegate/internal/host"
 )
 
-// BenchmarkDecodeStep pushes one sequence of 256 positions through the
-// decoder one token at a time (batch-1 decoding without sampling), with
-// products and attention split across cores as the decoder chooses
-// ("default") and with every product and attention step split ("all"),
-// so that the two can be compared side by side in one run:
+// BenchmarkDecodeStep compares the decoder's split across cores with splitting everything.
+// It pushes one sequence of 256 positions through the decoder one token at
+// a time, batch-1 decoding without sampling. "default" splits products and
+// attention as the decoder chooses; "all" splits every one. The two compare
+// side by side in one run:
 //
 //	GOMAXPROCS=2 go test ./nn/infer -run '^$' -bench DecodeStep -count 5
 func BenchmarkDecodeStep(b *testing.B) {

@@ -9,20 +9,19 @@ import (
 	"github.com/delegatelab/delegate/nn/kernel"
 )
 
-// This file is the inference forward pass: the same Llama 2 block as the
-// training engine's forward (package train; llama2.c's arithmetic), its
-// per-row layers computed by the same functions of package nn, but
-// evaluated over a list of rows
-// that each carry one token at one position of one cached sequence. A row
-// list can mix a prompt's tokens (prefill: consecutive positions of one
-// slot) with single next tokens of many slots (decode); every row reads and
-// writes only its own slot of the KV cache, and every linear layer over the
-// rows is one kernel.MatMulNT. Because the kernel computes each output row
-// the same way whatever the number of rows, a row's result never depends on
-// which other rows share the pass: a sequence comes out bitwise identical
-// alone or batched. Imported checkpoints (hf.go) add q/k/v biases, a
-// per-head RMSNorm of queries and keys, a head width other than Dim/Heads
-// and 16-bit matrices; the nn.Params path never sets them.
+// This file is the inference forward pass. It is the same Llama 2 block as
+// the training engine's forward, with llama2.c's arithmetic, and computes
+// the per-row layers with the same functions of package nn. But it runs
+// over a list of rows, each one token at one position of one cached
+// sequence. A row list can mix a prompt's tokens, consecutive positions of
+// one slot in prefill, with single next tokens of many slots in decode.
+// Every row reads and writes only its own slot of the KV cache, and every
+// linear layer over the rows is one kernel.MatMulNT. The kernel computes
+// each output row the same way whatever the number of rows. So a row's
+// result never depends on which other rows share the pass, and a sequence
+// comes out bitwise identical alone or batched. Imported checkpoints add
+// q/k/v biases, a per-head RMSNorm of queries and keys, a head width other
+// than Dim/Heads and 16-bit matrices; the nn.Params path never sets them.
 
 // tokenRow is one token to push through the model.
 type tokenRow struct {
@@ -70,14 +69,14 @@ type decoder struct {
 	logits   []float32        // (nlogits, Vocab)
 }
 
-// packedWeights are the model's weights as forward reads them: every matrix
-// packed once (queries, keys and values stacked into one matrix, the gate
-// and up projections into another, so that each is one product), the norms
-// copied.
+// packedWeights are the model's weights as forward reads them.
+// Every matrix is packed once and the norms copied. Queries, keys and values
+// are stacked into one matrix, and the gate and up projections into another,
+// so that each is one product.
 //
-// Imported checkpoints (hf.go) may add biases to the queries, keys and
-// values and RMSNorm weights for each head of the queries and keys, and
-// may keep the matrices in 16-bit values (kernel.NewPackedHalf).
+// Imported checkpoints may add biases to the queries, keys and values and
+// RMSNorm weights for each head of the queries and keys. They may keep the
+// matrices in 16-bit values with kernel.NewPackedHalf.
 type packedWeights struct {
 	qkv, wo, w13, w2  []*kernel.Packed // per layer: (QD+2KV, D), (D, QD), (2H, D), (D, H)
 	attnNorm, ffnNorm [][]float32      // per layer: (D)
@@ -111,9 +110,9 @@ func (w *packedWeights) bytes() int64 {
 	return n
 }
 
-// mulJob is one product split across the pool's cores by column panels:
-// chunks ranges of them, taken in turn from next by whichever core is free,
-// so that a core another process delays takes fewer.
+// mulJob is one product split across the pool's cores by column panels.
+// Whichever core is free takes the next of chunks ranges from next, so a
+// core another process delays takes fewer.
 type mulJob struct {
 	dst, a []float32
 	rows   int
@@ -125,11 +124,10 @@ type mulJob struct {
 // mulChunks is how many column ranges each core takes on average.
 const mulChunks = 4
 
-// parallelMul is the work of a product (rows·k·n multiply-adds) above
-// which it is split across cores by columns: about 1 MiB of weights for one
-// row. Handing a task to another core costs some microseconds; below this
-// it saved less than that (measured side by side at 2 threads: 1 << 16 gave
-// 423-518 tok/s at batch 1 on the stories15M shape, 1 << 18 584-654).
+// parallelMul is the work of a product, rows·k·n multiply-adds, above which columns split across cores.
+// It is about 1 MiB of weights for one row. Handing a task to another core
+// costs some microseconds, and below this the split saved less than that;
+// docs/engine.md has the measurements.
 const parallelMul = 1 << 18
 
 func newDecoder(p *nn.Params, cache *KVCache) *decoder {
@@ -156,9 +154,9 @@ func newDecoder(p *nn.Params, cache *KVCache) *decoder {
 	return m
 }
 
-// newDecoderWeights makes a model over weights already laid out, which
-// it only reads (several models may share them); it has no nn.Params and
-// never refreshes.
+// newDecoderWeights makes a model over weights already laid out.
+// It only reads them, so several models may share them. It has no
+// nn.Params and never refreshes.
 func newDecoderWeights(c nn.Config, cache *KVCache, w packedWeights) *decoder {
 	cores := max(1, runtime.GOMAXPROCS(0))
 	m := &decoder{cfg: c, cache: cache, w: w, scores: make([][]float32, cores), parWork: parallelWork, parMul: parallelMul}
@@ -239,13 +237,13 @@ func (m *decoder) grow(n, nl int) {
 	}
 }
 
-// forward pushes rows through the model, storing each row's key and value
-// in its slot of the cache at its position, and returns the logits of the
-// rows marked logits, in row order: an (nlogits, Vocab) view valid until
-// the next call. Rows of one slot must come in increasing position order,
-// and every earlier position of that slot must already be in the cache or
-// in this list. Tokens and positions are trusted: the Engine validates
-// requests before they get here.
+// forward pushes rows through the model and returns the logits of rows marked logits.
+// It stores each row's key and value in its slot of the cache at its
+// position. The logits come in row order, an (nlogits, Vocab) view valid
+// until the next call. Rows of one slot must come in increasing position
+// order, and every earlier position of that slot must already be in the
+// cache or in this list. Tokens and positions are trusted: the Engine
+// validates requests before they get here.
 func (m *decoder) forward(rows []tokenRow) []float32 {
 	if m.stale {
 		m.refresh()
@@ -315,9 +313,10 @@ func (m *decoder) forward(rows []tokenRow) []float32 {
 	return logits
 }
 
-// matmul computes dst(rows, n) = a(rows, k) · Wᵀ, split by column panels
-// across the pool's cores when the product is large enough. Each element's
-// bits are the same however it is split (see package kernel).
+// matmul computes dst(rows, n) = a(rows, k) · Wᵀ.
+// A large enough product is split by column panels across the pool's
+// cores. As package kernel guarantees, each element's bits are the same
+// however it is split.
 func (m *decoder) matmul(dst, a []float32, rows int, w *kernel.Packed) {
 	workers := 1
 	if rows*w.K()*w.N() >= m.parMul {
@@ -344,15 +343,15 @@ func (m *decoder) mulTask(int) {
 	}
 }
 
-// parallelWork is the attention work (multiply-adds over a step) above
-// which the (row, head) pairs of a step are split across cores. Below it
-// the hand-off costs more than it saves.
+// parallelWork is the attention work above which a step's row-head pairs split across cores.
+// The work is multiply-adds over a step. Below it the hand-off costs more
+// than it saves.
 const parallelWork = 1 << 15
 
-// attendRows computes causal attention for every row of layer l, writing
-// att (n, Dim) from the queries in qkv (row stride s). The (row, head)
-// pairs are split into contiguous ranges of about equal work, one per
-// core of m.pool; each pair's arithmetic is the same however they are
+// attendRows computes causal attention for every row of layer l.
+// It writes att (n, Dim) from the queries in qkv, of row stride s. The
+// row-head pairs are split into contiguous ranges of about equal work, one
+// per core of m.pool. Each pair's arithmetic is the same however they are
 // split.
 func (m *decoder) attendRows(rows []tokenRow, l int, att, qkv []float32, s int) {
 	c := m.cfg
@@ -423,9 +422,10 @@ func (m *decoder) attendPiece(k, u0, u1 int) {
 	}
 }
 
-// attend computes causal attention of heads [h0, h1) of one row's queries
-// q (QDim) over positions [0, pos] of slot in layer l's cache, writing those
-// heads of out (QDim). sc is scratch of at least pos+1 values.
+// attend computes causal attention of heads [h0, h1) of one row's queries q.
+// It attends over positions [0, pos] of slot in layer l's cache and writes
+// those heads of out. q and out are QDim long; sc is scratch of at least
+// pos+1 values.
 func (m *decoder) attend(out, q, sc []float32, l, slot, pos, h0, h1 int) {
 	c := m.cfg
 	hd, kvd := c.HeadDim(), c.KVDim()
@@ -449,8 +449,8 @@ func (m *decoder) attend(out, q, sc []float32, l, slot, pos, h0, h1 int) {
 	}
 }
 
-// rmsNorm normalises each of the n rows of x (n, d) with the gain w (d)
-// into dst (n, d); dst may be x.
+// rmsNorm normalises each of the n rows of x with the gain w into dst.
+// x and dst are (n, d), w is (d); dst may be x.
 func rmsNorm(dst, x, w []float32, n, d int, eps float32) {
 	for i := range n {
 		nn.RMSNorm(dst[i*d:(i+1)*d], x[i*d:(i+1)*d], w, eps)

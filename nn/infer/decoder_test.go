@@ -15,9 +15,9 @@ func testConfig(tied bool) nn.Config {
 	return nn.Config{Vocab: 37, Dim: 16, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 24, Context: 32, TiedOutput: tied}.WithDefaults()
 }
 
-// testParams returns initialized weights with the attention and output
-// projections scaled up, so that attention is peaked and logits are spread
-// over several units: differences between tokens and positions then show.
+// testParams returns initialized weights with the attention and output projections scaled up.
+// Attention is then peaked and logits spread over several units, so that
+// differences between tokens and positions show.
 func testParams(t testing.TB, c nn.Config, seed uint64) *nn.Params {
 	t.Helper()
 	p, err := nn.Alloc(c)
@@ -45,8 +45,8 @@ func testParams(t testing.TB, c nn.Config, seed uint64) *nn.Params {
 	return p
 }
 
-// unfused returns a copy of p whose Wq, Wk and Wv do not lie back to back,
-// which forces the three-product path.
+// unfused returns a copy of p whose Wq, Wk and Wv do not lie back to back.
+// That forces the three-product path.
 func unfused(p *nn.Params) *nn.Params {
 	q := *p
 	q.Layers = slices.Clone(p.Layers)
@@ -65,9 +65,8 @@ func maxAbsDiff(got []float32, want []float64) float64 {
 	return m
 }
 
-// The cached, batched forward must agree with the reference within 2e-5 on
-// logits of magnitude up to ~8 (float32 against float64 arithmetic; the
-// observed gap is about 1e-6).
+// The cached, batched forward must agree with the reference within 2e-5.
+// The logits reach about 8 in magnitude, and the reference is float64.
 const tol = 2e-5
 
 func TestForwardMatchesReference(t *testing.T) {
@@ -160,9 +159,9 @@ func TestKernelRowDeterminism(t *testing.T) {
 	}
 }
 
-// A row's heads must give the same bits computed together as one at a
-// time, since how heads are split across cores depends on the batch (head
-// dims 8 and 16 take the vector kernels, 12 and 6 the portable code).
+// A row's heads must give the same bits computed together as one at a time.
+// How heads are split across cores depends on the batch. Head dims 8 and 16
+// take the vector kernels, 12 and 6 the portable code.
 func TestAttendHeadsSplitSameBits(t *testing.T) {
 	c := nn.Config{Vocab: 11, Dim: 48, Layers: 1, Heads: 4, KVHeads: 2, Hidden: 8, Context: 40}.WithDefaults() // head dim 12
 	for _, hd := range []int{12, 6, 8, 16} {

@@ -33,26 +33,28 @@ type GenRequest struct {
 	Temperature float64 // 0: greedy (argmax); otherwise softmax(logits/T)
 	TopP        float64 // nucleus mass in (0, 1]; 0 or 1 disables
 	TopK        int     // keep the K likeliest tokens; 0 disables
-	// Seed seeds this request's own PCG generator: the same request with
-	// the same seed gives the same tokens, alone or batched with others.
+	// Seed seeds this request's own PCG generator.
+	// The same request with the same seed gives the same tokens, alone or
+	// batched with others.
 	Seed       uint64
 	StopTokens []int   // generation stops after any of these ids
 	StopSeqs   [][]int // or after any of these id sequences (each non-empty)
 	// TopLogprobs asks for this many likeliest alternatives at each step.
 	TopLogprobs int
-	// LogitBias is added to the logits of its tokens, and the penalties
-	// are subtracted as OpenAI defines them: logit[t] -= c[t]·Frequency +
-	// (c[t] > 0)·Presence, c[t] counting t among the tokens generated so
-	// far. Constraint, when set, masks the tokens that may not come next.
-	// All three act on the distribution tokens are drawn from, greedy
-	// included; the logprobs reported stay the model's own (sample.go).
+	// LogitBias is added to the logits of its tokens.
+	// The penalties are subtracted as OpenAI defines them:
+	// logit[t] -= c[t]·Frequency + (c[t] > 0)·Presence, where c[t] counts t
+	// among the tokens generated so far. Constraint, when set, masks the
+	// tokens that may not come next. All three act on the distribution
+	// tokens are drawn from, greedy included; the logprobs reported stay the
+	// model's own.
 	LogitBias        []TokenBias
 	FrequencyPenalty float64
 	PresencePenalty  float64
 	Constraint       Constraint
-	// OnToken, when set, is called with each token as it is sampled, in
-	// order, by the engine's scheduler goroutine (so a streaming server can
-	// send it before the generation ends). It must return at once and
+	// OnToken, when set, is called with each token as it is sampled, in order.
+	// The engine's scheduler goroutine calls it, so a streaming server can
+	// send the token before the generation ends. It must return at once and
 	// must not call the engine.
 	OnToken func(token int)
 }
@@ -76,16 +78,16 @@ type Constraint interface {
 // GenResult is a finished generation.
 type GenResult struct {
 	// Tokens are the generated ids. When Finish is FinishStop they end with
-	// the stop token or stop sequence that matched, StopLen ids long, so a
-	// trainer sees (and scores) the end-of-turn token it sampled; a server
+	// the stop token or stop sequence that matched, StopLen ids long. So a
+	// trainer sees and scores the end-of-turn token it sampled; a server
 	// drops the last StopLen ids.
 	Tokens []int
-	// Logprobs[i] is log softmax(logits)[Tokens[i]] at temperature 1 with
-	// no top-k/top-p filter: the model's own log-probability of the token
-	// (see sample.go), the quantity a policy-gradient ratio needs.
+	// Logprobs[i] is the model's own log-probability of Tokens[i].
+	// It is log softmax(logits)[Tokens[i]] at temperature 1 with no top-k or
+	// top-p filter, the quantity a policy-gradient ratio needs.
 	Logprobs []float32
-	// Top[i] holds the TopLogprobs likeliest tokens at step i, best first,
-	// with the same kind of logprob; nil when TopLogprobs is 0.
+	// Top[i] holds the TopLogprobs likeliest tokens at step i, best first.
+	// Their logprobs are of the same kind. Top is nil when TopLogprobs is 0.
 	Top          [][]TokenLogprob
 	Finish       string // FinishStop or FinishLength
 	StopLen      int    // ids at the end of Tokens that matched a stop; 0 unless FinishStop
@@ -98,13 +100,14 @@ type EngineConfig struct {
 	// to 1 to split every step across cores.
 	parallelWork int
 
-	// MaxBatch is the number of sequences decoded together (the KV cache
-	// slots). Default 32. The cache takes 8·MaxBatch·Context·KVDim·Layers
-	// bytes, allocated by NewEngine: 21 MB for the stories260K shape at 32.
+	// MaxBatch is the number of sequences decoded together, the KV cache's
+	// slots. Default 32. NewEngine allocates the cache's
+	// 8·MaxBatch·Context·KVDim·Layers bytes: 21 MB for the stories260K shape
+	// at 32.
 	MaxBatch int
-	// PrefillChunk caps the prompt tokens pushed through one forward step,
-	// so a long prompt does not stall the sequences already decoding; a
-	// longer prompt is prefilled over several steps. Default 256.
+	// PrefillChunk caps the prompt tokens pushed through one forward step.
+	// A long prompt is prefilled over several steps, so it does not stall
+	// the sequences already decoding. Default 256.
 	PrefillChunk int
 }
 
@@ -126,22 +129,23 @@ type EngineStats struct {
 	Refreshes int64
 }
 
-// Engine generates continuations of many requests at once with continuous
-// batching: up to MaxBatch sequences advance one token per forward step,
-// new requests are prefilled in the same steps, and a finished sequence's
-// slot goes to the next waiting request before the next step.
+// Engine generates continuations of many requests at once by continuous batching.
+// Up to MaxBatch sequences advance one token per forward step, and new
+// requests are prefilled in the same steps. A finished sequence's slot goes
+// to the next waiting request before the next step.
 //
 // All methods are safe for concurrent use. One scheduler goroutine, started
 // by NewEngine and ended by Close, runs every forward pass; Generate calls
 // from many goroutines are batched together.
 //
 // The engine samples from its own copy of the nn.Params it was given, laid
-// out for the matrix kernels when it is made. It copies them again before
-// the first forward pass after a request arrives while no other call is in
-// flight (every earlier call has returned, finished or canceled). So the
-// caller may change the nn.Params between calls, as a trainer does between
-// batches of rollouts, and the next call samples from the new values; it
-// must not change them while any Generate or GenerateAll call is in flight.
+// out for the matrix kernels. It copies them again when a request arrives
+// while no other call is in flight, before the next forward pass. No call
+// is in flight when every earlier one has returned, finished or canceled.
+// So the caller may change the nn.Params between calls, as a trainer does
+// between batches of rollouts. The next call samples from the new values.
+// The caller must not change them while any Generate or GenerateAll call is
+// in flight.
 // EngineStats.Refreshes counts the copies.
 type Engine struct {
 	cfg    nn.Config
@@ -193,9 +197,9 @@ func NewEngine(p *nn.Params, ec EngineConfig) (*Engine, error) {
 	return newEngine(p.Config, ec, func(cache *KVCache) *decoder { return newDecoder(p, cache) })
 }
 
-// NewEngineWeights starts an engine over w (an imported checkpoint, see
-// LoadHF), which it reads in place and never changes: engines may share
-// one Weights. Call Close to stop its goroutine.
+// NewEngineWeights starts an engine over w, an imported checkpoint from LoadHF.
+// It reads w in place and never changes it, so engines may share one
+// Weights. Call Close to stop its goroutine.
 func NewEngineWeights(w *Weights, ec EngineConfig) (*Engine, error) {
 	if w == nil {
 		return nil, errors.New("new engine: nil weights")
@@ -250,8 +254,8 @@ func newEngine(c nn.Config, ec EngineConfig, model func(*KVCache) *decoder) (*En
 	return e, nil
 }
 
-// checkParams checks that every view of p has the size its config
-// implies, so that a hand-built nn.Params fails here and not mid-generation.
+// checkParams checks that every view of p has the size its config implies.
+// A hand-built nn.Params then fails here and not mid-generation.
 func checkParams(p *nn.Params) error {
 	c := p.Config
 	if err := c.Validate(); err != nil {
@@ -296,9 +300,9 @@ func (e *Engine) Close() error {
 	return nil
 }
 
-// EngineMemory is what an Engine holds for its whole life, allocated by
-// NewEngine: one copy of the weights that every sequence reads, and a KV
-// cache of Slots sequences of Context positions.
+// EngineMemory is what an Engine holds for its whole life, allocated by NewEngine.
+// That is one copy of the weights that every sequence reads, and a KV cache
+// of Slots sequences of Context positions.
 type EngineMemory struct {
 	Weights int64 // bytes of the engine's packed copy of the weights
 	KVCache int64 // bytes of the KV cache: 8·Slots·Context·KVDim·Layers
@@ -326,9 +330,9 @@ func (e *Engine) Stats() EngineStats {
 }
 
 // Generate runs one request to completion. It blocks until the result is
-// ready, ctx ends (the request's slot is then freed at the next step
-// without disturbing the others, and ctx.Err() is returned), or the engine
-// is closed. A bad request is an error naming the problem.
+// ready, ctx ends, or the engine is closed. When ctx ends, the request's
+// slot is freed at the next step without disturbing the others, and
+// ctx.Err() is returned. A bad request is an error naming the problem.
 func (e *Engine) Generate(ctx context.Context, req GenRequest) (GenResult, error) {
 	job, err := e.newJob(ctx, req)
 	if err != nil {
@@ -502,8 +506,8 @@ type scheduler struct {
 	rows  []tokenRow
 	owner []*genJob // the job of each row that asked for logits
 	ready []*genJob // finished, to be answered once the stats count them
-	// cached[i] are the tokens whose keys and values slot i holds at
-	// positions [0, len): the prompt and fed tokens of its current job.
+	// cached[i] are the tokens whose keys and values slot i holds at positions [0, len).
+	// They are the prompt and fed tokens of its current job.
 	cached [][]int
 	seq    int64 // admissions so far
 }
@@ -552,10 +556,9 @@ func (e *Engine) run(s *scheduler) {
 	}
 }
 
-// unheld reports whether no caller can be waiting on a job the scheduler
-// holds: every one of them (if any) has had its context end, so its
-// Generate call has returned, and the caller may have changed the nn.Params
-// since.
+// unheld reports whether no caller can be waiting on a job the scheduler holds.
+// Every such job has had its context end, so its Generate call has
+// returned, and the caller may have changed the nn.Params since.
 func (s *scheduler) unheld() bool {
 	for _, j := range s.slots {
 		if j != nil && j.ctx.Err() == nil {
@@ -685,9 +688,9 @@ func (s *scheduler) answer() {
 	s.ready = s.ready[:0]
 }
 
-// step runs one forward pass over every busy slot (one decode row each, or
-// the next chunk of its prompt) and samples a token for each row that
-// ends a prompt or decodes.
+// step runs one forward pass over every busy slot and samples the tokens due.
+// A slot gives one decode row or the next chunk of its prompt. A token is
+// sampled for each row that ends a prompt or decodes.
 func (s *scheduler) step() {
 	// Settle prefix sharing first, while every slot's cache holds exactly
 	// its cached tokens (no rows of this step are pending).
@@ -788,17 +791,17 @@ func (s *scheduler) step() {
 	s.answer()
 }
 
-// share settles prefix sharing for job j, just admitted to slot i: the
-// keys and values of the longest prefix of its prompt (all but the last
-// token, whose logits are needed) that a concurrent sequence already holds
-// are copied instead of computed. Position t's keys and values depend only
-// on tokens [0, t] and are computed row by row identically in any batch, so
-// the copy is bitwise what prefill would produce. It reports true, leaving
-// j unsettled, when an earlier-admitted request still prefilling will hold a
-// longer shared prefix than any available now: j then waits a step rather
-// than compute it twice (a group of samples of one prompt prefills once).
-// Only live sequences are sources, never a finished one's leftovers, which
-// may predate a weight update.
+// share settles prefix sharing for job j, just admitted to slot i.
+// The keys and values of the longest prompt prefix a concurrent sequence
+// already holds are copied instead of computed. The prefix leaves out the
+// last token, whose logits are needed. Position t's keys and values depend
+// only on tokens [0, t] and are computed identically in any batch, so the
+// copy is bitwise what prefill would produce. It reports true, leaving j
+// unsettled, when an earlier request still prefilling will hold a longer
+// shared prefix than any available now. j then waits a step rather than
+// compute it twice, so a group of samples of one prompt prefills once. Only
+// live sequences are sources, never a finished one's leftovers, which may
+// predate a weight update.
 func (s *scheduler) share(i int, j *genJob) (wait bool) {
 	want := j.req.Prompt[:len(j.req.Prompt)-1]
 	best, from, later := 0, -1, 0

@@ -240,9 +240,9 @@ func TestEngineBadRequests(t *testing.T) {
 	}
 }
 
-// A request's result must be bitwise identical whether it runs alone or
-// batched with others, with prefills chunked and mixed into decode steps,
-// and slots refilled.
+// A request's result must be bitwise identical alone or batched with others.
+// That holds with prefills chunked and mixed into decode steps, and slots
+// refilled.
 func TestEngineBatchMatchesAlone(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	p := testParams(t, testConfig(false), 5)
@@ -435,9 +435,10 @@ func TestNewEngineErrors(t *testing.T) {
 	}
 }
 
-// The decode loop allocates nothing per token: a request for 60 tokens
-// costs the same allocations as one for 2 (its result slices are sized
-// once). Top alternatives, which are results, are left out.
+// The decode loop allocates nothing per token.
+// A request for 60 tokens costs the same allocations as one for 2, since
+// its result slices are sized once. Top alternatives, which are results,
+// are left out.
 func TestEngineNoAllocationPerToken(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
@@ -464,9 +465,9 @@ func TestEngineNoAllocationPerToken(t *testing.T) {
 	}
 }
 
-// A panic inside the scheduler (here from weights truncated under the
-// engine's feet) becomes an error for the requests, not a crash, and the
-// engine reports it afterwards.
+// A panic inside the scheduler becomes an error for the requests, not a crash.
+// Here it comes from weights truncated under the engine's feet. The engine
+// reports it afterwards.
 func TestEngineSchedulerPanic(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	p := testParams(t, testConfig(false), 4)
@@ -483,9 +484,9 @@ func TestEngineSchedulerPanic(t *testing.T) {
 	e.Close()
 }
 
-// Samples of one prompt (and prompts with a common head) share the keys and
-// values of their common prefix instead of recomputing them, and still
-// come out bitwise identical to running alone.
+// Samples of one prompt share the keys and values of their common prefix.
+// So do prompts with a common head. They still come out bitwise identical
+// to running alone.
 func TestEnginePrefixSharing(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	p := testParams(t, testConfig(false), 6)
@@ -537,12 +538,12 @@ func TestEnginePrefixSharing(t *testing.T) {
 	}
 }
 
-// TestEngineSeesUpdatedParams changes the nn.Params in place between calls,
-// as the RL trainer does between batches of rollouts, and checks that the
-// next call samples from the new weights (its tokens and logprobs equal a
-// fresh engine's over them), never from the packed copy of the old ones:
-// after finished calls, after a canceled call whose job the scheduler may
-// still hold, and for a batch.
+// TestEngineSeesUpdatedParams checks that the next call samples from changed nn.Params.
+// It changes them in place between calls, as the RL trainer does between
+// batches of rollouts. The next call's tokens and logprobs must equal a
+// fresh engine's over the new weights, never come from the packed copy of
+// the old ones. It checks after finished calls, after a canceled call whose
+// job the scheduler may still hold, and for a batch.
 func TestEngineSeesUpdatedParams(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	c := testConfig(true)
@@ -597,9 +598,9 @@ func TestEngineSeesUpdatedParams(t *testing.T) {
 		t.Errorf("refreshes = %d after an update and a call, want more than %d", got, before)
 	}
 
-	// A canceled call returns at once while its job may still hold a slot
-	// until the scheduler's next step; the weights may change right after,
-	// and the next call come while the scheduler still holds the job.
+	// A canceled call returns at once, while its job may hold a slot until
+	// the scheduler's next step. The weights may change right after, and the
+	// next call may come while the scheduler still holds the job.
 	q = testParams(t, c, 23)
 	want2, wantAll2 := fresh(q)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -620,8 +621,8 @@ func TestEngineSeesUpdatedParams(t *testing.T) {
 	e.Close()
 }
 
-// TestEngineMemory: the KV cache is sized from the context and the batch,
-// and the weights are held once whatever the batch.
+// TestEngineMemory checks that the KV cache is sized from the context and the batch.
+// The weights are held once whatever the batch.
 func TestEngineMemory(t *testing.T) {
 	c := testConfig(false)
 	p := testParams(t, c, 1)

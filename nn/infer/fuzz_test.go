@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// FuzzEngineGenerate feeds arbitrary requests to an engine: each must be
-// either rejected with an error or answered with a well-formed result,
-// never a panic or a hang.
+// FuzzEngineGenerate feeds arbitrary requests to an engine.
+// Each must be rejected with an error or answered with a well-formed
+// result, never a panic or a hang.
 func FuzzEngineGenerate(f *testing.F) {
 	p := testParams(f, testConfig(false), 8)
 	e, err := NewEngine(p, EngineConfig{MaxBatch: 2, PrefillChunk: 5})

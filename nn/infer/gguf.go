@@ -14,10 +14,10 @@ import (
 	"github.com/delegatelab/delegate/nn/kernel"
 )
 
-// GGUF files (llama.cpp's format) of the llama and qwen2 architectures,
-// loaded for inference: one file holding the hyperparameters, the
+// GGUF files of the llama and qwen2 architectures, loaded for inference.
+// GGUF is llama.cpp's format: one file holding the hyperparameters, the
 // tokenizer and the tensors in F32, F16, BF16 or Q8_0. The header and the
-// metadata are read with gguf-parser-go; the tensor data is read here, with
+// metadata are read with gguf-parser-go. The tensor data is read here, with
 // ReadAt, into the same layout LoadHF makes.
 //
 // Metadata keys read, ARCH being general.architecture:
@@ -37,8 +37,9 @@ import (
 //	tokenizer.chat_template               GGUFTokenizer.ChatTemplate
 //
 // llama.cpp's converter stores llama's query and key rows in adjacent-pair
-// order already (it permutes Hugging Face's halves, as LoadHF does), and
-// qwen2's as Hugging Face has them: the loader permutes qwen2's only.
+// order already: it permutes Hugging Face's halves, as LoadHF does. It
+// stores qwen2's as Hugging Face has them, so the loader permutes qwen2's
+// only.
 
 // GGUFInfo is what LoadGGUF read besides the weights.
 type GGUFInfo struct {
@@ -94,8 +95,9 @@ var ggufNames = map[string]string{
 	"ffn_down.weight":    "mlp.down_proj.weight",
 }
 
-// hfName is the Hugging Face name of a GGUF tensor; a name it does not
-// know stays as it is, so that load reports it as unexpected.
+// hfName is the Hugging Face name of a GGUF tensor.
+// A name it does not know stays as it is, so that load reports it as
+// unexpected.
 func hfName(name string) string {
 	if rest, ok := strings.CutPrefix(name, "blk."); ok {
 		if i := strings.IndexByte(rest, '.'); i > 0 {
@@ -243,9 +245,8 @@ func ReadGGUFTokenizer(path string) (GGUFTokenizer, error) {
 	return tok, nil
 }
 
-// ggufMeta reads typed values from a GGUF file's metadata, with errors
-// naming the key, where gguf-parser-go's accessors would panic on a value
-// of another type.
+// ggufMeta reads typed values from a GGUF file's metadata, with errors naming the key.
+// gguf-parser-go's accessors would panic on a value of another type.
 type ggufMeta struct{ kvs gguf.GGUFMetadataKVs }
 
 func (m ggufMeta) str(key string) (string, error) {

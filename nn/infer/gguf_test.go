@@ -16,14 +16,14 @@ import (
 // The GGUF fixtures under testdata/gguf are the HF fixtures converted by
 // testdata/gguf/make_gguf.py with llama.cpp's gguf-py; see that script.
 
-// TestLoadGGUFMatchesHF loads each GGUF fixture and the HF checkpoint it
-// was converted from, and compares their logits over the q8_0 prompt set
-// and their greedy tokens. Where both hold the same weight values (the
-// file's type is the checkpoint's, or q8_0 against the checkpoint
-// quantised at load) the logits must be bitwise equal: the converter's
-// quantiser and kernel.QuantizeQ8_0 give the same bytes. llama's f16 file
-// rounds the float32 checkpoint to float16, which moves the logits by up
-// to 0.04 and changes no greedy token.
+// TestLoadGGUFMatchesHF compares each GGUF fixture with the HF checkpoint it came from.
+// It compares their logits over the q8_0 prompt set and their greedy tokens.
+// Where both hold the same weight values, the logits must be bitwise equal.
+// That is when the file's type is the checkpoint's, or for q8_0 against the
+// checkpoint quantised at load: the converter's quantiser and
+// kernel.QuantizeQ8_0 give the same bytes. llama's f16 file rounds the
+// float32 checkpoint to float16, which moves the logits a little, as
+// docs/engine.md records, and changes no greedy token.
 func TestLoadGGUFMatchesHF(t *testing.T) {
 	for _, tc := range []struct {
 		file     string
@@ -86,8 +86,8 @@ func TestLoadGGUFMatchesHF(t *testing.T) {
 	}
 }
 
-// TestLoadGGUFOptions checks that a GGUF file's matrices can be widened or
-// quantised at load like an HF checkpoint's, with the same result.
+// TestLoadGGUFOptions checks that load widens or quantises GGUF matrices as HF ones.
+// The result must be the same as for an HF checkpoint.
 func TestLoadGGUFOptions(t *testing.T) {
 	dir := filepath.Join("testdata", "gguf")
 	q, _, err := LoadGGUF(filepath.Join(dir, "qwen2-bias-f16.gguf"), HFOptions{Quantize: "q8_0"})
@@ -186,8 +186,8 @@ func TestLoadGGUFErrors(t *testing.T) {
 	}
 }
 
-// FuzzLoadGGUF feeds corrupt and truncated GGUF files to the loader: an
-// error or a model whose config validates, never a panic.
+// FuzzLoadGGUF feeds corrupt and truncated GGUF files to the loader.
+// It must return an error or a model whose config validates, never panic.
 func FuzzLoadGGUF(f *testing.F) {
 	b, err := os.ReadFile(filepath.Join("testdata", "gguf", "qwen2-bias-q8_0.gguf"))
 	if err != nil {

@@ -20,10 +20,11 @@ import (
 	"github.com/delegatelab/delegate/nn/kernel"
 )
 
-// Hugging Face checkpoints of the Llama (2, 3, 3.x) and Qwen (2, 2.5, 3)
-// families, loaded for inference: a directory holding config.json and the
-// weights as model.safetensors, or as shards listed by
-// model.safetensors.index.json, in float32, bfloat16 or float16.
+// Hugging Face checkpoints of the Llama and Qwen families, loaded for inference.
+// Llama 2, 3 and 3.x, and Qwen 2, 2.5 and 3, are read. A checkpoint is a
+// directory holding config.json and the weights as model.safetensors, or as
+// shards listed by model.safetensors.index.json, in float32, bfloat16 or
+// float16.
 //
 // The architecture comes from config.json:
 //
@@ -54,13 +55,13 @@ import (
 // Other keys are ignored. Qwen2 adds biases to the queries, keys and values;
 // Qwen3 RMS-normalizes each head of the queries and keys.
 //
-// Hugging Face rotates the two halves of each head (x_i with x_{i+HeadDim/2},
-// "rotate_half") where this package rotates adjacent pairs (x_{2i} with
-// x_{2i+1}). The loader permutes the rows of the query and key projections
-// (and their biases and norm weights) within each head so that pair i of
-// ours holds Hugging Face's x_i and x_{i+HeadDim/2}: attention scores are
-// dot products over a whole head, unchanged by a permutation applied to
-// both queries and keys, so the model computes the same function.
+// Hugging Face rotates the two halves of each head, x_i with x_{i+HeadDim/2},
+// in "rotate_half". This package rotates adjacent pairs, x_{2i} with
+// x_{2i+1}. The loader permutes the rows of the query and key projections
+// within each head, with their biases and norm weights, so that our pair i
+// holds Hugging Face's x_i and x_{i+HeadDim/2}. Attention scores are dot
+// products over a whole head, unchanged by a permutation applied to both
+// queries and keys, so the model computes the same function.
 
 // HFOptions tune LoadHF.
 type HFOptions struct {
@@ -94,9 +95,9 @@ type HFInfo struct {
 	Files     int          // safetensors files read
 }
 
-// Weights are a model's weights laid out for decoding, read-only: an
-// Engine made by NewEngineWeights reads them in place, and several engines
-// may share them.
+// Weights are a model's weights laid out for decoding, read-only.
+// An Engine made by NewEngineWeights reads them in place, and several
+// engines may share them.
 type Weights struct {
 	cfg nn.Config
 	w   packedWeights
@@ -311,9 +312,10 @@ func parseHFRope(h hfConfig) (float64, *nn.RopeScaling, error) {
 	return theta, rs, nil
 }
 
-// hfRopeScaling turns a rope object under key into a scaling: nil for
-// none ("default"; also no type at all under rope_parameters, where
-// untyped means default), an error naming any type not implemented.
+// hfRopeScaling turns a rope object under key into a scaling.
+// It gives nil for "default", and for no type at all under rope_parameters,
+// where untyped means default. Any type not implemented is an error naming
+// it.
 func hfRopeScaling(key string, r hfRope, untypedDefault bool) (*nn.RopeScaling, error) {
 	t := cmpOr(r.RopeType, r.Type)
 	if t == "default" || (t == "" && untypedDefault) {
@@ -360,9 +362,8 @@ type hfTensor struct {
 	used  bool
 }
 
-// hfMaxHeader bounds a safetensors header (real ones are well under a
-// megabyte), so that a corrupt length cannot make the loader allocate
-// without limit.
+// hfMaxHeader bounds a safetensors header, so a corrupt length cannot make the loader allocate without limit.
+// Real headers are well under a megabyte.
 const hfMaxHeader = 100 << 20
 
 // hfDTypes are the tensor types LoadHF reads, with their sizes.
@@ -457,10 +458,10 @@ func hfWeightFiles(dir string) ([]string, error) {
 	return files, nil
 }
 
-// LoadHF loads the Hugging Face checkpoint in dir (see the comment at the
-// top of this file for what it supports). Matrices stay in the
-// checkpoint's type (bfloat16 and float16 halve the memory and the bytes
-// a decode step reads) unless opt.Float32; norms and biases are widened to
+// LoadHF loads the Hugging Face checkpoint in dir.
+// The comment at the top of hf.go says what it supports. Matrices stay in
+// the checkpoint's type unless opt.Float32; bfloat16 and float16 halve the
+// memory and the bytes a decode step reads. Norms and biases are widened to
 // float32. Anything it cannot compute exactly is an error naming the field
 // or the tensor.
 func LoadHF(dir string, opt HFOptions) (*Weights, HFInfo, error) {
@@ -595,8 +596,8 @@ func checkFinite(name string, v []float32) error {
 	return nil
 }
 
-// matrix reads a (rows, cols) tensor in the model's matrix type: the
-// first matrix read sets it, and every other must have it.
+// matrix reads a (rows, cols) tensor in the model's matrix type.
+// The first matrix read sets the type, and every other must have it.
 func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 	t, err := l.tensor(name, rows, cols)
 	if err != nil {
@@ -688,9 +689,9 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 	return hfMatrix{h: h}, nil
 }
 
-// permuteHeads reorders the rows of m, heads blocks of hd rows of cols
-// values each, from Hugging Face's halves to our adjacent pairs: new row
-// 2i of a head is old row i, new row 2i+1 is old row i+hd/2.
+// permuteHeads reorders the rows of m from Hugging Face's halves to our adjacent pairs.
+// m is heads blocks of hd rows of cols values each. New row 2i of a head is
+// old row i, and new row 2i+1 is old row i+hd/2.
 func permuteHeads[T float32 | uint16 | byte](m []T, heads, hd, cols int) []T {
 	out := make([]T, len(m))
 	half := hd / 2
@@ -852,9 +853,9 @@ func (l *hfLoader) load() (packedWeights, error) {
 	return w, nil
 }
 
-// IsHF reports whether dir holds a Hugging Face checkpoint (a config.json
-// naming a model_type) rather than one of this package's (Save), without
-// reading the weights.
+// IsHF reports whether dir holds a Hugging Face checkpoint, without reading the weights.
+// Such a checkpoint has a config.json naming a model_type; one of nn's,
+// written by Save, has not.
 func IsHF(dir string) (bool, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {
@@ -869,10 +870,10 @@ func IsHF(dir string) (bool, error) {
 	return probe.ModelType != nil, nil
 }
 
-// HFChatTemplate is the chat template of a model_type's instruct models,
-// as package tokenizer names it: qwen2.5 for qwen2 (Qwen2 and Qwen2.5),
-// qwen3, and llama3 for llama (Llama 3 and 3.x; Llama 2's template and
-// its SentencePiece tokenizer are not supported).
+// HFChatTemplate is the chat template of a model_type's instruct models, as tokenizer names it.
+// qwen2, for Qwen2 and Qwen2.5, gives qwen2.5; qwen3 gives qwen3; llama, for
+// Llama 3 and 3.x, gives llama3. Llama 2's template and its SentencePiece
+// tokenizer are not supported.
 func HFChatTemplate(modelType string) string {
 	return map[string]string{"llama": "llama3", "qwen2": "qwen2.5", "qwen3": "qwen3"}[modelType]
 }
@@ -897,8 +898,8 @@ func quantizeRows(f []float32, rows, cols int) []byte {
 	return q
 }
 
-// checkQ8Finite fails on the first q8_0 block of buf whose float16 scale
-// is not finite, naming the tensor and the block.
+// checkQ8Finite fails on the first q8_0 block of buf whose float16 scale is not finite.
+// The error names the tensor and the block.
 func checkQ8Finite(name string, buf []byte) error {
 	for b := 0; b+kernel.Q8BlockBytes <= len(buf); b += kernel.Q8BlockBytes {
 		if binary.LittleEndian.Uint16(buf[b:])&0x7c00 == 0x7c00 {

@@ -56,14 +56,13 @@ var hfFixtures = []struct {
 
 // hfLogitTol is the largest difference allowed between our logits and the
 // reference's, relative to max(1, |reference|). Both sides compute with
-// the same weight values (the script's reference widens the stored
-// bfloat16 and float16 values, it does not round again), so the only
-// difference is our float32 arithmetic against the reference's float64:
-// about 1e-7 relative per operation over a few hundred operations per
-// logit, amplified by the normalizations. The largest differences seen
-// are 1.7e-5 (llama-gqa-tied) and 6e-6 or less for the others; 1e-4
-// leaves room for another summation order without hiding a real error
-// (without the rotary permutation the first fixtures miss by 0.1 to 0.4).
+// the same weight values: the script's reference widens the stored
+// bfloat16 and float16 values and does not round again. So the only
+// difference is our float32 arithmetic against the reference's float64.
+// That is about 1e-7 relative per operation, over a few hundred operations
+// per logit, amplified by the normalizations. 1e-4 leaves room for another
+// summation order without hiding a real error; docs/hf-models.md has the
+// differences seen, and those without the rotary permutation.
 const hfLogitTol = 1e-4
 
 func hfPromptLogits(t *testing.T, w *Weights, prompt []int) []float32 {
@@ -81,9 +80,10 @@ func hfPromptLogits(t *testing.T, w *Weights, prompt []int) []float32 {
 	return slices.Clone(m.forward(rows))
 }
 
-// TestLoadHFMatchesReference loads every fixture and checks the logits at
-// every prompt position against the reference within hfLogitTol, and the
-// engine's greedy continuation token for token, alone and in a batch.
+// TestLoadHFMatchesReference checks every fixture's logits and greedy tokens against the reference.
+// The logits at every prompt position must be within hfLogitTol. The
+// engine's greedy continuation must match token for token, alone and in a
+// batch.
 func TestLoadHFMatchesReference(t *testing.T) {
 	for _, fx := range hfFixtures {
 		t.Run(fx.name, func(t *testing.T) {
@@ -141,9 +141,9 @@ func TestLoadHFMatchesReference(t *testing.T) {
 	}
 }
 
-// TestLoadHFFloat32SameBits checks that a 16-bit checkpoint widened at load
-// gives bitwise the logits of the one kept in 16 bits (the kernels widen
-// exactly), with half the weight bytes.
+// TestLoadHFFloat32SameBits checks that widening a 16-bit checkpoint at load keeps the logits' bits.
+// The kernels widen exactly, so the one kept in 16 bits gives the same
+// logits with half the weight bytes.
 func TestLoadHFFloat32SameBits(t *testing.T) {
 	for _, name := range []string{"llama3-scaled", "qwen2-bias", "qwen3-qknorm"} {
 		t.Run(name, func(t *testing.T) {
@@ -172,10 +172,10 @@ func TestLoadHFFloat32SameBits(t *testing.T) {
 	}
 }
 
-// TestHFRotaryPermutation checks the claim the loader rests on: rotating
-// the halves of a head (Hugging Face) equals rotating adjacent pairs (ours)
-// after permuteHeads, and a dot product of two heads permuted alike is
-// unchanged.
+// TestHFRotaryPermutation checks the claim the loader rests on.
+// Rotating the halves of a head, as Hugging Face does, equals rotating
+// adjacent pairs, as we do, after permuteHeads. A dot product of two heads
+// permuted alike is unchanged.
 func TestHFRotaryPermutation(t *testing.T) {
 	const hd = 8
 	c := nn.Config{Vocab: 4, Dim: hd, Layers: 1, Heads: 1, KVHeads: 1, Hidden: 4, Context: 8, RopeTheta: 10000, NormEps: 1e-5}
@@ -375,8 +375,9 @@ func FuzzParseHFConfig(f *testing.F) {
 	})
 }
 
-// FuzzOpenSafetensors feeds arbitrary bytes to the safetensors reader: an
-// error or a set of tensors whose bytes lie inside the file, never a panic.
+// FuzzOpenSafetensors feeds arbitrary bytes to the safetensors reader.
+// It must return an error or tensors whose bytes lie inside the file, never
+// panic.
 func FuzzOpenSafetensors(f *testing.F) {
 	for _, name := range []string{"qwen2-bias/model.safetensors", "llama3-scaled/model-00002-of-00002.safetensors"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "hf", name))
@@ -399,9 +400,8 @@ func FuzzOpenSafetensors(f *testing.F) {
 	})
 }
 
-// TestParseHFConfigRealModels reads the config.json fields of released
-// models (values as published with each model) and checks the architecture
-// derived from them.
+// TestParseHFConfigRealModels checks the architecture derived from released models' configs.
+// The config.json values are as published with each model.
 func TestParseHFConfigRealModels(t *testing.T) {
 	for _, tc := range []struct {
 		name string

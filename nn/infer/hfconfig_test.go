@@ -11,14 +11,14 @@ import (
 	"github.com/delegatelab/delegate/nn"
 )
 
-// The configs under testdata/hfconfig are written by hand: released
-// models' config.json in transformers v4's layout (rope_theta,
-// rope_scaling) and v5's (rope_parameters), with the variants that must
-// be read alike or refused by name.
+// The configs under testdata/hfconfig are written by hand. They are
+// released models' config.json in transformers v4's layout, with
+// rope_theta and rope_scaling, and v5's, with rope_parameters. Variants
+// must be read alike or refused by name.
 
-// TestParseHFConfigRopeLayouts checks what each config fixture parses to:
-// the rope base and scaling from either layout, Qwen3's head width without
-// head_dim, Qwen2's biases whatever attention_bias says.
+// TestParseHFConfigRopeLayouts checks what each config fixture parses to.
+// It covers the rope base and scaling from either layout, Qwen3's head
+// width without head_dim, and Qwen2's biases whatever attention_bias says.
 func TestParseHFConfigRopeLayouts(t *testing.T) {
 	llama3 := &nn.RopeScaling{Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}
 	linear4 := &nn.RopeScaling{Type: "linear", Factor: 4}
@@ -94,10 +94,9 @@ func readHFConfig(t *testing.T, name string) []byte {
 	return b
 }
 
-// TestLoadHFV5LayoutMatchesReference rewrites every checkpoint fixture's
-// config.json in transformers v5's layout (rope_theta and rope_scaling
-// moved into rope_parameters) and checks the same config and the
-// reference's logits.
+// TestLoadHFV5LayoutMatchesReference checks fixtures rewritten in transformers v5's config layout.
+// That layout moves rope_theta and rope_scaling into rope_parameters. The
+// config and the reference's logits must stay the same.
 func TestLoadHFV5LayoutMatchesReference(t *testing.T) {
 	for _, fx := range hfFixtures {
 		t.Run(fx.name, func(t *testing.T) {

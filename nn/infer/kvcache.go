@@ -6,10 +6,10 @@ import (
 	"github.com/delegatelab/delegate/nn"
 )
 
-// KVCache holds the attention keys and values of a fixed number of sequence
-// slots, so that generating a token costs one position's work instead of a
-// pass over the whole sequence. Each slot is one sequence; position t of a
-// slot holds the key and value computed for the token at position t.
+// KVCache holds the attention keys and values of a fixed number of sequence slots.
+// Generating a token then costs one position's work instead of a pass over
+// the whole sequence. Each slot is one sequence; position t of a slot holds
+// the key and value computed for the token at position t.
 //
 // A KVCache is not safe for concurrent use; an Engine owns its cache and
 // touches it only from its scheduler goroutine.

@@ -9,30 +9,29 @@ import (
 
 // workerPool runs one task on several cores with goroutines started once.
 //
-// A task is a set of pieces that any worker may take (from a counter the
-// task keeps): the caller works on it at once, and each helper, seeing the
-// task number change, joins only if the task is still open when it gets
-// there. When the caller runs out of pieces it closes the task and waits
-// only for the helpers that joined, which are on their last piece: it
-// spins for them and blocks only if they take long. (Blocking at once
-// parked the caller's goroutine on every product a helper finished
-// last, and a helper spinning on the caller's processor delayed its
-// wake-up.) So a helper that another process keeps off its core, or that
-// wakes late, delays nothing: its share is done by the others. An idle helper checks the task number a few thousand times
-// (microseconds) before it parks on its channel, so that the next task of
-// the same decode step finds it awake without a wake-up. (Helpers that
-// spun ten times longer, with a caller that waited for every helper, were
-// tried first: on this shared machine under load 7-8 they halved the
-// two-thread rates.)
+// A task is a set of pieces that any worker may take from a counter the
+// task keeps. The caller works on it at once. Each helper, seeing the task
+// number change, joins only if the task is still open when it gets there.
+// When the caller runs out of pieces it closes the task. It then waits only
+// for the helpers that joined, which are on their last piece: it spins for
+// them and blocks only if they take long. Blocking at once parked the
+// caller's goroutine on every product a helper finished last, and a helper
+// spinning on the caller's processor delayed its wake-up. So a helper that
+// another process keeps off its core, or that wakes late, delays nothing:
+// the others do its share. An idle helper checks the task number a few
+// thousand times, some microseconds, before it parks on its channel. The
+// next task of the same decode step then finds it awake without a wake-up.
+// Longer spinning with a caller that waited for every helper was tried
+// first and was slower; docs/engine.md has the figures.
 //
 // run may be called from one goroutine at a time; close stops the helpers
 // and waits for them.
 type workerPool struct {
 	n     int             // workers, the caller included
 	start []chan struct{} // per helper, buffered: wakes a parked helper
-	// state is openBit while a task takes helpers, waitBit once the
-	// caller of a closed task blocks on idle, plus the number of helpers
-	// working on it.
+	// state holds openBit, waitBit and the number of helpers on the task.
+	// openBit is set while a task takes helpers, waitBit once the caller of
+	// a closed task blocks on idle.
 	state   atomic.Int64
 	workers int              // of the open task: helpers k < workers may join
 	task    func(worker int) // of the open task
@@ -76,8 +75,9 @@ func newWorkerPool(n int) *workerPool {
 // before it parks on its channel.
 const poolSpin = 1 << 12
 
-// await returns the task number once it differs from seen, checking it
-// poolSpin times before parking; false when the pool is closed.
+// await returns the task number once it differs from seen.
+// It checks poolSpin times before parking. It reports false when the pool
+// is closed.
 func (p *workerPool) await(k int, seen uint64) (uint64, bool) {
 	for {
 		for range poolSpin {
@@ -117,11 +117,11 @@ func (p *workerPool) join(k int) {
 	}
 }
 
-// run calls task(k) for k in [0, workers) on up to workers cores, task(0)
-// on the calling goroutine, and returns when every call that started has
-// returned. Every call must take pieces of the work until none is left, so
-// that the work is done whichever of them run. workers is clamped to
-// [1, p.n].
+// run calls task(k) for k in [0, workers) on up to workers cores.
+// task(0) runs on the calling goroutine, and run returns when every call
+// that started has returned. Every call must take pieces of the work until
+// none is left, so that the work is done whichever of them run. workers is
+// clamped to [1, p.n].
 func (p *workerPool) run(workers int, task func(worker int)) {
 	workers = min(max(workers, 1), p.n)
 	if workers == 1 {

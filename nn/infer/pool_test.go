@@ -10,11 +10,11 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestWorkerPoolDoesEveryPieceOnce runs many tasks of varying widths back
-// to back, with pauses between some of them (the helpers then wait on
-// their channels), each task a counter of pieces that any worker takes,
-// and checks that every piece was done exactly once, by a worker the task
-// allowed, before run returned.
+// TestWorkerPoolDoesEveryPieceOnce checks that every piece of a task is done exactly once.
+// It runs many tasks of varying widths back to back, each a counter of
+// pieces that any worker takes. Pauses between some let the helpers wait on
+// their channels. Each piece must be done by a worker the task allowed,
+// before run returned.
 func TestWorkerPoolDoesEveryPieceOnce(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	p := newWorkerPool(4)
@@ -77,9 +77,9 @@ func TestWorkerPoolPanic(t *testing.T) {
 	}
 }
 
-// The caller waits for a helper still on its last piece: spinning when the
-// piece is short, blocking when it is long, and a task after the wait
-// starts clean (no wake-up left over for the next one).
+// The caller waits for a helper still on its last piece.
+// It spins when the piece is short and blocks when it is long. A task after
+// the wait starts clean, with no wake-up left over.
 func TestWorkerPoolWaitsForSlowHelper(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	p := newWorkerPool(2)

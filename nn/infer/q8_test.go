@@ -20,25 +20,24 @@ var q8Prompts = [][]int{
 	{260, 261, 84, 104, 101, 32},
 }
 
-// q8LogitTol bounds the largest absolute logit difference between a
-// fixture quantised to q8_0 at load and the same fixture in float32, and
-// q8AgreeMin the share of greedy tokens on which they agree. The
-// fixtures' logits span about ±30 and their weights are random, with one
-// or two blocks a row; q8_0 rounds each weight, and each activation that
-// meets a q8_0 matrix, to within half a step of 1/254 of its block's
-// largest magnitude. That moves the logits by up to 2.6 (llama-gqa-tied;
-// see docs/engine.md for all the figures).
+// q8LogitTol bounds the largest logit difference between q8_0 and float32 fixtures.
+// The q8_0 fixture is quantised at load. q8AgreeMin is the least share of
+// greedy tokens on which they agree. The fixtures' logits span about ±30
+// and their weights are random, with one or two blocks a row. q8_0 rounds
+// each weight, and each activation that meets a q8_0 matrix, to within half
+// a step of 1/254 of its block's largest magnitude. docs/engine.md has the
+// differences measured.
 const (
 	q8LogitTol = 3.5
 	q8AgreeMin = 0.9
 )
 
-// TestQ8Agreement compares each HF fixture quantised to q8_0 at load with
-// the same fixture in float32 over a fixed prompt set: the largest
-// absolute logit difference, and greedy agreement, counted teacher-forced
-// (the float32 model's greedy continuation fed to both, the argmax
-// compared at every step) since on random weights one different token
-// sends the rest of a free-running continuation elsewhere.
+// TestQ8Agreement compares each HF fixture quantised to q8_0 with it in float32.
+// Over a fixed prompt set it checks the largest logit difference and greedy
+// agreement. Agreement is counted teacher-forced: the float32 model's
+// greedy continuation is fed to both and the argmax compared at every step.
+// On random weights one different token sends the rest of a free-running
+// continuation elsewhere.
 func TestQ8Agreement(t *testing.T) {
 	for _, fx := range hfFixtures {
 		t.Run(fx.name, func(t *testing.T) {
@@ -75,10 +74,10 @@ func TestQ8Agreement(t *testing.T) {
 	}
 }
 
-// q8Compare generates n tokens greedily from each prompt with a, then
-// feeds prompt and continuation to both a and b: it returns the largest
-// absolute difference of their logits and the steps at which their
-// argmax agrees, of all steps.
+// q8Compare compares a and b teacher-forced on a's greedy continuations.
+// It generates n tokens greedily from each prompt with a, then feeds prompt
+// and continuation to both. It returns the largest difference of their
+// logits, and of all steps those at which their argmax agrees.
 func q8Compare(t *testing.T, a, b *Weights, prompts [][]int, n int) (worst float64, same, steps int) {
 	t.Helper()
 	e, err := NewEngineWeights(a, EngineConfig{MaxBatch: len(prompts)})

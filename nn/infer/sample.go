@@ -19,12 +19,12 @@ import (
 //  4. draw one token from the kept ones, renormalized, with exactly one
 //     Float64 from the request's own generator.
 //
-// The logprob reported for a sampled token is NOT from that distribution: it
-// is log softmax(logits)[token] at temperature 1 with no filtering, the
+// The logprob reported for a sampled token is NOT from that distribution.
+// It is log softmax(logits)[token] at temperature 1 with no filtering, the
 // model's own probability of the token. That is what a policy-gradient
 // importance ratio π_new(a)/π_old(a) needs, since the trainer recomputes
-// exactly this quantity from the same weights. (With T=1 and no filter the
-// two coincide.)
+// exactly this quantity from the same weights. With T=1 and no filter the
+// two coincide.
 
 // TokenLogprob is one candidate token and its logprob under the model's
 // own distribution (log-softmax of the logits at temperature 1).
@@ -135,16 +135,16 @@ func (s *sampler) draw(probs []float32, total float64, sp sampleParams, rng *ran
 		return sampleLastPositive(probs)
 	}
 
-	// Candidates, best first. Top-k selects the k highest; otherwise (top-p
-	// alone) a token below (1-P)/(V-1) of the mass can never be inside the
-	// nucleus, so only the rest need sorting.
+	// Candidates, best first. Top-k selects the k highest. With top-p alone,
+	// a token below (1-P)/(V-1) of the mass can never be inside the nucleus,
+	// so only the rest need sorting.
 	cand := s.idx[:0]
 	if topK < v {
 		cand = sampleTopK(cand, probs, topK)
 	} else {
-		// Sort by a key that orders probability descending, then id
-		// ascending: the bits of a non-negative float32 order like its
-		// value, so no comparison function is needed.
+		// Sort by a key that orders probability descending, then id ascending.
+		// The bits of a non-negative float32 order like its value, so no
+		// comparison function is needed.
 		cut := float32(0)
 		if v > 1 && topP*float64(v) >= 1 { // else the bound can exceed the largest weight
 			cut = float32((1 - topP) / float64(v-1) * total)
@@ -222,8 +222,8 @@ func sampleLastPositive(probs []float32) int {
 	return 0
 }
 
-// sampleTop appends to dst the n tokens with the highest logits, highest
-// first, with their logprobs at temperature 1 (lse is log Σ exp(logits)).
+// sampleTop appends to dst the n tokens with the highest logits, highest first.
+// Each carries its logprob at temperature 1; lse is log Σ exp(logits).
 func sampleTop(dst []TokenLogprob, logits []float32, lse float32, n int) []TokenLogprob {
 	start := len(dst)
 	for i, l := range logits {
@@ -244,9 +244,9 @@ func sampleTop(dst []TokenLogprob, logits []float32, lse float32, n int) []Token
 	return dst
 }
 
-// maskedLogit is the logit of a token a constraint refuses: finite, so
-// that every exp and subtraction stays defined, and far enough below any
-// real logit that its weight is 0.
+// maskedLogit is the logit of a token a constraint refuses.
+// It is finite, so every exp and subtraction stays defined, and far enough
+// below any real logit that its weight is 0.
 const maskedLogit = -1e30
 
 // greedyTries bounds the tokens greedy decoding checks one by one, best
@@ -272,11 +272,11 @@ func (j *genJob) accept(tok int) {
 	}
 }
 
-// pickAdjusted is pick for a request whose logits are biased, penalized or
-// constrained: the token is drawn from the adjusted logits, while the
-// logprob and log Σ exp stay the model's own. When the constraint allows
-// no token at all, the request's first stop token ends it (or, with none,
-// the model's likeliest token is taken).
+// pickAdjusted is pick for a request whose logits are biased, penalized or constrained.
+// The token is drawn from the adjusted logits, while the logprob and
+// log Σ exp stay the model's own. When the constraint allows no token at
+// all, the request's first stop token ends it; with none, the model's
+// likeliest token is taken.
 func (s *sampler) pickAdjusted(logits []float32, j *genJob) (tok int, logprob, lse float32) {
 	if len(s.adj) < len(logits) {
 		s.adj = make([]float32, len(logits))
@@ -361,8 +361,9 @@ func argmax(x []float32) int {
 	return arg
 }
 
-// dead is the token taken when a constraint allows none: the first stop
-// token, which ends the request, or the likeliest token.
+// dead is the token taken when a constraint allows none.
+// It is the first stop token, which ends the request, or the likeliest
+// token.
 func dead(logits []float32, stops []int) int {
 	if len(stops) > 0 {
 		return stops[0]

@@ -53,9 +53,9 @@ func TestSamplePickGreedy(t *testing.T) {
 	}
 }
 
-// TestSampleDistribution draws many tokens with a fixed seed and checks that
-// the support is exactly what the filters keep and that frequencies match
-// the renormalized probabilities.
+// TestSampleDistribution draws many tokens with a fixed seed and checks their spread.
+// The support must be exactly what the filters keep, and frequencies must
+// match the renormalized probabilities.
 func TestSampleDistribution(t *testing.T) {
 	// probabilities at T=1: 0.4, 0.25, 0.15, 0.1, 0.06, 0.04
 	probs := []float64{0.4, 0.25, 0.15, 0.1, 0.06, 0.04}
@@ -191,8 +191,9 @@ func TestSamplePickAllocatesNothing(t *testing.T) {
 	}
 }
 
-// A nucleus smaller than any one token keeps the likeliest token, even when
-// all are equally likely (where the candidate cutoff bound does not hold).
+// A nucleus smaller than any one token keeps the likeliest token.
+// That holds even when all are equally likely, where the candidate cutoff
+// bound does not.
 func TestSampleTinyTopP(t *testing.T) {
 	for _, v := range []int{1, 2, 512} {
 		logits := make([]float32, v)

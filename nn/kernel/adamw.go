@@ -16,15 +16,15 @@ type adamwFunc func(theta, grad, m, v []float32, n int, s *AdamWStep)
 // activeAdamW is chosen with the matrix kernel (gemm.go's init).
 var activeAdamW adamwFunc = goAdamWBlock
 
-// AdamW takes one AdamW step on the parameters theta with gradients grad
-// and moments m and v, all of one length; for each index:
+// AdamW takes one AdamW step on theta with gradients grad and moments m and v.
+// All four have one length. For each index:
 //
 //	m = β1·m + (1−β1)·g,   v = β2·v + (1−β2)·g·g
 //	θ = θ·Decay − LR·(m·C1) / (sqrt(v·C2) + Eps)
 //
-// Every operation is rounded to float32 in the order written (products
-// left to right, no fused multiply-add), so the AVX code, eight lanes at a
-// time, and the portable code give the same bits.
+// Every operation is rounded to float32 in the order written: products left
+// to right, no fused multiply-add. So the AVX code, eight lanes at a time,
+// and the portable code give the same bits.
 func AdamW(theta, grad, m, v []float32, s AdamWStep) {
 	n := len(theta)
 	grad, m, v = grad[:n], m[:n], v[:n]

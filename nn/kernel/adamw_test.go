@@ -29,8 +29,8 @@ func adamwInputs(rng *rand.Rand, n int) (theta, grad, m, v []float32) {
 	return theta, grad, m, v
 }
 
-// The AVX update and the portable one must agree bit for bit, and both
-// with the formula in float64 to float32 rounding.
+// The AVX update and the portable one must agree bit for bit.
+// Both must agree with the formula in float64, to float32 rounding.
 func TestAdamWSameBits(t *testing.T) {
 	steps := []AdamWStep{
 		{B1: 0.9, B2: 0.95, C1: 10, C2: 20, LR: 1e-3, Eps: 1e-8, Decay: 1 - 1e-4},

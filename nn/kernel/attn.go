@@ -1,10 +1,10 @@
 package kernel
 
-// The two products of one attention head over a sequence's cached keys and
-// values: a query's scores against every key, and the weighted sum of the
+// The two products of one attention head over a sequence's cached keys and values.
+// They are a query's scores against every key, and the weighted sum of the
 // values. Each result is a deterministic function of its inputs and their
-// lengths (the same call gives the same bits), but the summation order is
-// not the matrix products' and differs between the assembly and the
+// lengths: the same call gives the same bits. But the summation order is
+// not the matrix products', and it differs between the assembly and the
 // portable code.
 
 // Dots sets sc[t] = scale · Σ_i q[i]·keys[t·stride+i] for t < len(sc) and

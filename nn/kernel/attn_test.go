@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestDotsMixMatchExact checks Dots and Mix, with this machine's kernels
-// and with the portable ones, against float64 sums, over head sizes that
-// take the vector paths (multiples of 8) and those that do not, sequence
-// lengths around the 8-position groups, and a row stride wider than a head.
+// TestDotsMixMatchExact checks Dots and Mix against float64 sums.
+// It runs this machine's kernels and the portable ones. Head sizes take the
+// vector paths, as multiples of 8, and the others; sequence lengths fall
+// around the 8-position groups; and one row stride is wider than a head.
 func TestDotsMixMatchExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	variants := []struct {
@@ -58,9 +58,9 @@ func TestDotsMixMatchExact(t *testing.T) {
 	}
 }
 
-// TestDotsDeterministic: the same call gives the same bits, and a
-// position's score does not depend on the slice of sc it is computed in
-// beyond the sequence length (the engine relies on the first).
+// TestDotsDeterministic checks that the same call to Dots gives the same bits.
+// The engine relies on that. A position's score also does not depend on the
+// slice of sc it is computed in, beyond the sequence length.
 func TestDotsDeterministic(t *testing.T) {
 	rng := rand.New(rand.NewPCG(33, 34))
 	hd, n, stride := 48, 37, 96

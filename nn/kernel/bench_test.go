@@ -9,18 +9,18 @@ import (
 	"github.com/delegatelab/delegate/internal/host"
 )
 
-// benchShapes are (m, k, n) of the model's products: a 512-token batch
-// through 256-wide layers, the 768-wide MLP up and down, a 384-token
-// vocabulary head, a 32-sequence and a 1-sequence sampling step, and two
-// square sizes for comparison with other libraries.
+// benchShapes are the m, k, n of the model's products and two square sizes.
+// The model's are a 512-token batch through 256-wide layers, the 768-wide
+// MLP up and down, a 384-token vocabulary head, and a 32-sequence and a
+// 1-sequence sampling step. The square ones compare with other libraries.
 var benchShapes = [][3]int{
 	{512, 256, 256}, {512, 256, 768}, {512, 768, 256}, {512, 256, 384},
 	{32, 256, 256}, {1, 256, 768}, {512, 512, 512}, {1024, 1024, 1024},
 }
 
-// BenchmarkMatMul reports GFLOPS (2·m·k·n per product) for each op and shape:
-// the reference loop, the pure-Go kernel and the assembly kernel, each on
-// one goroutine ("serial") and across GOMAXPROCS goroutines ("parallel").
+// BenchmarkMatMul reports GFLOPS, 2·m·k·n per product, for each op and shape.
+// It runs the reference loop, the pure-Go kernel and the assembly kernel,
+// each on one goroutine, "serial", and across GOMAXPROCS, "parallel".
 // Run serial benchmarks with GOMAXPROCS=1 for cpu-GFLOPS to mean one core.
 // Select with -bench, e.g.
 //
@@ -34,9 +34,9 @@ func BenchmarkMatMul(b *testing.B) {
 			a, bm, dst := randMat(rng, na), randMat(rng, nb), make([]float32, m*n)
 			flops := 2 * float64(m) * float64(k) * float64(n)
 			name := fmt.Sprintf("%s/m%dk%dn%d", opName(o), m, k, n)
-			// report gives GFLOPS over wall time and, for the serial runs,
-			// "cpu-GFLOPS" over the process's CPU time (less disturbed by
-			// other processes on a shared machine).
+			// report gives GFLOPS over wall time, and "cpu-GFLOPS" for the serial runs.
+			// cpu-GFLOPS is over the process's CPU time, which other processes on a
+			// shared machine disturb less.
 			report := func(b *testing.B, cpu0 time.Duration, serial bool) {
 				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
 				if cpu1, ok := host.ProcessCPU(); ok && serial && cpu1 > cpu0 {
@@ -102,10 +102,10 @@ func BenchmarkEntryPoints(b *testing.B) {
 	}
 }
 
-// BenchmarkPacked times products over packed weights, the decoding path: a
-// one-row product (a token) and a 32-row one (a batch of sequences) against
-// MatMulNT on the same unpacked matrix, on the 15M model's MLP and on its
-// 32000-token vocabulary head. GB/s is the weight bytes read per second.
+// BenchmarkPacked times products over packed weights, the decoding path.
+// A one-row product, a token, and a 32-row one, a batch, run against
+// MatMulNT on the same unpacked matrix. The shapes are the 15M model's MLP
+// and its 32000-token vocabulary head. GB/s is weight bytes read per second.
 //
 //	go test -run=^$ -bench=Packed -benchtime=200ms ./nn/kernel
 func BenchmarkPacked(b *testing.B) {

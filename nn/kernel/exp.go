@@ -2,21 +2,20 @@ package kernel
 
 import "math"
 
-// expFunc computes dst[i] = e^(scale·src[i] − shift) for the first n
-// elements, n a multiple of 8, and returns their sum.
+// expFunc sets dst[i] = e^(scale·src[i] − shift) for the first n and returns their sum.
+// n is a multiple of 8.
 type expFunc func(dst, src []float32, n int, scale, shift float32) float32
 
 // activeExp is the exponential ExpSum uses, chosen with the matrix kernel
 // (gemm.go's init).
 var activeExp expFunc = goExpBlock
 
-// ExpSum sets dst[i] = e^(scale·src[i] − shift) for every i of src and
-// returns the sum of the results, accumulated in float32. dst may be src
-// itself; it must be at least as long as src. The relative error of each
-// result is within a few float32 ulps; arguments below −87.3 (the smallest
-// normal float32) give 0, NaN gives NaN. It is the softmax and SiLU
-// exponential of training and inference: on amd64 eight lanes at a time
-// with AVX2 and FMA.
+// ExpSum sets dst[i] = e^(scale·src[i] − shift) for every i and returns their sum.
+// The sum is accumulated in float32. dst may be src itself; it must be at
+// least as long as src. Each result's relative error is within a few
+// float32 ulps. Arguments below −87.3, the smallest normal float32, give 0;
+// NaN gives NaN. It is the softmax and SiLU exponential of training and
+// inference, eight lanes at a time on amd64 with AVX2 and FMA.
 func ExpSum(dst, src []float32, scale, shift float32) float32 {
 	n := len(src)
 	dst = dst[:n]
@@ -47,12 +46,12 @@ func goExpBlock(dst, src []float32, n int, scale, shift float32) float32 {
 	return ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))
 }
 
-// Exp is e^x in float32 without the float64 round trip of math.Exp: the
-// argument is reduced to x = k·ln2 + r with |r| ≤ ln2/2 (ln2 split in two
-// parts for an exact product), e^r comes from a degree-7 minimax polynomial
-// (the Cephes expf coefficients) and 2^k is put into the exponent bits. The
-// relative error is within a few float32 ulps; results below the smallest
-// normal float32 flush to 0.
+// Exp is e^x in float32 without the float64 round trip of math.Exp.
+// The argument is reduced to x = k·ln2 + r with |r| ≤ ln2/2; ln2 is split in
+// two parts for an exact product. e^r comes from a degree-7 minimax
+// polynomial with the Cephes expf coefficients, and 2^k goes into the
+// exponent bits. The relative error is within a few float32 ulps; results
+// below the smallest normal float32 flush to 0.
 func Exp(x float32) float32 {
 	switch {
 	case x != x: // NaN
@@ -73,8 +72,8 @@ func Exp(x float32) float32 {
 	r := x - fk*ln2hi - fk*ln2lo
 	p := ((((expC0*r+expC1)*r+expC2)*r+expC3)*r+expC4)*r + expC5
 	e := p*r*r + r + 1
-	// 2^k from the exponent bits, for k in [-126, 127]; at the ends of the
-	// range k is split in two factors so that neither overflows
+	// 2^k comes from the exponent bits, for k in [-126, 127]. At the ends of
+	// the range k is split in two factors, so that neither overflows.
 	switch {
 	case k > 127:
 		return e * 2 * math.Float32frombits(uint32(k-1+127)<<23)
@@ -99,11 +98,11 @@ const (
 	expC5 = 5.0000001201e-1
 )
 
-// Softmax sets x[i] = e^(scale·x[i] − shift), shift = scale·max(x), and
-// returns the sum of the new values and the shift: softmax(scale·x) is x
-// divided by the sum, and log Σ e^(scale·x) is shift + log(sum). scale
-// must be positive; x must not be empty. It is the softmax of attention
-// (in both engines) and of the loss.
+// Softmax sets x[i] = e^(scale·x[i] − shift), with shift = scale·max(x).
+// It returns the sum of the new values and the shift: softmax(scale·x) is x
+// divided by the sum, and log Σ e^(scale·x) is shift + log(sum). scale must
+// be positive and x not empty. It is the softmax of attention in both
+// engines and of the loss.
 func Softmax(x []float32, scale float32) (sum, shift float32) {
 	shift = scale * Max(x) // scale·x rounds monotonically, so this is max(scale·x)
 	return ExpSum(x, x, scale, shift), shift
@@ -128,6 +127,7 @@ func Max(x []float32) float32 {
 	return max(max(m0, m1), max(m2, m3))
 }
 
-// activeMax8 is the largest value of x, len(x) a positive multiple of 8,
-// NaN if x holds one; nil where there is no vector code.
+// activeMax8 is the largest value of x, or NaN if x holds one.
+// len(x) is a positive multiple of 8. It is nil where there is no vector
+// code.
 var activeMax8 func(x []float32) float32

@@ -174,8 +174,8 @@ func TestSoftmax(t *testing.T) {
 	}
 }
 
-// The AVX halves of SwiGLU and SwiGLUBackward must give the portable
-// code's bits, at every length (whole blocks of 8 and the rest).
+// The AVX halves of SwiGLU and SwiGLUBackward must give the portable code's bits.
+// That holds at every length, whole blocks of 8 and the rest.
 func TestSwiGLUSameBits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, n := range []int{1, 7, 8, 9, 100, 1027} {

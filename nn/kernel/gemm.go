@@ -12,15 +12,15 @@ import (
 //
 // where A and B are read through an op that says how they are stored. A is
 // packed into panels of mr rows and B into panels of nr columns, both
-// zero-padded to full panels, and a micro-kernel computes one mr×nr tile of
-// dst at a time, holding it in registers across a block of k.
+// zero-padded to full panels. A micro-kernel computes one mr×nr tile of dst
+// at a time, holding it in registers across a block of k.
 //
 // Determinism: each element of dst is a chain of multiply-adds over k in
-// increasing order, starting from zero (or from dst for the accumulating
-// product), with the running sum stored as float32 between k blocks. Edge
-// tiles run the same full-tile kernel on zero-padded panels. So an element's
-// bits depend only on its row of A, its column of B and k: not on m, n, the
-// tile it falls in, or how the work is split across goroutines.
+// increasing order. It starts from zero, or from dst for the accumulating
+// product, and the running sum is stored as float32 between k blocks. Edge
+// tiles run the same full-tile kernel on zero-padded panels. So an
+// element's bits depend only on its row of A, its column of B and k. They
+// do not depend on m, n, the tile, or how the work is split.
 
 const (
 	mr = 6   // rows of a micro-tile
@@ -30,20 +30,20 @@ const (
 	nc = 512 // columns of a B block (kc·nc floats, in L2/L3)
 )
 
-// microKernel computes c(mr,nr) (row stride ldc) = [c +] a·b over k steps,
-// step p reading mr floats of a at p·lda and nr floats of b at p·ldb: a
-// packed panel has lda = mr (ldb = nr); a panel read in place has the
+// microKernel computes c(mr,nr) = [c +] a·b over k steps, c with row stride ldc.
+// Step p reads mr floats of a at p·lda and nr floats of b at p·ldb. A
+// packed panel has lda = mr and ldb = nr; a panel read in place has the
 // matrix's row stride.
 type microKernel func(k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool)
 
-// pairKernel is a micro-kernel for a 6×32 tile: two adjacent panels of B,
-// b0 and b1, with the same step ldb. Its elements must round exactly as
-// microKernel's do (one fused multiply-add per step), so that which kernel
+// pairKernel is a micro-kernel for a 6×32 tile over two adjacent panels of B.
+// b0 and b1 share the step ldb. Its elements must round exactly as
+// microKernel's do, one fused multiply-add per step, so that which kernel
 // computes a tile does not change its bits.
 type pairKernel func(k int, a []float32, lda int, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool)
 
-// packA6Func packs the first kl steps (a multiple of 8) of a full panel
-// of mr = 6 rows of a row-major A (row stride lda): dst[p·6+r] = a[r·lda+p].
+// packA6Func packs the first kl steps of a full panel of 6 rows of a row-major A.
+// kl is a multiple of 8 and lda the row stride: dst[p·6+r] = a[r·lda+p].
 type packA6Func func(dst, a []float32, lda, kl int)
 
 // activePackA6 is archPackA6; nil leaves packA's loop to do it all.
@@ -53,11 +53,11 @@ var activePackA6 packA6Func
 // dst[p·16+r] = src[r·ld+p].
 type packFunc func(dst, src []float32, ld, kl int)
 
-// archKernel and archPackT16 are the fastest micro-kernel and packer this
-// machine supports (archImpl is in kern_amd64.go or kern_generic.go),
-// chosen by package variable initialization, before any init function.
-// Under the build tag purego the amd64 files are left out and
-// kern_generic.go's pure-Go kernel is the only one.
+// archKernel and archPackT16 are the fastest micro-kernel and packer this machine supports.
+// Package variable initialization chooses them, before any init function,
+// through archImpl in kern_amd64.go or kern_generic.go. Under the build tag
+// purego the amd64 files are left out and kern_generic.go's pure-Go kernel
+// is the only one.
 var archKernel, archKernel2, archPackT16, archName = archImpl()
 
 var (
@@ -86,8 +86,18 @@ func init() {
 	}
 }
 
-// Impl names the micro-kernel the entry points use: "avx512" (AVX-512 for
-// pairs of panels, AVX2 for the rest), "avx2" or "go".
+// Impl names the micro-kernel the entry points use: "avx512", "avx2" or "go".
+// "avx512" runs AVX-512 on pairs of panels and AVX2 on the rest.
+//
+// Each entry point packs its operands into cache-sized panels, or reads them
+// in place where their layout fits, and runs a register-blocked
+// micro-kernel over them. On amd64 that is assembly: 6×32 tiles with
+// AVX-512 where the CPU and the operating system support it, else 6×16 tiles
+// with AVX2 and FMA. CPUID and XGETBV detect this at run time; XGETBV checks
+// that the OS saves the vector state. Elsewhere a portable pure-Go kernel
+// runs. The build tag purego leaves the assembly out and selects the pure-Go
+// kernels everywhere. Products above parallelFlops are split across
+// runtime.GOMAXPROCS(0) goroutines; smaller ones run on the caller's.
 func Impl() string { return activeName }
 
 type op uint8
@@ -114,18 +124,18 @@ type problem struct {
 	packed []float32
 }
 
-// inPlaceB reports whether the kernel reads full panels of B straight from
-// b, a row-major (k,n) matrix, instead of a packed copy. That saves the copy
-// but walks b with a stride of n floats; at 4 KiB and above (n >= 1024)
-// every step of a panel falls in the same few cache sets and packing wins.
+// inPlaceB reports whether the kernel reads full panels of B straight from b.
+// b is a row-major (k,n) matrix. Reading in place saves the copy but walks
+// b with a stride of n floats. At 4 KiB and above, n >= 1024, every step of
+// a panel falls in the same few cache sets and packing wins.
 func (pr *problem) inPlaceB() bool { return pr.op != opNT && pr.n < 1024 }
 
 // inPlaceA is inPlaceB for A stored (k,m) in the transposed product.
 func (pr *problem) inPlaceA() bool { return pr.op == opTN && pr.m < 1024 }
 
-// packA copies rows [i0,i0+rows) and k range [p0,p0+kl) of A into panels of
-// mr rows: panel q holds, for each p, the mr values A[i0+q·mr+r][p0+p],
-// rows past the end zero.
+// packA copies rows [i0,i0+rows) and k range [p0,p0+kl) of A into panels of mr rows.
+// Panel q holds, for each p, the mr values A[i0+q·mr+r][p0+p]; rows past the
+// end are zero.
 func (pr *problem) packA(buf []float32, i0, rows, p0, kl int) {
 	for q := 0; q*mr < rows; q++ {
 		panel := buf[q*mr*kl : (q+1)*mr*kl]
@@ -348,8 +358,8 @@ func (pr *problem) run(i0, i1, j0, j1 int) {
 	}
 }
 
-// tile computes an edge tile (rows×cols of dst at off, fewer than mr×nr)
-// by running the full-tile kernel on the scratch tile.
+// tile computes an edge tile by running the full-tile kernel on the scratch tile.
+// The edge tile is rows×cols of dst at off, fewer than mr×nr.
 func (pr *problem) tile(kcl int, ap []float32, lda int, bp []float32, ldb, off, rows, cols int, acc bool, tile []float32) {
 	ldc := pr.n
 	if acc {
@@ -363,9 +373,8 @@ func (pr *problem) tile(kcl int, ap []float32, lda int, bp []float32, ldb, off, 
 	}
 }
 
-// parallelFlops is the size (2·m·k·n) below which a product runs on the
-// calling goroutine: under it, handing work to other cores costs more than
-// it saves.
+// parallelFlops is the size, 2·m·k·n, below which a product runs on the caller.
+// Under it, handing work to other cores costs more than it saves.
 const parallelFlops = 1 << 22
 
 // do computes the whole product with up to workers goroutines (the caller
@@ -377,16 +386,16 @@ func (pr *problem) do(workers int) {
 	pr.split(workers)
 }
 
-// chunksPerWorker is how many pieces each goroutine takes on average. More
-// pieces than goroutines, handed out on demand, keep all of them busy to
-// the end when one runs slower (another process took its core); each piece
-// repacks its share of the other operand, a cost of about 1/(2·rows) of its
-// work.
+// chunksPerWorker is how many pieces each goroutine takes on average.
+// More pieces than goroutines, handed out on demand, keep all of them busy
+// to the end when one runs slower, as when another process took its core.
+// Each piece repacks its share of the other operand, a cost of about
+// 1/(2·rows) of its work.
 const chunksPerWorker = 4
 
-// split runs the product on up to workers goroutines whatever its size. The
-// product is cut into contiguous blocks of rows (whole mr panels) when m is
-// large enough, else of columns (whole nr panels), and the goroutines take
+// split runs the product on up to workers goroutines whatever its size.
+// The product is cut into contiguous blocks of whole mr panels of rows when
+// m is large enough, else of whole nr panels of columns. The goroutines take
 // blocks from a shared counter until none is left.
 func (pr *problem) split(workers int) {
 	rowPanels := (pr.m + mr - 1) / mr

@@ -40,11 +40,11 @@ func (d DType) Size() int {
 	return 2
 }
 
-// NewPackedHalf is NewPacked for a matrix kept in 16-bit values (BFloat16
-// or Float16), half the memory of float32 and half the bytes a product
-// reads. Products widen each value to float32 (exactly) as they read it,
-// so a product over a half-width Packed has the bits of the same product
-// over a float32 Packed of the widened values. RepackHalf fills it.
+// NewPackedHalf is NewPacked for a matrix kept in BFloat16 or Float16.
+// That is half the memory of float32 and half the bytes a product reads.
+// Products widen each value exactly to float32 as they read it, so a
+// product over a half-width Packed has the bits of the same product over a
+// float32 Packed of the widened values. RepackHalf fills it.
 func NewPackedHalf(dt DType, k int, rows ...int) *Packed {
 	if dt != BFloat16 && dt != Float16 {
 		panic("kernel.NewPackedHalf: not a 16-bit type") // a programming error
@@ -61,13 +61,12 @@ func NewPackedHalf(dt DType, k int, rows ...int) *Packed {
 	return w
 }
 
-// halfIndex is where, in its panel, a half-width Packed keeps the value of
-// column r (of 16) at k step p. The usual layout is p·16 + r, each step's
-// 16 values side by side. Where the AVX-512 bfloat16 kernel runs, the
-// values of steps p and p+1 (p even) are interleaved instead, column by
-// column, so that one 32-bit lane holds both: the kernel then widens them
-// with a shift and a mask instead of a shuffle. When k is odd the last step
-// stays alone, in the usual order.
+// halfIndex is where a half-width panel keeps the value of column r at k step p.
+// r counts 16 columns. The usual layout is p·16 + r, each step's 16 values
+// side by side. Where the AVX-512 bfloat16 kernel runs, steps p and p+1, p
+// even, are interleaved column by column instead, so one 32-bit lane holds
+// both. The kernel then widens them with a shift and a mask instead of a
+// shuffle. When k is odd the last step stays alone, in the usual order.
 func (w *Packed) halfIndex(p, r int) int {
 	if !w.pairs || p == w.k-1 && w.k%2 == 1 {
 		return p*nr + r
@@ -89,9 +88,9 @@ func (w *Packed) Bytes() int64 {
 	return 4 * int64(len(w.data))
 }
 
-// RepackHalfPanels copies panels [q0, q1) of a half-width Packed from
-// parts, 16-bit matrices of the shapes given at creation (row-major, the
-// raw bits of w's DType). Goroutines may fill disjoint ranges at once.
+// RepackHalfPanels copies panels [q0, q1) of a half-width Packed from parts.
+// The parts are row-major 16-bit matrices of the shapes given at creation,
+// the raw bits of w's DType. Goroutines may fill disjoint ranges at once.
 func (w *Packed) RepackHalfPanels(q0, q1 int, parts ...[]uint16) {
 	if w.half == nil {
 		panic("kernel.Packed.RepackHalfPanels: not a half-width Packed") // a programming error
@@ -180,8 +179,8 @@ func widenGo(dst []float32, src []uint16, dt DType) {
 	}
 }
 
-// widenPanels widens whole panels of w, src, into dst in the float32
-// panels' order (16 values per k step), undoing the pairs of halfIndex.
+// widenPanels widens whole panels of w, src, into dst in the float32 panels' order.
+// That is 16 values per k step, undoing the pairs of halfIndex.
 func (w *Packed) widenPanels(dst []float32, src []uint16) {
 	if !w.pairs {
 		widen(dst, src, w.dtype)
@@ -231,12 +230,11 @@ func (w *Packed) halfRow(dst []float32, j int) {
 	}
 }
 
-// halfChunk is how many panels a product of several rows widens at a
-// time into float32 before running the matrix kernels over them (a buffer
-// of 1 KiB per input value k). Each chunk is a product of its own, which
-// packs the rows of a again: at 4 panels a 64×1024 by 1024×4096 product ran
-// at about 45 GFLOPS against float32's 105-160 on one core; at 16, 167-174
-// against float32's 164-180 in the same run (BenchmarkPackedHalfPrefill).
+// halfChunk is how many panels a product of several rows widens to float32 at a time.
+// The matrix kernels then run over them; the buffer takes 1 KiB per input
+// value k. Each chunk is a product of its own, which packs the rows of a
+// again, so few panels per chunk are slow. docs/hf-models.md has the
+// measurements behind 16.
 const halfChunk = 16
 
 var halfBufs = sync.Pool{New: func() any { return new([]float32) }}
@@ -315,23 +313,17 @@ func gemvHalf(dst, a []float32, w *Packed, j0, j1 int) {
 	}
 }
 
-// halfStreamGap is the distance in bytes, at least, between the four
-// panels gemvSpaced streams at once. On one core of the AMD EPYC this was
-// measured on, four bfloat16 streams 32 KiB apart (neighbouring panels of
-// k = 1024) read 40 GB/s, 64 KiB apart 45, 128 KiB apart 47, where float32's
-// four neighbouring panels (64 KiB apart) read 41-44 and 128 KiB apart no
-// faster (a probe of the kernels alone). In BenchmarkGemvHalf, 16-bit
-// over float32 time went from 0.53-0.56 to 0.51 (bfloat16, pairs) and from
-// 0.61 to 0.53 (float16, AVX2's four-panel kernel).
+// halfStreamGap is the least distance in bytes between the panels gemvSpaced streams.
+// It streams four at once. Half-width streams further apart read faster;
+// docs/hf-models.md has the measurements.
 var halfStreamGap = 128 << 10
 
-// gemvSpaced computes whole panels of a half-width w with g4 (a four-panel
-// kernel that reads w's layout) from panel q on, four at a time spaced
-// halfStreamGap apart in memory, and returns
-// the first panel it left (the caller does the rest, fewer than four
-// spaced blocks' worth, and a partial last panel). Each panel's sums are
-// the ones the eight-panel kernel computes: which call reads a panel
-// changes nothing in its columns.
+// gemvSpaced computes whole panels of a half-width w from panel q on, four at a time.
+// g4 is a four-panel kernel that reads w's layout; the four panels lie
+// halfStreamGap apart in memory. It returns the first panel it left; the
+// caller does the rest, under four spaced blocks' worth, and a partial last
+// panel. Each panel's sums are the eight-panel kernel's, so which call
+// reads a panel changes nothing in its columns.
 func gemvSpaced(dst, a []float32, w *Packed, g4 gemvHalf4Func, q, j1 int) int {
 	if g4 == nil {
 		return q
@@ -360,19 +352,20 @@ type (
 	gemvHalf4Func func(k int, a []float32, b []uint16, stride int, c []float32)
 )
 
-// The half-width kernels in use, by DType; nil where there is none (the
-// portable path widens a panel, then runs activeGemv1). The eight-panel
-// kernels are AVX-512's: twice the panels streamed at once read 16-bit
-// weights about a quarter faster than four (BenchmarkGemvHalf).
+// The half-width kernels in use, by DType; nil where there is none.
+// Without one, the portable path widens a panel, then runs activeGemv1. The
+// eight-panel kernels are AVX-512's: eight streams read 16-bit weights
+// faster than four, as docs/hf-models.md records.
 var (
 	activeGemvHalf1 [3]gemvHalf1Func
 	activeGemvHalf4 [3]gemvHalf4Func
 	activeGemvHalf8 [3]gemvHalf4Func // c holds 128 values
 	activeWiden     [3]func(dst []float32, src []uint16)
 
-	// Over bfloat16 panels stored in pairs of k steps (halfIndex): the
-	// eight-panel product, and the widening of whole panels of k steps.
-	// A Packed made while activeBF16Pairs8 is nil keeps the usual layout.
+	// These read bfloat16 panels stored in pairs of k steps, as halfIndex
+	// lays them. They are the eight-panel product and the widening of whole
+	// panels. A Packed made while activeBF16Pairs8 is nil keeps the usual
+	// layout.
 	activeBF16Pairs8     gemvHalf4Func
 	activeBF16Pairs4     gemvHalf4Func // four panels, any stride (gemvSpaced)
 	activeBF16Pairs1     gemvHalf1Func

@@ -76,10 +76,10 @@ func gemv8BF16AVX512(k int, a *float32, b *uint16, stride int, c *float32)
 //go:noescape
 func gemv8F16AVX512(k int, a *float32, b *uint16, stride int, c *float32)
 
-// archGemvHalf8 returns the AVX-512 eight-panel products (the caller
-// checked AVX-512F, which has every instruction they use, VCVTPH2PS on ZMM
-// registers included). Sixteen panels at once measured slower than eight
-// (29-30 against 34-36 GB/s on one core): too many streams.
+// archGemvHalf8 returns the AVX-512 eight-panel products.
+// The caller checked AVX-512F, which has every instruction they use,
+// VCVTPH2PS on ZMM registers included. Sixteen panels at once read slower
+// than eight: too many streams.
 func archGemvHalf8() (g8 [3]gemvHalf4Func) {
 	for dt, f := range map[DType]func(k int, a *float32, b *uint16, stride int, c *float32){BFloat16: gemv8BF16AVX512, Float16: gemv8F16AVX512} {
 		g8[dt] = func(k int, a []float32, b []uint16, stride int, c []float32) {
@@ -104,9 +104,9 @@ func gemv1BF16PairsAVX512(k int, a *float32, b *uint16, c *float32)
 //go:noescape
 func widenBF16PairsAVX512(dst *float32, src *uint16, k, panels int)
 
-// archBF16Pairs returns the AVX-512 kernels over bfloat16 panels stored in
-// pairs of k steps (Packed.halfIndex): the eight-, four- and one-panel
-// products and the widening of whole panels.
+// archBF16Pairs returns the AVX-512 kernels over bfloat16 panels stored in pairs of k steps.
+// Packed.halfIndex gives that layout. The kernels are the eight-, four- and
+// one-panel products and the widening of whole panels.
 func archBF16Pairs() (g8, g4 gemvHalf4Func, g1 gemvHalf1Func, wd func(dst []float32, src []uint16, k int)) {
 	g8 = func(k int, a []float32, b []uint16, stride int, c []float32) {
 		_ = a[k-1]

@@ -69,14 +69,13 @@ func TestWidenHalfValues(t *testing.T) {
 	}
 }
 
-// TestPackedHalfMatchesFloat32 checks that a product over a half-width
-// Packed has the bits of the same product over a float32 Packed of the
-// widened values: one row (the matrix-vector kernels) and several (the
-// widened panels under the matrix kernels), whole and by column ranges.
+// TestPackedHalfMatchesFloat32 checks half-width products against float32 ones, bit for bit.
+// The float32 Packed holds the widened values. It checks one row, through
+// the matrix-vector kernels, and several, through widened panels under the
+// matrix kernels, whole and by column ranges.
 //
-// The gaps between the streams of the spaced bfloat16 products
-// (gemvSpaced) are the default, then small enough for these matrices to
-// hold several spaced blocks: one panel apart, and a few.
+// gemvSpaced's stream gap is the default, then small enough for these
+// matrices to hold several spaced blocks: one panel apart, and a few.
 func TestPackedHalfMatchesFloat32(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	saved := halfStreamGap
@@ -151,10 +150,10 @@ func widenOne(h uint16, dt DType) float32 {
 	return F16ToFloat32(h)
 }
 
-// TestPackedHalfGeneric runs the portable half-width path (widen a panel,
-// then the float32 kernel) against the assembly one's float32 reference,
-// over both layouts of bfloat16 panels (halfIndex: steps side by side, and
-// pairs of steps interleaved, which the AVX-512 kernel reads).
+// TestPackedHalfGeneric checks the portable half-width path against the float32 reference.
+// The portable path widens a panel, then runs the float32 kernel. It covers
+// both bfloat16 layouts of halfIndex: steps side by side, and pairs of steps
+// interleaved, as the AVX-512 kernel reads them.
 func TestPackedHalfGeneric(t *testing.T) {
 	saved1, saved4, saved8, savedW := activeGemvHalf1, activeGemvHalf4, activeGemvHalf8, activeWiden
 	savedP8, savedP4, savedP1, savedPW := activeBF16Pairs8, activeBF16Pairs4, activeBF16Pairs1, activeWidenBF16Pairs
@@ -205,9 +204,9 @@ func TestPackedHalfGeneric(t *testing.T) {
 	}
 }
 
-// BenchmarkGemvHalf compares one-row products over a 32768×1024 matrix held
-// in float32, bfloat16, float16 and q8_0 (bytes read per product: 128, 64,
-// 64, 34 MiB, far over the caches).
+// BenchmarkGemvHalf compares one-row products over a 32768×1024 matrix by storage.
+// The matrix is float32, bfloat16, float16 or q8_0, and a product reads 128,
+// 64, 64 or 34 MiB, far over the caches.
 func BenchmarkGemvHalf(b *testing.B) {
 	const n, k = 32768, 1024
 	rng := rand.New(rand.NewPCG(5, 6))

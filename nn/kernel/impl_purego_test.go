@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// TestPuregoImpl checks that under the purego tag the entry points use the
-// pure-Go kernels and that no assembly hook is wired.
+// TestPuregoImpl checks that under the purego tag the entry points use pure Go.
+// No assembly hook may be wired.
 func TestPuregoImpl(t *testing.T) {
 	if got, want := Impl(), "go"; got != want {
 		t.Fatalf("Impl() = %q, want %q", got, want)

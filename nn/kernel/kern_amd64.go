@@ -16,9 +16,9 @@ func kern6x32AVX512(k int, a *float32, lda int, b0, b1 *float32, ldb int, c *flo
 //go:noescape
 func kern6x16AVX2(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
 
-// haveAVX2FMA reports whether the CPU has AVX2 and FMA and the operating
-// system saves the YMM registers across context switches (OSXSAVE set and
-// XCR0 enabling both the SSE and the AVX state).
+// haveAVX2FMA reports whether the CPU has AVX2 and FMA and the OS saves YMM registers.
+// The OS saves them across context switches when OSXSAVE is set and XCR0
+// enables both the SSE and the AVX state.
 func haveAVX2FMA() bool {
 	maxLeaf, _, _, _ := cpuid(0, 0)
 	if maxLeaf < 7 {
@@ -69,8 +69,8 @@ func asmPackT16(dst, src []float32, ld, kl int) {
 	}
 }
 
-// haveAVX512 reports whether the CPU has AVX-512F and the operating system
-// saves the opmask and ZMM state (XCR0 bits 5 to 7) besides SSE and AVX.
+// haveAVX512 reports whether the CPU has AVX-512F and the OS saves its state.
+// That is the opmask and ZMM state, XCR0 bits 5 to 7, besides SSE and AVX.
 func haveAVX512() bool {
 	if !haveAVX2FMA() {
 		return false
@@ -155,8 +155,9 @@ func asmDots8(sc, q, keys []float32, stride int, scale float32) {
 	dots8AVX2(unsafe.SliceData(sc), unsafe.SliceData(q), unsafe.SliceData(keys), stride, len(q)/8, len(sc)/8, scale)
 }
 
-// asmMix is Mix for len(out) a multiple of 8 and len(w) > 0 (checked by
-// Mix, with the bounds of vals): 32 outputs at a time, then 8.
+// asmMix is Mix for len(out) a multiple of 8 and len(w) > 0.
+// Mix checks those and the bounds of vals. It does 32 outputs at a time,
+// then 8.
 func asmMix(out, w, vals []float32, stride int) {
 	i := 0
 	for ; i+32 <= len(out); i += 32 {

@@ -1,35 +1,20 @@
-// Package kernel holds the dense float32 matrix products the transformer
-// spends its time in, and the vector code of its elementwise steps (the
-// exponential and softmax, SwiGLU, AdamW; each with a portable twin that
-// gives the same bits, except the exponential, whose lanes and Exp may
-// differ in the last bit). All matrices are row-major. Weights may also
-// be held in bfloat16 or float16 (half.go) or in llama.cpp's q8_0 blocks
-// (q8.go).
-//
-// Each entry point packs its operands into cache-sized panels (or reads
-// them in place where their layout already fits) and runs a
-// register-blocked micro-kernel over them: on amd64 an assembly kernel,
-// 6×32 tiles with AVX-512 where the CPU and the operating system support it
-// and 6×16 tiles with AVX2 and FMA otherwise (detected at run time with
-// CPUID and XGETBV, which checks that the OS saves the vector state);
-// elsewhere a portable pure-Go kernel. The build tag purego (go build
-// -tags purego) leaves the assembly out of the build and selects the
-// pure-Go kernels everywhere; Impl reports which one runs. Products above
-// about four million floating-point operations are split across
-// runtime.GOMAXPROCS(0) goroutines; smaller ones run on the caller's
-// goroutine.
+// Package kernel holds the float32 matrix products the transformer spends its time in.
+// It also holds the vector code of the elementwise steps: the exponential and
+// softmax, SwiGLU and AdamW. Each has a portable twin with the same bits,
+// but for the exponential, whose lanes may differ from Exp in the last bit.
+// Matrices are row-major; weights may also be bfloat16, float16 or
+// llama.cpp's q8_0. Impl says which micro-kernel runs.
 //
 // Determinism: an element of the result is a multiply-add chain over k in
-// increasing order, its value a function of its row of a, its column of b
-// and k only. It does not depend on m, on how the product is split across
-// goroutines, or on GOMAXPROCS: one sequence's logits come out bitwise the
-// same alone and in a batch. (The assembly and the pure-Go kernels differ
-// from each other in rounding, since one fuses the multiply-add and the
-// other does not; a process uses one of them throughout.)
+// increasing order. Its value depends only on its row of a, its column of b
+// and k, not on m, on how the product is split, or on GOMAXPROCS. So one
+// sequence's logits come out bitwise the same alone and in a batch. The
+// assembly and pure-Go kernels round differently, since only one fuses the
+// multiply-add, but a process uses one of them throughout.
 //
-// Aliasing: dst must not overlap a or b. a and b may overlap each other
-// (both are only read). Concurrent calls are safe as long as no call writes
-// a dst that another call reads or writes.
+// Aliasing: dst must not overlap a or b; a and b may overlap, as both are
+// only read. Concurrent calls are safe as long as no call writes a dst that
+// another call reads or writes.
 package kernel
 
 // MatMulNT computes dst(m,n) = a(m,k) · b(n,k)ᵀ, overwriting dst.

@@ -15,8 +15,8 @@ type impl struct {
 	pack  packFunc
 }
 
-// impls are the micro-kernels this machine can run: always the pure-Go one,
-// and the assembly one where the CPU supports it.
+// impls are the micro-kernels this machine can run.
+// The pure-Go one always runs, and the assembly one where the CPU has it.
 func impls() []impl {
 	out := []impl{{"go", goKernel, nil, goPackT16}}
 	if archName != "go" {
@@ -36,9 +36,9 @@ func randMat(rng *rand.Rand, n int) []float32 {
 	return s
 }
 
-// exact computes the product in float64 (with dst0 added when accumulating),
-// and for each element the bound |dst0| + Σ_p |A_ip·B_pj| that scales the
-// rounding error.
+// exact computes the product in float64, adding dst0 when accumulating.
+// For each element it also gives the bound |dst0| + Σ_p |A_ip·B_pj| that
+// scales the rounding error.
 func exact(o op, dst0, a, b []float32, m, k, n int) (want, mag []float64) {
 	want = make([]float64, m*n)
 	mag = make([]float64, m*n)
@@ -67,8 +67,9 @@ func exact(o op, dst0, a, b []float32, m, k, n int) (want, mag []float64) {
 	return want, mag
 }
 
-// checkClose asserts |got − want| ≤ 2·(k+1)·2⁻²⁴·mag for every element: the
-// classical bound for a float32 sum of k+1 terms, with a factor two of slack.
+// checkClose asserts |got − want| ≤ 2·(k+1)·2⁻²⁴·mag for every element.
+// That is the classical bound for a float32 sum of k+1 terms, with a factor
+// two of slack.
 func checkClose(t *testing.T, got []float32, want, mag []float64, k, n int) {
 	t.Helper()
 	const u = 1.0 / (1 << 24)
@@ -87,9 +88,9 @@ func checkClose(t *testing.T, got []float32, want, mag []float64, k, n int) {
 	}
 }
 
-// shapes are (m, k, n): degenerate, not multiples of the 6×16 tile, k = 1,
-// k larger than the k block, n larger than the column block, m larger than
-// the row block.
+// shapes are m, k, n that reach every edge of the blocking.
+// They are degenerate, not multiples of the 6×16 tile, k = 1, k larger than
+// the k block, n larger than the column block, m larger than the row block.
 var shapes = [][3]int{
 	{1, 1, 1}, {1, 0, 3}, {2, 1, 17}, {6, 1, 16}, {5, 3, 15}, {7, 17, 33},
 	{13, 37, 29}, {1, 256, 96}, {33, 300, 47}, {7, 600, 9}, {100, 20, 530}, {97, 5, 3},
@@ -195,8 +196,8 @@ func TestPackT16(t *testing.T) {
 	}
 }
 
-// packA lays out six rows of A step by step, through the assembly for
-// whole blocks of 8 steps and Go for the rest.
+// packA lays out six rows of A step by step.
+// It uses the assembly for whole blocks of 8 steps and Go for the rest.
 func TestPackA(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	for _, kl := range []int{1, 7, 8, 9, 16, 64, 77} {
@@ -249,9 +250,9 @@ func TestTNAccAccumulates(t *testing.T) {
 	}
 }
 
-// TestDeterministic checks that an element's bits do not depend on m, on the
-// split across goroutines, or on the number of workers: row i computed in a
-// batch of 41 rows equals row i computed alone.
+// TestDeterministic checks that an element's bits depend on neither m nor the split.
+// Nor do they depend on the number of workers: row i computed in a batch of
+// 41 rows equals row i computed alone.
 func TestDeterministic(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	m, k, n := 41, 300, 70
@@ -300,8 +301,8 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-// TestWideKernelSameBits checks that the AVX-512 pair kernel rounds exactly
-// as the AVX2 kernel does, so that mixing them keeps results deterministic.
+// TestWideKernelSameBits checks that the AVX-512 pair kernel rounds as AVX2's does.
+// Mixing them then keeps results deterministic.
 func TestWideKernelSameBits(t *testing.T) {
 	if archKernel2 == nil {
 		t.Skip("no AVX-512 on this machine")
@@ -360,9 +361,9 @@ func TestSerialCallsDoNotAllocate(t *testing.T) {
 	}
 }
 
-// TestDeterministicAcrossGOMAXPROCS checks the exported entry points: a
-// product large enough to be split gives the same bits under GOMAXPROCS 1,
-// 2 and 3, and its rows equal the rows computed one at a time.
+// TestDeterministicAcrossGOMAXPROCS checks the entry points under GOMAXPROCS 1, 2 and 3.
+// A product large enough to be split gives the same bits under each, and
+// its rows equal the rows computed one at a time.
 func TestDeterministicAcrossGOMAXPROCS(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	m, k, n := 64, 256, 136 // 2·m·k·n above parallelFlops

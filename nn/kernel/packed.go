@@ -2,12 +2,12 @@ package kernel
 
 import "fmt"
 
-// Packed is a weight matrix W (n, k), stored (out, in) like every weight of
-// the model, laid out once in the form the micro-kernels read: panels of 16
-// rows of W (16 output columns of x · Wᵀ), panel q holding, for each step
-// p of k, the 16 values W[16q+r][p] side by side; rows past n are zero.
-// Products over a Packed read it in place, so a weight matrix used by many
-// products (a decode step after another) is transposed once, not per call.
+// Packed is a weight matrix laid out once in the form the micro-kernels read.
+// W is (n, k), stored (out, in) like every weight of the model. A panel
+// holds 16 rows of W, the 16 output columns of x · Wᵀ. Panel q holds, for
+// each step p of k, the values W[16q+r][p] side by side. Rows past n are
+// zero. Products read a Packed in place, so a weight matrix used by many
+// products, such as successive decode steps, is transposed once.
 //
 // A Packed is a copy: it does not follow later changes to the matrices it
 // was packed from. Repack refreshes it. Products may read a Packed
@@ -28,9 +28,9 @@ type packPart struct {
 	row0, n int
 }
 
-// NewPacked returns an empty Packed for a matrix of n rows of k values
-// stacked from source matrices of the given row counts (their sum is n):
-// Repack with matrices of those shapes fills it.
+// NewPacked returns an empty Packed for source matrices stacked into n rows of k.
+// rows gives the sources' row counts, which sum to n. Repack with matrices
+// of those shapes fills it.
 func NewPacked(k int, rows ...int) *Packed {
 	w := &Packed{k: k}
 	for _, r := range rows {
@@ -74,8 +74,8 @@ func (w *Packed) Repack(parts ...[]float32) {
 	w.RepackPanels(0, w.panels(), parts...)
 }
 
-// RepackPanels is Repack for panels [q0, q1) only, so that several
-// goroutines can refresh disjoint ranges of one matrix at once.
+// RepackPanels is Repack for panels [q0, q1) only.
+// Several goroutines can so refresh disjoint ranges of one matrix at once.
 func (w *Packed) RepackPanels(q0, q1 int, parts ...[]float32) {
 	if w.half != nil || w.q8 != nil {
 		panic("kernel.Packed.RepackPanels: a half-width or q8_0 Packed is filled by RepackHalfPanels or RepackQ8") // a programming error
@@ -189,9 +189,9 @@ func MatMulPacked(dst, a []float32, m int, w *Packed) {
 	pr.split(workers)
 }
 
-// PanelRange returns the columns [j0, j1) of part g of a product of n
-// columns in the given number of panels cut into parts pieces of whole
-// panels (even numbers of them where it can, for the paired kernel).
+// PanelRange returns the columns [j0, j1) of part g of a product split by panels.
+// The product's n columns in panels are cut into parts pieces of whole
+// panels, an even number of them where it can, for the paired kernel.
 func PanelRange(panels, parts, g, n int) (j0, j1 int) {
 	pairs := (panels + 1) / 2
 	q0 := 2 * (g * pairs / parts)
@@ -199,9 +199,9 @@ func PanelRange(panels, parts, g, n int) (j0, j1 int) {
 	return min(q0*nr, n), min(q1*nr, n)
 }
 
-// MatMulPackedCols computes columns [j0, j1) of dst(m,n) = a(m,k) · Wᵀ on
-// the calling goroutine; j0 is a multiple of 16 and j1 is one or n.
-// Goroutines computing disjoint column ranges of one dst may run at once.
+// MatMulPackedCols computes columns [j0, j1) of dst(m,n) = a(m,k) · Wᵀ on the caller.
+// j0 is a multiple of 16 and j1 is one or n. Goroutines computing disjoint
+// column ranges of one dst may run at once.
 func MatMulPackedCols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 	checkLen("MatMulPackedCols", m, w.k, w.n, dst, m*w.n, a, m*w.k, w.data, 0)
 	if j0%nr != 0 || j0 < 0 || j1 > w.n || (j1%nr != 0 && j1 != w.n) {
@@ -226,8 +226,8 @@ func MatMulPackedCols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 	pr.run(0, m, j0, j1)
 }
 
-// gemv computes columns [j0, j1) of the row vector dst(n) = a(k) · Wᵀ:
-// each element a chain of multiply-adds over k in order from zero, as in
+// gemv computes columns [j0, j1) of the row vector dst(n) = a(k) · Wᵀ.
+// Each element is a chain of multiply-adds over k in order from zero, as in
 // the micro-kernels.
 func gemv(dst, a []float32, w *Packed, j0, j1 int) {
 	k := w.k
@@ -260,9 +260,9 @@ var (
 	activeGemv4 gemv4Func // nil: four goGemv1 calls
 )
 
-// goGemv1 is the portable panel-vector product; the explicit float32
-// conversion keeps the multiply and the add separately rounded, as in
-// goKernel.
+// goGemv1 is the portable panel-vector product.
+// The explicit float32 conversion keeps the multiply and the add separately
+// rounded, as in goKernel.
 func goGemv1(k int, a, b, c []float32) {
 	_ = a[k-1]
 	_ = b[k*nr-1]

@@ -30,9 +30,9 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 	}
 }
 
-// TestMatMulPackedSameBitsAsNT checks that a product over packed weights,
-// whole or by column ranges, vector or matrix, gives exactly the bits of
-// MatMulNT over the unpacked matrices, for every kernel this machine runs.
+// TestMatMulPackedSameBitsAsNT checks packed products against MatMulNT, bit for bit.
+// It runs them whole and by column ranges, vector and matrix, for every
+// kernel this machine runs.
 func TestMatMulPackedSameBitsAsNT(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, im := range impls() {
@@ -79,9 +79,9 @@ func TestMatMulPackedSameBitsAsNT(t *testing.T) {
 	}
 }
 
-// TestRepackFollowsChanges checks that Repack (whole, or by panel ranges)
-// brings a Packed up to date with its matrices and that a product before
-// it still sees the old values (a Packed is a copy).
+// TestRepackFollowsChanges checks that Repack brings a Packed up to date.
+// It repacks whole and by panel ranges. A product before Repack still sees
+// the old values, since a Packed is a copy.
 func TestRepackFollowsChanges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	k, n := 40, 70
@@ -105,9 +105,9 @@ func TestRepackFollowsChanges(t *testing.T) {
 	sameBits(t, "after Repack", got, want)
 }
 
-// TestMatMulPackedAcrossGOMAXPROCS: a vector product big enough to be
-// split by columns, and a matrix one split by rows, give the same bits
-// under GOMAXPROCS 1, 2 and 3.
+// TestMatMulPackedAcrossGOMAXPROCS checks split products under GOMAXPROCS 1, 2 and 3.
+// A vector product split by columns and a matrix one split by rows give
+// the same bits under each.
 func TestMatMulPackedAcrossGOMAXPROCS(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 26))
 	k, n := 288, 4000 // 2·k·n above parallelFlops for one row

@@ -7,14 +7,14 @@ import (
 	"sync"
 )
 
-// Q8_0 is llama.cpp's q8_0 format: each row is cut into blocks of 32
-// values, and each block is stored as one float16 scale d followed by 32
-// int8 values q, the weights being d·q. A block takes 34 bytes, 8.5 bits a
-// weight: 0.53 times bfloat16's bytes.
+// Q8_0 is llama.cpp's q8_0 format: rows in blocks of 32 int8 values with a scale.
+// Each block is a float16 scale d followed by 32 int8 values q, the weights
+// being d·q. A block takes 34 bytes, 8.5 bits a weight: 0.53 times
+// bfloat16's bytes.
 const Q8_0 DType = Float16 + 1
 
-// Q8Block is the number of weights in one q8_0 block, and Q8BlockBytes
-// the bytes it takes (the scale, then the values).
+// Q8Block is the number of weights in one q8_0 block.
+// Q8BlockBytes is the bytes it takes: the scale, then the values.
 const (
 	Q8Block      = 32
 	Q8BlockBytes = 2 + Q8Block
@@ -23,11 +23,11 @@ const (
 // Q8RowBytes is the bytes one row of k values takes in q8_0.
 func Q8RowBytes(k int) int { return k / Q8Block * Q8BlockBytes }
 
-// QuantizeQ8_0 writes src (a multiple of 32 values) as q8_0 blocks into
-// dst (Q8RowBytes(len(src)) bytes). It rounds as ggml's reference
-// quantize_row_q8_0 does: d = max|x|/127 in float32, q = round(x/d) away
-// from zero, d stored as float16; so it gives the bytes of llama.cpp's
-// converters.
+// QuantizeQ8_0 writes src as q8_0 blocks into dst.
+// src is a multiple of 32 values, and dst is Q8RowBytes(len(src)) bytes. It
+// rounds as ggml's reference quantize_row_q8_0 does: d = max|x|/127 in
+// float32, q = round(x/d) away from zero, and d stored as float16. So it
+// gives the bytes of llama.cpp's converters.
 func QuantizeQ8_0(dst []byte, src []float32) {
 	if len(src)%Q8Block != 0 || len(dst) < Q8RowBytes(len(src)) {
 		panic("kernel.QuantizeQ8_0: length not a whole number of blocks") // a programming error
@@ -51,8 +51,8 @@ func QuantizeQ8_0(dst []byte, src []float32) {
 	}
 }
 
-// Float32ToF16 rounds f to the nearest IEEE 754 binary16 value, ties to
-// even, as numpy's astype(float16) and the F16C instructions do.
+// Float32ToF16 rounds f to the nearest IEEE 754 binary16 value, ties to even.
+// numpy's astype(float16) and the F16C instructions round the same way.
 func Float32ToF16(f float32) uint16 {
 	b := math.Float32bits(f)
 	sign := uint16(b>>16) & 0x8000
@@ -85,8 +85,8 @@ func Float32ToF16(f float32) uint16 {
 	return sign | uint16(h)
 }
 
-// NewPackedQ8 is NewPacked for a matrix kept in q8_0 (k a multiple of 32):
-// its rows stay in llama.cpp's layout, row after row, so a GGUF tensor is
+// NewPackedQ8 is NewPacked for a matrix kept in q8_0, with k a multiple of 32.
+// Its rows stay in llama.cpp's layout, row after row, so a GGUF tensor is
 // copied in as it is stored. RepackQ8 fills it.
 func NewPackedQ8(k int, rows ...int) *Packed {
 	if k%Q8Block != 0 {
@@ -140,11 +140,11 @@ func DequantizeQ8_0(dst []float32, src []byte) {
 	}
 }
 
-// Products over a q8_0 matrix quantise each row of activations the same
-// way first, per block of 32, with a float32 scale (llama.cpp's q8_0 by
-// q8_0 dot product, but for the scale's width): the products of a block
-// are then exact integer sums, which the vector kernels compute four
-// times faster than float32 products of the widened weights.
+// Products over a q8_0 matrix first quantise each row of activations the same way.
+// Each block of 32 gets a float32 scale, as in llama.cpp's q8_0 by q8_0 dot
+// product but for the scale's width. A block's products are then exact
+// integer sums, which the vector kernels compute faster than float32
+// products of the widened weights.
 
 // q8ActBytes is the bytes one block of quantised activations takes: a
 // float32 scale, then 32 int8 values.
@@ -177,10 +177,10 @@ var q8Scratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // matMulQ8Cols computes columns [j0, j1) of dst(m, n) = a(m, k) · Wᵀ for
 // a q8_0 W. Each element is the dot product of its quantised row of a and
-// its row of W as q8Dot4 computes it, whichever other pairs share the
-// call, so it does not depend on m or on the column split. Rows of a go
-// four at a time over 32 rows of W, which stay in cache meanwhile; a
-// vector takes four rows of W at a time.
+// its row of W, as q8Dot4 computes it whichever pairs share the call. So it
+// does not depend on m or on the column split. Rows of a go four at a time
+// over 32 rows of W, which stay in cache meanwhile. A vector takes four rows
+// of W at a time.
 func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 	k, n := w.k, w.n
 	rb := k / Q8Block * q8ActBytes
@@ -229,9 +229,9 @@ func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 	}
 }
 
-// q8Dot4Func computes four dot products: out[i] = a[i] · r[i], each a
-// row of k quantised activations (q8ActBytes a block) against a q8_0 row
-// of k weights.
+// q8Dot4Func computes four dot products, out[i] = a[i] · r[i].
+// Each is a row of k quantised activations, q8ActBytes a block, against a
+// q8_0 row of k weights.
 type q8Dot4Func func(k int, a, r *[4][]byte, out *[4]float32)
 
 var activeQ8Dot4 q8Dot4Func = goQ8Dot4
@@ -250,11 +250,11 @@ func goQ8Dot4(k int, a, r *[4][]byte, out *[4]float32) {
 }
 
 // goQ8Dot is the portable q8_0 dot product. It sums as the vector kernel
-// does: lane l of 8 takes the exact integer sum of x[t]·q[t] over t in
-// [4l, 4l+4) of a block and adds it, times the product of the two scales,
-// to its running total; the 8 totals are added pairwise at the end (0+4,
-// 1+5, 2+6, 3+7, then 0+2, 1+3, then 0+1). The multiply and the add are
-// rounded separately (the vector kernel fuses them).
+// does. Lane l of 8 takes the exact integer sum of x[t]·q[t] over t in
+// [4l, 4l+4) of a block. It adds that, times the product of the two
+// scales, to its running total. The 8 totals are added pairwise at the end:
+// 0+4, 1+5, 2+6, 3+7, then 0+2, 1+3, then 0+1. The multiply and the add
+// are rounded separately, where the vector kernel fuses them.
 func goQ8Dot(k int, x, row []byte) float32 {
 	var acc [8]float32
 	for b := 0; b < k/Q8Block; b++ {

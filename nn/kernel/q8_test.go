@@ -78,9 +78,9 @@ func TestQuantizeQ8_0(t *testing.T) {
 	}
 }
 
-// TestQuantizeQ8_0Error checks that dequantised values are within half a
-// step (d/2) of the originals, plus 127 times the float16 rounding of d
-// (which is coarse where d is subnormal in float16).
+// TestQuantizeQ8_0Error checks that dequantised values are within half a step of the originals.
+// Half a step is d/2, plus 127 times the float16 rounding of d, which is
+// coarse where d is subnormal in float16.
 func TestQuantizeQ8_0Error(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	src := make([]float32, 32*64)
@@ -107,9 +107,9 @@ func TestQuantizeQ8_0Error(t *testing.T) {
 	}
 }
 
-// TestMatMulQ8 checks the q8_0 products against float64 sums over the
-// dequantised weights, and that an element's bits do not depend on the
-// rows batched with it or on the column split.
+// TestMatMulQ8 checks the q8_0 products against float64 sums of dequantised weights.
+// It also checks that an element's bits do not depend on the rows batched
+// with it or on the column split.
 func TestMatMulQ8(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, tc := range []struct {
@@ -210,10 +210,10 @@ func TestMatMulQ8(t *testing.T) {
 	}
 }
 
-// TestQ8DotTwins checks the active q8_0 dot products (assembly where the
-// CPU has it) against the portable one: equal but for the rounding the
-// fused multiply-add saves, and each of the four the same bits whatever
-// the other three are.
+// TestQ8DotTwins checks the active q8_0 dot products against the portable one.
+// The active ones are assembly where the CPU has it. They are equal but for
+// the rounding the fused multiply-add saves, and each of the four has the
+// same bits whatever the other three are.
 func TestQ8DotTwins(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, k := range []int{32, 64, 288, 2048} {

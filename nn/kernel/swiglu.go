@@ -1,7 +1,7 @@
 package kernel
 
-// swigluFunc and swigluBackFunc are the elementwise halves of SwiGLU and
-// SwiGLUBackward over the first n values (n a multiple of 8), after the
+// swigluFunc and swigluBackFunc are the elementwise halves of SwiGLU and its backward.
+// They run over the first n values, n a multiple of 8, after the
 // exponential.
 type (
 	swigluFunc     func(h, a, b []float32, n int)
@@ -29,8 +29,8 @@ func SwiGLU(h, a, b []float32) {
 	goSwiGLU(h[head:], a[head:], b[head:], n-head)
 }
 
-// SwiGLUBackward writes da and db, overwriting them, from dh and SwiGLU's
-// inputs a and b; da must not alias a or dh. With σ = 1/(1+e^−a):
+// SwiGLUBackward overwrites da and db from dh and SwiGLU's inputs a and b.
+// da must not alias a or dh. With σ = 1/(1+e^−a):
 //
 //	da = dh·b·σ·(1 + a·(1−σ)),   db = dh·a·σ
 func SwiGLUBackward(da, db, dh, a, b []float32) {

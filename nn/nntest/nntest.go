@@ -1,7 +1,7 @@
-// Package nntest holds what the tests of nn's engines share: the plain
-// float64 forward pass of the architecture, written straight from it (no
-// cache, no kernel, no batching), that both the training engine
-// (nn/train) and the sampling engine (nn/infer) are checked against.
+// Package nntest holds the reference forward pass that tests of nn's engines share.
+// It is the architecture written plainly in float64, with no cache, kernel
+// or batching. The training engine, nn/train, and the sampling engine,
+// nn/infer, are both checked against it.
 package nntest
 
 import (

@@ -14,9 +14,10 @@ import (
 //	m = β1·m + (1−β1)·g,   v = β2·v + (1−β2)·g²
 //	θ -= lr·( m/(1−β1ᵗ) / (sqrt(v/(1−β2ᵗ)) + ε) + λ·θ )
 //
-// The decay λ applies to the matrices (embedding, attention and MLP
-// projections, untied output head) and NOT to the RMSNorm gains, which
-// decay would pull toward zero instead of their natural scale of one.
+// The decay λ applies to the matrices: the embedding, the attention and MLP
+// projections, and an untied output head. It does NOT apply to the RMSNorm
+// gains, which decay would pull toward zero instead of their natural scale
+// of one.
 type AdamW struct {
 	Beta1, Beta2 float64 // moment decay rates, 0.9 and 0.95 by default
 	Eps          float64 // denominator floor, 1e-8 by default
@@ -65,9 +66,9 @@ func NewAdamState(c nn.Config) (*AdamState, error) {
 	return &AdamState{M: m, V: v, decay: decaySpans(c)}, nil
 }
 
-// decaySpans finds the ranges of Data holding matrices by marking the
-// norm gains on a probe laid out by nn.NewParams, so that it follows the
-// layout wherever it changes.
+// decaySpans finds the ranges of Data holding matrices.
+// It marks the norm gains on a probe laid out by nn.NewParams, so it follows
+// the layout wherever it changes.
 func decaySpans(c nn.Config) []span {
 	probe, err := nn.Alloc(c)
 	if err != nil {

@@ -9,10 +9,11 @@ import (
 
 // Causal self-attention with grouped key/value heads.
 //
-// The projections of a token arrive fused in one row of qkv (N, S), N = B·T,
-// S = Dim + 2·KVDim: the queries (Heads·HeadDim) first, then the keys and
-// the values (KVHeads·HeadDim each), queries and keys already rotated.
-// Query head h reads key/value head h / (Heads/KVHeads), as in llama2.c.
+// The projections of a token arrive fused in one row of qkv (N, S), with
+// N = B·T and S = Dim + 2·KVDim. The queries come first, Heads·HeadDim of
+// them, then the keys and the values, KVHeads·HeadDim each. Queries and
+// keys are already rotated. Query head h reads key/value head
+// h / (Heads/KVHeads), as in llama2.c.
 // For each sequence b, head h and position t:
 //
 //	s_tj = q_t·k_j / sqrt(HeadDim),   p_tj = softmax_j≤t(s_tj),   out_t = Σ_j≤t p_tj·v_j
@@ -20,19 +21,19 @@ import (
 // Positions j > t are masked: they get probability exactly 0 and receive
 // exactly zero gradient from position t.
 //
-// Each (sequence, key/value head) is one task: its keys and values, and in
-// turn the queries of every head of its group, are gathered into contiguous
-// (T, HeadDim) blocks so that the products run through package kernel.
-// Queries go in row blocks of attnBlock positions; the block of rows
-// [r0, r1) needs only keys [0, r1), so the masked triangle inside the
-// diagonal block is the only wasted work.
+// Each pair of a sequence and a key/value head is one task. Its keys and
+// values, and in turn the queries of every head of its group, are gathered
+// into contiguous (T, HeadDim) blocks, so that the products run through
+// package kernel. Queries go in row blocks of attnBlock positions. The
+// block of rows [r0, r1) needs only keys [0, r1), so the masked triangle
+// inside the diagonal block is the only wasted work.
 //
-// The (T, T) probabilities are not kept: the forward pass saves one
-// log-sum-exp per row, lse_t = log Σ_j≤t exp(s_tj), and the backward pass
-// recomputes p_tj = exp(s_tj − lse_t) block by block (the forward pass
-// normalises by 1/Σ exp instead; the two agree to float32 rounding), so
-// memory grows with T, not T². The price is one more
-// query-key product per head in the backward pass.
+// The (T, T) probabilities are not kept. The forward pass saves one
+// log-sum-exp per row, lse_t = log Σ_j≤t exp(s_tj). The backward pass
+// recomputes p_tj = exp(s_tj − lse_t) block by block. The forward pass
+// normalises by 1/Σ exp instead; the two agree to float32 rounding. So
+// memory grows with T, not T². The price is one more query-key product per
+// head in the backward pass.
 type attention struct {
 	B, T, Heads, KVHeads, HeadDim int
 }
@@ -60,8 +61,8 @@ func (a attention) scratch() *attnScratch {
 	return s
 }
 
-// gather copies column block [off, off+HeadDim) of the T rows of src (row
-// stride s) into dst (T, HeadDim); scatter is its inverse.
+// gather copies column block [off, off+HeadDim) of the T rows of src into dst.
+// src has row stride s; dst is (T, HeadDim). scatter is its inverse.
 func (a attention) gather(dst, src []float32, s, off int) {
 	hd := a.HeadDim
 	for i := 0; i < a.T; i++ {
@@ -76,11 +77,11 @@ func (a attention) scatter(dst, src []float32, s, off int) {
 	}
 }
 
-// probs turns the raw products pb (r1−r0, r1) of query rows [r0, r1) with
-// keys [0, r1) into probabilities, in place: p_ij = exp(scale·pb_ij − lse_i)
-// for j ≤ i and 0 after. When save is true it computes lse for each row and
-// stores it (the row then holds e_ij/Σe, e_ij = exp(scale·pb_ij − max));
-// otherwise it reads the saved lse.
+// probs turns the raw products pb of query rows [r0, r1) with keys [0, r1) into probabilities.
+// It works in place on pb (r1−r0, r1): p_ij = exp(scale·pb_ij − lse_i) for
+// j ≤ i and 0 after. When save is true it computes and stores lse for each
+// row; the row then holds e_ij/Σe, with e_ij = exp(scale·pb_ij − max).
+// Otherwise it reads the saved lse.
 func attnProbs(pb, lse []float32, r0, r1 int, scale float32, save bool) {
 	for i := r0; i < r1; i++ {
 		row := pb[(i-r0)*r1 : (i-r0+1)*r1]
@@ -133,10 +134,10 @@ func (a attention) forward(out, lse, qkv []float32) {
 	})
 }
 
-// backward writes the gradient with respect to qkv into dqkv (N, S),
-// overwriting it, from dout (N, Heads·HeadDim), the saved lse and qkv.
-// Per head and row block, with P the recomputed probabilities and dO the
-// output gradient:
+// backward overwrites dqkv with the gradient with respect to qkv.
+// It reads dout, the saved lse and qkv; dqkv is (N, S), dout
+// (N, Heads·HeadDim). Per head and row block, with P the recomputed
+// probabilities and dO the output gradient:
 //
 //	dP = dO·Vᵀ,  dV += Pᵀ·dO,  dS = P∘(dP − rowsum(P∘dP))·scale
 //	dQ = dS·K,   dK += dSᵀ·Q

@@ -9,15 +9,16 @@ import (
 	"github.com/delegatelab/delegate/nn/kernel"
 )
 
-// ForwardBackward runs the model on b and adds the gradient of
+// ForwardBackward runs the model on b and adds the loss's gradient to grads.
+// The loss is
 //
 //	loss = Σ_i Weights[i]·(−log p(Targets[i])) / norm
 //
-// to grads, which must have p's config (tied output heads accumulate into
-// the shared embedding). It returns that loss. norm must be positive and
-// finite; gradient accumulation over micro-batches passes the same norm
-// (say the step's count of weighted tokens) to each call. On error grads
-// may hold a partial sum and should be zeroed before reuse.
+// grads must have p's config; a tied output head accumulates into the
+// shared embedding. It returns the loss. norm must be positive and finite.
+// Gradient accumulation over micro-batches passes the same norm to each
+// call, such as the step's count of weighted tokens. On error grads may hold
+// a partial sum and should be zeroed before reuse.
 func (w *Workspace) ForwardBackward(ctx context.Context, p, grads *nn.Params, b Batch, norm float64) (float64, error) {
 	if err := b.validate(w.cfg); err != nil {
 		return 0, fmt.Errorf("forward-backward: %w", err)

@@ -13,11 +13,11 @@ import (
 	"github.com/delegatelab/delegate/internal/host"
 )
 
-// stepFLOPs counts the floating-point operations of one training step
-// on a B×T batch: the matrix products (forward 2·N·(D·(D+2KV) + D·D +
-// 3·D·Hidden + D·V), backward twice that for input and weight gradients,
-// about 6·params·tokens) plus causal attention (forward 4·HeadDim per
-// query-key pair per head, backward twice that).
+// stepFLOPs counts the floating-point operations of one training step on a B×T batch.
+// The matrix products take 2·N·(D·(D+2KV) + D·D + 3·D·Hidden + D·V) forward
+// and twice that backward, for input and weight gradients: about
+// 6·params·tokens. Causal attention takes 4·HeadDim per query-key pair per
+// head forward, and twice that backward.
 func stepFLOPs(c nn.Config, b, t int) float64 {
 	n := float64(b * t)
 	d, kv, hid, v := float64(c.Dim), float64(c.KVDim()), float64(c.Hidden), float64(c.Vocab)
@@ -28,17 +28,18 @@ func stepFLOPs(c nn.Config, b, t int) float64 {
 	return mm + attn
 }
 
-// BenchmarkTrainStep reports training throughput (tok/s), achieved GFLOPS,
-// and, measured in the same run, the kernel's MatMulNT rate on the model's
-// MLP shape (N, D)·(Hidden, D)ᵀ with the ratio between the two; then the
-// same three per second of the process's CPU time (cpu-GFLOPS,
-// matmul-cpu-GFLOPS, %matmul-cpu), which other processes on a shared
-// machine disturb less. At GOMAXPROCS above 1 CPU time counts every
-// thread, spinning and waiting included. Run with
-// a small -benchtime, e.g. go test -run '^$' -bench TrainStep -benchtime 3x ./nn/
-// With the single-threaded reference kernels the ratio can pass 100%, as
-// attention and the elementwise layers use every core; it is meant for the
-// parallel fast kernels.
+// BenchmarkTrainStep reports training tok/s and GFLOPS against the kernel's own rate.
+// The kernel's MatMulNT rate is measured in the same run on the model's MLP
+// shape (N, D)·(Hidden, D)ᵀ, with the ratio between the two. The same three
+// figures follow per second of the process's CPU time: cpu-GFLOPS,
+// matmul-cpu-GFLOPS and %matmul-cpu. Other processes on a shared machine
+// disturb those less. At GOMAXPROCS above 1, CPU time counts every thread,
+// spinning and waiting included. The ratio is meant for the parallel fast
+// kernels. With the single-threaded reference kernels it can pass 100%, as
+// attention and the elementwise layers use every core. Run it with a small
+// -benchtime:
+//
+//	go test -run '^$' -bench TrainStep -benchtime 3x ./nn/train/
 func BenchmarkTrainStep(b *testing.B) {
 	benches := []struct {
 		name string
@@ -84,8 +85,8 @@ func BenchmarkTrainStep(b *testing.B) {
 			for i := range w {
 				w[i] = float32(i%5) * 0.1
 			}
-			// best of five windows of 100ms: the machine is shared, and the
-			// best window is the closest to the kernel's own rate
+			// Take the best of five windows of 100ms. The machine is shared,
+			// and the best window is the closest to the kernel's own rate.
 			var mm, mmCPU float64
 			for range 5 {
 				reps := 0

@@ -52,13 +52,13 @@ func (b Batch) validate(c nn.Config) error {
 	return nil
 }
 
-// Workspace holds the activations of one forward pass, saved for the
-// backward pass, and the scratch buffers of the backward pass. Buffers grow
-// to the largest batch seen and are reused, so steady-state training does
-// not allocate them again. A Workspace is not safe for concurrent use; use
-// one per goroutine. Its methods only read the parameters they are given
-// (ForwardBackward writes only grads), so several workspaces may run
-// TokenLogprobs on the same nn.Params at once while nothing updates them.
+// Workspace holds one forward pass's activations and the backward pass's scratch.
+// Buffers grow to the largest batch seen and are reused, so steady-state
+// training does not allocate them again. A Workspace is not safe for
+// concurrent use; use one per goroutine. Its methods only read the
+// parameters they are given, and ForwardBackward writes only grads. So
+// several workspaces may run TokenLogprobs on the same nn.Params at once
+// while nothing updates them.
 type Workspace struct {
 	cfg  nn.Config
 	rope nn.Rope
@@ -157,9 +157,9 @@ func (w *Workspace) checkParams(p, grads *nn.Params) error {
 	return nil
 }
 
-// forward runs the model on b and saves every activation needed by
-// backward; it leaves log p(target) of every position in w.logp and the
-// logits in w.logits. The caller has validated b and p.
+// forward runs the model on b and saves every activation backward needs.
+// It leaves log p(target) of every position in w.logp and the logits in
+// w.logits. The caller has validated b and p.
 func (w *Workspace) forward(ctx context.Context, p *nn.Params, b Batch) error {
 	c := w.cfg
 	w.ensure(b.B, b.T)

@@ -25,9 +25,9 @@ func dot64(r, y []float32) float64 {
 	return s
 }
 
-// checkGrad compares analytic[i] with the central difference
-// (loss(x_i+h) − loss(x_i−h)) / 2h for the indices idx of x (all of x when
-// idx is nil). It passes when |fd − analytic| ≤ atol + rtol·max(|fd|, |analytic|).
+// checkGrad compares analytic[i] with the central difference for the indices idx of x.
+// The difference is (loss(x_i+h) − loss(x_i−h)) / 2h; a nil idx means all
+// of x. It passes when |fd − analytic| ≤ atol + rtol·max(|fd|, |analytic|).
 // loss must recompute from x each call; x is restored afterwards.
 func checkGrad(t *testing.T, name string, x, analytic []float32, idx []int, loss func() float64, h, atol, rtol float64) {
 	t.Helper()

@@ -9,9 +9,9 @@ import (
 	"github.com/delegatelab/delegate/nn"
 )
 
-// Layer gradient checks run in float32 with a float64 test loss
-// L = Σ r·y; the stated tolerance is |fd − analytic| ≤ 2e-4 + 2e-3·|g|
-// with step h = 1e-2 unless a test says otherwise.
+// Layer gradient checks run in float32 with a float64 test loss L = Σ r·y.
+// Unless a test says otherwise, the step is h = 1e-2 and the tolerance
+// |fd − analytic| ≤ 2e-4 + 2e-3·|g|.
 const (
 	gradH    = 1e-2
 	gradAtol = 2e-4

@@ -81,9 +81,9 @@ func views(p *nn.Params) (names []string, views [][]float32) {
 	return names, views
 }
 
-// TestModelGradient checks the whole model's gradient, every tensor, by
-// central differences in float32 with h = 3e-3 and tolerance
-// |fd − analytic| ≤ 2e-4 + 2e-3·|g| (a 1% error in any term fails): the
+// TestModelGradient checks every tensor of the model's gradient by central differences.
+// It runs in float32 with h = 3e-3 and tolerance
+// |fd − analytic| ≤ 2e-4 + 2e-3·|g|, so a 1% error in any term fails. The
 // float32 rounding of the loss and the curvature of the model bound h from
 // both sides.
 func TestModelGradient(t *testing.T) {
@@ -129,8 +129,8 @@ func TestModelGradient(t *testing.T) {
 	}
 }
 
-// TestMaskedPositions: a position of weight 0 adds exactly nothing, so its
-// target can change without changing one bit of the loss or gradient.
+// TestMaskedPositions checks that a position of weight 0 adds exactly nothing.
+// Its target can change without changing one bit of the loss or gradient.
 func TestMaskedPositions(t *testing.T) {
 	c := tinyConfig(true)
 	p := largeInit(t, c, 31)

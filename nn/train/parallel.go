@@ -7,12 +7,12 @@ import (
 	"sync"
 )
 
-// parallel runs fn over [0, n) split into contiguous chunks of at
-// least minChunk items, one goroutine per chunk and at most GOMAXPROCS
-// chunks; it returns when every chunk is done. Each chunk must write only
-// its own outputs, so results do not depend on the split. A panic in a
-// chunk (a programming error) is re-raised in the caller's goroutine with
-// the worker's stack, so it can be recovered there like inline code.
+// parallel runs fn over [0, n) split into contiguous chunks of at least minChunk items.
+// It runs one goroutine per chunk, at most GOMAXPROCS chunks, and returns
+// when every chunk is done. Each chunk must write only its own outputs, so
+// results do not depend on the split. A panic in a chunk is a programming
+// error. It is re-raised in the caller's goroutine with the worker's stack,
+// so it can be recovered there like inline code.
 func parallel(n, minChunk int, fn func(lo, hi int)) {
 	workers := runtime.GOMAXPROCS(0)
 	if minChunk < 1 {

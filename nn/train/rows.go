@@ -19,7 +19,7 @@ func rmsNormForward(y, r, x, g []float32, n, d int, eps float32) {
 }
 
 // rmsNormBackward accumulates dx (N, D) += ∂L/∂x and dg (D) += ∂L/∂g from
-// dy (N, D). Rows are independent for dx and run in parallel; dg is summed
+// dy (N, D). Rows are independent for dx and run in parallel. dg is summed
 // over rows in order, so the result does not depend on the number of
 // goroutines.
 func rmsNormBackward(dx, dg, dy, x, g, r []float32, n, d int) {

@@ -5,9 +5,10 @@ import (
 	"math"
 )
 
-// Schedule is a learning rate that rises linearly over Warmup steps and then
-// follows a half cosine from MaxLR down to MinLR at step Total, staying at
-// MinLR afterwards. Steps count from 0:
+// Schedule is a learning rate with linear warmup and a half-cosine decay.
+// It rises linearly over Warmup steps, then follows a half cosine from MaxLR
+// down to MinLR at step Total, and stays at MinLR afterwards. Steps count
+// from 0:
 //
 //	step < Warmup:          MaxLR·(step+1)/Warmup
 //	Warmup ≤ step < Total:  MinLR + (MaxLR−MinLR)·(1+cos(π·(step−Warmup)/(Total−Warmup)))/2

@@ -23,7 +23,7 @@ import (
 //	2  version 1 shared by rl and SFT, with the schedule's length ("total").
 const StateVersion = 2
 
-// A training state is a directory holding
+// A training state is a directory holding four parts.
 //
 //	policy/      the parameters (nn.Save)
 //	adam_m/      AdamW's first moments, laid out like the parameters
@@ -31,8 +31,8 @@ const StateVersion = 2
 //	state.json   stateFile
 //
 // Each part's metadata carries the step under stepMeta, which the loader
-// checks against state.json. It is written whole and swapped in
-// (nn.ReplaceDir), so a crash leaves the old or the new state, never a mix.
+// checks against state.json. nn.ReplaceDir writes it whole and swaps it in,
+// so a crash leaves the old or the new state, never a mix.
 const (
 	stateFileName = "state.json"
 	statePolicy   = "policy"
@@ -74,8 +74,8 @@ type stateFile struct {
 func SaveState(dir string, s State) error {
 	err := nn.ReplaceDir(dir, func(tmp string) error {
 		meta := map[string]string{stepMeta: strconv.Itoa(s.Step)}
-		// The parts at once: their writes and syncs overlap, which on a
-		// trainer saving every step takes about half the time off each.
+		// The parts at once: their writes and syncs overlap, which saves
+		// time on a trainer saving every step.
 		var eg errgroup.Group
 		for _, x := range []struct {
 			name string

@@ -76,11 +76,11 @@ func NewTrainer(p *nn.Params, cfg Config) (*Trainer, error) {
 	return &Trainer{Params: p, Grads: g, Opt: opt, cfg: cfg, ws: ws}, nil
 }
 
-// Step takes one optimizer step on the micro-batches together: their
-// gradients add up, each token's loss counted once, normalized by the
-// number of non-zero-weight tokens in all of them (so weights of one give
+// Step takes one optimizer step on the micro-batches together.
+// Their gradients add up, each token's loss counted once, normalized by the
+// number of non-zero-weight tokens in all of them. So weights of one give
 // the mean cross-entropy; callers wanting another normalization scale the
-// weights). On any error, including a cancelled ctx or a non-finite
+// weights. On any error, including a cancelled ctx or a non-finite
 // gradient, the parameters and moments are left as they were.
 func (t *Trainer) Step(ctx context.Context, micro []Batch) (StepStats, error) {
 	st := StepStats{Step: t.Opt.Steps + 1}

@@ -54,9 +54,9 @@ func TestOverfitOneBatch(t *testing.T) {
 	}
 }
 
-// countingBatch draws sequences of a simple grammar: each sequence
-// counts from a random start with a random stride in {1, 2, 3} modulo the
-// vocabulary. After two tokens the rest is determined, so a model that
+// countingBatch draws sequences of a simple counting grammar.
+// Each counts from a random start with a random stride in {1, 2, 3} modulo
+// the vocabulary. After two tokens the rest is determined, so a model that
 // learns the grammar pays about (ln V + ln 3)/T per token.
 func countingBatch(rng *rand.Rand, vocab, b, t int) Batch {
 	bt := Batch{B: b, T: t, Inputs: make([]int, b*t), Targets: make([]int, b*t)}

@@ -1,39 +1,10 @@
-// Package wire is OpenAI's Chat Completions JSON format: the request,
-// response, streaming chunk and error bodies, and the rules a well-formed
-// request obeys (Validate). It is the one definition the module's client
-// (package openai), server (package server) and stand-in server (package
-// standin) share, so that what one sends the others read the same way.
-//
-// The rules are OpenAI's, where OpenAI's API states them:
-//
-//   - n, when given, is 1..128; 0 (absent, or null) means one choice.
-//   - A message's content is a string, null, or an array of content parts.
-//     Text parts are joined, in order, with nothing between them. Any other
-//     part (image_url, input_audio, file, ...) is refused: delegate's
-//     models read text only, and OpenAI refuses a part whose modality the
-//     model lacks.
-//   - temperature is 0..2, top_p 0..1, top_logprobs 0..20 and only with
-//     logprobs: true; max_tokens and max_completion_tokens are not
-//     negative; stream_options needs stream.
-//   - A role is system, developer, user, assistant or tool; a tool message
-//     answers a call of an earlier assistant message (tool_call_id).
-//   - A tool is a function with a name; its parameters, when given, are a
-//     JSON value. A request offers at most 128 tools.
-//   - stop is a string or a list of at most 4 strings; tool_choice is
-//     "auto", "none", "required" or
-//     {"type":"function","function":{"name":...}}; one that asks for a
-//     call needs tools, and a named one must be declared.
-//   - frequency_penalty and presence_penalty are -2..2; logit_bias maps
-//     token ids to -100..100; response_format is text, json_object or
-//     json_schema, which needs a name.
-//
-// Bounds that are a server's policy rather than the format (a body size,
-// a smaller largest n) belong to that server's settings, not here.
-//
-// Reading is lenient where servers in the wild differ from OpenAI: tool-call
-// arguments sent as a JSON object instead of a string are kept as their JSON
-// text, and an error code may be a string, a number or null. The package
-// imports only the standard library.
+// Package wire is OpenAI's Chat Completions JSON format and its request rules.
+// It holds the request, response, streaming chunk and error bodies, and
+// Validate, the rules a well-formed request obeys. The client in openai,
+// the server in server and the stand-in in standin share this definition.
+// So what one sends, the others read the same way. Reading is lenient where
+// servers in the wild differ from OpenAI, as Arguments and Nullable say.
+// The package imports only the standard library.
 package wire
 
 import (
@@ -57,10 +28,10 @@ const MaxStop = 4
 const MaxTools = 128
 
 // ChatRequest is a Chat Completions request body. The fields after
-// TopLogprobs are extensions: Stream and StreamOptions are OpenAI's
-// streaming switch; ReturnTokensAsTokenIDs and ReturnTokenIDs are vLLM's,
-// both opt-in (tokens in logprobs spelled "token_id:N", and the prompt's
-// token ids in the response).
+// TopLogprobs are extensions. Stream and StreamOptions are OpenAI's
+// streaming switch. ReturnTokensAsTokenIDs and ReturnTokenIDs are vLLM's
+// opt-ins: they spell tokens in logprobs as "token_id:N" and return the
+// prompt's token ids in the response.
 type ChatRequest struct {
 	Model       string     `json:"model"`
 	Messages    []Message  `json:"messages"`
@@ -150,21 +121,21 @@ const (
 type Content struct {
 	Value *string
 	Parts []ContentPart
-	// kind names the JSON kind of content that is none of the three
-	// (a number, an object), for Validate to report.
+	// kind names the JSON kind of content that is none of the three.
+	// It is a number or an object, for Validate to report.
 	kind string
 }
 
 // ContentPart is one part of an array content. Only Type and Text are
-// read: delegate's models take text parts only (see Text).
+// read, since delegate's models take text parts only.
 type ContentPart struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
 }
 
-// Text returns c as a string: its Value, "" for null, or its text parts
-// joined in order with nothing between them. A part other than text, or
-// content of another JSON kind, is an error.
+// Text returns c as a string: its Value, "" for null, or its text parts joined.
+// The parts are joined in order with nothing between them. A part other than
+// text, or content of another JSON kind, is an error.
 func (c *Content) Text() (string, error) {
 	if c.kind != "" {
 		return "", fmt.Errorf("want a string, null or an array of content parts, got %s", c.kind)
@@ -288,8 +259,8 @@ type FunctionDef struct {
 	Strict *bool `json:"strict,omitempty"`
 }
 
-// ToolChoice is a request's tool_choice: "auto", "none", "required", or the
-// name of the one function the model must call, which travels as
+// ToolChoice is a request's tool_choice: "auto", "none", "required", or a function's name.
+// A name is the one function the model must call, and travels as
 // {"type":"function","function":{"name":...}}. "" leaves it out.
 type ToolChoice string
 
@@ -383,8 +354,33 @@ func fieldError(param, format string, args ...any) *FieldError {
 	return &FieldError{Param: param, Message: param + ": " + fmt.Sprintf(format, args...)}
 }
 
-// Validate checks r against the format's rules (see the package comment)
-// and returns the first it breaks as a *FieldError, or nil.
+// Validate checks r against the format's rules and returns the first it breaks.
+// That one comes as a *FieldError; a valid r gives nil. The rules are
+// OpenAI's, where OpenAI's API states them:
+//
+//   - n, when given, is 1..128; 0, absent or null, means one choice.
+//   - A message's content is a string, null, or an array of content parts.
+//     Text parts are joined, in order, with nothing between them. Any other
+//     part, such as image_url, input_audio or file, is refused: delegate's
+//     models read text only, and OpenAI refuses a part whose modality the
+//     model lacks.
+//   - temperature is 0..2, top_p 0..1, top_logprobs 0..20 and only with
+//     logprobs: true; max_tokens and max_completion_tokens are not
+//     negative; stream_options needs stream.
+//   - A role is system, developer, user, assistant or tool; a tool message
+//     answers a call of an earlier assistant message by tool_call_id.
+//   - A tool is a function with a name; its parameters, when given, are a
+//     JSON value. A request offers at most 128 tools.
+//   - stop is a string or a list of at most 4 strings; tool_choice is
+//     "auto", "none", "required" or
+//     {"type":"function","function":{"name":...}}; one that asks for a
+//     call needs tools, and a named one must be declared.
+//   - frequency_penalty and presence_penalty are -2..2; logit_bias maps
+//     token ids to -100..100; response_format is text, json_object or
+//     json_schema, which needs a name.
+//
+// Bounds that are a server's policy rather than the format, such as a body
+// size or a smaller largest n, belong to that server's settings.
 func (r *ChatRequest) Validate() error {
 	if len(r.Messages) == 0 {
 		return fieldError("messages", "at least one message is required")
@@ -449,10 +445,10 @@ func (r *ChatRequest) Validate() error {
 	return r.validateSampling()
 }
 
-// validateSampling checks the fields that constrain sampling: the
-// penalties are -2..2, logit_bias maps token ids to -100..100, a
-// response_format is text, json_object or a named json_schema, and a
-// tool_choice that asks for a call has tools, the named one among them.
+// validateSampling checks the fields that constrain sampling.
+// The penalties are -2..2, and logit_bias maps token ids to -100..100. A
+// response_format is text, json_object or a named json_schema. A tool_choice
+// that asks for a call has tools, the named one among them.
 func (r *ChatRequest) validateSampling() error {
 	for _, p := range []struct {
 		name string

@@ -18,9 +18,9 @@ type ChatResponse struct {
 	// PromptTokenIDs are the prompt's token ids, as vLLM returns them when
 	// asked (ChatRequest.ReturnTokenIDs).
 	PromptTokenIDs []int `json:"prompt_token_ids,omitempty"`
-	// PolicyVersion is delegate serve's extension: the version of the
-	// weights that produced the response (the trainer step of a model that
-	// follows a trainer's checkpoints).
+	// PolicyVersion is delegate serve's extension: the weights' version.
+	// For a model that follows a trainer's checkpoints, it is the trainer
+	// step that produced the response.
 	PolicyVersion *int `json:"policy_version,omitempty"`
 	// Error is set by proxies that answer 200 with an error body.
 	Error *ErrorDetail `json:"error,omitempty"`
@@ -61,8 +61,8 @@ type Logprob struct {
 	TopLogprobs []Logprob `json:"top_logprobs,omitempty"`
 }
 
-// Bytes is the "bytes" field of a logprob: a JSON array of byte values
-// (not base64, which is how encoding/json would treat a []byte).
+// Bytes is the "bytes" field of a logprob: a JSON array of byte values.
+// It is not base64, which is how encoding/json would treat a []byte.
 type Bytes []byte
 
 // MarshalJSON writes the bytes as an array of numbers; nil as null.
@@ -195,9 +195,9 @@ type flatError struct {
 	Code    Nullable        `json:"code"`
 }
 
-// ParseError reads the error of an error body in any of the shapes servers
-// send: OpenAI's {"error":{...}} (also newer vLLM, SGLang, Ollama and
-// llama.cpp), {"error":"text"}, and older vLLM's flat
+// ParseError reads the error of an error body in any of the shapes servers send.
+// The shapes are OpenAI's {"error":{...}}, also sent by newer vLLM, SGLang,
+// Ollama and llama.cpp; {"error":"text"}; and older vLLM's flat
 // {"object":"error","message",...}. A body of none of these shapes is the
 // message, white space trimmed. Nothing is cut: a reader bounds what it
 // keeps.

@@ -226,9 +226,9 @@ func TestErrorBody(t *testing.T) {
 	}
 }
 
-// FuzzRequest: any body either fails to decode or decodes into a request
-// whose Validate returns nil or a *FieldError, without panicking; a valid
-// request encodes and decodes to the same request.
+// FuzzRequest checks that any body decodes into a checkable request or fails.
+// A decoded request's Validate returns nil or a *FieldError, without
+// panicking. A valid request encodes and decodes to the same request.
 func FuzzRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"m","messages":[{"role":"user","content":"x"}]}`,
