@@ -58,7 +58,7 @@ const (
 func procsEnvDir(i int) string { return "env-" + strconv.Itoa(i) }
 
 // trainerPassFlags are train's flags the trainer child gets as given.
-var trainerPassFlags = []string{"estimator", "lr", "clip", "kl", "epochs", "temperature", "max-new-tokens", "delegator", "seed", "rl-seed", "strict-tool-calls"}
+var trainerPassFlags = []string{"estimator", "lr", "clip", "kl", "epochs", "temperature", "max-new-tokens", "delegator", "seed", "rl-seed", "strict-tool-calls", "credit"}
 
 // procsRefused are train's flags that --processes cannot honour: only
 // route is trained from a trajectory API, the environments' reward has

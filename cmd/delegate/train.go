@@ -168,11 +168,6 @@ func trainConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
 	if cfg.Train != train.TrainDelegator && (f.processes != 0 || f.api != "") {
 		return fmt.Errorf("train: --train %s: only the delegator is trained from a trajectory API (--api, --processes)", cfg.Train)
 	}
-	if cfg.Credit == reward.CreditRole && (f.processes != 0 || f.api != "") {
-		// A pushed sequence carries its rollout's advantage, not its
-		// role's: the batch would train under task credit.
-		return errors.New("train: --credit role: a trajectory API's sequences carry their rollout's advantage (task credit); role credit runs in process, without --api or --processes")
-	}
 	if f.processes == 0 && cmd.Flags().Changed("offpolicy") {
 		return errors.New("train: --offpolicy goes with --processes")
 	}
@@ -219,7 +214,7 @@ func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "route (GRPO on the delegator under route), mlpo (a leader under lead) or decompose (the delegator plans and aggregates)")
 	fl.BoolVar(&cfg.Parity, "parity", cfg.Parity, "decompose: reward with the reference's win/tie/loss buckets against the single-agent baseline instead of the graded comparison")
 	fl.StringVar(&cfg.Train, "train", cfg.Train, "route: the policies trained, each on its own samples of the same rollouts: delegator, solver or both (the solver's trainer in OUT/solver)")
-	fl.StringVar(&cfg.Credit, "credit", cfg.Credit, "route: advantages of the samples: task (each its rollout's) or role (each role against its own samples; the solver by its own answer)")
+	fl.StringVar(&cfg.Credit, "credit", cfg.Credit, "route: advantages of the samples: task (each its rollout's) or role (each role against its own samples; the solver by its own answer); with --api from the role and question each pushed sequence names")
 	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory (frozen; default: the shipped solver, embedded)")
 	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start; default, embedded: the shipped router; decompose: the shipped planner; mlpo: the shipped delegator)")
 	fl.StringSliceVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: the peers' checkpoints, directories or shipped:NAME, taken in turn (default: shipped:peer,shipped:delegator)")
