@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -144,4 +145,27 @@ strategy:
 	if compared == 0 || nonzero == 0 {
 		t.Errorf("%d sequences compared, %d with an advantage other than 0: the comparison says too little", compared, nonzero)
 	}
+}
+
+// TestTrainProcessesPassCredit: train --processes hands --credit role to
+// its trainer, which credits the environments' groups per role.
+func TestTrainProcessesPassCredit(t *testing.T) {
+	cmd := newTrainCmd(testEnv, slog.New(slog.DiscardHandler))
+	if err := cmd.Flags().Parse([]string{"--processes", "2", "--credit", "role"}); err != nil {
+		t.Fatal(err)
+	}
+	top, err := newTopology(cmd.Flags(), train.DefaultConfig(), 2, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range top.children(t.TempDir(), "127.0.0.1:1", "127.0.0.1:2", nil) {
+		if c.name != "trainer" {
+			continue
+		}
+		if args := strings.Join(c.args, " "); !strings.Contains(args, "--credit role") {
+			t.Errorf("the trainer's command line %q lacks --credit role", args)
+		}
+		return
+	}
+	t.Error("no trainer among the children")
 }
