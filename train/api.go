@@ -20,7 +20,10 @@ import (
 // carries (the same at every trained token), or, when the group carries
 // none, the advantage Config.RL.Estimator gives its scores (Atropos's
 // example trainer normalises the scores within the group, as GRPO does);
-// set_advantage_to_zero overrides are honoured. The behaviour
+// set_advantage_to_zero overrides are honoured. Under Config.Credit
+// reward.CreditRole each sequence gets its sample's advantage among its
+// role's samples instead (atropos.RoleAdvantages), from the role, question
+// and own result each sequence's overrides name. The behaviour
 // logprobs are the batch's inference_logprobs, which every group must
 // have: a group sampled by an older policy than the trainer's (its
 // group_overrides.policy_version, the trainer step it was sampled at, is
@@ -43,7 +46,7 @@ func FromAPI(ctx context.Context, cfg Config, client *atropos.TrainerClient, pro
 	// first step only: later batches may come from an older policy (the
 	// API bounds how much older), where the two rightly differ.
 	r.LogprobCheckEvery = r.Steps + 1
-	src := &atropos.Source{Client: client, Estimator: r.Estimator, Vocab: policy.Config.Vocab, Context: policy.Config.Context,
+	src := &atropos.Source{Client: client, Estimator: r.Estimator, Credit: cfg.Credit, Vocab: policy.Config.Vocab, Context: policy.Config.Context,
 		Quarantine: filepath.Join(cfg.OutDir, QuarantineFile)}
 	t, err := rl.New(r, policy, src, progress)
 	if err != nil {

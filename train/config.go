@@ -13,6 +13,7 @@ import (
 	nntrain "github.com/delegatelab/delegate/nn/train"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -105,6 +106,14 @@ type Config struct {
 	// table's item) that ended without a proper answer; route and MLPO
 	// count such a run wrong and nothing more, and want it 0.
 	Reward reward.Graded `json:"reward"`
+	// RewardKind names the reward route's training rollouts are scored
+	// with: "" or reward.KindGraded is Reward (the default); another of
+	// reward.Kinds is that kind of CostReward, scored at the trainer's
+	// step, so that critical_path's bonus anneals. The table keeps Reward.
+	RewardKind string `json:"reward_kind,omitempty"`
+	// CostReward holds every cost-aware kind's settings. Default
+	// reward.DefaultConfig; its Kind is not read.
+	CostReward reward.Config `json:"cost_reward"`
 	// Prices prices the calls of the table. Default world.DefaultPrices.
 	Prices world.Prices `json:"prices"`
 	// World generates the problems; Seed seeds them. Training problems
@@ -212,6 +221,7 @@ func DefaultConfig() Config {
 		OutDir:          "runs/train",
 		RL:              r,
 		Reward:          world.DefaultReward(),
+		CostReward:      reward.DefaultConfig(),
 		Prices:          world.DefaultPrices(),
 		World:           world.DefaultConfig(),
 		Seed:            1,
@@ -322,6 +332,45 @@ func (c Config) validateReward(v *violations) {
 	if c.Reward.FormatPenalty != 0 && c.Mode != ModeDecompose {
 		v.bad("reward.format_penalty", "applies to mode %s only (route and mlpo count a run without a proper answer wrong), got %v under %s", ModeDecompose, c.Reward.FormatPenalty, c.Mode)
 	}
+	if !c.costReward() {
+		if c.RewardKind != "" && c.RewardKind != reward.KindGraded {
+			v.bad("reward_kind", "want one of %v, got %q", reward.Kinds(), c.RewardKind)
+		}
+		return
+	}
+	if c.Mode != ModeRoute {
+		v.bad("reward_kind", "%s goes with mode %s, not %s", c.RewardKind, ModeRoute, c.Mode)
+	}
+	if _, err := c.trainingReward(); err != nil {
+		v.bad("cost_reward", "%v", err)
+	}
+}
+
+// costReward says whether RewardKind names a cost-aware kind of
+// reward.Kinds, not the graded Reward.
+func (c Config) costReward() bool {
+	return c.RewardKind != "" && c.RewardKind != reward.KindGraded && slices.Contains(reward.Kinds(), c.RewardKind)
+}
+
+// trainingReward is the reward function of route's training rollouts:
+// Reward's, or the kind of CostReward that RewardKind names.
+func (c Config) trainingReward() (func(reward.Outcome) float64, error) {
+	if !c.costReward() {
+		return c.Reward.Reward, nil
+	}
+	rc := c.CostReward
+	rc.Kind = c.RewardKind
+	return rc.Func()
+}
+
+// trainScorer is the scorer of route's training rollouts: Scorer's, with
+// the reward trainingReward selects. Validate has checked it.
+func (c Config) trainScorer() *rollout.RewardScorer {
+	s := Scorer(c.Reward)
+	if fn, err := c.trainingReward(); err == nil {
+		s.Reward = fn
+	}
+	return s
 }
 
 // validateEval checks the problems and the evaluation's settings.

@@ -50,12 +50,13 @@ func goldenCredits(t *testing.T, est reward.Estimator, eps []*delegate.Episode, 
 }
 
 // TestRoleCreditAdvantages: under --credit role a step's samples get the
-// golden rule's advantages: the solver's against the other attempts at
-// the same question, rewarded by its own answer; and a frozen role's
-// calls never become samples.
+// golden rule's advantages, whichever roles are trained (both, the solver
+// against a frozen delegator, the delegator alone): the solver's against
+// the other attempts at the same question, rewarded by its own answer.
+// A frozen role's calls never become samples.
 func TestRoleCreditAdvantages(t *testing.T) {
 	ctx := context.Background()
-	for _, which := range []string{TrainBoth, TrainSolver} {
+	for _, which := range []string{TrainBoth, TrainSolver, TrainDelegator} {
 		t.Run(which, func(t *testing.T) {
 			cfg := bothConfig(t, 1)
 			cfg.Train, cfg.Credit = which, reward.CreditRole
@@ -86,7 +87,7 @@ func TestRoleCreditAdvantages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var verified, own, solverSamples int
+			var verified, own, solverSamples, delegatorSamples int
 			for v, tr := range s.roles {
 				for i, g := range out[v] {
 					rec := groups[i].Record
@@ -107,6 +108,9 @@ func TestRoleCreditAdvantages(t *testing.T) {
 							if got := sr.EpisodeAdvantages[n]; got != w.Advantage {
 								t.Errorf("%s item %d rollout %d sample %q: advantage %v, want %v", tr.role, i, k, w.Question, got, w.Advantage)
 							}
+							if tr.role == RoleDelegator {
+								delegatorSamples++
+							}
 							if tr.role == RoleSubagent {
 								solverSamples++
 								if e.Samples[j].Correct != nil {
@@ -126,11 +130,19 @@ func TestRoleCreditAdvantages(t *testing.T) {
 				}
 				for _, e := range g.Record.Episodes {
 					for _, sm := range e.Samples {
-						if !slices.Contains(e.Trained, sm.Role) || which == TrainSolver && sm.Role == RoleDelegator {
+						if !slices.Contains(e.Trained, sm.Role) || which == TrainSolver && sm.Role == RoleDelegator ||
+							which == TrainDelegator && sm.Role == RoleSubagent {
 							t.Errorf("a sample of frozen role %s", sm.Role)
 						}
 					}
 				}
+			}
+			if which == TrainDelegator {
+				// The frozen solver's calls are spent, never sampled.
+				if delegatorSamples == 0 || solverSamples != 0 {
+					t.Errorf("%d delegator samples, %d solver samples: want the delegator's only", delegatorSamples, solverSamples)
+				}
+				return
 			}
 			// Trained alone, the solver's rollouts differ only where it
 			// slips, which a step of 8 rollouts seldom shows.

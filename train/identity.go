@@ -51,6 +51,10 @@ type identity struct {
 	// Credit is Config.Credit, left out for reward.CreditTask: run files
 	// written before the field existed resume as task-credit runs.
 	Credit string `json:"credit,omitempty"`
+	// TrainingReward is the cost-aware reward of training, its kind and
+	// settings (reward.Config.Describe); "" for Reward, so that run files
+	// written before it existed resume.
+	TrainingReward string `json:"training_reward,omitempty"`
 }
 
 func identityOf(c Config) identity {
@@ -59,7 +63,7 @@ func identityOf(c Config) identity {
 		World: c.World, Seed: c.Seed, TrainProblems: c.TrainProblems, Reward: c.Reward,
 		Estimator: string(c.RL.Estimator), GroupSize: c.RL.GroupSize, ItemsPerStep: c.RL.ItemsPerStep,
 		CacheMinTokens: c.CacheMinTokens, Parity: c.Parity, RLSeed: c.RLSeed(), StrictToolCalls: c.StrictToolCalls,
-		Credit: creditIdentity(c.Credit),
+		Credit: creditIdentity(c.Credit), TrainingReward: trainingRewardIdentity(c),
 	}
 }
 
@@ -69,6 +73,17 @@ func trainIdentity(t string) string {
 		return ""
 	}
 	return t
+}
+
+// trainingRewardIdentity is the cost-aware reward of c's training as
+// RunFile records it: "" when training rewards with Config.Reward.
+func trainingRewardIdentity(c Config) string {
+	if !c.costReward() {
+		return ""
+	}
+	rc := c.CostReward
+	rc.Kind = c.RewardKind
+	return rc.Describe()
 }
 
 // creditIdentity is Config.Credit as RunFile records it.

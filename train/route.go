@@ -119,6 +119,7 @@ func (m routeMode) source(_ context.Context, cfg rl.Config) (rl.Source, error) {
 		s.roles = append(s.roles, trainedRole{RoleSubagent, r.solverP.Config.Context})
 	}
 	s.credit = r.cfg.roleCredit()
+	s.scorer = r.cfg.trainScorer()
 	return s, nil
 }
 

@@ -221,7 +221,7 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 		var credits [][]reward.SampleCredit
 		if s.credit {
 			var err error
-			if credits, err = roleCredits(cfg.Estimator, g.Record); err != nil {
+			if credits, err = RoleCredits(cfg.Estimator, g.Record); err != nil {
 				return nil, fmt.Errorf("item %d: %w", items[i], err)
 			}
 		}
@@ -263,12 +263,13 @@ func (s *rollouts) policies(step int, problems []*world.Problem) rollout.Policie
 	}
 }
 
-// roleCredits gives the samples of a group's episodes their advantages
+// RoleCredits gives the samples of a group's episodes their advantages
 // per role (reward.RoleCredit), after the world says which of the
 // solver's answers are right (checkSubtasks). In a tied group (every
 // reward equal, or every rollout a format failure) a sample judged by
-// the task's outcome gets 0, as under task credit.
-func roleCredits(est reward.Estimator, rec *rollout.GroupRecord) ([][]reward.SampleCredit, error) {
+// the task's outcome gets 0, as under task credit. It is train --credit
+// role's rule in process; it sets the Correct of rec's solver samples.
+func RoleCredits(est reward.Estimator, rec *rollout.GroupRecord) ([][]reward.SampleCredit, error) {
 	if len(rec.Episodes) != len(rec.Rollouts) {
 		return nil, fmt.Errorf("role credit: %d episodes for %d rollouts", len(rec.Episodes), len(rec.Rollouts))
 	}

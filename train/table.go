@@ -612,6 +612,9 @@ func (r *runner) notes(res *Result) []string {
 		notes = append(notes, fmt.Sprintf("Trained: the delegator and the solver, each by its own trainer (the solver's in %s/) on its own samples of the same rollouts (the delegator's turns; each of the solver's answers a sample), with %s; both sampled at temperature %g in training, and the solver answers greedily here.",
 			SolverDir, advs, c.RL.Temperature))
 	}
+	if c.costReward() {
+		notes = append(notes, fmt.Sprintf("Training rewarded rollouts with the %s; the table's reward is the one above.", trainingRewardIdentity(c)))
+	}
 	return append(notes, r.mode.notes()...)
 }
 

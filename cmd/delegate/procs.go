@@ -58,12 +58,12 @@ const (
 func procsEnvDir(i int) string { return "env-" + strconv.Itoa(i) }
 
 // trainerPassFlags are train's flags the trainer child gets as given.
-var trainerPassFlags = []string{"estimator", "lr", "clip", "kl", "epochs", "temperature", "max-new-tokens", "delegator", "seed", "rl-seed", "strict-tool-calls"}
+var trainerPassFlags = []string{"estimator", "lr", "clip", "kl", "epochs", "temperature", "max-new-tokens", "delegator", "seed", "rl-seed", "strict-tool-calls", "credit"}
 
 // procsRefused are train's flags that --processes cannot honour: only
 // route is trained from a trajectory API, the environments' reward has
 // the world's μ, and the run ends at its steps.
-var procsRefused = []string{"mode", "peers", "mu", "api", "train-time", "parity"}
+var procsRefused = []string{"mode", "peers", "mu", "api", "train-time", "parity", "reward", "reward-config"}
 
 // newTopology checks the command line of train --processes.
 func newTopology(fl *pflag.FlagSet, cfg train.Config, envs, level int, lambda float64) (*topology, error) {

@@ -1,18 +1,22 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/reward"
@@ -37,6 +41,9 @@ type trainFlags struct {
 	processes   int
 	otlp        string
 	rlSeeds     []uint
+	// rewardConfig is a file whose reward section, as in delegate.yaml,
+	// tunes the cost-aware rewards.
+	rewardConfig string
 }
 
 func newTrainCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -162,16 +169,24 @@ func trainConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
 			return err
 		}
 	}
+	if f.rewardConfig != "" {
+		rc, err := readRewardSection(f.rewardConfig)
+		if err != nil {
+			return fmt.Errorf("train: --reward-config: %w", err)
+		}
+		cfg.CostReward = rc
+		if !cmd.Flags().Changed("reward") && rc.Kind != "" {
+			cfg.RewardKind = rc.Kind
+		}
+	}
+	if cfg.RewardKind != "" && cfg.RewardKind != reward.KindGraded && (f.processes != 0 || f.api != "") {
+		return fmt.Errorf("train: --reward %s: with --api or --processes the environments score the rollouts, not the trainer", cfg.RewardKind)
+	}
 	if f.total > 0 {
 		cfg.Deadline = time.Now().Add(f.total)
 	}
 	if cfg.Train != train.TrainDelegator && (f.processes != 0 || f.api != "") {
 		return fmt.Errorf("train: --train %s: only the delegator is trained from a trajectory API (--api, --processes)", cfg.Train)
-	}
-	if cfg.Credit == reward.CreditRole && (f.processes != 0 || f.api != "") {
-		// A pushed sequence carries its rollout's advantage, not its
-		// role's: the batch would train under task credit.
-		return errors.New("train: --credit role: a trajectory API's sequences carry their rollout's advantage (task credit); role credit runs in process, without --api or --processes")
 	}
 	if f.processes == 0 && cmd.Flags().Changed("offpolicy") {
 		return errors.New("train: --offpolicy goes with --processes")
@@ -219,7 +234,7 @@ func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "route (GRPO on the delegator under route), mlpo (a leader under lead) or decompose (the delegator plans and aggregates)")
 	fl.BoolVar(&cfg.Parity, "parity", cfg.Parity, "decompose: reward with the reference's win/tie/loss buckets against the single-agent baseline instead of the graded comparison")
 	fl.StringVar(&cfg.Train, "train", cfg.Train, "route: the policies trained, each on its own samples of the same rollouts: delegator, solver or both (the solver's trainer in OUT/solver)")
-	fl.StringVar(&cfg.Credit, "credit", cfg.Credit, "route: advantages of the samples: task (each its rollout's) or role (each role against its own samples; the solver by its own answer)")
+	fl.StringVar(&cfg.Credit, "credit", cfg.Credit, "route: advantages of the samples: task (each its rollout's) or role (each role against its own samples; the solver by its own answer); with --api from the role and question each pushed sequence names")
 	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory (frozen; default: the shipped solver, embedded)")
 	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start; default, embedded: the shipped router; decompose: the shipped planner; mlpo: the shipped delegator)")
 	fl.StringSliceVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: the peers' checkpoints, directories or shipped:NAME, taken in turn (default: shipped:peer,shipped:delegator)")
@@ -238,6 +253,8 @@ func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.IntVar(&cfg.RL.ItemsPerStep, "items", cfg.RL.ItemsPerStep, "items per step")
 	fl.Float64Var(&cfg.RL.Temperature, "temperature", cfg.RL.Temperature, "sampling temperature of training rollouts")
 	fl.IntVar(&cfg.RL.MaxNewTokens, "max-new-tokens", cfg.RL.MaxNewTokens, "cap on every model call's completion")
+	fl.StringVar(&cfg.RewardKind, "reward", reward.KindGraded, "route: the reward of training rollouts: graded (the world's, --lambda and --mu), or a cost-aware one of "+strings.Join(reward.Kinds()[1:], ", ")+" tuned by --reward-config, scored at the trainer's step; the table keeps the world's (default: --reward-config's kind, else graded)")
+	fl.StringVar(&f.rewardConfig, "reward-config", "", "a YAML file whose reward section (as in delegate.yaml: kind, success_gated, efficiency, critical_path, per_call) tunes --reward")
 	fl.Float64Var(&cfg.Reward.Lambda, "lambda", cfg.Reward.Lambda, "reward cost per delegator token (λ) (mlpo default 0)")
 	fl.Float64Var(&cfg.Reward.Mu, "mu", cfg.Reward.Mu, "reward cost per sub-agent call (μ) (mlpo default 0)")
 	fl.Float64Var(&cfg.Reward.FormatPenalty, "format-penalty", cfg.Reward.FormatPenalty, "decompose: reward added (≤ 0) to a rollout that ends without a proper answer, on top of counting it wrong (decompose default -1)")
@@ -261,6 +278,36 @@ func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.IntVar(&f.processes, "processes", 0, "run the loop as child processes instead of in this one: the trajectory API, a policy server following the trainer's checkpoint, this many environments pushing route rollouts, and a trainer (train --api), each restarted if it dies; then the same table (0: in process)")
 	fl.Int("offpolicy", 0, "with --processes: batches the environments may sample ahead of the trainer's updates (0: each batch is sampled by the policy of the trainer's last step, once it is loaded, as in process; 1 or more: sampling overlaps the updates and the older groups are trained off-policy, with truncated importance weights)")
 	fl.StringVar(&f.api, "api", "", "train on the batches of the trajectory API at this URL (delegate api, or Atropos's) instead of running rollouts: an Atropos trainer; token from $DELEGATE_API_TOKEN")
+}
+
+// readRewardSection reads the reward section of a YAML file, as
+// delegate.yaml writes it, over reward.DefaultConfig; other top-level
+// keys are left alone, unknown keys inside the section refused.
+func readRewardSection(path string) (reward.Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return reward.Config{}, err
+	}
+	var doc struct {
+		Reward yaml.Node `yaml:"reward"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return reward.Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	rc := reward.DefaultConfig()
+	if doc.Reward.Kind == 0 {
+		return reward.Config{}, fmt.Errorf("%s: no reward section", path)
+	}
+	section, err := yaml.Marshal(&doc.Reward)
+	if err != nil {
+		return reward.Config{}, fmt.Errorf("%s: reward: %w", path, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(section))
+	dec.KnownFields(true)
+	if err := dec.Decode(&rc); err != nil {
+		return reward.Config{}, fmt.Errorf("%s: reward: %w", path, err)
+	}
+	return rc, nil
 }
 
 // modeDefault is a flag whose default differs under a mode.

@@ -32,6 +32,16 @@ const (
 	OverrideCost      = "cost"             // number: its cost in dollars, every role's calls
 )
 
+// Per-sequence overrides that say which sample of its episode a sequence
+// is, for credit per role (reward.RoleCredit): its role, its question
+// (the samples of a role given the same question are compared) and its
+// own verifiable result where one exists.
+const (
+	OverrideRole          = "role"           // string: the role whose call the sequence is
+	OverrideQuestion      = "question"       // string: the last message its first call was given
+	OverrideSampleCorrect = "sample_correct" // bool: its own answer was right; absent: only the task judges it
+)
+
 // GroupOverride is what delegate reads and writes in a group's
 // group_overrides. A nil pointer or empty value is a key left out.
 type GroupOverride struct {
@@ -136,6 +146,10 @@ type SequenceOverride struct {
 	// Calls, Tokens and Cost are numbers the trainer reports as scalars
 	// under OverrideCalls, OverrideTokens and OverrideCost.
 	Calls, Tokens, Cost *float64
+	// Role and Question say which sample the sequence is; SampleCorrect
+	// is its own result. Role "" leaves all three out.
+	Role, Question string
+	SampleCorrect  *bool
 }
 
 // Map is o as the free-form object of ScoredData.Overrides.
@@ -150,6 +164,12 @@ func (o SequenceOverride) Map() map[string]any {
 	for k, v := range o.numbers() {
 		if v != nil {
 			m[k] = *v
+		}
+	}
+	if o.Role != "" {
+		m[OverrideRole], m[OverrideQuestion] = o.Role, o.Question
+		if o.SampleCorrect != nil {
+			m[OverrideSampleCorrect] = *o.SampleCorrect
 		}
 	}
 	return m
@@ -171,7 +191,41 @@ func ReadSequenceOverride(m map[string]any) SequenceOverride {
 			*p = &v
 		}
 	}
+	if r, ok := m[OverrideRole].(string); ok && r != "" {
+		o.Role = r
+		o.Question, _ = m[OverrideQuestion].(string) // the API checked its type
+		if v, ok := m[OverrideSampleCorrect].(bool); ok {
+			o.SampleCorrect = &v
+		}
+	}
 	return o
+}
+
+// checkSequenceOverride checks the types of the sample keys of one
+// sequence's overrides, as the API stores them. loc is where the object
+// is in the request, for errors.
+func checkSequenceOverride(ov map[string]json.RawMessage, loc []any) *fieldError {
+	at := func(key string) []any { return append(append([]any{}, loc...), key) }
+	for _, k := range []string{OverrideRole, OverrideQuestion} {
+		if v, ok := ov[k]; ok && !isNull(v) {
+			var s string
+			if json.Unmarshal(v, &s) != nil {
+				return &fieldError{loc: at(k), msg: "Input should be a valid string"}
+			}
+		}
+	}
+	if v, ok := ov[OverrideSampleCorrect]; ok && !isNull(v) {
+		var b bool
+		if json.Unmarshal(v, &b) != nil {
+			return &fieldError{loc: at(OverrideSampleCorrect), msg: "Input should be a valid boolean"}
+		}
+	}
+	_, q := ov[OverrideQuestion]
+	_, c := ov[OverrideSampleCorrect]
+	if r, ok := ov[OverrideRole]; (!ok || isNull(r)) && (q || c) {
+		return &fieldError{loc: at(OverrideRole), msg: "Field required: question and sample_correct name a sample of a role"}
+	}
+	return nil
 }
 
 // Scalars are o's numbers by their keys, nil when it has none.

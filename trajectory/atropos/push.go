@@ -294,7 +294,8 @@ func (s *Pusher) Close(ctx context.Context) error {
 // overrides; group_overrides carry the group's identity (group_id, for the
 // API's deduplication), its size, the policy version it was sampled
 // with and what played each role. Each sequence's overrides also say what its rollout was scored
-// from, when the record has it (OverrideCorrect and the others). A
+// from, when the record has it (OverrideCorrect and the others), and
+// which sample of its episode it is (OverrideRole and the others). A
 // sequence without token ids cannot be trained on, and is an error naming
 // the group and why.
 func ScoredDataOf(g *rollout.GroupRecord) (ScoredData, error) {
@@ -309,6 +310,7 @@ func ScoredDataOf(g *rollout.GroupRecord) (ScoredData, error) {
 	for _, m := range g.Rollouts {
 		outcomes[m.Index] = m.Outcome
 	}
+	samples := sequenceSamples(g)
 	for i, toks := range g.Tokens {
 		if len(toks) == 0 {
 			why := "no token ids"
@@ -339,9 +341,45 @@ func ScoredDataOf(g *rollout.GroupRecord) (ScoredData, error) {
 			ov.Correct, ov.Delegated = o.Correct, &delegated
 			ov.Calls, ov.Tokens, ov.Cost = &calls, &tokens, &cost
 		}
+		if samples != nil {
+			sm := samples[i]
+			ov.Role, ov.Question, ov.SampleCorrect = sm.Role, sm.Question, sm.Correct
+		}
 		sd.Overrides = append(sd.Overrides, ov.Map())
 	}
 	return sd, nil
+}
+
+// sequenceSamples is the sample of its episode that each sequence of g
+// is: a rollout's sequences are its episode's samples, in call order. It
+// is nil when g has no episodes, or a rollout's sequences and samples
+// differ in number (a conversation of one role that another role's call
+// interrupted is one sample but two sequences): then no sequence says its
+// sample, and a trainer crediting per role sets the group aside.
+func sequenceSamples(g *rollout.GroupRecord) []*delegate.Sample {
+	if len(g.Episodes) != len(g.Rollouts) {
+		return nil
+	}
+	next := map[int]int{} // rollout index: its sequences so far
+	episode := map[int]*delegate.Episode{}
+	for k, m := range g.Rollouts {
+		episode[m.Index] = g.Episodes[k]
+	}
+	out := make([]*delegate.Sample, len(g.SequenceRollout))
+	for i, r := range g.SequenceRollout {
+		e := episode[r]
+		if e == nil || next[r] >= len(e.Samples) {
+			return nil
+		}
+		out[i] = &e.Samples[next[r]]
+		next[r]++
+	}
+	for r, e := range episode {
+		if next[r] != len(e.Samples) {
+			return nil
+		}
+	}
+	return out
 }
 
 // groupOverride is the group_overrides of g: its identity, for the API's

@@ -370,6 +370,11 @@ func parseGroup(data []byte, lim idLimits, loc ...any) (*group, error) {
 		if err := json.Unmarshal(v, &ov); err != nil {
 			return nil, &fieldError{loc: at("overrides"), msg: "must be a list of objects"}
 		}
+		for i, o := range ov {
+			if ferr := checkSequenceOverride(o, at("overrides", i)); ferr != nil {
+				return nil, ferr
+			}
+		}
 	}
 	if v := val(fEnvID); v != nil {
 		id, err := strconv.Atoi(string(v))

@@ -32,12 +32,15 @@ type QuarantineRecord struct {
 // Source is rl.Source over a trajectory API's batches, the trainer side.
 // Each sequence of a group is one rollout: its score is the reward, its
 // advantage the batch's or, when the group carries none, Estimator's of
-// the scores. A group the policy cannot train on is quarantined: logged
-// to Quarantine and handed to the trainer as rl.Group.Quarantined, so the
-// step goes on without it.
+// the scores. Under Credit reward.CreditRole each sequence's advantage is
+// instead its sample's under reward.RoleCredit (roleAdvantages). A group
+// the policy cannot train on is quarantined: logged to Quarantine and
+// handed to the trainer as rl.Group.Quarantined, so the step goes on
+// without it.
 type Source struct {
 	Client         *TrainerClient
 	Estimator      reward.Estimator
+	Credit         string // reward.CreditTask or CreditRole; "" is task
 	Vocab, Context int    // the policy's vocabulary and context
 	Quarantine     string // the log of quarantined groups, one QuarantineRecord a line
 }
@@ -56,7 +59,7 @@ func (s *Source) Next(ctx context.Context, step int) ([]rl.Group, error) {
 		err := usable(sd, s.Vocab, s.Context)
 		var g rl.Group
 		if err == nil {
-			g, err = groupOf(sd, s.Estimator)
+			g, err = groupOf(sd, s.Estimator, s.Credit)
 		}
 		if err != nil {
 			rec := QuarantineRecord{Version: QuarantineVersion, Step: step, Group: gi, Reason: err.Error(), Data: sd}
@@ -112,8 +115,9 @@ func appendJSONL(path string, v any) error {
 
 // groupOf converts one ScoredData group. Its advantages are the batch's,
 // or est's of its scores when it carries none; a sequence the environment
-// marked set_advantage_to_zero gets 0.
-func groupOf(sd ScoredData, est reward.Estimator) (rl.Group, error) {
+// marked set_advantage_to_zero gets 0. Under credit reward.CreditRole
+// they are roleAdvantages'.
+func groupOf(sd ScoredData, est reward.Estimator, credit string) (rl.Group, error) {
 	n := len(sd.Tokens)
 	switch {
 	case n == 0:
@@ -126,7 +130,13 @@ func groupOf(sd ScoredData, est reward.Estimator) (rl.Group, error) {
 		return rl.Group{}, fmt.Errorf("%d sequences but %d advantages", n, len(sd.Advantages))
 	}
 	var computed []float64
-	if sd.Advantages == nil {
+	byRole := credit == reward.CreditRole
+	if byRole {
+		var err error
+		if computed, err = RoleAdvantages(sd, est); err != nil {
+			return rl.Group{}, err
+		}
+	} else if sd.Advantages == nil {
 		if est == reward.RLOO && n < 2 {
 			// RLOO has no advantage for a lone sequence: the group trains
 			// nothing, and the step counts it as failed.
@@ -153,14 +163,59 @@ func groupOf(sd ScoredData, est reward.Estimator) (rl.Group, error) {
 		}
 		if i < len(sd.Overrides) {
 			ov := ReadSequenceOverride(sd.Overrides[i])
-			if ov.SetAdvantageToZero {
-				ro.Advantage = 0
+			if ov.SetAdvantageToZero && !byRole {
+				ro.Advantage = 0 // under role credit RoleAdvantages applied it
 			}
 			outcomeOf(&ro, ov)
 		}
 		g.Rollouts = append(g.Rollouts, ro)
 	}
 	return g, nil
+}
+
+// RoleAdvantages gives each sequence of sd its advantage under credit
+// per role: reward.RoleCredit under est over the samples the sequences
+// say they are (OverrideRole, OverrideQuestion, OverrideSampleCorrect),
+// each rewarded by its own result or else by its score, in the group's
+// order. This is the in-process rule when the sequences are an
+// environment's episodes' samples in order, as process --push sends
+// them. In a group marked set_advantage_to_zero (a tie) a sequence
+// without its own result gets 0, as under task credit. A sequence that
+// names no role is an error: the group cannot be credited per role.
+func RoleAdvantages(sd ScoredData, est reward.Estimator) ([]float64, error) {
+	n := len(sd.Tokens)
+	if len(sd.Scores) != n {
+		return nil, fmt.Errorf("role credit: %d sequences, %d scores", n, len(sd.Scores))
+	}
+	eps := make([]*delegate.Episode, n)
+	zero := make([]bool, n)
+	for i := range n {
+		var ov SequenceOverride
+		if i < len(sd.Overrides) {
+			ov = ReadSequenceOverride(sd.Overrides[i])
+		}
+		if ov.Role == "" {
+			return nil, fmt.Errorf("role credit: sequence %d names no role: credit per role needs each sequence's %s and %s (delegate's environments send them)", i, OverrideRole, OverrideQuestion)
+		}
+		// One episode per sequence: RoleCredit takes samples in order and
+		// reads only their role, question, own result and reward.
+		eps[i] = &delegate.Episode{
+			Samples: []delegate.Sample{{Role: ov.Role, Question: ov.Question, Correct: ov.SampleCorrect, Trained: true}},
+			Outcome: delegate.Outcome{Reward: sd.Scores[i]},
+		}
+		zero[i] = ov.SetAdvantageToZero && ov.SampleCorrect == nil
+	}
+	credits, err := reward.RoleCredit(est, eps)
+	if err != nil {
+		return nil, err
+	}
+	adv := make([]float64, n)
+	for i := range n {
+		if !zero[i] {
+			adv[i] = credits[i][0].Advantage
+		}
+	}
+	return adv, nil
 }
 
 // outcomeOf reads into ro what a delegate environment says its rollout

@@ -21,7 +21,7 @@ func TestGroupOf(t *testing.T) {
 		}
 	}
 	t.Run("advantages from the scores", func(t *testing.T) {
-		g, err := groupOf(base(), reward.GRPO)
+		g, err := groupOf(base(), reward.GRPO, reward.CreditTask)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +36,7 @@ func TestGroupOf(t *testing.T) {
 		sd := base()
 		sd.Advantages = [][]float64{{9, 0.7, 0.7}, {9, -0.7, -0.7}} // untrained positions do not count
 		sd.Overrides = []map[string]any{{"set_advantage_to_zero": true}, {}}
-		g, err := groupOf(sd, reward.GRPO)
+		g, err := groupOf(sd, reward.GRPO, reward.CreditTask)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestGroupOf(t *testing.T) {
 			{OverrideCorrect: true, OverrideDelegated: true, OverrideCalls: 2.0, OverrideTokens: 31.0, OverrideCost: 0.25},
 			{OverrideCorrect: "yes", OverrideCalls: "two"},
 		}
-		g, err := groupOf(sd, reward.GRPO)
+		g, err := groupOf(sd, reward.GRPO, reward.CreditTask)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func TestGroupOf(t *testing.T) {
 	t.Run("rloo of one sequence trains nothing", func(t *testing.T) {
 		sd := base()
 		sd.Tokens, sd.Masks, sd.Scores, sd.InferenceLogprobs = sd.Tokens[:1], sd.Masks[:1], sd.Scores[:1], sd.InferenceLogprobs[:1]
-		g, err := groupOf(sd, reward.RLOO)
+		g, err := groupOf(sd, reward.RLOO, reward.CreditTask)
 		if err != nil || len(g.Rollouts) != 0 {
 			t.Errorf("groupOf: %+v, %v; want an empty group", g, err)
 		}
@@ -86,7 +86,7 @@ func TestGroupOf(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			sd := base()
 			tt.edit(&sd)
-			if _, err := groupOf(sd, reward.GRPO); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := groupOf(sd, reward.GRPO, reward.CreditTask); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("groupOf: %v, want an error containing %q", err, tt.want)
 			}
 		})
