@@ -161,15 +161,17 @@ func (r *runner) peerRequest(p *world.Problem, i int) *delegate.Request {
 	return &delegate.Request{Messages: msgs, Temperature: &t, MaxTokens: r.scfg.Peer.MaxTokens, Seed: &seed}
 }
 
-// lead builds lead with leader in the leader's seat, the memoized peers
-// answering with p's seeds.
+// lead builds lead with leader in the leader's seat, in its
+// conversation, the peers answering with p's seeds.
 func (r *runner) lead(p *world.Problem, scfg strategy.Config, leader delegate.Model) (delegate.Strategy, error) {
+	return r.leadAgent(p, scfg, r.delegatorAgent(newConversation(leader, r.cfg.CacheMinTokens)))
+}
+
+// leadAgent builds lead with the agent leader in the leader's seat.
+func (r *runner) leadAgent(p *world.Problem, scfg strategy.Config, leader delegate.Agent) (delegate.Strategy, error) {
 	s := itemSeed(p)
 	scfg.Peer.Seed = &s
-	return r.observe(strategy.New(strategy.NameLead, strategy.Roles{
-		Leader: r.delegatorAgent(newConversation(leader, r.cfg.CacheMinTokens)),
-		Peers:  r.peerAgents(),
-	}, scfg))
+	return r.observe(strategy.New(strategy.NameLead, strategy.Roles{Leader: leader, Peers: r.peerAgents()}, scfg))
 }
 
 // peerAgents are the peer models as lead's agents; lead gives peer i
@@ -482,7 +484,7 @@ func (r *runner) mlpoEnv(ctx context.Context, cfg rl.Config) (rl.Source, error) 
 	for i, k := range kept {
 		problems[i] = r.trainSet[k]
 	}
-	return r.problemEnv(cfg, problems, func(p *world.Problem, leader, _ delegate.Model) (delegate.Strategy, error) {
-		return r.lead(p, scfg, leader)
+	return r.problemEnv(cfg, problems, func(p *world.Problem, leader, _ delegate.Agent) (delegate.Strategy, error) {
+		return r.leadAgent(p, scfg, leader)
 	}), nil
 }

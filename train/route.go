@@ -103,8 +103,8 @@ func (m routeMode) trainedArms(steps int) []bench.Arm {
 // sampled as its policy.
 func (m routeMode) source(_ context.Context, cfg rl.Config) (rl.Source, error) {
 	r := m.r
-	s := r.problemEnv(cfg, r.trainSet, func(_ *world.Problem, delegator, solver delegate.Model) (delegate.Strategy, error) {
-		return r.route(r.scfg, delegator, solver)
+	s := r.problemEnv(cfg, r.trainSet, func(_ *world.Problem, delegator, solver delegate.Agent) (delegate.Strategy, error) {
+		return r.routeAgents(r.scfg, delegator, solver)
 	})
 	// A seat not trained plays as in the table: the pretrained delegator
 	// at the table's temperature, the pretrained solver greedy.
@@ -162,10 +162,13 @@ func (m routeMode) final(ctx context.Context, phase func(string), arms []bench.A
 // answering what it delegates; the delegator sees the tool declared as in
 // its pretraining transcripts.
 func (r *runner) route(scfg strategy.Config, delegator, solver delegate.Model) (delegate.Strategy, error) {
-	return r.observe(strategy.New(strategy.NameRoute, strategy.Roles{
-		Strong: r.delegatorAgent(newConversation(delegator, r.cfg.CacheMinTokens)),
-		Weak:   r.subagent(solver, r.cfg.Prices.Solver),
-	}, scfg))
+	d, s := r.seatAgents(delegator, solver)
+	return r.routeAgents(scfg, d, s)
+}
+
+// routeAgents builds route with the seats' agents (seatAgents).
+func (r *runner) routeAgents(scfg strategy.Config, delegator, solver delegate.Agent) (delegate.Strategy, error) {
+	return r.observe(strategy.New(strategy.NameRoute, strategy.Roles{Strong: delegator, Weak: solver}, scfg))
 }
 
 // scriptedArm is a policy run by a program in the delegator's seat of
