@@ -174,7 +174,7 @@ func (r *runner) decomposeEnv(cfg rl.Config) rl.Source {
 	s := r.problemEnv(cfg, r.trainSet, func(_ *world.Problem, delegator, solver delegate.Agent) (delegate.Strategy, error) {
 		return r.decomposeAgents(delegator, solver)
 	})
-	s.baseline = r.singleStrategy(newMemo(r.pretrained))
+	s.baseline = r.singleStrategy(r.pretrained.Memoized())
 	s.scorer = versusScorer{g: r.cfg.Reward, parity: r.cfg.Parity}
 	return s
 }

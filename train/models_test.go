@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -227,33 +226,6 @@ func TestVote(t *testing.T) {
 		if got != tt.want || n != tt.n {
 			t.Errorf("vote(%q) = %q, %d; want %q, %d", tt.texts, got, n, tt.want, tt.n)
 		}
-	}
-}
-
-func TestMemoAnswersEachRequestOnce(t *testing.T) {
-	calc := &calculator{}
-	m := newMemo(calc)
-	seed := int64(3)
-	req := &delegate.Request{Messages: []delegate.Message{delegate.User("12*3")}, Seed: &seed}
-	ctx := context.Background()
-	for range 5 {
-		resp, err := m.Chat(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(resp.Text(), "36") {
-			t.Fatalf("answer %q", resp.Text())
-		}
-	}
-	other := int64(4)
-	if _, err := m.Chat(ctx, &delegate.Request{Messages: req.Messages, Seed: &other}); err != nil {
-		t.Fatal(err)
-	}
-	if got := calc.calls.Load(); got != 2 {
-		t.Errorf("%d calls of the model, want 2 (one per distinct request)", got)
-	}
-	if _, err := m.Chat(ctx, &delegate.Request{Messages: []delegate.Message{delegate.User("nonsense")}}); err == nil {
-		t.Error("a failing call: no error")
 	}
 }
 

@@ -190,7 +190,7 @@ func (r *runner) chooseKeywordRule(ctx context.Context) (scripted.KeywordRule, e
 	problems := r.trainSet[:min(r.cfg.RuleItems, len(r.trainSet))]
 	rules := scripted.Distinct(scripted.KeywordRules(), problems)
 	r.keywordRules = len(rules)
-	solver := newMemo(r.solver)
+	solver := r.solver.Memoized()
 	arms := make([]bench.Arm, len(rules))
 	names := make([]string, len(rules))
 	for i, k := range rules {
