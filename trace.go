@@ -109,6 +109,9 @@ type Agent struct {
 	Role  string
 	Model Model
 	Price Price
+	// Sampler, when set, adjusts each of the agent's requests before its
+	// model sees them (Recorder.Call): a policy sampled in rollouts.
+	Sampler *Sampler
 }
 
 // EventKind says whether a call started or finished.
@@ -214,9 +217,14 @@ func (r *Recorder) FailGroup(n *Node, msg string) {
 
 // Call sends req to agent's model as a child of parent and records it: the
 // messages in, the message out, usage, cost, latency, retries, finish
-// reason and error. The returned error is the model's; the node records it
-// too, so a caller that goes on after a failure loses nothing.
+// reason and error. The agent's Sampler, when set, adjusts a copy of req
+// first. The returned error is the model's; the node records it too, so a
+// caller that goes on after a failure loses nothing.
 func (r *Recorder) Call(ctx context.Context, parent *Node, name string, a Agent, req *Request) (*Response, error) {
+	if a.Sampler != nil {
+		adjusted := a.Sampler.Adjust(req)
+		req = &adjusted
+	}
 	n := &Node{
 		Name:     name,
 		Role:     a.Role,

@@ -63,6 +63,8 @@ type Model struct {
 		once sync.Once
 		v    *vocabSyms
 	}
+	// memo, when set, holds the responses of a memoized model (Memoized).
+	memo *memo
 }
 
 // New starts a model over p. The caller must not modify p while calls are
@@ -150,6 +152,9 @@ func (m *Model) Close() error { return m.engine.Close() }
 // Logprobs cover every generated token, the closing <|end|> included, since
 // the policy generated it. Its message content does not show that token.
 func (m *Model) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	if m.memo != nil {
+		return m.memo.chat(ctx, req, func() (*delegate.Response, error) { return m.chat(ctx, req, nil) })
+	}
 	return m.chat(ctx, req, nil)
 }
 

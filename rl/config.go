@@ -64,11 +64,11 @@ type Config struct {
 	// rollouts (PPO epochs); the importance ratio is exactly 1 on the
 	// first. Default 1.
 	Epochs int `json:"epochs"`
-	// MaxNewTokens caps each policy call's completion (rollout.Policy enforces
-	// it) and is NormTokenSum's constant. Default 64.
+	// MaxNewTokens caps each policy call's completion (the policy agent's
+	// delegate.Sampler enforces it) and is NormTokenSum's constant. Default 64.
 	MaxNewTokens int `json:"max_new_tokens"`
-	// Temperature is the policy's sampling temperature (rollout.Policy sets
-	// it). Default 1. The logprobs of both the sampler and the trainer are
+	// Temperature is the policy's sampling temperature (the policy agent's
+	// delegate.Sampler sets it). Default 1. The logprobs of both the sampler and the trainer are
 	// those of the untempered policy (nn has no tempered loss), so only at
 	// 1 is the sampled distribution the one the gradient is taken of; at
 	// another temperature the update is off-policy by that difference.

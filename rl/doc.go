@@ -10,9 +10,9 @@
 // the sampler's logprobs (Node.Logprobs). Only generated tokens carry a
 // loss; the prompt, and with it every tool result, sub-agent output and
 // earlier turn, has weight 0, as does the padding of a micro-batch. The
-// policy must be called with logprobs: the rollout pipeline reaches it
-// through rollout.Policy, which also sets the trainer's temperature, token
-// cap and per-rollout seed. The calls
+// policy must be called with logprobs: its agent's delegate.Sampler asks
+// for them and also sets the trainer's temperature, token cap and
+// per-rollout seed. The calls
 // of one multi-turn conversation (route's turns), each of whose prompts
 // starts with the previous call's prompt and output, are trained as one
 // sequence (Merge): the same gradient, but the shared prefix runs through

@@ -89,7 +89,7 @@ func Episodes(tr *delegate.Trace, role string, context int) ([]Episode, error) {
 				continue // failed calls: nothing generated, nothing to train
 			}
 			n := nodes[s.Calls[0]]
-			return nil, fmt.Errorf("episodes: node %s (model %s): %s; only backends that return prompt token ids and logprobs with token ids can be trained (see rollout.Policy)", name, n.Model, s.NoTokens)
+			return nil, fmt.Errorf("episodes: node %s (model %s): %s; only backends that return prompt token ids and logprobs with token ids can be trained (see delegate.Sampling.Logprobs)", name, n.Model, s.NoTokens)
 		}
 		e, err := FromTokens(s.Tokens, s.Masks, s.Logprobs)
 		if err != nil {

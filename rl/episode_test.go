@@ -267,10 +267,10 @@ func TestEpisodesFromRouteRun(t *testing.T) {
 	strongP := routeStrong(t, []delegate.Message{delegate.System(system), delegate.User(request)})
 	cfg := DefaultConfig()
 	cfg.MaxNewTokens = 64
-	strong := policyOf(newLocal(t, strongP, "tiny-strong"), cfg, nil)
+	strong := newLocal(t, strongP, "tiny-strong")
 	weak := newLocal(t, tinyParams(t, 256, 22), "tiny-weak")
 	s, err := strategy.New(strategy.NameRoute, strategy.Roles{
-		Strong: delegate.Agent{Model: strong},
+		Strong: delegate.Agent{Model: strong, Sampler: samplerOf(cfg, nil)},
 		Weak:   delegate.Agent{Model: weak},
 	}, scfg)
 	if err != nil {
@@ -344,10 +344,10 @@ func TestEpisodesFromLeadRun(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxNewTokens = 16
 	leaderP := tinyParams(t, 1024, 31)
-	leader := policyOf(newLocal(t, leaderP, "tiny-leader"), cfg, nil)
+	leader := newLocal(t, leaderP, "tiny-leader")
 	peer := newLocal(t, tinyParams(t, 1024, 32), "tiny-peer")
 	s, err := strategy.New(strategy.NameLead, strategy.Roles{
-		Leader: delegate.Agent{Model: leader},
+		Leader: delegate.Agent{Model: leader, Sampler: samplerOf(cfg, nil)},
 		Peers:  []delegate.Agent{{Model: peer}},
 	}, scfg)
 	if err != nil {

@@ -54,9 +54,9 @@ func (s *exampleSource) Next(ctx context.Context, step int) ([]rl.Group, error) 
 }
 
 // Example wires a route strategy for training: the strong model is the
-// policy (a local model over the parameters the trainer updates, wrapped
-// by rollout.Policy so that its calls return logprobs and sample as the
-// trainer says), the weak model is frozen, and the reward charges the
+// policy (a local model over the parameters the trainer updates, its
+// agent's delegate.Sampler making its calls return logprobs and sample as
+// the trainer says), the weak model is frozen, and the reward charges the
 // policy's tokens and every delegation.
 func Example() {
 	ctx := context.Background()
@@ -104,8 +104,9 @@ func Example() {
 	temp := cfg.Temperature
 	policy := func(seed int64) (delegate.Strategy, error) {
 		return strategy.New(strategy.NameRoute, strategy.Roles{
-			Strong: delegate.Agent{Role: strategy.RoleStrong, Model: rollout.Policy(strong, rollout.Sampling{Temperature: &temp, MaxTokens: cfg.MaxNewTokens, Seed: &seed})},
-			Weak:   delegate.Agent{Role: strategy.RoleWeak, Model: weak},
+			Strong: delegate.Agent{Role: strategy.RoleStrong, Model: strong,
+				Sampler: delegate.NewSampler(delegate.Sampling{Temperature: &temp, MaxTokens: cfg.MaxNewTokens, Seed: &seed, Logprobs: true})},
+			Weak: delegate.Agent{Role: strategy.RoleWeak, Model: weak},
 		}, scfg)
 	}
 	scorer := &rollout.RewardScorer{

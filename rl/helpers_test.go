@@ -12,7 +12,6 @@ import (
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/nn/train"
-	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
@@ -46,11 +45,11 @@ func newLocal(t *testing.T, p *nn.Params, name string) *local.Model {
 // toyRole is the role of the toy source's policy calls.
 const toyRole = "policy"
 
-// policyOf wraps m as the trainer samples it: logprobs, cfg's temperature
-// and token cap, and seeds from seed when it is not nil.
-func policyOf(m delegate.Model, cfg Config, seed *int64) delegate.Model {
+// samplerOf samples a policy as the trainer does: logprobs, cfg's
+// temperature and token cap, and seeds from seed when it is not nil.
+func samplerOf(cfg Config, seed *int64) *delegate.Sampler {
 	t := cfg.Temperature
-	return rollout.Policy(m, rollout.Sampling{Temperature: &t, MaxTokens: cfg.MaxNewTokens, Seed: seed})
+	return delegate.NewSampler(delegate.Sampling{Temperature: &t, MaxTokens: cfg.MaxNewTokens, Seed: seed, Logprobs: true})
 }
 
 // toySource is an in-process Source of one-call rollouts: the policy is
@@ -85,7 +84,7 @@ func (s *toySource) rollout(ctx context.Context, item int, seed uint64) (*delega
 	prompt := fmt.Sprintf("%d?", item) // short: the test runs under -race
 	rec := delegate.NewRecorder("toy", prompt, nil)
 	sd := int64(seed >> 1)
-	resp, err := rec.Call(ctx, nil, "answer", delegate.Agent{Role: toyRole, Model: policyOf(s.model, s.cfg, &sd)},
+	resp, err := rec.Call(ctx, nil, "answer", delegate.Agent{Role: toyRole, Model: s.model, Sampler: samplerOf(s.cfg, &sd)},
 		&delegate.Request{Messages: []delegate.Message{delegate.User(prompt)}})
 	if err != nil {
 		return nil, false, err

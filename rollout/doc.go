@@ -27,13 +27,14 @@
 // give the same groups for the same seeds.
 //
 // RewardScorer is the Scorer that composes the verifiers, the judge and a
-// reward function; Policy wraps the policy's models so that their backends
-// return the token ids and logprobs the groups need, and, for training,
-// sample at the trainer's temperature and token cap with per-rollout
+// reward function. The policy's agents carry a delegate.Sampler that asks
+// their backends for the token ids and logprobs the groups need and, for
+// training, sets the trainer's temperature, token cap and per-rollout
 // seeds. A caller (the command) wires them:
 //
+//	sample := delegate.NewSampler(delegate.Sampling{Logprobs: true})
 //	policy, _ := strategy.New("decompose", strategy.Roles{
-//		Delegator: delegate.Agent{Model: rollout.Policy(m, rollout.Sampling{})}, ...}, scfg)
+//		Delegator: delegate.Agent{Model: m, Sampler: sample}, ...}, scfg)
 //	sc := &rollout.RewardScorer{Judge: j, Verify: verify, Reward: reward.DefaultGraded().Reward}
 //	sum, err := rollout.Run(ctx, cfg, tasks, baseline, rollout.Same(policy), sc, progress)
 package rollout

@@ -20,7 +20,7 @@ import (
 // "score <seed mod 4>", a plan whose seed is a multiple of 9 fails (a call
 // error: a failed rollout) and one whose seed is a multiple of 7 has no
 // subtasks (a format failure, rewarded -1). Rollout k of item i is seeded
-// with 10·i + 3·k (100·i + 4·k for items 2, 5, ...) through Policy, so
+// with 10·i + 3·k (100·i + 4·k for items 2, 5, ...) by its Sampler, so
 // that each rollout depends on its seed only, whatever else runs beside
 // it. The scorer rewards the score.
 func seededPolicies(t *testing.T) (Policies, delegate.Strategy, Scorer) {
@@ -49,7 +49,7 @@ func seededPolicies(t *testing.T) (Policies, delegate.Strategy, Scorer) {
 			seed = int64(100*item + 4*k) // every score (seed+1) mod 4 = 1: a tie
 		}
 		return strategy.New(strategy.NameDecompose, strategy.Roles{
-			Delegator: delegate.Agent{Model: Policy(delegator, Sampling{Seed: &seed}), Price: delegate.Price{Input: 1, Output: 2}},
+			Delegator: delegate.Agent{Model: delegator, Price: delegate.Price{Input: 1, Output: 2}, Sampler: delegate.NewSampler(delegate.Sampling{Seed: &seed, Logprobs: true})},
 			Subagent:  delegate.Agent{Model: subagent},
 		}, cfg)
 	}
@@ -164,44 +164,6 @@ func TestGroupsMatchRun(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestPolicyWrapper checks what Policy does to a request: logprobs asked,
-// the temperature replaced, max_tokens capped, seeds counted from the
-// rollout's, the caller's request untouched.
-func TestPolicyWrapper(t *testing.T) {
-	var got []delegate.Request
-	m := modeltest.New("m", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-		got = append(got, *req)
-		return modeltest.Text("ok"), nil
-	})
-	temp, seed := 0.7, int64(40)
-	p := Policy(m, Sampling{Temperature: &temp, MaxTokens: 16, Seed: &seed})
-	zero := 0.0
-	reqs := []*delegate.Request{{MaxTokens: 100, Temperature: &zero}, {MaxTokens: 8}, {}}
-	for _, r := range reqs {
-		if _, err := p.Chat(context.Background(), r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i, r := range got {
-		if !r.Logprobs || r.Temperature == nil || *r.Temperature != 0.7 || r.Seed == nil || *r.Seed != 40+int64(i) {
-			t.Errorf("request %d: logprobs %v, temperature %v, seed %v; want true, 0.7, %d", i, r.Logprobs, r.Temperature, r.Seed, 40+i)
-		}
-	}
-	if got[0].MaxTokens != 16 || got[1].MaxTokens != 8 || got[2].MaxTokens != 16 {
-		t.Errorf("max_tokens %d, %d, %d; want 16, 8, 16", got[0].MaxTokens, got[1].MaxTokens, got[2].MaxTokens)
-	}
-	if reqs[0].Logprobs || *reqs[0].Temperature != 0 || reqs[0].Seed != nil || reqs[0].MaxTokens != 100 {
-		t.Errorf("the caller's request changed: %+v", reqs[0])
-	}
-	got = nil
-	if _, err := Policy(m, Sampling{}).Chat(context.Background(), &delegate.Request{MaxTokens: 100, Temperature: &zero}); err != nil {
-		t.Fatal(err)
-	}
-	if r := got[0]; !r.Logprobs || *r.Temperature != 0 || r.Seed != nil || r.MaxTokens != 100 {
-		t.Errorf("the zero Sampling changed more than logprobs: %+v", r)
 	}
 }
 

@@ -246,9 +246,10 @@ type runner struct {
 
 // Policies gives the strategy that runs rollout k of task item (item
 // indexes the task list): the same strategy for every rollout (Same), or
-// one built for the rollout around a policy model seeded for it (Policy
-// with Sampling.Seed), so that the rollout depends on its seed alone and a
-// run redone, or resumed, or made in memory by Groups, samples the same.
+// one built for the rollout around a policy agent seeded for it (a
+// delegate.Sampler with Sampling.Seed), so that the rollout depends on
+// its seed alone and a run redone, or resumed, or made in memory by
+// Groups, samples the same.
 // Every strategy it gives must have the same name. Run and Groups call it
 // from one goroutine, once per rollout they run; Run calls it once more at
 // the start for the strategy's name, and runs nothing with that one.

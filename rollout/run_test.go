@@ -115,7 +115,7 @@ func newFixture(t testing.TB) *fixture {
 	cfg := strategy.DefaultConfig()
 	var err error
 	f.policy, err = strategy.New(strategy.NameDecompose, strategy.Roles{
-		Delegator: delegate.Agent{Model: Policy(f.delegator, Sampling{}), Price: delegate.Price{Input: 1, Output: 2}},
+		Delegator: delegate.Agent{Model: f.delegator, Price: delegate.Price{Input: 1, Output: 2}, Sampler: delegate.NewSampler(delegate.Sampling{Logprobs: true})},
 		Subagent:  delegate.Agent{Model: subagent},
 	}, cfg)
 	if err != nil {
@@ -763,7 +763,7 @@ func TestRunRouteSequences(t *testing.T) {
 	weak := modeltest.New("weak-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
 		return modeltest.Text("42"), nil
 	})
-	policy, err := strategy.New(strategy.NameRoute, strategy.Roles{Strong: delegate.Agent{Model: Policy(strong, Sampling{})}, Weak: delegate.Agent{Model: weak}}, strategy.DefaultConfig())
+	policy, err := strategy.New(strategy.NameRoute, strategy.Roles{Strong: delegate.Agent{Model: strong, Sampler: delegate.NewSampler(delegate.Sampling{Logprobs: true})}, Weak: delegate.Agent{Model: weak}}, strategy.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,10 +97,12 @@ func (m decomposeMode) settings(scfg *strategy.Config) {
 // decompose builds decompose with delegator in the delegator's seat (both
 // turns) and solver answering the subtasks.
 func (r *runner) decompose(delegator, solver delegate.Model) (delegate.Strategy, error) {
-	return r.observe(strategy.New(strategy.NameDecompose, strategy.Roles{
-		Delegator: r.delegatorAgent(newConversation(delegator, r.cfg.CacheMinTokens)),
-		Subagent:  r.subagent(solver, r.cfg.Prices.Solver),
-	}, r.scfg))
+	return r.decomposeAgents(r.seatAgents(delegator, solver))
+}
+
+// decomposeAgents builds decompose with the seats' agents (seatAgents).
+func (r *runner) decomposeAgents(delegator, solver delegate.Agent) (delegate.Strategy, error) {
+	return r.observe(strategy.New(strategy.NameDecompose, strategy.Roles{Delegator: delegator, Subagent: solver}, r.scfg))
 }
 
 // singleStrategy is the delegator's weights m alone under single, the
@@ -169,10 +171,10 @@ func (m decomposeMode) trainedArms(steps int) []bench.Arm {
 // starting weights alone, greedy, played once per problem (memoized) and
 // shared by the group, as the reference plays it once per group.
 func (r *runner) decomposeEnv(cfg rl.Config) rl.Source {
-	s := r.problemEnv(cfg, r.trainSet, func(_ *world.Problem, delegator, solver delegate.Model) (delegate.Strategy, error) {
-		return r.decompose(delegator, solver)
+	s := r.problemEnv(cfg, r.trainSet, func(_ *world.Problem, delegator, solver delegate.Agent) (delegate.Strategy, error) {
+		return r.decomposeAgents(delegator, solver)
 	})
-	s.baseline = r.singleStrategy(newMemo(r.pretrained))
+	s.baseline = r.singleStrategy(r.pretrained.Memoized())
 	s.scorer = versusScorer{g: r.cfg.Reward, parity: r.cfg.Parity}
 	return s
 }

@@ -67,10 +67,10 @@
 // rollouts (the same rollouts, rewards and advantages) and its own
 // rl.Trainer (the solver's in OutDir/SolverDir), all stepping in
 // lockstep (rl.Lockstep) on one rollout pass per step. A trained policy
-// samples at the trainer's temperature with logprobs (rollout.Sampler,
-// the solver seeded apart from the delegator); an untrained one plays as
-// in the table (the pretrained delegator at EvalTemperature, the solver
-// greedy). The table adds the pretrained delegator with the trained
+// samples at the trainer's temperature with logprobs (its agent's
+// delegate.Sampler, the solver seeded apart from the delegator); an
+// untrained one plays as in the table (the pretrained delegator at
+// EvalTemperature, the solver greedy). The table adds the pretrained delegator with the trained
 // solver and, with both, the two trained together, and SolverAcceptance's
 // paired checks: a trained solver beats the pretrained one under the
 // same delegator.
@@ -89,11 +89,12 @@
 // of Peers taken in turn (by default the shipped peer and the shipped
 // delegator, whose mistakes differ); each solves with scratch work in the
 // delegator's format, and the leader reads its answer condensed to one
-// line per step (scratchPeer, transcript.Condense). Each problem's peer answers
-// are fixed (seeded by the problem, computed once and shared by every
-// rollout, the filter and the table), and the training items are those
-// the peers solve less than FilterMaxRate of the time (rl.FilterSolved
-// over PeerSamples answers, kept in OutDir/filter.json). The table
+// line per step (scratchPeer, transcript.Condense). Each problem's peer
+// answers are fixed: seeded by the problem, computed once by a memoized
+// local model (local.Model.Memoized) and shared by every rollout, the
+// filter and the table. The training items are those the peers solve
+// less than FilterMaxRate of the time (rl.FilterSolved over PeerSamples
+// answers, kept in OutDir/filter.json). The table
 // compares the trained leader with its team and alone, the untrained
 // leader likewise, each peer model alone (greedy), the peers' majority
 // vote over K+1 answers (the team's number of generations: K peers and

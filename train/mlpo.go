@@ -16,7 +16,6 @@ import (
 	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/strategy"
-	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
 	"github.com/delegatelab/delegate/world/transcript"
 )
@@ -40,76 +39,6 @@ func itemSeed(p *world.Problem) int64 {
 		v = uint64(len(p.Text)) // IDs are 16 hex digits; a fallback keeps it deterministic
 	}
 	return int64(v & (1<<62 - 1))
-}
-
-// memo serves every distinct request (the rendered prompt, the seed and
-// the sampling settings) once and repeats the answer: the frozen peers'
-// answer to a problem under a seed is computed once for all the rollouts,
-// the filter and the table. Safe for concurrent use; a request in flight
-// is waited for, not sent twice. Failed calls are not kept.
-type memo struct {
-	m  delegate.Model
-	mu sync.Mutex
-	in map[string]*memoEntry
-}
-
-type memoEntry struct {
-	done chan struct{}
-	resp *delegate.Response
-	err  error
-}
-
-func newMemo(m delegate.Model) *memo { return &memo{m: m, in: map[string]*memoEntry{}} }
-
-func (c *memo) Name() string { return c.m.Name() }
-
-func (c *memo) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-	key, err := json.Marshal(struct {
-		Prompt []int
-		Seed   *int64
-		Temp   *float64
-		Max, N int
-	}{tokenizer.Render(req.Messages, req.Tools, true), req.Seed, req.Temperature, req.MaxTokens, req.N})
-	if err != nil {
-		return nil, fmt.Errorf("memo key: %w", err)
-	}
-	k := string(key)
-	for {
-		c.mu.Lock()
-		e, ok := c.in[k]
-		if !ok {
-			e = &memoEntry{done: make(chan struct{})}
-			c.in[k] = e
-			c.mu.Unlock()
-			e.resp, e.err = c.m.Chat(ctx, req)
-			if e.err != nil {
-				c.mu.Lock()
-				delete(c.in, k)
-				c.mu.Unlock()
-			}
-			close(e.done)
-			return copyResponse(e.resp), e.err
-		}
-		c.mu.Unlock()
-		select {
-		case <-e.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if e.err == nil {
-			return copyResponse(e.resp), nil
-		}
-		// The call that was in flight failed; try ourselves.
-	}
-}
-
-func copyResponse(r *delegate.Response) *delegate.Response {
-	if r == nil {
-		return nil
-	}
-	c := *r
-	c.Choices = slices.Clone(r.Choices)
-	return &c
 }
 
 // scratchPeer is a peer that solves with scratch work. Asked a question
@@ -148,9 +77,10 @@ func (s scratchPeer) Chat(ctx context.Context, req *delegate.Request) (*delegate
 	if len(resp.Choices) == 0 {
 		return nil, errors.New("scratch peer: the reply has no choice")
 	}
-	out := copyResponse(resp)
+	out := *resp
+	out.Choices = slices.Clone(resp.Choices)
 	out.Choices[0] = delegate.Choice{Message: delegate.Assistant(transcript.Condense(resp.Text())), FinishReason: resp.Choices[0].FinishReason}
-	return out, nil
+	return &out, nil
 }
 
 // peerRequest is the request of peer answer i to p, as lead sends it.
@@ -161,15 +91,17 @@ func (r *runner) peerRequest(p *world.Problem, i int) *delegate.Request {
 	return &delegate.Request{Messages: msgs, Temperature: &t, MaxTokens: r.scfg.Peer.MaxTokens, Seed: &seed}
 }
 
-// lead builds lead with leader in the leader's seat, the memoized peers
-// answering with p's seeds.
+// lead builds lead with leader in the leader's seat, in its
+// conversation, the peers answering with p's seeds.
 func (r *runner) lead(p *world.Problem, scfg strategy.Config, leader delegate.Model) (delegate.Strategy, error) {
+	return r.leadAgent(p, scfg, r.delegatorAgent(newConversation(leader, r.cfg.CacheMinTokens)))
+}
+
+// leadAgent builds lead with the agent leader in the leader's seat.
+func (r *runner) leadAgent(p *world.Problem, scfg strategy.Config, leader delegate.Agent) (delegate.Strategy, error) {
 	s := itemSeed(p)
 	scfg.Peer.Seed = &s
-	return r.observe(strategy.New(strategy.NameLead, strategy.Roles{
-		Leader: r.delegatorAgent(newConversation(leader, r.cfg.CacheMinTokens)),
-		Peers:  r.peerAgents(),
-	}, scfg))
+	return r.observe(strategy.New(strategy.NameLead, strategy.Roles{Leader: leader, Peers: r.peerAgents()}, scfg))
 }
 
 // peerAgents are the peer models as lead's agents; lead gives peer i
@@ -250,7 +182,7 @@ func (m mlpoMode) source(ctx context.Context, cfg rl.Config) (rl.Source, error) 
 func (m mlpoMode) startArms() int { return len(m.trainedArms(0)) }
 
 // open loads the frozen peers, each solving with scratch work and each
-// answer computed once.
+// answer computed once (local.Model.Memoized).
 func (m mlpoMode) open() error {
 	r := m.r
 	for i, c := range r.cfg.peerCheckpoints() {
@@ -266,7 +198,7 @@ func (m mlpoMode) open() error {
 		if err != nil {
 			return err
 		}
-		r.peers = append(r.peers, scratchPeer{m: newMemo(pm), maxTokens: r.scfg.Single.MaxTokens})
+		r.peers = append(r.peers, scratchPeer{m: pm.Memoized(), maxTokens: r.scfg.Single.MaxTokens})
 	}
 	return nil
 }
@@ -482,7 +414,7 @@ func (r *runner) mlpoEnv(ctx context.Context, cfg rl.Config) (rl.Source, error) 
 	for i, k := range kept {
 		problems[i] = r.trainSet[k]
 	}
-	return r.problemEnv(cfg, problems, func(p *world.Problem, leader, _ delegate.Model) (delegate.Strategy, error) {
-		return r.lead(p, scfg, leader)
+	return r.problemEnv(cfg, problems, func(p *world.Problem, leader, _ delegate.Agent) (delegate.Strategy, error) {
+		return r.leadAgent(p, scfg, leader)
 	}), nil
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/models"
 	"github.com/delegatelab/delegate/nn"
-	"github.com/delegatelab/delegate/rollout"
 )
 
 // The trace roles of every arm and rollout, so that tokens, calls and
@@ -53,53 +52,28 @@ func checkpointName(dir string) string {
 // prompt tokens a provider would price as cached: the longest common
 // prefix of the prompt with the previous call's prompt followed by its
 // generated tokens, when it is at least minCached tokens long (real APIs
-// cache only long prefixes), else none. It asks for logprobs to
-// know the generated token ids (and leaves them in the response: a trainer
-// below may need them). The calls of one conversation are
-// sequential; one conversation per value (make one per run).
+// cache only long prefixes), else none. It asks for logprobs to know the
+// generated token ids, and leaves them in the response: a trainer may
+// need them. It is the one wrapper on a delegator's call path; a trained
+// seat's sampling is its agent's delegate.Sampler, which Recorder.Call
+// applies before. The calls of one conversation are sequential; one
+// conversation per value (make one per run).
 type conversation struct {
 	m         delegate.Model
 	minCached int
-	// sample, when set, adjusts every request as the policy is sampled in
-	// training (rollout.Sampler): a trained seat's model comes to the
-	// conversation as sampled, which newConversation unwraps, so that the
-	// policy's calls pass through this one wrapper.
-	sample *rollout.Sampler
-	mu     sync.Mutex
-	prev   []int // the previous call's prompt and generated ids
+	mu        sync.Mutex
+	prev      []int // the previous call's prompt and generated ids
 }
 
-// newConversation is the conversation of m, one per run: a trained seat's
-// model (sampled) has its sampling applied here rather than by a second
-// wrapper.
+// newConversation is the conversation of m, one per run.
 func newConversation(m delegate.Model, minCached int) *conversation {
-	if s, ok := m.(sampled); ok {
-		return &conversation{m: s.m, minCached: minCached, sample: s.s}
-	}
 	return &conversation{m: m, minCached: minCached}
-}
-
-// sampled is a trained seat's model: m sampled as the policy (s). Alone
-// it is a model like rollout.Policy's; in a conversation it is unwrapped.
-type sampled struct {
-	m delegate.Model
-	s *rollout.Sampler
-}
-
-func (s sampled) Name() string { return s.m.Name() }
-
-func (s sampled) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
-	r := s.s.Adjust(req)
-	return s.m.Chat(ctx, &r)
 }
 
 func (c *conversation) Name() string { return c.m.Name() }
 
 func (c *conversation) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
 	r := *req
-	if c.sample != nil {
-		r = c.sample.Adjust(req)
-	}
 	r.Logprobs = true
 	resp, err := c.m.Chat(ctx, &r)
 	if err != nil || resp == nil {

@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/modeltest"
-	"github.com/delegatelab/delegate/rollout"
+	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
 	"github.com/delegatelab/delegate/world"
@@ -230,33 +229,6 @@ func TestVote(t *testing.T) {
 	}
 }
 
-func TestMemoAnswersEachRequestOnce(t *testing.T) {
-	calc := &calculator{}
-	m := newMemo(calc)
-	seed := int64(3)
-	req := &delegate.Request{Messages: []delegate.Message{delegate.User("12*3")}, Seed: &seed}
-	ctx := context.Background()
-	for range 5 {
-		resp, err := m.Chat(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(resp.Text(), "36") {
-			t.Fatalf("answer %q", resp.Text())
-		}
-	}
-	other := int64(4)
-	if _, err := m.Chat(ctx, &delegate.Request{Messages: req.Messages, Seed: &other}); err != nil {
-		t.Fatal(err)
-	}
-	if got := calc.calls.Load(); got != 2 {
-		t.Errorf("%d calls of the model, want 2 (one per distinct request)", got)
-	}
-	if _, err := m.Chat(ctx, &delegate.Request{Messages: []delegate.Message{delegate.User("nonsense")}}); err == nil {
-		t.Error("a failing call: no error")
-	}
-}
-
 // FuzzAlwaysDelegate feeds the scripted always-delegate policy arbitrary solver
 // answers and tool call ids: it never panics, and it either asks for the
 // next steps or boxes an integer.
@@ -381,31 +353,37 @@ func TestScratchPeer(t *testing.T) {
 	}
 }
 
-// A trained seat's model in a conversation is one wrapper: the
-// conversation applies the policy's sampling itself (temperature, token
-// cap, a seed per call in order) and calls the model below directly.
-func TestConversationSamplesTheTrainedSeat(t *testing.T) {
+// A trained seat's model is one wrapper deep: its agent's Sampler, which
+// Recorder.Call applies, samples it as the policy (temperature, token
+// cap, a seed per call in order), and the conversation calls the model
+// itself. An untrained seat has no Sampler.
+func TestSeatAgentsSampleTheTrainedSeat(t *testing.T) {
 	var got []*delegate.Request
 	m := modeltest.New("policy", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		got = append(got, req)
 		return echo{reply: "hi"}.Chat(context.Background(), req)
 	})
-	temp, seed := 1.0, int64(5)
-	c := newConversation(sampled{m: m, s: rollout.NewSampler(rollout.Sampling{Temperature: &temp, MaxTokens: 16, Seed: &seed})}, 0)
-	if c.m != delegate.Model(m) || c.sample == nil {
-		t.Fatalf("conversation over %T, sampling %v: want the model itself and the sampler", c.m, c.sample)
+	r := &runner{}
+	cfg := rl.Config{Temperature: 1, Seed: 3}
+	trained, untrained := seat{m: m, trained: true, maxNew: 16}, seat{m: m}
+	d, s := r.seatAgents(trained.m, untrained.m)
+	d.Sampler, s.Sampler = trained.sampler(cfg, 2, 1), untrained.sampler(cfg, 2, 1)
+	if c, ok := d.Model.(*conversation); !ok || c.m != delegate.Model(m) {
+		t.Fatalf("delegator's model %T: want a conversation over the model itself", d.Model)
 	}
+	if s.Sampler != nil || s.Model != delegate.Model(m) {
+		t.Errorf("untrained seat: sampler %v, model %T; want none and the model itself", s.Sampler, s.Model)
+	}
+	rec := delegate.NewRecorder("test", "x", nil)
 	for range 2 {
-		if _, err := c.Chat(context.Background(), &delegate.Request{Messages: []delegate.Message{delegate.User("x")}, MaxTokens: 100}); err != nil {
+		if _, err := rec.Call(context.Background(), nil, "turn", d, &delegate.Request{Messages: []delegate.Message{delegate.User("x")}, MaxTokens: 100}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	seed := int64(rl.RolloutSeed(3, 2, 1) & (1<<62 - 1))
 	for i, r := range got {
-		if !r.Logprobs || r.Temperature == nil || *r.Temperature != 1 || r.MaxTokens != 16 || r.Seed == nil || *r.Seed != 5+int64(i) {
-			t.Errorf("request %d: logprobs %v, temperature %v, max tokens %d, seed %v; want true, 1, 16, %d", i, r.Logprobs, r.Temperature, r.MaxTokens, r.Seed, 5+i)
+		if !r.Logprobs || r.Temperature == nil || *r.Temperature != 1 || r.MaxTokens != 16 || r.Seed == nil || *r.Seed != seed+int64(i) {
+			t.Errorf("request %d: logprobs %v, temperature %v, max tokens %d, seed %v; want true, 1, 16, %d", i, r.Logprobs, r.Temperature, r.MaxTokens, r.Seed, seed+int64(i))
 		}
-	}
-	if plain := newConversation(m, 0); plain.sample != nil {
-		t.Error("an untrained seat's conversation samples")
 	}
 }

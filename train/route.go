@@ -103,8 +103,8 @@ func (m routeMode) trainedArms(steps int) []bench.Arm {
 // sampled as its policy.
 func (m routeMode) source(_ context.Context, cfg rl.Config) (rl.Source, error) {
 	r := m.r
-	s := r.problemEnv(cfg, r.trainSet, func(_ *world.Problem, delegator, solver delegate.Model) (delegate.Strategy, error) {
-		return r.route(r.scfg, delegator, solver)
+	s := r.problemEnv(cfg, r.trainSet, func(_ *world.Problem, delegator, solver delegate.Agent) (delegate.Strategy, error) {
+		return r.routeAgents(r.scfg, delegator, solver)
 	})
 	// A seat not trained plays as in the table: the pretrained delegator
 	// at the table's temperature, the pretrained solver greedy.
@@ -163,10 +163,13 @@ func (m routeMode) final(ctx context.Context, phase func(string), arms []bench.A
 // answering what it delegates; the delegator sees the tool declared as in
 // its pretraining transcripts.
 func (r *runner) route(scfg strategy.Config, delegator, solver delegate.Model) (delegate.Strategy, error) {
-	return r.observe(strategy.New(strategy.NameRoute, strategy.Roles{
-		Strong: r.delegatorAgent(newConversation(delegator, r.cfg.CacheMinTokens)),
-		Weak:   r.subagent(solver, r.cfg.Prices.Solver),
-	}, scfg))
+	d, s := r.seatAgents(delegator, solver)
+	return r.routeAgents(scfg, d, s)
+}
+
+// routeAgents builds route with the seats' agents (seatAgents).
+func (r *runner) routeAgents(scfg strategy.Config, delegator, solver delegate.Agent) (delegate.Strategy, error) {
+	return r.observe(strategy.New(strategy.NameRoute, strategy.Roles{Strong: delegator, Weak: solver}, scfg))
 }
 
 // scriptedArm is a policy run by a program in the delegator's seat of
@@ -188,7 +191,7 @@ func (r *runner) chooseKeywordRule(ctx context.Context) (scripted.KeywordRule, e
 	problems := r.trainSet[:min(r.cfg.RuleItems, len(r.trainSet))]
 	rules := scripted.Distinct(scripted.KeywordRules(), problems)
 	r.keywordRules = len(rules)
-	solver := newMemo(r.solver)
+	solver := r.solver.Memoized()
 	arms := make([]bench.Arm, len(rules))
 	names := make([]string, len(rules))
 	for i, k := range rules {

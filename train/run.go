@@ -409,6 +409,12 @@ func (r *runner) subagent(m delegate.Model, price delegate.Price) delegate.Agent
 	return delegate.Agent{Role: RoleSubagent, Model: m, Price: price}
 }
 
+// seatAgents are the agents of the delegator's seat, in its conversation,
+// and of the solver's seat around models d and s.
+func (r *runner) seatAgents(d, s delegate.Model) (delegator, solver delegate.Agent) {
+	return r.delegatorAgent(newConversation(d, r.cfg.CacheMinTokens)), r.subagent(s, r.cfg.Prices.Solver)
+}
+
 // perRun is a strategy built afresh for every run, so that each run has
 // its own conversation accounting (and, in training, its own seeds).
 type perRun struct {
@@ -759,7 +765,7 @@ func (r *runner) source(ctx context.Context, cfg rl.Config) (rl.Source, error) {
 // rollout run by the strategy build makes around the policy in the
 // delegator's seat (and the pretrained solver, untrained), the one
 // trained role cfg.PolicyRole.
-func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func(p *world.Problem, delegator, solver delegate.Model) (delegate.Strategy, error)) *rollouts {
+func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func(p *world.Problem, delegator, solver delegate.Agent) (delegate.Strategy, error)) *rollouts {
 	return &rollouts{r: r, cfg: cfg, problems: problems, build: build,
 		delegator: seat{m: r.policy, trained: true, maxNew: cfg.MaxNewTokens}, solver: seat{m: r.solver},
 		roles: []trainedRole{{cfg.PolicyRole, r.policyP.Config.Context}},

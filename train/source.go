@@ -19,7 +19,8 @@ import (
 // grouped and given advantages by the rollout pipeline (rollout.Groups,
 // as `delegate process` does, with tied groups kept at zero advantage),
 // a trained policy sampled at the trainer's temperature and token cap and
-// seeded per rollout (rl.RolloutSeed) by a rollout.Sampler. The groups'
+// seeded per rollout (rl.RolloutSeed) by its agent's delegate.Sampler.
+// The groups'
 // training sequences are read from the rollouts' traces (rl.Episodes).
 //
 // With several trained policies (roles) one step's rollouts feed them
@@ -35,7 +36,9 @@ type rollouts struct {
 	r        *runner
 	cfg      rl.Config // the lead trainer's: items, group size, temperature, seed
 	problems []*world.Problem
-	build    func(p *world.Problem, delegator, solver delegate.Model) (delegate.Strategy, error)
+	// build makes the strategy of one rollout on p around the agents of
+	// the two seats (seatAgents).
+	build func(p *world.Problem, delegator, solver delegate.Agent) (delegate.Strategy, error)
 	// delegator and solver are the models of the two seats, sampled as
 	// policies when trained.
 	delegator, solver seat
@@ -65,10 +68,10 @@ type trainedRole struct {
 }
 
 // seat is a model in a strategy's seat. A trained one is sampled as the
-// policy (a rollout.Sampler, applied by the seat's conversation, the one
-// wrapper on the policy's call path) at the trainer's temperature with at most maxNew
-// tokens a call, seeded per rollout by rl.RolloutSeed under the run's
-// seed xor salt; an untrained one is used as it is.
+// policy by its agent's delegate.Sampler: logprobs, the trainer's
+// temperature, at most maxNew tokens a call, seeded per rollout by
+// rl.RolloutSeed under the run's seed xor salt. An untrained one is used
+// as it is.
 type seat struct {
 	m       delegate.Model
 	trained bool
@@ -79,14 +82,15 @@ type seat struct {
 // solverSalt separates the solver's sampling seeds from the delegator's.
 const solverSalt = 0x736f6c766572
 
-// model is the seat's model for rollout n of step.
-func (st seat) model(cfg rl.Config, step, n int) delegate.Model {
+// sampler is the seat's Sampler for rollout n of step; nil when the seat
+// is not trained.
+func (st seat) sampler(cfg rl.Config, step, n int) *delegate.Sampler {
 	if !st.trained {
-		return st.m
+		return nil
 	}
 	temp := cfg.Temperature
 	seed := int64(rl.RolloutSeed(cfg.Seed^st.salt, step, n) & (1<<62 - 1))
-	return sampled{m: st.m, s: rollout.NewSampler(rollout.Sampling{Temperature: &temp, MaxTokens: st.maxNew, Seed: &seed})}
+	return delegate.NewSampler(delegate.Sampling{Temperature: &temp, MaxTokens: st.maxNew, Seed: &seed, Logprobs: true})
 }
 
 // emit sends a rollout progress event without blocking.
@@ -253,13 +257,15 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 }
 
 // policies builds rollout k of the step's problem i: the strategy around
-// the seats' models, a trained one sampled at the trainer's temperature
+// the seats' agents, a trained one sampled at the trainer's temperature
 // and token cap and seeded with the rollout's seed.
 func (s *rollouts) policies(step int, problems []*world.Problem) rollout.Policies {
 	cfg := s.cfg
 	return func(i, k int) (delegate.Strategy, error) {
 		n := i*cfg.GroupSize + k
-		return s.build(problems[i], s.delegator.model(cfg, step, n), s.solver.model(cfg, step, n))
+		delegator, solver := s.r.seatAgents(s.delegator.m, s.solver.m)
+		delegator.Sampler, solver.Sampler = s.delegator.sampler(cfg, step, n), s.solver.sampler(cfg, step, n)
+		return s.build(problems[i], delegator, solver)
 	}
 }
 

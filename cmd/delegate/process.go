@@ -526,7 +526,7 @@ func policyRoles(r strategy.Roles, name string, logprobs bool, seed *int64) stra
 		a = &r.Single
 	}
 	if a != nil && a.Model != nil {
-		a.Model = rollout.Policy(a.Model, rollout.Sampling{Seed: seed})
+		a.Sampler = delegate.NewSampler(delegate.Sampling{Seed: seed, Logprobs: true})
 	}
 	return r
 }
