@@ -115,10 +115,10 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	if err != nil {
 		return fmt.Errorf("env: %w", err)
 	}
-	srv, err := openenv.NewServer(openenv.Config{
-		New: d.New, Name: "delegation", Metadata: d.Metadata(), Schema: d.Schema(), Tools: d.Tools(),
-		MaxSessions: f.maxEpisodes, Log: log, // the episode ends at --max-steps; the server's step limit stays a backstop
-	})
+	oc := openenv.DefaultConfig() // the episode ends at --max-steps; the server's step limit stays a backstop
+	oc.New, oc.Name, oc.Metadata, oc.Schema, oc.Tools = d.New, "delegation", d.Metadata(), d.Schema(), d.Tools()
+	oc.MaxSessions, oc.Log = f.maxEpisodes, log
+	srv, err := openenv.NewServer(oc)
 	if err != nil {
 		return fmt.Errorf("env: %w", err)
 	}

@@ -106,8 +106,10 @@ func run(episodes, conc int, latency time.Duration, only, profile string) error 
 	if err != nil {
 		return err
 	}
-	srv, err := openenv.NewServer(openenv.Config{New: d.New, Name: "delegation", Metadata: d.Metadata(), Schema: d.Schema(), Tools: d.Tools(),
-		MaxSessions: 2 * conc, MaxMCPEpisodes: episodes})
+	oc := openenv.DefaultConfig()
+	oc.New, oc.Name, oc.Metadata, oc.Schema, oc.Tools = d.New, "delegation", d.Metadata(), d.Schema(), d.Tools()
+	oc.MaxSessions, oc.MaxMCPEpisodes = 2*conc, episodes
+	srv, err := openenv.NewServer(oc)
 	if err != nil {
 		return err
 	}

@@ -483,6 +483,9 @@ func (s *Server) sessionMethod(ctx context.Context, method string, params map[st
 
 // createSession takes a session slot, makes an environment and resets it.
 func (s *Server) createSession(ctx context.Context, p sessionParams) (any, error) {
+	if s.cfg.MaxMCPEpisodes == 0 {
+		return nil, &RPCError{Code: RPCServerError, Message: "HTTP MCP sessions are off: the server runs 0 episodes a session"}
+	}
 	active, closed, ok := s.join()
 	switch {
 	case closed:
