@@ -176,6 +176,64 @@ func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// handleRPC answers one message of an MCP WebSocket. Every request gets
+// an answer, a notification too, as OpenEnv's server does.
+func (ss *session) handleRPC(raw []byte) RPCResponse {
+	req, rerr := parseRPC(raw)
+	if rerr != nil {
+		return RPCResponse{JSONRPC: "2.0", Error: rerr, ID: idOrNull(req.ID)}
+	}
+	return ss.s.rpc(ss.s.ctx, rpcCall{req: req, ws: ss})
+}
+
+// sessionMethod serves OpenEnv's session methods on an MCP WebSocket,
+// whose connection is the session. Create and reset start the
+// connection's next episode; close refuses to close the connection's own
+// session, as OpenEnv does, and closes an HTTP session it names.
+func (ss *session) sessionMethod(ctx context.Context, method string, params map[string]json.RawMessage) (any, error) {
+	var p sessionParams
+	b, _ := json.Marshal(params) // raw messages always encode
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + err.Error()}
+	}
+	if method == MethodSessionClose {
+		if p.SessionID == "" {
+			return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'session_id' is required"}
+		}
+		if p.SessionID == ss.id {
+			return nil, &RPCError{Code: RPCInvalidRequest, Message: "Cannot close active WebSocket-managed session via MCP method: close the WebSocket"}
+		}
+		ms, err := ss.s.mcpSession(params["session_id"])
+		if err != nil {
+			return nil, err
+		}
+		ss.s.dropSession(ms)
+		return map[string]any{"session_id": ms.id, "closed": true}, nil
+	}
+	if p.SessionID != "" && p.SessionID != ss.id {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Unknown session_id: " + p.SessionID + " (this connection's is " + ss.id + ")"}
+	}
+	if method == MethodSessionState {
+		return ss.env.State(), nil
+	}
+	if errs := (ResetRequest{Seed: p.Seed, EpisodeID: p.EpisodeID}).Validate(); len(errs) > 0 {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + (&ValidationError{errs}).Error()}
+	}
+	sctx, cancel := context.WithTimeout(ctx, ss.s.cfg.StepTimeout)
+	defer cancel()
+	obs, err := ss.env.Reset(sctx, p.Seed, deref(p.EpisodeID))
+	if err != nil {
+		return nil, rpcStepError(err)
+	}
+	res, err := obs.Result()
+	if err != nil {
+		return nil, err
+	}
+	ss.reset, ss.steps = true, 0
+	ss.episodes++
+	return sessionResult{SessionID: ss.id, Episode: ss.episodes, Result: res}, nil
+}
+
 // readRPCBody reads a body of at most MaxMessageBytes, answering 413
 // above it.
 func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
@@ -257,6 +315,10 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 	case MethodToolsCall:
 		result, err = s.toolsCall(ctx, c.ws, params)
 	case MethodSessionCreate, MethodSessionReset, MethodSessionClose, MethodSessionState:
+		if c.ws != nil && c.ws.id != "" {
+			result, err = c.ws.sessionMethod(ctx, c.req.Method, params)
+			break
+		}
 		if c.ws != nil {
 			err = &RPCError{Code: RPCInvalidRequest, Message: c.req.Method + ": on the WebSocket the connection is the session; send reset and close messages"}
 			break
@@ -500,7 +562,7 @@ func (s *Server) createSession(ctx context.Context, p sessionParams) (any, error
 		s.leave()
 		return nil, s.factoryError(err)
 	}
-	ms := &mcpSession{id: fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64()), env: env, last: time.Now()}
+	ms := &mcpSession{id: newSessionID(), env: env, last: time.Now()}
 	s.mu.Lock()
 	if s.mcpSessions == nil {
 		s.mcpSessions = map[string]*mcpSession{}
@@ -559,6 +621,9 @@ func (s *Server) sessionStep(ctx context.Context, ms *mcpSession, action json.Ra
 	defer cancel()
 	return ms.env.Step(sctx, action)
 }
+
+// newSessionID returns an id no client can guess.
+func newSessionID() string { return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64()) }
 
 // mcpSession finds the session a raw session_id names.
 func (s *Server) mcpSession(raw json.RawMessage) (*mcpSession, error) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -163,6 +164,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h = s.ws
 	case "/mcp":
 		method, h = http.MethodPost, s.mcp
+		if r.Method == http.MethodGet && isUpgrade(r) {
+			method, h = http.MethodGet, s.mcpWS
+		}
 	default:
 		WriteDetail(w, http.StatusNotFound, "Not Found")
 		return
@@ -173,6 +177,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h(w, r)
+}
+
+// isUpgrade reports whether r asks for a WebSocket, as OpenEnv routes
+// /mcp: a WebSocket there, a POST otherwise.
+func isUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
 // WriteDetail answers an HTTP error in FastAPI's shape, {"detail": msg}.

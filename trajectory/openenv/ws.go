@@ -36,9 +36,18 @@ func (s *Server) leave() {
 	s.wg.Done()
 }
 
-// ws serves one episode's session on a WebSocket: one environment for the
-// life of the connection, messages answered in order.
-func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
+// ws serves one episode's session on a WebSocket at /ws: one environment
+// for the life of the connection, messages answered in order.
+func (s *Server) ws(w http.ResponseWriter, r *http.Request) { s.serveWS(w, r, false) }
+
+// mcpWS serves MCP on a WebSocket at /mcp, as OpenEnv's server does: each
+// text message is one JSON-RPC request, each answer one response, on one
+// environment for the life of the connection.
+func (s *Server) mcpWS(w http.ResponseWriter, r *http.Request) { s.serveWS(w, r, true) }
+
+// serveWS runs a WebSocket session: OpenEnv's typed messages, or bare
+// JSON-RPC when mcp is set.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mcp bool) {
 	// The edge's read and write timeouts bound a request, and a hijacked
 	// connection keeps them. A session outlives them: IdleTimeout and
 	// writeTimeout bound it instead. A writer without deadlines has none
@@ -51,32 +60,45 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 		return // Accept answered the request
 	}
 	c.SetReadLimit(s.cfg.MaxMessageBytes)
+	// refuse sends a refusal in the endpoint's shape and closes.
+	refuse := func(ctx context.Context, e ErrorData, rpc *RPCError, status websocket.StatusCode, reason string) {
+		if mcp {
+			s.send(ctx, c, "", RPCResponse{JSONRPC: "2.0", Error: rpc, ID: json.RawMessage("null")})
+		} else {
+			s.send(ctx, c, MsgError, e)
+		}
+		_ = c.Close(status, reason) // the client may be gone already
+	}
 	active, closed, ok := s.join()
 	switch {
 	case closed:
 		// The server's context is done: the refusal gets its own.
-		s.send(context.Background(), c, MsgError, ErrorData{Message: "the server is shutting down", Code: CodeSessionError})
-		_ = c.Close(websocket.StatusGoingAway, "shutting down") // the client may be gone already
+		msg := "the server is shutting down"
+		refuse(context.Background(), ErrorData{Message: msg, Code: CodeSessionError}, &RPCError{Code: RPCServerError, Message: msg}, websocket.StatusGoingAway, "shutting down")
 		return
 	case !ok:
 		mx := s.cfg.MaxSessions
-		s.send(s.ctx, c, MsgError, ErrorData{
-			Message: fmt.Sprintf("server at capacity: %d of %d sessions active", active, mx),
-			Code:    CodeCapacityReached, ActiveSessions: &active, MaxSessions: &mx,
-		})
-		_ = c.Close(websocket.StatusTryAgainLater, "capacity reached") // as above
+		msg := fmt.Sprintf("server at capacity: %d of %d sessions active", active, mx)
+		data, _ := json.Marshal(map[string]int{"active_sessions": active, "max_sessions": mx}) // ints always encode
+		refuse(s.ctx, ErrorData{Message: msg, Code: CodeCapacityReached, ActiveSessions: &active, MaxSessions: &mx},
+			&RPCError{Code: RPCServerError, Message: msg, Data: data}, websocket.StatusTryAgainLater, "capacity reached")
 		return
 	}
 	defer s.leave()
 	env, err := s.cfg.New()
 	if err != nil {
 		s.cfg.Log.Error("openenv: make environment", "factory", s.cfg.Name, "err", err)
-		s.send(s.ctx, c, MsgError, ErrorData{Message: fmt.Sprintf("environment factory %s failed: %v", s.cfg.Name, err), Code: CodeFactoryError, FactoryName: s.cfg.Name})
-		_ = c.Close(websocket.StatusInternalError, "environment factory failed") // as above
+		msg := fmt.Sprintf("environment factory %s failed: %v", s.cfg.Name, err)
+		data, _ := json.Marshal(map[string]string{"factory_name": s.cfg.Name}) // strings always encode
+		refuse(s.ctx, ErrorData{Message: msg, Code: CodeFactoryError, FactoryName: s.cfg.Name},
+			&RPCError{Code: RPCServerError, Message: msg, Data: data}, websocket.StatusInternalError, "environment factory failed")
 		return
 	}
 	defer closeEnv(env, s.cfg.Log)
 	sess := &session{s: s, env: env}
+	if mcp {
+		sess.id = newSessionID()
+	}
 	// An idle session is closed with a close frame, which ends the Read
 	// waiting for it. A Read whose context ends would drop the connection
 	// without one.
@@ -101,6 +123,12 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return // the client left, sent too much, idled, or the server is closing
 		}
+		if mcp {
+			if !sess.send(c, "", sess.handleRPC(data)) {
+				return
+			}
+			continue
+		}
 		typ, reply, done := sess.handle(data)
 		if done {
 			_ = c.Close(websocket.StatusNormalClosure, "") // the client asked; its leaving is no failure
@@ -118,13 +146,22 @@ func (s *Server) send(ctx context.Context, c *websocket.Conn, typ string, data a
 }
 
 // write writes one message, encoded in buf, and returns buf for reuse; nil
-// when the message did not go.
+// when the message did not go. An empty typ writes data bare, as MCP's
+// WebSocket frames a response.
 func (s *Server) write(ctx context.Context, c *websocket.Conn, buf []byte, typ string, data any) []byte {
 	b, err := appendData(buf[:0], data)
 	if err != nil {
 		s.cfg.Log.Error("openenv: encode message", "type", typ, "err", err)
 		b, _ = json.Marshal(ErrorData{Message: "encode " + typ + ": " + err.Error(), Code: CodeSessionError}) // strings always encode
 		typ = MsgError
+	}
+	if typ == "" {
+		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		defer cancel()
+		if c.Write(wctx, websocket.MessageText, b) != nil {
+			return nil
+		}
+		return b
 	}
 	n := len(b)
 	b = appendMessage(b, typ, b[:n]) // the data, then the message after it
@@ -144,11 +181,13 @@ func (ss *session) send(c *websocket.Conn, typ string, data any) bool {
 
 // session is one connection's episode.
 type session struct {
-	s     *Server
-	env   Environment
-	reset bool   // an episode was started
-	steps int    // since the last reset
-	out   []byte // the last message sent, its buffer reused
+	s        *Server
+	env      Environment
+	id       string // the session_id of an MCP WebSocket; "" on /ws
+	reset    bool   // an episode was started
+	episodes int    // started on an MCP WebSocket
+	steps    int    // since the last reset
+	out      []byte // the last message sent, its buffer reused
 }
 
 // wsFields are the fields each message type may carry; OpenEnv's messages
