@@ -203,27 +203,42 @@ var wsFields = map[string]map[string]bool{
 // handle answers one message: the type and data to send back, or done
 // when the client closes the session.
 func (ss *session) handle(raw []byte) (typ string, data any, done bool) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) || !json.Valid(raw) {
-			return MsgError, ErrorData{Message: "Invalid JSON: " + err.Error(), Code: CodeInvalidJSON}, false
-		}
+	if !json.Valid(raw) {
+		var v any
+		err := json.Unmarshal(raw, &v) // for its message: raw is not JSON
+		return MsgError, ErrorData{Message: "Invalid JSON: " + fmt.Sprint(err), Code: CodeInvalidJSON}, false
+	}
+	if !startsObject(raw) {
 		return MsgError, invalid(FieldError{Type: "model_type", Loc: []any{}, Msg: "Input should be an object"}), false
 	}
-	var t string
-	if tr, ok := fields["type"]; ok {
-		// A type that is not a string reads as "", an unknown type.
-		_ = json.Unmarshal(tr, &t)
-	}
+	// The members are read without a decode into a map. The last of a
+	// repeated member counts, as in a decode.
+	var rawType, msgData json.RawMessage
+	extra, hasExtra := "", false // the first member other than type and data
+	members(raw, func(k, v []byte) bool {
+		switch key := keyString(k); key {
+		case "type":
+			rawType = v
+		case "data":
+			msgData = v
+		default:
+			if !hasExtra {
+				extra, hasExtra = key, true
+			}
+		}
+		return true
+	})
+	// A type that is not a string reads as "", an unknown type.
+	t, _ := stringValue(rawType)
 	allowed, ok := wsFields[t]
 	if !ok {
 		return MsgError, ErrorData{Message: "Unknown message type: " + t, Code: CodeUnknownType}, false
 	}
-	for k := range fields {
-		if !allowed[k] {
-			return MsgError, invalid(FieldError{Type: "extra_forbidden", Loc: []any{k}, Msg: "Extra inputs are not permitted"}), false
-		}
+	if msgData != nil && !allowed["data"] {
+		return MsgError, invalid(FieldError{Type: "extra_forbidden", Loc: []any{"data"}, Msg: "Extra inputs are not permitted"}), false
+	}
+	if hasExtra {
+		return MsgError, invalid(FieldError{Type: "extra_forbidden", Loc: []any{extra}, Msg: "Extra inputs are not permitted"}), false
 	}
 	switch t {
 	case MsgClose:
@@ -231,11 +246,11 @@ func (ss *session) handle(raw []byte) (typ string, data any, done bool) {
 	case MsgState:
 		return MsgState, ss.env.State(), false
 	case MsgReset:
-		return ss.doReset(fields["data"])
+		return ss.doReset(msgData)
 	case MsgMCP:
-		return ss.doMCP(fields["data"])
+		return ss.doMCP(msgData)
 	default:
-		return ss.doStep(fields["data"])
+		return ss.doStep(msgData)
 	}
 }
 
