@@ -86,19 +86,37 @@ func (c *Client) httpClient() *http.Client {
 
 // do sends one request and decodes a 200's body into out.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("openenv %s %s: encode: %w", method, path, err)
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, body)
+	var buf bytes.Buffer
+	b, err := c.roundTrip(ctx, method, path, body, &buf)
 	if err != nil {
-		return fmt.Errorf("openenv %s %s: %w", method, path, err)
+		return err
 	}
-	if in != nil {
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("openenv %s %s: decode: %w", method, path, err)
+	}
+	return nil
+}
+
+// roundTrip sends one request with body, JSON or nil, and reads a 200's
+// body into buf. Another status comes back as an *Error.
+func (c *Client) roundTrip(ctx context.Context, method, path string, body []byte, buf *bytes.Buffer) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("openenv %s %s: %w", method, path, err)
+	}
+	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.Token != "" {
@@ -106,13 +124,14 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		return fmt.Errorf("openenv %s %s: %w", method, path, err)
+		return nil, fmt.Errorf("openenv %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBytes()))
-	if err != nil {
-		return fmt.Errorf("openenv %s %s: read: %w", method, path, err)
+	buf.Reset()
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, c.maxBytes())); err != nil {
+		return nil, fmt.Errorf("openenv %s %s: read: %w", method, path, err)
 	}
+	b := buf.Bytes()
 	if resp.StatusCode != http.StatusOK {
 		e := &Error{Status: resp.StatusCode, Msg: strings.TrimSpace(string(b))}
 		var he HTTPError
@@ -125,12 +144,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 				e.Msg = string(he.Detail)
 			}
 		}
-		return fmt.Errorf("openenv %s %s: %w", method, path, e)
+		return nil, fmt.Errorf("openenv %s %s: %w", method, path, e)
 	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("openenv %s %s: decode: %w", method, path, err)
-	}
-	return nil
+	return b, nil
 }
 
 func (c *Client) maxBytes() int64 {
