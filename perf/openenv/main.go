@@ -30,6 +30,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -142,7 +143,7 @@ func run(episodes, conc int, latency time.Duration, only, profile string) error 
 		{"websocket", func(ctx context.Context) (openenv.Stepper, error) { return c.Dial(ctx) }},
 		{"http-mcp", func(context.Context) (openenv.Stepper, error) { return c.OpenMCP(), nil }},
 	}
-	fmt.Printf("%d episodes an arm, %d workers, stand-in latency %v, GOMAXPROCS %d, %d CPUs\n\n", episodes, conc, latency, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	fmt.Printf("%d episodes an arm, %d workers, stand-in latency %v, GOMAXPROCS %d, %d CPUs, load average %s\n\n", episodes, conc, latency, runtime.GOMAXPROCS(0), runtime.NumCPU(), loadAverage())
 	var results []result
 	profiling := false // from the first transport arm run to the end
 	for i, a := range arms {
@@ -187,7 +188,7 @@ func run(episodes, conc int, latency time.Duration, only, profile string) error 
 			verdict(float64(r.cpuPerEpisode()) <= maxCPURatio*float64(base.cpuPerEpisode())), float64(r.cpuPerEpisode())/float64(base.cpuPerEpisode()), maxCPURatio)
 	}
 	st := sv.Stats()
-	fmt.Printf("\nstand-in: %d requests, %d bad; sessions open at the end: %d\n", st.Requests, st.BadRequests, srv.Active())
+	fmt.Printf("\nstand-in: %d requests, %d bad; sessions open at the end: %d; load average %s\n", st.Requests, st.BadRequests, srv.Active(), loadAverage())
 	return nil
 }
 
@@ -274,6 +275,20 @@ func episode(ctx context.Context, s openenv.Stepper, seed int64, questions []str
 		return n, errors.New("not done after the answer")
 	}
 	return n, nil
+}
+
+// loadAverage is the machine's load over 1, 5 and 15 minutes, as Linux
+// reports it; "unknown" elsewhere. The CPU ratio moves with it.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // cpuTime is the process's user and system CPU time so far.
