@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/coder/websocket"
@@ -223,14 +224,11 @@ func (s *Session) result(ctx context.Context, typ string, data []byte) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
-	// An observation decodes in one pass. Anything else, an error
-	// included, takes the general path with its errors.
-	var fast struct {
-		Type string  `json:"type"`
-		Data *Result `json:"data"`
-	}
-	if json.Unmarshal(b, &fast) == nil && fast.Type == MsgObservation && fast.Data != nil {
-		return *fast.Data, nil
+	// An observation is checked once and its members walked, without a
+	// decode. Anything else, an error included, takes the general path
+	// with its errors.
+	if res, ok := readObservation(b); ok {
+		return res, nil
 	}
 	got, err := decodeMessage(b)
 	if err != nil {
@@ -244,6 +242,51 @@ func (s *Session) result(ctx context.Context, typ string, data []byte) (Result, 
 		return Result{}, fmt.Errorf("openenv %s: decode observation: %w", typ, err)
 	}
 	return res, nil
+}
+
+// readObservation reads an observation message into a Result whose
+// observation is a copy. It reports false for any other message, or one
+// it cannot read.
+func readObservation(b []byte) (Result, bool) {
+	if !json.Valid(b) || !startsObject(b) {
+		return Result{}, false
+	}
+	var typ, data []byte
+	members(b, func(k, v []byte) bool {
+		switch keyString(k) {
+		case "type":
+			typ = v
+		case "data":
+			data = v
+		}
+		return true
+	})
+	if string(typ) != `"`+MsgObservation+`"` || !startsObject(data) {
+		return Result{}, false
+	}
+	var res Result
+	ok := true
+	members(data, func(k, v []byte) bool {
+		switch keyString(k) {
+		case "observation":
+			res.Observation = append(json.RawMessage(nil), v...)
+		case "reward":
+			res.Reward = nil
+			if string(v) != "null" {
+				r, err := strconv.ParseFloat(string(v), 64)
+				res.Reward, ok = &r, err == nil
+			}
+		case "done":
+			res.Done, ok = string(v) == "true", string(v) == "true" || string(v) == "false"
+		case "metadata":
+			res.Metadata = nil
+			if string(v) != "null" {
+				ok = json.Unmarshal(v, &res.Metadata) == nil
+			}
+		}
+		return ok
+	})
+	return res, ok
 }
 
 // Exchange sends a message and reads the answer. An error message comes

@@ -163,3 +163,42 @@ func TestCallResultWriteOnce(t *testing.T) {
 		t.Errorf("error response: got %v, want an *RPCError %d", err, RPCInvalidParams)
 	}
 }
+
+// TestReadObservation: the walk reads an observation message as a decode
+// does, and leaves every other message to the general path.
+func TestReadObservation(t *testing.T) {
+	tests := []struct {
+		msg    string
+		wantOK bool
+	}{
+		{`{"type":"observation","data":{"observation":{"task":"t","tools":[]},"reward":null,"done":false}}`, true},
+		{`{"data": {"done": true, "reward": -0.0625, "observation": {"result": "}\"{"}, "metadata": {"split": "test"}}, "type": "observation"}`, true},
+		{`{"type":"observation","data":{"observation":{},"reward":1e-7,"done":true,"metadata":null}}`, true},
+		{`{"type":"error","data":{"message":"no","code":"EXECUTION_ERROR"}}`, false},
+		{`{"type":"observation","data":{"observation":{},"done":"yes"}}`, false},
+		{`{"type":"observation","data":[1]}`, false},
+		{`{"type":"observation"`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.msg, func(t *testing.T) {
+			got, ok := readObservation([]byte(tt.msg))
+			if ok != tt.wantOK {
+				t.Fatalf("got ok %v, want %v", ok, tt.wantOK)
+			}
+			if !ok {
+				return
+			}
+			var want struct {
+				Data Result `json:"data"`
+			}
+			if err := json.Unmarshal([]byte(tt.msg), &want); err != nil {
+				t.Fatal(err)
+			}
+			gotB, _ := json.Marshal(got) // a decoded Result always encodes
+			wantB, _ := json.Marshal(want.Data)
+			if !bytes.Equal(gotB, wantB) {
+				t.Errorf("got %s, want %s", gotB, wantB)
+			}
+		})
+	}
+}
