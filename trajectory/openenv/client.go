@@ -253,7 +253,7 @@ func readObservation(b []byte) (Result, bool) {
 	}
 	var typ, data []byte
 	members(b, func(k, v []byte) bool {
-		switch keyString(k) {
+		switch string(unescapeKey(k)) {
 		case "type":
 			typ = v
 		case "data":
@@ -267,7 +267,7 @@ func readObservation(b []byte) (Result, bool) {
 	var res Result
 	ok := true
 	members(data, func(k, v []byte) bool {
-		switch keyString(k) {
+		switch string(unescapeKey(k)) {
 		case "observation":
 			res.Observation = append(json.RawMessage(nil), v...)
 		case "reward":

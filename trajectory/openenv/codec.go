@@ -198,16 +198,17 @@ func skipValue(b []byte, i int) int {
 	return j
 }
 
-// keyString returns a member's key, unescaped.
-func keyString(key []byte) string {
+// unescapeKey returns a member's key, unescaped: the key itself when it
+// has no escapes, so that a switch on its string does not allocate.
+func unescapeKey(key []byte) []byte {
 	if bytes.IndexByte(key, '\\') < 0 {
-		return string(key)
+		return key
 	}
 	var s string
 	if json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &s) != nil {
-		return string(key) // a valid object's key always decodes
+		return key // a valid object's key always decodes
 	}
-	return s
+	return []byte(s)
 }
 
 // stringValue returns the string a JSON value holds, and false when it

@@ -272,7 +272,7 @@ func parseRPC(b []byte) (RPCRequest, *RPCError) {
 	// The last of a repeated member counts, as in a decode.
 	var version, method, params json.RawMessage
 	members(b, func(k, v []byte) bool {
-		switch keyString(k) {
+		switch string(unescapeKey(k)) {
 		case "id":
 			req.ID = v
 		case "jsonrpc":
@@ -408,7 +408,7 @@ func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMess
 	var rawName, args, meta, id json.RawMessage
 	named := false
 	members(params, func(k, v []byte) bool {
-		switch keyString(k) {
+		switch string(unescapeKey(k)) {
 		case "name":
 			rawName = v
 		case "arguments":

@@ -16,7 +16,7 @@ func checkMembers(t *testing.T, b []byte) {
 	}
 	got := map[string]json.RawMessage{}
 	members(b, func(k, v []byte) bool {
-		got[keyString(k)] = v // the last of a repeated member counts, as in the decode
+		got[string(unescapeKey(k))] = v // the last of a repeated member counts, as in the decode
 		return true
 	})
 	if len(got) != len(want) {

@@ -310,7 +310,7 @@ func decodeCallResponse(b []byte) (Result, error) {
 	}
 	var result, rerr json.RawMessage
 	members(b, func(k, v []byte) bool {
-		switch keyString(k) {
+		switch string(unescapeKey(k)) {
 		case "result":
 			result = v
 		case "error":
@@ -333,7 +333,7 @@ func decodeCallResponse(b []byte) (Result, error) {
 	obs = append(obs, '{')
 	var err error
 	members(result, func(k, v []byte) bool {
-		switch key := keyString(k); key {
+		switch string(unescapeKey(k)) {
 		case "content", "isError":
 		case "reward":
 			if string(v) != "null" {

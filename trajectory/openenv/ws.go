@@ -95,7 +95,15 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mcp bool) {
 		return
 	}
 	defer closeEnv(env, s.cfg.Log)
-	sess := &session{s: s, env: env}
+	// Reads and writes take a context without a Done channel: a
+	// cancellable one costs the WebSocket library a watch on every frame.
+	// The server's closing and a stuck write close the connection instead,
+	// which ends the read or write in progress.
+	stop := context.AfterFunc(s.ctx, func() { _ = c.CloseNow() }) // closing twice is no failure
+	defer stop()
+	sess := &session{s: s, env: env, stuck: time.AfterFunc(writeTimeout, func() { _ = c.CloseNow() })}
+	sess.stuck.Stop()
+	defer sess.stuck.Stop()
 	if mcp {
 		sess.id = newSessionID()
 	}
@@ -118,7 +126,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mcp bool) {
 	var in bytes.Buffer // the message read, reused
 	for {
 		idle.Reset(s.cfg.IdleTimeout)
-		data, err := readMessage(s.ctx, c, &in)
+		data, err := readMessage(context.Background(), c, &in)
 		idle.Stop()
 		if err != nil {
 			return // the client left, sent too much, idled, or the server is closing
@@ -149,33 +157,37 @@ func (s *Server) send(ctx context.Context, c *websocket.Conn, typ string, data a
 // when the message did not go. An empty typ writes data bare, as MCP's
 // WebSocket frames a response.
 func (s *Server) write(ctx context.Context, c *websocket.Conn, buf []byte, typ string, data any) []byte {
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	return s.writeCtx(wctx, c, buf, typ, data)
+}
+
+// writeCtx is write bounded by ctx alone.
+func (s *Server) writeCtx(ctx context.Context, c *websocket.Conn, buf []byte, typ string, data any) []byte {
 	b, err := appendData(buf[:0], data)
 	if err != nil {
 		s.cfg.Log.Error("openenv: encode message", "type", typ, "err", err)
 		b, _ = json.Marshal(ErrorData{Message: "encode " + typ + ": " + err.Error(), Code: CodeSessionError}) // strings always encode
 		typ = MsgError
 	}
-	if typ == "" {
-		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
-		defer cancel()
-		if c.Write(wctx, websocket.MessageText, b) != nil {
-			return nil
-		}
-		return b
+	msg := b
+	if typ != "" {
+		n := len(b)
+		b = appendMessage(b, typ, b[:n]) // the data, then the message after it
+		msg = b[n:]
 	}
-	n := len(b)
-	b = appendMessage(b, typ, b[:n]) // the data, then the message after it
-	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
-	defer cancel()
-	if c.Write(wctx, websocket.MessageText, b[n:]) != nil {
+	if c.Write(ctx, websocket.MessageText, msg) != nil {
 		return nil
 	}
 	return b
 }
 
-// send answers on the session's connection, reusing its buffer.
+// send answers on the session's connection, reusing its buffer. A write
+// that takes past writeTimeout closes the connection.
 func (ss *session) send(c *websocket.Conn, typ string, data any) bool {
-	ss.out = ss.s.write(ss.s.ctx, c, ss.out, typ, data)
+	ss.stuck.Reset(writeTimeout)
+	ss.out = ss.s.writeCtx(context.Background(), c, ss.out, typ, data)
+	ss.stuck.Stop()
 	return ss.out != nil
 }
 
@@ -183,11 +195,12 @@ func (ss *session) send(c *websocket.Conn, typ string, data any) bool {
 type session struct {
 	s        *Server
 	env      Environment
-	id       string // the session_id of an MCP WebSocket; "" on /ws
-	reset    bool   // an episode was started
-	episodes int    // started on an MCP WebSocket
-	steps    int    // since the last reset
-	out      []byte // the last message sent, its buffer reused
+	id       string      // the session_id of an MCP WebSocket; "" on /ws
+	stuck    *time.Timer // closes the connection when a write takes too long
+	reset    bool        // an episode was started
+	episodes int         // started on an MCP WebSocket
+	steps    int         // since the last reset
+	out      []byte      // the last message sent, its buffer reused
 }
 
 // wsFields are the fields each message type may carry; OpenEnv's messages
@@ -216,14 +229,14 @@ func (ss *session) handle(raw []byte) (typ string, data any, done bool) {
 	var rawType, msgData json.RawMessage
 	extra, hasExtra := "", false // the first member other than type and data
 	members(raw, func(k, v []byte) bool {
-		switch key := keyString(k); key {
+		switch string(unescapeKey(k)) {
 		case "type":
 			rawType = v
 		case "data":
 			msgData = v
 		default:
 			if !hasExtra {
-				extra, hasExtra = key, true
+				extra, hasExtra = string(unescapeKey(k)), true
 			}
 		}
 		return true
