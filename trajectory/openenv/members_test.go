@@ -2,6 +2,7 @@ package openenv
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -200,5 +201,39 @@ func TestReadObservation(t *testing.T) {
 				t.Errorf("got %s, want %s", gotB, wantB)
 			}
 		})
+	}
+}
+
+// TestWebSocketEscapedMembers: a message whose keys or type are written
+// with escapes reads as the same message written plainly.
+func TestWebSocketEscapedMembers(t *testing.T) {
+	srv, _ := newDelegationServer(t, DelegationConfig{}, nil)
+	c := serve(t, srv, "")
+	ctx := context.Background()
+	s, err := c.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tests := []struct {
+		msg      string
+		wantType string
+		wantCode string
+	}{
+		{`{"type":"st\u0061te"}`, MsgState, ""},
+		{`{"\u0074ype":"state"}`, MsgState, ""},
+		{`{"type":"reset","d\u0061ta":{"seed":1}}`, MsgObservation, ""},
+		{`{"type":"state","d\u0061ta":{}}`, "", CodeValidationError},
+		{`{"type":"st\u0061tes"}`, "", CodeUnknownType},
+	}
+	for _, tt := range tests {
+		m, err := s.ExchangeRaw(ctx, []byte(tt.msg))
+		var e *Error
+		switch {
+		case tt.wantCode != "" && (!errors.As(err, &e) || e.Code != tt.wantCode):
+			t.Errorf("%s: got %v, want %s", tt.msg, err, tt.wantCode)
+		case tt.wantCode == "" && (err != nil || m.Type != tt.wantType):
+			t.Errorf("%s: got %+v, %v; want %s", tt.msg, m, err, tt.wantType)
+		}
 	}
 }

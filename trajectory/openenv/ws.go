@@ -241,11 +241,17 @@ func (ss *session) handle(raw []byte) (typ string, data any, done bool) {
 		}
 		return true
 	})
-	// A type that is not a string reads as "", an unknown type.
-	t, _ := stringValue(rawType)
-	allowed, ok := wsFields[t]
+	// A type that is not a string reads as "", an unknown type. A type
+	// without escapes is looked up without a copy.
+	var t []byte
+	if len(rawType) >= 2 && rawType[0] == '"' && bytes.IndexByte(rawType, '\\') < 0 {
+		t = rawType[1 : len(rawType)-1]
+	} else if s, ok := stringValue(rawType); ok {
+		t = []byte(s)
+	}
+	allowed, ok := wsFields[string(t)]
 	if !ok {
-		return MsgError, ErrorData{Message: "Unknown message type: " + t, Code: CodeUnknownType}, false
+		return MsgError, ErrorData{Message: "Unknown message type: " + string(t), Code: CodeUnknownType}, false
 	}
 	if msgData != nil && !allowed["data"] {
 		return MsgError, invalid(FieldError{Type: "extra_forbidden", Loc: []any{"data"}, Msg: "Extra inputs are not permitted"}), false
@@ -253,7 +259,7 @@ func (ss *session) handle(raw []byte) (typ string, data any, done bool) {
 	if hasExtra {
 		return MsgError, invalid(FieldError{Type: "extra_forbidden", Loc: []any{extra}, Msg: "Extra inputs are not permitted"}), false
 	}
-	switch t {
+	switch string(t) {
 	case MsgClose:
 		return "", nil, true
 	case MsgState:
