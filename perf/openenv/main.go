@@ -15,6 +15,7 @@
 //
 //	go run ./perf/openenv -episodes 2000 -concurrency 32
 //	go run ./perf/openenv -arm websocket -cpuprofile /tmp/ws.pprof
+//	go run ./perf/openenv -arm websocket -memprofile /tmp/ws.mem
 package main
 
 import (
@@ -54,11 +55,34 @@ func main() {
 	latency := flag.Duration("latency", 0, "the stand-in's latency per sub-agent call")
 	only := flag.String("arm", "", "run in-process and this arm only (websocket or http-mcp); default all")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the transport arms to this file")
+	memProfile := flag.String("memprofile", "", "write the allocations of the whole run to this file (go tool pprof -sample_index=alloc_objects)")
 	flag.Parse()
+	if *memProfile != "" {
+		runtime.MemProfileRate = 4096 // finer than the default, for allocation counts
+	}
 	if err := run(*episodes, *conc, *latency, *only, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "openenv:", err)
 		os.Exit(1)
 	}
+	if *memProfile != "" {
+		if err := writeHeapProfile(*memProfile); err != nil {
+			fmt.Fprintln(os.Stderr, "openenv:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// writeHeapProfile writes the allocations so far to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // arm is one way of running an episode's steps. open returns a worker's
