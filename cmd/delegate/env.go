@@ -59,7 +59,7 @@ Listening off loopback needs a token ($` + envTokenEnv + ` or --token) unless
 	fl.BoolVar(&f.skipBad, "skip-bad", false, "leave malformed dataset records out, listing each, instead of failing")
 	fl.IntVar(&f.maxEpisodes, "max-episodes", 64, "WebSocket episodes open at once (CAPACITY_REACHED beyond)")
 	fl.IntVar(&f.maxSteps, "max-steps", 8, "tool calls that end an episode unanswered")
-	fl.StringVar(&f.token, "token", "", "bearer token clients must send (default $"+envTokenEnv+"; prefer the variable: a flag shows in ps)")
+	fl.StringVar(&f.token, "token", "", "token clients must send, as a bearer token or a Basic auth password (default $"+envTokenEnv+"; prefer the variable: a flag shows in ps)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without a token")
 	return cmd
 }
