@@ -191,7 +191,7 @@ func (ss *session) handleRPC(raw []byte) RPCResponse {
 	if rerr != nil {
 		return RPCResponse{JSONRPC: "2.0", Error: rerr, ID: idOrNull(req.ID)}
 	}
-	return ss.s.rpc(ss.s.ctx, rpcCall{req: req, ws: ss})
+	return ss.s.rpc(ss.ctx, rpcCall{req: req, ws: ss})
 }
 
 // sessionMethod serves OpenEnv's session methods on an MCP WebSocket,

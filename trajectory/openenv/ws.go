@@ -101,7 +101,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mcp bool) {
 	// which ends the read or write in progress.
 	stop := context.AfterFunc(s.ctx, func() { _ = c.CloseNow() }) // closing twice is no failure
 	defer stop()
-	sess := &session{s: s, env: env, stuck: time.AfterFunc(writeTimeout, func() { _ = c.CloseNow() })}
+	// The session's steps derive their timeouts from its own context: from
+	// the server's, every step of every session would take its lock.
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	sess := &session{s: s, ctx: ctx, env: env, stuck: time.AfterFunc(writeTimeout, func() { _ = c.CloseNow() })}
 	sess.stuck.Stop()
 	defer sess.stuck.Stop()
 	if mcp {
@@ -194,6 +198,7 @@ func (ss *session) send(c *websocket.Conn, typ string, data any) bool {
 // session is one connection's episode.
 type session struct {
 	s        *Server
+	ctx      context.Context // ends with the session or the server
 	env      Environment
 	id       string      // the session_id of an MCP WebSocket; "" on /ws
 	stuck    *time.Timer // closes the connection when a write takes too long
@@ -294,7 +299,7 @@ func (ss *session) doReset(data json.RawMessage) (string, any, bool) {
 		}
 		return MsgError, invalid(errs...), false
 	}
-	ctx, cancel := context.WithTimeout(ss.s.ctx, ss.s.cfg.StepTimeout)
+	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.cfg.StepTimeout)
 	defer cancel()
 	obs, err := ss.env.Reset(ctx, req.Seed, deref(req.EpisodeID))
 	if err == nil {
@@ -313,7 +318,7 @@ func (ss *session) doStep(data json.RawMessage) (string, any, bool) {
 	if ss.reset && ss.steps >= ss.s.cfg.MaxSteps {
 		return MsgError, ErrorData{Message: fmt.Sprintf("%v (%d steps)", ErrStepLimit, ss.s.cfg.MaxSteps), Code: CodeExecutionError}, false
 	}
-	ctx, cancel := context.WithTimeout(ss.s.ctx, ss.s.cfg.StepTimeout)
+	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.cfg.StepTimeout)
 	defer cancel()
 	obs, err := ss.env.Step(ctx, data)
 	if ss.reset {
@@ -332,7 +337,7 @@ func (ss *session) doMCP(data json.RawMessage) (string, any, bool) {
 	if rerr != nil {
 		return MsgMCP, RPCResponse{JSONRPC: "2.0", Error: rerr, ID: idOrNull(req.ID)}, false
 	}
-	return MsgMCP, ss.s.rpc(ss.s.ctx, rpcCall{req: req, ws: ss}), false
+	return MsgMCP, ss.s.rpc(ss.ctx, rpcCall{req: req, ws: ss}), false
 }
 
 // observation answers a reset or a step on the WebSocket.
