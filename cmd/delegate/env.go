@@ -59,7 +59,7 @@ Listening off loopback needs a token ($` + envTokenEnv + ` or --token) unless
 	fl.BoolVar(&f.skipBad, "skip-bad", false, "leave malformed dataset records out, listing each, instead of failing")
 	fl.IntVar(&f.maxEpisodes, "max-episodes", 64, "WebSocket episodes open at once (CAPACITY_REACHED beyond)")
 	fl.IntVar(&f.maxSteps, "max-steps", 8, "tool calls that end an episode unanswered")
-	fl.StringVar(&f.token, "token", "", "bearer token clients must send (default $"+envTokenEnv+"; prefer the variable: a flag shows in ps)")
+	fl.StringVar(&f.token, "token", "", "token clients must send, as a bearer token or a Basic auth password (default $"+envTokenEnv+"; prefer the variable: a flag shows in ps)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without a token")
 	return cmd
 }
@@ -115,15 +115,16 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	if err != nil {
 		return fmt.Errorf("env: %w", err)
 	}
-	srv, err := openenv.NewServer(openenv.Config{
-		New: d.New, Name: "delegation", Metadata: d.Metadata(), Schema: d.Schema(), Tools: d.Tools(),
-		MaxSessions: f.maxEpisodes, Log: log, // the episode ends at --max-steps; the server's step limit stays a backstop
-	})
+	oc := openenv.DefaultConfig() // the episode ends at --max-steps; the server's step limit stays a backstop
+	oc.New, oc.Name, oc.Metadata, oc.Schema, oc.Tools = d.New, "delegation", d.Metadata(), d.Schema(), d.Tools()
+	oc.MaxSessions, oc.Log = f.maxEpisodes, log
+	srv, err := openenv.NewServer(oc)
 	if err != nil {
 		return fmt.Errorf("env: %w", err)
 	}
 	defer srv.Close()
-	h := edge.Config{Token: f.token, Open: []string{"/health"}, Realm: "delegate env", Refuse: func(w http.ResponseWriter, rf edge.Refusal) {
+	// Basic: OpenEnv's Python client sends credentials only from its URL's user information.
+	h := edge.Config{Token: f.token, Basic: true, Open: []string{"/health"}, Realm: "delegate env", Refuse: func(w http.ResponseWriter, rf edge.Refusal) {
 		openenv.WriteDetail(w, rf.Status, rf.Message)
 	}}.Handler(srv)
 	ln, err := net.Listen("tcp", f.addr)

@@ -42,6 +42,10 @@ type Config struct {
 	// "Authorization: Bearer TOKEN". It is compared in constant time and
 	// never logged.
 	Token string
+	// Basic also takes the token as the password of HTTP Basic auth,
+	// with any user name. Clients that take credentials from a URL, such
+	// as Python's websockets and httpx, send them so.
+	Basic bool
 	// Open lists the paths served without the token, such as /health.
 	Open []string
 	// Hosts lists the names a Host header may carry besides IP literals
@@ -96,9 +100,12 @@ func (c Config) check(r *http.Request, hash [sha256.Size]byte) (Refusal, bool) {
 	if why := notJSON(r); why != "" {
 		return Refusal{http.StatusUnsupportedMediaType, "unsupported_media_type", why}, false
 	}
-	if c.Token != "" && !slices.Contains(c.Open, r.URL.Path) && !Authorized(r, hash) {
-		return Refusal{http.StatusUnauthorized, "invalid_api_key",
-			"missing or wrong bearer token: send it as \"Authorization: Bearer TOKEN\""}, false
+	if c.Token != "" && !slices.Contains(c.Open, r.URL.Path) && !Authorized(r, hash) && !(c.Basic && AuthorizedBasic(r, hash)) {
+		msg := "missing or wrong bearer token: send it as \"Authorization: Bearer TOKEN\""
+		if c.Basic {
+			msg += ", or as the password of Basic auth (a URL such as http://user:TOKEN@host)"
+		}
+		return Refusal{http.StatusUnauthorized, "invalid_api_key", msg}, false
 	}
 	return Refusal{}, true
 }
@@ -113,6 +120,18 @@ func Authorized(r *http.Request, hash [sha256.Size]byte) bool {
 		return false
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return subtle.ConstantTimeCompare(got[:], hash[:]) == 1
+}
+
+// AuthorizedBasic reports whether r carries HTTP Basic credentials whose
+// password is the token whose SHA-256 is hash. The user name is not
+// checked. The password is compared as Authorized compares a token.
+func AuthorizedBasic(r *http.Request, hash [sha256.Size]byte) bool {
+	_, password, ok := r.BasicAuth()
+	if !ok {
+		return false
+	}
+	got := sha256.Sum256([]byte(password))
 	return subtle.ConstantTimeCompare(got[:], hash[:]) == 1
 }
 

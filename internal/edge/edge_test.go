@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ func TestHandler(t *testing.T) {
 	open := Config{}.Handler(ok)
 	locked := Config{Token: "s3cret", Open: []string{"/health"}, Realm: "test"}.Handler(ok)
 	named := Config{Hosts: []string{"trainer.internal"}}.Handler(ok)
+	basic := Config{Token: "s3cret", Basic: true, Realm: "test"}.Handler(ok)
 	tests := []struct {
 		name   string
 		h      http.Handler
@@ -54,6 +56,13 @@ func TestHandler(t *testing.T) {
 		{name: "token with another scheme", h: locked, host: "127.0.0.1:8000", header: map[string]string{"Authorization": "Basic s3cret"}, want: 401, code: "invalid_api_key"},
 		{name: "lower-case scheme", h: locked, host: "127.0.0.1:8000", header: map[string]string{"Authorization": "bearer s3cret"}, want: 200},
 		{name: "open path", h: locked, path: "/health", host: "127.0.0.1:8000", want: 200},
+		{name: "Basic password refused without Basic", h: locked, host: "127.0.0.1:8000", header: map[string]string{"Authorization": basicAuth("u", "s3cret")}, want: 401, code: "invalid_api_key"},
+		{name: "Basic password, any user", h: basic, host: "127.0.0.1:8000", header: map[string]string{"Authorization": basicAuth("trl", "s3cret")}, want: 200},
+		{name: "Basic password, empty user", h: basic, host: "127.0.0.1:8000", header: map[string]string{"Authorization": basicAuth("", "s3cret")}, want: 200},
+		{name: "Basic with a wrong password", h: basic, host: "127.0.0.1:8000", header: map[string]string{"Authorization": basicAuth("s3cret", "s3cre")}, want: 401, code: "invalid_api_key"},
+		{name: "Basic with the token as user", h: basic, host: "127.0.0.1:8000", header: map[string]string{"Authorization": basicAuth("s3cret", "")}, want: 401, code: "invalid_api_key"},
+		{name: "bearer still with Basic", h: basic, host: "127.0.0.1:8000", header: map[string]string{"Authorization": "Bearer s3cret"}, want: 200},
+		{name: "nothing with Basic", h: basic, host: "127.0.0.1:8000", want: 401, code: "invalid_api_key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,6 +141,11 @@ func TestOverRealHTTP(t *testing.T) {
 	if got := do("", map[string]string{"Content-Type": "text/plain", "Sec-Fetch-Site": "cross-site", "Origin": "http://evil.example"}); got != http.StatusForbidden {
 		t.Errorf("cross-site page: %d, want 403", got)
 	}
+}
+
+// basicAuth is an Authorization header of HTTP Basic auth.
+func basicAuth(user, password string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 }
 
 func TestAuthorized(t *testing.T) {

@@ -15,6 +15,7 @@
 //
 //	go run ./perf/openenv -episodes 2000 -concurrency 32
 //	go run ./perf/openenv -arm websocket -cpuprofile /tmp/ws.pprof
+//	go run ./perf/openenv -arm websocket -memprofile /tmp/ws.mem
 package main
 
 import (
@@ -30,6 +31,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -53,11 +55,34 @@ func main() {
 	latency := flag.Duration("latency", 0, "the stand-in's latency per sub-agent call")
 	only := flag.String("arm", "", "run in-process and this arm only (websocket or http-mcp); default all")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the transport arms to this file")
+	memProfile := flag.String("memprofile", "", "write the allocations of the whole run to this file (go tool pprof -sample_index=alloc_objects)")
 	flag.Parse()
+	if *memProfile != "" {
+		runtime.MemProfileRate = 4096 // finer than the default, for allocation counts
+	}
 	if err := run(*episodes, *conc, *latency, *only, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "openenv:", err)
 		os.Exit(1)
 	}
+	if *memProfile != "" {
+		if err := writeHeapProfile(*memProfile); err != nil {
+			fmt.Fprintln(os.Stderr, "openenv:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// writeHeapProfile writes the allocations so far to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // arm is one way of running an episode's steps. open returns a worker's
@@ -110,8 +135,10 @@ func run(episodes, conc int, latency time.Duration, only, profile string) error 
 	if err != nil {
 		return err
 	}
-	srv, err := openenv.NewServer(openenv.Config{New: d.New, Name: "delegation", Metadata: d.Metadata(), Schema: d.Schema(), Tools: d.Tools(),
-		MaxSessions: 2 * conc, MaxMCPEpisodes: episodes})
+	oc := openenv.DefaultConfig()
+	oc.New, oc.Name, oc.Metadata, oc.Schema, oc.Tools = d.New, "delegation", d.Metadata(), d.Schema(), d.Tools()
+	oc.MaxSessions, oc.MaxMCPEpisodes = 2*conc, episodes
+	srv, err := openenv.NewServer(oc)
 	if err != nil {
 		return err
 	}
@@ -144,7 +171,7 @@ func run(episodes, conc int, latency time.Duration, only, profile string) error 
 		{"websocket", func(ctx context.Context) (openenv.Stepper, error) { return c.Dial(ctx) }},
 		{"http-mcp", func(context.Context) (openenv.Stepper, error) { return c.OpenMCP(), nil }},
 	}
-	fmt.Printf("%d episodes an arm, %d workers, stand-in latency %v, GOMAXPROCS %d, %d CPUs\n\n", episodes, conc, latency, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	fmt.Printf("%d episodes an arm, %d workers, stand-in latency %v, GOMAXPROCS %d, %d CPUs, load average %s\n\n", episodes, conc, latency, runtime.GOMAXPROCS(0), runtime.NumCPU(), loadAverage())
 	var results []result
 	profiling := false // from the first transport arm run to the end
 	for i, a := range arms {
@@ -189,7 +216,7 @@ func run(episodes, conc int, latency time.Duration, only, profile string) error 
 			verdict(float64(r.cpuPerEpisode()) <= maxCPURatio*float64(base.cpuPerEpisode())), float64(r.cpuPerEpisode())/float64(base.cpuPerEpisode()), maxCPURatio)
 	}
 	st := sv.Stats()
-	fmt.Printf("\nstand-in: %d requests, %d bad; sessions open at the end: %d\n", st.Requests, st.BadRequests, srv.Active())
+	fmt.Printf("\nstand-in: %d requests, %d bad; sessions open at the end: %d; load average %s\n", st.Requests, st.BadRequests, srv.Active(), loadAverage())
 	return nil
 }
 
@@ -276,6 +303,20 @@ func episode(ctx context.Context, s openenv.Stepper, seed int64, questions []str
 		return n, errors.New("not done after the answer")
 	}
 	return n, nil
+}
+
+// loadAverage is the machine's load over 1, 5 and 15 minutes, as Linux
+// reports it; "unknown" elsewhere. The CPU ratio moves with it.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // cpuTime is the process's user and system CPU time so far.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/coder/websocket"
@@ -86,19 +87,37 @@ func (c *Client) httpClient() *http.Client {
 
 // do sends one request and decodes a 200's body into out.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("openenv %s %s: encode: %w", method, path, err)
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, body)
+	var buf bytes.Buffer
+	b, err := c.roundTrip(ctx, method, path, body, &buf)
 	if err != nil {
-		return fmt.Errorf("openenv %s %s: %w", method, path, err)
+		return err
 	}
-	if in != nil {
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("openenv %s %s: decode: %w", method, path, err)
+	}
+	return nil
+}
+
+// roundTrip sends one request with body, JSON or nil, and reads a 200's
+// body into buf. Another status comes back as an *Error.
+func (c *Client) roundTrip(ctx context.Context, method, path string, body []byte, buf *bytes.Buffer) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("openenv %s %s: %w", method, path, err)
+	}
+	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.Token != "" {
@@ -106,13 +125,14 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		return fmt.Errorf("openenv %s %s: %w", method, path, err)
+		return nil, fmt.Errorf("openenv %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBytes()))
-	if err != nil {
-		return fmt.Errorf("openenv %s %s: read: %w", method, path, err)
+	buf.Reset()
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, c.maxBytes())); err != nil {
+		return nil, fmt.Errorf("openenv %s %s: read: %w", method, path, err)
 	}
+	b := buf.Bytes()
 	if resp.StatusCode != http.StatusOK {
 		e := &Error{Status: resp.StatusCode, Msg: strings.TrimSpace(string(b))}
 		var he HTTPError
@@ -125,12 +145,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 				e.Msg = string(he.Detail)
 			}
 		}
-		return fmt.Errorf("openenv %s %s: %w", method, path, e)
+		return nil, fmt.Errorf("openenv %s %s: %w", method, path, e)
 	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("openenv %s %s: decode: %w", method, path, err)
-	}
-	return nil
+	return b, nil
 }
 
 func (c *Client) maxBytes() int64 {
@@ -207,14 +224,11 @@ func (s *Session) result(ctx context.Context, typ string, data []byte) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
-	// An observation decodes in one pass. Anything else, an error
-	// included, takes the general path with its errors.
-	var fast struct {
-		Type string  `json:"type"`
-		Data *Result `json:"data"`
-	}
-	if json.Unmarshal(b, &fast) == nil && fast.Type == MsgObservation && fast.Data != nil {
-		return *fast.Data, nil
+	// An observation is checked once and its members walked, without a
+	// decode. Anything else, an error included, takes the general path
+	// with its errors.
+	if res, ok := readObservation(b); ok {
+		return res, nil
 	}
 	got, err := decodeMessage(b)
 	if err != nil {
@@ -228,6 +242,51 @@ func (s *Session) result(ctx context.Context, typ string, data []byte) (Result, 
 		return Result{}, fmt.Errorf("openenv %s: decode observation: %w", typ, err)
 	}
 	return res, nil
+}
+
+// readObservation reads an observation message into a Result whose
+// observation is a copy. It reports false for any other message, or one
+// it cannot read.
+func readObservation(b []byte) (Result, bool) {
+	if !json.Valid(b) || !startsObject(b) {
+		return Result{}, false
+	}
+	var typ, data []byte
+	members(b, func(k, v []byte) bool {
+		switch string(unescapeKey(k)) {
+		case "type":
+			typ = v
+		case "data":
+			data = v
+		}
+		return true
+	})
+	if string(typ) != `"`+MsgObservation+`"` || !startsObject(data) {
+		return Result{}, false
+	}
+	var res Result
+	ok := true
+	members(data, func(k, v []byte) bool {
+		switch string(unescapeKey(k)) {
+		case "observation":
+			res.Observation = append(json.RawMessage(nil), v...)
+		case "reward":
+			res.Reward = nil
+			if string(v) != "null" {
+				r, err := strconv.ParseFloat(string(v), 64)
+				res.Reward, ok = &r, err == nil
+			}
+		case "done":
+			res.Done, ok = string(v) == "true", string(v) == "true" || string(v) == "false"
+		case "metadata":
+			res.Metadata = nil
+			if string(v) != "null" {
+				ok = json.Unmarshal(v, &res.Metadata) == nil
+			}
+		}
+		return ok
+	})
+	return res, ok
 }
 
 // Exchange sends a message and reads the answer. An error message comes

@@ -32,8 +32,13 @@ func appendMessage(dst []byte, typ string, data []byte) []byte {
 // appendData appends v encoded as json.Marshal does. A Result, the answer
 // to every reset and step, is written without re-scanning its observation.
 func appendData(dst []byte, v any) ([]byte, error) {
-	if r, ok := v.(Result); ok && (r.Reward == nil || finite(*r.Reward)) {
-		return appendResult(dst, r)
+	switch r := v.(type) {
+	case Result:
+		if r.Reward == nil || finite(*r.Reward) {
+			return appendResult(dst, r)
+		}
+	case RPCResponse:
+		return appendRPCResponse(dst, r)
 	}
 	b, err := json.Marshal(v)
 	return append(dst, b...), err
@@ -110,4 +115,170 @@ func readMessage(ctx context.Context, c *websocket.Conn, buf *bytes.Buffer) ([]b
 func startsObject(b json.RawMessage) bool {
 	b = bytes.TrimLeft(b, " \t\r\n")
 	return len(b) > 0 && b[0] == '{'
+}
+
+// members calls fn with each member of b, a valid JSON object, in order:
+// its key as written between the quotes, and its value's bytes. It stops
+// when fn returns false. It reads the top level alone, without the maps
+// and copies of a decode; the caller has checked that b is valid.
+func members(b []byte, fn func(key, value []byte) bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return
+	}
+	i++
+	for {
+		i = skipSpace(b, i)
+		if i >= len(b) || b[i] != '"' {
+			return // "}" or the end
+		}
+		end := skipValue(b, i)
+		key := b[i+1 : end-1]
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return
+		}
+		i = skipSpace(b, i+1)
+		end = skipValue(b, i)
+		if !fn(key, b[i:end]) {
+			return
+		}
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ',' {
+			return
+		}
+		i++
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the valid JSON value that starts at i.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		for j := i + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1
+			}
+		}
+		return len(b)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = skipValue(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	return j
+}
+
+// unescapeKey returns a member's key, unescaped: the key itself when it
+// has no escapes, so that a switch on its string does not allocate.
+func unescapeKey(key []byte) []byte {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return key
+	}
+	var s string
+	if json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &s) != nil {
+		return key // a valid object's key always decodes
+	}
+	return []byte(s)
+}
+
+// stringValue returns the string a JSON value holds, and false when it
+// holds another kind of value.
+func stringValue(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), true
+	}
+	var s string
+	return s, json.Unmarshal(v, &s) == nil
+}
+
+// appendRPCResponse appends r as json.Marshal writes it. Its result, when
+// set, must be compact JSON, as json.Marshal and appendCallResult write.
+func appendRPCResponse(dst []byte, r RPCResponse) ([]byte, error) {
+	dst = append(dst, `{"jsonrpc":"2.0"`...)
+	if len(r.Result) > 0 {
+		dst = append(dst, `,"result":`...)
+		dst = append(dst, r.Result...)
+	}
+	if r.Error != nil {
+		b, err := json.Marshal(r.Error)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, `,"error":`...)
+		dst = append(dst, b...)
+	}
+	dst = append(dst, `,"id":`...)
+	if len(r.ID) == 0 {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, r.ID...)
+	}
+	return append(dst, '}'), nil
+}
+
+// callTexter is an observation value that gives its tools/call text and
+// error flag, and has no member named content, isError, reward or done.
+// The server writes its call result in one pass.
+type callTexter interface {
+	callText() (text string, isError bool)
+}
+
+// appendCallResult appends a tools/call result: MCP's content and
+// isError, the observation's members, reward and done. The observation
+// must be a compact JSON object without those four members.
+func appendCallResult(dst []byte, text string, isError bool, obs []byte, reward *float64, done bool) ([]byte, error) {
+	t, err := json.Marshal(text)
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, `{"content":[{"type":"text","text":`...)
+	dst = append(dst, t...)
+	dst = append(dst, `}],"isError":`...)
+	dst = strconv.AppendBool(dst, isError)
+	if inner := bytes.TrimSpace(obs[1 : len(obs)-1]); len(inner) > 0 {
+		dst = append(dst, ',')
+		dst = append(dst, inner...)
+	}
+	dst = append(dst, `,"reward":`...)
+	if reward == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendFloat(dst, *reward)
+	}
+	dst = append(dst, `,"done":`...)
+	dst = strconv.AppendBool(dst, done)
+	return append(dst, '}'), nil
 }

@@ -21,7 +21,7 @@ func TestConcurrentEpisodes(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, leaks) }) // registered first, so it runs after the server's cleanup
 	const n = 200
 	sub := fakeSolver()
-	srv, d := newDelegationServer(t, DelegationConfig{Subagent: sub}, Config{MaxSessions: n})
+	srv, d := newDelegationServer(t, DelegationConfig{Subagent: sub}, func(c *Config) { c.MaxSessions = n })
 	c := serveWith(t, srv, "", edge.DefaultTimeouts()) // 200 handshakes at once can take longer than serve's short timeouts
 	ctx := context.Background()
 

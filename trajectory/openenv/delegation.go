@@ -241,6 +241,15 @@ func (o DelegationObservation) appendJSON(dst []byte) ([]byte, error) {
 	return append(dst, rest[1:]...), nil
 }
 
+// callText is the text of the observation's tools/call result: the
+// call's result, or its error's message.
+func (o DelegationObservation) callText() (string, bool) {
+	if o.Error != nil {
+		return o.Error.Message, true
+	}
+	return o.Result, false
+}
+
 // RoleSpend is what one role spent in an episode.
 type RoleSpend struct {
 	PromptTokens     int     `json:"prompt_tokens"`

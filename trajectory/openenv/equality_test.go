@@ -46,7 +46,7 @@ func TestEqualsInProcessRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, d := newDelegationServer(t, DelegationConfig{Subagent: solver, Split: world.Test, Generation: &scfg.Weak}, Config{})
+	srv, d := newDelegationServer(t, DelegationConfig{Subagent: solver, Split: world.Test, Generation: &scfg.Weak}, nil)
 	c := serve(t, srv, "")
 	ctx := context.Background()
 	policy := Policy{Agent: delegate.Agent{Role: "policy", Model: router, Price: prices.Delegator}, Messages: transcript.RouteMessages,

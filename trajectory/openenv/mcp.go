@@ -173,7 +173,73 @@ func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	b, err = appendRPCResponse(make([]byte, 0, 512+len(resp.Result)), resp)
+	if err != nil {
+		writeJSON(w, http.StatusOK, RPCResponse{JSONRPC: "2.0", ID: resp.ID, Error: &RPCError{Code: RPCInternalError, Message: "encode response: " + err.Error()}})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	// The status line is out; a failed write means the client went away.
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// handleRPC answers one message of an MCP WebSocket. Every request gets
+// an answer, a notification too, as OpenEnv's server does.
+func (ss *session) handleRPC(raw []byte) RPCResponse {
+	req, rerr := parseRPC(raw)
+	if rerr != nil {
+		return RPCResponse{JSONRPC: "2.0", Error: rerr, ID: idOrNull(req.ID)}
+	}
+	return ss.s.rpc(ss.ctx, rpcCall{req: req, ws: ss})
+}
+
+// sessionMethod serves OpenEnv's session methods on an MCP WebSocket,
+// whose connection is the session. Create and reset start the
+// connection's next episode; close refuses to close the connection's own
+// session, as OpenEnv does, and closes an HTTP session it names.
+func (ss *session) sessionMethod(ctx context.Context, method string, params map[string]json.RawMessage) (any, error) {
+	var p sessionParams
+	b, _ := json.Marshal(params) // raw messages always encode
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + err.Error()}
+	}
+	if method == MethodSessionClose {
+		if p.SessionID == "" {
+			return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'session_id' is required"}
+		}
+		if p.SessionID == ss.id {
+			return nil, &RPCError{Code: RPCInvalidRequest, Message: "Cannot close active WebSocket-managed session via MCP method: close the WebSocket"}
+		}
+		ms, err := ss.s.mcpSession(params["session_id"])
+		if err != nil {
+			return nil, err
+		}
+		ss.s.dropSession(ms)
+		return map[string]any{"session_id": ms.id, "closed": true}, nil
+	}
+	if p.SessionID != "" && p.SessionID != ss.id {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Unknown session_id: " + p.SessionID + " (this connection's is " + ss.id + ")"}
+	}
+	if method == MethodSessionState {
+		return ss.env.State(), nil
+	}
+	if errs := (ResetRequest{Seed: p.Seed, EpisodeID: p.EpisodeID}).Validate(); len(errs) > 0 {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + (&ValidationError{errs}).Error()}
+	}
+	sctx, cancel := context.WithTimeout(ctx, ss.s.cfg.StepTimeout)
+	defer cancel()
+	obs, err := ss.env.Reset(sctx, p.Seed, deref(p.EpisodeID))
+	if err != nil {
+		return nil, rpcStepError(err)
+	}
+	res, err := obs.Result()
+	if err != nil {
+		return nil, err
+	}
+	ss.reset, ss.steps = true, 0
+	ss.episodes++
+	return sessionResult{SessionID: ss.id, Episode: ss.episodes, Result: res}, nil
 }
 
 // readRPCBody reads a body of at most MaxMessageBytes, answering 413
@@ -200,28 +266,39 @@ func parseRPC(b []byte) (RPCRequest, *RPCError) {
 	if !json.Valid(b) {
 		return req, &RPCError{Code: RPCParseError, Message: "Parse error"}
 	}
-	if !isObject(b) {
+	if !startsObject(b) {
 		return req, &RPCError{Code: RPCInvalidRequest, Message: "Invalid request: want one JSON-RPC request object; batches are not served"}
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil {
-		return req, &RPCError{Code: RPCInvalidRequest, Message: "Invalid request: " + err.Error()}
-	}
-	if id, ok := fields["id"]; ok {
-		req.ID = id
-		if t := bytes.TrimSpace(id); len(t) == 0 || (t[0] != '"' && t[0] != 'n' && (t[0] < '0' || t[0] > '9') && t[0] != '-') {
+	// The last of a repeated member counts, as in a decode.
+	var version, method, params json.RawMessage
+	members(b, func(k, v []byte) bool {
+		switch string(unescapeKey(k)) {
+		case "id":
+			req.ID = v
+		case "jsonrpc":
+			version = v
+		case "method":
+			method = v
+		case "params":
+			params = v
+		}
+		return true
+	})
+	if req.ID != nil {
+		if t := req.ID[0]; t != '"' && t != 'n' && (t < '0' || t > '9') && t != '-' {
 			return RPCRequest{ID: json.RawMessage("null")}, &RPCError{Code: RPCInvalidRequest, Message: "Invalid request: id must be a string, a number or null"}
 		}
 	}
-	if v, ok := fields["jsonrpc"]; ok && string(bytes.TrimSpace(v)) != `"2.0"` {
+	if version != nil && string(version) != `"2.0"` {
 		return req, &RPCError{Code: RPCInvalidRequest, Message: `Invalid request: jsonrpc must be "2.0"`}
 	}
-	if m, ok := fields["method"]; !ok || json.Unmarshal(m, &req.Method) != nil || req.Method == "" {
+	m, ok := stringValue(method)
+	if !ok || m == "" {
 		return req, &RPCError{Code: RPCInvalidRequest, Message: "Invalid request: method must be a non-empty string"}
 	}
-	req.JSONRPC = "2.0"
-	if p, ok := fields["params"]; ok && string(bytes.TrimSpace(p)) != "null" {
-		req.Params = p
+	req.JSONRPC, req.Method = "2.0", m
+	if params != nil && string(params) != "null" {
+		req.Params = params
 	}
 	return req, nil
 }
@@ -238,7 +315,12 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 	resp := RPCResponse{JSONRPC: "2.0", ID: idOrNull(c.req.ID)}
 	var params map[string]json.RawMessage
 	if c.req.Params != nil {
-		if !isObject(c.req.Params) || json.Unmarshal(c.req.Params, &params) != nil {
+		// parseRPC checked the request: an object is a valid one.
+		if !startsObject(c.req.Params) {
+			resp.Error = &RPCError{Code: RPCInvalidParams, Message: "Params must be an object"}
+			return resp
+		}
+		if c.req.Method != MethodToolsCall && json.Unmarshal(c.req.Params, &params) != nil {
 			resp.Error = &RPCError{Code: RPCInvalidParams, Message: "Params must be an object"}
 			return resp
 		}
@@ -255,8 +337,12 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 	case MethodToolsList:
 		result = s.toolsList()
 	case MethodToolsCall:
-		result, err = s.toolsCall(ctx, c.ws, params)
+		result, err = s.toolsCall(ctx, c.ws, c.req.Params)
 	case MethodSessionCreate, MethodSessionReset, MethodSessionClose, MethodSessionState:
+		if c.ws != nil && c.ws.id != "" {
+			result, err = c.ws.sessionMethod(ctx, c.req.Method, params)
+			break
+		}
 		if c.ws != nil {
 			err = &RPCError{Code: RPCInvalidRequest, Message: c.req.Method + ": on the WebSocket the connection is the session; send reset and close messages"}
 			break
@@ -272,6 +358,10 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 	case err != nil:
 		resp.Error = &RPCError{Code: RPCInternalError, Message: err.Error()}
 	default:
+		if b, ok := result.(json.RawMessage); ok { // encoded already, compact
+			resp.Result = b
+			break
+		}
 		b, merr := json.Marshal(result)
 		if merr != nil {
 			resp.Error = &RPCError{Code: RPCInternalError, Message: "encode result: " + merr.Error()}
@@ -313,34 +403,43 @@ func (s *Server) toolsList() any {
 
 // toolsCall runs a call_tool step: on the WebSocket session's
 // environment, on an HTTP session's when params name one, else on a fresh
-// environment closed after it.
-func (s *Server) toolsCall(ctx context.Context, ws *session, params map[string]json.RawMessage) (any, error) {
-	var name string
-	if json.Unmarshal(params["name"], &name) != nil || name == "" {
+// environment closed after it. params is a valid JSON object, or nil.
+func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMessage) (any, error) {
+	var rawName, args, meta, id json.RawMessage
+	named := false
+	members(params, func(k, v []byte) bool {
+		switch string(unescapeKey(k)) {
+		case "name":
+			rawName = v
+		case "arguments":
+			args = v
+		case "metadata":
+			meta = v
+		case "session_id":
+			id, named = v, true
+		}
+		return true
+	})
+	name, ok := stringValue(rawName)
+	if !ok || name == "" {
 		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'name' must be a non-empty string"}
 	}
-	args := params["arguments"]
-	if args != nil && string(bytes.TrimSpace(args)) != "null" && !isObject(args) {
+	if args != nil && string(args) != "null" && !startsObject(args) {
 		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'arguments' must be an object"}
 	}
 	if !s.hasTool(name) {
 		return nil, &RPCError{Code: RPCInvalidParams, Message: "Tool not found: " + name}
 	}
-	if args == nil || string(bytes.TrimSpace(args)) == "null" {
+	if args == nil || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	var meta map[string]any
-	if m := params["metadata"]; m != nil && string(bytes.TrimSpace(m)) != "null" {
-		if !isObject(m) || json.Unmarshal(m, &meta) != nil {
-			return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'metadata' must be an object"}
-		}
+	if meta != nil && string(meta) != "null" && !startsObject(meta) {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'metadata' must be an object"}
 	}
-	action, err := json.Marshal(ToolAction{Type: ActionCallTool, ToolName: name, Arguments: args, Metadata: meta})
-	if err != nil {
-		return nil, fmt.Errorf("encode action: %w", err)
-	}
+	action := appendCallAction(nil, rawName, args, meta)
 	var obs Observation
-	switch id, named := params["session_id"]; {
+	var err error
+	switch {
 	case ws != nil:
 		if ws.reset && ws.steps >= s.cfg.MaxSteps {
 			return nil, &RPCError{Code: RPCInvalidRequest, Message: fmt.Sprintf("%v (%d steps)", ErrStepLimit, s.cfg.MaxSteps)}
@@ -370,7 +469,34 @@ func (s *Server) toolsCall(ctx context.Context, ws *session, params map[string]j
 	if err != nil {
 		return nil, rpcStepError(err)
 	}
+	if ct, ok := obs.Value.(callTexter); ok && (obs.Reward == nil || finite(*obs.Reward)) {
+		res, err := obs.Result()
+		if err != nil {
+			return nil, err
+		}
+		text, isError := ct.callText()
+		b, err := appendCallResult(nil, text, isError, res.Observation, res.Reward, res.Done)
+		if err != nil {
+			return nil, err
+		}
+		return json.RawMessage(b), nil
+	}
 	return callResult(obs)
+}
+
+// appendCallAction appends the call_tool action of a tools/call. name,
+// arguments and metadata are the params' valid JSON values; metadata nil
+// or null is left out.
+func appendCallAction(dst []byte, name, args, meta json.RawMessage) json.RawMessage {
+	dst = append(dst, `{"type":"call_tool","tool_name":`...)
+	dst = append(dst, name...)
+	dst = append(dst, `,"arguments":`...)
+	dst = append(dst, args...)
+	if meta != nil && string(meta) != "null" {
+		dst = append(dst, `,"metadata":`...)
+		dst = append(dst, meta...)
+	}
+	return append(dst, '}')
 }
 
 func (s *Server) hasTool(name string) bool {
@@ -483,6 +609,9 @@ func (s *Server) sessionMethod(ctx context.Context, method string, params map[st
 
 // createSession takes a session slot, makes an environment and resets it.
 func (s *Server) createSession(ctx context.Context, p sessionParams) (any, error) {
+	if s.cfg.MaxMCPEpisodes == 0 {
+		return nil, &RPCError{Code: RPCServerError, Message: "HTTP MCP sessions are off: the server runs 0 episodes a session"}
+	}
 	active, closed, ok := s.join()
 	switch {
 	case closed:
@@ -497,7 +626,7 @@ func (s *Server) createSession(ctx context.Context, p sessionParams) (any, error
 		s.leave()
 		return nil, s.factoryError(err)
 	}
-	ms := &mcpSession{id: fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64()), env: env, last: time.Now()}
+	ms := &mcpSession{id: newSessionID(), env: env, last: time.Now()}
 	s.mu.Lock()
 	if s.mcpSessions == nil {
 		s.mcpSessions = map[string]*mcpSession{}
@@ -556,6 +685,9 @@ func (s *Server) sessionStep(ctx context.Context, ms *mcpSession, action json.Ra
 	defer cancel()
 	return ms.env.Step(sctx, action)
 }
+
+// newSessionID returns an id no client can guess.
+func newSessionID() string { return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64()) }
 
 // mcpSession finds the session a raw session_id names.
 func (s *Server) mcpSession(raw json.RawMessage) (*mcpSession, error) {

@@ -27,7 +27,7 @@ func rawRPC(t *testing.T, c *Client, body string) (int, RPCResponse) {
 // TestMCPHTTPRequests posts one request each and checks the JSON-RPC
 // answer: its error code, or a piece of its result.
 func TestMCPHTTPRequests(t *testing.T) {
-	srv, _ := newDelegationServer(t, DelegationConfig{}, Config{MaxMessageBytes: 4096})
+	srv, _ := newDelegationServer(t, DelegationConfig{}, func(c *Config) { c.MaxMessageBytes = 4096 })
 	c := serve(t, srv, "")
 	tests := []struct {
 		name       string
@@ -87,7 +87,7 @@ func TestMCPHTTPRequests(t *testing.T) {
 // seed's problem, calls step it, a call after the answer is refused, reset
 // starts the next episode up to the bound, and close frees the slot.
 func TestMCPSession(t *testing.T) {
-	srv, d := newDelegationServer(t, DelegationConfig{}, Config{MaxSessions: 1, MaxMCPEpisodes: 2})
+	srv, d := newDelegationServer(t, DelegationConfig{}, func(c *Config) { c.MaxSessions = 1; c.MaxMCPEpisodes = 2 })
 	c := serve(t, srv, "")
 	ctx := context.Background()
 	const seed = 5
@@ -153,7 +153,7 @@ func TestMCPSession(t *testing.T) {
 // TestMCPSessionIdle checks that an idle HTTP MCP session is closed and
 // its slot freed, and that closing the server closes the others.
 func TestMCPSessionIdle(t *testing.T) {
-	srv, _ := newDelegationServer(t, DelegationConfig{}, Config{IdleTimeout: 50 * time.Millisecond})
+	srv, _ := newDelegationServer(t, DelegationConfig{}, func(c *Config) { c.IdleTimeout = 50 * time.Millisecond })
 	c := serve(t, srv, "")
 	ctx := context.Background()
 	var created sessionResult
@@ -178,7 +178,7 @@ func TestMCPSessionIdle(t *testing.T) {
 // TestMCPWebSocket sends mcp messages on a WebSocket session: they run
 // on the session's environment, after its reset, and count as steps.
 func TestMCPWebSocket(t *testing.T) {
-	srv, d := newDelegationServer(t, DelegationConfig{}, Config{})
+	srv, d := newDelegationServer(t, DelegationConfig{}, nil)
 	c := serve(t, srv, "")
 	ctx := context.Background()
 	s, err := c.Dial(ctx)

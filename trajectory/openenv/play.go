@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 
 	"github.com/delegatelab/delegate"
@@ -219,10 +220,13 @@ func (p Policy) step(ctx context.Context, s Stepper, pl *Played, tc delegate.Too
 var ErrNoState = errors.New("the transport serves no state")
 
 // MCPSession is an HTTP MCP session: a Stepper over POST /mcp. Its first
-// Reset creates the session; Close closes it.
+// Reset creates the session; Close closes it. Its calls must not
+// overlap: they share its buffers.
 type MCPSession struct {
-	c  *Client
-	id string
+	c   *Client
+	id  string
+	out []byte       // the last request, its buffer reused
+	in  bytes.Buffer // the last answer, reused
 }
 
 // OpenMCP returns an MCP session that opens on its first Reset.
@@ -249,22 +253,114 @@ func (m *MCPSession) Reset(ctx context.Context, req ResetRequest) (Result, error
 	return got.Result, nil
 }
 
-// Step calls a tool: action is a ToolAction of type call_tool.
+// Step calls a tool: action is a ToolAction of type call_tool. The
+// observation is the call's result less MCP's content and isError, and
+// less reward and done, which the Result holds.
 func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 	a, ok := action.(ToolAction)
 	if !ok || a.Type == ActionListTools {
 		return Result{}, fmt.Errorf("openenv mcp step: want a call_tool ToolAction, got %T", action)
 	}
-	var got MCPCallResult
-	params := map[string]any{"session_id": m.id, "name": a.ToolName, "arguments": a.Arguments}
-	if a.Metadata != nil {
-		params["metadata"] = a.Metadata
+	// The request is written by hand: a map of params encoded, then the
+	// request around it, scanned the params twice more.
+	id, err := json.Marshal(m.id)
+	if err != nil {
+		return Result{}, fmt.Errorf("openenv mcp %s: encode session id: %w", MethodToolsCall, err)
 	}
-	err := m.c.MCP(ctx, MethodToolsCall, params, &got)
+	name, err := json.Marshal(a.ToolName)
+	if err != nil {
+		return Result{}, fmt.Errorf("openenv mcp %s: encode name: %w", MethodToolsCall, err)
+	}
+	args := a.Arguments
+	if args == nil {
+		args = json.RawMessage("null")
+	}
+	if !json.Valid(args) {
+		return Result{}, fmt.Errorf("openenv mcp %s: the arguments of %s are not JSON", MethodToolsCall, a.ToolName)
+	}
+	b := append(m.out[:0], `{"jsonrpc":"2.0","method":"tools/call","params":{"session_id":`...)
+	b = append(b, id...)
+	b = append(b, `,"name":`...)
+	b = append(b, name...)
+	b = append(b, `,"arguments":`...)
+	b = append(b, args...)
+	if a.Metadata != nil {
+		meta, err := json.Marshal(a.Metadata)
+		if err != nil {
+			return Result{}, fmt.Errorf("openenv mcp %s: encode metadata: %w", MethodToolsCall, err)
+		}
+		b = append(b, `,"metadata":`...)
+		b = append(b, meta...)
+	}
+	b = append(b, `},"id":1}`...)
+	m.out = b
+	body, err := m.c.roundTrip(ctx, http.MethodPost, "/mcp", b, &m.in)
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Observation: got.Observation, Reward: got.Reward, Done: got.Done}, nil
+	return decodeCallResponse(body)
+}
+
+// decodeCallResponse reads a tools/call response: one check of the JSON
+// and walks of its members, where a decode would build the result's map.
+func decodeCallResponse(b []byte) (Result, error) {
+	const method = MethodToolsCall
+	if !json.Valid(b) || !startsObject(b) {
+		return Result{}, fmt.Errorf("openenv mcp %s: decode: the answer is not a JSON object", method)
+	}
+	var result, rerr json.RawMessage
+	members(b, func(k, v []byte) bool {
+		switch string(unescapeKey(k)) {
+		case "result":
+			result = v
+		case "error":
+			rerr = v
+		}
+		return true
+	})
+	if rerr != nil && string(rerr) != "null" {
+		var e RPCError
+		if err := json.Unmarshal(rerr, &e); err != nil {
+			return Result{}, fmt.Errorf("openenv mcp %s: decode error: %w", method, err)
+		}
+		return Result{}, fmt.Errorf("openenv mcp %s: %w", method, &e)
+	}
+	if !startsObject(result) {
+		return Result{}, fmt.Errorf("openenv mcp %s: the result is not a JSON object", method)
+	}
+	var res Result
+	obs := make([]byte, 0, len(result))
+	obs = append(obs, '{')
+	var err error
+	members(result, func(k, v []byte) bool {
+		switch string(unescapeKey(k)) {
+		case "content", "isError":
+		case "reward":
+			if string(v) != "null" {
+				var r float64
+				if r, err = strconv.ParseFloat(string(v), 64); err != nil {
+					return false
+				}
+				res.Reward = &r
+			}
+		case "done":
+			res.Done = string(v) == "true"
+		default:
+			if len(obs) > 1 {
+				obs = append(obs, ',')
+			}
+			obs = append(obs, '"')
+			obs = append(obs, k...)
+			obs = append(obs, `":`...)
+			obs = append(obs, v...)
+		}
+		return true
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("openenv mcp %s: decode reward: %w", method, err)
+	}
+	res.Observation = append(obs, '}')
+	return res, nil
 }
 
 // State returns the session's state.

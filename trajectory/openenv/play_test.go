@@ -37,7 +37,7 @@ func delegatingPolicy(p *world.Problem) *modeltest.Model {
 // policy gets the observation's tools, its calls become steps, its reply
 // without calls goes to answer, and both transports end alike.
 func TestPlay(t *testing.T) {
-	srv, d := newDelegationServer(t, DelegationConfig{}, Config{})
+	srv, d := newDelegationServer(t, DelegationConfig{}, nil)
 	c := serve(t, srv, "")
 	ctx := context.Background()
 	const seed = 4

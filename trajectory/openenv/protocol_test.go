@@ -74,6 +74,15 @@ func TestFixturesRoundTrip(t *testing.T) {
 		{"mcp_tools_call_result.json", func() any { return new(MCPCallResult) }, &MCPCallResult{Content: []MCPContent{{Type: "text", Text: "1316"}},
 			Observation: json.RawMessage(`{"tool_name": "delegate", "result": "1316", "error": null}`)}},
 		{"ws_mcp.json", func() any { return new(Message) }, &Message{Type: MsgMCP, Data: json.RawMessage(`{"jsonrpc": "2.0", "method": "tools/list", "id": 3}`)}},
+		{"mcp_session_create_request.json", func() any { return new(RPCRequest) }, &RPCRequest{JSONRPC: "2.0", Method: MethodSessionCreate, Params: json.RawMessage(`{}`), ID: json.RawMessage(`1`)}},
+		{"mcp_session_create_response.json", func() any { return new(RPCResponse) }, &RPCResponse{JSONRPC: "2.0", ID: json.RawMessage(`1`),
+			Result: json.RawMessage(`{"session_id": "0b5c3f6e-8a55-4d5e-9b0e-2f1d3c4b5a69"}`)}},
+		{"mcp_ws_parse_error.json", func() any { return new(RPCResponse) }, &RPCResponse{JSONRPC: "2.0", ID: json.RawMessage(`null`),
+			Error: &RPCError{Code: RPCParseError, Message: "Parse error: Expecting value: line 1 column 1 (char 0)", Data: json.RawMessage(`null`)}}},
+		{"mcp_ws_capacity.json", func() any { return new(RPCResponse) }, &RPCResponse{JSONRPC: "2.0", ID: json.RawMessage(`null`),
+			Error: &RPCError{Code: RPCServerError, Message: "Server at capacity (1/1 sessions)", Data: json.RawMessage(`{"active_sessions": 1, "max_sessions": 1}`)}}},
+		{"mcp_ws_close_own.json", func() any { return new(RPCResponse) }, &RPCResponse{JSONRPC: "2.0", ID: json.RawMessage(`4`),
+			Error: &RPCError{Code: RPCInvalidRequest, Message: "Cannot close active WebSocket-managed session via MCP method", Data: json.RawMessage(`null`)}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

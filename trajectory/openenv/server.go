@@ -9,12 +9,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
 
-// Config says what a Server serves and within which bounds. Zero bounds
-// take the defaults noted.
+// Config says what a Server serves and within which bounds. Start from
+// DefaultConfig: a zero bound is a bound of zero, not a default.
 type Config struct {
 	// New makes an environment instance. It is required, and called from
 	// many goroutines at once.
@@ -23,64 +24,73 @@ type Config struct {
 	Name     string
 	Metadata Metadata
 	Schema   Schema
-	// MaxSessions bounds the WebSocket sessions open at once. Default 64.
+	// MaxSessions bounds the WebSocket and HTTP MCP sessions open at
+	// once. Zero serves stateless HTTP alone.
 	MaxSessions int
 	// MaxSteps bounds the steps of an episode, counted from its reset.
-	// Default 1000.
 	MaxSteps int
-	// MaxMessageBytes bounds a WebSocket message and an HTTP body.
-	// Default 1 MiB.
+	// MaxMessageBytes bounds a WebSocket message and an HTTP body. It must
+	// be positive.
 	MaxMessageBytes int64
-	// IdleTimeout closes a WebSocket session that sends nothing for so
-	// long. Default 5 minutes.
+	// IdleTimeout closes a session that sends nothing for so long. It
+	// must be positive.
 	IdleTimeout time.Duration
 	// StepTimeout bounds one reset or step; an HTTP step's timeout_s
-	// shortens it. Default 2 minutes.
+	// shortens it. It must be positive.
 	StepTimeout time.Duration
 	// Tools are the tools of the environment's call_tool actions, which
 	// MCP's tools/list lists and tools/call calls. None: MCP's tool
 	// methods answer an internal error, as OpenEnv's do.
 	Tools []Tool
 	// MaxMCPEpisodes bounds the episodes of one HTTP MCP session, counted
-	// from its creation. Default 100.
+	// from its creation. Zero refuses HTTP MCP sessions.
 	MaxMCPEpisodes int
 	// Log gets the sessions' failures. Nil discards them.
 	Log *slog.Logger
 }
 
-func (c Config) withDefaults() Config {
-	if c.MaxSessions == 0 {
-		c.MaxSessions = 64
+// DefaultConfig returns the default bounds; New and the rest are unset.
+func DefaultConfig() Config {
+	return Config{
+		MaxSessions:     64,
+		MaxSteps:        1000,
+		MaxMessageBytes: 1 << 20,
+		IdleTimeout:     5 * time.Minute,
+		StepTimeout:     2 * time.Minute,
+		MaxMCPEpisodes:  100,
 	}
-	if c.MaxSteps == 0 {
-		c.MaxSteps = 1000
-	}
-	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = 1 << 20
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = 5 * time.Minute
-	}
-	if c.StepTimeout == 0 {
-		c.StepTimeout = 2 * time.Minute
-	}
-	if c.MaxMCPEpisodes == 0 {
-		c.MaxMCPEpisodes = 100
-	}
-	if c.Log == nil {
-		c.Log = slog.New(slog.DiscardHandler)
-	}
-	return c
 }
 
-// Validate reports a missing factory or a negative bound.
+// Validate reports a missing factory, a negative bound, and a zero bound
+// that would refuse every request.
 func (c Config) Validate() error {
+	var errs []error
 	if c.New == nil {
-		return errors.New("openenv server: New is required")
+		errs = append(errs, errors.New("New is required"))
 	}
-	if c.MaxSessions < 0 || c.MaxSteps < 0 || c.MaxMessageBytes < 0 || c.IdleTimeout < 0 || c.StepTimeout < 0 || c.MaxMCPEpisodes < 0 {
-		return fmt.Errorf("openenv server: bounds must not be negative (sessions %d, steps %d, message bytes %d, idle %v, step %v, MCP episodes %d)",
-			c.MaxSessions, c.MaxSteps, c.MaxMessageBytes, c.IdleTimeout, c.StepTimeout, c.MaxMCPEpisodes)
+	for _, b := range []struct {
+		name string
+		v    int64
+	}{{"MaxSessions", int64(c.MaxSessions)}, {"MaxSteps", int64(c.MaxSteps)}, {"MaxMCPEpisodes", int64(c.MaxMCPEpisodes)}} {
+		if b.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %d is negative", b.name, b.v))
+		}
+	}
+	for _, b := range []struct {
+		name string
+		v    int64
+		show any
+	}{
+		{"MaxMessageBytes", c.MaxMessageBytes, c.MaxMessageBytes},
+		{"IdleTimeout", int64(c.IdleTimeout), c.IdleTimeout},
+		{"StepTimeout", int64(c.StepTimeout), c.StepTimeout},
+	} {
+		if b.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v must be positive (DefaultConfig has the defaults)", b.name, b.show))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("openenv server config: %w", err)
 	}
 	return nil
 }
@@ -109,8 +119,11 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg.withDefaults(), ctx: ctx, cancel: cancel}, nil
+	return &Server{cfg: cfg, ctx: ctx, cancel: cancel}, nil
 }
 
 // Active is the number of WebSocket and HTTP MCP sessions open now.
@@ -151,6 +164,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h = s.ws
 	case "/mcp":
 		method, h = http.MethodPost, s.mcp
+		if r.Method == http.MethodGet && isUpgrade(r) {
+			method, h = http.MethodGet, s.mcpWS
+		}
 	default:
 		WriteDetail(w, http.StatusNotFound, "Not Found")
 		return
@@ -161,6 +177,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h(w, r)
+}
+
+// isUpgrade reports whether r asks for a WebSocket, as OpenEnv routes
+// /mcp: a WebSocket there, a POST otherwise.
+func isUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
 // WriteDetail answers an HTTP error in FastAPI's shape, {"detail": msg}.

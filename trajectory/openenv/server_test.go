@@ -65,8 +65,8 @@ func serveWith(t *testing.T, srv *Server, token string, to edge.Timeouts) *Clien
 }
 
 // newDelegationServer serves the delegation environment on the fake
-// solver, with cfg's bounds.
-func newDelegationServer(t *testing.T, dc DelegationConfig, cfg Config) (*Server, *Delegation) {
+// solver, with the default bounds as set changes them.
+func newDelegationServer(t *testing.T, dc DelegationConfig, set func(*Config)) (*Server, *Delegation) {
 	t.Helper()
 	if dc.Subagent == nil {
 		dc.Subagent = fakeSolver()
@@ -74,6 +74,10 @@ func newDelegationServer(t *testing.T, dc DelegationConfig, cfg Config) (*Server
 	d, err := NewDelegation(dc)
 	if err != nil {
 		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	if set != nil {
+		set(&cfg)
 	}
 	cfg.New, cfg.Name, cfg.Metadata, cfg.Schema, cfg.Tools = d.New, "delegation", d.Metadata(), d.Schema(), d.Tools()
 	srv, err := NewServer(cfg)
@@ -132,7 +136,7 @@ func rawHTTP(t *testing.T, c *Client, method, path, contentType, body string) (i
 }
 
 func TestHTTPEndpoints(t *testing.T) {
-	srv, d := newDelegationServer(t, DelegationConfig{}, Config{MaxMessageBytes: 4096})
+	srv, d := newDelegationServer(t, DelegationConfig{}, func(c *Config) { c.MaxMessageBytes = 4096 })
 	c := serve(t, srv, "")
 	ctx := context.Background()
 
@@ -228,7 +232,7 @@ func TestHTTPEndpoints(t *testing.T) {
 }
 
 func TestToken(t *testing.T) {
-	srv, _ := newDelegationServer(t, DelegationConfig{}, Config{})
+	srv, _ := newDelegationServer(t, DelegationConfig{}, nil)
 	c := serve(t, srv, "sesame")
 	ctx := context.Background()
 	anon := &Client{BaseURL: c.BaseURL, HTTP: c.HTTP}
@@ -256,7 +260,7 @@ func TestToken(t *testing.T) {
 // delegate calls, the answer, the state, a step after done, close. The
 // session outlives the edge's 300ms request timeouts.
 func TestWebSocketEpisode(t *testing.T) {
-	srv, d := newDelegationServer(t, DelegationConfig{}, Config{})
+	srv, d := newDelegationServer(t, DelegationConfig{}, nil)
 	c := serve(t, srv, "")
 	ctx := context.Background()
 	s, err := c.Dial(ctx)
@@ -365,7 +369,7 @@ func waitActive(t *testing.T, srv *Server, want int) {
 // TestWebSocketMessageErrors sends each malformed message and checks the
 // code, and that the session still serves afterwards.
 func TestWebSocketMessageErrors(t *testing.T) {
-	srv, _ := newDelegationServer(t, DelegationConfig{}, Config{})
+	srv, _ := newDelegationServer(t, DelegationConfig{}, nil)
 	c := serve(t, srv, "")
 	ctx := context.Background()
 	s, err := c.Dial(ctx)
@@ -410,7 +414,7 @@ func TestWebSocketMessageErrors(t *testing.T) {
 func TestLimits(t *testing.T) {
 	ctx := context.Background()
 	t.Run("world step limit", func(t *testing.T) {
-		srv, d := newDelegationServer(t, DelegationConfig{MaxSteps: 2}, Config{})
+		srv, d := newDelegationServer(t, DelegationConfig{MaxSteps: 2}, nil)
 		c := serve(t, srv, "")
 		s, err := c.Dial(ctx)
 		if err != nil {
@@ -432,7 +436,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("budget", func(t *testing.T) {
-		srv, d := newDelegationServer(t, DelegationConfig{Budget: 1e-9}, Config{})
+		srv, d := newDelegationServer(t, DelegationConfig{Budget: 1e-9}, nil)
 		c := serve(t, srv, "")
 		s, err := c.Dial(ctx)
 		if err != nil {
@@ -449,7 +453,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("server step limit", func(t *testing.T) {
-		srv, _ := newDelegationServer(t, DelegationConfig{MaxSteps: 100}, Config{MaxSteps: 2})
+		srv, _ := newDelegationServer(t, DelegationConfig{MaxSteps: 100}, func(c *Config) { c.MaxSteps = 2 })
 		c := serve(t, srv, "")
 		s, err := c.Dial(ctx)
 		if err != nil {
@@ -470,7 +474,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("sessions", func(t *testing.T) {
-		srv, _ := newDelegationServer(t, DelegationConfig{}, Config{MaxSessions: 1})
+		srv, _ := newDelegationServer(t, DelegationConfig{}, func(c *Config) { c.MaxSessions = 1 })
 		c := serve(t, srv, "")
 		s1, err := c.Dial(ctx)
 		if err != nil {
@@ -502,7 +506,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("idle", func(t *testing.T) {
-		srv, _ := newDelegationServer(t, DelegationConfig{}, Config{IdleTimeout: 100 * time.Millisecond})
+		srv, _ := newDelegationServer(t, DelegationConfig{}, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond })
 		c := serve(t, srv, "")
 		s, err := c.Dial(ctx)
 		if err != nil {
@@ -518,7 +522,7 @@ func TestLimits(t *testing.T) {
 		waitActive(t, srv, 0)
 	})
 	t.Run("message size", func(t *testing.T) {
-		srv, _ := newDelegationServer(t, DelegationConfig{}, Config{MaxMessageBytes: 512})
+		srv, _ := newDelegationServer(t, DelegationConfig{}, func(c *Config) { c.MaxMessageBytes = 512 })
 		c := serve(t, srv, "")
 		s, err := c.Dial(ctx)
 		if err != nil {
@@ -541,7 +545,9 @@ func (failing) State() any { return map[string]any{"bad": make(chan int)} }
 func TestSessionFailures(t *testing.T) {
 	ctx := context.Background()
 	t.Run("factory", func(t *testing.T) {
-		srv, err := NewServer(Config{Name: "broken", New: func() (Environment, error) { return nil, errors.New("no model") }})
+		cfg := DefaultConfig()
+		cfg.Name, cfg.New = "broken", func() (Environment, error) { return nil, errors.New("no model") }
+		srv, err := NewServer(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -566,10 +572,12 @@ func TestSessionFailures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, err := NewServer(Config{New: func() (Environment, error) {
+		cfg := DefaultConfig()
+		cfg.New = func() (Environment, error) {
 			env, err := d.New()
 			return failing{env}, err
-		}})
+		}
+		srv, err := NewServer(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

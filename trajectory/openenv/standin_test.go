@@ -47,7 +47,7 @@ func TestConcurrentEpisodesStandin(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 200
-	srv, d := newDelegationServer(t, DelegationConfig{Subagent: sub}, Config{MaxSessions: n})
+	srv, d := newDelegationServer(t, DelegationConfig{Subagent: sub}, func(c *Config) { c.MaxSessions = n })
 	c := serveWith(t, srv, "", edge.DefaultTimeouts())
 	ctx := context.Background()
 

@@ -29,7 +29,7 @@ func TestSubagentReplies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv, _ := newDelegationServer(t, DelegationConfig{Subagent: modeltest.New("sub", tt.fn)}, Config{})
+			srv, _ := newDelegationServer(t, DelegationConfig{Subagent: modeltest.New("sub", tt.fn)}, nil)
 			c := serve(t, srv, "")
 			ctx := context.Background()
 			s, err := c.Dial(ctx)
@@ -59,7 +59,7 @@ func TestSubagentReplies(t *testing.T) {
 // TestStepTimeout: a sub-agent slower than the step timeout fails the
 // step with EXECUTION_ERROR, and the episode goes on.
 func TestStepTimeout(t *testing.T) {
-	srv, _ := newDelegationServer(t, DelegationConfig{Subagent: modeltest.New("slow", modeltest.Block(nil))}, Config{StepTimeout: 100 * time.Millisecond})
+	srv, _ := newDelegationServer(t, DelegationConfig{Subagent: modeltest.New("slow", modeltest.Block(nil))}, func(c *Config) { c.StepTimeout = 100 * time.Millisecond })
 	c := serve(t, srv, "")
 	ctx := context.Background()
 	s, err := c.Dial(ctx)
@@ -89,7 +89,7 @@ func TestStepTimeout(t *testing.T) {
 
 // TestCloseEndsSessions: Close ends open sessions and refuses new ones.
 func TestCloseEndsSessions(t *testing.T) {
-	srv, _ := newDelegationServer(t, DelegationConfig{}, Config{})
+	srv, _ := newDelegationServer(t, DelegationConfig{}, nil)
 	c := serve(t, srv, "")
 	ctx := context.Background()
 	s, err := c.Dial(ctx)

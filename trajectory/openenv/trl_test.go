@@ -123,7 +123,7 @@ func TestTRLEpisodeWithShippedSolver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer solver.Close()
-	srv, d := newDelegationServer(t, DelegationConfig{Subagent: solver, Split: world.Test}, Config{})
+	srv, d := newDelegationServer(t, DelegationConfig{Subagent: solver, Split: world.Test}, nil)
 	c := serve(t, srv, "")
 	ctx := context.Background()
 	s, err := c.Dial(ctx)

@@ -36,9 +36,18 @@ func (s *Server) leave() {
 	s.wg.Done()
 }
 
-// ws serves one episode's session on a WebSocket: one environment for the
-// life of the connection, messages answered in order.
-func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
+// ws serves one episode's session on a WebSocket at /ws: one environment
+// for the life of the connection, messages answered in order.
+func (s *Server) ws(w http.ResponseWriter, r *http.Request) { s.serveWS(w, r, false) }
+
+// mcpWS serves MCP on a WebSocket at /mcp, as OpenEnv's server does: each
+// text message is one JSON-RPC request, each answer one response, on one
+// environment for the life of the connection.
+func (s *Server) mcpWS(w http.ResponseWriter, r *http.Request) { s.serveWS(w, r, true) }
+
+// serveWS runs a WebSocket session: OpenEnv's typed messages, or bare
+// JSON-RPC when mcp is set.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mcp bool) {
 	// The edge's read and write timeouts bound a request, and a hijacked
 	// connection keeps them. A session outlives them: IdleTimeout and
 	// writeTimeout bound it instead. A writer without deadlines has none
@@ -51,32 +60,57 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 		return // Accept answered the request
 	}
 	c.SetReadLimit(s.cfg.MaxMessageBytes)
+	// refuse sends a refusal in the endpoint's shape and closes.
+	refuse := func(ctx context.Context, e ErrorData, rpc *RPCError, status websocket.StatusCode, reason string) {
+		if mcp {
+			s.send(ctx, c, "", RPCResponse{JSONRPC: "2.0", Error: rpc, ID: json.RawMessage("null")})
+		} else {
+			s.send(ctx, c, MsgError, e)
+		}
+		_ = c.Close(status, reason) // the client may be gone already
+	}
 	active, closed, ok := s.join()
 	switch {
 	case closed:
 		// The server's context is done: the refusal gets its own.
-		s.send(context.Background(), c, MsgError, ErrorData{Message: "the server is shutting down", Code: CodeSessionError})
-		_ = c.Close(websocket.StatusGoingAway, "shutting down") // the client may be gone already
+		msg := "the server is shutting down"
+		refuse(context.Background(), ErrorData{Message: msg, Code: CodeSessionError}, &RPCError{Code: RPCServerError, Message: msg}, websocket.StatusGoingAway, "shutting down")
 		return
 	case !ok:
 		mx := s.cfg.MaxSessions
-		s.send(s.ctx, c, MsgError, ErrorData{
-			Message: fmt.Sprintf("server at capacity: %d of %d sessions active", active, mx),
-			Code:    CodeCapacityReached, ActiveSessions: &active, MaxSessions: &mx,
-		})
-		_ = c.Close(websocket.StatusTryAgainLater, "capacity reached") // as above
+		msg := fmt.Sprintf("server at capacity: %d of %d sessions active", active, mx)
+		data, _ := json.Marshal(map[string]int{"active_sessions": active, "max_sessions": mx}) // ints always encode
+		refuse(s.ctx, ErrorData{Message: msg, Code: CodeCapacityReached, ActiveSessions: &active, MaxSessions: &mx},
+			&RPCError{Code: RPCServerError, Message: msg, Data: data}, websocket.StatusTryAgainLater, "capacity reached")
 		return
 	}
 	defer s.leave()
 	env, err := s.cfg.New()
 	if err != nil {
 		s.cfg.Log.Error("openenv: make environment", "factory", s.cfg.Name, "err", err)
-		s.send(s.ctx, c, MsgError, ErrorData{Message: fmt.Sprintf("environment factory %s failed: %v", s.cfg.Name, err), Code: CodeFactoryError, FactoryName: s.cfg.Name})
-		_ = c.Close(websocket.StatusInternalError, "environment factory failed") // as above
+		msg := fmt.Sprintf("environment factory %s failed: %v", s.cfg.Name, err)
+		data, _ := json.Marshal(map[string]string{"factory_name": s.cfg.Name}) // strings always encode
+		refuse(s.ctx, ErrorData{Message: msg, Code: CodeFactoryError, FactoryName: s.cfg.Name},
+			&RPCError{Code: RPCServerError, Message: msg, Data: data}, websocket.StatusInternalError, "environment factory failed")
 		return
 	}
 	defer closeEnv(env, s.cfg.Log)
-	sess := &session{s: s, env: env}
+	// Reads and writes take a context without a Done channel: a
+	// cancellable one costs the WebSocket library a watch on every frame.
+	// The server's closing and a stuck write close the connection instead,
+	// which ends the read or write in progress.
+	stop := context.AfterFunc(s.ctx, func() { _ = c.CloseNow() }) // closing twice is no failure
+	defer stop()
+	// The session's steps derive their timeouts from its own context: from
+	// the server's, every step of every session would take its lock.
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	sess := &session{s: s, ctx: ctx, env: env, stuck: time.AfterFunc(writeTimeout, func() { _ = c.CloseNow() })}
+	sess.stuck.Stop()
+	defer sess.stuck.Stop()
+	if mcp {
+		sess.id = newSessionID()
+	}
 	// An idle session is closed with a close frame, which ends the Read
 	// waiting for it. A Read whose context ends would drop the connection
 	// without one.
@@ -96,10 +130,16 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 	var in bytes.Buffer // the message read, reused
 	for {
 		idle.Reset(s.cfg.IdleTimeout)
-		data, err := readMessage(s.ctx, c, &in)
+		data, err := readMessage(context.Background(), c, &in)
 		idle.Stop()
 		if err != nil {
 			return // the client left, sent too much, idled, or the server is closing
+		}
+		if mcp {
+			if !sess.send(c, "", sess.handleRPC(data)) {
+				return
+			}
+			continue
 		}
 		typ, reply, done := sess.handle(data)
 		if done {
@@ -118,37 +158,54 @@ func (s *Server) send(ctx context.Context, c *websocket.Conn, typ string, data a
 }
 
 // write writes one message, encoded in buf, and returns buf for reuse; nil
-// when the message did not go.
+// when the message did not go. An empty typ writes data bare, as MCP's
+// WebSocket frames a response.
 func (s *Server) write(ctx context.Context, c *websocket.Conn, buf []byte, typ string, data any) []byte {
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	return s.writeCtx(wctx, c, buf, typ, data)
+}
+
+// writeCtx is write bounded by ctx alone.
+func (s *Server) writeCtx(ctx context.Context, c *websocket.Conn, buf []byte, typ string, data any) []byte {
 	b, err := appendData(buf[:0], data)
 	if err != nil {
 		s.cfg.Log.Error("openenv: encode message", "type", typ, "err", err)
 		b, _ = json.Marshal(ErrorData{Message: "encode " + typ + ": " + err.Error(), Code: CodeSessionError}) // strings always encode
 		typ = MsgError
 	}
-	n := len(b)
-	b = appendMessage(b, typ, b[:n]) // the data, then the message after it
-	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
-	defer cancel()
-	if c.Write(wctx, websocket.MessageText, b[n:]) != nil {
+	msg := b
+	if typ != "" {
+		n := len(b)
+		b = appendMessage(b, typ, b[:n]) // the data, then the message after it
+		msg = b[n:]
+	}
+	if c.Write(ctx, websocket.MessageText, msg) != nil {
 		return nil
 	}
 	return b
 }
 
-// send answers on the session's connection, reusing its buffer.
+// send answers on the session's connection, reusing its buffer. A write
+// that takes past writeTimeout closes the connection.
 func (ss *session) send(c *websocket.Conn, typ string, data any) bool {
-	ss.out = ss.s.write(ss.s.ctx, c, ss.out, typ, data)
+	ss.stuck.Reset(writeTimeout)
+	ss.out = ss.s.writeCtx(context.Background(), c, ss.out, typ, data)
+	ss.stuck.Stop()
 	return ss.out != nil
 }
 
 // session is one connection's episode.
 type session struct {
-	s     *Server
-	env   Environment
-	reset bool   // an episode was started
-	steps int    // since the last reset
-	out   []byte // the last message sent, its buffer reused
+	s        *Server
+	ctx      context.Context // ends with the session or the server
+	env      Environment
+	id       string      // the session_id of an MCP WebSocket; "" on /ws
+	stuck    *time.Timer // closes the connection when a write takes too long
+	reset    bool        // an episode was started
+	episodes int         // started on an MCP WebSocket
+	steps    int         // since the last reset
+	out      []byte      // the last message sent, its buffer reused
 }
 
 // wsFields are the fields each message type may carry; OpenEnv's messages
@@ -164,39 +221,60 @@ var wsFields = map[string]map[string]bool{
 // handle answers one message: the type and data to send back, or done
 // when the client closes the session.
 func (ss *session) handle(raw []byte) (typ string, data any, done bool) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) || !json.Valid(raw) {
-			return MsgError, ErrorData{Message: "Invalid JSON: " + err.Error(), Code: CodeInvalidJSON}, false
-		}
+	if !json.Valid(raw) {
+		var v any
+		err := json.Unmarshal(raw, &v) // for its message: raw is not JSON
+		return MsgError, ErrorData{Message: "Invalid JSON: " + fmt.Sprint(err), Code: CodeInvalidJSON}, false
+	}
+	if !startsObject(raw) {
 		return MsgError, invalid(FieldError{Type: "model_type", Loc: []any{}, Msg: "Input should be an object"}), false
 	}
-	var t string
-	if tr, ok := fields["type"]; ok {
-		// A type that is not a string reads as "", an unknown type.
-		_ = json.Unmarshal(tr, &t)
-	}
-	allowed, ok := wsFields[t]
-	if !ok {
-		return MsgError, ErrorData{Message: "Unknown message type: " + t, Code: CodeUnknownType}, false
-	}
-	for k := range fields {
-		if !allowed[k] {
-			return MsgError, invalid(FieldError{Type: "extra_forbidden", Loc: []any{k}, Msg: "Extra inputs are not permitted"}), false
+	// The members are read without a decode into a map. The last of a
+	// repeated member counts, as in a decode.
+	var rawType, msgData json.RawMessage
+	extra, hasExtra := "", false // the first member other than type and data
+	members(raw, func(k, v []byte) bool {
+		switch string(unescapeKey(k)) {
+		case "type":
+			rawType = v
+		case "data":
+			msgData = v
+		default:
+			if !hasExtra {
+				extra, hasExtra = string(unescapeKey(k)), true
+			}
 		}
+		return true
+	})
+	// A type that is not a string reads as "", an unknown type. A type
+	// without escapes is looked up without a copy.
+	var t []byte
+	if len(rawType) >= 2 && rawType[0] == '"' && bytes.IndexByte(rawType, '\\') < 0 {
+		t = rawType[1 : len(rawType)-1]
+	} else if s, ok := stringValue(rawType); ok {
+		t = []byte(s)
 	}
-	switch t {
+	allowed, ok := wsFields[string(t)]
+	if !ok {
+		return MsgError, ErrorData{Message: "Unknown message type: " + string(t), Code: CodeUnknownType}, false
+	}
+	if msgData != nil && !allowed["data"] {
+		return MsgError, invalid(FieldError{Type: "extra_forbidden", Loc: []any{"data"}, Msg: "Extra inputs are not permitted"}), false
+	}
+	if hasExtra {
+		return MsgError, invalid(FieldError{Type: "extra_forbidden", Loc: []any{extra}, Msg: "Extra inputs are not permitted"}), false
+	}
+	switch string(t) {
 	case MsgClose:
 		return "", nil, true
 	case MsgState:
 		return MsgState, ss.env.State(), false
 	case MsgReset:
-		return ss.doReset(fields["data"])
+		return ss.doReset(msgData)
 	case MsgMCP:
-		return ss.doMCP(fields["data"])
+		return ss.doMCP(msgData)
 	default:
-		return ss.doStep(fields["data"])
+		return ss.doStep(msgData)
 	}
 }
 
@@ -221,7 +299,7 @@ func (ss *session) doReset(data json.RawMessage) (string, any, bool) {
 		}
 		return MsgError, invalid(errs...), false
 	}
-	ctx, cancel := context.WithTimeout(ss.s.ctx, ss.s.cfg.StepTimeout)
+	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.cfg.StepTimeout)
 	defer cancel()
 	obs, err := ss.env.Reset(ctx, req.Seed, deref(req.EpisodeID))
 	if err == nil {
@@ -240,7 +318,7 @@ func (ss *session) doStep(data json.RawMessage) (string, any, bool) {
 	if ss.reset && ss.steps >= ss.s.cfg.MaxSteps {
 		return MsgError, ErrorData{Message: fmt.Sprintf("%v (%d steps)", ErrStepLimit, ss.s.cfg.MaxSteps), Code: CodeExecutionError}, false
 	}
-	ctx, cancel := context.WithTimeout(ss.s.ctx, ss.s.cfg.StepTimeout)
+	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.cfg.StepTimeout)
 	defer cancel()
 	obs, err := ss.env.Step(ctx, data)
 	if ss.reset {
@@ -259,7 +337,7 @@ func (ss *session) doMCP(data json.RawMessage) (string, any, bool) {
 	if rerr != nil {
 		return MsgMCP, RPCResponse{JSONRPC: "2.0", Error: rerr, ID: idOrNull(req.ID)}, false
 	}
-	return MsgMCP, ss.s.rpc(ss.s.ctx, rpcCall{req: req, ws: ss}), false
+	return MsgMCP, ss.s.rpc(ss.ctx, rpcCall{req: req, ws: ss}), false
 }
 
 // observation answers a reset or a step on the WebSocket.
