@@ -135,10 +135,10 @@ func run(episodes, conc int, latency time.Duration, only, profile string) error 
 	if err != nil {
 		return err
 	}
-	oc := openenv.DefaultConfig()
-	oc.New, oc.Name, oc.Metadata, oc.Schema, oc.Tools = d.New, "delegation", d.Metadata(), d.Schema(), d.Tools()
-	oc.MaxSessions, oc.MaxMCPEpisodes = 2*conc, episodes
-	srv, err := openenv.NewServer(oc)
+	ec := openenv.DefaultConfig()
+	ec.New, ec.Name, ec.Metadata, ec.Schema, ec.Tools = d.New, "delegation", d.Metadata(), d.Schema(), d.Tools()
+	ec.MaxSessions, ec.MaxMCPEpisodes = 2*conc, episodes
+	srv, err := openenv.NewServer(ec)
 	if err != nil {
 		return err
 	}
