@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -223,7 +224,7 @@ func (e *Exporter) chatSpan(ctx context.Context, c Call, served bool, extra ...a
 	if served {
 		kind = trace.SpanKindServer
 	}
-	_, span := e.tracer.Start(ctx, "chat "+c.Model, trace.WithTimestamp(c.Start),
+	_, span := e.tracer.Start(ctx, strings.TrimSpace("chat "+c.Model), trace.WithTimestamp(c.Start),
 		trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 	failed(span, c.Error, c.ErrorType)
 	span.End(trace.WithTimestamp(c.Start.Add(c.Latency)))
