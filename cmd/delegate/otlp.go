@@ -254,3 +254,28 @@ func episodeOf(r openenv.EpisodeRecord) telemetry.Episode {
 	}
 	return ep
 }
+
+// call queues one model call made outside a strategy run; it never waits.
+func (s *otlpSink) call(c telemetry.Call) {
+	if s != nil {
+		s.e.ExportCall(c)
+	}
+}
+
+// pingCall is the span's view of config check's ping of a model.
+func pingCall(model string, price delegate.Price, req *delegate.Request, start time.Time, resp *delegate.Response, err error) telemetry.Call {
+	c := telemetry.Call{Model: model, Start: start, Latency: time.Since(start), MaxTokens: req.MaxTokens}
+	if err != nil {
+		status, typ := delegate.ErrorClass(err)
+		if typ == "" && status != 0 {
+			typ = strconv.Itoa(status)
+		}
+		c.Error, c.ErrorType = err.Error(), typ
+		return c
+	}
+	c.ResponseModel, c.ResponseID, c.Usage, c.Cost = resp.Model, resp.ID, resp.Usage, price.Cost(resp.Usage)
+	for _, ch := range resp.Choices {
+		c.FinishReasons = append(c.FinishReasons, ch.FinishReason)
+	}
+	return c
+}

@@ -364,3 +364,30 @@ func TestEnvOTLP(t *testing.T) {
 		})
 	}
 }
+
+// config check --ping --otlp exports each ping as a CLIENT chat span; a
+// receiver that is down fails nothing.
+func TestConfigPingOTLP(t *testing.T) {
+	rcv := newOTLPReceiver(t, 0)
+	for _, url := range []string{rcv.URL, downURL(t)} {
+		out, err := execute(t, testEnv, "config", "check", "--ping", "--otlp", url, "../../examples/world.yaml")
+		if err != nil || strings.Count(out, " ok    ") != 2 {
+			t.Fatalf("config check --ping --otlp %s: %v\n%s", url, err, out)
+		}
+	}
+	names := map[string]bool{}
+	for _, sp := range rcv.received() {
+		names[sp.Name] = true
+		if sp.Kind != tracepb.Span_SPAN_KIND_CLIENT {
+			t.Errorf("%s: kind %v, want CLIENT", sp.Name, sp.Kind)
+		}
+		wantAttrs(t, sp, map[string]any{"gen_ai.operation.name": "chat", "gen_ai.provider.name": "delegate",
+			"gen_ai.request.max_tokens": int64(1), "gen_ai.usage.input_tokens": positive, "gen_ai.usage.output_tokens": positive})
+	}
+	if len(names) != 2 || !names["chat delegator"] || !names["chat solver"] {
+		t.Errorf("spans %v, want a chat span per model", names)
+	}
+	if _, err := execute(t, testEnv, "config", "check", "--otlp", rcv.URL, "../../examples/world.yaml"); err == nil {
+		t.Error("config check --otlp without --ping: no error")
+	}
+}
