@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/modeltest"
@@ -26,13 +26,10 @@ func TestObserverSeesEveryCompletion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var seen []server.Completion
-	s.SetObserver(func(c server.Completion) {
-		mu.Lock()
-		seen = append(seen, c)
-		mu.Unlock()
-	})
+	// The observer runs once the answer is written: the client may have
+	// read it first.
+	seen := make(chan server.Completion, 8)
+	s.SetObserver(func(c server.Completion) { seen <- c })
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	tests := []struct {
@@ -48,9 +45,6 @@ func TestObserverSeesEveryCompletion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			mu.Lock()
-			seen = nil
-			mu.Unlock()
 			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(tt.body))
 			if err != nil {
 				t.Fatal(err)
@@ -59,12 +53,12 @@ func TestObserverSeesEveryCompletion(t *testing.T) {
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tt.status)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if len(seen) != 1 {
-				t.Fatalf("observer saw %d completions, want 1", len(seen))
+			var c server.Completion
+			select {
+			case c = <-seen:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the observer saw no completion")
 			}
-			c := seen[0]
 			if c.Status != tt.status || c.Model != tt.model || c.Stream != tt.stream || (c.Response != nil) != tt.resp {
 				t.Errorf("got status %d model %q stream %v response %v, want %d %q %v %v",
 					c.Status, c.Model, c.Stream, c.Response != nil, tt.status, tt.model, tt.stream, tt.resp)
