@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -47,6 +48,10 @@ func TestObserverSeesEveryCompletion(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(tt.body))
 			if err != nil {
+				t.Fatal(err)
+			}
+			// Read to the end: a body closed early cuts a stream (499).
+			if _, err := io.ReadAll(resp.Body); err != nil {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
