@@ -175,3 +175,24 @@ func TestExportEpisode(t *testing.T) {
 		t.Errorf("the sub-agent's chat is %v, want CLIENT", s.Kind)
 	}
 }
+
+// BenchmarkExportCall measures what ExportCall costs the request that
+// calls it: one span and a queue send, here into a full queue, so that
+// the trace is dropped.
+func BenchmarkExportCall(b *testing.B) {
+	e, err := New(Config{Endpoint: "http://127.0.0.1:1", QueueSize: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	temp := 0.0
+	c := Call{Model: "solver", ResponseModel: "solver", Start: time.Now(), Latency: time.Millisecond, Temperature: &temp, MaxTokens: 64,
+		Usage: delegate.Usage{PromptTokens: 20, CompletionTokens: 8}, Cost: 1e-5, FinishReasons: []string{"stop"}, Status: 200}
+	b.ReportAllocs()
+	for b.Loop() {
+		e.ExportCall(c)
+	}
+	b.StopTimer()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = e.Close(ctx) // the port is closed: every trace is dropped
+}
