@@ -159,7 +159,28 @@ type Server struct {
 	metrics      *metrics
 	healthHeld   atomic.Int64 // GET /health answers held (policy_version, wait)
 	hook         Hook
+	observe      func(Completion)
 }
+
+// Completion is a chat completion as the server answered it, for an
+// observer such as a tracer.
+type Completion struct {
+	Start   time.Time
+	Latency time.Duration
+	// Model is the served model the request named; "" when none.
+	Model string
+	// Request is what the model got; nil when the request was refused
+	// before. Response is nil when no generation succeeded.
+	Request  *delegate.Request
+	Response *delegate.Response
+	Stream   bool
+	// Status is the HTTP status answered; 499 when the client went away.
+	Status int
+}
+
+// SetObserver has f see every chat completion once it is answered, on
+// the request's goroutine: f must not block. Call it before serving.
+func (s *Server) SetObserver(f func(Completion)) { s.observe = f }
 
 // Hook sees each chat completion before generation: the HTTP request,
 // the model's name and the request the model gets, default system prompt
@@ -512,7 +533,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	model := ""
 	status := http.StatusOK
-	defer func() { s.metrics.done(model, status, time.Since(start)) }()
+	var seen Completion // what the observer gets
+	defer func() {
+		s.metrics.done(model, status, time.Since(start))
+		if s.observe != nil {
+			seen.Start, seen.Latency, seen.Model, seen.Status = start, time.Since(start), model, status
+			s.observe(seen)
+		}
+	}()
 	fail := func(e apiErr) {
 		status = e.Status
 		writeError(w, e)
@@ -556,6 +584,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var done func(*delegate.Response)
 	if s.hook != nil {
 		done = s.hook(r, req.Model, dreq)
+	}
+	seen.Request, seen.Stream = dreq, req.Stream
+	if s.observe != nil {
+		hooked := done
+		done = func(resp *delegate.Response) {
+			if hooked != nil {
+				hooked(resp)
+			}
+			seen.Response = resp
+		}
 	}
 
 	// Take a turn, or wait for one: at most MaxQueue requests wait, each

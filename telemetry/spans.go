@@ -36,13 +36,18 @@ const ProviderOther = "_OTHER"
 // OpenAI-compatible endpoint, a custom name for an in-process model.
 type Provider func(model string) string
 
+// providerOf is p's name for model, ProviderOther without p.
+func providerOf(p Provider, model string) string {
+	if p == nil {
+		return ProviderOther
+	}
+	return p(model)
+}
+
 // record turns a trace into spans through tracer, with the trace's own
 // start times and latencies, and returns their trace ID.
 func record(tracer trace.Tracer, t *delegate.Trace, provider Provider) trace.TraceID {
-	if provider == nil {
-		provider = func(string) string { return ProviderOther }
-	}
-	r := &recorder{tracer: tracer, provider: provider}
+	r := &recorder{tracer: tracer, provider: func(m string) string { return providerOf(provider, m) }}
 	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameInvokeAgent,
 		semconv.GenAIAgentNameKey.String(t.Strategy),

@@ -53,6 +53,8 @@ type Stats struct {
 	Exported int64 // traces the receiver accepted
 	Dropped  int64 // traces not exported: the queue was full, the export failed, or Close ran out of time
 	Spans    int64 // spans the receiver accepted
+	// DroppedSpans counts the spans of the dropped traces.
+	DroppedSpans int64
 }
 
 // Exporter sends traces to an OTLP/HTTP receiver from one goroutine.
@@ -73,8 +75,8 @@ type Exporter struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	exported, dropped, sent atomic.Int64
-	lastLog                 atomic.Int64 // unix nanoseconds of the last log record
+	exported, dropped, sent, droppedSpans atomic.Int64
+	lastLog                               atomic.Int64 // unix nanoseconds of the last log record
 }
 
 // New starts an exporter to cfg.Endpoint. It does not contact the
@@ -159,7 +161,13 @@ func (e *Exporter) Export(t *delegate.Trace) {
 	if t == nil || t.Root == nil {
 		return
 	}
-	spans := e.spans.take(record(e.tracer, t, e.cfg.Provider))
+	e.queueTrace(record(e.tracer, t, e.cfg.Provider))
+}
+
+// queueTrace queues the ended spans of trace id for export, or drops and
+// counts them when the queue is full or the exporter closed.
+func (e *Exporter) queueTrace(id trace.TraceID) {
+	spans := e.spans.take(id)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.closed {
@@ -169,7 +177,7 @@ func (e *Exporter) Export(t *delegate.Trace) {
 		default:
 		}
 	}
-	e.drop(1, "otlp export queue full; trace dropped", nil)
+	e.drop(len(spans), "otlp export queue full; trace dropped", nil)
 }
 
 // run exports queued traces one by one until the queue is closed and
@@ -178,11 +186,11 @@ func (e *Exporter) run() {
 	defer close(e.done)
 	for spans := range e.queue {
 		if e.ctx.Err() != nil {
-			e.drop(1, "", nil)
+			e.drop(len(spans), "", nil)
 			continue
 		}
 		if err := e.exporter.ExportSpans(e.ctx, spans); err != nil {
-			e.drop(1, "otlp export failed; trace dropped", err)
+			e.drop(len(spans), "otlp export failed; trace dropped", err)
 			continue
 		}
 		e.exported.Add(1)
@@ -190,10 +198,11 @@ func (e *Exporter) run() {
 	}
 }
 
-// drop counts n dropped traces and logs why, at most once per LogEvery.
-// An empty msg counts without logging.
-func (e *Exporter) drop(n int64, msg string, err error) {
-	total := e.dropped.Add(n)
+// drop counts a dropped trace of n spans and logs why, at most once per
+// LogEvery. An empty msg counts without logging.
+func (e *Exporter) drop(n int, msg string, err error) {
+	total := e.dropped.Add(1)
+	spans := e.droppedSpans.Add(int64(n))
 	if msg == "" || e.cfg.Log == nil {
 		return
 	}
@@ -202,7 +211,7 @@ func (e *Exporter) drop(n int64, msg string, err error) {
 	if now-last < int64(e.cfg.LogEvery) || !e.lastLog.CompareAndSwap(last, now) {
 		return
 	}
-	args := []any{"endpoint", e.cfg.Endpoint, "dropped", total}
+	args := []any{"endpoint", e.cfg.Endpoint, "dropped", total, "dropped_spans", spans}
 	if err != nil {
 		args = append(args, "err", err)
 	}
@@ -211,7 +220,7 @@ func (e *Exporter) drop(n int64, msg string, err error) {
 
 // Stats returns what the exporter has done so far.
 func (e *Exporter) Stats() Stats {
-	return Stats{Exported: e.exported.Load(), Dropped: e.dropped.Load(), Spans: e.sent.Load()}
+	return Stats{Exported: e.exported.Load(), Dropped: e.dropped.Load(), Spans: e.sent.Load(), DroppedSpans: e.droppedSpans.Load()}
 }
 
 // Close exports the traces still queued until ctx ends, then drops the

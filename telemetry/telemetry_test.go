@@ -254,6 +254,7 @@ func TestExportNeverBlocks(t *testing.T) {
 		{"slow", func(t *testing.T) string { return newReceiver(t, time.Minute).URL }},
 	}
 	const queue, traces = 8, 200
+	const spansPerTrace = 11 // routeTrace's
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e, err := New(Config{Endpoint: tt.endpoint(t), QueueSize: queue, Timeout: 30 * time.Second})
@@ -278,8 +279,8 @@ func TestExportNeverBlocks(t *testing.T) {
 			if d := time.Since(start); d > 10*time.Second {
 				t.Errorf("close took %v with a 200ms deadline", d)
 			}
-			if got := e.Stats(); got.Dropped != traces || got.Exported != 0 {
-				t.Errorf("stats %+v, want all %d dropped", got, traces)
+			if got := e.Stats(); got.Dropped != traces || got.Exported != 0 || got.DroppedSpans != traces*spansPerTrace {
+				t.Errorf("stats %+v, want all %d traces of %d spans dropped", got, traces, spansPerTrace)
 			}
 			e.Export(tr) // after Close: counted, not sent, no panic
 			if got := e.Stats().Dropped; got != traces+1 {

@@ -92,58 +92,12 @@ func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	// Two connections: pushes publish on pc, so that their
-	// acknowledgements do not wait behind the batches read on nc.
-	var nc, pc *nats.Conn
-	var err error
-	where := ""
-	if f.natsURL != "" {
-		connect := func(name string) (*nats.Conn, error) {
-			c, err := nats.Connect(f.natsURL, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
-			if err != nil {
-				return nil, fmt.Errorf("api: connect to nats: %w", err)
-			}
-			return c, nil
-		}
-		if nc, err = connect("delegate api"); err != nil {
-			return err
-		}
-		defer nc.Close()
-		if pc, err = connect("delegate api publish"); err != nil {
-			return err
-		}
-		where = "NATS " + nc.ConnectedUrlRedacted()
-	} else {
-		if f.replicas != 1 {
-			return fmt.Errorf("api: --replicas %d needs a cluster (--nats)", f.replicas)
-		}
-		emb, err := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: f.data, SyncAlways: f.syncAlways})
-		if err != nil {
-			return fmt.Errorf("api: %w", err)
-		}
-		defer emb.Shutdown()
-		if nc, err = emb.Connect(); err != nil {
-			return fmt.Errorf("api: %w", err)
-		}
-		defer nc.Close()
-		if pc, err = emb.Connect(); err != nil {
-			return fmt.Errorf("api: %w", err)
-		}
-		where = "embedded JetStream in " + f.data
+	nc, pc, where, closeNATS, err := connectAPI(f)
+	if err != nil {
+		return err
 	}
-	defer pc.Close()
-	srv, err := atropos.New(ctx, nc, cfg, log, atropos.WithPublishConn(pc))
-	// A cluster that has just started elects its JetStream leader first:
-	// keep asking for up to half a minute before giving up.
-	for deadline := time.Now().Add(30 * time.Second); err != nil && f.natsURL != "" && time.Now().Before(deadline) && ctx.Err() == nil; {
-		log.Info("waiting for the NATS cluster's JetStream", "err", err)
-		select {
-		case <-time.After(250 * time.Millisecond):
-		case <-ctx.Done():
-			return fmt.Errorf("api: %w", ctx.Err())
-		}
-		srv, err = atropos.New(ctx, nc, cfg, log, atropos.WithPublishConn(pc))
-	}
+	defer closeNATS()
+	srv, err := newAPIServer(ctx, nc, pc, cfg, f, log)
 	if err != nil {
 		return err
 	}
@@ -167,4 +121,73 @@ func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return hs.Shutdown(shutdown)
+}
+
+// connectAPI opens the API's two NATS connections, to --nats or to an
+// embedded server it starts: pushes publish on pc, so that their
+// acknowledgements do not wait behind the batches read on nc. where
+// names the store; closeNATS closes all it opened.
+func connectAPI(f apiFlags) (nc, pc *nats.Conn, where string, closeNATS func(), err error) {
+	var closers []func()
+	closeNATS = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	fail := func(err error) (*nats.Conn, *nats.Conn, string, func(), error) {
+		closeNATS()
+		return nil, nil, "", nil, err
+	}
+	if f.natsURL != "" {
+		connect := func(name string) (*nats.Conn, error) {
+			c, err := nats.Connect(f.natsURL, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+			if err != nil {
+				return nil, fmt.Errorf("api: connect to nats: %w", err)
+			}
+			closers = append(closers, c.Close)
+			return c, nil
+		}
+		if nc, err = connect("delegate api"); err != nil {
+			return fail(err)
+		}
+		if pc, err = connect("delegate api publish"); err != nil {
+			return fail(err)
+		}
+		return nc, pc, "NATS " + nc.ConnectedUrlRedacted(), closeNATS, nil
+	}
+	if f.replicas != 1 {
+		return fail(fmt.Errorf("api: --replicas %d needs a cluster (--nats)", f.replicas))
+	}
+	emb, err := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: f.data, SyncAlways: f.syncAlways})
+	if err != nil {
+		return fail(fmt.Errorf("api: %w", err))
+	}
+	closers = append(closers, emb.Shutdown)
+	for _, c := range []**nats.Conn{&nc, &pc} {
+		if *c, err = emb.Connect(); err != nil {
+			return fail(fmt.Errorf("api: %w", err))
+		}
+		closers = append(closers, (*c).Close)
+	}
+	return nc, pc, "embedded JetStream in " + f.data, closeNATS, nil
+}
+
+// newAPIServer starts the API on its connections. A cluster that has
+// just started elects its JetStream leader first: with --nats it keeps
+// asking for up to half a minute before giving up.
+func newAPIServer(ctx context.Context, nc, pc *nats.Conn, cfg atropos.Config, f apiFlags, log *slog.Logger) (*atropos.Server, error) {
+	srv, err := atropos.New(ctx, nc, cfg, log, atropos.WithPublishConn(pc))
+	for deadline := time.Now().Add(30 * time.Second); err != nil && f.natsURL != "" && time.Now().Before(deadline) && ctx.Err() == nil; {
+		log.Info("waiting for the NATS cluster's JetStream", "err", err)
+		select {
+		case <-time.After(250 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("api: %w", ctx.Err())
+		}
+		srv, err = atropos.New(ctx, nc, cfg, log, atropos.WithPublishConn(pc))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return srv, nil
 }

@@ -131,24 +131,8 @@ type benchEnvSettings struct {
 // runBenchEnv evaluates the config's strong model (else its default) as
 // the policy of f.n episodes of the environment at f.env.
 func runBenchEnv(ctx context.Context, out, errOut io.Writer, getenv env, log *slog.Logger, f benchFlags) error {
-	var errs []error
-	if f.n <= 0 {
-		errs = append(errs, errors.New("--n is required with --env: the number of episodes"))
-	}
-	if f.dataset != "" || f.data != "" {
-		errs = append(errs, errors.New("--dataset and --data are not used with --env: the environment draws the problems, by --seed"))
-	}
-	if f.envTransport != "ws" && f.envTransport != "http" {
-		errs = append(errs, fmt.Errorf("--env-transport %q: want ws or http", f.envTransport))
-	}
-	if !strings.HasPrefix(f.env, "http://") && !strings.HasPrefix(f.env, "https://") {
-		errs = append(errs, fmt.Errorf("--env %q: want the server's http:// or https:// URL", f.env))
-	}
-	if err := checkProgress(f.progress); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("bench: %w", err)
+	if err := checkBenchEnvFlags(f); err != nil {
+		return err
 	}
 	cfg, err := LoadConfig(configPath(f.config, getenv))
 	if err != nil {
@@ -188,12 +172,51 @@ func runBenchEnv(ctx context.Context, out, errOut io.Writer, getenv env, log *sl
 			AnswerInText: cfg.Preset == PresetWorld, NamesOnly: cfg.Preset == PresetWorld},
 		outcomes: map[int64]envOutcome{},
 	}
+	arms := []bench.Arm{{Name: envArm, Strategy: es}}
+	closeOTLP, err := traceArms(f.otlp, getenv, cfg, log, arms)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	defer closeOTLP()
+	rep, err := runEnvEpisodes(ctx, errOut, f, results, arms, es)
+	if err != nil {
+		return err
+	}
+	return writeBenchEnv(out, f, rep, results, name, models[name].Name())
+}
+
+// checkBenchEnvFlags checks bench's flags as --env uses them.
+func checkBenchEnvFlags(f benchFlags) error {
+	var errs []error
+	if f.n <= 0 {
+		errs = append(errs, errors.New("--n is required with --env: the number of episodes"))
+	}
+	if f.dataset != "" || f.data != "" {
+		errs = append(errs, errors.New("--dataset and --data are not used with --env: the environment draws the problems, by --seed"))
+	}
+	if f.envTransport != "ws" && f.envTransport != "http" {
+		errs = append(errs, fmt.Errorf("--env-transport %q: want ws or http", f.envTransport))
+	}
+	if !strings.HasPrefix(f.env, "http://") && !strings.HasPrefix(f.env, "https://") {
+		errs = append(errs, fmt.Errorf("--env %q: want the server's http:// or https:// URL", f.env))
+	}
+	if err := checkProgress(f.progress); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
+}
+
+// runEnvEpisodes plays the f.n episodes of seeds f.seed on, with a
+// progress bar, and grades them by their outcomes.
+func runEnvEpisodes(ctx context.Context, errOut io.Writer, f benchFlags, results string, arms []bench.Arm, es *envStrategy) (*bench.Report, error) {
 	tasks := make([]delegate.Task, f.n)
 	for i := range tasks {
 		seed := int64(f.seed) + int64(i)
 		tasks[i] = delegate.Task{ID: "seed-" + strconv.FormatInt(seed, 10), Dataset: "env", Prompt: envPrompt(seed)}
 	}
-	arms := []bench.Arm{{Name: envArm, Strategy: es}}
 	progress := make(chan bench.Progress, len(tasks))
 	barDone := make(chan struct{})
 	view := newProgressView(errOut, f.progress)
@@ -206,10 +229,16 @@ func runBenchEnv(ctx context.Context, out, errOut io.Writer, getenv env, log *sl
 	view.finish(runErr == nil)
 	if runErr != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("bench interrupted; finished episodes are saved in %s: run the same command again to resume", results)
+			return nil, fmt.Errorf("bench interrupted; finished episodes are saved in %s: run the same command again to resume", results)
 		}
-		return fmt.Errorf("bench: %w", runErr)
+		return nil, fmt.Errorf("bench: %w", runErr)
 	}
+	return rep, nil
+}
+
+// writeBenchEnv writes the report, its mean reward in its notes, to
+// f.out and out. policy is the config key of the policy, model its name.
+func writeBenchEnv(out io.Writer, f benchFlags, rep *bench.Report, results, policy, model string) error {
 	recs, _, err := bench.ReadResults(results)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
@@ -226,7 +255,7 @@ func runBenchEnv(ctx context.Context, out, errOut io.Writer, getenv env, log *sl
 		mean = fmt.Sprintf("%.4f", sum/float64(n))
 	}
 	rep.Notes = append(rep.Notes,
-		fmt.Sprintf("Environment %s over %s; policy %q (%s) acting through its tools, seeds %d to %d.", redactURL(f.env), f.envTransport, name, models[name].Name(), f.seed, f.seed+uint64(f.n)-1),
+		fmt.Sprintf("Environment %s over %s; policy %q (%s) acting through its tools, seeds %d to %d.", redactURL(f.env), f.envTransport, policy, model, f.seed, f.seed+uint64(f.n)-1),
 		fmt.Sprintf("Mean reward: %s over %d ended episodes of %d. The score column is the reward; correct is the environment's verdict; role %s is its sub-agent's spend, as its state reports it.", mean, n, len(recs), envSubagentRole))
 	if _, err := rep.WriteFiles(f.out); err != nil {
 		return fmt.Errorf("bench: %w", err)

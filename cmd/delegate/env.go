@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,6 +28,7 @@ type envFlags struct {
 	dataset, data              string
 	maxEpisodes, maxSteps      int
 	insecure, skipBad          bool
+	otlp                       string
 }
 
 func newEnvCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -61,19 +61,13 @@ Listening off loopback needs a token ($` + envTokenEnv + ` or --token) unless
 	fl.IntVar(&f.maxSteps, "max-steps", 8, "tool calls that end an episode unanswered")
 	fl.StringVar(&f.token, "token", "", "token clients must send, as a bearer token or a Basic auth password (default $"+envTokenEnv+"; prefer the variable: a flag shows in ps)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without a token")
+	fl.StringVar(&f.otlp, "otlp", "", "export each episode as OpenTelemetry spans to this OTLP/HTTP receiver (http://localhost:4318); never slows or fails an episode (docs/telemetry.md)")
 	return cmd
 }
 
 func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f envFlags) error {
-	if f.token == "" {
-		f.token = getenv(envTokenEnv)
-	}
-	f.token = strings.TrimSpace(f.token)
-	if err := edge.CheckExposure(f.addr, f.token != "", f.insecure, "a token: set $"+envTokenEnv+" (or --token)"); err != nil {
-		return fmt.Errorf("env: %w", err)
-	}
-	if f.maxEpisodes <= 0 || f.maxSteps <= 0 {
-		return fmt.Errorf("env: --max-episodes (%d) and --max-steps (%d) must be positive", f.maxEpisodes, f.maxSteps)
+	if err := f.check(getenv); err != nil {
+		return err
 	}
 	split, err := world.ParseSplit(f.split)
 	if err != nil {
@@ -87,14 +81,9 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	if err != nil {
 		return err
 	}
-	name := cfg.Roles.Weak
-	for _, n := range []string{cfg.Roles.Subagent, cfg.Roles.Default} {
-		if name == "" {
-			name = n
-		}
-	}
-	if name == "" {
-		return errors.New("env: the config names no sub-agent model: set roles.weak (or roles.subagent or roles.default)")
+	name, err := envSubagent(cfg)
+	if err != nil {
+		return err
 	}
 	one := *cfg
 	one.Models = map[string]ModelConfig{name: cfg.Models[name]}
@@ -103,24 +92,14 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 		return err
 	}
 	defer closeModels()
-	prices := world.DefaultPrices()
-	if p := cfg.Models[name].Price; p.Input != 0 || p.CachedInput != 0 || p.Output != 0 {
-		prices.Solver = p
-	}
-	dc := openenv.DelegationConfig{Subagent: models[name], Split: split, MaxSteps: f.maxSteps, Prices: &prices}
-	if tasks != nil {
-		dc.Tasks, dc.Verify = tasks, score.Verify
-	}
-	d, err := openenv.NewDelegation(dc)
+	sink, err := openOTLP(f.otlp, getenv, cfg.providers(), log)
 	if err != nil {
 		return fmt.Errorf("env: %w", err)
 	}
-	oc := openenv.DefaultConfig() // the episode ends at --max-steps; the server's step limit stays a backstop
-	oc.New, oc.Name, oc.Metadata, oc.Schema, oc.Tools = d.New, "delegation", d.Metadata(), d.Schema(), d.Tools()
-	oc.MaxSessions, oc.Log = f.maxEpisodes, log
-	srv, err := openenv.NewServer(oc)
+	defer sink.close()
+	srv, err := newEnvServer(cfg.Models[name].Price, models[name], split, tasks, f, sink, log)
 	if err != nil {
-		return fmt.Errorf("env: %w", err)
+		return err
 	}
 	defer srv.Close()
 	// Basic: OpenEnv's Python client sends credentials only from its URL's user information.
@@ -143,21 +122,77 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	fmt.Fprintf(out, "delegation environment: %s, sub-agent %q (config key %s), at most %d steps an episode, %d episodes at once\n",
 		what, models[name].Name(), name, f.maxSteps, f.maxEpisodes)
 	fmt.Fprintf(out, "serving OpenEnv on http://%s (WebSocket ws://%s/ws, MCP http://%s/mcp), %s\n", ln.Addr(), ln.Addr(), ln.Addr(), auth)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("env: %w", err)
-	case <-ctx.Done():
+	if f.otlp != "" {
+		fmt.Fprintf(out, "each episode exported as OpenTelemetry spans to %s\n", redactURL(f.otlp))
 	}
 	// Sessions are hijacked connections, which Shutdown does not wait
 	// for: close them first.
-	if err := srv.Close(); err != nil {
-		return fmt.Errorf("env: close sessions: %w", err)
+	return serveUntil(ctx, "env", hs, ln, func() error {
+		if err := srv.Close(); err != nil {
+			return fmt.Errorf("close sessions: %w", err)
+		}
+		return nil
+	})
+}
+
+// check reads the token from the environment when no flag gave it and
+// checks the flags.
+func (f *envFlags) check(getenv env) error {
+	if f.token == "" {
+		f.token = getenv(envTokenEnv)
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return hs.Shutdown(shutdown)
+	f.token = strings.TrimSpace(f.token)
+	if err := edge.CheckExposure(f.addr, f.token != "", f.insecure, "a token: set $"+envTokenEnv+" (or --token)"); err != nil {
+		return fmt.Errorf("env: %w", err)
+	}
+	if f.maxEpisodes <= 0 || f.maxSteps <= 0 {
+		return fmt.Errorf("env: --max-episodes (%d) and --max-steps (%d) must be positive", f.maxEpisodes, f.maxSteps)
+	}
+	return nil
+}
+
+// envSubagent is the config key of the sub-agent model: the weak role,
+// else the subagent or default role.
+func envSubagent(cfg *Config) (string, error) {
+	name := cfg.Roles.Weak
+	for _, n := range []string{cfg.Roles.Subagent, cfg.Roles.Default} {
+		if name == "" {
+			name = n
+		}
+	}
+	if name == "" {
+		return "", errors.New("env: the config names no sub-agent model: set roles.weak (or roles.subagent or roles.default)")
+	}
+	return name, nil
+}
+
+// newEnvServer is the delegation environment's OpenEnv server, with
+// sub as the sub-agent at price (the world's solver price when zero) and
+// each episode exported to sink.
+func newEnvServer(price delegate.Price, sub delegate.Model, split world.Split, tasks []delegate.Task, f envFlags, sink *otlpSink, log *slog.Logger) (*openenv.Server, error) {
+	prices := world.DefaultPrices()
+	if price.Input != 0 || price.CachedInput != 0 || price.Output != 0 {
+		prices.Solver = price
+	}
+	dc := openenv.DelegationConfig{Subagent: sub, Split: split, MaxSteps: f.maxSteps, Prices: &prices}
+	if tasks != nil {
+		dc.Tasks, dc.Verify = tasks, score.Verify
+	}
+	if sink != nil {
+		dc.Ended = sink.episodes()
+	}
+	d, err := openenv.NewDelegation(dc)
+	if err != nil {
+		return nil, fmt.Errorf("env: %w", err)
+	}
+	oc := openenv.DefaultConfig() // the episode ends at --max-steps; the server's step limit stays a backstop
+	oc.New, oc.Name, oc.Metadata, oc.Schema, oc.Tools = d.New, "delegation", d.Metadata(), d.Schema(), d.Tools()
+	oc.MaxSessions, oc.Log = f.maxEpisodes, log
+	srv, err := openenv.NewServer(oc)
+	if err != nil {
+		return nil, fmt.Errorf("env: %w", err)
+	}
+	return srv, nil
 }
 
 // envTasks loads --dataset's tasks, nil for the world's problems, and

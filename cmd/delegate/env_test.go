@@ -210,10 +210,15 @@ func TestBenchEnvShippedRouter(t *testing.T) {
 
 	const n = 4
 	scores := map[string][]float64{}
+	rcv := newOTLPReceiver(t, 0) // the WebSocket run exports its episodes
 	for _, transport := range []string{"ws", "http"} {
 		dir := t.TempDir()
-		got, err := execute(t, func(string) string { return "" }, "bench", "--config", "../../examples/world.yaml", "--env", base,
-			"--env-transport", transport, "--n", strconv.Itoa(n), "--seed", "10", "--out", dir, "--progress", "none")
+		args := []string{"bench", "--config", "../../examples/world.yaml", "--env", base,
+			"--env-transport", transport, "--n", strconv.Itoa(n), "--seed", "10", "--out", dir, "--progress", "none"}
+		if transport == "ws" {
+			args = append(args, "--otlp", rcv.URL)
+		}
+		got, err := execute(t, func(string) string { return "" }, args...)
 		if err != nil {
 			t.Fatalf("%s: bench --env: %v\n%s", transport, err, got)
 		}
@@ -241,6 +246,13 @@ func TestBenchEnvShippedRouter(t *testing.T) {
 		if right == 0 {
 			t.Errorf("%s: no episode right; the shipped router solves most world problems", transport)
 		}
+	}
+	names := map[string]int{}
+	for _, sp := range rcv.received() {
+		names[sp.Name]++
+	}
+	if names["invoke_agent env"] != n || names["chat delegator"] == 0 {
+		t.Errorf("bench --env --otlp: spans %v, want %d invoke_agent env and the policy's chat spans", names, n)
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -42,6 +42,7 @@ type gatewayFlags struct {
 	timeouts                            server.Timeouts
 	push                                pushFlags
 	pushWait                            time.Duration
+	otlp                                string
 }
 
 func newGatewayCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -84,23 +85,14 @@ key are appended to OUT/groups.jsonl as process writes it. docs/gateway.md.`,
 	fl.IntVar(&f.push.offPolicy, "push-offpolicy", 3, "--push: new sessions wait (up to --push-wait, then 503) while the API's queue holds this many batches (Atropos's max_batches_offpolicy)")
 	fl.DurationVar(&f.pushWait, "push-wait", 10*time.Second, "--push: how long POST /sessions waits for room in the API's queue before it answers 503")
 	fl.DurationVar(&f.timeouts.Write, "write-timeout", t.Write, "time to write a whole response; a stream gets this much for each event")
+	fl.StringVar(&f.otlp, "otlp", "", "export each ended session, its calls as chat spans, to this OTLP/HTTP receiver (http://localhost:4318); never slows or fails a call (docs/telemetry.md)")
 	return cmd
 }
 
 func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f gatewayFlags, names []string) error {
-	if f.token == "" {
-		f.token = getenv(gatewayTokenEnv)
-	}
-	f.token = strings.TrimSpace(f.token)
-	if err := edge.CheckExposure(f.addr, f.token != "", f.insecure, "a token: set $"+gatewayTokenEnv+" (or --token)"); err != nil {
-		return fmt.Errorf("gateway: %w", err)
-	}
-	if f.out == "" {
-		return errors.New("gateway: --out is required")
-	}
-	est, err := reward.ParseEstimator(f.estimator)
+	est, err := f.check(getenv)
 	if err != nil {
-		return fmt.Errorf("gateway: --estimator: %w", err)
+		return err
 	}
 	cfg, err := LoadConfig(configPath(f.config, getenv))
 	if err != nil {
@@ -119,6 +111,70 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 		return err
 	}
 	defer closeModels()
+	gcfg, served, err := gatewayConfig(cfg, names, models, f, est)
+	if err != nil {
+		return err
+	}
+	sink, err := openOTLP(f.otlp, getenv, cfg.providers(), log)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	defer sink.close()
+	if sink != nil {
+		gcfg.Ended = sink.sessions()
+	}
+	if f.push.url != "" {
+		fmt.Fprintf(out, "gateway: registering with the trajectory API at %s (waits for a trainer to start)\n", f.push.url)
+		pusher, err := atropos.NewPusher(ctx, out, f.push.config(getenv(apiTokenEnv), f.group))
+		if err != nil {
+			return fmt.Errorf("gateway: %w", err)
+		}
+		defer func() {
+			// Telling the API we are gone is a courtesy: it loses nothing.
+			_ = pusher.Close(context.WithoutCancel(ctx))
+		}()
+		gcfg.Sink, gcfg.SinkWait = pusher, f.pushWait
+	}
+	g, err := gateway.Open(ctx, gcfg, slog.New(infoHandler{log.Handler()}), served...)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	timeouts := server.DefaultTimeouts()
+	timeouts.Write = f.timeouts.Write
+	g.SetWriteTimeout(timeouts.Write)
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	srv := edge.Server(g, timeouts, log, slog.LevelWarn)
+	printGateway(out, log, g, gcfg, names, models, ln.Addr(), f)
+	return serveUntil(ctx, "gateway", srv, ln, nil)
+}
+
+// check reads the token from the environment when no flag gave it,
+// checks the flags and returns the advantage estimator.
+func (f *gatewayFlags) check(getenv env) (reward.Estimator, error) {
+	if f.token == "" {
+		f.token = getenv(gatewayTokenEnv)
+	}
+	f.token = strings.TrimSpace(f.token)
+	if err := edge.CheckExposure(f.addr, f.token != "", f.insecure, "a token: set $"+gatewayTokenEnv+" (or --token)"); err != nil {
+		return "", fmt.Errorf("gateway: %w", err)
+	}
+	if f.out == "" {
+		return "", errors.New("gateway: --out is required")
+	}
+	est, err := reward.ParseEstimator(f.estimator)
+	if err != nil {
+		return "", fmt.Errorf("gateway: --estimator: %w", err)
+	}
+	return est, nil
+}
+
+// gatewayConfig is the gateway's configuration of the named models:
+// their roles, prices, system prompts, chat templates and tokenizers.
+func gatewayConfig(cfg *Config, names []string, models map[string]delegate.Model, f gatewayFlags, est reward.Estimator) (gateway.Config, []delegate.Model, error) {
 	sc := server.DefaultConfig()
 	sc.Hosts, sc.System = f.hosts, map[string]string{}
 	gcfg := gateway.Config{
@@ -143,7 +199,7 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 		}
 		hash, err := templateHash(mc)
 		if err != nil {
-			return fmt.Errorf("gateway: model %s: %w", n, err)
+			return gcfg, nil, fmt.Errorf("gateway: model %s: %w", n, err)
 		}
 		if hash != "" {
 			gcfg.Templates[m.Name()] = hash
@@ -153,36 +209,16 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 			// them, and checks those it does return.
 			ct, err := newChatTokenizer(mc.Tokenizer, mc.ChatTemplate)
 			if err != nil {
-				return fmt.Errorf("gateway: model %s: %w", n, err)
+				return gcfg, nil, fmt.Errorf("gateway: model %s: %w", n, err)
 			}
 			gcfg.Tokenizers[m.Name()] = ct
 		}
 	}
-	if f.push.url != "" {
-		fmt.Fprintf(out, "gateway: registering with the trajectory API at %s (waits for a trainer to start)\n", f.push.url)
-		sink, err := atropos.NewPusher(ctx, out, f.push.config(getenv(apiTokenEnv), f.group))
-		if err != nil {
-			return fmt.Errorf("gateway: %w", err)
-		}
-		defer func() {
-			// Telling the API we are gone is a courtesy: it loses nothing.
-			_ = sink.Close(context.WithoutCancel(ctx))
-		}()
-		gcfg.Sink, gcfg.SinkWait = sink, f.pushWait
-	}
-	g, err := gateway.Open(ctx, gcfg, slog.New(infoHandler{log.Handler()}), served...)
-	if err != nil {
-		return err
-	}
-	defer g.Close()
-	timeouts := server.DefaultTimeouts()
-	timeouts.Write = f.timeouts.Write
-	g.SetWriteTimeout(timeouts.Write)
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return fmt.Errorf("gateway: %w", err)
-	}
-	srv := edge.Server(g, timeouts, log, slog.LevelWarn)
+	return gcfg, served, nil
+}
+
+// printGateway says what the gateway serves where, and how it is guarded.
+func printGateway(out io.Writer, log *slog.Logger, g *gateway.Gateway, gcfg gateway.Config, names []string, models map[string]delegate.Model, addr net.Addr, f gatewayFlags) {
 	for _, n := range names {
 		hash := gcfg.Templates[models[n].Name()]
 		if hash == "" {
@@ -199,22 +235,15 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 		auth = "token required for /sessions"
 	case f.insecure:
 		auth = "NO TOKEN (--insecure)"
-		log.Warn("the session API has no token off loopback (--insecure): anyone who can reach it can open sessions", "addr", ln.Addr().String())
+		log.Warn("the session API has no token off loopback (--insecure): anyone who can reach it can open sessions", "addr", addr.String())
 	}
-	fmt.Fprintf(out, "gateway on http://%s: POST /sessions, agents at /s/ID/v1; %s; groups of %d to %s\n", ln.Addr(), auth, f.group, f.out)
+	fmt.Fprintf(out, "gateway on http://%s: POST /sessions, agents at /s/ID/v1; %s; groups of %d to %s\n", addr, auth, f.group, f.out)
 	if f.push.url != "" {
 		fmt.Fprintf(out, "gateway: group records also go to %s\n", f.push.url)
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("gateway: %w", err)
-	case <-ctx.Done():
+	if f.otlp != "" {
+		fmt.Fprintf(out, "gateway: each ended session exported as OpenTelemetry spans to %s\n", redactURL(f.otlp))
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return srv.Shutdown(shutdown)
 }
 
 // templateHash is the chat-template hash of a configured model: the

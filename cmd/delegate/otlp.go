@@ -5,14 +5,18 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/rollout"
+	"github.com/delegatelab/delegate/server"
 	"github.com/delegatelab/delegate/telemetry"
 	"github.com/delegatelab/delegate/train"
+	"github.com/delegatelab/delegate/trajectory/gateway"
+	"github.com/delegatelab/delegate/trajectory/openenv"
 )
 
 // otlpCloseTimeout bounds how long a command waits, after its work, for
@@ -21,6 +25,9 @@ const otlpCloseTimeout = 3 * time.Second
 
 // otlpUsage is the help of every command's --otlp flag.
 const otlpUsage = "export each run's trace as OpenTelemetry spans to this OTLP/HTTP receiver (http://localhost:4318); never slows or fails the command (docs/telemetry.md)"
+
+// otlpServeUsage is the help of a server's --otlp flag.
+const otlpServeUsage = "export each served call as OpenTelemetry spans to this OTLP/HTTP receiver (http://localhost:4318); never slows or fails a request (docs/telemetry.md)"
 
 // otlpSink is a command's exporter of --otlp. A nil sink exports nothing.
 type otlpSink struct {
@@ -123,7 +130,7 @@ func (s *otlpSink) close() {
 	err := s.e.Close(ctx)
 	st := s.e.Stats()
 	if err != nil || st.Dropped > 0 {
-		s.log.Warn("otlp: traces not exported", "dropped", st.Dropped, "exported", st.Exported, "err", err)
+		s.log.Warn("otlp: traces not exported", "dropped", st.Dropped, "dropped_spans", st.DroppedSpans, "exported", st.Exported, "err", err)
 	}
 }
 
@@ -166,4 +173,109 @@ func traceTrain(endpoint string, getenv env, log *slog.Logger, cfg *train.Config
 	}
 	cfg.Traces = s.export
 	return s.close, nil
+}
+
+// served returns the server observer that exports each chat completion
+// as a chat span, priced by prices (by served model name).
+func (s *otlpSink) served(prices map[string]delegate.Price) func(server.Completion) {
+	return func(c server.Completion) { s.e.ExportCall(servedCall(c, prices)) }
+}
+
+// servedCall is the span's view of a chat completion a server answered.
+func servedCall(c server.Completion, prices map[string]delegate.Price) telemetry.Call {
+	call := telemetry.Call{Model: c.Model, Start: c.Start, Latency: c.Latency, Stream: c.Stream, Status: c.Status}
+	call.Error, call.ErrorType = telemetry.StatusError(c.Status)
+	if r := c.Request; r != nil {
+		call.Temperature, call.MaxTokens, call.Choices = r.Temperature, r.MaxTokens, r.N
+	}
+	if r := c.Response; r != nil {
+		call.ResponseModel, call.ResponseID, call.Usage, call.PolicyVersion = r.Model, r.ID, r.Usage, r.PolicyVersion
+		call.Cost = prices[c.Model].Cost(r.Usage)
+		for _, ch := range r.Choices {
+			call.FinishReasons = append(call.FinishReasons, ch.FinishReason)
+		}
+	}
+	return call
+}
+
+// sessions returns the gateway's Ended hook that exports each session.
+func (s *otlpSink) sessions() func(*gateway.Finished, bool) {
+	return func(fin *gateway.Finished, expired bool) { s.e.ExportSession(sessionOf(fin, expired)) }
+}
+
+// sessionOf is the span's view of a gateway session. Its ID is the first
+// digits of the stored digest, as the gateway's answers show it: never
+// the session id, which is a key.
+func sessionOf(fin *gateway.Finished, expired bool) telemetry.Session {
+	ts := telemetry.Session{ID: fin.Key[:min(16, len(fin.Key))], Task: fin.Task.ID, Group: fin.Group,
+		Start: fin.Created, Latency: fin.Finished.Sub(fin.Created), Correct: fin.Correct, Expired: expired}
+	if !expired {
+		r := fin.Reward
+		ts.Reward = &r
+	}
+	for _, c := range fin.Calls {
+		ts.Calls = append(ts.Calls, telemetry.Call{Model: c.Model, Role: c.Role, Start: c.Start, Latency: c.Latency,
+			Usage: c.Usage, Cost: c.Cost, FinishReasons: []string{c.FinishReason}, Temperature: c.Request.Temperature,
+			MaxTokens: c.Request.MaxTokens, PolicyVersion: c.PolicyVersion})
+	}
+	return ts
+}
+
+// episodes returns the environment's Ended hook that exports each episode.
+func (s *otlpSink) episodes() func(openenv.EpisodeRecord) {
+	return func(r openenv.EpisodeRecord) { s.e.ExportEpisode(episodeOf(r)) }
+}
+
+// episodeOf is the span's view of an environment's episode.
+func episodeOf(r openenv.EpisodeRecord) telemetry.Episode {
+	st := r.State
+	ep := telemetry.Episode{Dataset: st.Dataset, Task: st.ProblemID, Start: r.Start, Latency: r.Latency,
+		Ended: st.Done, Correct: st.Correct, Reward: st.Reward, Cost: st.Spend.Dollars}
+	if st.EpisodeID != nil {
+		ep.ID = *st.EpisodeID
+	}
+	for _, s := range r.Steps {
+		step := telemetry.Step{Tool: s.Tool, CallID: s.CallID, Start: s.Start, Latency: s.Latency}
+		if s.Error != nil {
+			step.Error, step.ErrorType = s.Error.Message, s.Error.ErrorType
+		}
+		if n := s.Subagent; n != nil {
+			step.Agent = n.Role
+			step.Call = &telemetry.Call{Model: n.Model, Role: n.Role, Start: n.Start, Latency: n.Latency, Usage: n.Usage,
+				Cost: n.Cost, PolicyVersion: n.PolicyVersion, Error: n.Error, ErrorType: n.ErrorType}
+			if n.FinishReason != "" {
+				step.Call.FinishReasons = []string{n.FinishReason}
+			}
+			if n.Error != "" && n.ErrorType == "" && n.ErrorStatus != 0 {
+				step.Call.ErrorType = strconv.Itoa(n.ErrorStatus)
+			}
+		}
+		ep.Steps = append(ep.Steps, step)
+	}
+	return ep
+}
+
+// call queues one model call made outside a strategy run; it never waits.
+func (s *otlpSink) call(c telemetry.Call) {
+	if s != nil {
+		s.e.ExportCall(c)
+	}
+}
+
+// pingCall is the span's view of config check's ping of a model.
+func pingCall(model string, price delegate.Price, req *delegate.Request, start time.Time, resp *delegate.Response, err error) telemetry.Call {
+	c := telemetry.Call{Model: model, Start: start, Latency: time.Since(start), MaxTokens: req.MaxTokens}
+	if err != nil {
+		status, typ := delegate.ErrorClass(err)
+		if typ == "" && status != 0 {
+			typ = strconv.Itoa(status)
+		}
+		c.Error, c.ErrorType = err.Error(), typ
+		return c
+	}
+	c.ResponseModel, c.ResponseID, c.Usage, c.Cost = resp.Model, resp.ID, resp.Usage, price.Cost(resp.Usage)
+	for _, ch := range resp.Choices {
+		c.FinishReasons = append(c.FinishReasons, ch.FinishReason)
+	}
+	return c
 }

@@ -42,6 +42,8 @@ type topology struct {
 	// --push-sync), more lets the environments run that many batches
 	// ahead (process --push-offpolicy).
 	offPolicy int
+	// otlp is --otlp: the environments export their rollouts' traces.
+	otlp string
 
 	sup *supervisor
 }
@@ -221,6 +223,9 @@ func (t *topology) children(dir, apiAddr, serveAddr string, secrets []string) []
 			"--keep-ties", "--no-baseline", "--omit-traces", "--reward", rewardWorld, "--advantage", string(c.RL.Estimator), "--progress", "none",
 			"--out", filepath.Join(dir, procsEnvDir(i)), "--push", url, "--push-name", fmt.Sprintf("env-%d", i)}
 		args = append(args, pace...)
+		if t.otlp != "" {
+			args = append(args, "--otlp", t.otlp)
+		}
 		if t.lambda != nil {
 			args = append(args, "--lambda", strconv.FormatFloat(*t.lambda, 'g', -1, 64))
 		}
@@ -235,22 +240,10 @@ func (t *topology) children(dir, apiAddr, serveAddr string, secrets []string) []
 // in the order that lets each leave cleanly: the environments (which
 // tell the API they go), then the trainer, then the server and the API.
 func (t *topology) run(ctx context.Context, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("train --processes: %w", err)
-	}
-	apiAddr, err := freeLoopback()
+	children, apiAddr, serveAddr, err := t.prepare(dir)
 	if err != nil {
 		return err
 	}
-	serveAddr, err := freeLoopback()
-	if err != nil {
-		return err
-	}
-	if err := t.writeConfigs(dir, serveAddr); err != nil {
-		return err
-	}
-	secrets := []string{apiTokenEnv + "=" + randomSecret(), serveKeyEnv + "=" + randomSecret()}
-	children := t.children(dir, apiAddr, serveAddr, secrets)
 	const api, serve, trainer = 0, 1, 2 // children's first three; the environments follow
 
 	// One context per stage of the stop, each ended only by the stop.
@@ -310,15 +303,41 @@ func (t *topology) run(ctx context.Context, dir string) error {
 		requestStop()
 	}
 	<-stopped
+	return outcome(dir, children, errs, errs[trainer], werr)
+}
+
+// prepare lays out dir and picks the servers' addresses, and returns the
+// children to start with their secrets.
+func (t *topology) prepare(dir string) (children []child, apiAddr, serveAddr string, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", "", fmt.Errorf("train --processes: %w", err)
+	}
+	if apiAddr, err = freeLoopback(); err != nil {
+		return nil, "", "", err
+	}
+	if serveAddr, err = freeLoopback(); err != nil {
+		return nil, "", "", err
+	}
+	if err := t.writeConfigs(dir, serveAddr); err != nil {
+		return nil, "", "", err
+	}
+	secrets := []string{apiTokenEnv + "=" + randomSecret(), serveKeyEnv + "=" + randomSecret()}
+	return t.children(dir, apiAddr, serveAddr, secrets), apiAddr, serveAddr, nil
+}
+
+// outcome is the error of a stopped topology: a child's that failed, the
+// wait for the servers', or an interruption before the trainer finished
+// (trainerErr or waitErr set); nil when the trainer took its steps.
+func outcome(dir string, children []child, errs []error, trainerErr, waitErr error) error {
 	for i, err := range errs {
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("train --processes: %s: %w", children[i].name, err)
 		}
 	}
-	if werr != nil && !errors.Is(werr, context.Canceled) {
-		return fmt.Errorf("train --processes: %w", werr)
+	if waitErr != nil && !errors.Is(waitErr, context.Canceled) {
+		return fmt.Errorf("train --processes: %w", waitErr)
 	}
-	if errs[trainer] != nil || werr != nil {
+	if trainerErr != nil || waitErr != nil {
 		// Interrupted before the trainer had finished.
 		return fmt.Errorf("train --processes: interrupted; run the same command again to resume from %s: %w", dir, context.Canceled)
 	}

@@ -457,6 +457,7 @@ func TestTrainProcessesFlags(t *testing.T) {
 		{"mu", []string{"--processes", "2", "--mu", "0.1"}, "--mu does not apply"},
 		{"mlpo", []string{"--processes", "2", "--mode", "mlpo"}, "--mode does not apply"},
 		{"offpolicy alone", []string{"--offpolicy", "1"}, "--offpolicy goes with --processes"},
+		{"otlp from an api", []string{"--api", "http://127.0.0.1:1", "--otlp", "http://127.0.0.1:4318"}, "a trainer from a trajectory API (--api) makes none"},
 		{"offpolicy negative", []string{"--processes", "2", "--offpolicy", "-1"}, "--offpolicy -1"},
 		{"on-policy, more environments than items", []string{"--processes", "3", "--items", "2"}, "want at most 2 environments"},
 	}
@@ -583,5 +584,18 @@ func TestTrainProcessesChildrenGetSecrets(t *testing.T) {
 	}
 	if !envCfg.Strategy.StrictToolCalls {
 		t.Errorf("environments' config does not ask for strict tool calls")
+	}
+}
+
+// train --processes --otlp hands the flag to the environments, which make
+// the rollouts' calls, and to no other child.
+func TestTrainProcessesPassOTLP(t *testing.T) {
+	top := &topology{envs: 2, level: world.DefaultLevel, cfg: train.DefaultConfig(), otlp: "http://127.0.0.1:4318"}
+	for _, c := range top.children(t.TempDir(), "127.0.0.1:1", "127.0.0.1:2", nil) {
+		args := strings.Join(c.args, " ")
+		got := strings.Contains(args, "--otlp http://127.0.0.1:4318")
+		if want := strings.HasPrefix(c.name, "env "); got != want {
+			t.Errorf("%s: --otlp passed %v, want %v: %s", c.name, got, want, args)
+		}
 	}
 }

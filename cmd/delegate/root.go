@@ -41,6 +41,7 @@ func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
 func newConfigCmd(getenv env, log *slog.Logger) *cobra.Command {
 	cfg := &cobra.Command{Use: "config", Short: "Work with config files"}
 	var ping bool
+	var otlp string
 	check := &cobra.Command{
 		Use:   "check [--ping] FILE",
 		Short: "Validate a config file; with --ping, send one tiny request per model",
@@ -77,12 +78,21 @@ func newConfigCmd(getenv env, log *slog.Logger) *cobra.Command {
 				fmt.Fprintf(out, "  not runnable, a prompt overflows its local model's context: %s\n", o)
 			}
 			if !ping {
+				if otlp != "" {
+					return errors.New("config check: --otlp exports the pings: it goes with --ping")
+				}
 				return nil
 			}
-			return pingModels(cmd.Context(), out, c, getenv, log)
+			sink, err := openOTLP(otlp, getenv, c.providers(), log)
+			if err != nil {
+				return fmt.Errorf("config check: %w", err)
+			}
+			defer sink.close()
+			return pingModels(cmd.Context(), out, c, getenv, log, sink)
 		},
 	}
 	check.Flags().BoolVar(&ping, "ping", false, "send one tiny request to every model")
+	check.Flags().StringVar(&otlp, "otlp", "", "with --ping: export each ping as an OpenTelemetry chat span to this OTLP/HTTP receiver (http://localhost:4318) (docs/telemetry.md)")
 	cfg.AddCommand(check)
 	return cfg
 }
@@ -113,8 +123,9 @@ func checkLocalModels(c *Config) (map[string]int, error) {
 }
 
 // pingModels sends every model a one-token request and reports each
-// result; it fails if any model failed.
-func pingModels(ctx context.Context, out interface{ Write([]byte) (int, error) }, c *Config, getenv env, log *slog.Logger) error {
+// result, and exports each to sink (nil: none); it fails if any model
+// failed.
+func pingModels(ctx context.Context, out interface{ Write([]byte) (int, error) }, c *Config, getenv env, log *slog.Logger, sink *otlpSink) error {
 	models, closeModels, err := c.openModels(getenv, log)
 	if err != nil {
 		return err
@@ -124,8 +135,10 @@ func pingModels(ctx context.Context, out interface{ Write([]byte) (int, error) }
 	for _, name := range c.ModelNames() {
 		start := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		resp, err := models[name].Chat(pctx, &delegate.Request{Messages: []delegate.Message{delegate.User("Say OK.")}, MaxTokens: 1})
+		req := &delegate.Request{Messages: []delegate.Message{delegate.User("Say OK.")}, MaxTokens: 1}
+		resp, err := models[name].Chat(pctx, req)
 		cancel()
+		sink.call(pingCall(models[name].Name(), c.Models[name].Price, req, start, resp, err))
 		if err != nil {
 			failed++
 			fmt.Fprintf(out, "  %-16s FAIL  %v\n", name, err)

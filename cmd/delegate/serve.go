@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ type serveFlags struct {
 	insecure  bool
 	hosts     []string
 	accessLog bool
+	otlp      string
 	limits    server.Config
 	timeouts  server.Timeouts
 }
@@ -61,6 +63,7 @@ unless --insecure. Requests beyond --max-concurrent generating and
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without an API key")
 	fl.StringSliceVar(&f.hosts, "allow-host", nil, "a host name clients may reach the server by, besides IP addresses and localhost (without an API key, other names are refused: DNS rebinding)")
 	fl.BoolVar(&f.accessLog, "access-log", true, "log every request at info level: method, path, status, duration, bytes")
+	fl.StringVar(&f.otlp, "otlp", "", otlpServeUsage)
 	fl.Int64Var(&f.limits.MaxBody, "max-body", d.MaxBody, "largest request body in bytes (413 beyond)")
 	fl.IntVar(&f.limits.MaxN, "max-n", d.MaxN, "most choices (n) one request may ask for (400 beyond; at most 128, the format's bound)")
 	fl.IntVar(&f.limits.MaxConcurrent, "max-concurrent", d.MaxConcurrent, "chat completions generating at once")
@@ -75,6 +78,48 @@ unless --insecure. Requests beyond --max-concurrent generating and
 }
 
 func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f serveFlags, names []string) error {
+	if err := f.check(getenv); err != nil {
+		return err
+	}
+	cfg, err := LoadConfig(configPath(f.config, getenv))
+	if err != nil {
+		return err
+	}
+	if names, err = servedNames(cfg, names); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	models, closeModels, err := openServed(cfg, names, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer closeModels()
+	h, err := newServeHandler(cfg, names, models, f, log)
+	if err != nil {
+		return err
+	}
+	sink, err := openOTLP(f.otlp, getenv, cfg.providers(), log)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer sink.close()
+	if sink != nil {
+		h.SetObserver(sink.served(servedPrices(cfg, names, models)))
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	srv := edge.Server(h, f.timeouts, log, slog.LevelWarn) // accept errors and the like
+	printServing(out, cfg, names, models, ln.Addr(), f)
+	if f.apiKey == "" && f.insecure {
+		log.Warn("serving without authentication off loopback (--insecure): anyone who can reach the address can use the models", "addr", ln.Addr().String())
+	}
+	return serveUntil(ctx, "serve", srv, ln, nil)
+}
+
+// check reads the API key from the environment when no flag gave it and
+// checks the flags against each other.
+func (f *serveFlags) check(getenv env) error {
 	if f.apiKey == "" {
 		f.apiKey = getenv(serveKeyEnv)
 	}
@@ -91,18 +136,11 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	if f.timeouts.Write <= f.limits.RequestTimeout {
 		return fmt.Errorf("serve: --write-timeout (%v) must exceed --request-timeout (%v), so that a generation cut by the latter still gets its error written", f.timeouts.Write, f.limits.RequestTimeout)
 	}
-	cfg, err := LoadConfig(configPath(f.config, getenv))
-	if err != nil {
-		return err
-	}
-	if names, err = servedNames(cfg, names); err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	models, closeModels, err := openServed(cfg, names, getenv, log)
-	if err != nil {
-		return err
-	}
-	defer closeModels()
+	return nil
+}
+
+// newServeHandler is the server of the named models under f's limits.
+func newServeHandler(cfg *Config, names []string, models map[string]delegate.Model, f serveFlags, log *slog.Logger) (*server.Server, error) {
 	var served []delegate.Model
 	limits := f.limits
 	limits.APIKey = f.apiKey
@@ -122,15 +160,26 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	}
 	h, err := server.NewWithConfig(limits, srvLog, served...)
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return nil, fmt.Errorf("serve: %w", err)
 	}
 	h.SetWriteTimeout(f.timeouts.Write)
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	srv := edge.Server(h, f.timeouts, log, slog.LevelWarn) // accept errors and the like
+	return h, nil
+}
+
+// servedPrices are the configured prices of the named models, by the
+// name they are served under.
+func servedPrices(cfg *Config, names []string, models map[string]delegate.Model) map[string]delegate.Price {
+	prices := map[string]delegate.Price{}
 	for _, n := range names {
+		prices[models[n].Name()] = cfg.Models[n].Price
+	}
+	return prices
+}
+
+// printServing says what is served where, and how it is guarded.
+func printServing(out io.Writer, cfg *Config, names []string, models map[string]delegate.Model, addr net.Addr, f serveFlags) {
+	servedNames := make([]string, len(names))
+	for i, n := range names {
 		desc := "local checkpoint " + cfg.Models[n].Checkpoint
 		if cfg.Models[n].Kind != "local" {
 			desc = "remote " + cfg.Models[n].BaseURL
@@ -140,6 +189,7 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 			sys = fmt.Sprintf("%q", p)
 		}
 		fmt.Fprintf(out, "model %q (config key %s, %s; default system prompt %s)\n", models[n].Name(), n, desc, sys)
+		servedNames[i] = models[n].Name()
 	}
 	auth := "no API key (loopback only)"
 	switch {
@@ -148,24 +198,30 @@ func serve(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f s
 	case f.insecure:
 		auth = "NO API KEY (--insecure)"
 	}
-	servedNames := make([]string, len(served))
-	for i, m := range served {
-		servedNames[i] = m.Name()
+	fmt.Fprintf(out, "serving %v on http://%s/v1, %s\n", servedNames, addr, auth)
+	if f.otlp != "" {
+		fmt.Fprintf(out, "each chat completion exported as OpenTelemetry spans to %s\n", redactURL(f.otlp))
 	}
-	fmt.Fprintf(out, "serving %v on http://%s/v1, %s\n", servedNames, ln.Addr(), auth)
-	if f.apiKey == "" && f.insecure {
-		log.Warn("serving without authentication off loopback (--insecure): anyone who can reach the address can use the models", "addr", ln.Addr().String())
-	}
+}
+
+// serveUntil serves hs on ln until ctx ends, then runs stop (when not
+// nil) and shuts hs down, waiting at most 10 s for requests in flight.
+func serveUntil(ctx context.Context, what string, hs *http.Server, ln net.Listener, stop func() error) error {
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- hs.Serve(ln) }()
 	select {
 	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	case <-ctx.Done():
+	}
+	if stop != nil {
+		if err := stop(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return srv.Shutdown(shutdown)
+	return hs.Shutdown(shutdown)
 }
 
 // servedNames checks the config keys a server was asked to serve; none

@@ -191,8 +191,8 @@ func trainConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
 	if f.processes == 0 && cmd.Flags().Changed("offpolicy") {
 		return errors.New("train: --offpolicy goes with --processes")
 	}
-	if f.otlp != "" && (f.processes != 0 || f.api != "") {
-		return errors.New("train: --otlp exports in-process training's runs; it is not passed on to --processes or --api")
+	if f.otlp != "" && f.api != "" {
+		return errors.New("train: --otlp exports the runs of rollouts and evaluations; a trainer from a trajectory API (--api) makes none")
 	}
 	if len(f.rlSeeds) > 0 && (f.processes != 0 || f.api != "" || f.total > 0 || cmd.Flags().Changed("rl-seed")) {
 		return errors.New("train: --rl-seeds runs in process, in place of --rl-seed, without --time (one seed's deadline would starve the next); not with --processes or --api")
@@ -208,6 +208,14 @@ func runTrainCmd(cmd *cobra.Command, getenv env, log *slog.Logger, cfg train.Con
 		if err != nil {
 			return err
 		}
+		// This process runs the table's evaluations; the environments
+		// get --otlp on their command lines.
+		closeOTLP, err := traceTrain(f.otlp, getenv, log, &t.cfg)
+		if err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+		defer closeOTLP()
+		t.otlp = f.otlp
 		t.sup = newSupervisor(t.exe, cmd.OutOrStdout())
 		return runTrainProcesses(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f.progress, log, t)
 	}

@@ -90,6 +90,10 @@ type Config struct {
 	SinkWait time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Ended, when set, sees each session as it ends: stored with its
+	// reward, or expired (then with no reward and no samples). It runs
+	// on a request's goroutine and must not block.
+	Ended func(fin *Finished, expired bool)
 }
 
 func (c Config) withDefaults() Config {
@@ -559,6 +563,13 @@ func (g *Gateway) expire(ctx context.Context) {
 		if err := g.db.ExpireSession(context.WithoutCancel(ctx), s.key); err != nil {
 			g.log.Error("record an expired session", "session", short(s.key), "err", err)
 		}
+		if g.cfg.Ended != nil {
+			s.mu.Lock()
+			calls := slices.Clone(s.calls)
+			s.mu.Unlock()
+			g.cfg.Ended(&Finished{Version: FinishedVersion, Key: s.key, Task: s.task, Group: s.group, Metadata: s.metadata,
+				Created: s.created.UTC(), Finished: now.UTC(), PolicyVersion: s.policyVersion, Calls: calls}, true)
+		}
 	}
 }
 
@@ -630,6 +641,9 @@ func (g *Gateway) finish(w http.ResponseWriter, r *http.Request, id string) {
 	g.mu.Lock()
 	delete(g.sessions, s.key)
 	g.mu.Unlock()
+	if g.cfg.Ended != nil {
+		g.cfg.Ended(fin, false)
+	}
 	written, err := g.addFinished(context.WithoutCancel(r.Context()), fin)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "group_error", "the session is stored; its group record failed: "+err.Error())

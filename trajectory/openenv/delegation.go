@@ -57,6 +57,28 @@ type DelegationConfig struct {
 	// gets the answer boxed, \boxed{ANSWER}, as the verifiers of package
 	// score read a reply, unless the answer has a box already.
 	Verify delegate.Verifier
+	// Ended, when set, sees each episode once it ends, or once its
+	// session resets or closes first. It runs on the session's goroutine
+	// and must not block.
+	Ended func(EpisodeRecord)
+}
+
+// EpisodeRecord is an episode as DelegationConfig.Ended sees it.
+type EpisodeRecord struct {
+	State   DelegationState
+	Start   time.Time
+	Latency time.Duration
+	Steps   []StepRecord
+}
+
+// StepRecord is one tool call of an episode. Subagent is the sub-agent's
+// call of a delegate step, nil when it made none.
+type StepRecord struct {
+	CallID, Tool string
+	Start        time.Time
+	Latency      time.Duration
+	Error        *ToolError
+	Subagent     *delegate.Node
 }
 
 // Delegation is the delegation environment of package world: an episode
@@ -73,6 +95,7 @@ type Delegation struct {
 	gen      strategy.Generation
 	tasks    []delegate.Task
 	verify   delegate.Verifier
+	ended    func(EpisodeRecord)
 	dataset  string // the tasks' dataset, world.Dataset for the world's
 	tools    []byte // Tools encoded once: every observation carries them
 }
@@ -82,7 +105,7 @@ func NewDelegation(cfg DelegationConfig) (*Delegation, error) {
 	if cfg.Subagent == nil {
 		return nil, errors.New("delegation environment: a sub-agent model is required")
 	}
-	d := &Delegation{sub: cfg.Subagent, world: world.DefaultConfig(), split: cfg.Split, maxSteps: cfg.MaxSteps, budget: cfg.Budget,
+	d := &Delegation{sub: cfg.Subagent, world: world.DefaultConfig(), split: cfg.Split, maxSteps: cfg.MaxSteps, budget: cfg.Budget, ended: cfg.Ended,
 		prices: world.DefaultPrices(), reward: world.DefaultReward(), gen: transcript.StrategyConfig().Weak}
 	if cfg.World != nil {
 		d.world = *cfg.World
@@ -324,6 +347,12 @@ type episode struct {
 	sub     delegate.Usage // the sub-agent's usage
 	subN    int            // sub-agent calls that answered
 	path    time.Duration  // the sub-agent calls' wall time
+	// With DelegationConfig.Ended: the episode's start, its steps, the
+	// last delegate call, and whether Ended saw it.
+	start   time.Time
+	log     []StepRecord
+	lastSub *delegate.Node
+	seen    bool
 }
 
 // Reset draws the problem of seed (a random seed when nil) and starts an
@@ -340,7 +369,8 @@ func (e *episode) Reset(_ context.Context, seed *int64, episodeID string) (Obser
 	if episodeID == "" {
 		episodeID = fmt.Sprintf("%016x", rand.Uint64())
 	}
-	*e = episode{d: e.d, started: true, id: episodeID, seed: s, task: t, msgs: transcript.RouteMessages(t.Prompt)}
+	e.report()
+	*e = episode{d: e.d, started: true, id: episodeID, seed: s, task: t, msgs: transcript.RouteMessages(t.Prompt), start: time.Now()}
 	return e.observation("", "", nil), nil
 }
 
@@ -360,6 +390,7 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 		return Observation{}, ErrEpisodeDone
 	}
 	e.steps++
+	stepStart := time.Now()
 	args := "{}"
 	if a.Arguments != nil {
 		var b bytes.Buffer
@@ -415,7 +446,24 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 			result += fmt.Sprintf("\n[episode ended: spend $%.6f reached the budget $%.6f]", sp.Dollars, e.d.budget)
 		}
 	}
+	if e.d.ended != nil {
+		e.log = append(e.log, StepRecord{CallID: call.ID, Tool: a.ToolName, Start: stepStart, Latency: time.Since(stepStart), Error: terr, Subagent: e.lastSub})
+		e.lastSub = nil
+		if e.done {
+			e.report()
+		}
+	}
 	return e.observation(a.ToolName, strings.TrimPrefix(result, "\n"), terr), nil
+}
+
+// report hands a started episode to DelegationConfig.Ended, once.
+func (e *episode) report() {
+	if e.d.ended == nil || !e.started || e.seen {
+		return
+	}
+	e.seen = true
+	st, _ := e.State().(DelegationState) // State always returns one
+	e.d.ended(EpisodeRecord{State: st, Start: e.start, Latency: time.Since(e.start), Steps: e.log})
 }
 
 // parseAction reads an action strictly: OpenEnv's actions forbid fields
@@ -458,6 +506,9 @@ func (e *episode) delegate(ctx context.Context, args string) (string, *ToolError
 	start := time.Now()
 	resp, err := e.d.sub.Chat(ctx, req)
 	e.path += time.Since(start)
+	if e.d.ended != nil {
+		e.lastSub = subagentNode(e.d.sub.Name(), e.d.prices.Solver, start, resp, err)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", nil, err
@@ -474,6 +525,21 @@ func (e *episode) delegate(ctx context.Context, args string) (string, *ToolError
 		return text + "\n[the answer was cut at max_tokens]", nil, nil
 	}
 	return transcript.RouteResult(text), nil, nil
+}
+
+// subagentNode records a sub-agent call as a trace node, for Ended.
+func subagentNode(model string, price delegate.Price, start time.Time, resp *delegate.Response, err error) *delegate.Node {
+	n := &delegate.Node{Name: ToolDelegate, Role: "subagent", Model: model, Start: start, Latency: time.Since(start)}
+	if err != nil {
+		n.Error = err.Error()
+		n.ErrorStatus, n.ErrorType = delegate.ErrorClass(err)
+		return n
+	}
+	n.Usage, n.Cost, n.Retries, n.PolicyVersion = resp.Usage, price.Cost(resp.Usage), resp.Retries, resp.PolicyVersion
+	if len(resp.Choices) > 0 {
+		n.FinishReason = resp.Choices[0].FinishReason
+	}
+	return n
 }
 
 // answer ends the episode with the policy's answer, a string or a number.
@@ -567,5 +633,9 @@ func (e *episode) State() any {
 	return st
 }
 
-// Close releases nothing: the sub-agent is shared.
-func (e *episode) Close() error { return nil }
+// Close reports an episode left unended; it releases nothing: the
+// sub-agent is shared.
+func (e *episode) Close() error {
+	e.report()
+	return nil
+}
