@@ -94,6 +94,8 @@ func run(ctx context.Context, f flags) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
 	trainerDir := filepath.Join(dir, "trainer")
 	trained := filepath.Join(rl.CheckpointDir(trainerDir), "policy")
