@@ -52,7 +52,9 @@ func liveServers(t testing.TB) ([]LiveServer, string) {
 	}()
 	t.Cleanup(func() { hs.Close() })
 
-	gw, err := gateway.Open(context.Background(), gateway.Config{Dir: t.TempDir(), Token: "admin"}, nil, scripted{"delegator"})
+	gcfg := gateway.DefaultConfig()
+	gcfg.Dir, gcfg.Token = t.TempDir(), "admin"
+	gw, err := gateway.Open(context.Background(), gcfg, nil, scripted{"delegator"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,18 +95,15 @@ func newHarness(t *testing.T, dir string, models map[string]*local.Model) *harne
 	t.Helper()
 	h := &harness{t: t, models: models, log: &syncBuffer{}, clock: &clock{}}
 	hash := gateway.BuiltinTemplateHash()
-	h.cfg = gateway.Config{
-		Dir:       dir,
-		Server:    server.Config{System: system},
-		Token:     "admin-token",
-		Trained:   []string{"delegator", "critic"},
-		Prices:    map[string]delegate.Price{"delegator": {Input: 1, Output: 5}, "solver": {Input: 0.2, Output: 1}},
-		Templates: map[string]string{"delegator": hash, "solver": hash},
-		TTL:       time.Minute,
-		GroupSize: 2,
-		Verify:    world.Verify,
-		Now:       h.clock.now,
-	}
+	h.cfg = gateway.DefaultConfig()
+	h.cfg.Dir = dir
+	h.cfg.Server = server.Config{System: system}
+	h.cfg.Token = "admin-token"
+	h.cfg.Trained = []string{"delegator", "critic"}
+	h.cfg.Prices = map[string]delegate.Price{"delegator": {Input: 1, Output: 5}, "solver": {Input: 0.2, Output: 1}}
+	h.cfg.Templates = map[string]string{"delegator": hash, "solver": hash}
+	h.cfg.TTL, h.cfg.GroupSize = time.Minute, 2
+	h.cfg.Verify, h.cfg.Now = world.Verify, h.clock.now
 	h.open()
 	return h
 }
