@@ -10,7 +10,7 @@
 // delegate train's route table evaluates the trained checkpoint on the
 // same items in process.
 //
-// Usage: go run ./perf/gatewaytrain -bin ./delegate
+// Usage: go run ./perf/gatewaytrain -bin ./delegate (docs/gateway.md)
 package main
 
 import (
@@ -63,7 +63,7 @@ func main() {
 	flag.IntVar(&f.group, "group", 8, "sessions per training problem")
 	flag.IntVar(&f.evalItems, "eval-items", 60, "validation problems evaluated before and after")
 	flag.IntVar(&f.workers, "workers", 8, "agent runs at once while evaluating")
-	flag.Float64Var(&f.lr, "lr", 1e-4, "the trainer's learning rate")
+	flag.Float64Var(&f.lr, "lr", 3e-4, "the trainer's learning rate (delegate train's default is 1e-4, for 200 steps)")
 	flag.Float64Var(&f.temperature, "temperature", 1, "the gateway's sampling temperature of the delegator while training")
 	flag.Uint64Var(&f.seed, "seed", 1, "seed of the problems")
 	flag.BoolVar(&f.table, "table", true, "also evaluate the trained checkpoint with delegate train's route table, in process")
