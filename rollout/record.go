@@ -136,7 +136,12 @@ type GroupRecord struct {
 	Advantages        []float64         `json:"advantages"`
 	SequenceRollout   []int             `json:"sequence_rollout"`
 	// NoTokens says, per sequence, why it has no tokens ("" when it has).
-	NoTokens       []string      `json:"no_tokens"`
+	NoTokens []string `json:"no_tokens"`
+	// TokenizedBy says, per sequence, who computed its token ids: "gateway"
+	// when delegate gateway tokenized a backend's text with the model's
+	// chat template, "" when the engine gave them. Absent when no
+	// sequence was tokenized so.
+	TokenizedBy    []string      `json:"tokenized_by,omitempty"`
 	Overrides      []Override    `json:"overrides"`
 	GroupOverrides GroupOverride `json:"group_overrides"`
 	// Episodes are the attempts of Rollouts per role, one per member in

@@ -23,6 +23,10 @@ type shape struct {
 	nullOnly map[string]string // OpenAI's fields accepted as null: why not otherwise
 	objects  map[string]*shape // a member that is an object
 	lists    map[string]*shape // a member that is an array of objects
+	// echoes are keys that repeat the enclosing message's own member;
+	// after checks that each copy equals it.
+	echoes map[string]bool
+	after  func(raw []byte) *badField // checks the whole object once its keys pass
 }
 
 // jsonKeys returns the JSON names of T's fields.
@@ -45,7 +49,12 @@ var (
 		"image_url":   "the models here read text only",
 		"input_audio": "the models here read text only",
 		"file":        "the models here read text only",
-	}}
+	},
+		// The Agents SDK for JavaScript sends an assistant turn that had
+		// both text and tool calls back with the message's role and
+		// tool_calls copied into its text part. A copy says nothing new.
+		echoes: map[string]bool{"role": true, "tool_calls": true},
+	}
 	messageShape = &shape{
 		keys: jsonKeys[wire.Message](),
 		nullOnly: map[string]string{
@@ -55,6 +64,7 @@ var (
 			"annotations":   "the models here make no annotations",
 		},
 		lists: map[string]*shape{"tool_calls": toolCallShape, "content": partShape},
+		after: checkEchoes,
 	}
 	toolShape = &shape{
 		keys:    jsonKeys[wire.Tool](),
@@ -125,6 +135,46 @@ func (s *shape) checkObject(raw []byte) *badField {
 		bad = s.checkMember(member)
 		return bad == nil
 	})
+	if bad == nil && s.after != nil {
+		bad = s.after(raw)
+	}
+	return bad
+}
+
+// checkEchoes refuses a content part of msg whose copy of a message
+// member (partShape.echoes) differs from the member itself. Messages
+// whose parts copy nothing cost one scan of their members.
+func checkEchoes(msg []byte) *badField {
+	var content []byte
+	eachElement(msg, '{', math.MaxInt, func(_ int, member []byte) bool {
+		if key, value := memberKey(member); string(key) == "content" {
+			content = value
+		}
+		return true
+	})
+	var bad *badField
+	var own map[string]any // the message's members, decoded at the first copy
+	eachElement(content, '[', math.MaxInt, func(i int, part []byte) bool {
+		eachElement(part, '{', math.MaxInt, func(_ int, member []byte) bool {
+			key, value := memberKey(member)
+			if bytes.IndexByte(key, '\\') >= 0 {
+				key = []byte(keyText(key)) // rare: an escaped key
+			}
+			if !partShape.echoes[string(key)] {
+				return true
+			}
+			name := string(key)
+			if own == nil && json.Unmarshal(msg, &own) != nil {
+				own = map[string]any{} // valid JSON: never
+			}
+			var copied any
+			if json.Unmarshal(value, &copied) != nil || !reflect.DeepEqual(copied, own[name]) {
+				bad = &badField{path: ".content[" + strconv.Itoa(i) + "]." + name, why: "a copy of the message's own " + name + " must equal it"}
+			}
+			return bad == nil
+		})
+		return bad == nil
+	})
 	return bad
 }
 
@@ -134,7 +184,7 @@ func (s *shape) checkMember(member []byte) *badField {
 	if bytes.IndexByte(key, '\\') >= 0 {
 		key = []byte(keyText(key)) // rare: an escaped key
 	}
-	if !s.keys[string(key)] {
+	if !s.keys[string(key)] && !s.echoes[string(key)] {
 		why, ok := s.nullOnly[string(key)]
 		switch {
 		case !ok:

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/server"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
@@ -39,8 +38,9 @@ func (m scripted) Chat(_ context.Context, req *delegate.Request) (*delegate.Resp
 // handed out.
 func gatewayFixture(t testing.TB, dir string) (finished, open string) {
 	t.Helper()
-	cfg := gateway.Config{Server: server.DefaultConfig(), Dir: dir, Token: "admin", GroupSize: 2,
-		Prices: map[string]delegate.Price{"delegator": {Input: 1, Output: 5}, "solver": {Input: 0.2, Output: 1}}}
+	cfg := gateway.DefaultConfig()
+	cfg.Dir, cfg.Token, cfg.GroupSize = dir, "admin", 2
+	cfg.Prices = map[string]delegate.Price{"delegator": {Input: 1, Output: 5}, "solver": {Input: 0.2, Output: 1}}
 	gw, err := gateway.Open(context.Background(), cfg, nil, scripted{"delegator"}, scripted{"solver"})
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +203,9 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func TestGatewayRunning(t *testing.T) {
 	dir := t.TempDir()
 	gatewayFixture(t, dir)
-	gw, err := gateway.Open(context.Background(), gateway.Config{Server: server.DefaultConfig(), Dir: dir, Token: "admin", GroupSize: 2}, nil, scripted{"delegator"})
+	cfg := gateway.DefaultConfig()
+	cfg.Dir, cfg.Token, cfg.GroupSize = dir, "admin", 2
+	gw, err := gateway.Open(context.Background(), cfg, nil, scripted{"delegator"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/server"
 	"github.com/delegatelab/delegate/trajectory/atropos"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 	"github.com/delegatelab/delegate/trajectory/openenv"
@@ -53,7 +52,9 @@ func liveServers(t testing.TB) ([]LiveServer, string) {
 	}()
 	t.Cleanup(func() { hs.Close() })
 
-	gw, err := gateway.Open(context.Background(), gateway.Config{Server: server.DefaultConfig(), Dir: t.TempDir(), Token: "admin"}, nil, scripted{"delegator"})
+	gcfg := gateway.DefaultConfig()
+	gcfg.Dir, gcfg.Token = t.TempDir(), "admin"
+	gw, err := gateway.Open(context.Background(), gcfg, nil, scripted{"delegator"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,9 @@ func liveServers(t testing.TB) ([]LiveServer, string) {
 		gw.Close()
 	})
 
-	env, err := openenv.NewServer(openenv.Config{Name: "echo", New: func() (openenv.Environment, error) { return echoEnv{}, nil }})
+	ecfg := openenv.DefaultConfig()
+	ecfg.Name, ecfg.New = "echo", func() (openenv.Environment, error) { return echoEnv{}, nil }
+	env, err := openenv.NewServer(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,13 +175,12 @@ func (f *gatewayFlags) check(getenv env) (reward.Estimator, error) {
 // gatewayConfig is the gateway's configuration of the named models:
 // their roles, prices, system prompts, chat templates and tokenizers.
 func gatewayConfig(cfg *Config, names []string, models map[string]delegate.Model, f gatewayFlags, est reward.Estimator) (gateway.Config, []delegate.Model, error) {
-	sc := server.DefaultConfig()
-	sc.Hosts, sc.System = f.hosts, map[string]string{}
-	gcfg := gateway.Config{
-		Dir: f.out, Token: f.token, Hosts: f.hosts, Roles: map[string]string{}, Trained: f.trained, TTL: f.ttl, GroupSize: f.group, Estimator: est,
-		Prices: map[string]delegate.Price{}, Templates: map[string]string{}, Tokenizers: map[string]gateway.Tokenizer{}, Verify: verifyAny,
-		Server: sc,
-	}
+	gcfg := gateway.DefaultConfig()
+	gcfg.Server.Hosts, gcfg.Server.System = f.hosts, map[string]string{}
+	gcfg.Dir, gcfg.Token, gcfg.Hosts, gcfg.Trained = f.out, f.token, f.hosts, f.trained
+	gcfg.TTL, gcfg.GroupSize, gcfg.Estimator, gcfg.Verify = f.ttl, f.group, est, verifyAny
+	gcfg.Roles, gcfg.Prices = map[string]string{}, map[string]delegate.Price{}
+	gcfg.Templates, gcfg.Tokenizers = map[string]string{}, map[string]gateway.Tokenizer{}
 	if f.temperature != 0 {
 		gcfg.Temperature = &f.temperature
 	}

@@ -149,9 +149,10 @@ func needNode(t *testing.T) string {
 // TestGatewayJSClients runs JavaScript agents through a delegate gateway
 // child process: the OpenAI Agents SDK's orchestrator with the solver as
 // its tool (agents.mjs), and the openai client streaming with tools
-// (client.mjs), two sessions each, ended by the world's verifier. The
-// group records hold one sample set per role, whose ids and logprobs are
-// the engine's own for the same requests.
+// (client.mjs), two sessions each, ended by the world's verifier; then
+// two agents.mjs runs the model fails, which end cleanly with reward 0.
+// The group records hold one sample set per role, whose ids and
+// logprobs are the engine's own for the same requests.
 func TestGatewayJSClients(t *testing.T) {
 	endToEnd(t)
 	node := needNode(t)
@@ -199,6 +200,27 @@ func TestGatewayJSClients(t *testing.T) {
 			}
 		}
 	}
+	// A run the model fails (here: past its turns) ends cleanly, as a
+	// real app's would: the app says so and exits 0, and its runner ends
+	// the session with reward 0, its calls recorded.
+	for i := range 2 {
+		var cr gateway.CreateResponse
+		g.post(t, token, "/sessions", `{"task":{"id":"coins","dataset":"world","answer":"3719"},"group":"failed"}`, &cr)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		cmd := exec.CommandContext(ctx, node, "agents.mjs", cr.BaseURL, jsProblem, "1")
+		cmd.Dir = agentsJS
+		out, err := cmd.Output()
+		cancel()
+		var res agentResult
+		if err != nil || json.Unmarshal(out, &res) != nil || !strings.Contains(res.Failed, "MaxTurnsExceededError") {
+			t.Fatalf("node agents.mjs with 1 turn, session %d: %v: %s; want a failed run, exit status 0", i, err, out)
+		}
+		var rr gateway.RewardResponse
+		g.post(t, token, "/sessions/"+cr.SessionID+"/reward", `{"reward":0}`, &rr)
+		if rr.Reward != 0 || rr.Calls < 2 || rr.Samples["delegator"] != 1 || rr.Samples["solver"] == 0 {
+			t.Errorf("failed run, session %d: reward %+v, want 0 with its delegator and solver calls and samples", i, rr)
+		}
+	}
 	g.stop(t)
 
 	cfg, err := LoadConfig(config)
@@ -215,17 +237,30 @@ func TestGatewayJSClients(t *testing.T) {
 	for _, rec := range records {
 		ids = append(ids, rec.ID[:strings.Index(rec.ID, "#")]+"."+rec.ID[strings.LastIndex(rec.ID, ".")+1:])
 		role := rec.ID[strings.LastIndex(rec.ID, ".")+1:]
-		if rec.Scores[0] != 1 || !rec.Overrides[0].SetAdvantageToZero {
-			t.Errorf("record %s: scores %v, want 1 and tied", rec.ID, rec.Scores)
+		want := 1.0
+		if strings.HasPrefix(rec.ID, "failed#") {
+			want = 0
+		}
+		if rec.Scores[0] != want || !rec.Overrides[0].SetAdvantageToZero {
+			t.Errorf("record %s: scores %v, want %v and tied", rec.ID, rec.Scores, want)
 		}
 		for i := range rec.Tokens {
 			checkReplayed(t, models[role], rec, i)
 		}
 	}
 	slices.Sort(ids)
-	if want := []string{"agents.delegator", "agents.solver", "client.delegator", "client.solver"}; !slices.Equal(ids, want) {
+	if want := []string{"agents.delegator", "agents.solver", "client.delegator", "client.solver", "failed.delegator", "failed.solver"}; !slices.Equal(ids, want) {
 		t.Errorf("group records %v, want %v", ids, want)
 	}
+}
+
+// agentResult is the JSON line agents.mjs prints: the final output, or
+// why the model failed the run.
+type agentResult struct {
+	FinalOutput string `json:"final_output"`
+	Items       int    `json:"items"`
+	Failed      string `json:"failed"`
+	Error       string `json:"error"`
 }
 
 // readGroupFile reads the group records of a groups.jsonl.

@@ -4,14 +4,21 @@
 // question it hands over. Both agents use chat completions at the base
 // URL given; nothing else about them knows the gateway.
 //
-//   node agents.mjs BASE_URL "Dot has 91 jars of 23 coins. ..."
+//   node agents.mjs BASE_URL "Dot has 91 jars of 23 coins. ..." [MAX_TURNS]
 //
 // It prints one JSON line: the orchestrator's final output and the
-// number of items of the run.
+// number of items of the run. A run the model fails (a malformed or
+// invalid tool call, too many turns, a refusal) ends as a real app's
+// would: the line says "failed" with the error, and the exit status is
+// 0, so that its runner can end the session with reward 0. Any other
+// error (the server's, the network's) exits 1 after a "error" line.
 import OpenAI from 'openai';
 import { z } from 'zod';
 import {
   Agent,
+  MaxTurnsExceededError,
+  ModelBehaviorError,
+  ModelRefusalError,
   OpenAIChatCompletionsModel,
   run,
   setDefaultOpenAIClient,
@@ -19,9 +26,10 @@ import {
   setTracingDisabled,
 } from '@openai/agents';
 
-const [baseURL, question] = process.argv.slice(2);
-if (!baseURL || !question) {
-  console.error('usage: node agents.mjs BASE_URL QUESTION');
+const [baseURL, question, maxTurnsArg = '12'] = process.argv.slice(2);
+const maxTurns = Number(maxTurnsArg);
+if (!baseURL || !question || !Number.isInteger(maxTurns) || maxTurns < 1) {
+  console.error('usage: node agents.mjs BASE_URL QUESTION [MAX_TURNS]');
   process.exit(2);
 }
 
@@ -60,5 +68,14 @@ const delegator = new Agent({
   ],
 });
 
-const result = await run(delegator, question, { maxTurns: 12 });
-console.log(JSON.stringify({ final_output: result.finalOutput, items: result.newItems.length }));
+try {
+  const result = await run(delegator, question, { maxTurns });
+  console.log(JSON.stringify({ final_output: result.finalOutput, items: result.newItems.length }));
+} catch (err) {
+  const modelFailed = err instanceof ModelBehaviorError ||
+    err instanceof MaxTurnsExceededError ||
+    err instanceof ModelRefusalError;
+  const what = `${err?.name ?? 'Error'}: ${err?.message ?? String(err)}`;
+  console.log(JSON.stringify(modelFailed ? { failed: what } : { error: what }));
+  process.exitCode = modelFailed ? 0 : 1;
+}

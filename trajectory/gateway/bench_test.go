@@ -52,7 +52,9 @@ func BenchmarkCall(b *testing.B) {
 		run(b, srv.URL+"/v1/chat/completions", "")
 	})
 	b.Run("gateway", func(b *testing.B) {
-		gw, err := gateway.Open(context.Background(), gateway.Config{Server: server.DefaultConfig(), Dir: b.TempDir(), TTL: 1 << 40}, nil, fake())
+		cfg := gateway.DefaultConfig()
+		cfg.Dir, cfg.TTL = b.TempDir(), 1<<40
+		gw, err := gateway.Open(context.Background(), cfg, nil, fake())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -29,12 +29,14 @@ func TestEndedSeesEverySession(t *testing.T) {
 	var mu sync.Mutex
 	var ends []end
 	c := &clock{}
-	gw, err := gateway.Open(context.Background(), gateway.Config{Dir: t.TempDir(), TTL: time.Minute, Now: c.now,
-		Ended: func(fin *gateway.Finished, expired bool) {
-			mu.Lock()
-			ends = append(ends, end{fin, expired})
-			mu.Unlock()
-		}}, nil, model)
+	cfg := gateway.DefaultConfig()
+	cfg.Dir, cfg.TTL, cfg.Now = t.TempDir(), time.Minute, c.now
+	cfg.Ended = func(fin *gateway.Finished, expired bool) {
+		mu.Lock()
+		ends = append(ends, end{fin, expired})
+		mu.Unlock()
+	}
+	gw, err := gateway.Open(context.Background(), cfg, nil, model)
 	if err != nil {
 		t.Fatal(err)
 	}

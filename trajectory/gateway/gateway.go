@@ -36,7 +36,8 @@ const (
 // RoleHeader names the role of a call, overriding the role of its model.
 const RoleHeader = "X-Delegate-Role"
 
-// Config configures a Gateway. Zero fields take the defaults noted.
+// Config configures a Gateway. Start from DefaultConfig: a zero field
+// means zero, and Validate refuses the ones that cannot be.
 type Config struct {
 	// Dir is the output directory: the store (StoreFile) and the group
 	// records (GroupsFile). Required.
@@ -65,10 +66,11 @@ type Config struct {
 	// without ids: a call whose backend gave none is tokenized with it
 	// (Call.TokenizedBy), and one whose ids disagree with it drifts.
 	Tokenizers map[string]Tokenizer
-	// TTL bounds a session's life from its start. Default 30 minutes.
+	// TTL bounds a session's life from its start. Default 30 minutes;
+	// it must be positive.
 	TTL time.Duration
 	// GroupSize is the number of finished sessions of one group key that
-	// make a group record. Default 4.
+	// make a group record. Default 4; at least 2.
 	GroupSize int
 	// Estimator computes a group's advantages. Default GRPO.
 	Estimator reward.Estimator
@@ -86,7 +88,8 @@ type Config struct {
 	// queue has room. Nil: records are only written.
 	Sink rollout.Sink
 	// SinkWait bounds how long POST /sessions waits for Sink.Wait before
-	// it answers 503 with Retry-After. Default 10 seconds.
+	// it answers 503 with Retry-After. Default 10 seconds; 0 answers at
+	// once when the queue is full.
 	SinkWait time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
@@ -96,23 +99,10 @@ type Config struct {
 	Ended func(fin *Finished, expired bool)
 }
 
-func (c Config) withDefaults() Config {
-	if c.TTL == 0 {
-		c.TTL = 30 * time.Minute
-	}
-	if c.GroupSize == 0 {
-		c.GroupSize = 4
-	}
-	if c.Estimator == "" {
-		c.Estimator = reward.GRPO
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.SinkWait == 0 {
-		c.SinkWait = 10 * time.Second
-	}
-	return c
+// DefaultConfig returns the defaults of every Config field; Dir is left
+// for the caller.
+func DefaultConfig() Config {
+	return Config{Server: server.DefaultConfig(), TTL: 30 * time.Minute, GroupSize: 4, Estimator: reward.GRPO, SinkWait: 10 * time.Second}
 }
 
 // Validate reports a missing directory, a server API key, and bounds out
@@ -128,19 +118,17 @@ func (c Config) Validate() error {
 	if c.SinkWait < 0 {
 		errs = append(errs, fmt.Errorf("sink wait %v must not be negative", c.SinkWait))
 	}
-	if c.TTL < 0 {
-		errs = append(errs, fmt.Errorf("ttl %v must not be negative", c.TTL))
+	if c.TTL <= 0 {
+		errs = append(errs, fmt.Errorf("ttl %v: want more than 0", c.TTL))
 	}
 	if t := c.Temperature; t != nil && !(*t > 0 && *t <= 2) {
 		errs = append(errs, fmt.Errorf("temperature %v: want more than 0, at most 2", *t))
 	}
-	if c.GroupSize < 0 || c.GroupSize == 1 {
+	if c.GroupSize < 2 {
 		errs = append(errs, fmt.Errorf("group size %d: want at least 2", c.GroupSize))
 	}
-	if c.Estimator != "" {
-		if _, err := reward.ParseEstimator(string(c.Estimator)); err != nil {
-			errs = append(errs, err)
-		}
+	if _, err := reward.ParseEstimator(string(c.Estimator)); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -186,7 +174,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, models ...delegate.
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	cfg = cfg.withDefaults()
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -27,7 +27,6 @@ import (
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/rollout"
-	"github.com/delegatelab/delegate/server"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 	"github.com/delegatelab/delegate/world"
 )
@@ -95,20 +94,15 @@ func newHarness(t *testing.T, dir string, models map[string]*local.Model) *harne
 	t.Helper()
 	h := &harness{t: t, models: models, log: &syncBuffer{}, clock: &clock{}}
 	hash := gateway.BuiltinTemplateHash()
-	sc := server.DefaultConfig()
-	sc.System = system
-	h.cfg = gateway.Config{
-		Dir:       dir,
-		Server:    sc,
-		Token:     "admin-token",
-		Trained:   []string{"delegator", "critic"},
-		Prices:    map[string]delegate.Price{"delegator": {Input: 1, Output: 5}, "solver": {Input: 0.2, Output: 1}},
-		Templates: map[string]string{"delegator": hash, "solver": hash},
-		TTL:       time.Minute,
-		GroupSize: 2,
-		Verify:    world.Verify,
-		Now:       h.clock.now,
-	}
+	h.cfg = gateway.DefaultConfig()
+	h.cfg.Dir = dir
+	h.cfg.Server.System = system
+	h.cfg.Token = "admin-token"
+	h.cfg.Trained = []string{"delegator", "critic"}
+	h.cfg.Prices = map[string]delegate.Price{"delegator": {Input: 1, Output: 5}, "solver": {Input: 0.2, Output: 1}}
+	h.cfg.Templates = map[string]string{"delegator": hash, "solver": hash}
+	h.cfg.TTL, h.cfg.GroupSize = time.Minute, 2
+	h.cfg.Verify, h.cfg.Now = world.Verify, h.clock.now
 	h.open()
 	return h
 }

@@ -73,7 +73,8 @@ func (g *Gateway) addFinished(ctx context.Context, fin *Finished) (int, error) {
 // sequence carrying the session's reward and advantage. A group whose
 // rewards are all equal is written with zero advantages and
 // set_advantage_to_zero overrides, reason equal_scores, as process does
-// with --keep-ties.
+// with --keep-ties. A record says which sequences the gateway tokenized
+// (TokenizedBy), when any were.
 func Records(members []*Finished, est reward.Estimator) ([]*rollout.GroupRecord, error) {
 	if len(members) == 0 {
 		return nil, nil
@@ -137,8 +138,12 @@ func Records(members []*Finished, est reward.Estimator) ([]*rollout.GroupRecord,
 				rec.Advantages = append(rec.Advantages, adv[i])
 				rec.SequenceRollout = append(rec.SequenceRollout, i)
 				rec.NoTokens = append(rec.NoTokens, s.NoTokens)
+				rec.TokenizedBy = append(rec.TokenizedBy, s.TokenizedBy)
 				rec.Overrides = append(rec.Overrides, rollout.Override{SetAdvantageToZero: tied})
 			}
+		}
+		if !slices.ContainsFunc(rec.TokenizedBy, func(by string) bool { return by != "" }) {
+			rec.TokenizedBy = nil // the engine gave every id
 		}
 		if oldest < 0 {
 			// No call says: the trainer's step when the oldest session

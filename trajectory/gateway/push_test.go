@@ -15,7 +15,6 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/delegatelab/delegate/rollout"
-	"github.com/delegatelab/delegate/server"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
@@ -51,7 +50,8 @@ func (s *fakeSink) sent() []string {
 func TestGatewayPushResumes(t *testing.T) {
 	dir := t.TempDir()
 	open := func(sink *fakeSink) (*gateway.Gateway, *httptest.Server) {
-		cfg := gateway.Config{Server: server.DefaultConfig(), Dir: dir, Token: "admin-token", GroupSize: 2, Tokenizers: map[string]gateway.Tokenizer{"remote": byteTemplate{}}, Sink: sink}
+		cfg := gateway.DefaultConfig()
+		cfg.Dir, cfg.Token, cfg.GroupSize, cfg.Tokenizers, cfg.Sink = dir, "admin-token", 2, map[string]gateway.Tokenizer{"remote": byteTemplate{}}, sink
 		gw, err := gateway.Open(context.Background(), cfg, nil, fakeBackend{})
 		if err != nil {
 			t.Fatal(err)

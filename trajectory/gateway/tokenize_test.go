@@ -14,7 +14,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/delegatelab/delegate"
-	"github.com/delegatelab/delegate/server"
 	"github.com/delegatelab/delegate/store"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
@@ -83,7 +82,8 @@ func (fakeBackend) Chat(_ context.Context, req *delegate.Request) (*delegate.Res
 func TestGatewayTokenizes(t *testing.T) {
 	dir := t.TempDir()
 	var logs syncBuffer
-	cfg := gateway.Config{Server: server.DefaultConfig(), Dir: dir, Token: "admin-token", GroupSize: 2, Tokenizers: map[string]gateway.Tokenizer{"remote": byteTemplate{}}}
+	cfg := gateway.DefaultConfig()
+	cfg.Dir, cfg.Token, cfg.GroupSize, cfg.Tokenizers = dir, "admin-token", 2, map[string]gateway.Tokenizer{"remote": byteTemplate{}}
 	gw, err := gateway.Open(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)), fakeBackend{})
 	if err != nil {
 		t.Fatal(err)
