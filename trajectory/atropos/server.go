@@ -193,6 +193,9 @@ type batchGroup struct {
 	// as still queued (a record written before they were kept counts 0).
 	Env  int `json:"env"`
 	Size int `json:"size,omitempty"`
+	// Unit is the environment's group_size when the group is larger
+	// (oversized): it counts as whole packs of it.
+	Unit int `json:"unit,omitempty"`
 }
 
 // Server is the trajectory API. Its handler may serve requests
@@ -325,6 +328,9 @@ func (s *Server) recover(ctx context.Context) error {
 			s.buffer[q.env] = append(s.buffer[q.env], q)
 		default:
 			q.released = buffered
+			if !buffered && q.env >= 0 && q.env < len(s.envs) && q.size > s.envs[q.env].GroupSize {
+				q.unit = s.envs[q.env].GroupSize // oversized: stored as queued, not buffered
+			}
 			s.queue = append(s.queue, q)
 			s.latest = q.seq
 		}
