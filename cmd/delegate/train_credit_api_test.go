@@ -23,8 +23,9 @@ import (
 // the advantage that train's in-process rule (train.RoleCredits) gives
 // its sample in process's records, exactly. Tool calls are strict: a
 // malformed call starts a second sample of the delegator, and a group of
-// more sequences than the environment's group_size waits in the API's
-// buffer for ever, as under Atropos.
+// more sequences than the environment's group_size counts as two packs,
+// over this trainer's batch of 4: the API refuses it, and the step lacks
+// it (TestTrainAPIOversizedGroup trains on one).
 func TestTrainAPIRoleCredit(t *testing.T) {
 	endToEnd(t)
 	url := startAPI(t)
