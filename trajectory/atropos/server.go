@@ -322,14 +322,17 @@ func (s *Server) recover(ctx context.Context) error {
 	slices.SortFunc(s.kept, func(a, b batchRecord) int { return a.Step - b.Step })
 	err = s.st.scan(ctx, func(q queued, buffered bool) {
 		s.ids[q.id] = q.seq
+		// An oversized group is stored as queued; one an older server
+		// buffered for good is queued now too.
+		oversized := q.env >= 0 && q.env < len(s.envs) && q.size > s.envs[q.env].GroupSize
 		switch {
 		case consumed[q.seq]:
-		case buffered && !released[q.seq] && q.env >= 0:
+		case buffered && !released[q.seq] && q.env >= 0 && !oversized:
 			s.buffer[q.env] = append(s.buffer[q.env], q)
 		default:
-			q.released = buffered
-			if !buffered && q.env >= 0 && q.env < len(s.envs) && q.size > s.envs[q.env].GroupSize {
-				q.unit = s.envs[q.env].GroupSize // oversized: stored as queued, not buffered
+			q.released = buffered && !oversized
+			if oversized {
+				q.unit = s.envs[q.env].GroupSize
 			}
 			s.queue = append(s.queue, q)
 			s.latest = q.seq
