@@ -21,10 +21,11 @@ import (
 // --credit role trains on them. Its batches, read again by step through
 // the trainer's source, give each sequence process's tokens and role and
 // the advantage that train's in-process rule (train.RoleCredits) gives
-// its sample in process's records, exactly. Tool calls are strict: a
-// malformed call starts a second sample of the delegator, and a group of
-// more sequences than the environment's group_size waits in the API's
-// buffer for ever, as under Atropos.
+// its sample in process's records, exactly. Tool calls are strict, so
+// that every rollout has one delegator sample: without, a malformed call
+// starts a second one, and the group's five sequences count as two packs
+// of 4, over this trainer's batch of 4, which the API refuses
+// (TestTrainAPIOversizedGroup trains on such a group, with a batch of 8).
 func TestTrainAPIRoleCredit(t *testing.T) {
 	endToEnd(t)
 	url := startAPI(t)

@@ -10,6 +10,36 @@ type queued struct {
 	policy    int64
 	hasPolicy bool
 	released  bool // came from a buffer of odd-sized groups
+	// unit is the environment's group_size when the group is larger
+	// than it (oversized), else 0.
+	unit int
+}
+
+// nominal is the sequences the group counts for in a batch: an oversized
+// group takes whole packs of its environment's group_size.
+func (q queued) nominal() int { return nominalSize(q.size, q.unit) }
+
+// packSize is what the group brings to the pack unit: its group_size
+// when oversized, so that it never enlarges the packs.
+func (q queued) packSize() int {
+	if q.unit > 0 {
+		return q.unit
+	}
+	return q.size
+}
+
+// nominalSize rounds size up to a multiple of unit; unit 0 leaves it.
+func nominalSize(size, unit int) int {
+	if unit <= 0 {
+		return size
+	}
+	return (size + unit - 1) / unit * unit
+}
+
+// packFull reports whether n groups of nominal size make whole packs of
+// unit: exactly one pack, or for an oversized size, a whole number.
+func packFull(n, size, unit int) bool {
+	return n*size == unit || size > unit && n*size%unit == 0
 }
 
 // envRecord is a registered environment, as persisted.
@@ -75,39 +105,46 @@ func sumToTarget(sizes []int, target int) []int {
 // grabExact picks groups from q summing to exactly batchSize sequences
 // without splitting a group: groups smaller than the largest group size
 // are first gathered, per size, into packs of the largest size, and
-// packs are taken in the order they were completed. It returns the
-// indices into q, or nil when no full batch can be formed.
+// packs are taken in the order they were completed. An oversized group
+// counts its nominal size and makes its packs alone; a pack that would
+// overfill the batch is left for a later one. It returns the indices into
+// q, or nil when no full batch can be formed.
 func grabExact(q []queued, batchSize int) []int {
 	if len(q) == 0 || batchSize <= 0 {
 		return nil
 	}
-	total, maxSize := 0, 0
+	total, unit := 0, 0
 	for _, g := range q {
-		total += g.size
-		maxSize = max(maxSize, g.size)
+		total += g.nominal()
+		unit = max(unit, g.packSize())
 	}
 	if total < batchSize {
 		return nil
 	}
 	pending := map[int][]int{}
-	var packed []int
+	var packs [][]int
 	for i, g := range q {
-		pending[g.size] = append(pending[g.size], i)
-		if len(pending[g.size])*g.size == maxSize {
-			packed = append(packed, pending[g.size]...)
-			pending[g.size] = pending[g.size][:0]
+		n := g.nominal()
+		pending[n] = append(pending[n], i)
+		if packFull(len(pending[n]), n, unit) {
+			packs = append(packs, pending[n])
+			pending[n] = nil
 		}
 	}
 	var pick []int
 	running := 0
-	for _, i := range packed {
-		pick = append(pick, i)
-		running += q[i].size
+	for _, p := range packs {
+		size := 0
+		for _, i := range p {
+			size += q[i].nominal()
+		}
+		if running+size > batchSize {
+			continue
+		}
+		pick = append(pick, p...)
+		running += size
 		if running == batchSize {
 			return pick
-		}
-		if running > batchSize {
-			return nil
 		}
 	}
 	return nil
@@ -174,11 +211,11 @@ type minAlloc struct {
 // packableByEnv sorts the queue's groups by environment and size, and
 // returns the environments seen and, per environment, the groups that
 // make whole packs: as many groups of one size as fill the largest
-// group's size.
+// group's size. Sizes are nominal (an oversized group's whole packs).
 func packableByEnv(q []queued) (seen map[int]bool, packable map[int][]packItem) {
-	maxSize := 0
+	unit := 0
 	for _, g := range q {
-		maxSize = max(maxSize, g.size)
+		unit = max(unit, g.packSize())
 	}
 	seen = map[int]bool{}
 	pending := map[int]map[int][]packItem{}
@@ -191,11 +228,12 @@ func packableByEnv(q []queued) (seen map[int]bool, packable map[int][]packItem) 
 			seen[g.env] = true
 			pending[g.env] = map[int][]packItem{}
 		}
-		p := append(pending[g.env][g.size], packItem{i, g.size})
-		pending[g.env][g.size] = p
-		if len(p)*g.size == maxSize {
+		n := g.nominal()
+		p := append(pending[g.env][n], packItem{i, n})
+		pending[g.env][n] = p
+		if packFull(len(p), n, unit) {
 			packable[g.env] = append(packable[g.env], p...)
-			pending[g.env][g.size] = nil
+			pending[g.env][n] = nil
 		}
 	}
 	return seen, packable
@@ -243,9 +281,9 @@ func fillFromPacks(q []queued, packable map[int][]packItem, taken map[int]bool, 
 		if taken[i] || !inPack[i] {
 			continue
 		}
-		if total+g.size <= batchSize {
+		if n := g.nominal(); total+n <= batchSize {
 			pick = append(pick, i)
-			total += g.size
+			total += n
 		}
 		if total == batchSize {
 			break

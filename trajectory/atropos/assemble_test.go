@@ -70,6 +70,88 @@ func TestGrabExact(t *testing.T) {
 	}
 }
 
+// sized queues groups of env whose group_size is groupSize, marking the
+// larger ones oversized as push does.
+func sized(env, groupSize int, sizes ...int) []queued {
+	q := qs(env, sizes...)
+	for i := range q {
+		if q[i].size > groupSize {
+			q[i].unit = groupSize
+		}
+	}
+	return q
+}
+
+func TestGrabExactOversized(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		sizes     []int
+		groupSize int
+		batch     int
+		want      []int
+	}{
+		{"one over takes two packs", []int{4, 5, 4}, 4, 12, []int{0, 1}},
+		{"alone fills a batch of two packs", []int{5}, 4, 8, []int{0}},
+		{"does not enlarge the pack unit", []int{5, 4, 4}, 4, 8, []int{0}},
+		{"a pack that would overfill is left", []int{4, 5, 4}, 4, 8, []int{0, 2}},
+		{"waits for room in a later batch", []int{4, 5}, 4, 8, nil},
+		{"small groups still pack to group_size", []int{2, 6, 2}, 4, 12, []int{1, 0, 2}},
+		{"nominal over the batch never fits", []int{9}, 4, 8, nil},
+		{"three packs", []int{9, 4}, 4, 16, []int{0, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := sized(0, tc.groupSize, tc.sizes...)
+			got := grabExact(q, tc.batch)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("grabExact(%v, group_size %d, batch %d) = %v, want %v", tc.sizes, tc.groupSize, tc.batch, got, tc.want)
+			}
+			nominal, real := 0, 0
+			for _, i := range got {
+				nominal += q[i].nominal()
+				real += q[i].size
+			}
+			if got != nil && (nominal != tc.batch || real > tc.batch) {
+				t.Errorf("batch counts %d nominal and %d real sequences, want %d and at most %d", nominal, real, tc.batch, tc.batch)
+			}
+		})
+	}
+}
+
+func TestGrabWithMinimumsOversized(t *testing.T) {
+	half := 0.5
+	envs := []envRecord{
+		{RegisteredID: 0, Connected: true, MinBatchAllocation: &half, GroupSize: 4, Weight: 1},
+		{RegisteredID: 1, Connected: true, GroupSize: 4, Weight: 1},
+	}
+	q := append(sized(1, 4, 4, 4), sized(0, 4, 5, 4)...)
+	for i := range q {
+		q[i].seq = uint64(i + 1)
+	}
+	for _, tc := range []struct {
+		name  string
+		batch int
+		want  []int
+	}{
+		{"the minimum is met by the oversized group's two packs", 16, []int{2, 0, 1}},
+		{"its two packs may fill the batch past the minimum", 8, []int{2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := grabWithMinimums(q, tc.batch, envs)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("grabWithMinimums = %v, want %v", got, tc.want)
+			}
+			nominal, real := 0, 0
+			for _, i := range got {
+				nominal += q[i].nominal()
+				real += q[i].size
+			}
+			if nominal != tc.batch || real > tc.batch {
+				t.Errorf("batch counts %d nominal and %d real sequences, want %d and at most %d", nominal, real, tc.batch, tc.batch)
+			}
+		})
+	}
+}
+
 func TestGrabWithMinimums(t *testing.T) {
 	half, most, tenth := 0.5, 0.75, 0.1
 	env := func(id int, min *float64) envRecord {

@@ -9,11 +9,15 @@
 // Batches are assembled with Atropos's rules: a group is never split,
 // batch_size counts sequences, groups of other sizes are packed into
 // packs of the largest group size, environments with a
-// min_batch_allocation get their share first, and groups whose size
-// differs from the environment's declared group_size wait in a buffer
-// until some of them sum to it.
+// min_batch_allocation get their share first, and groups smaller than
+// the environment's declared group_size wait in a buffer until some of
+// them sum to it.
 //
 // Extensions, all invisible to an Atropos client:
+//   - a group larger than its environment's group_size, which Atropos
+//     buffers for good, is queued at once and counts as whole packs of
+//     group_size in a batch, so a batch never holds more than batch_size
+//     sequences; one that could never fit a batch gets 422;
 //   - every accepted group is stored in a JetStream stream and a push is
 //     answered only after JetStream acknowledged it;
 //   - every batch is recorded under its step before it is sent, so a

@@ -375,10 +375,16 @@ func (s *Server) statusEnv(id int) (StatusEnv, bool) {
 	maxGroup, selfSeqs := 1, 0
 	others := map[int]int{}
 	var order []int
-	count := func(env, size int) {
-		maxGroup = max(maxGroup, size)
+	// An oversized group counts its nominal size and brings only its
+	// group_size to the pack unit and the group size.
+	count := func(env, size, unit int) {
+		packSize := size
+		if unit > 0 {
+			size, packSize = nominalSize(size, unit), unit
+		}
+		maxGroup = max(maxGroup, packSize)
 		if env == id {
-			groupSize = max(groupSize, size)
+			groupSize = max(groupSize, packSize)
 			selfSeqs += size
 			return
 		}
@@ -394,12 +400,12 @@ func (s *Server) statusEnv(id int) (StatusEnv, bool) {
 	for _, rec := range s.pending {
 		for _, g := range rec.Groups {
 			if g.Size > 0 {
-				count(g.Env, g.Size)
+				count(g.Env, g.Size, g.Unit)
 			}
 		}
 	}
 	for _, q := range s.queue {
-		count(q.env, q.size)
+		count(q.env, q.size, q.unit)
 	}
 	changed := groupSize != me.GroupSize
 	s.envs[id].GroupSize = groupSize
@@ -546,7 +552,18 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 		s.mu.Unlock()
 		return ScoredResponse{}, unknownEnv(g.env, n)
 	}
-	odd := g.env >= 0 && g.size != s.envs[g.env].GroupSize
+	// A group larger than its environment's group_size could never be
+	// released from a buffer: it is queued at once, as whole packs.
+	unit := 0
+	if g.env >= 0 && g.size > s.envs[g.env].GroupSize {
+		unit = s.envs[g.env].GroupSize
+	}
+	if batch := s.state.Registration.BatchSize; unit > 0 && s.state.Registered && nominalSize(g.size, unit) > batch {
+		s.mu.Unlock()
+		return ScoredResponse{}, fieldErr(fmt.Sprintf("group of %d sequences counts as %d in a batch (whole packs of group_size %d), over the trainer's batch_size of %d",
+			g.size, nominalSize(g.size, unit), unit, batch), "body", "tokens")
+	}
+	odd := g.env >= 0 && unit == 0 && g.size != s.envs[g.env].GroupSize
 	if _, ok := s.ids[g.id]; ok {
 		s.state.Duplicates++
 		resp := s.answer(g.env, odd)
@@ -589,7 +606,10 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 	}
 	s.ids[g.id] = seq
 	s.metrics.received.Inc()
-	q := queued{seq: seq, id: g.id, env: g.env, size: g.size, policy: g.policy, hasPolicy: g.hasPolicy}
+	q := queued{seq: seq, id: g.id, env: g.env, size: g.size, policy: g.policy, hasPolicy: g.hasPolicy, unit: unit}
+	if unit > 0 {
+		s.metrics.oversized.Inc()
+	}
 	if !odd {
 		s.queue = append(s.queue, q)
 		s.latest = seq
@@ -813,7 +833,7 @@ func (s *Server) assemble(ctx context.Context) bool {
 		taken := map[int]bool{}
 		for _, i := range pick {
 			q := s.queue[i]
-			rec.Groups = append(rec.Groups, batchGroup{Seq: q.seq, ID: q.id, Released: q.released, Env: q.env, Size: q.size})
+			rec.Groups = append(rec.Groups, batchGroup{Seq: q.seq, ID: q.id, Released: q.released, Env: q.env, Size: q.size, Unit: q.unit})
 			taken[i] = true
 		}
 		b, err := json.Marshal(rec)

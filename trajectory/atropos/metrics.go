@@ -15,13 +15,14 @@ import (
 // count from the process's start; the server's state (queue, buffers,
 // steps, the persisted drop counts) is read from Stats at each scrape.
 type metrics struct {
-	reg      *edge.Metrics
-	received prometheus.Counter
-	buffered prometheus.Counter
-	refused  *prometheus.CounterVec // by status
-	batches  prometheus.Counter
-	resent   prometheus.Counter
-	duration *prometheus.HistogramVec // by route
+	reg       *edge.Metrics
+	received  prometheus.Counter
+	buffered  prometheus.Counter
+	oversized prometheus.Counter
+	refused   *prometheus.CounterVec // by status
+	batches   prometheus.Counter
+	resent    prometheus.Counter
+	duration  *prometheus.HistogramVec // by route
 }
 
 // durationBounds are the upper bounds of the request latency histogram,
@@ -43,6 +44,10 @@ func newMetrics(s *Server) (*metrics, error) {
 			Name: "delegate_api_groups_buffered_total",
 			Help: "New groups whose size differed from their environment's group_size, buffered until some sum to it.",
 		}),
+		oversized: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "delegate_api_groups_oversized_total",
+			Help: "New groups larger than their environment's group_size, queued at once as whole packs of it.",
+		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "delegate_api_pushes_refused_total",
 			Help: "Pushes (POST /scored_data, /scored_data_list) answered with an error, by HTTP status (499: the client went away).",
@@ -61,7 +66,7 @@ func newMetrics(s *Server) (*metrics, error) {
 			Buckets: durationBounds,
 		}, []string{"route"}),
 	}
-	if err := reg.Register(m.received, m.buffered, m.refused, m.batches, m.resent, m.duration, statsCollector{s}); err != nil {
+	if err := reg.Register(m.received, m.buffered, m.oversized, m.refused, m.batches, m.resent, m.duration, statsCollector{s}); err != nil {
 		return nil, err
 	}
 	return m, nil

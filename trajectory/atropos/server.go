@@ -193,6 +193,9 @@ type batchGroup struct {
 	// as still queued (a record written before they were kept counts 0).
 	Env  int `json:"env"`
 	Size int `json:"size,omitempty"`
+	// Unit is the environment's group_size when the group is larger
+	// (oversized): it counts as whole packs of it.
+	Unit int `json:"unit,omitempty"`
 }
 
 // Server is the trajectory API. Its handler may serve requests
@@ -319,12 +322,18 @@ func (s *Server) recover(ctx context.Context) error {
 	slices.SortFunc(s.kept, func(a, b batchRecord) int { return a.Step - b.Step })
 	err = s.st.scan(ctx, func(q queued, buffered bool) {
 		s.ids[q.id] = q.seq
+		// An oversized group is stored as queued; one an older server
+		// buffered for good is queued now too.
+		oversized := q.env >= 0 && q.env < len(s.envs) && q.size > s.envs[q.env].GroupSize
 		switch {
 		case consumed[q.seq]:
-		case buffered && !released[q.seq] && q.env >= 0:
+		case buffered && !released[q.seq] && q.env >= 0 && !oversized:
 			s.buffer[q.env] = append(s.buffer[q.env], q)
 		default:
-			q.released = buffered
+			q.released = buffered && !oversized
+			if oversized {
+				q.unit = s.envs[q.env].GroupSize
+			}
 			s.queue = append(s.queue, q)
 			s.latest = q.seq
 		}
