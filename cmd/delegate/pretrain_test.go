@@ -294,3 +294,43 @@ func TestPretrainOTLP(t *testing.T) {
 		})
 	}
 }
+
+// TestPretrainDelegatorOTLP runs two steps of the delegator's pretraining
+// with --otlp and the shipped solver. Its grading's strategy runs arrive
+// as GenAI spans: alone at the end of training and in the final grading,
+// route with the delegator and with always-delegate.
+func TestPretrainDelegatorOTLP(t *testing.T) {
+	endToEnd(t)
+	rcv := newOTLPReceiver(t, 0)
+	got, err := execute(t, testEnv, "pretrain", "--model", "delegator", "--steps", "2", "--eval", "1", "--eval-every", "0",
+		"--out", t.TempDir(), "--solver", filepath.Join(repoRoot, "models", "solver"), "--progress", "none", "--otlp", rcv.URL)
+	if err != nil {
+		t.Fatalf("pretrain --otlp: %v\n%s", err, got)
+	}
+	names := map[string]int{}
+	for _, s := range rcv.received() {
+		names[s.Name]++
+		if op, _, _ := strings.Cut(s.Name, " "); op == "chat" || op == "invoke_agent" || op == "execute_tool" {
+			var gotOp string
+			for _, kv := range s.Attributes {
+				if kv.Key == "gen_ai.operation.name" {
+					gotOp = kv.Value.GetStringValue()
+				}
+			}
+			if gotOp != op {
+				t.Errorf("%s: gen_ai.operation.name %q, want %q", s.Name, gotOp, op)
+			}
+		}
+	}
+	want := map[string]int{"invoke_agent single": 2, "invoke_agent route": 2}
+	for name, n := range want {
+		if names[name] != n {
+			t.Errorf("%d spans %q, want %d (got %v)", names[name], name, n, names)
+		}
+	}
+	for _, name := range []string{"chat delegator", "chat always-delegate", "chat solver", "execute_tool delegate"} {
+		if names[name] == 0 {
+			t.Errorf("no span %q (got %v)", name, names)
+		}
+	}
+}
