@@ -76,7 +76,7 @@ func TestShippedSolver(t *testing.T) {
 // 50 or more, which it never saw.
 func TestShippedDigitsSolver(t *testing.T) {
 	m := load(t, "solver-digits", "solver")
-	scores, err := pretrain.GradeSolverCoverage(context.Background(), m, world.DigitsCoverage(), 6, 32, 2026)
+	scores, err := pretrain.GradeSolverCoverage(context.Background(), m, world.DigitsCoverage(), 6, 32, 2026, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func gradeAloneAndRoute(t *testing.T, d *local.Model, cfg world.Config, route bo
 		runs = append(runs, grading{strategy.NameRoute, noDiff, delegatorRouteFloor})
 	}
 	for _, tt := range runs {
-		sc, err := pretrain.GradeDelegator(context.Background(), tt.protocol, d, s, tt.problems, 16)
+		sc, err := pretrain.GradeDelegator(context.Background(), tt.protocol, d, s, tt.problems, 16, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +191,7 @@ func TestShippedPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := pretrain.GradeDelegator(context.Background(), strategy.NameSingle, d, nil, ps, 16)
+	sc, err := pretrain.GradeDelegator(context.Background(), strategy.NameSingle, d, nil, ps, 16, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestShippedPlanner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := pretrain.GradeDelegator(context.Background(), strategy.NameSingle, d, nil, ps, 16)
+	sc, err := pretrain.GradeDelegator(context.Background(), strategy.NameSingle, d, nil, ps, 16, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

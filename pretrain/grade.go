@@ -15,6 +15,10 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
+// GradeSolverRun is the strategy name of the trace of each of
+// GradeSolverCoverage's calls.
+const GradeSolverRun = "grade-solver"
+
 // SizeScore is a solver's exact-match score on one size class.
 type SizeScore struct {
 	Size    world.SolverSize
@@ -31,16 +35,20 @@ type SizeScore struct {
 // Questions are deterministic from seed. At most concurrency calls run at
 // once. A failed call counts as wrong and is counted in Failed; only ctx
 // ending stops the grading, with ctx's error. It grades the default
-// world's solver: GradeSolverCoverage with the zero world.Coverage.
+// world's solver: GradeSolverCoverage with the zero world.Coverage and
+// no traces.
 func GradeSolver(ctx context.Context, model delegate.Model, perSize, concurrency int, seed uint64) ([]SizeScore, error) {
-	return GradeSolverCoverage(ctx, model, world.Coverage{}, perSize, concurrency, seed)
+	return GradeSolverCoverage(ctx, model, world.Coverage{}, perSize, concurrency, seed, nil)
 }
 
 // GradeSolverCoverage is GradeSolver for a solver of coverage cov.
 // A covered class that cov narrows is graded on questions inside cov, then
 // again, after the classes outside, on questions outside it. Under the zero
-// Coverage it asks GradeSolver's questions.
-func GradeSolverCoverage(ctx context.Context, model delegate.Model, cov world.Coverage, perSize, concurrency int, seed uint64) ([]SizeScore, error) {
+// Coverage it asks GradeSolver's questions. Each call is recorded as the
+// trace of a one-call run, strategy GradeSolverRun; traces, when set,
+// receives it as the call returns, from many goroutines at once, and must
+// not block.
+func GradeSolverCoverage(ctx context.Context, model delegate.Model, cov world.Coverage, perSize, concurrency int, seed uint64, traces func(*delegate.Trace)) ([]SizeScore, error) {
 	if perSize < 1 || concurrency < 1 {
 		return nil, fmt.Errorf("grade solver %s: per size %d and concurrency %d must be positive", model.Name(), perSize, concurrency)
 	}
@@ -79,12 +87,19 @@ func GradeSolverCoverage(ctx context.Context, model delegate.Model, cov world.Co
 			break
 		}
 		eg.Go(func() error {
-			resp, err := model.Chat(gctx, &delegate.Request{Messages: j.t.Messages[:2], Temperature: &zero, MaxTokens: 128})
+			req := &delegate.Request{Messages: j.t.Messages[:2], Temperature: &zero, MaxTokens: 128}
+			rec := delegate.NewRecorder(GradeSolverRun, req.Messages[len(req.Messages)-1].Content, nil)
+			resp, err := rec.Call(gctx, nil, "question", delegate.Agent{Role: "solver", Model: model}, req)
+			var failure delegate.Failure
 			if err != nil {
-				failed[i] = true
-				return nil // recorded; a model failure is a wrong answer, not the grading's end
+				failed[i] = true // a model failure is a wrong answer, not the grading's end
+				failure = delegate.Failed(delegate.FailureCall, "%v", err)
+			} else {
+				right[i] = world.Correct(resp.Text(), j.want)
 			}
-			right[i] = world.Correct(resp.Text(), j.want)
+			if t := rec.Finish(resp.Text(), failure); traces != nil {
+				traces(t)
+			}
 			return nil
 		})
 	}
@@ -133,8 +148,10 @@ func (s DelegatorScore) DelegationRate() float64 {
 // temperature 0, at most concurrency at once. It is a one-arm benchmark,
 // bench.Run with no results file, graded by world.Verify as delegate
 // train's table is. A run that fails is recorded and counted as bench
-// counts it; only ctx ending stops the grading early.
-func GradeDelegator(ctx context.Context, protocol string, delegator, solver delegate.Model, problems []*world.Problem, concurrency int) (DelegatorScore, error) {
+// counts it; only ctx ending stops the grading early. traces, when set,
+// receives the trace of every run as it returns, from many goroutines at
+// once, and must not block.
+func GradeDelegator(ctx context.Context, protocol string, delegator, solver delegate.Model, problems []*world.Problem, concurrency int, traces func(*delegate.Trace)) (DelegatorScore, error) {
 	if concurrency < 1 {
 		return DelegatorScore{}, fmt.Errorf("grade delegator %s: concurrency %d must be positive", delegator.Name(), concurrency)
 	}
@@ -156,6 +173,9 @@ func GradeDelegator(ctx context.Context, protocol string, delegator, solver dele
 	s, err := strategy.New(protocol, roles, cfg)
 	if err != nil {
 		return DelegatorScore{}, fmt.Errorf("grade delegator %s: %w", delegator.Name(), err)
+	}
+	if traces != nil {
+		s = observed{Strategy: s, traces: traces}
 	}
 	sc := DelegatorScore{N: len(problems)}
 	tasks := make([]delegate.Task, len(problems))
@@ -190,3 +210,17 @@ func GradeDelegator(ctx context.Context, protocol string, delegator, solver dele
 // solverRole is the solver's role under route: the sub-agent whose calls
 // are the delegations.
 const solverRole = "weak"
+
+// observed hands each run's trace to traces.
+type observed struct {
+	delegate.Strategy
+	traces func(*delegate.Trace)
+}
+
+func (s observed) Run(ctx context.Context, request string, events chan<- delegate.Event) (*delegate.Trace, error) {
+	t, err := s.Strategy.Run(ctx, request, events)
+	if t != nil {
+		s.traces(t)
+	}
+	return t, err
+}

@@ -3,6 +3,7 @@ package pretrain
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/delegatelab/delegate"
@@ -86,7 +87,7 @@ func TestGradeDelegator(t *testing.T) {
 	}
 	solver := modeltest.New("solver", calculator)
 	always := scripted.New("always", ps, scripted.FromPolicy(world.Always))
-	sc, err := GradeDelegator(context.Background(), strategy.NameRoute, always, solver, ps, 4)
+	sc, err := GradeDelegator(context.Background(), strategy.NameRoute, always, solver, ps, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestGradeDelegator(t *testing.T) {
 		}
 		return modeltest.Text(world.Boxed(ps[i].Answer + 1)), nil
 	})
-	sc, err = GradeDelegator(context.Background(), strategy.NameSingle, alone, nil, ps, 3)
+	sc, err = GradeDelegator(context.Background(), strategy.NameSingle, alone, nil, ps, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,21 +123,21 @@ func TestGradeDelegator(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := GradeDelegator(ctx, strategy.NameSingle, alone, nil, ps, 3); !errors.Is(err, context.Canceled) {
+	if _, err := GradeDelegator(ctx, strategy.NameSingle, alone, nil, ps, 3, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("GradeDelegator on a cancelled context: %v, want context.Canceled", err)
 	}
 	for name, call := range map[string]func() (DelegatorScore, error){
 		"no concurrency": func() (DelegatorScore, error) {
-			return GradeDelegator(context.Background(), strategy.NameSingle, alone, nil, ps, 0)
+			return GradeDelegator(context.Background(), strategy.NameSingle, alone, nil, ps, 0, nil)
 		},
 		"route without solver": func() (DelegatorScore, error) {
-			return GradeDelegator(context.Background(), strategy.NameRoute, alone, nil, ps, 1)
+			return GradeDelegator(context.Background(), strategy.NameRoute, alone, nil, ps, 1, nil)
 		},
 		"unknown protocol": func() (DelegatorScore, error) {
-			return GradeDelegator(context.Background(), strategy.NameLead, alone, solver, ps, 1)
+			return GradeDelegator(context.Background(), strategy.NameLead, alone, solver, ps, 1, nil)
 		},
 		"no problems": func() (DelegatorScore, error) {
-			return GradeDelegator(context.Background(), strategy.NameSingle, alone, nil, nil, 1)
+			return GradeDelegator(context.Background(), strategy.NameSingle, alone, nil, nil, 1, nil)
 		},
 	} {
 		if _, err := call(); err == nil {
@@ -164,7 +165,7 @@ func TestGradeSolverCoverage(t *testing.T) {
 		}
 		return modeltest.Text(text), nil
 	})
-	scores, err := GradeSolverCoverage(context.Background(), m, cov, 5, 4, 1)
+	scores, err := GradeSolverCoverage(context.Background(), m, cov, 5, 4, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestGradeSolverCoverage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zero, err := GradeSolverCoverage(context.Background(), m, world.Coverage{}, 5, 4, 1)
+	zero, err := GradeSolverCoverage(context.Background(), m, world.Coverage{}, 5, 4, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +200,80 @@ func TestGradeSolverCoverage(t *testing.T) {
 	for i := range plain {
 		if plain[i] != zero[i] {
 			t.Errorf("class %d: GradeSolver %+v, the zero coverage's %+v", i, plain[i], zero[i])
+		}
+	}
+}
+
+// traceLog keeps the traces a grading hands over, from many goroutines.
+type traceLog struct {
+	mu     sync.Mutex
+	traces []*delegate.Trace
+}
+
+func (l *traceLog) add(t *delegate.Trace) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.traces = append(l.traces, t)
+}
+
+// TestGradeTraces checks the traces grading hands over: one one-call run
+// per solver question, failed calls marked, and one strategy run per
+// problem of the delegator.
+func TestGradeTraces(t *testing.T) {
+	oddFails := modeltest.New("solver", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+		_, x, _, err := world.ParseExpr(modeltest.LastUser(req))
+		if err == nil && x%2 == 1 {
+			return nil, errors.New("scripted failure")
+		}
+		return calculator(ctx, req)
+	})
+	var solver traceLog
+	scores, err := GradeSolverCoverage(context.Background(), oddFails, world.Coverage{}, 5, 4, 1, solver.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, s := range scores {
+		failed += s.Failed
+	}
+	if failed == 0 {
+		t.Fatal("no question failed; the test needs some")
+	}
+	if got, want := len(solver.traces), oddFails.Calls(); got != want {
+		t.Errorf("%d solver traces, want one per call (%d)", got, want)
+	}
+	traced := 0
+	for _, tr := range solver.traces {
+		calls := tr.Calls()
+		if tr.Strategy != GradeSolverRun || len(calls) != 1 || calls[0].Model != "solver" || calls[0].Role != "solver" {
+			t.Fatalf("solver trace %q with %d calls, want %q with one call of the solver", tr.Strategy, len(calls), GradeSolverRun)
+		}
+		if (tr.FailureKind == delegate.FailureCall) != (calls[0].Error != "") {
+			t.Errorf("trace failure %q, call error %q: want both or neither", tr.Failure, calls[0].Error)
+		}
+		if tr.FailureKind == delegate.FailureCall {
+			traced++
+		}
+	}
+	if traced != failed {
+		t.Errorf("%d traces of failed calls, want %d (the scores' Failed)", traced, failed)
+	}
+
+	ps, err := world.Generate(world.DefaultConfig(), 5, world.Validation, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs traceLog
+	always := scripted.New("always", ps, scripted.FromPolicy(world.Always))
+	if _, err := GradeDelegator(context.Background(), strategy.NameRoute, always, modeltest.New("solver", calculator), ps, 3, runs.add); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.traces) != len(ps) {
+		t.Fatalf("%d delegator traces, want one per problem (%d)", len(runs.traces), len(ps))
+	}
+	for _, tr := range runs.traces {
+		if tr.Strategy != strategy.NameRoute || tr.Roles[solverRole].Calls == 0 {
+			t.Errorf("delegator trace %q, roles %v: want a route run with solver calls", tr.Strategy, tr.Roles)
 		}
 	}
 }

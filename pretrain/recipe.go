@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/strategy"
@@ -50,6 +51,11 @@ type Options struct {
 	// prints no step lines of its own. When nil, Run prints a line every 50
 	// steps on out.
 	Progress func(model string, pr Progress)
+	// Traces, when set, receives the trace of every grading run: the
+	// delegator's strategy runs and, as one-call runs (GradeSolverRun),
+	// the solver's questions. Evaluations during training are included.
+	// It is called from many goroutines at once and must not block.
+	Traces func(*delegate.Trace)
 }
 
 // The shipped models' shapes. The solver is small and fast; the
@@ -225,10 +231,10 @@ func solverTask(out io.Writer, f Options) (task, error) {
 		t.examples = append(t.examples, FromMessages(tr.Messages, tr.Tools))
 	}
 	t.eval = func(ctx context.Context, p *nn.Params) (float64, string, error) {
-		return evalSolver(ctx, nil, p, f.Coverage, max(f.Eval/4, 4), f.Seed)
+		return evalSolver(ctx, nil, p, f.Coverage, max(f.Eval/4, 4), f.Seed, f.Traces)
 	}
 	t.final = func(ctx context.Context, p *nn.Params) error {
-		_, _, err := evalSolver(ctx, out, p, f.Coverage, f.Eval, f.Seed+1)
+		_, _, err := evalSolver(ctx, out, p, f.Coverage, f.Eval, f.Seed+1, f.Traces)
 		return err
 	}
 	return t, nil
@@ -251,7 +257,7 @@ func delegatorTask(out io.Writer, f Options) (task, error) {
 		return t, fmt.Errorf("pretrain delegator: %w", err)
 	}
 	t.eval = func(ctx context.Context, p *nn.Params) (float64, string, error) {
-		return evalDelegator(ctx, nil, p, nil, small)
+		return evalDelegator(ctx, nil, p, nil, small, f.Traces)
 	}
 	t.final = func(ctx context.Context, p *nn.Params) error {
 		sp, _, err := nn.Load(f.Solver)
@@ -261,7 +267,7 @@ func delegatorTask(out io.Writer, f Options) (task, error) {
 		}
 		for _, l := range levels {
 			fmt.Fprintf(out, "delegator graded on level %d (%s split):\n", l, graded[l][0].Split)
-			if _, _, err := evalDelegator(ctx, out, p, sp, graded[l]); err != nil {
+			if _, _, err := evalDelegator(ctx, out, p, sp, graded[l], f.Traces); err != nil {
 				return err
 			}
 		}
@@ -420,14 +426,15 @@ func DelegatorCorpus(seed uint64, levels []int, peers bool, routeMix []float64) 
 }
 
 // evalSolver grades a solver's parameters greedily, perSize questions per
-// operation and size; with out set it prints the table.
-func evalSolver(ctx context.Context, out io.Writer, p *nn.Params, cov world.Coverage, perSize int, seed uint64) (float64, string, error) {
+// operation and size; with out set it prints the table. traces is
+// GradeSolverCoverage's.
+func evalSolver(ctx context.Context, out io.Writer, p *nn.Params, cov world.Coverage, perSize int, seed uint64, traces func(*delegate.Trace)) (float64, string, error) {
 	m, err := local.New(p, local.Config{Name: "solver", MaxBatch: 32})
 	if err != nil {
 		return 0, "", err
 	}
 	defer m.Close()
-	scores, err := GradeSolverCoverage(ctx, m, cov, perSize, 32, seed)
+	scores, err := GradeSolverCoverage(ctx, m, cov, perSize, 32, seed, traces)
 	if err != nil {
 		return 0, "", err
 	}
@@ -460,14 +467,15 @@ func evalSolver(ctx context.Context, out io.Writer, p *nn.Params, cov world.Cove
 
 // evalDelegator grades a delegator's parameters greedily on problems:
 // alone (single); with a solver's parameters also under route and against
-// always-delegate. With out set it prints the figures.
-func evalDelegator(ctx context.Context, out io.Writer, p, solver *nn.Params, problems []*world.Problem) (float64, string, error) {
+// always-delegate. With out set it prints the figures. traces is
+// GradeDelegator's.
+func evalDelegator(ctx context.Context, out io.Writer, p, solver *nn.Params, problems []*world.Problem, traces func(*delegate.Trace)) (float64, string, error) {
 	d, err := local.New(p, local.Config{Name: "delegator", MaxBatch: 32})
 	if err != nil {
 		return 0, "", err
 	}
 	defer d.Close()
-	alone, err := GradeDelegator(ctx, strategy.NameSingle, d, nil, problems, 32)
+	alone, err := GradeDelegator(ctx, strategy.NameSingle, d, nil, problems, 32, traces)
 	if err != nil {
 		return 0, "", err
 	}
@@ -489,10 +497,10 @@ func evalDelegator(ctx context.Context, out io.Writer, p, solver *nn.Params, pro
 		run  func() (DelegatorScore, error)
 	}{
 		{"route (natural)", func() (DelegatorScore, error) {
-			return GradeDelegator(ctx, strategy.NameRoute, d, s, problems, 32)
+			return GradeDelegator(ctx, strategy.NameRoute, d, s, problems, 32, traces)
 		}},
 		{"always-delegate", func() (DelegatorScore, error) {
-			return GradeDelegator(ctx, strategy.NameRoute, scripted.New("always-delegate", problems, scripted.FromPolicy(world.Always)), s, problems, 32)
+			return GradeDelegator(ctx, strategy.NameRoute, scripted.New("always-delegate", problems, scripted.FromPolicy(world.Always)), s, problems, 32, traces)
 		}},
 	} {
 		sc, err := g.run()

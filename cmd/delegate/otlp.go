@@ -11,6 +11,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/bench"
+	"github.com/delegatelab/delegate/pretrain"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/server"
 	"github.com/delegatelab/delegate/telemetry"
@@ -172,6 +173,17 @@ func traceTrain(endpoint string, getenv env, log *slog.Logger, cfg *train.Config
 		return func() {}, err
 	}
 	cfg.Traces = s.export
+	return s.close, nil
+}
+
+// tracePretrain has every grading run of pretraining export its trace
+// to endpoint ("": none). The returned function sends what is queued.
+func tracePretrain(endpoint string, getenv env, log *slog.Logger, f *pretrain.Options) (func(), error) {
+	s, err := openOTLP(endpoint, getenv, func(string) string { return inProcess }, log)
+	if err != nil || s == nil {
+		return func() {}, err
+	}
+	f.Traces = s.export
 	return s.close, nil
 }
 

@@ -15,6 +15,7 @@ func newPretrainCmd(getenv env, log *slog.Logger) *cobra.Command {
 		f         pretrain.Options
 		progress  string
 		worldName string
+		otlp      string
 	)
 	cmd := &cobra.Command{
 		Use:   "pretrain [flags]",
@@ -35,7 +36,8 @@ docs/test-reads.md logs every read). An interrupted run resumes from the state u
 --out/<model>.state, removed when the model is done. The delegator's route
 grading uses the solver found under --solver (default: --out/solver). --init
 starts from a checkpoint's weights (with a fresh optimizer and schedule), for
-a second phase of training.`,
+a second phase of training. --otlp exports every grading run: each of the
+solver's questions and each of the delegator's strategy runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkProgress(progress); err != nil {
@@ -46,6 +48,11 @@ a second phase of training.`,
 				return fmt.Errorf("pretrain --world: %w", err)
 			}
 			f.Coverage = cov
+			closeOTLP, err := tracePretrain(otlp, getenv, log, &f)
+			if err != nil {
+				return fmt.Errorf("pretrain: %w", err)
+			}
+			defer closeOTLP()
 			v := newProgressView(cmd.OutOrStdout(), progress)
 			f.Progress = (&pretrainProgress{v: v}).step
 			err = pretrain.Run(cmd.Context(), v.text(), f)
@@ -75,8 +82,7 @@ a second phase of training.`,
 	fl.StringVar(&f.GradeSplit, "grade-split", "validation", "split the delegator is graded on, during training and after: validation, or test for a published table only (log the read in docs/test-reads.md)")
 	fl.StringVar(&worldName, "world", "default", "solver: the named world whose solver coverage to train and grade (world.WorldNames: default, or digits, products whose first factor is below 50)")
 	fl.StringVar(&progress, "progress", progressAuto, "progress display: auto (a bar on a terminal, a line every 10 s otherwise), bar, plain or none")
-	_ = getenv // pretrain reads no environment
-	_ = log
+	fl.StringVar(&otlp, "otlp", "", otlpUsage)
 	return cmd
 }
 

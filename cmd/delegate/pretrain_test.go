@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/pretrain"
 	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/world"
 )
 
 func TestPretrainRejectsBadFlags(t *testing.T) {
@@ -203,5 +205,132 @@ func TestPretrainProgressModes(t *testing.T) {
 	}
 	if _, err := execute(t, func(string) string { return "" }, "pretrain", "--progress", "fancy"); err == nil || !strings.Contains(err.Error(), "want auto, bar, plain or none") {
 		t.Errorf("--progress fancy: %v", err)
+	}
+}
+
+// TestPretrainOTLP runs two steps of the solver's pretraining with --otlp.
+// A receiver that is up gets each graded question as GenAI spans. With
+// the receiver down, the run succeeds all the same, and takes at most the
+// exporter's bounded close longer than without --otlp.
+func TestPretrainOTLP(t *testing.T) {
+	endToEnd(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	up := newOTLPReceiver(t, 0)
+	classes := len(world.SolverSizes(true)) + len(world.SolverSizes(false))
+	tests := []struct {
+		name  string
+		url   string
+		chats int // spans expected: 4 questions a class at the end of training, 1 in the final grading
+	}{
+		{"none", "", 0},
+		{"up", up.URL, 5 * classes},
+		{"down", down, 0},
+	}
+	var baseTime time.Duration // the run without --otlp
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := t.TempDir()
+			args := []string{"pretrain", "--model", "solver", "--steps", "2", "--batch", "2", "--eval", "1",
+				"--eval-every", "0", "--out", out, "--seed", "7", "--progress", "none"}
+			if tt.url != "" {
+				args = append(args, "--otlp", tt.url)
+			}
+			start := time.Now()
+			got, err := execute(t, testEnv, args...)
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("pretrain --otlp with the receiver %s: %v\n%s", tt.name, err, got)
+			}
+			if !strings.Contains(got, "solver held-out accuracy inside its coverage") {
+				t.Errorf("output lacks the final grading:\n%s", got)
+			}
+			if _, _, err := nn.Load(filepath.Join(out, "solver")); err != nil {
+				t.Errorf("no checkpoint with the receiver %s: %v", tt.name, err)
+			}
+			switch tt.name {
+			case "none":
+				baseTime = took
+			case "down":
+				// Generous against a loaded machine: the bound is the close's.
+				if limit := 2*baseTime + otlpCloseTimeout + 5*time.Second; took > limit {
+					t.Errorf("pretrain took %v with the receiver down, want under %v (%v without --otlp)", took, limit, baseTime)
+				}
+			}
+			if tt.chats == 0 {
+				return
+			}
+			names := map[string]int{}
+			for _, s := range up.received() {
+				names[s.Name]++
+				a := map[string]string{}
+				for _, kv := range s.Attributes {
+					a[kv.Key] = kv.Value.GetStringValue()
+				}
+				var want map[string]string
+				switch s.Name {
+				case "chat solver":
+					want = map[string]string{"gen_ai.operation.name": "chat", "gen_ai.provider.name": inProcess, "gen_ai.request.model": "solver"}
+				case "invoke_agent " + pretrain.GradeSolverRun:
+					want = map[string]string{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": pretrain.GradeSolverRun}
+				default:
+					t.Errorf("unexpected span %q", s.Name)
+				}
+				for k, v := range want {
+					if a[k] != v {
+						t.Errorf("%s: %s = %q, want %q", s.Name, k, a[k], v)
+					}
+				}
+			}
+			if names["chat solver"] != tt.chats || names["invoke_agent "+pretrain.GradeSolverRun] != tt.chats {
+				t.Errorf("spans %v, want %d of each: one run per graded question", names, tt.chats)
+			}
+		})
+	}
+}
+
+// TestPretrainDelegatorOTLP runs two steps of the delegator's pretraining
+// with --otlp and the shipped solver. Its grading's strategy runs arrive
+// as GenAI spans: alone at the end of training and in the final grading,
+// route with the delegator and with always-delegate.
+func TestPretrainDelegatorOTLP(t *testing.T) {
+	endToEnd(t)
+	rcv := newOTLPReceiver(t, 0)
+	got, err := execute(t, testEnv, "pretrain", "--model", "delegator", "--steps", "2", "--eval", "1", "--eval-every", "0",
+		"--out", t.TempDir(), "--solver", filepath.Join(repoRoot, "models", "solver"), "--progress", "none", "--otlp", rcv.URL)
+	if err != nil {
+		t.Fatalf("pretrain --otlp: %v\n%s", err, got)
+	}
+	names := map[string]int{}
+	for _, s := range rcv.received() {
+		names[s.Name]++
+		if op, _, _ := strings.Cut(s.Name, " "); op == "chat" || op == "invoke_agent" || op == "execute_tool" {
+			var gotOp string
+			for _, kv := range s.Attributes {
+				if kv.Key == "gen_ai.operation.name" {
+					gotOp = kv.Value.GetStringValue()
+				}
+			}
+			if gotOp != op {
+				t.Errorf("%s: gen_ai.operation.name %q, want %q", s.Name, gotOp, op)
+			}
+		}
+	}
+	want := map[string]int{"invoke_agent single": 2, "invoke_agent route": 2}
+	for name, n := range want {
+		if names[name] != n {
+			t.Errorf("%d spans %q, want %d (got %v)", names[name], name, n, names)
+		}
+	}
+	for _, name := range []string{"chat delegator", "chat always-delegate", "chat solver", "execute_tool delegate"} {
+		if names[name] == 0 {
+			t.Errorf("no span %q (got %v)", name, names)
+		}
 	}
 }
