@@ -25,8 +25,8 @@ type Record struct {
 	Arm      string `json:"arm"`
 	Strategy string `json:"strategy"`
 	TaskID   string `json:"task_id"`
-	// PromptHash identifies the task's prompt, so that a resumed run never
-	// mixes results of a task that changed under the same ID.
+	// PromptHash identifies the task's prompt.
+	// A resumed run never mixes results of a task that changed under the same ID.
 	PromptHash string `json:"prompt_sha256"`
 	Reference  string `json:"reference,omitempty"` // the task's answer
 	Answer     string `json:"answer"`              // the strategy's final answer
@@ -47,11 +47,11 @@ type Record struct {
 	// FailureKind is Failure's kind, for code to switch on. Records
 	// written before it was kept get it from Failure when read.
 	FailureKind delegate.FailureKind `json:"failure_kind,omitempty"`
-	// Grading holds the calls a Grader made to grade the answer (a
-	// judge's), by role; they are not part of Roles and Total.
+	// Grading holds, by role, the calls a Grader such as a judge made to grade the answer.
+	// They are not part of Roles and Total.
 	Grading map[string]delegate.Totals `json:"grading,omitempty"`
-	// Error says why the item could not be run or scored (a panic, a
-	// timeout, a verifier error); Correct is then false.
+	// Error says why the item could not be run or scored; Correct is then false.
+	// Examples are a panic, a timeout or a verifier error.
 	Error string          `json:"error,omitempty"`
 	Time  time.Time       `json:"time"`
 	Trace *delegate.Trace `json:"trace,omitempty"`
@@ -90,8 +90,8 @@ func promptHash(prompt string) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// Repair says what ReadResults did to a results file whose last line was
-// cut short (a run killed while writing it).
+// Repair says what ReadResults did to a results file whose last line was cut short.
+// That happens when a run is killed while writing.
 type Repair struct {
 	Line    int   // the line that was cut, from 1
 	Dropped int64 // bytes removed from the end of the file
@@ -164,8 +164,8 @@ func isVersionError(err error) bool {
 	return errors.As(err, &ve)
 }
 
-// decodeRecord parses one line strictly: unknown fields and trailing data
-// are errors, and so is a record without arm or task ID.
+// decodeRecord parses one line strictly.
+// Unknown fields, trailing data and a record without arm or task ID are errors.
 func decodeRecord(raw []byte) (Record, error) {
 	var head struct {
 		Version *int `json:"version"`
@@ -209,10 +209,10 @@ func appendNewline(path string) error {
 	return f.Close()
 }
 
-// resultsWriter appends records to the results file, one line per record
-// in a single write, so that a killed run leaves at most its last line cut.
-// Its methods may be called from many goroutines at once, and on a nil
-// writer (no results file), where they do nothing.
+// resultsWriter appends records to the results file, one line per record in a single write.
+// A killed run then leaves at most its last line cut.
+// Its methods may be called from many goroutines at once.
+// On a nil writer, meaning no results file, they do nothing.
 type resultsWriter struct {
 	mu   sync.Mutex
 	path string
