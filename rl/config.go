@@ -60,9 +60,8 @@ type Config struct {
 	Estimator reward.Estimator `json:"estimator"`
 	// Norm is how token losses add up; "" picks by estimator.
 	Norm Norm `json:"norm"`
-	// Epochs is the number of optimizer steps taken on each step's
-	// rollouts (PPO epochs); the importance ratio is exactly 1 on the
-	// first. Default 1.
+	// Epochs is the number of PPO epochs: optimizer steps on each step's rollouts.
+	// The importance ratio is exactly 1 on the first. Default 1.
 	Epochs int `json:"epochs"`
 	// MaxNewTokens caps each policy call's completion (the policy agent's
 	// delegate.Sampler enforces it) and is NormTokenSum's constant. Default 64.
@@ -81,17 +80,16 @@ type Config struct {
 	Seed uint64 `json:"seed"`
 	// OutDir receives metrics.jsonl and checkpoint/. Required.
 	OutDir string `json:"out_dir"`
-	// CheckpointEvery is the number of steps between checkpoints; one is
-	// also written at the end and when the run is cancelled. Default 10.
+	// CheckpointEvery is the number of steps between checkpoints. Default 10.
+	// One is also written at the end and when the run is cancelled.
 	CheckpointEvery int `json:"checkpoint_every"`
 	// Concurrency bounds an in-process source's rollouts in flight at
 	// once. Default 16.
 	Concurrency int `json:"concurrency"`
 	// MicroBatchTokens bounds B×T of one forward-backward pass. Default 4096.
 	MicroBatchTokens int `json:"micro_batch_tokens"`
-	// MaxLogprobGap is the largest |sampler logprob − trainer logprob|
-	// accepted for a policy token before the first update: a larger gap
-	// means the traced calls were not made by the parameters being trained.
+	// MaxLogprobGap is the largest |sampler logprob − trainer logprob| accepted before the first update.
+	// A larger gap means the traced calls were not made by the parameters being trained.
 	// Default 0.05.
 	MaxLogprobGap float64 `json:"max_logprob_gap"`
 	// LogprobCheckEvery runs that check on every n-th step (and the
@@ -99,11 +97,11 @@ type Config struct {
 	// of its own (the ratio is 1), so a step without the check skips a
 	// forward pass, about a third of the update's work. Default 1.
 	LogprobCheckEvery int `json:"logprob_check_every"`
-	// MaxImportanceWeight caps the importance weight of an off-policy
-	// sequence's token, exp(l_prox − l_behaviour), where l_behaviour is the
-	// sampler's logprob (from an older policy, or another engine) and
-	// l_prox the trainer's before the update (truncated importance
-	// sampling). At least 1. Default 2.
+	// MaxImportanceWeight caps the importance weight of an off-policy token: truncated importance sampling.
+	// The weight is exp(l_prox − l_behaviour).
+	// l_behaviour is the sampler's logprob, from an older policy or another engine.
+	// l_prox is the trainer's before the update.
+	// At least 1. Default 2.
 	MaxImportanceWeight float64 `json:"max_importance_weight,omitempty"`
 }
 
