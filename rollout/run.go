@@ -995,8 +995,6 @@ func allEqual(xs []float64) bool {
 	return true
 }
 
-// tieReason says why a group tied: every member failed the format, every
-// member was truncated, or their rewards were simply equal.
 // tie reports whether a group carries no learning signal, and why.
 // A group ties when every rollout failed the format, DropFormat,
 // or every rollout was cut at max_tokens, DropTruncation, whatever their rewards.
