@@ -183,8 +183,8 @@ func load(c *http.Client, url func(i int) string, calls, workers int) ([]time.Du
 	return lat, errors.Join(errs...)
 }
 
-// gatewayLoad is load through the gateway: each client opens a session,
-// makes perSession calls in it and rewards it, then opens the next.
+// gatewayLoad is load through the gateway.
+// Each client opens a session, makes perSession calls in it and rewards it, then opens the next.
 func gatewayLoad(c *http.Client, base string, calls, workers, perSession int) ([]time.Duration, error) {
 	lat := make([]time.Duration, calls)
 	errs := make([]error, workers)
