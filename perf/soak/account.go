@@ -39,8 +39,8 @@ type Account struct {
 	Groups        int `json:"groups"`
 	GroupsWritten int `json:"groups_written"`
 
-	// Lost counts rollouts that artifacts.jsonl does not hold
-	// although the run recorded them done, a written group names them, or a complete run planned them.
+	// Lost counts rollouts that artifacts.jsonl should hold but does not.
+	// It should hold those the run recorded done, a written group names, or a complete run planned.
 	// Duplicated counts artifact and group records beyond the first with the same id.
 	// Both must be 0.
 	Lost       int `json:"lost"`
