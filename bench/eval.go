@@ -49,11 +49,11 @@ type Arm struct {
 // Config holds the knobs of a run. DefaultConfig holds the defaults; a zero
 // field means zero.
 type Config struct {
-	// Results is the path of the JSONL results file. Records are appended
-	// to it and a rerun skips the items it holds. Empty: no file; the
-	// records live only in the returned report, and a rerun does every
-	// item again (for a caller grading in passing, as pretraining's
-	// periodic evaluation does).
+	// Results is the path of the JSONL results file.
+	// Records are appended to it and a rerun skips the items it holds.
+	// Empty means no file: the records live only in the returned report,
+	// and a rerun does every item again.
+	// That suits a caller grading in passing, as pretraining's periodic evaluation does.
 	Results string
 	// Concurrency bounds the items run at once, at least 1.
 	Concurrency int
@@ -144,16 +144,15 @@ type Progress struct {
 	Failed bool
 }
 
-// Run runs every arm on every task and returns the report over all tasks
-// and arms. Items already in cfg.Results are skipped; each new one is
-// appended to it as soon as it finishes (with no results file, only kept
-// for the report). Tasks must have unique IDs.
+// Run runs every arm on every task and returns the report over all tasks and arms.
+// Items already in cfg.Results are skipped. Each new one is appended to it as soon as it finishes,
+// or, with no results file, only kept for the report. Tasks must have unique IDs.
 //
-// A failing item (a model error, a format failure, a panic, a timeout, a
-// verifier error) is recorded and counted wrong; the run goes on. When ctx
-// ends, items in flight are abandoned unrecorded (a rerun does them),
-// finished ones are kept, and Run returns ctx's error. A results file that
-// cannot be written stops the run with that error.
+// A failing item is recorded and counted wrong, and the run goes on.
+// It fails by a model error, a format failure, a panic, a timeout or a verifier error.
+// When ctx ends, items in flight are abandoned unrecorded for a rerun to do,
+// finished ones are kept, and Run returns ctx's error.
+// A results file that cannot be written stops the run with that error.
 //
 // progress, when not nil, receives one value per item by non-blocking
 // sends; values a slow observer does not take are counted in
@@ -270,8 +269,8 @@ type runTally struct {
 	progress chan<- Progress // nil: none
 }
 
-// report counts r, keeping it unless it was resumed, and sends progress
-// without blocking (a full channel drops it, counted).
+// report counts r, keeping it unless it was resumed, and sends progress without blocking.
+// A full channel drops the progress value, counted.
 func (t *runTally) report(r *Record, resumed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock() // held over the send, so that Done arrives in order

@@ -60,9 +60,8 @@ type Frontier struct {
 // oracle and the mixing line are drawn between; "" takes the arms marked
 // RoleStrong and RoleWeak. Without both, or when either failed, there is
 // no oracle and no mixing line. An arm fails when it has no item or every
-// item ended in an error: it is left out, never drawn at 0%, $0. The
-// oracle router row of the table (the weak arm where it is right) is not
-// an arm and is left out too.
+// item ended in an error: it is left out, never drawn at 0%, $0.
+// The table's oracle router row, the weak arm where it is right, is not an arm and is left out too.
 func (rep *Report) Frontier(strong, weak string) (*Frontier, error) {
 	if strong == "" && weak == "" {
 		strong, weak = rep.Strong, rep.Weak

@@ -32,8 +32,7 @@ type Record struct {
 	Answer     string `json:"answer"`              // the strategy's final answer
 	Extracted  string `json:"extracted"`           // what the verifier read from it
 	Correct    bool   `json:"correct"`
-	// Score is the grader's score of the answer (a judge's 0-100 rating),
-	// when it gives one.
+	// Score is the grader's score of the answer, such as a judge's 0-100 rating, when it gives one.
 	Score *float64 `json:"score,omitempty"`
 	// Roles holds the calls, tokens, cost and latency of each role; Total
 	// sums them over all roles.
@@ -80,8 +79,8 @@ func (r *Record) fillFailureKind() {
 	}
 }
 
-// Failed reports whether the item ended without a proper answer: a
-// strategy failure (still graded) or an error (counted wrong).
+// Failed reports whether the item ended without a proper answer.
+// A strategy failure is still graded; an error is counted wrong.
 func (r *Record) Failed() bool { return r.Failure != "" || r.Error != "" }
 
 // promptHash is the first 16 hex digits of the SHA-256 of a prompt.
@@ -101,12 +100,11 @@ func (r Repair) String() string {
 	return fmt.Sprintf("line %d was cut short: its %d bytes were removed and its item will run again", r.Line, r.Dropped)
 }
 
-// ReadResults reads the records of a results file. A missing file has no
-// records. When the last line is cut short (no newline at its end and not
-// valid JSON) the file is truncated to the lines before it and the repair
-// is returned; any other malformed line, and any record of another version,
-// is an error naming the file and line. A complete last line that only
-// lacks its newline is kept, and the newline added.
+// ReadResults reads the records of a results file. A missing file has no records.
+// A last line cut short has no newline and is not valid JSON.
+// The file is then truncated to the lines before it, and the repair is returned.
+// Any other malformed line, and any record of another version, is an error naming the file and line.
+// A complete last line that only lacks its newline is kept, and the newline added.
 func ReadResults(path string) ([]Record, *Repair, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -227,8 +225,8 @@ func openResults(path string) (*resultsWriter, error) {
 	return &resultsWriter{path: path, f: f}, nil
 }
 
-// write appends r to the file (no buffer: the record is in the file when
-// write returns).
+// write appends r to the file without a buffer.
+// The record is in the file when write returns.
 func (rw *resultsWriter) write(r *Record) error {
 	if rw == nil {
 		return nil // no results file: the record is kept for the report only

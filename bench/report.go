@@ -75,8 +75,8 @@ type Row struct {
 	CostOfPass   float64
 	CostOfPassCI Interval
 	Calls        float64
-	// LatencyP50 and LatencyP95 are quantiles of the items' wall time, in
-	// seconds (linear interpolation, see Quantile).
+	// LatencyP50 and LatencyP95 are quantiles of the items' wall time, in seconds.
+	// Quantile interpolates them linearly.
 	LatencyP50, LatencyP95 float64
 	// Failures counts items whose strategy reported a failure (answer
 	// format, truncation, a failed call: Record.Failure); their answers were

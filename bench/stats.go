@@ -17,8 +17,8 @@ type Interval struct {
 
 // Wilson returns the Wilson score 95% interval of a proportion with k
 // successes in n trials. It stays inside [0, 1] and is sensible at k = 0
-// and k = n, where the normal (Wald) interval collapses to a point. ok is
-// false when n is 0 (no interval exists) or k is outside [0, n].
+// and k = n, where Wald's normal interval collapses to a point.
+// ok is false when n is 0, where no interval exists, or k is outside [0, n].
 func Wilson(k, n int) (iv Interval, ok bool) {
 	if n <= 0 || k < 0 || k > n {
 		return Interval{}, false
