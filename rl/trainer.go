@@ -12,10 +12,9 @@ import (
 	"github.com/delegatelab/delegate/reward"
 )
 
-// Progress reports the state of a run, for a progress bar. Metrics is set
-// once a step has finished (the trainer's event); otherwise the event
-// counts the step's finished rollouts (an in-process source's, on the
-// same channel).
+// Progress reports the state of a run, for a progress bar.
+// The trainer's event sets Metrics once a step has finished.
+// An in-process source's events, on the same channel, count the step's finished rollouts.
 type Progress struct {
 	Step, Steps  int // the step in progress (from 1) and the run's total
 	RolloutsDone int // rollouts of the step finished so far
@@ -89,14 +88,13 @@ type Source interface {
 	Next(ctx context.Context, step int) ([]Group, error)
 }
 
-// New returns a trainer of policy on src's groups. policy holds the
-// parameters the groups' policy samples from (in process: a local.Model
-// over them) and must hold the starting weights (the pretrained ones):
-// they are the KL reference, and a resumed run loads its checkpoint over
-// them. cfg.ItemsPerStep and GroupSize describe what src delivers per
-// step (they size Dr. GRPO's constant normalisation). Progress events go
-// to progress (nil: none) by non-blocking sends; the caller owns the
-// channel.
+// New returns a trainer of policy on src's groups.
+// policy holds the parameters the groups' policy samples from, in process through a local.Model.
+// It must hold the starting, pretrained weights:
+// they are the KL reference, and a resumed run loads its checkpoint over them.
+// cfg.ItemsPerStep and GroupSize describe what src delivers per step; they size Dr. GRPO's constant.
+// Progress events go to progress, which may be nil, by non-blocking sends.
+// The caller owns the channel.
 func New(cfg Config, policy *nn.Params, src Source, progress chan<- Progress) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -249,8 +247,8 @@ func (t *Trainer) Step(ctx context.Context) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	// With no KL term a zero advantage gives every token of the sequence a
-	// zero weight: leave those out of the passes (the gradient is the same).
+	// With no KL term a zero advantage gives every token of the sequence a zero weight.
+	// Leave those out of the passes; the gradient is the same.
 	trained := seqs[:0:0]
 	for _, s := range seqs {
 		if s.Adv != 0 || cfg.KLBeta > 0 {
