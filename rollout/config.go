@@ -35,8 +35,8 @@ func (f ScorerFunc) Score(ctx context.Context, rec *delegate.Recorder, task dele
 type Score struct {
 	// Reward is what the policy is trained on.
 	Reward float64 `json:"reward"`
-	// Candidate and Baseline are the scores of the rollout's and the
-	// baseline's answers (a judge's 0-100, or 1/0 for correct/incorrect).
+	// Candidate and Baseline are the scores of the rollout's and the baseline's answers.
+	// A judge scores 0-100; a verifier 1 for correct and 0 for incorrect.
 	Candidate float64 `json:"candidate"`
 	Baseline  float64 `json:"baseline"`
 	// Outcome is the comparison's word ("win", "loss", "tie", "correct",
@@ -106,16 +106,17 @@ type Config struct {
 	Sink Sink `json:"-"`
 }
 
-// Sink receives the groups a run writes: process --push hands them to a
-// trajectory API. Wait is called before each item's rollouts start and may
-// block to pace the run (an API whose queue is full); it returns the
-// policy version (the trainer's step) the item's rollouts are sampled
-// with, which the group records; its error stops the run. Send is called from one goroutine with each written group, in the
-// order the groups were written, after the group is on disk; once Send
-// returns nil the group is recorded as sent, and a resumed run sends the
-// written groups that were not. Send's error stops the run; the group is
-// then sent again on resume, so a receiver should drop a group it already
-// has (GroupRecord.ID names it).
+// Sink receives the groups a run writes; process --push hands them to a trajectory API.
+// Wait is called before each item's rollouts start, and may block to pace the run,
+// as when an API's queue is full.
+// It returns the policy version, the trainer's step, that the item's rollouts are sampled with;
+// the group records it. Its error stops the run.
+//
+// Send is called from one goroutine with each written group, in order, after the group is on disk.
+// Once Send returns nil the group is recorded as sent.
+// A resumed run sends the written groups that were not.
+// Send's error stops the run, and the group is sent again on resume.
+// A receiver should therefore drop a group it already has; GroupRecord.ID names it.
 type Sink interface {
 	Wait(ctx context.Context) (policyVersion int, err error)
 	Send(ctx context.Context, g *GroupRecord) error

@@ -57,8 +57,7 @@ type Artifact struct {
 	Strategy string `json:"strategy"`
 	Status   string `json:"status"`
 	Error    string `json:"error,omitempty"`
-	// Reason classifies a failed rollout's error (see Fail*), as
-	// Summary.Failed counts it.
+	// Reason classifies a failed rollout's error as one of Fail*, as Summary.Failed counts it.
 	Reason string `json:"reason,omitempty"`
 
 	Prompt          string   `json:"prompt"`
@@ -115,8 +114,8 @@ type CallInfo struct {
 type GroupRecord struct {
 	Version int    `json:"version"`
 	ID      string `json:"id"` // "<task id>#<group>"
-	// Run is the run's random identifier: with ID, a group's identity
-	// across runs (a trajectory API's deduplication key).
+	// Run is the run's random identifier.
+	// With ID it is a group's identity across runs, which a trajectory API deduplicates on.
 	Run      string `json:"run,omitempty"`
 	Item     int    `json:"item"`
 	TaskID   string `json:"task_id"`

@@ -70,8 +70,8 @@ type Summary struct {
 	MeanCandidate float64 `json:"mean_candidate"` // the scorer's score of the rollouts
 	MeanBaseline  float64 `json:"mean_baseline"`  // the scorer's score of the baselines, per scored rollout
 
-	// Roles is what the rollouts spent, by role (the policy's roles and the
-	// scorer's), and Baselines what the baselines spent.
+	// Roles is what the rollouts spent, by the policy's roles and the scorer's.
+	// Baselines is what the baselines spent.
 	Roles     map[string]delegate.Totals `json:"roles"`
 	Baselines delegate.Totals            `json:"baselines"`
 	// Retries is the number of retried model calls over rollouts, scoring
@@ -767,8 +767,8 @@ func episodeOf(tr *delegate.Trace, taskID string, roles []string, sc *Score) *de
 	return e
 }
 
-// playBaseline runs the baseline strategy on task. A run that returned an
-// error is recorded in the trace's failure (see baselineFailed).
+// playBaseline runs the baseline strategy on task.
+// A run that returned an error is recorded in the trace's failure, which baselineFailed reads.
 func playBaseline(ctx context.Context, baseline delegate.Strategy, task delegate.Task) *delegate.Trace {
 	tr, runErr := baseline.Run(ctx, task.Prompt, nil)
 	if tr == nil {
