@@ -5,14 +5,13 @@ import (
 	"unicode"
 )
 
-// Boxed returns the content of the last \boxed{...} (or \fbox{...}) in
-// text, trimmed, with nested braces matched; a backslash escapes the next
-// byte, so \{ and \} do not count. A brace-less form such as "\boxed 5"
-// yields the following token. ok is false when there is none or the
-// braces never close; content is then empty. It is the one reading of a
-// boxed answer: strategies take their answers with it, verifiers grade
-// with it and datasets read their references with it, so a trace's answer
-// and its verdict never disagree on the same reply.
+// Boxed returns the trimmed content of the last \boxed{...} or \fbox{...} in text.
+// Nested braces are matched. A backslash escapes the next byte, so \{ and \} do not count.
+// A brace-less form such as "\boxed 5" yields the following token.
+// ok is false when there is none or the braces never close; content is then empty.
+//
+// It is the one reading of a boxed answer. Strategies, verifiers and datasets all use it,
+// so a trace's answer and its verdict never disagree on the same reply.
 func Boxed(text string) (content string, ok bool) {
 	best, n := lastBox(text)
 	// Try the last occurrence first; fall back to earlier ones when the last
@@ -58,11 +57,10 @@ func boxArgument(rest string) (string, bool) {
 	return s, s != ""
 }
 
-// Braced reads the {...} group at the start of s, nested braces matched
-// and a backslash escaping the next byte (so \{ and \} do not count), and
-// returns its content, untrimmed, and what follows the closing brace. ok is
-// false when s does not start with "{" or the group never closes; rest is
-// then s.
+// Braced reads the {...} group at the start of s.
+// It returns the untrimmed content and what follows the closing brace.
+// Nested braces are matched, and a backslash escapes the next byte, so \{ and \} do not count.
+// ok is false when s does not start with "{" or the group never closes; rest is then s.
 func Braced(s string) (inner, rest string, ok bool) {
 	if !strings.HasPrefix(s, "{") {
 		return "", s, false
@@ -92,11 +90,10 @@ const (
 	answerClose       = "</answer>"
 )
 
-// ExtractAnswer returns the final answer of a reply: the content of the
-// last \boxed{} if there is one, else the text after the last "Final
-// answer:" (any letter case), trimmed. ok is false when neither is found
-// (or what follows the marker is empty); the answer is then the whole text,
-// trimmed, so that nothing the model wrote is lost.
+// ExtractAnswer returns the final answer of a reply, trimmed.
+// That is the content of the last \boxed{}, else the text after the last "Final answer:" in any case.
+// ok is false when neither is found or nothing follows the marker.
+// The answer is then the whole text, trimmed, so that nothing the model wrote is lost.
 func ExtractAnswer(text string) (answer string, ok bool) {
 	if b, ok := Boxed(text); ok {
 		return b, true
@@ -107,8 +104,8 @@ func ExtractAnswer(text string) (answer string, ok bool) {
 	return strings.TrimSpace(text), false
 }
 
-// answerMarkers is the one chain of answer markers, in the order a reply's
-// answer is looked for, each with its name for messages.
+// answerMarkers is the one chain of answer markers, in the order they are tried.
+// Each has its name for messages.
 var answerMarkers = []struct {
 	name string
 	find func(string) (string, bool)
@@ -119,13 +116,10 @@ var answerMarkers = []struct {
 	{FinalAnswerMarker, ExtractAnswer},
 }
 
-// MarkedAnswer returns the answer of the first marker a reply holds and
-// accept takes (nil takes any), with the marker's name. The chain: the
-// last complete \boxed{} (Boxed), the last <answer></answer>
-// (AnswerTag), the text after the last "Final Output:" (FinalOutput), after
-// the last "Final answer:" in any letter case (ExtractAnswer). ok is false
-// when no marker gives an answer accept takes; answer and marker are then
-// empty.
+// MarkedAnswer returns the answer of the first marker in a reply that accept takes.
+// It also returns the marker's name. A nil accept takes any answer.
+// The chain is Boxed, AnswerTag, FinalOutput, then ExtractAnswer's "Final answer:".
+// ok is false when no marker gives an answer accept takes; answer and marker are then empty.
 func MarkedAnswer(text string, accept func(string) bool) (answer, marker string, ok bool) {
 	for _, m := range answerMarkers {
 		if a, ok := m.find(text); ok && (accept == nil || accept(a)) {
@@ -135,9 +129,8 @@ func MarkedAnswer(text string, accept func(string) bool) (answer, marker string,
 	return "", "", false
 }
 
-// FinalOutput returns the text after the last "Final Output:" marker,
-// trimmed, or the whole text trimmed and ok false when there is no marker
-// or nothing follows it.
+// FinalOutput returns the trimmed text after the last "Final Output:" marker.
+// With no marker, or nothing after it, it returns the whole text trimmed and ok false.
 func FinalOutput(text string) (answer string, ok bool) {
 	if s, ok := after(text, text, FinalOutputMarker); ok {
 		return s, true
@@ -145,9 +138,9 @@ func FinalOutput(text string) (answer string, ok bool) {
 	return strings.TrimSpace(text), false
 }
 
-// after finds the last marker in search (text itself, or a view of it with
-// the same byte offsets) and returns the trimmed text after it; ok is false
-// when there is none or it is empty.
+// after returns the trimmed text of text after the last marker in search.
+// search is text or a view of it with the same byte offsets.
+// ok is false when there is no marker or nothing after it.
 func after(search, text, marker string) (string, bool) {
 	i := strings.LastIndex(search, marker)
 	if i < 0 {
@@ -168,8 +161,8 @@ func asciiLower(s string) string {
 	return string(b)
 }
 
-// AnswerTag returns the content of the last complete <answer>...</answer>
-// in text, trimmed; ok is false when there is none or it is empty.
+// AnswerTag returns the trimmed content of the last complete <answer>...</answer> in text.
+// ok is false when there is none or it is empty.
 func AnswerTag(text string) (answer string, ok bool) {
 	end := strings.LastIndex(text, answerClose)
 	if end < 0 {

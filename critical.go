@@ -5,12 +5,11 @@ import (
 	"time"
 )
 
-// CriticalPath is the model time along the slowest chain of calls below
-// n, and the number of calls on that chain. A group's children run in
-// stages: a child that starts before every earlier sibling has ended
-// joins their stage. Stages add up; within a stage only the slowest
-// child counts, as in Kimi PARL's critical steps. A call counts its own
-// latency; time outside calls (the program between them) is not counted.
+// CriticalPath returns the model time along the slowest chain of calls below n, and its call count.
+// A group's children run in stages.
+// A child that starts before every earlier sibling has ended joins their stage.
+// Stages add up; within a stage only the slowest child counts, as in Kimi PARL's critical steps.
+// A call counts its own latency. Time the program spends between calls is not counted.
 func CriticalPath(n *Node) (time.Duration, int) {
 	if n == nil {
 		return 0, 0
@@ -39,8 +38,8 @@ func CriticalPath(n *Node) (time.Duration, int) {
 	return total + stageMax, calls + stageCalls
 }
 
-// nodeEnd is when n ended: its start plus its latency, or the latest end
-// below it when that is later (a group not yet closed).
+// nodeEnd is when n ended: its start plus its latency.
+// The latest end below it wins when later, as for a group not yet closed.
 func nodeEnd(n *Node) time.Time {
 	end := n.Start.Add(n.Latency)
 	for _, c := range n.Children {

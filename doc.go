@@ -1,10 +1,7 @@
-// Package delegate holds the vocabulary every part of the project shares:
-// chat messages, model requests and responses, token usage and prices,
-// tasks, and the trace of a delegation run. It also defines Model, the one
-// small interface every model backend implements, whether it is a remote
-// OpenAI-compatible endpoint or a transformer running in-process.
-//
-// The package imports only the standard library. Implementations live in
-// subpackages and import this one, never each other, except where one
-// composes others (see layout_test.go).
+// Package delegate holds the vocabulary every part of the project shares.
+// That is chat messages, requests and responses, usage and prices, tasks and traces.
+// It also defines Model, the one interface every backend implements, remote or in-process.
+// It imports only the standard library.
+// Implementations live in subpackages and import this one, never each other,
+// except where one composes others; layout_test.go checks this.
 package delegate

@@ -9,8 +9,8 @@ import (
 // that meets another version must fail with an error naming both.
 const EpisodeVersion = 1
 
-// Episode is one task attempt as training sees it: the samples of its
-// trained roles, what every call spent, and the outcome.
+// Episode is one task attempt as training sees it.
+// It holds the samples of its trained roles, what every call spent, and the outcome.
 type Episode struct {
 	Version int    `json:"version"`
 	TaskID  string `json:"task_id,omitempty"`
@@ -49,9 +49,9 @@ type Sample struct {
 	Question string `json:"question"`
 	// Answer is its last call's output.
 	Answer string `json:"answer"`
-	// Correct is the sample's own verifiable result, where one exists (a
-	// sub-agent's answer to a question with a known answer); nil when
-	// only the task's outcome can judge it.
+	// Correct is the sample's own verifiable result, where one exists.
+	// A sub-agent's answer to a question with a known answer has one.
+	// Nil when only the task's outcome can judge the sample.
 	Correct *bool `json:"correct,omitempty"`
 	// Usage, Dollars and Latency sum its calls.
 	Usage   Usage         `json:"usage"`
@@ -142,8 +142,8 @@ func (e *Episode) RoleSamples(role string) []int {
 	return out
 }
 
-// RolePolicy says what played a role in an attempt: its model, whether
-// it was trained, and the oldest weights version of its samples.
+// RolePolicy says what played a role in an attempt.
+// It gives the model, whether it was trained, and the oldest weights version of its samples.
 type RolePolicy struct {
 	Role          string `json:"role"`
 	Model         string `json:"model"`
@@ -175,8 +175,8 @@ func (e *Episode) Policies() []RolePolicy {
 	return out
 }
 
-// MergePolicies adds b's roles to a: a role already in a keeps its
-// model, is trained when either says so, and keeps the older version.
+// MergePolicies adds b's roles to a.
+// A role already in a keeps its model and the older version; it is trained when either says so.
 func MergePolicies(a, b []RolePolicy) []RolePolicy {
 	for _, p := range b {
 		i := slices.IndexFunc(a, func(q RolePolicy) bool { return q.Role == p.Role })

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// routeTrace is a route attempt: the delegator's two turns, the second
-// extending the first, with two solver calls side by side between them.
+// routeTrace is a route attempt: the delegator's two turns, the second extending the first.
+// Two solver calls run side by side between them.
 func routeTrace() *Trace {
 	t0 := time.Unix(1000, 0)
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -29,10 +29,10 @@ const (
 	ErrKindCanceled   = "canceled"   // the caller's context was cancelled
 )
 
-// ErrorClass returns what a call's error says of its kind, as a trace node
-// records it (Node.ErrorStatus, Node.ErrorType): an *APIError's status and
-// type, ErrKindTimeout for a passed deadline, ErrKindCanceled for a
-// cancelled context, and zero values for anything else.
+// ErrorClass returns the status and type of a call's error, as Node.ErrorStatus and Node.ErrorType record them.
+// An *APIError gives its own status and type.
+// A passed deadline gives ErrKindTimeout, a cancelled context ErrKindCanceled.
+// Anything else gives zero values.
 func ErrorClass(err error) (status int, typ string) {
 	var ae *APIError
 	switch {
@@ -66,9 +66,9 @@ func (e *APIError) Error() string {
 	return s
 }
 
-// Retryable reports whether another attempt may succeed: rate limits,
-// server errors, timeouts, connection failures and undecodable bodies are
-// retryable; other 4xx answers and cancellation are not.
+// Retryable reports whether another attempt may succeed.
+// Rate limits, server errors, timeouts, connection failures and undecodable bodies are retryable.
+// Other 4xx answers and cancellation are not.
 func (e *APIError) Retryable() bool {
 	switch {
 	case e.Type == ErrKindCanceled:

@@ -21,8 +21,9 @@ const (
 	FailurePlanTruncated FailureKind = "plan truncated" // the delegator's plan stopped at max_tokens
 )
 
-// Failure is why a run produced no proper answer: a kind for code to
-// switch on and a message for people. The zero Failure is no failure.
+// Failure is why a run produced no proper answer.
+// It has a kind for code to switch on and a message for people.
+// The zero Failure is no failure.
 type Failure struct {
 	Kind FailureKind
 	// Message reads "<kind>: <detail>"; a rejected plan's reads

@@ -18,13 +18,14 @@ type Request struct {
 	Stop        []string  `json:"stop,omitempty"`
 	Seed        *int64    `json:"seed,omitempty"`
 	N           int       `json:"n,omitempty"` // 0 or 1: one choice
-	// Logprobs asks for the logprob (and, where the backend can, the token
-	// id) of every generated token; TopLogprobs for that many alternatives.
+	// Logprobs asks for the logprob of every generated token.
+	// Backends that can also return its token id.
+	// TopLogprobs asks for that many alternatives.
 	Logprobs    bool `json:"logprobs,omitempty"`
 	TopLogprobs int  `json:"top_logprobs,omitempty"`
-	// FrequencyPenalty and PresencePenalty (OpenAI's, -2..2) lower the
-	// logits of tokens already generated; LogitBias adds -100..100 to
-	// the logits of token ids.
+	// FrequencyPenalty and PresencePenalty lower the logits of tokens already generated.
+	// They take OpenAI's range, -2 to 2.
+	// LogitBias adds -100 to 100 to the logits of token ids.
 	FrequencyPenalty *float64        `json:"frequency_penalty,omitempty"`
 	PresencePenalty  *float64        `json:"presence_penalty,omitempty"`
 	LogitBias        map[int]float64 `json:"logit_bias,omitempty"`
@@ -71,9 +72,8 @@ type Response struct {
 	// Endpoint names the replica that answered, for a model served by
 	// several (empty otherwise).
 	Endpoint string `json:"endpoint,omitempty"`
-	// PolicyVersion is the version of the weights that produced the
-	// response (the trainer step of a policy being trained), when the
-	// backend says.
+	// PolicyVersion is the version of the weights that produced the response.
+	// For a policy in training it is the trainer step. Nil when the backend does not say.
 	PolicyVersion *int `json:"policy_version,omitempty"`
 }
 

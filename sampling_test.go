@@ -25,9 +25,9 @@ func (s *seen) Chat(ctx context.Context, req *delegate.Request) (*delegate.Respo
 	return &delegate.Response{Choices: []delegate.Choice{{Message: delegate.Assistant("ok"), FinishReason: "stop"}}}, nil
 }
 
-// TestSamplerAdjust checks what a Sampler does to a run's requests: the
-// temperature replaced, max_tokens capped, seeds counted from the first,
-// logprobs asked, the caller's request untouched.
+// TestSamplerAdjust checks what a Sampler does to a run's requests.
+// It replaces the temperature, caps max_tokens, counts seeds from the first and asks for logprobs.
+// The caller's request stays untouched.
 func TestSamplerAdjust(t *testing.T) {
 	temp, seed, zero := 0.7, int64(40), 0.0
 	type want struct {

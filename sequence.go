@@ -9,12 +9,12 @@ type Turn struct {
 	Trained bool `json:"trained"`
 }
 
-// Sequence is one conversation of the policy: its calls' messages, each
-// call extending the previous one's conversation, with the policy's turns
-// marked trained. Tokens, Masks and Logprobs are set when the backend
-// returned token ids and logprobs for every call of it; then they have the
-// same length, Masks is -100 at untrained positions and the token id at
-// trained ones, and Logprobs is 1.0 at untrained positions.
+// Sequence is one conversation of the policy, with the policy's turns marked trained.
+// Each call extends the previous one's conversation.
+// Tokens, Masks and Logprobs are set when the backend returned token ids and logprobs for every call.
+// They then have the same length.
+// Masks is -100 at untrained positions and the token id at trained ones.
+// Logprobs is 1.0 at untrained positions.
 type Sequence struct {
 	Calls    []int     `json:"calls"` // trace node IDs
 	Messages []Turn    `json:"messages"`
@@ -25,9 +25,8 @@ type Sequence struct {
 	NoTokens string `json:"no_tokens,omitempty"`
 	// Truncated is set when a call of it stopped at max_tokens.
 	Truncated bool `json:"truncated,omitempty"`
-	// Split is set when the sequence continues the previous one's
-	// conversation but starts a new sample, because its prompt ids did not
-	// extend the previous ids (a discontinuous trajectory).
+	// Split is set when the sequence continues the previous conversation but starts a new sample.
+	// That happens when its prompt ids did not extend the previous ids: a discontinuous trajectory.
 	Split bool `json:"split,omitempty"`
 	// PolicyVersion is the oldest version of the weights that generated
 	// its turns, when the backend said (Response.PolicyVersion).

@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// seqTrace builds a trace of two turns of one conversation by the role
-// "strong", with the prompt ids each turn's backend reported.
+// seqTrace builds a trace of two turns of one conversation by the role "strong".
+// Each turn carries the prompt ids its backend reported.
 func seqTrace(firstPrompt, secondPrompt []int) *Trace {
 	user := Message{Role: RoleUser, Content: "q"}
 	out1 := Message{Role: RoleAssistant, Content: "a1"}

@@ -1,7 +1,7 @@
 package delegate
 
-// Task is one item of a dataset: a prompt and, where the dataset has one,
-// the reference answer a verifier checks against.
+// Task is one item of a dataset: a prompt and, where there is one, a reference answer.
+// Verifiers check against the reference.
 type Task struct {
 	ID      string   `json:"id"`
 	Dataset string   `json:"dataset"`           // "gsm8k", "math", "mmlu", "bbh", "open", ...

@@ -15,15 +15,15 @@ import (
 // meets another version must fail with an error naming both.
 const TraceVersion = 1
 
-// Trace is the complete record of one strategy run: a tree of every model
-// call, the final answer, and totals per role.
+// Trace is the complete record of one strategy run.
+// It holds a tree of every model call, the final answer, and totals per role.
 type Trace struct {
 	Version  int    `json:"version"`
 	Strategy string `json:"strategy"`
 	Request  string `json:"request"`
 	Answer   string `json:"answer"`
-	// Failure says why the run produced no proper answer (a format failure,
-	// a failed call), for people to read; "" when it did.
+	// Failure says, for people, why the run produced no proper answer.
+	// Examples are a format failure or a failed call. Empty when the answer is proper.
 	Failure string `json:"failure,omitempty"`
 	// FailureKind is Failure's kind, for code to switch on.
 	FailureKind FailureKind   `json:"failure_kind,omitempty"`
@@ -37,8 +37,8 @@ type Trace struct {
 	DroppedEvents int64 `json:"dropped_events,omitempty"`
 }
 
-// Node is one step of a run: a model call, or a group of calls (a stage,
-// a fan-out) when Model is empty.
+// Node is one step of a run: a model call, or a group of calls when Model is empty.
+// A group is a stage or a fan-out.
 type Node struct {
 	ID    int    `json:"id"`
 	Name  string `json:"name"`
@@ -59,10 +59,9 @@ type Node struct {
 	Retries       int           `json:"retries,omitempty"`
 	FinishReason  string        `json:"finish_reason,omitempty"`
 	Error         string        `json:"error,omitempty"`
-	// ErrorStatus and ErrorType classify Error so that readers never parse
-	// its text: the HTTP status and type of an *APIError (Type is the
-	// server's error type or one of the ErrKind* kinds), or ErrorType
-	// ErrKindTimeout / ErrKindCanceled for a context that ended.
+	// ErrorStatus and ErrorType classify Error so that readers never parse its text.
+	// An *APIError gives its HTTP status and the server's error type.
+	// A context that ended gives ErrKindTimeout or ErrKindCanceled.
 	ErrorStatus int            `json:"error_status,omitempty"`
 	ErrorType   string         `json:"error_type,omitempty"`
 	Logprobs    []TokenLogprob `json:"logprobs,omitempty"`
@@ -202,9 +201,8 @@ func (r *Recorder) Group(parent *Node, name string) *Node {
 // EndGroup marks a group finished, for live views.
 func (r *Recorder) EndGroup(n *Node) { r.FailGroup(n, "") }
 
-// FailGroup marks a group finished with a failure that belongs to the step
-// as a whole (a plan that did not parse, a tool call that was rejected);
-// msg "" is a success.
+// FailGroup marks a group finished with a failure of the step as a whole.
+// Examples are a plan that did not parse or a rejected tool call. An empty msg is a success.
 func (r *Recorder) FailGroup(n *Node, msg string) {
 	r.mu.Lock()
 	n.Latency = time.Since(n.Start)
@@ -215,11 +213,11 @@ func (r *Recorder) FailGroup(n *Node, msg string) {
 	r.emit(EventFinish, n)
 }
 
-// Call sends req to agent's model as a child of parent and records it: the
-// messages in, the message out, usage, cost, latency, retries, finish
-// reason and error. The agent's Sampler, when set, adjusts a copy of req
-// first. The returned error is the model's; the node records it too, so a
-// caller that goes on after a failure loses nothing.
+// Call sends req to agent's model as a child of parent and records the call.
+// The node holds messages in and out, usage, cost, latency, retries, finish reason and error.
+// The agent's Sampler, when set, first adjusts a copy of req.
+// The returned error is the model's. The node records it too,
+// so a caller that goes on after a failure loses nothing.
 func (r *Recorder) Call(ctx context.Context, parent *Node, name string, a Agent, req *Request) (*Response, error) {
 	if a.Sampler != nil {
 		adjusted := a.Sampler.Adjust(req)
@@ -296,9 +294,9 @@ func (r *Recorder) emit(kind EventKind, n *Node) {
 	}
 }
 
-// Finish closes the trace with the final answer and, when the run did not
-// produce a proper one, the failure; it computes the totals and returns
-// the trace. Call it once, after every call of the run has returned.
+// Finish closes the trace with the final answer, computes the totals and returns the trace.
+// When the run produced no proper answer it records the failure too.
+// Call it once, after every call of the run has returned.
 func (r *Recorder) Finish(answer string, failure Failure) *Trace {
 	r.mu.Lock()
 	defer r.mu.Unlock()

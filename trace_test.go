@@ -13,8 +13,8 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// echo is a minimal Model for the recorder's tests: it answers with the
-// last message's content and a usage derived from its length.
+// echo is a minimal Model for the recorder's tests.
+// It answers with the last message's content and a usage derived from its length.
 type echo struct {
 	name string
 	fail error
@@ -223,8 +223,8 @@ func (empty) Chat(context.Context, *delegate.Request) (*delegate.Response, error
 	return &delegate.Response{}, nil
 }
 
-// A failed call's node classifies the error by status and type, so that
-// readers of a trace never parse the message.
+// A failed call's node classifies the error by status and type.
+// Readers of a trace then never parse the message.
 func TestRecorderClassifiesErrors(t *testing.T) {
 	tests := []struct {
 		name       string

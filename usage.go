@@ -1,7 +1,7 @@
 package delegate
 
-// Usage is the token account of one call, as the backend reported it
-// (remote APIs' usage block, or our tokenizer for local models).
+// Usage is the token account of one call, as the backend reported it.
+// Remote APIs report their usage block; local models count with our tokenizer.
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`

@@ -1,8 +1,8 @@
 package delegate
 
-// Verdict is a verifier's word on one response to a task: whether it
-// answers the task right, and what answer it was read as, so that a wrong
-// verdict can be traced to the reading that made it.
+// Verdict is a verifier's word on one response to a task.
+// It says whether the response is right and what answer it was read as.
+// A wrong verdict can then be traced to the reading that made it.
 type Verdict struct {
 	Correct   bool   // the answer read from the response is the reference's
 	Extracted string // the answer read from the response, normalised; "" when none was found

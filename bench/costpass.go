@@ -6,18 +6,18 @@ import (
 	"sort"
 )
 
-// Cost of pass is bootstrapped with this many resamples from this seed, so
-// that a table is the same every time it is written.
+// Cost of pass is bootstrapped with this many resamples from this seed.
+// A table is then the same every time it is written.
 const (
 	CostOfPassResamples = 2000
 	CostOfPassSeed      = 1
 )
 
-// CostOfPass is the expected dollars per correct answer, the mean cost
-// per item over the accuracy: Σ dollars / Σ correct. Its 95% interval is
-// the percentile bootstrap over items (b resamples drawn from seed). It
-// is +Inf with no correct answer, and so is the interval's top when over
-// 2.5% of the resamples have none. ok is false with no items.
+// CostOfPass is the expected dollars per correct answer: Σ dollars / Σ correct.
+// Its 95% interval is the percentile bootstrap over items, b resamples drawn from seed.
+// It is +Inf with no correct answer.
+// So is the interval's top when over 2.5% of the resamples have none.
+// ok is false with no items.
 func CostOfPass(dollars []float64, correct []bool, b int, seed uint64) (v float64, iv Interval, ok bool) {
 	n := len(dollars)
 	if n == 0 || n != len(correct) || b < 1 {

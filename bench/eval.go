@@ -1,27 +1,17 @@
-// Package bench runs delegation strategies side by side on a dataset and
-// measures them: the library behind `delegate bench`.
+// Package bench runs delegation strategies side by side on a dataset and measures them.
+// It is the library behind `delegate bench`.
 //
-// Run gives every arm (a named delegate.Strategy) every task under the same
-// settings: the same tasks in the same order, each arm built by the caller
-// from one strategy config, so the same seeds. Items (arm × task) run
-// concurrently up to Config.Concurrency; a failing item is recorded, never
-// fatal. Each finished item is appended at once to a JSONL results file
-// (Record, versioned; Config.Results, optional for a caller that only
-// wants the report); a rerun with the same file skips the items it holds,
-// so an interrupted benchmark resumes where it stopped, and a last line cut
-// short by a kill is removed and reported. Answers are checked by a
-// delegate.Verifier (package score's Verify, say) or, where grading makes calls of
-// its own (an LLM judge on open-ended requests), by a Grader through
-// RunGraded; a grader's calls and scores are saved apart from the arm's.
+// Run gives every arm, a named delegate.Strategy, the same tasks in the same order with the same seeds.
+// Items run concurrently up to Config.Concurrency. A failing item is recorded, never fatal.
+// Each finished item is appended at once to a versioned JSONL results file.
+// A rerun with the same file skips the items it holds, so an interrupted benchmark resumes.
+// A last line cut short by a kill is removed and reported.
+// A delegate.Verifier checks answers; a Grader does so through RunGraded when grading makes calls of its own.
+// A grader's calls and scores are saved apart from the arm's.
 //
-// Summarize turns records into a Report, offline: accuracy with a Wilson
-// 95% interval, a paired McNemar test against the baseline arm, tokens in
-// and out per role, dollars, latency p50 and p95 and calls per item, and,
-// when a weak-alone and a strong-alone arm are marked, the performance gap
-// recovered (PGR) of every other arm and the oracle router (strong only
-// where weak is wrong) as an extra row. The report prints as Markdown and
-// CSV and plots accuracy against cost and latency per arm (PNG or SVG).
-// A value that does not exist (a ratio over zero) prints as "n/a".
+// Summarize turns records into a Report offline, printed as Markdown and CSV and plotted per arm.
+// A value that does not exist prints as "n/a".
+// docs/bench.md lists the report's columns and the statistics behind them.
 package bench
 
 import (
@@ -59,11 +49,11 @@ type Arm struct {
 // Config holds the knobs of a run. DefaultConfig holds the defaults; a zero
 // field means zero.
 type Config struct {
-	// Results is the path of the JSONL results file. Records are appended
-	// to it and a rerun skips the items it holds. Empty: no file; the
-	// records live only in the returned report, and a rerun does every
-	// item again (for a caller grading in passing, as pretraining's
-	// periodic evaluation does).
+	// Results is the path of the JSONL results file.
+	// Records are appended to it and a rerun skips the items it holds.
+	// Empty means no file: the records live only in the returned report,
+	// and a rerun does every item again.
+	// That suits a caller grading in passing, as pretraining's periodic evaluation does.
 	Results string
 	// Concurrency bounds the items run at once, at least 1.
 	Concurrency int
@@ -75,16 +65,15 @@ type Config struct {
 	ItemTimeout time.Duration
 	// Trace saves each item's whole trace in its record.
 	Trace bool
-	// Label, when set, reads labels off each item's trace into its record
-	// (Record.Labels): what a caller needs of the trace later, without
-	// keeping the whole trace.
+	// Label, when set, reads labels off each item's trace into Record.Labels.
+	// A caller keeps what it needs of the trace without keeping the whole trace.
 	Label func(*delegate.Trace) map[string]string
 }
 
 const maxConcurrency = 1024
 
-// DefaultConfig returns the defaults: 4 items at once, no results file,
-// the first arm as baseline, no time limit per item.
+// DefaultConfig returns the defaults: 4 items at once and no results file.
+// The first arm is the baseline, and items have no time limit.
 func DefaultConfig() Config {
 	return Config{Concurrency: 4}
 }
@@ -105,9 +94,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// checkArms checks that the arms have unique, non-empty names, known
-// roles, at most one weak and one strong arm, and that the baseline, when
-// named, is one of them.
+// checkArms checks the arms' names, roles and baseline.
+// Names must be unique and non-empty, and roles known.
+// There is at most one weak and one strong arm. A named baseline must be one of the arms.
 func checkArms(arms []Arm, baseline string) error {
 	if len(arms) == 0 {
 		return errors.New("arms: none given")
@@ -155,16 +144,15 @@ type Progress struct {
 	Failed bool
 }
 
-// Run runs every arm on every task and returns the report over all tasks
-// and arms. Items already in cfg.Results are skipped; each new one is
-// appended to it as soon as it finishes (with no results file, only kept
-// for the report). Tasks must have unique IDs.
+// Run runs every arm on every task and returns the report over all tasks and arms.
+// Items already in cfg.Results are skipped. Each new one is appended to it as soon as it finishes,
+// or, with no results file, only kept for the report. Tasks must have unique IDs.
 //
-// A failing item (a model error, a format failure, a panic, a timeout, a
-// verifier error) is recorded and counted wrong; the run goes on. When ctx
-// ends, items in flight are abandoned unrecorded (a rerun does them),
-// finished ones are kept, and Run returns ctx's error. A results file that
-// cannot be written stops the run with that error.
+// A failing item is recorded and counted wrong, and the run goes on.
+// It fails by a model error, a format failure, a panic, a timeout or a verifier error.
+// When ctx ends, items in flight are abandoned unrecorded for a rerun to do,
+// finished ones are kept, and Run returns ctx's error.
+// A results file that cannot be written stops the run with that error.
 //
 // progress, when not nil, receives one value per item by non-blocking
 // sends; values a slow observer does not take are counted in
@@ -177,9 +165,9 @@ func Run(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, ver
 	return RunGraded(ctx, cfg, tasks, arms, Verified(verify), progress)
 }
 
-// RunGraded is Run with a Grader, for answers whose grading makes calls of
-// its own (an LLM judge on open-ended requests). When ctx ends during
-// grading the item is abandoned like one still running.
+// RunGraded is Run with a Grader, for answers whose grading makes calls of its own.
+// An LLM judge on open-ended requests is such a grader.
+// When ctx ends during grading the item is abandoned like one still running.
 func RunGraded(ctx context.Context, cfg Config, tasks []delegate.Task, arms []Arm, grade Grader, progress chan<- Progress) (*Report, error) {
 	if err := checkRun(cfg, tasks, arms, grade); err != nil {
 		return nil, err
@@ -281,8 +269,8 @@ type runTally struct {
 	progress chan<- Progress // nil: none
 }
 
-// report counts r, keeping it unless it was resumed, and sends progress
-// without blocking (a full channel drops it, counted).
+// report counts r, keeping it unless it was resumed, and sends progress without blocking.
+// A full channel drops the progress value, counted.
 func (t *runTally) report(r *Record, resumed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock() // held over the send, so that Done arrives in order

@@ -95,8 +95,9 @@ func weakFunc(failOn int) modeltest.Func {
 	}
 }
 
-// strongFunc answers alone, or in route: it delegates the task in its first
-// turn and answers with the weak model's result, corrected where N%8 == 0.
+// strongFunc answers alone, or in route.
+// In route it delegates the task in its first turn and answers with the weak model's result,
+// corrected where N%8 == 0.
 func strongFunc(block int, started chan<- struct{}) modeltest.Func {
 	blocker := modeltest.Block(started)
 	return func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
@@ -404,9 +405,8 @@ func TestRunEndToEnd(t *testing.T) {
 	checkReport(t, rep2)
 }
 
-// TestRunWithoutResultsFile runs the same benchmark with no results file
-// and with one: the reports agree, nothing is written, and a second run
-// without a file does every item again.
+// TestRunWithoutResultsFile runs the same benchmark with no results file and with one.
+// The reports agree, nothing is written, and a second run without a file does every item again.
 func TestRunWithoutResultsFile(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir) // a stray file would land here
@@ -680,10 +680,10 @@ func TestRunRefusesChangedPrompt(t *testing.T) {
 	}
 }
 
-// TestRunOnGSM8KSample composes the pieces as `delegate bench` does: the
-// GSM8K sample of package dataset, a seeded sample of it, real strategies,
-// and score.Verify. One model knows every reference answer and writes it as
-// "The answer is N."; the other is off by one in a \boxed{}.
+// TestRunOnGSM8KSample composes the pieces as `delegate bench` does.
+// It takes a seeded sample of package dataset's GSM8K sample, real strategies and score.Verify.
+// One model knows every reference answer and writes it as "The answer is N.".
+// The other is off by one in a \boxed{}.
 func TestRunOnGSM8KSample(t *testing.T) {
 	all, _, err := dataset.Load("gsm8k", "../dataset/testdata/gsm8k/test.jsonl", dataset.Options{})
 	if err != nil {

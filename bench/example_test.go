@@ -14,8 +14,8 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 )
 
-// Two arms, the same strategy over a model that always answers 4 and one
-// that always answers 5, on two tasks whose answers are 4 and 5.
+// Two arms run the same strategy on two tasks whose answers are 4 and 5.
+// One arm's model always answers 4, the other's always 5.
 func ExampleRun() {
 	dir, err := os.MkdirTemp("", "eval-example")
 	if err != nil {

@@ -36,9 +36,8 @@ type FrontierPoint struct {
 	Pareto bool `json:"pareto,omitempty"`
 }
 
-// Frontier is what the frontier plot draws: every arm that ran, the
-// Pareto frontier among them, and, given a strong and a weak arm, the
-// oracle between them and the line of random mixing between them.
+// Frontier is what the frontier plot draws: every arm that ran and their Pareto frontier.
+// Given a strong and a weak arm, it adds the oracle and the line of random mixing between them.
 type Frontier struct {
 	Tasks int             `json:"tasks"`
 	Arms  []FrontierPoint `json:"arms"`
@@ -48,12 +47,12 @@ type Frontier struct {
 	Pareto []FrontierPoint `json:"pareto"`
 	Strong string          `json:"strong,omitempty"`
 	Weak   string          `json:"weak,omitempty"`
-	// Oracle routes each item to the cheaper of strong and weak that is
-	// right, or to the cheaper of the two when neither is.
+	// Oracle routes each item to the cheaper of strong and weak that is right.
+	// When neither is right, it takes the cheaper of the two.
 	Oracle *FrontierPoint `json:"oracle,omitempty"`
-	// Mix is the line of random mixing: sending a random share p of the
-	// items to strong and the rest to weak gives, in expectation, the
-	// point p of the way from Mix[0] (weak) to Mix[1] (strong).
+	// Mix is the line of random mixing between weak, Mix[0], and strong, Mix[1].
+	// Sending a random share p of the items to strong and the rest to weak
+	// gives, in expectation, the point p of the way along it.
 	Mix []FrontierPoint `json:"mix,omitempty"`
 }
 
@@ -61,9 +60,8 @@ type Frontier struct {
 // oracle and the mixing line are drawn between; "" takes the arms marked
 // RoleStrong and RoleWeak. Without both, or when either failed, there is
 // no oracle and no mixing line. An arm fails when it has no item or every
-// item ended in an error: it is left out, never drawn at 0%, $0. The
-// oracle router row of the table (the weak arm where it is right) is not
-// an arm and is left out too.
+// item ended in an error: it is left out, never drawn at 0%, $0.
+// The table's oracle router row, the weak arm where it is right, is not an arm and is left out too.
 func (rep *Report) Frontier(strong, weak string) (*Frontier, error) {
 	if strong == "" && weak == "" {
 		strong, weak = rep.Strong, rep.Weak
@@ -154,8 +152,8 @@ func (rep *Report) Frontier(strong, weak string) (*Frontier, error) {
 	return f, nil
 }
 
-// MixAt is the expected point of sending a random share p of the items to
-// the strong arm: the mixing line at p. NaN without a mixing line.
+// MixAt is the mixing line at p: the expected point of sending a share p of the items to strong.
+// It is NaN without a mixing line.
 func (f *Frontier) MixAt(p float64) (dollars, accuracy float64) {
 	if len(f.Mix) != 2 {
 		return math.NaN(), math.NaN()
@@ -164,12 +162,12 @@ func (f *Frontier) MixAt(p float64) (dollars, accuracy float64) {
 	return w.Dollars + p*(s.Dollars-w.Dollars), w.Accuracy + p*(s.Accuracy-w.Accuracy)
 }
 
-// PlotFrontier draws accuracy against dollars per item with the Pareto
-// frontier and writes it to path, as PNG or SVG by its extension: every
-// arm as a labelled point, arms whose points coincide named in one label;
-// given a strong and a weak arm (see Frontier), the oracle between them
-// and the dashed line of random mixing, which a router must beat to be
-// worth its keep. Arms left out are named in the legend.
+// PlotFrontier draws accuracy against dollars per item with the Pareto frontier and writes it to path.
+// The extension of path picks PNG or SVG.
+// Every arm is a labelled point; arms whose points coincide share one label.
+// Given a strong and a weak arm, it draws the oracle and the dashed line of random mixing.
+// A router must beat that line to be worth its keep.
+// Arms left out are named in the legend.
 func (rep *Report) PlotFrontier(path, strong, weak string) error {
 	if err := checkPlotPath(path); err != nil {
 		return err
@@ -261,8 +259,8 @@ func frontierXYs(ps []FrontierPoint) plotter.XYs {
 	return xys
 }
 
-// frontierLabels names each point once: arms whose points coincide share
-// one label listing them all, so that none is hidden under another.
+// frontierLabels names each point once.
+// Arms whose points coincide share one label listing them all, so none is hidden.
 func frontierLabels(arms []FrontierPoint) plotter.XYLabels {
 	var out plotter.XYLabels
 	at := map[[2]float64]int{}

@@ -11,10 +11,9 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// TestRunGradedKeepsGradingApart grades with a grader that makes "calls"
-// of its own and fails on one task: the grading calls are saved per record
-// and summed in the report, never mixed into the arm's figures, and the
-// failed grading is an error counted wrong.
+// TestRunGradedKeepsGradingApart grades with a grader that makes "calls" of its own and fails on one task.
+// The grading calls are saved per record and summed in the report, never mixed into the arm's figures.
+// The failed grading is an error counted wrong.
 func TestRunGradedKeepsGradingApart(t *testing.T) {
 	tasks := []delegate.Task{
 		{ID: "a", Dataset: "open", Prompt: "write a"},

@@ -55,9 +55,10 @@ func num(v float64) *float64 {
 	return &v
 }
 
-// WriteJSON writes the report as JSON: per arm accuracy, dollars and cost
-// of pass with their intervals, latency, calls, failures and errors, and
-// the frontier between FrontierStrong and FrontierWeak (see Frontier).
+// WriteJSON writes the report as JSON.
+// Per arm it holds accuracy, dollars and cost of pass with their intervals,
+// latency, calls, failures and errors.
+// It adds the frontier between FrontierStrong and FrontierWeak.
 func (rep *Report) WriteJSON(w io.Writer) error {
 	f, err := rep.Frontier(rep.FrontierStrong, rep.FrontierWeak)
 	if err != nil {

@@ -28,9 +28,9 @@ func checkPlotPath(path string) error {
 	return nil
 }
 
-// NewPlot returns a plot with its title, axis labels ("" for none) and a
-// grid, the setup every plot of bench and train shares; the grid is
-// returned for a caller that styles it.
+// NewPlot returns a plot with its title, axis labels and a grid.
+// An empty label means none. Every plot of bench and train starts here.
+// The grid is returned for a caller that styles it.
 func NewPlot(title, xLabel, yLabel string) (*plot.Plot, *plotter.Grid) {
 	p := plot.New()
 	p.Title.Text = title
@@ -41,12 +41,12 @@ func NewPlot(title, xLabel, yLabel string) (*plot.Plot, *plotter.Grid) {
 	return p, grid
 }
 
-// PlotCost draws accuracy (percent, with Wilson 95% error bars) against
-// dollars per item, one marker per arm and one for the oracle router, and
-// writes it to path, as PNG or SVG by its extension. Rows without a
-// defined accuracy or cost are left out; with none left it is an error.
-// An arm without data (noData) is not drawn at 0%, $0 but named in the
-// legend as not drawn.
+// PlotCost draws accuracy against dollars per item and writes it to path.
+// The extension of path picks PNG or SVG.
+// Accuracy is in percent with Wilson 95% error bars.
+// There is one marker per arm and one for the oracle router.
+// Rows without a defined accuracy or cost are left out; with none left it is an error.
+// An arm without data is not drawn at 0%, $0 but named in the legend as not drawn.
 func (rep *Report) PlotCost(path string) error {
 	if err := checkPlotPath(path); err != nil {
 		return err
@@ -58,10 +58,10 @@ func (rep *Report) PlotCost(path string) error {
 	return SavePlot(p, 7*vg.Inch, 4.5*vg.Inch, LegendRight, path)
 }
 
-// noData says why a row has no point to draw, or "" when it has one: no
-// item, every item an error, or every item failed with nothing spent
-// and nothing right (calls that failed before any answer). The oracle
-// router always has one.
+// noData says why a row has no point to draw, or "" when it has one.
+// The reasons are no item, every item an error,
+// or every item failed before any answer with nothing spent.
+// The oracle router always has a point.
 func (r *Row) noData() string {
 	switch {
 	case r.Oracle:
@@ -147,9 +147,9 @@ var percentTicks = func() plot.ConstantTicks {
 	return ts
 }()
 
-// PlotLatency draws each arm's median latency per item with a whisker up
-// to its 95th percentile and writes it to path, as PNG or SVG by its
-// extension. The oracle router is left out: it has no latency of its own.
+// PlotLatency draws each arm's median latency per item, with a whisker up to its 95th percentile.
+// It writes the plot to path, as PNG or SVG by its extension.
+// The oracle router is left out: it has no latency of its own.
 func (rep *Report) PlotLatency(path string) error {
 	if err := checkPlotPath(path); err != nil {
 		return err
@@ -204,9 +204,9 @@ func (rep *Report) PlotLatency(path string) error {
 	return SavePlot(p, w, 4*vg.Inch, LegendRight, path)
 }
 
-// errorMarker is arm i's marker at (x, y) and its error bar from y-low to
-// y+high, both in the arm's colour; the caller sets the glyph's shape and
-// size and the bar's cap.
+// errorMarker is arm i's marker at x, y with its error bar from y-low to y+high.
+// Both take the arm's colour.
+// The caller sets the glyph's shape and size and the bar's cap.
 func errorMarker(path, arm string, x, y, low, high float64, i int) (*plotter.Scatter, *plotter.YErrorBars, error) {
 	pt := struct {
 		plotter.XYs
@@ -230,8 +230,8 @@ func errorMarker(path, arm string, x, y, low, high float64, i int) (*plotter.Sca
 	return sc, eb, nil
 }
 
-// LegendPlace is where SavePlot puts a plot's legend: in a strip of its
-// own beside the axes, where it hides no data whatever the data are.
+// LegendPlace is where SavePlot puts a plot's legend.
+// The legend takes a strip of its own beside the axes, where it hides no data.
 type LegendPlace int
 
 const (
@@ -243,9 +243,9 @@ const (
 	LegendBelow
 )
 
-// SavePlot draws p at w × h with its legend at place, outside the data
-// area, and writes it to every path, as PNG or SVG by its extension. p's
-// own legend position is ignored; p is left as it was.
+// SavePlot draws p at w × h with its legend at place, outside the data area.
+// It writes the plot to every path, as PNG or SVG by its extension.
+// p's own legend position is ignored; p is left as it was.
 func SavePlot(p *plot.Plot, w, h vg.Length, place LegendPlace, paths ...string) error {
 	for _, path := range paths {
 		if err := checkPlotPath(path); err != nil {
@@ -306,9 +306,10 @@ func drawOutsideLegend(p *plot.Plot, dc draw.Canvas, place LegendPlace) {
 // Files names the outputs WriteFiles writes into a directory.
 var Files = []string{"table.md", "table.csv", "report.json", "cost.png", "cost.svg", "frontier.png", "frontier.svg", "latency.png", "latency.svg"}
 
-// WriteFiles writes the table (Markdown, CSV and JSON) and the plots of
-// cost, frontier and latency (PNG and SVG) into dir, creating it if needed, under the names in Files, and
-// returns their paths.
+// WriteFiles writes the table and the plots into dir under the names in Files, and returns their paths.
+// The table goes out as Markdown, CSV and JSON.
+// The cost, frontier and latency plots go out as PNG and SVG.
+// dir is created if needed.
 func (rep *Report) WriteFiles(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("write report %s: %w", dir, err)

@@ -15,8 +15,8 @@ import (
 	"gonum.org/v1/plot/vg/recorder"
 )
 
-// diagonalPlot is a plot whose one line runs corner to corner of the data
-// area, so that the line's extent is the data area.
+// diagonalPlot is a plot whose one line runs corner to corner of the data area.
+// The line's extent is then the data area.
 func diagonalPlot(t *testing.T) *plot.Plot {
 	t.Helper()
 	p := plot.New()
@@ -102,9 +102,8 @@ func TestSavePlotWritesPNGAndSVG(t *testing.T) {
 	}
 }
 
-// An arm whose every item failed, or that has none, is not drawn at 0%,
-// $0: the plot draws exactly what it draws without it, and the legend
-// says why it is missing.
+// An arm whose every item failed, or that has none, is not drawn at 0%, $0.
+// The plot draws exactly what it draws without it, and the legend says why it is missing.
 func TestPlotCostLeavesOutFailedArms(t *testing.T) {
 	ok := Row{Arm: "a", Strategy: "single", N: 10, Correct: 5, Accuracy: 0.5, CI: Interval{Lo: 0.24, Hi: 0.76}, Dollars: 0.01}
 	failed := Row{Arm: "b", Strategy: "route", N: 10, Errors: 10, CI: Interval{Lo: 0, Hi: 0.28}}

@@ -25,15 +25,14 @@ type Record struct {
 	Arm      string `json:"arm"`
 	Strategy string `json:"strategy"`
 	TaskID   string `json:"task_id"`
-	// PromptHash identifies the task's prompt, so that a resumed run never
-	// mixes results of a task that changed under the same ID.
+	// PromptHash identifies the task's prompt.
+	// A resumed run never mixes results of a task that changed under the same ID.
 	PromptHash string `json:"prompt_sha256"`
 	Reference  string `json:"reference,omitempty"` // the task's answer
 	Answer     string `json:"answer"`              // the strategy's final answer
 	Extracted  string `json:"extracted"`           // what the verifier read from it
 	Correct    bool   `json:"correct"`
-	// Score is the grader's score of the answer (a judge's 0-100 rating),
-	// when it gives one.
+	// Score is the grader's score of the answer, such as a judge's 0-100 rating, when it gives one.
 	Score *float64 `json:"score,omitempty"`
 	// Roles holds the calls, tokens, cost and latency of each role; Total
 	// sums them over all roles.
@@ -47,11 +46,11 @@ type Record struct {
 	// FailureKind is Failure's kind, for code to switch on. Records
 	// written before it was kept get it from Failure when read.
 	FailureKind delegate.FailureKind `json:"failure_kind,omitempty"`
-	// Grading holds the calls a Grader made to grade the answer (a
-	// judge's), by role; they are not part of Roles and Total.
+	// Grading holds, by role, the calls a Grader such as a judge made to grade the answer.
+	// They are not part of Roles and Total.
 	Grading map[string]delegate.Totals `json:"grading,omitempty"`
-	// Error says why the item could not be run or scored (a panic, a
-	// timeout, a verifier error); Correct is then false.
+	// Error says why the item could not be run or scored; Correct is then false.
+	// Examples are a panic, a timeout or a verifier error.
 	Error string          `json:"error,omitempty"`
 	Time  time.Time       `json:"time"`
 	Trace *delegate.Trace `json:"trace,omitempty"`
@@ -80,8 +79,8 @@ func (r *Record) fillFailureKind() {
 	}
 }
 
-// Failed reports whether the item ended without a proper answer: a
-// strategy failure (still graded) or an error (counted wrong).
+// Failed reports whether the item ended without a proper answer.
+// A strategy failure is still graded; an error is counted wrong.
 func (r *Record) Failed() bool { return r.Failure != "" || r.Error != "" }
 
 // promptHash is the first 16 hex digits of the SHA-256 of a prompt.
@@ -90,8 +89,8 @@ func promptHash(prompt string) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// Repair says what ReadResults did to a results file whose last line was
-// cut short (a run killed while writing it).
+// Repair says what ReadResults did to a results file whose last line was cut short.
+// That happens when a run is killed while writing.
 type Repair struct {
 	Line    int   // the line that was cut, from 1
 	Dropped int64 // bytes removed from the end of the file
@@ -101,12 +100,11 @@ func (r Repair) String() string {
 	return fmt.Sprintf("line %d was cut short: its %d bytes were removed and its item will run again", r.Line, r.Dropped)
 }
 
-// ReadResults reads the records of a results file. A missing file has no
-// records. When the last line is cut short (no newline at its end and not
-// valid JSON) the file is truncated to the lines before it and the repair
-// is returned; any other malformed line, and any record of another version,
-// is an error naming the file and line. A complete last line that only
-// lacks its newline is kept, and the newline added.
+// ReadResults reads the records of a results file. A missing file has no records.
+// A last line cut short has no newline and is not valid JSON.
+// The file is then truncated to the lines before it, and the repair is returned.
+// Any other malformed line, and any record of another version, is an error naming the file and line.
+// A complete last line that only lacks its newline is kept, and the newline added.
 func ReadResults(path string) ([]Record, *Repair, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -164,8 +162,8 @@ func isVersionError(err error) bool {
 	return errors.As(err, &ve)
 }
 
-// decodeRecord parses one line strictly: unknown fields and trailing data
-// are errors, and so is a record without arm or task ID.
+// decodeRecord parses one line strictly.
+// Unknown fields, trailing data and a record without arm or task ID are errors.
 func decodeRecord(raw []byte) (Record, error) {
 	var head struct {
 		Version *int `json:"version"`
@@ -209,10 +207,10 @@ func appendNewline(path string) error {
 	return f.Close()
 }
 
-// resultsWriter appends records to the results file, one line per record
-// in a single write, so that a killed run leaves at most its last line cut.
-// Its methods may be called from many goroutines at once, and on a nil
-// writer (no results file), where they do nothing.
+// resultsWriter appends records to the results file, one line per record in a single write.
+// A killed run then leaves at most its last line cut.
+// Its methods may be called from many goroutines at once.
+// On a nil writer, meaning no results file, they do nothing.
 type resultsWriter struct {
 	mu   sync.Mutex
 	path string
@@ -227,8 +225,8 @@ func openResults(path string) (*resultsWriter, error) {
 	return &resultsWriter{path: path, f: f}, nil
 }
 
-// write appends r to the file (no buffer: the record is in the file when
-// write returns).
+// write appends r to the file without a buffer.
+// The record is in the file when write returns.
 func (rw *resultsWriter) write(r *Record) error {
 	if rw == nil {
 		return nil // no results file: the record is kept for the report only

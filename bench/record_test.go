@@ -83,8 +83,8 @@ func TestReadResults(t *testing.T) {
 	})
 }
 
-// FuzzReadResults checks that no file content makes the reader panic, and
-// that what it keeps after a repair reads back cleanly.
+// FuzzReadResults checks that no file content makes the reader panic.
+// What it keeps after a repair must read back cleanly.
 func FuzzReadResults(f *testing.F) {
 	f.Add(lineA + "\n" + lineB + "\n")
 	f.Add(lineA + "\n" + lineB[:17])
@@ -107,9 +107,9 @@ func FuzzReadResults(f *testing.F) {
 	})
 }
 
-// TestRecordFailureKind: a record keeps the kind it was written with, and
-// one written before the kind was kept gets it from its message, both
-// through ReadResults and through json.Unmarshal.
+// TestRecordFailureKind checks that a record keeps the kind it was written with.
+// One written before the kind was kept gets it from its message.
+// Both hold through ReadResults and through json.Unmarshal.
 func TestRecordFailureKind(t *testing.T) {
 	withFailure := func(fields string) string {
 		return strings.Replace(lineA, `"correct":true`, `"correct":true,`+fields, 1)

@@ -15,37 +15,36 @@ const OracleArm = "oracle router"
 // OracleStrategy is the Strategy column of the oracle router's row.
 const OracleStrategy = "oracle"
 
-// Report is the summary of a benchmark: one row per arm, plus the oracle
-// router's when a weak and a strong arm are marked. Every row covers the
-// same tasks: those every arm finished. Values that do not exist are NaN
-// and print as "n/a".
+// Report is the summary of a benchmark: one row per arm.
+// The oracle router gets a row too when a weak and a strong arm are marked.
+// Every row covers the same tasks: those every arm finished.
+// Values that do not exist are NaN and print as "n/a".
 type Report struct {
-	// Tasks is the number of tasks every arm finished, which every row
-	// covers; Incomplete counts the tasks left out because some arm has no
-	// record of them (an interrupted run).
+	// Tasks is the number of tasks every arm finished, which every row covers.
+	// Incomplete counts the tasks left out because some arm has no record of them,
+	// as after an interrupted run.
 	Tasks, Incomplete int
 	Baseline          string // the arm the McNemar tests compare with
 	Weak, Strong      string // the arms marked RoleWeak and RoleStrong, or ""
-	// FrontierStrong and FrontierWeak name the arms the frontier plot
-	// draws the oracle and random mixing between; "" takes Strong and Weak.
+	// FrontierStrong and FrontierWeak name the arms between which the frontier plot draws its lines.
+	// Those are the oracle and random mixing. Empty takes Strong and Weak.
 	FrontierStrong, FrontierWeak string
 	Rows                         []Row
 	// Roles lists every role seen in any row, sorted.
 	Roles []string
-	// Notes are printed under the Markdown table as they are: the caller's
-	// account of what the table cannot say (models, endpoint, hardware,
-	// dataset and sample seed).
+	// Notes are printed as they are under the Markdown table.
+	// They say what the table cannot: models, endpoint, hardware, dataset and sample seed.
 	Notes []string
-	// Grading sums, by role, the calls made to grade the answers of the
-	// rows' items (a judge's), over every arm; none of it is in the rows.
+	// Grading sums, by role and over every arm, the calls made to grade the rows' answers.
+	// None of it is in the rows.
 	Grading map[string]delegate.Totals
 
 	// items holds each arm's per-item results, aligned by task, for the
 	// frontier (Frontier).
 	items map[string][]itemResult
 
-	// Set by Run: items taken from the results file, the repair of its
-	// last line if one was cut, and progress values a slow observer missed.
+	// Run sets these: items taken from the results file and the repair of a cut last line.
+	// DroppedProgress counts progress values a slow observer missed.
 	Resumed         int
 	Repair          *Repair
 	DroppedProgress int64
@@ -64,30 +63,29 @@ type Row struct {
 	// McNemar compares with the baseline arm on the same items; nil on the
 	// baseline's own row.
 	McNemar *McNemar
-	// PGR is (Accuracy - weak) / (strong - weak) when a weak and a strong
-	// arm are marked and their accuracies differ; NaN otherwise.
+	// PGR is (Accuracy - weak) / (strong - weak).
+	// It is NaN unless a weak and a strong arm are marked and their accuracies differ.
 	PGR float64
 
 	TokensIn, TokensOut float64 // prompt and completion tokens over all roles
 	Roles               []RoleMeans
 	Dollars             float64
-	// CostOfPass is dollars per correct answer, Dollars / Accuracy, with a
-	// percentile bootstrap 95% interval over items (CostOfPass); +Inf with
-	// no correct answer.
+	// CostOfPass is dollars per correct answer: Dollars / Accuracy.
+	// Its 95% interval is the percentile bootstrap over items. +Inf with no correct answer.
 	CostOfPass   float64
 	CostOfPassCI Interval
 	Calls        float64
-	// LatencyP50 and LatencyP95 are quantiles of the items' wall time, in
-	// seconds (linear interpolation, see Quantile).
+	// LatencyP50 and LatencyP95 are quantiles of the items' wall time, in seconds.
+	// Quantile interpolates them linearly.
 	LatencyP50, LatencyP95 float64
 	// Failures counts items whose strategy reported a failure (answer
 	// format, truncation, a failed call: Record.Failure); their answers were
 	// still graded. Errors counts items that could not be run or graded (a
 	// panic, a timeout, a verifier error: Record.Error); they are wrong.
 	Failures, Errors int
-	// Scored counts the items the grader gave a score (a judge's rating);
-	// Score is their mean and ScoreCI its normal-approximation 95% interval
-	// (mean ± 1.96 standard errors; NaN below two scores). NaN without scores.
+	// Scored counts the items the grader gave a score, such as a judge's rating.
+	// Score is their mean, NaN without scores.
+	// ScoreCI is its normal 95% interval, mean ± 1.96 standard errors, NaN below two scores.
 	Scored  int
 	Score   float64
 	ScoreCI Interval
@@ -190,9 +188,8 @@ func indexRecords(records []Record) (map[itemKey]*Record, []string, error) {
 	return byItem, ids, nil
 }
 
-// completeItems returns, per arm, the records of the items every arm
-// finished, in the order of ids, and counts them and the others in rep
-// with the grading's usage.
+// completeItems returns, per arm, the records of the items every arm finished, in the order of ids.
+// It counts those and the others in rep, with the grading's usage.
 func (rep *Report) completeItems(arms []Arm, ids []string, byItem map[itemKey]*Record) [][]*Record {
 	perArm := make([][]*Record, len(arms))
 	for _, id := range ids {
@@ -377,9 +374,9 @@ func roleMeans(recs []*Record) []RoleMeans {
 	return out
 }
 
-// MeanCI returns the mean of xs and its normal 95% interval, mean ±
-// 1.96·s/√n with s the sample standard deviation; NaN when xs is empty,
-// and a NaN interval with fewer than two values.
+// MeanCI returns the mean of xs and its normal 95% interval, mean ± 1.96·s/√n.
+// s is the sample standard deviation.
+// The mean is NaN when xs is empty, and the interval NaN with fewer than two values.
 func MeanCI(xs []float64) (float64, Interval) {
 	nan := math.NaN()
 	if len(xs) == 0 {

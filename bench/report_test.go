@@ -28,9 +28,8 @@ const fixturePath = "testdata/results_v1.jsonl"
 // works offline.
 var fixtureArms = []Arm{{Name: "strong", Role: RoleStrong}, {Name: "weak", Role: RoleWeak}, {Name: "route"}, {Name: "decompose"}, {Name: "lead"}}
 
-// writeFixture runs the benchmark of eval_test.go and saves its records
-// with fixed times and latencies, so that the table made from them is
-// stable: latency = (N%7 + 1) × 100 ms × the arm's factor.
+// writeFixture runs the benchmark of eval_test.go and saves its records with fixed times and latencies.
+// The table made from them is then stable. Latency is (N%7 + 1) × 100 ms × the arm's factor.
 func writeFixture(t *testing.T) {
 	t.Helper()
 	cfg := testConfig(func(c *Config) { c.Results = filepath.Join(t.TempDir(), "r.jsonl") })
@@ -68,8 +67,8 @@ func writeFixture(t *testing.T) {
 	}
 }
 
-// TestMarkdownGolden makes the table from the version-1 fixture, so it
-// also checks that this version of the reader still reads it.
+// TestMarkdownGolden makes the table from the version-1 fixture.
+// It also checks that this version of the reader still reads it.
 func TestMarkdownGolden(t *testing.T) {
 	if *fixture {
 		writeFixture(t)

@@ -17,28 +17,26 @@ import (
 // CheckSettings fails on any other version with an error naming both.
 const SettingsVersion = 1
 
-// Settings is the settings file of a benchmark's output directory: what
-// its results were run with, so that a resume under other settings is
-// refused instead of mixing results (or showing old results under new
-// labels).
+// Settings is the settings file of a benchmark's output directory: what its results were run with.
+// A resume under other settings is refused,
+// instead of mixing results or showing old results under new labels.
 type Settings struct {
 	Version int `json:"version"`
 	// Arms are the arms run into the directory so far. Adding an arm on a
 	// resume is allowed: its items are new.
 	Arms []string `json:"arms"`
-	// Run is what defines the results (models, endpoints, prices, roles,
-	// strategy and judge settings, dataset and sample, seeds), as the
-	// caller describes it; a resume must match it key for key.
+	// Run is what defines the results, as the caller describes it.
+	// It holds models, endpoints, prices, roles, strategy and judge settings, dataset, sample and seeds.
+	// A resume must match it key for key.
 	Run json.RawMessage `json:"run"`
 }
 
-// CheckSettings records run, the settings that define the results, in the
-// settings file at path, or, when the file is there, checks that run
-// matches the settings it holds. A difference is an error naming every key
-// that differs with both values. A results file (resultsPath) with records
-// but no settings file is an error too: nothing says what those results were
-// run with. On success the file lists the union of the arms recorded and
-// arms. run must marshal to a JSON object.
+// CheckSettings records run in the settings file at path, or checks run against the file there.
+// A difference is an error naming every key that differs, with both values.
+// A results file at resultsPath with records but no settings file is an error too:
+// nothing says what those results were run with.
+// On success the file lists the union of the arms recorded and arms.
+// run must marshal to a JSON object.
 func CheckSettings(path, resultsPath string, arms []string, run any) error {
 	now, err := json.Marshal(run)
 	if err != nil {
@@ -93,8 +91,8 @@ func CheckSettings(path, resultsPath string, arms []string, run any) error {
 	return writeSettings(path, Settings{Version: SettingsVersion, Arms: union, Run: old.Run})
 }
 
-// writeSettings writes s to path through a temporary file renamed into
-// place, so that a crash leaves the old file or the new one.
+// writeSettings writes s to path through a temporary file renamed into place.
+// A crash leaves the old file or the new one.
 func writeSettings(path string, s Settings) error {
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {

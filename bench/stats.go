@@ -17,8 +17,8 @@ type Interval struct {
 
 // Wilson returns the Wilson score 95% interval of a proportion with k
 // successes in n trials. It stays inside [0, 1] and is sensible at k = 0
-// and k = n, where the normal (Wald) interval collapses to a point. ok is
-// false when n is 0 (no interval exists) or k is outside [0, n].
+// and k = n, where Wald's normal interval collapses to a point.
+// ok is false when n is 0, where no interval exists, or k is outside [0, n].
 func Wilson(k, n int) (iv Interval, ok bool) {
 	if n <= 0 || k < 0 || k > n {
 		return Interval{}, false
@@ -49,9 +49,8 @@ const (
 
 // McNemar is a paired test of two arms' correctness on the same items.
 type McNemar struct {
-	// B counts items the baseline got right and the arm wrong; C items the
-	// baseline got wrong and the arm right. Only these discordant pairs carry
-	// information.
+	// B counts items the baseline got right and the arm wrong; C the reverse.
+	// Only these discordant pairs carry information.
 	B, C int
 	// P is the two-sided p-value of "both arms have the same accuracy".
 	P float64
@@ -113,8 +112,8 @@ func binomialCDFHalf(k, n int) float64 {
 	return math.Min(1, sum)
 }
 
-// chiSquare1Survival returns P(X >= x) for X chi-square with one degree of
-// freedom: X is Z^2 for a standard normal Z, so it is erfc(sqrt(x/2)).
+// chiSquare1Survival returns P(X >= x) for X chi-square with one degree of freedom.
+// X is Z^2 for a standard normal Z, so it is erfc(sqrt(x/2)).
 func chiSquare1Survival(x float64) float64 {
 	if x <= 0 {
 		return 1
@@ -122,10 +121,9 @@ func chiSquare1Survival(x float64) float64 {
 	return math.Erfc(math.Sqrt(x / 2))
 }
 
-// Quantile returns the q-quantile (q in [0, 1]) of xs by linear
-// interpolation between order statistics, the definition numpy and R use
-// by default (R's type 7): the value at rank q*(n-1) counted from 0. xs is
-// not modified. ok is false for an empty xs or q outside [0, 1].
+// Quantile returns the q-quantile of xs by linear interpolation between order statistics.
+// It is the value at rank q*(n-1) counted from 0: R's type 7, the default of numpy and R.
+// xs is not modified. ok is false for an empty xs or q outside [0, 1].
 func Quantile(xs []float64, q float64) (v float64, ok bool) {
 	if len(xs) == 0 || q < 0 || q > 1 || math.IsNaN(q) {
 		return 0, false
@@ -151,11 +149,11 @@ func PGR(acc, weak, strong float64) (v float64, ok bool) {
 	return (acc - weak) / gap, true
 }
 
-// PairedBootstrap is the percentile bootstrap 95% interval of stat over
-// items resampled with replacement, the same items for both arms (a paired
-// comparison): stat receives the indices of one resample. It uses B
-// resamples drawn from seed, so the interval is reproducible. ok is false
-// with no items.
+// PairedBootstrap is the percentile bootstrap 95% interval of stat over items resampled with replacement.
+// Both arms get the same items, so the comparison is paired.
+// stat receives the indices of one resample.
+// It uses B resamples drawn from seed, so the interval is reproducible.
+// ok is false with no items.
 func PairedBootstrap(n, b int, seed uint64, stat func(idx []int) float64) (iv Interval, ok bool) {
 	if n == 0 || b < 1 {
 		return Interval{math.NaN(), math.NaN()}, false
@@ -178,16 +176,16 @@ func PairedBootstrap(n, b int, seed uint64, stat func(idx []int) float64) (iv In
 // the z of a one-sided 95% bound.
 const z95OneSided = 1.6448536269514722
 
-// NonInferiority is a one-sided paired test that an arm's accuracy is no
-// more than Margin below a baseline's on the same items.
+// NonInferiority is a one-sided paired test of an arm against a baseline.
+// It tests that the arm's accuracy is no more than Margin below the baseline's on the same items.
 type NonInferiority struct {
 	// B counts items the baseline got right and the arm wrong; C the
 	// reverse; N all the items.
 	B, C, N int
 	// Diff is the arm's accuracy minus the baseline's, (C−B)/N.
 	Diff float64
-	// Lower is the one-sided 95% lower bound of Diff: Diff − 1.645·s/√N,
-	// s the sample standard deviation of the per-item differences (Wald).
+	// Lower is Wald's one-sided 95% lower bound of Diff: Diff − 1.645·s/√N.
+	// s is the sample standard deviation of the per-item differences.
 	Lower float64
 	// Margin is the accuracy the arm may lose, a proportion (0.05 is 5
 	// points).
@@ -196,9 +194,9 @@ type NonInferiority struct {
 	NonInferior bool
 }
 
-// NonInferiorityTest tests an arm against a baseline from the discordant
-// counts b and c (as in McNemarTest) over n paired items. Each item's
-// difference is +1 (c), −1 (b) or 0; the bound is Wald's on their mean.
+// NonInferiorityTest tests an arm against a baseline from the discordant counts b and c over n items.
+// b and c are as in McNemarTest.
+// Each item's difference is +1 for c, −1 for b or 0; the bound is Wald's on their mean.
 // With no discordant pair the differences have no spread and Lower is 0.
 // ok is false when n is 0, b or c is negative or b+c exceeds n.
 func NonInferiorityTest(b, c, n int, margin float64) (NonInferiority, bool) {

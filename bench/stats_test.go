@@ -8,9 +8,8 @@ import (
 
 func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
 
-// Reference intervals from Newcombe (1998), "Two-sided confidence intervals
-// for the single proportion", Table I, method 3 (score interval without
-// continuity correction), given to 4 decimals.
+// Reference intervals from Newcombe 1998, "Two-sided confidence intervals for the single proportion".
+// They are Table I, method 3: the score interval without continuity correction, given to 4 decimals.
 func TestWilson(t *testing.T) {
 	tests := []struct {
 		k, n   int

@@ -24,8 +24,8 @@ func fixed(v float64, prec int) string {
 	return strconv.FormatFloat(v, 'f', prec, 64)
 }
 
-// full prints v with 12 significant digits, enough for any figure of the
-// table and few enough to drop the noise of summing floats, or NA.
+// full prints v with 12 significant digits, or NA.
+// That is enough for any figure of the table and drops the noise of summing floats.
 func full(v float64) string {
 	if !defined(v) {
 		return NA
@@ -33,8 +33,8 @@ func full(v float64) string {
 	return strconv.FormatFloat(v, 'g', 12, 64)
 }
 
-// pValue prints a p-value with 4 decimals, or 2 significant digits below
-// 0.0001 so that a tiny p never reads as 0.
+// pValue prints a p-value with 4 decimals, or 2 significant digits below 0.0001.
+// A tiny p then never reads as 0.
 func pValue(p float64) string {
 	switch {
 	case !defined(p):
@@ -198,10 +198,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	return nil
 }
 
-// WriteCSV writes the table as CSV with a header line: one row per arm,
-// numbers at full precision, the interval as two columns, and the tokens
-// of each role of Report.Roles in columns of their own (n/a where the arm
-// has no such role).
+// WriteCSV writes the table as CSV with a header line and one row per arm.
+// Numbers are at full precision and the interval takes two columns.
+// Each role of Report.Roles gets its own token columns, n/a where the arm has no such role.
 func (rep *Report) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	head := []string{"arm", "strategy", "role", "oracle", "n", "correct", "accuracy", "accuracy_lo", "accuracy_hi",

@@ -54,10 +54,9 @@ func BenchmarkChat(b *testing.B) {
 	}
 }
 
-// BenchmarkBareHTTP is the reference for BenchmarkChat: a plain net/http
-// client on a transport like ours that marshals the same request, posts it
-// and decodes the same response into a minimal struct, with no retries,
-// limits or conversion.
+// BenchmarkBareHTTP is the reference for BenchmarkChat: a plain net/http client on a transport like ours.
+// It marshals the same request, posts it and decodes the same response into a minimal struct.
+// It has no retries, limits or conversion.
 func BenchmarkBareHTTP(b *testing.B) {
 	srv := benchServer(b)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}

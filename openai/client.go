@@ -82,19 +82,16 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 	}
 }
 
-// sharedTransport is the one http.Transport that every Client without its
-// own *http.Client uses, so that clients of models on the same server share
-// idle connections. It does not consult proxy environment variables
-// (nothing below cmd reads the environment); pass WithHTTPClient for a
-// proxy.
+// sharedTransport is the http.Transport of every Client without its own *http.Client.
+// Clients of models on the same server then share idle connections.
+// It ignores proxy environment variables, since nothing below cmd reads the environment.
+// Pass WithHTTPClient for a proxy.
 var sharedTransport = sync.OnceValue(func() *http.Transport {
 	return &http.Transport{
 		DialContext:       (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2: true,
-		// Large enough that hundreds of rollouts in flight against one
-		// host reuse connections instead of dialing (and leaving sockets in
-		// TIME_WAIT): the fan-out benchmark measured 2-4 dials per rollout
-		// with 256 at 512 rollouts in flight.
+		// Large enough that hundreds of rollouts in flight against one host reuse connections.
+		// Otherwise they dial and leave sockets in TIME_WAIT; perf/fanout/README.md has the figures.
 		MaxIdleConns:          4096,
 		MaxIdleConnsPerHost:   4096,
 		IdleConnTimeout:       90 * time.Second,
@@ -189,9 +186,9 @@ func (c *Client) Chat(ctx context.Context, req *delegate.Request) (*delegate.Res
 	return resp, nil
 }
 
-// Ping sends one tiny request (a one-word user message, max_tokens 1) with
-// a single attempt, to check that the endpoint answers, accepts the key and
-// knows the model. Its errors are those of Chat.
+// Ping checks that the endpoint answers, accepts the key and knows the model.
+// It sends a one-word user message with max_tokens 1, in a single attempt.
+// Its errors are those of Chat.
 func (c *Client) Ping(ctx context.Context) error {
 	body, err := encodeRequest(c.cfg.Model, &delegate.Request{Messages: []delegate.Message{delegate.User("ping")}, MaxTokens: 1}, false)
 	if err != nil {
@@ -230,9 +227,8 @@ func (c *Client) call(ctx context.Context, body []byte, attempts int) (*delegate
 	}
 }
 
-// retryable is ae.Retryable, except that a 429 whose type or code says
-// the account's quota is spent (OpenAI's insufficient_quota) is final:
-// waiting does not refill it.
+// retryable is ae.Retryable, except that a spent quota is final: waiting does not refill it.
+// A 429 says so by OpenAI's insufficient_quota in its type or code.
 func retryable(ae *delegate.APIError) bool {
 	if ae.Status == http.StatusTooManyRequests && (ae.Type == quotaExhausted || ae.Code == quotaExhausted) {
 		return false
@@ -472,8 +468,8 @@ func (c *Client) redact(s string) string {
 	return strings.ReplaceAll(s, c.cfg.APIKey, "[redacted]")
 }
 
-// drainClose reads a little of what is left of a body, so that the
-// connection can be reused, and closes it.
+// drainClose reads a little of what is left of a body and closes it.
+// The connection can then be reused.
 func drainClose(body io.ReadCloser) {
 	// Errors here only cost connection reuse; the answer is already read.
 	_, _ = io.CopyN(io.Discard, body, 4<<10)

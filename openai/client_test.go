@@ -781,8 +781,8 @@ func TestClientsShareTransport(t *testing.T) {
 	}
 }
 
-// TestToolLoopRoundTrip sends a decoded tool-call turn back with its tool
-// results, as the route strategy does, and checks what the server gets.
+// TestToolLoopRoundTrip sends a decoded tool-call turn back with its tool results, as route does.
+// It checks what the server gets.
 func TestToolLoopRoundTrip(t *testing.T) {
 	var second map[string]any
 	s := &script{steps: []http.HandlerFunc{
@@ -848,8 +848,8 @@ func TestVLLMTokenIDsOverHTTP(t *testing.T) {
 	}
 }
 
-// TestFillIDsOverHTTP: FillIDs sees the request and the decoded answer
-// of a backend that returns no ids; its error fails the call, naming it.
+// TestFillIDsOverHTTP checks that FillIDs sees the request and decoded answer of a backend without ids.
+// Its error fails the call, naming it.
 func TestFillIDsOverHTTP(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"id":"v","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`)

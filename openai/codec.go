@@ -18,8 +18,8 @@ import (
 // and response bodies back into delegate's responses; the format itself is
 // package wire's.
 
-// ErrKindRequest is the APIError type of a request the client refused to
-// send because it cannot be encoded (no messages, invalid tool parameters).
+// ErrKindRequest is the APIError type of a request the client cannot encode and refused to send.
+// Examples are no messages or invalid tool parameters.
 // Such errors are not retryable and have Status 0 and Attempts 0.
 const ErrKindRequest = "request"
 
@@ -121,9 +121,9 @@ const maxResponseBytes = 256 << 20
 
 var errTooLarge = errors.New("response body too large")
 
-// recordingReader remembers the first error its reader returned other than
-// io.EOF, so that a broken body is told apart from broken JSON, and stops
-// with errTooLarge after left bytes.
+// recordingReader remembers the first error other than io.EOF that its reader returned.
+// A broken body is then told apart from broken JSON.
+// It stops with errTooLarge after left bytes.
 type recordingReader struct {
 	r    io.Reader
 	left int64

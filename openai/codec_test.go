@@ -370,9 +370,8 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
-// FuzzDecodeResponse checks that no 200 body makes the client panic and
-// that every failure is an *APIError of type decode, or one carrying the
-// type of an error object found in the body.
+// FuzzDecodeResponse checks that no 200 body makes the client panic.
+// Every failure is an *APIError of type decode, or one carrying the type of an error object in the body.
 func FuzzDecodeResponse(f *testing.F) {
 	f.Add([]byte(toolCallResponse), true)
 	f.Add([]byte(`{"choices":[{"message":{"content":"a"},"logprobs":{"content":[{"token":"token_id:12","logprob":-1,"bytes":[1,2],"top_logprobs":[{"token":"token_id:3","logprob":-2}]}]}}],"prompt_token_ids":[1,2]}`), true)

@@ -37,9 +37,9 @@ type Config struct {
 	// MaxRetries is the number of attempts after the first; 0 retries
 	// nothing.
 	MaxRetries int
-	// MinBackoff and MaxBackoff bound the exponential backoff between
-	// attempts: before retry k (1-based) the client waits a uniformly random
-	// duration in [0, min(MaxBackoff, MinBackoff*2^(k-1))] ("full jitter").
+	// MinBackoff and MaxBackoff bound the exponential backoff between attempts.
+	// Before retry k, counted from 1, the client waits a uniformly random duration
+	// in [0, min(MaxBackoff, MinBackoff*2^(k-1))]: full jitter.
 	// 0 waits nothing; MinBackoff must not exceed MaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
 	// MaxConcurrency bounds the attempts in flight to this model at once
@@ -54,9 +54,9 @@ type Config struct {
 	// ids into TokenLogprob.TokenID. Leave it off for servers other than
 	// vLLM, which reject or ignore the field.
 	TokenIDs bool
-	// FillIDs, when set, gives a successful response the token ids the
-	// backend did not return, from the policy's own tokenizer
-	// (tokenizer.IDFiller). It must leave ids it cannot vouch for at -1.
+	// FillIDs, when set, fills in the token ids the backend did not return in a successful response.
+	// tokenizer.IDFiller does so with the policy's own tokenizer.
+	// It must leave ids it cannot vouch for at -1.
 	FillIDs func(req *delegate.Request, resp *delegate.Response) error
 }
 

@@ -10,9 +10,8 @@ import (
 	"time"
 )
 
-// TestRedirectDropsKeyAcrossOrigins redirects a chat call with 307 and
-// checks where the API key arrives: on the same origin it stays, on the
-// same host at another port it must not follow.
+// TestRedirectDropsKeyAcrossOrigins redirects a chat call with 307 and checks where the API key arrives.
+// On the same origin it stays; to the same host at another port it must not follow.
 func TestRedirectDropsKeyAcrossOrigins(t *testing.T) {
 	var gotAuth chan string
 	final := func(w http.ResponseWriter, r *http.Request) {

@@ -23,9 +23,9 @@ type endpoint struct {
 // firstPenalty is how long a replica's first failure sets it aside.
 const firstPenalty = time.Second
 
-// pick returns the endpoint for the next attempt: the least busy of those
-// not set aside, the earliest to come back when all are. Among equally
-// busy ones the choice rotates.
+// pick returns the endpoint for the next attempt: the least busy of those not set aside.
+// When all are set aside, it picks the earliest to come back.
+// Among equally busy ones the choice rotates.
 func (c *Client) pick(now time.Time) *endpoint {
 	if len(c.eps) == 1 {
 		return c.eps[0]
@@ -54,10 +54,10 @@ func (c *Client) pick(now time.Time) *endpoint {
 	return best
 }
 
-// observe records an attempt's outcome: a failure of the replica itself (a
-// connection error, a timeout, a 5xx, an undecodable body) sets it aside
-// for its penalty, which doubles up to limit; a success, or a failure that
-// says nothing about the replica's health (a 4xx, a cancellation), clears it.
+// observe records an attempt's outcome.
+// A failure of the replica itself sets it aside for its penalty, which doubles up to limit.
+// Such failures are a connection error, a timeout, a 5xx or an undecodable body.
+// A success, or a failure that says nothing of the replica's health such as a 4xx or a cancellation, clears it.
 func (e *endpoint) observe(ae *delegate.APIError, limit time.Duration, now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

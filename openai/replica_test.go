@@ -49,9 +49,8 @@ func suffix(xs []string, s string) []string {
 	return out
 }
 
-// TestReplicaFailingSetAside: a replica answering 500 is tried once, set
-// aside, and every request is served by the healthy one, which the
-// response names.
+// TestReplicaFailingSetAside checks that a replica answering 500 is tried once and set aside.
+// The healthy one then serves every request, and the response names it.
 func TestReplicaFailingSetAside(t *testing.T) {
 	bad, good := &counting{status: http.StatusInternalServerError}, &counting{}
 	bs, gs := httptest.NewServer(bad), httptest.NewServer(good)

@@ -49,9 +49,9 @@ type Group struct {
 	Advantages []float64 `json:"advantages"`
 	Mean       float64   `json:"mean"`
 	Std        float64   `json:"std"` // population standard deviation
-	// Degenerate reports a group whose rewards are all equal (or a group
-	// of one): its advantages are all zero and it carries no learning
-	// signal. It is reported, not dropped: callers count it.
+	// Degenerate reports a group whose rewards are all equal, or a group of one.
+	// Its advantages are all zero and it carries no learning signal.
+	// It is reported, not dropped: callers count it.
 	Degenerate bool `json:"degenerate"`
 }
 
@@ -87,8 +87,8 @@ func NewGroup(est Estimator, rewards []float64) (Group, error) {
 		return out, nil
 	}
 
-	// Two passes with a correction (the corrected two-pass algorithm): the
-	// deviations then sum to zero up to rounding in the last step.
+	// The corrected two-pass algorithm: two passes, then a correction.
+	// The deviations then sum to zero up to rounding in the last step.
 	var sum float64
 	for _, r := range rewards {
 		sum += r

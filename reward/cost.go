@@ -164,7 +164,8 @@ func joined(kind string, errs []error) error {
 	return fmt.Errorf("%s reward: %w", kind, errors.Join(errs...))
 }
 
-// SuccessGated pays for cost only when the answer succeeds, after xRouter:
+// SuccessGated pays for cost only when the answer succeeds, after xRouter.
+// Its reward is:
 //
 //	reward = q - Lambda·min(Cost/CostScale, 1)   when q > 0
 //	         0                                    when q <= 0
@@ -203,8 +204,8 @@ func (s SuccessGated) Reward(o Outcome) float64 {
 	return q - s.Lambda*ratio(o.Cost, s.CostScale)
 }
 
-// Efficiency is outcome plus weighted efficiency terms, after
-// ToolOrchestra:
+// Efficiency is outcome plus weighted efficiency terms, after ToolOrchestra.
+// Its reward is:
 //
 //	reward = q - CostWeight·min(Cost/CostScale, 1)
 //	           - LatencyWeight·min(Latency/LatencyScale, 1)
@@ -247,8 +248,8 @@ func (e Efficiency) Reward(o Outcome) float64 {
 		e.LatencyWeight*ratio(float64(o.Latency), float64(e.LatencyScale))
 }
 
-// CriticalPath charges critical-path latency and pays an annealed
-// parallelism bonus, after Kimi PARL:
+// CriticalPath charges critical-path latency and pays an annealed parallelism bonus, after Kimi PARL.
+// Its reward is:
 //
 //	parallelism = 1 - CriticalCalls/AllCalls   (0 without calls)
 //	bonus(step) = Bonus·max(0, 1 - Step/AnnealSteps)
@@ -313,7 +314,8 @@ func (c CriticalPath) Reward(o Outcome) float64 {
 	return q - lat + c.BonusAt(o.Step)*Parallelism(o)
 }
 
-// PerCall charges a price per call, set per model:
+// PerCall charges a price per call, set per model.
+// Its reward is:
 //
 //	spent  = Σ over models m of calls(m)·Fees[m]
 //	reward = q - Lambda·spent/CostScale

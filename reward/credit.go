@@ -27,8 +27,8 @@ func ParseCredit(s string) (string, error) {
 
 // The comparison groups of RoleCredit.
 const (
-	// GroupQuestion holds a role's samples given the same question: the
-	// attempts at one subtask, or a lead's attempts at the task.
+	// GroupQuestion holds a role's samples given the same question.
+	// They are the attempts at one subtask, or a lead's attempts at the task.
 	GroupQuestion = "question"
 	// GroupRole holds a role's samples whose question no other sample
 	// of the role was given.

@@ -15,8 +15,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
 
-// attempt is a hand-built route episode: the delegator's sample and one
-// solver sample per question, with its own result (nil: unverifiable).
+// attempt is a hand-built route episode: the delegator's sample and one solver sample per question.
+// Each solver sample has its own result, nil when unverifiable.
 func attempt(reward float64, solver ...any) *delegate.Episode {
 	e := &delegate.Episode{Version: delegate.EpisodeVersion, Outcome: delegate.Outcome{Reward: reward},
 		Samples: []delegate.Sample{{Role: "delegator", Trained: true, Question: "12*34 + 56*78?"}}}

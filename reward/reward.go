@@ -1,14 +1,9 @@
-// Package reward turns the outcome of a rollout into a scalar reward and a
-// group of rewards into group-relative advantages.
-//
-// Two reward functions: Parity reproduces the reference environment's
-// buckets exactly, for comparison with its published behaviour; Graded,
-// the default, is a continuous quality signal minus a cost term, with
-// format penalties on the same scale. A reward that has no basis (a
-// failed call, a missing or unparseable verdict where one is needed) is
-// NaN, which Advantages rejects by index, so it cannot slip into training
-// unnoticed: callers count such rollouts as failed before computing
-// advantages.
+// Package reward turns the outcome of a rollout into a scalar reward, and a group of rewards into advantages.
+// Parity reproduces the reference environment's buckets exactly, for comparison with its published behaviour.
+// Graded, the default, is a continuous quality signal minus a cost term, with format penalties on the same scale.
+// A reward without basis, such as after a failed call or a missing verdict, is NaN.
+// Advantages rejects NaN by index, so it cannot slip into training unnoticed:
+// callers count such rollouts as failed before computing advantages.
 package reward
 
 import (
@@ -67,21 +62,22 @@ type Outcome struct {
 	Step int `json:"step,omitempty"`
 }
 
-// formatFailed reports whether the policy's own output fixes the reward:
-// a format failure, or a truncated output (the reference never detected
-// truncation; we do not reproduce that).
+// formatFailed reports whether the policy's own output fixes the reward.
+// It does after a format failure or a truncated output.
+// The reference never detected truncation; we do not reproduce that.
 func (o Outcome) formatFailed() bool { return !o.FormatOK || o.Truncated }
 
-// NeedsJudge reports whether a judge call can change o's reward: not when
-// the rollout failed, when a format failure or truncation has already
-// fixed the reward, or when the dataset's answer decides it. A baseline
-// format failure does not stop the judge: the baseline is shared by the
-// group, so under Graded it shifts every member alike.
+// NeedsJudge reports whether a judge call can change o's reward.
+// It cannot when the rollout failed, a format failure or truncation fixed the reward,
+// or the dataset's answer decides it.
+// A baseline format failure does not stop the judge.
+// The baseline is shared by the group, so under Graded it shifts every member alike.
 func NeedsJudge(o Outcome) bool {
 	return o.Error == "" && !o.formatFailed() && o.Correct == nil
 }
 
-// Parity is the reference environment's reward, bucket for bucket:
+// Parity is the reference environment's reward, bucket for bucket.
+// The buckets are:
 //
 //	plan format failure (or one with no stage)        -10
 //	judge verdict unparseable                         -10
@@ -157,15 +153,14 @@ type Graded struct {
 	CostUnit string  `json:"cost_unit" yaml:"cost_unit"`
 	// Mu is charged per sub-agent call.
 	Mu float64 `json:"mu" yaml:"mu"`
-	// FormatPenalty is on the reward's own scale: -1 sits at the bottom of
-	// the judge's [-1, 1] and below a wrong answer's 0.
+	// FormatPenalty is on the reward's own scale.
+	// -1 sits at the bottom of the judge's [-1, 1] and below a wrong answer's 0.
 	FormatPenalty float64 `json:"format_penalty" yaml:"format_penalty"`
 }
 
-// DefaultGraded charges 1e-5 per delegator token and 0.01 per sub-agent
-// call, so that quality dominates (a rollout of 2,000 tokens and 4 calls
-// pays 0.06 out of a range of 2) while a needless call still costs
-// something; a format failure gets -1.
+// DefaultGraded charges 1e-5 per delegator token and 0.01 per sub-agent call.
+// Quality dominates: a rollout of 2,000 tokens and 4 calls pays 0.06 out of a range of 2.
+// A needless call still costs something. A format failure gets -1.
 func DefaultGraded() Graded {
 	return Graded{Lambda: 1e-5, CostUnit: CostTokens, Mu: 0.01, FormatPenalty: -1}
 }

@@ -127,9 +127,8 @@ func TestGradedReward(t *testing.T) {
 	}
 }
 
-// TestGradedRange checks that, with the default settings and no cost,
-// every reward lies in [FormatPenalty, 1] and a format failure is never
-// better than any judged or checked answer.
+// TestGradedRange checks every reward lies in [FormatPenalty, 1], with the default settings and no cost.
+// A format failure is never better than any judged or checked answer.
 func TestGradedRange(t *testing.T) {
 	g := DefaultGraded()
 	if err := g.Validate(); err != nil {

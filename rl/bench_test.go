@@ -9,9 +9,8 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// BenchmarkUpdate times one gradient phase (one epoch, KL on) of a step of
-// 32 sequences of 160 prompt and 40 generated tokens on a 2-layer model of
-// width 64.
+// BenchmarkUpdate times one gradient phase of a step, with one epoch and KL on.
+// The step has 32 sequences of 160 prompt and 40 generated tokens, on a 2-layer model of width 64.
 func BenchmarkUpdate(b *testing.B) {
 	mc := nn.Config{Vocab: tokenizer.VocabSize, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 176, Context: 256}.WithDefaults()
 	p, err := nn.Alloc(mc)

@@ -8,11 +8,10 @@ import (
 	"github.com/delegatelab/delegate/nn/train"
 )
 
-// A checkpoint is the directory OutDir/checkpoint holding a training
-// state of package nn/train (train.SaveState): policy/ holds the policy's
-// parameters, state.json the step and the run's config. A crash while
-// saving leaves the old or the new checkpoint, never a mix; a loader that
-// finds only checkpoint.old uses it.
+// A checkpoint is the directory OutDir/checkpoint, holding a training state of train.SaveState.
+// policy/ holds the policy's parameters, and state.json the step and the run's config.
+// A crash while saving leaves the old or the new checkpoint, never a mix.
+// A loader that finds only checkpoint.old uses it.
 const ckptDir = "checkpoint"
 
 // CheckpointDir returns the directory of the checkpoint of a run in outDir.
@@ -31,9 +30,9 @@ func (t *Trainer) save() error {
 	return nil
 }
 
-// resume loads OutDir's checkpoint, if any, into the trainer: the
-// parameters (in place, so the policy model sees them), the moments, the
-// step. No checkpoint is a fresh start.
+// resume loads OutDir's checkpoint, if any, into the trainer: parameters, moments and step.
+// Parameters load in place, so the policy model sees them.
+// No checkpoint is a fresh start.
 func (t *Trainer) resume() error {
 	st, err := train.LoadState(CheckpointDir(t.cfg.OutDir), t.l.policy.Config)
 	if err != nil {

@@ -60,50 +60,47 @@ type Config struct {
 	Estimator reward.Estimator `json:"estimator"`
 	// Norm is how token losses add up; "" picks by estimator.
 	Norm Norm `json:"norm"`
-	// Epochs is the number of optimizer steps taken on each step's
-	// rollouts (PPO epochs); the importance ratio is exactly 1 on the
-	// first. Default 1.
+	// Epochs is the number of PPO epochs: optimizer steps on each step's rollouts.
+	// The importance ratio is exactly 1 on the first. Default 1.
 	Epochs int `json:"epochs"`
-	// MaxNewTokens caps each policy call's completion (the policy agent's
-	// delegate.Sampler enforces it) and is NormTokenSum's constant. Default 64.
+	// MaxNewTokens caps each policy call's completion and is NormTokenSum's constant. Default 64.
+	// The policy agent's delegate.Sampler enforces it.
 	MaxNewTokens int `json:"max_new_tokens"`
-	// Temperature is the policy's sampling temperature (the policy agent's
-	// delegate.Sampler sets it). Default 1. The logprobs of both the sampler and the trainer are
-	// those of the untempered policy (nn has no tempered loss), so only at
-	// 1 is the sampled distribution the one the gradient is taken of; at
-	// another temperature the update is off-policy by that difference.
+	// Temperature is the policy's sampling temperature, which the policy agent's delegate.Sampler sets.
+	// Default 1.
+	// The sampler's and the trainer's logprobs are both the untempered policy's, since nn has no tempered loss.
+	// Only at 1 is the sampled distribution the one the gradient is taken of.
+	// At another temperature the update is off-policy by that difference.
 	Temperature float64 `json:"temperature"`
 	// PolicyRole is the trace role whose calls are trained, e.g. "strong",
 	// "delegator" or "leader". Required.
 	PolicyRole string `json:"policy_role"`
-	// Seed fixes an in-process source's item sampling (Items) and every
-	// rollout's seed (RolloutSeed). Default 1.
+	// Seed fixes an in-process source's item sampling by Items and every rollout's seed by RolloutSeed.
+	// Default 1.
 	Seed uint64 `json:"seed"`
 	// OutDir receives metrics.jsonl and checkpoint/. Required.
 	OutDir string `json:"out_dir"`
-	// CheckpointEvery is the number of steps between checkpoints; one is
-	// also written at the end and when the run is cancelled. Default 10.
+	// CheckpointEvery is the number of steps between checkpoints. Default 10.
+	// One is also written at the end and when the run is cancelled.
 	CheckpointEvery int `json:"checkpoint_every"`
 	// Concurrency bounds an in-process source's rollouts in flight at
 	// once. Default 16.
 	Concurrency int `json:"concurrency"`
 	// MicroBatchTokens bounds B×T of one forward-backward pass. Default 4096.
 	MicroBatchTokens int `json:"micro_batch_tokens"`
-	// MaxLogprobGap is the largest |sampler logprob − trainer logprob|
-	// accepted for a policy token before the first update: a larger gap
-	// means the traced calls were not made by the parameters being trained.
+	// MaxLogprobGap is the largest |sampler logprob − trainer logprob| accepted before the first update.
+	// A larger gap means the traced calls were not made by the parameters being trained.
 	// Default 0.05.
 	MaxLogprobGap float64 `json:"max_logprob_gap"`
-	// LogprobCheckEvery runs that check on every n-th step (and the
-	// first). With one epoch and no KL term the update needs no logprobs
-	// of its own (the ratio is 1), so a step without the check skips a
-	// forward pass, about a third of the update's work. Default 1.
+	// LogprobCheckEvery runs that check on the first step and every n-th. Default 1.
+	// With one epoch and no KL term the ratio is 1 and the update needs no logprobs of its own.
+	// A step without the check then skips a forward pass, about a third of the update's work.
 	LogprobCheckEvery int `json:"logprob_check_every"`
-	// MaxImportanceWeight caps the importance weight of an off-policy
-	// sequence's token, exp(l_prox − l_behaviour), where l_behaviour is the
-	// sampler's logprob (from an older policy, or another engine) and
-	// l_prox the trainer's before the update (truncated importance
-	// sampling). At least 1. Default 2.
+	// MaxImportanceWeight caps the importance weight of an off-policy token: truncated importance sampling.
+	// The weight is exp(l_prox − l_behaviour).
+	// l_behaviour is the sampler's logprob, from an older policy or another engine.
+	// l_prox is the trainer's before the update.
+	// At least 1. Default 2.
 	MaxImportanceWeight float64 `json:"max_importance_weight,omitempty"`
 }
 

@@ -11,16 +11,16 @@ import (
 	"github.com/delegatelab/delegate/nn/train"
 )
 
-// Episode is one policy call of a rollout as a training sequence: the
-// prompt as the backend tokenized it, then the tokens the policy generated
-// with the logprobs the sampler reported for them. Only Completion is
-// trained; the prompt (system text, the request, earlier turns, tool
-// results, sub-agent outputs) is context.
+// Episode is one policy call of a rollout as a training sequence.
+// It holds the prompt as the backend tokenized it,
+// then the tokens the policy generated with the sampler's logprobs.
+// Only Completion is trained.
+// The prompt is context: system text, the request, earlier turns, tool results and sub-agent outputs.
 //
-// A merged episode holds several calls of one conversation: its
-// Completion runs from the first call's generated tokens to the last's,
-// and the tokens in between that the policy did not generate (tool
-// results, the next user turn, role markers) are Masked.
+// A merged episode holds several calls of one conversation.
+// Its Completion runs from the first call's generated tokens to the last's.
+// Tokens in between that the policy did not generate are Masked:
+// tool results, the next user turn and role markers.
 type Episode struct {
 	Node       string    // "name#id" of the trace node (joined by "+" when merged), for errors
 	Calls      int       // policy calls merged into it
@@ -28,8 +28,8 @@ type Episode struct {
 	Prompt     []int     // prompt token ids
 	Completion []int     // generated token ids
 	Behaviour  []float32 // (len(Completion)) sampler logprobs at temperature 1
-	// Masked, when not nil, marks the tokens of Completion that are
-	// context, not generated (their Behaviour is NaN): they carry no loss.
+	// Masked, when not nil, marks the tokens of Completion that are context, not generated.
+	// Their Behaviour is NaN, and they carry no loss.
 	Masked []bool
 }
 
@@ -51,18 +51,17 @@ func (e *Episode) Generated() int {
 // full token sequence shifted by one.
 func (e *Episode) Len() int { return len(e.Prompt) + len(e.Completion) - 1 }
 
-// Episodes returns the training sequences of role's calls in tr, in call
-// order: the trace read by delegate.Sequences, the one reading of traces
-// that the rollout pipeline uses too, so that a multi-turn conversation
-// whose every call's prompt extends the previous call's prompt and output
-// is one sequence: the same gradient as its calls trained apart, but the
-// shared prefix runs through the model once. A call that generated
-// nothing (a failed call) yields nothing. It is an error, naming the
-// node, when a call of role that generated tokens lacks prompt token ids,
-// a token id or a finite logprob for a generated token, reports more
-// completion tokens than logprobs, or when a sequence exceeds context
-// tokens (they are never silently cut). Remote models that return no
-// token ids therefore cannot be trained here.
+// Episodes returns the training sequences of role's calls in tr, in call order.
+// It reads the trace with delegate.Sequences, as the rollout pipeline does.
+// A multi-turn conversation whose every prompt extends the previous prompt and output is one sequence.
+// That gives the same gradient as its calls trained apart, but the shared prefix runs once.
+// A call that generated nothing, such as a failed call, yields nothing.
+//
+// A call of role that generated tokens is an error, naming the node, when it
+// lacks prompt token ids, lacks a token id or finite logprob for a generated token,
+// or reports more completion tokens than logprobs.
+// A sequence longer than context tokens is an error too; sequences are never silently cut.
+// Remote models that return no token ids therefore cannot be trained here.
 func Episodes(tr *delegate.Trace, role string, context int) ([]Episode, error) {
 	if tr == nil {
 		return nil, fmt.Errorf("episodes: nil trace")
@@ -108,15 +107,14 @@ func Episodes(tr *delegate.Trace, role string, context int) ([]Episode, error) {
 	return out, nil
 }
 
-// FromTokens makes an episode of a sequence in the layout of trajectory
-// groups (delegate.Sequence, Atropos's ScoredData): tokens, masks with
-// delegate.MaskIgnore at untrained positions and the token id at trained
-// ones, and the sampler's logprobs (any value at untrained positions). The
-// prompt runs up to the first trained token; later untrained tokens (tool
-// results, the next turn's prompt) are Masked. It fails, naming the
-// position, when the lengths differ, a mask is neither MaskIgnore nor its
-// token, or a trained token's logprob is not a log-probability. A sequence
-// with no trained token gives an episode with no Completion.
+// FromTokens makes an episode of a sequence in the layout of trajectory groups.
+// That layout is delegate.Sequence's and Atropos's ScoredData: tokens, masks and logprobs.
+// Masks hold delegate.MaskIgnore at untrained positions and the token id at trained ones.
+// Logprobs are the sampler's; untrained positions may hold any value.
+// The prompt runs up to the first trained token; later untrained tokens are Masked.
+// It fails, naming the position, when the lengths differ,
+// a mask is neither MaskIgnore nor its token, or a trained token's logprob is not a log-probability.
+// A sequence with no trained token gives an episode with no Completion.
 func FromTokens(tokens, masks []int, logprobs []float64) (Episode, error) {
 	if len(masks) != len(tokens) || len(logprobs) != len(tokens) {
 		return Episode{}, fmt.Errorf("%d tokens, %d masks and %d logprobs: want the same number", len(tokens), len(masks), len(logprobs))
@@ -171,9 +169,9 @@ func (m *microBatch) at(s seqRef, j int) int {
 	return s.row*m.batch.T + len(s.ep.Prompt) - 1 + j
 }
 
-// pack groups episodes into micro-batches of at most maxTokens = B×T
-// positions (a longer episode gets a batch of its own), longest first so
-// that rows of similar length share a batch and padding stays small.
+// pack groups episodes into micro-batches of at most maxTokens = B×T positions.
+// A longer episode gets a batch of its own.
+// Episodes go longest first, so rows of similar length share a batch and padding stays small.
 // Weights are allocated and left zero.
 func pack(eps []Episode, maxTokens int) []*microBatch {
 	order := make([]int, len(eps))

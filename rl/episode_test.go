@@ -132,10 +132,9 @@ func TestPackLayout(t *testing.T) {
 	}
 }
 
-// TestMaskedTokensGetNoGradient perturbs what a masked position holds (the
-// targets of prompt positions, the inputs and targets of padding) and
-// requires a bit-identical gradient; perturbing a trained target must
-// change it.
+// TestMaskedTokensGetNoGradient perturbs what a masked position holds and requires a bit-identical gradient.
+// Masked positions are the targets of prompt positions and the inputs and targets of padding.
+// Perturbing a trained target must change the gradient.
 func TestMaskedTokensGetNoGradient(t *testing.T) {
 	ctx := context.Background()
 	p := tinyParams(t, 32, 3)
@@ -203,8 +202,8 @@ func TestMaskedTokensGetNoGradient(t *testing.T) {
 
 var update = flag.Bool("update", false, "regenerate the model in testdata/route-strong")
 
-// routeStrongDir holds a tiny strong model trained by sftToolCall, so that
-// the test need not spend seconds training it under -race.
+// routeStrongDir holds a tiny strong model trained by sftToolCall.
+// The test then need not spend seconds training it under -race.
 const routeStrongDir = "testdata/route-strong"
 
 // routeStrong returns the tiny strong model of the route test, trained
@@ -226,9 +225,8 @@ func routeStrong(t *testing.T, msgs []delegate.Message) *nn.Params {
 	return p
 }
 
-// sftToolCall trains p for a few steps to answer the route prompt of
-// request with a delegate tool call, so that a route run makes weak calls
-// and more than one strong turn.
+// sftToolCall trains p for a few steps to answer the route prompt of request with a delegate tool call.
+// A route run then makes weak calls and more than one strong turn.
 func sftToolCall(t *testing.T, p *nn.Params, msgs []delegate.Message, steps int) {
 	t.Helper()
 	prompt := tokenizer.Render(msgs, []delegate.Tool{strategy.DelegateTool}, true)
@@ -251,10 +249,9 @@ func sftToolCall(t *testing.T, p *nn.Params, msgs []delegate.Message, steps int)
 	}
 }
 
-// TestEpisodesFromRouteRun builds episodes from real route runs whose
-// strong and weak models are tiny local models: they must cover exactly
-// the tokens the strong model generated, call by call, and nothing of the
-// weak model's.
+// TestEpisodesFromRouteRun builds episodes from real route runs of tiny local models.
+// They must cover exactly the tokens the strong model generated, call by call,
+// and nothing of the weak model's.
 func TestEpisodesFromRouteRun(t *testing.T) {
 	const request = "What is 2+2?"
 	const system = "Delegate sums."

@@ -15,9 +15,8 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// exampleSource runs each step's rollouts in process with the rollout
-// pipeline (rollout.Groups: run, score, group, advantages) and hands the
-// groups to the trainer.
+// exampleSource runs each step's rollouts in process and hands the groups to the trainer.
+// rollout.Groups runs, scores and groups them, and computes the advantages.
 type exampleSource struct {
 	cfg       rl.Config
 	questions []delegate.Task
@@ -53,11 +52,10 @@ func (s *exampleSource) Next(ctx context.Context, step int) ([]rl.Group, error) 
 	return out, nil
 }
 
-// Example wires a route strategy for training: the strong model is the
-// policy (a local model over the parameters the trainer updates, its
-// agent's delegate.Sampler making its calls return logprobs and sample as
-// the trainer says), the weak model is frozen, and the reward charges the
-// policy's tokens and every delegation.
+// Example wires a route strategy for training.
+// The strong model is the policy: a local model over the parameters the trainer updates.
+// Its agent's delegate.Sampler makes its calls return logprobs and sample as the trainer says.
+// The weak model is frozen, and the reward charges the policy's tokens and every delegation.
 func Example() {
 	ctx := context.Background()
 	cfgModel := nn.Config{Vocab: tokenizer.VocabSize, Dim: 32, Layers: 1, Heads: 2, Hidden: 64, Context: 1024}.WithDefaults()

@@ -13,14 +13,13 @@ import (
 // once.
 type SolveRate func(ctx context.Context, item int) (correct, total int, err error)
 
-// FilterSolved returns, in increasing order, the items among 0..n−1 whose
-// peers solve less than maxRate of the time: MLPO trains its leader only
-// on those (maxRate 0.75 drops the items where three quarters or more of
-// the peers' answers are already right, so that the leader does not learn
-// to copy the majority). An item with no peer answers is kept. At most
-// concurrency calls of rate run at once; the first error (or a panic)
-// stops the filter and is returned naming its item. Env.Items is then the
-// number kept, and the environment's rollout maps its item i to kept[i].
+// FilterSolved returns, in increasing order, the items among 0..n−1 whose peers solve under maxRate.
+// MLPO trains its leader only on those, so that the leader does not learn to copy the majority.
+// With maxRate 0.75, items where three quarters of the peers' answers are right are dropped.
+// An item with no peer answers is kept.
+// At most concurrency calls of rate run at once.
+// The first error or panic stops the filter and is returned naming its item.
+// Env.Items is then the number kept, and the environment's rollout maps its item i to kept[i].
 func FilterSolved(ctx context.Context, n int, rate SolveRate, maxRate float64, concurrency int) ([]int, error) {
 	if !(maxRate > 0 && maxRate <= 1) {
 		return nil, fmt.Errorf("filter solved: max rate must be in (0, 1], got %v", maxRate)

@@ -45,27 +45,27 @@ func newLocal(t *testing.T, p *nn.Params, name string) *local.Model {
 // toyRole is the role of the toy source's policy calls.
 const toyRole = "policy"
 
-// samplerOf samples a policy as the trainer does: logprobs, cfg's
-// temperature and token cap, and seeds from seed when it is not nil.
+// samplerOf samples a policy as the trainer does.
+// It asks for logprobs, uses cfg's temperature and token cap, and seeds from seed when not nil.
 func samplerOf(cfg Config, seed *int64) *delegate.Sampler {
 	t := cfg.Temperature
 	return delegate.NewSampler(delegate.Sampling{Temperature: &t, MaxTokens: cfg.MaxNewTokens, Seed: seed, Logprobs: true})
 }
 
-// toySource is an in-process Source of one-call rollouts: the policy is
-// asked for a letter and earns reward 1 when the first token it generates
-// is the byte of a capital letter (a random model does that about 26
-// times in 272). It draws the step's items and seeds as an in-process
-// source must (Items, RolloutSeed) and leaves the advantages to the
-// trainer. A test fake: the real in-process source is the rollout
-// pipeline (rollout.Groups), wired by package train.
+// toySource is an in-process Source of one-call rollouts.
+// The policy is asked for a letter.
+// It earns reward 1 when the first token it generates is the byte of a capital letter.
+// A random model does that about 26 times in 272.
+// It draws the step's items and seeds with Items and RolloutSeed, as an in-process source must.
+// It leaves the advantages to the trainer.
+// It is a test fake: the real in-process source is rollout.Groups, wired by package train.
 type toySource struct {
 	cfg   Config
 	model delegate.Model // unwrapped
 	items *Items
 	calls atomic.Int64
-	// before, when set, runs at the start of every rollout (a test's hook
-	// to cancel a run or fail a rollout).
+	// before, when set, runs at the start of every rollout.
+	// A test hooks it to cancel a run or fail a rollout.
 	before func(ctx context.Context, item int) error
 }
 

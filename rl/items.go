@@ -5,14 +5,13 @@ import (
 	"sort"
 )
 
-// Items draws the training items of each step for a source that makes
-// its rollouts in process: ItemsPerStep distinct items of n, in
-// increasing order, each step's draw following the previous steps' from a
-// PCG seeded by Config.Seed. The draws of earlier steps are replayed
-// when a step is asked for out of order, so a step's items depend on the
-// seed, n, k and the step only: a step redone after a failure, or the
-// first step of a resumed run, draws the same items as it did or would
-// have. Not safe for concurrent use.
+// Items draws the training items of each step for a source that makes its rollouts in process.
+// A step draws ItemsPerStep distinct items of n, in increasing order.
+// The draws follow each other from a PCG seeded by Config.Seed.
+// A step asked for out of order replays the earlier draws,
+// so its items depend on the seed, n, k and the step only.
+// A step redone after a failure, or the first step of a resumed run, draws the same items.
+// Not safe for concurrent use.
 type Items struct {
 	seed uint64
 	n, k int
@@ -55,8 +54,8 @@ func sampleItems(src *rand.PCG, n, k int) []int {
 	return out
 }
 
-// RolloutSeed is the seed of rollout k (numbered across the step's
-// groups: item i's rollout g is i·GroupSize+g) of step under seed.
+// RolloutSeed is the seed of rollout k of step under seed.
+// Rollouts are numbered across the step's groups: item i's rollout g is i·GroupSize+g.
 func RolloutSeed(seed uint64, step, k int) uint64 {
 	x := seed ^ uint64(step)*0x9e3779b97f4a7c15 ^ uint64(k)*0xbf58476d1ce4e5b9
 	x ^= x >> 30

@@ -21,10 +21,11 @@ func (s loggedSource) Next(ctx context.Context, step int) ([]Group, error) {
 	return s.src.Next(ctx, step)
 }
 
-// TestLockstep: two trainers run in lockstep take each step one after the
-// other, each with its own metrics and checkpoint, and train exactly as
-// each would alone; resumed at different steps (a crash between their
-// checkpoints), the one behind catches up before the other goes on.
+// TestLockstep checks two trainers in lockstep.
+// They take each step one after the other, each with its own metrics and checkpoint,
+// and train exactly as each would alone.
+// Resumed at different steps, as after a crash between their checkpoints,
+// the one behind catches up before the other goes on.
 func TestLockstep(t *testing.T) {
 	root := t.TempDir()
 	cfgOf := func(name string, steps int) Config {

@@ -57,8 +57,8 @@ type Metrics struct {
 	PolicyTokensMean float64 `json:"policy_tokens_mean"` // per rollout
 	TrainedTokens    int     `json:"trained_tokens"`     // tokens with a non-zero objective
 
-	// Skipped reports a step with no update: every trained weight was zero
-	// (all groups degenerate or failed, and no KL term).
+	// Skipped reports a step with no update, because every trained weight was zero.
+	// That happens when all groups are degenerate or failed and there is no KL term.
 	Skipped     bool    `json:"skipped,omitempty"`
 	Loss        float64 `json:"loss"`         // surrogate loss with the KL term, mean over epochs
 	PGLoss      float64 `json:"pg_loss"`      // clipped policy-gradient loss alone
@@ -68,19 +68,16 @@ type Metrics struct {
 	GradClipped int     `json:"grad_clipped"` // epochs whose gradient was clipped
 	LogprobGap  float64 `json:"logprob_gap"`  // max |sampler − trainer| logprob
 
-	// Off-policy groups (a Source's groups sampled with an older policy,
-	// or of unknown version): how many sequences, how many steps behind
-	// (mean and max over the groups of known version), and the importance
-	// weights exp(l_prox − l_behaviour) of their trained tokens before
-	// truncation: mean, min, max, and the share truncated at
-	// MaxImportanceWeight.
+	// Off-policy groups are a Source's groups sampled with an older policy or of unknown version.
+	// These count their sequences and how many steps behind they were, mean and max over known versions.
+	// The importance weights exp(l_prox − l_behaviour) of their trained tokens are given before truncation:
+	// mean, min, max, and the share truncated at MaxImportanceWeight.
 	OffPolicySequences int     `json:"off_policy_sequences,omitempty"`
 	UnknownVersion     int     `json:"unknown_version_groups,omitempty"`
 	StalenessMean      float64 `json:"staleness_mean,omitempty"`
 	StalenessMax       int     `json:"staleness_max,omitempty"`
-	// StalenessGroups counts the groups of known version by how many
-	// steps behind they were: element k is the groups k steps behind
-	// (nil when every group is of unknown version).
+	// StalenessGroups counts the groups of known version by how many steps behind they were.
+	// Element k is the groups k steps behind. Nil when every group is of unknown version.
 	StalenessGroups []int   `json:"staleness_groups,omitempty"`
 	ISWeightMean    float64 `json:"is_weight_mean,omitempty"`
 	ISWeightMin     float64 `json:"is_weight_min,omitempty"`
@@ -116,12 +113,10 @@ func ReadMetrics(r io.Reader) ([]Metrics, error) {
 // metricsWriter appends metric lines to OutDir/metrics.jsonl.
 type metricsWriter struct{ f *os.File }
 
-// openMetrics opens the metrics log of dir for appending after cutting it
-// back to the lines of steps up to step: lines of steps that a resumed run
-// will redo, and a trailing partial line left by a crash, are dropped by
-// truncating the file at the first of them (the lines kept are not
-// rewritten). A complete line that does not parse, or has another
-// version, is an error naming it.
+// openMetrics opens the metrics log of dir for appending, cut back to the lines of steps up to step.
+// Lines of steps a resumed run will redo, and a partial line left by a crash, are dropped.
+// The file is truncated at the first of them; the lines kept are not rewritten.
+// A complete line that does not parse, or has another version, is an error naming it.
 func openMetrics(dir string, step int) (*metricsWriter, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err

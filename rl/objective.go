@@ -49,11 +49,10 @@ func klWeight(lp, lpRef, beta float64) float64 {
 // coefficient.
 type objective struct{ eps, beta float64 }
 
-// at returns, for a token with advantage adv and current, old and
-// reference logprobs, its clipped policy-gradient loss, its k3 estimate,
-// its weight for the cross-entropy (the derivative of −(pg + β·k3) with
-// respect to the current logprob) and whether the clip is active. Without
-// a reference, pass ref = cur: k3 and its weight are then exactly 0.
+// at returns a token's clipped policy-gradient loss, k3 estimate, weight and whether the clip is active.
+// The token has advantage adv and current, old and reference logprobs.
+// The weight is for the cross-entropy: the derivative of −(pg + β·k3) with respect to the current logprob.
+// Without a reference, pass ref = cur: k3 and its weight are then exactly 0.
 func (o objective) at(adv, cur, old, ref float64) (pg, kl, w float64, clipped bool) {
 	pg, w, clipped = ppoTerm(adv, cur, old, o.eps)
 	kl = k3(cur, ref)

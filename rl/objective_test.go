@@ -86,10 +86,9 @@ func randomEpisodes(rng *rand.Rand, n, vocab int) []Episode {
 	return eps
 }
 
-// TestObjectiveGradientMatchesFiniteDifferences checks the folding of the
-// whole objective (clipped ratio and k3 KL) into cross-entropy weights
-// through the model: the gradient nn computes with the weights must be the
-// derivative of Σ c·(pg + β·k3) along a direction.
+// TestObjectiveGradientMatchesFiniteDifferences checks the objective folded into cross-entropy weights.
+// The objective is the clipped ratio and the k3 KL.
+// The gradient nn computes with the weights must be the derivative of Σ c·(pg + β·k3) along a direction.
 func TestObjectiveGradientMatchesFiniteDifferences(t *testing.T) {
 	tests := []struct {
 		name      string

@@ -22,8 +22,8 @@ func (s *fixedSource) Next(_ context.Context, step int) ([]Group, error) {
 	return s.steps[step-1], nil
 }
 
-// stepOn takes one step of a fresh toy policy on groups and returns the
-// parameters after it and the step's metrics.
+// stepOn takes one step of a fresh toy policy on groups.
+// It returns the parameters after it and the step's metrics.
 func stepOn(t *testing.T, cfg Config, groups []Group) ([]float32, *Metrics) {
 	t.Helper()
 	p := tinyParams(t, 64, 7)
@@ -38,9 +38,8 @@ func stepOn(t *testing.T, cfg Config, groups []Group) ([]float32, *Metrics) {
 	return slices.Clone(p.Data), m
 }
 
-// toyGroups returns the toy source's groups of step 1 with their GRPO
-// advantages (the trainer's estimator), as a producer that computes them
-// gives them.
+// toyGroups returns the toy source's groups of step 1 with their GRPO advantages.
+// It gives them as a producer that computes them would, with the trainer's estimator.
 func toyGroups(t *testing.T, cfg Config) []Group {
 	t.Helper()
 	_, src, _ := newToy(t, cfg, nil)
@@ -64,10 +63,8 @@ func toyGroups(t *testing.T, cfg Config) []Group {
 	return groups
 }
 
-// TestSourceAdvantagesGivenOrComputed: a step on groups whose producer
-// computed the advantages (the rollout pipeline) and on the same groups
-// without them (a trajectory API's groups with scores only) is the same
-// update, bit for bit.
+// TestSourceAdvantagesGivenOrComputed checks that given and computed advantages update alike, bit for bit.
+// The rollout pipeline gives advantages; a trajectory API's groups carry scores only.
 func TestSourceAdvantagesGivenOrComputed(t *testing.T) {
 	cfg := toyConfig(t.TempDir())
 	cfg.Steps = 1
@@ -92,9 +89,8 @@ func TestSourceAdvantagesGivenOrComputed(t *testing.T) {
 	}
 }
 
-// TestQuarantinedGroupsAreLeftOut: a group the source quarantined changes
-// nothing in the update, bit for bit, and is counted; a step of nothing
-// but quarantined groups is skipped, not failed.
+// TestQuarantinedGroupsAreLeftOut checks that a quarantined group changes nothing in the update, bit for bit.
+// The group is counted. A step of nothing but quarantined groups is skipped, not failed.
 func TestQuarantinedGroupsAreLeftOut(t *testing.T) {
 	cfg := toyConfig(t.TempDir())
 	cfg.Steps = 1
@@ -141,10 +137,10 @@ func TestSourceRejectsBadGroups(t *testing.T) {
 	}
 }
 
-// TestOffPolicyImportanceWeights: a stale group whose behaviour logprobs
-// are the trainer's own trains as on-policy (weights 1); one whose
-// behaviour logprobs are one nat lower has weights e, truncated at 2, and
-// takes exactly the step of its on-policy copy with doubled advantages.
+// TestOffPolicyImportanceWeights checks the truncated importance weights of stale groups.
+// A stale group whose behaviour logprobs are the trainer's own trains as on-policy, with weights 1.
+// One whose behaviour logprobs are one nat lower has weights e, truncated at 2.
+// It takes exactly the step of its on-policy copy with doubled advantages.
 func TestOffPolicyImportanceWeights(t *testing.T) {
 	cfg := toyConfig(t.TempDir())
 	cfg.Steps = 1

@@ -12,10 +12,9 @@ import (
 	"github.com/delegatelab/delegate/reward"
 )
 
-// Progress reports the state of a run, for a progress bar. Metrics is set
-// once a step has finished (the trainer's event); otherwise the event
-// counts the step's finished rollouts (an in-process source's, on the
-// same channel).
+// Progress reports the state of a run, for a progress bar.
+// The trainer's event sets Metrics once a step has finished.
+// An in-process source's events, on the same channel, count the step's finished rollouts.
 type Progress struct {
 	Step, Steps  int // the step in progress (from 1) and the run's total
 	RolloutsDone int // rollouts of the step finished so far
@@ -23,13 +22,12 @@ type Progress struct {
 	Metrics      *Metrics
 }
 
-// Trainer runs GRPO-family updates on a policy's parameters: each step
-// takes the step's groups from its Source (rollouts scored and grouped,
-// with their advantages, by the rollout pipeline in the same process or by
-// environments over a trajectory API) and takes Epochs optimizer steps on
-// the tokens the policy generated. Metrics go to OutDir/metrics.jsonl and
-// checkpoints to OutDir/checkpoint. A Trainer is not safe for concurrent
-// use; Run is called once.
+// Trainer runs GRPO-family updates on a policy's parameters.
+// Each step takes the step's scored groups from its Source,
+// then takes Epochs optimizer steps on the tokens the policy generated.
+// The source is the rollout pipeline in the same process, or environments over a trajectory API.
+// Metrics go to OutDir/metrics.jsonl and checkpoints to OutDir/checkpoint.
+// A Trainer is not safe for concurrent use; Run is called once.
 type Trainer struct {
 	cfg      Config
 	src      Source
@@ -43,11 +41,10 @@ type Trainer struct {
 // trainer.
 type Group struct {
 	Rollouts []ScoredRollout
-	// Staleness is how many steps behind the trainer's parameters the
-	// policy that sampled the group is (0: the current one); -1 when the
-	// source does not know. A group with any other value than 0 is
-	// trained off-policy: each token's loss is weighted by its truncated
-	// importance weight (Config.MaxImportanceWeight).
+	// Staleness is how many steps the sampling policy is behind the trainer's parameters.
+	// 0 is the current one; -1 means the source does not know.
+	// A group with any other value than 0 is trained off-policy:
+	// each token's loss is weighted by its importance weight, truncated at Config.MaxImportanceWeight.
 	Staleness int
 	// Failed counts the item's rollouts that failed and are not in
 	// Rollouts; FirstFailure says why the first of them failed. A group
@@ -55,31 +52,27 @@ type Group struct {
 	// nothing and is counted in Metrics.FailedGroups.
 	Failed       int
 	FirstFailure string
-	// Quarantined, when set, says why the source could not use the group
-	// (an environment sent what the policy cannot train on). The group
-	// trains nothing and is counted in Metrics.QuarantinedGroups; the
-	// step goes on without it.
+	// Quarantined, when set, says why the source could not use the group.
+	// An environment may send what the policy cannot train on.
+	// The group trains nothing and is counted in Metrics.QuarantinedGroups; the step goes on without it.
 	Quarantined string
 }
 
-// ScoredRollout is one rollout of a group: its training sequences, its
-// reward, and its advantage within the group when the producer computed
-// it (HasAdvantage); otherwise the trainer computes the advantages of the
-// group's rewards with Config.Estimator.
+// ScoredRollout is one rollout of a group: its training sequences, reward and advantage.
+// HasAdvantage says the producer computed the advantage.
+// Otherwise the trainer computes the group's advantages with Config.Estimator.
 type ScoredRollout struct {
 	Episodes     []Episode
 	Reward       float64
 	Advantage    float64
 	HasAdvantage bool
-	// EpisodeAdvantages, when not nil, holds one advantage per episode in
-	// place of Advantage: per-role credit gives each sample of a rollout
-	// its own (reward.RoleCredit). It needs HasAdvantage.
+	// EpisodeAdvantages, when not nil, holds one advantage per episode in place of Advantage.
+	// Per-role credit, reward.RoleCredit, gives each sample of a rollout its own.
+	// It needs HasAdvantage.
 	EpisodeAdvantages []float64
-	// Correct, Delegated and Scalars describe the rollout for the step's
-	// metrics (accuracy, delegation rate, the means of named scalars such
-	// as sub-agent calls or cost), where the source knows them: an answer
-	// verified right, work handed to another agent. Each scalar is
-	// averaged over the step's rollouts that report it.
+	// Correct, Delegated and Scalars describe the rollout for the step's metrics, where the source knows them.
+	// They give accuracy, delegation rate and the means of named scalars such as sub-agent calls or cost.
+	// Each scalar is averaged over the step's rollouts that report it.
 	Correct, Delegated bool
 	Scalars            map[string]float64
 }
@@ -95,14 +88,13 @@ type Source interface {
 	Next(ctx context.Context, step int) ([]Group, error)
 }
 
-// New returns a trainer of policy on src's groups. policy holds the
-// parameters the groups' policy samples from (in process: a local.Model
-// over them) and must hold the starting weights (the pretrained ones):
-// they are the KL reference, and a resumed run loads its checkpoint over
-// them. cfg.ItemsPerStep and GroupSize describe what src delivers per
-// step (they size Dr. GRPO's constant normalisation). Progress events go
-// to progress (nil: none) by non-blocking sends; the caller owns the
-// channel.
+// New returns a trainer of policy on src's groups.
+// policy holds the parameters the groups' policy samples from, in process through a local.Model.
+// It must hold the starting, pretrained weights:
+// they are the KL reference, and a resumed run loads its checkpoint over them.
+// cfg.ItemsPerStep and GroupSize describe what src delivers per step; they size Dr. GRPO's constant.
+// Progress events go to progress, which may be nil, by non-blocking sends.
+// The caller owns the channel.
 func New(cfg Config, policy *nn.Params, src Source, progress chan<- Progress) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -135,30 +127,29 @@ func (t *Trainer) emit(p Progress) {
 	}
 }
 
-// Run resumes from OutDir's checkpoint if there is one (dropping metric
-// lines past it), then runs steps until Steps, appending one metrics line
-// per step and checkpointing every CheckpointEvery steps and at the end.
-// When ctx is cancelled, or a step fails, it writes a checkpoint of the
-// last completed step and returns an error wrapping the cause
-// (errors.Is(err, context.Canceled) for a cancellation). A failed step
-// leaves the parameters as they were before it.
+// Run resumes from OutDir's checkpoint if there is one, then runs steps until Steps.
+// Resuming drops metric lines past the checkpoint.
+// Each step appends one metrics line. Run checkpoints every CheckpointEvery steps and at the end.
+// When ctx is cancelled or a step fails, it checkpoints the last completed step
+// and returns an error wrapping the cause, so errors.Is finds context.Canceled.
+// A failed step leaves the parameters as they were before it.
 func (t *Trainer) Run(ctx context.Context) error { return Lockstep(ctx, t) }
 
-// Lockstep runs trainers of several policies whose sources share each
-// step's rollouts (the policies of one multi-agent rollout, each trained
-// on its own samples of it), as Run runs one: each resumes its own
-// checkpoint and metrics in its own OutDir, then step by step each
-// trainer takes the step in the order given, writes its metrics line and
-// checkpoints on its own CheckpointEvery. A step's parameter updates
-// therefore happen one trainer after the other, after the step's
-// rollouts: a shared source must make a step's rollouts once, on the
-// first Next of that step, and hand the later trainers their part of
-// them (so every trainer's groups were sampled by the parameters it
-// updates). Trainers resumed at different steps (a crash between two
-// checkpoints) are brought level first: a step is taken only by the
-// trainers that have not done it, the others wait. When ctx is cancelled
-// or a step fails, every trainer that advanced since its last checkpoint
-// writes one, and the error names the OutDir of the trainer that failed.
+// Lockstep runs the trainers of several policies whose sources share each step's rollouts.
+// They are the policies of one multi-agent rollout, each trained on its own samples of it.
+// Each resumes its own checkpoint and metrics in its own OutDir.
+// Then, step by step, each trainer in the order given takes the step, writes its metrics line
+// and checkpoints on its own CheckpointEvery.
+//
+// A step's updates therefore happen one trainer after the other, after the step's rollouts.
+// A shared source must make a step's rollouts once, on the first Next of that step,
+// and hand the later trainers their part.
+// Every trainer's groups were then sampled by the parameters it updates.
+//
+// Trainers resumed at different steps, after a crash between two checkpoints, are brought level first.
+// A step is taken only by the trainers that have not done it; the others wait.
+// When ctx is cancelled or a step fails, every trainer that advanced since its last checkpoint writes one.
+// The error names the OutDir of the trainer that failed.
 // Each trainer stops at its own Steps.
 func Lockstep(ctx context.Context, ts ...*Trainer) (err error) {
 	if len(ts) == 0 {
@@ -233,10 +224,9 @@ func Lockstep(ctx context.Context, ts ...*Trainer) (err error) {
 	}
 }
 
-// Step runs one step (the source's groups, their advantages where the
-// source gave none, the update) and returns its metrics; it neither
-// writes them nor checkpoints. On error the parameters are as they were
-// before the step.
+// Step runs one step and returns its metrics; it neither writes them nor checkpoints.
+// A step takes the source's groups, computes advantages the source did not give, and updates.
+// On error the parameters are as they were before the step.
 func (t *Trainer) Step(ctx context.Context) (*Metrics, error) {
 	cfg := t.cfg
 	step := t.step + 1
@@ -257,8 +247,8 @@ func (t *Trainer) Step(ctx context.Context) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	// With no KL term a zero advantage gives every token of the sequence a
-	// zero weight: leave those out of the passes (the gradient is the same).
+	// With no KL term a zero advantage gives every token of the sequence a zero weight.
+	// Leave those out of the passes; the gradient is the same.
 	trained := seqs[:0:0]
 	for _, s := range seqs {
 		if s.Adv != 0 || cfg.KLBeta > 0 {
@@ -288,8 +278,8 @@ func (t *Trainer) Step(ctx context.Context) (*Metrics, error) {
 	return m, nil
 }
 
-// describe checks the step's groups and describes them in the step's
-// metrics (the rollouts' part); groups without advantages get them here.
+// describe checks the step's groups and fills the rollouts' part of the step's metrics.
+// Groups without advantages get them here.
 func (t *Trainer) describe(step int, groups []Group) (*Metrics, error) {
 	cfg := t.cfg
 	m := &Metrics{Version: MetricsVersion, Step: step, Steps: cfg.Steps, Items: len(groups),
@@ -419,9 +409,8 @@ func (t *Trainer) describe(step int, groups []Group) (*Metrics, error) {
 	return m, nil
 }
 
-// allZero reports whether every rollout's advantage is zero: a group that
-// carries no learning signal (all rewards equal, or a tie the producer
-// zeroed).
+// allZero reports whether every rollout's advantage is zero.
+// Such a group carries no learning signal: all rewards are equal, or the producer zeroed a tie.
 func allZero(rs []ScoredRollout) bool {
 	for _, r := range rs {
 		if r.EpisodeAdvantages != nil {

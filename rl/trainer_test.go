@@ -256,8 +256,8 @@ func TestNewRejectsBadInput(t *testing.T) {
 	}
 }
 
-// TestItemsReplay: a step's items depend on the step alone, whether the
-// steps are drawn in order, again, or first after a resume.
+// TestItemsReplay checks that a step's items depend on the step alone.
+// The steps are drawn in order, again, or first after a resume.
 func TestItemsReplay(t *testing.T) {
 	inOrder := NewItems(5, 20, 4)
 	var want [][]int
@@ -278,10 +278,9 @@ func TestItemsReplay(t *testing.T) {
 	}
 }
 
-// TestResumeReproducesTheRun compares a run interrupted and resumed with
-// one that was not: rollouts are seeded per step and slot and the item
-// sampler replays the earlier steps, so the steps after the resume are the
-// same.
+// TestResumeReproducesTheRun compares a run interrupted and resumed with one that was not.
+// Rollouts are seeded per step and slot, and the item sampler replays the earlier steps,
+// so the steps after the resume are the same.
 func TestResumeReproducesTheRun(t *testing.T) {
 	run := func(dir string, cancelAt int64) []Metrics {
 		cfg := toyConfig(dir)

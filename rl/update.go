@@ -14,15 +14,14 @@ type trainSeq struct {
 	Episode
 	Adv  float64 // the rollout's advantage, the same for every token
 	Coef float64 // normalisation factor of each of its tokens
-	// OffPolicy marks a sequence sampled by another policy than the
-	// parameters before the update: its tokens are weighted by their
-	// truncated importance weights.
+	// OffPolicy marks a sequence sampled by a policy other than the parameters before the update.
+	// Its tokens are weighted by their truncated importance weights.
 	OffPolicy bool
 }
 
-// updateStats describe the gradient phase of one step, averaged over its
-// epochs (GradNorm, Loss, PGLoss, KL, ClipFrac) or taken before the first
-// update (LogprobGap).
+// updateStats describe the gradient phase of one step.
+// GradNorm, Loss, PGLoss, KL and ClipFrac are averaged over its epochs.
+// LogprobGap is taken before the first update.
 type updateStats struct {
 	Loss       float64 // normalised surrogate loss, KL term included
 	PGLoss     float64 // normalised clipped policy-gradient loss alone
@@ -38,9 +37,9 @@ type updateStats struct {
 	ISMean, ISMin, ISMax, ISTrunc float64
 }
 
-// learner holds what the gradient phase needs: the policy (shared with the
-// model that samples rollouts), its frozen reference, the optimizer and
-// scratch space. Not safe for concurrent use.
+// learner holds what the gradient phase needs: the policy, its frozen reference, the optimizer and scratch.
+// The policy is shared with the model that samples rollouts.
+// Not safe for concurrent use.
 type learner struct {
 	cfg    Config
 	policy *nn.Params
@@ -125,8 +124,8 @@ type updatePass struct {
 	st        updateStats
 	refLP     [][]float32 // the reference's logprobs per micro-batch; nil without one
 	oldLP     [][]float32 // the policy's logprobs in the first epoch
-	// The importance weights of the off-policy tokens, fixed in the first
-	// epoch from the logprobs before any update (the proximal policy).
+	// The importance weights of the off-policy tokens are fixed in the first epoch.
+	// They come from the logprobs before any update: the proximal policy.
 	isW          [][]float64
 	isN, isTrunc int
 	clipped      int
@@ -255,8 +254,8 @@ func (u *updatePass) checkLogprobs(m *microBatch, lp []float32) error {
 	return nil
 }
 
-// surrogateWeights sets the weights of micro-batch i from the clipped
-// surrogate at the current logprobs lp, and returns its KL sum.
+// surrogateWeights sets the weights of micro-batch i from the clipped surrogate at logprobs lp.
+// It returns the batch's KL sum.
 func (u *updatePass) surrogateWeights(i int, m *microBatch, lp []float32) (kl float64) {
 	beta := u.l.cfg.KLBeta
 	clear(m.batch.Weights)
@@ -338,8 +337,8 @@ func (u *updatePass) stats() updateStats {
 	return st
 }
 
-// snapshot is a copy of the parameters and optimizer state, so that a
-// multi-epoch update that fails half-way can be undone.
+// snapshot is a copy of the parameters and optimizer state.
+// A multi-epoch update that fails half-way can then be undone.
 type snapshot struct {
 	params, m, v []float32
 	steps        int

@@ -12,9 +12,9 @@ import (
 	"github.com/delegatelab/delegate/reward"
 )
 
-// handGroups builds a step of groups by hand: rewards and the number of
-// policy calls and tokens of each rollout are given; a negative reward
-// marks a failed rollout. The advantages are left to the trainer.
+// handGroups builds a step of groups by hand.
+// It takes each rollout's reward and number of policy calls and tokens.
+// A negative reward marks a failed rollout. The advantages are left to the trainer.
 func handGroups(t *testing.T, rewards [][]float64) []Group {
 	t.Helper()
 	var groups []Group
@@ -246,9 +246,9 @@ func TestCancelledMidUpdateRestoresParameters(t *testing.T) {
 	}
 }
 
-// An update without the logprob check takes the same step as one with it:
-// with one epoch and no KL the check changes nothing but the error; with
-// several epochs or a reference it still computes the old logprobs.
+// An update without the logprob check takes the same step as one with it.
+// With one epoch and no KL the check changes nothing but the error.
+// With several epochs or a reference it still computes the old logprobs.
 func TestUncheckedUpdateMatchesChecked(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -5,9 +5,8 @@ import (
 	"testing"
 )
 
-// BenchmarkRun measures what Run adds around the models: with instant
-// scripted models, each rollout is a decompose run, a scorer call, an
-// artifact appended and synced, and a state transaction.
+// BenchmarkRun measures what Run adds around the models, which are instant and scripted.
+// Each rollout is a decompose run, a scorer call, an artifact appended and synced, and a state transaction.
 func BenchmarkRun(b *testing.B) {
 	const items, g = 4, 4
 	f := newFixture(b)

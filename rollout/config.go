@@ -11,15 +11,14 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 )
 
-// Scorer turns a rollout into its reward: it compares the rollout's trace
-// with the baseline's for the task (a verifier, a judge, or both) and
-// applies the reward rules. baseline is nil when the run has none (Groups
-// without a baseline strategy, as the trainer runs it). Model calls it
-// makes (a judge's) go through rec, whose trace the rollout's artifact
-// embeds. Score may be called from many
-// goroutines at once. Its error is for a rollout that could not be scored
-// at all (every judge call failed); the rollout is then recorded as failed
-// and left out of its group.
+// Scorer turns a rollout into its reward.
+// It compares the rollout's trace with the baseline's, by a verifier, a judge or both,
+// and applies the reward rules.
+// baseline is nil when the run has none, as when the trainer runs Groups.
+// Model calls it makes, such as a judge's, go through rec; the rollout's artifact embeds that trace.
+// Score may be called from many goroutines at once.
+// Its error is for a rollout that could not be scored at all, as when every judge call failed.
+// The rollout is then recorded as failed and left out of its group.
 type Scorer interface {
 	Score(ctx context.Context, rec *delegate.Recorder, task delegate.Task, baseline, rollout *delegate.Trace) (Score, error)
 }
@@ -36,18 +35,18 @@ func (f ScorerFunc) Score(ctx context.Context, rec *delegate.Recorder, task dele
 type Score struct {
 	// Reward is what the policy is trained on.
 	Reward float64 `json:"reward"`
-	// Candidate and Baseline are the scores of the rollout's and the
-	// baseline's answers (a judge's 0-100, or 1/0 for correct/incorrect).
+	// Candidate and Baseline are the scores of the rollout's and the baseline's answers.
+	// A judge scores 0-100; a verifier 1 for correct and 0 for incorrect.
 	Candidate float64 `json:"candidate"`
 	Baseline  float64 `json:"baseline"`
 	// Outcome is the comparison's word ("win", "loss", "tie", "correct",
 	// ...), "" when none was made.
 	Outcome string `json:"outcome,omitempty"`
-	// Fixed says what fixed the reward without a comparison: FixedFormat,
-	// FixedTruncated, or "" when the reward came from scoring the answer.
+	// Fixed says what fixed the reward without a comparison: FixedFormat or FixedTruncated.
+	// It is "" when the reward came from scoring the answer.
 	Fixed string `json:"fixed,omitempty"`
-	// Judge is the judge's verdict, when one was asked: its raw responses,
-	// parsed scores and the order of the answers in each call.
+	// Judge is the judge's verdict, when one was asked.
+	// It holds raw responses, parsed scores and the order of the answers in each call.
 	Judge *judge.Verdict `json:"judge,omitempty"`
 	// Inputs is what the reward was computed from, when the scorer says.
 	Inputs *reward.Outcome `json:"inputs,omitempty"`
@@ -84,8 +83,8 @@ type Config struct {
 	// advantages (and set_advantage_to_zero overrides) instead of dropping
 	// them. Either way they are counted.
 	KeepTies bool `json:"keep_ties"`
-	// Seed is the seed the caller sampled the dataset and models with; it
-	// is part of the run's identity and recorded in every artifact.
+	// Seed is the seed the caller sampled the dataset and models with.
+	// It is part of the run's identity and recorded in every artifact.
 	Seed int64 `json:"seed"`
 	// OutDir receives artifacts.jsonl, groups.jsonl, summary.json and the
 	// state database state.db. It is created when missing.
@@ -94,11 +93,10 @@ type Config struct {
 	// trained in groups.jsonl. Default: the policy strategy's deciding role
 	// (decompose: delegator, route: strong, lead: leader, single: single).
 	TrainRoles []string `json:"train_roles,omitempty"`
-	// Fingerprint describes what else makes two runs the same run: the
-	// configuration of the strategies, models, judge and reward (a hash of
-	// the config file, say). Run cannot see inside a Strategy or a Scorer,
-	// so this is how a resume with other prompts, models or rewards is
-	// refused.
+	// Fingerprint describes what else makes two runs the same run.
+	// It covers the configuration of the strategies, models, judge and reward, such as a hash of the config file.
+	// Run cannot see inside a Strategy or a Scorer,
+	// so this is how a resume with other prompts, models or rewards is refused.
 	Fingerprint string `json:"fingerprint,omitempty"`
 	// OmitTraces leaves the full traces out of artifacts.jsonl (the
 	// extracted fields stay).
@@ -108,24 +106,24 @@ type Config struct {
 	Sink Sink `json:"-"`
 }
 
-// Sink receives the groups a run writes: process --push hands them to a
-// trajectory API. Wait is called before each item's rollouts start and may
-// block to pace the run (an API whose queue is full); it returns the
-// policy version (the trainer's step) the item's rollouts are sampled
-// with, which the group records; its error stops the run. Send is called from one goroutine with each written group, in the
-// order the groups were written, after the group is on disk; once Send
-// returns nil the group is recorded as sent, and a resumed run sends the
-// written groups that were not. Send's error stops the run; the group is
-// then sent again on resume, so a receiver should drop a group it already
-// has (GroupRecord.ID names it).
+// Sink receives the groups a run writes; process --push hands them to a trajectory API.
+// Wait is called before each item's rollouts start, and may block to pace the run,
+// as when an API's queue is full.
+// It returns the policy version, the trainer's step, that the item's rollouts are sampled with;
+// the group records it. Its error stops the run.
+//
+// Send is called from one goroutine with each written group, in order, after the group is on disk.
+// Once Send returns nil the group is recorded as sent.
+// A resumed run sends the written groups that were not.
+// Send's error stops the run, and the group is sent again on resume.
+// A receiver should therefore drop a group it already has; GroupRecord.ID names it.
 type Sink interface {
 	Wait(ctx context.Context) (policyVersion int, err error)
 	Send(ctx context.Context, g *GroupRecord) error
 }
 
-// DefaultTrainRole is the role whose calls are a strategy's trained turns
-// when Config.TrainRoles names none: the one that decides (decompose's
-// delegator, route's strong model, lead's leader, single's agent).
+// DefaultTrainRole is the role whose calls are trained when Config.TrainRoles names none.
+// It is the role that decides: decompose's delegator, route's strong model, lead's leader, single's agent.
 func DefaultTrainRole(strategyName string) (string, bool) {
 	r, ok := defaultTrainRoles[strategyName]
 	return r, ok

@@ -21,14 +21,13 @@ type appendFile struct {
 	size int64
 }
 
-// openFiles opens the JSONL files of the run and repairs each against the
-// state: bytes past the recorded length are a record written but never
-// committed (the process died between the two), or a line cut short; they
-// are truncated away and their work is redone. A file shorter than its
-// recorded length lost committed records, which no repair can bring back:
-// that is an error. fresh says the state holds no run yet, in which case
-// the files must be empty or absent. The repairs made are returned, one
-// sentence each.
+// openFiles opens the JSONL files of the run and repairs each against the state.
+// Bytes past the recorded length are a line cut short,
+// or a record written but not committed because the process died between the two.
+// They are truncated away and their work is redone.
+// A file shorter than its recorded length lost committed records, which is an error.
+// fresh says the state holds no run yet; the files must then be empty or absent.
+// The repairs made are returned, one sentence each.
 func openFiles(ctx context.Context, dir string, db *store.DB, fresh bool, names ...string) (map[string]*appendFile, []string, error) {
 	lengths, err := db.FileLengths(ctx)
 	if err != nil {
@@ -105,8 +104,8 @@ func repair(f *os.File, path string, want, size int64) (string, error) {
 		path, len(tail), want, complete, partial), nil
 }
 
-// write appends line at the file's recorded end and syncs it; the caller
-// commits the new length to the state, then calls advance.
+// write appends line at the file's recorded end and syncs it.
+// The caller commits the new length to the state, then calls advance.
 func (af *appendFile) write(line []byte) (offset int64, err error) {
 	if _, err := af.f.WriteAt(line, af.size); err != nil {
 		return 0, fmt.Errorf("write %s: %w", af.name, err)

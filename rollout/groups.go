@@ -29,26 +29,23 @@ type Result struct {
 	Trace *delegate.Trace
 	// Score is the scorer's word; nil when the rollout failed.
 	Score *Score
-	// Reason and Error say why the rollout failed (Reason is one of Fail*
-	// or a call failure's kind); both "" when it was scored.
+	// Reason and Error say why the rollout failed; both are "" when it was scored.
+	// Reason is one of Fail* or a call failure's kind.
 	Reason, Error string
 }
 
-// Groups is Run in memory, for a trainer in the same process: for each
-// task, cfg.GroupSize rollouts, at most cfg.Concurrency in flight over all
-// the tasks, launched in order (task 0's rollouts first). Rollout k of
-// task i runs the strategy policy(i, k) gives (see Policies) and is scored by
-// scorer against the task's baseline, when baseline is not nil; each
-// group is decided as Run decides it: the same failed-rollout, tie and
-// advantage rules and the same GroupRecord, nothing written. Of cfg it
-// uses GroupSize, Concurrency, Estimator, Advantages, KeepTies and
-// TrainRoles. done, when not nil, is called after every rollout, from
-// many goroutines at once.
+// Groups is Run in memory, for a trainer in the same process.
+// Each task gets cfg.GroupSize rollouts, launched in order, at most cfg.Concurrency in flight over all tasks.
+// Rollout k of task i runs the strategy policy(i, k) gives.
+// scorer scores it against the task's baseline when baseline is not nil.
+// Each group is decided as Run decides it, into the same GroupRecord, and nothing is written.
+// Of cfg it uses GroupSize, Concurrency, Estimator, Advantages, KeepTies and TrainRoles.
+// done, when not nil, is called after every rollout, from many goroutines at once.
 //
-// A failed rollout is recorded in its group, and its siblings go on; a
-// baseline that failed drops its group (DropErrors) without running its
-// rollouts. Groups returns an error for a policy it cannot build, an
-// advantage function that fails, or a cancelled ctx (then no groups).
+// A failed rollout is recorded in its group, and its siblings go on.
+// A baseline that failed drops its group as DropErrors without running its rollouts.
+// Groups returns an error for a policy it cannot build, a failing advantage function,
+// or a cancelled ctx, and then no groups.
 func Groups(ctx context.Context, cfg Config, tasks []delegate.Task, policy Policies, baseline delegate.Strategy, scorer Scorer, done func()) ([]Group, error) {
 	if errs := cfg.validateGroups(); len(errs) > 0 {
 		return nil, fmt.Errorf("groups: config: %w", errors.Join(errs...))

@@ -15,14 +15,13 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 )
 
-// seededPolicies is a decompose policy whose delegator samples by the
-// request's seed alone, as a seeded backend does: the aggregation answers
-// "score <seed mod 4>", a plan whose seed is a multiple of 9 fails (a call
-// error: a failed rollout) and one whose seed is a multiple of 7 has no
-// subtasks (a format failure, rewarded -1). Rollout k of item i is seeded
-// with 10·i + 3·k (100·i + 4·k for items 2, 5, ...) by its Sampler, so
-// that each rollout depends on its seed only, whatever else runs beside
-// it. The scorer rewards the score.
+// seededPolicies is a decompose policy whose delegator samples by the request's seed alone.
+// A seeded backend does the same.
+// The aggregation answers "score <seed mod 4>", and the scorer rewards the score.
+// A plan whose seed is a multiple of 9 fails with a call error: a failed rollout.
+// One whose seed is a multiple of 7 has no subtasks: a format failure, rewarded -1.
+// Its Sampler seeds rollout k of item i with 10·i + 3·k, or 100·i + 4·k for items 2, 5 and on.
+// Each rollout then depends on its seed only, whatever else runs beside it.
 func seededPolicies(t *testing.T) (Policies, delegate.Strategy, Scorer) {
 	t.Helper()
 	delegator := modeltest.New("delegator-model", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
@@ -70,11 +69,10 @@ func seededPolicies(t *testing.T) (Policies, delegate.Strategy, Scorer) {
 	return policies, baseline, scorer
 }
 
-// TestGroupsMatchRun: the in-process pipeline (Groups, what the trainer
-// consumes) and process (Run, what a trajectory API receives) give the
-// same groups, field for field (the run identifier aside), with the same
-// advantages, for the same seeds and policy, at different concurrencies;
-// the same groups are dropped for the same reasons.
+// TestGroupsMatchRun checks that Groups and Run give the same groups for the same seeds and policy.
+// Groups is what the trainer consumes; Run is what a trajectory API receives.
+// The groups match field for field but for the run identifier, with the same advantages,
+// at different concurrencies. The same groups are dropped for the same reasons.
 func TestGroupsMatchRun(t *testing.T) {
 	for _, keepTies := range []bool{false, true} {
 		t.Run(fmt.Sprintf("keep_ties=%v", keepTies), func(t *testing.T) {
@@ -167,9 +165,9 @@ func TestGroupsMatchRun(t *testing.T) {
 	}
 }
 
-// timeless is rec with its episodes' timings zeroed: two runs of the
-// same seeds make the same records but for when their calls ran and
-// how long they took, which also moves the critical path.
+// timeless is rec with its episodes' timings zeroed.
+// Two runs of the same seeds make the same records but for when their calls ran and how long they took.
+// The timings also move the critical path.
 func timeless(rec *GroupRecord) *GroupRecord {
 	out := *rec
 	out.Episodes = nil

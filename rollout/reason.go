@@ -51,16 +51,15 @@ func kindOfAPIError(status int, typ string) string {
 	return kindOther
 }
 
-// apiErrorText matches the rendering of delegate.APIError.Error:
+// apiErrorText matches the renderings of delegate.APIError.Error:
 // "model api error (model m): status 429 Too Many Requests: type: ...",
 // "model api error (model m): status 200 OK: decode: ..." or
 // "model api error (model m): timeout: ...".
 var apiErrorText = regexp.MustCompile(`model api error(?: \(model .*?\))?: (?:status (\d{3})[^:]*(?:: |$))?([a-z_]+)?`)
 
-// apiKindText is apiKind for an error that survives only as text: a
-// strategy records a failed call in its trace as the error's message. It
-// reads the last API error rendered in s, for reporting only (retry
-// decisions never look at text).
+// apiKindText is apiKind for an error that survives only as text.
+// A strategy records a failed call in its trace as the error's message.
+// It reads the last API error rendered in s, for reporting only; retry decisions never look at text.
 func apiKindText(s string) string {
 	m := apiErrorText.FindAllStringSubmatch(s, -1)
 	if len(m) == 0 {
@@ -78,9 +77,9 @@ func apiKindText(s string) string {
 // callFailure is the reason of a rollout whose trace failed a call.
 func callFailure(failure string) string { return "call " + apiKindText(failure) }
 
-// traceCallFailure is the reason of a rollout whose trace t failed a call:
-// the kind of the last failed call, from the status and type its node
-// keeps (traces from before those fields existed fall back to the text).
+// traceCallFailure is the reason of a rollout whose trace t failed a call.
+// It is the kind of the last failed call, from the status and type its node keeps.
+// Traces from before those fields existed fall back to the text.
 func traceCallFailure(t *delegate.Trace) string {
 	calls := t.Calls()
 	for i := len(calls) - 1; i >= 0; i-- {

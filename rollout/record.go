@@ -42,9 +42,9 @@ const (
 	DropErrors     = "errors"       // fewer than two members scored, or the baseline failed
 )
 
-// Artifact is the record of one rollout in artifacts.jsonl: what the
-// reference recorded (prompt, stage-1 raw output, subtasks, both final
-// outputs, the judge's response, the reward) and what it did not.
+// Artifact is the record of one rollout in artifacts.jsonl.
+// It holds what the reference recorded and more.
+// The reference recorded the prompt, stage-1 raw output, subtasks, both final outputs, the judge's response and the reward.
 type Artifact struct {
 	Version  int    `json:"version"`
 	ID       string `json:"id"` // "<task id>#<group>.<index>"
@@ -57,8 +57,7 @@ type Artifact struct {
 	Strategy string `json:"strategy"`
 	Status   string `json:"status"`
 	Error    string `json:"error,omitempty"`
-	// Reason classifies a failed rollout's error (see Fail*), as
-	// Summary.Failed counts it.
+	// Reason classifies a failed rollout's error as one of Fail*, as Summary.Failed counts it.
 	Reason string `json:"reason,omitempty"`
 
 	Prompt          string   `json:"prompt"`
@@ -106,17 +105,17 @@ type CallInfo struct {
 	Error        string         `json:"error,omitempty"`
 }
 
-// GroupRecord is the record of one group in groups.jsonl, in the
-// trajectory-group layout: the arrays tokens, masks, inference_logprobs,
-// messages, scores, advantages and overrides have one entry per sequence,
-// and SequenceRollout says which rollout each sequence belongs to (a
-// rollout of decompose has two: its plan and its aggregation). Every
-// sequence of a rollout carries the rollout's score and advantage.
+// GroupRecord is the record of one group in groups.jsonl, in the trajectory-group layout.
+// Its arrays tokens, masks, inference_logprobs, messages, scores, advantages and overrides
+// have one entry per sequence.
+// SequenceRollout says which rollout each sequence belongs to.
+// A rollout of decompose has two: its plan and its aggregation.
+// Every sequence of a rollout carries the rollout's score and advantage.
 type GroupRecord struct {
 	Version int    `json:"version"`
 	ID      string `json:"id"` // "<task id>#<group>"
-	// Run is the run's random identifier: with ID, a group's identity
-	// across runs (a trajectory API's deduplication key).
+	// Run is the run's random identifier.
+	// With ID it is a group's identity across runs, which a trajectory API deduplicates on.
 	Run      string `json:"run,omitempty"`
 	Item     int    `json:"item"`
 	TaskID   string `json:"task_id"`
@@ -144,13 +143,12 @@ type GroupRecord struct {
 	TokenizedBy    []string      `json:"tokenized_by,omitempty"`
 	Overrides      []Override    `json:"overrides"`
 	GroupOverrides GroupOverride `json:"group_overrides"`
-	// Episodes are the attempts of Rollouts per role, one per member in
-	// its order (delegate.EpisodeVersion); records written before they
-	// were kept lack them.
+	// Episodes are the attempts of Rollouts per role, one per member in its order.
+	// Their format is delegate.EpisodeVersion. Records written before they were kept lack them.
 	Episodes []*delegate.Episode `json:"episodes,omitempty"`
-	// PolicyVersion is the trainer step the rollouts were sampled with: the
-	// oldest version the policy's backend reported in its responses, or
-	// else the sink's step when the item started (0 with neither).
+	// PolicyVersion is the trainer step the rollouts were sampled with.
+	// It is the oldest version the policy's backend reported,
+	// else the sink's step when the item started, else 0.
 	PolicyVersion int `json:"policy_version,omitempty"`
 }
 
@@ -166,11 +164,10 @@ type Member struct {
 	Outcome *Outcome `json:"outcome,omitempty"`
 }
 
-// Outcome is the part of a scorer's reward.Outcome a trainer reports in
-// its metrics: whether the answer was right (nil: no reference), the
-// sub-agent calls (delegation), the policy's tokens and the cost. It is
-// the root's outcome of an attempt; the fields older records had keep
-// their names.
+// Outcome is the part of a scorer's reward.Outcome that a trainer reports in its metrics.
+// It says whether the answer was right, nil without a reference,
+// and gives the sub-agent calls, the policy's tokens and the cost.
+// It is the root's outcome of an attempt; the fields older records had keep their names.
 type Outcome = delegate.Outcome
 
 // MissedMember is a rollout of the group that failed and is left out.
@@ -185,13 +182,13 @@ type Override struct {
 	SetAdvantageToZero bool `json:"set_advantage_to_zero,omitempty"`
 }
 
-// GroupOverride is a per-group instruction to the trainer: the number of
-// rollouts the group holds, which is less than the configured G when
-// members failed, and what played each role.
+// GroupOverride is a per-group instruction to the trainer.
+// It gives the number of rollouts the group holds, less than G when members failed,
+// and what played each role.
 type GroupOverride struct {
 	GroupSize int `json:"group_size"`
-	// Roles say, per role of the group's rollouts, its model, whether it
-	// was trained and the oldest weights version of its samples.
+	// Roles say what played each role of the group's rollouts.
+	// Each gives its model, whether it was trained and the oldest weights version of its samples.
 	Roles []delegate.RolePolicy `json:"roles,omitempty"`
 }
 
@@ -211,8 +208,8 @@ func callInfos(t *delegate.Trace) []CallInfo {
 	return out
 }
 
-// firstOutput is the output of the first call of one of roles (the
-// decompose plan, the strong model's first turn), "" when there is none.
+// firstOutput is the output of the first call of one of roles, or "" when there is none.
+// Examples are the decompose plan and the strong model's first turn.
 func firstOutput(t *delegate.Trace, roles []string) string {
 	for _, n := range t.Calls() {
 		if containsString(roles, n.Role) && n.Output != nil {

@@ -15,8 +15,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the record fixtures in testdata from a fresh run")
 
-// TestRecordFixtures decodes a record of every released version, kept in
-// testdata, so that a format change that breaks old files is noticed.
+// TestRecordFixtures decodes a record of every released version, kept in testdata.
+// A format change that breaks old files is then noticed.
 func TestRecordFixtures(t *testing.T) {
 	if *update {
 		dir := t.TempDir()
@@ -83,8 +83,9 @@ func TestDecodeOtherVersion(t *testing.T) {
 	}
 }
 
-// A run's records carry each rollout as an episode: the trained role's
-// samples only, every call's spend, and the roles in group_overrides.
+// A run's records carry each rollout as an episode.
+// An episode holds the trained role's samples only and every call's spend;
+// group_overrides holds the roles.
 func TestRecordsCarryEpisodes(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t)

@@ -58,9 +58,8 @@ type Summary struct {
 	Groups        int `json:"groups"`         // done: written or dropped
 	GroupsWritten int `json:"groups_written"` // in groups.jsonl
 	TiesKept      int `json:"ties_kept"`      // written with zero advantages (KeepTies)
-	// Splits counts the written sequences that continue a conversation but
-	// start a new sample, because their prompt ids did not extend the
-	// earlier ids (delegate.Sequence.Split).
+	// Splits counts the written sequences marked delegate.Sequence.Split.
+	// They continue a conversation but start a new sample, because their prompt ids did not extend the earlier ids.
 	Splits int `json:"splits"`
 	// Dropped counts the groups not written, by reason (Drop*).
 	Dropped map[string]int `json:"dropped"`
@@ -71,8 +70,8 @@ type Summary struct {
 	MeanCandidate float64 `json:"mean_candidate"` // the scorer's score of the rollouts
 	MeanBaseline  float64 `json:"mean_baseline"`  // the scorer's score of the baselines, per scored rollout
 
-	// Roles is what the rollouts spent, by role (the policy's roles and the
-	// scorer's), and Baselines what the baselines spent.
+	// Roles is what the rollouts spent, by the policy's roles and the scorer's.
+	// Baselines is what the baselines spent.
 	Roles     map[string]delegate.Totals `json:"roles"`
 	Baselines delegate.Totals            `json:"baselines"`
 	// Retries is the number of retried model calls over rollouts, scoring
@@ -186,10 +185,9 @@ func (a identity) diff(b identity) []string {
 	return append(out, fingerprintDiff(a.Fingerprint, b.Fingerprint)...)
 }
 
-// fingerprintDiff names what differs between the fingerprint stored and
-// the current one: key by key when both are JSON (process gives its
-// settings so); a run recorded by an earlier version holds the first 8
-// bytes of the settings' SHA-256 in hex, equal when the settings are.
+// fingerprintDiff names what differs between the fingerprint stored and the current one.
+// It goes key by key when both are JSON, as process gives its settings.
+// A run recorded by an earlier version holds the first 8 bytes of the settings' SHA-256 in hex.
 func fingerprintDiff(old, now string) []string {
 	if old == now {
 		return nil
@@ -244,15 +242,13 @@ type runner struct {
 	runID string     // the run's random identifier (store.DB.RunID)
 }
 
-// Policies gives the strategy that runs rollout k of task item (item
-// indexes the task list): the same strategy for every rollout (Same), or
-// one built for the rollout around a policy agent seeded for it (a
-// delegate.Sampler with Sampling.Seed), so that the rollout depends on
-// its seed alone and a run redone, or resumed, or made in memory by
-// Groups, samples the same.
-// Every strategy it gives must have the same name. Run and Groups call it
-// from one goroutine, once per rollout they run; Run calls it once more at
-// the start for the strategy's name, and runs nothing with that one.
+// Policies gives the strategy that runs rollout k of the task at index item.
+// Same gives one strategy for every rollout.
+// Otherwise each rollout gets one built around a policy agent seeded for it by Sampling.Seed.
+// The rollout then depends on its seed alone, so a run redone, resumed or made by Groups samples the same.
+// Every strategy it gives must have the same name.
+// Run and Groups call it from one goroutine, once per rollout.
+// Run calls it once more at the start for the strategy's name, and runs nothing with that one.
 type Policies func(item, k int) (delegate.Strategy, error)
 
 // Same is the Policies of one strategy for every rollout.
@@ -260,30 +256,29 @@ func Same(s delegate.Strategy) Policies {
 	return func(int, int) (delegate.Strategy, error) { return s, nil }
 }
 
-// Run runs `delegate process`: for each of the first cfg.Items tasks, the
-// baseline strategy once (none when baseline is nil: the scorer then gets
-// a nil baseline trace) and cfg.GroupSize rollouts of the policy strategy
-// (policies gives it, rollout by rollout), at most cfg.Concurrency
-// rollouts in flight; each rollout is scored by scorer, recorded in
-// artifacts.jsonl, and the group's rewards are turned into advantages and
-// recorded in groups.jsonl (or counted as dropped). summary.json is
-// written whenever Run returns, interrupted or not.
+// Run runs `delegate process` on the first cfg.Items tasks.
+// Each task gets the baseline once and cfg.GroupSize rollouts of the strategies policies gives.
+// A nil baseline runs none, and the scorer then gets a nil baseline trace.
+// At most cfg.Concurrency rollouts are in flight.
+// Each rollout is scored by scorer and recorded in artifacts.jsonl.
+// Each group's rewards become advantages, recorded in groups.jsonl, or the group is counted as dropped.
+// summary.json is written whenever Run returns, interrupted or not.
 //
-// A rollout that fails (a call it needs failed, the scorer failed, it
-// panicked) is recorded as failed and its siblings go on. Run returns an
-// error for what stops the run itself: a cancelled ctx, a file or state
-// database that cannot be written, an advantage function that fails, a
-// policy that cannot be built.
+// A rollout that fails is recorded as failed and its siblings go on.
+// It fails when a call it needs fails, the scorer fails or it panics.
+// Run returns an error for what stops the run itself: a cancelled ctx,
+// a file or state database that cannot be written, a failing advantage function,
+// or a policy that cannot be built.
 //
-// Run resumes the run found in cfg.OutDir: work recorded in its state is
-// not redone, bytes written after the last recorded record are truncated
-// away (Summary.Repairs says so) and their work redone, and a different
-// configuration (dataset, G, strategies...) is an error naming the
-// difference. One Run at a time may use an output directory: a second,
-// in this process or another, fails while the first holds the state.
+// Run resumes the run found in cfg.OutDir; work recorded in its state is not redone.
+// Bytes written after the last recorded record are truncated away and their work redone;
+// Summary.Repairs says so.
+// A different configuration, such as dataset, G or strategies, is an error naming the difference.
+// One Run at a time may use an output directory.
+// A second, in this process or another, fails while the first holds the state.
 //
-// Progress snapshots go to progress (which may be nil) by non-blocking
-// sends; Run never closes it.
+// Progress snapshots go to progress, which may be nil, by non-blocking sends.
+// Run never closes it.
 func Run(ctx context.Context, cfg Config, tasks []delegate.Task, baseline delegate.Strategy, policies Policies, scorer Scorer, progress chan<- Progress) (Summary, error) {
 	if err := cfg.Validate(); err != nil {
 		return Summary{}, fmt.Errorf("process: config: %w", err)
@@ -376,8 +371,8 @@ func runConfig(cfg Config, tasks []delegate.Task, policies Policies) (Config, []
 	return cfg, tasks, policy, nil
 }
 
-// processSinking processes the run's items while its sink, when there is
-// one, takes the groups of r.sendq as they are written.
+// processSinking processes the run's items.
+// Meanwhile its sink, when there is one, takes the groups of r.sendq as they are written.
 func (r *runner) processSinking(ctx context.Context) error {
 	var sinkDone chan error
 	sctx, stopSink := context.WithCancel(ctx)
@@ -491,8 +486,8 @@ type rolloutTally struct {
 	Candidate float64 `json:"candidate"`
 	Baseline  float64 `json:"baseline"`
 	Fixed     string  `json:"fixed,omitempty"`
-	// Roles is what the rollout spent, by role: the policy's calls and the
-	// scorer's (under the judge's role), failed rollouts included.
+	// Roles is what the rollout spent, by role, failed rollouts included.
+	// It counts the policy's calls and the scorer's, under the judge's role.
 	Roles map[string]delegate.Totals `json:"roles,omitempty"`
 	// Outcome is what the score was computed from, when the scorer says.
 	Outcome *Outcome `json:"outcome,omitempty"`
@@ -691,13 +686,12 @@ type played struct {
 	sc     *Score          // nil when the rollout failed
 }
 
-// play runs rollout k of task with policy and scores it against base (nil
-// when there is none): the one rollout of Run and of Groups. A rollout
-// whose run failed (a call it needed, a panic) or that could not be
-// scored, or whose reward is not finite, is a failed rollout, its reason
-// classified; a rollout cut short by ctx leaves p.st nil, so that a resume
-// redoes it. roles are the policy's trained roles, whose calls make the
-// rollout's sequences.
+// play runs rollout k of task with policy and scores it against base, which may be nil.
+// It is the one rollout of Run and of Groups.
+// A rollout is failed, its reason classified, when its run failed,
+// it could not be scored, or its reward is not finite.
+// A rollout cut short by ctx leaves p.st nil, so that a resume redoes it.
+// roles are the policy's trained roles, whose calls make the rollout's sequences.
 func play(ctx context.Context, policy delegate.Strategy, scorer Scorer, task delegate.Task, base *delegate.Trace, roles []string, k int) (p played) {
 	id := rolloutID(task.ID, 0, k)
 	fail := func(reason, msg string) {
@@ -773,8 +767,8 @@ func episodeOf(tr *delegate.Trace, taskID string, roles []string, sc *Score) *de
 	return e
 }
 
-// playBaseline runs the baseline strategy on task. A run that returned an
-// error is recorded in the trace's failure (see baselineFailed).
+// playBaseline runs the baseline strategy on task.
+// A run that returned an error is recorded in the trace's failure, which baselineFailed reads.
 func playBaseline(ctx context.Context, baseline delegate.Strategy, task delegate.Task) *delegate.Trace {
 	tr, runErr := baseline.Run(ctx, task.Prompt, nil)
 	if tr == nil {
@@ -787,9 +781,9 @@ func playBaseline(ctx context.Context, baseline delegate.Strategy, task delegate
 	return tr
 }
 
-// baselineFailed reports whether a baseline failed so that its group
-// cannot be scored: a call it needed failed, or it panicked. Such a group
-// is dropped (DropErrors).
+// baselineFailed reports whether a baseline failed so that its group cannot be scored.
+// That is when a call it needed failed, or it panicked.
+// Such a group is dropped as DropErrors.
 func baselineFailed(tr *delegate.Trace) bool {
 	return tr.FailureKind == delegate.FailureCall || tr.FailureKind == delegate.FailurePanic
 }
@@ -908,13 +902,12 @@ func (r *runner) finish(ctx context.Context, it *item) error {
 	return r.commitGroup(ctx, it, st, rec)
 }
 
-// decide makes a finished group's record from its rollouts (every one
-// done, in index order), filling rec, which carries the group's identity:
-// the one rule of Run and of Groups. A group with fewer than two scored
-// rollouts is dropped (DropErrors); a tied one (see tie) is dropped, or
-// with keepTies written with zero advantages and set_advantage_to_zero
-// overrides; any other gets the advantages of its rewards. The record is
-// nil when the group is dropped; the state says why.
+// decide makes a finished group's record from its rollouts, all done and in index order.
+// It fills rec, which carries the group's identity. It is the one rule of Run and of Groups.
+// A group with fewer than two scored rollouts is dropped as DropErrors.
+// A tied group is dropped, or with keepTies written with zero advantages and set_advantage_to_zero overrides.
+// Any other group gets the advantages of its rewards.
+// The record is nil when the group is dropped; the state says why.
 func decide(results []*rolloutState, keepTies bool, advantages Advantages, rec *GroupRecord) (groupState, *GroupRecord, error) {
 	var members []*rolloutState
 	var missing []MissedMember
@@ -1002,13 +995,11 @@ func allEqual(xs []float64) bool {
 	return true
 }
 
-// tieReason says why a group tied: every member failed the format, every
-// member was truncated, or their rewards were simply equal.
-// tie reports whether a group carries no learning signal, and why: every
-// rollout failed the format (DropFormat) or was cut at max_tokens
-// (DropTruncation), whatever their rewards (those then differ by their
-// token costs alone, which advantages would blow up to full size), or
-// every reward is equal (DropEqual).
+// tie reports whether a group carries no learning signal, and why.
+// A group ties when every rollout failed the format, DropFormat,
+// or every rollout was cut at max_tokens, DropTruncation, whatever their rewards.
+// Those rewards differ by token costs alone, which advantages would blow up to full size.
+// A group also ties when every reward is equal, DropEqual.
 func tie(members []*rolloutState, rewards []float64) (reason string, tied bool) {
 	format, trunc := true, true
 	for _, m := range members {

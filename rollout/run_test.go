@@ -25,9 +25,8 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// withTokens gives a text response the token ids and logprobs a local
-// model returns: the prompt rendered by the chat template, then the ids of
-// the reply and its closing <|end|>.
+// withTokens gives a text response the token ids and logprobs a local model returns.
+// The ids are the prompt rendered by the chat template, then the reply and its closing <|end|>.
 func withTokens(req *delegate.Request, resp *delegate.Response) *delegate.Response {
 	resp.PromptTokenIDs = tokenizer.Render(req.Messages, req.Tools, true)
 	if !req.Logprobs {
@@ -75,8 +74,8 @@ type fixture struct {
 	failPlan func(n int64) bool  // fail the n-th plan call
 	onCall   func(n int64)       // called at every delegator call, numbered from 1
 	badPlan  bool                // plan without tags: a format failure
-	// formatCost, when set, is subtracted from a format failure's -1: the
-	// token cost that graded rewards add to a fixed reward.
+	// formatCost, when set, is subtracted from a format failure's -1.
+	// It is the token cost that graded rewards add to a fixed reward.
 	formatCost func() float64
 	planN      atomic.Int64 // plan calls so far
 	aggN       atomic.Int64 // aggregation calls so far
@@ -227,9 +226,9 @@ func readGroups(t *testing.T, dir string) []*GroupRecord {
 	return out
 }
 
-// checkComplete checks the invariants of a finished run: exactly items×g
-// artifacts with the expected unique ids, one group decision per item, and
-// a summary.json that agrees.
+// checkComplete checks the invariants of a finished run.
+// There are exactly items×g artifacts with the expected unique ids and one group decision per item,
+// and summary.json agrees.
 func checkComplete(t *testing.T, dir string, items, g int) ([]*Artifact, []*GroupRecord, Summary) {
 	t.Helper()
 	arts := readArtifacts(t, dir)
@@ -280,9 +279,9 @@ func checkComplete(t *testing.T, dir string, items, g int) ([]*Artifact, []*Grou
 	return arts, groups, s
 }
 
-// checkSequences checks the token layout of a group against the chat
-// template: equal lengths, -100 exactly outside the trained assistant
-// spans, logprob placeholders 1.0 where masked.
+// checkSequences checks the token layout of a group against the chat template.
+// Lengths are equal, masks are -100 exactly outside the trained assistant spans,
+// and logprobs are 1.0 where masked.
 func checkSequences(t *testing.T, gr *GroupRecord, tools ...delegate.Tool) {
 	t.Helper()
 	n := len(gr.Scores)
@@ -681,9 +680,8 @@ func TestRunBaselineFails(t *testing.T) {
 	}
 }
 
-// A run without a baseline plays no single-model call per item, hands the
-// scorer a nil baseline, and is a run of its own: the same directory
-// with a baseline is another configuration.
+// A run without a baseline plays no single-model call per item and hands the scorer a nil baseline.
+// It is a run of its own: the same directory with a baseline is another configuration.
 func TestRunWithoutBaseline(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t)
@@ -745,9 +743,9 @@ func TestRunScorerPanics(t *testing.T) {
 	}
 }
 
-// TestRunRouteSequences checks that route's turns extend one sequence: the
-// strong model's second call continues its first conversation, so a rollout
-// is one sequence with both of its turns trained.
+// TestRunRouteSequences checks that route's turns extend one sequence.
+// The strong model's second call continues its first conversation,
+// so a rollout is one sequence with both of its turns trained.
 func TestRunRouteSequences(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t)
@@ -854,8 +852,8 @@ func TestRunWithoutLogprobs(t *testing.T) {
 
 func TestRunAllFormatFailures(t *testing.T) {
 	t.Run("equal rewards", func(t *testing.T) { testAllFormatFailures(t, nil) })
-	// Rewards that differ by their token costs alone carry no signal: the
-	// group is dropped all the same, not given full-size advantages.
+	// Rewards that differ by their token costs alone carry no signal.
+	// The group is dropped all the same, not given full-size advantages.
 	var n atomic.Int64
 	t.Run("rewards differing by cost", func(t *testing.T) {
 		testAllFormatFailures(t, func() float64 { return 1e-5 * float64(n.Add(1)) })

@@ -11,14 +11,13 @@ import (
 	"github.com/delegatelab/delegate/score"
 )
 
-// RewardScorer is the Scorer of `delegate process`: it reads the format of
-// a rollout from its trace, checks the answer against the task's reference
-// where there is one (Verify), asks the judge to compare the rollout's
-// answer with the baseline's only when that can change the reward
-// (reward.NeedsJudge), and applies the reward function. It is safe for
-// concurrent use when Judge, Verify and Reward are. Without a baseline
-// (Groups with none, as the trainer runs it) Baseline is 0 and only tasks
-// with a reference answer can be scored.
+// RewardScorer is the Scorer of `delegate process`.
+// It reads a rollout's format from its trace and checks the answer with Verify where there is a reference.
+// It asks the judge to compare with the baseline only when reward.NeedsJudge says that can change the reward.
+// Then it applies the reward function.
+// It is safe for concurrent use when Judge, Verify and Reward are.
+// Without a baseline, as when the trainer runs Groups, Baseline is 0
+// and only tasks with a reference answer can be scored.
 type RewardScorer struct {
 	// Judge compares answers to open-ended requests; nil when every task has
 	// a reference answer.
@@ -29,21 +28,20 @@ type RewardScorer struct {
 	// Reward is the reward function: reward.Parity, or one a
 	// reward.Config selects.
 	Reward func(reward.Outcome) float64
-	// PolicyRoles are the roles whose tokens the cost term counts (the
-	// policy's); the calls of every other role count as delegated calls.
-	// Default: the trace strategy's deciding role (see Config.TrainRoles).
+	// PolicyRoles are the policy's roles, whose tokens the cost term counts.
+	// The calls of every other role count as delegated calls.
+	// The default is the trace strategy's deciding role, as for Config.TrainRoles.
 	PolicyRoles []string
-	// GeneratedTokens makes the cost term count only the tokens the policy
-	// roles generated (their completion tokens), as the training world's
-	// reward does (world.RewardOf), instead of their whole usage.
+	// GeneratedTokens makes the cost term count only the policy roles' completion tokens.
+	// That is what the training world's world.RewardOf does, instead of counting their whole usage.
 	GeneratedTokens bool
 	// Step is the trainer step the scored rollouts were sampled for, set
 	// in every reward.Outcome; 0 outside training. See At.
 	Step int
 }
 
-// At is a copy of s that scores rollouts sampled for trainer step step,
-// so that a reward annealed over training (reward.CriticalPath) anneals.
+// At is a copy of s that scores rollouts sampled for trainer step step.
+// A reward annealed over training, such as reward.CriticalPath, then anneals.
 func (s *RewardScorer) At(step int) *RewardScorer {
 	c := *s
 	c.Step = step

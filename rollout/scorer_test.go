@@ -182,10 +182,9 @@ func TestRunWithRewardScorer(t *testing.T) {
 	}
 }
 
-// TestRewardScorerCostInputs checks what the cost-aware rewards read from a
-// decompose trace: every call, the calls per model, and a critical path of
-// the plan, one of the three sub-agents that run side by side, and the
-// aggregation.
+// TestRewardScorerCostInputs checks what the cost-aware rewards read from a decompose trace.
+// They read every call and the calls per model.
+// The critical path is the plan, one of the three sub-agents that run side by side, and the aggregation.
 func TestRewardScorerCostInputs(t *testing.T) {
 	tr := parallelTrace(t)
 	sc := &RewardScorer{Reward: reward.DefaultGraded().Reward}
@@ -206,9 +205,8 @@ func TestRewardScorerCostInputs(t *testing.T) {
 	}
 }
 
-// TestRewardScorerAnneals: a scorer At a trainer step pays the critical
-// path reward's parallelism bonus at that step's weight,
-// Bonus·max(0, 1-step/AnnealSteps), and records the step.
+// TestRewardScorerAnneals checks a scorer At a trainer step, which records the step.
+// It pays the critical path reward's parallelism bonus at that step's weight, Bonus·max(0, 1-step/AnnealSteps).
 func TestRewardScorerAnneals(t *testing.T) {
 	tr := parallelTrace(t)
 	cp := reward.DefaultConfig().CriticalPath // bonus 0.2 over 100 steps
@@ -244,8 +242,8 @@ func TestRewardScorerAnneals(t *testing.T) {
 	}
 }
 
-// parallelTrace is a decompose trace whose three sub-agents run side by
-// side, with the right answer 45: 5 calls, 3 on the critical path.
+// parallelTrace is a decompose trace whose three sub-agents run side by side.
+// Its right answer is 45. It has 5 calls, 3 on the critical path.
 func parallelTrace(t *testing.T) *delegate.Trace {
 	t.Helper()
 	var mu sync.Mutex

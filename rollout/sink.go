@@ -11,9 +11,9 @@ import (
 	"github.com/delegatelab/delegate/store"
 )
 
-// sendQueue holds the written groups not yet sent, as their places in
-// groups.jsonl (not their records: a slow sink costs no memory per
-// group's sequences). Safe for concurrent use.
+// sendQueue holds the written groups not yet sent, as their places in groups.jsonl.
+// It keeps places, not records, so a slow sink costs no memory per group's sequences.
+// Safe for concurrent use.
 type sendQueue struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -84,9 +84,9 @@ func (r *runner) unsent(ctx context.Context) (*sendQueue, error) {
 	return q, nil
 }
 
-// sendGroups sends the queued groups to the sink one by one, reading each
-// record back from groups.jsonl, and records each as sent. On an error it
-// calls stop, so that the run ends too.
+// sendGroups sends the queued groups to the sink one by one and records each as sent.
+// It reads each record back from groups.jsonl.
+// On an error it calls stop, so that the run ends too.
 func (r *runner) sendGroups(ctx context.Context, stop func()) error {
 	af := r.files[GroupsFile]
 	for {

@@ -63,9 +63,8 @@ func TestRunSendsEveryWrittenGroup(t *testing.T) {
 	}
 }
 
-// TestRunSinkFailureResumes: a Send that fails stops the run with its
-// error; the same run resumed sends what was not sent, so that every
-// written group reaches a sink exactly once.
+// TestRunSinkFailureResumes checks that a failing Send stops the run with its error.
+// The same run resumed sends what was not sent, so every written group reaches a sink exactly once.
 func TestRunSinkFailureResumes(t *testing.T) {
 	dir := t.TempDir()
 	f := newFixture(t)

@@ -28,8 +28,8 @@ func tinyServer(t *testing.T) string {
 
 const calcTool = `"tools":[{"type":"function","function":{"name":"calc","parameters":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}}}]`
 
-// A request the server cannot honour is a 400 naming the parameter, over
-// real HTTP, whether the format's rules or the local model refuse it.
+// A request the server cannot honour is a 400 naming the parameter, over real HTTP.
+// That holds whether the format's rules or the local model refuse it.
 func TestServerConstraintRefusals(t *testing.T) {
 	url := tinyServer(t) + "/v1/chat/completions"
 	msgs := `"model":"m","messages":[{"role":"user","content":"x"}]`
@@ -61,8 +61,8 @@ func TestServerConstraintRefusals(t *testing.T) {
 	}
 }
 
-// A required call comes back as a call to the declared tool with valid
-// arguments, and tool_choice none as text with no call syntax.
+// A required call comes back as a call to the declared tool with valid arguments.
+// With tool_choice none the answer is text with no call syntax.
 func TestServerToolChoice(t *testing.T) {
 	url := tinyServer(t) + "/v1/chat/completions"
 	msgs := `"model":"m","messages":[{"role":"user","content":"x"}],"temperature":1,"max_tokens":600`

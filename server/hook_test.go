@@ -14,10 +14,9 @@ import (
 	"github.com/delegatelab/delegate/server"
 )
 
-// TestHookSeesAndChangesEachCall checks the hook's contract, plain and
-// streamed: it gets the HTTP request and the model's request with the
-// default system prompt, what it changes in the request reaches the
-// model, and what done changes in the response is what is sent.
+// TestHookSeesAndChangesEachCall checks the hook's contract, plain and streamed.
+// It gets the HTTP request and the model's request with the default system prompt.
+// What it changes in the request reaches the model, and what done changes in the response is sent.
 func TestHookSeesAndChangesEachCall(t *testing.T) {
 	fake := modeltest.New("m", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		resp := modeltest.Text("ok")

@@ -16,8 +16,8 @@ import (
 // believes a field was honoured when it was dropped. OpenAI's own fields
 // that the server does not implement are accepted only as null.
 
-// shape is the keys one kind of object may have, and the shapes of its
-// nested objects and lists of objects.
+// shape is the keys one kind of object may have.
+// It also holds the shapes of its nested objects and lists of objects.
 type shape struct {
 	keys     map[string]bool
 	nullOnly map[string]string // OpenAI's fields accepted as null: why not otherwise
@@ -110,9 +110,9 @@ func checkNested(key string, raw []byte) *apiErr {
 	return badRequest(where, "%s: not supported by this server (%s)", where, bad.why)
 }
 
-// badField is a refused field: its path below the parameter, and why
-// when it is one of OpenAI's ("" for an unknown one). The path is built
-// only for a refusal, so that a valid body costs no allocation per key.
+// badField is a refused field: its path below the parameter, and why.
+// The reason is "" for a field that is not one of OpenAI's.
+// The path is built only for a refusal, so a valid body costs no allocation per key.
 type badField struct{ path, why string }
 
 // checkList checks each object of raw, a valid JSON value, when it is an
@@ -206,8 +206,8 @@ func (s *shape) checkMember(member []byte) *badField {
 	return bad
 }
 
-// memberKey splits an object's member, valid JSON, into its key as it
-// is written (quoted, escapes kept) less the quotes, and its value.
+// memberKey splits an object's member, valid JSON, into its key and value.
+// The key is as written, escapes kept, less the quotes.
 func memberKey(member []byte) (key, value []byte) {
 	end := 1
 	for ; end < len(member) && member[end] != '"'; end++ {

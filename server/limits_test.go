@@ -430,10 +430,9 @@ func TestServerDefaultSystemPrompt(t *testing.T) {
 	}
 }
 
-// TestServerTimeouts runs the handler under an http.Server with the timeouts
-// `delegate serve` sets, short: a generation longer than the read timeout
-// still answers (the read deadline is cleared once the body is in), and a
-// client that sends its body too slowly is cut off.
+// TestServerTimeouts runs the handler under an http.Server with the timeouts `delegate serve` sets, short.
+// A generation longer than the read timeout still answers: the read deadline is cleared once the body is in.
+// A client that sends its body too slowly is cut off.
 func TestServerTimeouts(t *testing.T) {
 	m := modeltest.New("m", func(ctx context.Context, _ *delegate.Request) (*delegate.Response, error) {
 		select {
@@ -527,9 +526,9 @@ func TestServerPanicIsA500(t *testing.T) {
 	}
 }
 
-// TestServerBodyBudget: bodies are charged as their bytes arrive, so
-// clients trickling bodies hold only what they sent, and a request that
-// would pass the budget gets 503 until they go.
+// TestServerBodyBudget checks that bodies are charged as their bytes arrive.
+// Clients trickling bodies hold only what they sent,
+// and a request that would pass the budget gets 503 until they go.
 func TestServerBodyBudget(t *testing.T) {
 	// One turn and one place in the queue: twenty stalled clients must not
 	// take them, as they would if a request counted from its headers.
@@ -596,8 +595,8 @@ func TestServerBodyBudget(t *testing.T) {
 	}
 }
 
-// A client that hangs up while its answer is generated is counted as 499,
-// streamed or not, and the generation is cancelled.
+// A client that hangs up while its answer is generated is counted as 499, streamed or not.
+// The generation is cancelled.
 func TestServerClientGoneIs499(t *testing.T) {
 	for _, body := range []string{userX, strings.Replace(userX, `"model"`, `"stream":true,"model"`, 1)} {
 		m := &blocking{release: make(chan struct{}), cond: make(chan struct{}, 1)}

@@ -13,10 +13,10 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// Bounds of TestServerMemoryOfHostileShapes, stated in docs/serve.md: a
-// request of any shape, its body at most the 1 MiB limit, allocates at
-// most allocPerRequest bytes in the process (server and client), and the
-// server holds nothing of it once answered.
+// Bounds of TestServerMemoryOfHostileShapes, stated in docs/serve.md.
+// A request of any shape, its body at most the 1 MiB limit,
+// allocates at most allocPerRequest bytes in the process, server and client together.
+// The server holds nothing of it once answered.
 const (
 	allocPerRequest = 8 << 20
 	heldAfterAll    = 8 << 20
@@ -63,11 +63,10 @@ func hostileShapes(limit int) map[string]struct {
 	}
 }
 
-// TestServerMemoryOfHostileShapes sends each shape several times to a
-// server of a small local model and measures the process's allocations
-// (runtime.MemStats) around them: each request must stay under
-// allocPerRequest, and what the heap holds after them all under
-// heldAfterAll more than before.
+// TestServerMemoryOfHostileShapes sends each shape several times to a server of a small local model.
+// It measures the process's allocations around them with runtime.MemStats.
+// Each request must stay under allocPerRequest,
+// and the heap after them all must hold under heldAfterAll more than before.
 func TestServerMemoryOfHostileShapes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends about 70 MiB of requests")

@@ -125,11 +125,11 @@ type skip struct{}
 
 func (*skip) UnmarshalJSON([]byte) error { return nil }
 
-// checkParams reads the top-level object of buf in place: every key must
-// be a parameter the server implements, accepts as a no-op, or leaves to
-// constrained decoding, and every list must be within its bound. A
-// null value of one of OpenAI's parameters is the parameter left out; an
-// unknown key is refused whatever its value.
+// checkParams reads the top-level object of buf in place.
+// Every key must be a parameter the server implements, accepts as a no-op, or leaves to constrained decoding.
+// Every list must be within its bound.
+// A null value of one of OpenAI's parameters is the parameter left out.
+// An unknown key is refused whatever its value.
 func checkParams(buf []byte) *apiErr {
 	if !json.Valid(buf) {
 		return syntaxError(buf)
@@ -262,16 +262,16 @@ func (c *counted) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// countElements counts the elements of raw, a valid JSON value, up to
-// limit; ok is false when raw is not an array.
+// countElements counts the elements of raw, a valid JSON value, up to limit.
+// ok is false when raw is not an array.
 func countElements(raw []byte, limit int) (n int, ok bool) {
 	return eachElement(raw, '[', limit, nil)
 }
 
-// eachElement calls fn (when not nil) with each element of raw, a valid
-// JSON value, in order, until fn returns false or limit elements have
-// been seen. It returns the elements seen; ok is false when raw is not
-// an array, or with open '{' an object, whose elements are its members.
+// eachElement calls fn with each element of raw, a valid JSON value, in order.
+// It stops when fn returns false or limit elements have been seen. A nil fn only counts.
+// It returns the elements seen.
+// ok is false when raw is not an array, or with open '{' an object, whose elements are its members.
 func eachElement(raw []byte, open byte, limit int, fn func(i int, elem []byte) bool) (n int, ok bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) < 2 || raw[0] != open {
@@ -331,9 +331,8 @@ func notRequest(err error) *apiErr {
 	return badRequest("", "request body is not a chat completion request: %v", err)
 }
 
-// badText returns the offset of the first byte of buf that is not UTF-8,
-// or of the first escape of a lone UTF-16 surrogate (\ud800), which JSON
-// decoders silently replace; -1 when there is none.
+// badText returns the offset of the first byte of buf that is not UTF-8, or -1.
+// An escaped lone UTF-16 surrogate such as \ud800 counts too, since JSON decoders silently replace it.
 func badText(buf []byte) int {
 	if utf8.Valid(buf) && !bytes.Contains(buf, []byte(`\u`)) && !bytes.Contains(buf, []byte(`\U`)) {
 		return -1
@@ -387,9 +386,9 @@ func hex4(b []byte) (rune, bool) {
 	return rune(v), err == nil
 }
 
-// pathAt names the parameter whose key or value holds byte off of buf,
-// as OpenAI's errors name one ("messages[2].content"); "" when buf is not
-// JSON up to there. It runs only for a body already refused.
+// pathAt names the parameter whose key or value holds byte off of buf, as in "messages[2].content".
+// That is how OpenAI's errors name one. It is "" when buf is not JSON up to there.
+// It runs only for a body already refused.
 func pathAt(buf []byte, off int) string {
 	type frame struct {
 		object  bool

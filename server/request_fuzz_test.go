@@ -9,10 +9,9 @@ import (
 	"github.com/delegatelab/delegate/openai/wire"
 )
 
-// FuzzDecodeRequest checks that the checks on a body's bytes agree with
-// what decoding builds: a body decodeRequest accepts holds lists within
-// their bounds and only valid UTF-8, whatever the bytes; any other is a
-// 400 or 413.
+// FuzzDecodeRequest checks that the checks on a body's bytes agree with what decoding builds.
+// A body decodeRequest accepts holds lists within their bounds and only valid UTF-8, whatever the bytes.
+// Any other body is a 400 or 413.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"model":"m","messages":[{"role":"user","content":"x"}]}`,

@@ -59,9 +59,8 @@ func TestServerRetrieveModel(t *testing.T) {
 	}
 }
 
-// TestServerCreatedIsTheResponses checks that created is when a response
-// was made, not when the server started: the model answers only once the
-// clock's second has moved on from the server's start.
+// TestServerCreatedIsTheResponses checks that created is when a response was made, not when the server started.
+// The model answers only once the clock's second has moved on from the server's start.
 func TestServerCreatedIsTheResponses(t *testing.T) {
 	var started int64
 	later := func(context.Context, *delegate.Request) (*delegate.Response, error) {

@@ -1,22 +1,11 @@
-// Package server exposes any delegate.Model as an OpenAI-compatible HTTP
-// server: POST /v1/chat/completions (tool calls, usage, logprobs, streaming
-// as server-sent events, and vLLM's return_token_ids and
-// return_tokens_as_token_ids), GET /v1/models and /v1/models/{model},
-// GET /health and GET /metrics (Prometheus text format). Every request is
-// counted by route and status, and logged at info level when it ends. It
-// is what `delegate serve` runs over the project's local transformers, so
-// that any OpenAI client, ours or another, can call them. Concurrent
-// requests reach the model concurrently; a local model batches them in its
-// engine.
-//
-// A Server bounds what one client can cost it: an optional API key checked
-// in constant time, a body size limit (413 beyond it), a bound on every
-// list of a request and a refusal of parameters it does not implement
-// (400, checked before the body is decoded), a bound on the requests
-// generating at once and on those waiting for a turn (503 with Retry-After
-// beyond them), and a bound on how long one waits. Timeouts of the
-// connection itself (read, write, idle) belong to the http.Server that
-// carries the handler; see Timeouts.
+// Package server exposes any delegate.Model as an OpenAI-compatible HTTP server.
+// It is what `delegate serve` runs, so that any OpenAI client can call the project's local models.
+// It serves chat completions with tools, logprobs and streaming, the model list, health and metrics.
+// Concurrent requests reach the model concurrently; a local model batches them in its engine.
+// A Server bounds what one client can cost it: key, body size, list lengths, parameters,
+// requests generating and waiting, and waiting time.
+// Connection timeouts belong to the http.Server that carries the handler.
+// docs/serve.md gives the endpoints, the limits and what is refused.
 package server
 
 import (
@@ -45,12 +34,12 @@ import (
 // Config bounds a Server. DefaultConfig holds the defaults; a zero field
 // means zero, and Validate refuses the zeros that would serve nothing.
 type Config struct {
-	// APIKey, when set, must come with every /v1 request and /metrics as
-	// "Authorization: Bearer KEY"; /health stays open for load balancers.
+	// APIKey, when set, must come with every /v1 request and /metrics as a bearer token.
+	// /health stays open for load balancers.
 	// It is compared in constant time and never logged.
 	APIKey string
-	// Hosts lists the host names a request may name besides IP addresses
-	// and localhost, when there is no APIKey (see package internal/edge).
+	// Hosts lists the host names a request may name besides IP addresses and localhost.
+	// It applies when there is no APIKey, as package internal/edge describes.
 	Hosts []string
 	// MaxBody bounds a request body in bytes, at least 1.
 	MaxBody int64
@@ -64,29 +53,28 @@ type Config struct {
 	// MaxQueue bounds the requests waiting for a turn; a request beyond it
 	// gets 503 at once; 0: none wait.
 	MaxQueue int
-	// BodyBudget bounds the bytes of request bodies the server holds at
-	// once: those being read, and those of requests waiting or generating.
-	// A body is charged as its bytes arrive, so a client trickling its
-	// body holds only what it has sent; a request whose body would pass the
-	// budget gets 503. At least MaxBody; (MaxConcurrent+MaxQueue)·MaxBody
-	// holds a full body for every request generating or waiting.
+	// BodyBudget bounds the bytes of request bodies the server holds at once.
+	// It counts bodies being read and those of requests waiting or generating.
+	// A body is charged as its bytes arrive, so a client trickling its body holds only what it has sent.
+	// A request whose body would pass the budget gets 503.
+	// At least MaxBody. (MaxConcurrent+MaxQueue)·MaxBody holds a full body for every request.
 	BodyBudget int64
 	// QueueTimeout bounds a request's wait for a turn; past it the request
 	// gets 503. It must be positive.
 	QueueTimeout time.Duration
-	// RequestTimeout bounds the generation of one chat completion, turn
-	// taken; past it the request fails with 504 (or, streaming, ends with
-	// an error event). It must be positive.
+	// RequestTimeout bounds the generation of one chat completion once it has its turn.
+	// Past it the request fails with 504, or a stream ends with an error event.
+	// It must be positive.
 	RequestTimeout time.Duration
-	// System holds default system prompts by model name: a request to that
-	// model with no system (or developer) message gets this one first, as
-	// the model was trained with.
+	// System holds default system prompts by model name.
+	// A request to that model with no system or developer message gets this one first,
+	// as the model was trained with.
 	System map[string]string
 }
 
-// DefaultConfig returns the defaults: bodies of 1 MiB, n up to 64, 32
-// generating (a local model's default batch) and 64 waiting, a body budget
-// of (32+64) MiB, 30s in the queue and 5 minutes to generate.
+// DefaultConfig returns the defaults: bodies of 1 MiB, n up to 64, 32 generating and 64 waiting.
+// 32 is a local model's default batch.
+// The body budget is 96 MiB, with 30s in the queue and 5 minutes to generate.
 func DefaultConfig() Config {
 	c := Config{MaxBody: 1 << 20, MaxN: 64, MaxConcurrent: 32, MaxQueue: 64, QueueTimeout: 30 * time.Second, RequestTimeout: 5 * time.Minute}
 	c.BodyBudget = c.FullBodyBudget()
@@ -147,9 +135,9 @@ type Server struct {
 	log     *slog.Logger
 	created int64
 	served  atomic.Int64
-	// bodies charges the bytes of the bodies held (BodyBudget); waiting
-	// counts the requests waiting for a turn; turns holds one token per
-	// request generating.
+	// bodies charges the bytes of the bodies held against BodyBudget.
+	// waiting counts the requests waiting for a turn.
+	// turns holds one token per request generating.
 	bodies  *semaphore.Weighted
 	waiting atomic.Int64
 	turns   chan struct{}
@@ -182,13 +170,13 @@ type Completion struct {
 // the request's goroutine: f must not block. Call it before serving.
 func (s *Server) SetObserver(f func(Completion)) { s.observe = f }
 
-// Hook sees each chat completion before generation: the HTTP request,
-// the model's name and the request the model gets, default system prompt
-// added. It may change req (a recorder asks for logprobs). The done it
-// returns, when not nil, gets the response of a successful generation
-// before any of its last events or its body is written; it may change
-// what is sent. A failed generation never reaches done. A Hook runs on
-// the request's goroutine and must be safe for concurrent use.
+// Hook sees each chat completion before generation.
+// It gets the HTTP request, the model's name and the request the model gets, default system prompt added.
+// It may change req; a recorder asks for logprobs.
+// The done it returns, when not nil, gets the response of a successful generation
+// before its body or last events are written. It may change what is sent.
+// A failed generation never reaches done.
+// A Hook runs on the request's goroutine and must be safe for concurrent use.
 type Hook func(r *http.Request, model string, req *delegate.Request) (done func(resp *delegate.Response))
 
 // SetHook sets the hook every chat completion passes through (package
@@ -238,9 +226,9 @@ func NewWithConfig(cfg Config, log *slog.Logger, models ...delegate.Model) (*Ser
 	return s, nil
 }
 
-// SetWriteTimeout tells the server the write timeout of the http.Server
-// carrying it, which a streaming response pushes forward before each
-// event. Call it before serving.
+// SetWriteTimeout tells the server the write timeout of the http.Server carrying it.
+// A streaming response pushes the deadline forward before each event.
+// Call it before serving.
 func (s *Server) SetWriteTimeout(d time.Duration) { s.writeTimeout = d }
 
 // Served counts the chat completions answered successfully.
@@ -335,9 +323,9 @@ func (c *chargedReader) release() {
 	}
 }
 
-// trackingWriter notes whether anything was written, so that a panic can
-// still be answered with an error when nothing was, and the status and
-// bytes written, for the access log and the metrics.
+// trackingWriter notes whether anything was written, and the status and bytes written.
+// A panic can then still be answered with an error when nothing was.
+// The status and bytes go to the access log and the metrics.
 type trackingWriter struct {
 	http.ResponseWriter
 	wrote  bool
@@ -367,8 +355,8 @@ func (t *trackingWriter) Write(b []byte) (int, error) {
 // and flushing.
 func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
-// Reloader is a model whose weights follow a trainer's checkpoint (a
-// local.Reloading): Reload loads a new version when there is one.
+// Reloader is a model whose weights follow a trainer's checkpoint, such as a local.Reloading.
+// Reload loads a new version when there is one.
 type Reloader interface {
 	Reload() (changed bool, err error)
 	Version() int
@@ -409,23 +397,22 @@ func (s *Server) reload(w http.ResponseWriter, _ *http.Request) {
 // goroutine and a connection, waiting at most QueueTimeout).
 const maxHeldHealth = 64
 
-// VersionWaiter is a Reloader that can wait for a version
-// (local.Reloading's WaitVersion): it returns the version served once it
-// is v or later, or the version then and ctx's error.
+// VersionWaiter is a Reloader that can wait for a version, as local.Reloading does.
+// WaitVersion returns the version served once it is v or later, or the version then and ctx's error.
 type VersionWaiter interface {
 	WaitVersion(ctx context.Context, v int) (int, error)
 }
 
-// health answers GET /health: the models served and, for each that
-// follows a trainer's checkpoint, the version new requests get
-// (policy_versions), which an environment sampling on-policy waits for.
+// health answers GET /health with the models served.
+// For each model that follows a trainer's checkpoint, policy_versions gives the version new requests get.
+// An environment sampling on-policy waits for it.
 //
-// With policy_version=N and wait=S (seconds, at most QueueTimeout) the
-// answer is held until every following model serves version N or later
-// (each looks at its checkpoint at once: a trainer that has just written
-// step N need not wait for the model's next look), or S has passed. At
-// most maxHeldHealth answers are held at once; past that the answer comes
-// at once, as it does without wait.
+// With policy_version=N and wait=S, the answer is held until every following model serves version N or later,
+// or S seconds have passed. S is at most QueueTimeout.
+// Each model looks at its checkpoint at once,
+// so a trainer that has just written step N need not wait for the model's next look.
+// At most maxHeldHealth answers are held at once.
+// Past that the answer comes at once, as it does without wait.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if q := r.URL.Query(); q.Has("policy_version") && q.Has("wait") {
 		v, verr := strconv.Atoi(q.Get("policy_version"))
@@ -492,9 +479,9 @@ func (s *Server) retrieve(w http.ResponseWriter, id string) {
 	writeJSON(w, http.StatusOK, s.model(id))
 }
 
-// logged counts a finished request by route and status, and logs it at
-// info: method, path, status, duration and the bytes written. Never a
-// header or the body, which may hold the key or a user's text.
+// logged counts a finished request by route and status, and logs it at info.
+// It logs method, path, status, duration and bytes written.
+// It never logs a header or the body, which may hold the key or a user's text.
 func (s *Server) logged(w *trackingWriter, r *http.Request, start time.Time) {
 	status := w.status
 	switch {
@@ -511,8 +498,8 @@ func (s *Server) logged(w *trackingWriter, r *http.Request, start time.Time) {
 		slog.Duration("duration", d), slog.Int64("bytes", w.bytes))
 }
 
-// route is the metrics label of a path: a served route, or "other", so
-// that clients cannot grow the series without bound.
+// route is the metrics label of a path: a served route, or "other".
+// Clients then cannot grow the series without bound.
 func route(path string) string {
 	switch p := strings.TrimSuffix(path, "/"); p {
 	case "/v1/chat/completions", "/v1/models", "/health", "/metrics", "/admin/reload":
@@ -642,9 +629,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, fromDelegate(resp, id, time.Now().Unix(), req))
 }
 
-// answered does what every successful generation needs, streamed or not,
-// before it is sent: its tool calls checked against the declared tools,
-// the hook's done called, and it counted.
+// answered does what every successful generation needs before it is sent, streamed or not.
+// It checks the tool calls against the declared tools, calls the hook's done, and counts it.
 func (s *Server) answered(model string, resp *delegate.Response, tools []delegate.Tool, done func(*delegate.Response)) {
 	keepDeclaredCalls(resp, tools)
 	if done != nil {
@@ -669,10 +655,10 @@ func (s *Server) wait(ctx context.Context) (ok, gone bool) {
 	}
 }
 
-// failed turns a failed generation, streamed or not, into the error to
-// answer, and logs it: at debug level when the request was at fault (a
-// 4xx, such as a prompt over the context), as a warning otherwise. gone
-// reports that the client went away first: there is no one to answer.
+// failed turns a failed generation, streamed or not, into the error to answer, and logs it.
+// A 4xx, such as a prompt over the context, is the request's fault and logs at debug level.
+// Anything else logs as a warning.
+// gone reports that the client went away first: there is no one to answer.
 func (s *Server) failed(ctx context.Context, model string, err error) (e apiErr, gone bool) {
 	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errDeadline) {
 		return apiErr{}, true

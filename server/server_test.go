@@ -21,8 +21,8 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// client is a third-party OpenAI client library (go-openai), so the server
-// is checked against someone else's reading of the wire format.
+// client is go-openai, a third-party OpenAI client library.
+// The server is then checked against someone else's reading of the wire format.
 func client(t *testing.T, h http.Handler) *goopenai.Client {
 	t.Helper()
 	srv := httptest.NewServer(h)
@@ -237,9 +237,8 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
-// TestBrowserPagesAreRefused sends what a web page in a browser on the
-// same machine can send to a loopback server: a rebound Host, and a
-// cross-site form post.
+// TestBrowserPagesAreRefused sends what a browser's web page on the same machine can send to a loopback server.
+// That is a rebound Host and a cross-site form post.
 func TestBrowserPagesAreRefused(t *testing.T) {
 	s, err := server.New(nil, modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) {
 		return modeltest.Text("hi"), nil

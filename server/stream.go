@@ -28,10 +28,10 @@ import (
 // names a declared tool, and content sent early is never taken back
 // (a model's pieces are a prefix of its final content).
 
-// Streamer is a model that hands out its content while it generates it:
-// ChatStream is Chat that calls emit, from the goroutine that called
-// ChatStream and in order, with each new piece of a choice's content; the
-// pieces of a choice put together are a prefix of its final content.
+// Streamer is a model that hands out its content while it generates it.
+// ChatStream is Chat that calls emit with each new piece of a choice's content.
+// It calls emit in order, from the goroutine that called ChatStream.
+// The pieces of a choice put together are a prefix of its final content.
 type Streamer interface {
 	ChatStream(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error)
 }

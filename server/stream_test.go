@@ -18,9 +18,9 @@ import (
 	"github.com/delegatelab/delegate/server"
 )
 
-// shippedServer serves the shipped checkpoints of models/ with the system
-// prompts they were trained with (examples/world.yaml), behind an API key,
-// over real loopback HTTP, and returns an official OpenAI Go client for it.
+// shippedServer serves the shipped checkpoints of models/ and returns an official OpenAI Go client for it.
+// It uses the system prompts they were trained with, from examples/world.yaml,
+// behind an API key, over real loopback HTTP.
 func shippedServer(t *testing.T) openai.Client {
 	t.Helper()
 	const key = "sk-stream-test-key"
@@ -157,9 +157,9 @@ func TestServerStreamOfficialClient(t *testing.T) {
 	}
 }
 
-// TestServerUndeclaredToolOfficialClient declares a tool the shipped model never
-// learned: whatever it writes, no tool call comes back that does not name
-// a declared tool with a JSON object as arguments, streaming or not.
+// TestServerUndeclaredToolOfficialClient declares a tool the shipped model never learned.
+// Whatever it writes, streaming or not, every tool call that comes back
+// names a declared tool with a JSON object as arguments.
 func TestServerUndeclaredToolOfficialClient(t *testing.T) {
 	c := shippedServer(t)
 	ctx := context.Background()
@@ -226,8 +226,8 @@ func events(t *testing.T, body string) (data []string, done bool) {
 	return data, done
 }
 
-// TestServerStreamWholeAnswer streams from a model that is not a Streamer: the
-// chunks carry its content, calls and usage once the answer is in.
+// TestServerStreamWholeAnswer streams from a model that is not a Streamer.
+// The chunks carry its content, calls and usage once the answer is in.
 func TestServerStreamWholeAnswer(t *testing.T) {
 	m := modeltest.New("m", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		r := modeltest.ToolCalls(delegate.ToolCall{ID: "call_1", Name: "delegate", Arguments: `{"question":"2+2"}`})

@@ -8,12 +8,11 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// keepDeclaredCalls makes every tool call the server returns name a tool
-// the request declared and carry a JSON object as arguments. A choice
-// holding any other call (a tool the model never saw declared, a call it
-// wrote malformed) comes back as a plain assistant message: its content
-// followed by the calls' text, finish_reason "stop" instead of
-// "tool_calls". A client therefore never gets a call it cannot dispatch.
+// keepDeclaredCalls makes every tool call returned name a declared tool with JSON object arguments.
+// A choice holding any other call comes back as a plain assistant message.
+// Such a call names an undeclared tool or is malformed.
+// The message is its content followed by the calls' text, with finish_reason "stop", not "tool_calls".
+// A client therefore never gets a call it cannot dispatch.
 func keepDeclaredCalls(resp *delegate.Response, tools []delegate.Tool) {
 	for i := range resp.Choices {
 		c := &resp.Choices[i]
@@ -43,7 +42,6 @@ func declaredCall(tc delegate.ToolCall, tools []delegate.Tool) bool {
 	return json.Unmarshal([]byte(tc.Arguments), &obj) == nil && obj != nil
 }
 
-// callText is the text of a call the client cannot use: what the model
-// wrote, NAME immediately followed by its arguments (a malformed call has
-// no name and its whole text as arguments).
+// callText is the text of a call the client cannot use: NAME immediately followed by its arguments.
+// A malformed call has no name and its whole text as arguments.
 func callText(tc delegate.ToolCall) string { return tc.Name + tc.Arguments }

@@ -23,11 +23,10 @@ func badRequest(param, format string, args ...any) *apiErr {
 	return &apiErr{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Message: fmt.Sprintf(format, args...)}
 }
 
-// decodeRequest reads one chat completion request from body, which is
-// limited to maxBody bytes (http.MaxBytesReader): a larger body is a 413,
-// a body over the server's budget a 503. The body must then pass
-// checkBody (UTF-8, known parameters, bounded lists) and be exactly one
-// JSON object of the request's shape, or it is a 400.
+// decodeRequest reads one chat completion request from body, limited to maxBody bytes.
+// A larger body is a 413; a body over the server's budget is a 503.
+// The body must then pass checkBody and be exactly one JSON object of the request's shape.
+// Otherwise it is a 400.
 func decodeRequest(body io.Reader, contentLength, maxBody int64) (*wire.ChatRequest, *apiErr) {
 	if contentLength > maxBody {
 		return nil, tooLarge(maxBody)

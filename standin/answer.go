@@ -8,9 +8,8 @@ import (
 	"github.com/delegatelab/delegate/openai/wire"
 )
 
-// Kind is the kind of answer a request gets, recognised from the request
-// itself: the tools offered, tool results present, and the wording of the
-// strategy package's prompts.
+// Kind is the kind of answer a request gets, recognised from the request itself.
+// The signs are the tools offered, tool results present, and the wording of the strategy package's prompts.
 type Kind int
 
 // The kinds of answer, in the order Stats.Answers counts them.

@@ -24,10 +24,9 @@ const (
 	maxReplyBytes      = 1 << 20
 )
 
-// FaultRates is the probability, each in [0, 1], that a chat completion
-// request is answered with each kind of fault instead of a proper answer.
-// The rates add up to at most 1; one draw per request picks at most one
-// fault.
+// FaultRates are the probabilities that a chat completion gets each kind of fault instead of an answer.
+// Each is in [0, 1], and they add up to at most 1.
+// One draw per request picks at most one fault.
 type FaultRates struct {
 	RateLimit   float64 // 429 with Retry-After, at once
 	ServerError float64 // 500 with an error body, after the latency
@@ -57,9 +56,9 @@ type Config struct {
 	// lognormal; it must be 0 for fixed.
 	Jitter string
 	Spread float64
-	// Seed feeds the answers (a function of the messages and Seed) and the
-	// draws of latency and faults (a function of Seed and the request's
-	// arrival number).
+	// Seed feeds the answers and the draws of latency and faults.
+	// Answers are a function of the messages and Seed.
+	// Draws are a function of Seed and the request's arrival number.
 	Seed uint64
 	// Faults are the per-kind fault rates; the zero value injects none.
 	Faults FaultRates
@@ -83,8 +82,8 @@ type Config struct {
 	ReplyBytes int
 }
 
-// DefaultConfig returns the defaults: answers at once, without faults, as
-// model "standin", with 4 delegate calls, 4 subtasks and 400-byte replies.
+// DefaultConfig returns the defaults: answers at once, without faults, as model "standin".
+// It makes 4 delegate calls, 4 subtasks and 400-byte replies.
 func DefaultConfig() Config {
 	return Config{
 		Jitter: JitterFixed, SlowDelay: 60 * time.Second, RetryAfter: time.Second,

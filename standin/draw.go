@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// splitmix64 is one step of the SplitMix64 generator: a good 64-bit mix of
-// x, cheap enough to run per request with no shared state.
+// splitmix64 is one step of the SplitMix64 generator: a good 64-bit mix of x.
+// It is cheap enough to run per request with no shared state.
 func splitmix64(x uint64) uint64 {
 	x += 0x9e3779b97f4a7c15
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
@@ -14,9 +14,9 @@ func splitmix64(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
-// draws is a tiny counter-based generator: the i-th value of a stream is a
-// pure function of its key and i, so a request's draws depend only on the
-// seed and its arrival number.
+// draws is a tiny counter-based generator.
+// The i-th value of a stream is a pure function of its key and i,
+// so a request's draws depend only on the seed and its arrival number.
 type draws struct {
 	key uint64
 	i   uint64

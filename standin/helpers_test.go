@@ -118,8 +118,8 @@ func toWire(model string, req *delegate.Request) wireReq {
 	return w
 }
 
-// post sends body to the chat endpoint and returns the status, headers and
-// the whole body; err is a transport or body-read failure.
+// post sends body to the chat endpoint and returns the status, headers and the whole body.
+// err is a transport or body-read failure.
 func post(ctx context.Context, c *http.Client, url string, body any) (int, http.Header, []byte, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -139,8 +139,8 @@ func post(ctx context.Context, c *http.Client, url string, body any) (int, http.
 	return resp.StatusCode, resp.Header, data, err
 }
 
-// httpModel is a minimal delegate.Model over the stand-in's HTTP API, so
-// that the strategies run against it with real HTTP in these tests.
+// httpModel is a minimal delegate.Model over the stand-in's HTTP API.
+// The strategies run against it with real HTTP in these tests.
 type httpModel struct {
 	url, name string
 	client    *http.Client

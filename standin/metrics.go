@@ -4,8 +4,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// collector reports a server's counters to Prometheus, read at each
-// scrape: a request costs nothing more than the atomic adds it did before.
+// collector reports a server's counters to Prometheus, read at each scrape.
+// A request costs nothing more than the atomic adds it did before.
 type collector struct{ s *Server }
 
 var (

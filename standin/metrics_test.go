@@ -10,8 +10,8 @@ import (
 	"github.com/delegatelab/delegate/internal/edge/edgetest"
 )
 
-// metricValue is the value of counter or gauge name whose kind label is
-// kind ("": no label), or -1 when absent.
+// metricValue is the value of counter or gauge name whose kind label is kind, or -1 when absent.
+// An empty kind means no label.
 func metricValue(mfs map[string]*dto.MetricFamily, name, kind string) float64 {
 	for _, m := range mfs[name].GetMetric() {
 		got := ""

@@ -13,9 +13,8 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 )
 
-// openaiModel returns the project's client for s, from openai's defaults
-// changed by set, on a transport whose idle connections are closed when
-// the test ends.
+// openaiModel returns the project's client for s, from openai's defaults changed by set.
+// Its transport's idle connections are closed when the test ends.
 func openaiModel(t *testing.T, s *Server, set func(*openai.Config)) delegate.Model {
 	t.Helper()
 	tr := &http.Transport{MaxIdleConnsPerHost: 32}
@@ -66,11 +65,10 @@ func TestStrategiesOverOpenAI(t *testing.T) {
 	}
 }
 
-// TestOpenAIRetriesEveryFault runs route rollouts over the openai client
-// against a stand-in injecting every kind of fault but Slow (see
-// TestOpenAISlowFault): each faulted attempt is retried, every rollout
-// still ends with an answer, and the retries the traces record equal the
-// faults the server injected.
+// TestOpenAIRetriesEveryFault runs route rollouts over the openai client against a faulty stand-in.
+// It injects every kind of fault but Slow, which TestOpenAISlowFault covers.
+// Each faulted attempt is retried and every rollout still ends with an answer.
+// The retries the traces record equal the faults the server injected.
 func TestOpenAIRetriesEveryFault(t *testing.T) {
 	faults := Uniform(0.03)
 	faults.Slow = 0
@@ -114,8 +112,8 @@ func TestOpenAIRetriesEveryFault(t *testing.T) {
 	}
 }
 
-// TestOpenAISlowFault checks that an answer slower than the client's
-// timeout is seen as a timeout, and that the server gives up on it.
+// TestOpenAISlowFault checks that an answer slower than the client's timeout is seen as a timeout.
+// The server gives up on it.
 func TestOpenAISlowFault(t *testing.T) {
 	s := start(t, testConfig(func(c *Config) { c.Faults, c.SlowDelay = FaultRates{Slow: 1}, time.Minute }))
 	m := openaiModel(t, s, func(c *openai.Config) { c.Timeout, c.MaxRetries = 50*time.Millisecond, 0 })

@@ -1,35 +1,10 @@
-// Package standin is a stand-in OpenAI-compatible Chat Completions server
-// for benchmarks and load tests: never a stand-in for a feature. It answers
-// on loopback after a configurable latency, deterministically (a function
-// of the messages and a seed), with the answers each stage of every
-// strategy of package strategy expects, a realistic usage block, and
-// faults injected at configured rates.
-//
-// Endpoints: POST /v1/chat/completions (also /chat/completions), GET
-// /v1/models, GET /health, GET /metrics (Prometheus: the counters of
-// Stats, and the Go runtime's and the process's). A request is held to
-// the Chat Completions format's rules as package openai/wire states them
-// (OpenAI's: n up to 128, text content parts joined, other parts
-// refused...), the same the client and delegate serve apply; the stand-in
-// refuses streaming besides.
-//
-// A request's stage is recognised from the request itself (see Kind): a
-// request offering the delegate tool is route's strong model (its first
-// turn answered with ToolCalls parallel delegate calls, a turn after tool
-// results with a final answer in \boxed{}); otherwise the system prompt's
-// wording tells the planner, sub-agent, aggregator, peer, leader, single
-// and weak prompts apart, and anything else gets a plain answer.
-//
-// Usage is counted at 4 bytes a token: the prompt over the rendered
-// messages and tool definitions, cached tokens over the messages before the
-// last assistant message (the previous turn's prompt, which a provider with
-// prefix caching would have cached), and the completion over what was
-// generated. A max_tokens (or max_completion_tokens) smaller than the
-// answer cuts it, with finish_reason "length".
-//
-// The server is cheap per request: no goroutine of its own per request
-// (latency is a timer in the handler), pooled decode buffers, and answers
-// built by appending precomputed text.
+// Package standin is a stand-in OpenAI-compatible Chat Completions server for benchmarks and load tests.
+// It is never a stand-in for a feature.
+// It answers on loopback after a configurable latency, deterministically from the messages and a seed.
+// Its answers are the ones each stage of package strategy expects, with a realistic usage block,
+// and it injects faults at configured rates.
+// It holds requests to the rules of package openai/wire, as the client and delegate serve do, and refuses streaming.
+// docs/standin.md gives its endpoints, its stages and how it counts usage.
 package standin
 
 import (
@@ -179,9 +154,8 @@ func (s *Server) Stats() Stats {
 	return st
 }
 
-// Start listens on addr, which must be a loopback address ("" means
-// 127.0.0.1:0, a free port), and serves in the background until Close.
-// Addr and URL say where.
+// Start listens on addr, a loopback address, and serves in the background until Close.
+// An empty addr means 127.0.0.1:0, a free port. Addr and URL say where.
 func (s *Server) Start(addr string) error { return s.StartHandler(addr, s) }
 
 // StartHandler is Start serving h instead of s itself: a handler that adds
@@ -239,10 +213,9 @@ func (s *Server) URL() string {
 	return "http://" + a + "/v1"
 }
 
-// Close makes every waiting handler give up and, after Start, stops
-// serving: it closes the listener and every connection and returns once the
-// serving goroutine has ended. Requests still waiting count as Canceled. It
-// may be called more than once.
+// Close makes every waiting handler give up and, after Start, stops serving.
+// It closes the listener and every connection, and returns once the serving goroutine has ended.
+// Requests still waiting count as Canceled. It may be called more than once.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() { close(s.closing) })
 	s.mu.Lock()
@@ -456,8 +429,8 @@ var (
 		"<body><center><h1>502 Bad Gateway</h1></center><hr><center>stand-in</center></body></html>\n")
 )
 
-// wait sleeps for d, or until the client goes away or the server closes;
-// it reports whether the full delay passed.
+// wait sleeps for d, or until the client goes away or the server closes.
+// It reports whether the full delay passed.
 func (s *Server) wait(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil

@@ -193,9 +193,8 @@ func TestAnswers(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// TestMarkers checks that every embedded prompt of the strategy package is
-// recognised as its stage, so that rewording a prompt breaks this test
-// rather than the benchmark.
+// TestMarkers checks that every embedded prompt of the strategy package is recognised as its stage.
+// Rewording a prompt then breaks this test rather than the benchmark.
 func TestMarkers(t *testing.T) {
 	data := strategy.PromptData{Request: "r", Min: 2, Max: 6, Subtask: "s", Question: "q", K: 2, Budget: 9,
 		Peers: []strategy.PeerAnswer{{Index: 1, Answer: "a"}}}
@@ -371,9 +370,8 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// TestFaults observes every kind of fault from a client and checks that
-// each was seen at its configured rate, and exactly as often as the server
-// counted it.
+// TestFaults observes every kind of fault from a client.
+// Each must be seen at its configured rate, and exactly as often as the server counted it.
 func TestFaults(t *testing.T) {
 	const (
 		n        = 400
@@ -453,8 +451,8 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-// observe makes one request and says what the client saw: the fault kind
-// or "ok", and a detail when what it saw does not fit the kind.
+// observe makes one request and says what the client saw: the fault kind or "ok".
+// It adds a detail when what it saw does not fit the kind.
 func observe(c *http.Client, url string, req wireReq) (kind, detail string) {
 	status, h, data, err := post(context.Background(), c, url, req)
 	var ne net.Error
@@ -531,8 +529,8 @@ func TestLatencyDistributions(t *testing.T) {
 	}
 }
 
-// TestLatencyWaits checks the server waits at least the fixed latency, and
-// gives up on a client that went away (counted as Canceled).
+// TestLatencyWaits checks the server waits at least the fixed latency.
+// It gives up on a client that went away, counted as Canceled.
 func TestLatencyWaits(t *testing.T) {
 	s := start(t, testConfig(func(c *Config) { c.Latency = 40 * time.Millisecond }))
 	req := wireReq{Messages: []wireMsg{wmsg("user", "hi")}}
@@ -567,8 +565,8 @@ func TestLatencyWaits(t *testing.T) {
 	}
 }
 
-// TestConcurrent hits one server from many goroutines with every kind of
-// request (run under -race) and checks the counters add up.
+// TestConcurrent hits one server from many goroutines with every kind of request.
+// Run under -race, it checks the counters add up.
 func TestConcurrent(t *testing.T) {
 	s, err := New(testConfig(func(c *Config) { c.Latency, c.Jitter, c.Spread = time.Millisecond, JitterExp, 1 }))
 	if err != nil {
@@ -620,9 +618,8 @@ func TestAppendString(t *testing.T) {
 	}
 }
 
-// TestStrategiesEndToEnd runs the four strategies of package strategy
-// against the stand-in over real HTTP and checks each ends with a proper
-// answer after the calls its shape implies.
+// TestStrategiesEndToEnd runs the four strategies of package strategy against the stand-in over real HTTP.
+// Each must end with a proper answer after the calls its shape implies.
 func TestStrategiesEndToEnd(t *testing.T) {
 	s := start(t, testConfig(func(c *Config) { c.Seed = 11 }))
 	tr := &http.Transport{MaxIdleConnsPerHost: 8}

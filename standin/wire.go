@@ -16,9 +16,8 @@ func reset(r *wire.ChatRequest) {
 	*r = wire.ChatRequest{Messages: r.Messages[:0], Tools: r.Tools[:0]}
 }
 
-// validate checks r against the format's rules (wire.ChatRequest.Validate)
-// and refuses what the stand-in does not do: streaming, and the
-// parameters that constrain sampling (its filler obeys none).
+// validate checks r against wire.ChatRequest.Validate and refuses what the stand-in does not do.
+// It does not stream, and its filler obeys no parameter that constrains sampling.
 func validate(r *wire.ChatRequest) error {
 	if r.Stream {
 		return errors.New("stream is not supported by the stand-in")

@@ -30,9 +30,9 @@ const (
 	attrChoiceCnt = semconv.GenAIRequestChoiceCountKey
 )
 
-// Call is one model call made outside a strategy run: a chat completion
-// a server answered, a gateway recorded or an environment's sub-agent
-// made. Zero fields are left out of its span.
+// Call is one model call made outside a strategy run.
+// A server answered it, a gateway recorded it, or an environment's sub-agent made it.
+// Zero fields are left out of its span.
 type Call struct {
 	Model         string // the model the request named
 	ResponseModel string // the model the response named
@@ -55,8 +55,8 @@ type Call struct {
 	Error, ErrorType string
 }
 
-// Session is a gateway session: the calls of one agent's task, exported
-// as a session span around a chat span per call.
+// Session is a gateway session: the calls of one agent's task.
+// It is exported as a session span around a chat span per call.
 type Session struct {
 	// ID is gen_ai.conversation.id. Never a capability: the gateway's
 	// session id is a key, so this is a digest of it.
@@ -98,8 +98,8 @@ type Step struct {
 	Call  *Call
 }
 
-// ExportCall queues one call as a trace of a chat span: kind SERVER when
-// Status says a server answered it, CLIENT otherwise. It never waits.
+// ExportCall queues one call as a trace of a chat span. It never waits.
+// The span's kind is SERVER when Status says a server answered it, CLIENT otherwise.
 func (e *Exporter) ExportCall(c Call) {
 	e.queueTrace(e.chatSpan(context.Background(), c, c.Status != 0))
 }
@@ -152,8 +152,8 @@ func (e *Exporter) ExportEpisode(ep Episode) {
 	e.queueTrace(span.SpanContext().TraceID())
 }
 
-// stepSpan records one step: an execute_tool span holding, when the
-// tool called a model, an invoke_agent span of its role around the chat.
+// stepSpan records one step as an execute_tool span.
+// When the tool called a model, it holds an invoke_agent span of its role around the chat.
 func (e *Exporter) stepSpan(ctx context.Context, st Step) {
 	end := trace.WithTimestamp(st.Start.Add(st.Latency))
 	attrs := []attribute.KeyValue{

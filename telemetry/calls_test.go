@@ -11,8 +11,8 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// exportOne sends what export queues to a real receiver and returns the
-// spans by name, and their parents' names by span name.
+// exportOne sends what export queues to a real receiver.
+// It returns the spans by name, and their parents' names by span name.
 func exportOne(t *testing.T, export func(e *Exporter)) (map[string]*tracepb.Span, map[string]string) {
 	t.Helper()
 	rcv := newReceiver(t, 0)
@@ -176,9 +176,8 @@ func TestExportEpisode(t *testing.T) {
 	}
 }
 
-// BenchmarkExportCall measures what ExportCall costs the request that
-// calls it: one span and a queue send, here into a full queue, so that
-// the trace is dropped.
+// BenchmarkExportCall measures what ExportCall costs the request that calls it.
+// That is one span and a send into a full queue, which drops the trace.
 func BenchmarkExportCall(b *testing.B) {
 	e, err := New(Config{Endpoint: "http://127.0.0.1:1", QueueSize: 1})
 	if err != nil {

@@ -44,8 +44,8 @@ func providerOf(p Provider, model string) string {
 	return p(model)
 }
 
-// record turns a trace into spans through tracer, with the trace's own
-// start times and latencies, and returns their trace ID.
+// record turns a trace into spans through tracer and returns their trace ID.
+// The spans keep the trace's own start times and latencies.
 func record(tracer trace.Tracer, t *delegate.Trace, provider Provider) trace.TraceID {
 	r := &recorder{tracer: tracer, provider: func(m string) string { return providerOf(provider, m) }}
 	attrs := []attribute.KeyValue{
@@ -125,10 +125,9 @@ func (r *recorder) group(ctx context.Context, n *delegate.Node) {
 	span.End(trace.WithTimestamp(n.Start.Add(n.Latency)))
 }
 
-// tool records the execution of tool call tc: an execute_tool span and,
-// when a model answered it, an invoke_agent span of that model's role
-// around its chat span. A tool call refused before any model call is an
-// execute_tool span with its error.
+// tool records the execution of tool call tc as an execute_tool span.
+// When a model answered it, the span holds an invoke_agent span of that model's role around its chat span.
+// A tool call refused before any model call is an execute_tool span with its error.
 func (r *recorder) tool(ctx context.Context, n *delegate.Node, tc delegate.ToolCall) {
 	end := trace.WithTimestamp(n.Start.Add(n.Latency))
 	attrs := []attribute.KeyValue{

@@ -164,8 +164,8 @@ func (e *Exporter) Export(t *delegate.Trace) {
 	e.queueTrace(record(e.tracer, t, e.cfg.Provider))
 }
 
-// queueTrace queues the ended spans of trace id for export, or drops and
-// counts them when the queue is full or the exporter closed.
+// queueTrace queues the ended spans of trace id for export.
+// When the queue is full or the exporter closed, it drops and counts them.
 func (e *Exporter) queueTrace(id trace.TraceID) {
 	spans := e.spans.take(id)
 	e.mu.Lock()

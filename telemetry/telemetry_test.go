@@ -241,9 +241,8 @@ func closedPort(t *testing.T) string {
 	return "http://" + addr
 }
 
-// A receiver that is down or slow costs the caller nothing: Export never
-// waits, traces beyond the queue are counted as dropped, and Close returns
-// at its deadline.
+// A receiver that is down or slow costs the caller nothing.
+// Export never waits, traces beyond the queue are counted as dropped, and Close returns at its deadline.
 func TestExportNeverBlocks(t *testing.T) {
 	tr := routeTrace(t)
 	tests := []struct {
@@ -298,9 +297,8 @@ func TestNewRejectsBadEndpoints(t *testing.T) {
 	}
 }
 
-// BenchmarkExport measures what Export costs the run that calls it: the
-// conversion of a route trace of 11 spans and a queue send, here into a
-// queue that is full, so that the trace is dropped.
+// BenchmarkExport measures what Export costs the run that calls it.
+// That is the conversion of a route trace of 11 spans and a send into a full queue, which drops it.
 func BenchmarkExport(b *testing.B) {
 	tr := routeTrace(b)
 	e, err := New(Config{Endpoint: "http://127.0.0.1:1", QueueSize: 1})

@@ -152,9 +152,8 @@ func (b *benchRun) report() (*BenchReport, error) {
 	return out, nil
 }
 
-// arms lists the arms of the records: in the settings file's order when
-// there is one, else in the order they first appear; with the roles and
-// baseline report.json names.
+// arms lists the arms of the records with the roles and baseline that report.json names.
+// They come in the settings file's order when there is one, else in the order they first appear.
 func (b *benchRun) arms() ([]bench.Arm, string, error) {
 	var names []string
 	seen := map[string]bool{}

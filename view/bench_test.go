@@ -56,13 +56,13 @@ func summary(b *testing.B, base string) (RolloutSummary, time.Duration) {
 	return sum, time.Since(start)
 }
 
-// BenchmarkRollouts100k builds a process directory of 100,000 rollouts
-// and times, against one second each: the first page of a server that
-// has read nothing yet (the summary and the first 100 rows: what is
-// indexed within the request's budget), how long until the whole file
-// is indexed, the first page then, and drill-downs: a page sorted by
-// reward, the last rollout, and the trace of the first. The loop times
-// the first page on the complete index.
+// BenchmarkRollouts100k builds a process directory of 100,000 rollouts and times its pages.
+// Each time is checked against one second.
+// It times the first page of a server that has read nothing yet:
+// the summary and the first 100 rows, what is indexed within the request's budget.
+// It times how long until the whole file is indexed, and the first page then.
+// It times drill-downs: a page sorted by reward, the last rollout, and the trace of the first.
+// The loop times the first page on the complete index.
 func BenchmarkRollouts100k(b *testing.B) {
 	const n = 100_000
 	dir := filepath.Join(b.TempDir(), "rollouts")

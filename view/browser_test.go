@@ -39,11 +39,11 @@ func artifactDir(t *testing.T) string {
 	return t.TempDir()
 }
 
-// TestBrowser opens every page in headless Chromium over a fixture
-// directory: no page may log a console error or throw, a trace's node
-// opens on click, a bench point lists its items, and the training chart
-// gains a point when a metrics line is appended; a gateway session opens
-// with its calls, and the live page of running servers gains points.
+// TestBrowser opens every page in headless Chromium over a fixture directory.
+// No page may log a console error or throw.
+// A trace's node opens on click, a bench point lists its items,
+// and the training chart gains a point when a metrics line is appended.
+// A gateway session opens with its calls, and the live page of running servers gains points.
 func TestBrowser(t *testing.T) {
 	if raceEnabled {
 		t.Skip("browser test: slow beside the race detector; the README's second test command runs it without")

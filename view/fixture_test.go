@@ -84,8 +84,8 @@ func appendLines[T any](t testing.TB, path string, vs ...T) {
 	}
 }
 
-// benchArms are the fixture bench's arms: the strong arm right on every
-// task, the weak on even ones, and a broken arm failing every one.
+// benchArms are the fixture bench's arms.
+// The strong arm is right on every task, the weak on even ones, and a broken arm fails every one.
 var benchArms = []string{"strong", "weak", "broken"}
 
 func benchRecord(arm string, task int, withTrace bool) bench.Record {

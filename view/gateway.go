@@ -221,8 +221,8 @@ func summarizeLogprobs(lp []float64) *LogprobSummary {
 	return s
 }
 
-// SessionCall is a recorded call as a node of its session's tree: a call
-// whose messages continue an earlier call's conversation is its child.
+// SessionCall is a recorded call as a node of its session's tree.
+// A call whose messages continue an earlier call's conversation is its child.
 type SessionCall struct {
 	Index            int                `json:"index"`
 	Role             string             `json:"role"`
@@ -291,8 +291,8 @@ func (g *gatewayRun) session(ctx context.Context, key string) (*SessionView, err
 	return out, nil
 }
 
-// callTree links each call to the latest earlier call of its role whose
-// messages and output begin its messages; the others are roots.
+// callTree links each call to its parent; calls without one are roots.
+// The parent is the latest earlier call of its role whose messages and output begin its messages.
 func callTree(calls []gateway.Call) []*SessionCall {
 	sorted := append([]gateway.Call(nil), calls...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Index < sorted[j].Index })

@@ -18,8 +18,8 @@ import (
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
-// scripted is a model that answers with its name and the message count,
-// with token ids and logprobs, so the gateway records them.
+// scripted is a model that answers with its name and the message count.
+// It returns token ids and logprobs, so the gateway records them.
 type scripted struct{ name string }
 
 func (m scripted) Name() string { return m.name }
@@ -32,10 +32,9 @@ func (m scripted) Chat(_ context.Context, req *delegate.Request) (*delegate.Resp
 			FinishReason: "stop", Logprobs: []delegate.TokenLogprob{{TokenID: 1, Logprob: -1}, {TokenID: 2, Logprob: -3}}}}}, nil
 }
 
-// gatewayFixture runs a real gateway on loopback in dir: one session
-// finished with two delegator calls, the second continuing the first,
-// and one solver call; and one session left open. It returns the ids
-// handed out.
+// gatewayFixture runs a real gateway on loopback in dir and returns the ids handed out.
+// One session finishes with two delegator calls, the second continuing the first, and one solver call.
+// Another session is left open.
 func gatewayFixture(t testing.TB, dir string) (finished, open string) {
 	t.Helper()
 	cfg := gateway.DefaultConfig()
@@ -198,8 +197,8 @@ func near(a, b float64) bool { return a-b < 1e-12 && b-a < 1e-12 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// TestGatewayRunning reads a gateway's directory while the gateway holds
-// its store: the page answers at once with an error saying so.
+// TestGatewayRunning reads a gateway's directory while the gateway holds its store.
+// The page answers at once with an error saying so.
 func TestGatewayRunning(t *testing.T) {
 	dir := t.TempDir()
 	gatewayFixture(t, dir)

@@ -24,14 +24,14 @@ type lines struct {
 	end  int64   // where the last indexed line ends, past its newline
 	size int64   // the file's size at the last update
 	more bool    // the last update stopped at its budget
-	// behind says the background indexer has not reached the end yet;
-	// requests leave the file to it and answer with what is indexed.
+	// behind says the background indexer has not reached the end yet.
+	// Requests then leave the file to it and answer with what is indexed.
 	behind bool
 }
 
-// advance indexes for at most requestBudget: as the background indexer
-// (Server.catchUp) when background, else for a request, which does
-// nothing while the background indexer is behind.
+// advance indexes for at most requestBudget.
+// When background, it is Server.catchUp's indexer.
+// Otherwise it indexes for a request, and does nothing while the background indexer is behind.
 func (l *lines) advance(background bool, fn func(i int, raw []byte) error) error {
 	if !background {
 		if l.behind {
@@ -61,10 +61,10 @@ func (l *lines) progress() Progress {
 // the clock.
 const updateStride = 32
 
-// update indexes the lines written since the last update, passing each
-// to fn with its number from 0, for at most budget (0: no limit); a
-// later update goes on where it stopped. A missing file has no lines
-// yet. When fn fails the line is not indexed and the error names it.
+// update indexes the lines written since the last update, for at most budget.
+// A budget of 0 has no limit. It passes each line to fn with its number from 0.
+// A later update goes on where it stopped. A missing file has no lines yet.
+// When fn fails the line is not indexed and the error names it.
 func (l *lines) update(budget time.Duration, fn func(i int, raw []byte) error) error {
 	start := time.Now()
 	l.more = false

@@ -310,9 +310,8 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 	reply(w, map[string]any{"poll_ms": ms(s.cfg.Poll), "servers": s.live.snapshot()}, nil)
 }
 
-// handleLiveEvents streams every server's new points as server-sent
-// events; each event's id is the last point's seq, so a browser that
-// reconnects resumes after it.
+// handleLiveEvents streams every server's new points as server-sent events.
+// Each event's id is the last point's seq, so a browser that reconnects resumes after it.
 func (s *Server) handleLiveEvents(w http.ResponseWriter, r *http.Request) {
 	seq, err := resumePoint(r)
 	if err != nil {

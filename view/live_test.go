@@ -33,9 +33,8 @@ func (echoEnv) Step(context.Context, json.RawMessage) (openenv.Observation, erro
 func (echoEnv) State() any   { return map[string]any{"step_count": 0} }
 func (echoEnv) Close() error { return nil }
 
-// liveServers starts a trajectory API, a gateway and an environment on
-// loopback until the test ends, and returns them as the view polls them
-// and the gateway's base URL.
+// liveServers starts a trajectory API, a gateway and an environment on loopback until the test ends.
+// It returns them as the view polls them, and the gateway's base URL.
 func liveServers(t testing.TB) ([]LiveServer, string) {
 	t.Helper()
 	as, err := atropos.NewInMemory(context.Background(), atropos.Config{Token: "api-token"}, nil)

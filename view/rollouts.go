@@ -234,9 +234,9 @@ var rolloutSorts = map[string]func(a, b *rolloutRow) bool{
 	"slow":   func(a, b *rolloutRow) bool { return a.latencyMS > b.latencyMS },
 }
 
-// handleRolloutList pages rollouts, in the file's order or by ?sort=
-// (reward: lowest first; cost, slow: highest first); ?strategy= and
-// ?failed=true narrow the list.
+// handleRolloutList pages rollouts, in the file's order or by ?sort=.
+// Sorting by reward puts the lowest first; by cost or slow, the highest.
+// ?strategy= and ?failed=true narrow the list.
 func (s *Server) handleRolloutList(w http.ResponseWriter, r *http.Request) {
 	run, err := s.run(r, KindRollouts)
 	if err != nil {

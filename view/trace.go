@@ -175,9 +175,8 @@ func subtreeEnd(n *delegate.Node) time.Time {
 	return end
 }
 
-// handleTrace serves a trace: a trace file's, or the one a bench record
-// or a rollout holds (?rec=, and for a rollout ?which= trace, baseline
-// or score).
+// handleTrace serves a trace file's trace, or the one a bench record or a rollout holds.
+// ?rec= picks the record; for a rollout ?which= picks trace, baseline or score.
 func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request) {
 	t, err := s.trace(r)
 	if err != nil {

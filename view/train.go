@@ -27,9 +27,8 @@ type TrainPoint struct {
 	// (train's "cost" scalar); null otherwise.
 	Cost           *float64 `json:"cost"`
 	DelegationRate float64  `json:"delegation_rate"`
-	// Delegated is the share of each kind of step that was delegated
-	// (train's delegated_KIND and steps_KIND scalars), where the run
-	// reports it.
+	// Delegated is the share of each kind of step that was delegated, where the run reports it.
+	// It comes from train's delegated_KIND and steps_KIND scalars.
 	Delegated map[string]float64 `json:"delegated,omitempty"`
 	// Staleness is the mean policy versions by which the step's groups
 	// trailed the trainer (0 in process).

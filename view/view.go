@@ -54,9 +54,9 @@ const (
 	MaxPoll     = 10 * time.Second
 )
 
-// requestBudget bounds the indexing one request does, so that a page of
-// a large file answers at once with what is read so far; the server
-// reads the rest in the background (Server.catchUp).
+// requestBudget bounds the indexing one request does.
+// A page of a large file then answers at once with what is read so far.
+// Server.catchUp reads the rest in the background.
 const requestBudget = 50 * time.Millisecond
 
 // maxTraceFile bounds a trace file read whole.
@@ -102,8 +102,8 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Run is one thing the view shows: a trace file, a bench results file,
-// a rollout directory or a training run.
+// Run is one thing the view shows.
+// It is a trace file, a bench results file, a rollout directory or a training run.
 type Run struct {
 	ID   int    `json:"id"`
 	Kind string `json:"kind"`
@@ -166,9 +166,9 @@ type refresher interface {
 	refresh() (more bool, err error)
 }
 
-// catchUp indexes every run's files to their end, one run after another,
-// so that the first pages of a large directory find them read. Requests
-// index what is written later. It stops with Close.
+// catchUp indexes every run's files to their end, one run after another.
+// The first pages of a large directory then find them read.
+// Requests index what is written later. It stops with Close.
 func (s *Server) catchUp() {
 	defer close(s.indexed)
 	for _, r := range s.runs {
@@ -322,10 +322,10 @@ func (s *Server) Handler() http.Handler {
 	return tokenFromBrowser(s.cfg.Token, checked)
 }
 
-// tokenFromBrowser lets a browser, which cannot send a header when it
-// opens a page, give the token as ?token= once; a right token is kept
-// in an HttpOnly, same-site cookie and the page is loaded again without
-// it in the address.
+// tokenFromBrowser lets a browser give the token once as ?token=.
+// A browser cannot send a header when it opens a page.
+// A right token is kept in an HttpOnly, same-site cookie,
+// and the page is loaded again without it in the address.
 func tokenFromBrowser(token string, h http.Handler) http.Handler {
 	hash := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -427,8 +427,8 @@ func index(r *http.Request) (int, error) {
 type runSummary struct {
 	*Run
 	Error string `json:"error,omitempty"`
-	// Count is the records of the run so far: calls of a trace, results
-	// of a bench, rollouts, steps of training.
+	// Count is the records of the run so far.
+	// They are calls of a trace, results of a bench, rollouts or steps of training.
 	Count int `json:"count"`
 }
 

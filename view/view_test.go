@@ -17,8 +17,8 @@ import (
 	"github.com/delegatelab/delegate/rl"
 )
 
-// serve starts the view over cfg on loopback, once it has indexed
-// every file, so that the answers cover the whole fixture.
+// serve starts the view over cfg on loopback once it has indexed every file.
+// The answers then cover the whole fixture.
 func serve(t testing.TB, cfg Config) (*Server, *httptest.Server) {
 	t.Helper()
 	s, hs := serveCold(t, cfg)

@@ -1,11 +1,8 @@
-// Command api measures the trajectory API under a trainer-sized load:
-// environments push groups of sequences with inference_logprobs while one
-// trainer pulls batches, against the JetStream-backed server and, in the
-// same run, against the same server over an in-memory queue (the floor,
-// Atropos's design). Each server runs as a child process so that its CPU
-// time and memory are its own. It prints accepted and delivered
-// sequences/s, /scored_data latency, server memory and CPU per sequence,
-// and PASS/MISS against the targets.
+// Command api measures the trajectory API under a trainer-sized load.
+// Environments push groups while one trainer pulls batches,
+// against the JetStream-backed server and an in-memory floor, each in a child process.
+// It prints throughput, latency, server memory and CPU per sequence, and PASS or MISS per target.
+// README.md gives the method; docs/api.md the figures.
 //
 //	go run ./perf/api -duration 60s
 //	go run ./perf/api -duration 10m   # the long run
@@ -176,8 +173,8 @@ type result struct {
 	loadCPU             time.Duration // this process's: the environments and the trainer
 }
 
-// cpuPerSeq is the server's CPU time per sequence accepted (each is also
-// validated, stored and, in steady state, sent to the trainer).
+// cpuPerSeq is the server's CPU time per sequence accepted.
+// Each sequence is also validated, stored and, in steady state, sent to the trainer.
 func (r result) cpuPerSeq() time.Duration {
 	if r.accepted == 0 {
 		return 0
@@ -270,9 +267,8 @@ func verdict(what string, ok bool, got string) {
 	fmt.Printf("%s  %-52s %s\n", v, what, got)
 }
 
-// template is an environment's group body with a fixed-width env_id and
-// group id at its end, which each push rewrites so that every push is a
-// new group.
+// template is an environment's group body with a fixed-width env_id and group id at its end.
+// Each push rewrites them, so that every push is a new group.
 type template struct {
 	body  []byte
 	envAt int // a 6-byte field of the env_id, right-aligned; the rest of the body follows it
@@ -458,9 +454,8 @@ func measure(ctx context.Context, o options, kind string, bodies []*template, pr
 				errc <- err
 				return
 			}
-			// With a rate, pushes start on a fixed schedule and latency
-			// counts from the scheduled start, so that a push delayed by a
-			// slow one before it counts the delay too.
+			// With a rate, pushes start on a fixed schedule and latency counts from the scheduled start.
+			// A push delayed by a slow one before it then counts the delay too.
 			var interval time.Duration
 			if o.rate > 0 {
 				interval = time.Duration(float64(time.Second) * float64(o.envs*o.groupSize) / o.rate)

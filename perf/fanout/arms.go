@@ -19,9 +19,9 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 )
 
-// An arm runs one rollout of the route shape: the strong model's first
-// turn, its tool calls at once, the final turn. It is safe for concurrent
-// use.
+// An arm runs one rollout of the route shape.
+// That is the strong model's first turn, its tool calls at once, then the final turn.
+// It is safe for concurrent use.
 type arm interface {
 	name() string
 	rollout(ctx context.Context, request string) error
@@ -54,9 +54,8 @@ type strategyArm struct {
 	s delegate.Strategy
 }
 
-// newStrategyArm builds the route strategy over an openai client sending
-// through hc, or through the openai package's shared default transport when
-// hc is nil.
+// newStrategyArm builds the route strategy over an openai client sending through hc.
+// A nil hc sends through the openai package's shared default transport.
 func newStrategyArm(baseURL string, hc *http.Client) (*strategyArm, error) {
 	var opts []openai.Option
 	if hc != nil {
@@ -95,9 +94,9 @@ func (a *strategyArm) rollout(ctx context.Context, request string) error {
 // callsPerRollout is the route shape against the stand-in: 1 + 4 + 1.
 const callsPerRollout = 6
 
-// bareArm is the floor: a hand-written client on net/http and
-// encoding/json making the same requests with the same bodies and the same
-// concurrency shape (1, then the tool calls in parallel, then 1).
+// bareArm is the floor: a hand-written client on net/http and encoding/json.
+// It makes the same requests with the same bodies and the same concurrency shape:
+// 1, then the tool calls in parallel, then 1.
 type bareArm struct {
 	hc                 *http.Client
 	url                string

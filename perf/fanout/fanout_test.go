@@ -13,9 +13,8 @@ import (
 	"github.com/delegatelab/delegate/standin"
 )
 
-// TestNoGoroutineLeft runs route rollouts of both arms against an
-// in-process stand-in and checks that, once the transports' idle
-// connections and the server are closed, no goroutine is left behind.
+// TestNoGoroutineLeft runs route rollouts of both arms against an in-process stand-in.
+// Once the transports' idle connections and the server are closed, no goroutine may be left behind.
 func TestNoGoroutineLeft(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	sc := standin.DefaultConfig()

@@ -1,22 +1,9 @@
-// Command fanout measures what the route strategy, over the project's
-// openai client, spends per rollout next to a bare hand-written net/http
-// client making the same requests, against the stand-in server running in
-// a separate process.
-//
-// A rollout is the route shape the stand-in produces: the strong model's
-// first turn returns 4 parallel delegate calls, the 4 weak-model calls run
-// at once, and a final turn answers (6 requests). N rollouts run with C in
-// flight, for each C, first with the bare client, then with the strategy.
-// It prints, for both and as ratios: CPU per rollout (getrusage of this
-// process around each arm), peak memory (VmHWM, reset before each arm
-// where the kernel allows, and the sampled peak of heap objects plus
-// stacks) and their growth per in-flight rollout, and wall time against the
-// latency floor N/C × 3 × latency; then the targets as PASS or MISS.
+// Command fanout measures what the route strategy over the openai client spends per rollout.
+// It compares that with a bare net/http client making the same requests to the stand-in server.
+// It prints CPU, peak memory and wall time per arm, their ratios, and PASS or MISS per target.
+// README.md gives the method and the figures.
 //
 //	fanout -standin ./standin -latency 50ms -c 16,64,512 -rounds 10
-//
-// run.sh builds both binaries and runs it pinned to core 0 (the stand-in
-// on core 1).
 package main
 
 import (
@@ -70,8 +57,8 @@ type options struct {
 	idlePerHost int
 	repeat      int
 	cpuProfile  string
-	// sharedTransport runs the strategy arm on the openai package's default
-	// transport instead of the one both arms otherwise share the settings of.
+	// sharedTransport runs the strategy arm on the openai package's default transport.
+	// Otherwise both arms use transports with the same settings.
 	sharedTransport bool
 }
 
@@ -167,9 +154,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// measureC runs both arms at concurrency c, each after an unmeasured
-// warm-up round that fills its connection pool, repeat times interleaved
-// (bare, route, bare, route...), and returns each arm's median figures.
+// measureC runs both arms at concurrency c, repeat times interleaved, and returns each arm's median figures.
+// Each arm first runs an unmeasured warm-up round that fills its connection pool.
 func measureC(ctx context.Context, baseURL string, n, c, idle, repeat int, sharedTransport bool, cpuOf func() (time.Duration, error)) ([2]result, error) {
 	var out [2]result
 	var arms [2]arm
@@ -347,8 +333,8 @@ type serverProc struct {
 	waitErr   chan error
 }
 
-// startStandin starts the stand-in binary, pinned to core cpu with taskset
-// where that core exists and taskset is installed, and waits for its URL.
+// startStandin starts the stand-in binary and waits for its URL.
+// It pins it to core cpu with taskset where that core exists and taskset is installed.
 func startStandin(bin string, latency time.Duration, cpu int) (*serverProc, error) {
 	args := []string{"-addr", "127.0.0.1:0", "-latency", latency.String()}
 	name, placement := bin, "not pinned"

@@ -1,12 +1,10 @@
-// Command gateway measures what `delegate gateway` adds to an agent's
-// calls. The stand-in server (package standin, in this process, answering
-// at once) is the backend. The same workload of chat completions runs
-// directly against it and through a `delegate gateway` child process, in
-// interleaved repetitions. It prints the CPU per call of both (the
-// gateway's process added to this one's), the added p50 and p99 latency,
-// the gateway's memory per open session and per recorded call, and the
-// sessions per second recorded and grouped, with PASS or MISS against
-// at most 1.1 times the CPU and 2 ms of added p99.
+// Command gateway measures what `delegate gateway` adds to an agent's calls.
+// The backend is package standin's server, in this process, answering at once.
+// The same chat completions run directly against it and through a gateway child process, interleaved.
+// It prints the CPU per call of both, counting the gateway's process with this one.
+// It also prints the added p50 and p99 latency, the gateway's memory per session and per call,
+// and the sessions per second recorded and grouped.
+// The targets are at most 1.1 times the CPU and 2 ms of added p99, PASS or MISS.
 //
 // Usage: go run ./perf/gateway -bin ./delegate
 package main
@@ -183,8 +181,8 @@ func load(c *http.Client, url func(i int) string, calls, workers int) ([]time.Du
 	return lat, errors.Join(errs...)
 }
 
-// gatewayLoad is load through the gateway: each client opens a session,
-// makes perSession calls in it and rewards it, then opens the next.
+// gatewayLoad is load through the gateway.
+// Each client opens a session, makes perSession calls in it and rewards it, then opens the next.
 func gatewayLoad(c *http.Client, base string, calls, workers, perSession int) ([]time.Duration, error) {
 	lat := make([]time.Duration, calls)
 	errs := make([]error, workers)

@@ -1,8 +1,6 @@
-// Command gzipbomb measures the peak memory of `delegate api` when gzip
-// bombs arrive: a 1 MiB body of 1,024 members inflating to 1 GiB, one
-// member of 1 GiB, and four of the first at once. For each case it starts
-// the binary afresh on loopback, posts the bodies to /scored_data, and
-// prints the statuses and the process's peak RSS (VmHWM) before and after.
+// Command gzipbomb measures the peak memory of `delegate api` when gzip bombs arrive.
+// It posts each case to a fresh binary on loopback and prints the statuses and peak RSS.
+// README.md lists the cases; docs/api.md the figures.
 //
 // Usage: go run ./perf/gzipbomb -bin ./delegate
 package main

@@ -1,14 +1,12 @@
-// Command hfdecode measures what keeping a Hugging Face checkpoint's
-// 16-bit weights in 16 bits buys at decoding time. It writes a seeded
-// random checkpoint of a real model's shape (Qwen2.5-0.5B by default) in
-// bfloat16 (or float16) safetensors, loads it twice with infer.LoadHF — once
-// as stored, once widened to float32 at load (HFOptions.Float32), the
-// reference — and times greedy batch-1 decoding of both, interleaved, best
-// of -reps. Both copies compute bitwise the same logits (the kernels widen
-// exactly; nn's TestLoadHFFloat32SameBits), so the one difference is the
-// bytes a step reads. It prints weight bytes, bytes read per token, tokens
-// per second, the ratio and whether the target (16-bit at least -target
-// times float32's rate) is met.
+// Command hfdecode measures what keeping a Hugging Face checkpoint's 16-bit weights in 16 bits buys at decoding.
+// It writes a seeded random checkpoint of a real model's shape in bfloat16 or float16 safetensors.
+// The default shape is Qwen2.5-0.5B.
+// It loads the checkpoint twice with infer.LoadHF: as stored, and widened to float32 by HFOptions.Float32.
+// It times greedy batch-1 decoding of both, interleaved, best of -reps.
+// Both copies compute bitwise the same logits, as nn's TestLoadHFFloat32SameBits checks,
+// so the one difference is the bytes a step reads.
+// It prints weight bytes, bytes read per token, tokens per second and the ratio.
+// The target is 16-bit decoding at least -target times float32's rate.
 //
 //	go run ./perf/hfdecode                      # Qwen2.5-0.5B shape, bf16
 //	go run ./perf/hfdecode -shape small -reps 5 # a 0.1B Llama shape

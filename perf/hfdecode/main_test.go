@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// TestRunTiny runs the whole program on a toy shape, in both stored types:
-// it writes, loads and decodes both copies, which give the same greedy
-// tokens, and prints the table and a verdict.
+// TestRunTiny runs the whole program on a toy shape, in both stored types.
+// It writes, loads and decodes both copies, which give the same greedy tokens,
+// and prints the table and a verdict.
 func TestRunTiny(t *testing.T) {
 	for _, dtype := range []string{"BF16", "F16"} {
 		t.Run(dtype, func(t *testing.T) {

@@ -1,20 +1,9 @@
-// Command llama2c prepares and states one side of the check that llama2.c's
-// run program and this module agree on a model: it loads a checkpoint (or
-// creates a seeded model and saves it), exports model.bin and tokenizer.bin
-// for run.c, and prints to stdout exactly the text that
+// Command llama2c prepares one side of the check that llama2.c's run program and this module agree.
+// It exports a model for run.c and prints exactly the greedy continuation run.c should print:
 //
 //	./run model.bin -z tokenizer.bin -t 0 -n N -i PROMPT
 //
-// should print if both compute the same greedy continuation. compare.sh in
-// this directory runs both and diffs them; README.md explains the check.
-//
-// The continuation is computed here with a plain full-sequence forward pass
-// (forward.go) and argmax, following run.c's generation loop: the sequence
-// is BOS, the dummy prefix " " and the prompt's bytes; steps counts
-// positions (prompt included, at most the context); generation stops early
-// when BOS is produced. Each token is printed as run.c prints it: a leading
-// space is dropped right after BOS, byte tokens print their byte, and single
-// bytes that are neither printable ASCII nor whitespace are skipped.
+// compare.sh runs both and diffs them; README.md explains the check.
 package main
 
 import (
@@ -100,9 +89,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// promptTokens is what run.c's encoder makes of prompt with our
-// tokenizer.bin: BOS, the dummy prefix " " when the prompt is not empty,
-// then one token per byte.
+// promptTokens is what run.c's encoder makes of prompt with our tokenizer.bin.
+// That is BOS, the dummy prefix " " when the prompt is not empty, then one token per byte.
 func promptTokens(prompt string) []int {
 	ids := []int{tokenizer.BOS}
 	if prompt != "" {
@@ -111,10 +99,10 @@ func promptTokens(prompt string) []int {
 	return append(ids, tokenizer.Encode(prompt)...)
 }
 
-// greedy runs run.c's generation loop over prompt for steps positions and
-// returns the whole sequence (prompt included) and the smallest gap between
-// the best and second-best logit over the generated tokens: a gap near
-// float32 rounding means the two programs may legitimately disagree there.
+// greedy runs run.c's generation loop over prompt for steps positions.
+// It returns the whole sequence, prompt included,
+// and the smallest gap between the best and second-best logit over the generated tokens.
+// A gap near float32 rounding means the two programs may legitimately disagree there.
 func greedy(p *nn.Params, prompt []int, steps int) ([]int, float32) {
 	if steps <= 0 || steps > p.Config.Context {
 		steps = p.Config.Context

@@ -21,9 +21,9 @@ func TestPromptTokens(t *testing.T) {
 	}
 }
 
-// TestRunDeterministic runs the command twice on the same seed: the text,
-// the checkpoint and the exported files must be identical, and reloading the
-// saved checkpoint must give the same text again.
+// TestRunDeterministic runs the command twice on the same seed.
+// The text, the checkpoint and the exported files must be identical.
+// Reloading the saved checkpoint must give the same text again.
 func TestRunDeterministic(t *testing.T) {
 	args := []string{"-n", "12", "-dim", "16", "-hidden", "24", "-heads", "2", "-kv-heads", "1", "-context", "16", "-prompt", "hi"}
 	var outs [2]bytes.Buffer

@@ -1,17 +1,15 @@
-// Command openenv measures what serving the delegation environment over
-// OpenEnv's protocol costs against running the same episodes in process.
-// The sub-agent is the stand-in API of package standin on loopback, the
-// same for every arm. Each arm runs the same episodes (seeds 0 to N-1;
-// every step of the problem delegated, then the answer) from -concurrency
-// workers: in process on Delegation's environments, over the WebSocket
-// (one session a worker, reset per episode) and over HTTP MCP (one MCP
-// session a worker). It prints each arm's steps per second, its step
-// latency (p50, p99) and what the transport adds to the in-process p50,
-// its CPU time per episode and its heap allocations per episode (the
-// whole process's, the stand-in's included). Allocations do not depend
-// on the machine's load; CPU time does. Targets: at least 5,000 steps/s
-// on each transport, and at most 1.2× the in-process CPU per episode;
-// PASS or MISS each.
+// Command openenv measures what serving the delegation environment over OpenEnv's protocol costs.
+// It compares that with running the same episodes in process.
+// The sub-agent is the stand-in API of package standin on loopback, the same for every arm.
+// Each arm runs episodes of seeds 0 to N-1 from -concurrency workers.
+// An episode delegates every step of the problem, then answers.
+// The arms are in process, over the WebSocket with one session a worker reset per episode,
+// and over HTTP MCP with one MCP session a worker.
+// It prints each arm's steps per second, step latency p50 and p99, and what the transport adds to p50.
+// It also prints CPU time and heap allocations per episode, the stand-in's included.
+// Allocations do not depend on the machine's load; CPU time does.
+// The targets are at least 5,000 steps/s on each transport
+// and at most 1.2× the in-process CPU per episode, PASS or MISS each.
 //
 //	go run ./perf/openenv -episodes 2000 -concurrency 32
 //	go run ./perf/openenv -arm websocket -cpuprofile /tmp/ws.pprof

@@ -1,13 +1,11 @@
-// Command q8 measures what q8_0 weights buy at decoding time. It writes a
-// seeded random Hugging Face checkpoint of a real model's shape in
-// bfloat16, loads it three times with infer.LoadHF (widened to float32,
-// as stored in bfloat16, quantised to q8_0 at load) and times greedy
-// batch-1 decoding of each at 1 and 2 threads, the three interleaved
-// within each repetition. It prints the machine, weight bytes, the median
-// tokens per second of each (wall clock, and per second of the process's
-// CPU time, which another process's load moves less), how many greedy
-// tokens q8_0 shares with bfloat16, and PASS or MISS against q8_0 at
-// least -target times bfloat16's wall-clock rate at 1 thread.
+// Command q8 measures what q8_0 weights buy at decoding time.
+// It writes a seeded random Hugging Face checkpoint of a real model's shape in bfloat16.
+// It loads it three times with infer.LoadHF: widened to float32, as stored, and quantised to q8_0.
+// It times greedy batch-1 decoding of each at 1 and 2 threads, the three interleaved in each repetition.
+// It prints the machine, weight bytes and the median tokens per second of each.
+// Rates are per wall-clock second and per CPU second, which another process's load moves less.
+// It also prints how many greedy tokens q8_0 shares with bfloat16.
+// The target is q8_0 at least -target times bfloat16's wall-clock rate at 1 thread, PASS or MISS.
 //
 //	go run ./perf/q8                       # 0.1B Llama shape
 //	go run ./perf/q8 -shape stories15m     # llama2.c's stories15M shape

@@ -7,9 +7,8 @@ import (
 	"testing"
 )
 
-// TestRunTiny runs the whole program on a toy shape: it writes, loads and
-// decodes the three copies and prints the machine, the table and a
-// verdict.
+// TestRunTiny runs the whole program on a toy shape.
+// It writes, loads and decodes the three copies and prints the machine, the table and a verdict.
 func TestRunTiny(t *testing.T) {
 	var out bytes.Buffer
 	if err := run([]string{"-shape", "tiny", "-n", "8", "-reps", "1"}, &out); err != nil {

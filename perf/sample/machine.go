@@ -16,8 +16,8 @@ type machine struct {
 	Load1 float64 // one-minute load average at start; -1 when unknown
 }
 
-// readMachine reads the CPU model and load average from /proc; on systems
-// without it the fields say unknown rather than fail.
+// readMachine reads the CPU model and load average from /proc.
+// On systems without it the fields say unknown rather than fail.
 func readMachine() machine {
 	m := machine{CPU: host.CPUModel(), Cores: runtime.NumCPU(), Load1: -1}
 	if m.CPU == "" {

@@ -1,25 +1,7 @@
-// Command sample compares this module's sampling speed with llama2.c's
-// run.c built with OpenMP (runomp: gcc -Ofast -fopenmp -march=native) on
-// identical weights, at equal thread counts. For each thread count T of
-// -procs and each model shape it creates a seeded model, exports model.bin
-// and tokenizer.bin in llama2.c's format, runs
-//
-//	OMP_NUM_THREADS=T RUN model.bin -z tokenizer.bin -t 0 -n STEPS
-//
-// reading the "achieved tok/s" line run.c prints to stderr, and times
-// infer.Engine with GOMAXPROCS=T on the same Params: batch 1 is one greedy
-// request of STEPS positions, batch 32 is 32 greedy requests of STEPS
-// positions decoded together (MaxBatch 32). The repetitions interleave the
-// two programs, and each figure is the median of its repetitions (-stat
-// best: the best). It prints a table of tokens per
-// second, the ratios, and whether each target is met: batch 1 at least
-// runomp's rate; batch 32's total at least 5 times runomp's batch-1 rate.
-// It also measures the machine's memory bandwidth (a streaming read of a
-// buffer far larger than the caches, with T goroutines, between the
-// repetitions; the best pass counts) and prints the
-// fraction of it that batch-1 decoding of the largest shape reaches. run.sh
-// builds RUN from a llama2.c checkout and calls this program; README.md
-// explains the method.
+// Command sample compares this module's sampling speed with llama2.c's runomp at equal thread counts.
+// Both run identical seeded weights, at batch 1 and, for this module, batch 32.
+// It prints tokens per second, the ratios, memory bandwidth and whether each target is met.
+// run.sh builds runomp and calls this program; README.md explains the method.
 package main
 
 import (
@@ -69,8 +51,8 @@ var shapes = []shape{
 	{"stories15M-v512", nn.Config{Vocab: 512, Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, Hidden: 768, Context: 256}},
 }
 
-// Targets: batch 1 at least runomp's tokens per second at equal threads;
-// the batch's total at least batchTarget times runomp's batch-1 rate.
+// The targets: batch 1 at least runomp's tokens per second at equal threads.
+// The batch's total is at least batchTarget times runomp's batch-1 rate.
 const batchTarget = 5
 
 // options are the command's settings.
@@ -290,10 +272,9 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 	wantOne := func(text string) bool { return oneMoreToken(text, want, seq[len(seq)-1], c.Vocab) }
 	res.refMatch = o.runBin != ""
 	var got string
-	// The repetitions interleave the two programs (and the bandwidth
-	// probe), so that both see the same spells of load from other
-	// processes on a shared machine; each figure is the median (or the
-	// best) of its own, the bandwidth always the best.
+	// The repetitions interleave the two programs and the bandwidth probe.
+	// Both programs then see the same spells of load from other processes on a shared machine.
+	// Each figure is the median or the best of its own; the bandwidth is always the best.
 	var refs, refCPUs, ones, oneCPUs, manys []float64
 	for range o.reps {
 		if o.runBin != "" {
@@ -344,11 +325,10 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 	return res, nil
 }
 
-// bestRate runs reqs reps times and returns the best generated tokens per
-// wall-clock second, and per second of this process's CPU time (user and
-// system: meaningful at GOMAXPROCS=1, where it is the time the scheduler
-// gave the one core to us). The best run is the one least disturbed by
-// other processes; llama2.c's figure is taken the same way.
+// bestRate runs reqs reps times and returns the best generated tokens per wall-clock second.
+// It also returns them per second of this process's user and system CPU time.
+// That is meaningful at GOMAXPROCS=1, where it is the time the scheduler gave the one core to us.
+// The best run is the one least disturbed by other processes; llama2.c's figure is taken the same way.
 func bestRate(ctx context.Context, e *infer.Engine, reqs []infer.GenRequest, reps int) (wall, cpu float64, err error) {
 	for range reps {
 		start, cpu0 := time.Now(), cpuNow()
@@ -393,9 +373,8 @@ func best(xs []float64) float64 {
 
 var achieved = regexp.MustCompile(`achieved tok/s: ([0-9.eE+-]+|inf|nan)`)
 
-// runLlama2C runs llama2.c's run binary greedily on dir's model.bin with
-// OMP_NUM_THREADS=procs and returns what it printed on stdout and its
-// "achieved tok/s".
+// runLlama2C runs llama2.c's run binary greedily on dir's model.bin with OMP_NUM_THREADS=procs.
+// It returns what it printed on stdout and its "achieved tok/s".
 func runLlama2C(ctx context.Context, bin, dir string, steps, procs int) (text string, rate float64, cpu time.Duration, err error) {
 	cmd := exec.CommandContext(ctx, bin, filepath.Join(dir, "model.bin"), "-z", filepath.Join(dir, "tokenizer.bin"), "-t", "0", "-n", strconv.Itoa(steps))
 	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS="+strconv.Itoa(procs), "OMP_PROC_BIND=false")
@@ -440,8 +419,8 @@ func firstDiff(a, b string) int {
 
 func clip(s string) string { return s[:min(len(s), 40)] }
 
-// oneMoreToken reports whether text, run.c's output, is want followed by
-// the printing of exactly one more token after last, and a newline.
+// oneMoreToken reports whether text, run.c's output, is want followed by one more token and a newline.
+// The extra token is the one printed after last.
 func oneMoreToken(text, want string, last, vocab int) bool {
 	rest, ok := strings.CutPrefix(text, want)
 	if !ok {
@@ -467,8 +446,8 @@ func lastLine(s string) string {
 	return s
 }
 
-// printTable writes one row per shape and thread count with the ratios and
-// verdicts, then, for one thread, the same comparison over CPU time.
+// printTable writes one row per shape and thread count with the ratios and verdicts.
+// Then, for one thread, it writes the same comparison over CPU time.
 func printTable(w io.Writer, rows []result, batch int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "shape\tthreads\tload\tsteps\trunomp tok/s\tsame text\tours b1 tok/s\tb1/runomp\tours b%d tok/s\tb%d/runomp\tb1 target\tb%d target\t\n", batch, batch, batch)
@@ -483,10 +462,9 @@ func printTable(w io.Writer, rows []result, batch int) {
 	tw.Flush() // writes to w; an error there has nowhere better to go
 	fmt.Fprintf(w, "targets: b1 >= runomp at equal threads; b%d total >= %dx runomp (PASS/MISS)\n", batch, batchTarget)
 
-	// One thread, per CPU second: what each program does with the time the
-	// scheduler gives it, which other processes on a shared machine
-	// disturb less than wall-clock time. runomp's time excludes its
-	// loading (a one-step run's CPU time is subtracted).
+	// One thread, per CPU second: what each program does with the time the scheduler gives it.
+	// Other processes on a shared machine disturb that less than wall-clock time.
+	// runomp's time excludes its loading: a one-step run's CPU time is subtracted.
 	var cpuRows []result
 	for _, r := range rows {
 		if r.refCPU > 0 && r.oneCPU > 0 {
@@ -505,9 +483,9 @@ func printTable(w io.Writer, rows []result, batch int) {
 	tw.Flush() // as above
 }
 
-// printBandwidth writes, for the shape with the most weights, the measured
-// memory bandwidth and the fraction of it that batch-1 decoding reaches:
-// weight bytes per token times tokens per second.
+// printBandwidth writes the measured memory bandwidth and the fraction that batch-1 decoding reaches.
+// It does so for the shape with the most weights.
+// Decoding's share is weight bytes per token times tokens per second.
 func printBandwidth(w io.Writer, rows []result) {
 	var big int64
 	for _, r := range rows {
@@ -527,9 +505,9 @@ func printBandwidth(w io.Writer, rows []result) {
 	}
 }
 
-// weightBytes is what one batch-1 decode step reads of the weights: every
-// matrix once (as the engine packs them, rows rounded up to 16) and one
-// row of the embedding.
+// weightBytes is what one batch-1 decode step reads of the weights.
+// That is every matrix once, as the engine packs them with rows rounded up to 16,
+// and one row of the embedding.
 func weightBytes(c nn.Config) int64 {
 	pad := func(n int) int64 { return int64((n + 15) / 16 * 16) }
 	d, kv, h := c.Dim, c.KVDim(), c.Hidden
@@ -538,11 +516,10 @@ func weightBytes(c nn.Config) int64 {
 	return 4 * n
 }
 
-// bwProbe measures memory bandwidth: procs goroutines each scan their
-// share of a buffer far larger than the caches for a byte that is not
-// there (bytes.IndexByte reads with the widest vector loads the runtime
-// has). The buffer is written when made, so that its pages are real
-// memory, not the shared zero page.
+// bwProbe measures memory bandwidth.
+// procs goroutines each scan their share of a buffer far larger than the caches for a byte that is not there.
+// bytes.IndexByte reads with the widest vector loads the runtime has.
+// The buffer is written when made, so that its pages are real memory, not the shared zero page.
 type bwProbe struct{ buf []byte }
 
 func newBWProbe(size int) *bwProbe {

@@ -83,8 +83,8 @@ func TestParseProcs(t *testing.T) {
 	}
 }
 
-// The bandwidth line names the largest shape and the fraction its batch-1
-// rate reaches: 4 MB per token at 1000 tok/s is 4 GB/s, 40% of 10 GB/s.
+// The bandwidth line names the largest shape and the fraction its batch-1 rate reaches.
+// In this test 4 MB per token at 1000 tok/s is 4 GB/s, 40% of 10 GB/s.
 func TestPrintBandwidth(t *testing.T) {
 	var buf bytes.Buffer
 	printBandwidth(&buf, []result{

@@ -1,39 +1,9 @@
-// Command serve loads `delegate serve` over loopback the way a hostile or
-// merely busy crowd would, and reports whether its bounds hold:
+// Command serve loads `delegate serve` over loopback as a hostile or busy crowd would.
+// It reports whether the server's bounds on memory, health and queueing hold, as PASS or MISS.
+// README.md gives the load and the properties checked; docs/serve.md the figures.
 //
 //	go build -o /tmp/delegate ./cmd/delegate
 //	go run ./perf/serve -delegate /tmp/delegate -config examples/world.yaml -duration 20s
-//
-// It starts the binary as a child process on a free loopback port, behind
-// a random API key, with the limits given here, and for -duration runs at
-// once:
-//
-//   - -clients clients asking the shipped models short questions in a loop
-//     (most to the solver, a fifth to the delegator), each waiting for its
-//     answer before the next;
-//   - -big clients sending bodies just under -max-body (a prompt far over
-//     the model's context: the server must refuse it, 400, without
-//     tokenizing it) and just over it (413);
-//   - -slow clients that open a connection, send headers and trickle the
-//     body a byte a second (the read timeout must cut them);
-//   - a prober asking GET /health every 100 ms.
-//
-// Every second it prints the server's resident memory (VmRSS of the child,
-// Linux /proc) and the requests answered so far by status. At the end it
-// prints the fraction of requests answered, latency quantiles, and PASS or
-// MISS for three properties:
-//
-//   - memory bounded: the peak RSS stays under the idle RSS plus four times
-//     the server's body budget, (max-concurrent + max-queue) × max-body (a
-//     body is held as read bytes and as decoded strings, with slack for the
-//     decoder's buffers and the garbage collector's headroom);
-//   - /health answered throughout: every probe 200, none slower than 1 s;
-//   - no request waits beyond the queue bound: every 503 comes within
-//     queue-timeout + 1 s of its request, and the metrics' queue depth
-//     never exceeds -max-queue.
-//
-// Everything runs on 127.0.0.1 and stops at -duration; the child is
-// interrupted and waited for.
 package main
 
 import (
@@ -366,9 +336,9 @@ func asker(ctx context.Context, c *http.Client, base, key string, id int, st *st
 	}
 }
 
-// ask posts one request and counts its answer, backing off a second on a
-// 503 as Retry-After says; false: the request failed (counted unless ctx
-// ended), and the caller stops.
+// ask posts one request and counts its answer.
+// On a 503 it backs off a second, as Retry-After says.
+// It returns false when the request failed, counted unless ctx ended, and the caller stops.
 func ask(ctx context.Context, c *http.Client, base, key string, body io.Reader, st *stats) bool {
 	start := time.Now()
 	status, _, err := post(ctx, c, base, key, body)
@@ -385,8 +355,8 @@ func ask(ctx context.Context, c *http.Client, base, key string, body io.Reader, 
 	return true
 }
 
-// bigSender sends a body just under the limit (a prompt far over any
-// shipped model's context) and one just over it, in turn.
+// bigSender sends, in turn, a body just under the limit and one just over it.
+// The body under the limit holds a prompt far over any shipped model's context.
 func bigSender(ctx context.Context, c *http.Client, base, key string, maxBody int64, id int, st *stats) {
 	head := `{"model":"solver","messages":[{"role":"user","content":"`
 	tail := `"}]}`
@@ -403,10 +373,9 @@ func bigSender(ctx context.Context, c *http.Client, base, key string, maxBody in
 	}
 }
 
-// slowSender opens a connection, sends headers promising a body, and
-// trickles it a byte a second; it counts the connections the server cut
-// before the body was done (all of them should be, within the read
-// timeout), then opens another.
+// slowSender opens a connection, sends headers promising a body, and trickles it a byte a second.
+// It counts the connections the server cut before the body was done, then opens another.
+// The read timeout should cut all of them.
 func slowSender(ctx context.Context, base, key string, readTimeout time.Duration, opened, cut *atomic.Int64, st *stats) {
 	addr := strings.TrimPrefix(base, "http://")
 	for ctx.Err() == nil {

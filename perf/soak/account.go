@@ -14,10 +14,9 @@ import (
 	"github.com/delegatelab/delegate/rollout"
 )
 
-// Account is what one output directory of `delegate process` holds,
-// counted from its files alone: artifacts.jsonl, groups.jsonl and
-// summary.json (which the process writes from its state database when it
-// exits, SIGKILL aside).
+// Account is what one output directory of `delegate process` holds, counted from its files alone.
+// The files are artifacts.jsonl, groups.jsonl and summary.json.
+// The process writes summary.json from its state database when it exits, unless killed with SIGKILL.
 type Account struct {
 	Dirs     int `json:"dirs"`
 	Complete int `json:"complete"` // directories whose run finished
@@ -40,10 +39,10 @@ type Account struct {
 	Groups        int `json:"groups"`
 	GroupsWritten int `json:"groups_written"`
 
-	// Lost counts rollouts the run recorded as done, or a written group
-	// names, or a complete run planned, that artifacts.jsonl does not
-	// hold. Duplicated counts artifact and group records beyond the first
-	// with the same id. Both must be 0.
+	// Lost counts rollouts that artifacts.jsonl should hold but does not.
+	// It should hold those the run recorded done, a written group names, or a complete run planned.
+	// Duplicated counts artifact and group records beyond the first with the same id.
+	// Both must be 0.
 	Lost       int `json:"lost"`
 	Duplicated int `json:"duplicated"`
 	// Problems names each lost, duplicated, torn or extra record.
@@ -175,8 +174,8 @@ func AccountDir(dir string) (Account, error) {
 	return a, nil
 }
 
-// eachLine calls fn with every line of a JSONL file (1-based numbers); a
-// last line without its newline is passed too. A missing file has no lines.
+// eachLine calls fn with every line of a JSONL file, numbered from 1.
+// A last line without its newline is passed too. A missing file has no lines.
 func eachLine(path string, fn func(n int, line []byte)) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {

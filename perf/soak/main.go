@@ -1,24 +1,9 @@
-// Command soak runs `delegate process` for a long while against the
-// stand-in server with faults injected, kills it with SIGKILL at random
-// moments and restarts it, then counts from the output files what became of
-// every rollout: completed, retried, failed by reason, lost and duplicated
-// (both must be 0), and reports the process's memory (RSS) at the start and
-// the end of each life.
+// Command soak runs `delegate process` against a faulty stand-in and kills it with SIGKILL at random.
+// It restarts the process each time, then counts from the output files what became of every rollout.
+// It exits 1 when a rollout was lost or duplicated.
+// README.md gives the faults, the accounting and the figures.
 //
 //	soak -delegate ./delegate -work /tmp/soak -duration 10m
-//
-// The stand-in runs in this process, on loopback, with -faults of the chat
-// requests answered with a fault, spread evenly over every kind it has: 429
-// with Retry-After, 500, a reset connection, a truncated body, an answer
-// slower than the client's timeout, and garbage JSON. The process works
-// through epochs of -items items of a generated GSM8K-format dataset, one
-// output directory per epoch; at each of -kills moments drawn with -seed it
-// is SIGKILLed and started again with the same command, which resumes the
-// epoch. At -duration the running process is interrupted (SIGINT), which
-// writes its summary, and every epoch's directory is accounted.
-//
-// run.sh builds the binaries and runs it. It exits 1 when a rollout was
-// lost or duplicated.
 package main
 
 import (
@@ -317,8 +302,8 @@ type rssSample struct {
 	RSS int64         `json:"rss_bytes"`
 }
 
-// live runs the process once on dir until it exits, killAt comes (SIGKILL)
-// or deadline comes (SIGINT), sampling its RSS every second.
+// live runs the process once on dir, sampling its RSS every second.
+// It runs until the process exits, killAt comes with SIGKILL, or deadline comes with SIGINT.
 func live(ctx context.Context, o options, cfg, data, dir string, epoch, index int, killAt, deadline time.Time, stdout io.Writer) (life, error) {
 	lf := life{Epoch: epoch, Index: index, Log: filepath.Join(o.work, "logs", fmt.Sprintf("life-%03d.log", index))}
 	logf, err := os.Create(lf.Log)
@@ -463,8 +448,8 @@ func parseRSS(status string) (int64, error) {
 	return 0, errors.New("no VmRSS line")
 }
 
-// memoryVerdict compares, for the longest life, its RSS once warm with its
-// RSS at the end; and the first life's warm RSS with the last life's end.
+// memoryVerdict compares the longest life's RSS once warm with its RSS at the end.
+// It also compares the first life's warm RSS with the last life's end.
 type memoryVerdict struct {
 	LongestLife   int           `json:"longest_life"`
 	LongestFor    time.Duration `json:"longest_for_ns"`
@@ -477,8 +462,8 @@ type memoryVerdict struct {
 	GrowthAllowed int64         `json:"growth_allowed_bytes"`
 }
 
-// Growth allowed between a warm process and its end: the larger of 10% and
-// 8 MiB (the Go runtime and SQLite's page cache settle within that).
+// Growth allowed between a warm process and its end: the larger of 10% and 8 MiB.
+// The Go runtime and SQLite's page cache settle within that.
 const (
 	flatFraction = 0.10
 	flatBytes    = 8 << 20

@@ -37,8 +37,8 @@ func group(id string, members ...string) rollout.GroupRecord {
 	return g
 }
 
-// clean is a finished run of 2 items × G 2: one rollout failed on a
-// timeout, one needed a retry; item t1's group dropped its failed member.
+// clean is a finished run of 2 items × G 2.
+// One rollout failed on a timeout and one needed a retry; item t1's group dropped its failed member.
 func clean() fixture {
 	return fixture{
 		arts: []rollout.Artifact{

@@ -3,11 +3,10 @@
 //
 //	standin -addr 127.0.0.1:0 -latency 50ms -jitter lognormal -spread 0.3 -faults 0.02
 //
-// It prints "standin listening on http://HOST:PORT/v1" on stdout once it
-// accepts connections (and writes the same URL to -url-file when given),
-// serves until SIGINT or SIGTERM, then prints its counters as JSON on
-// stdout. Besides the API it answers GET /stats with the counters and the
-// process's CPU time so far.
+// It prints "standin listening on http://HOST:PORT/v1" on stdout once it accepts connections.
+// It writes the same URL to -url-file when given.
+// It serves until SIGINT or SIGTERM, then prints its counters as JSON on stdout.
+// Besides the API it answers GET /stats with the counters and the process's CPU time so far.
 package main
 
 import (

@@ -1,20 +1,7 @@
-// Command topology measures `delegate train --processes N` against the
-// in-process `delegate train` on the same training run (world, seeds,
-// steps, group shape, table), side by side in one invocation: wall time,
-// trainer steps per minute, rollouts per second, the time the trainer
-// waits for data and the environments wait for the trainer, the staleness
-// of the groups trained on, how many steps trained on the same rollouts in
-// both runs (on-policy, the environments draw the in-process run's items
-// and seeds), and the final table of each. Targets: the multi-process
-// trained reward inside the in-process run's 95% interval, and a wall time
-// at most 1.3× the in-process run's; PASS or MISS each.
-//
-// With -kill the multi-process run is also a fault run: each kind of
-// child (the trainer, the first environment, the policy server, the API,
-// in an order shuffled by the seed) is sent SIGKILL once, at a random
-// moment 2 to 8 s after the previous kill, and the supervisor restarts it;
-// the reward check then says whether the loop that survived them trained
-// the same policy (the wall-time ratio then includes the restarts).
+// Command topology measures `delegate train --processes N` against the in-process `delegate train`.
+// Both make the same training run, side by side, and it prints PASS or MISS for reward and wall time.
+// With -kill it also kills each kind of child once.
+// README.md gives the method; docs/topology.md the figures.
 //
 //	go run ./perf/topology -steps 40 -processes 2
 //	go run ./perf/topology -steps 60 -items 4 -group 8 -kill
@@ -305,9 +292,9 @@ func report(in, multi *result) {
 	}
 }
 
-// sameSteps counts the steps whose rollouts were the same in both runs, as
-// far as the metrics tell (the mean reward to 1e-9 and the policy's
-// tokens), and returns the first step that differs (0: none).
+// sameSteps counts the steps whose rollouts were the same in both runs, as far as the metrics tell.
+// The metrics compared are the mean reward to 1e-9 and the policy's tokens.
+// It returns the first step that differs, or 0 when none does.
 func sameSteps(a, b []metrics) (same, first int) {
 	for i := range min(len(a), len(b)) {
 		d := a[i].Reward - b[i].Reward
@@ -323,8 +310,8 @@ func sameSteps(a, b []metrics) (same, first int) {
 	return same, first
 }
 
-// killer sends SIGKILL to one child of each kind of a multi-process run,
-// in a shuffled order, each 2 to 8 s after the one before.
+// killer sends SIGKILL to one child of each kind of a multi-process run.
+// The kills come in a shuffled order, each 2 to 8 s after the one before.
 type killer struct {
 	rng   *rand.Rand
 	order []string

@@ -77,8 +77,8 @@ func appendResult(dst []byte, r Result) ([]byte, error) {
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
-// appendFloat appends a finite f as encoding/json writes a float64: like
-// ES6, with exponents only for very small or large magnitudes.
+// appendFloat appends a finite f as encoding/json writes a float64.
+// That is like ES6, with exponents only for very small or large magnitudes.
 func appendFloat(dst []byte, f float64) []byte {
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
@@ -117,10 +117,11 @@ func startsObject(b json.RawMessage) bool {
 	return len(b) > 0 && b[0] == '{'
 }
 
-// members calls fn with each member of b, a valid JSON object, in order:
-// its key as written between the quotes, and its value's bytes. It stops
-// when fn returns false. It reads the top level alone, without the maps
-// and copies of a decode; the caller has checked that b is valid.
+// members calls fn with each member of b, a valid JSON object, in order.
+// fn gets the key as written between the quotes, and the value's bytes.
+// It stops when fn returns false.
+// It reads the top level alone, without the maps and copies of a decode.
+// The caller has checked that b is valid.
 func members(b []byte, fn func(key, value []byte) bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
@@ -198,8 +199,8 @@ func skipValue(b []byte, i int) int {
 	return j
 }
 
-// unescapeKey returns a member's key, unescaped: the key itself when it
-// has no escapes, so that a switch on its string does not allocate.
+// unescapeKey returns a member's key, unescaped.
+// A key without escapes is returned as it is, so that a switch on its string does not allocate.
 func unescapeKey(key []byte) []byte {
 	if bytes.IndexByte(key, '\\') < 0 {
 		return key
@@ -249,8 +250,8 @@ func appendRPCResponse(dst []byte, r RPCResponse) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// callTexter is an observation value that gives its tools/call text and
-// error flag, and has no member named content, isError, reward or done.
+// callTexter is an observation value that gives its tools/call text and error flag.
+// It has no member named content, isError, reward or done.
 // The server writes its call result in one pass.
 type callTexter interface {
 	callText() (text string, isError bool)

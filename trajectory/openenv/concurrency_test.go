@@ -12,8 +12,8 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// TestConcurrentEpisodes runs 200 WebSocket episodes at once against a
-// fast fake sub-agent: every step is answered in order, every episode ends
+// TestConcurrentEpisodes runs 200 WebSocket episodes at once against a fast fake sub-agent.
+// Every step is answered in order, every episode ends
 // correct with its own problem, the sub-agent sees every delegate call,
 // and no session or goroutine outlives the server.
 func TestConcurrentEpisodes(t *testing.T) {

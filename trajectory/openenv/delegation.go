@@ -81,9 +81,9 @@ type StepRecord struct {
 	Subagent     *delegate.Node
 }
 
-// Delegation is the delegation environment of package world: an episode
-// is one problem, a step is one tool call of the policy, and the reward
-// is the world's. It makes one Environment per session (New).
+// Delegation is the delegation environment of package world.
+// An episode is one problem, a step is one tool call of the policy, and the reward is the world's.
+// New makes one Environment per session.
 type Delegation struct {
 	sub      delegate.Model
 	world    world.Config

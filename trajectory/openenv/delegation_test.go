@@ -43,9 +43,9 @@ func TestNewDelegation(t *testing.T) {
 	}
 }
 
-// FuzzAction sends any bytes as an action in an episode: the step either
-// answers an observation or fails with a ValidationError, and the episode
-// stays usable.
+// FuzzAction sends any bytes as an action in an episode.
+// The step either answers an observation or fails with a ValidationError,
+// and the episode stays usable.
 func FuzzAction(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"call_tool","tool_name":"delegate","arguments":{"question":"12*34"}}`,
@@ -81,8 +81,8 @@ func FuzzAction(f *testing.F) {
 	})
 }
 
-// TestDelegationTasks runs episodes over given tasks: a seed draws its
-// task, the answer reaches the verifier boxed, and the reward follows it.
+// TestDelegationTasks runs episodes over given tasks.
+// A seed draws its task, the answer reaches the verifier boxed, and the reward follows it.
 func TestDelegationTasks(t *testing.T) {
 	tasks := []delegate.Task{
 		{ID: "t0", Dataset: "gsm8k", Prompt: "What is 2+3?", Answer: "5"},

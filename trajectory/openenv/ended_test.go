@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// DelegationConfig.Ended sees an answered episode once, with its steps
-// and the sub-agent's call, and one its session closed before it ended.
+// DelegationConfig.Ended sees an answered episode once, with its steps and the sub-agent's call.
+// It also sees an episode whose session closed before it ended.
 func TestEndedSeesEveryEpisode(t *testing.T) {
 	var seen []EpisodeRecord
 	d, err := NewDelegation(DelegationConfig{Subagent: fakeSolver(), Ended: func(r EpisodeRecord) { seen = append(seen, r) }})

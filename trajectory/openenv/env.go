@@ -8,11 +8,11 @@ import (
 	"strings"
 )
 
-// Environment is one instance of an environment: at most one episode at a
-// time, from Reset to the observation that is done. The server makes one
-// per WebSocket connection and one per HTTP request, and calls an
-// instance from one goroutine at a time. Close releases it; the server
-// calls it once, after the last call.
+// Environment is one instance of an environment, running at most one episode at a time.
+// An episode runs from Reset to the observation that is done.
+// The server makes one per WebSocket connection and one per HTTP request,
+// and calls an instance from one goroutine at a time.
+// Close releases it; the server calls it once, after the last call.
 type Environment interface {
 	// Reset starts a new episode, ending any other. A nil seed lets the
 	// environment choose one; an empty episodeID lets it make one.

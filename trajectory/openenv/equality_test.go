@@ -29,11 +29,10 @@ func shipped(t *testing.T, name string) *local.Model {
 	return m
 }
 
-// TestEqualsInProcessRoute plays world problems as a TRL client does,
-// with the shipped router as the policy and the shipped solver as the
-// sub-agent, over the WebSocket and over HTTP MCP. For each seed the
-// reward, the answer, the policy's calls and the sub-agent's tokens and
-// dollars equal those of the in-process route rollout of the same problem.
+// TestEqualsInProcessRoute plays world problems as a TRL client does, over the WebSocket and HTTP MCP.
+// The shipped router is the policy and the shipped solver the sub-agent.
+// For each seed the reward, the answer, the policy's calls and the sub-agent's tokens and dollars
+// equal those of the in-process route rollout of the same problem.
 func TestEqualsInProcessRoute(t *testing.T) {
 	router, solver := shipped(t, "router"), shipped(t, "solver")
 	prices := world.DefaultPrices()

@@ -80,9 +80,9 @@ type MCPContent struct {
 	Text string `json:"text"`
 }
 
-// MCPCallResult is the result of tools/call: MCP's content and isError,
-// then the step's observation fields, reward and done at the same level,
-// as OpenEnv writes a call's observation.
+// MCPCallResult is the result of tools/call, as OpenEnv writes a call's observation.
+// MCP's content and isError come first.
+// The step's observation fields, reward and done follow at the same level.
 type MCPCallResult struct {
 	Content     []MCPContent
 	IsError     bool
@@ -401,9 +401,10 @@ func (s *Server) toolsList() any {
 	return map[string][]MCPTool{"tools": tools}
 }
 
-// toolsCall runs a call_tool step: on the WebSocket session's
-// environment, on an HTTP session's when params name one, else on a fresh
-// environment closed after it. params is a valid JSON object, or nil.
+// toolsCall runs a call_tool step on the session's environment.
+// That is the WebSocket session's, or an HTTP session's when params name one.
+// Otherwise it runs on a fresh environment closed after it.
+// params is a valid JSON object, or nil.
 func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMessage) (any, error) {
 	var rawName, args, meta, id json.RawMessage
 	named := false

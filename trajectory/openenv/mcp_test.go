@@ -83,9 +83,9 @@ func TestMCPHTTPRequests(t *testing.T) {
 	}
 }
 
-// TestMCPSession runs episodes on an HTTP MCP session: create draws the
-// seed's problem, calls step it, a call after the answer is refused, reset
-// starts the next episode up to the bound, and close frees the slot.
+// TestMCPSession runs episodes on an HTTP MCP session.
+// create draws the seed's problem, calls step it, and a call after the answer is refused.
+// reset starts the next episode up to the bound, and close frees the slot.
 func TestMCPSession(t *testing.T) {
 	srv, d := newDelegationServer(t, DelegationConfig{}, func(c *Config) { c.MaxSessions = 1; c.MaxMCPEpisodes = 2 })
 	c := serve(t, srv, "")
@@ -150,8 +150,8 @@ func TestMCPSession(t *testing.T) {
 	}
 }
 
-// TestMCPSessionIdle checks that an idle HTTP MCP session is closed and
-// its slot freed, and that closing the server closes the others.
+// TestMCPSessionIdle checks that an idle HTTP MCP session is closed and its slot freed.
+// Closing the server closes the others.
 func TestMCPSessionIdle(t *testing.T) {
 	srv, _ := newDelegationServer(t, DelegationConfig{}, func(c *Config) { c.IdleTimeout = 50 * time.Millisecond })
 	c := serve(t, srv, "")
@@ -175,8 +175,8 @@ func TestMCPSessionIdle(t *testing.T) {
 	}
 }
 
-// TestMCPWebSocket sends mcp messages on a WebSocket session: they run
-// on the session's environment, after its reset, and count as steps.
+// TestMCPWebSocket sends MCP messages on a WebSocket session.
+// They run on the session's environment, after its reset, and count as steps.
 func TestMCPWebSocket(t *testing.T) {
 	srv, d := newDelegationServer(t, DelegationConfig{}, nil)
 	c := serve(t, srv, "")

@@ -80,8 +80,9 @@ func fixtureFrame(t *testing.T, name string) frame {
 	return decodeFrame(t, b)
 }
 
-// sameShape checks got against OpenEnv's answer want: the same top-level
-// members (jsonrpc, id, and result or error), id, and error code.
+// sameShape checks got against OpenEnv's answer want.
+// They must have the same top-level members, id and error code.
+// The members are jsonrpc, id, and result or error.
 func sameShape(t *testing.T, what string, got, want frame) {
 	t.Helper()
 	if !slices.Equal(got.keys, want.keys) {

@@ -108,9 +108,9 @@ func TestAppendRPCResponseMatchesMarshal(t *testing.T) {
 	}
 }
 
-// TestCallResultWriteOnce: the tools/call result written in one pass
-// from a delegation observation holds what the general path writes, and
-// decodeCallResponse reads back the observation, reward and done.
+// TestCallResultWriteOnce checks the tools/call result written in one pass from a delegation observation.
+// It holds what the general path writes,
+// and decodeCallResponse reads back the observation, reward and done.
 func TestCallResultWriteOnce(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	tools := (&Delegation{}).Tools()

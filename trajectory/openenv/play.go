@@ -35,9 +35,8 @@ type Policy struct {
 	MaxTokens int
 	// MaxTurns bounds the policy's calls in an episode. Default 16.
 	MaxTurns int
-	// AnswerInText leaves AnswerTool out of the request's tools: the
-	// policy answers in a reply without tool calls, as route's strong
-	// model does.
+	// AnswerInText leaves AnswerTool out of the request's tools.
+	// The policy then answers in a reply without tool calls, as route's strong model does.
 	AnswerInText bool
 	// NamesOnly declares the tools by name alone, as the world's shipped
 	// models were trained to see them (transcript.Tool).
@@ -61,8 +60,8 @@ type Played struct {
 	Trace *delegate.Trace
 }
 
-// AnswerTool is the tool a policy's reply without tool calls goes to,
-// its text as {"answer": TEXT}, when the environment offers it.
+// AnswerTool is the tool that a policy's reply without tool calls goes to.
+// The reply's text goes as {"answer": TEXT}, when the environment offers the tool.
 const AnswerTool = ToolAnswer
 
 // Play runs the episode of seed on s. A reply without tool calls ends the
@@ -172,10 +171,9 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 	return pl, nil
 }
 
-// step sends one tool call and returns the text the policy reads back: the
-// result, or "error: " and why the call failed or was refused.
-// The action's metadata names the policy's turn: calls of one reply share
-// it.
+// step sends one tool call and returns the text the policy reads back.
+// That is the result, or "error: " and why the call failed or was refused.
+// The action's metadata names the policy's turn; calls of one reply share it.
 func (p Policy) step(ctx context.Context, s Stepper, pl *Played, tc delegate.ToolCall, turn int) (string, error) {
 	args := json.RawMessage(tc.Arguments)
 	if !isObject(args) {
@@ -301,8 +299,8 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 	return decodeCallResponse(body)
 }
 
-// decodeCallResponse reads a tools/call response: one check of the JSON
-// and walks of its members, where a decode would build the result's map.
+// decodeCallResponse reads a tools/call response.
+// It checks the JSON once and walks its members, where a decode would build the result's map.
 func decodeCallResponse(b []byte) (Result, error) {
 	const method = MethodToolsCall
 	if !json.Valid(b) || !startsObject(b) {

@@ -13,8 +13,8 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
-// delegatingPolicy delegates every step of p, one tool call a turn, then
-// replies with the last result as text: no tool call, the answer.
+// delegatingPolicy delegates every step of p, one tool call a turn.
+// Then it replies with the last result as text and no tool call: the answer.
 func delegatingPolicy(p *world.Problem) *modeltest.Model {
 	return modeltest.New("policy", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		done := 0
@@ -33,9 +33,9 @@ func delegatingPolicy(p *world.Problem) *modeltest.Model {
 	})
 }
 
-// TestPlay plays episodes over the WebSocket and over HTTP MCP: the
-// policy gets the observation's tools, its calls become steps, its reply
-// without calls goes to answer, and both transports end alike.
+// TestPlay plays episodes over the WebSocket and over HTTP MCP.
+// The policy gets the observation's tools, its calls become steps,
+// its reply without calls goes to answer, and both transports end alike.
 func TestPlay(t *testing.T) {
 	srv, d := newDelegationServer(t, DelegationConfig{}, nil)
 	c := serve(t, srv, "")

@@ -99,9 +99,9 @@ func (r StepRequest) Validate() []FieldError {
 	return errs
 }
 
-// Result is the answer to a reset or a step: the observation without its
-// reward, done and metadata, which sit beside it. Reward is null at reset
-// and wherever the environment gives none.
+// Result is the answer to a reset or a step.
+// The observation comes without its reward, done and metadata, which sit beside it.
+// Reward is null at reset and wherever the environment gives none.
 type Result struct {
 	Observation json.RawMessage `json:"observation"`
 	Reward      *float64        `json:"reward"`
@@ -185,16 +185,16 @@ type ErrorData struct {
 	FactoryName    string       `json:"factory_name,omitempty"`
 }
 
-// FieldError is one failed check of a request, in the shape of a
-// Pydantic validation error: its kind, where it is and what is wrong.
+// FieldError is one failed check of a request, in the shape of a Pydantic validation error.
+// It gives its kind, where it is and what is wrong.
 type FieldError struct {
 	Type string `json:"type"`
 	Loc  []any  `json:"loc"`
 	Msg  string `json:"msg"`
 }
 
-// HTTPError is the body of an HTTP error, FastAPI's: Detail is a message,
-// or a list of FieldError for a 422.
+// HTTPError is the body of an HTTP error, as FastAPI writes it.
+// Detail is a message, or a list of FieldError for a 422.
 type HTTPError struct {
 	Detail json.RawMessage `json:"detail"`
 }

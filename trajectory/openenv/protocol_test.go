@@ -23,9 +23,9 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 
 func ptr[T any](v T) *T { return &v }
 
-// TestFixturesRoundTrip reads each fixture, written by hand from
-// OpenEnv's types, into our type and writes it back; and writes our value
-// and compares it with the fixture.
+// TestFixturesRoundTrip reads each fixture into our type and writes it back.
+// It also writes our value and compares it with the fixture.
+// The fixtures were written by hand from OpenEnv's types.
 func TestFixturesRoundTrip(t *testing.T) {
 	tests := []struct {
 		file string

@@ -262,8 +262,8 @@ func closeEnv(env Environment, log *slog.Logger) {
 	}
 }
 
-// reset serves POST /reset on a fresh environment, as OpenEnv's HTTP
-// server does: the episode it starts ends with the request.
+// reset serves POST /reset on a fresh environment, as OpenEnv's HTTP server does.
+// The episode it starts ends with the request.
 func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 	b, ok := s.readBody(w, r, true)
 	if !ok {

@@ -256,9 +256,9 @@ func TestToken(t *testing.T) {
 	}
 }
 
-// TestWebSocketEpisode drives one episode: reset, a bad call of each kind,
-// delegate calls, the answer, the state, a step after done, close. The
-// session outlives the edge's 300ms request timeouts.
+// TestWebSocketEpisode drives one episode from reset to close.
+// It sends a bad call of each kind, delegate calls, the answer, a state request and a step after done.
+// The session outlives the edge's 300ms request timeouts.
 func TestWebSocketEpisode(t *testing.T) {
 	srv, d := newDelegationServer(t, DelegationConfig{}, nil)
 	c := serve(t, srv, "")
@@ -407,10 +407,10 @@ func TestWebSocketMessageErrors(t *testing.T) {
 	}
 }
 
-// TestLimits checks each bound: the world's step limit and budget end an
-// episode with its reward; the server's step limit refuses a step; the
-// session limit refuses a connection; an idle session and an oversized
-// message close theirs.
+// TestLimits checks each bound.
+// The world's step limit and budget end an episode with its reward.
+// The server's step limit refuses a step, and the session limit refuses a connection.
+// An idle session and an oversized message close theirs.
 func TestLimits(t *testing.T) {
 	ctx := context.Background()
 	t.Run("world step limit", func(t *testing.T) {

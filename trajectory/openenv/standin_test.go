@@ -15,11 +15,10 @@ import (
 	"github.com/delegatelab/delegate/standin"
 )
 
-// TestConcurrentEpisodesStandin runs 200 WebSocket episodes at once with
-// the stand-in API as the sub-agent, over real HTTP: every delegate step
-// reaches the stand-in once and comes back in its episode, no session or
-// goroutine outlives the run, and the heap after it is within a bound of
-// the heap before. It does not run under the race detector.
+// TestConcurrentEpisodesStandin runs 200 WebSocket episodes at once with the stand-in API as the sub-agent.
+// Every delegate step reaches the stand-in once, over real HTTP, and comes back in its episode.
+// No session or goroutine outlives the run, and the heap after it is within a bound of the heap before.
+// It does not run under the race detector.
 func TestConcurrentEpisodesStandin(t *testing.T) {
 	if raceEnabled {
 		t.Skip("a load test: 200 episodes over real HTTP take minutes under the race detector; TestConcurrentEpisodes covers the races")
@@ -83,10 +82,9 @@ func TestConcurrentEpisodesStandin(t *testing.T) {
 	}
 }
 
-// standinEpisode delegates every step of the seed's problem and answers:
-// each step must come back with the stand-in's reply and one more
-// sub-agent call, and the episode end after them. It returns the number
-// of delegate steps.
+// standinEpisode delegates every step of the seed's problem, answers, and returns the number of delegate steps.
+// Each step must come back with the stand-in's reply and one more sub-agent call,
+// and the episode must end after them.
 func standinEpisode(ctx context.Context, c *Client, d *Delegation, seed int64) (int, error) {
 	p, err := d.Problem(seed)
 	if err != nil {

@@ -10,9 +10,8 @@ import (
 	"github.com/delegatelab/delegate/modeltest"
 )
 
-// TestSubagentReplies checks what the policy reads back for each kind of
-// sub-agent reply: route's rules, with a failure a tool error and the
-// episode going on.
+// TestSubagentReplies checks what the policy reads back for each kind of sub-agent reply.
+// Route's rules apply: a failure is a tool error and the episode goes on.
 func TestSubagentReplies(t *testing.T) {
 	tests := []struct {
 		name       string

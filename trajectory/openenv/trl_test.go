@@ -15,10 +15,10 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
-// trlEnv does what a class passed to TRL's environment_factory does with
-// this server: reset returns the first observation's text, each tool is a
-// method returning the tool's text, and the reward is read after the
-// episode. It also keeps the conversation as the policy wrote and read it.
+// trlEnv does with this server what a class passed to TRL's environment_factory does.
+// reset returns the first observation's text, and each tool is a method returning the tool's text.
+// The reward is read after the episode.
+// It also keeps the conversation as the policy wrote and read it.
 type trlEnv struct {
 	s      *Session
 	reward float64
@@ -76,9 +76,9 @@ func (e *trlEnv) tool(ctx context.Context, name string, args map[string]string) 
 	return text, nil
 }
 
-// scriptedPolicy solves p the way the world rewards: it delegates the
-// steps world.Selective picks, reading the sub-agent's answers, and
-// computes the others itself. It returns its final answer.
+// scriptedPolicy solves p the way the world rewards, and returns its final answer.
+// It delegates the steps world.Selective picks, reading the sub-agent's answers,
+// and computes the others itself.
 func scriptedPolicy(ctx context.Context, t *testing.T, env *trlEnv, p *world.Problem) string {
 	t.Helper()
 	vals := make([]int64, len(p.Steps))
@@ -109,10 +109,9 @@ func scriptedPolicy(ctx context.Context, t *testing.T, env *trlEnv, p *world.Pro
 	return ans
 }
 
-// TestTRLEpisodeWithShippedSolver drives episodes as a TRL environment
-// class would, with the shipped solver as the sub-agent and a scripted
-// policy, and checks that each reward is what the world's reward gives
-// for the conversation the policy saw.
+// TestTRLEpisodeWithShippedSolver drives episodes as a TRL environment class would.
+// The sub-agent is the shipped solver and the policy is scripted.
+// Each reward must be what the world's reward gives for the conversation the policy saw.
 func TestTRLEpisodeWithShippedSolver(t *testing.T) {
 	params, _, err := models.Load("solver")
 	if err != nil {

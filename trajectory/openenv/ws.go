@@ -36,13 +36,13 @@ func (s *Server) leave() {
 	s.wg.Done()
 }
 
-// ws serves one episode's session on a WebSocket at /ws: one environment
-// for the life of the connection, messages answered in order.
+// ws serves one episode's session on a WebSocket at /ws.
+// One environment lives as long as the connection, and messages are answered in order.
 func (s *Server) ws(w http.ResponseWriter, r *http.Request) { s.serveWS(w, r, false) }
 
-// mcpWS serves MCP on a WebSocket at /mcp, as OpenEnv's server does: each
-// text message is one JSON-RPC request, each answer one response, on one
-// environment for the life of the connection.
+// mcpWS serves MCP on a WebSocket at /mcp, as OpenEnv's server does.
+// Each text message is one JSON-RPC request, and each answer one response.
+// One environment lives as long as the connection.
 func (s *Server) mcpWS(w http.ResponseWriter, r *http.Request) { s.serveWS(w, r, true) }
 
 // serveWS runs a WebSocket session: OpenEnv's typed messages, or bare

@@ -1,5 +1,5 @@
-// Package edgetest holds what tests of the project's servers share about
-// the edge: scraping /metrics as Prometheus would.
+// Package edgetest holds what tests of the project's servers share about the edge.
+// That is scraping /metrics as Prometheus would.
 package edgetest
 
 import (
@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// Scrape GETs base/metrics over HTTP, with token as a bearer token unless
-// it is "", and parses the answer with Prometheus's own text parser. Any
-// status but 200, or another format, fails the test.
+// Scrape GETs base/metrics and parses the answer with Prometheus's own text parser.
+// A non-empty token goes as a bearer token.
+// Any status but 200, or another format, fails the test.
 func Scrape(t testing.TB, base, token string) map[string]*dto.MetricFamily {
 	t.Helper()
 	req, err := http.NewRequest("GET", base+"/metrics", nil)

@@ -24,8 +24,8 @@ type Shape struct {
 	NormEps, RopeTheta                    float64
 }
 
-// Write writes config.json and model.safetensors of a seeded random
-// model of shape sh into dir, its tensors stored as dtype (BF16 or F16).
+// Write writes config.json and model.safetensors of a seeded random model of shape sh into dir.
+// Its tensors are stored as dtype, BF16 or F16.
 func Write(dir string, sh Shape, dtype string) error {
 	hd := sh.Dim / sh.Heads
 	arch := map[string]string{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[sh.ModelType]
@@ -124,8 +124,8 @@ func Write(dir string, sh Shape, dtype string) error {
 	return f.Close()
 }
 
-// toHalf rounds v to bfloat16 (nearest, ties to even) or float16 (by
-// truncation of the mantissa; values here are far inside the normal range).
+// toHalf rounds v to bfloat16, nearest with ties to even, or to float16 by truncating the mantissa.
+// Values here are far inside float16's normal range.
 func toHalf(v float32, dtype string) uint16 {
 	b := math.Float32bits(v)
 	if dtype == "BF16" {

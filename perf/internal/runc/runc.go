@@ -1,6 +1,6 @@
-// Package runc holds what the benchmark programs that run llama2.c's run
-// program share: a seeded model with clear-cut greedy choices, its export in
-// llama2.c's formats, and the text run.c prints for a token sequence.
+// Package runc holds what the benchmark programs that run llama2.c's run program share.
+// That is a seeded model with clear-cut greedy choices, its export in llama2.c's formats,
+// and the text run.c prints for a token sequence.
 package runc
 
 import (
@@ -15,9 +15,9 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// ScaledModel draws a model of config c from seed and multiplies every
-// weight matrix (not the norms) by scale, so that greedy decoding is far
-// from ties and float rounding does not decide a token.
+// ScaledModel draws a model of config c from seed and multiplies every weight matrix by scale.
+// The norms are left as drawn.
+// Greedy decoding is then far from ties, and float rounding does not decide a token.
 func ScaledModel(c nn.Config, seed uint64, scale float32) (*nn.Params, error) {
 	if !(scale > 0) {
 		return nil, errors.New("scale must be positive")
@@ -69,10 +69,10 @@ func writeFile(path string, write func(io.Writer) error) error {
 	return nil
 }
 
-// Text is what run.c prints for the sequence ids (the first id is fed,
-// never printed), without the final newline: a leading space right after
-// BOS is dropped, "<0xXX>" pieces print their byte, and single bytes that
-// are neither printable ASCII nor whitespace are skipped.
+// Text is what run.c prints for the sequence ids, without the final newline.
+// The first id is fed, never printed.
+// A leading space right after BOS is dropped, and "<0xXX>" pieces print their byte.
+// Single bytes that are neither printable ASCII nor whitespace are skipped.
 func Text(ids []int) string {
 	var b strings.Builder
 	for i := 1; i < len(ids); i++ {
