@@ -152,36 +152,56 @@ func parseHFConfig(b []byte, opt HFOptions) (nn.Config, HFInfo, error) {
 	if err := json.Unmarshal(b, &h); err != nil {
 		return nn.Config{}, HFInfo{}, fmt.Errorf("parse: %w", err)
 	}
+	if err := checkHFSupported(&h, opt); err != nil {
+		return nn.Config{}, HFInfo{}, err
+	}
+	c, err := hfModelConfig(&h, opt)
+	if err != nil {
+		return nn.Config{}, HFInfo{}, err
+	}
+	eos, err := parseHFEOS(h.EOS, c.Vocab)
+	if err != nil {
+		return nn.Config{}, HFInfo{}, err
+	}
+	return c, HFInfo{ModelType: h.ModelType, EOS: eos}, nil
+}
+
+// checkHFSupported refuses a model family, a layer feature or an option
+// the engine does not compute, naming the field.
+func checkHFSupported(h *hfConfig, opt HFOptions) error {
 	arch, ok := hfFamilies[h.ModelType]
 	switch {
 	case !ok && strings.Contains(h.ModelType, "moe"):
-		return nn.Config{}, HFInfo{}, fmt.Errorf("model_type %q: mixture-of-experts models are not supported (want llama, qwen2 or qwen3)", h.ModelType)
+		return fmt.Errorf("model_type %q: mixture-of-experts models are not supported (want llama, qwen2 or qwen3)", h.ModelType)
 	case !ok:
-		return nn.Config{}, HFInfo{}, fmt.Errorf("model_type %q is not supported (want llama, qwen2 or qwen3)", h.ModelType)
+		return fmt.Errorf("model_type %q is not supported (want llama, qwen2 or qwen3)", h.ModelType)
 	case len(h.Architectures) > 0 && !slices.Equal(h.Architectures, []string{arch}):
-		return nn.Config{}, HFInfo{}, fmt.Errorf("architectures %q: model_type %s needs [%q]", h.Architectures, h.ModelType, arch)
+		return fmt.Errorf("architectures %q: model_type %s needs [%q]", h.Architectures, h.ModelType, arch)
 	case h.NumExperts != nil || h.NumLocalExperts != nil:
-		return nn.Config{}, HFInfo{}, errors.New("num_experts: mixture-of-experts models are not supported")
+		return errors.New("num_experts: mixture-of-experts models are not supported")
 	case h.HiddenAct != "" && h.HiddenAct != "silu":
-		return nn.Config{}, HFInfo{}, fmt.Errorf("hidden_act %q is not supported (want silu)", h.HiddenAct)
+		return fmt.Errorf("hidden_act %q is not supported (want silu)", h.HiddenAct)
 	case h.AttentionBias && h.ModelType != "qwen2":
 		// Qwen2's attention has q/k/v biases and no o bias whatever the
 		// key says; transformers reads no attention_bias for it.
-		return nn.Config{}, HFInfo{}, errors.New("attention_bias true is not supported (biases on every attention projection)")
+		return errors.New("attention_bias true is not supported (biases on every attention projection)")
 	case h.MLPBias:
-		return nn.Config{}, HFInfo{}, errors.New("mlp_bias true is not supported")
+		return errors.New("mlp_bias true is not supported")
 	case h.UseSlidingWindow:
-		return nn.Config{}, HFInfo{}, errors.New("use_sliding_window true is not supported (full attention only)")
+		return errors.New("use_sliding_window true is not supported (full attention only)")
 	case len(h.QuantizationConfig) > 0 && string(h.QuantizationConfig) != "null":
-		return nn.Config{}, HFInfo{}, errors.New("quantization_config: quantized checkpoints are not supported (want float32, bfloat16 or float16)")
+		return errors.New("quantization_config: quantized checkpoints are not supported (want float32, bfloat16 or float16)")
 	case h.MaxPos <= 0:
-		return nn.Config{}, HFInfo{}, fmt.Errorf("max_position_embeddings must be positive, got %d", h.MaxPos)
+		return fmt.Errorf("max_position_embeddings must be positive, got %d", h.MaxPos)
 	case opt.Context < 0:
-		return nn.Config{}, HFInfo{}, fmt.Errorf("context must not be negative, got %d", opt.Context)
+		return fmt.Errorf("context must not be negative, got %d", opt.Context)
 	}
-	if err := checkQuantize(opt.Quantize); err != nil {
-		return nn.Config{}, HFInfo{}, err
-	}
+	return checkQuantize(opt.Quantize)
+}
+
+// hfModelConfig makes the nn.Config of a supported config.json, with
+// transformers' defaults where a key is absent, and validates it.
+func hfModelConfig(h *hfConfig, opt HFOptions) (nn.Config, error) {
 	c := nn.Config{
 		Vocab:      h.Vocab,
 		Dim:        h.HiddenSize,
@@ -201,9 +221,9 @@ func parseHFConfig(b []byte, opt HFOptions) (nn.Config, HFInfo, error) {
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
 	}
-	theta, rs, err := parseHFRope(h)
+	theta, rs, err := parseHFRope(*h)
 	if err != nil {
-		return nn.Config{}, HFInfo{}, err
+		return nn.Config{}, err
 	}
 	c.RopeTheta, c.RopeScaling = theta, rs
 	if c.NormEps == 0 {
@@ -217,23 +237,29 @@ func parseHFConfig(b []byte, opt HFOptions) (nn.Config, HFInfo, error) {
 		c.HeadSize = headDim
 	}
 	if err := c.Validate(); err != nil {
-		return nn.Config{}, HFInfo{}, err
+		return nn.Config{}, err
 	}
-	info := HFInfo{ModelType: h.ModelType}
-	if len(h.EOS) > 0 && string(h.EOS) != "null" {
+	return c, nil
+}
+
+// parseHFEOS reads eos_token_id, an id or a list of ids, each within the
+// vocabulary. Absent or null is no id.
+func parseHFEOS(raw json.RawMessage, vocab int) ([]int, error) {
+	var eos []int
+	if len(raw) > 0 && string(raw) != "null" {
 		var one int
-		if err := json.Unmarshal(h.EOS, &one); err == nil {
-			info.EOS = []int{one}
-		} else if err := json.Unmarshal(h.EOS, &info.EOS); err != nil {
-			return nn.Config{}, HFInfo{}, fmt.Errorf("eos_token_id %s: want an id or a list of ids", h.EOS)
+		if err := json.Unmarshal(raw, &one); err == nil {
+			eos = []int{one}
+		} else if err := json.Unmarshal(raw, &eos); err != nil {
+			return nil, fmt.Errorf("eos_token_id %s: want an id or a list of ids", raw)
 		}
 	}
-	for _, id := range info.EOS {
-		if id < 0 || id >= c.Vocab {
-			return nn.Config{}, HFInfo{}, fmt.Errorf("eos_token_id %d is outside the vocabulary of %d", id, c.Vocab)
+	for _, id := range eos {
+		if id < 0 || id >= vocab {
+			return nil, fmt.Errorf("eos_token_id %d is outside the vocabulary of %d", id, vocab)
 		}
 	}
-	return c, info, nil
+	return eos, nil
 }
 
 // hfRope is a rope_scaling (transformers v4) or rope_parameters (v5)
