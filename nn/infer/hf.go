@@ -629,13 +629,41 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 	if err != nil {
 		return hfMatrix{}, err
 	}
-	dt := map[string]kernel.DType{"F32": kernel.Float32, "BF16": kernel.BFloat16, "F16": kernel.Float16, "Q8_0": kernel.Q8_0}[t.dtype]
+	if err := l.checkMatrixType(name, t.dtype, cols); err != nil {
+		return hfMatrix{}, err
+	}
+	buf, err := t.raw(name)
+	if err != nil {
+		return hfMatrix{}, err
+	}
+	switch {
+	case t.dtype == "Q8_0" && !l.f32:
+		if err := checkQ8Finite(name, buf); err != nil {
+			return hfMatrix{}, err
+		}
+		return hfMatrix{q: buf}, nil
+	case l.q8 || t.dtype == "Q8_0":
+		return l.throughFloat32(name, t.dtype, buf, rows, cols)
+	case t.dtype == "F32":
+		f := make([]float32, rows*cols)
+		for i := range f {
+			f[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+		}
+		return hfMatrix{f: f}, checkFinite(name, f)
+	}
+	return l.halfMatrix(name, t.dtype, buf, rows*cols)
+}
+
+// checkMatrixType works out the type a matrix of dtype is held in. The
+// first matrix sets the model's type, and every other must have it.
+func (l *hfLoader) checkMatrixType(name, dtype string, cols int) error {
+	dt := map[string]kernel.DType{"F32": kernel.Float32, "BF16": kernel.BFloat16, "F16": kernel.Float16, "Q8_0": kernel.Q8_0}[dtype]
 	if l.f32 {
 		dt = kernel.Float32
 	}
 	if l.q8 {
 		if cols%kernel.Q8Block != 0 {
-			return hfMatrix{}, fmt.Errorf("tensor %s: q8_0 needs rows of a multiple of 32 values, has %d", name, cols)
+			return fmt.Errorf("tensor %s: q8_0 needs rows of a multiple of 32 values, has %d", name, cols)
 		}
 		dt = kernel.Q8_0
 	}
@@ -643,56 +671,47 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 		l.dtype, l.set = dt, true
 	}
 	if dt != l.dtype {
-		return hfMatrix{}, fmt.Errorf("tensor %s is %s, the model's other matrices %s: mixed types are not supported", name, t.dtype, l.dtype)
+		return fmt.Errorf("tensor %s is %s, the model's other matrices %s: mixed types are not supported", name, dtype, l.dtype)
 	}
-	buf, err := t.raw(name)
-	if err != nil {
+	return nil
+}
+
+// throughFloat32 decodes a matrix to float32 and checks it: to quantise
+// it to q8_0, or to widen a q8_0 one when float32 is asked for.
+func (l *hfLoader) throughFloat32(name, dtype string, buf []byte, rows, cols int) (hfMatrix, error) {
+	f := make([]float32, rows*cols)
+	if dtype == "Q8_0" {
+		kernel.DequantizeQ8_0(f, buf)
+	}
+	for i := range f {
+		switch dtype {
+		case "F32":
+			f[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+		case "BF16":
+			f[i] = kernel.BF16ToFloat32(binary.LittleEndian.Uint16(buf[2*i:]))
+		case "F16":
+			f[i] = kernel.F16ToFloat32(binary.LittleEndian.Uint16(buf[2*i:]))
+		}
+	}
+	if err := checkFinite(name, f); err != nil {
 		return hfMatrix{}, err
 	}
-	n := rows * cols
-	if t.dtype == "Q8_0" && !l.f32 {
-		if err := checkQ8Finite(name, buf); err != nil {
-			return hfMatrix{}, err
-		}
-		return hfMatrix{q: buf}, nil
+	if l.f32 {
+		return hfMatrix{f: f}, nil
 	}
-	if l.q8 || t.dtype == "Q8_0" {
-		f := make([]float32, n)
-		if t.dtype == "Q8_0" {
-			kernel.DequantizeQ8_0(f, buf)
-		}
-		for i := range f {
-			switch t.dtype {
-			case "F32":
-				f[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
-			case "BF16":
-				f[i] = kernel.BF16ToFloat32(binary.LittleEndian.Uint16(buf[2*i:]))
-			case "F16":
-				f[i] = kernel.F16ToFloat32(binary.LittleEndian.Uint16(buf[2*i:]))
-			}
-		}
-		if err := checkFinite(name, f); err != nil {
-			return hfMatrix{}, err
-		}
-		if l.f32 {
-			return hfMatrix{f: f}, nil
-		}
-		return hfMatrix{q: quantizeRows(f, rows, cols)}, nil
-	}
-	if t.dtype == "F32" {
-		f := make([]float32, n)
-		for i := range f {
-			f[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
-		}
-		return hfMatrix{f: f}, checkFinite(name, f)
-	}
+	return hfMatrix{q: quantizeRows(f, rows, cols)}, nil
+}
+
+// halfMatrix reads n bfloat16 or float16 values: kept as they are, or
+// widened to float32 when asked. Either way none may be Inf or NaN.
+func (l *hfLoader) halfMatrix(name, dtype string, buf []byte, n int) (hfMatrix, error) {
 	h := make([]uint16, n)
 	for i := range h {
 		h[i] = binary.LittleEndian.Uint16(buf[2*i:])
 	}
 	if l.f32 {
 		f := make([]float32, n)
-		if t.dtype == "BF16" {
+		if dtype == "BF16" {
 			for i, v := range h {
 				f[i] = kernel.BF16ToFloat32(v)
 			}
@@ -704,7 +723,7 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 		return hfMatrix{f: f}, checkFinite(name, f)
 	}
 	exp := uint16(0x7f80) // bfloat16's exponent bits: all set is Inf or NaN
-	if t.dtype == "F16" {
+	if dtype == "F16" {
 		exp = 0x7c00
 	}
 	for i, v := range h {
