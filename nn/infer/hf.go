@@ -812,9 +812,11 @@ func (l *hfLoader) packed(k int, parts ...hfMatrix) *kernel.Packed {
 	return w
 }
 
+// load reads the model's weights, laid out for decoding, and fails on a
+// tensor it did not read.
 func (l *hfLoader) load() (packedWeights, error) {
 	c := l.c
-	d, qd, kv, hid, hd := c.Dim, c.QDim(), c.KVDim(), c.Hidden, c.HeadDim()
+	d := c.Dim
 	var w packedWeights
 	emb, err := l.matrix("model.embed_tokens.weight", c.Vocab, d)
 	if err != nil {
@@ -835,56 +837,73 @@ func (l *hfLoader) load() (packedWeights, error) {
 		return w, err
 	}
 	for i := range c.Layers {
-		pre := fmt.Sprintf("model.layers.%d.", i)
-		var errs []error
-		mat := func(name string, rows, cols int) hfMatrix {
-			m, err := l.matrix(pre+name, rows, cols)
-			errs = append(errs, err)
-			return m
-		}
-		vec := func(name string, n int) []float32 {
-			v, err := l.vector(pre+name, n)
-			errs = append(errs, err)
-			return v
-		}
-		an, fn := vec("input_layernorm.weight", d), vec("post_attention_layernorm.weight", d)
-		q, k, v := mat("self_attn.q_proj.weight", qd, d), mat("self_attn.k_proj.weight", kv, d), mat("self_attn.v_proj.weight", kv, d)
-		o := mat("self_attn.o_proj.weight", d, qd)
-		gate, up, down := mat("mlp.gate_proj.weight", hid, d), mat("mlp.up_proj.weight", hid, d), mat("mlp.down_proj.weight", d, hid)
-		var qb, kb, vb, qn, kn []float32
-		if c.QKVBias {
-			qb, kb, vb = vec("self_attn.q_proj.bias", qd), vec("self_attn.k_proj.bias", kv), vec("self_attn.v_proj.bias", kv)
-		}
-		if c.QKNorm {
-			qn, kn = vec("self_attn.q_norm.weight", hd), vec("self_attn.k_norm.weight", hd)
-		}
-		if err := errors.Join(errs...); err != nil {
+		if err := l.loadLayer(&w, i); err != nil {
 			return w, err
 		}
-		if !l.paired {
-			q, k = q.permuteHeads(c.Heads, hd, d), k.permuteHeads(c.KVHeads, hd, d)
-		}
-		w.qkv = append(w.qkv, l.packed(d, q, k, v))
-		w.wo = append(w.wo, l.packed(qd, o))
-		w.w13 = append(w.w13, l.packed(d, gate, up))
-		w.w2 = append(w.w2, l.packed(hid, down))
-		w.attnNorm = append(w.attnNorm, an)
-		w.ffnNorm = append(w.ffnNorm, fn)
-		if c.QKVBias {
-			if !l.paired {
-				qb, kb = permuteHeads(qb, c.Heads, hd, 1), permuteHeads(kb, c.KVHeads, hd, 1)
-			}
-			bias := slices.Concat(qb, kb, vb)
-			w.qkvBias = append(w.qkvBias, bias)
-		}
-		if c.QKNorm {
-			if !l.paired {
-				qn, kn = permuteHeads(qn, 1, hd, 1), permuteHeads(kn, 1, hd, 1)
-			}
-			w.qNorm = append(w.qNorm, qn)
-			w.kNorm = append(w.kNorm, kn)
-		}
 	}
+	return w, l.checkAllUsed()
+}
+
+// loadLayer reads layer i's weights and appends them to w, laid out for
+// decoding with each head's rows in our pair order.
+func (l *hfLoader) loadLayer(w *packedWeights, i int) error {
+	c := l.c
+	d, qd, kv, hid, hd := c.Dim, c.QDim(), c.KVDim(), c.Hidden, c.HeadDim()
+	pre := fmt.Sprintf("model.layers.%d.", i)
+	var errs []error
+	mat := func(name string, rows, cols int) hfMatrix {
+		m, err := l.matrix(pre+name, rows, cols)
+		errs = append(errs, err)
+		return m
+	}
+	vec := func(name string, n int) []float32 {
+		v, err := l.vector(pre+name, n)
+		errs = append(errs, err)
+		return v
+	}
+	an, fn := vec("input_layernorm.weight", d), vec("post_attention_layernorm.weight", d)
+	q, k, v := mat("self_attn.q_proj.weight", qd, d), mat("self_attn.k_proj.weight", kv, d), mat("self_attn.v_proj.weight", kv, d)
+	o := mat("self_attn.o_proj.weight", d, qd)
+	gate, up, down := mat("mlp.gate_proj.weight", hid, d), mat("mlp.up_proj.weight", hid, d), mat("mlp.down_proj.weight", d, hid)
+	var qb, kb, vb, qn, kn []float32
+	if c.QKVBias {
+		qb, kb, vb = vec("self_attn.q_proj.bias", qd), vec("self_attn.k_proj.bias", kv), vec("self_attn.v_proj.bias", kv)
+	}
+	if c.QKNorm {
+		qn, kn = vec("self_attn.q_norm.weight", hd), vec("self_attn.k_norm.weight", hd)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if !l.paired {
+		q, k = q.permuteHeads(c.Heads, hd, d), k.permuteHeads(c.KVHeads, hd, d)
+	}
+	w.qkv = append(w.qkv, l.packed(d, q, k, v))
+	w.wo = append(w.wo, l.packed(qd, o))
+	w.w13 = append(w.w13, l.packed(d, gate, up))
+	w.w2 = append(w.w2, l.packed(hid, down))
+	w.attnNorm = append(w.attnNorm, an)
+	w.ffnNorm = append(w.ffnNorm, fn)
+	if c.QKVBias {
+		if !l.paired {
+			qb, kb = permuteHeads(qb, c.Heads, hd, 1), permuteHeads(kb, c.KVHeads, hd, 1)
+		}
+		bias := slices.Concat(qb, kb, vb)
+		w.qkvBias = append(w.qkvBias, bias)
+	}
+	if c.QKNorm {
+		if !l.paired {
+			qn, kn = permuteHeads(qn, 1, hd, 1), permuteHeads(kn, 1, hd, 1)
+		}
+		w.qNorm = append(w.qNorm, qn)
+		w.kNorm = append(w.kNorm, kn)
+	}
+	return nil
+}
+
+// checkAllUsed fails on a tensor the model did not read, naming the
+// first in order. Rotary inverse frequencies are derived, so ignored.
+func (l *hfLoader) checkAllUsed() error {
 	var extra []string
 	for name, t := range l.ts {
 		if !t.used && !strings.HasSuffix(name, ".rotary_emb.inv_freq") {
@@ -893,9 +912,9 @@ func (l *hfLoader) load() (packedWeights, error) {
 	}
 	if len(extra) > 0 {
 		sort.Strings(extra)
-		return w, fmt.Errorf("tensor %s is not part of a %d-layer model of this architecture (%d unexpected tensors)", extra[0], c.Layers, len(extra))
+		return fmt.Errorf("tensor %s is not part of a %d-layer model of this architecture (%d unexpected tensors)", extra[0], l.c.Layers, len(extra))
 	}
-	return w, nil
+	return nil
 }
 
 // IsHF reports whether dir holds a Hugging Face checkpoint, without reading the weights.
