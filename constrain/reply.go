@@ -203,87 +203,118 @@ func (r *Reply) checked() bool { return r.spec.Required || r.spec.Strict }
 // Feed reports whether sym extends the reply, and takes it if it does. A
 // refused symbol may leave r changed: callers try symbols on a copy.
 func (r *Reply) Feed(sym int) bool {
-	syn := &r.spec.Syntax
 	switch r.phase {
 	case inContent:
 		return r.feedContent(sym)
 	case inLit:
-		if r.lit == "" { // the Open marker
-			return sym == Open && r.open()
-		}
-		if sym >= 256 || byte(sym) != r.lit[r.litPos] {
-			return false
-		}
-		if r.litPos++; r.litPos < len(r.lit) {
-			return true
-		}
-		switch r.then {
-		case thenOpen:
-			return r.open()
-		case thenName:
-			r.startName()
-			return true
-		}
-		return r.close()
+		return r.feedLit(sym)
 	case inName:
-		if sym >= 256 {
-			return false
-		}
-		switch r.name.feed(byte(sym)) {
-		case fedMore:
-			return true
-		case fedBefore:
-			if sym != '{' {
-				return false
-			}
-			r.args = NewJSON(r.spec.Tools[r.name.match()].Args)
-			r.phase = inArgs
-			return r.args.Feed('{')
-		}
-		return false
+		return r.feedName(sym)
 	case inArgs:
-		if !r.args.Done() {
-			return sym < 256 && r.args.Feed(byte(sym))
-		}
-		end := syn.Suffix + syn.Close
-		switch {
-		case end == "":
-			return sym == Close && r.close()
-		case sym < 256 && byte(sym) == end[0]:
-			r.expect(end, thenClose)
-			return r.Feed(sym)
-		}
-		return sym < 256 && r.args.Feed(byte(sym)) // trailing white space
+		return r.feedArgs(sym)
 	case inFreeCall:
-		if syn.Close == "" {
-			if sym == Close {
-				return r.close()
-			}
-			return sym != Open && sym != Other
-		}
-		if sym >= 256 {
-			return false
-		}
-		if r.closeAt = advance(syn.Close, r.closeAt, byte(sym)); r.closeAt == len(syn.Close) {
-			return r.close()
-		}
-		return true
+		return r.feedFreeCall(sym)
 	case afterCall:
-		if r.checked() {
-			// A checked call ends the reply, or another follows.
-			if !r.callsLeft() {
-				return false
-			}
-			r.expect(syn.Sep+syn.Open, thenOpen)
-			if syn.Sep+syn.Open == "" {
-				return sym == Open && r.open()
-			}
-			return r.Feed(sym)
-		}
-		r.phase = inContent
-		return r.Feed(sym)
+		return r.feedAfterCall(sym)
 	}
 	return false
+}
+
+// feedLit reads the next symbol of an expected literal, or the Open
+// marker, and moves on to what follows it once it is complete.
+func (r *Reply) feedLit(sym int) bool {
+	if r.lit == "" { // the Open marker
+		return sym == Open && r.open()
+	}
+	if sym >= 256 || byte(sym) != r.lit[r.litPos] {
+		return false
+	}
+	if r.litPos++; r.litPos < len(r.lit) {
+		return true
+	}
+	switch r.then {
+	case thenOpen:
+		return r.open()
+	case thenName:
+		r.startName()
+		return true
+	}
+	return r.close()
+}
+
+// feedName reads a byte of a checked call's tool name; the { after a
+// whole name starts its arguments.
+func (r *Reply) feedName(sym int) bool {
+	if sym >= 256 {
+		return false
+	}
+	switch r.name.feed(byte(sym)) {
+	case fedMore:
+		return true
+	case fedBefore:
+		if sym != '{' {
+			return false
+		}
+		r.args = NewJSON(r.spec.Tools[r.name.match()].Args)
+		r.phase = inArgs
+		return r.args.Feed('{')
+	}
+	return false
+}
+
+// feedArgs reads a byte of a checked call's arguments, then white space
+// or the call's suffix and Close.
+func (r *Reply) feedArgs(sym int) bool {
+	if !r.args.Done() {
+		return sym < 256 && r.args.Feed(byte(sym))
+	}
+	syn := &r.spec.Syntax
+	end := syn.Suffix + syn.Close
+	switch {
+	case end == "":
+		return sym == Close && r.close()
+	case sym < 256 && byte(sym) == end[0]:
+		r.expect(end, thenClose)
+		return r.Feed(sym)
+	}
+	return sym < 256 && r.args.Feed(byte(sym)) // trailing white space
+}
+
+// feedFreeCall reads a symbol of an unchecked call, up to its Close.
+func (r *Reply) feedFreeCall(sym int) bool {
+	syn := &r.spec.Syntax
+	if syn.Close == "" {
+		if sym == Close {
+			return r.close()
+		}
+		return sym != Open && sym != Other
+	}
+	if sym >= 256 {
+		return false
+	}
+	if r.closeAt = advance(syn.Close, r.closeAt, byte(sym)); r.closeAt == len(syn.Close) {
+		return r.close()
+	}
+	return true
+}
+
+// feedAfterCall reads the symbol after a call: after a checked call only
+// another call may follow, after an unchecked one content goes on.
+func (r *Reply) feedAfterCall(sym int) bool {
+	if r.checked() {
+		// A checked call ends the reply, or another follows.
+		if !r.callsLeft() {
+			return false
+		}
+		syn := &r.spec.Syntax
+		r.expect(syn.Sep+syn.Open, thenOpen)
+		if syn.Sep+syn.Open == "" {
+			return sym == Open && r.open()
+		}
+		return r.Feed(sym)
+	}
+	r.phase = inContent
+	return r.Feed(sym)
 }
 
 // feedContent reads a content symbol: free text, or JSON. A textual Open

@@ -173,7 +173,6 @@ func (m *Model) ChatStream(ctx context.Context, req *delegate.Request, emit func
 func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choice int, text string)) (*delegate.Response, error) {
 	start := time.Now()
 	req = m.declare(req)
-	limit := m.limit
 	gen := infer.GenRequest{
 		MaxNew:      m.cfg.MaxNew,
 		Temperature: 1,
@@ -184,21 +183,9 @@ func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choic
 	if err != nil {
 		return nil, err
 	}
-	rendered := *req
-	rendered.Tools = tools
-	// A lower bound of the prompt's tokens: a request far over the context
-	// is refused before any work proportional to its size.
-	if n := m.codec.minTokens(&rendered); n >= limit {
-		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Model: m.cfg.Name, Attempts: 1,
-			Message: fmt.Sprintf("prompt is at least %d tokens; the context holds %d", n, limit)}
-	}
-	prompt, err := m.codec.prompt(req.Messages, tools)
+	prompt, err := m.encodePrompt(req, tools)
 	if err != nil {
-		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1, Message: err.Error()}
-	}
-	if len(prompt) >= limit {
-		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Model: m.cfg.Name, Attempts: 1,
-			Message: fmt.Sprintf("prompt is %d tokens; the context holds %d", len(prompt), limit)}
+		return nil, err
 	}
 	n := max(req.N, 1)
 	seed := m.cfg.Seed + m.calls.Add(1) - 1
@@ -206,31 +193,8 @@ func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choic
 		seed = uint64(*req.Seed)
 	}
 	gen.Prompt = prompt
-	if req.MaxTokens > 0 {
-		gen.MaxNew = req.MaxTokens
-	}
-	if req.Temperature != nil {
-		gen.Temperature = *req.Temperature
-	}
-	if req.TopP != nil {
-		gen.TopP = *req.TopP
-	}
-	if gen.Temperature < 0 || math.IsNaN(gen.Temperature) || math.IsInf(gen.Temperature, 0) {
-		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1,
-			Message: fmt.Sprintf("temperature %v is out of range (want a finite value at least 0)", gen.Temperature)}
-	}
-	if !(gen.TopP >= 0 && gen.TopP <= 1) {
-		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1,
-			Message: fmt.Sprintf("top_p %v is out of range (want 0..1)", gen.TopP)}
-	}
-	if req.MaxTokens < 0 {
-		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1,
-			Message: fmt.Sprintf("max_tokens %d must not be negative", req.MaxTokens)}
-	}
-	for _, s := range req.Stop {
-		if s != "" {
-			gen.StopSeqs = append(gen.StopSeqs, m.codec.encode(s))
-		}
+	if err := m.applyOptions(req, &gen); err != nil {
+		return nil, err
 	}
 	reqs := make([]infer.GenRequest, n)
 	for i := range reqs {
@@ -259,6 +223,61 @@ func (m *Model) chat(ctx context.Context, req *delegate.Request, emit func(choic
 	}
 	resp.Latency = time.Since(start)
 	return resp, nil
+}
+
+// encodePrompt renders req's messages and tools as the prompt's tokens. It
+// refuses a prompt that does not leave room in the context for a token.
+func (m *Model) encodePrompt(req *delegate.Request, tools []delegate.Tool) ([]int, error) {
+	limit := m.limit
+	rendered := *req
+	rendered.Tools = tools
+	// A lower bound of the prompt's tokens: a request far over the context
+	// is refused before any work proportional to its size.
+	if n := m.codec.minTokens(&rendered); n >= limit {
+		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Model: m.cfg.Name, Attempts: 1,
+			Message: fmt.Sprintf("prompt is at least %d tokens; the context holds %d", n, limit)}
+	}
+	prompt, err := m.codec.prompt(req.Messages, tools)
+	if err != nil {
+		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1, Message: err.Error()}
+	}
+	if len(prompt) >= limit {
+		return nil, &delegate.APIError{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Model: m.cfg.Name, Attempts: 1,
+			Message: fmt.Sprintf("prompt is %d tokens; the context holds %d", len(prompt), limit)}
+	}
+	return prompt, nil
+}
+
+// applyOptions sets gen's length, temperature, top_p and stop sequences from
+// req, and refuses values out of range.
+func (m *Model) applyOptions(req *delegate.Request, gen *infer.GenRequest) error {
+	if req.MaxTokens > 0 {
+		gen.MaxNew = req.MaxTokens
+	}
+	if req.Temperature != nil {
+		gen.Temperature = *req.Temperature
+	}
+	if req.TopP != nil {
+		gen.TopP = *req.TopP
+	}
+	if gen.Temperature < 0 || math.IsNaN(gen.Temperature) || math.IsInf(gen.Temperature, 0) {
+		return &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1,
+			Message: fmt.Sprintf("temperature %v is out of range (want a finite value at least 0)", gen.Temperature)}
+	}
+	if !(gen.TopP >= 0 && gen.TopP <= 1) {
+		return &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1,
+			Message: fmt.Sprintf("top_p %v is out of range (want 0..1)", gen.TopP)}
+	}
+	if req.MaxTokens < 0 {
+		return &delegate.APIError{Status: 400, Type: "invalid_request_error", Model: m.cfg.Name, Attempts: 1,
+			Message: fmt.Sprintf("max_tokens %d must not be negative", req.MaxTokens)}
+	}
+	for _, s := range req.Stop {
+		if s != "" {
+			gen.StopSeqs = append(gen.StopSeqs, m.codec.encode(s))
+		}
+	}
+	return nil
 }
 
 func (m *Model) choice(r infer.GenResult, logprobs bool, seed uint64, idx int) delegate.Choice {

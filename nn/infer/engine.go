@@ -692,6 +692,33 @@ func (s *scheduler) answer() {
 // A slot gives one decode row or the next chunk of its prompt. A token is
 // sampled for each row that ends a prompt or decodes.
 func (s *scheduler) step() {
+	prompt, active := s.gatherRows()
+	if len(s.rows) == 0 {
+		return
+	}
+	refresh := s.model.stale
+	logits := s.model.forward(s.rows)
+	completed := s.sampleDue(logits)
+	s.e.mu.Lock()
+	st := &s.e.stats
+	st.Steps++
+	if refresh {
+		st.Refreshes++
+	}
+	st.Completed += completed
+	st.PromptTokens += prompt
+	st.GeneratedTokens += int64(len(s.owner))
+	st.MaxActive = max(st.MaxActive, active)
+	st.Active = active - int(completed)
+	st.Queued = len(s.queue)
+	s.e.mu.Unlock()
+	s.answer()
+}
+
+// gatherRows fills s.rows with this step's rows and s.owner with the jobs
+// due a token, in row order of their logits. It returns the prompt tokens
+// the rows hold and the number of busy slots.
+func (s *scheduler) gatherRows() (prompt int64, active int) {
 	// Settle prefix sharing first, while every slot's cache holds exactly
 	// its cached tokens (no rows of this step are pending).
 	for slot, j := range s.slots {
@@ -701,8 +728,6 @@ func (s *scheduler) step() {
 	}
 	rows, owner := s.rows[:0], s.owner[:0]
 	budget := s.e.ecfg.PrefillChunk
-	var prompt int64
-	active := 0
 	for slot, j := range s.slots {
 		if j == nil {
 			continue
@@ -735,14 +760,15 @@ func (s *scheduler) step() {
 		owner = append(owner, j)
 	}
 	s.rows, s.owner = rows, owner
-	if len(rows) == 0 {
-		return
-	}
-	refresh := s.model.stale
-	logits := s.model.forward(rows)
+	return prompt, active
+}
+
+// sampleDue samples a token for each job in s.owner from its row of
+// logits. A finished job leaves its slot for s.ready; sampleDue returns
+// how many finished.
+func (s *scheduler) sampleDue(logits []float32) (completed int64) {
 	v := s.e.cfg.Vocab
-	var completed int64
-	for k, j := range owner {
+	for k, j := range s.owner {
 		lg := logits[k*v : (k+1)*v]
 		var tok int
 		var lp, lse float32
@@ -775,20 +801,7 @@ func (s *scheduler) step() {
 			j.pos++
 		}
 	}
-	s.e.mu.Lock()
-	st := &s.e.stats
-	st.Steps++
-	if refresh {
-		st.Refreshes++
-	}
-	st.Completed += completed
-	st.PromptTokens += prompt
-	st.GeneratedTokens += int64(len(owner))
-	st.MaxActive = max(st.MaxActive, active)
-	st.Active = active - int(completed)
-	st.Queued = len(s.queue)
-	s.e.mu.Unlock()
-	s.answer()
+	return completed
 }
 
 // share settles prefix sharing for job j, just admitted to slot i.

@@ -152,36 +152,56 @@ func parseHFConfig(b []byte, opt HFOptions) (nn.Config, HFInfo, error) {
 	if err := json.Unmarshal(b, &h); err != nil {
 		return nn.Config{}, HFInfo{}, fmt.Errorf("parse: %w", err)
 	}
+	if err := checkHFSupported(&h, opt); err != nil {
+		return nn.Config{}, HFInfo{}, err
+	}
+	c, err := hfModelConfig(&h, opt)
+	if err != nil {
+		return nn.Config{}, HFInfo{}, err
+	}
+	eos, err := parseHFEOS(h.EOS, c.Vocab)
+	if err != nil {
+		return nn.Config{}, HFInfo{}, err
+	}
+	return c, HFInfo{ModelType: h.ModelType, EOS: eos}, nil
+}
+
+// checkHFSupported refuses a model family, a layer feature or an option
+// the engine does not compute, naming the field.
+func checkHFSupported(h *hfConfig, opt HFOptions) error {
 	arch, ok := hfFamilies[h.ModelType]
 	switch {
 	case !ok && strings.Contains(h.ModelType, "moe"):
-		return nn.Config{}, HFInfo{}, fmt.Errorf("model_type %q: mixture-of-experts models are not supported (want llama, qwen2 or qwen3)", h.ModelType)
+		return fmt.Errorf("model_type %q: mixture-of-experts models are not supported (want llama, qwen2 or qwen3)", h.ModelType)
 	case !ok:
-		return nn.Config{}, HFInfo{}, fmt.Errorf("model_type %q is not supported (want llama, qwen2 or qwen3)", h.ModelType)
+		return fmt.Errorf("model_type %q is not supported (want llama, qwen2 or qwen3)", h.ModelType)
 	case len(h.Architectures) > 0 && !slices.Equal(h.Architectures, []string{arch}):
-		return nn.Config{}, HFInfo{}, fmt.Errorf("architectures %q: model_type %s needs [%q]", h.Architectures, h.ModelType, arch)
+		return fmt.Errorf("architectures %q: model_type %s needs [%q]", h.Architectures, h.ModelType, arch)
 	case h.NumExperts != nil || h.NumLocalExperts != nil:
-		return nn.Config{}, HFInfo{}, errors.New("num_experts: mixture-of-experts models are not supported")
+		return errors.New("num_experts: mixture-of-experts models are not supported")
 	case h.HiddenAct != "" && h.HiddenAct != "silu":
-		return nn.Config{}, HFInfo{}, fmt.Errorf("hidden_act %q is not supported (want silu)", h.HiddenAct)
+		return fmt.Errorf("hidden_act %q is not supported (want silu)", h.HiddenAct)
 	case h.AttentionBias && h.ModelType != "qwen2":
 		// Qwen2's attention has q/k/v biases and no o bias whatever the
 		// key says; transformers reads no attention_bias for it.
-		return nn.Config{}, HFInfo{}, errors.New("attention_bias true is not supported (biases on every attention projection)")
+		return errors.New("attention_bias true is not supported (biases on every attention projection)")
 	case h.MLPBias:
-		return nn.Config{}, HFInfo{}, errors.New("mlp_bias true is not supported")
+		return errors.New("mlp_bias true is not supported")
 	case h.UseSlidingWindow:
-		return nn.Config{}, HFInfo{}, errors.New("use_sliding_window true is not supported (full attention only)")
+		return errors.New("use_sliding_window true is not supported (full attention only)")
 	case len(h.QuantizationConfig) > 0 && string(h.QuantizationConfig) != "null":
-		return nn.Config{}, HFInfo{}, errors.New("quantization_config: quantized checkpoints are not supported (want float32, bfloat16 or float16)")
+		return errors.New("quantization_config: quantized checkpoints are not supported (want float32, bfloat16 or float16)")
 	case h.MaxPos <= 0:
-		return nn.Config{}, HFInfo{}, fmt.Errorf("max_position_embeddings must be positive, got %d", h.MaxPos)
+		return fmt.Errorf("max_position_embeddings must be positive, got %d", h.MaxPos)
 	case opt.Context < 0:
-		return nn.Config{}, HFInfo{}, fmt.Errorf("context must not be negative, got %d", opt.Context)
+		return fmt.Errorf("context must not be negative, got %d", opt.Context)
 	}
-	if err := checkQuantize(opt.Quantize); err != nil {
-		return nn.Config{}, HFInfo{}, err
-	}
+	return checkQuantize(opt.Quantize)
+}
+
+// hfModelConfig makes the nn.Config of a supported config.json, with
+// transformers' defaults where a key is absent, and validates it.
+func hfModelConfig(h *hfConfig, opt HFOptions) (nn.Config, error) {
 	c := nn.Config{
 		Vocab:      h.Vocab,
 		Dim:        h.HiddenSize,
@@ -201,9 +221,9 @@ func parseHFConfig(b []byte, opt HFOptions) (nn.Config, HFInfo, error) {
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
 	}
-	theta, rs, err := parseHFRope(h)
+	theta, rs, err := parseHFRope(*h)
 	if err != nil {
-		return nn.Config{}, HFInfo{}, err
+		return nn.Config{}, err
 	}
 	c.RopeTheta, c.RopeScaling = theta, rs
 	if c.NormEps == 0 {
@@ -217,23 +237,29 @@ func parseHFConfig(b []byte, opt HFOptions) (nn.Config, HFInfo, error) {
 		c.HeadSize = headDim
 	}
 	if err := c.Validate(); err != nil {
-		return nn.Config{}, HFInfo{}, err
+		return nn.Config{}, err
 	}
-	info := HFInfo{ModelType: h.ModelType}
-	if len(h.EOS) > 0 && string(h.EOS) != "null" {
+	return c, nil
+}
+
+// parseHFEOS reads eos_token_id, an id or a list of ids, each within the
+// vocabulary. Absent or null is no id.
+func parseHFEOS(raw json.RawMessage, vocab int) ([]int, error) {
+	var eos []int
+	if len(raw) > 0 && string(raw) != "null" {
 		var one int
-		if err := json.Unmarshal(h.EOS, &one); err == nil {
-			info.EOS = []int{one}
-		} else if err := json.Unmarshal(h.EOS, &info.EOS); err != nil {
-			return nn.Config{}, HFInfo{}, fmt.Errorf("eos_token_id %s: want an id or a list of ids", h.EOS)
+		if err := json.Unmarshal(raw, &one); err == nil {
+			eos = []int{one}
+		} else if err := json.Unmarshal(raw, &eos); err != nil {
+			return nil, fmt.Errorf("eos_token_id %s: want an id or a list of ids", raw)
 		}
 	}
-	for _, id := range info.EOS {
-		if id < 0 || id >= c.Vocab {
-			return nn.Config{}, HFInfo{}, fmt.Errorf("eos_token_id %d is outside the vocabulary of %d", id, c.Vocab)
+	for _, id := range eos {
+		if id < 0 || id >= vocab {
+			return nil, fmt.Errorf("eos_token_id %d is outside the vocabulary of %d", id, vocab)
 		}
 	}
-	return c, info, nil
+	return eos, nil
 }
 
 // hfRope is a rope_scaling (transformers v4) or rope_parameters (v5)
@@ -603,13 +629,41 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 	if err != nil {
 		return hfMatrix{}, err
 	}
-	dt := map[string]kernel.DType{"F32": kernel.Float32, "BF16": kernel.BFloat16, "F16": kernel.Float16, "Q8_0": kernel.Q8_0}[t.dtype]
+	if err := l.checkMatrixType(name, t.dtype, cols); err != nil {
+		return hfMatrix{}, err
+	}
+	buf, err := t.raw(name)
+	if err != nil {
+		return hfMatrix{}, err
+	}
+	switch {
+	case t.dtype == "Q8_0" && !l.f32:
+		if err := checkQ8Finite(name, buf); err != nil {
+			return hfMatrix{}, err
+		}
+		return hfMatrix{q: buf}, nil
+	case l.q8 || t.dtype == "Q8_0":
+		return l.throughFloat32(name, t.dtype, buf, rows, cols)
+	case t.dtype == "F32":
+		f := make([]float32, rows*cols)
+		for i := range f {
+			f[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+		}
+		return hfMatrix{f: f}, checkFinite(name, f)
+	}
+	return l.halfMatrix(name, t.dtype, buf, rows*cols)
+}
+
+// checkMatrixType works out the type a matrix of dtype is held in. The
+// first matrix sets the model's type, and every other must have it.
+func (l *hfLoader) checkMatrixType(name, dtype string, cols int) error {
+	dt := map[string]kernel.DType{"F32": kernel.Float32, "BF16": kernel.BFloat16, "F16": kernel.Float16, "Q8_0": kernel.Q8_0}[dtype]
 	if l.f32 {
 		dt = kernel.Float32
 	}
 	if l.q8 {
 		if cols%kernel.Q8Block != 0 {
-			return hfMatrix{}, fmt.Errorf("tensor %s: q8_0 needs rows of a multiple of 32 values, has %d", name, cols)
+			return fmt.Errorf("tensor %s: q8_0 needs rows of a multiple of 32 values, has %d", name, cols)
 		}
 		dt = kernel.Q8_0
 	}
@@ -617,56 +671,47 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 		l.dtype, l.set = dt, true
 	}
 	if dt != l.dtype {
-		return hfMatrix{}, fmt.Errorf("tensor %s is %s, the model's other matrices %s: mixed types are not supported", name, t.dtype, l.dtype)
+		return fmt.Errorf("tensor %s is %s, the model's other matrices %s: mixed types are not supported", name, dtype, l.dtype)
 	}
-	buf, err := t.raw(name)
-	if err != nil {
+	return nil
+}
+
+// throughFloat32 decodes a matrix to float32 and checks it: to quantise
+// it to q8_0, or to widen a q8_0 one when float32 is asked for.
+func (l *hfLoader) throughFloat32(name, dtype string, buf []byte, rows, cols int) (hfMatrix, error) {
+	f := make([]float32, rows*cols)
+	if dtype == "Q8_0" {
+		kernel.DequantizeQ8_0(f, buf)
+	}
+	for i := range f {
+		switch dtype {
+		case "F32":
+			f[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
+		case "BF16":
+			f[i] = kernel.BF16ToFloat32(binary.LittleEndian.Uint16(buf[2*i:]))
+		case "F16":
+			f[i] = kernel.F16ToFloat32(binary.LittleEndian.Uint16(buf[2*i:]))
+		}
+	}
+	if err := checkFinite(name, f); err != nil {
 		return hfMatrix{}, err
 	}
-	n := rows * cols
-	if t.dtype == "Q8_0" && !l.f32 {
-		if err := checkQ8Finite(name, buf); err != nil {
-			return hfMatrix{}, err
-		}
-		return hfMatrix{q: buf}, nil
+	if l.f32 {
+		return hfMatrix{f: f}, nil
 	}
-	if l.q8 || t.dtype == "Q8_0" {
-		f := make([]float32, n)
-		if t.dtype == "Q8_0" {
-			kernel.DequantizeQ8_0(f, buf)
-		}
-		for i := range f {
-			switch t.dtype {
-			case "F32":
-				f[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
-			case "BF16":
-				f[i] = kernel.BF16ToFloat32(binary.LittleEndian.Uint16(buf[2*i:]))
-			case "F16":
-				f[i] = kernel.F16ToFloat32(binary.LittleEndian.Uint16(buf[2*i:]))
-			}
-		}
-		if err := checkFinite(name, f); err != nil {
-			return hfMatrix{}, err
-		}
-		if l.f32 {
-			return hfMatrix{f: f}, nil
-		}
-		return hfMatrix{q: quantizeRows(f, rows, cols)}, nil
-	}
-	if t.dtype == "F32" {
-		f := make([]float32, n)
-		for i := range f {
-			f[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:]))
-		}
-		return hfMatrix{f: f}, checkFinite(name, f)
-	}
+	return hfMatrix{q: quantizeRows(f, rows, cols)}, nil
+}
+
+// halfMatrix reads n bfloat16 or float16 values: kept as they are, or
+// widened to float32 when asked. Either way none may be Inf or NaN.
+func (l *hfLoader) halfMatrix(name, dtype string, buf []byte, n int) (hfMatrix, error) {
 	h := make([]uint16, n)
 	for i := range h {
 		h[i] = binary.LittleEndian.Uint16(buf[2*i:])
 	}
 	if l.f32 {
 		f := make([]float32, n)
-		if t.dtype == "BF16" {
+		if dtype == "BF16" {
 			for i, v := range h {
 				f[i] = kernel.BF16ToFloat32(v)
 			}
@@ -678,7 +723,7 @@ func (l *hfLoader) matrix(name string, rows, cols int) (hfMatrix, error) {
 		return hfMatrix{f: f}, checkFinite(name, f)
 	}
 	exp := uint16(0x7f80) // bfloat16's exponent bits: all set is Inf or NaN
-	if t.dtype == "F16" {
+	if dtype == "F16" {
 		exp = 0x7c00
 	}
 	for i, v := range h {
@@ -767,9 +812,11 @@ func (l *hfLoader) packed(k int, parts ...hfMatrix) *kernel.Packed {
 	return w
 }
 
+// load reads the model's weights, laid out for decoding, and fails on a
+// tensor it did not read.
 func (l *hfLoader) load() (packedWeights, error) {
 	c := l.c
-	d, qd, kv, hid, hd := c.Dim, c.QDim(), c.KVDim(), c.Hidden, c.HeadDim()
+	d := c.Dim
 	var w packedWeights
 	emb, err := l.matrix("model.embed_tokens.weight", c.Vocab, d)
 	if err != nil {
@@ -790,56 +837,73 @@ func (l *hfLoader) load() (packedWeights, error) {
 		return w, err
 	}
 	for i := range c.Layers {
-		pre := fmt.Sprintf("model.layers.%d.", i)
-		var errs []error
-		mat := func(name string, rows, cols int) hfMatrix {
-			m, err := l.matrix(pre+name, rows, cols)
-			errs = append(errs, err)
-			return m
-		}
-		vec := func(name string, n int) []float32 {
-			v, err := l.vector(pre+name, n)
-			errs = append(errs, err)
-			return v
-		}
-		an, fn := vec("input_layernorm.weight", d), vec("post_attention_layernorm.weight", d)
-		q, k, v := mat("self_attn.q_proj.weight", qd, d), mat("self_attn.k_proj.weight", kv, d), mat("self_attn.v_proj.weight", kv, d)
-		o := mat("self_attn.o_proj.weight", d, qd)
-		gate, up, down := mat("mlp.gate_proj.weight", hid, d), mat("mlp.up_proj.weight", hid, d), mat("mlp.down_proj.weight", d, hid)
-		var qb, kb, vb, qn, kn []float32
-		if c.QKVBias {
-			qb, kb, vb = vec("self_attn.q_proj.bias", qd), vec("self_attn.k_proj.bias", kv), vec("self_attn.v_proj.bias", kv)
-		}
-		if c.QKNorm {
-			qn, kn = vec("self_attn.q_norm.weight", hd), vec("self_attn.k_norm.weight", hd)
-		}
-		if err := errors.Join(errs...); err != nil {
+		if err := l.loadLayer(&w, i); err != nil {
 			return w, err
 		}
-		if !l.paired {
-			q, k = q.permuteHeads(c.Heads, hd, d), k.permuteHeads(c.KVHeads, hd, d)
-		}
-		w.qkv = append(w.qkv, l.packed(d, q, k, v))
-		w.wo = append(w.wo, l.packed(qd, o))
-		w.w13 = append(w.w13, l.packed(d, gate, up))
-		w.w2 = append(w.w2, l.packed(hid, down))
-		w.attnNorm = append(w.attnNorm, an)
-		w.ffnNorm = append(w.ffnNorm, fn)
-		if c.QKVBias {
-			if !l.paired {
-				qb, kb = permuteHeads(qb, c.Heads, hd, 1), permuteHeads(kb, c.KVHeads, hd, 1)
-			}
-			bias := slices.Concat(qb, kb, vb)
-			w.qkvBias = append(w.qkvBias, bias)
-		}
-		if c.QKNorm {
-			if !l.paired {
-				qn, kn = permuteHeads(qn, 1, hd, 1), permuteHeads(kn, 1, hd, 1)
-			}
-			w.qNorm = append(w.qNorm, qn)
-			w.kNorm = append(w.kNorm, kn)
-		}
 	}
+	return w, l.checkAllUsed()
+}
+
+// loadLayer reads layer i's weights and appends them to w, laid out for
+// decoding with each head's rows in our pair order.
+func (l *hfLoader) loadLayer(w *packedWeights, i int) error {
+	c := l.c
+	d, qd, kv, hid, hd := c.Dim, c.QDim(), c.KVDim(), c.Hidden, c.HeadDim()
+	pre := fmt.Sprintf("model.layers.%d.", i)
+	var errs []error
+	mat := func(name string, rows, cols int) hfMatrix {
+		m, err := l.matrix(pre+name, rows, cols)
+		errs = append(errs, err)
+		return m
+	}
+	vec := func(name string, n int) []float32 {
+		v, err := l.vector(pre+name, n)
+		errs = append(errs, err)
+		return v
+	}
+	an, fn := vec("input_layernorm.weight", d), vec("post_attention_layernorm.weight", d)
+	q, k, v := mat("self_attn.q_proj.weight", qd, d), mat("self_attn.k_proj.weight", kv, d), mat("self_attn.v_proj.weight", kv, d)
+	o := mat("self_attn.o_proj.weight", d, qd)
+	gate, up, down := mat("mlp.gate_proj.weight", hid, d), mat("mlp.up_proj.weight", hid, d), mat("mlp.down_proj.weight", d, hid)
+	var qb, kb, vb, qn, kn []float32
+	if c.QKVBias {
+		qb, kb, vb = vec("self_attn.q_proj.bias", qd), vec("self_attn.k_proj.bias", kv), vec("self_attn.v_proj.bias", kv)
+	}
+	if c.QKNorm {
+		qn, kn = vec("self_attn.q_norm.weight", hd), vec("self_attn.k_norm.weight", hd)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if !l.paired {
+		q, k = q.permuteHeads(c.Heads, hd, d), k.permuteHeads(c.KVHeads, hd, d)
+	}
+	w.qkv = append(w.qkv, l.packed(d, q, k, v))
+	w.wo = append(w.wo, l.packed(qd, o))
+	w.w13 = append(w.w13, l.packed(d, gate, up))
+	w.w2 = append(w.w2, l.packed(hid, down))
+	w.attnNorm = append(w.attnNorm, an)
+	w.ffnNorm = append(w.ffnNorm, fn)
+	if c.QKVBias {
+		if !l.paired {
+			qb, kb = permuteHeads(qb, c.Heads, hd, 1), permuteHeads(kb, c.KVHeads, hd, 1)
+		}
+		bias := slices.Concat(qb, kb, vb)
+		w.qkvBias = append(w.qkvBias, bias)
+	}
+	if c.QKNorm {
+		if !l.paired {
+			qn, kn = permuteHeads(qn, 1, hd, 1), permuteHeads(kn, 1, hd, 1)
+		}
+		w.qNorm = append(w.qNorm, qn)
+		w.kNorm = append(w.kNorm, kn)
+	}
+	return nil
+}
+
+// checkAllUsed fails on a tensor the model did not read, naming the
+// first in order. Rotary inverse frequencies are derived, so ignored.
+func (l *hfLoader) checkAllUsed() error {
 	var extra []string
 	for name, t := range l.ts {
 		if !t.used && !strings.HasSuffix(name, ".rotary_emb.inv_freq") {
@@ -848,9 +912,9 @@ func (l *hfLoader) load() (packedWeights, error) {
 	}
 	if len(extra) > 0 {
 		sort.Strings(extra)
-		return w, fmt.Errorf("tensor %s is not part of a %d-layer model of this architecture (%d unexpected tensors)", extra[0], c.Layers, len(extra))
+		return fmt.Errorf("tensor %s is not part of a %d-layer model of this architecture (%d unexpected tensors)", extra[0], l.c.Layers, len(extra))
 	}
-	return w, nil
+	return nil
 }
 
 // IsHF reports whether dir holds a Hugging Face checkpoint, without reading the weights.

@@ -211,81 +211,91 @@ var noLimits = idLimits{vocab: math.MaxInt32 + 1}
 // locations ("body" or "body", i). Unknown fields are dropped, as
 // pydantic drops them.
 func parseGroup(data []byte, lim idLimits, loc ...any) (*group, error) {
-	at := func(field string, rest ...any) []any {
-		return append(append(append([]any{}, loc...), field), rest...)
-	}
-	malformed := func(msg string) error {
-		return &fieldError{loc: append([]any{}, loc...), msg: msg}
-	}
 	s := scanner{raw: data}
 	s.skipSpace()
 	if !s.eat('{') {
-		return nil, malformed("Input should be a valid JSON object of a group")
+		return nil, malformedGroup(loc, "Input should be a valid JSON object of a group")
 	}
 	// The compacted fields go to a reused scratch buffer; compacted output
 	// never outgrows the input, so it is never reallocated.
 	scratch := getBuf(len(data))
 	defer putBuf(scratch)
-	out := *scratch
-	type span struct{ from, to int }
-	var spans [len(fieldOrder)]span
-	var present [len(fieldOrder)]bool
-	var tokens, masks, scores shape
+	f := groupFields{out: *scratch}
+	if err := f.scan(&s, loc); err != nil {
+		return nil, err
+	}
+	if err := f.checkShapes(lim, loc); err != nil {
+		return nil, err
+	}
+	if err := f.checkTokenIDs(lim, loc); err != nil {
+		return nil, err
+	}
+	if err := f.checkMessages(loc); err != nil {
+		return nil, err
+	}
+	if err := f.checkOverrides(loc); err != nil {
+		return nil, err
+	}
+	g := &group{env: -1, size: len(f.tokens.inner)}
+	explicitID, err := f.readGroupMeta(g, loc)
+	if err != nil {
+		return nil, err
+	}
+	g.body = f.body()
+	if explicitID != "" {
+		g.id = "g:" + explicitID
+	} else {
+		sum := sha256.Sum256(g.body)
+		g.id = "h:" + hex.EncodeToString(sum[:16])
+	}
+	return g, nil
+}
+
+// groupFields holds a group's fields as scanned: each known field's
+// compacted value as a span of out, and the shapes of the numeric ones.
+type groupFields struct {
+	out                   []byte
+	spans                 [len(fieldOrder)]struct{ from, to int }
+	present               [len(fieldOrder)]bool
+	tokens, masks, scores shape
+}
+
+// fieldLoc is loc followed by field and rest, in a new slice.
+func fieldLoc(loc []any, field string, rest ...any) []any {
+	return append(append(append([]any{}, loc...), field), rest...)
+}
+
+// malformedGroup reports msg at loc itself, not at one of its fields.
+func malformedGroup(loc []any, msg string) error {
+	return &fieldError{loc: append([]any{}, loc...), msg: msg}
+}
+
+// val is field i's compacted value, or nil when it is absent or null.
+func (f *groupFields) val(i int) []byte {
+	if !f.present[i] {
+		return nil
+	}
+	return f.out[f.spans[i].from:f.spans[i].to]
+}
+
+// scan reads the group's fields after its opening brace, up to the end of
+// the data, which must hold nothing but space after the closing brace.
+func (f *groupFields) scan(s *scanner, loc []any) error {
 	s.skipSpace()
 	if !s.eat('}') {
 		for {
 			s.skipSpace()
 			key, ok := s.str()
 			if !ok {
-				return nil, malformed("malformed JSON: a field name was expected")
+				return malformedGroup(loc, "malformed JSON: a field name was expected")
 			}
 			s.skipSpace()
 			if !s.eat(':') {
-				return nil, malformed(fmt.Sprintf("malformed JSON after field %q", key))
+				return malformedGroup(loc, fmt.Sprintf("malformed JSON after field %q", key))
 			}
 			s.skipSpace()
-			i, known := fieldIndex[key]
-			from := len(out)
-			switch nf, numeric := numericFields[key]; {
-			case bytes.HasPrefix(data[s.pos:], []byte("null")):
-				s.pos += 4
-				if known {
-					present[i] = false
-				}
-				from = -1
-			case numeric:
-				var sh shape
-				var err *scanError
-				out, sh, err = s.numbers(nf.depth, nf.ints, out)
-				if err != nil {
-					return nil, &fieldError{loc: at(key, err.path...), msg: err.msg}
-				}
-				switch i {
-				case fTokens:
-					tokens = sh
-				case fMasks:
-					masks = sh
-				case fScores:
-					scores = sh
-				}
-			default:
-				// Compact validates as it copies, so a kept value is
-				// scanned once; a dropped one is only validated.
-				start := s.pos
-				ok := s.skipValue()
-				if ok && known {
-					b := bytes.NewBuffer(out)
-					ok = json.Compact(b, data[start:s.pos]) == nil
-					out = b.Bytes()
-				} else if ok {
-					ok = json.Valid(data[start:s.pos])
-				}
-				if !ok {
-					return nil, &fieldError{loc: at(key), msg: "malformed JSON value"}
-				}
-			}
-			if known && from >= 0 {
-				present[i], spans[i] = true, span{from, len(out)}
+			if err := f.scanValue(s, key, loc); err != nil {
+				return err
 			}
 			s.skipSpace()
 			if s.eat(',') {
@@ -294,116 +304,200 @@ func parseGroup(data []byte, lim idLimits, loc ...any) (*group, error) {
 			if s.eat('}') {
 				break
 			}
-			return nil, malformed(fmt.Sprintf("malformed JSON after field %q", key))
+			return malformedGroup(loc, fmt.Sprintf("malformed JSON after field %q", key))
 		}
 	}
 	s.skipSpace()
-	if s.pos != len(data) {
-		return nil, malformed("trailing data after the group")
+	if s.pos != len(s.raw) {
+		return malformedGroup(loc, "trailing data after the group")
 	}
-	val := func(i int) []byte {
-		if !present[i] {
-			return nil
+	return nil
+}
+
+// scanValue reads the value of field key. A known field's value is kept,
+// compacted, in out; null marks it absent; an unknown one is only validated.
+func (f *groupFields) scanValue(s *scanner, key string, loc []any) error {
+	data := s.raw
+	i, known := fieldIndex[key]
+	from := len(f.out)
+	switch nf, numeric := numericFields[key]; {
+	case bytes.HasPrefix(data[s.pos:], []byte("null")):
+		s.pos += 4
+		if known {
+			f.present[i] = false
 		}
-		return out[spans[i].from:spans[i].to]
+		from = -1
+	case numeric:
+		var sh shape
+		var err *scanError
+		f.out, sh, err = s.numbers(nf.depth, nf.ints, f.out)
+		if err != nil {
+			return &fieldError{loc: fieldLoc(loc, key, err.path...), msg: err.msg}
+		}
+		switch i {
+		case fTokens:
+			f.tokens = sh
+		case fMasks:
+			f.masks = sh
+		case fScores:
+			f.scores = sh
+		}
+	default:
+		// Compact validates as it copies, so a kept value is
+		// scanned once; a dropped one is only validated.
+		start := s.pos
+		ok := s.skipValue()
+		if ok && known {
+			b := bytes.NewBuffer(f.out)
+			ok = json.Compact(b, data[start:s.pos]) == nil
+			f.out = b.Bytes()
+		} else if ok {
+			ok = json.Valid(data[start:s.pos])
+		}
+		if !ok {
+			return &fieldError{loc: fieldLoc(loc, key), msg: "malformed JSON value"}
+		}
 	}
+	if known && from >= 0 {
+		f.present[i] = true
+		f.spans[i].from, f.spans[i].to = from, len(f.out)
+	}
+	return nil
+}
+
+// checkShapes checks the required fields are there, masks match tokens
+// position for position, there is one score per sequence, and no sequence
+// is over lim.maxLen.
+func (f *groupFields) checkShapes(lim idLimits, loc []any) error {
 	for _, req := range []int{fTokens, fMasks, fScores} {
-		if !present[req] {
-			return nil, &fieldError{loc: at(fieldOrder[req]), msg: "Field required"}
+		if !f.present[req] {
+			return &fieldError{loc: fieldLoc(loc, fieldOrder[req]), msg: "Field required"}
 		}
 	}
-	n := len(tokens.inner)
+	tokens, masks := f.tokens.inner, f.masks.inner
+	n := len(tokens)
 	if n == 0 {
-		return nil, &fieldError{loc: at("tokens"), msg: "a group needs at least one sequence"}
+		return &fieldError{loc: fieldLoc(loc, "tokens"), msg: "a group needs at least one sequence"}
 	}
-	if len(masks.inner) != n {
-		return nil, &fieldError{loc: at("masks"), msg: fmt.Sprintf("has %d sequences, tokens has %d", len(masks.inner), n)}
+	if len(masks) != n {
+		return &fieldError{loc: fieldLoc(loc, "masks"), msg: fmt.Sprintf("has %d sequences, tokens has %d", len(masks), n)}
 	}
 	for i := range n {
-		if masks.inner[i] != tokens.inner[i] {
-			return nil, &fieldError{loc: at("masks", i), msg: fmt.Sprintf("has %d positions, tokens[%d] has %d", masks.inner[i], i, tokens.inner[i])}
+		if masks[i] != tokens[i] {
+			return &fieldError{loc: fieldLoc(loc, "masks", i), msg: fmt.Sprintf("has %d positions, tokens[%d] has %d", masks[i], i, tokens[i])}
 		}
 	}
-	if scores.outer != n {
-		return nil, &fieldError{loc: at("scores"), msg: fmt.Sprintf("has %d scores for %d sequences", scores.outer, n)}
+	if f.scores.outer != n {
+		return &fieldError{loc: fieldLoc(loc, "scores"), msg: fmt.Sprintf("has %d scores for %d sequences", f.scores.outer, n)}
 	}
 	if lim.maxLen > 0 {
-		for i, l := range tokens.inner {
+		for i, l := range tokens {
 			if l > lim.maxLen {
-				return nil, &fieldError{loc: at("tokens", i), msg: fmt.Sprintf("has %d tokens, over the trainer's max_token_len of %d", l, lim.maxLen)}
+				return &fieldError{loc: fieldLoc(loc, "tokens", i), msg: fmt.Sprintf("has %d tokens, over the trainer's max_token_len of %d", l, lim.maxLen)}
 			}
 		}
 	}
-	for _, f := range []struct {
+	return nil
+}
+
+// checkTokenIDs checks the ids in tokens, masks and distill_token_ids
+// against the vocabulary; masks may also hold -100.
+func (f *groupFields) checkTokenIDs(lim idLimits, loc []any) error {
+	for _, c := range []struct {
 		i      int
 		ignore bool
 	}{{fTokens, false}, {fMasks, true}, {fDistillTokenIDs, false}} {
-		if v := val(f.i); v != nil {
-			if path, msg := checkIDs(v, lim.vocab, f.ignore); msg != "" {
-				return nil, &fieldError{loc: at(fieldOrder[f.i], path...), msg: msg}
+		if v := f.val(c.i); v != nil {
+			if path, msg := checkIDs(v, lim.vocab, c.ignore); msg != "" {
+				return &fieldError{loc: fieldLoc(loc, fieldOrder[c.i], path...), msg: msg}
 			}
 		}
 	}
-	g := &group{env: -1, size: n}
-	if v := val(fMessages); v != nil {
-		var msgs [][]map[string]json.RawMessage
-		if err := json.Unmarshal(v, &msgs); err != nil {
-			return nil, &fieldError{loc: at("messages"), msg: "must be a list of lists of message objects"}
-		}
-		for i, conv := range msgs {
-			for j, m := range conv {
-				_, role := m["role"]
-				_, content := m["content"]
-				if !role || !content {
-					return nil, &fieldError{loc: at("messages", i, j), msg: "Message must have 'role' and 'content' fields"}
-				}
+	return nil
+}
+
+// checkMessages checks messages is a list of conversations whose every
+// message has a role and a content.
+func (f *groupFields) checkMessages(loc []any) error {
+	v := f.val(fMessages)
+	if v == nil {
+		return nil
+	}
+	var msgs [][]map[string]json.RawMessage
+	if err := json.Unmarshal(v, &msgs); err != nil {
+		return &fieldError{loc: fieldLoc(loc, "messages"), msg: "must be a list of lists of message objects"}
+	}
+	for i, conv := range msgs {
+		for j, m := range conv {
+			_, role := m["role"]
+			_, content := m["content"]
+			if !role || !content {
+				return &fieldError{loc: fieldLoc(loc, "messages", i, j), msg: "Message must have 'role' and 'content' fields"}
 			}
 		}
 	}
+	return nil
+}
+
+// checkOverrides checks generation_params and group_overrides are objects
+// and overrides is a list of valid per-sequence overrides.
+func (f *groupFields) checkOverrides(loc []any) error {
 	for _, i := range []int{fGenerationParams, fGroupOverrides} {
-		if v := val(i); v != nil && v[0] != '{' {
-			return nil, &fieldError{loc: at(fieldOrder[i]), msg: "Input should be a valid dictionary"}
+		if v := f.val(i); v != nil && v[0] != '{' {
+			return &fieldError{loc: fieldLoc(loc, fieldOrder[i]), msg: "Input should be a valid dictionary"}
 		}
 	}
-	if v := val(fOverrides); v != nil {
-		var ov []map[string]json.RawMessage
-		if err := json.Unmarshal(v, &ov); err != nil {
-			return nil, &fieldError{loc: at("overrides"), msg: "must be a list of objects"}
-		}
-		for i, o := range ov {
-			if ferr := checkSequenceOverride(o, at("overrides", i)); ferr != nil {
-				return nil, ferr
-			}
+	v := f.val(fOverrides)
+	if v == nil {
+		return nil
+	}
+	var ov []map[string]json.RawMessage
+	if err := json.Unmarshal(v, &ov); err != nil {
+		return &fieldError{loc: fieldLoc(loc, "overrides"), msg: "must be a list of objects"}
+	}
+	for i, o := range ov {
+		if ferr := checkSequenceOverride(o, fieldLoc(loc, "overrides", i)); ferr != nil {
+			return ferr
 		}
 	}
-	if v := val(fEnvID); v != nil {
+	return nil
+}
+
+// readGroupMeta sets g's environment and policy version from env_id and
+// group_overrides, and returns the group id group_overrides names, if any.
+func (f *groupFields) readGroupMeta(g *group, loc []any) (string, error) {
+	if v := f.val(fEnvID); v != nil {
 		id, err := strconv.Atoi(string(v))
 		if err != nil {
-			return nil, &fieldError{loc: at("env_id"), msg: "Input should be a valid integer"}
+			return "", &fieldError{loc: fieldLoc(loc, "env_id"), msg: "Input should be a valid integer"}
 		}
 		g.env, g.envGiven = id, true
 	}
-	var explicitID string
-	if v := val(fGroupOverrides); v != nil {
-		var over map[string]json.RawMessage
-		if err := json.Unmarshal(v, &over); err != nil {
-			return nil, &fieldError{loc: at("group_overrides"), msg: "Input should be a valid dictionary"}
-		}
-		o, ferr := parseGroupOverride(over, at("group_overrides"))
-		if ferr != nil {
-			return nil, ferr
-		}
-		if o.PolicyVersion != nil {
-			g.policy, g.hasPolicy = int64(*o.PolicyVersion), true
-		}
-		explicitID = o.GroupID
+	v := f.val(fGroupOverrides)
+	if v == nil {
+		return "", nil
 	}
-	// The stored body, in Atropos's field order, in one allocation of its
-	// exact size: it outlives the request (the in-memory store keeps it).
+	var over map[string]json.RawMessage
+	if err := json.Unmarshal(v, &over); err != nil {
+		return "", &fieldError{loc: fieldLoc(loc, "group_overrides"), msg: "Input should be a valid dictionary"}
+	}
+	o, ferr := parseGroupOverride(over, fieldLoc(loc, "group_overrides"))
+	if ferr != nil {
+		return "", ferr
+	}
+	if o.PolicyVersion != nil {
+		g.policy, g.hasPolicy = int64(*o.PolicyVersion), true
+	}
+	return o.GroupID, nil
+}
+
+// body is the stored group, in Atropos's field order, in one allocation of
+// its exact size: it outlives the request (the in-memory store keeps it).
+func (f *groupFields) body() []byte {
 	size := 2
 	for i, name := range fieldOrder {
 		size += len(name) + 4 // "name": and a comma or the closing brace
-		if v := val(i); v != nil {
+		if v := f.val(i); v != nil {
 			size += len(v)
 		} else {
 			size += len("null")
@@ -418,20 +512,13 @@ func parseGroup(data []byte, lim idLimits, loc ...any) (*group, error) {
 		b = append(b, '"')
 		b = append(b, name...)
 		b = append(b, `":`...)
-		if v := val(i); v != nil {
+		if v := f.val(i); v != nil {
 			b = append(b, v...)
 		} else {
 			b = append(b, "null"...)
 		}
 	}
-	g.body = append(b, '}')
-	if explicitID != "" {
-		g.id = "g:" + explicitID
-	} else {
-		sum := sha256.Sum256(g.body)
-		g.id = "h:" + hex.EncodeToString(sum[:16])
-	}
-	return g, nil
+	return append(b, '}')
 }
 
 // parseGroups validates a list of groups (POST /scored_data_list) in one

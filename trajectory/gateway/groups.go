@@ -79,22 +79,42 @@ func Records(members []*Finished, est reward.Estimator) ([]*rollout.GroupRecord,
 	if len(members) == 0 {
 		return nil, nil
 	}
+	id, adv, tied, err := groupAdvantages(members, est)
+	if err != nil {
+		return nil, err
+	}
+	var out []*rollout.GroupRecord
+	for _, role := range sampleRoles(members) {
+		out = append(out, roleRecord(members, role, id, adv, tied))
+	}
+	return out, nil
+}
+
+// groupAdvantages names the group by a hash of its sessions' keys and
+// estimates their advantages; tied says all rewards are equal, and then
+// every advantage is zero.
+func groupAdvantages(members []*Finished, est reward.Estimator) (id string, adv []float64, tied bool, err error) {
 	rewards := make([]float64, len(members))
 	h := sha256.New()
 	for i, m := range members {
 		rewards[i] = m.Reward
 		h.Write([]byte(m.Key))
 	}
-	id := members[0].Group + "#" + hex.EncodeToString(h.Sum(nil))[:16]
-	adv := make([]float64, len(members))
-	tied := allEqual(rewards)
+	id = members[0].Group + "#" + hex.EncodeToString(h.Sum(nil))[:16]
+	adv = make([]float64, len(members))
+	tied = allEqual(rewards)
 	if !tied {
 		a, err := reward.Advantages(est, rewards)
 		if err != nil {
-			return nil, fmt.Errorf("advantages of group %s: %w", id, err)
+			return "", nil, false, fmt.Errorf("advantages of group %s: %w", id, err)
 		}
 		adv = a
 	}
+	return id, adv, tied, nil
+}
+
+// sampleRoles lists, sorted, the roles the members' samples are of.
+func sampleRoles(members []*Finished) []string {
 	var roles []string
 	for _, m := range members {
 		for _, s := range m.Samples {
@@ -104,62 +124,78 @@ func Records(members []*Finished, est reward.Estimator) ([]*rollout.GroupRecord,
 		}
 	}
 	slices.Sort(roles)
-	var out []*rollout.GroupRecord
-	for _, role := range roles {
-		rec := &rollout.GroupRecord{Version: rollout.GroupVersion, ID: id + "." + role, TaskID: members[0].Task.ID,
-			Strategy: Strategy, GroupOverrides: rollout.GroupOverride{GroupSize: len(members)}}
-		if tied {
-			rec.Reason = rollout.DropEqual
-		}
-		oldest := -1
-		for i, m := range members {
-			o := &rollout.Outcome{Correct: m.Correct}
-			for _, c := range m.Calls {
-				o.Cost += c.Cost
-				if c.Role == role {
-					o.Tokens += c.Usage.CompletionTokens
-				} else {
-					o.Calls++
-				}
-			}
-			rec.Rollouts = append(rec.Rollouts, rollout.Member{ID: short(m.Key), Index: i, Reward: m.Reward, Advantage: adv[i], Outcome: o})
-			for _, s := range m.Samples {
-				if s.Role != role {
-					continue
-				}
-				if v := s.PolicyVersion; v != nil && (oldest < 0 || *v < oldest) {
-					oldest = *v
-				}
-				rec.Tokens = append(rec.Tokens, s.Tokens)
-				rec.Masks = append(rec.Masks, s.Masks)
-				rec.InferenceLogprobs = append(rec.InferenceLogprobs, s.Logprobs)
-				rec.Messages = append(rec.Messages, nonNilTurns(s.Messages))
-				rec.Scores = append(rec.Scores, m.Reward)
-				rec.Advantages = append(rec.Advantages, adv[i])
-				rec.SequenceRollout = append(rec.SequenceRollout, i)
-				rec.NoTokens = append(rec.NoTokens, s.NoTokens)
-				rec.TokenizedBy = append(rec.TokenizedBy, s.TokenizedBy)
-				rec.Overrides = append(rec.Overrides, rollout.Override{SetAdvantageToZero: tied})
-			}
-		}
-		if !slices.ContainsFunc(rec.TokenizedBy, func(by string) bool { return by != "" }) {
-			rec.TokenizedBy = nil // the engine gave every id
-		}
-		if oldest < 0 {
-			// No call says: the trainer's step when the oldest session
-			// started.
-			for _, m := range members {
-				if v := m.PolicyVersion; v != nil && (oldest < 0 || *v < oldest) {
-					oldest = *v
-				}
-			}
-		}
-		if oldest >= 0 {
-			rec.PolicyVersion = oldest
-		}
-		out = append(out, rec)
+	return roles
+}
+
+// roleRecord makes the group record of one role: every member is a
+// rollout, each of its samples of the role a sequence.
+func roleRecord(members []*Finished, role, id string, adv []float64, tied bool) *rollout.GroupRecord {
+	rec := &rollout.GroupRecord{Version: rollout.GroupVersion, ID: id + "." + role, TaskID: members[0].Task.ID,
+		Strategy: Strategy, GroupOverrides: rollout.GroupOverride{GroupSize: len(members)}}
+	if tied {
+		rec.Reason = rollout.DropEqual
 	}
-	return out, nil
+	oldest := -1
+	for i, m := range members {
+		rec.Rollouts = append(rec.Rollouts, rollout.Member{ID: short(m.Key), Index: i, Reward: m.Reward, Advantage: adv[i], Outcome: roleOutcome(m, role)})
+		oldest = appendSequences(rec, m, i, role, adv[i], tied, oldest)
+	}
+	if !slices.ContainsFunc(rec.TokenizedBy, func(by string) bool { return by != "" }) {
+		rec.TokenizedBy = nil // the engine gave every id
+	}
+	if oldest < 0 {
+		// No call says: the trainer's step when the oldest session
+		// started.
+		for _, m := range members {
+			if v := m.PolicyVersion; v != nil && (oldest < 0 || *v < oldest) {
+				oldest = *v
+			}
+		}
+	}
+	if oldest >= 0 {
+		rec.PolicyVersion = oldest
+	}
+	return rec
+}
+
+// roleOutcome is a session's outcome seen from role: its completion
+// tokens, and the calls other roles made.
+func roleOutcome(m *Finished, role string) *rollout.Outcome {
+	o := &rollout.Outcome{Correct: m.Correct}
+	for _, c := range m.Calls {
+		o.Cost += c.Cost
+		if c.Role == role {
+			o.Tokens += c.Usage.CompletionTokens
+		} else {
+			o.Calls++
+		}
+	}
+	return o
+}
+
+// appendSequences appends the samples of role in session m, rollout i,
+// to rec as sequences. It returns oldest lowered to the oldest policy
+// version among them; -1 means none is known.
+func appendSequences(rec *rollout.GroupRecord, m *Finished, i int, role string, adv float64, tied bool, oldest int) int {
+	for _, s := range m.Samples {
+		if s.Role != role {
+			continue
+		}
+		if v := s.PolicyVersion; v != nil && (oldest < 0 || *v < oldest) {
+			oldest = *v
+		}
+		rec.Tokens = append(rec.Tokens, s.Tokens)
+		rec.Masks = append(rec.Masks, s.Masks)
+		rec.InferenceLogprobs = append(rec.InferenceLogprobs, s.Logprobs)
+		rec.Messages = append(rec.Messages, nonNilTurns(s.Messages))
+		rec.Scores = append(rec.Scores, m.Reward)
+		rec.Advantages = append(rec.Advantages, adv)
+		rec.SequenceRollout = append(rec.SequenceRollout, i)
+		rec.NoTokens = append(rec.NoTokens, s.NoTokens)
+		rec.TokenizedBy = append(rec.TokenizedBy, s.TokenizedBy)
+		rec.Overrides = append(rec.Overrides, rollout.Override{SetAdvantageToZero: tied})
+	}
+	return oldest
 }
 
 func allEqual(xs []float64) bool {
