@@ -59,6 +59,11 @@ type Config struct {
 	// rewarded by whether its answer to the question it was handed is
 	// right. It changes nothing for the delegator alone. "" is task.
 	Credit string `json:"credit,omitempty"`
+	// Coverage is the solver's coverage in a named world (world.Named);
+	// the zero value is the default world's. When it narrows the products,
+	// the table adds the threshold rule fitted on training items, and SFT
+	// learns the coverage's selective policy.
+	Coverage world.Coverage `json:"coverage,omitzero"`
 	// Solver and Delegator are nn checkpoint directories: the frozen
 	// sub-agent and the policy's starting weights; "" means the shipped
 	// model embedded in the binary (package models): the solver, and the
@@ -279,6 +284,9 @@ func (c Config) validateMode(v *violations) {
 		v.bad("credit", "%v", err)
 	case c.Credit == reward.CreditRole && c.Mode != ModeRoute:
 		v.bad("credit", "%q goes with mode %s, not %s", c.Credit, ModeRoute, c.Mode)
+	}
+	if err := c.Coverage.Validate(); err != nil {
+		v.add(err)
 	}
 	if c.Parity && c.Mode != ModeDecompose {
 		v.bad("parity", "goes with mode %s, not %s", ModeDecompose, c.Mode)

@@ -40,7 +40,38 @@ func (m routeMode) prepare(ctx context.Context, phase func(string)) error {
 	if r.bestKeyword, err = r.chooseKeywordRule(ctx); err != nil {
 		return err
 	}
+	if r.cfg.Coverage.MulFirstBelow > 0 {
+		phase("fit the threshold rule on training items")
+		if r.threshold, err = r.fitThreshold(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// productSaving is the delegator's tokens that delegating a product of
+// two 2-digit numbers saves: its scratchpad (161 tokens) less the call
+// (54), as world.WorthDelegating says.
+const productSaving = 107
+
+// fitThreshold fits the threshold rule on the first factor to the
+// solver's answers on the first RuleItems training problems
+// (scripted.FitThreshold): a product answered right gains the reward of
+// the tokens it saves less a call, one answered wrong loses the item.
+func (r *runner) fitThreshold(ctx context.Context) (int64, error) {
+	problems := r.trainSet[:min(r.cfg.RuleItems, len(r.trainSet))]
+	gain := r.cfg.Reward.Lambda*productSaving - r.cfg.Reward.Mu
+	t, err := scripted.FitThreshold(ctx, r.solver, problems, gain, 1)
+	if err != nil {
+		return 0, fmt.Errorf("train: threshold rule on training items: %w", err)
+	}
+	r.opt.Log.Info("train: threshold rule on training items", "first factor below", t, "items", len(problems))
+	return t, nil
+}
+
+// thresholdName is the table's arm of the threshold rule at t.
+func thresholdName(t int64) string {
+	return fmt.Sprintf("%s: delegate the products whose first factor is below %d", ArmThreshold, t)
 }
 
 // baselines are the delegator alone, the fixed rules, the best keyword
@@ -54,6 +85,9 @@ func (m routeMode) baselines() []bench.Arm {
 	}
 	arms = append(arms, m.ruleArms()...)
 	arms = append(arms, r.scriptedArm(keywordName(r.bestKeyword), r.bestKeyword.Decider()))
+	if r.threshold > 0 {
+		arms = append(arms, r.scriptedArm(thresholdName(r.threshold), scripted.Threshold(r.threshold)))
+	}
 	arms = append(arms, r.scriptedArm(ArmOracle, scripted.Oracle(r.solver)))
 	return append(arms, bench.Arm{Name: ArmPretrained, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
 		return r.route(r.scfg, r.pretrained, r.solver)
@@ -147,6 +181,9 @@ func (m routeMode) final(ctx context.Context, phase func(string), arms []bench.A
 	}
 	tab.BestRule = r.bestRule
 	tab.BestKeyword = keywordName(r.bestKeyword)
+	if r.threshold > 0 {
+		tab.BestThreshold = thresholdName(r.threshold)
+	}
 	if cfg.trainsDelegator() {
 		tab.DesignCut = r.designCut()
 		if ps := tab.PriceSensitivity(PriceCases(cfg.Prices),

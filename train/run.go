@@ -42,7 +42,11 @@ const (
 	ArmRule  = "fixed rule" // followed by ": " and world.PositionRuleName
 	// ArmKeyword is followed by ": " and the rule's name
 	// (scripted.KeywordRule.Name).
-	ArmKeyword    = "best keyword rule on training items"
+	ArmKeyword = "best keyword rule on training items"
+	// ArmThreshold is followed by ": " and the rule: the threshold rule
+	// on the first factor fitted on training items (scripted.FitThreshold),
+	// in a world whose solver's coverage narrows the products.
+	ArmThreshold  = "threshold rule fitted on training items"
 	ArmOracle     = "oracle router (upper bound)"
 	ArmPretrained = "pretrained delegator"
 	ArmTrained    = "RL-trained delegator"
@@ -275,6 +279,7 @@ type runner struct {
 	bestRule          string               // the arm of the best fixed rule on training items (route)
 	bestKeyword       scripted.KeywordRule // the best keyword rule on training items (route)
 	keywordRules      int                  // the keyword rules run to choose it
+	threshold         int64                // the threshold rule fitted on training items, 0 when the coverage does not narrow products (route)
 
 	policyP *nn.Params
 	solver  *local.Model // the solver's starting weights, frozen

@@ -626,7 +626,7 @@ var worldSolvers = map[string]string{"digits": "solver-digits"}
 // selectWorld sets the world and, unless --solver is given, the shipped
 // solver of the named world f.world.
 func selectWorld(fl *pflag.FlagSet, cfg *train.Config, f trainFlags) error {
-	w, _, err := world.Named(f.world)
+	w, cov, err := world.Named(f.world)
 	if err != nil {
 		return fmt.Errorf("train --world: %w", err)
 	}
@@ -641,7 +641,7 @@ func selectWorld(fl *pflag.FlagSet, cfg *train.Config, f trainFlags) error {
 	if fl.Changed("distractors") {
 		w.Distractors = f.distractors
 	}
-	cfg.World = w
+	cfg.World, cfg.Coverage = w, cov
 	if s, ok := worldSolvers[f.world]; ok && !fl.Changed("solver") {
 		cfg.Solver = train.ShippedPrefix + s
 	}
