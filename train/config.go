@@ -57,7 +57,9 @@ type Config struct {
 	// advantage; reward.CreditRole gives each trained role's samples
 	// advantages against the role's own (reward.RoleCredit), the solver
 	// rewarded by whether its answer to the question it was handed is
-	// right. It changes nothing for the delegator alone. "" is task.
+	// right. It changes nothing for the delegator alone. reward.CreditStep
+	// trains the delegator on a reward that charges 1 for each wrong
+	// answer taken from the solver (stepScorer). "" is task.
 	Credit string `json:"credit,omitempty"`
 	// Coverage is the solver's coverage in a named world (world.Named);
 	// the zero value is the default world's. When it narrows the products,
@@ -284,6 +286,8 @@ func (c Config) validateMode(v *violations) {
 		v.bad("credit", "%v", err)
 	case c.Credit == reward.CreditRole && c.Mode != ModeRoute:
 		v.bad("credit", "%q goes with mode %s, not %s", c.Credit, ModeRoute, c.Mode)
+	case c.Credit == reward.CreditStep && (c.Mode != ModeRoute || c.Train != TrainDelegator):
+		v.bad("credit", "%q goes with mode %s training the %s, not mode %s training %s", c.Credit, ModeRoute, TrainDelegator, c.Mode, c.Train)
 	}
 	if err := c.Coverage.Validate(); err != nil {
 		v.add(err)

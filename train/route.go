@@ -8,6 +8,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/bench"
+	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/world"
@@ -153,6 +154,9 @@ func (m routeMode) source(_ context.Context, cfg rl.Config) (rl.Source, error) {
 		s.roles = append(s.roles, trainedRole{RoleSubagent, r.solverP.Config.Context})
 	}
 	s.credit = r.cfg.roleCredit()
+	if r.cfg.Credit == reward.CreditStep {
+		s.scorer = stepScorer{Scorer(r.cfg.Reward)}
+	}
 	return s, nil
 }
 

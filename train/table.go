@@ -611,6 +611,9 @@ func (r *runner) notes(res *Result) []string {
 		adv = "its own advantage (--credit role: against the other answers to the same question, rewarded by whether it is right)"
 		advs = "each sample's own advantage within its role (--credit role)"
 	}
+	if c.Credit == reward.CreditStep {
+		notes = append(notes, "Credit step: the delegator trained on the reward less 1 for each wrong answer it took from the solver beyond the one its wrong final answer pays for; the table's rewards are the world's.")
+	}
 	switch c.Train {
 	case TrainSolver:
 		notes = append(notes, fmt.Sprintf("Trained: the solver alone, by its own trainer (%s/), on its answers to the pretrained delegator's calls (the delegator greedy, as here), each answer a sample with %s; the solver sampled at temperature %g in training and answers greedily here.",
