@@ -261,7 +261,8 @@ func (r *runner) chooseKeywordRule(ctx context.Context) (scripted.KeywordRule, e
 }
 
 // designCut is the cost cut per item, against solving alone, of the
-// world's optimal policy (world.Selective) on the held-out problems, from
+// world's optimal policy (the coverage's selective policy,
+// world.Selective in the default world) on the held-out problems, from
 // their transcripts (transcript.Measure) at the run's prices: what the
 // world's design allows, beside the measured cut. Earlier turns count as
 // cached only with Config.CacheMinTokens 0, as the problems' prompts are
@@ -269,7 +270,7 @@ func (r *runner) chooseKeywordRule(ctx context.Context) (scripted.KeywordRule, e
 func (r *runner) designCut() float64 {
 	acc := transcript.DesignAccuracy()
 	alone := transcript.Measure("single", r.testSet, transcript.Single, r.cfg.Prices, r.cfg.Reward, acc)
-	best := transcript.Measure("selective", r.testSet, func(p *world.Problem) transcript.Episode { return transcript.Route(p, world.Selective) }, r.cfg.Prices, r.cfg.Reward, acc)
+	best := transcript.Measure("selective", r.testSet, func(p *world.Problem) transcript.Episode { return transcript.Route(p, r.cfg.Coverage.Selective) }, r.cfg.Prices, r.cfg.Reward, acc)
 	a, b := alone.CostUncached, best.CostUncached
 	if r.cfg.CacheMinTokens == 0 {
 		a, b = alone.Cost, best.Cost

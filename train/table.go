@@ -634,7 +634,7 @@ func (r *runner) routeNotes() []string {
 		notes = append(notes, fmt.Sprintf("The threshold rule delegates the products whose first factor is below %d: the threshold of highest reward a program finds from the solver's answers to the products of %d training problems (scripted.FitThreshold), chosen without these items.", r.threshold, min(c.RuleItems, c.TrainProblems)))
 	}
 	if c.Train == TrainDelegator {
-		notes = append(notes, fmt.Sprintf("SFT: the starting delegator fine-tuned on the oracle's route transcripts of the training problems (world.Selective; the loss on its own turns only), %d steps of %d sequences at RL's learning rate: as many updates and sequences as RL's %d steps of %d items × %d rollouts.",
+		notes = append(notes, fmt.Sprintf("SFT: the starting delegator fine-tuned on the oracle's route transcripts of the training problems (the solver's coverage's selective policy, world.Selective in the default world; the loss on its own turns only), %d steps of %d sequences at RL's learning rate: as many updates and sequences as RL's %d steps of %d items × %d rollouts.",
 			c.RL.Steps, c.RL.ItemsPerStep*c.RL.GroupSize, c.RL.Steps, c.RL.ItemsPerStep, c.RL.GroupSize))
 	}
 	return append(notes, "Fixed rules (delegate the steps at the given positions, compute the others), the keyword rule, the oracle (delegate a product exactly when the solver answers it right) and random delegation are programs in the delegator's seat that never slip (scripted.Delegator): they measure the policy, not a model executing it. Delegator alone is the pretrained delegator under single. \"delegates × / + / −\" is the share of products, sums and differences handed to the solver.")

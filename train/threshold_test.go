@@ -87,3 +87,24 @@ func TestRunThresholdArm(t *testing.T) {
 		t.Errorf("checks %+v, want one against the threshold rule", res.Table.Checks)
 	}
 }
+
+// TestDesignCutFollowsCoverage: the design cut is the cut of the
+// coverage's selective policy, smaller where the solver covers fewer
+// products, and the default world's with the zero coverage.
+func TestDesignCutFollowsCoverage(t *testing.T) {
+	cut := func(cov world.Coverage) float64 {
+		t.Helper()
+		cfg := tinyConfig(t)
+		cfg.EvalItems, cfg.Coverage = 200, cov
+		r, err := newRunner(cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.close()
+		return r.designCut()
+	}
+	def, digits := cut(world.Coverage{}), cut(world.DigitsCoverage())
+	if !(digits > 0 && digits < def) {
+		t.Errorf("design cut %.3f under the digits coverage, %.3f under the default one: want 0 < digits < default", digits, def)
+	}
+}
