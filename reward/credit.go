@@ -14,15 +14,19 @@ const (
 	// CreditRole gives each role's samples advantages among that role's
 	// own samples (RoleCredit).
 	CreditRole = "role"
+	// CreditStep gives every sample its rollout's advantage, from a reward
+	// that charges each wrong answer the rollout took from a sub-agent
+	// as a wrong final answer is charged (see train's stepScorer).
+	CreditStep = "step"
 )
 
 // ParseCredit checks a credit rule's name from a flag or config file.
 func ParseCredit(s string) (string, error) {
 	switch s {
-	case CreditTask, CreditRole:
+	case CreditTask, CreditRole, CreditStep:
 		return s, nil
 	}
-	return "", fmt.Errorf("credit %q: want %q or %q", s, CreditTask, CreditRole)
+	return "", fmt.Errorf("credit %q: want %q, %q or %q", s, CreditTask, CreditRole, CreditStep)
 }
 
 // The comparison groups of RoleCredit.

@@ -58,8 +58,15 @@ type Config struct {
 	// advantage; reward.CreditRole gives each trained role's samples
 	// advantages against the role's own (reward.RoleCredit), the solver
 	// rewarded by whether its answer to the question it was handed is
-	// right. It changes nothing for the delegator alone. "" is task.
+	// right. It changes nothing for the delegator alone. reward.CreditStep
+	// trains the delegator on a reward that charges 1 for each wrong
+	// answer taken from the solver (stepScorer). "" is task.
 	Credit string `json:"credit,omitempty"`
+	// Coverage is the solver's coverage in a named world (world.Named);
+	// the zero value is the default world's. When it narrows the products,
+	// the table adds the threshold rule fitted on training items, and SFT
+	// learns the coverage's selective policy.
+	Coverage world.Coverage `json:"coverage,omitzero"`
 	// Solver and Delegator are nn checkpoint directories: the frozen
 	// sub-agent and the policy's starting weights; "" means the shipped
 	// model embedded in the binary (package models): the solver, and the
@@ -289,6 +296,11 @@ func (c Config) validateMode(v *violations) {
 		v.bad("credit", "%v", err)
 	case c.Credit == reward.CreditRole && c.Mode != ModeRoute:
 		v.bad("credit", "%q goes with mode %s, not %s", c.Credit, ModeRoute, c.Mode)
+	case c.Credit == reward.CreditStep && (c.Mode != ModeRoute || c.Train != TrainDelegator):
+		v.bad("credit", "%q goes with mode %s training the %s, not mode %s training %s", c.Credit, ModeRoute, TrainDelegator, c.Mode, c.Train)
+	}
+	if err := c.Coverage.Validate(); err != nil {
+		v.add(err)
 	}
 	if c.Parity && c.Mode != ModeDecompose {
 		v.bad("parity", "goes with mode %s, not %s", ModeDecompose, c.Mode)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/bench"
+	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/world"
@@ -40,7 +41,38 @@ func (m routeMode) prepare(ctx context.Context, phase func(string)) error {
 	if r.bestKeyword, err = r.chooseKeywordRule(ctx); err != nil {
 		return err
 	}
+	if r.cfg.Coverage.MulFirstBelow > 0 {
+		phase("fit the threshold rule on training items")
+		if r.threshold, err = r.fitThreshold(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// productSaving is the delegator's tokens that delegating a product of
+// two 2-digit numbers saves: its scratchpad (161 tokens) less the call
+// (54), as world.WorthDelegating says.
+const productSaving = 107
+
+// fitThreshold fits the threshold rule on the first factor to the
+// solver's answers on the first RuleItems training problems
+// (scripted.FitThreshold): a product answered right gains the reward of
+// the tokens it saves less a call, one answered wrong loses the item.
+func (r *runner) fitThreshold(ctx context.Context) (int64, error) {
+	problems := r.trainSet[:min(r.cfg.RuleItems, len(r.trainSet))]
+	gain := r.cfg.Reward.Lambda*productSaving - r.cfg.Reward.Mu
+	t, err := scripted.FitThreshold(ctx, r.solver, problems, gain, 1)
+	if err != nil {
+		return 0, fmt.Errorf("train: threshold rule on training items: %w", err)
+	}
+	r.opt.Log.Info("train: threshold rule on training items", "first factor below", t, "items", len(problems))
+	return t, nil
+}
+
+// thresholdName is the table's arm of the threshold rule at t.
+func thresholdName(t int64) string {
+	return fmt.Sprintf("%s: delegate the products whose first factor is below %d", ArmThreshold, t)
 }
 
 // baselines are the delegator alone, the fixed rules, the best keyword
@@ -54,6 +86,9 @@ func (m routeMode) baselines() []bench.Arm {
 	}
 	arms = append(arms, m.ruleArms()...)
 	arms = append(arms, r.scriptedArm(keywordName(r.bestKeyword), r.bestKeyword.Decider()))
+	if r.threshold > 0 {
+		arms = append(arms, r.scriptedArm(thresholdName(r.threshold), scripted.Threshold(r.threshold)))
+	}
 	arms = append(arms, r.scriptedArm(ArmOracle, scripted.Oracle(r.solver)))
 	return append(arms, bench.Arm{Name: ArmPretrained, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
 		return r.route(r.scfg, r.pretrained, r.solver)
@@ -120,6 +155,9 @@ func (m routeMode) source(_ context.Context, cfg rl.Config) (rl.Source, error) {
 	}
 	s.credit = r.cfg.roleCredit()
 	s.scorer = r.cfg.trainScorer()
+	if r.cfg.Credit == reward.CreditStep {
+		s.scorer = stepScorer{r.cfg.trainScorer()}
+	}
 	return s, nil
 }
 
@@ -148,6 +186,9 @@ func (m routeMode) final(ctx context.Context, phase func(string), arms []bench.A
 	}
 	tab.BestRule = r.bestRule
 	tab.BestKeyword = keywordName(r.bestKeyword)
+	if r.threshold > 0 {
+		tab.BestThreshold = thresholdName(r.threshold)
+	}
 	if cfg.trainsDelegator() {
 		tab.DesignCut = r.designCut()
 		if ps := tab.PriceSensitivity(PriceCases(cfg.Prices),
@@ -225,7 +266,8 @@ func (r *runner) chooseKeywordRule(ctx context.Context) (scripted.KeywordRule, e
 }
 
 // designCut is the cost cut per item, against solving alone, of the
-// world's optimal policy (world.Selective) on the held-out problems, from
+// world's optimal policy (the coverage's selective policy,
+// world.Selective in the default world) on the held-out problems, from
 // their transcripts (transcript.Measure) at the run's prices: what the
 // world's design allows, beside the measured cut. Earlier turns count as
 // cached only with Config.CacheMinTokens 0, as the problems' prompts are
@@ -233,7 +275,7 @@ func (r *runner) chooseKeywordRule(ctx context.Context) (scripted.KeywordRule, e
 func (r *runner) designCut() float64 {
 	acc := transcript.DesignAccuracy()
 	alone := transcript.Measure("single", r.testSet, transcript.Single, r.cfg.Prices, r.cfg.Reward, acc)
-	best := transcript.Measure("selective", r.testSet, func(p *world.Problem) transcript.Episode { return transcript.Route(p, world.Selective) }, r.cfg.Prices, r.cfg.Reward, acc)
+	best := transcript.Measure("selective", r.testSet, func(p *world.Problem) transcript.Episode { return transcript.Route(p, r.cfg.Coverage.Selective) }, r.cfg.Prices, r.cfg.Reward, acc)
 	a, b := alone.CostUncached, best.CostUncached
 	if r.cfg.CacheMinTokens == 0 {
 		a, b = alone.Cost, best.Cost

@@ -42,7 +42,11 @@ const (
 	ArmRule  = "fixed rule" // followed by ": " and world.PositionRuleName
 	// ArmKeyword is followed by ": " and the rule's name
 	// (scripted.KeywordRule.Name).
-	ArmKeyword    = "best keyword rule on training items"
+	ArmKeyword = "best keyword rule on training items"
+	// ArmThreshold is followed by ": " and the rule: the threshold rule
+	// on the first factor fitted on training items (scripted.FitThreshold),
+	// in a world whose solver's coverage narrows the products.
+	ArmThreshold  = "threshold rule fitted on training items"
 	ArmOracle     = "oracle router (upper bound)"
 	ArmPretrained = "pretrained delegator"
 	ArmTrained    = "RL-trained delegator"
@@ -275,6 +279,7 @@ type runner struct {
 	bestRule          string               // the arm of the best fixed rule on training items (route)
 	bestKeyword       scripted.KeywordRule // the best keyword rule on training items (route)
 	keywordRules      int                  // the keyword rules run to choose it
+	threshold         int64                // the threshold rule fitted on training items, 0 when the coverage does not narrow products (route)
 
 	policyP *nn.Params
 	solver  *local.Model // the solver's starting weights, frozen
@@ -802,13 +807,18 @@ func scored(rew reward.Graded, verified, failed bool, roles map[string]delegate.
 }
 
 // scalars are the named scalars of one rollout in the step's metrics.
-func scalars(tr *delegate.Trace, p *world.Problem) map[string]float64 {
+// Where cov narrows the products, they count the products worth
+// delegating inside and outside it, and those of each delegated.
+func scalars(tr *delegate.Trace, p *world.Problem, cov world.Coverage) map[string]float64 {
 	sub := tr.Roles[RoleSubagent]
 	del := tr.Roles[RoleDelegator]
 	m := map[string]float64{
 		"subagent_calls":   float64(sub.Calls),
 		"delegator_tokens": float64(del.Usage.CompletionTokens),
 		"cost":             tr.Total.Cost,
+		// The solver's answers the world judges wrong: each costs the
+		// rollout its answer unless the delegator checks it.
+		"subagent_wrong": float64(solverWrong(tr)),
 	}
 	// Per kind of step: how many the problem has and how many were handed
 	// over; the step's means of the two make the delegation rate per kind.
@@ -818,7 +828,51 @@ func scalars(tr *delegate.Trace, p *world.Problem) map[string]float64 {
 	for _, op := range []byte(labelDelegated(tr)[LabelDelegated]) {
 		m[DelegatedMetric(world.Op(op))]++
 	}
+	if cov.MulFirstBelow > 0 {
+		coverageScalars(m, tr, p, cov)
+	}
 	return m
+}
+
+// The rollout scalars of coverageScalars: products worth delegating
+// inside and outside the solver's coverage, and those delegated.
+const (
+	StepsCoveredMetric       = "steps_product_covered"
+	StepsUncoveredMetric     = "steps_product_uncovered"
+	DelegatedCoveredMetric   = "delegated_product_covered"
+	DelegatedUncoveredMetric = "delegated_product_uncovered"
+)
+
+// coverageScalars adds to m the products of p worth delegating
+// (world.WorthDelegating) inside and outside cov, and how many of each
+// tr handed to the solver. Every key is set, zeros included, so that a
+// step's means are over all its rollouts.
+func coverageScalars(m map[string]float64, tr *delegate.Trace, p *world.Problem, cov world.Coverage) {
+	m[StepsCoveredMetric], m[StepsUncoveredMetric] = 0, 0
+	m[DelegatedCoveredMetric], m[DelegatedUncoveredMetric] = 0, 0
+	for _, s := range p.Steps {
+		switch {
+		case !world.WorthDelegating(s):
+		case cov.Covers(s.Op, s.X.Value, s.Y.Value):
+			m[StepsCoveredMetric]++
+		default:
+			m[StepsUncoveredMetric]++
+		}
+	}
+	for _, n := range tr.Calls() {
+		if n.Role != RoleSubagent || len(n.Messages) == 0 {
+			continue
+		}
+		op, x, y, err := world.ParseExpr(strings.TrimSpace(n.Messages[len(n.Messages)-1].Content))
+		if err != nil || !world.WorthDelegating(world.Step{Op: op, X: world.Operand{Value: x}, Y: world.Operand{Value: y}}) {
+			continue
+		}
+		if cov.Covers(op, x, y) {
+			m[DelegatedCoveredMetric]++
+		} else {
+			m[DelegatedUncoveredMetric]++
+		}
+	}
 }
 
 // StepsMetric and DelegatedMetric name the rollout scalars counting the

@@ -14,7 +14,6 @@ import (
 	"github.com/delegatelab/delegate/nn"
 	"github.com/delegatelab/delegate/pretrain"
 	"github.com/delegatelab/delegate/strategy"
-	"github.com/delegatelab/delegate/world"
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
@@ -27,7 +26,8 @@ const ArmSFT = "SFT on the oracle's transcripts"
 
 // sftArm is the arm of the pretrained delegator trained by supervised
 // fine-tuning on the oracle's route transcripts of the training problems
-// (world.Selective, as transcript.Route writes them), with RL's compute:
+// (the coverage's selective policy, world.Selective in the default world,
+// as transcript.Route writes them), with RL's compute:
 // RL.Steps optimizer steps of RL.ItemsPerStep × RL.GroupSize sequences,
 // as many as RL's rollouts, at RL's learning rate. The checkpoint is
 // kept in OutDir, so that a run again does not train it again.
@@ -64,7 +64,7 @@ func (r *runner) sftPolicy(ctx context.Context, steps, batch int) (*nn.Params, e
 	}
 	examples := make([]pretrain.Example, 0, len(r.trainSet))
 	for _, pr := range r.trainSet {
-		for _, t := range transcript.Route(pr, world.Selective).Delegator {
+		for _, t := range transcript.Route(pr, r.cfg.Coverage.Selective).Delegator {
 			if e := pretrain.FromMessages(t.Messages, t.Tools); len(e.Tokens) <= pre.Config.Context+1 {
 				examples = append(examples, e)
 			}

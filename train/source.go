@@ -190,8 +190,11 @@ func (s *rollouts) play(ctx context.Context, step int) ([]rollout.Group, []int, 
 // scorer learns the step, so that a reward annealed over training
 // (reward.CriticalPath's bonus) anneals; another scorer has no step.
 func (s *rollouts) scorerAt(step int) rollout.Scorer {
-	if rs, ok := s.scorer.(*rollout.RewardScorer); ok {
-		return rs.At(step)
+	switch sc := s.scorer.(type) {
+	case *rollout.RewardScorer:
+		return sc.At(step)
+	case stepScorer:
+		return sc.At(step)
 	}
 	return s.scorer
 }
@@ -241,7 +244,7 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 					Episodes: eps, Reward: m.Reward, Advantage: m.Advantage, HasAdvantage: true,
 					Correct:   in != nil && in.Correct != nil && *in.Correct,
 					Delegated: res.Trace.Roles[RoleSubagent].Calls > 0,
-					Scalars:   scalars(res.Trace, problems[i]),
+					Scalars:   scalars(res.Trace, problems[i], s.r.cfg.Coverage),
 				}
 				if credits != nil {
 					if sr.EpisodeAdvantages, err = episodeAdvantages(eps, g.Record.Episodes[k], credits[k]); err != nil {

@@ -27,6 +27,10 @@ type Table struct {
 	// training items (scripted.KeywordRule): the strongest rule reading
 	// the text that the search found, chosen without the held-out items.
 	BestKeyword string
+	// BestThreshold is the arm of the threshold rule on the first factor
+	// fitted on training items (ArmThreshold), where the solver's coverage
+	// narrows the products; "" elsewhere.
+	BestThreshold string
 	// DesignCut is the cost cut that the world's optimal policy makes by
 	// design (runner.designCut), stated beside the measured one; 0 when
 	// not computed.
@@ -294,6 +298,9 @@ func routeAcceptance(t *Table) []Check {
 		{"RL-trained reward beats the best keyword rule chosen on training items" + paired, t.BestKeyword},
 		{"RL-trained reward beats random delegation at its own rate" + paired, ArmRandom},
 	})
+	if t.BestThreshold != "" {
+		out = append(out, t.beats("RL-trained reward beats the threshold rule fitted on training items"+paired, ArmTrained, t.BestThreshold))
+	}
 	out = append(out, t.beatsEvery("RL-trained reward beats every fixed per-position rule"+paired, ArmTrained, ArmRule, "rules"))
 	return append(out, costChecks(t)...)
 }
@@ -604,6 +611,9 @@ func (r *runner) notes(res *Result) []string {
 		adv = "its own advantage (--credit role: against the other answers to the same question, rewarded by whether it is right)"
 		advs = "each sample's own advantage within its role (--credit role)"
 	}
+	if c.Credit == reward.CreditStep {
+		notes = append(notes, "Credit step: the delegator trained on the reward less 1 for each wrong answer it took from the solver beyond the one its wrong final answer pays for; the table's rewards are the world's.")
+	}
 	switch c.Train {
 	case TrainSolver:
 		notes = append(notes, fmt.Sprintf("Trained: the solver alone, by its own trainer (%s/), on its answers to the pretrained delegator's calls (the delegator greedy, as here), each answer a sample with %s; the solver sampled at temperature %g in training and answers greedily here.",
@@ -623,8 +633,11 @@ func (r *runner) routeNotes() []string {
 	c := r.cfg
 	var notes []string
 	notes = append(notes, fmt.Sprintf("The keyword rule delegates a step when its sentence has one of the rule's keywords (\"of\", \"times\", \"gets\", \"gives away\", \"in all\", \"more … than\") and both its operands reach the rule's threshold (none, 10, 100, 1000): the best by reward on %d training items of the %d rules that decide differently there. The fixed rule and the keyword rule are chosen on training items, never on these.", min(c.RuleItems, c.TrainProblems), r.keywordRules))
+	if r.threshold > 0 {
+		notes = append(notes, fmt.Sprintf("The threshold rule delegates the products whose first factor is below %d: the threshold of highest reward a program finds from the solver's answers to the products of %d training problems (scripted.FitThreshold), chosen without these items.", r.threshold, min(c.RuleItems, c.TrainProblems)))
+	}
 	if c.Train == TrainDelegator {
-		notes = append(notes, fmt.Sprintf("SFT: the starting delegator fine-tuned on the oracle's route transcripts of the training problems (world.Selective; the loss on its own turns only), %d steps of %d sequences at RL's learning rate: as many updates and sequences as RL's %d steps of %d items × %d rollouts.",
+		notes = append(notes, fmt.Sprintf("SFT: the starting delegator fine-tuned on the oracle's route transcripts of the training problems (the solver's coverage's selective policy, world.Selective in the default world; the loss on its own turns only), %d steps of %d sequences at RL's learning rate: as many updates and sequences as RL's %d steps of %d items × %d rollouts.",
 			c.RL.Steps, c.RL.ItemsPerStep*c.RL.GroupSize, c.RL.Steps, c.RL.ItemsPerStep, c.RL.GroupSize))
 	}
 	return append(notes, "Fixed rules (delegate the steps at the given positions, compute the others), the keyword rule, the oracle (delegate a product exactly when the solver answers it right) and random delegation are programs in the delegator's seat that never slip (scripted.Delegator): they measure the policy, not a model executing it. Delegator alone is the pretrained delegator under single. \"delegates × / + / −\" is the share of products, sums and differences handed to the solver.")

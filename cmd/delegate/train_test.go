@@ -251,15 +251,17 @@ func TestTrainRejectsBadFlags(t *testing.T) {
 }
 
 // TestSelectWorld checks that --world digits picks the default world's
-// problems and the shipped solver-digits, unless --solver is given.
+// problems, the shipped solver-digits, unless --solver is given, and the
+// solver's coverage.
 func TestSelectWorld(t *testing.T) {
 	for _, tt := range []struct {
 		args       []string
 		wantSolver string
+		wantCov    world.Coverage
 	}{
-		{[]string{"--world", "digits"}, train.ShippedPrefix + "solver-digits"},
-		{[]string{"--world", "digits", "--solver", "mine"}, ""}, // the flag sets the solver
-		{[]string{"--world", "default"}, ""},
+		{[]string{"--world", "digits"}, train.ShippedPrefix + "solver-digits", world.DigitsCoverage()},
+		{[]string{"--world", "digits", "--solver", "mine"}, "", world.DigitsCoverage()}, // the flag sets the solver
+		{[]string{"--world", "default"}, "", world.Coverage{}},
 	} {
 		cmd := newTrainCmd(testEnv, slog.New(slog.DiscardHandler))
 		if err := cmd.Flags().Parse(tt.args); err != nil {
@@ -273,6 +275,9 @@ func TestSelectWorld(t *testing.T) {
 		}
 		if cfg.Solver != tt.wantSolver {
 			t.Errorf("%v: solver %q, want %q", tt.args, cfg.Solver, tt.wantSolver)
+		}
+		if cfg.Coverage != tt.wantCov {
+			t.Errorf("%v: coverage %+v, want %+v", tt.args, cfg.Coverage, tt.wantCov)
 		}
 		if got, want := cfg.World.Summary(), world.DefaultConfig().Summary(); got != want {
 			t.Errorf("%v: world %s, want the default world %s", tt.args, got, want)
