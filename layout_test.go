@@ -40,7 +40,7 @@ var allowedImports = map[string][]string{
 	"perf/api":               {"internal/host", "trajectory/atropos"},
 	"perf/fanout":            {"", "internal/host", "openai", "strategy"},
 	"perf/gateway":           {"standin"},
-	"perf/gatewaytrain":      {"bench", "rl", "train", "world"},
+	"perf/gatewaytrain":      {"bench", "rl", "train", "trajectory/gateway", "world"},
 	"perf/gzipbomb":          {},
 	"perf/hfdecode":          {"nn/infer", "perf/internal/hfgen"},
 	"perf/q8":                {"nn/infer", "nn/kernel", "perf/internal/hfgen"},

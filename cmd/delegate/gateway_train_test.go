@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -202,7 +200,7 @@ func runAgents(ctx context.Context, t *testing.T, node, base, token string, prob
 		wg.Go(func() {
 			task := fmt.Sprintf(`{"task":{"id":%q,"dataset":"world","answer":"%d"}}`, p.ID, p.Answer)
 			var cr gateway.CreateResponse
-			if errs[i] = sessionPost(ctx, base, token, "/sessions", task, &cr); errs[i] != nil {
+			if errs[i] = (gateway.Admin{Base: base, Token: token}).Post(ctx, "/sessions", task, &cr); errs[i] != nil {
 				return
 			}
 			actx, cancel := context.WithTimeout(ctx, 3*time.Minute)
@@ -224,7 +222,7 @@ func runAgents(ctx context.Context, t *testing.T, node, base, token string, prob
 				t.Logf("agents.mjs on %s: %s", p.ID, res.Failed)
 			}
 			var rr gateway.RewardResponse
-			if errs[i] = sessionPost(ctx, base, token, "/sessions/"+cr.SessionID+"/reward", body, &rr); errs[i] != nil {
+			if errs[i] = (gateway.Admin{Base: base, Token: token}).Post(ctx, "/sessions/"+cr.SessionID+"/reward", body, &rr); errs[i] != nil {
 				return
 			}
 			right[i] = rr.Correct != nil && *rr.Correct
@@ -247,38 +245,4 @@ func runAgents(ctx context.Context, t *testing.T, node, base, token string, prob
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
-}
-
-// sessionPost sends a session API request, again while the trainer is
-// busy (503), and decodes its answer into v.
-func sessionPost(ctx context.Context, base, token, path, body string, v any) error {
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return err
-		}
-		switch resp.StatusCode {
-		case http.StatusOK:
-			return json.Unmarshal(b, v)
-		case http.StatusServiceUnavailable:
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Second):
-			}
-		default:
-			return fmt.Errorf("POST %s: %d %s", strings.SplitN(path, "sess-", 2)[0], resp.StatusCode, b)
-		}
-	}
 }

@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -38,6 +37,7 @@ import (
 	"github.com/delegatelab/delegate/bench"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/train"
+	"github.com/delegatelab/delegate/trajectory/gateway"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -283,7 +283,7 @@ func solve(ctx context.Context, f flags, base string, p *world.Problem, group st
 		SessionID string `json:"session_id"`
 		BaseURL   string `json:"base_url"`
 	}
-	if err := post(ctx, base+"/sessions", string(body), &cr); err != nil {
+	if err := (gateway.Admin{Base: base, Token: token}).Post(ctx, "/sessions", string(body), &cr); err != nil {
 		return outcome{}, err
 	}
 	actx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -306,44 +306,10 @@ func solve(ctx context.Context, f flags, base string, p *world.Problem, group st
 	var rr struct {
 		Reward float64 `json:"reward"`
 	}
-	if err := post(ctx, base+"/sessions/"+cr.SessionID+"/reward", verdict, &rr); err != nil {
+	if err := (gateway.Admin{Base: base, Token: token}).Post(ctx, "/sessions/"+cr.SessionID+"/reward", verdict, &rr); err != nil {
 		return outcome{}, err
 	}
 	return outcome{right: rr.Reward == 1, failed: res.Failed != ""}, nil
-}
-
-// post sends a session API request, again while the trainer is busy
-// (503), and decodes its answer into v.
-func post(ctx context.Context, url, body string, v any) error {
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return err
-		}
-		switch resp.StatusCode {
-		case http.StatusOK:
-			return json.Unmarshal(b, v)
-		case http.StatusServiceUnavailable:
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Second):
-			}
-		default:
-			return fmt.Errorf("POST %s: %d %s", strings.SplitN(url, "sess-", 2)[0], resp.StatusCode, b)
-		}
-	}
 }
 
 // paired prints the paired comparison of the same problems before and
