@@ -70,7 +70,9 @@ func TestHFChatIsTheEngineGreedy(t *testing.T) {
 			if !slices.Equal(resp.PromptTokenIDs, prompt) {
 				t.Errorf("prompt ids = %v, the template gives %v", resp.PromptTokenIDs, prompt)
 			}
-			e, err := infer.NewEngineWeights(w, infer.EngineConfig{MaxBatch: 1})
+			ec := infer.DefaultEngineConfig()
+			ec.MaxBatch = 1
+			e, err := infer.NewEngineWeights(w, ec)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -79,11 +79,20 @@ func New(p *nn.Params, cfg Config) (*Model, error) {
 	if cfg.MaxNew < 0 || cfg.MaxBatch < 0 {
 		return nil, fmt.Errorf("local model %s: max_new and max_batch must not be negative", cfg.Name)
 	}
-	e, err := infer.NewEngine(p, infer.EngineConfig{MaxBatch: cfg.MaxBatch})
+	e, err := infer.NewEngine(p, engineConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("local model %s: %w", cfg.Name, err)
 	}
 	return &Model{cfg: cfg, params: p, engine: e, codec: builtin{}, limit: p.Config.Context, calls: new(atomic.Uint64)}, nil
+}
+
+// engineConfig is the engine of cfg: MaxBatch 0 keeps the engine's default.
+func engineConfig(cfg Config) infer.EngineConfig {
+	ec := infer.DefaultEngineConfig()
+	if cfg.MaxBatch > 0 {
+		ec.MaxBatch = cfg.MaxBatch
+	}
+	return ec
 }
 
 // NewHF starts a model over w, a Hugging Face checkpoint from infer.LoadHF.
@@ -105,7 +114,7 @@ func NewHF(w *infer.Weights, t *tokenizer.HF, f tokenizer.ChatFormat, eos []int,
 	if err != nil {
 		return nil, fmt.Errorf("local model %s: %w", cfg.Name, err)
 	}
-	e, err := infer.NewEngineWeights(w, infer.EngineConfig{MaxBatch: cfg.MaxBatch})
+	e, err := infer.NewEngineWeights(w, engineConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("local model %s: %w", cfg.Name, err)
 	}

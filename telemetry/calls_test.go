@@ -16,7 +16,7 @@ import (
 func exportOne(t *testing.T, export func(e *Exporter)) (map[string]*tracepb.Span, map[string]string) {
 	t.Helper()
 	rcv := newReceiver(t, 0)
-	e, err := New(Config{Endpoint: rcv.URL, Provider: func(string) string { return "delegate" }})
+	e, err := New(config(func(c *Config) { c.Endpoint, c.Provider = rcv.URL, func(string) string { return "delegate" } }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestExportEpisode(t *testing.T) {
 // BenchmarkExportCall measures what ExportCall costs the request that calls it.
 // That is one span and a send into a full queue, which drops the trace.
 func BenchmarkExportCall(b *testing.B) {
-	e, err := New(Config{Endpoint: "http://127.0.0.1:1", QueueSize: 1})
+	e, err := New(config(func(c *Config) { c.Endpoint, c.QueueSize = "http://127.0.0.1:1", 1 }))
 	if err != nil {
 		b.Fatal(err)
 	}

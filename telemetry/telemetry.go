@@ -21,8 +21,8 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// Config says where and how traces are exported. The zero value of each
-// field but Endpoint is its documented default.
+// Config says where and how traces are exported. Start from
+// DefaultConfig and set Endpoint: a zero field means zero.
 type Config struct {
 	// Endpoint is the receiver's URL: its base (http://localhost:4318,
 	// to which /v1/traces is added) or the full path of its traces.
@@ -31,21 +31,44 @@ type Config struct {
 	// Headers go with every export request: the receiver's
 	// authorization, for one (Langfuse wants Basic auth).
 	Headers map[string]string
-	// Service is the service.name of the exported spans; default "delegate".
+	// Service is the service.name of the exported spans; required.
 	Service string
 	// Version is the service.version; default none.
 	Version string
-	// QueueSize is how many traces may wait for export; default 256.
+	// QueueSize is how many traces may wait for export; at least 1.
 	// Traces beyond it are dropped and counted.
 	QueueSize int
-	// Timeout bounds one export, retries included; default 5s.
+	// Timeout bounds one export, retries included; above 0.
 	Timeout time.Duration
 	// Provider names each model's gen_ai.provider.name; nil: _OTHER.
 	Provider Provider
 	// Log receives export failures and drops, at most one record per
-	// LogEvery; nil: none.
+	// LogEvery; nil: none. LogEvery 0 logs every one.
 	Log      *slog.Logger
-	LogEvery time.Duration // default 10s
+	LogEvery time.Duration
+}
+
+// DefaultConfig holds the defaults of every field but Endpoint.
+func DefaultConfig() Config {
+	return Config{Service: "delegate", QueueSize: 256, Timeout: 5 * time.Second, LogEvery: 10 * time.Second}
+}
+
+// Validate reports the first invalid field, naming it.
+func (c Config) Validate() error {
+	u, err := url.Parse(c.Endpoint)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+		return fmt.Errorf("otlp endpoint %q: want an http:// or https:// URL", c.Endpoint)
+	case c.Service == "":
+		return errors.New("otlp config: service name is empty")
+	case c.QueueSize < 1:
+		return fmt.Errorf("otlp config: queue size %d: want at least 1", c.QueueSize)
+	case c.Timeout <= 0:
+		return fmt.Errorf("otlp config: timeout %v: want above 0", c.Timeout)
+	case c.LogEvery < 0:
+		return fmt.Errorf("otlp config: log every %v is negative", c.LogEvery)
+	}
+	return nil
 }
 
 // Stats counts the traces an exporter handled.
@@ -83,21 +106,12 @@ type Exporter struct {
 // receiver: a receiver that is down costs dropped traces, never an error
 // here or a wait in a run.
 func New(cfg Config) (*Exporter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	u, err := url.Parse(cfg.Endpoint)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("otlp endpoint %q: want an http:// or https:// URL", cfg.Endpoint)
-	}
-	if cfg.Service == "" {
-		cfg.Service = "delegate"
-	}
-	if cfg.QueueSize <= 0 {
-		cfg.QueueSize = 256
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
-	}
-	if cfg.LogEvery <= 0 {
-		cfg.LogEvery = 10 * time.Second
+	if err != nil {
+		return nil, fmt.Errorf("otlp endpoint %q: %w", cfg.Endpoint, err)
 	}
 	headers := map[string]string{} // never nil: an empty map replaces the environment's
 	for k, v := range cfg.Headers {

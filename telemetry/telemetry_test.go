@@ -68,7 +68,7 @@ const (
 
 func TestExportRouteAsGenAISpans(t *testing.T) {
 	rcv := newReceiver(t, 0)
-	e, err := New(Config{Endpoint: rcv.URL, Provider: func(string) string { return "openai" }})
+	e, err := New(config(func(c *Config) { c.Endpoint, c.Provider = rcv.URL, func(string) string { return "openai" } }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestExportNeverBlocks(t *testing.T) {
 	const spansPerTrace = 11 // routeTrace's
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, err := New(Config{Endpoint: tt.endpoint(t), QueueSize: queue, Timeout: 30 * time.Second})
+			e, err := New(config(func(c *Config) { c.Endpoint, c.QueueSize, c.Timeout = tt.endpoint(t), queue, 30*time.Second }))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -291,7 +291,7 @@ func TestExportNeverBlocks(t *testing.T) {
 
 func TestNewRejectsBadEndpoints(t *testing.T) {
 	for _, endpoint := range []string{"", "localhost:4318", "ftp://host/x", "http://"} {
-		if _, err := New(Config{Endpoint: endpoint}); err == nil {
+		if _, err := New(config(func(c *Config) { c.Endpoint = endpoint })); err == nil {
 			t.Errorf("New(%q): no error", endpoint)
 		}
 	}
@@ -301,7 +301,7 @@ func TestNewRejectsBadEndpoints(t *testing.T) {
 // That is the conversion of a route trace of 11 spans and a send into a full queue, which drops it.
 func BenchmarkExport(b *testing.B) {
 	tr := routeTrace(b)
-	e, err := New(Config{Endpoint: "http://127.0.0.1:1", QueueSize: 1})
+	e, err := New(config(func(c *Config) { c.Endpoint, c.QueueSize = "http://127.0.0.1:1", 1 }))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -313,4 +313,40 @@ func BenchmarkExport(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_ = e.Close(ctx) // the port is closed: every trace is dropped
+}
+
+// config is DefaultConfig changed by set.
+func config(set func(c *Config)) Config {
+	c := DefaultConfig()
+	set(&c)
+	return c
+}
+
+func TestConfigValidate(t *testing.T) {
+	const ok = "http://127.0.0.1:4318"
+	tests := []struct {
+		name string
+		set  func(c *Config)
+		want string // "" for valid, else a part of the error
+	}{
+		{"default with an endpoint", func(c *Config) { c.Endpoint = ok }, ""},
+		{"zero log every logs each", func(c *Config) { c.Endpoint, c.LogEvery = ok, 0 }, ""},
+		{"no endpoint", func(c *Config) {}, "endpoint"},
+		{"empty service", func(c *Config) { c.Endpoint, c.Service = ok, "" }, "service"},
+		{"zero queue", func(c *Config) { c.Endpoint, c.QueueSize = ok, 0 }, "queue size"},
+		{"zero timeout", func(c *Config) { c.Endpoint, c.Timeout = ok, 0 }, "timeout"},
+		{"negative log every", func(c *Config) { c.Endpoint, c.LogEvery = ok, -time.Second }, "log every"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := config(tt.set).Validate()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if tt.want == "" && err != nil || tt.want != "" && !strings.Contains(got, tt.want) {
+				t.Errorf("Validate() = %q, want an error naming %q", got, tt.want)
+			}
+		})
+	}
 }

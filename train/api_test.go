@@ -24,7 +24,7 @@ import (
 // of nothing but such groups is skipped) instead of failing at every
 // rerun.
 func TestFromAPIQuarantinesBadGroups(t *testing.T) {
-	srv, err := atropos.NewInMemory(context.Background(), atropos.Config{}, nil)
+	srv, err := atropos.NewInMemory(context.Background(), atropos.DefaultConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func BenchmarkRollouts100k(b *testing.B) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	start := time.Now()
-	_, hs := serveCold(b, Config{Paths: []string{dir}})
+	_, hs := serveCold(b, config(func(c *Config) { c.Paths = []string{dir} }))
 	base := hs.URL + "/api/rollouts"
 	sum, first := summary(b, base)
 	first += timedGet(b, base+"/list?run=0&offset=0&limit=100")

@@ -56,7 +56,7 @@ func TestBrowser(t *testing.T) {
 	gwDir := t.TempDir()
 	finished, _ := gatewayFixture(t, gwDir)
 	servers, _ := liveServers(t)
-	s, hs := serve(t, Config{Paths: []string{dir, gwDir}, Servers: servers, Poll: 50 * time.Millisecond})
+	s, hs := serve(t, config(func(c *Config) { c.Paths, c.Servers, c.Poll = []string{dir, gwDir}, servers, 50*time.Millisecond }))
 	artifacts := artifactDir(t)
 
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),

@@ -103,7 +103,7 @@ func digestOf(id string) string {
 func TestGatewayAPI(t *testing.T) {
 	dir := t.TempDir()
 	finished, open := gatewayFixture(t, dir)
-	s, hs := serve(t, Config{Paths: []string{dir}})
+	s, hs := serve(t, config(func(c *Config) { c.Paths = []string{dir} }))
 	id := runID(t, s, KindGateway, gateway.StoreFile)
 
 	var sum gatewayPage
@@ -209,7 +209,7 @@ func TestGatewayRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gw.Close()
-	s, hs := serve(t, Config{Paths: []string{dir}})
+	s, hs := serve(t, config(func(c *Config) { c.Paths = []string{dir} }))
 	id := runID(t, s, KindGateway, gateway.StoreFile)
 	var got struct {
 		Error struct{ Message string }

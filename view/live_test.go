@@ -37,7 +37,9 @@ func (echoEnv) Close() error { return nil }
 // It returns them as the view polls them, and the gateway's base URL.
 func liveServers(t testing.TB) ([]LiveServer, string) {
 	t.Helper()
-	as, err := atropos.NewInMemory(context.Background(), atropos.Config{Token: "api-token"}, nil)
+	acfg := atropos.DefaultConfig()
+	acfg.Token = "api-token"
+	as, err := atropos.NewInMemory(context.Background(), acfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +156,7 @@ func last(st LiveState) LivePoint {
 func TestLiveServers(t *testing.T) {
 	servers, gwURL := liveServers(t)
 	down := LiveServer{Name: "down", URL: "http://127.0.0.1:1"}
-	_, hs := serveCold(t, Config{Servers: append(servers, down), Poll: 20 * time.Millisecond})
+	_, hs := serveCold(t, config(func(c *Config) { c.Servers, c.Poll = append(servers, down), 20*time.Millisecond }))
 
 	openSession(t, gwURL, false)
 	got := waitLive(t, hs.URL, func(a liveAnswer) bool {
@@ -218,7 +220,7 @@ func TestLiveServers(t *testing.T) {
 
 func TestLiveEvents(t *testing.T) {
 	servers, _ := liveServers(t)
-	_, hs := serveCold(t, Config{Servers: servers[2:], Poll: 20 * time.Millisecond})
+	_, hs := serveCold(t, config(func(c *Config) { c.Servers, c.Poll = servers[2:], 20*time.Millisecond }))
 	resp, err := http.Get(hs.URL + "/api/live/events?after=0")
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +276,7 @@ func TestLiveServersConfig(t *testing.T) {
 		{"twice", []LiveServer{{Name: "a", URL: "http://h"}, {Name: "a", URL: "http://h"}}, false},
 		{"no scheme", []LiveServer{{Name: "a", URL: "127.0.0.1:8000"}}, false},
 	} {
-		c := Config{Servers: tc.servers}
+		c := config(func(c *Config) { c.Servers = tc.servers })
 		if err := c.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%s: got %v, want ok %v", tc.name, err, tc.ok)
 		}
@@ -287,7 +289,7 @@ func TestLiveWrongToken(t *testing.T) {
 	servers, _ := liveServers(t)
 	api := servers[0]
 	api.Token = "wrong"
-	_, hs := serveCold(t, Config{Servers: []LiveServer{api}, Poll: 20 * time.Millisecond})
+	_, hs := serveCold(t, config(func(c *Config) { c.Servers, c.Poll = []LiveServer{api}, 20*time.Millisecond }))
 	got := waitLive(t, hs.URL, func(a liveAnswer) bool { return len(a.Servers) == 1 && len(a.Servers[0].Points) > 0 })
 	st := got.Servers[0]
 	if st.Up || !strings.Contains(st.Error, "HTTP 401") {

@@ -49,9 +49,8 @@ const (
 
 // Poll bounds: how often a live stream looks at its file.
 const (
-	DefaultPoll = time.Second
-	MinPoll     = 10 * time.Millisecond
-	MaxPoll     = 10 * time.Second
+	MinPoll = 10 * time.Millisecond
+	MaxPoll = 10 * time.Second
 )
 
 // requestBudget bounds the indexing one request does.
@@ -62,7 +61,7 @@ const requestBudget = 50 * time.Millisecond
 // maxTraceFile bounds a trace file read whole.
 const maxTraceFile = 64 << 20
 
-// Config says what the view serves and to whom.
+// Config says what the view serves and to whom. Start from DefaultConfig.
 type Config struct {
 	// Paths are trace files and directories. A directory is searched two
 	// levels down for the files of bench, process and train, and for
@@ -74,30 +73,30 @@ type Config struct {
 	// Hosts are the extra Host names allowed without a token (edge.Config).
 	Hosts []string
 	// Poll is how often a live stream of metrics looks for new lines.
-	// Default DefaultPoll; it must lie within MinPoll and MaxPoll.
+	// It must lie within MinPoll and MaxPoll.
 	Poll time.Duration
 	// Servers are running servers polled every Poll for /health and
 	// /metrics: the live page.
 	Servers []LiveServer
-	Log     *slog.Logger
+	Log     *slog.Logger // nil: none
 }
 
-// Validate checks the config and fills its defaults.
-func (c *Config) Validate() error {
+// DefaultConfig is the config of the shipped view command, less what it
+// serves.
+func DefaultConfig() Config {
+	return Config{Poll: time.Second}
+}
+
+// Validate reports the first invalid field, naming it.
+func (c Config) Validate() error {
 	if len(c.Paths) == 0 && len(c.Servers) == 0 {
 		return errors.New("view: no directory, trace file or server given")
 	}
 	if err := validServers(c.Servers); err != nil {
 		return err
 	}
-	if c.Poll == 0 {
-		c.Poll = DefaultPoll
-	}
 	if c.Poll < MinPoll || c.Poll > MaxPoll {
 		return fmt.Errorf("view: poll %v out of bounds [%v, %v]", c.Poll, MinPoll, MaxPoll)
-	}
-	if c.Log == nil {
-		c.Log = slog.New(slog.DiscardHandler)
 	}
 	return nil
 }
@@ -135,6 +134,9 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg}
 	for _, p := range cfg.Paths {

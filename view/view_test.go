@@ -71,7 +71,7 @@ func runID(t testing.TB, s *Server, kind, suffix string) int {
 
 func TestDiscover(t *testing.T) {
 	dir := fixtureDir(t)
-	s, err := New(Config{Paths: []string{dir, filepath.Join(dir, "trace.json")}})
+	s, err := New(config(func(c *Config) { c.Paths = []string{dir, filepath.Join(dir, "trace.json")} }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,22 +91,45 @@ func TestDiscover(t *testing.T) {
 		{"not a trace", filepath.Join(dir, "bench", "report.json"), "trace has no root"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := New(Config{Paths: []string{tc.path}}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := New(config(func(c *Config) { c.Paths = []string{tc.path} })); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want an error with %q", err, tc.want)
 			}
 		})
 	}
 }
 
-func TestConfigPoll(t *testing.T) {
-	for _, tc := range []struct {
-		poll time.Duration
-		ok   bool
-	}{{0, true}, {MinPoll, true}, {MaxPoll, true}, {time.Millisecond, false}, {time.Minute, false}} {
-		c := Config{Paths: []string{"x"}, Poll: tc.poll}
-		if err := c.Validate(); (err == nil) != tc.ok {
-			t.Errorf("poll %v: got %v, want ok %v", tc.poll, err, tc.ok)
-		}
+// config is DefaultConfig changed by set.
+func config(set func(c *Config)) Config {
+	c := DefaultConfig()
+	set(&c)
+	return c
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		set  func(c *Config)
+		want string // "" for valid, else a part of the error
+	}{
+		{"default with a path", func(c *Config) { c.Paths = []string{"x"} }, ""},
+		{"least poll", func(c *Config) { c.Paths, c.Poll = []string{"x"}, MinPoll }, ""},
+		{"most poll", func(c *Config) { c.Paths, c.Poll = []string{"x"}, MaxPoll }, ""},
+		{"nothing to serve", func(c *Config) {}, "no directory"},
+		{"zero poll", func(c *Config) { c.Paths, c.Poll = []string{"x"}, 0 }, "poll"},
+		{"poll too short", func(c *Config) { c.Paths, c.Poll = []string{"x"}, time.Millisecond }, "poll"},
+		{"poll too long", func(c *Config) { c.Paths, c.Poll = []string{"x"}, time.Minute }, "poll"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := config(tt.set).Validate()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if tt.want == "" && err != nil || tt.want != "" && !strings.Contains(got, tt.want) {
+				t.Errorf("Validate() = %q, want an error naming %q", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -121,7 +144,7 @@ func walkNodes(n *Node, out map[string]*Node) map[string]*Node {
 
 func TestTraceAPI(t *testing.T) {
 	dir := fixtureDir(t)
-	s, hs := serve(t, Config{Paths: []string{dir}})
+	s, hs := serve(t, config(func(c *Config) { c.Paths = []string{dir} }))
 	var tv TraceView
 	if code := get(t, hs.URL, fmt.Sprintf("/api/trace?run=%d", runID(t, s, KindTrace, "trace.json")), &tv); code != 200 {
 		t.Fatalf("status %d", code)
@@ -201,7 +224,7 @@ func TestMarkCriticalMatchesCriticalPath(t *testing.T) {
 
 func TestBenchAPI(t *testing.T) {
 	dir := fixtureDir(t)
-	s, hs := serve(t, Config{Paths: []string{dir}})
+	s, hs := serve(t, config(func(c *Config) { c.Paths = []string{dir} }))
 	id := runID(t, s, KindBench, "results.jsonl")
 	var rep BenchReport
 	if code := get(t, hs.URL, fmt.Sprintf("/api/bench?run=%d", id), &rep); code != 200 {
@@ -263,7 +286,7 @@ func TestBenchAPI(t *testing.T) {
 
 func TestAPIErrors(t *testing.T) {
 	dir := fixtureDir(t)
-	s, hs := serve(t, Config{Paths: []string{dir}})
+	s, hs := serve(t, config(func(c *Config) { c.Paths = []string{dir} }))
 	b := runID(t, s, KindBench, "results.jsonl")
 	for _, tc := range []struct {
 		path string
@@ -289,7 +312,7 @@ func TestAPIErrors(t *testing.T) {
 
 func TestRolloutsAPI(t *testing.T) {
 	dir := fixtureDir(t)
-	s, hs := serve(t, Config{Paths: []string{dir}})
+	s, hs := serve(t, config(func(c *Config) { c.Paths = []string{dir} }))
 	id := runID(t, s, KindRollouts, "artifacts.jsonl")
 	var sum RolloutSummary
 	if code := get(t, hs.URL, fmt.Sprintf("/api/rollouts?run=%d", id), &sum); code != 200 {
@@ -377,7 +400,7 @@ func TestMetricsVersion(t *testing.T) {
 	m := metrics(1, 1)
 	m.Version = rl.MetricsVersion + 1
 	appendLines(t, filepath.Join(dir, rl.MetricsFile), m)
-	s, hs := serve(t, Config{Paths: []string{dir}})
+	s, hs := serve(t, config(func(c *Config) { c.Paths = []string{dir} }))
 	var body struct {
 		Error struct{ Message string } `json:"error"`
 	}
@@ -389,7 +412,7 @@ func TestMetricsVersion(t *testing.T) {
 
 func TestTrainAPIAndEvents(t *testing.T) {
 	dir := fixtureDir(t)
-	s, hs := serve(t, Config{Paths: []string{dir}, Poll: 20 * time.Millisecond})
+	s, hs := serve(t, config(func(c *Config) { c.Paths, c.Poll = []string{dir}, 20*time.Millisecond }))
 	a, b := runID(t, s, KindTrain, "a/metrics.jsonl"), runID(t, s, KindTrain, "b/metrics.jsonl")
 	var got struct {
 		Series []TrainSeries `json:"series"`
@@ -442,7 +465,7 @@ func TestTrainAPIAndEvents(t *testing.T) {
 
 func TestToken(t *testing.T) {
 	dir := fixtureDir(t)
-	_, hs := serve(t, Config{Paths: []string{dir}, Token: "s3cret"})
+	_, hs := serve(t, config(func(c *Config) { c.Paths, c.Token = []string{dir}, "s3cret" }))
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	do := func(path string, set func(*http.Request)) *http.Response {
 		t.Helper()
@@ -502,7 +525,7 @@ func TestToken(t *testing.T) {
 }
 
 func TestPagesServed(t *testing.T) {
-	_, hs := serve(t, Config{Paths: []string{fixtureDir(t)}})
+	_, hs := serve(t, config(func(c *Config) { c.Paths = []string{fixtureDir(t)} }))
 	for _, tc := range []struct{ path, ctype, has string }{
 		{"/", "text/html", "/static/app.js"},
 		{"/static/app.js", "text/javascript", "EventSource"},

@@ -40,6 +40,7 @@ type apiFlags struct {
 
 func newAPICmd(getenv env, log *slog.Logger) *cobra.Command {
 	var f apiFlags
+	def := atropos.DefaultConfig()
 	cmd := &cobra.Command{
 		Use:   "api [flags]",
 		Short: "Serve Atropos's trajectory API, durable on NATS JetStream",
@@ -64,13 +65,13 @@ interrupt. See docs/api.md.`,
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8000", "listen address (Atropos's port)")
 	fl.StringVar(&f.data, "data", "delegate-api", "JetStream store directory of the embedded NATS server")
 	fl.StringVar(&f.natsURL, "nats", "", "NATS URL(s), comma-separated: use this cluster instead of an embedded server")
-	fl.IntVar(&f.replicas, "replicas", 1, "replicas of the stream and state bucket (with --nats: 1, 3 or 5)")
+	fl.IntVar(&f.replicas, "replicas", def.Replicas, "replicas of the stream and state bucket (with --nats: 1, 3 or 5)")
 	fl.StringVar(&f.token, "token", "", "bearer token both sides must send (default $DELEGATE_API_TOKEN)")
-	fl.Int64Var(&f.maxBody, "max-body", 64<<20, "largest request body in bytes (gzip bodies may decompress to 4x)")
+	fl.Int64Var(&f.maxBody, "max-body", def.MaxBody, "largest request body in bytes (gzip bodies may decompress to 4x)")
 	fl.Int64Var(&f.inflate, "inflate-budget", 0, "decompressed bytes all gzip bodies may hold at once; more get 503 (0: twice the decompressed bound, 8x --max-body)")
-	fl.IntVar(&f.maxStaleness, "max-staleness", 0, "drop groups whose group_overrides.policy_version is more steps behind the trainer (0: keep all)")
-	fl.IntVar(&f.keepSteps, "keep-steps", 16, "handed-out batches kept for GET /batch?step=N")
-	fl.StringVar(&f.prefix, "prefix", "DELEGATE_API", "name prefix of the JetStream stream and bucket (one per run)")
+	fl.IntVar(&f.maxStaleness, "max-staleness", def.MaxStaleness, "drop groups whose group_overrides.policy_version is more steps behind the trainer (0: keep all)")
+	fl.IntVar(&f.keepSteps, "keep-steps", def.KeepSteps, "handed-out batches kept for GET /batch?step=N")
+	fl.StringVar(&f.prefix, "prefix", def.Prefix, "name prefix of the JetStream stream and bucket (one per run)")
 	fl.BoolVar(&f.syncAlways, "sync-always", false, "embedded server: fsync every write (survive power loss, not only a crash)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without a token")
 	fl.StringSliceVar(&f.hosts, "allow-host", nil, "a host name clients may reach the API by, besides IP addresses and localhost (without a token, other names are refused: DNS rebinding)")
@@ -85,9 +86,15 @@ func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	if err := edge.CheckExposure(f.addr, token != "", f.insecure, "a token: set --token (or $DELEGATE_API_TOKEN)"); err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
-	cfg := atropos.Config{
-		Prefix: f.prefix, Replicas: f.replicas, KeepSteps: f.keepSteps, MaxStaleness: f.maxStaleness,
-		MaxBody: f.maxBody, InflateBudget: f.inflate, Token: token, Hosts: f.hosts,
+	cfg := atropos.DefaultConfig()
+	cfg.Prefix, cfg.Replicas, cfg.KeepSteps, cfg.MaxStaleness = f.prefix, f.replicas, f.keepSteps, f.maxStaleness
+	cfg.Token, cfg.Hosts = token, f.hosts
+	// The gzip bounds follow --max-body: 4x decompressed, and by default
+	// twice that inflated at once.
+	cfg.MaxBody, cfg.MaxDecompressed = f.maxBody, 4*f.maxBody
+	cfg.InflateBudget = f.inflate
+	if f.inflate == 0 {
+		cfg.InflateBudget = 2 * cfg.MaxDecompressed
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -158,7 +165,9 @@ func connectAPI(f apiFlags) (nc, pc *nats.Conn, where string, closeNATS func(), 
 	if f.replicas != 1 {
 		return fail(fmt.Errorf("api: --replicas %d needs a cluster (--nats)", f.replicas))
 	}
-	emb, err := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: f.data, SyncAlways: f.syncAlways})
+	ec := atropos.DefaultEmbeddedConfig()
+	ec.Dir, ec.SyncAlways = f.data, f.syncAlways
+	emb, err := atropos.StartEmbedded(ec)
 	if err != nil {
 		return fail(fmt.Errorf("api: %w", err))
 	}

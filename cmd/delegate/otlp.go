@@ -51,7 +51,9 @@ func openOTLP(endpoint string, getenv env, provider telemetry.Provider, log *slo
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", otlpHeadersEnv, err)
 	}
-	e, err := telemetry.New(telemetry.Config{Endpoint: endpoint, Headers: headers, Log: log, Provider: provider})
+	cfg := telemetry.DefaultConfig()
+	cfg.Endpoint, cfg.Headers, cfg.Log, cfg.Provider = endpoint, headers, log, provider
+	e, err := telemetry.New(cfg)
 	if err != nil {
 		return nil, err
 	}

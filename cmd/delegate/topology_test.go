@@ -383,8 +383,10 @@ func TestTopologyOnAClusterLosingANode(t *testing.T) {
 	}
 	var nodes []*atropos.Embedded
 	for i := range 3 {
-		e, err := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: filepath.Join(dir, fmt.Sprint("n", i)), Name: fmt.Sprint("n", i),
-			Listen: clientAddrs[i], ClusterName: "delegate-test", ClusterListen: clusterAddrs[i], Routes: routes})
+		ec := atropos.DefaultEmbeddedConfig()
+		ec.Dir, ec.Name, ec.Listen = filepath.Join(dir, fmt.Sprint("n", i)), fmt.Sprint("n", i), clientAddrs[i]
+		ec.ClusterName, ec.ClusterListen, ec.Routes = "delegate-test", clusterAddrs[i], routes
+		e, err := atropos.StartEmbedded(ec)
 		if err != nil {
 			t.Fatal(err)
 		}

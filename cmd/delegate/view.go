@@ -54,7 +54,7 @@ Listening off loopback needs a token ($` + viewTokenEnv + ` or --token) unless
 	fl.StringVar(&f.token, "token", "", "bearer token browsers and clients must give (default $"+viewTokenEnv+"; prefer the variable: a flag shows in ps)")
 	fl.StringSliceVar(&f.hosts, "allow-host", nil, "extra Host names allowed without a token (a name that resolves to this machine)")
 	fl.StringArrayVar(&f.servers, "server", nil, "a running server to poll: NAME=URL, or NAME=URL,ENV where $ENV holds its bearer token (repeatable)")
-	fl.DurationVar(&f.poll, "poll", view.DefaultPoll, fmt.Sprintf("how often a live chart looks for new metrics lines (%v to %v)", view.MinPoll, view.MaxPoll))
+	fl.DurationVar(&f.poll, "poll", view.DefaultConfig().Poll, fmt.Sprintf("how often a live chart looks for new metrics lines (%v to %v)", view.MinPoll, view.MaxPoll))
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without a token")
 	return cmd
 }
@@ -71,7 +71,9 @@ func serveView(ctx context.Context, out io.Writer, getenv env, log *slog.Logger,
 	if err != nil {
 		return err
 	}
-	srv, err := view.New(view.Config{Paths: paths, Servers: servers, Token: f.token, Hosts: f.hosts, Poll: f.poll, Log: log})
+	cfg := view.DefaultConfig()
+	cfg.Paths, cfg.Servers, cfg.Token, cfg.Hosts, cfg.Poll, cfg.Log = paths, servers, f.token, f.hosts, f.poll, log
+	srv, err := view.New(cfg)
 	if err != nil {
 		return err
 	}

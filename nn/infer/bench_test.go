@@ -34,7 +34,7 @@ func BenchmarkSample(b *testing.B) {
 					b.Fatal(err)
 				}
 				p.Init(1)
-				e, err := NewEngine(p, EngineConfig{MaxBatch: batch})
+				e, err := NewEngine(p, withBatch(batch))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -77,7 +77,7 @@ func BenchmarkSamplePrefill(b *testing.B) {
 				b.Fatal(err)
 			}
 			p.Init(1)
-			e, err := NewEngine(p, EngineConfig{MaxBatch: 1})
+			e, err := NewEngine(p, withBatch(1))
 			if err != nil {
 				b.Fatal(err)
 			}

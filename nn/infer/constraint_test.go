@@ -20,7 +20,7 @@ func (none) Accept(int)      {}
 
 func TestEngineAdjustedSampling(t *testing.T) {
 	p := testParams(t, testConfig(false), 3)
-	e := newTestEngine(t, p, EngineConfig{MaxBatch: 4})
+	e := newTestEngine(t, p, withBatch(4))
 	ctx := context.Background()
 	for _, temp := range []float64{0, 1, 1.5} {
 		for seed := range uint64(20) {
@@ -80,7 +80,7 @@ func TestEngineAdjustedSampling(t *testing.T) {
 // A token sequence forced by a constraint gets the logprobs it gets free.
 func TestEngineAdjustedLogprobs(t *testing.T) {
 	p := testParams(t, testConfig(false), 5)
-	e := newTestEngine(t, p, EngineConfig{MaxBatch: 2})
+	e := newTestEngine(t, p, withBatch(2))
 	ctx := context.Background()
 	biased, err := e.Generate(ctx, GenRequest{Prompt: []int{4, 5}, MaxNew: 8, LogitBias: []TokenBias{{Token: 0, Bias: -50}}, FrequencyPenalty: 0.5})
 	if err != nil {
@@ -108,7 +108,7 @@ func (s *sequence) Accept(int)          { s.at++ }
 
 func TestEngineDeadConstraint(t *testing.T) {
 	p := testParams(t, testConfig(false), 3)
-	e := newTestEngine(t, p, EngineConfig{MaxBatch: 1})
+	e := newTestEngine(t, p, withBatch(1))
 	for _, temp := range []float64{0, 1} {
 		res, err := e.Generate(context.Background(), GenRequest{Prompt: []int{1}, MaxNew: 5, Temperature: temp, StopTokens: []int{9}, Constraint: none{}})
 		if err != nil {
@@ -124,7 +124,7 @@ func TestEngineDeadConstraint(t *testing.T) {
 // what it gets alone.
 func TestEngineAdjustedRowsLeaveOthers(t *testing.T) {
 	p := testParams(t, testConfig(false), 7)
-	e := newTestEngine(t, p, EngineConfig{MaxBatch: 4})
+	e := newTestEngine(t, p, withBatch(4))
 	ctx := context.Background()
 	plain := GenRequest{Prompt: []int{3, 1, 4}, MaxNew: 10, Temperature: 1, Seed: 42}
 	alone, err := e.Generate(ctx, plain)

@@ -101,14 +101,31 @@ type EngineConfig struct {
 	parallelWork int
 
 	// MaxBatch is the number of sequences decoded together, the KV cache's
-	// slots. Default 32. NewEngine allocates the cache's
+	// slots; at least 1. NewEngine allocates the cache's
 	// 8·MaxBatch·Context·KVDim·Layers bytes: 21 MB for the stories260K shape
 	// at 32.
 	MaxBatch int
 	// PrefillChunk caps the prompt tokens pushed through one forward step.
 	// A long prompt is prefilled over several steps, so it does not stall
-	// the sequences already decoding. Default 256.
+	// the sequences already decoding. At least 1.
 	PrefillChunk int
+}
+
+// DefaultEngineConfig is the engine of the shipped commands: 32 sequences,
+// prompts prefilled 256 tokens a step.
+func DefaultEngineConfig() EngineConfig {
+	return EngineConfig{MaxBatch: 32, PrefillChunk: 256}
+}
+
+// Validate reports the first invalid field, naming it.
+func (ec EngineConfig) Validate() error {
+	switch {
+	case ec.MaxBatch < 1:
+		return fmt.Errorf("engine config: max batch %d: want at least 1", ec.MaxBatch)
+	case ec.PrefillChunk < 1:
+		return fmt.Errorf("engine config: prefill chunk %d: want at least 1", ec.PrefillChunk)
+	}
+	return nil
 }
 
 // EngineStats count an Engine's work since it was made.
@@ -211,17 +228,8 @@ func NewEngineWeights(w *Weights, ec EngineConfig) (*Engine, error) {
 }
 
 func newEngine(c nn.Config, ec EngineConfig, model func(*KVCache) *decoder) (*Engine, error) {
-	if ec.MaxBatch == 0 {
-		ec.MaxBatch = 32
-	}
-	if ec.PrefillChunk == 0 {
-		ec.PrefillChunk = 256
-	}
-	if ec.MaxBatch < 0 {
-		return nil, fmt.Errorf("new engine: max batch must be positive, got %d", ec.MaxBatch)
-	}
-	if ec.PrefillChunk < 0 {
-		return nil, fmt.Errorf("new engine: prefill chunk must be positive, got %d", ec.PrefillChunk)
+	if err := ec.Validate(); err != nil {
+		return nil, fmt.Errorf("new engine: %w", err)
 	}
 	cache, err := NewKVCache(c, ec.MaxBatch)
 	if err != nil {

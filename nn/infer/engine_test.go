@@ -17,6 +17,45 @@ import (
 	"go.uber.org/goleak"
 )
 
+// engineConfig is DefaultEngineConfig changed by set.
+func engineConfig(set func(c *EngineConfig)) EngineConfig {
+	c := DefaultEngineConfig()
+	set(&c)
+	return c
+}
+
+// withBatch is DefaultEngineConfig decoding n sequences together.
+func withBatch(n int) EngineConfig {
+	return engineConfig(func(c *EngineConfig) { c.MaxBatch = n })
+}
+
+func TestEngineConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		set  func(c *EngineConfig)
+		want string // "" for valid, else a part of the error
+	}{
+		{"default", func(c *EngineConfig) {}, ""},
+		{"one by one", func(c *EngineConfig) { c.MaxBatch, c.PrefillChunk = 1, 1 }, ""},
+		{"zero batch", func(c *EngineConfig) { c.MaxBatch = 0 }, "max batch"},
+		{"negative batch", func(c *EngineConfig) { c.MaxBatch = -1 }, "max batch"},
+		{"zero chunk", func(c *EngineConfig) { c.PrefillChunk = 0 }, "prefill chunk"},
+		{"negative chunk", func(c *EngineConfig) { c.PrefillChunk = -4 }, "prefill chunk"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := engineConfig(tt.set).Validate()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if tt.want == "" && err != nil || tt.want != "" && !strings.Contains(got, tt.want) {
+				t.Errorf("Validate() = %q, want an error naming %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func newTestEngine(t testing.TB, p *nn.Params, ec EngineConfig) *Engine {
 	t.Helper()
 	e, err := NewEngine(p, ec)
@@ -58,7 +97,7 @@ func testRequests(n int) []GenRequest {
 // log-softmax of the reference forward's logits over prompt+output.
 func TestEngineLogprobsMatchReference(t *testing.T) {
 	p := testParams(t, testConfig(false), 11)
-	e := newTestEngine(t, p, EngineConfig{MaxBatch: 4})
+	e := newTestEngine(t, p, withBatch(4))
 	for _, req := range []GenRequest{
 		{Prompt: []int{1, 2, 3}, MaxNew: 12, Temperature: 1, Seed: 5, TopLogprobs: 4},
 		{Prompt: []int{30}, MaxNew: 10, Temperature: 0.6, TopK: 4, Seed: 6, TopLogprobs: 2},
@@ -108,7 +147,7 @@ func cmpFloat(a, b float64) int {
 
 func TestEngineFinish(t *testing.T) {
 	p := testParams(t, testConfig(false), 3)
-	e := newTestEngine(t, p, EngineConfig{MaxBatch: 2})
+	e := newTestEngine(t, p, withBatch(2))
 	ctx := context.Background()
 	prompt := []int{4, 8, 15, 16, 23}
 	base, err := e.Generate(ctx, GenRequest{Prompt: prompt, MaxNew: 20, Temperature: 2.5, Seed: 77})
@@ -204,7 +243,7 @@ func containsSeq(s, sub []int) bool {
 
 func TestEngineBadRequests(t *testing.T) {
 	p := testParams(t, testConfig(false), 1)
-	e := newTestEngine(t, p, EngineConfig{MaxBatch: 1})
+	e := newTestEngine(t, p, withBatch(1))
 	tests := []struct {
 		name string
 		req  GenRequest
@@ -249,7 +288,7 @@ func TestEngineBatchMatchesAlone(t *testing.T) {
 	reqs := testRequests(23)
 	alone := make([]GenResult, len(reqs))
 	{
-		e := newTestEngine(t, p, EngineConfig{MaxBatch: 1})
+		e := newTestEngine(t, p, withBatch(1))
 		for i, r := range reqs {
 			res, err := e.Generate(context.Background(), r)
 			if err != nil {
@@ -259,7 +298,7 @@ func TestEngineBatchMatchesAlone(t *testing.T) {
 		}
 		e.Close()
 	}
-	for _, ec := range []EngineConfig{{MaxBatch: 6}, {MaxBatch: 32, parallelWork: 1}, {MaxBatch: 5, PrefillChunk: 3}} {
+	for _, ec := range []EngineConfig{{MaxBatch: 6, PrefillChunk: 256}, {MaxBatch: 32, PrefillChunk: 256, parallelWork: 1}, {MaxBatch: 5, PrefillChunk: 3}} {
 		t.Run(fmt.Sprintf("batch %d chunk %d split %d", ec.MaxBatch, ec.PrefillChunk, ec.parallelWork), func(t *testing.T) {
 			e := newTestEngine(t, p, ec)
 			got, err := e.GenerateAll(context.Background(), reqs)
@@ -295,7 +334,7 @@ func TestEngineConcurrentGenerate(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	p := testParams(t, testConfig(true), 9)
 	reqs := testRequests(24)
-	e := newTestEngine(t, p, EngineConfig{MaxBatch: 8})
+	e := newTestEngine(t, p, withBatch(8))
 	want, err := e.GenerateAll(context.Background(), reqs)
 	if err != nil {
 		t.Fatalf("generate all: %v", err)
@@ -331,7 +370,7 @@ func TestEngineCancel(t *testing.T) {
 	c := testConfig(false)
 	c.Context = 2048
 	p := testParams(t, c, 2)
-	e := newTestEngine(t, p, EngineConfig{MaxBatch: 2})
+	e := newTestEngine(t, p, withBatch(2))
 	other := GenRequest{Prompt: []int{5, 6, 7}, MaxNew: 30, Temperature: 1, Seed: 1}
 	want, err := e.Generate(context.Background(), other)
 	if err != nil {
@@ -380,7 +419,7 @@ func TestEngineClose(t *testing.T) {
 	c := testConfig(false)
 	c.Context = 2048
 	p := testParams(t, c, 2)
-	e, err := NewEngine(p, EngineConfig{MaxBatch: 1})
+	e, err := NewEngine(p, withBatch(1))
 	if err != nil {
 		t.Fatalf("new engine: %v", err)
 	}
@@ -417,11 +456,11 @@ func TestNewEngineErrors(t *testing.T) {
 		ec   EngineConfig
 		want string
 	}{
-		{"nil params", nil, EngineConfig{}, "nil params"},
-		{"negative batch", p, EngineConfig{MaxBatch: -1}, "max batch"},
-		{"negative chunk", p, EngineConfig{PrefillChunk: -4}, "prefill chunk"},
-		{"short view", func() *nn.Params { q := unfused(p); q.Layers[1].Wk = q.Layers[1].Wk[:5]; return q }(), EngineConfig{}, "params layer 1 wk has 5 values, config needs 128"},
-		{"missing layer", func() *nn.Params { q := unfused(p); q.Layers = q.Layers[:1]; return q }(), EngineConfig{}, "params have 1 layers, config needs 2"},
+		{"nil params", nil, DefaultEngineConfig(), "nil params"},
+		{"negative batch", p, withBatch(-1), "max batch"},
+		{"negative chunk", p, engineConfig(func(c *EngineConfig) { c.PrefillChunk = -4 }), "prefill chunk"},
+		{"short view", func() *nn.Params { q := unfused(p); q.Layers[1].Wk = q.Layers[1].Wk[:5]; return q }(), DefaultEngineConfig(), "params layer 1 wk has 5 values, config needs 128"},
+		{"missing layer", func() *nn.Params { q := unfused(p); q.Layers = q.Layers[:1]; return q }(), DefaultEngineConfig(), "params have 1 layers, config needs 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, err := NewEngine(tc.p, tc.ec)
@@ -446,7 +485,7 @@ func TestEngineNoAllocationPerToken(t *testing.T) {
 	c := testConfig(false)
 	c.Context = 128
 	p := testParams(t, c, 4)
-	e := newTestEngine(t, p, EngineConfig{MaxBatch: 1})
+	e := newTestEngine(t, p, withBatch(1))
 	ctx := context.Background()
 	allocs := func(maxNew int) float64 {
 		req := GenRequest{Prompt: []int{1, 2}, MaxNew: maxNew, Temperature: 0.9, TopP: 0.95, Seed: 1}
@@ -471,7 +510,7 @@ func TestEngineNoAllocationPerToken(t *testing.T) {
 func TestEngineSchedulerPanic(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	p := testParams(t, testConfig(false), 4)
-	e := newTestEngine(t, p, EngineConfig{MaxBatch: 2})
+	e := newTestEngine(t, p, withBatch(2))
 	p.TokenEmb = nil
 	_, err := e.Generate(context.Background(), GenRequest{Prompt: []int{5}, MaxNew: 3})
 	if err == nil || !strings.Contains(err.Error(), "scheduler panic") {
@@ -500,7 +539,7 @@ func TestEnginePrefixSharing(t *testing.T) {
 	}
 	reqs = append(reqs, GenRequest{Prompt: []int{2, 4}, MaxNew: 4, Seed: 1}) // a prompt inside the shared head
 	alone := make([]GenResult, len(reqs))
-	one := newTestEngine(t, p, EngineConfig{MaxBatch: 1})
+	one := newTestEngine(t, p, withBatch(1))
 	for i, r := range reqs {
 		res, err := one.Generate(context.Background(), r)
 		if err != nil {
@@ -516,7 +555,7 @@ func TestEnginePrefixSharing(t *testing.T) {
 	for _, r := range reqs {
 		total += len(r.Prompt)
 	}
-	for _, ec := range []EngineConfig{{MaxBatch: 16}, {MaxBatch: 7, PrefillChunk: 4, parallelWork: 1}} {
+	for _, ec := range []EngineConfig{{MaxBatch: 16, PrefillChunk: 256}, {MaxBatch: 7, PrefillChunk: 4, parallelWork: 1}} {
 		t.Run(fmt.Sprintf("batch %d chunk %d", ec.MaxBatch, ec.PrefillChunk), func(t *testing.T) {
 			e := newTestEngine(t, p, ec)
 			got, err := e.GenerateAll(context.Background(), reqs)
@@ -549,12 +588,12 @@ func TestEngineSeesUpdatedParams(t *testing.T) {
 	c := testConfig(true)
 	c.Context = 1024
 	p := testParams(t, c, 21)
-	e := newTestEngine(t, p, EngineConfig{MaxBatch: 4})
+	e := newTestEngine(t, p, withBatch(4))
 	req := GenRequest{Prompt: []int{3, 1, 4, 1, 5}, MaxNew: 20, TopLogprobs: 2}
 	reqs := testRequests(6)
 	fresh := func(p *nn.Params) (GenResult, []GenResult) {
 		t.Helper()
-		f := newTestEngine(t, p, EngineConfig{MaxBatch: 4})
+		f := newTestEngine(t, p, withBatch(4))
 		defer f.Close()
 		one, err := f.Generate(context.Background(), req)
 		if err != nil {
@@ -628,7 +667,7 @@ func TestEngineMemory(t *testing.T) {
 	p := testParams(t, c, 1)
 	var weights int64
 	for _, batch := range []int{1, 7} {
-		e := newTestEngine(t, p, EngineConfig{MaxBatch: batch})
+		e := newTestEngine(t, p, withBatch(batch))
 		got := e.Memory()
 		if want := int64(8 * batch * c.Context * c.KVDim() * c.Layers); got.KVCache != want {
 			t.Errorf("batch %d: KV cache %d bytes, want %d", batch, got.KVCache, want)
@@ -656,7 +695,7 @@ func TestEngineMemory(t *testing.T) {
 func TestEngineRefreshesOncePerCall(t *testing.T) {
 	c := testConfig(false)
 	p := testParams(t, c, 1)
-	e := newTestEngine(t, p, EngineConfig{MaxBatch: 4})
+	e := newTestEngine(t, p, withBatch(4))
 	tests := []struct {
 		name string
 		reqs []GenRequest

@@ -12,7 +12,7 @@ import (
 // result, never a panic or a hang.
 func FuzzEngineGenerate(f *testing.F) {
 	p := testParams(f, testConfig(false), 8)
-	e, err := NewEngine(p, EngineConfig{MaxBatch: 2, PrefillChunk: 5})
+	e, err := NewEngine(p, engineConfig(func(c *EngineConfig) { c.MaxBatch, c.PrefillChunk = 2, 5 }))
 	if err != nil {
 		f.Fatalf("new engine: %v", err)
 	}

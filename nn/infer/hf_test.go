@@ -113,7 +113,7 @@ func TestLoadHFMatchesReference(t *testing.T) {
 			}
 			t.Logf("largest relative logit difference %.3g", worst)
 
-			e, err := NewEngineWeights(w, EngineConfig{MaxBatch: 3})
+			e, err := NewEngineWeights(w, withBatch(3))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -80,7 +80,7 @@ func TestQ8Agreement(t *testing.T) {
 // logits, and of all steps those at which their argmax agrees.
 func q8Compare(t *testing.T, a, b *Weights, prompts [][]int, n int) (worst float64, same, steps int) {
 	t.Helper()
-	e, err := NewEngineWeights(a, EngineConfig{MaxBatch: len(prompts)})
+	e, err := NewEngineWeights(a, withBatch(len(prompts)))
 	if err != nil {
 		t.Fatal(err)
 	}

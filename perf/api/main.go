@@ -99,9 +99,11 @@ func runServer(kind, data, profile, memProfile string) error {
 	var err error
 	switch kind {
 	case "memory":
-		srv, err = atropos.NewInMemory(ctx, atropos.Config{}, log)
+		srv, err = atropos.NewInMemory(ctx, atropos.DefaultConfig(), log)
 	case "jetstream":
-		emb, eerr := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: data})
+		ec := atropos.DefaultEmbeddedConfig()
+		ec.Dir = data
+		emb, eerr := atropos.StartEmbedded(ec)
 		if eerr != nil {
 			return eerr
 		}
@@ -116,7 +118,7 @@ func runServer(kind, data, profile, memProfile string) error {
 			return cerr
 		}
 		defer pc.Close()
-		srv, err = atropos.New(ctx, nc, atropos.Config{}, log, atropos.WithPublishConn(pc))
+		srv, err = atropos.New(ctx, nc, atropos.DefaultConfig(), log, atropos.WithPublishConn(pc))
 	default:
 		return fmt.Errorf("unknown server kind %q", kind)
 	}

@@ -97,7 +97,9 @@ func run(args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		e, err := infer.NewEngineWeights(w, infer.EngineConfig{MaxBatch: 1})
+		ec := infer.DefaultEngineConfig()
+		ec.MaxBatch = 1
+		e, err := infer.NewEngineWeights(w, ec)
 		if err != nil {
 			return err
 		}

@@ -103,7 +103,9 @@ func run(args []string, stdout io.Writer) error {
 		prev := runtime.GOMAXPROCS(p)
 		engines := make([]*infer.Engine, len(sides))
 		for i, s := range sides {
-			e, err := infer.NewEngineWeights(s.w, infer.EngineConfig{MaxBatch: 1})
+			ec := infer.DefaultEngineConfig()
+			ec.MaxBatch = 1
+			e, err := infer.NewEngineWeights(s.w, ec)
 			if err != nil {
 				return err
 			}

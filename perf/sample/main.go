@@ -233,7 +233,9 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 	if err := runc.Export(dir, p); err != nil {
 		return res, err
 	}
-	e, err := infer.NewEngine(p, infer.EngineConfig{MaxBatch: o.batch})
+	ec := infer.DefaultEngineConfig()
+	ec.MaxBatch = o.batch
+	e, err := infer.NewEngine(p, ec)
 	if err != nil {
 		return res, err
 	}

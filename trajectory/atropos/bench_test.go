@@ -75,7 +75,7 @@ func BenchmarkPublishBesideReads(b *testing.B) {
 			name = "separate"
 		}
 		b.Run(name, func(b *testing.B) {
-			emb, err := StartEmbedded(EmbeddedConfig{Dir: b.TempDir()})
+			emb, err := StartEmbedded(embeddedAt(b.TempDir()))
 			if err != nil {
 				b.Fatal(err)
 			}

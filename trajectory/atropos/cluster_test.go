@@ -33,10 +33,10 @@ func TestClusterNodeLoss(t *testing.T) {
 	}
 	var embs []*atropos.Embedded
 	for i := range nodes {
-		e, err := atropos.StartEmbedded(atropos.EmbeddedConfig{
-			Dir: filepath.Join(dir, fmt.Sprint("n", i)), Name: fmt.Sprint("n", i), Listen: clientAddrs[i],
-			ClusterName: "delegate-test", ClusterListen: clusterAddrs[i], Routes: routes,
-		})
+		ec := embedded(filepath.Join(dir, fmt.Sprint("n", i)))
+		ec.Name, ec.Listen = fmt.Sprint("n", i), clientAddrs[i]
+		ec.ClusterName, ec.ClusterListen, ec.Routes = "delegate-test", clusterAddrs[i], routes
+		e, err := atropos.StartEmbedded(ec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func TestClusterNodeLoss(t *testing.T) {
 	var srv *atropos.Server
 	for { // the cluster elects its JetStream leader first
 		nctx, ncancel := context.WithTimeout(ctx, 5*time.Second)
-		srv, err = atropos.New(nctx, nc, atropos.Config{Replicas: 3}, nil)
+		srv, err = atropos.New(nctx, nc, config(func(c *atropos.Config) { c.Replicas = 3 }), nil)
 		ncancel()
 		if err == nil {
 			break

@@ -28,7 +28,7 @@ func runChild(dir string) int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
 	}
-	emb, err := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: dir})
+	emb, err := atropos.StartEmbedded(embedded(dir))
 	if err != nil {
 		return fail(err)
 	}
@@ -43,7 +43,7 @@ func runChild(dir string) int {
 		return fail(err)
 	}
 	defer pc.Close()
-	srv, err := atropos.New(context.Background(), nc, atropos.Config{KeepSteps: 4}, nil, atropos.WithPublishConn(pc))
+	srv, err := atropos.New(context.Background(), nc, config(func(c *atropos.Config) { c.KeepSteps = 4 }), nil, atropos.WithPublishConn(pc))
 	if err != nil {
 		return fail(err)
 	}

@@ -12,7 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// EmbeddedConfig configures a NATS server run inside this process.
+// EmbeddedConfig configures a NATS server run inside this process. Start
+// from DefaultEmbeddedConfig and set Dir.
 type EmbeddedConfig struct {
 	// Dir is the JetStream store directory. Required.
 	Dir string
@@ -31,8 +32,25 @@ type EmbeddedConfig struct {
 	// SyncAlways makes JetStream fsync every write: acknowledged groups
 	// then survive a power loss, not only a crash of the process.
 	SyncAlways bool
-	// MaxPayload bounds one stored group in bytes (default 32 MiB).
+	// MaxPayload bounds one stored group in bytes. Above 0.
 	MaxPayload int32
+}
+
+// DefaultEmbeddedConfig is the embedded server of the shipped api
+// command, less its store directory.
+func DefaultEmbeddedConfig() EmbeddedConfig {
+	return EmbeddedConfig{MaxPayload: 32 << 20}
+}
+
+// Validate reports the first invalid field, naming it.
+func (c EmbeddedConfig) Validate() error {
+	switch {
+	case c.Dir == "":
+		return errors.New("embedded nats: a store directory is required")
+	case c.MaxPayload <= 0:
+		return fmt.Errorf("embedded nats: max payload %d bytes: want above 0", c.MaxPayload)
+	}
+	return nil
 }
 
 // Embedded is a NATS server with JetStream running in this process.
@@ -45,8 +63,8 @@ type Embedded struct {
 // refuses at once one that is not a writable directory. Shutdown stops
 // it.
 func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
-	if cfg.Dir == "" {
-		return nil, errors.New("embedded nats: a store directory is required")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if err := storeDir(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -61,9 +79,6 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		NoLog:              true,
 		DontListen:         cfg.Listen == "",
 		JetStreamMaxMemory: 64 << 20,
-	}
-	if opts.MaxPayload == 0 {
-		opts.MaxPayload = 32 << 20
 	}
 	if cfg.Listen != "" {
 		host, port, err := splitHostPort(cfg.Listen)

@@ -46,7 +46,7 @@ func TestStartEmbeddedStoreDir(t *testing.T) {
 				t.Skip("root writes in a read-only directory")
 			}
 			start := time.Now()
-			e, err := StartEmbedded(EmbeddedConfig{Dir: tt.dir})
+			e, err := StartEmbedded(embeddedAt(tt.dir))
 			if err == nil {
 				e.Shutdown()
 				t.Fatal("started; want an error")
@@ -63,7 +63,7 @@ func TestStartEmbeddedStoreDir(t *testing.T) {
 	}
 	t.Run("missing is created", func(t *testing.T) {
 		dir := filepath.Join(root, "new", "store")
-		e, err := StartEmbedded(EmbeddedConfig{Dir: dir})
+		e, err := StartEmbedded(embeddedAt(dir))
 		if err != nil {
 			t.Fatalf("StartEmbedded: %v", err)
 		}
@@ -72,4 +72,11 @@ func TestStartEmbeddedStoreDir(t *testing.T) {
 			t.Errorf("store %s: %v; want a directory", dir, err)
 		}
 	})
+}
+
+// embeddedAt is DefaultEmbeddedConfig storing in dir.
+func embeddedAt(dir string) EmbeddedConfig {
+	c := DefaultEmbeddedConfig()
+	c.Dir = dir
+	return c
 }

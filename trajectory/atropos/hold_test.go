@@ -51,7 +51,7 @@ func waitHeld(t *testing.T, h *harness, n int) {
 // until the push that fills the batch, and a held request does not count
 // against MaxConcurrent (with one slot, the pushes still go through).
 func TestBatchWaitAnswersOnceTheBatchIsReady(t *testing.T) {
-	backends(t, atropos.Config{MaxConcurrent: 1}, func(t *testing.T, h *harness) {
+	backends(t, config(func(c *atropos.Config) { c.MaxConcurrent = 1 }), func(t *testing.T, h *harness) {
 		startRun(t, h.url, 4, 2)
 		got := callAsync(t, "GET", h.url+"/batch?step=1&wait=30", nil)
 		waitHeld(t, h, 1)
@@ -76,7 +76,7 @@ func TestBatchWaitAnswersOnceTheBatchIsReady(t *testing.T) {
 // {"batch": null}, as an unheld ask with nothing ready answers, and not
 // before the wait is over.
 func TestBatchWaitEndsEmptyAfterItsBound(t *testing.T) {
-	backends(t, atropos.Config{}, func(t *testing.T, h *harness) {
+	backends(t, atropos.DefaultConfig(), func(t *testing.T, h *harness) {
 		startRun(t, h.url, 4, 2)
 		a := <-callAsync(t, "GET", h.url+"/batch?wait=0.2", nil)
 		if a.status != http.StatusOK || a.body["batch"] != nil || len(a.body) != 1 {
@@ -96,7 +96,7 @@ func TestBatchWaitEndsEmptyAfterItsBound(t *testing.T) {
 // N+1), then says so; with the trainer past N already it answers at once;
 // with nothing new it answers after S with the status then.
 func TestStatusEnvAfterStep(t *testing.T) {
-	h := startMemory(t, atropos.Config{})
+	h := startMemory(t, atropos.DefaultConfig())
 	startRun(t, h.url, 2, 2)
 	env := []byte(`{"env_id": 0}`)
 	got := callAsync(t, "GET", h.url+"/status-env?after_step=0&wait=30", env)
@@ -122,7 +122,7 @@ func TestStatusEnvAfterStep(t *testing.T) {
 // TestHeldRequestsBounded: past MaxHeld a request that asks to wait is
 // answered at once, as without a wait.
 func TestHeldRequestsBounded(t *testing.T) {
-	h := startMemory(t, atropos.Config{MaxHeld: 1})
+	h := startMemory(t, config(func(c *atropos.Config) { c.MaxHeld = 1 }))
 	startRun(t, h.url, 4, 2)
 	first := callAsync(t, "GET", h.url+"/batch?wait=30", nil)
 	waitHeld(t, h, 1)
@@ -136,7 +136,7 @@ func TestHeldRequestsBounded(t *testing.T) {
 }
 
 func TestWaitParameterChecked(t *testing.T) {
-	h := startMemory(t, atropos.Config{MaxWait: 5 * time.Second})
+	h := startMemory(t, config(func(c *atropos.Config) { c.MaxWait = 5 * time.Second }))
 	startRun(t, h.url, 4, 2)
 	for _, q := range []string{"/batch?wait=x", "/batch?wait=-1", "/batch?wait=6", "/batch?wait=NaN",
 		"/status-env?wait=6", "/status-env?after_step=x&wait=1"} {
@@ -144,7 +144,7 @@ func TestWaitParameterChecked(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want 400", q, status, out)
 		}
 	}
-	if err := (atropos.Config{MaxWait: 10 * time.Minute}).Validate(); err == nil {
+	if err := config(func(c *atropos.Config) { c.MaxWait = 10 * time.Minute }).Validate(); err == nil {
 		t.Error("a max wait past the write timeout validated")
 	}
 }
@@ -153,7 +153,7 @@ func TestWaitParameterChecked(t *testing.T) {
 // a held request, through the pushes of an environment that paces itself
 // by StatusAfter.
 func TestTrainerClientWaits(t *testing.T) {
-	h := startMemory(t, atropos.Config{})
+	h := startMemory(t, atropos.DefaultConfig())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tr := &atropos.TrainerClient{Client: atropos.Client{URL: h.url}, Wait: 10 * time.Second, Poll: time.Hour}
@@ -210,7 +210,7 @@ func TestTrainerClientWaits(t *testing.T) {
 // end of its wait, when the HTTP server shuts down, rather than holding
 // the shutdown for its wait.
 func TestHeldRequestEndsOnShutdown(t *testing.T) {
-	h := startMemory(t, atropos.Config{})
+	h := startMemory(t, atropos.DefaultConfig())
 	startRun(t, h.url, 4, 2)
 	got := callAsync(t, "GET", h.url+"/batch?wait=50", nil)
 	waitHeld(t, h, 1)

@@ -44,7 +44,7 @@ func TestTokenIDsRefused(t *testing.T) {
 		{"env_id null", "", []byte(`{"tokens": [[1]], "masks": [[1]], "scores": [0], "env_id": null}`), 200, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := startMemory(t, atropos.Config{})
+			h := startMemory(t, atropos.DefaultConfig())
 			callJSON(t, "POST", h.url+"/register", fmt.Appendf(nil,
 				`{"wandb_group": "", "wandb_project": "", "batch_size": 8, "max_token_len": 8, "checkpoint_dir": "", "save_checkpoint_interval": 0, "starting_step": 0, "num_steps": 10%s}`, tc.vocab))
 			callJSON(t, "GET", h.url+"/batch", nil)

@@ -83,7 +83,8 @@ func postGzipStatus(t *testing.T, url string, body []byte) int {
 // bodies inflated at once share one budget.
 func TestGzipBombBounded(t *testing.T) {
 	const mib = 1 << 20
-	cfg := Config{MaxBody: 8 * mib} // MaxDecompressed 32 MiB, InflateBudget 64 MiB
+	cfg := DefaultConfig()
+	cfg.MaxBody, cfg.MaxDecompressed, cfg.InflateBudget = 8*mib, 32*mib, 64*mib
 	srv, err := NewInMemory(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func TestPushWhoseAnswerWasLost(t *testing.T) {
 	stores := map[string]func(ctx context.Context, t *testing.T) store{
 		"memory": func(context.Context, *testing.T) store { return newMemStore() },
 		"jetstream": func(ctx context.Context, t *testing.T) store {
-			emb, err := StartEmbedded(EmbeddedConfig{Dir: filepath.Join(t.TempDir(), "nats")})
+			emb, err := StartEmbedded(embeddedAt(filepath.Join(t.TempDir(), "nats")))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -50,8 +50,7 @@ func TestPushWhoseAnswerWasLost(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(nc.Close)
-			cfg := Config{}
-			cfg.defaults()
+			cfg := DefaultConfig()
 			st, err := openJetStream(ctx, nc, nc, cfg.Prefix, cfg.Replicas, cfg.Dedup)
 			if err != nil {
 				t.Fatal(err)
@@ -63,8 +62,7 @@ func TestPushWhoseAnswerWasLost(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			cfg := Config{}
-			cfg.defaults()
+			cfg := DefaultConfig()
 			srv, err := newServer(ctx, &lostAnswer{store: open(ctx, t), lost: map[string]bool{}}, cfg, nil)
 			if err != nil {
 				t.Fatal(err)

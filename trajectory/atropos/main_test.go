@@ -32,6 +32,20 @@ type harness struct {
 	stop func()
 }
 
+// config is DefaultConfig changed by set.
+func config(set func(c *atropos.Config)) atropos.Config {
+	c := atropos.DefaultConfig()
+	set(&c)
+	return c
+}
+
+// embedded is DefaultEmbeddedConfig storing in dir.
+func embedded(dir string) atropos.EmbeddedConfig {
+	c := atropos.DefaultEmbeddedConfig()
+	c.Dir = dir
+	return c
+}
+
 // startMemory runs the in-memory server (the perf floor) until the test
 // ends.
 func startMemory(t *testing.T, cfg atropos.Config) *harness {
@@ -53,7 +67,7 @@ func backends(t *testing.T, cfg atropos.Config, fn func(t *testing.T, h *harness
 // start runs a server on dir until the test ends (or stop is called).
 func start(t *testing.T, dir string, cfg atropos.Config) *harness {
 	t.Helper()
-	emb, err := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: dir})
+	emb, err := atropos.StartEmbedded(embedded(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func checkMetrics(t *testing.T, what string, mfs map[string]*dto.MetricFamily, w
 // After known pushes and batches, GET /metrics reports each of them, on
 // both backends.
 func TestMetrics(t *testing.T) {
-	backends(t, atropos.Config{MaxStaleness: 1}, func(t *testing.T, h *harness) {
+	backends(t, config(func(c *atropos.Config) { c.MaxStaleness = 1 }), func(t *testing.T, h *harness) {
 		u := h.url
 		startRun(t, u, 2, 2) // batch size 2, group size 2
 		pv := func(tag, v int) []byte {
@@ -131,7 +131,7 @@ func TestMetrics(t *testing.T) {
 
 // The Go runtime's and the process's metrics come with the API's own.
 func TestMetricsRuntime(t *testing.T) {
-	h := startMemory(t, atropos.Config{})
+	h := startMemory(t, atropos.DefaultConfig())
 	mfs := edgetest.Scrape(t, h.url, "")
 	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "delegate_api_queue_depth"} {
 		if mfs[name] == nil {

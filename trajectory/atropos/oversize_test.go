@@ -34,7 +34,7 @@ func batchOf(t *testing.T, u string) (step int, tags []int, seqs int) {
 // handed out in a batch of at most batch_size sequences, where it takes
 // two packs; one that could never fit a batch is refused.
 func TestOversizedGroupQueued(t *testing.T) {
-	backends(t, atropos.Config{}, func(t *testing.T, h *harness) {
+	backends(t, atropos.DefaultConfig(), func(t *testing.T, h *harness) {
 		u := h.url
 		startRun(t, u, 8, 4)
 		env := `, "env_id": 0`
@@ -75,7 +75,7 @@ func TestOversizedGroupQueued(t *testing.T) {
 // whether it was still queued or in a batch assembled but not fetched.
 func TestRestartKeepsOversized(t *testing.T) {
 	dir := t.TempDir()
-	h := start(t, dir, atropos.Config{})
+	h := start(t, dir, atropos.DefaultConfig())
 	startRun(t, h.url, 8, 4)
 	env := `, "env_id": 0`
 	for _, g := range []struct{ size, tag int }{{4, 0}, {4, 2}, {5, 1}} {
@@ -87,7 +87,7 @@ func TestRestartKeepsOversized(t *testing.T) {
 	wantFields(t, "late oversized group", callJSON(t, "POST", h.url+"/scored_data", group(6, 3, env)), map[string]any{"status": "received"})
 	h.stop()
 
-	h = start(t, dir, atropos.Config{})
+	h = start(t, dir, atropos.DefaultConfig())
 	u := h.url
 	// Step 2 (the 5) is assembled, the 6 queued: two packs each.
 	wantFields(t, "status-env after restart", callJSON(t, "GET", u+"/status-env", []byte(`{"env_id": 0}`)),

@@ -87,7 +87,7 @@ func group(n, tag int, extra string) []byte {
 }
 
 func TestProtocolFlow(t *testing.T) {
-	h := start(t, t.TempDir(), atropos.Config{})
+	h := start(t, t.TempDir(), atropos.DefaultConfig())
 	u := h.url
 
 	wantFields(t, "GET /", callJSON(t, "GET", u+"/", nil), map[string]any{"message": "AtroposLib API"})
@@ -165,7 +165,7 @@ func TestProtocolFlow(t *testing.T) {
 // TestReset empties a run's queue and registrations with POST
 // /reset_data and the server's token.
 func TestReset(t *testing.T) {
-	h := start(t, t.TempDir(), atropos.Config{Token: "tok"})
+	h := start(t, t.TempDir(), config(func(c *atropos.Config) { c.Token = "tok" }))
 	auth := []string{"Authorization", "Bearer tok"}
 	callAuth := func(method, url string, body []byte) map[string]any {
 		t.Helper()
@@ -193,7 +193,7 @@ func TestReset(t *testing.T) {
 // batch out) from a cross-site page, a group as text/plain, and any
 // request through a rebound DNS name.
 func TestBrowserPagesAreRefused(t *testing.T) {
-	h := start(t, t.TempDir(), atropos.Config{})
+	h := start(t, t.TempDir(), atropos.DefaultConfig())
 	startRun(t, h.url, 4, 2)
 	for _, tc := range []struct {
 		name, method, path string
@@ -240,7 +240,7 @@ func startRun(t *testing.T, u string, batch, groupSize int) {
 }
 
 func TestScoredDataPassesEveryFieldThrough(t *testing.T) {
-	h := start(t, t.TempDir(), atropos.Config{})
+	h := start(t, t.TempDir(), atropos.DefaultConfig())
 	startRun(t, h.url, 2, 2)
 	wantFields(t, "scored_data", callJSON(t, "POST", h.url+"/scored_data", fixture(t, "scored_data_full.json")), map[string]any{"status": "received"})
 	_, got := call(t, "GET", h.url+"/latest_example", nil)
@@ -254,7 +254,7 @@ func TestScoredDataPassesEveryFieldThrough(t *testing.T) {
 }
 
 func TestSchemaViolations(t *testing.T) {
-	h := start(t, t.TempDir(), atropos.Config{})
+	h := start(t, t.TempDir(), atropos.DefaultConfig())
 	startRun(t, h.url, 8, 2)
 	for _, tc := range []struct {
 		file string
@@ -344,7 +344,7 @@ func TestSchemaViolations(t *testing.T) {
 }
 
 func TestBufferedOddSizes(t *testing.T) {
-	backends(t, atropos.Config{}, func(t *testing.T, h *harness) {
+	backends(t, atropos.DefaultConfig(), func(t *testing.T, h *harness) {
 		u := h.url
 		startRun(t, u, 8, 4)
 		env := `, "env_id": 0`
@@ -379,7 +379,7 @@ func TestBufferedOddSizes(t *testing.T) {
 }
 
 func TestDuplicatesDropped(t *testing.T) {
-	backends(t, atropos.Config{}, func(t *testing.T, h *harness) {
+	backends(t, atropos.DefaultConfig(), func(t *testing.T, h *harness) {
 		startRun(t, h.url, 8, 2)
 		for _, g := range [][]byte{
 			group(2, 1, `, "env_id": 0, "group_overrides": {"group_id": "a"}`),
@@ -395,7 +395,7 @@ func TestDuplicatesDropped(t *testing.T) {
 }
 
 func TestStaleGroupsDropped(t *testing.T) {
-	backends(t, atropos.Config{MaxStaleness: 1}, func(t *testing.T, h *harness) {
+	backends(t, config(func(c *atropos.Config) { c.MaxStaleness = 1 }), func(t *testing.T, h *harness) {
 		u := h.url
 		startRun(t, u, 2, 2)
 		pv := func(tag, v int) []byte {
@@ -417,7 +417,7 @@ func TestStaleGroupsDropped(t *testing.T) {
 }
 
 func TestBearerToken(t *testing.T) {
-	h := start(t, t.TempDir(), atropos.Config{Token: "s3cret-token"})
+	h := start(t, t.TempDir(), config(func(c *atropos.Config) { c.Token = "s3cret-token" }))
 	for _, tc := range []struct {
 		header []string
 		want   int
@@ -440,7 +440,7 @@ func TestBearerToken(t *testing.T) {
 }
 
 func TestBodyLimits(t *testing.T) {
-	h := start(t, t.TempDir(), atropos.Config{MaxBody: 4096, MaxDecompressed: 8192})
+	h := start(t, t.TempDir(), config(func(c *atropos.Config) { c.MaxBody, c.MaxDecompressed = 4096, 8192 }))
 	startRun(t, h.url, 8, 2)
 	gz := func(b []byte) []byte {
 		var buf bytes.Buffer
@@ -476,7 +476,7 @@ func TestBodyLimits(t *testing.T) {
 // TestPublishConn checks that with WithPublishConn the groups go out on
 // that connection, and the rest (state, batches read back) on the other.
 func TestPublishConn(t *testing.T) {
-	emb, err := atropos.StartEmbedded(atropos.EmbeddedConfig{Dir: t.TempDir()})
+	emb, err := atropos.StartEmbedded(embedded(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func TestPublishConn(t *testing.T) {
 		emb.Shutdown()
 		t.Fatal(err)
 	}
-	srv, err := atropos.New(context.Background(), nc, atropos.Config{}, nil, atropos.WithPublishConn(pc))
+	srv, err := atropos.New(context.Background(), nc, atropos.DefaultConfig(), nil, atropos.WithPublishConn(pc))
 	if err != nil {
 		t.Fatal(err)
 	}

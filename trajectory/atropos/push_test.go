@@ -223,7 +223,7 @@ func TestPushSkipsRefusedGroups(t *testing.T) {
 // startPushAPI serves an in-memory API on loopback until the test ends.
 func startPushAPI(t *testing.T) string {
 	t.Helper()
-	srv, err := NewInMemory(context.Background(), Config{}, nil)
+	srv, err := NewInMemory(context.Background(), DefaultConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

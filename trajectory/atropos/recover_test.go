@@ -24,8 +24,7 @@ func TestRecoverQueuesBufferedOversized(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var cfg Config
-	cfg.defaults()
+	cfg := DefaultConfig()
 	s, err := newServer(ctx, st, cfg, nil)
 	if err != nil {
 		t.Fatal(err)

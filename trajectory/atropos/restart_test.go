@@ -32,7 +32,7 @@ func tagsOf(t *testing.T, raw []byte) (int, []int) {
 
 func TestRestartKeepsEverything(t *testing.T) {
 	dir := t.TempDir()
-	h := start(t, dir, atropos.Config{})
+	h := start(t, dir, atropos.DefaultConfig())
 	startRun(t, h.url, 4, 2)
 	for tag := range 5 {
 		callJSON(t, "POST", h.url+"/scored_data", group(2, tag, `, "env_id": 0`))
@@ -44,7 +44,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	}
 	h.stop()
 
-	h = start(t, dir, atropos.Config{})
+	h = start(t, dir, atropos.DefaultConfig())
 	u := h.url
 	// Two batches were assembled (Atropos counts both in current_step),
 	// one is left to send; group 4 waits in the queue.
@@ -71,7 +71,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 }
 
 func TestClients(t *testing.T) {
-	h := start(t, t.TempDir(), atropos.Config{Token: "tok"})
+	h := start(t, t.TempDir(), config(func(c *atropos.Config) { c.Token = "tok" }))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const envs, groupsPerEnv, groupSize, batchSize = 2, 12, 4, 8
@@ -160,7 +160,7 @@ func TestClients(t *testing.T) {
 }
 
 func TestOldStepsPruned(t *testing.T) {
-	backends(t, atropos.Config{KeepSteps: 2}, func(t *testing.T, h *harness) {
+	backends(t, config(func(c *atropos.Config) { c.KeepSteps = 2 }), func(t *testing.T, h *harness) {
 		startRun(t, h.url, 2, 2)
 		for tag := range 4 {
 			callJSON(t, "POST", h.url+"/scored_data", group(2, tag, `, "env_id": 0`))
@@ -181,7 +181,7 @@ func TestOldStepsPruned(t *testing.T) {
 // kept one is pruned, whatever order the store lists them in.
 func TestRestartPrunesLeftSteps(t *testing.T) {
 	dir := t.TempDir()
-	h := start(t, dir, atropos.Config{KeepSteps: 20})
+	h := start(t, dir, config(func(c *atropos.Config) { c.KeepSteps = 20 }))
 	startRun(t, h.url, 2, 2)
 	const steps = 12
 	for tag := range steps {
@@ -190,7 +190,7 @@ func TestRestartPrunesLeftSteps(t *testing.T) {
 	}
 	h.stop()
 
-	h = start(t, dir, atropos.Config{KeepSteps: 1})
+	h = start(t, dir, config(func(c *atropos.Config) { c.KeepSteps = 1 }))
 	for step := 1; step < steps; step++ {
 		if status, out := call(t, "GET", fmt.Sprintf("%s/batch?step=%d", h.url, step), nil); status != 410 {
 			t.Errorf("step %d of %d with 1 kept, after a restart: %d %s, want 410", step, steps, status, out)
@@ -207,7 +207,7 @@ func TestRestartPrunesLeftSteps(t *testing.T) {
 // trainer still counts until it is fetched, so an environment pacing by it
 // (as BaseEnv does) stops at max_batches_offpolicy batches ahead.
 func TestStatusEnvCountsAssembledBatches(t *testing.T) {
-	h := start(t, t.TempDir(), atropos.Config{})
+	h := start(t, t.TempDir(), atropos.DefaultConfig())
 	startRun(t, h.url, 4, 2)
 	for tag := range 4 {
 		callJSON(t, "POST", h.url+"/scored_data", group(2, tag, `, "env_id": 0`))
@@ -225,7 +225,7 @@ func TestStatusEnvCountsAssembledBatches(t *testing.T) {
 // restarted server knows nothing until the trainer asks again.
 func TestStatusEnvTrainerStep(t *testing.T) {
 	dir := t.TempDir()
-	h := start(t, dir, atropos.Config{})
+	h := start(t, dir, atropos.DefaultConfig())
 	startRun(t, h.url, 4, 2) // the trainer has asked for step 1
 	env := []byte(`{"env_id": 0}`)
 	wantFields(t, "no batch yet", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"current_step": 0, "trainer_step": 0, "queue_size": 0})
@@ -242,7 +242,7 @@ func TestStatusEnvTrainerStep(t *testing.T) {
 	wantFields(t, "step 2 fetched again", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"trainer_step": 2})
 
 	h.stop()
-	h = start(t, dir, atropos.Config{})
+	h = start(t, dir, atropos.DefaultConfig())
 	wantFields(t, "restarted", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"current_step": 2, "trainer_step": 0})
 	call(t, "GET", h.url+"/batch?step=2", nil) // a trainer resumed from step 1's checkpoint
 	wantFields(t, "after the trainer's re-fetch", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"trainer_step": 1})

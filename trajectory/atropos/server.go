@@ -3,7 +3,6 @@ package atropos
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,40 +19,39 @@ import (
 	"github.com/delegatelab/delegate/internal/edge"
 )
 
-// Config configures a Server. Zero fields take the defaults documented on
-// each; Validate checks the rest.
+// Config configures a Server. Start from DefaultConfig: a zero field
+// means zero, and Validate refuses a zero that makes no sense.
 type Config struct {
 	// Prefix names the JetStream stream (<Prefix>_GROUPS) and key-value
-	// bucket (<Prefix>_STATE); one prefix per training run. Default
-	// "DELEGATE_API".
+	// bucket (<Prefix>_STATE); one prefix per training run.
 	Prefix string
 	// Replicas is the stream and bucket replica count (1, 3 or 5 in a
-	// cluster). Default 1.
+	// cluster).
 	Replicas int
 	// Dedup is JetStream's duplicate window for Nats-Msg-Id; the server
-	// also drops a group whose id it still stores. Default 10 minutes.
+	// also drops a group whose id it still stores. Above 0.
 	Dedup time.Duration
 	// KeepSteps is how many handed-out batches stay stored so that GET
-	// /batch?step=N can send them again. Default 16.
+	// /batch?step=N can send them again. At least 1.
 	KeepSteps int
 	// MaxStaleness, when positive, drops at batch time every group whose
 	// group_overrides.policy_version is more than this many steps behind
 	// the trainer's current step. 0: keep all.
 	MaxStaleness int
 	// MaxBody bounds a request body as sent, in bytes (413 beyond).
-	// Default 64 MiB.
+	// At least 1024.
 	MaxBody int64
 	// MaxDecompressed bounds a gzip request body once decompressed.
-	// Default 4 x MaxBody.
+	// At least MaxBody.
 	MaxDecompressed int64
 	// InflateBudget bounds the decompressed bytes held at once by all
 	// requests together. A body is charged as it is inflated; one that
 	// would pass the budget gets 503 (retrying later may succeed).
-	// Default and least 2 x MaxDecompressed: a buffer grows by copying,
+	// At least 2 x MaxDecompressed: a buffer grows by copying,
 	// so one body alone holds up to twice its bound while it grows.
 	InflateBudget int64
 	// MaxConcurrent bounds the requests served at once; more wait.
-	// Default 16.
+	// At least 1.
 	MaxConcurrent int
 	// Token, when set, is required as "Authorization: Bearer <Token>" on
 	// every request. POST /reset_data is refused without one.
@@ -62,71 +60,47 @@ type Config struct {
 	// and localhost, when there is no Token (package internal/edge).
 	Hosts []string
 	// ReadTimeout, WriteTimeout and IdleTimeout bound each connection of
-	// the http.Server from HTTPServer. Defaults 2, 5 and 2 minutes.
+	// the http.Server from HTTPServer. Above 0.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// MaxWait bounds the wait a request may ask for (GET /batch?wait=S,
 	// GET /status-env?wait=S: held until there is something to answer,
-	// see Handler); a longer one is refused. Default 1 minute; below
-	// WriteTimeout.
+	// see Handler); a longer one is refused. Below WriteTimeout; 0 holds
+	// no request.
 	MaxWait time.Duration
 	// MaxHeld bounds the requests held waiting at once; they do not count
 	// against MaxConcurrent while they wait. A request past the bound is
-	// answered at once, as without a wait. Default 64.
+	// answered at once, as without a wait. 0 holds none.
 	MaxHeld int
 }
 
-func (c *Config) defaults() {
-	if c.Prefix == "" {
-		c.Prefix = "DELEGATE_API"
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
-	if c.Dedup == 0 {
-		c.Dedup = 10 * time.Minute
-	}
-	if c.KeepSteps == 0 {
-		c.KeepSteps = 16
-	}
-	if c.MaxBody == 0 {
-		c.MaxBody = 64 << 20
-	}
-	if c.MaxDecompressed == 0 {
-		c.MaxDecompressed = 4 * c.MaxBody
-	}
-	if c.InflateBudget == 0 {
-		c.InflateBudget = 2 * c.MaxDecompressed
-	}
-	if c.MaxConcurrent == 0 {
-		c.MaxConcurrent = 16
-	}
-	if c.ReadTimeout == 0 {
-		c.ReadTimeout = 2 * time.Minute
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = 5 * time.Minute
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = 2 * time.Minute
-	}
-	if c.MaxWait == 0 {
-		c.MaxWait = time.Minute
-	}
-	if c.MaxHeld == 0 {
-		c.MaxHeld = 64
+// DefaultConfig is the config of the shipped api command.
+func DefaultConfig() Config {
+	return Config{
+		Prefix:          "DELEGATE_API",
+		Replicas:        1,
+		Dedup:           10 * time.Minute,
+		KeepSteps:       16,
+		MaxBody:         64 << 20,
+		MaxDecompressed: 4 * (64 << 20),
+		InflateBudget:   8 * (64 << 20),
+		MaxConcurrent:   16,
+		ReadTimeout:     2 * time.Minute,
+		WriteTimeout:    5 * time.Minute,
+		IdleTimeout:     2 * time.Minute,
+		MaxWait:         time.Minute,
+		MaxHeld:         64,
 	}
 }
 
-// Validate reports the first invalid field of a defaulted config.
+// Validate reports the first invalid field, naming it.
 func (c Config) Validate() error {
-	c.defaults()
 	switch {
 	case !validPrefix(c.Prefix):
 		return fmt.Errorf("api config: prefix %q: letters, digits and _ only", c.Prefix)
 	case c.Replicas < 1 || c.Replicas > 5:
 		return fmt.Errorf("api config: replicas %d: want 1 to 5", c.Replicas)
-	case c.Dedup < 0:
-		return fmt.Errorf("api config: dedup window %v is negative", c.Dedup)
+	case c.Dedup <= 0:
+		return fmt.Errorf("api config: dedup window %v: want above 0", c.Dedup)
 	case c.KeepSteps < 1:
 		return fmt.Errorf("api config: keep steps %d: want at least 1", c.KeepSteps)
 	case c.MaxStaleness < 0:
@@ -139,8 +113,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("api config: inflate budget %d bytes is below twice max decompressed %d", c.InflateBudget, c.MaxDecompressed)
 	case c.MaxConcurrent < 1:
 		return fmt.Errorf("api config: max concurrent %d: want at least 1", c.MaxConcurrent)
-	case c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0:
-		return errors.New("api config: timeouts must not be negative")
+	case c.ReadTimeout <= 0:
+		return fmt.Errorf("api config: read timeout %v: want above 0", c.ReadTimeout)
+	case c.WriteTimeout <= 0:
+		return fmt.Errorf("api config: write timeout %v: want above 0", c.WriteTimeout)
+	case c.IdleTimeout <= 0:
+		return fmt.Errorf("api config: idle timeout %v: want above 0", c.IdleTimeout)
 	case c.MaxWait < 0 || c.MaxWait >= c.WriteTimeout:
 		return fmt.Errorf("api config: max wait %v: want at least 0 and below the write timeout %v", c.MaxWait, c.WriteTimeout)
 	case c.MaxHeld < 0:
@@ -260,7 +238,6 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger, opts 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.defaults()
 	o := options{pub: nc}
 	for _, opt := range opts {
 		opt(&o)
@@ -281,7 +258,6 @@ func NewInMemory(ctx context.Context, cfg Config, log *slog.Logger) (*Server, er
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.defaults()
 	return newServer(ctx, newMemStore(), cfg, log)
 }
 
