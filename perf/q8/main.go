@@ -9,6 +9,7 @@
 //
 //	go run ./perf/q8                       # 0.1B Llama shape
 //	go run ./perf/q8 -shape stories15m     # llama2.c's stories15M shape
+//	go run ./perf/q8 -shape qwen0.5b       # Qwen2.5-0.5B's shape
 package main
 
 import (
@@ -40,20 +41,23 @@ func main() {
 type shape struct {
 	dim, hidden, layers, heads, kv, vocab int
 	tied                                  bool
+	qwen                                  bool // qwen2 with q, k and v biases, Qwen2.5's rope base and epsilon
 }
 
 var shapes = map[string]shape{
 	// A 0.1B Llama-style shape (110M parameters, untied head).
-	"small": {768, 2048, 12, 12, 4, 32000, false},
+	"small": {768, 2048, 12, 12, 4, 32000, false, false},
 	// llama2.c's stories15M (tied head).
-	"stories15m": {288, 768, 6, 6, 6, 32000, true},
+	"stories15m": {288, 768, 6, 6, 6, 32000, true, false},
+	// Qwen2.5-0.5B (494M parameters, tied head, 151936-token vocabulary).
+	"qwen0.5b": {896, 4864, 24, 14, 2, 151936, true, true},
 	// A toy, for the program's own test.
-	"tiny": {64, 128, 2, 4, 2, 512, true},
+	"tiny": {64, 128, 2, 4, 2, 512, true, false},
 }
 
 func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("q8", flag.ContinueOnError)
-	shapeName := fs.String("shape", "small", "model shape: small, stories15m or tiny")
+	shapeName := fs.String("shape", "small", "model shape: small, stories15m, qwen0.5b or tiny")
 	steps := fs.Int("n", 32, "tokens generated per measurement")
 	reps := fs.Int("reps", 5, "repetitions; the median is reported")
 	threads := fs.String("threads", "1,2", "GOMAXPROCS values to measure, comma-separated")
@@ -63,7 +67,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	sh, ok := shapes[*shapeName]
 	if !ok {
-		return fmt.Errorf("unknown shape %q (want small, stories15m or tiny)", *shapeName)
+		return fmt.Errorf("unknown shape %q (want small, stories15m, qwen0.5b or tiny)", *shapeName)
 	}
 	var procs []int
 	for _, s := range strings.Split(*threads, ",") {
@@ -194,9 +198,13 @@ func cpuName() string {
 	return "unknown"
 }
 
-// writeCheckpoint writes a seeded random Llama model of shape sh in
-// bf16, with llama2.c's config values.
+// writeCheckpoint writes a seeded random model of shape sh in bf16:
+// Llama with llama2.c's config values, or Qwen2 with Qwen2.5's.
 func writeCheckpoint(dir string, sh shape) error {
-	return hfgen.Write(dir, hfgen.Shape{ModelType: "llama", Dim: sh.dim, Hidden: sh.hidden, Layers: sh.layers, Heads: sh.heads,
-		KV: sh.kv, Vocab: sh.vocab, Tied: sh.tied, Context: 2048, NormEps: 1e-5, RopeTheta: 10000}, "BF16")
+	hs := hfgen.Shape{ModelType: "llama", Dim: sh.dim, Hidden: sh.hidden, Layers: sh.layers, Heads: sh.heads,
+		KV: sh.kv, Vocab: sh.vocab, Tied: sh.tied, Context: 2048, NormEps: 1e-5, RopeTheta: 10000}
+	if sh.qwen {
+		hs.ModelType, hs.NormEps, hs.RopeTheta = "qwen2", 1e-6, 1e6
+	}
+	return hfgen.Write(dir, hs, "BF16")
 }
