@@ -1,8 +1,8 @@
-// Package train is `delegate train`: it trains the delegator of the
-// synthetic world (package world) with the GRPO family (package rl) from
-// pretrained nn checkpoints, and measures it before and after on held-out
-// problems. The command in cmd/delegate only parses flags, draws progress
-// and plots; everything else is here.
+// Package train is `delegate train`. It trains the synthetic world's
+// delegator with GRPO from pretrained nn checkpoints. It measures the
+// delegator before and after training on held-out problems, so a run shows
+// whether reward taught it when to delegate. The command in cmd/delegate
+// only parses flags, draws progress and plots; everything else is here.
 //
 // # A run
 //
