@@ -1,9 +1,10 @@
 // Package world is a synthetic world where delegation matters and answers
-// are exact: what a problem is and what is right. It owns the seeded
-// multi-step arithmetic word problems and their splits, the digit formats
-// two small models write, what the solver covers and which steps are
-// worth delegating, the delegation policies over a problem's steps, the
-// answer parser and verifier, the price table and the reward.
+// are exact. It defines what a problem is and what is right, so small
+// models can learn when to delegate. It owns the seeded arithmetic word
+// problems and their splits, and the digit formats the two models write.
+// It says what the solver covers and which steps are worth delegating.
+// It holds the delegation policies, the answer parser and verifier, the
+// prices and the reward.
 //
 // Around it, each concern in its own package:
 //
