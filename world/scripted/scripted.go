@@ -1,14 +1,15 @@
-// Package scripted runs a delegation policy as a program in the
-// delegator's seat of route, without a slip, in the exact format of the
-// route transcripts (package transcript), so that it measures the policy,
-// not a model executing it: delegate train's baselines. A Decider decides
-// per step once its operands are known; FromPolicy turns a world.Policy
-// (world.PositionRule, world.RandomRate, world.Always) into one, and
-// Oracle asks the solver first and delegates exactly the products it
-// answers right. Threshold is the rule on a product's first factor, and
-// FitThreshold the threshold a program reads off the solver's answers:
-// the digits world's baseline. New returns the program as a delegate.Model, graded like
-// a model.
+// Package scripted runs a delegation policy as a program in route's
+// delegator seat. It writes the exact format of the route transcripts and
+// never slips, so it measures the policy rather than a model. These
+// programs are delegate train's baselines.
+//
+// A Decider decides per step once its operands are known. FromPolicy
+// turns a world.Policy, such as world.PositionRule or world.RandomRate,
+// into one. Oracle asks the solver first and delegates exactly the
+// products it answers right. Threshold is the rule on a product's first
+// factor, and FitThreshold reads that threshold off the solver's answers:
+// the digits world's baseline. New returns the program as a
+// delegate.Model, graded like a model.
 package scripted
 
 import (
