@@ -1,6 +1,7 @@
-// Package transcript is what the models of package world say: the
-// prompts, every delegation strategy's transcripts, their token bills and
-// the pretraining corpus built from them.
+// Package transcript is what the models of package world say. It holds
+// the prompts, every strategy's transcripts, their token bills and the
+// pretraining corpus built from them, so pretraining, evaluation and the
+// design figures share one format.
 //
 // # Prompts
 //
