@@ -24,10 +24,10 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
-// A Decider decides whether a route policy hands step i of p to the
-// solver, once the step's operands are known: x and y are their values
-// as the policy holds them (the solver's answers, right or wrong, for the
-// steps it was handed).
+// A Decider decides whether a route policy hands step i of p to the solver.
+// It runs once the step's operands are known. x and y are their values as
+// the policy holds them: for steps it handed over, the solver's answers,
+// right or wrong.
 type Decider func(ctx context.Context, p *world.Problem, i int, x, y int64) (bool, error)
 
 // FromPolicy is the Decider of a world.Policy, which looks at the problem only.
@@ -73,10 +73,10 @@ func Oracle(solver delegate.Model) Decider {
 	}
 }
 
-// Delegator is a route policy run by a program in the delegator's seat:
-// it executes its Decider without a slip, in the exact format of the
-// world's route transcripts (transcript.Route), so that it measures the policy, not a
-// model's execution of it. Each turn writes the scratchpads of every step
+// Delegator is a route policy run by a program in the delegator's seat.
+// It executes its Decider without a slip, in the exact format of
+// transcript.Route, so it measures the policy, not a model's execution of
+// it. Each turn writes the scratchpads of every step
 // it can compute now, then calls the solver for every step it hands over
 // whose operands are known; the solver's answers, right or wrong, become
 // the operands of later steps; the last turn boxes the last step's

@@ -21,12 +21,12 @@ const (
 	MaxThreshold = 100
 )
 
-// FitThreshold is the threshold a program finds from the solver's
-// answers, without a model: it asks the solver, greedily and once per
-// question, each product of problems that the threshold rule could
-// delegate, and returns the t whose rule earns most on them, gain for a
-// product delegated and answered right, minus loss for one answered
-// wrong. On a tie it returns the smallest such t.
+// FitThreshold finds the threshold from the solver's answers, without a
+// model. It asks the solver, greedily and once per question, each product
+// of problems that the threshold rule could delegate. It returns the t
+// whose rule earns most on them: gain for a product delegated and answered
+// right, minus loss for one answered wrong. On a tie it returns the
+// smallest such t.
 func FitThreshold(ctx context.Context, solver delegate.Model, problems []*world.Problem, gain, loss float64) (int64, error) {
 	wcfg := transcript.StrategyConfig().Weak
 	temp := 0.0
