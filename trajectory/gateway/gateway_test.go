@@ -410,9 +410,9 @@ func mapsEqual(a, b map[string]int) bool {
 	return true
 }
 
-// TestGatewayRefusesBadSessions sends requests with sessions that are
-// forged, missing, expired or ended, and session API requests without
-// the token or with a template the gateway does not render with.
+// TestGatewayRefusesBadSessions sends requests with forged, missing,
+// expired or ended sessions. It also sends session API requests without
+// the token, or with a template the gateway does not render with.
 func TestGatewayRefusesBadSessions(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, t.TempDir(), shipped(t))
@@ -512,7 +512,7 @@ func TestGatewayRefusesBadSessions(t *testing.T) {
 }
 
 // TestGatewayRestartKeepsFinishedSessions closes the store with a session
-// open, as a SIGKILL does: on reopening, the finished session waiting for
+// open, as a SIGKILL does. On reopening, the finished session waiting for
 // its group is kept and completes it, and the open one is counted lost.
 func TestGatewayRestartKeepsFinishedSessions(t *testing.T) {
 	ctx := context.Background()

@@ -67,10 +67,10 @@ func (g *Gateway) addFinished(ctx context.Context, fin *Finished) (int, error) {
 	return len(recs), nil
 }
 
-// Records makes the group records of finished sessions of one group, one
-// per trained role that has samples, in the layout `delegate process`
-// writes: session i is rollout i, each of its samples of the role a
-// sequence carrying the session's reward and advantage. A group whose
+// Records makes the group records of one group's finished sessions. It
+// makes one per trained role that has samples, in the layout `delegate
+// process` writes. Session i is rollout i. Each of its samples of the role
+// is a sequence carrying the session's reward and advantage. A group whose
 // rewards are all equal is written with zero advantages and
 // set_advantage_to_zero overrides, reason equal_scores, as process does
 // with --keep-ties. A record says which sequences the gateway tokenized

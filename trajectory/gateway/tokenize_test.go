@@ -74,11 +74,10 @@ func (fakeBackend) Chat(_ context.Context, req *delegate.Request) (*delegate.Res
 	return resp, nil
 }
 
-// TestGatewayTokenizes checks calls of a backend behind a chat template:
-// without ids they are tokenized by the gateway, marked so, with the
-// backend's logprobs; with ids that match they are kept; with ids that
-// differ they drift and make no tokens; without logprobs they cannot be
-// tokenized.
+// TestGatewayTokenizes checks calls of a backend behind a chat template.
+// Without ids, the gateway tokenizes them, marks them so and keeps the
+// backend's logprobs. Matching ids are kept. Differing ids drift and make
+// no tokens. Without logprobs, calls cannot be tokenized.
 func TestGatewayTokenizes(t *testing.T) {
 	dir := t.TempDir()
 	var logs syncBuffer
