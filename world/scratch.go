@@ -34,10 +34,10 @@ func (o Op) Apply(x, y int64) int64 {
 	panic(fmt.Sprintf("world: unknown op %q", byte(o))) // ops only come from this package's constants
 }
 
-// Width is the fixed number of digits of every number in this world's
-// formats but the factors of a product as the text gives them: operands of
-// + and - are written zero-padded to Width digits ("1316-0085"), and so are
-// the results of every step and the final answer. No value of a generated
+// Width is the fixed digit count of every number in this world's formats.
+// Only a product's factors, as the text gives them, are exempt. Operands
+// of + and - are zero-padded to Width digits ("1316-0085"), and so are
+// every step's result and the final answer. No value of a generated
 // problem reaches 10^Width (the generator keeps every quantity of a part
 // below 10^Width/2, so a sum of two of them fits). Fixed widths put every
 // digit a model reads at a fixed offset from the start of its block.
@@ -46,10 +46,10 @@ const Width = 4
 // Pad writes v zero-padded to Width digits.
 func Pad(v int64) string { return padLeft(strconv.FormatInt(v, 10), Width) }
 
-// Expr is the compact, self-contained question for one operation, as the
-// solver is asked it and as a scratchpad's header writes it: a product
-// with its operands as they are ("47*28"), a sum or difference with both
-// operands padded to Width digits ("1316-0085").
+// Expr is the compact question for one operation. The solver is asked it
+// and a scratchpad's header writes it. A product keeps its operands as
+// they are ("47*28"). A sum or difference pads both to Width digits
+// ("1316-0085").
 func Expr(op Op, x, y int64) string {
 	if op == Mul {
 		return strconv.FormatInt(x, 10) + op.String() + strconv.FormatInt(y, 10)
@@ -57,8 +57,8 @@ func Expr(op Op, x, y int64) string {
 	return Pad(x) + op.String() + Pad(y)
 }
 
-// ParseExpr reads a question in Expr's form, "347*28": two non-negative
-// integers of at most 10 digits around one of + - *, nothing else. It is
+// ParseExpr reads a question in Expr's form, such as "347*28". That is two
+// non-negative integers of at most 10 digits around one of + - *. It is
 // the inverse of Expr, for grading the solver per operation and size.
 func ParseExpr(q string) (op Op, x, y int64, err error) {
 	i := strings.IndexAny(q, "+-*")
@@ -262,9 +262,9 @@ func blockResult(text string) (int64, error) {
 	return strconv.ParseInt(last[1:], 10, 64)
 }
 
-// SolverAnswer returns the solver's terse answer to x op y and the result:
-// lines of digit and carry pairs, least significant first, then the result
-// in \boxed{}, padded to Width digits. A sum or a difference is one line
+// SolverAnswer returns the solver's terse answer to x op y and the result.
+// The answer is lines of digit and carry pairs, least significant first.
+// Then comes the result in \boxed{}, padded to Width digits. A sum or a difference is one line
 // of Width pairs, each the result's digit and the carry (or borrow) out of
 // it. A product writes, per digit of the second factor (least significant
 // first), a line of pairs for the first factor times that digit (the last
@@ -361,9 +361,9 @@ func Boxed(v int64) string {
 	return `\boxed{` + strconv.FormatInt(v, 10) + `}`
 }
 
-// CheckLines checks every digit line of a scratchpad ("a+b+c=rd",
-// "a-b-c=rd", "a*b+c=rd") for its arithmetic and returns the 1-based
-// number of the first wrong line, or 0 when all are right. Other lines
+// CheckLines checks the arithmetic of every digit line of a scratchpad.
+// Digit lines look like "a+b+c=rd", "a-b-c=rd" or "a*b+c=rd". It returns
+// the 1-based number of the first wrong line, or 0 when all are right. Other lines
 // (headers, results, prose) are not judged. It is a diagnostic for a
 // model's scratchpads: where the first slip happened.
 func CheckLines(text string) int {

@@ -17,11 +17,11 @@ var ErrNoAnswer = errors.New("no integer answer")
 // thousands separators, not glued to letters or other digits.
 var lastInt = regexp.MustCompile(`-?\d{1,3}(?:,\d{3})+\b|-?\d+\b`)
 
-// ParseAnswer reads the integer a reply answers: the answer of the first
-// marker of delegate.MarkedAnswer's chain (\boxed{}, <answer>, "Final
-// Output:", "Final answer:"). It must hold exactly one integer (white
-// space, a trailing period and thousands separators allowed) or the reply
-// is wrong: a marker with something else in it is an answer, just not an
+// ParseAnswer reads the integer a reply answers. It takes the first marker
+// of delegate.MarkedAnswer's chain: \boxed{}, <answer>, "Final Output:" or
+// "Final answer:". That answer must hold exactly one integer, or the reply
+// is wrong. White space, a trailing period and thousands separators are
+// allowed. A marker with something else in it is still an answer, a marker with something else in it is an answer, just not an
 // integer one. With no marker at all, the last integer of the text is the
 // answer. Minus signs are kept.
 func ParseAnswer(text string) (int64, error) {
@@ -66,8 +66,8 @@ func Correct(text string, want int64) bool {
 // Dataset is the Task.Dataset of the world's problems.
 const Dataset = "world"
 
-// Task is p as a task for strategies and verifiers: its text as the prompt
-// and its integer answer as the reference, which Verify reads.
+// Task is p as a task for strategies and verifiers. Its text is the prompt
+// and its integer answer the reference, which Verify reads.
 func (p *Problem) Task() delegate.Task {
 	return delegate.Task{ID: p.ID, Dataset: Dataset, Prompt: p.Text, Answer: strconv.FormatInt(p.Answer, 10)}
 }
