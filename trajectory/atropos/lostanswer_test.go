@@ -31,11 +31,11 @@ func (l *lostAnswer) add(ctx context.Context, g *group, buffered bool) (uint64, 
 	return seq, dup, err
 }
 
-// TestPushWhoseAnswerWasLost: a group stored by a push whose answer was
-// lost, then pushed again, is queued once and handed to the trainer
-// (before, the retry's duplicate answer left it stored but never queued,
-// and a trainer waiting for it stalled); a group pushed again after it
-// was queued is still kept once.
+// TestPushWhoseAnswerWasLost pushes a group again after the answer to
+// its first push was lost. It must be queued once and handed to the
+// trainer. The retry's duplicate answer once left it stored but never
+// queued, and a trainer waiting for it stalled. A group pushed again after
+// it was queued is still kept once.
 func TestPushWhoseAnswerWasLost(t *testing.T) {
 	stores := map[string]func(ctx context.Context, t *testing.T) store{
 		"memory": func(context.Context, *testing.T) store { return newMemStore() },

@@ -29,22 +29,22 @@ type PushConfig struct {
 	GroupSize   int     // the environment's group_size
 	OffPolicy   int     // max_batches_offpolicy: pause while the queue holds this many batches
 	// Sync, when positive, is the items this environment samples per
-	// trainer step, each started only once the trainer has finished every
-	// batch handed out and the queue holds less than a batch: on-policy,
-	// as the in-process loop samples.
+	// trainer step. Each starts only once the trainer has finished every
+	// batch handed out and the queue holds less than a batch. That is
+	// on-policy, as the in-process loop samples.
 	Sync int
 	// SyncPolicy, with Sync, is the base URL of the delegate serve that
-	// samples the policy: an item starts only once every model it follows
-	// a checkpoint with serves the trainer's step (GET /health's
-	// policy_versions), so that the first call of an item is not answered
-	// by the step before.
+	// samples the policy. An item starts only once every model that follows
+	// a checkpoint serves the trainer's step, per GET /health's
+	// policy_versions. So an item's first call is not answered by the step
+	// before.
 	SyncPolicy string
 }
 
 // Pusher hands group records to a trajectory API as an Atropos
-// environment does: registered (waiting for the trainer to start), paced
-// by GET /status-env, every group sent to POST /scored_data in Atropos's
-// ScoredData schema. It is the rollout.Sink of process --push and of the
+// environment does. It registers, waiting for the trainer to start, and
+// paces by GET /status-env. It sends every group to POST /scored_data in
+// Atropos's ScoredData schema. It is the rollout.Sink of process --push and of the
 // gateway. Its methods may run concurrently.
 type Pusher struct {
 	env *EnvClient
@@ -76,9 +76,9 @@ type Pusher struct {
 	syncFirst   time.Time
 	syncLongest time.Duration
 
-	// BatchOrder, when set, gives a task's place among its trainer
-	// step's items (process --train-pool), sent as the group's
-	// batch_order so that the trainer orders a batch as train does. Set
+	// BatchOrder, when set, gives a task's place among its trainer step's
+	// items under process --train-pool. It is sent as the group's
+	// batch_order, so the trainer orders a batch as train does. Set
 	// it before the first Send.
 	BatchOrder func(item int) int
 }
@@ -116,10 +116,10 @@ func NewPusher(ctx context.Context, out io.Writer, cfg PushConfig) (*Pusher, err
 		hold: syncHold, poll: env.Poll, stall: syncStall, http: &http.Client{Timeout: 10 * time.Second, CheckRedirect: edge.CheckRedirect}}, nil
 }
 
-// Wait pauses while the API's queue is full and returns the trainer's
-// step, the policy version the item's rollouts are sampled with.
-// A pause of a second or more is reported on out with the pauses' sum
-// over the items (items paused together count each).
+// Wait pauses while the API's queue is full. It returns the trainer's
+// step, the policy version the item's rollouts are sampled with. A pause
+// of a second or more is reported on out with the pauses' sum over the
+// items; items paused together count each.
 func (s *Pusher) Wait(ctx context.Context) (int, error) {
 	start := time.Now()
 	if s.sync > 0 {
@@ -287,13 +287,14 @@ func (s *Pusher) Close(ctx context.Context) error {
 	return s.env.Disconnect(ctx)
 }
 
-// ScoredDataOf is a group record in Atropos's ScoredData schema: one entry per
-// sequence in tokens, masks (-100 untrained, the token id trained),
-// scores (the rollout's reward), advantages (the rollout's, at every
-// token), inference_logprobs (1.0 at untrained positions), messages and
-// overrides; group_overrides carry the group's identity (group_id, for the
-// API's deduplication), its size, the policy version it was sampled
-// with and what played each role. Each sequence's overrides also say what its rollout was scored
+// ScoredDataOf is a group record in Atropos's ScoredData schema. Each
+// sequence has one entry in tokens, masks, scores, advantages,
+// inference_logprobs, messages and overrides. A mask is -100 where
+// untrained and the token id where trained. Scores are the rollout's
+// reward, and its advantage fills every token. inference_logprobs are 1.0
+// at untrained positions. group_overrides carry the group's identity
+// (group_id, for the API's deduplication), its size, the policy version
+// it was sampled with and what played each role. Each sequence's overrides also say what its rollout was scored
 // from, when the record has it (OverrideCorrect and the others), and
 // which sample of its episode it is (OverrideRole and the others). A
 // sequence without token ids cannot be trained on, and is an error naming

@@ -102,9 +102,9 @@ type Status struct {
 	QueueSize   int `json:"queue_size"`
 }
 
-// ScoredResponse answers POST /scored_data: Status is "received", or
-// "buffered" with BufferSize, the sequences this environment has waiting
-// in its buffer of odd-sized groups.
+// ScoredResponse answers POST /scored_data. Status is "received", or
+// "buffered" with BufferSize. BufferSize is the sequences this
+// environment has waiting in its buffer of odd-sized groups.
 type ScoredResponse struct {
 	Status     string `json:"status"`
 	BufferSize *int   `json:"buffer_size,omitempty"`
@@ -629,9 +629,9 @@ func checkIDs(raw []byte, vocab int64, ignore bool) ([]any, string) {
 	return nil, ""
 }
 
-// GroupRoles reads group_overrides.roles: a list of objects, each naming
-// its role, with its model, whether it was trained and the oldest policy
-// version of its samples. Unknown keys are refused.
+// GroupRoles reads group_overrides.roles, a list of objects. Each names
+// its role, its model, whether it was trained and the oldest policy version
+// of its samples. Unknown keys are refused.
 func GroupRoles(raw json.RawMessage) ([]delegate.RolePolicy, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()

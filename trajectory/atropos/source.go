@@ -18,8 +18,8 @@ import (
 // QuarantineVersion is the format version of a QuarantineRecord.
 const QuarantineVersion = 1
 
-// QuarantineRecord is a group of a batch that the trainer set aside: why,
-// and the group as the API sent it. A step redone after a restart
+// QuarantineRecord is a group of a batch that the trainer set aside. It
+// holds why, and the group as the API sent it. A step redone after a restart
 // records its groups again.
 type QuarantineRecord struct {
 	Version int        `json:"version"`
@@ -173,11 +173,10 @@ func groupOf(sd ScoredData, est reward.Estimator, credit string) (rl.Group, erro
 	return g, nil
 }
 
-// RoleAdvantages gives each sequence of sd its advantage under credit
-// per role: reward.RoleCredit under est over the samples the sequences
-// say they are (OverrideRole, OverrideQuestion, OverrideSampleCorrect),
-// each rewarded by its own result or else by its score, in the group's
-// order. This is the in-process rule when the sequences are an
+// RoleAdvantages gives each sequence of sd its advantage under credit per
+// role. It runs reward.RoleCredit under est over the samples the sequences
+// say they are (OverrideRole, OverrideQuestion, OverrideSampleCorrect). Each
+// is rewarded by its own result, else by its score, in the group's order. This is the in-process rule when the sequences are an
 // environment's episodes' samples in order, as process --push sends
 // them. In a group marked set_advantage_to_zero (a tie) a sequence
 // without its own result gets 0, as under task credit. A sequence that
