@@ -20,21 +20,21 @@ import (
 )
 
 // ModeDecompose trains the delegator under decompose, the reference
-// environment's loop: it plans subtasks, the solver answers each (in
-// parallel), and it aggregates their results into its answer, which is
-// rewarded against the single-agent baseline's answer to the same
-// problem (the delegator alone, greedy, from its starting weights): a
-// win, a tie or a loss (Config.Parity: the reference's buckets), or by
-// default the graded comparison, the difference of correctness minus the
-// cost of the delegator's tokens and the sub-agent calls. The graded
+// environment's loop. The delegator plans subtasks, the solver answers
+// each in parallel, and the delegator aggregates their results. Its answer
+// is rewarded against the single-agent baseline's on the same problem:
+// the delegator alone, greedy, from its starting weights. Config.Parity
+// scores a win, a tie or a loss, the reference's buckets. By default the
+// graded comparison scores the difference of correctness minus the cost of
+// the delegator's tokens and sub-agent calls. The graded
 // baseline term is one constant per group, so it leaves the advantages
 // those of the world's reward; only the parity buckets change them. Both
 // of the delegator's turns, the plan and the aggregation, are trained.
 const ModeDecompose = "decompose"
 
 // PlannerModel is the shipped model a decompose run starts from when
-// Config.Delegator is "": the delegator pretrained further on two-part
-// problems (models/README.md).
+// Config.Delegator is "". It is the delegator pretrained further on
+// two-part problems (models/README.md).
 const PlannerModel = "planner"
 
 // Arm names of the decompose table, in its order.

@@ -51,9 +51,9 @@ type identity struct {
 	// Credit is Config.Credit, left out for reward.CreditTask: run files
 	// written before the field existed resume as task-credit runs.
 	Credit string `json:"credit,omitempty"`
-	// TrainingReward is the cost-aware reward of training, its kind and
-	// settings (reward.Config.Describe); "" for Reward, so that run files
-	// written before it existed resume.
+	// TrainingReward is the cost-aware training reward's kind and settings
+	// (reward.Config.Describe). It is "" for Reward, so run files written
+	// before it existed resume.
 	TrainingReward string `json:"training_reward,omitempty"`
 }
 

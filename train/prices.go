@@ -14,9 +14,9 @@ type PriceCase struct {
 	Prices world.Prices
 }
 
-// PriceCases are the price tables of the sensitivity check, from base:
-// base itself; each model's output priced as its input; the solver priced
-// as the delegator; and no discount for cached input. The cached tokens
+// PriceCases are the price tables of the sensitivity check, from base.
+// They are base itself, each model's output priced as its input, the
+// solver priced as the delegator, and no discount for cached input. The cached tokens
 // are those the run counted (Config.CacheMinTokens).
 func PriceCases(base world.Prices) []PriceCase {
 	flat := base
@@ -33,8 +33,8 @@ func PriceCases(base world.Prices) []PriceCase {
 	}
 }
 
-// Reprice is the item's cost under p, in dollars: its delegator's tokens
-// at the delegator's prices, every other role's at the solver's.
+// Reprice is the item's cost under p, in dollars. Its delegator's tokens
+// get the delegator's prices; every other role's get the solver's.
 func (it Item) Reprice(p world.Prices) float64 {
 	return p.Delegator.Cost(it.Delegator) + p.Solver.Cost(it.Subagent)
 }
@@ -58,10 +58,10 @@ func repriced(r *Row, p world.Prices) (cost, perCorrect float64) {
 	return cost, perCorrect
 }
 
-// PriceSensitivity writes, for each case, the cost per item of the arms
-// (rows matched as by Row) and the trained arm's saving in cost of pass
-// against the cheapest per correct answer of baselines, then against the
-// first of baselines alone. Arms without a row are left out. It is
+// PriceSensitivity writes, per case, the cost per item of the arms, with
+// rows matched as by Row. It adds the trained arm's saving in cost of
+// pass against the cheapest baseline per correct answer. Then it gives
+// the saving against the first baseline alone. Arms without a row are left out. It is
 // computed from the stored items alone.
 func (t *Table) PriceSensitivity(cases []PriceCase, arms []string, trained string, baselines []string) string {
 	var rows []*Row

@@ -43,9 +43,10 @@ const (
 	// ArmKeyword is followed by ": " and the rule's name
 	// (scripted.KeywordRule.Name).
 	ArmKeyword = "best keyword rule on training items"
-	// ArmThreshold is followed by ": " and the rule: the threshold rule
-	// on the first factor fitted on training items (scripted.FitThreshold),
-	// in a world whose solver's coverage narrows the products.
+	// ArmThreshold is followed by ": " and the rule. The rule is the
+	// first-factor threshold fitted on training items
+	// (scripted.FitThreshold), where the solver's coverage narrows the
+	// products.
 	ArmThreshold  = "threshold rule fitted on training items"
 	ArmOracle     = "oracle router (upper bound)"
 	ArmPretrained = "pretrained delegator"
@@ -95,11 +96,11 @@ type Result struct {
 	SolverCheckpoint string
 }
 
-// Run trains the delegator, the solver or both (Config.Train; in MLPO
-// mode, the leader) from cfg's checkpoints and evaluates every arm of the
-// table on held-out items: first the baselines, then training until
-// RL.Steps or TrainTime, then the trained policies. Everything lands in cfg.OutDir as it is done, so a
-// run interrupted at any point resumes there: finished evaluation items
+// Run trains the policies Config.Train names from cfg's checkpoints. Under
+// MLPO it trains the leader. It evaluates every arm of the table on
+// held-out items: first the baselines, then training until RL.Steps or
+// TrainTime, then the trained policies. Everything lands in cfg.OutDir as
+// it is done, so a run interrupted at any point resumes there: finished evaluation items
 // are not run again, and training goes on from its last checkpoint with
 // what is left of TrainTime. When ctx ends, Run returns its error after
 // saving what it finished.
@@ -162,10 +163,11 @@ func trainedElsewhere(cfg Config) error {
 }
 
 // EvaluateBaselines evaluates the part of Evaluate's table that does not
-// depend on the trained policy, as Evaluate does first (the fixed rules on
-// training items, the baselines on held-out items), into cfg.OutDir, where
-// Evaluate then finds them done: the supervisor of a multi-process run,
-// otherwise idle, evaluates them while its trainer trains.
+// depend on the trained policy. Those are the fixed rules on training
+// items and the baselines on held-out items. It writes them into
+// cfg.OutDir, where Evaluate then finds them done. The otherwise idle
+// supervisor of a multi-process run evaluates them while its trainer
+// trains.
 func EvaluateBaselines(ctx context.Context, cfg Config, opt Options) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -186,13 +188,13 @@ func EvaluateBaselines(ctx context.Context, cfg Config, opt Options) error {
 	return err
 }
 
-// Evaluate makes Run's table for a policy trained elsewhere (by train
-// --api, the trainer of a multi-process run): the baselines of cfg, as Run
-// evaluates them, and the policy of trained.Checkpoint (an nn checkpoint
-// directory, such as a trainer's OUT/checkpoint/policy) after
-// trained.Steps steps, in place of the one Run would train; trained's
-// StoppedBy and TrainSeconds go into the table's notes. Everything lands
-// in cfg.OutDir as in Run, and an interrupted evaluation resumes there.
+// Evaluate makes Run's table for a policy trained elsewhere, as by train
+// --api in a multi-process run. It evaluates cfg's baselines as Run does.
+// In place of the policy Run would train, it takes trained.Checkpoint
+// after trained.Steps steps: an nn checkpoint directory, such as a
+// trainer's OUT/checkpoint/policy. trained's StoppedBy and TrainSeconds go
+// into the table's notes. Everything lands in cfg.OutDir as in Run, and an
+// interrupted evaluation resumes there.
 func Evaluate(ctx context.Context, cfg Config, trained Result, opt Options) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -777,12 +779,11 @@ func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func
 		items: rl.NewItems(cfg.Seed, len(problems), cfg.ItemsPerStep), scorer: Scorer(r.cfg.Reward)}
 }
 
-// Scorer is the scorer of a world rollout in training, the rollout
-// pipeline's (rollout.RewardScorer) with the world's settings, as
-// `process --reward world` scores: the final answer verified against the
-// problem's (world.ParseAnswer), no baseline, and g's reward of the
-// correctness and of the bill, the tokens RoleDelegator generated and the
-// calls of every other role (RoleSubagent's). An answer the strategy
+// Scorer scores a world rollout in training, as `process --reward world`
+// does. It is rollout.RewardScorer with the world's settings. The final
+// answer is verified against the problem's (world.ParseAnswer), with no
+// baseline. g rewards the correctness and the bill: the tokens
+// RoleDelegator generated and the calls of every other role. An answer the strategy
 // reports a failure for (a reply not in the protocol's format, max
 // turns) is never verified: it is wrong even when its number is right, or
 // RL learns to drop the format; with a format penalty of 0, as the

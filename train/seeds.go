@@ -161,16 +161,17 @@ func baselineRecords(b []byte) ([]byte, error) {
 	return out.Bytes(), sc.Err()
 }
 
-// Seeds summarizes runs over several RL seeds: the trained delegator's
-// figures per seed, their mean and spread, and how many seeds meet each
-// acceptance check.
+// Seeds summarizes runs over several RL seeds. It holds the trained
+// delegator's figures per seed, their mean and spread, and how many seeds
+// meet each acceptance check.
 type Seeds struct {
 	Rows []SeedRow
 	// Checks are the checks' names, in the tables' order, with the number
 	// of seeds meeting each.
 	Checks []SeedCheck
-	// The baselines' figures, the same in every seed's table: the
-	// delegator alone's cost per item, the best rules' arms and rewards.
+	// The baselines' figures are the same in every seed's table. They are
+	// the delegator alone's cost per item and the best rules' arms and
+	// rewards.
 	AloneCost, BestRuleReward, BestKeywordReward float64
 	BestRule, BestKeyword                        string
 }
@@ -252,7 +253,8 @@ func spreadOf(xs []float64) Spread {
 }
 
 // Spreads are the mean and spread over seeds of the trained delegator's
-// accuracy, reward, cost per item and cut against the delegator alone.
+// figures. They cover accuracy, reward, cost per item and the cut against
+// the delegator alone.
 func (s *Seeds) Spreads() (accuracy, reward, cost, cut Spread) {
 	var a, r, c, k []float64
 	for _, row := range s.Rows {

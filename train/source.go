@@ -273,7 +273,7 @@ func (s *rollouts) policies(step int, problems []*world.Problem) rollout.Policie
 }
 
 // RoleCredits gives the samples of a group's episodes their advantages
-// per role (reward.RoleCredit), after the world says which of the
+// per role (reward.RoleCredit). First the world says which of the
 // solver's answers are right (checkSubtasks). In a tied group (every
 // reward equal, or every rollout a format failure) a sample judged by
 // the task's outcome gets 0, as under task credit. It is train --credit
