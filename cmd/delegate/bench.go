@@ -524,9 +524,9 @@ func itemsWithResult(results string, arms []string) (int, error) {
 type benchRunSettings struct {
 	Dataset struct {
 		Name string `json:"name"`
-		// Sample is --n (0: all), Seed the sample's seed; Tasks and
-		// TasksSHA256 identify the items sampled (IDs, prompts and
-		// references), whatever file they were read from.
+		// Sample is --n, with 0 for all, and Seed the sample's seed.
+		// Tasks and TasksSHA256 identify the items sampled by IDs,
+		// prompts and references, whatever file they were read from.
 		Sample int    `json:"sample"`
 		Seed   uint64 `json:"seed"`
 		// World's knobs (--dataset world), beside the hash of the problems.

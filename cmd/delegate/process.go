@@ -557,8 +557,8 @@ func fingerprint(cfg *Config, jcfg judge.Config, rewardDesc string, logprobs boo
 		Price                   delegate.Price
 		TokenIDs                bool
 		// A local Hugging Face checkpoint's template and context decide
-		// its prompts; empty (and so absent, as in fingerprints written
-		// before they existed) for every other model.
+		// its prompts. They are empty for every other model, and so
+		// absent, as in fingerprints written before they existed.
 		ChatTemplate string `json:",omitempty"`
 		Context      int    `json:",omitempty"`
 	}
