@@ -228,9 +228,8 @@ func shippedList() string {
 	return strings.Join(s, " and ")
 }
 
-// checkCheckpointDir checks, without loading the weights, that dir looks
-// like a checkpoint of package nn: a directory holding a config.json that
-// is a JSON object. Loading it (config check, or any command that opens
+// checkCheckpointDir checks that dir looks like an nn checkpoint, without
+// loading the weights. It must hold a config.json that is a JSON object. Loading it (config check, or any command that opens
 // the model) checks the rest.
 func checkCheckpointDir(dir string) error {
 	st, err := os.Stat(dir)
@@ -342,8 +341,8 @@ func syntaxError(b []byte, err error) error {
 // PresetWorld is the preset of package world's local models.
 const PresetWorld = "world"
 
-// topLevel returns the scalar value of a top-level key of a document, ""
-// when it is absent or not a scalar (the decoder then reports the type).
+// topLevel returns the scalar value of a document's top-level key. It is
+// "" when absent or not a scalar; the decoder then reports the type.
 func topLevel(doc *yaml.Node, key string) string {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return ""
@@ -357,9 +356,9 @@ func topLevel(doc *yaml.Node, key string) string {
 	return ""
 }
 
-// yamlError makes the decoder's messages read as ours: "line 4: field
-// tempreature not found in type main.ModelConfig" becomes "line 4: unknown
-// key "tempreature"".
+// yamlError makes the decoder's messages read as ours. "line 4: field
+// tempreature not found in type main.ModelConfig" becomes "line 4:
+// unknown key "tempreature"".
 func yamlError(err error) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
@@ -539,13 +538,13 @@ func (c *Config) validateLocal(key string, m ModelConfig) []error {
 	return errs
 }
 
-// minRequestsPerMinute is the slowest rate limit a model may have: a
-// slower one makes each request wait over a minute for its turn, which
-// looks like a hung run (requests_per_minute: 0.0001 is a wait of a week).
+// minRequestsPerMinute is the slowest rate limit a model may have. A
+// slower one makes each request wait over a minute, which looks like a
+// hung run; requests_per_minute: 0.0001 is a wait of a week.
 const minRequestsPerMinute = 1
 
-// strategyRoleKeys are the roles each strategy needs and the config key
-// that assigns each (roles.default stands in for any of them).
+// strategyRoleKeys are the roles each strategy needs, with the config key
+// that assigns each. roles.default stands in for any of them.
 var strategyRoleKeys = map[string][]struct{ role, key string }{
 	strategy.NameSingle:    {{"single", "baseline"}},
 	strategy.NameDecompose: {{"delegator", "delegator"}, {"subagent", "subagent"}},

@@ -166,9 +166,9 @@ func envSubagent(cfg *Config) (string, error) {
 	return name, nil
 }
 
-// newEnvServer is the delegation environment's OpenEnv server, with
-// sub as the sub-agent at price (the world's solver price when zero) and
-// each episode exported to sink.
+// newEnvServer is the delegation environment's OpenEnv server. sub is the
+// sub-agent at price, the world's solver price when zero. Each episode is
+// exported to sink.
 func newEnvServer(price delegate.Price, sub delegate.Model, split world.Split, tasks []delegate.Task, f envFlags, sink *otlpSink, log *slog.Logger) (*openenv.Server, error) {
 	prices := world.DefaultPrices()
 	if price.Input != 0 || price.CachedInput != 0 || price.Output != 0 {
