@@ -25,8 +25,8 @@ func DelegatorTokens(m *rl.Metrics) float64 {
 	return m.PolicyTokensMean
 }
 
-// trainPlots are the plots of a run's metrics: file name without its
-// extension (each is written as PNG and SVG), y label, value.
+// trainPlots are the plots of a run's metrics: file name, y label, value.
+// The name has no extension, as each is written as PNG and SVG.
 var trainPlots = []struct {
 	file, label string
 	value       func(*rl.Metrics) float64
@@ -40,8 +40,8 @@ var trainPlots = []struct {
 // smoothWindow is the number of steps the plots' moving mean spans.
 const smoothWindow = 20
 
-// movingMean returns, at each point, the mean of the values of the last
-// window points up to it (fewer at the start).
+// movingMean returns, at each point, the mean of the last window points up
+// to it. There are fewer at the start.
 func movingMean(xys plotter.XYs, window int) plotter.XYs {
 	out := make(plotter.XYs, len(xys))
 	var sum float64
@@ -116,9 +116,9 @@ func WritePlots(dir string) ([]string, error) {
 	return append(files, kinds...), err
 }
 
-// writeKindPlot draws the delegation rate per kind of step over training
-// (the moving mean of the rate's numerator and denominator): what the
-// policy learned to hand over.
+// writeKindPlot draws the delegation rate per kind of step over training.
+// It shows what the policy learned to hand over. The rate is the moving
+// mean of its numerator over that of its denominator.
 func writeKindPlot(dir string, ms []rl.Metrics) ([]string, error) {
 	p, _ := bench.NewPlot("delegation rate per kind of step over RL steps", "step", "share of the steps delegated")
 	p.Y.Min, p.Y.Max = 0, 1

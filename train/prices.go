@@ -97,8 +97,9 @@ func (t *Table) PriceSensitivity(cases []PriceCase, arms []string, trained strin
 	return b.String()
 }
 
-// writeSavings writes, for each case, tr's saving in cost of pass against
-// the cheapest per correct answer of baselines, and ends the line.
+// writeSavings writes tr's saving in cost of pass for each case, and ends
+// the line. The saving is against the cheapest baseline per correct
+// answer.
 func (t *Table) writeSavings(b *strings.Builder, cases []PriceCase, tr *Row, baselines []string) {
 	for _, c := range cases {
 		_, mine := repriced(tr, c.Prices)

@@ -69,9 +69,9 @@ func RunSeeds(ctx context.Context, cfg Config, seeds []uint64, opt Options) ([]S
 	return runs, sum, nil
 }
 
-// checkSeeds checks the seeds of RunSeeds: at least one, none 0 (the
-// run's Seed stands in for 0), no repeat; and a route run that trains
-// the delegator.
+// checkSeeds checks the seeds of RunSeeds. There must be at least one,
+// none 0 and no repeat; the run's Seed stands in for 0. The run must be a
+// route run that trains the delegator.
 func checkSeeds(cfg Config, seeds []uint64) error {
 	if cfg.Mode != ModeRoute || cfg.Train != TrainDelegator {
 		return fmt.Errorf("train: several RL seeds: mode %s, train %s: only %s's delegator trains over several seeds", cfg.Mode, cfg.Train, ModeRoute)
@@ -90,12 +90,12 @@ func checkSeeds(cfg Config, seeds []uint64) error {
 	return nil
 }
 
-// shareBaselines copies what the first seed's run (in from) evaluated
-// that does not depend on the RL seed into a later seed's directory to:
-// the rules' and keyword rules' results on training items, the timing,
-// and every record of EvalFile of an arm that does not depend on the RL
-// seed (seedArm). A file already in to is left alone: that
-// seed's run began before.
+// shareBaselines copies the first seed's seed-free results to a later
+// seed. It copies from directory from into directory to. That is the
+// rules' and keyword rules' results on training items, the timing, and
+// every record of EvalFile of an arm that does not depend on the RL seed
+// (seedArm). A file already in to is left alone: that seed's run began
+// before.
 func shareBaselines(from, to string) error {
 	if err := os.MkdirAll(to, 0o755); err != nil {
 		return fmt.Errorf("train: share baselines: %w", err)
@@ -124,9 +124,9 @@ func shareBaselines(from, to string) error {
 	return nil
 }
 
-// seedArm says the arm depends on the RL seed: the trained delegator,
-// random delegation at its rate, and the SFT arm, whose batches the RL
-// seed orders.
+// seedArm says the arm depends on the RL seed. Those are the trained
+// delegator, random delegation at its rate, and the SFT arm, whose batches
+// the RL seed orders.
 func seedArm(arm string) bool {
 	for _, a := range []string{ArmTrained, ArmRandom, ArmSFT} {
 		if strings.HasPrefix(arm, a+" (") {

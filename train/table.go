@@ -197,7 +197,7 @@ func costOfPass(items []Item) (float64, bench.Interval) {
 	return v, iv
 }
 
-// rewardCI is the mean of rewards and its interval (Row.RewardCI):
+// rewardCI is the mean of rewards and its interval (Row.RewardCI). It is
 // bench.MeanCI's, widened to the floor that correct of them right sets.
 func rewardCI(rewards []float64, correct int) (float64, bench.Interval) {
 	mean, ci := bench.MeanCI(rewards)
@@ -312,9 +312,9 @@ func routeAcceptance(t *Table) []Check {
 // delegator may lose against the delegator alone (bench.NonInferiorityTest).
 const AccuracyMargin = 0.05
 
-// costChecks are the checks that the trained delegator costs at least
-// CostCut less per item than the delegator alone, and that its accuracy
-// is at most AccuracyMargin below alone's. They are two checks, so that a
+// costChecks check the trained delegator against the delegator alone. It
+// must cost at least CostCut less per item. Its accuracy must be at most
+// AccuracyMargin below alone's. They are two checks, so that a
 // run shows which of the two it misses.
 func costChecks(t *Table) []Check {
 	name := fmt.Sprintf("RL-trained cost per item at least %.0f%% below the delegator alone (lower end of the paired bootstrap 95%% interval)", 100*CostCut)
@@ -374,8 +374,8 @@ func nonInferior(x, y *Row) bench.NonInferiority {
 type baseArm struct{ name, arm string }
 
 // beatsEach checks that the trained arm's reward beats each base arm's on
-// the shared items; a base with no arm (no best rule was chosen) is a
-// check not met, with missing as its detail.
+// the shared items. A base with no arm, where no best rule was chosen, is
+// a check not met, with missing as its detail.
 func (t *Table) beatsEach(trained, missing string, bases []baseArm) []Check {
 	var out []Check
 	for _, b := range bases {
@@ -388,9 +388,9 @@ func (t *Table) beatsEach(trained, missing string, bases []baseArm) []Check {
 	return out
 }
 
-// beats is the check name that arm x's reward beats arm y's on the shared
-// items (rewardBeats), not met when a row is missing or the rows do not
-// hold the same items.
+// beats is the check name: arm x's reward beats arm y's on the shared
+// items (rewardBeats). It is not met when a row is missing or the rows do
+// not hold the same items.
 func (t *Table) beats(name, x, y string) Check {
 	rs, c, ok := t.pairedRows(name, x, y)
 	if !ok {
@@ -400,9 +400,9 @@ func (t *Table) beats(name, x, y string) Check {
 	return Check{Name: name, Pass: pass, Detail: detail}
 }
 
-// beatsEvery checks that the trained arm's reward beats, on the shared
-// items, every arm whose name starts with prefix and ": " (a fixed rule or
-// plan); what names them in the detail ("rules").
+// beatsEvery checks that the trained arm's reward beats every fixed rule
+// or plan on the shared items. Those are the arms whose name starts with
+// prefix and ": ". what names them in the detail, as "rules".
 func (t *Table) beatsEvery(name, trained, prefix, what string) Check {
 	every := Check{Name: name, Pass: true}
 	var n int
@@ -431,8 +431,8 @@ func (t *Table) beatsEvery(name, trained, prefix, what string) Check {
 	return every
 }
 
-// pairedRows returns the rows of arms for the check name, or the check
-// not met when a row is missing or the rows do not hold the same items.
+// pairedRows returns the rows of arms for the check name. When a row is
+// missing or the rows differ in items, it returns the check not met.
 func (t *Table) pairedRows(name string, arms ...string) ([]*Row, Check, bool) {
 	var out []*Row
 	for _, a := range arms {
@@ -453,9 +453,9 @@ func (t *Table) pairedRows(name string, arms ...string) ([]*Row, Check, bool) {
 // paired names the reward test of rewardBeats in a check's name.
 const paired = " (paired bootstrap 95% interval of the reward difference above 0)"
 
-// rewardBeats is the paired test of x's reward against y's: the bootstrap
-// 95% interval of the mean difference over their items, and whether it
-// lies above 0.
+// rewardBeats is the paired test of x's reward against y's. It gives the
+// bootstrap 95% interval of the mean difference over their items, and
+// whether it lies above 0.
 func rewardBeats(x, y *Row) (bool, string) {
 	diff := func(idx []int) float64 {
 		var s float64
