@@ -123,8 +123,8 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 }
 
 // encode makes the body of in: nil for none, bytes as they are, anything
-// else as JSON; a body of 1 KiB or more is gzipped unless Plain, when
-// that makes it smaller. gz says the payload is gzipped.
+// else as JSON. Unless Plain, a body of 1 KiB or more is gzipped when that
+// makes it smaller. gz says the payload is gzipped.
 func (c *Client) encode(in any) (payload []byte, gz bool, err error) {
 	switch v := in.(type) {
 	case nil:

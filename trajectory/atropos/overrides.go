@@ -20,9 +20,9 @@ const (
 )
 
 // Per-sequence overrides that delegate's environments send beside
-// Atropos's own (set_advantage_to_zero): what the sequence's rollout was
-// scored from, which delegate's trainer reports in its metrics (accuracy,
-// delegation rate, the means of the numbers). Atropos keeps a sequence's
+// Atropos's set_advantage_to_zero. They say what the sequence's rollout
+// was scored from. Delegate's trainer reports them in its metrics:
+// accuracy, delegation rate, the means of the numbers. Atropos keeps a sequence's
 // overrides as a free-form object, so other trainers pass them by.
 const (
 	OverrideCorrect   = "correct"          // bool: the answer was right; absent: not known
@@ -33,9 +33,9 @@ const (
 )
 
 // Per-sequence overrides that say which sample of its episode a sequence
-// is, for credit per role (reward.RoleCredit): its role, its question
-// (the samples of a role given the same question are compared) and its
-// own verifiable result where one exists.
+// is, for credit per role (reward.RoleCredit). They give its role, its
+// question and its own verifiable result where one exists. A role's
+// samples given the same question are compared.
 const (
 	OverrideRole          = "role"           // string: the role whose call the sequence is
 	OverrideQuestion      = "question"       // string: the last message its first call was given

@@ -53,9 +53,9 @@ type Pusher struct {
 	// assembled that the trainer has not fetched yet.
 	offPolicy int
 
-	// sync, syncPolicy: see PushConfig; hold is how long a look may be
-	// held by the API or the policy server until something changes; poll
-	// is the wait between looks at a server that answers at once.
+	// sync and syncPolicy are PushConfig's. hold is how long the API or
+	// the policy server may hold a look until something changes. poll is
+	// the wait between looks at a server that answers at once.
 	sync       int
 	syncPolicy string
 	hold       time.Duration
@@ -66,13 +66,13 @@ type Pusher struct {
 	mu      sync.Mutex
 	paused  time.Duration // summed over items
 	refused int           // groups the API refused for good
-	// The step whose policy the items now starting sample (sync), when
-	// the trainer reached it, and how many items started on it.
+	// The step whose policy the items now starting sample (sync). Also
+	// when the trainer reached it, and how many items started on it.
 	syncStep    int
 	syncSince   time.Time
 	syncStarted int
-	// The longest a step took from this environment's first item on it
-	// to the trainer's next step: a stall is counted against it.
+	// The longest a step took, from this environment's first item on it
+	// to the trainer's next step. A stall is counted against it.
 	syncFirst   time.Time
 	syncLongest time.Duration
 
@@ -83,16 +83,16 @@ type Pusher struct {
 	BatchOrder func(item int) int
 }
 
-// syncStall is how long at least an environment under --push-sync waits,
-// its share of a step started, for the trainer to go past that step
-// before it starts one more item (three times the longest step it saw,
-// when longer): a group that was dropped (its rollouts failed) leaves the
+// syncStall is the least wait before an environment under --push-sync
+// starts one more item. It waits, its share of a step started, for the
+// trainer to pass that step. The wait is three times the longest step it
+// saw, when longer. A group dropped because its rollouts failed leaves the
 // batch short, and only another item fills it.
 const syncStall = 10 * time.Second
 
-// syncHold is how long the API or the policy server may hold a look of an
-// environment under --push-sync (see waitSync): an upper bound on the
-// delay of a stall's detection, not a delay of the loop.
+// syncHold is how long the API or the policy server may hold a look under
+// --push-sync (waitSync). It bounds the delay of a stall's detection; it
+// does not delay the loop.
 const syncHold = time.Second
 
 // NewPusher registers with the API at cfg.URL; it waits, as Atropos's
@@ -141,9 +141,9 @@ func (s *Pusher) Wait(ctx context.Context) (int, error) {
 	return st.CurrentStep, nil
 }
 
-// countPause adds an item's pause since start, reporting one of a second
-// or more with the pauses' sum over the items (items paused together
-// count each).
+// countPause adds an item's pause since start. It reports a pause of a
+// second or more with the pauses' sum over the items. Items paused
+// together count each.
 func (s *Pusher) countPause(start time.Time) {
 	d := time.Since(start)
 	s.mu.Lock()
@@ -155,11 +155,12 @@ func (s *Pusher) countPause(start time.Time) {
 	fmt.Fprintf(s.out, "push: an item paused %.1fs for the trainer (the API's queue was full); %.1fs over the items in all\n", d.Seconds(), s.paused.Seconds())
 }
 
-// waitSync returns the trainer's step once an item may start on it:
-// the trainer has finished every batch handed out (its newest checkpoint
-// is the step's, which the policy server follows), the queue holds less
-// than a batch, and fewer than s.sync items of this environment started on the
-// step (or the step has stalled since the last did: see syncStall).
+// waitSync returns the trainer's step once an item may start on it. The
+// trainer must have finished every batch handed out, so its newest
+// checkpoint, which the policy server follows, is the step's. The queue
+// must hold less than a batch. Fewer than s.sync items of this
+// environment may have started on the step, unless it has stalled since
+// the last did (syncStall).
 //
 // The items of a share after its first start at once: the trainer cannot
 // pass the step without them. The first waits on held requests (the API's
@@ -351,8 +352,8 @@ func ScoredDataOf(g *rollout.GroupRecord) (ScoredData, error) {
 	return sd, nil
 }
 
-// sequenceSamples is the sample of its episode that each sequence of g
-// is: a rollout's sequences are its episode's samples, in call order. It
+// sequenceSamples says which sample of its episode each sequence of g is.
+// A rollout's sequences are its episode's samples, in call order. It
 // is nil when g has no episodes, or a rollout's sequences and samples
 // differ in number (a conversation of one role that another role's call
 // interrupted is one sample but two sequences): then no sequence says its
@@ -383,9 +384,9 @@ func sequenceSamples(g *rollout.GroupRecord) []*delegate.Sample {
 	return out
 }
 
-// groupOverride is the group_overrides of g: its identity, for the API's
-// deduplication, its size, the policy version it was sampled with and
-// what played each role.
+// groupOverride is the group_overrides of g. It holds g's identity, for
+// the API's deduplication, its size, the policy version it was sampled
+// with and what played each role.
 func groupOverride(g *rollout.GroupRecord) GroupOverride {
 	v := g.PolicyVersion
 	return GroupOverride{GroupID: g.Run + "/" + g.ID, GroupSize: g.GroupOverrides.GroupSize, PolicyVersion: &v, Roles: g.GroupOverrides.Roles}
@@ -405,7 +406,7 @@ func messageMap(m any) (map[string]any, error) {
 }
 
 // policyAt reports whether every followed model of the policy server
-// serves version step or later, asking the server to hold its answer up
+// serves version step or later. It asks the server to hold its answer up
 // to s.hold until they do (GET /health?policy_version=N&wait=S).
 func (s *Pusher) policyAt(ctx context.Context, step int) (bool, error) {
 	url := fmt.Sprintf("%s/health?policy_version=%d&wait=%s", s.syncPolicy, step, strconv.FormatFloat(s.hold.Seconds(), 'f', -1, 64))

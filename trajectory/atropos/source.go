@@ -79,9 +79,9 @@ func (s *Source) Next(ctx context.Context, step int) ([]rl.Group, error) {
 	return groups, nil
 }
 
-// usable checks what the API may not have checked (an API without the
-// trainer's vocab_size, or another server): every token id within the
-// policy's vocabulary and every sequence within its context.
+// usable checks what the API may not have checked. Every token id must be
+// within the policy's vocabulary and every sequence within its context.
+// An API without the trainer's vocab_size, or another server, skips that.
 func usable(sd ScoredData, vocab, maxLen int) error {
 	for i, toks := range sd.Tokens {
 		if len(toks) > maxLen {
@@ -217,8 +217,8 @@ func RoleAdvantages(sd ScoredData, est reward.Estimator) ([]float64, error) {
 	return adv, nil
 }
 
-// outcomeOf reads into ro what a delegate environment says its rollout
-// was scored from (OverrideCorrect and the others), for the step's
+// outcomeOf reads into ro what a delegate environment says its rollout was
+// scored from (OverrideCorrect and the others). It feeds the step's
 // metrics: accuracy, delegation rate, and the numbers as scalars under
 // the in-process trainer's names. Other environments send none; a value
 // of the wrong type is left out.
@@ -228,9 +228,9 @@ func outcomeOf(ro *rl.ScoredRollout, ov SequenceOverride) {
 	ro.Scalars = ov.Scalars()
 }
 
-// sequenceAdvantage is the advantage of a sequence whose per-token
-// advantages are given: the same value at every trained token, as this
-// trainer weighs a rollout's tokens alike.
+// sequenceAdvantage is the advantage of a sequence with per-token
+// advantages. It is the same value at every trained token, as this trainer
+// weighs a rollout's tokens alike.
 func sequenceAdvantage(adv []float64, masks []int) (float64, error) {
 	if len(adv) != len(masks) {
 		return 0, fmt.Errorf("%d advantages for %d tokens", len(adv), len(masks))
@@ -252,11 +252,11 @@ func sequenceAdvantage(adv []float64, masks []int) (float64, error) {
 	return a, nil
 }
 
-// orderBatch puts a batch's groups in the order of their
-// group_overrides.batch_order (an environment of train --processes sends
-// its item's place among the step's items), as the in-process trainer
-// orders a step's groups, so that the update sums them in the same order;
-// a batch where some group has none stays in the order it came.
+// orderBatch puts a batch's groups in group_overrides.batch_order order.
+// An environment of train --processes sends its item's place among the
+// step's items there. The in-process trainer orders a step's groups the
+// same way, so the update sums them in the same order. A batch where some
+// group has none stays in the order it came.
 func orderBatch(batch []ScoredData) {
 	key := func(sd ScoredData) (int, bool) {
 		v := ReadGroupOverride(sd.GroupOverrides).BatchOrder
