@@ -54,10 +54,10 @@ func (s SolverSize) Covered() bool {
 	return true
 }
 
-// solverSizes are the classes of solver questions this world asks: the
-// shapes of its steps inside the coverage (products of 2-digit numbers and
-// by one digit, sums of the sizes its quantities reach) and, outside it,
-// its differences and products of larger numbers.
+// solverSizes are the classes of solver questions this world asks. Inside
+// the coverage are products of 2-digit numbers and by one digit, and sums
+// of the sizes its quantities reach. Outside it are its differences and
+// products of larger numbers.
 var solverSizes = []SolverSize{
 	{Mul, 2, 2}, {Mul, 2, 1}, {Add, 4, 4}, {Add, 4, 2}, {Add, 3, 3},
 	{Sub, 4, 4}, {Sub, 4, 2}, {Sub, 3, 2}, {Mul, 3, 2}, {Mul, 3, 1},

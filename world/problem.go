@@ -167,10 +167,10 @@ type Config struct {
 //	times 0, distractors 1, test_permille 100
 func DefaultConfig() Config { return twoParts() }
 
-// oneQuantity is level 5: one quantity built by 1 to 3 steps, starting
-// with a product of two 2-digit numbers (4 problems in 5) or with a plain
-// 2-digit number, then 2-digit amounts added or taken away; one
-// distractor at most. It was the default world before two parts were,
+// oneQuantity is level 5: one quantity built by 1 to 3 steps. It starts
+// with a product of two 2-digit numbers in 4 problems of 5, else with a
+// plain 2-digit number. Then 2-digit amounts are added or taken away, with
+// one distractor at most. It was the default world before two parts were,
 // and the shipped delegator's last pretraining phase trained on it; at
 // most one step of its problems is worth delegating, so delegation saves
 // less than on two parts (docs/world.md).
@@ -187,9 +187,9 @@ func oneQuantity() Config {
 	}
 }
 
-// twoParts is level 3: two parts, each a product of two 2-digit numbers,
-// one of them sometimes followed by an amount, combined by a sum or a
-// difference.
+// twoParts is level 3: two parts, each a product of two 2-digit numbers.
+// One is sometimes followed by an amount. A sum or a difference combines
+// them.
 func twoParts() Config {
 	c := oneQuantity()
 	c.MinSteps, c.MaxSteps, c.Parallel, c.MulStart = 3, 4, 1, 1
@@ -344,7 +344,7 @@ func NewGenerator(cfg Config, seed uint64, split Split) (*Generator, error) {
 	return &Generator{cfg: cfg, split: split, rng: rand.New(rand.NewPCG(seed, uint64(split)+0x9e3779b97f4a7c15))}, nil
 }
 
-// maxDraws bounds the draws Next makes to find a problem of its split; a
+// maxDraws bounds the draws Next makes to find a problem of its split. A
 // split of one thousandth of the space needs about a thousand.
 const maxDraws = 100_000
 
@@ -484,8 +484,8 @@ func (g *Generator) buildPart(p *Problem, pt *part, pi, k int) {
 	}
 }
 
-// addStep appends the step pt.value op y (y from step yRef or the text)
-// and makes its result the part's value.
+// addStep appends the step pt.value op y and makes its result the part's
+// value. y comes from step yRef or the text.
 func (p *Problem) addStep(op Op, pt *part, y int64, yRef, partIdx int) {
 	s := Step{Op: op, X: Operand{Ref: pt.ref, Value: pt.value}, Y: Operand{Ref: yRef, Value: y}, Part: partIdx}
 	s.Result = op.Apply(s.X.Value, s.Y.Value)
@@ -508,8 +508,8 @@ func (g *Generator) mulSize() MulSize {
 	return g.cfg.MulSizes[len(g.cfg.MulSizes)-1]
 }
 
-// number draws a number of exactly d digits; a one-digit number is 2..9
-// (no 0 or 1, which make trivial steps).
+// number draws a number of exactly d digits. A one-digit number is 2..9,
+// since 0 and 1 make trivial steps.
 func (g *Generator) number(d int) int64 {
 	if d <= 1 {
 		return int64(2 + g.rng.IntN(8))

@@ -81,9 +81,9 @@ func ParseExpr(q string) (op Op, x, y int64, err error) {
 	return op, x, y, nil
 }
 
-// checkOperands accepts the operations this world's formats write: non-
-// negative operands, a difference that is not negative, and a result below
-// 10^Width, so that every number fits its padded width.
+// checkOperands accepts the operations this world's formats write. Operands
+// and differences must not be negative, and results must be below
+// 10^Width, so every number fits its padded width.
 func checkOperands(op Op, x, y int64) error {
 	lim := pow10(Width)
 	switch {
@@ -192,9 +192,9 @@ func Scratchpad(op Op, x, y int64) (string, int64, error) {
 	return text, got, nil
 }
 
-// writeBlock writes one block, x op y over Width digits (y a single digit
-// for a product), and returns the value its final line states, computed
-// from the digits written (not from x op y).
+// writeBlock writes one block, x op y over Width digits. For a product y
+// is a single digit. It returns the value its final line states, computed
+// from the digits written, not from x op y.
 func writeBlock(b *strings.Builder, op Op, x, y int64) int64 {
 	b.WriteString(Pad(x) + op.String() + Pad(y) + "\n")
 	xd, yd := digitsLSD(x), digitsLSD(y)
@@ -344,8 +344,8 @@ func SolverAnswer(op Op, x, y int64) (string, int64, error) {
 	return text, want, nil
 }
 
-// padLeft pads digits with zeros to at least n of them (a shifted partial
-// product of 0 still shows its shift).
+// padLeft pads digits with zeros to at least n of them. A shifted partial
+// product of 0 thus still shows its shift.
 func padLeft(s string, n int) string {
 	for len(s) < n {
 		s = "0" + s
