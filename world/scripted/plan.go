@@ -120,9 +120,9 @@ func (s *Planner) plan(ctx context.Context, p *world.Problem) (delegate.Message,
 	return delegate.Assistant(msgs[len(msgs)-1].Content), nil
 }
 
-// aggregate is the aggregation turn of p, given the aggregation prompt's
-// lines after the problem (the plan's reasoning, then "subtask gave
-// result" blocks). A step whose question was answered takes the answer's
+// aggregate is the aggregation turn of p. It takes the aggregation
+// prompt's lines after the problem: the plan's reasoning, then "subtask
+// gave result" blocks. A step whose question was answered takes the answer's
 // value (0 when it has none, as Delegator goes on); every other step is
 // computed with a scratchpad from the values known. When a wrong answer
 // makes a step one the formats cannot write (a negative difference), the

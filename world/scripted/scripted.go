@@ -94,9 +94,9 @@ func New(name string, problems []*world.Problem, decide Decider) *Delegator {
 	return &Delegator{newProgram(name, problems, decide)}
 }
 
-// program is what a program in the delegator's seat (Delegator, Planner)
-// holds: its name, its Decider and the problems it knows, by text, which
-// is how it recognises the problem of a request.
+// program is what a program in the delegator's seat holds, for Delegator
+// and Planner. It has its name, its Decider and the problems it knows by
+// text, which is how it recognises a request's problem.
 type program struct {
 	name     string
 	decide   Decider
@@ -148,11 +148,11 @@ func (s *Delegator) Chat(ctx context.Context, req *delegate.Request) (*delegate.
 	return respond(s.name, req, out), nil
 }
 
-// respond is a program's response with out to req: usage counted with the
-// tokenizer's chat template as a local model counts it, and the
-// completion's token ids as logprobs (a program's choice has probability
-// 1), so that a conversation wrapper can count the cached prefix as for a
-// model.
+// respond is a program's response with out to req. It counts usage with
+// the tokenizer's chat template as a local model does. It returns the
+// completion's token ids as logprobs, since a program's choice has
+// probability 1. A conversation wrapper can then count the cached prefix
+// as for a model.
 func respond(name string, req *delegate.Request, out delegate.Message) *delegate.Response {
 	finish := "stop"
 	if len(out.ToolCalls) > 0 {
@@ -173,8 +173,9 @@ func respond(name string, req *delegate.Request, out delegate.Message) *delegate
 	}
 }
 
-// turn replays the policy's earlier turns (each asked the steps it handed
-// over, in order; results holds the answers) and returns the next one.
+// turn replays the policy's earlier turns and returns the next one. Each
+// turn asked the steps it handed over, in order; results holds the
+// answers.
 func (s *Delegator) turn(ctx context.Context, p *world.Problem, earlier []delegate.Message, results map[string]string) (delegate.Message, error) {
 	n := len(p.Steps)
 	known := make([]bool, n)

@@ -13,9 +13,9 @@ import (
 // the products whose first factor is below t, compute the rest.
 func Threshold(t int64) Decider { return FromPolicy(world.FirstFactorBelow(t)) }
 
-// MinThreshold and MaxThreshold bound what FitThreshold returns: at
-// MinThreshold no 2-digit first factor is below it (nothing delegated),
-// at MaxThreshold every one is.
+// MinThreshold and MaxThreshold bound what FitThreshold returns. No
+// 2-digit first factor is below MinThreshold, so nothing is delegated.
+// Every one is below MaxThreshold.
 const (
 	MinThreshold = 10
 	MaxThreshold = 100
