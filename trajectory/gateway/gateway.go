@@ -157,8 +157,9 @@ type Gateway struct {
 	groups  *os.File
 	size    int64 // the recorded length of groups
 
-	// The pusher, with Config.Sink: kicked at each commit, stopped by
-	// stopPush, done when it returns; pushed counts the records it sent.
+	// The pusher, with Config.Sink. It is kicked at each commit, stopped
+	// by stopPush, and done when it returns. pushed counts the records it
+	// sent.
 	pushKick chan struct{}
 	stopPush context.CancelFunc
 	pushDone chan struct{}
@@ -208,7 +209,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, models ...delegate.
 	return g, nil
 }
 
-// recover counts the sessions a crash left open as lost, repairs the
+// recover counts the sessions a crash left open as lost. It repairs the
 // group file and loads the finished sessions not yet grouped.
 func (g *Gateway) recover(ctx context.Context) error {
 	lost, err := g.db.LoseOpenSessions(ctx)
@@ -338,8 +339,8 @@ func (g *Gateway) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// routeOf is the label of an agent route for the access log: a known
-// route, or "other", never a client's text.
+// routeOf is the label of an agent route for the access log. It is a
+// known route or "other", never a client's text.
 func routeOf(rest string) string {
 	switch p := "/" + strings.TrimSuffix(rest, "/"); {
 	case p == "/v1/chat/completions", p == "/v1/models":

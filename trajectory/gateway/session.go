@@ -90,9 +90,9 @@ type Finished struct {
 	Samples       []Sample `json:"samples"`
 }
 
-// hook is the server's Hook: it asks every generation for logprobs and
-// records its choices in the request's session, sending the client
-// logprobs only when it asked. A trained role's call samples at
+// hook is the server's Hook. It asks every generation for logprobs and
+// records its choices in the request's session. The client gets logprobs
+// only when it asked. A trained role's call samples at
 // Config.Temperature when it is set.
 func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) func(*delegate.Response) {
 	v, ok := g.inflight.Load(r)

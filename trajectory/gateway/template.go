@@ -10,9 +10,9 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// The conversations a chat template renders for its hash: every role
-// with a tool declaration, call and answer; and, for a template without
-// tools (Llama 3's), plain turns.
+// The conversations a chat template renders for its hash. One has every
+// role with a tool declaration, call and answer. For a template without
+// tools, such as Llama 3's, one has plain turns.
 var (
 	probeTools = []delegate.Tool{{Name: "delegate", Description: "Ask another model.", Parameters: []byte(`{"type":"object","properties":{"question":{"type":"string"}}}`)}}
 	probe      = []delegate.Message{
