@@ -12,7 +12,7 @@ import (
 )
 
 // rewardConfig parses a config whose two models a decompose rollout
-// calls, without its line drop ("": none) and with extra appended.
+// calls. It leaves out the line drop, unless "", and appends extra.
 func rewardConfig(t *testing.T, drop, extra string) (*Config, error) {
 	t.Helper()
 	doc := `models:
@@ -35,8 +35,8 @@ roles:
 }
 
 // TestProcessRewardFromConfig checks that the config's reward section
-// selects and tunes the reward, that --reward overrides its kind, and the
-// rewards' values on one outcome, worked by hand.
+// selects and tunes the reward, and --reward overrides its kind. It checks
+// the rewards' values on one outcome, worked by hand.
 func TestProcessRewardFromConfig(t *testing.T) {
 	right := true
 	o := reward.Outcome{FormatOK: true, Correct: &right, Cost: 0.004, Tokens: 1000, Calls: 3,
@@ -87,9 +87,9 @@ func TestProcessRewardFromConfig(t *testing.T) {
 	}
 }
 
-// TestProcessRewardConfigErrors checks that a cost-aware reward's settings
-// and prices are refused, naming the config key, and the flags that do
-// not apply to it.
+// TestProcessRewardConfigErrors checks what a cost-aware reward refuses.
+// Bad settings and prices are refused naming the config key, and so are
+// the flags that do not apply to it.
 func TestProcessRewardConfigErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -125,8 +125,8 @@ func TestProcessRewardConfigErrors(t *testing.T) {
 }
 
 // TestProcessPerCallRewardEndToEnd runs process with the config's per_call
-// reward over HTTP: every rollout's reward is its correctness minus its
-// calls at the config's fees, read back from the artifacts.
+// reward over HTTP. Every rollout's reward, read back from the artifacts,
+// must be its correctness minus its calls at the config's fees.
 func TestProcessPerCallRewardEndToEnd(t *testing.T) {
 	srv := newGraderServer(t)
 	path := writeTestConfig(t, srv.URL)
