@@ -120,11 +120,11 @@ type ModelConfig struct {
 	// SystemPrompt is the system message `delegate serve` sends when a
 	// request has none. It is the prompt the model was trained with.
 	SystemPrompt string `yaml:"system_prompt"`
-	// Follow is a trainer's checkpoint directory that a local model
-	// follows, such as delegate train's OUT/checkpoint. The model starts on
+	// Follow is a trainer's checkpoint directory that a local model follows,
+	// such as delegate train's OUT/checkpoint. The model starts on
 	// Checkpoint. Every FollowEvery, default 2s, it loads the trainer's
-	// newest step when there is one, without dropping calls in flight; every response
-	// says which step produced it. Relative to the config file.
+	// newest step when there is one, without dropping calls in flight; every
+	// response says which step produced it. Relative to the config file.
 	Follow      string        `yaml:"follow"`
 	FollowEvery time.Duration `yaml:"follow_every"`
 }
@@ -229,8 +229,9 @@ func shippedList() string {
 }
 
 // checkCheckpointDir checks that dir looks like an nn checkpoint, without
-// loading the weights. It must hold a config.json that is a JSON object. Loading it (config check, or any command that opens
-// the model) checks the rest.
+// loading the weights. It must hold a config.json that is a JSON object.
+// Loading it (config check, or any command that opens the model) checks the
+// rest.
 func checkCheckpointDir(dir string) error {
 	st, err := os.Stat(dir)
 	if errors.Is(err, os.ErrNotExist) {

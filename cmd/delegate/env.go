@@ -102,7 +102,8 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 		return err
 	}
 	defer srv.Close()
-	// Basic: OpenEnv's Python client sends credentials only from its URL's user information.
+	// Basic: OpenEnv's Python client sends credentials only from its URL's
+	// user information.
 	h := edge.Config{Token: f.token, Basic: true, Open: []string{"/health"}, Realm: "delegate env", Refuse: func(w http.ResponseWriter, rf edge.Refusal) {
 		openenv.WriteDetail(w, rf.Status, rf.Message)
 	}}.Handler(srv)

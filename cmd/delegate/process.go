@@ -459,10 +459,10 @@ func newScorer(f processFlags, lambdaSet bool, cfg *Config) (*rollout.RewardScor
 	return sc, desc, nil
 }
 
-// costReward checks that cfg prices every model strategy name calls, for
-// the cost-aware reward rc selects. It rekeys per_call's fees from the
-// config's model names to the names the traces record. A price is never assumed: a model without one written
-// in the config is an error naming the key to set.
+// costReward checks that cfg prices every model strategy name calls, for the
+// cost-aware reward rc selects. It rekeys per_call's fees from the config's
+// model names to the names the traces record. A price is never assumed: a
+// model without one written in the config is an error naming the key to set.
 func costReward(rc *reward.Config, cfg *Config, name string) error {
 	if cfg == nil {
 		return fmt.Errorf("reward %s needs a config that prices its models", rc.Kind)
@@ -545,11 +545,11 @@ func trainedStages(c *strategy.Config, name string) []*strategy.Generation {
 }
 
 // fingerprint describes, as canonical JSON, what decides the rollouts'
-// content. The dataset and the flags rollout checks itself are left out.
-// It covers the models, the roles, the strategy config, the judge and the
+// content. The dataset and the flags rollout checks itself are left out. It
+// covers the models, the roles, the strategy config, the judge and the
 // reward. A model's transport is left out: address, timeouts, retries and
-// limits may change between a run and its resume. A resume under other settings is refused
-// naming each key that differs.
+// limits may change between a run and its resume. A resume under other
+// settings is refused naming each key that differs.
 func fingerprint(cfg *Config, jcfg judge.Config, rewardDesc string, logprobs bool) (string, error) {
 	type model struct {
 		Kind, Model, Checkpoint string

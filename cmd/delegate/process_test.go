@@ -583,7 +583,8 @@ func TestProcessLogprobs(t *testing.T) {
 			if delegator != 2*2*2 || other != 2 {
 				t.Errorf("delegator requests %d, baseline requests %d; want 8 and 2", delegator, other)
 			}
-			// The scripted backend returns no token ids: every sequence says so.
+			// The scripted backend returns no token ids: every sequence says
+			// so.
 			groups := readOutputs(t, dir).groups
 			if len(groups) != 2 {
 				t.Fatalf("%d groups written, want 2", len(groups))

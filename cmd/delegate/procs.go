@@ -234,11 +234,12 @@ func (t *topology) children(dir, apiAddr, serveAddr string, secrets []string) []
 	return out
 }
 
-// run starts the topology under dir and supervises it. It returns nil
-// once the trainer has taken its steps. It stops early when ctx ends or a
-// child dies more often than the supervisor restarts it. Every child is stopped before it returns,
-// in the order that lets each leave cleanly: the environments (which
-// tell the API they go), then the trainer, then the server and the API.
+// run starts the topology under dir and supervises it. It returns nil once
+// the trainer has taken its steps. It stops early when ctx ends or a child
+// dies more often than the supervisor restarts it. Every child is stopped
+// before it returns, in the order that lets each leave cleanly: the
+// environments (which tell the API they go), then the trainer, then the
+// server and the API.
 func (t *topology) run(ctx context.Context, dir string) error {
 	children, apiAddr, serveAddr, err := t.prepare(dir)
 	if err != nil {

@@ -150,14 +150,15 @@ func topologyArgs(out string, steps int) []string {
 }
 
 // TestTrainProcessesSurvivesKills runs `delegate train --processes 2`. It
-// SIGKILLs each kind of child once, at a random moment after a given
-// trainer step: the API, the policy server, an environment, the trainer. The supervisor restarts each; the run takes all its steps and
-// prints the table. Afterwards the API's own record of the batch of every
-// step (GET /batch?step=N on the same store) shows each group handed to
-// the trainer at most once, every one a group an environment wrote, and
-// every group an environment recorded as pushed either trained or still
-// queued; the trainer's metrics have each step once, and the restarted
-// trainer went on from its checkpoint.
+// SIGKILLs each kind of child once, at a random moment after a given trainer
+// step: the API, the policy server, an environment, the trainer. The
+// supervisor restarts each; the run takes all its steps and prints the table.
+// Afterwards the API's own record of the batch of every step (GET
+// /batch?step=N on the same store) shows each group handed to the trainer at
+// most once, every one a group an environment wrote, and every group an
+// environment recorded as pushed either trained or still queued; the
+// trainer's metrics have each step once, and the restarted trainer went on
+// from its checkpoint.
 func TestTrainProcessesSurvivesKills(t *testing.T) {
 	endToEnd(t)
 	const steps = 8

@@ -25,7 +25,8 @@ func isTerminal(w io.Writer) bool {
 
 // logSink is the writer of the command's log, such as a retried call's
 // warning. It is stderr, or while progress bars are drawn their container.
-// The container prints each record on its own line above the bars. Safe for concurrent use.
+// The container prints each record on its own line above the bars. Safe for
+// concurrent use.
 type logSink struct {
 	mu   sync.Mutex
 	base io.Writer

@@ -60,7 +60,8 @@ func TestProcessRewardFromConfig(t *testing.T) {
 		// 1 - 0.5·(20s/40s) + 0.3·(1 - 3/5)
 		{"critical path", "reward:\n  kind: critical_path\n  critical_path: {latency_weight: 0.5, latency_scale: 40s, bonus: 0.3, anneal_steps: 10}\n",
 			processFlags{reward: rewardGraded}, 0.87, "critical_path reward"},
-		// fees by config name, charged by the traced name: 1 - 1·(2·0.002 + 3·0.0005)/0.01
+		// fees by config name, charged by the traced name: 1 - 1·(2·0.002 +
+		// 3·0.0005)/0.01
 		{"per call", "reward:\n  kind: per_call\n  per_call: {fees: {big: 0.002, small: 0.0005}, lambda: 1, cost_scale: 0.01}\n",
 			processFlags{reward: rewardGraded}, 0.45, "per_call reward"},
 		// --reward overrides the config's kind.

@@ -95,8 +95,8 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 }
 
 // wrap applies the preset to a remote model. Under PresetWorld, requests
-// offering the delegate tool offer transcript.Tool instead, the
-// declaration the world's models were trained on. Local models take it as configuration
+// offering the delegate tool offer transcript.Tool instead, the declaration
+// the world's models were trained on. Local models take it as configuration
 // (localTools).
 func (c *Config) wrap(m delegate.Model) delegate.Model {
 	if c.Preset == PresetWorld {

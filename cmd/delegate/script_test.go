@@ -104,7 +104,8 @@ func TestScripts(t *testing.T) {
 			env.Setenv("STANDIN_ADDR", standinAddr)
 			env.Setenv("SERVE_ADDR", serveAddr)
 			env.Setenv("API_ADDR", apiAddr)
-			// The README's stand-in runs on 127.0.0.1:18080; here on a free port.
+			// The README's stand-in runs on 127.0.0.1:18080; here on a free
+			// port.
 			if err := copyTree(env.WorkDir, "examples", func(b []byte) []byte {
 				return []byte(strings.ReplaceAll(string(b), "127.0.0.1:18080", standinAddr))
 			}); err != nil {
