@@ -68,9 +68,9 @@ type Config struct {
 	// learns the coverage's selective policy.
 	Coverage world.Coverage `json:"coverage,omitzero"`
 	// Solver and Delegator are nn checkpoint directories: the frozen
-	// sub-agent and the policy's starting weights. "" means the shipped
-	// model embedded in the binary (package models). That is the solver,
-	// and the router, or under ModeDecompose the planner. Solver may name another
+	// sub-agent and the policy's starting weights. "" means the shipped model
+	// embedded in the binary (package models). That is the solver, and the
+	// router, or under ModeDecompose the planner. Solver may name another
 	// shipped model as "shipped:NAME" (the digits world's solver).
 	Solver    string `json:"solver"`
 	Delegator string `json:"delegator"`

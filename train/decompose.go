@@ -298,9 +298,10 @@ func (r *runner) decomposeFinal(ctx context.Context, arms []bench.Arm, tab *Tabl
 	return arms, tab, nil
 }
 
-// penalize adds penalty to the reward of each item of tab that failed.
-// Such an item ended without a proper answer, at a stage in stages.
-// Training's reward does the same (versusGraded). It recomputes the rows' means and intervals.
+// penalize adds penalty to the reward of each item of tab that failed. Such
+// an item ended without a proper answer, at a stage in stages. Training's
+// reward does the same (versusGraded). It recomputes the rows' means and
+// intervals.
 func penalize(tab *Table, stages map[[2]string]reward.Stage, tasks []delegate.Task, penalty float64) {
 	if penalty == 0 {
 		return
@@ -427,16 +428,16 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// decomposeAcceptance decides a decompose run's criteria. Each is paired
-// on the shared items. The RL-trained delegator's reward under decompose
-// beats the pretrained delegator's under decompose, the best fixed plan's
-// (chosen on training items, Table.BestRule), every fixed plan's, random
-// planning's at its rate, and the delegator alone's (the single-agent
-// baseline: the graded reward against it is above 0) by the paired
-// bootstrap 95% interval of the mean difference; and its accuracy is not
-// lower than the delegator alone's nor the pretrained delegator's under
-// decompose (McNemar's test, exact below 25 discordant items, does not
-// find it less accurate at p < 0.05). A criterion whose arms are missing is not met.
+// decomposeAcceptance decides a decompose run's criteria. Each is paired on
+// the shared items. The RL-trained delegator's reward under decompose beats
+// the pretrained delegator's under decompose, the best fixed plan's (chosen
+// on training items, Table.BestRule), every fixed plan's, random planning's
+// at its rate, and the delegator alone's (the single-agent baseline: the
+// graded reward against it is above 0) by the paired bootstrap 95% interval
+// of the mean difference; and its accuracy is not lower than the delegator
+// alone's nor the pretrained delegator's under decompose (McNemar's test,
+// exact below 25 discordant items, does not find it less accurate at p <
+// 0.05). A criterion whose arms are missing is not met.
 func decomposeAcceptance(t *Table) []Check {
 	out := t.beatsEach(ArmTrainedPlan, "no best fixed plan was chosen", []baseArm{
 		{"RL-trained reward beats the pretrained delegator under decompose" + paired, ArmPretrainedPlan},

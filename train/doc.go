@@ -60,20 +60,19 @@
 //
 // # Several policies
 //
-// Config.Train chooses what a route run trains: the delegator (the
-// default), the solver, or both. Every call to the solver is a sample of
-// its own (a delegation starts a new sample) and the delegator's turns
-// are another; each trained policy gets its own groups of the step's
-// rollouts (the same rollouts, rewards and advantages) and its own
-// rl.Trainer (the solver's in OutDir/SolverDir), all stepping in
-// lockstep (rl.Lockstep) on one rollout pass per step. A trained policy
-// samples at the trainer's temperature with logprobs (its agent's
-// delegate.Sampler, the solver seeded apart from the delegator); an
-// untrained one plays as in the table (the pretrained delegator at
-// EvalTemperature, the solver greedy). The table adds the pretrained delegator with the trained
-// solver and, with both, the two trained together, and SolverAcceptance's
-// paired checks: a trained solver beats the pretrained one under the
-// same delegator.
+// Config.Train chooses what a route run trains: the delegator (the default),
+// the solver, or both. Every call to the solver is a sample of its own (a
+// delegation starts a new sample) and the delegator's turns are another; each
+// trained policy gets its own groups of the step's rollouts (the same
+// rollouts, rewards and advantages) and its own rl.Trainer (the solver's in
+// OutDir/SolverDir), all stepping in lockstep (rl.Lockstep) on one rollout
+// pass per step. A trained policy samples at the trainer's temperature with
+// logprobs (its agent's delegate.Sampler, the solver seeded apart from the
+// delegator); an untrained one plays as in the table (the pretrained
+// delegator at EvalTemperature, the solver greedy). The table adds the
+// pretrained delegator with the trained solver and, with both, the two
+// trained together, and SolverAcceptance's paired checks: a trained solver
+// beats the pretrained one under the same delegator.
 //
 // # Roles
 //

@@ -11,10 +11,11 @@ import (
 	"github.com/delegatelab/delegate/nn"
 )
 
-// The trace roles of every arm and rollout. Tokens, calls and prices line
-// up across arms whatever the strategy. The delegator in the main seat
-// (route's strong, single's single, lead's leader) is RoleDelegator; the sub-agents (route's weak, lead's peers) are
-// RoleSubagent; the solver answering a whole problem alone is RoleSolver.
+// The trace roles of every arm and rollout. Tokens, calls and prices line up
+// across arms whatever the strategy. The delegator in the main seat (route's
+// strong, single's single, lead's leader) is RoleDelegator; the sub-agents
+// (route's weak, lead's peers) are RoleSubagent; the solver answering a whole
+// problem alone is RoleSolver.
 const (
 	RoleDelegator = "delegator"
 	RoleSubagent  = "subagent"

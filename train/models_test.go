@@ -18,8 +18,9 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
-// calculator answers a bare question "x op y" exactly and counts its
-// calls. The first time it is asked slip, it answers one too large. Safe for concurrent use.
+// calculator answers a bare question "x op y" exactly and counts its calls.
+// The first time it is asked slip, it answers one too large. Safe for
+// concurrent use.
 type calculator struct {
 	slip    string
 	slipped atomic.Bool
@@ -352,8 +353,9 @@ func TestScratchPeer(t *testing.T) {
 }
 
 // A trained seat's model is one wrapper deep. Its agent's Sampler, which
-// Recorder.Call applies, samples it as the policy: temperature, token cap
-// and a seed per call in order. The conversation calls the model itself. An untrained seat has no Sampler.
+// Recorder.Call applies, samples it as the policy: temperature, token cap and
+// a seed per call in order. The conversation calls the model itself. An
+// untrained seat has no Sampler.
 func TestSeatAgentsSampleTheTrainedSeat(t *testing.T) {
 	var got []*delegate.Request
 	m := modeltest.New("policy", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {

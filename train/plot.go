@@ -55,9 +55,10 @@ func movingMean(xys plotter.XYs, window int) plotter.XYs {
 	return out
 }
 
-// WritePlots plots the metrics log in dir (rl.MetricsFile) over the RL
-// steps. It writes each plot as PNG and SVG in dir: reward, accuracy,
-// delegator tokens, delegation rate, and that rate per kind of step. It returns the files written; none when there is no log.
+// WritePlots plots the metrics log in dir (rl.MetricsFile) over the RL steps.
+// It writes each plot as PNG and SVG in dir: reward, accuracy, delegator
+// tokens, delegation rate, and that rate per kind of step. It returns the
+// files written; none when there is no log.
 func WritePlots(dir string) ([]string, error) {
 	f, err := os.Open(filepath.Join(dir, rl.MetricsFile))
 	if errors.Is(err, os.ErrNotExist) {

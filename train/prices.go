@@ -14,10 +14,10 @@ type PriceCase struct {
 	Prices world.Prices
 }
 
-// PriceCases are the price tables of the sensitivity check, from base.
-// They are base itself, each model's output priced as its input, the
-// solver priced as the delegator, and no discount for cached input. The cached tokens
-// are those the run counted (Config.CacheMinTokens).
+// PriceCases are the price tables of the sensitivity check, from base. They
+// are base itself, each model's output priced as its input, the solver priced
+// as the delegator, and no discount for cached input. The cached tokens are
+// those the run counted (Config.CacheMinTokens).
 func PriceCases(base world.Prices) []PriceCase {
 	flat := base
 	flat.Delegator.Output, flat.Solver.Output = flat.Delegator.Input, flat.Solver.Input
@@ -58,11 +58,11 @@ func repriced(r *Row, p world.Prices) (cost, perCorrect float64) {
 	return cost, perCorrect
 }
 
-// PriceSensitivity writes, per case, the cost per item of the arms, with
-// rows matched as by Row. It adds the trained arm's saving in cost of
-// pass against the cheapest baseline per correct answer. Then it gives
-// the saving against the first baseline alone. Arms without a row are left out. It is
-// computed from the stored items alone.
+// PriceSensitivity writes, per case, the cost per item of the arms, with rows
+// matched as by Row. It adds the trained arm's saving in cost of pass against
+// the cheapest baseline per correct answer. Then it gives the saving against
+// the first baseline alone. Arms without a row are left out. It is computed
+// from the stored items alone.
 func (t *Table) PriceSensitivity(cases []PriceCase, arms []string, trained string, baselines []string) string {
 	var rows []*Row
 	for _, a := range arms {

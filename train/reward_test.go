@@ -14,8 +14,8 @@ import (
 )
 
 // criticalPathFormula is reward.CriticalPath's reward written out. It is q
-// less the critical path's latency, plus the annealed bonus times the
-// share of calls off the critical path; after a format failure the penalty takes
+// less the critical path's latency, plus the annealed bonus times the share
+// of calls off the critical path; after a format failure the penalty takes
 // q's place and no bonus is paid.
 func criticalPathFormula(c reward.CriticalPath, o reward.Outcome) float64 {
 	q := 0.0

@@ -265,11 +265,11 @@ func (r *runner) chooseKeywordRule(ctx context.Context) (scripted.KeywordRule, e
 	return best, nil
 }
 
-// designCut is the cost cut per item of the world's optimal policy,
-// against solving alone. The policy is the coverage's selective one,
-// world.Selective in the default world. The cut is computed on the
-// held-out problems' transcripts (transcript.Measure) at the run's prices.
-// It is what the world's design allows, beside the measured cut. Earlier turns count as
+// designCut is the cost cut per item of the world's optimal policy, against
+// solving alone. The policy is the coverage's selective one, world.Selective
+// in the default world. The cut is computed on the held-out problems'
+// transcripts (transcript.Measure) at the run's prices. It is what the
+// world's design allows, beside the measured cut. Earlier turns count as
 // cached only with Config.CacheMinTokens 0, as the problems' prompts are
 // shorter than any real API's cache minimum.
 func (r *runner) designCut() float64 {

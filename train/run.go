@@ -97,13 +97,13 @@ type Result struct {
 }
 
 // Run trains the policies Config.Train names from cfg's checkpoints. Under
-// MLPO it trains the leader. It evaluates every arm of the table on
-// held-out items: first the baselines, then training until RL.Steps or
-// TrainTime, then the trained policies. Everything lands in cfg.OutDir as
-// it is done, so a run interrupted at any point resumes there: finished evaluation items
-// are not run again, and training goes on from its last checkpoint with
-// what is left of TrainTime. When ctx ends, Run returns its error after
-// saving what it finished.
+// MLPO it trains the leader. It evaluates every arm of the table on held-out
+// items: first the baselines, then training until RL.Steps or TrainTime, then
+// the trained policies. Everything lands in cfg.OutDir as it is done, so a
+// run interrupted at any point resumes there: finished evaluation items are
+// not run again, and training goes on from its last checkpoint with what is
+// left of TrainTime. When ctx ends, Run returns its error after saving what
+// it finished.
 func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -782,12 +782,12 @@ func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func
 // Scorer scores a world rollout in training, as `process --reward world`
 // does. It is rollout.RewardScorer with the world's settings. The final
 // answer is verified against the problem's (world.ParseAnswer), with no
-// baseline. g rewards the correctness and the bill: the tokens
-// RoleDelegator generated and the calls of every other role. An answer the strategy
-// reports a failure for (a reply not in the protocol's format, max
-// turns) is never verified: it is wrong even when its number is right, or
-// RL learns to drop the format; with a format penalty of 0, as the
-// world's reward has, its reward is a wrong answer's.
+// baseline. g rewards the correctness and the bill: the tokens RoleDelegator
+// generated and the calls of every other role. An answer the strategy reports
+// a failure for (a reply not in the protocol's format, max turns) is never
+// verified: it is wrong even when its number is right, or RL learns to drop
+// the format; with a format penalty of 0, as the world's reward has, its
+// reward is a wrong answer's.
 func Scorer(g reward.Graded) *rollout.RewardScorer {
 	return &rollout.RewardScorer{
 		Verify:          world.Verify,

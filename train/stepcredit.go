@@ -11,15 +11,15 @@ import (
 
 // stepScorer is the scorer of reward.CreditStep. It is the world's reward,
 // less 1 for each wrong answer the rollout took from the solver. The one a
-// wrong final answer already pays for is not charged again. The task's reward pays 1 for a
-// wrong answer however many delegated steps made it wrong, so a rollout
-// that hands over two products the solver gets wrong scores as one that
-// hands over one: the second decision goes unpunished, and a right one
-// beside a wrong one goes unrewarded. Charging each wrong answer makes
-// the reward the sum of the steps' exact values, each delegated step
-// judged by the world on its own (world.ParseExpr, world.Correct). It
-// equals the task's reward on every rollout with at most one wrong answer
-// from the solver, so the optimal policy is the same.
+// wrong final answer already pays for is not charged again. The task's reward
+// pays 1 for a wrong answer however many delegated steps made it wrong, so a
+// rollout that hands over two products the solver gets wrong scores as one
+// that hands over one: the second decision goes unpunished, and a right one
+// beside a wrong one goes unrewarded. Charging each wrong answer makes the
+// reward the sum of the steps' exact values, each delegated step judged by
+// the world on its own (world.ParseExpr, world.Correct). It equals the task's
+// reward on every rollout with at most one wrong answer from the solver, so
+// the optimal policy is the same.
 type stepScorer struct{ base *rollout.RewardScorer }
 
 // At is a copy that scores rollouts sampled for trainer step step.
