@@ -11,16 +11,15 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
-// Planner is a decompose policy run by a program in the delegator's seat.
-// Its plan turn hands the solver the ready steps (world.Step.Ready) that
-// its Decider picks, in the exact format of transcript.Decompose. That
-// means at least one subtask, the first ready step when the Decider picks
-// none, and at most transcript.MaxSubtasks. The aggregation turn writes
-// the scratchpads of every other step, then "Final Output: N". The
-// solver's answers, right or wrong, stand for the steps handed over. Like Delegator it
-// measures the policy, not a model executing it, and counts usage and
-// returns token ids as a local model does. Safe for concurrent use when
-// its Decider is.
+// Planner is a decompose policy run by a program in the delegator's seat. Its
+// plan turn hands the solver the ready steps (world.Step.Ready) that its
+// Decider picks, in the exact format of transcript.Decompose. That means at
+// least one subtask, the first ready step when the Decider picks none, and at
+// most transcript.MaxSubtasks. The aggregation turn writes the scratchpads of
+// every other step, then "Final Output: N". The solver's answers, right or
+// wrong, stand for the steps handed over. Like Delegator it measures the
+// policy, not a model executing it, and counts usage and returns token ids as
+// a local model does. Safe for concurrent use when its Decider is.
 type Planner struct{ program }
 
 // NewPlanner returns the program named name that runs decide on problems.

@@ -35,12 +35,12 @@ func FromPolicy(pol world.Policy) Decider {
 	return func(_ context.Context, p *world.Problem, i int, _, _ int64) (bool, error) { return pol(p, i), nil }
 }
 
-// Oracle is the upper bound of routing: per step, the cheaper choice that
-// is right. It delegates a step worth delegating (world.WorthDelegating) exactly
+// Oracle is the upper bound of routing: per step, the cheaper choice that is
+// right. It delegates a step worth delegating (world.WorthDelegating) exactly
 // when the solver answers it right, which it learns by asking the solver
 // first, greedily, under route's prompts (asked once per question, not
-// billed); every other step it computes, never wrong. The solver must
-// answer the same question the same way each time (greedy).
+// billed); every other step it computes, never wrong. The solver must answer
+// the same question the same way each time (greedy).
 func Oracle(solver delegate.Model) Decider {
 	var mu sync.Mutex
 	right := map[string]bool{}
