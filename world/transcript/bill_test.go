@@ -12,8 +12,9 @@ func TestTranscriptUsage(t *testing.T) {
 		delegate.System("ab"), delegate.User("c"), delegate.Assistant("de"),
 		delegate.ToolResult("x", "f"), delegate.Assistant("g"),
 	}}
-	// <s> <|system|>ab<|end|> <|user|>c<|end|> | <|assistant|>de<|end|> <|tool|>f<|end|> | <|assistant|>g<|end|>
-	// call 1: prompt 1+4+3+1 = 9, completion 3; call 2: prompt 9+3+3+1 = 16, completion 2, cached 12.
+	// <s> <|system|>ab<|end|> <|user|>c<|end|> | <|assistant|>de<|end|>
+	// <|tool|>f<|end|> | <|assistant|>g<|end|> call 1: prompt 1+4+3+1 = 9,
+	// completion 3; call 2: prompt 9+3+3+1 = 16, completion 2, cached 12.
 	u, calls := tr.Usage(false)
 	want := delegate.Usage{PromptTokens: 25, CompletionTokens: 5, CachedTokens: 12}
 	if u != want || calls != 2 {

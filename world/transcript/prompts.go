@@ -55,10 +55,11 @@ var Tool = delegate.Tool{Name: strategy.DelegateToolName}
 
 // CompactTools wraps m so that requests offering strategy's delegate tool
 // offer Tool instead. Other tools and the rest of the request pass on
-// unchanged, and the caller's request is not modified. It is for a server
-// of the local models, as delegate serve and run use under the world
-// preset, whose clients declare the tool their own way; strategies built from StrategyConfig declare Tool themselves. The
-// wrapper is safe for concurrent use when m is.
+// unchanged, and the caller's request is not modified. It is for a server of
+// the local models, as delegate serve and run use under the world preset,
+// whose clients declare the tool their own way; strategies built from
+// StrategyConfig declare Tool themselves. The wrapper is safe for concurrent
+// use when m is.
 func CompactTools(m delegate.Model) delegate.Model { return compactTools{m} }
 
 type compactTools struct{ delegate.Model }

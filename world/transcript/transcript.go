@@ -101,8 +101,8 @@ func subagentTranscript(s world.Step) Transcript {
 	return Transcript{Kind: KindSubagent, Messages: append(msgs, delegate.Assistant(solverText(s.Op, s.X.Value, s.Y.Value)))}
 }
 
-// SolverTranscripts are the solver's training conversations from a set
-// of problems: one per step inside world.SolverCovers. Steps outside it are left
+// SolverTranscripts are the solver's training conversations from a set of
+// problems: one per step inside world.SolverCovers. Steps outside it are left
 // out on purpose (see world.SolverCovers).
 func SolverTranscripts(problems []*world.Problem) []Transcript {
 	var out []Transcript
@@ -165,12 +165,12 @@ func RouteResult(reply string) string {
 }
 
 // Route is the delegator solving p under the route strategy with a policy.
-// Each turn writes the scratchpads of every step it can compute now
-// (operands known, not delegated), then calls delegate for every step it
-// hands over whose operands are known; the solver's answers (RouteResult)
-// come back as tool results in call order, and the next turn goes on from
-// there. The last turn ends with \boxed{answer}. The solver's answers are always
-// right here: transcripts teach the protocol, not the solver's errors.
+// Each turn writes the scratchpads of every step it can compute now (operands
+// known, not delegated), then calls delegate for every step it hands over
+// whose operands are known; the solver's answers (RouteResult) come back as
+// tool results in call order, and the next turn goes on from there. The last
+// turn ends with \boxed{answer}. The solver's answers are always right here:
+// transcripts teach the protocol, not the solver's errors.
 func Route(p *world.Problem, pol world.Policy) Episode {
 	ep := Episode{Problem: p, Protocol: strategy.NameRoute, Delegated: decide(p, pol)}
 	msgs := RouteMessages(p.Text)
