@@ -82,9 +82,10 @@ type Config struct {
 	// reference: 1 if right, else 0. World problems use world.Verify.
 	// Nil: a reward must be given.
 	Verify delegate.Verifier
-	// Sink, when set, is sent every committed group record in file order.
-	// It is a trajectory API, fed as `delegate process --push` feeds it. A session starts only once Sink.Wait returns: the trainer's
-	// queue has room. Nil: records are only written.
+	// Sink, when set, is sent every committed group record in file order. It
+	// is a trajectory API, fed as `delegate process --push` feeds it. A
+	// session starts only once Sink.Wait returns: the trainer's queue has
+	// room. Nil: records are only written.
 	Sink rollout.Sink
 	// SinkWait bounds how long POST /sessions waits for Sink.Wait before
 	// it answers 503 with Retry-After. Default 10 seconds; 0 answers at
@@ -166,10 +167,9 @@ type Gateway struct {
 	pushed   atomic.Int64
 }
 
-// Open starts a gateway over models. It opens the store in cfg.Dir and
-// marks the sessions it finds open as lost. It repairs the group file
-// against the store and takes up finished sessions not yet in a group. log may be
-// nil.
+// Open starts a gateway over models. It opens the store in cfg.Dir and marks
+// the sessions it finds open as lost. It repairs the group file against the
+// store and takes up finished sessions not yet in a group. log may be nil.
 func Open(ctx context.Context, cfg Config, log *slog.Logger, models ...delegate.Model) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

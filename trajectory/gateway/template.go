@@ -33,10 +33,10 @@ var (
 
 // TemplateHash is the hash of a chat template as it behaves. It is the
 // SHA-256 of the ids render gives a fixed conversation, with the generation
-// prompt. The conversation has every role and a tool call, or plain turns
-// for a template that renders no tools. Two templates that tokenize it alike share a
-// hash; a trainer compares it with its own to know that it may trust the
-// recorded ids.
+// prompt. The conversation has every role and a tool call, or plain turns for
+// a template that renders no tools. Two templates that tokenize it alike
+// share a hash; a trainer compares it with its own to know that it may trust
+// the recorded ids.
 func TemplateHash(render func(msgs []delegate.Message, tools []delegate.Tool) ([]int, error)) (string, error) {
 	ids, err := render(probe, probeTools)
 	kind := "tools"
