@@ -153,9 +153,9 @@ func grabExact(q []queued, batchSize int) []int {
 type packItem struct{ idx, size int }
 
 // grabWithMinimums picks a batch honouring each connected environment's
-// min_batch_allocation. First it takes each such environment's packs up
-// to its minimum, scaled down when the minimums exceed the batch. Then it
-// takes packs of any environment in queue order. Without minimums it is grabExact.
+// min_batch_allocation. First it takes each such environment's packs up to
+// its minimum, scaled down when the minimums exceed the batch. Then it takes
+// packs of any environment in queue order. Without minimums it is grabExact.
 func grabWithMinimums(q []queued, batchSize int, envs []envRecord) []int {
 	if len(q) == 0 {
 		return nil

@@ -197,10 +197,10 @@ type TrainerClient struct {
 	Last int
 	// Poll is the wait between polls when no batch is ready. Default 1s.
 	Poll time.Duration
-	// Wait, when positive, asks the server to hold each GET /batch until
-	// the batch is ready, for up to Wait. This is delegate's wait=S. The
-	// batch comes as soon as it is ready, with no poll interval. A server that answers
-	// at once anyway (Atropos's) is polled every Poll as without it.
+	// Wait, when positive, asks the server to hold each GET /batch until the
+	// batch is ready, for up to Wait. This is delegate's wait=S. The batch
+	// comes as soon as it is ready, with no poll interval. A server that
+	// answers at once anyway (Atropos's) is polled every Poll as without it.
 	Wait time.Duration
 
 	lastSize int // bytes of the last batch answer: the next one's likely size

@@ -83,9 +83,9 @@ func (h *holder) may() bool {
 }
 
 // wait waits until ch closes, time is up, the server shuts down or the
-// request ends. Its concurrency slot is given back meanwhile. It reports false when the request ended (nothing is to be
-// written then); once its time is up or the server shuts down, may says
-// it waits no more.
+// request ends. Its concurrency slot is given back meanwhile. It reports
+// false when the request ended (nothing is to be written then); once its time
+// is up or the server shuts down, may says it waits no more.
 func (h *holder) wait(ch <-chan struct{}) bool {
 	<-h.s.sem
 	timedOut := false

@@ -91,10 +91,10 @@ func TestBatchWaitEndsEmptyAfterItsBound(t *testing.T) {
 	})
 }
 
-// TestStatusEnvAfterStep checks GET /status-env?after_step=N&wait=S. It
-// is held until the trainer asks for the batch after step N+1's, having
-// finished N+1, then says so; with the trainer past N already it answers at once;
-// with nothing new it answers after S with the status then.
+// TestStatusEnvAfterStep checks GET /status-env?after_step=N&wait=S. It is
+// held until the trainer asks for the batch after step N+1's, having finished
+// N+1, then says so; with the trainer past N already it answers at once; with
+// nothing new it answers after S with the status then.
 func TestStatusEnvAfterStep(t *testing.T) {
 	h := startMemory(t, atropos.Config{})
 	startRun(t, h.url, 2, 2)

@@ -19,11 +19,11 @@ const (
 	keySetAdvantageToZero = "set_advantage_to_zero"
 )
 
-// Per-sequence overrides that delegate's environments send beside
-// Atropos's set_advantage_to_zero. They say what the sequence's rollout
-// was scored from. Delegate's trainer reports them in its metrics:
-// accuracy, delegation rate, the means of the numbers. Atropos keeps a sequence's
-// overrides as a free-form object, so other trainers pass them by.
+// Per-sequence overrides that delegate's environments send beside Atropos's
+// set_advantage_to_zero. They say what the sequence's rollout was scored
+// from. Delegate's trainer reports them in its metrics: accuracy, delegation
+// rate, the means of the numbers. Atropos keeps a sequence's overrides as a
+// free-form object, so other trainers pass them by.
 const (
 	OverrideCorrect   = "correct"          // bool: the answer was right; absent: not known
 	OverrideDelegated = "delegated"        // bool: the rollout called a sub-agent
@@ -136,8 +136,8 @@ func parseGroupOverride(over map[string]json.RawMessage, loc []any) (GroupOverri
 }
 
 // SequenceOverride is what delegate reads and writes in one sequence's
-// overrides. It holds Atropos's set_advantage_to_zero and, under the
-// Override keys, what the sequence's rollout was scored from. A nil pointer is a key
+// overrides. It holds Atropos's set_advantage_to_zero and, under the Override
+// keys, what the sequence's rollout was scored from. A nil pointer is a key
 // left out.
 type SequenceOverride struct {
 	SetAdvantageToZero bool

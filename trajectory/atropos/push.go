@@ -41,10 +41,10 @@ type PushConfig struct {
 	SyncPolicy string
 }
 
-// Pusher hands group records to a trajectory API as an Atropos
-// environment does. It registers, waiting for the trainer to start, and
-// paces by GET /status-env. It sends every group to POST /scored_data in
-// Atropos's ScoredData schema. It is the rollout.Sink of process --push and of the
+// Pusher hands group records to a trajectory API as an Atropos environment
+// does. It registers, waiting for the trainer to start, and paces by GET
+// /status-env. It sends every group to POST /scored_data in Atropos's
+// ScoredData schema. It is the rollout.Sink of process --push and of the
 // gateway. Its methods may run concurrently.
 type Pusher struct {
 	env *EnvClient
@@ -290,16 +290,16 @@ func (s *Pusher) Close(ctx context.Context) error {
 
 // ScoredDataOf is a group record in Atropos's ScoredData schema. Each
 // sequence has one entry in tokens, masks, scores, advantages,
-// inference_logprobs, messages and overrides. A mask is -100 where
-// untrained and the token id where trained. Scores are the rollout's
-// reward, and its advantage fills every token. inference_logprobs are 1.0
-// at untrained positions. group_overrides carry the group's identity
-// (group_id, for the API's deduplication), its size, the policy version
-// it was sampled with and what played each role. Each sequence's overrides also say what its rollout was scored
-// from, when the record has it (OverrideCorrect and the others), and
-// which sample of its episode it is (OverrideRole and the others). A
-// sequence without token ids cannot be trained on, and is an error naming
-// the group and why.
+// inference_logprobs, messages and overrides. A mask is -100 where untrained
+// and the token id where trained. Scores are the rollout's reward, and its
+// advantage fills every token. inference_logprobs are 1.0 at untrained
+// positions. group_overrides carry the group's identity (group_id, for the
+// API's deduplication), its size, the policy version it was sampled with and
+// what played each role. Each sequence's overrides also say what its rollout
+// was scored from, when the record has it (OverrideCorrect and the others),
+// and which sample of its episode it is (OverrideRole and the others). A
+// sequence without token ids cannot be trained on, and is an error naming the
+// group and why.
 func ScoredDataOf(g *rollout.GroupRecord) (ScoredData, error) {
 	sd := ScoredData{
 		Tokens: g.Tokens, Masks: g.Masks, Scores: g.Scores, InferenceLogprobs: g.InferenceLogprobs,

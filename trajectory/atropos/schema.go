@@ -569,10 +569,10 @@ func isNull(raw json.RawMessage) bool {
 	return len(t) == 0 || string(t) == "null"
 }
 
-// checkIDs checks the token ids of a compacted, validated list of
-// integers nested up to 3 deep. Each must be at least 0 and below vocab.
-// With ignore set, for masks, -100 (delegate.MaskIgnore) is allowed too. It returns
-// the indices and a message for the first that is not.
+// checkIDs checks the token ids of a compacted, validated list of integers
+// nested up to 3 deep. Each must be at least 0 and below vocab. With ignore
+// set, for masks, -100 (delegate.MaskIgnore) is allowed too. It returns the
+// indices and a message for the first that is not.
 func checkIDs(raw []byte, vocab int64, ignore bool) ([]any, string) {
 	var idx [4]int
 	level := -1

@@ -176,11 +176,12 @@ func groupOf(sd ScoredData, est reward.Estimator, credit string) (rl.Group, erro
 // RoleAdvantages gives each sequence of sd its advantage under credit per
 // role. It runs reward.RoleCredit under est over the samples the sequences
 // say they are (OverrideRole, OverrideQuestion, OverrideSampleCorrect). Each
-// is rewarded by its own result, else by its score, in the group's order. This is the in-process rule when the sequences are an
-// environment's episodes' samples in order, as process --push sends
-// them. In a group marked set_advantage_to_zero (a tie) a sequence
-// without its own result gets 0, as under task credit. A sequence that
-// names no role is an error: the group cannot be credited per role.
+// is rewarded by its own result, else by its score, in the group's order.
+// This is the in-process rule when the sequences are an environment's
+// episodes' samples in order, as process --push sends them. In a group marked
+// set_advantage_to_zero (a tie) a sequence without its own result gets 0, as
+// under task credit. A sequence that names no role is an error: the group
+// cannot be credited per role.
 func RoleAdvantages(sd ScoredData, est reward.Estimator) ([]float64, error) {
 	n := len(sd.Tokens)
 	if len(sd.Scores) != n {
