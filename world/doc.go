@@ -85,13 +85,14 @@
 // a local lookup, and long.
 //
 // The solver (the sub-agent) answers one bare question, "47*28", under the
-// one-line prompt "Compute." and writes tersely (SolverAnswer): the digit
-// and carry pairs of each partial product and of their sum, then \boxed{}:
-// 31 tokens for 47*28, 21 for a sum. It is trained only inside its
-// coverage (SolverCovers, SolverSizes, Coverage; transcript.SolverCorpus): every sum
-// and the products of 2-digit numbers, never a difference. Every "gives away" and every "how
-// many more" step is a difference, outside what it has seen: there it is
-// wrong by design (the shipped solver's figures: models/README.md).
+// one-line prompt "Compute." and writes tersely (SolverAnswer): the digit and
+// carry pairs of each partial product and of their sum, then \boxed{}: 31
+// tokens for 47*28, 21 for a sum. It is trained only inside its coverage
+// (SolverCovers, SolverSizes, Coverage; transcript.SolverCorpus): every sum
+// and the products of 2-digit numbers, never a difference. Every "gives away"
+// and every "how many more" step is a difference, outside what it has seen:
+// there it is wrong by design (the shipped solver's figures:
+// models/README.md).
 //
 // A delegate call costs the delegator 31 generated tokens (the compact
 // call, byte by byte) plus μ. So delegating a product saves 130 delegator

@@ -532,9 +532,9 @@ func (g *Generator) distractor(item, name string) string {
 }
 
 // Distinct estimates how many distinct problems a config can generate. It
-// uses capture-recapture over two independent samples of n: with m
-// problems in both, about n*n/m exist. With no overlap it returns a lower bound,
-// n*n, and ok false.
+// uses capture-recapture over two independent samples of n: with m problems
+// in both, about n*n/m exist. With no overlap it returns a lower bound, n*n,
+// and ok false.
 func Distinct(cfg Config, seed uint64, n int) (estimate float64, ok bool, err error) {
 	sample := func(s uint64) (map[string]bool, error) {
 		g, err := NewGenerator(cfg, s, Train)

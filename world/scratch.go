@@ -263,13 +263,14 @@ func blockResult(text string) (int64, error) {
 }
 
 // SolverAnswer returns the solver's terse answer to x op y and the result.
-// The answer is lines of digit and carry pairs, least significant first.
-// Then comes the result in \boxed{}, padded to Width digits. A sum or a difference is one line
-// of Width pairs, each the result's digit and the carry (or borrow) out of
-// it. A product writes, per digit of the second factor (least significant
-// first), a line of pairs for the first factor times that digit (the last
-// pair's carry is the partial product's top digit), then, when there are
-// several, a line of Width pairs summing the shifted partial products:
+// The answer is lines of digit and carry pairs, least significant first. Then
+// comes the result in \boxed{}, padded to Width digits. A sum or a difference
+// is one line of Width pairs, each the result's digit and the carry (or
+// borrow) out of it. A product writes, per digit of the second factor (least
+// significant first), a line of pairs for the first factor times that digit
+// (the last pair's carry is the partial product's top digit), then, when
+// there are several, a line of Width pairs summing the shifted partial
+// products:
 //
 //	47*28      ->  6573          47*8: 6 carry 5, 7 carry 3: 376
 //	               4190          47*2: 4 carry 1, 9 carry 0: 94
@@ -361,10 +362,10 @@ func Boxed(v int64) string {
 	return `\boxed{` + strconv.FormatInt(v, 10) + `}`
 }
 
-// CheckLines checks the arithmetic of every digit line of a scratchpad.
-// Digit lines look like "a+b+c=rd", "a-b-c=rd" or "a*b+c=rd". It returns
-// the 1-based number of the first wrong line, or 0 when all are right. Other lines
-// (headers, results, prose) are not judged. It is a diagnostic for a
+// CheckLines checks the arithmetic of every digit line of a scratchpad. Digit
+// lines look like "a+b+c=rd", "a-b-c=rd" or "a*b+c=rd". It returns the
+// 1-based number of the first wrong line, or 0 when all are right. Other
+// lines (headers, results, prose) are not judged. It is a diagnostic for a
 // model's scratchpads: where the first slip happened.
 func CheckLines(text string) int {
 	for n, line := range strings.Split(text, "\n") {
