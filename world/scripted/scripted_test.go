@@ -141,9 +141,8 @@ func TestDelegatorErrors(t *testing.T) {
 	}
 }
 
-// belowSolver is a fake solver right on the products whose first factor
-// is below cut and on everything else, wrong (by one) on the other
-// products.
+// belowSolver is a fake solver, wrong by one on the products whose first
+// factor is not below cut. It is right on everything else.
 func belowSolver(cut int64) modeltest.Func {
 	return func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		op, x, y, err := world.ParseExpr(modeltest.LastUser(req))
