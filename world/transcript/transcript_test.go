@@ -28,9 +28,9 @@ func testProblems(t *testing.T, n int) []*world.Problem {
 	return ps
 }
 
-// replayer answers a strategy's calls with the assistant messages of
-// transcripts, after checking that each request renders as the
-// transcript's tokens up to that message. Safe for concurrent use.
+// replayer answers a strategy's calls with the transcripts' assistant
+// messages. First it checks that each request renders as the transcript's
+// tokens up to that message. Safe for concurrent use.
 type replayer struct {
 	mu sync.Mutex
 	// next counts the assistant messages already replayed per transcript.
@@ -78,8 +78,8 @@ func newReplay(t *testing.T, name string, ts []Transcript) *modeltest.Model {
 }
 
 // checkRun checks a strategy's trace: no failure, the problem's answer,
-// and every call answered by the replay (a mismatching request fails the
-// call and so the run).
+// and every call answered by the replay. A mismatching request fails the
+// call and so the run.
 func checkRun(t *testing.T, s delegate.Strategy, p *world.Problem) {
 	t.Helper()
 	tr, err := s.Run(context.Background(), p.Text, nil)
