@@ -182,9 +182,8 @@ var delegateTool = openai.ChatCompletionFunctionTool(shared.FunctionDefinitionPa
 	Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"question": map[string]any{"type": "string"}}},
 })
 
-// direct calls the model in process with the request the gateway's
-// model got, and returns its prompt ids and its choice's ids and
-// logprobs.
+// direct calls the model in process with the request the gateway's model
+// got. It returns the prompt ids and the choice's ids and logprobs.
 func direct(t *testing.T, m *local.Model, req delegate.Request) (prompt, ids []int, lps []float64) {
 	prompt, ids, lps, _ = directText(t, m, req)
 	return prompt, ids, lps

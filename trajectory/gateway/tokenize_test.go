@@ -18,8 +18,8 @@ import (
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
-// byteTemplate is a chat template of this test: each message as
-// "role:content\n", one id per byte, the answer closed by id 0.
+// byteTemplate is this test's chat template. Each message is
+// "role:content\n", one id per byte, and id 0 closes the answer.
 type byteTemplate struct{}
 
 func (byteTemplate) Prompt(msgs []delegate.Message, _ []delegate.Tool) ([]int, error) {
@@ -43,9 +43,9 @@ func byteIDs(s string) []int {
 	return ids
 }
 
-// fakeBackend answers "42" and gives ids as the user's message asks:
-// "ids" the template's, "none" logprobs without ids, "drift" a prompt
-// the template does not give, "bare" neither ids nor logprobs.
+// fakeBackend answers "42" and gives ids as the user's message asks.
+// "ids" gives the template's, "none" logprobs without ids, "drift" a
+// prompt the template does not give, "bare" neither ids nor logprobs.
 type fakeBackend struct{}
 
 func (fakeBackend) Name() string { return "remote" }
