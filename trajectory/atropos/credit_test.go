@@ -10,9 +10,9 @@ import (
 	"github.com/delegatelab/delegate/rollout"
 )
 
-// creditGroup is a group record of three attempts at one task, each with
-// a lead sample and sub-agent samples: "47*28" asked in every attempt,
-// judged by its own answer; other questions asked once.
+// creditGroup is a group record of three attempts at one task. Each has a
+// lead sample and sub-agent samples. "47*28" is asked in every attempt and
+// judged by its own answer; other questions are asked once.
 func creditGroup(rewards []float64, tied bool) *rollout.GroupRecord {
 	yes, no := true, false
 	samples := [][]delegate.Sample{

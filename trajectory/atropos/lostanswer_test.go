@@ -11,8 +11,8 @@ import (
 )
 
 // lostAnswer is a store whose first publish of each group stores it but
-// fails, as a publish does whose acknowledgement never came back (a
-// JetStream cluster losing a node): the push is retried, and the store
+// fails. So does a publish whose acknowledgement never came back, as when
+// a JetStream cluster loses a node. The push is retried, and the store
 // then reports the group a duplicate.
 type lostAnswer struct {
 	store
