@@ -39,8 +39,8 @@
 // containers: a quantity starts with a product of two 2-digit numbers ("x
 // C of y I") or a plain 2-digit number, then gets or gives away 2-digit
 // amounts; distractors are ages or counts of other items. Config holds the
-// knobs (steps, probability of two parts, of a product start, product
-// sizes, digits of amounts, "times as many" steps, distractors).
+// knobs: steps, the probabilities of two parts and of a product start,
+// product sizes, digits of amounts, "times as many" steps, distractors.
 // DefaultConfig is the world delegate train runs, level 3 of Levels: two
 // quantities, each a product, one of them sometimes followed by an amount,
 // combined by a sum or a difference ("how many in all", "how many more");
@@ -49,11 +49,11 @@
 // world; 4 up to 6 steps, two distractors; 5 one quantity of 1 to 3 steps
 // (a product start in 4 problems of 5), the default world before level 3.
 // Every quantity of a part stays below 5000, so every number the formats
-// write fits Width = 4 digits. Generation is deterministic from a seed;
-// the split is decided by the FNV-1a hash of the text (SplitOf): 90%
-// train, 5% validation, 5% test, disjoint by construction. Distinct
-// estimates how many distinct problems a config can generate (figures:
-// docs/world.md).
+// write fits Width = 4 digits. Generation is deterministic from a seed.
+// The FNV-1a hash of the text decides the split (SplitOf): 90% train, 5%
+// validation, 5% test, disjoint by construction. Distinct estimates how
+// many distinct problems a config can generate; docs/world.md has the
+// figures.
 //
 // # Formats a tiny model can learn
 //
@@ -122,14 +122,13 @@
 // # The digits world
 //
 // In the default world the best policy is readable from a keyword: every
-// product is worth delegating, nothing else is. The digits world (Named
-// "digits") keeps DefaultConfig's problems and swaps the solver: its
-// Coverage (DigitsCoverage) holds the sums and only the products whose
+// product is worth delegating, nothing else is. The digits world, Named
+// "digits", keeps DefaultConfig's problems and swaps the solver. Its
+// Coverage, DigitsCoverage, holds the sums and only the products whose
 // first factor is below 50, which a keyword cannot tell. Its Selective
-// policy delegates those and computes the rest; every rule on positions
+// policy delegates those and computes the rest. Every rule on positions
 // (PositionRule) or on keywords (KindRule, by StepKind) falls short of it
-// by a clear margin, while the threshold rule FirstFactorBelow(50)
-// matches it. The router's pretraining corpus delegates at random, so
+// by a clear margin. The threshold rule FirstFactorBelow(50) matches it. The router's pretraining corpus delegates at random, so
 // the rule on the digits has to come from reward. Figures: docs/world.md.
 //
 // # Prices and reward
@@ -141,24 +140,24 @@
 //	delegator     1.00   0.10    5.00
 //	solver        0.20   0.02    1.00
 //
-// Real APIs price a prompt's prefix as cached only when it is long
-// (OpenAI: 1,024 tokens or more); every conversation here is shorter, so
-// delegate train prices nothing as cached by default. Route hands the
+// Real APIs price a prompt's prefix as cached only when it is long;
+// OpenAI needs 1,024 tokens or more. Every conversation here is shorter,
+// so delegate train prices nothing as cached by default. Route hands the
 // delegator back only the solver's answer, not its working
-// (strategy.ToolResultAnswer), so a later turn's prompt grows by the call
+// (strategy.ToolResultAnswer). So a later turn's prompt grows by the call
 // and a 4-digit answer.
 //
 // DefaultReward: reward = correct − λ·(delegator generated tokens) −
 // μ·(sub-agent calls), λ = 0.001, μ = 0.02. Per step: delegating a
 // product gains 0.001·130 − 0.02 = +0.110; delegating a sum gains 0.000;
 // delegating a difference loses the answer. Account is an episode's token
-// bill (transcript.Episode.Bill builds it from the transcripts), Cost
+// bill, which transcript.Episode.Bill builds from the transcripts. Cost
 // prices it and RewardOf rewards it.
 //
 // # Answers
 //
-// ParseAnswer reads an answer (\boxed{}, <answer>, "Final Output:",
-// "Final answer:", else the last integer; leading zeros are fine);
-// Correct compares it with a value. Problem.Task is a problem as a
+// ParseAnswer reads an answer from \boxed{}, <answer>, "Final Output:" or
+// "Final answer:", else the last integer. Leading zeros are fine. Correct
+// compares it with a value. Problem.Task is a problem as a
 // delegate.Task, and Verify is the delegate.Verifier of those tasks.
 package world
