@@ -107,17 +107,18 @@
 // sum saves nothing. Where the products stand depends on the text: the
 // second product is step 2 when the first quantity gets no amount, step 3
 // when it does ("Gus gets 88 more." comes before "Eve has 74 jars of 40
-// coins."). The best policy (Selective)
-// delegates the products, both in the first turn (route runs a turn's
-// calls in parallel), and computes the rest, so what it hands over
-// depends on what each sentence says. No rule that decides by position
-// can do that (PositionRule): "delegate steps 1 and 2" hands over an
-// amount in half the problems, and the solver gets a difference wrong.
-// Policy is a decision per step from the problem alone: Never, Always,
-// Random, Selective, PositionRule, RandomRate. The expected reward of
-// every policy under the design accuracies (transcript.DesignAccuracy),
-// and what the shipped models measure, are in docs/world.md (go test
-// ./world/transcript -run TestDesignFigures -v computes and checks them).
+// coins."). The best policy, Selective, delegates the products and
+// computes the rest. It hands both products over in the first turn, since
+// route runs a turn's calls in parallel. So what it hands over depends on
+// what each sentence says. No rule that decides by position can do that
+// (PositionRule). "Delegate steps 1 and 2" hands over an amount in half
+// the problems, and the solver gets a difference wrong. Policy is a
+// decision per step from the problem alone: Never, Always, Random,
+// Selective, PositionRule, RandomRate. docs/world.md gives every policy's
+// expected reward under the design accuracies (transcript.DesignAccuracy),
+// and what the shipped models measure. This computes and checks them:
+//
+//	go test ./world/transcript -run TestDesignFigures -v
 //
 // # The digits world
 //
