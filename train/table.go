@@ -231,21 +231,26 @@ func (t *Table) Row(arm string) *Row {
 const CostCut = 0.40
 
 // Acceptance decides a run's criteria from its table. Each is a paired
-// test on the items the rows share. Under route, the RL-trained
-// delegator's reward beats the pretrained delegator's, the best fixed
-// per-position rule's (chosen on training items, Table.BestRule), the
-// best keyword rule's (Table.BestKeyword), every fixed rule's, and random
-// delegation's at the trained policy's rate: the paired bootstrap 95%
-// interval of the mean difference lies above 0; it costs at least
-// CostCut less than the delegator alone (the lower end of the paired
-// bootstrap 95% interval of the cut); and its accuracy is at most
-// AccuracyMargin lower (bench.NonInferiorityTest). Under
-// MLPO: the trained leader with its team beats, in accuracy, the peers'
-// majority vote (at an equal number of generations and at the team's
-// dollar cost), one peer alone, the trained leader alone and the trained
-// leader's own majority at the team's dollar cost; and the trained leader
-// alone beats the untrained one: more items right only by the first than
-// only by the second, McNemar p < 0.05.
+// test on the items the rows share.
+//
+// Under route, the RL-trained delegator's reward beats several arms. They
+// are the pretrained delegator, the best fixed per-position rule chosen on
+// training items (Table.BestRule), and the best keyword rule
+// (Table.BestKeyword). They are also every fixed rule, and random
+// delegation at the trained policy's rate. To beat an arm, the paired
+// bootstrap 95% interval of the mean difference must lie above 0. The
+// trained delegator must cost at least CostCut less than the delegator
+// alone, by the lower end of the cut's paired bootstrap 95% interval. Its
+// accuracy must be at most AccuracyMargin lower
+// (bench.NonInferiorityTest).
+//
+// Under MLPO, the trained leader with its team beats several arms in
+// accuracy. They are the peers' majority vote, at an equal number of
+// generations and at the team's dollar cost, and one peer alone. They are
+// also the trained leader alone, and its own majority at the team's dollar
+// cost. The trained leader alone must beat the untrained one: more items
+// right only by the first than only by the second, McNemar p < 0.05.
+//
 // A criterion whose arms are missing from the table, or whose rows do not
 // hold the same items, is not met.
 func Acceptance(t *Table, mode string) []Check {
@@ -475,12 +480,12 @@ func rewardBeats(x, y *Row) (bool, string) {
 
 // SolverAcceptance decides the criteria of a route run that trains the
 // solver, under TrainSolver or TrainBoth. Each is paired on the shared
-// items. The RL-trained solver's reward beats the pretrained solver's
-// under the same delegator, the pretrained one (ArmTrainedSolver against
-// ArmPretrained) and, with both trained, the RL-trained one
-// (ArmTrainedBoth against ArmTrained); with both trained, the trained
-// delegator's reward beats the pretrained delegator's under the same
-// trained solver (ArmTrainedBoth against ArmTrainedSolver). A criterion
+// items. The RL-trained solver's reward must beat the pretrained solver's
+// under the same delegator. Under the pretrained delegator that compares
+// ArmTrainedSolver with ArmPretrained. With both trained, it compares
+// ArmTrainedBoth with ArmTrained. Also with both trained, the trained
+// delegator's reward must beat the pretrained delegator's under the
+// trained solver: ArmTrainedBoth against ArmTrainedSolver. A criterion
 // whose arms are missing is not met.
 func SolverAcceptance(t *Table, train string) []Check {
 	type pair struct{ name, x, y string }
