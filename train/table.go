@@ -482,8 +482,8 @@ func rewardBeats(x, y *Row) (bool, string) {
 // solver, under TrainSolver or TrainBoth. Each is paired on the shared
 // items. The RL-trained solver's reward must beat the pretrained solver's
 // under the same delegator. Under the pretrained delegator that compares
-// ArmTrainedSolver with ArmPretrained. With both trained, it compares
-// ArmTrainedBoth with ArmTrained. Also with both trained, the trained
+// ArmTrainedSolver with ArmPretrained. With both trained, under the
+// trained delegator, it compares ArmTrainedBoth with ArmTrained. Also with both trained, the trained
 // delegator's reward must beat the pretrained delegator's under the
 // trained solver: ArmTrainedBoth against ArmTrainedSolver. A criterion
 // whose arms are missing is not met.
