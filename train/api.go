@@ -9,12 +9,12 @@ import (
 	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
-// FromAPI trains the delegator on the batches of a trajectory API, as an
-// Atropos trainer does: it registers (batch_size = items per step × group
-// size sequences), then for each step pulls GET /batch?step=N, trains on
-// it, and writes a checkpoint of the step under OutDir (as Run does, so
-// that an interrupted run resumes from its last step and fetches the next
-// batch again). Environments (process --push) make the rollouts; this
+// FromAPI trains the delegator on a trajectory API's batches, as an
+// Atropos trainer does. It registers with batch_size = items per step ×
+// group size sequences. For each step it pulls GET /batch?step=N, trains
+// on it and writes the step's checkpoint under OutDir, as Run does. An
+// interrupted run resumes from its last step and fetches the next batch
+// again. Environments (process --push) make the rollouts; this
 // process only learns. Each sequence of a group is one rollout of it: its
 // score is the rollout's reward, and its advantage the one the batch
 // carries (the same at every trained token), or, when the group carries

@@ -17,12 +17,12 @@ import (
 	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
-// A group train --api cannot train on (a token id beyond the policy's
-// vocabulary, which an API without the trainer's vocab_size passes on;
-// no inference_logprobs) is quarantined: logged to quarantine.jsonl,
-// counted in the step's metrics, and the step trains on the rest (a step
-// of nothing but such groups is skipped) instead of failing at every
-// rerun.
+// A group train --api cannot train on is quarantined. Such a group holds a
+// token id beyond the policy's vocabulary, which an API without the
+// trainer's vocab_size passes on, or has no inference_logprobs. It is
+// logged to quarantine.jsonl and counted in the step's metrics. The step
+// trains on the rest instead of failing at every rerun; a step of nothing
+// but such groups is skipped.
 func TestFromAPIQuarantinesBadGroups(t *testing.T) {
 	srv, err := atropos.NewInMemory(context.Background(), atropos.DefaultConfig(), nil)
 	if err != nil {

@@ -22,8 +22,8 @@ const (
 	// ModeRoute trains the delegator under route: it has the delegate
 	// tool and the solver answers what it hands over.
 	ModeRoute = "route"
-	// ModeMLPO trains a leader under lead with frozen peers' answers in its
-	// context, on the items most peers do not already solve.
+	// ModeMLPO trains a leader under lead with frozen peers' answers in
+	// its context. It trains on the items most peers do not already solve.
 	ModeMLPO = "mlpo"
 )
 
@@ -32,9 +32,9 @@ const (
 	// TrainDelegator trains the delegator; the solver answers greedily
 	// with its pretrained weights, in training as in the table.
 	TrainDelegator = "delegator"
-	// TrainSolver trains the solver, sampling at the trainer's
-	// temperature, on the calls the pretrained delegator (greedy, as in
-	// the table) makes to it.
+	// TrainSolver trains the solver on the calls the pretrained delegator
+	// makes to it. The delegator is greedy, as in the table; the solver
+	// samples at the trainer's temperature.
 	TrainSolver = "solver"
 	// TrainBoth trains both from the same rollouts, each on its own
 	// samples of them.
@@ -53,9 +53,9 @@ type Config struct {
 	// has its own trainer (rl.Lockstep): the delegator's in OutDir, the
 	// solver's in OutDir/SolverDir. MLPO trains its leader only.
 	Train string `json:"train"`
-	// Credit is how a route run's samples get advantages:
-	// reward.CreditTask (the default) gives each sample its rollout's
-	// advantage; reward.CreditRole gives each trained role's samples
+	// Credit is how a route run's samples get advantages.
+	// reward.CreditTask, the default, gives each sample its rollout's
+	// advantage. reward.CreditRole gives each trained role's samples
 	// advantages against the role's own (reward.RoleCredit), the solver
 	// rewarded by whether its answer to the question it was handed is
 	// right. It changes nothing for the delegator alone. reward.CreditStep
@@ -68,36 +68,37 @@ type Config struct {
 	// learns the coverage's selective policy.
 	Coverage world.Coverage `json:"coverage,omitzero"`
 	// Solver and Delegator are nn checkpoint directories: the frozen
-	// sub-agent and the policy's starting weights; "" means the shipped
-	// model embedded in the binary (package models): the solver, and the
+	// sub-agent and the policy's starting weights. "" means the shipped model
+	// embedded in the binary (package models). That is the solver, and the
 	// router, or under ModeDecompose the planner. Solver may name another
 	// shipped model as "shipped:NAME" (the digits world's solver).
 	Solver    string `json:"solver"`
 	Delegator string `json:"delegator"`
-	// Peers are MLPO's frozen peers, checkpoint directories or a shipped
-	// model as "shipped:NAME", taken in turn: peer i (from 0) of the K
-	// answers with Peers[i mod len(Peers)]. Default: "shipped:peer" and
+	// Peers are MLPO's frozen peers, taken in turn. Each is a checkpoint
+	// directory or a shipped model as "shipped:NAME". Peer i, from 0, of
+	// the K answers with Peers[i mod len(Peers)]. Default: "shipped:peer" and
 	// "shipped:delegator", two models whose mistakes differ.
 	Peers []string `json:"peers,omitempty"`
 	// OutDir receives metrics.jsonl, checkpoint/, eval.jsonl and
 	// table.md. A run in an OutDir that holds an earlier run's files
 	// resumes it. Required.
 	OutDir string `json:"out_dir"`
-	// TrainTime bounds the training phase's time: rollouts and updates,
-	// summed over every process of a resumed run (the metrics log's
-	// seconds). Training stops at RL.Steps or when it is spent, whichever
+	// TrainTime bounds the training phase's time, rollouts and updates. It
+	// is summed over every process of a resumed run, as the metrics log's
+	// seconds. Training stops at RL.Steps or when it is spent, whichever
 	// comes first. 0: no bound (the default; Deadline bounds it).
 	TrainTime time.Duration `json:"train_time"`
 	// Deadline, when set, is when this invocation should be done, table
-	// included: training stops early enough to leave the final evaluation
-	// the time the pretrained policy's evaluation took (measured in the
-	// baseline phase and kept in TimingFile). The baselines and the final
+	// included. Training stops early enough to leave the final evaluation
+	// the time the pretrained policy's took. The baseline phase measures
+	// that and keeps it in TimingFile. The baselines and the final
 	// evaluation themselves are not cut short. Not part of a run's
 	// identity: each resumed invocation has its own.
 	Deadline time.Time `json:"-"`
 	// Traces, when set, receives the trace of every strategy run of the
-	// job (rollouts, baselines, evaluations) as the run returns, from many
-	// goroutines at once; it must not block. Not part of a run's identity.
+	// job as the run returns. That covers rollouts, baselines and
+	// evaluations. It is called from many goroutines at once and must not
+	// block. Not part of a run's identity.
 	Traces func(*delegate.Trace) `json:"-"`
 	// RL is the trainer's config; PolicyRole and OutDir are set by Run.
 	// Its MaxNewTokens caps every model call of the run, the table's too.
@@ -113,10 +114,10 @@ type Config struct {
 	// table's item) that ended without a proper answer; route and MLPO
 	// count such a run wrong and nothing more, and want it 0.
 	Reward reward.Graded `json:"reward"`
-	// RewardKind names the reward route's training rollouts are scored
-	// with: "" or reward.KindGraded is Reward (the default); another of
+	// RewardKind names the reward that scores route's training rollouts.
+	// "" or reward.KindGraded is Reward, the default. Another of
 	// reward.Kinds is that kind of CostReward, scored at the trainer's
-	// step, so that critical_path's bonus anneals. The table keeps Reward.
+	// step so that critical_path's bonus anneals. The table keeps Reward.
 	RewardKind string `json:"reward_kind,omitempty"`
 	// CostReward holds every cost-aware kind's settings. Default
 	// reward.DefaultConfig; its Kind is not read.
@@ -128,17 +129,17 @@ type Config struct {
 	// Defaults world.DefaultConfig() and 1.
 	World world.Config `json:"world"`
 	Seed  uint64       `json:"seed"`
-	// EvalSplit is the split of the table's items: "validation" while
-	// choosing settings, "test" (the default) for the reported table, read
-	// once.
+	// EvalSplit is the split of the table's items. It is "validation"
+	// while choosing settings, and "test", the default, for the reported
+	// table, read once.
 	EvalSplit string `json:"eval_split"`
-	// RuleItems is the number of training problems each fixed per-position
-	// rule is run on to choose the best of them, the table's strongest
-	// input-independent baseline. Default 200.
+	// RuleItems is how many training problems each per-position rule runs
+	// on. The best rule is the table's strongest input-independent
+	// baseline. Default 200.
 	RuleItems int `json:"rule_items"`
 	// CacheMinTokens is the shortest shared prefix of a conversation's
-	// turns that the table prices as cached input: real APIs cache only
-	// long prefixes (OpenAI: 1,024 tokens or more). Default 1024; 0 prices
+	// turns that the table prices as cached input. Real APIs cache only
+	// long prefixes; OpenAI needs 1,024 tokens or more. Default 1024; 0 prices
 	// every shared prefix as cached.
 	CacheMinTokens int `json:"cache_min_tokens"`
 	// TrainProblems is the size of the training pool. Default 2000.
@@ -149,9 +150,9 @@ type Config struct {
 	// EvalTemperature is the delegator's sampling temperature in the
 	// table (the solver and the peers are greedy). Default 0: greedy.
 	EvalTemperature float64 `json:"eval_temperature"`
-	// StrictToolCalls makes route's delegator write well-formed calls only,
-	// in training and in the table: each call it opens names the delegate
-	// tool with valid arguments, enforced while sampling. A malformed call
+	// StrictToolCalls makes route's delegator write well-formed calls
+	// only, in training and in the table. Sampling enforces that each call
+	// names the delegate tool with valid arguments. A malformed call
 	// otherwise ends its rollout, and at temperature 1 it can split a
 	// group. The logprobs the trainer gets stay the model's own, before
 	// the mask. Default false.
@@ -170,8 +171,8 @@ type Config struct {
 	// at least that share of the time. Default 0.75.
 	FilterMaxRate float64 `json:"filter_max_rate"`
 	// Parity, under ModeDecompose, rewards a rollout with the reference
-	// environment's buckets (reward.Parity) of its answer against the
-	// single-agent baseline's instead of the graded comparison
+	// environment's buckets (reward.Parity). They compare its answer with
+	// the single-agent baseline's, in place of the graded comparison
 	// (decompose.go).
 	Parity bool `json:"parity,omitempty"`
 }
@@ -185,14 +186,14 @@ const ShippedPrefix = "shipped:"
 const SolverDir = "solver"
 
 // RouterModel is the shipped model a route run starts from when
-// Config.Delegator is "": the planner pretrained further on the default
-// world under route, with the solver's answers handed back without its
-// working (models/README.md).
+// Config.Delegator is "". It is the planner pretrained further on the
+// default world under route, with the solver's answers handed back
+// without its working (models/README.md).
 const RouterModel = "router"
 
 // StartModel is the shipped model the policy starts from when
-// Config.Delegator is "": the router under route, the planner under
-// decompose, the delegator under mlpo.
+// Config.Delegator is "". That is the router under route, the planner
+// under decompose and the delegator under mlpo.
 func (c Config) StartModel() string { return newMode(c.Mode, nil).startModel() }
 
 // trainsDelegator and trainsSolver say which policies the run trains.

@@ -12,11 +12,10 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// goldenCredits is the rule of role credit worked out apart from the
-// source: each solver answer judged by the exact value of its question
-// when the question is one of the world's operations, then
-// reward.RoleCredit (the rule its golden files fix), and in a tied group
-// every sample judged by the task's outcome at 0.
+// goldenCredits is the rule of role credit, worked out apart from the
+// source. A solver answer to a world operation is judged by its exact
+// value. Then reward.RoleCredit applies, the rule its golden files fix. In
+// a tied group every sample judged by the task's outcome gets 0.
 func goldenCredits(t *testing.T, est reward.Estimator, eps []*delegate.Episode, tied bool) [][]reward.SampleCredit {
 	t.Helper()
 	var copies []*delegate.Episode
@@ -49,10 +48,11 @@ func goldenCredits(t *testing.T, est reward.Estimator, eps []*delegate.Episode, 
 	return credits
 }
 
-// TestRoleCreditAdvantages: under --credit role a step's samples get the
-// golden rule's advantages, whichever roles are trained (both, the solver
-// against a frozen delegator, the delegator alone): the solver's against
-// the other attempts at the same question, rewarded by its own answer.
+// TestRoleCreditAdvantages checks that under --credit role a step's
+// samples get the golden rule's advantages. That holds whichever roles
+// are trained: both, the solver against a frozen delegator, or the
+// delegator alone. The solver's samples are compared with the other
+// attempts at the same question, each rewarded by its own answer.
 // A frozen role's calls never become samples.
 func TestRoleCreditAdvantages(t *testing.T) {
 	ctx := context.Background()
@@ -153,9 +153,9 @@ func TestRoleCreditAdvantages(t *testing.T) {
 	}
 }
 
-// TestRoleCreditRunResumes: a short run training both roles under role
-// credit trains each, and a run stopped after step 1 and resumed ends
-// with the parameters of the one that was not stopped, for both roles.
+// TestRoleCreditRunResumes trains both roles under role credit in a short
+// run. A run stopped after step 1 and resumed must end with the
+// parameters of the one not stopped, for both roles.
 func TestRoleCreditRunResumes(t *testing.T) {
 	ctx := context.Background()
 	const steps = 2
@@ -230,8 +230,8 @@ func TestConfigCredit(t *testing.T) {
 	}
 }
 
-// A task-credit run's file does not name credit, so that run files
-// written before it existed resume; a role-credit run is another run.
+// A task-credit run's file does not name credit, so run files written
+// before it existed resume. A role-credit run is another run.
 func TestIdentityCredit(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.OutDir = t.TempDir()

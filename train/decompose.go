@@ -20,21 +20,21 @@ import (
 )
 
 // ModeDecompose trains the delegator under decompose, the reference
-// environment's loop: it plans subtasks, the solver answers each (in
-// parallel), and it aggregates their results into its answer, which is
-// rewarded against the single-agent baseline's answer to the same
-// problem (the delegator alone, greedy, from its starting weights): a
-// win, a tie or a loss (Config.Parity: the reference's buckets), or by
-// default the graded comparison, the difference of correctness minus the
-// cost of the delegator's tokens and the sub-agent calls. The graded
+// environment's loop. The delegator plans subtasks, the solver answers
+// each in parallel, and the delegator aggregates their results. Its answer
+// is rewarded against the single-agent baseline's on the same problem:
+// the delegator alone, greedy, from its starting weights. Config.Parity
+// scores a win, a tie or a loss, the reference's buckets. By default the
+// graded comparison scores the difference of correctness minus the cost of
+// the delegator's tokens and sub-agent calls. The graded
 // baseline term is one constant per group, so it leaves the advantages
 // those of the world's reward; only the parity buckets change them. Both
 // of the delegator's turns, the plan and the aggregation, are trained.
 const ModeDecompose = "decompose"
 
 // PlannerModel is the shipped model a decompose run starts from when
-// Config.Delegator is "": the delegator pretrained further on two-part
-// problems (models/README.md).
+// Config.Delegator is "". It is the delegator pretrained further on
+// two-part problems (models/README.md).
 const PlannerModel = "planner"
 
 // Arm names of the decompose table, in its order.
@@ -82,9 +82,10 @@ func (m decomposeMode) final(ctx context.Context, _ func(string), arms []bench.A
 	return arms, tab, nil
 }
 
-// settings sets decompose's stages in scfg: the delegator's plan and
-// aggregation at the table's temperature (training samples them at the
-// trainer's), the solver greedy, every call capped at RL.MaxNewTokens.
+// settings sets decompose's stages in scfg. The delegator's plan and
+// aggregation run at the table's temperature; training samples them at the
+// trainer's. The solver is greedy. Every call is capped at
+// RL.MaxNewTokens.
 func (m decomposeMode) settings(scfg *strategy.Config) {
 	cfg := m.r.cfg
 	scfg.Plan.Temperature, scfg.Aggregate.Temperature = cfg.EvalTemperature, cfg.EvalTemperature
@@ -113,8 +114,8 @@ func (r *runner) singleStrategy(m delegate.Model) delegate.Strategy {
 	}}
 }
 
-// plannerArm is a planning policy run by a program in the delegator's
-// seat of decompose (scripted.Planner), on the training and the held-out
+// plannerArm is a planning policy run by a program in decompose's
+// delegator seat (scripted.Planner). It runs on the training and held-out
 // problems.
 func (r *runner) plannerArm(name string, decide scripted.Decider) bench.Arm {
 	prog := scripted.NewPlanner(name, append(append([]*world.Problem(nil), r.trainSet...), r.testSet...), decide)
@@ -123,9 +124,8 @@ func (r *runner) plannerArm(name string, decide scripted.Decider) bench.Arm {
 	}}}
 }
 
-// readyPositions is the most steps computable from the text that a
-// training problem has, at most transcript.MaxSubtasks: the positions the
-// fixed plans choose among.
+// readyPositions is the most ready steps a training problem has, at most
+// transcript.MaxSubtasks. The fixed plans choose among these positions.
 func (r *runner) readyPositions() int {
 	n := 1
 	for _, p := range r.trainSet {
@@ -134,9 +134,9 @@ func (r *runner) readyPositions() int {
 	return min(n, transcript.MaxSubtasks)
 }
 
-// planRuleArms are the fixed plans: every non-empty subset of the ready
-// positions handed over (a plan needs a subtask; a problem without the
-// positions a rule names hands over its first ready step).
+// planRuleArms are the fixed plans: each hands over a non-empty subset of
+// the ready positions. A plan needs a subtask, so a problem without the
+// positions a rule names hands over its first ready step.
 func (r *runner) planRuleArms() []bench.Arm {
 	n := r.readyPositions()
 	arms := make([]bench.Arm, 0, 1<<n-1)
@@ -167,9 +167,9 @@ func (m decomposeMode) trainedArms(steps int) []bench.Arm {
 }
 
 // decomposeEnv trains the delegator under decompose on the training
-// problems, each rollout scored against the single-agent baseline: the
-// starting weights alone, greedy, played once per problem (memoized) and
-// shared by the group, as the reference plays it once per group.
+// problems. Each rollout is scored against the single-agent baseline. The
+// baseline is the starting weights alone, greedy, played once per problem
+// and shared by the group, as the reference plays it once per group.
 func (r *runner) decomposeEnv(cfg rl.Config) rl.Source {
 	s := r.problemEnv(cfg, r.trainSet, func(_ *world.Problem, delegator, solver delegate.Agent) (delegate.Strategy, error) {
 		return r.decomposeAgents(delegator, solver)
@@ -180,9 +180,9 @@ func (r *runner) decomposeEnv(cfg rl.Config) rl.Source {
 }
 
 // versusScorer scores a decompose rollout against the single-agent
-// baseline's answer, as the reference environment does with its judge,
-// here with the exact verifier: the rollout's answer wins (right where
-// the baseline is wrong), ties or loses. With parity the reward is the
+// baseline's answer. The reference environment does so with its judge;
+// here the verifier is exact. The rollout's answer wins, right where the
+// baseline is wrong, ties or loses. With parity the reward is the
 // reference's bucket (reward.Parity over an exact verdict: +3, +0.1, −3;
 // −10 for a plan that fails its format, 0 for an aggregation that does,
 // or for a baseline that does); otherwise versusGraded. The rollout's own
@@ -245,9 +245,10 @@ func exactVerdict(correct, baseOK bool) judge.Verdict {
 }
 
 // versusGraded is the graded reward of a decompose rollout against the
-// baseline: its correctness minus the baseline's (1 a win, 0 a tie, −1 a
-// loss; a rollout without a proper answer counts wrong, and also gets
-// g.FormatPenalty), minus g's cost of its tokens and calls. Within a group
+// baseline. It is the rollout's correctness minus the baseline's, minus
+// g's cost of its tokens and calls. That is 1 a win, 0 a tie, −1 a loss. A
+// rollout without a proper answer counts wrong, and also gets
+// g.FormatPenalty. Within a group
 // the baseline's term is the same for every rollout, so the advantages
 // are those of the world's reward; the term puts the reward on the
 // reference's scale, above 0 exactly when the rollout beats the baseline
@@ -270,7 +271,7 @@ func versusGraded(g reward.Graded, o reward.Outcome, baseOK bool) float64 {
 }
 
 // decomposeFinal adds random planning at the trained policy's rate to the
-// table and the comparison of every arm with the single-agent baseline.
+// table. It adds every arm's comparison with the single-agent baseline.
 func (r *runner) decomposeFinal(ctx context.Context, arms []bench.Arm, tab *Table, steps int) ([]bench.Arm, *Table, error) {
 	trained := tab.Row(ArmTrainedPlan)
 	if trained == nil {
@@ -297,9 +298,10 @@ func (r *runner) decomposeFinal(ctx context.Context, arms []bench.Arm, tab *Tabl
 	return arms, tab, nil
 }
 
-// penalize adds penalty to the reward of every item of tab that ended
-// without a proper answer (a stage in stages), as training's reward does
-// (versusGraded), and recomputes the rows' mean rewards and intervals.
+// penalize adds penalty to the reward of each item of tab that failed. Such
+// an item ended without a proper answer, at a stage in stages. Training's
+// reward does the same (versusGraded). It recomputes the rows' means and
+// intervals.
 func penalize(tab *Table, stages map[[2]string]reward.Stage, tasks []delegate.Task, penalty float64) {
 	if penalty == 0 {
 		return
@@ -317,11 +319,11 @@ func penalize(tab *Table, stages map[[2]string]reward.Stage, tasks []delegate.Ta
 	}
 }
 
-// randomPlanRate is the probability q with which a random plan that hands
-// over each ready step of problems (at least one: the first when it draws
-// none) hands over subtasks per problem on average: a problem of k ready
-// steps gets k·q + (1−q)^k of them. Found by bisection; the count grows
-// with q.
+// randomPlanRate is the probability q that makes a random plan hand over
+// subtasks per problem on average. The plan hands over each ready step
+// with probability q, and the first when it draws none. So a problem of k
+// ready steps gets k·q + (1−q)^k of them. Found by bisection; the count
+// grows with q.
 func randomPlanRate(problems []*world.Problem, subtasks float64) float64 {
 	mean := func(q float64) float64 {
 		var s float64
@@ -344,10 +346,10 @@ func randomPlanRate(problems []*world.Problem, subtasks float64) float64 {
 }
 
 // failureStages returns, per arm and task ID, the reward stage of a
-// record's own failure (reward.StagePlan for a plan that failed its format
-// or a run cut short by its calls, reward.StageAnswer for an aggregation
-// or a single answer that did), "" when it has none; the last record of
-// each wins, as in NewTable.
+// record's own failure, or "" for none. reward.StagePlan is a plan that
+// failed its format or a run cut short by its calls. reward.StageAnswer is
+// an aggregation or a single answer that failed its format. The last
+// record of each wins, as in NewTable.
 func failureStages(records []bench.Record) map[[2]string]reward.Stage {
 	out := make(map[[2]string]reward.Stage, len(records))
 	for _, rec := range records {
@@ -364,8 +366,8 @@ func failureStages(records []bench.Record) map[[2]string]reward.Stage {
 	return out
 }
 
-// versusTable is the comparison of every arm but the baseline with the
-// single-agent baseline (ArmSingle), item by item: wins, ties and losses,
+// versusTable compares every arm but the baseline with the single-agent
+// baseline (ArmSingle), item by item. It counts wins, ties and losses,
 // the reference's parity reward (reward.Parity on the exact verdict) and
 // the graded reward against the baseline (the table's reward, format
 // penalty included, minus the baseline's correctness), each a mean with
@@ -426,16 +428,16 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// decomposeAcceptance decides a decompose run's criteria, each paired on
-// the shared items: the RL-trained delegator's reward under decompose
-// beats the pretrained delegator's under decompose, the best fixed plan's
-// (chosen on training items, Table.BestRule), every fixed plan's, random
-// planning's at its rate, and the delegator alone's (the single-agent
-// baseline: the graded reward against it is above 0) by the paired
-// bootstrap 95% interval of the mean difference; and its accuracy is not
-// lower than the delegator alone's nor the pretrained delegator's under
-// decompose (McNemar's test, exact below 25 discordant items, does not
-// find it less accurate at p < 0.05). A criterion whose arms are missing is not met.
+// decomposeAcceptance decides a decompose run's criteria. Each is paired on
+// the shared items. The RL-trained delegator's reward under decompose beats
+// the pretrained delegator's under decompose, the best fixed plan's (chosen
+// on training items, Table.BestRule), every fixed plan's, random planning's
+// at its rate, and the delegator alone's (the single-agent baseline: the
+// graded reward against it is above 0) by the paired bootstrap 95% interval
+// of the mean difference; and its accuracy is not lower than the delegator
+// alone's nor the pretrained delegator's under decompose (McNemar's test,
+// exact below 25 discordant items, does not find it less accurate at p <
+// 0.05). A criterion whose arms are missing is not met.
 func decomposeAcceptance(t *Table) []Check {
 	out := t.beatsEach(ArmTrainedPlan, "no best fixed plan was chosen", []baseArm{
 		{"RL-trained reward beats the pretrained delegator under decompose" + paired, ArmPretrainedPlan},

@@ -11,11 +11,11 @@ import (
 )
 
 // TestDecomposeShipped runs decompose mode for a step on the shipped
-// models (the planner and the solver, embedded) on two-part problems: the
-// rollouts are scored against the single-agent baseline (every step's
-// mean reward on the graded comparison's scale), the pretrained planner
-// writes plans and aggregations in the protocol's format, and the fixed
-// plans, whose products the shipped solver answers, are right. It runs
+// planner and solver, on two-part problems. Rollouts must be scored
+// against the single-agent baseline, each step's mean reward on the graded
+// comparison's scale. The pretrained planner must write plans and
+// aggregations in the protocol's format. The fixed plans, whose products
+// the shipped solver answers, must be right. It runs
 // under the race detector too.
 func TestDecomposeShipped(t *testing.T) {
 	cfg := DefaultConfig()

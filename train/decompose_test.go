@@ -15,9 +15,9 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// TestVersusScorer checks decompose's rewards against the single-agent
-// baseline, graded and parity, for every outcome of a rollout and of the
-// baseline.
+// TestVersusScorer checks decompose's graded and parity rewards against
+// the single-agent baseline. It covers every outcome of a rollout and of
+// the baseline.
 func TestVersusScorer(t *testing.T) {
 	g := DefaultConfig().Reward
 	task := delegate.Task{ID: "p", Prompt: "How many?", Answer: "1953"}
@@ -98,8 +98,8 @@ func TestExactVerdict(t *testing.T) {
 }
 
 // TestRandomPlanRate checks that the random plan's probability gives the
-// trained policy's subtasks per problem on two-part problems (two ready
-// steps each): k·q + (1−q)^k = target.
+// trained policy's subtasks per problem. Its two-part problems have two
+// ready steps each: k·q + (1−q)^k = target.
 func TestRandomPlanRate(t *testing.T) {
 	ps, err := world.Generate(world.Levels()[3], 1, world.Validation, 20)
 	if err != nil {
@@ -162,9 +162,9 @@ func TestDecomposeAcceptance(t *testing.T) {
 	}
 }
 
-// TestVersusTable checks the comparison with the single-agent baseline
-// item by item: wins, ties, losses and the two rewards, format failures
-// by their stage.
+// TestVersusTable checks the comparison with the single-agent baseline,
+// item by item. It checks wins, ties, losses, the two rewards, and format
+// failures by their stage.
 func TestVersusTable(t *testing.T) {
 	tasks := []delegate.Task{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d"}}
 	base := Row{Arm: ArmSingle, Items: []Item{{Correct: true}, {Correct: false}, {Correct: true}, {Correct: false}}}
@@ -241,9 +241,10 @@ func TestConfigDecompose(t *testing.T) {
 	}
 }
 
-// TestRunDecompose runs decompose mode end to end on tiny random models:
-// the steps, the fixed plans chosen on training items, the table's rows
-// in order with the comparison against the baseline, and the checks.
+// TestRunDecompose runs decompose mode end to end on tiny random models.
+// It checks the steps and the fixed plans chosen on training items. It
+// checks the table's rows in order, the comparison against the baseline,
+// and the checks.
 func TestRunDecompose(t *testing.T) {
 	cfg := tinyConfig(t)
 	cfg.Mode = ModeDecompose

@@ -1,57 +1,59 @@
-// Package train is `delegate train`: it trains the delegator of the
-// synthetic world (package world) with the GRPO family (package rl) from
-// pretrained nn checkpoints, and measures it before and after on held-out
-// problems. The command in cmd/delegate only parses flags, draws progress
-// and plots; everything else is here.
+// Package train is `delegate train`. It trains the synthetic world's
+// delegator with GRPO from pretrained nn checkpoints. It measures the
+// delegator before and after training on held-out problems, so a run shows
+// whether reward taught it when to delegate. The command in cmd/delegate
+// only parses flags, draws progress and plots; everything else is here.
 //
 // # A run
 //
-// Run loads the frozen solver and the delegator (the policy's start, also
-// kept frozen as the "pretrained" arm), serves them in-process (package
-// local) and runs the strategies of package strategy on them with the
-// world's compact prompts (transcript.StrategyConfig), the same code path as
-// remote LLMs. Then:
+// Run loads the frozen solver and the delegator, the policy's start. It
+// also keeps the delegator frozen as the "pretrained" arm. It serves them
+// in-process through package local. It runs package strategy's strategies
+// on them with the world's compact prompts (transcript.StrategyConfig),
+// the same code path as remote LLMs. Then:
 //
-//  1. The best fixed rule: every input-independent per-position rule
-//     (world.PositionRule: delegate the steps at some positions, compute
-//     the others) on RuleItems training problems (OutDir/rules.jsonl);
-//     the one of highest mean reward is the table's strongest fixed
-//     baseline (Table.BestRule), chosen without the held-out items.
-//     Then the best keyword rule the same way (scripted.KeywordRules,
-//     OutDir/keywords.jsonl; Table.BestKeyword).
-//  2. The baselines on EvalItems held-out problems of EvalSplit
-//     (validation while choosing settings, test for the reported table;
-//     bench.Run, per-item records in OutDir/eval.jsonl): the delegator
-//     alone without the delegate tool (single), every fixed rule, the
-//     best keyword rule and the oracle router (route, programs in the delegator's seat,
-//     scripted.Delegator), and the pretrained delegator (route). The last is
-//     timed (OutDir/timing.json): the trained delegator's evaluation will
+//  1. The best fixed rule. Every input-independent per-position rule runs
+//     on RuleItems training problems (OutDir/rules.jsonl). Such a rule,
+//     world.PositionRule, delegates the steps at some positions and
+//     computes the others. The one of highest mean reward is the table's
+//     strongest fixed baseline (Table.BestRule), chosen without the
+//     held-out items. The best keyword rule is chosen the same way
+//     (scripted.KeywordRules, OutDir/keywords.jsonl, Table.BestKeyword).
+//  2. The baselines on EvalItems held-out problems of EvalSplit. The split
+//     is validation while choosing settings, test for the reported table.
+//     bench.Run writes per-item records to OutDir/eval.jsonl. The arms are
+//     the delegator alone without the delegate tool (single), every fixed
+//     rule, the best keyword rule, and the oracle router. The rules and the
+//     oracle are programs in route's delegator seat (scripted.Delegator).
+//     Last comes the pretrained delegator under route. It is timed
+//     (OutDir/timing.json), since the trained delegator's evaluation will
 //     take as long.
-//  3. GRPO (or Dr. GRPO, RLOO) on route over TrainProblems training
-//     problems: the delegator has the delegate tool, the solver answers.
-//     Only the delegator's generated tokens are trained (rl masks prompts,
-//     tool results and solver outputs); the reward is world.DefaultReward,
-//     a setting of reward.Graded: correct − λ·delegator generated tokens −
-//     μ·sub-agent calls (Scorer). The rollouts are made, scored and
-//     grouped in process by package rollout's pipeline, the one behind
-//     `delegate process` (rollout.Groups), and handed to the rl trainer as
-//     its source. Training stops at RL.Steps, at TrainTime (summed
-//     over resumed invocations), or early enough before Deadline to leave
-//     the final evaluation its time.
-//  4. The trained delegator (route) on the same items, then random
-//     delegation at its rate and the SFT arm (the starting delegator
+//  3. GRPO, Dr. GRPO or RLOO on route over TrainProblems training problems.
+//     The delegator has the delegate tool, and the solver answers. Only the
+//     delegator's generated tokens are trained; rl masks prompts, tool
+//     results and solver outputs. The reward is world.DefaultReward, a
+//     setting of reward.Graded: correct − λ·delegator generated tokens −
+//     μ·sub-agent calls (Scorer). Package rollout's pipeline makes, scores
+//     and groups the rollouts in process, as behind `delegate process`
+//     (rollout.Groups). It hands them to the rl trainer as its source.
+//     Training stops at RL.Steps, at TrainTime summed over resumed
+//     invocations, or early enough before Deadline to leave the final
+//     evaluation its time.
+//  4. The trained delegator under route on the same items. Then random
+//     delegation at its rate, and the SFT arm: the starting delegator
 //     fine-tuned on the oracle's transcripts with RL's compute, kept in
-//     OutDir/sft), and the Table: per arm, accuracy with a
-//     Wilson 95% interval, mean reward with a normal 95% interval (never of
-//     zero width), prompt and generated tokens per role, sub-agent calls,
-//     the delegation rate per kind of step (from each record's
-//     LabelDelegated), cost at world.DefaultPrices (a conversation's
-//     repeated prefix priced as cached only from CacheMinTokens) and
-//     latency, all computed from the per-item records (NewTable); an item
-//     the strategy reports a failure for counts wrong there and in the
-//     training reward. Acceptance decides the training criteria from the
-//     table with paired tests on the shared items (Table.Checks, printed
-//     under it as PASS or MISS).
+//     OutDir/sft. Then the Table, computed from the per-item records
+//     (NewTable). Per arm it gives accuracy with a Wilson 95% interval,
+//     and mean reward with a normal 95% interval that is never of zero
+//     width. It gives prompt and generated tokens per role, sub-agent
+//     calls, and the delegation rate per kind of step, from each record's
+//     LabelDelegated. It gives cost at world.DefaultPrices, and latency. A
+//     conversation's repeated prefix is priced as cached only from
+//     CacheMinTokens. An item the strategy reports a failure for counts
+//     wrong there and in the training reward. Acceptance decides the
+//     training criteria from the table, with paired tests on the shared
+//     items. They are kept in Table.Checks and printed under the table as
+//     PASS or MISS.
 //
 // Every phase writes as it goes, so an interrupted run resumes in the same
 // OutDir: finished items are not run again, training continues from rl's
@@ -60,20 +62,20 @@
 //
 // # Several policies
 //
-// Config.Train chooses what a route run trains: the delegator (the
-// default), the solver, or both. Every call to the solver is a sample of
-// its own (a delegation starts a new sample) and the delegator's turns
-// are another; each trained policy gets its own groups of the step's
-// rollouts (the same rollouts, rewards and advantages) and its own
-// rl.Trainer (the solver's in OutDir/SolverDir), all stepping in
-// lockstep (rl.Lockstep) on one rollout pass per step. A trained policy
-// samples at the trainer's temperature with logprobs (its agent's
-// delegate.Sampler, the solver seeded apart from the delegator); an
-// untrained one plays as in the table (the pretrained delegator at
-// EvalTemperature, the solver greedy). The table adds the pretrained delegator with the trained
-// solver and, with both, the two trained together, and SolverAcceptance's
-// paired checks: a trained solver beats the pretrained one under the
-// same delegator.
+// Config.Train chooses what a route run trains: the delegator by default,
+// the solver, or both. Every call to the solver is a sample of its own,
+// since a delegation starts a new sample. The delegator's turns are
+// another. Each trained policy gets its own groups of the step's rollouts,
+// with the same rollouts, rewards and advantages. Each gets its own
+// rl.Trainer; the solver's lives in OutDir/SolverDir. All step in lockstep
+// (rl.Lockstep) on one rollout pass per step. A trained policy samples at
+// the trainer's temperature with logprobs, through its agent's
+// delegate.Sampler. The solver is seeded apart from the delegator. An
+// untrained policy plays as in the table: the pretrained delegator at
+// EvalTemperature, the solver greedy. The table adds the pretrained
+// delegator with the trained solver, and with both the two trained
+// together. It adds SolverAcceptance's paired checks: a trained solver
+// beats the pretrained one under the same delegator.
 //
 // # Roles
 //

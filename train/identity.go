@@ -19,9 +19,9 @@ const RunFile = "run.json"
 // identityVersion is the format version of RunFile.
 const identityVersion = 3
 
-// identity is RunFile: the settings a resumed run must share with the
-// run it continues (the rest, budgets and evaluation settings, may
-// change between invocations).
+// identity is RunFile: the settings a resumed run must share with the run
+// it continues. Budgets and evaluation settings may change between
+// invocations.
 type identity struct {
 	Version int    `json:"version"`
 	Mode    string `json:"mode"`
@@ -51,9 +51,9 @@ type identity struct {
 	// Credit is Config.Credit, left out for reward.CreditTask: run files
 	// written before the field existed resume as task-credit runs.
 	Credit string `json:"credit,omitempty"`
-	// TrainingReward is the cost-aware reward of training, its kind and
-	// settings (reward.Config.Describe); "" for Reward, so that run files
-	// written before it existed resume.
+	// TrainingReward is the cost-aware training reward's kind and settings
+	// (reward.Config.Describe). It is "" for Reward, so run files written
+	// before it existed resume.
 	TrainingReward string `json:"training_reward,omitempty"`
 }
 
@@ -94,8 +94,8 @@ func creditIdentity(c string) string {
 	return c
 }
 
-// checkIdentity writes RunFile in a new OutDir, or checks that the run
-// there is the one cfg describes, naming the first setting that differs.
+// checkIdentity writes RunFile in a new OutDir. Otherwise it checks that
+// the run there is cfg's, naming the first setting that differs.
 func checkIdentity(cfg Config) error {
 	path := filepath.Join(cfg.OutDir, RunFile)
 	want := identityOf(cfg)

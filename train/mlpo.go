@@ -30,9 +30,9 @@ const filterVersion = 1
 // NameMajority is the strategy name of the peers' majority vote.
 const NameMajority = "majority"
 
-// itemSeed is the seed of a problem's peer answers: the same in every
-// rollout, in the filter and in the table, so the leader is trained and
-// judged on fixed peers' answers.
+// itemSeed is the seed of a problem's peer answers. It is the same in
+// every rollout, in the filter and in the table, so the leader is trained
+// and judged on fixed peers' answers.
 func itemSeed(p *world.Problem) int64 {
 	v, err := strconv.ParseUint(p.ID, 16, 64)
 	if err != nil {
@@ -131,8 +131,8 @@ func (r *runner) problem(request string) (*world.Problem, error) {
 	return p, nil
 }
 
-// leaderSample is the request of sample i of the leader alone on p: the
-// single prompt at the peers' temperature, seeded by the problem.
+// leaderSample is the request of sample i of the leader alone on p. It is
+// the single prompt at the peers' temperature, seeded by the problem.
 func (r *runner) leaderSample(p *world.Problem, i int) *delegate.Request {
 	msgs := transcript.Single(p).Delegator[0].Messages[:2]
 	t := r.scfg.Peer.Temperature
@@ -140,9 +140,9 @@ func (r *runner) leaderSample(p *world.Problem, i int) *delegate.Request {
 	return &delegate.Request{Messages: msgs, Temperature: &t, MaxTokens: r.scfg.Single.MaxTokens, Seed: &seed}
 }
 
-// majorityArm is the majority vote of n answers to requests made by req,
-// answer i by ms[i mod len(ms)] (as lead assigns its peers), each a
-// sub-agent call priced at price.
+// majorityArm is the majority vote of n answers to requests made by req.
+// Answer i comes from ms[i mod len(ms)], as lead assigns its peers. Each
+// is a sub-agent call priced at price.
 func (r *runner) majorityArm(name string, ms []delegate.Model, price delegate.Price, req func(*world.Problem, int) *delegate.Request, n int) bench.Arm {
 	return bench.Arm{Name: name, Strategy: perRun{NameMajority, func(request string) (delegate.Strategy, error) {
 		p, err := r.problem(request)
@@ -157,9 +157,8 @@ func (r *runner) majorityArm(name string, ms []delegate.Model, price delegate.Pr
 	}}}
 }
 
-// budgetCount is how many answers costing one each fit the budget
-// without exceeding it (a baseline never gets more than the team spends),
-// at least 1.
+// budgetCount is how many answers costing one each fit the budget, at
+// least 1. A baseline never gets more than the team spends.
 func budgetCount(budget, one float64) int {
 	if !(one > 0) || !(budget > 0) {
 		return 1
@@ -203,9 +202,9 @@ func (m mlpoMode) open() error {
 	return nil
 }
 
-// final adds the majorities at the trained team's dollar budget: as many
-// peer answers, and as many samples of the trained leader alone, as fit
-// in what the team costs.
+// final adds the majorities at the trained team's dollar budget. They take
+// as many peer answers, and as many samples of the trained leader alone,
+// as fit in what the team costs.
 func (m mlpoMode) final(ctx context.Context, _ func(string), arms []bench.Arm, tab *Table, steps int) ([]bench.Arm, *Table, error) {
 	r := m.r
 	team, alone, votes := tab.Row(ArmTeam), tab.Row(ArmLeaderAlone), tab.Row(ArmMajority)
@@ -278,8 +277,8 @@ func (m mlpoMode) trainedArms(steps int) []bench.Arm {
 }
 
 // majority is the majority vote over n sampled answers of one agent to
-// the requests req makes (the peers' answers, the first K of them those
-// lead shows its leader; or samples of the leader alone). Ties go to the
+// the requests req makes. They are the peers' answers, the first K those
+// lead shows its leader, or samples of the leader alone. Ties go to the
 // answer seen first.
 type majority struct {
 	agents []delegate.Agent // answer i by agents[i mod len]
@@ -314,8 +313,8 @@ func (m *majority) Run(ctx context.Context, request string, events chan<- delega
 	return tr, ctx.Err()
 }
 
-// vote returns the most frequent integer answer of texts (ties: the
-// first seen) and its count; "" and 0 when none has one.
+// vote returns the most frequent integer answer of texts and its count.
+// Ties go to the first seen; "" and 0 mean none has one.
 func vote(texts []string) (string, int) {
 	count := map[int64]int{}
 	var order []int64
@@ -350,8 +349,8 @@ type filterRecord struct {
 	Kept    []int   `json:"kept"`
 }
 
-// filter returns the training items MLPO keeps, from FilterFile when it
-// matches the run's settings, else sampling the peers and saving it.
+// filter returns the training items MLPO keeps. It reads FilterFile when
+// that matches the run's settings, else samples the peers and saves it.
 func (r *runner) filter(ctx context.Context) ([]int, error) {
 	path := filepath.Join(r.cfg.OutDir, FilterFile)
 	want := filterRecord{Version: filterVersion, Items: len(r.trainSet), Samples: r.cfg.PeerSamples, MaxRate: r.cfg.FilterMaxRate}

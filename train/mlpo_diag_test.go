@@ -47,11 +47,11 @@ type diagItem struct {
 	AloneSteps string `json:"alone_steps"`
 }
 
-// TestMLPODiagnose runs a leader (-mlpo.leader: a run's trained
-// checkpoint, or shipped) with its team, as the table's team arm runs it
-// (the same peers, seeds and settings), and alone, greedy, on MLPO's
-// validation items, and logs what the leader does with its peers' answers
-// and what simple rules over the same answers would score
+// TestMLPODiagnose runs a leader on MLPO's validation items, with its team
+// and alone, greedy. -mlpo.leader names a run's trained checkpoint, or
+// shipped. The team runs as the table's team arm does, with the same
+// peers, seeds and settings. It logs what the leader does with its peers'
+// answers, and what simple rules over them would score
 // (docs/mlpo/README.md):
 //
 //	go test -count=1 -run MLPODiagnose -v ./train -mlpo.leader RUN/checkpoint/policy [-mlpo.peer-count K] [-mlpo.dump items.jsonl]
@@ -170,9 +170,9 @@ func walk(n *delegate.Node, f func(*delegate.Node)) {
 	}
 }
 
-// wellFormed returns a peer's condensed answer's <answer> and whether the
-// answer is well formed: an <answer> after one "expr=result" line per
-// step of the problem. A peer that stopped early, ran out of room, or
+// wellFormed returns a peer's condensed answer's <answer> and whether it
+// is well formed. Well formed is an <answer> after one "expr=result" line
+// per step of the problem. A peer that stopped early, ran out of room, or
 // went on with steps made of a distractor sentence's numbers is not.
 func wellFormed(answer string, steps int) (int64, bool) {
 	tag, ok := delegate.AnswerTag(answer)
@@ -193,22 +193,22 @@ func wellFormed(answer string, steps int) (int64, bool) {
 	return v, lines == steps
 }
 
-// diagnosis counts, over items, how the team's leader uses its peers and
-// what simple rules over the same answers would score.
+// diagnosis counts, over items, how the team's leader uses its peers. It
+// also counts what simple rules over the same answers would score.
 type diagnosis struct {
 	n, team, alone int
-	// teamOnly, aloneOnly: the items only the team, only the leader alone
-	// gets right; aloneOnlyCopied: those of aloneOnly whose team answer is
-	// some peer's.
+	// teamOnly and aloneOnly are the items only the team, or only the
+	// leader alone, gets right. aloneOnlyCopied are those of aloneOnly
+	// whose team answer is some peer's.
 	teamOnly, aloneOnly, aloneOnlyCopied int
-	// agree[k], agreeRight[k]: the items whose most common well-formed
-	// peer answer k peers give (0: none is well formed), and on how many
-	// of them it is right.
+	// agree[k] counts the items whose most common well-formed peer answer
+	// k peers give; 0 means none is well formed. agreeRight[k] counts
+	// those where it is right.
 	agree, agreeRight map[int]int
-	// ruleV1: the answer two or more well-formed peers agree on, else the
-	// leader alone's; ruleV2: the vote of the well-formed peers' answers
-	// and the leader alone's, ties to the leader's; anyRight: some peer or
-	// the leader alone right.
+	// ruleV1 takes the answer two or more well-formed peers agree on, else
+	// the leader alone's. ruleV2 votes over the well-formed peers' answers
+	// and the leader alone's, ties to the leader's. anyRight is some peer
+	// or the leader alone right.
 	ruleV1, ruleV2, anyRight int
 }
 

@@ -8,8 +8,8 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 )
 
-// mode is what a training mode gives a run: its strategy settings and
-// models, its rollout source, the arms and notes of its table and the
+// mode is what a training mode gives a run. That is its strategy settings
+// and models, its rollout source, its table's arms and notes, and the
 // criteria it is judged by. Run calls its methods in the order listed,
 // from one goroutine.
 type mode interface {
@@ -23,7 +23,7 @@ type mode interface {
 	// prepare chooses what the baselines need from training items, such
 	// as the best fixed rule.
 	prepare(ctx context.Context, phase func(string)) error
-	// baselines are the arms that do not depend on training; the last
+	// baselines are the arms that do not depend on training. The last
 	// startArms of them run the starting policy in the trained seat.
 	baselines() []bench.Arm
 	startArms() int

@@ -11,20 +11,20 @@ import (
 	"github.com/delegatelab/delegate/nn"
 )
 
-// The trace roles of every arm and rollout, so that tokens, calls and
-// prices line up across arms whatever the strategy: the delegator in the
-// main seat (route's strong, single's single, lead's leader) is
-// RoleDelegator; the sub-agents (route's weak, lead's peers) are
-// RoleSubagent; the solver answering a whole problem alone is RoleSolver.
+// The trace roles of every arm and rollout. Tokens, calls and prices line up
+// across arms whatever the strategy. The delegator in the main seat (route's
+// strong, single's single, lead's leader) is RoleDelegator; the sub-agents
+// (route's weak, lead's peers) are RoleSubagent; the solver answering a whole
+// problem alone is RoleSolver.
 const (
 	RoleDelegator = "delegator"
 	RoleSubagent  = "subagent"
 	RoleSolver    = "solver"
 )
 
-// loadCheckpoint loads an nn checkpoint directory, or with dir "" the
-// shipped model named what from the binary, or with dir "shipped:NAME"
-// the shipped model NAME, and names it in errors.
+// loadCheckpoint loads an nn checkpoint directory and names it in errors.
+// With dir "" it loads the shipped model named what from the binary. With
+// dir "shipped:NAME" it loads the shipped model NAME.
 func loadCheckpoint(what, dir string) (*nn.Params, error) {
 	if name, ok := strings.CutPrefix(dir, ShippedPrefix); ok {
 		what, dir = name, ""
@@ -48,11 +48,11 @@ func checkpointName(dir string) string {
 	return dir
 }
 
-// conversation reports, on each response of one conversation's model, the
-// prompt tokens a provider would price as cached: the longest common
-// prefix of the prompt with the previous call's prompt followed by its
-// generated tokens, when it is at least minCached tokens long (real APIs
-// cache only long prefixes), else none. It asks for logprobs to know the
+// conversation reports the prompt tokens a provider would price as cached.
+// It does so on each response of one conversation's model. They are the
+// longest common prefix of the prompt with the previous call's prompt and
+// generated tokens. A prefix under minCached tokens counts none, as real
+// APIs cache only long prefixes. It asks for logprobs to know the
 // generated token ids, and leaves them in the response: a trainer may
 // need them. It is the one wrapper on a delegator's call path; a trained
 // seat's sampling is its agent's delegate.Sampler, which Recorder.Call

@@ -18,9 +18,9 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
-// calculator answers a bare question "x op y" exactly, except the first
-// time it is asked slip, which it answers one too large; it counts its
-// calls. Safe for concurrent use.
+// calculator answers a bare question "x op y" exactly and counts its calls.
+// The first time it is asked slip, it answers one too large. Safe for
+// concurrent use.
 type calculator struct {
 	slip    string
 	slipped atomic.Bool
@@ -64,9 +64,8 @@ func firstLiteral(p *world.Problem) int {
 	return 0
 }
 
-// answerWithSlip is p's answer when, with slip, the first step whose
-// operands are in the text comes back one too large and the later steps
-// go on from it.
+// answerWithSlip is p's answer under slip. The first step whose operands
+// are in the text comes back one too large, and later steps go on from it.
 func answerWithSlip(p *world.Problem, slip bool) int64 {
 	v := make([]int64, len(p.Steps))
 	first := firstLiteral(p)
@@ -93,10 +92,10 @@ func answerWithSlip(p *world.Problem, slip bool) int64 {
 	return v[len(v)-1]
 }
 
-// TestScriptedPolicies runs the world's scripted policies under route
-// with a solver that computes (and one that slips once): each says
-// exactly its transcript.Route transcript, billed as the world bills it, and
-// carries the solver's answers through.
+// TestScriptedPolicies runs the world's scripted policies under route. One
+// solver computes; another slips once. Each policy must say its
+// transcript.Route transcript, billed as the world bills it, and carry the
+// solver's answers through.
 func TestScriptedPolicies(t *testing.T) {
 	problems, err := world.Generate(world.DefaultConfig(), 7, world.Test, 20)
 	if err != nil {
@@ -229,9 +228,9 @@ func TestVote(t *testing.T) {
 	}
 }
 
-// FuzzAlwaysDelegate feeds the scripted always-delegate policy arbitrary solver
-// answers and tool call ids: it never panics, and it either asks for the
-// next steps or boxes an integer.
+// FuzzAlwaysDelegate feeds the scripted always-delegate policy arbitrary
+// solver answers and tool call ids. It must never panic, and must either
+// ask for the next steps or box an integer.
 func FuzzAlwaysDelegate(f *testing.F) {
 	problems, err := world.Generate(world.DefaultConfig(), 3, world.Test, 4)
 	if err != nil {
@@ -272,8 +271,8 @@ func FuzzAlwaysDelegate(f *testing.F) {
 	})
 }
 
-// The delegator's route prompt is exactly the world's route transcript up
-// to its first reply: the tool declared as in pretraining.
+// The delegator's route prompt is the world's route transcript up to its
+// first reply. The tool is declared as in pretraining.
 func TestRoutePromptIsTheTranscripts(t *testing.T) {
 	problems, err := world.Generate(world.DefaultConfig(), 5, world.Test, 3)
 	if err != nil {
@@ -314,10 +313,10 @@ func (r recorder) Chat(_ context.Context, req *delegate.Request) (*delegate.Resp
 	return &delegate.Response{Choices: []delegate.Choice{{Message: delegate.Assistant(world.Boxed(0)), FinishReason: "stop"}}}, nil
 }
 
-// TestScratchPeer checks the peer that solves with scratch work: it asks
-// its model in single's format under the request's sampling and with
-// room for the scratch work, hands back the reply condensed to lead's
-// peer format, and keeps the whole reply's usage.
+// TestScratchPeer checks the peer that solves with scratch work. It asks
+// its model in single's format, under the request's sampling, with room
+// for the scratch work. It hands back the reply condensed to lead's peer
+// format, and keeps the whole reply's usage.
 func TestScratchPeer(t *testing.T) {
 	ps, err := world.Generate(world.DefaultConfig(), 5, world.Test, 1)
 	if err != nil {
@@ -353,10 +352,10 @@ func TestScratchPeer(t *testing.T) {
 	}
 }
 
-// A trained seat's model is one wrapper deep: its agent's Sampler, which
-// Recorder.Call applies, samples it as the policy (temperature, token
-// cap, a seed per call in order), and the conversation calls the model
-// itself. An untrained seat has no Sampler.
+// A trained seat's model is one wrapper deep. Its agent's Sampler, which
+// Recorder.Call applies, samples it as the policy: temperature, token cap and
+// a seed per call in order. The conversation calls the model itself. An
+// untrained seat has no Sampler.
 func TestSeatAgentsSampleTheTrainedSeat(t *testing.T) {
 	var got []*delegate.Request
 	m := modeltest.New("policy", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {

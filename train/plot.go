@@ -25,8 +25,8 @@ func DelegatorTokens(m *rl.Metrics) float64 {
 	return m.PolicyTokensMean
 }
 
-// trainPlots are the plots of a run's metrics: file name without its
-// extension (each is written as PNG and SVG), y label, value.
+// trainPlots are the plots of a run's metrics: file name, y label, value.
+// The name has no extension, as each is written as PNG and SVG.
 var trainPlots = []struct {
 	file, label string
 	value       func(*rl.Metrics) float64
@@ -40,8 +40,8 @@ var trainPlots = []struct {
 // smoothWindow is the number of steps the plots' moving mean spans.
 const smoothWindow = 20
 
-// movingMean returns, at each point, the mean of the values of the last
-// window points up to it (fewer at the start).
+// movingMean returns, at each point, the mean of the last window points up
+// to it. There are fewer at the start.
 func movingMean(xys plotter.XYs, window int) plotter.XYs {
 	out := make(plotter.XYs, len(xys))
 	var sum float64
@@ -55,10 +55,10 @@ func movingMean(xys plotter.XYs, window int) plotter.XYs {
 	return out
 }
 
-// WritePlots draws the plots of the metrics log in dir (rl.MetricsFile)
-// over the RL steps, each as PNG and SVG in dir: reward, accuracy,
-// delegator tokens, delegation rate and the delegation rate per kind of
-// step. It returns the files written; none when there is no log.
+// WritePlots plots the metrics log in dir (rl.MetricsFile) over the RL steps.
+// It writes each plot as PNG and SVG in dir: reward, accuracy, delegator
+// tokens, delegation rate, and that rate per kind of step. It returns the
+// files written; none when there is no log.
 func WritePlots(dir string) ([]string, error) {
 	f, err := os.Open(filepath.Join(dir, rl.MetricsFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -117,9 +117,9 @@ func WritePlots(dir string) ([]string, error) {
 	return append(files, kinds...), err
 }
 
-// writeKindPlot draws the delegation rate per kind of step over training
-// (the moving mean of the rate's numerator and denominator): what the
-// policy learned to hand over.
+// writeKindPlot draws the delegation rate per kind of step over training.
+// It shows what the policy learned to hand over. The rate is the moving
+// mean of its numerator over that of its denominator.
 func writeKindPlot(dir string, ms []rl.Metrics) ([]string, error) {
 	p, _ := bench.NewPlot("delegation rate per kind of step over RL steps", "step", "share of the steps delegated")
 	p.Y.Min, p.Y.Max = 0, 1

@@ -56,14 +56,14 @@ func checkpointParams(t *testing.T, dir string) *nn.Params {
 	return p
 }
 
-// TestTrainBothTrainsEachPolicyOnItsOwnSamples: with Train both, one
-// step's rollouts give the delegator its turns and the solver its answers
-// (each call a sample of its own), and each trainer's parameters after two
-// steps are bit for bit those of a trainer of that policy alone fed its
-// own groups: neither trainer touched the other's parameters or trained
-// on the other's samples, and the frozen starting models stayed as they
-// were. A run stopped after the first step and resumed ends with the
-// same parameters for both.
+// TestTrainBothTrainsEachPolicyOnItsOwnSamples trains both policies. One
+// step's rollouts give the delegator its turns and the solver its answers,
+// each call a sample of its own. After two steps, each trainer's
+// parameters must be bit for bit those of a trainer of that policy alone
+// fed its own groups. So neither trainer touched the other's parameters or
+// trained on the other's samples, and the frozen starting models stayed
+// as they were. A run stopped after the first step and resumed ends with
+// the same parameters for both.
 func TestTrainBothTrainsEachPolicyOnItsOwnSamples(t *testing.T) {
 	ctx := context.Background()
 	const steps = 2
@@ -95,9 +95,9 @@ func TestTrainBothTrainsEachPolicyOnItsOwnSamples(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The samples: the delegator's conversations and, one per call, the
-	// solver's answers, both in every group with the same rewards and
-	// advantages.
+	// The samples are the delegator's conversations and the solver's
+	// answers, one per call. Both are in every group with the same rewards
+	// and advantages.
 	var solverSamples, signal int
 	for step := 1; step <= steps; step++ {
 		dg, sg := recs[0].groups[step], recs[1].groups[step]
@@ -227,8 +227,8 @@ func TestConfigTrain(t *testing.T) {
 	}
 }
 
-// TestIdentityTrain: a run file records what a run trains, and a run file
-// written before the field existed is a delegator run's.
+// TestIdentityTrain checks that a run file records what a run trains. A
+// run file written before the field existed is a delegator run's.
 func TestIdentityTrain(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.OutDir = t.TempDir()
@@ -262,10 +262,9 @@ func TestIdentityTrain(t *testing.T) {
 	}
 }
 
-// TestRunTrainSolver: a run that trains the solver alone keeps its
-// trainer in OutDir/SolverDir, and its table holds the pretrained
-// delegator with the trained solver, no arm of a trained delegator, and
-// the solver's check.
+// TestRunTrainSolver trains the solver alone. Its trainer must live in
+// OutDir/SolverDir. Its table must hold the pretrained delegator with the
+// trained solver, no arm of a trained delegator, and the solver's check.
 func TestRunTrainSolver(t *testing.T) {
 	cfg := tinyConfig(t)
 	cfg.Train = TrainSolver

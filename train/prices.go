@@ -14,10 +14,10 @@ type PriceCase struct {
 	Prices world.Prices
 }
 
-// PriceCases are the price tables of the sensitivity check, from base:
-// base itself; each model's output priced as its input; the solver priced
-// as the delegator; and no discount for cached input. The cached tokens
-// are those the run counted (Config.CacheMinTokens).
+// PriceCases are the price tables of the sensitivity check, from base. They
+// are base itself, each model's output priced as its input, the solver priced
+// as the delegator, and no discount for cached input. The cached tokens are
+// those the run counted (Config.CacheMinTokens).
 func PriceCases(base world.Prices) []PriceCase {
 	flat := base
 	flat.Delegator.Output, flat.Solver.Output = flat.Delegator.Input, flat.Solver.Input
@@ -33,8 +33,8 @@ func PriceCases(base world.Prices) []PriceCase {
 	}
 }
 
-// Reprice is the item's cost under p, in dollars: its delegator's tokens
-// at the delegator's prices, every other role's at the solver's.
+// Reprice is the item's cost under p, in dollars. Its delegator's tokens
+// get the delegator's prices; every other role's get the solver's.
 func (it Item) Reprice(p world.Prices) float64 {
 	return p.Delegator.Cost(it.Delegator) + p.Solver.Cost(it.Subagent)
 }
@@ -58,11 +58,11 @@ func repriced(r *Row, p world.Prices) (cost, perCorrect float64) {
 	return cost, perCorrect
 }
 
-// PriceSensitivity writes, for each case, the cost per item of the arms
-// (rows matched as by Row) and the trained arm's saving in cost of pass
-// against the cheapest per correct answer of baselines, then against the
-// first of baselines alone. Arms without a row are left out. It is
-// computed from the stored items alone.
+// PriceSensitivity writes, per case, the cost per item of the arms, with rows
+// matched as by Row. It adds the trained arm's saving in cost of pass against
+// the cheapest baseline per correct answer. Then it gives the saving against
+// the first baseline alone. Arms without a row are left out. It is computed
+// from the stored items alone.
 func (t *Table) PriceSensitivity(cases []PriceCase, arms []string, trained string, baselines []string) string {
 	var rows []*Row
 	for _, a := range arms {
@@ -97,8 +97,9 @@ func (t *Table) PriceSensitivity(cases []PriceCase, arms []string, trained strin
 	return b.String()
 }
 
-// writeSavings writes, for each case, tr's saving in cost of pass against
-// the cheapest per correct answer of baselines, and ends the line.
+// writeSavings writes tr's saving in cost of pass for each case, and ends
+// the line. The saving is against the cheapest baseline per correct
+// answer.
 func (t *Table) writeSavings(b *strings.Builder, cases []PriceCase, tr *Row, baselines []string) {
 	for _, c := range cases {
 		_, mine := repriced(tr, c.Prices)

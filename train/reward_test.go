@@ -13,9 +13,9 @@ import (
 	"github.com/delegatelab/delegate/rollout"
 )
 
-// criticalPathFormula is reward.CriticalPath's reward written out: q less
-// the critical path's latency, plus the annealed bonus times the share of
-// calls off the critical path; after a format failure the penalty takes
+// criticalPathFormula is reward.CriticalPath's reward written out. It is q
+// less the critical path's latency, plus the annealed bonus times the share
+// of calls off the critical path; after a format failure the penalty takes
 // q's place and no bonus is paid.
 func criticalPathFormula(c reward.CriticalPath, o reward.Outcome) float64 {
 	q := 0.0
@@ -125,9 +125,9 @@ func TestTrainingRewardIdentity(t *testing.T) {
 }
 
 // TestTrainCriticalPathReward trains the shipped delegator three steps
-// under critical_path, its bonus annealed over two steps, and checks
-// every rollout's reward against the formula at its step, and each
-// step's mean reward in metrics.jsonl against the formula's mean.
+// under critical_path, its bonus annealed over two steps. It checks every
+// rollout's reward against the formula at its step. It checks each step's
+// mean reward in metrics.jsonl against the formula's mean.
 func TestTrainCriticalPathReward(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the shipped models")

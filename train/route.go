@@ -50,14 +50,14 @@ func (m routeMode) prepare(ctx context.Context, phase func(string)) error {
 	return nil
 }
 
-// productSaving is the delegator's tokens that delegating a product of
-// two 2-digit numbers saves: its scratchpad (161 tokens) less the call
-// (54), as world.WorthDelegating says.
+// productSaving is the delegator tokens saved by delegating a product of
+// two 2-digit numbers. It is the scratchpad's 161 tokens less the call's
+// 54, as world.WorthDelegating says.
 const productSaving = 107
 
-// fitThreshold fits the threshold rule on the first factor to the
-// solver's answers on the first RuleItems training problems
-// (scripted.FitThreshold): a product answered right gains the reward of
+// fitThreshold fits the first-factor threshold rule to the solver's
+// answers on the first RuleItems training problems
+// (scripted.FitThreshold). A product answered right gains the reward of
 // the tokens it saves less a call, one answered wrong loses the item.
 func (r *runner) fitThreshold(ctx context.Context) (int64, error) {
 	problems := r.trainSet[:min(r.cfg.RuleItems, len(r.trainSet))]
@@ -111,9 +111,9 @@ func ruleName(mask uint, steps int) string {
 	return ArmRule + ": " + world.PositionRuleName(mask, steps)
 }
 
-// trainedArms are the trained delegator with the pretrained solver, the
-// pretrained delegator with the trained solver and the two trained, as
-// Config.Train has them.
+// trainedArms are the arms Config.Train gives. They pair the trained
+// delegator with the pretrained solver, the pretrained delegator with the
+// trained solver, and the two trained.
 func (m routeMode) trainedArms(steps int) []bench.Arm {
 	r := m.r
 	arm := func(name string, delegator, solver delegate.Model) bench.Arm {
@@ -161,9 +161,9 @@ func (m routeMode) source(_ context.Context, cfg rl.Config) (rl.Source, error) {
 	return s, nil
 }
 
-// final adds, when the delegator is trained, random delegation at its
-// rate and the SFT arm (delegator only), the design cut and the cost
-// under other prices.
+// final adds the arms that follow a trained delegator. They are random
+// delegation at its rate and, delegator only, the SFT arm. It adds the
+// design cut and the cost under other prices.
 func (m routeMode) final(ctx context.Context, phase func(string), arms []bench.Arm, tab *Table, steps int) ([]bench.Arm, *Table, error) {
 	r, cfg := m.r, m.r.cfg
 	if cfg.trainsDelegator() {
@@ -201,7 +201,7 @@ func (m routeMode) final(ctx context.Context, phase func(string), arms []bench.A
 }
 
 // route builds route with the delegator in the strong seat and the solver
-// answering what it delegates; the delegator sees the tool declared as in
+// answering what it delegates. The delegator sees the tool declared as in
 // its pretraining transcripts.
 func (r *runner) route(scfg strategy.Config, delegator, solver delegate.Model) (delegate.Strategy, error) {
 	d, s := r.seatAgents(delegator, solver)
@@ -213,8 +213,8 @@ func (r *runner) routeAgents(scfg strategy.Config, delegator, solver delegate.Ag
 	return r.observe(strategy.New(strategy.NameRoute, strategy.Roles{Strong: delegator, Weak: solver}, scfg))
 }
 
-// scriptedArm is a policy run by a program in the delegator's seat of
-// route (scripted.Delegator), on the training and the held-out problems.
+// scriptedArm is a policy run by a program in route's delegator seat
+// (scripted.Delegator). It runs on the training and held-out problems.
 func (r *runner) scriptedArm(name string, decide scripted.Decider) bench.Arm {
 	prog := scripted.New(name, append(append([]*world.Problem(nil), r.trainSet...), r.testSet...), decide)
 	return bench.Arm{Name: name, Strategy: perRun{strategy.NameRoute, func(string) (delegate.Strategy, error) {
@@ -222,10 +222,10 @@ func (r *runner) scriptedArm(name string, decide scripted.Decider) bench.Arm {
 	}}}
 }
 
-// chooseKeywordRule runs the keyword rules (scripted.KeywordRules) on the
-// first RuleItems training problems and returns the one of highest mean
-// reward: the best rule reading a step's sentence and operands, chosen
-// without the held-out items. Rules that decide alike on every step of
+// chooseKeywordRule runs scripted.KeywordRules on the first RuleItems
+// training problems and returns the one of highest mean reward. It is the
+// best rule reading a step's sentence and operands, chosen without the
+// held-out items. Rules that decide alike on every step of
 // those problems run once (scripted.Distinct); the solver's answers are
 // memoized, as it answers greedily.
 func (r *runner) chooseKeywordRule(ctx context.Context) (scripted.KeywordRule, error) {
@@ -265,10 +265,10 @@ func (r *runner) chooseKeywordRule(ctx context.Context) (scripted.KeywordRule, e
 	return best, nil
 }
 
-// designCut is the cost cut per item, against solving alone, of the
-// world's optimal policy (the coverage's selective policy,
-// world.Selective in the default world) on the held-out problems, from
-// their transcripts (transcript.Measure) at the run's prices: what the
+// designCut is the cost cut per item of the world's optimal policy, against
+// solving alone. The policy is the coverage's selective one, world.Selective
+// in the default world. The cut is computed on the held-out problems'
+// transcripts (transcript.Measure) at the run's prices. It is what the
 // world's design allows, beside the measured cut. Earlier turns count as
 // cached only with Config.CacheMinTokens 0, as the problems' prompts are
 // shorter than any real API's cache minimum.

@@ -43,9 +43,10 @@ const (
 	// ArmKeyword is followed by ": " and the rule's name
 	// (scripted.KeywordRule.Name).
 	ArmKeyword = "best keyword rule on training items"
-	// ArmThreshold is followed by ": " and the rule: the threshold rule
-	// on the first factor fitted on training items (scripted.FitThreshold),
-	// in a world whose solver's coverage narrows the products.
+	// ArmThreshold is followed by ": " and the rule. The rule is the
+	// first-factor threshold fitted on training items
+	// (scripted.FitThreshold), where the solver's coverage narrows the
+	// products.
 	ArmThreshold  = "threshold rule fitted on training items"
 	ArmOracle     = "oracle router (upper bound)"
 	ArmPretrained = "pretrained delegator"
@@ -95,14 +96,14 @@ type Result struct {
 	SolverCheckpoint string
 }
 
-// Run trains the delegator, the solver or both (Config.Train; in MLPO
-// mode, the leader) from cfg's checkpoints and evaluates every arm of the
-// table on held-out items: first the baselines, then training until
-// RL.Steps or TrainTime, then the trained policies. Everything lands in cfg.OutDir as it is done, so a
-// run interrupted at any point resumes there: finished evaluation items
-// are not run again, and training goes on from its last checkpoint with
-// what is left of TrainTime. When ctx ends, Run returns its error after
-// saving what it finished.
+// Run trains the policies Config.Train names from cfg's checkpoints. Under
+// MLPO it trains the leader. It evaluates every arm of the table on held-out
+// items: first the baselines, then training until RL.Steps or TrainTime, then
+// the trained policies. Everything lands in cfg.OutDir as it is done, so a
+// run interrupted at any point resumes there: finished evaluation items are
+// not run again, and training goes on from its last checkpoint with what is
+// left of TrainTime. When ctx ends, Run returns its error after saving what
+// it finished.
 func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -132,8 +133,8 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Result, error) {
 	return res, nil
 }
 
-// begin readies cfg.OutDir for a run (its identity written or checked)
-// and opt's logger, and returns the function that announces each phase.
+// begin readies cfg.OutDir and opt's logger for a run, writing or checking
+// its identity. It returns the function that announces each phase.
 func begin(cfg Config, opt *Options) (func(string), error) {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
@@ -162,10 +163,11 @@ func trainedElsewhere(cfg Config) error {
 }
 
 // EvaluateBaselines evaluates the part of Evaluate's table that does not
-// depend on the trained policy, as Evaluate does first (the fixed rules on
-// training items, the baselines on held-out items), into cfg.OutDir, where
-// Evaluate then finds them done: the supervisor of a multi-process run,
-// otherwise idle, evaluates them while its trainer trains.
+// depend on the trained policy. Those are the fixed rules on training
+// items and the baselines on held-out items. It writes them into
+// cfg.OutDir, where Evaluate then finds them done. The otherwise idle
+// supervisor of a multi-process run evaluates them while its trainer
+// trains.
 func EvaluateBaselines(ctx context.Context, cfg Config, opt Options) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -186,13 +188,13 @@ func EvaluateBaselines(ctx context.Context, cfg Config, opt Options) error {
 	return err
 }
 
-// Evaluate makes Run's table for a policy trained elsewhere (by train
-// --api, the trainer of a multi-process run): the baselines of cfg, as Run
-// evaluates them, and the policy of trained.Checkpoint (an nn checkpoint
-// directory, such as a trainer's OUT/checkpoint/policy) after
-// trained.Steps steps, in place of the one Run would train; trained's
-// StoppedBy and TrainSeconds go into the table's notes. Everything lands
-// in cfg.OutDir as in Run, and an interrupted evaluation resumes there.
+// Evaluate makes Run's table for a policy trained elsewhere, as by train
+// --api in a multi-process run. It evaluates cfg's baselines as Run does.
+// In place of the policy Run would train, it takes trained.Checkpoint
+// after trained.Steps steps: an nn checkpoint directory, such as a
+// trainer's OUT/checkpoint/policy. trained's StoppedBy and TrainSeconds go
+// into the table's notes. Everything lands in cfg.OutDir as in Run, and an
+// interrupted evaluation resumes there.
 func Evaluate(ctx context.Context, cfg Config, trained Result, opt Options) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -231,7 +233,7 @@ func Evaluate(ctx context.Context, cfg Config, trained Result, opt Options) (*Re
 }
 
 // start chooses what the mode's baselines need on training items and
-// evaluates the baselines; it returns how long the final evaluation should
+// evaluates the baselines. It returns how long the final evaluation should
 // take (evaluateBaselines).
 func (r *runner) start(ctx context.Context, phase func(string)) (time.Duration, error) {
 	if err := r.mode.prepare(ctx, phase); err != nil {
@@ -241,8 +243,8 @@ func (r *runner) start(ctx context.Context, phase func(string)) (time.Duration, 
 	return r.evaluateBaselines(ctx)
 }
 
-// final evaluates the trained policy of res beside the baselines and the
-// mode's arms that depend on it, and writes the table.
+// final evaluates res's trained policy and the mode's arms that depend on
+// it, beside the baselines. It writes the table.
 func (r *runner) final(ctx context.Context, phase func(string), res *Result) error {
 	cfg := r.cfg
 	phase("evaluate trained")
@@ -352,8 +354,8 @@ func (r *runner) generate() error {
 	return nil
 }
 
-// openModels loads the solver, the delegator (twice: frozen and trained)
-// and the mode's own models; the caller closes r when it fails.
+// openModels loads the solver, the delegator twice, frozen and trained,
+// and the mode's own models. The caller closes r when it fails.
 func (r *runner) openModels() error {
 	cfg := r.cfg
 	solverP, err := loadCheckpoint("solver", cfg.Solver)
@@ -414,14 +416,14 @@ func (r *runner) subagent(m delegate.Model, price delegate.Price) delegate.Agent
 	return delegate.Agent{Role: RoleSubagent, Model: m, Price: price}
 }
 
-// seatAgents are the agents of the delegator's seat, in its conversation,
-// and of the solver's seat around models d and s.
+// seatAgents are the agents of the delegator's and solver's seats around
+// models d and s. The delegator's runs in its conversation.
 func (r *runner) seatAgents(d, s delegate.Model) (delegator, solver delegate.Agent) {
 	return r.delegatorAgent(newConversation(d, r.cfg.CacheMinTokens)), r.subagent(s, r.cfg.Prices.Solver)
 }
 
-// perRun is a strategy built afresh for every run, so that each run has
-// its own conversation accounting (and, in training, its own seeds).
+// perRun is a strategy built afresh for every run. Each run then has its
+// own conversation accounting, and in training its own seeds.
 type perRun struct {
 	name  string
 	build func(request string) (delegate.Strategy, error)
@@ -468,9 +470,9 @@ func (r *runner) single(a delegate.Agent) (delegate.Strategy, error) {
 // baselines are the arms that do not depend on training.
 func (r *runner) baselines() []bench.Arm { return r.mode.baselines() }
 
-// trainedArms are the arms of the trained policy after steps steps; the
-// step is in the arm's name, so that results of an earlier state of a
-// resumed run are never mixed in.
+// trainedArms are the arms of the trained policy after steps steps. The
+// step is in the arm's name, so results of an earlier state of a resumed
+// run are never mixed in.
 func (r *runner) trainedArms(steps int) []bench.Arm { return r.mode.trainedArms(steps) }
 
 // startArms is the number of baselines, last in their list, that run the
@@ -503,10 +505,10 @@ func (r *runner) evaluateCounting(ctx context.Context, arms []bench.Arm) (int, e
 	return len(r.testSet)*len(arms) - rep.Resumed, nil
 }
 
-// chooseRule runs the mode's fixed rules (arms) on the first RuleItems
-// training problems and returns the arm name of the one of highest mean
-// reward (the first of them on a tie): the best input-independent policy,
-// chosen without looking at the held-out items.
+// chooseRule runs the mode's fixed rules on the first RuleItems training
+// problems. It returns the arm of highest mean reward, the first on a tie.
+// That is the best input-independent policy, chosen without the held-out
+// items.
 func (r *runner) chooseRule(ctx context.Context, arms []bench.Arm) (string, error) {
 	problems := r.trainSet[:min(r.cfg.RuleItems, len(r.trainSet))]
 	path := filepath.Join(r.cfg.OutDir, RulesFile)
@@ -537,9 +539,9 @@ func (r *runner) chooseRule(ctx context.Context, arms []bench.Arm) (string, erro
 	return best.Arm, nil
 }
 
-// labelDelegated labels a trace with the operations of the questions the
-// sub-agents were asked, in call order ("*-"): which kinds of step were
-// delegated.
+// labelDelegated labels a trace with which kinds of step were delegated.
+// The label is the operations of the sub-agents' questions, in call order
+// ("*-").
 func labelDelegated(tr *delegate.Trace) map[string]string {
 	var ops []byte
 	for _, n := range tr.Calls() {
@@ -555,8 +557,8 @@ func labelDelegated(tr *delegate.Trace) map[string]string {
 // LabelDelegated is the record label of the delegated operations.
 const LabelDelegated = "delegated_ops"
 
-// evaluate runs arms on the held-out items (skipping those already in the
-// results file) and returns the table of arms over every record.
+// evaluate runs arms on the held-out items not yet in the results file. It
+// returns the table of arms over every record.
 func (r *runner) evaluate(ctx context.Context, arms []bench.Arm) (*Table, error) {
 	path := filepath.Join(r.cfg.OutDir, EvalFile)
 	if _, err := r.evaluateCounting(ctx, arms); err != nil {
@@ -583,8 +585,8 @@ type timing struct {
 	Items int `json:"items"`
 }
 
-// evaluateBaselines runs the baselines: first those that do not involve
-// the starting policy in its training seat, then the arms that do, alone
+// evaluateBaselines runs the baselines. First come those without the
+// starting policy in its training seat. Then the arms with it run alone
 // and timed. It returns how long the final evaluation should be expected
 // to take: that time, from this invocation or an earlier one's TimingFile.
 func (r *runner) evaluateBaselines(ctx context.Context) (time.Duration, error) {
@@ -631,7 +633,7 @@ func (r *runner) evaluateBaselines(ctx context.Context) (time.Duration, error) {
 	return time.Duration(tm.StartEvalSeconds / float64(tm.Items) * float64(final) * float64(time.Second)), nil
 }
 
-// train runs the RL phase with what is left of TrainTime, and stops early
+// train runs the RL phase with what is left of TrainTime. It stops early
 // enough before the Deadline to leave reserve for the final evaluation.
 // Each trained policy has its own trainer (the delegator's in OutDir, the
 // solver's in OutDir/SolverDir), all stepping together on one source's
@@ -705,10 +707,10 @@ func (r *runner) train(ctx context.Context, reserve time.Duration) (*Result, err
 	return res, nil
 }
 
-// trainerConfigs are the configs of the run's trainers, the lead first
-// (the delegator's when it is trained): the run's RL config with the
-// policy's role and directory; the solver's calls are capped at the
-// solver's token budget.
+// trainerConfigs are the configs of the run's trainers. The lead comes
+// first, the delegator's when it is trained. Each is the run's RL config
+// with the policy's role and directory. The solver's calls are capped at
+// its token budget.
 func (r *runner) trainerConfigs() []rl.Config {
 	cfg := r.cfg.RL
 	cfg.PolicyRole, cfg.OutDir, cfg.Seed = RoleDelegator, r.cfg.OutDir, r.cfg.RLSeed()
@@ -725,8 +727,8 @@ func (r *runner) trainerConfigs() []rl.Config {
 	return out
 }
 
-// trainSeconds sums the rollout and update time of the metrics logs of
-// the run in dir: its delegator's and its solver's.
+// trainSeconds sums the rollout and update time of the run in dir. It reads
+// the delegator's and the solver's metrics logs.
 func trainSeconds(dir string) (float64, error) {
 	var s float64
 	for _, d := range []string{dir, filepath.Join(dir, SolverDir)} {
@@ -766,10 +768,10 @@ func (r *runner) source(ctx context.Context, cfg rl.Config) (rl.Source, error) {
 	return r.mode.source(ctx, cfg)
 }
 
-// problemEnv is the in-process source whose item i is problems[i], each
-// rollout run by the strategy build makes around the policy in the
-// delegator's seat (and the pretrained solver, untrained), the one
-// trained role cfg.PolicyRole.
+// problemEnv is the in-process source whose item i is problems[i]. Each
+// rollout runs the strategy build makes, with the policy in the
+// delegator's seat and the pretrained solver untrained. The one trained
+// role is cfg.PolicyRole.
 func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func(p *world.Problem, delegator, solver delegate.Agent) (delegate.Strategy, error)) *rollouts {
 	return &rollouts{r: r, cfg: cfg, problems: problems, build: build,
 		delegator: seat{m: r.policy, trained: true, maxNew: cfg.MaxNewTokens}, solver: seat{m: r.solver},
@@ -777,16 +779,15 @@ func (r *runner) problemEnv(cfg rl.Config, problems []*world.Problem, build func
 		items: rl.NewItems(cfg.Seed, len(problems), cfg.ItemsPerStep), scorer: Scorer(r.cfg.Reward)}
 }
 
-// Scorer is the scorer of a world rollout in training, the rollout
-// pipeline's (rollout.RewardScorer) with the world's settings, as
-// `process --reward world` scores: the final answer verified against the
-// problem's (world.ParseAnswer), no baseline, and g's reward of the
-// correctness and of the bill, the tokens RoleDelegator generated and the
-// calls of every other role (RoleSubagent's). An answer the strategy
-// reports a failure for (a reply not in the protocol's format, max
-// turns) is never verified: it is wrong even when its number is right, or
-// RL learns to drop the format; with a format penalty of 0, as the
-// world's reward has, its reward is a wrong answer's.
+// Scorer scores a world rollout in training, as `process --reward world`
+// does. It is rollout.RewardScorer with the world's settings. The final
+// answer is verified against the problem's (world.ParseAnswer), with no
+// baseline. g rewards the correctness and the bill: the tokens RoleDelegator
+// generated and the calls of every other role. An answer the strategy reports
+// a failure for (a reply not in the protocol's format, max turns) is never
+// verified: it is wrong even when its number is right, or RL learns to drop
+// the format; with a format penalty of 0, as the world's reward has, its
+// reward is a wrong answer's.
 func Scorer(g reward.Graded) *rollout.RewardScorer {
 	return &rollout.RewardScorer{
 		Verify:          world.Verify,
@@ -796,11 +797,11 @@ func Scorer(g reward.Graded) *rollout.RewardScorer {
 	}
 }
 
-// scored is whether an item of the table counts right and its reward, the
-// rule of Scorer: an answer the strategy reports a failure for (a reply
-// not in the protocol's format, such as a leader's answer without
-// <answer></answer>, max turns, a failed call) is wrong even when its
-// number verifies, and its reward is g's of a wrong answer.
+// scored is whether an item of the table counts right, and its reward, by
+// Scorer's rule. An answer the strategy reports a failure for is wrong
+// even when its number verifies. Its reward is g's of a wrong answer. Such
+// failures are a reply not in the protocol's format, such as a leader's
+// answer without <answer></answer>, max turns, or a failed call.
 func scored(rew reward.Graded, verified, failed bool, roles map[string]delegate.Totals) (bool, float64) {
 	correct := verified && !failed
 	return correct, world.RewardOf(rew, correct, world.Account{Delegator: roles[RoleDelegator].Usage, SubagentCalls: roles[RoleSubagent].Calls})
@@ -843,9 +844,9 @@ const (
 	DelegatedUncoveredMetric = "delegated_product_uncovered"
 )
 
-// coverageScalars adds to m the products of p worth delegating
-// (world.WorthDelegating) inside and outside cov, and how many of each
-// tr handed to the solver. Every key is set, zeros included, so that a
+// coverageScalars adds to m the products of p worth delegating, inside and
+// outside cov (world.WorthDelegating). It adds how many of each tr handed
+// to the solver. Every key is set, zeros included, so that a
 // step's means are over all its rollouts.
 func coverageScalars(m map[string]float64, tr *delegate.Trace, p *world.Problem, cov world.Coverage) {
 	m[StepsCoveredMetric], m[StepsUncoveredMetric] = 0, 0

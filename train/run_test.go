@@ -286,9 +286,9 @@ func TestRunRefusesAnotherRunsDirectory(t *testing.T) {
 	}
 }
 
-// TestEvaluateMatchesRun evaluates the checkpoint a Run trained, as a
-// policy trained elsewhere, in another directory: every row of the table,
-// the trained policy's included, is the one Run printed.
+// TestEvaluateMatchesRun evaluates a Run's checkpoint in another
+// directory, as a policy trained elsewhere. Every row of the table, the
+// trained policy's included, must be the one Run printed.
 func TestEvaluateMatchesRun(t *testing.T) {
 	cfg := tinyConfig(t)
 	res, err := Run(context.Background(), cfg, Options{})

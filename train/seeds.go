@@ -69,9 +69,9 @@ func RunSeeds(ctx context.Context, cfg Config, seeds []uint64, opt Options) ([]S
 	return runs, sum, nil
 }
 
-// checkSeeds checks the seeds of RunSeeds: at least one, none 0 (the
-// run's Seed stands in for 0), no repeat; and a route run that trains
-// the delegator.
+// checkSeeds checks the seeds of RunSeeds. There must be at least one,
+// none 0 and no repeat; the run's Seed stands in for 0. The run must be a
+// route run that trains the delegator.
 func checkSeeds(cfg Config, seeds []uint64) error {
 	if cfg.Mode != ModeRoute || cfg.Train != TrainDelegator {
 		return fmt.Errorf("train: several RL seeds: mode %s, train %s: only %s's delegator trains over several seeds", cfg.Mode, cfg.Train, ModeRoute)
@@ -90,12 +90,12 @@ func checkSeeds(cfg Config, seeds []uint64) error {
 	return nil
 }
 
-// shareBaselines copies what the first seed's run (in from) evaluated
-// that does not depend on the RL seed into a later seed's directory to:
-// the rules' and keyword rules' results on training items, the timing,
-// and every record of EvalFile of an arm that does not depend on the RL
-// seed (seedArm). A file already in to is left alone: that
-// seed's run began before.
+// shareBaselines copies the first seed's seed-free results to a later
+// seed. It copies from directory from into directory to. That is the
+// rules' and keyword rules' results on training items, the timing, and
+// every record of EvalFile of an arm that does not depend on the RL seed
+// (seedArm). A file already in to is left alone: that seed's run began
+// before.
 func shareBaselines(from, to string) error {
 	if err := os.MkdirAll(to, 0o755); err != nil {
 		return fmt.Errorf("train: share baselines: %w", err)
@@ -124,9 +124,9 @@ func shareBaselines(from, to string) error {
 	return nil
 }
 
-// seedArm says the arm depends on the RL seed: the trained delegator,
-// random delegation at its rate, and the SFT arm, whose batches the RL
-// seed orders.
+// seedArm says the arm depends on the RL seed. Those are the trained
+// delegator, random delegation at its rate, and the SFT arm, whose batches
+// the RL seed orders.
 func seedArm(arm string) bool {
 	for _, a := range []string{ArmTrained, ArmRandom, ArmSFT} {
 		if strings.HasPrefix(arm, a+" (") {
@@ -161,16 +161,17 @@ func baselineRecords(b []byte) ([]byte, error) {
 	return out.Bytes(), sc.Err()
 }
 
-// Seeds summarizes runs over several RL seeds: the trained delegator's
-// figures per seed, their mean and spread, and how many seeds meet each
-// acceptance check.
+// Seeds summarizes runs over several RL seeds. It holds the trained
+// delegator's figures per seed, their mean and spread, and how many seeds
+// meet each acceptance check.
 type Seeds struct {
 	Rows []SeedRow
 	// Checks are the checks' names, in the tables' order, with the number
 	// of seeds meeting each.
 	Checks []SeedCheck
-	// The baselines' figures, the same in every seed's table: the
-	// delegator alone's cost per item, the best rules' arms and rewards.
+	// The baselines' figures are the same in every seed's table. They are
+	// the delegator alone's cost per item and the best rules' arms and
+	// rewards.
 	AloneCost, BestRuleReward, BestKeywordReward float64
 	BestRule, BestKeyword                        string
 }
@@ -252,7 +253,8 @@ func spreadOf(xs []float64) Spread {
 }
 
 // Spreads are the mean and spread over seeds of the trained delegator's
-// accuracy, reward, cost per item and cut against the delegator alone.
+// figures. They cover accuracy, reward, cost per item and the cut against
+// the delegator alone.
 func (s *Seeds) Spreads() (accuracy, reward, cost, cut Spread) {
 	var a, r, c, k []float64
 	for _, row := range s.Rows {

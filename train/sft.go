@@ -24,13 +24,13 @@ const SFTDir = "sft"
 // ArmSFT is followed by " (steps × sequences)".
 const ArmSFT = "SFT on the oracle's transcripts"
 
-// sftArm is the arm of the pretrained delegator trained by supervised
-// fine-tuning on the oracle's route transcripts of the training problems
-// (the coverage's selective policy, world.Selective in the default world,
-// as transcript.Route writes them), with RL's compute:
-// RL.Steps optimizer steps of RL.ItemsPerStep × RL.GroupSize sequences,
-// as many as RL's rollouts, at RL's learning rate. The checkpoint is
-// kept in OutDir, so that a run again does not train it again.
+// sftArm is the pretrained delegator fine-tuned on the oracle's route
+// transcripts of the training problems. The oracle is the coverage's
+// selective policy, world.Selective in the default world, as
+// transcript.Route writes it. It gets RL's compute: RL.Steps optimizer
+// steps of RL.ItemsPerStep × RL.GroupSize sequences, as many as RL's
+// rollouts, at RL's learning rate. The checkpoint is kept in OutDir, so a
+// run again does not train it again.
 func (r *runner) sftArm(ctx context.Context) (bench.Arm, error) {
 	steps, batch := r.cfg.RL.Steps, r.cfg.RL.ItemsPerStep*r.cfg.RL.GroupSize
 	name := fmt.Sprintf("%s (%d steps × %d sequences)", ArmSFT, steps, batch)

@@ -14,10 +14,10 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
-// TestShippedTraining runs delegate train's main job, the default
-// config with the shipped models, on the validation split, and checks
-// the acceptance checks that the README's headline claims
-// (shippedClaims): it fails when the headline would. The other checks
+// TestShippedTraining runs delegate train's main job on the validation
+// split: the default config with the shipped models. It checks the
+// acceptance checks the README's headline claims (shippedClaims), and
+// fails when the headline would. The other checks
 // are logged, met or not. Too slow under the race detector, it runs in
 // the README's second test command:
 //
@@ -73,11 +73,11 @@ var shippedClaims = []string{
 }
 
 // TestShippedPeersDiffer measures why MLPO's default team has two models
-// (docs/training.md): on 300 validation problems of MLPO's world, the
-// leader (the shipped delegator, greedy) alone, and three peers at
-// temperature 0.7 with the seeds the team uses, either all the shipped
-// delegator or the default team (peer i is shipped:peer for even i,
-// shipped:delegator for odd i). It checks that the two-model team's
+// (docs/training.md). It runs 300 validation problems of MLPO's world.
+// The leader, the shipped delegator, runs alone and greedy. Three peers
+// run at temperature 0.7 with the team's seeds. They are either all the
+// shipped delegator or the default team: shipped:peer for even i,
+// shipped:delegator for odd i. It checks that the two-model team's
 // peers are right, at least one of them, on more problems, and more often
 // where the leader alone is wrong, than the one-model team's.
 //

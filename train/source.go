@@ -14,14 +14,14 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// rollouts is the trainer's in-process rl.Source: each step's items drawn
-// from problems by rl.Items, and GroupSize rollouts of each run, scored,
-// grouped and given advantages by the rollout pipeline (rollout.Groups,
-// as `delegate process` does, with tied groups kept at zero advantage),
-// a trained policy sampled at the trainer's temperature and token cap and
-// seeded per rollout (rl.RolloutSeed) by its agent's delegate.Sampler.
-// The groups'
-// training sequences are read from the rollouts' traces (rl.Episodes).
+// rollouts is the trainer's in-process rl.Source. rl.Items draws each
+// step's items from problems, and GroupSize rollouts of each run. The
+// rollout pipeline scores, groups and gives them advantages
+// (rollout.Groups), as `delegate process` does, keeping tied groups at
+// zero advantage. A trained policy samples at the trainer's temperature
+// and token cap, seeded per rollout (rl.RolloutSeed) by its agent's
+// delegate.Sampler. The groups' training sequences are read from the
+// rollouts' traces (rl.Episodes).
 //
 // With several trained policies (roles) one step's rollouts feed them
 // all: each role's view (View) gets its own groups, one per item, holding
@@ -50,8 +50,8 @@ type rollouts struct {
 	scorer  rollout.Scorer
 	dropped atomic.Int64 // rollout progress events the observer did not take
 
-	// baseline, when set, is played once per item of a step and handed to
-	// the scorer with each rollout (decompose's single-agent answer).
+	// baseline, when set, is played once per item of a step. It goes to
+	// the scorer with each rollout, as decompose's single-agent answer.
 	baseline delegate.Strategy
 
 	mu     sync.Mutex
@@ -123,10 +123,10 @@ func (v view) Next(ctx context.Context, step int) ([]rl.Group, error) {
 // View returns the source of role i's groups.
 func (s *rollouts) View(i int) rl.Source { return view{s, i} }
 
-// next returns role i's groups of step, running the step's rollouts
-// unless they are kept and role i has not taken them yet (a view asking
+// next returns role i's groups of step. It runs the step's rollouts
+// unless they are kept and role i has not taken them yet. A view asking
 // for a step again, as a trainer redoing a failed step does, gets them
-// made again).
+// made again.
 func (s *rollouts) next(ctx context.Context, step, i int) ([]rl.Group, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -199,9 +199,9 @@ func (s *rollouts) scorerAt(step int) rollout.Scorer {
 	return s.scorer
 }
 
-// split gives each role its groups of the step's rollouts: its own
-// sequences of every scored rollout, with the rollout's reward and
-// advantage, or under role credit each sequence's own advantage.
+// split gives each role its groups of the step's rollouts. A group holds
+// the role's sequences of every scored rollout, with the rollout's reward
+// and advantage. Under role credit each sequence has its own advantage.
 func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.Problem) ([][]rl.Group, error) {
 	cfg := s.cfg
 	out := make([][]rl.Group, len(s.roles))
@@ -260,8 +260,8 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 }
 
 // policies builds rollout k of the step's problem i: the strategy around
-// the seats' agents, a trained one sampled at the trainer's temperature
-// and token cap and seeded with the rollout's seed.
+// the seats' agents. A trained agent samples at the trainer's temperature
+// and token cap, seeded with the rollout's seed.
 func (s *rollouts) policies(step int, problems []*world.Problem) rollout.Policies {
 	cfg := s.cfg
 	return func(i, k int) (delegate.Strategy, error) {
@@ -273,7 +273,7 @@ func (s *rollouts) policies(step int, problems []*world.Problem) rollout.Policie
 }
 
 // RoleCredits gives the samples of a group's episodes their advantages
-// per role (reward.RoleCredit), after the world says which of the
+// per role (reward.RoleCredit). First the world says which of the
 // solver's answers are right (checkSubtasks). In a tied group (every
 // reward equal, or every rollout a format failure) a sample judged by
 // the task's outcome gets 0, as under task credit. It is train --credit
@@ -301,8 +301,8 @@ func RoleCredits(est reward.Estimator, rec *rollout.GroupRecord) ([][]reward.Sam
 	return credits, nil
 }
 
-// checkSubtasks sets the Correct of each solver sample whose question is
-// one of the world's operations ("47*28"): its answer against the exact
+// checkSubtasks sets Correct on each solver sample whose question is a
+// world operation, such as "47*28". It checks the answer against the exact
 // result. A question in any other form has no verifiable result.
 func checkSubtasks(e *delegate.Episode) {
 	for j := range e.Samples {

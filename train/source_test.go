@@ -13,10 +13,10 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// TestInProcessGroupsAreProcessGroups: a step's groups as the in-process
-// trainer gets them (the runner's source) and the same step's rollouts
-// made by process (rollout.Run writing groups.jsonl, what a trajectory API
-// receives) with the same seeds, policy and scorer are the same groups:
+// TestInProcessGroupsAreProcessGroups compares a step's groups two ways.
+// One is the in-process trainer's, from the runner's source. The other is
+// process's, rollout.Run writing groups.jsonl as a trajectory API gets it.
+// With the same seeds, policy and scorer, they must be the same groups:
 // the same rollouts, rewards and advantages, and training sequences with
 // the same tokens, masks and logprobs. The shipped models sample at the
 // trainer's temperature.
@@ -122,9 +122,9 @@ func sameLogprobs(a, b []float32) bool {
 	return slices.EqualFunc(a, b, func(x, y float32) bool { return x == y || (x != x && y != y) })
 }
 
-// TestRolloutsScoreAtTheirStep: the trainer's scorer learns the step it
-// scores rollouts for, so that a reward annealed over training anneals;
-// the same items at another step are scored at that step.
+// TestRolloutsScoreAtTheirStep checks that the scorer learns the step it
+// scores rollouts for, so an annealed reward anneals. The same items at
+// another step are scored at that step.
 func TestRolloutsScoreAtTheirStep(t *testing.T) {
 	ctx := context.Background()
 	cfg := bothConfig(t, 1)

@@ -9,17 +9,17 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// stepScorer is the scorer of reward.CreditStep: the world's reward, less
-// 1 for each wrong answer the rollout took from the solver beyond the one
-// a wrong final answer already pays for. The task's reward pays 1 for a
-// wrong answer however many delegated steps made it wrong, so a rollout
-// that hands over two products the solver gets wrong scores as one that
-// hands over one: the second decision goes unpunished, and a right one
-// beside a wrong one goes unrewarded. Charging each wrong answer makes
-// the reward the sum of the steps' exact values, each delegated step
-// judged by the world on its own (world.ParseExpr, world.Correct). It
-// equals the task's reward on every rollout with at most one wrong answer
-// from the solver, so the optimal policy is the same.
+// stepScorer is the scorer of reward.CreditStep. It is the world's reward,
+// less 1 for each wrong answer the rollout took from the solver. The one a
+// wrong final answer already pays for is not charged again. The task's reward
+// pays 1 for a wrong answer however many delegated steps made it wrong, so a
+// rollout that hands over two products the solver gets wrong scores as one
+// that hands over one: the second decision goes unpunished, and a right one
+// beside a wrong one goes unrewarded. Charging each wrong answer makes the
+// reward the sum of the steps' exact values, each delegated step judged by
+// the world on its own (world.ParseExpr, world.Correct). It equals the task's
+// reward on every rollout with at most one wrong answer from the solver, so
+// the optimal policy is the same.
 type stepScorer struct{ base *rollout.RewardScorer }
 
 // At is a copy that scores rollouts sampled for trainer step step.
@@ -40,8 +40,8 @@ func (s stepScorer) Score(ctx context.Context, rec *delegate.Recorder, task dele
 }
 
 // solverWrong counts the solver's answers in tr that the world judges
-// wrong: its calls whose question is one of the world's operations
-// ("47*28") and whose reply does not give the exact result.
+// wrong. Those are calls whose question is a world operation, such as
+// "47*28", and whose reply misses the exact result.
 func solverWrong(tr *delegate.Trace) int {
 	n := 0
 	for _, c := range tr.Calls() {

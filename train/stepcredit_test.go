@@ -11,8 +11,8 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// stepTrace is a route trace of p answering answer, with one solver call
-// per question, each replied to with the matching reply.
+// stepTrace is a route trace of p answering answer. It has one solver
+// call per question, each replied to with the matching reply.
 func stepTrace(answer string, questions, replies []string) *delegate.Trace {
 	root := &delegate.Node{Name: "route"}
 	root.Children = append(root.Children, &delegate.Node{ID: 1, Name: "delegator", Model: "router", Role: RoleDelegator,
@@ -28,9 +28,9 @@ func stepTrace(answer string, questions, replies []string) *delegate.Trace {
 	}}
 }
 
-// TestStepScorer: --credit step charges 1 for each wrong answer taken
-// from the solver beyond the one a wrong final answer pays for, and
-// scores every other rollout as the task's reward does.
+// TestStepScorer checks that --credit step charges 1 per wrong solver
+// answer beyond the one a wrong final answer pays for. Every other rollout
+// scores as the task's reward does.
 func TestStepScorer(t *testing.T) {
 	ps, err := world.Generate(world.DefaultConfig(), 1, world.Train, 1)
 	if err != nil {
@@ -77,9 +77,9 @@ func TestStepScorer(t *testing.T) {
 	}
 }
 
-// TestCoverageScalars: where the coverage narrows the products, a
-// rollout's metrics count the products worth delegating inside and
-// outside it and those handed over; elsewhere they hold no such key.
+// TestCoverageScalars checks a rollout's metrics where the coverage
+// narrows the products. They count the products worth delegating inside
+// and outside it, and those handed over. Elsewhere they hold no such key.
 func TestCoverageScalars(t *testing.T) {
 	op := func(o world.Op, x, y int64) world.Step {
 		return world.Step{Op: o, X: world.Operand{Value: x}, Y: world.Operand{Value: y}, Result: o.Apply(x, y)}

@@ -246,11 +246,10 @@ func TestAcceptance(t *testing.T) {
 	}
 }
 
-// TestScorerFailedIsWrong checks that a rollout the strategy flags as
-// failed is wrong in training even when its answer holds the right
-// number, so that RL cannot learn to drop the protocol's answer format,
-// and that training's scorer and the table's rule give the same
-// correctness and reward.
+// TestScorerFailedIsWrong checks that a rollout flagged as failed is wrong
+// in training, even when its answer holds the right number. So RL cannot
+// learn to drop the protocol's answer format. Training's scorer and the
+// table's rule must give the same correctness and reward.
 func TestScorerFailedIsWrong(t *testing.T) {
 	g := DefaultConfig().Reward
 	task := delegate.Task{ID: "p", Prompt: "What is it?", Answer: "1953"}
@@ -293,8 +292,8 @@ func TestBudgetCount(t *testing.T) {
 	}
 }
 
-// TestSolverAcceptance: a trained solver is checked against the pretrained
-// solver under each delegator, paired, and with both trained the trained
+// TestSolverAcceptance checks a trained solver against the pretrained one
+// under each delegator, paired. With both trained, it checks the trained
 // delegator against the pretrained one under the trained solver.
 func TestSolverAcceptance(t *testing.T) {
 	row := func(arm string, rewards ...float64) Row {

@@ -55,10 +55,10 @@ func TestAcceptanceThreshold(t *testing.T) {
 	}
 }
 
-// TestRunThresholdArm: where the solver's coverage narrows the products,
-// a route run fits the threshold rule on training items and adds it to
-// the table after the keyword rule, with its check; the default world's
-// table has neither.
+// TestRunThresholdArm runs route where the solver's coverage narrows the
+// products. The run fits the threshold rule on training items. It adds the
+// rule to the table after the keyword rule, with its check. The default
+// world's table has neither.
 func TestRunThresholdArm(t *testing.T) {
 	cfg := tinyConfig(t)
 	cfg.Coverage = world.DigitsCoverage()
@@ -88,9 +88,9 @@ func TestRunThresholdArm(t *testing.T) {
 	}
 }
 
-// TestDesignCutFollowsCoverage: the design cut is the cut of the
-// coverage's selective policy, smaller where the solver covers fewer
-// products, and the default world's with the zero coverage.
+// TestDesignCutFollowsCoverage checks that the design cut is the
+// coverage's selective policy's. It is smaller where the solver covers
+// fewer products, and the default world's with the zero coverage.
 func TestDesignCutFollowsCoverage(t *testing.T) {
 	cut := func(cov world.Coverage) float64 {
 		t.Helper()

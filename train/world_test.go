@@ -8,9 +8,9 @@ import (
 	"github.com/delegatelab/delegate/models"
 )
 
-// TestShippedSolverSetting checks that Solver may name a shipped model,
-// the digits world's solver, which loads as the file under models/ does,
-// and that an unknown one is rejected by name.
+// TestShippedSolverSetting checks that Solver may name a shipped model.
+// The digits world's solver loads as the file under models/ does. An
+// unknown one is rejected by name.
 func TestShippedSolverSetting(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Solver = ShippedPrefix + "solver-digits"

@@ -31,8 +31,8 @@ func DefaultPrices() Prices {
 	}
 }
 
-// Account is the token bill of one episode under the chat template of
-// package tokenizer (one token per byte plus the specials).
+// Account is the token bill of one episode. It counts under package
+// tokenizer's chat template: one token per byte plus the specials.
 type Account struct {
 	// Delegator sums the delegator's calls. CachedTokens counts, for each
 	// call after the first of a conversation, the tokens of the previous
@@ -63,9 +63,8 @@ func (a Account) Cost(p Prices) float64 {
 	return p.Delegator.Cost(a.Delegator) + p.Solver.Cost(a.Solver)
 }
 
-// DefaultReward is the reward this world is designed for, a setting of
-// the reward package's graded reward (the package doc shows the
-// arithmetic):
+// DefaultReward is the reward this world is designed for. It is a setting
+// of reward.Graded; the package doc shows the arithmetic:
 //
 //	reward = correct − 0.001·(delegator generated tokens) − 0.02·(sub-agent calls)
 //

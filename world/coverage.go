@@ -5,16 +5,16 @@ import (
 	"math/rand/v2"
 )
 
-// SolverMaxFactor is the most digits of either factor of a product in the
-// solver's training data: the products of the default world, two 2-digit
+// SolverMaxFactor is the most digits of either factor in the solver's
+// training products. Those are the default world's products of two 2-digit
 // numbers. Past it the solver has never seen the shape of the answer and
 // is unreliable ("larger numbers").
 const SolverMaxFactor = 2
 
 // SolverCovers reports whether x op y is in the solver's training
-// coverage: every sum, and products whose factors have at most
-// SolverMaxFactor digits. No difference is: the designed weakness the
-// default world leans on. The solver has never seen a subtraction, and
+// coverage. It covers every sum, and products whose factors have at most
+// SolverMaxFactor digits. It covers no difference: the designed weakness
+// the default world leans on. The solver has never seen a subtraction, and
 // every "gives away" and "how many more" step is one, which the delegator
 // computes in a 60-token scratchpad.
 func SolverCovers(op Op, x, y int64) bool {
@@ -27,10 +27,10 @@ func SolverCovers(op Op, x, y int64) bool {
 	return true
 }
 
-// WorthDelegating reports whether handing a step to the solver saves the
-// delegator tokens: a product by a number of two or more digits, whose
-// scratchpad (161 tokens for two 2-digit numbers) is far longer than a
-// delegate call (54). Sums, differences and products by one digit have
+// WorthDelegating reports whether handing a step over saves delegator
+// tokens. Only a product by a number of two or more digits does. Its
+// scratchpad, 161 tokens for two 2-digit numbers, is far longer than a
+// delegate call of 54. Sums, differences and products by one digit have
 // scratchpads of 51 to 57 tokens, about as long as the call.
 func WorthDelegating(s Step) bool { return s.Op == Mul && s.Y.Value >= 10 }
 
@@ -54,19 +54,19 @@ func (s SolverSize) Covered() bool {
 	return true
 }
 
-// solverSizes are the classes of solver questions this world asks: the
-// shapes of its steps inside the coverage (products of 2-digit numbers and
-// by one digit, sums of the sizes its quantities reach) and, outside it,
-// its differences and products of larger numbers.
+// solverSizes are the classes of solver questions this world asks. Inside
+// the coverage are products of 2-digit numbers and by one digit, and sums
+// of the sizes its quantities reach. Outside it are its differences and
+// products of larger numbers.
 var solverSizes = []SolverSize{
 	{Mul, 2, 2}, {Mul, 2, 1}, {Add, 4, 4}, {Add, 4, 2}, {Add, 3, 3},
 	{Sub, 4, 4}, {Sub, 4, 2}, {Sub, 3, 2}, {Mul, 3, 2}, {Mul, 3, 1},
 }
 
-// SolverSizes returns the size classes inside the solver's coverage
-// (covered true), on which the solver's corpus (package transcript)
-// trains it, or those outside it, which Question can draw for grading but
-// the corpus never trains on.
+// SolverSizes returns the size classes inside the solver's coverage, or
+// with covered false those outside it. The solver's corpus in package
+// transcript trains on the classes inside. Question can draw the classes
+// outside for grading, but the corpus never trains on them.
 func SolverSizes(covered bool) []SolverSize {
 	var out []SolverSize
 	for _, s := range solverSizes {
@@ -77,8 +77,8 @@ func SolverSizes(covered bool) []SolverSize {
 	return out
 }
 
-// Question draws x op y of a size class whose result fits Width digits;
-// a subtraction's minuend is the larger, a sum comes in both orders.
+// Question draws x op y of a size class whose result fits Width digits.
+// A subtraction's minuend is the larger; a sum comes in both orders.
 func (s SolverSize) Question(rng *rand.Rand) (int64, int64) {
 	for {
 		x, y := s.draw(rng)
@@ -112,12 +112,12 @@ func (s SolverSize) draw(rng *rand.Rand) (int64, int64) {
 // digits, which no keyword of the text tells.
 type Coverage struct {
 	// MulFirstBelow, when positive, covers a product only when its first
-	// factor is below it: the solver has never seen a larger one there.
+	// factor is below it. The solver has never seen a larger one there.
 	MulFirstBelow int64 `json:"mul_first_below,omitempty"`
 }
 
-// DigitsCoverage is the solver of the digits world: the default world's
-// coverage narrowed to products whose first factor is below 50.
+// DigitsCoverage is the digits world's solver. It narrows the default
+// coverage to products whose first factor is below 50.
 func DigitsCoverage() Coverage { return Coverage{MulFirstBelow: 50} }
 
 // Validate checks that a narrowing leaves some 2-digit first factors in
@@ -143,8 +143,8 @@ func (c Coverage) Narrows(s SolverSize) bool {
 	return s.Covered() && s.Op == Mul && c.MulFirstBelow > 0 && s.X >= 2
 }
 
-// Question draws x op y of size class s that the coverage covers (in
-// true) or does not; s must hold such questions (Covered or Narrows).
+// Question draws x op y of size class s that the coverage covers, or with
+// in false does not. s must hold such questions (Covered or Narrows).
 func (c Coverage) Question(s SolverSize, rng *rand.Rand, in bool) (int64, int64) {
 	for {
 		x, y := s.Question(rng)
@@ -161,9 +161,9 @@ func (c Coverage) Selective(p *Problem, i int) bool {
 	return WorthDelegating(s) && c.Covers(s.Op, s.X.Value, s.Y.Value)
 }
 
-// WorldNames are the named worlds, each DefaultConfig's problems with a
-// solver of its own coverage: "default" (the zero Coverage) and "digits"
-// (DigitsCoverage), where the best policy reads the products' digits.
+// WorldNames are the named worlds: DefaultConfig's problems, each with a
+// solver of its own coverage. "default" has the zero Coverage. "digits"
+// has DigitsCoverage, where the best policy reads the products' digits.
 var WorldNames = []string{"default", "digits"}
 
 // Named returns the config and the solver's coverage of a named world.

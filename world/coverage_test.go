@@ -52,8 +52,8 @@ func TestCoverageValidate(t *testing.T) {
 	}
 }
 
-// TestCoverageQuestion checks that a narrowed class draws inside and
-// outside the coverage as asked, and that the zero Coverage draws what
+// TestCoverageQuestion checks that a narrowed class draws inside or
+// outside the coverage as asked. The zero Coverage must draw what
 // SolverSize.Question draws.
 func TestCoverageQuestion(t *testing.T) {
 	digits := DigitsCoverage()
@@ -111,9 +111,9 @@ func TestNamed(t *testing.T) {
 	}
 }
 
-// TestKindOf reads the kinds of the package doc's example problem from
-// its generated twin: a product, an amount got, a second product, the
-// parts' difference.
+// TestKindOf reads the kinds of the package doc's example from its
+// generated twin. They are a product, an amount got, a second product and
+// the parts' difference.
 func TestKindOf(t *testing.T) {
 	p := &Problem{Steps: []Step{
 		{Op: Mul, X: Operand{Literal, 58}, Y: Operand{Literal, 83}, Part: 0},

@@ -1,9 +1,10 @@
 // Package world is a synthetic world where delegation matters and answers
-// are exact: what a problem is and what is right. It owns the seeded
-// multi-step arithmetic word problems and their splits, the digit formats
-// two small models write, what the solver covers and which steps are
-// worth delegating, the delegation policies over a problem's steps, the
-// answer parser and verifier, the price table and the reward.
+// are exact. It defines what a problem is and what is right, so small
+// models can learn when to delegate. It owns the seeded arithmetic word
+// problems and their splits, and the digit formats the two models write.
+// It says what the solver covers and which steps are worth delegating.
+// It holds the delegation policies, the answer parser and verifier, the
+// prices and the reward.
 //
 // Around it, each concern in its own package:
 //
@@ -38,8 +39,8 @@
 // containers: a quantity starts with a product of two 2-digit numbers ("x
 // C of y I") or a plain 2-digit number, then gets or gives away 2-digit
 // amounts; distractors are ages or counts of other items. Config holds the
-// knobs (steps, probability of two parts, of a product start, product
-// sizes, digits of amounts, "times as many" steps, distractors).
+// knobs: steps, the probabilities of two parts and of a product start,
+// product sizes, digits of amounts, "times as many" steps, distractors.
 // DefaultConfig is the world delegate train runs, level 3 of Levels: two
 // quantities, each a product, one of them sometimes followed by an amount,
 // combined by a sum or a difference ("how many in all", "how many more");
@@ -48,11 +49,11 @@
 // world; 4 up to 6 steps, two distractors; 5 one quantity of 1 to 3 steps
 // (a product start in 4 problems of 5), the default world before level 3.
 // Every quantity of a part stays below 5000, so every number the formats
-// write fits Width = 4 digits. Generation is deterministic from a seed;
-// the split is decided by the FNV-1a hash of the text (SplitOf): 90%
-// train, 5% validation, 5% test, disjoint by construction. Distinct
-// estimates how many distinct problems a config can generate (figures:
-// docs/world.md).
+// write fits Width = 4 digits. Generation is deterministic from a seed.
+// The FNV-1a hash of the text decides the split (SplitOf): 90% train, 5%
+// validation, 5% test, disjoint by construction. Distinct estimates how
+// many distinct problems a config can generate; docs/world.md has the
+// figures.
 //
 // # Formats a tiny model can learn
 //
@@ -84,13 +85,14 @@
 // a local lookup, and long.
 //
 // The solver (the sub-agent) answers one bare question, "47*28", under the
-// one-line prompt "Compute." and writes tersely (SolverAnswer): the digit
-// and carry pairs of each partial product and of their sum, then \boxed{}:
-// 31 tokens for 47*28, 21 for a sum. It is trained only inside its
-// coverage (SolverCovers, SolverSizes, Coverage; transcript.SolverCorpus): every sum
-// and the products of 2-digit numbers, never a difference. Every "gives away" and every "how
-// many more" step is a difference, outside what it has seen: there it is
-// wrong by design (the shipped solver's figures: models/README.md).
+// one-line prompt "Compute." and writes tersely (SolverAnswer): the digit and
+// carry pairs of each partial product and of their sum, then \boxed{}: 31
+// tokens for 47*28, 21 for a sum. It is trained only inside its coverage
+// (SolverCovers, SolverSizes, Coverage; transcript.SolverCorpus): every sum
+// and the products of 2-digit numbers, never a difference. Every "gives away"
+// and every "how many more" step is a difference, outside what it has seen:
+// there it is wrong by design (the shipped solver's figures:
+// models/README.md).
 //
 // A delegate call costs the delegator 31 generated tokens (the compact
 // call, byte by byte) plus μ. So delegating a product saves 130 delegator
@@ -105,29 +107,29 @@
 // sum saves nothing. Where the products stand depends on the text: the
 // second product is step 2 when the first quantity gets no amount, step 3
 // when it does ("Gus gets 88 more." comes before "Eve has 74 jars of 40
-// coins."). The best policy (Selective)
-// delegates the products, both in the first turn (route runs a turn's
-// calls in parallel), and computes the rest, so what it hands over
-// depends on what each sentence says. No rule that decides by position
-// can do that (PositionRule): "delegate steps 1 and 2" hands over an
-// amount in half the problems, and the solver gets a difference wrong.
-// Policy is a decision per step from the problem alone: Never, Always,
-// Random, Selective, PositionRule, RandomRate. The expected reward of
-// every policy under the design accuracies (transcript.DesignAccuracy),
-// and what the shipped models measure, are in docs/world.md (go test
-// ./world/transcript -run TestDesignFigures -v computes and checks them).
+// coins."). The best policy, Selective, delegates the products and
+// computes the rest. It hands both products over in the first turn, since
+// route runs a turn's calls in parallel. So what it hands over depends on
+// what each sentence says. No rule that decides by position can do that
+// (PositionRule). "Delegate steps 1 and 2" hands over an amount in half
+// the problems, and the solver gets a difference wrong. Policy is a
+// decision per step from the problem alone: Never, Always, Random,
+// Selective, PositionRule, RandomRate. docs/world.md gives every policy's
+// expected reward under the design accuracies (transcript.DesignAccuracy),
+// and what the shipped models measure. This computes and checks them:
+//
+//	go test ./world/transcript -run TestDesignFigures -v
 //
 // # The digits world
 //
 // In the default world the best policy is readable from a keyword: every
-// product is worth delegating, nothing else is. The digits world (Named
-// "digits") keeps DefaultConfig's problems and swaps the solver: its
-// Coverage (DigitsCoverage) holds the sums and only the products whose
+// product is worth delegating, nothing else is. The digits world, Named
+// "digits", keeps DefaultConfig's problems and swaps the solver. Its
+// Coverage, DigitsCoverage, holds the sums and only the products whose
 // first factor is below 50, which a keyword cannot tell. Its Selective
-// policy delegates those and computes the rest; every rule on positions
+// policy delegates those and computes the rest. Every rule on positions
 // (PositionRule) or on keywords (KindRule, by StepKind) falls short of it
-// by a clear margin, while the threshold rule FirstFactorBelow(50)
-// matches it. The router's pretraining corpus delegates at random, so
+// by a clear margin. The threshold rule FirstFactorBelow(50) matches it. The router's pretraining corpus delegates at random, so
 // the rule on the digits has to come from reward. Figures: docs/world.md.
 //
 // # Prices and reward
@@ -139,24 +141,24 @@
 //	delegator     1.00   0.10    5.00
 //	solver        0.20   0.02    1.00
 //
-// Real APIs price a prompt's prefix as cached only when it is long
-// (OpenAI: 1,024 tokens or more); every conversation here is shorter, so
-// delegate train prices nothing as cached by default. Route hands the
+// Real APIs price a prompt's prefix as cached only when it is long;
+// OpenAI needs 1,024 tokens or more. Every conversation here is shorter,
+// so delegate train prices nothing as cached by default. Route hands the
 // delegator back only the solver's answer, not its working
-// (strategy.ToolResultAnswer), so a later turn's prompt grows by the call
+// (strategy.ToolResultAnswer). So a later turn's prompt grows by the call
 // and a 4-digit answer.
 //
 // DefaultReward: reward = correct − λ·(delegator generated tokens) −
 // μ·(sub-agent calls), λ = 0.001, μ = 0.02. Per step: delegating a
 // product gains 0.001·130 − 0.02 = +0.110; delegating a sum gains 0.000;
 // delegating a difference loses the answer. Account is an episode's token
-// bill (transcript.Episode.Bill builds it from the transcripts), Cost
+// bill, which transcript.Episode.Bill builds from the transcripts. Cost
 // prices it and RewardOf rewards it.
 //
 // # Answers
 //
-// ParseAnswer reads an answer (\boxed{}, <answer>, "Final Output:",
-// "Final answer:", else the last integer; leading zeros are fine);
-// Correct compares it with a value. Problem.Task is a problem as a
+// ParseAnswer reads an answer from \boxed{}, <answer>, "Final Output:" or
+// "Final answer:", else the last integer. Leading zeros are fine. Correct
+// compares it with a value. Problem.Task is a problem as a
 // delegate.Task, and Verify is the delegate.Verifier of those tasks.
 package world

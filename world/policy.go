@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// Policy decides, for step i of a problem, whether the delegator hands it
-// to the solver (true) or computes it with a scratchpad (false).
+// Policy decides whether the delegator hands step i of a problem to the
+// solver. False means the delegator computes it with a scratchpad.
 type Policy func(p *Problem, i int) bool
 
 // Never computes every step.
@@ -24,17 +24,16 @@ func Random(prob float64, rng *rand.Rand) Policy {
 	return func(*Problem, int) bool { return rng.Float64() < prob }
 }
 
-// Selective is the policy this world rewards: delegate exactly the steps
-// that are worth it (WorthDelegating) and that the solver was trained on
+// Selective is the policy this world rewards. It delegates exactly the
+// steps worth it (WorthDelegating) that the solver was trained on
 // (SolverCovers).
 func Selective(p *Problem, i int) bool {
 	s := p.Steps[i]
 	return WorthDelegating(s) && SolverCovers(s.Op, s.X.Value, s.Y.Value)
 }
 
-// PositionRule is the input-independent policy that delegates the steps
-// at the positions whose bits are set in mask (bit 0: the first step) and
-// computes the others.
+// PositionRule delegates the steps at the positions set in mask and
+// computes the others. Bit 0 is the first step. It ignores the input.
 func PositionRule(mask uint) Policy {
 	return func(_ *Problem, i int) bool { return i < 64 && mask>>uint(i)&1 == 1 }
 }
@@ -57,9 +56,10 @@ func PositionRuleName(mask uint, steps int) string {
 	return "delegate step " + strings.Join(pos, ", ")
 }
 
-// RandomRate delegates each step with probability rate, decided by a hash
-// of the problem, the step and seed: the same decision every time it is
-// asked, so a conversation replays, and unrelated to what the step is.
+// RandomRate delegates each step with probability rate. A hash of the
+// problem, the step and seed decides, so the same question always gets the
+// same answer and a conversation replays. The decision ignores what the
+// step is.
 func RandomRate(rate float64, seed uint64) Policy {
 	return func(p *Problem, i int) bool {
 		h := fnv.New64a()
@@ -68,10 +68,10 @@ func RandomRate(rate float64, seed uint64) Policy {
 	}
 }
 
-// StepKind is what a step is as its keyword in the text says: a product
-// ("x C of y I", the first or a later one), a "times as many", an amount
-// got or given away, the parts' sum ("in all") or difference ("how many
-// more"). A rule on kinds is what a keyword reader can do.
+// StepKind is what a step is, as its keyword in the text says. It is the
+// first or a later product ("x C of y I"), a "times as many", an amount
+// got or given away, or the parts' sum ("in all") or difference ("how
+// many more"). A rule on kinds is what a keyword reader can do.
 type StepKind int
 
 // The kinds of steps, in the order of a KindRule's mask bits.
@@ -113,9 +113,9 @@ func KindOf(p *Problem, i int) StepKind {
 	return FirstProduct
 }
 
-// KindRule is the policy that delegates the steps whose kinds have their
-// bits set in mask (bit 0: FirstProduct) and computes the others: it
-// reads the keywords, never the numbers.
+// KindRule delegates the steps whose kinds are set in mask and computes
+// the others. Bit 0 is FirstProduct. It reads the keywords, never the
+// numbers.
 func KindRule(mask uint) Policy {
 	return func(p *Problem, i int) bool { return mask>>uint(KindOf(p, i))&1 == 1 }
 }
@@ -135,9 +135,9 @@ func KindRuleName(mask uint) string {
 	return "delegate " + strings.Join(kinds, ", ")
 }
 
-// FirstFactorBelow is the threshold rule: delegate the products of two
-// literals worth delegating whose first factor is below t, compute the
-// rest. Under DigitsCoverage, t = 50 is its Selective policy.
+// FirstFactorBelow is the threshold rule. It delegates the products of two
+// literals worth delegating whose first factor is below t, and computes
+// the rest. Under DigitsCoverage, t = 50 is its Selective policy.
 func FirstFactorBelow(t int64) Policy {
 	return func(p *Problem, i int) bool {
 		s := p.Steps[i]

@@ -12,8 +12,8 @@ import (
 // Literal is the Ref of an operand written in the problem's text.
 const Literal = -1
 
-// Operand is one input of a step: a number from the text (Ref Literal) or
-// the result of an earlier step (Ref its index).
+// Operand is one input of a step. It is a number from the text, with Ref
+// Literal, or an earlier step's result, with Ref its index.
 type Operand struct {
 	Ref   int
 	Value int64
@@ -24,8 +24,8 @@ type Step struct {
 	Op     Op
 	X, Y   Operand
 	Result int64
-	// Part is the independent sub-part the step belongs to (0 or 1), or -1
-	// for the step that combines the parts.
+	// Part is the independent sub-part the step belongs to, 0 or 1. It is
+	// -1 for the step that combines the parts.
 	Part int
 }
 
@@ -120,7 +120,7 @@ func hashText(text string) uint64 {
 	return h.Sum64()
 }
 
-// MulSize is a class of products "x C of y" in the text: the number of
+// MulSize is a class of products "x C of y" in the text. It holds the
 // digits of x and of y, and the class's weight among the classes.
 type MulSize struct {
 	X, Y   int
@@ -132,46 +132,45 @@ type Config struct {
 	// MinSteps and MaxSteps bound the number of operations of a problem.
 	MinSteps int `json:"min_steps"`
 	MaxSteps int `json:"max_steps"`
-	// Parallel is the probability that a problem of at least 3 steps has
-	// two independent parts (two quantities computed separately, then
-	// combined by a last step).
+	// Parallel is the probability that a problem of 3 or more steps has
+	// two independent parts. Each part is a quantity computed separately,
+	// and a last step combines them.
 	Parallel float64 `json:"parallel"`
-	// MulStart is the probability that a part starts with a product
-	// ("Ann has 23 bags of 47 pens.") rather than a plain number.
+	// MulStart is the probability that a part starts with a product, not a
+	// plain number. An example is "Ann has 23 bags of 47 pens.".
 	MulStart float64 `json:"mul_start"`
 	// MulSizes are the digit sizes of those products, by weight.
 	MulSizes []MulSize `json:"mul_sizes"`
 	// AddDigits bounds the digits of a number added or taken away, and of
 	// a part's plain starting number.
 	AddDigits [2]int `json:"add_digits"`
-	// Times is the probability that a later step of a part multiplies by
-	// one digit ("Ann then has 3 times as many.") rather than adds or
-	// takes away.
+	// Times is the chance that a later step multiplies by one digit
+	// instead of adding or taking away. An example is "Ann then has 3
+	// times as many.".
 	Times float64 `json:"times"`
 	// Distractors is the most irrelevant sentences with numbers a problem
 	// gets (uniformly 0..Distractors).
 	Distractors int `json:"distractors"`
-	// TestPermille is the share of the hash space, in thousandths, that
-	// is held out: half of it the validation split, half the test split.
+	// TestPermille is the held-out share of the hash space, in
+	// thousandths. Half is the validation split, half the test split.
 	TestPermille int `json:"test_permille"`
 }
 
-// DefaultConfig is the world delegate train runs and the shipped router
-// is trained for (level 3); the package doc explains its numbers: two
-// quantities, each starting with a product of two 2-digit numbers, one of
-// them sometimes followed by a 2-digit amount got or given away, combined
-// by a sum or a difference; one distractor at most. Whether a step is
-// worth delegating depends on what the text says it is: the products are,
-// the amount and the combining step are not, and where they fall varies.
+// DefaultConfig is level 3: the world delegate train runs and the shipped
+// router is trained for. The package doc explains its numbers. It has two
+// quantities, each starting with a product of two 2-digit numbers. One of
+// them is sometimes followed by a 2-digit amount got or given away. A sum
+// or a difference combines them, with one distractor at most. Only the
+// products are worth delegating, and where they fall varies with the text.
 //
 //	steps 3..4, parallel 1, mul_start 1, mul_sizes 2x2, add_digits 2..2,
 //	times 0, distractors 1, test_permille 100
 func DefaultConfig() Config { return twoParts() }
 
-// oneQuantity is level 5: one quantity built by 1 to 3 steps, starting
-// with a product of two 2-digit numbers (4 problems in 5) or with a plain
-// 2-digit number, then 2-digit amounts added or taken away; one
-// distractor at most. It was the default world before two parts were,
+// oneQuantity is level 5: one quantity built by 1 to 3 steps. It starts
+// with a product of two 2-digit numbers in 4 problems of 5, else with a
+// plain 2-digit number. Then 2-digit amounts are added or taken away, with
+// one distractor at most. It was the default world before two parts were,
 // and the shipped delegator's last pretraining phase trained on it; at
 // most one step of its problems is worth delegating, so delegation saves
 // less than on two parts (docs/world.md).
@@ -188,9 +187,9 @@ func oneQuantity() Config {
 	}
 }
 
-// twoParts is level 3: two parts, each a product of two 2-digit numbers,
-// one of them sometimes followed by an amount, combined by a sum or a
-// difference.
+// twoParts is level 3: two parts, each a product of two 2-digit numbers.
+// One is sometimes followed by an amount. A sum or a difference combines
+// them.
 func twoParts() Config {
 	c := oneQuantity()
 	c.MinSteps, c.MaxSteps, c.Parallel, c.MulStart = 3, 4, 1, 1
@@ -209,17 +208,17 @@ const OneQuantityLevel = 5
 const MLPOLevel = 2
 
 // MLPODistractors is the most distractor sentences of a problem under
-// delegate train --mode mlpo: enough that the leader alone is not at its
-// ceiling, so that training can show it better alone. The package doc
+// delegate train --mode mlpo. With that many, the leader alone is not at
+// its ceiling, so training can show it better alone. The package doc
 // says why.
 const MLPODistractors = 4
 
-// Levels returns the worlds by number: 1 one product, 2 a product then an
-// amount added or taken away, 3 two parts combined (the default world), 4
-// longer problems (up to 6 steps in two parts, two distractors), 5 one
-// quantity of 1 to 3 steps (the default world before level 3). They are
-// the pretraining curriculum of the shipped models; their configs never
-// change, so the commands that made them reproduce.
+// Levels returns the worlds by number, the shipped models' curriculum.
+// Level 1 is one product; 2 a product then an amount added or taken away;
+// 3 two parts combined, the default world. Level 4 has up to 6 steps in
+// two parts and two distractors. Level 5 is one quantity of 1 to 3 steps,
+// the default world before level 3. Their configs never change, so the
+// commands that made the shipped models reproduce.
 func Levels() map[int]Config {
 	l1, l2, l3, l4 := twoParts(), twoParts(), twoParts(), twoParts()
 	l1.MinSteps, l1.MaxSteps, l1.Parallel, l1.Distractors = 1, 1, 0, 0
@@ -232,9 +231,9 @@ func Levels() map[int]Config {
 // fits Width digits.
 var maxQuantity = pow10(Width) / 2
 
-// Summary describes the problems c draws in one line, for reports:
-// "2 steps, products of 2x2 digits, amounts of 2 digits, up to 4
-// distractors".
+// Summary describes the problems c draws in one line, for reports. An
+// example is "2 steps, products of 2x2 digits, amounts of 2 digits, up to
+// 4 distractors".
 func (c Config) Summary() string {
 	steps := fmt.Sprintf("%d steps", c.MinSteps)
 	if c.MaxSteps != c.MinSteps {
@@ -345,7 +344,7 @@ func NewGenerator(cfg Config, seed uint64, split Split) (*Generator, error) {
 	return &Generator{cfg: cfg, split: split, rng: rand.New(rand.NewPCG(seed, uint64(split)+0x9e3779b97f4a7c15))}, nil
 }
 
-// maxDraws bounds the draws Next makes to find a problem of its split; a
+// maxDraws bounds the draws Next makes to find a problem of its split. A
 // split of one thousandth of the space needs about a thousand.
 const maxDraws = 100_000
 
@@ -485,8 +484,8 @@ func (g *Generator) buildPart(p *Problem, pt *part, pi, k int) {
 	}
 }
 
-// addStep appends the step pt.value op y (y from step yRef or the text)
-// and makes its result the part's value.
+// addStep appends the step pt.value op y and makes its result the part's
+// value. y comes from step yRef or the text.
 func (p *Problem) addStep(op Op, pt *part, y int64, yRef, partIdx int) {
 	s := Step{Op: op, X: Operand{Ref: pt.ref, Value: pt.value}, Y: Operand{Ref: yRef, Value: y}, Part: partIdx}
 	s.Result = op.Apply(s.X.Value, s.Y.Value)
@@ -509,8 +508,8 @@ func (g *Generator) mulSize() MulSize {
 	return g.cfg.MulSizes[len(g.cfg.MulSizes)-1]
 }
 
-// number draws a number of exactly d digits; a one-digit number is 2..9
-// (no 0 or 1, which make trivial steps).
+// number draws a number of exactly d digits. A one-digit number is 2..9,
+// since 0 and 1 make trivial steps.
 func (g *Generator) number(d int) int64 {
 	if d <= 1 {
 		return int64(2 + g.rng.IntN(8))
@@ -532,10 +531,10 @@ func (g *Generator) distractor(item, name string) string {
 	return name + " has " + strconv.Itoa(2+r.IntN(98)) + " " + other + "."
 }
 
-// Distinct estimates how many distinct problems a config can generate, by
-// capture-recapture over two independent samples of n: with m problems in
-// both, about n*n/m exist. With no overlap it returns a lower bound,
-// n*n, and ok false.
+// Distinct estimates how many distinct problems a config can generate. It
+// uses capture-recapture over two independent samples of n: with m problems
+// in both, about n*n/m exist. With no overlap it returns a lower bound, n*n,
+// and ok false.
 func Distinct(cfg Config, seed uint64, n int) (estimate float64, ok bool, err error) {
 	sample := func(s uint64) (map[string]bool, error) {
 		g, err := NewGenerator(cfg, s, Train)

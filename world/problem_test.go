@@ -88,9 +88,9 @@ func TestSplitsDisjoint(t *testing.T) {
 	}
 }
 
-// TestProblemsConsistent checks every generated problem's solution against
-// its text: refs point back, results are exact, literals are in the text,
-// parts are independent, and Answer is the last result.
+// TestProblemsConsistent checks each generated solution against its text.
+// Refs point back, results are exact, literals are in the text, parts are
+// independent, and Answer is the last result.
 func TestProblemsConsistent(t *testing.T) {
 	for lvl, cfg := range Levels() {
 		ps, err := Generate(cfg, 7, Train, 500)
@@ -234,8 +234,8 @@ func TestConfigSummary(t *testing.T) {
 }
 
 // TestDistinctPerLevel estimates how many distinct problems each level
-// draws (the package doc's counts): more than the sample, so training
-// sets barely repeat. Print them with
+// draws, the counts docs/world.md gives. Each must exceed the sample, so
+// training sets barely repeat. Print them with
 //
 //	go test ./world -run TestDistinctPerLevel -v
 func TestDistinctPerLevel(t *testing.T) {

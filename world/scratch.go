@@ -34,10 +34,10 @@ func (o Op) Apply(x, y int64) int64 {
 	panic(fmt.Sprintf("world: unknown op %q", byte(o))) // ops only come from this package's constants
 }
 
-// Width is the fixed number of digits of every number in this world's
-// formats but the factors of a product as the text gives them: operands of
-// + and - are written zero-padded to Width digits ("1316-0085"), and so are
-// the results of every step and the final answer. No value of a generated
+// Width is the fixed digit count of every number in this world's formats.
+// Only a product's factors, as the text gives them, are exempt. Operands
+// of + and - are zero-padded to Width digits ("1316-0085"), and so are
+// every step's result and the final answer. No value of a generated
 // problem reaches 10^Width (the generator keeps every quantity of a part
 // below 10^Width/2, so a sum of two of them fits). Fixed widths put every
 // digit a model reads at a fixed offset from the start of its block.
@@ -46,10 +46,10 @@ const Width = 4
 // Pad writes v zero-padded to Width digits.
 func Pad(v int64) string { return padLeft(strconv.FormatInt(v, 10), Width) }
 
-// Expr is the compact, self-contained question for one operation, as the
-// solver is asked it and as a scratchpad's header writes it: a product
-// with its operands as they are ("47*28"), a sum or difference with both
-// operands padded to Width digits ("1316-0085").
+// Expr is the compact question for one operation. The solver is asked it
+// and a scratchpad's header writes it. A product keeps its operands as
+// they are ("47*28"). A sum or difference pads both to Width digits
+// ("1316-0085").
 func Expr(op Op, x, y int64) string {
 	if op == Mul {
 		return strconv.FormatInt(x, 10) + op.String() + strconv.FormatInt(y, 10)
@@ -57,8 +57,8 @@ func Expr(op Op, x, y int64) string {
 	return Pad(x) + op.String() + Pad(y)
 }
 
-// ParseExpr reads a question in Expr's form, "347*28": two non-negative
-// integers of at most 10 digits around one of + - *, nothing else. It is
+// ParseExpr reads a question in Expr's form, such as "347*28". That is two
+// non-negative integers of at most 10 digits around one of + - *. It is
 // the inverse of Expr, for grading the solver per operation and size.
 func ParseExpr(q string) (op Op, x, y int64, err error) {
 	i := strings.IndexAny(q, "+-*")
@@ -81,9 +81,9 @@ func ParseExpr(q string) (op Op, x, y int64, err error) {
 	return op, x, y, nil
 }
 
-// checkOperands accepts the operations this world's formats write: non-
-// negative operands, a difference that is not negative, and a result below
-// 10^Width, so that every number fits its padded width.
+// checkOperands accepts the operations this world's formats write. Operands
+// and differences must not be negative, and results must be below
+// 10^Width, so every number fits its padded width.
 func checkOperands(op Op, x, y int64) error {
 	lim := pow10(Width)
 	switch {
@@ -192,9 +192,9 @@ func Scratchpad(op Op, x, y int64) (string, int64, error) {
 	return text, got, nil
 }
 
-// writeBlock writes one block, x op y over Width digits (y a single digit
-// for a product), and returns the value its final line states, computed
-// from the digits written (not from x op y).
+// writeBlock writes one block, x op y over Width digits. For a product y
+// is a single digit. It returns the value its final line states, computed
+// from the digits written, not from x op y.
 func writeBlock(b *strings.Builder, op Op, x, y int64) int64 {
 	b.WriteString(Pad(x) + op.String() + Pad(y) + "\n")
 	xd, yd := digitsLSD(x), digitsLSD(y)
@@ -262,14 +262,15 @@ func blockResult(text string) (int64, error) {
 	return strconv.ParseInt(last[1:], 10, 64)
 }
 
-// SolverAnswer returns the solver's terse answer to x op y and the result:
-// lines of digit and carry pairs, least significant first, then the result
-// in \boxed{}, padded to Width digits. A sum or a difference is one line
-// of Width pairs, each the result's digit and the carry (or borrow) out of
-// it. A product writes, per digit of the second factor (least significant
-// first), a line of pairs for the first factor times that digit (the last
-// pair's carry is the partial product's top digit), then, when there are
-// several, a line of Width pairs summing the shifted partial products:
+// SolverAnswer returns the solver's terse answer to x op y and the result.
+// The answer is lines of digit and carry pairs, least significant first. Then
+// comes the result in \boxed{}, padded to Width digits. A sum or a difference
+// is one line of Width pairs, each the result's digit and the carry (or
+// borrow) out of it. A product writes, per digit of the second factor (least
+// significant first), a line of pairs for the first factor times that digit
+// (the last pair's carry is the partial product's top digit), then, when
+// there are several, a line of Width pairs summing the shifted partial
+// products:
 //
 //	47*28      ->  6573          47*8: 6 carry 5, 7 carry 3: 376
 //	               4190          47*2: 4 carry 1, 9 carry 0: 94
@@ -344,8 +345,8 @@ func SolverAnswer(op Op, x, y int64) (string, int64, error) {
 	return text, want, nil
 }
 
-// padLeft pads digits with zeros to at least n of them (a shifted partial
-// product of 0 still shows its shift).
+// padLeft pads digits with zeros to at least n of them. A shifted partial
+// product of 0 thus still shows its shift.
 func padLeft(s string, n int) string {
 	for len(s) < n {
 		s = "0" + s
@@ -361,10 +362,10 @@ func Boxed(v int64) string {
 	return `\boxed{` + strconv.FormatInt(v, 10) + `}`
 }
 
-// CheckLines checks every digit line of a scratchpad ("a+b+c=rd",
-// "a-b-c=rd", "a*b+c=rd") for its arithmetic and returns the 1-based
-// number of the first wrong line, or 0 when all are right. Other lines
-// (headers, results, prose) are not judged. It is a diagnostic for a
+// CheckLines checks the arithmetic of every digit line of a scratchpad. Digit
+// lines look like "a+b+c=rd", "a-b-c=rd" or "a*b+c=rd". It returns the
+// 1-based number of the first wrong line, or 0 when all are right. Other
+// lines (headers, results, prose) are not judged. It is a diagnostic for a
 // model's scratchpads: where the first slip happened.
 func CheckLines(text string) int {
 	for n, line := range strings.Split(text, "\n") {

@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// randomOperands draws x op y with each operand of 1..maxDigits digits,
-// zeros included, a minuend at least the subtrahend and a result of at
-// most Width digits.
+// randomOperands draws x op y with operands of 1..maxDigits digits, zeros
+// included. A minuend is at least the subtrahend, and a result has at most
+// Width digits.
 func randomOperands(r *rand.Rand, op Op, maxDigits int) (int64, int64) {
 	num := func() int64 {
 		d := 1 + r.IntN(maxDigits)

@@ -17,13 +17,13 @@ var ErrNoAnswer = errors.New("no integer answer")
 // thousands separators, not glued to letters or other digits.
 var lastInt = regexp.MustCompile(`-?\d{1,3}(?:,\d{3})+\b|-?\d+\b`)
 
-// ParseAnswer reads the integer a reply answers: the answer of the first
-// marker of delegate.MarkedAnswer's chain (\boxed{}, <answer>, "Final
-// Output:", "Final answer:"). It must hold exactly one integer (white
-// space, a trailing period and thousands separators allowed) or the reply
-// is wrong: a marker with something else in it is an answer, just not an
-// integer one. With no marker at all, the last integer of the text is the
-// answer. Minus signs are kept.
+// ParseAnswer reads the integer a reply answers. It takes the first marker of
+// delegate.MarkedAnswer's chain: \boxed{}, <answer>, "Final Output:" or
+// "Final answer:". That answer must hold exactly one integer, or the reply is
+// wrong. White space, a trailing period and thousands separators are allowed.
+// A marker with something else in it is still an answer, a marker with
+// something else in it is an answer, just not an integer one. With no marker
+// at all, the last integer of the text is the answer. Minus signs are kept.
 func ParseAnswer(text string) (int64, error) {
 	if s, marker, ok := delegate.MarkedAnswer(text, nil); ok {
 		return parseInt(s, marker)
@@ -66,16 +66,16 @@ func Correct(text string, want int64) bool {
 // Dataset is the Task.Dataset of the world's problems.
 const Dataset = "world"
 
-// Task is p as a task for strategies and verifiers: its text as the prompt
-// and its integer answer as the reference, which Verify reads.
+// Task is p as a task for strategies and verifiers. Its text is the prompt
+// and its integer answer the reference, which Verify reads.
 func (p *Problem) Task() delegate.Task {
 	return delegate.Task{ID: p.ID, Dataset: Dataset, Prompt: p.Text, Answer: strconv.FormatInt(p.Answer, 10)}
 }
 
-// Verify is the delegate.Verifier of world tasks (Problem.Task): the response's integer
-// answer (ParseAnswer) against t.Answer, the problem's integer. A response
-// with no integer answer is wrong, not unverifiable; a task whose reference
-// is not an integer is an error.
+// Verify is the delegate.Verifier of world tasks (Problem.Task): the
+// response's integer answer (ParseAnswer) against t.Answer, the problem's
+// integer. A response with no integer answer is wrong, not unverifiable; a
+// task whose reference is not an integer is an error.
 func Verify(t delegate.Task, response string) (delegate.Verdict, error) {
 	want, err := strconv.ParseInt(t.Answer, 10, 64)
 	if err != nil {

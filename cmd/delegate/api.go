@@ -18,8 +18,8 @@ import (
 )
 
 // apiTokenEnv is the environment variable holding the trajectory API's
-// bearer token, read by the API and by its clients (a flag's value shows
-// in ps).
+// bearer token. The API and its clients read it, since a flag's value
+// shows in ps.
 const apiTokenEnv = "DELEGATE_API_TOKEN"
 
 type apiFlags struct {
@@ -131,7 +131,7 @@ func serveAPI(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 }
 
 // connectAPI opens the API's two NATS connections, to --nats or to an
-// embedded server it starts: pushes publish on pc, so that their
+// embedded server it starts. Pushes publish on pc, so their
 // acknowledgements do not wait behind the batches read on nc. where
 // names the store; closeNATS closes all it opened.
 func connectAPI(f apiFlags) (nc, pc *nats.Conn, where string, closeNATS func(), err error) {

@@ -56,8 +56,8 @@ const (
 	benchSettingsFile = "settings.json"
 )
 
-// Arms added beside route, for PGR and the oracle router: the strong and
-// the weak model each alone, with single's prompt and settings.
+// Arms added beside route, for PGR and the oracle router. They are the
+// strong and the weak model each alone, with single's prompt and settings.
 const (
 	armStrong = "strong"
 	armWeak   = "weak"
@@ -188,8 +188,8 @@ func parseStrategies(s string) ([]string, error) {
 	return names, nil
 }
 
-// cacheScope says where a model is served, so that cache entries of two
-// servers with the same model name stay apart.
+// cacheScope says where a model is served. Cache entries of two servers
+// with the same model name then stay apart.
 func (c *Config) cacheScope(name string) string {
 	m := c.Models[name]
 	if m.Kind == "local" {
@@ -198,8 +198,8 @@ func (c *Config) cacheScope(name string) string {
 	return redactURL(m.BaseURL)
 }
 
-// redactURL drops a password and query from a base URL, so that a
-// credential written into it reaches neither the table nor the cache.
+// redactURL drops a password and query from a base URL. A credential
+// written into it then reaches neither the table nor the cache.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -242,10 +242,10 @@ func (c *Config) benchModels(raw map[string]delegate.Model, db *store.DB, cacheS
 	return bm
 }
 
-// benchArms builds one arm per strategy, in the order given, and, when
-// route is among them and a strong and a weak model are assigned, the strong
-// and weak arms (single's prompt and settings with that model) for PGR and
-// the oracle router.
+// benchArms builds one arm per strategy, in the order given. With route
+// among them and a strong and a weak model assigned, it adds their arms
+// for PGR and the oracle router. Each uses single's prompt and settings
+// with its model.
 func (c *Config) benchArms(names []string, models map[string]delegate.Model) ([]bench.Arm, error) {
 	roles := c.strategyRoles(models)
 	var arms []bench.Arm
@@ -389,9 +389,9 @@ func runBenchArms(ctx context.Context, errOut io.Writer, f benchFlags, tasks []d
 	return rep, ecfg.Results, nil
 }
 
-// openBenchCache opens the response cache, which serves the judge (open
-// datasets) unless turned off, and every role with --cache; nil when
-// there is none. The caller closes it with the function returned.
+// openBenchCache opens the response cache, or returns nil when there is
+// none. It serves the judge of open datasets unless turned off, and every
+// role with --cache. The caller closes it with the function returned.
 func openBenchCache(ctx context.Context, f benchFlags, open bool, log *slog.Logger) (*store.DB, func(), error) {
 	if f.noCache || !(open || f.cache) {
 		return nil, func() {}, nil
@@ -448,8 +448,8 @@ func checkFrontier(frontier string, arms []bench.Arm) ([]string, error) {
 	return armNames, nil
 }
 
-// reportBench writes the report of a finished run to f.out and out, with
-// the run's notes and the response cache's figures.
+// reportBench writes a finished run's report to f.out and out. It adds the
+// run's notes and the response cache's figures.
 func reportBench(out io.Writer, f benchFlags, cfg *Config, desc string, tasks []delegate.Task, arms []bench.Arm, armNames []string, models benchModels, rep *bench.Report, results string) error {
 	rep.FrontierStrong, rep.FrontierWeak, _ = strings.Cut(f.frontier, ",")
 	rep.Notes = append(rep.Notes, benchNotes(cfg, f, desc, arms)...)
@@ -494,9 +494,9 @@ func reportBench(out io.Writer, f benchFlags, cfg *Config, desc string, tasks []
 	return nil
 }
 
-// itemsWithResult counts the records of arms in results that end with
-// an answer, however wrong: not an error, nor a failure that left no
-// answer (a failed call, a panic, a cancel, a prompt that did not render).
+// itemsWithResult counts the records of arms that end with an answer,
+// however wrong. It skips errors and failures that left no answer: a
+// failed call, a panic, a cancel, a prompt that did not render.
 func itemsWithResult(results string, arms []string) (int, error) {
 	recs, _, err := bench.ReadResults(results)
 	if err != nil {
@@ -524,9 +524,9 @@ func itemsWithResult(results string, arms []string) (int, error) {
 type benchRunSettings struct {
 	Dataset struct {
 		Name string `json:"name"`
-		// Sample is --n (0: all), Seed the sample's seed; Tasks and
-		// TasksSHA256 identify the items sampled (IDs, prompts and
-		// references), whatever file they were read from.
+		// Sample is --n, with 0 for all, and Seed the sample's seed.
+		// Tasks and TasksSHA256 identify the items sampled by IDs,
+		// prompts and references, whatever file they were read from.
 		Sample int    `json:"sample"`
 		Seed   uint64 `json:"seed"`
 		// World's knobs (--dataset world), beside the hash of the problems.
@@ -632,9 +632,9 @@ func benchNotes(cfg *Config, f benchFlags, desc string, arms []bench.Arm) []stri
 	return notes
 }
 
-// allFailedNotes says, for every arm none of whose items ran properly,
-// why its first item failed: a row of zeros says nothing by itself (a
-// model whose context cannot hold the prompt, a key refused).
+// allFailedNotes says why the first item failed, for each arm whose items
+// all failed. A row of zeros says nothing by itself: a model whose
+// context cannot hold the prompt, say, or a key refused.
 func allFailedNotes(results string, rep *bench.Report) ([]string, error) {
 	var arms []string
 	for _, r := range rep.Rows {
@@ -688,10 +688,10 @@ func cacheStats(cached map[string]*store.CachedModel) store.CacheStats {
 	return s
 }
 
-// showProgress feeds a benchmark's items to the progress view until
-// progress is closed, then closes done: one phase counting items (arm ×
-// task), those taken from the results file included, with the correct and
-// failed counts as its status.
+// showProgress feeds a benchmark's items to the progress view. It stops
+// when progress is closed, then closes done. One phase counts items, arm ×
+// task, those from the results file included. Its status is the correct
+// and failed counts.
 func showProgress(v *progressView, total int, progress <-chan bench.Progress, done chan<- struct{}) {
 	defer close(done)
 	v.begin("bench", "items")

@@ -49,9 +49,9 @@ func writeGSM8K(t *testing.T, n int) string {
 // knows says whether a model answers problem i right.
 type knows func(i int) bool
 
-// problemOf finds which generated problem a request is about; ok is false
-// for requests that do not carry the problem (a sub-agent's subtask, a
-// delegated question).
+// problemOf finds which generated problem a request is about. ok is false
+// for requests that do not carry the problem, such as a sub-agent's
+// subtask or a delegated question.
 func problemOf(req *delegate.Request, n int) (int, bool) {
 	for i := range n {
 		if q, _ := benchProblem(i); modeltest.Contains(req, q) {
@@ -61,8 +61,8 @@ func problemOf(req *delegate.Request, n int) (int, bool) {
 	return 0, false
 }
 
-// solver answers every stage of every strategy like a model that gets the
-// problems k says right and is off by one elsewhere.
+// solver answers every stage of every strategy like a model. It gets the
+// problems k says right, and is off by one elsewhere.
 func solver(k knows, n int) modeltest.Func {
 	return func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		ans := "7"
@@ -108,9 +108,9 @@ func (s *benchServer) calls() [3]int {
 	return [3]int{s.big.Calls(), s.small.Calls(), s.judge.Calls()}
 }
 
-// newBenchServer serves three models over HTTP through package server:
-// big gets problems right except every fourth, small every other one, and
-// the judge answers with judgeFn.
+// newBenchServer serves three models over HTTP through package server.
+// big gets problems right except every fourth, small every other one. The
+// judge answers with judgeFn.
 func newBenchServer(t *testing.T, n int, judgeFn modeltest.Func) *benchServer {
 	t.Helper()
 	s := &benchServer{
@@ -128,8 +128,8 @@ func newBenchServer(t *testing.T, n int, judgeFn modeltest.Func) *benchServer {
 	return s
 }
 
-// writeBenchConfig assigns big to every role but subagent, weak and peers
-// (small) and the judge; every stage samples at temperature 0.
+// writeBenchConfig assigns big to every role but the judge and the small
+// ones: subagent, weak and peers. Every stage samples at temperature 0.
 func writeBenchConfig(t *testing.T, url string) string {
 	t.Helper()
 	doc := `models:
@@ -479,7 +479,8 @@ func TestBenchCacheServesRerun(t *testing.T) {
 		t.Errorf("the table lacks the accuracy and judge score of an arm:\n%s", out)
 	}
 
-	// By default only the judge is cached: the strategies' models are asked again.
+	// By default only the judge is cached: the strategies' models are asked
+	// again.
 	runBench("judge-only", "--cache-db", db)
 	third := srv.calls()
 	if third[2] != first[2] || third[0] <= first[0] || third[1] <= first[1] {
@@ -645,8 +646,8 @@ func TestRedactURL(t *testing.T) {
 }
 
 // TestBenchInterruptedResumes cancels a run while one item hangs on the
-// server: the finished items are kept, the error says how to resume, and
-// the same command then runs only what is missing.
+// server. The finished items are kept, and the error says how to resume.
+// The same command then runs only what is missing.
 func TestBenchInterruptedResumes(t *testing.T) {
 	const n = 6
 	var hang atomic.Bool
@@ -707,7 +708,7 @@ func TestBenchInterruptedResumes(t *testing.T) {
 }
 
 // A resume into an --out written under other settings is refused, naming
-// what differs, instead of showing the old results under the new labels.
+// what differs. Else it would show the old results under the new labels.
 func TestBenchRefusesOtherSettings(t *testing.T) {
 	const n = 3
 	srv := newBenchServer(t, n, raterFunc("Score: 50"))

@@ -97,8 +97,9 @@ func (e *envStrategy) Run(ctx context.Context, request string, events chan<- del
 	return tr, ctx.Err()
 }
 
-// grade reads an episode's outcome: correct as the environment's state
-// says, else a reward above 0; the reward goes in Extracted and Score.
+// grade reads an episode's outcome. It is correct as the environment's
+// state says, else when the reward is above 0. The reward goes in
+// Extracted and Score.
 func (e *envStrategy) grade(_ context.Context, task delegate.Task, _ string) (bench.Grade, error) {
 	seed, err := envSeed(task.Prompt)
 	if err != nil {

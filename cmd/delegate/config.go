@@ -41,10 +41,10 @@ import (
 // Unknown keys and values of the wrong type are errors naming the key and
 // its line; Validate checks that every role names a defined model.
 type Config struct {
-	// Preset picks the defaults the strategy section starts from: "" (the
-	// strategy package's) or "world" (package world/transcript's compact prompts,
-	// budgets and delegate tool declaration, which the shipped local models
-	// were trained on; see examples/world.yaml).
+	// Preset picks the defaults the strategy section starts from. "" takes
+	// the strategy package's. "world" takes world/transcript's compact
+	// prompts, budgets and delegate tool declaration, which the shipped
+	// local models were trained on (examples/world.yaml).
 	Preset string                 `yaml:"preset"`
 	Models map[string]ModelConfig `yaml:"models"`
 	Roles  RolesConfig            `yaml:"roles"`
@@ -54,10 +54,9 @@ type Config struct {
 	// Judge tunes the LLM judge (mode, both orders, repeats, tie margin,
 	// prompts); absent keys keep judge.DefaultConfig's values.
 	Judge judge.Config `yaml:"judge"`
-	// Reward selects and tunes the reward of delegate process (kind:
-	// graded, success_gated, efficiency, critical_path or per_call);
-	// absent keys keep reward.DefaultConfig's values. --reward overrides
-	// the kind.
+	// Reward selects and tunes the reward of delegate process. Its kind is
+	// graded, success_gated, efficiency, critical_path or per_call. Absent
+	// keys keep reward.DefaultConfig's values. --reward overrides the kind.
 	Reward reward.Config `yaml:"reward"`
 
 	path  string
@@ -71,8 +70,8 @@ type ModelConfig struct {
 	// "local" (a checkpoint of our own transformer, run in-process).
 	Kind    string `yaml:"kind"`
 	BaseURL string `yaml:"base_url"`
-	// Replicas are further base URLs serving the same model (replicas of
-	// one inference server); each request goes to the least-busy healthy
+	// Replicas are further base URLs serving the same model, as replicas
+	// of one inference server. Each request goes to the least-busy healthy
 	// one, and the trace names it.
 	Replicas []string `yaml:"replicas"`
 	Model    string   `yaml:"model"`
@@ -86,11 +85,11 @@ type ModelConfig struct {
 	RequestsPerMinute float64        `yaml:"requests_per_minute"`
 	// TokenIDs asks a vLLM server for token ids with logprobs.
 	TokenIDs bool `yaml:"token_ids"`
-	// Tokenizer is the model's Hugging Face tokenizer.json (relative to the
-	// config file) and ChatTemplate its family's chat template (qwen2.5,
-	// qwen3 or llama3): for a server that returns no token ids, the prompt
-	// and the generated tokens get the ids of this tokenizer, where they
-	// agree with the pieces the server reported (tokenizer.IDFiller). For a
+	// Tokenizer is the model's Hugging Face tokenizer.json, relative to the
+	// config file. ChatTemplate is its family's chat template: qwen2.5,
+	// qwen3 or llama3. For a server that returns no token ids, they give
+	// the prompt and generated tokens their ids, where those agree with the
+	// pieces the server reported (tokenizer.IDFiller). For a
 	// local Hugging Face checkpoint they override the checkpoint's own
 	// tokenizer.json and the template its model_type implies.
 	Tokenizer    string `yaml:"tokenizer"`
@@ -107,24 +106,25 @@ type ModelConfig struct {
 	// in f32, f16, bf16 or q8_0), with the tokenizer and chat template it
 	// embeds.
 	Checkpoint string `yaml:"checkpoint"`
-	// Quantize, when "q8_0", quantises a Hugging Face or GGUF checkpoint's
-	// matrices to q8_0 at load: about half the memory of bfloat16 and
-	// faster decoding; see docs/engine.md for what it costs in accuracy.
+	// Quantize, when "q8_0", quantises a checkpoint's matrices to q8_0 at
+	// load. It works for Hugging Face and GGUF checkpoints. It takes about
+	// half the memory of bfloat16 and decodes faster; docs/engine.md gives
+	// its cost in accuracy.
 	Quantize string `yaml:"quantize"`
-	// Context caps a Hugging Face checkpoint's context (prompt and
-	// generation), which sizes its KV cache; default its
+	// Context caps a Hugging Face checkpoint's context, prompt and
+	// generation, which sizes its KV cache. The default is its
 	// max_position_embeddings, at most 2048.
 	Context int `yaml:"context"`
 	// MaxBatch is how many sequences a local model decodes together.
 	MaxBatch int `yaml:"max_batch"`
-	// SystemPrompt is what `delegate serve` sends the model as the system
-	// message when a request has none: the prompt it was trained with.
+	// SystemPrompt is the system message `delegate serve` sends when a
+	// request has none. It is the prompt the model was trained with.
 	SystemPrompt string `yaml:"system_prompt"`
-	// Follow is a trainer's checkpoint directory (delegate train's
-	// OUT/checkpoint) that a local model follows: it starts on Checkpoint,
-	// and every FollowEvery (default 2s) loads the trainer's newest step
-	// when there is one, without dropping calls in flight; every response
-	// says which step produced it. Relative to the config file.
+	// Follow is a trainer's checkpoint directory that a local model follows,
+	// such as delegate train's OUT/checkpoint. The model starts on
+	// Checkpoint. Every FollowEvery, default 2s, it loads the trainer's
+	// newest step when there is one, without dropping calls in flight; every
+	// response says which step produced it. Relative to the config file.
 	Follow      string        `yaml:"follow"`
 	FollowEvery time.Duration `yaml:"follow_every"`
 }
@@ -228,10 +228,10 @@ func shippedList() string {
 	return strings.Join(s, " and ")
 }
 
-// checkCheckpointDir checks, without loading the weights, that dir looks
-// like a checkpoint of package nn: a directory holding a config.json that
-// is a JSON object. Loading it (config check, or any command that opens
-// the model) checks the rest.
+// checkCheckpointDir checks that dir looks like an nn checkpoint, without
+// loading the weights. It must hold a config.json that is a JSON object.
+// Loading it (config check, or any command that opens the model) checks the
+// rest.
 func checkCheckpointDir(dir string) error {
 	st, err := os.Stat(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -342,8 +342,8 @@ func syntaxError(b []byte, err error) error {
 // PresetWorld is the preset of package world's local models.
 const PresetWorld = "world"
 
-// topLevel returns the scalar value of a top-level key of a document, ""
-// when it is absent or not a scalar (the decoder then reports the type).
+// topLevel returns the scalar value of a document's top-level key. It is
+// "" when absent or not a scalar; the decoder then reports the type.
 func topLevel(doc *yaml.Node, key string) string {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return ""
@@ -357,9 +357,9 @@ func topLevel(doc *yaml.Node, key string) string {
 	return ""
 }
 
-// yamlError makes the decoder's messages read as ours: "line 4: field
-// tempreature not found in type main.ModelConfig" becomes "line 4: unknown
-// key "tempreature"".
+// yamlError makes the decoder's messages read as ours. "line 4: field
+// tempreature not found in type main.ModelConfig" becomes "line 4:
+// unknown key "tempreature"".
 func yamlError(err error) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
@@ -539,13 +539,13 @@ func (c *Config) validateLocal(key string, m ModelConfig) []error {
 	return errs
 }
 
-// minRequestsPerMinute is the slowest rate limit a model may have: a
-// slower one makes each request wait over a minute for its turn, which
-// looks like a hung run (requests_per_minute: 0.0001 is a wait of a week).
+// minRequestsPerMinute is the slowest rate limit a model may have. A
+// slower one makes each request wait over a minute, which looks like a
+// hung run; requests_per_minute: 0.0001 is a wait of a week.
 const minRequestsPerMinute = 1
 
-// strategyRoleKeys are the roles each strategy needs and the config key
-// that assigns each (roles.default stands in for any of them).
+// strategyRoleKeys are the roles each strategy needs, with the config key
+// that assigns each. roles.default stands in for any of them.
 var strategyRoleKeys = map[string][]struct{ role, key string }{
 	strategy.NameSingle:    {{"single", "baseline"}},
 	strategy.NameDecompose: {{"delegator", "delegator"}, {"subagent", "subagent"}},

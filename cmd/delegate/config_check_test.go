@@ -45,8 +45,8 @@ func localConfig(checkpoint string) string {
 	return "models:\n  tiny:\n    kind: local\n    checkpoint: " + checkpoint + "\nroles:\n  default: tiny\n"
 }
 
-// config check finds what a run would: a checkpoint that is not there, not
-// a checkpoint, or not loadable; relative paths are the config file's.
+// config check finds what a run would: a checkpoint that is missing, not
+// a checkpoint, or not loadable. Relative paths are the config file's.
 func TestConfigCheckCheckpoints(t *testing.T) {
 	root := t.TempDir()
 	saveTinyCheckpoint(t, filepath.Join(root, "cfg", "ckpt"), nil)
@@ -101,8 +101,8 @@ func TestConfigCheckCheckpoints(t *testing.T) {
 	}
 }
 
-// A YAML syntax error is reported at the line that breaks the document,
-// not at the line where its enclosing block began.
+// A YAML syntax error is reported at the line that breaks the document. It
+// is not reported where its enclosing block began.
 func TestParseConfigSyntaxLine(t *testing.T) {
 	tests := []struct {
 		name, doc string
@@ -158,7 +158,7 @@ func TestParseConfigRequestsPerMinute(t *testing.T) {
 }
 
 // A strategy whose role the config leaves empty is refused before any
-// model opens, naming the role, its key and where the roles are.
+// model opens. The error names the role, its key and where the roles are.
 func TestMissingRoleNamesKey(t *testing.T) {
 	srv := newTestServer(t)
 	dir := t.TempDir()
@@ -194,7 +194,7 @@ func TestMissingRoleNamesKey(t *testing.T) {
 }
 
 // config check says which strategies the roles can run, and what each
-// other one misses; every strategy has its roles listed.
+// other one misses. Every strategy has its roles listed.
 func TestConfigCheckListsStrategies(t *testing.T) {
 	for _, name := range strategy.Names() {
 		if len(strategyRoleKeys[name]) == 0 {
@@ -215,8 +215,8 @@ func TestConfigCheckListsStrategies(t *testing.T) {
 	}
 }
 
-// FuzzParseConfig: any document gets a config or an error, never a panic;
-// a syntax error names a line of the document.
+// FuzzParseConfig checks that any document gets a config or an error,
+// never a panic. A syntax error names a line of the document.
 func FuzzParseConfig(f *testing.F) {
 	for _, seed := range []string{goodConfig, "models:\n  a:\n    base_url: http://x/v1\n   model: m\n", "models:\n\ta: 1\n",
 		"models: {a: {base_url: \"http://x/v1\n", "preset: world\nmodels:\n  d: {kind: local, checkpoint: shipped:solver}\n"} {
@@ -238,7 +238,8 @@ func FuzzParseConfig(f *testing.F) {
 }
 
 // config check lists a strategy whose prompt cannot fit a local model's
-// context as not runnable, saying why: examples/world.yaml's leader reads
+// context as not runnable, and says why. examples/world.yaml's leader
+// reads
 // three peers' answers of up to 256 tokens in a 768-token context, and a
 // run of lead fails on exactly that. With shorter peer answers it fits.
 func TestConfigCheckPromptOverflow(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 )
 
 // promptOverflow says why a stage of strategy name cannot fit its local
-// model's context once the stages it reads have used their budgets, or ""
-// when no such stage is known to overflow. contexts holds the context of
+// model's context. It assumes the stages it reads used their budgets. It
+// returns "" when no stage is known to overflow. contexts holds the context of
 // each local model by name; remote models, whose context is not known
 // here, are never judged.
 //

@@ -12,16 +12,17 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// datasetOpen is the open-ended requests: a JSONL file of them, or, with no
-// --data, the built-in ones (dataset.Builtin, a train and a test split).
+// datasetOpen is the open-ended requests, read from a JSONL file. With no
+// --data it is the built-in ones: dataset.Builtin, a train and a test
+// split.
 const datasetOpen = "open"
 
 // datasetNames lists the --dataset values for messages.
 const datasetNames = "gsm8k, math, mmlu, bbh, open or world"
 
-// datasetFlags are the flags that choose a command's tasks, one set that
-// bench and process both register (embedded in their flags) and load the
-// same way:
+// datasetFlags are the flags that choose a command's tasks. Bench and
+// process both embed this one set in their flags and load it the same
+// way:
 //
 //	--dataset NAME   gsm8k, math, mmlu, bbh, open or world (required)
 //	--data PATH      the file (a directory for mmlu, bbh); required but
@@ -109,9 +110,9 @@ func (d *datasetFlags) validate() error {
 	return errors.Join(errs...)
 }
 
-// load reads and samples the tasks, writing to w what it read and every
-// record it skipped, and returns them with a description for reports:
-// "gsm8k (PATH), 8 of 12 items sampled with seed 3".
+// load reads and samples the tasks, and returns them with a description
+// for reports. It writes to w what it read and every record it skipped.
+// A description reads "gsm8k (PATH), 8 of 12 items sampled with seed 3".
 func (d *datasetFlags) load(w io.Writer) ([]delegate.Task, string, error) {
 	if err := d.validate(); err != nil {
 		return nil, "", err

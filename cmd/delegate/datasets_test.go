@@ -8,8 +8,9 @@ import (
 	"testing"
 )
 
-// A dataset record over --max-record is refused naming the file, the
-// line and the limit, before any model is called; a larger limit takes it.
+// A dataset record over --max-record is refused before any model is
+// called. The error names the file, the line and the limit. A larger limit
+// takes it.
 func TestDatasetMaxRecord(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "open.jsonl")
 	doc := `{"id":"a","prompt":"short"}` + "\n" + `{"id":"b","prompt":"` + strings.Repeat("x", 300) + `"}` + "\n"

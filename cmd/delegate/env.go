@@ -102,7 +102,8 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 		return err
 	}
 	defer srv.Close()
-	// Basic: OpenEnv's Python client sends credentials only from its URL's user information.
+	// Basic: OpenEnv's Python client sends credentials only from its URL's
+	// user information.
 	h := edge.Config{Token: f.token, Basic: true, Open: []string{"/health"}, Realm: "delegate env", Refuse: func(w http.ResponseWriter, rf edge.Refusal) {
 		openenv.WriteDetail(w, rf.Status, rf.Message)
 	}}.Handler(srv)
@@ -166,9 +167,9 @@ func envSubagent(cfg *Config) (string, error) {
 	return name, nil
 }
 
-// newEnvServer is the delegation environment's OpenEnv server, with
-// sub as the sub-agent at price (the world's solver price when zero) and
-// each episode exported to sink.
+// newEnvServer is the delegation environment's OpenEnv server. sub is the
+// sub-agent at price, the world's solver price when zero. Each episode is
+// exported to sink.
 func newEnvServer(price delegate.Price, sub delegate.Model, split world.Split, tasks []delegate.Task, f envFlags, sink *otlpSink, log *slog.Logger) (*openenv.Server, error) {
 	prices := world.DefaultPrices()
 	if price.Input != 0 || price.CachedInput != 0 || price.Output != 0 {

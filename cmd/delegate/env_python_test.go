@@ -53,9 +53,9 @@ func startEnv(t *testing.T, getenv env, args ...string) string {
 const envPythonToken = "trl-token_0123456789abcdef"
 
 // pythonWSHandshake is the request OpenEnv's Python client makes for
-// GenericEnvClient(base_url="http://trl:TOKEN@HOST"): websockets 15
-// connecting to ws://trl:TOKEN@HOST/ws sends Basic credentials from the
-// URL, headers in this order, and asks for permessage-deflate.
+// GenericEnvClient(base_url="http://trl:TOKEN@HOST"). websockets 15,
+// connecting to ws://trl:TOKEN@HOST/ws, sends Basic credentials from the
+// URL. It sends headers in this order and asks for permessage-deflate.
 func pythonWSHandshake(host, user, password string) string {
 	return "GET /ws HTTP/1.1\r\n" +
 		"Host: " + host + "\r\n" +
@@ -118,8 +118,8 @@ func readServerFrame(r *bufio.Reader) (opcode byte, payload []byte, err error) {
 }
 
 // TestEnvTokenFromPythonClient sends the bytes OpenEnv's Python clients
-// send with the token in base_url's user information: the WebSocket
-// handshake of GenericEnvClient (websockets) and then its reset message,
+// send with the token in base_url's user information. They are
+// GenericEnvClient's WebSocket handshake (websockets) and reset message,
 // and MCPToolClient's POST /mcp (httpx). Both carry the token as Basic
 // credentials, which delegate env takes; a wrong password gets 401.
 func TestEnvTokenFromPythonClient(t *testing.T) {

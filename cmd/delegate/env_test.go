@@ -112,7 +112,7 @@ func TestEnvServesShippedSolver(t *testing.T) {
 	}
 }
 
-// TestEnvDataset serves gsm8k tasks from a small file: a seed draws its
+// TestEnvDataset serves gsm8k tasks from a small file. A seed draws its
 // task, gsm8k's verifier scores the answer, and MCP lists the tools.
 func TestEnvDataset(t *testing.T) {
 	_, err := execute(t, func(string) string { return "" }, "env", "--config", "../../examples/world.yaml", "--dataset", "open")
@@ -191,9 +191,9 @@ func TestEnvDataset(t *testing.T) {
 	}
 }
 
-// TestBenchEnvShippedRouter serves the world with delegate env and
+// TestBenchEnvShippedRouter serves the world with delegate env. It
 // evaluates the shipped router as the policy with bench --env, over the
-// WebSocket and over HTTP MCP: both report every episode, its reward as
+// WebSocket and over HTTP MCP. both report every episode, its reward as
 // the score, and the sub-agent's spend.
 func TestBenchEnvShippedRouter(t *testing.T) {
 	endToEnd(t)

@@ -245,10 +245,10 @@ func printGateway(out io.Writer, log *slog.Logger, g *gateway.Gateway, gcfg gate
 	}
 }
 
-// templateHash is the chat-template hash of a configured model: the
-// project's template for its own checkpoints, the Hugging Face tokenizer
-// and template of an imported checkpoint or of a remote model that names
-// a tokenizer. It is "" for a remote model without one: its ids are the
+// templateHash is the chat-template hash of a configured model. It hashes the
+// project's template for its own checkpoints. For an imported checkpoint, or
+// a remote model that names a tokenizer, it hashes the Hugging Face tokenizer
+// and template. It is "" for a remote model without one: its ids are the
 // server's, rendered by a template the gateway cannot see.
 func templateHash(mc ModelConfig) (string, error) {
 	tokPath, tmpl := mc.Tokenizer, mc.ChatTemplate

@@ -147,9 +147,10 @@ func needNode(t *testing.T) string {
 }
 
 // TestGatewayJSClients runs JavaScript agents through a delegate gateway
-// child process: the OpenAI Agents SDK's orchestrator with the solver as
-// its tool (agents.mjs), and the openai client streaming with tools
-// (client.mjs), two sessions each, ended by the world's verifier; then
+// child process. One is the OpenAI Agents SDK's orchestrator with the
+// solver as its tool (agents.mjs). The other is the openai client
+// streaming with tools (client.mjs). Each runs two sessions, ended by the
+// world's verifier; then
 // two agents.mjs runs the model fails, which end cleanly with reward 0.
 // The group records hold one sample set per role, whose ids and
 // logprobs are the engine's own for the same requests.
@@ -281,9 +282,9 @@ func readGroupFile(t *testing.T, path string) []*rollout.GroupRecord {
 	return out
 }
 
-// checkReplayed calls m in process, at temperature 0 as the agents did,
-// with the conversation before each trained turn of sequence i of rec,
-// and checks that the sequence holds the engine's prompt ids, generated
+// checkReplayed calls m in process, at temperature 0 as the agents did.
+// It sends the conversation before each trained turn of sequence i of rec.
+// It checks that the sequence holds the engine's prompt ids, generated
 // ids and logprobs at the same places, trained where it generated.
 func checkReplayed(t *testing.T, m delegate.Model, rec *rollout.GroupRecord, i int) {
 	t.Helper()

@@ -37,10 +37,10 @@ func TestGatewayExposure(t *testing.T) {
 	}
 }
 
-// TestGatewayCommand starts delegate gateway on examples/world.yaml, runs
-// two sessions of one group through the official client, the solver
-// playing role calc (--role), one rewarded by the world's verifier, and
-// reads the group record it wrote.
+// TestGatewayCommand starts delegate gateway on examples/world.yaml. It
+// runs two sessions of one group through the official client, the solver
+// playing role calc (--role), one rewarded by the world's verifier. Then
+// it reads the group record the gateway wrote.
 func TestGatewayCommand(t *testing.T) {
 	const token = "gateway-command-test-token"
 	getenv := func(name string) string {
@@ -129,8 +129,8 @@ func TestGatewayCommand(t *testing.T) {
 	}
 }
 
-// TestGatewayTemplateHash checks each kind of model's chat-template hash:
-// the project's own for its checkpoints, the Hugging Face tokenizer and
+// TestGatewayTemplateHash checks each kind of model's chat-template hash.
+// It is the project's own for its checkpoints, the Hugging Face tokenizer and
 // template for an imported checkpoint or a GGUF file, none for a remote
 // model without a tokenizer.
 func TestGatewayTemplateHash(t *testing.T) {
@@ -187,9 +187,9 @@ func TestGatewayTemplateHash(t *testing.T) {
 }
 
 // TestGatewayPush runs delegate gateway with --push against a real
-// delegate api and its trainer: each group record reaches the trainer's
-// batch as process --push sends it, and a session waits for room in the
-// API's queue, answered 503 when none comes in time.
+// delegate api and its trainer. Each group record reaches the trainer's
+// batch as process --push sends it. A session waits for room in the API's
+// queue, and gets 503 when none comes in time.
 func TestGatewayPush(t *testing.T) {
 	const token = "gateway-push-test-token"
 	getenv := func(name string) string {
@@ -341,9 +341,9 @@ func fileSize(t *testing.T, path string) int64 {
 	return st.Size()
 }
 
-// TestChatTokenizer checks the gateway's tokenizer of a remote model:
-// the prompt and the answer's ids, end-of-turn token included, begin the
-// template's rendering of the conversation that ends with the answer.
+// TestChatTokenizer checks the gateway's tokenizer of a remote model. The
+// prompt and answer ids, end-of-turn token included, must begin the
+// template's rendering of the conversation ending with the answer.
 func TestChatTokenizer(t *testing.T) {
 	dir := hfFixture(t)
 	for _, tmpl := range []string{"qwen3", "qwen2.5"} { // the fixture's vocabulary is Qwen's

@@ -23,9 +23,9 @@ import (
 )
 
 // TestGatewayTrainsRouter closes the loop with an unmodified JavaScript
-// agent: the Agents SDK orchestrator (agents.mjs) solves world training
-// problems through `delegate gateway --push` to `delegate api`, whose
-// batches `delegate train --api` trains the shipped router on, while the
+// agent. The Agents SDK orchestrator (agents.mjs) solves world training
+// problems through `delegate gateway --push` to `delegate api`.
+// `delegate train --api` trains the shipped router on its batches. The
 // gateway's delegator follows the trainer's checkpoint. Whether the
 // held-out reward rises is not asserted: 2 steps are too few, and
 // perf/gatewaytrain measures it (docs/gateway.md).
@@ -153,8 +153,8 @@ roles: {default: delegator, subagent: solver, weak: solver}
 	}
 }
 
-// startGatewayIn runs `delegate gateway args...` in this process on a
-// free loopback port and returns its URL and a function that stops it.
+// startGatewayIn runs `delegate gateway args...` in this process on a free
+// loopback port. It returns its URL and a function that stops it.
 func startGatewayIn(t *testing.T, ctx context.Context, token string, args ...string) (string, func()) {
 	t.Helper()
 	var out syncBuffer
@@ -185,9 +185,9 @@ func startGatewayIn(t *testing.T, ctx context.Context, token string, args ...str
 	return base, stop
 }
 
-// runAgents runs agents.mjs once per problem, all at once, each in a
-// session of the gateway at base grouped by the problem, and ends each
-// with the world's verifier. A run the model fails (agents.mjs says
+// runAgents runs agents.mjs once per problem, all at once. Each runs in a
+// session of the gateway at base, grouped by the problem. The world's
+// verifier ends each. A run the model fails (agents.mjs says
 // "failed": a malformed tool call, too many turns) ends its session with
 // reward 0; an agent that crashes fails the test.
 func runAgents(ctx context.Context, t *testing.T, node, base, token string, problems []*world.Problem) (verdicts, int) {

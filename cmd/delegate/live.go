@@ -250,10 +250,10 @@ func (n *liveNode) lines(indent int, now time.Time) []viewLine {
 	return out
 }
 
-// callDetails says what a finished call was asked (its last message, when
-// it is the user's) and what it answered: the tools it called, with the
-// question of each delegate call, and its text, with the final answer
-// first when one can be read from it.
+// callDetails says what a finished call was asked and what it answered.
+// The ask is its last message, when it is the user's. The answer is the
+// tools it called, with the question of each delegate call, and its text,
+// with the final answer first when one can be read from it.
 func callDetails(ev delegate.Event) []string {
 	var out []string
 	if ev.Prompt.Role == delegate.RoleUser && strings.TrimSpace(ev.Prompt.Content) != "" {
@@ -280,7 +280,7 @@ func callDetails(ev delegate.Event) []string {
 	return out
 }
 
-// oneLine folds a text onto one line: each run of white space holding a
+// oneLine folds a text onto one line. Each run of white space holding a
 // line break becomes " ⏎ ", other runs one space.
 func oneLine(s string) string {
 	var b strings.Builder
@@ -370,9 +370,9 @@ func byRole(m map[string]delegate.Totals) []roleRow {
 	return rows
 }
 
-// writeRoleTable writes the per-role account of run and process: calls,
-// errors, retries, tokens and dollars, and with callTime the summed call
-// time.
+// writeRoleTable writes the per-role account of run and process. It shows
+// calls, errors, retries, tokens and dollars, and with callTime the summed
+// call time.
 func writeRoleTable(w io.Writer, rows []roleRow, callTime bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "role\tcalls\terrors\tretries\tprompt tok\tcached tok\tcompletion tok\tdollars\t"

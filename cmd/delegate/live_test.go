@@ -15,7 +15,7 @@ import (
 	"github.com/delegatelab/delegate/strategy"
 )
 
-// The questions route's scripted strong model delegates, and what the
+// The questions route's scripted strong model delegates. Also what the
 // view must say of them and of the weak model's replies.
 var delegationLines = []string{
 	"asked: What is 6*7?",
@@ -123,7 +123,7 @@ func TestOneLine(t *testing.T) {
 	}
 }
 
-// A running call is drawn, then redrawn in place when it finishes: the
+// A running call is drawn, then redrawn in place when it finishes. The
 // cursor goes back up over the lines of the running region.
 func TestLiveViewRedrawsInPlace(t *testing.T) {
 	var buf bytes.Buffer

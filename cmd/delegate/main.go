@@ -1,5 +1,6 @@
 // Command delegate runs, measures and trains LLMs that delegate work to
-// other models. See the README for the commands.
+// other models. It parses flags, config files and the environment, and
+// wires the packages below it. See the README for the commands.
 package main
 
 import (

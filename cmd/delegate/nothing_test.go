@@ -10,8 +10,8 @@ import (
 )
 
 // TestNothingProducedExitsNonZero runs process and bench against a server
-// that refuses every key and against a port where nothing listens: with
-// no result at all the command must fail and its summary say so.
+// that refuses every key, and a port where nothing listens. With no result
+// at all, the command must fail and its summary say so.
 func TestNothingProducedExitsNonZero(t *testing.T) {
 	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

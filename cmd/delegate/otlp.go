@@ -190,7 +190,7 @@ func tracePretrain(endpoint string, getenv env, log *slog.Logger, f *pretrain.Op
 }
 
 // served returns the server observer that exports each chat completion
-// as a chat span, priced by prices (by served model name).
+// as a chat span. prices, keyed by served model name, price it.
 func (s *otlpSink) served(prices map[string]delegate.Price) func(server.Completion) {
 	return func(c server.Completion) { s.e.ExportCall(servedCall(c, prices)) }
 }

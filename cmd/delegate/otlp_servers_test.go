@@ -129,7 +129,7 @@ func wantAttrs(t *testing.T, s *tracepb.Span, want map[string]any) {
 const positive = "positive"
 
 // serve --otlp exports each chat completion, streamed or failed, as a
-// SERVER chat span; with a receiver down every request is still answered
+// SERVER chat span. With a receiver down every request is still answered,
 // and the log counts the dropped spans.
 func TestServeOTLP(t *testing.T) {
 	addr := regexp.MustCompile(`serving \[delegator solver\] on (http://\S+/v1)`)
@@ -208,7 +208,7 @@ func TestServeOTLP(t *testing.T) {
 	}
 }
 
-// gateway --otlp exports each ended session as a session span around a
+// gateway --otlp exports each ended session as a session span. It holds a
 // chat span per recorded call, its role an attribute, never its id.
 func TestGatewayOTLP(t *testing.T) {
 	const token = "gateway-otlp-test-token"
@@ -287,9 +287,9 @@ func TestGatewayOTLP(t *testing.T) {
 	}
 }
 
-// env --otlp exports each episode: its steps as execute_tool spans, the
-// sub-agent's call as a chat span under an invoke_agent span, the reward
-// and costs as attributes.
+// env --otlp exports each episode. Its steps are execute_tool spans, and
+// the sub-agent's call a chat span under an invoke_agent span. The reward
+// and costs are attributes.
 func TestEnvOTLP(t *testing.T) {
 	addr := regexp.MustCompile(`serving OpenEnv on (http://\S+) `)
 	g, err := world.NewGenerator(world.DefaultConfig(), 3, world.Test)

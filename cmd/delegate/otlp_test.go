@@ -82,8 +82,8 @@ func (r *otlpReceiver) received() []*tracepb.Span {
 
 const worldQuestion = "Dot has 91 jars of 23 coins. Gus has 19 jars of 83 coins. Gus gets 49 more. How many coins do they have in all?"
 
-// timings matches the figures of a run's output that change from run to
-// run: latencies, with the spaces that align them in a table.
+// timings matches the figures of a run's output that change between runs.
+// Those are latencies, with the spaces that align them in a table.
 var timings = regexp.MustCompile(` *\d+(\.\d+)?(ms|s)\b`)
 
 // stable returns a run's output without its timings, its lines sorted
@@ -105,9 +105,9 @@ func runWorld(t *testing.T, getenv env, extra ...string) (string, time.Duration)
 	return out, time.Since(start)
 }
 
-// run --otlp sends the shipped models' route run to an OTLP/HTTP
-// receiver as GenAI spans, and one that is down or slow changes neither
-// the output nor, beyond the exporter's bounded close, the time.
+// run --otlp sends the shipped models' route run to an OTLP/HTTP receiver
+// as GenAI spans. A receiver that is down or slow changes neither the
+// output nor, beyond the exporter's bounded close, the time.
 func TestRunOTLP(t *testing.T) {
 	base, baseTime := runWorld(t, testEnv)
 	if !strings.Contains(base, "answer:\n3719\n") {

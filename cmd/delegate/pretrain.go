@@ -86,9 +86,9 @@ solver's questions and each of the delegator's strategy runs.`,
 	return cmd
 }
 
-// pretrainProgress feeds a pretraining run's steps to the progress view:
-// a phase per model, with the loss, the learning rate and the last
-// held-out score as its status, and each evaluation as a note. Its step
+// pretrainProgress feeds a pretraining run's steps to the progress view.
+// Each model is a phase, with the loss, the learning rate and the last
+// held-out score as its status. Each evaluation is a note. Its step
 // is called on the training goroutine.
 type pretrainProgress struct {
 	v     *progressView

@@ -51,7 +51,7 @@ func TestPretrainRejectsBadFlags(t *testing.T) {
 }
 
 // TestPretrainSolverWritesCheckpoint runs two steps of the solver's
-// pretraining and checks the checkpoint it leaves, its metadata and that
+// pretraining. It checks the checkpoint it leaves, its metadata, and that
 // the resumable state is gone.
 func TestPretrainSolverWritesCheckpoint(t *testing.T) {
 	endToEnd(t)
@@ -93,8 +93,8 @@ func TestPretrainSolverWritesCheckpoint(t *testing.T) {
 }
 
 // TestDelegatorCorpusLevelsAndPeers checks what --levels and --with-peers
-// put in the delegator's corpus: problems of the given levels only, and
-// the peers' terse right answers under lead's peer prompt.
+// put in the delegator's corpus. It holds problems of the given levels
+// only, and the peers' terse right answers under lead's peer prompt.
 // scratchLine is a line of the delegator's own product scratchpad, "a*d+c=rd".
 var scratchLine = regexp.MustCompile(`\d\*\d\+\d=\d\d`)
 
@@ -156,9 +156,10 @@ func TestDelegatorCorpusLevelsAndPeers(t *testing.T) {
 	}
 }
 
-// TestPretrainProgressModes: a bar per model with the steps, the loss, the
-// held-out score and an ETA, the run's own lines above it; plain lines with
-// an ETA at evaluations and at the last step; or no step lines at all. The
+// TestPretrainProgressModes checks the three progress modes. Bar draws a
+// bar per model with the steps, the loss, the held-out score and an ETA,
+// the run's own lines above it. Plain writes lines with an ETA at
+// evaluations and at the last step. None writes no step lines at all. The
 // view is fed as pretrain.Run feeds it (TestPretrainSolverWritesCheckpoint
 // runs the command itself).
 func TestPretrainProgressModes(t *testing.T) {

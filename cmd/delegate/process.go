@@ -227,9 +227,9 @@ func checkProcessFlags(f *processFlags) error {
 	return nil
 }
 
-// processStrategies are the baseline (nil with --no-baseline) and the
-// policy's strategies of every rollout, and the run's identity: the
-// reward and how the policy samples.
+// processStrategies are the baseline and policy strategies of every
+// rollout, and the run's identity. The baseline is nil with --no-baseline.
+// The identity is the reward and how the policy samples.
 func processStrategies(cfg *Config, models map[string]delegate.Model, f processFlags, at []stepItem, rewardDesc string) (delegate.Strategy, rollout.Policies, string, error) {
 	var err error
 	baseRoles := cfg.strategyRoles(models)
@@ -318,9 +318,9 @@ func nothingProduced(s rollout.Summary) string {
 	return why
 }
 
-// loadTasks reads and samples the dataset (datasetFlags.load), reporting
-// what it read: the loader's account of a file, or the description of
-// tasks that come from no file (the world's, the built-in requests).
+// loadTasks reads and samples the dataset (datasetFlags.load). It reports
+// the loader's account of a file, or describes tasks from no file, such
+// as the world's or the built-in requests.
 // With --train-pool it draws the world's items as delegate train does,
 // and says where each sits in the trainer's steps (nil otherwise).
 func loadTasks(out io.Writer, f processFlags) ([]delegate.Task, []stepItem, error) {
@@ -392,8 +392,8 @@ func checkRewardFlags(f processFlags, lambdaSet bool) error {
 	return nil
 }
 
-// newScorer returns the scorer of the reward the flags and cfg choose and
-// a description of the reward for the run's identity. --reward, when
+// newScorer returns the scorer of the reward the flags and cfg choose. It
+// also describes the reward for the run's identity. --reward, when
 // given, overrides cfg's reward.kind. cfg nil is a config without a
 // reward section.
 func newScorer(f processFlags, lambdaSet bool, cfg *Config) (*rollout.RewardScorer, string, error) {
@@ -459,11 +459,10 @@ func newScorer(f processFlags, lambdaSet bool, cfg *Config) (*rollout.RewardScor
 	return sc, desc, nil
 }
 
-// costReward checks that cfg prices every model the rollouts of strategy
-// name call, for the cost-aware reward rc selects, and turns per_call's
-// fees, keyed by the config's model names, into fees by the names the
-// traces record. A price is never assumed: a model without one written
-// in the config is an error naming the key to set.
+// costReward checks that cfg prices every model strategy name calls, for the
+// cost-aware reward rc selects. It rekeys per_call's fees from the config's
+// model names to the names the traces record. A price is never assumed: a
+// model without one written in the config is an error naming the key to set.
 func costReward(rc *reward.Config, cfg *Config, name string) error {
 	if cfg == nil {
 		return fmt.Errorf("reward %s needs a config that prices its models", rc.Kind)
@@ -504,10 +503,10 @@ func costReward(rc *reward.Config, cfg *Config, name string) error {
 	return errors.Join(errs...)
 }
 
-// policyRoles are the roles of the rolled-out strategy: the trained role
-// asks for logprobs when wanted (and samples its calls with seed, seed+1,
-// ... when seed is set), and single's agent plays role "single" (the
-// baseline's plays "baseline").
+// policyRoles are the roles of the rolled-out strategy. The trained role
+// asks for logprobs when wanted, and with seed set samples its calls with
+// seed, seed+1, and so on. Single's agent plays role "single"; the
+// baseline's plays "baseline".
 func policyRoles(r strategy.Roles, name string, logprobs bool, seed *int64) strategy.Roles {
 	r.Single.Role = strategy.RoleSingle
 	if !logprobs && seed == nil {
@@ -546,19 +545,19 @@ func trainedStages(c *strategy.Config, name string) []*strategy.Generation {
 }
 
 // fingerprint describes, as canonical JSON, what decides the rollouts'
-// content besides the dataset and the flags rollout checks itself: the
-// models (not their transport: address, timeouts, retries and limits may
-// change between a run and its resume), the roles, the strategy config,
-// the judge and the reward. A resume under other settings is refused
-// naming each key that differs.
+// content. The dataset and the flags rollout checks itself are left out. It
+// covers the models, the roles, the strategy config, the judge and the
+// reward. A model's transport is left out: address, timeouts, retries and
+// limits may change between a run and its resume. A resume under other
+// settings is refused naming each key that differs.
 func fingerprint(cfg *Config, jcfg judge.Config, rewardDesc string, logprobs bool) (string, error) {
 	type model struct {
 		Kind, Model, Checkpoint string
 		Price                   delegate.Price
 		TokenIDs                bool
 		// A local Hugging Face checkpoint's template and context decide
-		// its prompts; empty (and so absent, as in fingerprints written
-		// before they existed) for every other model.
+		// its prompts. They are empty for every other model, and so
+		// absent, as in fingerprints written before they existed.
 		ChatTemplate string `json:",omitempty"`
 		Context      int    `json:",omitempty"`
 	}
@@ -584,9 +583,9 @@ func fingerprint(cfg *Config, jcfg judge.Config, rewardDesc string, logprobs boo
 	return string(data), nil
 }
 
-// processProgress feeds a rollout run's progress to the progress view:
-// one phase counting rollouts, with the items done, the failed rollouts and
-// the mean reward as its status.
+// processProgress feeds a rollout run's progress to the progress view. One
+// phase counts rollouts. Its status is the items done, the failed rollouts
+// and the mean reward.
 type processProgress struct {
 	v     *progressView
 	begun bool

@@ -15,9 +15,10 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// TestProcessTemperature: the shipped config samples route's strong turns
-// greedily, so its G rollouts tie and every group is dropped; --temperature
-// samples the trained turns, and the groups carry a signal.
+// TestProcessTemperature checks that --temperature samples the trained
+// turns. The shipped config samples route's strong turns greedily, so its
+// G rollouts tie and every group is dropped. With --temperature the groups
+// carry a signal.
 func TestProcessTemperature(t *testing.T) {
 	run := func(extra ...string) string {
 		t.Helper()
@@ -41,9 +42,10 @@ func TestProcessTemperature(t *testing.T) {
 	}
 }
 
-// TestRunTokenizerForIdlessServer: a remote model whose server returns
-// logprobs as text pieces but no token ids gets its ids from the
-// tokenizer.json the config names, so its trace holds what a trainer needs.
+// TestRunTokenizerForIdlessServer uses a server that returns logprobs as
+// text pieces but no token ids. The remote model gets its ids from the
+// tokenizer.json the config names, so its trace holds what a trainer
+// needs.
 func TestRunTokenizerForIdlessServer(t *testing.T) {
 	tokPath, err := filepath.Abs("../../tokenizer/testdata/hf/qwen2.5.json.gz")
 	if err != nil {

@@ -24,9 +24,9 @@ import (
 	"github.com/delegatelab/delegate/standin"
 )
 
-// graderServer serves models "big" and "small" answering like scripted,
-// except that decompose's aggregator answers 42 (right) and 41 (wrong) in
-// turn, so that groups have different rewards. onAggregate, when set, is
+// graderServer serves models "big" and "small" answering like scripted.
+// Only decompose's aggregator differs: it answers 42, right, and 41,
+// wrong, in turn, so groups have different rewards. onAggregate, when set, is
 // called with the count of aggregations so far.
 type graderServer struct {
 	*httptest.Server
@@ -81,8 +81,8 @@ func newGraderServer(t *testing.T) *graderServer {
 	return g
 }
 
-// writeGSM8K writes n GSM8K records whose answer is 42, and bad lines
-// (text that is not a record) at the given 1-based line numbers.
+// writeGSM8K writes n GSM8K records whose answer is 42. It writes bad
+// lines, text that is not a record, at the given 1-based line numbers.
 func writeProcessGSM8K(t *testing.T, n int, badLines ...int) string {
 	t.Helper()
 	var b strings.Builder
@@ -176,8 +176,8 @@ func readOutputs(t *testing.T, dir string) outputs {
 	return o
 }
 
-// checkExact checks a finished run: every planned rollout recorded once,
-// every group decided once, and the summary agreeing with the files.
+// checkExact checks a finished run. Every planned rollout is recorded
+// once, every group decided once, and the summary agrees with the files.
 func checkExact(t *testing.T, o outputs, items, g int) {
 	t.Helper()
 	ids := map[string]int{}
@@ -583,7 +583,8 @@ func TestProcessLogprobs(t *testing.T) {
 			if delegator != 2*2*2 || other != 2 {
 				t.Errorf("delegator requests %d, baseline requests %d; want 8 and 2", delegator, other)
 			}
-			// The scripted backend returns no token ids: every sequence says so.
+			// The scripted backend returns no token ids: every sequence says
+			// so.
 			groups := readOutputs(t, dir).groups
 			if len(groups) != 2 {
 				t.Fatalf("%d groups written, want 2", len(groups))
@@ -653,7 +654,7 @@ func (w *syncWriter) String() string {
 	return w.buf.String()
 }
 
-// Progress events are dropped when the view lags; the last state comes
+// Progress events are dropped when the view lags. The last state comes
 // from the summary, and the bar ends either way.
 func TestProgressViewEndsFromSummary(t *testing.T) {
 	tests := []struct {

@@ -38,9 +38,9 @@ type topology struct {
 	// they are (its RL settings and starting checkpoint).
 	trainerFlags []string
 	lambda       *float64 // --lambda when given, for the environments' reward
-	// offPolicy is --offpolicy: 0 samples each batch on-policy (process
-	// --push-sync), more lets the environments run that many batches
-	// ahead (process --push-offpolicy).
+	// offPolicy is --offpolicy. 0 samples each batch on-policy, as
+	// process --push-sync. More lets the environments run that many
+	// batches ahead, as process --push-offpolicy.
 	offPolicy int
 	// otlp is --otlp: the environments export their rollouts' traces.
 	otlp string
@@ -62,9 +62,9 @@ func procsEnvDir(i int) string { return "env-" + strconv.Itoa(i) }
 // trainerPassFlags are train's flags the trainer child gets as given.
 var trainerPassFlags = []string{"estimator", "lr", "clip", "kl", "epochs", "temperature", "max-new-tokens", "delegator", "seed", "rl-seed", "strict-tool-calls", "credit"}
 
-// procsRefused are train's flags that --processes cannot honour: only
-// route is trained from a trajectory API, the environments' reward has
-// the world's μ, and the run ends at its steps.
+// procsRefused are train's flags that --processes cannot honour. Only
+// route trains from a trajectory API, the environments' reward has the
+// world's μ, and the run ends at its steps.
 var procsRefused = []string{"mode", "peers", "mu", "api", "train-time", "parity", "reward", "reward-config"}
 
 // newTopology checks the command line of train --processes.
@@ -106,8 +106,8 @@ func newTopology(fl *pflag.FlagSet, cfg train.Config, envs, level int, lambda fl
 }
 
 // writeConfigs writes the policy server's and the environments' configs
-// under dir: the server has the delegator, following the trainer's
-// checkpoint, and the solver; the environments reach both through it.
+// under dir. The server has the solver and the delegator, which follows
+// the trainer's checkpoint. The environments reach both through it.
 func (t *topology) writeConfigs(dir, serveAddr string) error {
 	checkpoint := func(path, shipped string) string {
 		if path == "" {
@@ -234,11 +234,12 @@ func (t *topology) children(dir, apiAddr, serveAddr string, secrets []string) []
 	return out
 }
 
-// run starts the topology under dir and supervises it until the trainer
-// has taken its steps (nil), ctx ends, or a child died more often than
-// the supervisor restarts it. Every child is stopped before it returns,
-// in the order that lets each leave cleanly: the environments (which
-// tell the API they go), then the trainer, then the server and the API.
+// run starts the topology under dir and supervises it. It returns nil once
+// the trainer has taken its steps. It stops early when ctx ends or a child
+// dies more often than the supervisor restarts it. Every child is stopped
+// before it returns, in the order that lets each leave cleanly: the
+// environments (which tell the API they go), then the trainer, then the
+// server and the API.
 func (t *topology) run(ctx context.Context, dir string) error {
 	children, apiAddr, serveAddr, err := t.prepare(dir)
 	if err != nil {
@@ -325,9 +326,10 @@ func (t *topology) prepare(dir string) (children []child, apiAddr, serveAddr str
 	return t.children(dir, apiAddr, serveAddr, secrets), apiAddr, serveAddr, nil
 }
 
-// outcome is the error of a stopped topology: a child's that failed, the
-// wait for the servers', or an interruption before the trainer finished
-// (trainerErr or waitErr set); nil when the trainer took its steps.
+// outcome is the error of a stopped topology, or nil when the trainer
+// took its steps. It is a failed child's error, the wait for the servers',
+// or an interruption before the trainer finished (trainerErr or waitErr
+// set).
 func outcome(dir string, children []child, errs []error, trainerErr, waitErr error) error {
 	for i, err := range errs {
 		if err != nil && !errors.Is(err, context.Canceled) {

@@ -30,8 +30,8 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// topologyRun is a `delegate train --processes` child process of a test:
-// its output, as it comes, and the pids of its children by name.
+// topologyRun is a test's `delegate train --processes` child process. It
+// holds its output as it comes, and its children's pids by name.
 type topologyRun struct {
 	cmd  *exec.Cmd
 	done chan error // the exit, once
@@ -45,8 +45,8 @@ type topologyRun struct {
 var startedRE = regexp.MustCompile(`^\[supervisor\] (.+) started \(pid (\d+)\)`)
 
 // startTopology runs the delegate command that testscript.Main put on
-// PATH (the test binary under the name delegate): os.Executable in it is
-// that copy, so its children run delegate's main too.
+// PATH: the test binary named delegate. os.Executable in it is that copy,
+// so its children run delegate's main too.
 func startTopology(t *testing.T, args ...string) *topologyRun {
 	t.Helper()
 	exe, err := exec.LookPath("delegate")
@@ -90,8 +90,8 @@ func startTopology(t *testing.T, args ...string) *topologyRun {
 	return r
 }
 
-// wait waits up to 3 minutes for the command to end, and fails the test
-// with its output unless it succeeded.
+// wait waits up to 3 minutes for the command to end. Unless it succeeded,
+// it fails the test with its output.
 func (r *topologyRun) wait(t *testing.T) {
 	t.Helper()
 	select {
@@ -149,16 +149,16 @@ func topologyArgs(out string, steps int) []string {
 	return []string{"2", "--steps", strconv.Itoa(steps), "--items", "2", "--group", "2", "--eval-items", "4", "--rule-items", "2", "-q", "--out", out}
 }
 
-// TestTrainProcessesSurvivesKills runs `delegate train --processes 2` and
-// kills each kind of child once with SIGKILL, at a random moment after a
-// given trainer step: the API, the policy server, an environment, the
-// trainer. The supervisor restarts each; the run takes all its steps and
-// prints the table. Afterwards the API's own record of the batch of every
-// step (GET /batch?step=N on the same store) shows each group handed to
-// the trainer at most once, every one a group an environment wrote, and
-// every group an environment recorded as pushed either trained or still
-// queued; the trainer's metrics have each step once, and the restarted
-// trainer went on from its checkpoint.
+// TestTrainProcessesSurvivesKills runs `delegate train --processes 2`. It
+// SIGKILLs each kind of child once, at a random moment after a given trainer
+// step: the API, the policy server, an environment, the trainer. The
+// supervisor restarts each; the run takes all its steps and prints the table.
+// Afterwards the API's own record of the batch of every step (GET
+// /batch?step=N on the same store) shows each group handed to the trainer at
+// most once, every one a group an environment wrote, and every group an
+// environment recorded as pushed either trained or still queued; the
+// trainer's metrics have each step once, and the restarted trainer went on
+// from its checkpoint.
 func TestTrainProcessesSurvivesKills(t *testing.T) {
 	endToEnd(t)
 	const steps = 8
@@ -244,8 +244,8 @@ func TestTrainProcessesSurvivesKills(t *testing.T) {
 	checkDelivery(t, out, steps, 2)
 }
 
-// checkDelivery reads the batch of every step back from the API's store
-// and checks it against what the environments wrote and pushed.
+// checkDelivery reads every step's batch back from the API's store. It
+// checks them against what the environments wrote and pushed.
 func checkDelivery(t *testing.T, out string, steps, groupsPerStep int) {
 	t.Helper()
 	url := startAPIAt(t, filepath.Join(out, procsAPIDir))
@@ -363,9 +363,9 @@ func startAPIAt(t *testing.T, dir string) string {
 }
 
 // TestTrainProcessesLeavesNoOrphan stops `delegate train --processes`
-// while its children run, by SIGINT (Ctrl-C: it stops them and says how
-// to resume) and by SIGKILL (it cannot: the kernel kills them, Pdeathsig):
-// no child outlives it either way.
+// while its children run. SIGINT, as Ctrl-C, makes it stop them and say
+// how to resume. Under SIGKILL it cannot, so the kernel kills them
+// (Pdeathsig). No child outlives it either way.
 func TestTrainProcessesLeavesNoOrphan(t *testing.T) {
 	endToEnd(t)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
@@ -407,8 +407,8 @@ func TestTrainProcessesLeavesNoOrphan(t *testing.T) {
 	}
 }
 
-// TestSupervisorGivesUp runs a child that always fails: the supervisor
-// restarts it maxRestarts times with growing backoff, then returns an
+// TestSupervisorGivesUp runs a child that always fails. The supervisor
+// restarts it maxRestarts times with growing backoff. Then it returns an
 // error naming it and its last exit; every line of the child comes out
 // behind its prefix. A child that finishes is not restarted.
 func TestSupervisorGivesUp(t *testing.T) {
@@ -471,13 +471,13 @@ func TestTrainProcessesFlags(t *testing.T) {
 	}
 }
 
-// TestTrainProcessesTrainsOnTheInProcessGroups runs the same short
-// training in process and as `train --processes 2` (real child
-// processes): on-policy, the environments draw the in-process run's items
-// (its training pool and item order, each environment its part of every
-// step) and seed each rollout as it does, so the trainer gets the same
-// groups step for step: the same rewards and policy tokens at every step,
-// the same gradient, and the same trained policy in the table.
+// TestTrainProcessesTrainsOnTheInProcessGroups runs one short training in
+// process and as `train --processes 2`, with real child processes.
+// On-policy, the environments draw the in-process run's items: its
+// training pool and item order, each environment its part of every step.
+// They seed each rollout as it does, so the trainer gets the same groups
+// step for step. That means the same rewards and policy tokens at every
+// step, the same gradient, and the same trained policy in the table.
 func TestTrainProcessesTrainsOnTheInProcessGroups(t *testing.T) {
 	endToEnd(t)
 	const steps = 2 // the second samples the weights the first step trained
@@ -546,9 +546,9 @@ func TestTrainProcessesTrainsOnTheInProcessGroups(t *testing.T) {
 	}
 }
 
-// TestTrainProcessesChildrenGetSecrets checks that every child of the
-// topology gets the API's token and the policy server's key in its
-// environment, never on its command line (which ps shows), and that the
+// TestTrainProcessesChildrenGetSecrets checks how the topology's children
+// get secrets. The API's token and the policy server's key go in each
+// child's environment, never on its command line, which ps shows. The
 // environments' config names the key's variable.
 func TestTrainProcessesChildrenGetSecrets(t *testing.T) {
 	cfg := train.DefaultConfig()

@@ -12,7 +12,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 )
 
-// isTerminal reports whether w is a character device (a terminal), where
+// isTerminal reports whether w is a character device, a terminal. There
 // the commands draw live progress bars instead of plain lines.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -23,10 +23,10 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// logSink is the writer of the command's log (warnings such as a retried
-// call): stderr, or, while progress bars are drawn, their container,
-// which prints each record on its own line above the bars instead of
-// through them. Safe for concurrent use.
+// logSink is the writer of the command's log, such as a retried call's
+// warning. It is stderr, or while progress bars are drawn their container.
+// The container prints each record on its own line above the bars. Safe for
+// concurrent use.
 type logSink struct {
 	mu   sync.Mutex
 	base io.Writer
@@ -241,8 +241,8 @@ func (v *progressView) update(f progressFigures) {
 	}
 }
 
-// note prints a line of the command's own (an evaluation, say): above the
-// bars, or among the plain lines; under none, nowhere.
+// note prints a line of the command's own, an evaluation say. It goes
+// above the bars or among the plain lines; under none, nowhere.
 func (v *progressView) note(format string, args ...any) {
 	switch v.mode {
 	case progressBar, progressPlain:
@@ -250,8 +250,8 @@ func (v *progressView) note(format string, args ...any) {
 	}
 }
 
-// text is where the command's own output goes while the view is drawn:
-// above the bars, or straight to the output.
+// text is where the command's own output goes while the view is drawn. It
+// goes above the bars, or straight to the output.
 func (v *progressView) text() io.Writer {
 	if v.p != nil {
 		return v.p
@@ -259,9 +259,10 @@ func (v *progressView) text() io.Writer {
 	return v.out
 }
 
-// finish ends the display: under bar an unfinished bar (complete false,
-// or work left) stays where it stood and the log goes back to stderr;
-// under plain the last figures are printed if no line showed them yet.
+// finish ends the display. Under bar, an unfinished bar stays where it
+// stood and the log goes back to stderr; complete false or work left
+// makes a bar unfinished. Under plain, the last figures are printed if no
+// line showed them yet.
 func (v *progressView) finish(complete bool) {
 	v.mu.Lock()
 	ph, pending := v.cur, v.pending

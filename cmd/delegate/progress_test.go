@@ -9,9 +9,9 @@ import (
 	"github.com/vbauerster/mpb/v8"
 )
 
-// TestLogSinkWritesAboveBars: while bars are drawn, a log record goes
-// through the bars' container (whole, on its own line), and once they are
-// done it goes to the base writer again.
+// TestLogSinkWritesAboveBars checks where log records go. While bars are
+// drawn, a record goes through the bars' container, whole, on its own
+// line. Once they are done it goes to the base writer again.
 func TestLogSinkWritesAboveBars(t *testing.T) {
 	var base, screen syncWriter
 	sink := &logSink{base: &base}
@@ -44,10 +44,11 @@ func TestLogSinkWritesAboveBars(t *testing.T) {
 	}
 }
 
-// TestProgressViewPlain: a plain line at a phase's last unit (none before
-// plainEvery), the ETA extrapolating only this run's units, resumed ones
-// shown, notes as lines of their own, a last line at finish only when the
-// figures moved since; under none, nothing.
+// TestProgressViewPlain checks the plain view. A line comes at a phase's
+// last unit, none before plainEvery. The ETA extrapolates only this run's
+// units, and resumed ones are shown. Notes are lines of their own. A last
+// line comes at finish only when the figures moved since. Under none,
+// nothing is written.
 func TestProgressViewPlain(t *testing.T) {
 	tests := []struct {
 		name, mode string

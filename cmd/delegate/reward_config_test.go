@@ -12,7 +12,7 @@ import (
 )
 
 // rewardConfig parses a config whose two models a decompose rollout
-// calls, without its line drop ("": none) and with extra appended.
+// calls. It leaves out the line drop, unless "", and appends extra.
 func rewardConfig(t *testing.T, drop, extra string) (*Config, error) {
 	t.Helper()
 	doc := `models:
@@ -35,8 +35,8 @@ roles:
 }
 
 // TestProcessRewardFromConfig checks that the config's reward section
-// selects and tunes the reward, that --reward overrides its kind, and the
-// rewards' values on one outcome, worked by hand.
+// selects and tunes the reward, and --reward overrides its kind. It checks
+// the rewards' values on one outcome, worked by hand.
 func TestProcessRewardFromConfig(t *testing.T) {
 	right := true
 	o := reward.Outcome{FormatOK: true, Correct: &right, Cost: 0.004, Tokens: 1000, Calls: 3,
@@ -60,7 +60,8 @@ func TestProcessRewardFromConfig(t *testing.T) {
 		// 1 - 0.5·(20s/40s) + 0.3·(1 - 3/5)
 		{"critical path", "reward:\n  kind: critical_path\n  critical_path: {latency_weight: 0.5, latency_scale: 40s, bonus: 0.3, anneal_steps: 10}\n",
 			processFlags{reward: rewardGraded}, 0.87, "critical_path reward"},
-		// fees by config name, charged by the traced name: 1 - 1·(2·0.002 + 3·0.0005)/0.01
+		// fees by config name, charged by the traced name: 1 - 1·(2·0.002 +
+		// 3·0.0005)/0.01
 		{"per call", "reward:\n  kind: per_call\n  per_call: {fees: {big: 0.002, small: 0.0005}, lambda: 1, cost_scale: 0.01}\n",
 			processFlags{reward: rewardGraded}, 0.45, "per_call reward"},
 		// --reward overrides the config's kind.
@@ -87,9 +88,9 @@ func TestProcessRewardFromConfig(t *testing.T) {
 	}
 }
 
-// TestProcessRewardConfigErrors checks that a cost-aware reward's settings
-// and prices are refused, naming the config key, and the flags that do
-// not apply to it.
+// TestProcessRewardConfigErrors checks what a cost-aware reward refuses.
+// Bad settings and prices are refused naming the config key, and so are
+// the flags that do not apply to it.
 func TestProcessRewardConfigErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -125,8 +126,8 @@ func TestProcessRewardConfigErrors(t *testing.T) {
 }
 
 // TestProcessPerCallRewardEndToEnd runs process with the config's per_call
-// reward over HTTP: every rollout's reward is its correctness minus its
-// calls at the config's fees, read back from the artifacts.
+// reward over HTTP. Every rollout's reward, read back from the artifacts,
+// must be its correctness minus its calls at the config's fees.
 func TestProcessPerCallRewardEndToEnd(t *testing.T) {
 	srv := newGraderServer(t)
 	path := writeTestConfig(t, srv.URL)

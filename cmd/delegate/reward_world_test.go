@@ -15,12 +15,12 @@ import (
 )
 
 // TestProcessWorldRewardIsTrainsReward rolls route out with the shipped
-// models on world problems and scores each trace as `process --reward
-// world` does and as `delegate train` does (train.Scorer, without a
-// baseline): the two rewards are equal,
-// for the rollouts as they came and for the same rollouts marked as a
-// format failure. Process's trace names the seats strong and weak, the
-// trainer's delegator and subagent; the rollout is otherwise the same.
+// models on world problems. It scores each trace as `process --reward world`
+// does, and as `delegate train` does (train.Scorer, without a baseline). The
+// two rewards must be equal, for the rollouts as they came and for the same
+// rollouts marked as a format failure. Process's trace names the seats strong
+// and weak, the trainer's delegator and subagent; the rollout is otherwise
+// the same.
 func TestProcessWorldRewardIsTrainsReward(t *testing.T) {
 	cfg, err := LoadConfig("../../examples/world.yaml")
 	if err != nil {

@@ -123,7 +123,7 @@ func checkLocalModels(c *Config) (map[string]int, error) {
 }
 
 // pingModels sends every model a one-token request and reports each
-// result, and exports each to sink (nil: none); it fails if any model
+// result. It exports each to sink, unless nil. It fails if any model
 // failed.
 func pingModels(ctx context.Context, out interface{ Write([]byte) (int, error) }, c *Config, getenv env, log *slog.Logger, sink *otlpSink) error {
 	models, closeModels, err := c.openModels(getenv, log)

@@ -94,9 +94,9 @@ func (c *Config) openModels(getenv env, log *slog.Logger) (map[string]delegate.M
 	return models, closeAll, nil
 }
 
-// wrap applies the preset to a remote model: under PresetWorld, requests
-// offering the delegate tool offer transcript.Tool, the declaration the
-// world's models were trained on. Local models take it as configuration
+// wrap applies the preset to a remote model. Under PresetWorld, requests
+// offering the delegate tool offer transcript.Tool instead, the declaration
+// the world's models were trained on. Local models take it as configuration
 // (localTools).
 func (c *Config) wrap(m delegate.Model) delegate.Model {
 	if c.Preset == PresetWorld {
@@ -123,7 +123,7 @@ type localModel interface {
 	Close() error
 }
 
-// openLocal loads a local model; with follow set, one that follows the
+// openLocal loads a local model. With follow set, the model follows the
 // trainer's checkpoint there, polling it until the model is closed.
 func openLocal(name string, m ModelConfig, tools map[string]delegate.Tool, log *slog.Logger) (localModel, error) {
 	if log == nil {
@@ -174,10 +174,10 @@ func openLocal(name string, m ModelConfig, tools map[string]delegate.Tool, log *
 	return following{Reloading: r, stop: stop}, nil
 }
 
-// openHF loads a Hugging Face checkpoint with its tokenizer (the
-// directory's tokenizer.json unless m.Tokenizer names another) and chat
-// template (m.ChatTemplate, else its model_type's), and logs what it
-// holds in memory.
+// openHF loads a Hugging Face checkpoint with its tokenizer and chat
+// template, and logs what it holds in memory. The tokenizer is the
+// directory's tokenizer.json unless m.Tokenizer names another. The
+// template is m.ChatTemplate, else its model_type's.
 func openHF(name string, m ModelConfig, tools map[string]delegate.Tool, log *slog.Logger) (localModel, error) {
 	if m.Follow != "" {
 		return nil, fmt.Errorf("model %s: follow needs a checkpoint of delegate's own format, not a Hugging Face one", name)
@@ -212,8 +212,8 @@ func openHF(name string, m ModelConfig, tools map[string]delegate.Tool, log *slo
 }
 
 // openGGUF loads a GGUF file with the tokenizer and chat template it
-// embeds, unless m.Tokenizer or m.ChatTemplate name others, and logs what
-// it holds in memory.
+// embeds, and logs what it holds in memory. m.Tokenizer or m.ChatTemplate
+// may name others.
 func openGGUF(name string, m ModelConfig, log *slog.Logger) (localModel, error) {
 	if m.Follow != "" {
 		return nil, fmt.Errorf("model %s: follow needs a checkpoint of delegate's own format, not a GGUF file", name)
@@ -273,8 +273,8 @@ func (f following) Close() error {
 	return f.Reloading.Close()
 }
 
-// agent returns the model assigned to role (or to the default role), with
-// its price; ok is false when neither is assigned.
+// agent returns the model assigned to role, or to the default role, with
+// its price. ok is false when neither is assigned.
 func (c *Config) agent(models map[string]delegate.Model, role, name string) (delegate.Agent, bool) {
 	if name == "" {
 		name = c.Roles.Default
@@ -285,8 +285,8 @@ func (c *Config) agent(models map[string]delegate.Model, role, name string) (del
 	return delegate.Agent{Role: role, Model: models[name], Price: c.Models[name].Price}, true
 }
 
-// strategyRoles assigns the configured models to the strategies' roles:
-// single runs the baseline, decompose the delegator and sub-agents, route
+// strategyRoles assigns the configured models to the strategies' roles.
+// Single runs the baseline, decompose the delegator and sub-agents, route
 // the strong and weak models, lead the leader and peers.
 func (c *Config) strategyRoles(models map[string]delegate.Model) strategy.Roles {
 	var r strategy.Roles
@@ -421,10 +421,10 @@ func runRequest(ctx context.Context, out io.Writer, getenv env, log *slog.Logger
 	return runFailed(f.strategy, trace, runErr)
 }
 
-// runFailed is the error run exits with: the strategy's error, or, when
-// the run finished without a proper answer (a call that failed, a plan
-// that could not be parsed, a format failure), the trace's failure, so
-// that a script sees a non-zero exit whenever the answer is not one.
+// runFailed is the error run exits with. It is the strategy's error, or
+// the trace's failure when the run finished without a proper answer. A
+// failed call, an unparsed plan or a format failure leaves none. So a
+// script sees a non-zero exit whenever the answer is not one.
 func runFailed(strategy string, trace *delegate.Trace, runErr error) error {
 	if runErr != nil {
 		return runErr

@@ -217,8 +217,8 @@ func TestRunWithLocalCheckpoint(t *testing.T) {
 }
 
 // TestRunShippedModelsWithWorldPreset runs route on the shipped local
-// models through examples/world.yaml: the router hands the products to
-// the solver under the compact tool declaration and answers right.
+// models through examples/world.yaml. The router must hand the products to
+// the solver under the compact tool declaration and answer right.
 func TestRunShippedModelsWithWorldPreset(t *testing.T) {
 	const problem = "Dot has 91 jars of 23 coins. Gus has 19 jars of 83 coins. Gus gets 49 more. How many coins do they have in all?"
 	out, err := execute(t, testEnv, "run", "--config", "../../examples/world.yaml", "--strategy", "route", "--json", problem)
@@ -237,8 +237,9 @@ func TestRunShippedModelsWithWorldPreset(t *testing.T) {
 	}
 }
 
-// TestRunExitsNonZeroOnFailure: a run that ends without a proper answer
-// returns an error (so the command exits non-zero), whatever failed: an
+// TestRunExitsNonZeroOnFailure checks that a run without a proper answer
+// returns an error, so the command exits non-zero. That holds whatever
+// failed: an
 // unreachable endpoint, a refused key, or a plan that cannot be parsed.
 func TestRunExitsNonZeroOnFailure(t *testing.T) {
 	unparseable := func(context.Context, *delegate.Request) (*delegate.Response, error) {
@@ -282,8 +283,8 @@ func TestRunExitsNonZeroOnFailure(t *testing.T) {
 	}
 }
 
-// TestRunReplicas: a model with a replica that refuses connections is
-// served by its other replica, and the trace names the one that answered.
+// TestRunReplicas gives a model a replica that refuses connections. Its
+// other replica serves it, and the trace names the one that answered.
 func TestRunReplicas(t *testing.T) {
 	live := newTestServer(t)
 	dead := httptest.NewServer(http.NotFoundHandler())

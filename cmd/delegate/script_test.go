@@ -29,8 +29,8 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// standinMain is `go run ./perf/standin -addr ADDR`: the stand-in server
-// of package standin on ADDR until SIGINT or SIGTERM, answering fast.
+// standinMain is `go run ./perf/standin -addr ADDR`. It runs package
+// standin's server on ADDR, answering fast, until SIGINT or SIGTERM.
 func standinMain() {
 	fs := flag.NewFlagSet("standin", flag.ExitOnError)
 	addr := fs.String("addr", "127.0.0.1:0", "loopback address to listen on")
@@ -66,10 +66,10 @@ func endToEnd(t *testing.T) {
 // repoRoot is the module root, two levels above this package.
 const repoRoot = "../.."
 
-// TestScripts runs testdata/script/*.txtar: every command the README shows,
-// as written, in a work directory laid out like a fresh clone (examples/,
-// models/, the dataset file and the engine fixtures the README names,
-// copied).
+// TestScripts runs testdata/script/*.txtar: every command the README
+// shows, as written. The work directory is laid out like a fresh clone.
+// It holds copies of examples/, models/, the dataset file and the engine
+// fixtures the README names.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: filepath.Join("testdata", "script"),
@@ -104,7 +104,8 @@ func TestScripts(t *testing.T) {
 			env.Setenv("STANDIN_ADDR", standinAddr)
 			env.Setenv("SERVE_ADDR", serveAddr)
 			env.Setenv("API_ADDR", apiAddr)
-			// The README's stand-in runs on 127.0.0.1:18080; here on a free port.
+			// The README's stand-in runs on 127.0.0.1:18080; here on a free
+			// port.
 			if err := copyTree(env.WorkDir, "examples", func(b []byte) []byte {
 				return []byte(strings.ReplaceAll(string(b), "127.0.0.1:18080", standinAddr))
 			}); err != nil {
@@ -142,8 +143,9 @@ func freeAddr() (string, error) {
 	return addr, ln.Close()
 }
 
-// copyTree copies the files of the repository's directory dir (not its
-// subdirectories) to the same path under root, through edit when not nil.
+// copyTree copies the files of the repository's directory dir to the same
+// path under root. Subdirectories are skipped. edit, when not nil, edits
+// each file.
 func copyTree(root, dir string, edit func([]byte) []byte) error {
 	src := filepath.Join(repoRoot, dir)
 	entries, err := os.ReadDir(src)
@@ -193,8 +195,8 @@ func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // cmdPost POSTs a JSON body to URL and writes the response body to the
-// script's stdout; a status other than 200 fails (succeeds with !):
-// post URL BODY.
+// script's stdout. A status other than 200 fails, or succeeds with !.
+// Usage: post URL BODY.
 func cmdPost(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 2 {
 		ts.Fatalf("usage: post URL BODY")

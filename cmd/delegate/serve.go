@@ -18,8 +18,9 @@ import (
 	"github.com/delegatelab/delegate/server"
 )
 
-// serveKeyEnv is the environment variable holding the server's API key,
-// read when --api-key is not given (a flag's value shows in ps).
+// serveKeyEnv is the environment variable holding the server's API key.
+// It is read when --api-key is not given, since a flag's value shows in
+// ps.
 const serveKeyEnv = "DELEGATE_SERVE_API_KEY"
 
 type serveFlags struct {
@@ -204,8 +205,8 @@ func printServing(out io.Writer, cfg *Config, names []string, models map[string]
 	}
 }
 
-// serveUntil serves hs on ln until ctx ends, then runs stop (when not
-// nil) and shuts hs down, waiting at most 10 s for requests in flight.
+// serveUntil serves hs on ln until ctx ends. Then it runs stop, when not
+// nil, and shuts hs down, waiting at most 10 s for requests in flight.
 func serveUntil(ctx context.Context, what string, hs *http.Server, ln net.Listener, stop func() error) error {
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -267,7 +268,7 @@ func checkExposure(addr string, hasKey, insecure bool) error {
 }
 
 // infoHandler lets info records through to a handler whose logger is set
-// to a higher level, for the server's access log. The standard handlers
+// higher. It serves the server's access log. The standard handlers
 // leave the level to the logger's Enabled.
 type infoHandler struct{ slog.Handler }
 

@@ -29,9 +29,9 @@ func ggufFixture(t *testing.T, name string) string {
 	return path
 }
 
-// TestServeGGUFAndQuantize runs `delegate serve` on a config with a GGUF
-// file and a Hugging Face checkpoint quantised at load: the startup log
-// names their types and templates, and the GGUF model's reply over
+// TestServeGGUFAndQuantize runs `delegate serve` on a GGUF file and a
+// Hugging Face checkpoint quantised at load. The startup log must name
+// their types and templates, and the GGUF model's reply over
 // loopback HTTP is what the same file answers in-process.
 func TestServeGGUFAndQuantize(t *testing.T) {
 	cfg := fmt.Sprintf(`models:

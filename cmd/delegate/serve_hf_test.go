@@ -56,10 +56,10 @@ strategy:
 	return path
 }
 
-// TestServeHFCheckpoint runs `delegate serve` on a config whose model is a
-// Hugging Face checkpoint and asks it over loopback HTTP: the reply is
-// what the same checkpoint answers in-process (greedy), and the startup
-// log names the type the weights are held in and the KV cache.
+// TestServeHFCheckpoint runs `delegate serve` on a Hugging Face
+// checkpoint and asks it over loopback HTTP. The reply must be what the
+// same checkpoint answers in-process, greedy. The startup log must name
+// the type the weights are held in and the KV cache.
 func TestServeHFCheckpoint(t *testing.T) {
 	path := writeHFConfig(t, "  default: qwen")
 	var out, logs syncBuffer
@@ -167,7 +167,7 @@ func TestServeHFCheckpoint(t *testing.T) {
 }
 
 // TestRunRouteHFWeak runs route with a Hugging Face checkpoint as the weak
-// model beside a shipped delegator: the weak role's calls go to it and
+// model beside a shipped delegator. The weak role's calls go to it and
 // succeed (the tiny random model answers garbage, so the run as a whole
 // may not find an answer; the exit code is not what is checked here).
 func TestRunRouteHFWeak(t *testing.T) {

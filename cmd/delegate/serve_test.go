@@ -55,8 +55,8 @@ func TestServeExposure(t *testing.T) {
 }
 
 // TestServeShippedModels runs `delegate serve` on examples/world.yaml as a
-// user would, with the key in the environment, and asks the solver a
-// question with no system message over HTTP: the config's system prompt
+// user would, with the key in the environment. It asks the solver a
+// question with no system message over HTTP; the config's system prompt
 // makes it answer right.
 func TestServeShippedModels(t *testing.T) {
 	const key = "sk-serve-command-test"
@@ -194,10 +194,11 @@ func TestServeShippedModels(t *testing.T) {
 	}
 }
 
-// TestServeFollowsTheTrainer: a served model with follow answers from its
-// starting weights (version 0) until the trainer writes a checkpoint, then
-// from the trainer's step once POST /admin/reload (with the server's key)
-// or its own watch loads it; every answer says its version.
+// TestServeFollowsTheTrainer serves a model with follow. It answers from
+// its starting weights, version 0, until the trainer writes a checkpoint.
+// Then it answers from the trainer's step once POST /admin/reload, with
+// the server's key, or its own watch loads it. Every answer says its
+// version.
 func TestServeFollowsTheTrainer(t *testing.T) {
 	const key = "sk-follow-test"
 	dir := t.TempDir()

@@ -23,14 +23,14 @@ type child struct {
 	// env is added to this process's environment (secrets go here, not
 	// in args, which ps shows).
 	env []string
-	// finishes: an exit with status 0 is the child's end (an environment
-	// that wrote its items, a trainer that took its steps), not a death
-	// to restart.
+	// finishes makes an exit with status 0 the child's end, not a death
+	// to restart. An environment that wrote its items ends so, as does a
+	// trainer that took its steps.
 	finishes bool
 }
 
 // supervisor runs child processes of one executable, each in its own
-// process group, streams their output line by line with a prefix, and
+// process group. It streams their output line by line with a prefix. It
 // restarts a child that dies unexpectedly, with backoff, at most
 // maxRestarts times. Its methods may run concurrently.
 type supervisor struct {
@@ -42,9 +42,9 @@ type supervisor struct {
 	backoff     time.Duration // before the first restart; doubles up to maxBackoff
 	maxBackoff  time.Duration
 
-	// started, when set, receives (name, pid) of every start by a
-	// non-blocking send that drops what it cannot deliver (tests kill
-	// children by pid).
+	// started, when set, receives (name, pid) of every start. The send
+	// never blocks and drops what it cannot deliver. Tests kill children
+	// by pid.
 	started chan<- startEvent
 
 	mu sync.Mutex // serialises writes to out
@@ -82,10 +82,11 @@ func (s *supervisor) stream(prefix string, r io.Reader) {
 	}
 }
 
-// run keeps c running until ctx ends (then it stops it: SIGTERM to its
-// process group, SIGKILL after the grace period, and returns ctx's error),
-// until it finishes (returns nil), or until it died more than maxRestarts
-// times (returns an error naming it and its last exit).
+// run keeps c running until ctx ends, c finishes, or c dies too often.
+// When ctx ends it sends SIGTERM to c's process group, then SIGKILL after
+// the grace period, and returns ctx's error. When c finishes it returns
+// nil. After more than maxRestarts deaths it returns an error naming c
+// and its last exit.
 func (s *supervisor) run(ctx context.Context, c child) error {
 	backoff := s.backoff
 	for restarts := 0; ; restarts++ {

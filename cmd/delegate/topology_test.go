@@ -69,9 +69,9 @@ func readGroupIDs(t *testing.T, path string) map[string]bool {
 }
 
 // TestProcessPushesToTheTrajectoryAPI runs process --push with a local
-// model against delegate's own API while a trainer client pulls: every
+// model against delegate's own API while a trainer client pulls. Every
 // written group arrives once, in Atropos's schema, with its identity and
-// policy version, and is process's group: the same sequences, advantages
+// policy version. It is process's group: the same sequences, advantages
 // and roles (sameAsProcess). A second run of the same command pushes
 // nothing again.
 func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
@@ -198,9 +198,10 @@ func readGroupRecords(t *testing.T, path string) map[string]*rollout.GroupRecord
 	return recs
 }
 
-// sameAsProcess checks that the API's group g is process's rec: each
-// sequence's tokens, and its advantage at every token; each rollout's
-// sequences its episode's samples; the same roles, trained and frozen.
+// sameAsProcess checks that the API's group g is process's rec. It checks
+// each sequence's tokens and its advantage at every token. Each rollout's
+// sequences must be its episode's samples, with the same roles, trained
+// and frozen.
 func sameAsProcess(t *testing.T, id string, g atropos.ScoredData, rec *rollout.GroupRecord) {
 	t.Helper()
 	if len(g.Tokens) != len(rec.Tokens) {
@@ -238,12 +239,12 @@ func sameAsProcess(t *testing.T, id string, g atropos.ScoredData, rec *rollout.G
 	}
 }
 
-// TestTrainFromTheTrajectoryAPI runs the loop's three parts in one
-// process: the trajectory API, a trainer pulling its batches (train
-// --api), and an environment pushing route rollouts of the shipped models
-// on world problems (process --push). The trainer trains two steps on the
-// pushed groups, checkpoints each, and its first step checks that the
-// environment's logprobs are the trainer's own at the same weights.
+// TestTrainFromTheTrajectoryAPI runs the loop's three parts in one process.
+// They are the trajectory API, a trainer pulling its batches (train --api),
+// and an environment pushing the shipped models' route rollouts on world
+// problems (process --push). The trainer trains two steps on the pushed
+// groups, checkpoints each, and its first step checks that the environment's
+// logprobs are the trainer's own at the same weights.
 func TestTrainFromTheTrajectoryAPI(t *testing.T) {
 	endToEnd(t)
 	url := startAPI(t)
@@ -307,8 +308,8 @@ strategy:
 	if _, _, err := nn.Load(filepath.Join(rl.CheckpointDir(trainOut), "policy")); err != nil {
 		t.Errorf("no policy checkpoint after the run: %v", err)
 	}
-	// Route's weak role, the solver, is frozen: its calls are spent,
-	// never pushed as sequences, which are the strong role's samples.
+	// Route's weak role, the solver, is frozen. Its calls are spent but
+	// never pushed; the sequences are the strong role's samples.
 	var solverCalls int
 	for id, rec := range readGroupRecords(t, filepath.Join(dir, "rollouts", "groups.jsonl")) {
 		for _, r := range rec.GroupOverrides.Roles {
@@ -358,9 +359,9 @@ func readMetrics(t *testing.T, path string) []rl.Metrics {
 }
 
 // TestTopologyOnAClusterLosingANode runs the API on a three-node JetStream
-// cluster (embedded servers on loopback, everything replicated three
-// times), an environment pushing and a trainer pulling; one node stops
-// after the trainer's first step. The environment and the trainer go on,
+// cluster of embedded servers on loopback, all replicated three times. An
+// environment pushes and a trainer pulls. One node stops after the
+// trainer's first step. The environment and the trainer go on,
 // and every group the environment wrote is trained on.
 func TestTopologyOnAClusterLosingANode(t *testing.T) {
 	endToEnd(t)

@@ -124,8 +124,8 @@ shipped solver-digits, right only on products whose first factor is below
 50 (and on sums): the best policy reads the numbers, not the keywords
 (docs/world.md). It goes with route and in-process training.`
 
-// trainConfig applies the mode's defaults and the flags that are not
-// fields of cfg, and checks the flags that go together.
+// trainConfig applies the mode's defaults and the flags outside cfg. It
+// checks the flags that go together.
 func trainConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
 	if err := checkProgress(f.progress); err != nil {
 		return fmt.Errorf("train: %w", err)
@@ -291,9 +291,9 @@ func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.StringVar(&f.api, "api", "", "train on the batches of the trajectory API at this URL (delegate api, or Atropos's) instead of running rollouts: an Atropos trainer; token from $DELEGATE_API_TOKEN")
 }
 
-// readRewardSection reads the reward section of a YAML file, as
-// delegate.yaml writes it, over reward.DefaultConfig; other top-level
-// keys are left alone, unknown keys inside the section refused.
+// readRewardSection reads a YAML file's reward section over
+// reward.DefaultConfig, as delegate.yaml writes it. Other top-level keys
+// are left alone; unknown keys inside the section are refused.
 func readRewardSection(path string) (reward.Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -339,12 +339,12 @@ var mlpoDefaults = []modeDefault{
 }
 
 // decomposeDefaults are the flags whose default differs under --mode
-// decompose: two-part problems, where the plan decides what is handed
-// over; a penalty for a rollout without a proper answer, without which
-// the cost term makes a malformed plan (a wrong answer after a few
-// tokens) pay better than an attempt that fails (docs/decompose.md); and
-// fewer training items for choosing the best fixed plan (the plans are few
-// and cheap to tell apart).
+// decompose. They choose two-part problems, where the plan decides what
+// is handed over. They set a penalty for a rollout without a proper
+// answer. Without it, the cost term makes a malformed plan, a wrong answer
+// after a few tokens, pay better than an attempt that fails
+// (docs/decompose.md). They use fewer training items for choosing the best
+// fixed plan, since the plans are few and cheap to tell apart.
 var decomposeDefaults = []modeDefault{
 	{"level", "3"},
 	{"format-penalty", "-1"},
@@ -390,8 +390,8 @@ func runTrainSeeds(ctx context.Context, out, progress io.Writer, mode string, lo
 }
 
 // withTrainProgress runs fn with options that report to the progress
-// display of --progress mode on progress (nil: none), and closes the
-// display before it returns. A cancelled run says how to resume it.
+// display. The display is of --progress mode, on progress unless nil. It
+// closes the display before it returns. A cancelled run says how to resume it.
 func withTrainProgress(progress io.Writer, mode string, log *slog.Logger, cfg train.Config, fn func(train.Options) error) error {
 	trainCh := make(chan rl.Progress, 64)
 	evalCh := make(chan bench.Progress, 256)
@@ -416,8 +416,8 @@ func withTrainProgress(progress io.Writer, mode string, log *slog.Logger, cfg tr
 	return err
 }
 
-// runTrain runs the job, showing its progress on progress (nil: none)
-// under the --progress mode, then writes the plots and prints the table
+// runTrain runs the job, showing its progress under the --progress mode
+// on progress, unless nil. Then it writes the plots and prints the table
 // on out.
 func runTrain(ctx context.Context, out, progress io.Writer, mode string, log *slog.Logger, cfg train.Config) error {
 	start := time.Now()
@@ -476,11 +476,10 @@ func stopReason(s string) string {
 	return "not trained in this run"
 }
 
-// trainProgress shows delegate train's work on the progress view every
-// long command uses: a phase per evaluation, counting items, with the
-// correct and failed counts as its status; and the training phase,
-// counting steps, with the last finished step's figures and the rollouts
-// of the step in progress.
+// trainProgress shows delegate train's work on the shared progress view.
+// Each evaluation is a phase counting items, with the correct and failed
+// counts as its status. The training phase counts steps, with the last
+// finished step's figures and the rollouts of the step in progress.
 type trainProgress struct {
 	v     *progressView
 	steps int
@@ -493,16 +492,16 @@ type trainProgress struct {
 	finished, resume int
 	lastDone         int // the evaluation's last count: a phase may run several
 
-	// shown, when set, gets a value once a phase is shown (see
-	// phaseFunc): the events sent before it are shown first.
+	// shown, when set, gets a value once a phase is shown (phaseFunc).
+	// The events sent before it are shown first.
 	shown chan struct{}
 }
 
 // phaseFunc is the train.Options.Phase that sends each phase to observe
-// on phases and returns once it is shown: every event sent before the
-// phase is shown under the phase before it, and every event after under
-// it (events and phases come on different channels, and a select that
-// finds both ready takes either).
+// on phases. It returns once the phase is shown. Every event sent before
+// the phase shows under the phase before it, and every event after under
+// it. Events and phases come on different channels, and a select that
+// finds both ready takes either.
 func (t *trainProgress) phaseFunc(phases chan<- string) func(string) {
 	t.shown = make(chan struct{})
 	return func(name string) {

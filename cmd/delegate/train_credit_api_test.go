@@ -16,8 +16,8 @@ import (
 	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
-// TestTrainAPIRoleCredit pushes route rollouts of the shipped models
-// with process --push to delegate api (embedded NATS), and train --api
+// TestTrainAPIRoleCredit pushes the shipped models' route rollouts to
+// delegate api, on embedded NATS, with process --push. train --api
 // --credit role trains on them. Its batches, read again by step through
 // the trainer's source, give each sequence process's tokens and role and
 // the advantage that train's in-process rule (train.RoleCredits) gives

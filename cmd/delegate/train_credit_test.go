@@ -18,8 +18,8 @@ import (
 	"github.com/delegatelab/delegate/train"
 )
 
-// TestTrainCredit: --credit role trains both roles to the end and is the
-// run's identity; an unknown rule is refused with its name.
+// TestTrainCredit checks that --credit role trains both roles to the end
+// and is the run's identity. An unknown rule is refused with its name.
 func TestTrainCredit(t *testing.T) {
 	dir := t.TempDir()
 	solver, delegator := tinyModels(t, dir)
@@ -41,8 +41,8 @@ func TestTrainCredit(t *testing.T) {
 }
 
 // TestTrainCreditResumesAfterSIGKILL runs `delegate train --train both
-// --credit role` as a child process, SIGKILLs it past its step-10
-// checkpoint and runs the same command again: each role ends with the
+// --credit role` as a child process. It SIGKILLs it past its step-10
+// checkpoint and runs the same command again. Each role ends with the
 // parameters, bit for bit, and the metrics of a run never stopped.
 func TestTrainCreditResumesAfterSIGKILL(t *testing.T) {
 	endToEnd(t)
@@ -51,7 +51,7 @@ func TestTrainCreditResumesAfterSIGKILL(t *testing.T) {
 		t.Fatalf("no delegate command on PATH (TestMain puts it there): %v", err)
 	}
 	dir := t.TempDir()
-	// 13 steps: the trainer checkpoints every 10, so the kill after step
+	// 13 steps, as the trainer checkpoints every 10. The kill after step
 	// 11 leaves a checkpoint to resume from and a step to redo. The
 	// shipped models, since a random delegator never calls the solver,
 	// which then has no sample to train on.

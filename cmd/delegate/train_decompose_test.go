@@ -9,10 +9,10 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// TestTrainDecomposeDefaults: --mode decompose runs two-part problems
-// (level 3) unless --level says otherwise, with a format penalty of -1,
-// --parity is recorded as the run's reward, and the table compares every arm with the single-agent
-// baseline.
+// TestTrainDecomposeDefaults checks --mode decompose's defaults. It runs
+// two-part problems (level 3) unless --level says otherwise, with a format
+// penalty of -1. --parity is recorded as the run's reward. The table
+// compares every arm with the single-agent baseline.
 func TestTrainDecomposeDefaults(t *testing.T) {
 	dir := t.TempDir()
 	solver, delegator := tinyModels(t, dir)

@@ -13,9 +13,9 @@ import (
 	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
-// TestTrainAPIOversizedGroup pushes a route group one of whose rollouts
-// has two delegator samples, as after a malformed tool call: more
-// sequences than the environment's group_size. The API queues it at once
+// TestTrainAPIOversizedGroup pushes a route group with more sequences than
+// the environment's group_size. One rollout has two delegator samples, as
+// after a malformed tool call. The API queues it at once
 // as two packs, and train --api --credit role takes a step on it rather
 // than waiting for ever.
 func TestTrainAPIOversizedGroup(t *testing.T) {
@@ -96,8 +96,8 @@ strategy:
 }
 
 // addSecondSample gives the rollout of g's first sequence a second
-// delegator sample, a copy of its first, as a repaired malformed tool
-// call does: g then holds five sequences for four rollouts.
+// delegator sample, a copy of its first. A repaired malformed tool call
+// does so. g then holds five sequences for four rollouts.
 func addSecondSample(t *testing.T, g *rollout.GroupRecord) {
 	t.Helper()
 	r := g.SequenceRollout[0]
@@ -111,8 +111,8 @@ func addSecondSample(t *testing.T, g *rollout.GroupRecord) {
 	g.SequenceRollout, g.NoTokens, g.Overrides = dupAt(g.SequenceRollout, 0), dupAt(g.NoTokens, 0), dupAt(g.Overrides, 0)
 }
 
-// dupAt inserts a copy of s[i] after it; a slice too short is left as it
-// is (an optional per-sequence field the record leaves out).
+// dupAt inserts a copy of s[i] after it. A slice too short is left as it
+// is: an optional per-sequence field the record leaves out.
 func dupAt[T any](s []T, i int) []T {
 	if i >= len(s) {
 		return s

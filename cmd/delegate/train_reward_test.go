@@ -9,9 +9,9 @@ import (
 	"github.com/delegatelab/delegate/train"
 )
 
-// TestTrainRewardFlag: --reward and --reward-config select the training
-// reward, which the run file records, so that a resume with another
-// reward is refused; what the trainer does not score is refused.
+// TestTrainRewardFlag checks that --reward and --reward-config select the
+// training reward. The run file records it, so a resume with another
+// reward is refused. What the trainer does not score is refused.
 func TestTrainRewardFlag(t *testing.T) {
 	dir := t.TempDir()
 	solver, delegator := tinyModels(t, dir)

@@ -176,9 +176,9 @@ func TestTrainRLSeedIsTheRunsIdentity(t *testing.T) {
 	}
 }
 
-// TestTrainRLSeeds trains two RL seeds from one command: each seed's run
+// TestTrainRLSeeds trains two RL seeds from one command. Each seed's run
 // has its directory and table, and the summary counts the seeds meeting
-// each check; --rl-seeds refuses --rl-seed beside it.
+// each check. --rl-seeds refuses --rl-seed beside it.
 func TestTrainRLSeeds(t *testing.T) {
 	dir := t.TempDir()
 	solver, delegator := tinyModels(t, dir)
@@ -202,8 +202,8 @@ func TestTrainRLSeeds(t *testing.T) {
 }
 
 // TestTrainStrictToolCalls trains with well-formed calls enforced while
-// sampling: the run finishes, and its run file says how it sampled, so
-// that a resumed run samples the same way.
+// sampling. The run finishes, and its run file says how it sampled, so a
+// resumed run samples the same way.
 func TestTrainStrictToolCalls(t *testing.T) {
 	dir := t.TempDir()
 	solver, delegator := tinyModels(t, dir)
@@ -250,9 +250,9 @@ func TestTrainRejectsBadFlags(t *testing.T) {
 	}
 }
 
-// TestSelectWorld checks that --world digits picks the default world's
-// problems, the shipped solver-digits, unless --solver is given, and the
-// solver's coverage.
+// TestSelectWorld checks what --world digits picks. It takes the default
+// world's problems and the solver's coverage. It takes the shipped
+// solver-digits unless --solver is given.
 func TestSelectWorld(t *testing.T) {
 	for _, tt := range []struct {
 		args       []string
@@ -285,9 +285,9 @@ func TestSelectWorld(t *testing.T) {
 	}
 }
 
-// delegate train's progress is the shared view's: under bar its phases are
-// bars with the step's figures; under plain, lines naming each phase, its
-// items or steps and the figures.
+// delegate train's progress is the shared view's. Under bar its phases
+// are bars with the step's figures. Under plain, lines name each phase,
+// its items or steps, and the figures.
 func TestTrainProgressShowsFigures(t *testing.T) {
 	for _, mode := range []string{progressBar, progressPlain} {
 		t.Run(mode, func(t *testing.T) {

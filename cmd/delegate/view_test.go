@@ -53,8 +53,9 @@ func TestParseServers(t *testing.T) {
 	}
 }
 
-// TestViewServesRunJSON views the trace delegate run --json writes, with
-// a token from the environment, and stops while a live stream is open.
+// TestViewServesRunJSON views the trace delegate run --json writes. It
+// takes a token from the environment, and stops while a live stream is
+// open.
 func TestViewServesRunJSON(t *testing.T) {
 	dir := t.TempDir()
 	out, err := execute(t, func(string) string { return "" }, "run", "--config", "../../examples/world.yaml", "--strategy", "route", "--json",

@@ -13,9 +13,9 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// datasetWorld is the synthetic arithmetic world of package world, the
-// one the shipped local models were trained in: problems drawn by
-// world.Generate at a level, checked by world.ParseAnswer.
+// datasetWorld is package world's synthetic arithmetic, where the shipped
+// local models were trained. world.Generate draws problems at a level and
+// world.ParseAnswer checks them.
 const datasetWorld = world.Dataset
 
 // worldFlags are the knobs of --dataset world.
@@ -45,8 +45,8 @@ func (w worldFlags) config() (world.Config, error) {
 	return cfg, nil
 }
 
-// worldTasks draws n problems of the split ("train" or "test") with seed,
-// as tasks whose reference is the integer answer, and describes them.
+// worldTasks draws n problems of the split, "train" or "test", with seed.
+// Each task's reference is the integer answer. It also describes them.
 func worldTasks(w worldFlags, split string, seed uint64, n int) ([]delegate.Task, string, error) {
 	cfg, err := w.config()
 	if err != nil {
@@ -71,8 +71,8 @@ func worldTasks(w worldFlags, split string, seed uint64, n int) ([]delegate.Task
 	return tasks, desc, nil
 }
 
-// trainOrder are process's flags that draw the world's items as the
-// in-process `delegate train` does (--train-pool): a pool of training
+// trainOrder are the flags under which process draws the world's items as
+// `delegate train` does (--train-pool). They give a pool of training
 // problems drawn with --seed (train's --train-problems and --seed), each
 // trainer step's --step-items of them in train's item order (rl.Items
 // under --train-seed, train's rl seed), this environment taking its share
@@ -95,20 +95,20 @@ func (o *trainOrder) register(cmd *cobra.Command) {
 	fl.Uint64Var(&o.seed, "train-seed", 1, "--train-pool: the seed of train's item order and rollout seeds (its RL seed, 1 whatever train's --seed)")
 }
 
-// stepItem is where a task of a trainOrder run sits in the trainer's
-// run: its step (from 1) and its position among the step's items.
+// stepItem is where a task of a trainOrder run sits in the trainer's run.
+// It holds the step, from 1, and the position among the step's items.
 type stepItem struct{ step, index int }
 
-// seed is the sampling seed of rollout k of the item when each item has
-// group rollouts, the one delegate train gives it (train seeds the
-// policy's calls of a rollout from it, one after the other).
+// seed is the sampling seed delegate train gives rollout k of the item,
+// with group rollouts per item. Train seeds a rollout's policy calls from
+// it, one after the other.
 func (s stepItem) seed(base uint64, group, k int) int64 {
 	return int64(rl.RolloutSeed(base, s.step, s.index*group+k) & (1<<62 - 1))
 }
 
 // shareOf returns the positions [lo, hi) of each step's k items that
-// environment i (from 1) of n takes: k/n each, the first k mod n one
-// more.
+// environment i of n takes, from 1. Each takes k/n; the first k mod n take
+// one more.
 func shareOf(k, i, n int) (lo, hi int) {
 	for j := 1; j <= i; j++ {
 		size := k / n
@@ -135,9 +135,9 @@ func parseShare(s string) (i, n int, err error) {
 }
 
 // tasks draws the first n items of the environment's share of the
-// trainer's steps (delegate train's training pool under seed and its item
-// order under o.seed) and says where each sits; split must be train, as
-// train's pool is. A task's ID is its problem's with "@step".
+// trainer's steps, and says where each sits. It uses delegate train's
+// pool under seed and its item order under o.seed. split must be train,
+// as train's pool is. A task's ID is its problem's with "@step".
 func (o trainOrder) tasks(w worldFlags, split string, seed uint64, n int) ([]delegate.Task, []stepItem, string, error) {
 	cfg, err := w.config()
 	if err != nil {

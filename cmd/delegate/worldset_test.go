@@ -11,7 +11,7 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// The shipped local models score on --dataset world: bench and process run
+// The shipped local models score on --dataset world. Bench and process run
 // them on the problems they were trained on, graded on the integer answer.
 func TestBenchWorldDataset(t *testing.T) {
 	dir := t.TempDir()
@@ -92,12 +92,12 @@ func TestWorldDatasetFlagErrors(t *testing.T) {
 	}
 }
 
-// TestTrainOrderTasks: the environments of --step-share 1/n to n/n
-// together draw, step by step, exactly the items delegate train draws
-// (its training pool under --seed, its item order under --train-seed),
-// each environment its contiguous part of every step (a problem drawn
-// again is another task), and seed rollout k of a step's item j as train
-// does.
+// TestTrainOrderTasks checks the environments of --step-share 1/n to n/n.
+// Together, step by step, they draw exactly the items delegate train
+// draws: its training pool under --seed, its item order under
+// --train-seed. Each draws its contiguous part of every step; a problem
+// drawn again is another task. Each seeds rollout k of a step's item j as
+// train does.
 func TestTrainOrderTasks(t *testing.T) {
 	// A small pool, so that later steps draw problems again.
 	const pool, steps, group, seed, trainSeed = 12, 6, 3, 5, 7

@@ -15,12 +15,12 @@ type queued struct {
 	unit int
 }
 
-// nominal is the sequences the group counts for in a batch: an oversized
+// nominal is the sequences the group counts for in a batch. An oversized
 // group takes whole packs of its environment's group_size.
 func (q queued) nominal() int { return nominalSize(q.size, q.unit) }
 
-// packSize is what the group brings to the pack unit: its group_size
-// when oversized, so that it never enlarges the packs.
+// packSize is what the group brings to the pack unit. When oversized it
+// brings its group_size, so it never enlarges the packs.
 func (q queued) packSize() int {
 	if q.unit > 0 {
 		return q.unit
@@ -37,7 +37,7 @@ func nominalSize(size, unit int) int {
 }
 
 // packFull reports whether n groups of nominal size make whole packs of
-// unit: exactly one pack, or for an oversized size, a whole number.
+// unit. That is exactly one pack, or for an oversized size a whole number.
 func packFull(n, size, unit int) bool {
 	return n*size == unit || size > unit && n*size%unit == 0
 }
@@ -54,9 +54,9 @@ type envRecord struct {
 	GroupSize          int      `json:"group_size"`
 }
 
-// sumToTarget returns indices (ascending) of buffered groups whose sizes
-// sum exactly to target, or nil: first by taking groups in arrival order
-// while they fit, then by subset-sum over all of them, preferring earlier
+// sumToTarget returns ascending indices of buffered groups whose sizes sum
+// exactly to target, or nil. It first takes groups in arrival order while
+// they fit. Then it tries subset-sum over all of them, preferring earlier
 // groups. This is Atropos's rule for releasing odd-sized groups.
 func sumToTarget(sizes []int, target int) []int {
 	if len(sizes) == 0 || target <= 0 {
@@ -102,10 +102,10 @@ func sumToTarget(sizes []int, target int) []int {
 	return idx
 }
 
-// grabExact picks groups from q summing to exactly batchSize sequences
-// without splitting a group: groups smaller than the largest group size
-// are first gathered, per size, into packs of the largest size, and
-// packs are taken in the order they were completed. An oversized group
+// grabExact picks groups from q summing to exactly batchSize sequences,
+// never splitting a group. Groups smaller than the largest group size are
+// first gathered, per size, into packs of the largest size. Packs are
+// taken in the order they were completed. An oversized group
 // counts its nominal size and makes its packs alone; a pack that would
 // overfill the batch is left for a later one. It returns the indices into
 // q, or nil when no full batch can be formed.
@@ -153,9 +153,9 @@ func grabExact(q []queued, batchSize int) []int {
 type packItem struct{ idx, size int }
 
 // grabWithMinimums picks a batch honouring each connected environment's
-// min_batch_allocation: first each such environment's packs up to its
-// minimum (scaled down when the minimums exceed the batch), then packs
-// of any environment in queue order. Without minimums it is grabExact.
+// min_batch_allocation. First it takes each such environment's packs up to
+// its minimum, scaled down when the minimums exceed the batch. Then it takes
+// packs of any environment in queue order. Without minimums it is grabExact.
 func grabWithMinimums(q []queued, batchSize int, envs []envRecord) []int {
 	if len(q) == 0 {
 		return nil
@@ -208,9 +208,9 @@ type minAlloc struct {
 	seqs int
 }
 
-// packableByEnv sorts the queue's groups by environment and size, and
-// returns the environments seen and, per environment, the groups that
-// make whole packs: as many groups of one size as fill the largest
+// packableByEnv sorts the queue's groups by environment and size. It
+// returns the environments seen and, per environment, the groups that make
+// whole packs. A pack is as many groups of one size as fill the largest
 // group's size. Sizes are nominal (an oversized group's whole packs).
 func packableByEnv(q []queued) (seen map[int]bool, packable map[int][]packItem) {
 	unit := 0
@@ -239,8 +239,8 @@ func packableByEnv(q []queued) (seen map[int]bool, packable map[int][]packItem) 
 	return seen, packable
 }
 
-// minimumNeeds gives each minimum its sequences in a batch of batchSize,
-// scaled down when together they exceed it; ok is false when an
+// minimumNeeds gives each minimum its sequences in a batch of batchSize.
+// They are scaled down when together they exceed it. ok is false when an
 // environment with a minimum has nothing packable.
 func minimumNeeds(mins []minAlloc, batchSize int, seen map[int]bool, packable map[int][]packItem) (need []minAlloc, ok bool) {
 	totalMin := 0

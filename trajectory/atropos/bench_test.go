@@ -64,9 +64,9 @@ func BenchmarkParseGroup(b *testing.B) {
 }
 
 // BenchmarkPublishBesideReads publishes 2 MB groups while another
-// goroutine reads stored ones back in a loop (as GET /batch does), with
-// the publishes on the readers' connection ("shared") and on one of their
-// own ("separate", WithPublishConn). It reports the publish latency's p50
+// goroutine reads stored ones back, as GET /batch does. "shared" publishes
+// on the readers' connection; "separate" on one of its own
+// (WithPublishConn). It reports the publish latency's p50
 // and p99 beside ns/op.
 func BenchmarkPublishBesideReads(b *testing.B) {
 	for _, separate := range []bool{false, true} {

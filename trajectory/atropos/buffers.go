@@ -75,8 +75,8 @@ func (b *budget) release(n int64) {
 	b.sem.Release(n)
 }
 
-// body is a request body read by readBody; release gives its buffers back
-// once the caller is done with data, and its charge to the inflate budget.
+// body is a request body read by readBody. Once the caller is done with
+// data, release gives back its buffers and its inflate budget charge.
 type body struct {
 	data    []byte
 	bufs    [2]*[]byte
@@ -158,9 +158,9 @@ func (s *Server) inflate(b *body) error {
 	gz := b.data
 	in := &inflation{s: s, b: b, limit: s.cfg.MaxDecompressed}
 	in.over = &httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("decompressed request body over %d bytes", in.limit)}
-	// The trailer's size of the (last) member is the sender's word, but
-	// the reader checks it at the member's end: a body whose trailer says
-	// more than the bound is either that large or invalid.
+	// The last member's trailer size is the sender's word, but the reader
+	// checks it at the member's end. A body whose trailer says more than
+	// the bound is either that large or invalid.
 	var isize int64
 	if len(gz) >= 18 {
 		isize = int64(binary.LittleEndian.Uint32(gz[len(gz)-4:]))
@@ -221,8 +221,8 @@ func (s *Server) inflate(b *body) error {
 // errInvalidGzip is the 400 of a body that is not gzip.
 var errInvalidGzip = &httpError{http.StatusBadRequest, "Invalid gzip payload"}
 
-// inflation is the state of decompressing one body past its first
-// buffer: chunks from a pool, each charged to the server's budget.
+// inflation is the state of decompressing one body past its first buffer.
+// It holds chunks from a pool, each charged to the server's budget.
 type inflation struct {
 	s      *Server
 	b      *body
@@ -248,8 +248,8 @@ func (in *inflation) uncharge(n int64) {
 	in.b.charged -= n
 }
 
-// readChunks reads the rest of the body into chunks, up to the limit,
-// and returns the total decompressed size, read counting from total.
+// readChunks reads the rest of the body into chunks, up to the limit. It
+// returns the total decompressed size, counting from total.
 func (in *inflation) readChunks(total int64) (int64, error) {
 	for {
 		if total == in.limit {
@@ -281,8 +281,9 @@ func (in *inflation) readChunks(total int64) (int64, error) {
 	}
 }
 
-// join puts the first buffer (hint bytes charged) and the chunks into
-// one buffer of the exact size, total, and makes it the body.
+// join copies the first buffer and the chunks into one buffer of exactly
+// total bytes, and makes it the body. The first buffer comes with hint
+// bytes charged.
 func (in *inflation) join(first *[]byte, hint, total int64) error {
 	if !in.charge(total) {
 		return errInflateBudget

@@ -33,8 +33,9 @@ type Client struct {
 	// or more go gzip-compressed when that makes them smaller, as
 	// BaseEnv sends them; on loopback plain JSON costs less CPU.
 	Plain bool
-	// Retries is how many times a failed call (connection error or 5xx)
-	// is tried again, with backoff from 100ms to 5s. Default 8.
+	// Retries is how many times a failed call is tried again. A call fails
+	// on a connection error or a 5xx. Backoff runs from 100ms to 5s.
+	// Default 8.
 	Retries int
 }
 
@@ -122,8 +123,8 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 }
 
 // encode makes the body of in: nil for none, bytes as they are, anything
-// else as JSON; a body of 1 KiB or more is gzipped unless Plain, when
-// that makes it smaller. gz says the payload is gzipped.
+// else as JSON. Unless Plain, a body of 1 KiB or more is gzipped when that
+// makes it smaller. gz says the payload is gzipped.
 func (c *Client) encode(in any) (payload []byte, gz bool, err error) {
 	switch v := in.(type) {
 	case nil:
@@ -196,10 +197,10 @@ type TrainerClient struct {
 	Last int
 	// Poll is the wait between polls when no batch is ready. Default 1s.
 	Poll time.Duration
-	// Wait, when positive, asks the server to hold each GET /batch up to
-	// Wait until the batch is ready (wait=S, delegate's API): the batch
-	// comes as soon as it is, with no poll interval. A server that answers
-	// at once anyway (Atropos's) is polled every Poll as without it.
+	// Wait, when positive, asks the server to hold each GET /batch until the
+	// batch is ready, for up to Wait. This is delegate's wait=S. The batch
+	// comes as soon as it is ready, with no poll interval. A server that
+	// answers at once anyway (Atropos's) is polled every Poll as without it.
 	Wait time.Duration
 
 	lastSize int // bytes of the last batch answer: the next one's likely size
@@ -322,9 +323,9 @@ func (c *TrainerClient) Next(ctx context.Context) (Batch, error) {
 	return b, nil
 }
 
-// EnvClient is the environment side, behaving like Atropos's BaseEnv:
-// register (waiting for the trainer to start), pace by GET /status-env,
-// push groups. Methods may run concurrently after Register.
+// EnvClient is the environment side, behaving like Atropos's BaseEnv. It
+// registers, waiting for the trainer to start, paces by GET /status-env
+// and pushes groups. Methods may run concurrently after Register.
 type EnvClient struct {
 	Client
 	// Env is the registration sent by Register.
@@ -383,10 +384,10 @@ func (c *EnvClient) Status(ctx context.Context) (StatusEnv, error) {
 	return st, err
 }
 
-// StatusAfter is Status held by the server (delegate's API) until the
-// trainer has finished a step after step (trainer_step > step) or wait
-// has passed, whichever comes first; either way it returns the status
-// then. A server that answers at once (Atropos's) answers as Status.
+// StatusAfter is Status, held by delegate's server for a newer step. The
+// server holds it until the trainer finishes a step after step
+// (trainer_step > step), or until wait passes. Either way it returns the
+// status then. A server that answers at once (Atropos's) answers as Status.
 func (c *EnvClient) StatusAfter(ctx context.Context, step int, wait time.Duration) (StatusEnv, error) {
 	var st StatusEnv
 	path := "/status-env?after_step=" + strconv.Itoa(step) + "&wait=" + seconds(wait)
@@ -441,8 +442,8 @@ func (c *EnvClient) PushRaw(ctx context.Context, body []byte) (ScoredResponse, e
 	return resp, err
 }
 
-// PushGzip sends a group already encoded as JSON and gzip-compressed (its
-// env_id as the caller set it); it goes as is, with Content-Encoding:
+// PushGzip sends a group already encoded as JSON and gzip-compressed. Its
+// env_id is as the caller set it. It goes as is, with Content-Encoding:
 // gzip, whatever Plain says.
 func (c *EnvClient) PushGzip(ctx context.Context, gz []byte) (ScoredResponse, error) {
 	var resp ScoredResponse

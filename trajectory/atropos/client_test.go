@@ -39,8 +39,8 @@ func TestBatchHead(t *testing.T) {
 }
 
 // TestNextFromAtroposServer reads batches as Atropos's own server hands
-// them out: {"batch": null} until one is ready, then {"batch": [...]}
-// without a step, each the next step.
+// them out. It answers {"batch": null} until one is ready, then
+// {"batch": [...]} without a step, each the next step.
 func TestNextFromAtroposServer(t *testing.T) {
 	var polls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -16,8 +16,8 @@ import (
 )
 
 // TestClusterNodeLoss runs the API on a three-node JetStream cluster of
-// embedded servers (stream and bucket with 3 replicas), stops one node
-// mid-run, and checks that pushes and pulls go on with nothing lost.
+// embedded servers, with 3 replicas of stream and bucket. It stops one
+// node mid-run. Pushes and pulls must go on with nothing lost.
 func TestClusterNodeLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test in -short mode")

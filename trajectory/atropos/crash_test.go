@@ -128,9 +128,9 @@ func freeAddr(t *testing.T) string {
 }
 
 // TestCrashRecovery runs the API as a child process while environments
-// push and a trainer pulls, SIGKILLs it at random moments and restarts it
-// on the same data directory: every group an environment saw
-// acknowledged is delivered exactly once, and nothing is delivered twice.
+// push and a trainer pulls. It SIGKILLs the API at random moments and
+// restarts it on the same data directory. Every group an environment saw
+// acknowledged must be delivered exactly once, and nothing twice.
 func TestCrashRecovery(t *testing.T) {
 	dir := t.TempDir()
 	addr := freeAddr(t)

@@ -10,9 +10,9 @@ import (
 	"github.com/delegatelab/delegate/rollout"
 )
 
-// creditGroup is a group record of three attempts at one task, each with
-// a lead sample and sub-agent samples: "47*28" asked in every attempt,
-// judged by its own answer; other questions asked once.
+// creditGroup is a group record of three attempts at one task. Each has a
+// lead sample and sub-agent samples. "47*28" is asked in every attempt and
+// judged by its own answer; other questions are asked once.
 func creditGroup(rewards []float64, tied bool) *rollout.GroupRecord {
 	yes, no := true, false
 	samples := [][]delegate.Sample{
@@ -42,11 +42,11 @@ func creditGroup(rewards []float64, tied bool) *rollout.GroupRecord {
 	return g
 }
 
-// TestRoleAdvantagesArePushedCredit pushes groups as process does
-// (ScoredDataOf, then JSON as the API stores it) and checks that the
-// trainer's advantages per role are reward.RoleCredit's of process's
-// episodes, sample for sample, exactly; in a tie only samples judged by
-// their own answer keep theirs.
+// TestRoleAdvantagesArePushedCredit pushes groups as process does:
+// ScoredDataOf, then JSON as the API stores it. The trainer's advantages
+// per role must be reward.RoleCredit's of process's episodes, exactly,
+// sample for sample. In a tie only samples judged by their own answer keep
+// theirs.
 func TestRoleAdvantagesArePushedCredit(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -132,8 +132,8 @@ func pushed(t *testing.T, rec *rollout.GroupRecord) ScoredData {
 	return out
 }
 
-// A group whose sequences are not its episodes' samples one for one
-// names no roles, and role credit sets it aside with the reason.
+// A group whose sequences are not its episodes' samples names no roles.
+// Role credit sets it aside with the reason.
 func TestRoleAdvantagesNeedRoles(t *testing.T) {
 	rec := creditGroup([]float64{1, 0, 1}, false)
 	rec.Episodes[1].Samples = rec.Episodes[1].Samples[:1] // one sample, two sequences

@@ -1,7 +1,7 @@
-// Package atropos serves Atropos's trajectory API (NousResearch/atropos,
-// atroposlib/api/server.py) so that an existing Atropos trainer or
-// environment runs against delegate unchanged, with the queue kept
-// durably in NATS JetStream instead of in memory.
+// Package atropos serves the trajectory API of NousResearch/atropos
+// (atroposlib/api/server.py). An existing Atropos trainer or environment
+// runs against delegate unchanged. The queue lives durably in NATS
+// JetStream instead of in memory.
 //
 // Environments register (POST /register-env), push scored groups (POST
 // /scored_data, /scored_data_list) and pace themselves with GET

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// TestStartEmbeddedStoreDir starts the embedded server on store
-// directories that cannot work: each must fail at once, naming the path
-// and the cause; a missing one is created.
+// TestStartEmbeddedStoreDir starts the embedded server on bad store
+// directories. Each must fail at once, naming the path and the cause. A
+// missing one is created.
 func TestStartEmbeddedStoreDir(t *testing.T) {
 	root := t.TempDir()
 	file := filepath.Join(root, "file")

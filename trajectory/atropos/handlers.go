@@ -96,9 +96,9 @@ func (s *Server) refusePush(w http.ResponseWriter, r *http.Request, err error) {
 	s.writeErr(w, r, err)
 }
 
-// writeErr answers err: 422 with FastAPI's detail list for a schema
-// violation, its own status for an httpError, 503 otherwise (the store
-// failed; retrying may succeed).
+// writeErr answers err. A schema violation gets 422 with FastAPI's detail
+// list, and an httpError its own status. Anything else is a store failure
+// and gets 503, since retrying may succeed.
 func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	var fe *fieldError
 	var he *httpError
@@ -123,8 +123,8 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-// decodeModel decodes a small JSON object like a pydantic model: the
-// required fields must be present and not null, every field of its type.
+// decodeModel decodes a small JSON object like a pydantic model. Required
+// fields must be present and not null, and every field of its type.
 func decodeModel(body []byte, v any, required ...string) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
@@ -296,9 +296,9 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, Status{CurrentStep: s.state.Step, QueueSize: len(s.queue)})
 }
 
-// handleStatusEnv answers GET /status-env; with after_step=N and wait=S
-// it holds the request until the trainer has finished a step after N
-// (trainer_step > N) or S seconds have passed.
+// handleStatusEnv answers GET /status-env. With after_step=N and wait=S it
+// holds the request until the trainer finishes a step after N
+// (trainer_step > N), or S seconds pass.
 func (s *Server) handleStatusEnv(w http.ResponseWriter, r *http.Request) {
 	var id EnvIdentifier
 	if !s.decodeBody(w, r, &id, "env_id") {
@@ -347,9 +347,9 @@ func (s *Server) handleStatusEnv(w http.ResponseWriter, r *http.Request) {
 }
 
 // statusEnv is Atropos's /status-env arithmetic over what the trainer has
-// not fetched yet (assembled batches and the queue): the queue as the
-// asking environment sees it, counting other environments' sequences in packs
-// of the largest group size beyond their guaranteed minimums. The caller
+// not fetched: assembled batches and the queue. It gives the queue as the
+// asking environment sees it. Other environments' sequences beyond their
+// guaranteed minimums count in packs of the largest group size. The caller
 // holds s.mu; it reports whether the env's group size grew.
 func (s *Server) statusEnv(id int) (StatusEnv, bool) {
 	total := 0.0
@@ -642,8 +642,8 @@ func (s *Server) answer(env int, odd bool) ScoredResponse {
 	return ScoredResponse{Status: "buffered", BufferSize: &n}
 }
 
-// handleBatch answers GET /batch, holding a request that asks to wait
-// (wait=S) until its batch is ready or S seconds have passed.
+// handleBatch answers GET /batch. A request with wait=S is held until its
+// batch is ready or S seconds pass.
 func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	wait, err := s.waitParam(r)
 	if err != nil {
@@ -660,7 +660,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// batch answers GET /batch once, or, with hold set and no batch ready,
+// batch answers GET /batch once. With hold set and no batch ready, it
 // answers nothing and returns a channel closed when one may be.
 func (s *Server) batch(w http.ResponseWriter, r *http.Request, hold bool) <-chan struct{} {
 	s.handout.Lock()
@@ -736,8 +736,8 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, hold bool) <-chan
 }
 
 // batchAt answers a request for the batch of step v, the query's step,
-// when it is one already handed out (sent again) or one that cannot be
-// (an error), and reports true. Called with s.mu held: it releases it
+// and reports true. It answers when that batch was handed out, sending it
+// again, or can never be, with an error. Called with s.mu held: it releases it
 // when it answers, and keeps it when it does not (v is the next step).
 func (s *Server) batchAt(w http.ResponseWriter, r *http.Request, v string) bool {
 	step, err := strconv.Atoi(v)
@@ -859,8 +859,8 @@ func (s *Server) assemble(ctx context.Context) bool {
 	}
 }
 
-// sendBatch writes {"batch":[...],"step":N}, reading each group from the
-// store as it goes so that a batch never sits whole in memory. A store
+// sendBatch writes {"batch":[...],"step":N}. It reads each group from the
+// store as it goes, so a batch never sits whole in memory. A store
 // failure after the first byte aborts the connection rather than send
 // truncated JSON; the trainer then asks for the step again.
 func (s *Server) sendBatch(w http.ResponseWriter, r *http.Request, rec batchRecord) {

@@ -40,8 +40,8 @@ func (s *Server) waitParam(r *http.Request) (time.Duration, error) {
 	return d, nil
 }
 
-// holder holds one request across its waits: it counts against
-// Config.MaxHeld from its first wait to done, and gives the request's
+// holder holds one request across its waits. It counts against
+// Config.MaxHeld from its first wait to done. It gives the request's
 // concurrency slot back while it waits.
 type holder struct {
 	s        *Server
@@ -59,8 +59,8 @@ func (s *Server) newHolder(r *http.Request, wait time.Duration) *holder {
 	return h
 }
 
-// may reports whether the request may wait (again): it asked to, its
-// time is not up, and fewer than MaxHeld others wait.
+// may reports whether the request may wait, again or first. It must have
+// asked to, its time must not be up, and fewer than MaxHeld others wait.
 func (h *holder) may() bool {
 	if h.deadline == nil {
 		return false
@@ -82,11 +82,10 @@ func (h *holder) may() bool {
 	return true
 }
 
-// wait waits for ch to close, the request's time to be up, the server to
-// shut down, or the request to end, its concurrency slot given back
-// meanwhile. It reports false when the request ended (nothing is to be
-// written then); once its time is up or the server shuts down, may says
-// it waits no more.
+// wait waits until ch closes, time is up, the server shuts down or the
+// request ends. Its concurrency slot is given back meanwhile. It reports
+// false when the request ended (nothing is to be written then); once its time
+// is up or the server shuts down, may says it waits no more.
 func (h *holder) wait(ch <-chan struct{}) bool {
 	<-h.s.sem
 	timedOut := false

@@ -47,9 +47,9 @@ func waitHeld(t *testing.T, h *harness, n int) {
 	}
 }
 
-// TestBatchWaitAnswersOnceTheBatchIsReady: GET /batch?wait=S is held
-// until the push that fills the batch, and a held request does not count
-// against MaxConcurrent (with one slot, the pushes still go through).
+// TestBatchWaitAnswersOnceTheBatchIsReady checks that GET /batch?wait=S is
+// held until the push that fills the batch. A held request does not count
+// against MaxConcurrent: with one slot, the pushes still go through.
 func TestBatchWaitAnswersOnceTheBatchIsReady(t *testing.T) {
 	backends(t, config(func(c *atropos.Config) { c.MaxConcurrent = 1 }), func(t *testing.T, h *harness) {
 		startRun(t, h.url, 4, 2)
@@ -72,8 +72,8 @@ func TestBatchWaitAnswersOnceTheBatchIsReady(t *testing.T) {
 	})
 }
 
-// TestBatchWaitEndsEmptyAfterItsBound: no batch within the wait is
-// {"batch": null}, as an unheld ask with nothing ready answers, and not
+// TestBatchWaitEndsEmptyAfterItsBound checks a wait with no batch. It ends
+// with {"batch": null}, as an unheld ask with nothing ready, and not
 // before the wait is over.
 func TestBatchWaitEndsEmptyAfterItsBound(t *testing.T) {
 	backends(t, atropos.DefaultConfig(), func(t *testing.T, h *harness) {
@@ -91,10 +91,10 @@ func TestBatchWaitEndsEmptyAfterItsBound(t *testing.T) {
 	})
 }
 
-// TestStatusEnvAfterStep: GET /status-env?after_step=N&wait=S is held
-// until the trainer asks for the batch after step N+1's (it finished
-// N+1), then says so; with the trainer past N already it answers at once;
-// with nothing new it answers after S with the status then.
+// TestStatusEnvAfterStep checks GET /status-env?after_step=N&wait=S. It is
+// held until the trainer asks for the batch after step N+1's, having finished
+// N+1, then says so; with the trainer past N already it answers at once; with
+// nothing new it answers after S with the status then.
 func TestStatusEnvAfterStep(t *testing.T) {
 	h := startMemory(t, atropos.DefaultConfig())
 	startRun(t, h.url, 2, 2)
@@ -149,9 +149,9 @@ func TestWaitParameterChecked(t *testing.T) {
 	}
 }
 
-// TestTrainerClientWaits: a TrainerClient with Wait gets each batch from
-// a held request, through the pushes of an environment that paces itself
-// by StatusAfter.
+// TestTrainerClientWaits checks that a TrainerClient with Wait gets each
+// batch from a held request. An environment pacing itself by StatusAfter
+// pushes them.
 func TestTrainerClientWaits(t *testing.T) {
 	h := startMemory(t, atropos.DefaultConfig())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -206,9 +206,9 @@ func TestTrainerClientWaits(t *testing.T) {
 	}
 }
 
-// TestHeldRequestEndsOnShutdown: a held request is answered, as at the
-// end of its wait, when the HTTP server shuts down, rather than holding
-// the shutdown for its wait.
+// TestHeldRequestEndsOnShutdown checks that shutdown answers a held
+// request, as at the end of its wait. The request must not hold the
+// shutdown for its wait.
 func TestHeldRequestEndsOnShutdown(t *testing.T) {
 	h := startMemory(t, atropos.DefaultConfig())
 	startRun(t, h.url, 4, 2)

@@ -9,10 +9,10 @@ import (
 	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
-// A group the trainer could never train on is refused at the API, with
-// the 422 detail naming the field and the index: token ids out of the
-// registered vocabulary (or of int32 before one is registered),
-// sequences over max_token_len, masks neither -100 nor a token id. An
+// A group the trainer could never train on is refused at the API. The 422
+// detail names the field and the index. The cases are token ids out of the
+// registered vocabulary (or of int32 before one is registered), sequences
+// over max_token_len, and masks neither -100 nor a token id. An
 // env_id must name a registered environment, -1 as much as 99.
 func TestTokenIDsRefused(t *testing.T) {
 	seq := func(toks string) []byte {

@@ -78,9 +78,9 @@ func postGzipStatus(t *testing.T, url string, body []byte) int {
 	return resp.StatusCode
 }
 
-// A gzip bomb is refused once it passes the decompressed bound, having
-// allocated at most the bound (never for what the bomb inflates to), and
-// bodies inflated at once share one budget.
+// A gzip bomb is refused once it passes the decompressed bound. It has
+// allocated at most the bound, never what the bomb inflates to. Bodies
+// inflated at once share one budget.
 func TestGzipBombBounded(t *testing.T) {
 	const mib = 1 << 20
 	cfg := DefaultConfig()

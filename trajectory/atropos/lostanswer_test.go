@@ -11,8 +11,8 @@ import (
 )
 
 // lostAnswer is a store whose first publish of each group stores it but
-// fails, as a publish does whose acknowledgement never came back (a
-// JetStream cluster losing a node): the push is retried, and the store
+// fails. So does a publish whose acknowledgement never came back, as when
+// a JetStream cluster loses a node. The push is retried, and the store
 // then reports the group a duplicate.
 type lostAnswer struct {
 	store
@@ -31,11 +31,11 @@ func (l *lostAnswer) add(ctx context.Context, g *group, buffered bool) (uint64, 
 	return seq, dup, err
 }
 
-// TestPushWhoseAnswerWasLost: a group stored by a push whose answer was
-// lost, then pushed again, is queued once and handed to the trainer
-// (before, the retry's duplicate answer left it stored but never queued,
-// and a trainer waiting for it stalled); a group pushed again after it
-// was queued is still kept once.
+// TestPushWhoseAnswerWasLost pushes a group again after the answer to
+// its first push was lost. It must be queued once and handed to the
+// trainer. The retry's duplicate answer once left it stored but never
+// queued, and a trainer waiting for it stalled. A group pushed again after
+// it was queued is still kept once.
 func TestPushWhoseAnswerWasLost(t *testing.T) {
 	stores := map[string]func(ctx context.Context, t *testing.T) store{
 		"memory": func(context.Context, *testing.T) store { return newMemStore() },

@@ -132,8 +132,8 @@ func serveHTTP(t *testing.T, srv *atropos.Server, closeStore func()) *harness {
 	return h
 }
 
-// ledger records which groups the environments had acknowledged and how
-// often the trainer was handed each, for the tests of exactly-once
+// ledger records which groups the environments had acknowledged, and how
+// often the trainer was handed each. It serves the tests of exactly-once
 // delivery across failures. A group is tagged by its first token.
 type ledger struct {
 	mu        sync.Mutex

@@ -11,9 +11,9 @@ import (
 	"github.com/delegatelab/delegate/trajectory/atropos"
 )
 
-// metricValue is the value of the counter or gauge name with the one
-// label given as name=value pair (none: no label), or -1 when absent. For
-// a histogram it is the sample count.
+// metricValue is the value of the counter or gauge name, or -1 when
+// absent. label is a label's name and value, or empty for a metric with
+// no label. For a histogram it is the sample count.
 func metricValue(mfs map[string]*dto.MetricFamily, name string, label ...string) float64 {
 	for _, m := range mfs[name].GetMetric() {
 		lp := m.GetLabel()

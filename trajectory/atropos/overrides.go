@@ -19,11 +19,11 @@ const (
 	keySetAdvantageToZero = "set_advantage_to_zero"
 )
 
-// Per-sequence overrides that delegate's environments send beside
-// Atropos's own (set_advantage_to_zero): what the sequence's rollout was
-// scored from, which delegate's trainer reports in its metrics (accuracy,
-// delegation rate, the means of the numbers). Atropos keeps a sequence's
-// overrides as a free-form object, so other trainers pass them by.
+// Per-sequence overrides that delegate's environments send beside Atropos's
+// set_advantage_to_zero. They say what the sequence's rollout was scored
+// from. Delegate's trainer reports them in its metrics: accuracy, delegation
+// rate, the means of the numbers. Atropos keeps a sequence's overrides as a
+// free-form object, so other trainers pass them by.
 const (
 	OverrideCorrect   = "correct"          // bool: the answer was right; absent: not known
 	OverrideDelegated = "delegated"        // bool: the rollout called a sub-agent
@@ -33,9 +33,9 @@ const (
 )
 
 // Per-sequence overrides that say which sample of its episode a sequence
-// is, for credit per role (reward.RoleCredit): its role, its question
-// (the samples of a role given the same question are compared) and its
-// own verifiable result where one exists.
+// is, for credit per role (reward.RoleCredit). They give its role, its
+// question and its own verifiable result where one exists. A role's
+// samples given the same question are compared.
 const (
 	OverrideRole          = "role"           // string: the role whose call the sequence is
 	OverrideQuestion      = "question"       // string: the last message its first call was given
@@ -51,8 +51,8 @@ type GroupOverride struct {
 	GroupSize int
 	// PolicyVersion is the trainer step the rollouts were sampled with.
 	PolicyVersion *int
-	// BatchOrder is the group's item's place among its step's items, so
-	// that the trainer orders a batch as the in-process loop does.
+	// BatchOrder is the group's item's place among its step's items. The
+	// trainer uses it to order a batch as the in-process loop does.
 	BatchOrder *int
 	// Roles says what played each role.
 	Roles []delegate.RolePolicy
@@ -79,9 +79,9 @@ func (o GroupOverride) Map() map[string]any {
 	return m
 }
 
-// ReadGroupOverride reads what a trainer uses of a decoded group_overrides:
-// the policy version (a whole number, not negative) and the batch order (a
-// whole number). A value of the wrong type is left out; roles and the
+// ReadGroupOverride reads what a trainer uses of a decoded group_overrides.
+// That is the policy version, a whole number not negative, and the batch
+// order, a whole number. A value of the wrong type is left out; roles and the
 // group's id and size are the API's business and are not read.
 func ReadGroupOverride(m map[string]any) GroupOverride {
 	var o GroupOverride
@@ -136,8 +136,8 @@ func parseGroupOverride(over map[string]json.RawMessage, loc []any) (GroupOverri
 }
 
 // SequenceOverride is what delegate reads and writes in one sequence's
-// overrides: Atropos's set_advantage_to_zero and what the sequence's
-// rollout was scored from (the Override keys). A nil pointer is a key
+// overrides. It holds Atropos's set_advantage_to_zero and, under the Override
+// keys, what the sequence's rollout was scored from. A nil pointer is a key
 // left out.
 type SequenceOverride struct {
 	SetAdvantageToZero bool

@@ -7,8 +7,8 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// The typed overrides encode to the objects environments sent before
-// them, byte for byte, and read back what a trainer uses.
+// The typed overrides encode to what environments sent before them, byte
+// for byte. They read back what a trainer uses.
 func TestOverridesWire(t *testing.T) {
 	v, order, yes := 3, 1, true
 	calls, tokens, cost := 2.0, 31.0, 0.25

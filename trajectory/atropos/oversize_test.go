@@ -30,9 +30,9 @@ func batchOf(t *testing.T, u string) (step int, tags []int, seqs int) {
 	return b.Step, tags, seqs
 }
 
-// A group larger than its environment's group_size is queued at once and
-// handed out in a batch of at most batch_size sequences, where it takes
-// two packs; one that could never fit a batch is refused.
+// A group larger than its environment's group_size is queued at once. It
+// is handed out in a batch of at most batch_size sequences, taking two
+// packs. One that could never fit a batch is refused.
 func TestOversizedGroupQueued(t *testing.T) {
 	backends(t, atropos.DefaultConfig(), func(t *testing.T, h *harness) {
 		u := h.url
@@ -71,8 +71,9 @@ func TestOversizedGroupQueued(t *testing.T) {
 	})
 }
 
-// An oversized group stored before a restart is queued again after it,
-// whether it was still queued or in a batch assembled but not fetched.
+// An oversized group stored before a restart is queued again after it.
+// That holds whether it was queued or in a batch assembled but not
+// fetched.
 func TestRestartKeepsOversized(t *testing.T) {
 	dir := t.TempDir()
 	h := start(t, dir, atropos.DefaultConfig())

@@ -188,10 +188,10 @@ func TestReset(t *testing.T) {
 	wantFields(t, "batch after reset", callAuth("GET", h.url+"/batch", nil), map[string]any{"status": "error"})
 }
 
-// TestBrowserPagesAreRefused sends what a web page on the same machine
-// can send to a loopback API without a token: GET /batch (which hands a
-// batch out) from a cross-site page, a group as text/plain, and any
-// request through a rebound DNS name.
+// TestBrowserPagesAreRefused sends what a local web page can send to a
+// loopback API without a token. That is GET /batch, which hands a batch
+// out, from a cross-site page, a group as text/plain, and any request
+// through a rebound DNS name.
 func TestBrowserPagesAreRefused(t *testing.T) {
 	h := start(t, t.TempDir(), atropos.DefaultConfig())
 	startRun(t, h.url, 4, 2)
@@ -474,7 +474,7 @@ func TestBodyLimits(t *testing.T) {
 }
 
 // TestPublishConn checks that with WithPublishConn the groups go out on
-// that connection, and the rest (state, batches read back) on the other.
+// that connection. The rest, state and batches read back, use the other.
 func TestPublishConn(t *testing.T) {
 	emb, err := atropos.StartEmbedded(embedded(t.TempDir()))
 	if err != nil {

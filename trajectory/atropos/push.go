@@ -29,21 +29,21 @@ type PushConfig struct {
 	GroupSize   int     // the environment's group_size
 	OffPolicy   int     // max_batches_offpolicy: pause while the queue holds this many batches
 	// Sync, when positive, is the items this environment samples per
-	// trainer step, each started only once the trainer has finished every
-	// batch handed out and the queue holds less than a batch: on-policy,
-	// as the in-process loop samples.
+	// trainer step. Each starts only once the trainer has finished every
+	// batch handed out and the queue holds less than a batch. That is
+	// on-policy, as the in-process loop samples.
 	Sync int
 	// SyncPolicy, with Sync, is the base URL of the delegate serve that
-	// samples the policy: an item starts only once every model it follows
-	// a checkpoint with serves the trainer's step (GET /health's
-	// policy_versions), so that the first call of an item is not answered
-	// by the step before.
+	// samples the policy. An item starts only once every model that follows
+	// a checkpoint serves the trainer's step, per GET /health's
+	// policy_versions. So an item's first call is not answered by the step
+	// before.
 	SyncPolicy string
 }
 
-// Pusher hands group records to a trajectory API as an Atropos
-// environment does: registered (waiting for the trainer to start), paced
-// by GET /status-env, every group sent to POST /scored_data in Atropos's
+// Pusher hands group records to a trajectory API as an Atropos environment
+// does. It registers, waiting for the trainer to start, and paces by GET
+// /status-env. It sends every group to POST /scored_data in Atropos's
 // ScoredData schema. It is the rollout.Sink of process --push and of the
 // gateway. Its methods may run concurrently.
 type Pusher struct {
@@ -53,9 +53,9 @@ type Pusher struct {
 	// assembled that the trainer has not fetched yet.
 	offPolicy int
 
-	// sync, syncPolicy: see PushConfig; hold is how long a look may be
-	// held by the API or the policy server until something changes; poll
-	// is the wait between looks at a server that answers at once.
+	// sync and syncPolicy are PushConfig's. hold is how long the API or
+	// the policy server may hold a look until something changes. poll is
+	// the wait between looks at a server that answers at once.
 	sync       int
 	syncPolicy string
 	hold       time.Duration
@@ -66,33 +66,33 @@ type Pusher struct {
 	mu      sync.Mutex
 	paused  time.Duration // summed over items
 	refused int           // groups the API refused for good
-	// The step whose policy the items now starting sample (sync), when
-	// the trainer reached it, and how many items started on it.
+	// The step whose policy the items now starting sample (sync). Also
+	// when the trainer reached it, and how many items started on it.
 	syncStep    int
 	syncSince   time.Time
 	syncStarted int
-	// The longest a step took from this environment's first item on it
-	// to the trainer's next step: a stall is counted against it.
+	// The longest a step took, from this environment's first item on it
+	// to the trainer's next step. A stall is counted against it.
 	syncFirst   time.Time
 	syncLongest time.Duration
 
-	// BatchOrder, when set, gives a task's place among its trainer
-	// step's items (process --train-pool), sent as the group's
-	// batch_order so that the trainer orders a batch as train does. Set
+	// BatchOrder, when set, gives a task's place among its trainer step's
+	// items under process --train-pool. It is sent as the group's
+	// batch_order, so the trainer orders a batch as train does. Set
 	// it before the first Send.
 	BatchOrder func(item int) int
 }
 
-// syncStall is how long at least an environment under --push-sync waits,
-// its share of a step started, for the trainer to go past that step
-// before it starts one more item (three times the longest step it saw,
-// when longer): a group that was dropped (its rollouts failed) leaves the
+// syncStall is the least wait before an environment under --push-sync
+// starts one more item. It waits, its share of a step started, for the
+// trainer to pass that step. The wait is three times the longest step it
+// saw, when longer. A group dropped because its rollouts failed leaves the
 // batch short, and only another item fills it.
 const syncStall = 10 * time.Second
 
-// syncHold is how long the API or the policy server may hold a look of an
-// environment under --push-sync (see waitSync): an upper bound on the
-// delay of a stall's detection, not a delay of the loop.
+// syncHold is how long the API or the policy server may hold a look under
+// --push-sync (waitSync). It bounds the delay of a stall's detection; it
+// does not delay the loop.
 const syncHold = time.Second
 
 // NewPusher registers with the API at cfg.URL; it waits, as Atropos's
@@ -116,10 +116,10 @@ func NewPusher(ctx context.Context, out io.Writer, cfg PushConfig) (*Pusher, err
 		hold: syncHold, poll: env.Poll, stall: syncStall, http: &http.Client{Timeout: 10 * time.Second, CheckRedirect: edge.CheckRedirect}}, nil
 }
 
-// Wait pauses while the API's queue is full and returns the trainer's
-// step, the policy version the item's rollouts are sampled with.
-// A pause of a second or more is reported on out with the pauses' sum
-// over the items (items paused together count each).
+// Wait pauses while the API's queue is full. It returns the trainer's
+// step, the policy version the item's rollouts are sampled with. A pause
+// of a second or more is reported on out with the pauses' sum over the
+// items; items paused together count each.
 func (s *Pusher) Wait(ctx context.Context) (int, error) {
 	start := time.Now()
 	if s.sync > 0 {
@@ -141,9 +141,9 @@ func (s *Pusher) Wait(ctx context.Context) (int, error) {
 	return st.CurrentStep, nil
 }
 
-// countPause adds an item's pause since start, reporting one of a second
-// or more with the pauses' sum over the items (items paused together
-// count each).
+// countPause adds an item's pause since start. It reports a pause of a
+// second or more with the pauses' sum over the items. Items paused
+// together count each.
 func (s *Pusher) countPause(start time.Time) {
 	d := time.Since(start)
 	s.mu.Lock()
@@ -155,11 +155,12 @@ func (s *Pusher) countPause(start time.Time) {
 	fmt.Fprintf(s.out, "push: an item paused %.1fs for the trainer (the API's queue was full); %.1fs over the items in all\n", d.Seconds(), s.paused.Seconds())
 }
 
-// waitSync returns the trainer's step once an item may start on it:
-// the trainer has finished every batch handed out (its newest checkpoint
-// is the step's, which the policy server follows), the queue holds less
-// than a batch, and fewer than s.sync items of this environment started on the
-// step (or the step has stalled since the last did: see syncStall).
+// waitSync returns the trainer's step once an item may start on it. The
+// trainer must have finished every batch handed out, so its newest
+// checkpoint, which the policy server follows, is the step's. The queue
+// must hold less than a batch. Fewer than s.sync items of this
+// environment may have started on the step, unless it has stalled since
+// the last did (syncStall).
 //
 // The items of a share after its first start at once: the trainer cannot
 // pass the step without them. The first waits on held requests (the API's
@@ -287,17 +288,18 @@ func (s *Pusher) Close(ctx context.Context) error {
 	return s.env.Disconnect(ctx)
 }
 
-// ScoredDataOf is a group record in Atropos's ScoredData schema: one entry per
-// sequence in tokens, masks (-100 untrained, the token id trained),
-// scores (the rollout's reward), advantages (the rollout's, at every
-// token), inference_logprobs (1.0 at untrained positions), messages and
-// overrides; group_overrides carry the group's identity (group_id, for the
-// API's deduplication), its size, the policy version it was sampled
-// with and what played each role. Each sequence's overrides also say what its rollout was scored
-// from, when the record has it (OverrideCorrect and the others), and
-// which sample of its episode it is (OverrideRole and the others). A
-// sequence without token ids cannot be trained on, and is an error naming
-// the group and why.
+// ScoredDataOf is a group record in Atropos's ScoredData schema. Each
+// sequence has one entry in tokens, masks, scores, advantages,
+// inference_logprobs, messages and overrides. A mask is -100 where untrained
+// and the token id where trained. Scores are the rollout's reward, and its
+// advantage fills every token. inference_logprobs are 1.0 at untrained
+// positions. group_overrides carry the group's identity (group_id, for the
+// API's deduplication), its size, the policy version it was sampled with and
+// what played each role. Each sequence's overrides also say what its rollout
+// was scored from, when the record has it (OverrideCorrect and the others),
+// and which sample of its episode it is (OverrideRole and the others). A
+// sequence without token ids cannot be trained on, and is an error naming the
+// group and why.
 func ScoredDataOf(g *rollout.GroupRecord) (ScoredData, error) {
 	sd := ScoredData{
 		Tokens: g.Tokens, Masks: g.Masks, Scores: g.Scores, InferenceLogprobs: g.InferenceLogprobs,
@@ -350,8 +352,8 @@ func ScoredDataOf(g *rollout.GroupRecord) (ScoredData, error) {
 	return sd, nil
 }
 
-// sequenceSamples is the sample of its episode that each sequence of g
-// is: a rollout's sequences are its episode's samples, in call order. It
+// sequenceSamples says which sample of its episode each sequence of g is.
+// A rollout's sequences are its episode's samples, in call order. It
 // is nil when g has no episodes, or a rollout's sequences and samples
 // differ in number (a conversation of one role that another role's call
 // interrupted is one sample but two sequences): then no sequence says its
@@ -382,9 +384,9 @@ func sequenceSamples(g *rollout.GroupRecord) []*delegate.Sample {
 	return out
 }
 
-// groupOverride is the group_overrides of g: its identity, for the API's
-// deduplication, its size, the policy version it was sampled with and
-// what played each role.
+// groupOverride is the group_overrides of g. It holds g's identity, for
+// the API's deduplication, its size, the policy version it was sampled
+// with and what played each role.
 func groupOverride(g *rollout.GroupRecord) GroupOverride {
 	v := g.PolicyVersion
 	return GroupOverride{GroupID: g.Run + "/" + g.ID, GroupSize: g.GroupOverrides.GroupSize, PolicyVersion: &v, Roles: g.GroupOverrides.Roles}
@@ -404,7 +406,7 @@ func messageMap(m any) (map[string]any, error) {
 }
 
 // policyAt reports whether every followed model of the policy server
-// serves version step or later, asking the server to hold its answer up
+// serves version step or later. It asks the server to hold its answer up
 // to s.hold until they do (GET /health?policy_version=N&wait=S).
 func (s *Pusher) policyAt(ctx context.Context, step int) (bool, error) {
 	url := fmt.Sprintf("%s/health?policy_version=%d&wait=%s", s.syncPolicy, step, strconv.FormatFloat(s.hold.Seconds(), 'f', -1, 64))

@@ -18,10 +18,10 @@ import (
 	"github.com/delegatelab/delegate/rollout"
 )
 
-// An environment under --push-sync starts its share of items only while
-// the trainer waits for a batch with every batch handed out trained on,
-// and the policy server serves the trainer's newest step, which each item
-// it lets go is sampled by.
+// An environment under --push-sync starts its items only while the trainer
+// waits for a batch. Every batch handed out must be trained on by then.
+// The policy server serves the trainer's newest step, which samples each
+// item it lets go.
 func TestPushSyncWaitsForTheTrainer(t *testing.T) {
 	url := startPushAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -172,9 +172,10 @@ func TestPushRedirectDropsToken(t *testing.T) {
 	}
 }
 
-// A group the API refuses for what it holds (a token id beyond the
-// trainer's vocabulary) is reported and not sent again: the environment
-// goes on with its next group instead of failing at every restart.
+// A group the API refuses for what it holds is reported and not sent
+// again. Here it holds a token id beyond the trainer's vocabulary. The
+// environment goes on with its next group instead of failing at every
+// restart.
 func TestPushSkipsRefusedGroups(t *testing.T) {
 	url := startPushAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -6,9 +6,8 @@ import (
 	"testing"
 )
 
-// A group larger than its group_size that an older server buffered for
-// good is queued, as oversized, when the server recovers; a smaller one
-// stays buffered.
+// An older server buffered a group larger than its group_size for good.
+// On recovery it is queued as oversized. A smaller one stays buffered.
 func TestRecoverQueuesBufferedOversized(t *testing.T) {
 	ctx := context.Background()
 	st := newMemStore()

@@ -8,8 +8,8 @@ import (
 )
 
 // TestClientRedirectDropsToken redirects a call with 307 and checks where
-// the token arrives: on the same origin it stays, on the same host at
-// another port it must not follow.
+// the token arrives. On the same origin it stays. To another port on the
+// same host it must not follow.
 func TestClientRedirectDropsToken(t *testing.T) {
 	got := make(chan string, 1)
 	// Both servers listen before either serves, so that each handler

@@ -176,9 +176,9 @@ func TestOldStepsPruned(t *testing.T) {
 	})
 }
 
-// TestRestartPrunesLeftSteps restarts with fewer steps to keep than were
-// handed out (as after a crash before pruning): every step beyond the
-// kept one is pruned, whatever order the store lists them in.
+// TestRestartPrunesLeftSteps restarts with more steps handed out than
+// kept, as after a crash before pruning. Every step beyond the kept one is
+// pruned, whatever order the store lists them in.
 func TestRestartPrunesLeftSteps(t *testing.T) {
 	dir := t.TempDir()
 	h := start(t, dir, config(func(c *atropos.Config) { c.KeepSteps = 20 }))
@@ -203,9 +203,9 @@ func TestRestartPrunesLeftSteps(t *testing.T) {
 }
 
 // TestStatusEnvCountsAssembledBatches checks that /status-env's queue is
-// what the trainer has not fetched: a batch the API assembled ahead of the
-// trainer still counts until it is fetched, so an environment pacing by it
-// (as BaseEnv does) stops at max_batches_offpolicy batches ahead.
+// what the trainer has not fetched. A batch assembled ahead of the trainer
+// counts until fetched. So an environment pacing by it, as BaseEnv does,
+// stops at max_batches_offpolicy batches ahead.
 func TestStatusEnvCountsAssembledBatches(t *testing.T) {
 	h := start(t, t.TempDir(), atropos.DefaultConfig())
 	startRun(t, h.url, 4, 2)
@@ -220,8 +220,8 @@ func TestStatusEnvCountsAssembledBatches(t *testing.T) {
 	wantFields(t, "both fetched", callJSON(t, "GET", h.url+"/status-env", env), map[string]any{"self_queue_size": 0})
 }
 
-// trainer_step follows the trainer's asks: asking for step N says it has
-// finished the steps before N, a re-fetch after a crash included, and a
+// trainer_step follows the trainer's asks. Asking for step N says it has
+// finished the steps before N, a re-fetch after a crash included. A
 // restarted server knows nothing until the trainer asks again.
 func TestStatusEnvTrainerStep(t *testing.T) {
 	dir := t.TempDir()

@@ -12,8 +12,8 @@ import (
 // several times this single pass, which validates the numeric fields,
 // measures their shapes and writes them compacted.
 
-// shape is what a numeric list scan learned: the outer length and, for
-// nested lists, the length of each inner list.
+// shape is what a numeric list scan learned. It holds the outer length
+// and, for nested lists, each inner list's length.
 type shape struct {
 	outer int
 	inner []int
@@ -46,8 +46,8 @@ func (s *scanner) peek() byte {
 	return 0
 }
 
-// scanNumbers checks that raw is exactly a list nested depth deep whose
-// leaves are JSON numbers (integers when ints is set).
+// scanNumbers checks that raw is exactly a list nested depth deep. Its
+// leaves must be JSON numbers, integers when ints is set.
 func scanNumbers(raw []byte, depth int, ints bool) (shape, *scanError) {
 	s := scanner{raw: raw}
 	_, sh, err := s.numbers(depth, ints, nil)
@@ -80,9 +80,9 @@ func failAt(idx *[3]int, level int, msg string) *scanError {
 	return &scanError{path: path, msg: msg}
 }
 
-// list scans the list at level (0 outermost) of a list nested depth deep,
-// recording in idx the index being scanned at each level and in sh the
-// lengths of the lists at level 1.
+// list scans the list at level, 0 outermost, of a list nested depth deep.
+// It records in idx the index being scanned at each level. It records in
+// sh the lengths of the lists at level 1.
 func (s *scanner) list(level, depth int, ints bool, dst []byte, sh *shape, idx *[3]int) ([]byte, int, *scanError) {
 	s.skipSpace()
 	if !s.eat('[') {
@@ -173,8 +173,8 @@ func (s *scanner) leaves(level int, ints bool, dst []byte, idx *[3]int) ([]byte,
 	}
 }
 
-// fraction scans the fraction and exponent of a number whose integer
-// part ends at p; it returns the number's end, or a message.
+// fraction scans the fraction and exponent of a number whose integer part
+// ends at p. It returns the number's end, or a message.
 func fraction(raw []byte, p int, ints bool) (int, string) {
 	if raw[p] == '.' {
 		p++

@@ -102,9 +102,9 @@ type Status struct {
 	QueueSize   int `json:"queue_size"`
 }
 
-// ScoredResponse answers POST /scored_data: Status is "received", or
-// "buffered" with BufferSize, the sequences this environment has waiting
-// in its buffer of odd-sized groups.
+// ScoredResponse answers POST /scored_data. Status is "received", or
+// "buffered" with BufferSize. BufferSize is the sequences this
+// environment has waiting in its buffer of odd-sized groups.
 type ScoredResponse struct {
 	Status     string `json:"status"`
 	BufferSize *int   `json:"buffer_size,omitempty"`
@@ -164,8 +164,8 @@ var fieldIndex = func() map[string]int {
 	return m
 }()
 
-// group is a validated group ready to store: its body in Atropos's shape
-// and what the queue needs to know about it.
+// group is a validated group ready to store. It holds its body in
+// Atropos's shape and what the queue needs to know about it.
 type group struct {
 	body      []byte
 	id        string
@@ -205,9 +205,9 @@ type idLimits struct {
 // noLimits are the bounds before a trainer registered.
 var noLimits = idLimits{vocab: math.MaxInt32 + 1}
 
-// parseGroup validates one group like Atropos's pydantic model, plus the
-// checks Atropos leaves to the trainer: masks like tokens, one score per
-// sequence, token ids and sequence lengths within lim. loc prefixes error
+// parseGroup validates one group like Atropos's pydantic model. It adds
+// the checks Atropos leaves to the trainer: masks like tokens, one score
+// per sequence, token ids and sequence lengths within lim. loc prefixes error
 // locations ("body" or "body", i). Unknown fields are dropped, as
 // pydantic drops them.
 func parseGroup(data []byte, lim idLimits, loc ...any) (*group, error) {
@@ -251,8 +251,8 @@ func parseGroup(data []byte, lim idLimits, loc ...any) (*group, error) {
 	return g, nil
 }
 
-// groupFields holds a group's fields as scanned: each known field's
-// compacted value as a span of out, and the shapes of the numeric ones.
+// groupFields holds a group's fields as scanned. Each known field's
+// compacted value is a span of out; numeric ones also have shapes.
 type groupFields struct {
 	out                   []byte
 	spans                 [len(fieldOrder)]struct{ from, to int }
@@ -279,7 +279,7 @@ func (f *groupFields) val(i int) []byte {
 }
 
 // scan reads the group's fields after its opening brace, up to the end of
-// the data, which must hold nothing but space after the closing brace.
+// the data. Only space may follow the closing brace.
 func (f *groupFields) scan(s *scanner, loc []any) error {
 	s.skipSpace()
 	if !s.eat('}') {
@@ -365,9 +365,9 @@ func (f *groupFields) scanValue(s *scanner, key string, loc []any) error {
 	return nil
 }
 
-// checkShapes checks the required fields are there, masks match tokens
-// position for position, there is one score per sequence, and no sequence
-// is over lim.maxLen.
+// checkShapes checks the required fields are there. Masks must match
+// tokens position for position, with one score per sequence. No sequence
+// may be over lim.maxLen.
 func (f *groupFields) checkShapes(lim idLimits, loc []any) error {
 	for _, req := range []int{fTokens, fMasks, fScores} {
 		if !f.present[req] {
@@ -491,8 +491,9 @@ func (f *groupFields) readGroupMeta(g *group, loc []any) (string, error) {
 	return o.GroupID, nil
 }
 
-// body is the stored group, in Atropos's field order, in one allocation of
-// its exact size: it outlives the request (the in-memory store keeps it).
+// body is the stored group in Atropos's field order, in one allocation of
+// its exact size. It outlives the request, as the in-memory store keeps
+// it.
 func (f *groupFields) body() []byte {
 	size := 2
 	for i, name := range fieldOrder {
@@ -568,10 +569,10 @@ func isNull(raw json.RawMessage) bool {
 	return len(t) == 0 || string(t) == "null"
 }
 
-// checkIDs checks the token ids of a compacted, validated list of
-// integers nested up to 3 deep: each is at least 0 and below vocab, or
-// is -100 (delegate.MaskIgnore) where ignore is set (masks). It returns
-// the indices and a message for the first that is not.
+// checkIDs checks the token ids of a compacted, validated list of integers
+// nested up to 3 deep. Each must be at least 0 and below vocab. With ignore
+// set, for masks, -100 (delegate.MaskIgnore) is allowed too. It returns the
+// indices and a message for the first that is not.
 func checkIDs(raw []byte, vocab int64, ignore bool) ([]any, string) {
 	var idx [4]int
 	level := -1
@@ -629,9 +630,9 @@ func checkIDs(raw []byte, vocab int64, ignore bool) ([]any, string) {
 	return nil, ""
 }
 
-// GroupRoles reads group_overrides.roles: a list of objects, each naming
-// its role, with its model, whether it was trained and the oldest policy
-// version of its samples. Unknown keys are refused.
+// GroupRoles reads group_overrides.roles, a list of objects. Each names
+// its role, its model, whether it was trained and the oldest policy version
+// of its samples. Unknown keys are refused.
 func GroupRoles(raw json.RawMessage) ([]delegate.RolePolicy, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()

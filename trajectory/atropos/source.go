@@ -18,8 +18,8 @@ import (
 // QuarantineVersion is the format version of a QuarantineRecord.
 const QuarantineVersion = 1
 
-// QuarantineRecord is a group of a batch that the trainer set aside: why,
-// and the group as the API sent it. A step redone after a restart
+// QuarantineRecord is a group of a batch that the trainer set aside. It
+// holds why, and the group as the API sent it. A step redone after a restart
 // records its groups again.
 type QuarantineRecord struct {
 	Version int        `json:"version"`
@@ -79,9 +79,9 @@ func (s *Source) Next(ctx context.Context, step int) ([]rl.Group, error) {
 	return groups, nil
 }
 
-// usable checks what the API may not have checked (an API without the
-// trainer's vocab_size, or another server): every token id within the
-// policy's vocabulary and every sequence within its context.
+// usable checks what the API may not have checked. Every token id must be
+// within the policy's vocabulary and every sequence within its context.
+// An API without the trainer's vocab_size, or another server, skips that.
 func usable(sd ScoredData, vocab, maxLen int) error {
 	for i, toks := range sd.Tokens {
 		if len(toks) > maxLen {
@@ -173,15 +173,15 @@ func groupOf(sd ScoredData, est reward.Estimator, credit string) (rl.Group, erro
 	return g, nil
 }
 
-// RoleAdvantages gives each sequence of sd its advantage under credit
-// per role: reward.RoleCredit under est over the samples the sequences
-// say they are (OverrideRole, OverrideQuestion, OverrideSampleCorrect),
-// each rewarded by its own result or else by its score, in the group's
-// order. This is the in-process rule when the sequences are an
-// environment's episodes' samples in order, as process --push sends
-// them. In a group marked set_advantage_to_zero (a tie) a sequence
-// without its own result gets 0, as under task credit. A sequence that
-// names no role is an error: the group cannot be credited per role.
+// RoleAdvantages gives each sequence of sd its advantage under credit per
+// role. It runs reward.RoleCredit under est over the samples the sequences
+// say they are (OverrideRole, OverrideQuestion, OverrideSampleCorrect). Each
+// is rewarded by its own result, else by its score, in the group's order.
+// This is the in-process rule when the sequences are an environment's
+// episodes' samples in order, as process --push sends them. In a group marked
+// set_advantage_to_zero (a tie) a sequence without its own result gets 0, as
+// under task credit. A sequence that names no role is an error: the group
+// cannot be credited per role.
 func RoleAdvantages(sd ScoredData, est reward.Estimator) ([]float64, error) {
 	n := len(sd.Tokens)
 	if len(sd.Scores) != n {
@@ -218,8 +218,8 @@ func RoleAdvantages(sd ScoredData, est reward.Estimator) ([]float64, error) {
 	return adv, nil
 }
 
-// outcomeOf reads into ro what a delegate environment says its rollout
-// was scored from (OverrideCorrect and the others), for the step's
+// outcomeOf reads into ro what a delegate environment says its rollout was
+// scored from (OverrideCorrect and the others). It feeds the step's
 // metrics: accuracy, delegation rate, and the numbers as scalars under
 // the in-process trainer's names. Other environments send none; a value
 // of the wrong type is left out.
@@ -229,9 +229,9 @@ func outcomeOf(ro *rl.ScoredRollout, ov SequenceOverride) {
 	ro.Scalars = ov.Scalars()
 }
 
-// sequenceAdvantage is the advantage of a sequence whose per-token
-// advantages are given: the same value at every trained token, as this
-// trainer weighs a rollout's tokens alike.
+// sequenceAdvantage is the advantage of a sequence with per-token
+// advantages. It is the same value at every trained token, as this trainer
+// weighs a rollout's tokens alike.
 func sequenceAdvantage(adv []float64, masks []int) (float64, error) {
 	if len(adv) != len(masks) {
 		return 0, fmt.Errorf("%d advantages for %d tokens", len(adv), len(masks))
@@ -253,11 +253,11 @@ func sequenceAdvantage(adv []float64, masks []int) (float64, error) {
 	return a, nil
 }
 
-// orderBatch puts a batch's groups in the order of their
-// group_overrides.batch_order (an environment of train --processes sends
-// its item's place among the step's items), as the in-process trainer
-// orders a step's groups, so that the update sums them in the same order;
-// a batch where some group has none stays in the order it came.
+// orderBatch puts a batch's groups in group_overrides.batch_order order.
+// An environment of train --processes sends its item's place among the
+// step's items there. The in-process trainer orders a step's groups the
+// same way, so the update sums them in the same order. A batch where some
+// group has none stays in the order it came.
 func orderBatch(batch []ScoredData) {
 	key := func(sd ScoredData) (int, bool) {
 		v := ReadGroupOverride(sd.GroupOverrides).BatchOrder

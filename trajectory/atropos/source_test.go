@@ -93,9 +93,9 @@ func TestGroupOf(t *testing.T) {
 	}
 }
 
-// TestOrderBatch: a batch whose groups all carry batch_order is put in
-// that order (stable for equal places); one where some group has none is
-// left as it came.
+// TestOrderBatch checks batch_order. A batch whose groups all carry it is
+// put in that order, stable for equal places. A batch where some group has
+// none is left as it came.
 func TestOrderBatch(t *testing.T) {
 	group := func(score float64, order ...float64) ScoredData {
 		sd := ScoredData{Scores: []float64{score}, GroupOverrides: map[string]any{}}

@@ -18,7 +18,7 @@ import (
 // store keeps the groups and the server's state. Methods may run
 // concurrently.
 type store interface {
-	// add stores a group under its id and returns its sequence; dup
+	// add stores a group under its id and returns its sequence. dup
 	// reports that a group with the same id was already stored.
 	add(ctx context.Context, g *group, buffered bool) (seq uint64, dup bool, err error)
 	// body returns a stored group's body; errGone if it was removed.
@@ -50,8 +50,8 @@ const (
 	hdrBuffered = "Delegate-Buffered"
 )
 
-// jsStore keeps groups in a JetStream stream (one message per group,
-// Nats-Msg-Id = group id) and state in a key-value bucket.
+// jsStore keeps groups in a JetStream stream and state in a key-value
+// bucket. Each group is one message, with Nats-Msg-Id = group id.
 type jsStore struct {
 	js      jetstream.JetStream
 	pub     jetstream.JetStream // for add: js, or on a connection of its own
@@ -61,8 +61,8 @@ type jsStore struct {
 	limit   int
 }
 
-// openJetStream creates (or opens) the stream and bucket named by prefix;
-// groups are published on pub, everything else goes through nc.
+// openJetStream creates or opens the stream and bucket named by prefix.
+// Groups are published on pub; everything else goes through nc.
 func openJetStream(ctx context.Context, nc, pub *nats.Conn, prefix string, replicas int, dedup time.Duration) (*jsStore, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -15,9 +15,9 @@ import (
 )
 
 // TestGatewayAgentsSDKTurnBack sends a request the OpenAI Agents SDK for
-// JavaScript wrote (testdata): an assistant turn with both text and tool
-// calls, sent back with the message's role and tool_calls copied into
-// its text part. The gateway answers it and records the call with the
+// JavaScript wrote (testdata). It has an assistant turn with text and tool
+// calls, sent back with the role and tool_calls copied into its text
+// part. The gateway answers it and records the call with the
 // turn's text and tool call, as it was before the SDK copied them.
 func TestGatewayAgentsSDKTurnBack(t *testing.T) {
 	body, err := os.ReadFile("testdata/agents-sdk-text-and-tool-calls.json")

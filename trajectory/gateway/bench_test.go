@@ -14,10 +14,10 @@ import (
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
-// BenchmarkCall measures one chat completion over loopback HTTP through
-// package server alone and through the gateway (session checked, call
-// recorded), with a model that answers at once, so that the difference
-// is the gateway's cost per call.
+// BenchmarkCall measures one chat completion over loopback HTTP. It goes
+// through package server alone, then through the gateway, which checks
+// the session and records the call. The model answers at once, so the
+// difference is the gateway's cost per call.
 func BenchmarkCall(b *testing.B) {
 	fake := func() delegate.Model {
 		return modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) {

@@ -7,9 +7,8 @@ import (
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
-// TestConfigValidate checks that zero means zero: a field that cannot be
-// zero is refused, not defaulted, and DefaultConfig with a directory is
-// valid.
+// TestConfigValidate checks that zero means zero. A field that cannot be
+// zero is refused, not defaulted. DefaultConfig with a directory is valid.
 func TestConfigValidate(t *testing.T) {
 	valid := func() gateway.Config {
 		c := gateway.DefaultConfig()

@@ -1,9 +1,9 @@
 // Package gateway trains any agent by swapping its base URL. It is an
-// OpenAI-compatible server (package server's handler, over any
-// delegate.Model) that records, per session, every call an agent makes:
-// the request, the response, the prompt and completion token ids, the
-// per-token logprobs, the chat template's hash, the role and whether it
-// is trained, timing, tokens and dollars.
+// OpenAI-compatible server over any delegate.Model, built on package
+// server's handler. Per session, it records every call an agent makes:
+// the request and response, the token ids and their logprobs, the chat
+// template's hash, the role, whether it is trained, timing, tokens and
+// dollars.
 //
 // An operator opens a session (POST /sessions), hands the agent its base
 // URL (/s/{id}/v1, or /v1 with the session id as the bearer key) and

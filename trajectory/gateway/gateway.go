@@ -63,8 +63,8 @@ type Config struct {
 	// TemplateHash); a model without one records "".
 	Templates map[string]string
 	// Tokenizers are the models' chat templates by name, for backends
-	// without ids: a call whose backend gave none is tokenized with it
-	// (Call.TokenizedBy), and one whose ids disagree with it drifts.
+	// without ids. A call whose backend gave none is tokenized with it
+	// (Call.TokenizedBy). A call whose ids disagree with it drifts.
 	Tokenizers map[string]Tokenizer
 	// TTL bounds a session's life from its start. Default 30 minutes;
 	// it must be positive.
@@ -79,13 +79,13 @@ type Config struct {
 	// sessions all answer alike teaches nothing.
 	Temperature *float64
 	// Verify rewards a session ended without a reward, from its task's
-	// reference (world.Verify for world problems): 1 if right, else 0.
+	// reference: 1 if right, else 0. World problems use world.Verify.
 	// Nil: a reward must be given.
 	Verify delegate.Verifier
-	// Sink, when set, is sent every committed group record, in file
-	// order, as `delegate process --push` sends them (a trajectory
-	// API). A session starts only once Sink.Wait returns: the trainer's
-	// queue has room. Nil: records are only written.
+	// Sink, when set, is sent every committed group record in file order. It
+	// is a trajectory API, fed as `delegate process --push` feeds it. A
+	// session starts only once Sink.Wait returns: the trainer's queue has
+	// room. Nil: records are only written.
 	Sink rollout.Sink
 	// SinkWait bounds how long POST /sessions waits for Sink.Wait before
 	// it answers 503 with Retry-After. Default 10 seconds; 0 answers at
@@ -93,8 +93,8 @@ type Config struct {
 	SinkWait time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
-	// Ended, when set, sees each session as it ends: stored with its
-	// reward, or expired (then with no reward and no samples). It runs
+	// Ended, when set, sees each session as it ends. The session is stored
+	// with its reward, or expired with no reward and no samples. It runs
 	// on a request's goroutine and must not block.
 	Ended func(fin *Finished, expired bool)
 }
@@ -158,18 +158,18 @@ type Gateway struct {
 	groups  *os.File
 	size    int64 // the recorded length of groups
 
-	// The pusher, with Config.Sink: kicked at each commit, stopped by
-	// stopPush, done when it returns; pushed counts the records it sent.
+	// The pusher, with Config.Sink. It is kicked at each commit, stopped
+	// by stopPush, and done when it returns. pushed counts the records it
+	// sent.
 	pushKick chan struct{}
 	stopPush context.CancelFunc
 	pushDone chan struct{}
 	pushed   atomic.Int64
 }
 
-// Open starts a gateway over models: it opens the store in cfg.Dir, marks
-// the sessions it finds open as lost, repairs the group file against the
-// store and takes up the finished sessions not yet in a group. log may be
-// nil.
+// Open starts a gateway over models. It opens the store in cfg.Dir and marks
+// the sessions it finds open as lost. It repairs the group file against the
+// store and takes up finished sessions not yet in a group. log may be nil.
 func Open(ctx context.Context, cfg Config, log *slog.Logger, models ...delegate.Model) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -209,7 +209,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, models ...delegate.
 	return g, nil
 }
 
-// recover counts the sessions a crash left open as lost, repairs the
+// recover counts the sessions a crash left open as lost. It repairs the
 // group file and loads the finished sessions not yet grouped.
 func (g *Gateway) recover(ctx context.Context) error {
 	lost, err := g.db.LoseOpenSessions(ctx)
@@ -339,8 +339,8 @@ func (g *Gateway) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// routeOf is the label of an agent route for the access log: a known
-// route, or "other", never a client's text.
+// routeOf is the label of an agent route for the access log. It is a
+// known route or "other", never a client's text.
 func routeOf(rest string) string {
 	switch p := "/" + strings.TrimSuffix(rest, "/"); {
 	case p == "/v1/chat/completions", p == "/v1/models":

@@ -182,9 +182,8 @@ var delegateTool = openai.ChatCompletionFunctionTool(shared.FunctionDefinitionPa
 	Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"question": map[string]any{"type": "string"}}},
 })
 
-// direct calls the model in process with the request the gateway's
-// model got, and returns its prompt ids and its choice's ids and
-// logprobs.
+// direct calls the model in process with the request the gateway's model
+// got. It returns the prompt ids and the choice's ids and logprobs.
 func direct(t *testing.T, m *local.Model, req delegate.Request) (prompt, ids []int, lps []float64) {
 	prompt, ids, lps, _ = directText(t, m, req)
 	return prompt, ids, lps
@@ -410,9 +409,9 @@ func mapsEqual(a, b map[string]int) bool {
 	return true
 }
 
-// TestGatewayRefusesBadSessions sends requests with sessions that are
-// forged, missing, expired or ended, and session API requests without
-// the token or with a template the gateway does not render with.
+// TestGatewayRefusesBadSessions sends requests with forged, missing,
+// expired or ended sessions. It also sends session API requests without
+// the token, or with a template the gateway does not render with.
 func TestGatewayRefusesBadSessions(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, t.TempDir(), shipped(t))
@@ -512,7 +511,7 @@ func TestGatewayRefusesBadSessions(t *testing.T) {
 }
 
 // TestGatewayRestartKeepsFinishedSessions closes the store with a session
-// open, as a SIGKILL does: on reopening, the finished session waiting for
+// open, as a SIGKILL does. On reopening, the finished session waiting for
 // its group is kept and completes it, and the open one is counted lost.
 func TestGatewayRestartKeepsFinishedSessions(t *testing.T) {
 	ctx := context.Background()

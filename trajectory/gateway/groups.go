@@ -16,8 +16,8 @@ import (
 // Strategy is the strategy name of the gateway's group records.
 const Strategy = "gateway"
 
-// addFinished adds a stored session to its group and, once the group
-// holds GroupSize sessions, appends the group's records and commits them.
+// addFinished adds a stored session to its group. Once the group holds
+// GroupSize sessions, it appends the group's records and commits them.
 // It returns the records written.
 func (g *Gateway) addFinished(ctx context.Context, fin *Finished) (int, error) {
 	g.gmu.Lock()
@@ -67,10 +67,10 @@ func (g *Gateway) addFinished(ctx context.Context, fin *Finished) (int, error) {
 	return len(recs), nil
 }
 
-// Records makes the group records of finished sessions of one group, one
-// per trained role that has samples, in the layout `delegate process`
-// writes: session i is rollout i, each of its samples of the role a
-// sequence carrying the session's reward and advantage. A group whose
+// Records makes the group records of one group's finished sessions. It
+// makes one per trained role that has samples, in the layout `delegate
+// process` writes. Session i is rollout i. Each of its samples of the role
+// is a sequence carrying the session's reward and advantage. A group whose
 // rewards are all equal is written with zero advantages and
 // set_advantage_to_zero overrides, reason equal_scores, as process does
 // with --keep-ties. A record says which sequences the gateway tokenized
@@ -91,7 +91,7 @@ func Records(members []*Finished, est reward.Estimator) ([]*rollout.GroupRecord,
 }
 
 // groupAdvantages names the group by a hash of its sessions' keys and
-// estimates their advantages; tied says all rewards are equal, and then
+// estimates their advantages. tied says all rewards are equal, and then
 // every advantage is zero.
 func groupAdvantages(members []*Finished, est reward.Estimator) (id string, adv []float64, tied bool, err error) {
 	rewards := make([]float64, len(members))
@@ -127,8 +127,8 @@ func sampleRoles(members []*Finished) []string {
 	return roles
 }
 
-// roleRecord makes the group record of one role: every member is a
-// rollout, each of its samples of the role a sequence.
+// roleRecord makes the group record of one role. Every member is a
+// rollout, and each of its samples of the role a sequence.
 func roleRecord(members []*Finished, role, id string, adv []float64, tied bool) *rollout.GroupRecord {
 	rec := &rollout.GroupRecord{Version: rollout.GroupVersion, ID: id + "." + role, TaskID: members[0].Task.ID,
 		Strategy: Strategy, GroupOverrides: rollout.GroupOverride{GroupSize: len(members)}}

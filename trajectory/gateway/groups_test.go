@@ -11,9 +11,9 @@ import (
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
-// TestRecordsSayTokenizedBy checks that a group record says, per
-// sequence, which ids the gateway tokenized, and says nothing when the
-// engine gave them all.
+// TestRecordsSayTokenizedBy checks that a group record says which ids the
+// gateway tokenized, per sequence. It says nothing when the engine gave
+// them all.
 func TestRecordsSayTokenizedBy(t *testing.T) {
 	sample := func(by string) gateway.Sample {
 		return gateway.Sample{Role: "delegator", TokenizedBy: by,

@@ -138,8 +138,8 @@ func (g *Gateway) readPushed() (int64, error) {
 	return n, nil
 }
 
-// writePushed records n as the length sent: a new file renamed over the
-// old one, so that a crash leaves one or the other.
+// writePushed records n as the length sent. It renames a new file over
+// the old one, so a crash leaves one or the other.
 func (g *Gateway) writePushed(n int64) error {
 	path := filepath.Join(g.cfg.Dir, PushedFile)
 	tmp := path + ".tmp"

@@ -44,9 +44,9 @@ func (s *fakeSink) sent() []string {
 	return append([]string(nil), s.got...)
 }
 
-// TestGatewayPushResumes checks the sender: a failed send is tried
-// again, the length sent is kept in PushedFile, a restart sends only
-// what was not sent, and the record carries the sink's step.
+// TestGatewayPushResumes checks the sender. A failed send is tried again
+// and the length sent is kept in PushedFile. A restart sends only what was
+// not sent, and the record carries the sink's step.
 func TestGatewayPushResumes(t *testing.T) {
 	dir := t.TempDir()
 	open := func(sink *fakeSink) (*gateway.Gateway, *httptest.Server) {

@@ -7,9 +7,9 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// TestSamples checks the prefix-extension rule on token ids and, for
-// calls without ids, on messages: extensions join, forks and other roles
-// stay apart, untrained roles make no samples.
+// TestSamples checks the prefix-extension rule on token ids, or on
+// messages for calls without ids. Extensions join, forks and other roles
+// stay apart, and untrained roles make no samples.
 func TestSamples(t *testing.T) {
 	u := func(s string) delegate.Message { return delegate.User(s) }
 	a := func(s string) delegate.Message { return delegate.Assistant(s) }

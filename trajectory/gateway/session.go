@@ -33,8 +33,8 @@ type session struct {
 	dropped int  // calls answered after done, not recorded
 }
 
-// Call is the record of one generated choice of a session: what the
-// model was asked and answered, its token ids and logprobs, and its
+// Call is the record of one generated choice of a session. It holds what
+// the model was asked and answered, its token ids and logprobs, and its
 // account. A request with n > 1 choices is n calls, which are forks.
 type Call struct {
 	Index int    `json:"index"`
@@ -48,9 +48,9 @@ type Call struct {
 	Request      delegate.Request `json:"request"`
 	Output       delegate.Message `json:"output"`
 	FinishReason string           `json:"finish_reason"`
-	// PromptTokenIDs, CompletionTokenIDs and Logprobs are the backend's:
-	// the prompt as it was tokenized, the generated ids (a closing
-	// end-of-turn token included) and the logprob of each.
+	// PromptTokenIDs, CompletionTokenIDs and Logprobs come from the
+	// backend. They are the prompt as tokenized, the generated ids with any
+	// closing end-of-turn token, and the logprob of each.
 	PromptTokenIDs     []int     `json:"prompt_token_ids,omitempty"`
 	CompletionTokenIDs []int     `json:"completion_token_ids,omitempty"`
 	Logprobs           []float64 `json:"logprobs,omitempty"`
@@ -90,9 +90,9 @@ type Finished struct {
 	Samples       []Sample `json:"samples"`
 }
 
-// hook is the server's Hook: it asks every generation for logprobs and
-// records its choices in the request's session, sending the client
-// logprobs only when it asked. A trained role's call samples at
+// hook is the server's Hook. It asks every generation for logprobs and
+// records its choices in the request's session. The client gets logprobs
+// only when it asked. A trained role's call samples at
 // Config.Temperature when it is set.
 func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) func(*delegate.Response) {
 	v, ok := g.inflight.Load(r)

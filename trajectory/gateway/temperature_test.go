@@ -12,9 +12,8 @@ import (
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
-// TestGatewayTemperature checks that Config.Temperature replaces the
-// temperature of a trained role's calls and leaves an untrained role's
-// as the agent asked.
+// TestGatewayTemperature checks that Config.Temperature replaces a trained
+// role's temperature. An untrained role keeps what the agent asked.
 func TestGatewayTemperature(t *testing.T) {
 	ctx := context.Background()
 	models := shipped(t)

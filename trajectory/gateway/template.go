@@ -10,9 +10,9 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// The conversations a chat template renders for its hash: every role
-// with a tool declaration, call and answer; and, for a template without
-// tools (Llama 3's), plain turns.
+// The conversations a chat template renders for its hash. One has every
+// role with a tool declaration, call and answer. For a template without
+// tools, such as Llama 3's, one has plain turns.
 var (
 	probeTools = []delegate.Tool{{Name: "delegate", Description: "Ask another model.", Parameters: []byte(`{"type":"object","properties":{"question":{"type":"string"}}}`)}}
 	probe      = []delegate.Message{
@@ -31,12 +31,12 @@ var (
 	}
 )
 
-// TemplateHash is the hash of a chat template as it behaves: the SHA-256
-// of the ids render gives a fixed conversation of every role with a tool
-// call, with the generation prompt; for a template that renders no tools,
-// of a plain conversation. Two templates that tokenize it alike share a
-// hash; a trainer compares it with its own to know that it may trust the
-// recorded ids.
+// TemplateHash is the hash of a chat template as it behaves. It is the
+// SHA-256 of the ids render gives a fixed conversation, with the generation
+// prompt. The conversation has every role and a tool call, or plain turns for
+// a template that renders no tools. Two templates that tokenize it alike
+// share a hash; a trainer compares it with its own to know that it may trust
+// the recorded ids.
 func TemplateHash(render func(msgs []delegate.Message, tools []delegate.Tool) ([]int, error)) (string, error) {
 	ids, err := render(probe, probeTools)
 	kind := "tools"

@@ -9,10 +9,9 @@ import (
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
-// TestTemplateHash checks that the hash follows what a template renders:
-// equal renders share it, any changed id changes it, a template without
-// tools is hashed on plain turns, and one that renders nothing is an
-// error.
+// TestTemplateHash checks that the hash follows what a template renders.
+// Equal renders share it and any changed id changes it. A template without
+// tools is hashed on plain turns; one that renders nothing is an error.
 func TestTemplateHash(t *testing.T) {
 	render := func(shift int, tools bool) func([]delegate.Message, []delegate.Tool) ([]int, error) {
 		return func(msgs []delegate.Message, ts []delegate.Tool) ([]int, error) {

@@ -22,8 +22,8 @@ type Tokenizer interface {
 	Completion(msgs []delegate.Message, tools []delegate.Tool, out delegate.Message) ([]int, error)
 }
 
-// tokenize fills in a call's ids with tok when the backend gave none,
-// and checks them against tok when it did. A backend whose prompt ids
+// tokenize fills in a call's ids with tok when the backend gave none. It
+// checks them against tok when it did. A backend whose prompt ids
 // disagree with the template's, or whose logprobs do not line up with
 // the template's completion, drifts: the call keeps no ids and says why,
 // so that its sample is never trained on.

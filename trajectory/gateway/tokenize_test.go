@@ -18,8 +18,8 @@ import (
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
-// byteTemplate is a chat template of this test: each message as
-// "role:content\n", one id per byte, the answer closed by id 0.
+// byteTemplate is this test's chat template. Each message is
+// "role:content\n", one id per byte, and id 0 closes the answer.
 type byteTemplate struct{}
 
 func (byteTemplate) Prompt(msgs []delegate.Message, _ []delegate.Tool) ([]int, error) {
@@ -43,9 +43,9 @@ func byteIDs(s string) []int {
 	return ids
 }
 
-// fakeBackend answers "42" and gives ids as the user's message asks:
-// "ids" the template's, "none" logprobs without ids, "drift" a prompt
-// the template does not give, "bare" neither ids nor logprobs.
+// fakeBackend answers "42" and gives ids as the user's message asks.
+// "ids" gives the template's, "none" logprobs without ids, "drift" a
+// prompt the template does not give, "bare" neither ids nor logprobs.
 type fakeBackend struct{}
 
 func (fakeBackend) Name() string { return "remote" }
@@ -74,11 +74,10 @@ func (fakeBackend) Chat(_ context.Context, req *delegate.Request) (*delegate.Res
 	return resp, nil
 }
 
-// TestGatewayTokenizes checks calls of a backend behind a chat template:
-// without ids they are tokenized by the gateway, marked so, with the
-// backend's logprobs; with ids that match they are kept; with ids that
-// differ they drift and make no tokens; without logprobs they cannot be
-// tokenized.
+// TestGatewayTokenizes checks calls of a backend behind a chat template.
+// Without ids, the gateway tokenizes them, marks them so and keeps the
+// backend's logprobs. Matching ids are kept. Differing ids drift and make
+// no tokens. Without logprobs, calls cannot be tokenized.
 func TestGatewayTokenizes(t *testing.T) {
 	dir := t.TempDir()
 	var logs syncBuffer

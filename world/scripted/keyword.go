@@ -89,7 +89,7 @@ func StepCues(p *world.Problem) []Cue {
 }
 
 // KeywordRule delegates a step when its sentence has one of the rule's
-// keywords and both its operands, as the policy holds them, are at least
+// keywords. Both operands, as the policy holds them, must also be at least
 // MinOperand.
 type KeywordRule struct {
 	Cues       uint  // bit c set: delegate steps of Cue c
@@ -130,8 +130,8 @@ func (k KeywordRule) Name() string {
 }
 
 // KeywordRules is the search space: every set of keywords with every
-// threshold of Thresholds, simplest first (fewer keywords, then a lower
-// threshold); the empty set, never delegating, once.
+// threshold of Thresholds. Simplest come first: fewer keywords, then a
+// lower threshold. The empty set, never delegating, comes once.
 func KeywordRules() []KeywordRule {
 	out := []KeywordRule{{}}
 	for n := 1; n < int(numCues); n++ {
@@ -147,9 +147,9 @@ func KeywordRules() []KeywordRule {
 	return out
 }
 
-// Distinct returns the rules of rules that decide differently on the
-// steps of problems, taken with their true operands: of rules that decide
-// alike, the first. Those the search need not run twice. A solver's
+// Distinct returns the rules that decide differently on the steps of
+// problems, taken with their true operands. Of rules that decide alike, it
+// keeps the first. Those the search need not run twice. A solver's
 // wrong answer can change a later operand, so rules merged here may
 // differ on a run; the first of them is the one run.
 func Distinct(rules []KeywordRule, problems []*world.Problem) []KeywordRule {

@@ -9,7 +9,7 @@ import (
 )
 
 // wantCue is the cue a step's template gives it, from the problem's
-// structure: what StepCues must read from the text alone. times says the
+// structure. StepCues must read it from the text alone. times says the
 // world's products are all "times" sentences.
 func wantCue(p *world.Problem, i int, times bool) Cue {
 	s := p.Steps[i]

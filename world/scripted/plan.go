@@ -11,17 +11,15 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
-// Planner is a decompose policy run by a program in the delegator's seat
-// of decompose: the plan turn hands the solver the steps computable from
-// the text (world.Step.Ready) that its Decider picks, in the exact format
-// of the world's decompose transcripts (transcript.Decompose: at least one
-// subtask, the first ready step when the Decider picks none, at most
-// transcript.MaxSubtasks); the aggregation turn writes the scratchpads of
-// every other step, the solver's answers (right or wrong) taking the place
-// of the steps handed over, and "Final Output: N". Like Delegator it
-// measures the policy, not a model executing it, and counts usage and
-// returns token ids as a local model does. Safe for concurrent use when
-// its Decider is.
+// Planner is a decompose policy run by a program in the delegator's seat. Its
+// plan turn hands the solver the ready steps (world.Step.Ready) that its
+// Decider picks, in the exact format of transcript.Decompose. That means at
+// least one subtask, the first ready step when the Decider picks none, and at
+// most transcript.MaxSubtasks. The aggregation turn writes the scratchpads of
+// every other step, then "Final Output: N". The solver's answers, right or
+// wrong, stand for the steps handed over. Like Delegator it measures the
+// policy, not a model executing it, and counts usage and returns token ids as
+// a local model does. Safe for concurrent use when its Decider is.
 type Planner struct{ program }
 
 // NewPlanner returns the program named name that runs decide on problems.
@@ -29,9 +27,9 @@ func NewPlanner(name string, problems []*world.Problem, decide Decider) *Planner
 	return &Planner{newProgram(name, problems, decide)}
 }
 
-// ReadyRule is the Decider of a fixed planning rule by position among the
-// steps computable from the text: it hands over the k-th ready step (from
-// 0, in step order) when bit k of mask is set. Like world.PositionRule it
+// ReadyRule is a fixed planning rule by position among the ready steps.
+// It hands over the k-th ready step, from 0 in step order, when bit k of
+// mask is set. Like world.PositionRule it
 // ignores what the steps are.
 func ReadyRule(mask uint) Decider {
 	return func(_ context.Context, p *world.Problem, i int, _, _ int64) (bool, error) {
@@ -45,8 +43,8 @@ func ReadyRule(mask uint) Decider {
 	}
 }
 
-// ReadyRuleName names a ReadyRule over ready steps: "every ready step", or
-// the ordinals it hands over ("ready step 1", "ready steps 1, 2").
+// ReadyRuleName names a ReadyRule over ready steps. The name is "every
+// ready step" or the ordinals it hands over, as in "ready steps 1, 2".
 func ReadyRuleName(mask uint, ready int) string {
 	var pos []string
 	for k := range ready {
@@ -121,9 +119,9 @@ func (s *Planner) plan(ctx context.Context, p *world.Problem) (delegate.Message,
 	return delegate.Assistant(msgs[len(msgs)-1].Content), nil
 }
 
-// aggregate is the aggregation turn of p, given the aggregation prompt's
-// lines after the problem (the plan's reasoning, then "subtask gave
-// result" blocks). A step whose question was answered takes the answer's
+// aggregate is the aggregation turn of p. It takes the aggregation
+// prompt's lines after the problem: the plan's reasoning, then "subtask
+// gave result" blocks. A step whose question was answered takes the answer's
 // value (0 when it has none, as Delegator goes on); every other step is
 // computed with a scratchpad from the values known. When a wrong answer
 // makes a step one the formats cannot write (a negative difference), the

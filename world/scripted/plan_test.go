@@ -23,11 +23,10 @@ func decompose(t *testing.T, d delegate.Model, s delegate.Model) delegate.Strate
 	return st
 }
 
-// TestPlannerSaysTheTranscript runs the planning rules over ready steps in
-// the delegator's seat of decompose on two-part problems: each plan and
-// aggregation is exactly the policy's decompose transcript
-// (transcript.Decompose), token for token as the transcript bills it, with
-// one solver call per subtask and the right answer.
+// TestPlannerSaysTheTranscript runs the ready-step rules in decompose's
+// delegator seat on two-part problems. Each plan and aggregation must be
+// the policy's transcript.Decompose, token for token as the transcript
+// bills it. It needs one solver call per subtask and the right answer.
 func TestPlannerSaysTheTranscript(t *testing.T) {
 	ps, err := world.Generate(world.Levels()[3], 3, world.Test, 12)
 	if err != nil {
@@ -70,9 +69,9 @@ func TestPlannerSaysTheTranscript(t *testing.T) {
 	}
 }
 
-// TestPlannerTakesWrongAnswers checks that the aggregation goes on from
-// the solver's answer as given: a wrong product gives a wrong final
-// output, in the format.
+// TestPlannerTakesWrongAnswers checks that aggregation uses the solver's
+// answer as given. A wrong product gives a wrong final output, in the
+// format.
 func TestPlannerTakesWrongAnswers(t *testing.T) {
 	ps, err := world.Generate(world.Levels()[3], 5, world.Test, 4)
 	if err != nil {

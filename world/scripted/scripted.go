@@ -1,14 +1,15 @@
-// Package scripted runs a delegation policy as a program in the
-// delegator's seat of route, without a slip, in the exact format of the
-// route transcripts (package transcript), so that it measures the policy,
-// not a model executing it: delegate train's baselines. A Decider decides
-// per step once its operands are known; FromPolicy turns a world.Policy
-// (world.PositionRule, world.RandomRate, world.Always) into one, and
-// Oracle asks the solver first and delegates exactly the products it
-// answers right. Threshold is the rule on a product's first factor, and
-// FitThreshold the threshold a program reads off the solver's answers:
-// the digits world's baseline. New returns the program as a delegate.Model, graded like
-// a model.
+// Package scripted runs a delegation policy as a program in route's
+// delegator seat. It writes the exact format of the route transcripts and
+// never slips, so it measures the policy rather than a model. These
+// programs are delegate train's baselines.
+//
+// A Decider decides per step once its operands are known. FromPolicy
+// turns a world.Policy, such as world.PositionRule or world.RandomRate,
+// into one. Oracle asks the solver first and delegates exactly the
+// products it answers right. Threshold is the rule on a product's first
+// factor, and FitThreshold reads that threshold off the solver's answers:
+// the digits world's baseline. New returns the program as a
+// delegate.Model, graded like a model.
 package scripted
 
 import (
@@ -23,10 +24,10 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
-// A Decider decides whether a route policy hands step i of p to the
-// solver, once the step's operands are known: x and y are their values
-// as the policy holds them (the solver's answers, right or wrong, for the
-// steps it was handed).
+// A Decider decides whether a route policy hands step i of p to the solver.
+// It runs once the step's operands are known. x and y are their values as
+// the policy holds them: for steps it handed over, the solver's answers,
+// right or wrong.
 type Decider func(ctx context.Context, p *world.Problem, i int, x, y int64) (bool, error)
 
 // FromPolicy is the Decider of a world.Policy, which looks at the problem only.
@@ -34,12 +35,12 @@ func FromPolicy(pol world.Policy) Decider {
 	return func(_ context.Context, p *world.Problem, i int, _, _ int64) (bool, error) { return pol(p, i), nil }
 }
 
-// Oracle is the upper bound of routing: per step, the cheaper choice that
-// is right. It delegates a step worth delegating (world.WorthDelegating) exactly
+// Oracle is the upper bound of routing: per step, the cheaper choice that is
+// right. It delegates a step worth delegating (world.WorthDelegating) exactly
 // when the solver answers it right, which it learns by asking the solver
 // first, greedily, under route's prompts (asked once per question, not
-// billed); every other step it computes, never wrong. The solver must
-// answer the same question the same way each time (greedy).
+// billed); every other step it computes, never wrong. The solver must answer
+// the same question the same way each time (greedy).
 func Oracle(solver delegate.Model) Decider {
 	var mu sync.Mutex
 	right := map[string]bool{}
@@ -72,10 +73,10 @@ func Oracle(solver delegate.Model) Decider {
 	}
 }
 
-// Delegator is a route policy run by a program in the delegator's seat:
-// it executes its Decider without a slip, in the exact format of the
-// world's route transcripts (transcript.Route), so that it measures the policy, not a
-// model's execution of it. Each turn writes the scratchpads of every step
+// Delegator is a route policy run by a program in the delegator's seat.
+// It executes its Decider without a slip, in the exact format of
+// transcript.Route, so it measures the policy, not a model's execution of
+// it. Each turn writes the scratchpads of every step
 // it can compute now, then calls the solver for every step it hands over
 // whose operands are known; the solver's answers, right or wrong, become
 // the operands of later steps; the last turn boxes the last step's
@@ -93,9 +94,9 @@ func New(name string, problems []*world.Problem, decide Decider) *Delegator {
 	return &Delegator{newProgram(name, problems, decide)}
 }
 
-// program is what a program in the delegator's seat (Delegator, Planner)
-// holds: its name, its Decider and the problems it knows, by text, which
-// is how it recognises the problem of a request.
+// program is what a program in the delegator's seat holds, for Delegator
+// and Planner. It has its name, its Decider and the problems it knows by
+// text, which is how it recognises a request's problem.
 type program struct {
 	name     string
 	decide   Decider
@@ -147,11 +148,11 @@ func (s *Delegator) Chat(ctx context.Context, req *delegate.Request) (*delegate.
 	return respond(s.name, req, out), nil
 }
 
-// respond is a program's response with out to req: usage counted with the
-// tokenizer's chat template as a local model counts it, and the
-// completion's token ids as logprobs (a program's choice has probability
-// 1), so that a conversation wrapper can count the cached prefix as for a
-// model.
+// respond is a program's response with out to req. It counts usage with
+// the tokenizer's chat template as a local model does. It returns the
+// completion's token ids as logprobs, since a program's choice has
+// probability 1. A conversation wrapper can then count the cached prefix
+// as for a model.
 func respond(name string, req *delegate.Request, out delegate.Message) *delegate.Response {
 	finish := "stop"
 	if len(out.ToolCalls) > 0 {
@@ -172,8 +173,9 @@ func respond(name string, req *delegate.Request, out delegate.Message) *delegate
 	}
 }
 
-// turn replays the policy's earlier turns (each asked the steps it handed
-// over, in order; results holds the answers) and returns the next one.
+// turn replays the policy's earlier turns and returns the next one. Each
+// turn asked the steps it handed over, in order; results holds the
+// answers.
 func (s *Delegator) turn(ctx context.Context, p *world.Problem, earlier []delegate.Message, results map[string]string) (delegate.Message, error) {
 	n := len(p.Steps)
 	known := make([]bool, n)

@@ -44,10 +44,10 @@ func route(t *testing.T, d delegate.Model, s delegate.Model) delegate.Strategy {
 	return st
 }
 
-// TestDelegatorSaysTheTranscript runs position rules in the delegator's
-// seat of route: each conversation is exactly the policy's route
-// transcript (transcript.Route), token for token as the transcript bills
-// it, with one solver call per delegated step and the right answer.
+// TestDelegatorSaysTheTranscript runs position rules in route's delegator
+// seat. Each conversation must be the policy's transcript.Route, token for
+// token as the transcript bills it. It needs one solver call per delegated
+// step and the right answer.
 func TestDelegatorSaysTheTranscript(t *testing.T) {
 	ps, err := world.Generate(world.DefaultConfig(), 3, world.Test, 12)
 	if err != nil {
@@ -141,9 +141,8 @@ func TestDelegatorErrors(t *testing.T) {
 	}
 }
 
-// belowSolver is a fake solver right on the products whose first factor
-// is below cut and on everything else, wrong (by one) on the other
-// products.
+// belowSolver is a fake solver, wrong by one on the products whose first
+// factor is not below cut. It is right on everything else.
 func belowSolver(cut int64) modeltest.Func {
 	return func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		op, x, y, err := world.ParseExpr(modeltest.LastUser(req))

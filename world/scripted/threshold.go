@@ -13,20 +13,20 @@ import (
 // the products whose first factor is below t, compute the rest.
 func Threshold(t int64) Decider { return FromPolicy(world.FirstFactorBelow(t)) }
 
-// MinThreshold and MaxThreshold bound what FitThreshold returns: at
-// MinThreshold no 2-digit first factor is below it (nothing delegated),
-// at MaxThreshold every one is.
+// MinThreshold and MaxThreshold bound what FitThreshold returns. No
+// 2-digit first factor is below MinThreshold, so nothing is delegated.
+// Every one is below MaxThreshold.
 const (
 	MinThreshold = 10
 	MaxThreshold = 100
 )
 
-// FitThreshold is the threshold a program finds from the solver's
-// answers, without a model: it asks the solver, greedily and once per
-// question, each product of problems that the threshold rule could
-// delegate, and returns the t whose rule earns most on them, gain for a
-// product delegated and answered right, minus loss for one answered
-// wrong. On a tie it returns the smallest such t.
+// FitThreshold finds the threshold from the solver's answers, without a
+// model. It asks the solver, greedily and once per question, each product
+// of problems that the threshold rule could delegate. It returns the t
+// whose rule earns most on them: gain for a product delegated and answered
+// right, minus loss for one answered wrong. On a tie it returns the
+// smallest such t.
 func FitThreshold(ctx context.Context, solver delegate.Model, problems []*world.Problem, gain, loss float64) (int64, error) {
 	wcfg := transcript.StrategyConfig().Weak
 	temp := 0.0

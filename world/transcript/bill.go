@@ -5,9 +5,9 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// Usage bills the conversation: each assistant message is one
-// call whose prompt is everything rendered before it, the <|assistant|>
-// token included, and whose completion is its body up to its <|end|>. A
+// Usage bills the conversation. Each assistant message is one call. Its
+// prompt is everything rendered before it, the <|assistant|> token
+// included, and its completion is its body up to its <|end|>. A
 // call after the first is charged its predecessor's prompt and completion
 // as cached. With cachePrefix, the first call's fixed prefix (everything
 // before the first user message: the tool declarations and the system

@@ -12,8 +12,9 @@ func TestTranscriptUsage(t *testing.T) {
 		delegate.System("ab"), delegate.User("c"), delegate.Assistant("de"),
 		delegate.ToolResult("x", "f"), delegate.Assistant("g"),
 	}}
-	// <s> <|system|>ab<|end|> <|user|>c<|end|> | <|assistant|>de<|end|> <|tool|>f<|end|> | <|assistant|>g<|end|>
-	// call 1: prompt 1+4+3+1 = 9, completion 3; call 2: prompt 9+3+3+1 = 16, completion 2, cached 12.
+	// <s> <|system|>ab<|end|> <|user|>c<|end|> | <|assistant|>de<|end|>
+	// <|tool|>f<|end|> | <|assistant|>g<|end|> call 1: prompt 1+4+3+1 = 9,
+	// completion 3; call 2: prompt 9+3+3+1 = 16, completion 2, cached 12.
 	u, calls := tr.Usage(false)
 	want := delegate.Usage{PromptTokens: 25, CompletionTokens: 5, CachedTokens: 12}
 	if u != want || calls != 2 {
@@ -37,12 +38,11 @@ func TestBill(t *testing.T) {
 	}
 }
 
-// TestDesignClaims checks the package doc's claims on a sample of the
-// default world under the design accuracies: the selective policy (which
-// reads what each step is) has the best expected reward, ahead of every
-// input-independent per-position rule by at least 0.05, at the accuracy
-// of solving alone, and costs at least a fifth less than solving alone
-// with nothing priced as cached.
+// TestDesignClaims checks the package doc's claims under the design
+// accuracies, on a sample of the default world. The selective policy reads
+// what each step is. It must have the best expected reward, at least 0.05
+// ahead of every per-position rule. It must match the accuracy of solving
+// alone, and cost at least a fifth less with nothing priced as cached.
 func TestDesignClaims(t *testing.T) {
 	ps, err := world.Generate(world.DefaultConfig(), 1, world.Validation, 400)
 	if err != nil {

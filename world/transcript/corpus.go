@@ -8,11 +8,11 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// Mix sets the pretraining corpus of the delegator: which route policies
-// its transcripts follow and how many transcripts of the other protocols
-// it gets. The route policies are mixed per problem, so that the
-// pretrained delegator is a stochastic policy over "delegate this step or
-// not" that RL can sharpen: never and always teach both behaviours
+// Mix sets the delegator's pretraining corpus. It says which route
+// policies the transcripts follow, and how many transcripts the other
+// protocols get. Route policies are mixed per problem, so the pretrained
+// delegator is a stochastic policy over "delegate this step or not" that
+// RL can sharpen: never and always teach both behaviours
 // cleanly, and Random (each step delegated with probability DelegateProb)
 // teaches that either can follow any step.
 type Mix struct {
@@ -27,9 +27,10 @@ type Mix struct {
 	Peers int
 }
 
-// DefaultMix: route policies never 1/4, always 1/4, random 1/2 with
-// probability 1/2; a single transcript for 1/4 of the problems, decompose
-// for 1/4, lead with 3 peers for 1/4.
+// DefaultMix is the shipped corpus mix. Route is never 1/4, always 1/4 and
+// random 1/2 with probability 1/2. Each problem also gets, with
+// probability 1/4 each, a single, a decompose and a lead transcript with 3
+// peers.
 func DefaultMix() Mix {
 	return Mix{Never: 0.25, Always: 0.25, Random: 0.5, DelegateProb: 0.5, Single: 0.25, Decompose: 0.25, Lead: 0.25, Peers: 3}
 }
@@ -112,10 +113,10 @@ func BuildCorpus(problems []*world.Problem, mix Mix, seed uint64) (Corpus, error
 	return c, nil
 }
 
-// SolverCorpus draws n solver transcripts evenly over the size classes
-// that cov covers, each question inside cov, deterministic from seed;
-// with problems, half of them are instead the covered steps of those
-// problems, in the world's own proportions. The zero Coverage is the
+// SolverCorpus draws n solver transcripts evenly over the size classes cov
+// covers. Each question lies inside cov, and the draw is deterministic from
+// seed. With problems, half are instead their covered steps, in the world's
+// own proportions. The zero Coverage is the
 // default world's solver.
 func SolverCorpus(problems []*world.Problem, cov world.Coverage, seed uint64, n int) []Transcript {
 	rng := rand.New(rand.NewPCG(seed, 0x501e))

@@ -10,10 +10,10 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// Accuracy is an assumed per-step accuracy profile, for expected rewards
-// before models exist: a step the delegator computes is right with
-// probability Inline; a delegated step inside the solver's coverage with
-// Covered, outside it with Uncovered. Steps fail independently.
+// Accuracy is an assumed per-step accuracy profile. It gives expected
+// rewards before models exist. A step the delegator computes is right with
+// probability Inline. A delegated step is right with Covered inside the
+// solver's coverage and Uncovered outside it. Steps fail independently.
 type Accuracy struct {
 	Inline, Covered, Uncovered float64
 	// Coverage is the solver's (zero: the default world's).

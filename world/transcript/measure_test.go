@@ -10,12 +10,11 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
-// TestDesignFigures computes the figures docs/world.md gives from the
-// design (expected reward and cost of every policy on 2000 validation
-// problems of the default world, and the pretraining corpus's lengths)
-// and checks what the documentation says of them: the selective policy
-// is ahead of every input-independent rule and of random delegation,
-// and the oracle is ahead of it. Print them with
+// TestDesignFigures computes the design figures of docs/world.md. They are
+// every policy's expected reward and cost on 2000 validation problems of
+// the default world, and the corpus's lengths. It checks what the docs say
+// of them. The selective policy beats every input-independent rule and
+// random delegation, and the oracle beats it. Print them with
 //
 //	go test ./world -run TestDesignFigures -v
 func TestDesignFigures(t *testing.T) {
@@ -67,9 +66,9 @@ func TestDesignFigures(t *testing.T) {
 	}
 }
 
-// TestDigitsDesignFigures computes the design figures of the digits
-// world (docs/world.md): DefaultConfig's problems with a solver that
-// covers only the products whose first factor is below 50. On 2000
+// TestDigitsDesignFigures computes the digits world's design figures
+// (docs/world.md). That world is DefaultConfig's problems with a solver
+// that covers only products whose first factor is below 50. On 2000
 // validation problems it measures the selective policy, the oracle, the
 // threshold rule at 50, every position rule and random delegation; on the
 // first 500, to keep the test short, every keyword rule and other
@@ -178,10 +177,10 @@ func TestDigitsDesignFigures(t *testing.T) {
 	}
 }
 
-// TestCorpusHasNoDigitsPolicy checks that the delegator's pretraining
-// corpus shows no selective policy for the digits world to undo: route
-// transcripts delegate a product as often whatever its first factor, so
-// a rule on the digits must come from reward.
+// TestCorpusHasNoDigitsPolicy checks that the delegator's corpus shows no
+// digits-world policy to undo. Route transcripts delegate a product as
+// often whatever its first factor, so a rule on the digits must come from
+// reward.
 func TestCorpusHasNoDigitsPolicy(t *testing.T) {
 	ps, err := world.Generate(world.DefaultConfig(), 5, world.Train, 3000)
 	if err != nil {

@@ -45,21 +45,21 @@ var Prompts = map[string]string{
 		`{{.Answer}}{{end}}{{if .Previous}}` + "\n" + `Your last answer:` + "\n" + `{{.Previous}}{{end}}`,
 }
 
-// Tool is this world's compact declaration of the route strategy's
-// delegate tool: its name only, 19 tokens under the chat template instead
-// of the 372 of strategy.DelegateTool's description and JSON schema, which
-// every route request carries and every later turn reads again. The local
+// Tool is this world's compact declaration of route's delegate tool. It is
+// the name only: 19 tokens under the chat template, against 372 for
+// strategy.DelegateTool's description and JSON schema. Every route request
+// carries it and every later turn reads it again. The local
 // delegator was trained on it; StrategyConfig has route declare it
 // (strategy.Config.Tool).
 var Tool = delegate.Tool{Name: strategy.DelegateToolName}
 
-// CompactTools wraps m so that every request offering the strategy
-// package's delegate tool offers Tool instead; other tools and the rest of
-// the request are passed on unchanged (the caller's request is not
-// modified). It is for a server of the local models (delegate serve and
-// run under the world preset), whose clients declare the tool their own
-// way; strategies built from StrategyConfig declare Tool themselves. The
-// wrapper is safe for concurrent use when m is.
+// CompactTools wraps m so that requests offering strategy's delegate tool
+// offer Tool instead. Other tools and the rest of the request pass on
+// unchanged, and the caller's request is not modified. It is for a server of
+// the local models, as delegate serve and run use under the world preset,
+// whose clients declare the tool their own way; strategies built from
+// StrategyConfig declare Tool themselves. The wrapper is safe for concurrent
+// use when m is.
 func CompactTools(m delegate.Model) delegate.Model { return compactTools{m} }
 
 type compactTools struct{ delegate.Model }
@@ -86,12 +86,12 @@ const (
 	MaxSubtasks = 4
 )
 
-// StrategyConfig returns the strategy configuration for this world: the
-// strategy defaults with Prompts, one to four subtasks, sub-agents that see
-// only their subtask, no lead refinement rounds (the leader transcripts are
-// of round 0), route handing back the solver's answer without its working
-// (strategy.ToolResultAnswer), and generation budgets that fit every transcript of the
-// default world (the longest are a few hundred tokens).
+// StrategyConfig returns the strategy configuration for this world. It is
+// the strategy defaults with Prompts and one to four subtasks. Sub-agents
+// see only their subtask. Lead has no refinement rounds, since the leader
+// transcripts are of round 0. Route hands back the solver's answer without
+// its working (strategy.ToolResultAnswer). Generation budgets fit every
+// transcript of the default world; the longest are a few hundred tokens.
 func StrategyConfig() strategy.Config {
 	c := strategy.DefaultConfig()
 	c.Prompts = make(map[string]string, len(Prompts))

@@ -30,8 +30,8 @@ const (
 )
 
 // Transcript is one conversation as a model sees it, for supervised
-// training: the assistant messages are the tokens to learn (tokenizer.
-// RenderSpans locates them), the rest is context. Tools are the tools the
+// training. The assistant messages are the tokens to learn, located by
+// tokenizer.RenderSpans; the rest is context. Tools are the tools the
 // request offered, rendered in the prompt.
 type Transcript struct {
 	Kind     Kind
@@ -54,9 +54,10 @@ func decide(p *world.Problem, pol world.Policy) []bool {
 }
 
 // Episode is everything the models say for one problem under one protocol
-// and one policy: the delegator's conversations (route: one, multi-turn;
-// decompose: plan then aggregate; lead: the leader's) and the sub-agents'
-// (the solver's calls; lead: the peers'), in call order.
+// and policy. It holds the delegator's conversations and the sub-agents',
+// in call order. Route has one multi-turn delegator conversation;
+// decompose has a plan then an aggregation; lead has the leader's. The
+// sub-agents are the solver's calls, or under lead the peers.
 type Episode struct {
 	Problem   *world.Problem
 	Protocol  string // strategy.NameSingle, NameRoute, NameDecompose or NameLead
@@ -84,7 +85,7 @@ func solverText(op world.Op, x, y int64) string {
 }
 
 // SolverMessages are the system and user messages that ask the solver
-// question under route's prompts, as route's delegate tool sends them.
+// question. They are route's prompts, as its delegate tool sends them.
 func SolverMessages(question string) []delegate.Message {
 	return worldPrompts.messages("weak_system", "weak_user", strategy.PromptData{Question: question})
 }
@@ -100,8 +101,8 @@ func subagentTranscript(s world.Step) Transcript {
 	return Transcript{Kind: KindSubagent, Messages: append(msgs, delegate.Assistant(solverText(s.Op, s.X.Value, s.Y.Value)))}
 }
 
-// SolverTranscripts are the solver's training conversations from a set
-// of problems: one per step inside world.SolverCovers. Steps outside it are left
+// SolverTranscripts are the solver's training conversations from a set of
+// problems: one per step inside world.SolverCovers. Steps outside it are left
 // out on purpose (see world.SolverCovers).
 func SolverTranscripts(problems []*world.Problem) []Transcript {
 	var out []Transcript
@@ -140,8 +141,8 @@ func Single(p *world.Problem) Episode {
 	return Episode{Problem: p, Protocol: strategy.NameSingle, Delegator: []Transcript{t}, Delegated: make([]bool, len(p.Steps))}
 }
 
-// DelegateCall is the n-th delegate call of a route conversation (n from
-// 1), asking the solver question: the call the route transcripts write.
+// DelegateCall is the n-th delegate call of a route conversation, from 1.
+// It asks the solver question, as the route transcripts write it.
 func DelegateCall(n int, question string) delegate.ToolCall {
 	b, err := json.Marshal(struct {
 		Question string `json:"question"`
@@ -152,10 +153,10 @@ func DelegateCall(n int, question string) delegate.ToolCall {
 	return delegate.ToolCall{ID: "call_" + strconv.Itoa(n), Name: strategy.DelegateToolName, Arguments: string(b)}
 }
 
-// RouteResult is what route hands the delegator back for the solver's
-// reply under StrategyConfig (strategy.ToolResultAnswer): its boxed
-// answer, padded as the solver writes it ("1316", "0972"), without the
-// working; the whole reply when it has no answer.
+// RouteResult is what route hands the delegator for the solver's reply.
+// Under StrategyConfig it is the boxed answer without the working, padded
+// as the solver writes it ("0972"). A reply with no answer is handed back
+// whole.
 func RouteResult(reply string) string {
 	if a, ok := strategy.FinalAnswer(strings.TrimSpace(reply)); ok {
 		return a
@@ -164,12 +165,12 @@ func RouteResult(reply string) string {
 }
 
 // Route is the delegator solving p under the route strategy with a policy.
-// Each turn writes the scratchpads of every step it can compute now
-// (operands known, not delegated), then calls delegate for every step it
-// hands over whose operands are known; the solver's answers (RouteResult)
-// come back as tool results in call order, and the next turn goes on from
-// there. The last turn ends with \boxed{answer}. The solver's answers are always
-// right here: transcripts teach the protocol, not the solver's errors.
+// Each turn writes the scratchpads of every step it can compute now (operands
+// known, not delegated), then calls delegate for every step it hands over
+// whose operands are known; the solver's answers (RouteResult) come back as
+// tool results in call order, and the next turn goes on from there. The last
+// turn ends with \boxed{answer}. The solver's answers are always right here:
+// transcripts teach the protocol, not the solver's errors.
 func Route(p *world.Problem, pol world.Policy) Episode {
 	ep := Episode{Problem: p, Protocol: strategy.NameRoute, Delegated: decide(p, pol)}
 	msgs := RouteMessages(p.Text)
@@ -234,11 +235,11 @@ func planText(p *world.Problem) string {
 	return strings.Join(parts, " ")
 }
 
-// Decompose is the delegator solving p under the decompose strategy with
-// a policy: the plan's subtasks are the steps computable from the text
-// alone that the policy hands over (at least one: the first such step when
-// the policy hands none, at most MaxSubtasks); the aggregation writes the
-// scratchpads of the other steps and "Final Output: answer".
+// Decompose is the delegator solving p under decompose with a policy. The
+// plan's subtasks are the ready steps the policy hands over. There is at
+// least one, the first ready step when the policy hands none, and at most
+// MaxSubtasks. The aggregation writes the other steps' scratchpads and
+// "Final Output: answer".
 func Decompose(p *world.Problem, pol world.Policy) Episode {
 	want := decide(p, pol)
 	ep := Episode{Problem: p, Protocol: strategy.NameDecompose, Delegated: make([]bool, len(p.Steps))}
@@ -314,10 +315,11 @@ func PeerAnswer(p *world.Problem, slip int, wrong int64) (text string, answer in
 	return b.String(), answer
 }
 
-// Condense turns a reply in single's format (every step's scratchpad, then
-// \boxed{}) into a peer's terse answer (PeerAnswer's form): one
-// "expr=result" line per step, the result being the one the reply's
-// scratchpad reached, right or wrong, then <answer> with the boxed value.
+// Condense turns a reply in single's format into a peer's terse answer.
+// The reply is every step's scratchpad, then \boxed{}. The answer, in
+// PeerAnswer's form, is one "expr=result" line per step, then <answer>
+// with the boxed value. Each result is the one the scratchpad reached,
+// right or wrong.
 // A step is a header in world.Expr's form followed by its blocks (a product:
 // one per digit of its second factor, then one summing them when there
 // are several); its result is its last block's "=N" line. Lines that are
@@ -405,10 +407,10 @@ func slipValue(v int64, rng *rand.Rand) int64 {
 	return w
 }
 
-// Lead is the leader solving p under the lead strategy (round 0) with k
-// peers, some of them wrong: the number of wrong peers is uniform in
-// 0..k, and wrong peers share one slip with probability 1/2, so that the
-// majority is sometimes wrong; never are all k wrong the same way. The
+// Lead is the leader solving p under lead, round 0, with k peers. The
+// number of wrong peers is uniform in 0..k. Wrong peers share one slip with
+// probability 1/2, so the majority is sometimes wrong. Never are all k
+// wrong the same way. The
 // leader goes through the steps: a step on which every peer wrote the same
 // line is copied; a step where they differ is computed with its
 // scratchpad; then <answer>. Subagents holds the peers' transcripts.

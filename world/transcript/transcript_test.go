@@ -28,9 +28,9 @@ func testProblems(t *testing.T, n int) []*world.Problem {
 	return ps
 }
 
-// replayer answers a strategy's calls with the assistant messages of
-// transcripts, after checking that each request renders as the
-// transcript's tokens up to that message. Safe for concurrent use.
+// replayer answers a strategy's calls with the transcripts' assistant
+// messages. First it checks that each request renders as the transcript's
+// tokens up to that message. Safe for concurrent use.
 type replayer struct {
 	mu sync.Mutex
 	// next counts the assistant messages already replayed per transcript.
@@ -78,8 +78,8 @@ func newReplay(t *testing.T, name string, ts []Transcript) *modeltest.Model {
 }
 
 // checkRun checks a strategy's trace: no failure, the problem's answer,
-// and every call answered by the replay (a mismatching request fails the
-// call and so the run).
+// and every call answered by the replay. A mismatching request fails the
+// call and so the run.
 func checkRun(t *testing.T, s delegate.Strategy, p *world.Problem) {
 	t.Helper()
 	tr, err := s.Run(context.Background(), p.Text, nil)
@@ -94,11 +94,10 @@ func checkRun(t *testing.T, s delegate.Strategy, p *world.Problem) {
 	}
 }
 
-// TestStrategiesSendTranscriptPrompts runs every strategy on world problems
-// with models that replay the transcripts: every request a strategy sends,
-// rendered with the chat template, must be exactly the transcript's tokens
-// before the message the model is to write, so the strategies send the
-// local models what they were trained on.
+// TestStrategiesSendTranscriptPrompts runs every strategy with models that
+// replay the transcripts. Each request, rendered with the chat template,
+// must be the transcript's tokens before the message the model writes. So
+// the strategies send the local models what they were trained on.
 func TestStrategiesSendTranscriptPrompts(t *testing.T) {
 	cfg := StrategyConfig()
 	pols := map[string]world.Policy{"never": world.Never, "always": world.Always, "selective": world.Selective}
@@ -362,9 +361,9 @@ func TestSolverCorpusCovered(t *testing.T) {
 	}
 }
 
-// TestRepliesFitBudgets checks that no reply in the transcripts of the
-// hardest level exceeds the max_tokens StrategyConfig gives its stage, so
-// a model imitating them is never cut.
+// TestRepliesFitBudgets checks replies of the hardest level against the
+// max_tokens StrategyConfig gives their stage. None may exceed it, so a
+// model imitating them is never cut.
 func TestRepliesFitBudgets(t *testing.T) {
 	cfg := StrategyConfig()
 	budget := map[Kind]int{
