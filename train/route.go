@@ -51,9 +51,9 @@ func (m routeMode) prepare(ctx context.Context, phase func(string)) error {
 }
 
 // productSaving is the delegator tokens saved by delegating a product of
-// two 2-digit numbers. It is the scratchpad's 161 tokens less the call's
-// 54, as world.WorthDelegating says.
-const productSaving = 107
+// two 2-digit numbers. It is the scratchpad's 161 tokens less the compact
+// call's 31, as world.WorthDelegating says.
+const productSaving = 130
 
 // fitThreshold fits the first-factor threshold rule to the solver's
 // answers on the first RuleItems training problems
