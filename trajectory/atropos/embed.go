@@ -127,8 +127,8 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 }
 
-// storeDir creates dir if missing and checks that it is a directory this
-// process can write in, so that a bad --data fails at once, naming why.
+// storeDir creates dir if missing and checks that this process can write
+// in it. A bad --data then fails at once, naming why.
 func storeDir(dir string) error {
 	st, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -62,10 +62,10 @@ type Config struct {
 	// ReadTimeout, WriteTimeout and IdleTimeout bound each connection of
 	// the http.Server from HTTPServer. Above 0.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
-	// MaxWait bounds the wait a request may ask for (GET /batch?wait=S,
-	// GET /status-env?wait=S: held until there is something to answer,
-	// see Handler); a longer one is refused. Below WriteTimeout; 0 holds
-	// no request.
+	// MaxWait bounds the wait a request may ask for; a longer one is
+	// refused. GET /batch?wait=S and GET /status-env?wait=S are held until
+	// there is something to answer (see Handler). Below WriteTimeout; 0
+	// holds no request.
 	MaxWait time.Duration
 	// MaxHeld bounds the requests held waiting at once; they do not count
 	// against MaxConcurrent while they wait. A request past the bound is
@@ -166,9 +166,10 @@ type batchGroup struct {
 	Seq      uint64 `json:"seq"`
 	ID       string `json:"id"`
 	Released bool   `json:"released,omitempty"` // came from a buffer
-	// Env and Size are the group's environment (-1: none) and sequences,
-	// so that /status-env counts a batch assembled but not yet fetched
-	// as still queued (a record written before they were kept counts 0).
+	// Env and Size are the group's environment and sequences; Env -1 is
+	// none. With them /status-env counts a batch assembled but not yet
+	// fetched as still queued. A record written before they were kept
+	// counts 0.
 	Env  int `json:"env"`
 	Size int `json:"size,omitempty"`
 	// Unit is the environment's group_size when the group is larger
@@ -200,9 +201,9 @@ type Server struct {
 	kept    []batchRecord     // sent, kept for re-fetching
 	latest  uint64
 	gen     int // bumped by every recover (reset): pushes begun before are void
-	// trained is the last step the trainer has finished, as its GET
-	// /batch asks tell (asking for step N says steps before N are done);
-	// not stored: a restarted server learns it from the trainer's next ask.
+	// trained is the last step the trainer has finished. Its GET /batch
+	// asks tell: asking for step N says steps before N are done. It is not
+	// stored: a restarted server learns it from the trainer's next ask.
 	trained int
 	// changed is closed, and replaced, when what a held request waits
 	// for may have come: a group queued, the trainer's step, a reset.
@@ -428,8 +429,8 @@ func (s *Server) saveState(ctx context.Context) error {
 	return s.st.put(ctx, "state", b)
 }
 
-// putUnlocked writes key to the store without holding s.mu, so that
-// pushes and status calls go on meanwhile: the caller holds s.mu, and
+// putUnlocked writes key to the store without holding s.mu.
+// Pushes and status calls go on meanwhile. The caller holds s.mu, and
 // holds it again on return. Only a caller holding s.handout may use it,
 // and only between steps where nothing it read under s.mu can change but
 // by appending to s.queue (pushes) or counting (duplicates).
@@ -458,9 +459,9 @@ func (s *Server) saveEnvs(ctx context.Context) error {
 	return s.st.put(ctx, "envs", b)
 }
 
-// release moves from env's buffer to the queue groups whose sizes sum to
-// the env's group size, recording the release; it reports whether it
-// released any. The caller holds s.mu.
+// release queues buffered groups of env whose sizes sum to its group size.
+// It records the release and reports whether it released any. The caller
+// holds s.mu.
 func (s *Server) release(ctx context.Context, env int) bool {
 	buf := s.buffer[env]
 	sizes := make([]int, len(buf))
