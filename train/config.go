@@ -354,6 +354,10 @@ func (c Config) validateReward(v *violations) {
 	if c.Mode != ModeRoute {
 		v.bad("reward_kind", "%s goes with mode %s, not %s", c.RewardKind, ModeRoute, c.Mode)
 	}
+	if c.Credit == reward.CreditStep {
+		// Step credit's charge per wrong answer is stated on the world's reward.
+		v.bad("reward_kind", "%s does not go with credit %q, which charges the world's reward", c.RewardKind, reward.CreditStep)
+	}
 	if _, err := c.trainingReward(); err != nil {
 		v.bad("cost_reward", "%v", err)
 	}

@@ -154,9 +154,10 @@ func (m routeMode) source(_ context.Context, cfg rl.Config) (rl.Source, error) {
 		s.roles = append(s.roles, trainedRole{RoleSubagent, r.solverP.Config.Context})
 	}
 	s.credit = r.cfg.roleCredit()
-	s.scorer = r.cfg.trainScorer()
+	sc := r.cfg.trainScorer()
+	s.scorer = sc
 	if r.cfg.Credit == reward.CreditStep {
-		s.scorer = stepScorer{r.cfg.trainScorer()}
+		s.scorer = stepScorer{sc}
 	}
 	return s, nil
 }

@@ -129,3 +129,14 @@ func TestConfigCreditStep(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigCreditStepRefusesCostRewards: step credit charges the world's
+// reward, so a cost-aware training reward is refused beside it.
+func TestConfigCreditStepRefusesCostRewards(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Credit, cfg.RewardKind = reward.CreditStep, reward.KindCriticalPath
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), `critical_path does not go with credit "step"`) {
+		t.Errorf("Validate: %v, want the reward kind refused beside step credit", err)
+	}
+}
