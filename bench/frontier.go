@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 
+	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
@@ -67,10 +68,30 @@ func (rep *Report) Frontier(strong, weak string) (*Frontier, error) {
 		strong, weak = rep.Strong, rep.Weak
 	}
 	f := &Frontier{Tasks: rep.Tasks, Pareto: []FrontierPoint{}}
-	failed := map[string]bool{}
-	known := map[string]bool{}
-	for i := range rep.Rows {
-		r := &rep.Rows[i]
+	known, failed := f.addArms(rep.Rows)
+	for _, name := range []string{strong, weak} {
+		if name != "" && !known[name] {
+			return nil, fmt.Errorf("frontier: no arm %q", name)
+		}
+	}
+	if strong != "" && strong == weak {
+		return nil, fmt.Errorf("frontier: arm %q is both strong and weak", strong)
+	}
+	f.markPareto()
+	if strong == "" || weak == "" || failed[strong] || failed[weak] {
+		return f, nil
+	}
+	f.addMix(strong, weak)
+	f.Oracle = oracle(rep.items[strong], rep.items[weak])
+	return f, nil
+}
+
+// addArms adds the arms of rows that can be drawn and names the others in
+// LeftOut. It returns every arm's name and those that failed.
+func (f *Frontier) addArms(rows []Row) (known, failed map[string]bool) {
+	known, failed = map[string]bool{}, map[string]bool{}
+	for i := range rows {
+		r := &rows[i]
 		if r.Oracle {
 			continue
 		}
@@ -86,14 +107,12 @@ func (rep *Report) Frontier(strong, weak string) (*Frontier, error) {
 		}
 		f.Arms = append(f.Arms, FrontierPoint{Name: r.Arm, Dollars: r.Dollars, Accuracy: r.Accuracy})
 	}
-	for _, name := range []string{strong, weak} {
-		if name != "" && !known[name] {
-			return nil, fmt.Errorf("frontier: no arm %q", name)
-		}
-	}
-	if strong != "" && strong == weak {
-		return nil, fmt.Errorf("frontier: arm %q is both strong and weak", strong)
-	}
+	return known, failed
+}
+
+// markPareto marks the arms that no other arm dominates and lists them in
+// Pareto, by dollars then accuracy.
+func (f *Frontier) markPareto() {
 	for i := range f.Arms {
 		p := &f.Arms[i]
 		p.Pareto = true
@@ -111,9 +130,10 @@ func (rep *Report) Frontier(strong, weak string) (*Frontier, error) {
 		a, b := f.Pareto[i], f.Pareto[j]
 		return a.Dollars < b.Dollars || a.Dollars == b.Dollars && a.Accuracy < b.Accuracy
 	})
-	if strong == "" || weak == "" || failed[strong] || failed[weak] {
-		return f, nil
-	}
+}
+
+// addMix sets Strong and Weak and the mixing line from weak to strong.
+func (f *Frontier) addMix(strong, weak string) {
 	f.Strong, f.Weak = strong, weak
 	var s, w FrontierPoint
 	for _, p := range f.Arms {
@@ -126,30 +146,34 @@ func (rep *Report) Frontier(strong, weak string) (*Frontier, error) {
 	}
 	s.Pareto, w.Pareto = false, false
 	f.Mix = []FrontierPoint{w, s}
-	si, wi := rep.items[strong], rep.items[weak]
-	if len(si) == 0 || len(si) != len(wi) {
-		return f, nil // a report built without Summarize has no items
+}
+
+// oracle is the point of routing each item to the cheaper of strong and
+// weak that is right, or the cheaper of the two when neither is. It is nil
+// without paired items: a report built without Summarize has none.
+func oracle(strong, weak []itemResult) *FrontierPoint {
+	if len(strong) == 0 || len(strong) != len(weak) {
+		return nil
 	}
 	var dollars float64
 	right := 0
-	for i := range si {
-		pick := si[i]
+	for i := range strong {
+		pick := strong[i]
 		switch {
-		case si[i].Correct && wi[i].Correct, !si[i].Correct && !wi[i].Correct:
-			if wi[i].Dollars <= si[i].Dollars {
-				pick = wi[i]
+		case strong[i].Correct == weak[i].Correct:
+			if weak[i].Dollars <= strong[i].Dollars {
+				pick = weak[i]
 			}
-		case wi[i].Correct:
-			pick = wi[i]
+		case weak[i].Correct:
+			pick = weak[i]
 		}
 		dollars += pick.Dollars
 		if pick.Correct {
 			right++
 		}
 	}
-	n := float64(len(si))
-	f.Oracle = &FrontierPoint{Name: "oracle", Dollars: dollars / n, Accuracy: float64(right) / n}
-	return f, nil
+	n := float64(len(strong))
+	return &FrontierPoint{Name: "oracle", Dollars: dollars / n, Accuracy: float64(right) / n}
 }
 
 // MixAt is the mixing line at p: the expected point of sending a share p of the items to strong.
@@ -177,61 +201,12 @@ func (rep *Report) PlotFrontier(path, strong, weak string) error {
 		return fmt.Errorf("plot %s: %w", path, err)
 	}
 	p, _ := NewPlot(fmt.Sprintf("Accuracy against cost, Pareto frontier (n = %d tasks)", rep.Tasks), "dollars per item", "accuracy, %")
-	maxX := 0.0
-	if len(f.Pareto) > 1 {
-		line, err := plotter.NewLine(frontierXYs(f.Pareto))
-		if err != nil {
-			return fmt.Errorf("plot %s: %w", path, err)
-		}
-		line.LineStyle.Width = vg.Points(1.5)
-		line.LineStyle.Color = color.Gray{Y: 0x30}
-		p.Add(line)
-		p.Legend.Add("Pareto frontier", line)
+	if err := drawFrontierLines(p, f); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
 	}
-	if len(f.Mix) == 2 {
-		line, err := plotter.NewLine(frontierXYs(f.Mix))
-		if err != nil {
-			return fmt.Errorf("plot %s: %w", path, err)
-		}
-		line.LineStyle.Width = vg.Points(1.2)
-		line.LineStyle.Color = color.Gray{Y: 0x80}
-		line.LineStyle.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-		p.Add(line)
-		p.Legend.Add(fmt.Sprintf("random mixing %s–%s", f.Weak, f.Strong), line)
-	}
-	for i, a := range f.Arms {
-		sc, err := plotter.NewScatter(frontierXYs([]FrontierPoint{a}))
-		if err != nil {
-			return fmt.Errorf("plot %s arm %q: %w", path, a.Name, err)
-		}
-		sc.GlyphStyle.Color = plotutil.Color(i)
-		sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = vg.Points(4.5), costGlyphs[i%len(costGlyphs)]
-		p.Add(sc)
-		name := a.Name
-		if a.Pareto {
-			name += " (frontier)"
-		}
-		p.Legend.Add(name, sc)
-		maxX = math.Max(maxX, a.Dollars)
-	}
-	if o := f.Oracle; o != nil {
-		sc, err := plotter.NewScatter(frontierXYs([]FrontierPoint{*o}))
-		if err != nil {
-			return fmt.Errorf("plot %s: oracle: %w", path, err)
-		}
-		sc.GlyphStyle.Color = color.Gray{Y: 0x40}
-		sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = vg.Points(5), draw.RingGlyph{}
-		p.Add(sc)
-		p.Legend.Add(fmt.Sprintf("oracle %s/%s: the cheaper right one", f.Weak, f.Strong), sc)
-		maxX = math.Max(maxX, o.Dollars)
-	}
-	if labels := frontierLabels(f.Arms); len(labels.Labels) > 0 {
-		l, err := plotter.NewLabels(labels)
-		if err != nil {
-			return fmt.Errorf("plot %s: %w", path, err)
-		}
-		l.Offset = vg.Point{X: vg.Points(6), Y: vg.Points(4)}
-		p.Add(l)
+	maxX, err := drawFrontierPoints(p, f, path)
+	if err != nil {
+		return err
 	}
 	for _, why := range f.LeftOut {
 		p.Legend.Add("not drawn: " + why)
@@ -249,6 +224,73 @@ func (rep *Report) PlotFrontier(path, strong, weak string) error {
 	p.Y.Tick.Marker = percentTicks
 	p.Legend.ThumbnailWidth = vg.Points(14)
 	return SavePlot(p, 7.5*vg.Inch, 4.5*vg.Inch, LegendRight, path)
+}
+
+// drawFrontierLines draws the Pareto frontier, when it joins two arms or
+// more, and the dashed line of random mixing.
+func drawFrontierLines(p *plot.Plot, f *Frontier) error {
+	if len(f.Pareto) > 1 {
+		line, err := plotter.NewLine(frontierXYs(f.Pareto))
+		if err != nil {
+			return err
+		}
+		line.LineStyle.Width = vg.Points(1.5)
+		line.LineStyle.Color = color.Gray{Y: 0x30}
+		p.Add(line)
+		p.Legend.Add("Pareto frontier", line)
+	}
+	if len(f.Mix) == 2 {
+		line, err := plotter.NewLine(frontierXYs(f.Mix))
+		if err != nil {
+			return err
+		}
+		line.LineStyle.Width = vg.Points(1.2)
+		line.LineStyle.Color = color.Gray{Y: 0x80}
+		line.LineStyle.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		p.Add(line)
+		p.Legend.Add(fmt.Sprintf("random mixing %s–%s", f.Weak, f.Strong), line)
+	}
+	return nil
+}
+
+// drawFrontierPoints draws every arm, the oracle and the arms' labels. It
+// returns the largest dollars drawn. Its errors name path.
+func drawFrontierPoints(p *plot.Plot, f *Frontier, path string) (maxX float64, err error) {
+	for i, a := range f.Arms {
+		sc, err := plotter.NewScatter(frontierXYs([]FrontierPoint{a}))
+		if err != nil {
+			return 0, fmt.Errorf("plot %s arm %q: %w", path, a.Name, err)
+		}
+		sc.GlyphStyle.Color = plotutil.Color(i)
+		sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = vg.Points(4.5), costGlyphs[i%len(costGlyphs)]
+		p.Add(sc)
+		name := a.Name
+		if a.Pareto {
+			name += " (frontier)"
+		}
+		p.Legend.Add(name, sc)
+		maxX = math.Max(maxX, a.Dollars)
+	}
+	if o := f.Oracle; o != nil {
+		sc, err := plotter.NewScatter(frontierXYs([]FrontierPoint{*o}))
+		if err != nil {
+			return 0, fmt.Errorf("plot %s: oracle: %w", path, err)
+		}
+		sc.GlyphStyle.Color = color.Gray{Y: 0x40}
+		sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = vg.Points(5), draw.RingGlyph{}
+		p.Add(sc)
+		p.Legend.Add(fmt.Sprintf("oracle %s/%s: the cheaper right one", f.Weak, f.Strong), sc)
+		maxX = math.Max(maxX, o.Dollars)
+	}
+	if labels := frontierLabels(f.Arms); len(labels.Labels) > 0 {
+		l, err := plotter.NewLabels(labels)
+		if err != nil {
+			return 0, fmt.Errorf("plot %s: %w", path, err)
+		}
+		l.Offset = vg.Point{X: vg.Points(6), Y: vg.Points(4)}
+		p.Add(l)
+	}
+	return maxX, nil
 }
 
 func frontierXYs(ps []FrontierPoint) plotter.XYs {

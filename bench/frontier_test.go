@@ -222,3 +222,33 @@ func TestCostOfPass(t *testing.T) {
 		})
 	}
 }
+
+// TestOracle checks the oracle's pick on each pairing of right and wrong,
+// and that it needs paired items.
+func TestOracle(t *testing.T) {
+	right := func(d float64) itemResult { return itemResult{Correct: true, Dollars: d} }
+	wrong := func(d float64) itemResult { return itemResult{Dollars: d} }
+	tests := []struct {
+		name         string
+		strong, weak []itemResult
+		want         *FrontierPoint
+	}{
+		{"both right: the cheaper", []itemResult{right(1)}, []itemResult{right(0.25)}, &FrontierPoint{Name: "oracle", Dollars: 0.25, Accuracy: 1}},
+		{"both right, strong cheaper", []itemResult{right(0.5)}, []itemResult{right(2)}, &FrontierPoint{Name: "oracle", Dollars: 0.5, Accuracy: 1}},
+		{"both right, a tie: weak", []itemResult{right(1)}, []itemResult{right(1)}, &FrontierPoint{Name: "oracle", Dollars: 1, Accuracy: 1}},
+		{"only strong right", []itemResult{right(1)}, []itemResult{wrong(0.25)}, &FrontierPoint{Name: "oracle", Dollars: 1, Accuracy: 1}},
+		{"only weak right", []itemResult{wrong(0.25)}, []itemResult{right(1)}, &FrontierPoint{Name: "oracle", Dollars: 1, Accuracy: 1}},
+		{"both wrong: the cheaper", []itemResult{wrong(0.5)}, []itemResult{wrong(2)}, &FrontierPoint{Name: "oracle", Dollars: 0.5, Accuracy: 0}},
+		{"mean over items", []itemResult{right(1), wrong(1)}, []itemResult{wrong(0), wrong(0)}, &FrontierPoint{Name: "oracle", Dollars: 0.5, Accuracy: 0.5}},
+		{"no items", nil, nil, nil},
+		{"unpaired", []itemResult{right(1)}, []itemResult{right(1), right(1)}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := oracle(tt.strong, tt.weak)
+			if (got == nil) != (tt.want == nil) || got != nil && *got != *tt.want {
+				t.Errorf("oracle = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
