@@ -284,102 +284,13 @@ func (t *Trainer) describe(step int, groups []Group) (*Metrics, error) {
 	cfg := t.cfg
 	m := &Metrics{Version: MetricsVersion, Step: step, Steps: cfg.Steps, Items: len(groups),
 		Estimator: string(cfg.Estimator), Norm: string(cfg.norm())}
-	scalars := map[string][2]float64{}
-	var rs []float64
-	var known, behind int
+	s := stepSums{scalars: map[string][2]float64{}}
 	for gi := range groups {
-		g := &groups[gi]
-		if g.Quarantined != "" {
-			m.QuarantinedGroups++
-			g.Rollouts = nil
-			continue
-		}
-		m.Groups++
-		m.FailedRollouts += g.Failed
-		if g.Failed > 0 && m.FirstFailure == "" {
-			m.FirstFailure = g.FirstFailure
-		}
-		switch {
-		case g.Staleness < 0:
-			m.UnknownVersion++
-		default:
-			known++
-			behind += g.Staleness
-			m.StalenessMax = max(m.StalenessMax, g.Staleness)
-			for len(m.StalenessGroups) <= g.Staleness {
-				m.StalenessGroups = append(m.StalenessGroups, 0)
-			}
-			m.StalenessGroups[g.Staleness]++
-		}
-		var rewards []float64
-		has := 0
-		for _, r := range g.Rollouts {
-			if math.IsNaN(r.Reward) || math.IsInf(r.Reward, 0) || math.IsNaN(r.Advantage) || math.IsInf(r.Advantage, 0) {
-				return nil, fmt.Errorf("step %d: group %d: a reward or advantage is not finite", step, gi)
-			}
-			if r.EpisodeAdvantages != nil {
-				if len(r.EpisodeAdvantages) != len(r.Episodes) || !r.HasAdvantage {
-					return nil, fmt.Errorf("step %d: group %d: %d episode advantages for %d episodes (with HasAdvantage %v): want one per episode, given", step, gi, len(r.EpisodeAdvantages), len(r.Episodes), r.HasAdvantage)
-				}
-				for _, a := range r.EpisodeAdvantages {
-					if math.IsNaN(a) || math.IsInf(a, 0) {
-						return nil, fmt.Errorf("step %d: group %d: an episode advantage is not finite", step, gi)
-					}
-				}
-			}
-			rewards = append(rewards, r.Reward)
-			if r.HasAdvantage {
-				has++
-			}
-			if r.Correct {
-				m.Accuracy++
-			}
-			if r.Delegated {
-				m.DelegationRate++
-			}
-			for k, v := range r.Scalars {
-				if math.IsNaN(v) || math.IsInf(v, 0) {
-					return nil, fmt.Errorf("step %d: group %d: metric %q is %v", step, gi, k, v)
-				}
-				a := scalars[k]
-				scalars[k] = [2]float64{a[0] + v, a[1] + 1}
-			}
-			for _, e := range r.Episodes {
-				m.PolicyTokens += e.Generated()
-				m.Sequences += e.Calls
-				if e.Len() >= t.l.policy.Config.Context {
-					return nil, fmt.Errorf("step %d: group %d: sequence %s of %d tokens exceeds the context of %d", step, gi, e.Node, e.Len()+1, t.l.policy.Config.Context)
-				}
-			}
-		}
-		m.Rollouts += len(g.Rollouts) + g.Failed
-		rs = append(rs, rewards...)
-		switch {
-		case len(g.Rollouts) == 0:
-			m.FailedGroups++
-		case has == len(g.Rollouts):
-			if allZero(g.Rollouts) {
-				m.DegenerateGroups++
-			}
-		case has > 0:
-			return nil, fmt.Errorf("step %d: group %d: %d of %d rollouts carry an advantage; all or none must", step, gi, has, len(g.Rollouts))
-		case cfg.Estimator == reward.RLOO && len(g.Rollouts) < 2:
-			m.FailedGroups++
-			g.Rollouts = nil
-		default:
-			grp, err := reward.NewGroup(cfg.Estimator, rewards)
-			if err != nil {
-				return nil, fmt.Errorf("step %d: group %d: %w", step, gi, err)
-			}
-			if grp.Degenerate {
-				m.DegenerateGroups++
-			}
-			for j := range g.Rollouts {
-				g.Rollouts[j].Advantage, g.Rollouts[j].HasAdvantage = grp.Advantages[j], true
-			}
+		if err := t.describeGroup(m, &s, &groups[gi]); err != nil {
+			return nil, fmt.Errorf("step %d: group %d: %w", step, gi, err)
 		}
 	}
-	if len(rs) == 0 {
+	if len(s.rewards) == 0 {
 		if m.QuarantinedGroups > 0 {
 			return m, nil // nothing to train: the step is skipped
 		}
@@ -388,25 +299,166 @@ func (t *Trainer) describe(step int, groups []Group) (*Metrics, error) {
 		}
 		return nil, fmt.Errorf("step %d: the source gave no rollouts", step)
 	}
-	if known > 0 {
-		m.StalenessMean = float64(behind) / float64(known)
+	s.means(m)
+	return m, nil
+}
+
+// stepSums gathers over a step's groups what its metrics average.
+type stepSums struct {
+	rewards []float64
+	// scalars holds each named scalar's sum and count.
+	scalars map[string][2]float64
+	// known counts the groups of known staleness; behind sums their staleness.
+	known, behind int
+}
+
+// describeGroup counts one group in m and s, checks its rollouts and
+// gives them advantages when the source did not.
+func (t *Trainer) describeGroup(m *Metrics, s *stepSums, g *Group) error {
+	if g.Quarantined != "" {
+		m.QuarantinedGroups++
+		g.Rollouts = nil
+		return nil
 	}
-	for _, r := range rs {
+	m.Groups++
+	m.FailedRollouts += g.Failed
+	if g.Failed > 0 && m.FirstFailure == "" {
+		m.FirstFailure = g.FirstFailure
+	}
+	s.countStaleness(m, g.Staleness)
+	var rewards []float64
+	has := 0
+	for _, r := range g.Rollouts {
+		if err := checkRollout(r, t.l.policy.Config.Context); err != nil {
+			return err
+		}
+		rewards = append(rewards, r.Reward)
+		if r.HasAdvantage {
+			has++
+		}
+		s.countRollout(m, r)
+	}
+	m.Rollouts += len(g.Rollouts) + g.Failed
+	s.rewards = append(s.rewards, rewards...)
+	return t.advantages(m, g, rewards, has)
+}
+
+// countStaleness counts a group's staleness: unknown when negative, else
+// in the histogram and the mean's sums.
+func (s *stepSums) countStaleness(m *Metrics, staleness int) {
+	if staleness < 0 {
+		m.UnknownVersion++
+		return
+	}
+	s.known++
+	s.behind += staleness
+	m.StalenessMax = max(m.StalenessMax, staleness)
+	for len(m.StalenessGroups) <= staleness {
+		m.StalenessGroups = append(m.StalenessGroups, 0)
+	}
+	m.StalenessGroups[staleness]++
+}
+
+// checkRollout refuses a rollout whose reward, advantages or scalars are
+// not finite, or one with a sequence that does not fit window, the
+// policy's context.
+func checkRollout(r ScoredRollout, window int) error {
+	if math.IsNaN(r.Reward) || math.IsInf(r.Reward, 0) || math.IsNaN(r.Advantage) || math.IsInf(r.Advantage, 0) {
+		return errors.New("a reward or advantage is not finite")
+	}
+	if r.EpisodeAdvantages != nil {
+		if len(r.EpisodeAdvantages) != len(r.Episodes) || !r.HasAdvantage {
+			return fmt.Errorf("%d episode advantages for %d episodes (with HasAdvantage %v): want one per episode, given", len(r.EpisodeAdvantages), len(r.Episodes), r.HasAdvantage)
+		}
+		for _, a := range r.EpisodeAdvantages {
+			if math.IsNaN(a) || math.IsInf(a, 0) {
+				return errors.New("an episode advantage is not finite")
+			}
+		}
+	}
+	for k, v := range r.Scalars {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("metric %q is %v", k, v)
+		}
+	}
+	for _, e := range r.Episodes {
+		if e.Len() >= window {
+			return fmt.Errorf("sequence %s of %d tokens exceeds the context of %d", e.Node, e.Len()+1, window)
+		}
+	}
+	return nil
+}
+
+// countRollout adds a checked rollout to the step's counts and sums.
+func (s *stepSums) countRollout(m *Metrics, r ScoredRollout) {
+	if r.Correct {
+		m.Accuracy++
+	}
+	if r.Delegated {
+		m.DelegationRate++
+	}
+	for k, v := range r.Scalars {
+		a := s.scalars[k]
+		s.scalars[k] = [2]float64{a[0] + v, a[1] + 1}
+	}
+	for _, e := range r.Episodes {
+		m.PolicyTokens += e.Generated()
+		m.Sequences += e.Calls
+	}
+}
+
+// advantages counts a group that trains nothing or nothing new, refuses
+// one where only some rollouts carry an advantage, and otherwise gives
+// the rollouts the estimator's advantages of rewards.
+func (t *Trainer) advantages(m *Metrics, g *Group, rewards []float64, has int) error {
+	switch {
+	case len(g.Rollouts) == 0:
+		m.FailedGroups++
+	case has == len(g.Rollouts):
+		if allZero(g.Rollouts) {
+			m.DegenerateGroups++
+		}
+	case has > 0:
+		return fmt.Errorf("%d of %d rollouts carry an advantage; all or none must", has, len(g.Rollouts))
+	case t.cfg.Estimator == reward.RLOO && len(g.Rollouts) < 2:
+		m.FailedGroups++
+		g.Rollouts = nil
+	default:
+		grp, err := reward.NewGroup(t.cfg.Estimator, rewards)
+		if err != nil {
+			return err
+		}
+		if grp.Degenerate {
+			m.DegenerateGroups++
+		}
+		for j := range g.Rollouts {
+			g.Rollouts[j].Advantage, g.Rollouts[j].HasAdvantage = grp.Advantages[j], true
+		}
+	}
+	return nil
+}
+
+// means turns the step's sums into its means: reward, accuracy,
+// delegation rate, tokens, staleness and the named scalars.
+func (s *stepSums) means(m *Metrics) {
+	if s.known > 0 {
+		m.StalenessMean = float64(s.behind) / float64(s.known)
+	}
+	for _, r := range s.rewards {
 		m.Reward += r
 	}
-	good := float64(len(rs))
+	good := float64(len(s.rewards))
 	m.Reward /= good
 	m.Accuracy /= good
 	m.DelegationRate /= good
 	m.PolicyTokensMean = float64(m.PolicyTokens) / good
-	m.RewardStd = stddev(rs)
-	if len(scalars) > 0 {
-		m.Scalars = make(map[string]float64, len(scalars))
-		for k, a := range scalars {
+	m.RewardStd = stddev(s.rewards)
+	if len(s.scalars) > 0 {
+		m.Scalars = make(map[string]float64, len(s.scalars))
+		for k, a := range s.scalars {
 			m.Scalars[k] = a[0] / a[1]
 		}
 	}
-	return m, nil
 }
 
 // allZero reports whether every rollout's advantage is zero.
