@@ -143,46 +143,104 @@ func (l *live) fetch(ctx context.Context, sv LiveServer, path string) (int, []by
 // poll reads one server's /health and /metrics and adds a point.
 func (l *live) poll(ctx context.Context, i int, sv LiveServer) {
 	now := time.Now()
-	var errs []error
-	hpath := "/health"
-	hstatus, health, err := l.fetch(ctx, sv, hpath)
-	if err == nil && hstatus == http.StatusNotFound {
-		// The trajectory API answers /status, in Atropos's shape, instead.
-		hpath = "/status"
-		hstatus, health, err = l.fetch(ctx, sv, hpath)
-	}
-	if err != nil {
-		errs = append(errs, err)
-	} else if hstatus != http.StatusOK {
-		errs = append(errs, fmt.Errorf("%s %s: HTTP %d", sv.Name, hpath, hstatus))
-	}
-	mstatus, text, err := l.fetch(ctx, sv, "/metrics")
-	var fams map[string]*dto.MetricFamily
-	switch {
-	case err != nil:
-		errs = append(errs, err)
-	case mstatus == http.StatusOK:
-		p := expfmt.NewTextParser(model.UTF8Validation)
-		if fams, err = p.TextToMetricFamilies(strings.NewReader(string(text))); err != nil {
-			errs = append(errs, fmt.Errorf("%s /metrics: %w", sv.Name, err))
-		}
-	case mstatus != http.StatusNotFound:
-		// Not found is a server without metrics, as an environment is;
-		// anything else, such as a refused token, is worth saying.
-		errs = append(errs, fmt.Errorf("%s /metrics: HTTP %d", sv.Name, mstatus))
-	}
+	hpath, hstatus, health, herr := l.fetchHealth(ctx, sv)
+	mstatus, fams, merr := l.fetchMetrics(ctx, sv)
 	if ctx.Err() != nil {
 		return
 	}
-	pt := LivePoint{Server: i, Time: now.UTC().Format(time.RFC3339Nano), Up: hstatus == http.StatusOK}
-	metrics := []Metric{}
-	var queue, sessions, requests *float64
-	add := func(p **float64, v float64) {
-		if *p == nil {
-			*p = new(float64)
+	metrics, c := sumMetrics(fams)
+	unit := c.fromHealth(hstatus, health)
+	pt := LivePoint{Server: i, Time: now.UTC().Format(time.RFC3339Nano), Up: hstatus == http.StatusOK, Queue: c.queue, Sessions: c.sessions}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if prev := l.requests[i]; prev != nil && c.requests != nil && *c.requests >= *prev {
+		if dt := now.Sub(l.at[i]).Seconds(); dt > 0 {
+			v := (*c.requests - *prev) / dt
+			pt.Throughput = &v
 		}
-		**p += v
 	}
+	l.requests[i], l.at[i] = c.requests, now
+	if c.requests != nil {
+		l.states[i].Throughput = unit + " a second"
+	}
+	l.seq++
+	pt.Seq = l.seq
+	st := l.states[i]
+	st.Up, st.HealthPath, st.HealthStatus, st.MetricsStatus, st.Metrics = pt.Up, hpath, hstatus, mstatus, metrics
+	st.Health = nil
+	if json.Valid(health) {
+		st.Health = health
+	}
+	st.Error = ""
+	if err := errors.Join(herr, merr); err != nil {
+		st.Error = err.Error()
+	}
+	st.Points = append(st.Points, pt)
+	if len(st.Points) > maxLivePoints {
+		st.Points = append(st.Points[:0:0], st.Points[len(st.Points)-maxLivePoints:]...)
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// fetchHealth reads the server's /health, or /status where /health is not
+// found. It returns the path read, the answer and what went wrong.
+func (l *live) fetchHealth(ctx context.Context, sv LiveServer) (path string, status int, body []byte, err error) {
+	path = "/health"
+	status, body, err = l.fetch(ctx, sv, path)
+	if err == nil && status == http.StatusNotFound {
+		// The trajectory API answers /status, in Atropos's shape, instead.
+		path = "/status"
+		status, body, err = l.fetch(ctx, sv, path)
+	}
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("%s %s: HTTP %d", sv.Name, path, status)
+	}
+	return path, status, body, err
+}
+
+// fetchMetrics reads and parses the server's /metrics. A server without
+// metrics answers not found, which is no error.
+func (l *live) fetchMetrics(ctx context.Context, sv LiveServer) (int, map[string]*dto.MetricFamily, error) {
+	status, text, err := l.fetch(ctx, sv, "/metrics")
+	switch {
+	case err != nil:
+		return status, nil, err
+	case status == http.StatusOK:
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(strings.NewReader(string(text)))
+		if err != nil {
+			return status, fams, fmt.Errorf("%s /metrics: %w", sv.Name, err)
+		}
+		return status, fams, nil
+	case status != http.StatusNotFound:
+		// Not found is a server without metrics, as an environment is;
+		// anything else, such as a refused token, is worth saying.
+		return status, nil, fmt.Errorf("%s /metrics: HTTP %d", sv.Name, status)
+	}
+	return status, nil, nil
+}
+
+// liveCounts are the figures a point plots. Each is nil when the server
+// reports none.
+type liveCounts struct {
+	queue, sessions, requests *float64
+}
+
+// addCount adds v to *p, which starts at 0 when nil.
+func addCount(p **float64, v float64) {
+	if *p == nil {
+		*p = new(float64)
+	}
+	**p += v
+}
+
+// sumMetrics sums each metric family's series, by name. It also sums the
+// families that count the queue, the sessions and the requests.
+func sumMetrics(fams map[string]*dto.MetricFamily) ([]Metric, liveCounts) {
+	metrics := []Metric{}
+	var c liveCounts
 	for _, name := range sortedKeys(fams) {
 		f := fams[name]
 		m := Metric{Name: name, Type: strings.ToLower(f.GetType().String())}
@@ -203,65 +261,43 @@ func (l *live) poll(ctx context.Context, i int, sv LiveServer) {
 		metrics = append(metrics, m)
 		switch {
 		case f.GetType() == dto.MetricType_GAUGE && strings.Contains(name, "queue"):
-			add(&queue, m.Value)
+			addCount(&c.queue, m.Value)
 		case f.GetType() == dto.MetricType_GAUGE && strings.Contains(name, "session"):
-			add(&sessions, m.Value)
+			addCount(&c.sessions, m.Value)
 		case f.GetType() == dto.MetricType_COUNTER && strings.HasSuffix(name, "http_requests_total"),
 			f.GetType() == dto.MetricType_HISTOGRAM && strings.HasSuffix(name, "request_duration_seconds"):
-			add(&requests, m.Value)
+			addCount(&c.requests, m.Value)
 		}
 	}
+	return metrics, c
+}
+
+// fromHealth takes from a health answer of status what the metrics did
+// not give: a gateway's sessions and the trajectory API's queue. It
+// returns what the requests count: requests, or a gateway's finished
+// sessions.
+func (c *liveCounts) fromHealth(status int, health []byte) (unit string) {
 	var h struct {
 		LiveSessions *float64           `json:"live_sessions"` // a gateway's
 		Sessions     map[string]float64 `json:"sessions"`      // a gateway's, by status
 		QueueSize    *float64           `json:"queue_size"`    // the trajectory API's
 	}
-	unit := "requests"
-	if hstatus == http.StatusOK && json.Unmarshal(health, &h) == nil {
-		if h.LiveSessions != nil {
-			sessions = h.LiveSessions
-		}
-		if h.Sessions != nil && requests == nil {
-			// A gateway serves no /metrics: count its finished sessions.
-			f := h.Sessions["finished"]
-			requests, unit = &f, "finished sessions"
-		}
-		if h.QueueSize != nil && queue == nil {
-			queue = h.QueueSize
-		}
+	unit = "requests"
+	if status != http.StatusOK || json.Unmarshal(health, &h) != nil {
+		return unit
 	}
-	pt.Queue, pt.Sessions = queue, sessions
-
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if prev := l.requests[i]; prev != nil && requests != nil && *requests >= *prev {
-		if dt := now.Sub(l.at[i]).Seconds(); dt > 0 {
-			v := (*requests - *prev) / dt
-			pt.Throughput = &v
-		}
+	if h.LiveSessions != nil {
+		c.sessions = h.LiveSessions
 	}
-	l.requests[i], l.at[i] = requests, now
-	if requests != nil {
-		l.states[i].Throughput = unit + " a second"
+	if h.Sessions != nil && c.requests == nil {
+		// A gateway serves no /metrics: count its finished sessions.
+		f := h.Sessions["finished"]
+		c.requests, unit = &f, "finished sessions"
 	}
-	l.seq++
-	pt.Seq = l.seq
-	st := l.states[i]
-	st.Up, st.HealthPath, st.HealthStatus, st.MetricsStatus, st.Metrics = pt.Up, hpath, hstatus, mstatus, metrics
-	st.Health = nil
-	if json.Valid(health) {
-		st.Health = health
+	if h.QueueSize != nil && c.queue == nil {
+		c.queue = h.QueueSize
 	}
-	st.Error = ""
-	if err := errors.Join(errs...); err != nil {
-		st.Error = err.Error()
-	}
-	st.Points = append(st.Points, pt)
-	if len(st.Points) > maxLivePoints {
-		st.Points = append(st.Points[:0:0], st.Points[len(st.Points)-maxLivePoints:]...)
-	}
-	close(l.changed)
-	l.changed = make(chan struct{})
+	return unit
 }
 
 // snapshot copies the states.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -294,5 +295,44 @@ func TestLiveWrongToken(t *testing.T) {
 	st := got.Servers[0]
 	if st.Up || !strings.Contains(st.Error, "HTTP 401") {
 		t.Errorf("up %v, error %q; want down with HTTP 401", st.Up, st.Error)
+	}
+}
+
+// TestLiveCountsFromHealth checks which figures a health answer supplies:
+// a gateway's live sessions always, its finished sessions and the API's
+// queue only where /metrics gave none.
+func TestLiveCountsFromHealth(t *testing.T) {
+	num := func(v float64) *float64 { return &v }
+	str := func(p *float64) string {
+		if p == nil {
+			return "null"
+		}
+		return fmt.Sprint(*p)
+	}
+	tests := []struct {
+		name                      string
+		metrics                   liveCounts
+		status                    int
+		health                    string
+		queue, sessions, requests string
+		unit                      string
+	}{
+		{"gateway", liveCounts{}, http.StatusOK, `{"live_sessions": 2, "sessions": {"finished": 5}}`, "null", "2", "5", "finished sessions"},
+		{"live sessions over gauges", liveCounts{sessions: num(7), requests: num(3)}, http.StatusOK, `{"live_sessions": 2, "sessions": {"finished": 5}}`, "null", "2", "3", "requests"},
+		{"api queue", liveCounts{}, http.StatusOK, `{"queue_size": 4}`, "4", "null", "null", "requests"},
+		{"queue gauge first", liveCounts{queue: num(1)}, http.StatusOK, `{"queue_size": 4}`, "1", "null", "null", "requests"},
+		{"health down", liveCounts{}, http.StatusServiceUnavailable, `{"queue_size": 4}`, "null", "null", "null", "requests"},
+		{"not JSON", liveCounts{queue: num(1)}, http.StatusOK, `ok`, "1", "null", "null", "requests"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tt.metrics
+			unit := c.fromHealth(tt.status, []byte(tt.health))
+			got := []string{str(c.queue), str(c.sessions), str(c.requests), unit}
+			want := []string{tt.queue, tt.sessions, tt.requests, tt.unit}
+			if !slices.Equal(got, want) {
+				t.Errorf("queue, sessions, requests, unit: got %q, want %q", got, want)
+			}
+		})
 	}
 }
