@@ -35,7 +35,8 @@ func TestFromAPIQuarantinesBadGroups(t *testing.T) {
 
 	// An Atropos-style trainer registered the run first, without a
 	// vocab_size: the API cannot check the ids.
-	first := &atropos.TrainerClient{Client: atropos.Client{URL: hs.URL}}
+	first := atropos.DefaultTrainerClient()
+	first.URL = hs.URL
 	if err := first.Register(ctx, atropos.Registration{BatchSize: 4, MaxTokenLen: 1024, NumSteps: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -43,12 +44,14 @@ func TestFromAPIQuarantinesBadGroups(t *testing.T) {
 	cfg := tinyConfig(t)
 	cfg.RL.GroupSize, cfg.RL.ItemsPerStep, cfg.RL.Steps = 2, 2, 2
 	cfg.RL.Schedule.Total = 2
-	trainer := &atropos.TrainerClient{Client: atropos.Client{URL: hs.URL}, Poll: 10 * time.Millisecond}
+	trainer := atropos.DefaultTrainerClient()
+	trainer.URL, trainer.Poll = hs.URL, 10*time.Millisecond
 	done := make(chan error, 1)
-	go func() { done <- FromAPI(ctx, cfg, trainer, nil) }()
+	go func() { done <- FromAPI(ctx, cfg, &trainer, nil) }()
 
-	env := &atropos.EnvClient{Client: atropos.Client{URL: hs.URL}, Poll: 10 * time.Millisecond,
-		Env: atropos.RegisterEnv{MaxTokenLength: 1024, DesiredName: "e", Weight: 1, GroupSize: 2}}
+	env := atropos.DefaultEnvClient()
+	env.URL, env.Poll = hs.URL, 10*time.Millisecond
+	env.Env = atropos.RegisterEnv{MaxTokenLength: 1024, DesiredName: "e", Weight: 1, GroupSize: 2}
 	if err := env.Register(ctx); err != nil {
 		t.Fatal(err)
 	}

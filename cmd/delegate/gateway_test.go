@@ -201,7 +201,8 @@ func TestGatewayPush(t *testing.T) {
 	url := startAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	trainer := &atropos.TrainerClient{Client: atropos.Client{URL: url}, Poll: 20 * time.Millisecond}
+	trainer := atropos.DefaultTrainerClient()
+	trainer.URL, trainer.Poll = url, 20*time.Millisecond
 	// One group of two sessions, the solver's samples, is a batch.
 	if err := trainer.Register(ctx, atropos.Registration{BatchSize: 2, MaxTokenLen: 512, NumSteps: 10}); err != nil {
 		t.Fatal(err)

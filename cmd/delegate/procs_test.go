@@ -319,7 +319,9 @@ func checkDelivery(t *testing.T, out string, steps, groupsPerStep int) {
 			t.Errorf("group %q handed to the trainer %d times (written by an environment: %v); want once, and written", id, n, written[id])
 		}
 	}
-	st, err := (&atropos.TrainerClient{Client: atropos.Client{URL: url}}).Status(context.Background())
+	status := atropos.DefaultTrainerClient()
+	status.URL = url
+	st, err := status.Status(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,8 @@ func TestProcessPushesToTheTrajectoryAPI(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	trainer := &atropos.TrainerClient{Client: atropos.Client{URL: url}, Poll: 50 * time.Millisecond}
+	trainer := atropos.DefaultTrainerClient()
+	trainer.URL, trainer.Poll = url, 50*time.Millisecond
 	// One group of G=2 sequences per batch.
 	if err := trainer.Register(ctx, atropos.Registration{BatchSize: 2, MaxTokenLen: 512, NumSteps: 10}); err != nil {
 		t.Fatal(err)

@@ -645,7 +645,8 @@ func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, toke
 	// Each GET /batch is held by delegate's API until the batch is ready
 	// (up to 10 s, then asked again): the batch comes as the last group
 	// of it does. Atropos's server answers at once, and is polled.
-	client := &atropos.TrainerClient{Client: atropos.Client{URL: url, Token: token}, Poll: 20 * time.Millisecond, Wait: 10 * time.Second}
+	client := atropos.DefaultTrainerClient()
+	client.URL, client.Token, client.Poll, client.Wait = url, token, 20*time.Millisecond, 10*time.Second
 	progress := make(chan rl.Progress, 64)
 	done := make(chan struct{})
 	go func() {
@@ -667,7 +668,7 @@ func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, toke
 	}()
 	fmt.Fprintf(out, "train: pulling batches of %d sequences from %s; checkpoints in %s\n",
 		cfg.RL.ItemsPerStep*cfg.RL.GroupSize, url, rl.CheckpointDir(cfg.OutDir))
-	err := train.FromAPI(ctx, cfg, client, progress)
+	err := train.FromAPI(ctx, cfg, &client, progress)
 	close(progress)
 	<-done
 	if err != nil && ctx.Err() != nil {

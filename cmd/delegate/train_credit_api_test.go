@@ -85,8 +85,9 @@ strategy:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client := &atropos.TrainerClient{Client: atropos.Client{URL: url}, Poll: 50 * time.Millisecond}
-	src := &atropos.Source{Client: client, Estimator: reward.GRPO, Credit: reward.CreditRole,
+	client := atropos.DefaultTrainerClient()
+	client.URL, client.Poll = url, 50*time.Millisecond
+	src := &atropos.Source{Client: &client, Estimator: reward.GRPO, Credit: reward.CreditRole,
 		Vocab: p.Config.Vocab, Context: p.Config.Context, Quarantine: filepath.Join(dir, "quarantine.jsonl")}
 	compared, nonzero := 0, 0
 	for step := 1; step <= steps; step++ {

@@ -430,7 +430,8 @@ func measure(ctx context.Context, o options, kind string, bodies []*template, pr
 	r.rssStart = rss(pid)
 	cpu0 := cpuTime(pid)
 
-	tr := &atropos.TrainerClient{Client: atropos.Client{URL: url}, Poll: 20 * time.Millisecond}
+	tr := atropos.DefaultTrainerClient()
+	tr.URL, tr.Poll = url, 20*time.Millisecond
 	if err := tr.Register(ctx, atropos.Registration{BatchSize: o.batch, MaxTokenLen: o.tokens, NumSteps: 1 << 30, CheckpointDir: dir}); err != nil {
 		return r, err
 	}
@@ -445,8 +446,9 @@ func measure(ctx context.Context, o options, kind string, bodies []*template, pr
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ec := &atropos.EnvClient{Client: atropos.Client{URL: url, Plain: true}, Poll: 20 * time.Millisecond, MaxBatchesOffpolicy: o.offpolicy,
-				Env: atropos.RegisterEnv{MaxTokenLength: o.tokens, DesiredName: "perf", Weight: 1, GroupSize: o.groupSize}}
+			ec := atropos.DefaultEnvClient()
+			ec.URL, ec.Plain, ec.Poll, ec.MaxBatchesOffpolicy = url, true, 20*time.Millisecond, o.offpolicy
+			ec.Env = atropos.RegisterEnv{MaxTokenLength: o.tokens, DesiredName: "perf", Weight: 1, GroupSize: o.groupSize}
 			if err := ec.Register(lctx); err != nil {
 				errc <- err
 				return

@@ -19,7 +19,8 @@ import (
 )
 
 // Client is the HTTP plumbing shared by TrainerClient and EnvClient. Its
-// methods may run concurrently.
+// methods may run concurrently. Start from DefaultClient: a zero field
+// means zero.
 type Client struct {
 	// URL is the API's base URL, e.g. http://127.0.0.1:8000.
 	URL string
@@ -35,8 +36,24 @@ type Client struct {
 	Plain bool
 	// Retries is how many times a failed call is tried again. A call fails
 	// on a connection error or a 5xx. Backoff runs from 100ms to 5s.
-	// Default 8.
+	// 0 tries each call once.
 	Retries int
+}
+
+// DefaultClient returns the defaults: 8 retries. URL is left to set.
+func DefaultClient() Client {
+	return Client{Retries: 8}
+}
+
+// Validate reports the first invalid field, naming it.
+func (c *Client) Validate() error {
+	switch {
+	case c.URL == "":
+		return errors.New("atropos client: url is empty")
+	case c.Retries < 0:
+		return fmt.Errorf("atropos client: retries %d is negative", c.Retries)
+	}
+	return nil
 }
 
 var defaultHTTP = &http.Client{Timeout: 5 * time.Minute, CheckRedirect: edge.CheckRedirect}
@@ -61,13 +78,12 @@ const maxHint = 256 << 20
 // BaseEnv sends them. Retried calls are safe: pushes are deduplicated,
 // batches are re-fetched by step.
 func (c *Client) do(ctx context.Context, method, path string, in any, out any) error {
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
 	payload, gz, err := c.encode(in)
 	if err != nil {
 		return fmt.Errorf("%s %s: encode: %w", method, path, err)
-	}
-	retries := c.Retries
-	if retries == 0 {
-		retries = 8
 	}
 	hc := defaultHTTP
 	if c.HTTP != nil {
@@ -75,7 +91,7 @@ func (c *Client) do(ctx context.Context, method, path string, in any, out any) e
 	}
 	wait := 100 * time.Millisecond
 	var last error
-	for attempt := 0; attempt <= retries; attempt++ {
+	for attempt := 0; attempt <= c.Retries; attempt++ {
 		if attempt > 0 {
 			select {
 			case <-time.After(wait):
@@ -186,8 +202,9 @@ func readAnswer(resp *http.Response, out any) ([]byte, error) {
 }
 
 // TrainerClient is the trainer side, behaving like Atropos's example
-// trainer: register once, then poll GET /batch. Not safe for concurrent
-// use (it tracks the step).
+// trainer: register once, then poll GET /batch. It is not safe for
+// concurrent use, since it tracks the step. Start from
+// DefaultTrainerClient: a zero field means zero.
 type TrainerClient struct {
 	Client
 	// Last is the step of the last batch received; Next asks for Last+1.
@@ -195,7 +212,7 @@ type TrainerClient struct {
 	// checkpoint of step K sets it to K and gets K+1 again if it was
 	// already handed out.
 	Last int
-	// Poll is the wait between polls when no batch is ready. Default 1s.
+	// Poll is the wait between polls when no batch is ready. Above 0.
 	Poll time.Duration
 	// Wait, when positive, asks the server to hold each GET /batch until the
 	// batch is ready, for up to Wait. This is delegate's wait=S. The batch
@@ -204,6 +221,26 @@ type TrainerClient struct {
 	Wait time.Duration
 
 	lastSize int // bytes of the last batch answer: the next one's likely size
+}
+
+// DefaultTrainerClient returns the defaults: DefaultClient's, and a poll
+// every second without a wait. URL is left to set.
+func DefaultTrainerClient() TrainerClient {
+	return TrainerClient{Client: DefaultClient(), Poll: time.Second}
+}
+
+// Validate reports the first invalid field, naming it.
+func (c *TrainerClient) Validate() error {
+	if err := c.Client.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.Poll <= 0:
+		return fmt.Errorf("atropos trainer client: poll %v: want above 0", c.Poll)
+	case c.Wait < 0:
+		return fmt.Errorf("atropos trainer client: wait %v is negative", c.Wait)
+	}
+	return nil
 }
 
 // Register sends POST /register.
@@ -231,9 +268,8 @@ func (c *TrainerClient) Status(ctx context.Context) (Status, error) {
 // only the answer's head and tail, not the batch in between: the caller
 // decodes it (Next does, once).
 func (c *TrainerClient) NextRaw(ctx context.Context) (int, []byte, error) {
-	poll := c.Poll
-	if poll == 0 {
-		poll = time.Second
+	if err := c.Validate(); err != nil {
+		return 0, nil, err
 	}
 	for {
 		var raw []byte
@@ -265,7 +301,7 @@ func (c *TrainerClient) NextRaw(ctx context.Context) (int, []byte, error) {
 			continue // the server held the request: ask again at once
 		}
 		select {
-		case <-time.After(poll):
+		case <-time.After(c.Poll):
 		case <-ctx.Done():
 			return 0, nil, ctx.Err()
 		}
@@ -325,15 +361,16 @@ func (c *TrainerClient) Next(ctx context.Context) (Batch, error) {
 
 // EnvClient is the environment side, behaving like Atropos's BaseEnv. It
 // registers, waiting for the trainer to start, paces by GET /status-env
-// and pushes groups. Methods may run concurrently after Register.
+// and pushes groups. Methods may run concurrently after Register. Start
+// from DefaultEnvClient: a zero field means zero.
 type EnvClient struct {
 	Client
 	// Env is the registration sent by Register.
 	Env RegisterEnv
 	// MaxBatchesOffpolicy is BaseEnv's max_batches_offpolicy: Wait holds
-	// while the queue holds this many batches. Default 3.
+	// while the queue holds this many batches. At least 1.
 	MaxBatchesOffpolicy int
-	// Poll is the wait between tries. Default 1s.
+	// Poll is the wait between tries. Above 0.
 	Poll time.Duration
 
 	// Set by Register.
@@ -342,16 +379,32 @@ type EnvClient struct {
 	Start     RegisterEnvResponse
 }
 
-func (c *EnvClient) poll() time.Duration {
-	if c.Poll == 0 {
-		return time.Second
+// DefaultEnvClient returns BaseEnv's defaults: DefaultClient's, 3 batches
+// off-policy and a try every second. URL and Env are left to set.
+func DefaultEnvClient() EnvClient {
+	return EnvClient{Client: DefaultClient(), MaxBatchesOffpolicy: 3, Poll: time.Second}
+}
+
+// Validate reports the first invalid field, naming it.
+func (c *EnvClient) Validate() error {
+	if err := c.Client.Validate(); err != nil {
+		return err
 	}
-	return c.Poll
+	switch {
+	case c.MaxBatchesOffpolicy < 1:
+		return fmt.Errorf("atropos env client: max_batches_offpolicy %d: want at least 1", c.MaxBatchesOffpolicy)
+	case c.Poll <= 0:
+		return fmt.Errorf("atropos env client: poll %v: want above 0", c.Poll)
+	}
+	return nil
 }
 
 // Register sends POST /register-env until the trainer has started, then
 // reads the batch size from GET /info.
 func (c *EnvClient) Register(ctx context.Context) error {
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("register env %q: %w", c.Env.DesiredName, err)
+	}
 	for {
 		var resp RegisterEnvResponse
 		if err := c.do(ctx, http.MethodPost, "/register-env", c.Env, &resp); err != nil {
@@ -362,7 +415,7 @@ func (c *EnvClient) Register(ctx context.Context) error {
 			break
 		}
 		select {
-		case <-time.After(c.poll()):
+		case <-time.After(c.Poll):
 		case <-ctx.Done():
 			return fmt.Errorf("register env %q: %w (last status %q)", c.Env.DesiredName, ctx.Err(), resp.Status)
 		}
@@ -404,20 +457,19 @@ func seconds(d time.Duration) string {
 // queue_size * group_size >= max_batches_offpolicy * batch_size. It
 // returns the status that let it go (its current_step is the trainer's).
 func (c *EnvClient) Wait(ctx context.Context) (StatusEnv, error) {
-	off := c.MaxBatchesOffpolicy
-	if off == 0 {
-		off = 3
+	if err := c.Validate(); err != nil {
+		return StatusEnv{}, err
 	}
 	for {
 		st, err := c.Status(ctx)
 		if err != nil {
 			return StatusEnv{}, err
 		}
-		if st.QueueSize*c.Env.GroupSize < off*c.BatchSize {
+		if st.QueueSize*c.Env.GroupSize < c.MaxBatchesOffpolicy*c.BatchSize {
 			return st, nil
 		}
 		select {
-		case <-time.After(c.poll()):
+		case <-time.After(c.Poll):
 		case <-ctx.Done():
 			return StatusEnv{}, ctx.Err()
 		}

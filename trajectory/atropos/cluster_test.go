@@ -84,8 +84,10 @@ func TestClusterNodeLoss(t *testing.T) {
 	url := "http://" + ln.Addr().String()
 
 	const envs, groupsPerEnv, batchSize = 2, 30, 4
-	client := atropos.Client{URL: url, Retries: 40}
-	tr := &atropos.TrainerClient{Client: client, Poll: 5 * time.Millisecond}
+	client := atropos.DefaultClient()
+	client.URL, client.Retries = url, 40
+	tr := atropos.DefaultTrainerClient()
+	tr.Client, tr.Poll = client, 5*time.Millisecond
 	if err := tr.Register(ctx, atropos.Registration{BatchSize: batchSize, MaxTokenLen: 64, NumSteps: 100}); err != nil {
 		t.Fatal(err)
 	}
@@ -93,8 +95,9 @@ func TestClusterNodeLoss(t *testing.T) {
 	g, gctx := errgroup.WithContext(ctx)
 	for e := range envs {
 		g.Go(func() error {
-			ec := &atropos.EnvClient{Client: client, Poll: 5 * time.Millisecond,
-				Env: atropos.RegisterEnv{MaxTokenLength: 64, DesiredName: "c", Weight: 1, GroupSize: 2}}
+			ec := atropos.DefaultEnvClient()
+			ec.Client, ec.Poll = client, 5*time.Millisecond
+			ec.Env = atropos.RegisterEnv{MaxTokenLength: 64, DesiredName: "c", Weight: 1, GroupSize: 2}
 			if err := ec.Register(gctx); err != nil {
 				return err
 			}
@@ -109,7 +112,7 @@ func TestClusterNodeLoss(t *testing.T) {
 			return nil
 		})
 	}
-	g.Go(func() error { return l.drain(gctx, tr, envs*groupsPerEnv) })
+	g.Go(func() error { return l.drain(gctx, &tr, envs*groupsPerEnv) })
 	l.waitAcked(envs * groupsPerEnv / 3)
 	embs[0].Shutdown() // the node the API connected to first
 	stopped[0] = true

@@ -145,9 +145,12 @@ func TestCrashRecovery(t *testing.T) {
 	defer cancel()
 	const envs, groupsPerEnv, groupSize, batchSize = 3, 40, 2, 4
 	client := func() atropos.Client {
-		return atropos.Client{URL: c.url, Retries: 40, HTTP: &http.Client{Timeout: 10 * time.Second}}
+		cl := atropos.DefaultClient()
+		cl.URL, cl.Retries, cl.HTTP = c.url, 40, &http.Client{Timeout: 10 * time.Second}
+		return cl
 	}
-	tr := &atropos.TrainerClient{Client: client(), Poll: 5 * time.Millisecond}
+	tr := atropos.DefaultTrainerClient()
+	tr.Client, tr.Poll = client(), 5*time.Millisecond
 	if err := tr.Register(ctx, atropos.Registration{BatchSize: batchSize, MaxTokenLen: 64, NumSteps: 1000}); err != nil {
 		t.Fatal(err)
 	}
@@ -156,8 +159,9 @@ func TestCrashRecovery(t *testing.T) {
 	g, gctx := errgroup.WithContext(ctx)
 	for e := range envs {
 		g.Go(func() error {
-			ec := &atropos.EnvClient{Client: client(), Poll: 5 * time.Millisecond,
-				Env: atropos.RegisterEnv{MaxTokenLength: 64, DesiredName: "crash", Weight: 1, GroupSize: groupSize}}
+			ec := atropos.DefaultEnvClient()
+			ec.Client, ec.Poll = client(), 5*time.Millisecond
+			ec.Env = atropos.RegisterEnv{MaxTokenLength: 64, DesiredName: "crash", Weight: 1, GroupSize: groupSize}
 			if err := ec.Register(gctx); err != nil {
 				return err
 			}
@@ -173,7 +177,7 @@ func TestCrashRecovery(t *testing.T) {
 		})
 	}
 	trainerDone := make(chan error, 1)
-	go func() { trainerDone <- l.drain(ctx, tr, envs*groupsPerEnv) }()
+	go func() { trainerDone <- l.drain(ctx, &tr, envs*groupsPerEnv) }()
 
 	var atKill []int // groups acknowledged when each kill came
 	for k := range 3 {

@@ -156,14 +156,16 @@ func TestTrainerClientWaits(t *testing.T) {
 	h := startMemory(t, atropos.DefaultConfig())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tr := &atropos.TrainerClient{Client: atropos.Client{URL: h.url}, Wait: 10 * time.Second, Poll: time.Hour}
+	tr := atropos.DefaultTrainerClient()
+	tr.URL, tr.Wait, tr.Poll = h.url, 10*time.Second, time.Hour
 	if err := tr.Register(ctx, atropos.Registration{BatchSize: 2, MaxTokenLen: 64, NumSteps: 3}); err != nil {
 		t.Fatal(err)
 	}
 	errs := make(chan error, 1)
 	go func() {
-		env := &atropos.EnvClient{Client: atropos.Client{URL: h.url}, Env: atropos.RegisterEnv{MaxTokenLength: 64, DesiredName: "e", Weight: 1, GroupSize: 2},
-			Poll: time.Millisecond}
+		env := atropos.DefaultEnvClient()
+		env.URL, env.Poll = h.url, time.Millisecond
+		env.Env = atropos.RegisterEnv{MaxTokenLength: 64, DesiredName: "e", Weight: 1, GroupSize: 2}
 		if err := env.Register(ctx); err != nil {
 			errs <- err
 			return

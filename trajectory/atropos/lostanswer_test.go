@@ -69,7 +69,8 @@ func TestPushWhoseAnswerWasLost(t *testing.T) {
 			}
 			hs := httptest.NewServer(srv.Handler())
 			defer hs.Close()
-			tr := &TrainerClient{Client: Client{URL: hs.URL}, Poll: 10 * time.Millisecond}
+			tr := DefaultTrainerClient()
+			tr.URL, tr.Poll = hs.URL, 10*time.Millisecond
 			if err := tr.Register(ctx, Registration{BatchSize: 4, MaxTokenLen: 16, NumSteps: 2}); err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +87,9 @@ func TestPushWhoseAnswerWasLost(t *testing.T) {
 				b, err := tr.Next(bctx)
 				got <- answer{b, err}
 			}()
-			env := &EnvClient{Client: Client{URL: hs.URL}, Env: RegisterEnv{MaxTokenLength: 16, DesiredName: "env", Weight: 1, GroupSize: 2}}
+			env := DefaultEnvClient()
+			env.URL = hs.URL
+			env.Env = RegisterEnv{MaxTokenLength: 16, DesiredName: "env", Weight: 1, GroupSize: 2}
 			if err := env.Register(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -27,7 +27,9 @@ type PushConfig struct {
 	Weight      float64 // the environment's weight in batches
 	MaxTokenLen int     // the environment's max_token_length
 	GroupSize   int     // the environment's group_size
-	OffPolicy   int     // max_batches_offpolicy: pause while the queue holds this many batches
+	// OffPolicy is max_batches_offpolicy: without Sync, pause while the
+	// queue holds this many batches. At least 1 without Sync.
+	OffPolicy int
 	// Sync, when positive, is the items this environment samples per
 	// trainer step. Each starts only once the trainer has finished every
 	// batch handed out and the queue holds less than a batch. That is
@@ -49,9 +51,6 @@ type PushConfig struct {
 type Pusher struct {
 	env *EnvClient
 	out io.Writer // a line for each pause of a second or more
-	// offPolicy bounds, besides the queue, the batches the API has
-	// assembled that the trainer has not fetched yet.
-	offPolicy int
 
 	// sync and syncPolicy are PushConfig's. hold is how long the API or
 	// the policy server may hold a look until something changes. poll is
@@ -99,20 +98,21 @@ const syncHold = time.Second
 // environments do, until a trainer has started. Pauses and refused groups
 // are reported on out.
 func NewPusher(ctx context.Context, out io.Writer, cfg PushConfig) (*Pusher, error) {
-	env := &EnvClient{
-		Client: Client{URL: cfg.URL, Token: cfg.Token},
-		Env: RegisterEnv{MaxTokenLength: cfg.MaxTokenLen, DesiredName: cfg.Name, Weight: cfg.Weight,
-			GroupSize: cfg.GroupSize},
-		MaxBatchesOffpolicy: cfg.OffPolicy,
-		// A full queue empties when the trainer fetches a batch; on
-		// loopback a status costs well under a millisecond, and every
-		// millisecond of a pause is a millisecond the loop does not sample.
-		Poll: 20 * time.Millisecond,
+	env := DefaultEnvClient()
+	env.URL, env.Token = cfg.URL, cfg.Token
+	env.Env = RegisterEnv{MaxTokenLength: cfg.MaxTokenLen, DesiredName: cfg.Name, Weight: cfg.Weight, GroupSize: cfg.GroupSize}
+	if cfg.Sync == 0 {
+		// Under Sync, waitSync paces the items and Wait is not called.
+		env.MaxBatchesOffpolicy = cfg.OffPolicy
 	}
+	// A full queue empties when the trainer fetches a batch; on
+	// loopback a status costs well under a millisecond, and every
+	// millisecond of a pause is a millisecond the loop does not sample.
+	env.Poll = 20 * time.Millisecond
 	if err := env.Register(ctx); err != nil {
 		return nil, fmt.Errorf("push %s: register: %w", cfg.URL, err)
 	}
-	return &Pusher{env: env, out: out, offPolicy: max(cfg.OffPolicy, 1), sync: cfg.Sync, syncPolicy: strings.TrimSuffix(cfg.SyncPolicy, "/"),
+	return &Pusher{env: &env, out: out, sync: cfg.Sync, syncPolicy: strings.TrimSuffix(cfg.SyncPolicy, "/"),
 		hold: syncHold, poll: env.Poll, stall: syncStall, http: &http.Client{Timeout: 10 * time.Second, CheckRedirect: edge.CheckRedirect}}, nil
 }
 

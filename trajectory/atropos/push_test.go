@@ -26,7 +26,8 @@ func TestPushSyncWaitsForTheTrainer(t *testing.T) {
 	url := startPushAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	trainer := &TrainerClient{Client: Client{URL: url}, Poll: 20 * time.Millisecond}
+	trainer := DefaultTrainerClient()
+	trainer.URL, trainer.Poll = url, 20*time.Millisecond
 	// Two groups of G=2 sequences per batch.
 	if err := trainer.Register(ctx, Registration{BatchSize: 4, MaxTokenLen: 512, NumSteps: 10}); err != nil {
 		t.Fatal(err)
@@ -156,7 +157,7 @@ func TestPushRedirectDropsToken(t *testing.T) {
 	defer first.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := NewPusher(ctx, io.Discard, PushConfig{URL: first.URL, Token: "secret-token", Name: "e", MaxTokenLen: 512, GroupSize: 2}); err != nil {
+	if _, err := NewPusher(ctx, io.Discard, PushConfig{URL: first.URL, Token: "secret-token", Name: "e", MaxTokenLen: 512, GroupSize: 2, OffPolicy: 3}); err != nil {
 		t.Fatalf("NewPusher: %v", err)
 	}
 	close(got)
@@ -180,13 +181,14 @@ func TestPushSkipsRefusedGroups(t *testing.T) {
 	url := startPushAPI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	trainer := &TrainerClient{Client: Client{URL: url}, Poll: 20 * time.Millisecond}
+	trainer := DefaultTrainerClient()
+	trainer.URL, trainer.Poll = url, 20*time.Millisecond
 	if err := trainer.Register(ctx, Registration{BatchSize: 4, MaxTokenLen: 512, NumSteps: 10, VocabSize: 272}); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _, _ = trainer.Next(ctx) }() // starts the run; the answer is not needed
 	var out lockedBuffer
-	sink, err := NewPusher(ctx, &out, PushConfig{URL: url, Name: "e", MaxTokenLen: 512, GroupSize: 2})
+	sink, err := NewPusher(ctx, &out, PushConfig{URL: url, Name: "e", MaxTokenLen: 512, GroupSize: 2, OffPolicy: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,4 +267,23 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestPushOffPolicy checks that a pusher paced by the queue needs at
+// least one batch off-policy; it fails before any request.
+func TestPushOffPolicy(t *testing.T) {
+	for _, tt := range []struct {
+		offPolicy int
+		want      string
+	}{
+		{0, `push http://127.0.0.1:1: register: register env "e": atropos env client: max_batches_offpolicy 0: want at least 1`},
+		{-1, `push http://127.0.0.1:1: register: register env "e": atropos env client: max_batches_offpolicy -1: want at least 1`},
+	} {
+		t.Run(fmt.Sprint(tt.offPolicy), func(t *testing.T) {
+			_, err := NewPusher(context.Background(), io.Discard, PushConfig{URL: "http://127.0.0.1:1", Name: "e", MaxTokenLen: 512, GroupSize: 2, OffPolicy: tt.offPolicy})
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("got error %v, want %q", err, tt.want)
+			}
+		})
+	}
 }

@@ -49,7 +49,8 @@ func TestClientRedirectDropsToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := Client{URL: firstURL, Token: "tok", HTTP: tt.http, Retries: 1}
+			c := DefaultClient()
+			c.URL, c.Token, c.HTTP, c.Retries = firstURL, "tok", tt.http, 1
 			var out map[string]any
 			if err := c.do(context.Background(), http.MethodPost, tt.path, map[string]int{"a": 1}, &out); err != nil {
 				t.Fatalf("do: %v", err)

@@ -75,7 +75,8 @@ func TestClients(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const envs, groupsPerEnv, groupSize, batchSize = 2, 12, 4, 8
-	tr := &atropos.TrainerClient{Client: atropos.Client{URL: h.url, Token: "tok"}, Poll: 10 * time.Millisecond}
+	tr := atropos.DefaultTrainerClient()
+	tr.URL, tr.Token, tr.Poll = h.url, "tok", 10*time.Millisecond
 	if err := tr.Register(ctx, atropos.Registration{BatchSize: batchSize, MaxTokenLen: 64, NumSteps: 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -84,10 +85,9 @@ func TestClients(t *testing.T) {
 	g, gctx := errgroup.WithContext(ctx)
 	for e := range envs {
 		g.Go(func() error {
-			ec := &atropos.EnvClient{
-				Client: atropos.Client{URL: h.url, Token: "tok"}, Poll: 10 * time.Millisecond, MaxBatchesOffpolicy: 1,
-				Env: atropos.RegisterEnv{MaxTokenLength: 64, DesiredName: "env", Weight: 1, GroupSize: groupSize},
-			}
+			ec := atropos.DefaultEnvClient()
+			ec.URL, ec.Token, ec.Poll, ec.MaxBatchesOffpolicy = h.url, "tok", 10*time.Millisecond, 1
+			ec.Env = atropos.RegisterEnv{MaxTokenLength: 64, DesiredName: "env", Weight: 1, GroupSize: groupSize}
 			if err := ec.Register(gctx); err != nil {
 				return err
 			}
