@@ -25,15 +25,15 @@ import (
 	"github.com/delegatelab/delegate/tokenizer"
 )
 
-// Config sets how a local model serves requests. Zero fields take the
-// defaults noted.
+// Config sets how a local model serves requests. Start from DefaultConfig:
+// a zero field means zero, and Validate refuses a zero that makes no sense.
 type Config struct {
-	// Name is the model's name in traces and on the HTTP API.
+	// Name is the model's name in traces and on the HTTP API. Required.
 	Name string
 	// MaxNew caps the tokens of a reply when a request sets no max_tokens.
-	// Default: up to the end of the context.
+	// 0 sets no cap: a reply may run to the end of the context.
 	MaxNew int
-	// MaxBatch is the number of sequences decoded together. Default 32.
+	// MaxBatch is the number of sequences decoded together. At least 1.
 	MaxBatch int
 	// Seed seeds requests that carry no seed of their own.
 	// Request i of the model's life gets Seed+i, so a run is reproducible end
@@ -44,6 +44,25 @@ type Config struct {
 	// declaration of the delegate tool, which clients declare their own
 	// way. The caller's request is not modified.
 	Tools map[string]delegate.Tool
+}
+
+// DefaultConfig returns the defaults: 32 sequences decoded together and
+// no cap of its own on a reply. Name is left to set.
+func DefaultConfig() Config {
+	return Config{MaxBatch: 32}
+}
+
+// Validate reports the first invalid field, naming it.
+func (c Config) Validate() error {
+	switch {
+	case c.Name == "":
+		return errors.New("local model: a name is required")
+	case c.MaxNew < 0:
+		return fmt.Errorf("local model %s: max_new %d is negative", c.Name, c.MaxNew)
+	case c.MaxBatch < 1:
+		return fmt.Errorf("local model %s: max_batch %d: want at least 1", c.Name, c.MaxBatch)
+	}
+	return nil
 }
 
 // Model is a local transformer behind the delegate.Model interface. It is
@@ -70,14 +89,11 @@ type Model struct {
 // New starts a model over p. The caller must not modify p while calls are
 // in flight (a trainer updates it between batches of calls).
 func New(p *nn.Params, cfg Config) (*Model, error) {
-	if cfg.Name == "" {
-		return nil, errors.New("local model: a name is required")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if p.Config.Vocab < tokenizer.VocabSize {
 		return nil, fmt.Errorf("local model %s: vocabulary %d is smaller than the tokenizer's %d", cfg.Name, p.Config.Vocab, tokenizer.VocabSize)
-	}
-	if cfg.MaxNew < 0 || cfg.MaxBatch < 0 {
-		return nil, fmt.Errorf("local model %s: max_new and max_batch must not be negative", cfg.Name)
 	}
 	e, err := infer.NewEngine(p, engineConfig(cfg))
 	if err != nil {
@@ -86,12 +102,10 @@ func New(p *nn.Params, cfg Config) (*Model, error) {
 	return &Model{cfg: cfg, params: p, engine: e, codec: builtin{}, limit: p.Config.Context, calls: new(atomic.Uint64)}, nil
 }
 
-// engineConfig is the engine of cfg: MaxBatch 0 keeps the engine's default.
+// engineConfig is the engine of cfg: the engine's defaults with cfg's batch.
 func engineConfig(cfg Config) infer.EngineConfig {
 	ec := infer.DefaultEngineConfig()
-	if cfg.MaxBatch > 0 {
-		ec.MaxBatch = cfg.MaxBatch
-	}
+	ec.MaxBatch = cfg.MaxBatch
 	return ec
 }
 
@@ -101,14 +115,11 @@ func engineConfig(cfg Config) infer.EngineConfig {
 // config.json's eos_token_id. The weights are only read, so several models
 // may share them.
 func NewHF(w *infer.Weights, t *tokenizer.HF, f tokenizer.ChatFormat, eos []int, cfg Config) (*Model, error) {
-	if cfg.Name == "" {
-		return nil, errors.New("local model: a name is required")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if t.VocabSize() > w.Config().Vocab {
 		return nil, fmt.Errorf("local model %s: vocabulary %d is smaller than the tokenizer's %d", cfg.Name, w.Config().Vocab, t.VocabSize())
-	}
-	if cfg.MaxNew < 0 || cfg.MaxBatch < 0 {
-		return nil, fmt.Errorf("local model %s: max_new and max_batch must not be negative", cfg.Name)
 	}
 	c, err := newHFCodec(t, f, eos)
 	if err != nil {

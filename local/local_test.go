@@ -133,12 +133,16 @@ func TestConfigToolsReplaceOfferedDeclarations(t *testing.T) {
 	}
 	p.Init(7)
 	compact := delegate.Tool{Name: "delegate"}
-	m, err := local.New(p, local.Config{Name: "tiny", MaxNew: 4, Seed: 1, Tools: map[string]delegate.Tool{"delegate": compact}})
+	tcfg := local.DefaultConfig()
+	tcfg.Name, tcfg.MaxNew, tcfg.Seed, tcfg.Tools = "tiny", 4, 1, map[string]delegate.Tool{"delegate": compact}
+	m, err := local.New(p, tcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	plain, err := local.New(p, local.Config{Name: "plain", MaxNew: 4, Seed: 1})
+	pcfg := local.DefaultConfig()
+	pcfg.Name, pcfg.MaxNew, pcfg.Seed = "plain", 4, 1
+	plain, err := local.New(p, pcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

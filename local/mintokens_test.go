@@ -100,7 +100,7 @@ func TestManyEmptyMessagesRefusedBeforeRendering(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Init(1)
-	m, err := New(p, Config{Name: "tiny"})
+	m, err := New(p, named("tiny"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,9 @@ type generation struct {
 // serving p instead would answer with an older version than the trainer's.
 // log may be nil.
 func NewReloading(p *nn.Params, dir string, cfg Config, log *slog.Logger) (*Reloading, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -51,7 +51,7 @@ func greedy(t *testing.T, m delegate.Model) (string, *int) {
 
 func TestReloadingFollowsTheCheckpoint(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "checkpoint")
-	r, err := NewReloading(testParams(t, 128, 1), dir, Config{Name: "policy"}, nil)
+	r, err := NewReloading(testParams(t, 128, 1), dir, named("policy"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestReloadingFollowsTheCheckpoint(t *testing.T) {
 	if r.Version() != 3 {
 		t.Errorf("version %d, want 3", r.Version())
 	}
-	fresh, err := New(want, Config{Name: "fresh"})
+	fresh, err := New(want, named("fresh"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func errFromVersion(v *int, last int) error {
 // response id names the seed.
 func TestReloadingKeepsCountingSeeds(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "checkpoint")
-	r, err := NewReloading(testParams(t, 128, 1), dir, Config{Name: "policy", Seed: 100}, nil)
+	r, err := NewReloading(testParams(t, 128, 1), dir, seeded("policy", 100), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestReloadingKeepsCountingSeeds(t *testing.T) {
 func TestReloadingSwapsWeightsInPlace(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "checkpoint")
 	start := testParams(t, 128, 1)
-	r, err := NewReloading(start, dir, Config{Name: "policy"}, nil)
+	r, err := NewReloading(start, dir, named("policy"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestReloadingSwapsWeightsInPlace(t *testing.T) {
 		case m != first:
 			t.Errorf("step %d: a new model, want the weights copied into the one serving", step)
 		}
-		fresh, err := New(want, Config{Name: "fresh"})
+		fresh, err := New(want, named("fresh"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +234,7 @@ func TestReloadingSwapsWeightsInPlace(t *testing.T) {
 // context ends.
 func TestReloadingWaitVersion(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "checkpoint")
-	r, err := NewReloading(testParams(t, 128, 1), dir, Config{Name: "policy"}, nil)
+	r, err := NewReloading(testParams(t, 128, 1), dir, named("policy"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestReloadingWaitVersion(t *testing.T) {
 func TestReloadingStartsOnTheNewestCheckpoint(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "checkpoint")
 	want := writePolicy(t, dir, 31, 2)
-	r, err := NewReloading(testParams(t, 128, 1), dir, Config{Name: "policy"}, nil)
+	r, err := NewReloading(testParams(t, 128, 1), dir, named("policy"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestReloadingStartsOnTheNewestCheckpoint(t *testing.T) {
 	if got := r.Version(); got != 2 {
 		t.Errorf("version before the first request: got %d, want 2", got)
 	}
-	fresh, err := New(want, Config{Name: "fresh"})
+	fresh, err := New(want, named("fresh"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestReloadingStartsOnTheNewestCheckpoint(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "policy", "config.json"), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r2, err := NewReloading(testParams(t, 128, 1), dir, Config{Name: "policy"}, nil); err == nil {
+	if r2, err := NewReloading(testParams(t, 128, 1), dir, named("policy"), nil); err == nil {
 		r2.Close()
 		t.Error("a broken checkpoint: got a model, want an error")
 	}

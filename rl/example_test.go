@@ -85,13 +85,16 @@ func Example() {
 	cfg.Schedule.Warmup, cfg.Schedule.Total = 0, 1
 	cfg.MaxNewTokens = 8
 
-	strong, err := local.New(strongP, local.Config{Name: "strong"})
+	lcfg := local.DefaultConfig()
+	lcfg.Name = "strong"
+	strong, err := local.New(strongP, lcfg)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer strong.Close()
-	weak, err := local.New(weakP, local.Config{Name: "weak"})
+	lcfg.Name = "weak"
+	weak, err := local.New(weakP, lcfg)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -77,7 +77,7 @@ func TestServerMemoryOfHostileShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Init(1)
-	m, err := local.New(p, local.Config{Name: "tiny", MaxNew: 4})
+	m, err := local.New(p, local.Config{Name: "tiny", MaxNew: 4, MaxBatch: 32})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,8 @@ type ModelConfig struct {
 	// generation, which sizes its KV cache. The default is its
 	// max_position_embeddings, at most 2048.
 	Context int `yaml:"context"`
-	// MaxBatch is how many sequences a local model decodes together.
+	// MaxBatch is how many sequences a local model decodes together. 0 or
+	// none is local.DefaultConfig's.
 	MaxBatch int `yaml:"max_batch"`
 	// SystemPrompt is the system message `delegate serve` sends when a
 	// request has none. It is the prompt the model was trained with.

@@ -153,7 +153,7 @@ func openLocal(name string, m ModelConfig, tools map[string]delegate.Tool, log *
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
-	lcfg := local.Config{Name: name, MaxBatch: m.MaxBatch, Tools: tools}
+	lcfg := localModelConfig(name, m, tools)
 	if m.Follow == "" {
 		lm, err := local.New(p, lcfg)
 		if err != nil {
@@ -172,6 +172,17 @@ func openLocal(name string, m ModelConfig, tools map[string]delegate.Tool, log *
 	ctx, stop := context.WithCancel(context.Background())
 	go r.Watch(ctx, every)
 	return following{Reloading: r, stop: stop}, nil
+}
+
+// localModelConfig is the local.Config of model name: local.DefaultConfig with
+// the file's max_batch, when it sets one, and tools.
+func localModelConfig(name string, m ModelConfig, tools map[string]delegate.Tool) local.Config {
+	c := local.DefaultConfig()
+	c.Name, c.Tools = name, tools
+	if m.MaxBatch != 0 {
+		c.MaxBatch = m.MaxBatch
+	}
+	return c
 }
 
 // openHF loads a Hugging Face checkpoint with its tokenizer and chat
@@ -202,7 +213,7 @@ func openHF(name string, m ModelConfig, tools map[string]delegate.Tool, log *slo
 	if err != nil {
 		return nil, fmt.Errorf("model %s: chat_template: %w", name, err)
 	}
-	lm, err := local.NewHF(w, tok, f, info.EOS, local.Config{Name: name, MaxBatch: m.MaxBatch, Tools: tools})
+	lm, err := local.NewHF(w, tok, f, info.EOS, localModelConfig(name, m, tools))
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
@@ -226,7 +237,7 @@ func openGGUF(name string, m ModelConfig, log *slog.Logger) (localModel, error) 
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}
-	lm, err := local.NewHF(w, tok, f, info.EOS, local.Config{Name: name, MaxBatch: m.MaxBatch})
+	lm, err := local.NewHF(w, tok, f, info.EOS, localModelConfig(name, m, nil))
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", name, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/modeltest"
 	"github.com/delegatelab/delegate/server"
 )
@@ -312,5 +313,27 @@ roles:
 	}
 	if got, want := tr.Calls()[0].Endpoint, live.URL+"/v1"; got != want {
 		t.Errorf("the call names endpoint %q, want the live replica %q", got, want)
+	}
+}
+
+// TestLocalModelConfig checks that a model's max_batch of 0 or none is
+// local's default, and any other is kept.
+func TestLocalModelConfig(t *testing.T) {
+	for _, tt := range []struct {
+		maxBatch, want int
+	}{
+		{0, local.DefaultConfig().MaxBatch},
+		{1, 1},
+		{64, 64},
+	} {
+		t.Run(fmt.Sprint(tt.maxBatch), func(t *testing.T) {
+			c := localModelConfig("m", ModelConfig{Kind: "local", Checkpoint: "ckpt", MaxBatch: tt.maxBatch}, nil)
+			if c.Name != "m" || c.MaxBatch != tt.want {
+				t.Errorf("got name %q, max batch %d; want m, %d", c.Name, c.MaxBatch, tt.want)
+			}
+			if err := c.Validate(); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }

@@ -110,7 +110,9 @@ roles:
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := local.NewHF(w, tok, f, info.EOS, local.Config{Name: "gguf"})
+	lcfg := local.DefaultConfig()
+	lcfg.Name = "gguf"
+	m, err := local.NewHF(w, tok, f, info.EOS, lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

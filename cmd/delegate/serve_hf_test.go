@@ -126,7 +126,9 @@ func TestServeHFCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := local.NewHF(w, tok, tokenizer.ChatQwen3, info.EOS, local.Config{Name: "qwen"})
+	lcfg := local.DefaultConfig()
+	lcfg.Name = "qwen"
+	m, err := local.NewHF(w, tok, tokenizer.ChatQwen3, info.EOS, lcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

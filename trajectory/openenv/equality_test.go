@@ -21,7 +21,7 @@ func shipped(t *testing.T, name string) *local.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := local.New(params, local.Config{Name: name})
+	m, err := local.New(params, local.Config{Name: name, MaxBatch: 32})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func TestTRLEpisodeWithShippedSolver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	solver, err := local.New(params, local.Config{Name: "solver"})
+	solver, err := local.New(params, local.Config{Name: "solver", MaxBatch: 32})
 	if err != nil {
 		t.Fatal(err)
 	}
