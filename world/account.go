@@ -5,21 +5,21 @@ import (
 	"github.com/delegatelab/delegate/reward"
 )
 
-// Prices is the price table of the two local models, in dollars per
-// million tokens (delegate.Price). See DefaultPrices.
+// Prices is the price table of the two local models. Each is a
+// delegate.Price, in dollars per million tokens. See DefaultPrices.
 type Prices struct {
 	Delegator delegate.Price `json:"delegator" yaml:"delegator"`
 	Solver    delegate.Price `json:"solver" yaml:"solver"`
 }
 
 // DefaultPrices is the local models' price table. A delegator token costs
-// 5 times a solver token of the same kind (the delegator has several times
-// the solver's parameters, and a forward pass costs in proportion). Within
-// a model, a generated token costs 5 times a prompt token (prefill runs
+// 5 times a solver token of the same kind. The delegator has several times
+// the solver's parameters, and a forward pass costs in proportion. Within
+// a model, a generated token costs 5 times a prompt token: prefill runs
 // the prompt through the model in one batched pass, decoding runs one
-// token at a time) and a cached prompt token, whose keys and values a
-// backend kept from the conversation's previous call, a tenth of a prompt
-// token. The ratios are the common API ones; the scale is arbitrary.
+// token at a time. A cached prompt token costs a tenth of a prompt token;
+// a backend kept its keys and values from the conversation's previous
+// call. The ratios are the common API ones; the scale is arbitrary.
 //
 //	              input  cached  output
 //	delegator     1.00   0.10    5.00
@@ -36,12 +36,12 @@ func DefaultPrices() Prices {
 type Account struct {
 	// Delegator sums the delegator's calls. CachedTokens counts, for each
 	// call after the first of a conversation, the tokens of the previous
-	// call's prompt and completion, which the next prompt starts with (the
-	// template is prefix-stable): what a backend keeping the
-	// conversation's KV cache does not recompute.
+	// call's prompt and completion. The next prompt starts with them, since
+	// the template is prefix-stable. A backend keeping the conversation's
+	// KV cache does not recompute them.
 	Delegator delegate.Usage `json:"delegator"`
-	// Solver sums the sub-agents' calls (the solver's; the peers' under
-	// lead).
+	// Solver sums the sub-agents' calls: the solver's, or the peers' under
+	// lead.
 	Solver delegate.Usage `json:"solver"`
 	// DelegatorCalls and SubagentCalls count the calls.
 	DelegatorCalls int `json:"delegator_calls"`

@@ -8,7 +8,7 @@ import (
 // SolverMaxFactor is the most digits of either factor in the solver's
 // training products. Those are the default world's products of two 2-digit
 // numbers. Past it the solver has never seen the shape of the answer and
-// is unreliable ("larger numbers").
+// is unreliable on such "larger numbers".
 const SolverMaxFactor = 2
 
 // SolverCovers reports whether x op y is in the solver's training
@@ -108,7 +108,7 @@ func (s SolverSize) draw(rng *rand.Rand) (int64, int64) {
 }
 
 // Coverage is what a solver was trained on, and so what it gets right.
-// The zero value is the default world's solver (SolverCovers). A
+// The zero value is the default world's solver, SolverCovers. A
 // narrowing makes the solver's competence depend on the operands'
 // digits, which no keyword of the text tells.
 type Coverage struct {
@@ -145,7 +145,7 @@ func (c Coverage) Narrows(s SolverSize) bool {
 }
 
 // Question draws x op y of size class s that the coverage covers, or with
-// in false does not. s must hold such questions (Covered or Narrows).
+// in false does not. s must hold such questions: Covered or Narrows.
 func (c Coverage) Question(s SolverSize, rng *rand.Rand, in bool) (int64, int64) {
 	for {
 		x, y := s.Question(rng)
@@ -155,8 +155,8 @@ func (c Coverage) Question(s SolverSize, rng *rand.Rand, in bool) (int64, int64)
 	}
 }
 
-// Selective is the policy this world rewards under the coverage: delegate
-// the steps worth it (WorthDelegating) that the solver covers.
+// Selective is the policy this world rewards under the coverage. It
+// delegates the steps that WorthDelegating and the coverage both allow.
 func (c Coverage) Selective(p *Problem, i int) bool {
 	s := p.Steps[i]
 	return WorthDelegating(s) && c.Covers(s.Op, s.X.Value, s.Y.Value)

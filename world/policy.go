@@ -19,14 +19,14 @@ func Never(*Problem, int) bool { return false }
 func Always(*Problem, int) bool { return true }
 
 // Random delegates each step with probability prob, drawn from rng. The
-// policy is not safe for concurrent use (rng is not).
+// policy is not safe for concurrent use, since rng is not.
 func Random(prob float64, rng *rand.Rand) Policy {
 	return func(*Problem, int) bool { return rng.Float64() < prob }
 }
 
 // Selective is the policy this world rewards. It delegates exactly the
-// steps worth it (WorthDelegating) that the solver was trained on
-// (SolverCovers).
+// steps worth it, by WorthDelegating, that the solver was trained on, by
+// SolverCovers.
 func Selective(p *Problem, i int) bool {
 	s := p.Steps[i]
 	return WorthDelegating(s) && SolverCovers(s.Op, s.X.Value, s.Y.Value)
@@ -38,8 +38,8 @@ func PositionRule(mask uint) Policy {
 	return func(_ *Problem, i int) bool { return i < 64 && mask>>uint(i)&1 == 1 }
 }
 
-// PositionRuleName names a position rule over steps positions: "never",
-// "always", or the positions it delegates ("delegate step 1, 3").
+// PositionRuleName names a position rule over steps positions. The name is
+// "never", "always", or the positions it delegates: "delegate step 1, 3".
 func PositionRuleName(mask uint, steps int) string {
 	var pos []string
 	for i := range steps {
@@ -69,9 +69,9 @@ func RandomRate(rate float64, seed uint64) Policy {
 }
 
 // StepKind is what a step is, as its keyword in the text says. It is the
-// first or a later product ("x C of y I"), a "times as many", an amount
-// got or given away, or the parts' sum ("in all") or difference ("how
-// many more"). A rule on kinds is what a keyword reader can do.
+// first or a later product, "x C of y I"; a "times as many"; an amount got
+// or given away; or the parts' sum, "in all", or difference, "how many
+// more". A rule on kinds is what a keyword reader can do.
 type StepKind int
 
 // The kinds of steps, in the order of a KindRule's mask bits.
@@ -121,7 +121,7 @@ func KindRule(mask uint) Policy {
 }
 
 // KindRuleName names a kind rule: "never delegate", or the kinds it
-// delegates ("delegate first product, got").
+// delegates, such as "delegate first product, got".
 func KindRuleName(mask uint) string {
 	var kinds []string
 	for k := range StepKind(NumStepKinds) {

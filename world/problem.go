@@ -68,9 +68,9 @@ func (p *Problem) Independent(i, j int) bool {
 // Split is the held-out status of a problem.
 type Split int
 
-// The three splits; which one a problem is in depends on its text only.
-// Training choices (world knobs, learning rate, steps, estimator) are made
-// on Validation; Test is read once, for the reported table.
+// The three splits. Which one a problem is in depends on its text only.
+// Training choices are made on Validation: world knobs, learning rate,
+// steps, estimator. Test is read once, for the reported table.
 const (
 	Train Split = iota
 	Test
@@ -149,7 +149,7 @@ type Config struct {
 	// times as many.".
 	Times float64 `json:"times"`
 	// Distractors is the most irrelevant sentences with numbers a problem
-	// gets (uniformly 0..Distractors).
+	// gets. Their count is uniform over 0..Distractors.
 	Distractors int `json:"distractors"`
 	// TestPermille is the held-out share of the hash space, in
 	// thousandths. Half is the validation split, half the test split.
@@ -157,7 +157,7 @@ type Config struct {
 }
 
 // DefaultConfig is level 3: the world delegate train runs and the shipped
-// router is trained for. The package doc explains its numbers. It has two
+// router is trained for. docs/world.md explains its numbers. It has two
 // quantities, each starting with a product of two 2-digit numbers. One of
 // them is sometimes followed by a 2-digit amount got or given away. A sum
 // or a difference combines them, with one distractor at most. Only the
@@ -171,9 +171,9 @@ func DefaultConfig() Config { return twoParts() }
 // with a product of two 2-digit numbers in 4 problems of 5, else with a
 // plain 2-digit number. Then 2-digit amounts are added or taken away, with
 // one distractor at most. It was the default world before two parts were,
-// and the shipped delegator's last pretraining phase trained on it; at
+// and the shipped delegator's last pretraining phase trained on it. At
 // most one step of its problems is worth delegating, so delegation saves
-// less than on two parts (docs/world.md).
+// less than on two parts; docs/world.md has the figures.
 func oneQuantity() Config {
 	return Config{
 		MinSteps: 1, MaxSteps: 3,

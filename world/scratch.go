@@ -36,10 +36,10 @@ func (o Op) Apply(x, y int64) int64 {
 
 // Width is the fixed digit count of every number in this world's formats.
 // Only a product's factors, as the text gives them, are exempt. Operands
-// of + and - are zero-padded to Width digits ("1316-0085"), and so are
-// every step's result and the final answer. No value of a generated
-// problem reaches 10^Width (the generator keeps every quantity of a part
-// below 10^Width/2, so a sum of two of them fits). Fixed widths put every
+// of + and - are zero-padded to Width digits, as in "1316-0085", and so
+// are every step's result and the final answer. No value of a generated
+// problem reaches 10^Width. The generator keeps every quantity of a part
+// below 10^Width/2, so a sum of two of them fits. Fixed widths put every
 // digit a model reads at a fixed offset from the start of its block.
 const Width = 4
 
@@ -48,8 +48,8 @@ func Pad(v int64) string { return padLeft(strconv.FormatInt(v, 10), Width) }
 
 // Expr is the compact question for one operation. The solver is asked it
 // and a scratchpad's header writes it. A product keeps its operands as
-// they are ("47*28"). A sum or difference pads both to Width digits
-// ("1316-0085").
+// they are: "47*28". A sum or difference pads both to Width digits:
+// "1316-0085".
 func Expr(op Op, x, y int64) string {
 	if op == Mul {
 		return strconv.FormatInt(x, 10) + op.String() + strconv.FormatInt(y, 10)
@@ -115,7 +115,7 @@ func digitsLSD(v int64) []int {
 	return d
 }
 
-// reverse returns s with its bytes in reverse order (s is ASCII digits).
+// reverse returns s, ASCII digits, with its bytes in reverse order.
 func reverse(s string) string {
 	b := []byte(s)
 	for i, j := 0, len(b)-1; i < j; i, j = i+1, j-1 {
@@ -125,11 +125,11 @@ func reverse(s string) string {
 }
 
 // Scratchpad returns the delegator's digit-level working for x op y and
-// the result. It is made of blocks of one shape: a header with both
-// operands padded to Width digits, one elementary digit operation per
-// line, least significant digit first, and the result padded to Width
-// digits, so that every token depends on at most three digits found at
-// fixed offsets from the start of its block:
+// the result. It is made of blocks of one shape. A header has both
+// operands padded to Width digits. One elementary digit operation follows
+// per line, least significant digit first. The result, padded to Width
+// digits, ends the block. So every token depends on at most three digits
+// found at fixed offsets from the start of its block:
 //
 //	1316-0085      header
 //	6-5-0=01       digit - digit - borrow in = borrow out and digit
@@ -138,12 +138,12 @@ func reverse(s string) string {
 //	1-0-0=01
 //	=1231          the result: the lines' last digits, bottom to top
 //
-// Addition writes "a+b+c=rd" (c the carry in, r the carry out); a product
-// by one digit d writes "a*d+c=rd" under the header "00xy*000d". A product
-// as the text gives it ("47*28") is a short header followed by one such
-// block per digit of the second factor, least significant first, each
-// followed by the sum of the running total and the shifted partial
-// product:
+// Addition writes "a+b+c=rd", with c the carry in and r the carry out. A
+// product by one digit d writes "a*d+c=rd" under the header "00xy*000d".
+// A product as the text gives it, such as "47*28", is a short header
+// followed by one such block per digit of the second factor, least
+// significant first. Each is followed by the sum of the running total and
+// the shifted partial product:
 //
 //	47*28
 //	0047*0008
@@ -161,8 +161,8 @@ func reverse(s string) string {
 //
 // The result of a block is its last "=N" line. Scratchpad checks itself:
 // the digits it wrote must read back as x op y computed exactly, or it
-// returns an error (a bug in this file, never an input's fault once
-// checkOperands passed).
+// returns an error. Such an error is a bug in this file, never an input's
+// fault once checkOperands passed.
 func Scratchpad(op Op, x, y int64) (string, int64, error) {
 	if err := checkOperands(op, x, y); err != nil {
 		return "", 0, fmt.Errorf("scratchpad: %w", err)
@@ -236,7 +236,7 @@ func writeBlock(b *strings.Builder, op Op, x, y int64) int64 {
 	return v
 }
 
-// digitAt is digit i of d (least significant first), 0 outside it.
+// digitAt is digit i of d, least significant first, and 0 outside it.
 func digitAt(d []int, i int) int {
 	if i >= 0 && i < len(d) {
 		return d[i]
@@ -265,12 +265,11 @@ func blockResult(text string) (int64, error) {
 // SolverAnswer returns the solver's terse answer to x op y and the result.
 // The answer is lines of digit and carry pairs, least significant first. Then
 // comes the result in \boxed{}, padded to Width digits. A sum or a difference
-// is one line of Width pairs, each the result's digit and the carry (or
-// borrow) out of it. A product writes, per digit of the second factor (least
-// significant first), a line of pairs for the first factor times that digit
-// (the last pair's carry is the partial product's top digit), then, when
-// there are several, a line of Width pairs summing the shifted partial
-// products:
+// is one line of Width pairs, each the result's digit and the carry or
+// borrow out of it. A product writes a line of pairs per digit of the
+// second factor, least significant first: the first factor times that
+// digit. The last pair's carry is the partial product's top digit. When
+// there are several partials, a line of Width pairs sums them, shifted:
 //
 //	47*28      ->  6573          47*8: 6 carry 5, 7 carry 3: 376
 //	               4190          47*2: 4 carry 1, 9 carry 0: 94
@@ -280,10 +279,10 @@ func blockResult(text string) (int64, error) {
 //	               \boxed{2000}
 //
 // Each digit it writes depends on at most three earlier digits at fixed
-// offsets (two operand digits and the carry just written), but it writes
+// offsets: two operand digits and the carry just written. But it writes
 // two tokens per digit where the delegator's scratchpad writes a whole line
-// of nine: cheap, and past the shapes it was trained on, unreliable. The
-// answer checks itself like Scratchpad.
+// of nine. It is cheap and, past the shapes it was trained on, unreliable.
+// The answer checks itself like Scratchpad.
 func SolverAnswer(op Op, x, y int64) (string, int64, error) {
 	if err := checkOperands(op, x, y); err != nil {
 		return "", 0, fmt.Errorf("solver answer: %w", err)
@@ -365,8 +364,8 @@ func Boxed(v int64) string {
 // CheckLines checks the arithmetic of every digit line of a scratchpad. Digit
 // lines look like "a+b+c=rd", "a-b-c=rd" or "a*b+c=rd". It returns the
 // 1-based number of the first wrong line, or 0 when all are right. Other
-// lines (headers, results, prose) are not judged. It is a diagnostic for a
-// model's scratchpads: where the first slip happened.
+// lines, such as headers, results and prose, are not judged. It is a
+// diagnostic for a model's scratchpads: where the first slip happened.
 func CheckLines(text string) int {
 	for n, line := range strings.Split(text, "\n") {
 		if ok, isDigitLine := checkDigitLine(line); isDigitLine && !ok {

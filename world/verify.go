@@ -57,7 +57,7 @@ func clip(s string) string {
 	return s[:n] + "..."
 }
 
-// Correct reports whether a reply's answer (ParseAnswer) is want.
+// Correct reports whether a reply's answer, by ParseAnswer, is want.
 func Correct(text string, want int64) bool {
 	got, err := ParseAnswer(text)
 	return err == nil && got == want
@@ -72,10 +72,11 @@ func (p *Problem) Task() delegate.Task {
 	return delegate.Task{ID: p.ID, Dataset: Dataset, Prompt: p.Text, Answer: strconv.FormatInt(p.Answer, 10)}
 }
 
-// Verify is the delegate.Verifier of world tasks (Problem.Task): the
-// response's integer answer (ParseAnswer) against t.Answer, the problem's
-// integer. A response with no integer answer is wrong, not unverifiable; a
-// task whose reference is not an integer is an error.
+// Verify is the delegate.Verifier of world tasks, made by Problem.Task.
+// It checks the response's integer answer, by ParseAnswer, against
+// t.Answer, the problem's integer. A response with no integer answer is
+// wrong, not unverifiable; a task whose reference is not an integer is an
+// error.
 func Verify(t delegate.Task, response string) (delegate.Verdict, error) {
 	want, err := strconv.ParseInt(t.Answer, 10, 64)
 	if err != nil {
