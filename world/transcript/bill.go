@@ -9,10 +9,11 @@ import (
 // prompt is everything rendered before it, the <|assistant|> token
 // included, and its completion is its body up to its <|end|>. A
 // call after the first is charged its predecessor's prompt and completion
-// as cached. With cachePrefix, the first call's fixed prefix (everything
-// before the first user message: the tool declarations and the system
-// prompt, the same for every request of the role) is cached too, as a
-// backend that keeps that prefix's KV cache across requests serves it.
+// as cached. With cachePrefix, the first call's fixed prefix is cached
+// too, as a backend that keeps that prefix's KV cache across requests
+// serves it. The prefix is everything before the first user message: the
+// tool declarations and the system prompt, the same for every request of
+// the role.
 func (t Transcript) Usage(cachePrefix bool) (u delegate.Usage, calls int) {
 	_, spans := t.Tokens()
 	prevEnd := 0

@@ -12,16 +12,16 @@ import (
 // policies the transcripts follow, and how many transcripts the other
 // protocols get. Route policies are mixed per problem, so the pretrained
 // delegator is a stochastic policy over "delegate this step or not" that
-// RL can sharpen: never and always teach both behaviours
-// cleanly, and Random (each step delegated with probability DelegateProb)
-// teaches that either can follow any step.
+// RL can sharpen. Never and always teach both behaviours cleanly. Random
+// delegates each step with probability DelegateProb, and teaches that
+// either can follow any step.
 type Mix struct {
 	// Weights of the route policies.
 	Never, Always, Random float64
 	// DelegateProb is the per-step delegation probability of Random.
 	DelegateProb float64
-	// Shares of problems that also get a single, a decompose (policy
-	// Random) and a lead transcript.
+	// Shares of problems that also get a single, a decompose and a lead
+	// transcript. The decompose transcripts follow policy Random.
 	Single, Decompose, Lead float64
 	// Peers is K for the lead transcripts.
 	Peers int

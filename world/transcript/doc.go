@@ -21,8 +21,8 @@
 // delegator's conversations and the sub-agents'. They are written in
 // world's formats, world.Scratchpad and world.SolverAnswer. Route and
 // Decompose take a world.Policy per step; DelegateCall is the delegate
-// call route writes. Lead shows the leader K terse peer solutions
-// (PeerAnswer), some wrong, sometimes the majority. It teaches the leader
+// call route writes. Lead shows the leader K terse peer solutions,
+// PeerAnswer's, some wrong, sometimes the majority. It teaches the leader
 // to copy the steps they agree on and to compute those they dispute.
 // Condense turns a scratchpad reply into such a terse solution, so peers
 // that need scratch work can take part.
@@ -36,11 +36,12 @@
 //
 // # Corpus
 //
-// BuildCorpus mixes never, always and random delegation per problem (Mix).
+// BuildCorpus mixes never, always and random delegation per problem, as
+// Mix says.
 // So the pretrained delegator is a stochastic policy RL can sharpen. It
 // adds single, decompose and lead transcripts for a share of the problems.
 // SolverCorpus draws the solver's transcripts evenly over its covered
-// sizes (world.SolverSizes) and the world's own steps. They stay inside a
+// sizes, world.SolverSizes, and the world's own steps. They stay inside a
 // world.Coverage; the digits world's solver is trained on a narrower one.
 //
 // # Design figures

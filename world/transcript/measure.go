@@ -16,7 +16,7 @@ import (
 // solver's coverage and Uncovered outside it. Steps fail independently.
 type Accuracy struct {
 	Inline, Covered, Uncovered float64
-	// Coverage is the solver's (zero: the default world's).
+	// Coverage is the solver's. The zero value is the default world's.
 	Coverage world.Coverage
 }
 
@@ -96,17 +96,17 @@ func Measure(name string, problems []*world.Problem, fn func(*world.Problem) Epi
 	return st
 }
 
-// Report measures every protocol and policy of this world over problems
-// and writes a table: the figures of docs/world.md. The route rows are
-// the delegator alone, every input-independent per-position rule over
-// the longest problem's steps, the selective policy (delegate exactly
-// the steps worth it that the solver covers: the design's optimum), the
-// oracle router and random delegation; then decompose and lead. The
-// oracle delegates a step when the solver answers it right, so its
-// figures are the selective transcripts with every delegated step right
-// (Covered taken as 1); it also computes the products the solver would
-// get wrong, which this leaves out (a share 1 − Covered of them). seed
-// seeds the random policy and the lead peers.
+// Report measures every protocol and policy of this world over problems.
+// It writes a table: the figures of docs/world.md. The route rows are the
+// delegator alone, and every input-independent per-position rule over the
+// longest problem's steps. Then come the selective policy, the design's
+// optimum, which delegates exactly the steps worth it that the solver
+// covers; the oracle router; and random delegation. Decompose and lead
+// follow. The oracle delegates a step when the solver answers it right.
+// So its figures are the selective transcripts with every delegated step
+// right, Covered taken as 1. It also computes the products the solver
+// would get wrong, a share 1 − Covered of them, which this leaves out.
+// seed seeds the random policy and the lead peers.
 func Report(w io.Writer, problems []*world.Problem, seed uint64, prices world.Prices, rew reward.Graded, acc Accuracy) error {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	route := func(pol world.Policy) func(*world.Problem) Episode {

@@ -66,8 +66,8 @@ func TestDesignFigures(t *testing.T) {
 	}
 }
 
-// TestDigitsDesignFigures computes the digits world's design figures
-// (docs/world.md). That world is DefaultConfig's problems with a solver
+// TestDigitsDesignFigures computes the digits world's design figures, as
+// docs/world.md gives them. That world is DefaultConfig's problems with a solver
 // that covers only products whose first factor is below 50. On 2000
 // validation problems it measures the selective policy, the oracle, the
 // threshold rule at 50, every position rule and random delegation; on the
@@ -228,9 +228,9 @@ func TestCorpusHasNoDigitsPolicy(t *testing.T) {
 	if n[0] == 0 || n[1] == 0 || delegated[1] == 0 {
 		t.Fatalf("products by coverage %v, delegated %v: nothing to compare", n, delegated)
 	}
-	// Never and always decide both products of a problem at once, so the
-	// rates' noise is about 0.02 here (seeds 2 to 5 differ by 0.004 to
-	// 0.036, both signs); a selective policy would differ by about 1.
+	// Never and always decide both products of a problem at once. So the
+	// rates' noise is about 0.02 here: seeds 2 to 5 differ by 0.004 to
+	// 0.036, both signs. A selective policy would differ by about 1.
 	if d := math.Abs(rate(1) - rate(0)); d > 0.06 {
 		t.Errorf("the corpus delegates products below 50 at %.3f and the others at %.3f: a selective policy (difference %.3f > 0.06)", rate(1), rate(0), d)
 	}

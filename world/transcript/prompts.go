@@ -15,8 +15,8 @@ import (
 // prompt templates, by template name. Every template is overridden, so a
 // strategy built with StrategyConfig sends exactly the prompts the local
 // models were trained on. The solver sees the same prompt whether route
-// (weak_*) or decompose (subagent_*) calls it: a system line and the bare
-// question, "347*28".
+// calls it, with the weak_* templates, or decompose, with subagent_*: a
+// system line and the bare question, "347*28".
 var Prompts = map[string]string{
 	"single_system": `Solve.`,
 	"single_user":   `{{.Request}}`,
@@ -48,9 +48,9 @@ var Prompts = map[string]string{
 // Tool is this world's compact declaration of route's delegate tool. It is
 // the name only: 19 tokens under the chat template, against 372 for
 // strategy.DelegateTool's description and JSON schema. Every route request
-// carries it and every later turn reads it again. The local
-// delegator was trained on it; StrategyConfig has route declare it
-// (strategy.Config.Tool).
+// carries it and every later turn reads it again. The local delegator was
+// trained on it; StrategyConfig has route declare it through
+// strategy.Config.Tool.
 var Tool = delegate.Tool{Name: strategy.DelegateToolName}
 
 // CompactTools wraps m so that requests offering strategy's delegate tool
@@ -90,7 +90,7 @@ const (
 // the strategy defaults with Prompts and one to four subtasks. Sub-agents
 // see only their subtask. Lead has no refinement rounds, since the leader
 // transcripts are of round 0. Route hands back the solver's answer without
-// its working (strategy.ToolResultAnswer). Generation budgets fit every
+// its working, strategy.ToolResultAnswer. Generation budgets fit every
 // transcript of the default world; the longest are a few hundred tokens.
 func StrategyConfig() strategy.Config {
 	c := strategy.DefaultConfig()

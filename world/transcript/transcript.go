@@ -66,8 +66,8 @@ type Episode struct {
 	Delegated []bool // per step: handed to a sub-agent
 }
 
-// block is the scratchpad of step s; it never fails for a generated
-// problem's steps (non-negative, bounded operands).
+// block is the scratchpad of step s. It never fails for a generated
+// problem's steps, whose operands are non-negative and bounded.
 func block(s world.Step) string {
 	text, _, err := world.Scratchpad(s.Op, s.X.Value, s.Y.Value)
 	if err != nil {
@@ -103,7 +103,7 @@ func subagentTranscript(s world.Step) Transcript {
 
 // SolverTranscripts are the solver's training conversations from a set of
 // problems: one per step inside world.SolverCovers. Steps outside it are left
-// out on purpose (see world.SolverCovers).
+// out on purpose; world.SolverCovers says why.
 func SolverTranscripts(problems []*world.Problem) []Transcript {
 	var out []Transcript
 	for _, p := range problems {
@@ -155,7 +155,7 @@ func DelegateCall(n int, question string) delegate.ToolCall {
 
 // RouteResult is what route hands the delegator for the solver's reply.
 // Under StrategyConfig it is the boxed answer without the working, padded
-// as the solver writes it ("0972"). A reply with no answer is handed back
+// as the solver writes it: "0972". A reply with no answer is handed back
 // whole.
 func RouteResult(reply string) string {
 	if a, ok := strategy.FinalAnswer(strings.TrimSpace(reply)); ok {
@@ -165,11 +165,11 @@ func RouteResult(reply string) string {
 }
 
 // Route is the delegator solving p under the route strategy with a policy.
-// Each turn writes the scratchpads of every step it can compute now (operands
-// known, not delegated), then calls delegate for every step it hands over
-// whose operands are known; the solver's answers (RouteResult) come back as
-// tool results in call order, and the next turn goes on from there. The last
-// turn ends with \boxed{answer}. The solver's answers are always right here:
+// Each turn writes the scratchpads of every step it can compute now: its
+// operands are known and it is not delegated. Then it calls delegate for
+// every step it hands over whose operands are known. The solver's answers,
+// RouteResult's, come back as tool results in call order, and the next
+// turn goes on from there. The last turn ends with \boxed{answer}. The solver's answers are always right here:
 // transcripts teach the protocol, not the solver's errors.
 func Route(p *world.Problem, pol world.Policy) Episode {
 	ep := Episode{Problem: p, Protocol: strategy.NameRoute, Delegated: decide(p, pol)}
@@ -290,8 +290,8 @@ func Decompose(p *world.Problem, pol world.Policy) Episode {
 }
 
 // PeerAnswer is a peer's terse solution: one "expr=result" line per step,
-// then <answer>. A slip at step slip (-1: none) replaces that result by
-// wrong, and the later steps go on from it.
+// then <answer>. A slip at step slip replaces that result by wrong, and
+// the later steps go on from it. A slip of -1 makes none.
 func PeerAnswer(p *world.Problem, slip int, wrong int64) (text string, answer int64) {
 	vals := make([]int64, len(p.Steps))
 	var b strings.Builder
@@ -320,12 +320,13 @@ func PeerAnswer(p *world.Problem, slip int, wrong int64) (text string, answer in
 // PeerAnswer's form, is one "expr=result" line per step, then <answer>
 // with the boxed value. Each result is the one the scratchpad reached,
 // right or wrong.
-// A step is a header in world.Expr's form followed by its blocks (a product:
-// one per digit of its second factor, then one summing them when there
-// are several); its result is its last block's "=N" line. Lines that are
-// neither are skipped, and so is an unfinished step; a
-// reply without a \boxed{} integer gets no <answer> line. It lets peers
-// that need scratch work answer under lead, whose leader reads three
+//
+// A step is a header in world.Expr's form followed by its blocks. A
+// product has one per digit of its second factor, then one summing them
+// when there are several. A step's result is its last block's "=N" line.
+// Lines that are neither are skipped, and so is an unfinished step. A
+// reply without a \boxed{} integer gets no <answer> line. Condense lets
+// peers that need scratch work answer under lead, whose leader reads three
 // answers in a 768-token context: their reasoning is elided, not redone.
 func Condense(reply string) string {
 	lines := strings.Split(strings.TrimSpace(reply), "\n")

@@ -271,8 +271,8 @@ func TestLeadTranscripts(t *testing.T) {
 	}
 }
 
-// digitLine is a scratchpad's elementary line: "a+b+c=rd", "a-b-c=rd" or
-// "a*d+c=rd" (world.Scratchpad).
+// digitLine is an elementary line of world.Scratchpad: "a+b+c=rd",
+// "a-b-c=rd" or "a*d+c=rd".
 var digitLine = regexp.MustCompile(`(?m)^\d(\+\d\+|-\d-|\*\d\+)\d=\d\d$`)
 
 // hasDigitLine reports whether text holds a scratchpad line: a step
