@@ -58,8 +58,8 @@ func sentenceCue(s string, question bool) Cue {
 
 // StepCues returns the cue of each step of p, read from its text. The
 // sentences with a keyword, in order, state the steps of the parts in
-// order (a part's first sentence without a product, and a distractor,
-// have none); the question states the step that combines the parts.
+// order. A part's first sentence without a product has none, and neither
+// has a distractor. The question states the step that combines the parts.
 func StepCues(p *world.Problem) []Cue {
 	text := strings.TrimSpace(p.Text)
 	var stated []Cue

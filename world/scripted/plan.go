@@ -12,7 +12,7 @@ import (
 )
 
 // Planner is a decompose policy run by a program in the delegator's seat. Its
-// plan turn hands the solver the ready steps (world.Step.Ready) that its
+// plan turn hands the solver the ready steps, by world.Step.Ready, that its
 // Decider picks, in the exact format of transcript.Decompose. That means at
 // least one subtask, the first ready step when the Decider picks none, and at
 // most transcript.MaxSubtasks. The aggregation turn writes the scratchpads of
@@ -122,9 +122,9 @@ func (s *Planner) plan(ctx context.Context, p *world.Problem) (delegate.Message,
 // aggregate is the aggregation turn of p. It takes the aggregation
 // prompt's lines after the problem: the plan's reasoning, then "subtask
 // gave result" blocks. A step whose question was answered takes the answer's
-// value (0 when it has none, as Delegator goes on); every other step is
-// computed with a scratchpad from the values known. When a wrong answer
-// makes a step one the formats cannot write (a negative difference), the
+// value, or 0 when it has none, as Delegator goes on. Every other step is
+// computed with a scratchpad from the values known. A wrong answer may make
+// a step one the formats cannot write, a negative difference; then the
 // turn stops without a final output.
 func aggregate(p *world.Problem, rest string) delegate.Message {
 	answers := map[string]string{}

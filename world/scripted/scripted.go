@@ -36,11 +36,11 @@ func FromPolicy(pol world.Policy) Decider {
 }
 
 // Oracle is the upper bound of routing: per step, the cheaper choice that is
-// right. It delegates a step worth delegating (world.WorthDelegating) exactly
-// when the solver answers it right, which it learns by asking the solver
-// first, greedily, under route's prompts (asked once per question, not
-// billed); every other step it computes, never wrong. The solver must answer
-// the same question the same way each time (greedy).
+// right. It delegates a step that world.WorthDelegating allows exactly when
+// the solver answers it right. It learns that by asking the solver first,
+// greedily, under route's prompts; each question is asked once and not
+// billed. Every other step it computes, never wrong. The solver must answer
+// the same question the same way each time, as greedy decoding does.
 func Oracle(solver delegate.Model) Decider {
 	var mu sync.Mutex
 	right := map[string]bool{}
@@ -80,11 +80,11 @@ func Oracle(solver delegate.Model) Decider {
 // it can compute now, then calls the solver for every step it hands over
 // whose operands are known; the solver's answers, right or wrong, become
 // the operands of later steps; the last turn boxes the last step's
-// result. It knows each problem's structure (its steps), which is what a
+// result. It knows each problem's structure, its steps, which is what a
 // fixed policy over steps is. Usage is counted with the tokenizer's chat
-// template as a local model counts it, and the completion comes with its
-// token ids (as logprobs), so that a conversation wrapper can count the
-// cached prefix as for a model. Safe for concurrent use when its Decider
+// template as a local model counts it. The completion comes with its token
+// ids as logprobs, so that a conversation wrapper can count the cached
+// prefix as for a model. Safe for concurrent use when its Decider
 // is.
 type Delegator struct{ program }
 
@@ -218,9 +218,9 @@ func (s *Delegator) turn(ctx context.Context, p *world.Problem, earlier []delega
 				op := p.Steps[i].Op
 				text, v, err := world.Scratchpad(op, x, y)
 				if err != nil {
-					// A wrong answer of the solver made the step one the
-					// formats cannot write (a negative difference): the
-					// policy stops without an answer.
+					// A wrong answer of the solver made the step a
+					// negative difference, which the formats cannot
+					// write: the policy stops without an answer.
 					return delegate.Assistant(strings.Join(blocks, "\n")), nil
 				}
 				blocks = append(blocks, text)

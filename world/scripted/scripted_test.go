@@ -12,8 +12,8 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
-// solver is a fake solver answering in the solver's format, wrong (by one)
-// on the question wrong.
+// solver is a fake solver answering in the solver's format. It is wrong,
+// by one, on the question wrong.
 func solver(wrong string) modeltest.Func {
 	return func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		q := modeltest.LastUser(req)

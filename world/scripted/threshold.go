@@ -9,8 +9,8 @@ import (
 	"github.com/delegatelab/delegate/world/transcript"
 )
 
-// Threshold runs the threshold rule world.FirstFactorBelow(t): delegate
-// the products whose first factor is below t, compute the rest.
+// Threshold runs the threshold rule world.FirstFactorBelow. It delegates
+// the products whose first factor is below t and computes the rest.
 func Threshold(t int64) Decider { return FromPolicy(world.FirstFactorBelow(t)) }
 
 // MinThreshold and MaxThreshold bound what FitThreshold returns. No
