@@ -38,11 +38,12 @@
 // policy, computes a step itself with a Scratchpad: accurate, because every
 // line is a local lookup, and long. The solver, the sub-agent, answers one
 // bare question tersely, SolverAnswer. It is trained only inside its
-// Coverage: every sum and some products, never a difference. Outside it,
-// the solver is wrong by design. A delegate call is short, so delegating a
-// product saves the delegator many tokens. Delegating a sum saves about
-// what the call is charged, and delegating a difference loses the answer.
-// WorthDelegating says which steps are worth it.
+// Coverage: every sum and the products of factors up to SolverMaxFactor
+// digits, never a difference. Outside it, the solver is wrong by design.
+// A delegate call is short, so delegating a product saves the delegator
+// many tokens. Delegating a sum saves about what the call is charged, and
+// delegating a difference loses the answer. WorthDelegating says which
+// steps are worth it.
 //
 // # Policies
 //
