@@ -67,8 +67,8 @@ func TestDesignFigures(t *testing.T) {
 }
 
 // TestDigitsDesignFigures computes the digits world's design figures, as
-// docs/world.md gives them. That world is DefaultConfig's problems with a solver
-// that covers only products whose first factor is below 50. On 2000
+// docs/world.md gives them. That world is DefaultConfig's problems with a
+// solver that covers only products whose first factor is below 50. On 2000
 // validation problems it measures the selective policy, the oracle, the
 // threshold rule at 50, every position rule and random delegation; on the
 // first 500, to keep the test short, every keyword rule and other

@@ -169,8 +169,9 @@ func RouteResult(reply string) string {
 // operands are known and it is not delegated. Then it calls delegate for
 // every step it hands over whose operands are known. The solver's answers,
 // RouteResult's, come back as tool results in call order, and the next
-// turn goes on from there. The last turn ends with \boxed{answer}. The solver's answers are always right here:
-// transcripts teach the protocol, not the solver's errors.
+// turn goes on from there. The last turn ends with \boxed{answer}. The
+// solver's answers are always right here: transcripts teach the protocol,
+// not the solver's errors.
 func Route(p *world.Problem, pol world.Policy) Episode {
 	ep := Episode{Problem: p, Protocol: strategy.NameRoute, Delegated: decide(p, pol)}
 	msgs := RouteMessages(p.Text)
