@@ -45,9 +45,11 @@ func (s *Sequence) oldest(v *int) {
 const MaskIgnore = -100
 
 // Sequences builds the policy's conversations from a trace: every call of
-// one of roles, in call order. A call whose messages are the previous
-// sequence's conversation plus new messages (the next turn of route's
-// strong model) extends that sequence; any other call starts a new one.
+// one of roles, in the order of their first calls. A call whose messages
+// are its role's previous sequence's conversation plus new messages (the
+// next turn of route's strong model, after the weak model's answers)
+// extends that sequence; any other call starts a new one. So each role's
+// sequences are those Sequences gives for that role alone.
 // Failed calls (no output) are left out: nothing was generated to train.
 //
 // Token ids come from the backend: the call's PromptTokenIDs followed by the
@@ -60,13 +62,14 @@ const MaskIgnore = -100
 // leaves its sequence without tokens, and NoTokens says why.
 func Sequences(t *Trace, roles ...string) []Sequence {
 	var out []Sequence
+	last := map[string]int{} // each role's latest sequence in out
 	for _, n := range t.Calls() {
 		if !slices.Contains(roles, n.Role) || n.Output == nil {
 			continue
 		}
 		ids, lps, why := callTokens(n)
 		split := false
-		if k := len(out) - 1; k >= 0 && extends(out[k].Messages, n.Messages) {
+		if k, ok := last[n.Role]; ok && extends(out[k].Messages, n.Messages) {
 			s := &out[k]
 			switch {
 			case s.NoTokens != "" || why != "":
@@ -102,6 +105,7 @@ func Sequences(t *Trace, roles ...string) []Sequence {
 		} else {
 			s.appendTokens(n.PromptTokenIDs, ids, lps)
 		}
+		last[n.Role] = len(out)
 		out = append(out, s)
 	}
 	return out

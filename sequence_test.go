@@ -89,3 +89,32 @@ func TestSequencePolicyVersionIsTheOldest(t *testing.T) {
 		t.Error("the call's version was changed")
 	}
 }
+
+// A weak model's call between two turns of the strong model's conversation
+// does not split it: each role's sequences are those of the role alone,
+// in the order of their first calls, as the episode's samples are.
+func TestSequencesOfTwoRolesInterleaved(t *testing.T) {
+	tr := seqTrace([]int{1, 2}, []int{1, 2, 7, 8, 3, 4})
+	turn1, turn2 := tr.Root.Children[0], tr.Root.Children[1]
+	turn2.ID = 3
+	weak := &Node{ID: 2, Name: "delegate", Role: "weak", Model: "w", Messages: []Message{{Role: RoleUser, Content: "47*28"}},
+		Output: &Message{Role: RoleAssistant, Content: "1316"}, PromptTokenIDs: []int{5}, Logprobs: []TokenLogprob{{TokenID: 6, Logprob: -1}}}
+	tr.Root.Children = []*Node{turn1, weak, turn2}
+	seqs := Sequences(tr, "strong", "weak")
+	var calls [][]int
+	for _, s := range seqs {
+		calls = append(calls, s.Calls)
+	}
+	if want := [][]int{{1, 3}, {2}}; !slices.EqualFunc(calls, want, slices.Equal) {
+		t.Fatalf("sequences of calls %v, want %v", calls, want)
+	}
+	e := NewEpisode(tr, "t", "strong", []string{"strong", "weak"})
+	if len(e.Samples) != len(seqs) {
+		t.Fatalf("%d samples, %d sequences: want one sequence per sample", len(e.Samples), len(seqs))
+	}
+	for i, sm := range e.Samples {
+		if !slices.Equal(sm.Calls, seqs[i].Calls) {
+			t.Errorf("sample %d has calls %v, sequence %d %v", i, sm.Calls, i, seqs[i].Calls)
+		}
+	}
+}

@@ -150,7 +150,7 @@ func (m routeMode) source(_ context.Context, cfg rl.Config) (rl.Source, error) {
 		s.roles = append(s.roles, trainedRole{RoleDelegator, r.policyP.Config.Context})
 	}
 	if r.cfg.trainsSolver() {
-		s.solver = seat{m: r.trainedSolver, trained: true, maxNew: r.scfg.Weak.MaxTokens, salt: solverSalt}
+		s.solver = seat{m: r.trainedSolver, trained: true, maxNew: r.scfg.Weak.MaxTokens, salt: SolverSalt}
 		s.roles = append(s.roles, trainedRole{RoleSubagent, r.solverP.Config.Context})
 	}
 	s.credit = r.cfg.roleCredit()

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/rollout"
+	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -79,8 +81,9 @@ type seat struct {
 	salt    uint64
 }
 
-// solverSalt separates the solver's sampling seeds from the delegator's.
-const solverSalt = 0x736f6c766572
+// SolverSalt separates the solver's sampling seeds from the delegator's: its
+// rollouts are seeded under the trainer's seed xor SolverSalt.
+const SolverSalt = 0x736f6c766572
 
 // sampler is the seat's Sampler for rollout n of step; nil when the seat
 // is not trained.
@@ -301,22 +304,35 @@ func RoleCredits(est reward.Estimator, rec *rollout.GroupRecord) ([][]reward.Sam
 	return credits, nil
 }
 
-// checkSubtasks sets Correct on each solver sample whose question is a
-// world operation, such as "47*28". It checks the answer against the exact
-// result. A question in any other form has no verifiable result.
+// SolverRoles are the trace roles of route's solver: the sub-agent as
+// train names it, and as process names it (strategy.RoleWeak).
+var SolverRoles = []string{RoleSubagent, strategy.RoleWeak}
+
+// checkSubtasks sets Correct on each solver sample (SolverRoles) whose
+// question is a world operation (SubtaskCorrect).
 func checkSubtasks(e *delegate.Episode) {
 	for j := range e.Samples {
 		sm := &e.Samples[j]
-		if sm.Role != RoleSubagent {
+		if !slices.Contains(SolverRoles, sm.Role) {
 			continue
 		}
-		op, x, y, err := world.ParseExpr(strings.TrimSpace(sm.Question))
-		if err != nil {
-			continue
+		if ok := SubtaskCorrect(sm.Question, sm.Answer); ok != nil {
+			sm.Correct = ok
 		}
-		ok := world.Correct(sm.Answer, op.Apply(x, y))
-		sm.Correct = &ok
 	}
+}
+
+// SubtaskCorrect is the world's check of a sub-agent's answer. When
+// question is a world operation, such as "47*28", it says whether answer
+// is the exact result. A question in any other form has no verifiable
+// result: nil.
+func SubtaskCorrect(question, answer string) *bool {
+	op, x, y, err := world.ParseExpr(strings.TrimSpace(question))
+	if err != nil {
+		return nil
+	}
+	ok := world.Correct(answer, op.Apply(x, y))
+	return &ok
 }
 
 // episodeAdvantages matches a role's training sequences to the samples

@@ -18,6 +18,7 @@ import (
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/train"
 	"github.com/delegatelab/delegate/trajectory/atropos"
 	"github.com/delegatelab/delegate/world"
 )
@@ -45,6 +46,7 @@ type processFlags struct {
 	otlp        string
 	temperature float64 // the trained stages' temperature; < 0 keeps the config's
 	order       trainOrder
+	trainRoles  []string // the roles sampled as policies; nil: the strategy's deciding role
 }
 
 func newProcessCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -100,6 +102,7 @@ train by default, drawn with --seed), graded on their integer answer.`,
 	fl.IntVar(&f.push.sync, "push-sync", 0, "--push: sample on-policy, this many items per trainer step: each starts only once the trainer has finished every batch handed out and the queue holds less than a batch (0: pace by --push-offpolicy)")
 	fl.StringVar(&f.push.syncPolicy, "push-sync-policy", "", "--push-sync: also wait until the delegate serve at this URL serves the trainer's step (its /health's policy_versions), so that no item's first call is answered by the step before")
 	fl.IntVar(&f.push.offPolicy, "push-offpolicy", 3, "--push: pause while the API's queue holds this many batches (Atropos's max_batches_offpolicy)")
+	fl.StringSliceVar(&f.trainRoles, "train-roles", nil, "the roles whose calls are the trained samples, sampled with logprobs at --temperature (default: the strategy's deciding role; route: strong, weak or both, weak being the sub-agent that answers its delegate calls)")
 	f.datasetFlags.register(cmd, "train")
 	f.order.register(cmd)
 	return cmd
@@ -160,6 +163,9 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	rc := rollout.DefaultConfig()
 	rc.GroupSize, rc.Concurrency, rc.Estimator, rc.KeepTies = f.group, f.concurrency, f.advantage, f.keepTies
 	rc.Seed, rc.OutDir, rc.Fingerprint, rc.OmitTraces = int64(f.seed), f.out, fp, f.omitTraces
+	if len(f.trainRoles) > 0 {
+		rc.TrainRoles = f.trainRoles
+	}
 	if rc.Concurrency == 0 { // the flag's 0: one group's rollouts at once
 		rc.Concurrency = rc.GroupSize
 	}
@@ -178,6 +184,16 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 		}()
 		if at != nil {
 			sink.BatchOrder = func(item int) int { return at[item].index }
+		}
+		if f.dataset == datasetWorld && f.strategy == strategy.NameRoute {
+			// Each of the solver's answers to a world operation carries its
+			// own result, as train checks it in process.
+			sink.CheckSample = func(sm delegate.Sample) *bool {
+				if sm.Role != strategy.RoleWeak {
+					return nil
+				}
+				return train.SubtaskCorrect(sm.Question, sm.Answer)
+			}
 		}
 		rc.Sink = sink
 	}
@@ -224,7 +240,41 @@ func checkProcessFlags(f *processFlags) error {
 	if _, ok := rollout.DefaultTrainRole(f.strategy); !ok {
 		return fmt.Errorf("process: --strategy %q: want one of %s", f.strategy, strings.Join(strategy.Names(), ", "))
 	}
+	return checkTrainRoles(f.strategy, f.trainRoles)
+}
+
+// trainableRoles are the roles process can sample as policies, by
+// strategy, beside its deciding role (rollout.DefaultTrainRole).
+var trainableRoles = map[string][]string{
+	strategy.NameRoute: {strategy.RoleStrong, strategy.RoleWeak},
+}
+
+// checkTrainRoles checks --train-roles against the strategy's roles.
+func checkTrainRoles(name string, roles []string) error {
+	def, _ := rollout.DefaultTrainRole(name)
+	can := trainableRoles[name]
+	if can == nil {
+		can = []string{def}
+	}
+	for i, r := range roles {
+		switch {
+		case !slices.Contains(can, r):
+			return fmt.Errorf("process: --train-roles %s: strategy %s trains %s", r, name, strings.Join(can, " or "))
+		case slices.Contains(roles[:i], r):
+			return fmt.Errorf("process: --train-roles names %s twice", r)
+		}
+	}
 	return nil
+}
+
+// trainedRoles are the roles whose calls are samples: --train-roles, or
+// the strategy's deciding role.
+func (f processFlags) trainedRoles() []string {
+	if len(f.trainRoles) > 0 {
+		return f.trainRoles
+	}
+	def, _ := rollout.DefaultTrainRole(f.strategy)
+	return []string{def}
 }
 
 // processStrategies are the baseline and policy strategies of every
@@ -241,27 +291,41 @@ func processStrategies(cfg *Config, models map[string]delegate.Model, f processF
 	}
 	pcfg := cfg.Strategy
 	identity := rewardDesc
+	trained := f.trainedRoles()
 	if f.temperature >= 0 {
 		if f.temperature > 2 {
 			return nil, nil, "", fmt.Errorf("process: --temperature %g: want 0 to 2", f.temperature)
 		}
-		for _, g := range trainedStages(&pcfg, f.strategy) {
+		for _, g := range trainedStages(&pcfg, f.strategy, trained) {
 			g.Temperature = f.temperature
 		}
 		identity += fmt.Sprintf("; policy temperature %g", f.temperature)
 	}
-	policy, err := strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs, nil), pcfg)
+	if slices.Contains(trained, strategy.RoleWeak) {
+		// A turn's delegate calls one at a time, as train runs them: the
+		// sub-agent's samples take their seeds in call order.
+		pcfg.ToolConcurrency = 1
+	}
+	policy, err := strategy.New(f.strategy, policyRoles(baseRoles, trained, f.logprobs, nil), pcfg)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("process: %w", err)
 	}
 	policies := rollout.Same(policy)
 	if at != nil {
 		// Each rollout samples with train's seed of it: one strategy per
-		// rollout, around the policy seeded for it.
+		// rollout, around the policy seeded for it. The sub-agent's
+		// seeds are train's solver's.
 		identity += fmt.Sprintf("; rollouts seeded as delegate train seeds them under seed %d", f.order.seed)
 		policies = func(i, k int) (delegate.Strategy, error) {
-			seed := at[i].seed(f.order.seed, f.group, k)
-			return strategy.New(f.strategy, policyRoles(baseRoles, f.strategy, f.logprobs, &seed), pcfg)
+			seed := func(role string) *int64 {
+				base := f.order.seed
+				if role == strategy.RoleWeak {
+					base ^= train.SolverSalt
+				}
+				s := at[i].seed(base, f.group, k)
+				return &s
+			}
+			return strategy.New(f.strategy, policyRoles(baseRoles, trained, f.logprobs, seed), pcfg)
 		}
 	}
 	return baseline, policies, identity, nil
@@ -503,41 +567,56 @@ func costReward(rc *reward.Config, cfg *Config, name string) error {
 	return errors.Join(errs...)
 }
 
-// policyRoles are the roles of the rolled-out strategy. The trained role
-// asks for logprobs when wanted, and with seed set samples its calls with
-// seed, seed+1, and so on. Single's agent plays role "single"; the
-// baseline's plays "baseline".
-func policyRoles(r strategy.Roles, name string, logprobs bool, seed *int64) strategy.Roles {
+// policyRoles are the roles of the rolled-out strategy. Each trained
+// role asks for logprobs when wanted and, with seed set, samples its calls
+// with seed(role), the next integer, and so on. Single's agent plays role
+// "single"; the baseline's plays "baseline".
+func policyRoles(r strategy.Roles, trained []string, logprobs bool, seed func(role string) *int64) strategy.Roles {
 	r.Single.Role = strategy.RoleSingle
 	if !logprobs && seed == nil {
 		return r
 	}
-	var a *delegate.Agent
-	role, _ := rollout.DefaultTrainRole(name)
-	switch role {
-	case strategy.RoleDelegator:
-		a = &r.Delegator
-	case strategy.RoleStrong:
-		a = &r.Strong
-	case strategy.RoleLeader:
-		a = &r.Leader
-	case strategy.RoleSingle:
-		a = &r.Single
-	}
-	if a != nil && a.Model != nil {
-		a.Sampler = delegate.NewSampler(delegate.Sampling{Seed: seed, Logprobs: true})
+	for _, role := range trained {
+		var a *delegate.Agent
+		switch role {
+		case strategy.RoleDelegator:
+			a = &r.Delegator
+		case strategy.RoleStrong:
+			a = &r.Strong
+		case strategy.RoleWeak:
+			a = &r.Weak
+		case strategy.RoleLeader:
+			a = &r.Leader
+		case strategy.RoleSingle:
+			a = &r.Single
+		}
+		if a == nil || a.Model == nil {
+			continue
+		}
+		var s *int64
+		if seed != nil {
+			s = seed(role)
+		}
+		a.Sampler = delegate.NewSampler(delegate.Sampling{Seed: s, Logprobs: true})
 	}
 	return r
 }
 
 // trainedStages are the generation settings of the stages whose calls a
-// strategy's trained role makes.
-func trainedStages(c *strategy.Config, name string) []*strategy.Generation {
+// strategy's trained roles make.
+func trainedStages(c *strategy.Config, name string, trained []string) []*strategy.Generation {
 	switch name {
 	case strategy.NameDecompose:
 		return []*strategy.Generation{&c.Plan, &c.Aggregate}
 	case strategy.NameRoute:
-		return []*strategy.Generation{&c.Strong}
+		var gs []*strategy.Generation
+		if slices.Contains(trained, strategy.RoleStrong) {
+			gs = append(gs, &c.Strong)
+		}
+		if slices.Contains(trained, strategy.RoleWeak) {
+			gs = append(gs, &c.Weak)
+		}
+		return gs
 	case strategy.NameLead:
 		return []*strategy.Generation{&c.Leader}
 	}

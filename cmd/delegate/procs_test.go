@@ -455,7 +455,7 @@ func TestTrainProcessesFlags(t *testing.T) {
 		{"too many", []string{"--processes", "65"}, "want 1 to 64 environments"},
 		{"negative", []string{"--processes", "-1"}, "want 1 to 64 environments"},
 		{"api", []string{"--processes", "2", "--api", "http://127.0.0.1:1"}, "--api does not apply"},
-		{"role credit of the solver", []string{"--processes", "2", "--credit", "role", "--train", "both"}, "only the delegator is trained from a trajectory API"},
+		{"role credit of the solver", []string{"--processes", "2", "--credit", "role", "--train", "both"}, "--processes trains the delegator only"},
 		{"mu", []string{"--processes", "2", "--mu", "0.1"}, "--mu does not apply"},
 		{"mlpo", []string{"--processes", "2", "--mode", "mlpo"}, "--mode does not apply"},
 		{"offpolicy alone", []string{"--offpolicy", "1"}, "--offpolicy goes with --processes"},

@@ -188,8 +188,8 @@ func trainConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
 	if f.total > 0 {
 		cfg.Deadline = time.Now().Add(f.total)
 	}
-	if cfg.Train != train.TrainDelegator && (f.processes != 0 || f.api != "") {
-		return fmt.Errorf("train: --train %s: only the delegator is trained from a trajectory API (--api, --processes)", cfg.Train)
+	if cfg.Train != train.TrainDelegator && f.processes != 0 {
+		return fmt.Errorf("train: --train %s: --processes trains the delegator only (its policy server follows the delegator's checkpoint alone); train the solver from an API with --api and process --push --train-roles", cfg.Train)
 	}
 	if f.processes == 0 && cmd.Flags().Changed("offpolicy") {
 		return errors.New("train: --offpolicy goes with --processes")

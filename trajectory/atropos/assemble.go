@@ -107,8 +107,11 @@ func sumToTarget(sizes []int, target int) []int {
 // first gathered, per size, into packs of the largest size. Packs are
 // taken in the order they were completed. An oversized group
 // counts its nominal size and makes its packs alone; a pack that would
-// overfill the batch is left for a later one. It returns the indices into
-// q, or nil when no full batch can be formed.
+// overfill the batch is left for a later one. When packs taken in order
+// cannot fill the batch, any packs that fill it exactly are taken
+// (sumToTarget): groups of several roles vary in size, and in order
+// they could stall the run for good. It returns the indices into q, or
+// nil when no full batch can be formed.
 func grabExact(q []queued, batchSize int) []int {
 	if len(q) == 0 || batchSize <= 0 {
 		return nil
@@ -131,23 +134,17 @@ func grabExact(q []queued, batchSize int) []int {
 			pending[n] = nil
 		}
 	}
-	var pick []int
-	running := 0
-	for _, p := range packs {
-		size := 0
+	sizes := make([]int, len(packs))
+	for k, p := range packs {
 		for _, i := range p {
-			size += q[i].nominal()
-		}
-		if running+size > batchSize {
-			continue
-		}
-		pick = append(pick, p...)
-		running += size
-		if running == batchSize {
-			return pick
+			sizes[k] += q[i].nominal()
 		}
 	}
-	return nil
+	var pick []int
+	for _, k := range sumToTarget(sizes, batchSize) {
+		pick = append(pick, packs[k]...)
+	}
+	return pick
 }
 
 type packItem struct{ idx, size int }

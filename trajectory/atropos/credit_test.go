@@ -2,6 +2,7 @@ package atropos
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,5 +149,94 @@ func TestRoleAdvantagesNeedRoles(t *testing.T) {
 	}
 	if _, err := groupOf(sd, reward.GRPO, reward.CreditTask); err != nil {
 		t.Errorf("under task credit: %v, want the group trained", err)
+	}
+}
+
+// TestCheckedSamples: a pusher's CheckSample gives each sample without
+// its own result one, sent as sample_correct. The record on disk keeps
+// its samples as they were.
+func TestCheckedSamples(t *testing.T) {
+	rec := creditGroup([]float64{1, 0, 1}, false)
+	// "12+5" and "9-4" have no result in the record; the check says the
+	// first is right and knows nothing of the second.
+	check := func(sm delegate.Sample) *bool {
+		if sm.Question != "12+5" {
+			return nil
+		}
+		ok := true
+		return &ok
+	}
+	sd := pushed(t, checkedSamples(rec, check))
+	want := []any{nil, true, true, nil, false, nil, true, nil}
+	if len(sd.Overrides) != len(want) {
+		t.Fatalf("%d sequences, want %d", len(sd.Overrides), len(want))
+	}
+	for i, ov := range sd.Overrides {
+		if got := ov[OverrideSampleCorrect]; got != want[i] {
+			t.Errorf("sequence %d: sample_correct %v, want %v", i, got, want[i])
+		}
+	}
+	if c := rec.Episodes[0].Samples[2].Correct; c != nil {
+		t.Errorf("the record's sample was changed: Correct %v, want nil", *c)
+	}
+}
+
+// TestNextViewsSplitsByRole: each view gets the sequences of its roles,
+// with the advantages the whole group gives them; a role no view takes
+// trains nothing; a sequence too long for its own view's policy
+// quarantines the group.
+func TestNextViewsSplitsByRole(t *testing.T) {
+	rec := creditGroup([]float64{0.8, 0.1, 0.75}, false)
+	sd := pushed(t, rec)
+	whole, err := groupOf(sd, reward.GRPO, reward.CreditRole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead := View{Others: true, Vocab: 10, Context: 10}
+	sub := View{Roles: []string{"subagent"}, Vocab: 10, Context: 10}
+	tests := []struct {
+		name  string
+		views []View
+		want  []int // each sequence's view, -1 for none
+		err   string
+	}{
+		{"both trained", []View{lead, sub}, []int{0, 1, 1, 0, 1, 0, 1, 1}, ""},
+		{"the lead frozen", []View{sub}, []int{-1, 0, 0, -1, 0, -1, 0, 0}, ""},
+		{"the sub-agent's context too short", []View{lead, {Roles: []string{"subagent"}, Vocab: 10, Context: 1}}, nil, "sequence 1 has 2 tokens, over the policy's context of 1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Source{Vocab: 10, Context: 10}
+			at, err := s.viewsOf(sd, tc.views)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(at, tc.want) {
+				t.Fatalf("views %v, want %v", at, tc.want)
+			}
+			parts := splitGroup(whole, at, len(tc.views))
+			next := make([]int, len(parts))
+			for i, v := range tc.want {
+				if v < 0 {
+					continue
+				}
+				got := parts[v].Rollouts[next[v]]
+				next[v]++
+				if got.Advantage != whole.Rollouts[i].Advantage || got.Reward != whole.Rollouts[i].Reward {
+					t.Errorf("sequence %d in view %d: advantage %v reward %v, want %v and %v", i, v, got.Advantage, got.Reward, whole.Rollouts[i].Advantage, whole.Rollouts[i].Reward)
+				}
+			}
+			for v, p := range parts {
+				if len(p.Rollouts) != next[v] {
+					t.Errorf("view %d: %d sequences, want %d", v, len(p.Rollouts), next[v])
+				}
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,6 +81,10 @@ type Pusher struct {
 	// batch_order, so the trainer orders a batch as train does. Set
 	// it before the first Send.
 	BatchOrder func(item int) int
+	// CheckSample, when set, gives a sample without its own result one,
+	// sent as its sample_correct; nil when it has none. Process sets the
+	// world's check of a solver's answer. Set it before the first Send.
+	CheckSample func(delegate.Sample) *bool
 }
 
 // syncStall is the least wait before an environment under --push-sync
@@ -251,6 +256,9 @@ func (s *Pusher) waitSync(ctx context.Context) (int, error) {
 // on out, counted, and not sent again, so that one bad group does not
 // stop the environment at every restart.
 func (s *Pusher) Send(ctx context.Context, g *rollout.GroupRecord) error {
+	if s.CheckSample != nil {
+		g = checkedSamples(g, s.CheckSample)
+	}
 	sd, err := ScoredDataOf(g)
 	if err != nil {
 		return err
@@ -382,6 +390,27 @@ func sequenceSamples(g *rollout.GroupRecord) []*delegate.Sample {
 		}
 	}
 	return out
+}
+
+// checkedSamples is g with check's result on each sample that has none.
+// g and its episodes are left as they are: the record is on disk.
+func checkedSamples(g *rollout.GroupRecord, check func(delegate.Sample) *bool) *rollout.GroupRecord {
+	c := *g
+	c.Episodes = make([]*delegate.Episode, len(g.Episodes))
+	for k, e := range g.Episodes {
+		if e == nil {
+			continue
+		}
+		ce := *e
+		ce.Samples = slices.Clone(e.Samples)
+		for j := range ce.Samples {
+			if sm := &ce.Samples[j]; sm.Correct == nil {
+				sm.Correct = check(*sm)
+			}
+		}
+		c.Episodes[k] = &ce
+	}
+	return &c
 }
 
 // groupOverride is the group_overrides of g. It holds g's identity, for

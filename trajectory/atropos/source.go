@@ -48,15 +48,49 @@ type Source struct {
 // Next fetches the batch of step (again, if a crashed trainer had it
 // already) and turns it into groups.
 func (s *Source) Next(ctx context.Context, step int) ([]rl.Group, error) {
+	out, err := s.next(ctx, step, nil)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// View is one trainer's part of a batch (Source.NextViews): the
+// sequences of its roles, checked against its policy's vocabulary and
+// context.
+type View struct {
+	// Roles are the OverrideRole values of its sequences.
+	Roles []string
+	// Others takes too the sequences of roles no view lists, and those
+	// that name none.
+	Others         bool
+	Vocab, Context int
+}
+
+// NextViews fetches the batch of step as Next does and splits it among
+// views. View v's groups hold, in batch order, the sequences whose role
+// views[v] lists (or, with Others, no view lists), with the advantages the
+// whole group gives them. A group with none of them is left out of v's. A
+// group that one sequence keeps from its view's policy is quarantined in
+// every view.
+func (s *Source) NextViews(ctx context.Context, step int, views []View) ([][]rl.Group, error) {
+	if len(views) == 0 {
+		return nil, fmt.Errorf("batch of step %d: no views", step)
+	}
+	return s.next(ctx, step, views)
+}
+
+// next is Next for views nil and NextViews otherwise.
+func (s *Source) next(ctx context.Context, step int, views []View) ([][]rl.Group, error) {
 	s.Client.Last = step - 1
 	b, err := s.Client.Next(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("batch of step %d: %w", step, err)
 	}
 	orderBatch(b.Batch)
-	groups := make([]rl.Group, 0, len(b.Batch))
+	out := make([][]rl.Group, max(len(views), 1))
 	for gi, sd := range b.Batch {
-		err := usable(sd, s.Vocab, s.Context)
+		at, err := s.viewsOf(sd, views)
 		var g rl.Group
 		if err == nil {
 			g, err = groupOf(sd, s.Estimator, s.Credit)
@@ -66,7 +100,9 @@ func (s *Source) Next(ctx context.Context, step int) ([]rl.Group, error) {
 			if werr := appendJSONL(s.Quarantine, rec); werr != nil {
 				return nil, fmt.Errorf("batch of step %d, group %d: quarantine (%v): %w", step, gi, err, werr)
 			}
-			groups = append(groups, rl.Group{Quarantined: err.Error()})
+			for v := range out {
+				out[v] = append(out[v], rl.Group{Quarantined: err.Error()})
+			}
 			continue
 		}
 		// The parameters before this step are version step-1.
@@ -74,23 +110,69 @@ func (s *Source) Next(ctx context.Context, step int) ([]rl.Group, error) {
 		if v := ReadGroupOverride(sd.GroupOverrides).PolicyVersion; v != nil {
 			g.Staleness = max(step-1-*v, 0)
 		}
-		groups = append(groups, g)
+		for v, part := range splitGroup(g, at, len(out)) {
+			if len(part.Rollouts) > 0 || len(g.Rollouts) == 0 {
+				out[v] = append(out[v], part)
+			}
+		}
 	}
-	return groups, nil
+	return out, nil
 }
 
-// usable checks what the API may not have checked. Every token id must be
-// within the policy's vocabulary and every sequence within its context.
-// An API without the trainer's vocab_size, or another server, skips that.
-func usable(sd ScoredData, vocab, maxLen int) error {
+// viewsOf gives the view of each sequence of sd, -1 for none, and checks
+// each against its view's policy (usable). Without views every sequence
+// is view 0's, checked against the Source's policy.
+func (s *Source) viewsOf(sd ScoredData, views []View) ([]int, error) {
+	at := make([]int, len(sd.Tokens))
 	for i, toks := range sd.Tokens {
-		if len(toks) > maxLen {
-			return fmt.Errorf("sequence %d has %d tokens, over the policy's context of %d", i, len(toks), maxLen)
-		}
-		for j, id := range toks {
-			if id < 0 || id >= vocab {
-				return fmt.Errorf("sequence %d: token %d is id %d, outside the policy's vocabulary [0,%d)", i, j, id, vocab)
+		vocab, maxLen := s.Vocab, s.Context
+		if views != nil {
+			var role string
+			if i < len(sd.Overrides) {
+				role = ReadSequenceOverride(sd.Overrides[i]).Role
 			}
+			at[i] = slices.IndexFunc(views, func(v View) bool { return slices.Contains(v.Roles, role) })
+			if at[i] < 0 {
+				at[i] = slices.IndexFunc(views, func(v View) bool { return v.Others })
+			}
+			if at[i] < 0 {
+				continue
+			}
+			vocab, maxLen = views[at[i]].Vocab, views[at[i]].Context
+		}
+		if err := usable(i, toks, vocab, maxLen); err != nil {
+			return nil, err
+		}
+	}
+	return at, nil
+}
+
+// splitGroup gives each of n views the rollouts of g whose sequence is
+// its own (at), with g's staleness and failures.
+func splitGroup(g rl.Group, at []int, n int) []rl.Group {
+	parts := make([]rl.Group, n)
+	for v := range parts {
+		parts[v] = rl.Group{Staleness: g.Staleness, Failed: g.Failed, FirstFailure: g.FirstFailure}
+	}
+	for i, ro := range g.Rollouts {
+		if at[i] >= 0 {
+			parts[at[i]].Rollouts = append(parts[at[i]].Rollouts, ro)
+		}
+	}
+	return parts
+}
+
+// usable checks what the API may not have checked of sequence i. Every
+// token id must be within the policy's vocabulary and the sequence within
+// its context. An API without the trainer's vocab_size, or another server,
+// skips that.
+func usable(i int, toks []int, vocab, maxLen int) error {
+	if len(toks) > maxLen {
+		return fmt.Errorf("sequence %d has %d tokens, over the policy's context of %d", i, len(toks), maxLen)
+	}
+	for j, id := range toks {
+		if id < 0 || id >= vocab {
+			return fmt.Errorf("sequence %d: token %d is id %d, outside the policy's vocabulary [0,%d)", i, j, id, vocab)
 		}
 	}
 	return nil
