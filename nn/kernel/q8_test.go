@@ -107,21 +107,64 @@ func TestQuantizeQ8_0Error(t *testing.T) {
 	}
 }
 
-// TestMatMulQ8 checks the q8_0 products against float64 sums of dequantised weights.
-// It also checks that an element's bits do not depend on the rows batched
-// with it or on the column split.
+// q8Impl is one q8_0 kernel and the layout it reads.
+type q8Impl struct {
+	name   string
+	panels bool       // q8_0 panels, for the VNNI kernels
+	dot4   q8Dot4Func // for llama.cpp's layout
+}
+
+// q8Impls lists the q8_0 kernels this machine runs: pure Go always, the
+// AVX2 and the AVX-512 VNNI assembly where the CPU has them.
+func q8Impls() []q8Impl {
+	impls := []q8Impl{{name: "go", dot4: goQ8Dot4}}
+	if f := archQ8Dot4(); f != nil {
+		impls = append(impls, q8Impl{name: "avx2", dot4: f})
+	}
+	if activeQ8Panels != nil {
+		impls = append(impls, q8Impl{name: "avx512vnni", panels: true})
+	}
+	return impls
+}
+
+// use makes im the kernel of q8_0 Packeds in llama.cpp's layout until the test ends.
+func (im q8Impl) use(t *testing.T) {
+	t.Helper()
+	if im.panels {
+		return
+	}
+	prev := activeQ8Dot4
+	activeQ8Dot4 = im.dot4
+	t.Cleanup(func() { activeQ8Dot4 = prev })
+}
+
+// TestMatMulQ8 checks each q8_0 kernel against float64 sums of dequantised weights.
+// The sums are over the activations as the product quantises them; the
+// tolerance is 1e-5 of the sum of the products' magnitudes, for float32
+// rounding. It also checks that an element's bits do not depend on the rows
+// batched with it or on the column split.
 func TestMatMulQ8(t *testing.T) {
+	for _, im := range q8Impls() {
+		t.Run(im.name, func(t *testing.T) {
+			im.use(t)
+			testMatMulQ8(t, im.panels)
+		})
+	}
+}
+
+func testMatMulQ8(t *testing.T, panels bool) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, tc := range []struct {
-		name    string
-		m, k    int
-		rows    []int
-		j0, j1s int // a column split to compare with the whole product
+		name string
+		m, k int
+		rows []int
+		j0   int // a column split to compare with the whole product
 	}{
-		{"vector", 1, 64, []int{40}, 16, 0},
-		{"batch of 7, stacked parts", 7, 96, []int{16, 8, 9}, 16, 0},
-		{"batch of 4, one block", 4, 32, []int{33}, 32, 0},
-		{"batch of 9", 9, 256, []int{50}, 48, 0},
+		{"vector", 1, 64, []int{40}, 16},
+		{"batch of 7, stacked parts", 7, 96, []int{16, 8, 9}, 16},
+		{"batch of 4, one block", 4, 32, []int{33}, 32},
+		{"batch of 9", 9, 256, []int{50}, 48},
+		{"batch of 5, several tiles of panels", 5, 4096, []int{100}, 64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := tc.k
@@ -141,17 +184,23 @@ func TestMatMulQ8(t *testing.T) {
 				DequantizeQ8_0(d, q)
 				deq = append(deq, d...)
 			}
-			w := NewPackedQ8(k, tc.rows...)
+			w := newPackedQ8(k, panels, tc.rows...)
 			w.RepackQ8(parts...)
 			n := w.N()
-			if got, want := w.Bytes(), int64(n*k/32*34); got != want {
+			want := int64(n * k / 32 * 34)
+			if panels {
+				want = int64((n + 15) / 16 * 16 * k / 32 * 36)
+			}
+			if got := w.Bytes(); got != want {
 				t.Errorf("Bytes() = %d, want %d", got, want)
 			}
 			row := make([]float32, k)
-			w.Row(row, n-1)
-			for p := range k {
-				if got, want := row[p], deq[(n-1)*k+p]; got != want {
-					t.Fatalf("Row(%d)[%d] = %v, want %v", n-1, p, got, want)
+			for _, j := range []int{0, n / 2, n - 1} {
+				w.Row(row, j)
+				for p := range k {
+					if got, want := row[p], deq[j*k+p]; got != want {
+						t.Fatalf("Row(%d)[%d] = %v, want %v", j, p, got, want)
+					}
 				}
 			}
 			a := make([]float32, tc.m*k)
