@@ -187,11 +187,16 @@ func quantizeAct(dst []byte, x []float32) {
 }
 
 // quantizeBlock writes the 32 values v as int8 into q and returns their
-// scale, rounding as QuantizeQ8_0 does but for the scale's width.
+// scale, rounding as QuantizeQ8_0 does but for the scale's width. It runs
+// once a token for every product, so it rounds in float32: t - trunc(t) is
+// exact, and a fraction of at least one half rounds away from zero, as
+// math.Round does.
 func quantizeBlock(q []byte, v []float32) float32 {
+	v = v[:Q8Block]
+	q = q[:Q8Block]
 	var amax float32
 	for _, f := range v {
-		amax = max(amax, float32(math.Abs(float64(f))))
+		amax = max(amax, max(f, -f))
 	}
 	d := amax / 127
 	var id float32
@@ -199,7 +204,15 @@ func quantizeBlock(q []byte, v []float32) float32 {
 		id = 1 / d
 	}
 	for i, f := range v {
-		q[i] = byte(int8(math.Round(float64(f * id))))
+		t := f * id
+		r := int32(t)
+		switch frac := t - float32(r); {
+		case frac >= 0.5:
+			r++
+		case frac <= -0.5:
+			r--
+		}
+		q[i] = byte(int8(r))
 	}
 	return d
 }
