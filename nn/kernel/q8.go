@@ -217,31 +217,92 @@ func quantizeBlock(q []byte, v []float32) float32 {
 	return d
 }
 
-// q8Scratch holds the quantised activations of one product.
-var q8Scratch = sync.Pool{New: func() any { return new([]byte) }}
+// Q8Act is rows of activations quantised for products over q8_0 Packeds.
+// Quantize fills it once per product; MatMulQ8ActCols reads it, from any
+// number of goroutines at once, so that a product split by columns
+// quantises its rows once rather than once a range.
+type Q8Act struct {
+	m, k   int
+	panels bool   // the blocks are for q8_0 panels' kernels
+	b      []byte // (m, k/32) blocks
+}
 
-// matMulQ8Cols computes columns [j0, j1) of dst(m, n) = a(m, k) · Wᵀ for
-// a q8_0 W. Each element is the dot product of its quantised row of a and
-// its row of W, as q8Dot4 computes it whichever pairs share the call. So it
-// does not depend on m or on the column split. Rows of a go four at a time
-// over 32 rows of W, which stay in cache meanwhile. A vector takes four rows
-// of W at a time.
-func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
-	if w.q8panels {
-		matMulQ8Panels(dst, a, m, w, j0, j1)
+// Quantize quantises a(m, k) into x for products over w, reusing x's memory.
+func (x *Q8Act) Quantize(a []float32, m int, w *Packed) {
+	if w.dtype != Q8_0 || len(a) < m*w.k {
+		panic("kernel.Q8Act.Quantize: not a q8_0 Packed, or a too short") // a programming error
+	}
+	k := w.k
+	x.m, x.k, x.panels = m, k, w.q8panels
+	rb := x.rowBytes()
+	if cap(x.b) < m*rb {
+		x.b = make([]byte, m*rb)
+	}
+	x.b = x.b[:m*rb]
+	for i := range m {
+		if x.panels {
+			quantizePanelAct(x.b[i*rb:(i+1)*rb], a[i*k:(i+1)*k])
+		} else {
+			quantizeAct(x.b[i*rb:(i+1)*rb], a[i*k:(i+1)*k])
+		}
+	}
+}
+
+// rowBytes is the bytes of one quantised row.
+func (x *Q8Act) rowBytes() int {
+	if x.panels {
+		return x.k / Q8Block * q8PanelActBytes
+	}
+	return x.k / Q8Block * q8ActBytes
+}
+
+// MatMulQ8ActCols computes columns [j0, j1) of dst(m, n) = x · Wᵀ on the caller, for a q8_0 W.
+// x holds m rows quantised for w by Quantize. Column ranges are as for
+// MatMulPackedCols, and the bits are those of MatMulPackedCols over the
+// rows x was quantised from.
+func MatMulQ8ActCols(dst []float32, x *Q8Act, w *Packed, j0, j1 int) {
+	if w.dtype != Q8_0 || x.k != w.k || x.panels != w.q8panels || len(dst) < x.m*w.n {
+		panic("kernel.MatMulQ8ActCols: activations not quantised for this Packed, or dst too short") // a programming error
+	}
+	if j0%nr != 0 || j0 < 0 || j1 > w.n || (j1%nr != 0 && j1 != w.n) {
+		panic("kernel.MatMulQ8ActCols: column range not whole panels") // a programming error
+	}
+	if j0 >= j1 || x.m == 0 {
 		return
 	}
+	if w.q8panels {
+		matMulQ8Panels(dst, x.b, x.m, w, j0, j1)
+		return
+	}
+	matMulQ8Rows(dst, x.b, x.m, w, j0, j1)
+}
+
+// q8Scratch holds the quantised activations of one product.
+var q8Scratch = sync.Pool{New: func() any { return new(Q8Act) }}
+
+// matMulQ8Cols computes columns [j0, j1) of dst(m, n) = a(m, k) · Wᵀ for a q8_0 W.
+// It quantises a, then runs matMulQ8Panels or matMulQ8Rows.
+func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
+	x := q8Scratch.Get().(*Q8Act)
+	defer q8Scratch.Put(x)
+	x.Quantize(a, m, w)
+	if w.q8panels {
+		matMulQ8Panels(dst, x.b, m, w, j0, j1)
+		return
+	}
+	matMulQ8Rows(dst, x.b, m, w, j0, j1)
+}
+
+// matMulQ8Rows computes columns [j0, j1) of dst(m, n) = x · Wᵀ for a q8_0 W
+// in llama.cpp's layout, x being m rows quantised by quantizeAct. Each
+// element is the dot product of its quantised row and its row of W, as
+// q8Dot4 computes it whichever pairs share the call. So it does not depend
+// on m or on the column split. Rows of x go four at a time over 32 rows of
+// W, which stay in cache meanwhile. A vector takes four rows of W at a
+// time.
+func matMulQ8Rows(dst []float32, xq []byte, m int, w *Packed, j0, j1 int) {
 	k, n := w.k, w.n
 	rb := k / Q8Block * q8ActBytes
-	buf := q8Scratch.Get().(*[]byte)
-	defer q8Scratch.Put(buf)
-	if len(*buf) < m*rb {
-		*buf = make([]byte, m*rb)
-	}
-	xq := (*buf)[:m*rb]
-	for i := range m {
-		quantizeAct(xq[i*rb:(i+1)*rb], a[i*k:(i+1)*k])
-	}
 	var (
 		as  [4][]byte
 		rs  [4][]byte

@@ -290,13 +290,22 @@ func testMatMulQ8(t *testing.T, panels bool) {
 					}
 				}
 			}
-			// Two column ranges give the bits of the whole.
+			// Two column ranges give the bits of the whole, and so do
+			// they over activations quantised once.
 			split := make([]float32, tc.m*n)
 			MatMulPackedCols(split, a, tc.m, w, 0, tc.j0)
 			MatMulPackedCols(split, a, tc.m, w, tc.j0, n)
+			var x Q8Act
+			x.Quantize(a, tc.m, w)
+			once := make([]float32, tc.m*n)
+			MatMulQ8ActCols(once, &x, w, tc.j0, n)
+			MatMulQ8ActCols(once, &x, w, 0, tc.j0)
 			for i := range split {
 				if split[i] != dst[i] {
 					t.Fatalf("element %d: %v split at column %d, %v whole", i, split[i], tc.j0, dst[i])
+				}
+				if once[i] != dst[i] {
+					t.Fatalf("element %d: %v over Q8Act split at column %d, %v whole", i, once[i], tc.j0, dst[i])
 				}
 			}
 		})

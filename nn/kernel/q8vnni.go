@@ -91,11 +91,11 @@ func quantizePanelAct(dst []byte, x []float32) {
 	}
 }
 
-// matMulQ8Panels is matMulQ8Cols for a Packed in q8_0 panels.
-// Rows of a go four at a time over tiles of panels that stay in L2
+// matMulQ8Panels is matMulQ8Rows for a Packed in q8_0 panels, x quantised by quantizePanelAct.
+// Rows of x go four at a time over tiles of panels that stay in L2
 // meanwhile; the rest one at a time. A row's outputs are the same bits in
 // either kernel, so they do not depend on m or on the column split.
-func matMulQ8Panels(dst, a []float32, m int, w *Packed, j0, j1 int) {
+func matMulQ8Panels(dst []float32, xq []byte, m int, w *Packed, j0, j1 int) {
 	k, n := w.k, w.n
 	blocks := k / Q8Block
 	if blocks == 0 {
@@ -105,15 +105,6 @@ func matMulQ8Panels(dst, a []float32, m int, w *Packed, j0, j1 int) {
 		return
 	}
 	rb := blocks * q8PanelActBytes
-	buf := q8Scratch.Get().(*[]byte)
-	defer q8Scratch.Put(buf)
-	if len(*buf) < m*rb {
-		*buf = make([]byte, m*rb)
-	}
-	xq := (*buf)[:m*rb]
-	for i := range m {
-		quantizePanelAct(xq[i*rb:(i+1)*rb], a[i*k:(i+1)*k])
-	}
 	pb := q8PanelBytes(k)
 	q0, q1 := j0/nr, (j1+nr-1)/nr
 	full := (j1 - j0) / nr // whole panels; a last one past n is cut short
