@@ -117,6 +117,8 @@ type mulJob struct {
 	dst, a []float32
 	rows   int
 	w      *kernel.Packed
+	q8     bool         // w is q8_0: the ranges read act, quantised once
+	act    kernel.Q8Act // a quantised for a q8_0 w
 	chunks int
 	next   atomic.Int64
 }
@@ -316,7 +318,8 @@ func (m *decoder) forward(rows []tokenRow) []float32 {
 // matmul computes dst(rows, n) = a(rows, k) · Wᵀ.
 // A large enough product is split by column panels across the pool's
 // cores. As package kernel guarantees, each element's bits are the same
-// however it is split.
+// however it is split. A q8_0 matrix's rows of a are quantised once,
+// before the split.
 func (m *decoder) matmul(dst, a []float32, rows int, w *kernel.Packed) {
 	workers := 1
 	if rows*w.K()*w.N() >= m.parMul {
@@ -328,6 +331,9 @@ func (m *decoder) matmul(dst, a []float32, rows int, w *kernel.Packed) {
 	}
 	j := &m.mul
 	j.dst, j.a, j.rows, j.w = dst, a, rows, w
+	if j.q8 = w.DType() == kernel.Q8_0; j.q8 {
+		j.act.Quantize(a, rows, w)
+	}
 	j.chunks = min((w.Panels()+1)/2, workers*mulChunks)
 	j.next.Store(0)
 	m.pool.run(workers, m.mulFn)
@@ -339,6 +345,10 @@ func (m *decoder) mulTask(int) {
 	j := &m.mul
 	for c := int(j.next.Add(1) - 1); c < j.chunks; c = int(j.next.Add(1) - 1) {
 		j0, j1 := kernel.PanelRange(j.w.Panels(), j.chunks, c, j.w.N())
+		if j.q8 {
+			kernel.MatMulQ8ActCols(j.dst, &j.act, j.w, j0, j1)
+			continue
+		}
 		kernel.MatMulPackedCols(j.dst, j.a, j.rows, j.w, j0, j1)
 	}
 }

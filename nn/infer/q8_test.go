@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -107,4 +108,44 @@ func q8Compare(t *testing.T, a, b *Weights, prompts [][]int, n int) (worst float
 		}
 	}
 	return worst, same, steps
+}
+
+// TestQ8SplitSameBits checks that a q8_0 model's products split across
+// cores give the bits of unsplit ones. Split, the decoder quantises each
+// product's activations once and hands the column ranges the result.
+func TestQ8SplitSameBits(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	w, _, err := LoadHF(filepath.Join("testdata", "hf", "qwen2-bias"), HFOptions{Quantize: "q8_0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := w.Config()
+	prompt := q8Prompts[0]
+	logits := func(split bool) []float32 {
+		m := newDecoderWeights(c, mustCache(t, c, 1), w.w)
+		defer m.close()
+		if split {
+			m.parMul = 1
+		} else {
+			m.parMul = math.MaxInt
+		}
+		rows := make([]tokenRow, len(prompt))
+		for i, tok := range prompt {
+			rows[i] = tokenRow{slot: 0, pos: i, token: tok, logits: true}
+		}
+		var out []float32
+		out = append(out, m.forward(rows)...)
+		// Then one row, as a decoding step.
+		out = append(out, m.forward([]tokenRow{{slot: 0, pos: len(prompt), token: 7, logits: true}})...)
+		return out
+	}
+	want, got := logits(false), logits(true)
+	if len(got) != len(want) {
+		t.Fatalf("split: %d logits, unsplit %d", len(got), len(want))
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("logit %d: split %v, unsplit %v", i, got[i], want[i])
+		}
+	}
 }

@@ -13,6 +13,9 @@ func TestPuregoImpl(t *testing.T) {
 	if got, want := Impl(), "go"; got != want {
 		t.Fatalf("Impl() = %q, want %q", got, want)
 	}
+	if got, want := Q8Impl(), "go"; got != want {
+		t.Errorf("Q8Impl() = %q, want %q", got, want)
+	}
 	hooks := []struct {
 		name string
 		set  bool
@@ -36,6 +39,8 @@ func TestPuregoImpl(t *testing.T) {
 		{"activeBF16Pairs8", activeBF16Pairs8 != nil},
 		{"activeWidenBF16Pairs", activeWidenBF16Pairs != nil},
 		{"archQ8Dot4", archQ8Dot4() != nil},
+		{"activeQ8Panels", activeQ8Panels != nil},
+		{"activeQ8Panels4", activeQ8Panels4 != nil},
 	}
 	for _, h := range hooks {
 		if h.set {

@@ -3,7 +3,7 @@
 // softmax, SwiGLU and AdamW. Each has a portable twin with the same bits,
 // but for the exponential, whose lanes may differ from Exp in the last bit.
 // Matrices are row-major; weights may also be bfloat16, float16 or
-// llama.cpp's q8_0. Impl says which micro-kernel runs.
+// llama.cpp's q8_0. Impl says which micro-kernel runs, Q8Impl which q8_0 kernel.
 //
 // Determinism: an element of the result is a multiply-add chain over k in
 // increasing order. Its value depends only on its row of a, its column of b

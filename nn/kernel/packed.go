@@ -19,7 +19,9 @@ type Packed struct {
 	dtype DType    // Float32, or the type of half
 	half  []uint16 // (panels, k, 16) 16-bit values, for BFloat16 and Float16
 	pairs bool     // half holds pairs of k steps interleaved (halfIndex)
-	q8    []byte   // (n, k/32, 34) q8_0 rows, for Q8_0 (q8.go)
+	q8    []byte   // (n, k/32, 34) q8_0 rows, for Q8_0 (q8.go), or q8_0 panels
+	// q8panels says q8 holds q8_0 panels (q8vnni.go).
+	q8panels bool
 }
 
 // packPart is one source matrix stacked into a Packed: rows [row0, row0+n)
@@ -136,7 +138,7 @@ func (w *Packed) Row(dst []float32, j int) {
 		return
 	}
 	if w.q8 != nil {
-		DequantizeQ8_0(dst[:w.k], w.q8Row(j))
+		w.q8RowValues(dst, j)
 		return
 	}
 	k := w.k

@@ -86,13 +86,20 @@ func Float32ToF16(f float32) uint16 {
 }
 
 // NewPackedQ8 is NewPacked for a matrix kept in q8_0, with k a multiple of 32.
-// Its rows stay in llama.cpp's layout, row after row, so a GGUF tensor is
-// copied in as it is stored. RepackQ8 fills it.
+// Where the CPU has AVX-512 VNNI, the blocks are laid out in panels of 16
+// rows with float32 scales (q8vnni.go). Elsewhere the rows stay in
+// llama.cpp's layout, row after row, so a GGUF tensor is copied in as it is
+// stored. RepackQ8 fills it.
 func NewPackedQ8(k int, rows ...int) *Packed {
+	return newPackedQ8(k, activeQ8Panels != nil, rows...)
+}
+
+// newPackedQ8 is NewPackedQ8 in q8_0 panels or in llama.cpp's layout.
+func newPackedQ8(k int, panels bool, rows ...int) *Packed {
 	if k%Q8Block != 0 {
 		panic("kernel.NewPackedQ8: k not a multiple of 32") // a programming error
 	}
-	w := &Packed{k: k, dtype: Q8_0}
+	w := &Packed{k: k, dtype: Q8_0, q8panels: panels}
 	for _, r := range rows {
 		if r < 0 || k < 0 {
 			panic("kernel.NewPackedQ8: negative dimension") // a programming error
@@ -100,7 +107,11 @@ func NewPackedQ8(k int, rows ...int) *Packed {
 		w.parts = append(w.parts, packPart{row0: w.n, n: r})
 		w.n += r
 	}
-	w.q8 = make([]byte, w.n*Q8RowBytes(k))
+	if panels {
+		w.q8 = make([]byte, w.panels()*q8PanelBytes(k))
+	} else {
+		w.q8 = make([]byte, w.n*Q8RowBytes(k))
+	}
 	return w
 }
 
@@ -118,11 +129,26 @@ func (w *Packed) RepackQ8(parts ...[]byte) {
 		if len(p) != w.parts[i].n*rb {
 			panic(fmt.Sprintf("kernel.Packed.RepackQ8: matrix %d has %d bytes, want %d", i, len(p), w.parts[i].n*rb)) // a programming error
 		}
-		copy(w.q8[w.parts[i].row0*rb:], p)
+		if !w.q8panels {
+			copy(w.q8[w.parts[i].row0*rb:], p)
+			continue
+		}
+		for r := range w.parts[i].n {
+			w.setQ8PanelRow(w.parts[i].row0+r, p[r*rb:(r+1)*rb])
+		}
 	}
 }
 
-// q8Row returns row j's blocks.
+// q8RowValues writes row j's values, d·q exactly, into dst.
+func (w *Packed) q8RowValues(dst []float32, j int) {
+	if w.q8panels {
+		w.q8PanelRow(dst[:w.k], j)
+		return
+	}
+	DequantizeQ8_0(dst[:w.k], w.q8Row(j))
+}
+
+// q8Row returns row j's blocks in llama.cpp's layout.
 func (w *Packed) q8Row(j int) []byte {
 	rb := Q8RowBytes(w.k)
 	return w.q8[j*rb : (j+1)*rb]
@@ -154,45 +180,129 @@ const q8ActBytes = 4 + Q8Block
 // dst, rounding as QuantizeQ8_0 does.
 func quantizeAct(dst []byte, x []float32) {
 	for b := 0; b < len(x)/Q8Block; b++ {
-		v := x[b*Q8Block : (b+1)*Q8Block]
 		out := dst[b*q8ActBytes : (b+1)*q8ActBytes]
-		var amax float32
-		for _, f := range v {
-			amax = max(amax, float32(math.Abs(float64(f))))
-		}
-		d := amax / 127
-		var id float32
-		if d != 0 {
-			id = 1 / d
-		}
+		d := quantizeBlock(out[4:4+Q8Block], x[b*Q8Block:(b+1)*Q8Block])
 		binary.LittleEndian.PutUint32(out, math.Float32bits(d))
-		for i, f := range v {
-			out[4+i] = byte(int8(math.Round(float64(f * id))))
+	}
+}
+
+// quantizeBlock writes the 32 values v as int8 into q and returns their
+// scale, rounding as QuantizeQ8_0 does but for the scale's width. It runs
+// once a token for every product, so it rounds in float32: t - trunc(t) is
+// exact, and a fraction of at least one half rounds away from zero, as
+// math.Round does.
+func quantizeBlock(q []byte, v []float32) float32 {
+	v = v[:Q8Block]
+	q = q[:Q8Block]
+	var amax float32
+	for _, f := range v {
+		amax = max(amax, max(f, -f))
+	}
+	d := amax / 127
+	var id float32
+	if d != 0 {
+		id = 1 / d
+	}
+	for i, f := range v {
+		t := f * id
+		r := int32(t)
+		switch frac := t - float32(r); {
+		case frac >= 0.5:
+			r++
+		case frac <= -0.5:
+			r--
+		}
+		q[i] = byte(int8(r))
+	}
+	return d
+}
+
+// Q8Act is rows of activations quantised for products over q8_0 Packeds.
+// Quantize fills it once per product; MatMulQ8ActCols reads it, from any
+// number of goroutines at once, so that a product split by columns
+// quantises its rows once rather than once a range.
+type Q8Act struct {
+	m, k   int
+	panels bool   // the blocks are for q8_0 panels' kernels
+	b      []byte // (m, k/32) blocks
+}
+
+// Quantize quantises a(m, k) into x for products over w, reusing x's memory.
+func (x *Q8Act) Quantize(a []float32, m int, w *Packed) {
+	if w.dtype != Q8_0 || len(a) < m*w.k {
+		panic("kernel.Q8Act.Quantize: not a q8_0 Packed, or a too short") // a programming error
+	}
+	k := w.k
+	x.m, x.k, x.panels = m, k, w.q8panels
+	rb := x.rowBytes()
+	if cap(x.b) < m*rb {
+		x.b = make([]byte, m*rb)
+	}
+	x.b = x.b[:m*rb]
+	for i := range m {
+		if x.panels {
+			quantizePanelAct(x.b[i*rb:(i+1)*rb], a[i*k:(i+1)*k])
+		} else {
+			quantizeAct(x.b[i*rb:(i+1)*rb], a[i*k:(i+1)*k])
 		}
 	}
 }
 
-// q8Scratch holds the quantised activations of one product.
-var q8Scratch = sync.Pool{New: func() any { return new([]byte) }}
+// rowBytes is the bytes of one quantised row.
+func (x *Q8Act) rowBytes() int {
+	if x.panels {
+		return x.k / Q8Block * q8PanelActBytes
+	}
+	return x.k / Q8Block * q8ActBytes
+}
 
-// matMulQ8Cols computes columns [j0, j1) of dst(m, n) = a(m, k) · Wᵀ for
-// a q8_0 W. Each element is the dot product of its quantised row of a and
-// its row of W, as q8Dot4 computes it whichever pairs share the call. So it
-// does not depend on m or on the column split. Rows of a go four at a time
-// over 32 rows of W, which stay in cache meanwhile. A vector takes four rows
-// of W at a time.
+// MatMulQ8ActCols computes columns [j0, j1) of dst(m, n) = x · Wᵀ on the caller, for a q8_0 W.
+// x holds m rows quantised for w by Quantize. Column ranges are as for
+// MatMulPackedCols, and the bits are those of MatMulPackedCols over the
+// rows x was quantised from.
+func MatMulQ8ActCols(dst []float32, x *Q8Act, w *Packed, j0, j1 int) {
+	if w.dtype != Q8_0 || x.k != w.k || x.panels != w.q8panels || len(dst) < x.m*w.n {
+		panic("kernel.MatMulQ8ActCols: activations not quantised for this Packed, or dst too short") // a programming error
+	}
+	if j0%nr != 0 || j0 < 0 || j1 > w.n || (j1%nr != 0 && j1 != w.n) {
+		panic("kernel.MatMulQ8ActCols: column range not whole panels") // a programming error
+	}
+	if j0 >= j1 || x.m == 0 {
+		return
+	}
+	if w.q8panels {
+		matMulQ8Panels(dst, x.b, x.m, w, j0, j1)
+		return
+	}
+	matMulQ8Rows(dst, x.b, x.m, w, j0, j1)
+}
+
+// q8Scratch holds the quantised activations of one product.
+var q8Scratch = sync.Pool{New: func() any { return new(Q8Act) }}
+
+// matMulQ8Cols computes columns [j0, j1) of dst(m, n) = a(m, k) · Wᵀ for a q8_0 W.
+// It quantises a, then runs matMulQ8Panels or matMulQ8Rows.
 func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
+	x := q8Scratch.Get().(*Q8Act)
+	defer q8Scratch.Put(x)
+	x.Quantize(a, m, w)
+	if w.q8panels {
+		matMulQ8Panels(dst, x.b, m, w, j0, j1)
+		return
+	}
+	matMulQ8Rows(dst, x.b, m, w, j0, j1)
+}
+
+// matMulQ8Rows computes columns [j0, j1) of dst(m, n) = x · Wᵀ for a q8_0 W
+// in llama.cpp's layout, x being m rows quantised by quantizeAct. Each
+// element is the dot product of its quantised row and its row of W, as
+// q8Dot4 computes it whichever pairs share the call. So it does not depend
+// on m or on the column split. Rows of x go four at a time over 32 rows of
+// W, which stay in cache meanwhile. A vector takes four rows of W at a
+// time.
+func matMulQ8Rows(dst []float32, xq []byte, m int, w *Packed, j0, j1 int) {
 	k, n := w.k, w.n
 	rb := k / Q8Block * q8ActBytes
-	buf := q8Scratch.Get().(*[]byte)
-	defer q8Scratch.Put(buf)
-	if len(*buf) < m*rb {
-		*buf = make([]byte, m*rb)
-	}
-	xq := (*buf)[:m*rb]
-	for i := range m {
-		quantizeAct(xq[i*rb:(i+1)*rb], a[i*k:(i+1)*k])
-	}
 	var (
 		as  [4][]byte
 		rs  [4][]byte
@@ -238,10 +348,22 @@ var activeQ8Dot4 q8Dot4Func = goQ8Dot4
 
 // This init runs after gemm.go's, which has settled activeName.
 func init() {
-	if f := archQ8Dot4(); f != nil && activeName != "go" {
-		activeQ8Dot4 = f
+	if activeName == "go" {
+		return
+	}
+	if f := archQ8Dot4(); f != nil {
+		activeQ8Dot4, q8Name = f, "avx2"
+	}
+	if g1, g4 := archQ8Panels(); g1 != nil {
+		activeQ8Panels, activeQ8Panels4, q8Name = g1, g4, "avx512vnni"
 	}
 }
+
+var q8Name = "go"
+
+// Q8Impl names the q8_0 products' kernel: "avx512vnni", "avx2" or "go".
+// "avx512vnni" reads q8_0 panels; the others read llama.cpp's rows.
+func Q8Impl() string { return q8Name }
 
 func goQ8Dot4(k int, a, r *[4][]byte, out *[4]float32) {
 	for i := range 4 {

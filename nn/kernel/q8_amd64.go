@@ -28,3 +28,40 @@ func archQ8Dot4() q8Dot4Func {
 			unsafe.SliceData(r[0]), unsafe.SliceData(r[1]), unsafe.SliceData(r[2]), unsafe.SliceData(r[3]), &out[0])
 	}
 }
+
+//go:noescape
+func q8GemvVNNI(blocks, panels int, w, x *byte, out *float32)
+
+//go:noescape
+func q8Gemm4VNNI(blocks, panels int, w, x *byte, xstride int, out *float32, ldo int)
+
+// haveAVX512VNNI reports whether the CPU has AVX-512F and AVX-512 VNNI, with the OS's support.
+func haveAVX512VNNI() bool {
+	if !haveAVX512() {
+		return false
+	}
+	_, _, ecx7, _ := cpuid(7, 0)
+	return ecx7&(1<<11) != 0 // AVX512_VNNI
+}
+
+// archQ8Panels returns the AVX-512 VNNI kernels over q8_0 panels; nil
+// where the CPU lacks them. The bounds checks keep a bad caller from
+// reading or writing outside the slices.
+func archQ8Panels() (q8PanelsFunc, q8Panels4Func) {
+	if !haveAVX512VNNI() {
+		return nil, nil
+	}
+	g1 := func(blocks, panels int, w, x []byte, out []float32) {
+		_ = w[panels*blocks*q8PanelBlockBytes-1]
+		_ = x[blocks*q8PanelActBytes-1]
+		_ = out[panels*nr-1]
+		q8GemvVNNI(blocks, panels, unsafe.SliceData(w), unsafe.SliceData(x), unsafe.SliceData(out))
+	}
+	g4 := func(blocks, panels int, w, x []byte, xstride int, out []float32, ldo int) {
+		_ = w[panels*blocks*q8PanelBlockBytes-1]
+		_ = x[3*xstride+blocks*q8PanelActBytes-1]
+		_ = out[3*ldo+panels*nr-1]
+		q8Gemm4VNNI(blocks, panels, unsafe.SliceData(w), unsafe.SliceData(x), xstride, unsafe.SliceData(out), ldo)
+	}
+	return g1, g4
+}

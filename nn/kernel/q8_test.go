@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -78,6 +79,49 @@ func TestQuantizeQ8_0(t *testing.T) {
 	}
 }
 
+// TestQuantizeAct checks that the activations' values round as QuantizeQ8_0's do.
+// Both quantisers of activations share quantizeBlock, which rounds in
+// float32, where QuantizeQ8_0 rounds with math.Round. Ties (127 and halves
+// over a largest value of 127) and random blocks of many magnitudes must
+// give the same bytes, and quantizePanelAct the same scale and the sum.
+func TestQuantizeAct(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	src := make([]float32, 32*200)
+	for i := range src {
+		src[i] = float32(r.NormFloat64()) * float32(math.Pow(10, float64(i/32%8)-4))
+	}
+	for i := range 32 { // block 0: ties at every half
+		src[i] = float32(i*4-64) + 0.5
+	}
+	src[31] = 127
+	src[32] = float32(math.Copysign(0, -1)) // block 1 starts with -0
+	want := make([]byte, Q8RowBytes(len(src)))
+	QuantizeQ8_0(want, src)
+	act := make([]byte, len(src)/32*q8ActBytes)
+	quantizeAct(act, src)
+	pan := make([]byte, len(src)/32*q8PanelActBytes)
+	quantizePanelAct(pan, src)
+	for b := range len(src) / 32 {
+		var sum int32
+		for i := range 32 {
+			wq := want[b*Q8BlockBytes+2+i]
+			if got := act[b*q8ActBytes+4+i]; got != wq {
+				t.Fatalf("block %d value %d: quantizeAct %d, QuantizeQ8_0 %d (of %v)", b, i, int8(got), int8(wq), src[b*32+i])
+			}
+			if got := pan[b*q8PanelActBytes+8+i]; got != wq {
+				t.Fatalf("block %d value %d: quantizePanelAct %d, QuantizeQ8_0 %d", b, i, int8(got), int8(wq))
+			}
+			sum += int32(int8(wq))
+		}
+		if got, want := binary.LittleEndian.Uint32(pan[b*q8PanelActBytes:]), binary.LittleEndian.Uint32(act[b*q8ActBytes:]); got != want {
+			t.Errorf("block %d: quantizePanelAct's scale %#x, quantizeAct's %#x", b, got, want)
+		}
+		if got := int32(binary.LittleEndian.Uint32(pan[b*q8PanelActBytes+4:])); got != -128*sum {
+			t.Errorf("block %d: correction %d, want -128·%d", b, got, sum)
+		}
+	}
+}
+
 // TestQuantizeQ8_0Error checks that dequantised values are within half a step of the originals.
 // Half a step is d/2, plus 127 times the float16 rounding of d, which is
 // coarse where d is subnormal in float16.
@@ -107,21 +151,64 @@ func TestQuantizeQ8_0Error(t *testing.T) {
 	}
 }
 
-// TestMatMulQ8 checks the q8_0 products against float64 sums of dequantised weights.
-// It also checks that an element's bits do not depend on the rows batched
-// with it or on the column split.
+// q8Impl is one q8_0 kernel and the layout it reads.
+type q8Impl struct {
+	name   string
+	panels bool       // q8_0 panels, for the VNNI kernels
+	dot4   q8Dot4Func // for llama.cpp's layout
+}
+
+// q8Impls lists the q8_0 kernels this machine runs: pure Go always, the
+// AVX2 and the AVX-512 VNNI assembly where the CPU has them.
+func q8Impls() []q8Impl {
+	impls := []q8Impl{{name: "go", dot4: goQ8Dot4}}
+	if f := archQ8Dot4(); f != nil {
+		impls = append(impls, q8Impl{name: "avx2", dot4: f})
+	}
+	if activeQ8Panels != nil {
+		impls = append(impls, q8Impl{name: "avx512vnni", panels: true})
+	}
+	return impls
+}
+
+// use makes im the kernel of q8_0 Packeds in llama.cpp's layout until the test ends.
+func (im q8Impl) use(t testing.TB) {
+	t.Helper()
+	if im.panels {
+		return
+	}
+	prev := activeQ8Dot4
+	activeQ8Dot4 = im.dot4
+	t.Cleanup(func() { activeQ8Dot4 = prev })
+}
+
+// TestMatMulQ8 checks each q8_0 kernel against float64 sums of dequantised weights.
+// The sums are over the activations as the product quantises them; the
+// tolerance is 1e-5 of the sum of the products' magnitudes, for float32
+// rounding. It also checks that an element's bits do not depend on the rows
+// batched with it or on the column split.
 func TestMatMulQ8(t *testing.T) {
+	for _, im := range q8Impls() {
+		t.Run(im.name, func(t *testing.T) {
+			im.use(t)
+			testMatMulQ8(t, im.panels)
+		})
+	}
+}
+
+func testMatMulQ8(t *testing.T, panels bool) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, tc := range []struct {
-		name    string
-		m, k    int
-		rows    []int
-		j0, j1s int // a column split to compare with the whole product
+		name string
+		m, k int
+		rows []int
+		j0   int // a column split to compare with the whole product
 	}{
-		{"vector", 1, 64, []int{40}, 16, 0},
-		{"batch of 7, stacked parts", 7, 96, []int{16, 8, 9}, 16, 0},
-		{"batch of 4, one block", 4, 32, []int{33}, 32, 0},
-		{"batch of 9", 9, 256, []int{50}, 48, 0},
+		{"vector", 1, 64, []int{40}, 16},
+		{"batch of 7, stacked parts", 7, 96, []int{16, 8, 9}, 16},
+		{"batch of 4, one block", 4, 32, []int{33}, 32},
+		{"batch of 9", 9, 256, []int{50}, 48},
+		{"batch of 5, several tiles of panels", 5, 4096, []int{100}, 64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := tc.k
@@ -141,17 +228,23 @@ func TestMatMulQ8(t *testing.T) {
 				DequantizeQ8_0(d, q)
 				deq = append(deq, d...)
 			}
-			w := NewPackedQ8(k, tc.rows...)
+			w := newPackedQ8(k, panels, tc.rows...)
 			w.RepackQ8(parts...)
 			n := w.N()
-			if got, want := w.Bytes(), int64(n*k/32*34); got != want {
+			want := int64(n * k / 32 * 34)
+			if panels {
+				want = int64((n + 15) / 16 * 16 * k / 32 * 36)
+			}
+			if got := w.Bytes(); got != want {
 				t.Errorf("Bytes() = %d, want %d", got, want)
 			}
 			row := make([]float32, k)
-			w.Row(row, n-1)
-			for p := range k {
-				if got, want := row[p], deq[(n-1)*k+p]; got != want {
-					t.Fatalf("Row(%d)[%d] = %v, want %v", n-1, p, got, want)
+			for _, j := range []int{0, n / 2, n - 1} {
+				w.Row(row, j)
+				for p := range k {
+					if got, want := row[p], deq[j*k+p]; got != want {
+						t.Fatalf("Row(%d)[%d] = %v, want %v", j, p, got, want)
+					}
 				}
 			}
 			a := make([]float32, tc.m*k)
@@ -197,13 +290,22 @@ func TestMatMulQ8(t *testing.T) {
 					}
 				}
 			}
-			// Two column ranges give the bits of the whole.
+			// Two column ranges give the bits of the whole, and so do
+			// they over activations quantised once.
 			split := make([]float32, tc.m*n)
 			MatMulPackedCols(split, a, tc.m, w, 0, tc.j0)
 			MatMulPackedCols(split, a, tc.m, w, tc.j0, n)
+			var x Q8Act
+			x.Quantize(a, tc.m, w)
+			once := make([]float32, tc.m*n)
+			MatMulQ8ActCols(once, &x, w, tc.j0, n)
+			MatMulQ8ActCols(once, &x, w, 0, tc.j0)
 			for i := range split {
 				if split[i] != dst[i] {
 					t.Fatalf("element %d: %v split at column %d, %v whole", i, split[i], tc.j0, dst[i])
+				}
+				if once[i] != dst[i] {
+					t.Fatalf("element %d: %v over Q8Act split at column %d, %v whole", i, once[i], tc.j0, dst[i])
 				}
 			}
 		})
@@ -251,5 +353,53 @@ func TestQ8DotTwins(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkMatVecQ8 reports GB/s of weights read by one-row products over
+// Qwen2.5-0.5B's MLP matrices, for each q8_0 kernel and, as the reference
+// in the same run, bfloat16. Run with GOMAXPROCS=1 for one core:
+//
+//	GOMAXPROCS=1 go test -run=^$ -bench=MatVecQ8 ./nn/kernel
+func BenchmarkMatVecQ8(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, s := range [][2]int{{896, 4864}, {4864, 896}} {
+		k, n := s[0], s[1]
+		f := make([]float32, n*k)
+		for i := range f {
+			f[i] = float32(r.NormFloat64())
+		}
+		q := make([]byte, n*Q8RowBytes(k))
+		for j := range n {
+			QuantizeQ8_0(q[j*Q8RowBytes(k):(j+1)*Q8RowBytes(k)], f[j*k:(j+1)*k])
+		}
+		a := make([]float32, k)
+		for i := range a {
+			a[i] = float32(r.NormFloat64())
+		}
+		dst := make([]float32, n)
+		run := func(b *testing.B, w *Packed) {
+			for b.Loop() {
+				MatMulPacked(dst, a, 1, w)
+			}
+			b.ReportMetric(float64(w.Bytes())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		}
+		for _, im := range q8Impls() {
+			b.Run(fmt.Sprintf("k%dn%d/q8_0/%s", k, n, im.name), func(b *testing.B) {
+				im.use(b)
+				w := newPackedQ8(k, im.panels, n)
+				w.RepackQ8(q)
+				run(b, w)
+			})
+		}
+		b.Run(fmt.Sprintf("k%dn%d/bf16", k, n), func(b *testing.B) {
+			h := make([]uint16, len(f))
+			for i, v := range f {
+				h[i] = uint16(math.Float32bits(v) >> 16)
+			}
+			w := NewPackedHalf(BFloat16, k, n)
+			w.RepackHalfPanels(0, w.panels(), h)
+			run(b, w)
+		})
 	}
 }

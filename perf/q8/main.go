@@ -85,7 +85,7 @@ func run(args []string, stdout io.Writer) error {
 	if err := writeCheckpoint(dir, sh); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
-	fmt.Fprintf(stdout, "q8: machine %s, %d cores, kernel %s, %s/%s\n", cpuName(), runtime.NumCPU(), kernel.Impl(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(stdout, "q8: machine %s, %d cores, kernel %s, q8_0 kernel %s, %s/%s\n", cpuName(), runtime.NumCPU(), kernel.Impl(), kernel.Q8Impl(), runtime.GOOS, runtime.GOARCH)
 
 	type side struct {
 		name string
