@@ -133,6 +133,7 @@ type Server struct {
 	models  map[string]delegate.Model
 	names   []string
 	log     *slog.Logger
+	access  *slog.Logger // the access log; nil: none
 	created int64
 	served  atomic.Int64
 	// bodies charges the bytes of the bodies held against BodyBudget.
@@ -198,7 +199,7 @@ func NewWithConfig(cfg Config, log *slog.Logger, models ...delegate.Model) (*Ser
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		cfg: cfg, models: map[string]delegate.Model{}, log: log, created: time.Now().Unix(),
+		cfg: cfg, models: map[string]delegate.Model{}, log: log, access: log, created: time.Now().Unix(),
 		turns: make(chan struct{}, cfg.MaxConcurrent), bodies: semaphore.NewWeighted(cfg.BodyBudget),
 	}
 	m, err := newMetrics(func() float64 { return float64(len(s.turns)) })
@@ -230,6 +231,11 @@ func NewWithConfig(cfg Config, log *slog.Logger, models ...delegate.Model) (*Ser
 // A streaming response pushes the deadline forward before each event.
 // Call it before serving.
 func (s *Server) SetWriteTimeout(d time.Duration) { s.writeTimeout = d }
+
+// SetAccessLog sends the access log's lines to l instead of the server's log; nil drops them.
+// A handler in front that logs each request itself, as the gateway does, drops them.
+// Call it before serving.
+func (s *Server) SetAccessLog(l *slog.Logger) { s.access = l }
 
 // Served counts the chat completions answered successfully.
 func (s *Server) Served() int64 { return s.served.Load() }
@@ -493,7 +499,10 @@ func (s *Server) logged(w *trackingWriter, r *http.Request, start time.Time) {
 	}
 	d := time.Since(start)
 	s.metrics.http(route(r.URL.Path), status)
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+	if s.access == nil {
+		return
+	}
+	s.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
 		slog.Duration("duration", d), slog.Int64("bytes", w.bytes))
 }

@@ -201,6 +201,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, models ...delegate.
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	srv.SetHook(g.hook)
+	srv.SetAccessLog(nil) // ServeHTTP logs every request, without its path
 	if cfg.Sink != nil {
 		pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		g.pushKick, g.stopPush, g.pushDone = make(chan struct{}, 1), stop, make(chan struct{})
