@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -173,4 +174,57 @@ func decode(b *testing.B, resp *http.Response, v any) {
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkSession measures one session through the gateway: it is
+// opened, makes one call and is rewarded, and every fourth completes a
+// group. The model answers at once. CPU per session is cpu-ns/op.
+func BenchmarkSession(b *testing.B) {
+	m := modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) {
+		r := modeltest.Text("ok")
+		r.PromptTokenIDs = []int{1, 2, 3}
+		r.Choices[0].Logprobs = []delegate.TokenLogprob{{Token: "ok", TokenID: 4, Logprob: -0.1}}
+		return r, nil
+	})
+	cfg := gateway.DefaultConfig()
+	cfg.Dir = b.TempDir()
+	gw, err := gateway.Open(context.Background(), cfg, nil, m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gw.Close()
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	body := `{"model":"m","messages":[{"role":"system","content":"Solve or delegate."},{"role":"user","content":"Dot has 91 jars of 23 coins. Gus has 19 jars of 83 coins. Gus gets 49 more. How many coins do they have in all?"}],"temperature":0}`
+	post := func(path, key, body string) []byte {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("POST %s: %d %s %v", path, resp.StatusCode, out, err)
+		}
+		return out
+	}
+	cpu0 := processCPU()
+	i := 0
+	for b.Loop() {
+		var cr struct {
+			SessionID string `json:"session_id"`
+		}
+		if err := json.Unmarshal(post("/sessions", "", `{"group":"g`+strconv.Itoa(i/4)+`"}`), &cr); err != nil {
+			b.Fatal(err)
+		}
+		post("/v1/chat/completions", cr.SessionID, body)
+		post("/sessions/"+cr.SessionID+"/reward", "", `{"reward":`+strconv.Itoa(i%2)+`}`)
+		i++
+	}
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 }
