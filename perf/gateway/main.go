@@ -1,7 +1,8 @@
 // Command gateway measures what `delegate gateway` adds to an agent's calls.
 // The backend is package standin's server, in this process, answering at once.
-// The same chat completions run directly against it and through a gateway child process, interleaved.
-// It prints the CPU per call of both, counting the gateway's process with this one.
+// The same chat completions run directly against it, through a bare forwarder in this process
+// (one HTTP hop and nothing else: the floor of any gateway) and through a gateway child process, interleaved.
+// It prints the CPU per call of each, counting the gateway's process with this one.
 // It also prints the added p50 and p99 latency, the gateway's memory per session and per call,
 // and the sessions per second recorded and grouped.
 // The targets are at most 1.1 times the CPU and 2 ms of added p99, PASS or MISS.
@@ -83,40 +84,59 @@ func run(bin string, calls, reps, workers, perSession int) error {
 	fmt.Printf("workload: %d calls × %d repetitions per path, %d clients, sessions of %d calls (reward at the end), stand-in answering at once\n",
 		calls, reps, workers, perSession)
 
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers * 2}}
+	// The floor: a bare forwarder in this process, one HTTP hop and
+	// nothing else.
+	fln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
 	direct := "http://" + ln.Addr().String() + "/v1/chat/completions"
-	var dLat, gLat []time.Duration
-	var dCPU, gCPU, gOwn time.Duration
+	fwd := &http.Server{Handler: forward(direct, workers)}
+	go fwd.Serve(fln)
+	defer fwd.Close()
+	forwarded := "http://" + fln.Addr().String() + "/v1/chat/completions"
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers * 2}}
+	const viaDirect, viaForwarder, viaGateway = 0, 1, 2
+	var lats [3][]time.Duration
+	var cpus [3]time.Duration
+	var gOwn time.Duration
 	for r := range reps {
-		paths := []bool{false, true}
+		paths := []int{viaDirect, viaForwarder, viaGateway}
 		if r%2 == 1 {
 			slices.Reverse(paths)
 		}
-		for _, viaGateway := range paths {
+		for _, path := range paths {
 			self0, gw0 := selfCPU(), gw.cpu()
 			var lat []time.Duration
-			if viaGateway {
+			switch path {
+			case viaGateway:
 				lat, err = gatewayLoad(client, gw.base, calls, workers, perSession)
-			} else {
+			case viaForwarder:
+				lat, err = load(client, func(int) string { return forwarded }, calls, workers)
+			default:
 				lat, err = load(client, func(int) string { return direct }, calls, workers)
 			}
 			if err != nil {
 				return err
 			}
 			self, own := selfCPU()-self0, gw.cpu()-gw0
-			if viaGateway {
-				gLat, gCPU, gOwn = append(gLat, lat...), gCPU+self+own, gOwn+own
-			} else {
-				dLat, dCPU = append(dLat, lat...), dCPU+self
+			lats[path], cpus[path] = append(lats[path], lat...), cpus[path]+self
+			if path == viaGateway {
+				cpus[path] += own
+				gOwn += own
 			}
 		}
 	}
 	n := time.Duration(calls * reps)
-	fmt.Printf("CPU per call: direct (client+backend) %v; through the gateway %v (the gateway's own %v): %.2f×\n",
-		(dCPU / n).Round(time.Microsecond), (gCPU / n).Round(time.Microsecond), (gOwn / n).Round(time.Microsecond), float64(gCPU)/float64(dCPU))
+	dCPU, fCPU, gCPU := cpus[viaDirect], cpus[viaForwarder], cpus[viaGateway]
+	fmt.Printf("CPU per call: direct (client+backend) %v; through a bare forwarder %v: %.2f×; through the gateway %v (the gateway's own %v): %.2f×\n",
+		(dCPU / n).Round(time.Microsecond), (fCPU / n).Round(time.Microsecond), float64(fCPU)/float64(dCPU),
+		(gCPU / n).Round(time.Microsecond), (gOwn / n).Round(time.Microsecond), float64(gCPU)/float64(dCPU))
+	dLat, fLat, gLat := lats[viaDirect], lats[viaForwarder], lats[viaGateway]
 	dp50, dp99, gp50, gp99 := pct(dLat, 50), pct(dLat, 99), pct(gLat, 50), pct(gLat, 99)
-	fmt.Printf("latency: direct p50 %v p99 %v; through the gateway p50 %v p99 %v; added p50 %v p99 %v\n",
-		dp50, dp99, gp50, gp99, gp50-dp50, gp99-dp99)
+	fmt.Printf("latency: direct p50 %v p99 %v; through the forwarder p50 %v p99 %v; through the gateway p50 %v p99 %v; gateway's added p50 %v p99 %v\n",
+		dp50, dp99, pct(fLat, 50), pct(fLat, 99), gp50, gp99, gp50-dp50, gp99-dp99)
 	verdict := func(ok bool) string {
 		if ok {
 			return "PASS"
@@ -155,6 +175,34 @@ func run(bin string, calls, reps, workers, perSession int) error {
 	d := time.Since(start)
 	fmt.Printf("sessions recorded and grouped: %.0f/s (%d sessions of one call, rewarded, groups of 4, %d clients)\n", rounds/d.Seconds(), rounds, workers)
 	return nil
+}
+
+// forward is the least any gateway does: it reads the body, posts it to
+// url over kept connections and copies the answer back.
+func forward(url string, workers int) http.Handler {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers * 2}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body) // the client gone: nothing to do
+	})
 }
 
 // load makes calls POSTs of body to url(i) from workers clients and
