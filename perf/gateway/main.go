@@ -1,8 +1,9 @@
 // Command gateway measures what `delegate gateway` adds to an agent's calls.
 // The backend is package standin's server, in this process, answering at once.
-// The same chat completions run directly against it, through a bare forwarder in this process
-// (one HTTP hop and nothing else: the floor of any gateway) and through a gateway child process, interleaved.
-// It prints the CPU per call of each, counting the gateway's process with this one.
+// The same chat completions run directly against it, through a bare forwarder
+// (one HTTP hop and nothing else: the floor of any gateway) and through the gateway, interleaved.
+// The forwarder is this program again and the gateway the delegate binary, each a child process.
+// It prints the CPU per call of each path, counting a child's process with this one.
 // It also prints the added p50 and p99 latency, the gateway's memory per session and per call,
 // and the sessions per second recorded and grouped.
 // The targets are at most 1.1 times the CPU and 2 ms of added p99, PASS or MISS.
@@ -43,7 +44,15 @@ func main() {
 	reps := flag.Int("reps", 5, "repetitions of each path, interleaved")
 	workers := flag.Int("workers", 4, "concurrent clients")
 	perSession := flag.Int("session-calls", 10, "calls of one session before it ends")
+	forwardTo := flag.String("forward-to", "", "be the bare forwarder child: forward every request to this URL")
 	flag.Parse()
+	if *forwardTo != "" {
+		if err := serveForwarder(*forwardTo, *workers); err != nil {
+			fmt.Fprintln(os.Stderr, "perf/gateway:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*bin, *calls, *reps, *workers, *perSession); err != nil {
 		fmt.Fprintln(os.Stderr, "perf/gateway:", err)
 		os.Exit(1)
@@ -84,30 +93,28 @@ func run(bin string, calls, reps, workers, perSession int) error {
 	fmt.Printf("workload: %d calls × %d repetitions per path, %d clients, sessions of %d calls (reward at the end), stand-in answering at once\n",
 		calls, reps, workers, perSession)
 
-	// The floor: a bare forwarder in this process, one HTTP hop and
-	// nothing else.
-	fln, err := net.Listen("tcp", "127.0.0.1:0")
+	// The floor: a bare forwarder, one HTTP hop and nothing else, in a
+	// child process as the gateway is.
+	direct := "http://" + ln.Addr().String() + "/v1/chat/completions"
+	fwd, err := startForwarder(direct, workers)
 	if err != nil {
 		return err
 	}
-	direct := "http://" + ln.Addr().String() + "/v1/chat/completions"
-	fwd := &http.Server{Handler: forward(direct, workers)}
-	go fwd.Serve(fln)
-	defer fwd.Close()
-	forwarded := "http://" + fln.Addr().String() + "/v1/chat/completions"
+	defer fwd.stop()
+	forwarded := fwd.base + "/v1/chat/completions"
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers * 2}}
 	const viaDirect, viaForwarder, viaGateway = 0, 1, 2
 	var lats [3][]time.Duration
 	var cpus [3]time.Duration
-	var gOwn time.Duration
+	var gOwn, fOwn time.Duration
 	for r := range reps {
 		paths := []int{viaDirect, viaForwarder, viaGateway}
 		if r%2 == 1 {
 			slices.Reverse(paths)
 		}
 		for _, path := range paths {
-			self0, gw0 := selfCPU(), gw.cpu()
+			self0, gw0, fwd0 := selfCPU(), gw.cpu(), fwd.cpu()
 			var lat []time.Duration
 			switch path {
 			case viaGateway:
@@ -120,18 +127,22 @@ func run(bin string, calls, reps, workers, perSession int) error {
 			if err != nil {
 				return err
 			}
-			self, own := selfCPU()-self0, gw.cpu()-gw0
+			self, own, fwdOwn := selfCPU()-self0, gw.cpu()-gw0, fwd.cpu()-fwd0
 			lats[path], cpus[path] = append(lats[path], lat...), cpus[path]+self
-			if path == viaGateway {
+			switch path {
+			case viaGateway:
 				cpus[path] += own
 				gOwn += own
+			case viaForwarder:
+				cpus[path] += fwdOwn
+				fOwn += fwdOwn
 			}
 		}
 	}
 	n := time.Duration(calls * reps)
 	dCPU, fCPU, gCPU := cpus[viaDirect], cpus[viaForwarder], cpus[viaGateway]
-	fmt.Printf("CPU per call: direct (client+backend) %v; through a bare forwarder %v: %.2f×; through the gateway %v (the gateway's own %v): %.2f×\n",
-		(dCPU / n).Round(time.Microsecond), (fCPU / n).Round(time.Microsecond), float64(fCPU)/float64(dCPU),
+	fmt.Printf("CPU per call: direct (client+backend) %v; through a bare forwarder %v (its own %v): %.2f×; through the gateway %v (its own %v): %.2f×\n",
+		(dCPU / n).Round(time.Microsecond), (fCPU / n).Round(time.Microsecond), (fOwn / n).Round(time.Microsecond), float64(fCPU)/float64(dCPU),
 		(gCPU / n).Round(time.Microsecond), (gOwn / n).Round(time.Microsecond), float64(gCPU)/float64(dCPU))
 	dLat, fLat, gLat := lats[viaDirect], lats[viaForwarder], lats[viaGateway]
 	dp50, dp99, gp50, gp99 := pct(dLat, 50), pct(dLat, 99), pct(gLat, 50), pct(gLat, 99)
@@ -175,6 +186,26 @@ func run(bin string, calls, reps, workers, perSession int) error {
 	d := time.Since(start)
 	fmt.Printf("sessions recorded and grouped: %.0f/s (%d sessions of one call, rewarded, groups of 4, %d clients)\n", rounds/d.Seconds(), rounds, workers)
 	return nil
+}
+
+// serveForwarder serves forward(url) on a loopback port until killed.
+// It prints the address first, as the gateway does.
+func serveForwarder(url string, workers int) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("forwarder on http://%s: to %s\n", ln.Addr(), url)
+	return http.Serve(ln, forward(url, workers))
+}
+
+// startForwarder starts this program again as the bare forwarder to url.
+func startForwarder(url string, workers int) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return startChild(exec.Command(self, "-forward-to", url, "-workers", strconv.Itoa(workers)), regexp.MustCompile(`forwarder on (http://\S+):`))
 }
 
 // forward is the least any gateway does: it reads the body, posts it to
@@ -337,16 +368,22 @@ func post(c *http.Client, url, bearer string, b []byte, v any) error {
 	return nil
 }
 
-// gateway is the delegate gateway child process.
-type gateway struct {
+// child is a child process serving HTTP: the gateway or the forwarder.
+type child struct {
 	cmd  *exec.Cmd
 	base string
 }
 
-func startGateway(bin, config, out string) (*gateway, error) {
+func startGateway(bin, config, out string) (*child, error) {
 	cmd := exec.Command(bin, "gateway", "--config", config, "--addr", "127.0.0.1:0", "--out", out, "--group", "4", "sb")
 	cmd.Env = append(os.Environ(), "DELEGATE_GATEWAY_TOKEN="+token)
-	cmd.Stderr = io.Discard // its access log, one line a request, still written
+	return startChild(cmd, regexp.MustCompile(`gateway on (http://\S+):`))
+}
+
+// startChild starts cmd and waits for the line of its stdout that re
+// matches, whose first group is its base URL.
+func startChild(cmd *exec.Cmd, re *regexp.Regexp) (*child, error) {
+	cmd.Stderr = io.Discard // the gateway's access log, one line a request, still written
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -354,26 +391,25 @@ func startGateway(bin, config, out string) (*gateway, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	re := regexp.MustCompile(`gateway on (http://\S+):`)
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		if m := re.FindStringSubmatch(sc.Text()); m != nil {
 			go io.Copy(io.Discard, stdout) // the rest of its output
-			return &gateway{cmd: cmd, base: m[1]}, nil
+			return &child{cmd: cmd, base: m[1]}, nil
 		}
 	}
 	_ = cmd.Process.Kill()
-	return nil, fmt.Errorf("%s gateway exited without listening: %v", bin, cmd.Wait())
+	return nil, fmt.Errorf("%s exited without listening: %v", cmd.Path, cmd.Wait())
 }
 
-func (g *gateway) stop() {
+func (g *child) stop() {
 	_ = g.cmd.Process.Signal(syscall.SIGINT)
 	_ = g.cmd.Wait()
 }
 
 // cpu is the user and system time of the child so far (/proc, 10 ms
 // ticks).
-func (g *gateway) cpu() time.Duration {
+func (g *child) cpu() time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g.cmd.Process.Pid))
 	if err != nil {
 		return 0
@@ -386,7 +422,7 @@ func (g *gateway) cpu() time.Duration {
 }
 
 // rss is the child's resident set in bytes.
-func (g *gateway) rss() int64 {
+func (g *child) rss() int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
 	if err != nil {
 		return 0
