@@ -400,8 +400,10 @@ func (g *Gateway) agent(w http.ResponseWriter, r *http.Request, id, path string)
 	u := *r.URL
 	u.Path, u.RawPath = path, ""
 	r2.URL = &u
-	r2.Header = r.Header.Clone()
-	r2.Header.Del("Authorization") // the session id goes no further
+	if _, ok := r.Header["Authorization"]; ok {
+		r2.Header = r.Header.Clone()
+		r2.Header.Del("Authorization") // the session id goes no further
+	}
 	g.inflight.Store(r2, s)
 	defer g.inflight.Delete(r2)
 	g.srv.ServeHTTP(w, r2)
