@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -558,7 +557,7 @@ func (g *Gateway) expire(ctx context.Context) {
 		}
 		if g.cfg.Ended != nil {
 			s.mu.Lock()
-			calls := slices.Clone(s.calls)
+			calls := s.callList()
 			s.mu.Unlock()
 			g.cfg.Ended(&Finished{Version: FinishedVersion, Key: s.key, Task: s.task, Group: s.group, Metadata: s.metadata,
 				Created: s.created.UTC(), Finished: now.UTC(), PolicyVersion: s.policyVersion, Calls: calls}, true)
@@ -609,7 +608,7 @@ func (g *Gateway) finish(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	s.done = true
-	calls := slices.Clone(s.calls)
+	calls := s.callList()
 	s.mu.Unlock()
 	fin, err := g.score(s, calls, req)
 	if err != nil {
