@@ -223,24 +223,12 @@ func checkParam(key string, raw []byte) *apiErr {
 }
 
 // checkMessages bounds the messages and, in each, the tool calls and
-// content parts.
+// content parts. It reads each message's members in place: no message
+// is decoded here.
 func checkMessages(raw []byte) *apiErr {
 	var e *apiErr
 	n, _ := eachElement(raw, '[', MaxMessages+1, func(i int, elem []byte) bool {
-		var lists struct {
-			ToolCalls counted `json:"tool_calls"`
-			Content   counted `json:"content"`
-		}
-		// A message of the wrong shape is left for decoding to report.
-		if json.Unmarshal(elem, &lists) != nil {
-			return true
-		}
-		switch {
-		case lists.ToolCalls > MaxToolCalls:
-			e = badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d].tool_calls: more than %d tool calls", i, MaxToolCalls)
-		case lists.Content > MaxContentParts:
-			e = badRequest(fmt.Sprintf("messages[%d].content", i), "messages[%d].content: more than %d content parts", i, MaxContentParts)
-		}
+		e = checkMessageLists(i, elem)
 		return e == nil
 	})
 	if e != nil {
@@ -252,14 +240,30 @@ func checkMessages(raw []byte) *apiErr {
 	return nil
 }
 
-// counted is the length of a JSON array, read without building it; 0
-// for any other value.
-type counted int
-
-func (c *counted) UnmarshalJSON(b []byte) error {
-	n, _ := countElements(b, math.MaxInt)
-	*c = counted(n)
-	return nil
+// checkMessageLists bounds the tool calls and content parts of message
+// i, raw valid JSON. A message of the wrong shape is left for decoding
+// to report, and a key the message may not have for checkNested. A key
+// given twice is checked each time.
+func checkMessageLists(i int, msg []byte) *apiErr {
+	var e *apiErr
+	eachElement(msg, '{', math.MaxInt, func(_ int, member []byte) bool {
+		key, value := memberKey(member)
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key = []byte(keyText(key)) // rare: an escaped key
+		}
+		switch string(key) {
+		case "tool_calls":
+			if n, _ := countElements(value, MaxToolCalls+1); n > MaxToolCalls {
+				e = badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d].tool_calls: more than %d tool calls", i, MaxToolCalls)
+			}
+		case "content":
+			if n, _ := countElements(value, MaxContentParts+1); n > MaxContentParts {
+				e = badRequest(fmt.Sprintf("messages[%d].content", i), "messages[%d].content: more than %d content parts", i, MaxContentParts)
+			}
+		}
+		return e == nil
+	})
+	return e
 }
 
 // countElements counts the elements of raw, a valid JSON value, up to limit.

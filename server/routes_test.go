@@ -173,3 +173,43 @@ func TestServerCountsAndLogsEveryRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestServerAccessLogElsewhere checks that SetAccessLog moves the access
+// lines off the server's log, or drops them, and that requests are still
+// counted either way.
+func TestServerAccessLogElsewhere(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		toAccess   bool // SetAccessLog gets a logger; otherwise nil
+		wantAccess int
+	}{
+		{"to another logger", true, 1},
+		{"dropped", false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs, access syncBuffer
+			s, err := server.New(slog.New(slog.NewJSONHandler(&logs, nil)), okModel("m"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.toAccess {
+				s.SetAccessLog(slog.New(slog.NewJSONHandler(&access, nil)))
+			} else {
+				s.SetAccessLog(nil)
+			}
+			srv := httptest.NewServer(s)
+			defer srv.Close()
+			do(t, "POST", srv.URL+"/v1/chat/completions", "", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+			if got := strings.Count(logs.String(), `"msg":"request"`); got != 0 {
+				t.Errorf("the server's log has %d access lines, want 0:\n%s", got, logs.String())
+			}
+			if got := strings.Count(access.String(), `"msg":"request"`); got != tc.wantAccess {
+				t.Errorf("the access log has %d lines, want %d:\n%s", got, tc.wantAccess, access.String())
+			}
+			_, _, text := do(t, "GET", srv.URL+"/metrics", "", "")
+			if want := `delegate_serve_http_requests_total{path="/v1/chat/completions",status="200"} 1`; !strings.Contains(text, want) {
+				t.Errorf("metrics lack %q:\n%s", want, text)
+			}
+		})
+	}
+}

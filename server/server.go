@@ -133,6 +133,7 @@ type Server struct {
 	models  map[string]delegate.Model
 	names   []string
 	log     *slog.Logger
+	access  *slog.Logger // the access log; nil: none
 	created int64
 	served  atomic.Int64
 	// bodies charges the bytes of the bodies held against BodyBudget.
@@ -198,7 +199,7 @@ func NewWithConfig(cfg Config, log *slog.Logger, models ...delegate.Model) (*Ser
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		cfg: cfg, models: map[string]delegate.Model{}, log: log, created: time.Now().Unix(),
+		cfg: cfg, models: map[string]delegate.Model{}, log: log, access: log, created: time.Now().Unix(),
 		turns: make(chan struct{}, cfg.MaxConcurrent), bodies: semaphore.NewWeighted(cfg.BodyBudget),
 	}
 	m, err := newMetrics(func() float64 { return float64(len(s.turns)) })
@@ -230,6 +231,11 @@ func NewWithConfig(cfg Config, log *slog.Logger, models ...delegate.Model) (*Ser
 // A streaming response pushes the deadline forward before each event.
 // Call it before serving.
 func (s *Server) SetWriteTimeout(d time.Duration) { s.writeTimeout = d }
+
+// SetAccessLog sends the access log's lines to l instead of the server's log; nil drops them.
+// A handler in front that logs each request itself, as the gateway does, drops them.
+// Call it before serving.
+func (s *Server) SetAccessLog(l *slog.Logger) { s.access = l }
 
 // Served counts the chat completions answered successfully.
 func (s *Server) Served() int64 { return s.served.Load() }
@@ -493,7 +499,10 @@ func (s *Server) logged(w *trackingWriter, r *http.Request, start time.Time) {
 	}
 	d := time.Since(start)
 	s.metrics.http(route(r.URL.Path), status)
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+	if s.access == nil {
+		return
+	}
+	s.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
 		slog.Duration("duration", d), slog.Int64("bytes", w.bytes))
 }
@@ -516,6 +525,8 @@ func overloaded(msg string) apiErr {
 	return apiErr{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "server_overloaded", Message: msg}
 }
 
+// chat answers POST /v1/chat/completions. It reads and checks the
+// request, waits for a turn and generates, streamed or not.
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	model := ""
@@ -537,10 +548,43 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// until the request ends: what it decodes into is held as long.
 	body := &chargedReader{r: http.MaxBytesReader(w, r.Body, s.cfg.MaxBody), budget: s.bodies}
 	defer body.release()
-	req, e := decodeRequest(body, r.ContentLength, s.cfg.MaxBody)
+	req, m, e := s.readChat(w, r, body)
 	if e != nil {
 		fail(*e)
 		return
+	}
+	model = req.Model
+	dreq, e := s.toRequest(req)
+	if e != nil {
+		fail(*e)
+		return
+	}
+	done := s.hooked(r, req.Model, dreq, &seen)
+	seen.Request, seen.Stream = dreq, req.Stream
+
+	if e, gone := s.takeTurn(r.Context()); gone {
+		status = 499 // the client went away; nothing is written
+		return
+	} else if e != nil {
+		fail(*e)
+		return
+	}
+	defer func() { <-s.turns }()
+	ctx, cancel := contextWithTimeout(r, s.cfg.RequestTimeout)
+	defer cancel()
+	if req.Stream {
+		status = s.stream(ctx, w, m, req, dreq, newID(), done)
+		return
+	}
+	status = s.complete(ctx, w, m, req, dreq, done)
+}
+
+// readChat reads a chat completion request from body and finds the model it names.
+// The read deadline is cleared once the body is in.
+func (s *Server) readChat(w http.ResponseWriter, r *http.Request, body io.Reader) (*wire.ChatRequest, delegate.Model, *apiErr) {
+	req, e := decodeRequest(body, r.ContentLength, s.cfg.MaxBody)
+	if e != nil {
+		return nil, nil, e
 	}
 	// The body is read: clear the read deadline, so that the server's
 	// background read (which notices a client hanging up) does not end the
@@ -550,83 +594,91 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 
 	if req.Model == "" {
-		fail(*badRequest("model", "model: required (serving %v)", s.names))
-		return
+		return nil, nil, badRequest("model", "model: required (serving %v)", s.names)
 	}
 	m, ok := s.models[req.Model]
 	if !ok {
-		fail(apiErr{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
-			Message: fmt.Sprintf("model %q is not served here (serving %v)", req.Model, s.names)})
-		return
+		return nil, nil, &apiErr{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+			Message: fmt.Sprintf("model %q is not served here (serving %v)", req.Model, s.names)}
 	}
-	model = req.Model
+	return req, m, nil
+}
+
+// toRequest checks req and returns what the model gets, the model's
+// default system prompt first when req has none.
+func (s *Server) toRequest(req *wire.ChatRequest) (*delegate.Request, *apiErr) {
 	dreq, e := toDelegate(req, s.cfg.MaxN)
 	if e != nil {
-		fail(*e)
-		return
+		return nil, e
 	}
 	if sys, ok := s.cfg.System[req.Model]; ok && !hasSystem(dreq.Messages) {
 		dreq.Messages = append([]delegate.Message{delegate.System(sys)}, dreq.Messages...)
 	}
+	return dreq, nil
+}
+
+// hooked passes dreq through the hook. The done it returns sees a
+// successful response: the hook's done, then the observer's note in seen.
+func (s *Server) hooked(r *http.Request, model string, dreq *delegate.Request, seen *Completion) func(*delegate.Response) {
 	var done func(*delegate.Response)
 	if s.hook != nil {
-		done = s.hook(r, req.Model, dreq)
+		done = s.hook(r, model, dreq)
 	}
-	seen.Request, seen.Stream = dreq, req.Stream
-	if s.observe != nil {
-		hooked := done
-		done = func(resp *delegate.Response) {
-			if hooked != nil {
-				hooked(resp)
-			}
-			seen.Response = resp
+	if s.observe == nil {
+		return done
+	}
+	return func(resp *delegate.Response) {
+		if done != nil {
+			done(resp)
 		}
+		seen.Response = resp
 	}
+}
 
-	// Take a turn, or wait for one: at most MaxQueue requests wait, each
-	// at most QueueTimeout.
+// takeTurn takes a turn to generate, or waits for one: at most MaxQueue
+// requests wait, each at most QueueTimeout. gone reports that the client
+// went away first. The caller gives a turn taken back.
+func (s *Server) takeTurn(ctx context.Context) (e *apiErr, gone bool) {
 	select {
 	case s.turns <- struct{}{}:
+		return nil, false
 	default:
-		if s.waiting.Add(1) > int64(s.cfg.MaxQueue) {
-			s.waiting.Add(-1)
-			fail(overloaded(fmt.Sprintf("the server is at its bound of %d requests generating and %d waiting; retry later", s.cfg.MaxConcurrent, s.cfg.MaxQueue)))
-			return
-		}
-		s.metrics.queue.Add(1)
-		ok, gone := s.wait(r.Context())
+	}
+	if s.waiting.Add(1) > int64(s.cfg.MaxQueue) {
 		s.waiting.Add(-1)
-		s.metrics.queue.Add(-1)
-		if gone {
-			status = 499 // the client went away; nothing is written
-			return
-		}
-		if !ok {
-			fail(overloaded(fmt.Sprintf("no turn came within %v (%d requests generating at most); retry later", s.cfg.QueueTimeout, s.cfg.MaxConcurrent)))
-			return
-		}
+		e := overloaded(fmt.Sprintf("the server is at its bound of %d requests generating and %d waiting; retry later", s.cfg.MaxConcurrent, s.cfg.MaxQueue))
+		return &e, false
 	}
-	defer func() { <-s.turns }()
+	s.metrics.queue.Add(1)
+	ok, gone := s.wait(ctx)
+	s.waiting.Add(-1)
+	s.metrics.queue.Add(-1)
+	switch {
+	case gone:
+		return nil, true
+	case ok:
+		return nil, false
+	}
+	late := overloaded(fmt.Sprintf("no turn came within %v (%d requests generating at most); retry later", s.cfg.QueueTimeout, s.cfg.MaxConcurrent))
+	return &late, false
+}
 
-	ctx, cancel := contextWithTimeout(r, s.cfg.RequestTimeout)
-	defer cancel()
+// complete generates a whole answer and writes it. It returns the
+// status answered, 499 when the client went away first.
+func (s *Server) complete(ctx context.Context, w http.ResponseWriter, m delegate.Model, req *wire.ChatRequest, dreq *delegate.Request, done func(*delegate.Response)) int {
 	id := newID()
-	if req.Stream {
-		status = s.stream(ctx, w, m, req, dreq, id, done)
-		return
-	}
 	resp, err := m.Chat(ctx, dreq)
 	if err != nil {
 		e, gone := s.failed(ctx, req.Model, err)
 		if gone {
-			status = 499 // nothing is written
-			return
+			return 499 // nothing is written
 		}
-		fail(e)
-		return
+		writeError(w, e)
+		return e.Status
 	}
-	s.answered(model, resp, dreq.Tools, done)
+	s.answered(req.Model, resp, dreq.Tools, done)
 	writeJSON(w, http.StatusOK, fromDelegate(resp, id, time.Now().Unix(), req))
+	return http.StatusOK
 }
 
 // answered does what every successful generation needs before it is sent, streamed or not.

@@ -77,99 +77,124 @@ func (e *sse) raw(data []byte) {
 // stream answers a request with stream: true and returns the status
 // answered, for the metrics.
 func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.Model, req *wire.ChatRequest, dreq *delegate.Request, id string, done func(*delegate.Response)) int {
-	out := &sse{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout}
-	created := time.Now().Unix() // every chunk of a response carries its creation time
-	chunk := func(choices ...wire.ChunkChoice) wire.ChatChunk {
-		return wire.ChatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: req.Model, Choices: choices}
-	}
-	started := false // the status line and headers are out
-	begin := func() {
-		if started {
-			return
-		}
-		started = true
-		h := w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		w.WriteHeader(http.StatusOK)
-	}
-	var sent []string // content sent per choice
-	var opened []bool // whether the choice's role is sent
-	open := func(i int) {
-		for len(sent) <= i {
-			sent = append(sent, "")
-			opened = append(opened, false)
-		}
-		if !opened[i] {
-			opened[i] = true
-			empty := ""
-			out.event(chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{Role: "assistant", Content: &empty}}))
-		}
-	}
-	content := func(i int, text string) {
-		begin()
-		open(i)
-		sent[i] += text
-		out.event(chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{Content: &text}}))
-	}
-
+	c := &chunks{w: w, out: &sse{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout},
+		id: id, model: req.Model, created: time.Now().Unix()}
 	var resp *delegate.Response
 	var err error
 	if st, ok := m.(Streamer); ok {
-		resp, err = st.ChatStream(ctx, dreq, content)
+		resp, err = st.ChatStream(ctx, dreq, c.content)
 	} else {
 		resp, err = m.Chat(ctx, dreq)
 	}
 	if err != nil {
 		e, gone := s.failed(ctx, req.Model, err)
-		if gone {
+		switch {
+		case gone:
 			return 499
-		}
-		if !started {
+		case !c.started:
 			writeError(w, e)
-			return e.Status
+		default:
+			c.out.event(e.body())
 		}
-		out.event(e.body())
 		return e.Status
 	}
 	s.answered(req.Model, resp, dreq.Tools, done)
 
-	begin()
-	for i, c := range resp.Choices {
-		open(i)
-		if rest, ok := strings.CutPrefix(c.Message.Content, sent[i]); !ok {
+	c.begin()
+	for i := range resp.Choices {
+		if !c.finish(i, &resp.Choices[i], req, resp) {
 			// A Streamer broke its contract; the client has what it has.
 			s.log.Error("streamed content is not a prefix of the final content", "model", req.Model, "choice", i)
-		} else if rest != "" {
-			out.event(chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{Content: &rest}}))
 		}
-		for j, tc := range c.Message.ToolCalls {
-			var d wire.ToolCallDelta
-			d.Index, d.ID, d.Type, d.Function.Name = j, tc.ID, "function", tc.Name
-			out.event(chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{ToolCalls: []wire.ToolCallDelta{d}}}))
-			var a wire.ToolCallDelta
-			a.Index, a.Function.Arguments = j, tc.Arguments
-			out.event(chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{ToolCalls: []wire.ToolCallDelta{a}}}))
-		}
-		finish := c.FinishReason
-		last := chunk(wire.ChunkChoice{Index: i, FinishReason: &finish, Logprobs: wireLogprobsOf(c.Logprobs, req.ReturnTokensAsTokenIDs)})
-		if i == 0 {
-			last.PromptTokenIDs = promptIDs(req, resp)
-		}
-		last.PolicyVersion = resp.PolicyVersion
-		out.event(last)
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		last := chunk()
+		last := c.chunk()
 		last.Choices = []wire.ChunkChoice{}
 		last.Usage = toWireUsage(resp.Usage)
-		out.event(last)
+		c.out.event(last)
 	}
-	out.raw([]byte("[DONE]"))
-	if out.err != nil {
-		s.log.Debug("stream cut", "model", req.Model, "err", out.err)
+	c.out.raw([]byte("[DONE]"))
+	if c.out.err != nil {
+		s.log.Debug("stream cut", "model", req.Model, "err", c.out.err)
 		return 499
 	}
 	return http.StatusOK
+}
+
+// chunks writes one response's chunks and keeps what each choice was sent.
+type chunks struct {
+	w       http.ResponseWriter
+	out     *sse
+	id      string
+	model   string
+	created int64    // every chunk of a response carries its creation time
+	started bool     // the status line and headers are out
+	sent    []string // content sent per choice
+	opened  []bool   // whether the choice's role is sent
+}
+
+func (c *chunks) chunk(choices ...wire.ChunkChoice) wire.ChatChunk {
+	return wire.ChatChunk{ID: c.id, Object: "chat.completion.chunk", Created: c.created, Model: c.model, Choices: choices}
+}
+
+// begin writes the status line and headers, once.
+func (c *chunks) begin() {
+	if c.started {
+		return
+	}
+	c.started = true
+	h := c.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	c.w.WriteHeader(http.StatusOK)
+}
+
+// open sends choice i's role, once.
+func (c *chunks) open(i int) {
+	for len(c.sent) <= i {
+		c.sent = append(c.sent, "")
+		c.opened = append(c.opened, false)
+	}
+	if !c.opened[i] {
+		c.opened[i] = true
+		empty := ""
+		c.out.event(c.chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{Role: "assistant", Content: &empty}}))
+	}
+}
+
+// content sends a piece of choice i's content as it is generated: a
+// Streamer's emit.
+func (c *chunks) content(i int, text string) {
+	c.begin()
+	c.open(i)
+	c.sent[i] += text
+	c.out.event(c.chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{Content: &text}}))
+}
+
+// finish sends the rest of choice i: content not yet sent, each tool
+// call, then the finish reason with the logprobs. It reports false when
+// the content sent is not a prefix of ch's, and then sends no more of it.
+func (c *chunks) finish(i int, ch *delegate.Choice, req *wire.ChatRequest, resp *delegate.Response) bool {
+	c.open(i)
+	rest, ok := strings.CutPrefix(ch.Message.Content, c.sent[i])
+	if ok && rest != "" {
+		c.out.event(c.chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{Content: &rest}}))
+	}
+	for j, tc := range ch.Message.ToolCalls {
+		var d wire.ToolCallDelta
+		d.Index, d.ID, d.Type, d.Function.Name = j, tc.ID, "function", tc.Name
+		c.out.event(c.chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{ToolCalls: []wire.ToolCallDelta{d}}}))
+		var a wire.ToolCallDelta
+		a.Index, a.Function.Arguments = j, tc.Arguments
+		c.out.event(c.chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{ToolCalls: []wire.ToolCallDelta{a}}}))
+	}
+	finish := ch.FinishReason
+	last := c.chunk(wire.ChunkChoice{Index: i, FinishReason: &finish, Logprobs: wireLogprobsOf(ch.Logprobs, req.ReturnTokensAsTokenIDs)})
+	if i == 0 {
+		last.PromptTokenIDs = promptIDs(req, resp)
+	}
+	last.PolicyVersion = resp.PolicyVersion
+	c.out.event(last)
+	return ok
 }

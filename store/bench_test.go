@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/delegatelab/delegate"
@@ -30,5 +32,28 @@ func BenchmarkCachedHit(b *testing.B) {
 		if _, err := m.Chat(ctx, req); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkSessionWrites measures a gateway session's two writes: it is
+// opened, then finished with a record of a few kilobytes.
+func BenchmarkSessionWrites(b *testing.B) {
+	ctx := context.Background()
+	db, err := OpenExclusive(ctx, filepath.Join(b.TempDir(), "gateway.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	data := []byte(`{"calls":[` + strings.Repeat(`{"request":"a call's request and answer"},`, 100) + `{}]}`)
+	i := 0
+	for b.Loop() {
+		key := strconv.Itoa(i)
+		if err := db.OpenSession(ctx, key, "g", int64(i)); err != nil {
+			b.Fatal(err)
+		}
+		if err := db.FinishSession(ctx, key, data); err != nil {
+			b.Fatal(err)
+		}
+		i++
 	}
 }

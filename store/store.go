@@ -25,8 +25,9 @@ const SchemaVersion = 1
 
 // DB is an open store. Close it when done.
 type DB struct {
-	db   *sql.DB
-	path string
+	db       *sql.DB
+	path     string
+	sessions sessionStmts
 }
 
 const schema = `
@@ -147,6 +148,7 @@ func (s *DB) Path() string { return s.path }
 
 // Close closes the database.
 func (s *DB) Close() error {
+	// Closing the database closes its prepared statements too.
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store %s: %w", s.path, err)
 	}

@@ -1,7 +1,9 @@
 // Command gateway measures what `delegate gateway` adds to an agent's calls.
 // The backend is package standin's server, in this process, answering at once.
-// The same chat completions run directly against it and through a gateway child process, interleaved.
-// It prints the CPU per call of both, counting the gateway's process with this one.
+// The same chat completions run directly against it, through a bare forwarder
+// (one HTTP hop and nothing else: the floor of any gateway) and through the gateway, interleaved.
+// The forwarder is this program again and the gateway the delegate binary, each a child process.
+// It prints the CPU per call of each path, counting a child's process with this one.
 // It also prints the added p50 and p99 latency, the gateway's memory per session and per call,
 // and the sessions per second recorded and grouped.
 // The targets are at most 1.1 times the CPU and 2 ms of added p99, PASS or MISS.
@@ -42,7 +44,15 @@ func main() {
 	reps := flag.Int("reps", 5, "repetitions of each path, interleaved")
 	workers := flag.Int("workers", 4, "concurrent clients")
 	perSession := flag.Int("session-calls", 10, "calls of one session before it ends")
+	forwardTo := flag.String("forward-to", "", "be the bare forwarder child: forward every request to this URL")
 	flag.Parse()
+	if *forwardTo != "" {
+		if err := serveForwarder(*forwardTo, *workers); err != nil {
+			fmt.Fprintln(os.Stderr, "perf/gateway:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*bin, *calls, *reps, *workers, *perSession); err != nil {
 		fmt.Fprintln(os.Stderr, "perf/gateway:", err)
 		os.Exit(1)
@@ -83,40 +93,61 @@ func run(bin string, calls, reps, workers, perSession int) error {
 	fmt.Printf("workload: %d calls × %d repetitions per path, %d clients, sessions of %d calls (reward at the end), stand-in answering at once\n",
 		calls, reps, workers, perSession)
 
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers * 2}}
+	// The floor: a bare forwarder, one HTTP hop and nothing else, in a
+	// child process as the gateway is.
 	direct := "http://" + ln.Addr().String() + "/v1/chat/completions"
-	var dLat, gLat []time.Duration
-	var dCPU, gCPU, gOwn time.Duration
+	fwd, err := startForwarder(direct, workers)
+	if err != nil {
+		return err
+	}
+	defer fwd.stop()
+	forwarded := fwd.base + "/v1/chat/completions"
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers * 2}}
+	const viaDirect, viaForwarder, viaGateway = 0, 1, 2
+	var lats [3][]time.Duration
+	var cpus [3]time.Duration
+	var gOwn, fOwn time.Duration
 	for r := range reps {
-		paths := []bool{false, true}
+		paths := []int{viaDirect, viaForwarder, viaGateway}
 		if r%2 == 1 {
 			slices.Reverse(paths)
 		}
-		for _, viaGateway := range paths {
-			self0, gw0 := selfCPU(), gw.cpu()
+		for _, path := range paths {
+			self0, gw0, fwd0 := selfCPU(), gw.cpu(), fwd.cpu()
 			var lat []time.Duration
-			if viaGateway {
+			switch path {
+			case viaGateway:
 				lat, err = gatewayLoad(client, gw.base, calls, workers, perSession)
-			} else {
+			case viaForwarder:
+				lat, err = load(client, func(int) string { return forwarded }, calls, workers)
+			default:
 				lat, err = load(client, func(int) string { return direct }, calls, workers)
 			}
 			if err != nil {
 				return err
 			}
-			self, own := selfCPU()-self0, gw.cpu()-gw0
-			if viaGateway {
-				gLat, gCPU, gOwn = append(gLat, lat...), gCPU+self+own, gOwn+own
-			} else {
-				dLat, dCPU = append(dLat, lat...), dCPU+self
+			self, own, fwdOwn := selfCPU()-self0, gw.cpu()-gw0, fwd.cpu()-fwd0
+			lats[path], cpus[path] = append(lats[path], lat...), cpus[path]+self
+			switch path {
+			case viaGateway:
+				cpus[path] += own
+				gOwn += own
+			case viaForwarder:
+				cpus[path] += fwdOwn
+				fOwn += fwdOwn
 			}
 		}
 	}
 	n := time.Duration(calls * reps)
-	fmt.Printf("CPU per call: direct (client+backend) %v; through the gateway %v (the gateway's own %v): %.2f×\n",
-		(dCPU / n).Round(time.Microsecond), (gCPU / n).Round(time.Microsecond), (gOwn / n).Round(time.Microsecond), float64(gCPU)/float64(dCPU))
+	dCPU, fCPU, gCPU := cpus[viaDirect], cpus[viaForwarder], cpus[viaGateway]
+	fmt.Printf("CPU per call: direct (client+backend) %v; through a bare forwarder %v (its own %v): %.2f×; through the gateway %v (its own %v): %.2f×\n",
+		(dCPU / n).Round(time.Microsecond), (fCPU / n).Round(time.Microsecond), (fOwn / n).Round(time.Microsecond), float64(fCPU)/float64(dCPU),
+		(gCPU / n).Round(time.Microsecond), (gOwn / n).Round(time.Microsecond), float64(gCPU)/float64(dCPU))
+	dLat, fLat, gLat := lats[viaDirect], lats[viaForwarder], lats[viaGateway]
 	dp50, dp99, gp50, gp99 := pct(dLat, 50), pct(dLat, 99), pct(gLat, 50), pct(gLat, 99)
-	fmt.Printf("latency: direct p50 %v p99 %v; through the gateway p50 %v p99 %v; added p50 %v p99 %v\n",
-		dp50, dp99, gp50, gp99, gp50-dp50, gp99-dp99)
+	fmt.Printf("latency: direct p50 %v p99 %v; through the forwarder p50 %v p99 %v; through the gateway p50 %v p99 %v; gateway's added p50 %v p99 %v\n",
+		dp50, dp99, pct(fLat, 50), pct(fLat, 99), gp50, gp99, gp50-dp50, gp99-dp99)
 	verdict := func(ok bool) string {
 		if ok {
 			return "PASS"
@@ -155,6 +186,54 @@ func run(bin string, calls, reps, workers, perSession int) error {
 	d := time.Since(start)
 	fmt.Printf("sessions recorded and grouped: %.0f/s (%d sessions of one call, rewarded, groups of 4, %d clients)\n", rounds/d.Seconds(), rounds, workers)
 	return nil
+}
+
+// serveForwarder serves forward(url) on a loopback port until killed.
+// It prints the address first, as the gateway does.
+func serveForwarder(url string, workers int) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("forwarder on http://%s: to %s\n", ln.Addr(), url)
+	return http.Serve(ln, forward(url, workers))
+}
+
+// startForwarder starts this program again as the bare forwarder to url.
+func startForwarder(url string, workers int) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return startChild(exec.Command(self, "-forward-to", url, "-workers", strconv.Itoa(workers)), regexp.MustCompile(`forwarder on (http://\S+):`))
+}
+
+// forward is the least any gateway does: it reads the body, posts it to
+// url over kept connections and copies the answer back.
+func forward(url string, workers int) http.Handler {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers * 2}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body) // the client gone: nothing to do
+	})
 }
 
 // load makes calls POSTs of body to url(i) from workers clients and
@@ -289,16 +368,22 @@ func post(c *http.Client, url, bearer string, b []byte, v any) error {
 	return nil
 }
 
-// gateway is the delegate gateway child process.
-type gateway struct {
+// child is a child process serving HTTP: the gateway or the forwarder.
+type child struct {
 	cmd  *exec.Cmd
 	base string
 }
 
-func startGateway(bin, config, out string) (*gateway, error) {
+func startGateway(bin, config, out string) (*child, error) {
 	cmd := exec.Command(bin, "gateway", "--config", config, "--addr", "127.0.0.1:0", "--out", out, "--group", "4", "sb")
 	cmd.Env = append(os.Environ(), "DELEGATE_GATEWAY_TOKEN="+token)
-	cmd.Stderr = io.Discard // its access log, one line a request, still written
+	return startChild(cmd, regexp.MustCompile(`gateway on (http://\S+):`))
+}
+
+// startChild starts cmd and waits for the line of its stdout that re
+// matches, whose first group is its base URL.
+func startChild(cmd *exec.Cmd, re *regexp.Regexp) (*child, error) {
+	cmd.Stderr = io.Discard // the gateway's access log, one line a request, still written
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -306,26 +391,25 @@ func startGateway(bin, config, out string) (*gateway, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	re := regexp.MustCompile(`gateway on (http://\S+):`)
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		if m := re.FindStringSubmatch(sc.Text()); m != nil {
 			go io.Copy(io.Discard, stdout) // the rest of its output
-			return &gateway{cmd: cmd, base: m[1]}, nil
+			return &child{cmd: cmd, base: m[1]}, nil
 		}
 	}
 	_ = cmd.Process.Kill()
-	return nil, fmt.Errorf("%s gateway exited without listening: %v", bin, cmd.Wait())
+	return nil, fmt.Errorf("%s exited without listening: %v", cmd.Path, cmd.Wait())
 }
 
-func (g *gateway) stop() {
+func (g *child) stop() {
 	_ = g.cmd.Process.Signal(syscall.SIGINT)
 	_ = g.cmd.Wait()
 }
 
 // cpu is the user and system time of the child so far (/proc, 10 ms
 // ticks).
-func (g *gateway) cpu() time.Duration {
+func (g *child) cpu() time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g.cmd.Process.Pid))
 	if err != nil {
 		return 0
@@ -338,7 +422,7 @@ func (g *gateway) cpu() time.Duration {
 }
 
 // rss is the child's resident set in bytes.
-func (g *gateway) rss() int64 {
+func (g *child) rss() int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
 	if err != nil {
 		return 0

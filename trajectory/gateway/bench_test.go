@@ -1,23 +1,36 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/modeltest"
+	"github.com/delegatelab/delegate/openai"
 	"github.com/delegatelab/delegate/server"
+	"github.com/delegatelab/delegate/standin"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
-// BenchmarkCall measures one chat completion over loopback HTTP. It goes
-// through package server alone, then through the gateway, which checks
-// the session and records the call. The model answers at once, so the
-// difference is the gateway's cost per call.
+// BenchmarkCall measures one chat completion over loopback HTTP, with
+// the process's CPU per call as cpu-ns/op. Everything runs in this
+// process, so an arm's CPU is its client's, servers' and backend's.
+//
+// The first two arms serve a model that answers at once: package server
+// alone, then the gateway, which also checks the session and records the
+// call. The other three have the stand-in server as the backend, as
+// perf/gateway does: called directly, through a bare forwarder (one HTTP
+// hop and nothing else: the floor of any gateway), and through the
+// gateway with an OpenAI client model.
 func BenchmarkCall(b *testing.B) {
 	fake := func() delegate.Model {
 		return modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) {
@@ -27,21 +40,6 @@ func BenchmarkCall(b *testing.B) {
 			return r, nil
 		})
 	}
-	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
-	run := func(b *testing.B, url, key string) {
-		for b.Loop() {
-			req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+key)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				b.Fatalf("status %d", resp.StatusCode)
-			}
-		}
-	}
 	b.Run("server", func(b *testing.B) {
 		s, err := server.New(nil, fake())
 		if err != nil {
@@ -49,28 +47,125 @@ func BenchmarkCall(b *testing.B) {
 		}
 		srv := httptest.NewServer(s)
 		defer srv.Close()
-		run(b, srv.URL+"/v1/chat/completions", "")
+		runCalls(b, srv.URL+"/v1/chat/completions", "", `"m"`)
 	})
 	b.Run("gateway", func(b *testing.B) {
-		cfg := gateway.DefaultConfig()
-		cfg.Dir, cfg.TTL = b.TempDir(), 1<<40
-		gw, err := gateway.Open(context.Background(), cfg, nil, fake())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer gw.Close()
-		srv := httptest.NewServer(gw)
-		defer srv.Close()
-		resp, err := http.Post(srv.URL+"/sessions", "application/json", strings.NewReader(`{"group":"g"}`))
-		if err != nil {
-			b.Fatal(err)
-		}
-		var cr struct {
-			SessionID string `json:"session_id"`
-		}
-		decode(b, resp, &cr)
-		run(b, srv.URL+"/v1/chat/completions", cr.SessionID)
+		base, id := openGateway(b, fake())
+		runCalls(b, base+"/v1/chat/completions", id, `"m"`)
 	})
+
+	sb, err := standin.New(standin.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	backend := httptest.NewServer(sb)
+	defer backend.Close()
+	b.Run("standin/direct", func(b *testing.B) {
+		runCalls(b, backend.URL+"/v1/chat/completions", "", `"standin"`)
+	})
+	b.Run("standin/proxy", func(b *testing.B) {
+		proxy := httptest.NewServer(forward(backend.URL + "/v1/chat/completions"))
+		defer proxy.Close()
+		runCalls(b, proxy.URL+"/v1/chat/completions", "", `"standin"`)
+	})
+	b.Run("standin/gateway", func(b *testing.B) {
+		cfg := openai.DefaultConfig()
+		cfg.BaseURL, cfg.Model = backend.URL+"/v1", "standin"
+		m, err := openai.New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		base, id := openGateway(b, m)
+		runCalls(b, base+"/v1/chat/completions", id, `"standin"`)
+	})
+}
+
+// forward is the least a gateway does: it reads the body, posts it to
+// url over kept connections and copies the answer back.
+func forward(url string) http.Handler {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body) // the client gone: nothing to do
+	})
+}
+
+// openGateway serves a gateway over m on loopback for the benchmark's
+// life and opens one session. It returns the base URL and the session id.
+func openGateway(b *testing.B, m delegate.Model) (base, id string) {
+	b.Helper()
+	cfg := gateway.DefaultConfig()
+	cfg.Dir, cfg.TTL = b.TempDir(), 1<<40
+	gw, err := gateway.Open(context.Background(), cfg, nil, m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { gw.Close() })
+	srv := httptest.NewServer(gw)
+	b.Cleanup(srv.Close)
+	resp, err := http.Post(srv.URL+"/sessions", "application/json", strings.NewReader(`{"group":"g"}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cr struct {
+		SessionID string `json:"session_id"`
+	}
+	decode(b, resp, &cr)
+	return srv.URL, cr.SessionID
+}
+
+// runCalls posts an agent's request for model to url, bodies read to the
+// end so that the connection is kept, and reports CPU per call.
+func runCalls(b *testing.B, url, key, model string) {
+	body := `{"model":` + model + `,"messages":[{"role":"system","content":"Solve or delegate."},{"role":"user","content":"Dot has 91 jars of 23 coins. Gus has 19 jars of 83 coins. Gus gets 49 more. How many coins do they have in all?"}],"temperature":0}`
+	cpu0 := processCPU()
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU is this process's user and system time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func decode(b *testing.B, resp *http.Response, v any) {
@@ -79,4 +174,57 @@ func decode(b *testing.B, resp *http.Response, v any) {
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkSession measures one session through the gateway: it is
+// opened, makes one call and is rewarded, and every fourth completes a
+// group. The model answers at once. CPU per session is cpu-ns/op.
+func BenchmarkSession(b *testing.B) {
+	m := modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) {
+		r := modeltest.Text("ok")
+		r.PromptTokenIDs = []int{1, 2, 3}
+		r.Choices[0].Logprobs = []delegate.TokenLogprob{{Token: "ok", TokenID: 4, Logprob: -0.1}}
+		return r, nil
+	})
+	cfg := gateway.DefaultConfig()
+	cfg.Dir = b.TempDir()
+	gw, err := gateway.Open(context.Background(), cfg, nil, m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gw.Close()
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	body := `{"model":"m","messages":[{"role":"system","content":"Solve or delegate."},{"role":"user","content":"Dot has 91 jars of 23 coins. Gus has 19 jars of 83 coins. Gus gets 49 more. How many coins do they have in all?"}],"temperature":0}`
+	post := func(path, key, body string) []byte {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("POST %s: %d %s %v", path, resp.StatusCode, out, err)
+		}
+		return out
+	}
+	cpu0 := processCPU()
+	i := 0
+	for b.Loop() {
+		var cr struct {
+			SessionID string `json:"session_id"`
+		}
+		if err := json.Unmarshal(post("/sessions", "", `{"group":"g`+strconv.Itoa(i/4)+`"}`), &cr); err != nil {
+			b.Fatal(err)
+		}
+		post("/v1/chat/completions", cr.SessionID, body)
+		post("/sessions/"+cr.SessionID+"/reward", "", `{"reward":`+strconv.Itoa(i%2)+`}`)
+		i++
+	}
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 }

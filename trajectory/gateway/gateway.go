@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -201,6 +200,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, models ...delegate.
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	srv.SetHook(g.hook)
+	srv.SetAccessLog(nil) // ServeHTTP logs every request, without its path
 	if cfg.Sink != nil {
 		pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		g.pushKick, g.stopPush, g.pushDone = make(chan struct{}, 1), stop, make(chan struct{})
@@ -399,8 +399,10 @@ func (g *Gateway) agent(w http.ResponseWriter, r *http.Request, id, path string)
 	u := *r.URL
 	u.Path, u.RawPath = path, ""
 	r2.URL = &u
-	r2.Header = r.Header.Clone()
-	r2.Header.Del("Authorization") // the session id goes no further
+	if _, ok := r.Header["Authorization"]; ok {
+		r2.Header = r.Header.Clone()
+		r2.Header.Del("Authorization") // the session id goes no further
+	}
 	g.inflight.Store(r2, s)
 	defer g.inflight.Delete(r2)
 	g.srv.ServeHTTP(w, r2)
@@ -555,7 +557,7 @@ func (g *Gateway) expire(ctx context.Context) {
 		}
 		if g.cfg.Ended != nil {
 			s.mu.Lock()
-			calls := slices.Clone(s.calls)
+			calls := s.callList()
 			s.mu.Unlock()
 			g.cfg.Ended(&Finished{Version: FinishedVersion, Key: s.key, Task: s.task, Group: s.group, Metadata: s.metadata,
 				Created: s.created.UTC(), Finished: now.UTC(), PolicyVersion: s.policyVersion, Calls: calls}, true)
@@ -606,7 +608,7 @@ func (g *Gateway) finish(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	s.done = true
-	calls := slices.Clone(s.calls)
+	calls := s.callList()
 	s.mu.Unlock()
 	fin, err := g.score(s, calls, req)
 	if err != nil {

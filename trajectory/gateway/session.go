@@ -27,8 +27,10 @@ type session struct {
 	// with Config.Sink.
 	policyVersion *int
 
-	mu      sync.Mutex
-	calls   []Call
+	mu sync.Mutex
+	// calls are held by pointer: growing the list then copies pointers,
+	// not records of hundreds of bytes.
+	calls   []*Call
 	done    bool // a reward was given, or the session expired
 	dropped int  // calls answered after done, not recorded
 }
@@ -151,9 +153,18 @@ func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) fun
 		}
 		for i := range calls {
 			calls[i].Index = len(s.calls)
-			s.calls = append(s.calls, calls[i])
+			s.calls = append(s.calls, &calls[i])
 		}
 	}
+}
+
+// callList copies the session's calls; the caller holds s.mu.
+func (s *session) callList() []Call {
+	out := make([]Call, len(s.calls))
+	for i, c := range s.calls {
+		out[i] = *c
+	}
+	return out
 }
 
 // tokens returns a choice's generated ids and logprobs, or why the
