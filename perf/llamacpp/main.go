@@ -13,7 +13,8 @@
 // (q8_0), then on DIR quantised to q8_0 at load, the three interleaved in
 // each repetition. It prints the median (min-max) tokens per second of
 // each, our GGUF's rate over llama.cpp's, and PASS when that is at least
-// -target.
+// -target. A verdict at more threads is marked not meaningful when
+// llama.cpp ran slower there than at the first thread count.
 //
 // tokens checks that the GGUF file and DIR give our engine the same greedy
 // tokens on a prompt, and counts how many of them llama-simple prints too.
@@ -208,6 +209,11 @@ func bench(args []string, stdout io.Writer) error {
 		verdict := "MISS"
 		if ratio >= *target {
 			verdict = "PASS"
+		}
+		if p > procs[0] && median(r[0]) < median(rates[procs[0]][0]) {
+			// More threads made llama.cpp slower: its threads spin for
+			// each other, and other processes on the cores stall them.
+			verdict += fmt.Sprintf(", not meaningful (llama.cpp slower than at %d thread(s))", procs[0])
 		}
 		fmt.Fprintf(stdout, "| %d | %s | %s | %s | %.2f [%s per rep] | %s |\n", p, spread(r[0]), spread(r[1]), spread(r[2]), ratio, spread(per), verdict)
 	}
