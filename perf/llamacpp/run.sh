@@ -42,6 +42,8 @@ if [[ -z "$work" ]]; then
 	trap 'rm -rf "$work"' EXIT
 fi
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+/usr/bin/python3 -c 'import numpy, sentencepiece' 2>/dev/null ||
+	{ echo "run.sh: gguf-py needs Debian's python3-numpy and python3-sentencepiece" >&2; exit 2; }
 
 # CPU only, native instructions (ggml's default), static, no downloads.
 flags=(-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF
