@@ -43,6 +43,7 @@ var allowedImports = map[string][]string{
 	"perf/gatewaytrain":      {"bench", "rl", "train", "trajectory/gateway", "world"},
 	"perf/gzipbomb":          {},
 	"perf/hfdecode":          {"nn/infer", "perf/internal/hfgen"},
+	"perf/llamacpp":          {"local", "nn/infer", "perf/internal/hfgen", "tokenizer"},
 	"perf/q8":                {"nn/infer", "nn/kernel", "perf/internal/hfgen"},
 	"perf/internal/hfgen":    {},
 	"perf/internal/runc":     {"nn", "tokenizer"},
