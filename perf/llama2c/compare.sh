@@ -2,21 +2,21 @@
 # compare.sh: check that llama2.c's run program and this module produce the
 # same greedy continuation from the same weights. See README.md.
 #
-#   perf/llama2c/compare.sh LLAMA2C_DIR [-n STEPS] [-ckpt CHECKPOINT_DIR]
+#   perf/llama2c/compare.sh RUN [-n STEPS] [-ckpt CHECKPOINT_DIR]
 #
-# LLAMA2C_DIR is a checkout of github.com/karpathy/llama2.c that you cloned
-# yourself; this script only reads its run.c and builds it into a temporary
-# directory. Without -ckpt it checks two seeded models (untied output with
+# RUN is llama2.c's run program, which you built yourself from a checkout
+# of github.com/karpathy/llama2.c (its Makefile's run target). This
+# repository builds no third-party code. Without -ckpt it checks two seeded models (untied output with
 # grouped key/value heads, and tied output with plain multi-head attention);
 # with -ckpt it checks that checkpoint. Each model is checked on several
 # prompts. Exit status 0 when every output matches.
 set -euo pipefail
 
-if [[ $# -lt 1 || ! -f "$1/run.c" ]]; then
-	echo "usage: $0 LLAMA2C_DIR [-n STEPS] [-ckpt CHECKPOINT_DIR]  (LLAMA2C_DIR must hold run.c)" >&2
+if [[ $# -lt 1 || ! -x "$1" || -d "$1" ]]; then
+	echo "usage: $0 RUN [-n STEPS] [-ckpt CHECKPOINT_DIR]  (RUN: llama2.c's run program)" >&2
 	exit 2
 fi
-l2c=$(cd "$1" && pwd)
+run=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 shift
 steps=64
 ckpt=""
@@ -32,8 +32,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-echo "building run.c from $l2c (gcc -O3 -march=native)"
-gcc -O3 -march=native -o "$work/run" "$l2c/run.c" -lm
+echo "reference: $run (sha256 $(sha256sum "$run" | cut -c1-16))"
 (cd "$repo" && go build -o "$work/ours" ./perf/llama2c)
 
 if [[ -n "$ckpt" ]]; then
@@ -50,7 +49,7 @@ for m in "${models[@]}"; do
 	for prompt in "${prompts[@]}"; do
 		dir="$work/$name"
 		"$work/ours" -out "$dir" -n "$steps" -prompt "$prompt" "${flags[@]}" >"$work/ours.txt" 2>"$work/ours.err"
-		"$work/run" "$dir/model.bin" -z "$dir/tokenizer.bin" -t 0 -n "$steps" -i "$prompt" >"$work/run.txt" 2>"$work/run.err"
+		"$run" "$dir/model.bin" -z "$dir/tokenizer.bin" -t 0 -n "$steps" -i "$prompt" >"$work/run.txt" 2>"$work/run.err"
 		if cmp -s "$work/ours.txt" "$work/run.txt"; then
 			echo "match     $name prompt=$(printf '%q' "$prompt") ($(wc -c <"$work/run.txt") bytes; $(grep 'smallest gap' "$work/ours.err"))"
 		else

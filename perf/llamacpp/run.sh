@@ -5,16 +5,16 @@
 #
 #   perf/llamacpp/run.sh LLAMA_CPP_DIR [-reps N] [-n TOKENS] [-threads 1,2] [-commit HASH] [-work DIR]
 #
-# LLAMA_CPP_DIR is a llama.cpp source tree that you got yourself; this
-# script builds llama-bench and llama-simple in LLAMA_CPP_DIR/build (CPU
-# only, Release, -j2, under nice) and reads its gguf-py. -commit names the
-# tree's commit when it is not a git checkout. -work keeps the checkpoint
+# LLAMA_CPP_DIR is a llama.cpp source tree that you got and built yourself:
+# this script reads its gguf-py and runs its build/bin/llama-bench and
+# build/bin/llama-simple. This repository builds no third-party code.
+# -commit names the tree's commit when it is not a git checkout. -work keeps the checkpoint
 # and the GGUF file in DIR and reuses them on the next run; without it they
 # go to a temporary directory that is removed at the end.
 set -euo pipefail
 
-if [[ $# -lt 1 || ! -f "$1/CMakeLists.txt" || ! -d "$1/gguf-py" ]]; then
-	echo "usage: $0 LLAMA_CPP_DIR [-reps N] [-n TOKENS] [-threads 1,2] [-commit HASH] [-work DIR]  (LLAMA_CPP_DIR must hold CMakeLists.txt and gguf-py)" >&2
+if [[ $# -lt 1 || ! -d "$1/gguf-py" || ! -x "$1/build/bin/llama-bench" || ! -x "$1/build/bin/llama-simple" ]]; then
+	echo "usage: $0 LLAMA_CPP_DIR [-reps N] [-n TOKENS] [-threads 1,2] [-commit HASH] [-work DIR]  (LLAMA_CPP_DIR must hold gguf-py, build/bin/llama-bench and build/bin/llama-simple)" >&2
 	exit 2
 fi
 llama=$(cd "$1" && pwd)
@@ -45,14 +45,6 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 /usr/bin/python3 -c 'import numpy, sentencepiece' 2>/dev/null ||
 	{ echo "run.sh: gguf-py needs Debian's python3-numpy and python3-sentencepiece" >&2; exit 2; }
 
-# CPU only, native instructions (ggml's default), static, no downloads.
-flags=(-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF
-	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF)
-echo "run.sh: building llama-bench and llama-simple in $llama/build: cmake ${flags[*]}"
-nice -n 15 cmake -S "$llama" -B "$llama/build" "${flags[@]}" >"$work/cmake.log" 2>&1 ||
-	{ tail -20 "$work/cmake.log"; exit 1; }
-nice -n 15 cmake --build "$llama/build" -j2 --target llama-bench llama-simple >"$work/build.log" 2>&1 ||
-	{ tail -20 "$work/build.log"; exit 1; }
 bin="$llama/build/bin"
 
 (cd "$repo" && nice -n 15 go build -o "$work/ours" ./perf/llamacpp)
@@ -66,7 +58,13 @@ if [[ ! -f "$gguf" ]]; then
 	nice -n 15 /usr/bin/python3 "$repo/perf/llamacpp/make_gguf.py" "$llama" "$work/hf" "$gguf"
 fi
 
-echo "run.sh: llama.cpp commit $commit; $(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$llama/build/CMakeCache.txt") $("$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$llama/build/CMakeCache.txt")" -dumpfullversion); flags ${flags[*]}"
+cache="$llama/build/CMakeCache.txt"
+if [[ -f "$cache" ]]; then
+	cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$cache")
+	echo "run.sh: llama.cpp commit $commit; $cc $("$cc" -dumpfullversion 2>/dev/null || echo '?'); $(grep -E '^(CMAKE_BUILD_TYPE|GGML_NATIVE|BUILD_SHARED_LIBS):' "$cache" | tr '\n' ' ')"
+else
+	echo "run.sh: llama.cpp commit $commit; no CMakeCache.txt to read the build from"
+fi
 echo "run.sh: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 nice -n 15 "$work/ours" tokens -hf "$work/hf" -gguf "$gguf" -llama-simple "$bin/llama-simple" -n "$steps"
 # The timed part runs at normal priority.

@@ -3,29 +3,24 @@
 # OpenMP (runomp) on the same exported weights, at equal thread counts. See
 # README.md.
 #
-#   perf/sample/run.sh LLAMA2C_DIR [flags of the Go program, e.g. -reps 3 -procs 1,2]
+#   perf/sample/run.sh RUNOMP [flags of the Go program, e.g. -reps 3 -procs 1,2]
 #
-# LLAMA2C_DIR is a checkout of github.com/karpathy/llama2.c that you cloned
-# yourself; this script only reads its run.c and builds it into a temporary
-# directory (never inside this repository).
+# RUNOMP is llama2.c's runomp program, which you built yourself from a
+# checkout of github.com/karpathy/llama2.c (its Makefile's runomp target).
+# This repository builds no third-party code.
 set -euo pipefail
 
-if [[ $# -lt 1 || ! -f "$1/run.c" ]]; then
-	echo "usage: $0 LLAMA2C_DIR [-reps N] [-procs 1,2] [-n STEPS] [-shapes a,b]  (LLAMA2C_DIR must hold run.c)" >&2
+if [[ $# -lt 1 || ! -x "$1" || -d "$1" ]]; then
+	echo "usage: $0 RUNOMP [-reps N] [-procs 1,2] [-n STEPS] [-shapes a,b]  (RUNOMP: llama2.c's runomp program)" >&2
 	exit 2
 fi
-l2c=$(cd "$1" && pwd)
+runomp=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 shift
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# llama2.c's Makefile target runomp: its fastest single-file build.
-echo "building $l2c/run.c: gcc -Ofast -fopenmp -march=native -o runomp run.c -lm ($(gcc --version | head -1))"
-gcc -Ofast -fopenmp -march=native -o "$work/runomp" "$l2c/run.c" -lm
-if [[ -d "$l2c/.git" ]]; then
-	echo "llama2.c commit $(git -C "$l2c" rev-parse --short HEAD)"
-fi
+echo "reference: $runomp (sha256 $(sha256sum "$runomp" | cut -c1-16))"
 (cd "$repo" && go build -o "$work/sample" ./perf/sample)
-"$work/sample" -run "$work/runomp" -work "$work/models" "$@"
+"$work/sample" -run "$runomp" -work "$work/models" "$@"
