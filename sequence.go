@@ -44,22 +44,23 @@ func (s *Sequence) oldest(v *int) {
 // MaskIgnore is the label of a position that is not trained.
 const MaskIgnore = -100
 
-// Sequences builds the policy's conversations from a trace: every call of
-// one of roles, in the order of their first calls. A call whose messages
-// are its role's previous sequence's conversation plus new messages (the
-// next turn of route's strong model, after the weak model's answers)
-// extends that sequence; any other call starts a new one. So each role's
-// sequences are those Sequences gives for that role alone.
-// Failed calls (no output) are left out: nothing was generated to train.
+// Sequences builds the policy's conversations from a trace's calls of roles.
+// The sequences come in the order of their first calls. A call whose
+// messages are its role's previous sequence's conversation plus new
+// messages extends that sequence; any other call starts a new one. The
+// next turn of route's strong model, after the weak model's answers, is
+// such a call. So each role's sequences are those Sequences gives for that
+// role alone. Failed calls, those without output, are left out: nothing
+// was generated to train.
 //
 // Token ids come from the backend: the call's PromptTokenIDs followed by the
 // token ids of its logprobs. An extending call must have a prompt whose ids
-// start with the sequence's tokens so far (prefix-stable rendering, as the
-// local chat template and vLLM give). Where they do not (a chat template
-// that re-rendered earlier turns differently), the call starts a new
-// sequence with its own prompt ids instead of gluing mismatched ids
-// (Split is set on it: a discontinuous trajectory); a call without ids
-// leaves its sequence without tokens, and NoTokens says why.
+// start with the sequence's tokens so far. That is prefix-stable rendering,
+// as the local chat template and vLLM give. Where they do not, as when a
+// chat template re-rendered earlier turns differently, the call starts a
+// new sequence with its own prompt ids instead of gluing mismatched ids.
+// Split is set on that sequence: a discontinuous trajectory. A call
+// without ids leaves its sequence without tokens, and NoTokens says why.
 func Sequences(t *Trace, roles ...string) []Sequence {
 	var out []Sequence
 	last := map[string]int{} // each role's latest sequence in out

@@ -148,9 +148,10 @@ func (f *Frontier) addMix(strong, weak string) {
 	f.Mix = []FrontierPoint{w, s}
 }
 
-// oracle is the point of routing each item to the cheaper of strong and
-// weak that is right, or the cheaper of the two when neither is. It is nil
-// without paired items: a report built without Summarize has none.
+// oracle is the point of routing each item to the cheaper arm that is
+// right. When neither strong nor weak is right, it takes the cheaper of
+// the two. It is nil without paired items: a report built without
+// Summarize has none.
 func oracle(strong, weak []itemResult) *FrontierPoint {
 	if len(strong) == 0 || len(strong) != len(weak) {
 		return nil

@@ -220,8 +220,8 @@ func (r *Reply) Feed(sym int) bool {
 	return false
 }
 
-// feedLit reads the next symbol of an expected literal, or the Open
-// marker, and moves on to what follows it once it is complete.
+// feedLit reads the next symbol of an expected literal or of the Open
+// marker. Once that is complete, it moves on to what follows it.
 func (r *Reply) feedLit(sym int) bool {
 	if r.lit == "" { // the Open marker
 		return sym == Open && r.open()
@@ -298,8 +298,8 @@ func (r *Reply) feedFreeCall(sym int) bool {
 	return true
 }
 
-// feedAfterCall reads the symbol after a call: after a checked call only
-// another call may follow, after an unchecked one content goes on.
+// feedAfterCall reads the symbol after a call. After a checked call only
+// another call may follow; after an unchecked one, content goes on.
 func (r *Reply) feedAfterCall(sym int) bool {
 	if r.checked() {
 		// A checked call ends the reply, or another follows.

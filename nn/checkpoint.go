@@ -287,8 +287,8 @@ func Load(dir string) (*Params, map[string]string, error) {
 	return LoadFS(os.DirFS(dir), dir)
 }
 
-// LoadFS is Load from the directory "." of fsys (a checkpoint embedded in
-// the binary, for one); name is how errors call that directory. The
+// LoadFS is Load from the directory "." of fsys, such as a checkpoint
+// embedded in the binary. Errors refer to that directory as name. The
 // weights file must support io.ReaderAt, as os and embed files do.
 func LoadFS(fsys fs.FS, name string) (*Params, map[string]string, error) {
 	cfgPath := filepath.Join(name, ckptConfigName)

@@ -13,8 +13,8 @@ import "github.com/delegatelab/delegate/nn/kernel"
 // SwiGLU writes h = silu(a) · b elementwise. h must not alias a.
 func SwiGLU(h, a, b []float32) { kernel.SwiGLU(h, a, b) }
 
-// SwiGLUBackward writes da and db, overwriting them, from dh; da must not
-// alias a or dh:
+// SwiGLUBackward writes da and db from dh, overwriting them. da must not
+// alias a or dh. The derivatives are:
 //
 //	∂h/∂a = b·σ(a)·(1 + a·(1−σ(a))),   ∂h/∂b = silu(a)
 func SwiGLUBackward(da, db, dh, a, b []float32) { kernel.SwiGLUBackward(da, db, dh, a, b) }

@@ -51,9 +51,10 @@ type Options struct {
 	// prints no step lines of its own. When nil, Run prints a line every 50
 	// steps on out.
 	Progress func(model string, pr Progress)
-	// Traces, when set, receives the trace of every grading run: the
-	// delegator's strategy runs and, as one-call runs (GradeSolverRun),
-	// the solver's questions. Evaluations during training are included.
+	// Traces, when set, receives the trace of every grading run. Those are
+	// the delegator's strategy runs and the solver's questions, the latter
+	// as one-call runs named GradeSolverRun. Evaluations during training
+	// are included.
 	// It is called from many goroutines at once and must not block.
 	Traces func(*delegate.Trace)
 }

@@ -15,8 +15,9 @@ const (
 	// own samples (RoleCredit).
 	CreditRole = "role"
 	// CreditStep gives every sample its rollout's advantage, from a reward
-	// that charges each wrong answer the rollout took from a sub-agent
-	// as a wrong final answer is charged (see train's stepScorer).
+	// that charges per step. That reward charges each wrong answer the
+	// rollout took from a sub-agent as a wrong final answer is charged.
+	// train's stepScorer computes it.
 	CreditStep = "step"
 )
 

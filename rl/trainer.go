@@ -360,8 +360,8 @@ func (s *stepSums) countStaleness(m *Metrics, staleness int) {
 }
 
 // checkRollout refuses a rollout whose reward, advantages or scalars are
-// not finite, or one with a sequence that does not fit window, the
-// policy's context.
+// not finite. It also refuses one with a sequence that does not fit
+// window, the policy's context.
 func checkRollout(r ScoredRollout, window int) error {
 	if math.IsNaN(r.Reward) || math.IsInf(r.Reward, 0) || math.IsNaN(r.Advantage) || math.IsInf(r.Advantage, 0) {
 		return errors.New("a reward or advantage is not finite")
@@ -407,9 +407,10 @@ func (s *stepSums) countRollout(m *Metrics, r ScoredRollout) {
 	}
 }
 
-// advantages counts a group that trains nothing or nothing new, refuses
-// one where only some rollouts carry an advantage, and otherwise gives
-// the rollouts the estimator's advantages of rewards.
+// advantages gives a group's rollouts the estimator's advantages of
+// rewards. It counts a group that trains nothing or nothing new. It
+// refuses one where only some rollouts carry an advantage; rollouts that
+// all carry one keep theirs.
 func (t *Trainer) advantages(m *Metrics, g *Group, rewards []float64, has int) error {
 	switch {
 	case len(g.Rollouts) == 0:

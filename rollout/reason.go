@@ -51,10 +51,12 @@ func kindOfAPIError(status int, typ string) string {
 	return kindOther
 }
 
-// apiErrorText matches the renderings of delegate.APIError.Error:
-// "model api error (model m): status 429 Too Many Requests: type: ...",
-// "model api error (model m): status 200 OK: decode: ..." or
-// "model api error (model m): timeout: ...".
+// apiErrorText matches the renderings of delegate.APIError.Error. They
+// read like these:
+//
+//	model api error (model m): status 429 Too Many Requests: type: ...
+//	model api error (model m): status 200 OK: decode: ...
+//	model api error (model m): timeout: ...
 var apiErrorText = regexp.MustCompile(`model api error(?: \(model .*?\))?: (?:status (\d{3})[^:]*(?:: |$))?([a-z_]+)?`)
 
 // apiKindText is apiKind for an error that survives only as text.

@@ -136,9 +136,9 @@ type GroupRecord struct {
 	SequenceRollout   []int             `json:"sequence_rollout"`
 	// NoTokens says, per sequence, why it has no tokens ("" when it has).
 	NoTokens []string `json:"no_tokens"`
-	// TokenizedBy says, per sequence, who computed its token ids: "gateway"
-	// when delegate gateway tokenized a backend's text with the model's
-	// chat template, "" when the engine gave them. Absent when no
+	// TokenizedBy says, per sequence, who computed its token ids. "gateway"
+	// means delegate gateway tokenized a backend's text with the model's
+	// chat template; "" means the engine gave them. Absent when no
 	// sequence was tokenized so.
 	TokenizedBy    []string      `json:"tokenized_by,omitempty"`
 	Overrides      []Override    `json:"overrides"`

@@ -172,9 +172,10 @@ func (c *chunks) content(i int, text string) {
 	c.out.event(c.chunk(wire.ChunkChoice{Index: i, Delta: wire.Delta{Content: &text}}))
 }
 
-// finish sends the rest of choice i: content not yet sent, each tool
-// call, then the finish reason with the logprobs. It reports false when
-// the content sent is not a prefix of ch's, and then sends no more of it.
+// finish sends the rest of choice i. That is the content not yet sent,
+// each tool call, then the finish reason with the logprobs. It reports
+// false when the content sent is not a prefix of ch's, and then sends no
+// more of it.
 func (c *chunks) finish(i int, ch *delegate.Choice, req *wire.ChatRequest, resp *delegate.Response) bool {
 	c.open(i)
 	rest, ok := strings.CutPrefix(ch.Message.Content, c.sent[i])

@@ -76,7 +76,8 @@ type Config struct {
 	Tool *delegate.Tool `yaml:"-" json:"tool,omitempty"`
 }
 
-// DefaultConfig returns the defaults, the one place they are written down:
+// DefaultConfig returns the defaults. This is the one place they are
+// written down:
 //
 //	single:    temperature 0.7, max_tokens 2048
 //	plan:      temperature 0.7, max_tokens 1024

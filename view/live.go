@@ -273,8 +273,8 @@ func sumMetrics(fams map[string]*dto.MetricFamily) ([]Metric, liveCounts) {
 }
 
 // fromHealth takes from a health answer of status what the metrics did
-// not give: a gateway's sessions and the trajectory API's queue. It
-// returns what the requests count: requests, or a gateway's finished
+// not give. That is a gateway's sessions and the trajectory API's queue.
+// It returns what the requests count: requests, or a gateway's finished
 // sessions.
 func (c *liveCounts) fromHealth(status int, health []byte) (unit string) {
 	var h struct {

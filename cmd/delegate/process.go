@@ -108,6 +108,9 @@ train by default, drawn with --seed), graded on their integer answer.`,
 	return cmd
 }
 
+// process writes grouped, scored rollouts of a dataset for a trainer.
+// It checks the flags against the dataset, opens the models, builds the
+// baseline and the trained policies, and runs them.
 func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f processFlags, lambdaSet bool) error {
 	if err := checkProcessFlags(&f); err != nil {
 		return err
@@ -116,27 +119,15 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if err != nil {
 		return err
 	}
-	if f.noBaseline && (f.parity || needsJudge(tasks)) {
-		return errors.New("process: --no-baseline: the judge compares each rollout with the baseline, and this dataset has tasks without reference answers (or --parity asks for the judge's buckets)")
-	}
-	if f.parity && !needsJudge(tasks) {
-		return errors.New("process: --parity reproduces the reference environment's judge buckets, which need open-ended tasks (open or builtin); this dataset has reference answers")
+	if err := checkDatasetFlags(f, tasks); err != nil {
+		return err
 	}
 	if err := checkRewardFlags(f, lambdaSet); err != nil {
 		return err
 	}
-	cfg, err := LoadConfig(configPath(f.config, getenv))
+	cfg, sc, rewardDesc, err := loadProcessConfig(getenv, f, lambdaSet)
 	if err != nil {
 		return err
-	}
-	sc, rewardDesc, err := newScorer(f, lambdaSet, cfg)
-	if err != nil {
-		return err
-	}
-	for _, name := range []string{strategy.NameSingle, f.strategy} {
-		if err := cfg.checkRoles(name); err != nil {
-			return fmt.Errorf("process: %w", err)
-		}
 	}
 	models, closeModels, err := cfg.openModels(getenv, log)
 	if err != nil {
@@ -156,9 +147,63 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 	if err := setJudge(cfg, models, tasks, sc); err != nil {
 		return err
 	}
-	fp, err := fingerprint(cfg, cfg.Judge, identity, f.logprobs)
+	rc, err := processRolloutConfig(cfg, f, identity)
 	if err != nil {
 		return err
+	}
+	if f.push.url != "" {
+		sink, err := pushSink(ctx, out, getenv, f, at)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			// Telling the API we are gone is a courtesy: it loses nothing.
+			_ = sink.Close(context.WithoutCancel(ctx))
+		}()
+		rc.Sink = sink
+	}
+	return runProcess(ctx, out, f, rc, tasks, baseline, policies, sc, rewardDesc)
+}
+
+// checkDatasetFlags refuses --no-baseline and --parity where the
+// dataset's tasks do not allow them.
+func checkDatasetFlags(f processFlags, tasks []delegate.Task) error {
+	if f.noBaseline && (f.parity || needsJudge(tasks)) {
+		return errors.New("process: --no-baseline: the judge compares each rollout with the baseline, and this dataset has tasks without reference answers (or --parity asks for the judge's buckets)")
+	}
+	if f.parity && !needsJudge(tasks) {
+		return errors.New("process: --parity reproduces the reference environment's judge buckets, which need open-ended tasks (open or builtin); this dataset has reference answers")
+	}
+	return nil
+}
+
+// loadProcessConfig reads the config file and builds the reward's scorer.
+// It also checks that every role of single, the baseline, and of the
+// chosen strategy has a model.
+func loadProcessConfig(getenv env, f processFlags, lambdaSet bool) (*Config, *rollout.RewardScorer, string, error) {
+	cfg, err := LoadConfig(configPath(f.config, getenv))
+	if err != nil {
+		return nil, nil, "", err
+	}
+	sc, rewardDesc, err := newScorer(f, lambdaSet, cfg)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	for _, name := range []string{strategy.NameSingle, f.strategy} {
+		if err := cfg.checkRoles(name); err != nil {
+			return nil, nil, "", fmt.Errorf("process: %w", err)
+		}
+	}
+	return cfg, sc, rewardDesc, nil
+}
+
+// processRolloutConfig is the rollout pipeline's configuration from the
+// flags. Its fingerprint covers cfg, its judge and the policies' identity,
+// so that a resume under other settings is refused.
+func processRolloutConfig(cfg *Config, f processFlags, identity string) (rollout.Config, error) {
+	fp, err := fingerprint(cfg, cfg.Judge, identity, f.logprobs)
+	if err != nil {
+		return rollout.Config{}, err
 	}
 	rc := rollout.DefaultConfig()
 	rc.GroupSize, rc.Concurrency, rc.Estimator, rc.KeepTies = f.group, f.concurrency, f.advantage, f.keepTies
@@ -170,34 +215,33 @@ func process(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, f
 		rc.Concurrency = rc.GroupSize
 	}
 	if err := rc.Validate(); err != nil {
-		return fmt.Errorf("process: %w", err)
+		return rollout.Config{}, fmt.Errorf("process: %w", err)
 	}
-	if f.push.url != "" {
-		fmt.Fprintf(out, "process: registering with the trajectory API at %s (waits for a trainer to start)\n", f.push.url)
-		sink, err := atropos.NewPusher(ctx, out, f.push.config(getenv(apiTokenEnv), f.group))
-		if err != nil {
-			return err
-		}
-		defer func() {
-			// Telling the API we are gone is a courtesy: it loses nothing.
-			_ = sink.Close(context.WithoutCancel(ctx))
-		}()
-		if at != nil {
-			sink.BatchOrder = func(item int) int { return at[item].index }
-		}
-		if f.dataset == datasetWorld && f.strategy == strategy.NameRoute {
-			// Each of the solver's answers to a world operation carries its
-			// own result, as train checks it in process.
-			sink.CheckSample = func(sm delegate.Sample) *bool {
-				if sm.Role != strategy.RoleWeak {
-					return nil
-				}
-				return train.SubtaskCorrect(sm.Question, sm.Answer)
+	return rc, nil
+}
+
+// pushSink registers with the trajectory API at --push and returns the
+// sink that pushes each written group there. The caller closes it.
+func pushSink(ctx context.Context, out io.Writer, getenv env, f processFlags, at []stepItem) (*atropos.Pusher, error) {
+	fmt.Fprintf(out, "process: registering with the trajectory API at %s (waits for a trainer to start)\n", f.push.url)
+	sink, err := atropos.NewPusher(ctx, out, f.push.config(getenv(apiTokenEnv), f.group))
+	if err != nil {
+		return nil, err
+	}
+	if at != nil {
+		sink.BatchOrder = func(item int) int { return at[item].index }
+	}
+	if f.dataset == datasetWorld && f.strategy == strategy.NameRoute {
+		// Each of the solver's answers to a world operation carries its
+		// own result, as train checks it in process.
+		sink.CheckSample = func(sm delegate.Sample) *bool {
+			if sm.Role != strategy.RoleWeak {
+				return nil
 			}
+			return train.SubtaskCorrect(sm.Question, sm.Answer)
 		}
-		rc.Sink = sink
 	}
-	return runProcess(ctx, out, f, rc, tasks, baseline, policies, sc, rewardDesc)
+	return sink, nil
 }
 
 // setJudge gives sc the config's judge when tasks need one: those

@@ -724,8 +724,8 @@ func (s *scheduler) step() {
 }
 
 // gatherRows fills s.rows with this step's rows and s.owner with the jobs
-// due a token, in row order of their logits. It returns the prompt tokens
-// the rows hold and the number of busy slots.
+// due a token. The jobs are in the row order of their logits. It returns
+// the prompt tokens the rows hold and the number of busy slots.
 func (s *scheduler) gatherRows() (prompt int64, active int) {
 	// Settle prefix sharing first, while every slot's cache holds exactly
 	// its cached tokens (no rows of this step are pending).

@@ -676,8 +676,9 @@ func (l *hfLoader) checkMatrixType(name, dtype string, cols int) error {
 	return nil
 }
 
-// throughFloat32 decodes a matrix to float32 and checks it: to quantise
-// it to q8_0, or to widen a q8_0 one when float32 is asked for.
+// throughFloat32 decodes a matrix to float32 and checks it. That is the
+// way to quantise it to q8_0, or to widen a q8_0 one when float32 is
+// asked for.
 func (l *hfLoader) throughFloat32(name, dtype string, buf []byte, rows, cols int) (hfMatrix, error) {
 	f := make([]float32, rows*cols)
 	if dtype == "Q8_0" {
@@ -845,7 +846,7 @@ func (l *hfLoader) load() (packedWeights, error) {
 }
 
 // loadLayer reads layer i's weights and appends them to w, laid out for
-// decoding with each head's rows in our pair order.
+// decoding. Each head's rows are in our pair order.
 func (l *hfLoader) loadLayer(w *packedWeights, i int) error {
 	c := l.c
 	d, qd, kv, hid, hd := c.Dim, c.QDim(), c.KVDim(), c.Hidden, c.HeadDim()

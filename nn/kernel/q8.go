@@ -187,10 +187,10 @@ func quantizeAct(dst []byte, x []float32) {
 }
 
 // quantizeBlock writes the 32 values v as int8 into q and returns their
-// scale, rounding as QuantizeQ8_0 does but for the scale's width. It runs
-// once a token for every product, so it rounds in float32: t - trunc(t) is
-// exact, and a fraction of at least one half rounds away from zero, as
-// math.Round does.
+// scale. It rounds as QuantizeQ8_0 does, except for the scale's width.
+// It runs once a token for every product, so it rounds in float32:
+// t - trunc(t) is exact, and a fraction of at least one half rounds away
+// from zero, as math.Round does.
 func quantizeBlock(q []byte, v []float32) float32 {
 	v = v[:Q8Block]
 	q = q[:Q8Block]
@@ -293,8 +293,8 @@ func matMulQ8Cols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 	matMulQ8Rows(dst, x.b, m, w, j0, j1)
 }
 
-// matMulQ8Rows computes columns [j0, j1) of dst(m, n) = x · Wᵀ for a q8_0 W
-// in llama.cpp's layout, x being m rows quantised by quantizeAct. Each
+// matMulQ8Rows computes columns [j0, j1) of dst(m, n) = x · Wᵀ for a q8_0 W.
+// W is in llama.cpp's layout; x is m rows quantised by quantizeAct. Each
 // element is the dot product of its quantised row and its row of W, as
 // q8Dot4 computes it whichever pairs share the call. So it does not depend
 // on m or on the column split. Rows of x go four at a time over 32 rows of

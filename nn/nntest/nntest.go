@@ -54,8 +54,8 @@ func attentionBlock(c nn.Config, lp *nn.LayerParams, hs [][]float64) {
 	}
 }
 
-// attend is the attention output, (Dim), of query q over the keys ks and
-// values vs of positions 0 to t. Heads share key heads in groups.
+// attend is the attention output, (Dim), of query q over positions 0 to t.
+// ks and vs hold their keys and values. Heads share key heads in groups.
 func attend(c nn.Config, q []float64, ks, vs [][]float64) []float64 {
 	hd := c.HeadDim()
 	att := make([]float64, c.Dim)

@@ -23,9 +23,9 @@ type EmbeddedConfig struct {
 	Listen string
 	// Name is the server's name, required in a cluster.
 	Name string
-	// Cluster, when Routes is set, joins a JetStream cluster: ClusterListen
-	// is this node's route address and Routes the nats-route:// URLs of all
-	// nodes.
+	// ClusterName names the JetStream cluster the server joins when Routes
+	// is set. ClusterListen is this node's route address and Routes the
+	// nats-route:// URLs of all nodes.
 	ClusterName   string
 	ClusterListen string
 	Routes        []string
@@ -155,8 +155,8 @@ func storeDir(dir string) error {
 	return nil
 }
 
-// startLog is the embedded server's logger: it drops notices and keeps
-// the last error, and a fatal one, without exiting the process.
+// startLog is the embedded server's logger. It drops notices and keeps
+// the last error. A fatal one is kept too, without exiting the process.
 type startLog struct {
 	mu        sync.Mutex
 	last      string

@@ -34,9 +34,9 @@ type Config struct {
 	// KeepSteps is how many handed-out batches stay stored so that GET
 	// /batch?step=N can send them again. At least 1.
 	KeepSteps int
-	// MaxStaleness, when positive, drops at batch time every group whose
-	// group_overrides.policy_version is more than this many steps behind
-	// the trainer's current step. 0: keep all.
+	// MaxStaleness, when positive, drops stale groups at batch time. A
+	// group is stale when its group_overrides.policy_version is more than
+	// this many steps behind the trainer's current step. 0: keep all.
 	MaxStaleness int
 	// MaxBody bounds a request body as sent, in bytes (413 beyond).
 	// At least 1024.
@@ -56,8 +56,9 @@ type Config struct {
 	// Token, when set, is required as "Authorization: Bearer <Token>" on
 	// every request. POST /reset_data is refused without one.
 	Token string
-	// Hosts lists the host names a request may name besides IP addresses
-	// and localhost, when there is no Token (package internal/edge).
+	// Hosts lists the host names a request may name when there is no
+	// Token. IP addresses and localhost need no entry. Package
+	// internal/edge checks them.
 	Hosts []string
 	// ReadTimeout, WriteTimeout and IdleTimeout bound each connection of
 	// the http.Server from HTTPServer. Above 0.
@@ -205,12 +206,12 @@ type Server struct {
 	// asks tell: asking for step N says steps before N are done. It is not
 	// stored: a restarted server learns it from the trainer's next ask.
 	trained int
-	// changed is closed, and replaced, when what a held request waits
-	// for may have come: a group queued, the trainer's step, a reset.
+	// changed is closed and replaced when what a held request waits for
+	// may have come. That is a group queued, the trainer's step or a reset.
 	changed chan struct{}
 	held    atomic.Int64 // requests holding now
-	// stopping is closed when the HTTP server shuts down: held requests
-	// are answered at once, so that they do not hold the shutdown.
+	// stopping is closed when the HTTP server shuts down. Held requests
+	// are then answered at once, so that they do not hold the shutdown.
 	stopping chan struct{}
 	stopOnce sync.Once
 	metrics  *metrics
@@ -363,7 +364,7 @@ func (s *Server) recoverState(ctx context.Context) error {
 	return nil
 }
 
-// recoverBatches reads the stored batches into s.pending and s.kept, and
+// recoverBatches reads the stored batches into s.pending and s.kept. It
 // returns the groups they consumed, the groups recorded as released, and
 // their steps. The caller holds s.mu.
 func (s *Server) recoverBatches(ctx context.Context) (consumed, released map[uint64]bool, steps []int, err error) {
@@ -440,8 +441,8 @@ func (s *Server) putUnlocked(ctx context.Context, key string, val []byte) error 
 	return s.st.put(ctx, key, val)
 }
 
-// saveStateUnlocked persists st, a copy of s.state with the change to
-// make, by putUnlocked; the caller sets s.state once it succeeded.
+// saveStateUnlocked persists st by putUnlocked. st is a copy of s.state
+// with the change to make. The caller sets s.state once it succeeded.
 func (s *Server) saveStateUnlocked(ctx context.Context, st persisted) error {
 	b, err := json.Marshal(st)
 	if err != nil {

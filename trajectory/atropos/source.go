@@ -55,8 +55,8 @@ func (s *Source) Next(ctx context.Context, step int) ([]rl.Group, error) {
 	return out[0], nil
 }
 
-// View is one trainer's part of a batch (Source.NextViews): the
-// sequences of its roles, checked against its policy's vocabulary and
+// View is one trainer's part of a batch from Source.NextViews. It holds
+// the sequences of its roles, checked against its policy's vocabulary and
 // context.
 type View struct {
 	// Roles are the OverrideRole values of its sequences.
@@ -148,7 +148,8 @@ func (s *Source) viewsOf(sd ScoredData, views []View) ([]int, error) {
 }
 
 // splitGroup gives each of n views the rollouts of g whose sequence is
-// its own (at), with g's staleness and failures.
+// its own. at[i] is rollout i's view, or negative for none. Each part
+// keeps g's staleness and failures.
 func splitGroup(g rl.Group, at []int, n int) []rl.Group {
 	parts := make([]rl.Group, n)
 	for v := range parts {
