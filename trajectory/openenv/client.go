@@ -248,7 +248,7 @@ func (s *Session) result(ctx context.Context, typ string, data []byte) (Result, 
 // observation is a copy. It reports false for any other message, or one
 // it cannot read.
 func readObservation(b []byte) (Result, bool) {
-	if !json.Valid(b) || !startsObject(b) {
+	if !validJSON(b) || !startsObject(b) {
 		return Result{}, false
 	}
 	var typ, data []byte

@@ -263,7 +263,7 @@ func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request) ([]byte, er
 // with the error, so that an answer can carry the id.
 func parseRPC(b []byte) (RPCRequest, *RPCError) {
 	var req RPCRequest
-	if !json.Valid(b) {
+	if !validJSON(b) {
 		return req, &RPCError{Code: RPCParseError, Message: "Parse error"}
 	}
 	if !startsObject(b) {

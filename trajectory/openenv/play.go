@@ -273,7 +273,7 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 	if args == nil {
 		args = json.RawMessage("null")
 	}
-	if !json.Valid(args) {
+	if !validJSON(args) {
 		return Result{}, fmt.Errorf("openenv mcp %s: the arguments of %s are not JSON", MethodToolsCall, a.ToolName)
 	}
 	b := append(m.out[:0], `{"jsonrpc":"2.0","method":"tools/call","params":{"session_id":`...)

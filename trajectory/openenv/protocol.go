@@ -242,7 +242,7 @@ type ToolError struct {
 // isObject reports whether b is a JSON object.
 func isObject(b json.RawMessage) bool {
 	b = bytes.TrimSpace(b)
-	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+	return len(b) > 0 && b[0] == '{' && validJSON(b)
 }
 
 // extraFields returns the fields of the object b other than known.

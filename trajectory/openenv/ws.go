@@ -221,7 +221,7 @@ var wsFields = map[string]map[string]bool{
 // handle answers one message: the type and data to send back, or done
 // when the client closes the session.
 func (ss *session) handle(raw []byte) (typ string, data any, done bool) {
-	if !json.Valid(raw) {
+	if !validJSON(raw) {
 		var v any
 		err := json.Unmarshal(raw, &v) // for its message: raw is not JSON
 		return MsgError, ErrorData{Message: "Invalid JSON: " + fmt.Sprint(err), Code: CodeInvalidJSON}, false
