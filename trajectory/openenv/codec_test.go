@@ -122,3 +122,35 @@ func TestObservationAppendMatchesMarshal(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionResultMatchesMarshal checks that a session's answer written
+// by hand is the bytes json.Marshal writes, and fails where it fails.
+func TestSessionResultMatchesMarshal(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	obs, err := json.Marshal(DelegationObservation{Task: "<b>47*28</b> & \u2028", Tools: (&Delegation{}).Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		r    sessionResult
+	}{
+		{"create", sessionResult{SessionID: "0123abcd", Episode: 1, Result: Result{Observation: obs}}},
+		{"escaped id", sessionResult{SessionID: `a"<b>`, Episode: 100, Result: Result{Observation: obs, Reward: f(-0.0625), Done: true}}},
+		{"metadata", sessionResult{SessionID: "s", Result: Result{Observation: json.RawMessage(`{}`), Reward: f(1e-7), Metadata: map[string]any{"b": 1, "a": "<x>"}}}},
+		{"not finite", sessionResult{SessionID: "s", Result: Result{Observation: obs, Reward: f(math.Inf(1))}}},
+		{"bad metadata", sessionResult{SessionID: "s", Result: Result{Observation: obs, Metadata: map[string]any{"c": make(chan int)}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want, werr := json.Marshal(tt.r)
+			got, gerr := tt.r.encode()
+			if (gerr != nil) != (werr != nil) {
+				t.Fatalf("got error %v, want %v", gerr, werr)
+			}
+			if string(got) != string(want) {
+				t.Errorf("got  %s\nwant %s", got, want)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -198,11 +199,10 @@ func (ss *session) handleRPC(raw []byte) RPCResponse {
 // whose connection is the session. Create and reset start the
 // connection's next episode; close refuses to close the connection's own
 // session, as OpenEnv does, and closes an HTTP session it names.
-func (ss *session) sessionMethod(ctx context.Context, method string, params map[string]json.RawMessage) (any, error) {
-	var p sessionParams
-	b, _ := json.Marshal(params) // raw messages always encode
-	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + err.Error()}
+func (ss *session) sessionMethod(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	p, err := readSessionParams(params)
+	if err != nil {
+		return nil, err
 	}
 	if method == MethodSessionClose {
 		if p.SessionID == "" {
@@ -211,7 +211,7 @@ func (ss *session) sessionMethod(ctx context.Context, method string, params map[
 		if p.SessionID == ss.id {
 			return nil, &RPCError{Code: RPCInvalidRequest, Message: "Cannot close active WebSocket-managed session via MCP method: close the WebSocket"}
 		}
-		ms, err := ss.s.mcpSession(params["session_id"])
+		ms, err := ss.s.mcpSession(p.SessionID)
 		if err != nil {
 			return nil, err
 		}
@@ -239,7 +239,7 @@ func (ss *session) sessionMethod(ctx context.Context, method string, params map[
 	}
 	ss.reset, ss.steps = true, 0
 	ss.episodes++
-	return sessionResult{SessionID: ss.id, Episode: ss.episodes, Result: res}, nil
+	return sessionResult{SessionID: ss.id, Episode: ss.episodes, Result: res}.encode()
 }
 
 // readRPCBody reads a body of at most MaxMessageBytes, answering 413
@@ -313,17 +313,11 @@ func idOrNull(id json.RawMessage) json.RawMessage {
 // rpc answers one request.
 func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 	resp := RPCResponse{JSONRPC: "2.0", ID: idOrNull(c.req.ID)}
-	var params map[string]json.RawMessage
-	if c.req.Params != nil {
-		// parseRPC checked the request: an object is a valid one.
-		if !startsObject(c.req.Params) {
-			resp.Error = &RPCError{Code: RPCInvalidParams, Message: "Params must be an object"}
-			return resp
-		}
-		if c.req.Method != MethodToolsCall && json.Unmarshal(c.req.Params, &params) != nil {
-			resp.Error = &RPCError{Code: RPCInvalidParams, Message: "Params must be an object"}
-			return resp
-		}
+	// parseRPC checked the request: params that start an object are a
+	// valid one. Each method reads them once.
+	if c.req.Params != nil && !startsObject(c.req.Params) {
+		resp.Error = &RPCError{Code: RPCInvalidParams, Message: "Params must be an object"}
+		return resp
 	}
 	var result any
 	var err error
@@ -333,21 +327,21 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 	}
 	switch c.req.Method {
 	case MethodInitialize:
-		result, err = s.initialize(params)
+		result, err = s.initialize(c.req.Params)
 	case MethodToolsList:
 		result = s.toolsList()
 	case MethodToolsCall:
 		result, err = s.toolsCall(ctx, c.ws, c.req.Params)
 	case MethodSessionCreate, MethodSessionReset, MethodSessionClose, MethodSessionState:
 		if c.ws != nil && c.ws.id != "" {
-			result, err = c.ws.sessionMethod(ctx, c.req.Method, params)
+			result, err = c.ws.sessionMethod(ctx, c.req.Method, c.req.Params)
 			break
 		}
 		if c.ws != nil {
 			err = &RPCError{Code: RPCInvalidRequest, Message: c.req.Method + ": on the WebSocket the connection is the session; send reset and close messages"}
 			break
 		}
-		result, err = s.sessionMethod(ctx, c.req.Method, params)
+		result, err = s.sessionMethod(ctx, c.req.Method, c.req.Params)
 	default:
 		err = &RPCError{Code: RPCMethodNotFound, Message: "Method not found: " + c.req.Method}
 	}
@@ -374,7 +368,11 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 
 // initialize answers MCP's handshake: the client's protocol version when
 // it names one, the tools capability and the server's name.
-func (s *Server) initialize(params map[string]json.RawMessage) (any, error) {
+func (s *Server) initialize(raw json.RawMessage) (any, error) {
+	var params map[string]json.RawMessage
+	if raw != nil && json.Unmarshal(raw, &params) != nil {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Params must be an object"}
+	}
 	version := MCPProtocolVersion
 	if v, ok := params["protocolVersion"]; ok {
 		if json.Unmarshal(v, &version) != nil || version == "" {
@@ -452,7 +450,8 @@ func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMess
 			ws.steps++
 		}
 	case named:
-		ms, rerr := s.mcpSession(id)
+		sid, _ := stringValue(id) // not a string: "", refused as empty
+		ms, rerr := s.mcpSession(sid)
 		if rerr != nil {
 			return nil, rerr
 		}
@@ -565,15 +564,26 @@ type sessionParams struct {
 	EpisodeID *string `json:"episode_id"`
 }
 
+// readSessionParams decodes params, a valid JSON object or nil, once.
+func readSessionParams(params json.RawMessage) (sessionParams, error) {
+	var p sessionParams
+	if params == nil {
+		return p, nil
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return p, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + err.Error()}
+	}
+	return p, nil
+}
+
 // sessionMethod serves OpenEnv's session methods over HTTP. Create takes
 // a slot and starts the first episode; reset starts another, up to
 // MaxMCPEpisodes; state answers the state; close frees the slot. Reset
 // and state are ours.
-func (s *Server) sessionMethod(ctx context.Context, method string, params map[string]json.RawMessage) (any, error) {
-	var p sessionParams
-	b, _ := json.Marshal(params) // raw messages always encode
-	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + err.Error()}
+func (s *Server) sessionMethod(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	p, err := readSessionParams(params)
+	if err != nil {
+		return nil, err
 	}
 	if errs := (ResetRequest{Seed: p.Seed, EpisodeID: p.EpisodeID}).Validate(); len(errs) > 0 {
 		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + (&ValidationError{errs}).Error()}
@@ -582,14 +592,14 @@ func (s *Server) sessionMethod(ctx context.Context, method string, params map[st
 	case MethodSessionCreate:
 		return s.createSession(ctx, p)
 	case MethodSessionClose:
-		ms, err := s.mcpSession(params["session_id"])
+		ms, err := s.mcpSession(p.SessionID)
 		if err != nil {
 			return nil, err
 		}
 		s.dropSession(ms)
 		return map[string]any{"session_id": ms.id, "closed": true}, nil
 	case MethodSessionState:
-		ms, err := s.mcpSession(params["session_id"])
+		ms, err := s.mcpSession(p.SessionID)
 		if err != nil {
 			return nil, err
 		}
@@ -601,7 +611,7 @@ func (s *Server) sessionMethod(ctx context.Context, method string, params map[st
 		ms.last = time.Now()
 		return ms.env.State(), nil
 	}
-	ms, err := s.mcpSession(params["session_id"])
+	ms, err := s.mcpSession(p.SessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -651,6 +661,29 @@ type sessionResult struct {
 	Result
 }
 
+// encode writes r as json.Marshal does, without a second scan of the
+// observation, which Observation.Result encoded.
+func (r sessionResult) encode() (json.RawMessage, error) {
+	if r.Reward != nil && !finite(*r.Reward) {
+		_, err := json.Marshal(r) // for json.Marshal's error
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	id, err := json.Marshal(r.SessionID)
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	b := append([]byte(`{"session_id":`), id...)
+	b = append(b, `,"episode":`...)
+	b = strconv.AppendInt(b, int64(r.Episode), 10)
+	b = append(b, ',')
+	n := len(b)
+	b, err = appendResult(b, r.Result)
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	return append(b[:n], b[n+1:]...), nil // the result's own "{" gives way
+}
+
 func (s *Server) sessionReset(ctx context.Context, ms *mcpSession, p sessionParams) (any, error) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
@@ -672,7 +705,7 @@ func (s *Server) sessionReset(ctx context.Context, ms *mcpSession, p sessionPara
 		return nil, err
 	}
 	ms.episodes++
-	return sessionResult{SessionID: ms.id, Episode: ms.episodes, Result: res}, nil
+	return sessionResult{SessionID: ms.id, Episode: ms.episodes, Result: res}.encode()
 }
 
 func (s *Server) sessionStep(ctx context.Context, ms *mcpSession, action json.RawMessage) (Observation, error) {
@@ -690,10 +723,9 @@ func (s *Server) sessionStep(ctx context.Context, ms *mcpSession, action json.Ra
 // newSessionID returns an id no client can guess.
 func newSessionID() string { return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64()) }
 
-// mcpSession finds the session a raw session_id names.
-func (s *Server) mcpSession(raw json.RawMessage) (*mcpSession, error) {
-	var id string
-	if json.Unmarshal(raw, &id) != nil || id == "" {
+// mcpSession finds the session id names.
+func (s *Server) mcpSession(id string) (*mcpSession, error) {
+	if id == "" {
 		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'session_id' must be a non-empty string"}
 	}
 	s.mu.Lock()

@@ -150,6 +150,56 @@ func TestMCPSession(t *testing.T) {
 	}
 }
 
+// TestMCPSessionReset: MCPSession's hand-written requests create a
+// session, then reset it, with the seed and episode id asked for.
+func TestMCPSessionReset(t *testing.T) {
+	srv, d := newDelegationServer(t, DelegationConfig{}, nil)
+	c := serve(t, srv, "")
+	ctx := context.Background()
+	m := c.OpenMCP()
+	defer m.Close()
+	tests := []struct {
+		name string
+		seed *int64
+		id   *string
+	}{
+		{"create", ptr[int64](3), ptr(`ep "one" <1>`)},
+		{"reset", ptr[int64](7), nil},
+		{"reset without a seed", nil, ptr("ep-3")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := m.Reset(ctx, ResetRequest{Seed: tt.seed, EpisodeID: tt.id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := stateOf(t, mustState(t, m))
+			if st.Seed == nil || tt.seed != nil && *st.Seed != *tt.seed || tt.id != nil && (st.EpisodeID == nil || *st.EpisodeID != *tt.id) {
+				t.Errorf("state: got seed %v, episode %v; want %v, %v", st.Seed, st.EpisodeID, tt.seed, tt.id)
+			}
+			p, err := d.Problem(*st.Seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o := observationOf(t, res); o.Task != p.Text || res.Done || res.Reward != nil {
+				t.Errorf("got task %q, done %v, reward %v; want %q, not done, no reward", o.Task, res.Done, res.Reward, p.Text)
+			}
+		})
+	}
+	if got := srv.Active(); got != 1 {
+		t.Errorf("sessions: got %d, want 1: a reset reuses the session", got)
+	}
+}
+
+func mustState(t *testing.T, s Stepper) json.RawMessage {
+	t.Helper()
+	raw, err := s.State(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
 // TestMCPSessionIdle checks that an idle HTTP MCP session is closed and its slot freed.
 // Closing the server closes the others.
 func TestMCPSessionIdle(t *testing.T) {

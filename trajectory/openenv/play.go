@@ -231,24 +231,62 @@ type MCPSession struct {
 func (c *Client) OpenMCP() *MCPSession { return &MCPSession{c: c} }
 
 // Reset starts an episode: the session's first, or its next.
+// Its request is written by hand and its answer read by a walk, as Step's.
 func (m *MCPSession) Reset(ctx context.Context, req ResetRequest) (Result, error) {
-	params := map[string]any{}
-	if req.Seed != nil {
-		params["seed"] = *req.Seed
-	}
-	if req.EpisodeID != nil {
-		params["episode_id"] = *req.EpisodeID
-	}
 	method := MethodSessionCreate
 	if m.id != "" {
-		method, params["session_id"] = MethodSessionReset, m.id
+		method = MethodSessionReset
 	}
-	var got sessionResult
-	if err := m.c.MCP(ctx, method, params, &got); err != nil {
+	b := append(m.out[:0], `{"jsonrpc":"2.0","method":"`...)
+	b = append(b, method...)
+	b = append(b, `","params":{"seed":`...)
+	if req.Seed != nil {
+		b = strconv.AppendInt(b, *req.Seed, 10)
+	} else {
+		b = append(b, "null"...)
+	}
+	if req.EpisodeID != nil {
+		id, err := json.Marshal(*req.EpisodeID)
+		if err != nil {
+			return Result{}, fmt.Errorf("openenv mcp %s: encode episode id: %w", method, err)
+		}
+		b = append(b, `,"episode_id":`...)
+		b = append(b, id...)
+	}
+	if m.id != "" {
+		id, err := json.Marshal(m.id)
+		if err != nil {
+			return Result{}, fmt.Errorf("openenv mcp %s: encode session id: %w", method, err)
+		}
+		b = append(b, `,"session_id":`...)
+		b = append(b, id...)
+	}
+	b = append(b, `},"id":1}`...)
+	m.out = b
+	body, err := m.c.roundTrip(ctx, http.MethodPost, "/mcp", b, &m.in)
+	if err != nil {
 		return Result{}, err
 	}
-	m.id = got.SessionID
-	return got.Result, nil
+	result, err := rpcResult(method, body)
+	if err != nil {
+		return Result{}, err
+	}
+	var res Result
+	id, ok := "", true
+	members(result, func(k, v []byte) bool {
+		key := unescapeKey(k)
+		if string(key) == "session_id" {
+			id, ok = stringValue(v)
+			return ok
+		}
+		ok = res.readMember(key, v)
+		return ok
+	})
+	if !ok || id == "" {
+		return Result{}, fmt.Errorf("openenv mcp %s: the result is not a session's first observation", method)
+	}
+	m.id = id
+	return res, nil
 }
 
 // Step calls a tool: action is a ToolAction of type call_tool. The
@@ -303,33 +341,13 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 // It checks the JSON once and walks its members, where a decode would build the result's map.
 func decodeCallResponse(b []byte) (Result, error) {
 	const method = MethodToolsCall
-	if !json.Valid(b) || !startsObject(b) {
-		return Result{}, fmt.Errorf("openenv mcp %s: decode: the answer is not a JSON object", method)
-	}
-	var result, rerr json.RawMessage
-	members(b, func(k, v []byte) bool {
-		switch string(unescapeKey(k)) {
-		case "result":
-			result = v
-		case "error":
-			rerr = v
-		}
-		return true
-	})
-	if rerr != nil && string(rerr) != "null" {
-		var e RPCError
-		if err := json.Unmarshal(rerr, &e); err != nil {
-			return Result{}, fmt.Errorf("openenv mcp %s: decode error: %w", method, err)
-		}
-		return Result{}, fmt.Errorf("openenv mcp %s: %w", method, &e)
-	}
-	if !startsObject(result) {
-		return Result{}, fmt.Errorf("openenv mcp %s: the result is not a JSON object", method)
+	result, err := rpcResult(method, b)
+	if err != nil {
+		return Result{}, err
 	}
 	var res Result
 	obs := make([]byte, 0, len(result))
 	obs = append(obs, '{')
-	var err error
 	members(result, func(k, v []byte) bool {
 		switch string(unescapeKey(k)) {
 		case "content", "isError":
@@ -359,6 +377,35 @@ func decodeCallResponse(b []byte) (Result, error) {
 	}
 	res.Observation = append(obs, '}')
 	return res, nil
+}
+
+// rpcResult checks a JSON-RPC response once and returns its result, an
+// object. A JSON-RPC error comes back as an *RPCError.
+func rpcResult(method string, b []byte) (json.RawMessage, error) {
+	if !validJSON(b) || !startsObject(b) {
+		return nil, fmt.Errorf("openenv mcp %s: decode: the answer is not a JSON object", method)
+	}
+	var result, rerr json.RawMessage
+	members(b, func(k, v []byte) bool {
+		switch string(unescapeKey(k)) {
+		case "result":
+			result = v
+		case "error":
+			rerr = v
+		}
+		return true
+	})
+	if rerr != nil && string(rerr) != "null" {
+		var e RPCError
+		if err := json.Unmarshal(rerr, &e); err != nil {
+			return nil, fmt.Errorf("openenv mcp %s: decode error: %w", method, err)
+		}
+		return nil, fmt.Errorf("openenv mcp %s: %w", method, &e)
+	}
+	if !startsObject(result) {
+		return nil, fmt.Errorf("openenv mcp %s: the result is not a JSON object", method)
+	}
+	return result, nil
 }
 
 // State returns the session's state.
