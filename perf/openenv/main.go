@@ -57,7 +57,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 5, "rounds of every arm, interleaved")
 	flag.DurationVar(&o.latency, "latency", 0, "the stand-in's latency per sub-agent call")
 	flag.StringVar(&o.only, "arm", "", "run in-process and this arm only (websocket or http-mcp); default all")
-	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the transport arms to this file")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the timed rounds, the in-process arm's included, to this file")
 	memProfile := flag.String("memprofile", "", "write the allocations of the whole run to this file (go tool pprof -sample_index=alloc_objects)")
 	flag.Parse()
 	if *memProfile != "" {
