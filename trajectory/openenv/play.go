@@ -71,16 +71,40 @@ const AnswerTool = ToolAnswer
 // the policy model's.
 func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- delegate.Event) (Played, error) {
 	pl := Played{Seed: seed}
-	res, err := s.Reset(ctx, ResetRequest{Seed: &seed})
+	first, err := startEpisode(ctx, s, &pl)
 	if err != nil {
-		return pl, fmt.Errorf("reset seed %d: %w", seed, err)
+		return pl, err
 	}
-	var first struct {
-		Task  *string `json:"task"`
-		Tools []Tool  `json:"tools"`
+	tools, hasAnswer := p.requestTools(first.Tools)
+	rec := delegate.NewRecorder("env", pl.Task, events)
+	failure, err := p.turns(ctx, s, &pl, rec, tools, hasAnswer)
+	if err != nil {
+		return pl, err
+	}
+	if !pl.Done && failure == (delegate.Failure{}) {
+		failure = delegate.Failed(delegate.FailureAnswerFormat, "the policy stopped without ending the episode")
+	}
+	pl.Trace = rec.Finish(pl.Answer, failure)
+	err = readEndState(ctx, s, &pl) // before pl is returned: it sets Correct and Spend
+	return pl, err
+}
+
+// firstObservation is what Play reads of an episode's first observation.
+type firstObservation struct {
+	Task  *string `json:"task"`
+	Tools []Tool  `json:"tools"`
+}
+
+// startEpisode resets pl's seed and reads the task into pl. It lists the tools
+// when the first observation carries none.
+func startEpisode(ctx context.Context, s Stepper, pl *Played) (firstObservation, error) {
+	var first firstObservation
+	res, err := s.Reset(ctx, ResetRequest{Seed: &pl.Seed})
+	if err != nil {
+		return first, fmt.Errorf("reset seed %d: %w", pl.Seed, err)
 	}
 	if err := json.Unmarshal(res.Observation, &first); err != nil {
-		return pl, fmt.Errorf("reset seed %d: read observation: %w", seed, err)
+		return first, fmt.Errorf("reset seed %d: read observation: %w", pl.Seed, err)
 	}
 	pl.Task = string(res.Observation)
 	if first.Task != nil {
@@ -89,15 +113,19 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 	if first.Tools == nil {
 		lres, err := s.Step(ctx, ToolAction{Type: ActionListTools})
 		if err != nil {
-			return pl, fmt.Errorf("list tools of seed %d: %w", seed, err)
+			return first, fmt.Errorf("list tools of seed %d: %w", pl.Seed, err)
 		}
 		if err := json.Unmarshal(lres.Observation, &first); err != nil {
-			return pl, fmt.Errorf("list tools of seed %d: %w", seed, err)
+			return first, fmt.Errorf("list tools of seed %d: %w", pl.Seed, err)
 		}
 	}
-	var tools []delegate.Tool
-	hasAnswer := false
-	for _, t := range first.Tools {
+	return first, nil
+}
+
+// requestTools are the environment's tools as the policy's requests
+// declare them, and whether the environment offers AnswerTool.
+func (p Policy) requestTools(envTools []Tool) (tools []delegate.Tool, hasAnswer bool) {
+	for _, t := range envTools {
 		hasAnswer = hasAnswer || t.Name == AnswerTool
 		switch {
 		case t.Name == AnswerTool && p.AnswerInText:
@@ -107,7 +135,13 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 			tools = append(tools, delegate.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
 		}
 	}
-	rec := delegate.NewRecorder("env", pl.Task, events)
+	return tools, hasAnswer
+}
+
+// turns asks the policy turn by turn and steps its tool calls, until the
+// episode is done, a reply has none, or MaxTurns. It returns the failure
+// to record when the policy still called tools at the last turn.
+func (p Policy) turns(ctx context.Context, s Stepper, pl *Played, rec *delegate.Recorder, tools []delegate.Tool, hasAnswer bool) (delegate.Failure, error) {
 	msgs := p.Messages(pl.Task)
 	maxTurns := p.MaxTurns
 	if maxTurns <= 0 {
@@ -120,15 +154,15 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 		resp, err := rec.Call(ctx, nil, "turn "+strconv.Itoa(turn), p.Agent, req)
 		if err != nil {
 			pl.Trace = rec.Finish(pl.Answer, delegate.Failed(delegate.FailureCall, "policy: %v", err))
-			return pl, fmt.Errorf("seed %d turn %d: policy: %w", seed, turn, err)
+			return failure, fmt.Errorf("seed %d turn %d: policy: %w", pl.Seed, turn, err)
 		}
 		out := resp.Choices[0].Message
 		pl.Answer = resp.Text()
 		if len(out.ToolCalls) == 0 {
 			if hasAnswer {
 				args, _ := json.Marshal(map[string]string{"answer": pl.Answer}) // a string always encodes
-				if _, err := p.step(ctx, s, &pl, delegate.ToolCall{Name: AnswerTool, Arguments: string(args)}, turn); err != nil {
-					return pl, err
+				if _, err := p.step(ctx, s, pl, delegate.ToolCall{Name: AnswerTool, Arguments: string(args)}, turn); err != nil {
+					return failure, err
 				}
 			}
 			break
@@ -140,9 +174,9 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 				tc.ID = fmt.Sprintf("call_%d_%d", turn, i+1)
 				out.ToolCalls[i].ID = tc.ID
 			}
-			text, err := p.step(ctx, s, &pl, tc, turn)
+			text, err := p.step(ctx, s, pl, tc, turn)
 			if err != nil {
-				return pl, err
+				return failure, err
 			}
 			if pl.Done {
 				break // later calls of the turn find no episode
@@ -153,22 +187,27 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 			failure = delegate.Failed(delegate.FailureMaxTurns, "the policy still called tools in turn %d", turn)
 		}
 	}
-	if !pl.Done && failure == (delegate.Failure{}) {
-		failure = delegate.Failed(delegate.FailureAnswerFormat, "the policy stopped without ending the episode")
+	return failure, nil
+}
+
+// readEndState reads the state's correct and spend into pl, when the
+// transport serves a state.
+func readEndState(ctx context.Context, s Stepper, pl *Played) error {
+	raw, err := s.State(ctx)
+	if errors.Is(err, ErrNoState) {
+		return nil
 	}
-	pl.Trace = rec.Finish(pl.Answer, failure)
-	if raw, err := s.State(ctx); err == nil {
-		var st struct {
-			Correct *bool  `json:"correct"`
-			Spend   *Spend `json:"spend"`
-		}
-		if json.Unmarshal(raw, &st) == nil {
-			pl.Correct, pl.Spend = st.Correct, st.Spend
-		}
-	} else if !errors.Is(err, ErrNoState) {
-		return pl, fmt.Errorf("state of seed %d: %w", seed, err)
+	if err != nil {
+		return fmt.Errorf("state of seed %d: %w", pl.Seed, err)
 	}
-	return pl, nil
+	var st struct {
+		Correct *bool  `json:"correct"`
+		Spend   *Spend `json:"spend"`
+	}
+	if json.Unmarshal(raw, &st) == nil {
+		pl.Correct, pl.Spend = st.Correct, st.Spend
+	}
+	return nil
 }
 
 // step sends one tool call and returns the text the policy reads back.
