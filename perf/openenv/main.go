@@ -137,44 +137,12 @@ func run(o options) error {
 	if o.episodes <= 0 || o.conc <= 0 || o.rounds <= 0 {
 		return fmt.Errorf("-episodes %d, -concurrency %d and -rounds %d must be positive", o.episodes, o.conc, o.rounds)
 	}
-	sc := standin.DefaultConfig()
-	sc.Latency = o.latency
-	sv, err := standin.New(sc)
+	st, err := start(o)
 	if err != nil {
 		return err
 	}
-	if err := sv.Start("127.0.0.1:0"); err != nil {
-		return err
-	}
-	defer sv.Close()
-	oc := openai.DefaultConfig()
-	oc.BaseURL, oc.Model, oc.MaxRetries = sv.URL(), "standin", 0
-	sub, err := openai.New(oc)
-	if err != nil {
-		return err
-	}
-	d, err := openenv.NewDelegation(openenv.DelegationConfig{Subagent: sub, MaxSteps: 64})
-	if err != nil {
-		return err
-	}
-	ec := openenv.DefaultConfig()
-	ec.New, ec.Name, ec.Metadata, ec.Schema, ec.Tools = d.New, "delegation", d.Metadata(), d.Schema(), d.Tools()
-	ec.MaxSessions, ec.MaxMCPEpisodes = 2*o.conc, o.episodes
-	srv, err := openenv.NewServer(ec)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	hs := edge.Server(edge.Config{}.Handler(srv), edge.DefaultTimeouts(), slog.New(slog.DiscardHandler), slog.LevelWarn)
-	go func() { _ = hs.Serve(ln) }() // ends at Close below
-	defer hs.Close()
-	tr := &http.Transport{MaxIdleConnsPerHost: o.conc}
-	c := &openenv.Client{BaseURL: "http://" + ln.Addr().String(), HTTP: &http.Client{Transport: tr}}
-
+	defer st.close()
+	sv, d, srv, c := st.standin, st.d, st.srv, st.client
 	// The problems' questions, drawn once: each arm delegates the same.
 	w := work{questions: make([][]string, o.episodes), answers: make([]string, o.episodes)}
 	for i := range o.episodes {
@@ -224,9 +192,70 @@ func run(o options) error {
 		return err
 	}
 	printSummary(arms, rounds)
-	st := sv.Stats()
-	fmt.Printf("\nstand-in: %d requests, %d bad; sessions open at the end: %d; load average %s\n", st.Requests, st.BadRequests, srv.Active(), loadAverage())
+	stats := sv.Stats()
+	fmt.Printf("\nstand-in: %d requests, %d bad; sessions open at the end: %d; load average %s\n", stats.Requests, stats.BadRequests, srv.Active(), loadAverage())
 	return nil
+}
+
+// stack is what the arms run on: the stand-in, the delegation
+// environment on it, the environment's server on loopback and a client.
+type stack struct {
+	standin *standin.Server
+	d       *openenv.Delegation
+	srv     *openenv.Server
+	client  *openenv.Client
+	closers []func() error // in the order to call
+}
+
+func (st *stack) close() {
+	for _, c := range st.closers {
+		_ = c() // the run is over; a failed close changes no figure
+	}
+}
+
+// start starts the stand-in and the environment's server behind the edge.
+func start(o options) (*stack, error) {
+	st := &stack{}
+	sc := standin.DefaultConfig()
+	sc.Latency = o.latency
+	sv, err := standin.New(sc)
+	if err != nil {
+		return nil, err
+	}
+	if err := sv.Start("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	st.standin, st.closers = sv, []func() error{sv.Close}
+	oc := openai.DefaultConfig()
+	oc.BaseURL, oc.Model, oc.MaxRetries = sv.URL(), "standin", 0
+	sub, err := openai.New(oc)
+	if err == nil {
+		st.d, err = openenv.NewDelegation(openenv.DelegationConfig{Subagent: sub, MaxSteps: 64})
+	}
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	ec := openenv.DefaultConfig()
+	ec.New, ec.Name, ec.Metadata, ec.Schema, ec.Tools = st.d.New, "delegation", st.d.Metadata(), st.d.Schema(), st.d.Tools()
+	ec.MaxSessions, ec.MaxMCPEpisodes = 2*o.conc, o.episodes
+	st.srv, err = openenv.NewServer(ec)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	st.closers = append([]func() error{st.srv.Close}, st.closers...)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	hs := edge.Server(edge.Config{}.Handler(st.srv), edge.DefaultTimeouts(), slog.New(slog.DiscardHandler), slog.LevelWarn)
+	go func() { _ = hs.Serve(ln) }() // ends at hs.Close
+	st.closers = append([]func() error{hs.Close}, st.closers...)
+	tr := &http.Transport{MaxIdleConnsPerHost: o.conc}
+	st.client = &openenv.Client{BaseURL: "http://" + ln.Addr().String(), HTTP: &http.Client{Transport: tr}}
+	return st, nil
 }
 
 // runRounds runs every arm o.rounds times, interleaved, and prints each
