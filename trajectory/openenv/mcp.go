@@ -160,7 +160,9 @@ type rpcCall struct {
 // mcp serves POST /mcp: one JSON-RPC request a body. A notification gets
 // 202 and no body.
 func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
-	b, err := s.readRPCBody(w, r)
+	in := getBuffer()
+	defer putBuffer(in) // after the answer, which may hold the request's id
+	b, err := s.readRPCBody(w, r, in)
 	if err != nil {
 		return
 	}
@@ -174,15 +176,36 @@ func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	b, err = appendRPCResponse(make([]byte, 0, 512+len(resp.Result)), resp)
+	out := getBuffer()
+	defer putBuffer(out)
+	b, err = appendRPCResponse(out.AvailableBuffer(), resp)
 	if err != nil {
 		writeJSON(w, http.StatusOK, RPCResponse{JSONRPC: "2.0", ID: resp.ID, Error: &RPCError{Code: RPCInternalError, Message: "encode response: " + err.Error()}})
 		return
 	}
+	out.Write(append(b, '\n')) // keeps the grown array for the pool
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	// The status line is out; a failed write means the client went away.
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(out.Bytes())
+}
+
+// buffers holds the bodies of HTTP MCP requests and answers for reuse:
+// each request would otherwise grow two buffers from nothing.
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooled bounds the buffers kept: a rare large body is left to the
+// collector, not held.
+const maxPooled = 64 << 10
+
+func getBuffer() *bytes.Buffer { return buffers.Get().(*bytes.Buffer) }
+
+func putBuffer(b *bytes.Buffer) {
+	if b.Cap() > maxPooled {
+		return
+	}
+	b.Reset()
+	buffers.Put(b)
 }
 
 // handleRPC answers one message of an MCP WebSocket. Every request gets
@@ -242,10 +265,9 @@ func (ss *session) sessionMethod(ctx context.Context, method string, params json
 	return sessionResult{SessionID: ss.id, Episode: ss.episodes, Result: res}.encode()
 }
 
-// readRPCBody reads a body of at most MaxMessageBytes, answering 413
-// above it.
-func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
+// readRPCBody reads a body of at most MaxMessageBytes into buf, answering
+// 413 above it.
+func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) ([]byte, error) {
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxMessageBytes))
 	var tooBig *http.MaxBytesError
 	switch {

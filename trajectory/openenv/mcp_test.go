@@ -150,6 +150,21 @@ func TestMCPSession(t *testing.T) {
 	}
 }
 
+// TestMCPReusedBuffers: requests of sizes above and below what the
+// buffers keep, one after another, each get their own id back and nothing
+// of the request before.
+func TestMCPReusedBuffers(t *testing.T) {
+	srv, _ := newDelegationServer(t, DelegationConfig{}, nil)
+	c := serve(t, srv, "")
+	for i, n := range []int{maxPooled * 2, 10, maxPooled / 2, 1, maxPooled * 2, 3} {
+		id := `"` + strings.Repeat("x", n) + `"`
+		status, resp := rawRPC(t, c, `{"jsonrpc":"2.0","method":"tools/list","id":`+id+`}`)
+		if status != http.StatusOK || string(resp.ID) != id || resp.Error != nil || !strings.Contains(string(resp.Result), `"name":"delegate"`) {
+			t.Errorf("request %d, id of %d bytes: got %d, id of %d bytes, error %v", i, n, status, len(resp.ID), resp.Error)
+		}
+	}
+}
+
 // TestMCPSessionReset: MCPSession's hand-written requests create a
 // session, then reset it, with the seed and episode id asked for.
 func TestMCPSessionReset(t *testing.T) {
