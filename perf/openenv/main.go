@@ -20,15 +20,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -57,9 +60,18 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 5, "rounds of every arm, interleaved")
 	flag.DurationVar(&o.latency, "latency", 0, "the stand-in's latency per sub-agent call")
 	flag.StringVar(&o.only, "arm", "", "run in-process and this arm only (websocket or http-mcp); default all")
+	flag.BoolVar(&o.standinHere, "standin-here", false, "run the stand-in in this process, its CPU counted as the episodes'; default a child process, as a remote API")
+	serveStandin := flag.Bool("serve-standin", false, "serve the stand-in for a parent run, until stdin closes")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the timed rounds, the in-process arm's included, to this file")
 	memProfile := flag.String("memprofile", "", "write the allocations of the whole run to this file (go tool pprof -sample_index=alloc_objects)")
 	flag.Parse()
+	if *serveStandin {
+		if err := serveChild(o.latency); err != nil {
+			fmt.Fprintln(os.Stderr, "openenv stand-in:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *memProfile != "" {
 		runtime.MemProfileRate = 4096 // finer than the default, for allocation counts
 	}
@@ -80,6 +92,7 @@ type options struct {
 	episodes, conc, rounds int
 	latency                time.Duration
 	only, profile          string
+	standinHere            bool
 }
 
 // writeHeapProfile writes the allocations so far to path.
@@ -167,8 +180,12 @@ func run(o options) error {
 		}
 		arms = []arm{arms[0], arms[i]}
 	}
-	fmt.Printf("%d episodes an arm and round, %d workers, %d rounds, stand-in latency %v, GOMAXPROCS %d, %d CPUs, load average %s\n\n",
-		o.episodes, o.conc, o.rounds, o.latency, runtime.GOMAXPROCS(0), runtime.NumCPU(), loadAverage())
+	where := "in a child process, its CPU not counted"
+	if o.standinHere {
+		where = "in this process, its CPU counted"
+	}
+	fmt.Printf("%d episodes an arm and round, %d workers, %d rounds, stand-in %s, latency %v, GOMAXPROCS %d, %d CPUs, load average %s\n\n",
+		o.episodes, o.conc, o.rounds, where, o.latency, runtime.GOMAXPROCS(0), runtime.NumCPU(), loadAverage())
 	// One untimed round warms the connections, the heap and the caches.
 	warm := work{questions: w.questions[:min(o.episodes, 4*o.conc)], answers: w.answers[:min(o.episodes, 4*o.conc)]}
 	for _, a := range arms {
@@ -192,7 +209,10 @@ func run(o options) error {
 		return err
 	}
 	printSummary(arms, rounds)
-	stats := sv.Stats()
+	stats, err := sv.stats()
+	if err != nil {
+		return err
+	}
 	fmt.Printf("\nstand-in: %d requests, %d bad; sessions open at the end: %d; load average %s\n", stats.Requests, stats.BadRequests, srv.Active(), loadAverage())
 	return nil
 }
@@ -200,7 +220,7 @@ func run(o options) error {
 // stack is what the arms run on: the stand-in, the delegation
 // environment on it, the environment's server on loopback and a client.
 type stack struct {
-	standin *standin.Server
+	standin *subagent
 	d       *openenv.Delegation
 	srv     *openenv.Server
 	client  *openenv.Client
@@ -216,18 +236,13 @@ func (st *stack) close() {
 // start starts the stand-in and the environment's server behind the edge.
 func start(o options) (*stack, error) {
 	st := &stack{}
-	sc := standin.DefaultConfig()
-	sc.Latency = o.latency
-	sv, err := standin.New(sc)
+	sv, err := startSubagent(o)
 	if err != nil {
 		return nil, err
 	}
-	if err := sv.Start("127.0.0.1:0"); err != nil {
-		return nil, err
-	}
-	st.standin, st.closers = sv, []func() error{sv.Close}
+	st.standin, st.closers = sv, []func() error{sv.close}
 	oc := openai.DefaultConfig()
-	oc.BaseURL, oc.Model, oc.MaxRetries = sv.URL(), "standin", 0
+	oc.BaseURL, oc.Model, oc.MaxRetries = sv.url, "standin", 0
 	sub, err := openai.New(oc)
 	if err == nil {
 		st.d, err = openenv.NewDelegation(openenv.DelegationConfig{Subagent: sub, MaxSteps: 64})
@@ -258,11 +273,99 @@ func start(o options) (*stack, error) {
 	return st, nil
 }
 
+// subagent is the stand-in the episodes call, in this process or in a
+// child process. A remote API's CPU is not the episode's: by default the
+// stand-in runs in a child, whose CPU the run does not count.
+type subagent struct {
+	url   string
+	stats func() (standin.Stats, error)
+	close func() error
+}
+
+// startSubagent starts the stand-in where o says.
+func startSubagent(o options) (*subagent, error) {
+	if o.standinHere {
+		sc := standin.DefaultConfig()
+		sc.Latency = o.latency
+		sv, err := standin.New(sc)
+		if err != nil {
+			return nil, err
+		}
+		if err := sv.Start("127.0.0.1:0"); err != nil {
+			return nil, err
+		}
+		return &subagent{url: sv.URL(), stats: func() (standin.Stats, error) { return sv.Stats(), nil }, close: sv.Close}, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "-serve-standin", "-latency", o.latency.String())
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the stand-in: %w", err)
+	}
+	stop := func() error {
+		stdin.Close() // the child serves until its stdin closes
+		return cmd.Wait()
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("start the stand-in: %w", err), stop())
+	}
+	url := strings.TrimSpace(line)
+	hc := &http.Client{}
+	stats := func() (standin.Stats, error) {
+		var st standin.Stats
+		resp, err := hc.Get(strings.TrimSuffix(url, "/v1") + "/stats")
+		if err != nil {
+			return st, fmt.Errorf("stand-in stats: %w", err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return st, fmt.Errorf("stand-in stats: %w", err)
+		}
+		return st, nil
+	}
+	return &subagent{url: url, stats: stats, close: stop}, nil
+}
+
+// serveChild serves the stand-in for a parent run: its URL on stdout,
+// then the API and GET /stats until stdin closes.
+func serveChild(latency time.Duration) error {
+	sc := standin.DefaultConfig()
+	sc.Latency = latency
+	sv, err := standin.New(sc)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", sv)
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(sv.Stats()) // a failed write means the parent went away
+	})
+	if err := sv.StartHandler("127.0.0.1:0", mux); err != nil {
+		return err
+	}
+	fmt.Println(sv.URL())
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it or exits
+	return sv.Close()
+}
+
 // runRounds runs every arm o.rounds times, interleaved, and prints each
 // round. Round r starts with arm r mod len(arms), so that no arm always
 // runs first. It fails when an arm's sub-agent calls or rewards differ
 // from the in-process arm's.
-func runRounds(arms []arm, o options, w work, sv *standin.Server) ([][]result, error) {
+func runRounds(arms []arm, o options, w work, sv *subagent) ([][]result, error) {
 	fmt.Printf("| round | arm | steps | steps/s | cores busy | step p50 | step p99 | CPU/episode | CPU ratio | allocs/episode | load after |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	var rounds [][]result // by round, then arm
 	for r := range o.rounds {
@@ -339,7 +442,7 @@ func median(v []float64) float64 {
 }
 
 // measure runs every episode of w on the arm from conc workers.
-func measure(a arm, conc int, w work, sv *standin.Server) (result, error) {
+func measure(a arm, conc int, w work, sv *subagent) (result, error) {
 	ctx := context.Background()
 	var next atomic.Int64
 	var mu sync.Mutex
@@ -350,7 +453,10 @@ func measure(a arm, conc int, w work, sv *standin.Server) (result, error) {
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	calls0 := sv.Stats().Requests
+	st0, err := sv.stats()
+	if err != nil {
+		return result{}, err
+	}
 	cpu0 := cpuTime()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -384,8 +490,12 @@ func measure(a arm, conc int, w work, sv *standin.Server) (result, error) {
 	wg.Wait()
 	wall := time.Since(start)
 	cpu := cpuTime() - cpu0
-	calls := sv.Stats().Requests - calls0
 	runtime.ReadMemStats(&m1)
+	st1, err := sv.stats()
+	if err != nil {
+		return result{}, err
+	}
+	calls := st1.Requests - st0.Requests
 	if err := errors.Join(errs...); err != nil {
 		return result{}, err
 	}
