@@ -1,20 +1,23 @@
 // Command openenv measures what serving the delegation environment over OpenEnv's protocol costs.
 // It compares that with running the same episodes in process.
 // The sub-agent is the stand-in API of package standin on loopback, the same for every arm.
+// It runs in a child process, as a remote API would run elsewhere: its CPU is not the episodes'.
 // Each arm runs episodes of seeds 0 to N-1 from -concurrency workers.
 // An episode delegates every step of the problem, then answers.
 // The arms are in process, over the WebSocket with one session a worker reset per episode,
 // and over HTTP MCP with one MCP session a worker.
 // The arms run interleaved, -rounds times, each round in a rotated order, after one untimed warm-up round.
 // Every arm must make the same sub-agent calls and earn the same reward on each episode as in process.
-// Each round prints each arm's steps per second, the cores it kept busy, step latency p50 and p99,
-// CPU time and heap allocations per episode, the stand-in's and the client's included, and the load average.
+// Each round prints each arm's steps per second, the cores busy (the stand-in's included),
+// step latency p50 and p99, CPU time and heap allocations per episode, and the load average.
+// CPU time and allocations are this process's: the environment, the server and the client.
 // CPU ratios compare an arm with the in-process arm of the same round.
 // Allocations do not depend on the machine's load; CPU time does.
 // The targets are at least 5,000 steps/s on each transport
 // and at most 1.2× the in-process CPU per episode, PASS or MISS each on the medians over the rounds.
 //
 //	go run ./perf/openenv -episodes 2000 -concurrency 32 -rounds 5
+//	go run ./perf/openenv -standin-here
 //	go run ./perf/openenv -arm websocket -rounds 1 -cpuprofile /tmp/ws.pprof
 //	go run ./perf/openenv -arm websocket -rounds 1 -memprofile /tmp/ws.mem
 package main
@@ -123,8 +126,9 @@ type result struct {
 	steps    int
 	wall     time.Duration
 	cpu      time.Duration
-	allocs   uint64          // heap objects allocated, the stand-in's included
+	allocs   uint64          // heap objects allocated, the stand-in's included when it runs here
 	calls    int64           // the stand-in's requests: the sub-agent calls
+	subCPU   time.Duration   // the stand-in child's CPU time, not in cpu
 	rewards  []float64       // each episode's last reward, by seed
 	lat      []time.Duration // every step's, sorted
 	load     string          // the load average after the round
@@ -135,8 +139,9 @@ func (r result) cpuPerEpisode() time.Duration {
 	return r.cpu / time.Duration(r.episodes)
 }
 
-// cores is the CPU time over the wall time: the cores the arm kept busy.
-func (r result) cores() float64                   { return r.cpu.Seconds() / r.wall.Seconds() }
+// cores is the CPU time over the wall time, the stand-in child's
+// included: the cores the arm kept busy.
+func (r result) cores() float64                   { return (r.cpu + r.subCPU).Seconds() / r.wall.Seconds() }
 func (r result) allocsPerEpisode() uint64         { return r.allocs / uint64(r.episodes) }
 func (r result) quantile(q float64) time.Duration { return r.lat[int(q*float64(len(r.lat)-1))] }
 
@@ -278,8 +283,14 @@ func start(o options) (*stack, error) {
 // stand-in runs in a child, whose CPU the run does not count.
 type subagent struct {
 	url   string
-	stats func() (standin.Stats, error)
+	stats func() (childStats, error)
 	close func() error
+}
+
+// childStats are the stand-in's counters and, in a child, its CPU time.
+type childStats struct {
+	standin.Stats
+	CPU time.Duration `json:"cpu_ns"` // zero in this process, where the run's CPU holds it
 }
 
 // startSubagent starts the stand-in where o says.
@@ -294,7 +305,7 @@ func startSubagent(o options) (*subagent, error) {
 		if err := sv.Start("127.0.0.1:0"); err != nil {
 			return nil, err
 		}
-		return &subagent{url: sv.URL(), stats: func() (standin.Stats, error) { return sv.Stats(), nil }, close: sv.Close}, nil
+		return &subagent{url: sv.URL(), stats: func() (childStats, error) { return childStats{Stats: sv.Stats()}, nil }, close: sv.Close}, nil
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -323,8 +334,8 @@ func startSubagent(o options) (*subagent, error) {
 	}
 	url := strings.TrimSpace(line)
 	hc := &http.Client{}
-	stats := func() (standin.Stats, error) {
-		var st standin.Stats
+	stats := func() (childStats, error) {
+		var st childStats
 		resp, err := hc.Get(strings.TrimSuffix(url, "/v1") + "/stats")
 		if err != nil {
 			return st, fmt.Errorf("stand-in stats: %w", err)
@@ -351,7 +362,7 @@ func serveChild(latency time.Duration) error {
 	mux.Handle("/", sv)
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(sv.Stats()) // a failed write means the parent went away
+		_ = json.NewEncoder(w).Encode(childStats{Stats: sv.Stats(), CPU: cpuTime()}) // a failed write means the parent went away
 	})
 	if err := sv.StartHandler("127.0.0.1:0", mux); err != nil {
 		return err
@@ -495,13 +506,13 @@ func measure(a arm, conc int, w work, sv *subagent) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	calls := st1.Requests - st0.Requests
+	calls, subCPU := st1.Requests-st0.Requests, st1.CPU-st0.CPU
 	if err := errors.Join(errs...); err != nil {
 		return result{}, err
 	}
 	slices.Sort(lat)
 	return result{name: a.name, episodes: len(w.answers), steps: int(steps.Load()), wall: wall, cpu: cpu, allocs: m1.Mallocs - m0.Mallocs,
-		calls: calls, rewards: rewards, lat: lat, load: loadAverage()}, nil
+		calls: calls, subCPU: subCPU, rewards: rewards, lat: lat, load: loadAverage()}, nil
 }
 
 // episode resets seed and runs its steps, timing each; it returns the
