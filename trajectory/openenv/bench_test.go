@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/delegatelab/delegate/internal/edge"
 )
 
 // BenchmarkEpisode runs one episode an op in process, over the WebSocket and over HTTP MCP.
@@ -16,7 +18,7 @@ import (
 //	go test -run '^$' -bench Episode -benchmem ./trajectory/openenv
 func BenchmarkEpisode(b *testing.B) {
 	srv, d := newDelegationServer(b, DelegationConfig{MaxSteps: 64}, func(c *Config) { c.MaxMCPEpisodes = 1 << 30 })
-	c := serve(b, srv, "")
+	c := serveWith(b, srv, "", edge.DefaultTimeouts()) // serve's short timeouts fail requests on a loaded machine
 	const problems = 64
 	questions := make([][]string, problems)
 	answers := make([]string, problems)
