@@ -183,7 +183,7 @@ func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, RPCResponse{JSONRPC: "2.0", ID: resp.ID, Error: &RPCError{Code: RPCInternalError, Message: "encode response: " + err.Error()}})
 		return
 	}
-	out.Write(append(b, '\n')) // keeps the grown array for the pool
+	_, _ = out.Write(append(b, '\n')) // a Buffer's Write never fails; out keeps the grown array for the pool
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	// The status line is out; a failed write means the client went away.
