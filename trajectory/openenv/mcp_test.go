@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/delegatelab/delegate/internal/edge"
 )
 
 // rawRPC posts body to /mcp and decodes a 200's JSON-RPC response.
@@ -155,7 +157,7 @@ func TestMCPSession(t *testing.T) {
 // of the request before.
 func TestMCPReusedBuffers(t *testing.T) {
 	srv, _ := newDelegationServer(t, DelegationConfig{}, nil)
-	c := serve(t, srv, "")
+	c := serveWith(t, srv, "", edge.DefaultTimeouts()) // 128 KiB each way outlasted serve's 300 ms under the race detector
 	for i, n := range []int{maxPooled * 2, 10, maxPooled / 2, 1, maxPooled * 2, 3} {
 		id := `"` + strings.Repeat("x", n) + `"`
 		status, resp := rawRPC(t, c, `{"jsonrpc":"2.0","method":"tools/list","id":`+id+`}`)
