@@ -1,34 +1,43 @@
 // Command openenv measures what serving the delegation environment over OpenEnv's protocol costs.
 // It compares that with running the same episodes in process.
 // The sub-agent is the stand-in API of package standin on loopback, the same for every arm.
+// It runs in a child process, as a remote API would run elsewhere: its CPU is not the episodes'.
 // Each arm runs episodes of seeds 0 to N-1 from -concurrency workers.
 // An episode delegates every step of the problem, then answers.
 // The arms are in process, over the WebSocket with one session a worker reset per episode,
 // and over HTTP MCP with one MCP session a worker.
-// It prints each arm's steps per second, step latency p50 and p99, and what the transport adds to p50.
-// It also prints CPU time and heap allocations per episode, the stand-in's included.
+// The arms run interleaved, -rounds times, each round in a rotated order, after one untimed warm-up round.
+// Every arm must make the same sub-agent calls and earn the same reward on each episode as in process.
+// Each round prints each arm's steps per second, the cores busy (the stand-in's included),
+// step latency p50 and p99, CPU time and heap allocations per episode, and the load average.
+// CPU time and allocations are this process's: the environment, the server and the client.
+// CPU ratios compare an arm with the in-process arm of the same round.
 // Allocations do not depend on the machine's load; CPU time does.
 // The targets are at least 5,000 steps/s on each transport
-// and at most 1.2× the in-process CPU per episode, PASS or MISS each.
+// and at most 1.2× the in-process CPU per episode, PASS or MISS each on the medians over the rounds.
 //
-//	go run ./perf/openenv -episodes 2000 -concurrency 32
-//	go run ./perf/openenv -arm websocket -cpuprofile /tmp/ws.pprof
-//	go run ./perf/openenv -arm websocket -memprofile /tmp/ws.mem
+//	go run ./perf/openenv -episodes 2000 -concurrency 32 -rounds 5
+//	go run ./perf/openenv -standin-here
+//	go run ./perf/openenv -arm websocket -rounds 1 -cpuprofile /tmp/ws.pprof
+//	go run ./perf/openenv -arm websocket -rounds 1 -memprofile /tmp/ws.mem
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,17 +57,28 @@ const (
 )
 
 func main() {
-	episodes := flag.Int("episodes", 2000, "episodes per arm")
-	conc := flag.Int("concurrency", 32, "workers running episodes at once")
-	latency := flag.Duration("latency", 0, "the stand-in's latency per sub-agent call")
-	only := flag.String("arm", "", "run in-process and this arm only (websocket or http-mcp); default all")
-	profile := flag.String("cpuprofile", "", "write a CPU profile of the transport arms to this file")
+	var o options
+	flag.IntVar(&o.episodes, "episodes", 2000, "episodes per arm and round")
+	flag.IntVar(&o.conc, "concurrency", 32, "workers running episodes at once")
+	flag.IntVar(&o.rounds, "rounds", 5, "rounds of every arm, interleaved")
+	flag.DurationVar(&o.latency, "latency", 0, "the stand-in's latency per sub-agent call")
+	flag.StringVar(&o.only, "arm", "", "run in-process and this arm only (websocket or http-mcp); default all")
+	flag.BoolVar(&o.standinHere, "standin-here", false, "run the stand-in in this process, its CPU counted as the episodes'; default a child process, as a remote API")
+	serveStandin := flag.Bool("serve-standin", false, "serve the stand-in for a parent run, until stdin closes")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the timed rounds, the in-process arm's included, to this file")
 	memProfile := flag.String("memprofile", "", "write the allocations of the whole run to this file (go tool pprof -sample_index=alloc_objects)")
 	flag.Parse()
+	if *serveStandin {
+		if err := serveChild(o.latency); err != nil {
+			fmt.Fprintln(os.Stderr, "openenv stand-in:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *memProfile != "" {
 		runtime.MemProfileRate = 4096 // finer than the default, for allocation counts
 	}
-	if err := run(*episodes, *conc, *latency, *only, *profile); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "openenv:", err)
 		os.Exit(1)
 	}
@@ -68,6 +88,14 @@ func main() {
 			os.Exit(1)
 		}
 	}
+}
+
+// options are the command's flags.
+type options struct {
+	episodes, conc, rounds int
+	latency                time.Duration
+	only, profile          string
+	standinHere            bool
 }
 
 // writeHeapProfile writes the allocations so far to path.
@@ -91,167 +119,379 @@ type arm struct {
 	open func(ctx context.Context) (openenv.Stepper, error)
 }
 
-// result is one arm's figures.
+// result is one arm's figures in one round.
 type result struct {
 	name     string
 	episodes int
 	steps    int
 	wall     time.Duration
 	cpu      time.Duration
-	allocs   uint64          // heap objects allocated, the stand-in's included
+	allocs   uint64          // heap objects allocated, the stand-in's included when it runs here
+	calls    int64           // the stand-in's requests: the sub-agent calls
+	subCPU   time.Duration   // the stand-in child's CPU time, not in cpu
+	rewards  []float64       // each episode's last reward, by seed
 	lat      []time.Duration // every step's, sorted
+	load     string          // the load average after the round
 }
 
 func (r result) stepsPerSecond() float64 { return float64(r.steps) / r.wall.Seconds() }
 func (r result) cpuPerEpisode() time.Duration {
 	return r.cpu / time.Duration(r.episodes)
 }
+
+// cores is the CPU time over the wall time, the stand-in child's
+// included: the cores the arm kept busy.
+func (r result) cores() float64                   { return (r.cpu + r.subCPU).Seconds() / r.wall.Seconds() }
 func (r result) allocsPerEpisode() uint64         { return r.allocs / uint64(r.episodes) }
 func (r result) quantile(q float64) time.Duration { return r.lat[int(q*float64(len(r.lat)-1))] }
 
-func run(episodes, conc int, latency time.Duration, only, profile string) error {
-	if episodes <= 0 || conc <= 0 {
-		return fmt.Errorf("-episodes %d and -concurrency %d must be positive", episodes, conc)
-	}
-	sc := standin.DefaultConfig()
-	sc.Latency = latency
-	sv, err := standin.New(sc)
-	if err != nil {
-		return err
-	}
-	if err := sv.Start("127.0.0.1:0"); err != nil {
-		return err
-	}
-	defer sv.Close()
-	oc := openai.DefaultConfig()
-	oc.BaseURL, oc.Model, oc.MaxRetries = sv.URL(), "standin", 0
-	sub, err := openai.New(oc)
-	if err != nil {
-		return err
-	}
-	d, err := openenv.NewDelegation(openenv.DelegationConfig{Subagent: sub, MaxSteps: 64})
-	if err != nil {
-		return err
-	}
-	ec := openenv.DefaultConfig()
-	ec.New, ec.Name, ec.Metadata, ec.Schema, ec.Tools = d.New, "delegation", d.Metadata(), d.Schema(), d.Tools()
-	ec.MaxSessions, ec.MaxMCPEpisodes = 2*conc, episodes
-	srv, err := openenv.NewServer(ec)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	hs := edge.Server(edge.Config{}.Handler(srv), edge.DefaultTimeouts(), slog.New(slog.DiscardHandler), slog.LevelWarn)
-	go func() { _ = hs.Serve(ln) }() // ends at Close below
-	defer hs.Close()
-	tr := &http.Transport{MaxIdleConnsPerHost: conc}
-	c := &openenv.Client{BaseURL: "http://" + ln.Addr().String(), HTTP: &http.Client{Transport: tr}}
+// work is what every arm runs: the episodes' questions and answers, drawn once.
+type work struct {
+	questions [][]string
+	answers   []string
+}
 
+func run(o options) error {
+	if o.episodes <= 0 || o.conc <= 0 || o.rounds <= 0 {
+		return fmt.Errorf("-episodes %d, -concurrency %d and -rounds %d must be positive", o.episodes, o.conc, o.rounds)
+	}
+	st, err := start(o)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	sv, d, srv, c := st.standin, st.d, st.srv, st.client
 	// The problems' questions, drawn once: each arm delegates the same.
-	questions := make([][]string, episodes)
-	answers := make([]string, episodes)
-	for i := range episodes {
+	w := work{questions: make([][]string, o.episodes), answers: make([]string, o.episodes)}
+	for i := range o.episodes {
 		p, err := d.Problem(int64(i))
 		if err != nil {
 			return err
 		}
 		for _, s := range p.Steps {
-			questions[i] = append(questions[i], s.Expr())
+			w.questions[i] = append(w.questions[i], s.Expr())
 		}
-		answers[i] = fmt.Sprint(p.Answer)
+		w.answers[i] = fmt.Sprint(p.Answer)
 	}
 	arms := []arm{
 		{"in-process", func(context.Context) (openenv.Stepper, error) { return inProcess(d) }},
 		{"websocket", func(ctx context.Context) (openenv.Stepper, error) { return c.Dial(ctx) }},
 		{"http-mcp", func(context.Context) (openenv.Stepper, error) { return c.OpenMCP(), nil }},
 	}
-	fmt.Printf("%d episodes an arm, %d workers, stand-in latency %v, GOMAXPROCS %d, %d CPUs, load average %s\n\n", episodes, conc, latency, runtime.GOMAXPROCS(0), runtime.NumCPU(), loadAverage())
-	var results []result
-	profiling := false // from the first transport arm run to the end
-	for i, a := range arms {
-		if i > 0 && only != "" && a.name != only {
-			continue
+	if o.only != "" {
+		i := slices.IndexFunc(arms, func(a arm) bool { return a.name == o.only })
+		if i <= 0 {
+			return fmt.Errorf("-arm %q: want websocket or http-mcp", o.only)
 		}
-		if i > 0 && profile != "" && !profiling {
-			profiling = true
-			f, err := os.Create(profile)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return err
-			}
-			defer pprof.StopCPUProfile()
+		arms = []arm{arms[0], arms[i]}
+	}
+	where := "in a child process, its CPU not counted"
+	if o.standinHere {
+		where = "in this process, its CPU counted"
+	}
+	fmt.Printf("%d episodes an arm and round, %d workers, %d rounds, stand-in %s, latency %v, GOMAXPROCS %d, %d CPUs, load average %s\n\n",
+		o.episodes, o.conc, o.rounds, where, o.latency, runtime.GOMAXPROCS(0), runtime.NumCPU(), loadAverage())
+	// One untimed round warms the connections, the heap and the caches.
+	warm := work{questions: w.questions[:min(o.episodes, 4*o.conc)], answers: w.answers[:min(o.episodes, 4*o.conc)]}
+	for _, a := range arms {
+		if _, err := measure(a, o.conc, warm, sv); err != nil {
+			return fmt.Errorf("warm-up %s: %w", a.name, err)
 		}
-		r, err := measure(a, conc, questions, answers)
+	}
+	if o.profile != "" {
+		f, err := os.Create(o.profile)
 		if err != nil {
-			return fmt.Errorf("%s: %w", a.name, err)
+			return err
 		}
-		results = append(results, r)
-	}
-	base := results[0]
-	fmt.Printf("| arm | steps | steps/s | step p50 | step p99 | added p50 | CPU/episode | CPU ratio | allocs/episode |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	for _, r := range results {
-		fmt.Printf("| %s | %d | %.0f | %v | %v | %v | %v | %.2f | %d |\n", r.name, r.steps, r.stepsPerSecond(), r.quantile(0.5).Round(time.Microsecond),
-			r.quantile(0.99).Round(time.Microsecond), (r.quantile(0.5) - base.quantile(0.5)).Round(time.Microsecond),
-			r.cpuPerEpisode().Round(time.Microsecond), float64(r.cpuPerEpisode())/float64(base.cpuPerEpisode()), r.allocsPerEpisode())
-	}
-	fmt.Println()
-	for _, r := range results[1:] {
-		verdict := func(ok bool) string {
-			if ok {
-				return "PASS"
-			}
-			return "MISS"
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
 		}
-		fmt.Printf("%s: %s %.0f steps/s (target >= %d); %s CPU per episode %.2fx in-process (target <= %.1fx)\n", r.name,
-			verdict(r.stepsPerSecond() >= minStepsPerSecond), r.stepsPerSecond(), minStepsPerSecond,
-			verdict(float64(r.cpuPerEpisode()) <= maxCPURatio*float64(base.cpuPerEpisode())), float64(r.cpuPerEpisode())/float64(base.cpuPerEpisode()), maxCPURatio)
+		defer pprof.StopCPUProfile()
 	}
-	st := sv.Stats()
-	fmt.Printf("\nstand-in: %d requests, %d bad; sessions open at the end: %d; load average %s\n", st.Requests, st.BadRequests, srv.Active(), loadAverage())
+	rounds, err := runRounds(arms, o, w, sv)
+	if err != nil {
+		return err
+	}
+	printSummary(arms, rounds)
+	stats, err := sv.stats()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nstand-in: %d requests, %d bad; sessions open at the end: %d; load average %s\n", stats.Requests, stats.BadRequests, srv.Active(), loadAverage())
 	return nil
 }
 
-// measure runs every episode of the arm from conc workers.
-func measure(a arm, conc int, questions [][]string, answers []string) (result, error) {
+// stack is what the arms run on: the stand-in, the delegation
+// environment on it, the environment's server on loopback and a client.
+type stack struct {
+	standin *subagent
+	d       *openenv.Delegation
+	srv     *openenv.Server
+	client  *openenv.Client
+	closers []func() error // in the order to call
+}
+
+func (st *stack) close() {
+	for _, c := range st.closers {
+		_ = c() // the run is over; a failed close changes no figure
+	}
+}
+
+// start starts the stand-in and the environment's server behind the edge.
+func start(o options) (*stack, error) {
+	st := &stack{}
+	sv, err := startSubagent(o)
+	if err != nil {
+		return nil, err
+	}
+	st.standin, st.closers = sv, []func() error{sv.close}
+	oc := openai.DefaultConfig()
+	oc.BaseURL, oc.Model, oc.MaxRetries = sv.url, "standin", 0
+	sub, err := openai.New(oc)
+	if err == nil {
+		st.d, err = openenv.NewDelegation(openenv.DelegationConfig{Subagent: sub, MaxSteps: 64})
+	}
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	ec := openenv.DefaultConfig()
+	ec.New, ec.Name, ec.Metadata, ec.Schema, ec.Tools = st.d.New, "delegation", st.d.Metadata(), st.d.Schema(), st.d.Tools()
+	ec.MaxSessions, ec.MaxMCPEpisodes = 2*o.conc, o.episodes
+	st.srv, err = openenv.NewServer(ec)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	st.closers = append([]func() error{st.srv.Close}, st.closers...)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	hs := edge.Server(edge.Config{}.Handler(st.srv), edge.DefaultTimeouts(), slog.New(slog.DiscardHandler), slog.LevelWarn)
+	go func() { _ = hs.Serve(ln) }() // ends at hs.Close
+	st.closers = append([]func() error{hs.Close}, st.closers...)
+	tr := &http.Transport{MaxIdleConnsPerHost: o.conc}
+	st.client = &openenv.Client{BaseURL: "http://" + ln.Addr().String(), HTTP: &http.Client{Transport: tr}}
+	return st, nil
+}
+
+// subagent is the stand-in the episodes call, in this process or in a
+// child process. A remote API's CPU is not the episode's: by default the
+// stand-in runs in a child, whose CPU the run does not count.
+type subagent struct {
+	url   string
+	stats func() (childStats, error)
+	close func() error
+}
+
+// childStats are the stand-in's counters and, in a child, its CPU time.
+type childStats struct {
+	standin.Stats
+	CPU time.Duration `json:"cpu_ns"` // zero in this process, where the run's CPU holds it
+}
+
+// startSubagent starts the stand-in where o says.
+func startSubagent(o options) (*subagent, error) {
+	if o.standinHere {
+		sc := standin.DefaultConfig()
+		sc.Latency = o.latency
+		sv, err := standin.New(sc)
+		if err != nil {
+			return nil, err
+		}
+		if err := sv.Start("127.0.0.1:0"); err != nil {
+			return nil, err
+		}
+		return &subagent{url: sv.URL(), stats: func() (childStats, error) { return childStats{Stats: sv.Stats()}, nil }, close: sv.Close}, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "-serve-standin", "-latency", o.latency.String())
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the stand-in: %w", err)
+	}
+	stop := func() error {
+		stdin.Close() // the child serves until its stdin closes
+		return cmd.Wait()
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("start the stand-in: %w", err), stop())
+	}
+	url := strings.TrimSpace(line)
+	hc := &http.Client{}
+	stats := func() (childStats, error) {
+		var st childStats
+		resp, err := hc.Get(strings.TrimSuffix(url, "/v1") + "/stats")
+		if err != nil {
+			return st, fmt.Errorf("stand-in stats: %w", err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return st, fmt.Errorf("stand-in stats: %w", err)
+		}
+		return st, nil
+	}
+	return &subagent{url: url, stats: stats, close: stop}, nil
+}
+
+// serveChild serves the stand-in for a parent run: its URL on stdout,
+// then the API and GET /stats until stdin closes.
+func serveChild(latency time.Duration) error {
+	sc := standin.DefaultConfig()
+	sc.Latency = latency
+	sv, err := standin.New(sc)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", sv)
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(childStats{Stats: sv.Stats(), CPU: cpuTime()}) // a failed write means the parent went away
+	})
+	if err := sv.StartHandler("127.0.0.1:0", mux); err != nil {
+		return err
+	}
+	fmt.Println(sv.URL())
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it or exits
+	return sv.Close()
+}
+
+// runRounds runs every arm o.rounds times, interleaved, and prints each
+// round. Round r starts with arm r mod len(arms), so that no arm always
+// runs first. It fails when an arm's sub-agent calls or rewards differ
+// from the in-process arm's.
+func runRounds(arms []arm, o options, w work, sv *subagent) ([][]result, error) {
+	fmt.Printf("| round | arm | steps | steps/s | cores busy | step p50 | step p99 | CPU/episode | CPU ratio | allocs/episode | load after |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	var rounds [][]result // by round, then arm
+	for r := range o.rounds {
+		res := make([]result, len(arms))
+		for k := range arms {
+			i := (r + k) % len(arms)
+			m, err := measure(arms[i], o.conc, w, sv)
+			if err != nil {
+				return nil, fmt.Errorf("round %d: %s: %w", r+1, arms[i].name, err)
+			}
+			res[i] = m
+		}
+		for i, m := range res[1:] {
+			if m.calls != res[0].calls || !slices.Equal(m.rewards, res[0].rewards) {
+				return nil, fmt.Errorf("round %d: %s made %d sub-agent calls, in process %d; rewards equal: %v",
+					r+1, arms[i+1].name, m.calls, res[0].calls, slices.Equal(m.rewards, res[0].rewards))
+			}
+		}
+		for _, m := range res {
+			fmt.Printf("| %d | %s | %d | %.0f | %.2f | %v | %v | %v | %.2f | %d | %s |\n", r+1, m.name, m.steps, m.stepsPerSecond(), m.cores(),
+				m.quantile(0.5).Round(time.Microsecond), m.quantile(0.99).Round(time.Microsecond),
+				m.cpuPerEpisode().Round(time.Microsecond), ratio(m, res[0]), m.allocsPerEpisode(), m.load)
+		}
+		rounds = append(rounds, res)
+	}
+	return rounds, nil
+}
+
+// ratio is r's CPU per episode over base's.
+func ratio(r, base result) float64 {
+	return float64(r.cpuPerEpisode()) / float64(base.cpuPerEpisode())
+}
+
+// printSummary prints each arm's medians over the rounds, with the range
+// of its CPU ratio, and the verdicts on the targets.
+func printSummary(arms []arm, rounds [][]result) {
+	fmt.Printf("\nMedians over %d rounds (CPU ratio: median of the rounds' ratios, min to max):\n\n", len(rounds))
+	fmt.Printf("| arm | steps/s | max steps/s | cores busy | CPU/episode | CPU ratio | allocs/episode |\n|---|--:|--:|--:|--:|---|--:|\n")
+	var verdicts []string
+	for i, a := range arms {
+		var sps, cores, cpu, ratios, allocs []float64
+		for _, res := range rounds {
+			m := res[i]
+			sps, cores, cpu = append(sps, m.stepsPerSecond()), append(cores, m.cores()), append(cpu, float64(m.cpuPerEpisode()))
+			ratios, allocs = append(ratios, ratio(m, res[0])), append(allocs, float64(m.allocsPerEpisode()))
+		}
+		fmt.Printf("| %s | %.0f | %.0f | %.2f | %v | %.2f (%.2f to %.2f) | %.0f |\n", a.name, median(sps), slices.Max(sps), median(cores),
+			time.Duration(median(cpu)).Round(time.Microsecond), median(ratios), slices.Min(ratios), slices.Max(ratios), median(allocs))
+		if i == 0 {
+			continue
+		}
+		verdicts = append(verdicts, fmt.Sprintf("%s: %s %.0f steps/s (target >= %d); %s CPU per episode %.2fx in-process (target <= %.1fx)", a.name,
+			verdict(median(sps) >= minStepsPerSecond), median(sps), minStepsPerSecond,
+			verdict(median(ratios) <= maxCPURatio), median(ratios), maxCPURatio))
+	}
+	fmt.Printf("\n%s\n", strings.Join(verdicts, "\n"))
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+// median is the middle of v, or the mean of the two middle values.
+func median(v []float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// measure runs every episode of w on the arm from conc workers.
+func measure(a arm, conc int, w work, sv *subagent) (result, error) {
 	ctx := context.Background()
 	var next atomic.Int64
 	var mu sync.Mutex
 	var lat []time.Duration
 	errs := make([]error, conc)
+	rewards := make([]float64, len(w.answers))
 	steps := atomic.Int64{}
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	st0, err := sv.stats()
+	if err != nil {
+		return result{}, err
+	}
 	cpu0 := cpuTime()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for w := range conc {
+	for wk := range conc {
 		wg.Go(func() {
 			s, err := a.open(ctx)
 			if err != nil {
-				errs[w] = err
+				errs[wk] = err
 				return
 			}
 			defer s.Close()
 			var mine []time.Duration
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= len(answers) {
+				if i >= len(w.answers) {
 					break
 				}
-				n, err := episode(ctx, s, int64(i), questions[i], answers[i], &mine)
+				n, reward, err := episode(ctx, s, int64(i), w.questions[i], w.answers[i], &mine)
 				steps.Add(int64(n))
 				if err != nil {
-					errs[w] = fmt.Errorf("episode %d: %w", i, err)
+					errs[wk] = fmt.Errorf("episode %d: %w", i, err)
 					return
 				}
+				rewards[i] = reward
 			}
 			mu.Lock()
 			lat = append(lat, mine...)
@@ -262,18 +502,24 @@ func measure(a arm, conc int, questions [][]string, answers []string) (result, e
 	wall := time.Since(start)
 	cpu := cpuTime() - cpu0
 	runtime.ReadMemStats(&m1)
+	st1, err := sv.stats()
+	if err != nil {
+		return result{}, err
+	}
+	calls, subCPU := st1.Requests-st0.Requests, st1.CPU-st0.CPU
 	if err := errors.Join(errs...); err != nil {
 		return result{}, err
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	return result{name: a.name, episodes: len(answers), steps: int(steps.Load()), wall: wall, cpu: cpu, allocs: m1.Mallocs - m0.Mallocs, lat: lat}, nil
+	slices.Sort(lat)
+	return result{name: a.name, episodes: len(w.answers), steps: int(steps.Load()), wall: wall, cpu: cpu, allocs: m1.Mallocs - m0.Mallocs,
+		calls: calls, subCPU: subCPU, rewards: rewards, lat: lat, load: loadAverage()}, nil
 }
 
 // episode resets seed and runs its steps, timing each; it returns the
-// steps it ran.
-func episode(ctx context.Context, s openenv.Stepper, seed int64, questions []string, answer string, lat *[]time.Duration) (int, error) {
+// steps it ran and the last reward.
+func episode(ctx context.Context, s openenv.Stepper, seed int64, questions []string, answer string, lat *[]time.Duration) (int, float64, error) {
 	if _, err := s.Reset(ctx, openenv.ResetRequest{Seed: &seed}); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	n := 0
 	step := func(tool string, args map[string]string) (openenv.Result, error) {
@@ -287,20 +533,20 @@ func episode(ctx context.Context, s openenv.Stepper, seed int64, questions []str
 	for _, q := range questions {
 		res, err := step(openenv.ToolDelegate, map[string]string{"question": q})
 		if err != nil {
-			return n, err
+			return n, 0, err
 		}
 		if res.Done {
-			return n, errors.New("done before the answer")
+			return n, 0, errors.New("done before the answer")
 		}
 	}
 	res, err := step(openenv.ToolAnswer, map[string]string{"answer": answer})
-	if err != nil {
-		return n, err
+	switch {
+	case err != nil:
+		return n, 0, err
+	case !res.Done || res.Reward == nil:
+		return n, 0, errors.New("not done, or no reward, after the answer")
 	}
-	if !res.Done {
-		return n, errors.New("not done after the answer")
-	}
-	return n, nil
+	return n, *res.Reward, nil
 }
 
 // loadAverage is the machine's load over 1, 5 and 15 minutes, as Linux

@@ -248,7 +248,7 @@ func (s *Session) result(ctx context.Context, typ string, data []byte) (Result, 
 // observation is a copy. It reports false for any other message, or one
 // it cannot read.
 func readObservation(b []byte) (Result, bool) {
-	if !json.Valid(b) || !startsObject(b) {
+	if !validJSON(b) || !startsObject(b) {
 		return Result{}, false
 	}
 	var typ, data []byte
@@ -267,26 +267,38 @@ func readObservation(b []byte) (Result, bool) {
 	var res Result
 	ok := true
 	members(data, func(k, v []byte) bool {
-		switch string(unescapeKey(k)) {
-		case "observation":
-			res.Observation = append(json.RawMessage(nil), v...)
-		case "reward":
-			res.Reward = nil
-			if string(v) != "null" {
-				r, err := strconv.ParseFloat(string(v), 64)
-				res.Reward, ok = &r, err == nil
-			}
-		case "done":
-			res.Done, ok = string(v) == "true", string(v) == "true" || string(v) == "false"
-		case "metadata":
-			res.Metadata = nil
-			if string(v) != "null" {
-				ok = json.Unmarshal(v, &res.Metadata) == nil
-			}
-		}
+		ok = res.readMember(unescapeKey(k), v)
 		return ok
 	})
 	return res, ok
+}
+
+// readMember reads one member of a reset's or a step's answer into r: the
+// observation, a copy, reward, done or metadata. It skips other members
+// and reports false for a value of the wrong kind.
+func (r *Result) readMember(key, v []byte) bool {
+	switch string(key) {
+	case "observation":
+		r.Observation = append(json.RawMessage(nil), v...)
+	case "reward":
+		r.Reward = nil
+		if string(v) != "null" {
+			f, err := strconv.ParseFloat(string(v), 64)
+			if err != nil {
+				return false
+			}
+			r.Reward = &f
+		}
+	case "done":
+		r.Done = string(v) == "true"
+		return r.Done || string(v) == "false"
+	case "metadata":
+		r.Metadata = nil
+		if string(v) != "null" {
+			return json.Unmarshal(v, &r.Metadata) == nil
+		}
+	}
+	return true
 }
 
 // Exchange sends a message and reads the answer. An error message comes

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 )
@@ -261,12 +262,8 @@ type callTexter interface {
 // isError, the observation's members, reward and done. The observation
 // must be a compact JSON object without those four members.
 func appendCallResult(dst []byte, text string, isError bool, obs []byte, reward *float64, done bool) ([]byte, error) {
-	t, err := json.Marshal(text)
-	if err != nil {
-		return dst, err
-	}
 	dst = append(dst, `{"content":[{"type":"text","text":`...)
-	dst = append(dst, t...)
+	dst = appendString(dst, text)
 	dst = append(dst, `}],"isError":`...)
 	dst = strconv.AppendBool(dst, isError)
 	if inner := bytes.TrimSpace(obs[1 : len(obs)-1]); len(inner) > 0 {
@@ -282,4 +279,57 @@ func appendCallResult(dst []byte, text string, isError bool, obs []byte, reward 
 	dst = append(dst, `,"done":`...)
 	dst = strconv.AppendBool(dst, done)
 	return append(dst, '}'), nil
+}
+
+// appendString appends s as json.Marshal writes a string: HTML-escaped,
+// with U+2028 and U+2029 escaped and invalid UTF-8 replaced.
+// FuzzAppendString holds it to json.Marshal's bytes.
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }

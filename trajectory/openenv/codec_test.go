@@ -96,6 +96,8 @@ func TestObservationAppendMatchesMarshal(t *testing.T) {
 		{"escaped", DelegationObservation{Task: "<a href=\"x\">&</a>\n\u2028\t\x01é", ToolName: ToolDelegate, Result: "1316 <ok>", Spend: spend}},
 		{"tool error", DelegationObservation{Task: "t", ToolName: "nope", Error: &ToolError{ErrorType: ToolNotFound, Message: `tool "nope" not found`}, Spend: spend}},
 		{"answer", DelegationObservation{Task: "t", ToolName: ToolAnswer, Result: "correct", Spend: spend}},
+		{"control and invalid bytes", DelegationObservation{Task: "a\b\f\x00\x1f\x7f\xff\xc3(\u2029\\\"", Result: "\xe2\x80", Error: &ToolError{ErrorType: "<t>", Message: "&\u2028"}}},
+		{"floats", DelegationObservation{Task: "t", Spend: Spend{Subagent: RoleSpend{Calls: 3, Dollars: 1e21}, Dollars: -3.5e-12, CriticalPathS: 123456789}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,4 +123,77 @@ func TestObservationAppendMatchesMarshal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSessionResultMatchesMarshal checks that a session's answer written
+// by hand is the bytes json.Marshal writes, and fails where it fails.
+func TestSessionResultMatchesMarshal(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	obs, err := json.Marshal(DelegationObservation{Task: "<b>47*28</b> & \u2028", Tools: (&Delegation{}).Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		r    sessionResult
+	}{
+		{"create", sessionResult{SessionID: "0123abcd", Episode: 1, Result: Result{Observation: obs}}},
+		{"escaped id", sessionResult{SessionID: `a"<b>`, Episode: 100, Result: Result{Observation: obs, Reward: f(-0.0625), Done: true}}},
+		{"metadata", sessionResult{SessionID: "s", Result: Result{Observation: json.RawMessage(`{}`), Reward: f(1e-7), Metadata: map[string]any{"b": 1, "a": "<x>"}}}},
+		{"not finite", sessionResult{SessionID: "s", Result: Result{Observation: obs, Reward: f(math.Inf(1))}}},
+		{"bad metadata", sessionResult{SessionID: "s", Result: Result{Observation: obs, Metadata: map[string]any{"c": make(chan int)}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want, werr := json.Marshal(tt.r)
+			got, gerr := tt.r.encode()
+			if (gerr != nil) != (werr != nil) {
+				t.Fatalf("got error %v, want %v", gerr, werr)
+			}
+			if string(got) != string(want) {
+				t.Errorf("got  %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
+// FuzzAppendString checks appendString against json.Marshal on any string.
+func FuzzAppendString(f *testing.F) {
+	for _, c := range []string{"", "plain", "<a href=\"x\">&</a>", "\b\f\n\r\t\x00\x1f\x7f", "\u2028\u2029é😀", "\xff\xc3(\xe2\x80", `\\"`} {
+		f.Add(c)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendString([]byte("x"), s); string(got[1:]) != string(want) {
+			t.Errorf("appendString(%q): got %s, want %s", s, got[1:], want)
+		}
+	})
+}
+
+// FuzzObservationAppend checks an observation written by hand against
+// json.Marshal, and that a spend JSON cannot hold fails as json.Marshal fails.
+func FuzzObservationAppend(f *testing.F) {
+	f.Add("What is 47*28?", "1316", "", 210, 4.2e-7, 0.031)
+	f.Add("<t>", "", "tool \"x\" not found", -1, math.Inf(1), math.NaN())
+	d := &Delegation{}
+	tools, err := json.Marshal(d.Tools())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, task, result, errMsg string, tokens int, dollars, path float64) {
+		o := DelegationObservation{Task: task, Tools: d.Tools(), ToolName: ToolDelegate, Result: result,
+			Spend: Spend{Delegator: RoleSpend{PromptTokens: tokens, Dollars: dollars}, Subagent: RoleSpend{CompletionTokens: -tokens}, Dollars: dollars, CriticalPathS: path}}
+		if errMsg != "" {
+			o.Error = &ToolError{ErrorType: ToolExecutionError, Message: errMsg}
+		}
+		want, werr := json.Marshal(o)
+		o.tools = tools
+		got, gerr := o.appendJSON(nil)
+		if (gerr != nil) != (werr != nil) || string(got) != string(want) {
+			t.Errorf("got %s, %v\nwant %s, %v", got, gerr, want, werr)
+		}
+	})
 }

@@ -234,34 +234,65 @@ type DelegationObservation struct {
 }
 
 // appendJSON appends o as json.Marshal encodes it. Tools encoded once
-// save most of the work: they are the larger part of an observation.
+// save most of the work: they are the larger part of an observation. The
+// rest is written by hand, without reflection.
 func (o DelegationObservation) appendJSON(dst []byte) ([]byte, error) {
-	if o.tools == nil {
+	if o.tools == nil || !o.Spend.finite() {
 		b, err := json.Marshal(o)
 		return append(dst, b...), err
 	}
-	task, err := json.Marshal(o.Task)
-	if err != nil {
-		return dst, err
-	}
-	// The fields after tools, in order: the object's "{" gives way to
-	// the fields before.
-	rest, err := json.Marshal(struct {
-		ToolName string     `json:"tool_name"`
-		Result   string     `json:"result"`
-		Error    *ToolError `json:"error"`
-		Spend    Spend      `json:"spend"`
-	}{o.ToolName, o.Result, o.Error, o.Spend})
-	if err != nil {
-		return dst, err
-	}
-	dst = slices.Grow(dst, len(`{"task":,"tools":,`)+len(task)+len(o.tools)+len(rest))
+	dst = slices.Grow(dst, len(o.tools)+len(o.Task)+len(o.Result)+512)
 	dst = append(dst, `{"task":`...)
-	dst = append(dst, task...)
+	dst = appendString(dst, o.Task)
 	dst = append(dst, `,"tools":`...)
 	dst = append(dst, o.tools...)
-	dst = append(dst, ',')
-	return append(dst, rest[1:]...), nil
+	dst = append(dst, `,"tool_name":`...)
+	dst = appendString(dst, o.ToolName)
+	dst = append(dst, `,"result":`...)
+	dst = appendString(dst, o.Result)
+	if o.Error == nil {
+		dst = append(dst, `,"error":null`...)
+	} else {
+		dst = append(dst, `,"error":{"error_type":`...)
+		dst = appendString(dst, o.Error.ErrorType)
+		dst = append(dst, `,"message":`...)
+		dst = appendString(dst, o.Error.Message)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `,"spend":{"delegator":`...)
+	dst = o.Spend.Delegator.appendJSON(dst)
+	dst = append(dst, `,"subagent":`...)
+	dst = o.Spend.Subagent.appendJSON(dst)
+	dst = append(dst, `,"dollars":`...)
+	dst = appendFloat(dst, o.Spend.Dollars)
+	dst = append(dst, `,"critical_path_s":`...)
+	dst = appendFloat(dst, o.Spend.CriticalPathS)
+	return append(dst, "}}"...), nil
+}
+
+// finite reports whether every float of s can be written as JSON.
+func (s Spend) finite() bool {
+	for _, f := range []float64{s.Delegator.Dollars, s.Subagent.Dollars, s.Dollars, s.CriticalPathS} {
+		if !finite(f) {
+			return false
+		}
+	}
+	return true
+}
+
+// appendJSON appends r as json.Marshal encodes it; its dollars are finite.
+func (r RoleSpend) appendJSON(dst []byte) []byte {
+	dst = append(dst, `{"prompt_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(r.PromptTokens), 10)
+	dst = append(dst, `,"completion_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(r.CompletionTokens), 10)
+	dst = append(dst, `,"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(r.CachedTokens), 10)
+	dst = append(dst, `,"calls":`...)
+	dst = strconv.AppendInt(dst, int64(r.Calls), 10)
+	dst = append(dst, `,"dollars":`...)
+	dst = appendFloat(dst, r.Dollars)
+	return append(dst, '}')
 }
 
 // callText is the text of the observation's tools/call result: the

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/internal/edge"
 	"github.com/delegatelab/delegate/local"
 	"github.com/delegatelab/delegate/models"
 	"github.com/delegatelab/delegate/strategy"
@@ -46,7 +47,10 @@ func TestEqualsInProcessRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, d := newDelegationServer(t, DelegationConfig{Subagent: solver, Split: world.Test, Generation: &scfg.Weak}, nil)
-	c := serve(t, srv, "")
+	// An HTTP MCP step runs the shipped solver within its request: under
+	// the race detector on a loaded machine it outlasted serve's 300 ms
+	// write timeout, and the client read EOF.
+	c := serveWith(t, srv, "", edge.DefaultTimeouts())
 	ctx := context.Background()
 	policy := Policy{Agent: delegate.Agent{Role: "policy", Model: router, Price: prices.Delegator}, Messages: transcript.RouteMessages,
 		Temperature: scfg.Strong.Temperature, MaxTokens: scfg.Strong.MaxTokens, MaxTurns: scfg.MaxTurns, AnswerInText: true, NamesOnly: true}

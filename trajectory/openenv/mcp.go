@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -159,7 +160,9 @@ type rpcCall struct {
 // mcp serves POST /mcp: one JSON-RPC request a body. A notification gets
 // 202 and no body.
 func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
-	b, err := s.readRPCBody(w, r)
+	in := getBuffer()
+	defer putBuffer(in) // after the answer, which may hold the request's id
+	b, err := s.readRPCBody(w, r, in)
 	if err != nil {
 		return
 	}
@@ -173,15 +176,36 @@ func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	b, err = appendRPCResponse(make([]byte, 0, 512+len(resp.Result)), resp)
+	out := getBuffer()
+	defer putBuffer(out)
+	b, err = appendRPCResponse(out.AvailableBuffer(), resp)
 	if err != nil {
 		writeJSON(w, http.StatusOK, RPCResponse{JSONRPC: "2.0", ID: resp.ID, Error: &RPCError{Code: RPCInternalError, Message: "encode response: " + err.Error()}})
 		return
 	}
+	_, _ = out.Write(append(b, '\n')) // a Buffer's Write never fails; out keeps the grown array for the pool
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	// The status line is out; a failed write means the client went away.
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(out.Bytes())
+}
+
+// buffers holds the bodies of HTTP MCP requests and answers for reuse:
+// each request would otherwise grow two buffers from nothing.
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooled bounds the buffers kept: a rare large body is left to the
+// collector, not held.
+const maxPooled = 64 << 10
+
+func getBuffer() *bytes.Buffer { return buffers.Get().(*bytes.Buffer) }
+
+func putBuffer(b *bytes.Buffer) {
+	if b.Cap() > maxPooled {
+		return
+	}
+	b.Reset()
+	buffers.Put(b)
 }
 
 // handleRPC answers one message of an MCP WebSocket. Every request gets
@@ -198,11 +222,10 @@ func (ss *session) handleRPC(raw []byte) RPCResponse {
 // whose connection is the session. Create and reset start the
 // connection's next episode; close refuses to close the connection's own
 // session, as OpenEnv does, and closes an HTTP session it names.
-func (ss *session) sessionMethod(ctx context.Context, method string, params map[string]json.RawMessage) (any, error) {
-	var p sessionParams
-	b, _ := json.Marshal(params) // raw messages always encode
-	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + err.Error()}
+func (ss *session) sessionMethod(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	p, err := readSessionParams(params)
+	if err != nil {
+		return nil, err
 	}
 	if method == MethodSessionClose {
 		if p.SessionID == "" {
@@ -211,7 +234,7 @@ func (ss *session) sessionMethod(ctx context.Context, method string, params map[
 		if p.SessionID == ss.id {
 			return nil, &RPCError{Code: RPCInvalidRequest, Message: "Cannot close active WebSocket-managed session via MCP method: close the WebSocket"}
 		}
-		ms, err := ss.s.mcpSession(params["session_id"])
+		ms, err := ss.s.mcpSession(p.SessionID)
 		if err != nil {
 			return nil, err
 		}
@@ -239,13 +262,12 @@ func (ss *session) sessionMethod(ctx context.Context, method string, params map[
 	}
 	ss.reset, ss.steps = true, 0
 	ss.episodes++
-	return sessionResult{SessionID: ss.id, Episode: ss.episodes, Result: res}, nil
+	return sessionResult{SessionID: ss.id, Episode: ss.episodes, Result: res}.encode()
 }
 
-// readRPCBody reads a body of at most MaxMessageBytes, answering 413
-// above it.
-func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
+// readRPCBody reads a body of at most MaxMessageBytes into buf, answering
+// 413 above it.
+func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) ([]byte, error) {
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxMessageBytes))
 	var tooBig *http.MaxBytesError
 	switch {
@@ -263,7 +285,7 @@ func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request) ([]byte, er
 // with the error, so that an answer can carry the id.
 func parseRPC(b []byte) (RPCRequest, *RPCError) {
 	var req RPCRequest
-	if !json.Valid(b) {
+	if !validJSON(b) {
 		return req, &RPCError{Code: RPCParseError, Message: "Parse error"}
 	}
 	if !startsObject(b) {
@@ -313,17 +335,11 @@ func idOrNull(id json.RawMessage) json.RawMessage {
 // rpc answers one request.
 func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 	resp := RPCResponse{JSONRPC: "2.0", ID: idOrNull(c.req.ID)}
-	var params map[string]json.RawMessage
-	if c.req.Params != nil {
-		// parseRPC checked the request: an object is a valid one.
-		if !startsObject(c.req.Params) {
-			resp.Error = &RPCError{Code: RPCInvalidParams, Message: "Params must be an object"}
-			return resp
-		}
-		if c.req.Method != MethodToolsCall && json.Unmarshal(c.req.Params, &params) != nil {
-			resp.Error = &RPCError{Code: RPCInvalidParams, Message: "Params must be an object"}
-			return resp
-		}
+	// parseRPC checked the request: params that start an object are a
+	// valid one. Each method reads them once.
+	if c.req.Params != nil && !startsObject(c.req.Params) {
+		resp.Error = &RPCError{Code: RPCInvalidParams, Message: "Params must be an object"}
+		return resp
 	}
 	var result any
 	var err error
@@ -333,21 +349,21 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 	}
 	switch c.req.Method {
 	case MethodInitialize:
-		result, err = s.initialize(params)
+		result, err = s.initialize(c.req.Params)
 	case MethodToolsList:
 		result = s.toolsList()
 	case MethodToolsCall:
 		result, err = s.toolsCall(ctx, c.ws, c.req.Params)
 	case MethodSessionCreate, MethodSessionReset, MethodSessionClose, MethodSessionState:
 		if c.ws != nil && c.ws.id != "" {
-			result, err = c.ws.sessionMethod(ctx, c.req.Method, params)
+			result, err = c.ws.sessionMethod(ctx, c.req.Method, c.req.Params)
 			break
 		}
 		if c.ws != nil {
 			err = &RPCError{Code: RPCInvalidRequest, Message: c.req.Method + ": on the WebSocket the connection is the session; send reset and close messages"}
 			break
 		}
-		result, err = s.sessionMethod(ctx, c.req.Method, params)
+		result, err = s.sessionMethod(ctx, c.req.Method, c.req.Params)
 	default:
 		err = &RPCError{Code: RPCMethodNotFound, Message: "Method not found: " + c.req.Method}
 	}
@@ -374,7 +390,11 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 
 // initialize answers MCP's handshake: the client's protocol version when
 // it names one, the tools capability and the server's name.
-func (s *Server) initialize(params map[string]json.RawMessage) (any, error) {
+func (s *Server) initialize(raw json.RawMessage) (any, error) {
+	var params map[string]json.RawMessage
+	if raw != nil && json.Unmarshal(raw, &params) != nil {
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Params must be an object"}
+	}
 	version := MCPProtocolVersion
 	if v, ok := params["protocolVersion"]; ok {
 		if json.Unmarshal(v, &version) != nil || version == "" {
@@ -452,7 +472,8 @@ func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMess
 			ws.steps++
 		}
 	case named:
-		ms, rerr := s.mcpSession(id)
+		sid, _ := stringValue(id) // not a string: "", refused as empty
+		ms, rerr := s.mcpSession(sid)
 		if rerr != nil {
 			return nil, rerr
 		}
@@ -565,15 +586,26 @@ type sessionParams struct {
 	EpisodeID *string `json:"episode_id"`
 }
 
+// readSessionParams decodes params, a valid JSON object or nil, once.
+func readSessionParams(params json.RawMessage) (sessionParams, error) {
+	var p sessionParams
+	if params == nil {
+		return p, nil
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return p, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + err.Error()}
+	}
+	return p, nil
+}
+
 // sessionMethod serves OpenEnv's session methods over HTTP. Create takes
 // a slot and starts the first episode; reset starts another, up to
 // MaxMCPEpisodes; state answers the state; close frees the slot. Reset
 // and state are ours.
-func (s *Server) sessionMethod(ctx context.Context, method string, params map[string]json.RawMessage) (any, error) {
-	var p sessionParams
-	b, _ := json.Marshal(params) // raw messages always encode
-	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + err.Error()}
+func (s *Server) sessionMethod(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	p, err := readSessionParams(params)
+	if err != nil {
+		return nil, err
 	}
 	if errs := (ResetRequest{Seed: p.Seed, EpisodeID: p.EpisodeID}).Validate(); len(errs) > 0 {
 		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + (&ValidationError{errs}).Error()}
@@ -582,14 +614,14 @@ func (s *Server) sessionMethod(ctx context.Context, method string, params map[st
 	case MethodSessionCreate:
 		return s.createSession(ctx, p)
 	case MethodSessionClose:
-		ms, err := s.mcpSession(params["session_id"])
+		ms, err := s.mcpSession(p.SessionID)
 		if err != nil {
 			return nil, err
 		}
 		s.dropSession(ms)
 		return map[string]any{"session_id": ms.id, "closed": true}, nil
 	case MethodSessionState:
-		ms, err := s.mcpSession(params["session_id"])
+		ms, err := s.mcpSession(p.SessionID)
 		if err != nil {
 			return nil, err
 		}
@@ -601,7 +633,7 @@ func (s *Server) sessionMethod(ctx context.Context, method string, params map[st
 		ms.last = time.Now()
 		return ms.env.State(), nil
 	}
-	ms, err := s.mcpSession(params["session_id"])
+	ms, err := s.mcpSession(p.SessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -651,6 +683,29 @@ type sessionResult struct {
 	Result
 }
 
+// encode writes r as json.Marshal does, without a second scan of the
+// observation, which Observation.Result encoded.
+func (r sessionResult) encode() (json.RawMessage, error) {
+	if r.Reward != nil && !finite(*r.Reward) {
+		_, err := json.Marshal(r) // for json.Marshal's error
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	id, err := json.Marshal(r.SessionID)
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	b := append([]byte(`{"session_id":`), id...)
+	b = append(b, `,"episode":`...)
+	b = strconv.AppendInt(b, int64(r.Episode), 10)
+	b = append(b, ',')
+	n := len(b)
+	b, err = appendResult(b, r.Result)
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	return append(b[:n], b[n+1:]...), nil // the result's own "{" gives way
+}
+
 func (s *Server) sessionReset(ctx context.Context, ms *mcpSession, p sessionParams) (any, error) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
@@ -672,7 +727,7 @@ func (s *Server) sessionReset(ctx context.Context, ms *mcpSession, p sessionPara
 		return nil, err
 	}
 	ms.episodes++
-	return sessionResult{SessionID: ms.id, Episode: ms.episodes, Result: res}, nil
+	return sessionResult{SessionID: ms.id, Episode: ms.episodes, Result: res}.encode()
 }
 
 func (s *Server) sessionStep(ctx context.Context, ms *mcpSession, action json.RawMessage) (Observation, error) {
@@ -690,10 +745,9 @@ func (s *Server) sessionStep(ctx context.Context, ms *mcpSession, action json.Ra
 // newSessionID returns an id no client can guess.
 func newSessionID() string { return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64()) }
 
-// mcpSession finds the session a raw session_id names.
-func (s *Server) mcpSession(raw json.RawMessage) (*mcpSession, error) {
-	var id string
-	if json.Unmarshal(raw, &id) != nil || id == "" {
+// mcpSession finds the session id names.
+func (s *Server) mcpSession(id string) (*mcpSession, error) {
+	if id == "" {
 		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'session_id' must be a non-empty string"}
 	}
 	s.mu.Lock()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/delegatelab/delegate/internal/edge"
 )
 
 // rawRPC posts body to /mcp and decodes a 200's JSON-RPC response.
@@ -148,6 +150,71 @@ func TestMCPSession(t *testing.T) {
 	if _, err := callTool(ToolAnswer, map[string]string{"answer": "1"}); !errors.As(err, &rerr) || rerr.Code != RPCInvalidParams {
 		t.Errorf("a call on a closed session: got %v, want %d", err, RPCInvalidParams)
 	}
+}
+
+// TestMCPReusedBuffers: requests of sizes above and below what the
+// buffers keep, one after another, each get their own id back and nothing
+// of the request before.
+func TestMCPReusedBuffers(t *testing.T) {
+	srv, _ := newDelegationServer(t, DelegationConfig{}, nil)
+	c := serveWith(t, srv, "", edge.DefaultTimeouts()) // 128 KiB each way outlasted serve's 300 ms under the race detector
+	for i, n := range []int{maxPooled * 2, 10, maxPooled / 2, 1, maxPooled * 2, 3} {
+		id := `"` + strings.Repeat("x", n) + `"`
+		status, resp := rawRPC(t, c, `{"jsonrpc":"2.0","method":"tools/list","id":`+id+`}`)
+		if status != http.StatusOK || string(resp.ID) != id || resp.Error != nil || !strings.Contains(string(resp.Result), `"name":"delegate"`) {
+			t.Errorf("request %d, id of %d bytes: got %d, id of %d bytes, error %v", i, n, status, len(resp.ID), resp.Error)
+		}
+	}
+}
+
+// TestMCPSessionReset: MCPSession's hand-written requests create a
+// session, then reset it, with the seed and episode id asked for.
+func TestMCPSessionReset(t *testing.T) {
+	srv, d := newDelegationServer(t, DelegationConfig{}, nil)
+	c := serve(t, srv, "")
+	ctx := context.Background()
+	m := c.OpenMCP()
+	defer m.Close()
+	tests := []struct {
+		name string
+		seed *int64
+		id   *string
+	}{
+		{"create", ptr[int64](3), ptr(`ep "one" <1>`)},
+		{"reset", ptr[int64](7), nil},
+		{"reset without a seed", nil, ptr("ep-3")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := m.Reset(ctx, ResetRequest{Seed: tt.seed, EpisodeID: tt.id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := stateOf(t, mustState(t, m))
+			if st.Seed == nil || tt.seed != nil && *st.Seed != *tt.seed || tt.id != nil && (st.EpisodeID == nil || *st.EpisodeID != *tt.id) {
+				t.Errorf("state: got seed %v, episode %v; want %v, %v", st.Seed, st.EpisodeID, tt.seed, tt.id)
+			}
+			p, err := d.Problem(*st.Seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o := observationOf(t, res); o.Task != p.Text || res.Done || res.Reward != nil {
+				t.Errorf("got task %q, done %v, reward %v; want %q, not done, no reward", o.Task, res.Done, res.Reward, p.Text)
+			}
+		})
+	}
+	if got := srv.Active(); got != 1 {
+		t.Errorf("sessions: got %d, want 1: a reset reuses the session", got)
+	}
+}
+
+func mustState(t *testing.T, s Stepper) json.RawMessage {
+	t.Helper()
+	raw, err := s.State(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }
 
 // TestMCPSessionIdle checks that an idle HTTP MCP session is closed and its slot freed.

@@ -71,16 +71,40 @@ const AnswerTool = ToolAnswer
 // the policy model's.
 func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- delegate.Event) (Played, error) {
 	pl := Played{Seed: seed}
-	res, err := s.Reset(ctx, ResetRequest{Seed: &seed})
+	first, err := startEpisode(ctx, s, &pl)
 	if err != nil {
-		return pl, fmt.Errorf("reset seed %d: %w", seed, err)
+		return pl, err
 	}
-	var first struct {
-		Task  *string `json:"task"`
-		Tools []Tool  `json:"tools"`
+	tools, hasAnswer := p.requestTools(first.Tools)
+	rec := delegate.NewRecorder("env", pl.Task, events)
+	failure, err := p.turns(ctx, s, &pl, rec, tools, hasAnswer)
+	if err != nil {
+		return pl, err
+	}
+	if !pl.Done && failure == (delegate.Failure{}) {
+		failure = delegate.Failed(delegate.FailureAnswerFormat, "the policy stopped without ending the episode")
+	}
+	pl.Trace = rec.Finish(pl.Answer, failure)
+	err = readEndState(ctx, s, &pl) // before pl is returned: it sets Correct and Spend
+	return pl, err
+}
+
+// firstObservation is what Play reads of an episode's first observation.
+type firstObservation struct {
+	Task  *string `json:"task"`
+	Tools []Tool  `json:"tools"`
+}
+
+// startEpisode resets pl's seed and reads the task into pl. It lists the tools
+// when the first observation carries none.
+func startEpisode(ctx context.Context, s Stepper, pl *Played) (firstObservation, error) {
+	var first firstObservation
+	res, err := s.Reset(ctx, ResetRequest{Seed: &pl.Seed})
+	if err != nil {
+		return first, fmt.Errorf("reset seed %d: %w", pl.Seed, err)
 	}
 	if err := json.Unmarshal(res.Observation, &first); err != nil {
-		return pl, fmt.Errorf("reset seed %d: read observation: %w", seed, err)
+		return first, fmt.Errorf("reset seed %d: read observation: %w", pl.Seed, err)
 	}
 	pl.Task = string(res.Observation)
 	if first.Task != nil {
@@ -89,15 +113,19 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 	if first.Tools == nil {
 		lres, err := s.Step(ctx, ToolAction{Type: ActionListTools})
 		if err != nil {
-			return pl, fmt.Errorf("list tools of seed %d: %w", seed, err)
+			return first, fmt.Errorf("list tools of seed %d: %w", pl.Seed, err)
 		}
 		if err := json.Unmarshal(lres.Observation, &first); err != nil {
-			return pl, fmt.Errorf("list tools of seed %d: %w", seed, err)
+			return first, fmt.Errorf("list tools of seed %d: %w", pl.Seed, err)
 		}
 	}
-	var tools []delegate.Tool
-	hasAnswer := false
-	for _, t := range first.Tools {
+	return first, nil
+}
+
+// requestTools are the environment's tools as the policy's requests
+// declare them, and whether the environment offers AnswerTool.
+func (p Policy) requestTools(envTools []Tool) (tools []delegate.Tool, hasAnswer bool) {
+	for _, t := range envTools {
 		hasAnswer = hasAnswer || t.Name == AnswerTool
 		switch {
 		case t.Name == AnswerTool && p.AnswerInText:
@@ -107,7 +135,13 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 			tools = append(tools, delegate.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
 		}
 	}
-	rec := delegate.NewRecorder("env", pl.Task, events)
+	return tools, hasAnswer
+}
+
+// turns asks the policy turn by turn and steps its tool calls, until the
+// episode is done, a reply has none, or MaxTurns. It returns the failure
+// to record when the policy still called tools at the last turn.
+func (p Policy) turns(ctx context.Context, s Stepper, pl *Played, rec *delegate.Recorder, tools []delegate.Tool, hasAnswer bool) (delegate.Failure, error) {
 	msgs := p.Messages(pl.Task)
 	maxTurns := p.MaxTurns
 	if maxTurns <= 0 {
@@ -120,15 +154,15 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 		resp, err := rec.Call(ctx, nil, "turn "+strconv.Itoa(turn), p.Agent, req)
 		if err != nil {
 			pl.Trace = rec.Finish(pl.Answer, delegate.Failed(delegate.FailureCall, "policy: %v", err))
-			return pl, fmt.Errorf("seed %d turn %d: policy: %w", seed, turn, err)
+			return failure, fmt.Errorf("seed %d turn %d: policy: %w", pl.Seed, turn, err)
 		}
 		out := resp.Choices[0].Message
 		pl.Answer = resp.Text()
 		if len(out.ToolCalls) == 0 {
 			if hasAnswer {
 				args, _ := json.Marshal(map[string]string{"answer": pl.Answer}) // a string always encodes
-				if _, err := p.step(ctx, s, &pl, delegate.ToolCall{Name: AnswerTool, Arguments: string(args)}, turn); err != nil {
-					return pl, err
+				if _, err := p.step(ctx, s, pl, delegate.ToolCall{Name: AnswerTool, Arguments: string(args)}, turn); err != nil {
+					return failure, err
 				}
 			}
 			break
@@ -140,9 +174,9 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 				tc.ID = fmt.Sprintf("call_%d_%d", turn, i+1)
 				out.ToolCalls[i].ID = tc.ID
 			}
-			text, err := p.step(ctx, s, &pl, tc, turn)
+			text, err := p.step(ctx, s, pl, tc, turn)
 			if err != nil {
-				return pl, err
+				return failure, err
 			}
 			if pl.Done {
 				break // later calls of the turn find no episode
@@ -153,22 +187,27 @@ func (p Policy) Play(ctx context.Context, s Stepper, seed int64, events chan<- d
 			failure = delegate.Failed(delegate.FailureMaxTurns, "the policy still called tools in turn %d", turn)
 		}
 	}
-	if !pl.Done && failure == (delegate.Failure{}) {
-		failure = delegate.Failed(delegate.FailureAnswerFormat, "the policy stopped without ending the episode")
+	return failure, nil
+}
+
+// readEndState reads the state's correct and spend into pl, when the
+// transport serves a state.
+func readEndState(ctx context.Context, s Stepper, pl *Played) error {
+	raw, err := s.State(ctx)
+	if errors.Is(err, ErrNoState) {
+		return nil
 	}
-	pl.Trace = rec.Finish(pl.Answer, failure)
-	if raw, err := s.State(ctx); err == nil {
-		var st struct {
-			Correct *bool  `json:"correct"`
-			Spend   *Spend `json:"spend"`
-		}
-		if json.Unmarshal(raw, &st) == nil {
-			pl.Correct, pl.Spend = st.Correct, st.Spend
-		}
-	} else if !errors.Is(err, ErrNoState) {
-		return pl, fmt.Errorf("state of seed %d: %w", seed, err)
+	if err != nil {
+		return fmt.Errorf("state of seed %d: %w", pl.Seed, err)
 	}
-	return pl, nil
+	var st struct {
+		Correct *bool  `json:"correct"`
+		Spend   *Spend `json:"spend"`
+	}
+	if json.Unmarshal(raw, &st) == nil {
+		pl.Correct, pl.Spend = st.Correct, st.Spend
+	}
+	return nil
 }
 
 // step sends one tool call and returns the text the policy reads back.
@@ -231,24 +270,62 @@ type MCPSession struct {
 func (c *Client) OpenMCP() *MCPSession { return &MCPSession{c: c} }
 
 // Reset starts an episode: the session's first, or its next.
+// Its request is written by hand and its answer read by a walk, as Step's.
 func (m *MCPSession) Reset(ctx context.Context, req ResetRequest) (Result, error) {
-	params := map[string]any{}
-	if req.Seed != nil {
-		params["seed"] = *req.Seed
-	}
-	if req.EpisodeID != nil {
-		params["episode_id"] = *req.EpisodeID
-	}
 	method := MethodSessionCreate
 	if m.id != "" {
-		method, params["session_id"] = MethodSessionReset, m.id
+		method = MethodSessionReset
 	}
-	var got sessionResult
-	if err := m.c.MCP(ctx, method, params, &got); err != nil {
+	b := append(m.out[:0], `{"jsonrpc":"2.0","method":"`...)
+	b = append(b, method...)
+	b = append(b, `","params":{"seed":`...)
+	if req.Seed != nil {
+		b = strconv.AppendInt(b, *req.Seed, 10)
+	} else {
+		b = append(b, "null"...)
+	}
+	if req.EpisodeID != nil {
+		id, err := json.Marshal(*req.EpisodeID)
+		if err != nil {
+			return Result{}, fmt.Errorf("openenv mcp %s: encode episode id: %w", method, err)
+		}
+		b = append(b, `,"episode_id":`...)
+		b = append(b, id...)
+	}
+	if m.id != "" {
+		id, err := json.Marshal(m.id)
+		if err != nil {
+			return Result{}, fmt.Errorf("openenv mcp %s: encode session id: %w", method, err)
+		}
+		b = append(b, `,"session_id":`...)
+		b = append(b, id...)
+	}
+	b = append(b, `},"id":1}`...)
+	m.out = b
+	body, err := m.c.roundTrip(ctx, http.MethodPost, "/mcp", b, &m.in)
+	if err != nil {
 		return Result{}, err
 	}
-	m.id = got.SessionID
-	return got.Result, nil
+	result, err := rpcResult(method, body)
+	if err != nil {
+		return Result{}, err
+	}
+	var res Result
+	id, ok := "", true
+	members(result, func(k, v []byte) bool {
+		key := unescapeKey(k)
+		if string(key) == "session_id" {
+			id, ok = stringValue(v)
+			return ok
+		}
+		ok = res.readMember(key, v)
+		return ok
+	})
+	if !ok || id == "" {
+		return Result{}, fmt.Errorf("openenv mcp %s: the result is not a session's first observation", method)
+	}
+	m.id = id
+	return res, nil
 }
 
 // Step calls a tool: action is a ToolAction of type call_tool. The
@@ -273,7 +350,7 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 	if args == nil {
 		args = json.RawMessage("null")
 	}
-	if !json.Valid(args) {
+	if !validJSON(args) {
 		return Result{}, fmt.Errorf("openenv mcp %s: the arguments of %s are not JSON", MethodToolsCall, a.ToolName)
 	}
 	b := append(m.out[:0], `{"jsonrpc":"2.0","method":"tools/call","params":{"session_id":`...)
@@ -303,33 +380,13 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 // It checks the JSON once and walks its members, where a decode would build the result's map.
 func decodeCallResponse(b []byte) (Result, error) {
 	const method = MethodToolsCall
-	if !json.Valid(b) || !startsObject(b) {
-		return Result{}, fmt.Errorf("openenv mcp %s: decode: the answer is not a JSON object", method)
-	}
-	var result, rerr json.RawMessage
-	members(b, func(k, v []byte) bool {
-		switch string(unescapeKey(k)) {
-		case "result":
-			result = v
-		case "error":
-			rerr = v
-		}
-		return true
-	})
-	if rerr != nil && string(rerr) != "null" {
-		var e RPCError
-		if err := json.Unmarshal(rerr, &e); err != nil {
-			return Result{}, fmt.Errorf("openenv mcp %s: decode error: %w", method, err)
-		}
-		return Result{}, fmt.Errorf("openenv mcp %s: %w", method, &e)
-	}
-	if !startsObject(result) {
-		return Result{}, fmt.Errorf("openenv mcp %s: the result is not a JSON object", method)
+	result, err := rpcResult(method, b)
+	if err != nil {
+		return Result{}, err
 	}
 	var res Result
 	obs := make([]byte, 0, len(result))
 	obs = append(obs, '{')
-	var err error
 	members(result, func(k, v []byte) bool {
 		switch string(unescapeKey(k)) {
 		case "content", "isError":
@@ -359,6 +416,35 @@ func decodeCallResponse(b []byte) (Result, error) {
 	}
 	res.Observation = append(obs, '}')
 	return res, nil
+}
+
+// rpcResult checks a JSON-RPC response once and returns its result, an
+// object. A JSON-RPC error comes back as an *RPCError.
+func rpcResult(method string, b []byte) (json.RawMessage, error) {
+	if !validJSON(b) || !startsObject(b) {
+		return nil, fmt.Errorf("openenv mcp %s: decode: the answer is not a JSON object", method)
+	}
+	var result, rerr json.RawMessage
+	members(b, func(k, v []byte) bool {
+		switch string(unescapeKey(k)) {
+		case "result":
+			result = v
+		case "error":
+			rerr = v
+		}
+		return true
+	})
+	if rerr != nil && string(rerr) != "null" {
+		var e RPCError
+		if err := json.Unmarshal(rerr, &e); err != nil {
+			return nil, fmt.Errorf("openenv mcp %s: decode error: %w", method, err)
+		}
+		return nil, fmt.Errorf("openenv mcp %s: %w", method, &e)
+	}
+	if !startsObject(result) {
+		return nil, fmt.Errorf("openenv mcp %s: the result is not a JSON object", method)
+	}
+	return result, nil
 }
 
 // State returns the session's state.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // ResetRequest is the body of POST /reset and the data of a WebSocket
@@ -242,11 +243,22 @@ type ToolError struct {
 // isObject reports whether b is a JSON object.
 func isObject(b json.RawMessage) bool {
 	b = bytes.TrimSpace(b)
-	return len(b) > 0 && b[0] == '{' && json.Valid(b)
+	return len(b) > 0 && b[0] == '{' && validJSON(b)
 }
 
-// extraFields returns the fields of the object b other than known.
+// extraFields returns the fields of the object b other than known. b has
+// been decoded already, so it is valid JSON. Without other fields, as
+// nearly every request comes, it returns nil without a decode.
 func extraFields(b []byte, known ...string) (map[string]json.RawMessage, error) {
+	other := false
+	members(b, func(k, _ []byte) bool {
+		key := unescapeKey(k)
+		other = !slices.ContainsFunc(known, func(n string) bool { return string(key) == n })
+		return !other
+	})
+	if !other {
+		return nil, nil
+	}
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(b, &all); err != nil {
 		return nil, err

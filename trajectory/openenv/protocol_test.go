@@ -145,3 +145,33 @@ func TestRequestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestExtraFields checks the walk that skips the decode against a decode
+// into a map, less the known fields.
+func TestExtraFields(t *testing.T) {
+	known := []string{"seed", "episode_id"}
+	for _, b := range []string{`{}`, `null`, `{"seed":1}`, `{"seed":1,"episode_id":"e"}`, `{"seed":1,"x":{"y":2}}`,
+		`{"Seed":1}`, `{"se\u0065d":1}`, `{"seed":1,"seed":2}`, ` { "x" : [1] , "seed" : 3 } `} {
+		t.Run(b, func(t *testing.T) {
+			var want map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(b), &want); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range known {
+				delete(want, k)
+			}
+			if len(want) == 0 {
+				want = nil
+			}
+			got, err := extraFields([]byte(b), known...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotB, _ := json.Marshal(got) // raw messages of a decode always encode
+			wantB, _ := json.Marshal(want)
+			if (got == nil) != (want == nil) || string(gotB) != string(wantB) {
+				t.Errorf("got %s, want %s", gotB, wantB)
+			}
+		})
+	}
+}

@@ -233,7 +233,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, empty bool) ([
 	if len(bytes.TrimSpace(b)) == 0 && empty {
 		return []byte("{}"), true
 	}
-	if !json.Valid(b) {
+	if !validJSON(b) {
 		writeInvalid(w, []FieldError{{Type: "json_invalid", Loc: []any{0}, Msg: "JSON decode error"}}, "body")
 		return nil, false
 	}

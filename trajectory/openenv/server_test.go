@@ -39,13 +39,13 @@ func fakeSolver() *modeltest.Model {
 
 // serve starts srv behind the project's edge, with the edge's server and
 // short request timeouts that a session must outlive.
-func serve(t *testing.T, srv *Server, token string) *Client {
+func serve(t testing.TB, srv *Server, token string) *Client {
 	t.Helper()
 	return serveWith(t, srv, token, edge.Timeouts{ReadHeader: time.Second, Read: 300 * time.Millisecond, Write: 300 * time.Millisecond, Idle: time.Second})
 }
 
 // serveWith is serve with the edge's timeouts to.
-func serveWith(t *testing.T, srv *Server, token string, to edge.Timeouts) *Client {
+func serveWith(t testing.TB, srv *Server, token string, to edge.Timeouts) *Client {
 	t.Helper()
 	h := edge.Config{Token: token, Open: []string{"/health"}, Refuse: func(w http.ResponseWriter, rf edge.Refusal) {
 		WriteDetail(w, rf.Status, rf.Message)
@@ -66,7 +66,7 @@ func serveWith(t *testing.T, srv *Server, token string, to edge.Timeouts) *Clien
 
 // newDelegationServer serves the delegation environment on the fake
 // solver, with the default bounds as set changes them.
-func newDelegationServer(t *testing.T, dc DelegationConfig, set func(*Config)) (*Server, *Delegation) {
+func newDelegationServer(t testing.TB, dc DelegationConfig, set func(*Config)) (*Server, *Delegation) {
 	t.Helper()
 	if dc.Subagent == nil {
 		dc.Subagent = fakeSolver()

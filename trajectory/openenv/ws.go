@@ -48,6 +48,32 @@ func (s *Server) mcpWS(w http.ResponseWriter, r *http.Request) { s.serveWS(w, r,
 // serveWS runs a WebSocket session: OpenEnv's typed messages, or bare
 // JSON-RPC when mcp is set.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mcp bool) {
+	c, ok := s.acceptWS(w, r)
+	if !ok {
+		return
+	}
+	if !s.joinWS(c, mcp) {
+		return
+	}
+	defer s.leave()
+	env, err := s.cfg.New()
+	if err != nil {
+		s.cfg.Log.Error("openenv: make environment", "factory", s.cfg.Name, "err", err)
+		msg := fmt.Sprintf("environment factory %s failed: %v", s.cfg.Name, err)
+		data, _ := json.Marshal(map[string]string{"factory_name": s.cfg.Name}) // strings always encode
+		s.refuseWS(s.ctx, c, mcp, ErrorData{Message: msg, Code: CodeFactoryError, FactoryName: s.cfg.Name},
+			&RPCError{Code: RPCServerError, Message: msg, Data: data}, websocket.StatusInternalError, "environment factory failed")
+		return
+	}
+	defer closeEnv(env, s.cfg.Log)
+	sess, end := s.startSession(c, env, mcp)
+	defer end()
+	sess.serve(c, mcp)
+}
+
+// acceptWS upgrades the request to a WebSocket; Accept answers a request
+// it refuses.
+func (s *Server) acceptWS(w http.ResponseWriter, r *http.Request) (*websocket.Conn, bool) {
 	// The edge's read and write timeouts bound a request, and a hijacked
 	// connection keeps them. A session outlives them: IdleTimeout and
 	// writeTimeout bound it instead. A writer without deadlines has none
@@ -57,68 +83,77 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mcp bool) {
 	_ = rc.SetWriteDeadline(time.Time{})
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
-		return // Accept answered the request
+		return nil, false
 	}
 	c.SetReadLimit(s.cfg.MaxMessageBytes)
-	// refuse sends a refusal in the endpoint's shape and closes.
-	refuse := func(ctx context.Context, e ErrorData, rpc *RPCError, status websocket.StatusCode, reason string) {
-		if mcp {
-			s.send(ctx, c, "", RPCResponse{JSONRPC: "2.0", Error: rpc, ID: json.RawMessage("null")})
-		} else {
-			s.send(ctx, c, MsgError, e)
-		}
-		_ = c.Close(status, reason) // the client may be gone already
-	}
+	return c, true
+}
+
+// joinWS takes a session slot for the connection. When the server is
+// closing or full it refuses the connection and closes it.
+func (s *Server) joinWS(c *websocket.Conn, mcp bool) bool {
 	active, closed, ok := s.join()
 	switch {
 	case closed:
 		// The server's context is done: the refusal gets its own.
 		msg := "the server is shutting down"
-		refuse(context.Background(), ErrorData{Message: msg, Code: CodeSessionError}, &RPCError{Code: RPCServerError, Message: msg}, websocket.StatusGoingAway, "shutting down")
-		return
+		s.refuseWS(context.Background(), c, mcp, ErrorData{Message: msg, Code: CodeSessionError}, &RPCError{Code: RPCServerError, Message: msg}, websocket.StatusGoingAway, "shutting down")
 	case !ok:
 		mx := s.cfg.MaxSessions
 		msg := fmt.Sprintf("server at capacity: %d of %d sessions active", active, mx)
 		data, _ := json.Marshal(map[string]int{"active_sessions": active, "max_sessions": mx}) // ints always encode
-		refuse(s.ctx, ErrorData{Message: msg, Code: CodeCapacityReached, ActiveSessions: &active, MaxSessions: &mx},
+		s.refuseWS(s.ctx, c, mcp, ErrorData{Message: msg, Code: CodeCapacityReached, ActiveSessions: &active, MaxSessions: &mx},
 			&RPCError{Code: RPCServerError, Message: msg, Data: data}, websocket.StatusTryAgainLater, "capacity reached")
-		return
 	}
-	defer s.leave()
-	env, err := s.cfg.New()
-	if err != nil {
-		s.cfg.Log.Error("openenv: make environment", "factory", s.cfg.Name, "err", err)
-		msg := fmt.Sprintf("environment factory %s failed: %v", s.cfg.Name, err)
-		data, _ := json.Marshal(map[string]string{"factory_name": s.cfg.Name}) // strings always encode
-		refuse(s.ctx, ErrorData{Message: msg, Code: CodeFactoryError, FactoryName: s.cfg.Name},
-			&RPCError{Code: RPCServerError, Message: msg, Data: data}, websocket.StatusInternalError, "environment factory failed")
-		return
+	return ok
+}
+
+// refuseWS sends a refusal in the endpoint's shape, e on /ws and rpc on
+// MCP's socket, and closes the connection.
+func (s *Server) refuseWS(ctx context.Context, c *websocket.Conn, mcp bool, e ErrorData, rpc *RPCError, status websocket.StatusCode, reason string) {
+	if mcp {
+		s.send(ctx, c, "", RPCResponse{JSONRPC: "2.0", Error: rpc, ID: json.RawMessage("null")})
+	} else {
+		s.send(ctx, c, MsgError, e)
 	}
-	defer closeEnv(env, s.cfg.Log)
+	_ = c.Close(status, reason) // the client may be gone already
+}
+
+// startSession sets up the session of a connection on env. end releases
+// what it set up.
+func (s *Server) startSession(c *websocket.Conn, env Environment, mcp bool) (sess *session, end func()) {
 	// Reads and writes take a context without a Done channel: a
 	// cancellable one costs the WebSocket library a watch on every frame.
 	// The server's closing and a stuck write close the connection instead,
 	// which ends the read or write in progress.
 	stop := context.AfterFunc(s.ctx, func() { _ = c.CloseNow() }) // closing twice is no failure
-	defer stop()
 	// The session's steps derive their timeouts from its own context: from
 	// the server's, every step of every session would take its lock.
 	ctx, cancel := context.WithCancel(s.ctx)
-	defer cancel()
-	sess := &session{s: s, ctx: ctx, env: env, stuck: time.AfterFunc(writeTimeout, func() { _ = c.CloseNow() })}
+	sess = &session{s: s, ctx: ctx, env: env, stuck: time.AfterFunc(writeTimeout, func() { _ = c.CloseNow() })}
 	sess.stuck.Stop()
-	defer sess.stuck.Stop()
 	if mcp {
 		sess.id = newSessionID()
 	}
+	return sess, func() {
+		sess.stuck.Stop()
+		cancel()
+		stop()
+	}
+}
+
+// serve reads and answers the connection's messages in order, until the
+// client leaves or closes, the session idles, or the server closes.
+func (ss *session) serve(c *websocket.Conn, mcp bool) {
 	// An idle session is closed with a close frame, which ends the Read
 	// waiting for it. A Read whose context ends would drop the connection
 	// without one.
+	idleTimeout := ss.s.cfg.IdleTimeout
 	var once sync.Once
 	idled := make(chan struct{}) // closed once the idle close is over, or can no longer start
-	idle := time.AfterFunc(s.cfg.IdleTimeout, func() {
+	idle := time.AfterFunc(idleTimeout, func() {
 		once.Do(func() {
-			_ = c.Close(websocket.StatusPolicyViolation, fmt.Sprintf("idle for %v", s.cfg.IdleTimeout)) // the client may be gone already
+			_ = c.Close(websocket.StatusPolicyViolation, fmt.Sprintf("idle for %v", idleTimeout)) // the client may be gone already
 			close(idled)
 		})
 	})
@@ -129,24 +164,24 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request, mcp bool) {
 	}()
 	var in bytes.Buffer // the message read, reused
 	for {
-		idle.Reset(s.cfg.IdleTimeout)
+		idle.Reset(idleTimeout)
 		data, err := readMessage(context.Background(), c, &in)
 		idle.Stop()
 		if err != nil {
 			return // the client left, sent too much, idled, or the server is closing
 		}
 		if mcp {
-			if !sess.send(c, "", sess.handleRPC(data)) {
+			if !ss.send(c, "", ss.handleRPC(data)) {
 				return
 			}
 			continue
 		}
-		typ, reply, done := sess.handle(data)
+		typ, reply, done := ss.handle(data)
 		if done {
 			_ = c.Close(websocket.StatusNormalClosure, "") // the client asked; its leaving is no failure
 			return
 		}
-		if !sess.send(c, typ, reply) {
+		if !ss.send(c, typ, reply) {
 			return
 		}
 	}
@@ -221,7 +256,7 @@ var wsFields = map[string]map[string]bool{
 // handle answers one message: the type and data to send back, or done
 // when the client closes the session.
 func (ss *session) handle(raw []byte) (typ string, data any, done bool) {
-	if !json.Valid(raw) {
+	if !validJSON(raw) {
 		var v any
 		err := json.Unmarshal(raw, &v) // for its message: raw is not JSON
 		return MsgError, ErrorData{Message: "Invalid JSON: " + fmt.Sprint(err), Code: CodeInvalidJSON}, false
