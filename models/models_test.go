@@ -109,12 +109,48 @@ func TestShippedDigitsThreshold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := scripted.FitThreshold(context.Background(), m, ps, 0.11, 1)
+	// delegate train charges a wrong product 0.89, the item less the
+	// tokens saved; the threshold is the same at 1.
+	for _, loss := range []float64{1, 0.89} {
+		got, err := scripted.FitThreshold(context.Background(), m, ps, 0.11, loss)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := world.DigitsCoverage().MulFirstBelow; got != want {
+			t.Errorf("threshold fitted on the digits solver at loss %v: %d, want %d", loss, got, want)
+		}
+	}
+}
+
+// TestShippedBandSolver grades the band world's solver greedily. It must
+// clear solverFloor on the products inside the band and get mostly wrong
+// those outside it. It did not learn the sums in its recipe, so they are
+// not graded here (models/README.md).
+func TestShippedBandSolver(t *testing.T) {
+	m := load(t, "solver-band", "solver")
+	cov := world.BandCoverage()
+	scores, err := pretrain.GradeSolverCoverage(context.Background(), m, cov, 6, 32, 2026, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := world.DigitsCoverage().MulFirstBelow; got != want {
-		t.Errorf("threshold fitted on the digits solver: %d, want %d", got, want)
+	var in, inN, out, outN int
+	for _, s := range scores {
+		switch {
+		case s.Size.Op != world.Mul || !s.Size.Covered():
+		case s.Covered:
+			in, inN = in+s.Right, inN+s.N
+		default: // a product class the band narrows
+			out, outN = out+s.Right, outN+s.N
+		}
+	}
+	if inN == 0 || outN == 0 {
+		t.Fatalf("products inside %d, outside %d: nothing to grade", inN, outN)
+	}
+	if got := float64(in) / float64(inN); got < solverFloor {
+		t.Errorf("band solver on products inside the band: %d/%d = %.2f, want at least %.2f", in, inN, got, solverFloor)
+	}
+	if got := float64(out) / float64(outN); got > 0.25 {
+		t.Errorf("band solver on products outside the band: %d/%d = %.2f, want it unreliable (at most 0.25)", out, outN, got)
 	}
 }
 

@@ -58,16 +58,25 @@ const productSaving = 130
 // fitThreshold fits the first-factor threshold rule to the solver's
 // answers on the first RuleItems training problems
 // (scripted.FitThreshold). A product answered right gains the reward of
-// the tokens it saves less a call, one answered wrong loses the item.
+// the tokens it saves less a call; one answered wrong, thresholdStakes'
+// loss.
 func (r *runner) fitThreshold(ctx context.Context) (int64, error) {
 	problems := r.trainSet[:min(r.cfg.RuleItems, len(r.trainSet))]
-	gain := r.cfg.Reward.Lambda*productSaving - r.cfg.Reward.Mu
-	t, err := scripted.FitThreshold(ctx, r.solver, problems, gain, 1)
+	gain, loss := thresholdStakes(r.cfg.Reward)
+	t, err := scripted.FitThreshold(ctx, r.solver, problems, gain, loss)
 	if err != nil {
 		return 0, fmt.Errorf("train: threshold rule on training items: %w", err)
 	}
 	r.opt.Log.Info("train: threshold rule on training items", "first factor below", t, "items", len(problems))
 	return t, nil
+}
+
+// thresholdStakes are what delegating a product earns under rew: gain when
+// the solver answers it right, minus loss when wrong. A wrong answer loses
+// the item but still saves the tokens, so loss is 1 less the gain.
+func thresholdStakes(rew reward.Graded) (gain, loss float64) {
+	gain = rew.Lambda*productSaving - rew.Mu
+	return gain, 1 - gain
 }
 
 // thresholdName is the table's arm of the threshold rule at t.

@@ -829,7 +829,7 @@ func scalars(tr *delegate.Trace, p *world.Problem, cov world.Coverage) map[strin
 	for _, op := range []byte(labelDelegated(tr)[LabelDelegated]) {
 		m[DelegatedMetric(world.Op(op))]++
 	}
-	if cov.MulFirstBelow > 0 {
+	if cov.Narrowed() {
 		coverageScalars(m, tr, p, cov)
 	}
 	return m

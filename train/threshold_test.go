@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -106,5 +107,22 @@ func TestDesignCutFollowsCoverage(t *testing.T) {
 	def, digits := cut(world.Coverage{}), cut(world.DigitsCoverage())
 	if !(digits > 0 && digits < def) {
 		t.Errorf("design cut %.3f under the digits coverage, %.3f under the default one: want 0 < digits < default", digits, def)
+	}
+}
+
+// TestThresholdStakes checks what the threshold fit counts for a product:
+// a wrong one loses the item but keeps the tokens it saved.
+func TestThresholdStakes(t *testing.T) {
+	for _, tt := range []struct {
+		world      string
+		gain, loss float64
+	}{
+		{"digits", 0.11, 0.89},
+		{"band", 0.37, 0.63},
+	} {
+		gain, loss := thresholdStakes(world.NamedReward(tt.world))
+		if math.Abs(gain-tt.gain) > 1e-9 || math.Abs(loss-tt.loss) > 1e-9 {
+			t.Errorf("%s: gain %v, loss %v, want %v, %v", tt.world, gain, loss, tt.gain, tt.loss)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package world
 import (
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/delegatelab/delegate/reward"
 )
 
 // SolverMaxFactor is the most digits of either factor in the solver's
@@ -115,17 +117,33 @@ type Coverage struct {
 	// MulFirstBelow, when positive, covers a product only when its first
 	// factor is below it. The solver has never seen a larger one there.
 	MulFirstBelow int64 `json:"mul_first_below,omitempty"`
+	// MulFirstFrom, when positive, covers a product only when its first
+	// factor is at least it. With MulFirstBelow it makes a band.
+	MulFirstFrom int64 `json:"mul_first_from,omitempty"`
 }
+
+// Narrowed reports whether c narrows the default coverage's products.
+func (c Coverage) Narrowed() bool { return c.MulFirstBelow > 0 || c.MulFirstFrom > 0 }
 
 // DigitsCoverage is the digits world's solver. It narrows the default
 // coverage to products whose first factor is below 50.
 func DigitsCoverage() Coverage { return Coverage{MulFirstBelow: 50} }
+
+// BandCoverage is the band world's solver. It covers the products whose
+// first factor is from 30 to 69: no threshold on it is the solver's rule.
+func BandCoverage() Coverage { return Coverage{MulFirstFrom: 30, MulFirstBelow: 70} }
 
 // Validate checks that a narrowing leaves some 2-digit first factors in
 // and some out.
 func (c Coverage) Validate() error {
 	if c.MulFirstBelow != 0 && (c.MulFirstBelow < 11 || c.MulFirstBelow > 99) {
 		return fmt.Errorf("coverage: mul_first_below %d, want 0 (none) or 11 to 99", c.MulFirstBelow)
+	}
+	if c.MulFirstFrom != 0 && (c.MulFirstFrom < 11 || c.MulFirstFrom > 99) {
+		return fmt.Errorf("coverage: mul_first_from %d, want 0 (none) or 11 to 99", c.MulFirstFrom)
+	}
+	if c.MulFirstFrom > 0 && c.MulFirstBelow > 0 && c.MulFirstFrom >= c.MulFirstBelow {
+		return fmt.Errorf("coverage: mul_first_from %d, want below mul_first_below %d", c.MulFirstFrom, c.MulFirstBelow)
 	}
 	return nil
 }
@@ -135,13 +153,16 @@ func (c Coverage) Covers(op Op, x, y int64) bool {
 	if !SolverCovers(op, x, y) {
 		return false
 	}
-	return op != Mul || c.MulFirstBelow <= 0 || x < c.MulFirstBelow
+	if op != Mul {
+		return true
+	}
+	return (c.MulFirstBelow <= 0 || x < c.MulFirstBelow) && x >= c.MulFirstFrom
 }
 
 // Narrows reports whether the coverage splits size class s: some of its
 // questions are inside, some outside.
 func (c Coverage) Narrows(s SolverSize) bool {
-	return s.Covered() && s.Op == Mul && c.MulFirstBelow > 0 && s.X >= 2
+	return s.Covered() && s.Op == Mul && c.Narrowed() && s.X >= 2
 }
 
 // Question draws x op y of size class s that the coverage covers, or with
@@ -165,7 +186,24 @@ func (c Coverage) Selective(p *Problem, i int) bool {
 // WorldNames are the named worlds: DefaultConfig's problems, each with a
 // solver of its own coverage. "default" has the zero Coverage. "digits"
 // has DigitsCoverage, where the best policy reads the products' digits.
-var WorldNames = []string{"default", "digits"}
+// "band" has BandCoverage, which no first-factor threshold equals.
+var WorldNames = []string{"default", "digits", "band"}
+
+// BandLambda is the band world's charge per delegator token. At the
+// default 0.001 no rule beats never delegating there. At 0.003 a product
+// delegated right gains 0.37, so a threshold rule gains something and
+// still trails the band.
+const BandLambda = 0.003
+
+// NamedReward returns the reward of a named world: DefaultReward, with
+// BandLambda in the band world.
+func NamedReward(name string) reward.Graded {
+	r := DefaultReward()
+	if name == "band" {
+		r.Lambda = BandLambda
+	}
+	return r
+}
 
 // Named returns the config and the solver's coverage of a named world.
 func Named(name string) (Config, Coverage, error) {
@@ -174,6 +212,8 @@ func Named(name string) (Config, Coverage, error) {
 		return DefaultConfig(), Coverage{}, nil
 	case "digits":
 		return DefaultConfig(), DigitsCoverage(), nil
+	case "band":
+		return DefaultConfig(), BandCoverage(), nil
 	}
 	return Config{}, Coverage{}, fmt.Errorf("world %q: there is none (the worlds are %v)", name, WorldNames)
 }

@@ -23,6 +23,12 @@ func TestCoverageCovers(t *testing.T) {
 		{digits, Mul, 58, 83, false},
 		{digits, Mul, 83, 8, false},
 		{digits, Mul, 12, 7, true},
+		{BandCoverage(), Mul, 29, 50, false},
+		{BandCoverage(), Mul, 30, 99, true},
+		{BandCoverage(), Mul, 69, 11, true},
+		{BandCoverage(), Mul, 70, 11, false},
+		{BandCoverage(), Add, 4814, 88, true},
+		{BandCoverage(), Sub, 4902, 2960, false},
 		{digits, Add, 4814, 88, true},
 		{digits, Sub, 4902, 2960, false},
 	}
@@ -43,6 +49,9 @@ func TestCoverageValidate(t *testing.T) {
 		{Coverage{MulFirstBelow: 10}, "mul_first_below 10"},
 		{Coverage{MulFirstBelow: 100}, "mul_first_below 100"},
 		{Coverage{MulFirstBelow: -3}, "mul_first_below -3"},
+		{BandCoverage(), ""},
+		{Coverage{MulFirstFrom: 10}, "mul_first_from 10"},
+		{Coverage{MulFirstFrom: 60, MulFirstBelow: 40}, "mul_first_from 60, want below mul_first_below 40"},
 	}
 	for _, tt := range tests {
 		err := tt.cov.Validate()
@@ -56,23 +65,24 @@ func TestCoverageValidate(t *testing.T) {
 // outside the coverage as asked. The zero Coverage must draw what
 // SolverSize.Question draws.
 func TestCoverageQuestion(t *testing.T) {
-	digits := DigitsCoverage()
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, sz := range SolverSizes(true) {
-		if got, want := digits.Narrows(sz), sz.Op == Mul; got != want {
-			t.Errorf("digits narrows %v: got %v, want %v", sz, got, want)
-		}
-		if (Coverage{}).Narrows(sz) {
-			t.Errorf("the zero coverage narrows %v", sz)
-		}
-		for _, in := range []bool{true, false} {
-			if !in && !digits.Narrows(sz) {
-				continue
+	for _, cov := range []Coverage{DigitsCoverage(), BandCoverage()} {
+		for _, sz := range SolverSizes(true) {
+			if got, want := cov.Narrows(sz), sz.Op == Mul; got != want {
+				t.Errorf("%+v narrows %v: got %v, want %v", cov, sz, got, want)
 			}
-			for range 50 {
-				x, y := digits.Question(sz, rng, in)
-				if got := digits.Covers(sz.Op, x, y); got != in {
-					t.Fatalf("%v drew %s, covered %v, want %v", sz, Expr(sz.Op, x, y), got, in)
+			if (Coverage{}).Narrows(sz) {
+				t.Errorf("the zero coverage narrows %v", sz)
+			}
+			for _, in := range []bool{true, false} {
+				if !in && !cov.Narrows(sz) {
+					continue
+				}
+				for range 50 {
+					x, y := cov.Question(sz, rng, in)
+					if got := cov.Covers(sz.Op, x, y); got != in {
+						t.Fatalf("%+v: %v drew %s, covered %v, want %v", cov, sz, Expr(sz.Op, x, y), got, in)
+					}
 				}
 			}
 		}
@@ -105,6 +115,17 @@ func TestNamed(t *testing.T) {
 	}
 	if _, cov, _ := Named("digits"); cov != DigitsCoverage() {
 		t.Errorf("digits world's coverage %+v, want %+v", cov, DigitsCoverage())
+	}
+	if _, cov, _ := Named("band"); cov != BandCoverage() {
+		t.Errorf("band world's coverage %+v, want %+v", cov, BandCoverage())
+	}
+	for _, tt := range []struct {
+		name string
+		want float64
+	}{{"default", 0.001}, {"digits", 0.001}, {"band", BandLambda}} {
+		if got := NamedReward(tt.name); got.Lambda != tt.want || got.Mu != DefaultReward().Mu {
+			t.Errorf("NamedReward(%q) = %+v, want λ %v and the default μ", tt.name, got, tt.want)
+		}
 	}
 	if _, _, err := Named("nowhere"); err == nil || !strings.Contains(err.Error(), "nowhere") {
 		t.Errorf("Named(nowhere): %v, want an error naming it", err)

@@ -80,7 +80,7 @@ solver's questions and each of the delegator's strategy runs.`,
 	fl.Float64SliceVar(&f.RouteMix, "route-mix", nil, "delegator: weights of the route transcripts' policies never, always and random (each step delegated with probability 1/2) (default 0.3,0.3,0.4)")
 	fl.BoolVar(&f.WithPeers, "with-peers", false, "delegator: also train on lead's terse peer answers, so that it can be its own frozen peers under MLPO")
 	fl.StringVar(&f.GradeSplit, "grade-split", "validation", "split the delegator is graded on, during training and after: validation, or test for a published table only (log the read in docs/test-reads.md)")
-	fl.StringVar(&worldName, "world", "default", "solver: the named world whose solver coverage to train and grade (world.WorldNames: default, or digits, products whose first factor is below 50)")
+	fl.StringVar(&worldName, "world", "default", "solver: the named world whose solver coverage to train and grade (world.WorldNames: default; digits, products whose first factor is below 50; or band, from 30 to 69)")
 	fl.StringVar(&progress, "progress", progressAuto, "progress display: auto (a bar on a terminal, a line every 10 s otherwise), bar, plain or none")
 	fl.StringVar(&otlp, "otlp", "", otlpUsage)
 	return cmd

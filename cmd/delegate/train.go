@@ -278,7 +278,7 @@ func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.BoolVar(&cfg.StrictToolCalls, "strict-tool-calls", cfg.StrictToolCalls, "route: the delegator writes well-formed delegate calls only, enforced while sampling (training and table)")
 	fl.IntVar(&cfg.EvalConcurrency, "eval-concurrency", cfg.EvalConcurrency, "items in flight in the table")
 	fl.IntVar(&f.level, "level", world.DefaultLevel, "world difficulty (world.Levels: 1 one product, 2 a product and an amount, 3 two parts, the default world, 4 the longest, 5 one quantity of 1 to 3 steps; mlpo default 2)")
-	fl.StringVar(&f.world, "world", "", "a named world (world.WorldNames): default, or digits, the default world's problems with the shipped solver-digits (route only; not with --level, --processes or --api)")
+	fl.StringVar(&f.world, "world", "", "a named world (world.WorldNames): default; digits, the default world's problems with the shipped solver-digits; or band, with solver-band and λ 0.003 (route only; not with --level, --processes or --api)")
 	fl.IntVar(&f.distractors, "distractors", 0, "most distractor sentences a problem gets, uniformly 0..N (default: the level's; mlpo default 4)")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the random baseline and the models' unseeded calls (the training item order and rollouts have --rl-seed)")
 	fl.Uint64Var(&cfg.RL.Seed, "rl-seed", cfg.RL.Seed, "seed of the trainer: its training item order and its rollouts' samples")
@@ -679,10 +679,10 @@ func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, toke
 
 // worldSolvers are the shipped solvers of the named worlds other than
 // the default one.
-var worldSolvers = map[string]string{"digits": "solver-digits"}
+var worldSolvers = map[string]string{"digits": "solver-digits", "band": "solver-band"}
 
-// selectWorld sets the world and, unless --solver is given, the shipped
-// solver of the named world f.world.
+// selectWorld sets the world, its λ unless --lambda is given, and, unless
+// --solver is given, the shipped solver of the named world f.world.
 func selectWorld(fl *pflag.FlagSet, cfg *train.Config, f trainFlags) error {
 	w, cov, err := world.Named(f.world)
 	if err != nil {
@@ -700,6 +700,9 @@ func selectWorld(fl *pflag.FlagSet, cfg *train.Config, f trainFlags) error {
 		w.Distractors = f.distractors
 	}
 	cfg.World, cfg.Coverage = w, cov
+	if !fl.Changed("lambda") {
+		cfg.Reward.Lambda = world.NamedReward(f.world).Lambda
+	}
 	if s, ok := worldSolvers[f.world]; ok && !fl.Changed("solver") {
 		cfg.Solver = train.ShippedPrefix + s
 	}

@@ -258,10 +258,13 @@ func TestSelectWorld(t *testing.T) {
 		args       []string
 		wantSolver string
 		wantCov    world.Coverage
+		wantLambda float64
 	}{
-		{[]string{"--world", "digits"}, train.ShippedPrefix + "solver-digits", world.DigitsCoverage()},
-		{[]string{"--world", "digits", "--solver", "mine"}, "", world.DigitsCoverage()}, // the flag sets the solver
-		{[]string{"--world", "default"}, "", world.Coverage{}},
+		{[]string{"--world", "digits"}, train.ShippedPrefix + "solver-digits", world.DigitsCoverage(), 0.001},
+		{[]string{"--world", "digits", "--solver", "mine"}, "", world.DigitsCoverage(), 0.001}, // the flag sets the solver
+		{[]string{"--world", "default"}, "", world.Coverage{}, 0.001},
+		{[]string{"--world", "band"}, train.ShippedPrefix + "solver-band", world.BandCoverage(), world.BandLambda},
+		{[]string{"--world", "band", "--lambda", "0.002"}, train.ShippedPrefix + "solver-band", world.BandCoverage(), 0.001}, // the flag sets λ
 	} {
 		cmd := newTrainCmd(testEnv, slog.New(slog.DiscardHandler))
 		if err := cmd.Flags().Parse(tt.args); err != nil {
@@ -275,6 +278,9 @@ func TestSelectWorld(t *testing.T) {
 		}
 		if cfg.Solver != tt.wantSolver {
 			t.Errorf("%v: solver %q, want %q", tt.args, cfg.Solver, tt.wantSolver)
+		}
+		if cfg.Reward.Lambda != tt.wantLambda {
+			t.Errorf("%v: λ %v, want %v", tt.args, cfg.Reward.Lambda, tt.wantLambda)
 		}
 		if cfg.Coverage != tt.wantCov {
 			t.Errorf("%v: coverage %+v, want %+v", tt.args, cfg.Coverage, tt.wantCov)

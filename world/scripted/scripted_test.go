@@ -143,13 +143,18 @@ func TestDelegatorErrors(t *testing.T) {
 
 // belowSolver is a fake solver, wrong by one on the products whose first
 // factor is not below cut. It is right on everything else.
-func belowSolver(cut int64) modeltest.Func {
+func belowSolver(cut int64) modeltest.Func { return bandSolver(0, cut) }
+
+// bandSolver is a fake solver right on the products whose first factor is
+// from from to below cut, and on every other step. It is wrong by one on
+// the other products.
+func bandSolver(from, cut int64) modeltest.Func {
 	return func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
 		op, x, y, err := world.ParseExpr(modeltest.LastUser(req))
 		if err != nil {
 			return nil, err
 		}
-		if op == world.Mul && x >= cut {
+		if op == world.Mul && (x >= cut || x < from) {
 			return modeltest.Text(world.Boxed(op.Apply(x, y) + 1)), nil
 		}
 		text, _, err := world.SolverAnswer(op, x, y)
@@ -166,17 +171,22 @@ func TestFitThreshold(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
-		name string
-		cut  int64
-		want int64
+		name       string
+		from, cut  int64
+		gain, loss float64
+		want       int64
 	}{
-		{"the digits world's solver", 50, 50},
-		{"a solver right below 30", 30, 30},
-		{"a solver never right on a product", 0, MinThreshold},
-		{"a solver always right on a product", 1000, MaxThreshold},
+		{"the digits world's solver", 0, 50, 0.11, 1, 50},
+		{"a solver right below 30", 0, 30, 0.11, 1, 30},
+		{"a solver never right on a product", 0, 0, 0.11, 1, MinThreshold},
+		{"a solver always right on a product", 0, 1000, 0.11, 1, MaxThreshold},
+		// The band world: a wrong product below 30 costs 0.89 at the
+		// default reward, more than the band's right ones gain.
+		{"the band's solver at the default reward", 30, 70, 0.11, 0.89, MinThreshold},
+		{"the band's solver at the band's reward", 30, 70, 0.37, 0.63, 70},
 	} {
-		s := modeltest.New("solver", belowSolver(tt.cut))
-		got, err := FitThreshold(context.Background(), s, ps, 0.11, 1)
+		s := modeltest.New("solver", bandSolver(tt.from, tt.cut))
+		got, err := FitThreshold(context.Background(), s, ps, tt.gain, tt.loss)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}

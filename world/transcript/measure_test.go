@@ -235,3 +235,54 @@ func TestCorpusHasNoDigitsPolicy(t *testing.T) {
 		t.Errorf("the corpus delegates products below 50 at %.3f and the others at %.3f: a selective policy (difference %.3f > 0.06)", rate(1), rate(0), d)
 	}
 }
+
+// TestBandDesignFigures checks the band world's design before any RL, on
+// training problems. At BandLambda the best threshold and keyword rules
+// sit clearly below the oracle and clearly above never delegating.
+func TestBandDesignFigures(t *testing.T) {
+	ps, err := world.Generate(world.DefaultConfig(), 1, world.Train, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc := DesignAccuracy()
+	acc.Coverage = world.BandCoverage()
+	oracleAcc := acc
+	oracleAcc.Covered = 1
+	prices, rew := world.DefaultPrices(), world.NamedReward("band")
+	route := func(pol world.Policy) func(*world.Problem) Episode {
+		return func(p *world.Problem) Episode { return Route(p, pol) }
+	}
+	best := func(rows []Stats) Stats {
+		b := rows[0]
+		for _, r := range rows[1:] {
+			if r.Reward > b.Reward {
+				b = r
+			}
+		}
+		return b
+	}
+	oracle := Measure("route oracle", ps, route(acc.Coverage.Selective), prices, rew, oracleAcc)
+	never := Measure("never delegate", ps, route(world.PositionRule(0)), prices, rew, acc)
+	var kinds, thresholds []Stats
+	for mask := range uint(1) << world.NumStepKinds {
+		if mask>>uint(world.TimesAsMany)&1 == 1 {
+			continue // no "times as many" in this world
+		}
+		kinds = append(kinds, Measure(world.KindRuleName(mask), ps, route(world.KindRule(mask)), prices, rew, acc))
+	}
+	for th := int64(10); th <= 100; th += 10 {
+		thresholds = append(thresholds, Measure(fmt.Sprintf("first factor below %d", th), ps, route(world.FirstFactorBelow(th)), prices, rew, acc))
+	}
+	bk, bt := best(kinds), best(thresholds)
+	for _, r := range []Stats{oracle, bt, bk, never} {
+		t.Logf("%-50s delegated %.2f  P(correct) %.3f  reward %.3f", r.Name, r.Delegated, r.PCorrect, r.Reward)
+	}
+	for _, r := range []Stats{bk, bt} {
+		if !(oracle.Reward > r.Reward+0.1) {
+			t.Errorf("oracle %.3f is not ahead of %s %.3f by 0.1", oracle.Reward, r.Name, r.Reward)
+		}
+	}
+	if b := best([]Stats{bk, bt}); !(b.Reward > never.Reward+0.05) {
+		t.Errorf("best rule %s %.3f is not ahead of never delegating %.3f by 0.05", b.Name, b.Reward, never.Reward)
+	}
+}
