@@ -89,7 +89,7 @@ func (c *Client) httpClient() *http.Client {
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body []byte
 	if in != nil {
-		b, err := json.Marshal(in)
+		b, err := marshalUnescaped(in)
 		if err != nil {
 			return fmt.Errorf("openenv %s %s: encode: %w", method, path, err)
 		}
@@ -187,7 +187,7 @@ func (c *Client) Dial(ctx context.Context) (*Session, error) {
 
 // Reset starts an episode and returns its first observation.
 func (s *Session) Reset(ctx context.Context, req ResetRequest) (Result, error) {
-	b, err := json.Marshal(req)
+	b, err := marshalUnescaped(req)
 	if err != nil {
 		return Result{}, fmt.Errorf("openenv reset: encode: %w", err)
 	}
@@ -197,7 +197,7 @@ func (s *Session) Reset(ctx context.Context, req ResetRequest) (Result, error) {
 // Step applies action, any value that encodes to a JSON object of the
 // environment's action schema.
 func (s *Session) Step(ctx context.Context, action any) (Result, error) {
-	b, err := json.Marshal(action)
+	b, err := marshalUnescaped(action)
 	if err != nil {
 		return Result{}, fmt.Errorf("openenv step: encode: %w", err)
 	}
@@ -216,8 +216,8 @@ func (s *Session) State(ctx context.Context) (json.RawMessage, error) {
 	return m.Data, nil
 }
 
-// result sends a message of type typ with data, json.Marshal's output,
-// and reads the observation that answers it.
+// result sends a message of type typ with data, valid compact JSON, and
+// reads the observation that answers it.
 func (s *Session) result(ctx context.Context, typ string, data []byte) (Result, error) {
 	s.out = appendMessage(s.out[:0], typ, data)
 	b, err := s.send(ctx, s.out)
@@ -304,7 +304,7 @@ func (r *Result) readMember(key, v []byte) bool {
 // Exchange sends a message and reads the answer. An error message comes
 // back as an *Error.
 func (s *Session) Exchange(ctx context.Context, m Message) (Message, error) {
-	b, err := json.Marshal(m)
+	b, err := marshalUnescaped(m)
 	if err != nil {
 		return Message{}, fmt.Errorf("openenv %s: encode: %w", m.Type, err)
 	}
@@ -389,7 +389,7 @@ func (s *Session) MCP(ctx context.Context, method string, params, out any) error
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(req)
+	b, err := marshalUnescaped(req)
 	if err != nil {
 		return fmt.Errorf("openenv mcp %s: encode: %w", method, err)
 	}
@@ -410,7 +410,7 @@ func (s *Session) MCP(ctx context.Context, method string, params, out any) error
 func rpcRequest(method string, params any) (RPCRequest, error) {
 	req := RPCRequest{JSONRPC: "2.0", Method: method, ID: json.RawMessage("1")}
 	if params != nil {
-		b, err := json.Marshal(params)
+		b, err := marshalUnescaped(params)
 		if err != nil {
 			return req, fmt.Errorf("openenv mcp %s: encode params: %w", method, err)
 		}

@@ -18,7 +18,7 @@ import (
 // compact and HTML-escaped already.
 
 // appendMessage appends the message {"type":typ,"data":data}. The type is
-// one of the protocol's, a plain ASCII word; data is json.Marshal's output.
+// one of the protocol's, a plain ASCII word; data is valid compact JSON.
 func appendMessage(dst []byte, typ string, data []byte) []byte {
 	dst = append(dst, `{"type":"`...)
 	dst = append(dst, typ...)

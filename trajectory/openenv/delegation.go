@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/reward"
@@ -422,13 +423,9 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 	}
 	e.steps++
 	stepStart := time.Now()
-	args := "{}"
-	if a.Arguments != nil {
-		var b bytes.Buffer
-		if err := json.Compact(&b, a.Arguments); err != nil {
-			return Observation{}, &ValidationError{[]FieldError{{Type: "dict_type", Loc: []any{"arguments"}, Msg: err.Error()}}}
-		}
-		args = b.String()
+	args, err := canonicalArgs(a.Arguments)
+	if err != nil {
+		return Observation{}, &ValidationError{[]FieldError{{Type: "dict_type", Loc: []any{"arguments"}, Msg: err.Error()}}}
 	}
 	call := delegate.ToolCall{ID: "call_" + strconv.Itoa(e.steps), Name: a.ToolName, Arguments: args}
 	// Calls whose metadata name the same turn as the last call's were one
@@ -523,6 +520,57 @@ func parseAction(raw json.RawMessage) (ToolAction, error) {
 		a.Arguments = nil
 	}
 	return a, nil
+}
+
+// canonicalArgs returns a call's arguments in the one form the episode
+// transcribes and bills: compact, keys sorted, numbers as written,
+// strings as Go's encoder writes them without HTML escaping.
+// So the bill of a call does not depend on how its client encoded it.
+// A local model that writes this form is billed as in-process route bills it.
+// raw is nil or a valid JSON object.
+func canonicalArgs(raw json.RawMessage) (string, error) {
+	if raw == nil {
+		return "{}", nil
+	}
+	if isCanonical(raw) {
+		return string(raw), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", err
+	}
+	b, err := marshalUnescaped(v)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// isCanonical reports whether raw, a valid JSON object, is already in
+// canonicalArgs's form. It spares the decode in the common case: flat,
+// compact, keys ascending, no escapes. Other objects report false.
+// FuzzCanonicalArgs holds it to the decode's answer.
+func isCanonical(raw []byte) bool {
+	if bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw) || bytes.Contains(raw, []byte("\u2028")) || bytes.Contains(raw, []byte("\u2029")) {
+		return false // an escape to rewrite, or a rune Go's encoder escapes
+	}
+	n, ok := 2, true // the braces
+	var prev []byte
+	members(raw, func(k, v []byte) bool {
+		if prev != nil && bytes.Compare(prev, k) >= 0 || len(v) == 0 || v[0] == '{' || v[0] == '[' {
+			ok = false
+			return false
+		}
+		if prev != nil {
+			n++ // the comma
+		}
+		prev = k
+		n += len(k) + 3 + len(v) // quotes, colon and value
+		return true
+	})
+	return ok && n == len(raw) // no space between the members
 }
 
 // delegate asks the sub-agent a question as route's delegate tool does.

@@ -160,7 +160,7 @@ func (p Policy) turns(ctx context.Context, s Stepper, pl *Played, rec *delegate.
 		pl.Answer = resp.Text()
 		if len(out.ToolCalls) == 0 {
 			if hasAnswer {
-				args, _ := json.Marshal(map[string]string{"answer": pl.Answer}) // a string always encodes
+				args, _ := marshalUnescaped(map[string]string{"answer": pl.Answer}) // a string always encodes
 				if _, err := p.step(ctx, s, pl, delegate.ToolCall{Name: AnswerTool, Arguments: string(args)}, turn); err != nil {
 					return failure, err
 				}
@@ -285,7 +285,7 @@ func (m *MCPSession) Reset(ctx context.Context, req ResetRequest) (Result, error
 		b = append(b, "null"...)
 	}
 	if req.EpisodeID != nil {
-		id, err := json.Marshal(*req.EpisodeID)
+		id, err := marshalUnescaped(*req.EpisodeID)
 		if err != nil {
 			return Result{}, fmt.Errorf("openenv mcp %s: encode episode id: %w", method, err)
 		}
@@ -293,7 +293,7 @@ func (m *MCPSession) Reset(ctx context.Context, req ResetRequest) (Result, error
 		b = append(b, id...)
 	}
 	if m.id != "" {
-		id, err := json.Marshal(m.id)
+		id, err := marshalUnescaped(m.id)
 		if err != nil {
 			return Result{}, fmt.Errorf("openenv mcp %s: encode session id: %w", method, err)
 		}
@@ -338,11 +338,11 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 	}
 	// The request is written by hand: a map of params encoded, then the
 	// request around it, scanned the params twice more.
-	id, err := json.Marshal(m.id)
+	id, err := marshalUnescaped(m.id)
 	if err != nil {
 		return Result{}, fmt.Errorf("openenv mcp %s: encode session id: %w", MethodToolsCall, err)
 	}
-	name, err := json.Marshal(a.ToolName)
+	name, err := marshalUnescaped(a.ToolName)
 	if err != nil {
 		return Result{}, fmt.Errorf("openenv mcp %s: encode name: %w", MethodToolsCall, err)
 	}
@@ -360,7 +360,7 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 	b = append(b, `,"arguments":`...)
 	b = append(b, args...)
 	if a.Metadata != nil {
-		meta, err := json.Marshal(a.Metadata)
+		meta, err := marshalUnescaped(a.Metadata)
 		if err != nil {
 			return Result{}, fmt.Errorf("openenv mcp %s: encode metadata: %w", MethodToolsCall, err)
 		}

@@ -273,9 +273,10 @@ func extraFields(b []byte, known ...string) (map[string]json.RawMessage, error) 
 }
 
 // withExtra encodes v, an object, with the fields of extra added. A field
-// of v wins over one of extra of the same name.
+// of v wins over one of extra of the same name. It escapes no HTML, so
+// the caller's encoder decides.
 func withExtra(v any, extra map[string]json.RawMessage) ([]byte, error) {
-	b, err := json.Marshal(v)
+	b, err := marshalUnescaped(v)
 	if err != nil || len(extra) == 0 {
 		return b, err
 	}
@@ -288,5 +289,18 @@ func withExtra(v any, extra map[string]json.RawMessage) ([]byte, error) {
 			all[k] = x
 		}
 	}
-	return json.Marshal(all)
+	return marshalUnescaped(all)
+}
+
+// marshalUnescaped encodes v as json.Marshal does, but writes <, > and &
+// as they are. Our clients send text as written, as the in-process path
+// holds it.
+func marshalUnescaped(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
