@@ -273,9 +273,10 @@ func readObservation(b []byte) (Result, bool) {
 	return res, ok
 }
 
-// readMember reads one member of a reset's or a step's answer into r: the
-// observation, a copy, reward, done or metadata. It skips other members
-// and reports false for a value of the wrong kind.
+// readMember reads one member of a reset's or a step's answer into r.
+// The members read are the observation, a copy, reward, done and
+// metadata. It skips others and reports false for a value of the wrong
+// kind.
 func (r *Result) readMember(key, v []byte) bool {
 	switch string(key) {
 	case "observation":

@@ -523,9 +523,9 @@ func parseAction(raw json.RawMessage) (ToolAction, error) {
 }
 
 // canonicalArgs returns a call's arguments in the one form the episode
-// transcribes and bills: compact, keys sorted, numbers as written,
-// strings as Go's encoder writes them without HTML escaping.
-// So the bill of a call does not depend on how its client encoded it.
+// transcribes and bills. The form is compact, with keys sorted, numbers
+// as written, and strings as Go's encoder writes them without HTML
+// escaping. So the bill of a call does not depend on how its client encoded it.
 // A local model that writes this form is billed as in-process route bills it.
 // raw is nil or a valid JSON object.
 func canonicalArgs(raw json.RawMessage) (string, error) {

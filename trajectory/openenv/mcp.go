@@ -190,8 +190,8 @@ func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out.Bytes())
 }
 
-// buffers holds the bodies of HTTP MCP requests and answers for reuse:
-// each request would otherwise grow two buffers from nothing.
+// buffers holds the bodies of HTTP MCP requests and answers for reuse.
+// Each request would otherwise grow two buffers from nothing.
 var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // maxPooled bounds the buffers kept: a rare large body is left to the

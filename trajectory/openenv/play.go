@@ -138,8 +138,8 @@ func (p Policy) requestTools(envTools []Tool) (tools []delegate.Tool, hasAnswer 
 	return tools, hasAnswer
 }
 
-// turns asks the policy turn by turn and steps its tool calls, until the
-// episode is done, a reply has none, or MaxTurns. It returns the failure
+// turns asks the policy turn by turn and steps its tool calls. It stops
+// when the episode is done, a reply has none, or at MaxTurns. It returns the failure
 // to record when the policy still called tools at the last turn.
 func (p Policy) turns(ctx context.Context, s Stepper, pl *Played, rec *delegate.Recorder, tools []delegate.Tool, hasAnswer bool) (delegate.Failure, error) {
 	msgs := p.Messages(pl.Task)

@@ -142,8 +142,9 @@ func (s *Server) startSession(c *websocket.Conn, env Environment, mcp bool) (ses
 	}
 }
 
-// serve reads and answers the connection's messages in order, until the
-// client leaves or closes, the session idles, or the server closes.
+// serve reads and answers the connection's messages in order. It stops
+// when the client leaves or closes, the session idles, or the server
+// closes.
 func (ss *session) serve(c *websocket.Conn, mcp bool) {
 	// An idle session is closed with a close frame, which ends the Read
 	// waiting for it. A Read whose context ends would drop the connection
