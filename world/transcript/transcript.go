@@ -1,6 +1,7 @@
 package transcript
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -142,15 +143,20 @@ func Single(p *world.Problem) Episode {
 }
 
 // DelegateCall is the n-th delegate call of a route conversation, from 1.
-// It asks the solver question, as the route transcripts write it.
+// It asks the solver question, as the route transcripts write it. The
+// arguments are written as OpenEnv's environment bills them: compact, and
+// without HTML escaping of <, > and &.
 func DelegateCall(n int, question string) delegate.ToolCall {
-	b, err := json.Marshal(struct {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(struct {
 		Question string `json:"question"`
-	}{question})
-	if err != nil {
+	}{question}); err != nil {
 		panic(fmt.Sprintf("transcript: marshal question: %v", err)) // a struct of one string always marshals
 	}
-	return delegate.ToolCall{ID: "call_" + strconv.Itoa(n), Name: strategy.DelegateToolName, Arguments: string(b)}
+	args := strings.TrimSuffix(b.String(), "\n")
+	return delegate.ToolCall{ID: "call_" + strconv.Itoa(n), Name: strategy.DelegateToolName, Arguments: args}
 }
 
 // RouteResult is what route hands the delegator for the solver's reply.

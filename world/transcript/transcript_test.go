@@ -421,3 +421,23 @@ func TestCondense(t *testing.T) {
 		}
 	}
 }
+
+func TestDelegateCallArguments(t *testing.T) {
+	tests := []struct {
+		question string
+		want     string
+	}{
+		{"47*28", `{"question":"47*28"}`},
+		{"Is 3<4 & 4>2?", `{"question":"Is 3<4 & 4>2?"}`},
+		{`say "hi"`, `{"question":"say \"hi\""}`},
+	}
+	for _, tt := range tests {
+		call := DelegateCall(2, tt.question)
+		if call.Arguments != tt.want {
+			t.Errorf("DelegateCall(2, %q).Arguments = %s, want %s", tt.question, call.Arguments, tt.want)
+		}
+		if call.ID != "call_2" {
+			t.Errorf("DelegateCall(2, %q).ID = %q, want call_2", tt.question, call.ID)
+		}
+	}
+}
