@@ -99,13 +99,18 @@ func valueCall(ids []int, answers map[string][]*delegate.Message, rew reward.Gra
 	return decision{op: op, value: v}, true
 }
 
+// DecisionsCreditedMetric is the rollout scalar of decision credit: the
+// delegate calls whose tokens got their own advantage.
+const DecisionsCreditedMetric = "decisions_credited"
+
 // creditDecisions gives each decision's call tokens an advantage: its
 // value among the values of the step's decisions on the same operation,
 // under est. Comparing a product delegated with the other products
 // delegated removes what they share, "delegate a product less", and
 // leaves what tells them apart. Where all of an operation's decisions are
 // worth the same, or RLOO has one alone, they keep the task's advantage.
-// ds[n] are the decisions of rs[n]; rs gets Spans.
+// ds[n] are the decisions of rs[n]; rs gets Spans, and the scalar
+// DecisionsCreditedMetric counting the calls that got their own advantage.
 func creditDecisions(est reward.Estimator, rs []*rl.ScoredRollout, ds [][]decision) error {
 	if len(rs) != len(ds) {
 		return fmt.Errorf("decision credit: %d rollouts, %d decision lists", len(rs), len(ds))
@@ -147,10 +152,15 @@ func creditDecisions(est reward.Estimator, rs []*rl.ScoredRollout, ds [][]decisi
 		}
 	}
 	for n, r := range rs {
+		if r.Scalars == nil {
+			r.Scalars = map[string]float64{}
+		}
+		r.Scalars[DecisionsCreditedMetric] = 0
 		for d, x := range ds[n] {
 			if !credited[n][d] {
 				continue
 			}
+			r.Scalars[DecisionsCreditedMetric]++
 			if r.Spans == nil {
 				r.Spans = make([][]rl.Span, len(r.Episodes))
 			}

@@ -159,6 +159,11 @@ func TestCreditDecisions(t *testing.T) {
 					t.Errorf("rollout %d: got spans %v, want %v", n, r.Spans, want[n])
 				}
 			}
+			for n, w := range []float64{2, 1, 0, 0} {
+				if got := rs[n].Scalars[DecisionsCreditedMetric]; got != w {
+					t.Errorf("rollout %d: %s = %v, want %v", n, DecisionsCreditedMetric, got, w)
+				}
+			}
 			if a := g.Advantages; !(a[0] > 0 && a[1] < 0) {
 				t.Errorf("advantages %v: want the right product above 0 and the wrong one below", a)
 			}
