@@ -66,7 +66,7 @@ var allowedImports = map[string][]string{
 	"strategy":               {""},
 	"telemetry":              {""},
 	"tokenizer":              {""},
-	"train":                  {"", "bench", "judge", "local", "models", "nn", "nn/train", "pretrain", "reward", "rl", "rollout", "strategy", "trajectory/atropos", "world", "world/scripted", "world/transcript"},
+	"train":                  {"", "bench", "judge", "local", "models", "nn", "nn/train", "pretrain", "reward", "rl", "rollout", "strategy", "tokenizer", "trajectory/atropos", "world", "world/scripted", "world/transcript"},
 	"trajectory/atropos":     {"", "internal/edge", "reward", "rl", "rollout"},
 	"trajectory/gateway":     {"", "internal/edge", "reward", "rollout", "server", "store", "tokenizer"},
 	"trajectory/openenv":     {"", "reward", "strategy", "world", "world/transcript"},

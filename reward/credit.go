@@ -19,15 +19,19 @@ const (
 	// rollout took from a sub-agent as a wrong final answer is charged.
 	// train's stepScorer computes it.
 	CreditStep = "step"
+	// CreditDecision gives each delegate call's tokens an advantage from
+	// that decision's own value, among the same kind of decision; the rest
+	// of a rollout keeps its advantage. train's creditDecisions computes it.
+	CreditDecision = "decision"
 )
 
 // ParseCredit checks a credit rule's name from a flag or config file.
 func ParseCredit(s string) (string, error) {
 	switch s {
-	case CreditTask, CreditRole, CreditStep:
+	case CreditTask, CreditRole, CreditStep, CreditDecision:
 		return s, nil
 	}
-	return "", fmt.Errorf("credit %q: want %q, %q or %q", s, CreditTask, CreditRole, CreditStep)
+	return "", fmt.Errorf("credit %q: want %q, %q, %q or %q", s, CreditTask, CreditRole, CreditStep, CreditDecision)
 }
 
 // The comparison groups of RoleCredit.

@@ -70,6 +70,10 @@ type ScoredRollout struct {
 	// Per-role credit, reward.RoleCredit, gives each sample of a rollout its own.
 	// It needs HasAdvantage.
 	EpisodeAdvantages []float64
+	// Spans, when not nil, holds one list per episode of token spans with their own advantage.
+	// A span's advantage replaces the episode's at its tokens; the other tokens keep the episode's.
+	// Per-decision credit gives each tool call's tokens the value of that decision.
+	Spans [][]Span
 	// Correct, Delegated and Scalars describe the rollout for the step's metrics, where the source knows them.
 	// They give accuracy, delegation rate and the means of named scalars such as sub-agent calls or cost.
 	// Each scalar is averaged over the step's rollouts that report it.
@@ -251,7 +255,7 @@ func (t *Trainer) Step(ctx context.Context) (*Metrics, error) {
 	// Leave those out of the passes; the gradient is the same.
 	trained := seqs[:0:0]
 	for _, s := range seqs {
-		if s.Adv != 0 || cfg.KLBeta > 0 {
+		if s.Adv != 0 || s.TokenAdv != nil || cfg.KLBeta > 0 {
 			trained = append(trained, s)
 		}
 	}
@@ -376,6 +380,16 @@ func checkRollout(r ScoredRollout, window int) error {
 			}
 		}
 	}
+	if r.Spans != nil {
+		if len(r.Spans) != len(r.Episodes) {
+			return fmt.Errorf("%d span lists for %d episodes: want one per episode", len(r.Spans), len(r.Episodes))
+		}
+		for j, sp := range r.Spans {
+			if err := checkSpans(sp, len(r.Episodes[j].Completion)); err != nil {
+				return fmt.Errorf("sequence %s: %w", r.Episodes[j].Node, err)
+			}
+		}
+	}
 	for k, v := range r.Scalars {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("metric %q is %v", k, v)
@@ -466,6 +480,13 @@ func (s *stepSums) means(m *Metrics) {
 // Such a group carries no learning signal: all rewards are equal, or the producer zeroed a tie.
 func allZero(rs []ScoredRollout) bool {
 	for _, r := range rs {
+		for _, sp := range r.Spans {
+			for _, x := range sp {
+				if x.Advantage != 0 {
+					return false
+				}
+			}
+		}
 		if r.EpisodeAdvantages != nil {
 			for _, a := range r.EpisodeAdvantages {
 				if a != 0 {
@@ -503,7 +524,11 @@ func (t *Trainer) sequences(step int, m *Metrics, groups []Group) ([]trainSeq, e
 				if r.EpisodeAdvantages != nil {
 					adv = r.EpisodeAdvantages[j]
 				}
-				seqs = append(seqs, trainSeq{Episode: e, Adv: adv, OffPolicy: g.Staleness != 0})
+				seq := trainSeq{Episode: e, Adv: adv, OffPolicy: g.Staleness != 0}
+				if r.Spans != nil && len(r.Spans[j]) > 0 {
+					seq.TokenAdv = tokenAdvantages(adv, len(e.Completion), r.Spans[j])
+				}
+				seqs = append(seqs, seq)
 				if g.Staleness != 0 {
 					m.OffPolicySequences++
 				}

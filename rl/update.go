@@ -12,11 +12,21 @@ import (
 // trainSeq is one episode with what the objective needs besides its tokens.
 type trainSeq struct {
 	Episode
-	Adv  float64 // the rollout's advantage, the same for every token
-	Coef float64 // normalisation factor of each of its tokens
+	Adv float64 // the rollout's advantage, the same for every token
+	// TokenAdv, when not nil, holds each completion token's advantage in place of Adv.
+	TokenAdv []float64
+	Coef     float64 // normalisation factor of each of its tokens
 	// OffPolicy marks a sequence sampled by a policy other than the parameters before the update.
 	// Its tokens are weighted by their truncated importance weights.
 	OffPolicy bool
+}
+
+// adv is the advantage of completion token j.
+func (s *trainSeq) adv(j int) float64 {
+	if s.TokenAdv != nil {
+		return s.TokenAdv[j]
+	}
+	return s.Adv
 }
 
 // updateStats describe the gradient phase of one step.
@@ -193,7 +203,7 @@ func (u *updatePass) fastWeights(m *microBatch) {
 			if !seq.trained(j) {
 				continue
 			}
-			pg, _, w, _ := u.obj.at(seq.Adv, 0, 0, 0)
+			pg, _, w, _ := u.obj.at(seq.adv(j), 0, 0, 0)
 			u.st.PGLoss += seq.Coef * pg
 			u.st.Loss += seq.Coef * pg
 			m.batch.Weights[m.at(s, j)] = float32(seq.Coef * w)
@@ -270,7 +280,7 @@ func (u *updatePass) surrogateWeights(i int, m *microBatch, lp []float32) (kl fl
 			if u.refLP != nil {
 				ref = float64(u.refLP[i][k])
 			}
-			pg, kj, w, c := u.obj.at(seq.Adv, cur, old, ref)
+			pg, kj, w, c := u.obj.at(seq.adv(j), cur, old, ref)
 			if seq.OffPolicy {
 				// Truncated importance sampling: the clipped surrogate of
 				// the proximal policy, reweighted to the behaviour

@@ -165,8 +165,12 @@ func (m routeMode) source(_ context.Context, cfg rl.Config) (rl.Source, error) {
 	s.credit = r.cfg.roleCredit()
 	sc := r.cfg.trainScorer()
 	s.scorer = sc
-	if r.cfg.Credit == reward.CreditStep {
+	switch r.cfg.Credit {
+	case reward.CreditStep:
 		s.scorer = stepScorer{sc}
+	case reward.CreditDecision:
+		rew := r.cfg.Reward
+		s.decision = &rew
 	}
 	return s, nil
 }

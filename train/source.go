@@ -47,10 +47,13 @@ type rollouts struct {
 	roles             []trainedRole
 	// credit, when set, gives each role's samples advantages against its
 	// own (reward.RoleCredit) instead of their rollout's.
-	credit  bool
-	items   *rl.Items
-	scorer  rollout.Scorer
-	dropped atomic.Int64 // rollout progress events the observer did not take
+	credit bool
+	// decision, when set, gives the delegator's delegate calls advantages
+	// from their own values under this reward (creditDecisions).
+	decision *reward.Graded
+	items    *rl.Items
+	scorer   rollout.Scorer
+	dropped  atomic.Int64 // rollout progress events the observer did not take
 
 	// baseline, when set, is played once per item of a step. It goes to
 	// the scorer with each rollout, as decompose's single-agent answer.
@@ -205,12 +208,17 @@ func (s *rollouts) scorerAt(step int) rollout.Scorer {
 // split gives each role its groups of the step's rollouts. A group holds
 // the role's sequences of every scored rollout, with the rollout's reward
 // and advantage. Under role credit each sequence has its own advantage.
+// Under decision credit the delegator's delegate calls have their own,
+// among the step's decisions.
 func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.Problem) ([][]rl.Group, error) {
 	cfg := s.cfg
 	out := make([][]rl.Group, len(s.roles))
 	for v := range out {
 		out[v] = make([]rl.Group, len(groups))
 	}
+	type at struct{ v, i, k int }
+	var decided []at
+	var ds [][]decision
 	for i, g := range groups {
 		var failed int
 		var first string
@@ -255,8 +263,21 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 					}
 				}
 				rg := &out[v][i]
+				if s.decision != nil && tr.role == RoleDelegator {
+					decided = append(decided, at{v, i, len(rg.Rollouts)})
+					ds = append(ds, decisions(eps, res.Trace, *s.decision))
+				}
 				rg.Rollouts = append(rg.Rollouts, sr)
 			}
+		}
+	}
+	if s.decision != nil {
+		rs := make([]*rl.ScoredRollout, len(decided))
+		for n, a := range decided {
+			rs[n] = &out[a.v][a.i].Rollouts[a.k]
+		}
+		if err := creditDecisions(cfg.Estimator, rs, ds); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

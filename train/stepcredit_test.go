@@ -104,39 +104,45 @@ func TestCoverageScalars(t *testing.T) {
 	}
 }
 
-// TestConfigCreditStep: step credit goes with route training the
-// delegator alone, and is refused elsewhere by name.
+// TestConfigCreditStep: step and decision credit go with route training
+// the delegator alone, and are refused elsewhere by name.
 func TestConfigCreditStep(t *testing.T) {
-	for _, c := range []struct {
-		mode, train string
-		ok          bool
-	}{
-		{ModeRoute, TrainDelegator, true},
-		{ModeRoute, TrainBoth, false},
-		{ModeRoute, TrainSolver, false},
-		{ModeMLPO, TrainDelegator, false},
-	} {
-		t.Run(c.mode+"/"+c.train, func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.Mode, cfg.Train, cfg.Credit = c.mode, c.train, reward.CreditStep
-			err := cfg.Validate()
-			if got := err == nil; got != c.ok {
-				t.Fatalf("valid %v (%v), want %v", got, err, c.ok)
-			}
-			if err != nil && !strings.Contains(err.Error(), `credit: "step" goes with mode route`) {
-				t.Errorf("error %q, want one naming the credit", err)
-			}
-		})
+	for _, credit := range []string{reward.CreditStep, reward.CreditDecision} {
+		for _, c := range []struct {
+			mode, train string
+			ok          bool
+		}{
+			{ModeRoute, TrainDelegator, true},
+			{ModeRoute, TrainBoth, false},
+			{ModeRoute, TrainSolver, false},
+			{ModeMLPO, TrainDelegator, false},
+			{ModeDecompose, TrainDelegator, false},
+		} {
+			t.Run(credit+"/"+c.mode+"/"+c.train, func(t *testing.T) {
+				cfg := DefaultConfig()
+				cfg.Mode, cfg.Train, cfg.Credit = c.mode, c.train, credit
+				err := cfg.Validate()
+				if got := err == nil; got != c.ok {
+					t.Fatalf("valid %v (%v), want %v", got, err, c.ok)
+				}
+				if want := `credit: "` + credit + `" goes with mode route`; err != nil && !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q, want one saying %q", err, want)
+				}
+			})
+		}
 	}
 }
 
-// TestConfigCreditStepRefusesCostRewards: step credit charges the world's
-// reward, so a cost-aware training reward is refused beside it.
+// TestConfigCreditStepRefusesCostRewards: step and decision credit value
+// answers on the world's reward, so a cost-aware training reward is
+// refused beside them.
 func TestConfigCreditStepRefusesCostRewards(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Credit, cfg.RewardKind = reward.CreditStep, reward.KindCriticalPath
-	err := cfg.Validate()
-	if err == nil || !strings.Contains(err.Error(), `critical_path does not go with credit "step"`) {
-		t.Errorf("Validate: %v, want the reward kind refused beside step credit", err)
+	for _, credit := range []string{reward.CreditStep, reward.CreditDecision} {
+		cfg := DefaultConfig()
+		cfg.Credit, cfg.RewardKind = credit, reward.KindCriticalPath
+		err := cfg.Validate()
+		if want := `critical_path does not go with credit "` + credit + `"`; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("credit %s: Validate: %v, want the reward kind refused", credit, err)
+		}
 	}
 }

@@ -1,0 +1,171 @@
+package train
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/world"
+)
+
+// decision is one delegate call in a delegator's sequences and its exact value.
+type decision struct {
+	ep         int // index of the sequence
+	start, end int // the call's completion tokens, <|tool_call|> to <|end_tool_call|>
+	op         world.Op
+	value      float64
+}
+
+// decisions finds the delegate calls in eps, a rollout's delegator
+// sequences, and values each by the solver's answer in tr. The value is
+// what the world's reward rew charges: the scratchpad's tokens less the
+// call's, at λ each, less μ; less 1 more when the answer is wrong, as it
+// loses the item. A call that is malformed, asks no world operation or
+// got no answer is left out: its tokens keep the task's advantage.
+// Tokens are counted as our byte-level tokenizer writes them.
+func decisions(eps []rl.Episode, tr *delegate.Trace, rew reward.Graded) []decision {
+	// The solver's answers by question, in call order.
+	answers := map[string][]*delegate.Message{}
+	for _, c := range tr.Calls() {
+		if !slices.Contains(SolverRoles, c.Role) || len(c.Messages) == 0 {
+			continue
+		}
+		q := strings.TrimSpace(c.Messages[len(c.Messages)-1].Content)
+		answers[q] = append(answers[q], c.Output)
+	}
+	var out []decision
+	for i := range eps {
+		e := &eps[i]
+		for j := 0; j < len(e.Completion); j++ {
+			if e.Completion[j] != tokenizer.ToolCall || masked(e, j) {
+				continue
+			}
+			k := j + 1
+			for k < len(e.Completion) && e.Completion[k] != tokenizer.EndToolCall && !masked(e, k) {
+				k++
+			}
+			if k == len(e.Completion) || e.Completion[k] != tokenizer.EndToolCall {
+				j = k
+				continue // left open: malformed
+			}
+			d, ok := valueCall(e.Completion[j:k+1], answers, rew)
+			if ok {
+				d.ep, d.start, d.end = i, j, k+1
+				out = append(out, d)
+			}
+			j = k
+		}
+	}
+	return out
+}
+
+// masked reports whether completion token j of e is context.
+func masked(e *rl.Episode, j int) bool { return e.Masked != nil && e.Masked[j] }
+
+// valueCall values one call's tokens, <|tool_call|> to <|end_tool_call|>,
+// taking its answer from answers.
+func valueCall(ids []int, answers map[string][]*delegate.Message, rew reward.Graded) (decision, bool) {
+	msg, _ := tokenizer.ParseAssistant(ids)
+	if len(msg.ToolCalls) != 1 || msg.ToolCalls[0].Name != strategy.DelegateToolName {
+		return decision{}, false
+	}
+	var args struct {
+		Question string `json:"question"`
+	}
+	if err := json.Unmarshal([]byte(msg.ToolCalls[0].Arguments), &args); err != nil {
+		return decision{}, false
+	}
+	q := strings.TrimSpace(args.Question)
+	op, x, y, err := world.ParseExpr(q)
+	if err != nil {
+		return decision{}, false
+	}
+	pad, _, err := world.Scratchpad(op, x, y)
+	if err != nil || len(answers[q]) == 0 {
+		return decision{}, false
+	}
+	reply := answers[q][0]
+	answers[q] = answers[q][1:]
+	v := rew.Lambda*float64(len(pad)-len(ids)) - rew.Mu
+	if reply == nil || !world.Correct(reply.Content, op.Apply(x, y)) {
+		v--
+	}
+	return decision{op: op, value: v}, true
+}
+
+// DecisionsCreditedMetric is the rollout scalar of decision credit: the
+// delegate calls whose tokens got their own advantage.
+const DecisionsCreditedMetric = "decisions_credited"
+
+// creditDecisions gives each decision's call tokens an advantage: its
+// value among the values of the step's decisions on the same operation,
+// under est. Comparing a product delegated with the other products
+// delegated removes what they share, "delegate a product less", and
+// leaves what tells them apart. Where all of an operation's decisions are
+// worth the same, or RLOO has one alone, they keep the task's advantage.
+// ds[n] are the decisions of rs[n]; rs gets Spans, and the scalar
+// DecisionsCreditedMetric counting the calls that got their own advantage.
+func creditDecisions(est reward.Estimator, rs []*rl.ScoredRollout, ds [][]decision) error {
+	if len(rs) != len(ds) {
+		return fmt.Errorf("decision credit: %d rollouts, %d decision lists", len(rs), len(ds))
+	}
+	type ref struct{ n, d int }
+	byOp := map[world.Op][]ref{}
+	var ops []world.Op
+	for n := range ds {
+		for d, x := range ds[n] {
+			if _, ok := byOp[x.op]; !ok {
+				ops = append(ops, x.op)
+			}
+			byOp[x.op] = append(byOp[x.op], ref{n, d})
+		}
+	}
+	adv := make([][]float64, len(ds))
+	credited := make([][]bool, len(ds))
+	for n := range ds {
+		adv[n], credited[n] = make([]float64, len(ds[n])), make([]bool, len(ds[n]))
+	}
+	for _, op := range ops {
+		refs := byOp[op]
+		if est == reward.RLOO && len(refs) < 2 {
+			continue
+		}
+		values := make([]float64, len(refs))
+		for i, r := range refs {
+			values[i] = ds[r.n][r.d].value
+		}
+		g, err := reward.NewGroup(est, values)
+		if err != nil {
+			return fmt.Errorf("decision credit on %s: %w", op, err)
+		}
+		if g.Degenerate {
+			continue
+		}
+		for i, r := range refs {
+			adv[r.n][r.d], credited[r.n][r.d] = g.Advantages[i], true
+		}
+	}
+	for n, r := range rs {
+		if r.Scalars == nil {
+			r.Scalars = map[string]float64{}
+		}
+		r.Scalars[DecisionsCreditedMetric] = 0
+		for d, x := range ds[n] {
+			if !credited[n][d] {
+				continue
+			}
+			r.Scalars[DecisionsCreditedMetric]++
+			if r.Spans == nil {
+				r.Spans = make([][]rl.Span, len(r.Episodes))
+			}
+			r.Spans[x.ep] = append(r.Spans[x.ep], rl.Span{Start: x.start, End: x.end, Advantage: adv[n][d]})
+		}
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package train
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/rl"
+	"github.com/delegatelab/delegate/tokenizer"
+	"github.com/delegatelab/delegate/world"
+)
+
+// turn is a delegator's generated tokens built from parts: text, a
+// delegate call of a question, or a raw call body.
+type turn struct {
+	ids  []int
+	mask []bool
+}
+
+func (t *turn) text(s string) *turn { return t.add(tokenizer.Encode(s), false) }
+
+// context adds tokens the policy did not generate, such as a tool result.
+func (t *turn) context(s string) *turn { return t.add(tokenizer.Encode(s), true) }
+
+// call adds a call of body and returns its span [start, end).
+func (t *turn) call(body string) (start, end int) {
+	start = len(t.ids)
+	t.add(append(append([]int{tokenizer.ToolCall}, tokenizer.Encode(body)...), tokenizer.EndToolCall), false)
+	return start, len(t.ids)
+}
+
+func (t *turn) add(ids []int, masked bool) *turn {
+	t.ids = append(t.ids, ids...)
+	for range ids {
+		t.mask = append(t.mask, masked)
+	}
+	return t
+}
+
+func (t *turn) episode() rl.Episode {
+	e := rl.Episode{Prompt: []int{tokenizer.BOS}, Completion: t.ids, Behaviour: make([]float32, len(t.ids))}
+	if slices.Contains(t.mask, true) {
+		e.Masked = t.mask
+	}
+	return e
+}
+
+// solverTrace is a trace whose solver answers questions with replies,
+// in order.
+func solverTrace(questions, replies []string) *delegate.Trace {
+	root := &delegate.Node{Name: "route"}
+	for i, q := range questions {
+		out := delegate.Message{Role: delegate.RoleAssistant, Content: replies[i]}
+		root.Children = append(root.Children, &delegate.Node{ID: 2 + i, Name: "solver", Model: "solver", Role: RoleSubagent,
+			Messages: []delegate.Message{delegate.User(q)}, Output: &out})
+	}
+	return &delegate.Trace{Strategy: "route", Root: root}
+}
+
+// TestDecisions checks that each delegate call's tokens are found and
+// valued by the world's reward: the scratchpad's tokens less the call's at
+// λ, less μ, less 1 when the solver's answer is wrong.
+func TestDecisions(t *testing.T) {
+	rew := reward.Graded{Lambda: 0.003, Mu: 0.02}
+	value := func(op world.Op, x, y int64, callTokens int, right bool) float64 {
+		pad, _, err := world.Scratchpad(op, x, y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := rew.Lambda*float64(len(pad)-callTokens) - rew.Mu
+		if !right {
+			v--
+		}
+		return v
+	}
+	// First turn: some work, two products in one turn, a malformed call.
+	var a turn
+	a.text("x=3\n")
+	s1, e1 := a.call(`delegate{"question":"47*28"}`)
+	s2, e2 := a.call(`delegate{"question":"67*28"}`)
+	a.call(`delegate{"question":`)
+	a.text("\n")
+	// Second turn after a tool result: a sum, a call nobody answered, a
+	// question not of the world, a product asked twice.
+	var b turn
+	b.text("ok").context("<tool result 1316>")
+	s3, e3 := b.call(`delegate{"question":"1316+1876"}`)
+	b.call(`delegate{"question":"12*34"}`)
+	b.call(`delegate{"question":"what is two and two"}`)
+	s4, e4 := b.call(`delegate{"question":"47*28"}`)
+	eps := []rl.Episode{a.episode(), b.episode()}
+	tr := solverTrace(
+		[]string{"47*28", "67*28", "1316+1876", "what is two and two", "47*28"},
+		[]string{`\boxed{1316}`, `\boxed{1877}`, `\boxed{3193}`, `\boxed{4}`, `\boxed{1316}`})
+
+	got := decisions(eps, tr, rew)
+	want := []decision{
+		{0, s1, e1, world.Mul, value(world.Mul, 47, 28, e1-s1, true)},
+		{0, s2, e2, world.Mul, value(world.Mul, 67, 28, e2-s2, false)},
+		{1, s3, e3, world.Add, value(world.Add, 1316, 1876, e3-s3, false)},
+		{1, s4, e4, world.Mul, value(world.Mul, 47, 28, e4-s4, true)},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d decisions %+v, want %d %+v", len(got), got, len(want), want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.ep != w.ep || g.start != w.start || g.end != w.end || g.op != w.op || math.Abs(g.value-w.value) > 1e-12 {
+			t.Errorf("decision %d: got %+v, want %+v", i, g, w)
+		}
+	}
+	// The compact product call is 30 tokens: 161 - 30 = 131 saved.
+	if g, w := got[0].value, 0.003*131-0.02; math.Abs(g-w) > 1e-12 {
+		t.Errorf("a right product is worth %v, want %v", g, w)
+	}
+}
+
+func span(start, end int, adv float64) rl.Span {
+	return rl.Span{Start: start, End: end, Advantage: adv}
+}
+
+// TestCreditDecisions checks that decisions are compared with the step's
+// decisions on the same operation, and that an operation whose decisions
+// are all worth the same keeps the task's advantage.
+func TestCreditDecisions(t *testing.T) {
+	const right, wrong = 0.373, -0.627
+	rollout := func(n int) *rl.ScoredRollout {
+		return &rl.ScoredRollout{Episodes: make([]rl.Episode, n), Advantage: 0.5, HasAdvantage: true}
+	}
+	rs := []*rl.ScoredRollout{rollout(2), rollout(1), rollout(1), rollout(1)}
+	ds := [][]decision{
+		{{0, 3, 33, world.Mul, right}, {0, 40, 70, world.Mul, wrong}, {1, 5, 40, world.Add, -1}},
+		{{0, 0, 30, world.Mul, right}},
+		{{0, 2, 37, world.Add, -1}},
+		nil,
+	}
+	for _, est := range []reward.Estimator{reward.GRPO, reward.DrGRPO, reward.RLOO} {
+		t.Run(string(est), func(t *testing.T) {
+			for _, r := range rs {
+				r.Spans = nil
+			}
+			if err := creditDecisions(est, rs, ds); err != nil {
+				t.Fatal(err)
+			}
+			g, err := reward.NewGroup(est, []float64{right, wrong, right})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := [][][]rl.Span{
+				{{span(3, 33, g.Advantages[0]), span(40, 70, g.Advantages[1])}, nil},
+				{{span(0, 30, g.Advantages[2])}},
+				nil, // its sum is worth what the other sum is: the task's advantage
+				nil,
+			}
+			for n, r := range rs {
+				if !slices.EqualFunc(r.Spans, want[n], func(a, b []rl.Span) bool { return slices.Equal(a, b) }) {
+					t.Errorf("rollout %d: got spans %v, want %v", n, r.Spans, want[n])
+				}
+			}
+			for n, w := range []float64{2, 1, 0, 0} {
+				if got := rs[n].Scalars[DecisionsCreditedMetric]; got != w {
+					t.Errorf("rollout %d: %s = %v, want %v", n, DecisionsCreditedMetric, got, w)
+				}
+			}
+			if a := g.Advantages; !(a[0] > 0 && a[1] < 0) {
+				t.Errorf("advantages %v: want the right product above 0 and the wrong one below", a)
+			}
+		})
+	}
+}
