@@ -188,8 +188,12 @@ func trainConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
 	if f.total > 0 {
 		cfg.Deadline = time.Now().Add(f.total)
 	}
+	// Two things stand in the way: the policy server follows the
+	// delegator's checkpoint alone, and on-policy pacing counts a step's
+	// items while the trainer's batches count sequences, of which the
+	// solver adds a varying number per rollout.
 	if cfg.Train != train.TrainDelegator && f.processes != 0 {
-		return fmt.Errorf("train: --train %s: --processes trains the delegator only (its policy server follows the delegator's checkpoint alone); train the solver from an API with --api and process --push --train-roles", cfg.Train)
+		return fmt.Errorf("train: --train %s: --processes trains the delegator only (its policy server follows the delegator's checkpoint alone, and its on-policy pacing counts items while batches count sequences, which the solver's samples make vary); train the solver from an API with --api and process --push --train-roles", cfg.Train)
 	}
 	if f.processes == 0 && cmd.Flags().Changed("offpolicy") {
 		return errors.New("train: --offpolicy goes with --processes")
