@@ -141,10 +141,6 @@ func TestDelegatorErrors(t *testing.T) {
 	}
 }
 
-// belowSolver is a fake solver, wrong by one on the products whose first
-// factor is not below cut. It is right on everything else.
-func belowSolver(cut int64) modeltest.Func { return bandSolver(0, cut) }
-
 // bandSolver is a fake solver right on the products whose first factor is
 // from from to below cut, and on every other step. It is wrong by one on
 // the other products.
