@@ -107,7 +107,7 @@ func TestCoverageScalars(t *testing.T) {
 // TestConfigCreditStep: step and decision credit go with route training
 // the delegator alone, and are refused elsewhere by name.
 func TestConfigCreditStep(t *testing.T) {
-	for _, credit := range []string{reward.CreditStep, reward.CreditDecision} {
+	for _, credit := range []string{reward.CreditStep, reward.CreditDecision, reward.CreditCounterfactual} {
 		for _, c := range []struct {
 			mode, train string
 			ok          bool
@@ -137,7 +137,7 @@ func TestConfigCreditStep(t *testing.T) {
 // answers on the world's reward, so a cost-aware training reward is
 // refused beside them.
 func TestConfigCreditStepRefusesCostRewards(t *testing.T) {
-	for _, credit := range []string{reward.CreditStep, reward.CreditDecision} {
+	for _, credit := range []string{reward.CreditStep, reward.CreditDecision, reward.CreditCounterfactual} {
 		cfg := DefaultConfig()
 		cfg.Credit, cfg.RewardKind = credit, reward.KindCriticalPath
 		err := cfg.Validate()
