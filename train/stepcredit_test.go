@@ -96,6 +96,14 @@ func TestCoverageScalars(t *testing.T) {
 		}
 	}
 	none := stepTrace("0", nil, nil)
+	for _, o := range []world.Op{world.Mul, world.Sub} {
+		if v, ok := scalars(none, p, world.Coverage{})[DelegatedMetric(o)]; !ok || v != 0 {
+			t.Errorf("nothing delegated: %s = %v (set %v), want 0, set", DelegatedMetric(o), v, ok)
+		}
+	}
+	if _, ok := scalars(none, p, world.Coverage{})[DelegatedMetric(world.Add)]; ok {
+		t.Errorf("a problem with no sum has key %s", DelegatedMetric(world.Add))
+	}
 	if v, ok := scalars(none, p, world.DigitsCoverage())[DelegatedCoveredMetric]; !ok || v != 0 {
 		t.Errorf("nothing delegated: %s = %v (set %v), want 0, set", DelegatedCoveredMetric, v, ok)
 	}
