@@ -23,15 +23,19 @@ const (
 	// that decision's own value, among the same kind of decision; the rest
 	// of a rollout keeps its advantage. train's creditDecisions computes it.
 	CreditDecision = "decision"
+	// CreditCounterfactual gives each delegate call's tokens that
+	// decision's own value as its advantage, against computing the step
+	// inline, which is worth 0. train's creditCounterfactual computes it.
+	CreditCounterfactual = "counterfactual"
 )
 
 // ParseCredit checks a credit rule's name from a flag or config file.
 func ParseCredit(s string) (string, error) {
 	switch s {
-	case CreditTask, CreditRole, CreditStep, CreditDecision:
+	case CreditTask, CreditRole, CreditStep, CreditDecision, CreditCounterfactual:
 		return s, nil
 	}
-	return "", fmt.Errorf("credit %q: want %q, %q, %q or %q", s, CreditTask, CreditRole, CreditStep, CreditDecision)
+	return "", fmt.Errorf("credit %q: want %q, %q, %q, %q or %q", s, CreditTask, CreditRole, CreditStep, CreditDecision, CreditCounterfactual)
 }
 
 // The comparison groups of RoleCredit.

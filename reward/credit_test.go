@@ -149,7 +149,7 @@ func TestParseCredit(t *testing.T) {
 	for _, tc := range []struct {
 		in string
 		ok bool
-	}{{"task", true}, {"role", true}, {"", false}, {"Role", false}} {
+	}{{"task", true}, {"role", true}, {"decision", true}, {"counterfactual", true}, {"", false}, {"Role", false}} {
 		_, err := ParseCredit(tc.in)
 		if got := err == nil; got != tc.ok {
 			t.Errorf("ParseCredit(%q): got ok %v, want %v", tc.in, got, tc.ok)

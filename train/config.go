@@ -61,7 +61,9 @@ type Config struct {
 	// right. It changes nothing for the delegator alone. reward.CreditStep
 	// trains the delegator on a reward that charges 1 for each wrong
 	// answer taken from the solver (stepScorer). reward.CreditDecision
-	// gives each delegate call its own advantage (creditDecisions). "" is task.
+	// gives each delegate call its own advantage (creditDecisions).
+	// reward.CreditCounterfactual gives it its own value against inline's 0
+	// (creditCounterfactual). "" is task.
 	Credit string `json:"credit,omitempty"`
 	// Coverage is the solver's coverage in a named world (world.Named);
 	// the zero value is the default world's. When it narrows the products,
@@ -298,7 +300,7 @@ func (c Config) validateMode(v *violations) {
 		v.bad("credit", "%v", err)
 	case c.Credit == reward.CreditRole && c.Mode != ModeRoute:
 		v.bad("credit", "%q goes with mode %s, not %s", c.Credit, ModeRoute, c.Mode)
-	case (c.Credit == reward.CreditStep || c.Credit == reward.CreditDecision) && (c.Mode != ModeRoute || c.Train != TrainDelegator):
+	case (c.Credit == reward.CreditStep || c.Credit == reward.CreditDecision || c.Credit == reward.CreditCounterfactual) && (c.Mode != ModeRoute || c.Train != TrainDelegator):
 		v.bad("credit", "%q goes with mode %s training the %s, not mode %s training %s", c.Credit, ModeRoute, TrainDelegator, c.Mode, c.Train)
 	}
 	if err := c.Coverage.Validate(); err != nil {
@@ -355,8 +357,8 @@ func (c Config) validateReward(v *violations) {
 	if c.Mode != ModeRoute {
 		v.bad("reward_kind", "%s goes with mode %s, not %s", c.RewardKind, ModeRoute, c.Mode)
 	}
-	if c.Credit == reward.CreditStep || c.Credit == reward.CreditDecision {
-		// Step and decision credit value wrong answers on the world's reward.
+	if c.Credit == reward.CreditStep || c.Credit == reward.CreditDecision || c.Credit == reward.CreditCounterfactual {
+		// Step, decision and counterfactual credit value wrong answers on the world's reward.
 		v.bad("reward_kind", "%s does not go with credit %q, which charges the world's reward", c.RewardKind, c.Credit)
 	}
 	if _, err := c.trainingReward(); err != nil {

@@ -151,6 +151,37 @@ func creditDecisions(est reward.Estimator, rs []*rl.ScoredRollout, ds [][]decisi
 			adv[r.n][r.d], credited[r.n][r.d] = g.Advantages[i], true
 		}
 	}
+	setSpans(rs, ds, adv, credited)
+	return nil
+}
+
+// creditCounterfactual gives each decision's call tokens its value as
+// advantage. The value is the exact gain of delegating the step over
+// computing it inline, whose value is 0, so 0 is the baseline: a call
+// that loses the item is pushed down even when every call like it lost.
+// Values stay in reward units, as Dr. GRPO's and RLOO's task advantages
+// are; no scale is taken from the rollouts, whose spread is near 0 when
+// they tie. ds[n] are the decisions of rs[n]; rs gets Spans, and the
+// scalar DecisionsCreditedMetric counting the calls credited.
+func creditCounterfactual(rs []*rl.ScoredRollout, ds [][]decision) error {
+	if len(rs) != len(ds) {
+		return fmt.Errorf("counterfactual credit: %d rollouts, %d decision lists", len(rs), len(ds))
+	}
+	adv := make([][]float64, len(ds))
+	credited := make([][]bool, len(ds))
+	for n := range ds {
+		adv[n], credited[n] = make([]float64, len(ds[n])), make([]bool, len(ds[n]))
+		for d, x := range ds[n] {
+			adv[n][d], credited[n][d] = x.value, true
+		}
+	}
+	setSpans(rs, ds, adv, credited)
+	return nil
+}
+
+// setSpans gives each credited decision's call tokens its advantage.
+// It counts them in each rollout's DecisionsCreditedMetric.
+func setSpans(rs []*rl.ScoredRollout, ds [][]decision, adv [][]float64, credited [][]bool) {
 	for n, r := range rs {
 		if r.Scalars == nil {
 			r.Scalars = map[string]float64{}
@@ -167,5 +198,4 @@ func creditDecisions(est reward.Estimator, rs []*rl.ScoredRollout, ds [][]decisi
 			r.Spans[x.ep] = append(r.Spans[x.ep], rl.Span{Start: x.start, End: x.end, Advantage: adv[n][d]})
 		}
 	}
-	return nil
 }

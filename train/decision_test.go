@@ -170,3 +170,90 @@ func TestCreditDecisions(t *testing.T) {
 		})
 	}
 }
+
+// TestCreditCounterfactual checks that each call's tokens get its own
+// value against inline's 0. Sums that all lose the item tie under
+// decision credit, and here each is pushed down by its full value.
+func TestCreditCounterfactual(t *testing.T) {
+	const right, wrong, sum = 0.373, -0.627, -1.0
+	rollout := func(n int) *rl.ScoredRollout {
+		return &rl.ScoredRollout{Episodes: make([]rl.Episode, n), Advantage: 0.5, HasAdvantage: true}
+	}
+	ds := [][]decision{
+		{{0, 3, 33, world.Mul, right}, {0, 40, 70, world.Mul, wrong}, {1, 5, 40, world.Add, sum}},
+		{{0, 0, 30, world.Mul, right}},
+		{{0, 2, 37, world.Add, sum}},
+		nil,
+	}
+	rs := []*rl.ScoredRollout{rollout(2), rollout(1), rollout(1), rollout(1)}
+	if err := creditCounterfactual(rs, ds); err != nil {
+		t.Fatal(err)
+	}
+	want := [][][]rl.Span{
+		{{span(3, 33, right), span(40, 70, wrong)}, {span(5, 40, sum)}},
+		{{span(0, 30, right)}},
+		{{span(2, 37, sum)}},
+		nil,
+	}
+	for n, r := range rs {
+		if !slices.EqualFunc(r.Spans, want[n], func(a, b []rl.Span) bool { return slices.Equal(a, b) }) {
+			t.Errorf("rollout %d: got spans %v, want %v", n, r.Spans, want[n])
+		}
+	}
+	for n, w := range []float64{3, 1, 1, 0} {
+		if got := rs[n].Scalars[DecisionsCreditedMetric]; got != w {
+			t.Errorf("rollout %d: %s = %v, want %v", n, DecisionsCreditedMetric, got, w)
+		}
+	}
+
+	// Decision credit leaves the tied sums the task's advantage.
+	tied := []*rl.ScoredRollout{rollout(2), rollout(1), rollout(1), rollout(1)}
+	if err := creditDecisions(reward.GRPO, tied, ds); err != nil {
+		t.Fatal(err)
+	}
+	if got := tied[2].Spans; got != nil {
+		t.Errorf("decision credit of a tied sum: got spans %v, want none", got)
+	}
+	if err := creditCounterfactual(rs[:1], ds); err == nil {
+		t.Error("1 rollout, 4 decision lists: got no error")
+	}
+}
+
+// TestCounterfactualValues checks that calls found in sequences get their
+// exact values as advantages: a right product above 0, a wrong sum below.
+func TestCounterfactualValues(t *testing.T) {
+	rew := reward.Graded{Lambda: 0.003, Mu: 0.02}
+	var a turn
+	s1, e1 := a.call(`delegate{"question":"47*28"}`)
+	a.text("\n").context("<tool result 1316>")
+	s2, e2 := a.call(`delegate{"question":"1316+1876"}`)
+	tr := solverTrace([]string{"47*28", "1316+1876"}, []string{`\boxed{1316}`, `\boxed{3193}`})
+	ds := [][]decision{decisions([]rl.Episode{a.episode()}, tr, rew)}
+	rs := []*rl.ScoredRollout{{Episodes: make([]rl.Episode, 1), Advantage: 0.5, HasAdvantage: true}}
+	if err := creditCounterfactual(rs, ds); err != nil {
+		t.Fatal(err)
+	}
+	pad := func(op world.Op, x, y int64) int {
+		p, _, err := world.Scratchpad(op, x, y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(p)
+	}
+	want := []rl.Span{
+		span(s1, e1, 0.003*float64(pad(world.Mul, 47, 28)-(e1-s1))-0.02),
+		span(s2, e2, 0.003*float64(pad(world.Add, 1316, 1876)-(e2-s2))-0.02-1),
+	}
+	if len(rs[0].Spans) != 1 || len(rs[0].Spans[0]) != len(want) {
+		t.Fatalf("got spans %v, want %v", rs[0].Spans, want)
+	}
+	for i, w := range want {
+		g := rs[0].Spans[0][i]
+		if g.Start != w.Start || g.End != w.End || math.Abs(g.Advantage-w.Advantage) > 1e-12 {
+			t.Errorf("call %d: got %v, want %v", i, g, w)
+		}
+	}
+	if g := rs[0].Spans[0]; !(g[0].Advantage > 0 && g[1].Advantage < 0) {
+		t.Errorf("advantages %v: want the right product above 0 and the wrong sum below", g)
+	}
+}

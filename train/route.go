@@ -168,7 +168,7 @@ func (m routeMode) source(_ context.Context, cfg rl.Config) (rl.Source, error) {
 	switch r.cfg.Credit {
 	case reward.CreditStep:
 		s.scorer = stepScorer{sc}
-	case reward.CreditDecision:
+	case reward.CreditDecision, reward.CreditCounterfactual:
 		rew := r.cfg.Reward
 		s.decision = &rew
 	}

@@ -823,8 +823,11 @@ func scalars(tr *delegate.Trace, p *world.Problem, cov world.Coverage) map[strin
 	}
 	// Per kind of step: how many the problem has and how many were handed
 	// over; the step's means of the two make the delegation rate per kind.
+	// Both keys are set for each kind the problem has, zeros included, so
+	// that both means are over the same rollouts.
 	for _, s := range p.Steps {
 		m[StepsMetric(s.Op)]++
+		m[DelegatedMetric(s.Op)] += 0
 	}
 	for _, op := range []byte(labelDelegated(tr)[LabelDelegated]) {
 		m[DelegatedMetric(world.Op(op))]++

@@ -276,7 +276,11 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 		for n, a := range decided {
 			rs[n] = &out[a.v][a.i].Rollouts[a.k]
 		}
-		if err := creditDecisions(cfg.Estimator, rs, ds); err != nil {
+		credit := func() error { return creditDecisions(cfg.Estimator, rs, ds) }
+		if s.r.cfg.Credit == reward.CreditCounterfactual {
+			credit = func() error { return creditCounterfactual(rs, ds) }
+		}
+		if err := credit(); err != nil {
 			return nil, err
 		}
 	}

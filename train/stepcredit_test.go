@@ -96,6 +96,14 @@ func TestCoverageScalars(t *testing.T) {
 		}
 	}
 	none := stepTrace("0", nil, nil)
+	for _, o := range []world.Op{world.Mul, world.Sub} {
+		if v, ok := scalars(none, p, world.Coverage{})[DelegatedMetric(o)]; !ok || v != 0 {
+			t.Errorf("nothing delegated: %s = %v (set %v), want 0, set", DelegatedMetric(o), v, ok)
+		}
+	}
+	if _, ok := scalars(none, p, world.Coverage{})[DelegatedMetric(world.Add)]; ok {
+		t.Errorf("a problem with no sum has key %s", DelegatedMetric(world.Add))
+	}
 	if v, ok := scalars(none, p, world.DigitsCoverage())[DelegatedCoveredMetric]; !ok || v != 0 {
 		t.Errorf("nothing delegated: %s = %v (set %v), want 0, set", DelegatedCoveredMetric, v, ok)
 	}
@@ -107,7 +115,7 @@ func TestCoverageScalars(t *testing.T) {
 // TestConfigCreditStep: step and decision credit go with route training
 // the delegator alone, and are refused elsewhere by name.
 func TestConfigCreditStep(t *testing.T) {
-	for _, credit := range []string{reward.CreditStep, reward.CreditDecision} {
+	for _, credit := range []string{reward.CreditStep, reward.CreditDecision, reward.CreditCounterfactual} {
 		for _, c := range []struct {
 			mode, train string
 			ok          bool
@@ -137,7 +145,7 @@ func TestConfigCreditStep(t *testing.T) {
 // answers on the world's reward, so a cost-aware training reward is
 // refused beside them.
 func TestConfigCreditStepRefusesCostRewards(t *testing.T) {
-	for _, credit := range []string{reward.CreditStep, reward.CreditDecision} {
+	for _, credit := range []string{reward.CreditStep, reward.CreditDecision, reward.CreditCounterfactual} {
 		cfg := DefaultConfig()
 		cfg.Credit, cfg.RewardKind = credit, reward.KindCriticalPath
 		err := cfg.Validate()

@@ -182,7 +182,7 @@ func trainConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
 	if cfg.RewardKind != "" && cfg.RewardKind != reward.KindGraded && (f.processes != 0 || f.api != "") {
 		return fmt.Errorf("train: --reward %s: with --api or --processes the environments score the rollouts, not the trainer", cfg.RewardKind)
 	}
-	if (cfg.Credit == reward.CreditStep || cfg.Credit == reward.CreditDecision) && (f.processes != 0 || f.api != "") {
+	if (cfg.Credit == reward.CreditStep || cfg.Credit == reward.CreditDecision || cfg.Credit == reward.CreditCounterfactual) && (f.processes != 0 || f.api != "") {
 		return fmt.Errorf("train: --credit %s: with --api or --processes the environments score the rollouts, not the trainer", cfg.Credit)
 	}
 	if f.total > 0 {
@@ -249,7 +249,7 @@ func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.StringVar(&cfg.Mode, "mode", cfg.Mode, "route (GRPO on the delegator under route), mlpo (a leader under lead) or decompose (the delegator plans and aggregates)")
 	fl.BoolVar(&cfg.Parity, "parity", cfg.Parity, "decompose: reward with the reference's win/tie/loss buckets against the single-agent baseline instead of the graded comparison")
 	fl.StringVar(&cfg.Train, "train", cfg.Train, "route: the policies trained, each on its own samples of the same rollouts: delegator, solver or both (the solver's trainer in OUT/solver)")
-	fl.StringVar(&cfg.Credit, "credit", cfg.Credit, "route: advantages of the samples: task (each its rollout's), role (each role against its own samples; the solver by its own answer; with --api from the role and question each pushed sequence names) step (each its rollout's, from a reward that charges every wrong answer taken from the solver; delegator only) or decision (each delegate call's tokens from that call's own value against the step's calls on the same operation, the rest its rollout's; delegator only)")
+	fl.StringVar(&cfg.Credit, "credit", cfg.Credit, "route: advantages of the samples: task (each its rollout's), role (each role against its own samples; the solver by its own answer; with --api from the role and question each pushed sequence names) step (each its rollout's, from a reward that charges every wrong answer taken from the solver; delegator only) or decision (each delegate call's tokens from that call's own value against the step's calls on the same operation, the rest its rollout's; delegator only) or counterfactual (each delegate call's tokens get that call's own value, against computing the step inline, worth 0; the rest its rollout's; delegator only)")
 	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory (frozen; default: the shipped solver, embedded)")
 	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start; default, embedded: the shipped router; decompose: the shipped planner; mlpo: the shipped delegator)")
 	fl.StringSliceVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: the peers' checkpoints, directories or shipped:NAME, taken in turn (default: shipped:peer,shipped:delegator)")

@@ -50,6 +50,7 @@ func TestTrainRewardFlag(t *testing.T) {
 		{"unknown key", []string{"--reward-config", bad}, "bonnus"},
 		{"step credit over the api", []string{"--credit", "step", "--api", "http://127.0.0.1:1"}, "--credit step: with --api or --processes"},
 		{"decision credit with processes", []string{"--credit", "decision", "--processes", "2"}, "--credit decision: with --api or --processes"},
+		{"counterfactual credit over the api", []string{"--credit", "counterfactual", "--api", "http://127.0.0.1:1"}, "--credit counterfactual: with --api or --processes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := execute(t, testEnv, append([]string{"train", "--out", t.TempDir()}, tc.args...)...)
