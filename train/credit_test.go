@@ -213,7 +213,7 @@ func TestConfigCredit(t *testing.T) {
 		{ModeRoute, reward.CreditRole, ""},
 		{ModeRoute, "", ""},
 		{ModeMLPO, reward.CreditTask, ""},
-		{ModeRoute, "sample", `credit: credit "sample": want "task", "role", "step" or "decision"`},
+		{ModeRoute, "sample", `credit: credit "sample": want "task", "role", "step", "decision" or "counterfactual"`},
 		{ModeMLPO, reward.CreditRole, `credit: "role" goes with mode route, not mlpo`},
 	} {
 		t.Run(tc.mode+"/"+tc.credit, func(t *testing.T) {
