@@ -215,15 +215,7 @@ func (rep *Report) PlotFrontier(path, strong, weak string) error {
 	if len(f.Arms) == 0 {
 		p.Legend.Add("no arm to draw")
 	}
-	p.X.Min = 0
-	if maxX > 0 {
-		p.X.Max = maxX * 1.25
-	} else {
-		p.X.Max = 1e-6 // every arm is free: keep the axis readable
-	}
-	p.Y.Min, p.Y.Max = 0, 105
-	p.Y.Tick.Marker = percentTicks
-	p.Legend.ThumbnailWidth = vg.Points(14)
+	accuracyCostAxes(p, maxX, 1.25)
 	return SavePlot(p, 7.5*vg.Inch, 4.5*vg.Inch, LegendRight, path)
 }
 

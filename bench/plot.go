@@ -118,16 +118,22 @@ func (rep *Report) costPlot(path string) (*plot.Plot, error) {
 	for _, why := range leftOut {
 		p.Legend.Add("not drawn: " + why)
 	}
+	accuracyCostAxes(p, maxX, 1.15)
+	return p, nil
+}
+
+// accuracyCostAxes sets the axes of an accuracy-against-dollars plot. The
+// dollar axis runs from 0 to maxX times headroom; accuracy from 0 to 105%.
+func accuracyCostAxes(p *plot.Plot, maxX, headroom float64) {
 	p.X.Min = 0
 	if maxX > 0 {
-		p.X.Max = maxX * 1.15
+		p.X.Max = maxX * headroom
 	} else {
 		p.X.Max = 1e-6 // every arm is free: keep the axis readable
 	}
 	p.Y.Min, p.Y.Max = 0, 105
 	p.Y.Tick.Marker = percentTicks
 	p.Legend.ThumbnailWidth = vg.Points(14)
-	return p, nil
 }
 
 // costGlyphs tell the arms apart by shape as well as colour: the filled

@@ -115,8 +115,9 @@ func TestTrainAPIBothRoles(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client := &atropos.TrainerClient{Client: atropos.Client{URL: url}, Poll: 50 * time.Millisecond}
-	src := &atropos.Source{Client: client, Estimator: reward.GRPO, Credit: reward.CreditRole,
+	client := atropos.DefaultTrainerClient()
+	client.URL, client.Poll = url, 50*time.Millisecond
+	src := &atropos.Source{Client: &client, Estimator: reward.GRPO, Credit: reward.CreditRole,
 		Vocab: p.Config.Vocab, Context: p.Config.Context, Quarantine: filepath.Join(dir, "quarantine.jsonl")}
 	views := []atropos.View{
 		{Others: true, Vocab: p.Config.Vocab, Context: p.Config.Context},
