@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/nn/infer"
@@ -21,6 +22,11 @@ func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
 		Short:         "Run, measure and train LLMs that delegate work to other models",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// A flag that takes a value takes the next word, even "--help":
+		// "api --data --help" would serve from a directory named --help.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return checkFlagValues(cmd.Flags())
+		},
 	}
 	root.AddCommand(
 		newConfigCmd(getenv, log),
@@ -36,6 +42,34 @@ func newRootCmd(getenv env, log *slog.Logger) *cobra.Command {
 		newViewCmd(getenv, log),
 	)
 	return root
+}
+
+// checkFlagValues refuses a string flag whose value starts with "--".
+// Such a value is the next flag, swallowed by mistake. A path that
+// really starts so can be written ./--name.
+func checkFlagValues(fs *pflag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *pflag.Flag) {
+		if err != nil {
+			return
+		}
+		var values []string
+		switch v := f.Value.(type) {
+		case pflag.SliceValue:
+			values = v.GetSlice()
+		default:
+			if f.Value.Type() == "string" {
+				values = []string{f.Value.String()}
+			}
+		}
+		for _, s := range values {
+			if strings.HasPrefix(s, "--") {
+				err = fmt.Errorf("--%s got %q as its value, which is a flag: give --%s its value first (a path starting with -- is written ./%s)", f.Name, s, f.Name, s)
+				return
+			}
+		}
+	})
+	return err
 }
 
 func newConfigCmd(getenv env, log *slog.Logger) *cobra.Command {
