@@ -43,6 +43,11 @@ type gatewayFlags struct {
 	push                                pushFlags
 	pushWait                            time.Duration
 	otlp                                string
+	// The reward of verified sessions, as process reads it; reward ""
+	// leaves it to the config's reward.kind, else 1 or 0.
+	reward, costUnit string
+	lambda           float64
+	lambdaSet        bool
 }
 
 func newGatewayCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -59,8 +64,12 @@ ids, logprobs, chat-template hash, role (--role MODEL=ROLE, or the
 X-Delegate-Role header), tokens and dollars. POST /sessions/ID/reward with
 {"reward": R}, or {} to verify the last trained answer against the task's
 reference, stores the session; each --group finished sessions of one group
-key are appended to OUT/groups.jsonl as process writes it. docs/gateway.md.`,
+key are appended to OUT/groups.jsonl as process writes it. A verified
+session's reward is 1 or 0, or with --reward (or the config's reward.kind)
+process's reward of its calls: the trained roles (--train) are the policy,
+every other role's call is a sub-agent call. docs/gateway.md.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.lambdaSet = cmd.Flags().Changed("lambda")
 			return serveGateway(cmd.Context(), cmd.OutOrStdout(), getenv, log, f, args)
 		},
 	}
@@ -86,6 +95,9 @@ key are appended to OUT/groups.jsonl as process writes it. docs/gateway.md.`,
 	fl.DurationVar(&f.pushWait, "push-wait", 10*time.Second, "--push: how long POST /sessions waits for room in the API's queue before it answers 503")
 	fl.DurationVar(&f.timeouts.Write, "write-timeout", t.Write, "time to write a whole response; a stream gets this much for each event")
 	fl.StringVar(&f.otlp, "otlp", "", "export each ended session, its calls as chat spans, to this OTLP/HTTP receiver (http://localhost:4318); never slows or fails a call (docs/telemetry.md)")
+	fl.StringVar(&f.reward, "reward", "", "reward of a verified session, as process's --reward: graded, world (delegate train's: λ per token the trained roles generated, μ per call of another role), or "+strings.Join(reward.Kinds()[1:], ", ")+" tuned in the config's reward section (default: the config's reward.kind when it writes one, else 1 if right, 0 if wrong)")
+	fl.Float64Var(&f.lambda, "lambda", 0, "--reward graded or world: cost charged per unit of --cost-unit (default: the reward's)")
+	fl.StringVar(&f.costUnit, "cost-unit", "", "--reward graded: what --lambda charges for, tokens or dollars (default: the config's reward.graded.cost_unit, tokens)")
 	return cmd
 }
 
@@ -113,6 +125,9 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 	defer closeModels()
 	gcfg, served, err := gatewayConfig(cfg, names, models, f, est)
 	if err != nil {
+		return err
+	}
+	if err := gatewayReward(&gcfg, cfg, names, f); err != nil {
 		return err
 	}
 	sink, err := openOTLP(f.otlp, getenv, cfg.providers(), log)
@@ -216,6 +231,31 @@ func gatewayConfig(cfg *Config, names []string, models map[string]delegate.Model
 	return gcfg, served, nil
 }
 
+// gatewayReward sets the reward of verified sessions that --reward, or
+// else the config's reward.kind, chooses: process's reward (rewardChoice)
+// of the served models' calls. With neither, gcfg keeps 1 or 0.
+func gatewayReward(gcfg *gateway.Config, cfg *Config, served []string, f gatewayFlags) error {
+	c := rewardChoice{kind: f.reward, lambda: f.lambda, lambdaSet: f.lambdaSet, costUnit: f.costUnit}
+	if _, written := cfg.lines["reward.kind"]; c.kind == "" && written {
+		c.kind = cfg.Reward.Kind
+	}
+	if c.kind == "" {
+		if c.lambdaSet || c.costUnit != "" {
+			return errors.New("gateway: --lambda and --cost-unit tune --reward graded or world, and no reward is chosen")
+		}
+		return nil
+	}
+	if err := c.check(); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	sc, desc, err := c.scorer(c.kind, cfg, served, "the gateway serves")
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	gcfg.Reward, gcfg.RewardName, gcfg.GeneratedTokens = sc.Reward, desc, sc.GeneratedTokens
+	return nil
+}
+
 // printGateway says what the gateway serves where, and how it is guarded.
 func printGateway(out io.Writer, log *slog.Logger, g *gateway.Gateway, gcfg gateway.Config, names []string, models map[string]delegate.Model, addr net.Addr, f gatewayFlags) {
 	for _, n := range names {
@@ -227,6 +267,15 @@ func printGateway(out io.Writer, log *slog.Logger, g *gateway.Gateway, gcfg gate
 	}
 	if n := g.Lost(); n > 0 {
 		fmt.Fprintf(out, "%d sessions open at the last stop are lost\n", n)
+	}
+	if gcfg.Reward != nil {
+		trained := "every role"
+		if len(gcfg.Trained) > 0 {
+			trained = strings.Join(gcfg.Trained, ", ")
+		}
+		fmt.Fprintf(out, "gateway: verified sessions get the %s; the policy is %s, any other role's call a sub-agent call\n", gcfg.RewardName, trained)
+	} else {
+		fmt.Fprintln(out, "gateway: verified sessions get 1 if right, 0 if wrong")
 	}
 	auth := "no token (loopback only)"
 	switch {

@@ -484,20 +484,15 @@ func checkRewardFlags(f processFlags, lambdaSet bool) error {
 		}
 		return nil
 	}
-	switch {
-	case f.reward == rewardGraded:
-	case f.reward == rewardWorld:
-		if f.costUnit != "" && f.costUnit != reward.CostTokens {
-			return fmt.Errorf("process: --reward world charges per token, not --cost-unit %s", f.costUnit)
-		}
-	case slices.Contains(reward.Kinds(), f.reward):
-		if lambdaSet || f.costUnit != "" {
-			return fmt.Errorf("process: --lambda and --cost-unit tune graded and world; --reward %s takes its settings from the config's reward.%s section", f.reward, f.reward)
-		}
-	default:
-		return fmt.Errorf("process: --reward %q: want %s or %s", f.reward, strings.Join(reward.Kinds(), ", "), rewardWorld)
+	if err := f.rewardChoice(lambdaSet).check(); err != nil {
+		return fmt.Errorf("process: %w", err)
 	}
 	return nil
+}
+
+// rewardChoice is f's choice of reward.
+func (f processFlags) rewardChoice(lambdaSet bool) rewardChoice {
+	return rewardChoice{kind: f.reward, lambda: f.lambda, lambdaSet: lambdaSet, costUnit: f.costUnit}
 }
 
 // newScorer returns the scorer of the reward the flags and cfg choose. It
@@ -508,13 +503,9 @@ func newScorer(f processFlags, lambdaSet bool, cfg *Config) (*rollout.RewardScor
 	if err := checkRewardFlags(f, lambdaSet); err != nil {
 		return nil, "", err
 	}
-	rc := reward.DefaultConfig()
-	if cfg != nil {
-		rc = cfg.Reward
-	}
 	kind := f.reward
-	if !f.rewardSet && f.reward == rewardGraded && rc.Kind != "" {
-		kind = rc.Kind
+	if !f.rewardSet && f.reward == rewardGraded && cfg != nil && cfg.Reward.Kind != "" {
+		kind = cfg.Reward.Kind
 	}
 	if f.parity {
 		if kind != rewardGraded {
@@ -522,40 +513,88 @@ func newScorer(f processFlags, lambdaSet bool, cfg *Config) (*rollout.RewardScor
 		}
 		return &rollout.RewardScorer{Reward: reward.Parity}, "parity reward", nil
 	}
-	sc := &rollout.RewardScorer{}
+	var used []string
+	if cfg != nil {
+		used = cfg.strategyModels(f.strategy)
+	}
+	sc, desc, err := f.rewardChoice(lambdaSet).scorer(kind, cfg, used, "strategy "+f.strategy+" calls")
+	if err != nil {
+		return nil, "", fmt.Errorf("process: %w", err)
+	}
 	if f.dataset == datasetWorld {
 		sc.Verify = world.Verify
 	}
+	return sc, desc, nil
+}
+
+// rewardChoice is a command's choice of reward by --reward, --lambda and
+// --cost-unit. Process and gateway read it alike.
+type rewardChoice struct {
+	kind      string // graded, world or a reward.Kinds name
+	lambda    float64
+	lambdaSet bool
+	costUnit  string // "" keeps the config's reward.graded.cost_unit
+}
+
+// check refuses flags that contradict each other.
+func (c rewardChoice) check() error {
+	switch {
+	case c.kind == rewardGraded:
+	case c.kind == rewardWorld:
+		if c.costUnit != "" && c.costUnit != reward.CostTokens {
+			return fmt.Errorf("--reward world charges per token, not --cost-unit %s", c.costUnit)
+		}
+	case slices.Contains(reward.Kinds(), c.kind):
+		if c.lambdaSet || c.costUnit != "" {
+			return fmt.Errorf("--lambda and --cost-unit tune graded and world; --reward %s takes its settings from the config's reward.%s section", c.kind, c.kind)
+		}
+	default:
+		return fmt.Errorf("--reward %q: want %s or %s", c.kind, strings.Join(reward.Kinds(), ", "), rewardWorld)
+	}
+	return nil
+}
+
+// scorer returns the scorer of the reward kind, tuned by c and cfg's
+// reward section, and its description. kind is --reward or the config's
+// reward.kind. A cost-aware kind needs cfg to price the models in used,
+// which user names in errors ("strategy route calls"). cfg nil is a
+// config without a reward section. The scorer's Verify is left nil.
+func (c rewardChoice) scorer(kind string, cfg *Config, used []string, user string) (*rollout.RewardScorer, string, error) {
+	rc := reward.DefaultConfig()
+	if cfg != nil {
+		rc = cfg.Reward
+	}
+	sc := &rollout.RewardScorer{}
 	var g reward.Graded
 	switch kind {
 	case rewardGraded:
 		g = rc.Graded
-		if f.costUnit != "" {
-			g.CostUnit = f.costUnit
+		if c.costUnit != "" {
+			g.CostUnit = c.costUnit
 		}
 	case rewardWorld:
 		g = world.DefaultReward()
 		sc.GeneratedTokens = true
 	default:
-		if lambdaSet || f.costUnit != "" {
-			return nil, "", fmt.Errorf("process: --lambda and --cost-unit tune graded and world; the config's reward.kind %s takes its settings from its reward.%s section", kind, kind)
+		if c.lambdaSet || c.costUnit != "" {
+			return nil, "", fmt.Errorf("--lambda and --cost-unit tune graded and world; the config's reward.kind %s takes its settings from its reward.%s section", kind, kind)
 		}
 		rc.Kind = kind
-		if err := costReward(&rc, cfg, f.strategy); err != nil {
-			return nil, "", fmt.Errorf("process: %w", err)
+		if err := costReward(&rc, cfg, used, user); err != nil {
+			return nil, "", err
 		}
 		fn, err := rc.Func()
 		if err != nil {
-			return nil, "", fmt.Errorf("process: reward: %w", err)
+			return nil, "", fmt.Errorf("reward: %w", err)
 		}
 		sc.Reward = fn
 		return sc, rc.Describe(), nil
 	}
-	if lambdaSet {
-		g.Lambda = f.lambda
+	if c.lambdaSet {
+		g.Lambda = c.lambda
 	}
 	if err := g.Validate(); err != nil {
-		return nil, "", fmt.Errorf("process: reward: %w", err)
+		return nil, "", fmt.Errorf("reward: %w", err)
 	}
 	sc.Reward = g.Reward
 	desc := fmt.Sprintf("graded reward (λ %g per %s, μ %g per call, format %g)", g.Lambda, strings.TrimSuffix(g.CostUnit, "s"), g.Mu, g.FormatPenalty)
@@ -567,15 +606,15 @@ func newScorer(f processFlags, lambdaSet bool, cfg *Config) (*rollout.RewardScor
 	return sc, desc, nil
 }
 
-// costReward checks that cfg prices every model strategy name calls, for the
-// cost-aware reward rc selects. It rekeys per_call's fees from the config's
-// model names to the names the traces record. A price is never assumed: a
-// model without one written in the config is an error naming the key to set.
-func costReward(rc *reward.Config, cfg *Config, name string) error {
+// costReward checks that cfg prices every model in used, for the
+// cost-aware reward rc selects; user says who uses them. It rekeys
+// per_call's fees from the config's model names to the names the traces
+// record. A price is never assumed: a model without one written in the
+// config is an error naming the key to set.
+func costReward(rc *reward.Config, cfg *Config, used []string, user string) error {
 	if cfg == nil {
 		return fmt.Errorf("reward %s needs a config that prices its models", rc.Kind)
 	}
-	used := cfg.strategyModels(name)
 	var errs []error
 	switch rc.Kind {
 	case reward.KindSuccessGated, reward.KindEfficiency:
@@ -603,7 +642,7 @@ func costReward(rc *reward.Config, cfg *Config, name string) error {
 		}
 		for _, m := range used {
 			if _, ok := rc.PerCall.Fees[m]; !ok {
-				errs = append(errs, cfg.at("reward.per_call.fees", "no fee for model %s, which strategy %s calls", m, name))
+				errs = append(errs, cfg.at("reward.per_call.fees", "no fee for model %s, which %s", m, user))
 			}
 		}
 		rc.PerCall.Fees = fees

@@ -8,7 +8,9 @@
 // problems greedily through a gateway on the shipped and on the trained
 // router. A paired bootstrap and McNemar's test compare the two, and
 // delegate train's route table evaluates the trained checkpoint on the
-// same items in process.
+// same items in process. With -reward world the gateways reward each
+// session as delegate train rewards a rollout: correctness less the
+// delegator's tokens and the solver calls.
 //
 // Usage: go run ./perf/gatewaytrain -bin ./delegate (docs/gateway.md)
 package main
@@ -45,6 +47,7 @@ const token = "perf-gatewaytrain-token"
 
 type flags struct {
 	bin, node, agents, out string
+	reward                 string // the gateways' --reward; "" for 1 or 0
 	steps, items, group    int
 	evalItems, workers     int
 	lr, temperature        float64
@@ -67,6 +70,7 @@ func main() {
 	flag.Float64Var(&f.temperature, "temperature", 1, "the gateway's sampling temperature of the delegator while training")
 	flag.Uint64Var(&f.seed, "seed", 1, "seed of the problems")
 	flag.BoolVar(&f.table, "table", true, "also evaluate the trained checkpoint with delegate train's route table, in process")
+	flag.StringVar(&f.reward, "reward", "", "the gateways' reward of verified sessions (delegate gateway --reward): world is delegate train's, correctness less the delegator's generated tokens and the solver calls; \"\" gives 1 if right, 0 if wrong")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -176,14 +180,17 @@ roles: {default: delegator, subagent: solver, weak: solver}
 `, checkpoint, extra, filepath.Join(root, "models", "solver"))
 }
 
-// outcome is one agent run's session: right or not, and whether the
-// model failed the run (agents.mjs said "failed").
-type outcome struct{ right, failed bool }
+// outcome is one agent run's session: right or not, its reward, and
+// whether the model failed the run (agents.mjs said "failed").
+type outcome struct {
+	right, failed bool
+	reward        float64
+}
 
 type outcomes []outcome
 
 func (o outcomes) summary() string {
-	right, failed := 0, 0
+	right, failed, sum := 0, 0, 0.0
 	for _, x := range o {
 		if x.right {
 			right++
@@ -191,19 +198,23 @@ func (o outcomes) summary() string {
 		if x.failed {
 			failed++
 		}
+		sum += x.reward
 	}
-	return fmt.Sprintf("%d of %d right (reward %.3f), %d runs failed by the model", right, len(o), float64(right)/float64(len(o)), failed)
+	return fmt.Sprintf("%d of %d right (reward %.3f), %d runs failed by the model", right, len(o), sum/float64(len(o)), failed)
 }
 
 // evaluate runs the app once per problem through a gateway on config,
 // the agent's own temperature (0) kept, f.workers at once.
 func evaluate(ctx context.Context, f flags, config, out string, problems []*world.Problem) (outcomes, error) {
 	gw, err := start(ctx, f.bin, `gateway on (http://\S+):`, []string{gatewayTokenEnv + "=" + token},
-		"gateway", "--addr", "127.0.0.1:0", "--config", config, "--out", out, "--group", "2", "--train", "delegator")
+		append([]string{"gateway", "--addr", "127.0.0.1:0", "--config", config, "--out", out, "--group", "2", "--train", "delegator"}, f.rewardArgs()...)...)
 	if err != nil {
 		return nil, err
 	}
 	defer gw.stop()
+	if _, err := f.rewardLine(gw); err != nil {
+		return nil, err
+	}
 	res := make(outcomes, len(problems))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(f.workers)
@@ -236,13 +247,18 @@ func trainLoop(ctx context.Context, f flags, dir, trainerDir string, problems []
 	}
 	defer trainer.stop()
 	gw, err := start(ctx, f.bin, `gateway on (http://\S+):`, []string{gatewayTokenEnv + "=" + token},
-		"gateway", "--addr", "127.0.0.1:0", "--config", filepath.Join(dir, "train.yaml"), "--out", filepath.Join(dir, "gateway"),
-		"--group", strconv.Itoa(f.group), "--train", "delegator", "--temperature", strconv.FormatFloat(f.temperature, 'g', -1, 64),
-		"--push", api.url, "--push-offpolicy", "1", "--push-wait", "5m")
+		append([]string{"gateway", "--addr", "127.0.0.1:0", "--config", filepath.Join(dir, "train.yaml"), "--out", filepath.Join(dir, "gateway"),
+			"--group", strconv.Itoa(f.group), "--train", "delegator", "--temperature", strconv.FormatFloat(f.temperature, 'g', -1, 64),
+			"--push", api.url, "--push-offpolicy", "1", "--push-wait", "5m"}, f.rewardArgs()...)...)
 	if err != nil {
 		return err
 	}
 	defer gw.stop()
+	line, err := f.rewardLine(gw)
+	if err != nil {
+		return err
+	}
+	fmt.Println("training", line)
 	for s := range f.steps {
 		t := time.Now()
 		batch := problems[s*f.items : (s+1)*f.items]
@@ -272,8 +288,10 @@ func trainLoop(ctx context.Context, f flags, dir, trainerDir string, problems []
 }
 
 // solve runs agents.mjs on p in a new session of the gateway at base and
-// ends the session: reward 0 when the model failed the run, else the
-// world's verifier. group is the session's group key ("" for p's id).
+// ends the session with the world's verifier. A run the model failed
+// gets reward 0; with -reward it is verified with no answer instead, so
+// that it is wrong and pays its costs, as delegate train charges a failed
+// rollout. group is the session's group key ("" for p's id).
 func solve(ctx context.Context, f flags, base string, p *world.Problem, group string) (outcome, error) {
 	body, err := json.Marshal(map[string]any{"task": p.Task(), "group": group})
 	if err != nil {
@@ -300,16 +318,17 @@ func solve(ctx context.Context, f flags, base string, p *world.Problem, group st
 		return outcome{}, fmt.Errorf("agents.mjs on %s: %v: %s%s", p.ID, err, out, stderr.String())
 	}
 	verdict := `{}`
-	if res.Failed != "" {
+	switch {
+	case res.Failed != "" && f.reward != "":
+		verdict = `{"answer":""}`
+	case res.Failed != "":
 		verdict = `{"reward":0}`
 	}
-	var rr struct {
-		Reward float64 `json:"reward"`
-	}
+	var rr gateway.RewardResponse
 	if err := (gateway.Admin{Base: base, Token: token}).Post(ctx, "/sessions/"+cr.SessionID+"/reward", verdict, &rr); err != nil {
 		return outcome{}, err
 	}
-	return outcome{right: rr.Reward == 1, failed: res.Failed != ""}, nil
+	return outcome{right: rr.Correct != nil && *rr.Correct, failed: res.Failed != "", reward: rr.Reward}, nil
 }
 
 // paired prints the paired comparison of the same problems before and
@@ -317,12 +336,7 @@ func solve(ctx context.Context, f flags, base string, p *world.Problem, group st
 // McNemar's test on the problems only one got right.
 func paired(before, after outcomes) {
 	n := len(before)
-	r := func(o outcomes, i int) float64 {
-		if o[i].right {
-			return 1
-		}
-		return 0
-	}
+	r := func(o outcomes, i int) float64 { return o[i].reward }
 	iv, ok := bench.PairedBootstrap(n, 10000, 1, func(idx []int) float64 {
 		d := 0.0
 		for _, i := range idx {
@@ -364,6 +378,32 @@ func routeTable(ctx context.Context, f flags, checkpoint, out string) error {
 		return err
 	}
 	return res.Table.WriteMarkdown(os.Stdout)
+}
+
+// rewardArgs are the gateways' flags of f.reward.
+func (f flags) rewardArgs() []string {
+	if f.reward == "" {
+		return nil
+	}
+	return []string{"--reward", f.reward}
+}
+
+// rewardLine is the gateway's line that names the reward of its verified
+// sessions. It must name f.reward's, or 1 or 0 without it.
+func (f flags) rewardLine(gw *child) (string, error) {
+	want := "1 if right, 0 if wrong"
+	if f.reward != "" {
+		want = "the " + f.reward + " reward"
+	}
+	for line := range strings.Lines(gw.out.String()) {
+		if rest, ok := strings.CutPrefix(line, "gateway: verified sessions get "); ok {
+			if !strings.HasPrefix(rest, want) {
+				return "", fmt.Errorf("the gateway rewards verified sessions with %q, want %s", strings.TrimSpace(rest), want)
+			}
+			return strings.TrimSpace(line), nil
+		}
+	}
+	return "", fmt.Errorf("the gateway named no reward of its verified sessions:\n%s", gw.out.String())
 }
 
 // gatewayTokenEnv names the variable of the gateway's session token.

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
@@ -29,6 +30,7 @@ func TestConfigValidate(t *testing.T) {
 		{"no estimator", func(c *gateway.Config) { c.Estimator = "" }, `estimator ""`},
 		{"negative sink wait", func(c *gateway.Config) { c.SinkWait = -1 }, "sink wait"},
 		{"zero temperature", func(c *gateway.Config) { zero := 0.0; c.Temperature = &zero }, "temperature 0"},
+		{"a reward function without a verifier", func(c *gateway.Config) { c.Reward = reward.DefaultGraded().Reward }, "needs a verifier"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,7 +8,9 @@
 // An operator opens a session (POST /sessions), hands the agent its base
 // URL (/s/{id}/v1, or /v1 with the session id as the bearer key) and
 // ends it with a reward (POST /sessions/{id}/reward), given or verified
-// from the task's reference. The session is then stored (package store)
+// from the task's reference. A verified session's reward is 1 or 0, or
+// with Config.Reward the reward `delegate process` would give its calls:
+// quality less the cost terms. The session is then stored (package store)
 // before the reward is acknowledged. Its calls become samples per role:
 // a call whose prompt ids extend a sample's ids extends that sample, any
 // other call starts one, so forks stay apart. Once a group's sessions are

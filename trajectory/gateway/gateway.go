@@ -81,6 +81,19 @@ type Config struct {
 	// reference: 1 if right, else 0. World problems use world.Verify.
 	// Nil: a reward must be given.
 	Verify delegate.Verifier
+	// Reward, when set, replaces 1 or 0 as a verified session's reward.
+	// It is a reward.Config's Func or a reward.Graded's Reward, applied as
+	// `delegate process` applies it (rollout.RewardScorer) to the
+	// session's calls: the trained roles are the policy, every other
+	// role's call is a sub-agent call. Finished.Terms shows its inputs.
+	// A reward the caller gives is kept as given.
+	Reward func(reward.Outcome) float64
+	// RewardName names Reward in each session's terms, as
+	// reward.Config.Describe does.
+	RewardName string
+	// GeneratedTokens makes Reward charge the trained roles' completion
+	// tokens only, as the world's reward does; else their whole usage.
+	GeneratedTokens bool
 	// Sink, when set, is sent every committed group record in file order. It
 	// is a trajectory API, fed as `delegate process --push` feeds it. A
 	// session starts only once Sink.Wait returns: the trainer's queue has
@@ -128,6 +141,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := reward.ParseEstimator(string(c.Estimator)); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Reward != nil && c.Verify == nil {
+		errs = append(errs, errors.New("a reward function needs a verifier: it rewards verified sessions"))
 	}
 	return errors.Join(errs...)
 }
@@ -579,7 +595,9 @@ type RewardResponse struct {
 	Session string  `json:"session"` // the stored key's first 16 digits, never the id
 	Reward  float64 `json:"reward"`
 	// Correct is the verifier's word, when it gave the reward.
-	Correct *bool          `json:"correct,omitempty"`
+	Correct *bool `json:"correct,omitempty"`
+	// Terms are the inputs of a reward computed by Config.Reward.
+	Terms   *Terms         `json:"terms,omitempty"`
 	Calls   int            `json:"calls"`
 	Samples map[string]int `json:"samples"` // by trained role
 	Group   string         `json:"group"`
@@ -610,7 +628,7 @@ func (g *Gateway) finish(w http.ResponseWriter, r *http.Request, id string) {
 	s.done = true
 	calls := s.callList()
 	s.mu.Unlock()
-	fin, err := g.score(s, calls, req)
+	fin, err := g.score(r.Context(), s, calls, req)
 	if err != nil {
 		s.mu.Lock()
 		s.done = false // the session goes on; the caller may give a reward
@@ -641,7 +659,7 @@ func (g *Gateway) finish(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, http.StatusInternalServerError, "group_error", "the session is stored; its group record failed: "+err.Error())
 		return
 	}
-	out := RewardResponse{Session: short(s.key), Reward: fin.Reward, Correct: fin.Correct, Calls: len(fin.Calls),
+	out := RewardResponse{Session: short(s.key), Reward: fin.Reward, Correct: fin.Correct, Terms: fin.Terms, Calls: len(fin.Calls),
 		Samples: map[string]int{}, Group: fin.Group, GroupsWritten: written}
 	for _, smp := range fin.Samples {
 		out.Samples[smp.Role]++
@@ -650,7 +668,7 @@ func (g *Gateway) finish(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 // score gives a session its reward and samples.
-func (g *Gateway) score(s *session, calls []Call, req RewardRequest) (*Finished, error) {
+func (g *Gateway) score(ctx context.Context, s *session, calls []Call, req RewardRequest) (*Finished, error) {
 	fin := &Finished{Version: FinishedVersion, Key: s.key, Task: s.task, Group: s.group, Metadata: s.metadata,
 		Created: s.created.UTC(), Finished: g.cfg.Now().UTC(), Calls: calls, PolicyVersion: s.policyVersion}
 	switch {
@@ -674,6 +692,12 @@ func (g *Gateway) score(s *session, calls []Call, req RewardRequest) (*Finished,
 					break
 				}
 			}
+		}
+		if g.cfg.Reward != nil {
+			if err := g.computeReward(ctx, fin, answer); err != nil {
+				return nil, err
+			}
+			break
 		}
 		v, err := g.cfg.Verify(s.task, answer)
 		if err != nil {

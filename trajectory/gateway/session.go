@@ -85,6 +85,9 @@ type Finished struct {
 	Finished time.Time         `json:"finished"`
 	Reward   float64           `json:"reward"`
 	Correct  *bool             `json:"correct,omitempty"`
+	// Terms are the inputs of a reward computed by Config.Reward; nil
+	// for a reward given, or 1 or 0 from the verifier.
+	Terms *Terms `json:"terms,omitempty"`
 	// PolicyVersion is the trainer's step when the session started, with
 	// Config.Sink: the group's policy version when no call has one.
 	PolicyVersion *int     `json:"policy_version,omitempty"`

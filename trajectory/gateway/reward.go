@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/rollout"
+)
+
+// Terms are what a reward computed by Config.Reward was made of.
+// A user reads in them why a session got its reward.
+type Terms struct {
+	// Reward names the reward function (Config.RewardName).
+	Reward string `json:"reward"`
+	// Quality is the verifier's word: 1 right, 0 wrong.
+	Quality float64 `json:"quality"`
+	// Outcome is the reward function's whole input. Its cost is the
+	// session's dollars, tokens the trained roles' tokens, calls the
+	// calls of the other roles: the sub-agent calls. Latency runs from
+	// the first call's start to the last call's end.
+	reward.Outcome
+}
+
+// traceStrategy names the strategy of a session's trace. No strategy of
+// package strategy has this name, so rollout.RewardScorer takes the
+// policy roles from PolicyRoles alone.
+const traceStrategy = "gateway"
+
+// computeReward gives fin the reward of Config.Reward. A session's calls
+// become a trace that rollout.RewardScorer scores, as process scores a
+// rollout. The trained roles are the policy; the step is the session's
+// policy version, so that an annealed reward anneals.
+func (g *Gateway) computeReward(ctx context.Context, fin *Finished, answer string) error {
+	step := 0
+	if fin.PolicyVersion != nil {
+		step = *fin.PolicyVersion
+	}
+	sc := &rollout.RewardScorer{Verify: g.cfg.Verify, Reward: g.cfg.Reward, PolicyRoles: policyRoles(fin.Calls),
+		GeneratedTokens: g.cfg.GeneratedTokens, Step: step}
+	res, err := sc.Score(ctx, nil, fin.Task, nil, sessionTrace(fin.Calls, answer))
+	if err != nil {
+		return fmt.Errorf("reward: %w", err)
+	}
+	in := res.Inputs
+	if in == nil || in.Correct == nil {
+		// Score verifies every task with a reference answer, and the
+		// caller has checked that there is one.
+		return fmt.Errorf("reward: task %q was not verified", fin.Task.ID)
+	}
+	if math.IsNaN(res.Reward) || math.IsInf(res.Reward, 0) {
+		return fmt.Errorf("reward: %s gives %v for this session", g.cfg.RewardName, res.Reward)
+	}
+	t := &Terms{Reward: g.cfg.RewardName, Outcome: *in}
+	if *in.Correct {
+		t.Quality = 1
+	}
+	fin.Reward, fin.Correct, fin.Terms = res.Reward, in.Correct, t
+	return nil
+}
+
+// policyRoles are the roles of the trained calls, sorted.
+func policyRoles(calls []Call) []string {
+	var roles []string
+	for _, c := range calls {
+		if c.Trained && !slices.Contains(roles, c.Role) {
+			roles = append(roles, c.Role)
+		}
+	}
+	slices.Sort(roles)
+	return roles
+}
+
+// sessionTrace is a session's calls as a rollout's trace: one call node
+// per call under the root, in call order, answering answer. Calls that
+// overlap in time ran side by side (delegate.CriticalPath). The trace's
+// latency runs from the first call's start to the last call's end.
+func sessionTrace(calls []Call, answer string) *delegate.Trace {
+	root := &delegate.Node{Name: traceStrategy}
+	var first, last time.Time
+	for i := range calls {
+		c := &calls[i]
+		out := c.Output
+		root.Children = append(root.Children, &delegate.Node{ID: i + 1, Name: c.Role, Role: c.Role, Model: c.Model,
+			PolicyVersion: c.PolicyVersion, Output: &out, Usage: c.Usage, Cost: c.Cost, Start: c.Start, Latency: c.Latency,
+			FinishReason: c.FinishReason})
+		end := c.Start.Add(c.Latency)
+		if i == 0 || c.Start.Before(first) {
+			first = c.Start
+		}
+		if i == 0 || end.After(last) {
+			last = end
+		}
+	}
+	root.Start, root.Latency = first, last.Sub(first)
+	tr := &delegate.Trace{Version: delegate.TraceVersion, Strategy: traceStrategy, Answer: answer, Start: first,
+		Latency: root.Latency, Root: root}
+	tr.Roles, tr.Total = delegate.Tally(root)
+	return tr
+}
