@@ -14,7 +14,8 @@ import (
 
 // FromAPI trains the roles Config.Train names on a trajectory API's
 // batches, as an Atropos trainer does. It registers with batch_size =
-// items per step × group size sequences. For each step it pulls GET
+// items per step × group size sequences, and with Config.BatchItems asks
+// for batches of items per step groups. For each step it pulls GET
 // /batch?step=N, trains on it and writes the step's checkpoint, as Run
 // does: the delegator's in OutDir, the solver's in OutDir/SolverDir. An
 // interrupted run resumes from its last step and fetches the next batch
@@ -101,6 +102,9 @@ func FromAPI(ctx context.Context, cfg Config, client *atropos.TrainerClient, pro
 		VocabSize:     max(delegator.Config.Vocab, solver.Config.Vocab),
 		CheckpointDir: rl.CheckpointDir(lead), SaveCheckpointInterval: 1, NumSteps: r.Steps,
 		WandbGroup: "delegate", WandbProject: "delegate",
+	}
+	if cfg.BatchItems {
+		reg.BatchGroups = r.ItemsPerStep
 	}
 	if err := client.Register(ctx, reg); err != nil {
 		return fmt.Errorf("train --api %s: register: %w", client.URL, err)

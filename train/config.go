@@ -178,6 +178,12 @@ type Config struct {
 	// the single-agent baseline's, in place of the graded comparison
 	// (decompose.go).
 	Parity bool `json:"parity,omitempty"`
+	// BatchItems makes FromAPI ask for batches of RL.ItemsPerStep groups
+	// (atropos.Registration.BatchGroups), not of items × group size
+	// sequences. A step then trains a step's items whatever the solver's
+	// samples add to each group. delegate api honours it; Atropos's
+	// server counts sequences. Not part of a run's identity.
+	BatchItems bool `json:"-"`
 }
 
 // ShippedPrefix names a shipped model (package models) where a checkpoint

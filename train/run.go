@@ -153,11 +153,11 @@ func begin(cfg Config, opt *Options) (func(string), error) {
 	}, nil
 }
 
-// trainedElsewhere says whether cfg's policy can be trained outside Run
+// trainedElsewhere says whether cfg's policies can be trained outside Run
 // (by a trajectory API's trainer), as Evaluate and EvaluateBaselines need.
 func trainedElsewhere(cfg Config) error {
-	if cfg.Mode != ModeRoute || cfg.Train != TrainDelegator {
-		return fmt.Errorf("train: evaluate a checkpoint: mode %s, train %s: only %s's delegator is trained from a trajectory API", cfg.Mode, cfg.Train, ModeRoute)
+	if cfg.Mode != ModeRoute {
+		return fmt.Errorf("train: evaluate a checkpoint: mode %s: only %s's policies are trained from a trajectory API", cfg.Mode, ModeRoute)
 	}
 	return nil
 }
@@ -190,9 +190,10 @@ func EvaluateBaselines(ctx context.Context, cfg Config, opt Options) error {
 
 // Evaluate makes Run's table for a policy trained elsewhere, as by train
 // --api in a multi-process run. It evaluates cfg's baselines as Run does.
-// In place of the policy Run would train, it takes trained.Checkpoint
-// after trained.Steps steps: an nn checkpoint directory, such as a
-// trainer's OUT/checkpoint/policy. trained's StoppedBy and TrainSeconds go
+// In place of the policies Run would train, it takes trained.Checkpoint
+// (the delegator's) and trained.SolverCheckpoint after trained.Steps
+// steps: nn checkpoint directories, such as a trainer's
+// OUT/checkpoint/policy. trained's StoppedBy and TrainSeconds go
 // into the table's notes. Everything lands in cfg.OutDir as in Run, and an
 // interrupted evaluation resumes there.
 func Evaluate(ctx context.Context, cfg Config, trained Result, opt Options) (*Result, error) {
@@ -206,24 +207,40 @@ func Evaluate(ctx context.Context, cfg Config, trained Result, opt Options) (*Re
 	if err != nil {
 		return nil, err
 	}
-	trainedP, err := loadCheckpoint("trained delegator", trained.Checkpoint)
-	if err != nil {
-		return nil, err
-	}
 	r, err := newRunner(cfg, opt)
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
-	if trainedP.Config != r.policyP.Config {
-		return nil, fmt.Errorf("train: trained checkpoint %s: its shape %+v is not the delegator's %+v", trained.Checkpoint, trainedP.Config, r.policyP.Config)
+	// Each trained role's checkpoint, and the parameters it replaces.
+	type load struct {
+		what, dir string
+		into      *nn.Params
+	}
+	var loads []load
+	if cfg.trainsDelegator() {
+		loads = append(loads, load{"trained delegator", trained.Checkpoint, r.policyP})
+	}
+	if cfg.trainsSolver() {
+		loads = append(loads, load{"trained solver", trained.SolverCheckpoint, r.solverP})
+	}
+	loaded := make([]*nn.Params, len(loads))
+	for i, l := range loads {
+		if loaded[i], err = loadCheckpoint(l.what, l.dir); err != nil {
+			return nil, err
+		}
+		if loaded[i].Config != l.into.Config {
+			return nil, fmt.Errorf("train: %s checkpoint %s: its shape %+v is not the starting one's %+v", l.what, l.dir, loaded[i].Config, l.into.Config)
+		}
 	}
 	if _, err := r.start(ctx, phase); err != nil {
 		return nil, err
 	}
-	// The policy's model reads policyP at every call: from here on it is
-	// the trained policy.
-	copy(r.policyP.Data, trainedP.Data)
+	// The trained models read these parameters at every call: from here
+	// on they are the trained policies.
+	for i, l := range loads {
+		copy(l.into.Data, loaded[i].Data)
+	}
 	res := &trained
 	res.Table = nil
 	if err := r.final(ctx, phase, res); err != nil {

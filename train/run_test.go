@@ -286,39 +286,51 @@ func TestRunRefusesAnotherRunsDirectory(t *testing.T) {
 	}
 }
 
-// TestEvaluateMatchesRun evaluates a Run's checkpoint in another
-// directory, as a policy trained elsewhere. Every row of the table, the
-// trained policy's included, must be the one Run printed.
+// TestEvaluateMatchesRun evaluates a Run's checkpoints in another
+// directory, as policies trained elsewhere: the delegator's, and with
+// both trained the solver's too. Every row of the table, the trained
+// policies' included, must be the one Run printed.
 func TestEvaluateMatchesRun(t *testing.T) {
-	cfg := tinyConfig(t)
-	res, err := Run(context.Background(), cfg, Options{})
-	if err != nil {
-		t.Fatal(err)
+	for _, which := range []string{TrainDelegator, TrainBoth} {
+		t.Run(which, func(t *testing.T) {
+			cfg := tinyConfig(t)
+			cfg.Train = which
+			res, err := Run(context.Background(), cfg, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ecfg := cfg
+			ecfg.OutDir = filepath.Join(t.TempDir(), "evaluate")
+			trained := Result{Steps: res.Steps, StoppedBy: "steps", TrainSeconds: res.TrainSeconds, Checkpoint: filepath.Join(res.Checkpoint, "policy")}
+			if which == TrainBoth {
+				trained.SolverCheckpoint = filepath.Join(res.SolverCheckpoint, "policy")
+			}
+			got, err := Evaluate(context.Background(), ecfg, trained, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Table.Rows) != len(res.Table.Rows) {
+				t.Fatalf("%d rows, want Run's %d", len(got.Table.Rows), len(res.Table.Rows))
+			}
+			for i, r := range got.Table.Rows {
+				w := res.Table.Rows[i]
+				if r.Arm != w.Arm || r.N != w.N || r.Reward != w.Reward || r.Accuracy != w.Accuracy {
+					t.Errorf("row %d: %s n %d reward %v accuracy %v; Run's: %s n %d reward %v accuracy %v",
+						i, r.Arm, r.N, r.Reward, r.Accuracy, w.Arm, w.N, w.Reward, w.Accuracy)
+				}
+			}
+			if got.Table.BestRule != res.Table.BestRule {
+				t.Errorf("best rule %q, Run's %q", got.Table.BestRule, res.Table.BestRule)
+			}
+		})
 	}
-	ecfg := cfg
-	ecfg.OutDir = filepath.Join(t.TempDir(), "evaluate")
-	trained := Result{Steps: res.Steps, StoppedBy: "steps", TrainSeconds: res.TrainSeconds, Checkpoint: filepath.Join(res.Checkpoint, "policy")}
-	got, err := Evaluate(context.Background(), ecfg, trained, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Table.Rows) != len(res.Table.Rows) {
-		t.Fatalf("%d rows, want Run's %d", len(got.Table.Rows), len(res.Table.Rows))
-	}
-	for i, r := range got.Table.Rows {
-		w := res.Table.Rows[i]
-		if r.Arm != w.Arm || r.N != w.N || r.Reward != w.Reward || r.Accuracy != w.Accuracy {
-			t.Errorf("row %d: %s n %d reward %v accuracy %v; Run's: %s n %d reward %v accuracy %v",
-				i, r.Arm, r.N, r.Reward, r.Accuracy, w.Arm, w.N, w.Reward, w.Accuracy)
-		}
-	}
-	if got.Table.BestRule != res.Table.BestRule {
-		t.Errorf("best rule %q, Run's %q", got.Table.BestRule, res.Table.BestRule)
-	}
+}
 
-	bad := trained
-	bad.Checkpoint = tinyCheckpoint(t, t.TempDir(), "other", 3)
-	// A checkpoint of another shape than the delegator is refused, named.
+// TestEvaluateRefusesAnotherShape evaluates a checkpoint whose shape is
+// not the delegator's: the error names it.
+func TestEvaluateRefusesAnotherShape(t *testing.T) {
+	ecfg := tinyConfig(t)
+	bad := Result{Steps: 1, StoppedBy: "steps", Checkpoint: tinyCheckpoint(t, t.TempDir(), "other", 3)}
 	p, _, err := nn.Load(bad.Checkpoint)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,7 +61,7 @@ const (
 func procsEnvDir(i int) string { return "env-" + strconv.Itoa(i) }
 
 // trainerPassFlags are train's flags the trainer child gets as given.
-var trainerPassFlags = []string{"estimator", "lr", "clip", "kl", "epochs", "temperature", "max-new-tokens", "delegator", "seed", "rl-seed", "strict-tool-calls", "credit"}
+var trainerPassFlags = []string{"estimator", "lr", "clip", "kl", "epochs", "temperature", "max-new-tokens", "delegator", "solver", "seed", "rl-seed", "strict-tool-calls", "credit", "train"}
 
 // procsRefused are train's flags that --processes cannot honour. Only
 // route trains from a trajectory API, the environments' reward has the
@@ -106,8 +107,9 @@ func newTopology(fl *pflag.FlagSet, cfg train.Config, envs, level int, lambda fl
 }
 
 // writeConfigs writes the policy server's and the environments' configs
-// under dir. The server has the solver and the delegator, which follows
-// the trainer's checkpoint. The environments reach both through it.
+// under dir. The server has the delegator and the solver. Each follows its
+// trainer's checkpoint when trained, and is frozen otherwise. The
+// environments reach both through it.
 func (t *topology) writeConfigs(dir, serveAddr string) error {
 	checkpoint := func(path, shipped string) string {
 		if path == "" {
@@ -118,9 +120,26 @@ func (t *topology) writeConfigs(dir, serveAddr string) error {
 		}
 		return path
 	}
-	follow, err := filepath.Abs(rl.CheckpointDir(filepath.Join(dir, procsTrainerDir)))
+	// follow is a model's lines that follow the checkpoint of the
+	// trainer in sub of the trainer's --out, or none when not trained.
+	follow := func(trained bool, sub string) (string, error) {
+		if !trained {
+			return "", nil
+		}
+		d, err := filepath.Abs(rl.CheckpointDir(filepath.Join(dir, procsTrainerDir, sub)))
+		if err != nil {
+			return "", fmt.Errorf("train --processes: %w", err)
+		}
+		return fmt.Sprintf("    follow: %q\n    follow_every: 10ms\n", d), nil
+	}
+	followDelegator, err := follow(t.cfg.Train != train.TrainSolver, "")
 	if err != nil {
-		return fmt.Errorf("train --processes: %w", err)
+		return err
+	}
+	solverTrained := t.cfg.Train != train.TrainDelegator
+	followSolver, err := follow(solverTrained, train.SolverDir)
+	if err != nil {
+		return err
 	}
 	prices := world.DefaultPrices()
 	price := func(p struct{ in, cached, out float64 }) string {
@@ -133,16 +152,14 @@ models:
   delegator:
     kind: local
     checkpoint: %q
-    follow: %q
-    follow_every: 10ms
-    max_batch: 64
+%s    max_batch: 64
     price: %s
   solver:
     kind: local
     checkpoint: %q
-    max_batch: 64
+%s    max_batch: 64
     price: %s
-`, checkpoint(t.cfg.Delegator, t.cfg.StartModel()), follow, dp, checkpoint(t.cfg.Solver, "solver"), sp)
+`, checkpoint(t.cfg.Delegator, t.cfg.StartModel()), followDelegator, dp, checkpoint(t.cfg.Solver, "solver"), followSolver, sp)
 	// The strategy as the in-process trainer runs route: its turns, and
 	// every call capped at --max-new-tokens.
 	sc := transcript.StrategyConfig()
@@ -153,7 +170,7 @@ models:
 preset: world
 models:
   delegator: {kind: openai, base_url: "http://%[1]s/v1", api_key_env: %[8]s, model: delegator, token_ids: true, max_retries: 8, price: %[2]s}
-  solver: {kind: openai, base_url: "http://%[1]s/v1", api_key_env: %[8]s, model: solver, max_retries: 8, price: %[3]s}
+  solver: {kind: openai, base_url: "http://%[1]s/v1", api_key_env: %[8]s, model: solver, token_ids: %[10]v, max_retries: 8, price: %[3]s}
 roles: {default: delegator, subagent: solver, weak: solver}
 strategy:
   max_turns: %[4]d
@@ -161,7 +178,7 @@ strategy:
   single: {temperature: 0, max_tokens: %[5]d}
   strong: {temperature: 0, max_tokens: %[6]d}
   weak: {temperature: 0, max_tokens: %[7]d}
-`, serveAddr, dp, sp, t.cfg.MaxTurns, capped(sc.Single), capped(sc.Strong), capped(sc.Weak), serveKeyEnv, t.cfg.StrictToolCalls)
+`, serveAddr, dp, sp, t.cfg.MaxTurns, capped(sc.Single), capped(sc.Strong), capped(sc.Weak), serveKeyEnv, t.cfg.StrictToolCalls, solverTrained)
 	for name, doc := range map[string]string{procsServeFile: serve, procsEnvFile: env} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(doc), 0o644); err != nil {
 			return fmt.Errorf("train --processes: %w", err)
@@ -178,7 +195,9 @@ strategy:
 func (t *topology) children(dir, apiAddr, serveAddr string, secrets []string) []child {
 	url := "http://" + apiAddr
 	c := t.cfg
-	trainer := append([]string{"train", "--api", url, "--out", filepath.Join(dir, procsTrainerDir),
+	// Batches of a step's items: the solver's samples make groups vary
+	// in size, and a repaired tool call adds a sequence.
+	trainer := append([]string{"train", "--api", url, "--out", filepath.Join(dir, procsTrainerDir), "--batch-items",
 		"--steps", strconv.Itoa(c.RL.Steps), "--items", strconv.Itoa(c.RL.ItemsPerStep), "--group", strconv.Itoa(c.RL.GroupSize)},
 		t.trainerFlags...)
 	out := []child{
@@ -223,6 +242,10 @@ func (t *topology) children(dir, apiAddr, serveAddr string, secrets []string) []
 			"--keep-ties", "--no-baseline", "--omit-traces", "--reward", rewardWorld, "--advantage", string(c.RL.Estimator), "--progress", "none",
 			"--out", filepath.Join(dir, procsEnvDir(i)), "--push", url, "--push-name", fmt.Sprintf("env-%d", i)}
 		args = append(args, pace...)
+		if c.Train == train.TrainBoth {
+			// The delegator's turns and the solver's answers, each a sample.
+			args = append(args, "--train-roles", strategy.RoleStrong+","+strategy.RoleWeak)
+		}
 		if t.otlp != "" {
 			args = append(args, "--otlp", t.otlp)
 		}
@@ -427,6 +450,9 @@ func runTrainProcesses(ctx context.Context, out, progress io.Writer, mode string
 		return err
 	}
 	trained := train.Result{StoppedBy: "steps", Checkpoint: filepath.Join(rl.CheckpointDir(trainerDir), "policy")}
+	if t.cfg.Train == train.TrainBoth {
+		trained.SolverCheckpoint = filepath.Join(rl.CheckpointDir(filepath.Join(trainerDir, train.SolverDir)), "policy")
+	}
 	for _, m := range ms {
 		trained.Steps = max(trained.Steps, m.Step)
 		trained.TrainSeconds += m.RolloutSeconds + m.UpdateSeconds
@@ -460,8 +486,11 @@ func runTrainProcesses(ctx context.Context, out, progress io.Writer, mode string
 	if err := res.Table.WriteMarkdown(out); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nwritten: %s, %s, %s, %s\n",
-		filepath.Join(trainerDir, rl.MetricsFile), filepath.Join(dir, train.EvalFile), filepath.Join(dir, train.TableFile), res.Checkpoint)
+	written := []string{filepath.Join(trainerDir, rl.MetricsFile), filepath.Join(dir, train.EvalFile), filepath.Join(dir, train.TableFile), res.Checkpoint}
+	if res.SolverCheckpoint != "" {
+		written = append(written, res.SolverCheckpoint)
+	}
+	fmt.Fprintf(out, "\nwritten: %s\n", strings.Join(written, ", "))
 	return nil
 }
 

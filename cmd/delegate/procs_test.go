@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delegatelab/delegate/models"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/store"
@@ -455,7 +456,8 @@ func TestTrainProcessesFlags(t *testing.T) {
 		{"too many", []string{"--processes", "65"}, "want 1 to 64 environments"},
 		{"negative", []string{"--processes", "-1"}, "want 1 to 64 environments"},
 		{"api", []string{"--processes", "2", "--api", "http://127.0.0.1:1"}, "--api does not apply"},
-		{"role credit of the solver", []string{"--processes", "2", "--credit", "role", "--train", "both"}, "--processes trains the delegator only"},
+		{"the solver alone", []string{"--processes", "2", "--train", "solver"}, "--processes trains the delegator or both"},
+		{"batch items without an api", []string{"--batch-items"}, "--batch-items goes with --api"},
 		{"mu", []string{"--processes", "2", "--mu", "0.1"}, "--mu does not apply"},
 		{"mlpo", []string{"--processes", "2", "--mode", "mlpo"}, "--mode does not apply"},
 		{"offpolicy alone", []string{"--offpolicy", "1"}, "--offpolicy goes with --processes"},
@@ -484,20 +486,109 @@ func TestTrainProcessesTrainsOnTheInProcessGroups(t *testing.T) {
 	endToEnd(t)
 	const steps = 2 // the second samples the weights the first step trained
 	args := []string{"--steps", strconv.Itoa(steps), "--items", "2", "--group", "4", "--eval-items", "2", "--rule-items", "1", "--seed", "3", "-q"}
-	inDir := t.TempDir()
+	inDir, procsDir := trainBothWays(t, args)
+	in := readMetrics(t, filepath.Join(inDir, rl.MetricsFile))
+	procs := readMetrics(t, filepath.Join(procsDir, procsTrainerDir, rl.MetricsFile))
+	sameSteps(t, "delegator", in, procs, steps, true)
+	if in[0].Accuracy == 0 && in[0].DelegationRate == 0 && in[1].Accuracy == 0 && in[1].DelegationRate == 0 {
+		t.Error("accuracy and delegation rate 0 at every step in process: the comparison says nothing")
+	}
+	sameTrainedRows(t, inDir, procsDir, 1)
+}
+
+// TestTrainProcessesTrainsBothRoles runs `train --processes 2 --train
+// both --credit role` for 2 steps, and the same run in process. The
+// policy server serves each role from its own trainer's checkpoint, the
+// environments sample both, and the trainer's batches are a step's items.
+// The run exits 0, both checkpoints moved from the shipped models, and
+// the solver's trainer trained solver answers at every step.
+//
+// Each role's trainer gets the in-process run's samples step for step.
+// The delegator's are its groups: the same rewards, policy tokens and
+// gradient norms. The solver's samples are grouped otherwise. In process
+// its group holds every rollout of the item, its answers in it; over the
+// API each answer is a sequence, and a rollout without one is not there.
+// So its rewards' mean and tied groups differ. Dr. GRPO weighs every
+// token alike whatever holds it, so its policy tokens and gradient norms
+// are the in-process ones, and step 2 samples the same weights. The
+// table's three trained rows are then the same but for latency.
+func TestTrainProcessesTrainsBothRoles(t *testing.T) {
+	endToEnd(t)
+	const steps = 2
+	args := []string{"--train", "both", "--credit", "role", "--estimator", "drgrpo", "--steps", strconv.Itoa(steps), "--items", "2", "--group", "4",
+		"--eval-items", "2", "--rule-items", "1", "--seed", "3", "-q"}
+	inDir, procsDir := trainBothWays(t, args)
+	trainerDir := filepath.Join(procsDir, procsTrainerDir)
+	for _, role := range []struct{ name, sub, shipped string }{
+		{"delegator", "", train.RouterModel},
+		{"solver", train.SolverDir, "solver"},
+	} {
+		in := readMetrics(t, filepath.Join(inDir, role.sub, rl.MetricsFile))
+		procs := readMetrics(t, filepath.Join(trainerDir, role.sub, rl.MetricsFile))
+		if role.sub == "" {
+			sameSteps(t, role.name, in, procs, steps, true)
+		} else {
+			sameSolverSteps(t, in, procs, steps)
+		}
+		for _, m := range procs {
+			if m.Rollouts == 0 || m.PolicyTokens == 0 {
+				t.Errorf("%s, step %d: %d sequences, %d policy tokens trained, want some", role.name, m.Step, m.Rollouts, m.PolicyTokens)
+			}
+		}
+		start, _, err := models.Load(role.shipped)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Equal(policyParams(t, filepath.Join(trainerDir, role.sub)).Data, start.Data) {
+			t.Errorf("%s: the trainer's checkpoint is the shipped model's: not trained", role.name)
+		}
+	}
+	sameTrainedRows(t, inDir, procsDir, 3)
+}
+
+// sameSolverSteps fails t unless the solver's trainer with processes
+// trained what the in-process one did, step for step: as many policy
+// tokens and the same gradient norm, all on-policy.
+func sameSolverSteps(t *testing.T, in, procs []rl.Metrics, steps int) {
+	t.Helper()
+	if len(in) != steps || len(procs) != steps {
+		t.Fatalf("solver: %d steps in process, %d with processes; want %d each", len(in), len(procs), steps)
+	}
+	for i := range steps {
+		a, b := in[i], procs[i]
+		if a.PolicyTokens != b.PolicyTokens || math.Abs(a.GradNorm-b.GradNorm) > 1e-6*max(1, math.Abs(a.GradNorm)) {
+			t.Errorf("solver, step %d: in process %d policy tokens, gradient norm %v; with processes %d, %v",
+				a.Step, a.PolicyTokens, a.GradNorm, b.PolicyTokens, b.GradNorm)
+		}
+		if len(b.StalenessGroups) != 1 {
+			t.Errorf("solver, step %d: groups by steps behind %v, want every group on-policy", b.Step, b.StalenessGroups)
+		}
+	}
+}
+
+// trainBothWays runs train with args in process, then as train
+// --processes 2, and returns each run's --out.
+func trainBothWays(t *testing.T, args []string) (inDir, procsDir string) {
+	t.Helper()
+	inDir = t.TempDir()
 	if out, err := execute(t, testEnv, append([]string{"train", "--out", inDir, "--progress", "none"}, args...)...); err != nil {
 		t.Fatalf("train in process: %v\n%s", err, out)
 	}
-	procsDir := t.TempDir()
+	procsDir = t.TempDir()
 	r := startTopology(t, append([]string{"2", "--out", procsDir}, args...)...)
 	for range r.lines {
 	}
 	r.wait(t)
+	return inDir, procsDir
+}
 
-	in := readMetrics(t, filepath.Join(inDir, rl.MetricsFile))
-	procs := readMetrics(t, filepath.Join(procsDir, procsTrainerDir, rl.MetricsFile))
+// sameSteps fails t unless a trainer's metrics with processes are the
+// in-process trainer's, step for step. With outcomes it compares what the
+// rollouts were scored from too: accuracy, delegation and their means.
+func sameSteps(t *testing.T, what string, in, procs []rl.Metrics, steps int, outcomes bool) {
+	t.Helper()
 	if len(in) != steps || len(procs) != steps {
-		t.Fatalf("%d steps in process, %d with processes; want %d each", len(in), len(procs), steps)
+		t.Fatalf("%s: %d steps in process, %d with processes; want %d each", what, len(in), len(procs), steps)
 	}
 	// The batch holds the groups in the order they were pushed: the sums
 	// of the update may differ in their last bits.
@@ -506,45 +597,59 @@ func TestTrainProcessesTrainsOnTheInProcessGroups(t *testing.T) {
 		a, b := in[i], procs[i]
 		if a.Rollouts != b.Rollouts || a.PolicyTokens != b.PolicyTokens || a.DegenerateGroups != b.DegenerateGroups ||
 			!near(a.Reward, b.Reward, 1e-9) || !near(a.RewardStd, b.RewardStd, 1e-9) || !near(a.GradNorm, b.GradNorm, 1e-6) {
-			t.Errorf("step %d: in process %d rollouts, %d policy tokens, %d tied groups, reward %v ± %v, gradient norm %v; with processes %d, %d, %d, %v ± %v, %v",
-				a.Step, a.Rollouts, a.PolicyTokens, a.DegenerateGroups, a.Reward, a.RewardStd, a.GradNorm,
+			t.Errorf("%s, step %d: in process %d rollouts, %d policy tokens, %d tied groups, reward %v ± %v, gradient norm %v; with processes %d, %d, %d, %v ± %v, %v",
+				what, a.Step, a.Rollouts, a.PolicyTokens, a.DegenerateGroups, a.Reward, a.RewardStd, a.GradNorm,
 				b.Rollouts, b.PolicyTokens, b.DegenerateGroups, b.Reward, b.RewardStd, b.GradNorm)
 		}
 		if len(b.StalenessGroups) != 1 {
-			t.Errorf("step %d: groups by steps behind %v, want every group on-policy", b.Step, b.StalenessGroups)
+			t.Errorf("%s, step %d: groups by steps behind %v, want every group on-policy", what, b.Step, b.StalenessGroups)
+		}
+		if !outcomes {
+			continue
 		}
 		// The environments say per sequence what its rollout was scored
 		// from: the trainer's accuracy, delegation rate and their means
 		// are the in-process run's.
 		if !near(a.Accuracy, b.Accuracy, 1e-9) || !near(a.DelegationRate, b.DelegationRate, 1e-9) {
-			t.Errorf("step %d: accuracy %v, delegation rate %v in process; %v, %v with processes", a.Step, a.Accuracy, a.DelegationRate, b.Accuracy, b.DelegationRate)
+			t.Errorf("%s, step %d: accuracy %v, delegation rate %v in process; %v, %v with processes", what, a.Step, a.Accuracy, a.DelegationRate, b.Accuracy, b.DelegationRate)
 		}
 		for _, k := range []string{"subagent_calls", "delegator_tokens", "cost"} {
 			if va, vb := a.Scalars[k], b.Scalars[k]; !near(va, vb, 1e-9) {
-				t.Errorf("step %d: %s %v in process, %v with processes", a.Step, k, va, vb)
+				t.Errorf("%s, step %d: %s %v in process, %v with processes", what, a.Step, k, va, vb)
 			}
 		}
 	}
-	if in[0].Accuracy == 0 && in[0].DelegationRate == 0 && in[1].Accuracy == 0 && in[1].DelegationRate == 0 {
-		t.Error("accuracy and delegation rate 0 at every step in process: the comparison says nothing")
-	}
-	// The trained policy's row of each table, but for its latency.
-	row := func(dir string) string {
+}
+
+// sameTrainedRows fails t unless both runs' tables have the same n rows
+// of trained policies, but for their latency.
+func sameTrainedRows(t *testing.T, inDir, procsDir string, n int) {
+	t.Helper()
+	rows := func(dir string) []string {
 		b, err := os.ReadFile(filepath.Join(dir, "table.md"))
 		if err != nil {
 			t.Fatal(err)
 		}
+		var out []string
+		seen := map[string]bool{} // the table of costs under other prices comes after
 		for _, line := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(line, "| RL-trained delegator (step") {
-				cells := strings.Split(line, "|")
-				return strings.Join(append(cells[:len(cells)-3:len(cells)-3], cells[len(cells)-2:]...), "|")
+			cells := strings.Split(line, "|")
+			if len(cells) < 4 || !strings.Contains(cells[1], "RL-trained") || !strings.Contains(cells[1], "(step ") || seen[cells[1]] {
+				continue
 			}
+			seen[cells[1]] = true
+			out = append(out, strings.Join(append(cells[:len(cells)-3:len(cells)-3], cells[len(cells)-2:]...), "|"))
 		}
-		t.Fatalf("%s: no trained row in the table:\n%s", dir, b)
-		return ""
+		if len(out) != n {
+			t.Fatalf("%s: %d trained rows in the table, want %d:\n%s", dir, len(out), n, b)
+		}
+		return out
 	}
-	if a, b := row(inDir), row(procsDir); a != b {
-		t.Errorf("the trained policy's row (latency left out)\nin process:     %s\nwith processes: %s", a, b)
+	a, b := rows(inDir), rows(procsDir)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Errorf("a trained policy's row (latency left out)\nin process:     %s\nwith processes: %s", a[i], b[i])
+		}
 	}
 }
 
@@ -599,5 +704,76 @@ func TestTrainProcessesPassOTLP(t *testing.T) {
 		if want := strings.HasPrefix(c.name, "env "); got != want {
 			t.Errorf("%s: --otlp passed %v, want %v: %s", c.name, got, want, args)
 		}
+	}
+}
+
+// TestTrainProcessesRoles checks what train --processes sets up for each
+// trained role. A trained model of the policy server follows its own
+// trainer's checkpoint and a frozen one follows none. The environments
+// sample the solver with token ids, and send its answers, only when it is
+// trained. The trainer gets --train and asks for batches of a step's
+// items.
+func TestTrainProcessesRoles(t *testing.T) {
+	tests := []struct {
+		train                    string
+		followDelegator, follows bool // the solver follows
+		roles                    string
+	}{
+		{train.TrainDelegator, true, false, ""},
+		{train.TrainBoth, true, true, "--train-roles strong,weak"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.train, func(t *testing.T) {
+			cmd := newTrainCmd(testEnv, slog.New(slog.DiscardHandler))
+			if err := cmd.Flags().Parse([]string{"--processes", "2", "--train", tt.train}); err != nil {
+				t.Fatal(err)
+			}
+			cfg := train.DefaultConfig()
+			cfg.Train = tt.train
+			top, err := newTopology(cmd.Flags(), cfg, 2, world.DefaultLevel, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			if err := top.writeConfigs(dir, "127.0.0.1:2"); err != nil {
+				t.Fatal(err)
+			}
+			serve, err := LoadConfig(filepath.Join(dir, procsServeFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range []struct {
+				name, sub string
+				want      bool
+			}{{"delegator", "", tt.followDelegator}, {"solver", train.SolverDir, tt.follows}} {
+				want := ""
+				if m.want {
+					want = rl.CheckpointDir(filepath.Join(dir, procsTrainerDir, m.sub))
+				}
+				if got := serve.Models[m.name].Follow; got != want {
+					t.Errorf("policy server's %s follows %q, want %q", m.name, got, want)
+				}
+			}
+			env, err := LoadConfig(filepath.Join(dir, procsEnvFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := env.Models["solver"].TokenIDs; got != tt.follows {
+				t.Errorf("environments ask the solver for token ids: %v, want %v", got, tt.follows)
+			}
+			for _, c := range top.children(dir, "127.0.0.1:1", "127.0.0.1:2", nil) {
+				args := strings.Join(c.args, " ")
+				switch {
+				case c.name == "trainer":
+					if !strings.Contains(args, "--batch-items") || !strings.Contains(args, "--train "+tt.train) {
+						t.Errorf("trainer's command line %q lacks --batch-items or --train %s", args, tt.train)
+					}
+				case strings.HasPrefix(c.name, "env "):
+					if got := strings.Contains(args, "--train-roles"); got != (tt.roles != "") || tt.roles != "" && !strings.Contains(args, tt.roles) {
+						t.Errorf("%s's command line %q: want train roles %q", c.name, args, tt.roles)
+					}
+				}
+			}
+		})
 	}
 }

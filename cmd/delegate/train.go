@@ -188,12 +188,14 @@ func trainConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
 	if f.total > 0 {
 		cfg.Deadline = time.Now().Add(f.total)
 	}
-	// Two things stand in the way: the policy server follows the
-	// delegator's checkpoint alone, and on-policy pacing counts a step's
-	// items while the trainer's batches count sequences, of which the
-	// solver adds a varying number per rollout.
-	if cfg.Train != train.TrainDelegator && f.processes != 0 {
-		return fmt.Errorf("train: --train %s: --processes trains the delegator only (its policy server follows the delegator's checkpoint alone, and its on-policy pacing counts items while batches count sequences, which the solver's samples make vary); train the solver from an API with --api and process --push --train-roles", cfg.Train)
+	// The solver alone is sampled only where the delegator calls it: an
+	// item whose rollouts never do gives its trainer no group to push,
+	// and the step's batch of items would wait for it.
+	if cfg.Train == train.TrainSolver && f.processes != 0 {
+		return fmt.Errorf("train: --train %s: --processes trains the delegator or both (an item whose rollouts never call the solver would give the solver's trainer no group, and its step's batch would wait for it); train both, or the solver from an API with --api and process --push --train-roles weak", cfg.Train)
+	}
+	if cfg.BatchItems && f.api == "" {
+		return errors.New("train: --batch-items goes with --api")
 	}
 	if f.processes == 0 && cmd.Flags().Changed("offpolicy") {
 		return errors.New("train: --offpolicy goes with --processes")
@@ -292,6 +294,7 @@ func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.StringVar(&f.otlp, "otlp", "", otlpUsage)
 	fl.IntVar(&f.processes, "processes", 0, "run the loop as child processes instead of in this one: the trajectory API, a policy server following the trainer's checkpoint, this many environments pushing route rollouts, and a trainer (train --api), each restarted if it dies; then the same table (0: in process)")
 	fl.Int("offpolicy", 0, "with --processes: batches the environments may sample ahead of the trainer's updates (0: each batch is sampled by the policy of the trainer's last step, once it is loaded, as in process; 1 or more: sampling overlaps the updates and the older groups are trained off-policy, with truncated importance weights)")
+	fl.BoolVar(&cfg.BatchItems, "batch-items", false, "with --api: ask the API for batches of --items groups, whatever their sequences (delegate api's batch_groups), not of --items × --group sequences; --processes gives it to its trainer")
 	fl.StringVar(&f.api, "api", "", "train on the batches of the trajectory API at this URL (delegate api, or Atropos's) instead of running rollouts: an Atropos trainer; token from $DELEGATE_API_TOKEN")
 }
 

@@ -147,6 +147,20 @@ func grabExact(q []queued, batchSize int) []int {
 	return pick
 }
 
+// grabGroups picks the first n groups of q, whatever their sizes, or nil
+// when q holds fewer. It makes the batches of a trainer registered with
+// batch_groups.
+func grabGroups(q []queued, n int) []int {
+	if n <= 0 || len(q) < n {
+		return nil
+	}
+	pick := make([]int, n)
+	for i := range pick {
+		pick[i] = i
+	}
+	return pick
+}
+
 type packItem struct{ idx, size int }
 
 // grabWithMinimums picks a batch honouring each connected environment's

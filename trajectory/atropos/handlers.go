@@ -174,6 +174,10 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, fieldErr("vocab_size must not be negative", "body", "vocab_size"))
 		return
 	}
+	if reg.BatchGroups < 0 || reg.BatchGroups > 0 && reg.BatchSize%reg.BatchGroups != 0 {
+		s.writeErr(w, r, fieldErr(fmt.Sprintf("batch_groups %d must be 0 or divide batch_size %d", reg.BatchGroups, reg.BatchSize), "body", "batch_groups"))
+		return
+	}
 	s.mu.Lock()
 	if !s.state.Registered {
 		prev := s.state
@@ -283,6 +287,7 @@ func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
 	info["stale_dropped"] = s.state.StaleDropped
 	info["max_staleness"] = s.cfg.MaxStaleness
 	info["sent_step"] = s.state.Sent
+	info["batch_groups"] = s.state.Registration.BatchGroups
 	writeJSON(w, http.StatusOK, info)
 }
 
@@ -346,6 +351,16 @@ func (s *Server) handleStatusEnv(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// slot is the sequences each group counts for when the trainer
+// registered batch_groups, else 0. The caller holds s.mu.
+func (s *Server) slot() int {
+	reg := s.state.Registration
+	if !s.state.Registered || reg.BatchGroups <= 0 {
+		return 0
+	}
+	return reg.BatchSize / reg.BatchGroups
+}
+
 // statusEnv is Atropos's /status-env arithmetic over what the trainer has
 // not fetched: assembled batches and the queue. It gives the queue as the
 // asking environment sees it. Other environments' sequences beyond their
@@ -377,7 +392,12 @@ func (s *Server) statusEnv(id int) (StatusEnv, bool) {
 	var order []int
 	// An oversized group counts its nominal size and brings only its
 	// group_size to the pack unit and the group size.
+	slot := s.slot()
 	count := func(env, size, unit int) {
+		if slot > 0 {
+			// Batches of groups: every group takes one slot.
+			size, unit = slot, 0
+		}
 		packSize := size
 		if unit > 0 {
 			size, packSize = nominalSize(size, unit), unit
@@ -553,9 +573,10 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 		return ScoredResponse{}, unknownEnv(g.env, n)
 	}
 	// A group larger than its environment's group_size could never be
-	// released from a buffer: it is queued at once, as whole packs.
-	unit := 0
-	if g.env >= 0 && g.size > s.envs[g.env].GroupSize {
+	// released from a buffer: it is queued at once, as whole packs. In
+	// batches of groups every group is queued at once, as one slot.
+	unit, slot := 0, s.slot()
+	if slot == 0 && g.env >= 0 && g.size > s.envs[g.env].GroupSize {
 		unit = s.envs[g.env].GroupSize
 	}
 	if batch := s.state.Registration.BatchSize; unit > 0 && s.state.Registered && nominalSize(g.size, unit) > batch {
@@ -563,7 +584,7 @@ func (s *Server) push(ctx context.Context, g *group) (ScoredResponse, error) {
 		return ScoredResponse{}, fieldErr(fmt.Sprintf("group of %d sequences counts as %d in a batch (whole packs of group_size %d), over the trainer's batch_size of %d",
 			g.size, nominalSize(g.size, unit), unit, batch), "body", "tokens")
 	}
-	odd := g.env >= 0 && unit == 0 && g.size != s.envs[g.env].GroupSize
+	odd := slot == 0 && g.env >= 0 && unit == 0 && g.size != s.envs[g.env].GroupSize
 	if _, ok := s.ids[g.id]; ok {
 		s.state.Duplicates++
 		resp := s.answer(g.env, odd)
@@ -821,7 +842,9 @@ func (s *Server) assemble(ctx context.Context) bool {
 	}
 	for {
 		var pick []int
-		if hasMin {
+		if n := s.state.Registration.BatchGroups; n > 0 {
+			pick = grabGroups(s.queue, n)
+		} else if hasMin {
 			pick = grabWithMinimums(s.queue, s.state.Registration.BatchSize, s.envs)
 		} else {
 			pick = grabExact(s.queue, s.state.Registration.BatchSize)

@@ -48,6 +48,13 @@ type Registration struct {
 	// VocabSize (an extension, optional) is the trainer's vocabulary:
 	// token ids at or beyond it are refused. 0: only int32's range.
 	VocabSize int `json:"vocab_size,omitempty"`
+	// BatchGroups (an extension, optional), when positive, makes a batch
+	// that many groups in queue order, whatever their sequences. Each
+	// group then counts as BatchSize / BatchGroups sequences, in batches
+	// and in /status-env; none is buffered. It must divide BatchSize.
+	// A trainer whose groups vary in size (several trained roles) gets
+	// the same groups a step. 0: batches count sequences, as Atropos's.
+	BatchGroups int `json:"batch_groups,omitempty"`
 }
 
 // RegisterEnv is an environment's POST /register-env body.
