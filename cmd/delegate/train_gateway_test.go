@@ -19,6 +19,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/openai"
+	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/train"
 	"github.com/delegatelab/delegate/trajectory/gateway"
@@ -466,5 +467,42 @@ func TestTrainGatewayResumesAfterSIGKILL(t *testing.T) {
 		if e.Step != i+1 || len(e.Groups) != 1 || byID[e.Groups[0]] == nil || byID[e.Groups[0]].TaskID != problems[i].ID {
 			t.Errorf("logged step %+v, want step %d on the group of %s", e, i+1, problems[i].ID)
 		}
+	}
+}
+
+// TestTrainGatewayFlags checks the command lines train --gateway refuses
+// before it serves anything.
+func TestTrainGatewayFlags(t *testing.T) {
+	worldCfg := filepath.Join(repoRoot, "examples", "world.yaml")
+	gw := []string{"--gateway", "127.0.0.1:0", "--config", worldCfg}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"api", append(gw, "--api", "http://127.0.0.1:1"), "--gateway goes without --api"},
+		{"processes", append(gw, "--processes", "2"), "--gateway goes without --processes"},
+		{"rl seeds", append(gw, "--rl-seeds", "1,2"), "--gateway goes without --rl-seeds"},
+		{"delegator", append(gw, "--delegator", "shipped:router"), "--gateway goes without --delegator"},
+		{"time", append(gw, "--time", "1h"), "--gateway goes without --time"},
+		{"otlp", append(gw, "--otlp", "http://127.0.0.1:4318"), "--gateway goes without --otlp"},
+		{"mlpo", append(gw, "--mode", "mlpo"), "--gateway trains the delegator under route with task credit"},
+		{"the solver", append(gw, "--train", "both"), "--gateway trains the delegator under route with task credit"},
+		{"role credit", append(gw, "--credit", "role"), "--gateway trains the delegator under route with task credit"},
+		{"a trainer's reward", append(gw, "--reward", reward.KindPerCall), "the gateway rewards the sessions"},
+		{"negative staleness", append(gw, "--max-staleness", "-1"), "--max-staleness -1 is negative"},
+		{"negative offpolicy", append(gw, "--offpolicy", "-1"), "--offpolicy -1 is negative"},
+		{"no model of the role", append(gw, "--gateway-role", "critic"), `no served model plays role "critic"`},
+		{"two models of the role", append(gw, "--role", "solver=delegator"), "models delegator, solver all play role"},
+		{"config alone", []string{"--config", worldCfg}, "--config goes with --gateway"},
+		{"max staleness alone", []string{"--max-staleness", "2"}, "--max-staleness goes with --gateway"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := execute(t, testEnv, append([]string{"train", "--out", t.TempDir(), "--progress", "none"}, tt.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err %v, want one containing %q\n%s", err, tt.want, out)
+			}
+		})
 	}
 }
