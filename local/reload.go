@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -160,30 +161,68 @@ func (r *Reloading) Reload() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	r.mu.Lock()
-	old := r.cur
-	if old.owned && old.active.Load() == 0 && old.m.params.Config == p.Config {
-		// No call in flight, and none can start while r.mu is held: the
-		// engine takes the new values before its next forward pass.
-		copy(old.m.params.Data, p.Data)
-		from := old.version
-		old.version = v
-		r.notify()
-		r.mu.Unlock()
-		r.log.Info("policy reloaded in place", "model", r.cfg.Name, "from", from, "to", v)
+	if r.copyIn(p, v) {
 		return true, nil
 	}
+	if err := r.swap(p, v); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// Set serves p's values as version from the next call on, as Reload
+// serves a checkpoint, but from memory. It copies them: the caller, a
+// trainer in the same process, may change p once Set returns, and must
+// not while it runs. Calls in flight finish on the weights they started
+// with.
+func (r *Reloading) Set(p *nn.Params, version int) error {
+	r.reload.Lock()
+	defer r.reload.Unlock()
+	if r.copyIn(p, version) {
+		return nil
+	}
+	c, err := nn.NewParams(p.Config, slices.Clone(p.Data))
+	if err != nil {
+		return fmt.Errorf("local model %s: %w", r.cfg.Name, err)
+	}
+	return r.swap(c, version)
+}
+
+// copyIn copies p's values into the served weights when no call is in
+// flight and the weights are the Reloading's own. It reports whether it
+// did. The caller holds r.reload.
+func (r *Reloading) copyIn(p *nn.Params, v int) bool {
+	r.mu.Lock()
+	old := r.cur
+	if !old.owned || old.active.Load() != 0 || old.m.params.Config != p.Config {
+		r.mu.Unlock()
+		return false
+	}
+	// No call in flight, and none can start while r.mu is held: the
+	// engine takes the new values before its next forward pass.
+	copy(old.m.params.Data, p.Data)
+	from := old.version
+	old.version = v
+	r.notify()
 	r.mu.Unlock()
+	r.log.Info("policy reloaded in place", "model", r.cfg.Name, "from", from, "to", v)
+	return true
+}
+
+// swap serves p, which the Reloading then owns, as version v on a new
+// engine. The old one is closed once its calls are done. The caller
+// holds r.reload.
+func (r *Reloading) swap(p *nn.Params, v int) error {
 	m, err := New(p, r.cfg)
 	if err != nil {
-		return false, err
+		return err
 	}
 	// The model's life goes on across versions: a request without a seed
 	// gets the next one, not again the first version's first seeds.
 	m.calls = r.calls
 	g := &generation{m: m, version: v, owned: true}
 	r.mu.Lock()
-	old = r.cur
+	old := r.cur
 	r.cur = g
 	r.notify()
 	r.mu.Unlock()
@@ -194,7 +233,7 @@ func (r *Reloading) Reload() (bool, error) {
 			r.log.Warn("closing the replaced weights", "model", r.cfg.Name, "version", old.version, "err", err)
 		}
 	}()
-	return true, nil
+	return nil
 }
 
 // Watch reloads every interval until ctx is done, logging failures at a limited rate.

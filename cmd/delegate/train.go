@@ -40,6 +40,7 @@ type trainFlags struct {
 	api         string
 	processes   int
 	otlp        string
+	gw          trainGatewayFlags
 	rlSeeds     []uint
 	// rewardConfig is a file whose reward section, as in delegate.yaml,
 	// tunes the cost-aware rewards.
@@ -119,6 +120,14 @@ independent parts, where a plan decides something); the table compares it
 with the delegator alone, the pretrained planner under decompose, fixed
 plans, the oracle plan and random planning at its rate.
 
+--gateway ADDR --config FILE serves a session gateway on ADDR, as delegate
+gateway does, and trains the delegator on its sessions in this process:
+the config's model of --gateway-role (default delegator) is the policy,
+served from the trainer's memory, each step's update to the sessions that
+start after it. Each step takes --items groups of --group finished
+sessions, trained as train --api trains a batch; checkpoints and
+resuming are --api's (docs/gateway.md).
+
 --world digits runs the default world's problems with another solver, the
 shipped solver-digits, right only on products whose first factor is below
 50 (and on sums): the best policy reads the numbers, not the keywords
@@ -197,8 +206,11 @@ func trainConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
 	if cfg.BatchItems && f.api == "" {
 		return errors.New("train: --batch-items goes with --api")
 	}
-	if f.processes == 0 && cmd.Flags().Changed("offpolicy") {
-		return errors.New("train: --offpolicy goes with --processes")
+	if f.processes == 0 && f.gw.addr == "" && cmd.Flags().Changed("offpolicy") {
+		return errors.New("train: --offpolicy goes with --processes or --gateway")
+	}
+	if err := checkTrainGateway(cmd, cfg, f); err != nil {
+		return err
 	}
 	if f.otlp != "" && f.api != "" {
 		return errors.New("train: --otlp exports the runs of rollouts and evaluations; a trainer from a trajectory API (--api) makes none")
@@ -230,6 +242,16 @@ func runTrainCmd(cmd *cobra.Command, getenv env, log *slog.Logger, cfg train.Con
 	}
 	if f.api != "" {
 		return runTrainAPI(cmd.Context(), cmd.OutOrStdout(), cfg, f.api, getenv(apiTokenEnv))
+	}
+	if f.gw.addr != "" {
+		offPolicy, err := cmd.Flags().GetInt("offpolicy")
+		if err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+		if offPolicy < 0 {
+			return fmt.Errorf("train: --offpolicy %d is negative", offPolicy)
+		}
+		return runTrainGateway(cmd.Context(), cmd.OutOrStdout(), getenv, log, cfg, f, offPolicy)
 	}
 	closeOTLP, err := traceTrain(f.otlp, getenv, log, &cfg)
 	if err != nil {
@@ -293,9 +315,10 @@ func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress display (--progress none)")
 	fl.StringVar(&f.otlp, "otlp", "", otlpUsage)
 	fl.IntVar(&f.processes, "processes", 0, "run the loop as child processes instead of in this one: the trajectory API, a policy server following the trainer's checkpoint, this many environments pushing route rollouts, and a trainer (train --api), each restarted if it dies; then the same table (0: in process)")
-	fl.Int("offpolicy", 0, "with --processes: batches the environments may sample ahead of the trainer's updates (0: each batch is sampled by the policy of the trainer's last step, once it is loaded, as in process; 1 or more: sampling overlaps the updates and the older groups are trained off-policy, with truncated importance weights)")
+	fl.Int("offpolicy", 0, "with --processes: batches the environments may sample ahead of the trainer's updates (0: each batch is sampled by the policy of the trainer's last step, once it is loaded, as in process; 1 or more: sampling overlaps the updates and the older groups are trained off-policy, with truncated importance weights); with --gateway: steps of finished groups that may wait beyond the step being taken before new sessions wait (0: one step's)")
 	fl.BoolVar(&cfg.BatchItems, "batch-items", false, "with --api: ask the API for batches of --items groups, whatever their sequences (delegate api's batch_groups), not of --items × --group sequences; --processes gives it to its trainer")
 	fl.StringVar(&f.api, "api", "", "train on the batches of the trajectory API at this URL (delegate api, or Atropos's) instead of running rollouts: an Atropos trainer; token from $DELEGATE_API_TOKEN")
+	addTrainGatewayFlags(fl, &f.gw)
 }
 
 // readRewardSection reads a YAML file's reward section over
@@ -654,6 +677,22 @@ func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, toke
 	// of it does. Atropos's server answers at once, and is polled.
 	client := atropos.DefaultTrainerClient()
 	client.URL, client.Token, client.Poll, client.Wait = url, token, 20*time.Millisecond, 10*time.Second
+	progress, done := printSteps(out, cfg)
+	fmt.Fprintf(out, "train: pulling batches of %d sequences from %s; checkpoints in %s\n",
+		cfg.RL.ItemsPerStep*cfg.RL.GroupSize, url, rl.CheckpointDir(cfg.OutDir))
+	err := train.FromAPI(ctx, cfg, &client, progress)
+	close(progress)
+	<-done
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w; run the same command again to resume", err)
+	}
+	return err
+}
+
+// printSteps prints a line on out for each step's metrics sent on the
+// returned channel. done is closed once the channel is closed and every
+// line printed.
+func printSteps(out io.Writer, cfg train.Config) (chan<- rl.Progress, <-chan struct{}) {
 	progress := make(chan rl.Progress, 64)
 	done := make(chan struct{})
 	go func() {
@@ -673,15 +712,7 @@ func runTrainAPI(ctx context.Context, out io.Writer, cfg train.Config, url, toke
 			}
 		}
 	}()
-	fmt.Fprintf(out, "train: pulling batches of %d sequences from %s; checkpoints in %s\n",
-		cfg.RL.ItemsPerStep*cfg.RL.GroupSize, url, rl.CheckpointDir(cfg.OutDir))
-	err := train.FromAPI(ctx, cfg, &client, progress)
-	close(progress)
-	<-done
-	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("%w; run the same command again to resume", err)
-	}
-	return err
+	return progress, done
 }
 
 // worldSolvers are the shipped solvers of the named worlds other than

@@ -15,7 +15,8 @@
 // a call whose prompt ids extend a sample's ids extends that sample, any
 // other call starts one, so forks stay apart. Once a group's sessions are
 // all finished, its samples are appended to groups.jsonl as
-// rollout.GroupRecord lines, the layout `delegate process` writes.
+// rollout.GroupRecord lines, the layout `delegate process` writes. A Feed,
+// set as Config.Sink, hands them to a trainer in the same process.
 //
 // Session ids are credentials: 256 random bits, expiring, stored and
 // logged only as digests.
