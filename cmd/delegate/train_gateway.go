@@ -35,6 +35,7 @@ const gatewayDir = "gateway"
 // named as delegate gateway names them.
 type trainGatewayFlags struct {
 	addr, config, role, token string
+	reward                    string
 	insecure                  bool
 	hosts                     []string
 	roles                     map[string]string
@@ -48,6 +49,7 @@ func addTrainGatewayFlags(fl *pflag.FlagSet, f *trainGatewayFlags) {
 	fl.StringVarP(&f.config, "config", "c", "", "--gateway: the config of the served models (default $DELEGATE_CONFIG or delegate.yaml)")
 	fl.StringVar(&f.role, "gateway-role", train.RoleDelegator, "--gateway: the role whose calls train the policy; the config's model of that role (by --role, or by name) is served from the policy")
 	fl.StringToStringVar(&f.roles, "role", nil, "--gateway: the role of a model's calls, MODEL=ROLE by config key (default the model's name)")
+	fl.StringVar(&f.reward, "gateway-reward", "", "--gateway: the reward of a verified session, as delegate gateway's --reward (world, graded, or a kind tuned in the config's reward section; default: the config's reward.kind when it writes one, else 1 if right, 0 if wrong)")
 	fl.DurationVar(&f.ttl, "ttl", 30*time.Minute, "--gateway: a session's life from its start")
 	fl.DurationVar(&f.wait, "gateway-wait", 10*time.Second, "--gateway: how long POST /sessions waits while the trainer's queue is full (--offpolicy) before it answers 503")
 	fl.IntVar(&f.maxStaleness, "max-staleness", 0, "--gateway: drop a group sampled more than this many steps before the step that takes it (0: keep all), as delegate api --max-staleness")
@@ -57,7 +59,7 @@ func addTrainGatewayFlags(fl *pflag.FlagSet, f *trainGatewayFlags) {
 }
 
 // trainGatewayOnly are the flags that go with --gateway alone.
-var trainGatewayOnly = []string{"config", "gateway-role", "role", "ttl", "gateway-wait", "max-staleness", "token", "insecure", "allow-host"}
+var trainGatewayOnly = []string{"config", "gateway-role", "gateway-reward", "role", "ttl", "gateway-wait", "max-staleness", "token", "insecure", "allow-host"}
 
 // checkTrainGateway refuses what cannot go with --gateway, and --gateway's
 // flags without it.
@@ -110,7 +112,7 @@ func checkTrainGateway(cmd *cobra.Command, cfg *train.Config, f *trainFlags) err
 func runTrainGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, cfg train.Config, f trainFlags, offPolicy int) error {
 	gf := gatewayFlags{addr: f.gw.addr, out: filepath.Join(cfg.OutDir, gatewayDir), token: f.gw.token, insecure: f.gw.insecure,
 		hosts: f.gw.hosts, trained: []string{f.gw.role}, roles: f.gw.roles, ttl: f.gw.ttl, group: cfg.RL.GroupSize,
-		temperature: cfg.RL.Temperature, estimator: string(cfg.RL.Estimator)}
+		temperature: cfg.RL.Temperature, estimator: string(cfg.RL.Estimator), reward: f.gw.reward}
 	est, err := gf.check(getenv)
 	if err != nil {
 		return fmt.Errorf("train: %w", err)
@@ -175,6 +177,9 @@ func serveTrainGateway(ctx context.Context, out io.Writer, log *slog.Logger, cfg
 	gcfg, served, err := gatewayConfig(mcfg, names, models, gf, est)
 	if err != nil {
 		return err
+	}
+	if err := gatewayReward(&gcfg, mcfg, names, gf); err != nil {
+		return fmt.Errorf("train --gateway: %w", err)
 	}
 	gcfg.Sink, gcfg.SinkWait = feed, wait
 	g, err := gateway.Open(ctx, gcfg, slog.New(infoHandler{log.Handler()}), served...)

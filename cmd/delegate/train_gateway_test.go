@@ -50,7 +50,7 @@ func TestTrainGateway(t *testing.T) {
 	outDir := filepath.Join(dir, "train")
 
 	base, out, finish := startTrainGateway(t, ctx, cancel, token, "--config", cfgPath, "--out", outDir, "--steps", fmt.Sprint(steps),
-		"--items", fmt.Sprint(items), "--group", fmt.Sprint(group), "--lr", "3e-4")
+		"--items", fmt.Sprint(items), "--group", fmt.Sprint(group), "--lr", "3e-4", "--gateway-reward", "world")
 	admin := gateway.Admin{Base: base, Token: token}
 
 	problems, err := world.Generate(world.DefaultConfig(), 1, world.Train, steps*items)
@@ -126,9 +126,20 @@ func TestTrainGateway(t *testing.T) {
 			t.Errorf("logged step %d: tasks %v, stale %v; want step %d, tasks %v, none stale", e.Step, tasks, e.Stale, s+1, want)
 		}
 	}
+	// Verified sessions get the world's reward, costs charged: a right
+	// answer scores below 1, a wrong one below 0.
+	if want := "verified sessions get the world reward"; !strings.Contains(out.String(), want) {
+		t.Errorf("the output does not say %q", want)
+	}
 	var written []string
-	for id := range byID {
+	for id, r := range byID {
 		written = append(written, id)
+		for _, sc := range r.Scores {
+			if sc == 0 || sc == 1 {
+				t.Errorf("group %s scores %v: a session got %v, not the world's reward with its costs", id, r.Scores, sc)
+				break
+			}
+		}
 	}
 	slices.Sort(trained)
 	slices.Sort(written)
