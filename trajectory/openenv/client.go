@@ -197,6 +197,17 @@ func (s *Session) Reset(ctx context.Context, req ResetRequest) (Result, error) {
 // Step applies action, any value that encodes to a JSON object of the
 // environment's action schema.
 func (s *Session) Step(ctx context.Context, action any) (Result, error) {
+	// A ToolAction, as nearly every step is, is written in place by hand.
+	if a, ok := action.(ToolAction); ok {
+		b, ok, err := appendAction(append(s.out[:0], `{"type":"`+MsgStep+`","data":`...), a)
+		if err != nil {
+			return Result{}, fmt.Errorf("openenv step: encode: %w", err)
+		}
+		if ok {
+			s.out = append(b, '}')
+			return s.exchangeResult(ctx, MsgStep)
+		}
+	}
 	b, err := marshalUnescaped(action)
 	if err != nil {
 		return Result{}, fmt.Errorf("openenv step: encode: %w", err)
@@ -220,6 +231,12 @@ func (s *Session) State(ctx context.Context) (json.RawMessage, error) {
 // reads the observation that answers it.
 func (s *Session) result(ctx context.Context, typ string, data []byte) (Result, error) {
 	s.out = appendMessage(s.out[:0], typ, data)
+	return s.exchangeResult(ctx, typ)
+}
+
+// exchangeResult sends the message in s.out, of type typ, and reads the
+// observation that answers it.
+func (s *Session) exchangeResult(ctx context.Context, typ string) (Result, error) {
 	b, err := s.send(ctx, s.out)
 	if err != nil {
 		return Result{}, err

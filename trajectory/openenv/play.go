@@ -285,20 +285,12 @@ func (m *MCPSession) Reset(ctx context.Context, req ResetRequest) (Result, error
 		b = append(b, "null"...)
 	}
 	if req.EpisodeID != nil {
-		id, err := marshalUnescaped(*req.EpisodeID)
-		if err != nil {
-			return Result{}, fmt.Errorf("openenv mcp %s: encode episode id: %w", method, err)
-		}
 		b = append(b, `,"episode_id":`...)
-		b = append(b, id...)
+		b = appendUnescaped(b, *req.EpisodeID)
 	}
 	if m.id != "" {
-		id, err := marshalUnescaped(m.id)
-		if err != nil {
-			return Result{}, fmt.Errorf("openenv mcp %s: encode session id: %w", method, err)
-		}
 		b = append(b, `,"session_id":`...)
-		b = append(b, id...)
+		b = appendUnescaped(b, m.id)
 	}
 	b = append(b, `},"id":1}`...)
 	m.out = b
@@ -338,14 +330,6 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 	}
 	// The request is written by hand: a map of params encoded, then the
 	// request around it, scanned the params twice more.
-	id, err := marshalUnescaped(m.id)
-	if err != nil {
-		return Result{}, fmt.Errorf("openenv mcp %s: encode session id: %w", MethodToolsCall, err)
-	}
-	name, err := marshalUnescaped(a.ToolName)
-	if err != nil {
-		return Result{}, fmt.Errorf("openenv mcp %s: encode name: %w", MethodToolsCall, err)
-	}
 	args := a.Arguments
 	if args == nil {
 		args = json.RawMessage("null")
@@ -354,9 +338,9 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 		return Result{}, fmt.Errorf("openenv mcp %s: the arguments of %s are not JSON", MethodToolsCall, a.ToolName)
 	}
 	b := append(m.out[:0], `{"jsonrpc":"2.0","method":"tools/call","params":{"session_id":`...)
-	b = append(b, id...)
+	b = appendUnescaped(b, m.id)
 	b = append(b, `,"name":`...)
-	b = append(b, name...)
+	b = appendUnescaped(b, a.ToolName)
 	b = append(b, `,"arguments":`...)
 	b = append(b, args...)
 	if a.Metadata != nil {
