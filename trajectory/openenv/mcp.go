@@ -155,6 +155,9 @@ type mcpSession struct {
 type rpcCall struct {
 	req RPCRequest
 	ws  *session // the WebSocket session whose environment it uses, or nil
+	// scratch is where a tools/call writes its action, observation and
+	// result. The result lives there until the answer is written.
+	scratch []byte
 }
 
 // mcp serves POST /mcp: one JSON-RPC request a body. A notification gets
@@ -171,7 +174,10 @@ func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, RPCResponse{JSONRPC: "2.0", Error: rerr, ID: idOrNull(req.ID)})
 		return
 	}
-	resp := s.rpc(r.Context(), rpcCall{req: req})
+	scratch := getBuffer()
+	defer putBuffer(scratch) // after the answer, which holds the result
+	scratch.Grow(scratchBytes)
+	resp := s.rpc(r.Context(), rpcCall{req: req, scratch: scratch.AvailableBuffer()})
 	if req.ID == nil {
 		w.WriteHeader(http.StatusAccepted)
 		return
@@ -197,6 +203,10 @@ var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // maxPooled bounds the buffers kept: a rare large body is left to the
 // collector, not held.
 const maxPooled = 64 << 10
+
+// scratchBytes is the room a tools/call gets for its action, observation
+// and result: a delegation step's take about 3 KiB.
+const scratchBytes = 8 << 10
 
 func getBuffer() *bytes.Buffer { return buffers.Get().(*bytes.Buffer) }
 
@@ -353,7 +363,7 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 	case MethodToolsList:
 		result = s.toolsList()
 	case MethodToolsCall:
-		result, err = s.toolsCall(ctx, c.ws, c.req.Params)
+		result, err = s.toolsCall(ctx, c.ws, c.req.Params, c.scratch)
 	case MethodSessionCreate, MethodSessionReset, MethodSessionClose, MethodSessionState:
 		if c.ws != nil && c.ws.id != "" {
 			result, err = c.ws.sessionMethod(ctx, c.req.Method, c.req.Params)
@@ -425,7 +435,9 @@ func (s *Server) toolsList() any {
 // That is the WebSocket session's, or an HTTP session's when params name one.
 // Otherwise it runs on a fresh environment closed after it.
 // params is a valid JSON object, or nil.
-func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMessage) (any, error) {
+// The action, the observation and the result are written in scratch, or
+// past its end when they outgrow it.
+func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMessage, scratch []byte) (any, error) {
 	var rawName, args, meta, id json.RawMessage
 	named := false
 	members(params, func(k, v []byte) bool {
@@ -457,7 +469,8 @@ func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMess
 	if meta != nil && string(meta) != "null" && !startsObject(meta) {
 		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'metadata' must be an object"}
 	}
-	action := appendCallAction(nil, rawName, args, meta)
+	action := appendCallAction(scratch[:0], rawName, args, meta)
+	rest := action[len(action):] // the observation and result go after the action
 	var obs Observation
 	var err error
 	switch {
@@ -492,12 +505,12 @@ func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMess
 		return nil, rpcStepError(err)
 	}
 	if ct, ok := obs.Value.(callTexter); ok && (obs.Reward == nil || finite(*obs.Reward)) {
-		res, err := obs.Result()
+		res, err := obs.result(rest)
 		if err != nil {
 			return nil, err
 		}
 		text, isError := ct.callText()
-		b, err := appendCallResult(nil, text, isError, res.Observation, res.Reward, res.Done)
+		b, err := appendCallResult(res.Observation[len(res.Observation):], text, isError, res.Observation, res.Reward, res.Done)
 		if err != nil {
 			return nil, err
 		}
