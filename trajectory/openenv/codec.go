@@ -38,6 +38,10 @@ func appendData(dst []byte, v any) ([]byte, error) {
 		if r.Reward == nil || finite(*r.Reward) {
 			return appendResult(dst, r)
 		}
+	case *Result:
+		if r.Reward == nil || finite(*r.Reward) {
+			return appendResult(dst, *r)
+		}
 	case RPCResponse:
 		return appendRPCResponse(dst, r)
 	}

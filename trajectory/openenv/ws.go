@@ -247,6 +247,7 @@ type session struct {
 	steps    int         // since the last reset
 	out      []byte      // the last message sent, its buffer reused
 	obs      []byte      // the last observation encoded, its buffer reused
+	res      Result      // the last answer to a reset or a step, until it is sent
 }
 
 // wsFields are the fields each message type may carry; OpenEnv's messages
@@ -404,6 +405,6 @@ func (ss *session) observation(obs Observation, err error) (string, any, bool) {
 	if err != nil {
 		return MsgError, ErrorData{Message: err.Error(), Code: CodeExecutionError}, false
 	}
-	ss.obs = res.Observation
-	return MsgObservation, res, false
+	ss.obs, ss.res = res.Observation, res
+	return MsgObservation, &ss.res, false // a pointer: a Result in an interface is a copy on the heap
 }
