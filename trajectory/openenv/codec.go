@@ -230,6 +230,19 @@ func stringValue(v []byte) (string, bool) {
 	return s, json.Unmarshal(v, &s) == nil
 }
 
+// stringBytes is stringValue as bytes: without escapes, the value's own
+// bytes between its quotes, not a copy.
+func stringBytes(v []byte) ([]byte, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return nil, false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return v[1 : len(v)-1], true
+	}
+	s, ok := stringValue(v)
+	return []byte(s), ok
+}
+
 // appendRPCResponse appends r as json.Marshal writes it. Its result, when
 // set, must be compact JSON, as json.Marshal and appendCallResult write.
 func appendRPCResponse(dst []byte, r RPCResponse) ([]byte, error) {
