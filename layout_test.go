@@ -87,6 +87,9 @@ var thirdPartyAllowed = map[string]bool{
 	"internal/edge": true, "internal/edge/edgetest": true, "server": true, "standin": true,
 	// gguf-parser-go reads the header and metadata of GGUF files.
 	"nn/infer": true,
+	// The OpenEnv benchmark's WebSocket floor uses the library the
+	// environment's server and client use.
+	"perf/openenv": true,
 }
 
 type listedPackage struct {

@@ -6,18 +6,23 @@
 // An episode delegates every step of the problem, then answers.
 // The arms are in process, over the WebSocket with one session a worker reset per episode,
 // and over HTTP MCP with one MCP session a worker.
+// Each transport has a floor arm: the in-process episode, and per reset and step one
+// round trip of the real messages' sizes on the same transport with a bare server
+// (floor.go). Its CPU over in process is the least any implementation of the transport adds here.
 // The arms run interleaved, -rounds times, each round in a rotated order, after one untimed warm-up round.
 // Every arm must make the same sub-agent calls and earn the same reward on each episode as in process.
 // Each round prints each arm's steps per second, the cores busy (the stand-in's included),
-// step latency p50 and p99, CPU time and heap allocations per episode, and the load average.
+// step latency p50 and p99, CPU time, heap allocations and bytes on the wire per episode, and the load average.
 // CPU time and allocations are this process's: the environment, the server and the client.
 // CPU ratios compare an arm with the in-process arm of the same round.
 // Allocations do not depend on the machine's load; CPU time does.
 // The targets are at least 5,000 steps/s on each transport
 // and at most 1.2× the in-process CPU per episode, PASS or MISS each on the medians over the rounds.
+// The summary says what each floor adds, whether it leaves 1.2× reachable, and how much of ours sits above it.
 //
 //	go run ./perf/openenv -episodes 2000 -concurrency 32 -rounds 5
 //	go run ./perf/openenv -standin-here
+//	go run ./perf/openenv -arm websocket,websocket-floor -rounds 3
 //	go run ./perf/openenv -arm websocket -rounds 1 -cpuprofile /tmp/ws.pprof
 //	go run ./perf/openenv -arm websocket -rounds 1 -memprofile /tmp/ws.mem
 package main
@@ -62,7 +67,7 @@ func main() {
 	flag.IntVar(&o.conc, "concurrency", 32, "workers running episodes at once")
 	flag.IntVar(&o.rounds, "rounds", 5, "rounds of every arm, interleaved")
 	flag.DurationVar(&o.latency, "latency", 0, "the stand-in's latency per sub-agent call")
-	flag.StringVar(&o.only, "arm", "", "run in-process and this arm only (websocket or http-mcp); default all")
+	flag.StringVar(&o.only, "arm", "", "run in-process and these arms only, comma-separated (websocket, websocket-floor, http-mcp, http-mcp-floor); default all")
 	flag.BoolVar(&o.standinHere, "standin-here", false, "run the stand-in in this process, its CPU counted as the episodes'; default a child process, as a remote API")
 	serveStandin := flag.Bool("serve-standin", false, "serve the stand-in for a parent run, until stdin closes")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of the timed rounds, the in-process arm's included, to this file")
@@ -112,10 +117,12 @@ func writeHeapProfile(path string) error {
 }
 
 // arm is one way of running an episode's steps. open returns a worker's
-// stepper: an in-process environment, a WebSocket session or an MCP
-// session.
+// stepper: an in-process environment, a WebSocket session, an MCP
+// session or a floor session. host is the server whose bytes on the
+// wire count as the arm's; "" in process.
 type arm struct {
 	name string
+	host string
 	open func(ctx context.Context) (openenv.Stepper, error)
 }
 
@@ -128,6 +135,7 @@ type result struct {
 	cpu      time.Duration
 	allocs   uint64          // heap objects allocated, the stand-in's included when it runs here
 	calls    int64           // the stand-in's requests: the sub-agent calls
+	wire     int64           // bytes the clients sent and received on the arm's connections
 	subCPU   time.Duration   // the stand-in child's CPU time, not in cpu
 	rewards  []float64       // each episode's last reward, by seed
 	lat      []time.Duration // every step's, sorted
@@ -143,6 +151,8 @@ func (r result) cpuPerEpisode() time.Duration {
 // included: the cores the arm kept busy.
 func (r result) cores() float64                   { return (r.cpu + r.subCPU).Seconds() / r.wall.Seconds() }
 func (r result) allocsPerEpisode() uint64         { return r.allocs / uint64(r.episodes) }
+func (r result) wirePerEpisode() int64            { return r.wire / int64(r.episodes) }
+func (r result) tripsPerEpisode() float64         { return float64(r.steps)/float64(r.episodes) + 1 } // the reset's, then the steps'
 func (r result) quantile(q float64) time.Duration { return r.lat[int(q*float64(len(r.lat)-1))] }
 
 // work is what every arm runs: the episodes' questions and answers, drawn once.
@@ -173,17 +183,42 @@ func run(o options) error {
 		}
 		w.answers[i] = fmt.Sprint(p.Answer)
 	}
+	var sizes []episodeSizes // the floors', recorded below
+	host := strings.TrimPrefix(c.BaseURL, "http://")
 	arms := []arm{
-		{"in-process", func(context.Context) (openenv.Stepper, error) { return inProcess(d) }},
-		{"websocket", func(ctx context.Context) (openenv.Stepper, error) { return c.Dial(ctx) }},
-		{"http-mcp", func(context.Context) (openenv.Stepper, error) { return c.OpenMCP(), nil }},
+		{"in-process", "", func(context.Context) (openenv.Stepper, error) { return inProcess(d) }},
+		{"websocket", host, func(ctx context.Context) (openenv.Stepper, error) { return c.Dial(ctx) }},
+		{"websocket-floor", "", func(ctx context.Context) (openenv.Stepper, error) {
+			return openFloor(ctx, d, st.floor, sizes, c.HTTP, false)
+		}},
+		{"http-mcp", host, func(context.Context) (openenv.Stepper, error) { return c.OpenMCP(), nil }},
+		{"http-mcp-floor", "", func(ctx context.Context) (openenv.Stepper, error) {
+			return openFloor(ctx, d, st.floor, sizes, c.HTTP, true)
+		}},
 	}
-	if o.only != "" {
-		i := slices.IndexFunc(arms, func(a arm) bool { return a.name == o.only })
-		if i <= 0 {
-			return fmt.Errorf("-arm %q: want websocket or http-mcp", o.only)
+	arms, err = pick(arms, o.only)
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(arms, func(a arm) bool { return strings.HasSuffix(a.name, "-floor") }) {
+		if sizes, err = record(d, o.conc, w, sv); err != nil {
+			return err
 		}
-		arms = []arm{arms[0], arms[i]}
+		size := 0
+		for _, es := range sizes {
+			for _, rt := range slices.Concat(es.ws, es.mcp) {
+				size = max(size, rt.req, rt.resp)
+			}
+		}
+		if st.floor, err = startFloor(o.conc, size+20); err != nil { // 20: room for an episode number's digits
+			return err
+		}
+		st.closers = append([]func() error{st.floor.close}, st.closers...)
+		for i := range arms {
+			if strings.HasSuffix(arms[i].name, "-floor") {
+				arms[i].host = st.floor.addr
+			}
+		}
 	}
 	where := "in a child process, its CPU not counted"
 	if o.standinHere {
@@ -194,7 +229,7 @@ func run(o options) error {
 	// One untimed round warms the connections, the heap and the caches.
 	warm := work{questions: w.questions[:min(o.episodes, 4*o.conc)], answers: w.answers[:min(o.episodes, 4*o.conc)]}
 	for _, a := range arms {
-		if _, err := measure(a, o.conc, warm, sv); err != nil {
+		if _, err := measure(a, o.conc, warm, sv, st.wire); err != nil {
 			return fmt.Errorf("warm-up %s: %w", a.name, err)
 		}
 	}
@@ -209,11 +244,12 @@ func run(o options) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rounds, err := runRounds(arms, o, w, sv)
+	rounds, err := runRounds(arms, o, w, sv, st.wire)
 	if err != nil {
 		return err
 	}
 	printSummary(arms, rounds)
+	printFloors(arms, rounds)
 	stats, err := sv.stats()
 	if err != nil {
 		return err
@@ -222,13 +258,49 @@ func run(o options) error {
 	return nil
 }
 
+// pick returns the in-process arm and those named in only, a
+// comma-separated list; all when only is empty.
+func pick(arms []arm, only string) ([]arm, error) {
+	if only == "" {
+		return arms, nil
+	}
+	picked := arms[:1]
+	for name := range strings.SplitSeq(only, ",") {
+		i := slices.IndexFunc(arms, func(a arm) bool { return a.name == strings.TrimSpace(name) })
+		if i <= 0 {
+			return nil, fmt.Errorf("-arm %q: want websocket, websocket-floor, http-mcp or http-mcp-floor", name)
+		}
+		picked = append(picked, arms[i])
+	}
+	return picked, nil
+}
+
+// record runs every episode of w in process once, untimed, and returns
+// its messages' sizes on each transport, by seed.
+func record(d *openenv.Delegation, conc int, w work, sv *subagent) ([]episodeSizes, error) {
+	start := time.Now()
+	sizes := make([]episodeSizes, len(w.answers))
+	rec := arm{name: "record", open: func(context.Context) (openenv.Stepper, error) {
+		l, err := inProcess(d)
+		return &recorder{local: l, sizes: sizes}, err
+	}}
+	if _, err := measure(rec, conc, w, sv, nil); err != nil {
+		return nil, fmt.Errorf("record the messages' sizes: %w", err)
+	}
+	fmt.Printf("recorded the messages' sizes of %d episodes for the floors in %v\n", len(sizes), time.Since(start).Round(time.Millisecond))
+	return sizes, nil
+}
+
 // stack is what the arms run on: the stand-in, the delegation
 // environment on it, the environment's server on loopback and a client.
+// floor is the floor arms' server, once started.
 type stack struct {
 	standin *subagent
 	d       *openenv.Delegation
 	srv     *openenv.Server
 	client  *openenv.Client
+	floor   *floor
+	wire    *wire
 	closers []func() error // in the order to call
 }
 
@@ -273,7 +345,15 @@ func start(o options) (*stack, error) {
 	hs := edge.Server(edge.Config{}.Handler(st.srv), edge.DefaultTimeouts(), slog.New(slog.DiscardHandler), slog.LevelWarn)
 	go func() { _ = hs.Serve(ln) }() // ends at hs.Close
 	st.closers = append([]func() error{hs.Close}, st.closers...)
-	tr := &http.Transport{MaxIdleConnsPerHost: o.conc}
+	st.wire = &wire{}
+	var dialer net.Dialer // the Transport's default
+	tr := &http.Transport{MaxIdleConnsPerHost: o.conc, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return st.wire.count(conn, addr), nil
+	}}
 	st.client = &openenv.Client{BaseURL: "http://" + ln.Addr().String(), HTTP: &http.Client{Transport: tr}}
 	return st, nil
 }
@@ -376,14 +456,14 @@ func serveChild(latency time.Duration) error {
 // round. Round r starts with arm r mod len(arms), so that no arm always
 // runs first. It fails when an arm's sub-agent calls or rewards differ
 // from the in-process arm's.
-func runRounds(arms []arm, o options, w work, sv *subagent) ([][]result, error) {
-	fmt.Printf("| round | arm | steps | steps/s | cores busy | step p50 | step p99 | CPU/episode | CPU ratio | allocs/episode | load after |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+func runRounds(arms []arm, o options, w work, sv *subagent, wr *wire) ([][]result, error) {
+	fmt.Printf("| round | arm | steps | steps/s | cores busy | step p50 | step p99 | CPU/episode | CPU ratio | allocs/episode | wire B/episode | load after |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	var rounds [][]result // by round, then arm
 	for r := range o.rounds {
 		res := make([]result, len(arms))
 		for k := range arms {
 			i := (r + k) % len(arms)
-			m, err := measure(arms[i], o.conc, w, sv)
+			m, err := measure(arms[i], o.conc, w, sv, wr)
 			if err != nil {
 				return nil, fmt.Errorf("round %d: %s: %w", r+1, arms[i].name, err)
 			}
@@ -396,9 +476,9 @@ func runRounds(arms []arm, o options, w work, sv *subagent) ([][]result, error) 
 			}
 		}
 		for _, m := range res {
-			fmt.Printf("| %d | %s | %d | %.0f | %.2f | %v | %v | %v | %.2f | %d | %s |\n", r+1, m.name, m.steps, m.stepsPerSecond(), m.cores(),
+			fmt.Printf("| %d | %s | %d | %.0f | %.2f | %v | %v | %v | %.2f | %d | %d | %s |\n", r+1, m.name, m.steps, m.stepsPerSecond(), m.cores(),
 				m.quantile(0.5).Round(time.Microsecond), m.quantile(0.99).Round(time.Microsecond),
-				m.cpuPerEpisode().Round(time.Microsecond), ratio(m, res[0]), m.allocsPerEpisode(), m.load)
+				m.cpuPerEpisode().Round(time.Microsecond), ratio(m, res[0]), m.allocsPerEpisode(), m.wirePerEpisode(), m.load)
 		}
 		rounds = append(rounds, res)
 	}
@@ -452,8 +532,9 @@ func median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// measure runs every episode of w on the arm from conc workers.
-func measure(a arm, conc int, w work, sv *subagent) (result, error) {
+// measure runs every episode of w on the arm from conc workers. wr,
+// when set, counts the bytes on the arm's connections.
+func measure(a arm, conc int, w work, sv *subagent, wr *wire) (result, error) {
 	ctx := context.Background()
 	var next atomic.Int64
 	var mu sync.Mutex
@@ -468,6 +549,7 @@ func measure(a arm, conc int, w work, sv *subagent) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	wire0 := wr.bytes(a.host)
 	cpu0 := cpuTime()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -501,6 +583,7 @@ func measure(a arm, conc int, w work, sv *subagent) (result, error) {
 	wg.Wait()
 	wall := time.Since(start)
 	cpu := cpuTime() - cpu0
+	wire := wr.bytes(a.host) - wire0
 	runtime.ReadMemStats(&m1)
 	st1, err := sv.stats()
 	if err != nil {
@@ -512,7 +595,7 @@ func measure(a arm, conc int, w work, sv *subagent) (result, error) {
 	}
 	slices.Sort(lat)
 	return result{name: a.name, episodes: len(w.answers), steps: int(steps.Load()), wall: wall, cpu: cpu, allocs: m1.Mallocs - m0.Mallocs,
-		calls: calls, subCPU: subCPU, rewards: rewards, lat: lat, load: loadAverage()}, nil
+		calls: calls, wire: wire, subCPU: subCPU, rewards: rewards, lat: lat, load: loadAverage()}, nil
 }
 
 // episode resets seed and runs its steps, timing each; it returns the
@@ -578,7 +661,7 @@ type local struct {
 	env openenv.Environment
 }
 
-func inProcess(d *openenv.Delegation) (openenv.Stepper, error) {
+func inProcess(d *openenv.Delegation) (*local, error) {
 	env, err := d.New()
 	if err != nil {
 		return nil, err
@@ -605,3 +688,126 @@ func (l *local) State(context.Context) (json.RawMessage, error) {
 }
 
 func (l *local) Close() error { return l.env.Close() }
+
+// wire counts the bytes the clients send and receive, by server.
+// A connection counts its own, so that workers do not share a counter.
+type wire struct {
+	mu    sync.Mutex
+	conns []*countedConn
+}
+
+// countedConn is a client's connection to addr that counts its bytes.
+type countedConn struct {
+	net.Conn
+	addr string
+	n    atomic.Int64
+}
+
+func (c *countedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// count returns conn, to addr, counting its bytes.
+func (wr *wire) count(conn net.Conn, addr string) net.Conn {
+	c := &countedConn{Conn: conn, addr: addr}
+	wr.mu.Lock()
+	wr.conns = append(wr.conns, c)
+	wr.mu.Unlock()
+	return c
+}
+
+// bytes is the bytes so far on the connections to addr; 0 for a nil wr
+// or an empty addr.
+func (wr *wire) bytes(addr string) int64 {
+	if wr == nil || addr == "" {
+		return 0
+	}
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	var n int64
+	for _, c := range wr.conns {
+		if c.addr == addr {
+			n += c.n.Load()
+		}
+	}
+	return n
+}
+
+// printFloors prints, for each transport whose floor arm ran, what the
+// floor adds to the in-process episode, what ours adds, and how much of
+// ours sits above the floor. Each figure is the median over the rounds
+// of a difference within a round. It then says whether the targets are
+// within reach above the floor.
+func printFloors(arms []arm, rounds [][]result) {
+	at := func(name string) int { return slices.IndexFunc(arms, func(a arm) bool { return a.name == name }) }
+	us := func(ns float64) time.Duration { return time.Duration(ns).Round(time.Microsecond) }
+	var c0 []float64 // the in-process CPU per episode
+	for _, res := range rounds {
+		c0 = append(c0, float64(res[0].cpuPerEpisode()))
+	}
+	var lines []string
+	for _, t := range []string{"websocket", "http-mcp"} {
+		ours, fl := at(t), at(t+"-floor")
+		if fl < 0 {
+			continue
+		}
+		if len(lines) == 0 {
+			fmt.Printf("\nFloors: the in-process episode plus a bare round trip of the real sizes for each reset and step.\n")
+			fmt.Printf("Medians over the rounds of each round's differences with in-process; \"above\" is ours less the floor.\n\n")
+			fmt.Printf("| transport | round trips/episode | wire B/episode floor (ours) | floor adds/episode | per round trip | floor CPU ratio | floor steps/s | ours adds/episode | ours above the floor | step p50 added floor (ours) |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		}
+		var trips, wireF, addF, ratioF, spsF, p50F, wireO, addO, above, p50O []float64
+		for _, res := range rounds {
+			base, f := res[0], res[fl]
+			trips, wireF = append(trips, f.tripsPerEpisode()), append(wireF, float64(f.wirePerEpisode()))
+			addF = append(addF, float64(f.cpuPerEpisode()-base.cpuPerEpisode()))
+			ratioF, spsF = append(ratioF, ratio(f, base)), append(spsF, f.stepsPerSecond())
+			p50F = append(p50F, float64(f.quantile(0.5)-base.quantile(0.5)))
+			if ours >= 0 {
+				o := res[ours]
+				wireO = append(wireO, float64(o.wirePerEpisode()))
+				addO = append(addO, float64(o.cpuPerEpisode()-base.cpuPerEpisode()))
+				above = append(above, float64(o.cpuPerEpisode()-f.cpuPerEpisode()))
+				p50O = append(p50O, float64(o.quantile(0.5)-base.quantile(0.5)))
+			}
+		}
+		oursCell := func(v []float64, f func(float64) string) string {
+			if len(v) == 0 {
+				return "–"
+			}
+			return f(median(v))
+		}
+		dur := func(v float64) string { return us(v).String() }
+		fmt.Printf("| %s | %.2f | %.0f (%s) | %v | %v | %.2f | %.0f | %s | %s | %v (%s) |\n", t, median(trips), median(wireF),
+			oursCell(wireO, func(v float64) string { return fmt.Sprintf("%.0f", v) }), us(median(addF)), us(median(addF)/median(trips)),
+			median(ratioF), median(spsF), oursCell(addO, dur), oursCell(above, dur), us(median(p50F)), oursCell(p50O, dur))
+		room := (maxCPURatio-1)*median(c0) - median(addF) // CPU an implementation may add above the floor
+		reach := fmt.Sprintf("1.2x is within reach: it leaves %v an episode above the floor", us(room))
+		if room <= 0 {
+			reach = fmt.Sprintf("1.2x is out of reach on this stack: the floor alone is %v an episode over it", us(-room))
+		}
+		line := fmt.Sprintf("%s floor: at least %v CPU an episode added, %.2fx in-process; %s", t, us(median(addF)), median(ratioF), reach)
+		if len(above) > 0 {
+			line += fmt.Sprintf("; ours adds %v above the floor", us(median(above)))
+			if median(addO) > 0 {
+				line += fmt.Sprintf(", %.0f%% of the %v it adds", 100*median(above)/median(addO), us(median(addO)))
+			}
+		}
+		sps := "within reach"
+		if median(spsF) < minStepsPerSecond {
+			sps = "out of reach at this load"
+		}
+		lines = append(lines, line, fmt.Sprintf("%s floor: %.0f steps/s (best %.0f); %d steps/s is %s", t, median(spsF), slices.Max(spsF), minStepsPerSecond, sps))
+	}
+	if len(lines) > 0 {
+		fmt.Printf("\n%s\n", strings.Join(lines, "\n"))
+	}
+}

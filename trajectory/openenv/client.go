@@ -197,6 +197,17 @@ func (s *Session) Reset(ctx context.Context, req ResetRequest) (Result, error) {
 // Step applies action, any value that encodes to a JSON object of the
 // environment's action schema.
 func (s *Session) Step(ctx context.Context, action any) (Result, error) {
+	// A ToolAction, as nearly every step is, is written in place by hand.
+	if a, ok := action.(ToolAction); ok {
+		b, ok, err := appendAction(append(s.out[:0], `{"type":"`+MsgStep+`","data":`...), a)
+		if err != nil {
+			return Result{}, fmt.Errorf("openenv step: encode: %w", err)
+		}
+		if ok {
+			s.out = append(b, '}')
+			return s.exchangeResult(ctx, MsgStep)
+		}
+	}
 	b, err := marshalUnescaped(action)
 	if err != nil {
 		return Result{}, fmt.Errorf("openenv step: encode: %w", err)
@@ -220,6 +231,12 @@ func (s *Session) State(ctx context.Context) (json.RawMessage, error) {
 // reads the observation that answers it.
 func (s *Session) result(ctx context.Context, typ string, data []byte) (Result, error) {
 	s.out = appendMessage(s.out[:0], typ, data)
+	return s.exchangeResult(ctx, typ)
+}
+
+// exchangeResult sends the message in s.out, of type typ, and reads the
+// observation that answers it.
+func (s *Session) exchangeResult(ctx context.Context, typ string) (Result, error) {
 	b, err := s.send(ctx, s.out)
 	if err != nil {
 		return Result{}, err
@@ -245,32 +262,38 @@ func (s *Session) result(ctx context.Context, typ string, data []byte) (Result, 
 }
 
 // readObservation reads an observation message into a Result whose
-// observation is a copy. It reports false for any other message, or one
-// it cannot read.
+// observation is a copy. It checks and walks the message in one pass. It
+// reports false for any other message, or one it cannot read.
 func readObservation(b []byte) (Result, bool) {
-	if !validJSON(b) || !startsObject(b) {
-		return Result{}, false
-	}
-	var typ, data []byte
-	members(b, func(k, v []byte) bool {
+	var res Result
+	isObs, isObject, ok := false, false, true
+	// The last of a repeated member counts, as in a decode.
+	end, valid := walkObject(b, skipSpace(b, 0), 1, func(k []byte, i int) (int, bool) {
 		switch string(unescapeKey(k)) {
 		case "type":
-			typ = v
+			end, valid := validValue(b, i, 1)
+			isObs = valid && string(b[i:end]) == `"`+MsgObservation+`"`
+			return end, valid
 		case "data":
-			data = v
+			res, ok = Result{}, true
+			isObject = i < len(b) && b[i] == '{'
+			if !isObject {
+				return validValue(b, i, 1)
+			}
+			return walkObject(b, i, 2, func(k []byte, i int) (int, bool) {
+				end, valid := validValue(b, i, 2)
+				if valid && ok {
+					ok = res.readMember(unescapeKey(k), b[i:end])
+				}
+				return end, valid
+			})
 		}
-		return true
+		return validValue(b, i, 1)
 	})
-	if string(typ) != `"`+MsgObservation+`"` || !startsObject(data) {
+	if !valid || skipSpace(b, end) != len(b) || !isObs || !isObject || !ok {
 		return Result{}, false
 	}
-	var res Result
-	ok := true
-	members(data, func(k, v []byte) bool {
-		ok = res.readMember(unescapeKey(k), v)
-		return ok
-	})
-	return res, ok
+	return res, true
 }
 
 // readMember reads one member of a reset's or a step's answer into r.
@@ -296,7 +319,11 @@ func (r *Result) readMember(key, v []byte) bool {
 	case "metadata":
 		r.Metadata = nil
 		if string(v) != "null" {
-			return json.Unmarshal(v, &r.Metadata) == nil
+			var md map[string]any // decoded apart, so that r stays on its caller's stack
+			if json.Unmarshal(v, &md) != nil {
+				return false
+			}
+			r.Metadata = md
 		}
 	}
 	return true

@@ -38,6 +38,10 @@ func appendData(dst []byte, v any) ([]byte, error) {
 		if r.Reward == nil || finite(*r.Reward) {
 			return appendResult(dst, r)
 		}
+	case *Result:
+		if r.Reward == nil || finite(*r.Reward) {
+			return appendResult(dst, *r)
+		}
 	case RPCResponse:
 		return appendRPCResponse(dst, r)
 	}
@@ -226,6 +230,19 @@ func stringValue(v []byte) (string, bool) {
 	return s, json.Unmarshal(v, &s) == nil
 }
 
+// stringBytes is stringValue as bytes: without escapes, the value's own
+// bytes between its quotes, not a copy.
+func stringBytes(v []byte) ([]byte, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return nil, false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return v[1 : len(v)-1], true
+	}
+	s, ok := stringValue(v)
+	return []byte(s), ok
+}
+
 // appendRPCResponse appends r as json.Marshal writes it. Its result, when
 // set, must be compact JSON, as json.Marshal and appendCallResult write.
 func appendRPCResponse(dst []byte, r RPCResponse) ([]byte, error) {
@@ -284,13 +301,21 @@ func appendCallResult(dst []byte, text string, isError bool, obs []byte, reward 
 // appendString appends s as json.Marshal writes a string: HTML-escaped,
 // with U+2028 and U+2029 escaped and invalid UTF-8 replaced.
 // FuzzAppendString holds it to json.Marshal's bytes.
-func appendString(dst []byte, s string) []byte {
+func appendString(dst []byte, s string) []byte { return appendJSONString(dst, s, true) }
+
+// appendUnescaped appends s as marshalUnescaped writes a string: as
+// appendString does, less the HTML escapes.
+func appendUnescaped(dst []byte, s string) []byte { return appendJSONString(dst, s, false) }
+
+// appendJSONString appends s as a JSON string, with <, > and & escaped
+// when html is set.
+func appendJSONString(dst []byte, s string, html bool) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if c >= 0x20 && c != '"' && c != '\\' && (!html || (c != '<' && c != '>' && c != '&')) {
 				i++
 				continue
 			}
@@ -332,4 +357,49 @@ func appendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// appendAction appends a as marshalUnescaped writes it, without
+// reflection. It reports false for arguments that are not compact valid
+// JSON, which the encoder must compact or refuse.
+func appendAction(dst []byte, a ToolAction) ([]byte, bool, error) {
+	if len(a.Arguments) > 0 && (!validJSON(a.Arguments) || !compact(a.Arguments)) {
+		return dst, false, nil
+	}
+	dst = append(dst, `{"type":`...)
+	dst = appendUnescaped(dst, a.Type)
+	if a.ToolName != "" {
+		dst = append(dst, `,"tool_name":`...)
+		dst = appendUnescaped(dst, a.ToolName)
+	}
+	if len(a.Arguments) > 0 {
+		dst = append(dst, `,"arguments":`...)
+		dst = append(dst, a.Arguments...)
+	}
+	if len(a.Metadata) > 0 {
+		b, err := marshalUnescaped(a.Metadata)
+		if err != nil {
+			return dst, false, err
+		}
+		dst = append(dst, `,"metadata":`...)
+		dst = append(dst, b...)
+	}
+	return append(dst, '}'), true, nil
+}
+
+// compact reports whether b, valid JSON, has no space outside its
+// strings: whether an encoder would write it as it is.
+func compact(b []byte) bool {
+	in := false // in a string
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case in && c == '\\':
+			i++
+		case c == '"':
+			in = !in
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package openenv
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"testing"
@@ -157,7 +158,8 @@ func TestSessionResultMatchesMarshal(t *testing.T) {
 	}
 }
 
-// FuzzAppendString checks appendString against json.Marshal on any string.
+// FuzzAppendString checks appendString against json.Marshal, and
+// appendUnescaped against marshalUnescaped, on any string.
 func FuzzAppendString(f *testing.F) {
 	for _, c := range []string{"", "plain", "<a href=\"x\">&</a>", "\b\f\n\r\t\x00\x1f\x7f", "\u2028\u2029é😀", "\xff\xc3(\xe2\x80", `\\"`} {
 		f.Add(c)
@@ -169,6 +171,81 @@ func FuzzAppendString(f *testing.F) {
 		}
 		if got := appendString([]byte("x"), s); string(got[1:]) != string(want) {
 			t.Errorf("appendString(%q): got %s, want %s", s, got[1:], want)
+		}
+		want, err = marshalUnescaped(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendUnescaped([]byte("x"), s); string(got[1:]) != string(want) {
+			t.Errorf("appendUnescaped(%q): got %s, want %s", s, got[1:], want)
+		}
+	})
+}
+
+// TestAppendAction checks actions written by hand against
+// marshalUnescaped, and that arguments an encoder would change or refuse
+// are left to it.
+func TestAppendAction(t *testing.T) {
+	tests := []struct {
+		name   string
+		a      ToolAction
+		byHand bool
+	}{
+		{"call", ToolAction{Type: ActionCallTool, ToolName: ToolDelegate, Arguments: json.RawMessage(`{"question":"47*28"}`)}, true},
+		{"list", ToolAction{Type: ActionListTools}, true},
+		{"html and escapes", ToolAction{Type: "<t>", ToolName: "a&b\u2028\"", Arguments: json.RawMessage(`{"q":"<x> & \"y\"","n":[1,{"a":null}]}`)}, true},
+		{"metadata", ToolAction{Type: ActionCallTool, ToolName: ToolAnswer, Arguments: json.RawMessage(`{}`), Metadata: map[string]any{"turn": 2, "b": "<x>"}}, true},
+		{"empty metadata", ToolAction{Type: ActionCallTool, ToolName: ToolAnswer, Metadata: map[string]any{}}, true},
+		{"spaces in a string", ToolAction{Type: ActionCallTool, Arguments: json.RawMessage(`{"q":"a b\t"}`)}, true},
+		{"spaces to compact", ToolAction{Type: ActionCallTool, Arguments: json.RawMessage(`{ "q": 1 }`)}, false},
+		{"invalid arguments", ToolAction{Type: ActionCallTool, Arguments: json.RawMessage(`{"q":`)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, byHand, err := appendAction([]byte("x"), tt.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if byHand != tt.byHand {
+				t.Fatalf("written by hand: got %v, want %v", byHand, tt.byHand)
+			}
+			if !byHand {
+				return
+			}
+			want, err := marshalUnescaped(tt.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got[1:]) != string(want) {
+				t.Errorf("got  %s\nwant %s", got[1:], want)
+			}
+		})
+	}
+}
+
+// FuzzAppendAction checks an action written by hand against
+// marshalUnescaped whenever appendAction writes it.
+func FuzzAppendAction(f *testing.F) {
+	f.Add(ActionCallTool, ToolDelegate, `{"question":"47*28"}`)
+	f.Add("<t>", "", `{ "a" : [1, 2] }`)
+	f.Add(ActionListTools, "x\u2028", "")
+	f.Fuzz(func(t *testing.T, typ, name, args string) {
+		a := ToolAction{Type: typ, ToolName: name, Arguments: json.RawMessage(args)}
+		got, byHand, err := appendAction(nil, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, werr := marshalUnescaped(a)
+		switch {
+		case byHand && werr != nil:
+			t.Fatalf("written by hand as %s; the encoder refuses it: %v", got, werr)
+		case byHand && string(got) != string(want):
+			t.Errorf("got  %s\nwant %s", got, want)
+		case !byHand:
+			var c bytes.Buffer
+			if json.Compact(&c, a.Arguments) == nil && c.String() == args {
+				t.Errorf("compact valid arguments %s left to the encoder", args)
+			}
 		}
 	})
 }

@@ -39,11 +39,15 @@ type Observation struct {
 }
 
 // Result encodes o as the protocol's answer.
-func (o Observation) Result() (Result, error) {
+func (o Observation) Result() (Result, error) { return o.result(nil) }
+
+// result is Result with the observation encoded over buf, whose array it
+// reuses when it can. The Result holds buf's bytes until the next use.
+func (o Observation) result(buf []byte) (Result, error) {
 	var b []byte
 	var err error
 	if a, ok := o.Value.(jsonAppender); ok {
-		b, err = a.appendJSON(nil)
+		b, err = a.appendJSON(buf[:0])
 	} else {
 		b, err = json.Marshal(o.Value)
 	}

@@ -155,6 +155,9 @@ type mcpSession struct {
 type rpcCall struct {
 	req RPCRequest
 	ws  *session // the WebSocket session whose environment it uses, or nil
+	// scratch is where a tools/call writes its action, observation and
+	// result. The result lives there until the answer is written.
+	scratch []byte
 }
 
 // mcp serves POST /mcp: one JSON-RPC request a body. A notification gets
@@ -171,7 +174,10 @@ func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, RPCResponse{JSONRPC: "2.0", Error: rerr, ID: idOrNull(req.ID)})
 		return
 	}
-	resp := s.rpc(r.Context(), rpcCall{req: req})
+	scratch := getBuffer()
+	defer putBuffer(scratch) // after the answer, which holds the result
+	scratch.Grow(scratchBytes)
+	resp := s.rpc(r.Context(), rpcCall{req: req, scratch: scratch.AvailableBuffer()})
 	if req.ID == nil {
 		w.WriteHeader(http.StatusAccepted)
 		return
@@ -197,6 +203,10 @@ var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // maxPooled bounds the buffers kept: a rare large body is left to the
 // collector, not held.
 const maxPooled = 64 << 10
+
+// scratchBytes is the room a tools/call gets for its action, observation
+// and result: a delegation step's take about 3 KiB.
+const scratchBytes = 8 << 10
 
 func getBuffer() *bytes.Buffer { return buffers.Get().(*bytes.Buffer) }
 
@@ -234,7 +244,7 @@ func (ss *session) sessionMethod(ctx context.Context, method string, params json
 		if p.SessionID == ss.id {
 			return nil, &RPCError{Code: RPCInvalidRequest, Message: "Cannot close active WebSocket-managed session via MCP method: close the WebSocket"}
 		}
-		ms, err := ss.s.mcpSession(p.SessionID)
+		ms, err := ss.s.mcpSession([]byte(p.SessionID))
 		if err != nil {
 			return nil, err
 		}
@@ -314,7 +324,7 @@ func parseRPC(b []byte) (RPCRequest, *RPCError) {
 	if version != nil && string(version) != `"2.0"` {
 		return req, &RPCError{Code: RPCInvalidRequest, Message: `Invalid request: jsonrpc must be "2.0"`}
 	}
-	m, ok := stringValue(method)
+	m, ok := methodName(method)
 	if !ok || m == "" {
 		return req, &RPCError{Code: RPCInvalidRequest, Message: "Invalid request: method must be a non-empty string"}
 	}
@@ -323,6 +333,21 @@ func parseRPC(b []byte) (RPCRequest, *RPCError) {
 		req.Params = params
 	}
 	return req, nil
+}
+
+// methodName is the method a JSON-RPC request names. A method served is
+// the constant, not a copy.
+func methodName(v []byte) (string, bool) {
+	b, ok := stringBytes(v)
+	if !ok {
+		return "", false
+	}
+	for _, m := range []string{MethodToolsCall, MethodSessionReset, MethodSessionCreate, MethodSessionClose, MethodSessionState, MethodToolsList, MethodInitialize} {
+		if string(b) == m {
+			return m, true
+		}
+	}
+	return string(b), true
 }
 
 func idOrNull(id json.RawMessage) json.RawMessage {
@@ -342,6 +367,7 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 		return resp
 	}
 	var result any
+	var raw json.RawMessage // a tools/call result, encoded already: not put in an interface, a copy on the heap
 	var err error
 	if (c.req.Method == MethodToolsList || c.req.Method == MethodToolsCall) && len(s.cfg.Tools) == 0 {
 		resp.Error = &RPCError{Code: RPCInternalError, Message: "Environment does not support MCP: it declares no tools"}
@@ -353,7 +379,7 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 	case MethodToolsList:
 		result = s.toolsList()
 	case MethodToolsCall:
-		result, err = s.toolsCall(ctx, c.ws, c.req.Params)
+		raw, err = s.toolsCall(ctx, c.ws, c.req.Params, c.scratch)
 	case MethodSessionCreate, MethodSessionReset, MethodSessionClose, MethodSessionState:
 		if c.ws != nil && c.ws.id != "" {
 			result, err = c.ws.sessionMethod(ctx, c.req.Method, c.req.Params)
@@ -373,6 +399,8 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 		resp.Error = rerr
 	case err != nil:
 		resp.Error = &RPCError{Code: RPCInternalError, Message: err.Error()}
+	case raw != nil:
+		resp.Result = raw
 	default:
 		if b, ok := result.(json.RawMessage); ok { // encoded already, compact
 			resp.Result = b
@@ -425,7 +453,9 @@ func (s *Server) toolsList() any {
 // That is the WebSocket session's, or an HTTP session's when params name one.
 // Otherwise it runs on a fresh environment closed after it.
 // params is a valid JSON object, or nil.
-func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMessage) (any, error) {
+// The action, the observation and the result are written in scratch, or
+// past its end when they outgrow it.
+func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMessage, scratch []byte) (json.RawMessage, error) {
 	var rawName, args, meta, id json.RawMessage
 	named := false
 	members(params, func(k, v []byte) bool {
@@ -441,15 +471,15 @@ func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMess
 		}
 		return true
 	})
-	name, ok := stringValue(rawName)
-	if !ok || name == "" {
+	name, ok := stringBytes(rawName)
+	if !ok || len(name) == 0 {
 		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'name' must be a non-empty string"}
 	}
 	if args != nil && string(args) != "null" && !startsObject(args) {
 		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'arguments' must be an object"}
 	}
 	if !s.hasTool(name) {
-		return nil, &RPCError{Code: RPCInvalidParams, Message: "Tool not found: " + name}
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Tool not found: " + string(name)}
 	}
 	if args == nil || string(args) == "null" {
 		args = json.RawMessage("{}")
@@ -457,7 +487,8 @@ func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMess
 	if meta != nil && string(meta) != "null" && !startsObject(meta) {
 		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'metadata' must be an object"}
 	}
-	action := appendCallAction(nil, rawName, args, meta)
+	action := appendCallAction(scratch[:0], rawName, args, meta)
+	rest := action[len(action):] // the observation and result go after the action
 	var obs Observation
 	var err error
 	switch {
@@ -472,7 +503,7 @@ func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMess
 			ws.steps++
 		}
 	case named:
-		sid, _ := stringValue(id) // not a string: "", refused as empty
+		sid, _ := stringBytes(id) // not a string: empty, refused as empty
 		ms, rerr := s.mcpSession(sid)
 		if rerr != nil {
 			return nil, rerr
@@ -492,18 +523,26 @@ func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMess
 		return nil, rpcStepError(err)
 	}
 	if ct, ok := obs.Value.(callTexter); ok && (obs.Reward == nil || finite(*obs.Reward)) {
-		res, err := obs.Result()
+		res, err := obs.result(rest)
 		if err != nil {
 			return nil, err
 		}
 		text, isError := ct.callText()
-		b, err := appendCallResult(nil, text, isError, res.Observation, res.Reward, res.Done)
+		b, err := appendCallResult(res.Observation[len(res.Observation):], text, isError, res.Observation, res.Reward, res.Done)
 		if err != nil {
 			return nil, err
 		}
-		return json.RawMessage(b), nil
+		return b, nil
 	}
-	return callResult(obs)
+	cr, err := callResult(obs)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(cr)
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	return b, nil
 }
 
 // appendCallAction appends the call_tool action of a tools/call. name,
@@ -521,9 +560,9 @@ func appendCallAction(dst []byte, name, args, meta json.RawMessage) json.RawMess
 	return append(dst, '}')
 }
 
-func (s *Server) hasTool(name string) bool {
+func (s *Server) hasTool(name []byte) bool {
 	for _, t := range s.cfg.Tools {
-		if t.Name == name {
+		if string(name) == t.Name {
 			return true
 		}
 	}
@@ -614,14 +653,14 @@ func (s *Server) sessionMethod(ctx context.Context, method string, params json.R
 	case MethodSessionCreate:
 		return s.createSession(ctx, p)
 	case MethodSessionClose:
-		ms, err := s.mcpSession(p.SessionID)
+		ms, err := s.mcpSession([]byte(p.SessionID))
 		if err != nil {
 			return nil, err
 		}
 		s.dropSession(ms)
 		return map[string]any{"session_id": ms.id, "closed": true}, nil
 	case MethodSessionState:
-		ms, err := s.mcpSession(p.SessionID)
+		ms, err := s.mcpSession([]byte(p.SessionID))
 		if err != nil {
 			return nil, err
 		}
@@ -633,7 +672,7 @@ func (s *Server) sessionMethod(ctx context.Context, method string, params json.R
 		ms.last = time.Now()
 		return ms.env.State(), nil
 	}
-	ms, err := s.mcpSession(p.SessionID)
+	ms, err := s.mcpSession([]byte(p.SessionID))
 	if err != nil {
 		return nil, err
 	}
@@ -746,15 +785,16 @@ func (s *Server) sessionStep(ctx context.Context, ms *mcpSession, action json.Ra
 func newSessionID() string { return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64()) }
 
 // mcpSession finds the session id names.
-func (s *Server) mcpSession(id string) (*mcpSession, error) {
-	if id == "" {
+// The id comes as bytes: a step's, read from its request, is not copied.
+func (s *Server) mcpSession(id []byte) (*mcpSession, error) {
+	if len(id) == 0 {
 		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: 'session_id' must be a non-empty string"}
 	}
 	s.mu.Lock()
-	ms := s.mcpSessions[id]
+	ms := s.mcpSessions[string(id)]
 	s.mu.Unlock()
 	if ms == nil {
-		return nil, &RPCError{Code: RPCInvalidParams, Message: "Unknown session_id: " + id}
+		return nil, &RPCError{Code: RPCInvalidParams, Message: "Unknown session_id: " + string(id)}
 	}
 	return ms, nil
 }

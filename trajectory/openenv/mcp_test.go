@@ -57,6 +57,8 @@ func TestMCPHTTPRequests(t *testing.T) {
 		{"wrong version", `{"jsonrpc":"1.0","id":12,"method":"tools/list"}`, 200, RPCInvalidRequest, `12`, ""},
 		{"no method", `{"jsonrpc":"2.0","id":13}`, 200, RPCInvalidRequest, `13`, ""},
 		{"id an object", `{"jsonrpc":"2.0","id":{},"method":"tools/list"}`, 200, RPCInvalidRequest, `null`, ""},
+		{"escaped method", `{"jsonrpc":"2.0","id":14,"method":"tools\/list"}`, 200, 0, `14`, `{"name":"answer"`},
+		{"escaped tool name", `{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"\u0061nswer","arguments":{"answer":"1"}}}`, 200, RPCInvalidRequest, `15`, ""},
 		{"notification", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, http.StatusAccepted, 0, "", ""},
 		{"over the body limit", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`, http.StatusRequestEntityTooLarge, 0, "", ""},
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -63,6 +65,39 @@ func FuzzMembers(f *testing.F) {
 			return
 		}
 		checkMembers(t, b)
+	})
+}
+
+// FuzzWalkObject holds walkObject to validJSON's verdict on any object
+// and to members' walk of a valid one.
+func FuzzWalkObject(f *testing.F) {
+	for _, c := range append(memberCases, `{"a":1,}`, `{"a" 1}`, `{"a":[1,{"b":tru}]}`, `{"a":1} x`, `{"a":"\x"}`) {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got [][2]string
+		end, ok := walkObject(b, skipSpace(b, 0), 1, func(k []byte, i int) (int, bool) {
+			end, ok := validValue(b, i, 1)
+			if ok {
+				got = append(got, [2]string{string(k), string(b[i:end])})
+			}
+			return end, ok
+		})
+		ok = ok && skipSpace(b, end) == len(b)
+		if want := validJSON(b) && startsObject(b); ok != want {
+			t.Fatalf("%q: walkObject says valid %v, validJSON %v", b, ok, want)
+		}
+		if !ok {
+			return
+		}
+		var want [][2]string
+		members(b, func(k, v []byte) bool {
+			want = append(want, [2]string{string(k), string(v)})
+			return true
+		})
+		if !slices.Equal(got, want) {
+			t.Errorf("%q: got members %q, want %q", b, got, want)
+		}
 	})
 }
 
@@ -165,8 +200,51 @@ func TestCallResultWriteOnce(t *testing.T) {
 	}
 }
 
-// TestReadObservation: the walk reads an observation message as a decode
-// does, and leaves every other message to the general path.
+// TestDecodeCallResponse: the one-pass walk of a tools/call response
+// reads the last result, checks the whole answer and puts an error first.
+func TestDecodeCallResponse(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	tests := []struct {
+		name    string
+		msg     string
+		want    Result
+		wantErr string
+	}{
+		{"plain", `{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"4"}],"isError":false,"result":"4","reward":null,"done":false},"id":1}`,
+			Result{Observation: json.RawMessage(`{"result":"4"}`)}, ""},
+		{"last result counts", `{"jsonrpc":"2.0","result":{"a":1,"reward":1,"done":false},"result":{"content":[],"b":[2],"reward":0.5,"done":true},"id":1}`,
+			Result{Observation: json.RawMessage(`{"b":[2]}`), Reward: f(0.5), Done: true}, ""},
+		{"error after a result", `{"jsonrpc":"2.0","result":{"a":1,"done":false},"error":{"code":-32602,"message":"Tool not found: x"},"id":1}`,
+			Result{}, "Tool not found: x"},
+		{"trailing bytes", `{"jsonrpc":"2.0","result":{"a":1},"id":1}x`, Result{}, "not a JSON object"},
+		{"invalid inside", `{"jsonrpc":"2.0","result":{"a":[1,]},"id":1}`, Result{}, "not a JSON object"},
+		{"result not an object", `{"jsonrpc":"2.0","result":[1],"id":1}`, Result{}, "the result is not a JSON object"},
+		{"no result", `{"jsonrpc":"2.0","id":1}`, Result{}, "the result is not a JSON object"},
+		{"bad reward", `{"jsonrpc":"2.0","result":{"reward":"x"},"id":1}`, Result{}, "decode reward"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decodeCallResponse([]byte(tt.msg))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got error %v, want one saying %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotB, _ := json.Marshal(got) // a decoded Result always encodes
+			wantB, _ := json.Marshal(tt.want)
+			if !bytes.Equal(gotB, wantB) {
+				t.Errorf("got %s, want %s", gotB, wantB)
+			}
+		})
+	}
+}
+
+// TestReadObservation: the walk reads an observation message as the
+// general path decodes it, and leaves every other message to that path.
 func TestReadObservation(t *testing.T) {
 	tests := []struct {
 		msg    string
@@ -175,10 +253,17 @@ func TestReadObservation(t *testing.T) {
 		{`{"type":"observation","data":{"observation":{"task":"t","tools":[]},"reward":null,"done":false}}`, true},
 		{`{"data": {"done": true, "reward": -0.0625, "observation": {"result": "}\"{"}, "metadata": {"split": "test"}}, "type": "observation"}`, true},
 		{`{"type":"observation","data":{"observation":{},"reward":1e-7,"done":true,"metadata":null}}`, true},
+		{`{"type":"observation","data":{"observation":{"x":1},"reward":1,"done":false,"metadata":{"a":1}},"data":{"observation":{"y":2},"done":true}}`, true},
+		{`{"type":"error","type":"observation","data":{"observation":{},"done":false}}`, true},
+		{`{"type":"observation","data":{"observation":{},"done":"yes"},"data":{"observation":{},"done":true}}`, true},
 		{`{"type":"error","data":{"message":"no","code":"EXECUTION_ERROR"}}`, false},
+		{`{"type":"observation","data":{"observation":{},"done":false},"type":"error"}`, false},
 		{`{"type":"observation","data":{"observation":{},"done":"yes"}}`, false},
+		{`{"type":"observation","data":{"observation":{},"done":true},"data":[1]}`, false},
 		{`{"type":"observation","data":[1]}`, false},
 		{`{"type":"observation"`, false},
+		{`{"type":"observation","data":{"observation":{"a":tru},"done":false}}`, false},
+		{`{"type":"observation","data":{"observation":{},"done":false}} x`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.msg, func(t *testing.T) {
@@ -189,14 +274,16 @@ func TestReadObservation(t *testing.T) {
 			if !ok {
 				return
 			}
-			var want struct {
-				Data Result `json:"data"`
+			m, err := decodeMessage([]byte(tt.msg))
+			if err != nil {
+				t.Fatal(err)
 			}
-			if err := json.Unmarshal([]byte(tt.msg), &want); err != nil {
+			var want Result
+			if err := json.Unmarshal(m.Data, &want); err != nil {
 				t.Fatal(err)
 			}
 			gotB, _ := json.Marshal(got) // a decoded Result always encodes
-			wantB, _ := json.Marshal(want.Data)
+			wantB, _ := json.Marshal(want)
 			if !bytes.Equal(gotB, wantB) {
 				t.Errorf("got %s, want %s", gotB, wantB)
 			}

@@ -285,20 +285,12 @@ func (m *MCPSession) Reset(ctx context.Context, req ResetRequest) (Result, error
 		b = append(b, "null"...)
 	}
 	if req.EpisodeID != nil {
-		id, err := marshalUnescaped(*req.EpisodeID)
-		if err != nil {
-			return Result{}, fmt.Errorf("openenv mcp %s: encode episode id: %w", method, err)
-		}
 		b = append(b, `,"episode_id":`...)
-		b = append(b, id...)
+		b = appendUnescaped(b, *req.EpisodeID)
 	}
 	if m.id != "" {
-		id, err := marshalUnescaped(m.id)
-		if err != nil {
-			return Result{}, fmt.Errorf("openenv mcp %s: encode session id: %w", method, err)
-		}
 		b = append(b, `,"session_id":`...)
-		b = append(b, id...)
+		b = appendUnescaped(b, m.id)
 	}
 	b = append(b, `},"id":1}`...)
 	m.out = b
@@ -306,13 +298,9 @@ func (m *MCPSession) Reset(ctx context.Context, req ResetRequest) (Result, error
 	if err != nil {
 		return Result{}, err
 	}
-	result, err := rpcResult(method, body)
-	if err != nil {
-		return Result{}, err
-	}
 	var res Result
 	id, ok := "", true
-	members(result, func(k, v []byte) bool {
+	err = rpcResult(method, body, func() { res, id, ok = Result{}, "", true }, func(k, v []byte) bool {
 		key := unescapeKey(k)
 		if string(key) == "session_id" {
 			id, ok = stringValue(v)
@@ -321,6 +309,9 @@ func (m *MCPSession) Reset(ctx context.Context, req ResetRequest) (Result, error
 		ok = res.readMember(key, v)
 		return ok
 	})
+	if err != nil {
+		return Result{}, err
+	}
 	if !ok || id == "" {
 		return Result{}, fmt.Errorf("openenv mcp %s: the result is not a session's first observation", method)
 	}
@@ -338,14 +329,6 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 	}
 	// The request is written by hand: a map of params encoded, then the
 	// request around it, scanned the params twice more.
-	id, err := marshalUnescaped(m.id)
-	if err != nil {
-		return Result{}, fmt.Errorf("openenv mcp %s: encode session id: %w", MethodToolsCall, err)
-	}
-	name, err := marshalUnescaped(a.ToolName)
-	if err != nil {
-		return Result{}, fmt.Errorf("openenv mcp %s: encode name: %w", MethodToolsCall, err)
-	}
 	args := a.Arguments
 	if args == nil {
 		args = json.RawMessage("null")
@@ -354,9 +337,9 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 		return Result{}, fmt.Errorf("openenv mcp %s: the arguments of %s are not JSON", MethodToolsCall, a.ToolName)
 	}
 	b := append(m.out[:0], `{"jsonrpc":"2.0","method":"tools/call","params":{"session_id":`...)
-	b = append(b, id...)
+	b = appendUnescaped(b, m.id)
 	b = append(b, `,"name":`...)
-	b = append(b, name...)
+	b = appendUnescaped(b, a.ToolName)
 	b = append(b, `,"arguments":`...)
 	b = append(b, args...)
 	if a.Metadata != nil {
@@ -377,17 +360,19 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 }
 
 // decodeCallResponse reads a tools/call response.
-// It checks the JSON once and walks its members, where a decode would build the result's map.
+// It checks the JSON and walks its members in one pass, where a decode would build the result's map.
 func decodeCallResponse(b []byte) (Result, error) {
 	const method = MethodToolsCall
-	result, err := rpcResult(method, b)
-	if err != nil {
-		return Result{}, err
-	}
 	var res Result
-	obs := make([]byte, 0, len(result))
-	obs = append(obs, '{')
-	members(result, func(k, v []byte) bool {
+	var obs []byte
+	var err error
+	start := func() {
+		if obs == nil {
+			obs = make([]byte, 0, len(b)) // room for the whole result
+		}
+		res, obs, err = Result{}, append(obs[:0], '{'), nil
+	}
+	if rerr := rpcResult(method, b, start, func(k, v []byte) bool {
 		switch string(unescapeKey(k)) {
 		case "content", "isError":
 		case "reward":
@@ -410,7 +395,9 @@ func decodeCallResponse(b []byte) (Result, error) {
 			obs = append(obs, v...)
 		}
 		return true
-	})
+	}); rerr != nil {
+		return Result{}, rerr
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("openenv mcp %s: decode reward: %w", method, err)
 	}
@@ -418,33 +405,51 @@ func decodeCallResponse(b []byte) (Result, error) {
 	return res, nil
 }
 
-// rpcResult checks a JSON-RPC response once and returns its result, an
-// object. A JSON-RPC error comes back as an *RPCError.
-func rpcResult(method string, b []byte) (json.RawMessage, error) {
-	if !validJSON(b) || !startsObject(b) {
-		return nil, fmt.Errorf("openenv mcp %s: decode: the answer is not a JSON object", method)
-	}
-	var result, rerr json.RawMessage
-	members(b, func(k, v []byte) bool {
+// rpcResult checks a JSON-RPC response and walks its result, an object,
+// in one pass. It calls start before the members of each result, as the
+// last counts, and member with each until member returns false. member
+// gets the key as written between its quotes. A JSON-RPC error comes
+// back as an *RPCError.
+func rpcResult(method string, b []byte, start func(), member func(key, value []byte) bool) error {
+	var rerr []byte
+	object := false
+	end, valid := walkObject(b, skipSpace(b, 0), 1, func(k []byte, i int) (int, bool) {
 		switch string(unescapeKey(k)) {
 		case "result":
-			result = v
+			object = i < len(b) && b[i] == '{'
+			if !object {
+				return validValue(b, i, 1)
+			}
+			start()
+			walking := true
+			return walkObject(b, i, 2, func(k []byte, i int) (int, bool) {
+				end, valid := validValue(b, i, 2)
+				if valid && walking {
+					walking = member(k, b[i:end])
+				}
+				return end, valid
+			})
 		case "error":
-			rerr = v
+			end, valid := validValue(b, i, 1)
+			rerr = b[i:end]
+			return end, valid
 		}
-		return true
+		return validValue(b, i, 1)
 	})
+	if !valid || skipSpace(b, end) != len(b) {
+		return fmt.Errorf("openenv mcp %s: decode: the answer is not a JSON object", method)
+	}
 	if rerr != nil && string(rerr) != "null" {
 		var e RPCError
 		if err := json.Unmarshal(rerr, &e); err != nil {
-			return nil, fmt.Errorf("openenv mcp %s: decode error: %w", method, err)
+			return fmt.Errorf("openenv mcp %s: decode error: %w", method, err)
 		}
-		return nil, fmt.Errorf("openenv mcp %s: %w", method, &e)
+		return fmt.Errorf("openenv mcp %s: %w", method, &e)
 	}
-	if !startsObject(result) {
-		return nil, fmt.Errorf("openenv mcp %s: the result is not a JSON object", method)
+	if !object {
+		return fmt.Errorf("openenv mcp %s: the result is not a JSON object", method)
 	}
-	return result, nil
+	return nil
 }
 
 // State returns the session's state.

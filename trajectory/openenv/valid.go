@@ -73,6 +73,49 @@ func validObject(b []byte, i, depth int) (int, bool) {
 	}
 }
 
+// walkObject checks the object at b[i], depth levels deep, as validJSON
+// does, and returns its end. For each member it calls value with the key,
+// as written between its quotes, and the index of the value; value checks
+// the value and returns its end. A reader walks and checks a message in
+// one pass so, where validJSON and then members scanned it twice or more.
+func walkObject(b []byte, i, depth int, value func(key []byte, i int) (int, bool)) (int, bool) {
+	if depth > maxDepth || i >= len(b) || b[i] != '{' {
+		return i, false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, false
+		}
+		start := i
+		var ok bool
+		if i, ok = validString(b, i); !ok {
+			return i, false
+		}
+		key := b[start+1 : i-1]
+		i = skipSpace(b, i)
+		if i >= len(b) || b[i] != ':' {
+			return i, false
+		}
+		if i, ok = value(key, skipSpace(b, i+1)); !ok {
+			return i, false
+		}
+		i = skipSpace(b, i)
+		switch {
+		case i >= len(b):
+			return i, false
+		case b[i] == '}':
+			return i + 1, true
+		case b[i] != ',':
+			return i, false
+		}
+		i = skipSpace(b, i+1)
+	}
+}
+
 func validArray(b []byte, i, depth int) (int, bool) {
 	if depth > maxDepth {
 		return i, false

@@ -202,21 +202,25 @@ func (s *Server) write(ctx context.Context, c *websocket.Conn, buf []byte, typ s
 	return s.writeCtx(wctx, c, buf, typ, data)
 }
 
-// writeCtx is write bounded by ctx alone.
+// writeCtx is write bounded by ctx alone. The data is encoded in place,
+// after the message's start.
 func (s *Server) writeCtx(ctx context.Context, c *websocket.Conn, buf []byte, typ string, data any) []byte {
-	b, err := appendData(buf[:0], data)
-	if err != nil {
-		s.cfg.Log.Error("openenv: encode message", "type", typ, "err", err)
-		b, _ = json.Marshal(ErrorData{Message: "encode " + typ + ": " + err.Error(), Code: CodeSessionError}) // strings always encode
-		typ = MsgError
-	}
-	msg := b
+	b := buf[:0]
 	if typ != "" {
-		n := len(b)
-		b = appendMessage(b, typ, b[:n]) // the data, then the message after it
-		msg = b[n:]
+		b = append(b, `{"type":"`...)
+		b = append(b, typ...)
+		b = append(b, `","data":`...)
 	}
-	if c.Write(ctx, websocket.MessageText, msg) != nil {
+	b, err := appendData(b, data)
+	switch {
+	case err != nil:
+		s.cfg.Log.Error("openenv: encode message", "type", typ, "err", err)
+		e, _ := json.Marshal(ErrorData{Message: "encode " + typ + ": " + err.Error(), Code: CodeSessionError}) // strings always encode
+		b = appendMessage(b[:0], MsgError, e)
+	case typ != "":
+		b = append(b, '}')
+	}
+	if c.Write(ctx, websocket.MessageText, b) != nil {
 		return nil
 	}
 	return b
@@ -242,6 +246,8 @@ type session struct {
 	episodes int         // started on an MCP WebSocket
 	steps    int         // since the last reset
 	out      []byte      // the last message sent, its buffer reused
+	obs      []byte      // the last observation encoded, its buffer reused
+	res      Result      // the last answer to a reset or a step, until it is sent
 }
 
 // wsFields are the fields each message type may carry; OpenEnv's messages
@@ -393,9 +399,12 @@ func (ss *session) observation(obs Observation, err error) (string, any, bool) {
 		}
 		return MsgError, ErrorData{Message: err.Error(), Code: CodeExecutionError}, false
 	}
-	res, err := obs.Result()
+	// The observation is encoded in the session's buffer: it is sent
+	// before the next message is read.
+	res, err := obs.result(ss.obs)
 	if err != nil {
 		return MsgError, ErrorData{Message: err.Error(), Code: CodeExecutionError}, false
 	}
-	return MsgObservation, res, false
+	ss.obs, ss.res = res.Observation, res
+	return MsgObservation, &ss.res, false // a pointer: a Result in an interface is a copy on the heap
 }
