@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
+	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -123,4 +125,159 @@ func hex4(b []byte) rune {
 		r = r*16 + rune(c)
 	}
 	return r
+}
+
+// logprobFields is Logprob without its methods: encoding/json's reading
+// of it.
+type logprobFields Logprob
+
+// UnmarshalJSON reads a logprob. A response has one per token. The
+// plain shape, each of "token", "logprob" and "bytes" at most once and
+// in any order, is read here. Anything else, top_logprobs included, goes
+// through encoding/json.
+func (l *Logprob) UnmarshalJSON(data []byte) error {
+	if out, ok := plainLogprob(data, *l); ok {
+		*l = out
+		return nil
+	}
+	return json.Unmarshal(data, (*logprobFields)(l))
+}
+
+// plainLogprob reads data, an object of the plain shape, over l. ok is
+// false for any other data.
+func plainLogprob(data []byte, l Logprob) (out Logprob, ok bool) {
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' {
+		return l, false
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return l, skipSpace(data, i+1) == len(data)
+	}
+	var seen [3]bool
+	for {
+		// A key of plain letters, then its value.
+		if i == len(data) || data[i] != '"' {
+			return l, false
+		}
+		end := i + 1
+		for end < len(data) && data[end] != '"' && data[end] != '\\' {
+			end++
+		}
+		if end == len(data) || data[end] != '"' {
+			return l, false
+		}
+		key := string(data[i+1 : end])
+		i = skipSpace(data, end+1)
+		if i == len(data) || data[i] != ':' {
+			return l, false
+		}
+		i = skipSpace(data, i+1)
+		var n int
+		switch key {
+		case "token":
+			if n = stringEnd(data, i); n < 0 || seen[0] {
+				return l, false
+			}
+			s, ok := unquote(data[i:n])
+			if !ok {
+				return l, false
+			}
+			l.Token, seen[0] = s, true
+		case "logprob":
+			n = numberEnd(data, i)
+			if n < 0 || seen[1] {
+				return l, false
+			}
+			v, err := strconv.ParseFloat(string(data[i:n]), 64)
+			if err != nil {
+				return l, false
+			}
+			l.Logprob, seen[1] = v, true
+		case "bytes":
+			n = bytes.IndexByte(data[i:], ']')
+			if n < 0 || seen[2] {
+				return l, false
+			}
+			n += i + 1
+			b, ok := byteArray(data[i:n])
+			if !ok {
+				return l, false
+			}
+			l.Bytes, seen[2] = b, true
+		default:
+			return l, false
+		}
+		i = skipSpace(data, n)
+		switch {
+		case i == len(data):
+			return l, false
+		case data[i] == ',':
+			i = skipSpace(data, i+1)
+		case data[i] == '}':
+			return l, skipSpace(data, i+1) == len(data)
+		default:
+			return l, false
+		}
+	}
+}
+
+// stringEnd returns the index just past the JSON string at data[i:], or
+// -1 when there is none.
+func stringEnd(data []byte, i int) int {
+	if i >= len(data) || data[i] != '"' {
+		return -1
+	}
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// numberEnd returns the index just past the JSON number at data[i:], by
+// JSON's grammar, or -1 when there is none.
+func numberEnd(data []byte, i int) int {
+	digits := func(j int) int {
+		for j < len(data) && '0' <= data[j] && data[j] <= '9' {
+			j++
+		}
+		return j
+	}
+	if i < len(data) && data[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(data):
+		return -1
+	case data[i] == '0':
+		i++
+	case '1' <= data[i] && data[i] <= '9':
+		i = digits(i)
+	default:
+		return -1
+	}
+	if i < len(data) && data[i] == '.' {
+		j := digits(i + 1)
+		if j == i+1 {
+			return -1
+		}
+		i = j
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		j := digits(i)
+		if j == i {
+			return -1
+		}
+		i = j
+	}
+	return i
 }

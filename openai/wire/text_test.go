@@ -3,7 +3,11 @@ package wire
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"reflect"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestReadString checks readString against encoding/json: the same text,
@@ -140,4 +144,106 @@ func BenchmarkBytes(b *testing.B) {
 			}
 		}
 	})
+}
+
+// readLogprobReference reads a logprob as encoding/json did before
+// Logprob had a method of its own.
+func readLogprobReference(data []byte) (Logprob, error) {
+	var l logprobFields
+	err := json.Unmarshal(data, &l)
+	return Logprob(l), err
+}
+
+// TestLogprobMatchesReference checks Logprob.UnmarshalJSON against
+// encoding/json's reading: the same logprob, and an error where it
+// gives one.
+func TestLogprobMatchesReference(t *testing.T) {
+	for _, in := range []string{
+		`{"token":"token_id:263","logprob":-0.7894896268844604,"bytes":[60,124,116]}`,
+		`{"token":"a","logprob":0,"bytes":[97]}`, ` { "bytes" : [ ] , "logprob" : -1e-3 , "token" : "\n" } `, `{}`,
+		`{"token":"a","logprob":0,"bytes":[97],"top_logprobs":[{"token":"b","logprob":-1,"bytes":[98]}]}`,
+		`{"token":"a","token":"b"}`, `{"Token":"a"}`, `{"tok\u0065n":"a"}`, `{"token":null}`, `{"logprob":01}`,
+		`{"logprob":1.}`, `{"logprob":-}`, `{"logprob":1e400}`, `{"bytes":[256]}`, `{"bytes":null}`, `{"bytes":"a]"}`,
+		`{"token":"a",}`, `{"token":"a"}x`, `{"token":"a"`, `{"token":5}`, `{"other":1}`, `[]`, `null`, ``,
+		"{\"token\":\"\xff\"}", `{"token":"a\"b"}`, `{"logprob":-0.5E+2}`,
+	} {
+		t.Run(in, func(t *testing.T) {
+			want, werr := readLogprobReference([]byte(in))
+			var got Logprob
+			err := got.UnmarshalJSON([]byte(in))
+			if (err != nil) != (werr != nil) || err == nil && !reflect.DeepEqual(got, want) {
+				t.Errorf("UnmarshalJSON(%q) = %+v, %v; want %+v, %v", in, got, err, want, werr)
+			}
+		})
+	}
+}
+
+// FuzzLogprob checks Logprob.UnmarshalJSON against encoding/json's
+// reading on any input.
+func FuzzLogprob(f *testing.F) {
+	for _, s := range []string{`{"token":"token_id:263","logprob":-0.78,"bytes":[60,124]}`, `{}`, `{"logprob":1e5}`, `{"token":"\u00e9"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		want, werr := readLogprobReference(in)
+		var got Logprob
+		err := got.UnmarshalJSON(in)
+		if (err != nil) != (werr != nil) || err == nil && !reflect.DeepEqual(got, want) {
+			t.Errorf("UnmarshalJSON(%q) = %+v, %v; want %+v, %v", in, got, err, want, werr)
+		}
+	})
+}
+
+// BenchmarkServeAnswer decodes an answer of delegate serve with a
+// logprob and byte array per token (the router's first turn: 61 tokens,
+// 157 prompt ids), with encoding/json's reading of logprobs (the
+// reference) and with Logprob's own.
+func BenchmarkServeAnswer(b *testing.B) {
+	body, err := os.ReadFile("../../trajectory/gateway/testdata/serve-router.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	type referenceChoice struct {
+		Index        int     `json:"index"`
+		Message      Message `json:"message"`
+		FinishReason string  `json:"finish_reason"`
+		Logprobs     *struct {
+			Content []logprobFields `json:"content"`
+		} `json:"logprobs"`
+	}
+	type referenceResponse struct {
+		ChatResponse
+		Choices []referenceChoice `json:"choices"` // shadows ChatResponse's
+	}
+	b.Run("reference", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu0 := processCPU()
+		for b.Loop() {
+			var r referenceResponse
+			if err := json.Unmarshal(body, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+	})
+	b.Run("Logprob", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu0 := processCPU()
+		for b.Loop() {
+			var r ChatResponse
+			if err := json.Unmarshal(body, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+	})
+}
+
+// processCPU is this process's user and system time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
