@@ -436,9 +436,22 @@ func startChild(cmd *exec.Cmd, re *regexp.Regexp) (*child, error) {
 	return nil, fmt.Errorf("%s exited without listening: %v: %s", cmd.Path, err, bytes.TrimSpace(b[max(0, len(b)-2000):]))
 }
 
+// stop interrupts the child and waits for it; after 10 seconds it kills
+// it. A child started in the background of a shell without job control
+// ignores SIGINT.
 func (g *child) stop() {
+	done := make(chan struct{})
+	go func() {
+		_ = g.cmd.Wait() // interrupted or killed: its status tells nothing
+		close(done)
+	}()
 	_ = g.cmd.Process.Signal(syscall.SIGINT)
-	_ = g.cmd.Wait()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-done
+	}
 	_ = os.Remove(g.log)
 }
 
