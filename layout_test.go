@@ -39,7 +39,7 @@ var allowedImports = map[string][]string{
 	"openai/wire":            {},
 	"perf/api":               {"internal/host", "trajectory/atropos"},
 	"perf/fanout":            {"", "internal/host", "openai", "strategy"},
-	"perf/gateway":           {"standin"},
+	"perf/gateway":           {"", "openai", "standin", "strategy", "world", "world/transcript"},
 	"perf/gatewaytrain":      {"bench", "rl", "train", "trajectory/gateway", "world"},
 	"perf/gzipbomb":          {},
 	"perf/hfdecode":          {"nn/infer", "perf/internal/hfgen"},

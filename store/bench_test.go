@@ -57,3 +57,34 @@ func BenchmarkSessionWrites(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkSessionGroup measures a gateway group of 4 sessions: each is
+// opened and finished, then the four are committed as one group.
+func BenchmarkSessionGroup(b *testing.B) {
+	ctx := context.Background()
+	db, err := OpenExclusive(ctx, filepath.Join(b.TempDir(), "gateway.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	data := []byte(`{"calls":[{"request":"a call's request and answer"}]}`)
+	var offset int64
+	i := 0
+	for b.Loop() {
+		keys := make([]string, 4)
+		for j := range keys {
+			keys[j] = strconv.Itoa(i) + "." + strconv.Itoa(j)
+			if err := db.OpenSession(ctx, keys[j], "g", int64(i)); err != nil {
+				b.Fatal(err)
+			}
+			if err := db.FinishSession(ctx, keys[j], data); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := db.CommitSessionGroup(ctx, "groups.jsonl", offset, 100, keys); err != nil {
+			b.Fatal(err)
+		}
+		offset += 100
+		i++
+	}
+}

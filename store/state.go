@@ -145,18 +145,17 @@ func (s *DB) PutBaseline(ctx context.Context, item, group int, data []byte) erro
 
 // setLength records a file's length after a record ended at end. The
 // record must start where the file's recorded length was: that is what makes
-// the files append-only and the state exact.
-func setLength(ctx context.Context, tx *sql.Tx, file string, offset, end int64) error {
+// the files append-only and the state exact. It runs st's statements in tx.
+func setLength(ctx context.Context, tx *sql.Tx, st *preparedStmts, file string, offset, end int64) error {
 	var cur int64
-	err := tx.QueryRowContext(ctx, `SELECT length FROM files WHERE name = ?`, file).Scan(&cur)
+	err := tx.StmtContext(ctx, st.length).QueryRowContext(ctx, file).Scan(&cur)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("read length of %s: %w", file, err)
 	}
 	if offset != cur {
 		return fmt.Errorf("record of %s at offset %d, but the recorded length is %d", file, offset, cur)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO files (name, length) VALUES (?, ?)
-		ON CONFLICT (name) DO UPDATE SET length = excluded.length`, file, end); err != nil {
+	if _, err := tx.StmtContext(ctx, st.setLength).ExecContext(ctx, file, end); err != nil {
 		return fmt.Errorf("write length of %s: %w", file, err)
 	}
 	return nil
@@ -167,8 +166,12 @@ func setLength(ctx context.Context, tx *sql.Tx, file string, offset, end int64) 
 // in the same transaction. A rollout already recorded, at the same place or
 // with the same ID, is an error.
 func (s *DB) CommitRollout(ctx context.Context, file string, r Rollout) error {
+	st, err := s.stmts(ctx)
+	if err != nil {
+		return fmt.Errorf("commit rollout %s: %w", r.ID, err)
+	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		if err := setLength(ctx, tx, file, r.Offset, r.Offset+r.Length); err != nil {
+		if err := setLength(ctx, tx, st, file, r.Offset, r.Offset+r.Length); err != nil {
 			return fmt.Errorf("commit rollout %s: %w", r.ID, err)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO rollouts (item, grp, idx, id, file_offset, file_length, data)
@@ -185,9 +188,13 @@ func (s *DB) CommitRollout(ctx context.Context, file string, r Rollout) error {
 // same transaction. A dropped group has no record: Length is 0 and file is
 // ignored.
 func (s *DB) CommitGroup(ctx context.Context, file string, g Group) error {
+	st, err := s.stmts(ctx)
+	if err != nil {
+		return fmt.Errorf("commit group %d/%d: %w", g.Item, g.Group, err)
+	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		if g.Length > 0 {
-			if err := setLength(ctx, tx, file, g.Offset, g.Offset+g.Length); err != nil {
+			if err := setLength(ctx, tx, st, file, g.Offset, g.Offset+g.Length); err != nil {
 				return fmt.Errorf("commit group %d/%d: %w", g.Item, g.Group, err)
 			}
 		}

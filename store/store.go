@@ -27,7 +27,7 @@ const SchemaVersion = 1
 type DB struct {
 	db       *sql.DB
 	path     string
-	sessions sessionStmts
+	prepared preparedStmts
 }
 
 const schema = `

@@ -180,8 +180,8 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 	case len(b) == 0 || string(b) == "null":
 		return nil
 	case b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		s, err := readString(b)
+		if err != nil {
 			return err
 		}
 		c.Value = &s
@@ -230,8 +230,8 @@ func (a Arguments) MarshalJSON() ([]byte, error) { return json.Marshal(string(a)
 func (a *Arguments) UnmarshalJSON(b []byte) error {
 	switch {
 	case len(b) > 0 && b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		s, err := readString(b)
+		if err != nil {
 			return err
 		}
 		*a = Arguments(s)
@@ -415,7 +415,7 @@ func (r *ChatRequest) Validate() error {
 	if r.StreamOptions != nil && !r.Stream {
 		return fieldError("stream_options", "only allowed with stream: true")
 	}
-	calls := map[string]bool{} // the ids of the tool calls made so far
+	var calls map[string]bool // the ids of the tool calls made so far; nil until the first
 	for i := range r.Messages {
 		m := &r.Messages[i]
 		if err := m.validate(i); err != nil {
@@ -424,7 +424,10 @@ func (r *ChatRequest) Validate() error {
 		if m.Role == RoleTool && !calls[m.ToolCallID] {
 			return fieldError(index("messages", i, "tool_call_id"), "%q answers no tool call of an earlier assistant message", m.ToolCallID)
 		}
-		if m.Role == RoleAssistant {
+		if m.Role == RoleAssistant && len(m.ToolCalls) > 0 {
+			if calls == nil {
+				calls = map[string]bool{}
+			}
 			for _, c := range m.ToolCalls {
 				calls[c.ID] = true
 			}

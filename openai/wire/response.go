@@ -82,9 +82,15 @@ func (b Bytes) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads an array of numbers 0..255, or null.
+// A response has one such array per token: it reads the plain ones
+// itself, and any other through encoding/json.
 func (b *Bytes) UnmarshalJSON(data []byte) error {
 	if string(data) == "null" {
 		*b = nil
+		return nil
+	}
+	if out, ok := byteArray(data); ok {
+		*b = out
 		return nil
 	}
 	var ints []int
@@ -100,6 +106,51 @@ func (b *Bytes) UnmarshalJSON(data []byte) error {
 	}
 	*b = out
 	return nil
+}
+
+// byteArray reads data, an array of numbers 0..255 written plainly:
+// decimal digits without a sign, a fraction or leading zeros, and
+// whitespace. ok is false for anything else.
+func byteArray(data []byte) (out []byte, ok bool) {
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '[' {
+		return nil, false
+	}
+	out = []byte{}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return out, skipSpace(data, i+1) == len(data)
+	}
+	for {
+		v, n := 0, 0
+		for ; i < len(data) && '0' <= data[i] && data[i] <= '9'; i, n = i+1, n+1 {
+			v = v*10 + int(data[i]-'0')
+		}
+		if n == 0 || n > 3 || n > 1 && data[i-n] == '0' || v > 255 {
+			return nil, false
+		}
+		out = append(out, byte(v))
+		i = skipSpace(data, i)
+		switch {
+		case i == len(data):
+			return nil, false
+		case data[i] == ',':
+			i = skipSpace(data, i+1)
+		case data[i] == ']':
+			return out, skipSpace(data, i+1) == len(data)
+		default:
+			return nil, false
+		}
+	}
+}
+
+// skipSpace returns the index of the first byte of b from i that is not
+// JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // ChatChunk is one event of a streamed response ("chat.completion.chunk").
@@ -175,8 +226,8 @@ func (n *Nullable) UnmarshalJSON(b []byte) error {
 	case string(b) == "null":
 		*n = ""
 	case len(b) > 0 && b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		s, err := readString(b)
+		if err != nil {
 			return err
 		}
 		*n = Nullable(s)

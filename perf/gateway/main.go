@@ -1,14 +1,17 @@
 // Command gateway measures what `delegate gateway` adds to an agent's calls.
-// The backend is package standin's server, in this process, answering at once.
-// The same chat completions run directly against it, through a bare forwarder
+// The same chat completions run directly against a backend, through a bare forwarder
 // (one HTTP hop and nothing else: the floor of any gateway) and through the gateway, interleaved.
 // The forwarder is this program again and the gateway the delegate binary, each a child process.
 // It prints the CPU per call of each path, counting a child's process with this one.
-// It also prints the added p50 and p99 latency, the gateway's memory per session and per call,
-// and the sessions per second recorded and grouped.
+// It also prints the added p50 and p99 latency.
 // The targets are at most 1.1 times the CPU and 2 ms of added p99, PASS or MISS.
 //
-// Usage: go run ./perf/gateway -bin ./delegate
+// Two backends, by -backend. standin is package standin's server, in this process, answering at once.
+// Its run also prints the gateway's memory per session and per call, and the sessions per second recorded and grouped.
+// model is `delegate serve` on the shipped router and solver, a child process whose CPU counts on every path.
+// Its workload is the calls the route strategy makes on world problems, greedily (model.go).
+//
+// Usage: go run ./perf/gateway -bin ./delegate [-backend model]
 package main
 
 import (
@@ -40,11 +43,15 @@ const token = "perf-gateway-token"
 
 func main() {
 	bin := flag.String("bin", "./delegate", "the delegate binary to measure")
-	calls := flag.Int("calls", 2000, "calls per repetition and path")
+	calls := flag.Int("calls", 2000, "with -backend standin: calls per repetition and path")
 	reps := flag.Int("reps", 5, "repetitions of each path, interleaved")
 	workers := flag.Int("workers", 4, "concurrent clients")
-	perSession := flag.Int("session-calls", 10, "calls of one session before it ends")
+	perSession := flag.Int("session-calls", 10, "with -backend standin: calls of one session before it ends")
 	forwardTo := flag.String("forward-to", "", "be the bare forwarder child: forward every request to this URL")
+	backend := flag.String("backend", "standin", "the backend: standin (answers at once, in this process) or model (delegate serve on the shipped router)")
+	serveConfig := flag.String("serve-config", "examples/world.yaml", "with -backend model: the config delegate serve runs")
+	problems := flag.Int("problems", 24, "with -backend model: world problems, one session each per repetition and path")
+	seed := flag.Uint64("seed", 1, "with -backend model: seed of the world problems")
 	flag.Parse()
 	if *forwardTo != "" {
 		if err := serveForwarder(*forwardTo, *workers); err != nil {
@@ -53,7 +60,16 @@ func main() {
 		}
 		return
 	}
-	if err := run(*bin, *calls, *reps, *workers, *perSession); err != nil {
+	var err error
+	switch *backend {
+	case "standin":
+		err = run(*bin, *calls, *reps, *workers, *perSession)
+	case "model":
+		err = runModel(modelRun{bin: *bin, config: *serveConfig, problems: *problems, seed: *seed, reps: *reps, workers: *workers})
+	default:
+		err = fmt.Errorf("-backend %q: want standin or model", *backend)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "perf/gateway:", err)
 		os.Exit(1)
 	}
@@ -84,12 +100,13 @@ func run(bin string, calls, reps, workers, perSession int) error {
 	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
 		return err
 	}
-	gw, err := startGateway(bin, config, filepath.Join(dir, "out"))
+	gw, err := startGateway(bin, config, filepath.Join(dir, "out"), "sb")
 	if err != nil {
 		return err
 	}
 	defer gw.stop()
 	fmt.Printf("machine: %d CPUs, %s; load average %s\n", runtime.NumCPU(), runtime.Version(), loadavg())
+	fmt.Printf("backend: standin\n")
 	fmt.Printf("workload: %d calls × %d repetitions per path, %d clients, sessions of %d calls (reward at the end), stand-in answering at once\n",
 		calls, reps, workers, perSession)
 
@@ -148,12 +165,6 @@ func run(bin string, calls, reps, workers, perSession int) error {
 	dp50, dp99, gp50, gp99 := pct(dLat, 50), pct(dLat, 99), pct(gLat, 50), pct(gLat, 99)
 	fmt.Printf("latency: direct p50 %v p99 %v; through the forwarder p50 %v p99 %v; through the gateway p50 %v p99 %v; gateway's added p50 %v p99 %v\n",
 		dp50, dp99, pct(fLat, 50), pct(fLat, 99), gp50, gp99, gp50-dp50, gp99-dp99)
-	verdict := func(ok bool) string {
-		if ok {
-			return "PASS"
-		}
-		return "MISS"
-	}
 	fmt.Printf("%s CPU ≤ 1.1× direct (%.2f×)\n", verdict(float64(gCPU) <= 1.1*float64(dCPU)), float64(gCPU)/float64(dCPU))
 	fmt.Printf("%s added p99 ≤ 2 ms (%v)\n", verdict(gp99-dp99 <= 2*time.Millisecond), gp99-dp99)
 
@@ -185,7 +196,16 @@ func run(bin string, calls, reps, workers, perSession int) error {
 	}
 	d := time.Since(start)
 	fmt.Printf("sessions recorded and grouped: %.0f/s (%d sessions of one call, rewarded, groups of 4, %d clients)\n", rounds/d.Seconds(), rounds, workers)
+	fmt.Printf("load average at the end %s\n", loadavg())
 	return nil
+}
+
+// verdict is PASS when a target is met, else MISS.
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
 }
 
 // serveForwarder serves forward(url) on a loopback port until killed.
@@ -368,14 +388,18 @@ func post(c *http.Client, url, bearer string, b []byte, v any) error {
 	return nil
 }
 
-// child is a child process serving HTTP: the gateway or the forwarder.
+// child is a child process serving HTTP: the gateway, the forwarder or
+// delegate serve.
 type child struct {
-	cmd  *exec.Cmd
-	base string
+	cmd       *exec.Cmd
+	base, log string // log: the file of its stderr
 }
 
-func startGateway(bin, config, out string) (*child, error) {
-	cmd := exec.Command(bin, "gateway", "--config", config, "--addr", "127.0.0.1:0", "--out", out, "--group", "4", "sb")
+// startGateway starts the delegate binary's gateway on config's models
+// names, in groups of 4.
+func startGateway(bin, config, out string, names ...string) (*child, error) {
+	args := append([]string{"gateway", "--config", config, "--addr", "127.0.0.1:0", "--out", out, "--group", "4"}, names...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "DELEGATE_GATEWAY_TOKEN="+token)
 	return startChild(cmd, regexp.MustCompile(`gateway on (http://\S+):`))
 }
@@ -383,7 +407,14 @@ func startGateway(bin, config, out string) (*child, error) {
 // startChild starts cmd and waits for the line of its stdout that re
 // matches, whose first group is its base URL.
 func startChild(cmd *exec.Cmd, re *regexp.Regexp) (*child, error) {
-	cmd.Stderr = io.Discard // the gateway's access log, one line a request, still written
+	// The log, an access line a request, goes to a file, as a service's
+	// would: no pipe to this process, whose CPU would count it.
+	logf, err := os.CreateTemp("", "perf-gateway-*.log")
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the child holds its own descriptor
+	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -395,16 +426,33 @@ func startChild(cmd *exec.Cmd, re *regexp.Regexp) (*child, error) {
 	for sc.Scan() {
 		if m := re.FindStringSubmatch(sc.Text()); m != nil {
 			go io.Copy(io.Discard, stdout) // the rest of its output
-			return &child{cmd: cmd, base: m[1]}, nil
+			return &child{cmd: cmd, base: m[1], log: logf.Name()}, nil
 		}
 	}
 	_ = cmd.Process.Kill()
-	return nil, fmt.Errorf("%s exited without listening: %v", cmd.Path, cmd.Wait())
+	err = cmd.Wait()
+	b, _ := os.ReadFile(logf.Name()) // what it said, if it can be read
+	_ = os.Remove(logf.Name())
+	return nil, fmt.Errorf("%s exited without listening: %v: %s", cmd.Path, err, bytes.TrimSpace(b[max(0, len(b)-2000):]))
 }
 
+// stop interrupts the child and waits for it; after 10 seconds it kills
+// it. A child started in the background of a shell without job control
+// ignores SIGINT.
 func (g *child) stop() {
+	done := make(chan struct{})
+	go func() {
+		_ = g.cmd.Wait() // interrupted or killed: its status tells nothing
+		close(done)
+	}()
 	_ = g.cmd.Process.Signal(syscall.SIGINT)
-	_ = g.cmd.Wait()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-done
+	}
+	_ = os.Remove(g.log)
 }
 
 // cpu is the user and system time of the child so far (/proc, 10 ms

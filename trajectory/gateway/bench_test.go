@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -227,4 +228,98 @@ func BenchmarkSession(b *testing.B) {
 		i++
 	}
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkModelSession measures one session of the route strategy's
+// calls through the gateway, against a backend that answers as `delegate
+// serve` answers the gateway: logprobs and token ids for every token,
+// the prompt's ids (testdata/serve-*.json, the shipped models' answers,
+// at once). The session is opened, makes the router's two turns and the
+// solver's two calls, and is rewarded. CPU per session is cpu-ns/op, in
+// process: client, gateway and canned backend.
+func BenchmarkModelSession(b *testing.B) {
+	router, err := os.ReadFile("testdata/serve-router.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	solver, err := os.ReadFile("testdata/serve-solver.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if bytes.Contains(body, []byte(`"model":"solver"`)) {
+			w.Write(solver)
+			return
+		}
+		w.Write(router)
+	}))
+	defer backend.Close()
+	var models []delegate.Model
+	for _, name := range []string{"delegator", "solver"} {
+		cfg := openai.DefaultConfig()
+		cfg.BaseURL, cfg.Model, cfg.TokenIDs = backend.URL+"/v1", name, true
+		m, err := openai.New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		models = append(models, m)
+	}
+	cfg := gateway.DefaultConfig()
+	cfg.Dir = b.TempDir()
+	gw, err := gateway.Open(context.Background(), cfg, nil, models...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gw.Close()
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	const (
+		problem = `{"role":"system","content":"Solve or delegate."},{"role":"user","content":"Dot has 91 jars of 23 coins. Gus has 19 jars of 83 coins. Gus gets 49 more. How many coins do they have in all?"}`
+		tools   = `"tools":[{"type":"function","function":{"name":"delegate","description":"Send one self-contained question to a cheaper assistant.","parameters":{"type":"object","properties":{"question":{"type":"string"}},"required":["question"]}}}],"tool_choice":"auto"`
+		called  = `{"role":"assistant","content":null,"tool_calls":[{"id":"call_0_0_0","type":"function","function":{"name":"delegate","arguments":"{\"question\":\"91*23\"}"}},{"id":"call_0_0_1","type":"function","function":{"name":"delegate","arguments":"{\"question\":\"19*83\"}"}}]},{"role":"tool","tool_call_id":"call_0_0_0","content":"2093"},{"role":"tool","tool_call_id":"call_0_0_1","content":"1577"}`
+	)
+	calls := []string{
+		`{"model":"delegator","messages":[` + problem + `],` + tools + `,"temperature":0,"max_tokens":768}`,
+		`{"model":"solver","messages":[{"role":"system","content":"Compute."},{"role":"user","content":"91*23"}],"temperature":0,"max_tokens":64}`,
+		`{"model":"solver","messages":[{"role":"system","content":"Compute."},{"role":"user","content":"19*83"}],"temperature":0,"max_tokens":64}`,
+		`{"model":"delegator","messages":[` + problem + `,` + called + `],` + tools + `,"temperature":0,"max_tokens":768}`,
+	}
+	post := func(path, body string) []byte {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("POST %s: %d %s %v", path, resp.StatusCode, out, err)
+		}
+		return out
+	}
+	cpu0 := processCPU()
+	i := 0
+	for b.Loop() {
+		var cr struct {
+			SessionID string `json:"session_id"`
+		}
+		if err := json.Unmarshal(post("/sessions", `{"group":"g`+strconv.Itoa(i/4)+`"}`), &cr); err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range calls {
+			post("/s/"+cr.SessionID+"/v1/chat/completions", c)
+		}
+		post("/sessions/"+cr.SessionID+"/reward", `{"reward":`+strconv.Itoa(i%2)+`}`)
+		i++
+	}
+	cpu := float64(processCPU()-cpu0) / float64(b.N)
+	b.ReportMetric(cpu, "cpu-ns/op")
+	b.ReportMetric(cpu/float64(len(calls)), "cpu-ns/call")
 }
