@@ -669,7 +669,7 @@ func (g *Gateway) score(s *session, calls []Call, req RewardRequest) (*Finished,
 			answer = *req.Answer
 		} else {
 			for i := len(calls) - 1; i >= 0; i-- {
-				if calls[i].Trained {
+				if calls[i].Trained && !calls[i].Failed {
 					answer = calls[i].Output.Content
 					break
 				}

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -72,6 +74,13 @@ type Call struct {
 	// Usage and Cost are the response's; with n > 1 they go on choice 0.
 	Usage delegate.Usage `json:"usage"`
 	Cost  float64        `json:"cost"`
+	// Failed says the call has no answer: the backend failed it (an
+	// error status, a timeout, a lost connection, the client gone).
+	// Status is the HTTP status answered and Error the error's text,
+	// without credentials. A failed call makes no sample.
+	Failed bool   `json:"failed,omitempty"`
+	Status int    `json:"status,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // Finished is a session ended with a reward, as the store keeps it.
@@ -93,13 +102,13 @@ type Finished struct {
 }
 
 // hook is the server's Hook. It asks every generation for logprobs and
-// records its choices in the request's session. The client gets logprobs
-// only when it asked. A trained role's call samples at
-// Config.Temperature when it is set.
-func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) func(*delegate.Response) {
+// records its choices in the request's session, or its failure. The
+// client gets logprobs only when it asked. A trained role's call samples
+// at Config.Temperature when it is set.
+func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) (func(*delegate.Response, error), error) {
 	v, ok := g.inflight.Load(r)
 	if !ok {
-		return nil // never: every request reaching the server comes through agent
+		return nil, nil // never: every request reaching the server comes through agent
 	}
 	s := v.(*session)
 	role := r.Header.Get(RoleHeader)
@@ -119,29 +128,39 @@ func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) fun
 	sent := *req // the model may not change req, but the client's view is kept apart
 	sent.Messages = slices.Clone(req.Messages)
 	sent.Tools = slices.Clone(req.Tools)
+	sent.Logprobs = asked
 	start := g.cfg.Now()
-	return func(resp *delegate.Response) {
+	base := Call{Role: role, Trained: trained, Model: model, Request: sent, TemplateHash: g.cfg.Templates[model], Start: start.UTC()}
+	return func(resp *delegate.Response, err error) {
 		latency := g.cfg.Now().Sub(start)
-		calls := make([]Call, len(resp.Choices))
-		for i, c := range resp.Choices {
-			k := &calls[i]
-			*k = Call{Role: role, Trained: trained, Model: model, Choice: i, Request: sent, Output: c.Message,
-				FinishReason: c.FinishReason, PromptTokenIDs: resp.PromptTokenIDs, TemplateHash: g.cfg.Templates[model],
-				PolicyVersion: resp.PolicyVersion, Start: start.UTC(), Latency: latency, ModelLatency: resp.Latency}
-			k.Request.Logprobs = asked
-			if i == 0 {
-				k.Usage = resp.Usage
-				k.Cost = g.cfg.Prices[model].Cost(resp.Usage)
-			}
-			k.CompletionTokenIDs, k.Logprobs, k.NoTokens = tokens(resp.PromptTokenIDs, c.Logprobs)
-			if tok := g.cfg.Tokenizers[model]; tok != nil {
-				tokenize(tok, k, c.Logprobs)
-				if strings.HasPrefix(k.NoTokens, "drift: ") {
-					g.log.Error("a call's token ids drift from the chat template: its sample is not trained", "model", model, "role", role, "why", k.NoTokens)
+		var calls []Call
+		if err != nil {
+			k := base
+			k.Latency, k.Failed = latency, true
+			k.Status, k.Error = failure(err)
+			k.Error = secretFree(strings.ReplaceAll(k.Error, s.id, "[session]"))
+			calls = []Call{k}
+		} else {
+			calls = make([]Call, len(resp.Choices))
+			for i, c := range resp.Choices {
+				k := &calls[i]
+				*k = base
+				k.Choice, k.Output, k.FinishReason, k.PromptTokenIDs = i, c.Message, c.FinishReason, resp.PromptTokenIDs
+				k.PolicyVersion, k.Latency, k.ModelLatency = resp.PolicyVersion, latency, resp.Latency
+				if i == 0 {
+					k.Usage = resp.Usage
+					k.Cost = g.cfg.Prices[model].Cost(resp.Usage)
 				}
-			}
-			if !asked {
-				resp.Choices[i].Logprobs = nil
+				k.CompletionTokenIDs, k.Logprobs, k.NoTokens = tokens(resp.PromptTokenIDs, c.Logprobs)
+				if tok := g.cfg.Tokenizers[model]; tok != nil {
+					tokenize(tok, k, c.Logprobs)
+					if strings.HasPrefix(k.NoTokens, "drift: ") {
+						g.log.Error("a call's token ids drift from the chat template: its sample is not trained", "model", model, "role", role, "why", k.NoTokens)
+					}
+				}
+				if !asked {
+					resp.Choices[i].Logprobs = nil
+				}
 			}
 		}
 		s.mu.Lock()
@@ -155,7 +174,20 @@ func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) fun
 			calls[i].Index = len(s.calls)
 			s.calls = append(s.calls, &calls[i])
 		}
+	}, nil
+}
+
+// failure returns the status and text of a failed call's error.
+func failure(err error) (int, string) {
+	var ae *delegate.APIError
+	if errors.As(err, &ae) {
+		msg := ae.Message
+		if ae.Code != "" {
+			msg = ae.Code + ": " + msg
+		}
+		return ae.Status, msg
 	}
+	return http.StatusInternalServerError, err.Error()
 }
 
 // callList copies the session's calls; the caller holds s.mu.
@@ -184,4 +216,32 @@ func tokens(prompt []int, lps []delegate.TokenLogprob) (ids []int, logprobs []fl
 		logprobs = append(logprobs, lp.Logprob)
 	}
 	return ids, logprobs, ""
+}
+
+// secrets match what an error text may carry that must not be stored:
+// a URL's user and password, bearer and API keys, session ids. Each
+// match becomes its replacement.
+var secrets = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`://[^/@\s]+@`), "://[redacted]@"},
+	{regexp.MustCompile(`(?i)(bearer\s+)\S+`), "${1}[redacted]"},
+	{regexp.MustCompile(`sk-[A-Za-z0-9_\-]{6,}`), "sk-[redacted]"},
+	{regexp.MustCompile(`sess-[0-9a-f]{16,}`), "sess-[redacted]"},
+}
+
+// maxErrorText bounds the error text a failed call keeps.
+const maxErrorText = 1024
+
+// secretFree returns an error text without credentials, at most
+// maxErrorText bytes.
+func secretFree(msg string) string {
+	for _, sc := range secrets {
+		msg = sc.re.ReplaceAllString(msg, sc.with)
+	}
+	if len(msg) > maxErrorText {
+		msg = msg[:maxErrorText] + "…"
+	}
+	return msg
 }
