@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/delegatelab/delegate"
@@ -239,6 +240,13 @@ func (s *Server) SetWriteTimeout(d time.Duration) { s.writeTimeout = d }
 // A handler in front that logs each request itself, as the gateway does, drops them.
 // Call it before serving.
 func (s *Server) SetAccessLog(l *slog.Logger) { s.access = l }
+
+// RegisterMetrics adds collectors to the registry served at GET /metrics,
+// for a handler in front with metrics of its own (package gateway).
+// Call it before serving.
+func (s *Server) RegisterMetrics(cs ...prometheus.Collector) error {
+	return s.metrics.reg.Register(cs...)
+}
 
 // Served counts the chat completions answered successfully.
 func (s *Server) Served() int64 { return s.served.Load() }

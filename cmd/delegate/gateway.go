@@ -43,6 +43,8 @@ type gatewayFlags struct {
 	push                                pushFlags
 	pushWait                            time.Duration
 	otlp                                string
+	maxCalls                            int
+	maxBytes, maxTotal                  int64
 }
 
 func newGatewayCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -65,6 +67,7 @@ key are appended to OUT/groups.jsonl as process writes it. docs/gateway.md.`,
 		},
 	}
 	t := server.DefaultTimeouts()
+	d := gateway.DefaultConfig()
 	fl := cmd.Flags()
 	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8090", "listen address")
@@ -75,7 +78,10 @@ key are appended to OUT/groups.jsonl as process writes it. docs/gateway.md.`,
 	fl.StringToStringVar(&f.roles, "role", nil, "the role of a model's calls, MODEL=ROLE by config key (default the model's name)")
 	fl.StringSliceVar(&f.trained, "train", nil, "roles whose calls become samples (default every role)")
 	fl.DurationVar(&f.ttl, "ttl", 30*time.Minute, "a session's life from its start")
-	fl.IntVar(&f.group, "group", 4, "finished sessions of one group key that make a group record")
+	fl.IntVar(&f.group, "group", d.GroupSize, "finished sessions of one group key that make a group record")
+	fl.IntVar(&f.maxCalls, "max-session-calls", d.MaxSessionCalls, "calls one session may record, failed ones included; past it a call gets 429")
+	fl.Int64Var(&f.maxBytes, "max-session-bytes", d.MaxSessionBytes, "bytes one session's recorded calls may hold, estimated; past it a call gets 413")
+	fl.Int64Var(&f.maxTotal, "max-total-bytes", d.MaxTotalBytes, "bytes all open sessions and those waiting for their group may hold, estimated; past it a call gets 429")
 	fl.Float64Var(&f.temperature, "temperature", 0, "sample the trained roles' calls at this temperature, whatever the agent asks (0: as asked); training needs sessions that differ")
 	fl.StringVar(&f.estimator, "estimator", string(reward.GRPO), "advantage estimator: grpo, drgrpo or rloo")
 	fl.StringVar(&f.push.url, "push", "", "also send every group record to the trajectory API at this URL (delegate api, or Atropos's) as process --push does; sessions start only while its queue has room; token from $"+apiTokenEnv)
@@ -179,6 +185,7 @@ func gatewayConfig(cfg *Config, names []string, models map[string]delegate.Model
 	gcfg.Server.Hosts, gcfg.Server.System = f.hosts, map[string]string{}
 	gcfg.Dir, gcfg.Token, gcfg.Hosts, gcfg.Trained = f.out, f.token, f.hosts, f.trained
 	gcfg.TTL, gcfg.GroupSize, gcfg.Estimator, gcfg.Verify = f.ttl, f.group, est, verifyAny
+	gcfg.MaxSessionCalls, gcfg.MaxSessionBytes, gcfg.MaxTotalBytes = f.maxCalls, f.maxBytes, f.maxTotal
 	gcfg.Roles, gcfg.Prices = map[string]string{}, map[string]delegate.Price{}
 	gcfg.Templates, gcfg.Tokenizers = map[string]string{}, map[string]gateway.Tokenizer{}
 	if f.temperature != 0 {

@@ -155,4 +155,7 @@ func TestGatewayRecordsFailedCalls(t *testing.T) {
 	if k := f.Calls[len(tests)]; k.Failed || len(f.Samples) != 1 || f.Samples[0].Calls[0] != k.Index {
 		t.Errorf("the answered call %+v made samples %+v, want the one sample", k, f.Samples)
 	}
+	if m := h.metrics(); !strings.Contains(m, "delegate_gateway_failed_calls_total 4") {
+		t.Errorf("/metrics does not count 4 failed calls")
+	}
 }

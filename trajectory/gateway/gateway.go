@@ -90,6 +90,21 @@ type Config struct {
 	// it answers 503 with Retry-After. Default 10 seconds; 0 answers at
 	// once when the queue is full.
 	SinkWait time.Duration
+	// MaxSessionCalls bounds the calls one session records, failed ones
+	// included; each choice of a request is a call. A request that would
+	// pass it is refused with 429 before the backend sees it. Default
+	// 1,000.
+	MaxSessionCalls int
+	// MaxSessionBytes bounds the memory one session's calls hold, as
+	// estimated from their sizes. A request that would pass it is refused
+	// with 413. An answer is counted once it is generated, so a session
+	// may hold one answer more. Default 16 MiB.
+	MaxSessionBytes int64
+	// MaxTotalBytes bounds the memory held by the open sessions and the
+	// finished ones waiting for their group together. A request that
+	// would pass it is refused with 429 and Retry-After. Default 1 GiB;
+	// at least MaxSessionBytes.
+	MaxTotalBytes int64
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 	// Ended, when set, sees each session as it ends. The session is stored
@@ -101,7 +116,8 @@ type Config struct {
 // DefaultConfig returns the defaults of every Config field; Dir is left
 // for the caller.
 func DefaultConfig() Config {
-	return Config{Server: server.DefaultConfig(), TTL: 30 * time.Minute, GroupSize: 4, Estimator: reward.GRPO, SinkWait: 10 * time.Second}
+	return Config{Server: server.DefaultConfig(), TTL: 30 * time.Minute, GroupSize: 4, Estimator: reward.GRPO, SinkWait: 10 * time.Second,
+		MaxSessionCalls: 1000, MaxSessionBytes: 16 << 20, MaxTotalBytes: 1 << 30}
 }
 
 // Validate reports a missing directory, a server API key, and bounds out
@@ -126,6 +142,15 @@ func (c Config) Validate() error {
 	if c.GroupSize < 2 {
 		errs = append(errs, fmt.Errorf("group size %d: want at least 2", c.GroupSize))
 	}
+	if c.MaxSessionCalls < 1 {
+		errs = append(errs, fmt.Errorf("max session calls %d: want at least 1", c.MaxSessionCalls))
+	}
+	if c.MaxSessionBytes < 1 {
+		errs = append(errs, fmt.Errorf("max session bytes %d: want at least 1", c.MaxSessionBytes))
+	}
+	if c.MaxTotalBytes < c.MaxSessionBytes {
+		errs = append(errs, fmt.Errorf("max total bytes %d: want at least max session bytes, %d", c.MaxTotalBytes, c.MaxSessionBytes))
+	}
 	if _, err := reward.ParseEstimator(string(c.Estimator)); err != nil {
 		errs = append(errs, err)
 	}
@@ -146,7 +171,12 @@ type Gateway struct {
 
 	// inflight maps a request handed to the server to its session, for
 	// the server's hook.
-	inflight sync.Map // *http.Request -> *session
+	inflight sync.Map // *http.Request -> inflight
+
+	// held estimates the bytes held by the live sessions and the finished
+	// ones in pending (MaxTotalBytes).
+	held    atomic.Int64
+	metrics *gatewayMetrics
 
 	// Lock order: mu, then a session's mu; gmu alone.
 	mu       sync.Mutex
@@ -193,6 +223,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, models ...delegate.
 	g := &Gateway{
 		cfg: cfg, srv: srv, db: db, log: log, sessions: map[string]*session{}, pending: map[string][]*Finished{},
 		admin: edge.Config{Token: cfg.Token, Open: []string{"/health"}, Hosts: cfg.Hosts, Realm: "delegate-gateway", Refuse: refuse},
+	}
+	g.metrics = newGatewayMetrics(func() float64 { return float64(g.held.Load()) })
+	if err := srv.RegisterMetrics(g.metrics.collectors()...); err != nil {
+		_ = db.Close() // the registry's error is what matters
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if err := g.recover(ctx); err != nil {
 		// The recovery error is what matters.
@@ -265,6 +300,7 @@ func (g *Gateway) recover(ctx context.Context) error {
 			return fmt.Errorf("finished session %s: version %d, this build reads version %d", short(s.Key), rec.Version, FinishedVersion)
 		}
 		g.pending[s.Group] = append(g.pending[s.Group], &rec)
+		g.held.Add(finishedBytes(&rec))
 	}
 	return nil
 }
@@ -313,6 +349,10 @@ func (g *Gateway) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	case p == "/health":
 		route = p
 		g.serveAdmin(w, r, http.MethodGet, g.health)
+	case p == "/metrics":
+		// The server's registry holds the gateway's metrics too.
+		route = p
+		g.serveAdmin(w, r, http.MethodGet, g.srv.ServeHTTP)
 	case p == "/sessions":
 		route = p
 		g.serveAdmin(w, r, http.MethodPost, g.create)
@@ -335,7 +375,7 @@ func (g *Gateway) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		g.agent(w, r, id, p)
 	default:
 		// The path is not echoed: it may hold a session id.
-		writeError(w, http.StatusNotFound, "unknown_url", "unknown path (served: POST /sessions, POST /sessions/{id}/reward, GET /health, and the OpenAI routes under /s/{id}/v1 or /v1)")
+		writeError(w, http.StatusNotFound, "unknown_url", "unknown path (served: POST /sessions, POST /sessions/{id}/reward, GET /health, GET /metrics, and the OpenAI routes under /s/{id}/v1 or /v1)")
 	}
 }
 
@@ -403,7 +443,7 @@ func (g *Gateway) agent(w http.ResponseWriter, r *http.Request, id, path string)
 		r2.Header = r.Header.Clone()
 		r2.Header.Del("Authorization") // the session id goes no further
 	}
-	g.inflight.Store(r2, s)
+	g.inflight.Store(r2, inflight{s: s, w: w})
 	defer g.inflight.Delete(r2)
 	g.srv.ServeHTTP(w, r2)
 }
@@ -420,7 +460,7 @@ func (g *Gateway) health(w http.ResponseWriter, r *http.Request) {
 	live := len(g.sessions)
 	g.mu.Unlock()
 	h := map[string]any{"status": "ok", "live_sessions": live, "sessions": counts,
-		"lost_at_start": g.lost, "chat_template_hashes": g.cfg.Templates}
+		"lost_at_start": g.lost, "chat_template_hashes": g.cfg.Templates, "held_bytes": g.held.Load()}
 	if g.cfg.Sink != nil {
 		h["groups_pushed"] = g.pushed.Load()
 	}
@@ -552,15 +592,16 @@ func (g *Gateway) expire(ctx context.Context) {
 	}
 	g.mu.Unlock()
 	for _, s := range gone {
+		g.release(s)
 		if err := g.db.ExpireSession(context.WithoutCancel(ctx), s.key); err != nil {
 			g.log.Error("record an expired session", "session", short(s.key), "err", err)
 		}
 		if g.cfg.Ended != nil {
 			s.mu.Lock()
-			calls := s.callList()
+			calls, refused := s.callList(), s.refused
 			s.mu.Unlock()
 			g.cfg.Ended(&Finished{Version: FinishedVersion, Key: s.key, Task: s.task, Group: s.group, Metadata: s.metadata,
-				Created: s.created.UTC(), Finished: now.UTC(), PolicyVersion: s.policyVersion, Calls: calls}, true)
+				Created: s.created.UTC(), Finished: now.UTC(), PolicyVersion: s.policyVersion, Calls: calls, Refused: refused}, true)
 		}
 	}
 }
@@ -608,7 +649,7 @@ func (g *Gateway) finish(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	s.done = true
-	calls := s.callList()
+	calls, refused := s.callList(), s.refused
 	s.mu.Unlock()
 	fin, err := g.score(s, calls, req)
 	if err != nil {
@@ -618,6 +659,7 @@ func (g *Gateway) finish(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, http.StatusUnprocessableEntity, "unverifiable", err.Error())
 		return
 	}
+	fin.Refused = refused
 	data, err := json.Marshal(fin)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "encode_error", err.Error())
@@ -633,6 +675,7 @@ func (g *Gateway) finish(w http.ResponseWriter, r *http.Request, id string) {
 	g.mu.Lock()
 	delete(g.sessions, s.key)
 	g.mu.Unlock()
+	g.release(s)
 	if g.cfg.Ended != nil {
 		g.cfg.Ended(fin, false)
 	}

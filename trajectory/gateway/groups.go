@@ -23,11 +23,17 @@ func (g *Gateway) addFinished(ctx context.Context, fin *Finished) (int, error) {
 	g.gmu.Lock()
 	defer g.gmu.Unlock()
 	g.pending[fin.Group] = append(g.pending[fin.Group], fin)
+	g.held.Add(finishedBytes(fin))
 	members := g.pending[fin.Group]
 	if len(members) < g.cfg.GroupSize {
 		return 0, nil
 	}
-	members = members[:g.cfg.GroupSize]
+	return g.commitGroup(ctx, fin.Group, members[:g.cfg.GroupSize])
+}
+
+// commitGroup appends the records of members, the first of the pending
+// sessions of group key, and commits them. The caller holds gmu.
+func (g *Gateway) commitGroup(ctx context.Context, key string, members []*Finished) (int, error) {
 	recs, err := Records(members, g.cfg.Estimator)
 	if err != nil {
 		return 0, err
@@ -60,11 +66,20 @@ func (g *Gateway) addFinished(ctx context.Context, fin *Finished) (int, error) {
 	}
 	g.size += int64(len(buf))
 	g.kickPusher()
-	g.pending[fin.Group] = slices.Delete(g.pending[fin.Group], 0, len(members))
-	if len(g.pending[fin.Group]) == 0 {
-		delete(g.pending, fin.Group)
-	}
+	g.forget(key, len(members))
 	return len(recs), nil
+}
+
+// forget takes the first n pending sessions of group key out of memory.
+// The caller holds gmu.
+func (g *Gateway) forget(key string, n int) {
+	for _, m := range g.pending[key][:n] {
+		g.held.Add(-finishedBytes(m))
+	}
+	g.pending[key] = slices.Delete(g.pending[key], 0, n)
+	if len(g.pending[key]) == 0 {
+		delete(g.pending, key)
+	}
 }
 
 // Records makes the group records of one group's finished sessions. It

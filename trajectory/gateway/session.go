@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +34,22 @@ type session struct {
 	calls   []*Call
 	done    bool // a reward was given, or the session expired
 	dropped int  // calls answered after done, not recorded
+	// generating counts the choices admitted and not yet recorded. bytes
+	// estimates what the calls hold, those generating included. released
+	// says bytes left the gateway's total when the session ended.
+	generating int
+	bytes      int64
+	released   bool
+	// refused counts the calls refused by a bound; refusedBy says which
+	// bounds have a refusal recorded.
+	refused   int
+	refusedBy map[string]bool
+}
+
+// inflight is what the hook needs of a request handed to the server.
+type inflight struct {
+	s *session
+	w http.ResponseWriter
 }
 
 // Call is the record of one generated choice of a session. It holds what
@@ -75,9 +90,10 @@ type Call struct {
 	Usage delegate.Usage `json:"usage"`
 	Cost  float64        `json:"cost"`
 	// Failed says the call has no answer: the backend failed it (an
-	// error status, a timeout, a lost connection, the client gone).
-	// Status is the HTTP status answered and Error the error's text,
-	// without credentials. A failed call makes no sample.
+	// error status, a timeout, a lost connection, the client gone) or the
+	// gateway refused it at a bound. Status is the HTTP status answered
+	// and Error the error's text, without credentials. A failed call
+	// makes no sample. A refused call keeps no request.
 	Failed bool   `json:"failed,omitempty"`
 	Status int    `json:"status,omitempty"`
 	Error  string `json:"error,omitempty"`
@@ -99,18 +115,23 @@ type Finished struct {
 	PolicyVersion *int     `json:"policy_version,omitempty"`
 	Calls         []Call   `json:"calls"`
 	Samples       []Sample `json:"samples"`
+	// Refused counts the calls refused at a bound. The first refusal by
+	// each bound is also among Calls, failed.
+	Refused int `json:"refused,omitempty"`
 }
 
 // hook is the server's Hook. It asks every generation for logprobs and
 // records its choices in the request's session, or its failure. The
 // client gets logprobs only when it asked. A trained role's call samples
-// at Config.Temperature when it is set.
+// at Config.Temperature when it is set. A call that would pass a bound is
+// refused (admit).
 func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) (func(*delegate.Response, error), error) {
 	v, ok := g.inflight.Load(r)
 	if !ok {
 		return nil, nil // never: every request reaching the server comes through agent
 	}
-	s := v.(*session)
+	in := v.(inflight)
+	s := in.s
 	role := r.Header.Get(RoleHeader)
 	if role == "" {
 		role = g.cfg.Roles[model]
@@ -131,6 +152,10 @@ func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) (fu
 	sent.Logprobs = asked
 	start := g.cfg.Now()
 	base := Call{Role: role, Trained: trained, Model: model, Request: sent, TemplateHash: g.cfg.Templates[model], Start: start.UTC()}
+	n, reserved := max(req.N, 1), requestBytes(&sent)
+	if err := g.admit(s, in.w, &base, n, reserved); err != nil {
+		return nil, err
+	}
 	return func(resp *delegate.Response, err error) {
 		latency := g.cfg.Now().Sub(start)
 		var calls []Call
@@ -140,6 +165,7 @@ func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) (fu
 			k.Status, k.Error = failure(err)
 			k.Error = secretFree(strings.ReplaceAll(k.Error, s.id, "[session]"))
 			calls = []Call{k}
+			g.metrics.failed.Inc()
 		} else {
 			calls = make([]Call, len(resp.Choices))
 			for i, c := range resp.Choices {
@@ -165,11 +191,14 @@ func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) (fu
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.generating -= n
 		if s.done {
+			g.addHeld(s, -reserved) // a reward may still fail and the session go on
 			s.dropped += len(calls)
 			g.log.Warn("a call answered after its session ended is not recorded", "session", short(s.key), "dropped", s.dropped)
 			return
 		}
+		g.addHeld(s, recordBytes(calls)-reserved)
 		for i := range calls {
 			calls[i].Index = len(s.calls)
 			s.calls = append(s.calls, &calls[i])
@@ -216,32 +245,4 @@ func tokens(prompt []int, lps []delegate.TokenLogprob) (ids []int, logprobs []fl
 		logprobs = append(logprobs, lp.Logprob)
 	}
 	return ids, logprobs, ""
-}
-
-// secrets match what an error text may carry that must not be stored:
-// a URL's user and password, bearer and API keys, session ids. Each
-// match becomes its replacement.
-var secrets = []struct {
-	re   *regexp.Regexp
-	with string
-}{
-	{regexp.MustCompile(`://[^/@\s]+@`), "://[redacted]@"},
-	{regexp.MustCompile(`(?i)(bearer\s+)\S+`), "${1}[redacted]"},
-	{regexp.MustCompile(`sk-[A-Za-z0-9_\-]{6,}`), "sk-[redacted]"},
-	{regexp.MustCompile(`sess-[0-9a-f]{16,}`), "sess-[redacted]"},
-}
-
-// maxErrorText bounds the error text a failed call keeps.
-const maxErrorText = 1024
-
-// secretFree returns an error text without credentials, at most
-// maxErrorText bytes.
-func secretFree(msg string) string {
-	for _, sc := range secrets {
-		msg = sc.re.ReplaceAllString(msg, sc.with)
-	}
-	if len(msg) > maxErrorText {
-		msg = msg[:maxErrorText] + "…"
-	}
-	return msg
 }
