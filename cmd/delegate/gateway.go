@@ -45,6 +45,7 @@ type gatewayFlags struct {
 	otlp                                string
 	maxCalls                            int
 	maxBytes, maxTotal                  int64
+	groupTimeout                        time.Duration
 }
 
 func newGatewayCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -79,6 +80,7 @@ key are appended to OUT/groups.jsonl as process writes it. docs/gateway.md.`,
 	fl.StringSliceVar(&f.trained, "train", nil, "roles whose calls become samples (default every role)")
 	fl.DurationVar(&f.ttl, "ttl", 30*time.Minute, "a session's life from its start")
 	fl.IntVar(&f.group, "group", d.GroupSize, "finished sessions of one group key that make a group record")
+	fl.DurationVar(&f.groupTimeout, "group-timeout", d.GroupTimeout, "close a group this long after its first session finished: written smaller with 2 sessions or more, else dropped and counted (0: wait for ever)")
 	fl.IntVar(&f.maxCalls, "max-session-calls", d.MaxSessionCalls, "calls one session may record, failed ones included; past it a call gets 429")
 	fl.Int64Var(&f.maxBytes, "max-session-bytes", d.MaxSessionBytes, "bytes one session's recorded calls may hold, estimated; past it a call gets 413")
 	fl.Int64Var(&f.maxTotal, "max-total-bytes", d.MaxTotalBytes, "bytes all open sessions and those waiting for their group may hold, estimated; past it a call gets 429")
@@ -185,7 +187,7 @@ func gatewayConfig(cfg *Config, names []string, models map[string]delegate.Model
 	gcfg.Server.Hosts, gcfg.Server.System = f.hosts, map[string]string{}
 	gcfg.Dir, gcfg.Token, gcfg.Hosts, gcfg.Trained = f.out, f.token, f.hosts, f.trained
 	gcfg.TTL, gcfg.GroupSize, gcfg.Estimator, gcfg.Verify = f.ttl, f.group, est, verifyAny
-	gcfg.MaxSessionCalls, gcfg.MaxSessionBytes, gcfg.MaxTotalBytes = f.maxCalls, f.maxBytes, f.maxTotal
+	gcfg.MaxSessionCalls, gcfg.MaxSessionBytes, gcfg.MaxTotalBytes, gcfg.GroupTimeout = f.maxCalls, f.maxBytes, f.maxTotal, f.groupTimeout
 	gcfg.Roles, gcfg.Prices = map[string]string{}, map[string]delegate.Price{}
 	gcfg.Templates, gcfg.Tokenizers = map[string]string{}, map[string]gateway.Tokenizer{}
 	if f.temperature != 0 {

@@ -214,6 +214,8 @@ func secretFree(msg string) string {
 type gatewayMetrics struct {
 	refused   *prometheus.CounterVec // by bound
 	failed    prometheus.Counter     // calls the backend failed
+	timedOut  *prometheus.CounterVec // groups closed by the time-out, by outcome
+	dropped   prometheus.Counter     // sessions of dropped groups
 	heldBytes prometheus.GaugeFunc
 }
 
@@ -223,11 +225,15 @@ func newGatewayMetrics(held func() float64) *gatewayMetrics {
 			Help: "Calls refused before the backend because they would pass a bound: session_calls, session_bytes or total_bytes."}, []string{"bound"}),
 		failed: prometheus.NewCounter(prometheus.CounterOpts{Name: "delegate_gateway_failed_calls_total",
 			Help: "Calls the backend failed (an error status, a timeout, a lost connection, a client gone), recorded as failed."}),
+		timedOut: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "delegate_gateway_groups_timed_out_total",
+			Help: "Groups closed by the group time-out: written smaller, or dropped with fewer than 2 sessions."}, []string{"outcome"}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "delegate_gateway_dropped_sessions_total",
+			Help: "Finished sessions of groups dropped by the group time-out."}),
 		heldBytes: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "delegate_gateway_held_bytes",
 			Help: "Estimated bytes held by open sessions and finished ones waiting for their group."}, held),
 	}
 }
 
 func (m *gatewayMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.refused, m.failed, m.heldBytes}
+	return []prometheus.Collector{m.refused, m.failed, m.timedOut, m.dropped, m.heldBytes}
 }

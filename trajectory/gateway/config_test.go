@@ -29,6 +29,8 @@ func TestConfigValidate(t *testing.T) {
 		{"no estimator", func(c *gateway.Config) { c.Estimator = "" }, `estimator ""`},
 		{"negative sink wait", func(c *gateway.Config) { c.SinkWait = -1 }, "sink wait"},
 		{"zero temperature", func(c *gateway.Config) { zero := 0.0; c.Temperature = &zero }, "temperature 0"},
+		{"no group time-out waits for ever", func(c *gateway.Config) { c.GroupTimeout = 0 }, ""},
+		{"negative group time-out", func(c *gateway.Config) { c.GroupTimeout = -1 }, "group timeout"},
 		{"zero session calls", func(c *gateway.Config) { c.MaxSessionCalls = 0 }, "max session calls 0"},
 		{"zero session bytes", func(c *gateway.Config) { c.MaxSessionBytes = 0 }, "max session bytes 0"},
 		{"total below a session", func(c *gateway.Config) { c.MaxTotalBytes = c.MaxSessionBytes - 1 }, "max total bytes"},

@@ -105,6 +105,11 @@ type Config struct {
 	// would pass it is refused with 429 and Retry-After. Default 1 GiB;
 	// at least MaxSessionBytes.
 	MaxTotalBytes int64
+	// GroupTimeout closes a group that has waited this long since its
+	// first session finished. With at least 2 sessions it is written as
+	// a smaller group; with fewer it is dropped and counted. 0 waits for
+	// ever. Default 10 minutes.
+	GroupTimeout time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 	// Ended, when set, sees each session as it ends. The session is stored
@@ -117,7 +122,7 @@ type Config struct {
 // for the caller.
 func DefaultConfig() Config {
 	return Config{Server: server.DefaultConfig(), TTL: 30 * time.Minute, GroupSize: 4, Estimator: reward.GRPO, SinkWait: 10 * time.Second,
-		MaxSessionCalls: 1000, MaxSessionBytes: 16 << 20, MaxTotalBytes: 1 << 30}
+		MaxSessionCalls: 1000, MaxSessionBytes: 16 << 20, MaxTotalBytes: 1 << 30, GroupTimeout: 10 * time.Minute}
 }
 
 // Validate reports a missing directory, a server API key, and bounds out
@@ -150,6 +155,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxTotalBytes < c.MaxSessionBytes {
 		errs = append(errs, fmt.Errorf("max total bytes %d: want at least max session bytes, %d", c.MaxTotalBytes, c.MaxSessionBytes))
+	}
+	if c.GroupTimeout < 0 {
+		errs = append(errs, fmt.Errorf("group timeout %v must not be negative", c.GroupTimeout))
 	}
 	if _, err := reward.ParseEstimator(string(c.Estimator)); err != nil {
 		errs = append(errs, err)
@@ -194,6 +202,11 @@ type Gateway struct {
 	stopPush context.CancelFunc
 	pushDone chan struct{}
 	pushed   atomic.Int64
+
+	// The group timer, with Config.GroupTimeout: stopped by stopTimer,
+	// done when it returns.
+	stopTimer context.CancelFunc
+	timerDone chan struct{}
 }
 
 // Open starts a gateway over models. It opens the store in cfg.Dir and marks
@@ -240,6 +253,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, models ...delegate.
 		pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		g.pushKick, g.stopPush, g.pushDone = make(chan struct{}, 1), stop, make(chan struct{})
 		go g.pusher(pctx)
+	}
+	if cfg.GroupTimeout > 0 {
+		tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		g.stopTimer, g.timerDone = stop, make(chan struct{})
+		go g.timer(tctx)
 	}
 	return g, nil
 }
@@ -320,6 +338,10 @@ func (g *Gateway) Pushed() int64 { return g.pushed.Load() }
 // file. Sessions still open stay open in the store: the next Open counts
 // them lost. Records not yet sent are sent after the next Open.
 func (g *Gateway) Close() error {
+	if g.stopTimer != nil {
+		g.stopTimer()
+		<-g.timerDone
+	}
 	if g.stopPush != nil {
 		g.stopPush()
 		<-g.pushDone
