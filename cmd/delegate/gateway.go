@@ -43,9 +43,11 @@ type gatewayFlags struct {
 	push                                pushFlags
 	pushWait                            time.Duration
 	otlp                                string
-	maxCalls                            int
-	maxBytes, maxTotal                  int64
-	groupTimeout                        time.Duration
+	// The bounds and the group time-out; nil keeps gateway.DefaultConfig's,
+	// for a caller that builds the flags in code.
+	maxCalls           *int
+	maxBytes, maxTotal *int64
+	groupTimeout       *time.Duration
 }
 
 func newGatewayCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -80,10 +82,11 @@ key are appended to OUT/groups.jsonl as process writes it. docs/gateway.md.`,
 	fl.StringSliceVar(&f.trained, "train", nil, "roles whose calls become samples (default every role)")
 	fl.DurationVar(&f.ttl, "ttl", 30*time.Minute, "a session's life from its start")
 	fl.IntVar(&f.group, "group", d.GroupSize, "finished sessions of one group key that make a group record")
-	fl.DurationVar(&f.groupTimeout, "group-timeout", d.GroupTimeout, "close a group this long after its first session finished: written smaller with 2 sessions or more, else dropped and counted (0: wait for ever)")
-	fl.IntVar(&f.maxCalls, "max-session-calls", d.MaxSessionCalls, "calls one session may record, failed ones included; past it a call gets 429")
-	fl.Int64Var(&f.maxBytes, "max-session-bytes", d.MaxSessionBytes, "bytes one session's recorded calls may hold, estimated; past it a call gets 413")
-	fl.Int64Var(&f.maxTotal, "max-total-bytes", d.MaxTotalBytes, "bytes all open sessions and those waiting for their group may hold, estimated; past it a call gets 429")
+	f.maxCalls, f.maxBytes, f.maxTotal, f.groupTimeout = new(int), new(int64), new(int64), new(time.Duration)
+	fl.DurationVar(f.groupTimeout, "group-timeout", d.GroupTimeout, "close a group this long after its first session finished: written smaller with 2 sessions or more, else dropped and counted (0: wait for ever)")
+	fl.IntVar(f.maxCalls, "max-session-calls", d.MaxSessionCalls, "calls one session may record, failed ones included; past it a call gets 429")
+	fl.Int64Var(f.maxBytes, "max-session-bytes", d.MaxSessionBytes, "bytes one session's recorded calls may hold, estimated; past it a call gets 413")
+	fl.Int64Var(f.maxTotal, "max-total-bytes", d.MaxTotalBytes, "bytes all open sessions and those waiting for their group may hold, estimated; past it a call gets 429")
 	fl.Float64Var(&f.temperature, "temperature", 0, "sample the trained roles' calls at this temperature, whatever the agent asks (0: as asked); training needs sessions that differ")
 	fl.StringVar(&f.estimator, "estimator", string(reward.GRPO), "advantage estimator: grpo, drgrpo or rloo")
 	fl.StringVar(&f.push.url, "push", "", "also send every group record to the trajectory API at this URL (delegate api, or Atropos's) as process --push does; sessions start only while its queue has room; token from $"+apiTokenEnv)
@@ -187,7 +190,10 @@ func gatewayConfig(cfg *Config, names []string, models map[string]delegate.Model
 	gcfg.Server.Hosts, gcfg.Server.System = f.hosts, map[string]string{}
 	gcfg.Dir, gcfg.Token, gcfg.Hosts, gcfg.Trained = f.out, f.token, f.hosts, f.trained
 	gcfg.TTL, gcfg.GroupSize, gcfg.Estimator, gcfg.Verify = f.ttl, f.group, est, verifyAny
-	gcfg.MaxSessionCalls, gcfg.MaxSessionBytes, gcfg.MaxTotalBytes, gcfg.GroupTimeout = f.maxCalls, f.maxBytes, f.maxTotal, f.groupTimeout
+	setIf(&gcfg.MaxSessionCalls, f.maxCalls)
+	setIf(&gcfg.MaxSessionBytes, f.maxBytes)
+	setIf(&gcfg.MaxTotalBytes, f.maxTotal)
+	setIf(&gcfg.GroupTimeout, f.groupTimeout)
 	gcfg.Roles, gcfg.Prices = map[string]string{}, map[string]delegate.Price{}
 	gcfg.Templates, gcfg.Tokenizers = map[string]string{}, map[string]gateway.Tokenizer{}
 	if f.temperature != 0 {
@@ -223,6 +229,13 @@ func gatewayConfig(cfg *Config, names []string, models map[string]delegate.Model
 		}
 	}
 	return gcfg, served, nil
+}
+
+// setIf sets *dst to *v when v is not nil.
+func setIf[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
 }
 
 // printGateway says what the gateway serves where, and how it is guarded.
