@@ -231,13 +231,6 @@ func gatewayConfig(cfg *Config, names []string, models map[string]delegate.Model
 	return gcfg, served, nil
 }
 
-// setIf sets *dst to *v when v is not nil.
-func setIf[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
-	}
-}
-
 // printGateway says what the gateway serves where, and how it is guarded.
 func printGateway(out io.Writer, log *slog.Logger, g *gateway.Gateway, gcfg gateway.Config, names []string, models map[string]delegate.Model, addr net.Addr, f gatewayFlags) {
 	for _, n := range names {
@@ -376,4 +369,11 @@ func (c chatTokenizer) Completion(msgs []delegate.Message, tools []delegate.Tool
 	}
 	sp := spans[len(spans)-1]
 	return ids[sp.Body:sp.End], nil
+}
+
+// setIf sets *dst to *v when v is not nil.
+func setIf[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
 }
