@@ -84,7 +84,7 @@ var thirdPartyAllowed = map[string]bool{
 	"train": true, "trajectory/atropos": true, "view": true, "trajectory/openenv": true, "telemetry": true,
 	// Prometheus's client library: the edge serves each server's registry,
 	// and each server registers its own collectors on it.
-	"internal/edge": true, "internal/edge/edgetest": true, "server": true, "standin": true,
+	"internal/edge": true, "internal/edge/edgetest": true, "server": true, "standin": true, "trajectory/gateway": true,
 	// gguf-parser-go reads the header and metadata of GGUF files.
 	"nn/infer": true,
 	// The OpenEnv benchmark's WebSocket floor uses the library the

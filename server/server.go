@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/delegatelab/delegate"
@@ -174,11 +175,14 @@ func (s *Server) SetObserver(f func(Completion)) { s.observe = f }
 // Hook sees each chat completion before generation.
 // It gets the HTTP request, the model's name and the request the model gets, default system prompt added.
 // It may change req; a recorder asks for logprobs.
-// The done it returns, when not nil, gets the response of a successful generation
-// before its body or last events are written. It may change what is sent.
-// A failed generation never reaches done.
+// A non-nil refuse turns the call away before it waits for a turn: a *delegate.APIError's
+// status, type, code and message are answered, any other error is a 500. done is then not called.
+// The done it returns, when not nil, is called once with the outcome. A successful generation
+// gives the response, before its body or last events are written; done may change what is sent.
+// Anything else gives a *delegate.APIError with the status and message answered
+// (499 when the client went away): a failed or timed-out generation, or no turn to generate.
 // A Hook runs on the request's goroutine and must be safe for concurrent use.
-type Hook func(r *http.Request, model string, req *delegate.Request) (done func(resp *delegate.Response))
+type Hook func(r *http.Request, model string, req *delegate.Request) (done func(resp *delegate.Response, err error), refuse error)
 
 // SetHook sets the hook every chat completion passes through (package
 // gateway's recorder). Call it before serving.
@@ -236,6 +240,13 @@ func (s *Server) SetWriteTimeout(d time.Duration) { s.writeTimeout = d }
 // A handler in front that logs each request itself, as the gateway does, drops them.
 // Call it before serving.
 func (s *Server) SetAccessLog(l *slog.Logger) { s.access = l }
+
+// RegisterMetrics adds collectors to the registry served at GET /metrics,
+// for a handler in front with metrics of its own (package gateway).
+// Call it before serving.
+func (s *Server) RegisterMetrics(cs ...prometheus.Collector) error {
+	return s.metrics.reg.Register(cs...)
+}
 
 // Served counts the chat completions answered successfully.
 func (s *Server) Served() int64 { return s.served.Load() }
@@ -539,8 +550,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			s.observe(seen)
 		}
 	}()
+	var failure *apiErr // the error answered, for the hook
 	fail := func(e apiErr) {
-		status = e.Status
+		status, failure = e.Status, &e
 		writeError(w, e)
 	}
 
@@ -559,8 +571,23 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		fail(*e)
 		return
 	}
-	done := s.hooked(r, req.Model, dreq, &seen)
+	done, hookDone, refuse := s.hooked(r, req.Model, dreq, &seen)
+	if refuse != nil {
+		fail(refusal(refuse))
+		return
+	}
 	seen.Request, seen.Stream = dreq, req.Stream
+	if hookDone != nil {
+		// The hook sees every outcome once; a success went through done.
+		answered := false
+		ok := done
+		done = func(resp *delegate.Response) { answered = true; ok(resp) }
+		defer func() {
+			if !answered {
+				hookDone(nil, failure.outcome(status))
+			}
+		}()
+	}
 
 	if e, gone := s.takeTurn(r.Context()); gone {
 		status = 499 // the client went away; nothing is written
@@ -573,10 +600,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := contextWithTimeout(r, s.cfg.RequestTimeout)
 	defer cancel()
 	if req.Stream {
-		status = s.stream(ctx, w, m, req, dreq, newID(), done)
+		status, failure = s.stream(ctx, w, m, req, dreq, newID(), done)
 		return
 	}
-	status = s.complete(ctx, w, m, req, dreq, done)
+	status, failure = s.complete(ctx, w, m, req, dreq, done)
 }
 
 // readChat reads a chat completion request from body and finds the model it names.
@@ -619,20 +646,52 @@ func (s *Server) toRequest(req *wire.ChatRequest) (*delegate.Request, *apiErr) {
 
 // hooked passes dreq through the hook. The done it returns sees a
 // successful response: the hook's done, then the observer's note in seen.
-func (s *Server) hooked(r *http.Request, model string, dreq *delegate.Request, seen *Completion) func(*delegate.Response) {
-	var done func(*delegate.Response)
+// hookDone is the hook's own, nil when there is none; refuse is its
+// refusal.
+func (s *Server) hooked(r *http.Request, model string, dreq *delegate.Request, seen *Completion) (done func(*delegate.Response), hookDone func(*delegate.Response, error), refuse error) {
 	if s.hook != nil {
-		done = s.hook(r, model, dreq)
+		if hookDone, refuse = s.hook(r, model, dreq); refuse != nil {
+			return nil, nil, refuse
+		}
 	}
-	if s.observe == nil {
-		return done
+	if hookDone == nil && s.observe == nil {
+		return nil, nil, nil
 	}
 	return func(resp *delegate.Response) {
-		if done != nil {
-			done(resp)
+		if hookDone != nil {
+			hookDone(resp, nil)
 		}
-		seen.Response = resp
+		if s.observe != nil {
+			seen.Response = resp
+		}
+	}, hookDone, nil
+}
+
+// refusal is the error answered for a hook's refusal.
+func refusal(err error) apiErr {
+	e := apiErr{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()}
+	var ae *delegate.APIError
+	if errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 600 {
+		e.Status, e.Code, e.Param, e.Message = ae.Status, ae.Code, ae.Param, ae.Message
+		e.Type = "invalid_request_error"
+		if ae.Type != "" {
+			e.Type = ae.Type
+		}
 	}
+	return e
+}
+
+// outcome is the error a hook's done gets for a request answered with
+// status and, when one was written, e.
+func (e *apiErr) outcome(status int) error {
+	if e == nil {
+		msg := "the client went away before the answer"
+		if status != 499 {
+			msg = fmt.Sprintf("answered %d", status)
+		}
+		return &delegate.APIError{Status: status, Message: msg}
+	}
+	return &delegate.APIError{Status: e.Status, Type: e.Type, Code: e.Code, Param: e.Param, Message: e.Message}
 }
 
 // takeTurn takes a turn to generate, or waits for one: at most MaxQueue
@@ -664,21 +723,22 @@ func (s *Server) takeTurn(ctx context.Context) (e *apiErr, gone bool) {
 }
 
 // complete generates a whole answer and writes it. It returns the
-// status answered, 499 when the client went away first.
-func (s *Server) complete(ctx context.Context, w http.ResponseWriter, m delegate.Model, req *wire.ChatRequest, dreq *delegate.Request, done func(*delegate.Response)) int {
+// status answered, 499 when the client went away first, and the error
+// written.
+func (s *Server) complete(ctx context.Context, w http.ResponseWriter, m delegate.Model, req *wire.ChatRequest, dreq *delegate.Request, done func(*delegate.Response)) (int, *apiErr) {
 	id := newID()
 	resp, err := m.Chat(ctx, dreq)
 	if err != nil {
 		e, gone := s.failed(ctx, req.Model, err)
 		if gone {
-			return 499 // nothing is written
+			return 499, nil // nothing is written
 		}
 		writeError(w, e)
-		return e.Status
+		return e.Status, &e
 	}
 	s.answered(req.Model, resp, dreq.Tools, done)
 	writeJSON(w, http.StatusOK, fromDelegate(resp, id, time.Now().Unix(), req))
-	return http.StatusOK
+	return http.StatusOK, nil
 }
 
 // answered does what every successful generation needs before it is sent, streamed or not.

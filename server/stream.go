@@ -74,9 +74,9 @@ func (e *sse) raw(data []byte) {
 	}
 }
 
-// stream answers a request with stream: true and returns the status
-// answered, for the metrics.
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.Model, req *wire.ChatRequest, dreq *delegate.Request, id string, done func(*delegate.Response)) int {
+// stream answers a request with stream: true. It returns the status
+// answered, for the metrics, and the error written, for the hook.
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.Model, req *wire.ChatRequest, dreq *delegate.Request, id string, done func(*delegate.Response)) (int, *apiErr) {
 	c := &chunks{w: w, out: &sse{w: w, rc: http.NewResponseController(w), timeout: s.writeTimeout},
 		id: id, model: req.Model, created: time.Now().Unix()}
 	var resp *delegate.Response
@@ -90,13 +90,13 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.M
 		e, gone := s.failed(ctx, req.Model, err)
 		switch {
 		case gone:
-			return 499
+			return 499, nil
 		case !c.started:
 			writeError(w, e)
 		default:
 			c.out.event(e.body())
 		}
-		return e.Status
+		return e.Status, &e
 	}
 	s.answered(req.Model, resp, dreq.Tools, done)
 
@@ -116,9 +116,9 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m delegate.M
 	c.out.raw([]byte("[DONE]"))
 	if c.out.err != nil {
 		s.log.Debug("stream cut", "model", req.Model, "err", c.out.err)
-		return 499
+		return 499, nil
 	}
-	return http.StatusOK
+	return http.StatusOK, nil
 }
 
 // chunks writes one response's chunks and keeps what each choice was sent.

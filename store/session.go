@@ -285,3 +285,27 @@ func (s *DB) SessionByKey(ctx context.Context, key string) (x Session, ok bool, 
 	}
 	return x, true, nil
 }
+
+// SessionDropped is the status of a finished session whose group timed
+// out with too few sessions to be written: it is in no group record.
+const SessionDropped = "dropped"
+
+// DropSessions records finished sessions outside a group as dropped. A
+// key that is not a finished session outside a group is an error.
+func (s *DB) DropSessions(ctx context.Context, keys []string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		args := []any{SessionDropped, SessionFinished}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET status = ? WHERE status = ? AND grouped = 0 AND key IN (`+
+			strings.TrimSuffix(strings.Repeat("?,", len(keys)), ",")+`)`, args...)
+		if err != nil {
+			return fmt.Errorf("drop sessions: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || int(n) != len(keys) {
+			return fmt.Errorf("drop sessions: %d of %d are finished and ungrouped", n, len(keys))
+		}
+		return nil
+	})
+}

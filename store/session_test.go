@@ -113,3 +113,46 @@ func TestSessionsPaged(t *testing.T) {
 		t.Errorf("SessionByKey(nope) = %v, %v; want not found", ok, err)
 	}
 }
+
+// TestDropSessions drops a finished session of a group that timed out:
+// it leaves the ungrouped ones and is counted apart. Only a finished,
+// ungrouped session can be dropped.
+func TestDropSessions(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	defer db.Close()
+	for _, k := range []string{"a", "b", "open"} {
+		if err := db.OpenSession(ctx, k, "g", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"a", "b"} {
+		if err := db.FinishSession(ctx, k, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		keys []string
+		ok   bool
+	}{
+		{"an open session", []string{"open"}, false},
+		{"an unknown session", []string{"nope"}, false},
+		{"a finished session", []string{"a"}, true},
+		{"a dropped session", []string{"a"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := db.DropSessions(ctx, tc.keys); (err == nil) != tc.ok {
+				t.Errorf("DropSessions(%v) = %v, want ok %v", tc.keys, err, tc.ok)
+			}
+		})
+	}
+	fin, err := db.FinishedSessions(ctx)
+	if err != nil || len(fin) != 1 || fin[0].Key != "b" {
+		t.Errorf("FinishedSessions = %+v, %v; want b alone", fin, err)
+	}
+	got, err := db.SessionCounts(ctx)
+	if want := map[string]int{SessionFinished: 1, SessionDropped: 1, SessionOpen: 1}; err != nil || !maps.Equal(got, want) {
+		t.Errorf("SessionCounts = %v, %v; want %v", got, err, want)
+	}
+}

@@ -90,6 +90,8 @@ type SessionRow struct {
 	Reward  *float64     `json:"reward"` // null until finished
 	Correct *bool        `json:"correct,omitempty"`
 	Calls   int          `json:"calls"`
+	Failed  int          `json:"failed"`  // calls without an answer
+	Refused int          `json:"refused"` // calls refused at a bound
 	Tokens  int          `json:"tokens"`
 	Dollars float64      `json:"dollars"`
 	Roles   []RoleTotals `json:"roles"`
@@ -112,11 +114,17 @@ func decodeFinished(raw []byte) (*gateway.Finished, error) {
 	return &f, nil
 }
 
+// hasData says whether a stored session holds its Finished record:
+// finished ones, and those dropped when their group timed out.
+func hasData(s store.Session) bool {
+	return (s.Status == store.SessionFinished || s.Status == store.SessionDropped) && len(s.Data) > 0
+}
+
 // sessionRow sums a stored session; one that is not finished has no data.
 func sessionRow(s store.Session) (SessionRow, error) {
 	row := SessionRow{Key: s.Key, Group: s.Group, Status: s.Status, Grouped: s.Grouped,
 		Created: time.Unix(s.Created, 0).UTC().Format(time.RFC3339), Roles: []RoleTotals{}}
-	if s.Status != store.SessionFinished || len(s.Data) == 0 {
+	if !hasData(s) {
 		return row, nil
 	}
 	f, err := decodeFinished(s.Data)
@@ -124,7 +132,7 @@ func sessionRow(s store.Session) (SessionRow, error) {
 		return row, fmt.Errorf("session %s: %w", s.Key, err)
 	}
 	reward := f.Reward
-	row.Reward, row.Correct, row.Task = &reward, f.Correct, f.Task.ID
+	row.Reward, row.Correct, row.Task, row.Refused = &reward, f.Correct, f.Task.ID, f.Refused
 	byRole := map[string]*RoleTotals{}
 	for _, c := range f.Calls {
 		rt := byRole[c.Role]
@@ -133,6 +141,9 @@ func sessionRow(s store.Session) (SessionRow, error) {
 			byRole[c.Role] = rt
 		}
 		rt.Calls++
+		if c.Failed {
+			row.Failed++
+		}
 		rt.PromptTokens += c.Usage.PromptTokens
 		rt.CompletionTokens += c.Usage.CompletionTokens
 		rt.Dollars += c.Cost
@@ -236,10 +247,14 @@ type SessionCall struct {
 	PromptIDs        int                `json:"prompt_ids"`     // token ids recorded
 	CompletionIDs    int                `json:"completion_ids"` // token ids recorded
 	NoTokens         string             `json:"no_tokens,omitempty"`
-	Logprobs         *LogprobSummary    `json:"logprobs"`
-	Dollars          float64            `json:"dollars"`
-	LatencyMS        float64            `json:"latency_ms"`
-	Children         []*SessionCall     `json:"children"`
+	// Failed calls have no answer; Status and Error say why.
+	Failed    bool            `json:"failed,omitempty"`
+	Status    int             `json:"status,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Logprobs  *LogprobSummary `json:"logprobs"`
+	Dollars   float64         `json:"dollars"`
+	LatencyMS float64         `json:"latency_ms"`
+	Children  []*SessionCall  `json:"children"`
 }
 
 // SessionView is /api/gateway/session: a session's row and its calls.
@@ -279,7 +294,7 @@ func (g *gatewayRun) session(ctx context.Context, key string) (*SessionView, err
 		return nil, err
 	}
 	out := &SessionView{SessionRow: row, Tree: []*SessionCall{}}
-	if st.Status != store.SessionFinished || len(st.Data) == 0 {
+	if !hasData(st) {
 		return out, nil
 	}
 	f, err := decodeFinished(st.Data)
@@ -303,7 +318,8 @@ func callTree(calls []gateway.Call) []*SessionCall {
 		n := &SessionCall{Index: c.Index, Role: c.Role, Trained: c.Trained, Model: c.Model, Messages: c.Request.Messages,
 			Output: c.Output, FinishReason: c.FinishReason, PromptTokens: c.Usage.PromptTokens,
 			CompletionTokens: c.Usage.CompletionTokens, PromptIDs: len(c.PromptTokenIDs), CompletionIDs: len(c.CompletionTokenIDs),
-			NoTokens: c.NoTokens, Logprobs: summarizeLogprobs(c.Logprobs), Dollars: c.Cost, LatencyMS: ms(c.Latency),
+			NoTokens: c.NoTokens, Failed: c.Failed, Status: c.Status, Error: c.Error,
+			Logprobs: summarizeLogprobs(c.Logprobs), Dollars: c.Cost, LatencyMS: ms(c.Latency),
 			Children: []*SessionCall{}}
 		nodes[i] = n
 		msgs := make([]string, 0, len(c.Request.Messages)+1)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/store"
 	"github.com/delegatelab/delegate/trajectory/gateway"
 )
 
@@ -222,5 +223,43 @@ func TestGatewayRunning(t *testing.T) {
 	// It waits storeWait for the lock, not the 10 s of a shared store.
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("answered in %v, want at once", d)
+	}
+}
+
+// TestSessionShowsFailedCalls reads a session dropped with its timed-out
+// group. Its row counts the failed and refused calls, and its tree shows
+// each failed call's status and error.
+func TestSessionShowsFailedCalls(t *testing.T) {
+	fin := gateway.Finished{Version: gateway.FinishedVersion, Key: "k", Group: "g", Reward: 1, Refused: 3, Calls: []gateway.Call{
+		{Index: 0, Role: "delegator", Output: delegate.Message{Role: delegate.RoleAssistant, Content: "4"}},
+		{Index: 1, Role: "delegator", Failed: true, Status: 502, Error: "upstream down"},
+		{Index: 2, Role: "delegator", Failed: true, Status: 429, Error: "the session's bound of 2 recorded calls is reached"},
+	}}
+	data, err := json.Marshal(fin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := sessionRow(store.Session{Key: "k", Group: "g", Status: store.SessionDropped, Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Calls != 3 || row.Failed != 2 || row.Refused != 3 || row.Reward == nil {
+		t.Errorf("row = %+v, want 3 calls, 2 failed, 3 refused and the reward", row)
+	}
+	var got []string
+	var walk func(n *SessionCall)
+	walk = func(n *SessionCall) {
+		if n.Failed {
+			got = append(got, strconv.Itoa(n.Status)+" "+n.Error)
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	for _, n := range callTree(fin.Calls) {
+		walk(n)
+	}
+	if want := []string{"502 upstream down", "429 the session's bound of 2 recorded calls is reached"}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("failed calls in the tree %q, want %q", got, want)
 	}
 }

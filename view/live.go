@@ -48,8 +48,9 @@ type LivePoint struct {
 	Sessions *float64 `json:"sessions"`
 	// Throughput is requests a second since the last poll: the change of
 	// the *http_requests_total counters and *request_duration_seconds
-	// histogram counts. A gateway, which serves no /metrics, counts the
-	// sessions finished instead (LiveState.Throughput says which).
+	// histogram counts. A server without /metrics that reports sessions,
+	// a gateway of an older build, counts the sessions finished instead
+	// (LiveState.Throughput says which).
 	Throughput *float64 `json:"throughput"`
 }
 
@@ -290,7 +291,8 @@ func (c *liveCounts) fromHealth(status int, health []byte) (unit string) {
 		c.sessions = h.LiveSessions
 	}
 	if h.Sessions != nil && c.requests == nil {
-		// A gateway serves no /metrics: count its finished sessions.
+		// A gateway without /metrics (an older build): count its
+		// finished sessions.
 		f := h.Sessions["finished"]
 		c.requests, unit = &f, "finished sessions"
 	}

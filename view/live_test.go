@@ -175,7 +175,7 @@ func TestLiveServers(t *testing.T) {
 		metrics    string
 	}{
 		{"api", true, "/status", true, "delegate_api_request_duration_seconds"},
-		{"gateway", true, "/health", false, ""},
+		{"gateway", true, "/health", true, "delegate_gateway_held_bytes"},
 		{"env", true, "/health", false, ""},
 		{"down", false, "/health", false, ""},
 	}
@@ -198,8 +198,8 @@ func TestLiveServers(t *testing.T) {
 		}
 	}
 
-	// The API counts the view's own polls; the gateway counts finished
-	// sessions.
+	// The API counts the view's own polls; the gateway counts its
+	// agents' requests.
 	openSession(t, gwURL, true)
 	got = waitLive(t, hs.URL, func(a liveAnswer) bool {
 		busy := func(st LiveState) bool {
@@ -212,7 +212,7 @@ func TestLiveServers(t *testing.T) {
 		}
 		return busy(a.Servers[0]) && busy(a.Servers[1])
 	})
-	for i, want := range []string{"requests a second", "finished sessions a second", "", ""} {
+	for i, want := range []string{"requests a second", "requests a second", "", ""} {
 		if got.Servers[i].Throughput != want {
 			t.Errorf("%s counts %q, want %q", got.Servers[i].Name, got.Servers[i].Throughput, want)
 		}

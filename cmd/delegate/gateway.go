@@ -48,6 +48,11 @@ type gatewayFlags struct {
 	reward, costUnit string
 	lambda           float64
 	lambdaSet        bool
+	// The bounds and the group time-out; nil keeps gateway.DefaultConfig's,
+	// for a caller that builds the flags in code.
+	maxCalls           *int
+	maxBytes, maxTotal *int64
+	groupTimeout       *time.Duration
 }
 
 func newGatewayCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -74,6 +79,7 @@ every other role's call is a sub-agent call. docs/gateway.md.`,
 		},
 	}
 	t := server.DefaultTimeouts()
+	d := gateway.DefaultConfig()
 	fl := cmd.Flags()
 	fl.StringVarP(&f.config, "config", "c", "", "config file (default $DELEGATE_CONFIG or delegate.yaml)")
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8090", "listen address")
@@ -84,7 +90,12 @@ every other role's call is a sub-agent call. docs/gateway.md.`,
 	fl.StringToStringVar(&f.roles, "role", nil, "the role of a model's calls, MODEL=ROLE by config key (default the model's name)")
 	fl.StringSliceVar(&f.trained, "train", nil, "roles whose calls become samples (default every role)")
 	fl.DurationVar(&f.ttl, "ttl", 30*time.Minute, "a session's life from its start")
-	fl.IntVar(&f.group, "group", 4, "finished sessions of one group key that make a group record")
+	fl.IntVar(&f.group, "group", d.GroupSize, "finished sessions of one group key that make a group record")
+	f.maxCalls, f.maxBytes, f.maxTotal, f.groupTimeout = new(int), new(int64), new(int64), new(time.Duration)
+	fl.DurationVar(f.groupTimeout, "group-timeout", d.GroupTimeout, "close a group this long after its first session finished: written smaller with 2 sessions or more, else dropped and counted (0: wait for ever)")
+	fl.IntVar(f.maxCalls, "max-session-calls", d.MaxSessionCalls, "calls one session may record, failed ones included; past it a call gets 429")
+	fl.Int64Var(f.maxBytes, "max-session-bytes", d.MaxSessionBytes, "bytes one session's recorded calls may hold, estimated; past it a call gets 413")
+	fl.Int64Var(f.maxTotal, "max-total-bytes", d.MaxTotalBytes, "bytes all open sessions and those waiting for their group may hold, estimated; past it a call gets 429")
 	fl.Float64Var(&f.temperature, "temperature", 0, "sample the trained roles' calls at this temperature, whatever the agent asks (0: as asked); training needs sessions that differ")
 	fl.StringVar(&f.estimator, "estimator", string(reward.GRPO), "advantage estimator: grpo, drgrpo or rloo")
 	fl.StringVar(&f.push.url, "push", "", "also send every group record to the trajectory API at this URL (delegate api, or Atropos's) as process --push does; sessions start only while its queue has room; token from $"+apiTokenEnv)
@@ -194,6 +205,10 @@ func gatewayConfig(cfg *Config, names []string, models map[string]delegate.Model
 	gcfg.Server.Hosts, gcfg.Server.System = f.hosts, map[string]string{}
 	gcfg.Dir, gcfg.Token, gcfg.Hosts, gcfg.Trained = f.out, f.token, f.hosts, f.trained
 	gcfg.TTL, gcfg.GroupSize, gcfg.Estimator, gcfg.Verify = f.ttl, f.group, est, verifyAny
+	setIf(&gcfg.MaxSessionCalls, f.maxCalls)
+	setIf(&gcfg.MaxSessionBytes, f.maxBytes)
+	setIf(&gcfg.MaxTotalBytes, f.maxTotal)
+	setIf(&gcfg.GroupTimeout, f.groupTimeout)
 	gcfg.Roles, gcfg.Prices = map[string]string{}, map[string]delegate.Price{}
 	gcfg.Templates, gcfg.Tokenizers = map[string]string{}, map[string]gateway.Tokenizer{}
 	if f.temperature != 0 {
@@ -403,4 +418,11 @@ func (c chatTokenizer) Completion(msgs []delegate.Message, tools []delegate.Tool
 	}
 	sp := spans[len(spans)-1]
 	return ids[sp.Body:sp.End], nil
+}
+
+// setIf sets *dst to *v when v is not nil.
+func setIf[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
 }

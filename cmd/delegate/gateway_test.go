@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -38,9 +39,11 @@ func TestGatewayExposure(t *testing.T) {
 }
 
 // TestGatewayCommand starts delegate gateway on examples/world.yaml. It
-// runs two sessions of one group through the official client, the solver
-// playing role calc (--role), one rewarded by the world's verifier. Then
-// it reads the group record the gateway wrote.
+// runs two sessions of one group of 3 through the official client, the
+// solver playing role calc (--role), one rewarded by the world's
+// verifier. A second call in a session passes --max-session-calls and is
+// refused. The group times out (--group-timeout) and is written with its
+// two sessions; then it reads that record.
 func TestGatewayCommand(t *testing.T) {
 	const token = "gateway-command-test-token"
 	getenv := func(name string) string {
@@ -54,7 +57,8 @@ func TestGatewayCommand(t *testing.T) {
 	cmd := newRootCmd(getenv, slog.New(slog.NewTextHandler(&logs, nil)))
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
-	cmd.SetArgs([]string{"gateway", "--config", "../../examples/world.yaml", "--addr", "127.0.0.1:0", "--out", dir, "--group", "2", "--train", "calc", "--role", "solver=calc"})
+	cmd.SetArgs([]string{"gateway", "--config", "../../examples/world.yaml", "--addr", "127.0.0.1:0", "--out", dir, "--group", "3", "--train", "calc", "--role", "solver=calc",
+		"--group-timeout", "5s", "--max-session-calls", "1"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
@@ -95,6 +99,12 @@ func TestGatewayCommand(t *testing.T) {
 		if !strings.Contains(resp.Choices[0].Message.Content, `\boxed{1288}`) {
 			t.Errorf("session %d: the solver answered %q", i, resp.Choices[0].Message.Content)
 		}
+		_, err = c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "solver",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("1+1")}})
+		var ae *openai.Error
+		if !errors.As(err, &ae) || ae.StatusCode != 429 || !strings.Contains(ae.Message, "bound of 1 recorded calls") {
+			t.Errorf("session %d: a call past --max-session-calls 1 got %v, want 429 naming the bound", i, err)
+		}
 		var rr gateway.RewardResponse
 		if err := json.Unmarshal(post("/sessions/"+cr.SessionID+"/reward", reward), &rr); err != nil {
 			t.Fatal(err)
@@ -103,13 +113,20 @@ func TestGatewayCommand(t *testing.T) {
 			t.Errorf("verified reward %+v, want correct and 1", rr)
 		}
 	}
+	// The group of 3 times out with its 2 sessions.
+	var b []byte
+	for deadline := time.Now().Add(30 * time.Second); len(b) == 0; time.Sleep(50 * time.Millisecond) {
+		var err error
+		if b, err = os.ReadFile(filepath.Join(dir, gateway.GroupsFile)); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no group record 25 s after the group's time-out")
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("gateway: %v", err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, gateway.GroupsFile))
-	if err != nil {
-		t.Fatal(err)
 	}
 	g, err := rollout.DecodeGroup(b)
 	if err != nil {
@@ -117,6 +134,9 @@ func TestGatewayCommand(t *testing.T) {
 	}
 	if g.ID[:3] != "p1#" || !strings.HasSuffix(g.ID, ".calc") || len(g.Tokens) != 2 || len(g.Tokens[0]) == 0 || g.Scores[0] != 1 || g.Scores[1] != 0 || g.Advantages[0] <= 0 {
 		t.Errorf("group record %s: %d sequences, scores %v, advantages %v", g.ID, len(g.Tokens), g.Scores, g.Advantages)
+	}
+	if g.GroupOverrides.GroupSize != 2 || len(g.Missing) != 1 || !strings.Contains(g.Missing[0].Error, "timed out") {
+		t.Errorf("group record of size %d, missing %+v: want 2, and the third session timed out", g.GroupOverrides.GroupSize, g.Missing)
 	}
 	// process --push's consumer reads it as one of its own.
 	if sd, err := atropos.ScoredDataOf(g); err != nil || len(sd.Tokens) != 2 || g.Run == "" {

@@ -228,9 +228,14 @@ func sessionOf(fin *gateway.Finished, expired bool) telemetry.Session {
 		ts.Reward = &r
 	}
 	for _, c := range fin.Calls {
-		ts.Calls = append(ts.Calls, telemetry.Call{Model: c.Model, Role: c.Role, Start: c.Start, Latency: c.Latency,
+		tc := telemetry.Call{Model: c.Model, Role: c.Role, Start: c.Start, Latency: c.Latency,
 			Usage: c.Usage, Cost: c.Cost, FinishReasons: []string{c.FinishReason}, Temperature: c.Request.Temperature,
-			MaxTokens: c.Request.MaxTokens, PolicyVersion: c.PolicyVersion})
+			MaxTokens: c.Request.MaxTokens, PolicyVersion: c.PolicyVersion}
+		if c.Failed {
+			// The gateway stored the error text without credentials.
+			tc.Error, tc.ErrorType, tc.FinishReasons = c.Error, strconv.Itoa(c.Status), nil
+		}
+		ts.Calls = append(ts.Calls, tc)
 	}
 	return ts
 }

@@ -111,10 +111,12 @@ func forward(url string) http.Handler {
 
 // openGateway serves a gateway over m on loopback for the benchmark's
 // life and opens one session. It returns the base URL and the session id.
+// The session's bounds are lifted: it records every call of the run.
 func openGateway(b *testing.B, m delegate.Model) (base, id string) {
 	b.Helper()
 	cfg := gateway.DefaultConfig()
 	cfg.Dir, cfg.TTL = b.TempDir(), 1<<40
+	cfg.MaxSessionCalls, cfg.MaxSessionBytes, cfg.MaxTotalBytes = 1<<30, 1<<40, 1<<40
 	gw, err := gateway.Open(context.Background(), cfg, nil, m)
 	if err != nil {
 		b.Fatal(err)

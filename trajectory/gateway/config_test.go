@@ -31,6 +31,11 @@ func TestConfigValidate(t *testing.T) {
 		{"negative sink wait", func(c *gateway.Config) { c.SinkWait = -1 }, "sink wait"},
 		{"zero temperature", func(c *gateway.Config) { zero := 0.0; c.Temperature = &zero }, "temperature 0"},
 		{"a reward function without a verifier", func(c *gateway.Config) { c.Reward = reward.DefaultGraded().Reward }, "needs a verifier"},
+		{"no group time-out waits for ever", func(c *gateway.Config) { c.GroupTimeout = 0 }, ""},
+		{"negative group time-out", func(c *gateway.Config) { c.GroupTimeout = -1 }, "group timeout"},
+		{"zero session calls", func(c *gateway.Config) { c.MaxSessionCalls = 0 }, "max session calls 0"},
+		{"zero session bytes", func(c *gateway.Config) { c.MaxSessionBytes = 0 }, "max session bytes 0"},
+		{"total below a session", func(c *gateway.Config) { c.MaxTotalBytes = c.MaxSessionBytes - 1 }, "max total bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

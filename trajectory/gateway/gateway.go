@@ -103,6 +103,26 @@ type Config struct {
 	// it answers 503 with Retry-After. Default 10 seconds; 0 answers at
 	// once when the queue is full.
 	SinkWait time.Duration
+	// MaxSessionCalls bounds the calls one session records, failed ones
+	// included; each choice of a request is a call. A request that would
+	// pass it is refused with 429 before the backend sees it. Default
+	// 1,000.
+	MaxSessionCalls int
+	// MaxSessionBytes bounds the memory one session's calls hold, as
+	// estimated from their sizes. A request that would pass it is refused
+	// with 413. An answer is counted once it is generated, so a session
+	// may hold one answer more. Default 16 MiB.
+	MaxSessionBytes int64
+	// MaxTotalBytes bounds the memory held by the open sessions and the
+	// finished ones waiting for their group together. A request that
+	// would pass it is refused with 429 and Retry-After. Default 1 GiB;
+	// at least MaxSessionBytes.
+	MaxTotalBytes int64
+	// GroupTimeout closes a group that has waited this long since its
+	// first session finished. With at least 2 sessions it is written as
+	// a smaller group; with fewer it is dropped and counted. 0 waits for
+	// ever. Default 10 minutes.
+	GroupTimeout time.Duration
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 	// Ended, when set, sees each session as it ends. The session is stored
@@ -114,7 +134,8 @@ type Config struct {
 // DefaultConfig returns the defaults of every Config field; Dir is left
 // for the caller.
 func DefaultConfig() Config {
-	return Config{Server: server.DefaultConfig(), TTL: 30 * time.Minute, GroupSize: 4, Estimator: reward.GRPO, SinkWait: 10 * time.Second}
+	return Config{Server: server.DefaultConfig(), TTL: 30 * time.Minute, GroupSize: 4, Estimator: reward.GRPO, SinkWait: 10 * time.Second,
+		MaxSessionCalls: 1000, MaxSessionBytes: 16 << 20, MaxTotalBytes: 1 << 30, GroupTimeout: 10 * time.Minute}
 }
 
 // Validate reports a missing directory, a server API key, and bounds out
@@ -139,6 +160,18 @@ func (c Config) Validate() error {
 	if c.GroupSize < 2 {
 		errs = append(errs, fmt.Errorf("group size %d: want at least 2", c.GroupSize))
 	}
+	if c.MaxSessionCalls < 1 {
+		errs = append(errs, fmt.Errorf("max session calls %d: want at least 1", c.MaxSessionCalls))
+	}
+	if c.MaxSessionBytes < 1 {
+		errs = append(errs, fmt.Errorf("max session bytes %d: want at least 1", c.MaxSessionBytes))
+	}
+	if c.MaxTotalBytes < c.MaxSessionBytes {
+		errs = append(errs, fmt.Errorf("max total bytes %d: want at least max session bytes, %d", c.MaxTotalBytes, c.MaxSessionBytes))
+	}
+	if c.GroupTimeout < 0 {
+		errs = append(errs, fmt.Errorf("group timeout %v must not be negative", c.GroupTimeout))
+	}
 	if _, err := reward.ParseEstimator(string(c.Estimator)); err != nil {
 		errs = append(errs, err)
 	}
@@ -162,7 +195,12 @@ type Gateway struct {
 
 	// inflight maps a request handed to the server to its session, for
 	// the server's hook.
-	inflight sync.Map // *http.Request -> *session
+	inflight sync.Map // *http.Request -> inflight
+
+	// held estimates the bytes held by the live sessions and the finished
+	// ones in pending (MaxTotalBytes).
+	held    atomic.Int64
+	metrics *gatewayMetrics
 
 	// Lock order: mu, then a session's mu; gmu alone.
 	mu       sync.Mutex
@@ -180,6 +218,11 @@ type Gateway struct {
 	stopPush context.CancelFunc
 	pushDone chan struct{}
 	pushed   atomic.Int64
+
+	// The group timer, with Config.GroupTimeout: stopped by stopTimer,
+	// done when it returns.
+	stopTimer context.CancelFunc
+	timerDone chan struct{}
 }
 
 // Open starts a gateway over models. It opens the store in cfg.Dir and marks
@@ -210,6 +253,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, models ...delegate.
 		cfg: cfg, srv: srv, db: db, log: log, sessions: map[string]*session{}, pending: map[string][]*Finished{},
 		admin: edge.Config{Token: cfg.Token, Open: []string{"/health"}, Hosts: cfg.Hosts, Realm: "delegate-gateway", Refuse: refuse},
 	}
+	g.metrics = newGatewayMetrics(func() float64 { return float64(g.held.Load()) })
+	if err := srv.RegisterMetrics(g.metrics.collectors()...); err != nil {
+		_ = db.Close() // the registry's error is what matters
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	if err := g.recover(ctx); err != nil {
 		// The recovery error is what matters.
 		_ = db.Close()
@@ -221,6 +269,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger, models ...delegate.
 		pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		g.pushKick, g.stopPush, g.pushDone = make(chan struct{}, 1), stop, make(chan struct{})
 		go g.pusher(pctx)
+	}
+	if cfg.GroupTimeout > 0 {
+		tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		g.stopTimer, g.timerDone = stop, make(chan struct{})
+		go g.timer(tctx)
 	}
 	return g, nil
 }
@@ -281,6 +334,7 @@ func (g *Gateway) recover(ctx context.Context) error {
 			return fmt.Errorf("finished session %s: version %d, this build reads version %d", short(s.Key), rec.Version, FinishedVersion)
 		}
 		g.pending[s.Group] = append(g.pending[s.Group], &rec)
+		g.held.Add(finishedBytes(&rec))
 	}
 	return nil
 }
@@ -300,6 +354,10 @@ func (g *Gateway) Pushed() int64 { return g.pushed.Load() }
 // file. Sessions still open stay open in the store: the next Open counts
 // them lost. Records not yet sent are sent after the next Open.
 func (g *Gateway) Close() error {
+	if g.stopTimer != nil {
+		g.stopTimer()
+		<-g.timerDone
+	}
 	if g.stopPush != nil {
 		g.stopPush()
 		<-g.pushDone
@@ -329,6 +387,10 @@ func (g *Gateway) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	case p == "/health":
 		route = p
 		g.serveAdmin(w, r, http.MethodGet, g.health)
+	case p == "/metrics":
+		// The server's registry holds the gateway's metrics too.
+		route = p
+		g.serveAdmin(w, r, http.MethodGet, g.srv.ServeHTTP)
 	case p == "/sessions":
 		route = p
 		g.serveAdmin(w, r, http.MethodPost, g.create)
@@ -351,7 +413,7 @@ func (g *Gateway) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		g.agent(w, r, id, p)
 	default:
 		// The path is not echoed: it may hold a session id.
-		writeError(w, http.StatusNotFound, "unknown_url", "unknown path (served: POST /sessions, POST /sessions/{id}/reward, GET /health, and the OpenAI routes under /s/{id}/v1 or /v1)")
+		writeError(w, http.StatusNotFound, "unknown_url", "unknown path (served: POST /sessions, POST /sessions/{id}/reward, GET /health, GET /metrics, and the OpenAI routes under /s/{id}/v1 or /v1)")
 	}
 }
 
@@ -419,7 +481,7 @@ func (g *Gateway) agent(w http.ResponseWriter, r *http.Request, id, path string)
 		r2.Header = r.Header.Clone()
 		r2.Header.Del("Authorization") // the session id goes no further
 	}
-	g.inflight.Store(r2, s)
+	g.inflight.Store(r2, inflight{s: s, w: w})
 	defer g.inflight.Delete(r2)
 	g.srv.ServeHTTP(w, r2)
 }
@@ -436,7 +498,7 @@ func (g *Gateway) health(w http.ResponseWriter, r *http.Request) {
 	live := len(g.sessions)
 	g.mu.Unlock()
 	h := map[string]any{"status": "ok", "live_sessions": live, "sessions": counts,
-		"lost_at_start": g.lost, "chat_template_hashes": g.cfg.Templates}
+		"lost_at_start": g.lost, "chat_template_hashes": g.cfg.Templates, "held_bytes": g.held.Load()}
 	if g.cfg.Sink != nil {
 		h["groups_pushed"] = g.pushed.Load()
 	}
@@ -568,15 +630,16 @@ func (g *Gateway) expire(ctx context.Context) {
 	}
 	g.mu.Unlock()
 	for _, s := range gone {
+		g.release(s)
 		if err := g.db.ExpireSession(context.WithoutCancel(ctx), s.key); err != nil {
 			g.log.Error("record an expired session", "session", short(s.key), "err", err)
 		}
 		if g.cfg.Ended != nil {
 			s.mu.Lock()
-			calls := s.callList()
+			calls, refused := s.callList(), s.refused
 			s.mu.Unlock()
 			g.cfg.Ended(&Finished{Version: FinishedVersion, Key: s.key, Task: s.task, Group: s.group, Metadata: s.metadata,
-				Created: s.created.UTC(), Finished: now.UTC(), PolicyVersion: s.policyVersion, Calls: calls}, true)
+				Created: s.created.UTC(), Finished: now.UTC(), PolicyVersion: s.policyVersion, Calls: calls, Refused: refused}, true)
 		}
 	}
 }
@@ -626,7 +689,7 @@ func (g *Gateway) finish(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	s.done = true
-	calls := s.callList()
+	calls, refused := s.callList(), s.refused
 	s.mu.Unlock()
 	fin, err := g.score(r.Context(), s, calls, req)
 	if err != nil {
@@ -636,6 +699,7 @@ func (g *Gateway) finish(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, http.StatusUnprocessableEntity, "unverifiable", err.Error())
 		return
 	}
+	fin.Refused = refused
 	data, err := json.Marshal(fin)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "encode_error", err.Error())
@@ -651,6 +715,7 @@ func (g *Gateway) finish(w http.ResponseWriter, r *http.Request, id string) {
 	g.mu.Lock()
 	delete(g.sessions, s.key)
 	g.mu.Unlock()
+	g.release(s)
 	if g.cfg.Ended != nil {
 		g.cfg.Ended(fin, false)
 	}
@@ -687,7 +752,7 @@ func (g *Gateway) score(ctx context.Context, s *session, calls []Call, req Rewar
 			answer = *req.Answer
 		} else {
 			for i := len(calls) - 1; i >= 0; i-- {
-				if calls[i].Trained {
+				if calls[i].Trained && !calls[i].Failed {
 					answer = calls[i].Output.Content
 					break
 				}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/reward"
@@ -23,11 +24,19 @@ func (g *Gateway) addFinished(ctx context.Context, fin *Finished) (int, error) {
 	g.gmu.Lock()
 	defer g.gmu.Unlock()
 	g.pending[fin.Group] = append(g.pending[fin.Group], fin)
+	g.held.Add(finishedBytes(fin))
 	members := g.pending[fin.Group]
 	if len(members) < g.cfg.GroupSize {
 		return 0, nil
 	}
-	members = members[:g.cfg.GroupSize]
+	return g.commitGroup(ctx, fin.Group, members[:g.cfg.GroupSize])
+}
+
+// commitGroup appends the records of members, the first of the pending
+// sessions of group key, and commits them. A group of fewer than
+// GroupSize timed out: its records name the sessions it waited for in
+// vain. The caller holds gmu.
+func (g *Gateway) commitGroup(ctx context.Context, key string, members []*Finished) (int, error) {
 	recs, err := Records(members, g.cfg.Estimator)
 	if err != nil {
 		return 0, err
@@ -35,6 +44,10 @@ func (g *Gateway) addFinished(ctx context.Context, fin *Finished) (int, error) {
 	var buf []byte
 	for _, rec := range recs {
 		rec.Run = g.run
+		for i := len(members); i < g.cfg.GroupSize; i++ {
+			rec.Missing = append(rec.Missing, rollout.MissedMember{ID: fmt.Sprintf("%s.missing%d", rec.ID, i), Index: i,
+				Error: fmt.Sprintf("the group timed out after %v with %d of its %d sessions", g.cfg.GroupTimeout, len(members), g.cfg.GroupSize)})
+		}
 		line, err := json.Marshal(rec)
 		if err != nil {
 			return 0, fmt.Errorf("encode group %s: %w", rec.ID, err)
@@ -60,11 +73,77 @@ func (g *Gateway) addFinished(ctx context.Context, fin *Finished) (int, error) {
 	}
 	g.size += int64(len(buf))
 	g.kickPusher()
-	g.pending[fin.Group] = slices.Delete(g.pending[fin.Group], 0, len(members))
-	if len(g.pending[fin.Group]) == 0 {
-		delete(g.pending, fin.Group)
-	}
+	g.forget(key, len(members))
 	return len(recs), nil
+}
+
+// forget takes the first n pending sessions of group key out of memory.
+// The caller holds gmu.
+func (g *Gateway) forget(key string, n int) {
+	for _, m := range g.pending[key][:n] {
+		g.held.Add(-finishedBytes(m))
+	}
+	g.pending[key] = slices.Delete(g.pending[key], 0, n)
+	if len(g.pending[key]) == 0 {
+		delete(g.pending, key)
+	}
+}
+
+// timer closes the groups past GroupTimeout, checking ten times a
+// time-out and at least every second, until ctx ends.
+func (g *Gateway) timer(ctx context.Context) {
+	defer close(g.timerDone)
+	t := time.NewTicker(min(max(g.cfg.GroupTimeout/10, 10*time.Millisecond), time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.closeLate(ctx)
+		}
+	}
+}
+
+// closeLate closes each group that has waited GroupTimeout since its
+// first session finished. One of at least 2 sessions is written as a
+// smaller group; one of fewer is dropped: its session is stored as
+// dropped and counted. The store holds the finish times, so a restart
+// keeps the wait.
+func (g *Gateway) closeLate(ctx context.Context) {
+	g.gmu.Lock()
+	defer g.gmu.Unlock()
+	now := g.cfg.Now()
+	for key, members := range g.pending {
+		first := members[0].Finished
+		for _, m := range members[1:] {
+			if m.Finished.Before(first) {
+				first = m.Finished
+			}
+		}
+		if now.Sub(first) < g.cfg.GroupTimeout {
+			continue
+		}
+		n := min(len(members), g.cfg.GroupSize)
+		if n >= 2 {
+			if _, err := g.commitGroup(ctx, key, members[:n]); err != nil {
+				g.log.Error("write a timed-out group", "group", key, "sessions", n, "err", err)
+				continue
+			}
+			g.metrics.timedOut.WithLabelValues("written").Inc()
+			g.log.Warn("a group timed out: written with the sessions it has", "group", key, "sessions", n, "group_size", g.cfg.GroupSize)
+			continue
+		}
+		lone := members[0].Key
+		if err := g.db.DropSessions(ctx, []string{lone}); err != nil {
+			g.log.Error("drop a timed-out group", "group", key, "err", err)
+			continue
+		}
+		g.forget(key, 1) // clears members[0]
+		g.metrics.timedOut.WithLabelValues("dropped").Inc()
+		g.metrics.dropped.Inc()
+		g.log.Warn("a group timed out with one session: dropped", "group", key, "session", short(lone), "timeout", g.cfg.GroupTimeout)
+	}
 }
 
 // Records makes the group records of one group's finished sessions. It

@@ -25,12 +25,12 @@ type Sample struct {
 // one. So two calls that share a prefix and diverge are two samples:
 // the second's copy of the shared part is prompt, not trained. Calls
 // without ids are matched the same way on their messages, and their
-// samples say why they have no tokens.
+// samples say why they have no tokens. Failed calls make none.
 func Samples(calls []Call) []Sample {
 	var out []Sample
 	for i := range calls {
 		c := &calls[i]
-		if !c.Trained {
+		if !c.Trained || c.Failed {
 			continue
 		}
 		best := -1

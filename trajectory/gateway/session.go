@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -33,6 +34,22 @@ type session struct {
 	calls   []*Call
 	done    bool // a reward was given, or the session expired
 	dropped int  // calls answered after done, not recorded
+	// generating counts the choices admitted and not yet recorded. bytes
+	// estimates what the calls hold, those generating included. released
+	// says bytes left the gateway's total when the session ended.
+	generating int
+	bytes      int64
+	released   bool
+	// refused counts the calls refused by a bound; refusedBy says which
+	// bounds have a refusal recorded.
+	refused   int
+	refusedBy map[string]bool
+}
+
+// inflight is what the hook needs of a request handed to the server.
+type inflight struct {
+	s *session
+	w http.ResponseWriter
 }
 
 // Call is the record of one generated choice of a session. It holds what
@@ -72,6 +89,14 @@ type Call struct {
 	// Usage and Cost are the response's; with n > 1 they go on choice 0.
 	Usage delegate.Usage `json:"usage"`
 	Cost  float64        `json:"cost"`
+	// Failed says the call has no answer: the backend failed it (an
+	// error status, a timeout, a lost connection, the client gone) or the
+	// gateway refused it at a bound. Status is the HTTP status answered
+	// and Error the error's text, without credentials. A failed call
+	// makes no sample. A refused call keeps no request.
+	Failed bool   `json:"failed,omitempty"`
+	Status int    `json:"status,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // Finished is a session ended with a reward, as the store keeps it.
@@ -93,18 +118,23 @@ type Finished struct {
 	PolicyVersion *int     `json:"policy_version,omitempty"`
 	Calls         []Call   `json:"calls"`
 	Samples       []Sample `json:"samples"`
+	// Refused counts the calls refused at a bound. The first refusal by
+	// each bound is also among Calls, failed.
+	Refused int `json:"refused,omitempty"`
 }
 
 // hook is the server's Hook. It asks every generation for logprobs and
-// records its choices in the request's session. The client gets logprobs
-// only when it asked. A trained role's call samples at
-// Config.Temperature when it is set.
-func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) func(*delegate.Response) {
+// records its choices in the request's session, or its failure. The
+// client gets logprobs only when it asked. A trained role's call samples
+// at Config.Temperature when it is set. A call that would pass a bound is
+// refused (admit).
+func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) (func(*delegate.Response, error), error) {
 	v, ok := g.inflight.Load(r)
 	if !ok {
-		return nil // never: every request reaching the server comes through agent
+		return nil, nil // never: every request reaching the server comes through agent
 	}
-	s := v.(*session)
+	in := v.(inflight)
+	s := in.s
 	role := r.Header.Get(RoleHeader)
 	if role == "" {
 		role = g.cfg.Roles[model]
@@ -122,43 +152,74 @@ func (g *Gateway) hook(r *http.Request, model string, req *delegate.Request) fun
 	sent := *req // the model may not change req, but the client's view is kept apart
 	sent.Messages = slices.Clone(req.Messages)
 	sent.Tools = slices.Clone(req.Tools)
+	sent.Logprobs = asked
 	start := g.cfg.Now()
-	return func(resp *delegate.Response) {
+	base := Call{Role: role, Trained: trained, Model: model, Request: sent, TemplateHash: g.cfg.Templates[model], Start: start.UTC()}
+	n, reserved := max(req.N, 1), requestBytes(&sent)
+	if err := g.admit(s, in.w, &base, n, reserved); err != nil {
+		return nil, err
+	}
+	return func(resp *delegate.Response, err error) {
 		latency := g.cfg.Now().Sub(start)
-		calls := make([]Call, len(resp.Choices))
-		for i, c := range resp.Choices {
-			k := &calls[i]
-			*k = Call{Role: role, Trained: trained, Model: model, Choice: i, Request: sent, Output: c.Message,
-				FinishReason: c.FinishReason, PromptTokenIDs: resp.PromptTokenIDs, TemplateHash: g.cfg.Templates[model],
-				PolicyVersion: resp.PolicyVersion, Start: start.UTC(), Latency: latency, ModelLatency: resp.Latency}
-			k.Request.Logprobs = asked
-			if i == 0 {
-				k.Usage = resp.Usage
-				k.Cost = g.cfg.Prices[model].Cost(resp.Usage)
-			}
-			k.CompletionTokenIDs, k.Logprobs, k.NoTokens = tokens(resp.PromptTokenIDs, c.Logprobs)
-			if tok := g.cfg.Tokenizers[model]; tok != nil {
-				tokenize(tok, k, c.Logprobs)
-				if strings.HasPrefix(k.NoTokens, "drift: ") {
-					g.log.Error("a call's token ids drift from the chat template: its sample is not trained", "model", model, "role", role, "why", k.NoTokens)
+		var calls []Call
+		if err != nil {
+			k := base
+			k.Latency, k.Failed = latency, true
+			k.Status, k.Error = failure(err)
+			k.Error = secretFree(strings.ReplaceAll(k.Error, s.id, "[session]"))
+			calls = []Call{k}
+			g.metrics.failed.Inc()
+		} else {
+			calls = make([]Call, len(resp.Choices))
+			for i, c := range resp.Choices {
+				k := &calls[i]
+				*k = base
+				k.Choice, k.Output, k.FinishReason, k.PromptTokenIDs = i, c.Message, c.FinishReason, resp.PromptTokenIDs
+				k.PolicyVersion, k.Latency, k.ModelLatency = resp.PolicyVersion, latency, resp.Latency
+				if i == 0 {
+					k.Usage = resp.Usage
+					k.Cost = g.cfg.Prices[model].Cost(resp.Usage)
 				}
-			}
-			if !asked {
-				resp.Choices[i].Logprobs = nil
+				k.CompletionTokenIDs, k.Logprobs, k.NoTokens = tokens(resp.PromptTokenIDs, c.Logprobs)
+				if tok := g.cfg.Tokenizers[model]; tok != nil {
+					tokenize(tok, k, c.Logprobs)
+					if strings.HasPrefix(k.NoTokens, "drift: ") {
+						g.log.Error("a call's token ids drift from the chat template: its sample is not trained", "model", model, "role", role, "why", k.NoTokens)
+					}
+				}
+				if !asked {
+					resp.Choices[i].Logprobs = nil
+				}
 			}
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.generating -= n
 		if s.done {
+			g.addHeld(s, -reserved) // a reward may still fail and the session go on
 			s.dropped += len(calls)
 			g.log.Warn("a call answered after its session ended is not recorded", "session", short(s.key), "dropped", s.dropped)
 			return
 		}
+		g.addHeld(s, recordBytes(calls)-reserved)
 		for i := range calls {
 			calls[i].Index = len(s.calls)
 			s.calls = append(s.calls, &calls[i])
 		}
+	}, nil
+}
+
+// failure returns the status and text of a failed call's error.
+func failure(err error) (int, string) {
+	var ae *delegate.APIError
+	if errors.As(err, &ae) {
+		msg := ae.Message
+		if ae.Code != "" {
+			msg = ae.Code + ": " + msg
+		}
+		return ae.Status, msg
 	}
+	return http.StatusInternalServerError, err.Error()
 }
 
 // callList copies the session's calls; the caller holds s.mu.

@@ -454,8 +454,10 @@ function sessionCallEl(c, open) {
     h('span', {class: 'toggle'}, '▸ '),
     h('b', {}, 'call ' + c.index), ' ', h('span', {class: 'tag'}, c.role), h('span', {class: 'tag'}, c.model),
     c.trained ? h('span', {class: 'tag'}, 'trained') : null,
+    c.failed ? h('span', {class: 'tag failed'}, 'failed ' + c.status) : null,
     c.prompt_tokens + '→' + c.completion_tokens + ' tok, ' + fmt.usd(c.dollars) + ', ' + fmt.ms(c.latency_ms) + '; ' + lpText(c.logprobs));
   const body = h('div', {class: 'body'},
+    c.failed ? h('p', {class: 'error'}, 'failed (' + c.status + '): ' + c.error) : null,
     h('p', {class: 'muted'}, 'token ids recorded: ' + c.prompt_ids + ' prompt, ' + c.completion_ids + ' completion' + (c.no_tokens ? ' (' + c.no_tokens + ')' : '')),
     c.messages.map(messageEl),
     h('div', {}, h('span', {class: 'muted'}, 'output' + (c.finish_reason ? ' (' + c.finish_reason + ')' : '')), messageEl(c.output)),
@@ -470,7 +472,8 @@ async function pageSession(run, key) {
   show(h('h1', {}, 'Session ', h('code', {}, v.key.slice(0, 16) + '…')),
     h('p', {}, h('a', {href: '#/gateway/' + run}, '← all sessions')),
     h('p', {}, 'status ', h('b', {}, v.status), ', group ' + v.group + (v.task ? ', task ' + v.task : '') +
-      (v.reward === null ? '' : ', reward ' + fmt.num(v.reward)) + ', ' + v.calls + ' calls, ' + v.tokens + ' tokens, ' + fmt.usd(v.dollars) + ', ' + v.samples + ' samples'),
+      (v.reward === null ? '' : ', reward ' + fmt.num(v.reward)) + ', ' + v.calls + ' calls' + (v.failed ? ' (' + v.failed + ' failed)' : '') +
+      (v.refused ? ', ' + v.refused + ' refused at a bound' : '') + ', ' + v.tokens + ' tokens, ' + fmt.usd(v.dollars) + ', ' + v.samples + ' samples'),
     h('p', {class: 'small'}, h('code', {}, v.key)),
     v.prompt ? h('div', {}, h('b', {}, 'prompt: '), h('pre', {}, v.prompt)) : null,
     v.roles.length ? h('p', {}, rolesText(v.roles)) : null,
