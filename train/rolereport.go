@@ -53,17 +53,22 @@ type RoleReport struct {
 // DelegatorTest compares the trained delegator with the pretrained one,
 // both with the pretrained solver, on the table's items.
 type DelegatorTest struct {
-	Before, After string // the arms
-	N             int
+	Before string `json:"before"` // the arms
+	After  string `json:"after"`
+	N      int    `json:"n"`
 	// RightBefore and RightAfter count the items right. Lost were right
 	// before only, Gained after only; P is McNemar's.
-	RightBefore, RightAfter int
-	Lost, Gained            int
-	P                       float64
+	RightBefore int     `json:"right_before"`
+	RightAfter  int     `json:"right_after"`
+	Lost        int     `json:"lost"`
+	Gained      int     `json:"gained"`
+	P           float64 `json:"mcnemar_p"`
 	// RewardDiff is the mean paired reward difference, with its paired
 	// bootstrap 95% interval.
-	RewardBefore, RewardAfter, RewardDiff float64
-	RewardCI                              bench.Interval
+	RewardBefore float64        `json:"reward_before"`
+	RewardAfter  float64        `json:"reward_after"`
+	RewardDiff   float64        `json:"reward_diff"`
+	RewardCI     bench.Interval `json:"reward_ci"`
 }
 
 // SolverAnswers is how a solver answered one call: greedy, and with
