@@ -4,7 +4,9 @@
 // solver answers delegated steps. The delegator is the base of the others.
 // peer is an earlier phase of it, MLPO's second peer. planner is it trained
 // further on two-part problems, where decompose starts. router is the
-// planner trained further under route, where delegate train starts. The
+// planner trained further under route, where delegate train starts.
+// solver-weak is the solver's recipe stopped early, a solver RL of the
+// solver has something to teach. The
 // tests check each model's held-out accuracy. README.md in this directory
 // keeps the commands that made them and their measured accuracies.
 package models

@@ -154,6 +154,28 @@ func TestShippedBandSolver(t *testing.T) {
 	}
 }
 
+// TestShippedWeakSolver grades the weak solver greedily on 2-digit
+// products. It must be neither right nor wrong on nearly all of them:
+// RL of the solver needs right and wrong answers to compare (measured
+// 0.45 on 20 and 0.47 on 200).
+func TestShippedWeakSolver(t *testing.T) {
+	m := load(t, "solver-weak", "solver")
+	scores, err := pretrain.GradeSolver(context.Background(), m, 20, 32, 2026)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range scores {
+		if s.Size.Op != world.Mul || !s.Covered || s.Size.X != 2 || s.Size.Y != 2 {
+			continue
+		}
+		if got := float64(s.Right) / float64(s.N); got < 0.15 || got > 0.85 {
+			t.Errorf("weak solver on 2-digit products: %d/%d = %.2f, want between 0.15 and 0.85", s.Right, s.N, got)
+		}
+		return
+	}
+	t.Fatal("no class of 2-digit products")
+}
+
 // TestShippedRouter grades the shipped router, where delegate train starts.
 // It runs greedily on 16 held-out problems alone, writing its scratchpads.
 // It then runs on 16 without a difference under route with the shipped

@@ -162,6 +162,11 @@ type Config struct {
 	StrictToolCalls bool `json:"strict_tool_calls,omitempty"`
 	// EvalConcurrency bounds the table's items in flight. Default 16.
 	EvalConcurrency int `json:"eval_concurrency"`
+	// SolverSamples is how many answers the solver samples per held-out
+	// call, at the trainer's temperature, in the role report of a run that
+	// trains it (RoleReport). 0 asks for greedy answers only. Default
+	// DefaultSolverSamples.
+	SolverSamples int `json:"solver_samples"`
 	// MaxTurns bounds route's delegator turns. Default 6 (the default
 	// world's problems take at most 5 with every step delegated).
 	MaxTurns int `json:"max_turns"`
@@ -248,6 +253,7 @@ func DefaultConfig() Config {
 		TrainProblems:   2000,
 		EvalItems:       100,
 		EvalConcurrency: 16,
+		SolverSamples:   DefaultSolverSamples,
 		MaxTurns:        6,
 		PeerCount:       3,
 		PeerSamples:     4,
@@ -421,6 +427,9 @@ func (c Config) validateEval(v *violations) {
 	}
 	if c.EvalConcurrency < 1 {
 		v.bad("eval_concurrency", "must be at least 1, got %d", c.EvalConcurrency)
+	}
+	if c.SolverSamples < 0 {
+		v.bad("solver_samples", "must not be negative, got %d", c.SolverSamples)
 	}
 	if c.MaxTurns < 1 {
 		v.bad("max_turns", "must be at least 1, got %d", c.MaxTurns)

@@ -292,7 +292,8 @@ func TestRunTrainSolver(t *testing.T) {
 	if !slices.Equal(names, want) {
 		t.Errorf("arms %q, want %q", names, want)
 	}
-	if len(res.Table.Checks) != 1 || !strings.HasPrefix(res.Table.Checks[0].Name, "RL-trained solver beats the pretrained solver") {
-		t.Errorf("checks %+v, want the solver's", res.Table.Checks)
+	if len(res.Table.Checks) != 2 || !strings.HasPrefix(res.Table.Checks[0].Name, "RL-trained solver beats the pretrained solver") ||
+		!strings.HasPrefix(res.Table.Checks[1].Name, "RL-trained solver's own reward on held-out calls") {
+		t.Errorf("checks %+v, want the solver's two", res.Table.Checks)
 	}
 }

@@ -280,6 +280,11 @@ func (r *runner) final(ctx context.Context, phase func(string), res *Result) err
 	}
 	if cfg.trainsSolver() {
 		tab.Checks = append(tab.Checks, SolverAcceptance(tab, cfg.Train)...)
+		phase("the solver's held-out calls, before and after")
+		if tab.Roles, err = r.roleReport(ctx, tab, res.Steps); err != nil {
+			return err
+		}
+		tab.Checks = append(tab.Checks, tab.Roles.checks()...)
 	}
 	return writeTable(filepath.Join(cfg.OutDir, TableFile), tab)
 }

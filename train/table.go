@@ -39,6 +39,10 @@ type Table struct {
 	// Appendix is markdown written between the rows and the notes:
 	// decompose's comparison of every arm with the single-agent baseline.
 	Appendix string
+	// Roles, when set, is each trained role's own reward before and after
+	// training, written after the appendix. A run that trains the solver
+	// sets it.
+	Roles *RoleReport
 }
 
 // Check is one acceptance criterion and whether the table meets it.
@@ -547,6 +551,9 @@ func (t *Table) WriteMarkdown(w io.Writer) error {
 	}
 	if t.Appendix != "" {
 		b.WriteString("\n" + t.Appendix)
+	}
+	if t.Roles != nil {
+		t.Roles.writeMarkdown(&b)
 	}
 	if len(t.Notes) > 0 {
 		b.WriteString("\n")

@@ -90,6 +90,13 @@ checkpoint, with a new --time (and what is left of --train-time). A time
 budget that ends training before --steps still prints the table, marked as
 such, and exits with status 1: the table is not the full run's.
 
+--train solver|both also asks every operation of the held-out problems
+of the pretrained and the trained solver, greedy and --solver-samples
+times at --temperature, and prints each trained role's own reward before
+and after training under the table, paired (also in --out/roles.json).
+--solver shipped:solver-weak names the shipped weak solver, which RL has
+something to teach.
+
 --rl-seeds 1,2,3 trains and evaluates one delegator per RL seed, each in
 --out/seed-N with its own table (the baselines evaluated once, by the
 first), and writes --out/seeds.md: each seed's figures, their mean, sd and
@@ -274,7 +281,8 @@ func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.BoolVar(&cfg.Parity, "parity", cfg.Parity, "decompose: reward with the reference's win/tie/loss buckets against the single-agent baseline instead of the graded comparison")
 	fl.StringVar(&cfg.Train, "train", cfg.Train, "route: the policies trained, each on its own samples of the same rollouts: delegator, solver or both (the solver's trainer in OUT/solver)")
 	fl.StringVar(&cfg.Credit, "credit", cfg.Credit, "route: advantages of the samples: task (each its rollout's), role (each role against its own samples; the solver by its own answer; with --api from the role and question each pushed sequence names) step (each its rollout's, from a reward that charges every wrong answer taken from the solver; delegator only) or decision (each delegate call's tokens from that call's own value against the step's calls on the same operation, the rest its rollout's; delegator only) or counterfactual (each delegate call's tokens get that call's own value, against computing the step inline, worth 0; the rest its rollout's; delegator only)")
-	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory (frozen; default: the shipped solver, embedded)")
+	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory, or a shipped model as shipped:NAME (shipped:solver-weak, the weak solver RL has something to teach) (frozen unless --train solver|both; default: the shipped solver, embedded)")
+	fl.IntVar(&cfg.SolverSamples, "solver-samples", cfg.SolverSamples, "route with --train solver|both: answers the solver samples per held-out call, at --temperature, for the role report under the table (0: greedy answers only)")
 	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start; default, embedded: the shipped router; decompose: the shipped planner; mlpo: the shipped delegator)")
 	fl.StringSliceVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: the peers' checkpoints, directories or shipped:NAME, taken in turn (default: shipped:peer,shipped:delegator)")
 	fl.IntVar(&cfg.PeerCount, "peer-count", cfg.PeerCount, "mlpo: peers of the leader (K) (mlpo default 2)")
@@ -485,6 +493,9 @@ func runTrain(ctx context.Context, out, progress io.Writer, mode string, log *sl
 		filepath.Join(dirs[0], rl.MetricsFile), filepath.Join(cfg.OutDir, train.EvalFile), filepath.Join(cfg.OutDir, train.TableFile), res.Checkpoint)
 	if len(dirs) > 1 {
 		fmt.Fprintf(out, ", %s, %s", filepath.Join(dirs[1], rl.MetricsFile), res.SolverCheckpoint)
+	}
+	if res.Table.Roles != nil {
+		fmt.Fprintf(out, ", %s", filepath.Join(cfg.OutDir, train.RolesFile))
 	}
 	for _, p := range plots {
 		fmt.Fprintf(out, ", %s", p)

@@ -28,6 +28,11 @@ func TestTrainCredit(t *testing.T) {
 	if err != nil || !strings.Contains(got, "3 RL steps (all steps done") {
 		t.Fatalf("role credit run: %v\n%s", err, got)
 	}
+	for _, want := range []string{"Each trained role's own reward on held-out items", "- delegator (the task's reward;", "- solver (its own answer right", "| all | "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the role report lacks %q:\n%s", want, got)
+		}
+	}
 	run, err := os.ReadFile(filepath.Join(out, train.RunFile))
 	if err != nil || !strings.Contains(string(run), `"credit": "role"`) {
 		t.Errorf("run file: %v\n%s", err, run)
