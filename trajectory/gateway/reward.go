@@ -76,23 +76,27 @@ func policyRoles(calls []Call) []string {
 }
 
 // sessionTrace is a session's calls as a rollout's trace: one call node
-// per call under the root, in call order, answering answer. Calls that
-// overlap in time ran side by side (delegate.CriticalPath). The trace's
-// latency runs from the first call's start to the last call's end.
+// per answered call under the root, in call order, answering answer. A
+// failed call has no answer and no usage, so it is not charged. Calls
+// that overlap in time ran side by side (delegate.CriticalPath). The
+// trace's latency runs from the first call's start to the last call's end.
 func sessionTrace(calls []Call, answer string) *delegate.Trace {
 	root := &delegate.Node{Name: traceStrategy}
 	var first, last time.Time
 	for i := range calls {
 		c := &calls[i]
+		if c.Failed {
+			continue
+		}
 		out := c.Output
 		root.Children = append(root.Children, &delegate.Node{ID: i + 1, Name: c.Role, Role: c.Role, Model: c.Model,
 			PolicyVersion: c.PolicyVersion, Output: &out, Usage: c.Usage, Cost: c.Cost, Start: c.Start, Latency: c.Latency,
 			FinishReason: c.FinishReason})
 		end := c.Start.Add(c.Latency)
-		if i == 0 || c.Start.Before(first) {
+		if first.IsZero() || c.Start.Before(first) {
 			first = c.Start
 		}
-		if i == 0 || end.After(last) {
+		if last.IsZero() || end.After(last) {
 			last = end
 		}
 	}

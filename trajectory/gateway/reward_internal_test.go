@@ -167,3 +167,17 @@ func TestVerifiedSessionRewardRefusesNaN(t *testing.T) {
 		t.Errorf("reward %v, want an error", fin.Reward)
 	}
 }
+
+// TestFailedCallsAreNotCharged checks that a failed call, which has no
+// answer and no usage, leaves a session's trace as it would be without it.
+func TestFailedCallsAreNotCharged(t *testing.T) {
+	calls := handBuiltCalls(`\boxed{1288}`)
+	want := sessionTrace(calls, "1288")
+	failed := Call{Role: "solver", Model: "solver", Start: calls[1].Start, Latency: 10 * time.Second, Failed: true, Status: 502}
+	withFailed := append(append(append([]Call{}, calls[:2]...), failed), calls[2:]...)
+	got := sessionTrace(withFailed, "1288")
+	if len(got.Root.Children) != len(want.Root.Children) || got.Latency != want.Latency || got.Total != want.Total {
+		t.Errorf("with a failed call: %d calls, latency %v, total %+v; want %d, %v, %+v",
+			len(got.Root.Children), got.Latency, got.Total, len(want.Root.Children), want.Latency, want.Total)
+	}
+}
