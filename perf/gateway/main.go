@@ -100,7 +100,13 @@ func run(bin string, calls, reps, workers, perSession int) error {
 	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
 		return err
 	}
-	gw, err := startGateway(bin, config, filepath.Join(dir, "out"), "sb")
+	args := []string{"sb"}
+	if perSession > 1000 {
+		// The default bound is 1,000 calls a session; at 2.6 KiB a call,
+		// 1 GiB holds a session of 100,000.
+		args = append(args, "--max-session-calls", strconv.Itoa(perSession), "--max-session-bytes", "1073741824")
+	}
+	gw, err := startGateway(bin, config, filepath.Join(dir, "out"), args...)
 	if err != nil {
 		return err
 	}
