@@ -90,7 +90,8 @@ func TestRestartKeepsBatchGroups(t *testing.T) {
 
 // A group with no sequences is an item with nothing to train. A trainer
 // registered with batch_groups takes it as one group of a batch, counted
-// by /status-env like any other; without batch_groups it is refused.
+// by /status-env like any other, queued or in a batch assembled but not
+// fetched; without batch_groups it is refused.
 func TestEmptyGroups(t *testing.T) {
 	empty := func(id string) []byte {
 		return fmt.Appendf(nil, `{"tokens": [], "masks": [], "scores": [], "group_overrides": {"group_id": %q}, "env_id": 0}`, id)
@@ -102,8 +103,9 @@ func TestEmptyGroups(t *testing.T) {
 			wantFields(t, "empty push", callJSON(t, "POST", u+"/scored_data", empty("a")), map[string]any{"status": "received"})
 			callJSON(t, "POST", u+"/scored_data", group(3, 1, `, "env_id": 0`))
 			callJSON(t, "POST", u+"/scored_data", empty("b"))
+			callJSON(t, "POST", u+"/scored_data", empty("c"))
 			wantFields(t, "status-env", callJSON(t, "GET", u+"/status-env", []byte(`{"env_id": 0}`)),
-				map[string]any{"self_queue_size": 3, "queue_size": 3})
+				map[string]any{"self_queue_size": 4, "queue_size": 4})
 			status, raw := call(t, "GET", u+"/batch", nil)
 			var b atropos.Batch
 			if err := json.Unmarshal(raw, &b); status != http.StatusOK || err != nil {
@@ -116,7 +118,9 @@ func TestEmptyGroups(t *testing.T) {
 			if b.Step != 1 || fmt.Sprint(sizes) != "[0 3]" {
 				t.Errorf("batch: step %d of groups of %v sequences, want step 1 of [0 3]", b.Step, sizes)
 			}
-			wantFields(t, "left", callJSON(t, "GET", u+"/status-env", []byte(`{"env_id": 0}`)), map[string]any{"self_queue_size": 1})
+			// The second batch, two empty groups, is assembled but not
+			// fetched: still counted as queued.
+			wantFields(t, "left", callJSON(t, "GET", u+"/status-env", []byte(`{"env_id": 0}`)), map[string]any{"self_queue_size": 2})
 		})
 	})
 	t.Run("sequences", func(t *testing.T) {
