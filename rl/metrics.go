@@ -51,6 +51,9 @@ type Metrics struct {
 	// QuarantinedGroups counts the groups the source could not use
 	// (Group.Quarantined): not trained, not in Groups.
 	QuarantinedGroups int `json:"quarantined_groups,omitempty"`
+	// EmptyGroups counts the items that gave the policy nothing to train
+	// (Group.Empty): in Groups, without rollouts.
+	EmptyGroups int `json:"empty_groups,omitempty"`
 
 	Sequences        int     `json:"sequences"`          // policy calls
 	PolicyTokens     int     `json:"policy_tokens"`      // tokens the policy generated

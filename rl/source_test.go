@@ -112,6 +112,35 @@ func TestQuarantinedGroupsAreLeftOut(t *testing.T) {
 	}
 }
 
+// TestEmptyGroupsAreLeftOut checks that an empty group, an item that gave
+// the policy nothing to train, changes nothing in the update, bit for bit.
+// It is counted among the groups. A step of nothing but empty groups is
+// skipped, not failed, and its means are left at zero.
+func TestEmptyGroupsAreLeftOut(t *testing.T) {
+	cfg := toyConfig(t.TempDir())
+	cfg.Steps = 1
+	groups := toyGroups(t, cfg)
+	with := append([]Group{{Empty: true, Staleness: -1}}, groups...)
+	want, wantM := stepOn(t, cfg, groups)
+	got, m := stepOn(t, cfg, with)
+	if !slices.Equal(got, want) {
+		t.Error("parameters after the step with an empty group differ from those without it")
+	}
+	if m.EmptyGroups != 1 || m.Groups != len(groups)+1 || m.Items != len(groups)+1 || m.Reward != wantM.Reward || m.Rollouts != wantM.Rollouts || m.FailedGroups != 0 {
+		t.Errorf("empty %d, groups %d, items %d, reward %v, rollouts %d, failed %d; want 1, %d, %d, %v, %d, 0",
+			m.EmptyGroups, m.Groups, m.Items, m.Reward, m.Rollouts, m.FailedGroups, len(groups)+1, len(groups)+1, wantM.Reward, wantM.Rollouts)
+	}
+	before := slices.Clone(tinyParams(t, 64, 7).Data)
+	after, m := stepOn(t, cfg, []Group{{Empty: true}, {Empty: true}})
+	if !m.Skipped || m.EmptyGroups != 2 || m.Groups != 2 || m.Rollouts != 0 || !slices.Equal(after, before) {
+		t.Errorf("a step of empty groups only: skipped %v, empty %d, groups %d, rollouts %d, parameters changed %v; want skipped, 2, 2, 0, unchanged",
+			m.Skipped, m.EmptyGroups, m.Groups, m.Rollouts, !slices.Equal(after, before))
+	}
+	if math.IsNaN(m.Reward) || math.IsNaN(m.PolicyTokensMean) || m.Reward != 0 {
+		t.Errorf("a step of empty groups only: reward %v, tokens per rollout %v; want 0, no NaN", m.Reward, m.PolicyTokensMean)
+	}
+}
+
 func TestSourceRejectsBadGroups(t *testing.T) {
 	cfg := toyConfig(t.TempDir())
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -122,7 +151,8 @@ func TestSourceRejectsBadGroups(t *testing.T) {
 		want   string
 	}{
 		{"mixed advantages", []Group{{Rollouts: []ScoredRollout{{Episodes: eps[:1], HasAdvantage: true}, {Episodes: eps[1:]}}}}, "all or none"},
-		{"empty", []Group{{}}, "no rollouts"},
+		{"no rollouts", []Group{{}}, "no rollouts"},
+		{"empty with rollouts", []Group{{Empty: true, Rollouts: []ScoredRollout{{Episodes: eps[:1], HasAdvantage: true}}}}, "an empty group holds 1 rollouts"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

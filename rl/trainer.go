@@ -56,6 +56,11 @@ type Group struct {
 	// An environment may send what the policy cannot train on.
 	// The group trains nothing and is counted in Metrics.QuarantinedGroups; the step goes on without it.
 	Quarantined string
+	// Empty marks an item that gave this policy nothing to train: its
+	// rollouts never called the policy's role. It has no Rollouts and
+	// nothing Failed. It counts in Metrics.Groups and EmptyGroups, not as
+	// failed; a step of empty groups alone is skipped.
+	Empty bool
 }
 
 // ScoredRollout is one rollout of a group: its training sequences, reward and advantage.
@@ -295,7 +300,7 @@ func (t *Trainer) describe(step int, groups []Group) (*Metrics, error) {
 		}
 	}
 	if len(s.rewards) == 0 {
-		if m.QuarantinedGroups > 0 {
+		if m.QuarantinedGroups > 0 || m.EmptyGroups > 0 {
 			return m, nil // nothing to train: the step is skipped
 		}
 		if m.FailedRollouts > 0 {
@@ -322,6 +327,15 @@ func (t *Trainer) describeGroup(m *Metrics, s *stepSums, g *Group) error {
 	if g.Quarantined != "" {
 		m.QuarantinedGroups++
 		g.Rollouts = nil
+		return nil
+	}
+	if g.Empty {
+		if len(g.Rollouts) > 0 || g.Failed > 0 {
+			return fmt.Errorf("an empty group holds %d rollouts and %d failed", len(g.Rollouts), g.Failed)
+		}
+		m.Groups++
+		m.EmptyGroups++
+		s.countStaleness(m, g.Staleness)
 		return nil
 	}
 	m.Groups++

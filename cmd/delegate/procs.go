@@ -242,9 +242,14 @@ func (t *topology) children(dir, apiAddr, serveAddr string, secrets []string) []
 			"--keep-ties", "--no-baseline", "--omit-traces", "--reward", rewardWorld, "--advantage", string(c.RL.Estimator), "--progress", "none",
 			"--out", filepath.Join(dir, procsEnvDir(i)), "--push", url, "--push-name", fmt.Sprintf("env-%d", i)}
 		args = append(args, pace...)
-		if c.Train == train.TrainBoth {
+		switch c.Train {
+		case train.TrainBoth:
 			// The delegator's turns and the solver's answers, each a sample.
 			args = append(args, "--train-roles", strategy.RoleStrong+","+strategy.RoleWeak)
+		case train.TrainSolver:
+			// The solver's answers alone. An item whose rollouts never call
+			// it gives an empty group, which keeps its step's batch whole.
+			args = append(args, "--train-roles", strategy.RoleWeak)
 		}
 		if t.otlp != "" {
 			args = append(args, "--otlp", t.otlp)
@@ -445,12 +450,17 @@ func runTrainProcesses(ctx context.Context, out, progress io.Writer, mode string
 		fmt.Fprintf(out, "\nthe table's baselines took %s after the trainer's last step\n", wait.Round(100*time.Millisecond))
 	}
 	trainerDir := filepath.Join(dir, procsTrainerDir)
-	ms, err := readTrainerMetrics(trainerDir)
+	// The lead trainer's metrics: the solver's when it alone is trained.
+	leadDir := trainerDir
+	if t.cfg.Train == train.TrainSolver {
+		leadDir = filepath.Join(trainerDir, train.SolverDir)
+	}
+	ms, err := readTrainerMetrics(leadDir)
 	if err != nil {
 		return err
 	}
 	trained := train.Result{StoppedBy: "steps", Checkpoint: filepath.Join(rl.CheckpointDir(trainerDir), "policy")}
-	if t.cfg.Train == train.TrainBoth {
+	if t.cfg.Train != train.TrainDelegator {
 		trained.SolverCheckpoint = filepath.Join(rl.CheckpointDir(filepath.Join(trainerDir, train.SolverDir)), "policy")
 	}
 	for _, m := range ms {

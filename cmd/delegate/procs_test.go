@@ -456,7 +456,6 @@ func TestTrainProcessesFlags(t *testing.T) {
 		{"too many", []string{"--processes", "65"}, "want 1 to 64 environments"},
 		{"negative", []string{"--processes", "-1"}, "want 1 to 64 environments"},
 		{"api", []string{"--processes", "2", "--api", "http://127.0.0.1:1"}, "--api does not apply"},
-		{"the solver alone", []string{"--processes", "2", "--train", "solver"}, "--processes trains the delegator or both"},
 		{"batch items without an api", []string{"--batch-items"}, "--batch-items goes with --api"},
 		{"mu", []string{"--processes", "2", "--mu", "0.1"}, "--mu does not apply"},
 		{"mlpo", []string{"--processes", "2", "--mode", "mlpo"}, "--mode does not apply"},
@@ -544,6 +543,62 @@ func TestTrainProcessesTrainsBothRoles(t *testing.T) {
 		}
 	}
 	sameTrainedRows(t, inDir, procsDir, 3)
+}
+
+// TestTrainProcessesTrainsTheSolver runs `train --processes 2 --train
+// solver --credit role` for 2 steps, and the same run in process. The
+// environments send the solver's answers alone; an item whose greedy
+// delegator never calls the solver gives an empty group, which the API
+// takes as one of the step's items and the trainer trains nothing on.
+// Every step has both its items, one of them empty at least once. The
+// run exits 0, the solver's checkpoint moved from the shipped model, and
+// no delegator checkpoint is written: the policy server's delegator is
+// the starting one throughout.
+//
+// The solver's trainer gets the in-process run's samples step for step,
+// grouped otherwise, as in TestTrainProcessesTrainsBothRoles: its policy
+// tokens and gradient norms are the in-process ones. The reward's mean
+// differs: over the API it is over the solver's answers alone, in process
+// over every rollout of the items. The table's trained rows are the same
+// but for latency.
+func TestTrainProcessesTrainsTheSolver(t *testing.T) {
+	endToEnd(t)
+	const steps = 2
+	// MLPO's shipped delegator, greedy under route, calls the solver on
+	// one item of step 1 and not on the other (seed 4); step 2 trains.
+	// Absolute: the topology's children run elsewhere.
+	delegator, err := filepath.Abs(filepath.Join(repoRoot, "models", "delegator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--train", "solver", "--credit", "role", "--estimator", "drgrpo", "--steps", strconv.Itoa(steps), "--items", "2", "--group", "4",
+		"--eval-items", "2", "--rule-items", "1", "--seed", "4", "--delegator", delegator, "-q"}
+	inDir, procsDir := trainBothWays(t, args)
+	trainerDir := filepath.Join(procsDir, procsTrainerDir)
+	in := readMetrics(t, filepath.Join(inDir, train.SolverDir, rl.MetricsFile))
+	procs := readMetrics(t, filepath.Join(trainerDir, train.SolverDir, rl.MetricsFile))
+	sameSolverSteps(t, in, procs, steps)
+	empty := 0
+	for _, m := range procs {
+		if m.Items != 2 || m.Groups != 2 || m.QuarantinedGroups != 0 {
+			t.Errorf("step %d: %d items, %d groups, %d quarantined; want 2, 2, 0: every item of the step, none set aside", m.Step, m.Items, m.Groups, m.QuarantinedGroups)
+		}
+		empty += m.EmptyGroups
+	}
+	if empty == 0 {
+		t.Error("no empty group at any step: the run never met an item without a solver call")
+	}
+	start, _, err := models.Load("solver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Equal(policyParams(t, filepath.Join(trainerDir, train.SolverDir)).Data, start.Data) {
+		t.Error("the solver's checkpoint is the shipped model's: not trained")
+	}
+	if _, err := os.Stat(rl.CheckpointDir(trainerDir)); !os.IsNotExist(err) {
+		t.Errorf("a delegator checkpoint in %s (%v): the delegator is not trained", trainerDir, err)
+	}
+	sameTrainedRows(t, inDir, procsDir, 1)
 }
 
 // sameSolverSteps fails t unless the solver's trainer with processes
@@ -721,6 +776,7 @@ func TestTrainProcessesRoles(t *testing.T) {
 	}{
 		{train.TrainDelegator, true, false, ""},
 		{train.TrainBoth, true, true, "--train-roles strong,weak"},
+		{train.TrainSolver, false, true, "--train-roles weak"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.train, func(t *testing.T) {

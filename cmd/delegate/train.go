@@ -204,12 +204,6 @@ func trainConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
 	if f.total > 0 {
 		cfg.Deadline = time.Now().Add(f.total)
 	}
-	// The solver alone is sampled only where the delegator calls it: an
-	// item whose rollouts never do gives its trainer no group to push,
-	// and the step's batch of items would wait for it.
-	if cfg.Train == train.TrainSolver && f.processes != 0 {
-		return fmt.Errorf("train: --train %s: --processes trains the delegator or both (an item whose rollouts never call the solver would give the solver's trainer no group, and its step's batch would wait for it); train both, or the solver from an API with --api and process --push --train-roles weak", cfg.Train)
-	}
 	if cfg.BatchItems && f.api == "" {
 		return errors.New("train: --batch-items goes with --api")
 	}

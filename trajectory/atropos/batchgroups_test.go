@@ -1,6 +1,7 @@
 package atropos_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -85,4 +86,49 @@ func TestRestartKeepsBatchGroups(t *testing.T) {
 	if step, tags, _ := batchOf(t, h.url); step != 1 || fmt.Sprint(tags) != "[0 1]" {
 		t.Errorf("batch after restart: step %d tags %v, want step 1 [0 1]", step, tags)
 	}
+}
+
+// A group with no sequences is an item with nothing to train. A trainer
+// registered with batch_groups takes it as one group of a batch, counted
+// by /status-env like any other, queued or in a batch assembled but not
+// fetched; without batch_groups it is refused.
+func TestEmptyGroups(t *testing.T) {
+	empty := func(id string) []byte {
+		return fmt.Appendf(nil, `{"tokens": [], "masks": [], "scores": [], "group_overrides": {"group_id": %q}, "env_id": 0}`, id)
+	}
+	t.Run("batch_groups", func(t *testing.T) {
+		backends(t, atropos.DefaultConfig(), func(t *testing.T, h *harness) {
+			u := h.url
+			startGroupRun(t, u, 8, 2, 4)
+			wantFields(t, "empty push", callJSON(t, "POST", u+"/scored_data", empty("a")), map[string]any{"status": "received"})
+			callJSON(t, "POST", u+"/scored_data", group(3, 1, `, "env_id": 0`))
+			callJSON(t, "POST", u+"/scored_data", empty("b"))
+			callJSON(t, "POST", u+"/scored_data", empty("c"))
+			wantFields(t, "status-env", callJSON(t, "GET", u+"/status-env", []byte(`{"env_id": 0}`)),
+				map[string]any{"self_queue_size": 4, "queue_size": 4})
+			status, raw := call(t, "GET", u+"/batch", nil)
+			var b atropos.Batch
+			if err := json.Unmarshal(raw, &b); status != http.StatusOK || err != nil {
+				t.Fatalf("GET /batch: %d %s (%v)", status, raw, err)
+			}
+			var sizes []int
+			for _, g := range b.Batch {
+				sizes = append(sizes, len(g.Tokens))
+			}
+			if b.Step != 1 || fmt.Sprint(sizes) != "[0 3]" {
+				t.Errorf("batch: step %d of groups of %v sequences, want step 1 of [0 3]", b.Step, sizes)
+			}
+			// The second batch, two empty groups, is assembled but not
+			// fetched: still counted as queued.
+			wantFields(t, "left", callJSON(t, "GET", u+"/status-env", []byte(`{"env_id": 0}`)), map[string]any{"self_queue_size": 2})
+		})
+	})
+	t.Run("sequences", func(t *testing.T) {
+		h := startMemory(t, atropos.DefaultConfig())
+		startRun(t, h.url, 8, 4)
+		status, out := call(t, "POST", h.url+"/scored_data", empty("a"))
+		if status != http.StatusUnprocessableEntity || !strings.Contains(string(out), "at least one sequence") {
+			t.Errorf("empty group: %d %s, want 422 asking for a sequence", status, out)
+		}
+	})
 }

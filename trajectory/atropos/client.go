@@ -376,7 +376,10 @@ type EnvClient struct {
 	// Set by Register.
 	ID        int
 	BatchSize int
-	Start     RegisterEnvResponse
+	// BatchGroups is the trainer's batch_groups: positive when a batch
+	// counts groups, and a group may then be empty.
+	BatchGroups int
+	Start       RegisterEnvResponse
 }
 
 // DefaultEnvClient returns BaseEnv's defaults: DefaultClient's, 3 batches
@@ -421,12 +424,13 @@ func (c *EnvClient) Register(ctx context.Context) error {
 		}
 	}
 	var info struct {
-		BatchSize int `json:"batch_size"`
+		BatchSize   int `json:"batch_size"`
+		BatchGroups int `json:"batch_groups"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/info", nil, &info); err != nil {
 		return err
 	}
-	c.BatchSize = info.BatchSize
+	c.BatchSize, c.BatchGroups = info.BatchSize, info.BatchGroups
 	return nil
 }
 

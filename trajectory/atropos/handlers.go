@@ -419,7 +419,8 @@ func (s *Server) statusEnv(id int) (StatusEnv, bool) {
 	// of the trainer by every batch assembled at once.)
 	for _, rec := range s.pending {
 		for _, g := range rec.Groups {
-			if g.Size > 0 {
+			// In batches of groups an empty group takes its slot too.
+			if g.Size > 0 || slot > 0 {
 				count(g.Env, g.Size, g.Unit)
 			}
 		}
@@ -545,7 +546,8 @@ func (s *Server) handleScoredDataList(w http.ResponseWriter, r *http.Request) {
 }
 
 // limits are the bounds of token ids and sequences the trainer
-// registered: vocab_size and max_token_len when it gave them.
+// registered: vocab_size and max_token_len when it gave them. With
+// batch_groups a group may be empty.
 func (s *Server) limits() idLimits {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -557,6 +559,7 @@ func (s *Server) limits() idLimits {
 		lim.vocab = int64(v)
 	}
 	lim.maxLen = max(s.state.Registration.MaxTokenLen, 0)
+	lim.empty = s.state.Registration.BatchGroups > 0
 	return lim
 }
 

@@ -66,6 +66,7 @@ type Pusher struct {
 	mu      sync.Mutex
 	paused  time.Duration // summed over items
 	refused int           // groups the API refused for good
+	empty   int           // groups without sequences not sent
 	// The step whose policy the items now starting sample (sync). Also
 	// when the trainer reached it, and how many items started on it.
 	syncStep    int
@@ -254,8 +255,17 @@ func (s *Pusher) waitSync(ctx context.Context) (int, error) {
 // refuses for what it holds (422: ids or lengths the trainer cannot use;
 // 413: too large) would be refused again at every retry: it is reported
 // on out, counted, and not sent again, so that one bad group does not
-// stop the environment at every restart.
+// stop the environment at every restart. A group without sequences (its
+// rollouts never called the trained roles) is sent only to a trainer
+// registered with batch_groups, for which it is one of a step's items;
+// otherwise it is counted and not sent.
 func (s *Pusher) Send(ctx context.Context, g *rollout.GroupRecord) error {
+	if len(g.Tokens) == 0 && s.env.BatchGroups <= 0 {
+		s.mu.Lock()
+		s.empty++
+		s.mu.Unlock()
+		return nil
+	}
 	if s.CheckSample != nil {
 		g = checkedSamples(g, s.CheckSample)
 	}
@@ -291,7 +301,11 @@ func (s *Pusher) Send(ctx context.Context, g *rollout.GroupRecord) error {
 // environment is done.
 func (s *Pusher) Close(ctx context.Context) error {
 	s.mu.Lock()
-	fmt.Fprintf(s.out, "push: done; %.1fs over the items in all paused for the trainer; %d groups refused by the API\n", s.paused.Seconds(), s.refused)
+	fmt.Fprintf(s.out, "push: done; %.1fs over the items in all paused for the trainer; %d groups refused by the API", s.paused.Seconds(), s.refused)
+	if s.empty > 0 {
+		fmt.Fprintf(s.out, "; %d groups without sequences not sent (the trainer counts sequences, not groups)", s.empty)
+	}
+	fmt.Fprintln(s.out)
 	s.mu.Unlock()
 	return s.env.Disconnect(ctx)
 }
@@ -312,6 +326,10 @@ func ScoredDataOf(g *rollout.GroupRecord) (ScoredData, error) {
 	sd := ScoredData{
 		Tokens: g.Tokens, Masks: g.Masks, Scores: g.Scores, InferenceLogprobs: g.InferenceLogprobs,
 		GroupOverrides: groupOverride(g).Map(),
+	}
+	if len(g.Tokens) == 0 {
+		// An empty group: its three required fields as empty lists, not null.
+		sd.Tokens, sd.Masks, sd.Scores = [][]int{}, [][]int{}, []float64{}
 	}
 	if len(g.SequenceRollout) != len(g.Tokens) {
 		return ScoredData{}, fmt.Errorf("group %s: %d sequences but %d rollout indices", g.ID, len(g.Tokens), len(g.SequenceRollout))

@@ -207,6 +207,9 @@ func fieldErr(msg string, loc ...any) *fieldError { return &fieldError{loc: loc,
 type idLimits struct {
 	vocab  int64 // token ids are below it: vocab_size, else int32's range
 	maxLen int   // tokens per sequence: max_token_len; 0: any
+	// empty lets a group hold no sequences. A trainer registered with
+	// batch_groups counts it as one group: an item with nothing to train.
+	empty bool
 }
 
 // noLimits are the bounds before a trainer registered.
@@ -383,8 +386,8 @@ func (f *groupFields) checkShapes(lim idLimits, loc []any) error {
 	}
 	tokens, masks := f.tokens.inner, f.masks.inner
 	n := len(tokens)
-	if n == 0 {
-		return &fieldError{loc: fieldLoc(loc, "tokens"), msg: "a group needs at least one sequence"}
+	if n == 0 && !lim.empty {
+		return &fieldError{loc: fieldLoc(loc, "tokens"), msg: "a group needs at least one sequence (an empty one only when the trainer registered batch_groups)"}
 	}
 	if len(masks) != n {
 		return &fieldError{loc: fieldLoc(loc, "masks"), msg: fmt.Sprintf("has %d sequences, tokens has %d", len(masks), n)}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -34,6 +33,7 @@ type QuarantineRecord struct {
 // advantage the batch's or, when the group carries none, Estimator's of
 // the scores. Under Credit reward.CreditRole each sequence's advantage is
 // instead its sample's under reward.RoleCredit (roleAdvantages). A group
+// without sequences is an item with nothing to train (rl.Group.Empty). A group
 // the policy cannot train on is quarantined: logged to Quarantine and
 // handed to the trainer as rl.Group.Quarantined, so the step goes on
 // without it.
@@ -70,7 +70,8 @@ type View struct {
 // NextViews fetches the batch of step as Next does and splits it among
 // views. View v's groups hold, in batch order, the sequences whose role
 // views[v] lists (or, with Others, no view lists), with the advantages the
-// whole group gives them. A group with none of them is left out of v's. A
+// whole group gives them. A group with none of them is left out of v's,
+// unless it has no sequences at all: that empty group is every view's. A
 // group that one sequence keeps from its view's policy is quarantined in
 // every view.
 func (s *Source) NextViews(ctx context.Context, step int, views []View) ([][]rl.Group, error) {
@@ -153,7 +154,7 @@ func (s *Source) viewsOf(sd ScoredData, views []View) ([]int, error) {
 func splitGroup(g rl.Group, at []int, n int) []rl.Group {
 	parts := make([]rl.Group, n)
 	for v := range parts {
-		parts[v] = rl.Group{Staleness: g.Staleness, Failed: g.Failed, FirstFailure: g.FirstFailure}
+		parts[v] = rl.Group{Staleness: g.Staleness, Failed: g.Failed, FirstFailure: g.FirstFailure, Empty: g.Empty}
 	}
 	for i, ro := range g.Rollouts {
 		if at[i] >= 0 {
@@ -203,8 +204,11 @@ func appendJSONL(path string, v any) error {
 func groupOf(sd ScoredData, est reward.Estimator, credit string) (rl.Group, error) {
 	n := len(sd.Tokens)
 	switch {
-	case n == 0:
-		return rl.Group{}, errors.New("no sequences")
+	case n == 0 && len(sd.Masks) == 0 && len(sd.Scores) == 0:
+		// An item whose rollouts gave the pushed roles nothing (the API
+		// takes such a group only from a trainer asking for batches of
+		// groups): nothing to train, not a fault.
+		return rl.Group{Empty: true}, nil
 	case len(sd.Masks) != n || len(sd.Scores) != n:
 		return rl.Group{}, fmt.Errorf("%d sequences, %d masks, %d scores", n, len(sd.Masks), len(sd.Scores))
 	case len(sd.InferenceLogprobs) != n:
