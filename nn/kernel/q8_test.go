@@ -434,12 +434,14 @@ func TestQ8DotTwins(t *testing.T) {
 
 // BenchmarkMatVecQ8 reports GB/s of weights read by one-row products over
 // Qwen2.5-0.5B's MLP matrices, for each q8_0 kernel and, as the reference
-// in the same run, bfloat16. Run with GOMAXPROCS=1 for one core:
+// in the same run, bfloat16. The MLP matrices fit a 32 MB L3; the last
+// shape, 65536 rows of 896, does not, and is read from memory as in
+// decoding. Run with GOMAXPROCS=1 for one core:
 //
 //	GOMAXPROCS=1 go test -run=^$ -bench=MatVecQ8 ./nn/kernel
 func BenchmarkMatVecQ8(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, s := range [][2]int{{896, 4864}, {4864, 896}} {
+	for _, s := range [][2]int{{896, 4864}, {4864, 896}, {896, 65536}} {
 		k, n := s[0], s[1]
 		f := make([]float32, n*k)
 		for i := range f {

@@ -10,6 +10,11 @@
 // so after the block's eight chunks it holds the exact integer dot product.
 // Two accumulators, even and odd chunks, halve the chain. Then
 // acc += (dw·dx)·sum, one fused multiply-add a row.
+//
+// The one-row kernel streams the weights once from memory. Prefetching one
+// line of each block six blocks ahead read all of Qwen2.5-0.5B's matrices
+// about 5% faster on an AMD EPYC (Zen 5); two blocks ahead gained nothing,
+// and prefetching all nine lines of each block was slower than none.
 
 // CHUNK1 adds chunk c (weights at woff(SI), activations at xoff(R9)) into A.
 #define CHUNK1(woff, xoff, ZW, A) \
@@ -30,6 +35,7 @@ panel1:
 	MOVQ CX, R10
 
 block1:
+	PREFETCHT0 3456(SI)
 	VPBROADCASTD 4(R9), Z1
 	VPXORD Z2, Z2, Z2
 	CHUNK1(64, 8, Z3, Z1)
