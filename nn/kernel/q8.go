@@ -356,6 +356,9 @@ func init() {
 	}
 	if g1, g4 := archQ8Panels(); g1 != nil {
 		activeQ8Panels, activeQ8Panels4, q8Name = g1, g4, "avx512vnni"
+		if q := archQuantizePanelAct(); q != nil {
+			quantizePanelAct = q
+		}
 	}
 }
 

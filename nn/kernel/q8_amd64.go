@@ -35,6 +35,25 @@ func q8GemvVNNI(blocks, panels int, w, x *byte, out *float32)
 //go:noescape
 func q8Gemm4VNNI(blocks, panels int, w, x *byte, xstride int, out *float32, ldo int)
 
+//go:noescape
+func quantizePanelActAVX512(blocks int, x *float32, dst *byte)
+
+// archQuantizePanelAct returns the AVX-512 quantiser of activations for
+// q8_0 panels; nil where the CPU lacks the VNNI kernels that read them.
+func archQuantizePanelAct() func(dst []byte, x []float32) {
+	if !haveAVX512VNNI() {
+		return nil
+	}
+	return func(dst []byte, x []float32) {
+		blocks := len(x) / Q8Block
+		if blocks == 0 {
+			return
+		}
+		_ = dst[blocks*q8PanelActBytes-1]
+		quantizePanelActAVX512(blocks, unsafe.SliceData(x), unsafe.SliceData(dst))
+	}
+}
+
 // haveAVX512VNNI reports whether the CPU has AVX-512F and AVX-512 VNNI, with the OS's support.
 func haveAVX512VNNI() bool {
 	if !haveAVX512() {

@@ -122,6 +122,82 @@ func TestQuantizeAct(t *testing.T) {
 	}
 }
 
+// TestQuantizePanelActTwins checks the active quantiser of activations for panels against the portable one.
+// It must give the same bytes: ties, zero blocks, random blocks of many
+// magnitudes, subnormals and infinities. A block with a NaN has a NaN scale
+// in both and the same values.
+func TestQuantizePanelActTwins(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	inf := float32(math.Inf(1))
+	nan := float32(math.NaN())
+	for _, tc := range []struct {
+		name string
+		set  func(x []float32) // fills one block
+	}{
+		{"zeros", func(x []float32) {}},
+		{"negative zeros", func(x []float32) {
+			for i := range x {
+				x[i] = float32(math.Copysign(0, -1))
+			}
+		}},
+		{"ties", func(x []float32) {
+			for i := range x {
+				x[i] = float32(i*4-64) + 0.5
+			}
+			x[31] = 127
+		}},
+		{"random", func(x []float32) {
+			scale := float32(math.Pow(10, float64(r.IntN(12)-6)))
+			for i := range x {
+				x[i] = float32(r.NormFloat64()) * scale
+			}
+		}},
+		{"subnormal", func(x []float32) {
+			for i := range x {
+				x[i] = float32(r.NormFloat64()) * 0x1p-140
+			}
+		}},
+		{"an infinity", func(x []float32) {
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			x[r.IntN(32)] = -inf
+		}},
+		{"a NaN", func(x []float32) {
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			x[r.IntN(32)] = nan
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, blocks := range []int{1, 3, 28} {
+				x := make([]float32, blocks*Q8Block)
+				for b := range blocks {
+					tc.set(x[b*Q8Block : (b+1)*Q8Block])
+				}
+				got := make([]byte, blocks*q8PanelActBytes)
+				want := make([]byte, len(got))
+				quantizePanelAct(got, x)
+				goQuantizePanelAct(want, x)
+				for b := range blocks {
+					g, w := got[b*q8PanelActBytes:(b+1)*q8PanelActBytes], want[b*q8PanelActBytes:(b+1)*q8PanelActBytes]
+					gd := math.Float32frombits(binary.LittleEndian.Uint32(g))
+					wd := math.Float32frombits(binary.LittleEndian.Uint32(w))
+					if gd != wd && !(gd != gd && wd != wd) {
+						t.Fatalf("%d blocks, block %d: scale %v, want %v", blocks, b, gd, wd)
+					}
+					for i := 4; i < q8PanelActBytes; i++ {
+						if g[i] != w[i] {
+							t.Fatalf("%d blocks, block %d byte %d: %#x, want %#x (values %v)", blocks, b, i, g[i], w[i], x[b*Q8Block:(b+1)*Q8Block])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestQuantizeQ8_0Error checks that dequantised values are within half a step of the originals.
 // Half a step is d/2, plus 127 times the float16 rounding of d, which is
 // coarse where d is subnormal in float16.
@@ -358,12 +434,14 @@ func TestQ8DotTwins(t *testing.T) {
 
 // BenchmarkMatVecQ8 reports GB/s of weights read by one-row products over
 // Qwen2.5-0.5B's MLP matrices, for each q8_0 kernel and, as the reference
-// in the same run, bfloat16. Run with GOMAXPROCS=1 for one core:
+// in the same run, bfloat16. The MLP matrices fit a 32 MB L3; the last
+// shape, 65536 rows of 896, does not, and is read from memory as in
+// decoding. Run with GOMAXPROCS=1 for one core:
 //
 //	GOMAXPROCS=1 go test -run=^$ -bench=MatVecQ8 ./nn/kernel
 func BenchmarkMatVecQ8(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, s := range [][2]int{{896, 4864}, {4864, 896}} {
+	for _, s := range [][2]int{{896, 4864}, {4864, 896}, {896, 65536}} {
 		k, n := s[0], s[1]
 		f := make([]float32, n*k)
 		for i := range f {

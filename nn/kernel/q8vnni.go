@@ -77,8 +77,13 @@ func (w *Packed) q8PanelRow(dst []float32, j int) {
 }
 
 // quantizePanelAct writes x (a multiple of 32 values) as activation blocks
-// for the VNNI kernels into dst. It rounds as quantizeAct does.
-func quantizePanelAct(dst []byte, x []float32) {
+// for the VNNI kernels into dst. It rounds as quantizeAct does. Where the
+// VNNI kernels run, it is AVX-512 assembly with the same bytes
+// (TestQuantizePanelActTwins).
+var quantizePanelAct = goQuantizePanelAct
+
+// goQuantizePanelAct is the portable quantizePanelAct.
+func goQuantizePanelAct(dst []byte, x []float32) {
 	for b := 0; b < len(x)/Q8Block; b++ {
 		out := dst[b*q8PanelActBytes : (b+1)*q8PanelActBytes]
 		d := quantizeBlock(out[8:8+Q8Block], x[b*Q8Block:(b+1)*Q8Block])

@@ -10,6 +10,11 @@
 // so after the block's eight chunks it holds the exact integer dot product.
 // Two accumulators, even and odd chunks, halve the chain. Then
 // acc += (dw·dx)·sum, one fused multiply-add a row.
+//
+// The one-row kernel streams the weights once from memory. Prefetching one
+// line of each block six blocks ahead read all of Qwen2.5-0.5B's matrices
+// about 5% faster on an AMD EPYC (Zen 5); two blocks ahead gained nothing,
+// and prefetching all nine lines of each block was slower than none.
 
 // CHUNK1 adds chunk c (weights at woff(SI), activations at xoff(R9)) into A.
 #define CHUNK1(woff, xoff, ZW, A) \
@@ -30,6 +35,7 @@ panel1:
 	MOVQ CX, R10
 
 block1:
+	PREFETCHT0 3456(SI)
 	VPBROADCASTD 4(R9), Z1
 	VPXORD Z2, Z2, Z2
 	CHUNK1(64, 8, Z3, Z1)
@@ -133,5 +139,93 @@ block4:
 	ADDQ $64, DX
 	DECQ BX
 	JNZ panel4
+	VZEROUPPER
+	RET
+
+// quantizePanelActAVX512 is quantizePanelAct (q8vnni.go) over blocks blocks of x, in the same float32 steps.
+// The largest magnitude is an integer maximum of the values' bits with the
+// sign cleared. For numbers that is the float order, and a NaN, above
+// infinity, comes out as it does in quantizeBlock. Each value is then t =
+// x·(1/d), truncated, and moved one away from zero where the fraction is
+// at least one half. VPMOVDB keeps the low byte, as byte(int8(r)) does.
+//
+// func quantizePanelActAVX512(blocks int, x *float32, dst *byte)
+TEXT ·quantizePanelActAVX512(SB), NOSPLIT, $0-24
+	MOVQ blocks+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ dst+16(FP), DI
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z31 // clears the sign
+	MOVL $0x3f000000, AX
+	VPBROADCASTD AX, Z30 // 0.5
+	MOVL $0xbf000000, AX
+	VPBROADCASTD AX, Z29 // -0.5
+	MOVL $1, AX
+	VPBROADCASTD AX, Z28 // int32 1
+	MOVL $0x3f800000, AX
+	VPBROADCASTD AX, Z27 // 1.0
+	MOVL $0x42fe0000, AX
+	VMOVD AX, X26 // 127.0
+	VPXORD Z25, Z25, Z25
+	TESTQ CX, CX
+	JZ qdone
+
+qblock:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VPANDD Z31, Z0, Z2
+	VPANDD Z31, Z1, Z3
+	VPMAXUD Z3, Z2, Z2
+	VEXTRACTI64X4 $1, Z2, Y3
+	VPMAXUD Y3, Y2, Y2
+	VEXTRACTI128 $1, Y2, X3
+	VPMAXUD X3, X2, X2
+	VPSHUFD $0x4e, X2, X3
+	VPMAXUD X3, X2, X2
+	VPSHUFD $0xb1, X2, X3
+	VPMAXUD X3, X2, X2 // amax in every lane
+	VDIVSS X26, X2, X4 // d = amax/127
+	VMOVSS X4, (DI)
+	VBROADCASTSS X4, Z4
+	VDIVPS Z4, Z27, Z6    // 1/d
+	VCMPPS $4, Z25, Z4, K1 // d != 0, or NaN
+	VMOVAPS.Z Z6, K1, Z6   // id: 1/d, or 0 where d is 0
+	VMULPS Z6, Z0, Z0      // t
+	VMULPS Z6, Z1, Z1
+	VCVTTPS2DQ Z0, Z7 // r = trunc(t)
+	VCVTTPS2DQ Z1, Z8
+	VCVTDQ2PS Z7, Z9
+	VCVTDQ2PS Z8, Z10
+	VSUBPS Z9, Z0, Z9 // frac = t - r
+	VSUBPS Z10, Z1, Z10
+	VCMPPS $0x1d, Z30, Z9, K2 // frac >= 0.5
+	VCMPPS $0x12, Z29, Z9, K3 // frac <= -0.5
+	VCMPPS $0x1d, Z30, Z10, K4
+	VCMPPS $0x12, Z29, Z10, K5
+	VPADDD Z28, Z7, K2, Z7
+	VPSUBD Z28, Z7, K3, Z7
+	VPADDD Z28, Z8, K4, Z8
+	VPSUBD Z28, Z8, K5, Z8
+	VPMOVDB Z7, 8(DI)
+	VPMOVDB Z8, 24(DI)
+	VPADDD Z8, Z7, Z11 // the sum of the 32 values
+	VEXTRACTI64X4 $1, Z11, Y12
+	VPADDD Y12, Y11, Y11
+	VEXTRACTI128 $1, Y11, X12
+	VPADDD X12, X11, X11
+	VPSHUFD $0x4e, X11, X12
+	VPADDD X12, X11, X11
+	VPSHUFD $0xb1, X11, X12
+	VPADDD X12, X11, X11
+	VMOVD X11, AX
+	SHLL $7, AX
+	NEGL AX
+	MOVL AX, 4(DI) // -128·sum
+	ADDQ $128, SI
+	ADDQ $40, DI
+	DECQ CX
+	JNZ qblock
+
+qdone:
 	VZEROUPPER
 	RET

@@ -6,10 +6,13 @@
 // Rates are per wall-clock second and per CPU second, which another process's load moves less.
 // It also prints how many greedy tokens q8_0 shares with bfloat16.
 // The target is q8_0 at least -target times bfloat16's wall-clock rate at 1 thread, PASS or MISS.
+// -cpuprofile writes a CPU profile of the timed decoding, each sample labelled with its weights.
 //
 //	go run ./perf/q8                       # 0.1B Llama shape
 //	go run ./perf/q8 -shape stories15m     # llama2.c's stories15M shape
 //	go run ./perf/q8 -shape qwen0.5b       # Qwen2.5-0.5B's shape
+//	go run ./perf/q8 -shape qwen0.5b -threads 1 -cpuprofile q8.prof
+//	go tool pprof -tagfocus weights=q8_0 -top q8.prof
 package main
 
 import (
@@ -20,8 +23,10 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -62,6 +67,7 @@ func run(args []string, stdout io.Writer) error {
 	reps := fs.Int("reps", 5, "repetitions; the median is reported")
 	threads := fs.String("threads", "1,2", "GOMAXPROCS values to measure, comma-separated")
 	target := fs.Float64("target", 1.6, "q8_0 tok/s over bf16 tok/s at 1 thread needed for PASS")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed decoding to this file, samples labelled weights=f32, bf16 or q8_0")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -103,13 +109,34 @@ func run(args []string, stdout io.Writer) error {
 		}
 		sides = append(sides, &side{name: info.DType.String(), w: w, tps: map[int][]float64{}, cps: map[int][]float64{}})
 	}
+	stopProfile := func() error { return nil }
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close() // the start's error is the one to report
+			return fmt.Errorf("cpu profile %s: %w", *cpuProfile, err)
+		}
+		stopProfile = sync.OnceValue(func() error {
+			pprof.StopCPUProfile()
+			return f.Close()
+		})
+		defer stopProfile() //nolint:errcheck // only on an error return, which reports that error instead
+	}
 	for _, p := range procs {
 		prev := runtime.GOMAXPROCS(p)
 		engines := make([]*infer.Engine, len(sides))
 		for i, s := range sides {
 			ec := infer.DefaultEngineConfig()
 			ec.MaxBatch = 1
-			e, err := infer.NewEngineWeights(s.w, ec)
+			// The engine's goroutines start here and inherit the label.
+			var e *infer.Engine
+			var err error
+			pprof.Do(context.Background(), pprof.Labels("weights", s.name), func(context.Context) {
+				e, err = infer.NewEngineWeights(s.w, ec)
+			})
 			if err != nil {
 				return err
 			}
@@ -136,6 +163,9 @@ func run(args []string, stdout io.Writer) error {
 			}
 		}
 		runtime.GOMAXPROCS(prev)
+	}
+	if err := stopProfile(); err != nil {
+		return fmt.Errorf("cpu profile %s: %w", *cpuProfile, err)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
 	head := "weights\tMB\t"

@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -26,5 +30,33 @@ func TestRunTiny(t *testing.T) {
 	var o bytes.Buffer
 	if err := run([]string{"-shape", "huge"}, &o); err == nil || !strings.Contains(err.Error(), "unknown shape") {
 		t.Errorf("unknown shape: err = %v", err)
+	}
+}
+
+// TestCPUProfile checks that -cpuprofile writes a gzipped profile.
+func TestCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q8.prof")
+	var out bytes.Buffer
+	if err := run([]string{"-shape", "tiny", "-n", "4", "-reps", "1", "-threads", "1", "-cpuprofile", path}, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("profile is not gzipped: %v", err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("read profile: %v", err)
+	}
+	if len(b) == 0 {
+		t.Errorf("profile is empty")
+	}
+	if err := run([]string{"-shape", "tiny", "-cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir")}, io.Discard); err == nil {
+		t.Errorf("profile in a missing directory: err = nil, want an error")
 	}
 }
