@@ -189,19 +189,7 @@ func NewDelegatorTest(t *Table, before, after string) *DelegatorTest {
 	m := mcnemar(x, y)
 	d := &DelegatorTest{Before: y.Arm, After: x.Arm, N: len(x.Items), RightBefore: y.Correct, RightAfter: x.Correct,
 		Lost: m.B, Gained: m.C, P: m.P, RewardBefore: y.Reward, RewardAfter: x.Reward}
-	diff := func(idx []int) float64 {
-		var s float64
-		for _, i := range idx {
-			s += x.Items[i].Reward - y.Items[i].Reward
-		}
-		return s / float64(len(idx))
-	}
-	all := make([]int, len(x.Items))
-	for i := range all {
-		all[i] = i
-	}
-	d.RewardDiff = diff(all)
-	d.RewardCI, _ = bench.PairedBootstrap(len(all), bootstrapResamples, bootstrapSeed, diff)
+	d.RewardDiff, d.RewardCI = rewardDiff(x, y)
 	return d
 }
 

@@ -466,6 +466,14 @@ const paired = " (paired bootstrap 95% interval of the reward difference above 0
 // bootstrap 95% interval of the mean difference over their items, and
 // whether it lies above 0.
 func rewardBeats(x, y *Row) (bool, string) {
+	mean, ci := rewardDiff(x, y)
+	return ci.Lo > 0, fmt.Sprintf("reward %.3f against %.3f (%s): difference %+.3f, 95%% [%+.3f, %+.3f] over %d shared items",
+		x.Reward, y.Reward, y.Arm, mean, ci.Lo, ci.Hi, len(x.Items))
+}
+
+// rewardDiff is the mean difference of x's reward over y's on their
+// shared items, with its paired bootstrap 95% interval.
+func rewardDiff(x, y *Row) (float64, bench.Interval) {
 	diff := func(idx []int) float64 {
 		var s float64
 		for _, i := range idx {
@@ -478,8 +486,7 @@ func rewardBeats(x, y *Row) (bool, string) {
 		all[i] = i
 	}
 	ci, _ := bench.PairedBootstrap(len(all), bootstrapResamples, bootstrapSeed, diff)
-	return ci.Lo > 0, fmt.Sprintf("reward %.3f against %.3f (%s): difference %+.3f, 95%% [%+.3f, %+.3f] over %d shared items",
-		x.Reward, y.Reward, y.Arm, diff(all), ci.Lo, ci.Hi, len(all))
+	return diff(all), ci
 }
 
 // SolverAcceptance decides the criteria of a route run that trains the

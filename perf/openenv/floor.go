@@ -76,7 +76,7 @@ func (r *recorder) Reset(ctx context.Context, req openenv.ResetRequest) (openenv
 	if err != nil {
 		return openenv.Result{}, err
 	}
-	data, err := unescaped(req)
+	data, err := openenv.MarshalUnescaped(req)
 	if err != nil {
 		return openenv.Result{}, err
 	}
@@ -106,7 +106,7 @@ func (r *recorder) Step(ctx context.Context, action any) (openenv.Result, error)
 	if err != nil {
 		return openenv.Result{}, err
 	}
-	data, err := unescaped(a)
+	data, err := openenv.MarshalUnescaped(a)
 	if err != nil {
 		return openenv.Result{}, err
 	}
@@ -121,17 +121,6 @@ func (r *recorder) Step(ctx context.Context, action any) (openenv.Result, error)
 	r.cur.ws = append(r.cur.ws, roundTrip{wsMessage("step", data), wsAnswer(res)})
 	r.cur.mcp = append(r.cur.mcp, roundTrip{req, resp})
 	return openenv.Result{Reward: res.Reward, Done: res.Done}, nil
-}
-
-// unescaped encodes v as the Go clients do: as json.Marshal, less HTML escaping.
-func unescaped(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // wsMessage is the size of the WebSocket message of type typ carrying data.
@@ -155,14 +144,14 @@ func mcpResetAnswer(res openenv.Result) int {
 
 // mcpCallRequest is the size of the tools/call request of a call_tool action.
 func mcpCallRequest(a openenv.ToolAction) (int, error) {
-	name, err := unescaped(a.ToolName)
+	name, err := openenv.MarshalUnescaped(a.ToolName)
 	if err != nil {
 		return 0, err
 	}
 	n := len(`{"jsonrpc":"2.0","method":"tools/call","params":{"session_id":"`+sessionID+`","name":`) + len(name) +
 		len(`,"arguments":`) + len(a.Arguments) + len(`},"id":1}`)
 	if a.Metadata != nil {
-		meta, err := unescaped(a.Metadata)
+		meta, err := openenv.MarshalUnescaped(a.Metadata)
 		if err != nil {
 			return 0, err
 		}

@@ -371,7 +371,7 @@ func templatePolicy(p *world.Problem) *modeltest.Model {
 		case done == 0:
 			resp = modeltest.ToolCalls(modeltest.Call("c0", ToolDelegate, `{"question":"Is 3<4 & 4>2?"}`))
 		case done <= len(p.Steps):
-			args, _ := marshalUnescaped(map[string]string{"question": p.Steps[done-1].Expr()}) // strings always encode
+			args, _ := MarshalUnescaped(map[string]string{"question": p.Steps[done-1].Expr()}) // strings always encode
 			resp = modeltest.ToolCalls(modeltest.Call(fmt.Sprintf("c%d", done), ToolDelegate, string(args)))
 		default:
 			resp = modeltest.Text(world.Boxed(p.Answer))

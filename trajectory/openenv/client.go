@@ -89,7 +89,7 @@ func (c *Client) httpClient() *http.Client {
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body []byte
 	if in != nil {
-		b, err := marshalUnescaped(in)
+		b, err := MarshalUnescaped(in)
 		if err != nil {
 			return fmt.Errorf("openenv %s %s: encode: %w", method, path, err)
 		}
@@ -187,7 +187,7 @@ func (c *Client) Dial(ctx context.Context) (*Session, error) {
 
 // Reset starts an episode and returns its first observation.
 func (s *Session) Reset(ctx context.Context, req ResetRequest) (Result, error) {
-	b, err := marshalUnescaped(req)
+	b, err := MarshalUnescaped(req)
 	if err != nil {
 		return Result{}, fmt.Errorf("openenv reset: encode: %w", err)
 	}
@@ -208,7 +208,7 @@ func (s *Session) Step(ctx context.Context, action any) (Result, error) {
 			return s.exchangeResult(ctx, MsgStep)
 		}
 	}
-	b, err := marshalUnescaped(action)
+	b, err := MarshalUnescaped(action)
 	if err != nil {
 		return Result{}, fmt.Errorf("openenv step: encode: %w", err)
 	}
@@ -332,7 +332,7 @@ func (r *Result) readMember(key, v []byte) bool {
 // Exchange sends a message and reads the answer. An error message comes
 // back as an *Error.
 func (s *Session) Exchange(ctx context.Context, m Message) (Message, error) {
-	b, err := marshalUnescaped(m)
+	b, err := MarshalUnescaped(m)
 	if err != nil {
 		return Message{}, fmt.Errorf("openenv %s: encode: %w", m.Type, err)
 	}
@@ -417,7 +417,7 @@ func (s *Session) MCP(ctx context.Context, method string, params, out any) error
 	if err != nil {
 		return err
 	}
-	b, err := marshalUnescaped(req)
+	b, err := MarshalUnescaped(req)
 	if err != nil {
 		return fmt.Errorf("openenv mcp %s: encode: %w", method, err)
 	}
@@ -438,7 +438,7 @@ func (s *Session) MCP(ctx context.Context, method string, params, out any) error
 func rpcRequest(method string, params any) (RPCRequest, error) {
 	req := RPCRequest{JSONRPC: "2.0", Method: method, ID: json.RawMessage("1")}
 	if params != nil {
-		b, err := marshalUnescaped(params)
+		b, err := MarshalUnescaped(params)
 		if err != nil {
 			return req, fmt.Errorf("openenv mcp %s: encode params: %w", method, err)
 		}

@@ -303,7 +303,7 @@ func appendCallResult(dst []byte, text string, isError bool, obs []byte, reward 
 // FuzzAppendString holds it to json.Marshal's bytes.
 func appendString(dst []byte, s string) []byte { return appendJSONString(dst, s, true) }
 
-// appendUnescaped appends s as marshalUnescaped writes a string: as
+// appendUnescaped appends s as MarshalUnescaped writes a string: as
 // appendString does, less the HTML escapes.
 func appendUnescaped(dst []byte, s string) []byte { return appendJSONString(dst, s, false) }
 
@@ -359,7 +359,7 @@ func appendJSONString(dst []byte, s string, html bool) []byte {
 	return append(dst, '"')
 }
 
-// appendAction appends a as marshalUnescaped writes it, without
+// appendAction appends a as MarshalUnescaped writes it, without
 // reflection. It reports false for arguments that are not compact valid
 // JSON, which the encoder must compact or refuse.
 func appendAction(dst []byte, a ToolAction) ([]byte, bool, error) {
@@ -377,7 +377,7 @@ func appendAction(dst []byte, a ToolAction) ([]byte, bool, error) {
 		dst = append(dst, a.Arguments...)
 	}
 	if len(a.Metadata) > 0 {
-		b, err := marshalUnescaped(a.Metadata)
+		b, err := MarshalUnescaped(a.Metadata)
 		if err != nil {
 			return dst, false, err
 		}

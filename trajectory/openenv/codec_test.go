@@ -159,7 +159,7 @@ func TestSessionResultMatchesMarshal(t *testing.T) {
 }
 
 // FuzzAppendString checks appendString against json.Marshal, and
-// appendUnescaped against marshalUnescaped, on any string.
+// appendUnescaped against MarshalUnescaped, on any string.
 func FuzzAppendString(f *testing.F) {
 	for _, c := range []string{"", "plain", "<a href=\"x\">&</a>", "\b\f\n\r\t\x00\x1f\x7f", "\u2028\u2029é😀", "\xff\xc3(\xe2\x80", `\\"`} {
 		f.Add(c)
@@ -172,7 +172,7 @@ func FuzzAppendString(f *testing.F) {
 		if got := appendString([]byte("x"), s); string(got[1:]) != string(want) {
 			t.Errorf("appendString(%q): got %s, want %s", s, got[1:], want)
 		}
-		want, err = marshalUnescaped(s)
+		want, err = MarshalUnescaped(s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +183,7 @@ func FuzzAppendString(f *testing.F) {
 }
 
 // TestAppendAction checks actions written by hand against
-// marshalUnescaped, and that arguments an encoder would change or refuse
+// MarshalUnescaped, and that arguments an encoder would change or refuse
 // are left to it.
 func TestAppendAction(t *testing.T) {
 	tests := []struct {
@@ -212,7 +212,7 @@ func TestAppendAction(t *testing.T) {
 			if !byHand {
 				return
 			}
-			want, err := marshalUnescaped(tt.a)
+			want, err := MarshalUnescaped(tt.a)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,7 +224,7 @@ func TestAppendAction(t *testing.T) {
 }
 
 // FuzzAppendAction checks an action written by hand against
-// marshalUnescaped whenever appendAction writes it.
+// MarshalUnescaped whenever appendAction writes it.
 func FuzzAppendAction(f *testing.F) {
 	f.Add(ActionCallTool, ToolDelegate, `{"question":"47*28"}`)
 	f.Add("<t>", "", `{ "a" : [1, 2] }`)
@@ -235,7 +235,7 @@ func FuzzAppendAction(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, werr := marshalUnescaped(a)
+		want, werr := MarshalUnescaped(a)
 		switch {
 		case byHand && werr != nil:
 			t.Fatalf("written by hand as %s; the encoder refuses it: %v", got, werr)

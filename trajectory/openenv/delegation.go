@@ -541,7 +541,7 @@ func canonicalArgs(raw json.RawMessage) (string, error) {
 	if err := dec.Decode(&v); err != nil {
 		return "", err
 	}
-	b, err := marshalUnescaped(v)
+	b, err := MarshalUnescaped(v)
 	if err != nil {
 		return "", err
 	}

@@ -160,7 +160,7 @@ func (p Policy) turns(ctx context.Context, s Stepper, pl *Played, rec *delegate.
 		pl.Answer = resp.Text()
 		if len(out.ToolCalls) == 0 {
 			if hasAnswer {
-				args, _ := marshalUnescaped(map[string]string{"answer": pl.Answer}) // a string always encodes
+				args, _ := MarshalUnescaped(map[string]string{"answer": pl.Answer}) // a string always encodes
 				if _, err := p.step(ctx, s, pl, delegate.ToolCall{Name: AnswerTool, Arguments: string(args)}, turn); err != nil {
 					return failure, err
 				}
@@ -343,7 +343,7 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 	b = append(b, `,"arguments":`...)
 	b = append(b, args...)
 	if a.Metadata != nil {
-		meta, err := marshalUnescaped(a.Metadata)
+		meta, err := MarshalUnescaped(a.Metadata)
 		if err != nil {
 			return Result{}, fmt.Errorf("openenv mcp %s: encode metadata: %w", MethodToolsCall, err)
 		}

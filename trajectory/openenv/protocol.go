@@ -276,7 +276,7 @@ func extraFields(b []byte, known ...string) (map[string]json.RawMessage, error) 
 // of v wins over one of extra of the same name. It escapes no HTML, so
 // the caller's encoder decides.
 func withExtra(v any, extra map[string]json.RawMessage) ([]byte, error) {
-	b, err := marshalUnescaped(v)
+	b, err := MarshalUnescaped(v)
 	if err != nil || len(extra) == 0 {
 		return b, err
 	}
@@ -289,13 +289,13 @@ func withExtra(v any, extra map[string]json.RawMessage) ([]byte, error) {
 			all[k] = x
 		}
 	}
-	return marshalUnescaped(all)
+	return MarshalUnescaped(all)
 }
 
-// marshalUnescaped encodes v as json.Marshal does, but writes <, > and &
+// MarshalUnescaped encodes v as json.Marshal does, but writes <, > and &
 // as they are. Our clients send text as written, as the in-process path
 // holds it.
-func marshalUnescaped(v any) ([]byte, error) {
+func MarshalUnescaped(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
