@@ -100,12 +100,10 @@ func run(bin string, calls, reps, workers, perSession int) error {
 	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
 		return err
 	}
-	args := []string{"sb"}
-	if perSession > 1000 {
-		// The default bound is 1,000 calls a session; at 2.6 KiB a call,
-		// 1 GiB holds a session of 100,000.
-		args = append(args, "--max-session-calls", strconv.Itoa(perSession), "--max-session-bytes", "1073741824")
-	}
+	// The default bound is 1,000 calls a session. The memory figure
+	// records memoryCalls in one session; at 2.6 KiB a call, 1 GiB
+	// holds a session of 100,000.
+	args := []string{"sb", "--max-session-calls", strconv.Itoa(max(perSession, memoryCalls)), "--max-session-bytes", "1073741824"}
 	gw, err := startGateway(bin, config, filepath.Join(dir, "out"), args...)
 	if err != nil {
 		return err
@@ -175,7 +173,7 @@ func run(bin string, calls, reps, workers, perSession int) error {
 	fmt.Printf("%s added p99 ≤ 2 ms (%v)\n", verdict(gp99-dp99 <= 2*time.Millisecond), gp99-dp99)
 
 	// Memory: open sessions without calls, then calls in one session.
-	const sessions, recorded = 2000, 4000
+	const sessions, recorded = 2000, memoryCalls
 	rss0 := gw.rss()
 	for range sessions {
 		if _, err := newSession(client, gw.base, "mem"); err != nil {
@@ -403,6 +401,9 @@ type child struct {
 
 // startGateway starts the delegate binary's gateway on config's models
 // names, in groups of 4.
+// memoryCalls is how many calls the memory figure records in one session.
+const memoryCalls = 4000
+
 func startGateway(bin, config, out string, names ...string) (*child, error) {
 	args := append([]string{"gateway", "--config", config, "--addr", "127.0.0.1:0", "--out", out, "--group", "4"}, names...)
 	cmd := exec.Command(bin, args...)
