@@ -212,7 +212,7 @@ func verdict(ok bool) string {
 	return "MISS"
 }
 
-// serveForwarder serves forward(url) on a loopback port until killed.
+// serveForwarder serves standin.Forwarder on a loopback port until killed.
 // It prints the address first, as the gateway does.
 func serveForwarder(url string, workers int) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -220,7 +220,7 @@ func serveForwarder(url string, workers int) error {
 		return err
 	}
 	fmt.Printf("forwarder on http://%s: to %s\n", ln.Addr(), url)
-	return http.Serve(ln, forward(url, workers))
+	return http.Serve(ln, standin.Forwarder(url, workers*2))
 }
 
 // startForwarder starts this program again as the bare forwarder to url.
@@ -230,34 +230,6 @@ func startForwarder(url string, workers int) (*child, error) {
 		return nil, err
 	}
 	return startChild(exec.Command(self, "-forward-to", url, "-workers", strconv.Itoa(workers)), regexp.MustCompile(`forwarder on (http://\S+):`))
-}
-
-// forward is the least any gateway does: it reads the body, posts it to
-// url over kept connections and copies the answer back.
-func forward(url string, workers int) http.Handler {
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers * 2}}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, url, bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body) // the client gone: nothing to do
-	})
 }
 
 // load makes calls POSTs of body to url(i) from workers clients and

@@ -65,7 +65,7 @@ func BenchmarkCall(b *testing.B) {
 		runCalls(b, backend.URL+"/v1/chat/completions", "", `"standin"`)
 	})
 	b.Run("standin/proxy", func(b *testing.B) {
-		proxy := httptest.NewServer(forward(backend.URL + "/v1/chat/completions"))
+		proxy := httptest.NewServer(standin.Forwarder(backend.URL+"/v1/chat/completions", 16))
 		defer proxy.Close()
 		runCalls(b, proxy.URL+"/v1/chat/completions", "", `"standin"`)
 	})
@@ -78,34 +78,6 @@ func BenchmarkCall(b *testing.B) {
 		}
 		base, id := openGateway(b, m)
 		runCalls(b, base+"/v1/chat/completions", id, `"standin"`)
-	})
-}
-
-// forward is the least a gateway does: it reads the body, posts it to
-// url over kept connections and copies the answer back.
-func forward(url string) http.Handler {
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, url, bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body) // the client gone: nothing to do
 	})
 }
 
