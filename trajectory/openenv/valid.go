@@ -38,39 +38,7 @@ func validValue(b []byte, i, depth int) (int, bool) {
 }
 
 func validObject(b []byte, i, depth int) (int, bool) {
-	if depth > maxDepth {
-		return i, false
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, true
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return i, false
-		}
-		var ok bool
-		if i, ok = validString(b, i); !ok {
-			return i, false
-		}
-		i = skipSpace(b, i)
-		if i >= len(b) || b[i] != ':' {
-			return i, false
-		}
-		if i, ok = validValue(b, skipSpace(b, i+1), depth); !ok {
-			return i, false
-		}
-		i = skipSpace(b, i)
-		switch {
-		case i >= len(b):
-			return i, false
-		case b[i] == '}':
-			return i + 1, true
-		case b[i] != ',':
-			return i, false
-		}
-		i = skipSpace(b, i+1)
-	}
+	return walkObject(b, i, depth, func(_ []byte, i int) (int, bool) { return validValue(b, i, depth) })
 }
 
 // walkObject checks the object at b[i], depth levels deep, as validJSON
