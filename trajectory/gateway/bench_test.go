@@ -171,23 +171,7 @@ func BenchmarkSession(b *testing.B) {
 	srv := httptest.NewServer(gw)
 	defer srv.Close()
 	body := `{"model":"m","messages":[{"role":"system","content":"Solve or delegate."},{"role":"user","content":"Dot has 91 jars of 23 coins. Gus has 19 jars of 83 coins. Gus gets 49 more. How many coins do they have in all?"}],"temperature":0}`
-	post := func(path, key, body string) []byte {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		out, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			b.Fatalf("POST %s: %d %s %v", path, resp.StatusCode, out, err)
-		}
-		return out
-	}
+	post := func(path, key, body string) []byte { return benchPost(b, srv.URL+path, key, body) }
 	cpu0 := processCPU()
 	i := 0
 	for b.Loop() {
@@ -264,20 +248,7 @@ func BenchmarkModelSession(b *testing.B) {
 		`{"model":"solver","messages":[{"role":"system","content":"Compute."},{"role":"user","content":"19*83"}],"temperature":0,"max_tokens":64}`,
 		`{"model":"delegator","messages":[` + problem + `,` + called + `],` + tools + `,"temperature":0,"max_tokens":768}`,
 	}
-	post := func(path, body string) []byte {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		out, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			b.Fatalf("POST %s: %d %s %v", path, resp.StatusCode, out, err)
-		}
-		return out
-	}
+	post := func(path, body string) []byte { return benchPost(b, srv.URL+path, "", body) }
 	cpu0 := processCPU()
 	i := 0
 	for b.Loop() {
@@ -296,4 +267,27 @@ func BenchmarkModelSession(b *testing.B) {
 	cpu := float64(processCPU()-cpu0) / float64(b.N)
 	b.ReportMetric(cpu, "cpu-ns/op")
 	b.ReportMetric(cpu/float64(len(calls)), "cpu-ns/call")
+}
+
+// benchPost posts body to url, with key as bearer token when not empty,
+// and returns the answer, failing the benchmark unless it is 200.
+func benchPost(b *testing.B, url, key, body string) []byte {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("POST %s: %d %s %v", url, resp.StatusCode, out, err)
+	}
+	return out
 }
