@@ -13,14 +13,18 @@ import (
 // The model's are a 512-token batch through 256-wide layers, the 768-wide
 // MLP up and down, a 384-token vocabulary head, and a 32-sequence and a
 // 1-sequence sampling step. The square ones compare with other libraries.
+// The last two are decode steps of larger models: stories110M's MLP up
+// projection and stories15M's 32000-token head.
 var benchShapes = [][3]int{
 	{512, 256, 256}, {512, 256, 768}, {512, 768, 256}, {512, 256, 384},
 	{32, 256, 256}, {1, 256, 768}, {512, 512, 512}, {1024, 1024, 1024},
+	{1, 768, 2048}, {1, 288, 32000},
 }
 
 // BenchmarkMatMul reports GFLOPS, 2·m·k·n per product, for each op and shape.
 // It runs the reference loop, the pure-Go kernel and the assembly kernel,
 // each on one goroutine, "serial", and across GOMAXPROCS, "parallel".
+// For NT it also runs MatMulPacked on weights packed once, "packed".
 // Run serial benchmarks with GOMAXPROCS=1 for cpu-GFLOPS to mean one core.
 // Select with -bench, e.g.
 //
@@ -34,12 +38,12 @@ func BenchmarkMatMul(b *testing.B) {
 			a, bm, dst := randMat(rng, na), randMat(rng, nb), make([]float32, m*n)
 			flops := 2 * float64(m) * float64(k) * float64(n)
 			name := fmt.Sprintf("%s/m%dk%dn%d", opName(o), m, k, n)
-			// report gives GFLOPS over wall time, and "cpu-GFLOPS" for the serial runs.
-			// cpu-GFLOPS is over the process's CPU time, which other processes on a
-			// shared machine disturb less.
-			report := func(b *testing.B, cpu0 time.Duration, serial bool) {
+			// report gives GFLOPS over wall time and "cpu-GFLOPS" over the
+			// process's CPU time, which other processes on a shared machine
+			// disturb less. A parallel run's CPU time is all its threads'.
+			report := func(b *testing.B, cpu0 time.Duration) {
 				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
-				if cpu1, ok := host.ProcessCPU(); ok && serial && cpu1 > cpu0 {
+				if cpu1, ok := host.ProcessCPU(); ok && cpu1 > cpu0 {
 					b.ReportMetric(flops*float64(b.N)/(cpu1-cpu0).Seconds()/1e9, "cpu-GFLOPS")
 				}
 			}
@@ -55,7 +59,7 @@ func BenchmarkMatMul(b *testing.B) {
 						refTNAcc(dst, a, bm, m, k, n)
 					}
 				}
-				report(b, cpu0, true)
+				report(b, cpu0)
 			})
 			for _, im := range impls() {
 				for _, mode := range []string{"serial", "parallel"} {
@@ -69,9 +73,21 @@ func BenchmarkMatMul(b *testing.B) {
 								pr.do(defaultWorkers())
 							}
 						}
-						report(b, cpu0, mode == "serial")
+						report(b, cpu0)
 					})
 				}
+			}
+			if o == opNT {
+				// The decoder's path: the weights packed once, as the engine
+				// holds them, then products split across GOMAXPROCS.
+				pw := Pack(k, bm)
+				b.Run(name+"/packed", func(b *testing.B) {
+					cpu0, _ := host.ProcessCPU()
+					for b.Loop() {
+						MatMulPacked(dst, a, m, pw)
+					}
+					report(b, cpu0)
+				})
 			}
 		}
 	}

@@ -3,6 +3,8 @@
  *   NT: C(m,n)  = A(m,k) * B(n,k)^T
  *   NN: C(m,n)  = A(m,k) * B(k,n)
  *   TN: C(m,n) += A(k,m)^T * B(k,n)
+ * and, for one row, cblas_sgemv, what a BLAS user calls for a vector:
+ *   GEMV: c(n) = B(n,k) * a(k), m must be 1
  * Prints one line per op and shape: "op m k n GFLOPS cpu-GFLOPS", the rate
  * over wall time and over process CPU time, each the best of several timed
  * batches. Run with OPENBLAS_NUM_THREADS=1 for the serial figure.
@@ -39,6 +41,8 @@ static float *randmat(size_t n) {
 static void gemm(const char *op, int m, int k, int n, const float *a, const float *b, float *c) {
 	if (!strcmp(op, "NT"))
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, k, b, k, 0.0f, c, n);
+	else if (!strcmp(op, "GEMV"))
+		cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b, k, a, 1, 0.0f, c, 1);
 	else if (!strcmp(op, "NN"))
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
 	else
@@ -55,7 +59,8 @@ int main(int argc, char **argv) {
 	for (int i = 2; i + 3 < argc; i += 4) {
 		const char *op = argv[i];
 		int m = atoi(argv[i + 1]), k = atoi(argv[i + 2]), n = atoi(argv[i + 3]);
-		if (m <= 0 || k <= 0 || n <= 0 || (strcmp(op, "NT") && strcmp(op, "NN") && strcmp(op, "TN"))) {
+		if (m <= 0 || k <= 0 || n <= 0 || (strcmp(op, "NT") && strcmp(op, "NN") && strcmp(op, "TN") && strcmp(op, "GEMV")) ||
+		    (!strcmp(op, "GEMV") && m != 1)) {
 			fprintf(stderr, "sgemm: bad shape %s %s %s %s\n", op, argv[i + 1], argv[i + 2], argv[i + 3]);
 			return 2;
 		}
