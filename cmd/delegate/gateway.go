@@ -19,6 +19,7 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/internal/edge"
 	"github.com/delegatelab/delegate/nn/infer"
+	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/score"
 	"github.com/delegatelab/delegate/server"
@@ -48,6 +49,8 @@ type gatewayFlags struct {
 	reward, costUnit string
 	lambda           float64
 	lambdaSet        bool
+	// judge judges sessions of open questions against their reference.
+	judge bool
 	// The bounds and the group time-out; nil keeps gateway.DefaultConfig's,
 	// for a caller that builds the flags in code.
 	maxCalls           *int
@@ -108,6 +111,7 @@ every other role's call is a sub-agent call. docs/gateway.md.`,
 	fl.StringVar(&f.otlp, "otlp", "", "export each ended session, its calls as chat spans, to this OTLP/HTTP receiver (http://localhost:4318); never slows or fails a call (docs/telemetry.md)")
 	fl.StringVar(&f.reward, "reward", "", "reward of a verified session, as process's --reward: graded, world (delegate train's: λ per token the trained roles generated, μ per call of another role), or "+strings.Join(reward.Kinds()[1:], ", ")+" tuned in the config's reward section (default: the config's reward.kind when it writes one, else 1 if right, 0 if wrong)")
 	fl.Float64Var(&f.lambda, "lambda", 0, "--reward graded or world: cost charged per unit of --cost-unit (default: the reward's)")
+	fl.BoolVar(&f.judge, "judge", false, "judge a verified session whose task is an open question (dataset open): the config's judge (roles.judge, else roles.default, tuned by its judge section) compares the answer with the task's reference; the quality is its score difference / 100")
 	fl.StringVar(&f.costUnit, "cost-unit", "", "--reward graded: what --lambda charges for, tokens or dollars (default: the config's reward.graded.cost_unit, tokens)")
 	return cmd
 }
@@ -140,6 +144,15 @@ func serveGateway(ctx context.Context, out io.Writer, getenv env, log *slog.Logg
 	}
 	if err := gatewayReward(&gcfg, cfg, names, f); err != nil {
 		return err
+	}
+	if f.judge {
+		j, name, closeJudge, err := gatewayJudge(cfg, models, getenv, log)
+		if err != nil {
+			return err
+		}
+		defer closeJudge()
+		gcfg.Judge = j
+		fmt.Fprintf(out, "gateway: sessions of open questions are judged against their reference answer by model %s\n", name)
 	}
 	sink, err := openOTLP(f.otlp, getenv, cfg.providers(), log)
 	if err != nil {
@@ -271,6 +284,35 @@ func gatewayReward(gcfg *gateway.Config, cfg *Config, served []string, f gateway
 	return nil
 }
 
+// gatewayJudge is the config's judge over its model: a served one, or
+// one opened for the judge alone, closed by the returned function.
+func gatewayJudge(cfg *Config, served map[string]delegate.Model, getenv env, log *slog.Logger) (*judge.Judge, string, func(), error) {
+	name := cfg.Roles.Judge
+	if name == "" {
+		name = cfg.Roles.Default
+	}
+	if name == "" {
+		return nil, "", nil, errors.New("gateway: --judge needs a judge model: set roles.judge (or roles.default) in the config")
+	}
+	if _, ok := cfg.Models[name]; !ok {
+		return nil, "", nil, fmt.Errorf("gateway: --judge: the judge model %q is not in the config's models", name)
+	}
+	models, closeModels := served, func() {}
+	if _, ok := served[name]; !ok {
+		var err error
+		if models, closeModels, err = openServed(cfg, []string{name}, getenv, log); err != nil {
+			return nil, "", nil, fmt.Errorf("gateway: --judge: %w", err)
+		}
+	}
+	a, _ := cfg.agent(models, judge.Role, name)
+	j, err := judge.New(a, cfg.Judge)
+	if err != nil {
+		closeModels()
+		return nil, "", nil, fmt.Errorf("gateway: judge: %w", err)
+	}
+	return j, name, closeModels, nil
+}
+
 // printGateway says what the gateway serves where, and how it is guarded.
 func printGateway(out io.Writer, log *slog.Logger, g *gateway.Gateway, gcfg gateway.Config, names []string, models map[string]delegate.Model, addr net.Addr, f gatewayFlags) {
 	for _, n := range names {
@@ -292,6 +334,7 @@ func printGateway(out io.Writer, log *slog.Logger, g *gateway.Gateway, gcfg gate
 	} else {
 		fmt.Fprintln(out, "gateway: verified sessions get 1 if right, 0 if wrong")
 	}
+
 	auth := "no token (loopback only)"
 	switch {
 	case f.token != "":

@@ -20,6 +20,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/internal/edge"
+	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/server"
@@ -91,6 +92,12 @@ type Config struct {
 	// RewardName names Reward in each session's terms, as
 	// reward.Config.Describe does.
 	RewardName string
+	// Judge, when set, rewards a session ended without a reward whose
+	// task is an open question (dataset JudgedDataset): it compares the
+	// answer with the task's reference answer. The quality is the
+	// judge's Diff/100, the reward that quality or, with Reward, Reward
+	// of it. Nil: such a session needs a reward given.
+	Judge *judge.Judge
 	// GeneratedTokens makes Reward charge the trained roles' completion
 	// tokens only, as the world's reward does; else their whole usage.
 	GeneratedTokens bool
@@ -742,22 +749,19 @@ func (g *Gateway) score(ctx context.Context, s *session, calls []Call, req Rewar
 			return nil, fmt.Errorf("reward: %w", err)
 		}
 		fin.Reward = *req.Reward
+	case s.task.Dataset == JudgedDataset && g.cfg.Judge != nil:
+		if s.task.Answer == "" {
+			return nil, errors.New("no reward given, and the open question has no reference answer for the judge")
+		}
+		if err := g.judgeSession(ctx, fin, sessionAnswer(req, calls)); err != nil {
+			return nil, err
+		}
 	case g.cfg.Verify == nil:
 		return nil, errors.New("no reward given, and the gateway has no verifier")
 	case s.task.Answer == "":
 		return nil, errors.New("no reward given, and the session's task has no reference answer")
 	default:
-		answer := ""
-		if req.Answer != nil {
-			answer = *req.Answer
-		} else {
-			for i := len(calls) - 1; i >= 0; i-- {
-				if calls[i].Trained && !calls[i].Failed {
-					answer = calls[i].Output.Content
-					break
-				}
-			}
-		}
+		answer := sessionAnswer(req, calls)
 		if g.cfg.Reward != nil {
 			if err := g.computeReward(ctx, fin, answer); err != nil {
 				return nil, err
@@ -775,6 +779,20 @@ func (g *Gateway) score(ctx context.Context, s *session, calls []Call, req Rewar
 	}
 	fin.Samples = Samples(calls)
 	return fin, nil
+}
+
+// sessionAnswer is the answer a reward request names, else the last
+// trained call's content.
+func sessionAnswer(req RewardRequest, calls []Call) string {
+	if req.Answer != nil {
+		return *req.Answer
+	}
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].Trained && !calls[i].Failed {
+			return calls[i].Output.Content
+		}
+	}
+	return ""
 }
 
 // decodeBody reads a JSON body of at most maxAdminBody bytes into v,

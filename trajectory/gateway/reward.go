@@ -63,6 +63,53 @@ func (g *Gateway) computeReward(ctx context.Context, fin *Finished, answer strin
 	return nil
 }
 
+// JudgedDataset is the dataset of open questions, which no verifier
+// checks: with Config.Judge, the judge compares a session's answer with
+// the task's reference answer.
+const JudgedDataset = "open"
+
+// judgeSession gives fin the judge's reward. The judge compares answer
+// with the task's reference, its baseline; the quality is its Diff/100.
+// With Config.Reward the quality takes the verifier's place in it, as
+// process's reward of a judged rollout; else the reward is the quality.
+func (g *Gateway) judgeSession(ctx context.Context, fin *Finished, answer string) error {
+	step := 0
+	if fin.PolicyVersion != nil {
+		step = *fin.PolicyVersion
+	}
+	rewardOf, name := g.cfg.Reward, g.cfg.RewardName
+	if rewardOf == nil {
+		rewardOf, name = judgedQuality, "judge's quality"
+	}
+	task := fin.Task
+	base := &delegate.Trace{Version: delegate.TraceVersion, Strategy: traceStrategy, Answer: task.Answer}
+	task.Answer = "" // the reference is the judge's baseline, not a verifier's
+	sc := &rollout.RewardScorer{Judge: g.cfg.Judge, Reward: rewardOf, PolicyRoles: policyRoles(fin.Calls),
+		GeneratedTokens: g.cfg.GeneratedTokens, Step: step}
+	res, err := sc.Score(ctx, nil, task, base, sessionTrace(fin.Calls, answer))
+	if err != nil {
+		return fmt.Errorf("reward: %w", err)
+	}
+	in := res.Inputs
+	if in == nil || in.Verdict == nil {
+		return fmt.Errorf("reward: task %q was not judged", fin.Task.ID)
+	}
+	if math.IsNaN(res.Reward) || math.IsInf(res.Reward, 0) {
+		return fmt.Errorf("reward: %s gives %v for this session", name, res.Reward)
+	}
+	fin.Reward, fin.Terms = res.Reward, &Terms{Reward: name, Quality: in.Verdict.Diff / 100, Outcome: *in}
+	return nil
+}
+
+// judgedQuality is the reward of a judged session without a reward
+// function: the judge's Diff/100, NaN when the verdict is unusable.
+func judgedQuality(o reward.Outcome) float64 {
+	if o.Verdict == nil || o.Verdict.Unparseable {
+		return math.NaN()
+	}
+	return o.Verdict.Diff / 100
+}
+
 // policyRoles are the roles of the trained calls, sorted.
 func policyRoles(calls []Call) []string {
 	var roles []string
