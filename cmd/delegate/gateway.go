@@ -18,8 +18,8 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/internal/edge"
-	"github.com/delegatelab/delegate/nn/infer"
 	"github.com/delegatelab/delegate/judge"
+	"github.com/delegatelab/delegate/nn/infer"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/score"
 	"github.com/delegatelab/delegate/server"

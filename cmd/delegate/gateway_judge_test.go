@@ -118,7 +118,7 @@ func TestGatewayJudgeNeedsAJudge(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "delegate.yaml")
 	doc := `models:
   small:
-    base_url: `+srv.url+`/v1
+    base_url: ` + srv.url + `/v1
     model: small
     max_retries: 0
 roles:
