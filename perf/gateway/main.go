@@ -6,12 +6,14 @@
 // It also prints the added p50 and p99 latency.
 // The targets are at most 1.1 times the CPU and 2 ms of added p99, PASS or MISS.
 //
-// Two backends, by -backend. standin is package standin's server, in this process, answering at once.
+// Three backends, by -backend. standin is package standin's server, in this process, answering at once.
 // Its run also prints the gateway's memory per session and per call, and the sessions per second recorded and grouped.
 // model is `delegate serve` on the shipped router and solver, a child process whose CPU counts on every path.
 // Its workload is the calls the route strategy makes on world problems, greedily (model.go).
+// inprocess runs that workload against delegate serve and against a gateway that hosts the same models
+// in its own process, with no extra hop (inprocess.go).
 //
-// Usage: go run ./perf/gateway -bin ./delegate [-backend model]
+// Usage: go run ./perf/gateway -bin ./delegate [-backend model|inprocess]
 package main
 
 import (
@@ -48,10 +50,10 @@ func main() {
 	workers := flag.Int("workers", 4, "concurrent clients")
 	perSession := flag.Int("session-calls", 10, "with -backend standin: calls of one session before it ends")
 	forwardTo := flag.String("forward-to", "", "be the bare forwarder child: forward every request to this URL")
-	backend := flag.String("backend", "standin", "the backend: standin (answers at once, in this process) or model (delegate serve on the shipped router)")
-	serveConfig := flag.String("serve-config", "examples/world.yaml", "with -backend model: the config delegate serve runs")
-	problems := flag.Int("problems", 24, "with -backend model: world problems, one session each per repetition and path")
-	seed := flag.Uint64("seed", 1, "with -backend model: seed of the world problems")
+	backend := flag.String("backend", "standin", "the backend: standin (answers at once, in this process), model (delegate serve on the shipped router) or inprocess (serve against a gateway hosting the same models)")
+	serveConfig := flag.String("serve-config", "examples/world.yaml", "with -backend model or inprocess: the config delegate serve (and the inprocess gateway) runs")
+	problems := flag.Int("problems", 24, "with -backend model or inprocess: world problems, one session each per repetition and path")
+	seed := flag.Uint64("seed", 1, "with -backend model or inprocess: seed of the world problems")
 	flag.Parse()
 	if *forwardTo != "" {
 		if err := serveForwarder(*forwardTo, *workers); err != nil {
@@ -64,10 +66,15 @@ func main() {
 	switch *backend {
 	case "standin":
 		err = run(*bin, *calls, *reps, *workers, *perSession)
-	case "model":
-		err = runModel(modelRun{bin: *bin, config: *serveConfig, problems: *problems, seed: *seed, reps: *reps, workers: *workers})
+	case "model", "inprocess":
+		m := modelRun{bin: *bin, config: *serveConfig, problems: *problems, seed: *seed, reps: *reps, workers: *workers}
+		if *backend == "model" {
+			err = runModel(m)
+		} else {
+			err = runInProcess(m)
+		}
 	default:
-		err = fmt.Errorf("-backend %q: want standin or model", *backend)
+		err = fmt.Errorf("-backend %q: want standin, model or inprocess", *backend)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "perf/gateway:", err)

@@ -54,7 +54,7 @@ type episode struct {
 
 func runModel(m modelRun) error {
 	ctx := context.Background()
-	serve, err := startServe(m.bin, m.config)
+	serve, eps, calls, err := m.workload(ctx, fmt.Sprintf("model (delegate serve --config %s: the shipped router and solver, greedy)", m.config))
 	if err != nil {
 		return err
 	}
@@ -64,23 +64,6 @@ func runModel(m modelRun) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	problems, err := world.Generate(world.DefaultConfig(), m.seed, world.Validation, m.problems)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("machine: %d CPUs, %s; load average %s\n", runtime.NumCPU(), runtime.Version(), loadavg())
-	fmt.Printf("backend: model (delegate serve --config %s: the shipped router and solver, greedy)\n", m.config)
-	capStart, cap0 := time.Now(), serve.cpu()
-	eps, right, err := capture(ctx, serve.base+"/v1", problems, m.workers)
-	if err != nil {
-		return fmt.Errorf("capture the route strategy's calls: %w", err)
-	}
-	calls := 0
-	for _, ep := range eps {
-		calls += len(ep.calls)
-	}
-	fmt.Printf("workload: the route strategy's %d calls on %d world validation problems (seed %d; %d right), captured in %v (backend CPU %v); × %d repetitions per path, %d clients, one session per problem through the gateway (verified at the end)\n",
-		calls, len(eps), m.seed, right, time.Since(capStart).Round(time.Millisecond), serve.cpu()-cap0, m.reps, m.workers)
 
 	config := filepath.Join(dir, "gateway.yaml")
 	yaml := fmt.Sprintf(`models:
@@ -105,40 +88,24 @@ func runModel(m modelRun) error {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: m.workers * 2}}
 	const viaDirect, viaForwarder, viaGateway = 0, 1, 2
 	names := [3]string{"direct", "forwarder", "gateway"}
+	arms := []arm{{name: names[viaDirect], base: serve.base}, {name: names[viaForwarder], base: fwd.base}, {name: names[viaGateway], base: gw.base, sessions: true}}
+	// Each child's index in a tally's procs.
+	const pServe, pFwd, pGw = 0, 1, 2
+	ts, err := interleave(client, eps, arms, []*child{serve, fwd, gw}, m.reps, m.workers)
+	if err != nil {
+		return err
+	}
 	var lats [3][]time.Duration
 	var cpus, backend, own [3]time.Duration
 	var diffs []string
-	for r := range m.reps {
-		paths := []int{viaDirect, viaForwarder, viaGateway}
-		if r%2 == 1 {
-			slices.Reverse(paths)
-		}
-		for _, path := range paths {
-			self0, serve0, gw0, fwd0 := selfCPU(), serve.cpu(), gw.cpu(), fwd.cpu()
-			var lat []time.Duration
-			var got [][]string
-			switch path {
-			case viaGateway:
-				lat, got, err = replay(client, eps, m.workers, gw.base, true)
-			case viaForwarder:
-				lat, got, err = replay(client, eps, m.workers, fwd.base, false)
-			default:
-				lat, got, err = replay(client, eps, m.workers, serve.base, false)
-			}
-			if err != nil {
-				return fmt.Errorf("%s path: %w", names[path], err)
-			}
-			self, back := selfCPU()-self0, serve.cpu()-serve0
-			switch path {
-			case viaGateway:
-				own[path] += gw.cpu() - gw0
-			case viaForwarder:
-				own[path] += fwd.cpu() - fwd0
-			}
-			lats[path] = append(lats[path], lat...)
-			cpus[path] += self + back
-			backend[path] += back
-			diffs = append(diffs, differences(eps, got, names[path], r)...)
+	for path, t := range ts {
+		lats[path], backend[path], diffs = t.lat, t.procs[pServe], append(diffs, t.diffs...)
+		cpus[path] = t.self + t.procs[pServe]
+		switch path {
+		case viaGateway:
+			own[path] = t.procs[pGw]
+		case viaForwarder:
+			own[path] = t.procs[pFwd]
 		}
 	}
 	n := time.Duration(calls * m.reps)
@@ -152,6 +119,43 @@ func runModel(m modelRun) error {
 	fmt.Printf("latency: direct p50 %v p99 %v; through the forwarder p50 %v p99 %v; through the gateway p50 %v p99 %v; gateway's added p50 %v p99 %v\n",
 		dp50, dp99, pct(fLat, 50), pct(fLat, 99), gp50, gp99, gp50-dp50, gp99-dp99)
 	total := calls * m.reps * len(names)
+	printDiffs(diffs, total)
+	fmt.Printf("%s CPU ≤ 1.1× direct (%.2f×)\n", verdict(float64(gCPU) <= 1.1*float64(dCPU)), float64(gCPU)/float64(dCPU))
+	fmt.Printf("%s added p99 ≤ 2 ms (%v)\n", verdict(gp99-dp99 <= 2*time.Millisecond), gp99-dp99)
+	fmt.Printf("load average at the end %s\n", loadavg())
+	return nil
+}
+
+// workload starts delegate serve on m.config and captures the route
+// strategy's calls against it. It prints the machine, the backend as
+// backend says, and the workload. The caller stops serve.
+func (m modelRun) workload(ctx context.Context, backend string) (serve *child, eps []episode, calls int, err error) {
+	problems, err := world.Generate(world.DefaultConfig(), m.seed, world.Validation, m.problems)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if serve, err = startServe(m.bin, m.config); err != nil {
+		return nil, nil, 0, err
+	}
+	fmt.Printf("machine: %d CPUs, %s; load average %s\n", runtime.NumCPU(), runtime.Version(), loadavg())
+	fmt.Printf("backend: %s\n", backend)
+	capStart, cap0 := time.Now(), serve.cpu()
+	eps, right, err := capture(ctx, serve.base+"/v1", problems, m.workers)
+	if err != nil {
+		serve.stop()
+		return nil, nil, 0, fmt.Errorf("capture the route strategy's calls: %w", err)
+	}
+	for _, ep := range eps {
+		calls += len(ep.calls)
+	}
+	fmt.Printf("workload: the route strategy's %d calls on %d world validation problems (seed %d; %d right), captured in %v (backend CPU %v); × %d repetitions per path, %d clients, one session per problem through the gateway (verified at the end)\n",
+		calls, len(eps), m.seed, right, time.Since(capStart).Round(time.Millisecond), serve.cpu()-cap0, m.reps, m.workers)
+	return serve, eps, calls, nil
+}
+
+// printDiffs prints whether every one of total calls got the capture's
+// completion, and the first few that did not.
+func printDiffs(diffs []string, total int) {
 	fmt.Printf("%s same completions on every path as at capture (%d of %d calls differ)\n", verdict(len(diffs) == 0), len(diffs), total)
 	for i, d := range diffs {
 		if i == 3 {
@@ -160,10 +164,60 @@ func runModel(m modelRun) error {
 		}
 		fmt.Printf("  %s\n", d)
 	}
-	fmt.Printf("%s CPU ≤ 1.1× direct (%.2f×)\n", verdict(float64(gCPU) <= 1.1*float64(dCPU)), float64(gCPU)/float64(dCPU))
-	fmt.Printf("%s added p99 ≤ 2 ms (%v)\n", verdict(gp99-dp99 <= 2*time.Millisecond), gp99-dp99)
-	fmt.Printf("load average at the end %s\n", loadavg())
-	return nil
+}
+
+// arm is one way the workload goes: to the server at base, each
+// episode a verified gateway session with sessions.
+type arm struct {
+	name, base string
+	sessions   bool
+}
+
+// tally is what an arm measured over all repetitions. self is this
+// process's CPU (the clients'), procs each child's, in the order given.
+type tally struct {
+	lat   []time.Duration
+	self  time.Duration
+	procs []time.Duration
+	diffs []string
+}
+
+// interleave replays eps on each arm, reps times, the arms' order
+// reversed every other repetition. It measures the CPU of this process
+// and of every child of procs while each arm runs, and checks each
+// call's completion against the capture's.
+func interleave(c *http.Client, eps []episode, arms []arm, procs []*child, reps, workers int) ([]tally, error) {
+	ts := make([]tally, len(arms))
+	for i := range ts {
+		ts[i].procs = make([]time.Duration, len(procs))
+	}
+	for r := range reps {
+		order := make([]int, len(arms))
+		for i := range order {
+			order[i] = i
+		}
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, i := range order {
+			a, t := arms[i], &ts[i]
+			self0, procs0 := selfCPU(), make([]time.Duration, len(procs))
+			for j, p := range procs {
+				procs0[j] = p.cpu()
+			}
+			lat, got, err := replay(c, eps, workers, a.base, a.sessions)
+			if err != nil {
+				return nil, fmt.Errorf("%s path: %w", a.name, err)
+			}
+			t.self += selfCPU() - self0
+			for j, p := range procs {
+				t.procs[j] += p.cpu() - procs0[j]
+			}
+			t.lat = append(t.lat, lat...)
+			t.diffs = append(t.diffs, differences(eps, got, a.name, r)...)
+		}
+	}
+	return ts, nil
 }
 
 // startServe starts the delegate binary's server on config, on a

@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/delegatelab/delegate/server"
 	"github.com/delegatelab/delegate/standin"
 	"github.com/delegatelab/delegate/trajectory/gateway"
+	"github.com/delegatelab/delegate/world"
 )
 
 // BenchmarkCall measures one chat completion over loopback HTTP, with
@@ -237,17 +240,7 @@ func BenchmarkModelSession(b *testing.B) {
 	defer gw.Close()
 	srv := httptest.NewServer(gw)
 	defer srv.Close()
-	const (
-		problem = `{"role":"system","content":"Solve or delegate."},{"role":"user","content":"Dot has 91 jars of 23 coins. Gus has 19 jars of 83 coins. Gus gets 49 more. How many coins do they have in all?"}`
-		tools   = `"tools":[{"type":"function","function":{"name":"delegate","description":"Send one self-contained question to a cheaper assistant.","parameters":{"type":"object","properties":{"question":{"type":"string"}},"required":["question"]}}}],"tool_choice":"auto"`
-		called  = `{"role":"assistant","content":null,"tool_calls":[{"id":"call_0_0_0","type":"function","function":{"name":"delegate","arguments":"{\"question\":\"91*23\"}"}},{"id":"call_0_0_1","type":"function","function":{"name":"delegate","arguments":"{\"question\":\"19*83\"}"}}]},{"role":"tool","tool_call_id":"call_0_0_0","content":"2093"},{"role":"tool","tool_call_id":"call_0_0_1","content":"1577"}`
-	)
-	calls := []string{
-		`{"model":"delegator","messages":[` + problem + `],` + tools + `,"temperature":0,"max_tokens":768}`,
-		`{"model":"solver","messages":[{"role":"system","content":"Compute."},{"role":"user","content":"91*23"}],"temperature":0,"max_tokens":64}`,
-		`{"model":"solver","messages":[{"role":"system","content":"Compute."},{"role":"user","content":"19*83"}],"temperature":0,"max_tokens":64}`,
-		`{"model":"delegator","messages":[` + problem + `,` + called + `],` + tools + `,"temperature":0,"max_tokens":768}`,
-	}
+	calls := routeCalls
 	post := func(path, body string) []byte { return benchPost(b, srv.URL+path, "", body) }
 	cpu0 := processCPU()
 	i := 0
@@ -267,6 +260,141 @@ func BenchmarkModelSession(b *testing.B) {
 	cpu := float64(processCPU()-cpu0) / float64(b.N)
 	b.ReportMetric(cpu, "cpu-ns/op")
 	b.ReportMetric(cpu/float64(len(calls)), "cpu-ns/call")
+}
+
+// routeCalls are a session of the route strategy's calls: the router's
+// two turns around the solver's two calls.
+var routeCalls = func() []string {
+	const (
+		problem = `{"role":"system","content":"Solve or delegate."},{"role":"user","content":"Dot has 91 jars of 23 coins. Gus has 19 jars of 83 coins. Gus gets 49 more. How many coins do they have in all?"}`
+		tools   = `"tools":[{"type":"function","function":{"name":"delegate","description":"Send one self-contained question to a cheaper assistant.","parameters":{"type":"object","properties":{"question":{"type":"string"}},"required":["question"]}}}],"tool_choice":"auto"`
+		called  = `{"role":"assistant","content":null,"tool_calls":[{"id":"call_0_0_0","type":"function","function":{"name":"delegate","arguments":"{\"question\":\"91*23\"}"}},{"id":"call_0_0_1","type":"function","function":{"name":"delegate","arguments":"{\"question\":\"19*83\"}"}}]},{"role":"tool","tool_call_id":"call_0_0_0","content":"2093"},{"role":"tool","tool_call_id":"call_0_0_1","content":"1577"}`
+	)
+	return []string{
+		`{"model":"delegator","messages":[` + problem + `],` + tools + `,"temperature":0,"max_tokens":768}`,
+		`{"model":"solver","messages":[{"role":"system","content":"Compute."},{"role":"user","content":"91*23"}],"temperature":0,"max_tokens":64}`,
+		`{"model":"solver","messages":[{"role":"system","content":"Compute."},{"role":"user","content":"19*83"}],"temperature":0,"max_tokens":64}`,
+		`{"model":"delegator","messages":[` + problem + `,` + called + `],` + tools + `,"temperature":0,"max_tokens":768}`,
+	}
+}()
+
+// BenchmarkLocalSession measures what the gateway adds when it hosts
+// local models in process, as `delegate gateway` does with the shipped
+// ones. The models answer at once with the shipped models' answers to
+// routeCalls (canned), so that only the serving is measured. "server"
+// is package server alone, as `delegate serve`: the four calls. "gateway"
+// is one session of them: opened, called, verified, grouped by four.
+// cpu-ns/call is the process's CPU per call: client, server and gateway.
+func BenchmarkLocalSession(b *testing.B) {
+	models := cannedModels(b)
+	b.Run("server", func(b *testing.B) {
+		cfg := server.DefaultConfig()
+		cfg.System = system
+		s, err := server.NewWithConfig(cfg, nil, models...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.SetAccessLog(nil)
+		srv := httptest.NewServer(s)
+		defer srv.Close()
+		cpu0 := processCPU()
+		for b.Loop() {
+			for _, c := range routeCalls {
+				benchPost(b, srv.URL+"/v1/chat/completions", "", c)
+			}
+		}
+		cpu := float64(processCPU()-cpu0) / float64(b.N)
+		b.ReportMetric(cpu/float64(len(routeCalls)), "cpu-ns/call")
+	})
+	b.Run("gateway", func(b *testing.B) {
+		cfg := gateway.DefaultConfig()
+		cfg.Dir, cfg.Server.System, cfg.Verify = b.TempDir(), system, world.Verify
+		hash := gateway.BuiltinTemplateHash()
+		cfg.Templates = map[string]string{"delegator": hash, "solver": hash}
+		cfg.Prices = map[string]delegate.Price{"delegator": {Input: 1, Output: 5}, "solver": {Input: 0.2, Output: 1}}
+		gw, err := gateway.Open(context.Background(), cfg, nil, models...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer gw.Close()
+		srv := httptest.NewServer(gw)
+		defer srv.Close()
+		task := `"task":{"id":"p","dataset":"world","answer":"3719"}`
+		cpu0 := processCPU()
+		i := 0
+		for b.Loop() {
+			var cr struct {
+				SessionID string `json:"session_id"`
+			}
+			if err := json.Unmarshal(benchPost(b, srv.URL+"/sessions", "", `{`+task+`,"group":"g`+strconv.Itoa(i/4)+`"}`), &cr); err != nil {
+				b.Fatal(err)
+			}
+			for _, c := range routeCalls {
+				benchPost(b, srv.URL+"/s/"+cr.SessionID+"/v1/chat/completions", "", c)
+			}
+			benchPost(b, srv.URL+"/sessions/"+cr.SessionID+"/reward", "", `{}`)
+			i++
+		}
+		cpu := float64(processCPU()-cpu0) / float64(b.N)
+		b.ReportMetric(cpu/float64(len(routeCalls)), "cpu-ns/call")
+	})
+}
+
+// canned is a model that hands out, in turn, the answers its model gave
+// once. A caller that did not ask for logprobs gets none, as from a
+// local model. It is safe for concurrent use.
+type canned struct {
+	name    string
+	answers []*delegate.Response
+	next    atomic.Int64
+}
+
+func (c *canned) Name() string { return c.name }
+
+func (c *canned) Chat(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+	a := c.answers[int(c.next.Add(1)-1)%len(c.answers)]
+	out := *a
+	out.Choices = slices.Clone(a.Choices)
+	if !req.Logprobs {
+		for i := range out.Choices {
+			out.Choices[i].Logprobs = nil
+		}
+	}
+	return &out, nil
+}
+
+// cannedModels are the shipped delegator and solver as canned models:
+// their answers to routeCalls, taken once through package server, with
+// logprobs.
+func cannedModels(b *testing.B) []delegate.Model {
+	b.Helper()
+	real := shipped(b)
+	out := map[string]*canned{"delegator": {name: "delegator"}, "solver": {name: "solver"}}
+	var models []delegate.Model
+	for _, name := range []string{"delegator", "solver"} {
+		c := out[name]
+		models = append(models, modeltest.New(name, func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+			r := *req
+			r.Logprobs = true
+			resp, err := real[name].Chat(ctx, &r)
+			if err == nil {
+				c.answers = append(c.answers, resp) // one call at a time
+			}
+			return resp, err
+		}))
+	}
+	cfg := server.DefaultConfig()
+	cfg.System = system
+	s, err := server.NewWithConfig(cfg, nil, models...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	for _, c := range routeCalls {
+		benchPost(b, srv.URL+"/v1/chat/completions", "", c)
+	}
+	return []delegate.Model{out["delegator"], out["solver"]}
 }
 
 // benchPost posts body to url, with key as bearer token when not empty,

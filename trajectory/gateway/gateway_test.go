@@ -36,7 +36,7 @@ import (
 var system = map[string]string{"delegator": "Solve or delegate.", "solver": "Compute."}
 
 // shipped loads the shipped checkpoints of models/ as local models.
-func shipped(t *testing.T) map[string]*local.Model {
+func shipped(t testing.TB) map[string]*local.Model {
 	t.Helper()
 	out := map[string]*local.Model{}
 	for _, name := range []string{"delegator", "solver"} {

@@ -80,12 +80,17 @@ func Samples(calls []Call) []Sample {
 		if c.NoTokens != "" {
 			continue
 		}
-		for _, id := range c.PromptTokenIDs[len(s.Tokens):] {
-			s.Tokens = append(s.Tokens, id)
+		// Each slice grows once a call: growing a token at a time was
+		// most of the work of ending a session's samples.
+		prompt := c.PromptTokenIDs[len(s.Tokens):]
+		n := len(prompt) + len(c.CompletionTokenIDs)
+		s.Tokens = append(append(slices.Grow(s.Tokens, n), prompt...), c.CompletionTokenIDs...)
+		s.Masks = slices.Grow(s.Masks, n)
+		s.Logprobs = slices.Grow(s.Logprobs, n)
+		for range prompt {
 			s.Masks = append(s.Masks, delegate.MaskIgnore)
 			s.Logprobs = append(s.Logprobs, 1.0)
 		}
-		s.Tokens = append(s.Tokens, c.CompletionTokenIDs...)
 		s.Masks = append(s.Masks, c.CompletionTokenIDs...)
 		s.Logprobs = append(s.Logprobs, c.Logprobs...)
 	}

@@ -240,12 +240,12 @@ func tokens(prompt []int, lps []delegate.TokenLogprob) (ids []int, logprobs []fl
 	if len(lps) == 0 {
 		return nil, nil, "the backend returned no logprobs"
 	}
-	for _, lp := range lps {
+	ids, logprobs = make([]int, len(lps)), make([]float64, len(lps))
+	for i, lp := range lps {
 		if lp.TokenID < 0 {
 			return nil, nil, "the backend returned logprobs without token ids"
 		}
-		ids = append(ids, lp.TokenID)
-		logprobs = append(logprobs, lp.Logprob)
+		ids[i], logprobs[i] = lp.TokenID, lp.Logprob
 	}
 	return ids, logprobs, ""
 }
