@@ -36,6 +36,8 @@ func TestPuregoImpl(t *testing.T) {
 		{"archAdamW", archAdamW != nil},
 		{"archSwiGLU", archSwiGLU != nil},
 		{"archSwiGLUBack", archSwiGLUBack != nil},
+		{"activeAdd", activeAdd != nil},
+		{"activeScale", activeScale != nil},
 		{"activeBF16Pairs8", activeBF16Pairs8 != nil},
 		{"activeWidenBF16Pairs", activeWidenBF16Pairs != nil},
 		{"archQ8Dot4", archQ8Dot4() != nil},
