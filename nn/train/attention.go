@@ -93,10 +93,7 @@ func attnProbs(pb, lse []float32, r0, r1 int, scale float32, save bool) {
 		}
 		sum, shift := kernel.Softmax(live, scale)
 		lse[i] = shift + float32(math.Log(float64(sum)))
-		inv := 1 / sum
-		for j := range live {
-			live[j] *= inv
-		}
+		kernel.Scale(live, 1/sum)
 	}
 }
 
