@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/kernel"
 )
 
 // The per-row layers of package nn over a batch's N rows, split across
@@ -13,7 +14,8 @@ import (
 // RMSNorm's sums over a row are chains of dependent adds, as long as the
 // row. One chain at a time leaves the core waiting on each add. So the
 // norms here take four rows at a time: four independent chains, each in
-// its row's own order, and the same bits as package nn one row at a time.
+// its row's own order. The elementwise rest runs eight lanes at a time in
+// package kernel, one rounding per operation as in package nn.
 
 // rmsNormForward writes y (N, D) from x (N, D) and g (D), and saves each
 // row's r (N).
@@ -48,13 +50,10 @@ func rmsNorm4(y, r, x, g []float32, eps float32) {
 	r3 := 1 / float32(math.Sqrt(float64(s3/fd+eps)))
 	r = r[:4]
 	r[0], r[1], r[2], r[3] = r0, r1, r2, r3
-	y0, y1, y2, y3 := y[:d], y[d:2*d], y[2*d:3*d], y[3*d:4*d]
-	for j, gj := range g {
-		y0[j] = gj * (r0 * x0[j])
-		y1[j] = gj * (r1 * x1[j])
-		y2[j] = gj * (r2 * x2[j])
-		y3[j] = gj * (r3 * x3[j])
-	}
+	kernel.RMSNormApply(y[:d], x0, g, r0)
+	kernel.RMSNormApply(y[d:2*d], x1, g, r1)
+	kernel.RMSNormApply(y[2*d:3*d], x2, g, r2)
+	kernel.RMSNormApply(y[3*d:4*d], x3, g, r3)
 }
 
 // rmsNormBackward accumulates dx (N, D) += ∂L/∂x and dg (D) += ∂L/∂g from
@@ -71,12 +70,8 @@ func rmsNormBackward(dx, dg, dy, x, g, r []float32, n, d int) {
 			nn.RMSNormBackward(dx[i*d:(i+1)*d], dy[i*d:(i+1)*d], x[i*d:(i+1)*d], g, r[i])
 		}
 	})
-	i := 0
-	for ; i+4 <= n; i += 4 {
-		rmsNormGainGrad4(dg[:d], dy[i*d:(i+4)*d], x[i*d:(i+4)*d], r[i:i+4])
-	}
-	for ; i < n; i++ {
-		nn.RMSNormGainGrad(dg, dy[i*d:(i+1)*d], x[i*d:(i+1)*d], r[i])
+	for i := range n {
+		kernel.RMSNormGain(dg[:d], dy[i*d:(i+1)*d], x[i*d:(i+1)*d], r[i])
 	}
 }
 
@@ -100,30 +95,10 @@ func rmsNormBackward4(dx, dy, x, g, r []float32) {
 	c1 := r1 * r1 * r1 * s1 / fd
 	c2 := r2 * r2 * r2 * s2 / fd
 	c3 := r3 * r3 * r3 * s3 / fd
-	dx0, dx1, dx2, dx3 := dx[:d], dx[d:2*d], dx[2*d:3*d], dx[3*d:4*d]
-	for j, gj := range g {
-		dx0[j] += r0*gj*dy0[j] - c0*x0[j]
-		dx1[j] += r1*gj*dy1[j] - c1*x1[j]
-		dx2[j] += r2*gj*dy2[j] - c2*x2[j]
-		dx3[j] += r3*gj*dy3[j] - c3*x3[j]
-	}
-}
-
-// rmsNormGainGrad4 is nn.RMSNormGainGrad on four rows in turn: dy and x
-// are (4, D), dg (D) and r (4). Each dg_j adds the rows' terms in row order.
-func rmsNormGainGrad4(dg, dy, x, r []float32) {
-	d := len(dg)
-	x0, x1, x2, x3 := x[:d], x[d:2*d], x[2*d:3*d], x[3*d:4*d]
-	dy0, dy1, dy2, dy3 := dy[:d], dy[d:2*d], dy[2*d:3*d], dy[3*d:4*d]
-	r = r[:4]
-	r0, r1, r2, r3 := r[0], r[1], r[2], r[3]
-	for j, s := range dg {
-		s += dy0[j] * x0[j] * r0
-		s += dy1[j] * x1[j] * r1
-		s += dy2[j] * x2[j] * r2
-		s += dy3[j] * x3[j] * r3
-		dg[j] = s
-	}
+	kernel.RMSNormInput(dx[:d], dy0, x0, g, r0, c0)
+	kernel.RMSNormInput(dx[d:2*d], dy1, x1, g, r1, c1)
+	kernel.RMSNormInput(dx[2*d:3*d], dy2, x2, g, r2, c2)
+	kernel.RMSNormInput(dx[3*d:4*d], dy3, x3, g, r3, c3)
 }
 
 // swiGLUForward writes h (N, Hidden) = silu(a) · b elementwise; h must not
