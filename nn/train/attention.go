@@ -93,10 +93,7 @@ func attnProbs(pb, lse []float32, r0, r1 int, scale float32, save bool) {
 		}
 		sum, shift := kernel.Softmax(live, scale)
 		lse[i] = shift + float32(math.Log(float64(sum)))
-		inv := 1 / sum
-		for j := range live {
-			live[j] *= inv
-		}
+		kernel.Scale(live, 1/sum)
 	}
 }
 
@@ -176,17 +173,7 @@ func (a attention) backward(dqkv, dout, lse, qkv []float32) {
 					attnProbs(pb, l, r0, r1, scale, false)
 					kernel.MatMulNT(dpb, dob, v, m, hd, r1)    // dP
 					kernel.MatMulTNAcc(dv, pb, dob, r1, m, hd) // dV[0:r1]
-					for i := r0; i < r1; i++ {
-						pi, dpi := pb[(i-r0)*r1:(i-r0+1)*r1], dpb[(i-r0)*r1:(i-r0+1)*r1]
-						var dot float32
-						for j := 0; j <= i; j++ {
-							dot += pi[j] * dpi[j]
-						}
-						for j := 0; j <= i; j++ {
-							dpi[j] = pi[j] * (dpi[j] - dot) * scale
-						}
-						clear(dpi[i+1:])
-					}
+					attnDScores(dpb, pb, r0, r1, scale)
 					kernel.MatMulNN(dqb, dpb, k, m, r1, hd)    // dQ[r0:r1]
 					kernel.MatMulTNAcc(dk, dpb, qb, r1, m, hd) // dK[0:r1]
 				}
@@ -196,4 +183,51 @@ func (a attention) backward(dqkv, dout, lse, qkv []float32) {
 			a.scatter(drows, dv, s, vOff+kvh*hd)
 		}
 	})
+}
+
+// attnDScores turns dP into dS in place for query rows [r0, r1) of a block.
+// pb and dpb are (r1−r0, r1); for j ≤ i, dS_ij = p_ij·(dP_ij − dot_i)·scale
+// with dot_i = Σ_j≤i p_ij·dP_ij, and 0 after. The sums take four rows at a
+// time, as four independent chains, each over j in increasing order.
+func attnDScores(dpb, pb []float32, r0, r1 int, scale float32) {
+	row := func(s []float32, i int) []float32 { return s[(i-r0)*r1 : (i-r0+1)*r1] }
+	i := r0
+	for ; i+4 <= r1; i += 4 {
+		p0, p1, p2, p3 := row(pb, i), row(pb, i+1), row(pb, i+2), row(pb, i+3)
+		d0, d1, d2, d3 := row(dpb, i), row(dpb, i+1), row(dpb, i+2), row(dpb, i+3)
+		var s0, s1, s2, s3 float32
+		for j := range i + 1 {
+			s0 += p0[j] * d0[j]
+			s1 += p1[j] * d1[j]
+			s2 += p2[j] * d2[j]
+			s3 += p3[j] * d3[j]
+		}
+		s1 += p1[i+1] * d1[i+1]
+		s2 += p2[i+1] * d2[i+1]
+		s2 += p2[i+2] * d2[i+2]
+		s3 += p3[i+1] * d3[i+1]
+		s3 += p3[i+2] * d3[i+2]
+		s3 += p3[i+3] * d3[i+3]
+		attnDScoresRow(d0, p0, i, s0, scale)
+		attnDScoresRow(d1, p1, i+1, s1, scale)
+		attnDScoresRow(d2, p2, i+2, s2, scale)
+		attnDScoresRow(d3, p3, i+3, s3, scale)
+	}
+	for ; i < r1; i++ {
+		p, d := row(pb, i), row(dpb, i)
+		var dot float32
+		for j := range i + 1 {
+			dot += p[j] * d[j]
+		}
+		attnDScoresRow(d, p, i, dot, scale)
+	}
+}
+
+// attnDScoresRow finishes row i of dS in d from p and its dot.
+func attnDScoresRow(d, p []float32, i int, dot, scale float32) {
+	live, pl := d[:i+1], p[:i+1]
+	for j, pj := range pl {
+		live[j] = pj * (live[j] - dot) * scale
+	}
+	clear(d[i+1:])
 }

@@ -95,7 +95,7 @@ func (w *Workspace) backward(ctx context.Context, p, g *nn.Params, b Batch) erro
 		kernel.MatMulTNAcc(gl.W3, dh3, xn2, hid, n, d) // (Hidden, D)
 		kernel.MatMulNN(dxn, dh1, lp.W1, n, hid, d)    // (N, D)
 		kernel.MatMulNN(dtmp, dh3, lp.W3, n, hid, d)   // (N, D)
-		nn.Add(dxn, dtmp)
+		kernel.Add(dxn, dtmp)
 		rmsNormBackward(dres, gl.FFNNorm, dxn, a.xmid[:n*d], lp.FFNNorm, a.r2, n, d) // dres is now ∂L/∂xmid
 
 		// attention
@@ -117,10 +117,7 @@ func (w *Workspace) backward(ctx context.Context, p, g *nn.Params, b Batch) erro
 	// token embedding: rows add up in position order, so repeated tokens
 	// accumulate deterministically
 	for i, id := range b.Inputs {
-		row := g.TokenEmb[id*d : (id+1)*d]
-		for j, x := range dres[i*d : (i+1)*d] {
-			row[j] += x
-		}
+		kernel.Add(g.TokenEmb[id*d:(id+1)*d], dres[i*d:(i+1)*d])
 	}
 	return nil
 }

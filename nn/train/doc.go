@@ -3,8 +3,9 @@
 // activations, and the backward pass through them. It holds the
 // token-weighted cross-entropy, AdamW and its schedule, the Trainer that
 // accumulates micro-batches, clips and steps, and a run's versioned,
-// resumable state. The per-row layers are package nn's, split here across
-// cores by rows; the matrix products are package kernel's. Every result is
+// resumable state. The per-row layers compute as package nn's, bit for bit,
+// split here across cores by rows, RMSNorm four rows at a time; the matrix
+// products and the vector loops are package kernel's. Every result is
 // deterministic: the same batch and parameters give the same bits whatever
 // GOMAXPROCS is.
 package train

@@ -196,7 +196,7 @@ func (w *Workspace) forward(ctx context.Context, p *nn.Params, b Batch) error {
 		})
 		attn.forward(ao, a.lse, qkv)              // (N, D)
 		kernel.MatMulNT(xmid, ao, lp.Wo, n, d, d) // (N, D)
-		nn.Add(xmid, x)                           // residual
+		kernel.Add(xmid, x)                       // residual
 
 		// MLP: xout = xmid + W2·(silu(W1·xn2) · W3·xn2)
 		xn2, h1, h3, hg := a.xn2[:n*d], a.h1[:n*hid], a.h3[:n*hid], a.hg[:n*hid]
@@ -206,7 +206,7 @@ func (w *Workspace) forward(ctx context.Context, p *nn.Params, b Batch) error {
 		kernel.MatMulNT(h3, xn2, lp.W3, n, d, hid)             // (N, Hidden)
 		swiGLUForward(hg, h1, h3)                              // (N, Hidden)
 		kernel.MatMulNT(xout, hg, lp.W2, n, hid, d)            // (N, D)
-		nn.Add(xout, xmid)                                     // residual
+		kernel.Add(xout, xmid)                                 // residual
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("forward head: %w", err)

@@ -49,10 +49,7 @@ func logSoftmax(logp, logits []float32, targets []int, weights []float32, n, v i
 				continue
 			}
 			g := w * scale
-			k := g / sum
-			for j := range z {
-				z[j] *= k
-			}
+			kernel.Scale(z, g/sum)
 			z[targets[i]] -= g
 		}
 	})

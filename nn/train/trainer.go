@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/kernel"
 )
 
 // Config sets a Trainer's optimizer, learning-rate schedule and
@@ -123,10 +124,7 @@ func (t *Trainer) Step(ctx context.Context, micro []Batch) (StepStats, error) {
 	}
 	if t.cfg.ClipNorm > 0 && st.GradNorm > t.cfg.ClipNorm {
 		st.Clipped = true
-		scale := float32(t.cfg.ClipNorm / st.GradNorm)
-		for i := range t.Grads.Data {
-			t.Grads.Data[i] *= scale
-		}
+		kernel.Scale(t.Grads.Data, float32(t.cfg.ClipNorm/st.GradNorm))
 	}
 	st.LR = t.cfg.Schedule.LR(t.Opt.Steps)
 	if err := ctx.Err(); err != nil {

@@ -1,0 +1,119 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// Constants of Exp (exp.go) and of expSumAVX2, one float32 or int32 each.
+DATA exp512c<>+0(SB)/4, $0xc2aeac4f  // expLo
+DATA exp512c<>+4(SB)/4, $0x42b1999a  // clampHi
+DATA exp512c<>+8(SB)/4, $0x3fb8aa3b  // log2e
+DATA exp512c<>+12(SB)/4, $0x3f318000 // ln2hi
+DATA exp512c<>+16(SB)/4, $0xb95e8083 // ln2lo
+DATA exp512c<>+20(SB)/4, $0x3f800000 // 1
+DATA exp512c<>+24(SB)/4, $0x39506967 // c0
+DATA exp512c<>+28(SB)/4, $0x3ab743ce // c1
+DATA exp512c<>+32(SB)/4, $0x3c088908 // c2
+DATA exp512c<>+36(SB)/4, $0x3d2aa9c1 // c3
+DATA exp512c<>+40(SB)/4, $0x3e2aaaaa // c4
+DATA exp512c<>+44(SB)/4, $0x3f000000 // c5
+DATA exp512c<>+48(SB)/4, $0x42fe0000 // 127.0
+DATA exp512c<>+52(SB)/4, $127        // exponent bias
+GLOBL exp512c<>(SB), RODATA|NOPTR, $56
+
+// EXP16 computes Z5 = e^(Z0*Z2 - Z1) in sixteen lanes, with expSumAVX2's
+// operations in its order, so that every lane rounds as there. Lanes under
+// expLo give 0, NaN lanes all ones, as there. It clobbers Z2 to Z6, K1, K2.
+#define EXP16 \
+	VMULPS Z0, Z2, Z2 \
+	VSUBPS Z1, Z2, Z2 \
+	VCMPPS $0x11, Z9, Z2, K1 \
+	VCMPPS $3, Z2, Z2, K2 \
+	VMINPS Z10, Z2, Z2 \
+	VMAXPS Z9, Z2, Z2 \
+	VMULPS Z11, Z2, Z3 \
+	VRNDSCALEPS $0, Z3, Z3 \
+	VFNMADD231PS Z12, Z3, Z2 \
+	VFNMADD231PS Z13, Z3, Z2 \
+	VMOVAPS Z16, Z5 \
+	VFMADD213PS Z17, Z2, Z5 \
+	VFMADD213PS Z18, Z2, Z5 \
+	VFMADD213PS Z19, Z2, Z5 \
+	VFMADD213PS Z20, Z2, Z5 \
+	VFMADD213PS Z21, Z2, Z5 \
+	VMULPS Z2, Z2, Z4 \
+	VFMADD213PS Z2, Z4, Z5 \
+	VADDPS Z14, Z5, Z5 \
+	VMINPS Z22, Z3, Z4 \
+	VSUBPS Z4, Z3, Z3 \
+	VADDPS Z14, Z3, Z3 \
+	VMULPS Z3, Z5, Z5 \
+	VCVTPS2DQ Z4, Z6 \
+	VPADDD Z23, Z6, Z6 \
+	VPSLLD $23, Z6, Z6 \
+	VMULPS Z6, Z5, Z5 \
+	VPXORD Z5, Z5, K1, Z5 \
+	VMOVDQU32 Z24, K2, Z5
+
+// func expSumAVX512(dst, src *float32, n int, scale, shift float32) float32
+//
+// expSumAVX2 sixteen lanes a step (n a multiple of 8, at least 8): the
+// same lanes' bits, and the same sum. Each step adds its low eight lanes
+// and then its high eight to expSumAVX2's eight running sums, as that code
+// adds two steps of eight, and the last eight values go through a masked
+// step.
+TEXT ·expSumAVX512(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS scale+24(FP), Z0
+	VBROADCASTSS shift+28(FP), Z1
+	VBROADCASTSS exp512c<>+0(SB), Z9
+	VBROADCASTSS exp512c<>+4(SB), Z10
+	VBROADCASTSS exp512c<>+8(SB), Z11
+	VBROADCASTSS exp512c<>+12(SB), Z12
+	VBROADCASTSS exp512c<>+16(SB), Z13
+	VBROADCASTSS exp512c<>+20(SB), Z14
+	VBROADCASTSS exp512c<>+24(SB), Z16
+	VBROADCASTSS exp512c<>+28(SB), Z17
+	VBROADCASTSS exp512c<>+32(SB), Z18
+	VBROADCASTSS exp512c<>+36(SB), Z19
+	VBROADCASTSS exp512c<>+40(SB), Z20
+	VBROADCASTSS exp512c<>+44(SB), Z21
+	VBROADCASTSS exp512c<>+48(SB), Z22
+	VPBROADCASTD exp512c<>+52(SB), Z23
+	VPTERNLOGD $0xff, Z24, Z24, Z24   // all ones: the NaN lanes' bits
+	VXORPS Y15, Y15, Y15              // eight running sums
+	CMPQ CX, $16
+	JLT tail
+
+loop:
+	VMOVUPS (SI), Z2
+	EXP16
+	VMOVUPS Z5, (DI)
+	VADDPS Y5, Y15, Y15               // lanes 0-7 first
+	VEXTRACTF64X4 $1, Z5, Y7
+	VADDPS Y7, Y15, Y15               // then lanes 8-15
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	CMPQ CX, $16
+	JGE loop
+
+tail:
+	TESTQ CX, CX
+	JZ sum
+	MOVL $0xff, AX                    // the last eight values
+	KMOVW AX, K3
+	VMOVUPS.Z (SI), K3, Z2
+	EXP16
+	VMOVUPS Z5, K3, (DI)
+	VADDPS Y5, Y15, Y15
+
+sum:
+	// lanes summed as goExpBlock does: (l0+l4)+(l1+l5), (l2+l6)+(l3+l7)
+	VEXTRACTF128 $1, Y15, X0
+	VADDPS X0, X15, X0
+	VHADDPS X0, X0, X0
+	VHADDPS X0, X0, X0
+	VMOVSS X0, ret+32(FP)
+	VZEROUPPER
+	RET

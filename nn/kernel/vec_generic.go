@@ -1,0 +1,9 @@
+//go:build !amd64 || purego
+
+package kernel
+
+// Without the assembly the portable loops are the only ones.
+var (
+	archAdd   addFunc
+	archScale scaleFunc
+)
