@@ -47,6 +47,16 @@ type DelegationConfig struct {
 	Prices *world.Prices
 	// Reward scores an ended episode. Default world.DefaultReward().
 	Reward *reward.Graded
+	// Score, when set, scores an ended episode instead of Reward. It gets
+	// the episode's Outcome, as a reward.Config's Func or a
+	// reward.Graded's Reward reads it, and must be safe for concurrent use.
+	Score func(reward.Outcome) float64
+	// ScoreName names Score in the ended episode's terms.
+	ScoreName string
+	// GeneratedTokens makes the outcome's tokens the delegator's
+	// completion tokens, as the world's reward counts them; else its
+	// whole usage.
+	GeneratedTokens bool
 	// Generation is how the sub-agent is asked. Default the route
 	// strategy's weak stage in this world (transcript.StrategyConfig).
 	Generation *strategy.Generation
@@ -93,6 +103,9 @@ type Delegation struct {
 	budget   float64
 	prices   world.Prices
 	reward   reward.Graded
+	score    func(reward.Outcome) float64
+	scoreAs  string // Score's name
+	genOnly  bool   // GeneratedTokens
 	gen      strategy.Generation
 	tasks    []delegate.Task
 	verify   delegate.Verifier
@@ -107,7 +120,8 @@ func NewDelegation(cfg DelegationConfig) (*Delegation, error) {
 		return nil, errors.New("delegation environment: a sub-agent model is required")
 	}
 	d := &Delegation{sub: cfg.Subagent, world: world.DefaultConfig(), split: cfg.Split, maxSteps: cfg.MaxSteps, budget: cfg.Budget, ended: cfg.Ended,
-		prices: world.DefaultPrices(), reward: world.DefaultReward(), gen: transcript.StrategyConfig().Weak}
+		prices: world.DefaultPrices(), reward: world.DefaultReward(), gen: transcript.StrategyConfig().Weak,
+		score: cfg.Score, scoreAs: cfg.ScoreName, genOnly: cfg.GeneratedTokens}
 	if cfg.World != nil {
 		d.world = *cfg.World
 	}
@@ -189,11 +203,14 @@ func (d *Delegation) Metadata() Metadata {
 	if len(d.tasks) > 0 {
 		what = fmt.Sprintf("one of %d %s tasks", len(d.tasks), d.dataset)
 	}
+	rw := fmt.Sprintf("reward = correct - %g x delegator generated tokens - %g x sub-agent calls", d.reward.Lambda, d.reward.Mu)
+	if d.score != nil {
+		rw = "reward: " + d.scoreAs
+	}
 	return Metadata{
-		Name: "delegate-" + d.dataset,
-		Description: fmt.Sprintf("Solve %s, delegating steps to the sub-agent %s; "+
-			"reward = correct - %g x delegator generated tokens - %g x sub-agent calls.", what, d.sub.Name(), d.reward.Lambda, d.reward.Mu),
-		Version: &v,
+		Name:        "delegate-" + d.dataset,
+		Description: fmt.Sprintf("Solve %s, delegating steps to the sub-agent %s; %s.", what, d.sub.Name(), rw),
+		Version:     &v,
 	}
 }
 
@@ -338,6 +355,21 @@ type DelegationState struct {
 	Correct   *bool    `json:"correct"`
 	Reward    *float64 `json:"reward"`
 	Spend     Spend    `json:"spend"`
+	// Terms are what the configured reward (DelegationConfig.Score) was
+	// made of, once the episode ended; absent under the world's reward.
+	Terms *Terms `json:"terms,omitempty"`
+}
+
+// Terms are what an ended episode's configured reward was made of.
+type Terms struct {
+	// Reward names the reward function (DelegationConfig.ScoreName).
+	Reward string `json:"reward"`
+	// Quality is the verifier's word: 1 right, 0 wrong.
+	Quality float64 `json:"quality"`
+	// Outcome is the reward function's whole input. Cost is the episode's
+	// dollars, tokens the delegator's, calls the sub-agent's that
+	// answered. Latency runs from the reset to the end.
+	reward.Outcome
 }
 
 // Schema returns the JSON schemas of the environment's actions,
@@ -376,6 +408,7 @@ type episode struct {
 	done    bool
 	correct *bool
 	reward  *float64
+	terms   *Terms
 	sub     delegate.Usage // the sub-agent's usage
 	subN    int            // sub-agent calls that answered
 	path    time.Duration  // the sub-agent calls' wall time
@@ -667,8 +700,37 @@ func (d *Delegation) check(t delegate.Task, answer string) (delegate.Verdict, er
 func (e *episode) end(correct bool) {
 	e.done = true
 	e.correct = &correct
-	r := world.RewardOf(e.d.reward, correct, e.account())
-	e.reward = &r
+	if e.d.score == nil {
+		r := world.RewardOf(e.d.reward, correct, e.account())
+		e.reward = &r
+		return
+	}
+	o := e.outcome(correct)
+	t := &Terms{Reward: e.d.scoreAs, Outcome: o}
+	if correct {
+		t.Quality = 1
+	}
+	e.terms = t
+	// A reward that is not finite cannot be sent as JSON: it stays null,
+	// and the terms say why.
+	if r := e.d.score(o); finite(r) {
+		e.reward = &r
+	}
+}
+
+// outcome is the ended episode as the configured reward reads it.
+func (e *episode) outcome(correct bool) reward.Outcome {
+	a, sp := e.account(), e.spend()
+	o := reward.Outcome{FormatOK: true, Correct: &correct, Cost: sp.Dollars, Calls: a.SubagentCalls,
+		Latency: time.Since(e.start), CriticalPath: e.path, AllCalls: a.DelegatorCalls + a.SubagentCalls, CriticalCalls: a.SubagentCalls}
+	o.Tokens = a.Delegator.Total()
+	if e.d.genOnly {
+		o.Tokens = a.Delegator.CompletionTokens
+	}
+	if a.SubagentCalls > 0 {
+		o.ModelCalls = map[string]int{e.d.sub.Name(): a.SubagentCalls}
+	}
+	return o
 }
 
 // account is the episode's bill so far.
@@ -701,7 +763,7 @@ func (e *episode) observation(tool, result string, terr *ToolError) Observation 
 
 // State returns the episode's state.
 func (e *episode) State() any {
-	st := DelegationState{StepCount: e.steps, Dataset: e.d.dataset, Done: e.done, Correct: e.correct, Reward: e.reward, Spend: e.spend()}
+	st := DelegationState{StepCount: e.steps, Dataset: e.d.dataset, Done: e.done, Correct: e.correct, Reward: e.reward, Spend: e.spend(), Terms: e.terms}
 	if e.started {
 		id, seed := e.id, e.seed
 		st.EpisodeID, st.Seed, st.ProblemID = &id, &seed, e.task.ID
