@@ -15,6 +15,8 @@ import (
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/dataset"
 	"github.com/delegatelab/delegate/internal/edge"
+	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/score"
 	"github.com/delegatelab/delegate/trajectory/openenv"
 	"github.com/delegatelab/delegate/world"
@@ -29,6 +31,11 @@ type envFlags struct {
 	maxEpisodes, maxSteps      int
 	insecure, skipBad          bool
 	otlp                       string
+	// The reward of an ended episode, as gateway reads it; reward ""
+	// leaves it to the config's reward.kind, else the world's reward.
+	reward, costUnit string
+	lambda           float64
+	lambdaSet        bool
 }
 
 func newEnvCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -42,11 +49,12 @@ problem: of the arithmetic world's --split, or of --dataset (gsm8k, math,
 mmlu, bbh) read from --data and scored by its exact verifier. The policy
 calls two tools: delegate, which hands a question to the sub-agent model
 (the config's weak role, else its subagent or default role), and answer.
-The reward is the world's.
+The reward is the world's, or --reward's (the config's reward.kind).
 Listening off loopback needs a token ($` + envTokenEnv + ` or --token) unless
 --insecure. docs/openenv.md has the protocol and a TRL example.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.lambdaSet = cmd.Flags().Changed("lambda")
 			return serveEnv(cmd.Context(), cmd.OutOrStdout(), getenv, log, f)
 		},
 	}
@@ -62,6 +70,9 @@ Listening off loopback needs a token ($` + envTokenEnv + ` or --token) unless
 	fl.StringVar(&f.token, "token", "", "token clients must send, as a bearer token or a Basic auth password (default $"+envTokenEnv+"; prefer the variable: a flag shows in ps)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without a token")
 	fl.StringVar(&f.otlp, "otlp", "", "export each episode as OpenTelemetry spans to this OTLP/HTTP receiver (http://localhost:4318); never slows or fails an episode (docs/telemetry.md)")
+	fl.StringVar(&f.reward, "reward", "", "reward of an ended episode, as gateway's --reward: graded, world, or "+strings.Join(reward.Kinds()[1:], ", ")+" tuned in the config's reward section (default: the config's reward.kind when it writes one, else the world's reward)")
+	fl.Float64Var(&f.lambda, "lambda", 0, "--reward graded or world: cost charged per unit of --cost-unit (default: the reward's)")
+	fl.StringVar(&f.costUnit, "cost-unit", "", "--reward graded: what --lambda charges for, tokens or dollars (default: the config's reward.graded.cost_unit, tokens)")
 	return cmd
 }
 
@@ -85,6 +96,11 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	if err != nil {
 		return err
 	}
+	c := rewardChoice{kind: f.reward, lambda: f.lambda, lambdaSet: f.lambdaSet, costUnit: f.costUnit}
+	sc, rewardName, err := c.chosen(cfg, []string{name}, "env delegates to")
+	if err != nil {
+		return fmt.Errorf("env: %w", err)
+	}
 	one := *cfg
 	one.Models = map[string]ModelConfig{name: cfg.Models[name]}
 	models, closeModels, err := one.openModels(getenv, log)
@@ -97,7 +113,7 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 		return fmt.Errorf("env: %w", err)
 	}
 	defer sink.close()
-	srv, err := newEnvServer(cfg.Models[name].Price, models[name], split, tasks, f, sink, log)
+	srv, err := newEnvServer(cfg.Models[name].Price, models[name], split, tasks, f, sc, rewardName, sink, log)
 	if err != nil {
 		return err
 	}
@@ -122,6 +138,9 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	}
 	fmt.Fprintf(out, "delegation environment: %s, sub-agent %q (config key %s), at most %d steps an episode, %d episodes at once\n",
 		what, models[name].Name(), name, f.maxSteps, f.maxEpisodes)
+	if sc != nil {
+		fmt.Fprintf(out, "reward: %s\n", rewardName)
+	}
 	fmt.Fprintf(out, "serving OpenEnv on http://%s (WebSocket ws://%s/ws, MCP http://%s/mcp), %s\n", ln.Addr(), ln.Addr(), ln.Addr(), auth)
 	if f.otlp != "" {
 		fmt.Fprintf(out, "each episode exported as OpenTelemetry spans to %s\n", redactURL(f.otlp))
@@ -169,8 +188,8 @@ func envSubagent(cfg *Config) (string, error) {
 
 // newEnvServer is the delegation environment's OpenEnv server. sub is the
 // sub-agent at price, the world's solver price when zero. Each episode is
-// exported to sink.
-func newEnvServer(price delegate.Price, sub delegate.Model, split world.Split, tasks []delegate.Task, f envFlags, sink *otlpSink, log *slog.Logger) (*openenv.Server, error) {
+// exported to sink. sc, when not nil, is the chosen reward, named so.
+func newEnvServer(price delegate.Price, sub delegate.Model, split world.Split, tasks []delegate.Task, f envFlags, sc *rollout.RewardScorer, rewardName string, sink *otlpSink, log *slog.Logger) (*openenv.Server, error) {
 	prices := world.DefaultPrices()
 	if price.Input != 0 || price.CachedInput != 0 || price.Output != 0 {
 		prices.Solver = price
@@ -181,6 +200,9 @@ func newEnvServer(price delegate.Price, sub delegate.Model, split world.Split, t
 	}
 	if sink != nil {
 		dc.Ended = sink.episodes()
+	}
+	if sc != nil {
+		dc.Score, dc.ScoreName, dc.GeneratedTokens = sc.Reward, rewardName, sc.GeneratedTokens
 	}
 	d, err := openenv.NewDelegation(dc)
 	if err != nil {
