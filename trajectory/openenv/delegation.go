@@ -43,6 +43,10 @@ type DelegationConfig struct {
 	// Budget ends an episode unanswered once its spend reaches so many
 	// dollars. Zero: no budget.
 	Budget float64
+	// EpisodeTime ends an episode unanswered once so long has passed
+	// since its reset. A sub-agent call running then is cut short. Zero:
+	// no limit.
+	EpisodeTime time.Duration
 	// Prices price the two roles. Default world.DefaultPrices().
 	Prices *world.Prices
 	// Reward scores an ended episode. Default world.DefaultReward().
@@ -101,6 +105,7 @@ type Delegation struct {
 	split    world.Split
 	maxSteps int
 	budget   float64
+	time     time.Duration // EpisodeTime
 	prices   world.Prices
 	reward   reward.Graded
 	score    func(reward.Outcome) float64
@@ -119,7 +124,7 @@ func NewDelegation(cfg DelegationConfig) (*Delegation, error) {
 	if cfg.Subagent == nil {
 		return nil, errors.New("delegation environment: a sub-agent model is required")
 	}
-	d := &Delegation{sub: cfg.Subagent, world: world.DefaultConfig(), split: cfg.Split, maxSteps: cfg.MaxSteps, budget: cfg.Budget, ended: cfg.Ended,
+	d := &Delegation{sub: cfg.Subagent, world: world.DefaultConfig(), split: cfg.Split, maxSteps: cfg.MaxSteps, budget: cfg.Budget, time: cfg.EpisodeTime, ended: cfg.Ended,
 		prices: world.DefaultPrices(), reward: world.DefaultReward(), gen: transcript.StrategyConfig().Weak,
 		score: cfg.Score, scoreAs: cfg.ScoreName, genOnly: cfg.GeneratedTokens}
 	if cfg.World != nil {
@@ -140,8 +145,8 @@ func NewDelegation(cfg DelegationConfig) (*Delegation, error) {
 	if d.maxSteps == 0 {
 		d.maxSteps = 8
 	}
-	if d.maxSteps < 0 || d.budget < 0 || math.IsNaN(d.budget) {
-		return nil, fmt.Errorf("delegation environment: max steps %d and budget %g must not be negative", d.maxSteps, d.budget)
+	if d.maxSteps < 0 || d.budget < 0 || math.IsNaN(d.budget) || math.IsInf(d.budget, 0) || d.time < 0 {
+		return nil, fmt.Errorf("delegation environment: max steps %d, budget %g and episode time %v must not be negative", d.maxSteps, d.budget, d.time)
 	}
 	d.dataset = world.Dataset
 	if len(cfg.Tasks) > 0 {
@@ -478,14 +483,16 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 	e.turn = key
 	var result string
 	var terr *ToolError
-	switch a.ToolName {
-	case ToolDelegate:
-		result, terr, err = e.delegate(ctx, args)
+	switch {
+	case e.timeUp():
+		// The time ran out before this call: it does not run.
+	case a.ToolName == ToolDelegate:
+		result, terr, err = e.delegateBy(ctx, args)
 		if err != nil {
 			e.msgs = append(e.msgs, delegate.ToolResult(call.ID, "error: "+err.Error()))
 			return Observation{}, fmt.Errorf("delegate call %d of episode %s: %w", e.steps, e.id, err)
 		}
-	case ToolAnswer:
+	case a.ToolName == ToolAnswer:
 		result, terr = e.answer(args)
 	default:
 		terr = &ToolError{ErrorType: ToolNotFound, Message: fmt.Sprintf("tool %q not found: the tools are %s and %s", a.ToolName, ToolDelegate, ToolAnswer)}
@@ -499,6 +506,9 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 	}
 	if !e.done {
 		switch sp := e.spend(); {
+		case e.timeUp(): // first: past the limit the call did not run
+			e.end(false)
+			result += fmt.Sprintf("\n[episode ended: %v passed without an answer]", e.d.time)
 		case e.steps >= e.d.maxSteps:
 			e.end(false)
 			result += fmt.Sprintf("\n[episode ended: %d tool calls without an answer]", e.steps)
@@ -604,6 +614,27 @@ func isCanonical(raw []byte) bool {
 		return true
 	})
 	return ok && n == len(raw) // no space between the members
+}
+
+// timeUp reports whether the episode has run for its time limit.
+func (e *episode) timeUp() bool {
+	return e.d.time > 0 && time.Since(e.start) >= e.d.time
+}
+
+// delegateBy runs delegate within the episode's time limit. A call cut
+// by the limit is a timeout tool error; only the caller's context fails
+// the step.
+func (e *episode) delegateBy(ctx context.Context, args string) (string, *ToolError, error) {
+	if e.d.time == 0 {
+		return e.delegate(ctx, args)
+	}
+	dctx, cancel := context.WithDeadline(ctx, e.start.Add(e.d.time))
+	defer cancel()
+	result, terr, err := e.delegate(dctx, args)
+	if err != nil && ctx.Err() == nil {
+		return "", &ToolError{ErrorType: ToolTimeout, Message: fmt.Sprintf("the sub-agent's call was cut at the episode's time limit %v", e.d.time)}, nil
+	}
+	return result, terr, err
 }
 
 // delegate asks the sub-agent a question as route's delegate tool does.
