@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,6 +31,8 @@ type envFlags struct {
 	addr, config, split, token string
 	dataset, data              string
 	maxEpisodes, maxSteps      int
+	budget                     float64       // dollars an episode may spend; 0: no limit
+	episodeTime                time.Duration // an episode's time from its reset; 0: no limit
 	insecure, skipBad          bool
 	otlp                       string
 	// The reward of an ended episode, as gateway reads it; reward ""
@@ -67,6 +71,8 @@ Listening off loopback needs a token ($` + envTokenEnv + ` or --token) unless
 	fl.BoolVar(&f.skipBad, "skip-bad", false, "leave malformed dataset records out, listing each, instead of failing")
 	fl.IntVar(&f.maxEpisodes, "max-episodes", 64, "WebSocket episodes open at once (CAPACITY_REACHED beyond)")
 	fl.IntVar(&f.maxSteps, "max-steps", 8, "tool calls that end an episode unanswered")
+	fl.Float64Var(&f.budget, "budget", 0, "dollars, both roles at the config's prices, that end an episode unanswered once spent (0: no budget)")
+	fl.DurationVar(&f.episodeTime, "episode-time", 0, "time from its reset that ends an episode unanswered, cutting a sub-agent call short (0: no limit)")
 	fl.StringVar(&f.token, "token", "", "token clients must send, as a bearer token or a Basic auth password (default $"+envTokenEnv+"; prefer the variable: a flag shows in ps)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without a token")
 	fl.StringVar(&f.otlp, "otlp", "", "export each episode as OpenTelemetry spans to this OTLP/HTTP receiver (http://localhost:4318); never slows or fails an episode (docs/telemetry.md)")
@@ -168,6 +174,12 @@ func (f *envFlags) check(getenv env) error {
 	if f.maxEpisodes <= 0 || f.maxSteps <= 0 {
 		return fmt.Errorf("env: --max-episodes (%d) and --max-steps (%d) must be positive", f.maxEpisodes, f.maxSteps)
 	}
+	if f.budget < 0 || math.IsNaN(f.budget) || math.IsInf(f.budget, 0) {
+		return fmt.Errorf("env: --budget %g: want dollars, 0 (no budget) or more", f.budget)
+	}
+	if f.episodeTime < 0 {
+		return fmt.Errorf("env: --episode-time %v: want a duration, 0 (no limit) or more", f.episodeTime)
+	}
 	return nil
 }
 
@@ -194,7 +206,7 @@ func newEnvServer(price delegate.Price, sub delegate.Model, split world.Split, t
 	if price.Input != 0 || price.CachedInput != 0 || price.Output != 0 {
 		prices.Solver = price
 	}
-	dc := openenv.DelegationConfig{Subagent: sub, Split: split, MaxSteps: f.maxSteps, Prices: &prices}
+	dc := openenv.DelegationConfig{Subagent: sub, Split: split, MaxSteps: f.maxSteps, Budget: f.budget, EpisodeTime: f.episodeTime, Prices: &prices}
 	if tasks != nil {
 		dc.Tasks, dc.Verify = tasks, score.Verify
 	}
