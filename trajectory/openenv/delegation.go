@@ -27,6 +27,9 @@ const (
 	ToolAnswer   = "answer"                  // give the final answer; ends the episode
 )
 
+// MaxQuestions is the most questions one delegate call may hand at once.
+const MaxQuestions = 8
+
 // DelegationConfig sets up the delegation environment. Nil and zero
 // fields take the defaults noted.
 type DelegationConfig struct {
@@ -87,13 +90,15 @@ type EpisodeRecord struct {
 }
 
 // StepRecord is one tool call of an episode. Subagent is the sub-agent's
-// call of a delegate step, nil when it made none.
+// call of a delegate step, nil when it made none. Parallel are the calls
+// of a delegate step with several questions, in their order.
 type StepRecord struct {
 	CallID, Tool string
 	Start        time.Time
 	Latency      time.Duration
 	Error        *ToolError
 	Subagent     *delegate.Node
+	Parallel     []*delegate.Node
 }
 
 // Delegation is the delegation environment of package world.
@@ -222,8 +227,10 @@ func (d *Delegation) Metadata() Metadata {
 // Tools are the tools an episode offers, with their argument schemas.
 func (d *Delegation) Tools() []Tool {
 	return []Tool{
-		{Name: ToolDelegate, Description: "Hand a self-contained question, such as 47*28, to the sub-agent model and get its answer.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string","description":"the question, complete in itself"}},"required":["question"]}`)},
+		{Name: ToolDelegate, Description: "Hand a self-contained question, such as 47*28, to the sub-agent model and get its answer. " +
+			"Or hand several at once as questions: they run in parallel, and the answers come back as a JSON array in their order.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string","description":"the question, complete in itself"},` +
+				`"questions":{"type":"array","items":{"type":"string"},"description":"instead of question: up to ` + strconv.Itoa(MaxQuestions) + ` questions, each complete in itself, asked in parallel"}}}`)},
 		{Name: ToolAnswer, Description: d.answerDescription(),
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string","description":"the final answer"}},"required":["answer"]}`)},
 	}
@@ -416,12 +423,14 @@ type episode struct {
 	terms   *Terms
 	sub     delegate.Usage // the sub-agent's usage
 	subN    int            // sub-agent calls that answered
-	path    time.Duration  // the sub-agent calls' wall time
+	path    time.Duration  // the sub-agent calls' wall time; of parallel calls, the slowest's
+	pathN   int            // answered calls on the critical path
 	// With DelegationConfig.Ended: the episode's start, its steps, the
 	// last delegate call, and whether Ended saw it.
 	start   time.Time
 	log     []StepRecord
 	lastSub *delegate.Node
+	lastPar []*delegate.Node
 	seen    bool
 }
 
@@ -518,8 +527,8 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 		}
 	}
 	if e.d.ended != nil {
-		e.log = append(e.log, StepRecord{CallID: call.ID, Tool: a.ToolName, Start: stepStart, Latency: time.Since(stepStart), Error: terr, Subagent: e.lastSub})
-		e.lastSub = nil
+		e.log = append(e.log, StepRecord{CallID: call.ID, Tool: a.ToolName, Start: stepStart, Latency: time.Since(stepStart), Error: terr, Subagent: e.lastSub, Parallel: e.lastPar})
+		e.lastSub, e.lastPar = nil, nil
 		if e.done {
 			e.report()
 		}
@@ -637,9 +646,15 @@ func (e *episode) delegateBy(ctx context.Context, args string) (string, *ToolErr
 	return result, terr, err
 }
 
-// delegate asks the sub-agent a question as route's delegate tool does.
-// A failed call is a tool error; only a done context fails the step.
+// delegate asks the sub-agent a question as route's delegate tool does,
+// or several at once (parallel). A failed call is a tool error; only a
+// done context fails the step.
 func (e *episode) delegate(ctx context.Context, args string) (string, *ToolError, error) {
+	if qs, many, terr := questionsOf(args); terr != nil {
+		return "", terr, nil
+	} else if many {
+		return e.parallel(ctx, qs)
+	}
 	q, err := strategy.ParseDelegateArgs(args)
 	if err != nil {
 		return "", &ToolError{ErrorType: ToolInvalidArgs, Message: err.Error() + `; call delegate with {"question": "..."}`}, nil
@@ -660,14 +675,22 @@ func (e *episode) delegate(ctx context.Context, args string) (string, *ToolError
 	}
 	e.sub = e.sub.Add(resp.Usage)
 	e.subN++
+	e.pathN++
+	text, terr := subagentResult(resp)
+	return text, terr, nil
+}
+
+// subagentResult is the tool result of the sub-agent's answer, as
+// route's delegate tool returns it.
+func subagentResult(resp *delegate.Response) (string, *ToolError) {
 	text := strings.TrimSpace(resp.Text())
 	switch {
 	case text == "":
-		return "", &ToolError{ErrorType: ToolExecutionError, Message: "the sub-agent returned an empty answer"}, nil
+		return "", &ToolError{ErrorType: ToolExecutionError, Message: "the sub-agent returned an empty answer"}
 	case resp.Choices[0].FinishReason == delegate.FinishLength:
-		return text + "\n[the answer was cut at max_tokens]", nil, nil
+		return text + "\n[the answer was cut at max_tokens]", nil
 	}
-	return transcript.RouteResult(text), nil, nil
+	return transcript.RouteResult(text), nil
 }
 
 // subagentNode records a sub-agent call as a trace node, for Ended.
@@ -753,7 +776,7 @@ func (e *episode) end(correct bool) {
 func (e *episode) outcome(correct bool) reward.Outcome {
 	a, sp := e.account(), e.spend()
 	o := reward.Outcome{FormatOK: true, Correct: &correct, Cost: sp.Dollars, Calls: a.SubagentCalls,
-		Latency: time.Since(e.start), CriticalPath: e.path, AllCalls: a.DelegatorCalls + a.SubagentCalls, CriticalCalls: a.SubagentCalls}
+		Latency: time.Since(e.start), CriticalPath: e.path, AllCalls: a.DelegatorCalls + a.SubagentCalls, CriticalCalls: e.pathN}
 	o.Tokens = a.Delegator.Total()
 	if e.d.genOnly {
 		o.Tokens = a.Delegator.CompletionTokens
