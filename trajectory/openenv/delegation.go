@@ -75,6 +75,12 @@ type DelegationConfig struct {
 	// gets the answer boxed, \boxed{ANSWER}, as the verifiers of package
 	// score read a reply, unless the answer has a box already.
 	Verify delegate.Verifier
+	// Judge, when set, scores an answer to a task without a reference
+	// answer, such as an open question: it sets o.Verdict, the judge's
+	// comparison of answer with a baseline. The quality is the verdict's
+	// Diff/100. It must be safe for concurrent use. Without it, every task
+	// needs a reference answer.
+	Judge func(ctx context.Context, t delegate.Task, answer string, o *reward.Outcome) error
 	// Ended, when set, sees each episode once it ends, or once its
 	// session resets or closes first. It runs on the session's goroutine
 	// and must not block.
@@ -119,6 +125,7 @@ type Delegation struct {
 	gen      strategy.Generation
 	tasks    []delegate.Task
 	verify   delegate.Verifier
+	judge    func(ctx context.Context, t delegate.Task, answer string, o *reward.Outcome) error
 	ended    func(EpisodeRecord)
 	dataset  string // the tasks' dataset, world.Dataset for the world's
 	tools    []byte // Tools encoded once: every observation carries them
@@ -159,11 +166,11 @@ func NewDelegation(cfg DelegationConfig) (*Delegation, error) {
 			return nil, errors.New("delegation environment: tasks need a verifier")
 		}
 		for _, t := range cfg.Tasks {
-			if t.Answer == "" {
+			if t.Answer == "" && cfg.Judge == nil {
 				return nil, fmt.Errorf("delegation environment: task %q of %s has no reference answer", t.ID, t.Dataset)
 			}
 		}
-		d.tasks, d.verify, d.dataset = cfg.Tasks, cfg.Verify, cfg.Tasks[0].Dataset
+		d.tasks, d.verify, d.judge, d.dataset = cfg.Tasks, cfg.Verify, cfg.Judge, cfg.Tasks[0].Dataset
 	}
 	tools, err := json.Marshal(d.Tools())
 	if err != nil {
@@ -376,7 +383,7 @@ type DelegationState struct {
 type Terms struct {
 	// Reward names the reward function (DelegationConfig.ScoreName).
 	Reward string `json:"reward"`
-	// Quality is the verifier's word: 1 right, 0 wrong.
+	// Quality is the verifier's word, 1 right and 0 wrong, or the judge's Diff/100.
 	Quality float64 `json:"quality"`
 	// Outcome is the reward function's whole input. Cost is the episode's
 	// dollars, tokens the delegator's, calls the sub-agent's that
@@ -502,7 +509,10 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 			return Observation{}, fmt.Errorf("delegate call %d of episode %s: %w", e.steps, e.id, err)
 		}
 	case a.ToolName == ToolAnswer:
-		result, terr = e.answer(args)
+		result, terr, err = e.answer(ctx, args)
+		if err != nil {
+			return Observation{}, fmt.Errorf("answer call %d of episode %s: %w", e.steps, e.id, err)
+		}
 	default:
 		terr = &ToolError{ErrorType: ToolNotFound, Message: fmt.Sprintf("tool %q not found: the tools are %s and %s", a.ToolName, ToolDelegate, ToolAnswer)}
 	}
@@ -709,34 +719,59 @@ func subagentNode(model string, price delegate.Price, start time.Time, resp *del
 }
 
 // answer ends the episode with the policy's answer, a string or a number.
-// It replaces the call's message, the conversation's last.
-func (e *episode) answer(args string) (string, *ToolError) {
+// It replaces the call's message, the conversation's last. A judge that
+// fails is a tool error; only a done context fails the step.
+func (e *episode) answer(ctx context.Context, args string) (string, *ToolError, error) {
 	var v struct {
 		Answer json.RawMessage `json:"answer"`
 	}
 	if err := json.Unmarshal([]byte(args), &v); err != nil || v.Answer == nil {
-		return "", &ToolError{ErrorType: ToolInvalidArgs, Message: `call answer with {"answer": "..."}`}
+		return "", &ToolError{ErrorType: ToolInvalidArgs, Message: `call answer with {"answer": "..."}`}, nil
 	}
 	var text string
 	if err := json.Unmarshal(v.Answer, &text); err != nil {
 		var n json.Number
 		if err := json.Unmarshal(v.Answer, &n); err != nil {
-			return "", &ToolError{ErrorType: ToolInvalidArgs, Message: "answer must be a string or a number"}
+			return "", &ToolError{ErrorType: ToolInvalidArgs, Message: "answer must be a string or a number"}, nil
 		}
 		text = n.String()
 	}
+	if e.task.Answer == "" && e.d.judge != nil {
+		return e.judged(ctx, text)
+	}
 	verdict, err := e.d.check(e.task, text)
 	if err != nil {
-		return "", &ToolError{ErrorType: ToolExecutionError, Message: err.Error()}
+		return "", &ToolError{ErrorType: ToolExecutionError, Message: err.Error()}, nil
 	}
 	// The answer is billed as the text reply route's strong model ends
 	// with, not as a tool call: so an episode costs what route's does.
 	e.msgs[len(e.msgs)-1] = delegate.Assistant(text)
 	e.end(verdict.Correct)
 	if verdict.Correct {
-		return "correct", nil
+		return "correct", nil, nil
 	}
-	return "wrong", nil
+	return "wrong", nil, nil
+}
+
+// judged ends the episode with the judge's verdict on answer, a task
+// without a reference answer.
+func (e *episode) judged(ctx context.Context, text string) (string, *ToolError, error) {
+	var o reward.Outcome
+	if err := e.d.judge(ctx, e.task, text, &o); err != nil {
+		if ctx.Err() != nil {
+			return "", nil, err
+		}
+		return "", &ToolError{ErrorType: ToolExecutionError, Message: "the judge failed: " + err.Error()}, nil
+	}
+	if o.Verdict == nil {
+		return "", &ToolError{ErrorType: ToolExecutionError, Message: "the judge gave no verdict"}, nil
+	}
+	e.msgs[len(e.msgs)-1] = delegate.Assistant(text)
+	e.finish(nil, &o)
+	if o.Verdict.Unparseable {
+		return "judged: the verdict could not be read", nil, nil
+	}
+	return fmt.Sprintf("judged: quality %.2f against the baseline", o.Verdict.Diff/100), nil, nil
 }
 
 // check scores an answer with the world's verifier or the tasks'.
@@ -751,18 +786,37 @@ func (d *Delegation) check(t delegate.Task, answer string) (delegate.Verdict, er
 }
 
 // end ends the episode and scores it.
-func (e *episode) end(correct bool) {
+func (e *episode) end(correct bool) { e.finish(&correct, nil) }
+
+// finish ends the episode and scores it: verified when correct is set,
+// else by the judge's verdict in judged.
+func (e *episode) finish(correct *bool, judged *reward.Outcome) {
 	e.done = true
-	e.correct = &correct
+	e.correct = correct
+	o := e.outcome(correct)
+	if judged != nil {
+		o.Verdict = judged.Verdict
+	}
 	if e.d.score == nil {
-		r := world.RewardOf(e.d.reward, correct, e.account())
-		e.reward = &r
+		if correct != nil {
+			r := world.RewardOf(e.d.reward, *correct, e.account())
+			e.reward = &r
+			return
+		}
+		// The world's reward of the judge's quality, counting tokens as
+		// world.RewardOf does.
+		wo := reward.Outcome{FormatOK: true, Verdict: o.Verdict, Tokens: e.account().Delegator.CompletionTokens, Calls: o.Calls}
+		if r := e.d.reward.Reward(wo); finite(r) {
+			e.reward = &r
+		}
 		return
 	}
-	o := e.outcome(correct)
 	t := &Terms{Reward: e.d.scoreAs, Outcome: o}
-	if correct {
+	switch {
+	case correct != nil && *correct:
 		t.Quality = 1
+	case o.Verdict != nil && !o.Verdict.Unparseable:
+		t.Quality = o.Verdict.Diff / 100
 	}
 	e.terms = t
 	// A reward that is not finite cannot be sent as JSON: it stays null,
@@ -773,9 +827,9 @@ func (e *episode) end(correct bool) {
 }
 
 // outcome is the ended episode as the configured reward reads it.
-func (e *episode) outcome(correct bool) reward.Outcome {
+func (e *episode) outcome(correct *bool) reward.Outcome {
 	a, sp := e.account(), e.spend()
-	o := reward.Outcome{FormatOK: true, Correct: &correct, Cost: sp.Dollars, Calls: a.SubagentCalls,
+	o := reward.Outcome{FormatOK: true, Correct: correct, Cost: sp.Dollars, Calls: a.SubagentCalls,
 		Latency: time.Since(e.start), CriticalPath: e.path, AllCalls: a.DelegatorCalls + a.SubagentCalls, CriticalCalls: e.pathN}
 	o.Tokens = a.Delegator.Total()
 	if e.d.genOnly {
