@@ -50,7 +50,9 @@ func newEnvCmd(getenv env, log *slog.Logger) *cobra.Command {
 		Long: `Env serves delegation tasks over OpenEnv's protocol (HTTP, WebSocket and
 MCP), for trainers such as TRL's environment_factory. An episode is one
 problem: of the arithmetic world's --split, or of --dataset (gsm8k, math,
-mmlu, bbh) read from --data and scored by its exact verifier. The policy
+mmlu, bbh) read from --data and scored by its exact verifier, or open
+questions (--dataset open) that the config's judge compares with its
+baseline's answer. The policy
 calls two tools: delegate, which hands a question to the sub-agent model
 (the config's weak role, else its subagent or default role), and answer.
 The reward is the world's, or --reward's (the config's reward.kind).
@@ -66,7 +68,7 @@ Listening off loopback needs a token ($` + envTokenEnv + ` or --token) unless
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8010", "address to listen on")
 	fl.StringVarP(&f.config, "config", "c", "", "config file naming the sub-agent model (default $DELEGATE_CONFIG or delegate.yaml)")
 	fl.StringVar(&f.split, "split", "train", "split the world's problems come from: train, validation or test")
-	fl.StringVarP(&f.dataset, "dataset", "d", datasetWorld, "problems: world, or gsm8k, math, mmlu or bbh from --data")
+	fl.StringVarP(&f.dataset, "dataset", "d", datasetWorld, "problems: world, or gsm8k, math, mmlu or bbh from --data, or open (--data, else the built-in requests of --split train or test; judged)")
 	fl.StringVar(&f.data, "data", "", "dataset file (a directory for mmlu, bbh); not used with world")
 	fl.BoolVar(&f.skipBad, "skip-bad", false, "leave malformed dataset records out, listing each, instead of failing")
 	fl.IntVar(&f.maxEpisodes, "max-episodes", 64, "WebSocket episodes open at once (CAPACITY_REACHED beyond)")
@@ -107,19 +109,36 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	if err != nil {
 		return fmt.Errorf("env: %w", err)
 	}
+	var judgeName, baseName string
+	if f.dataset == datasetOpen {
+		if judgeName, baseName, err = envJudgeModels(cfg); err != nil {
+			return err
+		}
+	}
 	one := *cfg
 	one.Models = map[string]ModelConfig{name: cfg.Models[name]}
+	for _, n := range []string{judgeName, baseName} {
+		if n != "" {
+			one.Models[n] = cfg.Models[n]
+		}
+	}
 	models, closeModels, err := one.openModels(getenv, log)
 	if err != nil {
 		return err
 	}
 	defer closeModels()
+	var judgeFn func(context.Context, delegate.Task, string, *reward.Outcome) error
+	if judgeName != "" {
+		if judgeFn, err = envJudge(cfg, models, judgeName); err != nil {
+			return err
+		}
+	}
 	sink, err := openOTLP(f.otlp, getenv, cfg.providers(), log)
 	if err != nil {
 		return fmt.Errorf("env: %w", err)
 	}
 	defer sink.close()
-	srv, err := newEnvServer(cfg.Models[name].Price, models[name], split, tasks, f, sc, rewardName, sink, log)
+	srv, err := newEnvServer(cfg.Models[name].Price, models[name], split, tasks, judgeFn, f, sc, rewardName, sink, log)
 	if err != nil {
 		return err
 	}
@@ -144,6 +163,9 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	}
 	fmt.Fprintf(out, "delegation environment: %s, sub-agent %q (config key %s), at most %d steps an episode, %d episodes at once\n",
 		what, models[name].Name(), name, f.maxSteps, f.maxEpisodes)
+	if judgeName != "" {
+		fmt.Fprintf(out, "answers judged by model %s against the baseline of model %s\n", judgeName, baseName)
+	}
 	if sc != nil {
 		fmt.Fprintf(out, "reward: %s\n", rewardName)
 	}
@@ -201,14 +223,15 @@ func envSubagent(cfg *Config) (string, error) {
 // newEnvServer is the delegation environment's OpenEnv server. sub is the
 // sub-agent at price, the world's solver price when zero. Each episode is
 // exported to sink. sc, when not nil, is the chosen reward, named so.
-func newEnvServer(price delegate.Price, sub delegate.Model, split world.Split, tasks []delegate.Task, f envFlags, sc *rollout.RewardScorer, rewardName string, sink *otlpSink, log *slog.Logger) (*openenv.Server, error) {
+// judgeFn judges answers to tasks without a reference answer.
+func newEnvServer(price delegate.Price, sub delegate.Model, split world.Split, tasks []delegate.Task, judgeFn func(context.Context, delegate.Task, string, *reward.Outcome) error, f envFlags, sc *rollout.RewardScorer, rewardName string, sink *otlpSink, log *slog.Logger) (*openenv.Server, error) {
 	prices := world.DefaultPrices()
 	if price.Input != 0 || price.CachedInput != 0 || price.Output != 0 {
 		prices.Solver = price
 	}
 	dc := openenv.DelegationConfig{Subagent: sub, Split: split, MaxSteps: f.maxSteps, Budget: f.budget, EpisodeTime: f.episodeTime, Prices: &prices}
 	if tasks != nil {
-		dc.Tasks, dc.Verify = tasks, score.Verify
+		dc.Tasks, dc.Verify, dc.Judge = tasks, score.Verify, judgeFn
 	}
 	if sink != nil {
 		dc.Ended = sink.episodes()
@@ -239,11 +262,11 @@ func envTasks(out io.Writer, f envFlags, split world.Split) ([]delegate.Task, st
 			return nil, "", errors.New("--data is not used with --dataset world")
 		}
 		return nil, fmt.Sprintf("%s problems", split), nil
-	case "gsm8k", "math", "mmlu", "bbh":
+	case "gsm8k", "math", "mmlu", "bbh", datasetOpen:
 	default:
-		return nil, "", fmt.Errorf("--dataset %q: want world, gsm8k, math, mmlu or bbh (a dataset with reference answers)", f.dataset)
+		return nil, "", fmt.Errorf("--dataset %q: want world, gsm8k, math, mmlu, bbh or open", f.dataset)
 	}
-	df := datasetFlags{dataset: f.dataset, data: f.data, skipBad: f.skipBad, maxRec: dataset.DefaultMaxRecord}
+	df := datasetFlags{dataset: f.dataset, data: f.data, skipBad: f.skipBad, maxRec: dataset.DefaultMaxRecord, split: f.split}
 	tasks, desc, err := df.load(out)
 	if err != nil {
 		return nil, "", err

@@ -17,11 +17,17 @@ import (
 // its base URL and startup output; the server stops when the test ends.
 func startEnvOut(t *testing.T, args ...string) (string, string) {
 	t.Helper()
+	return startEnvOutWith(t, func(string) string { return "" }, append([]string{"--config", "../../examples/world.yaml"}, args...)...)
+}
+
+// startEnvOutWith is startEnvOut with getenv and without a config.
+func startEnvOutWith(t *testing.T, getenv env, args ...string) (string, string) {
+	t.Helper()
 	var out syncBuffer
-	cmd := newRootCmd(func(string) string { return "" }, slog.New(slog.DiscardHandler))
+	cmd := newRootCmd(getenv, slog.New(slog.DiscardHandler))
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
-	cmd.SetArgs(append([]string{"env", "--config", "../../examples/world.yaml", "--addr", "127.0.0.1:0"}, args...))
+	cmd.SetArgs(append([]string{"env", "--addr", "127.0.0.1:0"}, args...))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
