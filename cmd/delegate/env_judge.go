@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/delegatelab/delegate"
@@ -115,12 +116,9 @@ func (b *envBaselines) answer(ctx context.Context, t delegate.Task) (string, err
 	e = &envBaseline{ready: make(chan struct{})}
 	b.m[t.ID] = e
 	b.order = append(b.order, t.ID)
-	for len(b.m) > b.max && len(b.order) > 0 {
-		old := b.order[0]
+	for len(b.m) > b.max {
+		delete(b.m, b.order[0])
 		b.order = b.order[1:]
-		if old != t.ID {
-			delete(b.m, old)
-		}
 	}
 	b.mu.Unlock()
 	e.answer, e.err = b.run(ctx, t)
@@ -128,6 +126,9 @@ func (b *envBaselines) answer(ctx context.Context, t delegate.Task) (string, err
 		b.mu.Lock()
 		if b.m[t.ID] == e {
 			delete(b.m, t.ID)
+			if i := slices.Index(b.order, t.ID); i >= 0 {
+				b.order = slices.Delete(b.order, i, i+1)
+			}
 		}
 		b.mu.Unlock()
 	}
