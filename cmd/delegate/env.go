@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/dataset"
 	"github.com/delegatelab/delegate/internal/edge"
+	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/score"
 	"github.com/delegatelab/delegate/trajectory/openenv"
 	"github.com/delegatelab/delegate/world"
@@ -27,8 +31,15 @@ type envFlags struct {
 	addr, config, split, token string
 	dataset, data              string
 	maxEpisodes, maxSteps      int
+	budget                     float64       // dollars an episode may spend; 0: no limit
+	episodeTime                time.Duration // an episode's time from its reset; 0: no limit
 	insecure, skipBad          bool
 	otlp                       string
+	// The reward of an ended episode, as gateway reads it; reward ""
+	// leaves it to the config's reward.kind, else the world's reward.
+	reward, costUnit string
+	lambda           float64
+	lambdaSet        bool
 }
 
 func newEnvCmd(getenv env, log *slog.Logger) *cobra.Command {
@@ -39,14 +50,17 @@ func newEnvCmd(getenv env, log *slog.Logger) *cobra.Command {
 		Long: `Env serves delegation tasks over OpenEnv's protocol (HTTP, WebSocket and
 MCP), for trainers such as TRL's environment_factory. An episode is one
 problem: of the arithmetic world's --split, or of --dataset (gsm8k, math,
-mmlu, bbh) read from --data and scored by its exact verifier. The policy
+mmlu, bbh) read from --data and scored by its exact verifier, or open
+questions (--dataset open) that the config's judge compares with its
+baseline's answer. The policy
 calls two tools: delegate, which hands a question to the sub-agent model
 (the config's weak role, else its subagent or default role), and answer.
-The reward is the world's.
+The reward is the world's, or --reward's (the config's reward.kind).
 Listening off loopback needs a token ($` + envTokenEnv + ` or --token) unless
 --insecure. docs/openenv.md has the protocol and a TRL example.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.lambdaSet = cmd.Flags().Changed("lambda")
 			return serveEnv(cmd.Context(), cmd.OutOrStdout(), getenv, log, f)
 		},
 	}
@@ -54,14 +68,19 @@ Listening off loopback needs a token ($` + envTokenEnv + ` or --token) unless
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8010", "address to listen on")
 	fl.StringVarP(&f.config, "config", "c", "", "config file naming the sub-agent model (default $DELEGATE_CONFIG or delegate.yaml)")
 	fl.StringVar(&f.split, "split", "train", "split the world's problems come from: train, validation or test")
-	fl.StringVarP(&f.dataset, "dataset", "d", datasetWorld, "problems: world, or gsm8k, math, mmlu or bbh from --data")
+	fl.StringVarP(&f.dataset, "dataset", "d", datasetWorld, "problems: world, or gsm8k, math, mmlu or bbh from --data, or open (--data, else the built-in requests of --split train or test; judged)")
 	fl.StringVar(&f.data, "data", "", "dataset file (a directory for mmlu, bbh); not used with world")
 	fl.BoolVar(&f.skipBad, "skip-bad", false, "leave malformed dataset records out, listing each, instead of failing")
 	fl.IntVar(&f.maxEpisodes, "max-episodes", 64, "WebSocket episodes open at once (CAPACITY_REACHED beyond)")
 	fl.IntVar(&f.maxSteps, "max-steps", 8, "tool calls that end an episode unanswered")
+	fl.Float64Var(&f.budget, "budget", 0, "dollars, both roles at the config's prices, that end an episode unanswered once spent (0: no budget)")
+	fl.DurationVar(&f.episodeTime, "episode-time", 0, "time from its reset that ends an episode unanswered, cutting a sub-agent call short (0: no limit)")
 	fl.StringVar(&f.token, "token", "", "token clients must send, as a bearer token or a Basic auth password (default $"+envTokenEnv+"; prefer the variable: a flag shows in ps)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening off loopback without a token")
 	fl.StringVar(&f.otlp, "otlp", "", "export each episode as OpenTelemetry spans to this OTLP/HTTP receiver (http://localhost:4318); never slows or fails an episode (docs/telemetry.md)")
+	fl.StringVar(&f.reward, "reward", "", "reward of an ended episode, as gateway's --reward: graded, world, or "+strings.Join(reward.Kinds()[1:], ", ")+" tuned in the config's reward section (default: the config's reward.kind when it writes one, else the world's reward)")
+	fl.Float64Var(&f.lambda, "lambda", 0, "--reward graded or world: cost charged per unit of --cost-unit (default: the reward's)")
+	fl.StringVar(&f.costUnit, "cost-unit", "", "--reward graded: what --lambda charges for, tokens or dollars (default: the config's reward.graded.cost_unit, tokens)")
 	return cmd
 }
 
@@ -85,19 +104,41 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	if err != nil {
 		return err
 	}
+	c := rewardChoice{kind: f.reward, lambda: f.lambda, lambdaSet: f.lambdaSet, costUnit: f.costUnit}
+	sc, rewardName, err := c.chosen(cfg, []string{name}, "env delegates to")
+	if err != nil {
+		return fmt.Errorf("env: %w", err)
+	}
+	var judgeName, baseName string
+	if f.dataset == datasetOpen {
+		if judgeName, baseName, err = envJudgeModels(cfg); err != nil {
+			return err
+		}
+	}
 	one := *cfg
 	one.Models = map[string]ModelConfig{name: cfg.Models[name]}
+	for _, n := range []string{judgeName, baseName} {
+		if n != "" {
+			one.Models[n] = cfg.Models[n]
+		}
+	}
 	models, closeModels, err := one.openModels(getenv, log)
 	if err != nil {
 		return err
 	}
 	defer closeModels()
+	var judgeFn func(context.Context, delegate.Task, string, *reward.Outcome) error
+	if judgeName != "" {
+		if judgeFn, err = envJudge(cfg, models, judgeName); err != nil {
+			return err
+		}
+	}
 	sink, err := openOTLP(f.otlp, getenv, cfg.providers(), log)
 	if err != nil {
 		return fmt.Errorf("env: %w", err)
 	}
 	defer sink.close()
-	srv, err := newEnvServer(cfg.Models[name].Price, models[name], split, tasks, f, sink, log)
+	srv, err := newEnvServer(cfg.Models[name].Price, models[name], split, tasks, judgeFn, f, sc, rewardName, sink, log)
 	if err != nil {
 		return err
 	}
@@ -122,6 +163,12 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	}
 	fmt.Fprintf(out, "delegation environment: %s, sub-agent %q (config key %s), at most %d steps an episode, %d episodes at once\n",
 		what, models[name].Name(), name, f.maxSteps, f.maxEpisodes)
+	if judgeName != "" {
+		fmt.Fprintf(out, "answers judged by model %s against the baseline of model %s\n", judgeName, baseName)
+	}
+	if sc != nil {
+		fmt.Fprintf(out, "reward: %s\n", rewardName)
+	}
 	fmt.Fprintf(out, "serving OpenEnv on http://%s (WebSocket ws://%s/ws, MCP http://%s/mcp), %s\n", ln.Addr(), ln.Addr(), ln.Addr(), auth)
 	if f.otlp != "" {
 		fmt.Fprintf(out, "each episode exported as OpenTelemetry spans to %s\n", redactURL(f.otlp))
@@ -149,6 +196,12 @@ func (f *envFlags) check(getenv env) error {
 	if f.maxEpisodes <= 0 || f.maxSteps <= 0 {
 		return fmt.Errorf("env: --max-episodes (%d) and --max-steps (%d) must be positive", f.maxEpisodes, f.maxSteps)
 	}
+	if f.budget < 0 || math.IsNaN(f.budget) || math.IsInf(f.budget, 0) {
+		return fmt.Errorf("env: --budget %g: want dollars, 0 (no budget) or more", f.budget)
+	}
+	if f.episodeTime < 0 {
+		return fmt.Errorf("env: --episode-time %v: want a duration, 0 (no limit) or more", f.episodeTime)
+	}
 	return nil
 }
 
@@ -169,18 +222,22 @@ func envSubagent(cfg *Config) (string, error) {
 
 // newEnvServer is the delegation environment's OpenEnv server. sub is the
 // sub-agent at price, the world's solver price when zero. Each episode is
-// exported to sink.
-func newEnvServer(price delegate.Price, sub delegate.Model, split world.Split, tasks []delegate.Task, f envFlags, sink *otlpSink, log *slog.Logger) (*openenv.Server, error) {
+// exported to sink. sc, when not nil, is the chosen reward, named so.
+// judgeFn judges answers to tasks without a reference answer.
+func newEnvServer(price delegate.Price, sub delegate.Model, split world.Split, tasks []delegate.Task, judgeFn func(context.Context, delegate.Task, string, *reward.Outcome) error, f envFlags, sc *rollout.RewardScorer, rewardName string, sink *otlpSink, log *slog.Logger) (*openenv.Server, error) {
 	prices := world.DefaultPrices()
 	if price.Input != 0 || price.CachedInput != 0 || price.Output != 0 {
 		prices.Solver = price
 	}
-	dc := openenv.DelegationConfig{Subagent: sub, Split: split, MaxSteps: f.maxSteps, Prices: &prices}
+	dc := openenv.DelegationConfig{Subagent: sub, Split: split, MaxSteps: f.maxSteps, Budget: f.budget, EpisodeTime: f.episodeTime, Prices: &prices}
 	if tasks != nil {
-		dc.Tasks, dc.Verify = tasks, score.Verify
+		dc.Tasks, dc.Verify, dc.Judge = tasks, score.Verify, judgeFn
 	}
 	if sink != nil {
 		dc.Ended = sink.episodes()
+	}
+	if sc != nil {
+		dc.Score, dc.ScoreName, dc.GeneratedTokens = sc.Reward, rewardName, sc.GeneratedTokens
 	}
 	d, err := openenv.NewDelegation(dc)
 	if err != nil {
@@ -205,11 +262,11 @@ func envTasks(out io.Writer, f envFlags, split world.Split) ([]delegate.Task, st
 			return nil, "", errors.New("--data is not used with --dataset world")
 		}
 		return nil, fmt.Sprintf("%s problems", split), nil
-	case "gsm8k", "math", "mmlu", "bbh":
+	case "gsm8k", "math", "mmlu", "bbh", datasetOpen:
 	default:
-		return nil, "", fmt.Errorf("--dataset %q: want world, gsm8k, math, mmlu or bbh (a dataset with reference answers)", f.dataset)
+		return nil, "", fmt.Errorf("--dataset %q: want world, gsm8k, math, mmlu, bbh or open", f.dataset)
 	}
-	df := datasetFlags{dataset: f.dataset, data: f.data, skipBad: f.skipBad, maxRec: dataset.DefaultMaxRecord}
+	df := datasetFlags{dataset: f.dataset, data: f.data, skipBad: f.skipBad, maxRec: dataset.DefaultMaxRecord, split: f.split}
 	tasks, desc, err := df.load(out)
 	if err != nil {
 		return nil, "", err

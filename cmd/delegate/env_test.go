@@ -115,9 +115,9 @@ func TestEnvServesShippedSolver(t *testing.T) {
 // TestEnvDataset serves gsm8k tasks from a small file. A seed draws its
 // task, gsm8k's verifier scores the answer, and MCP lists the tools.
 func TestEnvDataset(t *testing.T) {
-	_, err := execute(t, func(string) string { return "" }, "env", "--config", "../../examples/world.yaml", "--dataset", "open")
+	_, err := execute(t, func(string) string { return "" }, "env", "--config", "../../examples/world.yaml", "--dataset", "trivia")
 	if err == nil || !strings.Contains(err.Error(), "--dataset") {
-		t.Errorf("open: got %v, want an error naming --dataset", err)
+		t.Errorf("an unknown dataset: got %v, want an error naming --dataset", err)
 	}
 	var out syncBuffer
 	cmd := newRootCmd(func(string) string { return "" }, slog.New(slog.DiscardHandler))

@@ -21,6 +21,7 @@ import (
 	"github.com/delegatelab/delegate/judge"
 	"github.com/delegatelab/delegate/nn/infer"
 	"github.com/delegatelab/delegate/reward"
+	"github.com/delegatelab/delegate/rollout"
 	"github.com/delegatelab/delegate/score"
 	"github.com/delegatelab/delegate/server"
 	"github.com/delegatelab/delegate/tokenizer"
@@ -264,24 +265,35 @@ func gatewayConfig(cfg *Config, names []string, models map[string]delegate.Model
 // of the served models' calls. With neither, gcfg keeps 1 or 0.
 func gatewayReward(gcfg *gateway.Config, cfg *Config, served []string, f gatewayFlags) error {
 	c := rewardChoice{kind: f.reward, lambda: f.lambda, lambdaSet: f.lambdaSet, costUnit: f.costUnit}
+	sc, desc, err := c.chosen(cfg, served, "the gateway serves")
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if sc == nil {
+		return nil
+	}
+	gcfg.Reward, gcfg.RewardName, gcfg.GeneratedTokens = sc.Reward, desc, sc.GeneratedTokens
+	return nil
+}
+
+// chosen is the scorer of the reward that --reward, or else the config's
+// reward.kind, chooses, and its description. With neither it returns a
+// nil scorer. The gateway and env share it; used and user are as for
+// scorer. Errors name the command's flags and the config's keys.
+func (c rewardChoice) chosen(cfg *Config, used []string, user string) (*rollout.RewardScorer, string, error) {
 	if _, written := cfg.lines["reward.kind"]; c.kind == "" && written {
 		c.kind = cfg.Reward.Kind
 	}
 	if c.kind == "" {
 		if c.lambdaSet || c.costUnit != "" {
-			return errors.New("gateway: --lambda and --cost-unit tune --reward graded or world, and no reward is chosen")
+			return nil, "", errors.New("--lambda and --cost-unit tune --reward graded or world, and no reward is chosen")
 		}
-		return nil
+		return nil, "", nil
 	}
 	if err := c.check(); err != nil {
-		return fmt.Errorf("gateway: %w", err)
+		return nil, "", err
 	}
-	sc, desc, err := c.scorer(c.kind, cfg, served, "the gateway serves")
-	if err != nil {
-		return fmt.Errorf("gateway: %w", err)
-	}
-	gcfg.Reward, gcfg.RewardName, gcfg.GeneratedTokens = sc.Reward, desc, sc.GeneratedTokens
-	return nil
+	return c.scorer(c.kind, cfg, used, user)
 }
 
 // gatewayJudge is the config's judge over its model: a served one, or

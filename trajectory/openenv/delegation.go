@@ -27,6 +27,9 @@ const (
 	ToolAnswer   = "answer"                  // give the final answer; ends the episode
 )
 
+// MaxQuestions is the most questions one delegate call may hand at once.
+const MaxQuestions = 8
+
 // DelegationConfig sets up the delegation environment. Nil and zero
 // fields take the defaults noted.
 type DelegationConfig struct {
@@ -43,10 +46,24 @@ type DelegationConfig struct {
 	// Budget ends an episode unanswered once its spend reaches so many
 	// dollars. Zero: no budget.
 	Budget float64
+	// EpisodeTime ends an episode unanswered once so long has passed
+	// since its reset. A sub-agent call running then is cut short. Zero:
+	// no limit.
+	EpisodeTime time.Duration
 	// Prices price the two roles. Default world.DefaultPrices().
 	Prices *world.Prices
 	// Reward scores an ended episode. Default world.DefaultReward().
 	Reward *reward.Graded
+	// Score, when set, scores an ended episode instead of Reward. It gets
+	// the episode's Outcome, as a reward.Config's Func or a
+	// reward.Graded's Reward reads it, and must be safe for concurrent use.
+	Score func(reward.Outcome) float64
+	// ScoreName names Score in the ended episode's terms.
+	ScoreName string
+	// GeneratedTokens makes the outcome's tokens the delegator's
+	// completion tokens, as the world's reward counts them; else its
+	// whole usage.
+	GeneratedTokens bool
 	// Generation is how the sub-agent is asked. Default the route
 	// strategy's weak stage in this world (transcript.StrategyConfig).
 	Generation *strategy.Generation
@@ -58,6 +75,12 @@ type DelegationConfig struct {
 	// gets the answer boxed, \boxed{ANSWER}, as the verifiers of package
 	// score read a reply, unless the answer has a box already.
 	Verify delegate.Verifier
+	// Judge, when set, scores an answer to a task without a reference
+	// answer, such as an open question: it sets o.Verdict, the judge's
+	// comparison of answer with a baseline. The quality is the verdict's
+	// Diff/100. It must be safe for concurrent use. Without it, every task
+	// needs a reference answer.
+	Judge func(ctx context.Context, t delegate.Task, answer string, o *reward.Outcome) error
 	// Ended, when set, sees each episode once it ends, or once its
 	// session resets or closes first. It runs on the session's goroutine
 	// and must not block.
@@ -73,13 +96,15 @@ type EpisodeRecord struct {
 }
 
 // StepRecord is one tool call of an episode. Subagent is the sub-agent's
-// call of a delegate step, nil when it made none.
+// call of a delegate step, nil when it made none. Parallel are the calls
+// of a delegate step with several questions, in their order.
 type StepRecord struct {
 	CallID, Tool string
 	Start        time.Time
 	Latency      time.Duration
 	Error        *ToolError
 	Subagent     *delegate.Node
+	Parallel     []*delegate.Node
 }
 
 // Delegation is the delegation environment of package world.
@@ -91,11 +116,16 @@ type Delegation struct {
 	split    world.Split
 	maxSteps int
 	budget   float64
+	time     time.Duration // EpisodeTime
 	prices   world.Prices
 	reward   reward.Graded
+	score    func(reward.Outcome) float64
+	scoreAs  string // Score's name
+	genOnly  bool   // GeneratedTokens
 	gen      strategy.Generation
 	tasks    []delegate.Task
 	verify   delegate.Verifier
+	judge    func(ctx context.Context, t delegate.Task, answer string, o *reward.Outcome) error
 	ended    func(EpisodeRecord)
 	dataset  string // the tasks' dataset, world.Dataset for the world's
 	tools    []byte // Tools encoded once: every observation carries them
@@ -106,8 +136,9 @@ func NewDelegation(cfg DelegationConfig) (*Delegation, error) {
 	if cfg.Subagent == nil {
 		return nil, errors.New("delegation environment: a sub-agent model is required")
 	}
-	d := &Delegation{sub: cfg.Subagent, world: world.DefaultConfig(), split: cfg.Split, maxSteps: cfg.MaxSteps, budget: cfg.Budget, ended: cfg.Ended,
-		prices: world.DefaultPrices(), reward: world.DefaultReward(), gen: transcript.StrategyConfig().Weak}
+	d := &Delegation{sub: cfg.Subagent, world: world.DefaultConfig(), split: cfg.Split, maxSteps: cfg.MaxSteps, budget: cfg.Budget, time: cfg.EpisodeTime, ended: cfg.Ended,
+		prices: world.DefaultPrices(), reward: world.DefaultReward(), gen: transcript.StrategyConfig().Weak,
+		score: cfg.Score, scoreAs: cfg.ScoreName, genOnly: cfg.GeneratedTokens}
 	if cfg.World != nil {
 		d.world = *cfg.World
 	}
@@ -126,8 +157,8 @@ func NewDelegation(cfg DelegationConfig) (*Delegation, error) {
 	if d.maxSteps == 0 {
 		d.maxSteps = 8
 	}
-	if d.maxSteps < 0 || d.budget < 0 || math.IsNaN(d.budget) {
-		return nil, fmt.Errorf("delegation environment: max steps %d and budget %g must not be negative", d.maxSteps, d.budget)
+	if d.maxSteps < 0 || d.budget < 0 || math.IsNaN(d.budget) || math.IsInf(d.budget, 0) || d.time < 0 {
+		return nil, fmt.Errorf("delegation environment: max steps %d, budget %g and episode time %v must not be negative", d.maxSteps, d.budget, d.time)
 	}
 	d.dataset = world.Dataset
 	if len(cfg.Tasks) > 0 {
@@ -135,11 +166,11 @@ func NewDelegation(cfg DelegationConfig) (*Delegation, error) {
 			return nil, errors.New("delegation environment: tasks need a verifier")
 		}
 		for _, t := range cfg.Tasks {
-			if t.Answer == "" {
+			if t.Answer == "" && cfg.Judge == nil {
 				return nil, fmt.Errorf("delegation environment: task %q of %s has no reference answer", t.ID, t.Dataset)
 			}
 		}
-		d.tasks, d.verify, d.dataset = cfg.Tasks, cfg.Verify, cfg.Tasks[0].Dataset
+		d.tasks, d.verify, d.judge, d.dataset = cfg.Tasks, cfg.Verify, cfg.Judge, cfg.Tasks[0].Dataset
 	}
 	tools, err := json.Marshal(d.Tools())
 	if err != nil {
@@ -189,19 +220,24 @@ func (d *Delegation) Metadata() Metadata {
 	if len(d.tasks) > 0 {
 		what = fmt.Sprintf("one of %d %s tasks", len(d.tasks), d.dataset)
 	}
+	rw := fmt.Sprintf("reward = correct - %g x delegator generated tokens - %g x sub-agent calls", d.reward.Lambda, d.reward.Mu)
+	if d.score != nil {
+		rw = "reward: " + d.scoreAs
+	}
 	return Metadata{
-		Name: "delegate-" + d.dataset,
-		Description: fmt.Sprintf("Solve %s, delegating steps to the sub-agent %s; "+
-			"reward = correct - %g x delegator generated tokens - %g x sub-agent calls.", what, d.sub.Name(), d.reward.Lambda, d.reward.Mu),
-		Version: &v,
+		Name:        "delegate-" + d.dataset,
+		Description: fmt.Sprintf("Solve %s, delegating steps to the sub-agent %s; %s.", what, d.sub.Name(), rw),
+		Version:     &v,
 	}
 }
 
 // Tools are the tools an episode offers, with their argument schemas.
 func (d *Delegation) Tools() []Tool {
 	return []Tool{
-		{Name: ToolDelegate, Description: "Hand a self-contained question, such as 47*28, to the sub-agent model and get its answer.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string","description":"the question, complete in itself"}},"required":["question"]}`)},
+		{Name: ToolDelegate, Description: "Hand a self-contained question, such as 47*28, to the sub-agent model and get its answer. " +
+			"Or hand several at once as questions: they run in parallel, and the answers come back as a JSON array in their order.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string","description":"the question, complete in itself"},` +
+				`"questions":{"type":"array","items":{"type":"string"},"description":"instead of question: up to ` + strconv.Itoa(MaxQuestions) + ` questions, each complete in itself, asked in parallel"}}}`)},
 		{Name: ToolAnswer, Description: d.answerDescription(),
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string","description":"the final answer"}},"required":["answer"]}`)},
 	}
@@ -338,6 +374,21 @@ type DelegationState struct {
 	Correct   *bool    `json:"correct"`
 	Reward    *float64 `json:"reward"`
 	Spend     Spend    `json:"spend"`
+	// Terms are what the configured reward (DelegationConfig.Score) was
+	// made of, once the episode ended; absent under the world's reward.
+	Terms *Terms `json:"terms,omitempty"`
+}
+
+// Terms are what an ended episode's configured reward was made of.
+type Terms struct {
+	// Reward names the reward function (DelegationConfig.ScoreName).
+	Reward string `json:"reward"`
+	// Quality is the verifier's word, 1 right and 0 wrong, or the judge's Diff/100.
+	Quality float64 `json:"quality"`
+	// Outcome is the reward function's whole input. Cost is the episode's
+	// dollars, tokens the delegator's, calls the sub-agent's that
+	// answered. Latency runs from the reset to the end.
+	reward.Outcome
 }
 
 // Schema returns the JSON schemas of the environment's actions,
@@ -376,14 +427,17 @@ type episode struct {
 	done    bool
 	correct *bool
 	reward  *float64
+	terms   *Terms
 	sub     delegate.Usage // the sub-agent's usage
 	subN    int            // sub-agent calls that answered
-	path    time.Duration  // the sub-agent calls' wall time
+	path    time.Duration  // the sub-agent calls' wall time; of parallel calls, the slowest's
+	pathN   int            // answered calls on the critical path
 	// With DelegationConfig.Ended: the episode's start, its steps, the
 	// last delegate call, and whether Ended saw it.
 	start   time.Time
 	log     []StepRecord
 	lastSub *delegate.Node
+	lastPar []*delegate.Node
 	seen    bool
 }
 
@@ -445,15 +499,20 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 	e.turn = key
 	var result string
 	var terr *ToolError
-	switch a.ToolName {
-	case ToolDelegate:
-		result, terr, err = e.delegate(ctx, args)
+	switch {
+	case e.timeUp():
+		// The time ran out before this call: it does not run.
+	case a.ToolName == ToolDelegate:
+		result, terr, err = e.delegateBy(ctx, args)
 		if err != nil {
 			e.msgs = append(e.msgs, delegate.ToolResult(call.ID, "error: "+err.Error()))
 			return Observation{}, fmt.Errorf("delegate call %d of episode %s: %w", e.steps, e.id, err)
 		}
-	case ToolAnswer:
-		result, terr = e.answer(args)
+	case a.ToolName == ToolAnswer:
+		result, terr, err = e.answer(ctx, args)
+		if err != nil {
+			return Observation{}, fmt.Errorf("answer call %d of episode %s: %w", e.steps, e.id, err)
+		}
 	default:
 		terr = &ToolError{ErrorType: ToolNotFound, Message: fmt.Sprintf("tool %q not found: the tools are %s and %s", a.ToolName, ToolDelegate, ToolAnswer)}
 	}
@@ -466,6 +525,9 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 	}
 	if !e.done {
 		switch sp := e.spend(); {
+		case e.timeUp(): // first: past the limit the call did not run
+			e.end(false)
+			result += fmt.Sprintf("\n[episode ended: %v passed without an answer]", e.d.time)
 		case e.steps >= e.d.maxSteps:
 			e.end(false)
 			result += fmt.Sprintf("\n[episode ended: %d tool calls without an answer]", e.steps)
@@ -475,8 +537,8 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 		}
 	}
 	if e.d.ended != nil {
-		e.log = append(e.log, StepRecord{CallID: call.ID, Tool: a.ToolName, Start: stepStart, Latency: time.Since(stepStart), Error: terr, Subagent: e.lastSub})
-		e.lastSub = nil
+		e.log = append(e.log, StepRecord{CallID: call.ID, Tool: a.ToolName, Start: stepStart, Latency: time.Since(stepStart), Error: terr, Subagent: e.lastSub, Parallel: e.lastPar})
+		e.lastSub, e.lastPar = nil, nil
 		if e.done {
 			e.report()
 		}
@@ -573,9 +635,36 @@ func isCanonical(raw []byte) bool {
 	return ok && n == len(raw) // no space between the members
 }
 
-// delegate asks the sub-agent a question as route's delegate tool does.
-// A failed call is a tool error; only a done context fails the step.
+// timeUp reports whether the episode has run for its time limit.
+func (e *episode) timeUp() bool {
+	return e.d.time > 0 && time.Since(e.start) >= e.d.time
+}
+
+// delegateBy runs delegate within the episode's time limit. A call cut
+// by the limit is a timeout tool error; only the caller's context fails
+// the step.
+func (e *episode) delegateBy(ctx context.Context, args string) (string, *ToolError, error) {
+	if e.d.time == 0 {
+		return e.delegate(ctx, args)
+	}
+	dctx, cancel := context.WithDeadline(ctx, e.start.Add(e.d.time))
+	defer cancel()
+	result, terr, err := e.delegate(dctx, args)
+	if err != nil && ctx.Err() == nil {
+		return "", &ToolError{ErrorType: ToolTimeout, Message: fmt.Sprintf("the sub-agent's call was cut at the episode's time limit %v", e.d.time)}, nil
+	}
+	return result, terr, err
+}
+
+// delegate asks the sub-agent a question as route's delegate tool does,
+// or several at once (parallel). A failed call is a tool error; only a
+// done context fails the step.
 func (e *episode) delegate(ctx context.Context, args string) (string, *ToolError, error) {
+	if qs, many, terr := questionsOf(args); terr != nil {
+		return "", terr, nil
+	} else if many {
+		return e.parallel(ctx, qs)
+	}
 	q, err := strategy.ParseDelegateArgs(args)
 	if err != nil {
 		return "", &ToolError{ErrorType: ToolInvalidArgs, Message: err.Error() + `; call delegate with {"question": "..."}`}, nil
@@ -596,14 +685,22 @@ func (e *episode) delegate(ctx context.Context, args string) (string, *ToolError
 	}
 	e.sub = e.sub.Add(resp.Usage)
 	e.subN++
+	e.pathN++
+	text, terr := subagentResult(resp)
+	return text, terr, nil
+}
+
+// subagentResult is the tool result of the sub-agent's answer, as
+// route's delegate tool returns it.
+func subagentResult(resp *delegate.Response) (string, *ToolError) {
 	text := strings.TrimSpace(resp.Text())
 	switch {
 	case text == "":
-		return "", &ToolError{ErrorType: ToolExecutionError, Message: "the sub-agent returned an empty answer"}, nil
+		return "", &ToolError{ErrorType: ToolExecutionError, Message: "the sub-agent returned an empty answer"}
 	case resp.Choices[0].FinishReason == delegate.FinishLength:
-		return text + "\n[the answer was cut at max_tokens]", nil, nil
+		return text + "\n[the answer was cut at max_tokens]", nil
 	}
-	return transcript.RouteResult(text), nil, nil
+	return transcript.RouteResult(text), nil
 }
 
 // subagentNode records a sub-agent call as a trace node, for Ended.
@@ -622,34 +719,59 @@ func subagentNode(model string, price delegate.Price, start time.Time, resp *del
 }
 
 // answer ends the episode with the policy's answer, a string or a number.
-// It replaces the call's message, the conversation's last.
-func (e *episode) answer(args string) (string, *ToolError) {
+// It replaces the call's message, the conversation's last. A judge that
+// fails is a tool error; only a done context fails the step.
+func (e *episode) answer(ctx context.Context, args string) (string, *ToolError, error) {
 	var v struct {
 		Answer json.RawMessage `json:"answer"`
 	}
 	if err := json.Unmarshal([]byte(args), &v); err != nil || v.Answer == nil {
-		return "", &ToolError{ErrorType: ToolInvalidArgs, Message: `call answer with {"answer": "..."}`}
+		return "", &ToolError{ErrorType: ToolInvalidArgs, Message: `call answer with {"answer": "..."}`}, nil
 	}
 	var text string
 	if err := json.Unmarshal(v.Answer, &text); err != nil {
 		var n json.Number
 		if err := json.Unmarshal(v.Answer, &n); err != nil {
-			return "", &ToolError{ErrorType: ToolInvalidArgs, Message: "answer must be a string or a number"}
+			return "", &ToolError{ErrorType: ToolInvalidArgs, Message: "answer must be a string or a number"}, nil
 		}
 		text = n.String()
 	}
+	if e.task.Answer == "" && e.d.judge != nil {
+		return e.judged(ctx, text)
+	}
 	verdict, err := e.d.check(e.task, text)
 	if err != nil {
-		return "", &ToolError{ErrorType: ToolExecutionError, Message: err.Error()}
+		return "", &ToolError{ErrorType: ToolExecutionError, Message: err.Error()}, nil
 	}
 	// The answer is billed as the text reply route's strong model ends
 	// with, not as a tool call: so an episode costs what route's does.
 	e.msgs[len(e.msgs)-1] = delegate.Assistant(text)
 	e.end(verdict.Correct)
 	if verdict.Correct {
-		return "correct", nil
+		return "correct", nil, nil
 	}
-	return "wrong", nil
+	return "wrong", nil, nil
+}
+
+// judged ends the episode with the judge's verdict on answer, a task
+// without a reference answer.
+func (e *episode) judged(ctx context.Context, text string) (string, *ToolError, error) {
+	var o reward.Outcome
+	if err := e.d.judge(ctx, e.task, text, &o); err != nil {
+		if ctx.Err() != nil {
+			return "", nil, err
+		}
+		return "", &ToolError{ErrorType: ToolExecutionError, Message: "the judge failed: " + err.Error()}, nil
+	}
+	if o.Verdict == nil {
+		return "", &ToolError{ErrorType: ToolExecutionError, Message: "the judge gave no verdict"}, nil
+	}
+	e.msgs[len(e.msgs)-1] = delegate.Assistant(text)
+	e.finish(nil, &o)
+	if o.Verdict.Unparseable {
+		return "judged: the verdict could not be read", nil, nil
+	}
+	return fmt.Sprintf("judged: quality %.2f against the baseline", o.Verdict.Diff/100), nil, nil
 }
 
 // check scores an answer with the world's verifier or the tasks'.
@@ -664,11 +786,59 @@ func (d *Delegation) check(t delegate.Task, answer string) (delegate.Verdict, er
 }
 
 // end ends the episode and scores it.
-func (e *episode) end(correct bool) {
+func (e *episode) end(correct bool) { e.finish(&correct, nil) }
+
+// finish ends the episode and scores it: verified when correct is set,
+// else by the judge's verdict in judged.
+func (e *episode) finish(correct *bool, judged *reward.Outcome) {
 	e.done = true
-	e.correct = &correct
-	r := world.RewardOf(e.d.reward, correct, e.account())
-	e.reward = &r
+	e.correct = correct
+	o := e.outcome(correct)
+	if judged != nil {
+		o.Verdict = judged.Verdict
+	}
+	if e.d.score == nil {
+		if correct != nil {
+			r := world.RewardOf(e.d.reward, *correct, e.account())
+			e.reward = &r
+			return
+		}
+		// The world's reward of the judge's quality, counting tokens as
+		// world.RewardOf does.
+		wo := reward.Outcome{FormatOK: true, Verdict: o.Verdict, Tokens: e.account().Delegator.CompletionTokens, Calls: o.Calls}
+		if r := e.d.reward.Reward(wo); finite(r) {
+			e.reward = &r
+		}
+		return
+	}
+	t := &Terms{Reward: e.d.scoreAs, Outcome: o}
+	switch {
+	case correct != nil && *correct:
+		t.Quality = 1
+	case o.Verdict != nil && !o.Verdict.Unparseable:
+		t.Quality = o.Verdict.Diff / 100
+	}
+	e.terms = t
+	// A reward that is not finite cannot be sent as JSON: it stays null,
+	// and the terms say why.
+	if r := e.d.score(o); finite(r) {
+		e.reward = &r
+	}
+}
+
+// outcome is the ended episode as the configured reward reads it.
+func (e *episode) outcome(correct *bool) reward.Outcome {
+	a, sp := e.account(), e.spend()
+	o := reward.Outcome{FormatOK: true, Correct: correct, Cost: sp.Dollars, Calls: a.SubagentCalls,
+		Latency: time.Since(e.start), CriticalPath: e.path, AllCalls: a.DelegatorCalls + a.SubagentCalls, CriticalCalls: e.pathN}
+	o.Tokens = a.Delegator.Total()
+	if e.d.genOnly {
+		o.Tokens = a.Delegator.CompletionTokens
+	}
+	if a.SubagentCalls > 0 {
+		o.ModelCalls = map[string]int{e.d.sub.Name(): a.SubagentCalls}
+	}
+	return o
 }
 
 // account is the episode's bill so far.
@@ -701,7 +871,7 @@ func (e *episode) observation(tool, result string, terr *ToolError) Observation 
 
 // State returns the episode's state.
 func (e *episode) State() any {
-	st := DelegationState{StepCount: e.steps, Dataset: e.d.dataset, Done: e.done, Correct: e.correct, Reward: e.reward, Spend: e.spend()}
+	st := DelegationState{StepCount: e.steps, Dataset: e.d.dataset, Done: e.done, Correct: e.correct, Reward: e.reward, Spend: e.spend(), Terms: e.terms}
 	if e.started {
 		id, seed := e.id, e.seed
 		st.EpisodeID, st.Seed, st.ProblemID = &id, &seed, e.task.ID
