@@ -13,7 +13,9 @@ import (
 // It is perf/sample's batch-32 measurement without llama2.c: each sequence
 // is a prompt of two tokens and 254 greedy ones, 256 positions in all.
 // "forward" times the decoder's steps alone, "engine" adds scheduling and
-// sampling. Profile it with
+// sampling. An untimed pass first touches the whole KV cache, so that
+// its page faults are not timed, as in perf/sample's later repetitions.
+// Profile it with
 //
 //	GOMAXPROCS=1 go test ./nn/infer -run '^$' -bench GreedyBatch -cpuprofile b32.prof
 func BenchmarkGreedyBatch(b *testing.B) {
@@ -37,6 +39,9 @@ func BenchmarkGreedyBatch(b *testing.B) {
 				reqs[i] = GenRequest{Prompt: []int{1, 3 + i}, MaxNew: steps - 2}
 			}
 			ctx := context.Background()
+			if _, err := e.GenerateAll(ctx, reqs); err != nil {
+				b.Fatal(err)
+			}
 			tokens := 0
 			cpu0, cpuOK := host.ProcessCPU()
 			for b.Loop() {
@@ -58,15 +63,19 @@ func BenchmarkGreedyBatch(b *testing.B) {
 			m := newDecoder(p, cache)
 			defer m.close()
 			rows := make([]tokenRow, batch)
-			tokens := 0
-			cpu0, cpuOK := host.ProcessCPU()
-			for b.Loop() {
+			pass := func() {
 				for pos := range steps {
 					for i := range rows {
 						rows[i] = tokenRow{slot: i, pos: pos, token: (pos*7 + i) % c.Vocab, logits: true}
 					}
 					m.forward(rows)
 				}
+			}
+			pass()
+			tokens := 0
+			cpu0, cpuOK := host.ProcessCPU()
+			for b.Loop() {
+				pass()
 				tokens += batch * steps
 			}
 			reportRates(b, tokens, cpu0, cpuOK)
