@@ -224,6 +224,13 @@ func MatMulPackedCols(dst, a []float32, m int, w *Packed, j0, j1 int) {
 		gemv(dst, a, w, j0, j1)
 		return
 	}
+	// A batch reads A in place where the AVX-512 kernels are the active
+	// ones: they round as the row kernels do.
+	if m <= rowsInPlace && w.k > 0 && activeKernel2 != nil && archRows != nil {
+		if j0 = matMulRows(dst, a, m, w, j0, j1); j0 >= j1 {
+			return
+		}
+	}
 	pr := problem{op: opNT, dst: dst, a: a, m: m, k: w.k, n: w.n, kern: active, kern2: activeKernel2, packed: w.data}
 	pr.run(0, m, j0, j1)
 }

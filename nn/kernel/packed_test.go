@@ -53,7 +53,7 @@ func TestMatMulPackedSameBitsAsNT(t *testing.T) {
 				if w.N() != n || w.K() != k {
 					t.Fatalf("Pack shape (%d,%d), want (%d,%d)", w.N(), w.K(), n, k)
 				}
-				for _, m := range []int{1, 2, 6, 13} {
+				for _, m := range []int{1, 2, 6, 13, 31, rowsInPlace, rowsInPlace + 1} { // every tile of the row kernels, and past them
 					name := fmt.Sprintf("%s m=%d k=%d rows=%v", im.name, m, k, rows)
 					a := randMat(rng, m*k)
 					want := make([]float32, m*n)

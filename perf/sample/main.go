@@ -217,6 +217,7 @@ type result struct {
 	oneCPU   float64 // ours, batch 1, generated tokens per CPU second; 0 when not measured
 	refCPU   float64 // runomp's generated tokens per CPU second (one thread only); 0 when not measured
 	many     float64 // ours, batch N, generated tok/s over all sequences
+	manyCPU  float64 // ours, batch N, generated tokens per CPU second; 0 when not measured
 }
 
 // measure exports s's model, runs llama2.c on it, and times our engine on
@@ -277,7 +278,7 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 	// The repetitions interleave the two programs and the bandwidth probe.
 	// Both programs then see the same spells of load from other processes on a shared machine.
 	// Each figure is the median or the best of its own; the bandwidth is always the best.
-	var refs, refCPUs, ones, oneCPUs, manys []float64
+	var refs, refCPUs, ones, oneCPUs, manys, manyCPUs []float64
 	for range o.reps {
 		if o.runBin != "" {
 			text, rate, cpu, err := runLlama2C(ctx, o.runBin, dir, steps, procs)
@@ -305,10 +306,10 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 			return res, err
 		}
 		ones, oneCPUs = append(ones, rate), append(oneCPUs, cpu)
-		if rate, _, err = bestRate(ctx, e, many, 1); err != nil {
+		if rate, cpu, err = bestRate(ctx, e, many, 1); err != nil {
 			return res, err
 		}
-		manys = append(manys, rate)
+		manys, manyCPUs = append(manys, rate), append(manyCPUs, cpu)
 		if probe != nil {
 			res.bw = max(res.bw, probe.rate(procs))
 		}
@@ -318,7 +319,7 @@ func measure(ctx context.Context, s shape, o options, procs int, probe *bwProbe,
 		pick = best
 	}
 	res.ref, res.refCPU = pick(refs), pick(refCPUs)
-	res.one, res.oneCPU, res.many = pick(ones), pick(oneCPUs), pick(manys)
+	res.one, res.oneCPU, res.many, res.manyCPU = pick(ones), pick(oneCPUs), pick(manys), pick(manyCPUs)
 	if o.runBin != "" && !res.refMatch {
 		at := firstDiff(got, want)
 		fmt.Fprintf(log, "sample: %s: run.c's greedy text (%d bytes) differs from ours (%d bytes) from byte %d (%q vs %q), so its step count is unchecked\n",
@@ -478,9 +479,9 @@ func printTable(w io.Writer, rows []result, batch int) {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "shape\tthreads\trunomp tok/cpu-s\tours b1 tok/cpu-s\tb1/runomp (CPU time)\t\n")
+	fmt.Fprintf(tw, "shape\tthreads\trunomp tok/cpu-s\tours b1 tok/cpu-s\tb1/runomp (CPU time)\tours b%d tok/cpu-s\tb%d/runomp (CPU time)\t\n", batch, batch)
 	for _, r := range cpuRows {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t\n", r.shape, r.procs, r.refCPU, r.oneCPU, r.oneCPU/r.refCPU)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t%.0f\t%.2f\t\n", r.shape, r.procs, r.refCPU, r.oneCPU, r.oneCPU/r.refCPU, r.manyCPU, r.manyCPU/r.refCPU)
 	}
 	tw.Flush() // as above
 }

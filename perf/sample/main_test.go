@@ -106,12 +106,15 @@ func TestPrintBandwidth(t *testing.T) {
 func TestPrintTableCPU(t *testing.T) {
 	var buf bytes.Buffer
 	printTable(&buf, []result{
-		{shape: "a", procs: 1, load: "3.00", steps: 256, ref: 100, refMatch: true, one: 90, many: 500, refCPU: 200, oneCPU: 250},
+		{shape: "a", procs: 1, load: "3.00", steps: 256, ref: 100, refMatch: true, one: 90, many: 500, refCPU: 200, oneCPU: 250, manyCPU: 1300},
 		{shape: "b", procs: 2, load: "3.00", steps: 256, ref: 100, refMatch: true, one: 90, many: 500},
 	}, 32)
 	out := buf.String()
 	if !strings.Contains(out, "(CPU time)") || !strings.Contains(out, "1.25") {
 		t.Errorf("no CPU-time comparison of 250 against 200 tok/cpu-s:\n%s", out)
+	}
+	if !strings.Contains(out, "b32 tok/cpu-s") || !strings.Contains(out, "6.50") {
+		t.Errorf("no CPU-time comparison of batch 32's 1300 against 200 tok/cpu-s:\n%s", out)
 	}
 }
 
