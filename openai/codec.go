@@ -76,11 +76,34 @@ func encodeRequest(model string, req *delegate.Request, tokenIDs bool) ([]byte, 
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(&w)
+	body, err := wire.AppendRequest(make([]byte, 0, encodedSize(&w)), &w)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
 	return body, nil
+}
+
+// encodedSize is about the size of w's JSON without escapes, so that the
+// body is allocated once.
+func encodedSize(w *wire.ChatRequest) int {
+	n := 256 + len(w.Model)
+	for i := range w.Messages {
+		m := &w.Messages[i]
+		n += 48 + len(m.Role) + len(m.Name) + len(m.ToolCallID)
+		if m.Content.Value != nil {
+			n += len(*m.Content.Value)
+		}
+		for _, p := range m.Content.Parts {
+			n += 24 + len(p.Type) + len(p.Text)
+		}
+		for _, tc := range m.ToolCalls {
+			n += 64 + len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments)
+		}
+	}
+	for _, t := range w.Tools {
+		n += 64 + len(t.Function.Name) + len(t.Function.Description) + len(t.Function.Parameters)
+	}
+	return n
 }
 
 // encodeSampling sends the fields that constrain sampling as they are,
