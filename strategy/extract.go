@@ -75,10 +75,10 @@ func parseDelegateJSON(s string) (string, error) {
 	return qs, nil
 }
 
-// plainQuestion reads s when it is {"question": "..."}, one key and a string
-// with no escapes, as a model nearly always writes it. It returns what
-// encoding/json would read, without decoding into a map. ok is false for
-// anything else, which parseDelegateJSON then reads.
+// plainQuestion reads s when it is {"question": "..."} and no other key, as
+// a model nearly always writes it. It reads the string as encoding/json
+// does, without decoding the object into a map. ok is false for anything
+// else, which parseDelegateJSON then reads.
 func plainQuestion(s string) (q string, ok bool) {
 	const key = `"question"`
 	i := skipJSONSpace(s, 0)
@@ -97,23 +97,31 @@ func plainQuestion(s string) (q string, ok bool) {
 	if i == len(s) || s[i] != '"' {
 		return "", false
 	}
-	start := i + 1
-	end := start
-	for end < len(s) && s[end] != '"' {
-		if c := s[end]; c == '\\' || c < 0x20 {
+	start, escaped := i, false
+	end := start + 1
+	for ; end < len(s) && s[end] != '"'; end++ {
+		switch c := s[end]; {
+		case c < 0x20:
 			return "", false
+		case c == '\\':
+			escaped = true
+			end++
 		}
-		end++
 	}
-	if end == len(s) {
+	if end >= len(s) {
 		return "", false
 	}
 	i = skipJSONSpace(s, end+1)
 	if i == len(s) || s[i] != '}' || skipJSONSpace(s, i+1) != len(s) {
 		return "", false
 	}
-	q = s[start:end]
-	if !utf8.ValidString(q) || strings.TrimSpace(q) == "" {
+	q = s[start+1 : end]
+	if escaped || !utf8.ValidString(q) {
+		if json.Unmarshal([]byte(s[start:end+1]), &q) != nil {
+			return "", false
+		}
+	}
+	if strings.TrimSpace(q) == "" {
 		return "", false
 	}
 	return q, true
