@@ -155,14 +155,20 @@ func decodeResponse(r io.Reader, fallbackModel string, tokenIDs bool) (*delegate
 // decodeResponseLimit is decodeResponse for a body of size bytes (-1:
 // unknown) and at most limit. It reads the body whole into a reused
 // buffer and decodes that: a json.Decoder would grow a buffer of its own
-// several times for every response.
+// several times for every response. A body of the plain shape is read by
+// wire.DecodeResponse, anything else by encoding/json.
 func decodeResponseLimit(r io.Reader, size, limit int64, fallbackModel string, tokenIDs bool) (*delegate.Response, error) {
 	buf := getBodyBuf(size, limit)
 	defer putBodyBuf(buf)
 	data, tail := readLimit(r, *buf, limit)
 	*buf = data[:0]
 	var w wire.ChatResponse
-	if tail != nil || json.Unmarshal(data, &w) != nil {
+	decoded := tail == nil && wire.DecodeResponse(data, &w)
+	if !decoded && tail == nil {
+		w = wire.ChatResponse{}
+		decoded = json.Unmarshal(data, &w) == nil
+	}
+	if !decoded {
 		// Decode as a json.Decoder reading the body: the first JSON value
 		// counts, and a read error or the limit matters only when it is
 		// reached before that value ends.
