@@ -226,7 +226,7 @@ func FuzzParseGroup(f *testing.F) {
 		if !json.Valid(g.body) {
 			t.Fatalf("stored body is not JSON:\n%s", g.body)
 		}
-		if list, err := parseGroups(append(append([]byte("[ "), data...), " ]"...), noLimits); err != nil || len(list) != 1 || string(list[0].body) != string(g.body) {
+		if list, err := parseGroups(append(append([]byte("[ "), data...), " ]"...), noLimits, false); err != nil || len(list) != 1 || string(list[0].body) != string(g.body) {
 			t.Fatalf("the group as a list: %v", err)
 		}
 		again, err := parseGroup(g.body, noLimits, "body")
