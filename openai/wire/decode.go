@@ -5,16 +5,15 @@ import (
 )
 
 // DecodeResponse reads data, a whole response body, into w as
-// json.Unmarshal would, when the body has the plain shape most servers
-// send: id, object, created, model, choices and usage, each at most once;
-// choices of index, message, logprobs null and finish_reason; messages of
-// role, string or null content and tool calls with string arguments.
+// json.Unmarshal would. It takes the plain shape most servers send: id,
+// object, created, model, choices and usage, each at most once; choices of
+// index, message, logprobs null and finish_reason; messages of role,
+// string or null content, and tool calls with string arguments.
 // system_fingerprint, service_tier, refusal and reasoning_content may be
-// there as strings or null, and are skipped. ok is
-// false for anything else, and for anything json.Unmarshal would refuse;
-// w is then in an unspecified state and the caller decodes data with
-// encoding/json. One pass over the body, against encoding/json's two and
-// its reflection.
+// there as strings or null; they are skipped. ok is false for anything
+// else, and for anything json.Unmarshal refuses. w is then in no defined
+// state, and the caller decodes data with encoding/json. It makes one pass
+// over the body, where encoding/json makes two and reflects.
 func DecodeResponse(data []byte, w *ChatResponse) (ok bool) {
 	d := decoder{data: data}
 	*w = ChatResponse{}

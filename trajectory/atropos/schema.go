@@ -226,11 +226,10 @@ func parseGroup(data []byte, lim idLimits, loc ...any) (*group, error) {
 	return parseGroupBody(data, lim, false, loc...)
 }
 
-// parseGroupBody is parseGroup, with the body built in a pooled buffer when
-// pooled is set: for a store that keeps a copy of its own, so that the
-// caller releases the group once stored. The body is then neither
-// allocated nor zeroed at every push, 2 MB for a group of 16 sequences of
-// 4,096 tokens.
+// parseGroupBody is parseGroup, with the body in a pooled buffer when
+// pooled is set. That is for a store that keeps a copy of its own: the
+// caller releases the group once stored. The body, 2 MB for a group of 16
+// sequences of 4,096 tokens, is then not allocated at every push.
 func parseGroupBody(data []byte, lim idLimits, pooled bool, loc ...any) (*group, error) {
 	s := scanner{raw: data}
 	s.skipSpace()
