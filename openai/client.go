@@ -357,7 +357,7 @@ func (c *Client) send(ctx context.Context, ep *endpoint, body []byte) (*delegate
 // with status 200): then its type and code are kept, and a numeric code in
 // 400-599 stands in for the status.
 func (c *Client) readResponse(ctx, actx context.Context, resp *http.Response) (*delegate.Response, *delegate.APIError) {
-	out, err := decodeResponse(resp.Body, c.cfg.Model, c.cfg.TokenIDs)
+	out, err := decodeResponseLimit(resp.Body, resp.ContentLength, maxResponseBytes, c.cfg.Model, c.cfg.TokenIDs)
 	if err == nil {
 		return out, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/openai/wire"
@@ -76,11 +77,34 @@ func encodeRequest(model string, req *delegate.Request, tokenIDs bool) ([]byte, 
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(&w)
+	body, err := wire.AppendRequest(make([]byte, 0, encodedSize(&w)), &w)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
 	return body, nil
+}
+
+// encodedSize is about the size of w's JSON without escapes, so that the
+// body is allocated once.
+func encodedSize(w *wire.ChatRequest) int {
+	n := 256 + len(w.Model)
+	for i := range w.Messages {
+		m := &w.Messages[i]
+		n += 48 + len(m.Role) + len(m.Name) + len(m.ToolCallID)
+		if m.Content.Value != nil {
+			n += len(*m.Content.Value)
+		}
+		for _, p := range m.Content.Parts {
+			n += 24 + len(p.Type) + len(p.Text)
+		}
+		for _, tc := range m.ToolCalls {
+			n += 64 + len(tc.ID) + len(tc.Function.Name) + len(tc.Function.Arguments)
+		}
+	}
+	for _, t := range w.Tools {
+		n += 64 + len(t.Function.Name) + len(t.Function.Description) + len(t.Function.Parameters)
+	}
+	return n
 }
 
 // encodeSampling sends the fields that constrain sampling as they are,
@@ -121,54 +145,122 @@ const maxResponseBytes = 256 << 20
 
 var errTooLarge = errors.New("response body too large")
 
-// recordingReader remembers the first error other than io.EOF that its reader returned.
-// A broken body is then told apart from broken JSON.
-// It stops with errTooLarge after left bytes.
-type recordingReader struct {
-	r    io.Reader
-	left int64
-	err  error
-}
-
-func (r *recordingReader) Read(p []byte) (int, error) {
-	if r.left <= 0 {
-		return 0, errTooLarge
-	}
-	if int64(len(p)) > r.left {
-		p = p[:r.left]
-	}
-	n, err := r.r.Read(p)
-	r.left -= int64(n)
-	if err != nil && err != io.EOF && r.err == nil {
-		r.err = err
-	}
-	return n, err
-}
-
 // decodeResponse reads one Chat Completions response body from r. Every
 // error it returns is a *decodeError, or a *serverError when the body is an
 // error object instead of a response.
 func decodeResponse(r io.Reader, fallbackModel string, tokenIDs bool) (*delegate.Response, error) {
-	return decodeResponseLimit(r, maxResponseBytes, fallbackModel, tokenIDs)
+	return decodeResponseLimit(r, -1, maxResponseBytes, fallbackModel, tokenIDs)
 }
 
-func decodeResponseLimit(r io.Reader, limit int64, fallbackModel string, tokenIDs bool) (*delegate.Response, error) {
-	rr := &recordingReader{r: r, left: limit}
+// decodeResponseLimit is decodeResponse for a body of size bytes (-1:
+// unknown) and at most limit. It reads the body whole into a reused
+// buffer and decodes that: a json.Decoder would grow a buffer of its own
+// several times for every response. A body of the plain shape is read by
+// wire.DecodeResponse, anything else by encoding/json.
+func decodeResponseLimit(r io.Reader, size, limit int64, fallbackModel string, tokenIDs bool) (*delegate.Response, error) {
+	buf := getBodyBuf(size, limit)
+	defer putBodyBuf(buf)
+	data, tail := readLimit(r, *buf, limit)
+	*buf = data[:0]
 	var w wire.ChatResponse
-	dec := json.NewDecoder(rr)
-	if err := dec.Decode(&w); err != nil {
-		if errors.Is(err, errTooLarge) {
+	decoded := tail == nil && wire.DecodeResponse(data, &w)
+	if !decoded && tail == nil {
+		w = wire.ChatResponse{}
+		decoded = json.Unmarshal(data, &w) == nil
+	}
+	if !decoded {
+		// Decode as a json.Decoder reading the body: the first JSON value
+		// counts, and a read error or the limit matters only when it is
+		// reached before that value ends.
+		w = wire.ChatResponse{}
+		t := &tailReader{err: tail}
+		err := json.NewDecoder(io.MultiReader(bytes.NewReader(data), t)).Decode(&w)
+		switch {
+		case err == nil:
+		case errors.Is(err, errTooLarge):
 			return nil, &decodeError{err: fmt.Errorf("decode body: more than %d bytes: %w", limit, err)}
+		case t.reached && tail != nil:
+			return nil, &decodeError{err: fmt.Errorf("read body: %w", tail), readErr: true}
+		default:
+			return nil, &decodeError{err: fmt.Errorf("decode body: %w", err)}
 		}
-		if rr.err != nil {
-			return nil, &decodeError{err: fmt.Errorf("read body: %w", rr.err), readErr: true}
-		}
-		return nil, &decodeError{err: fmt.Errorf("decode body: %w", err)}
 	}
 	if w.Error != nil && len(w.Choices) == 0 {
 		return nil, &serverError{detail: *w.Error}
 	}
 	return convertResponse(&w, fallbackModel, tokenIDs)
+}
+
+// readLimit appends r's bytes to buf, up to limit. tail is nil at EOF,
+// errTooLarge once limit bytes are read (what follows is not looked at),
+// or the read error that ended the body.
+func readLimit(r io.Reader, buf []byte, limit int64) (data []byte, tail error) {
+	for {
+		if int64(len(buf)) >= limit {
+			return buf, errTooLarge
+		}
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, int(min(limit-int64(len(buf)), int64(max(cap(buf), bytes.MinRead)))))
+		}
+		room := buf[len(buf):cap(buf)]
+		if rest := limit - int64(len(buf)); int64(len(room)) > rest {
+			room = room[:rest]
+		}
+		n, err := r.Read(room)
+		buf = buf[:len(buf)+n]
+		switch {
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return buf, err
+		}
+	}
+}
+
+// tailReader ends a body read whole: with io.EOF, or the error the body
+// ended with. reached records that a reader got that far.
+type tailReader struct {
+	err     error
+	reached bool
+}
+
+func (t *tailReader) Read([]byte) (int, error) {
+	t.reached = true
+	if t.err == nil {
+		return 0, io.EOF
+	}
+	return 0, t.err
+}
+
+// maxPooledBody is the largest response buffer kept for reuse.
+const maxPooledBody = 64 << 10
+
+var bodyPool sync.Pool // of *[]byte
+
+// getBodyBuf returns an empty buffer with room for a body of size bytes
+// (when known and within limit) and the end of file after them.
+func getBodyBuf(size, limit int64) *[]byte {
+	want := bytes.MinRead
+	if size >= 0 && size < limit {
+		want = int(size) + 1
+	}
+	if b, ok := bodyPool.Get().(*[]byte); ok {
+		if cap(*b) < want {
+			*b = make([]byte, 0, want)
+		}
+		return b
+	}
+	b := make([]byte, 0, want)
+	return &b
+}
+
+// putBodyBuf gives b back once nothing points into it. Every string of a
+// decoded response is a copy.
+func putBodyBuf(b *[]byte) {
+	if cap(*b) <= maxPooledBody {
+		*b = (*b)[:0]
+		bodyPool.Put(b)
+	}
 }
 
 // serverError is an error object found in a 2xx body.

@@ -289,12 +289,12 @@ func TestDecodeResponseRejects(t *testing.T) {
 
 func TestDecodeResponseTooLarge(t *testing.T) {
 	body := `{"choices":[{"message":{"content":"` + strings.Repeat("a", 1000) + `"}}]}`
-	_, err := decodeResponseLimit(strings.NewReader(body), 500, "m", false)
+	_, err := decodeResponseLimit(strings.NewReader(body), -1, 500, "m", false)
 	var de *decodeError
 	if !errors.As(err, &de) || de.readErr || !errors.Is(err, errTooLarge) {
 		t.Fatalf("error = %v, want a decode error for a body over the limit", err)
 	}
-	if _, err := decodeResponseLimit(strings.NewReader(body), int64(len(body)), "m", false); err != nil {
+	if _, err := decodeResponseLimit(strings.NewReader(body), -1, int64(len(body)), "m", false); err != nil {
 		t.Errorf("body of exactly the limit: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/delegatelab/delegate"
 )
@@ -29,6 +30,14 @@ var ErrDelegateArgs = errors.New("invalid delegate arguments")
 // ignored. The question is returned as given, untrimmed inside.
 func ParseDelegateArgs(raw string) (string, error) {
 	s := stripFence(strings.TrimSpace(raw))
+	if q, ok := plainQuestion(s); ok {
+		return q, nil
+	}
+	return parseDelegateJSON(s)
+}
+
+// parseDelegateJSON is ParseDelegateArgs after the fence, through encoding/json.
+func parseDelegateJSON(s string) (string, error) {
 	if s == "" {
 		return "", fmt.Errorf("%w: empty arguments, want {\"question\": \"...\"}", ErrDelegateArgs)
 	}
@@ -64,6 +73,67 @@ func ParseDelegateArgs(raw string) (string, error) {
 		return "", fmt.Errorf("%w: \"question\" is empty", ErrDelegateArgs)
 	}
 	return qs, nil
+}
+
+// plainQuestion reads s when it is {"question": "..."} and no other key, as
+// a model nearly always writes it. It reads the string as encoding/json
+// does, without decoding the object into a map. ok is false for anything
+// else, which parseDelegateJSON then reads.
+func plainQuestion(s string) (q string, ok bool) {
+	const key = `"question"`
+	i := skipJSONSpace(s, 0)
+	if i == len(s) || s[i] != '{' {
+		return "", false
+	}
+	i = skipJSONSpace(s, i+1)
+	if !strings.HasPrefix(s[i:], key) {
+		return "", false
+	}
+	i = skipJSONSpace(s, i+len(key))
+	if i == len(s) || s[i] != ':' {
+		return "", false
+	}
+	i = skipJSONSpace(s, i+1)
+	if i == len(s) || s[i] != '"' {
+		return "", false
+	}
+	start, escaped := i, false
+	end := start + 1
+	for ; end < len(s) && s[end] != '"'; end++ {
+		switch c := s[end]; {
+		case c < 0x20:
+			return "", false
+		case c == '\\':
+			escaped = true
+			end++
+		}
+	}
+	if end >= len(s) {
+		return "", false
+	}
+	i = skipJSONSpace(s, end+1)
+	if i == len(s) || s[i] != '}' || skipJSONSpace(s, i+1) != len(s) {
+		return "", false
+	}
+	q = s[start+1 : end]
+	if escaped || !utf8.ValidString(q) {
+		if json.Unmarshal([]byte(s[start:end+1]), &q) != nil {
+			return "", false
+		}
+	}
+	if strings.TrimSpace(q) == "" {
+		return "", false
+	}
+	return q, true
+}
+
+// skipJSONSpace returns the index of the first byte of s from i that is not
+// JSON white space.
+func skipJSONSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // stripFence removes a Markdown code fence (``` or ```json) around s.

@@ -49,6 +49,44 @@ func TestParseDelegateArgs(t *testing.T) {
 	}
 }
 
+// TestPlainQuestion checks which arguments skip encoding/json, and that
+// those read as encoding/json reads them.
+func TestPlainQuestion(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want bool
+	}{
+		{`{"question":"What is 2+2?"}`, true},
+		{" {\n\t\"question\" :\r \"Wie viel ist 3·4?\" }\n", true},
+		{`{"question":"  q  "}`, true},
+		{`{"question":"a \"quoted\" word"}`, true},
+		{`{"question":"\u00e9t\u00e9 \ud83d\ude00 \ud800 \/\\"}`, true},
+		{`{"question":"bad \x escape"}`, false},
+		{`{"question":"\"}`, false},
+		{`{"question":"q","why":"because"}`, false},
+		{`{"why":"because","question":"q"}`, false},
+		{`{"question":"q"} x`, false},
+		{`{"question":"q"`, false},
+		{`{"question":"  "}`, false},
+		{`{"question":4}`, false},
+		{`{"Question":"q"}`, false},
+		{"{\"question\":\"bad \xff byte\"}", true},
+		{"{\"question\":\"tab\tinside\"}", false},
+	} {
+		got, ok := plainQuestion(tt.in)
+		if ok != tt.want {
+			t.Errorf("plainQuestion(%q) ok = %v, want %v", tt.in, ok, tt.want)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if want, err := parseDelegateJSON(tt.in); err != nil || got != want {
+			t.Errorf("plainQuestion(%q) = %q, encoding/json's reading %q, %v", tt.in, got, want, err)
+		}
+	}
+}
+
 func TestCutToBudget(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -85,6 +123,12 @@ func FuzzParseDelegateArgs(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
+		s := stripFence(strings.TrimSpace(raw))
+		if pq, ok := plainQuestion(s); ok {
+			if want, err := parseDelegateJSON(s); err != nil || pq != want {
+				t.Fatalf("plainQuestion(%q) = %q, encoding/json's reading %q, %v", s, pq, want, err)
+			}
+		}
 		q, err := ParseDelegateArgs(raw)
 		if err != nil {
 			if !errors.Is(err, ErrDelegateArgs) {

@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"text/template"
+	"text/template/parse"
 )
 
 //go:embed prompts/*.tmpl
@@ -123,7 +125,85 @@ func checkPrompt(name, text string) error {
 
 // prompts is the parsed set of templates a strategy renders, defaults with
 // overrides applied. It is read-only after newPrompts, so safe to share.
-type prompts map[string]*template.Template
+type prompts map[string]*prompt
+
+// prompt is one parsed template. parts, when not nil, is the template as
+// plain text and fields, which render renders without text/template: route
+// renders ten prompts a rollout, and executing a template reflects over a
+// copy of PromptData each time.
+type prompt struct {
+	t     *template.Template
+	parts []promptPart
+}
+
+// promptPart is literal text, or a field of PromptData when field is set.
+type promptPart struct {
+	text, field string
+}
+
+// fieldText is d's field name printed as text/template prints it. ok is
+// false for a field it does not know; a test checks that it knows every
+// string and int field.
+func (d *PromptData) fieldText(name string) (s string, ok bool) {
+	switch name {
+	case "Request":
+		return d.Request, true
+	case "Subtask":
+		return d.Subtask, true
+	case "Reasoning":
+		return d.Reasoning, true
+	case "Question":
+		return d.Question, true
+	case "Leader":
+		return d.Leader, true
+	case "Previous":
+		return d.Previous, true
+	case "Min":
+		return strconv.Itoa(d.Min), true
+	case "Max":
+		return strconv.Itoa(d.Max), true
+	case "Index":
+		return strconv.Itoa(d.Index), true
+	case "Budget":
+		return strconv.Itoa(d.Budget), true
+	case "K":
+		return strconv.Itoa(d.K), true
+	case "Round":
+		return strconv.Itoa(d.Round), true
+	}
+	return "", false
+}
+
+// plainParts returns t as text and fields, or nil when t uses anything
+// else: a pipeline, a function, a condition, a range.
+func plainParts(t *template.Template) []promptPart {
+	if t.Tree == nil || t.Tree.Root == nil {
+		return nil
+	}
+	parts := []promptPart{}
+	for _, n := range t.Tree.Root.Nodes {
+		switch n := n.(type) {
+		case *parse.TextNode:
+			parts = append(parts, promptPart{text: string(n.Text)})
+		case *parse.ActionNode:
+			p := n.Pipe
+			if len(p.Decl) > 0 || len(p.Cmds) != 1 || len(p.Cmds[0].Args) != 1 {
+				return nil
+			}
+			f, ok := p.Cmds[0].Args[0].(*parse.FieldNode)
+			if !ok || len(f.Ident) != 1 {
+				return nil
+			}
+			if _, ok := (&PromptData{}).fieldText(f.Ident[0]); !ok {
+				return nil
+			}
+			parts = append(parts, promptPart{field: f.Ident[0]})
+		default:
+			return nil
+		}
+	}
+	return parts
+}
 
 func newPrompts(overrides map[string]string) (prompts, error) {
 	p := prompts{}
@@ -135,7 +215,7 @@ func newPrompts(overrides map[string]string) (prompts, error) {
 		if err != nil {
 			return nil, err
 		}
-		p[name] = t
+		p[name] = &prompt{t: t, parts: plainParts(t)}
 	}
 	return p, nil
 }
@@ -146,9 +226,33 @@ func (p prompts) render(name string, d PromptData) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("render prompt %s: no such template", name)
 	}
+	if t.parts != nil {
+		return t.plain(&d), nil
+	}
 	var b strings.Builder
-	if err := t.Execute(&b, d); err != nil {
+	if err := t.t.Execute(&b, d); err != nil {
 		return "", fmt.Errorf("render prompt %s: %w", name, err)
 	}
 	return strings.TrimSpace(b.String()), nil
+}
+
+// plain renders a template of text and fields, trimmed, as Execute would.
+func (t *prompt) plain(d *PromptData) string {
+	if len(t.parts) == 1 {
+		return strings.TrimSpace(t.parts[0].of(d))
+	}
+	var b strings.Builder
+	for _, part := range t.parts {
+		b.WriteString(part.of(d))
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// of is the part's text over d.
+func (p promptPart) of(d *PromptData) string {
+	if p.field == "" {
+		return p.text
+	}
+	s, _ := d.fieldText(p.field) // plainParts took only fields fieldText knows
+	return s
 }

@@ -88,23 +88,45 @@ func (r *route) Run(ctx context.Context, request string, events chan<- delegate.
 
 // tools runs one turn's tool calls concurrently and returns the tool result
 // text of each, in call order. A call's failure is its result, told to the
-// model; only a panic is returned.
+// model; only a panic is returned. It cancels the calls running and starts
+// no more.
+//
+// This goroutine is one of the ToolConcurrency: it runs the last call, and
+// any for which no other may start. Its stack has grown already; a new
+// goroutine's grows again in the client's encoding and decoding, copied
+// at each step.
 func (r *route) tools(ctx context.Context, rec *delegate.Recorder, g *delegate.Node, turn int, calls []delegate.ToolCall) ([]string, error) {
 	results := make([]string, len(calls))
-	eg, gctx := errgroup.WithContext(ctx)
-	eg.SetLimit(r.cfg.ToolConcurrency)
-	for i, tc := range calls {
+	gctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	run := func(i int) error {
+		err := protect(func() error {
+			results[i] = r.tool(gctx, rec, g, turn, i, calls[i])
+			return nil
+		})
+		if err != nil {
+			cancel(err)
+		}
+		return err
+	}
+	var eg errgroup.Group
+	eg.SetLimit(r.cfg.ToolConcurrency - 1)
+	var err error
+	for i := range calls {
 		if gctx.Err() != nil {
 			break
 		}
-		eg.Go(func() error {
-			return protect(func() error {
-				results[i] = r.tool(gctx, rec, g, turn, i, tc)
-				return nil
-			})
-		})
+		if i < len(calls)-1 && eg.TryGo(func() error { return run(i) }) {
+			continue
+		}
+		if err = run(i); err != nil {
+			break
+		}
 	}
-	if err := eg.Wait(); err != nil {
+	if werr := eg.Wait(); werr != nil {
+		err = werr
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%s tools: %w", TurnNode(turn), err)
 	}
 	return results, nil

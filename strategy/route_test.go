@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -209,6 +211,110 @@ func TestRouteCancelDuringToolCalls(t *testing.T) {
 	}
 	if tr.FailureKind != delegate.FailureCanceled || strong.Calls() != 1 {
 		t.Errorf("failure %q after %d strong calls, want canceled after 1", tr.Failure, strong.Calls())
+	}
+}
+
+// TestRouteBoundedToolCalls runs five tool calls under each bound. As many
+// as the bound run at once, this goroutine counted among them, and the
+// results come back in call order.
+func TestRouteBoundedToolCalls(t *testing.T) {
+	var calls []delegate.ToolCall
+	for i := range 5 {
+		calls = append(calls, modeltest.Call(fmt.Sprintf("c%d", i), "delegate", fmt.Sprintf(`{"question":"q%d"}`, i)))
+	}
+	for _, limit := range []int{1, 2, 4, 5, 8} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			strong := fake("strong", func(_ context.Context, req *delegate.Request) (*delegate.Response, error) {
+				if len(req.Messages) > 2 {
+					return modeltest.Text("\\boxed{done}"), nil
+				}
+				return modeltest.ToolCalls(calls...), nil
+			})
+			want := min(limit, len(calls))
+			b := newBarrier(want)
+			var mu sync.Mutex
+			inFlight, peak := 0, 0
+			weak := fake("weak", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+				mu.Lock()
+				inFlight++
+				peak = max(peak, inFlight)
+				mu.Unlock()
+				defer func() {
+					mu.Lock()
+					inFlight--
+					mu.Unlock()
+				}()
+				if err := b.wait(ctx); err != nil {
+					return nil, err
+				}
+				time.Sleep(time.Millisecond)
+				return modeltest.Text("answer to " + modeltest.LastUser(req)), nil
+			})
+			cfg := DefaultConfig()
+			cfg.ToolConcurrency = limit
+			tr := mustRun(t, mustNew(t, NameRoute, routeRoles(strong, weak), cfg), mathRequest)
+			if tr.Answer != "done" || tr.Failure != "" {
+				t.Fatalf("answer, failure = %q, %q; want done, none", tr.Answer, tr.Failure)
+			}
+			if peak != want {
+				t.Errorf("%d calls in flight at once, want %d", peak, want)
+			}
+			reqs := strong.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("strong model got %d requests, want 2", len(reqs))
+			}
+			for i, m := range reqs[1].Messages[3:] {
+				if got, want := m.Content, fmt.Sprintf("answer to q%d", i); got != want || m.ToolCallID != calls[i].ID {
+					t.Errorf("tool result %d = %q for %q, want %q for %q", i, got, m.ToolCallID, want, calls[i].ID)
+				}
+			}
+		})
+	}
+}
+
+// TestRouteToolPanics panics in one call of three, the first (on a goroutine
+// of its own) or the last (on the run's): the run ends with the panic and
+// its stack, and the calls still running are cancelled.
+func TestRouteToolPanics(t *testing.T) {
+	for _, bad := range []string{"q0", "q2"} {
+		t.Run(bad, func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			strong := fake("strong", modeltest.Script(modeltest.ToolCalls(
+				modeltest.Call("c0", "delegate", `{"question":"q0"}`),
+				modeltest.Call("c1", "delegate", `{"question":"q1"}`),
+				modeltest.Call("c2", "delegate", `{"question":"q2"}`),
+			)))
+			started := make(chan struct{}, 3)
+			weak := fake("weak", func(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+				if modeltest.LastUser(req) == bad {
+					<-started // another call is in flight
+					panic("fake model bug")
+				}
+				started <- struct{}{}
+				<-ctx.Done()
+				return nil, ctx.Err()
+			})
+			s := mustNew(t, NameRoute, routeRoles(strong, weak), DefaultConfig())
+			done := make(chan struct{})
+			var tr *delegate.Trace
+			var err error
+			go func() {
+				tr, err = s.Run(context.Background(), mathRequest, nil)
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return after a tool call panicked")
+			}
+			if err == nil || !strings.Contains(err.Error(), "fake model bug") || !strings.Contains(err.Error(), "goroutine") {
+				t.Errorf("err = %v, want the panic with its stack", err)
+			}
+			if tr == nil || tr.Failure != "panic: fake model bug" {
+				t.Errorf("trace = %+v, want Failure %q", tr, "panic: fake model bug")
+			}
+		})
 	}
 }
 

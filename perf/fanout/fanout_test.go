@@ -159,12 +159,12 @@ func TestReportTargets(t *testing.T) {
 		route result
 		want  []string
 	}{
-		{"all pass", result{arm: "route", n: 640, c: 64, wall: 1700 * time.Millisecond, cpu: 900 * time.Millisecond,
+		{"all pass", result{arm: "route", n: 640, c: 64, wall: 1700 * time.Millisecond, cpu: 740 * time.Millisecond,
 			peakRSS: 32 << 20, rssGrowth: 64 * 200 << 10, heapGrowth: 64 * 250 << 10, serverCPU: -1, hwmReset: true},
-			[]string{"CPU per rollout 1.41x bare (<= 1.50x)  PASS", "0.195 MB RSS growth  PASS; 0.244 MB heap+stacks growth  PASS", "wall 1.133x the floor (<= 1.15x)  PASS"}},
+			[]string{"CPU per rollout 1.16x bare (<= 1.20x)  PASS", "0.195 MB RSS growth  PASS; 0.244 MB heap+stacks growth  PASS", "wall 1.133x the floor (<= 1.15x)  PASS"}},
 		{"all miss", result{arm: "route", n: 640, c: 64, wall: 1800 * time.Millisecond, cpu: 1000 * time.Millisecond,
 			peakRSS: 60 << 20, rssGrowth: 64 * 400 << 10, heapGrowth: 64 * 400 << 10, serverCPU: -1, errors: 2, hwmReset: true},
-			[]string{"CPU per rollout 1.56x bare (<= 1.50x)  MISS", "0.391 MB RSS growth  MISS; 0.391 MB heap+stacks growth  MISS", "wall 1.200x the floor (<= 1.15x)  MISS", "failed rollouts: bare 0, route 2  MISS"}},
+			[]string{"CPU per rollout 1.56x bare (<= 1.20x)  MISS", "0.391 MB RSS growth  MISS; 0.391 MB heap+stacks growth  MISS", "wall 1.200x the floor (<= 1.15x)  MISS", "failed rollouts: bare 0, route 2  MISS"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -41,7 +41,7 @@ func main() {
 
 // The orchestration targets, printed as PASS or MISS.
 const (
-	targetCPURatio     = 1.5
+	targetCPURatio     = 1.2
 	targetBytesPerRoll = 0.3 * (1 << 20)
 	targetWallRatio    = 1.15
 	targetWallC        = 64

@@ -226,8 +226,14 @@ func FuzzParseGroup(f *testing.F) {
 		if !json.Valid(g.body) {
 			t.Fatalf("stored body is not JSON:\n%s", g.body)
 		}
-		if list, err := parseGroups(append(append([]byte("[ "), data...), " ]"...), noLimits); err != nil || len(list) != 1 || string(list[0].body) != string(g.body) {
-			t.Fatalf("the group as a list: %v", err)
+		for _, pooled := range []bool{false, true} {
+			list, err := parseGroups(append(append([]byte("[ "), data...), " ]"...), noLimits, pooled)
+			if err != nil || len(list) != 1 || string(list[0].body) != string(g.body) || (list[0].buf != nil) != pooled {
+				t.Fatalf("the group as a list, pooled %v: %v", pooled, err)
+			}
+			if list[0].release(); pooled && (list[0].body != nil || list[0].buf != nil) {
+				t.Fatalf("a released group still holds its pooled body")
+			}
 		}
 		again, err := parseGroup(g.body, noLimits, "body")
 		if err != nil {

@@ -499,13 +499,14 @@ func (s *Server) handleScoredData(w http.ResponseWriter, r *http.Request) {
 		s.refusePush(w, r, err)
 		return
 	}
-	g, err := parseGroup(b.data, s.limits(), "body")
+	g, err := parseGroupBody(b.data, s.limits(), s.st.copies(), "body")
 	b.release() // the group holds its own copy
 	if err != nil {
 		s.refusePush(w, r, err)
 		return
 	}
 	resp, err := s.push(r.Context(), g)
+	g.release()
 	if err != nil {
 		s.refusePush(w, r, err)
 		return
@@ -519,7 +520,7 @@ func (s *Server) handleScoredDataList(w http.ResponseWriter, r *http.Request) {
 		s.refusePush(w, r, err)
 		return
 	}
-	groups, err := parseGroups(b.data, s.limits())
+	groups, err := parseGroups(b.data, s.limits(), s.st.copies())
 	b.release()
 	if err != nil {
 		s.refusePush(w, r, err)
@@ -528,6 +529,7 @@ func (s *Server) handleScoredDataList(w http.ResponseWriter, r *http.Request) {
 	buffered, lastSize := 0, -1
 	for _, g := range groups {
 		resp, err := s.push(r.Context(), g)
+		g.release()
 		if err != nil {
 			s.refusePush(w, r, err)
 			return

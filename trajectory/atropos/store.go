@@ -36,6 +36,10 @@ type store interface {
 	reset(ctx context.Context) error
 	// maxGroup is the largest group body the store takes, in bytes.
 	maxGroup() int
+	// copies reports whether add keeps a copy of the group's body rather
+	// than the body itself, which the caller may then reuse once add
+	// returns.
+	copies() bool
 }
 
 var errGone = errors.New("group no longer stored")
@@ -104,6 +108,9 @@ func openJetStream(ctx context.Context, nc, pub *nats.Conn, prefix string, repli
 }
 
 func (s *jsStore) maxGroup() int { return s.limit }
+
+// copies is true: the publish has sent the body by the time it returns.
+func (s *jsStore) copies() bool { return true }
 
 func (s *jsStore) add(ctx context.Context, g *group, buffered bool) (uint64, bool, error) {
 	env := "none"
@@ -304,6 +311,8 @@ func newMemStore() *memStore {
 }
 
 func (m *memStore) maxGroup() int { return 1 << 30 }
+
+func (m *memStore) copies() bool { return false }
 
 func (m *memStore) add(_ context.Context, g *group, buffered bool) (uint64, bool, error) {
 	m.mu.Lock()
