@@ -197,16 +197,25 @@ func NewDelegatorTest(t *Table, before, after string) *DelegatorTest {
 // its sampled answers on all held-out calls, after against before. There
 // is none when the solver was not trained or not sampled.
 func (rep *RoleReport) checks() []Check {
-	if rep == nil || len(rep.Solver) == 0 || rep.Samples == 0 {
+	all := rep.allCalls()
+	if all == nil || rep.Samples == 0 {
 		return nil
 	}
-	all := rep.Solver[len(rep.Solver)-1]
 	return []Check{{
 		Name: fmt.Sprintf("RL-trained solver's own reward on held-out calls beats the pretrained solver's (%d samples a call at temperature %g; paired bootstrap 95%% interval of the difference above 0)", rep.Samples, rep.Temperature),
 		Pass: all.SampledCI.Lo > 0,
 		Detail: fmt.Sprintf("right %.3f against %.3f of the samples: difference %+.3f, 95%% [%+.3f, %+.3f] over %d calls",
 			all.SampledAfter, all.SampledBefore, all.SampledDiff, all.SampledCI.Lo, all.SampledCI.Hi, all.N),
 	}}
+}
+
+// allCalls is the solver's test over all its held-out calls, the last of
+// Solver; nil when the solver was not trained.
+func (rep *RoleReport) allCalls() *SolverTest {
+	if rep == nil || len(rep.Solver) == 0 {
+		return nil
+	}
+	return &rep.Solver[len(rep.Solver)-1]
 }
 
 // writeMarkdown writes the report under the table's rows.

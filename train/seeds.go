@@ -18,6 +18,14 @@ import (
 // SeedsFile is the summary of a run over several RL seeds, in its OutDir.
 const SeedsFile = "seeds.md"
 
+// SeedRolesFile holds the trained roles' own rewards over the seeds, as
+// JSON (SeedRoles), in a multi-seed run's OutDir. A run that trains the
+// solver writes it.
+const SeedRolesFile = "roles-seeds.json"
+
+// seedRolesVersion is the format version of SeedRolesFile.
+const seedRolesVersion = 1
+
 // SeedDir is the directory of RL seed seed's run in a multi-seed run's
 // directory out.
 func SeedDir(out string, seed uint64) string {
@@ -31,11 +39,12 @@ type SeedRun struct {
 }
 
 // RunSeeds runs Run once per RL seed, each in SeedDir(cfg.OutDir, seed),
-// and writes their summary (Seeds) to cfg.OutDir/SeedsFile. The baselines
-// do not depend on the RL seed: the first seed's run evaluates them, and
-// each later run starts from a copy of their records, so they run once.
-// Only route's delegator trains this way. An interrupted call resumes
-// like Run, seed by seed.
+// and writes their summary (Seeds) to cfg.OutDir/SeedsFile. With the
+// solver trained it also writes the role reports' summary to
+// SeedRolesFile. The baselines do not depend on the RL seed: the first
+// seed's run evaluates them, and each later run starts from a copy of
+// their records, so they run once. Only route trains this way. An
+// interrupted call resumes like Run, seed by seed.
 func RunSeeds(ctx context.Context, cfg Config, seeds []uint64, opt Options) ([]SeedRun, *Seeds, error) {
 	if err := checkSeeds(cfg, seeds); err != nil {
 		return nil, nil, err
@@ -59,22 +68,41 @@ func RunSeeds(ctx context.Context, cfg Config, seeds []uint64, opt Options) ([]S
 		runs = append(runs, SeedRun{Seed: s, Result: res})
 	}
 	sum := SummarizeSeeds(runs)
-	var b strings.Builder
-	if err := sum.WriteMarkdown(&b); err != nil {
+	if err := sum.write(cfg.OutDir); err != nil {
 		return nil, nil, err
-	}
-	if err := os.WriteFile(filepath.Join(cfg.OutDir, SeedsFile), []byte(b.String()), 0o644); err != nil {
-		return nil, nil, fmt.Errorf("train: write seeds summary: %w", err)
 	}
 	return runs, sum, nil
 }
 
+// write writes the summary to dir's SeedsFile and, when it has the role
+// reports', to its SeedRolesFile.
+func (s *Seeds) write(dir string) error {
+	var b strings.Builder
+	if err := s.WriteMarkdown(&b); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, SeedsFile), []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("train: write seeds summary: %w", err)
+	}
+	if s.Roles == nil {
+		return nil
+	}
+	j, err := json.MarshalIndent(s.Roles, "", " ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, SeedRolesFile), append(j, '\n'), 0o644)
+	}
+	if err != nil {
+		return fmt.Errorf("train: write role reports over seeds: %w", err)
+	}
+	return nil
+}
+
 // checkSeeds checks the seeds of RunSeeds. There must be at least one,
 // none 0 and no repeat; the run's Seed stands in for 0. The run must be a
-// route run that trains the delegator.
+// route run.
 func checkSeeds(cfg Config, seeds []uint64) error {
-	if cfg.Mode != ModeRoute || cfg.Train != TrainDelegator {
-		return fmt.Errorf("train: several RL seeds: mode %s, train %s: only %s's delegator trains over several seeds", cfg.Mode, cfg.Train, ModeRoute)
+	if cfg.Mode != ModeRoute {
+		return fmt.Errorf("train: several RL seeds: mode %s: only %s trains over several seeds", cfg.Mode, ModeRoute)
 	}
 	if len(seeds) == 0 {
 		return errors.New("train: several RL seeds: none given")
@@ -124,11 +152,11 @@ func shareBaselines(from, to string) error {
 	return nil
 }
 
-// seedArm says the arm depends on the RL seed. Those are the trained
-// delegator, random delegation at its rate, and the SFT arm, whose batches
-// the RL seed orders.
+// seedArm says the arm depends on the RL seed. Those are the arms with a
+// trained policy, random delegation at the trained rate, and the SFT arm,
+// whose batches the RL seed orders.
 func seedArm(arm string) bool {
-	for _, a := range []string{ArmTrained, ArmRandom, ArmSFT} {
+	for _, a := range []string{ArmTrained, ArmTrainedSolver, ArmTrainedBoth, ArmRandom, ArmSFT} {
 		if strings.HasPrefix(arm, a+" (") {
 			return true
 		}
@@ -163,7 +191,8 @@ func baselineRecords(b []byte) ([]byte, error) {
 
 // Seeds summarizes runs over several RL seeds. It holds the trained
 // delegator's figures per seed, their mean and spread, and how many seeds
-// meet each acceptance check.
+// meet each acceptance check. With the solver trained it holds the role
+// reports' summary too.
 type Seeds struct {
 	Rows []SeedRow
 	// Checks are the checks' names, in the tables' order, with the number
@@ -174,6 +203,8 @@ type Seeds struct {
 	// rewards.
 	AloneCost, BestRuleReward, BestKeywordReward float64
 	BestRule, BestKeyword                        string
+	// Roles summarizes the seeds' role reports; nil when none has one.
+	Roles *SeedRoles
 }
 
 // SeedRow is one seed's trained delegator.
@@ -191,27 +222,27 @@ type SeedCheck struct {
 	Met, Of int
 }
 
-// SummarizeSeeds summarizes the runs' tables; a run without a trained
-// row is left out.
+// SummarizeSeeds summarizes the runs' tables. Only runs with a trained
+// delegator's row get a row; every run's checks and role report count.
 func SummarizeSeeds(runs []SeedRun) *Seeds {
 	s := &Seeds{}
+	var (
+		roles []RoleSeedRow
+		first *RoleReport // the first report, for its sampling settings
+	)
 	for _, r := range runs {
 		t := r.Result.Table
-		tr, alone := t.Row(ArmTrained), t.Row(ArmAlone)
-		if tr == nil || alone == nil {
-			continue
+		alone := t.Row(ArmAlone)
+		if alone != nil {
+			s.AloneCost = alone.Cost
 		}
-		row := SeedRow{Seed: r.Seed, Steps: r.Result.Steps, Accuracy: tr.Accuracy, Reward: tr.Reward, Cost: tr.Cost, Cut: math.NaN(), Checks: len(t.Checks)}
-		if alone.Cost > 0 {
-			row.Cut = 1 - tr.Cost/alone.Cost
-		}
-		s.AloneCost = alone.Cost
 		if b := t.Row(t.BestRule); b != nil {
 			s.BestRule, s.BestRuleReward = b.Arm, b.Reward
 		}
 		if b := t.Row(t.BestKeyword); b != nil {
 			s.BestKeyword, s.BestKeywordReward = b.Arm, b.Reward
 		}
+		var met int
 		for i, c := range t.Checks {
 			if i >= len(s.Checks) {
 				s.Checks = append(s.Checks, SeedCheck{Name: c.Name})
@@ -219,17 +250,195 @@ func SummarizeSeeds(runs []SeedRun) *Seeds {
 			s.Checks[i].Of++
 			if c.Pass {
 				s.Checks[i].Met++
-				row.Met++
+				met++
 			}
 		}
+		if t.Roles != nil {
+			if first == nil {
+				first = t.Roles
+			}
+			roles = append(roles, RoleSeedRow{Seed: r.Seed, Steps: r.Result.Steps, Delegator: t.Roles.Delegator, Solver: t.Roles.allCalls()})
+		}
+		tr := t.Row(ArmTrained)
+		if tr == nil || alone == nil {
+			continue
+		}
+		row := SeedRow{Seed: r.Seed, Steps: r.Result.Steps, Accuracy: tr.Accuracy, Reward: tr.Reward, Cost: tr.Cost, Cut: math.NaN(), Met: met, Checks: len(t.Checks)}
+		if alone.Cost > 0 {
+			row.Cut = 1 - tr.Cost/alone.Cost
+		}
 		s.Rows = append(s.Rows, row)
+	}
+	if first != nil {
+		s.Roles = SummarizeRoles(roles, first.Samples, first.Temperature)
 	}
 	return s
 }
 
+// SeedRoles is each trained role's own reward over several RL seeds. It
+// holds one row per seed, the paired differences' mean and spread, and
+// the seeds where each role's reward rises.
+type SeedRoles struct {
+	Version int `json:"version"`
+	// Samples and Temperature are the solver's sampled answers per call
+	// and their temperature, as in RoleReport.
+	Samples     int           `json:"samples"`
+	Temperature float64       `json:"temperature"`
+	Rows        []RoleSeedRow `json:"rows"`
+	// Delegator and Solver summarize the rows; each is nil when no seed
+	// trained that role.
+	Delegator *DelegatorSeeds `json:"delegator,omitempty"`
+	Solver    *SolverSeeds    `json:"solver,omitempty"`
+}
+
+// RoleSeedRow is one seed's role report. It holds each trained role's
+// test over all its held-out items or calls.
+type RoleSeedRow struct {
+	Seed      uint64         `json:"seed"`
+	Steps     int            `json:"steps"`
+	Delegator *DelegatorTest `json:"delegator,omitempty"`
+	Solver    *SolverTest    `json:"solver,omitempty"` // over all calls
+}
+
+// DelegatorSeeds is the delegator's paired reward difference over seeds.
+// Rises counts the seeds whose interval is above 0.
+type DelegatorSeeds struct {
+	RewardDiff Spread `json:"reward_diff"`
+	Rises      int    `json:"rises"`
+	Of         int    `json:"of"`
+}
+
+// SolverSeeds is the solver's paired differences over seeds, and the
+// seeds where each rises. A sampled rise has its paired bootstrap interval
+// above 0. A greedy rise gains more calls than it loses, McNemar p < 0.05.
+type SolverSeeds struct {
+	// GreedyDiff is the share of calls right greedy, after less before.
+	GreedyDiff  Spread `json:"greedy_diff"`
+	GreedyRises int    `json:"greedy_rises"`
+	// SampledDiff is the share of samples right, after less before; nil
+	// without samples.
+	SampledDiff  *Spread `json:"sampled_diff,omitempty"`
+	SampledRises int     `json:"sampled_rises"`
+	Of           int     `json:"of"`
+}
+
+// greedyRises says the trained solver's greedy answers beat the
+// pretrained one's, as Table.beats judges accuracy.
+func (t *SolverTest) greedyRises() bool { return t.Gained > t.Lost && t.P < 0.05 }
+
+// greedyDiff is the share of calls right greedy, after less before.
+func (t *SolverTest) greedyDiff() float64 {
+	if t.N == 0 {
+		return 0
+	}
+	return float64(t.GreedyAfter-t.GreedyBefore) / float64(t.N)
+}
+
+// SummarizeRoles summarizes the seeds' role reports. Their solvers
+// sampled samples answers a call at temperature.
+func SummarizeRoles(rows []RoleSeedRow, samples int, temperature float64) *SeedRoles {
+	s := &SeedRoles{Version: seedRolesVersion, Samples: samples, Temperature: temperature, Rows: rows}
+	var del, greedy, sampled []float64
+	var d DelegatorSeeds
+	var v SolverSeeds
+	for _, r := range rows {
+		if t := r.Delegator; t != nil {
+			del = append(del, t.RewardDiff)
+			d.Of++
+			if t.RewardCI.Lo > 0 {
+				d.Rises++
+			}
+		}
+		if t := r.Solver; t != nil {
+			greedy, sampled = append(greedy, t.greedyDiff()), append(sampled, t.SampledDiff)
+			v.Of++
+			if t.greedyRises() {
+				v.GreedyRises++
+			}
+			if samples > 0 && t.SampledCI.Lo > 0 {
+				v.SampledRises++
+			}
+		}
+	}
+	if d.Of > 0 {
+		d.RewardDiff = spreadOf(del)
+		s.Delegator = &d
+	}
+	if v.Of > 0 {
+		v.GreedyDiff = spreadOf(greedy)
+		if samples > 0 {
+			sp := spreadOf(sampled)
+			v.SampledDiff = &sp
+		}
+		s.Solver = &v
+	}
+	return s
+}
+
+// writeMarkdown writes a table per trained role: each seed's paired test,
+// the differences' mean and spread, and the seeds where the role's
+// reward rises.
+func (s *SeedRoles) writeMarkdown(b *strings.Builder) {
+	b.WriteString("\nEach trained role's own reward on held-out items, before → after training, paired, per seed:\n")
+	if d := s.Delegator; d != nil {
+		b.WriteString("\nDelegator (the task's reward, each with the pretrained solver):\n\n| RL seed | steps | reward: before → after | paired difference [95% CI] | right: before → after (lost / gained, McNemar p) |\n|---|---:|---|---|---|\n")
+		for _, r := range s.Rows {
+			if t := r.Delegator; t != nil {
+				fmt.Fprintf(b, "| %d | %d | %.3f → %.3f | %+.3f [%+.3f, %+.3f] | %d → %d (%d / %d, p %.2g) |\n",
+					r.Seed, r.Steps, t.RewardBefore, t.RewardAfter, t.RewardDiff, t.RewardCI.Lo, t.RewardCI.Hi, t.RightBefore, t.RightAfter, t.Lost, t.Gained, t.P)
+			}
+		}
+		fmt.Fprintf(b, "| **mean over %d seeds** (sd; min–max) | | | %s | |\n\n- %d of %d seeds: the delegator's reward rises (paired bootstrap 95%% interval above 0)\n",
+			d.Of, spreadText(d.RewardDiff), d.Rises, d.Of)
+	}
+	v := s.Solver
+	if v == nil {
+		return
+	}
+	asked := "greedy"
+	if s.Samples > 0 {
+		asked = fmt.Sprintf("greedy, and %d samples a call at temperature %g", s.Samples, s.Temperature)
+	}
+	fmt.Fprintf(b, "\nSolver (its own answer right, on every operation of the held-out problems: %s):\n\n", asked)
+	b.WriteString("| RL seed | steps | greedy right: before → after (lost / gained, McNemar p) | greedy difference | sampled right: before → after | sampled difference [95% CI] |\n|---|---:|---|---|---|---|\n")
+	for _, r := range s.Rows {
+		t := r.Solver
+		if t == nil {
+			continue
+		}
+		sampled, diff := "–", "–"
+		if s.Samples > 0 {
+			sampled = fmt.Sprintf("%.3f → %.3f", t.SampledBefore, t.SampledAfter)
+			diff = fmt.Sprintf("%+.3f [%+.3f, %+.3f]", t.SampledDiff, t.SampledCI.Lo, t.SampledCI.Hi)
+		}
+		fmt.Fprintf(b, "| %d | %d | %d → %d of %d (%d / %d, p %.2g) | %+.3f | %s | %s |\n",
+			r.Seed, r.Steps, t.GreedyBefore, t.GreedyAfter, t.N, t.Lost, t.Gained, t.P, t.greedyDiff(), sampled, diff)
+	}
+	sampled := "–"
+	if v.SampledDiff != nil {
+		sampled = spreadText(*v.SampledDiff)
+	}
+	fmt.Fprintf(b, "| **mean over %d seeds** (sd; min–max) | | | %s | | %s |\n\n", v.Of, spreadText(v.GreedyDiff), sampled)
+	if v.SampledDiff != nil {
+		fmt.Fprintf(b, "- %d of %d seeds: the solver's sampled share right rises (paired bootstrap 95%% interval above 0)\n", v.SampledRises, v.Of)
+	}
+	fmt.Fprintf(b, "- %d of %d seeds: the solver's greedy accuracy rises (more calls gained than lost, McNemar p < 0.05)\n", v.GreedyRises, v.Of)
+}
+
+// spreadText writes a paired difference's spread as "+0.033 (0.015;
+// +0.016 to +0.043)".
+func spreadText(s Spread) string {
+	return fmt.Sprintf("%+.3f (%.3f; %+.3f to %+.3f)", s.Mean, s.SD, s.Min, s.Max)
+}
+
 // Spread is the mean of values over seeds, their sample standard
 // deviation (0 for one value) and their range.
-type Spread struct{ Mean, SD, Min, Max float64 }
+type Spread struct {
+	Mean float64 `json:"mean"`
+	SD   float64 `json:"sd"`
+	Min  float64 `json:"min"`
+	Max  float64 `json:"max"`
+}
 
 // spreadOf is the spread of xs; NaN figures with none.
 func spreadOf(xs []float64) Spread {
@@ -263,23 +472,35 @@ func (s *Seeds) Spreads() (accuracy, reward, cost, cut Spread) {
 	return spreadOf(a), spreadOf(r), spreadOf(c), spreadOf(k)
 }
 
-// WriteMarkdown writes the per-seed rows, the mean and spread, and the
-// checks with the number of seeds meeting each.
+// WriteMarkdown writes the trained delegator's per-seed rows with their
+// mean and spread, the checks with the number of seeds meeting each, and
+// the role reports' summary.
 func (s *Seeds) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString("| RL seed | steps | accuracy | reward | cost (µ$/item) | cut against alone | checks met |\n|---|---:|---:|---:|---:|---:|---:|\n")
-	for _, r := range s.Rows {
-		fmt.Fprintf(&b, "| %d | %d | %.3f | %.3f | %.0f | %.1f%% | %d of %d |\n", r.Seed, r.Steps, r.Accuracy, r.Reward, r.Cost*1e6, 100*r.Cut, r.Met, r.Checks)
+	if len(s.Rows) > 0 {
+		s.writeDelegator(&b)
 	}
-	acc, rew, cost, cut := s.Spreads()
-	fmt.Fprintf(&b, "| **mean over %d seeds** (sd; min–max) | | %.3f (%.3f; %.3f–%.3f) | %.3f (%.3f; %.3f–%.3f) | %.0f (%.0f; %.0f–%.0f) | %.1f%% (%.1f; %.1f–%.1f) | |\n",
-		len(s.Rows), acc.Mean, acc.SD, acc.Min, acc.Max, rew.Mean, rew.SD, rew.Min, rew.Max,
-		cost.Mean*1e6, cost.SD*1e6, cost.Min*1e6, cost.Max*1e6, 100*cut.Mean, 100*cut.SD, 100*cut.Min, 100*cut.Max)
-	fmt.Fprintf(&b, "\nShared baselines: delegator alone %.0f µ$/item; %s reward %.3f; %s reward %.3f.\n\nChecks, each judged per seed on its own table:\n\n",
+	fmt.Fprintf(&b, "Shared baselines: delegator alone %.0f µ$/item; %s reward %.3f; %s reward %.3f.\n\nChecks, each judged per seed on its own table:\n\n",
 		s.AloneCost*1e6, s.BestRule, s.BestRuleReward, s.BestKeyword, s.BestKeywordReward)
 	for _, c := range s.Checks {
 		fmt.Fprintf(&b, "- %d of %d seeds: %s\n", c.Met, c.Of, c.Name)
 	}
+	if s.Roles != nil {
+		s.Roles.writeMarkdown(&b)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeDelegator writes the trained delegator's rows and their mean and
+// spread.
+func (s *Seeds) writeDelegator(b *strings.Builder) {
+	b.WriteString("| RL seed | steps | accuracy | reward | cost (µ$/item) | cut against alone | checks met |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range s.Rows {
+		fmt.Fprintf(b, "| %d | %d | %.3f | %.3f | %.0f | %.1f%% | %d of %d |\n", r.Seed, r.Steps, r.Accuracy, r.Reward, r.Cost*1e6, 100*r.Cut, r.Met, r.Checks)
+	}
+	acc, rew, cost, cut := s.Spreads()
+	fmt.Fprintf(b, "| **mean over %d seeds** (sd; min–max) | | %.3f (%.3f; %.3f–%.3f) | %.3f (%.3f; %.3f–%.3f) | %.0f (%.0f; %.0f–%.0f) | %.1f%% (%.1f; %.1f–%.1f) | |\n\n",
+		len(s.Rows), acc.Mean, acc.SD, acc.Min, acc.Max, rew.Mean, rew.SD, rew.Min, rew.Max,
+		cost.Mean*1e6, cost.SD*1e6, cost.Min*1e6, cost.Max*1e6, 100*cut.Mean, 100*cut.SD, 100*cut.Min, 100*cut.Max)
 }

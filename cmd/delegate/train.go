@@ -97,10 +97,13 @@ and after training under the table, paired (also in --out/roles.json).
 --solver shipped:solver-weak names the shipped weak solver, which RL has
 something to teach.
 
---rl-seeds 1,2,3 trains and evaluates one delegator per RL seed, each in
---out/seed-N with its own table (the baselines evaluated once, by the
-first), and writes --out/seeds.md: each seed's figures, their mean, sd and
-range, and how many seeds meet each acceptance check.
+--rl-seeds 1,2,3 trains and evaluates the --train policies once per RL
+seed, each in --out/seed-N with its own table (the baselines evaluated
+once, by the first), and writes --out/seeds.md: the trained delegator's
+figures per seed, their mean, sd and range, and how many seeds meet each
+acceptance check. With the solver trained it adds each role's own reward
+per seed, the paired differences' mean, sd and range, and how many seeds
+rise (also in --out/roles-seeds.json).
 
 --mode mlpo trains a leader under lead with frozen peers that solve with
 scratch work (--peers, default shipped:peer,shipped:delegator, taken in
@@ -312,7 +315,7 @@ func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.IntVar(&f.distractors, "distractors", 0, "most distractor sentences a problem gets, uniformly 0..N (default: the level's; mlpo default 4)")
 	fl.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the problems, the random baseline and the models' unseeded calls (the training item order and rollouts have --rl-seed)")
 	fl.Uint64Var(&cfg.RL.Seed, "rl-seed", cfg.RL.Seed, "seed of the trainer: its training item order and its rollouts' samples")
-	fl.UintSliceVar(&f.rlSeeds, "rl-seeds", nil, "route: train and evaluate one delegator per RL seed (1,2,3), each in OUT/seed-N, and summarize them in OUT/seeds.md")
+	fl.UintSliceVar(&f.rlSeeds, "rl-seeds", nil, "route: train and evaluate the --train policies once per RL seed (1,2,3), each in OUT/seed-N, and summarize them in OUT/seeds.md (and the roles' own rewards in OUT/roles-seeds.json)")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress display on stderr: auto (a bar on a terminal, lines otherwise), bar, plain or none")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress display (--progress none)")
 	fl.StringVar(&f.otlp, "otlp", "", otlpUsage)
@@ -401,8 +404,10 @@ func runTrainSeeds(ctx context.Context, out, progress io.Writer, mode string, lo
 	var short []uint64
 	for _, r := range runs {
 		dir := train.SeedDir(cfg.OutDir, r.Seed)
-		if _, err := train.WritePlots(dir); err != nil {
-			return err
+		for _, d := range trainerDirs(dir, cfg.Train) {
+			if _, err := train.WritePlots(d); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintf(out, "\nRL seed %d: %d RL steps (%s, %.0f s of training); table in %s\n",
 			r.Seed, r.Result.Steps, stopReason(r.Result.StoppedBy), r.Result.TrainSeconds, filepath.Join(dir, train.TableFile))
@@ -414,7 +419,11 @@ func runTrainSeeds(ctx context.Context, out, progress io.Writer, mode string, lo
 	if err := sum.WriteMarkdown(out); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nwritten: %s\n", filepath.Join(cfg.OutDir, train.SeedsFile))
+	fmt.Fprintf(out, "\nwritten: %s", filepath.Join(cfg.OutDir, train.SeedsFile))
+	if sum.Roles != nil {
+		fmt.Fprintf(out, ", %s", filepath.Join(cfg.OutDir, train.SeedRolesFile))
+	}
+	fmt.Fprintln(out)
 	if len(short) > 0 {
 		return fmt.Errorf("train: the time budget ended training of RL seeds %v before --steps; run the same command again to go on", short)
 	}
@@ -461,15 +470,7 @@ func runTrain(ctx context.Context, out, progress io.Writer, mode string, log *sl
 	if err != nil {
 		return err
 	}
-	// The lead trainer's directory: the delegator's, or the solver's when
-	// only the solver is trained; with both, the solver's follows.
-	dirs := []string{cfg.OutDir}
-	switch cfg.Train {
-	case train.TrainSolver:
-		dirs = []string{filepath.Join(cfg.OutDir, train.SolverDir)}
-	case train.TrainBoth:
-		dirs = append(dirs, filepath.Join(cfg.OutDir, train.SolverDir))
-	}
+	dirs := trainerDirs(cfg.OutDir, cfg.Train)
 	var plots []string
 	for _, d := range dirs {
 		ps, perr := train.WritePlots(d)
@@ -499,6 +500,20 @@ func runTrain(ctx context.Context, out, progress io.Writer, mode string, log *sl
 		return fmt.Errorf("train: the time budget ended training after %d of %d steps, so this table is not the full run's; run the same command again to go on from the checkpoint in %s", res.Steps, cfg.RL.Steps, cfg.OutDir)
 	}
 	return nil
+}
+
+// trainerDirs are the trainers' directories of a run in out that trains
+// the policies trained names. The lead trainer's comes first: the
+// delegator's, or the solver's when only the solver is trained; with
+// both, the solver's follows.
+func trainerDirs(out, trained string) []string {
+	switch trained {
+	case train.TrainSolver:
+		return []string{filepath.Join(out, train.SolverDir)}
+	case train.TrainBoth:
+		return []string{out, filepath.Join(out, train.SolverDir)}
+	}
+	return []string{out}
 }
 
 func stopReason(s string) string {
