@@ -39,16 +39,22 @@ func main() {
 
 // shape is a model size to compare on.
 type shape struct {
-	name string
-	cfg  nn.Config
+	name  string
+	cfg   nn.Config
+	named bool // run only when -shapes names it: minutes a repetition
 }
 
-// shapes are llama2.c's stories260K and stories15M sizes, the latter with
-// its 32000-token vocabulary and with our 512-token one.
+// shapes are llama2.c's model sizes.
+// stories15M comes with its 32000-token vocabulary and with our 512-token
+// one. stories42M and stories110M have the configs of llama2.c's
+// checkpoints (hidden_dim 1376 and 2048, seq_len 1024). They run only when
+// -shapes names them.
 var shapes = []shape{
-	{"stories260K", nn.Config{Vocab: 512, Dim: 64, Layers: 5, Heads: 8, KVHeads: 4, Hidden: 172, Context: 512}},
-	{"stories15M", nn.Config{Vocab: 32000, Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, Hidden: 768, Context: 256, TiedOutput: true}},
-	{"stories15M-v512", nn.Config{Vocab: 512, Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, Hidden: 768, Context: 256}},
+	{"stories260K", nn.Config{Vocab: 512, Dim: 64, Layers: 5, Heads: 8, KVHeads: 4, Hidden: 172, Context: 512}, false},
+	{"stories15M", nn.Config{Vocab: 32000, Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, Hidden: 768, Context: 256, TiedOutput: true}, false},
+	{"stories15M-v512", nn.Config{Vocab: 512, Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, Hidden: 768, Context: 256}, false},
+	{"stories42M", nn.Config{Vocab: 32000, Dim: 512, Layers: 8, Heads: 8, KVHeads: 8, Hidden: 1376, Context: 1024, TiedOutput: true}, true},
+	{"stories110M", nn.Config{Vocab: 32000, Dim: 768, Layers: 12, Heads: 12, KVHeads: 12, Hidden: 2048, Context: 1024, TiedOutput: true}, true},
 }
 
 // The targets: batch 1 at least runomp's tokens per second at equal threads.
@@ -83,7 +89,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.bwMiB, "bw-mib", 1024, "MiB streamed by the memory bandwidth probe (far more than the caches); 0 skips it")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the created models")
 	scale := fs.Float64("scale", 8, "multiplier on the models' initial weights, so that greedy choices are clear-cut")
-	only := fs.String("shapes", "", "comma-separated shape names to run (default: all of "+shapeNames()+")")
+	only := fs.String("shapes", "", "comma-separated shape names to run (default: "+shapeNames(false)+"; also "+shapeNames(true)+", minutes a repetition)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -168,17 +174,27 @@ func parseProcs(list string) ([]int, error) {
 	return out, nil
 }
 
-func shapeNames() string {
+// shapeNames lists the shapes that run by default, or those run only when named.
+func shapeNames(named bool) string {
 	var names []string
 	for _, s := range shapes {
-		names = append(names, s.name)
+		if s.named == named {
+			names = append(names, s.name)
+		}
 	}
 	return strings.Join(names, ",")
 }
 
+// pickShapes reads -shapes: the default shapes when list is empty.
 func pickShapes(list string) ([]shape, error) {
 	if list == "" {
-		return shapes, nil
+		var out []shape
+		for _, s := range shapes {
+			if !s.named {
+				out = append(out, s)
+			}
+		}
+		return out, nil
 	}
 	var out []shape
 	for _, name := range strings.Split(list, ",") {
@@ -190,7 +206,7 @@ func pickShapes(list string) ([]shape, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("unknown shape %q (have %s)", name, shapeNames())
+			return nil, fmt.Errorf("unknown shape %q (have %s,%s)", name, shapeNames(false), shapeNames(true))
 		}
 	}
 	return out, nil

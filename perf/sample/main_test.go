@@ -134,3 +134,41 @@ func TestMedianAndBest(t *testing.T) {
 		}
 	}
 }
+
+// The default run leaves out the shapes that take minutes; -shapes picks any.
+func TestPickShapes(t *testing.T) {
+	tests := []struct {
+		list    string
+		want    []string
+		wantErr string
+	}{
+		{"", []string{"stories260K", "stories15M", "stories15M-v512"}, ""},
+		{"stories42M,stories110M", []string{"stories42M", "stories110M"}, ""},
+		{"stories15M", []string{"stories15M"}, ""},
+		{"stories7B", nil, `unknown shape "stories7B"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.list, func(t *testing.T) {
+			got, err := pickShapes(tt.list)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("pickShapes(%q) error = %v, want one containing %q", tt.list, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, s := range got {
+				names = append(names, s.name)
+				if err := s.cfg.WithDefaults().Validate(); err != nil {
+					t.Errorf("shape %s: %v", s.name, err)
+				}
+			}
+			if strings.Join(names, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("pickShapes(%q) = %v, want %v", tt.list, names, tt.want)
+			}
+		})
+	}
+}
