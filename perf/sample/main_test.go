@@ -102,16 +102,24 @@ func TestPrintBandwidth(t *testing.T) {
 	}
 }
 
-// At one thread the CPU-time comparison follows the wall-clock table.
+// The CPU-time comparison follows the wall-clock table, with a row for
+// each of our measurements, runomp's or not.
 func TestPrintTableCPU(t *testing.T) {
 	var buf bytes.Buffer
 	printTable(&buf, []result{
 		{shape: "a", procs: 1, load: "3.00", steps: 256, ref: 100, refMatch: true, one: 90, many: 500, refCPU: 200, oneCPU: 250},
-		{shape: "b", procs: 2, load: "3.00", steps: 256, ref: 100, refMatch: true, one: 90, many: 500},
+		{shape: "b", procs: 2, load: "3.00", steps: 256, ref: 100, refMatch: true, one: 90, many: 500, refCPU: 50, oneCPU: 75},
+		{shape: "c", procs: 2, load: "3.00", steps: 256, one: 90, many: 500, oneCPU: 321},
 	}, 32)
 	out := buf.String()
-	if !strings.Contains(out, "(CPU time)") || !strings.Contains(out, "1.25") {
-		t.Errorf("no CPU-time comparison of 250 against 200 tok/cpu-s:\n%s", out)
+	_, cpu, ok := strings.Cut(out, "(CPU time)")
+	if !ok {
+		t.Fatalf("no CPU-time table:\n%s", out)
+	}
+	for _, want := range []string{"1.25", "1.50", "321"} {
+		if !strings.Contains(cpu, want) {
+			t.Errorf("CPU-time table lacks %q:\n%s", want, out)
+		}
 	}
 }
 
