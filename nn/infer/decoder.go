@@ -68,6 +68,8 @@ type decoder struct {
 	work     int              // multiply-adds of one row through every product
 	parStep  int              // work from which a one-row step runs on every core
 	one      oneRow           // the one-row step in progress
+	oneOff   int              // one-row steps left to split per product, after a stall
+	backoff  int              // oneOff after a stall
 	oneFn    func(worker int) // m.oneTask, bound once
 	head     []float32        // (nlogits, Dim) final-normed rows that need logits
 	logits   []float32        // (nlogits, Vocab)
@@ -166,7 +168,7 @@ func newDecoder(p *nn.Params, cache *KVCache) *decoder {
 func newDecoderWeights(c nn.Config, cache *KVCache, w packedWeights) *decoder {
 	cores := max(1, runtime.GOMAXPROCS(0))
 	m := &decoder{cfg: c, cache: cache, w: w, scores: make([][]float32, cores), parWork: parallelWork, parMul: parallelMul,
-		work: stepWork(c), parStep: parallelStep}
+		work: stepWork(c), parStep: parallelStep, backoff: stallBackoff}
 	m.pool = newWorkerPool(cores)
 	m.attendFn = m.attendTask
 	m.mulFn = m.mulTask
@@ -266,7 +268,10 @@ func (m *decoder) forward(rows []tokenRow) []float32 {
 	}
 	m.grow(n, nl)
 	if n == 1 && m.pool.n > 1 && m.work >= m.parStep {
-		return m.forwardOne(rows[0]) // batch-1 decoding: one task for the step
+		if m.oneOff == 0 {
+			return m.forwardOne(rows[0]) // batch-1 decoding: one task for the step
+		}
+		m.oneOff--
 	}
 	d, qd, kv, hid := c.Dim, c.QDim(), c.KVDim(), c.Hidden
 	hd := c.HeadDim()

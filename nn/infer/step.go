@@ -30,6 +30,12 @@ import (
 // panels, which the matrix-vector kernel reads together.
 const panelCols = 16
 
+// stallBackoff is how many one-row steps run split per product after a
+// core slept in one. A core sleeps when another holds units and is kept
+// off its core, as on a machine with more busy threads than cores. Then
+// fewer waits a step lose less.
+const stallBackoff = 64
+
 // parallelStep is the step work, multiply-adds of one row, from which a
 // one-row step runs on every core. It is 4 MiB of float32 weights.
 const parallelStep = 1 << 20
@@ -81,6 +87,7 @@ type oneRow struct {
 	row    tokenRow
 	act    kernel.Q8Act // the next q8_0 product's input, quantised once
 	failed atomic.Bool  // a core panicked: waiting cores give up
+	slept  atomic.Bool  // a core slept in wait during this step
 	// A core that waits long sleeps on cond. The closer of a stage
 	// wakes it when sleepers is not zero.
 	sleepers atomic.Int32
@@ -138,9 +145,13 @@ func (m *decoder) forwardOne(r tokenRow) []float32 {
 		st.stages[i].done.Store(0)
 	}
 	st.failed.Store(false)
+	st.slept.Store(false)
 	w.emb.Row(m.x[:c.Dim], r.token)
 	m.normFor(m.xb, w.attnNorm[0], w.qkv[0])
 	m.pool.run(m.pool.n, m.oneFn)
+	if st.slept.Load() {
+		m.oneOff = m.backoff
+	}
 	if !r.logits {
 		return nil
 	}
@@ -205,6 +216,7 @@ func (st *oneRow) wait(sg *stage) bool {
 		if i < poolWaitSpin {
 			continue
 		}
+		st.slept.Store(true)
 		st.mu.Lock()
 		st.sleepers.Add(1) // before the check: a closer after it sees the sleeper
 		for sg.done.Load() < end && !st.failed.Load() {

@@ -55,7 +55,7 @@ func TestForwardOneSameBits(t *testing.T) {
 			run := func(split bool) (logits []float32, keys, vals []float32) {
 				m := md.newDec()
 				defer m.close()
-				m.parStep = math.MaxInt
+				m.parStep, m.backoff = math.MaxInt, 0 // every one-row step on every core
 				if split {
 					m.parStep = 1
 				}
