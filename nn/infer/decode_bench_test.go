@@ -2,6 +2,7 @@ package infer
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/delegatelab/delegate/nn"
@@ -9,16 +10,23 @@ import (
 	"github.com/delegatelab/delegate/internal/host"
 )
 
-// BenchmarkDecodeStep compares the decoder's split across cores with splitting everything.
+// BenchmarkDecodeStep compares ways of splitting batch-1 decoding across cores.
 // It pushes one sequence of 256 positions through the decoder one token at
-// a time, batch-1 decoding without sampling. "default" splits products and
-// attention as the decoder chooses; "all" splits every one. The two compare
-// side by side in one run:
+// a time, batch-1 decoding without sampling. "default" splits as the
+// decoder chooses: one task a step on every core, for models above
+// parallelStep. "products" hands each product and attention to the cores
+// separately, above their own thresholds, as the decoder did before the
+// one-row step. "all" hands off every product and attention separately.
+// They compare side by side in one run:
 //
 //	GOMAXPROCS=2 go test ./nn/infer -run '^$' -bench DecodeStep -count 5
 func BenchmarkDecodeStep(b *testing.B) {
-	for _, bc := range sampleBenchConfigs {
-		for _, split := range []string{"default", "all"} {
+	configs := append(sampleBenchConfigs, struct {
+		name string
+		cfg  nn.Config
+	}{"stories42M", nn.Config{Vocab: 32000, Dim: 512, Layers: 8, Heads: 8, KVHeads: 8, Hidden: 1376, Context: 1024, TiedOutput: true}})
+	for _, bc := range configs {
+		for _, split := range []string{"default", "products", "all"} {
 			b.Run(fmt.Sprintf("%s/split=%s", bc.name, split), func(b *testing.B) {
 				c := bc.cfg.WithDefaults()
 				p, err := nn.Alloc(c)
@@ -32,8 +40,11 @@ func BenchmarkDecodeStep(b *testing.B) {
 				}
 				m := newDecoder(p, cache)
 				defer m.close()
-				if split == "all" {
-					m.parMul, m.parWork = 1, 1
+				switch split {
+				case "products":
+					m.parStep = math.MaxInt
+				case "all":
+					m.parStep, m.parMul, m.parWork = math.MaxInt, 1, 1
 				}
 				steps := min(256, c.Context)
 				rows := make([]tokenRow, 1)

@@ -65,6 +65,12 @@ type decoder struct {
 	attendFn func(worker int) // m.attendTask, bound once
 	mul      mulJob           // the product being computed
 	mulFn    func(worker int) // m.mulTask, bound once
+	work     int              // multiply-adds of one row through every product
+	parStep  int              // work from which a one-row step runs on every core
+	one      oneRow           // the one-row step in progress
+	oneOff   int              // one-row steps left to split per product, after a stall
+	backoff  int              // oneOff after a stall
+	oneFn    func(worker int) // m.oneTask, bound once
 	head     []float32        // (nlogits, Dim) final-normed rows that need logits
 	logits   []float32        // (nlogits, Vocab)
 }
@@ -161,10 +167,12 @@ func newDecoder(p *nn.Params, cache *KVCache) *decoder {
 // nn.Params and never refreshes.
 func newDecoderWeights(c nn.Config, cache *KVCache, w packedWeights) *decoder {
 	cores := max(1, runtime.GOMAXPROCS(0))
-	m := &decoder{cfg: c, cache: cache, w: w, scores: make([][]float32, cores), parWork: parallelWork, parMul: parallelMul}
+	m := &decoder{cfg: c, cache: cache, w: w, scores: make([][]float32, cores), parWork: parallelWork, parMul: parallelMul,
+		work: stepWork(c), parStep: parallelStep, backoff: stallBackoff}
 	m.pool = newWorkerPool(cores)
 	m.attendFn = m.attendTask
 	m.mulFn = m.mulTask
+	m.oneFn = m.oneTask
 	for i := range m.scores {
 		m.scores[i] = make([]float32, c.Context)
 	}
@@ -259,6 +267,12 @@ func (m *decoder) forward(rows []tokenRow) []float32 {
 		}
 	}
 	m.grow(n, nl)
+	if n == 1 && m.pool.n > 1 && m.work >= m.parStep {
+		if m.oneOff == 0 {
+			return m.forwardOne(rows[0]) // batch-1 decoding: one task for the step
+		}
+		m.oneOff--
+	}
 	d, qd, kv, hid := c.Dim, c.QDim(), c.KVDim(), c.Hidden
 	hd := c.HeadDim()
 	s := qd + 2*kv // qkv row stride

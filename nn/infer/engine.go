@@ -96,8 +96,8 @@ type GenResult struct {
 
 // EngineConfig sizes an Engine. Zero fields take the defaults noted.
 type EngineConfig struct {
-	// parallelWork overrides parallelWork when positive; tests set it
-	// to 1 to split every step across cores.
+	// parallelWork overrides parallelWork and parallelStep when
+	// positive; tests set it to 1 to split every step across cores.
 	parallelWork int
 
 	// MaxBatch is the number of sequences decoded together, the KV cache's
@@ -245,7 +245,7 @@ func newEngine(c nn.Config, ec EngineConfig, model func(*KVCache) *decoder) (*En
 	m := model(cache)
 	e.mem = EngineMemory{Weights: m.w.bytes(), KVCache: cache.bytes(), Slots: ec.MaxBatch, Context: c.Context}
 	if ec.parallelWork > 0 {
-		m.parWork = ec.parallelWork
+		m.parWork, m.parStep = ec.parallelWork, ec.parallelWork
 	}
 	s := &scheduler{
 		e:      e,

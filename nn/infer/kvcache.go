@@ -62,6 +62,13 @@ func (kc *KVCache) store(layer, slot, pos int, k, v []float32) {
 	copy(kc.V[layer][off:off+kc.KVDim], v)
 }
 
+// storeHead writes part of one position's key and value, from offset off of KVDim.
+func (kc *KVCache) storeHead(layer, slot, pos, off int, k, v []float32) {
+	o := (slot*kc.Context+pos)*kc.KVDim + off
+	copy(kc.K[layer][o:o+len(k)], k)
+	copy(kc.V[layer][o:o+len(v)], v)
+}
+
 // bytes is the memory the cache holds.
 func (kc *KVCache) bytes() int64 {
 	return 8 * int64(kc.Slots) * int64(kc.Context) * int64(kc.KVDim) * int64(kc.Layers)

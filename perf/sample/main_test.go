@@ -102,16 +102,24 @@ func TestPrintBandwidth(t *testing.T) {
 	}
 }
 
-// At one thread the CPU-time comparison follows the wall-clock table.
+// The CPU-time comparison follows the wall-clock table, with a row for
+// each of our measurements, runomp's or not.
 func TestPrintTableCPU(t *testing.T) {
 	var buf bytes.Buffer
 	printTable(&buf, []result{
 		{shape: "a", procs: 1, load: "3.00", steps: 256, ref: 100, refMatch: true, one: 90, many: 500, refCPU: 200, oneCPU: 250, manyCPU: 1300},
-		{shape: "b", procs: 2, load: "3.00", steps: 256, ref: 100, refMatch: true, one: 90, many: 500},
+		{shape: "b", procs: 2, load: "3.00", steps: 256, ref: 100, refMatch: true, one: 90, many: 500, refCPU: 50, oneCPU: 75},
+		{shape: "c", procs: 2, load: "3.00", steps: 256, one: 90, many: 500, oneCPU: 321},
 	}, 32)
 	out := buf.String()
-	if !strings.Contains(out, "(CPU time)") || !strings.Contains(out, "1.25") {
-		t.Errorf("no CPU-time comparison of 250 against 200 tok/cpu-s:\n%s", out)
+	_, cpu, ok := strings.Cut(out, "(CPU time)")
+	if !ok {
+		t.Fatalf("no CPU-time table:\n%s", out)
+	}
+	for _, want := range []string{"1.25", "1.50", "321"} {
+		if !strings.Contains(cpu, want) {
+			t.Errorf("CPU-time table lacks %q:\n%s", want, out)
+		}
 	}
 	if !strings.Contains(out, "b32 tok/cpu-s") || !strings.Contains(out, "6.50") {
 		t.Errorf("no CPU-time comparison of batch 32's 1300 against 200 tok/cpu-s:\n%s", out)
@@ -135,5 +143,43 @@ func TestMedianAndBest(t *testing.T) {
 		if got := best(tt.xs); got != tt.wantTop {
 			t.Errorf("best(%v) = %v, want %v", tt.xs, got, tt.wantTop)
 		}
+	}
+}
+
+// The default run leaves out the shapes that take minutes; -shapes picks any.
+func TestPickShapes(t *testing.T) {
+	tests := []struct {
+		list    string
+		want    []string
+		wantErr string
+	}{
+		{"", []string{"stories260K", "stories15M", "stories15M-v512"}, ""},
+		{"stories42M,stories110M", []string{"stories42M", "stories110M"}, ""},
+		{"stories15M", []string{"stories15M"}, ""},
+		{"stories7B", nil, `unknown shape "stories7B"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.list, func(t *testing.T) {
+			got, err := pickShapes(tt.list)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("pickShapes(%q) error = %v, want one containing %q", tt.list, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, s := range got {
+				names = append(names, s.name)
+				if err := s.cfg.WithDefaults().Validate(); err != nil {
+					t.Errorf("shape %s: %v", s.name, err)
+				}
+			}
+			if strings.Join(names, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("pickShapes(%q) = %v, want %v", tt.list, names, tt.want)
+			}
+		})
 	}
 }
