@@ -79,7 +79,7 @@ func TestAppendRequestMatchesMarshal(t *testing.T) {
 		{"invalid parameters", ChatRequest{Tools: []Tool{{Function: FunctionDef{Name: "f", Parameters: json.RawMessage(`{"a":`)}}}}},
 		{"invalid schema", ChatRequest{ResponseFormat: &ResponseFormat{Type: FormatJSONSchema, JSONSchema: &JSONSchema{Name: "s", Schema: json.RawMessage(`[1,]`)}}}},
 	}
-	for _, f := range []float64{0, -0.0, 1, 0.1, 2.5e-7, 1e-6, 123456789, 1e20, 1e21, 1.5e300, -3e-10, math.SmallestNonzeroFloat64, math.MaxFloat64} {
+	for _, f := range []float64{0, math.Copysign(0, -1), 1, 0.1, 2.5e-7, 1e-6, 123456789, 1e20, 1e21, 1.5e300, -3e-10, math.SmallestNonzeroFloat64, math.MaxFloat64} {
 		tests = append(tests, struct {
 			name string
 			r    ChatRequest
