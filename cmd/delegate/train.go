@@ -293,6 +293,7 @@ func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.IntVar(&cfg.RL.GroupSize, "group", cfg.RL.GroupSize, "rollouts per item (G)")
 	fl.IntVar(&cfg.RL.ItemsPerStep, "items", cfg.RL.ItemsPerStep, "items per step")
 	fl.Float64Var(&cfg.RL.Temperature, "temperature", cfg.RL.Temperature, "sampling temperature of training rollouts")
+	fl.Float64Var(&cfg.RL.EntropyBonus, "entropy", cfg.RL.EntropyBonus, "entropy bonus c: each trained token's advantage gains c times its surprisal under the sampler, so rare choices are not dropped before they are learned (0: none)")
 	fl.IntVar(&cfg.RL.MaxNewTokens, "max-new-tokens", cfg.RL.MaxNewTokens, "cap on every model call's completion")
 	fl.StringVar(&cfg.RewardKind, "reward", reward.KindGraded, "route: the reward of training rollouts: graded (the world's, --lambda and --mu), or a cost-aware one of "+strings.Join(reward.Kinds()[1:], ", ")+" tuned by --reward-config, scored at the trainer's step; the table keeps the world's (default: --reward-config's kind, else graded)")
 	fl.StringVar(&f.rewardConfig, "reward-config", "", "a YAML file whose reward section (as in delegate.yaml: kind, success_gated, efficiency, critical_path, per_call) tunes --reward")
