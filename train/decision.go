@@ -199,3 +199,132 @@ func setSpans(rs []*rl.ScoredRollout, ds [][]decision, adv [][]float64, credited
 		}
 	}
 }
+
+// skipTokens finds, for each decision of ds in eps, the token at which the
+// delegator passed over the step it delegates. Blocks come in step order
+// and calls after them, so a turn that delegates step i and computes a
+// later step first writes that step's block where block i would be. The
+// token where it departs from block i is the choice to delegate; the
+// call that follows is then near certain. The result is -1 for a call
+// with no later step's block before it in its turn: the call's own first
+// token is the choice. p's steps name the blocks by their first line.
+func skipTokens(eps []rl.Episode, ds []decision, p *world.Problem) []int {
+	out := make([]int, len(ds))
+	used := make([]bool, len(p.Steps))
+	for n, d := range ds {
+		out[n] = -1
+		e := &eps[d.ep]
+		i := callStep(e.Completion[d.start:d.end], p, used)
+		if i < 0 {
+			continue
+		}
+		// The turn's text before the call, from its first generated token.
+		t0 := d.start
+		for t0 > 0 && !masked(e, t0-1) && tokenizer.IsByte(e.Completion[t0-1]) {
+			t0--
+		}
+		if t0 > 0 && !masked(e, t0-1) {
+			continue // an earlier call of the turn, or a token not of a block
+		}
+		text := tokenizer.Decode(e.Completion[t0:d.start])
+		pad, _, err := world.Scratchpad(p.Steps[i].Op, p.Steps[i].X.Value, p.Steps[i].Y.Value)
+		if err != nil {
+			continue
+		}
+		for at := 0; at < len(text); {
+			line, _, _ := strings.Cut(text[at:], "\n")
+			if laterBlock(line, i, p) {
+				k := 0
+				for k < len(pad) && at+k < len(text) && text[at+k] == pad[k] {
+					k++
+				}
+				if at+k < len(text) {
+					out[n] = t0 + at + k // one token a byte
+				}
+				break
+			}
+			at += len(line) + 1
+		}
+	}
+	return out
+}
+
+// callStep is the index of the first step of p not yet used whose question
+// the call's tokens ask, marked used; -1 when none.
+func callStep(ids []int, p *world.Problem, used []bool) int {
+	msg, _ := tokenizer.ParseAssistant(ids)
+	if len(msg.ToolCalls) != 1 {
+		return -1
+	}
+	var args struct {
+		Question string `json:"question"`
+	}
+	if json.Unmarshal([]byte(msg.ToolCalls[0].Arguments), &args) != nil {
+		return -1 // valueCall left it out too
+	}
+	q := strings.TrimSpace(args.Question)
+	for i, s := range p.Steps {
+		if !used[i] && s.Expr() == q {
+			used[i] = true
+			return i
+		}
+	}
+	return -1
+}
+
+// laterBlock reports whether line opens the block of a step after step i:
+// it is that step's question, as a scratchpad's first line writes it.
+func laterBlock(line string, i int, p *world.Problem) bool {
+	for k := i + 1; k < len(p.Steps); k++ {
+		if p.Steps[k].Expr() == line {
+			return true
+		}
+	}
+	return false
+}
+
+// SkipsCreditedMetric is the rollout scalar of skip credit: the delegate
+// calls whose skip token got their advantage.
+const SkipsCreditedMetric = "skips_credited"
+
+// creditSkips gives each decision's skip token (skipTokens) the advantage
+// its call's tokens got, added to any other decision's at that token. A
+// decision whose call got no advantage of its own, or with no skip token,
+// adds nothing. It runs after creditDecisions or creditCounterfactual;
+// skips[n] are the skip tokens of ds[n]. It counts them in each
+// rollout's SkipsCreditedMetric.
+func creditSkips(rs []*rl.ScoredRollout, ds [][]decision, skips [][]int) error {
+	if len(rs) != len(ds) || len(ds) != len(skips) {
+		return fmt.Errorf("skip credit: %d rollouts, %d decision lists, %d skip lists", len(rs), len(ds), len(skips))
+	}
+	for n, r := range rs {
+		if len(skips[n]) != len(ds[n]) {
+			return fmt.Errorf("skip credit: rollout %d: %d decisions, %d skip tokens", n, len(ds[n]), len(skips[n]))
+		}
+		if r.Scalars == nil {
+			r.Scalars = map[string]float64{}
+		}
+		r.Scalars[SkipsCreditedMetric] = 0
+		for d, x := range ds[n] {
+			at := skips[n][d]
+			if at < 0 || r.Spans == nil {
+				continue
+			}
+			sp := r.Spans[x.ep]
+			c := slices.IndexFunc(sp, func(s rl.Span) bool { return s.Start == x.start && s.End == x.end })
+			if c < 0 {
+				continue // the call kept the task's advantage
+			}
+			adv := sp[c].Advantage
+			r.Scalars[SkipsCreditedMetric]++
+			if k := slices.IndexFunc(sp, func(s rl.Span) bool { return s.Start == at && s.End == at+1 }); k >= 0 {
+				sp[k].Advantage += adv
+			} else {
+				sp = append(sp, rl.Span{Start: at, End: at + 1, Advantage: adv})
+			}
+			slices.SortFunc(sp, func(a, b rl.Span) int { return a.Start - b.Start })
+			r.Spans[x.ep] = sp
+		}
+	}
+	return nil
+}

@@ -257,3 +257,129 @@ func TestCounterfactualValues(t *testing.T) {
 		t.Errorf("advantages %v: want the right product above 0 and the wrong sum below", g)
 	}
 }
+
+// TestSkipTokens checks that a delegated step's skip token is where the
+// turn's text leaves the step's block for a later step's, and that a call
+// with no later block before it has none.
+func TestSkipTokens(t *testing.T) {
+	lit := func(v int64) world.Operand { return world.Operand{Ref: world.Literal, Value: v} }
+	p := &world.Problem{Steps: []world.Step{
+		{Op: world.Mul, X: lit(47), Y: lit(28)},
+		{Op: world.Mul, X: lit(45), Y: lit(31)},
+		{Op: world.Add, X: world.Operand{Ref: 1, Value: 1395}, Y: lit(12)},
+		{Op: world.Sub, X: world.Operand{Ref: 0, Value: 1316}, Y: world.Operand{Ref: 2, Value: 1407}},
+	}}
+	block := func(i int) string {
+		s := p.Steps[i]
+		pad, _, err := world.Scratchpad(s.Op, s.X.Value, s.Y.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pad
+	}
+	call := func(i int) string { return `delegate{"question":"` + p.Steps[i].Expr() + `"}` }
+	rew := reward.Graded{Lambda: 0.003, Mu: 0.02}
+
+	// Step 1 delegated, step 2 computed first: "45*31" leaves "47*28" at
+	// its second byte, the turn's token 1.
+	var a turn
+	a.text(block(1) + "\n" + block(2) + "\n")
+	a.call(call(0))
+	// Both delegated: the first call's own token is the choice; the
+	// second follows a call.
+	var b turn
+	b.call(call(0))
+	b.call(call(1))
+	// Step 1 computed, step 2 delegated, in a second turn: the first
+	// turn's text is context.
+	var c turn
+	c.text("ok").context("<tool result>")
+	c.text(block(0) + "\n")
+	c.call(call(1))
+	tests := []struct {
+		name string
+		t    *turn
+		want []int
+	}{
+		{"later block first", &a, []int{1}},
+		{"calls only", &b, []int{-1, -1}},
+		{"earlier block first", &c, []int{-1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			eps := []rl.Episode{tt.t.episode()}
+			var qs, replies []string
+			for i := range p.Steps {
+				qs, replies = append(qs, p.Steps[i].Expr()), append(replies, `\boxed{1}`)
+			}
+			ds := decisions(eps, solverTrace(qs, replies), rew)
+			if len(ds) != len(tt.want) {
+				t.Fatalf("got %d decisions, want %d", len(ds), len(tt.want))
+			}
+			if got := skipTokens(eps, ds, p); !slices.Equal(got, tt.want) {
+				t.Errorf("got skip tokens %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCreditSkips checks that a skip token gets its call's advantage, summed
+// where two calls share it, and that a call without its own advantage
+// gives it none.
+func TestCreditSkips(t *testing.T) {
+	rollout := func() *rl.ScoredRollout {
+		return &rl.ScoredRollout{Episodes: make([]rl.Episode, 1), Advantage: 0.5, HasAdvantage: true}
+	}
+	ds := [][]decision{
+		{{0, 40, 70, world.Mul, -0.6}, {0, 70, 100, world.Mul, 0.4}},
+		{{0, 40, 70, world.Mul, 0.4}},
+		{{0, 30, 60, world.Add, -1}},
+	}
+	skips := [][]int{{3, 3}, {-1}, {5}}
+	rs := []*rl.ScoredRollout{rollout(), rollout(), rollout()}
+	if err := creditCounterfactual(rs, ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := creditSkips(rs, ds, skips); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]rl.Span{
+		{span(3, 4, -0.6+0.4), span(40, 70, -0.6), span(70, 100, 0.4)},
+		{span(40, 70, 0.4)},
+		{span(5, 6, -1), span(30, 60, -1)},
+	}
+	for n, r := range rs {
+		if len(r.Spans) != 1 || len(r.Spans[0]) != len(want[n]) {
+			t.Fatalf("rollout %d: got spans %v, want %v", n, r.Spans, want[n])
+		}
+		for k, w := range want[n] {
+			g := r.Spans[0][k]
+			if g.Start != w.Start || g.End != w.End || math.Abs(g.Advantage-w.Advantage) > 1e-12 {
+				t.Errorf("rollout %d span %d: got %v, want %v", n, k, g, w)
+			}
+		}
+	}
+	for n, w := range []float64{2, 0, 1} {
+		if got := rs[n].Scalars[SkipsCreditedMetric]; got != w {
+			t.Errorf("rollout %d: %s = %v, want %v", n, SkipsCreditedMetric, got, w)
+		}
+	}
+	// Under decision credit a tied sum keeps the task's advantage, and so
+	// does its skip token.
+	tied := []*rl.ScoredRollout{rollout(), rollout()}
+	sums := [][]decision{{{0, 30, 60, world.Add, -1}}, {{0, 30, 60, world.Add, -1}}}
+	if err := creditDecisions(reward.GRPO, tied, sums); err != nil {
+		t.Fatal(err)
+	}
+	if err := creditSkips(tied, sums, [][]int{{5}, {5}}); err != nil {
+		t.Fatal(err)
+	}
+	for n, r := range tied {
+		if r.Spans != nil {
+			t.Errorf("tied rollout %d: got spans %v, want none", n, r.Spans)
+		}
+	}
+	if err := creditSkips(rs, ds, skips[:1]); err == nil {
+		t.Error("3 rollouts, 1 skip list: got no error")
+	}
+}

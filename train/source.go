@@ -219,6 +219,7 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 	type at struct{ v, i, k int }
 	var decided []at
 	var ds [][]decision
+	var skips [][]int
 	for i, g := range groups {
 		var failed int
 		var first string
@@ -265,7 +266,11 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 				rg := &out[v][i]
 				if s.decision != nil && tr.role == RoleDelegator {
 					decided = append(decided, at{v, i, len(rg.Rollouts)})
-					ds = append(ds, decisions(eps, res.Trace, *s.decision))
+					d := decisions(eps, res.Trace, *s.decision)
+					ds = append(ds, d)
+					if s.r.cfg.SkipCredit {
+						skips = append(skips, skipTokens(eps, d, problems[i]))
+					}
 				}
 				rg.Rollouts = append(rg.Rollouts, sr)
 			}
@@ -282,6 +287,11 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 		}
 		if err := credit(); err != nil {
 			return nil, err
+		}
+		if s.r.cfg.SkipCredit {
+			if err := creditSkips(rs, ds, skips); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil
