@@ -69,6 +69,10 @@ type Config struct {
 	// delegate call's advantage to the token at which the delegator wrote
 	// a later step's block in place of the delegated step's (skipTokens).
 	SkipCredit bool `json:"skip_credit,omitempty"`
+	// CentreCalls, with counterfactual credit, gives each call its value
+	// less the mean of the step's other calls on the same operation,
+	// capped at 0, where those calls both gain and lose (creditCentred).
+	CentreCalls bool `json:"centre_calls,omitempty"`
 	// Coverage is the solver's coverage in a named world (world.Named);
 	// the zero value is the default world's. When it narrows the products,
 	// the table adds the threshold rule fitted on training items, and SFT
@@ -321,6 +325,9 @@ func (c Config) validateMode(v *violations) {
 	}
 	if c.SkipCredit && c.Credit != reward.CreditDecision && c.Credit != reward.CreditCounterfactual {
 		v.bad("skip_credit", "goes with credit %q or %q, not %q", reward.CreditDecision, reward.CreditCounterfactual, c.Credit)
+	}
+	if c.CentreCalls && c.Credit != reward.CreditCounterfactual {
+		v.bad("centre_calls", "goes with credit %q, not %q", reward.CreditCounterfactual, c.Credit)
 	}
 	if err := c.Coverage.Validate(); err != nil {
 		v.add(err)

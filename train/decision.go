@@ -164,8 +164,47 @@ func creditDecisions(est reward.Estimator, rs []*rl.ScoredRollout, ds [][]decisi
 // they tie. ds[n] are the decisions of rs[n]; rs gets Spans, and the
 // scalar DecisionsCreditedMetric counting the calls credited.
 func creditCounterfactual(rs []*rl.ScoredRollout, ds [][]decision) error {
+	return creditValues(rs, ds, false)
+}
+
+// creditCentred is counterfactual credit less a mean: each call's value
+// less the mean value of the step's other calls on the same operation,
+// capped at 0, where the operation's calls both gain and lose. A blind
+// product call is worth −0.19 in the band world; against that mean a
+// product is credited by whether it beats the average product call, so
+// "delegate fewer products" stops drowning "delegate these". Only the
+// delegated branch gets it, so it is not a policy-gradient baseline but a
+// bonus for delegating the operation, at most the mean's loss. That mean
+// lies between the calls that gain and those that lose, so no call's sign
+// flips: the best choice at each call is counterfactual credit's. An
+// operation whose calls all lose, as the band world's sums, keeps its
+// values, which the mean would turn to 0.
+func creditCentred(rs []*rl.ScoredRollout, ds [][]decision) error {
+	return creditValues(rs, ds, true)
+}
+
+// creditValues gives each decision its value, less the centred baseline
+// when centred is set (creditCentred).
+func creditValues(rs []*rl.ScoredRollout, ds [][]decision, centred bool) error {
 	if len(rs) != len(ds) {
 		return fmt.Errorf("counterfactual credit: %d rollouts, %d decision lists", len(rs), len(ds))
+	}
+	type sums struct {
+		sum        float64
+		n          int
+		gain, lose bool
+	}
+	byOp := map[world.Op]*sums{}
+	for n := range ds {
+		for _, x := range ds[n] {
+			s := byOp[x.op]
+			if s == nil {
+				s = &sums{}
+				byOp[x.op] = s
+			}
+			s.sum, s.n = s.sum+x.value, s.n+1
+			s.gain, s.lose = s.gain || x.value > 0, s.lose || x.value < 0
+		}
 	}
 	adv := make([][]float64, len(ds))
 	credited := make([][]bool, len(ds))
@@ -173,6 +212,9 @@ func creditCounterfactual(rs []*rl.ScoredRollout, ds [][]decision) error {
 		adv[n], credited[n] = make([]float64, len(ds[n])), make([]bool, len(ds[n]))
 		for d, x := range ds[n] {
 			adv[n][d], credited[n][d] = x.value, true
+			if s := byOp[x.op]; centred && s.gain && s.lose && s.n > 1 {
+				adv[n][d] -= min(0, (s.sum-x.value)/float64(s.n-1))
+			}
 		}
 	}
 	setSpans(rs, ds, adv, credited)

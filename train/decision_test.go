@@ -383,3 +383,59 @@ func TestCreditSkips(t *testing.T) {
 		t.Error("3 rollouts, 1 skip list: got no error")
 	}
 }
+
+// TestCreditCentred checks that a product call is credited against the
+// mean of the step's other product calls, capped at 0, and that sums that
+// all lose keep their values.
+func TestCreditCentred(t *testing.T) {
+	const right, wrong, sum = 0.4, -0.6, -1.0
+	rollout := func() *rl.ScoredRollout {
+		return &rl.ScoredRollout{Episodes: make([]rl.Episode, 1), Advantage: 0.5, HasAdvantage: true}
+	}
+	tests := []struct {
+		name string
+		ds   [][]decision
+		want [][]float64 // each rollout's call advantages
+	}{
+		{"blind products", [][]decision{
+			{{0, 0, 30, world.Mul, right}, {0, 30, 60, world.Mul, wrong}, {0, 60, 90, world.Add, sum}},
+			{{0, 0, 30, world.Mul, wrong}, {0, 30, 60, world.Add, sum}},
+		}, [][]float64{
+			// The others' means: (wrong+wrong)/2, (right+wrong)/2, (right+wrong)/2.
+			{right - wrong, wrong - (right+wrong)/2, sum},
+			{wrong - (right+wrong)/2, sum},
+		}},
+		{"mean above 0", [][]decision{
+			{{0, 0, 30, world.Mul, right}, {0, 30, 60, world.Mul, right}},
+			{{0, 0, 30, world.Mul, wrong}},
+		}, [][]float64{
+			// The first: others' mean (right+wrong)/2 < 0; the second the same;
+			// the wrong one: others' mean right > 0, capped at 0.
+			{right - (right+wrong)/2, right - (right+wrong)/2},
+			{wrong},
+		}},
+		{"all gain", [][]decision{{{0, 0, 30, world.Mul, right}}, {{0, 0, 30, world.Mul, right}}}, [][]float64{{right}, {right}}},
+		{"one call", [][]decision{{{0, 0, 30, world.Mul, wrong}}}, [][]float64{{wrong}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rs := make([]*rl.ScoredRollout, len(tt.ds))
+			for n := range rs {
+				rs[n] = rollout()
+			}
+			if err := creditCentred(rs, tt.ds); err != nil {
+				t.Fatal(err)
+			}
+			for n, r := range rs {
+				if len(r.Spans) != 1 || len(r.Spans[0]) != len(tt.want[n]) {
+					t.Fatalf("rollout %d: got spans %v, want advantages %v", n, r.Spans, tt.want[n])
+				}
+				for k, w := range tt.want[n] {
+					if g := r.Spans[0][k].Advantage; math.Abs(g-w) > 1e-12 {
+						t.Errorf("rollout %d call %d: got advantage %v, want %v", n, k, g, w)
+					}
+				}
+			}
+		})
+	}
+}

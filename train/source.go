@@ -282,7 +282,10 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 			rs[n] = &out[a.v][a.i].Rollouts[a.k]
 		}
 		credit := func() error { return creditDecisions(cfg.Estimator, rs, ds) }
-		if s.r.cfg.Credit == reward.CreditCounterfactual {
+		switch {
+		case s.r.cfg.Credit == reward.CreditCounterfactual && s.r.cfg.CentreCalls:
+			credit = func() error { return creditCentred(rs, ds) }
+		case s.r.cfg.Credit == reward.CreditCounterfactual:
 			credit = func() error { return creditCounterfactual(rs, ds) }
 		}
 		if err := credit(); err != nil {
