@@ -73,6 +73,10 @@ type Config struct {
 	// less the mean of the step's other calls on the same operation,
 	// capped at 0, where those calls both gain and lose (creditCentred).
 	CentreCalls bool `json:"centre_calls,omitempty"`
+	// InlineCredit, with counterfactual credit, gives the first token of
+	// each block the delegator writes for a step advantage 0, the value of
+	// computing inline, in place of its rollout's (creditInline).
+	InlineCredit bool `json:"inline_credit,omitempty"`
 	// Coverage is the solver's coverage in a named world (world.Named);
 	// the zero value is the default world's. When it narrows the products,
 	// the table adds the threshold rule fitted on training items, and SFT
@@ -328,6 +332,9 @@ func (c Config) validateMode(v *violations) {
 	}
 	if c.CentreCalls && c.Credit != reward.CreditCounterfactual {
 		v.bad("centre_calls", "goes with credit %q, not %q", reward.CreditCounterfactual, c.Credit)
+	}
+	if c.InlineCredit && c.Credit != reward.CreditCounterfactual {
+		v.bad("inline_credit", "goes with credit %q, not %q", reward.CreditCounterfactual, c.Credit)
 	}
 	if err := c.Coverage.Validate(); err != nil {
 		v.add(err)

@@ -370,3 +370,85 @@ func creditSkips(rs []*rl.ScoredRollout, ds [][]decision, skips [][]int) error {
 	}
 	return nil
 }
+
+// inlineTokens finds, in each of eps, the first token of every block the
+// delegator wrote for a step of p. That token chose to compute the step
+// where a delegate call could have stood. A block opens a line of a
+// turn's text with its step's question, as a scratchpad's first line
+// writes it.
+func inlineTokens(eps []rl.Episode, p *world.Problem) [][]int {
+	out := make([][]int, len(eps))
+	for i := range eps {
+		e := &eps[i]
+		lineStart := true
+		for j, id := range e.Completion {
+			if masked(e, j) || !tokenizer.IsByte(id) {
+				lineStart = true
+				continue
+			}
+			if lineStart && opensBlock(e, j, p) {
+				out[i] = append(out[i], j)
+			}
+			lineStart = id == tokenizer.ByteOffset+'\n'
+		}
+	}
+	return out
+}
+
+// opensBlock reports whether completion token j of e opens a line that is
+// one of p's steps' questions.
+func opensBlock(e *rl.Episode, j int, p *world.Problem) bool {
+	k := j
+	for k < len(e.Completion) && !masked(e, k) && tokenizer.IsByte(e.Completion[k]) && e.Completion[k] != tokenizer.ByteOffset+'\n' {
+		k++
+	}
+	line := tokenizer.Decode(e.Completion[j:k])
+	for _, s := range p.Steps {
+		if s.Expr() == line {
+			return true
+		}
+	}
+	return false
+}
+
+// InlineCreditedMetric is the rollout scalar of inline credit: the blocks
+// whose first token got inline's value.
+const InlineCreditedMetric = "inline_credited"
+
+// creditInline gives the first token of each block (inlineTokens) the
+// value of computing a step inline, 0, in place of its rollout's
+// advantage. Under counterfactual credit a delegate call's tokens get its
+// exact gain over computing inline; the choice to compute is then worth
+// exactly 0 against it, not the rollout's advantage, which also moves
+// with every other call of the rollout. A token that already has a span,
+// as a skip token, keeps it. at[n] are the tokens of rs[n]'s episodes.
+func creditInline(rs []*rl.ScoredRollout, at [][][]int) error {
+	if len(rs) != len(at) {
+		return fmt.Errorf("inline credit: %d rollouts, %d token lists", len(rs), len(at))
+	}
+	for n, r := range rs {
+		if len(at[n]) != len(r.Episodes) {
+			return fmt.Errorf("inline credit: rollout %d: %d episodes, %d token lists", n, len(r.Episodes), len(at[n]))
+		}
+		if r.Scalars == nil {
+			r.Scalars = map[string]float64{}
+		}
+		r.Scalars[InlineCreditedMetric] = 0
+		for ep, tokens := range at[n] {
+			for _, j := range tokens {
+				if r.Spans == nil {
+					r.Spans = make([][]rl.Span, len(r.Episodes))
+				}
+				sp := r.Spans[ep]
+				if slices.ContainsFunc(sp, func(s rl.Span) bool { return s.Start <= j && j < s.End }) {
+					continue
+				}
+				r.Scalars[InlineCreditedMetric]++
+				sp = append(sp, rl.Span{Start: j, End: j + 1})
+				slices.SortFunc(sp, func(a, b rl.Span) int { return a.Start - b.Start })
+				r.Spans[ep] = sp
+			}
+		}
+	}
+	return nil
+}

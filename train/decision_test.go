@@ -439,3 +439,56 @@ func TestCreditCentred(t *testing.T) {
 		})
 	}
 }
+
+// TestInlineCredit checks that the first token of each step's block gets
+// advantage 0 in place of the rollout's, beside the calls' spans, and that
+// lines that are not a step's question get nothing.
+func TestInlineCredit(t *testing.T) {
+	lit := func(v int64) world.Operand { return world.Operand{Ref: world.Literal, Value: v} }
+	p := &world.Problem{Steps: []world.Step{
+		{Op: world.Mul, X: lit(47), Y: lit(28)},
+		{Op: world.Mul, X: lit(45), Y: lit(31)},
+		{Op: world.Add, X: world.Operand{Ref: 0, Value: 1316}, Y: world.Operand{Ref: 1, Value: 1395}},
+	}}
+	pad := func(i int) string {
+		s := p.Steps[i]
+		text, _, err := world.Scratchpad(s.Op, s.X.Value, s.Y.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text
+	}
+	// Turn 1: step 1's block, then a call of step 2. Turn 2: a line that
+	// is no step's question, then step 3's block.
+	var a turn
+	a.text(pad(0) + "\n")
+	s1, e1 := a.call(`delegate{"question":"45*31"}`)
+	a.context("<tool result 1395>")
+	second := len(a.ids)
+	a.text("x=1\n")
+	third := len(a.ids)
+	a.text(pad(2) + "\n\\boxed{2711}")
+	eps := []rl.Episode{a.episode()}
+	got := inlineTokens(eps, p)
+	if want := [][]int{{0, third}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("got inline tokens %v, want %v (the second turn starts at %d)", got, want, second)
+	}
+	rs := []*rl.ScoredRollout{{Episodes: eps, Advantage: 0.5, HasAdvantage: true}}
+	ds := [][]decision{{{0, s1, e1, world.Mul, 0.373}}}
+	if err := creditCounterfactual(rs, ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := creditInline(rs, [][][]int{got}); err != nil {
+		t.Fatal(err)
+	}
+	want := []rl.Span{span(0, 1, 0), span(s1, e1, 0.373), span(third, third+1, 0)}
+	if !slices.Equal(rs[0].Spans[0], want) {
+		t.Errorf("got spans %v, want %v", rs[0].Spans[0], want)
+	}
+	if g := rs[0].Scalars[InlineCreditedMetric]; g != 2 {
+		t.Errorf("%s = %v, want 2", InlineCreditedMetric, g)
+	}
+	if err := creditInline(rs, nil); err == nil {
+		t.Error("1 rollout, no token lists: got no error")
+	}
+}

@@ -220,6 +220,7 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 	var decided []at
 	var ds [][]decision
 	var skips [][]int
+	var inline [][][]int
 	for i, g := range groups {
 		var failed int
 		var first string
@@ -271,6 +272,9 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 					if s.r.cfg.SkipCredit {
 						skips = append(skips, skipTokens(eps, d, problems[i]))
 					}
+					if s.r.cfg.InlineCredit {
+						inline = append(inline, inlineTokens(eps, problems[i]))
+					}
 				}
 				rg.Rollouts = append(rg.Rollouts, sr)
 			}
@@ -293,6 +297,11 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 		}
 		if s.r.cfg.SkipCredit {
 			if err := creditSkips(rs, ds, skips); err != nil {
+				return nil, err
+			}
+		}
+		if s.r.cfg.InlineCredit {
+			if err := creditInline(rs, inline); err != nil {
 				return nil, err
 			}
 		}
