@@ -3,6 +3,7 @@ package train
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/delegatelab/delegate"
@@ -490,5 +491,35 @@ func TestInlineCredit(t *testing.T) {
 	}
 	if err := creditInline(rs, nil); err == nil {
 		t.Error("1 rollout, no token lists: got no error")
+	}
+}
+
+// TestConfigCreditFlags checks that skip, centred and inline credit go
+// only with the credits whose call values they change.
+func TestConfigCreditFlags(t *testing.T) {
+	tests := []struct {
+		name                 string
+		credit               string
+		skip, centre, inline bool
+		err                  string // "" when valid
+	}{
+		{"skip, decision", reward.CreditDecision, true, false, false, ""},
+		{"all, counterfactual", reward.CreditCounterfactual, true, true, true, ""},
+		{"skip, task", reward.CreditTask, true, false, false, "skip_credit: goes with credit"},
+		{"centre, decision", reward.CreditDecision, false, true, false, "centre_calls: goes with credit"},
+		{"inline, step", reward.CreditStep, false, false, true, "inline_credit: goes with credit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Credit, cfg.SkipCredit, cfg.CentreCalls, cfg.InlineCredit = tt.credit, tt.skip, tt.centre, tt.inline
+			err := cfg.Validate()
+			switch {
+			case tt.err == "" && err != nil:
+				t.Errorf("err = %v, want none", err)
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Errorf("err = %v, want one containing %q", err, tt.err)
+			}
+		})
 	}
 }
