@@ -102,6 +102,12 @@ type Config struct {
 	// l_prox is the trainer's before the update.
 	// At least 1. Default 2.
 	MaxImportanceWeight float64 `json:"max_importance_weight,omitempty"`
+	// EntropyBonus (c) adds c times each trained token's surprisal to its advantage.
+	// The surprisal is −logprob under the sampler (Episode.Behaviour).
+	// Its policy gradient is, in expectation, c times the gradient of the entropy of the token's distribution.
+	// It keeps rare choices from collapsing before their advantage is learned.
+	// Default 0: no bonus, and the update is the same as without the field.
+	EntropyBonus float64 `json:"entropy_bonus,omitempty"`
 }
 
 // DefaultConfig returns the defaults noted on each field; PolicyRole and
@@ -215,6 +221,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.MaxLogprobGap > 0) || !finite(c.MaxLogprobGap) {
 		bad("max_logprob_gap", "must be positive and finite, got %v", c.MaxLogprobGap)
+	}
+	if !(c.EntropyBonus >= 0) || !finite(c.EntropyBonus) {
+		bad("entropy_bonus", "must be non-negative and finite, got %v", c.EntropyBonus)
 	}
 	if c.LogprobCheckEvery < 1 {
 		bad("logprob_check_every", "must be at least 1, got %d", c.LogprobCheckEvery)

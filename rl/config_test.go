@@ -40,6 +40,9 @@ func TestConfigValidate(t *testing.T) {
 		{"infinite importance weight", func(c *Config) { c.MaxImportanceWeight = math.Inf(1) }, "max_importance_weight"},
 		{"zero logprob gap", func(c *Config) { c.MaxLogprobGap = 0 }, "max_logprob_gap"},
 		{"zero logprob check", func(c *Config) { c.LogprobCheckEvery = 0 }, "logprob_check_every"},
+		{"entropy bonus", func(c *Config) { c.EntropyBonus = 0.05 }, ""},
+		{"negative entropy bonus", func(c *Config) { c.EntropyBonus = -0.1 }, "entropy_bonus"},
+		{"nan entropy bonus", func(c *Config) { c.EntropyBonus = math.NaN() }, "entropy_bonus"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

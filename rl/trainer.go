@@ -542,6 +542,9 @@ func (t *Trainer) sequences(step int, m *Metrics, groups []Group) ([]trainSeq, e
 				if r.Spans != nil && len(r.Spans[j]) > 0 {
 					seq.TokenAdv = tokenAdvantages(adv, len(e.Completion), r.Spans[j])
 				}
+				if cfg.EntropyBonus > 0 {
+					seq.TokenAdv = entropyAdvantages(seq, cfg.EntropyBonus)
+				}
 				seqs = append(seqs, seq)
 				if g.Staleness != 0 {
 					m.OffPolicySequences++

@@ -65,6 +65,18 @@ type Config struct {
 	// reward.CreditCounterfactual gives it its own value against inline's 0
 	// (creditCounterfactual). "" is task.
 	Credit string `json:"credit,omitempty"`
+	// SkipCredit, with decision or counterfactual credit, also gives a
+	// delegate call's advantage to the token at which the delegator wrote
+	// a later step's block in place of the delegated step's (skipTokens).
+	SkipCredit bool `json:"skip_credit,omitempty"`
+	// CentreCalls, with counterfactual credit, gives each call its value
+	// less the mean of the step's other calls on the same operation,
+	// capped at 0, where those calls both gain and lose (creditCentred).
+	CentreCalls bool `json:"centre_calls,omitempty"`
+	// InlineCredit, with counterfactual credit, gives the first token of
+	// each block the delegator writes for a step advantage 0, the value of
+	// computing inline, in place of its rollout's (creditInline).
+	InlineCredit bool `json:"inline_credit,omitempty"`
 	// Coverage is the solver's coverage in a named world (world.Named);
 	// the zero value is the default world's. When it narrows the products,
 	// the table adds the threshold rule fitted on training items, and SFT
@@ -314,6 +326,15 @@ func (c Config) validateMode(v *violations) {
 		v.bad("credit", "%q goes with mode %s, not %s", c.Credit, ModeRoute, c.Mode)
 	case (c.Credit == reward.CreditStep || c.Credit == reward.CreditDecision || c.Credit == reward.CreditCounterfactual) && (c.Mode != ModeRoute || c.Train != TrainDelegator):
 		v.bad("credit", "%q goes with mode %s training the %s, not mode %s training %s", c.Credit, ModeRoute, TrainDelegator, c.Mode, c.Train)
+	}
+	if c.SkipCredit && c.Credit != reward.CreditDecision && c.Credit != reward.CreditCounterfactual {
+		v.bad("skip_credit", "goes with credit %q or %q, not %q", reward.CreditDecision, reward.CreditCounterfactual, c.Credit)
+	}
+	if c.CentreCalls && c.Credit != reward.CreditCounterfactual {
+		v.bad("centre_calls", "goes with credit %q, not %q", reward.CreditCounterfactual, c.Credit)
+	}
+	if c.InlineCredit && c.Credit != reward.CreditCounterfactual {
+		v.bad("inline_credit", "goes with credit %q, not %q", reward.CreditCounterfactual, c.Credit)
 	}
 	if err := c.Coverage.Validate(); err != nil {
 		v.add(err)

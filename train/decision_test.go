@@ -3,6 +3,7 @@ package train
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/delegatelab/delegate"
@@ -255,5 +256,270 @@ func TestCounterfactualValues(t *testing.T) {
 	}
 	if g := rs[0].Spans[0]; !(g[0].Advantage > 0 && g[1].Advantage < 0) {
 		t.Errorf("advantages %v: want the right product above 0 and the wrong sum below", g)
+	}
+}
+
+// TestSkipTokens checks that a delegated step's skip token is where the
+// turn's text leaves the step's block for a later step's, and that a call
+// with no later block before it has none.
+func TestSkipTokens(t *testing.T) {
+	lit := func(v int64) world.Operand { return world.Operand{Ref: world.Literal, Value: v} }
+	p := &world.Problem{Steps: []world.Step{
+		{Op: world.Mul, X: lit(47), Y: lit(28)},
+		{Op: world.Mul, X: lit(45), Y: lit(31)},
+		{Op: world.Add, X: world.Operand{Ref: 1, Value: 1395}, Y: lit(12)},
+		{Op: world.Sub, X: world.Operand{Ref: 0, Value: 1316}, Y: world.Operand{Ref: 2, Value: 1407}},
+	}}
+	block := func(i int) string {
+		s := p.Steps[i]
+		pad, _, err := world.Scratchpad(s.Op, s.X.Value, s.Y.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pad
+	}
+	call := func(i int) string { return `delegate{"question":"` + p.Steps[i].Expr() + `"}` }
+	rew := reward.Graded{Lambda: 0.003, Mu: 0.02}
+
+	// Step 1 delegated, step 2 computed first: "45*31" leaves "47*28" at
+	// its second byte, the turn's token 1.
+	var a turn
+	a.text(block(1) + "\n" + block(2) + "\n")
+	a.call(call(0))
+	// Both delegated: the first call's own token is the choice; the
+	// second follows a call.
+	var b turn
+	b.call(call(0))
+	b.call(call(1))
+	// Step 1 computed, step 2 delegated, in a second turn: the first
+	// turn's text is context.
+	var c turn
+	c.text("ok").context("<tool result>")
+	c.text(block(0) + "\n")
+	c.call(call(1))
+	tests := []struct {
+		name string
+		t    *turn
+		want []int
+	}{
+		{"later block first", &a, []int{1}},
+		{"calls only", &b, []int{-1, -1}},
+		{"earlier block first", &c, []int{-1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			eps := []rl.Episode{tt.t.episode()}
+			var qs, replies []string
+			for i := range p.Steps {
+				qs, replies = append(qs, p.Steps[i].Expr()), append(replies, `\boxed{1}`)
+			}
+			ds := decisions(eps, solverTrace(qs, replies), rew)
+			if len(ds) != len(tt.want) {
+				t.Fatalf("got %d decisions, want %d", len(ds), len(tt.want))
+			}
+			if got := skipTokens(eps, ds, p); !slices.Equal(got, tt.want) {
+				t.Errorf("got skip tokens %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCreditSkips checks that a skip token gets its call's advantage, summed
+// where two calls share it, and that a call without its own advantage
+// gives it none.
+func TestCreditSkips(t *testing.T) {
+	rollout := func() *rl.ScoredRollout {
+		return &rl.ScoredRollout{Episodes: make([]rl.Episode, 1), Advantage: 0.5, HasAdvantage: true}
+	}
+	ds := [][]decision{
+		{{0, 40, 70, world.Mul, -0.6}, {0, 70, 100, world.Mul, 0.4}},
+		{{0, 40, 70, world.Mul, 0.4}},
+		{{0, 30, 60, world.Add, -1}},
+	}
+	skips := [][]int{{3, 3}, {-1}, {5}}
+	rs := []*rl.ScoredRollout{rollout(), rollout(), rollout()}
+	if err := creditCounterfactual(rs, ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := creditSkips(rs, ds, skips); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]rl.Span{
+		{span(3, 4, -0.6+0.4), span(40, 70, -0.6), span(70, 100, 0.4)},
+		{span(40, 70, 0.4)},
+		{span(5, 6, -1), span(30, 60, -1)},
+	}
+	for n, r := range rs {
+		if len(r.Spans) != 1 || len(r.Spans[0]) != len(want[n]) {
+			t.Fatalf("rollout %d: got spans %v, want %v", n, r.Spans, want[n])
+		}
+		for k, w := range want[n] {
+			g := r.Spans[0][k]
+			if g.Start != w.Start || g.End != w.End || math.Abs(g.Advantage-w.Advantage) > 1e-12 {
+				t.Errorf("rollout %d span %d: got %v, want %v", n, k, g, w)
+			}
+		}
+	}
+	for n, w := range []float64{2, 0, 1} {
+		if got := rs[n].Scalars[SkipsCreditedMetric]; got != w {
+			t.Errorf("rollout %d: %s = %v, want %v", n, SkipsCreditedMetric, got, w)
+		}
+	}
+	// Under decision credit a tied sum keeps the task's advantage, and so
+	// does its skip token.
+	tied := []*rl.ScoredRollout{rollout(), rollout()}
+	sums := [][]decision{{{0, 30, 60, world.Add, -1}}, {{0, 30, 60, world.Add, -1}}}
+	if err := creditDecisions(reward.GRPO, tied, sums); err != nil {
+		t.Fatal(err)
+	}
+	if err := creditSkips(tied, sums, [][]int{{5}, {5}}); err != nil {
+		t.Fatal(err)
+	}
+	for n, r := range tied {
+		if r.Spans != nil {
+			t.Errorf("tied rollout %d: got spans %v, want none", n, r.Spans)
+		}
+	}
+	if err := creditSkips(rs, ds, skips[:1]); err == nil {
+		t.Error("3 rollouts, 1 skip list: got no error")
+	}
+}
+
+// TestCreditCentred checks that a product call is credited against the
+// mean of the step's other product calls, capped at 0, and that sums that
+// all lose keep their values.
+func TestCreditCentred(t *testing.T) {
+	const right, wrong, sum = 0.4, -0.6, -1.0
+	rollout := func() *rl.ScoredRollout {
+		return &rl.ScoredRollout{Episodes: make([]rl.Episode, 1), Advantage: 0.5, HasAdvantage: true}
+	}
+	tests := []struct {
+		name string
+		ds   [][]decision
+		want [][]float64 // each rollout's call advantages
+	}{
+		{"blind products", [][]decision{
+			{{0, 0, 30, world.Mul, right}, {0, 30, 60, world.Mul, wrong}, {0, 60, 90, world.Add, sum}},
+			{{0, 0, 30, world.Mul, wrong}, {0, 30, 60, world.Add, sum}},
+		}, [][]float64{
+			// The others' means: (wrong+wrong)/2, (right+wrong)/2, (right+wrong)/2.
+			{right - wrong, wrong - (right+wrong)/2, sum},
+			{wrong - (right+wrong)/2, sum},
+		}},
+		{"mean above 0", [][]decision{
+			{{0, 0, 30, world.Mul, right}, {0, 30, 60, world.Mul, right}},
+			{{0, 0, 30, world.Mul, wrong}},
+		}, [][]float64{
+			// The first: others' mean (right+wrong)/2 < 0; the second the same;
+			// the wrong one: others' mean right > 0, capped at 0.
+			{right - (right+wrong)/2, right - (right+wrong)/2},
+			{wrong},
+		}},
+		{"all gain", [][]decision{{{0, 0, 30, world.Mul, right}}, {{0, 0, 30, world.Mul, right}}}, [][]float64{{right}, {right}}},
+		{"one call", [][]decision{{{0, 0, 30, world.Mul, wrong}}}, [][]float64{{wrong}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rs := make([]*rl.ScoredRollout, len(tt.ds))
+			for n := range rs {
+				rs[n] = rollout()
+			}
+			if err := creditCentred(rs, tt.ds); err != nil {
+				t.Fatal(err)
+			}
+			for n, r := range rs {
+				if len(r.Spans) != 1 || len(r.Spans[0]) != len(tt.want[n]) {
+					t.Fatalf("rollout %d: got spans %v, want advantages %v", n, r.Spans, tt.want[n])
+				}
+				for k, w := range tt.want[n] {
+					if g := r.Spans[0][k].Advantage; math.Abs(g-w) > 1e-12 {
+						t.Errorf("rollout %d call %d: got advantage %v, want %v", n, k, g, w)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestInlineCredit checks that the first token of each step's block gets
+// advantage 0 in place of the rollout's, beside the calls' spans, and that
+// lines that are not a step's question get nothing.
+func TestInlineCredit(t *testing.T) {
+	lit := func(v int64) world.Operand { return world.Operand{Ref: world.Literal, Value: v} }
+	p := &world.Problem{Steps: []world.Step{
+		{Op: world.Mul, X: lit(47), Y: lit(28)},
+		{Op: world.Mul, X: lit(45), Y: lit(31)},
+		{Op: world.Add, X: world.Operand{Ref: 0, Value: 1316}, Y: world.Operand{Ref: 1, Value: 1395}},
+	}}
+	pad := func(i int) string {
+		s := p.Steps[i]
+		text, _, err := world.Scratchpad(s.Op, s.X.Value, s.Y.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text
+	}
+	// Turn 1: step 1's block, then a call of step 2. Turn 2: a line that
+	// is no step's question, then step 3's block.
+	var a turn
+	a.text(pad(0) + "\n")
+	s1, e1 := a.call(`delegate{"question":"45*31"}`)
+	a.context("<tool result 1395>")
+	second := len(a.ids)
+	a.text("x=1\n")
+	third := len(a.ids)
+	a.text(pad(2) + "\n\\boxed{2711}")
+	eps := []rl.Episode{a.episode()}
+	got := inlineTokens(eps, p)
+	if want := [][]int{{0, third}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("got inline tokens %v, want %v (the second turn starts at %d)", got, want, second)
+	}
+	rs := []*rl.ScoredRollout{{Episodes: eps, Advantage: 0.5, HasAdvantage: true}}
+	ds := [][]decision{{{0, s1, e1, world.Mul, 0.373}}}
+	if err := creditCounterfactual(rs, ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := creditInline(rs, [][][]int{got}); err != nil {
+		t.Fatal(err)
+	}
+	want := []rl.Span{span(0, 1, 0), span(s1, e1, 0.373), span(third, third+1, 0)}
+	if !slices.Equal(rs[0].Spans[0], want) {
+		t.Errorf("got spans %v, want %v", rs[0].Spans[0], want)
+	}
+	if g := rs[0].Scalars[InlineCreditedMetric]; g != 2 {
+		t.Errorf("%s = %v, want 2", InlineCreditedMetric, g)
+	}
+	if err := creditInline(rs, nil); err == nil {
+		t.Error("1 rollout, no token lists: got no error")
+	}
+}
+
+// TestConfigCreditFlags checks that skip, centred and inline credit go
+// only with the credits whose call values they change.
+func TestConfigCreditFlags(t *testing.T) {
+	tests := []struct {
+		name                 string
+		credit               string
+		skip, centre, inline bool
+		err                  string // "" when valid
+	}{
+		{"skip, decision", reward.CreditDecision, true, false, false, ""},
+		{"all, counterfactual", reward.CreditCounterfactual, true, true, true, ""},
+		{"skip, task", reward.CreditTask, true, false, false, "skip_credit: goes with credit"},
+		{"centre, decision", reward.CreditDecision, false, true, false, "centre_calls: goes with credit"},
+		{"inline, step", reward.CreditStep, false, false, true, "inline_credit: goes with credit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Credit, cfg.SkipCredit, cfg.CentreCalls, cfg.InlineCredit = tt.credit, tt.skip, tt.centre, tt.inline
+			err := cfg.Validate()
+			switch {
+			case tt.err == "" && err != nil:
+				t.Errorf("err = %v, want none", err)
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Errorf("err = %v, want one containing %q", err, tt.err)
+			}
+		})
 	}
 }

@@ -219,6 +219,8 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 	type at struct{ v, i, k int }
 	var decided []at
 	var ds [][]decision
+	var skips [][]int
+	var inline [][][]int
 	for i, g := range groups {
 		var failed int
 		var first string
@@ -265,7 +267,14 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 				rg := &out[v][i]
 				if s.decision != nil && tr.role == RoleDelegator {
 					decided = append(decided, at{v, i, len(rg.Rollouts)})
-					ds = append(ds, decisions(eps, res.Trace, *s.decision))
+					d := decisions(eps, res.Trace, *s.decision)
+					ds = append(ds, d)
+					if s.r.cfg.SkipCredit {
+						skips = append(skips, skipTokens(eps, d, problems[i]))
+					}
+					if s.r.cfg.InlineCredit {
+						inline = append(inline, inlineTokens(eps, problems[i]))
+					}
 				}
 				rg.Rollouts = append(rg.Rollouts, sr)
 			}
@@ -277,11 +286,24 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 			rs[n] = &out[a.v][a.i].Rollouts[a.k]
 		}
 		credit := func() error { return creditDecisions(cfg.Estimator, rs, ds) }
-		if s.r.cfg.Credit == reward.CreditCounterfactual {
+		switch {
+		case s.r.cfg.Credit == reward.CreditCounterfactual && s.r.cfg.CentreCalls:
+			credit = func() error { return creditCentred(rs, ds) }
+		case s.r.cfg.Credit == reward.CreditCounterfactual:
 			credit = func() error { return creditCounterfactual(rs, ds) }
 		}
 		if err := credit(); err != nil {
 			return nil, err
+		}
+		if s.r.cfg.SkipCredit {
+			if err := creditSkips(rs, ds, skips); err != nil {
+				return nil, err
+			}
+		}
+		if s.r.cfg.InlineCredit {
+			if err := creditInline(rs, inline); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil

@@ -61,7 +61,7 @@ const (
 func procsEnvDir(i int) string { return "env-" + strconv.Itoa(i) }
 
 // trainerPassFlags are train's flags the trainer child gets as given.
-var trainerPassFlags = []string{"estimator", "lr", "clip", "kl", "epochs", "temperature", "max-new-tokens", "delegator", "solver", "seed", "rl-seed", "strict-tool-calls", "credit", "train"}
+var trainerPassFlags = []string{"estimator", "lr", "clip", "kl", "epochs", "temperature", "entropy", "max-new-tokens", "delegator", "solver", "seed", "rl-seed", "strict-tool-calls", "credit", "train"}
 
 // procsRefused are train's flags that --processes cannot honour. Only
 // route trains from a trajectory API, the environments' reward has the
