@@ -222,16 +222,7 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 	var skips [][]int
 	var inline [][][]int
 	for i, g := range groups {
-		var failed int
-		var first string
-		for _, res := range g.Rollouts {
-			if res.Score == nil {
-				if failed == 0 {
-					first = fmt.Sprintf("item %d rollout %d: %s", items[i], res.Index, res.Error)
-				}
-				failed++
-			}
-		}
+		failed, first := failures(g, items[i])
 		for v := range out {
 			out[v][i].Failed, out[v][i].FirstFailure = failed, first
 		}
@@ -285,28 +276,53 @@ func (s *rollouts) split(groups []rollout.Group, items []int, problems []*world.
 		for n, a := range decided {
 			rs[n] = &out[a.v][a.i].Rollouts[a.k]
 		}
-		credit := func() error { return creditDecisions(cfg.Estimator, rs, ds) }
-		switch {
-		case s.r.cfg.Credit == reward.CreditCounterfactual && s.r.cfg.CentreCalls:
-			credit = func() error { return creditCentred(rs, ds) }
-		case s.r.cfg.Credit == reward.CreditCounterfactual:
-			credit = func() error { return creditCounterfactual(rs, ds) }
-		}
-		if err := credit(); err != nil {
+		if err := s.creditSpans(rs, ds, skips, inline); err != nil {
 			return nil, err
-		}
-		if s.r.cfg.SkipCredit {
-			if err := creditSkips(rs, ds, skips); err != nil {
-				return nil, err
-			}
-		}
-		if s.r.cfg.InlineCredit {
-			if err := creditInline(rs, inline); err != nil {
-				return nil, err
-			}
 		}
 	}
 	return out, nil
+}
+
+// creditSpans gives the delegator's rollouts rs of a step the advantages
+// of their delegate calls ds, under decision or counterfactual credit,
+// then of the skips and inline blocks the run asks to credit.
+func (s *rollouts) creditSpans(rs []*rl.ScoredRollout, ds [][]decision, skips [][]int, inline [][][]int) error {
+	cfg := s.r.cfg
+	credit := func() error { return creditDecisions(s.cfg.Estimator, rs, ds) }
+	switch {
+	case cfg.Credit == reward.CreditCounterfactual && cfg.CentreCalls:
+		credit = func() error { return creditCentred(rs, ds) }
+	case cfg.Credit == reward.CreditCounterfactual:
+		credit = func() error { return creditCounterfactual(rs, ds) }
+	}
+	if err := credit(); err != nil {
+		return err
+	}
+	if cfg.SkipCredit {
+		if err := creditSkips(rs, ds, skips); err != nil {
+			return err
+		}
+	}
+	if cfg.InlineCredit {
+		if err := creditInline(rs, inline); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// failures counts the rollouts of g that were not scored and describes
+// the first.
+func failures(g rollout.Group, item int) (failed int, first string) {
+	for _, res := range g.Rollouts {
+		if res.Score == nil {
+			if failed == 0 {
+				first = fmt.Sprintf("item %d rollout %d: %s", item, res.Index, res.Error)
+			}
+			failed++
+		}
+	}
+	return failed, first
 }
 
 // policies builds rollout k of the step's problem i: the strategy around

@@ -115,14 +115,7 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 			return err
 		}
 	}
-	one := *cfg
-	one.Models = map[string]ModelConfig{name: cfg.Models[name]}
-	for _, n := range []string{judgeName, baseName} {
-		if n != "" {
-			one.Models[n] = cfg.Models[n]
-		}
-	}
-	models, closeModels, err := one.openModels(getenv, log)
+	models, closeModels, err := openEnvModels(cfg, getenv, log, name, judgeName, baseName)
 	if err != nil {
 		return err
 	}
@@ -153,14 +146,6 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 		return fmt.Errorf("env: %w", err)
 	}
 	hs := edge.Server(h, edge.DefaultTimeouts(), log, slog.LevelWarn)
-	auth := "no token (loopback only)"
-	switch {
-	case f.token != "":
-		auth = "token required"
-	case f.insecure:
-		auth = "NO TOKEN (--insecure)"
-		log.Warn("serving without authentication off loopback (--insecure): anyone who can reach the address can run episodes", "addr", ln.Addr().String())
-	}
 	fmt.Fprintf(out, "delegation environment: %s, sub-agent %q (config key %s), at most %d steps an episode, %d episodes at once\n",
 		what, models[name].Name(), name, f.maxSteps, f.maxEpisodes)
 	if judgeName != "" {
@@ -169,10 +154,7 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 	if sc != nil {
 		fmt.Fprintf(out, "reward: %s\n", rewardName)
 	}
-	fmt.Fprintf(out, "serving OpenEnv on http://%s (WebSocket ws://%s/ws, MCP http://%s/mcp), %s\n", ln.Addr(), ln.Addr(), ln.Addr(), auth)
-	if f.otlp != "" {
-		fmt.Fprintf(out, "each episode exported as OpenTelemetry spans to %s\n", redactURL(f.otlp))
-	}
+	printEnvAddr(out, log, ln.Addr(), f)
 	// Sessions are hijacked connections, which Shutdown does not wait
 	// for: close them first.
 	return serveUntil(ctx, "env", hs, ln, func() error {
@@ -181,6 +163,35 @@ func serveEnv(ctx context.Context, out io.Writer, getenv env, log *slog.Logger, 
 		}
 		return nil
 	})
+}
+
+// openEnvModels opens the sub-agent's model and, for open questions,
+// the judge's and the baseline's. The caller calls the returned close.
+func openEnvModels(cfg *Config, getenv env, log *slog.Logger, names ...string) (map[string]delegate.Model, func(), error) {
+	one := *cfg
+	one.Models = map[string]ModelConfig{}
+	for _, n := range names {
+		if n != "" {
+			one.Models[n] = cfg.Models[n]
+		}
+	}
+	return one.openModels(getenv, log)
+}
+
+// printEnvAddr says where the environment listens and how it is guarded.
+func printEnvAddr(out io.Writer, log *slog.Logger, addr net.Addr, f envFlags) {
+	auth := "no token (loopback only)"
+	switch {
+	case f.token != "":
+		auth = "token required"
+	case f.insecure:
+		auth = "NO TOKEN (--insecure)"
+		log.Warn("serving without authentication off loopback (--insecure): anyone who can reach the address can run episodes", "addr", addr.String())
+	}
+	fmt.Fprintf(out, "serving OpenEnv on http://%s (WebSocket ws://%s/ws, MCP http://%s/mcp), %s\n", addr, addr, addr, auth)
+	if f.otlp != "" {
+		fmt.Fprintf(out, "each episode exported as OpenTelemetry spans to %s\n", redactURL(f.otlp))
+	}
 }
 
 // check reads the token from the environment when no flag gave it and

@@ -41,17 +41,8 @@ func appendRequest(b []byte, r *ChatRequest) ([]byte, error) {
 		}
 		b = append(b, ']')
 	}
-	if len(r.Tools) > 0 {
-		b = append(b, `,"tools":[`...)
-		for i := range r.Tools {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, err = appendTool(b, &r.Tools[i]); err != nil {
-				return b, err
-			}
-		}
-		b = append(b, ']')
+	if b, err = appendTools(b, r.Tools); err != nil {
+		return b, err
 	}
 	if r.ToolChoice != "" {
 		b = append(b, `,"tool_choice":`...)
@@ -66,14 +57,8 @@ func appendRequest(b []byte, r *ChatRequest) ([]byte, error) {
 	b = appendIntField(b, `,"max_tokens":`, r.MaxTokens)
 	b = appendIntField(b, `,"max_completion_tokens":`, r.MaxCompletionTokens)
 	if len(r.Stop) > 0 {
-		b = append(b, `,"stop":[`...)
-		for i, s := range r.Stop {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, s)
-		}
-		b = append(b, ']')
+		b = append(b, `,"stop":`...)
+		b = appendStrings(b, r.Stop)
 	}
 	if r.Seed != nil {
 		b = append(b, `,"seed":`...)
@@ -96,50 +81,100 @@ func appendRequest(b []byte, r *ChatRequest) ([]byte, error) {
 	if b, err = appendFloatField(b, `,"presence_penalty":`, r.PresencePenalty); err != nil {
 		return b, err
 	}
-	if len(r.LogitBias) > 0 {
-		b = append(b, `,"logit_bias":{`...)
-		keys := make([]string, 0, len(r.LogitBias))
-		for k := range r.LogitBias {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, k)
-			b = append(b, ':')
-			if b, err = appendFloat(b, r.LogitBias[k]); err != nil {
-				return b, err
-			}
-		}
-		b = append(b, '}')
+	if b, err = appendLogitBias(b, r.LogitBias); err != nil {
+		return b, err
 	}
 	if r.ParallelToolCalls != nil {
 		b = append(b, `,"parallel_tool_calls":`...)
 		b = strconv.AppendBool(b, *r.ParallelToolCalls)
 	}
-	if f := r.ResponseFormat; f != nil {
-		b = append(b, `,"response_format":{"type":`...)
-		b = appendString(b, f.Type)
-		if s := f.JSONSchema; s != nil {
-			b = append(b, `,"json_schema":{"name":`...)
-			b = appendString(b, s.Name)
-			if s.Description != "" {
-				b = append(b, `,"description":`...)
-				b = appendString(b, s.Description)
+	if b, err = appendResponseFormat(b, r.ResponseFormat); err != nil {
+		return b, err
+	}
+	return append(b, '}'), nil
+}
+
+// appendTools writes the tools field; nothing when there are none.
+func appendTools(b []byte, tools []Tool) ([]byte, error) {
+	if len(tools) == 0 {
+		return b, nil
+	}
+	b = append(b, `,"tools":[`...)
+	var err error
+	for i := range tools {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if b, err = appendTool(b, &tools[i]); err != nil {
+			return b, err
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// appendStrings writes a JSON array of strings.
+func appendStrings(b []byte, ss []string) []byte {
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, s)
+	}
+	return append(b, ']')
+}
+
+// appendLogitBias writes the logit_bias field, its keys sorted as
+// encoding/json sorts a map's; nothing when m is empty.
+func appendLogitBias(b []byte, m map[string]float64) ([]byte, error) {
+	if len(m) == 0 {
+		return b, nil
+	}
+	b = append(b, `,"logit_bias":{`...)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var err error
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		if b, err = appendFloat(b, m[k]); err != nil {
+			return b, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// appendResponseFormat writes the response_format field; nothing when f
+// is nil.
+func appendResponseFormat(b []byte, f *ResponseFormat) ([]byte, error) {
+	if f == nil {
+		return b, nil
+	}
+	b = append(b, `,"response_format":{"type":`...)
+	b = appendString(b, f.Type)
+	if s := f.JSONSchema; s != nil {
+		b = append(b, `,"json_schema":{"name":`...)
+		b = appendString(b, s.Name)
+		if s.Description != "" {
+			b = append(b, `,"description":`...)
+			b = appendString(b, s.Description)
+		}
+		if len(s.Schema) > 0 {
+			b = append(b, `,"schema":`...)
+			var err error
+			if b, err = appendRaw(b, s.Schema); err != nil {
+				return b, err
 			}
-			if len(s.Schema) > 0 {
-				b = append(b, `,"schema":`...)
-				if b, err = appendRaw(b, s.Schema); err != nil {
-					return b, err
-				}
-			}
-			if s.Strict != nil {
-				b = append(b, `,"strict":`...)
-				b = strconv.AppendBool(b, *s.Strict)
-			}
-			b = append(b, '}')
+		}
+		if s.Strict != nil {
+			b = append(b, `,"strict":`...)
+			b = strconv.AppendBool(b, *s.Strict)
 		}
 		b = append(b, '}')
 	}

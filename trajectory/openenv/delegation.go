@@ -524,17 +524,7 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 		e.msgs = append(e.msgs, delegate.ToolResult(call.ID, text))
 	}
 	if !e.done {
-		switch sp := e.spend(); {
-		case e.timeUp(): // first: past the limit the call did not run
-			e.end(false)
-			result += fmt.Sprintf("\n[episode ended: %v passed without an answer]", e.d.time)
-		case e.steps >= e.d.maxSteps:
-			e.end(false)
-			result += fmt.Sprintf("\n[episode ended: %d tool calls without an answer]", e.steps)
-		case e.d.budget > 0 && sp.Dollars >= e.d.budget:
-			e.end(false)
-			result += fmt.Sprintf("\n[episode ended: spend $%.6f reached the budget $%.6f]", sp.Dollars, e.d.budget)
-		}
+		result += e.limit()
 	}
 	if e.d.ended != nil {
 		e.log = append(e.log, StepRecord{CallID: call.ID, Tool: a.ToolName, Start: stepStart, Latency: time.Since(stepStart), Error: terr, Subagent: e.lastSub, Parallel: e.lastPar})
@@ -544,6 +534,23 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 		}
 	}
 	return e.observation(a.ToolName, strings.TrimPrefix(result, "\n"), terr), nil
+}
+
+// limit ends the episode unanswered when it reached a limit: its time,
+// its steps or its budget. It returns the line that says so, or "".
+func (e *episode) limit() string {
+	switch sp := e.spend(); {
+	case e.timeUp(): // first: past the limit the call did not run
+		e.end(false)
+		return fmt.Sprintf("\n[episode ended: %v passed without an answer]", e.d.time)
+	case e.steps >= e.d.maxSteps:
+		e.end(false)
+		return fmt.Sprintf("\n[episode ended: %d tool calls without an answer]", e.steps)
+	case e.d.budget > 0 && sp.Dollars >= e.d.budget:
+		e.end(false)
+		return fmt.Sprintf("\n[episode ended: spend $%.6f reached the budget $%.6f]", sp.Dollars, e.d.budget)
+	}
+	return ""
 }
 
 // report hands a started episode to DelegationConfig.Ended, once.
