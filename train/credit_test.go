@@ -153,10 +153,17 @@ func TestRoleCreditAdvantages(t *testing.T) {
 	}
 }
 
-// TestRoleCreditRunResumes trains both roles under role credit in a short
-// run. A run stopped after step 1 and resumed must end with the
-// parameters of the one not stopped, for both roles.
-func TestRoleCreditRunResumes(t *testing.T) {
+// TestRoleCreditResumesOnShippedModels trains both roles under role
+// credit in a short run on the shipped models. A run stopped after step 1
+// and resumed must end with the parameters of the one not stopped, for
+// both roles. Under the race detector it would take minutes: there
+// TestTrainBothTrainsEachPolicyOnItsOwnSamples checks the two trainers'
+// concurrency and TestRoleCreditAdvantages role credit's. Its name puts it
+// in the README's plain `-run Shipped` pass instead.
+func TestRoleCreditResumesOnShippedModels(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the README's -run Shipped pass runs it without the race detector")
+	}
 	ctx := context.Background()
 	const steps = 2
 	run := func(cfg Config, upTo int) {

@@ -47,6 +47,7 @@ func TestProcessTemperature(t *testing.T) {
 // tokenizer.json the config names, so its trace holds what a trainer
 // needs.
 func TestRunTokenizerForIdlessServer(t *testing.T) {
+	raceCovered(t, "tokenizer's TestHFConcurrentEncode and openai's TestFillIDsOverHTTP")
 	tokPath, err := filepath.Abs("../../tokenizer/testdata/hf/qwen2.5.json.gz")
 	if err != nil {
 		t.Fatal(err)

@@ -63,6 +63,17 @@ func endToEnd(t *testing.T) {
 	}
 }
 
+// raceCovered skips t under the race detector. t runs a job in process
+// whose concurrency the race detector checks in the tests that where
+// names; under it t would repeat their work many times slower. The
+// README's second test command runs t without the race detector.
+func raceCovered(t *testing.T, where string) {
+	t.Helper()
+	if raceEnabled {
+		t.Skipf("under the race detector %s covers this job's concurrency; the README's second test command runs it without", where)
+	}
+}
+
 // repoRoot is the module root, two levels above this package.
 const repoRoot = "../.."
 

@@ -21,6 +21,7 @@ import (
 // TestTrainCredit checks that --credit role trains both roles to the end
 // and is the run's identity. An unknown rule is refused with its name.
 func TestTrainCredit(t *testing.T) {
+	raceCovered(t, "train's TestRoleCreditAdvantages and TestTrainBothTrainsEachPolicyOnItsOwnSamples")
 	dir := t.TempDir()
 	solver, delegator := tinyModels(t, dir)
 	out := filepath.Join(dir, "run")

@@ -14,6 +14,7 @@ import (
 // penalty of -1. --parity is recorded as the run's reward. The table
 // compares every arm with the single-agent baseline.
 func TestTrainDecomposeDefaults(t *testing.T) {
+	raceCovered(t, "train's TestRunDecompose")
 	dir := t.TempDir()
 	solver, delegator := tinyModels(t, dir)
 	for _, tt := range []struct {

@@ -13,6 +13,7 @@ import (
 // training reward. The run file records it, so a resume with another
 // reward is refused. What the trainer does not score is refused.
 func TestTrainRewardFlag(t *testing.T) {
+	raceCovered(t, "train's TestTrainCriticalPathReward")
 	dir := t.TempDir()
 	solver, delegator := tinyModels(t, dir)
 	rc := filepath.Join(dir, "reward.yaml")

@@ -139,6 +139,7 @@ func TestTrainProgressBar(t *testing.T) {
 }
 
 func TestTrainResumes(t *testing.T) {
+	raceCovered(t, "train's TestRunResumesAnInterruptedRun")
 	dir := t.TempDir()
 	solver, delegator := tinyModels(t, dir)
 	out := filepath.Join(dir, "run")
@@ -160,6 +161,7 @@ func TestTrainResumes(t *testing.T) {
 // TestTrainRLSeedIsTheRunsIdentity resumes a run only with its own
 // trainer seed: two seeds' steps never mix in one checkpoint.
 func TestTrainRLSeedIsTheRunsIdentity(t *testing.T) {
+	raceCovered(t, "train's TestRunRoute")
 	dir := t.TempDir()
 	solver, delegator := tinyModels(t, dir)
 	out := filepath.Join(dir, "run")
@@ -180,6 +182,7 @@ func TestTrainRLSeedIsTheRunsIdentity(t *testing.T) {
 // has its directory and table, and the summary counts the seeds meeting
 // each check. --rl-seeds refuses --rl-seed beside it.
 func TestTrainRLSeeds(t *testing.T) {
+	raceCovered(t, "train's TestRunSeedsSharesTheBaselines")
 	dir := t.TempDir()
 	solver, delegator := tinyModels(t, dir)
 	out := filepath.Join(dir, "run")
@@ -205,6 +208,7 @@ func TestTrainRLSeeds(t *testing.T) {
 // sampling. The run finishes, and its run file says how it sampled, so a
 // resumed run samples the same way.
 func TestTrainStrictToolCalls(t *testing.T) {
+	raceCovered(t, "local's TestStrictToolCalls and train's TestRunRoute")
 	dir := t.TempDir()
 	solver, delegator := tinyModels(t, dir)
 	out := filepath.Join(dir, "run")
@@ -336,6 +340,7 @@ func TestTrainProgressShowsFigures(t *testing.T) {
 // world (Dr. GRPO, correctness only, up to 4 distractors) unless a flag
 // says otherwise, and the run records what it ran.
 func TestTrainMLPODefaults(t *testing.T) {
+	raceCovered(t, "train's TestRunMLPO")
 	dir := t.TempDir()
 	solver, delegator := tinyModels(t, dir)
 	for _, tt := range []struct {
