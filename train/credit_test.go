@@ -255,4 +255,21 @@ func TestIdentityCredit(t *testing.T) {
 	if err := checkIdentity(unset); err != nil {
 		t.Errorf("credit unset on a task-credit run: %v", err)
 	}
+	// The credit's variants and the entropy bonus are the run's too.
+	variants := []struct {
+		key string
+		set func(*Config)
+	}{
+		{"skip_credit", func(c *Config) { c.SkipCredit = true }},
+		{"centre_calls", func(c *Config) { c.CentreCalls = true }},
+		{"inline_credit", func(c *Config) { c.InlineCredit = true }},
+		{"entropy_bonus", func(c *Config) { c.RL.EntropyBonus = 0.3 }},
+	}
+	for _, v := range variants {
+		other := cfg
+		v.set(&other)
+		if err := checkIdentity(other); err == nil || !strings.Contains(err.Error(), v.key) {
+			t.Errorf("%s on a run without it: err = %v, want one naming %s", v.key, err, v.key)
+		}
+	}
 }

@@ -55,6 +55,12 @@ type identity struct {
 	// (reward.Config.Describe). It is "" for Reward, so run files written
 	// before it existed resume.
 	TrainingReward string `json:"training_reward,omitempty"`
+	// The counterfactual credit's variants and the entropy bonus, each
+	// left out when off, so that run files written before them resume.
+	SkipCredit   bool    `json:"skip_credit,omitempty"`
+	CentreCalls  bool    `json:"centre_calls,omitempty"`
+	InlineCredit bool    `json:"inline_credit,omitempty"`
+	EntropyBonus float64 `json:"entropy_bonus,omitempty"`
 }
 
 func identityOf(c Config) identity {
@@ -64,6 +70,7 @@ func identityOf(c Config) identity {
 		Estimator: string(c.RL.Estimator), GroupSize: c.RL.GroupSize, ItemsPerStep: c.RL.ItemsPerStep,
 		CacheMinTokens: c.CacheMinTokens, Parity: c.Parity, RLSeed: c.RLSeed(), StrictToolCalls: c.StrictToolCalls,
 		Credit: creditIdentity(c.Credit), TrainingReward: trainingRewardIdentity(c),
+		SkipCredit: c.SkipCredit, CentreCalls: c.CentreCalls, InlineCredit: c.InlineCredit, EntropyBonus: c.RL.EntropyBonus,
 	}
 }
 
