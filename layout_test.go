@@ -69,7 +69,7 @@ var allowedImports = map[string][]string{
 	"train":                  {"", "bench", "judge", "local", "models", "nn", "nn/train", "pretrain", "reward", "rl", "rollout", "strategy", "tokenizer", "trajectory/atropos", "world", "world/scripted", "world/transcript"},
 	"trajectory/atropos":     {"", "internal/edge", "reward", "rl", "rollout"},
 	"trajectory/gateway":     {"", "internal/edge", "judge", "reward", "rollout", "server", "store", "tokenizer"},
-	"trajectory/openenv":     {"", "reward", "strategy", "world", "world/transcript"},
+	"trajectory/openenv":     {"", "openai/wire", "reward", "strategy", "world", "world/transcript"},
 	"view":                   {"", "bench", "internal/edge", "rl", "rollout", "store", "trajectory/gateway"},
 	"world":                  {"", "reward"},
 	"world/scripted":         {"", "tokenizer", "world", "world/transcript"},

@@ -338,12 +338,18 @@ const hexDigits = "0123456789abcdef"
 // appendString appends s as a JSON string, escaped as encoding/json
 // escapes it: <, > and & as \u00XX, invalid UTF-8 as \ufffd, and U+2028
 // and U+2029.
-func appendString(b []byte, s string) []byte {
+func appendString(b []byte, s string) []byte { return AppendJSONString(b, s, true) }
+
+// AppendJSONString appends s as a JSON string as encoding/json writes
+// it: invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped, and <, > and &
+// escaped when html is set, as json.Marshal does and an Encoder with
+// SetEscapeHTML(false) does not.
+func AppendJSONString(b []byte, s string, html bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if c >= 0x20 && c != '"' && c != '\\' && (!html || (c != '<' && c != '>' && c != '&')) {
 				i++
 				continue
 			}

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/coder/websocket"
+
+	"github.com/delegatelab/delegate/openai/wire"
 )
 
 // The WebSocket hot path writes its messages by hand. encoding/json
@@ -301,63 +302,11 @@ func appendCallResult(dst []byte, text string, isError bool, obs []byte, reward 
 // appendString appends s as json.Marshal writes a string: HTML-escaped,
 // with U+2028 and U+2029 escaped and invalid UTF-8 replaced.
 // FuzzAppendString holds it to json.Marshal's bytes.
-func appendString(dst []byte, s string) []byte { return appendJSONString(dst, s, true) }
+func appendString(dst []byte, s string) []byte { return wire.AppendJSONString(dst, s, true) }
 
 // appendUnescaped appends s as MarshalUnescaped writes a string: as
 // appendString does, less the HTML escapes.
-func appendUnescaped(dst []byte, s string) []byte { return appendJSONString(dst, s, false) }
-
-// appendJSONString appends s as a JSON string, with <, > and & escaped
-// when html is set.
-func appendJSONString(dst []byte, s string, html bool) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && (!html || (c != '<' && c != '>' && c != '&')) {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+func appendUnescaped(dst []byte, s string) []byte { return wire.AppendJSONString(dst, s, false) }
 
 // appendAction appends a as MarshalUnescaped writes it, without
 // reflection. It reports false for arguments that are not compact valid
