@@ -67,6 +67,9 @@ var (
 	DelegatorShape = nn.Config{Vocab: tokenizer.VocabSize, Dim: 64, Layers: 4, Heads: 4, Hidden: 192, Context: 768}.WithDefaults()
 )
 
+// shapes are the models' shapes by name.
+var shapes = map[string]nn.Config{"solver": SolverShape, "delegator": DelegatorShape}
+
 // defaults are the steps, batch and learning rate of each model
 // when the flags leave them at 0.
 var defaults = map[string]struct {
@@ -78,8 +81,33 @@ var defaults = map[string]struct {
 }
 
 // Run pretrains the models opts names, one after the other, writing each
-// under opts.Out and grading it as Options says.
+// under opts.Out and grading it as Options says. It checks every option,
+// and loads Init, before it builds a corpus.
 func Run(ctx context.Context, out io.Writer, f Options) error {
+	names, err := f.check()
+	if err != nil {
+		return err
+	}
+	if f.Solver == "" {
+		f.Solver = filepath.Join(f.Out, "solver")
+	}
+	jobs := make([]job, len(names))
+	for i, name := range names {
+		if jobs[i], err = planOne(name, f); err != nil {
+			return err
+		}
+	}
+	for _, j := range jobs {
+		if err := runOne(ctx, out, j, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// check checks f's options, and that --solver loads when given for the
+// delegator alone. It returns the models f names, in the order they train.
+func (f Options) check() ([]string, error) {
 	var names []string
 	switch f.Model {
 	case "all":
@@ -87,62 +115,101 @@ func Run(ctx context.Context, out io.Writer, f Options) error {
 	case "solver", "delegator":
 		names = []string{f.Model}
 	default:
-		return fmt.Errorf("pretrain: --model %q, want solver, delegator or all", f.Model)
+		return nil, fmt.Errorf("pretrain: --model %q, want solver, delegator or all", f.Model)
 	}
 	if f.Steps < 0 || f.Time < 0 || f.Batch < 0 || f.LR < 0 || f.Eval < 1 || f.EvalEvery < 0 {
-		return errors.New("pretrain: --steps, --time, --batch, --lr and --eval-every must not be negative, --eval must be positive")
+		return nil, errors.New("pretrain: --steps, --time, --batch, --lr and --eval-every must not be negative, --eval must be positive")
+	}
+	if f.Model == "solver" {
+		// The solver's corpus is its own; these shape the delegator's.
+		switch {
+		case f.RouteMix != nil:
+			return nil, errors.New("pretrain: --route-mix sets the delegator's corpus; --model solver has none")
+		case len(f.Levels) > 0:
+			return nil, errors.New("pretrain: --levels sets the delegator's corpus; --model solver has none")
+		case f.WithPeers:
+			return nil, errors.New("pretrain: --with-peers sets the delegator's corpus; --model solver has none")
+		}
 	}
 	if f.RouteMix != nil {
 		if len(f.RouteMix) != 3 {
-			return fmt.Errorf("pretrain: --route-mix has %d weights, want 3 (never, always, random)", len(f.RouteMix))
+			return nil, fmt.Errorf("pretrain: --route-mix has %d weights, want 3 (never, always, random)", len(f.RouteMix))
 		}
-		if f.Model == "solver" {
-			return errors.New("pretrain: --route-mix sets the delegator's corpus; --model solver has none")
+		if err := delegatorMix(f.RouteMix).Validate(); err != nil {
+			return nil, fmt.Errorf("pretrain: --route-mix: %w", err)
 		}
 	}
 	if err := f.Coverage.Validate(); err != nil {
-		return fmt.Errorf("pretrain: %w", err)
+		return nil, fmt.Errorf("pretrain: %w", err)
 	}
 	if f.Coverage != (world.Coverage{}) && f.Model != "solver" {
-		return errors.New("pretrain: --world sets the solver's coverage; give --model solver")
+		return nil, errors.New("pretrain: --world sets the solver's coverage; give --model solver")
 	}
 	seen := map[int]bool{}
 	for _, l := range f.Levels {
 		if _, ok := world.Levels()[l]; !ok {
-			return fmt.Errorf("pretrain: --levels: %d is not a world level (1 to %d)", l, len(world.Levels()))
+			return nil, fmt.Errorf("pretrain: --levels: %d is not a world level (1 to %d)", l, len(world.Levels()))
 		}
 		if seen[l] {
-			return fmt.Errorf("pretrain: --levels: level %d given twice", l)
+			return nil, fmt.Errorf("pretrain: --levels: level %d given twice", l)
 		}
 		seen[l] = true
 	}
 	if _, err := f.gradeSplit(); err != nil {
-		return err
+		return nil, err
 	}
 	if f.Init != "" && len(names) != 1 {
-		return errors.New("pretrain: --init needs one --model, solver or delegator")
+		return nil, errors.New("pretrain: --init needs one --model, solver or delegator")
 	}
-	if f.Solver == "" {
-		f.Solver = filepath.Join(f.Out, "solver")
+	if f.Steps > 0 && f.Time > 0 {
+		return nil, errors.New("pretrain: give --steps or --time, not both")
 	}
-	for _, name := range names {
-		if err := runOne(ctx, out, name, f); err != nil {
-			return err
+	if f.Solver != "" && f.Model == "delegator" {
+		// The default, Out/solver, may not exist yet, nor one that
+		// --model all trains; a path given for the delegator alone must.
+		if _, _, err := nn.Load(f.Solver); err != nil {
+			return nil, fmt.Errorf("pretrain: --solver %s: %w", f.Solver, err)
 		}
 	}
-	return nil
+	return names, nil
 }
 
-func runOne(ctx context.Context, out io.Writer, name string, f Options) error {
+// job is one model's pretraining as Run plans it: its training config,
+// the directory its checkpoint goes to, and Init's weights when given.
+type job struct {
+	name string
+	cfg  Config
+	dir  string
+	init *nn.Params
+}
+
+// planOne checks model name's settings and loads its starting weights
+// from f.Init, if given. It builds no corpus.
+func planOne(name string, f Options) (job, error) {
 	cfg, dir, err := oneConfig(name, f)
 	if err != nil {
-		return err
+		return job{}, err
 	}
+	j := job{name: name, cfg: cfg, dir: dir}
+	if f.Init == "" {
+		return j, nil
+	}
+	if j.init, _, err = nn.Load(f.Init); err != nil {
+		return job{}, fmt.Errorf("pretrain %s: --init %s: %w", name, f.Init, err)
+	}
+	if shape := shapes[name]; j.init.Config != shape {
+		return job{}, fmt.Errorf("pretrain %s: --init %s holds a model of another shape (%+v, want %+v)", name, f.Init, j.init.Config, shape)
+	}
+	return j, nil
+}
+
+func runOne(ctx context.Context, out io.Writer, j job, f Options) error {
+	name, cfg, dir := j.name, j.cfg, j.dir
 	task, err := taskOf(out, name, f)
 	if err != nil {
 		return err
 	}
-	p, err := startParams(out, name, f, task.shape)
+	p, err := startParams(out, name, f, j.init)
 	if err != nil {
 		return err
 	}
@@ -189,9 +256,6 @@ func oneConfig(name string, f Options) (Config, string, error) {
 	}
 	if f.Time > 0 {
 		cfg.Steps, cfg.Duration = 0, f.Time
-		if f.Steps > 0 {
-			return cfg, dir, errors.New("pretrain: give --steps or --time, not both")
-		}
 	}
 	if f.Batch > 0 {
 		cfg.Batch = f.Batch
@@ -204,10 +268,9 @@ func oneConfig(name string, f Options) (Config, string, error) {
 }
 
 // task is what one model is pretrained on and graded by.
-// It holds the shape, the corpus, the held-out score during training and
-// the final grading.
+// It holds the corpus, the held-out score during training and the final
+// grading.
 type task struct {
-	shape    nn.Config
 	examples []Example
 	eval     Eval
 	final    func(context.Context, *nn.Params) error
@@ -223,7 +286,7 @@ func taskOf(out io.Writer, name string, f Options) (task, error) {
 
 // solverTask trains the solver on its corpus of level-3 problems.
 func solverTask(out io.Writer, f Options) (task, error) {
-	t := task{shape: SolverShape}
+	var t task
 	problems, err := world.Generate(world.Levels()[3], f.Seed, world.Train, 4000)
 	if err != nil {
 		return t, fmt.Errorf("pretrain solver: %w", err)
@@ -244,7 +307,7 @@ func solverTask(out io.Writer, f Options) (task, error) {
 // delegatorTask trains the delegator on DelegatorCorpus and grades it on
 // f's levels.
 func delegatorTask(out io.Writer, f Options) (task, error) {
-	t := task{shape: DelegatorShape}
+	var t task
 	var err error
 	if t.examples, err = DelegatorCorpus(f.Seed, f.Levels, f.WithPeers, f.RouteMix); err != nil {
 		return t, fmt.Errorf("pretrain delegator: %w", err)
@@ -277,26 +340,19 @@ func delegatorTask(out io.Writer, f Options) (task, error) {
 	return t, nil
 }
 
-// startParams are the weights training starts from: f.Init's, or fresh
-// ones of shape seeded by f.Seed.
-func startParams(out io.Writer, name string, f Options, shape nn.Config) (*nn.Params, error) {
-	if f.Init == "" {
-		p, err := nn.Alloc(shape)
-		if err != nil {
-			return nil, fmt.Errorf("pretrain %s: %w", name, err)
-		}
-		p.Init(f.Seed)
-		return p, nil
+// startParams are the weights training starts from: init, Init's as
+// planOne loaded them, or fresh ones of the model's shape seeded by f.Seed.
+func startParams(out io.Writer, name string, f Options, init *nn.Params) (*nn.Params, error) {
+	if init != nil {
+		fmt.Fprintf(out, "%s: starting from the weights of %s\n", name, f.Init)
+		return init, nil
 	}
-	start, _, err := nn.Load(f.Init)
+	p, err := nn.Alloc(shapes[name])
 	if err != nil {
-		return nil, fmt.Errorf("pretrain %s: --init: %w", name, err)
+		return nil, fmt.Errorf("pretrain %s: %w", name, err)
 	}
-	if start.Config != shape {
-		return nil, fmt.Errorf("pretrain %s: --init %s holds a model of another shape (%+v, want %+v)", name, f.Init, start.Config, shape)
-	}
-	fmt.Fprintf(out, "%s: starting from the weights of %s\n", name, f.Init)
-	return start, nil
+	p.Init(f.Seed)
+	return p, nil
 }
 
 // describe writes the model's size and its corpus's.
@@ -380,6 +436,9 @@ func gradeSets(f Options, levels []int) (map[int][]*world.Problem, []*world.Prob
 // context are left out, such as a few leader transcripts with three long
 // peer answers.
 func DelegatorCorpus(seed uint64, levels []int, peers bool, routeMix []float64) ([]Example, error) {
+	if routeMix != nil && len(routeMix) != 3 {
+		return nil, fmt.Errorf("route mix has %d weights, want 3 (never, always, random)", len(routeMix))
+	}
 	lv := world.Levels()
 	var problems []*world.Problem
 	sets := []struct{ level, n int }{{1, 2000}, {2, 2000}, {3, 6000}}
@@ -396,13 +455,7 @@ func DelegatorCorpus(seed uint64, levels []int, peers bool, routeMix []float64) 
 		}
 		problems = append(problems, ps...)
 	}
-	// Route first: it is the protocol delegate train runs; the others get
-	// a smaller share than DefaultMix gives them.
-	mix := transcript.Mix{Never: 0.3, Always: 0.3, Random: 0.4, DelegateProb: 0.5, Single: 0.2, Decompose: 0.1, Lead: 0.1, Peers: 3}
-	if routeMix != nil {
-		mix.Never, mix.Always, mix.Random = routeMix[0], routeMix[1], routeMix[2]
-	}
-	corpus, err := transcript.BuildCorpus(problems, mix, seed)
+	corpus, err := transcript.BuildCorpus(problems, delegatorMix(routeMix), seed)
 	if err != nil {
 		return nil, err
 	}
@@ -424,6 +477,18 @@ func DelegatorCorpus(seed uint64, levels []int, peers bool, routeMix []float64) 
 		}
 	}
 	return ex, nil
+}
+
+// delegatorMix is DelegatorCorpus's mix. Route comes first: it is the
+// protocol delegate train runs; the others get a smaller share than
+// DefaultMix gives them. routeMix, when set, holds the route policies'
+// three weights.
+func delegatorMix(routeMix []float64) transcript.Mix {
+	mix := transcript.Mix{Never: 0.3, Always: 0.3, Random: 0.4, DelegateProb: 0.5, Single: 0.2, Decompose: 0.1, Lead: 0.1, Peers: 3}
+	if routeMix != nil {
+		mix.Never, mix.Always, mix.Random = routeMix[0], routeMix[1], routeMix[2]
+	}
+	return mix
 }
 
 // evalSolver grades a solver's parameters greedily, perSize questions per

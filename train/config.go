@@ -273,6 +273,13 @@ func DefaultConfig() Config {
 	}
 }
 
+// The MLPO recipe's settings that differ from DefaultConfig's. delegate
+// train --mode mlpo applies them unless its flags say otherwise.
+const (
+	MLPOKLBeta    = 0.04 // the leader keeps its format alone
+	MLPOPeerCount = 2
+)
+
 // RLSeed is the seed of the trainer's item order and rollouts
 // (rl.Config.Seed), the run's Seed when that is 0.
 func (c Config) RLSeed() uint64 {

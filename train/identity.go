@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/world"
@@ -21,7 +22,8 @@ const identityVersion = 3
 
 // identity is RunFile: the settings a resumed run must share with the run
 // it continues. Budgets and evaluation settings may change between
-// invocations.
+// invocations. A key absent from a run file, written by an earlier
+// version or left out when off, takes olderRun's value.
 type identity struct {
 	Version int    `json:"version"`
 	Mode    string `json:"mode"`
@@ -61,17 +63,51 @@ type identity struct {
 	CentreCalls  bool    `json:"centre_calls,omitempty"`
 	InlineCredit bool    `json:"inline_credit,omitempty"`
 	EntropyBonus float64 `json:"entropy_bonus,omitempty"`
+	// The optimizer's and the rollouts' settings. A run file written
+	// before they were recorded lacks them; it is a run of their
+	// defaults (olderRun).
+	LR           float64 `json:"lr"`
+	MinLR        float64 `json:"min_lr"`
+	ClipEps      float64 `json:"clip_eps"`
+	KLBeta       float64 `json:"kl_beta"`
+	Epochs       int     `json:"epochs"`
+	Temperature  float64 `json:"temperature"`
+	MaxNewTokens int     `json:"max_new_tokens"`
+	MaxTurns     int     `json:"max_turns"`
+	// MLPO's team and filter, left out under the other modes.
+	PeerCount     int     `json:"peer_count,omitempty"`
+	PeerSamples   int     `json:"peer_samples,omitempty"`
+	FilterMaxRate float64 `json:"filter_max_rate,omitempty"`
 }
 
 func identityOf(c Config) identity {
-	return identity{
+	id := identity{
 		Version: identityVersion, Mode: c.Mode, Train: trainIdentity(c.Train), Solver: c.Solver, Delegator: c.Delegator, Peers: c.Peers,
 		World: c.World, Seed: c.Seed, TrainProblems: c.TrainProblems, Reward: c.Reward,
 		Estimator: string(c.RL.Estimator), GroupSize: c.RL.GroupSize, ItemsPerStep: c.RL.ItemsPerStep,
 		CacheMinTokens: c.CacheMinTokens, Parity: c.Parity, RLSeed: c.RLSeed(), StrictToolCalls: c.StrictToolCalls,
 		Credit: creditIdentity(c.Credit), TrainingReward: trainingRewardIdentity(c),
 		SkipCredit: c.SkipCredit, CentreCalls: c.CentreCalls, InlineCredit: c.InlineCredit, EntropyBonus: c.RL.EntropyBonus,
+		LR: c.RL.Schedule.MaxLR, MinLR: c.RL.Schedule.MinLR, ClipEps: c.RL.ClipEps, KLBeta: c.RL.KLBeta, Epochs: c.RL.Epochs,
+		Temperature: c.RL.Temperature, MaxNewTokens: c.RL.MaxNewTokens, MaxTurns: c.MaxTurns,
 	}
+	if c.Mode == ModeMLPO {
+		id.PeerCount, id.PeerSamples, id.FilterMaxRate = c.PeerCount, c.PeerSamples, c.FilterMaxRate
+	}
+	return id
+}
+
+// olderRun is the identity of a run of mode with delegate train's
+// defaults. A key absent from a run file takes its value here: a setting
+// recorded only by later versions is then its default, and one left out
+// when off is off.
+func olderRun(mode string) identity {
+	c := DefaultConfig()
+	c.Mode = mode
+	if mode == ModeMLPO {
+		c.RL.KLBeta, c.PeerCount = MLPOKLBeta, MLPOPeerCount
+	}
+	return identityOf(c)
 }
 
 // trainIdentity is Config.Train as RunFile records it.
@@ -124,19 +160,32 @@ func checkIdentity(cfg Config) error {
 	if err := json.Unmarshal(b, &got); err != nil {
 		return fmt.Errorf("train: run file %s: %w", path, err)
 	}
-	if got.RLSeed == 0 {
-		got.RLSeed = 1 // written before the seed could be set
-	}
 	if got.Version != identityVersion {
 		return fmt.Errorf("train: run file %s has version %d, this program writes %d: use another --out", path, got.Version, identityVersion)
 	}
-	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		return fmt.Errorf("train: run file %s: %w", path, err)
+	}
+	gv, wv, ov := reflect.ValueOf(&got).Elem(), reflect.ValueOf(want), reflect.ValueOf(olderRun(got.Mode))
 	for i := range gv.NumField() {
-		if !reflect.DeepEqual(gv.Field(i).Interface(), wv.Field(i).Interface()) {
-			key := reflect.TypeFor[identity]().Field(i).Tag.Get("json")
-			return fmt.Errorf("train: %s holds another run (%s %v there, %v now): use another --out to start a new run, or the same settings to resume it",
-				cfg.OutDir, key, gv.Field(i).Interface(), wv.Field(i).Interface())
+		key, _, _ := strings.Cut(reflect.TypeFor[identity]().Field(i).Tag.Get("json"), ",")
+		_, present := keys[key]
+		if !present {
+			gv.Field(i).Set(ov.Field(i))
 		}
+		if reflect.DeepEqual(gv.Field(i).Interface(), wv.Field(i).Interface()) {
+			continue
+		}
+		there := fmt.Sprintf("%s %v there", key, gv.Field(i).Interface())
+		switch {
+		case !present && gv.Field(i).IsZero():
+			there = key + " absent there"
+		case !present:
+			there = fmt.Sprintf("%s absent there, which means %v", key, gv.Field(i).Interface())
+		}
+		return fmt.Errorf("train: %s holds another run (%s, %v now): use another --out to start a new run, or the same settings to resume it",
+			cfg.OutDir, there, wv.Field(i).Interface())
 	}
 	return nil
 }

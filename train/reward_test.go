@@ -5,12 +5,16 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/rl"
 	"github.com/delegatelab/delegate/rollout"
+	"github.com/delegatelab/delegate/strategy"
+	"github.com/delegatelab/delegate/world"
 )
 
 // criticalPathFormula is reward.CriticalPath's reward written out. It is q
@@ -127,7 +131,9 @@ func TestTrainingRewardIdentity(t *testing.T) {
 // TestTrainCriticalPathReward trains the shipped delegator three steps
 // under critical_path, its bonus annealed over two steps. It checks every
 // rollout's reward against the formula at its step. It checks each step's
-// mean reward in metrics.jsonl against the formula's mean.
+// mean reward in metrics.jsonl against the formula's mean. A turn's
+// delegate calls wait for one another (turnBarrier), so calls off the
+// critical path, which the bonus pays for, occur at any load.
 func TestTrainCriticalPathReward(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the shipped models")
@@ -152,6 +158,15 @@ func TestTrainCriticalPathReward(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := src.(*rollouts)
+	// Each rollout gets its barrier, around the models of its seats.
+	var waited atomic.Int64
+	build := s.build
+	s.build = func(p *world.Problem, delegator, solver delegate.Agent) (delegate.Strategy, error) {
+		b := &turnBarrier{limit: r.scfg.ToolConcurrency, timeouts: &waited}
+		delegator.Model = turnCounter{delegator.Model, b}
+		solver.Model = heldSolver{solver.Model, b}
+		return build(p, delegator, solver)
+	}
 	var (
 		mu       sync.Mutex
 		outcomes = map[int][]reward.Outcome{}
@@ -205,4 +220,90 @@ func TestTrainCriticalPathReward(t *testing.T) {
 	if !bonusPaid {
 		t.Error("no rollout of steps 0 and 1 had calls off its critical path: the annealed bonus was never tested")
 	}
+	if n := waited.Load(); n > 0 {
+		t.Errorf("%d delegate calls waited %v for a sibling that never came", n, siblingWait)
+	}
+}
+
+// siblingWait bounds how long a delegate call waits for its siblings. They
+// start together, so only a barrier that miscounts them waits this long.
+const siblingWait = 10 * time.Second
+
+// turnBarrier makes the delegate calls of one rollout's turns overlap in
+// time. turnCounter counts each turn's calls; heldSolver holds each call
+// until all of them have started, at most limit, or siblingWait passes.
+// A rollout's turns follow one another, so one barrier serves a rollout.
+type turnBarrier struct {
+	limit    int           // route's ToolConcurrency: more calls never run at once
+	timeouts *atomic.Int64 // calls released by siblingWait
+
+	mu      sync.Mutex
+	want    int           // calls of the current turn that run at once
+	arrived int           // calls of the current turn started
+	release chan struct{} // closed when want calls have started
+}
+
+// turn starts a turn of n delegate calls.
+func (b *turnBarrier) turn(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.want, b.arrived, b.release = min(n, b.limit), 0, make(chan struct{})
+}
+
+// wait returns once every call of the turn that runs at once has started.
+// It also returns after siblingWait, counted in timeouts, or with ctx.
+func (b *turnBarrier) wait(ctx context.Context) error {
+	b.mu.Lock()
+	b.arrived++
+	if b.arrived == b.want {
+		close(b.release)
+	}
+	release := b.release
+	b.mu.Unlock()
+	timer := time.NewTimer(siblingWait)
+	defer timer.Stop()
+	select {
+	case <-release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		b.timeouts.Add(1)
+		return nil
+	}
+}
+
+// turnCounter is the delegator's model; it tells the barrier how many
+// delegate calls each of its turns makes, counted as route counts them.
+type turnCounter struct {
+	delegate.Model
+	b *turnBarrier
+}
+
+func (m turnCounter) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	resp, err := m.Model.Chat(ctx, req)
+	if err != nil || resp == nil || len(resp.Choices) == 0 {
+		return resp, err
+	}
+	n := 0
+	for _, tc := range resp.Choices[0].Message.ToolCalls {
+		if _, perr := strategy.ParseDelegateArgs(tc.Arguments); tc.Name == strategy.DelegateToolName && perr == nil {
+			n++
+		}
+	}
+	m.b.turn(n)
+	return resp, nil
+}
+
+// heldSolver is the solver's model; each call waits at the barrier.
+type heldSolver struct {
+	delegate.Model
+	b *turnBarrier
+}
+
+func (m heldSolver) Chat(ctx context.Context, req *delegate.Request) (*delegate.Response, error) {
+	if err := m.b.wait(ctx); err != nil {
+		return nil, err
+	}
+	return m.Model.Chat(ctx, req)
 }

@@ -37,7 +37,9 @@ docs/test-reads.md logs every read). An interrupted run resumes from the state u
 grading uses the solver found under --solver (default: --out/solver). --init
 starts from a checkpoint's weights (with a fresh optimizer and schedule), for
 a second phase of training. --otlp exports every grading run: each of the
-solver's questions and each of the delegator's strategy runs.`,
+solver's questions and each of the delegator's strategy runs. Every flag is
+checked, and the checkpoints --init and --solver name are loaded, before
+any corpus is built.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkProgress(progress); err != nil {

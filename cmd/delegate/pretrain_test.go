@@ -17,7 +17,12 @@ import (
 	"github.com/delegatelab/delegate/world"
 )
 
+// TestPretrainRejectsBadFlags checks that every bad flag is refused,
+// named, before any corpus is built: each case takes a moment, also
+// under the race detector. A checkpoint --init or --solver names must
+// load, and --init's must have the model's shape.
 func TestPretrainRejectsBadFlags(t *testing.T) {
+	tiny, _ := tinyModels(t, t.TempDir())
 	tests := []struct {
 		name string
 		args []string
@@ -30,30 +35,50 @@ func TestPretrainRejectsBadFlags(t *testing.T) {
 		{"init with two models", []string{"--init", "somewhere"}, "--init"},
 		{"unknown level", []string{"--model", "delegator", "--levels", "2,9"}, "--levels: 9"},
 		{"level twice", []string{"--model", "delegator", "--levels", "2,2"}, "twice"},
-		{"init missing", []string{"--model", "solver", "--init", "/nonexistent/ckpt", "--steps", "1"}, "--init"},
+		{"init missing", []string{"--model", "solver", "--init", "/nonexistent/ckpt", "--steps", "1"}, "--init /nonexistent/ckpt: checkpoint /nonexistent/ckpt"},
+		{"init missing for the delegator", []string{"--model", "delegator", "--init", "/nonexistent/ckpt"}, "--init /nonexistent/ckpt:"},
+		{"init of another shape", []string{"--model", "solver", "--init", tiny}, "--init " + tiny + " holds a model of another shape"},
+		{"solver missing", []string{"--model", "delegator", "--solver", "/nonexistent/solver"}, "--solver /nonexistent/solver: checkpoint /nonexistent/solver"},
 		{"route mix of two", []string{"--model", "delegator", "--route-mix", "0.5,0.5"}, "--route-mix has 2 weights"},
+		{"negative route mix", []string{"--model", "delegator", "--route-mix", "-1,1,0"}, "--route-mix: world mix: never: weight -1 is negative"},
 		{"route mix for the solver", []string{"--model", "solver", "--route-mix", "0,0,1"}, "--model solver"},
+		{"levels for the solver", []string{"--model", "solver", "--levels", "2"}, "--levels sets the delegator's corpus"},
+		{"peers for the solver", []string{"--model", "solver", "--with-peers"}, "--with-peers sets the delegator's corpus"},
 		{"unknown world", []string{"--model", "solver", "--world", "nowhere"}, `world "nowhere"`},
 		{"digits world's delegator", []string{"--model", "delegator", "--world", "digits"}, "--world sets the solver's coverage"},
 		{"unknown grade split", []string{"--model", "delegator", "--grade-split", "train"}, `--grade-split "train", want validation or test`},
 		// test is accepted: the run gets past the flags to the missing --init.
-		{"grade split test", []string{"--model", "solver", "--grade-split", "test", "--init", "/nonexistent/ckpt", "--steps", "1"}, "--init:"},
+		{"grade split test", []string{"--model", "solver", "--grade-split", "test", "--init", "/nonexistent/ckpt", "--steps", "1"}, "--init /nonexistent/ckpt:"},
 	}
-	// These fail only after building the solver's corpus. That is one
-	// goroutine's work: the race detector slows it many times and has
-	// nothing to check in it.
-	corpus := map[string]bool{"init missing": true, "grade split test": true}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if raceEnabled && corpus[tt.name] {
-				t.Skip("builds the solver's corpus first: the README's second test command runs it without the race detector")
-			}
 			args := append([]string{"pretrain", "--out", t.TempDir()}, tt.args...)
-			_, err := execute(t, func(string) string { return "" }, args...)
+			got, err := execute(t, func(string) string { return "" }, args...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("pretrain %v: %v, want an error mentioning %q", tt.args, err, tt.want)
 			}
+			if strings.Contains(got, "transcripts") {
+				t.Errorf("pretrain %v built a corpus before refusing its flags:\n%s", tt.args, got)
+			}
 		})
+	}
+}
+
+// TestPretrainChecksEveryModelFirst: --model all refuses to replace the
+// delegator's finished checkpoint before it trains the solver.
+func TestPretrainChecksEveryModelFirst(t *testing.T) {
+	out := t.TempDir()
+	tinyModels(t, out)
+	// out/delegator holds a finished checkpoint; the solver is to train.
+	if err := os.RemoveAll(filepath.Join(out, "solver")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := execute(t, func(string) string { return "" }, "pretrain", "--out", out, "--steps", "1")
+	if err == nil || !strings.Contains(err.Error(), "pretrain delegator: "+filepath.Join(out, "delegator")+" already holds a trained checkpoint") {
+		t.Errorf("pretrain --model all over a finished delegator: %v, want the delegator's checkpoint named", err)
+	}
+	if strings.Contains(got, "transcripts") {
+		t.Errorf("it built the solver's corpus before refusing:\n%s", got)
 	}
 }
 

@@ -371,9 +371,9 @@ var mlpoDefaults = []modeDefault{
 	{"mu", "0"},
 	{"level", strconv.Itoa(world.MLPOLevel)},
 	{"distractors", strconv.Itoa(world.MLPODistractors)},
-	{"peer-count", "2"},
+	{"peer-count", strconv.Itoa(train.MLPOPeerCount)},
 	{"train-problems", "2048"},
-	{"kl", "0.04"},
+	{"kl", strconv.FormatFloat(train.MLPOKLBeta, 'g', -1, 64)},
 	{"eval-items", "300"},
 }
 

@@ -178,6 +178,26 @@ func TestTrainRLSeedIsTheRunsIdentity(t *testing.T) {
 	}
 }
 
+// TestTrainLRIsTheRunsIdentity resumes a run only with its own learning
+// rate: the trainer's state is never updated at another one.
+func TestTrainLRIsTheRunsIdentity(t *testing.T) {
+	raceCovered(t, "train's TestIdentityTrainerSettings")
+	dir := t.TempDir()
+	solver, delegator := tinyModels(t, dir)
+	out := filepath.Join(dir, "run")
+	if _, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, "--time", "1ns")...); err == nil {
+		t.Fatal("a run stopped by its time budget exited 0")
+	}
+	run, err := os.ReadFile(filepath.Join(out, train.RunFile))
+	if err != nil || !strings.Contains(string(run), `"lr": 0.01,`) {
+		t.Fatalf("run file: %v\n%s", err, run)
+	}
+	got, err := execute(t, testEnv, tinyTrainArgs(solver, delegator, out, "--time", "1ns", "--lr", "1e-3")...)
+	if err == nil || !strings.Contains(err.Error(), "lr 0.01 there, 0.001 now") {
+		t.Errorf("resumed with another --lr: %v\n%s", err, got)
+	}
+}
+
 // TestTrainRLSeeds trains two RL seeds from one command. Each seed's run
 // has its directory and table, and the summary counts the seeds meeting
 // each check. --rl-seeds refuses --rl-seed beside it.
