@@ -212,6 +212,9 @@ type Gateway struct {
 	// Lock order: mu, then a session's mu; gmu alone.
 	mu       sync.Mutex
 	sessions map[string]*session // by digest of the id
+	// due is the earliest expiry among sessions, or later; zero when
+	// none is live. expire looks at the sessions only once it passes.
+	due time.Time
 
 	gmu     sync.Mutex
 	pending map[string][]*Finished // finished sessions by group key, not yet in a record
@@ -588,6 +591,9 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 	}
 	g.mu.Lock()
 	g.sessions[s.key] = s
+	if g.due.IsZero() || s.expires.Before(g.due) {
+		g.due = s.expires
+	}
 	g.mu.Unlock()
 	scheme := "http"
 	if r.TLS != nil {
@@ -621,17 +627,29 @@ func (g *Gateway) live(id string) (*session, int, string) {
 }
 
 // expire ends the live sessions past their time, recording each as
-// expired.
+// expired. It looks at them only once the earliest expiry has passed:
+// every POST /sessions calls it, and a scan of every open session each
+// time made opening one cost more the more were open.
 func (g *Gateway) expire(ctx context.Context) {
 	now := g.cfg.Now()
 	var gone []*session
 	g.mu.Lock()
+	if g.due.IsZero() || now.Before(g.due) {
+		g.mu.Unlock()
+		return
+	}
+	g.due = time.Time{}
 	for k, s := range g.sessions {
 		s.mu.Lock()
-		if !now.Before(s.expires) && !s.done {
+		switch {
+		case !now.Before(s.expires) && !s.done:
 			s.done = true
 			gone = append(gone, s)
 			delete(g.sessions, k)
+		case g.due.IsZero() || s.expires.Before(g.due):
+			// Ending sessions count too: a reward that fails leaves
+			// them live.
+			g.due = s.expires
 		}
 		s.mu.Unlock()
 	}
