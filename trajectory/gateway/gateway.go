@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -585,7 +586,10 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 		s.task = *req.Task
 	}
 	s.group, s.policyVersion = group, version
-	if err := g.db.OpenSession(r.Context(), s.key, s.group, now.Unix()); err != nil {
+	// Not canceled with the request: the driver watches a cancelable
+	// context with a goroutine per statement, and a session stored for a
+	// client gone meanwhile just expires.
+	if err := g.db.OpenSession(context.WithoutCancel(r.Context()), s.key, s.group, now.Unix()); err != nil {
 		writeError(w, http.StatusInternalServerError, "store_error", err.Error())
 		return
 	}
@@ -825,10 +829,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	case err != nil:
 		writeError(w, http.StatusBadRequest, "bad_body", "read body: "+err.Error())
 		return false
-	case len(strings.TrimSpace(string(body))) == 0:
+	case len(bytes.TrimSpace(body)) == 0:
 		return true
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_body", "decode body: "+err.Error())
