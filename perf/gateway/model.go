@@ -190,8 +190,8 @@ type tally struct {
 // and of every child of procs while each arm runs, and checks each
 // call's completion against the capture's. Each arm first replays eps
 // warmup times unmeasured: a child's first calls pay its cold start
-// (page faults, heap growth, a new store), which delegate serve paid in
-// the capture and the others would pay in their figures.
+// (page faults, heap growth, a new store), which would count in its
+// path's figures.
 func interleave(c *http.Client, eps []episode, arms []arm, procs []*child, reps, warmup, workers int) ([]tally, error) {
 	ts := make([]tally, len(arms))
 	for i := range ts {

@@ -213,8 +213,9 @@ type Gateway struct {
 	// Lock order: mu, then a session's mu; gmu alone.
 	mu       sync.Mutex
 	sessions map[string]*session // by digest of the id
-	// due is the earliest expiry among sessions, or later; zero when
-	// none is live. expire looks at the sessions only once it passes.
+	// due is at or before the earliest expiry among sessions: one that
+	// ended may leave it early. Zero means none is live. expire looks at
+	// the sessions only once due has passed.
 	due time.Time
 
 	gmu     sync.Mutex
