@@ -21,9 +21,24 @@ import (
 
 // runInProcess measures the gateway hosting the models against delegate
 // serve hosting them, on the route strategy's calls, interleaved.
+//
+// With control, a second delegate serve takes the gateway's place, its
+// calls without sessions: the ratio is then the program's own bias.
 func runInProcess(m modelRun) error {
 	ctx := context.Background()
-	serve, eps, calls, err := m.workload(ctx, fmt.Sprintf("inprocess (direct: delegate serve --config %[1]s; gateway: delegate gateway --config %[1]s, the same models in its process, every call recorded; greedy)", m.config))
+	what := fmt.Sprintf("inprocess (direct: delegate serve --config %[1]s; gateway: delegate gateway --config %[1]s, the same models in its process, every call recorded; greedy)", m.config)
+	if m.control {
+		what = fmt.Sprintf("inprocess, control (direct: delegate serve --config %[1]s; in the gateway's place a second delegate serve on it, no sessions; greedy)", m.config)
+	}
+	captured, eps, calls, err := m.workload(ctx, what)
+	if err != nil {
+		return err
+	}
+	// The capture's server is not measured: it has served the capture,
+	// the gateway nothing. Both measured servers start fresh and warm up
+	// alike.
+	captured.stop()
+	serve, err := startServe(m.bin, m.config)
 	if err != nil {
 		return err
 	}
@@ -34,16 +49,21 @@ func runInProcess(m modelRun) error {
 	}
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "out")
-	gw, err := startGateway(m.bin, m.config, out, "delegator", "solver")
+	var gw *child
+	if m.control {
+		gw, err = startServe(m.bin, m.config)
+	} else {
+		gw, err = startGateway(m.bin, m.config, out, "delegator", "solver")
+	}
 	if err != nil {
 		return err
 	}
 	defer gw.stop()
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: m.workers * 2}}
-	arms := []arm{{name: "direct", base: serve.base}, {name: "gateway", base: gw.base, sessions: true}}
+	arms := []arm{{name: "direct", base: serve.base}, {name: "gateway", base: gw.base, sessions: !m.control}}
 	const pServe, pGw = 0, 1
-	ts, err := interleave(client, eps, arms, []*child{serve, gw}, m.reps, m.workers)
+	ts, err := interleave(client, eps, arms, []*child{serve, gw}, m.reps, m.warmup, m.workers)
 	if err != nil {
 		return err
 	}
@@ -60,8 +80,10 @@ func runInProcess(m modelRun) error {
 	fmt.Printf("latency: direct p50 %v p99 %v; through the gateway p50 %v p99 %v; gateway's added p50 %v p99 %v\n",
 		dp50, dp99, gp50, gp99, gp50-dp50, gp99-dp99)
 	printDiffs(append(d.diffs, g.diffs...), calls*m.reps*len(arms))
-	if err := printRecorded(client, gw.base, out, len(eps)*m.reps); err != nil {
-		return err
+	if !m.control {
+		if err := printRecorded(client, gw.base, out, len(eps)*(m.reps+m.warmup)); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("%s CPU ≤ 1.1× direct (%.2f×)\n", verdict(gCPU*10 <= dCPU*11), ratio)
 	fmt.Printf("%s added p99 ≤ 2 ms (%v)\n", verdict(gp99-dp99 <= 2*time.Millisecond), gp99-dp99)

@@ -12,8 +12,10 @@
 // Its workload is the calls the route strategy makes on world problems, greedily (model.go).
 // inprocess runs that workload against delegate serve and against a gateway that hosts the same models
 // in its own process, with no extra hop (inprocess.go).
+// Each path first runs the workload once unmeasured (-warmup), so that no child's cold start is in its figures.
+// With -control, inprocess puts a second delegate serve in the gateway's place: the ratio is then the program's own bias.
 //
-// Usage: go run ./perf/gateway -bin ./delegate [-backend model|inprocess]
+// Usage: go run ./perf/gateway -bin ./delegate [-backend model|inprocess [-control]] [-warmup N]
 package main
 
 import (
@@ -47,6 +49,8 @@ func main() {
 	bin := flag.String("bin", "./delegate", "the delegate binary to measure")
 	calls := flag.Int("calls", 2000, "with -backend standin: calls per repetition and path")
 	reps := flag.Int("reps", 5, "repetitions of each path, interleaved")
+	warmup := flag.Int("warmup", 1, "unmeasured repetitions of each path before the measured ones, so that no path pays its cold start in its figures")
+	control := flag.Bool("control", false, "with -backend inprocess: a second delegate serve in the gateway's place, to measure the program's own bias")
 	workers := flag.Int("workers", 4, "concurrent clients")
 	perSession := flag.Int("session-calls", 10, "with -backend standin: calls of one session before it ends")
 	forwardTo := flag.String("forward-to", "", "be the bare forwarder child: forward every request to this URL")
@@ -65,9 +69,9 @@ func main() {
 	var err error
 	switch *backend {
 	case "standin":
-		err = run(*bin, *calls, *reps, *workers, *perSession)
+		err = run(*bin, *calls, *reps, *warmup, *workers, *perSession)
 	case "model", "inprocess":
-		m := modelRun{bin: *bin, config: *serveConfig, problems: *problems, seed: *seed, reps: *reps, workers: *workers}
+		m := modelRun{bin: *bin, config: *serveConfig, problems: *problems, seed: *seed, reps: *reps, warmup: *warmup, workers: *workers, control: *control}
 		if *backend == "model" {
 			err = runModel(m)
 		} else {
@@ -85,7 +89,7 @@ func main() {
 // body is every call's request: a short conversation, as an agent's.
 var body = []byte(`{"model":"standin","messages":[{"role":"system","content":"Solve or delegate."},{"role":"user","content":"Dot has 91 jars of 23 coins. Gus has 19 jars of 83 coins. Gus gets 49 more. How many coins do they have in all?"}],"temperature":0}`)
 
-func run(bin string, calls, reps, workers, perSession int) error {
+func run(bin string, calls, reps, warmup, workers, perSession int) error {
 	sb, err := standin.New(standin.DefaultConfig())
 	if err != nil {
 		return err
@@ -118,8 +122,8 @@ func run(bin string, calls, reps, workers, perSession int) error {
 	defer gw.stop()
 	fmt.Printf("machine: %d CPUs, %s; load average %s\n", runtime.NumCPU(), runtime.Version(), loadavg())
 	fmt.Printf("backend: standin\n")
-	fmt.Printf("workload: %d calls × %d repetitions per path, %d clients, sessions of %d calls (reward at the end), stand-in answering at once\n",
-		calls, reps, workers, perSession)
+	fmt.Printf("workload: %d calls × %d repetitions per path (after %d unmeasured), %d clients, sessions of %d calls (reward at the end), stand-in answering at once\n",
+		calls, reps, warmup, workers, perSession)
 
 	// The floor: a bare forwarder, one HTTP hop and nothing else, in a
 	// child process as the gateway is.
@@ -136,6 +140,22 @@ func run(bin string, calls, reps, workers, perSession int) error {
 	var lats [3][]time.Duration
 	var cpus [3]time.Duration
 	var gOwn, fOwn time.Duration
+	pass := func(path int) ([]time.Duration, error) {
+		switch path {
+		case viaGateway:
+			return gatewayLoad(client, gw.base, calls, workers, perSession)
+		case viaForwarder:
+			return load(client, func(int) string { return forwarded }, calls, workers)
+		}
+		return load(client, func(int) string { return direct }, calls, workers)
+	}
+	for range warmup {
+		for path := range lats {
+			if _, err := pass(path); err != nil {
+				return err
+			}
+		}
+	}
 	for r := range reps {
 		paths := []int{viaDirect, viaForwarder, viaGateway}
 		if r%2 == 1 {
@@ -143,15 +163,7 @@ func run(bin string, calls, reps, workers, perSession int) error {
 		}
 		for _, path := range paths {
 			self0, gw0, fwd0 := selfCPU(), gw.cpu(), fwd.cpu()
-			var lat []time.Duration
-			switch path {
-			case viaGateway:
-				lat, err = gatewayLoad(client, gw.base, calls, workers, perSession)
-			case viaForwarder:
-				lat, err = load(client, func(int) string { return forwarded }, calls, workers)
-			default:
-				lat, err = load(client, func(int) string { return direct }, calls, workers)
-			}
+			lat, err := pass(path)
 			if err != nil {
 				return err
 			}

@@ -37,10 +37,13 @@ import (
 
 // modelRun is the model workload's settings.
 type modelRun struct {
-	bin, config    string
-	problems, reps int
-	workers        int
-	seed           uint64
+	bin, config            string
+	problems, reps, warmup int
+	workers                int
+	seed                   uint64
+	// control puts a second delegate serve in the gateway's place
+	// (inprocess only).
+	control bool
 }
 
 // episode is one world problem as the route strategy ran it: the bodies
@@ -91,7 +94,7 @@ func runModel(m modelRun) error {
 	arms := []arm{{name: names[viaDirect], base: serve.base}, {name: names[viaForwarder], base: fwd.base}, {name: names[viaGateway], base: gw.base, sessions: true}}
 	// Each child's index in a tally's procs.
 	const pServe, pFwd, pGw = 0, 1, 2
-	ts, err := interleave(client, eps, arms, []*child{serve, fwd, gw}, m.reps, m.workers)
+	ts, err := interleave(client, eps, arms, []*child{serve, fwd, gw}, m.reps, m.warmup, m.workers)
 	if err != nil {
 		return err
 	}
@@ -148,8 +151,8 @@ func (m modelRun) workload(ctx context.Context, backend string) (serve *child, e
 	for _, ep := range eps {
 		calls += len(ep.calls)
 	}
-	fmt.Printf("workload: the route strategy's %d calls on %d world validation problems (seed %d; %d right), captured in %v (backend CPU %v); × %d repetitions per path, %d clients, one session per problem through the gateway (verified at the end)\n",
-		calls, len(eps), m.seed, right, time.Since(capStart).Round(time.Millisecond), serve.cpu()-cap0, m.reps, m.workers)
+	fmt.Printf("workload: the route strategy's %d calls on %d world validation problems (seed %d; %d right), captured in %v (backend CPU %v); × %d repetitions per path (after %d unmeasured), %d clients, one session per problem through the gateway (verified at the end)\n",
+		calls, len(eps), m.seed, right, time.Since(capStart).Round(time.Millisecond), serve.cpu()-cap0, m.reps, m.warmup, m.workers)
 	return serve, eps, calls, nil
 }
 
@@ -185,11 +188,21 @@ type tally struct {
 // interleave replays eps on each arm, reps times, the arms' order
 // reversed every other repetition. It measures the CPU of this process
 // and of every child of procs while each arm runs, and checks each
-// call's completion against the capture's.
-func interleave(c *http.Client, eps []episode, arms []arm, procs []*child, reps, workers int) ([]tally, error) {
+// call's completion against the capture's. Each arm first replays eps
+// warmup times unmeasured: a child's first calls pay its cold start
+// (page faults, heap growth, a new store), which would count in its
+// path's figures.
+func interleave(c *http.Client, eps []episode, arms []arm, procs []*child, reps, warmup, workers int) ([]tally, error) {
 	ts := make([]tally, len(arms))
 	for i := range ts {
 		ts[i].procs = make([]time.Duration, len(procs))
+	}
+	for range warmup {
+		for _, a := range arms {
+			if _, _, err := replay(c, eps, workers, a.base, a.sessions); err != nil {
+				return nil, fmt.Errorf("%s path, unmeasured: %w", a.name, err)
+			}
+		}
 	}
 	for r := range reps {
 		order := make([]int, len(arms))

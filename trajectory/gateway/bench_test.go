@@ -191,6 +191,29 @@ func BenchmarkSession(b *testing.B) {
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
+// BenchmarkOpen measures opening a session while every session opened
+// before stays open, as with many agents at work. CPU per session is
+// cpu-ns/op, in process: client and gateway.
+func BenchmarkOpen(b *testing.B) {
+	m := modeltest.New("m", func(context.Context, *delegate.Request) (*delegate.Response, error) {
+		return modeltest.Text("ok"), nil
+	})
+	cfg := gateway.DefaultConfig()
+	cfg.Dir = b.TempDir()
+	gw, err := gateway.Open(context.Background(), cfg, nil, m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gw.Close()
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	cpu0 := processCPU()
+	for b.Loop() {
+		benchPost(b, srv.URL+"/sessions", "", `{"group":"g"}`)
+	}
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
 // BenchmarkModelSession measures one session of the route strategy's
 // calls through the gateway, against a backend that answers as `delegate
 // serve` answers the gateway: logprobs and token ids for every token,

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -212,6 +213,10 @@ type Gateway struct {
 	// Lock order: mu, then a session's mu; gmu alone.
 	mu       sync.Mutex
 	sessions map[string]*session // by digest of the id
+	// due is at or before the earliest expiry among sessions: one that
+	// ended may leave it early. Zero means none is live. expire looks at
+	// the sessions only once due has passed.
+	due time.Time
 
 	gmu     sync.Mutex
 	pending map[string][]*Finished // finished sessions by group key, not yet in a record
@@ -582,12 +587,18 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request) {
 		s.task = *req.Task
 	}
 	s.group, s.policyVersion = group, version
-	if err := g.db.OpenSession(r.Context(), s.key, s.group, now.Unix()); err != nil {
+	// Not canceled with the request: the driver watches a cancelable
+	// context with a goroutine per statement, and a session stored for a
+	// client gone meanwhile just expires.
+	if err := g.db.OpenSession(context.WithoutCancel(r.Context()), s.key, s.group, now.Unix()); err != nil {
 		writeError(w, http.StatusInternalServerError, "store_error", err.Error())
 		return
 	}
 	g.mu.Lock()
 	g.sessions[s.key] = s
+	if g.due.IsZero() || s.expires.Before(g.due) {
+		g.due = s.expires
+	}
 	g.mu.Unlock()
 	scheme := "http"
 	if r.TLS != nil {
@@ -621,17 +632,29 @@ func (g *Gateway) live(id string) (*session, int, string) {
 }
 
 // expire ends the live sessions past their time, recording each as
-// expired.
+// expired. It looks at them only once the earliest expiry has passed:
+// every POST /sessions calls it, and a scan of every open session each
+// time made opening one cost more the more were open.
 func (g *Gateway) expire(ctx context.Context) {
 	now := g.cfg.Now()
 	var gone []*session
 	g.mu.Lock()
+	if g.due.IsZero() || now.Before(g.due) {
+		g.mu.Unlock()
+		return
+	}
+	g.due = time.Time{}
 	for k, s := range g.sessions {
 		s.mu.Lock()
-		if !now.Before(s.expires) && !s.done {
+		switch {
+		case !now.Before(s.expires) && !s.done:
 			s.done = true
 			gone = append(gone, s)
 			delete(g.sessions, k)
+		case g.due.IsZero() || s.expires.Before(g.due):
+			// Ending sessions count too: a reward that fails leaves
+			// them live.
+			g.due = s.expires
 		}
 		s.mu.Unlock()
 	}
@@ -807,10 +830,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	case err != nil:
 		writeError(w, http.StatusBadRequest, "bad_body", "read body: "+err.Error())
 		return false
-	case len(strings.TrimSpace(string(body))) == 0:
+	case len(bytes.TrimSpace(body)) == 0:
 		return true
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		writeError(w, http.StatusBadRequest, "bad_body", "decode body: "+err.Error())
