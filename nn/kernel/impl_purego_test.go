@@ -46,6 +46,7 @@ func TestPuregoImpl(t *testing.T) {
 		{"archQ8Dot4", archQ8Dot4() != nil},
 		{"activeQ8Panels", activeQ8Panels != nil},
 		{"activeQ8Panels4", activeQ8Panels4 != nil},
+		{"archStrided", archStrided != nil},
 	}
 	for _, h := range hooks {
 		if h.set {
