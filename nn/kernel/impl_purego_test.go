@@ -47,6 +47,8 @@ func TestPuregoImpl(t *testing.T) {
 		{"activeQ8Panels", activeQ8Panels != nil},
 		{"activeQ8Panels4", activeQ8Panels4 != nil},
 		{"archStrided", archStrided != nil},
+		{"archExpTail", archExpTail != nil},
+		{"activeExpTail", activeExpTail != nil},
 	}
 	for _, h := range hooks {
 		if h.set {
