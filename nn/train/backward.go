@@ -104,7 +104,7 @@ func (w *Workspace) backward(ctx context.Context, p, g *nn.Params, b Batch) erro
 		kernel.MatMulTNAcc(gl.Wo, dres, ao, d, n, d) // (D, D)
 		kernel.MatMulNN(dao, dres, lp.Wo, n, d, d)   // (N, D)
 		attn.backward(dqkv, dao, a.lse, qkv)         // (N, D+2KV)
-		parallel(n, 16, func(lo, hi int) {
+		parallel(n, rowChunk(d+kv, 16), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				w.rope.Backward(dqkv[i*s:i*s+d+kv], i%t) // queries and keys
 			}

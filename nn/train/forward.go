@@ -189,7 +189,7 @@ func (w *Workspace) forward(ctx context.Context, p *nn.Params, b Batch) error {
 		// attention: xmid = x + Wo·Attn(RoPE(Wq·xn1), RoPE(Wk·xn1), Wv·xn1)
 		rmsNormForward(xn1, a.r1, x, lp.AttnNorm, n, d, eps) // (N, D)
 		kernel.MatMulNT(qkv, xn1, wqkv, n, d, s)             // (N, D+2KV)
-		parallel(n, 16, func(lo, hi int) {
+		parallel(n, rowChunk(d+kv, 16), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				w.rope.Forward(qkv[i*s:i*s+d+kv], i%t) // queries and keys
 			}

@@ -7,6 +7,16 @@ import (
 	"sync"
 )
 
+// minChunkValues is the fewest values a chunk of a per-row layer holds.
+// Starting and waking a goroutine costs microseconds, as much as a
+// norm or a rotation over a few hundred rows of a 64-wide model, so
+// such a layer runs on one core.
+const minChunkValues = 1 << 14
+
+// rowChunk is the fewest rows of width w in a chunk: at least least, and
+// at least minChunkValues values.
+func rowChunk(w, least int) int { return max(least, minChunkValues/max(w, 1)) }
+
 // parallel runs fn over [0, n) split into contiguous chunks of at least minChunk items.
 // It runs at most GOMAXPROCS chunks at once, the last on the caller's
 // goroutine, and returns when every chunk is done. Each chunk must write

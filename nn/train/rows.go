@@ -20,7 +20,7 @@ import (
 // rmsNormForward writes y (N, D) from x (N, D) and g (D), and saves each
 // row's r (N).
 func rmsNormForward(y, r, x, g []float32, n, d int, eps float32) {
-	parallel(n, 64, func(lo, hi int) {
+	parallel(n, rowChunk(d, 64), func(lo, hi int) {
 		i := lo
 		for ; i+4 <= hi; i += 4 {
 			rmsNorm4(y[i*d:(i+4)*d], r[i:i+4], x[i*d:(i+4)*d], g[:d], eps)
@@ -61,7 +61,7 @@ func rmsNorm4(y, r, x, g []float32, eps float32) {
 // over rows in order, so the result does not depend on the number of
 // goroutines.
 func rmsNormBackward(dx, dg, dy, x, g, r []float32, n, d int) {
-	parallel(n, 64, func(lo, hi int) {
+	parallel(n, rowChunk(d, 64), func(lo, hi int) {
 		i := lo
 		for ; i+4 <= hi; i += 4 {
 			rmsNormBackward4(dx[i*d:(i+4)*d], dy[i*d:(i+4)*d], x[i*d:(i+4)*d], g[:d], r[i:i+4])
