@@ -49,6 +49,7 @@ func TestPuregoImpl(t *testing.T) {
 		{"archStrided", archStrided != nil},
 		{"archExpTail", archExpTail != nil},
 		{"activeExpTail", activeExpTail != nil},
+		{"archRotate", archRotate != nil},
 	}
 	for _, h := range hooks {
 		if h.set {
