@@ -216,11 +216,16 @@ func attnDScores(dpb, pb []float32, ld, r0, r1 int, scale float32) {
 		p0, p1, p2, p3 := row(pb, i), row(pb, i+1), row(pb, i+2), row(pb, i+3)
 		d0, d1, d2, d3 := row(dpb, i), row(dpb, i+1), row(dpb, i+2), row(dpb, i+3)
 		var s0, s1, s2, s3 float32
-		for j := range i + 1 {
-			s0 += p0[j] * d0[j]
-			s1 += p1[j] * d1[j]
-			s2 += p2[j] * d2[j]
-			s3 += p3[j] * d3[j]
+		// Each slice cut to the shared length, so that the loop needs no
+		// bounds checks.
+		n := i + 1
+		q0, q1, q2, q3 := p0[:n], p1[:n], p2[:n], p3[:n]
+		e0, e1, e2, e3 := d0[:n], d1[:n], d2[:n], d3[:n]
+		for j, p := range q0 {
+			s0 += p * e0[j]
+			s1 += q1[j] * e1[j]
+			s2 += q2[j] * e2[j]
+			s3 += q3[j] * e3[j]
 		}
 		s1 += p1[i+1] * d1[i+1]
 		s2 += p2[i+1] * d2[i+1]
