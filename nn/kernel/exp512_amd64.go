@@ -19,3 +19,19 @@ var archExp512 = func() expFunc {
 		return expSumAVX512(unsafe.SliceData(dst), unsafe.SliceData(src), n, scale, shift)
 	}
 }()
+
+//go:noescape
+func expRowsAVX512(p *float32, ld, n0, rows int, scale float32, shift, sums *float32)
+
+// archExpRows is the AVX-512 expRowsFunc, nil where the CPU lacks AVX-512.
+var archExpRows = func() expRowsFunc {
+	if archExp512 == nil {
+		return nil
+	}
+	return func(p []float32, ld, n0, rows int, scale float32, shift, sums []float32) {
+		_ = p[(rows-1)*ld+n0+rows-2]
+		_ = shift[rows-1]
+		_ = sums[rows-1]
+		expRowsAVX512(unsafe.SliceData(p), ld, n0, rows, scale, unsafe.SliceData(shift), unsafe.SliceData(sums))
+	}
+}()

@@ -117,3 +117,84 @@ sum:
 	VMOVSS X0, ret+32(FP)
 	VZEROUPPER
 	RET
+
+// func expRowsAVX512(p *float32, ld, n0, rows int, scale float32, shift, sums *float32)
+//
+// expSumAVX512 in place on the heads of rows rows: row r holds n0+r
+// values at p + 4·r·ld, its head the first (n0+r) &^ 7 of them. It sets
+// them to e^(scale·x − shift[r]) and sums[r] to their sum, with the bits
+// of a call of expSumAVX512 per row (sum 0 for an empty head).
+TEXT ·expRowsAVX512(SB), NOSPLIT, $0-56
+	MOVQ p+0(FP), R11
+	MOVQ ld+8(FP), R12
+	SHLQ $2, R12
+	MOVQ n0+16(FP), R13
+	MOVQ rows+24(FP), R14
+	VBROADCASTSS scale+32(FP), Z0
+	MOVQ shift+40(FP), R8
+	MOVQ sums+48(FP), R9
+	VBROADCASTSS exp512c<>+0(SB), Z9
+	VBROADCASTSS exp512c<>+4(SB), Z10
+	VBROADCASTSS exp512c<>+8(SB), Z11
+	VBROADCASTSS exp512c<>+12(SB), Z12
+	VBROADCASTSS exp512c<>+16(SB), Z13
+	VBROADCASTSS exp512c<>+20(SB), Z14
+	VBROADCASTSS exp512c<>+24(SB), Z16
+	VBROADCASTSS exp512c<>+28(SB), Z17
+	VBROADCASTSS exp512c<>+32(SB), Z18
+	VBROADCASTSS exp512c<>+36(SB), Z19
+	VBROADCASTSS exp512c<>+40(SB), Z20
+	VBROADCASTSS exp512c<>+44(SB), Z21
+	VBROADCASTSS exp512c<>+48(SB), Z22
+	VPBROADCASTD exp512c<>+52(SB), Z23
+	VPTERNLOGD $0xff, Z24, Z24, Z24
+	MOVL $0xff, AX
+	KMOVW AX, K3
+	TESTQ R14, R14
+	JZ rdone
+
+rrow:
+	MOVQ R13, CX
+	ANDQ $-8, CX                      // the row's head
+	VBROADCASTSS (R8), Z1
+	VXORPS Y15, Y15, Y15
+	MOVQ R11, SI
+	CMPQ CX, $16
+	JLT rtail
+
+rloop:
+	VMOVUPS (SI), Z2
+	EXP16
+	VMOVUPS Z5, (SI)
+	VADDPS Y5, Y15, Y15
+	VEXTRACTF64X4 $1, Z5, Y7
+	VADDPS Y7, Y15, Y15
+	ADDQ $64, SI
+	SUBQ $16, CX
+	CMPQ CX, $16
+	JGE rloop
+
+rtail:
+	TESTQ CX, CX
+	JZ rsum
+	VMOVUPS.Z (SI), K3, Z2
+	EXP16
+	VMOVUPS Z5, K3, (SI)
+	VADDPS Y5, Y15, Y15
+
+rsum:
+	VEXTRACTF128 $1, Y15, X2
+	VADDPS X2, X15, X2
+	VHADDPS X2, X2, X2
+	VHADDPS X2, X2, X2
+	VMOVSS X2, (R9)
+	ADDQ $4, R8
+	ADDQ $4, R9
+	ADDQ R12, R11
+	INCQ R13
+	DECQ R14
+	JNZ rrow
+
+rdone:
+	VZEROUPPER
+	RET

@@ -7,3 +7,6 @@ var archExp expFunc
 
 // archMax8: the portable loop of Max is the only one.
 var archMax8 func(x []float32) float32
+
+// archExpRows: without the assembly ExpSumRows calls ExpSum per row.
+var archExpRows expRowsFunc

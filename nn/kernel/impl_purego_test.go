@@ -50,6 +50,7 @@ func TestPuregoImpl(t *testing.T) {
 		{"archExpTail", archExpTail != nil},
 		{"activeExpTail", activeExpTail != nil},
 		{"archRotate", archRotate != nil},
+		{"archExpRows", archExpRows != nil},
 	}
 	for _, h := range hooks {
 		if h.set {
