@@ -48,6 +48,7 @@ type attnScratch struct {
 	q, k, v, o, dq, dk, dv []float32 // (T, HeadDim)
 	p, dp                  []float32 // (attnBlock, T16), T16 = T rounded up to 16
 	kp, vp                 []float32 // (T16, HeadDim) keys and values packed by kernel.PackPanels
+	rows                   []float32 // (2·attnBlock) attnProbs' shifts and sums
 }
 
 var attnPool sync.Pool // of *attnScratch
@@ -58,7 +59,7 @@ func (a attention) scratch() *attnScratch {
 	s, _ := attnPool.Get().(*attnScratch)
 	if s == nil || len(s.q) < n || len(s.p) < nb || len(s.kp) < np {
 		f := func(k int) []float32 { return make([]float32, k) }
-		s = &attnScratch{q: f(n), k: f(n), v: f(n), o: f(n), dq: f(n), dk: f(n), dv: f(n), p: f(nb), dp: f(nb), kp: f(np), vp: f(np)}
+		s = &attnScratch{q: f(n), k: f(n), v: f(n), o: f(n), dq: f(n), dk: f(n), dv: f(n), p: f(nb), dp: f(nb), kp: f(np), vp: f(np), rows: f(2 * attnBlock)}
 	}
 	return s
 }
@@ -83,19 +84,30 @@ func (a attention) scatter(dst, src []float32, s, off int) {
 // It works in place on pb (r1−r0, r1), row stride ld: p_ij = exp(scale·pb_ij − lse_i) for
 // j ≤ i and 0 after. When save is true it computes and stores lse for each
 // row; the row then holds e_ij/Σe, with e_ij = exp(scale·pb_ij − max).
-// Otherwise it reads the saved lse.
-func attnProbs(pb []float32, ld int, lse []float32, r0, r1 int, scale float32, save bool) {
+// Otherwise it reads the saved lse. tmp holds 2·attnBlock values. The
+// exponentials of all rows run in one kernel.ExpSumRows, with the bits of
+// kernel.Softmax and kernel.ExpSum row by row.
+func attnProbs(pb []float32, ld int, lse []float32, r0, r1 int, scale float32, save bool, tmp []float32) {
+	m := r1 - r0
+	shift, sums := tmp[:m], tmp[attnBlock:attnBlock+m]
+	if !save {
+		shift = lse[r0:r1]
+	}
 	for i := r0; i < r1; i++ {
 		row := pb[(i-r0)*ld : (i-r0)*ld+r1]
-		live := row[:i+1]
 		clear(row[i+1:])
-		if !save {
-			kernel.ExpSum(live, live, scale, lse[i])
-			continue
+		if save {
+			shift[i-r0] = scale * kernel.Max(row[:i+1]) // as kernel.Softmax shifts
 		}
-		sum, shift := kernel.Softmax(live, scale)
-		lse[i] = shift + float32(math.Log(float64(sum)))
-		kernel.Scale(live, 1/sum)
+	}
+	kernel.ExpSumRows(pb, ld, r0+1, m, scale, shift, sums)
+	if !save {
+		return
+	}
+	for i := r0; i < r1; i++ {
+		sum := sums[i-r0]
+		lse[i] = shift[i-r0] + float32(math.Log(float64(sum)))
+		kernel.Scale(pb[(i-r0)*ld:(i-r0)*ld+i+1], 1/sum)
 	}
 }
 
@@ -133,7 +145,7 @@ func (a attention) forwardGather(out, lse, qkv []float32) {
 					m := r1 - r0
 					pb := sc.p[:m*r1]                                 // (r1−r0, r1)
 					kernel.MatMulNT(pb, q[r0*hd:r1*hd], k, m, hd, r1) // q·kᵀ
-					attnProbs(pb, r1, l, r0, r1, scale, true)
+					attnProbs(pb, r1, l, r0, r1, scale, true, sc.rows)
 					kernel.MatMulNN(o[r0*hd:r1*hd], pb, v, m, r1, hd) // (r1−r0, HeadDim)
 				}
 				a.scatter(out[b*t*d:(b+1)*t*d], o, d, h*hd)
@@ -190,7 +202,7 @@ func (a attention) backwardGather(dqkv, dout, lse, qkv []float32) {
 					pb, dpb := sc.p[:m*r1], sc.dp[:m*r1] // (r1−r0, r1)
 					qb, dob, dqb := q[r0*hd:r1*hd], do[r0*hd:r1*hd], dq[r0*hd:r1*hd]
 					kernel.MatMulNT(pb, qb, k, m, hd, r1) // q·kᵀ again
-					attnProbs(pb, r1, l, r0, r1, scale, false)
+					attnProbs(pb, r1, l, r0, r1, scale, false, sc.rows)
 					kernel.MatMulNT(dpb, dob, v, m, hd, r1)    // dP
 					kernel.MatMulTNAcc(dv, pb, dob, r1, m, hd) // dV[0:r1]
 					attnDScores(dpb, pb, r1, r0, r1, scale)

@@ -50,7 +50,7 @@ func (a attention) forwardInPlace(out, lse, qkv []float32) {
 					m, n16 := r1-r0, (r1+15)&^15
 					pb := sc.p[:m*t16]                                                              // (r1−r0, r1), row stride T16
 					kernel.MatMulStrided(pb, t16, q[r0*s:], s, 1, kp, pw, pw*hd, m, hd, n16, false) // q·kᵀ
-					attnProbs(pb, t16, l, r0, r1, scale, true)
+					attnProbs(pb, t16, l, r0, r1, scale, true, sc.rows)
 					kernel.MatMulStrided(o[r0*d:], d, pb, t16, 1, v, s, pw, m, r1, hd, false) // p·v
 				}
 			}
@@ -88,7 +88,7 @@ func (a attention) backwardInPlace(dqkv, dout, lse, qkv []float32) {
 					m, n16 := r1-r0, (r1+15)&^15
 					pb, dpb := sc.p[:m*t16], sc.dp[:m*t16]                                          // (r1−r0, r1), row stride T16
 					kernel.MatMulStrided(pb, t16, q[r0*s:], s, 1, kp, pw, pw*hd, m, hd, n16, false) // q·kᵀ again
-					attnProbs(pb, t16, l, r0, r1, scale, false)
+					attnProbs(pb, t16, l, r0, r1, scale, false, sc.rows)
 					kernel.MatMulStrided(dpb, t16, do[r0*d:], d, 1, vp, pw, pw*hd, m, hd, n16, false) // dP
 					kernel.MatMulStrided(dv, hd, pb, 1, t16, do[r0*d:], d, pw, r1, m, hd, true)       // dV[0:r1] += Pᵀ·dO
 					attnDScores(dpb, pb, t16, r0, r1, scale)
