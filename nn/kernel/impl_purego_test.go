@@ -51,6 +51,7 @@ func TestPuregoImpl(t *testing.T) {
 		{"activeExpTail", activeExpTail != nil},
 		{"archRotate", archRotate != nil},
 		{"archExpRows", archExpRows != nil},
+		{"archSoftmaxGrad", archSoftmaxGrad != nil},
 	}
 	for _, h := range hooks {
 		if h.set {
