@@ -262,9 +262,6 @@ func attnDScores(dpb, pb []float32, ld, r0, r1 int, scale float32) {
 
 // attnDScoresRow finishes row i of dS in d from p and its dot.
 func attnDScoresRow(d, p []float32, i int, dot, scale float32) {
-	live, pl := d[:i+1], p[:i+1]
-	for j, pj := range pl {
-		live[j] = pj * (live[j] - dot) * scale
-	}
+	kernel.SoftmaxGrad(d[:i+1], p, dot, scale)
 	clear(d[i+1:])
 }
