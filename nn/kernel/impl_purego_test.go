@@ -50,7 +50,7 @@ func TestPuregoImpl(t *testing.T) {
 		{"archExpTail", archExpTail != nil},
 		{"activeExpTail", activeExpTail != nil},
 		{"archRotate", archRotate != nil},
-		{"archExpRows", archExpRows != nil},
+		{"haveExpRows", haveExpRows},
 		{"archSoftmaxGrad", archSoftmaxGrad != nil},
 	}
 	for _, h := range hooks {
