@@ -15,7 +15,9 @@ var activeExp expFunc = goExpBlock
 // least as long as src. Each result's relative error is within a few
 // float32 ulps. Arguments below −87.3, the smallest normal float32, give 0;
 // NaN gives NaN. It is the softmax and SiLU exponential of training and
-// inference, eight lanes at a time on amd64 with AVX2 and FMA.
+// inference, eight lanes at a time on amd64 with AVX2 and FMA. The last
+// len mod 8 values have Exp's bits and are added last, in order; with
+// AVX-512 one masked step computes them.
 func ExpSum(dst, src []float32, scale, shift float32) float32 {
 	n := len(src)
 	dst = dst[:n]
@@ -24,12 +26,7 @@ func ExpSum(dst, src []float32, scale, shift float32) float32 {
 	if head > 0 {
 		sum = activeExp(dst, src, head, scale, shift)
 	}
-	for i := head; i < n; i++ {
-		e := Exp(scale*src[i] - shift)
-		dst[i] = e
-		sum += e
-	}
-	return sum
+	return expTail(dst[head:], src[head:], scale, shift, sum)
 }
 
 // goExpBlock is the portable expFunc, lane by lane in the order the

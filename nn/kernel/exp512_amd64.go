@@ -19,3 +19,18 @@ var archExp512 = func() expFunc {
 		return expSumAVX512(unsafe.SliceData(dst), unsafe.SliceData(src), n, scale, shift)
 	}
 }()
+
+//go:noescape
+func expRowsAVX512(p *float32, ld, n0, rows int, scale float32, shift, sums *float32, redo *uint16)
+
+// haveExpRows says whether expRows runs: where the CPU has AVX-512.
+var haveExpRows = archExp512 != nil
+
+// expRows is expRowsAVX512 with its bounds checked.
+func expRows(p []float32, ld, n0, rows int, scale float32, shift, sums []float32, redo []uint16) {
+	_ = p[(rows-1)*ld+n0+rows-2]
+	_ = shift[rows-1]
+	_ = sums[rows-1]
+	_ = redo[rows-1]
+	expRowsAVX512(unsafe.SliceData(p), ld, n0, rows, scale, unsafe.SliceData(shift), unsafe.SliceData(sums), unsafe.SliceData(redo))
+}

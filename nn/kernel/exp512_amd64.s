@@ -117,3 +117,161 @@ sum:
 	VMOVSS X0, ret+32(FP)
 	VZEROUPPER
 	RET
+
+// func expRowsAVX512(p *float32, ld, n0, rows int, scale float32, shift, sums *float32, redo *uint16)
+//
+// ExpSum in place on rows rows: row r holds n0+r values at p + 4·r·ld.
+// Its head, the first (n0+r) &^ 7, goes as in expSumAVX512; its last
+// (n0+r) mod 8 values as in expTailAVX512, added to the head's sum in
+// order. Each row gets the bits of ExpSum, its sum in sums[r]. A row
+// whose last values take another branch of Exp sets those lanes' bits in
+// redo[r], leaves them unwritten and puts only its head's sum in sums[r],
+// for the caller to finish.
+TEXT ·expRowsAVX512(SB), NOSPLIT, $0-64
+	MOVQ p+0(FP), R11
+	MOVQ ld+8(FP), R12
+	SHLQ $2, R12
+	MOVQ n0+16(FP), R13
+	MOVQ rows+24(FP), R14
+	VBROADCASTSS scale+32(FP), Z0
+	MOVQ shift+40(FP), R8
+	MOVQ sums+48(FP), R9
+	MOVQ redo+56(FP), R10
+	VBROADCASTSS exp512c<>+0(SB), Z9
+	VBROADCASTSS exp512c<>+4(SB), Z10
+	VBROADCASTSS exp512c<>+8(SB), Z11
+	VBROADCASTSS exp512c<>+12(SB), Z12
+	VBROADCASTSS exp512c<>+16(SB), Z13
+	VBROADCASTSS exp512c<>+20(SB), Z14
+	VBROADCASTSS exp512c<>+24(SB), Z16
+	VBROADCASTSS exp512c<>+28(SB), Z17
+	VBROADCASTSS exp512c<>+32(SB), Z18
+	VBROADCASTSS exp512c<>+36(SB), Z19
+	VBROADCASTSS exp512c<>+40(SB), Z20
+	VBROADCASTSS exp512c<>+44(SB), Z21
+	VBROADCASTSS exp512c<>+48(SB), Z22
+	VPBROADCASTD exp512c<>+52(SB), Z23
+	VPTERNLOGD $0xff, Z24, Z24, Z24
+	MOVL $0xff, AX
+	KMOVW AX, K3
+	TESTQ R14, R14
+	JZ rdone
+
+rrow:
+	MOVW $0, (R10)
+	MOVQ R13, CX
+	ANDQ $-8, CX                      // the row's head
+	VBROADCASTSS (R8), Z1
+	VXORPS Y15, Y15, Y15
+	MOVQ R11, SI
+	CMPQ CX, $16
+	JLT rtail
+
+rloop:
+	VMOVUPS (SI), Z2
+	EXP16
+	VMOVUPS Z5, (SI)
+	VADDPS Y5, Y15, Y15
+	VEXTRACTF64X4 $1, Z5, Y7
+	VADDPS Y7, Y15, Y15
+	ADDQ $64, SI
+	SUBQ $16, CX
+	CMPQ CX, $16
+	JGE rloop
+
+rtail:
+	TESTQ CX, CX
+	JZ rsum
+	VMOVUPS.Z (SI), K3, Z2
+	EXP16
+	VMOVUPS Z5, K3, (SI)
+	VADDPS Y5, Y15, Y15
+
+rsum:
+	VEXTRACTF128 $1, Y15, X2
+	VADDPS X2, X15, X2
+	VHADDPS X2, X2, X2
+	VHADDPS X2, X2, X2                // the head's sum
+	MOVQ R13, BX
+	ANDQ $7, BX                       // the last values, as expTailAVX512
+	JZ rstore
+	MOVQ R13, DI
+	ANDQ $-8, DI
+	LEAQ (R11)(DI*4), DI
+	MOVL $1, AX
+	MOVQ BX, CX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K4
+	VMOVUPS.Z (DI), K4, Z25
+	VMULPS Z0, Z25, Z25
+	VSUBPS Z1, Z25, Z25               // x
+	VMULPS Z11, Z25, Z26              // t = x·log2e
+	VPXORD Z27, Z27, Z27
+	VCMPPS $1, Z27, Z26, K5
+	VADDPS Z21, Z26, Z27
+	VSUBPS Z21, Z26, K5, Z27          // t ± 0.5
+	VCVTTPS2DQ Z27, Z28               // k
+	VCVTDQ2PS Z28, Z29                // fk
+	VMULPS Z12, Z29, Z30
+	VSUBPS Z30, Z25, Z31
+	VMULPS Z13, Z29, Z30
+	VSUBPS Z30, Z31, Z31              // r
+	VMULPS Z31, Z16, Z30
+	VADDPS Z17, Z30, Z30
+	VMULPS Z31, Z30, Z30
+	VADDPS Z18, Z30, Z30
+	VMULPS Z31, Z30, Z30
+	VADDPS Z19, Z30, Z30
+	VMULPS Z31, Z30, Z30
+	VADDPS Z20, Z30, Z30
+	VMULPS Z31, Z30, Z30
+	VADDPS Z21, Z30, Z30              // p
+	VMULPS Z31, Z30, Z30
+	VMULPS Z31, Z30, Z30
+	VADDPS Z31, Z30, Z30
+	VADDPS Z14, Z30, Z30              // e = p·r·r + r + 1
+	VPADDD Z23, Z28, Z29
+	VPSLLD $23, Z29, Z29
+	VMULPS Z29, Z30, Z30              // e·2^k
+	VCMPPS $1, Z9, Z25, K5            // x < expLo: 0
+	VPXORD Z30, Z30, K5, Z30
+	VCMPPS $13, Z9, Z25, K6           // expLo ≤ x
+	MOVL $0x42b17217, AX              // expHi
+	VPBROADCASTD AX, Z29
+	VCMPPS $2, Z29, Z25, K6, K6       // ≤ expHi
+	VPCMPGTD Z23, Z28, K6, K7         // k > 127
+	MOVL $-125, AX
+	VPBROADCASTD AX, Z29
+	VPCMPGTD Z28, Z29, K6, K1         // k < −125
+	KORW K7, K1, K7
+	KORW K5, K6, K1
+	KNOTW K1, K1                      // NaN or above expHi
+	KORW K7, K1, K7
+	KANDW K4, K7, K7                  // the lanes to redo
+	KANDNW K4, K7, K1                 // the lanes to store
+	VMOVUPS Z30, K1, (DI)
+	KMOVW K7, AX
+	MOVW AX, (R10)
+	TESTL AX, AX
+	JNZ rstore                        // the caller finishes this row
+
+radd:
+	VADDSS (DI), X2, X2               // in order, as ExpSum adds them
+	ADDQ $4, DI
+	DECQ BX
+	JNZ radd
+
+rstore:
+	VMOVSS X2, (R9)
+	ADDQ $2, R10
+	ADDQ $4, R8
+	ADDQ $4, R9
+	ADDQ R12, R11
+	INCQ R13
+	DECQ R14
+	JNZ rrow
+
+rdone:
+	VZEROUPPER
+	RET

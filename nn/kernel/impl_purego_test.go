@@ -46,6 +46,12 @@ func TestPuregoImpl(t *testing.T) {
 		{"archQ8Dot4", archQ8Dot4() != nil},
 		{"activeQ8Panels", activeQ8Panels != nil},
 		{"activeQ8Panels4", activeQ8Panels4 != nil},
+		{"archStrided", archStrided != nil},
+		{"archExpTail", archExpTail != nil},
+		{"activeExpTail", activeExpTail != nil},
+		{"archRotate", archRotate != nil},
+		{"haveExpRows", haveExpRows},
+		{"archSoftmaxGrad", archSoftmaxGrad != nil},
 	}
 	for _, h := range hooks {
 		if h.set {

@@ -1,7 +1,8 @@
 // Package kernel holds the float32 matrix products the transformer spends its time in.
 // It also holds the vector code of the elementwise steps: the exponential and
-// softmax, SwiGLU, RMSNorm's elementwise halves, sums and scalings, and
-// AdamW. Each has a portable twin with the same bits,
+// softmax, SwiGLU, RMSNorm's elementwise halves, sums and scalings, the
+// rotary turn, and AdamW; and, with AVX-512, small products read in place
+// through strides (MatMulStrided). Each has a portable twin with the same bits,
 // but for the exponential, whose lanes may differ from Exp in the last bit.
 // Matrices are row-major; weights may also be bfloat16, float16 or
 // llama.cpp's q8_0. Impl says which micro-kernel runs, Q8Impl which q8_0 kernel.

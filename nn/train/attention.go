@@ -46,17 +46,20 @@ const attnBlock = 32
 // attnScratch holds one task's gathered blocks.
 type attnScratch struct {
 	q, k, v, o, dq, dk, dv []float32 // (T, HeadDim)
-	p, dp                  []float32 // (attnBlock, T)
+	p, dp                  []float32 // (attnBlock, T16), T16 = T rounded up to 16
+	kp, vp                 []float32 // (T16, HeadDim) keys and values packed by kernel.PackPanels
+	rows                   []float32 // (2·attnBlock) attnProbs' shifts and sums
 }
 
 var attnPool sync.Pool // of *attnScratch
 
 func (a attention) scratch() *attnScratch {
-	n, nb := a.T*a.HeadDim, attnBlock*a.T
+	t16 := (a.T + 15) &^ 15
+	n, nb, np := a.T*a.HeadDim, attnBlock*t16, t16*a.HeadDim
 	s, _ := attnPool.Get().(*attnScratch)
-	if s == nil || len(s.q) < n || len(s.p) < nb {
+	if s == nil || len(s.q) < n || len(s.p) < nb || len(s.kp) < np {
 		f := func(k int) []float32 { return make([]float32, k) }
-		s = &attnScratch{q: f(n), k: f(n), v: f(n), o: f(n), dq: f(n), dk: f(n), dv: f(n), p: f(nb), dp: f(nb)}
+		s = &attnScratch{q: f(n), k: f(n), v: f(n), o: f(n), dq: f(n), dk: f(n), dv: f(n), p: f(nb), dp: f(nb), kp: f(np), vp: f(np), rows: f(2 * attnBlock)}
 	}
 	return s
 }
@@ -77,29 +80,49 @@ func (a attention) scatter(dst, src []float32, s, off int) {
 	}
 }
 
-// probs turns the raw products pb of query rows [r0, r1) with keys [0, r1) into probabilities.
-// It works in place on pb (r1−r0, r1): p_ij = exp(scale·pb_ij − lse_i) for
+// attnProbs turns the raw products pb of query rows [r0, r1) with keys [0, r1) into probabilities.
+// It works in place on pb (r1−r0, r1), row stride ld: p_ij = exp(scale·pb_ij − lse_i) for
 // j ≤ i and 0 after. When save is true it computes and stores lse for each
 // row; the row then holds e_ij/Σe, with e_ij = exp(scale·pb_ij − max).
-// Otherwise it reads the saved lse.
-func attnProbs(pb, lse []float32, r0, r1 int, scale float32, save bool) {
+// Otherwise it reads the saved lse. tmp holds 2·attnBlock values. The
+// exponentials of all rows run in one kernel.ExpSumRows, with the bits of
+// kernel.Softmax and kernel.ExpSum row by row.
+func attnProbs(pb []float32, ld int, lse []float32, r0, r1 int, scale float32, save bool, tmp []float32) {
+	m := r1 - r0
+	shift, sums := tmp[:m], tmp[attnBlock:attnBlock+m]
+	if !save {
+		shift = lse[r0:r1]
+	}
 	for i := r0; i < r1; i++ {
-		row := pb[(i-r0)*r1 : (i-r0+1)*r1]
-		live := row[:i+1]
+		row := pb[(i-r0)*ld : (i-r0)*ld+r1]
 		clear(row[i+1:])
-		if !save {
-			kernel.ExpSum(live, live, scale, lse[i])
-			continue
+		if save {
+			shift[i-r0] = scale * kernel.Max(row[:i+1]) // as kernel.Softmax shifts
 		}
-		sum, shift := kernel.Softmax(live, scale)
-		lse[i] = shift + float32(math.Log(float64(sum)))
-		kernel.Scale(live, 1/sum)
+	}
+	kernel.ExpSumRows(pb, ld, r0+1, m, scale, shift, sums)
+	if !save {
+		return
+	}
+	for i := r0; i < r1; i++ {
+		sum := sums[i-r0]
+		lse[i] = shift[i-r0] + float32(math.Log(float64(sum)))
+		kernel.Scale(pb[(i-r0)*ld:(i-r0)*ld+i+1], 1/sum)
 	}
 }
 
 // forward writes out (N, Heads·HeadDim) and the row log-sum-exps lse
 // (B, Heads, T). Tasks run in parallel.
 func (a attention) forward(out, lse, qkv []float32) {
+	if a.inPlace() {
+		a.forwardInPlace(out, lse, qkv)
+		return
+	}
+	a.forwardGather(out, lse, qkv)
+}
+
+// forwardGather is forward on gathered blocks, for every shape.
+func (a attention) forwardGather(out, lse, qkv []float32) {
 	hd, s, t := a.HeadDim, a.stride(), a.T
 	d := a.Heads * hd
 	kOff, vOff := d, d+a.KVHeads*hd
@@ -122,7 +145,7 @@ func (a attention) forward(out, lse, qkv []float32) {
 					m := r1 - r0
 					pb := sc.p[:m*r1]                                 // (r1−r0, r1)
 					kernel.MatMulNT(pb, q[r0*hd:r1*hd], k, m, hd, r1) // q·kᵀ
-					attnProbs(pb, l, r0, r1, scale, true)
+					attnProbs(pb, r1, l, r0, r1, scale, true, sc.rows)
 					kernel.MatMulNN(o[r0*hd:r1*hd], pb, v, m, r1, hd) // (r1−r0, HeadDim)
 				}
 				a.scatter(out[b*t*d:(b+1)*t*d], o, d, h*hd)
@@ -143,6 +166,15 @@ func (a attention) forward(out, lse, qkv []float32) {
 // fixed order within one task, so results do not depend on scheduling.
 // Masked entries of P are zero, so they pass no gradient.
 func (a attention) backward(dqkv, dout, lse, qkv []float32) {
+	if a.inPlace() {
+		a.backwardInPlace(dqkv, dout, lse, qkv)
+		return
+	}
+	a.backwardGather(dqkv, dout, lse, qkv)
+}
+
+// backwardGather is backward on gathered blocks, for every shape.
+func (a attention) backwardGather(dqkv, dout, lse, qkv []float32) {
 	hd, s, t := a.HeadDim, a.stride(), a.T
 	d := a.Heads * hd
 	kOff, vOff := d, d+a.KVHeads*hd
@@ -170,10 +202,10 @@ func (a attention) backward(dqkv, dout, lse, qkv []float32) {
 					pb, dpb := sc.p[:m*r1], sc.dp[:m*r1] // (r1−r0, r1)
 					qb, dob, dqb := q[r0*hd:r1*hd], do[r0*hd:r1*hd], dq[r0*hd:r1*hd]
 					kernel.MatMulNT(pb, qb, k, m, hd, r1) // q·kᵀ again
-					attnProbs(pb, l, r0, r1, scale, false)
+					attnProbs(pb, r1, l, r0, r1, scale, false, sc.rows)
 					kernel.MatMulNT(dpb, dob, v, m, hd, r1)    // dP
 					kernel.MatMulTNAcc(dv, pb, dob, r1, m, hd) // dV[0:r1]
-					attnDScores(dpb, pb, r0, r1, scale)
+					attnDScores(dpb, pb, r1, r0, r1, scale)
 					kernel.MatMulNN(dqb, dpb, k, m, r1, hd)    // dQ[r0:r1]
 					kernel.MatMulTNAcc(dk, dpb, qb, r1, m, hd) // dK[0:r1]
 				}
@@ -186,21 +218,26 @@ func (a attention) backward(dqkv, dout, lse, qkv []float32) {
 }
 
 // attnDScores turns dP into dS in place for query rows [r0, r1) of a block.
-// pb and dpb are (r1−r0, r1); for j ≤ i, dS_ij = p_ij·(dP_ij − dot_i)·scale
+// pb and dpb are (r1−r0, r1), row stride ld; for j ≤ i, dS_ij = p_ij·(dP_ij − dot_i)·scale
 // with dot_i = Σ_j≤i p_ij·dP_ij, and 0 after. The sums take four rows at a
 // time, as four independent chains, each over j in increasing order.
-func attnDScores(dpb, pb []float32, r0, r1 int, scale float32) {
-	row := func(s []float32, i int) []float32 { return s[(i-r0)*r1 : (i-r0+1)*r1] }
+func attnDScores(dpb, pb []float32, ld, r0, r1 int, scale float32) {
+	row := func(s []float32, i int) []float32 { return s[(i-r0)*ld : (i-r0)*ld+r1] }
 	i := r0
 	for ; i+4 <= r1; i += 4 {
 		p0, p1, p2, p3 := row(pb, i), row(pb, i+1), row(pb, i+2), row(pb, i+3)
 		d0, d1, d2, d3 := row(dpb, i), row(dpb, i+1), row(dpb, i+2), row(dpb, i+3)
 		var s0, s1, s2, s3 float32
-		for j := range i + 1 {
-			s0 += p0[j] * d0[j]
-			s1 += p1[j] * d1[j]
-			s2 += p2[j] * d2[j]
-			s3 += p3[j] * d3[j]
+		// Each slice cut to the shared length, so that the loop needs no
+		// bounds checks.
+		n := i + 1
+		q0, q1, q2, q3 := p0[:n], p1[:n], p2[:n], p3[:n]
+		e0, e1, e2, e3 := d0[:n], d1[:n], d2[:n], d3[:n]
+		for j, p := range q0 {
+			s0 += p * e0[j]
+			s1 += q1[j] * e1[j]
+			s2 += q2[j] * e2[j]
+			s3 += q3[j] * e3[j]
 		}
 		s1 += p1[i+1] * d1[i+1]
 		s2 += p2[i+1] * d2[i+1]
@@ -225,9 +262,6 @@ func attnDScores(dpb, pb []float32, r0, r1 int, scale float32) {
 
 // attnDScoresRow finishes row i of dS in d from p and its dot.
 func attnDScoresRow(d, p []float32, i int, dot, scale float32) {
-	live, pl := d[:i+1], p[:i+1]
-	for j, pj := range pl {
-		live[j] = pj * (live[j] - dot) * scale
-	}
+	kernel.SoftmaxGrad(d[:i+1], p, dot, scale)
 	clear(d[i+1:])
 }

@@ -101,14 +101,10 @@ func (w *Workspace) backward(ctx context.Context, p, g *nn.Params, b Batch) erro
 		// attention
 		xn1, qkv, ao := a.xn1[:n*d], a.qkv[:n*s], a.ao[:n*d]
 		dao, dqkv := w.dao[:n*d], w.dqkv[:n*s]
-		kernel.MatMulTNAcc(gl.Wo, dres, ao, d, n, d) // (D, D)
-		kernel.MatMulNN(dao, dres, lp.Wo, n, d, d)   // (N, D)
-		attn.backward(dqkv, dao, a.lse, qkv)         // (N, D+2KV)
-		parallel(n, 16, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				w.rope.Backward(dqkv[i*s:i*s+d+kv], i%t) // queries and keys
-			}
-		})
+		kernel.MatMulTNAcc(gl.Wo, dres, ao, d, n, d)                                     // (D, D)
+		kernel.MatMulNN(dao, dres, lp.Wo, n, d, d)                                       // (N, D)
+		attn.backward(dqkv, dao, a.lse, qkv)                                             // (N, D+2KV)
+		w.rope.backward(dqkv, n, t, s, d+kv)                                             // queries and keys
 		kernel.MatMulTNAcc(gqkv, dqkv, xn1, s, n, d)                                     // (D+2KV, D)
 		kernel.MatMulNN(dxn, dqkv, wqkv, n, s, d)                                        // (N, D)
 		rmsNormBackward(dres, gl.AttnNorm, dxn, w.res[l][:n*d], lp.AttnNorm, a.r1, n, d) // dres is now ∂L/∂x

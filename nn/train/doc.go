@@ -4,8 +4,10 @@
 // token-weighted cross-entropy, AdamW and its schedule, the Trainer that
 // accumulates micro-batches, clips and steps, and a run's versioned,
 // resumable state. The per-row layers compute as package nn's, bit for bit,
-// split here across cores by rows, RMSNorm four rows at a time; the matrix
-// products and the vector loops are package kernel's. Every result is
-// deterministic: the same batch and parameters give the same bits whatever
-// GOMAXPROCS is.
+// split here across cores by rows, RMSNorm four rows at a time, the
+// rotation through kernel.Rotate with nn.Rope's angles; the matrix
+// products and the vector loops are package kernel's. With AVX-512,
+// attention reads its heads in place through kernel.MatMulStrided, with
+// the bits of the gathering path. Every result is deterministic: the same
+// batch and parameters give the same bits whatever GOMAXPROCS is.
 package train

@@ -61,7 +61,7 @@ func (b Batch) validate(c nn.Config) error {
 // while nothing updates them.
 type Workspace struct {
 	cfg  nn.Config
-	rope nn.Rope
+	rope ropeTable
 
 	capN, capRows int // sizes the buffers hold: tokens, and B·Heads·T attention rows
 
@@ -105,7 +105,7 @@ func NewWorkspace(c nn.Config) (*Workspace, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return &Workspace{cfg: c, rope: nn.NewRope(c)}, nil
+	return &Workspace{cfg: c, rope: newRopeTable(c)}, nil
 }
 
 // ensure sizes the buffers for a B×T batch.
@@ -189,14 +189,10 @@ func (w *Workspace) forward(ctx context.Context, p *nn.Params, b Batch) error {
 		// attention: xmid = x + Wo·Attn(RoPE(Wq·xn1), RoPE(Wk·xn1), Wv·xn1)
 		rmsNormForward(xn1, a.r1, x, lp.AttnNorm, n, d, eps) // (N, D)
 		kernel.MatMulNT(qkv, xn1, wqkv, n, d, s)             // (N, D+2KV)
-		parallel(n, 16, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				w.rope.Forward(qkv[i*s:i*s+d+kv], i%t) // queries and keys
-			}
-		})
-		attn.forward(ao, a.lse, qkv)              // (N, D)
-		kernel.MatMulNT(xmid, ao, lp.Wo, n, d, d) // (N, D)
-		kernel.Add(xmid, x)                       // residual
+		w.rope.forward(qkv, n, t, s, d+kv)                   // queries and keys
+		attn.forward(ao, a.lse, qkv)                         // (N, D)
+		kernel.MatMulNT(xmid, ao, lp.Wo, n, d, d)            // (N, D)
+		kernel.Add(xmid, x)                                  // residual
 
 		// MLP: xout = xmid + W2·(silu(W1·xn2) · W3·xn2)
 		xn2, h1, h3, hg := a.xn2[:n*d], a.h1[:n*hid], a.h3[:n*hid], a.hg[:n*hid]

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/delegatelab/delegate/nn"
+	"github.com/delegatelab/delegate/nn/kernel"
 )
 
 // Layer gradient checks run in float32 with a float64 test loss L = Σ r·y.
@@ -224,5 +225,58 @@ func TestCrossEntropyGradient(t *testing.T) {
 		if g != 0 {
 			t.Errorf("masked row with infinite logit: dlogits[%d] = %v, want 0", j, g)
 		}
+	}
+}
+
+// TestAttentionPathsSameBits checks the in-place attention against the
+// gathering one, bit for bit, forward and backward: heads of 16 and 32,
+// grouped heads, lengths around the row block and the panel of 16, and
+// past the blocked kernel's k block of 256.
+func TestAttentionPathsSameBits(t *testing.T) {
+	if !kernel.HaveStrided() {
+		t.Skip("no in-place path on this machine")
+	}
+	tests := []struct {
+		b, t, h, kv, headDim int
+	}{
+		{4, 64, 4, 4, 16},
+		{2, 77, 4, 2, 16},
+		{1, 5, 2, 1, 32},
+		{2, 33, 8, 4, 32},
+		{1, 300, 2, 2, 16},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("b=%d/t=%d/h=%d/kv=%d/hd=%d", tt.b, tt.t, tt.h, tt.kv, tt.headDim), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(tt.t), uint64(tt.headDim)))
+			a := attention{B: tt.b, T: tt.t, Heads: tt.h, KVHeads: tt.kv, HeadDim: tt.headDim}
+			n, d := tt.b*tt.t, tt.h*tt.headDim
+			qkv := randn(rng, n*a.stride(), 1)
+			dout := randn(rng, n*d, 1)
+			if !a.inPlace() {
+				t.Fatal("shape does not take the in-place path")
+			}
+			out, lse := make([]float32, n*d), make([]float32, tt.b*tt.h*tt.t)
+			a.forwardInPlace(out, lse, qkv)
+			dqkv := make([]float32, len(qkv))
+			for i := range dqkv {
+				dqkv[i] = float32(math.NaN()) // backward must overwrite every entry
+			}
+			a.backwardInPlace(dqkv, dout, lse, qkv)
+
+			wantOut, wantLse := make([]float32, n*d), make([]float32, len(lse))
+			a.forwardGather(wantOut, wantLse, qkv)
+			wantD := make([]float32, len(qkv))
+			a.backwardGather(wantD, dout, wantLse, qkv)
+			for _, c := range []struct {
+				name      string
+				got, want []float32
+			}{{"out", out, wantOut}, {"lse", lse, wantLse}, {"dqkv", dqkv, wantD}} {
+				for i := range c.want {
+					if math.Float32bits(c.got[i]) != math.Float32bits(c.want[i]) {
+						t.Fatalf("%s[%d] = %v, want %v bit for bit", c.name, i, c.got[i], c.want[i])
+					}
+				}
+			}
+		})
 	}
 }

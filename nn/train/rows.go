@@ -20,7 +20,7 @@ import (
 // rmsNormForward writes y (N, D) from x (N, D) and g (D), and saves each
 // row's r (N).
 func rmsNormForward(y, r, x, g []float32, n, d int, eps float32) {
-	parallel(n, 64, func(lo, hi int) {
+	parallel(n, rowChunk(d, 64), func(lo, hi int) {
 		i := lo
 		for ; i+4 <= hi; i += 4 {
 			rmsNorm4(y[i*d:(i+4)*d], r[i:i+4], x[i*d:(i+4)*d], g[:d], eps)
@@ -36,6 +36,7 @@ func rmsNormForward(y, r, x, g []float32, n, d int, eps float32) {
 func rmsNorm4(y, r, x, g []float32, eps float32) {
 	d := len(g)
 	x0, x1, x2, x3 := x[:d], x[d:2*d], x[2*d:3*d], x[3*d:4*d]
+	x1, x2, x3 = x1[:len(x0)], x2[:len(x0)], x3[:len(x0)] // no bounds checks in the loop
 	var s0, s1, s2, s3 float32
 	for j, v := range x0 {
 		s0 += v * v
@@ -61,7 +62,7 @@ func rmsNorm4(y, r, x, g []float32, eps float32) {
 // over rows in order, so the result does not depend on the number of
 // goroutines.
 func rmsNormBackward(dx, dg, dy, x, g, r []float32, n, d int) {
-	parallel(n, 64, func(lo, hi int) {
+	parallel(n, rowChunk(d, 64), func(lo, hi int) {
 		i := lo
 		for ; i+4 <= hi; i += 4 {
 			rmsNormBackward4(dx[i*d:(i+4)*d], dy[i*d:(i+4)*d], x[i*d:(i+4)*d], g[:d], r[i:i+4])
@@ -81,6 +82,8 @@ func rmsNormBackward4(dx, dy, x, g, r []float32) {
 	d := len(g)
 	x0, x1, x2, x3 := x[:d], x[d:2*d], x[2*d:3*d], x[3*d:4*d]
 	dy0, dy1, dy2, dy3 := dy[:d], dy[d:2*d], dy[2*d:3*d], dy[3*d:4*d]
+	x0, x1, x2, x3 = x0[:len(g)], x1[:len(g)], x2[:len(g)], x3[:len(g)] // no bounds checks in the loop
+	dy0, dy1, dy2, dy3 = dy0[:len(g)], dy1[:len(g)], dy2[:len(g)], dy3[:len(g)]
 	var s0, s1, s2, s3 float32
 	for j, gj := range g {
 		s0 += dy0[j] * gj * x0[j]

@@ -49,3 +49,43 @@ func TestRMSNormRowsSameBits(t *testing.T) {
 		}
 	}
 }
+
+// TestRopeTableSameBits checks the training engine's rotation against
+// nn.Rope bit for bit, forward and back, for head widths on and off the
+// vector path and with the context's scaling.
+func TestRopeTableSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, c := range []nn.Config{
+		{Vocab: 8, Dim: 64, Layers: 1, Heads: 4, KVHeads: 4, Hidden: 8, Context: 64, RopeTheta: 10000, NormEps: 1e-5},
+		{Vocab: 8, Dim: 256, Layers: 1, Heads: 8, KVHeads: 4, Hidden: 8, Context: 40, RopeTheta: 500000, NormEps: 1e-5},
+		{Vocab: 8, Dim: 16, Layers: 1, Heads: 4, KVHeads: 2, Hidden: 8, Context: 9, RopeTheta: 10000, NormEps: 1e-5},
+	} {
+		t.Run(fmt.Sprintf("dim=%d/heads=%d/kv=%d", c.Dim, c.Heads, c.KVHeads), func(t *testing.T) {
+			rope, table := nn.NewRope(c), newRopeTable(c)
+			b, tt := 2, c.Context
+			n, w := b*tt, c.Dim+c.KVDim()
+			s := w + c.KVDim() // values follow, unrotated
+			x := randn(rng, n*s, 1)
+			for _, back := range []bool{false, true} {
+				got, want := append([]float32(nil), x...), append([]float32(nil), x...)
+				if back {
+					table.backward(got, n, tt, s, w)
+				} else {
+					table.forward(got, n, tt, s, w)
+				}
+				for i := range n {
+					if back {
+						rope.Backward(want[i*s:i*s+w], i%tt)
+					} else {
+						rope.Forward(want[i*s:i*s+w], i%tt)
+					}
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("back=%v: x[%d] = %v, want %v bit for bit", back, i, got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}
