@@ -145,9 +145,19 @@ type mcpSession struct {
 	id       string
 	mu       sync.Mutex
 	env      Environment
-	episodes int       // resets so far
-	closed   bool      // closed by the client, the reaper or the server
-	last     time.Time // the last request's end, for the reaper
+	episodes int          // resets so far
+	closed   bool         // closed by the client, the reaper or the server
+	last     time.Time    // the last request's end, for the reaper
+	deadline stepDeadline // its calls' contexts, under the server's
+}
+
+// callContext returns the context of a call on the session, made under
+// mu for the request whose context is req. It ends at the call's
+// deadline, when req ends, or when the server closes. The caller calls
+// stop when the call returns.
+func (ms *mcpSession) callContext(s *Server, req context.Context) (ctx context.Context, stop func() bool) {
+	ctx, cancel := ms.deadline.get(s.ctx, s.cfg.StepTimeout)
+	return ctx, context.AfterFunc(req, cancel)
 }
 
 // rpcCall is one JSON-RPC call in progress: where it came from decides
@@ -260,8 +270,7 @@ func (ss *session) sessionMethod(ctx context.Context, method string, params json
 	if errs := (ResetRequest{Seed: p.Seed, EpisodeID: p.EpisodeID}).Validate(); len(errs) > 0 {
 		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + (&ValidationError{errs}).Error()}
 	}
-	sctx, cancel := context.WithTimeout(ctx, ss.s.cfg.StepTimeout)
-	defer cancel()
+	sctx, _ := ss.deadline.get(ss.ctx, ss.s.cfg.StepTimeout)
 	obs, err := ss.env.Reset(sctx, p.Seed, deref(p.EpisodeID))
 	if err != nil {
 		return nil, rpcStepError(err)
@@ -496,9 +505,8 @@ func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMess
 		if ws.reset && ws.steps >= s.cfg.MaxSteps {
 			return nil, &RPCError{Code: RPCInvalidRequest, Message: fmt.Sprintf("%v (%d steps)", ErrStepLimit, s.cfg.MaxSteps)}
 		}
-		sctx, cancel := context.WithTimeout(ctx, s.cfg.StepTimeout)
+		sctx, _ := ws.deadline.get(ws.ctx, s.cfg.StepTimeout)
 		obs, err = ws.env.Step(sctx, action)
-		cancel()
 		if ws.reset {
 			ws.steps++
 		}
@@ -755,8 +763,8 @@ func (s *Server) sessionReset(ctx context.Context, ms *mcpSession, p sessionPara
 	if ms.episodes >= s.cfg.MaxMCPEpisodes {
 		return nil, &RPCError{Code: RPCServerError, Message: fmt.Sprintf("the session ran its %d episodes: close it and create another", s.cfg.MaxMCPEpisodes)}
 	}
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.StepTimeout)
-	defer cancel()
+	sctx, stop := ms.callContext(s, ctx)
+	defer stop()
 	obs, err := ms.env.Reset(sctx, p.Seed, deref(p.EpisodeID))
 	if err != nil {
 		return nil, rpcStepError(err)
@@ -776,8 +784,8 @@ func (s *Server) sessionStep(ctx context.Context, ms *mcpSession, action json.Ra
 		return Observation{}, &RPCError{Code: RPCInvalidParams, Message: "Unknown session_id: " + ms.id}
 	}
 	defer func() { ms.last = time.Now() }()
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.StepTimeout)
-	defer cancel()
+	sctx, stop := ms.callContext(s, ctx)
+	defer stop()
 	return ms.env.Step(sctx, action)
 }
 
@@ -811,6 +819,7 @@ func (s *Server) dropSession(ms *mcpSession) {
 	}
 	ms.mu.Lock()
 	ms.closed = true
+	ms.deadline.stop()
 	ms.mu.Unlock()
 	closeEnv(ms.env, s.cfg.Log)
 	s.leave()

@@ -137,6 +137,7 @@ func (s *Server) startSession(c *websocket.Conn, env Environment, mcp bool) (ses
 	}
 	return sess, func() {
 		sess.stuck.Stop()
+		sess.deadline.stop()
 		cancel()
 		stop()
 	}
@@ -240,14 +241,15 @@ type session struct {
 	s        *Server
 	ctx      context.Context // ends with the session or the server
 	env      Environment
-	id       string      // the session_id of an MCP WebSocket; "" on /ws
-	stuck    *time.Timer // closes the connection when a write takes too long
-	reset    bool        // an episode was started
-	episodes int         // started on an MCP WebSocket
-	steps    int         // since the last reset
-	out      []byte      // the last message sent, its buffer reused
-	obs      []byte      // the last observation encoded, its buffer reused
-	res      Result      // the last answer to a reset or a step, until it is sent
+	id       string       // the session_id of an MCP WebSocket; "" on /ws
+	stuck    *time.Timer  // closes the connection when a write takes too long
+	deadline stepDeadline // the resets' and steps' contexts, under ctx
+	reset    bool         // an episode was started
+	episodes int          // started on an MCP WebSocket
+	steps    int          // since the last reset
+	out      []byte       // the last message sent, its buffer reused
+	obs      []byte       // the last observation encoded, its buffer reused
+	res      Result       // the last answer to a reset or a step, until it is sent
 }
 
 // wsFields are the fields each message type may carry; OpenEnv's messages
@@ -341,8 +343,7 @@ func (ss *session) doReset(data json.RawMessage) (string, any, bool) {
 		}
 		return MsgError, invalid(errs...), false
 	}
-	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.cfg.StepTimeout)
-	defer cancel()
+	ctx, _ := ss.deadline.get(ss.ctx, ss.s.cfg.StepTimeout)
 	obs, err := ss.env.Reset(ctx, req.Seed, deref(req.EpisodeID))
 	if err == nil {
 		ss.reset, ss.steps = true, 0
@@ -360,8 +361,7 @@ func (ss *session) doStep(data json.RawMessage) (string, any, bool) {
 	if ss.reset && ss.steps >= ss.s.cfg.MaxSteps {
 		return MsgError, ErrorData{Message: fmt.Sprintf("%v (%d steps)", ErrStepLimit, ss.s.cfg.MaxSteps), Code: CodeExecutionError}, false
 	}
-	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.cfg.StepTimeout)
-	defer cancel()
+	ctx, _ := ss.deadline.get(ss.ctx, ss.s.cfg.StepTimeout)
 	obs, err := ss.env.Step(ctx, data)
 	if ss.reset {
 		ss.steps++
