@@ -288,13 +288,15 @@ func (ss *session) sessionMethod(ctx context.Context, method string, params json
 // 413 above it.
 func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) ([]byte, error) {
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxMessageBytes))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		WriteDetail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", s.cfg.MaxMessageBytes))
-		return nil, err
-	case err != nil:
-		WriteDetail(w, http.StatusBadRequest, "read body: "+err.Error())
+	if err != nil {
+		// Declared here: errors.As puts it on the heap, which every
+		// request would pay.
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			WriteDetail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", s.cfg.MaxMessageBytes))
+		} else {
+			WriteDetail(w, http.StatusBadRequest, "read body: "+err.Error())
+		}
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -402,12 +404,9 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 	default:
 		err = &RPCError{Code: RPCMethodNotFound, Message: "Method not found: " + c.req.Method}
 	}
-	var rerr *RPCError
 	switch {
-	case errors.As(err, &rerr):
-		resp.Error = rerr
 	case err != nil:
-		resp.Error = &RPCError{Code: RPCInternalError, Message: err.Error()}
+		resp.Error = asRPCError(err)
 	case raw != nil:
 		resp.Result = raw
 	default:
@@ -575,6 +574,16 @@ func (s *Server) hasTool(name []byte) bool {
 		}
 	}
 	return false
+}
+
+// asRPCError is err as a JSON-RPC error: itself, or an internal error.
+// Only a call that failed pays for errors.As's target on the heap.
+func asRPCError(err error) *RPCError {
+	var rerr *RPCError
+	if errors.As(err, &rerr) {
+		return rerr
+	}
+	return &RPCError{Code: RPCInternalError, Message: err.Error()}
 }
 
 // rpcStepError turns a refused or failed step into a JSON-RPC error.

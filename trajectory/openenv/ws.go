@@ -382,22 +382,28 @@ func (ss *session) doMCP(data json.RawMessage) (string, any, bool) {
 	return MsgMCP, ss.s.rpc(ss.ctx, rpcCall{req: req, ws: ss}), false
 }
 
-// observation answers a reset or a step on the WebSocket.
-func (ss *session) observation(obs Observation, err error) (string, any, bool) {
+// failed answers a reset or a step that failed on the WebSocket. Only a
+// failure pays for errors.As's target on the heap.
+func (ss *session) failed(err error) (string, any, bool) {
 	var verr *ValidationError
-	switch {
-	case errors.As(err, &verr):
+	if errors.As(err, &verr) {
 		errs := make([]FieldError, len(verr.Errors))
 		for i, e := range verr.Errors {
 			e.Loc = append([]any{"data"}, e.Loc...)
 			errs[i] = e
 		}
 		return MsgError, invalid(errs...), false
-	case err != nil:
-		if !errors.Is(err, ErrNoEpisode) && !errors.Is(err, ErrEpisodeDone) {
-			ss.s.cfg.Log.Warn("openenv: environment failed", "err", err)
-		}
-		return MsgError, ErrorData{Message: err.Error(), Code: CodeExecutionError}, false
+	}
+	if !errors.Is(err, ErrNoEpisode) && !errors.Is(err, ErrEpisodeDone) {
+		ss.s.cfg.Log.Warn("openenv: environment failed", "err", err)
+	}
+	return MsgError, ErrorData{Message: err.Error(), Code: CodeExecutionError}, false
+}
+
+// observation answers a reset or a step on the WebSocket.
+func (ss *session) observation(obs Observation, err error) (string, any, bool) {
+	if err != nil {
+		return ss.failed(err)
 	}
 	// The observation is encoded in the session's buffer: it is sent
 	// before the next message is read.
