@@ -645,13 +645,41 @@ type sessionParams struct {
 // readSessionParams decodes params, a valid JSON object or nil, once.
 func readSessionParams(params json.RawMessage) (sessionParams, error) {
 	var p sessionParams
-	if params == nil {
+	if params == nil || p.readPlain(params) {
 		return p, nil
 	}
 	if err := json.Unmarshal(params, &p); err != nil {
 		return p, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + err.Error()}
 	}
 	return p, nil
+}
+
+// readPlain reads b, a valid JSON object, without reflection when it
+// holds session_id, seed and episode_id alone, each plain or null, as
+// ResetRequest.readPlain reads them. It reports false for anything else,
+// which the decoder reads.
+func (p *sessionParams) readPlain(b []byte) bool {
+	out, ok := *p, true
+	members(b, func(k, v []byte) bool {
+		switch string(k) {
+		case "session_id":
+			var id *string
+			if id, ok = plainString(v); id != nil {
+				out.SessionID = *id // null leaves it, as a decode does
+			}
+		case "seed":
+			out.Seed, ok = plainInt(v)
+		case "episode_id":
+			out.EpisodeID, ok = plainString(v)
+		default:
+			ok = false
+		}
+		return ok
+	})
+	if ok {
+		*p = out
+	}
+	return ok
 }
 
 // sessionMethod serves OpenEnv's session methods over HTTP. Create takes

@@ -334,7 +334,8 @@ func (ss *session) doReset(data json.RawMessage) (string, any, bool) {
 		return MsgError, invalid(FieldError{Type: "dict_type", Loc: []any{"data"}, Msg: "Input should be a valid dictionary"}), false
 	}
 	var req ResetRequest
-	if err := json.Unmarshal(data, &req); err != nil {
+	// handle checked the message: no decoder need check data again.
+	if err := req.UnmarshalJSON(data); err != nil {
 		return MsgError, invalid(FieldError{Type: "value_error", Loc: []any{"data"}, Msg: err.Error()}), false
 	}
 	if errs := req.Validate(); len(errs) > 0 {
