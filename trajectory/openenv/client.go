@@ -223,6 +223,12 @@ func (c *Client) Dial(ctx context.Context) (*Session, error) {
 
 // Reset starts an episode and returns its first observation.
 func (s *Session) Reset(ctx context.Context, req ResetRequest) (Result, error) {
+	// A request without extra fields, as nearly every one is, is written
+	// in place by hand.
+	if len(req.Extra) == 0 {
+		s.out = append(appendReset(append(s.out[:0], `{"type":"`+MsgReset+`","data":`...), req), '}')
+		return s.exchangeResult(ctx, MsgReset)
+	}
 	b, err := MarshalUnescaped(req)
 	if err != nil {
 		return Result{}, fmt.Errorf("openenv reset: encode: %w", err)
