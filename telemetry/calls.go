@@ -96,6 +96,9 @@ type Step struct {
 	// nil when the step made none.
 	Agent string
 	Call  *Call
+	// Parallel are the calls of a step that asked several questions at
+	// once, in their order. Each is exported as Call is.
+	Parallel []Call
 }
 
 // ExportCall queues one call as a trace of a chat span. It never waits.
@@ -153,32 +156,49 @@ func (e *Exporter) ExportEpisode(ep Episode) {
 }
 
 // stepSpan records one step as an execute_tool span.
-// When the tool called a model, it holds an invoke_agent span of its role around the chat.
+// Each model call the tool made is an invoke_agent span of its role around the chat.
 func (e *Exporter) stepSpan(ctx context.Context, st Step) {
 	end := trace.WithTimestamp(st.Start.Add(st.Latency))
 	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolNameKey.String(st.Tool),
 		semconv.GenAIToolCallIDKey.String(st.CallID), semconv.GenAIToolTypeKey.String("function"),
 	}
-	if st.Call != nil {
-		attrs = append(attrs, AttrCost.Float64(st.Call.Cost))
+	if st.Call != nil || len(st.Parallel) > 0 {
+		cost := 0.0
+		if st.Call != nil {
+			cost = st.Call.Cost
+		}
+		for _, c := range st.Parallel {
+			cost += c.Cost
+		}
+		attrs = append(attrs, AttrCost.Float64(cost))
 	}
 	ctx, span := e.tracer.Start(ctx, "execute_tool "+st.Tool, trace.WithTimestamp(st.Start),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	failed(span, st.Error, st.ErrorType)
-	if c := st.Call; c != nil {
-		actx, agent := e.tracer.Start(ctx, "invoke_agent "+st.Agent, trace.WithTimestamp(c.Start),
-			trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
-				semconv.GenAIOperationNameInvokeAgent, semconv.GenAIAgentNameKey.String(st.Agent),
-				semconv.GenAIRequestModelKey.String(c.Model), AttrRole.String(st.Agent),
-				semconv.GenAIUsageInputTokensKey.Int(c.Usage.PromptTokens),
-				semconv.GenAIUsageOutputTokensKey.Int(c.Usage.CompletionTokens), AttrCost.Float64(c.Cost),
-			))
-		failed(agent, c.Error, c.ErrorType)
-		e.chatSpan(actx, *c, false)
-		agent.End(trace.WithTimestamp(c.Start.Add(c.Latency)))
+	if st.Call != nil {
+		e.agentSpan(ctx, st.Agent, *st.Call)
+	}
+	// Parallel calls overlap: each span keeps its own start and latency.
+	for _, c := range st.Parallel {
+		e.agentSpan(ctx, st.Agent, c)
 	}
 	span.End(end)
+}
+
+// agentSpan records a call of the agent of role under ctx's span: an
+// invoke_agent span around its chat span.
+func (e *Exporter) agentSpan(ctx context.Context, role string, c Call) {
+	actx, agent := e.tracer.Start(ctx, "invoke_agent "+role, trace.WithTimestamp(c.Start),
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+			semconv.GenAIOperationNameInvokeAgent, semconv.GenAIAgentNameKey.String(role),
+			semconv.GenAIRequestModelKey.String(c.Model), AttrRole.String(role),
+			semconv.GenAIUsageInputTokensKey.Int(c.Usage.PromptTokens),
+			semconv.GenAIUsageOutputTokensKey.Int(c.Usage.CompletionTokens), AttrCost.Float64(c.Cost),
+		))
+	failed(agent, c.Error, c.ErrorType)
+	e.chatSpan(actx, c, false)
+	agent.End(trace.WithTimestamp(c.Start.Add(c.Latency)))
 }
 
 // chatSpan records one call under ctx's span, as a server's when served,

@@ -11,9 +11,9 @@ import (
 	"github.com/delegatelab/delegate"
 )
 
-// exportOne sends what export queues to a real receiver.
-// It returns the spans by name, and their parents' names by span name.
-func exportOne(t *testing.T, export func(e *Exporter)) (map[string]*tracepb.Span, map[string]string) {
+// exportSpans sends what export queues, one trace, to a real receiver
+// and returns the spans it received.
+func exportSpans(t *testing.T, export func(e *Exporter)) []*tracepb.Span {
 	t.Helper()
 	rcv := newReceiver(t, 0)
 	e, err := New(config(func(c *Config) { c.Endpoint, c.Provider = rcv.URL, func(string) string { return "delegate" } }))
@@ -27,8 +27,15 @@ func exportOne(t *testing.T, export func(e *Exporter)) (map[string]*tracepb.Span
 	if got := e.Stats(); got.Exported != 1 || got.Dropped != 0 {
 		t.Fatalf("stats %+v, want 1 trace exported", got)
 	}
+	return rcv.received()
+}
+
+// exportOne sends what export queues to a real receiver.
+// It returns the spans by name, and their parents' names by span name.
+func exportOne(t *testing.T, export func(e *Exporter)) (map[string]*tracepb.Span, map[string]string) {
+	t.Helper()
 	byName, byID := map[string]*tracepb.Span{}, map[string]string{}
-	spans := rcv.received()
+	spans := exportSpans(t, export)
 	for _, s := range spans {
 		byName[s.Name] = s
 		byID[string(s.SpanId)] = s.Name
@@ -173,6 +180,73 @@ func TestExportEpisode(t *testing.T) {
 	}
 	if s := spans["chat solver"]; s != nil && s.Kind != tracepb.Span_SPAN_KIND_CLIENT {
 		t.Errorf("the sub-agent's chat is %v, want CLIENT", s.Kind)
+	}
+}
+
+// A step that asked several questions at once has an invoke_agent span
+// and a chat span per call, under its execute_tool span. Each keeps its
+// own start and latency, so they overlap as the calls ran. The step's
+// cost is their total.
+func TestExportEpisodeParallel(t *testing.T) {
+	start := time.Unix(1700000000, 0)
+	ms := time.Millisecond
+	calls := []Call{
+		{Model: "solver", Role: "subagent", Start: start.Add(ms), Latency: 4 * ms, Usage: delegate.Usage{PromptTokens: 7, CompletionTokens: 4}, Cost: 0.01, FinishReasons: []string{"stop"}},
+		{Model: "solver", Role: "subagent", Start: start.Add(2 * ms), Latency: 6 * ms, Usage: delegate.Usage{PromptTokens: 9, CompletionTokens: 5}, Cost: 0.02, FinishReasons: []string{"stop"}},
+		{Model: "solver", Role: "subagent", Start: start.Add(3 * ms), Latency: 2 * ms, Error: "the backend is down", ErrorType: "503"},
+	}
+	ep := Episode{ID: "ep1", Dataset: "world", Task: "p1", Start: start, Latency: time.Second, Steps: []Step{
+		{Tool: "delegate", CallID: "call_1", Start: start, Latency: 9 * ms, Agent: "subagent", Parallel: calls},
+	}}
+	spans := exportSpans(t, func(e *Exporter) { e.ExportEpisode(ep) })
+	byID := map[string]*tracepb.Span{}
+	for _, s := range spans {
+		byID[string(s.SpanId)] = s
+	}
+	// The calls start at different times: that tells which span is whose.
+	var step *tracepb.Span
+	agents, chats := map[uint64]*tracepb.Span{}, map[uint64]*tracepb.Span{}
+	for _, s := range spans {
+		switch s.Name {
+		case "execute_tool delegate":
+			step = s
+		case "invoke_agent subagent":
+			agents[s.StartTimeUnixNano] = s
+		case "chat solver":
+			chats[s.StartTimeUnixNano] = s
+		}
+	}
+	if len(spans) != 2+2*len(calls) || step == nil || len(agents) != len(calls) || len(chats) != len(calls) {
+		t.Fatalf("%d spans, %d agents, %d chats: want the episode, the step, and an agent and a chat per call", len(spans), len(agents), len(chats))
+	}
+	checkAttrs(t, step, map[string]any{keyToolName: "delegate", "delegate.cost.usd": 0.03})
+	for i, c := range calls {
+		a, ch := agents[uint64(c.Start.UnixNano())], chats[uint64(c.Start.UnixNano())]
+		if a == nil || ch == nil {
+			t.Errorf("call %d: no agent or chat span starts with it", i)
+			continue
+		}
+		if p := byID[string(a.ParentSpanId)]; p != step {
+			t.Errorf("agent %d is under %v, want the step", i, p)
+		}
+		if p := byID[string(ch.ParentSpanId)]; p != a {
+			t.Errorf("chat %d is not under agent %d", i, i)
+		}
+		for _, s := range []*tracepb.Span{a, ch} {
+			if got, want := s.EndTimeUnixNano, uint64(c.Start.Add(c.Latency).UnixNano()); got != want {
+				t.Errorf("%s %d ends at %d, want %d", s.Name, i, got, want)
+			}
+		}
+		agent := map[string]any{keyOperation: "invoke_agent", keyAgentName: "subagent", keyRequestModel: "solver",
+			"delegate.role": "subagent", keyInputTokens: int64(c.Usage.PromptTokens), keyOutputTokens: int64(c.Usage.CompletionTokens),
+			"delegate.cost.usd": c.Cost}
+		chat := map[string]any{keyOperation: "chat", keyProvider: "delegate", keyRequestModel: "solver", "delegate.role": "subagent",
+			keyInputTokens: int64(c.Usage.PromptTokens), keyOutputTokens: int64(c.Usage.CompletionTokens), "delegate.cost.usd": c.Cost}
+		if c.Error != "" {
+			agent["error.type"], chat["error.type"] = c.ErrorType, c.ErrorType
+		}
+		checkAttrs(t, a, agent)
+		checkAttrs(t, ch, chat)
 	}
 }
 

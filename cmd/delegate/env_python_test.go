@@ -14,10 +14,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/delegatelab/delegate/world"
 )
 
 // startEnv runs delegate env with args and getenv until the test ends,
@@ -224,4 +228,76 @@ func TestEnvTokenFromPythonClient(t *testing.T) {
 			t.Errorf("session/close: got %d %s", status, body)
 		}
 	})
+}
+
+// TestTRLExample plays an episode with examples/trl/delegate_env.py's
+// class, under python3, through a stand-in of OpenEnv's client in the
+// standard library (testdata/trl/openenv.py), with a token. Its delegate
+// method asks one question, then several at once, and sends a list the
+// server refuses as the model wrote it. It skips without python3.
+func TestTRLExample(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	getenv := func(name string) string {
+		if name == envTokenEnv {
+			return envPythonToken
+		}
+		return ""
+	}
+	base := startEnv(t, getenv, "--config", "../../examples/world.yaml", "--addr", "127.0.0.1:0", "--split", "test")
+	g, err := world.NewGenerator(world.DefaultConfig(), 3, world.Test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := g.Next() // the problem a reset with seed 3 draws
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-B", "testdata/trl/drive.py", strings.TrimPrefix(base, "http://"), "3", strconv.FormatInt(p.Answer, 10)}
+	for _, s := range p.Steps {
+		args = append(args, s.Expr())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", envTokenEnv + "=" + envPythonToken}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python3 %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	var got struct {
+		Task, One, Many, Both, Answer string
+		TooMany                       string `json:"too_many"`
+		AfterDone                     string `json:"after_done"`
+		Reward                        float64
+		Done                          bool
+	}
+	if err := json.Unmarshal(stdout, &got); err != nil {
+		t.Fatalf("drive.py's output %s: %v", stdout, err)
+	}
+	if got.Task != p.Text {
+		t.Errorf("reset: got task %q, want %q", got.Task, p.Text)
+	}
+	var many []string
+	if err := json.Unmarshal([]byte(got.Many), &many); err != nil || len(many) != len(p.Steps) {
+		t.Errorf("delegate(questions=%d questions): got %q, want a JSON array of %d answers", len(p.Steps), got.Many, len(p.Steps))
+	} else if many[0] != got.One {
+		t.Errorf("delegate(questions=...)[0] = %q, delegate(question=...) = %q: want the same answer", many[0], got.One)
+	}
+	for _, c := range []struct{ name, got, want string }{
+		{"too many questions", got.TooMany, "at most 8"},
+		{"question and questions", got.Both, "not both"},
+		{"after the answer", got.AfterDone, "The episode is over"},
+	} {
+		if !strings.Contains(c.got, c.want) {
+			t.Errorf("%s: got %q, want it to say %q", c.name, c.got, c.want)
+		}
+	}
+	if got.Answer != "correct" || !got.Done || got.Reward <= 0 || got.Reward >= 1 {
+		t.Errorf("answer: got %q, done %v, reward %v; want correct, done, a reward in (0, 1)", got.Answer, got.Done, got.Reward)
+	}
 }

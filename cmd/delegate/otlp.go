@@ -259,19 +259,29 @@ func episodeOf(r openenv.EpisodeRecord) telemetry.Episode {
 			step.Error, step.ErrorType = s.Error.Message, s.Error.ErrorType
 		}
 		if n := s.Subagent; n != nil {
+			c := subagentCall(n)
+			step.Agent, step.Call = n.Role, &c
+		}
+		for _, n := range s.Parallel {
 			step.Agent = n.Role
-			step.Call = &telemetry.Call{Model: n.Model, Role: n.Role, Start: n.Start, Latency: n.Latency, Usage: n.Usage,
-				Cost: n.Cost, PolicyVersion: n.PolicyVersion, Error: n.Error, ErrorType: n.ErrorType}
-			if n.FinishReason != "" {
-				step.Call.FinishReasons = []string{n.FinishReason}
-			}
-			if n.Error != "" && n.ErrorType == "" && n.ErrorStatus != 0 {
-				step.Call.ErrorType = strconv.Itoa(n.ErrorStatus)
-			}
+			step.Parallel = append(step.Parallel, subagentCall(n))
 		}
 		ep.Steps = append(ep.Steps, step)
 	}
 	return ep
+}
+
+// subagentCall is the span's view of one call of an episode's sub-agent.
+func subagentCall(n *delegate.Node) telemetry.Call {
+	c := telemetry.Call{Model: n.Model, Role: n.Role, Start: n.Start, Latency: n.Latency, Usage: n.Usage,
+		Cost: n.Cost, PolicyVersion: n.PolicyVersion, Error: n.Error, ErrorType: n.ErrorType}
+	if n.FinishReason != "" {
+		c.FinishReasons = []string{n.FinishReason}
+	}
+	if n.Error != "" && n.ErrorType == "" && n.ErrorStatus != 0 {
+		c.ErrorType = strconv.Itoa(n.ErrorStatus)
+	}
+	return c
 }
 
 // call queues one model call made outside a strategy run; it never waits.

@@ -39,16 +39,26 @@ class DelegateEnv:
         self.reward, self.done = 0.0, False
         return result.observation["task"]
 
-    def delegate(self, question: str) -> str:
-        """Hand a self-contained question, such as 47*28, to the sub-agent.
+    def delegate(self, question: str = "", questions: list[str] | None = None) -> str:
+        """Hand self-contained questions, such as 47*28, to the sub-agent.
+
+        Give question, or questions to ask several at once.
 
         Args:
-            question: The question, with every number it needs.
+            question: One question, with every number it needs.
+            questions: Up to 8 such questions, asked in parallel.
 
         Returns:
-            The sub-agent's answer.
+            The sub-agent's answer; for questions, a JSON array of the answers in order.
         """
-        return self._call("delegate", {"question": question})
+        # Send what the model filled; the server refuses both, neither,
+        # an empty list or more than 8, and says why.
+        arguments = {}
+        if questions is not None:
+            arguments["questions"] = list(questions)
+        if question or questions is None:
+            arguments["question"] = question
+        return self._call("delegate", arguments)
 
     def answer(self, answer: str) -> str:
         """Give the final answer. It ends the episode.

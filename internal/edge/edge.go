@@ -22,6 +22,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -150,10 +151,17 @@ func (c Config) hostAllowed(host string) bool {
 	switch {
 	case name == "":
 		return false // HTTP/1.1 requires a Host; only a bare HTTP/1.0 client omits it
-	case net.ParseIP(name) != nil, name == "localhost", strings.HasSuffix(name, ".localhost"):
+	case isIP(name), name == "localhost", strings.HasSuffix(name, ".localhost"):
 		return true
 	}
 	return slices.ContainsFunc(c.Hosts, func(h string) bool { return strings.EqualFold(h, name) })
+}
+
+// isIP reports whether name is an IP literal without a zone, as
+// net.ParseIP reads one, without its allocation: every request asks.
+func isIP(name string) bool {
+	a, err := netip.ParseAddr(name)
+	return err == nil && a.Zone() == ""
 }
 
 // crossOrigin says why r came from a web page of another origin, or ""
@@ -185,6 +193,9 @@ func notJSON(r *http.Request) string {
 	ct := r.Header.Get("Content-Type")
 	if ct == "" || r.ContentLength == 0 || r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return ""
+	}
+	if strings.EqualFold(ct, "application/json") {
+		return "" // nearly every JSON body's, without ParseMediaType's map
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {

@@ -307,7 +307,7 @@ type floorSession struct {
 	in     bytes.Buffer
 	ws     *websocket.Conn // the WebSocket arm's connection
 	hc     *http.Client    // the HTTP arm's client
-	url    string          // where the HTTP arm posts
+	proto  *http.Request   // what each of the HTTP arm's posts copies, as MCPSession's do
 }
 
 // openFloor opens a floor session over the WebSocket, or HTTP MCP when
@@ -324,7 +324,12 @@ func openFloor(ctx context.Context, d *openenv.Delegation, f *floor, sizes []epi
 		return nil, errors.New("floor: every slot is taken")
 	}
 	if mcp {
-		s.url = "http://" + f.addr + path("/mcp", s.k)
+		// The URL is parsed and the header made once, as MCPSession does.
+		if s.proto, err = http.NewRequest(http.MethodPost, "http://"+f.addr+path("/mcp", s.k), nil); err != nil {
+			f.free <- s.k
+			return nil, fmt.Errorf("floor post: %w", err)
+		}
+		s.proto.Header.Set("Content-Type", "application/json")
 		return s, nil
 	}
 	c, _, err := websocket.Dial(ctx, "ws://"+f.addr+path("/ws", s.k), &websocket.DialOptions{HTTPClient: hc})
@@ -391,13 +396,13 @@ func (s *floorSession) trip(ctx context.Context, rt roundTrip) error {
 	return nil
 }
 
-// post makes the HTTP round trip as the MCP client does.
+// post makes the HTTP round trip as the MCP client does: a copy of one
+// request, its body set.
 func (s *floorSession) post(ctx context.Context, rt roundTrip) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(s.f.filler[:rt.req]))
-	if err != nil {
-		return fmt.Errorf("floor post: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
+	body := s.f.filler[:rt.req]
+	req := s.proto.WithContext(ctx)
+	req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	resp, err := s.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("floor post: %w", err)

@@ -113,16 +113,52 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, body []byte
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, rd)
+	req, err := c.newRequest(ctx, method, path, rd, body != nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.exchange(req, method, path, buf)
+}
+
+// newRequest makes a request of the server's path, with body and the
+// token; isJSON says the body is JSON.
+func (c *Client) newRequest(ctx context.Context, method, path string, body io.Reader, isJSON bool) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, body)
 	if err != nil {
 		return nil, fmt.Errorf("openenv %s %s: %w", method, path, err)
 	}
-	if body != nil {
+	if isJSON {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
+	return req, nil
+}
+
+// postProto returns the request that post copies to send JSON to path.
+// It is nil when the HTTP client keeps cookies: its jar adds them to a
+// request's header, which the copies share.
+func (c *Client) postProto(path string) (*http.Request, error) {
+	if c.httpClient().Jar != nil {
+		return nil, nil
+	}
+	return c.newRequest(context.Background(), http.MethodPost, path, nil, true)
+}
+
+// post sends body, JSON, to proto's path in a copy of proto, which
+// postProto made, and reads a 200's body into buf. The copy shares
+// proto's URL and header: no parse and no header map a request.
+func (c *Client) post(ctx context.Context, proto *http.Request, path string, body []byte, buf *bytes.Buffer) ([]byte, error) {
+	req := proto.WithContext(ctx)
+	req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return c.exchange(req, http.MethodPost, path, buf)
+}
+
+// exchange sends req and reads a 200's body into buf. Another status
+// comes back as an *Error.
+func (c *Client) exchange(req *http.Request, method, path string, buf *bytes.Buffer) ([]byte, error) {
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("openenv %s %s: %w", method, path, err)
@@ -187,6 +223,12 @@ func (c *Client) Dial(ctx context.Context) (*Session, error) {
 
 // Reset starts an episode and returns its first observation.
 func (s *Session) Reset(ctx context.Context, req ResetRequest) (Result, error) {
+	// A request without extra fields, as nearly every one is, is written
+	// in place by hand.
+	if len(req.Extra) == 0 {
+		s.out = append(appendReset(append(s.out[:0], `{"type":"`+MsgReset+`","data":`...), req), '}')
+		return s.exchangeResult(ctx, MsgReset)
+	}
 	b, err := MarshalUnescaped(req)
 	if err != nil {
 		return Result{}, fmt.Errorf("openenv reset: encode: %w", err)

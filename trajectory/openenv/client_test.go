@@ -1,12 +1,19 @@
 package openenv
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/delegatelab/delegate/internal/edge"
 )
 
 // recorder records the actions an environment receives.
@@ -100,6 +107,83 @@ func TestClientsSendUnescaped(t *testing.T) {
 			}
 			if got := actions[n]; !strings.Contains(got, `"question":"`+q+`"`) {
 				t.Errorf("the environment got %s, want the question as written", got)
+			}
+		})
+	}
+}
+
+// TestMCPSessionRequests: every POST of an MCP session carries its own
+// body, its length, the media type and the token, whether it copies one
+// request made once or, with a cookie jar, is made afresh. The jar's
+// cookie is sent once a request, not added to a shared header.
+func TestMCPSessionRequests(t *testing.T) {
+	const token = "mcp-requests-token"
+	type got struct {
+		body, contentType, auth, cookie string
+		length                          int64
+	}
+	for _, withJar := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no jar", true: "cookie jar"}[withJar], func(t *testing.T) {
+			var mu sync.Mutex
+			var seen []got
+			srv, _ := newDelegationServer(t, DelegationConfig{}, nil)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, err := io.ReadAll(r.Body)
+				if err != nil {
+					t.Errorf("read body: %v", err)
+				}
+				mu.Lock()
+				seen = append(seen, got{string(body), r.Header.Get("Content-Type"), r.Header.Get("Authorization"), strings.Join(r.Header.Values("Cookie"), "|"), r.ContentLength})
+				mu.Unlock()
+				http.SetCookie(w, &http.Cookie{Name: "a", Value: "1"})
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				srv.ServeHTTP(w, r)
+			})
+			ts := httptest.NewServer(edge.Config{Token: token}.Handler(h))
+			defer ts.Close()
+			hc := &http.Client{}
+			if withJar {
+				jar, err := cookiejar.New(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				hc.Jar = jar
+			}
+			c := &Client{BaseURL: ts.URL, Token: token, HTTP: hc}
+			ctx := context.Background()
+			m := c.OpenMCP()
+			if _, err := m.Reset(ctx, ResetRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range []string{"4*7", "12*13"} {
+				if _, err := m.Step(ctx, call(ToolDelegate, map[string]string{"question": q})); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := m.Close(); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) != 4 {
+				t.Fatalf("the server saw %d requests, want create, two calls and close", len(seen))
+			}
+			for i, g := range seen {
+				if g.contentType != "application/json" || g.auth != "Bearer "+token || g.length != int64(len(g.body)) || !json.Valid([]byte(g.body)) {
+					t.Errorf("request %d: got %+v, want its JSON body, its length, application/json and the token", i, g)
+				}
+				wantCookie := ""
+				if withJar && i > 0 {
+					wantCookie = "a=1"
+				}
+				if g.cookie != wantCookie {
+					t.Errorf("request %d: cookie %q, want %q", i, g.cookie, wantCookie)
+				}
+			}
+			for i, q := range []string{"4*7", "12*13"} {
+				if !strings.Contains(seen[i+1].body, q) {
+					t.Errorf("call %d: body %s, want the question %s", i+1, seen[i+1].body, q)
+				}
 			}
 		})
 	}

@@ -336,6 +336,24 @@ func appendAction(dst []byte, a ToolAction) ([]byte, bool, error) {
 	return append(dst, '}'), true, nil
 }
 
+// appendReset appends req, whose Extra is empty, as MarshalUnescaped
+// writes it, without reflection.
+func appendReset(dst []byte, req ResetRequest) []byte {
+	dst = append(dst, '{')
+	if req.Seed != nil {
+		dst = append(dst, `"seed":`...)
+		dst = strconv.AppendInt(dst, *req.Seed, 10)
+	}
+	if req.EpisodeID != nil {
+		if req.Seed != nil {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"episode_id":`...)
+		dst = appendUnescaped(dst, *req.EpisodeID)
+	}
+	return append(dst, '}')
+}
+
 // compact reports whether b, valid JSON, has no space outside its
 // strings: whether an encoder would write it as it is.
 func compact(b []byte) bool {

@@ -223,6 +223,31 @@ func TestAppendAction(t *testing.T) {
 	}
 }
 
+// FuzzAppendReset holds a reset request written by hand to
+// MarshalUnescaped's bytes.
+func FuzzAppendReset(f *testing.F) {
+	f.Add(int64(3), "", true, false)
+	f.Add(int64(-1), "e-1", true, true)
+	f.Add(int64(0), "<&> \u2028 \xff \"", false, true)
+	f.Add(int64(0), "", false, false)
+	f.Fuzz(func(t *testing.T, seed int64, id string, hasSeed, hasID bool) {
+		var req ResetRequest
+		if hasSeed {
+			req.Seed = &seed
+		}
+		if hasID {
+			req.EpisodeID = &id
+		}
+		want, err := MarshalUnescaped(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendReset([]byte("x"), req); string(got[1:]) != string(want) {
+			t.Errorf("got  %s\nwant %s", got[1:], want)
+		}
+	})
+}
+
 // FuzzAppendAction checks an action written by hand against
 // MarshalUnescaped whenever appendAction writes it.
 func FuzzAppendAction(f *testing.F) {

@@ -145,9 +145,19 @@ type mcpSession struct {
 	id       string
 	mu       sync.Mutex
 	env      Environment
-	episodes int       // resets so far
-	closed   bool      // closed by the client, the reaper or the server
-	last     time.Time // the last request's end, for the reaper
+	episodes int          // resets so far
+	closed   bool         // closed by the client, the reaper or the server
+	last     time.Time    // the last request's end, for the reaper
+	deadline stepDeadline // its calls' contexts, under the server's
+}
+
+// callContext returns the context of a call on the session, made under
+// mu for the request whose context is req. It ends at the call's
+// deadline, when req ends, or when the server closes. The caller calls
+// stop when the call returns.
+func (ms *mcpSession) callContext(s *Server, req context.Context) (ctx context.Context, stop func() bool) {
+	ctx, cancel := ms.deadline.get(s.ctx, s.cfg.StepTimeout)
+	return ctx, context.AfterFunc(req, cancel)
 }
 
 // rpcCall is one JSON-RPC call in progress: where it came from decides
@@ -260,8 +270,7 @@ func (ss *session) sessionMethod(ctx context.Context, method string, params json
 	if errs := (ResetRequest{Seed: p.Seed, EpisodeID: p.EpisodeID}).Validate(); len(errs) > 0 {
 		return nil, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + (&ValidationError{errs}).Error()}
 	}
-	sctx, cancel := context.WithTimeout(ctx, ss.s.cfg.StepTimeout)
-	defer cancel()
+	sctx, _ := ss.deadline.get(ss.ctx, ss.s.cfg.StepTimeout)
 	obs, err := ss.env.Reset(sctx, p.Seed, deref(p.EpisodeID))
 	if err != nil {
 		return nil, rpcStepError(err)
@@ -279,13 +288,15 @@ func (ss *session) sessionMethod(ctx context.Context, method string, params json
 // 413 above it.
 func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) ([]byte, error) {
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxMessageBytes))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		WriteDetail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", s.cfg.MaxMessageBytes))
-		return nil, err
-	case err != nil:
-		WriteDetail(w, http.StatusBadRequest, "read body: "+err.Error())
+	if err != nil {
+		// Declared here: errors.As puts it on the heap, which every
+		// request would pay.
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			WriteDetail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", s.cfg.MaxMessageBytes))
+		} else {
+			WriteDetail(w, http.StatusBadRequest, "read body: "+err.Error())
+		}
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -393,12 +404,9 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 	default:
 		err = &RPCError{Code: RPCMethodNotFound, Message: "Method not found: " + c.req.Method}
 	}
-	var rerr *RPCError
 	switch {
-	case errors.As(err, &rerr):
-		resp.Error = rerr
 	case err != nil:
-		resp.Error = &RPCError{Code: RPCInternalError, Message: err.Error()}
+		resp.Error = asRPCError(err)
 	case raw != nil:
 		resp.Result = raw
 	default:
@@ -496,9 +504,8 @@ func (s *Server) toolsCall(ctx context.Context, ws *session, params json.RawMess
 		if ws.reset && ws.steps >= s.cfg.MaxSteps {
 			return nil, &RPCError{Code: RPCInvalidRequest, Message: fmt.Sprintf("%v (%d steps)", ErrStepLimit, s.cfg.MaxSteps)}
 		}
-		sctx, cancel := context.WithTimeout(ctx, s.cfg.StepTimeout)
+		sctx, _ := ws.deadline.get(ws.ctx, s.cfg.StepTimeout)
 		obs, err = ws.env.Step(sctx, action)
-		cancel()
 		if ws.reset {
 			ws.steps++
 		}
@@ -569,6 +576,16 @@ func (s *Server) hasTool(name []byte) bool {
 	return false
 }
 
+// asRPCError is err as a JSON-RPC error: itself, or an internal error.
+// Only a call that failed pays for errors.As's target on the heap.
+func asRPCError(err error) *RPCError {
+	var rerr *RPCError
+	if errors.As(err, &rerr) {
+		return rerr
+	}
+	return &RPCError{Code: RPCInternalError, Message: err.Error()}
+}
+
 // rpcStepError turns a refused or failed step into a JSON-RPC error.
 func rpcStepError(err error) error {
 	var verr *ValidationError
@@ -628,13 +645,41 @@ type sessionParams struct {
 // readSessionParams decodes params, a valid JSON object or nil, once.
 func readSessionParams(params json.RawMessage) (sessionParams, error) {
 	var p sessionParams
-	if params == nil {
+	if params == nil || p.readPlain(params) {
 		return p, nil
 	}
 	if err := json.Unmarshal(params, &p); err != nil {
 		return p, &RPCError{Code: RPCInvalidParams, Message: "Invalid params: " + err.Error()}
 	}
 	return p, nil
+}
+
+// readPlain reads b, a valid JSON object, without reflection when it
+// holds session_id, seed and episode_id alone, each plain or null, as
+// ResetRequest.readPlain reads them. It reports false for anything else,
+// which the decoder reads.
+func (p *sessionParams) readPlain(b []byte) bool {
+	out, ok := *p, true
+	members(b, func(k, v []byte) bool {
+		switch string(k) {
+		case "session_id":
+			var id *string
+			if id, ok = plainString(v); id != nil {
+				out.SessionID = *id // null leaves it, as a decode does
+			}
+		case "seed":
+			out.Seed, ok = plainInt(v)
+		case "episode_id":
+			out.EpisodeID, ok = plainString(v)
+		default:
+			ok = false
+		}
+		return ok
+	})
+	if ok {
+		*p = out
+	}
+	return ok
 }
 
 // sessionMethod serves OpenEnv's session methods over HTTP. Create takes
@@ -755,8 +800,8 @@ func (s *Server) sessionReset(ctx context.Context, ms *mcpSession, p sessionPara
 	if ms.episodes >= s.cfg.MaxMCPEpisodes {
 		return nil, &RPCError{Code: RPCServerError, Message: fmt.Sprintf("the session ran its %d episodes: close it and create another", s.cfg.MaxMCPEpisodes)}
 	}
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.StepTimeout)
-	defer cancel()
+	sctx, stop := ms.callContext(s, ctx)
+	defer stop()
 	obs, err := ms.env.Reset(sctx, p.Seed, deref(p.EpisodeID))
 	if err != nil {
 		return nil, rpcStepError(err)
@@ -776,8 +821,8 @@ func (s *Server) sessionStep(ctx context.Context, ms *mcpSession, action json.Ra
 		return Observation{}, &RPCError{Code: RPCInvalidParams, Message: "Unknown session_id: " + ms.id}
 	}
 	defer func() { ms.last = time.Now() }()
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.StepTimeout)
-	defer cancel()
+	sctx, stop := ms.callContext(s, ctx)
+	defer stop()
 	return ms.env.Step(sctx, action)
 }
 
@@ -811,6 +856,7 @@ func (s *Server) dropSession(ms *mcpSession) {
 	}
 	ms.mu.Lock()
 	ms.closed = true
+	ms.deadline.stop()
 	ms.mu.Unlock()
 	closeEnv(ms.env, s.cfg.Log)
 	s.leave()

@@ -260,10 +260,11 @@ var ErrNoState = errors.New("the transport serves no state")
 // Reset creates the session; Close closes it. Its calls must not
 // overlap: they share its buffers.
 type MCPSession struct {
-	c   *Client
-	id  string
-	out []byte       // the last request, its buffer reused
-	in  bytes.Buffer // the last answer, reused
+	c     *Client
+	id    string
+	out   []byte        // the last request, its buffer reused
+	in    bytes.Buffer  // the last answer, reused
+	proto *http.Request // what each POST copies; nil until the first, or with a cookie jar
 }
 
 // OpenMCP returns an MCP session that opens on its first Reset.
@@ -294,7 +295,7 @@ func (m *MCPSession) Reset(ctx context.Context, req ResetRequest) (Result, error
 	}
 	b = append(b, `},"id":1}`...)
 	m.out = b
-	body, err := m.c.roundTrip(ctx, http.MethodPost, "/mcp", b, &m.in)
+	body, err := m.post(ctx, b)
 	if err != nil {
 		return Result{}, err
 	}
@@ -317,6 +318,22 @@ func (m *MCPSession) Reset(ctx context.Context, req ResetRequest) (Result, error
 	}
 	m.id = id
 	return res, nil
+}
+
+// post sends one JSON-RPC request, body, to POST /mcp and reads the
+// answer into m.in. Its request copies one made once.
+func (m *MCPSession) post(ctx context.Context, body []byte) ([]byte, error) {
+	if m.proto == nil {
+		proto, err := m.c.postProto("/mcp")
+		if err != nil {
+			return nil, err
+		}
+		if proto == nil {
+			return m.c.roundTrip(ctx, http.MethodPost, "/mcp", body, &m.in)
+		}
+		m.proto = proto
+	}
+	return m.c.post(ctx, m.proto, "/mcp", body, &m.in)
 }
 
 // Step calls a tool: action is a ToolAction of type call_tool. The
@@ -352,7 +369,7 @@ func (m *MCPSession) Step(ctx context.Context, action any) (Result, error) {
 	}
 	b = append(b, `},"id":1}`...)
 	m.out = b
-	body, err := m.c.roundTrip(ctx, http.MethodPost, "/mcp", b, &m.in)
+	body, err := m.post(ctx, b)
 	if err != nil {
 		return Result{}, err
 	}

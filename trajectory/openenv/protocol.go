@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"unicode/utf8"
 )
 
 // ResetRequest is the body of POST /reset and the data of a WebSocket
@@ -22,6 +24,9 @@ const MaxIDLength = 255
 
 // UnmarshalJSON reads the known fields and keeps the others in Extra.
 func (r *ResetRequest) UnmarshalJSON(b []byte) error {
+	if r.readPlain(b) {
+		return nil
+	}
 	type known ResetRequest
 	var k known
 	if err := json.Unmarshal(b, &k); err != nil {
@@ -34,6 +39,62 @@ func (r *ResetRequest) UnmarshalJSON(b []byte) error {
 	*r = ResetRequest(k)
 	r.Extra = extra
 	return nil
+}
+
+// readPlain reads b, the request every client sends, without reflection:
+// an object of seed, an integer or null, and episode_id, a string
+// without escapes or null, and nothing else. It reports false for
+// anything else, which the decoder reads or refuses.
+func (r *ResetRequest) readPlain(b []byte) bool {
+	if !validJSON(b) || !startsObject(b) {
+		return false
+	}
+	var out ResetRequest
+	ok := true
+	// The last of a repeated member counts, as in a decode. A key is read
+	// as written: an escaped one, or another case, goes to the decoder.
+	members(b, func(k, v []byte) bool {
+		switch string(k) {
+		case "seed":
+			out.Seed, ok = plainInt(v)
+		case "episode_id":
+			out.EpisodeID, ok = plainString(v)
+		default:
+			ok = false
+		}
+		return ok
+	})
+	if ok {
+		*r = out
+	}
+	return ok
+}
+
+// plainInt reads a JSON integer that fits an int64, or null, as a
+// decode into *int64 does. It reports false for anything else.
+func plainInt(v []byte) (*int64, bool) {
+	if string(v) == "null" {
+		return nil, true
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil || v[0] == '+' {
+		return nil, false
+	}
+	return &n, true
+}
+
+// plainString reads a JSON string without escapes, of valid UTF-8, or
+// null, as a decode into *string does. It reports false for anything
+// else.
+func plainString(v []byte) (*string, bool) {
+	if string(v) == "null" {
+		return nil, true
+	}
+	if len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 || !utf8.Valid(v) {
+		return nil, false
+	}
+	s := string(v[1 : len(v)-1])
+	return &s, true
 }
 
 // MarshalJSON writes the known fields and Extra at the same level.

@@ -36,7 +36,9 @@ type Config struct {
 	// must be positive.
 	IdleTimeout time.Duration
 	// StepTimeout bounds one reset or step; an HTTP step's timeout_s
-	// shortens it. It must be positive.
+	// shortens it. A session's calls may be cut up to 1/64 of it sooner:
+	// those that start that close together share one deadline. It must
+	// be positive.
 	StepTimeout time.Duration
 	// Tools are the tools of the environment's call_tool actions, which
 	// MCP's tools/list lists and tools/call calls. None: MCP's tool

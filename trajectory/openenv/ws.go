@@ -137,6 +137,7 @@ func (s *Server) startSession(c *websocket.Conn, env Environment, mcp bool) (ses
 	}
 	return sess, func() {
 		sess.stuck.Stop()
+		sess.deadline.stop()
 		cancel()
 		stop()
 	}
@@ -240,14 +241,15 @@ type session struct {
 	s        *Server
 	ctx      context.Context // ends with the session or the server
 	env      Environment
-	id       string      // the session_id of an MCP WebSocket; "" on /ws
-	stuck    *time.Timer // closes the connection when a write takes too long
-	reset    bool        // an episode was started
-	episodes int         // started on an MCP WebSocket
-	steps    int         // since the last reset
-	out      []byte      // the last message sent, its buffer reused
-	obs      []byte      // the last observation encoded, its buffer reused
-	res      Result      // the last answer to a reset or a step, until it is sent
+	id       string       // the session_id of an MCP WebSocket; "" on /ws
+	stuck    *time.Timer  // closes the connection when a write takes too long
+	deadline stepDeadline // the resets' and steps' contexts, under ctx
+	reset    bool         // an episode was started
+	episodes int          // started on an MCP WebSocket
+	steps    int          // since the last reset
+	out      []byte       // the last message sent, its buffer reused
+	obs      []byte       // the last observation encoded, its buffer reused
+	res      Result       // the last answer to a reset or a step, until it is sent
 }
 
 // wsFields are the fields each message type may carry; OpenEnv's messages
@@ -332,7 +334,8 @@ func (ss *session) doReset(data json.RawMessage) (string, any, bool) {
 		return MsgError, invalid(FieldError{Type: "dict_type", Loc: []any{"data"}, Msg: "Input should be a valid dictionary"}), false
 	}
 	var req ResetRequest
-	if err := json.Unmarshal(data, &req); err != nil {
+	// handle checked the message: no decoder need check data again.
+	if err := req.UnmarshalJSON(data); err != nil {
 		return MsgError, invalid(FieldError{Type: "value_error", Loc: []any{"data"}, Msg: err.Error()}), false
 	}
 	if errs := req.Validate(); len(errs) > 0 {
@@ -341,8 +344,7 @@ func (ss *session) doReset(data json.RawMessage) (string, any, bool) {
 		}
 		return MsgError, invalid(errs...), false
 	}
-	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.cfg.StepTimeout)
-	defer cancel()
+	ctx, _ := ss.deadline.get(ss.ctx, ss.s.cfg.StepTimeout)
 	obs, err := ss.env.Reset(ctx, req.Seed, deref(req.EpisodeID))
 	if err == nil {
 		ss.reset, ss.steps = true, 0
@@ -360,8 +362,7 @@ func (ss *session) doStep(data json.RawMessage) (string, any, bool) {
 	if ss.reset && ss.steps >= ss.s.cfg.MaxSteps {
 		return MsgError, ErrorData{Message: fmt.Sprintf("%v (%d steps)", ErrStepLimit, ss.s.cfg.MaxSteps), Code: CodeExecutionError}, false
 	}
-	ctx, cancel := context.WithTimeout(ss.ctx, ss.s.cfg.StepTimeout)
-	defer cancel()
+	ctx, _ := ss.deadline.get(ss.ctx, ss.s.cfg.StepTimeout)
 	obs, err := ss.env.Step(ctx, data)
 	if ss.reset {
 		ss.steps++
@@ -382,22 +383,28 @@ func (ss *session) doMCP(data json.RawMessage) (string, any, bool) {
 	return MsgMCP, ss.s.rpc(ss.ctx, rpcCall{req: req, ws: ss}), false
 }
 
-// observation answers a reset or a step on the WebSocket.
-func (ss *session) observation(obs Observation, err error) (string, any, bool) {
+// failed answers a reset or a step that failed on the WebSocket. Only a
+// failure pays for errors.As's target on the heap.
+func (ss *session) failed(err error) (string, any, bool) {
 	var verr *ValidationError
-	switch {
-	case errors.As(err, &verr):
+	if errors.As(err, &verr) {
 		errs := make([]FieldError, len(verr.Errors))
 		for i, e := range verr.Errors {
 			e.Loc = append([]any{"data"}, e.Loc...)
 			errs[i] = e
 		}
 		return MsgError, invalid(errs...), false
-	case err != nil:
-		if !errors.Is(err, ErrNoEpisode) && !errors.Is(err, ErrEpisodeDone) {
-			ss.s.cfg.Log.Warn("openenv: environment failed", "err", err)
-		}
-		return MsgError, ErrorData{Message: err.Error(), Code: CodeExecutionError}, false
+	}
+	if !errors.Is(err, ErrNoEpisode) && !errors.Is(err, ErrEpisodeDone) {
+		ss.s.cfg.Log.Warn("openenv: environment failed", "err", err)
+	}
+	return MsgError, ErrorData{Message: err.Error(), Code: CodeExecutionError}, false
+}
+
+// observation answers a reset or a step on the WebSocket.
+func (ss *session) observation(obs Observation, err error) (string, any, bool) {
+	if err != nil {
+		return ss.failed(err)
 	}
 	// The observation is encoded in the session's buffer: it is sent
 	// before the next message is read.
