@@ -246,6 +246,11 @@ func gemv(dst, a []float32, w *Packed, j0, j1 int) {
 	}
 	for q := j0 / nr; q*nr < j1; {
 		panel := w.data[q*nr*k:]
+		if q*nr+8*nr <= j1 && activeGemv8 != nil {
+			activeGemv8(k, a, panel, nr*k, dst[q*nr:q*nr+8*nr])
+			q += 8
+			continue
+		}
 		if q*nr+4*nr <= j1 && activeGemv4 != nil {
 			activeGemv4(k, a, panel, nr*k, dst[q*nr:q*nr+4*nr])
 			q += 4
@@ -267,6 +272,7 @@ type gemv4Func func(k int, a, b []float32, stride int, c []float32)
 var (
 	activeGemv1 gemv1Func = goGemv1
 	activeGemv4 gemv4Func // nil: four goGemv1 calls
+	activeGemv8 gemv4Func // eight panels, c holds 128 values; nil: activeGemv4
 )
 
 // goGemv1 is the portable panel-vector product.
