@@ -151,7 +151,9 @@ func (w *Packed) Row(dst []float32, j int) {
 
 // MatMulPacked computes dst(m,n) = a(m,k) · Wᵀ, overwriting dst, split
 // across runtime.GOMAXPROCS(0) goroutines when large, like MatMulNT. Every
-// element has the bits MatMulNT gives for the same operands.
+// element has the bits MatMulNT gives for the same operands. A product of
+// one row is split by columns among helpers that spin between products
+// (team.go); while one call holds them, a concurrent one runs on its caller.
 func MatMulPacked(dst, a []float32, m int, w *Packed) {
 	if w.half != nil || w.q8 != nil {
 		checkLen("MatMulPacked", m, w.k, w.n, dst, m*w.n, a, m*w.k, nil, 0)
@@ -159,36 +161,18 @@ func MatMulPacked(dst, a []float32, m int, w *Packed) {
 		return
 	}
 	checkLen("MatMulPacked", m, w.k, w.n, dst, m*w.n, a, m*w.k, w.data, 0)
-	workers := defaultWorkers()
-	if 2*m*w.k*w.n < parallelFlops {
-		workers = 1
-	}
-	if m == 1 || workers == 1 {
-		// A vector (or a product too small to split by rows): split the
-		// columns, each goroutine streaming its share of W.
-		panels := w.panels()
-		workers = min(workers, panels)
-		if workers <= 1 {
+	if m == 1 {
+		if w.k*w.n < oneRowSplit || !rowTeam.matVec(dst, a, w, defaultWorkers()) {
 			MatMulPackedCols(dst, a, m, w, 0, w.n)
-			return
-		}
-		done := make(chan struct{}, workers)
-		for g := 1; g < workers; g++ {
-			go func() {
-				j0, j1 := PanelRange(panels, workers, g, w.n)
-				MatMulPackedCols(dst, a, m, w, j0, j1)
-				done <- struct{}{}
-			}()
-		}
-		j0, j1 := PanelRange(panels, workers, 0, w.n)
-		MatMulPackedCols(dst, a, m, w, j0, j1)
-		for g := 1; g < workers; g++ {
-			<-done
 		}
 		return
 	}
+	if 2*m*w.k*w.n < parallelFlops {
+		MatMulPackedCols(dst, a, m, w, 0, w.n)
+		return
+	}
 	pr := problem{op: opNT, dst: dst, a: a, m: m, k: w.k, n: w.n, kern: active, kern2: activeKernel2, packed: w.data}
-	pr.split(workers)
+	pr.split(defaultWorkers())
 }
 
 // PanelRange returns the columns [j0, j1) of part g of a product split by panels.
