@@ -24,11 +24,17 @@ import (
 // process so costs little: the caller does its share. When no unit is left
 // the caller closes the product. It then waits only for the helpers that
 // joined, which are on their last units: it spins, and blocks if they
-// take long. A helper takes that long when another process keeps it off
-// its core, as on a machine with more busy threads than cores. Then the
-// next teamBackoff products run on their callers alone, which loses less
-// than waiting again. Columns are computed as on one core, so the bits
-// are the same.
+// take long.
+//
+// On a machine with more busy threads than cores, other processes keep
+// the helpers off their cores. A helper then holds units the caller must
+// wait for, or does little while its spinning takes processor time. So a
+// product goes wrong when the caller blocked, or when helpers that were
+// spinning at its start did under half of their even share. After one
+// that goes wrong the next products run on their callers alone and the
+// helpers park: 64 products after the first, twice as many after each
+// one that follows, half as many after each product that goes well.
+// Columns are computed as on one core, so the bits are the same.
 
 // oneRowSplit is the k·n from which a one-row MatMulPacked is split across cores.
 // That is 256 KiB of float32 weights: a few microseconds on one core,
@@ -49,8 +55,11 @@ const (
 // for its helpers before it blocks.
 const teamWaitSpin = 1 << 14
 
-// teamBackoff is how many products run unsplit after a caller blocked.
-const teamBackoff = 64
+// teamBackoff and teamBackoffMax bound how many products run unsplit after one that went wrong.
+const (
+	teamBackoff    = 64
+	teamBackoffMax = 1 << 14
+)
 
 // The bits of team.state.
 const (
@@ -79,7 +88,11 @@ type team struct {
 
 	helpers []*helper     // grown by the holder of busy
 	idle    chan struct{} // the last helper out says so to a blocked caller
-	backoff int           // products left to run unsplit; the holder of busy's
+	helped  atomic.Int64  // units of the open product the helpers took
+
+	// Of the holder of busy: the products left to run unsplit, and how
+	// many to run so after the next product that goes wrong.
+	backoff, backoffNext int
 }
 
 // helper is one helper goroutine's part of a team.
@@ -114,20 +127,24 @@ func (t *team) matVec(dst, a []float32, w *Packed, workers int) bool {
 	}
 	t.dst, t.a, t.w, t.units, t.workers = dst, a, w, units, workers
 	t.next.Store(0)
+	t.helped.Store(0)
 	t.width.Store(int64(workers))
 	t.state.Store(teamOpen) // publishes the product
 	t.gen.Add(1)
+	judged := true // every helper spinning: each should do its share
 	for _, h := range t.helpers[:workers-1] {
 		if !h.parked.Load() {
 			continue // spinning: it sees gen
 		}
+		judged = false
 		select {
 		case h.wake <- struct{}{}:
 		default: // a token is waiting: the helper will come
 		}
 	}
-	t.work()
+	t.work(false)
 	s := t.state.Add(-teamOpen) // closed: no helper joins from here on
+	wrong := false
 	for i := 0; s&teamJoined != 0; i++ {
 		if i < teamWaitSpin {
 			s = t.state.Load()
@@ -135,10 +152,19 @@ func (t *team) matVec(dst, a []float32, w *Packed, workers int) bool {
 		}
 		if t.state.CompareAndSwap(s, s|teamWait) {
 			<-t.idle
-			t.backoff = teamBackoff
+			wrong = true
 			break
 		}
 		s = t.state.Load()
+	}
+	if judged && 2*int64(workers)*t.helped.Load() < units*int64(workers-1) {
+		wrong = true // under half of the helpers' share
+	}
+	if wrong {
+		t.backoff = max(t.backoffNext, teamBackoff)
+		t.backoffNext = min(2*t.backoff, teamBackoffMax)
+	} else {
+		t.backoffNext /= 2
 	}
 	t.state.Store(0)
 	t.dst, t.a, t.w = nil, nil, nil
@@ -152,7 +178,8 @@ func (t *team) matVec(dst, a []float32, w *Packed, workers int) bool {
 }
 
 // work takes units of the open product and computes them until none is left.
-func (t *team) work() {
+// A helper counts the units it takes in helped.
+func (t *team) work(helper bool) {
 	for {
 		u0 := t.next.Load()
 		left := t.units - u0
@@ -162,6 +189,9 @@ func (t *team) work() {
 		u1 := u0 + max(1, left/int64(t.workers))
 		if !t.next.CompareAndSwap(u0, u1) {
 			continue
+		}
+		if helper {
+			t.helped.Add(u1 - u0)
 		}
 		n := t.w.n
 		gemv(t.dst, t.a, t.w, min(int(u0)*teamUnit, n), min(int(u1)*teamUnit, n))
@@ -229,5 +259,5 @@ func (t *team) call(h *helper) {
 			h.fault = fmt.Sprintf("kernel: matmul helper %d: %v\n%s", h.k, r, debug.Stack())
 		}
 	}()
-	t.work()
+	t.work(true)
 }
