@@ -179,7 +179,7 @@ func (t *team) matVec(dst, a []float32, w *Packed, workers int) bool {
 
 // work takes units of the open product and computes them until none is left.
 // A helper counts the units it takes in helped.
-func (t *team) work(helper bool) {
+func (t *team) work(byHelper bool) {
 	for {
 		u0 := t.next.Load()
 		left := t.units - u0
@@ -190,7 +190,7 @@ func (t *team) work(helper bool) {
 		if !t.next.CompareAndSwap(u0, u1) {
 			continue
 		}
-		if helper {
+		if byHelper {
 			t.helped.Add(u1 - u0)
 		}
 		n := t.w.n
