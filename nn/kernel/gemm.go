@@ -82,6 +82,9 @@ func init() {
 	}
 	if activeName != "go" {
 		activeGemv1, activeGemv4 = archGemv1, archGemv4
+	}
+	if activeName == "avx512" {
+		activeGemv8 = archGemv8
 		activeDots8, activeMix = archDots8, archMix
 	}
 }

@@ -26,6 +26,8 @@ func TestPuregoImpl(t *testing.T) {
 		{"activePackA6", activePackA6 != nil},
 		{"archGemv4", archGemv4 != nil},
 		{"activeGemv4", activeGemv4 != nil},
+		{"archGemv8", archGemv8 != nil},
+		{"activeGemv8", activeGemv8 != nil},
 		{"archDots8", archDots8 != nil},
 		{"activeDots8", activeDots8 != nil},
 		{"archMix", archMix != nil},

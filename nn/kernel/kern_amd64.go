@@ -134,6 +134,18 @@ func asmGemv1(k int, a, b, c []float32) {
 // assembly micro-kernels (gemm.go's init picks them with those).
 var archGemv1, archGemv4 = gemv1Func(asmGemv1), gemv4Func(asmGemv4)
 
+//go:noescape
+func gemv8AVX512(k int, a, b *float32, stride int, c *float32)
+
+// archGemv8 is the AVX-512 eight-panel product, which gemm.go's init
+// picks with the AVX-512 micro-kernel. Its c holds 128 values.
+var archGemv8 = gemv4Func(func(k int, a, b []float32, stride int, c []float32) {
+	_ = a[k-1]
+	_ = b[7*stride+k*nr-1]
+	_ = c[8*nr-1]
+	gemv8AVX512(k, unsafe.SliceData(a), unsafe.SliceData(b), stride, unsafe.SliceData(c))
+})
+
 // archDots8 and archMix are the attention products that go with them.
 var (
 	archDots8 = asmDots8

@@ -8,7 +8,7 @@ func archImpl() (microKernel, pairKernel, packFunc, string) {
 	return goKernel, nil, goPackT16, "go"
 }
 
-var archGemv1, archGemv4 = gemv1Func(goGemv1), gemv4Func(nil)
+var archGemv1, archGemv4, archGemv8 = gemv1Func(goGemv1), gemv4Func(nil), gemv4Func(nil)
 
 var (
 	archDots8 func(sc, q, keys []float32, stride int, scale float32)

@@ -151,7 +151,9 @@ func (w *Packed) Row(dst []float32, j int) {
 
 // MatMulPacked computes dst(m,n) = a(m,k) · Wᵀ, overwriting dst, split
 // across runtime.GOMAXPROCS(0) goroutines when large, like MatMulNT. Every
-// element has the bits MatMulNT gives for the same operands.
+// element has the bits MatMulNT gives for the same operands. A product of
+// one row is split by columns among helpers that spin between products
+// (team.go); while one call holds them, a concurrent one runs on its caller.
 func MatMulPacked(dst, a []float32, m int, w *Packed) {
 	if w.half != nil || w.q8 != nil {
 		checkLen("MatMulPacked", m, w.k, w.n, dst, m*w.n, a, m*w.k, nil, 0)
@@ -159,36 +161,18 @@ func MatMulPacked(dst, a []float32, m int, w *Packed) {
 		return
 	}
 	checkLen("MatMulPacked", m, w.k, w.n, dst, m*w.n, a, m*w.k, w.data, 0)
-	workers := defaultWorkers()
-	if 2*m*w.k*w.n < parallelFlops {
-		workers = 1
-	}
-	if m == 1 || workers == 1 {
-		// A vector (or a product too small to split by rows): split the
-		// columns, each goroutine streaming its share of W.
-		panels := w.panels()
-		workers = min(workers, panels)
-		if workers <= 1 {
+	if m == 1 {
+		if w.k*w.n < oneRowSplit || !rowTeam.matVec(dst, a, w, defaultWorkers()) {
 			MatMulPackedCols(dst, a, m, w, 0, w.n)
-			return
-		}
-		done := make(chan struct{}, workers)
-		for g := 1; g < workers; g++ {
-			go func() {
-				j0, j1 := PanelRange(panels, workers, g, w.n)
-				MatMulPackedCols(dst, a, m, w, j0, j1)
-				done <- struct{}{}
-			}()
-		}
-		j0, j1 := PanelRange(panels, workers, 0, w.n)
-		MatMulPackedCols(dst, a, m, w, j0, j1)
-		for g := 1; g < workers; g++ {
-			<-done
 		}
 		return
 	}
+	if 2*m*w.k*w.n < parallelFlops {
+		MatMulPackedCols(dst, a, m, w, 0, w.n)
+		return
+	}
 	pr := problem{op: opNT, dst: dst, a: a, m: m, k: w.k, n: w.n, kern: active, kern2: activeKernel2, packed: w.data}
-	pr.split(workers)
+	pr.split(defaultWorkers())
 }
 
 // PanelRange returns the columns [j0, j1) of part g of a product split by panels.
@@ -246,6 +230,11 @@ func gemv(dst, a []float32, w *Packed, j0, j1 int) {
 	}
 	for q := j0 / nr; q*nr < j1; {
 		panel := w.data[q*nr*k:]
+		if q*nr+8*nr <= j1 && activeGemv8 != nil {
+			activeGemv8(k, a, panel, nr*k, dst[q*nr:q*nr+8*nr])
+			q += 8
+			continue
+		}
 		if q*nr+4*nr <= j1 && activeGemv4 != nil {
 			activeGemv4(k, a, panel, nr*k, dst[q*nr:q*nr+4*nr])
 			q += 4
@@ -267,6 +256,7 @@ type gemv4Func func(k int, a, b []float32, stride int, c []float32)
 var (
 	activeGemv1 gemv1Func = goGemv1
 	activeGemv4 gemv4Func // nil: four goGemv1 calls
+	activeGemv8 gemv4Func // eight panels, c holds 128 values; nil: activeGemv4
 )
 
 // goGemv1 is the portable panel-vector product.

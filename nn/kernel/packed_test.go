@@ -12,13 +12,18 @@ import (
 // until the returned function restores the previous choice. Tests in this
 // package do not run in parallel, so swapping the globals is safe.
 func withImpl(im impl) (restore func()) {
-	k, k2, p, g1, g4 := active, activeKernel2, activePackT16, activeGemv1, activeGemv4
+	k, k2, p, g1, g4, g8 := active, activeKernel2, activePackT16, activeGemv1, activeGemv4, activeGemv8
 	active, activeKernel2, activePackT16 = im.kern, im.kern2, im.pack
-	activeGemv1, activeGemv4 = goGemv1, nil
+	activeGemv1, activeGemv4, activeGemv8 = goGemv1, nil, nil
 	if im.name != "go" {
 		activeGemv1, activeGemv4 = archGemv1, archGemv4
 	}
-	return func() { active, activeKernel2, activePackT16, activeGemv1, activeGemv4 = k, k2, p, g1, g4 }
+	if im.kern2 != nil { // the AVX-512 kernels
+		activeGemv8 = archGemv8
+	}
+	return func() {
+		active, activeKernel2, activePackT16, activeGemv1, activeGemv4, activeGemv8 = k, k2, p, g1, g4, g8
+	}
 }
 
 func sameBits(t *testing.T, what string, got, want []float32) {
