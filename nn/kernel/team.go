@@ -30,7 +30,9 @@ import (
 // the helpers off their cores. A helper then holds units the caller must
 // wait for, or does little while its spinning takes processor time. So a
 // product goes wrong when the caller blocked, or when helpers that were
-// spinning at its start did under half of their even share. After one
+// spinning at its start did under half of their even share. The helpers
+// park during a back-off; its last product wakes them, so that the next
+// one finds them spinning. After one
 // that goes wrong the next products run on their callers alone and the
 // helpers park: 64 products after the first, twice as many after each
 // one that follows, half as many after each product that goes well.
@@ -52,8 +54,10 @@ const (
 )
 
 // teamWaitSpin is how many times the caller of a closed product checks
-// for its helpers before it blocks.
-const teamWaitSpin = 1 << 14
+// for its helpers before it blocks. Some tens of microseconds: a helper on
+// its last unit of a large product needs that long, and blocking counts
+// against the split.
+const teamWaitSpin = 1 << 17
 
 // teamBackoff and teamBackoffMax bound how many products run unsplit after one that went wrong.
 const (
@@ -118,6 +122,9 @@ func (t *team) matVec(dst, a []float32, w *Packed, workers int) bool {
 	defer t.busy.Store(false)
 	if t.backoff > 0 {
 		t.backoff--
+		if t.backoff == 0 {
+			t.rouse(workers)
+		}
 		return false
 	}
 	for len(t.helpers) < workers-1 {
@@ -131,17 +138,7 @@ func (t *team) matVec(dst, a []float32, w *Packed, workers int) bool {
 	t.width.Store(int64(workers))
 	t.state.Store(teamOpen) // publishes the product
 	t.gen.Add(1)
-	judged := true // every helper spinning: each should do its share
-	for _, h := range t.helpers[:workers-1] {
-		if !h.parked.Load() {
-			continue // spinning: it sees gen
-		}
-		judged = false
-		select {
-		case h.wake <- struct{}{}:
-		default: // a token is waiting: the helper will come
-		}
-	}
+	judged := !t.rouse(workers) // every helper spinning: each should do its share
 	t.work(false)
 	s := t.state.Add(-teamOpen) // closed: no helper joins from here on
 	wrong := false
@@ -175,6 +172,25 @@ func (t *team) matVec(dst, a []float32, w *Packed, workers int) bool {
 		}
 	}
 	return true
+}
+
+// rouse wakes the parked helpers among a product's workers and reports whether there were any.
+// The last product of a back-off rouses them, so that they spin by the
+// next one: woken by that product itself, they would be late by their
+// wake-up, and it would go wrong and start the next back-off.
+func (t *team) rouse(workers int) bool {
+	woke := false
+	for _, h := range t.helpers[:min(len(t.helpers), workers-1)] {
+		if !h.parked.Load() {
+			continue // spinning: it sees gen
+		}
+		woke = true
+		select {
+		case h.wake <- struct{}{}:
+		default: // a token is waiting: the helper will come
+		}
+	}
+	return woke
 }
 
 // work takes units of the open product and computes them until none is left.
