@@ -10,9 +10,11 @@ import "strconv"
 // parts, keys in other cases), and for anything json.Unmarshal refuses.
 // r is then in no defined state, and the caller decodes data with
 // encoding/json, which reports what is wrong. Where ok, data is valid
-// JSON.
-func DecodeRequest(data []byte, r *ChatRequest) (ok bool) {
-	d := decoder{data: data}
+// JSON. ok is also false past maxItems messages and tool calls together,
+// 0 meaning no bound: a server checks a body's lists before it builds
+// them, and refuses one too long with a better error than this could.
+func DecodeRequest(data []byte, r *ChatRequest, maxItems int) (ok bool) {
+	d := decoder{data: data, items: maxItems}
 	*r = ChatRequest{}
 	var seen [15]bool
 	more, ok := d.begin('{', '}')
@@ -67,6 +69,9 @@ func (d *decoder) messages(ms *[]Message) bool {
 	*ms = []Message{}
 	more, ok := d.begin('[', ']')
 	for ; more && ok; more, ok = d.next(']') {
+		if !d.item() {
+			return false
+		}
 		*ms = append(*ms, Message{})
 		if !d.message(&(*ms)[len(*ms)-1]) {
 			return false
@@ -119,4 +124,14 @@ func (d *decoder) bool(v *bool) bool {
 		return false
 	}
 	return true
+}
+
+// item counts one more list element against the decoder's bound, if it
+// has one; false past it.
+func (d *decoder) item() bool {
+	if d.items == 0 {
+		return true
+	}
+	d.seenItems++
+	return d.seenItems <= d.items
 }

@@ -14,7 +14,7 @@ func checkDecodeRequest(t *testing.T, body []byte) (taken bool) {
 	werr := json.Unmarshal(body, &want)
 	left := "left over"
 	got := ChatRequest{Model: "left over", Messages: []Message{{Content: Content{Value: &left}}}, N: 9}
-	if !DecodeRequest(body, &got) {
+	if !DecodeRequest(body, &got, 0) {
 		return false
 	}
 	if werr != nil {
@@ -82,6 +82,26 @@ func TestDecodeRequestMatchesUnmarshal(t *testing.T) {
 	}
 }
 
+func TestDecodeRequestBound(t *testing.T) {
+	msgs := `{"messages":[{"role":"user"},{"role":"assistant","tool_calls":[{"id":"a"},{"id":"b"}]}]}`
+	for _, tt := range []struct {
+		body  string
+		max   int
+		taken bool
+	}{
+		{msgs, 0, true},
+		{msgs, 4, true},
+		{msgs, 3, false},
+		{msgs, 1, false},
+		{`{"messages":[]}`, 1, true},
+	} {
+		var r ChatRequest
+		if got := DecodeRequest([]byte(tt.body), &r, tt.max); got != tt.taken {
+			t.Errorf("DecodeRequest(%s, %d) = %v, want %v", tt.body, tt.max, got, tt.taken)
+		}
+	}
+}
+
 // FuzzDecodeRequest compares DecodeRequest with json.Unmarshal on any
 // body.
 func FuzzDecodeRequest(f *testing.F) {
@@ -112,7 +132,7 @@ func BenchmarkDecodeRequest(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var r ChatRequest
-			if !DecodeRequest(body, &r) {
+			if !DecodeRequest(body, &r, 0) {
 				b.Fatal("not taken")
 			}
 		}
