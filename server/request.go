@@ -108,8 +108,8 @@ var requestParams = func() map[string]bool {
 }()
 
 // checkBody runs the checks on a whole body, in order: UTF-8, then each
-// top-level parameter.
-func checkBody(buf []byte) *apiErr {
+// top-level parameter. valid says buf is known to be valid JSON.
+func checkBody(buf []byte, valid bool) *apiErr {
 	if off := badText(buf); off >= 0 {
 		where := pathAt(buf, off)
 		if where == "" {
@@ -117,7 +117,7 @@ func checkBody(buf []byte) *apiErr {
 		}
 		return badRequest(where, "%s: invalid UTF-8 at byte %d of the body", where, off)
 	}
-	return checkParams(buf)
+	return checkParams(buf, valid)
 }
 
 // skip is a JSON value read and dropped without a copy.
@@ -130,8 +130,9 @@ func (*skip) UnmarshalJSON([]byte) error { return nil }
 // Every list must be within its bound.
 // A null value of one of OpenAI's parameters is the parameter left out.
 // An unknown key is refused whatever its value.
-func checkParams(buf []byte) *apiErr {
-	if !json.Valid(buf) {
+// valid skips the syntax check of a body already known to be valid JSON.
+func checkParams(buf []byte, valid bool) *apiErr {
+	if !valid && !json.Valid(buf) {
 		return syntaxError(buf)
 	}
 	if t := bytes.TrimSpace(buf); t[0] != '{' {

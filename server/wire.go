@@ -26,6 +26,7 @@ func badRequest(param, format string, args ...any) *apiErr {
 // decodeRequest reads one chat completion request from body, limited to maxBody bytes.
 // A larger body is a 413; a body over the server's budget is a 503.
 // The body must then pass checkBody and be exactly one JSON object of the request's shape.
+// A plain body is read by wire.DecodeRequest, any other by encoding/json.
 // Otherwise it is a 400.
 func decodeRequest(body io.Reader, contentLength, maxBody int64) (*wire.ChatRequest, *apiErr) {
 	if contentLength > maxBody {
@@ -48,10 +49,20 @@ func decodeRequest(body io.Reader, contentLength, maxBody int64) (*wire.ChatRequ
 	default:
 		return nil, badRequest("", "request body unreadable: %v", err)
 	}
-	if e := checkBody(buf.Bytes()); e != nil {
+	// An agent's plain request is decoded in one pass first: it is then
+	// known to be valid JSON, which the checks need not scan for again.
+	// The checks still come first in what is answered. A body of more
+	// than MaxMessages messages and tool calls is left to them, so that
+	// a hostile one is refused before its lists are built.
+	var req wire.ChatRequest
+	plain := wire.DecodeRequest(buf.Bytes(), &req, MaxMessages)
+	if e := checkBody(buf.Bytes(), plain); e != nil {
 		return nil, e
 	}
-	var req wire.ChatRequest
+	if plain {
+		return &req, nil
+	}
+	req = wire.ChatRequest{}
 	if err := json.Unmarshal(buf.Bytes(), &req); err != nil {
 		var fe *wire.FieldError
 		if errors.As(err, &fe) {
