@@ -59,9 +59,6 @@ func DecodeResponse(data []byte, w *ChatResponse) (ok bool) {
 type decoder struct {
 	data []byte
 	pos  int
-	// items, when not 0, bounds the list elements read (DecodeRequest);
-	// seenItems counts them.
-	items, seenItems int
 }
 
 // space skips JSON white space and returns the position after it.
@@ -285,9 +282,6 @@ func (d *decoder) toolCalls(tcs *[]ToolCall) bool {
 	*tcs = []ToolCall{}
 	more, ok := d.begin('[', ']')
 	for ; more && ok; more, ok = d.next(']') {
-		if !d.item() {
-			return false
-		}
 		*tcs = append(*tcs, ToolCall{})
 		if !d.toolCall(&(*tcs)[len(*tcs)-1]) {
 			return false

@@ -9,12 +9,10 @@ import "strconv"
 // false for anything else (tools, tool_choice, stop, logit_bias, content
 // parts, keys in other cases), and for anything json.Unmarshal refuses.
 // r is then in no defined state, and the caller decodes data with
-// encoding/json, which reports what is wrong. Where ok, data is valid
-// JSON. ok is also false past maxItems messages and tool calls together,
-// 0 meaning no bound: a server checks a body's lists before it builds
-// them, and refuses one too long with a better error than this could.
-func DecodeRequest(data []byte, r *ChatRequest, maxItems int) (ok bool) {
-	d := decoder{data: data, items: maxItems}
+// encoding/json, which reports what is wrong. PlainKey names the
+// top-level keys it reads.
+func DecodeRequest(data []byte, r *ChatRequest) (ok bool) {
+	d := decoder{data: data}
 	*r = ChatRequest{}
 	var seen [15]bool
 	more, ok := d.begin('{', '}')
@@ -69,9 +67,6 @@ func (d *decoder) messages(ms *[]Message) bool {
 	*ms = []Message{}
 	more, ok := d.begin('[', ']')
 	for ; more && ok; more, ok = d.next(']') {
-		if !d.item() {
-			return false
-		}
 		*ms = append(*ms, Message{})
 		if !d.message(&(*ms)[len(*ms)-1]) {
 			return false
@@ -126,12 +121,15 @@ func (d *decoder) bool(v *bool) bool {
 	return true
 }
 
-// item counts one more list element against the decoder's bound, if it
-// has one; false past it.
-func (d *decoder) item() bool {
-	if d.items == 0 {
+// PlainKey reports whether DecodeRequest reads the top-level key key. A
+// server that walks a body's keys before it decodes the body need try
+// DecodeRequest only when each is one of these.
+func PlainKey(key string) bool {
+	switch key {
+	case "model", "messages", "temperature", "top_p", "frequency_penalty", "presence_penalty",
+		"max_tokens", "max_completion_tokens", "n", "top_logprobs", "seed",
+		"logprobs", "stream", "return_tokens_as_token_ids", "return_token_ids":
 		return true
 	}
-	d.seenItems++
-	return d.seenItems <= d.items
+	return false
 }

@@ -14,7 +14,7 @@ func checkDecodeRequest(t *testing.T, body []byte) (taken bool) {
 	werr := json.Unmarshal(body, &want)
 	left := "left over"
 	got := ChatRequest{Model: "left over", Messages: []Message{{Content: Content{Value: &left}}}, N: 9}
-	if !DecodeRequest(body, &got, 0) {
+	if !DecodeRequest(body, &got) {
 		return false
 	}
 	if werr != nil {
@@ -82,22 +82,20 @@ func TestDecodeRequestMatchesUnmarshal(t *testing.T) {
 	}
 }
 
-func TestDecodeRequestBound(t *testing.T) {
-	msgs := `{"messages":[{"role":"user"},{"role":"assistant","tool_calls":[{"id":"a"},{"id":"b"}]}]}`
-	for _, tt := range []struct {
-		body  string
-		max   int
-		taken bool
-	}{
-		{msgs, 0, true},
-		{msgs, 4, true},
-		{msgs, 3, false},
-		{msgs, 1, false},
-		{`{"messages":[]}`, 1, true},
+// TestPlainKey checks PlainKey against DecodeRequest: a body of one
+// key and a value of the plain shape is taken exactly when PlainKey says
+// so.
+func TestPlainKey(t *testing.T) {
+	for key, value := range map[string]string{
+		"model": `"m"`, "messages": `[]`, "temperature": `1`, "top_p": `1`, "frequency_penalty": `1`, "presence_penalty": `1`,
+		"max_tokens": `1`, "max_completion_tokens": `1`, "n": `1`, "top_logprobs": `1`, "seed": `1`,
+		"logprobs": `true`, "stream": `true`, "return_tokens_as_token_ids": `true`, "return_token_ids": `true`,
+		"tools": `[]`, "tool_choice": `"auto"`, "stop": `"x"`, "logit_bias": `{}`, "user": `"u"`, "stream_options": `{}`,
+		"parallel_tool_calls": `true`, "response_format": `{"type":"text"}`, "Model": `"m"`,
 	} {
 		var r ChatRequest
-		if got := DecodeRequest([]byte(tt.body), &r, tt.max); got != tt.taken {
-			t.Errorf("DecodeRequest(%s, %d) = %v, want %v", tt.body, tt.max, got, tt.taken)
+		if got, want := DecodeRequest([]byte(`{"`+key+`":`+value+`}`), &r), PlainKey(key); got != want {
+			t.Errorf("%s: DecodeRequest took it %v, PlainKey says %v", key, got, want)
 		}
 	}
 }
@@ -132,7 +130,7 @@ func BenchmarkDecodeRequest(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var r ChatRequest
-			if !DecodeRequest(body, &r, 0) {
+			if !DecodeRequest(body, &r) {
 				b.Fatal("not taken")
 			}
 		}
