@@ -49,17 +49,14 @@ func decodeRequest(body io.Reader, contentLength, maxBody int64) (*wire.ChatRequ
 	default:
 		return nil, badRequest("", "request body unreadable: %v", err)
 	}
-	// An agent's plain request is decoded in one pass first: it is then
-	// known to be valid JSON, which the checks need not scan for again.
-	// The checks still come first in what is answered. A body of more
-	// than MaxMessages messages and tool calls is left to them, so that
-	// a hostile one is refused before its lists are built.
-	var req wire.ChatRequest
-	plain := wire.DecodeRequest(buf.Bytes(), &req, MaxMessages)
-	if e := checkBody(buf.Bytes(), plain); e != nil {
+	plain, e := checkBody(buf.Bytes())
+	if e != nil {
 		return nil, e
 	}
-	if plain {
+	// An agent's plain request is read in one pass; a body of any other
+	// key, or that DecodeRequest does not take, by encoding/json.
+	var req wire.ChatRequest
+	if plain && wire.DecodeRequest(buf.Bytes(), &req) {
 		return &req, nil
 	}
 	req = wire.ChatRequest{}
