@@ -108,14 +108,15 @@ var requestParams = func() map[string]bool {
 }()
 
 // checkBody runs the checks on a whole body, in order: UTF-8, then each
-// top-level parameter.
-func checkBody(buf []byte) *apiErr {
+// top-level parameter. plain reports that every top-level key is one
+// wire.DecodeRequest reads.
+func checkBody(buf []byte) (plain bool, e *apiErr) {
 	if off := badText(buf); off >= 0 {
 		where := pathAt(buf, off)
 		if where == "" {
-			return badRequest("", "request body: invalid UTF-8 at byte %d", off)
+			return false, badRequest("", "request body: invalid UTF-8 at byte %d", off)
 		}
-		return badRequest(where, "%s: invalid UTF-8 at byte %d of the body", where, off)
+		return false, badRequest(where, "%s: invalid UTF-8 at byte %d of the body", where, off)
 	}
 	return checkParams(buf)
 }
@@ -130,20 +131,22 @@ func (*skip) UnmarshalJSON([]byte) error { return nil }
 // Every list must be within its bound.
 // A null value of one of OpenAI's parameters is the parameter left out.
 // An unknown key is refused whatever its value.
-func checkParams(buf []byte) *apiErr {
+// plain reports that every key is one wire.DecodeRequest reads.
+func checkParams(buf []byte) (plain bool, e *apiErr) {
 	if !json.Valid(buf) {
-		return syntaxError(buf)
+		return false, syntaxError(buf)
 	}
 	if t := bytes.TrimSpace(buf); t[0] != '{' {
-		return badRequest("", "request body is not a chat completion request: want a JSON object")
+		return false, badRequest("", "request body is not a chat completion request: want a JSON object")
 	}
-	var e *apiErr
+	plain = true
 	eachElement(buf, '{', math.MaxInt, func(_ int, member []byte) bool {
 		key, value := splitMember(member)
+		plain = plain && wire.PlainKey(key)
 		e = checkMember(key, value)
 		return e == nil
 	})
-	return e
+	return plain, e
 }
 
 // syntaxError is the 400 of a body that is not one JSON value.

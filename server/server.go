@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -737,8 +738,39 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, m delegate
 		return e.Status, &e
 	}
 	s.answered(req.Model, resp, dreq.Tools, done)
-	writeJSON(w, http.StatusOK, fromDelegate(resp, id, time.Now().Unix(), req))
+	out := fromDelegate(resp, id, time.Now().Unix(), req)
+	writeResponse(w, &out)
 	return http.StatusOK, nil
+}
+
+// respBufs holds the buffers answers are encoded into.
+var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// maxPooledResp bounds the buffers kept in respBufs: a rare huge answer
+// does not stay held.
+const maxPooledResp = 64 << 10
+
+// writeResponse answers 200 with r, the bytes writeJSON would write.
+// wire.AppendResponse encodes it without reflection, into a reused
+// buffer. A response it cannot encode, a NaN logprob say, goes to
+// writeJSON, which answers encoding/json's error as before.
+func writeResponse(w http.ResponseWriter, r *wire.ChatResponse) {
+	bp := respBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledResp {
+			respBufs.Put(bp)
+		}
+	}()
+	b, err := wire.AppendResponse((*bp)[:0], r)
+	if err != nil {
+		writeJSON(w, http.StatusOK, r)
+		return
+	}
+	*bp = append(b, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	// The status line is out; a failed write means the client went away.
+	_, _ = w.Write(*bp)
 }
 
 // answered does what every successful generation needs before it is sent, streamed or not.

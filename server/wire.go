@@ -26,6 +26,7 @@ func badRequest(param, format string, args ...any) *apiErr {
 // decodeRequest reads one chat completion request from body, limited to maxBody bytes.
 // A larger body is a 413; a body over the server's budget is a 503.
 // The body must then pass checkBody and be exactly one JSON object of the request's shape.
+// A plain body is read by wire.DecodeRequest, any other by encoding/json.
 // Otherwise it is a 400.
 func decodeRequest(body io.Reader, contentLength, maxBody int64) (*wire.ChatRequest, *apiErr) {
 	if contentLength > maxBody {
@@ -48,10 +49,17 @@ func decodeRequest(body io.Reader, contentLength, maxBody int64) (*wire.ChatRequ
 	default:
 		return nil, badRequest("", "request body unreadable: %v", err)
 	}
-	if e := checkBody(buf.Bytes()); e != nil {
+	plain, e := checkBody(buf.Bytes())
+	if e != nil {
 		return nil, e
 	}
+	// An agent's plain request is read in one pass; a body of any other
+	// key, or that DecodeRequest does not take, by encoding/json.
 	var req wire.ChatRequest
+	if plain && wire.DecodeRequest(buf.Bytes(), &req) {
+		return &req, nil
+	}
+	req = wire.ChatRequest{}
 	if err := json.Unmarshal(buf.Bytes(), &req); err != nil {
 		var fe *wire.FieldError
 		if errors.As(err, &fe) {

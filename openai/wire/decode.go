@@ -8,7 +8,8 @@ import (
 // json.Unmarshal would. It takes the plain shape most servers send: id,
 // object, created, model, choices and usage, each at most once; choices of
 // index, message, logprobs null and finish_reason; messages of role,
-// string or null content, and tool calls with string arguments.
+// string or null content, a name, a tool call id, and tool calls with
+// string arguments.
 // system_fingerprint, service_tier, refusal and reasoning_content may be
 // there as strings or null; they are skipped. ok is false for anything
 // else, and for anything json.Unmarshal refuses. w is then in no defined
@@ -231,7 +232,7 @@ func (d *decoder) choice(c *Choice) bool {
 }
 
 func (d *decoder) message(m *Message) bool {
-	var seen [3]bool
+	var seen [5]bool
 	more, ok := d.begin('{', '}')
 	for ; more && ok; more, ok = d.next('}') {
 		key, ok := d.key()
@@ -245,6 +246,10 @@ func (d *decoder) message(m *Message) bool {
 			ok = d.once(&seen[1]) && d.content(&m.Content)
 		case "tool_calls":
 			ok = d.once(&seen[2]) && d.toolCalls(&m.ToolCalls)
+		case "name":
+			ok = d.once(&seen[3]) && d.str(&m.Name)
+		case "tool_call_id":
+			ok = d.once(&seen[4]) && d.str(&m.ToolCallID)
 		case "refusal", "reasoning_content":
 			ok = d.ignored()
 		default:

@@ -489,10 +489,10 @@ func (g *Gateway) agent(w http.ResponseWriter, r *http.Request, id, path string)
 	u := *r.URL
 	u.Path, u.RawPath = path, ""
 	r2.URL = &u
-	if _, ok := r.Header["Authorization"]; ok {
-		r2.Header = r.Header.Clone()
-		r2.Header.Del("Authorization") // the session id goes no further
-	}
+	// The session id goes no further. It is deleted from the agent's own
+	// header, which nothing reads after this handler: a copy cost three
+	// allocations a call.
+	delete(r.Header, "Authorization")
 	g.inflight.Store(r2, inflight{s: s, w: w})
 	defer g.inflight.Delete(r2)
 	g.srv.ServeHTTP(w, r2)
