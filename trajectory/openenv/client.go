@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -136,7 +137,7 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body io.Re
 	return req, nil
 }
 
-// postProto returns the request that post copies to send JSON to path.
+// postProto returns the request that a poster copies to send JSON to path.
 // It is nil when the HTTP client keeps cookies: its jar adds them to a
 // request's header, which the copies share.
 func (c *Client) postProto(path string) (*http.Request, error) {
@@ -146,15 +147,55 @@ func (c *Client) postProto(path string) (*http.Request, error) {
 	return c.newRequest(context.Background(), http.MethodPost, path, nil, true)
 }
 
-// post sends body, JSON, to proto's path in a copy of proto, which
-// postProto made, and reads a 200's body into buf. The copy shares
-// proto's URL and header: no parse and no header map a request.
-func (c *Client) post(ctx context.Context, proto *http.Request, path string, body []byte, buf *bytes.Buffer) ([]byte, error) {
-	req := proto.WithContext(ctx)
-	req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	return c.exchange(req, http.MethodPost, path, buf)
+// poster sends the POSTs of one caller whose calls do not overlap. Each
+// is a copy of one request, made once: no URL parse and no header map a
+// request. While calls pass the same context they reuse the last copy
+// and its body reader, as net/http allows once a response's body is
+// closed. Each new copy cost an allocation, and the body three more.
+type poster struct {
+	proto *http.Request // from postProto
+	req   *http.Request // the last copy, nil before the first
+	body  postBody
 }
+
+// request returns the request that sends body, JSON, under ctx.
+func (p *poster) request(ctx context.Context, body []byte) *http.Request {
+	if p.req == nil || !sameContext(p.req.Context(), ctx) {
+		p.req = p.proto.WithContext(ctx)
+		p.req.GetBody = p.body.reopen
+	}
+	p.body.b, p.body.off = body, 0
+	p.req.Body, p.req.ContentLength = &p.body, int64(len(body))
+	return p.req
+}
+
+// sameContext reports whether a and b are one context. Two values of a
+// type that == cannot compare count as two, where == would panic.
+func sameContext(a, b context.Context) bool {
+	return reflect.TypeOf(a).Comparable() && a == b
+}
+
+// postBody is the body of a poster's request, reset for each.
+type postBody struct {
+	b   []byte
+	off int
+}
+
+func (r *postBody) Read(p []byte) (int, error) {
+	if r.off >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.off:])
+	r.off += n
+	return n, nil
+}
+
+// Close does nothing: the bytes belong to the poster's caller.
+func (r *postBody) Close() error { return nil }
+
+// reopen is the request's GetBody: the same bytes from the start, for a
+// retry on a fresh connection.
+func (r *postBody) reopen() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(r.b)), nil }
 
 // exchange sends req and reads a 200's body into buf. Another status
 // comes back as an *Error.

@@ -188,3 +188,99 @@ func TestMCPSessionRequests(t *testing.T) {
 		})
 	}
 }
+
+// mapContext is a context of a type that == cannot compare.
+type mapContext struct {
+	context.Context
+	m map[string]int
+}
+
+// TestPosterRequest: calls under one context reuse one request, each with
+// its own body and length; another context, or one that == cannot
+// compare, gets a fresh copy.
+func TestPosterRequest(t *testing.T) {
+	proto, err := (&Client{BaseURL: "http://127.0.0.1:1"}).postProto("/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := context.Background()
+	other, cancel := context.WithCancel(bg)
+	defer cancel()
+	odd := mapContext{bg, map[string]int{}}
+	tests := []struct {
+		name       string
+		first, sec context.Context
+		same       bool
+	}{
+		{"one context", bg, bg, true},
+		{"another context", bg, other, false},
+		{"a context == cannot compare", odd, odd, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := poster{proto: proto}
+			var reqs []*http.Request
+			for i, body := range []string{`{"a":1}`, `{"b":22}`} {
+				ctx := tt.first
+				if i == 1 {
+					ctx = tt.sec
+				}
+				req := p.request(ctx, []byte(body))
+				reqs = append(reqs, req)
+				if _, odd := ctx.(mapContext); odd && req.Context().(mapContext).m == nil || !odd && req.Context() != ctx {
+					t.Errorf("request %d: another context", i)
+				}
+				got, err := io.ReadAll(req.Body)
+				if err != nil || string(got) != body || req.ContentLength != int64(len(body)) {
+					t.Errorf("request %d: body %q, length %d, err %v; want %q", i, got, req.ContentLength, err, body)
+				}
+				rc, err := req.GetBody()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if again, _ := io.ReadAll(rc); string(again) != body {
+					t.Errorf("request %d: GetBody gives %q, want %q", i, again, body)
+				}
+			}
+			if got := reqs[0] == reqs[1]; got != tt.same {
+				t.Errorf("one request for both: %v, want %v", got, tt.same)
+			}
+			if reqs[0].Header.Get("Content-Type") != "application/json" || reqs[1].URL.Path != "/mcp" {
+				t.Errorf("header %v, URL %v: want the proto's", reqs[0].Header, reqs[1].URL)
+			}
+		})
+	}
+}
+
+// TestMCPSessionRedirect: a POST redirected with 307 is sent again with
+// its body, which GetBody reads afresh, on every call of a session.
+func TestMCPSessionRedirect(t *testing.T) {
+	srv, _ := newDelegationServer(t, DelegationConfig{}, nil)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/real/mcp", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/real/mcp", func(w http.ResponseWriter, r *http.Request) {
+		r.URL.Path = "/mcp"
+		srv.ServeHTTP(w, r)
+	})
+	ts := httptest.NewServer(mux)
+	defer ts.Close()
+	m := (&Client{BaseURL: ts.URL, HTTP: ts.Client()}).OpenMCP()
+	ctx := context.Background()
+	if _, err := m.Reset(ctx, ResetRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"4*7", "12*13"} {
+		res, err := m.Step(ctx, call(ToolDelegate, map[string]string{"question": q}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := observationOf(t, res); o.Error != nil || o.Result == "" {
+			t.Errorf("%s: result %q, error %+v; want an answer", q, o.Result, o.Error)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
