@@ -308,6 +308,9 @@ type floorSession struct {
 	ws     *websocket.Conn // the WebSocket arm's connection
 	hc     *http.Client    // the HTTP arm's client
 	proto  *http.Request   // what each of the HTTP arm's posts copies, as MCPSession's do
+	req    *http.Request   // the last copy, reused under the same context, as MCPSession's is
+	ctx    context.Context // req's
+	body   body            // req's body, reset for each post
 }
 
 // openFloor opens a floor session over the WebSocket, or HTTP MCP when
@@ -397,12 +400,15 @@ func (s *floorSession) trip(ctx context.Context, rt roundTrip) error {
 }
 
 // post makes the HTTP round trip as the MCP client does: a copy of one
-// request, its body set.
+// request, reused while the context is the same, its body reset.
 func (s *floorSession) post(ctx context.Context, rt roundTrip) error {
-	body := s.f.filler[:rt.req]
-	req := s.proto.WithContext(ctx)
-	req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	if s.req == nil || ctx != s.ctx { // the run's contexts are comparable
+		s.req, s.ctx = s.proto.WithContext(ctx), ctx
+		s.req.GetBody = s.body.reopen
+	}
+	s.body.b, s.body.off = s.f.filler[:rt.req], 0
+	req := s.req
+	req.Body, req.ContentLength = &s.body, int64(rt.req)
 	resp, err := s.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("floor post: %w", err)
@@ -417,6 +423,26 @@ func (s *floorSession) post(ctx context.Context, rt roundTrip) error {
 	}
 	return nil
 }
+
+// body is a post's body, reset for each, as MCPSession's is.
+type body struct {
+	b   []byte
+	off int
+}
+
+func (r *body) Read(p []byte) (int, error) {
+	if r.off >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.off:])
+	r.off += n
+	return n, nil
+}
+
+func (r *body) Close() error { return nil }
+
+// reopen is GetBody: the same bytes from the start.
+func (r *body) reopen() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(r.b)), nil }
 
 // Close ends the session as the real one ends: a close message and the
 // WebSocket's close, or openenv/session/close.
