@@ -155,47 +155,38 @@ func (c *Client) postProto(path string) (*http.Request, error) {
 type poster struct {
 	proto *http.Request // from postProto
 	req   *http.Request // the last copy, nil before the first
-	body  postBody
+	b     []byte        // req's body
+	rd    bytes.Reader  // reads b
+	// body is rd without a Close. net/http writes a request's header and
+	// body in one system call only when it knows the reader: a
+	// bytes.Reader, as such or in io.NopCloser.
+	body io.ReadCloser
 }
 
 // request returns the request that sends body, JSON, under ctx.
 func (p *poster) request(ctx context.Context, body []byte) *http.Request {
 	if p.req == nil || !sameContext(p.req.Context(), ctx) {
 		p.req = p.proto.WithContext(ctx)
-		p.req.GetBody = p.body.reopen
+		p.req.GetBody = p.reopen
 	}
-	p.body.b, p.body.off = body, 0
-	p.req.Body, p.req.ContentLength = &p.body, int64(len(body))
+	if p.body == nil {
+		p.body = io.NopCloser(&p.rd)
+	}
+	p.b = body
+	p.rd.Reset(body)
+	p.req.Body, p.req.ContentLength = p.body, int64(len(body))
 	return p.req
 }
+
+// reopen is the request's GetBody: the same bytes from the start, for a
+// retry on a fresh connection or a redirect.
+func (p *poster) reopen() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(p.b)), nil }
 
 // sameContext reports whether a and b are one context. Two values of a
 // type that == cannot compare count as two, where == would panic.
 func sameContext(a, b context.Context) bool {
 	return reflect.TypeOf(a).Comparable() && a == b
 }
-
-// postBody is the body of a poster's request, reset for each.
-type postBody struct {
-	b   []byte
-	off int
-}
-
-func (r *postBody) Read(p []byte) (int, error) {
-	if r.off >= len(r.b) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b[r.off:])
-	r.off += n
-	return n, nil
-}
-
-// Close does nothing: the bytes belong to the poster's caller.
-func (r *postBody) Close() error { return nil }
-
-// reopen is the request's GetBody: the same bytes from the start, for a
-// retry on a fresh connection.
-func (r *postBody) reopen() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(r.b)), nil }
 
 // exchange sends req and reads a 200's body into buf. Another status
 // comes back as an *Error.

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/delegatelab/delegate/internal/edge"
@@ -282,5 +284,49 @@ func TestMCPSessionRedirect(t *testing.T) {
 	}
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// writeCounter counts the writes on the connections it dials.
+type writeCounter struct{ n atomic.Int64 }
+
+func (wc *writeCounter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	return countedConn{c, &wc.n}, err
+}
+
+type countedConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countedConn) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestMCPSessionOneWrite: each call of an MCP session goes out in one
+// write, its header and body together, as net/http sends a body it
+// knows to be in memory. A body of another type costs a second write.
+func TestMCPSessionOneWrite(t *testing.T) {
+	srv, _ := newDelegationServer(t, DelegationConfig{}, nil)
+	c := serve(t, srv, "")
+	var wc writeCounter
+	c.HTTP = &http.Client{Transport: &http.Transport{DialContext: wc.dial}}
+	m := c.OpenMCP()
+	ctx := context.Background()
+	if _, err := m.Reset(ctx, ResetRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := wc.n.Load(); got != 1 {
+		t.Errorf("reset: %d writes, want 1", got)
+	}
+	for i, q := range []string{"4*7", "12*13"} {
+		if _, err := m.Step(ctx, call(ToolDelegate, map[string]string{"question": q})); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := wc.n.Load(), int64(i+2); got != want {
+			t.Errorf("step %d: %d writes in all, want %d", i+1, got, want)
+		}
 	}
 }
