@@ -310,7 +310,9 @@ type floorSession struct {
 	proto  *http.Request   // what each of the HTTP arm's posts copies, as MCPSession's do
 	req    *http.Request   // the last copy, reused under the same context, as MCPSession's is
 	ctx    context.Context // req's
-	body   body            // req's body, reset for each post
+	b      []byte          // req's body
+	rd     bytes.Reader    // reads b
+	body   io.ReadCloser   // rd without a Close, which net/http knows: one write a request
 }
 
 // openFloor opens a floor session over the WebSocket, or HTTP MCP when
@@ -404,11 +406,13 @@ func (s *floorSession) trip(ctx context.Context, rt roundTrip) error {
 func (s *floorSession) post(ctx context.Context, rt roundTrip) error {
 	if s.req == nil || ctx != s.ctx { // the run's contexts are comparable
 		s.req, s.ctx = s.proto.WithContext(ctx), ctx
-		s.req.GetBody = s.body.reopen
+		s.req.GetBody = s.reopen
+		s.body = io.NopCloser(&s.rd)
 	}
-	s.body.b, s.body.off = s.f.filler[:rt.req], 0
+	s.b = s.f.filler[:rt.req]
+	s.rd.Reset(s.b)
 	req := s.req
-	req.Body, req.ContentLength = &s.body, int64(rt.req)
+	req.Body, req.ContentLength = s.body, int64(rt.req)
 	resp, err := s.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("floor post: %w", err)
@@ -424,25 +428,10 @@ func (s *floorSession) post(ctx context.Context, rt roundTrip) error {
 	return nil
 }
 
-// body is a post's body, reset for each, as MCPSession's is.
-type body struct {
-	b   []byte
-	off int
-}
-
-func (r *body) Read(p []byte) (int, error) {
-	if r.off >= len(r.b) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b[r.off:])
-	r.off += n
-	return n, nil
-}
-
-func (r *body) Close() error { return nil }
-
 // reopen is GetBody: the same bytes from the start.
-func (r *body) reopen() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(r.b)), nil }
+func (s *floorSession) reopen() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(s.b)), nil
+}
 
 // Close ends the session as the real one ends: a close message and the
 // WebSocket's close, or openenv/session/close.
