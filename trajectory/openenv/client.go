@@ -149,14 +149,20 @@ func (c *Client) postProto(path string) (*http.Request, error) {
 
 // poster sends the POSTs of one caller whose calls do not overlap. Each
 // is a copy of one request, made once: no URL parse and no header map a
-// request. While calls pass the same context they reuse the last copy
-// and its body reader, as net/http allows once a response's body is
-// closed. Each new copy cost an allocation, and the body three more.
+// request. While calls pass the same context they reuse the last copy;
+// net/http's Transport works on a copy of its own. Each new copy cost an
+// allocation, and the body three more.
+//
+// The body's reader is reused too, after an exchange that succeeded. A
+// 200 answer means the server read the whole body, and net/http reads
+// and closes a body before it sends the request's last bytes. After a
+// failure net/http may still be reading it: the next request gets a
+// fresh reader.
 type poster struct {
 	proto *http.Request // from postProto
 	req   *http.Request // the last copy, nil before the first
 	b     []byte        // req's body
-	rd    bytes.Reader  // reads b
+	rd    *bytes.Reader // reads b; nil after a failure
 	// body is rd without a Close. net/http writes a request's header and
 	// body in one system call only when it knows the reader: a
 	// bytes.Reader, as such or in io.NopCloser.
@@ -169,13 +175,22 @@ func (p *poster) request(ctx context.Context, body []byte) *http.Request {
 		p.req = p.proto.WithContext(ctx)
 		p.req.GetBody = p.reopen
 	}
-	if p.body == nil {
-		p.body = io.NopCloser(&p.rd)
+	if p.rd == nil {
+		p.rd = new(bytes.Reader)
+		p.body = io.NopCloser(p.rd)
 	}
 	p.b = body
 	p.rd.Reset(body)
 	p.req.Body, p.req.ContentLength = p.body, int64(len(body))
 	return p.req
+}
+
+// done takes the end of the last request's exchange: after an error its
+// reader is left to net/http.
+func (p *poster) done(err error) {
+	if err != nil {
+		p.rd, p.body = nil, nil
+	}
 }
 
 // reopen is the request's GetBody: the same bytes from the start, for a

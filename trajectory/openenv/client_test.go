@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -328,5 +329,34 @@ func TestMCPSessionOneWrite(t *testing.T) {
 		if got, want := wc.n.Load(), int64(i+2); got != want {
 			t.Errorf("step %d: %d writes in all, want %d", i+1, got, want)
 		}
+	}
+}
+
+// TestPosterReaderAfterFailure: a request's body reader serves the next
+// request after a success, and is left to net/http after a failure, which
+// may still be reading it.
+func TestPosterReaderAfterFailure(t *testing.T) {
+	proto, err := (&Client{BaseURL: "http://127.0.0.1:1"}).postProto("/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p := poster{proto: proto}
+	first := p.request(ctx, []byte(`{"a":1}`)).Body
+	p.done(nil)
+	second := p.request(ctx, []byte(`{"b":2}`)).Body
+	if second != first {
+		t.Error("after a success: a fresh reader, want the last one")
+	}
+	p.done(errors.New("connection reset"))
+	third := p.request(ctx, []byte(`{"c":3}`))
+	if third.Body == second {
+		t.Error("after a failure: the last reader, want a fresh one")
+	}
+	if got, _ := io.ReadAll(third.Body); string(got) != `{"c":3}` {
+		t.Errorf("body %q, want {\"c\":3}", got)
+	}
+	if got, _ := io.ReadAll(second); string(got) != `{"b":2}` {
+		t.Errorf("the failed request's reader holds %q, want its own {\"b\":2}", got)
 	}
 }

@@ -335,7 +335,9 @@ func (m *MCPSession) post(ctx context.Context, body []byte) ([]byte, error) {
 		}
 		m.p.proto = proto
 	}
-	return m.c.exchange(m.p.request(ctx, body), http.MethodPost, "/mcp", &m.in)
+	b, err := m.c.exchange(m.p.request(ctx, body), http.MethodPost, "/mcp", &m.in)
+	m.p.done(err)
+	return b, err
 }
 
 // Step calls a tool: action is a ToolAction of type call_tool. The
