@@ -36,6 +36,10 @@ const maxMessage = 1 << 20
 // wsClose is the message a WebSocket session sends before it closes.
 var wsClose = []byte(`{"type":"close"}`)
 
+// jsonType is the Content-Type of every answer, shared: net/http copies
+// a handler's header and never writes into a value.
+var jsonType = []string{"application/json"}
+
 // sessionID stands in for an HTTP MCP session's id: 32 hex digits.
 const sessionID = "00000000000000000000000000000000"
 
@@ -249,7 +253,7 @@ func (f *floor) answer(w http.ResponseWriter, r *http.Request, slot *atomic.Int6
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonType // one shared slice, as the MCP endpoint's
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(f.filler[:slot.Load()]) // a failed write means the client went away
 }
@@ -308,6 +312,11 @@ type floorSession struct {
 	ws     *websocket.Conn // the WebSocket arm's connection
 	hc     *http.Client    // the HTTP arm's client
 	proto  *http.Request   // what each of the HTTP arm's posts copies, as MCPSession's do
+	req    *http.Request   // the last copy, reused under the same context, as MCPSession's is
+	ctx    context.Context // req's
+	b      []byte          // req's body
+	rd     bytes.Reader    // reads b
+	body   io.ReadCloser   // rd without a Close, which net/http knows: one write a request
 }
 
 // openFloor opens a floor session over the WebSocket, or HTTP MCP when
@@ -397,12 +406,17 @@ func (s *floorSession) trip(ctx context.Context, rt roundTrip) error {
 }
 
 // post makes the HTTP round trip as the MCP client does: a copy of one
-// request, its body set.
+// request, reused while the context is the same, its body reset.
 func (s *floorSession) post(ctx context.Context, rt roundTrip) error {
-	body := s.f.filler[:rt.req]
-	req := s.proto.WithContext(ctx)
-	req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	if s.req == nil || ctx != s.ctx { // the run's contexts are comparable
+		s.req, s.ctx = s.proto.WithContext(ctx), ctx
+		s.req.GetBody = s.reopen
+		s.body = io.NopCloser(&s.rd)
+	}
+	s.b = s.f.filler[:rt.req]
+	s.rd.Reset(s.b)
+	req := s.req
+	req.Body, req.ContentLength = s.body, int64(rt.req)
 	resp, err := s.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("floor post: %w", err)
@@ -416,6 +430,11 @@ func (s *floorSession) post(ctx context.Context, rt roundTrip) error {
 		return fmt.Errorf("floor post: HTTP %d, an answer of %d bytes, want %d", resp.StatusCode, s.in.Len(), rt.resp)
 	}
 	return nil
+}
+
+// reopen is GetBody: the same bytes from the start.
+func (s *floorSession) reopen() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(s.b)), nil
 }
 
 // Close ends the session as the real one ends: a close message and the

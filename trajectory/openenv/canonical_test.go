@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/internal/edge"
 	"github.com/delegatelab/delegate/modeltest"
 	"github.com/delegatelab/delegate/strategy"
 	"github.com/delegatelab/delegate/tokenizer"
@@ -400,7 +401,10 @@ func TestHTMLQuestionEqualsInProcessRoute(t *testing.T) {
 	prices := world.DefaultPrices()
 	scfg := transcript.StrategyConfig()
 	srv, d := newDelegationServer(t, DelegationConfig{Generation: &scfg.Weak}, nil)
-	c := serve(t, srv, "")
+	// An HTTP MCP step runs the solver within its request: under the race
+	// detector at a load of 40 it outlasted serve's 300 ms write timeout,
+	// and the client read EOF, as in TestEqualsInProcessRoute.
+	c := serveWith(t, srv, "", edge.DefaultTimeouts())
 	ctx := context.Background()
 	rew := world.DefaultReward()
 	const seed = 5

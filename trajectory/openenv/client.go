@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -136,7 +137,7 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body io.Re
 	return req, nil
 }
 
-// postProto returns the request that post copies to send JSON to path.
+// postProto returns the request that a poster copies to send JSON to path.
 // It is nil when the HTTP client keeps cookies: its jar adds them to a
 // request's header, which the copies share.
 func (c *Client) postProto(path string) (*http.Request, error) {
@@ -146,14 +147,60 @@ func (c *Client) postProto(path string) (*http.Request, error) {
 	return c.newRequest(context.Background(), http.MethodPost, path, nil, true)
 }
 
-// post sends body, JSON, to proto's path in a copy of proto, which
-// postProto made, and reads a 200's body into buf. The copy shares
-// proto's URL and header: no parse and no header map a request.
-func (c *Client) post(ctx context.Context, proto *http.Request, path string, body []byte, buf *bytes.Buffer) ([]byte, error) {
-	req := proto.WithContext(ctx)
-	req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	return c.exchange(req, http.MethodPost, path, buf)
+// poster sends the POSTs of one caller whose calls do not overlap. Each
+// is a copy of one request, made once: no URL parse and no header map a
+// request. While calls pass the same context they reuse the last copy;
+// net/http's Transport works on a copy of its own. Each new copy cost an
+// allocation, and the body three more.
+//
+// The body's reader is reused too, after an exchange that succeeded. A
+// 200 answer means the server read the whole body, and net/http reads
+// and closes a body before it sends the request's last bytes. After a
+// failure net/http may still be reading it: the next request gets a
+// fresh reader.
+type poster struct {
+	proto *http.Request // from postProto
+	req   *http.Request // the last copy, nil before the first
+	b     []byte        // req's body
+	rd    *bytes.Reader // reads b; nil after a failure
+	// body is rd without a Close. net/http writes a request's header and
+	// body in one system call only when it knows the reader: a
+	// bytes.Reader, as such or in io.NopCloser.
+	body io.ReadCloser
+}
+
+// request returns the request that sends body, JSON, under ctx.
+func (p *poster) request(ctx context.Context, body []byte) *http.Request {
+	if p.req == nil || !sameContext(p.req.Context(), ctx) {
+		p.req = p.proto.WithContext(ctx)
+		p.req.GetBody = p.reopen
+	}
+	if p.rd == nil {
+		p.rd = new(bytes.Reader)
+		p.body = io.NopCloser(p.rd)
+	}
+	p.b = body
+	p.rd.Reset(body)
+	p.req.Body, p.req.ContentLength = p.body, int64(len(body))
+	return p.req
+}
+
+// done takes the end of the last request's exchange: after an error its
+// reader is left to net/http.
+func (p *poster) done(err error) {
+	if err != nil {
+		p.rd, p.body = nil, nil
+	}
+}
+
+// reopen is the request's GetBody: the same bytes from the start, for a
+// retry on a fresh connection or a redirect.
+func (p *poster) reopen() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(p.b)), nil }
+
+// sameContext reports whether a and b are one context. Two values of a
+// type that == cannot compare count as two, where == would panic.
+func sameContext(a, b context.Context) bool {
+	return reflect.TypeOf(a).Comparable() && a == b
 }
 
 // exchange sends req and reads a 200's body into buf. Another status

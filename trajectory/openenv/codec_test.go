@@ -147,12 +147,15 @@ func TestSessionResultMatchesMarshal(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			want, werr := json.Marshal(tt.r)
-			got, gerr := tt.r.encode()
-			if (gerr != nil) != (werr != nil) {
-				t.Fatalf("got error %v, want %v", gerr, werr)
-			}
-			if string(got) != string(want) {
-				t.Errorf("got  %s\nwant %s", got, want)
+			// Into nothing, and over a scratch array with room, as a reset writes it.
+			for _, dst := range [][]byte{nil, make([]byte, 3, 1<<12)} {
+				got, gerr := tt.r.encode(dst)
+				if (gerr != nil) != (werr != nil) {
+					t.Fatalf("got error %v, want %v", gerr, werr)
+				}
+				if string(got) != string(want) {
+					t.Errorf("got  %s\nwant %s", got, want)
+				}
 			}
 		})
 	}

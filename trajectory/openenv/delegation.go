@@ -421,8 +421,14 @@ type episode struct {
 	seed    int64
 	task    delegate.Task
 	msgs    []delegate.Message // the delegator's conversation
-	turn    string             // the last call's metadata turn, "" without one
-	turnMsg int                // the index in msgs of the last call's assistant turn
+	// bill is msgs's usage and turns as account last billed them, while
+	// billed says msgs has not changed since. A step billed the same
+	// conversation two to five times under the chat template.
+	bill    delegate.Usage
+	billN   int
+	billed  bool
+	turn    string // the last call's metadata turn, "" without one
+	turnMsg int    // the index in msgs of the last call's assistant turn
 	steps   int
 	done    bool
 	correct *bool
@@ -496,6 +502,7 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 		e.msgs = append(e.msgs, delegate.Message{Role: delegate.RoleAssistant, ToolCalls: []delegate.ToolCall{call}})
 		e.turnMsg = len(e.msgs) - 1
 	}
+	e.billed = false
 	e.turn = key
 	var result string
 	var terr *ToolError
@@ -506,6 +513,7 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 		result, terr, err = e.delegateBy(ctx, args)
 		if err != nil {
 			e.msgs = append(e.msgs, delegate.ToolResult(call.ID, "error: "+err.Error()))
+			e.billed = false
 			return Observation{}, fmt.Errorf("delegate call %d of episode %s: %w", e.steps, e.id, err)
 		}
 	case a.ToolName == ToolAnswer:
@@ -522,6 +530,7 @@ func (e *episode) Step(ctx context.Context, raw json.RawMessage) (Observation, e
 			text = "error: " + terr.Message
 		}
 		e.msgs = append(e.msgs, delegate.ToolResult(call.ID, text))
+		e.billed = false
 	}
 	if !e.done {
 		result += e.limit()
@@ -753,6 +762,7 @@ func (e *episode) answer(ctx context.Context, args string) (string, *ToolError, 
 	// The answer is billed as the text reply route's strong model ends
 	// with, not as a tool call: so an episode costs what route's does.
 	e.msgs[len(e.msgs)-1] = delegate.Assistant(text)
+	e.billed = false
 	e.end(verdict.Correct)
 	if verdict.Correct {
 		return "correct", nil, nil
@@ -774,6 +784,7 @@ func (e *episode) judged(ctx context.Context, text string) (string, *ToolError, 
 		return "", &ToolError{ErrorType: ToolExecutionError, Message: "the judge gave no verdict"}, nil
 	}
 	e.msgs[len(e.msgs)-1] = delegate.Assistant(text)
+	e.billed = false
 	e.finish(nil, &o)
 	if o.Verdict.Unparseable {
 		return "judged: the verdict could not be read", nil, nil
@@ -850,8 +861,11 @@ func (e *episode) outcome(correct *bool) reward.Outcome {
 
 // account is the episode's bill so far.
 func (e *episode) account() world.Account {
-	u, n := transcript.Transcript{Kind: transcript.KindRoute, Messages: e.msgs, Tools: billTools}.Usage(false)
-	return world.Account{Delegator: u, Solver: e.sub, DelegatorCalls: n, SubagentCalls: e.subN}
+	if !e.billed {
+		e.bill, e.billN = transcript.Transcript{Kind: transcript.KindRoute, Messages: e.msgs, Tools: billTools}.Usage(false)
+		e.billed = true
+	}
+	return world.Account{Delegator: e.bill, Solver: e.sub, DelegatorCalls: e.billN, SubagentCalls: e.subN}
 }
 
 func (e *episode) spend() Spend {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/delegatelab/delegate"
 	"github.com/delegatelab/delegate/world"
+	"github.com/delegatelab/delegate/world/transcript"
 )
 
 func TestNewDelegation(t *testing.T) {
@@ -133,5 +134,59 @@ func TestDelegationTasks(t *testing.T) {
 		if got := seen[len(seen)-1]; got != tt.wantSeen {
 			t.Errorf("seed %d: the verifier got %q, want %q", tt.seed, got, tt.wantSeen)
 		}
+	}
+}
+
+// TestAccountFollowsConversation: the bill account keeps between changes
+// of the conversation equals one made afresh, after a reset and after
+// every kind of step: a call, a second call of the same turn, an unknown
+// tool and the answer, which rewrites the last turn.
+func TestAccountFollowsConversation(t *testing.T) {
+	d, err := NewDelegation(DelegationConfig{Subagent: fakeSolver()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := d.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := env.(*episode)
+	check := func(after string) {
+		t.Helper()
+		want, wantN := transcript.Transcript{Kind: transcript.KindRoute, Messages: e.msgs, Tools: billTools}.Usage(false)
+		for range 2 { // the second reads the kept bill
+			if a := e.account(); a.Delegator != want || a.DelegatorCalls != wantN {
+				t.Fatalf("after %s: got %+v over %d turns, want %+v over %d", after, a.Delegator, a.DelegatorCalls, want, wantN)
+			}
+		}
+	}
+	ctx := context.Background()
+	seed := int64(7)
+	if _, err := e.Reset(ctx, &seed, ""); err != nil {
+		t.Fatal(err)
+	}
+	check("the reset")
+	turn := map[string]any{"turn": 1}
+	steps := []struct {
+		name   string
+		action ToolAction
+	}{
+		{"a call", ToolAction{Type: ActionCallTool, ToolName: ToolDelegate, Arguments: json.RawMessage(`{"question":"4*7"}`), Metadata: turn}},
+		{"a second call of the turn", ToolAction{Type: ActionCallTool, ToolName: ToolDelegate, Arguments: json.RawMessage(`{"question":"12*13"}`), Metadata: turn}},
+		{"an unknown tool", ToolAction{Type: ActionCallTool, ToolName: "nope", Arguments: json.RawMessage(`{}`)}},
+		{"the answer", ToolAction{Type: ActionCallTool, ToolName: ToolAnswer, Arguments: json.RawMessage(`{"answer":"1"}`)}},
+	}
+	for _, s := range steps {
+		b, err := json.Marshal(s.action)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Step(ctx, b); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		check(s.name)
+	}
+	if !e.done {
+		t.Error("the answer did not end the episode")
 	}
 }

@@ -200,11 +200,16 @@ func (s *Server) mcp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = out.Write(append(b, '\n')) // a Buffer's Write never fails; out keeps the grown array for the pool
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonType
 	w.WriteHeader(http.StatusOK)
 	// The status line is out; a failed write means the client went away.
 	_, _ = w.Write(out.Bytes())
 }
+
+// jsonType is the Content-Type of every answer. It is shared: net/http
+// copies a handler's header before writing it and never writes into a
+// value. Header.Set made a slice a request.
+var jsonType = []string{"application/json"}
 
 // buffers holds the bodies of HTTP MCP requests and answers for reuse.
 // Each request would otherwise grow two buffers from nothing.
@@ -281,7 +286,7 @@ func (ss *session) sessionMethod(ctx context.Context, method string, params json
 	}
 	ss.reset, ss.steps = true, 0
 	ss.episodes++
-	return sessionResult{SessionID: ss.id, Episode: ss.episodes, Result: res}.encode()
+	return sessionResult{SessionID: ss.id, Episode: ss.episodes, Result: res}.encode(nil)
 }
 
 // readRPCBody reads a body of at most MaxMessageBytes into buf, answering
@@ -400,7 +405,7 @@ func (s *Server) rpc(ctx context.Context, c rpcCall) RPCResponse {
 			err = &RPCError{Code: RPCInvalidRequest, Message: c.req.Method + ": on the WebSocket the connection is the session; send reset and close messages"}
 			break
 		}
-		result, err = s.sessionMethod(ctx, c.req.Method, c.req.Params)
+		result, err = s.sessionMethod(ctx, c.req.Method, c.req.Params, c.scratch)
 	default:
 		err = &RPCError{Code: RPCMethodNotFound, Message: "Method not found: " + c.req.Method}
 	}
@@ -685,8 +690,8 @@ func (p *sessionParams) readPlain(b []byte) bool {
 // sessionMethod serves OpenEnv's session methods over HTTP. Create takes
 // a slot and starts the first episode; reset starts another, up to
 // MaxMCPEpisodes; state answers the state; close frees the slot. Reset
-// and state are ours.
-func (s *Server) sessionMethod(ctx context.Context, method string, params json.RawMessage) (any, error) {
+// and state are ours. Create and reset write their answers in scratch.
+func (s *Server) sessionMethod(ctx context.Context, method string, params json.RawMessage, scratch []byte) (any, error) {
 	p, err := readSessionParams(params)
 	if err != nil {
 		return nil, err
@@ -696,7 +701,7 @@ func (s *Server) sessionMethod(ctx context.Context, method string, params json.R
 	}
 	switch method {
 	case MethodSessionCreate:
-		return s.createSession(ctx, p)
+		return s.createSession(ctx, p, scratch)
 	case MethodSessionClose:
 		ms, err := s.mcpSession([]byte(p.SessionID))
 		if err != nil {
@@ -721,11 +726,12 @@ func (s *Server) sessionMethod(ctx context.Context, method string, params json.R
 	if err != nil {
 		return nil, err
 	}
-	return s.sessionReset(ctx, ms, p)
+	return s.sessionReset(ctx, ms, p, scratch)
 }
 
 // createSession takes a session slot, makes an environment and resets it.
-func (s *Server) createSession(ctx context.Context, p sessionParams) (any, error) {
+// Its answer is written in scratch.
+func (s *Server) createSession(ctx context.Context, p sessionParams, scratch []byte) (any, error) {
 	if s.cfg.MaxMCPEpisodes == 0 {
 		return nil, &RPCError{Code: RPCServerError, Message: "HTTP MCP sessions are off: the server runs 0 episodes a session"}
 	}
@@ -751,7 +757,7 @@ func (s *Server) createSession(ctx context.Context, p sessionParams) (any, error
 	s.mcpSessions[ms.id] = ms
 	s.mu.Unlock()
 	s.startReaper()
-	res, err := s.sessionReset(ctx, ms, p)
+	res, err := s.sessionReset(ctx, ms, p, scratch)
 	if err != nil {
 		s.dropSession(ms)
 		return nil, err
@@ -768,29 +774,29 @@ type sessionResult struct {
 }
 
 // encode writes r as json.Marshal does, without a second scan of the
-// observation, which Observation.Result encoded.
-func (r sessionResult) encode() (json.RawMessage, error) {
+// observation, which Observation.Result encoded. It writes over dst's
+// array while it has room; the observation must not lie there.
+func (r sessionResult) encode(dst []byte) (json.RawMessage, error) {
 	if r.Reward != nil && !finite(*r.Reward) {
 		_, err := json.Marshal(r) // for json.Marshal's error
 		return nil, fmt.Errorf("encode result: %w", err)
 	}
-	id, err := json.Marshal(r.SessionID)
-	if err != nil {
-		return nil, fmt.Errorf("encode result: %w", err)
-	}
-	b := append([]byte(`{"session_id":`), id...)
+	b := append(dst[:0], `{"session_id":`...)
+	b = appendString(b, r.SessionID) // as json.Marshal writes a string
 	b = append(b, `,"episode":`...)
 	b = strconv.AppendInt(b, int64(r.Episode), 10)
 	b = append(b, ',')
 	n := len(b)
-	b, err = appendResult(b, r.Result)
+	b, err := appendResult(b, r.Result)
 	if err != nil {
 		return nil, fmt.Errorf("encode result: %w", err)
 	}
 	return append(b[:n], b[n+1:]...), nil // the result's own "{" gives way
 }
 
-func (s *Server) sessionReset(ctx context.Context, ms *mcpSession, p sessionParams) (any, error) {
+// sessionReset starts ms's next episode. It encodes the observation in
+// scratch and the answer after it.
+func (s *Server) sessionReset(ctx context.Context, ms *mcpSession, p sessionParams, scratch []byte) (any, error) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	if ms.closed {
@@ -806,12 +812,13 @@ func (s *Server) sessionReset(ctx context.Context, ms *mcpSession, p sessionPara
 	if err != nil {
 		return nil, rpcStepError(err)
 	}
-	res, err := obs.Result()
+	res, err := obs.result(scratch)
 	if err != nil {
 		return nil, err
 	}
 	ms.episodes++
-	return sessionResult{SessionID: ms.id, Episode: ms.episodes, Result: res}.encode()
+	rest := res.Observation[len(res.Observation):]
+	return sessionResult{SessionID: ms.id, Episode: ms.episodes, Result: res}.encode(rest)
 }
 
 func (s *Server) sessionStep(ctx context.Context, ms *mcpSession, action json.RawMessage) (Observation, error) {

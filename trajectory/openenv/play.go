@@ -260,11 +260,13 @@ var ErrNoState = errors.New("the transport serves no state")
 // Reset creates the session; Close closes it. Its calls must not
 // overlap: they share its buffers.
 type MCPSession struct {
-	c     *Client
-	id    string
-	out   []byte        // the last request, its buffer reused
-	in    bytes.Buffer  // the last answer, reused
-	proto *http.Request // what each POST copies; nil until the first, or with a cookie jar
+	c   *Client
+	id  string
+	out []byte       // the last request, its buffer reused
+	in  bytes.Buffer // the last answer, reused
+	// p sends each POST; its proto is nil until the first, or with a
+	// cookie jar.
+	p poster
 }
 
 // OpenMCP returns an MCP session that opens on its first Reset.
@@ -321,9 +323,9 @@ func (m *MCPSession) Reset(ctx context.Context, req ResetRequest) (Result, error
 }
 
 // post sends one JSON-RPC request, body, to POST /mcp and reads the
-// answer into m.in. Its request copies one made once.
+// answer into m.in. Its request copies one made once, or reuses the last.
 func (m *MCPSession) post(ctx context.Context, body []byte) ([]byte, error) {
-	if m.proto == nil {
+	if m.p.proto == nil {
 		proto, err := m.c.postProto("/mcp")
 		if err != nil {
 			return nil, err
@@ -331,9 +333,11 @@ func (m *MCPSession) post(ctx context.Context, body []byte) ([]byte, error) {
 		if proto == nil {
 			return m.c.roundTrip(ctx, http.MethodPost, "/mcp", body, &m.in)
 		}
-		m.proto = proto
+		m.p.proto = proto
 	}
-	return m.c.post(ctx, m.proto, "/mcp", body, &m.in)
+	b, err := m.c.exchange(m.p.request(ctx, body), http.MethodPost, "/mcp", &m.in)
+	m.p.done(err)
+	return b, err
 }
 
 // Step calls a tool: action is a ToolAction of type call_tool. The
