@@ -148,6 +148,16 @@ const (
 //
 // It is NaN when o.Error is set or the verdict it needs is missing or
 // unparseable: a judge failure is not the policy's doing.
+//
+// A Gate above 0 makes it success-gated, lexicographic in quality:
+//
+//	reward = quality - min(cost, Gate)   when quality > 0
+//	         -Gate                       when quality <= 0 (wrong)
+//	         FormatPenalty - Gate        after a format failure or truncation
+//
+// Any success then scores above any failure, however cheap the failure.
+// Among successes the cheaper scores higher, up to a cost of Gate. It is
+// xRouter's success-gated cost, shifted by Gate and scaled by 1+Gate.
 type Graded struct {
 	Lambda   float64 `json:"lambda" yaml:"lambda"`
 	CostUnit string  `json:"cost_unit" yaml:"cost_unit"`
@@ -156,6 +166,9 @@ type Graded struct {
 	// FormatPenalty is on the reward's own scale.
 	// -1 sits at the bottom of the judge's [-1, 1] and below a wrong answer's 0.
 	FormatPenalty float64 `json:"format_penalty" yaml:"format_penalty"`
+	// Gate, when above 0, caps the cost a success pays and fixes a
+	// failure's reward at -Gate. 0, the default, is the plain reward.
+	Gate float64 `json:"gate,omitempty" yaml:"gate,omitempty"`
 }
 
 // DefaultGraded charges 1e-5 per delegator token and 0.01 per sub-agent call.
@@ -179,6 +192,9 @@ func (g Graded) Validate() error {
 	}
 	if !finite(g.FormatPenalty) || g.FormatPenalty > 0 {
 		errs = append(errs, fmt.Errorf("format_penalty %v: want a finite number <= 0", g.FormatPenalty))
+	}
+	if !finite(g.Gate) || g.Gate < 0 {
+		errs = append(errs, fmt.Errorf("gate %v: want a finite number >= 0", g.Gate))
 	}
 	if len(errs) == 0 {
 		return nil
@@ -207,6 +223,9 @@ func (g Graded) Reward(o Outcome) float64 {
 		return math.NaN()
 	}
 	cost := g.CostTerm(o)
+	if g.Gate > 0 {
+		return g.gated(o, cost)
+	}
 	switch {
 	case o.formatFailed():
 		return g.FormatPenalty - cost
@@ -219,6 +238,20 @@ func (g Graded) Reward(o Outcome) float64 {
 		return math.NaN()
 	}
 	return o.Verdict.Diff/100 - cost
+}
+
+// gated is o's success-gated reward at cost; see Graded.
+func (g Graded) gated(o Outcome, cost float64) float64 {
+	q, fixed, ok := quality(o)
+	switch {
+	case !ok:
+		return math.NaN()
+	case fixed:
+		return g.FormatPenalty - g.Gate
+	case q <= 0:
+		return -g.Gate
+	}
+	return q - math.Min(cost, g.Gate)
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

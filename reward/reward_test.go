@@ -146,6 +146,71 @@ func TestGradedRange(t *testing.T) {
 	}
 }
 
+// TestGatedReward checks the success-gated form on the band world's
+// weights (λ 0.003 a token, μ 0.02 a call) and a gate of 2.
+func TestGatedReward(t *testing.T) {
+	g := Graded{Lambda: 0.003, CostUnit: CostTokens, Mu: 0.02, Gate: 2}
+	tests := []struct {
+		name string
+		o    Outcome
+		want float64
+	}{
+		// 416 tokens inline: 1 − 1.248.
+		{"right inline", Outcome{FormatOK: true, Tokens: 416, Correct: new(true)}, 1 - 1.248},
+		// 281 tokens and a call: 1 − 0.843 − 0.02.
+		{"right delegated", Outcome{FormatOK: true, Tokens: 281, Calls: 1, Correct: new(true)}, 1 - 0.863},
+		{"right past the gate", Outcome{FormatOK: true, Tokens: 1000, Calls: 2, Correct: new(true)}, -1},
+		{"wrong and cheap", Outcome{FormatOK: true, Tokens: 5, Correct: new(false)}, -2},
+		{"wrong and dear", Outcome{FormatOK: true, Tokens: 900, Calls: 3, Correct: new(false)}, -2},
+		{"broken tool call", Outcome{FailedStage: StageAnswer, FormatFailure: "bad call", Tokens: 69, Calls: 1}, -2},
+		{"truncated right", Outcome{FormatOK: true, Truncated: true, Tokens: 10, Correct: new(true)}, -2},
+		{"judge win", Outcome{FormatOK: true, Tokens: 100, Verdict: &judge.Verdict{Diff: 40}}, 0.4 - 0.3},
+		{"judge tie", Outcome{FormatOK: true, Tokens: 100, Verdict: &judge.Verdict{Diff: 0}}, -2},
+		{"error", Outcome{Error: "cancelled", FormatOK: true, Correct: new(true)}, math.NaN()},
+		{"no verdict", Outcome{FormatOK: true}, math.NaN()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := g.Reward(tt.o)
+			if math.IsNaN(tt.want) {
+				if !math.IsNaN(got) {
+					t.Errorf("Reward = %v, want NaN", got)
+				}
+				return
+			}
+			if !near(got, tt.want, 1e-12) {
+				t.Errorf("Reward = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestGatedLexicographic checks that under a gate every right answer
+// beats every wrong or broken one, whatever either spent, and that among
+// right answers below the gate the cheaper scores higher.
+func TestGatedLexicographic(t *testing.T) {
+	g := Graded{Lambda: 0.003, CostUnit: CostTokens, Mu: 0.02, Gate: 2}
+	var worst, best float64 = math.Inf(1), math.Inf(-1)
+	prev := math.Inf(1)
+	for tokens := 0; tokens <= 4000; tokens += 7 {
+		for calls := range 5 {
+			r := g.Reward(Outcome{FormatOK: true, Tokens: tokens, Calls: calls, Correct: new(true)})
+			worst = min(worst, r)
+			w := g.Reward(Outcome{FormatOK: true, Tokens: tokens, Calls: calls, Correct: new(false)})
+			f := g.Reward(Outcome{FailedStage: StageAnswer, Tokens: tokens, Calls: calls})
+			best = max(best, w, f)
+		}
+		if r := g.Reward(Outcome{FormatOK: true, Tokens: tokens, Correct: new(true)}); g.Lambda*float64(tokens) < g.Gate && r >= prev {
+			t.Fatalf("right at %d tokens = %v, not below %v at fewer", tokens, r, prev)
+		} else {
+			prev = r
+		}
+	}
+	if worst <= best {
+		t.Errorf("worst right answer %v, best wrong or broken %v: want every right above", worst, best)
+	}
+}
+
 func TestGradedValidate(t *testing.T) {
 	tests := []struct {
 		name string
@@ -159,6 +224,9 @@ func TestGradedValidate(t *testing.T) {
 		{"unit", Graded{CostUnit: "euros"}, `cost_unit "euros"`},
 		{"positive penalty", Graded{CostUnit: CostTokens, FormatPenalty: 1}, "format_penalty 1"},
 		{"inf penalty", Graded{CostUnit: CostTokens, FormatPenalty: math.Inf(-1)}, "format_penalty -Inf"},
+		{"gate", Graded{CostUnit: CostTokens, Gate: 2}, ""},
+		{"negative gate", Graded{CostUnit: CostTokens, Gate: -1}, "gate -1"},
+		{"nan gate", Graded{CostUnit: CostTokens, Gate: math.NaN()}, "gate NaN"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -127,7 +127,10 @@ type Config struct {
 	// Default world.DefaultReward. Its FormatPenalty (at most 0) applies
 	// under ModeDecompose only, added to the reward of a rollout (and of a
 	// table's item) that ended without a proper answer; route and MLPO
-	// count such a run wrong and nothing more, and want it 0.
+	// count such a run wrong and nothing more, and want it 0. Its Gate,
+	// route only, makes it success-gated (world.RewardGated): training,
+	// the credit's call values, the rule searches and every arm of the
+	// table then use the gated reward.
 	Reward reward.Graded `json:"reward"`
 	// RewardKind names the reward that scores route's training rollouts.
 	// "" or reward.KindGraded is Reward, the default. Another of
@@ -384,6 +387,16 @@ func (c Config) validateReward(v *violations) {
 	}
 	if !(c.Reward.FormatPenalty <= 0) || math.IsInf(c.Reward.FormatPenalty, 0) {
 		v.bad("reward.format_penalty", "must be at most 0 and finite, got %v", c.Reward.FormatPenalty)
+	}
+	if !(c.Reward.Gate >= 0) || math.IsInf(c.Reward.Gate, 0) {
+		v.bad("reward.gate", "must be non-negative and finite, got %v", c.Reward.Gate)
+	}
+	if c.Reward.Gate != 0 && c.Mode != ModeRoute {
+		v.bad("reward.gate", "goes with mode %s, not %s", ModeRoute, c.Mode)
+	}
+	if c.Reward.Gate != 0 && c.Credit == reward.CreditStep {
+		// Step credit charges 1 a wrong answer, which a gate fixes at −Gate.
+		v.bad("reward.gate", "does not go with credit %q, which charges each wrong answer taken", c.Credit)
 	}
 	if c.Reward.FormatPenalty != 0 && c.Mode != ModeDecompose {
 		v.bad("reward.format_penalty", "applies to mode %s only (route and mlpo count a run without a proper answer wrong), got %v under %s", ModeDecompose, c.Reward.FormatPenalty, c.Mode)

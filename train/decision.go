@@ -26,10 +26,13 @@ type decision struct {
 // sequences, and values each by the solver's answer in tr. The value is
 // what the world's reward rew charges: the scratchpad's tokens less the
 // call's, at λ each, less μ; less 1 more when the answer is wrong, as it
-// loses the item. A call that is malformed, asks no world operation or
-// got no answer is left out: its tokens keep the task's advantage.
-// Tokens are counted as our byte-level tokenizer writes them.
+// loses the item. Under a gate the value is callValue's. A call that is
+// malformed, asks no world operation or got no answer is left out: its
+// tokens keep the task's advantage. Tokens are counted as our byte-level
+// tokenizer writes them.
 func decisions(eps []rl.Episode, tr *delegate.Trace, rew reward.Graded) []decision {
+	// What the rollout spent, in reward units, for a gated reward.
+	spent := rew.Lambda*float64(tr.Roles[RoleDelegator].Usage.CompletionTokens) + rew.Mu*float64(tr.Roles[RoleSubagent].Calls)
 	// The solver's answers by question, in call order.
 	answers := map[string][]*delegate.Message{}
 	for _, c := range tr.Calls() {
@@ -54,7 +57,7 @@ func decisions(eps []rl.Episode, tr *delegate.Trace, rew reward.Graded) []decisi
 				j = k
 				continue // left open: malformed
 			}
-			d, ok := valueCall(e.Completion[j:k+1], answers, rew)
+			d, ok := valueCall(e.Completion[j:k+1], answers, rew, spent)
 			if ok {
 				d.ep, d.start, d.end = i, j, k+1
 				out = append(out, d)
@@ -69,8 +72,8 @@ func decisions(eps []rl.Episode, tr *delegate.Trace, rew reward.Graded) []decisi
 func masked(e *rl.Episode, j int) bool { return e.Masked != nil && e.Masked[j] }
 
 // valueCall values one call's tokens, <|tool_call|> to <|end_tool_call|>,
-// taking its answer from answers.
-func valueCall(ids []int, answers map[string][]*delegate.Message, rew reward.Graded) (decision, bool) {
+// taking its answer from answers. spent is the rollout's cost term.
+func valueCall(ids []int, answers map[string][]*delegate.Message, rew reward.Graded, spent float64) (decision, bool) {
 	msg, _ := tokenizer.ParseAssistant(ids)
 	if len(msg.ToolCalls) != 1 || msg.ToolCalls[0].Name != strategy.DelegateToolName {
 		return decision{}, false
@@ -92,11 +95,29 @@ func valueCall(ids []int, answers map[string][]*delegate.Message, rew reward.Gra
 	}
 	reply := answers[q][0]
 	answers[q] = answers[q][1:]
-	v := rew.Lambda*float64(len(pad)-len(ids)) - rew.Mu
-	if reply == nil || !world.Correct(reply.Content, op.Apply(x, y)) {
-		v--
+	right := reply != nil && world.Correct(reply.Content, op.Apply(x, y))
+	return decision{op: op, value: callValue(rew, len(pad)-len(ids), right, spent)}, true
+}
+
+// callValue is the gain of a delegate call over computing its step
+// inline, under rew, with the rest of the rollout right. saved is the
+// scratchpad's tokens less the call's; spent is the rollout's cost term
+// with the call. Ungated, a call gains λ·saved − μ, less 1 when wrong.
+// Gated at G, the rollout computed inline would have cost c = spent +
+// λ·saved − μ and scored 1 − min(c, G). A right call then gains
+// min(c, G) − min(spent, G), λ·saved − μ below the gate. A wrong one
+// loses the item: −G − (1 − min(c, G)), however few tokens it saved.
+func callValue(rew reward.Graded, saved int, right bool, spent float64) float64 {
+	gain := rew.Lambda*float64(saved) - rew.Mu
+	switch {
+	case rew.Gate <= 0 && right:
+		return gain
+	case rew.Gate <= 0:
+		return gain - 1
+	case right:
+		return min(spent+gain, rew.Gate) - min(spent, rew.Gate)
 	}
-	return decision{op: op, value: v}, true
+	return -(1 + rew.Gate - min(spent+gain, rew.Gate))
 }
 
 // DecisionsCreditedMetric is the rollout scalar of decision credit: the

@@ -118,6 +118,45 @@ func TestDecisions(t *testing.T) {
 	}
 }
 
+// TestCallValueGated checks a call's value under the gated band reward
+// (λ 0.003, μ 0.02, gate 2) against the rewards of the two rollouts it
+// compares: the one that delegated and the one that computed inline.
+func TestCallValueGated(t *testing.T) {
+	rew, err := world.WorldReward(world.NamedReward("band"), world.RewardGated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const saved = 131 // a product's scratchpad less its call
+	gain := rew.Lambda*saved - rew.Mu
+	for _, tt := range []struct {
+		name   string
+		tokens int // the delegating rollout's
+		right  bool
+	}{
+		{"right, well below the gate", 280, true},
+		{"right, inline past the gate", 600, true},
+		{"wrong, cheap", 69, false},
+		{"wrong, dear", 280, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			spent := rew.Lambda*float64(tt.tokens) + rew.Mu
+			with := world.RewardOf(rew, tt.right, world.Account{Delegator: delegate.Usage{CompletionTokens: tt.tokens}, SubagentCalls: 1})
+			without := world.RewardOf(rew, true, world.Account{Delegator: delegate.Usage{CompletionTokens: tt.tokens + saved}})
+			if got, want := callValue(rew, saved, tt.right, spent), with-without; math.Abs(got-want) > 1e-12 {
+				t.Errorf("callValue = %v, want %v (%v delegated, %v inline)", got, want, with, without)
+			}
+			if got := callValue(rew, saved, tt.right, spent); tt.right && got > gain+1e-12 || !tt.right && got > -1 {
+				t.Errorf("callValue = %v: a right call gains at most %v, a wrong one loses at least 1", got, gain)
+			}
+		})
+	}
+	// Ungated, the value is the graded one whatever was spent.
+	g := world.NamedReward("band")
+	if got, want := callValue(g, saved, false, 5), gain-1; math.Abs(got-want) > 1e-12 {
+		t.Errorf("ungated wrong call = %v, want %v", got, want)
+	}
+}
+
 func span(start, end int, adv float64) rl.Span {
 	return rl.Span{Start: start, End: end, Advantage: adv}
 }

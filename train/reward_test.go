@@ -307,3 +307,45 @@ func (m heldSolver) Chat(ctx context.Context, req *delegate.Request) (*delegate.
 	}
 	return m.Model.Chat(ctx, req)
 }
+
+// TestConfigGate checks where a gated world reward may go: route, under
+// any credit but step's, with a finite gate of at least 0.
+func TestConfigGate(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		set   func(*Config)
+		wants string // "" when valid
+	}{
+		{"route, task credit", func(c *Config) { c.Reward.Gate = 2 }, ""},
+		{"route, counterfactual credit", func(c *Config) { c.Reward.Gate, c.Credit = 2, reward.CreditCounterfactual }, ""},
+		{"step credit", func(c *Config) { c.Reward.Gate, c.Credit = 2, reward.CreditStep }, `reward.gate: does not go with credit "step"`},
+		{"mlpo", func(c *Config) { c.Reward.Gate, c.Mode = 2, ModeMLPO }, "reward.gate: goes with mode route, not mlpo"},
+		{"negative", func(c *Config) { c.Reward.Gate = -1 }, "reward.gate: must be non-negative"},
+		{"infinite", func(c *Config) { c.Reward.Gate = math.Inf(1) }, "reward.gate: must be non-negative and finite"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.set(&c)
+			err := c.Validate()
+			switch {
+			case tt.wants == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tt.wants != "" && (err == nil || !strings.Contains(err.Error(), tt.wants)):
+				t.Errorf("Validate() = %v, want an error with %q", err, tt.wants)
+			}
+		})
+	}
+}
+
+// TestRewardNote checks that the table's note names the gate when there
+// is one and is the graded one, word for word, when there is none.
+func TestRewardNote(t *testing.T) {
+	g := world.NamedReward("band")
+	if got, want := rewardNote(g), "Reward = correct − 0.003·delegator generated tokens − 0.02·sub-agent calls; its interval"; !strings.HasPrefix(got, want) {
+		t.Errorf("graded note %q, want it to start %q", got, want)
+	}
+	g.Gate = 2
+	if got, want := rewardNote(g), "Reward (gated at 2) = 1 − min(0.003·delegator generated tokens + 0.02·sub-agent calls, 2) for a right answer, −2 for any other"; !strings.HasPrefix(got, want) {
+		t.Errorf("gated note %q, want it to start %q", got, want)
+	}
+}

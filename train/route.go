@@ -73,9 +73,14 @@ func (r *runner) fitThreshold(ctx context.Context) (int64, error) {
 
 // thresholdStakes are what delegating a product earns under rew: gain when
 // the solver answers it right, minus loss when wrong. A wrong answer loses
-// the item but still saves the tokens, so loss is 1 less the gain.
+// the item but still saves the tokens, so loss is 1 less the gain. Under
+// a gate a wrong answer saves nothing and drops the item from at least
+// 1 − Gate to −Gate: loss is 1, the least it can be.
 func thresholdStakes(rew reward.Graded) (gain, loss float64) {
 	gain = rew.Lambda*productSaving - rew.Mu
+	if rew.Gate > 0 {
+		return gain, 1
+	}
 	return gain, 1 - gain
 }
 

@@ -622,7 +622,7 @@ func (r *runner) notes(res *Result) []string {
 		fmt.Sprintf("%d held-out items of the world's %s split (seed %d; %s); delegator %s, solver %s.", c.EvalItems, c.EvalSplit, c.Seed, c.World.Summary(), delegator, checkpointName(c.Solver)),
 		fmt.Sprintf("Training: %s, %d steps of %d items × %d rollouts (%s; %.0f s of rollouts and updates).",
 			c.RL.Estimator, res.Steps, c.RL.ItemsPerStep, c.RL.GroupSize, stop, res.TrainSeconds),
-		fmt.Sprintf("Reward = correct − %g·delegator generated tokens − %g·sub-agent calls; its interval is mean ± 1.96·s/√n, s never below the spread of correctness. Accuracy: Wilson 95%%. Comparisons in Acceptance are paired on the shared items.", c.Reward.Lambda, c.Reward.Mu),
+		rewardNote(c.Reward),
 		"failed: items that ended without a proper answer (a format failure, max turns, or a call error such as a prompt longer than the model's context), counted wrong.",
 		fmt.Sprintf("Delegator temperature %g, solver greedy. Cost assumes these prices ($ per million tokens, input / cached input / output): delegator %g / %g / %g, solver %g / %g / %g; %s. Token columns need no prices. Latency is wall time per item with %d items in flight.",
 			c.EvalTemperature, c.Prices.Delegator.Input, c.Prices.Delegator.CachedInput, c.Prices.Delegator.Output,
@@ -648,6 +648,16 @@ func (r *runner) notes(res *Result) []string {
 		notes = append(notes, fmt.Sprintf("Training rewarded rollouts with the %s; the table's reward is the one above.", trainingRewardIdentity(c)))
 	}
 	return append(notes, r.mode.notes()...)
+}
+
+// rewardNote says how the table rewards an item under rew.
+func rewardNote(rew reward.Graded) string {
+	const rest = "its interval is mean ± 1.96·s/√n, s never below the spread of correctness. Accuracy: Wilson 95%. Comparisons in Acceptance are paired on the shared items."
+	if rew.Gate > 0 {
+		return fmt.Sprintf("Reward (gated at %g) = 1 − min(%g·delegator generated tokens + %g·sub-agent calls, %g) for a right answer, −%g for any other, training and every arm alike; %s",
+			rew.Gate, rew.Lambda, rew.Mu, rew.Gate, rew.Gate, rest)
+	}
+	return fmt.Sprintf("Reward = correct − %g·delegator generated tokens − %g·sub-agent calls; %s", rew.Lambda, rew.Mu, rest)
 }
 
 // routeNotes say how the delegation policies of a route table were made.

@@ -125,4 +125,12 @@ func TestThresholdStakes(t *testing.T) {
 			t.Errorf("%s: gain %v, loss %v, want %v, %v", tt.world, gain, loss, tt.gain, tt.loss)
 		}
 	}
+	// Gated, a wrong product saves nothing: it loses the item, at least 1.
+	gated, err := world.WorldReward(world.NamedReward("band"), world.RewardGated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gain, loss := thresholdStakes(gated); math.Abs(gain-0.37) > 1e-9 || loss != 1 {
+		t.Errorf("band, gated: gain %v, loss %v, want 0.37, 1", gain, loss)
+	}
 }

@@ -205,6 +205,38 @@ func NamedReward(name string) reward.Graded {
 	return r
 }
 
+// The world rewards delegate train names (--world-reward).
+const (
+	// RewardGraded is NamedReward as it is: a wrong answer pays only its
+	// tokens and calls, so a cheap wrong one can beat a right one.
+	RewardGraded = "graded"
+	// RewardGated is NamedReward success-gated at DefaultGate: any right
+	// answer scores above any wrong or unfinished one (reward.Graded).
+	RewardGated = "gated"
+)
+
+// WorldRewards lists the world rewards, the default first.
+var WorldRewards = []string{RewardGraded, RewardGated}
+
+// DefaultGate is the gate of RewardGated: the most cost a right answer
+// pays, and minus a wrong answer's reward. It is above the cost of any
+// right answer the band world's tables recorded (441 tokens, 1.32 at its
+// λ), so every right answer still pays all it spends.
+const DefaultGate = 2
+
+// WorldReward returns g as the world reward kind names: g itself for
+// RewardGraded or "", g gated at DefaultGate for RewardGated.
+func WorldReward(g reward.Graded, kind string) (reward.Graded, error) {
+	switch kind {
+	case "", RewardGraded:
+		return g, nil
+	case RewardGated:
+		g.Gate = DefaultGate
+		return g, nil
+	}
+	return reward.Graded{}, fmt.Errorf("world reward %q: there is none (the world rewards are %v)", kind, WorldRewards)
+}
+
 // Named returns the config and the solver's coverage of a named world.
 func Named(name string) (Config, Coverage, error) {
 	switch name {

@@ -132,6 +132,39 @@ func TestNamed(t *testing.T) {
 	}
 }
 
+func TestWorldReward(t *testing.T) {
+	band := NamedReward("band")
+	for _, tt := range []struct {
+		kind string
+		gate float64
+		err  string
+	}{{"", 0, ""}, {RewardGraded, 0, ""}, {RewardGated, DefaultGate, ""}, {"lenient", 0, `"lenient"`}} {
+		t.Run(tt.kind, func(t *testing.T) {
+			got, err := WorldReward(band, tt.kind)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("WorldReward(%q) error = %v, want one naming %s", tt.kind, err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("WorldReward(%q): %v", tt.kind, err)
+			}
+			want := band
+			want.Gate = tt.gate
+			if got != want {
+				t.Errorf("WorldReward(%q) = %+v, want %+v", tt.kind, got, want)
+			}
+		})
+	}
+	// Every named world's own reward stays ungated.
+	for _, name := range WorldNames {
+		if g := NamedReward(name); g.Gate != 0 {
+			t.Errorf("NamedReward(%q).Gate = %v, want 0", name, g.Gate)
+		}
+	}
+}
+
 // TestKindOf reads the kinds of the package doc's example from its
 // generated twin. They are a product, an amount got, a second product and
 // the parts' difference.

@@ -42,6 +42,8 @@ type trainFlags struct {
 	otlp        string
 	gw          trainGatewayFlags
 	rlSeeds     []uint
+	// worldReward is the world reward's kind (world.WorldRewards).
+	worldReward string
 	// rewardConfig is a file whose reward section, as in delegate.yaml,
 	// tunes the cost-aware rewards.
 	rewardConfig string
@@ -188,6 +190,16 @@ func trainConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
 			return err
 		}
 	}
+	if cmd.Flags().Changed("world-reward") {
+		g, err := world.WorldReward(cfg.Reward, f.worldReward)
+		if err != nil {
+			return fmt.Errorf("train --world-reward: %w", err)
+		}
+		if g.Gate != 0 && (f.processes != 0 || f.api != "" || f.gw.addr != "") {
+			return errors.New("train: --world-reward gated: with --processes, --api or --gateway the rollouts are scored elsewhere, not by the trainer")
+		}
+		cfg.Reward = g
+	}
 	if f.rewardConfig != "" {
 		rc, err := readRewardSection(f.rewardConfig)
 		if err != nil {
@@ -303,6 +315,7 @@ func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.IntVar(&cfg.RL.MaxNewTokens, "max-new-tokens", cfg.RL.MaxNewTokens, "cap on every model call's completion")
 	fl.StringVar(&cfg.RewardKind, "reward", reward.KindGraded, "route: the reward of training rollouts: graded (the world's, --lambda and --mu), or a cost-aware one of "+strings.Join(reward.Kinds()[1:], ", ")+" tuned by --reward-config, scored at the trainer's step; the table keeps the world's (default: --reward-config's kind, else graded)")
 	fl.StringVar(&f.rewardConfig, "reward-config", "", "a YAML file whose reward section (as in delegate.yaml: kind, success_gated, efficiency, critical_path, per_call) tunes --reward")
+	fl.StringVar(&f.worldReward, "world-reward", world.RewardGraded, "route: the world's reward, of training, credit, rule searches and every arm of the table: graded (correct − λ·tokens − μ·calls) or gated (1 − min(λ·tokens + μ·calls, 2) if right, −2 otherwise: any right answer above any wrong or unfinished one); not with --processes, --api or --gateway")
 	fl.Float64Var(&cfg.Reward.Lambda, "lambda", cfg.Reward.Lambda, "reward cost per delegator token (λ) (mlpo default 0)")
 	fl.Float64Var(&cfg.Reward.Mu, "mu", cfg.Reward.Mu, "reward cost per sub-agent call (μ) (mlpo default 0)")
 	fl.Float64Var(&cfg.Reward.FormatPenalty, "format-penalty", cfg.Reward.FormatPenalty, "decompose: reward added (≤ 0) to a rollout that ends without a proper answer, on top of counting it wrong (decompose default -1)")

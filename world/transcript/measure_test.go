@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/reward"
 	"github.com/delegatelab/delegate/world"
 )
 
@@ -285,4 +287,93 @@ func TestBandDesignFigures(t *testing.T) {
 	if b := best([]Stats{bk, bt}); !(b.Reward > never.Reward+0.05) {
 		t.Errorf("best rule %s %.3f is not ahead of never delegating %.3f by 0.05", b.Name, b.Reward, never.Reward)
 	}
+}
+
+// TestBandGatedReward checks the band world's gated reward on its
+// transcripts. A right answer computed inline beats a broken answer after
+// a call, which the graded reward gets the other way round. On every kind
+// of item (both products in the band, both outside, one each) the
+// oracle's choice earns the most of any set of products delegated.
+func TestBandGatedReward(t *testing.T) {
+	graded := world.NamedReward("band")
+	gated, err := world.WorldReward(graded, world.RewardGated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := world.Generate(world.DefaultConfig(), 1, world.Train, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cov := world.BandCoverage()
+
+	// The broken answer of a greedy band run: a call, then 69 tokens.
+	broken := world.Account{Delegator: delegate.Usage{CompletionTokens: 69}, SubagentCalls: 1}
+	inline := Route(ps[0], world.Never).Bill(false)
+	for _, tt := range []struct {
+		name      string
+		g         reward.Graded
+		rightWins bool
+	}{{"graded", graded, false}, {"gated", gated, true}} {
+		right, wrong := world.RewardOf(tt.g, true, inline), world.RewardOf(tt.g, false, broken)
+		if got := right > wrong; got != tt.rightWins {
+			t.Errorf("%s: right inline %.3f > broken %.3f is %v, want %v", tt.name, right, wrong, got, tt.rightWins)
+		}
+	}
+
+	kinds := map[string]int{}
+	for _, p := range ps {
+		var products []int
+		inBand := 0
+		for i, s := range p.Steps {
+			if world.WorthDelegating(s) {
+				products = append(products, i)
+				if cov.Covers(s.Op, s.X.Value, s.Y.Value) {
+					inBand++
+				}
+			}
+		}
+		kind := map[int]string{0: "both outside", 1: "mixed"}[inBand]
+		if inBand == len(products) {
+			kind = "both inside"
+		}
+		kinds[kind]++
+		// Each set of products delegated: right only when the solver
+		// covers every one it is handed.
+		best, bestMask := math.Inf(-1), -1
+		oracle := 0
+		for mask := range 1 << len(products) {
+			right := true
+			for b, i := range products {
+				s := p.Steps[i]
+				if mask>>b&1 == 1 && !cov.Covers(s.Op, s.X.Value, s.Y.Value) {
+					right = false
+				}
+				if cov.Covers(s.Op, s.X.Value, s.Y.Value) {
+					oracle |= 1 << b
+				}
+			}
+			pol := func(_ *world.Problem, i int) bool {
+				for b, j := range products {
+					if j == i {
+						return mask>>b&1 == 1
+					}
+				}
+				return false
+			}
+			r := world.RewardOf(gated, right, Route(p, pol).Bill(false))
+			if r > best {
+				best, bestMask = r, mask
+			}
+		}
+		oracle &= 1<<len(products) - 1
+		if bestMask != oracle {
+			t.Fatalf("%s item %q: best set %b, the oracle's %b", kind, p.Text, bestMask, oracle)
+		}
+	}
+	for _, k := range []string{"both inside", "both outside", "mixed"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s item among %d problems", k, len(ps))
+		}
+	}
+	t.Logf("items by kind: %v", kinds)
 }
