@@ -6,7 +6,8 @@
 // further on two-part problems, where decompose starts. router is the
 // planner trained further under route, where delegate train starts.
 // solver-weak is the solver's recipe stopped early, a solver RL of the
-// solver has something to teach. The
-// tests check each model's held-out accuracy. README.md in this directory
+// solver has something to teach. solver-mid is it stopped later, between
+// solver-weak and the solver, for training both roles. The tests check
+// each model's held-out accuracy. README.md in this directory
 // keeps the commands that made them and their measured accuracies.
 package models

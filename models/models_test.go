@@ -176,6 +176,41 @@ func TestShippedWeakSolver(t *testing.T) {
 	t.Fatal("no class of 2-digit products")
 }
 
+// TestShippedMidSolver grades the mid solver greedily on 40 held-out
+// questions a class. It must sit between the weak solver and the shipped
+// one on 2-digit products: mostly right, not always (measured 35/40).
+// The sums must be mostly right too (120/120), the differences wrong.
+func TestShippedMidSolver(t *testing.T) {
+	m := load(t, "solver-mid", "solver")
+	scores, err := pretrain.GradeSolver(context.Background(), m, 40, 32, 2026)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prod, sum, sub, prodN, sumN, subN int
+	for _, s := range scores {
+		switch {
+		case s.Size.Op == world.Mul && s.Covered && s.Size.X == 2 && s.Size.Y == 2:
+			prod, prodN = prod+s.Right, prodN+s.N
+		case s.Size.Op == world.Add && s.Covered:
+			sum, sumN = sum+s.Right, sumN+s.N
+		case s.Size.Op == world.Sub:
+			sub, subN = sub+s.Right, subN+s.N
+		}
+	}
+	if prodN == 0 || sumN == 0 || subN == 0 {
+		t.Fatalf("products %d, sums %d, differences %d: a class is missing", prodN, sumN, subN)
+	}
+	if got := float64(prod) / float64(prodN); got < 0.6 || got > 0.975 {
+		t.Errorf("mid solver on 2-digit products: %d/%d = %.2f, want between 0.6 and 0.975", prod, prodN, got)
+	}
+	if got := float64(sum) / float64(sumN); got < solverFloor {
+		t.Errorf("mid solver on sums: %d/%d = %.2f, want at least %.2f", sum, sumN, got, solverFloor)
+	}
+	if got := float64(sub) / float64(subN); got > 0.25 {
+		t.Errorf("mid solver on differences: %d/%d = %.2f, want at most 0.25", sub, subN, got)
+	}
+}
+
 // TestShippedRouter grades the shipped router, where delegate train starts.
 // It runs greedily on 16 held-out problems alone, writing its scratchpads.
 // It then runs on 16 without a difference under route with the shipped

@@ -182,6 +182,12 @@ type Config struct {
 	// trains it (RoleReport). 0 asks for greedy answers only. Default
 	// DefaultSolverSamples.
 	SolverSamples int `json:"solver_samples"`
+	// HandedCalls adds a figure to the role report: the solver judged on
+	// the calls the delegator of the system as trained hands it on the
+	// held-out items (RoleReport.Handed), with its check. The held-out
+	// records then keep the calls' questions. Only route with the solver
+	// trained. Default false: every output as without it.
+	HandedCalls bool `json:"handed_calls,omitempty"`
 	// MaxTurns bounds route's delegator turns. Default 6 (the default
 	// world's problems take at most 5 with every step delegated).
 	MaxTurns int `json:"max_turns"`
@@ -471,6 +477,9 @@ func (c Config) validateEval(v *violations) {
 	}
 	if c.SolverSamples < 0 {
 		v.bad("solver_samples", "must not be negative, got %d", c.SolverSamples)
+	}
+	if c.HandedCalls && (c.Mode != ModeRoute || !c.trainsSolver()) {
+		v.bad("handed_calls", "needs mode %s with the solver trained, got mode %s, train %s", ModeRoute, c.Mode, c.Train)
 	}
 	if c.MaxTurns < 1 {
 		v.bad("max_turns", "must be at least 1, got %d", c.MaxTurns)

@@ -48,6 +48,12 @@ type RoleReport struct {
 	Seed        uint64  `json:"seed"`
 	// Calls are the solver's held-out calls, in problem and step order.
 	Calls []SolverCall `json:"calls,omitempty"`
+	// Handed holds the tests over the calls HandedArm's delegator handed
+	// the solver on the held-out items, one per kind, then all;
+	// HandedCalls are those calls. Set with Config.HandedCalls.
+	Handed      []SolverTest `json:"handed,omitempty"`
+	HandedArm   string       `json:"handed_arm,omitempty"`
+	HandedCalls []SolverCall `json:"handed_calls,omitempty"`
 }
 
 // DelegatorTest compares the trained delegator with the pretrained one,
@@ -238,6 +244,7 @@ func (rep *RoleReport) writeMarkdown(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "| %s | %d | %d → %d (%d / %d, p %.2g) | %s | %s |\n", t.Calls, t.N, t.GreedyBefore, t.GreedyAfter, t.Lost, t.Gained, t.P, sampled, diff)
 	}
+	rep.writeHanded(b)
 }
 
 // roleReport asks every operation of the held-out problems of the
@@ -269,6 +276,11 @@ func (r *runner) roleReport(ctx context.Context, tab *Table, steps int) (*RoleRe
 			rep.Calls[i] = SolverCall{Question: q, Before: before[i], After: after[i]}
 		}
 		rep.Solver = SolverTests(rep.Calls, rep.Samples)
+		if cfg.HandedCalls {
+			if err := r.handedReport(ctx, rep, steps); err != nil {
+				return nil, err
+			}
+		}
 	}
 	b, err := json.MarshalIndent(rep, "", " ")
 	if err == nil {

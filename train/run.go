@@ -285,6 +285,7 @@ func (r *runner) final(ctx context.Context, phase func(string), res *Result) err
 			return err
 		}
 		tab.Checks = append(tab.Checks, tab.Roles.checks()...)
+		tab.Checks = append(tab.Checks, tab.Roles.handedCheck()...)
 	}
 	return writeTable(filepath.Join(cfg.OutDir, TableFile), tab)
 }
@@ -519,7 +520,7 @@ func tasksOf(problems []*world.Problem) []delegate.Task {
 func (r *runner) evaluateCounting(ctx context.Context, arms []bench.Arm) (int, error) {
 	path := filepath.Join(r.cfg.OutDir, EvalFile)
 	ecfg := bench.DefaultConfig()
-	ecfg.Results, ecfg.Concurrency, ecfg.Label = path, r.cfg.EvalConcurrency, labelDelegated
+	ecfg.Results, ecfg.Concurrency, ecfg.Label = path, r.cfg.EvalConcurrency, r.evalLabel()
 	rep, err := bench.Run(ctx, ecfg, tasksOf(r.testSet), arms, world.Verify, r.opt.EvalProgress)
 	if err != nil {
 		return 0, fmt.Errorf("train: evaluate: %w", err)

@@ -257,7 +257,7 @@ func SummarizeSeeds(runs []SeedRun) *Seeds {
 			if first == nil {
 				first = t.Roles
 			}
-			roles = append(roles, RoleSeedRow{Seed: r.Seed, Steps: r.Result.Steps, Delegator: t.Roles.Delegator, Solver: t.Roles.allCalls()})
+			roles = append(roles, RoleSeedRow{Seed: r.Seed, Steps: r.Result.Steps, Delegator: t.Roles.Delegator, Solver: t.Roles.allCalls(), Handed: t.Roles.handedCalls()})
 		}
 		tr := t.Row(ArmTrained)
 		if tr == nil || alone == nil {
@@ -289,6 +289,9 @@ type SeedRoles struct {
 	// trained that role.
 	Delegator *DelegatorSeeds `json:"delegator,omitempty"`
 	Solver    *SolverSeeds    `json:"solver,omitempty"`
+	// Handed summarizes the rows' handed-calls tests; nil when none has
+	// one (Config.HandedCalls).
+	Handed *SolverSeeds `json:"handed,omitempty"`
 }
 
 // RoleSeedRow is one seed's role report. It holds each trained role's
@@ -298,6 +301,7 @@ type RoleSeedRow struct {
 	Steps     int            `json:"steps"`
 	Delegator *DelegatorTest `json:"delegator,omitempty"`
 	Solver    *SolverTest    `json:"solver,omitempty"` // over all calls
+	Handed    *SolverTest    `json:"handed,omitempty"` // over all handed calls (Config.HandedCalls)
 }
 
 // DelegatorSeeds is the delegator's paired reward difference over seeds.
@@ -372,6 +376,7 @@ func SummarizeRoles(rows []RoleSeedRow, samples int, temperature float64) *SeedR
 		}
 		s.Solver = &v
 	}
+	s.Handed = summarizeHanded(rows, samples)
 	return s
 }
 
@@ -423,6 +428,7 @@ func (s *SeedRoles) writeMarkdown(b *strings.Builder) {
 		fmt.Fprintf(b, "- %d of %d seeds: the solver's sampled share right rises (paired bootstrap 95%% interval above 0)\n", v.SampledRises, v.Of)
 	}
 	fmt.Fprintf(b, "- %d of %d seeds: the solver's greedy accuracy rises (more calls gained than lost, McNemar p < 0.05)\n", v.GreedyRises, v.Of)
+	s.writeHanded(b)
 }
 
 // spreadText writes a paired difference's spread as "+0.033 (0.015;

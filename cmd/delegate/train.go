@@ -96,8 +96,11 @@ such, and exits with status 1: the table is not the full run's.
 of the pretrained and the trained solver, greedy and --solver-samples
 times at --temperature, and prints each trained role's own reward before
 and after training under the table, paired (also in --out/roles.json).
+--handed-calls adds the solver judged on the calls it is handed: those the
+delegator of the system as trained (both trained, or the frozen one with
+--train solver) makes on the held-out items, asked of both solvers alike.
 --solver shipped:solver-weak names the shipped weak solver, which RL has
-something to teach.
+something to teach; shipped:solver-mid, a solver in between.
 
 --rl-seeds 1,2,3 trains and evaluates the --train policies once per RL
 seed, each in --out/seed-N with its own table (the baselines evaluated
@@ -295,6 +298,7 @@ func addTrainFlags(fl *pflag.FlagSet, cfg *train.Config, f *trainFlags) {
 	fl.BoolVar(&cfg.InlineCredit, "inline-credit", cfg.InlineCredit, "route with --credit counterfactual: the first token of each block the delegator writes for a step gets advantage 0, the value of computing inline, in place of its rollout's, so the choice between a call and a block is credited by the call's value alone")
 	fl.StringVar(&cfg.Solver, "solver", cfg.Solver, "solver checkpoint directory, or a shipped model as shipped:NAME (shipped:solver-weak, the weak solver RL has something to teach) (frozen unless --train solver|both; default: the shipped solver, embedded)")
 	fl.IntVar(&cfg.SolverSamples, "solver-samples", cfg.SolverSamples, "route with --train solver|both: answers the solver samples per held-out call, at --temperature, for the role report under the table (0: greedy answers only)")
+	fl.BoolVar(&cfg.HandedCalls, "handed-calls", cfg.HandedCalls, "route with --train solver|both: also judge the solver on the calls it is handed, those the delegator of the system as trained makes on the held-out items, paired, with its check (the held-out records keep the calls' questions: records written without it have none, and the report then fails naming the label)")
 	fl.StringVar(&cfg.Delegator, "delegator", cfg.Delegator, "delegator checkpoint directory (the policy's start; default, embedded: the shipped router; decompose: the shipped planner; mlpo: the shipped delegator)")
 	fl.StringSliceVar(&cfg.Peers, "peers", cfg.Peers, "mlpo: the peers' checkpoints, directories or shipped:NAME, taken in turn (default: shipped:peer,shipped:delegator)")
 	fl.IntVar(&cfg.PeerCount, "peer-count", cfg.PeerCount, "mlpo: peers of the leader (K) (mlpo default 2)")

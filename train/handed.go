@@ -1,0 +1,218 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/delegatelab/delegate"
+	"github.com/delegatelab/delegate/bench"
+	"github.com/delegatelab/delegate/world"
+)
+
+// The handed-calls figure judges the trained solver on the calls it is
+// handed in the system as trained. Config.HandedCalls turns it on; off,
+// every output is as before.
+
+// LabelQuestions is the record label of the sub-agents' questions, one a
+// line in call order. Only runs with Config.HandedCalls record it.
+const LabelQuestions = "delegated_questions"
+
+// labelHanded labels a trace as labelDelegated does, and adds the
+// questions route's solver was handed (LabelQuestions).
+func labelHanded(tr *delegate.Trace) map[string]string {
+	m := labelDelegated(tr)
+	var qs []string
+	for _, n := range tr.Calls() {
+		if n.Role == RoleSubagent && len(n.Messages) > 0 {
+			q := strings.TrimSpace(n.Messages[len(n.Messages)-1].Content)
+			if _, _, _, err := world.ParseExpr(q); err == nil {
+				qs = append(qs, q)
+			}
+		}
+	}
+	m[LabelQuestions] = strings.Join(qs, "\n")
+	return m
+}
+
+// evalLabel is the label function of the held-out evaluation.
+func (r *runner) evalLabel() func(*delegate.Trace) map[string]string {
+	if r.cfg.HandedCalls {
+		return labelHanded
+	}
+	return labelDelegated
+}
+
+// handedArm is the arm whose delegator hands the trained solver its
+// calls: the trained delegator's with both trained, the frozen one's
+// with the solver alone.
+func handedArm(train string, steps int) string {
+	if train == TrainBoth {
+		return trainedName(ArmTrainedBoth, steps)
+	}
+	return trainedName(ArmTrainedSolver, steps)
+}
+
+// HandedQuestions are the questions arm's delegator handed the solver,
+// item by item in tasks' order, read from records' LabelQuestions. The
+// last record of each item counts. An item without a record, or one
+// recorded without the label, is an error naming it.
+func HandedQuestions(records []bench.Record, arm string, tasks []delegate.Task) ([]string, error) {
+	last := make(map[string]*bench.Record)
+	for i := range records {
+		if records[i].Arm == arm {
+			last[records[i].TaskID] = &records[i]
+		}
+	}
+	var qs []string
+	for _, t := range tasks {
+		rec, ok := last[t.ID]
+		if !ok {
+			return nil, fmt.Errorf("arm %q has no result for item %s", arm, t.ID)
+		}
+		label, ok := rec.Labels[LabelQuestions]
+		if !ok {
+			return nil, fmt.Errorf("arm %q item %s: recorded without its questions (label %s)", arm, t.ID, LabelQuestions)
+		}
+		if label != "" {
+			qs = append(qs, strings.Split(label, "\n")...)
+		}
+	}
+	return qs, nil
+}
+
+// handedReport asks the pretrained and the trained solver the calls the
+// handed arm's delegator made on the held-out items, paired. It fills
+// rep's Handed fields.
+func (r *runner) handedReport(ctx context.Context, rep *RoleReport, steps int) error {
+	arm := handedArm(r.cfg.Train, steps)
+	records, _, err := bench.ReadResults(filepath.Join(r.cfg.OutDir, EvalFile))
+	if err != nil {
+		return fmt.Errorf("train: handed calls: %w", err)
+	}
+	qs, err := HandedQuestions(records, arm, tasksOf(r.testSet))
+	if err != nil {
+		return fmt.Errorf("train: handed calls: %w", err)
+	}
+	before, err := r.askSolver(ctx, r.solver, qs)
+	if err != nil {
+		return err
+	}
+	after, err := r.askSolver(ctx, r.trainedSolver, qs)
+	if err != nil {
+		return err
+	}
+	rep.HandedArm = arm
+	rep.HandedCalls = make([]SolverCall, len(qs))
+	for i, q := range qs {
+		rep.HandedCalls[i] = SolverCall{Question: q, Before: before[i], After: after[i]}
+	}
+	rep.Handed = SolverTests(rep.HandedCalls, rep.Samples)
+	return nil
+}
+
+// handedCalls is the solver's test over all its handed calls, the last
+// of Handed; nil without the figure.
+func (rep *RoleReport) handedCalls() *SolverTest {
+	if rep == nil || len(rep.Handed) == 0 {
+		return nil
+	}
+	return &rep.Handed[len(rep.Handed)-1]
+}
+
+// handedCheck is the check of the solver's sampled answers on its handed
+// calls, after against before. There is none without the figure or
+// without samples.
+func (rep *RoleReport) handedCheck() []Check {
+	h := rep.handedCalls()
+	if h == nil || rep.Samples == 0 {
+		return nil
+	}
+	return []Check{{
+		Name: fmt.Sprintf("RL-trained solver's own reward on the calls it is handed (the delegator of the system as trained, on held-out items) beats the pretrained solver's (%d samples a call at temperature %g; paired bootstrap 95%% interval of the difference above 0)", rep.Samples, rep.Temperature),
+		Pass: h.SampledCI.Lo > 0,
+		Detail: fmt.Sprintf("right %.3f against %.3f of the samples: difference %+.3f, 95%% [%+.3f, %+.3f] over %d calls of %s",
+			h.SampledAfter, h.SampledBefore, h.SampledDiff, h.SampledCI.Lo, h.SampledCI.Hi, h.N, rep.HandedArm),
+	}}
+}
+
+// writeHanded writes the handed-calls figure under the solver's table.
+func (rep *RoleReport) writeHanded(b *strings.Builder) {
+	if len(rep.Handed) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n- solver on the calls it is handed: those %s made on the held-out items (%d), asked alike of the pretrained and the RL-trained solver:\n\n", rep.HandedArm, len(rep.HandedCalls))
+	b.WriteString("| handed calls | n | greedy right: before → after (lost / gained, McNemar p) | sampled right: before → after | paired difference [95% CI] |\n|---|---:|---|---|---|\n")
+	for _, t := range rep.Handed {
+		sampled, diff := "–", "–"
+		if rep.Samples > 0 {
+			sampled = fmt.Sprintf("%.3f → %.3f", t.SampledBefore, t.SampledAfter)
+			diff = fmt.Sprintf("%+.3f [%+.3f, %+.3f]", t.SampledDiff, t.SampledCI.Lo, t.SampledCI.Hi)
+		}
+		fmt.Fprintf(b, "| %s | %d | %d → %d (%d / %d, p %.2g) | %s | %s |\n", t.Calls, t.N, t.GreedyBefore, t.GreedyAfter, t.Lost, t.Gained, t.P, sampled, diff)
+	}
+}
+
+// summarizeHanded summarizes the seeds' handed-calls figures as
+// SummarizeRoles does all calls; nil when no row has one.
+func summarizeHanded(rows []RoleSeedRow, samples int) *SolverSeeds {
+	var v SolverSeeds
+	var greedy, sampled []float64
+	for _, r := range rows {
+		t := r.Handed
+		if t == nil {
+			continue
+		}
+		greedy, sampled = append(greedy, t.greedyDiff()), append(sampled, t.SampledDiff)
+		v.Of++
+		if t.greedyRises() {
+			v.GreedyRises++
+		}
+		if samples > 0 && t.SampledCI.Lo > 0 {
+			v.SampledRises++
+		}
+	}
+	if v.Of == 0 {
+		return nil
+	}
+	v.GreedyDiff = spreadOf(greedy)
+	if samples > 0 {
+		sp := spreadOf(sampled)
+		v.SampledDiff = &sp
+	}
+	return &v
+}
+
+// writeHanded writes the seeds' handed-calls table and how many seeds
+// rise.
+func (s *SeedRoles) writeHanded(b *strings.Builder) {
+	v := s.Handed
+	if v == nil {
+		return
+	}
+	b.WriteString("\nSolver on the calls it is handed (the delegator of the system as trained, on the held-out items; asked alike before and after):\n\n")
+	b.WriteString("| RL seed | steps | greedy right: before → after (lost / gained, McNemar p) | greedy difference | sampled right: before → after | sampled difference [95% CI] |\n|---|---:|---|---|---|---|\n")
+	for _, r := range s.Rows {
+		t := r.Handed
+		if t == nil {
+			continue
+		}
+		sampled, diff := "–", "–"
+		if s.Samples > 0 {
+			sampled = fmt.Sprintf("%.3f → %.3f", t.SampledBefore, t.SampledAfter)
+			diff = fmt.Sprintf("%+.3f [%+.3f, %+.3f]", t.SampledDiff, t.SampledCI.Lo, t.SampledCI.Hi)
+		}
+		fmt.Fprintf(b, "| %d | %d | %d → %d of %d (%d / %d, p %.2g) | %+.3f | %s | %s |\n",
+			r.Seed, r.Steps, t.GreedyBefore, t.GreedyAfter, t.N, t.Lost, t.Gained, t.P, t.greedyDiff(), sampled, diff)
+	}
+	sampled := "–"
+	if v.SampledDiff != nil {
+		sampled = spreadText(*v.SampledDiff)
+	}
+	fmt.Fprintf(b, "| **mean over %d seeds** (sd; min–max) | | | %s | | %s |\n\n", v.Of, spreadText(v.GreedyDiff), sampled)
+	if v.SampledDiff != nil {
+		fmt.Fprintf(b, "- %d of %d seeds: the solver's sampled share right on its handed calls rises (paired bootstrap 95%% interval above 0)\n", v.SampledRises, v.Of)
+	}
+	fmt.Fprintf(b, "- %d of %d seeds: the solver's greedy accuracy on its handed calls rises (more calls gained than lost, McNemar p < 0.05)\n", v.GreedyRises, v.Of)
+}
