@@ -193,6 +193,34 @@ func trainConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
 			return err
 		}
 	}
+	if err := trainRewardConfig(cmd, cfg, f); err != nil {
+		return err
+	}
+	if f.total > 0 {
+		cfg.Deadline = time.Now().Add(f.total)
+	}
+	if cfg.BatchItems && f.api == "" {
+		return errors.New("train: --batch-items goes with --api")
+	}
+	if f.processes == 0 && f.gw.addr == "" && cmd.Flags().Changed("offpolicy") {
+		return errors.New("train: --offpolicy goes with --processes or --gateway")
+	}
+	if err := checkTrainGateway(cmd, cfg, f); err != nil {
+		return err
+	}
+	if f.otlp != "" && f.api != "" {
+		return errors.New("train: --otlp exports the runs of rollouts and evaluations; a trainer from a trajectory API (--api) makes none")
+	}
+	if len(f.rlSeeds) > 0 && (f.processes != 0 || f.api != "" || f.total > 0 || cmd.Flags().Changed("rl-seed")) {
+		return errors.New("train: --rl-seeds runs in process, in place of --rl-seed, without --time (one seed's deadline would starve the next); not with --processes or --api")
+	}
+	return nil
+}
+
+// trainRewardConfig applies the reward flags: the world's reward, the
+// reward section and the credit. It refuses those that only a trainer
+// scoring its own rollouts can honour.
+func trainRewardConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
 	if cmd.Flags().Changed("world-reward") {
 		g, err := world.WorldReward(cfg.Reward, f.worldReward)
 		if err != nil {
@@ -218,24 +246,6 @@ func trainConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) error {
 	}
 	if (cfg.Credit == reward.CreditStep || cfg.Credit == reward.CreditDecision || cfg.Credit == reward.CreditCounterfactual) && (f.processes != 0 || f.api != "") {
 		return fmt.Errorf("train: --credit %s: with --api or --processes the environments score the rollouts, not the trainer", cfg.Credit)
-	}
-	if f.total > 0 {
-		cfg.Deadline = time.Now().Add(f.total)
-	}
-	if cfg.BatchItems && f.api == "" {
-		return errors.New("train: --batch-items goes with --api")
-	}
-	if f.processes == 0 && f.gw.addr == "" && cmd.Flags().Changed("offpolicy") {
-		return errors.New("train: --offpolicy goes with --processes or --gateway")
-	}
-	if err := checkTrainGateway(cmd, cfg, f); err != nil {
-		return err
-	}
-	if f.otlp != "" && f.api != "" {
-		return errors.New("train: --otlp exports the runs of rollouts and evaluations; a trainer from a trajectory API (--api) makes none")
-	}
-	if len(f.rlSeeds) > 0 && (f.processes != 0 || f.api != "" || f.total > 0 || cmd.Flags().Changed("rl-seed")) {
-		return errors.New("train: --rl-seeds runs in process, in place of --rl-seed, without --time (one seed's deadline would starve the next); not with --processes or --api")
 	}
 	return nil
 }
