@@ -154,36 +154,6 @@ func (rep *RoleReport) writeHanded(b *strings.Builder) {
 	}
 }
 
-// summarizeHanded summarizes the seeds' handed-calls figures as
-// SummarizeRoles does all calls; nil when no row has one.
-func summarizeHanded(rows []RoleSeedRow, samples int) *SolverSeeds {
-	var v SolverSeeds
-	var greedy, sampled []float64
-	for _, r := range rows {
-		t := r.Handed
-		if t == nil {
-			continue
-		}
-		greedy, sampled = append(greedy, t.greedyDiff()), append(sampled, t.SampledDiff)
-		v.Of++
-		if t.greedyRises() {
-			v.GreedyRises++
-		}
-		if samples > 0 && t.SampledCI.Lo > 0 {
-			v.SampledRises++
-		}
-	}
-	if v.Of == 0 {
-		return nil
-	}
-	v.GreedyDiff = spreadOf(greedy)
-	if samples > 0 {
-		sp := spreadOf(sampled)
-		v.SampledDiff = &sp
-	}
-	return &v
-}
-
 // writeHanded writes the seeds' handed-calls table and how many seeds
 // rise.
 func (s *SeedRoles) writeHanded(b *strings.Builder) {
@@ -192,27 +162,5 @@ func (s *SeedRoles) writeHanded(b *strings.Builder) {
 		return
 	}
 	b.WriteString("\nSolver on the calls it is handed (the delegator of the system as trained, on the held-out items; asked alike before and after):\n\n")
-	b.WriteString("| RL seed | steps | greedy right: before → after (lost / gained, McNemar p) | greedy difference | sampled right: before → after | sampled difference [95% CI] |\n|---|---:|---|---|---|---|\n")
-	for _, r := range s.Rows {
-		t := r.Handed
-		if t == nil {
-			continue
-		}
-		sampled, diff := "–", "–"
-		if s.Samples > 0 {
-			sampled = fmt.Sprintf("%.3f → %.3f", t.SampledBefore, t.SampledAfter)
-			diff = fmt.Sprintf("%+.3f [%+.3f, %+.3f]", t.SampledDiff, t.SampledCI.Lo, t.SampledCI.Hi)
-		}
-		fmt.Fprintf(b, "| %d | %d | %d → %d of %d (%d / %d, p %.2g) | %+.3f | %s | %s |\n",
-			r.Seed, r.Steps, t.GreedyBefore, t.GreedyAfter, t.N, t.Lost, t.Gained, t.P, t.greedyDiff(), sampled, diff)
-	}
-	sampled := "–"
-	if v.SampledDiff != nil {
-		sampled = spreadText(*v.SampledDiff)
-	}
-	fmt.Fprintf(b, "| **mean over %d seeds** (sd; min–max) | | | %s | | %s |\n\n", v.Of, spreadText(v.GreedyDiff), sampled)
-	if v.SampledDiff != nil {
-		fmt.Fprintf(b, "- %d of %d seeds: the solver's sampled share right on its handed calls rises (paired bootstrap 95%% interval above 0)\n", v.SampledRises, v.Of)
-	}
-	fmt.Fprintf(b, "- %d of %d seeds: the solver's greedy accuracy on its handed calls rises (more calls gained than lost, McNemar p < 0.05)\n", v.GreedyRises, v.Of)
+	s.writeSolver(b, v, func(r RoleSeedRow) *SolverTest { return r.Handed }, " on its handed calls")
 }

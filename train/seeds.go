@@ -342,9 +342,8 @@ func (t *SolverTest) greedyDiff() float64 {
 // sampled samples answers a call at temperature.
 func SummarizeRoles(rows []RoleSeedRow, samples int, temperature float64) *SeedRoles {
 	s := &SeedRoles{Version: seedRolesVersion, Samples: samples, Temperature: temperature, Rows: rows}
-	var del, greedy, sampled []float64
+	var del []float64
 	var d DelegatorSeeds
-	var v SolverSeeds
 	for _, r := range rows {
 		if t := r.Delegator; t != nil {
 			del = append(del, t.RewardDiff)
@@ -353,31 +352,44 @@ func SummarizeRoles(rows []RoleSeedRow, samples int, temperature float64) *SeedR
 				d.Rises++
 			}
 		}
-		if t := r.Solver; t != nil {
-			greedy, sampled = append(greedy, t.greedyDiff()), append(sampled, t.SampledDiff)
-			v.Of++
-			if t.greedyRises() {
-				v.GreedyRises++
-			}
-			if samples > 0 && t.SampledCI.Lo > 0 {
-				v.SampledRises++
-			}
-		}
 	}
 	if d.Of > 0 {
 		d.RewardDiff = spreadOf(del)
 		s.Delegator = &d
 	}
-	if v.Of > 0 {
-		v.GreedyDiff = spreadOf(greedy)
-		if samples > 0 {
-			sp := spreadOf(sampled)
-			v.SampledDiff = &sp
-		}
-		s.Solver = &v
-	}
-	s.Handed = summarizeHanded(rows, samples)
+	s.Solver = summarizeSolver(rows, samples, func(r RoleSeedRow) *SolverTest { return r.Solver })
+	s.Handed = summarizeSolver(rows, samples, func(r RoleSeedRow) *SolverTest { return r.Handed })
 	return s
+}
+
+// summarizeSolver summarizes the solver's test that pick takes from each
+// row; nil when no row has one.
+func summarizeSolver(rows []RoleSeedRow, samples int, pick func(RoleSeedRow) *SolverTest) *SolverSeeds {
+	var v SolverSeeds
+	var greedy, sampled []float64
+	for _, r := range rows {
+		t := pick(r)
+		if t == nil {
+			continue
+		}
+		greedy, sampled = append(greedy, t.greedyDiff()), append(sampled, t.SampledDiff)
+		v.Of++
+		if t.greedyRises() {
+			v.GreedyRises++
+		}
+		if samples > 0 && t.SampledCI.Lo > 0 {
+			v.SampledRises++
+		}
+	}
+	if v.Of == 0 {
+		return nil
+	}
+	v.GreedyDiff = spreadOf(greedy)
+	if samples > 0 {
+		sp := spreadOf(sampled)
+		v.SampledDiff = &sp
+	}
+	return &v
 }
 
 // writeMarkdown writes a table per trained role: each seed's paired test,
@@ -405,9 +417,17 @@ func (s *SeedRoles) writeMarkdown(b *strings.Builder) {
 		asked = fmt.Sprintf("greedy, and %d samples a call at temperature %g", s.Samples, s.Temperature)
 	}
 	fmt.Fprintf(b, "\nSolver (its own answer right, on every operation of the held-out problems: %s):\n\n", asked)
+	s.writeSolver(b, v, func(r RoleSeedRow) *SolverTest { return r.Solver }, "")
+	s.writeHanded(b)
+}
+
+// writeSolver writes the solver's table of the tests pick takes from the
+// rows, their mean, and how many seeds rise; on names the calls in
+// the counts' lines ("" for all of them).
+func (s *SeedRoles) writeSolver(b *strings.Builder, v *SolverSeeds, pick func(RoleSeedRow) *SolverTest, on string) {
 	b.WriteString("| RL seed | steps | greedy right: before → after (lost / gained, McNemar p) | greedy difference | sampled right: before → after | sampled difference [95% CI] |\n|---|---:|---|---|---|---|\n")
 	for _, r := range s.Rows {
-		t := r.Solver
+		t := pick(r)
 		if t == nil {
 			continue
 		}
@@ -425,10 +445,9 @@ func (s *SeedRoles) writeMarkdown(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "| **mean over %d seeds** (sd; min–max) | | | %s | | %s |\n\n", v.Of, spreadText(v.GreedyDiff), sampled)
 	if v.SampledDiff != nil {
-		fmt.Fprintf(b, "- %d of %d seeds: the solver's sampled share right rises (paired bootstrap 95%% interval above 0)\n", v.SampledRises, v.Of)
+		fmt.Fprintf(b, "- %d of %d seeds: the solver's sampled share right%s rises (paired bootstrap 95%% interval above 0)\n", v.SampledRises, v.Of, on)
 	}
-	fmt.Fprintf(b, "- %d of %d seeds: the solver's greedy accuracy rises (more calls gained than lost, McNemar p < 0.05)\n", v.GreedyRises, v.Of)
-	s.writeHanded(b)
+	fmt.Fprintf(b, "- %d of %d seeds: the solver's greedy accuracy%s rises (more calls gained than lost, McNemar p < 0.05)\n", v.GreedyRises, v.Of, on)
 }
 
 // spreadText writes a paired difference's spread as "+0.033 (0.015;
