@@ -224,7 +224,7 @@ func trainRewardConfig(cmd *cobra.Command, cfg *train.Config, f *trainFlags) err
 	if cmd.Flags().Changed("world-reward") {
 		g, err := world.WorldReward(cfg.Reward, f.worldReward)
 		if err != nil {
-			return fmt.Errorf("train --world-reward: %w", err)
+			return fmt.Errorf("train: --world-reward: %w", err)
 		}
 		if g.Gate != 0 && (f.processes != 0 || f.api != "" || f.gw.addr != "") {
 			return errors.New("train: --world-reward gated: with --processes, --api or --gateway the rollouts are scored elsewhere, not by the trainer")
