@@ -95,19 +95,11 @@ func (r *runner) handedReport(ctx context.Context, rep *RoleReport, steps int) e
 	if err != nil {
 		return fmt.Errorf("train: handed calls: %w", err)
 	}
-	before, err := r.askSolver(ctx, r.solver, qs)
+	calls, err := r.solverCalls(ctx, qs)
 	if err != nil {
 		return err
 	}
-	after, err := r.askSolver(ctx, r.trainedSolver, qs)
-	if err != nil {
-		return err
-	}
-	rep.HandedArm = arm
-	rep.HandedCalls = make([]SolverCall, len(qs))
-	for i, q := range qs {
-		rep.HandedCalls[i] = SolverCall{Question: q, Before: before[i], After: after[i]}
-	}
+	rep.HandedArm, rep.HandedCalls = arm, calls
 	rep.Handed = SolverTests(rep.HandedCalls, rep.Samples)
 	return nil
 }
@@ -143,15 +135,7 @@ func (rep *RoleReport) writeHanded(b *strings.Builder) {
 		return
 	}
 	fmt.Fprintf(b, "\n- solver on the calls it is handed: those %s made on the held-out items (%d), asked alike of the pretrained and the RL-trained solver:\n\n", rep.HandedArm, len(rep.HandedCalls))
-	b.WriteString("| handed calls | n | greedy right: before → after (lost / gained, McNemar p) | sampled right: before → after | paired difference [95% CI] |\n|---|---:|---|---|---|\n")
-	for _, t := range rep.Handed {
-		sampled, diff := "–", "–"
-		if rep.Samples > 0 {
-			sampled = fmt.Sprintf("%.3f → %.3f", t.SampledBefore, t.SampledAfter)
-			diff = fmt.Sprintf("%+.3f [%+.3f, %+.3f]", t.SampledDiff, t.SampledCI.Lo, t.SampledCI.Hi)
-		}
-		fmt.Fprintf(b, "| %s | %d | %d → %d (%d / %d, p %.2g) | %s | %s |\n", t.Calls, t.N, t.GreedyBefore, t.GreedyAfter, t.Lost, t.Gained, t.P, sampled, diff)
-	}
+	rep.writeSolverTests(b, "handed calls", rep.Handed)
 }
 
 // writeHanded writes the seeds' handed-calls table and how many seeds

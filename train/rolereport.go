@@ -235,8 +235,15 @@ func (rep *RoleReport) writeMarkdown(b *strings.Builder) {
 		return
 	}
 	fmt.Fprintf(b, "- solver (its own answer right, on every operation of the held-out problems, asked of the pretrained and the RL-trained solver: greedy, and %d samples a call at temperature %g, seeded alike before and after):\n\n", rep.Samples, rep.Temperature)
-	b.WriteString("| solver's calls | n | greedy right: before → after (lost / gained, McNemar p) | sampled right: before → after | paired difference [95% CI] |\n|---|---:|---|---|---|\n")
-	for _, t := range rep.Solver {
+	rep.writeSolverTests(b, "solver's calls", rep.Solver)
+	rep.writeHanded(b)
+}
+
+// writeSolverTests writes tests as a table whose first column is named
+// head.
+func (rep *RoleReport) writeSolverTests(b *strings.Builder, head string, tests []SolverTest) {
+	fmt.Fprintf(b, "| %s | n | greedy right: before → after (lost / gained, McNemar p) | sampled right: before → after | paired difference [95%% CI] |\n|---|---:|---|---|---|\n", head)
+	for _, t := range tests {
 		sampled, diff := "–", "–"
 		if rep.Samples > 0 {
 			sampled = fmt.Sprintf("%.3f → %.3f", t.SampledBefore, t.SampledAfter)
@@ -244,7 +251,6 @@ func (rep *RoleReport) writeMarkdown(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "| %s | %d | %d → %d (%d / %d, p %.2g) | %s | %s |\n", t.Calls, t.N, t.GreedyBefore, t.GreedyAfter, t.Lost, t.Gained, t.P, sampled, diff)
 	}
-	rep.writeHanded(b)
 }
 
 // roleReport asks every operation of the held-out problems of the
@@ -263,18 +269,11 @@ func (r *runner) roleReport(ctx context.Context, tab *Table, steps int) (*RoleRe
 				qs = append(qs, s.Expr())
 			}
 		}
-		before, err := r.askSolver(ctx, r.solver, qs)
+		calls, err := r.solverCalls(ctx, qs)
 		if err != nil {
 			return nil, err
 		}
-		after, err := r.askSolver(ctx, r.trainedSolver, qs)
-		if err != nil {
-			return nil, err
-		}
-		rep.Calls = make([]SolverCall, len(qs))
-		for i, q := range qs {
-			rep.Calls[i] = SolverCall{Question: q, Before: before[i], After: after[i]}
-		}
+		rep.Calls = calls
 		rep.Solver = SolverTests(rep.Calls, rep.Samples)
 		if cfg.HandedCalls {
 			if err := r.handedReport(ctx, rep, steps); err != nil {
@@ -290,6 +289,24 @@ func (r *runner) roleReport(ctx context.Context, tab *Table, steps int) (*RoleRe
 		return nil, fmt.Errorf("train: write role report: %w", err)
 	}
 	return rep, nil
+}
+
+// solverCalls asks the pretrained and the trained solver each question,
+// paired.
+func (r *runner) solverCalls(ctx context.Context, qs []string) ([]SolverCall, error) {
+	before, err := r.askSolver(ctx, r.solver, qs)
+	if err != nil {
+		return nil, err
+	}
+	after, err := r.askSolver(ctx, r.trainedSolver, qs)
+	if err != nil {
+		return nil, err
+	}
+	calls := make([]SolverCall, len(qs))
+	for i, q := range qs {
+		calls[i] = SolverCall{Question: q, Before: before[i], After: after[i]}
+	}
+	return calls, nil
 }
 
 // askSolver asks m each question as route's solver is asked: greedy, and
