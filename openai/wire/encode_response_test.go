@@ -11,24 +11,7 @@ import (
 // same bytes, or an error from both.
 func checkAppendResponse(t *testing.T, r *ChatResponse) {
 	t.Helper()
-	want, werr := json.Marshal(r)
-	prefix := []byte("prefix")
-	got, err := AppendResponse(prefix, r)
-	if (err != nil) != (werr != nil) {
-		t.Fatalf("AppendResponse error %v, json.Marshal error %v", err, werr)
-	}
-	if string(got[:len(prefix)]) != "prefix" {
-		t.Fatalf("AppendResponse changed what dst held: %q", got)
-	}
-	if err != nil {
-		if len(got) != len(prefix) {
-			t.Errorf("AppendResponse failed but returned %q, want dst as it was", got)
-		}
-		return
-	}
-	if g := got[len(prefix):]; string(g) != string(want) {
-		t.Errorf("AppendResponse:\n got %s\nwant %s", g, want)
-	}
+	checkAppend(t, "AppendResponse", r, AppendResponse)
 }
 
 func TestAppendResponseMatchesMarshal(t *testing.T) {

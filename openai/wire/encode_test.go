@@ -11,23 +11,31 @@ import (
 // same bytes, or an error from both.
 func checkAppendRequest(t *testing.T, r *ChatRequest) {
 	t.Helper()
-	want, werr := json.Marshal(r)
+	checkAppend(t, "AppendRequest", r, AppendRequest)
+}
+
+// checkAppend compares appendFn, named name, with json.Marshal on v: the
+// same bytes after what dst held, or an error from both and dst as it
+// was.
+func checkAppend[T any](t *testing.T, name string, v *T, appendFn func([]byte, *T) ([]byte, error)) {
+	t.Helper()
+	want, werr := json.Marshal(v)
 	prefix := []byte("prefix")
-	got, err := AppendRequest(prefix, r)
+	got, err := appendFn(prefix, v)
 	if (err != nil) != (werr != nil) {
-		t.Fatalf("AppendRequest error %v, json.Marshal error %v", err, werr)
+		t.Fatalf("%s error %v, json.Marshal error %v", name, err, werr)
 	}
 	if string(got[:len(prefix)]) != "prefix" {
-		t.Fatalf("AppendRequest changed what dst held: %q", got)
+		t.Fatalf("%s changed what dst held: %q", name, got)
 	}
 	if err != nil {
 		if len(got) != len(prefix) {
-			t.Errorf("AppendRequest failed but returned %q, want dst as it was", got)
+			t.Errorf("%s failed but returned %q, want dst as it was", name, got)
 		}
 		return
 	}
 	if g := got[len(prefix):]; string(g) != string(want) {
-		t.Errorf("AppendRequest:\n got %s\nwant %s", g, want)
+		t.Errorf("%s:\n got %s\nwant %s", name, g, want)
 	}
 }
 
